@@ -1,0 +1,121 @@
+// `cannl check SPEC`: parse and infer, then print every tensor's shape.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+
+#include "driver/commands.h"
+#include "driver/frontend.h"
+#include "spec/ast_print.h"
+
+namespace cannl {
+
+bool read_file(const std::string& path, std::string& text, std::string& error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = fmt::format("cannot read '{}': no such file or not readable", path);
+    return false;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) {
+    error = fmt::format("cannot read '{}': read error", path);
+    return false;
+  }
+  text = ss.str();
+  return true;
+}
+
+namespace {
+
+nlohmann::json axes_json(const std::vector<Axis>& row) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const Axis& x : row) {
+    if (x.is_batch) a.push_back("batch");
+    else a.push_back(x.size);
+  }
+  return a;
+}
+
+void dump_shapes(const Frontend& fe, std::ostream& out) {
+  const Model& m = fe.model;
+  for (size_t i = 0; i < m.tensors.size(); ++i) {
+    const Tensor& t = m.tensors[i];
+    out << t.name << " : " << print_shape(fe.shapes.tensors[i]) << "   # "
+        << tensor_kind_name(t.kind) << "\n";
+    if (!t.expr) continue;
+    // Sub-expressions in evaluation order (post-order), with their shapes.
+    std::vector<const Expr*> order;
+    auto walk = [&](auto&& self, const Expr* e) -> void {
+      for (const auto& o : e->operands) self(self, o.get());
+      for (const Arg& a : e->args) self(self, a.value.get());
+      if (e->kind != ExprKind::String && e->kind != ExprKind::Name && e->kind != ExprKind::Number)
+        order.push_back(e);
+    };
+    walk(walk, t.expr);
+    for (const Expr* e : order) {
+      if (e == t.expr) continue;
+      LineCol lc = fe.file.line_col(e->range.begin);
+      out << fmt::format("    {}:{} {} : {}\n", lc.line, lc.col, fe.file.slice(e->range),
+                         print_shape(fe.shapes.of(e)));
+    }
+  }
+}
+
+}  // namespace
+
+int check_text(const std::string& path, const std::string& text, const CheckOptions& opt,
+               std::ostream& out, std::ostream& err) {
+  Stage last = opt.dump == "tokens" ? Stage::Tokens : opt.dump == "ast" ? Stage::Ast : Stage::Shapes;
+  auto fe = run_frontend(path, text, last);
+  if (!fe->ok()) {
+    fe->diags.render(err, opt.color);
+    err << fmt::format("{}: {} error{}\n", path, fe->diags.error_count(),
+                       fe->diags.error_count() == 1 ? "" : "s");
+    return 1;
+  }
+  fe->diags.render(err, opt.color);  // warnings
+  if (opt.dump == "tokens") {
+    out << dump_tokens(fe->tokens, fe->file);
+    return 0;
+  }
+  if (opt.dump == "ast") {
+    out << dump_ast(fe->spec, fe->file);
+    return 0;
+  }
+  if (opt.dump == "shapes") {
+    dump_shapes(*fe, out);
+    return 0;
+  }
+  const Model& m = fe->model;
+  if (opt.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+      const Shape& s = fe->shapes.tensors[i];
+      arr.push_back({{"name", m.tensors[i].name},
+                     {"kind", tensor_kind_name(m.tensors[i].kind)},
+                     {"shape", print_shape(s)},
+                     {"batch", axes_json(s.row(AxisKind::Batch))},
+                     {"input", axes_json(s.row(AxisKind::Input))},
+                     {"output", axes_json(s.row(AxisKind::Output))}});
+    }
+    out << arr.dump(2) << "\n";
+    return 0;
+  }
+  for (size_t i = 0; i < m.tensors.size(); ++i)
+    out << m.tensors[i].name << " : " << print_shape(fe->shapes.tensors[i]) << "\n";
+  return 0;
+}
+
+int check_file(const std::string& path, const CheckOptions& opt, std::ostream& out, std::ostream& err) {
+  std::string text, error;
+  if (!read_file(path, text, error)) {
+    err << "cannl: error: " << error << "\n";
+    return 2;
+  }
+  return check_text(path, text, opt, out, err);
+}
+
+}  // namespace cannl

@@ -1,0 +1,30 @@
+// commands.h — the `cannl` subcommands, callable in-process (the tests do).
+//
+// Each returns the process exit status: 0 success, 1 the spec has errors, 2 bad usage
+// (unreadable file, bad option). Output goes to `out`, diagnostics to `err`.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+namespace cannl {
+
+struct CheckOptions {
+  bool json = false;
+  std::string dump;  // "", "tokens", "ast", "shapes"
+  bool color = false;
+};
+
+int check_text(const std::string& path, const std::string& text, const CheckOptions& opt,
+               std::ostream& out, std::ostream& err);
+int check_file(const std::string& path, const CheckOptions& opt, std::ostream& out, std::ostream& err);
+
+bool read_file(const std::string& path, std::string& text, std::string& error);
+
+}  // namespace cannl
+
+namespace cannl {
+// `cannl gen SPEC -o DIR` (code generation lands with the C backend).
+int gen_file(const std::string& path, const std::string& out_dir, const CheckOptions& opt,
+             std::ostream& out, std::ostream& err);
+}  // namespace cannl

@@ -1,0 +1,20 @@
+#include "driver/frontend.h"
+
+#include "spec/lexer.h"
+#include "spec/parser.h"
+
+namespace cannl {
+
+std::unique_ptr<Frontend> run_frontend(std::string path, std::string text, Stage last) {
+  auto fe = std::make_unique<Frontend>(std::move(path), std::move(text));
+  fe->tokens = lex(fe->file, fe->diags);
+  if (last == Stage::Tokens) return fe;
+  fe->spec = parse(fe->tokens, fe->diags);
+  if (last == Stage::Ast || !fe->ok()) return fe;
+  fe->model = build_model(fe->spec, fe->diags);
+  if (last == Stage::Model || !fe->ok()) return fe;
+  fe->shapes = infer_shapes(fe->model, fe->file, fe->diags);
+  return fe;
+}
+
+}  // namespace cannl

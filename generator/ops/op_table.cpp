@@ -1,0 +1,189 @@
+#include "ops/op_table.h"
+
+#include <fmt/format.h>
+
+#include "shapes/shape_context.h"
+
+namespace cannl {
+
+namespace {
+
+ArgSig tensor(const char* n, bool required = true) { return {n, ArgType::Tensor, required, 0}; }
+ArgSig spec(const char* n, bool required = true) { return {n, ArgType::Spec, required, 0}; }
+ArgSig integer(const char* n, double def) { return {n, ArgType::Int, false, def}; }
+ArgSig number(const char* n, double def) { return {n, ArgType::Number, false, def}; }
+ArgSig required_number(const char* n) { return {n, ArgType::Number, true, 0}; }
+
+void pointwise(ShapeContext& c, const BoundCall& b) {
+  c.same_shape(b.tensors[0], fmt::format("in {} of", b.call->name));
+}
+
+void reduction(ShapeContext& c, const BoundCall& b) {
+  if (b.spec) c.einsum(*b.spec, {b.tensors[0]}, fmt::format("in {} of", b.call->name));
+  else c.scalar_result();
+}
+
+// cross_entropy(logits, target): one value per example (and per input index).
+void per_example_pair(ShapeContext& c, const BoundCall& b, bool scalar) {
+  Solver& s = c.solver();
+  const Expr* l = b.tensors[0];
+  const Expr* t = b.tensors[1];
+  Origin o = c.origin(fmt::format("in {} of", b.call->name), {l, t});
+  s.equal_rows(c.shape(l).row(AxisKind::Output), c.shape(t).row(AxisKind::Output), o,
+               fmt::format("the output axes of {} and {} must be equal", c.name_of(l), c.name_of(t)));
+  if (scalar) {
+    c.scalar_result();
+    return;
+  }
+  for (AxisKind k : {AxisKind::Batch, AxisKind::Input})
+    s.broadcast(c.result().row(k), {c.shape(l).row(k), c.shape(t).row(k)}, o, axis_kind_name(k));
+  c.result().row(AxisKind::Output) = RowT::closed({});
+}
+
+// conv2d(x : [b | h, w, c], k : [kh, kw, c -> d]) -> [b | h', w', d]
+void conv2d(ShapeContext& c, const BoundCall& b) {
+  Solver& s = c.solver();
+  const Expr* x = b.tensors[0];
+  const Expr* k = b.tensors[1];
+  long stride = static_cast<long>(b.values.at("stride"));
+  long padding = static_cast<long>(b.values.at("padding"));
+  Origin o = c.origin("in conv2d of", {x, k});
+  DimT H = s.fresh_dim(), W = s.fresh_dim(), C = s.fresh_dim(), KH = s.fresh_dim(),
+       KW = s.fresh_dim(), D = s.fresh_dim(), OH = s.fresh_dim(), OW = s.fresh_dim();
+  s.equal_rows(c.shape(x).row(AxisKind::Input), RowT::closed({}), o,
+               fmt::format("{} must have no input axes", c.name_of(x)));
+  s.equal_rows(c.shape(x).row(AxisKind::Output), RowT::closed({H, W, C}), o,
+               fmt::format("the image {} must have output axes [height, width, channels]", c.name_of(x)));
+  s.equal_rows(c.shape(k).row(AxisKind::Batch), RowT::closed({}), o,
+               fmt::format("the kernel {} must have no batch axes", c.name_of(k)));
+  s.equal_rows(c.shape(k).row(AxisKind::Input), RowT::closed({KH, KW, C}), o,
+               fmt::format("the kernel {} must have input axes [kh, kw, channels] with the image's "
+                           "channels", c.name_of(k)));
+  s.equal_rows(c.shape(k).row(AxisKind::Output), RowT::closed({D}), o,
+               fmt::format("the kernel {} must have one output axis (the output channels)", c.name_of(k)));
+  s.equal_rows(c.result().row(AxisKind::Batch), c.shape(x).row(AxisKind::Batch), o, "batch axes");
+  c.result().row(AxisKind::Input) = RowT::closed({});
+  c.result().row(AxisKind::Output) = RowT::closed({OH, OW, D});
+  s.affine(H, stride, OH, KH, padding, o);
+  s.affine(W, stride, OW, KW, padding, o);
+}
+
+// max_pool2d / avg_pool2d: the two leading output axes shrink by `size` (stride = size).
+void pool2d(ShapeContext& c, const BoundCall& b) {
+  Solver& s = c.solver();
+  const Expr* x = b.tensors[0];
+  long size = static_cast<long>(b.values.at("size"));
+  long stride = static_cast<long>(b.values.at("stride"));
+  if (stride == 0) stride = size;
+  Origin o = c.origin(fmt::format("in {} of", b.call->name), {x});
+  DimT H = s.fresh_dim(), W = s.fresh_dim(), OH = s.fresh_dim(), OW = s.fresh_dim();
+  RowT rest = s.fresh_row();
+  s.equal_rows(c.shape(x).row(AxisKind::Output), RowT{{H, W}, rest.var, {}}, o,
+               fmt::format("{} needs at least two output axes (height, width, ...)", c.name_of(x)));
+  s.equal_rows(c.result().row(AxisKind::Batch), c.shape(x).row(AxisKind::Batch), o, "batch axes");
+  s.equal_rows(c.result().row(AxisKind::Input), c.shape(x).row(AxisKind::Input), o, "input axes");
+  c.result().row(AxisKind::Output) = RowT{{OH, OW}, rest.var, {}};
+  s.affine(H, stride, OH, DimT::known(size), 0, o);
+  s.affine(W, stride, OW, DimT::known(size), 0, o);
+}
+
+std::vector<OpInfo> make_table() {
+  std::vector<OpInfo> t;
+  for (const char* f : {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"})
+    t.push_back({f, {tensor("x")}, pointwise, false, "pointwise; the shape is unchanged"});
+  for (const char* f : {"sum", "mean", "max"})
+    t.push_back({f, {tensor("x"), spec("spec", false)}, reduction, false,
+                 "over all axes (a scalar), or as a one-operand einsum spec says"});
+  for (const char* f : {"softmax", "log_softmax"})
+    t.push_back({f, {tensor("x")}, pointwise, false, "over the output axes"});
+  t.push_back({"layer_norm", {tensor("x"), number("eps", 1e-5)}, pointwise, false,
+               "normalise over the output axes"});
+  t.push_back({"cross_entropy", {tensor("logits"), tensor("target")},
+               [](ShapeContext& c, const BoundCall& b) { per_example_pair(c, b, false); }, false,
+               "-sum over outputs(target *. log_softmax(logits)), one value per example"});
+  t.push_back({"accuracy", {tensor("logits"), tensor("target")},
+               [](ShapeContext& c, const BoundCall& b) { per_example_pair(c, b, true); }, true,
+               "fraction of examples whose argmax over outputs agrees (metrics only)"});
+  t.push_back({"conv2d", {tensor("x"), tensor("k"), integer("stride", 1), integer("padding", 0)},
+               conv2d, false, "2-D convolution, [b | h, w, c] with [kh, kw, c -> d]"});
+  for (const char* f : {"max_pool2d", "avg_pool2d"})
+    t.push_back({f, {tensor("x"), integer("size", 2), integer("stride", 0)}, pool2d, false,
+                 "pooling over the two leading output axes"});
+  t.push_back({"einsum", {spec("spec"), tensor("a"), tensor("b", false)},
+               [](ShapeContext& c, const BoundCall& b) {
+                 c.einsum(*b.spec, b.tensors, "in einsum of");
+               },
+               false, "generalised einsum"});
+  return t;
+}
+
+std::vector<CallSig> make_initializers() {
+  return {
+      {"uniform", {number("lo", 0), number("hi", 1)}},
+      {"normal", {number("mean", 0), number("std", 1)}},
+      {"zeros", {}},
+      {"ones", {}},
+      {"constant", {required_number("value")}},
+      {"kaiming_uniform", {number("a", 0)}},
+      {"kaiming_normal", {number("a", 0)}},
+      {"xavier_uniform", {number("gain", 1)}},
+      {"xavier_normal", {number("gain", 1)}},
+  };
+}
+
+std::vector<CallSig> make_optimizers() {
+  return {
+      {"sgd", {required_number("lr"), number("momentum", 0), number("weight_decay", 0),
+               number("dampening", 0), number("nesterov", 0)}},
+      {"adam", {number("lr", 1e-3), number("beta1", 0.9), number("beta2", 0.999),
+                number("eps", 1e-8), number("weight_decay", 0)}},
+      {"adamw", {number("lr", 1e-3), number("beta1", 0.9), number("beta2", 0.999),
+                 number("eps", 1e-8), number("weight_decay", 0.01)}},
+  };
+}
+
+template <typename T>
+const T* find_in(const std::vector<T>& v, const std::string& name) {
+  for (const T& x : v)
+    if (x.name == name) return &x;
+  return nullptr;
+}
+
+template <typename T>
+std::vector<std::string> names_of(const std::vector<T>& v) {
+  std::vector<std::string> out;
+  for (const T& x : v) out.push_back(x.name);
+  return out;
+}
+
+const std::vector<CallSig>& initializers() {
+  static const std::vector<CallSig> v = make_initializers();
+  return v;
+}
+const std::vector<CallSig>& optimizers() {
+  static const std::vector<CallSig> v = make_optimizers();
+  return v;
+}
+
+}  // namespace
+
+const std::vector<OpInfo>& all_ops() {
+  static const std::vector<OpInfo> table = make_table();
+  return table;
+}
+const OpInfo* find_op(const std::string& name) { return find_in(all_ops(), name); }
+const CallSig* find_initializer(const std::string& name) { return find_in(initializers(), name); }
+const CallSig* find_optimizer(const std::string& name) { return find_in(optimizers(), name); }
+std::vector<std::string> initializer_names() { return names_of(initializers()); }
+std::vector<std::string> optimizer_names() { return names_of(optimizers()); }
+
+std::string known_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i) s += i + 1 == names.size() ? " or " : ", ";
+    s += names[i];
+  }
+  return s;
+}
+
+}  // namespace cannl

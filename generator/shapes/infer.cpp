@@ -1,0 +1,344 @@
+#include "shapes/infer.h"
+
+#include <fmt/format.h>
+
+#include "shapes/shape_context.h"
+
+namespace cannl {
+
+void ShapeContext::same_shape(const Expr* x, const std::string& verb) {
+  Origin o = origin(verb, {x});
+  for (int k = 0; k < 3; ++k)
+    solver().equal_rows(result().rows[k], shape(x).rows[k], o,
+                        fmt::format("the result keeps the {} axes", axis_kind_name(AxisKind(k))));
+}
+
+void ShapeContext::scalar_result() {
+  for (RowT& r : result().rows) r = RowT::closed({});
+}
+
+void ShapeContext::einsum(const EinsumSpec& spec, const std::vector<const Expr*>& operands,
+                          const std::string& verb) {
+  Solver& s = solver();
+  Origin o = origin(verb, operands);
+  std::map<std::string, DimT> names;
+  std::array<int, 3> ellipsis{-1, -1, -1};
+  auto dim = [&](const std::string& n) {
+    auto it = names.find(n);
+    if (it != names.end()) return it->second;
+    return names[n] = s.fresh_dim();
+  };
+  auto build = [&](const EinOperand& op) {
+    ShapeT sh;
+    for (int k = 0; k < 3; ++k) {
+      RowT row;
+      bool after = false;
+      for (const EinAxis& a : op.parts[k]) {
+        DimT d;
+        switch (a.kind) {
+          case EinAxis::Ellipsis:
+            if (ellipsis[k] < 0) ellipsis[k] = s.fresh_row().var;
+            row.var = ellipsis[k];
+            after = true;
+            continue;
+          case EinAxis::Name:
+            d = dim(a.name);
+            break;
+          case EinAxis::Affine: {
+            d = s.fresh_dim();
+            std::optional<DimT> kernel;
+            if (!a.kernel.empty()) kernel = dim(a.kernel);
+            s.affine(d, a.stride, dim(a.name), kernel, a.padding, o);
+            break;
+          }
+        }
+        (after ? row.right : row.left).push_back(d);
+      }
+      if (row.var < 0) row = RowT::closed(row.left);  // a closed row keeps its axes in `right`
+      sh.rows[k] = row;
+    }
+    return sh;
+  };
+  auto part_text = [](const EinOperand& op, int k) {
+    std::string t;
+    for (const EinAxis& a : op.parts[k]) t += (t.empty() ? "" : ",") + (a.kind == EinAxis::Ellipsis ? "..." : a.name);
+    return t;
+  };
+  for (size_t i = 0; i < operands.size() && i < spec.operands.size(); ++i) {
+    ShapeT want = build(spec.operands[i]);
+    for (int k = 0; k < 3; ++k)
+      s.equal_rows(shape(operands[i]).rows[k], want.rows[k], o,
+                   fmt::format("the {} axes of {} must match \"{}\" in the spec",
+                               axis_kind_name(AxisKind(k)), name_of(operands[i]),
+                               part_text(spec.operands[i], k)));
+  }
+  ShapeT res = build(spec.result);
+  for (int k = 0; k < 3; ++k)
+    s.equal_rows(result().rows[k], res.rows[k], o, "the result must match the spec");
+}
+
+namespace {
+
+class Inferrer final : public ShapeContext {
+public:
+  Inferrer(const Model& m, const SourceFile& f, DiagEngine& d)
+      : m_(m), file_(f), diags_(d),
+        solver_([this](const Origin& o, const std::string& detail) { report(o, detail); }) {}
+
+  ShapeInfo run() {
+    for (size_t i = 0; i < m_.tensors.size(); ++i) {
+      const Tensor& t = m_.tensors[i];
+      tensor_shapes_.push_back(declared(t));
+      if (t.kind == TensorKind::Computed) {
+        ShapeT& e = walk(t.expr);
+        Origin o{t.decl, [this, &t] {
+                   return fmt::format("the definition of '{}'", t.name);
+                 }};
+        for (int k = 0; k < 3; ++k)
+          solver_.equal_rows(tensor_shapes_[i].rows[k], e.rows[k], o, "internal: tensor and expression differ");
+      }
+    }
+    solver_.solve([this] {
+      std::vector<ShapeT> out;
+      for (size_t i = 0; i < m_.tensors.size(); ++i)
+        if (m_.tensors[i].kind != TensorKind::Computed) out.push_back(tensor_shapes_[i]);
+      return out;
+    });
+    return finish();
+  }
+
+  Solver& solver() override { return solver_; }
+  ShapeT& shape(const Expr* e) override { return expr_shapes_.at(e); }
+  ShapeT& result() override { return expr_shapes_.at(current_); }
+  std::string name_of(const Expr* e) override {
+    std::string text;
+    for (char c : file_.slice(e->range)) {
+      if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+      if (c == ' ' && !text.empty() && text.back() == ' ') continue;
+      text += c;
+    }
+    if (text.size() > 40) text = text.substr(0, 37) + "...";
+    return "'" + text + "'";
+  }
+  Origin origin(const std::string& verb, const std::vector<const Expr*>& operands) override {
+    const Expr* at = current_;
+    return Origin{at->op_range, [this, verb, operands] {
+                    std::string s = verb;
+                    for (size_t i = 0; i < operands.size(); ++i) {
+                      s += i == 0 ? " " : (i + 1 == operands.size() ? " and " : ", ");
+                      s += name_of(operands[i]) + " : " + solver_.print(shape(operands[i]));
+                    }
+                    return s;
+                  }};
+  }
+
+private:
+  void report(const Origin& o, const std::string& detail) {
+    diags_.error(o.at, o.describe() + ": " + detail);
+  }
+
+  RowT written_part(const std::vector<AxisSpec>& axes) {
+    RowT row;
+    bool after = false;
+    for (const AxisSpec& a : axes) {
+      switch (a.kind) {
+        case AxisSpec::Size: (after ? row.right : row.left).push_back(DimT::known(a.size)); break;
+        case AxisSpec::DimName: (after ? row.right : row.left).push_back(DimT::known(m_.dims.at(a.name))); break;
+        case AxisSpec::Wildcard: (after ? row.right : row.left).push_back(solver_.fresh_dim()); break;
+        case AxisSpec::RowVar:
+          row.var = solver_.fresh_row().var;
+          after = true;
+          break;
+      }
+    }
+    if (row.var < 0) row = RowT::closed(row.left);
+    return row;
+  }
+
+  ShapeT declared(const Tensor& t) {
+    ShapeT s;
+    switch (t.kind) {
+      case TensorKind::Input:
+        s.rows[0] = RowT::closed({DimT::batch()});
+        s.rows[1] = written_part(t.shape->parts[1]);
+        s.rows[2] = written_part(t.shape->parts[2]);
+        break;
+      case TensorKind::Param:
+        s.rows[0] = RowT::closed({});
+        if (t.shape) {
+          s.rows[1] = written_part(t.shape->parts[1]);
+          s.rows[2] = written_part(t.shape->parts[2]);
+        } else {
+          s.rows[1] = solver_.fresh_row();
+          s.rows[2] = solver_.fresh_row();
+        }
+        break;
+      case TensorKind::Computed:
+        for (RowT& r : s.rows) r = solver_.fresh_row();
+        break;
+    }
+    return s;
+  }
+
+  ShapeT scalar() { return ShapeT{{RowT::closed({}), RowT::closed({}), RowT::closed({})}}; }
+  ShapeT fresh() { return ShapeT{{solver_.fresh_row(), solver_.fresh_row(), solver_.fresh_row()}}; }
+
+  bool is_constant(const Expr* e) const {
+    return e->kind == ExprKind::Number || (e->kind == ExprKind::Name && m_.dims.count(e->name));
+  }
+
+  ShapeT& walk(const Expr* e) {
+    for (const auto& o : e->operands) walk(o.get());
+    for (const Arg& a : e->args)
+      if (a.value->kind != ExprKind::String && a.value->kind != ExprKind::Number) walk(a.value.get());
+    const Expr* saved = current_;
+    current_ = e;
+    ShapeT& r = expr_shapes_[e];
+    switch (e->kind) {
+      case ExprKind::Number:
+      case ExprKind::String:
+        r = scalar();
+        break;
+      case ExprKind::Name:
+        if (auto it = m_.index.find(e->name); it != m_.index.end()) r = tensor_shapes_[it->second];
+        else r = scalar();
+        break;
+      case ExprKind::Neg:
+      case ExprKind::Pow:
+        r = fresh();
+        same_shape(e->operands[0].get(), e->kind == ExprKind::Neg ? "negating" : "raising");
+        break;
+      case ExprKind::Add:
+      case ExprKind::Sub:
+      case ExprKind::Mul:
+      case ExprKind::Div: {
+        r = fresh();
+        const Expr* a = e->operands[0].get();
+        const Expr* b = e->operands[1].get();
+        const char* verb = e->kind == ExprKind::Add   ? "cannot add"
+                           : e->kind == ExprKind::Sub ? "cannot subtract"
+                           : e->kind == ExprKind::Mul ? "cannot multiply pointwise"
+                                                      : "cannot divide";
+        Origin o = origin(verb, {a, b});
+        for (int k = 0; k < 3; ++k)
+          solver_.broadcast(r.rows[k], {shape(a).rows[k], shape(b).rows[k]}, o,
+                            axis_kind_name(AxisKind(k)));
+        break;
+      }
+      case ExprKind::MatMul: {
+        r = fresh();
+        const Expr* a = e->operands[0].get();
+        const Expr* b = e->operands[1].get();
+        // A number in a matrix product takes whatever shape the contraction needs (OCANNL).
+        if (is_constant(a)) expr_shapes_[a] = ShapeT{{RowT::closed({}), solver_.fresh_row(), solver_.fresh_row()}};
+        if (is_constant(b)) expr_shapes_[b] = ShapeT{{RowT::closed({}), solver_.fresh_row(), solver_.fresh_row()}};
+        Origin o = origin("cannot multiply (matrix product)", {a, b});
+        solver_.equal_rows(shape(a).row(AxisKind::Input), shape(b).row(AxisKind::Output), o,
+                           fmt::format("the input axes of {} must equal the output axes of {}",
+                                       name_of(a), name_of(b)));
+        solver_.broadcast(r.row(AxisKind::Batch),
+                          {shape(a).row(AxisKind::Batch), shape(b).row(AxisKind::Batch)}, o, "batch");
+        solver_.equal_rows(r.row(AxisKind::Input), shape(b).row(AxisKind::Input), o, "input axes");
+        solver_.equal_rows(r.row(AxisKind::Output), shape(a).row(AxisKind::Output), o, "output axes");
+        break;
+      }
+      case ExprKind::Call: {
+        r = fresh();
+        const OpInfo* op = find_op(e->name);
+        auto it = m_.calls.find(e);
+        if (op && it != m_.calls.end()) op->shape(*this, it->second);
+        break;
+      }
+    }
+    current_ = saved;
+    return expr_shapes_[e];
+  }
+
+  Shape concrete(const ShapeT& s, bool* free) {
+    Shape out;
+    for (int k = 0; k < 3; ++k) {
+      RowT r = solver_.resolve(s.rows[k]);
+      if (!r.is_closed()) *free = true;
+      for (const DimT& d : r.left) out.rows[k].push_back(axis(d, free));
+      for (const DimT& d : r.right) out.rows[k].push_back(axis(d, free));
+    }
+    return out;
+  }
+  Axis axis(const DimT& d, bool* free) {
+    switch (d.kind) {
+      case DimT::Known: return Axis{d.size, false};
+      case DimT::Batch: return Axis{0, true};
+      case DimT::Var: *free = true; return Axis{1, false};
+    }
+    return {};
+  }
+
+  void report_free(const Tensor& t, const ShapeT& s) {
+    for (int k = 1; k < 3; ++k) {
+      RowT r = solver_.resolve(s.rows[k]);
+      const char* kind = axis_kind_name(AxisKind(k));
+      std::string how = t.kind == TensorKind::Param
+                            ? fmt::format("write its shape, e.g. 'param {} : [784 -> 512]'", t.name)
+                            : "write every axis size of an input";
+      if (!r.is_closed()) {
+        diags_.error(t.decl, fmt::format("cannot infer the {} axes of {} '{}': nothing constrains "
+                                         "them (so far {}); {}", kind, tensor_kind_name(t.kind),
+                                         t.name, solver_.print(s), how));
+        continue;
+      }
+      for (size_t i = 0; i < r.right.size(); ++i)
+        if (r.right[i].is_var())
+          diags_.error(t.decl, fmt::format("cannot infer the size of {} axis {} of {} '{}' ({}): "
+                                           "nothing constrains it; {}", kind, i + 1,
+                                           tensor_kind_name(t.kind), t.name, solver_.print(s), how));
+    }
+  }
+
+  ShapeInfo finish() {
+    ShapeInfo info;
+    for (size_t i = 0; i < m_.tensors.size(); ++i) {
+      const Tensor& t = m_.tensors[i];
+      bool free = false;
+      info.tensors.push_back(concrete(tensor_shapes_[i], &free));
+      if (free) {
+        if (t.kind == TensorKind::Computed)
+          CANNL_INTERNAL(diags_, t.decl, fmt::format("'{}' still has free axes after defaulting", t.name));
+        else
+          report_free(t, tensor_shapes_[i]);
+      }
+    }
+    for (auto& [e, s] : expr_shapes_) {
+      bool free = false;
+      info.exprs[e] = concrete(s, &free);
+    }
+    if (m_.loss >= 0 && !info.tensors[m_.loss].is_scalar()) {
+      const Tensor& t = m_.tensors[m_.loss];
+      diags_.error(m_.loss_range,
+                   fmt::format("the loss '{}' must be a scalar [], but it is {}; reduce it, e.g. "
+                               "mean({})", t.name, print_shape(info.tensors[m_.loss]), t.name));
+    }
+    for (int idx : m_.metrics) {
+      const Tensor& t = m_.tensors[idx];
+      if (!info.tensors[idx].is_scalar())
+        diags_.error(t.decl, fmt::format("metric '{}' must be a scalar [], but it is {}; reduce it, "
+                                         "e.g. mean(...)", t.name, print_shape(info.tensors[idx])));
+    }
+    return info;
+  }
+
+  const Model& m_;
+  const SourceFile& file_;
+  DiagEngine& diags_;
+  Solver solver_;
+  std::vector<ShapeT> tensor_shapes_;
+  std::map<const Expr*, ShapeT> expr_shapes_;
+  const Expr* current_ = nullptr;
+};
+
+}  // namespace
+
+ShapeInfo infer_shapes(const Model& m, const SourceFile& file, DiagEngine& diags) {
+  return Inferrer(m, file, diags).run();
+}
+
+}  // namespace cannl

@@ -1,0 +1,29 @@
+// shape_context.h — what a built-in's shape rule (ops/op_table.cpp) sees of the solver.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "shapes/solver.h"
+#include "spec/ast.h"
+
+namespace cannl {
+
+class ShapeContext {
+public:
+  virtual ~ShapeContext() = default;
+  virtual Solver& solver() = 0;
+  virtual ShapeT& shape(const Expr* e) = 0;  // an operand's shape
+  virtual ShapeT& result() = 0;              // the call's shape
+  // An Origin at the call, describing the given operands with their current shapes.
+  virtual Origin origin(const std::string& verb, const std::vector<const Expr*>& operands) = 0;
+  virtual std::string name_of(const Expr* e) = 0;  // 'w1' or 'w1 * x'
+
+  // Helpers shared by many rules.
+  void same_shape(const Expr* x, const std::string& verb);  // result = shape of x
+  void scalar_result();
+  void einsum(const EinsumSpec& spec, const std::vector<const Expr*>& operands,
+              const std::string& verb);
+};
+
+}  // namespace cannl

@@ -1,0 +1,500 @@
+#include "shapes/solver.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace cannl {
+
+namespace {
+std::string dim_text(const DimT& d) {
+  switch (d.kind) {
+    case DimT::Known: return std::to_string(d.size);
+    case DimT::Batch: return "batch";
+    case DimT::Var: return "_";
+  }
+  return "?";
+}
+bool same_dim(const DimT& a, const DimT& b) {
+  if (a.kind != b.kind) return false;
+  if (a.kind == DimT::Known) return a.size == b.size;
+  if (a.kind == DimT::Var) return a.var == b.var;
+  return true;
+}
+bool same_row(const RowT& a, const RowT& b) {
+  auto same = [](const std::vector<DimT>& x, const std::vector<DimT>& y) {
+    if (x.size() != y.size()) return false;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!same_dim(x[i], y[i])) return false;
+    return true;
+  };
+  return a.var == b.var && same(a.left, b.left) && same(a.right, b.right);
+}
+bool all_known(const RowT& r) {
+  if (!r.is_closed()) return false;
+  for (const DimT& d : r.right)
+    if (d.is_var()) return false;
+  return true;
+}
+}  // namespace
+
+DimT Solver::fresh_dim() {
+  int v = static_cast<int>(dim_parent_.size());
+  dim_parent_.push_back(v);
+  dim_value_.push_back(std::nullopt);
+  return DimT::variable(v);
+}
+
+RowT Solver::fresh_row() {
+  int v = static_cast<int>(row_binding_.size());
+  row_binding_.push_back(std::nullopt);
+  return RowT{{}, v, {}};
+}
+
+int Solver::find(int v) const {
+  while (dim_parent_[v] != v) v = dim_parent_[v];
+  return v;
+}
+
+DimT Solver::resolve(DimT d) const {
+  if (!d.is_var()) return d;
+  int r = find(d.var);
+  if (dim_value_[r]) return *dim_value_[r];
+  return DimT::variable(r);
+}
+
+RowT Solver::resolve(const RowT& r) const {
+  std::vector<DimT> left, right;
+  for (const DimT& d : r.left) left.push_back(resolve(d));
+  for (const DimT& d : r.right) right.push_back(resolve(d));
+  int v = r.var;
+  for (int guard = 0; v >= 0 && row_binding_[v] && guard < 100000; ++guard) {
+    const RowT& b = *row_binding_[v];
+    for (const DimT& d : b.left) left.push_back(resolve(d));
+    std::vector<DimT> br;
+    for (const DimT& d : b.right) br.push_back(resolve(d));
+    right.insert(right.begin(), br.begin(), br.end());
+    v = b.var;
+  }
+  if (v < 0) {
+    left.insert(left.end(), right.begin(), right.end());
+    return RowT::closed(std::move(left));
+  }
+  return RowT{std::move(left), v, std::move(right)};
+}
+
+std::string Solver::print(const RowT& row) const {
+  RowT r = resolve(row);
+  std::vector<std::string> items;
+  for (const DimT& d : r.left) items.push_back(dim_text(d));
+  if (!r.is_closed()) items.push_back("..");
+  for (const DimT& d : r.right) items.push_back(dim_text(d));
+  std::string s;
+  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + items[i];
+  return "[" + s + "]";
+}
+
+std::string Solver::print(const ShapeT& sh) const {
+  auto inner = [&](const RowT& r) {
+    std::string s = print(r);
+    return s.substr(1, s.size() - 2);
+  };
+  std::string b = inner(sh.rows[0]), i = inner(sh.rows[1]), o = inner(sh.rows[2]);
+  std::string r = "[";
+  if (!b.empty()) r += b + " | ";
+  if (!i.empty()) r += i + " -> ";
+  r += o;
+  if (o.empty() && (!b.empty() || !i.empty())) r.pop_back(), r += " ";
+  return r + "]";
+}
+
+void Solver::bind_row(int var, RowT value) {
+  row_binding_[var] = std::move(value);
+  trail_.push_back({Trail::RowBind, var});
+}
+
+void Solver::rollback(size_t mark) {
+  while (trail_.size() > mark) {
+    Trail t = trail_.back();
+    trail_.pop_back();
+    switch (t.kind) {
+      case Trail::DimParent: dim_parent_[t.var] = t.var; break;
+      case Trail::DimValue: dim_value_[t.var].reset(); break;
+      case Trail::RowBind: row_binding_[t.var].reset(); break;
+    }
+  }
+}
+
+std::optional<std::string> Solver::unify_dims_inner(DimT a, DimT b) {
+  a = resolve(a);
+  b = resolve(b);
+  if (a.is_var() && b.is_var()) {
+    if (a.var != b.var) {
+      dim_parent_[a.var] = b.var;
+      trail_.push_back({Trail::DimParent, a.var});
+    }
+    return std::nullopt;
+  }
+  if (a.is_var() || b.is_var()) {
+    DimT v = a.is_var() ? a : b, val = a.is_var() ? b : a;
+    dim_value_[v.var] = val;
+    trail_.push_back({Trail::DimValue, v.var});
+    return std::nullopt;
+  }
+  if (same_dim(a, b)) return std::nullopt;
+  return fmt::format("{} vs {}", dim_text(a), dim_text(b));
+}
+
+std::optional<std::string> Solver::unify_dims(DimT a, DimT b) {
+  size_t mark = trail_.size();
+  auto r = unify_dims_inner(a, b);
+  if (r) rollback(mark);
+  return r;
+}
+
+std::optional<std::string> Solver::unify_rows(const RowT& a, const RowT& b) {
+  size_t mark = trail_.size();
+  auto r = unify_rows_inner(a, b);
+  if (r) rollback(mark);
+  return r;
+}
+
+std::optional<std::string> Solver::unify_rows_inner(const RowT& a0, const RowT& b0) {
+  RowT a = resolve(a0), b = resolve(b0);
+  auto pairwise = [&](const std::vector<DimT>& x, size_t xb, const std::vector<DimT>& y, size_t yb,
+                      size_t n) -> std::optional<std::string> {
+    for (size_t i = 0; i < n; ++i)
+      if (auto r = unify_dims_inner(x[xb + i], y[yb + i])) return r;
+    return std::nullopt;
+  };
+  auto mismatch = [&]() { return fmt::format("{} vs {}", print(a), print(b)); };
+  if (a.is_closed() && b.is_closed()) {
+    if (a.right.size() != b.right.size()) return mismatch();
+    if (pairwise(a.right, 0, b.right, 0, a.right.size())) return mismatch();
+    return std::nullopt;
+  }
+  if (a.is_closed() || b.is_closed()) {
+    const RowT& open = a.is_closed() ? b : a;
+    const RowT& closed = a.is_closed() ? a : b;
+    const auto& d = closed.right;
+    size_t L = open.left.size(), R = open.right.size();
+    if (d.size() < L + R) return mismatch();
+    if (pairwise(open.left, 0, d, 0, L) || pairwise(open.right, 0, d, d.size() - R, R))
+      return mismatch();
+    bind_row(open.var, RowT::closed(std::vector<DimT>(d.begin() + L, d.end() - R)));
+    return std::nullopt;
+  }
+  if (a.var == b.var) {
+    if (a.left.size() != b.left.size() || a.right.size() != b.right.size()) return mismatch();
+    if (pairwise(a.left, 0, b.left, 0, a.left.size()) ||
+        pairwise(a.right, 0, b.right, 0, a.right.size()))
+      return mismatch();
+    return std::nullopt;
+  }
+  size_t k = std::min(a.left.size(), b.left.size());
+  size_t m = std::min(a.right.size(), b.right.size());
+  if (pairwise(a.left, 0, b.left, 0, k) ||
+      pairwise(a.right, a.right.size() - m, b.right, b.right.size() - m, m))
+    return mismatch();
+  std::vector<DimT> la(a.left.begin() + k, a.left.end()), lb(b.left.begin() + k, b.left.end());
+  std::vector<DimT> ra(a.right.begin(), a.right.end() - m), rb(b.right.begin(), b.right.end() - m);
+  if (la.empty() && ra.empty()) {
+    bind_row(a.var, RowT{lb, b.var, rb});
+  } else if (lb.empty() && rb.empty()) {
+    bind_row(b.var, RowT{la, a.var, ra});
+  } else if (!la.empty()) {  // a = la v, b = w rb
+    RowT u = fresh_row();
+    bind_row(a.var, RowT{{}, u.var, rb});
+    bind_row(b.var, RowT{la, u.var, {}});
+  } else {  // a = v ra, b = lb w
+    RowT u = fresh_row();
+    bind_row(b.var, RowT{{}, u.var, ra});
+    bind_row(a.var, RowT{lb, u.var, {}});
+  }
+  return std::nullopt;
+}
+
+bool Solver::equal_rows(const RowT& a, const RowT& b, const Origin& o, const std::string& what) {
+  if (auto r = unify_rows(a, b)) {
+    on_error_(o, fmt::format("{} ({})", what, *r));
+    return false;
+  }
+  return true;
+}
+
+bool Solver::equal_dims(DimT a, DimT b, const Origin& o, const std::string& what) {
+  if (auto r = unify_dims(a, b)) {
+    on_error_(o, fmt::format("{} ({})", what, *r));
+    return false;
+  }
+  return true;
+}
+
+void Solver::broadcast(RowT result, std::vector<RowT> operands, Origin o, std::string kind_name) {
+  bcasts_.push_back(Bcast{std::move(result), std::move(operands), std::move(o), std::move(kind_name)});
+  step_broadcast(bcasts_.back());
+}
+
+void Solver::affine(DimT in, long stride, DimT out, std::optional<DimT> kernel, long padding,
+                    Origin o) {
+  affines_.push_back(Affine{in, out, kernel, stride, padding, std::move(o)});
+  step_affine(affines_.back());
+}
+
+void Solver::fail(Bcast& c, const std::string& detail) {
+  c.done = true;
+  on_error_(c.origin, detail);
+}
+
+bool Solver::step_broadcast(Bcast& c) {
+  if (c.done) return false;
+  bool progress = false;
+  RowT R = resolve(c.result);
+  std::vector<RowT> ops;
+  for (const RowT& op : c.operands) ops.push_back(resolve(op));
+  auto not_broadcastable = [&](const RowT& op) {
+    return fmt::format("their {} axes do not broadcast: {} vs {} (sizes must be equal, or 1)",
+                       c.kind_name, print(op), print(R));
+  };
+  // (a) the result has at least as many axes as each closed operand
+  for (const RowT& op : ops) {
+    if (!op.is_closed()) continue;
+    size_t L = op.right.size();
+    if (R.is_closed()) {
+      if (R.right.size() < L) {
+        fail(c, not_broadcastable(op));
+        return true;
+      }
+    } else if (R.known_len() < L) {
+      RowT u = fresh_row();
+      std::vector<DimT> extra;
+      for (size_t i = R.known_len(); i < L; ++i) extra.push_back(fresh_dim());
+      bind_row(R.var, RowT{{}, u.var, extra});
+      R = resolve(c.result);
+      progress = true;
+    }
+  }
+  // (b) per axis, from the right: an operand axis > 1 fixes the result's; a result axis of 1
+  // forces the operand's to 1.
+  for (RowT& op : ops) {
+    op = resolve(op);
+    R = resolve(c.result);
+    size_t n = std::min(op.right.size(), R.right.size());
+    for (size_t i = 0; i < n; ++i) {
+      DimT s = op.right[op.right.size() - 1 - i], r = R.right[R.right.size() - 1 - i];
+      bool fixes = s.kind == DimT::Batch || (s.kind == DimT::Known && s.size != 1);
+      if (fixes) {
+        if (r.is_var()) progress = true;
+        if (unify_dims(r, s)) {
+          fail(c, not_broadcastable(op));
+          return true;
+        }
+      } else if (s.is_var() && r.kind == DimT::Known && r.size == 1) {
+        unify_dims(s, r);
+        progress = true;
+      }
+    }
+  }
+  // (c) when every operand is fully known, the result is their broadcast
+  ops.clear();
+  for (const RowT& op : c.operands) ops.push_back(resolve(op));
+  if (std::all_of(ops.begin(), ops.end(), all_known)) {
+    size_t L = 0;
+    for (const RowT& op : ops) L = std::max(L, op.right.size());
+    std::vector<DimT> lub(L, DimT::known(1));
+    for (const RowT& op : ops)
+      for (size_t i = 0; i < op.right.size(); ++i) {
+        DimT s = op.right[op.right.size() - 1 - i];
+        DimT& t = lub[L - 1 - i];
+        if (s.kind == DimT::Known && s.size == 1) continue;
+        if (t.kind == DimT::Known && t.size == 1) {
+          t = s;
+        } else if (!same_dim(s, t)) {
+          fail(c, fmt::format("their {} axes do not broadcast: {} vs {} (sizes must be equal, or 1)",
+                              c.kind_name, print(RowT::closed({s})), print(RowT::closed({t}))));
+          return true;
+        }
+      }
+    if (auto r = unify_rows(c.result, RowT::closed(lub))) {
+      fail(c, fmt::format("the {} axes of the result must be {} ({})", c.kind_name,
+                          print(RowT::closed(lub)), *r));
+      return true;
+    }
+    c.done = true;
+    progress = true;
+  }
+  return progress;
+}
+
+bool Solver::step_affine(Affine& c) {
+  if (c.done) return false;
+  DimT in = resolve(c.in), out = resolve(c.out);
+  DimT k = c.kernel ? resolve(*c.kernel) : DimT::known(1);
+  auto report = [&](const std::string& detail) {
+    c.done = true;
+    on_error_(c.origin, detail);
+    return true;
+  };
+  if (in.kind == DimT::Batch || out.kind == DimT::Batch || k.kind == DimT::Batch)
+    return report("the batch axis cannot be used in an index expression");
+  if (in.kind == DimT::Known && k.kind == DimT::Known) {
+    long span = in.size + 2 * c.padding - k.size;
+    if (span < 0)
+      return report(fmt::format("the window ({}) is larger than the padded input ({} + 2*{})",
+                                k.size, in.size, c.padding));
+    long o = span / c.stride + 1;
+    if (auto r = unify_dims(out, DimT::known(o)))
+      return report(fmt::format("an input axis of {} with window {}, stride {} and padding {} gives "
+                                "{} outputs, not {}", in.size, k.size, c.stride, c.padding, o,
+                                dim_text(out)));
+    c.done = true;
+    return true;
+  }
+  if (out.kind == DimT::Known && k.kind == DimT::Known && in.is_var()) {
+    long h = c.stride * (out.size - 1) + k.size - 2 * c.padding;
+    if (h < 1) return report(fmt::format("no input size gives {} outputs", out.size));
+    unify_dims(in, DimT::known(h));
+    c.done = true;
+    return true;
+  }
+  return false;
+}
+
+bool Solver::propagate() {
+  bool any = false;
+  for (int round = 0; round < 10000; ++round) {
+    bool progress = false;
+    for (size_t i = 0; i < bcasts_.size(); ++i) progress |= step_broadcast(bcasts_[i]);
+    for (size_t i = 0; i < affines_.size(); ++i) progress |= step_affine(affines_[i]);
+    if (!progress) break;
+    any = true;
+  }
+  return any;
+}
+
+void Solver::free_vars(const RowT& row, std::set<int>& dims, std::set<int>& rows) const {
+  RowT r = resolve(row);
+  if (r.var >= 0) rows.insert(r.var);
+  for (const DimT& d : r.left)
+    if (d.is_var()) dims.insert(d.var);
+  for (const DimT& d : r.right)
+    if (d.is_var()) dims.insert(d.var);
+}
+
+bool Solver::is_free(const RowT& row) const {
+  std::set<int> d, r;
+  free_vars(row, d, r);
+  return !d.empty() || !r.empty();
+}
+
+bool Solver::default_params(const std::set<int>& pdims, const std::set<int>& prows) {
+  bool progress = false;
+  for (size_t ci = 0; ci < bcasts_.size(); ++ci) {
+    Bcast& c = bcasts_[ci];
+    if (c.done) continue;
+    for (const RowT& op0 : c.operands) {
+      RowT op = resolve(op0), R = resolve(c.result);
+      if (same_row(op, R)) continue;
+      if (!op.is_closed() && prows.count(op.var)) {
+        if (auto r = unify_rows(op, R)) {
+          fail(c, fmt::format("a parameter's {} axes cannot take the shape {} ({})", c.kind_name,
+                              print(R), *r));
+          break;
+        }
+        progress = true;
+        continue;
+      }
+      size_t n = std::min(op.right.size(), R.right.size());
+      for (size_t i = 0; i < n; ++i) {
+        DimT s = op.right[op.right.size() - 1 - i], r = R.right[R.right.size() - 1 - i];
+        if (s.is_var() && pdims.count(s.var)) {
+          unify_dims(s, r);
+          progress = true;
+        }
+      }
+    }
+  }
+  return progress;
+}
+
+bool Solver::default_self_broadcasts() {
+  bool progress = false;
+  for (Bcast& c : bcasts_) {
+    if (c.done) continue;
+    RowT R = resolve(c.result);
+    std::vector<RowT> others;
+    bool has_self = false;
+    for (const RowT& op0 : c.operands) {
+      RowT op = resolve(op0);
+      if (same_row(op, R)) has_self = true;
+      else others.push_back(op);
+    }
+    if (!has_self) continue;
+    if (others.empty()) {
+      c.done = true;
+      continue;
+    }
+    if (!std::all_of(others.begin(), others.end(), all_known)) continue;
+    c.operands = others;  // the result is the broadcast of the others (itself adds nothing)
+    size_t L = 0;
+    for (const RowT& op : others) L = std::max(L, op.right.size());
+    std::vector<DimT> lub(L, DimT::known(1));
+    for (const RowT& op : others)
+      for (size_t i = 0; i < op.right.size(); ++i) {
+        DimT s = op.right[op.right.size() - 1 - i];
+        if (!(s.kind == DimT::Known && s.size == 1)) lub[L - 1 - i] = s;
+      }
+    if (auto r = unify_rows(c.result, RowT::closed(lub))) {
+      fail(c, fmt::format("the {} axes cannot be {} ({})", c.kind_name, print(RowT::closed(lub)), *r));
+      continue;
+    }
+    progress = true;
+  }
+  return progress;
+}
+
+bool Solver::default_kernels() {
+  bool progress = false;
+  for (Affine& c : affines_) {
+    if (c.done || !c.kernel) continue;
+    DimT k = resolve(*c.kernel);
+    if (k.is_var()) {
+      unify_dims(k, DimT::known(c.stride));
+      progress = true;
+    }
+  }
+  return progress;
+}
+
+bool Solver::default_drop_free(const std::set<int>& pdims, const std::set<int>& prows) {
+  bool progress = false;
+  for (int v = 0; v < static_cast<int>(row_binding_.size()); ++v) {
+    if (row_binding_[v] || prows.count(v)) continue;
+    bind_row(v, RowT::closed({}));
+    progress = true;
+  }
+  for (int v = 0; v < static_cast<int>(dim_parent_.size()); ++v) {
+    if (find(v) != v || dim_value_[v] || pdims.count(v)) continue;
+    dim_value_[v] = DimT::known(1);
+    trail_.push_back({Trail::DimValue, v});
+    progress = true;
+  }
+  return progress;
+}
+
+void Solver::solve(const std::function<std::vector<ShapeT>()>& protected_shapes) {
+  for (int stage = 0; stage < 1000; ++stage) {
+    propagate();
+    std::set<int> pdims, prows;
+    for (const ShapeT& s : protected_shapes())
+      for (const RowT& r : s.rows) free_vars(r, pdims, prows);
+    if (default_params(pdims, prows)) continue;
+    if (default_self_broadcasts()) continue;
+    if (default_kernels()) continue;
+    if (default_drop_free(pdims, prows)) continue;
+    break;
+  }
+  propagate();
+}
+
+}  // namespace cannl

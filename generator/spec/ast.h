@@ -1,0 +1,87 @@
+// ast.h — the syntax tree of a spec file.
+//
+// Plain structs: a Spec is a list of statements; expressions are a tagged tree. Every node
+// carries the SourceRange it was parsed from, so later stages (shape inference, autodiff,
+// the emitters) can point back at the spec.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spec/einsum.h"
+#include "support/source.h"
+
+namespace cannl {
+
+// ---- shapes as written: [BATCH | INPUT -> OUTPUT] ----------------------------------------
+struct AxisSpec {
+  enum Kind { Size, DimName, Wildcard, RowVar } kind = Size;  // 12, hidden, _, ..
+  long size = 0;
+  std::string name;
+  SourceRange range;
+};
+
+struct ShapeSpec {
+  std::array<std::vector<AxisSpec>, 3> parts;  // indexed by AxisKind
+  SourceRange range;
+};
+
+// ---- expressions ------------------------------------------------------------------------
+enum class ExprKind {
+  Number,   // 0.5
+  Name,     // a tensor or dim
+  String,   // "..." (only as a call argument)
+  Neg,      // -a
+  Add, Sub, MatMul, Mul, Div, Pow,  // a + b, a - b, a * b, a *. b, a / b, a ** b
+  Call,     // f(args, key = value)
+};
+
+struct Expr;
+using ExprPtr = std::unique_ptr<Expr>;
+
+struct Arg {
+  std::string keyword;  // empty for a positional argument
+  SourceRange keyword_range;
+  ExprPtr value;
+};
+
+struct Expr {
+  ExprKind kind = ExprKind::Number;
+  SourceRange range;     // the whole expression
+  SourceRange op_range;  // the operator token (binary/unary), or the callee name (Call)
+  double number = 0;
+  bool is_integer = false;
+  std::string name;      // Name, Call (callee), String (contents)
+  std::vector<ExprPtr> operands;  // Neg: 1, binary: 2
+  std::vector<Arg> args;          // Call
+  std::optional<EinsumSpec> einsum;  // String arguments of einsum/sum/mean/max
+};
+
+const char* expr_op_spelling(ExprKind k);  // "+", "*.", ...
+
+// ---- statements -------------------------------------------------------------------------
+enum class StmtKind { Model, Dim, Input, Param, Define, Output, Metric, Minimize };
+
+struct NameRef {
+  std::string name;
+  SourceRange range;
+};
+
+struct Stmt {
+  StmtKind kind = StmtKind::Model;
+  SourceRange range;             // the whole statement
+  std::vector<NameRef> names;    // model/dim/input/define/metric/minimize: 1; param/output: 1+
+  std::optional<ShapeSpec> shape;  // input (required), param (optional)
+  long dim_value = 0;            // dim
+  SourceRange dim_value_range;
+  ExprPtr expr;                  // define/metric: the value; param: the initialiser
+  ExprPtr optimizer;             // minimize: the optimiser call (or bare name)
+};
+
+struct Spec {
+  std::vector<Stmt> stmts;
+};
+
+}  // namespace cannl

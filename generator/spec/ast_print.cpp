@@ -1,0 +1,146 @@
+#include "spec/ast_print.h"
+
+#include <fmt/format.h>
+
+namespace cannl {
+
+std::string dump_tokens(const std::vector<Token>& tokens, const SourceFile& file) {
+  std::string out;
+  for (const Token& t : tokens) {
+    LineCol lc = file.line_col(t.range.begin);
+    out += fmt::format("{}:{}\t{}", lc.line, lc.col, tok_name(t.kind));
+    if (t.kind == Tok::Ident || t.kind == Tok::Number) out += " " + t.text;
+    if (t.kind == Tok::String) out += " \"" + t.text + "\"";
+    out += "\n";
+  }
+  return out;
+}
+
+std::string print_shape_spec(const ShapeSpec& s) {
+  auto part = [](const std::vector<AxisSpec>& axes) {
+    std::string r;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (i) r += ", ";
+      const AxisSpec& a = axes[i];
+      switch (a.kind) {
+        case AxisSpec::Size: r += std::to_string(a.size); break;
+        case AxisSpec::DimName: r += a.name; break;
+        case AxisSpec::Wildcard: r += "_"; break;
+        case AxisSpec::RowVar: r += ".."; break;
+      }
+    }
+    return r;
+  };
+  std::string r = "[";
+  if (!s.parts[0].empty()) r += part(s.parts[0]) + " | ";
+  if (!s.parts[1].empty()) r += part(s.parts[1]) + " -> ";
+  return r + part(s.parts[2]) + "]";
+}
+
+static std::string number_text(double v) {
+  std::string s = fmt::format("{}", v);
+  return s;
+}
+
+std::string print_expr(const Expr& e) {
+  switch (e.kind) {
+    case ExprKind::Number: return number_text(e.number);
+    case ExprKind::Name: return e.name;
+    case ExprKind::String: return "\"" + e.name + "\"";
+    case ExprKind::Neg: return "(-" + print_expr(*e.operands[0]) + ")";
+    case ExprKind::Call: {
+      std::string s = e.name + "(";
+      for (size_t i = 0; i < e.args.size(); ++i) {
+        if (i) s += ", ";
+        if (!e.args[i].keyword.empty()) s += e.args[i].keyword + " = ";
+        s += print_expr(*e.args[i].value);
+      }
+      return s + ")";
+    }
+    default:
+      return "(" + print_expr(*e.operands[0]) + " " + expr_op_spelling(e.kind) + " " +
+             print_expr(*e.operands[1]) + ")";
+  }
+}
+
+namespace {
+
+const char* kind_name(ExprKind k) {
+  switch (k) {
+    case ExprKind::Number: return "number";
+    case ExprKind::Name: return "name";
+    case ExprKind::String: return "string";
+    case ExprKind::Neg: return "neg";
+    case ExprKind::Add: return "add";
+    case ExprKind::Sub: return "sub";
+    case ExprKind::MatMul: return "matmul";
+    case ExprKind::Mul: return "mul";
+    case ExprKind::Div: return "div";
+    case ExprKind::Pow: return "pow";
+    case ExprKind::Call: return "call";
+  }
+  return "?";
+}
+
+void dump_expr(std::string& out, const Expr& e, const SourceFile& f, int indent,
+               const std::string& label = {}) {
+  LineCol lc = f.line_col(e.range.begin);
+  out += std::string(indent * 2, ' ') + label + fmt::format("({} @{}:{}", kind_name(e.kind), lc.line, lc.col);
+  switch (e.kind) {
+    case ExprKind::Number: out += " " + number_text(e.number); break;
+    case ExprKind::Name: out += " " + e.name; break;
+    case ExprKind::String:
+      out += " \"" + e.name + "\"";
+      if (e.einsum) out += " einsum[" + print_einsum(*e.einsum) + "]";
+      break;
+    case ExprKind::Call: out += " " + e.name; break;
+    default: break;
+  }
+  if (e.operands.empty() && e.args.empty()) {
+    out += ")\n";
+    return;
+  }
+  out += "\n";
+  for (const auto& o : e.operands) dump_expr(out, *o, f, indent + 1);
+  for (const auto& a : e.args)
+    dump_expr(out, *a.value, f, indent + 1, a.keyword.empty() ? "" : a.keyword + "=");
+  out += std::string(indent * 2, ' ') + ")\n";
+}
+
+const char* stmt_name(StmtKind k) {
+  switch (k) {
+    case StmtKind::Model: return "model";
+    case StmtKind::Dim: return "dim";
+    case StmtKind::Input: return "input";
+    case StmtKind::Param: return "param";
+    case StmtKind::Define: return "define";
+    case StmtKind::Output: return "output";
+    case StmtKind::Metric: return "metric";
+    case StmtKind::Minimize: return "minimize";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string dump_ast(const Spec& spec, const SourceFile& file) {
+  std::string out;
+  for (const Stmt& s : spec.stmts) {
+    LineCol lc = file.line_col(s.range.begin);
+    out += fmt::format("({} @{}:{}", stmt_name(s.kind), lc.line, lc.col);
+    for (const NameRef& n : s.names) out += " " + n.name;
+    if (s.kind == StmtKind::Dim) out += fmt::format(" = {}", s.dim_value);
+    if (s.shape) out += " : " + print_shape_spec(*s.shape);
+    if (!s.expr && !s.optimizer) {
+      out += ")\n";
+      continue;
+    }
+    out += "\n";
+    if (s.expr) dump_expr(out, *s.expr, file, 1, s.kind == StmtKind::Param ? "init=" : "");
+    if (s.optimizer) dump_expr(out, *s.optimizer, file, 1, "with=");
+    out += ")\n";
+  }
+  return out;
+}
+
+}  // namespace cannl

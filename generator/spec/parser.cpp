@@ -1,0 +1,404 @@
+#include "spec/parser.h"
+
+#include <fmt/format.h>
+
+namespace cannl {
+
+const char* expr_op_spelling(ExprKind k) {
+  switch (k) {
+    case ExprKind::Add: return "+";
+    case ExprKind::Sub: return "-";
+    case ExprKind::MatMul: return "*";
+    case ExprKind::Mul: return "*.";
+    case ExprKind::Div: return "/";
+    case ExprKind::Pow: return "**";
+    case ExprKind::Neg: return "-";
+    default: return "";
+  }
+}
+
+namespace {
+
+struct SyntaxError {};  // thrown after the diagnostic is reported; caught per statement
+
+class Parser {
+public:
+  Parser(const std::vector<Token>& t, DiagEngine& d) : toks_(t), diags_(d) {}
+
+  Spec run() {
+    Spec spec;
+    while (peek().kind != Tok::Eof) {
+      if (peek().kind == Tok::Newline) {
+        ++pos_;
+        continue;
+      }
+      if (diags_.too_many()) break;
+      size_t start = pos_;
+      try {
+        Stmt s = statement();
+        s.range = SourceRange::join(toks_[start].range, toks_[pos_ > start ? pos_ - 1 : start].range);
+        if (peek().kind != Tok::Newline && peek().kind != Tok::Eof)
+          fail(peek(), fmt::format("expected the end of the statement, found {}", describe(peek())));
+        spec.stmts.push_back(std::move(s));
+      } catch (const SyntaxError&) {
+        while (peek().kind != Tok::Newline && peek().kind != Tok::Eof) ++pos_;
+      }
+    }
+    return spec;
+  }
+
+private:
+  const Token& peek(size_t ahead = 0) const {
+    size_t i = std::min(pos_ + ahead, toks_.size() - 1);
+    return toks_[i];
+  }
+  const Token& next() {
+    const Token& t = toks_[pos_];
+    if (pos_ + 1 < toks_.size()) ++pos_;
+    return t;
+  }
+  bool accept(Tok k) {
+    if (peek().kind != k) return false;
+    next();
+    return true;
+  }
+  [[noreturn]] void fail(const Token& at, std::string msg) {
+    diags_.error(at.range, std::move(msg));
+    throw SyntaxError{};
+  }
+  const Token& expect(Tok k, const char* what) {
+    if (peek().kind != k) fail(peek(), fmt::format("expected {}, found {}", what, describe(peek())));
+    return next();
+  }
+  NameRef name(const char* what) {
+    const Token& t = peek();
+    if (t.kind != Tok::Ident) {
+      if (t.kind >= Tok::KwModel && t.kind <= Tok::KwWith)
+        fail(t, fmt::format("expected {}, found the keyword {} (keywords cannot be names)", what,
+                            tok_name(t.kind)));
+      fail(t, fmt::format("expected {}, found {}", what, describe(t)));
+    }
+    next();
+    return {t.text, t.range};
+  }
+
+  Stmt statement() {
+    Stmt s;
+    const Token& t = peek();
+    switch (t.kind) {
+      case Tok::KwModel:
+        next();
+        s.kind = StmtKind::Model;
+        s.names.push_back(name("a model name after 'model'"));
+        return s;
+      case Tok::KwDim: {
+        next();
+        s.kind = StmtKind::Dim;
+        s.names.push_back(name("a dim name after 'dim'"));
+        expect(Tok::Assign, "'=' after the dim name (dim NAME = INT)");
+        const Token& v = peek();
+        if (v.kind != Tok::Number || !v.is_integer || v.number < 1)
+          fail(v, fmt::format("expected a positive integer size for dim '{}', found {}",
+                              s.names[0].name, describe(v)));
+        next();
+        s.dim_value = static_cast<long>(v.number);
+        s.dim_value_range = v.range;
+        return s;
+      }
+      case Tok::KwInput:
+        next();
+        s.kind = StmtKind::Input;
+        s.names.push_back(name("an input name after 'input'"));
+        expect(Tok::Colon, "':' and a shape after the input name (input NAME : [784])");
+        s.shape = shape();
+        return s;
+      case Tok::KwParam:
+        next();
+        s.kind = StmtKind::Param;
+        s.names.push_back(name("a parameter name after 'param'"));
+        while (accept(Tok::Comma)) s.names.push_back(name("a parameter name after ','"));
+        if (accept(Tok::Colon)) s.shape = shape();
+        if (accept(Tok::Assign)) s.expr = expr();
+        return s;
+      case Tok::KwOutput:
+        next();
+        s.kind = StmtKind::Output;
+        s.names.push_back(name("a tensor name after 'output'"));
+        while (accept(Tok::Comma)) s.names.push_back(name("a tensor name after ','"));
+        return s;
+      case Tok::KwMetric:
+        next();
+        s.kind = StmtKind::Metric;
+        s.names.push_back(name("a metric name after 'metric'"));
+        expect(Tok::Assign, "'=' after the metric name (metric NAME = EXPR)");
+        s.expr = expr();
+        return s;
+      case Tok::KwMinimize:
+        next();
+        s.kind = StmtKind::Minimize;
+        s.names.push_back(name("the name of the loss after 'minimize'"));
+        expect(Tok::KwWith, "'with' and an optimiser (minimize loss with sgd(lr = 0.1))");
+        s.optimizer = expr();
+        if (s.optimizer->kind != ExprKind::Call && s.optimizer->kind != ExprKind::Name) {
+          diags_.error(s.optimizer->range, "expected an optimiser such as sgd(lr = 0.1) or "
+                                           "adam(lr = 1e-3) after 'with'");
+          throw SyntaxError{};
+        }
+        return s;
+      case Tok::Ident:
+        s.kind = StmtKind::Define;
+        s.names.push_back(name("a name"));
+        if (peek().kind != Tok::Assign)
+          fail(peek(), fmt::format("expected '=' after '{}' (a statement is NAME = EXPR or starts "
+                                   "with model, dim, input, param, output, metric or minimize), "
+                                   "found {}", s.names[0].name, describe(peek())));
+        next();
+        s.expr = expr();
+        return s;
+      case Tok::KwWith:
+        fail(t, "'with' must follow 'minimize NAME'");
+      default:
+        fail(t, fmt::format("expected a statement (NAME = EXPR, or one starting with model, dim, "
+                            "input, param, output, metric or minimize), found {}", describe(t)));
+    }
+  }
+
+  // [ BATCH | INPUT -> OUTPUT ], each part a comma-separated list of axes.
+  ShapeSpec shape() {
+    ShapeSpec sh;
+    const Token& open = expect(Tok::LBracket, "a shape in brackets, like [784] or [784 -> 512]");
+    std::vector<AxisSpec> cur;
+    bool seen_pipe = false, seen_arrow = false;
+    while (true) {
+      const Token& t = peek();
+      if (t.kind == Tok::RBracket) break;
+      if (t.kind == Tok::Pipe) {
+        if (seen_pipe || seen_arrow)
+          fail(t, seen_pipe ? "a shape has at most one '|'" : "'|' must come before '->' in a shape");
+        seen_pipe = true;
+        next();
+        sh.parts[0] = std::move(cur);
+        cur.clear();
+        continue;
+      }
+      if (t.kind == Tok::Arrow) {
+        if (seen_arrow) fail(t, "a shape has at most one '->'");
+        seen_arrow = true;
+        next();
+        sh.parts[1] = std::move(cur);
+        cur.clear();
+        continue;
+      }
+      if (!cur.empty()) {
+        expect(Tok::Comma, "',' between axes, or one of '|', '->', ']'");
+      }
+      cur.push_back(axis());
+    }
+    const Token& close = next();
+    sh.parts[2] = std::move(cur);
+    sh.range = SourceRange::join(open.range, close.range);
+    for (const auto& part : sh.parts) {
+      int rows = 0;
+      for (const AxisSpec& a : part)
+        if (a.kind == AxisSpec::RowVar && ++rows > 1)
+          diags_.error(a.range, "'..' may appear only once in each part of a shape");
+    }
+    return sh;
+  }
+
+  AxisSpec axis() {
+    const Token& t = peek();
+    AxisSpec a;
+    a.range = t.range;
+    if (t.kind == Tok::Number) {
+      if (!t.is_integer || t.number < 1)
+        fail(t, fmt::format("an axis size must be a positive integer, found {}", t.text));
+      a.kind = AxisSpec::Size;
+      a.size = static_cast<long>(t.number);
+    } else if (t.kind == Tok::Ident) {
+      a.kind = t.text == "_" ? AxisSpec::Wildcard : AxisSpec::DimName;
+      a.name = t.text;
+    } else if (t.kind == Tok::DotDot) {
+      a.kind = AxisSpec::RowVar;
+    } else {
+      fail(t, fmt::format("expected an axis (a size like 784, a dim name, '_' or '..'), found {}",
+                          describe(t)));
+    }
+    next();
+    return a;
+  }
+
+  ExprPtr make(ExprKind k, SourceRange r) {
+    auto e = std::make_unique<Expr>();
+    e->kind = k;
+    e->range = r;
+    return e;
+  }
+
+  ExprPtr binary(ExprKind k, const Token& op, ExprPtr a, ExprPtr b) {
+    auto e = make(k, SourceRange::join(a->range, b->range));
+    e->op_range = op.range;
+    e->operands.push_back(std::move(a));
+    e->operands.push_back(std::move(b));
+    return e;
+  }
+
+  ExprPtr expr() {
+    if (++depth_ > 200) fail(peek(), "expression nested too deeply");
+    ExprPtr e = additive();
+    --depth_;
+    return e;
+  }
+
+  ExprPtr additive() {
+    ExprPtr e = multiplicative();
+    while (peek().kind == Tok::Plus || peek().kind == Tok::Minus) {
+      const Token& op = next();
+      e = binary(op.kind == Tok::Plus ? ExprKind::Add : ExprKind::Sub, op, std::move(e),
+                 multiplicative());
+    }
+    return e;
+  }
+
+  ExprPtr multiplicative() {
+    ExprPtr e = unary();
+    while (peek().kind == Tok::Star || peek().kind == Tok::StarDot || peek().kind == Tok::Slash) {
+      const Token& op = next();
+      ExprKind k = op.kind == Tok::Star ? ExprKind::MatMul
+                   : op.kind == Tok::StarDot ? ExprKind::Mul : ExprKind::Div;
+      e = binary(k, op, std::move(e), unary());
+    }
+    return e;
+  }
+
+  ExprPtr unary() {
+    if (peek().kind == Tok::Minus) {
+      const Token& op = next();
+      if (++depth_ > 200) fail(op, "expression nested too deeply");
+      ExprPtr a = unary();
+      --depth_;
+      // A negative literal stays a literal: -1 is the number -1.
+      if (a->kind == ExprKind::Number) {
+        a->number = -a->number;
+        a->range = SourceRange::join(op.range, a->range);
+        return a;
+      }
+      auto e = make(ExprKind::Neg, SourceRange::join(op.range, a->range));
+      e->op_range = op.range;
+      e->operands.push_back(std::move(a));
+      return e;
+    }
+    return power();
+  }
+
+  ExprPtr power() {
+    ExprPtr base = primary();
+    if (peek().kind == Tok::StarStar) {
+      const Token& op = next();
+      if (++depth_ > 200) fail(op, "expression nested too deeply");
+      ExprPtr ex = unary();
+      --depth_;
+      return binary(ExprKind::Pow, op, std::move(base), std::move(ex));
+    }
+    return base;
+  }
+
+  ExprPtr primary() {
+    const Token& t = peek();
+    switch (t.kind) {
+      case Tok::Number: {
+        next();
+        auto e = make(ExprKind::Number, t.range);
+        e->number = t.number;
+        e->is_integer = t.is_integer;
+        return e;
+      }
+      case Tok::String: {
+        next();
+        auto e = make(ExprKind::String, t.range);
+        e->name = t.text;
+        return e;
+      }
+      case Tok::LParen: {
+        next();
+        ExprPtr e = expr();
+        const Token& close = expect(Tok::RParen, "')' to close the parenthesis");
+        e->range = SourceRange::join(t.range, close.range);
+        return e;
+      }
+      case Tok::Ident: {
+        next();
+        if (peek().kind != Tok::LParen) {
+          auto e = make(ExprKind::Name, t.range);
+          e->name = t.text;
+          return e;
+        }
+        return call(t);
+      }
+      default:
+        if (t.kind >= Tok::KwModel && t.kind <= Tok::KwWith)
+          fail(t, fmt::format("expected an expression, found the keyword {}", tok_name(t.kind)));
+        fail(t, fmt::format("expected an expression (a name, a number, a call or '('), found {}",
+                            describe(t)));
+    }
+  }
+
+  ExprPtr call(const Token& callee) {
+    next();  // '('
+    auto e = make(ExprKind::Call, callee.range);
+    e->name = callee.text;
+    e->op_range = callee.range;
+    bool keyword_seen = false;
+    if (peek().kind != Tok::RParen) {
+      while (true) {
+        Arg a;
+        if (peek().kind == Tok::Ident && peek(1).kind == Tok::Assign) {
+          a.keyword = peek().text;
+          a.keyword_range = peek().range;
+          next();
+          next();
+          keyword_seen = true;
+        } else if (keyword_seen) {
+          fail(peek(), fmt::format("positional argument after a keyword argument in the call "
+                                   "of '{}'", callee.text));
+        }
+        if (++depth_ > 200) fail(peek(), "expression nested too deeply");
+        a.value = expr();
+        --depth_;
+        if (a.value->kind == ExprKind::String) einsum_arg(*e, *a.value, callee);
+        e->args.push_back(std::move(a));
+        if (!accept(Tok::Comma)) break;
+      }
+    }
+    const Token& close = peek();
+    if (close.kind != Tok::RParen)
+      fail(close, fmt::format("expected ',' or ')' in the call of '{}', found {}", callee.text,
+                              describe(close)));
+    next();
+    e->range = SourceRange::join(callee.range, close.range);
+    return e;
+  }
+
+  void einsum_arg(const Expr& call, Expr& str, const Token& callee) {
+    (void)call;
+    const std::string& f = callee.text;
+    if (f != "einsum" && f != "sum" && f != "mean" && f != "max") return;
+    // The string token's range includes the quotes; contents start one past the quote.
+    auto spec = parse_einsum(str.name, str.range.begin + 1, diags_);
+    if (!spec) throw SyntaxError{};
+    str.einsum = std::move(spec);
+  }
+
+  const std::vector<Token>& toks_;
+  DiagEngine& diags_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+};
+
+}  // namespace
+
+Spec parse(const std::vector<Token>& tokens, DiagEngine& diags) {
+  return Parser(tokens, diags).run();
+}
+
+}  // namespace cannl

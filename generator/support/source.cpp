@@ -1,0 +1,40 @@
+#include "support/source.h"
+
+#include <algorithm>
+
+namespace cannl {
+
+SourceFile::SourceFile(std::string path, std::string text)
+    : path_(std::move(path)), text_(std::move(text)) {
+  line_starts_.push_back(0);
+  for (uint32_t i = 0; i < text_.size(); ++i)
+    if (text_[i] == '\n') line_starts_.push_back(i + 1);
+}
+
+std::string_view SourceFile::slice(SourceRange r) const {
+  uint32_t b = std::min<uint32_t>(r.begin, text_.size());
+  uint32_t e = std::min<uint32_t>(std::max(r.end, b), text_.size());
+  return std::string_view(text_).substr(b, e - b);
+}
+
+LineCol SourceFile::line_col(uint32_t offset) const {
+  offset = std::min<uint32_t>(offset, text_.size());
+  auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset);
+  int line = static_cast<int>(it - line_starts_.begin());
+  uint32_t start = line_starts_[line - 1];
+  int col = 1;
+  for (uint32_t i = start; i < offset; ++i)
+    if ((static_cast<unsigned char>(text_[i]) & 0xC0) != 0x80) ++col;
+  return {line, col};
+}
+
+std::string_view SourceFile::line_text(int line) const {
+  if (line < 1 || line > line_count()) return {};
+  uint32_t b = line_starts_[line - 1];
+  uint32_t e = line < line_count() ? line_starts_[line] : text_.size();
+  std::string_view s = std::string_view(text_).substr(b, e - b);
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace cannl
