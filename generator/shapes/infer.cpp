@@ -134,7 +134,10 @@ public:
 
 private:
   void report(const Origin& o, const std::string& detail) {
-    diags_.error(o.at, o.describe() + ": " + detail);
+    std::string msg = o.describe() + ": " + detail;
+    for (const Diagnostic& d : diags_.all())
+      if (d.range.begin == o.at.begin && d.message == msg) return;  // the same fault twice
+    diags_.error(o.at, msg);
   }
 
   RowT written_part(const std::vector<AxisSpec>& axes) {
@@ -273,25 +276,21 @@ private:
     return {};
   }
 
+  // One error per param/input whose axes nothing constrains, naming every free part.
   void report_free(const Tensor& t, const ShapeT& s) {
+    std::vector<std::string> parts;
     for (int k = 1; k < 3; ++k) {
-      RowT r = solver_.resolve(s.rows[k]);
-      const char* kind = axis_kind_name(AxisKind(k));
-      std::string how = t.kind == TensorKind::Param
-                            ? fmt::format("write its shape, e.g. 'param {} : [784 -> 512]'", t.name)
-                            : "write every axis size of an input";
-      if (!r.is_closed()) {
-        diags_.error(t.decl, fmt::format("cannot infer the {} axes of {} '{}': nothing constrains "
-                                         "them (so far {}); {}", kind, tensor_kind_name(t.kind),
-                                         t.name, solver_.print(s), how));
-        continue;
-      }
-      for (size_t i = 0; i < r.right.size(); ++i)
-        if (r.right[i].is_var())
-          diags_.error(t.decl, fmt::format("cannot infer the size of {} axis {} of {} '{}' ({}): "
-                                           "nothing constrains it; {}", kind, i + 1,
-                                           tensor_kind_name(t.kind), t.name, solver_.print(s), how));
+      if (!solver_.is_free(s.rows[k])) continue;
+      parts.push_back(fmt::format("its {} axes {}", axis_kind_name(AxisKind(k)), solver_.print(s.rows[k])));
     }
+    if (parts.empty()) return;
+    std::string how = t.kind == TensorKind::Param
+                          ? fmt::format("write them in its declaration, e.g. 'param {} : [784 -> 512]'", t.name)
+                          : "write every axis size of an input";
+    diags_.error(t.decl, fmt::format("cannot infer the shape of {} '{}': nothing constrains {} "
+                                     "('_' is an unknown size, '..' unknown axes); {}",
+                                     tensor_kind_name(t.kind), t.name,
+                                     parts.size() == 2 ? parts[0] + " and " + parts[1] : parts[0], how));
   }
 
   ShapeInfo finish() {
@@ -300,17 +299,16 @@ private:
       const Tensor& t = m_.tensors[i];
       bool free = false;
       info.tensors.push_back(concrete(tensor_shapes_[i], &free));
-      if (free) {
-        if (t.kind == TensorKind::Computed)
-          CANNL_INTERNAL(diags_, t.decl, fmt::format("'{}' still has free axes after defaulting", t.name));
-        else
-          report_free(t, tensor_shapes_[i]);
-      }
+      if (!free) continue;
+      if (t.kind != TensorKind::Computed) report_free(t, tensor_shapes_[i]);
+      else if (!diags_.has_errors())  // free only through a param or input reported above
+        CANNL_INTERNAL(diags_, t.decl, fmt::format("'{}' still has free axes after defaulting", t.name));
     }
     for (auto& [e, s] : expr_shapes_) {
       bool free = false;
       info.exprs[e] = concrete(s, &free);
     }
+    if (diags_.has_errors()) return info;
     if (m_.loss >= 0 && !info.tensors[m_.loss].is_scalar()) {
       const Tensor& t = m_.tensors[m_.loss];
       diags_.error(m_.loss_range,

@@ -453,12 +453,12 @@ bool Solver::default_self_broadcasts() {
   return progress;
 }
 
-bool Solver::default_kernels() {
+bool Solver::default_kernels(const std::set<int>& pdims) {
   bool progress = false;
   for (Affine& c : affines_) {
     if (c.done || !c.kernel) continue;
     DimT k = resolve(*c.kernel);
-    if (k.is_var()) {
+    if (k.is_var() && !pdims.count(k.var)) {
       unify_dims(k, DimT::known(c.stride));
       progress = true;
     }
@@ -490,7 +490,7 @@ void Solver::solve(const std::function<std::vector<ShapeT>()>& protected_shapes)
       for (const RowT& r : s.rows) free_vars(r, pdims, prows);
     if (default_params(pdims, prows)) continue;
     if (default_self_broadcasts()) continue;
-    if (default_kernels()) continue;
+    if (default_kernels(pdims)) continue;
     if (default_drop_free(pdims, prows)) continue;
     break;
   }

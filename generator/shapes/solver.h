@@ -93,7 +93,7 @@ private:
   bool propagate();
   bool default_params(const std::set<int>& pdims, const std::set<int>& prows);
   bool default_self_broadcasts();
-  bool default_kernels();
+  bool default_kernels(const std::set<int>& pdims);
   bool default_drop_free(const std::set<int>& pdims, const std::set<int>& prows);
   void fail(Bcast& c, const std::string& detail);
 

@@ -162,16 +162,14 @@ private:
     bool first = true;
     while (true) {
       skip_spaces(p, e);
-      if (p >= e) {
-        if (commas && !first) fail(p, 0, "expected an axis after ','");
-        break;
-      }
+      if (p >= e) break;
       if (!first && commas) {
         if (s_[p] != ',') fail(p, 1, fmt::format("expected ',' between axis names, found '{}'", s_[p]));
         ++p;
         skip_spaces(p, e);
+        if (p >= e) fail(p, 0, "expected an axis after ','");
       }
-      if (p < e && s_[p] == ',') fail(p, 1, commas ? "empty axis name between commas" : "unexpected ','");
+      if (s_[p] == ',') fail(p, 1, commas ? "empty axis name between commas" : "unexpected ','");
       out.push_back(axis(p, e));
       first = false;
       if (words_ && !commas) {

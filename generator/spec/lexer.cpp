@@ -16,6 +16,7 @@ const char* tok_name(Tok t) {
     case Tok::Ident: return "identifier";
     case Tok::Number: return "number";
     case Tok::String: return "string";
+    case Tok::Error: return "invalid token";
     case Tok::KwModel: return "'model'";
     case Tok::KwDim: return "'dim'";
     case Tok::KwInput: return "'input'";
@@ -135,6 +136,7 @@ private:
 
   bool next_line_starts_statement(size_t at) const {
     size_t p = at + 1;
+    if (p >= src_.size()) return false;
     while (p < src_.size() && (src_[p] == ' ' || src_[p] == '\t' || src_[p] == '\r')) ++p;
     size_t b = p;
     while (p < src_.size() && std::isalpha(static_cast<unsigned char>(src_[p]))) ++p;
@@ -208,7 +210,7 @@ private:
     if (pos_ >= src_.size() || src_[pos_] != '"') {
       diags_.error({static_cast<uint32_t>(b), static_cast<uint32_t>(b + 1)},
                    "unterminated string (expected a closing '\"' on the same line)");
-      push(Tok::String, b, pos_, src_.substr(s, pos_ - s));
+      push(Tok::Error, b, pos_);
       return;
     }
     std::string text = src_.substr(s, pos_ - s);
@@ -261,6 +263,7 @@ private:
     diags_.error({static_cast<uint32_t>(b), static_cast<uint32_t>(e)},
                  fmt::format("unexpected character '{}'", shown));
     pos_ = e;
+    push(Tok::Error, b, e);
   }
 
   const SourceFile& file_;

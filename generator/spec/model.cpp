@@ -59,6 +59,8 @@ class Builder {
 public:
   Builder(const Spec& s, DiagEngine& d) : spec_(s), diags_(d) {}
 
+  std::string_view file_text_slice(const Expr& e) const { return diags_.file().slice(e.range); }
+
   Model run() {
     if (spec_.stmts.empty()) {
       if (!diags_.has_errors())
@@ -67,9 +69,15 @@ public:
     }
     for (size_t i = 0; i < spec_.stmts.size(); ++i) {
       const Stmt& s = spec_.stmts[i];
-      if (i == 0 && s.kind != StmtKind::Model)
-        diags_.error(s.range, "a spec must start with 'model NAME' (the name of the generated "
-                              "files and C symbols)");
+      if (i == 0 && s.kind != StmtKind::Model) {
+        auto it = std::find_if(spec_.stmts.begin(), spec_.stmts.end(),
+                               [](const Stmt& x) { return x.kind == StmtKind::Model; });
+        if (it != spec_.stmts.end())
+          diags_.error(it->range, "'model NAME' must be the first statement of a spec");
+        else
+          diags_.error(s.range, "a spec must start with 'model NAME' (the name of the generated "
+                                "files and C symbols)");
+      }
       statement(s);
     }
     finish();
@@ -134,7 +142,7 @@ private:
     switch (s.kind) {
       case StmtKind::Model:
         if (!m_.name.empty()) {
-          auto& d = diags_.error(s.names[0].range, "a spec has exactly one 'model' statement");
+          auto& d = diags_.error(s.range, "a spec has exactly one 'model' statement");
           DiagEngine::note(d, m_.name_range, "the model was already named here");
           return;
         }
@@ -270,8 +278,9 @@ private:
         const Expr& ex = *e.operands[1];
         bool ok = ex.kind == ExprKind::Number || (ex.kind == ExprKind::Name && m_.dims.count(ex.name));
         if (!ok)
-          diags_.error(ex.range, "the exponent of '**' must be a number (for a tensor exponent "
-                                 "write exp(b *. log(a)))");
+          diags_.error(ex.range, fmt::format("the exponent of '**' must be a number, not '{}' (for a "
+                                             "tensor exponent write exp(b *. log(a)))",
+                                             std::string(file_text_slice(ex))));
         return;
       }
       case ExprKind::Call:

@@ -34,6 +34,7 @@ public:
       }
       if (diags_.too_many()) break;
       size_t start = pos_;
+      stmt_start_ = pos_;
       try {
         Stmt s = statement();
         s.range = SourceRange::join(toks_[start].range, toks_[pos_ > start ? pos_ - 1 : start].range);
@@ -62,8 +63,12 @@ private:
     next();
     return true;
   }
+  // Reports a syntax error, unless the statement holds a lexical error (already reported).
   [[noreturn]] void fail(const Token& at, std::string msg) {
-    diags_.error(at.range, std::move(msg));
+    bool lexical = false;
+    for (size_t i = stmt_start_; i < toks_.size() && toks_[i].kind != Tok::Newline; ++i)
+      if (toks_[i].kind == Tok::Error) lexical = true;
+    if (!lexical) diags_.error(at.range, std::move(msg));
     throw SyntaxError{};
   }
   const Token& expect(Tok k, const char* what) {
@@ -392,6 +397,7 @@ private:
   const std::vector<Token>& toks_;
   DiagEngine& diags_;
   size_t pos_ = 0;
+  size_t stmt_start_ = 0;
   int depth_ = 0;
 };
 

@@ -14,6 +14,7 @@ enum class Tok {
   Ident,
   Number,
   String,     // text holds the contents without quotes; range covers the quotes
+  Error,      // a lexical error, already reported; the parser fails its statement silently
   // keywords
   KwModel, KwDim, KwInput, KwParam, KwOutput, KwMetric, KwMinimize, KwWith,
   // punctuation

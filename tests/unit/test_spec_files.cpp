@@ -1,0 +1,100 @@
+// Data-driven tests over tests/specs/: every shapes/*.cannl must check cleanly and print the
+// `# expect: NAME : SHAPE` lines it carries; every errors/*.cannl must fail with each
+// `# expect-error: LINE:COL: TEXT` it carries (TEXT a case-insensitive substring of the
+// message), and with no other error.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "driver/commands.h"
+#include "driver/frontend.h"
+
+using namespace cannl;
+namespace fs = std::filesystem;
+
+static std::vector<fs::path> spec_files(const std::string& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(fs::path(CANNL_SOURCE_DIR) / dir))
+    if (e.path().extension() == ".cannl") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+static std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+static std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+TEST_CASE("shape inference: tests/specs/shapes", "[shapes][specs]") {
+  auto files = spec_files("tests/specs/shapes");
+  REQUIRE(files.size() >= 60);
+  for (const fs::path& f : files) {
+    std::string text = slurp(f);
+    std::ostringstream out, err;
+    CheckOptions opt;
+    int rc = check_text(f.filename().string(), text, opt, out, err);
+    INFO(f.filename().string() << "\n" << err.str());
+    CHECK(rc == 0);
+    std::istringstream lines(text);
+    std::string line, printed = "\n" + out.str();
+    int expectations = 0;
+    while (std::getline(lines, line)) {
+      auto pos = line.find("# expect:");
+      if (pos == std::string::npos) continue;
+      std::string want = line.substr(pos + 9);
+      want.erase(0, want.find_first_not_of(' '));
+      while (!want.empty() && (want.back() == ' ' || want.back() == '\r')) want.pop_back();
+      ++expectations;
+      INFO("expected line: " << want << "\nprinted:\n" << out.str());
+      CHECK(printed.find("\n" + want + "\n") != std::string::npos);
+    }
+    CHECK(expectations > 0);
+  }
+}
+
+TEST_CASE("diagnostics: tests/specs/errors", "[errors][specs]") {
+  auto files = spec_files("tests/specs/errors");
+  REQUIRE(files.size() >= 30);
+  std::regex expect_re(R"(# expect-error: (\d+):(\d+): (.*))");
+  for (const fs::path& f : files) {
+    std::string text = slurp(f);
+    auto fe = run_frontend(f.filename().string(), text);
+    std::ostringstream rendered;
+    fe->diags.render(rendered);
+    INFO(f.filename().string() << "\n" << rendered.str());
+    CHECK(!fe->ok());
+    std::istringstream lines(text);
+    std::string line;
+    int expected = 0;
+    while (std::getline(lines, line)) {
+      std::smatch m;
+      if (!std::regex_search(line, m, expect_re)) continue;
+      ++expected;
+      int want_line = std::stoi(m[1]), want_col = std::stoi(m[2]);
+      std::string want_text = lower(m[3]);
+      while (!want_text.empty() && (want_text.back() == ' ' || want_text.back() == '\r')) want_text.pop_back();
+      bool found = false;
+      for (const Diagnostic& d : fe->diags.all()) {
+        if (d.severity != Severity::Error) continue;
+        LineCol lc = fe->file.line_col(d.range.begin);
+        if (lc.line == want_line && lc.col == want_col && lower(d.message).find(want_text) != std::string::npos)
+          found = true;
+      }
+      INFO("expected " << want_line << ":" << want_col << ": " << want_text);
+      CHECK(found);
+    }
+    CHECK(expected > 0);
+    CHECK(fe->diags.error_count() == expected);
+  }
+}
