@@ -121,6 +121,7 @@ void Solver::rollback(size_t mark) {
       case Trail::DimParent: dim_parent_[t.var] = t.var; break;
       case Trail::DimValue: dim_value_[t.var].reset(); break;
       case Trail::RowBind: row_binding_[t.var].reset(); break;
+      case Trail::Defer: deferred_.pop_back(); break;
     }
   }
 }
@@ -198,6 +199,12 @@ std::optional<std::string> Solver::unify_rows_inner(const RowT& a0, const RowT& 
     return mismatch();
   std::vector<DimT> la(a.left.begin() + k, a.left.end()), lb(b.left.begin() + k, b.left.end());
   std::vector<DimT> ra(a.right.begin(), a.right.end() - m), rb(b.right.begin(), b.right.end() - m);
+  bool ambiguous = !(la.empty() && ra.empty()) && !(lb.empty() && rb.empty());
+  if (ambiguous && !force_) {
+    deferred_.push_back(Deferred{RowT{la, a.var, ra}, RowT{lb, b.var, rb}, cur_origin_, cur_what_});
+    trail_.push_back({Trail::Defer, 0});
+    return std::nullopt;
+  }
   if (la.empty() && ra.empty()) {
     bind_row(a.var, RowT{lb, b.var, rb});
   } else if (lb.empty() && rb.empty()) {
@@ -215,6 +222,8 @@ std::optional<std::string> Solver::unify_rows_inner(const RowT& a0, const RowT& 
 }
 
 bool Solver::equal_rows(const RowT& a, const RowT& b, const Origin& o, const std::string& what) {
+  cur_origin_ = o;
+  cur_what_ = what;
   if (auto r = unify_rows(a, b)) {
     on_error_(o, fmt::format("{} ({})", what, *r));
     return false;
@@ -248,6 +257,8 @@ void Solver::fail(Bcast& c, const std::string& detail) {
 
 bool Solver::step_broadcast(Bcast& c) {
   if (c.done) return false;
+  cur_origin_ = c.origin;
+  cur_what_ = "the " + c.kind_name + " axes must agree";
   bool progress = false;
   RowT R = resolve(c.result);
   std::vector<RowT> ops;
@@ -360,10 +371,33 @@ bool Solver::step_affine(Affine& c) {
   return false;
 }
 
+bool Solver::retry_deferred(bool force) {
+  bool progress = false;
+  std::vector<Deferred> pending;
+  pending.swap(deferred_);
+  force_ = force;
+  for (Deferred& d : pending) {
+    RowT a = resolve(d.a), b = resolve(d.b);
+    size_t before = deferred_.size();
+    cur_origin_ = d.origin;
+    cur_what_ = d.what;
+    if (auto r = unify_rows(a, b)) {
+      on_error_(d.origin, fmt::format("{} ({})", d.what, *r));
+      progress = true;
+      continue;
+    }
+    bool same = deferred_.size() == before + 1 && same_row(resolve(deferred_.back().a), a) &&
+                same_row(resolve(deferred_.back().b), b);
+    if (!same) progress = true;
+  }
+  force_ = false;
+  return progress;
+}
+
 bool Solver::propagate() {
   bool any = false;
   for (int round = 0; round < 10000; ++round) {
-    bool progress = false;
+    bool progress = retry_deferred(false);
     for (size_t i = 0; i < bcasts_.size(); ++i) progress |= step_broadcast(bcasts_[i]);
     for (size_t i = 0; i < affines_.size(); ++i) progress |= step_affine(affines_[i]);
     if (!progress) break;
@@ -492,6 +526,7 @@ void Solver::solve(const std::function<std::vector<ShapeT>()>& protected_shapes)
     if (default_self_broadcasts()) continue;
     if (default_kernels(pdims)) continue;
     if (default_drop_free(pdims, prows)) continue;
+    if (!deferred_.empty() && retry_deferred(true)) continue;
     break;
   }
   propagate();

@@ -75,8 +75,15 @@ private:
     bool done = false;
   };
   struct Trail {
-    enum Kind { DimParent, DimValue, RowBind } kind;
+    enum Kind { DimParent, DimValue, RowBind, Defer } kind;
     int var;
+  };
+  // `..a x = y ..b` with axes left over on opposite sides has no single most general
+  // solution (the rows may overlap); it waits until more is known.
+  struct Deferred {
+    RowT a, b;
+    Origin origin;
+    std::string what;
   };
 
   int find(int v) const;
@@ -96,6 +103,7 @@ private:
   bool default_kernels(const std::set<int>& pdims);
   bool default_drop_free(const std::set<int>& pdims, const std::set<int>& prows);
   void fail(Bcast& c, const std::string& detail);
+  bool retry_deferred(bool force);
 
   ErrorFn on_error_;
   std::vector<int> dim_parent_;
@@ -104,6 +112,10 @@ private:
   std::vector<Trail> trail_;
   std::vector<Bcast> bcasts_;
   std::vector<Affine> affines_;
+  std::vector<Deferred> deferred_;
+  Origin cur_origin_;        // the constraint being unified, for deferred equalities
+  std::string cur_what_;
+  bool force_ = false;       // resolve ambiguous row equalities without overlap (last resort)
 };
 
 }  // namespace cannl
