@@ -10,8 +10,11 @@ std::unique_ptr<Frontend> run_frontend(std::string path, std::string text, Stage
   fe->tokens = lex(fe->file, fe->diags);
   if (last == Stage::Tokens) return fe;
   fe->spec = parse(fe->tokens, fe->diags);
-  if (last == Stage::Ast || !fe->ok()) return fe;
-  fe->model = build_model(fe->spec, fe->diags);
+  if (last == Stage::Ast) return fe;
+  // Name resolution runs even after syntax errors (statements that failed to parse are
+  // skipped, and the names they define are not reported again), so independent mistakes on
+  // other lines are reported in the same run.
+  if (!fe->spec.stmts.empty() || fe->ok()) fe->model = build_model(fe->spec, fe->diags);
   if (last == Stage::Model || !fe->ok()) return fe;
   fe->shapes = infer_shapes(fe->model, fe->file, fe->diags);
   return fe;

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,9 @@ struct Stmt {
 
 struct Spec {
   std::vector<Stmt> stmts;
+  // Names a statement with a syntax error would have defined: later uses of them are not
+  // reported again as unknown.
+  std::set<std::string> broken_names;
 };
 
 }  // namespace cannl

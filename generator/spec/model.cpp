@@ -31,7 +31,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 
 std::string suggestion(const std::string& name, const std::vector<std::string>& candidates) {
   std::string best;
-  size_t best_d = name.size() <= 3 ? 1 : 2;
+  if (name.size() <= 2) return "";
+  size_t best_d = name.size() <= 4 ? 1 : 2;
   for (const std::string& c : candidates) {
     size_t d = edit_distance(name, c);
     if (d <= best_d && (best.empty() || d < best_d)) {
@@ -57,7 +58,7 @@ std::string signature_text(const std::string& name, const std::vector<ArgSig>& s
 
 class Builder {
 public:
-  Builder(const Spec& s, DiagEngine& d) : spec_(s), diags_(d) {}
+  Builder(const Spec& s, DiagEngine& d) : spec_(s), diags_(d), syntax_errors_(d.has_errors()) {}
 
   std::string_view file_text_slice(const Expr& e) const { return diags_.file().slice(e.range); }
 
@@ -69,7 +70,7 @@ public:
     }
     for (size_t i = 0; i < spec_.stmts.size(); ++i) {
       const Stmt& s = spec_.stmts[i];
-      if (i == 0 && s.kind != StmtKind::Model) {
+      if (i == 0 && s.kind != StmtKind::Model && !syntax_errors_) {
         auto it = std::find_if(spec_.stmts.begin(), spec_.stmts.end(),
                                [](const Stmt& x) { return x.kind == StmtKind::Model; });
         if (it != spec_.stmts.end())
@@ -193,7 +194,7 @@ private:
   }
 
   void finish() {
-    if (m_.name.empty() && !spec_.stmts.empty() && !diags_.has_errors())
+    if (m_.name.empty() && !spec_.stmts.empty() && !diags_.has_errors() && !syntax_errors_)
       diags_.error(spec_.stmts[0].range, "a spec must start with 'model NAME'");
     for (const Stmt* s : pending_outputs_)
       for (const NameRef& n : s->names) {
@@ -232,6 +233,7 @@ private:
   int lookup_tensor(const NameRef& n, const char* where) {
     auto it = m_.index.find(n.name);
     if (it != m_.index.end()) return it->second;
+    if (spec_.broken_names.count(n.name)) return -1;
     if (m_.dims.count(n.name))
       diags_.error(n.range, fmt::format("'{}' is a dim, not a tensor ({} needs a tensor)", n.name, where));
     else
@@ -254,7 +256,7 @@ private:
       case ExprKind::Number:
         return;
       case ExprKind::Name: {
-        if (m_.index.count(e.name) || m_.dims.count(e.name)) return;
+        if (m_.index.count(e.name) || m_.dims.count(e.name) || spec_.broken_names.count(e.name)) return;
         if (find_op(e.name)) {
           diags_.error(e.range, fmt::format("'{}' is a function; call it, e.g. {}(x)", e.name, e.name));
           return;
@@ -364,6 +366,7 @@ private:
   std::map<std::string, SourceRange> dim_decl_;
   std::vector<const Stmt*> pending_outputs_;
   const Stmt* minimize_ = nullptr;
+  bool syntax_errors_;  // the parser already reported errors: statements may be missing
 };
 
 }  // namespace

@@ -42,6 +42,7 @@ public:
           fail(peek(), fmt::format("expected the end of the statement, found {}", describe(peek())));
         spec.stmts.push_back(std::move(s));
       } catch (const SyntaxError&) {
+        remember_broken_names(spec, start);
         while (peek().kind != Tok::Newline && peek().kind != Tok::Eof) ++pos_;
       }
     }
@@ -49,6 +50,21 @@ public:
   }
 
 private:
+  void remember_broken_names(Spec& spec, size_t start) const {
+    size_t i = start;
+    Tok first = toks_[i].kind;
+    if (first == Tok::Ident) {
+      spec.broken_names.insert(toks_[i].text);
+      return;
+    }
+    if (first != Tok::KwParam && first != Tok::KwInput && first != Tok::KwDim && first != Tok::KwMetric)
+      return;
+    for (++i; i < toks_.size() && toks_[i].kind == Tok::Ident; i += 2) {
+      spec.broken_names.insert(toks_[i].text);
+      if (i + 1 >= toks_.size() || toks_[i + 1].kind != Tok::Comma) break;
+    }
+  }
+
   const Token& peek(size_t ahead = 0) const {
     size_t i = std::min(pos_ + ahead, toks_.size() - 1);
     return toks_[i];

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <ostream>
 
 namespace cannl {
@@ -89,7 +90,12 @@ std::string DiagEngine::render_one(const Diagnostic& d, bool color) const {
 }
 
 void DiagEngine::render(std::ostream& os, bool color) const {
-  for (const Diagnostic& d : diags_) os << render_one(d, color);
+  std::vector<const Diagnostic*> sorted;
+  for (const Diagnostic& d : diags_) sorted.push_back(&d);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Diagnostic* a, const Diagnostic* b) {
+    return a->range.begin < b->range.begin;
+  });
+  for (const Diagnostic* d : sorted) os << render_one(*d, color);
   if (error_count_ > max_errors_)
     os << fmt::format("{}: {} more errors not shown (limit {})\n", file_.path(),
                       error_count_ - max_errors_, max_errors_);

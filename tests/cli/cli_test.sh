@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# CLI contract of `cannl`: exit statuses (0 ok, 1 bad spec, 2 bad usage), the exact output of
+# `cannl check` for the contract's §1 example, --json, --dump, --version, and that a bad spec
+# prints a diagnostic with file:line:col, the source line and a caret.
+#   cli_test.sh CANNL SOURCE_DIR
+set -u
+cannl=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+expect_rc() {  # expect_rc WANT CMD...
+  local want=$1; shift
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" -eq "$want" ]; then ok; else bad "'$*' exited $rc, expected $want"; cat "$tmp/err"; fi
+}
+
+# §1 example: exactly the contract's shapes.
+expect_rc 0 "$cannl" check "$src/specs/fashion_mlp.cannl"
+for line in 'w1 : [784 -> 512]' 'w2 : [512 -> 512]' 'w3 : [512 -> 10]' 'b3 : [10]' \
+            'logits : [batch | 10]' 'loss : []' 'image : [batch | 784]' 'b1 : [512]'; do
+  grep -qxF "$line" "$tmp/out" && ok || bad "fashion_mlp: missing line '$line'"
+done
+# Declaration order: inputs, params, computed.
+order=$(cut -d' ' -f1 "$tmp/out" | tr '\n' ' ')
+[ "$order" = "image label w1 w2 w3 b3 b1 b2 x h1 h2 logits loss accuracy " ] && ok || bad "order: $order"
+
+# --json parses and carries kinds and axes.
+expect_rc 0 "$cannl" check --json "$src/specs/fashion_mlp.cannl"
+/usr/bin/python3 - "$tmp/out" <<'PY' && ok || bad "json content"
+import json, sys
+t = {x["name"]: x for x in json.load(open(sys.argv[1]))}
+assert t["w1"]["kind"] == "param" and t["w1"]["input"] == [784] and t["w1"]["output"] == [512]
+assert t["logits"]["kind"] == "computed" and t["logits"]["batch"] == ["batch"]
+assert t["image"]["kind"] == "input" and t["loss"]["output"] == [] and t["loss"]["batch"] == []
+PY
+
+# A per-example tensor prints as [batch | ].
+printf 'model m\ninput l : [10]\ninput t : [10]\nce = cross_entropy(l, t)\n' > "$tmp/ce.cannl"
+expect_rc 0 "$cannl" check "$tmp/ce.cannl"
+grep -qxF 'ce : [batch | ]' "$tmp/out" && ok || bad "per-example shape"
+
+# Dumps.
+for d in tokens ast shapes; do expect_rc 0 "$cannl" check --dump=$d "$src/specs/fashion_cnn.cannl"; done
+grep -q "conv2d" "$tmp/out" && ok || bad "dump=shapes lists sub-expressions"
+
+# Bad spec: exit 1, file:line:col, the line, a caret.
+printf 'model m\ninput x : [3]\nh = W * x\n' > "$tmp/bad.cannl"
+expect_rc 1 "$cannl" check "$tmp/bad.cannl"
+grep -q "bad.cannl:3:5: error: unknown tensor 'W'" "$tmp/err" && ok || bad "diagnostic location"
+grep -q "h = W \* x" "$tmp/err" && ok || bad "diagnostic source line"
+grep -qE '^ +\| +\^$' "$tmp/err" && ok || bad "diagnostic caret"
+[ ! -s "$tmp/out" ] && ok || bad "no partial output on error"
+
+# Several independent errors are all reported.
+printf 'model m\ninput x : [3]\na = Q + x\nb = relu(x, strid = 2)\nc = x $ x\n' > "$tmp/multi.cannl"
+expect_rc 1 "$cannl" check "$tmp/multi.cannl"
+[ "$(grep -c ': error:' "$tmp/err")" -eq 3 ] && ok || bad "three errors reported"
+
+# Usage errors: exit 2.
+expect_rc 2 "$cannl" check
+expect_rc 2 "$cannl" check "$tmp/does-not-exist.cannl"
+expect_rc 2 "$cannl" check --dump=nonsense "$src/specs/fashion_mlp.cannl"
+expect_rc 2 "$cannl" frobnicate
+expect_rc 2 "$cannl"
+expect_rc 0 "$cannl" --version
+grep -qE '^cannl [0-9]+\.[0-9]+\.[0-9]+$' "$tmp/out" && ok || bad "--version"
+expect_rc 0 "$cannl" --help
+expect_rc 0 "$cannl" check --help
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
