@@ -63,25 +63,46 @@ std::string DiagEngine::render_one(const Diagnostic& d, bool color) const {
                        d.severity == Severity::Note ? "" : red, severity_name(d.severity),
                        reset, d.message);
     std::string_view line = file_.line_text(lc.line);
+    LineCol end_lc = file_.line_col(d.range.end > d.range.begin ? d.range.end : d.range.begin + 1);
+    int first_col = lc.col;
+    int last_col = end_lc.line == lc.line ? end_lc.col : static_cast<int>(line.size()) + 2;
+    // A very long line is shown as a window of about 100 characters around the caret.
+    std::string display(line);
+    constexpr int kWindow = 100;
+    auto is_cont = [](char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; };
+    if (line.size() > 2 * kWindow) {
+      int from_col = std::max(1, first_col - kWindow / 2);
+      size_t from = 0, to = 0;
+      int c = 1;
+      for (size_t i = 0; i <= line.size(); ++i) {
+        if (i < line.size() && is_cont(line[i])) continue;
+        if (c == from_col) from = i;
+        if (c == from_col + kWindow || i == line.size()) {
+          to = i;
+          break;
+        }
+        ++c;
+      }
+      std::string prefix = from > 0 ? "..." : "", suffix = to < line.size() ? "..." : "";
+      display = prefix + std::string(line.substr(from, to - from)) + suffix;
+      int shift = from_col - 1 - static_cast<int>(prefix.size());
+      first_col -= shift;
+      last_col = std::min(last_col - shift, kWindow + 4);
+    }
     std::string gutter = fmt::format("{:>5} | ", lc.line);
-    out += gutter;
-    out += line;
-    out += "\n";
+    out += gutter + display + "\n";
     // Caret line: keep tabs so the caret lines up, '^' at the start, '~' over the rest.
     std::string caret(gutter.size() - 2, ' ');
     caret += "| ";
-    LineCol end_lc = file_.line_col(d.range.end > d.range.begin ? d.range.end : d.range.begin + 1);
-    int last_col = end_lc.line == lc.line ? end_lc.col : static_cast<int>(line.size()) + 2;
-    int col = 1;
     caret += green;
-    for (size_t i = 0; i < line.size() && col < lc.col; ++i) {
-      unsigned char c = static_cast<unsigned char>(line[i]);
-      if ((c & 0xC0) == 0x80) continue;
-      caret += (c == '\t') ? '\t' : ' ';
+    int col = 1;
+    for (size_t i = 0; i < display.size() && col < first_col; ++i) {
+      if (is_cont(display[i])) continue;
+      caret += display[i] == '\t' ? '\t' : ' ';
       ++col;
     }
     caret += '^';
-    for (int c = lc.col + 1; c < last_col; ++c) caret += '~';
+    for (int k = first_col + 1; k < last_col; ++k) caret += '~';
     caret += reset;
     out += caret + "\n";
   }
