@@ -1,0 +1,104 @@
+/* rt_internal.h - helpers shared by the runtime's .c files; not installed.
+ * Internal names use the prefix cannl__ (double underscore). */
+#ifndef CANNL_RT_INTERNAL_H
+#define CANNL_RT_INTERNAL_H
+
+#include "cannl_rt.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <zlib.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CANNL__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define CANNL__PRINTF(f, a)
+#endif
+
+/* error.c ------------------------------------------------------------- */
+
+/* Fill err (if not NULL) with "<path>: <message>" (path may be NULL) and
+ * return `st`. */
+cannl_status cannl__fail(cannl_error *err, cannl_status st, const char *path, const char *fmt, ...)
+    CANNL__PRINTF(4, 5);
+
+/* Thread-safe strerror into buf. */
+const char *cannl__strerror(int errnum, char *buf, size_t cap);
+
+/* Overflow-checked arithmetic on non-negative values: 0 on success, 1 on overflow. */
+static inline int cannl__mul_i64(int64_t a, int64_t b, int64_t *out) {
+    if (a < 0 || b < 0) return 1;
+    if (b != 0 && a > INT64_MAX / b) return 1;
+    *out = a * b;
+    return 0;
+}
+static inline int cannl__mul_size(size_t a, size_t b, size_t *out) {
+    if (b != 0 && a > SIZE_MAX / b) return 1;
+    *out = a * b;
+    return 0;
+}
+
+/* Byte order helpers (independent of the host's byte order). */
+static inline int cannl__host_le(void) {
+    const uint16_t one = 1;
+    unsigned char c;
+    memcpy(&c, &one, 1);
+    return c == 1;
+}
+static inline uint64_t cannl__load_le64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static inline uint32_t cannl__load_be32(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+}
+static inline void cannl__store_le64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* data.c: a byte source read through zlib (plain or gzip files) ----------- */
+
+typedef struct cannl__src {
+    gzFile gz;
+    const char *path;
+    int direct;         /* 1: not compressed, file_size is the data size */
+    int64_t file_size;  /* size on disk */
+} cannl__src;
+
+cannl_status cannl__src_open(cannl__src *s, const char *path, cannl_error *err);
+/* Read up to n bytes; *got receives the count (short only at end of data). */
+cannl_status cannl__src_read(cannl__src *s, void *buf, size_t n, size_t *got, cannl_error *err);
+void cannl__src_close(cannl__src *s);
+
+/* Element types found in data files. */
+typedef enum cannl__etype {
+    CANNL__U8, CANNL__I8, CANNL__I16, CANNL__I32, CANNL__I64, CANNL__F32, CANNL__F64
+} cannl__etype;
+
+size_t cannl__etype_size(cannl__etype t);
+
+/* Set up *ds (count, per-example dims, dtype, zeroed storage, source) with
+ * overflow checks; dims are int64 here and must each fit in int32. If s is
+ * not NULL, the count * elems elements of type t after a header of
+ * header_bytes are first checked against the size of the file. */
+cannl_status cannl__dataset_init(cannl_dataset *ds, const char *path, cannl_dtype dtype, int64_t count,
+                                 int32_t ndims, const int64_t *dims, const cannl__src *s, cannl__etype t,
+                                 int64_t header_bytes, cannl_error *err);
+
+/* Convert n raw file elements at src into dst (a dtype array). */
+void cannl__decode(const unsigned char *src, size_t n, cannl__etype t, int big_endian, void *dst,
+                   cannl_dtype dtype);
+
+/* Stream the ds->count * ds->elems elements of type t (sizes already
+ * checked by cannl__dataset_init) from s into ds->data, then check that
+ * nothing follows. */
+cannl_status cannl__read_payload(cannl__src *s, cannl_dataset *ds, cannl__etype t, int big_endian,
+                                 cannl_error *err);
+
+/* data_idx.c / data_npy.c / data_csv.c */
+cannl_status cannl__load_idx(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err);
+cannl_status cannl__load_npy(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err);
+cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err);
+
+#endif /* CANNL_RT_INTERNAL_H */
