@@ -10,7 +10,9 @@ namespace {
 
 ArgSig tensor(const char* n, bool required = true) { return {n, ArgType::Tensor, required, 0}; }
 ArgSig spec(const char* n, bool required = true) { return {n, ArgType::Spec, required, 0}; }
-ArgSig integer(const char* n, double def) { return {n, ArgType::Int, false, def}; }
+ArgSig integer(const char* n, double def, double min = -1e300) {
+  return {n, ArgType::Int, false, def, min};
+}
 ArgSig number(const char* n, double def) { return {n, ArgType::Number, false, def}; }
 ArgSig required_number(const char* n) { return {n, ArgType::Number, true, 0}; }
 
@@ -104,10 +106,10 @@ std::vector<OpInfo> make_table() {
   t.push_back({"accuracy", {tensor("logits"), tensor("target")},
                [](ShapeContext& c, const BoundCall& b) { per_example_pair(c, b, true); }, true,
                "fraction of examples whose argmax over outputs agrees (metrics only)"});
-  t.push_back({"conv2d", {tensor("x"), tensor("k"), integer("stride", 1), integer("padding", 0)},
+  t.push_back({"conv2d", {tensor("x"), tensor("k"), integer("stride", 1, 1), integer("padding", 0, 0)},
                conv2d, false, "2-D convolution, [b | h, w, c] with [kh, kw, c -> d]"});
   for (const char* f : {"max_pool2d", "avg_pool2d"})
-    t.push_back({f, {tensor("x"), integer("size", 2), integer("stride", 0)}, pool2d, false,
+    t.push_back({f, {tensor("x"), integer("size", 2, 1), integer("stride", 0, 0)}, pool2d, false,
                  "pooling over the two leading output axes"});
   t.push_back({"einsum", {spec("spec"), tensor("a"), tensor("b", false)},
                [](ShapeContext& c, const BoundCall& b) {

@@ -24,6 +24,7 @@ struct ArgSig {
   ArgType type = ArgType::Tensor;
   bool required = true;
   double default_value = 0;
+  double min_value = -1e300;  // Int/Number options below this are rejected
 };
 
 // A call after binding its arguments to the signature.

@@ -263,9 +263,11 @@ bool Solver::step_broadcast(Bcast& c) {
   RowT R = resolve(c.result);
   std::vector<RowT> ops;
   for (const RowT& op : c.operands) ops.push_back(resolve(op));
-  auto not_broadcastable = [&](const RowT& op) {
-    return fmt::format("their {} axes do not broadcast: {} vs {} (sizes must be equal, or 1)",
-                       c.kind_name, print(op), print(R));
+  auto not_broadcastable = [&](const RowT&) {
+    std::string rows;
+    for (const RowT& op : c.operands) rows += (rows.empty() ? "" : " vs ") + print(op);
+    return fmt::format("their {} axes do not broadcast: {} (sizes must be equal, or 1)",
+                       c.kind_name, rows);
   };
   // (a) the result has at least as many axes as each closed operand
   for (const RowT& op : ops) {
@@ -430,10 +432,16 @@ bool Solver::default_params(const std::set<int>& pdims, const std::set<int>& pro
       RowT op = resolve(op0), R = resolve(c.result);
       if (same_row(op, R)) continue;
       if (!op.is_closed() && prows.count(op.var)) {
+        size_t mark = trail_.size(), deferred_before = deferred_.size();
         if (auto r = unify_rows(op, R)) {
           fail(c, fmt::format("a parameter's {} axes cannot take the shape {} ({})", c.kind_name,
                               print(R), *r));
           break;
+        }
+        if (trail_.size() == mark + 1 && trail_.back().kind == Trail::Defer &&
+            duplicates_deferred(deferred_before)) {
+          rollback(mark);  // already waiting on exactly this equality
+          continue;
         }
         progress = true;
         continue;
@@ -449,6 +457,17 @@ bool Solver::default_params(const std::set<int>& pdims, const std::set<int>& pro
     }
   }
   return progress;
+}
+
+// Is the last deferred equality the same as one already pending?
+bool Solver::duplicates_deferred(size_t count_before) const {
+  const Deferred& d = deferred_.back();
+  RowT a = resolve(d.a), b = resolve(d.b);
+  for (size_t i = 0; i < count_before && i < deferred_.size() - 1; ++i) {
+    RowT x = resolve(deferred_[i].a), y = resolve(deferred_[i].b);
+    if ((same_row(a, x) && same_row(b, y)) || (same_row(a, y) && same_row(b, x))) return true;
+  }
+  return false;
 }
 
 bool Solver::default_self_broadcasts() {

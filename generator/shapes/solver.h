@@ -104,6 +104,7 @@ private:
   bool default_drop_free(const std::set<int>& pdims, const std::set<int>& prows);
   void fail(Bcast& c, const std::string& detail);
   bool retry_deferred(bool force);
+  bool duplicates_deferred(size_t count_before) const;
 
   ErrorFn on_error_;
   std::vector<int> dim_parent_;

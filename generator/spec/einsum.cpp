@@ -188,6 +188,15 @@ private:
   bool words_;
 };
 
+bool has_long_word(const std::string& s) {
+  size_t run = 0;
+  for (char c : s) {
+    run = std::isalpha(static_cast<unsigned char>(c)) ? run + 1 : 0;
+    if (run >= 3) return true;
+  }
+  return false;
+}
+
 bool repeats_within_an_operand(const EinsumSpec& spec) {
   auto check = [](const EinOperand& op) {
     std::set<std::string> seen;
@@ -259,12 +268,15 @@ std::optional<EinsumSpec> parse_einsum(const std::string& contents, uint32_t beg
   try {
     EinsumSpec spec = EinsumParser(contents, begin, has_comma).run();
     if (!has_comma && repeats_within_an_operand(spec)) {
-      // "batch|inp->out": read whole words, unless that reading is not valid either.
+      // "batch|inp->out": the letter reading repeats a letter, so read whole words. If that
+      // fails too, report the word reading's error when the spec has a name of three or more
+      // letters (it was meant as words), else the letter reading's ("ii => i").
       try {
         EinsumSpec words = EinsumParser(contents, begin, true).run();
         validate(words, begin);
         return words;
       } catch (const ParseError&) {
+        if (has_long_word(contents)) throw;
       }
     }
     validate(spec, begin);

@@ -124,9 +124,9 @@ private:
       // Inside ( ) or [ ] a newline continues the statement, unless the next line starts a
       // new statement with a keyword: then the bracket was never closed, and ending here
       // lets the parser report it and go on.
-      if (depth_ > 0 && !next_line_starts_statement(at)) return;
+      bool continues = depth_ > 0 || (!toks_.empty() && continues_line(toks_.back().kind));
+      if (continues && !next_line_starts_statement(at)) return;
       depth_ = 0;
-      if (!toks_.empty() && continues_line(toks_.back().kind)) return;
     }
     if (toks_.empty() || toks_.back().kind == Tok::Newline) return;
     push(Tok::Newline, at, at + (at < src_.size() ? 1 : 0));
@@ -188,19 +188,26 @@ private:
       diags_.error({static_cast<uint32_t>(b), static_cast<uint32_t>(pos_)},
                    fmt::format("malformed number '{}' (expected a number like 12, 0.5, 1e-3 "
                                "or 2.5e+4)", text));
-      text = "0";
+    }
+    if (bad) {
+      push(Tok::Error, b, pos_);
+      return;
+    }
+    double value = std::strtod(text.c_str(), nullptr);
+    SourceRange r{static_cast<uint32_t>(b), static_cast<uint32_t>(pos_)};
+    if (is_int && (text.size() > 15 || !std::isfinite(value))) {
+      diags_.error(r, fmt::format("integer '{}' is too large", text));
+      push(Tok::Error, b, pos_);
+      return;
+    }
+    if (!std::isfinite(value)) {
+      diags_.error(r, fmt::format("number '{}' is out of range", text));
+      push(Tok::Error, b, pos_);
+      return;
     }
     push(Tok::Number, b, pos_, text);
-    Token& t = toks_.back();
-    t.number = std::strtod(bad ? "0" : text.c_str(), nullptr);
-    t.is_integer = is_int;
-    if (is_int && (text.size() > 15 || !std::isfinite(t.number))) {
-      diags_.error(t.range, fmt::format("integer '{}' is too large", text));
-      t.number = 0;
-    } else if (!std::isfinite(t.number)) {
-      diags_.error(t.range, fmt::format("number '{}' is out of range", text));
-      t.number = 0;
-    }
+    toks_.back().number = value;
+    toks_.back().is_integer = is_int;
   }
 
   void string() {

@@ -151,6 +151,10 @@ private:
         m_.name_range = s.names[0].range;
         return;
       case StmtKind::Dim:
+        if (s.names[0].name == "_") {
+          diags_.error(s.names[0].range, "'_' cannot name a dim: in a shape it means an inferred axis");
+          return;
+        }
         if (!check_new_name(s.names[0])) return;
         m_.dims[s.names[0].name] = s.dim_value;
         dim_decl_[s.names[0].name] = s.names[0].range;
@@ -278,7 +282,8 @@ private:
       case ExprKind::Pow: {
         expr(*e.operands[0], in_metric);
         const Expr& ex = *e.operands[1];
-        bool ok = ex.kind == ExprKind::Number || (ex.kind == ExprKind::Name && m_.dims.count(ex.name));
+        const Expr* base = ex.kind == ExprKind::Neg ? ex.operands[0].get() : &ex;
+        bool ok = base->kind == ExprKind::Number || (base->kind == ExprKind::Name && m_.dims.count(base->name));
         if (!ok)
           diags_.error(ex.range, fmt::format("the exponent of '**' must be a number, not '{}' (for a "
                                              "tensor exponent write exp(b *. log(a)))",
@@ -460,6 +465,12 @@ bool bind_args(const Expr& call, const std::vector<ArgSig>& sig, const Model& m,
         if (s.type == ArgType::Int && !is_int) {
           diags.error(v->range, fmt::format("argument '{}' of '{}' must be a whole number, not {}",
                                             s.name, call.name, value));
+          ok = false;
+          break;
+        }
+        if (value < s.min_value) {
+          diags.error(v->range, fmt::format("argument '{}' of '{}' must be at least {}, not {}",
+                                            s.name, call.name, s.min_value, value));
           ok = false;
           break;
         }
