@@ -294,6 +294,7 @@ std::string print_einsum(const EinsumSpec& spec) {
     for (size_t i = 0; i < axes.size(); ++i) {
       const EinAxis& a = axes[i];
       if (i && words) s += ", ";
+      else if (i && (a.kind == EinAxis::Affine || axes[i - 1].kind == EinAxis::Affine)) s += " ";
       if (a.kind == EinAxis::Ellipsis) { s += "..."; continue; }
       if (a.kind == EinAxis::Affine && a.stride != 1) s += fmt::format("{}*", a.stride);
       s += a.name;

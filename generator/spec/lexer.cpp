@@ -101,8 +101,10 @@ public:
         punct();
       }
     }
-    newline(pos_, false);
-    push(Tok::Eof, pos_, pos_);
+    // The end of the file is reported right after the last token, not on a blank line below.
+    size_t end = toks_.empty() ? 0 : toks_.back().range.end;
+    newline(end, false);
+    push(Tok::Eof, end, end);
     return std::move(toks_);
   }
 

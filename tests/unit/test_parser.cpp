@@ -511,7 +511,7 @@ TEST_CASE("parser: dump_ast prints each node with its line:col", "[parser][range
 // token sits past the final newline, so Parser::fail(peek()) reports "found end of file" at
 // line N+1, column 1: an empty line below the statement, not where ')' was expected.
 TEST_CASE("parser: an unclosed call at the end of the file is reported on its own line",
-          "[parser][ranges][recovery][!shouldfail]") {
+          "[parser][ranges][recovery]") {
   Parsed p("model m\ny = relu(x\n");
   INFO(p.dump());
   REQUIRE(p.diags.error_count() == 1);
