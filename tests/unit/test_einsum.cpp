@@ -284,7 +284,7 @@ TEST_CASE("einsum: print_einsum text", "[einsum][print]") {
   CHECK(print_einsum(*Ein("b|o => ").spec) == "b|o => ");
 }
 
-// BUG: print_einsum writes letter-mode axes with no separator, so an index expression with a
+// Regression (fixed): print_einsum wrote letter-mode axes with no separator, so an index expression with a
 // padding followed by one with a stride merges into one number ("h+i-1" "2*w" -> "h+i-12*w"),
 // and the printed spec (used by --dump=ast) no longer parses.
 TEST_CASE("einsum: print_einsum keeps letter-mode affine axes apart",

@@ -506,7 +506,7 @@ TEST_CASE("parser: dump_ast prints each node with its line:col", "[parser][range
   CHECK(d.find("(name @3:3 b)") != std::string::npos);
 }
 
-// BUG: at the end of a file that ends in '\n' (as files do) with a call left open or a trailing
+// Regression (fixed): at the end of a file that ends in '\n' (as files do) with a call left open or a trailing
 // operator, the lexer emits no statement end (Lexer::newline finds no next line) and the Eof
 // token sits past the final newline, so Parser::fail(peek()) reports "found end of file" at
 // line N+1, column 1: an empty line below the statement, not where ')' was expected.
