@@ -13,17 +13,18 @@ static std::string axes_text(const std::vector<Axis>& row) {
 
 std::string print_row(const std::vector<Axis>& row) { return "[" + axes_text(row) + "]"; }
 
-std::string print_shape(const Shape& s) {
-  const auto& b = s.row(AxisKind::Batch);
-  const auto& i = s.row(AxisKind::Input);
-  const auto& o = s.row(AxisKind::Output);
+std::string format_shape(const std::string& b, const std::string& i, const std::string& o) {
   std::string r = "[";
-  if (!b.empty()) r += axes_text(b) + " | ";
-  if (!i.empty()) r += axes_text(i) + " -> ";
-  r += axes_text(o);
-  if (!r.empty() && r.back() == ' ' && o.empty()) r.pop_back();  // "[batch | ]" keeps one space
-  if (o.empty() && (!b.empty() || !i.empty())) r += " ";
+  if (!b.empty()) r += b + " | ";
+  if (!i.empty()) r += i + " -> ";
+  r += o;
+  if (o.empty() && (!b.empty() || !i.empty())) r.pop_back(), r += " ";  // "[batch | ]"
   return r + "]";
+}
+
+std::string print_shape(const Shape& s) {
+  return format_shape(axes_text(s.row(AxisKind::Batch)), axes_text(s.row(AxisKind::Input)),
+                      axes_text(s.row(AxisKind::Output)));
 }
 
 }  // namespace cannl

@@ -56,6 +56,8 @@ struct Shape {
 
 // Contract §4 notation: [784 -> 512], [batch | 10], [batch | ], [].
 std::string print_shape(const Shape& s);
+// The same notation from the three parts' axis lists ("784", "28, 28"; empty for none).
+std::string format_shape(const std::string& batch, const std::string& input, const std::string& output);
 std::string print_row(const std::vector<Axis>& row);  // [784, 512]
 
 }  // namespace cannl

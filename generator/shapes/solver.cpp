@@ -99,13 +99,7 @@ std::string Solver::print(const ShapeT& sh) const {
     std::string s = print(r);
     return s.substr(1, s.size() - 2);
   };
-  std::string b = inner(sh.rows[0]), i = inner(sh.rows[1]), o = inner(sh.rows[2]);
-  std::string r = "[";
-  if (!b.empty()) r += b + " | ";
-  if (!i.empty()) r += i + " -> ";
-  r += o;
-  if (o.empty() && (!b.empty() || !i.empty())) r.pop_back(), r += " ";
-  return r + "]";
+  return format_shape(inner(sh.rows[0]), inner(sh.rows[1]), inner(sh.rows[2]));
 }
 
 void Solver::bind_row(int var, RowT value) {
@@ -263,7 +257,7 @@ bool Solver::step_broadcast(Bcast& c) {
   RowT R = resolve(c.result);
   std::vector<RowT> ops;
   for (const RowT& op : c.operands) ops.push_back(resolve(op));
-  auto not_broadcastable = [&](const RowT&) {
+  auto not_broadcastable = [&] {
     std::string rows;
     for (const RowT& op : c.operands) rows += (rows.empty() ? "" : " vs ") + print(op);
     return fmt::format("their {} axes do not broadcast: {} (sizes must be equal, or 1)",
@@ -275,7 +269,7 @@ bool Solver::step_broadcast(Bcast& c) {
     size_t L = op.right.size();
     if (R.is_closed()) {
       if (R.right.size() < L) {
-        fail(c, not_broadcastable(op));
+        fail(c, not_broadcastable());
         return true;
       }
     } else if (R.known_len() < L) {
@@ -299,7 +293,7 @@ bool Solver::step_broadcast(Bcast& c) {
       if (fixes) {
         if (r.is_var()) progress = true;
         if (unify_dims(r, s)) {
-          fail(c, not_broadcastable(op));
+          fail(c, not_broadcastable());
           return true;
         }
       } else if (s.is_var() && r.kind == DimT::Known && r.size == 1) {
@@ -488,20 +482,9 @@ bool Solver::default_self_broadcasts() {
       continue;
     }
     if (!std::all_of(others.begin(), others.end(), all_known)) continue;
-    c.operands = others;  // the result is the broadcast of the others (itself adds nothing)
-    size_t L = 0;
-    for (const RowT& op : others) L = std::max(L, op.right.size());
-    std::vector<DimT> lub(L, DimT::known(1));
-    for (const RowT& op : others)
-      for (size_t i = 0; i < op.right.size(); ++i) {
-        DimT s = op.right[op.right.size() - 1 - i];
-        if (!(s.kind == DimT::Known && s.size == 1)) lub[L - 1 - i] = s;
-      }
-    if (auto r = unify_rows(c.result, RowT::closed(lub))) {
-      fail(c, fmt::format("the {} axes cannot be {} ({})", c.kind_name, print(RowT::closed(lub)), *r));
-      continue;
-    }
-    progress = true;
+    // The result is the broadcast of the others (itself adds nothing): step (c) completes it.
+    c.operands = others;
+    progress |= step_broadcast(c);
   }
   return progress;
 }

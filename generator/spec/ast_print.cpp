@@ -37,14 +37,9 @@ std::string print_shape_spec(const ShapeSpec& s) {
   return r + part(s.parts[2]) + "]";
 }
 
-static std::string number_text(double v) {
-  std::string s = fmt::format("{}", v);
-  return s;
-}
-
 std::string print_expr(const Expr& e) {
   switch (e.kind) {
-    case ExprKind::Number: return number_text(e.number);
+    case ExprKind::Number: return fmt::format("{}", e.number);
     case ExprKind::Name: return e.name;
     case ExprKind::String: return "\"" + e.name + "\"";
     case ExprKind::Neg: return "(-" + print_expr(*e.operands[0]) + ")";
@@ -87,7 +82,7 @@ void dump_expr(std::string& out, const Expr& e, const SourceFile& f, int indent,
   LineCol lc = f.line_col(e.range.begin);
   out += std::string(indent * 2, ' ') + label + fmt::format("({} @{}:{}", kind_name(e.kind), lc.line, lc.col);
   switch (e.kind) {
-    case ExprKind::Number: out += " " + number_text(e.number); break;
+    case ExprKind::Number: out += " " + fmt::format("{}", e.number); break;
     case ExprKind::Name: out += " " + e.name; break;
     case ExprKind::String:
       out += " \"" + e.name + "\"";

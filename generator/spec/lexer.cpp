@@ -76,7 +76,7 @@ bool continues_line(Tok t) {
 
 class Lexer {
 public:
-  Lexer(const SourceFile& f, DiagEngine& d) : file_(f), src_(f.text()), diags_(d) {}
+  Lexer(const SourceFile& f, DiagEngine& d) : src_(f.text()), diags_(d) {}
 
   std::vector<Token> run() {
     while (pos_ < src_.size()) {
@@ -275,7 +275,6 @@ private:
     push(Tok::Error, b, e);
   }
 
-  const SourceFile& file_;
   const std::string& src_;
   DiagEngine& diags_;
   size_t pos_ = 0;

@@ -386,7 +386,7 @@ private:
         if (++depth_ > 200) fail(peek(), "expression nested too deeply");
         a.value = expr();
         --depth_;
-        if (a.value->kind == ExprKind::String) einsum_arg(*e, *a.value, callee);
+        if (a.value->kind == ExprKind::String) einsum_arg(*a.value, callee);
         e->args.push_back(std::move(a));
         if (!accept(Tok::Comma)) break;
       }
@@ -400,8 +400,7 @@ private:
     return e;
   }
 
-  void einsum_arg(const Expr& call, Expr& str, const Token& callee) {
-    (void)call;
+  void einsum_arg(Expr& str, const Token& callee) {
     const std::string& f = callee.text;
     if (f != "einsum" && f != "sum" && f != "mean" && f != "max") return;
     // The string token's range includes the quotes; contents start one past the quote.
