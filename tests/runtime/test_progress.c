@@ -4,6 +4,7 @@
 #include "rt_test.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <math.h>
 
 static void expect_line(const cannl_progress *p, const char *want) {
@@ -74,8 +75,18 @@ int main(int argc, char **argv) {
             cannl_progress_print(tty, &p);
             cannl_progress_finish(tty);
             fclose(tty);
+            /* A pty may hand the bytes over in several reads: gather until the
+               newline arrives or nothing more comes within a second. */
             char buf[512];
-            ssize_t n = read(master, buf, sizeof buf - 1);
+            ssize_t n = 0;
+            while (n < (ssize_t)sizeof buf - 1) {
+                struct pollfd pfd = {.fd = master, .events = POLLIN};
+                if (poll(&pfd, 1, 1000) <= 0) break;
+                ssize_t got = read(master, buf + n, sizeof buf - 1 - (size_t)n);
+                if (got <= 0) break;
+                n += got;
+                if (memchr(buf, '\n', (size_t)n)) break;
+            }
             CHECK(n > 0);
             if (n > 0) {
                 buf[n] = '\0';
