@@ -231,6 +231,73 @@ cannl_status cannl_metrics_write(cannl_metrics_log *log, const cannl_metric *m, 
 /* Close the log (reports a failed final flush); NULL is ignored. */
 cannl_status cannl_metrics_close(cannl_metrics_log *log, cannl_error *err);
 
+/* ---------------------------------------------------------------- models */
+
+/* One tensor of a model's interface. dims in storage (row-major) order; for inputs and
+   outputs the batch axis is NOT included (dims are per example). */
+typedef struct cannl_tensor_info {
+    const char *name;
+    int32_t ndims;
+    int64_t dims[CANNL_MAX_DIMS];
+    int64_t size;                  /* product of dims (1 for a scalar) */
+} cannl_tensor_info;
+
+/* What a generated model exposes to the generic trainer (one const table per model,
+   `<model>_api`). `void *m` is the model's state (`<model> *`). Inputs/outputs are
+   arrays of pointers, one per input/output in spec order, each holding n examples
+   contiguously of `dtype` elements (float or double). */
+typedef struct cannl_model_api {
+    const char *name;               /* model name; checkpoint metadata "model" */
+    cannl_dtype dtype;              /* element type of all tensors */
+    int64_t max_batch;              /* largest n accepted */
+    int32_t num_inputs;   const cannl_tensor_info *inputs;
+    int32_t num_outputs;  const cannl_tensor_info *outputs;
+    int32_t num_params;   const cannl_tensor_info *params;
+    int32_t num_metrics;  const char *const *metric_names;   /* e.g. "accuracy" */
+    const char *loss_name;          /* e.g. "loss" */
+    double lr;                      /* the spec's learning rate */
+    void *(*create)(uint64_t seed);                /* params initialised from seed; NULL on OOM */
+    void (*destroy)(void *m);
+    /* one optimisation step on n examples (1 <= n <= max_batch; n = 1 when num_inputs == 0);
+       returns the loss computed in this step before the update */
+    double (*train_step)(void *m, const void *const *inputs, int64_t n);
+    /* loss and each metric on n examples (batch means as the spec defines them) */
+    void (*eval)(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics);
+    void (*forward)(void *m, const void *const *inputs, int64_t n, void *const *outputs);
+    /* every state tensor with its data pointer: the params first (names = param names, in
+       api->params order), then optimiser state named "<param>.momentum_buffer",
+       "<param>.exp_avg", "<param>.exp_avg_sq" (PyTorch's names). Returns the count
+       (<= cap entries written; call with cap 0 to count). */
+    size_t (*state_tensors)(void *m, cannl_tensor *out, size_t cap);
+    int64_t (*get_step)(const void *m);             /* optimiser steps taken */
+    void (*set_step)(void *m, int64_t step);
+    double (*get_lr)(const void *m);
+    void (*set_lr)(void *m, double lr);
+    void (*set_threads)(int n);                     /* OpenMP threads; no-op without OpenMP */
+} cannl_model_api;
+
+/* Metadata key holding the optimiser step count in a model checkpoint. */
+#define CANNL_META_STEP "step"
+
+/* Save every state tensor (params + optimiser state) of m as safetensors, atomically, with
+   metadata "model" = api->name, "step" = the step count, plus `extra` entries. */
+cannl_status cannl_model_save(const cannl_model_api *api, void *m, const char *path,
+                              const cannl_meta *extra, size_t nextra, cannl_error *err);
+
+typedef enum cannl_load_what { CANNL_LOAD_PARAMS = 0, CANNL_LOAD_ALL = 1 } cannl_load_what;
+
+/* Load the params (CANNL_LOAD_PARAMS: only them; the file may come from PyTorch or any
+   safetensors writer, metadata optional, but if it has "model" it must equal api->name) or
+   the whole state plus the step count (CANNL_LOAD_ALL: the file must be a checkpoint of
+   this model). All-or-nothing: on any error m is left unchanged (read into scratch first).
+   Messages name the file and the problem (missing tensor 'w1', shape [512, 784] vs ...,
+   checkpoint of model 'x' but this is 'y').
+   keep_open_or_null: NULL, or where to store the still-open checkpoint on success (so the
+   caller can read more metadata; close it with cannl_checkpoint_close); NULL on failure. */
+cannl_status cannl_model_load(const cannl_model_api *api, void *m, const char *path,
+                              cannl_load_what what, cannl_checkpoint **keep_open_or_null,
+                              cannl_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,206 @@
+/* model_io.c - saving and loading a generated model's state through its
+ * cannl_model_api table.
+ *
+ * A model checkpoint is a safetensors file holding every state tensor
+ * (params, then optimiser state) with metadata "model" and "step". Loading
+ * is all-or-nothing: every tensor is read into one scratch block first and
+ * copied into the model only when all of them were read successfully. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "rt_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static cannl_status check_api(const cannl_model_api *api, const void *m, const char *path, const char *fn,
+                              cannl_error *err) {
+    if (!api || !m || !path)
+        return cannl__fail(err, CANNL_E_ARG, fn, "model table, model or path is NULL");
+    if (!api->name || !api->state_tensors || !api->get_step || !api->set_step)
+        return cannl__fail(err, CANNL_E_ARG, fn, "model table lacks name, state_tensors, get_step or set_step");
+    if (api->num_params < 0 || (api->num_params > 0 && !api->params))
+        return cannl__fail(err, CANNL_E_ARG, fn, "model '%s': bad params table", api->name);
+    return CANNL_OK;
+}
+
+/* The model's state tensors in a malloc'd array (*out, *n). The first
+ * num_params entries must be the params, in api->params order. */
+static cannl_status list_state(const cannl_model_api *api, void *m, const char *path, cannl_tensor **out, size_t *n,
+                               cannl_error *err) {
+    *out = NULL;
+    *n = 0;
+    size_t count = api->state_tensors(m, NULL, 0);
+    cannl_tensor *t = calloc(count + 1, sizeof *t);
+    if (!t) return cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
+    if (api->state_tensors(m, t, count) != count) {
+        free(t);
+        return cannl__fail(err, CANNL_E_ARG, path, "model '%s': state_tensors returned inconsistent counts",
+                           api->name);
+    }
+    if (count < (size_t)api->num_params) {
+        free(t);
+        return cannl__fail(err, CANNL_E_ARG, path, "model '%s': %zu state tensors but %d params", api->name, count,
+                           (int)api->num_params);
+    }
+    for (int32_t i = 0; i < api->num_params; i++) {
+        if (!t[i].name || !api->params[i].name || strcmp(t[i].name, api->params[i].name) != 0) {
+            cannl_status st = cannl__fail(err, CANNL_E_ARG, path, "model '%s': state tensor %d is '%s', expected param '%s'",
+                                          api->name, (int)i, t[i].name ? t[i].name : "(null)",
+                                          api->params[i].name ? api->params[i].name : "(null)");
+            free(t);
+            return st;
+        }
+    }
+    *out = t;
+    *n = count;
+    return CANNL_OK;
+}
+
+cannl_status cannl_model_save(const cannl_model_api *api, void *m, const char *path, const cannl_meta *extra,
+                              size_t nextra, cannl_error *err) {
+    cannl_status st = check_api(api, m, path, "cannl_model_save", err);
+    if (st != CANNL_OK) return st;
+    if (nextra > 0 && !extra) return cannl__fail(err, CANNL_E_ARG, path, "extra metadata list is NULL");
+    cannl_tensor *t;
+    size_t n;
+    st = list_state(api, m, path, &t, &n, err);
+    if (st != CANNL_OK) return st;
+    cannl_meta *meta = calloc(nextra + 2, sizeof *meta);
+    if (!meta) {
+        free(t);
+        return cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
+    }
+    char step[32];
+    snprintf(step, sizeof step, "%" PRId64, api->get_step(m));
+    meta[0].key = CANNL_META_MODEL;
+    meta[0].value = api->name;
+    meta[1].key = CANNL_META_STEP;
+    meta[1].value = step;
+    for (size_t i = 0; i < nextra; i++) meta[2 + i] = extra[i];
+    st = cannl_checkpoint_save(path, t, n, meta, nextra + 2, err);
+    free(meta);
+    free(t);
+    return st;
+}
+
+/* Bytes of tensor t in its dtype; 1 on a bad or overflowing shape. */
+static int tensor_bytes(const cannl_tensor *t, size_t *out) {
+    int64_t count = 1;
+    if (t->ndims < 0 || t->ndims > CANNL_MAX_DIMS) return 1;
+    for (int32_t d = 0; d < t->ndims; d++)
+        if (cannl__mul_i64(count, t->shape[d], &count)) return 1;
+    size_t bytes;
+    if ((uint64_t)count > SIZE_MAX || cannl__mul_size((size_t)count, cannl_dtype_size(t->dtype), &bytes) ||
+        bytes > SIZE_MAX / 2)
+        return 1;
+    *out = bytes;
+    return 0;
+}
+
+/* Parse a metadata integer ("1200"); 0 on success. */
+static int parse_i64(const char *s, int64_t *out) {
+    if (!s || *s < '0' || *s > '9') return 1;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end) return 1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* Open path and check its "model" (required for ALL, optional for PARAMS) and,
+ * for ALL, read the step count. */
+static cannl_status open_checked(const cannl_model_api *api, const char *path, cannl_load_what what,
+                                 cannl_checkpoint **ck, int64_t *step, cannl_error *err) {
+    cannl_status st = cannl_checkpoint_open(path, NULL, ck, err);
+    if (st != CANNL_OK) return st;
+    const char *model = cannl_checkpoint_meta(*ck, CANNL_META_MODEL);
+    if (model && strcmp(model, api->name) != 0)
+        st = cannl__fail(err, CANNL_E_MISMATCH, path, "checkpoint of model '%s', but this is '%s'", model, api->name);
+    else if (what == CANNL_LOAD_ALL && !model)
+        st = cannl__fail(err, CANNL_E_MISMATCH, path,
+                         "not a checkpoint of model '%s' (no \"model\" in its metadata; a params-only file can "
+                         "only initialise the params)",
+                         api->name);
+    else if (what == CANNL_LOAD_ALL) {
+        const char *s = cannl_checkpoint_meta(*ck, CANNL_META_STEP);
+        if (!s)
+            st = cannl__fail(err, CANNL_E_FORMAT, path, "no \"step\" in the checkpoint's metadata");
+        else if (parse_i64(s, step))
+            st = cannl__fail(err, CANNL_E_FORMAT, path, "metadata \"step\" is '%s', not a non-negative integer", s);
+    }
+    if (st != CANNL_OK) {
+        cannl_checkpoint_close(*ck);
+        *ck = NULL;
+    }
+    return st;
+}
+
+cannl_status cannl_model_load(const cannl_model_api *api, void *m, const char *path, cannl_load_what what,
+                              cannl_checkpoint **keep_open_or_null, cannl_error *err) {
+    if (keep_open_or_null) *keep_open_or_null = NULL;
+    cannl_status st = check_api(api, m, path, "cannl_model_load", err);
+    if (st != CANNL_OK) return st;
+    if (what != CANNL_LOAD_PARAMS && what != CANNL_LOAD_ALL)
+        return cannl__fail(err, CANNL_E_ARG, path, "invalid load mode %d", (int)what);
+
+    cannl_checkpoint *ck = NULL;
+    int64_t step = 0;
+    st = open_checked(api, path, what, &ck, &step, err);
+    if (st != CANNL_OK) return st;
+
+    cannl_tensor *t = NULL;
+    size_t n = 0;
+    size_t *off = NULL, *len = NULL;
+    unsigned char *scratch = NULL;
+    st = list_state(api, m, path, &t, &n, err);
+    if (st != CANNL_OK) goto done;
+    if (what == CANNL_LOAD_PARAMS) n = (size_t)api->num_params;
+
+    /* One scratch block with a 64-byte aligned slot per tensor. */
+    off = calloc(n + 1, sizeof *off);
+    len = calloc(n + 1, sizeof *len);
+    if (!off || !len) {
+        st = cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
+        goto done;
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (tensor_bytes(&t[i], &len[i]) || total > SIZE_MAX - len[i] - 64) {
+            st = cannl__fail(err, CANNL_E_ARG, path, "model '%s': tensor '%s' has a bad shape", api->name, t[i].name);
+            goto done;
+        }
+        off[i] = total;
+        total += (len[i] + 63) / 64 * 64;
+    }
+    scratch = cannl_alloc(total);
+    if (!scratch) {
+        st = cannl__fail(err, CANNL_E_NOMEM, path, "out of memory for %zu bytes of scratch", total);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        cannl_tensor want = t[i];
+        want.data = scratch + off[i];
+        st = cannl_checkpoint_read(ck, &want, err);
+        if (st == CANNL_E_NOTFOUND) st = cannl__fail(err, st, path, "missing tensor '%s'", t[i].name);
+        if (st != CANNL_OK) goto done; /* the message names the file, the tensor and both shapes */
+    }
+    /* Everything was read: commit. */
+    for (size_t i = 0; i < n; i++)
+        if (len[i] > 0) memcpy(t[i].data, scratch + off[i], len[i]);
+    if (what == CANNL_LOAD_ALL) api->set_step(m, step);
+
+done:
+    cannl_free(scratch);
+    free(len);
+    free(off);
+    free(t);
+    if (st == CANNL_OK && keep_open_or_null)
+        *keep_open_or_null = ck;
+    else
+        cannl_checkpoint_close(ck);
+    return st;
+}

@@ -1,0 +1,22 @@
+/* fake_models.h - two small hand-written models implementing
+ * cannl_model_api, standing in for generated code in the trainer tests.
+ *
+ * fake_softmax: softmax regression, float32. Inputs x [2, 2] (4 values per
+ *   example) and y [3] (one-hot), output probs [3], params w [4, 3] and b [3],
+ *   metric "accuracy", max batch 16, lr 0.05. SGD with momentum 0.9, so the
+ *   state also holds w.momentum_buffer and b.momentum_buffer.
+ * fake_quad: no inputs, float64. Minimises (w - 3)^2 + (v0 - 1)^2 + (v1 + 2)^2
+ *   over the scalar w and v [2], SGD with momentum 0.5, lr 0.1.
+ *
+ * Test hooks: if the environment variable FAKE_SIGINT_AT_STEP is N when a
+ * model is created, train_step raises SIGINT right after step N; set_threads
+ * prints "fake: set_threads(N)". */
+#ifndef FAKE_MODELS_H
+#define FAKE_MODELS_H
+
+#include "cannl_rt.h"
+
+extern const cannl_model_api fake_softmax_api;
+extern const cannl_model_api fake_quad_api;
+
+#endif
