@@ -9,7 +9,8 @@
  *       data/x.npy: unsupported dtype '<c8' (expected float32/float64/uint8/int32/int64)
  *     err may be NULL when the caller does not want the message.
  *   - The library never calls exit() or abort() and has no global mutable
- *     state: different objects may be used from different threads at once
+ *     state (except the SIGINT flag of cannl_train_main, a whole program):
+ *     different objects may be used from different threads at once
  *     (one object from one thread at a time, except cannl_checkpoint_read).
  *   - Memory the library hands out is released with the matching *_free /
  *     *_close function.
@@ -297,6 +298,12 @@ typedef enum cannl_load_what { CANNL_LOAD_PARAMS = 0, CANNL_LOAD_ALL = 1 } cannl
 cannl_status cannl_model_load(const cannl_model_api *api, void *m, const char *path,
                               cannl_load_what what, cannl_checkpoint **keep_open_or_null,
                               cannl_error *err);
+
+/* The training program: parses argv, trains, evaluates, checkpoints. Returns the process
+   exit status (0 ok, 1 bad input/data/IO, 2 bad usage; 130 after SIGINT, once the current
+   step is finished and the checkpoint saved). `--help` lists the flags; runtime-lib/README.md
+   describes the whole command line. */
+int cannl_train_main(const cannl_model_api *api, int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,230 @@
+/* train_args.c - the training program's command line: `--flag value` and
+ * `--flag=value` forms, number checking, and the --help text. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "rt_internal.h"
+#include "train_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { F_BOOL, F_INT, F_U64, F_REAL, F_PATH, F_BIND } flag_kind;
+
+typedef struct flag_def {
+    const char *name;
+    flag_kind kind;
+    int64_t min;          /* F_INT: smallest value accepted */
+    const char *meta;     /* for --help */
+    const char *help;
+} flag_def;
+
+static const flag_def FLAGS[] = {
+    {"--data", F_BIND, 0, "NAME=PATH", "training data for input NAME (one per input; .npy, .csv, IDX, maybe .gz)"},
+    {"--test", F_BIND, 0, "NAME=PATH", "test data for input NAME (evaluated after every epoch)"},
+    {"--epochs", F_INT, 0, "N", "epochs to train (default 1; unlimited when only --steps is given)"},
+    {"--steps", F_INT, 0, "N", "stop after N optimisation steps in total (resumed steps included)"},
+    {"--batch", F_INT, 1, "N", "examples per step (default 128, or the model's maximum if smaller)"},
+    {"--lr", F_REAL, 0, "X", "learning rate (default: the spec's)"},
+    {"--seed", F_U64, 0, "N", "seed of the initial params and the shuffling (default 0)"},
+    {"--no-shuffle", F_BOOL, 0, NULL, "visit the examples in file order"},
+    {"--threads", F_INT, 1, "N", "OpenMP threads"},
+    {"--init", F_PATH, 0, "PATH", "initial params from a safetensors file (PyTorch's or a checkpoint)"},
+    {"--checkpoint", F_PATH, 0, "PATH", "save the whole state after every epoch and at exit"},
+    {"--resume", F_PATH, 0, "PATH", "continue the run saved in this checkpoint"},
+    {"--metrics", F_PATH, 0, "PATH", "write JSON lines with the loss and the test metrics"},
+    {"--log-every", F_INT, 0, "N", "steps between logged losses (default 100; 0 = never)"},
+    {"--quiet", F_BOOL, 0, NULL, "no progress or per-epoch lines"},
+    {"--help", F_BOOL, 0, NULL, "show this help"},
+};
+enum { NFLAGS = sizeof FLAGS / sizeof FLAGS[0] };
+
+static int fail(char *msg, size_t cap, const char *fmt, ...) CANNL__PRINTF(3, 4);
+
+static int fail(char *msg, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, cap, fmt, ap);
+    va_end(ap);
+    return CANNL__EXIT_USAGE;
+}
+
+static int parse_int(const char *flag, const char *v, int64_t min, int64_t *out, char *msg, size_t cap) {
+    errno = 0;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || (*v != '-' && (*v < '0' || *v > '9')))
+        return fail(msg, cap, "%s: '%s' is not an integer", flag, v);
+    if (errno == ERANGE) return fail(msg, cap, "%s: '%s' is too large", flag, v);
+    if (x < min) return fail(msg, cap, "%s: %s must be at least %" PRId64, flag, v, min);
+    *out = (int64_t)x;
+    return CANNL__EXIT_OK;
+}
+
+static int parse_u64(const char *flag, const char *v, uint64_t *out, char *msg, size_t cap) {
+    errno = 0;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (!*v || *end || *v < '0' || *v > '9')
+        return fail(msg, cap, "%s: '%s' is not a non-negative integer", flag, v);
+    if (errno == ERANGE) return fail(msg, cap, "%s: '%s' is too large", flag, v);
+    *out = (uint64_t)x;
+    return CANNL__EXIT_OK;
+}
+
+static int parse_real(const char *flag, const char *v, double *out, char *msg, size_t cap) {
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !isfinite(x)) return fail(msg, cap, "%s: '%s' is not a number", flag, v);
+    if (x < 0) return fail(msg, cap, "%s: %s must not be negative", flag, v);
+    *out = x;
+    return CANNL__EXIT_OK;
+}
+
+/* Store one flag's value into o. */
+static int apply(const flag_def *f, const char *v, cannl__train_opts *o, char *msg, size_t cap) {
+    const char *n = f->name;
+    int rc = CANNL__EXIT_OK;
+    if (f->kind == F_BIND) {
+        const char *eq = strchr(v, '=');
+        if (!eq || eq == v || !eq[1]) return fail(msg, cap, "%s expects NAME=PATH, got '%s'", n, v);
+        cannl__binding b = {v, (size_t)(eq - v), eq + 1};
+        if (strcmp(n, "--data") == 0)
+            o->data[o->ndata++] = b;
+        else
+            o->test[o->ntest++] = b;
+    } else if (f->kind == F_PATH) {
+        if (!*v) return fail(msg, cap, "%s: empty path", n);
+        if (strcmp(n, "--init") == 0) o->init = v;
+        if (strcmp(n, "--checkpoint") == 0) o->checkpoint = v;
+        if (strcmp(n, "--resume") == 0) o->resume = v;
+        if (strcmp(n, "--metrics") == 0) o->metrics = v;
+    } else if (f->kind == F_INT) {
+        int64_t x = 0;
+        rc = parse_int(n, v, f->min, &x, msg, cap);
+        if (rc) return rc;
+        if (strcmp(n, "--epochs") == 0) {
+            o->epochs = x;
+            o->epochs_set = 1;
+        }
+        if (strcmp(n, "--steps") == 0) {
+            o->steps = x;
+            o->steps_set = 1;
+        }
+        if (strcmp(n, "--batch") == 0) {
+            o->batch = x;
+            o->batch_set = 1;
+        }
+        if (strcmp(n, "--log-every") == 0) o->log_every = x;
+        if (strcmp(n, "--threads") == 0) {
+            if (x > 4096) return fail(msg, cap, "%s: %s threads is too many", n, v);
+            o->threads = (int)x;
+        }
+    } else if (f->kind == F_U64) {
+        rc = parse_u64(n, v, &o->seed, msg, cap);
+        o->seed_set = 1;
+    } else if (f->kind == F_REAL) {
+        rc = parse_real(n, v, &o->lr, msg, cap);
+        o->lr_set = 1;
+    }
+    return rc;
+}
+
+static void set_bool(const flag_def *f, cannl__train_opts *o) {
+    if (strcmp(f->name, "--no-shuffle") == 0) o->no_shuffle = 1;
+    if (strcmp(f->name, "--quiet") == 0) o->quiet = 1;
+    if (strcmp(f->name, "--help") == 0) o->help = 1;
+}
+
+int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl__train_opts *o, char *msg,
+                       size_t cap) {
+    memset(o, 0, sizeof *o);
+    const char *argv0 = argc > 0 && argv[0] && argv[0][0] ? argv[0] : "train";
+    const char *slash = strrchr(argv0, '/');
+    o->prog = slash ? slash + 1 : argv0;
+    o->epochs = CANNL__DEFAULT_EPOCHS;
+    o->batch = CANNL__DEFAULT_BATCH;
+    o->lr = NAN;
+    o->log_every = CANNL__DEFAULT_LOG_EVERY;
+    o->data = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->data);
+    o->test = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->test);
+    if (!o->data || !o->test) return fail(msg, cap, "out of memory");
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0) a = "--help";
+        if (strncmp(a, "--", 2) != 0 || !a[2])
+            return fail(msg, cap, "unexpected argument '%s' (see --help)", a);
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const flag_def *f = NULL;
+        for (int k = 0; k < NFLAGS && !f; k++)
+            if (strlen(FLAGS[k].name) == len && strncmp(FLAGS[k].name, a, len) == 0) f = &FLAGS[k];
+        if (!f) return fail(msg, cap, "unknown flag '%.*s' (see --help)", (int)len, a);
+        if (f->kind == F_BOOL) {
+            if (eq) return fail(msg, cap, "%s takes no value", f->name);
+            set_bool(f, o);
+            continue;
+        }
+        const char *v = eq ? eq + 1 : NULL;
+        if (!v) {
+            if (i + 1 >= argc) return fail(msg, cap, "%s needs a value: %s %s", f->name, f->name, f->meta);
+            v = argv[++i];
+        }
+        int rc = apply(f, v, o, msg, cap);
+        if (rc) return rc;
+    }
+    if (o->help) return CANNL__EXIT_OK;
+
+    if (o->init && o->resume)
+        return fail(msg, cap, "--init and --resume cannot be used together (a checkpoint already holds the params)");
+    if (o->batch_set && o->batch > api->max_batch)
+        return fail(msg, cap,
+                    "--batch %" PRId64 " is larger than the model's maximum batch %" PRId64
+                    " (regenerate with cannl gen --max-batch N)",
+                    o->batch, api->max_batch);
+    if (api->num_inputs == 0 && !o->steps_set)
+        return fail(msg, cap, "model '%s' has no inputs: pass --steps N", api->name);
+    return CANNL__EXIT_OK;
+}
+
+void cannl__train_opts_free(cannl__train_opts *o) {
+    if (!o) return;
+    free(o->data);
+    free(o->test);
+    o->data = o->test = NULL;
+}
+
+static void print_dims(FILE *out, const cannl_tensor_info *t) {
+    fputc('[', out);
+    for (int32_t d = 0; d < t->ndims; d++) fprintf(out, "%s%" PRId64, d ? ", " : "", t->dims[d]);
+    fputc(']', out);
+}
+
+void cannl__train_usage(const cannl_model_api *api, const char *prog, FILE *out) {
+    fprintf(out, "usage: %s [flags]\n\nTrains model '%s' (%s, spec learning rate %g, batch at most %" PRId64 ").\n",
+            prog, api->name, api->dtype == CANNL_F64 ? "float64" : "float32", api->lr, api->max_batch);
+    if (api->num_inputs == 0)
+        fprintf(out, "It has no inputs: --steps N is required.\n");
+    else
+        fprintf(out, "Inputs (each needs --data NAME=PATH; a file with one class index per example is one-hot "
+                     "encoded):\n");
+    for (int32_t i = 0; i < api->num_inputs; i++) {
+        fprintf(out, "  %-12s ", api->inputs[i].name);
+        print_dims(out, &api->inputs[i]);
+        fprintf(out, "  (%" PRId64 " values per example)\n", api->inputs[i].size);
+    }
+    fprintf(out, "\nFlags (also --flag=value):\n");
+    for (int k = 0; k < NFLAGS; k++) {
+        char left[40];
+        snprintf(left, sizeof left, "%s%s%s", FLAGS[k].name, FLAGS[k].meta ? " " : "",
+                 FLAGS[k].meta ? FLAGS[k].meta : "");
+        fprintf(out, "  %-24s %s\n", left, FLAGS[k].help);
+    }
+    fprintf(out, "\nExit status: 0 done, 1 bad data, file or checkpoint, 2 bad usage, 130 interrupted "
+                 "(after saving the checkpoint).\n");
+}

@@ -1,0 +1,127 @@
+/* train_data.c - binding data files to a model's inputs (--data/--test
+ * NAME=PATH): name checks, loading, one-hot encoding of class indices, equal
+ * example counts, and gathering one batch of every input. */
+#include "rt_internal.h"
+#include "train_internal.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static int usage(char *msg, size_t cap, const char *fmt, ...) CANNL__PRINTF(3, 4);
+
+static int usage(char *msg, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, cap, fmt, ap);
+    va_end(ap);
+    return CANNL__EXIT_USAGE;
+}
+
+/* Index of the input called name[0..len), or -1. */
+static int find_input(const cannl_model_api *api, const char *name, size_t len) {
+    for (int32_t i = 0; i < api->num_inputs; i++)
+        if (strlen(api->inputs[i].name) == len && strncmp(api->inputs[i].name, name, len) == 0) return (int)i;
+    return -1;
+}
+
+/* "image, label" */
+static void input_list(const cannl_model_api *api, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int32_t i = 0; i < api->num_inputs && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", api->inputs[i].name);
+}
+
+int cannl__bind_check(const cannl_model_api *api, const cannl__binding *b, int n, const char *flag, char *msg,
+                      size_t cap) {
+    for (int k = 0; k < n; k++) {
+        int i = find_input(api, b[k].name, b[k].name_len);
+        if (i < 0 && api->num_inputs == 0)
+            return usage(msg, cap, "%s %.*s=...: model '%s' has no inputs", flag, (int)b[k].name_len, b[k].name,
+                         api->name);
+        if (i < 0) {
+            char list[256];
+            input_list(api, list, sizeof list);
+            return usage(msg, cap, "%s %.*s=...: model '%s' has no input '%.*s' (its inputs: %s)", flag,
+                         (int)b[k].name_len, b[k].name, api->name, (int)b[k].name_len, b[k].name, list);
+        }
+        for (int j = 0; j < k; j++)
+            if (find_input(api, b[j].name, b[j].name_len) == i)
+                return usage(msg, cap, "%s %s given twice (%s and %s)", flag, api->inputs[i].name, b[j].path,
+                             b[k].path);
+    }
+    for (int32_t i = 0; i < api->num_inputs; i++) {
+        int found = 0;
+        for (int k = 0; k < n && !found; k++) found = find_input(api, b[k].name, b[k].name_len) == (int)i;
+        if (!found)
+            return usage(msg, cap, "no %sdata for input '%s': pass %s %s=PATH", strcmp(flag, "--test") == 0 ? "test " : "",
+                         api->inputs[i].name, flag, api->inputs[i].name);
+    }
+    return CANNL__EXIT_OK;
+}
+
+/* Load the file for input i into *ds and make its examples fit the input. */
+static cannl_status load_one(const cannl_model_api *api, int32_t i, const char *path, cannl_dataset *ds,
+                             cannl_error *err) {
+    const cannl_tensor_info *in = &api->inputs[i];
+    cannl_status st = cannl_dataset_load(ds, path, CANNL_FMT_AUTO, api->dtype, err);
+    if (st != CANNL_OK) return st;
+    if (ds->count == 0) {
+        cannl_dataset_free(ds);
+        return cannl__fail(err, CANNL_E_FORMAT, path, "no examples");
+    }
+    if (ds->elems == in->size) return CANNL_OK;
+    if (ds->elems == 1 && in->size > 1 && in->size <= INT32_MAX) {
+        /* Class indices for a one-hot input. */
+        st = cannl_dataset_one_hot(ds, (int32_t)in->size, err);
+        if (st != CANNL_OK) cannl_dataset_free(ds);
+        return st;
+    }
+    int64_t got = ds->elems;
+    cannl_dataset_free(ds);
+    return cannl__fail(err, CANNL_E_MISMATCH, path, "%" PRId64 " values per example, but input '%s' takes %" PRId64,
+                       got, in->name, in->size);
+}
+
+cannl_status cannl__bind_load(const cannl_model_api *api, const cannl__binding *b, int n, cannl_dataset *ds,
+                              int64_t *count, cannl_error *err) {
+    cannl_status st = CANNL_OK;
+    const char *first = NULL;
+    *count = 0;
+    for (int32_t i = 0; i < api->num_inputs; i++) memset(&ds[i], 0, sizeof ds[i]);
+    for (int32_t i = 0; i < api->num_inputs && st == CANNL_OK; i++) {
+        const char *path = NULL;
+        for (int k = 0; k < n && !path; k++)
+            if (find_input(api, b[k].name, b[k].name_len) == (int)i) path = b[k].path;
+        if (!path) {
+            st = cannl__fail(err, CANNL_E_ARG, NULL, "no file for input '%s'", api->inputs[i].name);
+            break;
+        }
+        st = load_one(api, i, path, &ds[i], err);
+        if (st != CANNL_OK) break;
+        if (!first) {
+            first = path;
+            *count = ds[i].count;
+        } else if (ds[i].count != *count) {
+            st = cannl__fail(err, CANNL_E_MISMATCH, NULL,
+                             "%s has %" PRId64 " examples but %s has %" PRId64 " (every input needs the same count)",
+                             path, ds[i].count, first, *count);
+        }
+    }
+    if (st != CANNL_OK) {
+        for (int32_t i = 0; i < api->num_inputs; i++) cannl_dataset_free(&ds[i]);
+        *count = 0;
+    }
+    return st;
+}
+
+cannl_status cannl__bind_gather(const cannl_model_api *api, const cannl_dataset *ds, const int64_t *idx, int64_t n,
+                                void *const *bufs, cannl_error *err) {
+    for (int32_t i = 0; i < api->num_inputs; i++) {
+        cannl_status st = cannl_dataset_gather(&ds[i], idx, n, bufs[i], err);
+        if (st != CANNL_OK) return st;
+    }
+    return CANNL_OK;
+}

@@ -1,0 +1,73 @@
+/* train_internal.h - the pieces of cannl_train_main shared between its files
+ * (train_args.c, train_data.c, train_main.c); not installed. */
+#ifndef CANNL_TRAIN_INTERNAL_H
+#define CANNL_TRAIN_INTERNAL_H
+
+#include "cannl_rt.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit statuses of the training program. */
+enum { CANNL__EXIT_OK = 0, CANNL__EXIT_FAIL = 1, CANNL__EXIT_USAGE = 2, CANNL__EXIT_SIGINT = 130 };
+
+/* Defaults of the command line. */
+#define CANNL__DEFAULT_EPOCHS 1
+#define CANNL__DEFAULT_BATCH 128
+#define CANNL__DEFAULT_LOG_EVERY 100
+
+/* One NAME=PATH of --data / --test (pointers into argv). */
+typedef struct cannl__binding {
+    const char *name;
+    size_t name_len;
+    const char *path;
+} cannl__binding;
+
+/* The parsed command line. `*_set` says whether the flag was given. */
+typedef struct cannl__train_opts {
+    const char *prog;              /* basename of argv[0], for messages */
+    cannl__binding *data, *test;   /* malloc'd, argc entries each */
+    int ndata, ntest;
+    int64_t epochs;   int epochs_set;
+    int64_t steps;    int steps_set;
+    int64_t batch;    int batch_set;
+    double lr;        int lr_set;
+    uint64_t seed;    int seed_set;
+    int no_shuffle;
+    int threads;                   /* 0: not given */
+    const char *init, *checkpoint, *resume, *metrics;
+    int64_t log_every;
+    int quiet, help;
+} cannl__train_opts;
+
+/* train_args.c --------------------------------------------------------- */
+
+/* Parse argv into *o (defaults filled in). Returns CANNL__EXIT_OK, or
+ * CANNL__EXIT_USAGE with a one-line message (no prefix) in msg. Also checks
+ * combinations that need no file (e.g. --init with --resume). Free o with
+ * cannl__train_opts_free in every case. */
+int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl__train_opts *o, char *msg,
+                       size_t cap);
+void cannl__train_opts_free(cannl__train_opts *o);
+
+/* The --help text. */
+void cannl__train_usage(const cannl_model_api *api, const char *prog, FILE *out);
+
+/* train_data.c --------------------------------------------------------- */
+
+/* Check that the bindings name each input of the model exactly once (flag is
+ * "--data" or "--test"); CANNL__EXIT_OK or CANNL__EXIT_USAGE with msg. */
+int cannl__bind_check(const cannl_model_api *api, const cannl__binding *b, int n, const char *flag, char *msg,
+                      size_t cap);
+
+/* Load the file bound to each input into ds[0..num_inputs) (in input order),
+ * one-hot encoding class-index files, and check that all files have the same
+ * number of examples (*count). On failure every ds[i] is freed. */
+cannl_status cannl__bind_load(const cannl_model_api *api, const cannl__binding *b, int n, cannl_dataset *ds,
+                              int64_t *count, cannl_error *err);
+
+/* Gather examples idx[0..n) of every input's dataset into bufs[i]. */
+cannl_status cannl__bind_gather(const cannl_model_api *api, const cannl_dataset *ds, const int64_t *idx, int64_t n,
+                                void *const *bufs, cannl_error *err);
+
+#endif /* CANNL_TRAIN_INTERNAL_H */

@@ -1,0 +1,544 @@
+/* train_main.c - cannl_train_main, the training program every generated
+ * model shares: set up the model (fresh, --init or --resume), load and bind
+ * the data, run the epochs, evaluate, log, checkpoint.
+ *
+ * Step bookkeeping: the global step s counts optimisation steps since the
+ * start of the run (including resumed ones). With spe = ceil(count / batch)
+ * steps per epoch, step s+1 is batch s % spe of epoch s / spe, and epoch e
+ * visits the examples in the order of a Fisher-Yates shuffle seeded by
+ * epoch_seed(seed, e). So the batch of any step follows from (seed, batch,
+ * count, s) alone, which is what makes a resumed run continue bit for bit.
+ *
+ * The SIGINT flag is the one piece of global state in the runtime: a signal
+ * handler can reach nothing else. It is set only while the training loop
+ * runs (the previous handler is restored afterwards). */
+#define _POSIX_C_SOURCE 200809L
+
+#include "rt_internal.h"
+#include "train_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t g_interrupted = 0;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    g_interrupted = 1;
+}
+
+typedef struct trainer {
+    const cannl_model_api *api;
+    cannl__train_opts o;
+    void *m;
+    int has_inputs;
+    cannl_dataset *train, *test;   /* num_inputs each */
+    int64_t ntrain, ntest;
+    int64_t ck_examples;           /* a resumed run's example count, 0: unknown */
+    void **bufs;                   /* one batch buffer per input */
+    int64_t *perm, *idx;           /* epoch order (ntrain), eval indices (batch) */
+    double *metrics;               /* num_metrics */
+    cannl_metric *record;          /* a JSONL record: epoch, step, loss, metrics */
+    cannl_metrics_log *log;
+
+    uint64_t seed;
+    int shuffle;
+    int64_t batch, spe, target, epochs_total;
+    int64_t step;                  /* global step count */
+    int64_t saved_step;            /* step of the last checkpoint, -1: none */
+    int64_t tested_step;           /* step of the last test evaluation, -1: none */
+    double test_loss;              /* results of that evaluation (metrics in ->metrics) */
+
+    double t_start, last_print;
+    int64_t steps_run, examples_run;
+    int tty, line_open;
+} trainer;
+
+/* ------------------------------------------------------------ helpers */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int report(const trainer *t, int code, const char *fmt, ...) CANNL__PRINTF(3, 4);
+
+/* Print "<prog>: error: <message>" and return the exit status `code`. */
+static int report(const trainer *t, int code, const char *fmt, ...) {
+    fflush(stdout);
+    fprintf(stderr, "%s: error: ", t->o.prog);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return code;
+}
+
+static void warn(const trainer *t, const char *fmt, ...) CANNL__PRINTF(2, 3);
+
+static void warn(const trainer *t, const char *fmt, ...) {
+    fflush(stdout);
+    fprintf(stderr, "%s: warning: ", t->o.prog);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* A well-mixed, distinct seed for each (seed, epoch) pair (splitmix64 finaliser). */
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+static uint64_t epoch_seed(uint64_t seed, int64_t epoch) {
+    return mix64(mix64(seed) + ((uint64_t)epoch + 1) * 0x9E3779B97F4A7C15u);
+}
+
+/* Metadata value as an integer / real; 0 ok, 1 absent, -1 malformed. */
+static int meta_u64(const cannl_checkpoint *ck, const char *key, uint64_t *out) {
+    const char *s = cannl_checkpoint_meta(ck, key);
+    if (!s) return 1;
+    if (*s < '0' || *s > '9') return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+static int meta_real(const cannl_checkpoint *ck, const char *key, double *out) {
+    const char *s = cannl_checkpoint_meta(ck, key);
+    if (!s) return 1;
+    char *end;
+    double v = strtod(s, &end);
+    if (!*s || *end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int check_api(const trainer *t) {
+    const cannl_model_api *a = t->api;
+    const char *missing = !a->create ? "create" : !a->destroy ? "destroy" : !a->train_step ? "train_step"
+                        : !a->state_tensors ? "state_tensors" : !a->get_step ? "get_step" : !a->set_step ? "set_step"
+                        : NULL;
+    if (!a->name || cannl_dtype_size(a->dtype) == 0 || a->max_batch < 1 || a->num_inputs < 0 ||
+        a->num_metrics < 0 || (a->num_inputs > 0 && !a->inputs) || (a->num_metrics > 0 && !a->metric_names))
+        return report(t, CANNL__EXIT_FAIL, "the model table is malformed");
+    if (missing) return report(t, CANNL__EXIT_FAIL, "model '%s': the model table has no %s function", a->name, missing);
+    return CANNL__EXIT_OK;
+}
+
+/* ------------------------------------------------------------ setup */
+
+/* Settings a resumed run takes from its checkpoint (unless given again). */
+static int resume_settings(trainer *t, const cannl_checkpoint *ck) {
+    const char *path = t->o.resume;
+    uint64_t v;
+    double lr;
+    int r = meta_u64(ck, "batch", &v);
+    if (r < 0) return report(t, CANNL__EXIT_FAIL, "%s: metadata \"batch\" is not an integer", path);
+    if (r == 0 && t->has_inputs) {
+        if (t->o.batch_set && (uint64_t)t->o.batch != v)
+            return report(t, CANNL__EXIT_USAGE,
+                          "--batch %" PRId64 " differs from the batch %" PRIu64 " of checkpoint %s (a resumed run keeps "
+                          "its batch size)",
+                          t->o.batch, v, path);
+        if (v < 1 || v > (uint64_t)t->api->max_batch)
+            return report(t, CANNL__EXIT_FAIL, "%s: checkpoint was trained with batch %" PRIu64
+                          ", but the model's maximum batch is %" PRId64, path, v, t->api->max_batch);
+        t->batch = (int64_t)v;
+    }
+    r = meta_u64(ck, "seed", &v);
+    if (r < 0) return report(t, CANNL__EXIT_FAIL, "%s: metadata \"seed\" is not an integer", path);
+    if (r == 0 && !t->o.seed_set) t->seed = v;
+    if (r == 0 && t->o.seed_set && t->o.seed != v)
+        warn(t, "--seed %" PRIu64 " differs from the checkpoint's seed %" PRIu64 "; shuffling with %" PRIu64, t->o.seed,
+             v, t->o.seed);
+    r = meta_u64(ck, "shuffle", &v);
+    if (r < 0 || (r == 0 && v > 1)) return report(t, CANNL__EXIT_FAIL, "%s: metadata \"shuffle\" is not 0 or 1", path);
+    if (r == 0 && !t->o.no_shuffle) t->shuffle = (int)v;
+    if (r == 0 && t->o.no_shuffle && v == 1 && t->has_inputs)
+        warn(t, "--no-shuffle: the checkpoint's run shuffled; continuing without shuffling");
+    r = meta_real(ck, "lr", &lr);
+    if (r < 0) return report(t, CANNL__EXIT_FAIL, "%s: metadata \"lr\" is not a number", path);
+    if (r == 0 && !t->o.lr_set && t->api->set_lr) t->api->set_lr(t->m, lr);
+    return CANNL__EXIT_OK;
+}
+
+/* Create the model, then --resume or --init. */
+static int setup_model(trainer *t) {
+    const cannl_model_api *api = t->api;
+    t->m = api->create(t->seed);
+    if (!t->m) return report(t, CANNL__EXIT_FAIL, "out of memory creating model '%s'", api->name);
+    cannl_error err;
+    if (t->o.resume) {
+        cannl_checkpoint *ck = NULL;
+        if (cannl_model_load(api, t->m, t->o.resume, CANNL_LOAD_ALL, &ck, &err) != CANNL_OK)
+            return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+        int rc = resume_settings(t, ck);
+        uint64_t ex;
+        if (meta_u64(ck, "examples", &ex) == 0 && ex <= INT64_MAX) t->ck_examples = (int64_t)ex;
+        cannl_checkpoint_close(ck);
+        if (rc) return rc;
+        t->step = api->get_step(t->m);
+    } else if (t->o.init) {
+        if (cannl_model_load(api, t->m, t->o.init, CANNL_LOAD_PARAMS, NULL, &err) != CANNL_OK)
+            return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+    }
+    if (t->o.lr_set) {
+        if (!api->set_lr) return report(t, CANNL__EXIT_FAIL, "--lr: model '%s' cannot change its learning rate", api->name);
+        api->set_lr(t->m, t->o.lr);
+    }
+    if (t->o.threads > 0 && api->set_threads) api->set_threads(t->o.threads);
+    return CANNL__EXIT_OK;
+}
+
+/* Load --data and --test, check a resumed run's example count. */
+static int setup_data(trainer *t) {
+    const cannl_model_api *api = t->api;
+    if (!t->has_inputs) return CANNL__EXIT_OK;
+    cannl_error err;
+    if (cannl__bind_load(api, t->o.data, t->o.ndata, t->train, &t->ntrain, &err) != CANNL_OK)
+        return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+    if (t->ck_examples > 0 && t->ck_examples != t->ntrain)
+        return report(t, CANNL__EXIT_FAIL,
+                      "%s: checkpoint was trained on %" PRId64 " examples, but the training data has %" PRId64,
+                      t->o.resume, t->ck_examples, t->ntrain);
+    if (t->o.ntest > 0 && cannl__bind_load(api, t->o.test, t->o.ntest, t->test, &t->ntest, &err) != CANNL_OK)
+        return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+    return CANNL__EXIT_OK;
+}
+
+/* Steps per epoch, the step to stop at, buffers. */
+static int setup_run(trainer *t) {
+    const cannl_model_api *api = t->api;
+    if (t->has_inputs) {
+        t->spe = (t->ntrain + t->batch - 1) / t->batch;
+        int64_t by_epochs = INT64_MAX;
+        if ((t->o.epochs_set || !t->o.steps_set) && cannl__mul_i64(t->o.epochs, t->spe, &by_epochs)) by_epochs = INT64_MAX;
+        t->target = t->o.steps_set && t->o.steps < by_epochs ? t->o.steps : by_epochs;
+        t->epochs_total = t->target / t->spe + (t->target % t->spe != 0);
+    } else {
+        t->batch = 1;
+        t->spe = INT64_MAX; /* one endless epoch */
+        t->target = t->o.steps;
+        t->epochs_total = 1;
+    }
+    const int32_t nin = api->num_inputs;
+    t->bufs = calloc((size_t)nin + 1, sizeof *t->bufs);
+    t->idx = malloc((size_t)t->batch * sizeof *t->idx);
+    t->perm = malloc(((size_t)t->ntrain + 1) * sizeof *t->perm);
+    t->metrics = calloc((size_t)api->num_metrics + 1, sizeof *t->metrics);
+    t->record = calloc((size_t)api->num_metrics + 3, sizeof *t->record);
+    int oom = !t->bufs || !t->idx || !t->perm || !t->metrics || !t->record;
+    for (int32_t i = 0; i < nin && !oom; i++) {
+        size_t bytes = (size_t)t->batch * (size_t)api->inputs[i].size * cannl_dtype_size(api->dtype);
+        oom = !(t->bufs[i] = cannl_alloc(bytes));
+    }
+    if (oom) return report(t, CANNL__EXIT_FAIL, "out of memory allocating batch buffers");
+    if (t->o.metrics) {
+        cannl_error err;
+        if (cannl_metrics_open(t->o.metrics, t->o.resume != NULL, &t->log, &err) != CANNL_OK)
+            return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+    }
+    return CANNL__EXIT_OK;
+}
+
+/* A checkpoint directory that does not exist is reported before training, not after an epoch. */
+static int check_checkpoint_dir(const trainer *t) {
+    const char *p = t->o.checkpoint;
+    if (!p) return CANNL__EXIT_OK;
+    const char *slash = strrchr(p, '/');
+    char dir[1024];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == p ? 1 : (int)(slash - p), p);
+    if (access(dir, W_OK) != 0) {
+        char eb[128];
+        return report(t, CANNL__EXIT_FAIL, "%s: cannot write the checkpoint in %s: %s", p, dir,
+                      cannl__strerror(errno, eb, sizeof eb));
+    }
+    return CANNL__EXIT_OK;
+}
+
+/* ------------------------------------------------------------ training */
+
+static int save_checkpoint(trainer *t) {
+    if (!t->o.checkpoint) return CANNL__EXIT_OK;
+    char seed[32], batch[32], epoch[32], lr[40], examples[32];
+    snprintf(seed, sizeof seed, "%" PRIu64, t->seed);
+    snprintf(batch, sizeof batch, "%" PRId64, t->batch);
+    snprintf(epoch, sizeof epoch, "%" PRId64, t->has_inputs ? t->step / t->spe : 0);
+    snprintf(lr, sizeof lr, "%.17g", t->api->get_lr ? t->api->get_lr(t->m) : t->api->lr);
+    snprintf(examples, sizeof examples, "%" PRId64, t->ntrain);
+    const cannl_meta meta[] = {{"seed", seed},   {"batch", batch}, {"epoch", epoch},
+                               {"shuffle", t->shuffle ? "1" : "0"}, {"lr", lr}, {"examples", examples}};
+    cannl_error err;
+    size_t nmeta = t->has_inputs ? 6 : 5;
+    if (cannl_model_save(t->api, t->m, t->o.checkpoint, meta, nmeta, &err) != CANNL_OK)
+        return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+    t->saved_step = t->step;
+    return CANNL__EXIT_OK;
+}
+
+static int write_record(trainer *t, size_t n) {
+    if (!t->log) return CANNL__EXIT_OK;
+    cannl_error err;
+    if (cannl_metrics_write(t->log, t->record, n, &err) != CANNL_OK) return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+    return CANNL__EXIT_OK;
+}
+
+/* Evaluate the test set in order, in batches; averages weighted by n. */
+static int evaluate(trainer *t) {
+    const cannl_model_api *api = t->api;
+    double loss_sum = 0;
+    double *sum = calloc((size_t)api->num_metrics + 1, sizeof *sum);
+    if (!sum) return report(t, CANNL__EXIT_FAIL, "out of memory");
+    cannl_error err;
+    for (int64_t start = 0; start < t->ntest; start += t->batch) {
+        int64_t n = t->ntest - start < t->batch ? t->ntest - start : t->batch;
+        for (int64_t j = 0; j < n; j++) t->idx[j] = start + j;
+        if (cannl__bind_gather(api, t->test, t->idx, n, t->bufs, &err) != CANNL_OK) {
+            free(sum);
+            return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+        }
+        double loss = 0;
+        api->eval(t->m, (const void *const *)t->bufs, n, &loss, t->metrics);
+        loss_sum += loss * (double)n;
+        for (int32_t k = 0; k < api->num_metrics; k++) sum[k] += t->metrics[k] * (double)n;
+    }
+    t->test_loss = loss_sum / (double)t->ntest;
+    for (int32_t k = 0; k < api->num_metrics; k++) t->metrics[k] = sum[k] / (double)t->ntest;
+    free(sum);
+    t->tested_step = t->step;
+    return CANNL__EXIT_OK;
+}
+
+/* Test evaluation as a JSONL record; with_step for one taken mid-epoch. */
+static int log_test(trainer *t, int64_t epoch, int with_step) {
+    size_t n = 0;
+    t->record[n++] = (cannl_metric)CANNL_METRIC_INT("epoch", epoch);
+    if (with_step) t->record[n++] = (cannl_metric)CANNL_METRIC_INT("step", t->step);
+    t->record[n++] = (cannl_metric)CANNL_METRIC("test_loss", t->test_loss);
+    for (int32_t k = 0; k < t->api->num_metrics; k++)
+        t->record[n++] = (cannl_metric)CANNL_METRIC(t->api->metric_names[k], t->metrics[k]);
+    return write_record(t, n);
+}
+
+static void end_line(trainer *t) {
+    if (t->line_open) cannl_progress_finish(stdout);
+    t->line_open = 0;
+}
+
+static void show_progress(trainer *t, int64_t epoch, int64_t step_in_epoch, double loss) {
+    if (t->o.quiet) return;
+    double now = now_s();
+    if (t->tty) {
+        if (now - t->last_print < 0.1 && t->step != t->target) return;
+    } else if (t->o.log_every == 0 || t->step % t->o.log_every != 0) {
+        return;
+    }
+    t->last_print = now;
+    double el = now - t->t_start;
+    cannl_progress p = {epoch + 1, t->epochs_total, step_in_epoch, t->has_inputs ? t->spe : t->target, loss,
+                        el > 0 ? (double)t->examples_run / el : -1,
+                        t->steps_run > 0 ? (double)(t->target - t->step) * el / (double)t->steps_run : -1};
+    cannl_progress_print(stdout, &p);
+    t->line_open = t->tty;
+}
+
+/* After the last batch of epoch `epoch` (0-based). */
+static int end_epoch(trainer *t, int64_t epoch, double loss_sum, int64_t seen, double t_epoch) {
+    int rc;
+    end_line(t);
+    if (t->ntest > 0 && ((rc = evaluate(t)) || (rc = log_test(t, epoch + 1, 0)))) return rc;
+    if (!t->o.quiet) {
+        double el = now_s() - t_epoch;
+        printf("epoch %" PRId64 "/%" PRId64 "  train_loss %.4f", epoch + 1, t->epochs_total,
+               seen > 0 ? loss_sum / (double)seen : NAN);
+        if (t->ntest > 0) {
+            printf("  test_loss %.4f", t->test_loss);
+            for (int32_t k = 0; k < t->api->num_metrics; k++)
+                printf("  %s %.4f", t->api->metric_names[k], t->metrics[k]);
+        }
+        printf("  (%.1f s, %.1f ex/s)\n", el, el > 0 ? (double)seen / el : 0.0);
+        fflush(stdout);
+    }
+    return save_checkpoint(t);
+}
+
+static int train(trainer *t) {
+    const cannl_model_api *api = t->api;
+    cannl_error err;
+    while (t->step < t->target && !g_interrupted) {
+        const int64_t epoch = t->step / t->spe;
+        int64_t b = t->step % t->spe;
+        if (t->has_inputs) {
+            for (int64_t i = 0; i < t->ntrain; i++) t->perm[i] = i;
+            if (t->shuffle) {
+                cannl_rng rng;
+                cannl_rng_seed(&rng, epoch_seed(t->seed, epoch));
+                cannl_shuffle(&rng, t->perm, t->ntrain);
+            }
+        }
+        const double t_epoch = now_s();
+        double loss_sum = 0;
+        int64_t seen = 0;
+        for (; b < t->spe && t->step < t->target && !g_interrupted; b++) {
+            int64_t n = 1;
+            if (t->has_inputs) {
+                n = t->ntrain - b * t->batch < t->batch ? t->ntrain - b * t->batch : t->batch;
+                if (cannl__bind_gather(api, t->train, t->perm + b * t->batch, n, t->bufs, &err) != CANNL_OK)
+                    return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+            }
+            const double loss = api->train_step(t->m, (const void *const *)t->bufs, n);
+            t->step++;
+            t->steps_run++;
+            t->examples_run += n;
+            loss_sum += loss * (double)n;
+            seen += n;
+            if (t->o.log_every > 0 && t->step % t->o.log_every == 0) {
+                t->record[0] = (cannl_metric)CANNL_METRIC_INT("epoch", epoch + 1);
+                t->record[1] = (cannl_metric)CANNL_METRIC_INT("step", t->step);
+                t->record[2] = (cannl_metric)CANNL_METRIC("loss", loss);
+                int rc = write_record(t, 3);
+                if (rc) return rc;
+            }
+            show_progress(t, epoch, b + 1, loss);
+        }
+        if (b == t->spe) {
+            int rc = end_epoch(t, epoch, loss_sum, seen, t_epoch);
+            if (rc) return rc;
+        }
+    }
+    end_line(t);
+    return CANNL__EXIT_OK;
+}
+
+/* Final test evaluation (unless the last epoch's is current) and the summary. */
+static int finish(trainer *t) {
+    const cannl_model_api *api = t->api;
+    if (t->ntest > 0 && !g_interrupted) {
+        if (t->tested_step != t->step) {
+            int rc = evaluate(t);
+            if (!rc) rc = log_test(t, t->step / t->spe + 1, 1);
+            if (rc) return rc;
+        }
+        printf("test loss: %.4f\n", t->test_loss);
+        for (int32_t k = 0; k < api->num_metrics; k++) printf("test %s: %.4f\n", api->metric_names[k], t->metrics[k]);
+    }
+    double el = now_s() - t->t_start;
+    printf("trained to step %" PRId64 " in %.2f s (%.1f ex/s)\n", t->step, el,
+           el > 0 ? (double)t->examples_run / el : 0.0);
+    fflush(stdout);
+    return CANNL__EXIT_OK;
+}
+
+static int run(trainer *t) {
+    int rc;
+    if ((rc = check_api(t))) return rc;
+    if (t->o.ntest > 0 && !t->api->eval)
+        return report(t, CANNL__EXIT_FAIL, "--test: model '%s' has no eval function", t->api->name);
+    if ((rc = setup_model(t)) || (rc = setup_data(t)) || (rc = check_checkpoint_dir(t)) || (rc = setup_run(t)))
+        return rc;
+    if (t->step >= t->target && !t->o.quiet)
+        printf("nothing to train: the run is at step %" PRId64 " and stops at step %" PRId64 "\n", t->step, t->target);
+
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C ends the process at once */
+    g_interrupted = 0;
+    sigaction(SIGINT, &sa, &old);
+    t->t_start = t->last_print = now_s();
+    rc = train(t);
+    sigaction(SIGINT, &old, NULL);
+
+    if (!rc && t->saved_step != t->step) rc = save_checkpoint(t);
+    if (rc) return rc;
+    if (g_interrupted) {
+        fprintf(stderr, "%s: interrupted after step %" PRId64 "%s%s\n", t->o.prog, t->step,
+                t->o.checkpoint ? "; checkpoint saved to " : "", t->o.checkpoint ? t->o.checkpoint : "");
+        finish(t);
+        return CANNL__EXIT_SIGINT;
+    }
+    return finish(t);
+}
+
+static void cleanup(trainer *t) {
+    const cannl_model_api *api = t->api;
+    if (t->m) api->destroy(t->m);
+    for (int32_t i = 0; i < api->num_inputs; i++) {
+        if (t->train) cannl_dataset_free(&t->train[i]);
+        if (t->test) cannl_dataset_free(&t->test[i]);
+        if (t->bufs) cannl_free(t->bufs[i]);
+    }
+    free(t->train);
+    free(t->test);
+    free(t->bufs);
+    free(t->perm);
+    free(t->idx);
+    free(t->metrics);
+    free(t->record);
+    cannl__train_opts_free(&t->o);
+}
+
+int cannl_train_main(const cannl_model_api *api, int argc, char **argv) {
+    if (!api) {
+        fprintf(stderr, "cannl_train_main: no model table\n");
+        return CANNL__EXIT_USAGE;
+    }
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.api = api;
+    char msg[512];
+    int rc = cannl__train_parse(api, argc, argv, &t.o, msg, sizeof msg);
+    if (rc == CANNL__EXIT_OK && t.o.help) {
+        cannl__train_usage(api, t.o.prog, stdout);
+        cannl__train_opts_free(&t.o);
+        return CANNL__EXIT_OK;
+    }
+    if (rc == CANNL__EXIT_OK) {
+        rc = cannl__bind_check(api, t.o.data, t.o.ndata, "--data", msg, sizeof msg);
+        if (rc == CANNL__EXIT_OK && t.o.ntest > 0)
+            rc = cannl__bind_check(api, t.o.test, t.o.ntest, "--test", msg, sizeof msg);
+    }
+    if (rc != CANNL__EXIT_OK) {
+        fprintf(stderr, "%s: error: %s\n", t.o.prog, msg);
+        cannl__train_opts_free(&t.o);
+        return rc;
+    }
+
+    t.has_inputs = api->num_inputs > 0;
+    t.seed = t.o.seed;
+    t.shuffle = !t.o.no_shuffle;
+    t.batch = t.o.batch_set ? t.o.batch : (CANNL__DEFAULT_BATCH < api->max_batch ? CANNL__DEFAULT_BATCH : api->max_batch);
+    t.saved_step = t.tested_step = -1;
+    t.tty = isatty(fileno(stdout));
+    t.train = calloc((size_t)api->num_inputs + 1, sizeof *t.train);
+    t.test = calloc((size_t)api->num_inputs + 1, sizeof *t.test);
+    if (!t.train || !t.test)
+        rc = report(&t, CANNL__EXIT_FAIL, "out of memory");
+    else
+        rc = run(&t);
+
+    cannl_error err;
+    if (t.log && cannl_metrics_close(t.log, &err) != CANNL_OK && rc == CANNL__EXIT_OK)
+        rc = report(&t, CANNL__EXIT_FAIL, "%s", err.msg);
+    cleanup(&t);
+    return rc;
+}

@@ -1,0 +1,616 @@
+/* test_train.c - the generic training program (cannl_train_main), driven
+ * through the fake models' executables (fake_train: softmax regression with
+ * inputs x and y; fake_quad_train: a model without inputs).
+ *
+ *   test_train CASE WORKDIR FAKE_TRAIN FAKE_QUAD_TRAIN
+ *
+ * Each CASE is one ctest test: cli, binding, metrics, resume, steps, sigint,
+ * other_model, init, corrupt, no_inputs. The data files (.npy, .csv, IDX)
+ * are written by the test itself. */
+#include "rt_test.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/wait.h>
+
+extern char **environ;
+
+static const char *g_dir, *g_fake, *g_quad;
+
+/* ------------------------------------------------------------ helpers */
+
+/* printf into one of a pool of static buffers (a test needs only a few at once). */
+static const char *F(const char *fmt, ...) {
+    static char pool[48][1024];
+    static int next = 0;
+    char *b = pool[next++ % 48];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b, sizeof pool[0], fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof pool[0]) {
+        fprintf(stderr, "F: too long\n");
+        exit(2);
+    }
+    return b;
+}
+
+/* A file in the work directory (kept in its own static buffer slot). */
+#define W(name) F("%s/%s", g_dir, name)
+
+typedef struct result {
+    int code;   /* exit status; 128 + signal when killed */
+    char *out;  /* stdout */
+    char *err;  /* stderr */
+} result;
+
+static result run_v(const char *exe, const char *const *args) {
+    result r = {-1, NULL, NULL};
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = exe;
+    for (int i = 0; args[i] && n < 63; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    char out_path[1024], err_path[1024];
+    snprintf(out_path, sizeof out_path, "%s/run.stdout", g_dir);
+    snprintf(err_path, sizeof err_path, "%s/run.stderr", g_dir);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int rc = posix_spawn(&pid, exe, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        fprintf(stderr, "cannot run %s: %s\n", exe, strerror(rc));
+        rt_failures++;
+        return r;
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = rt_read_file(out_path, NULL);
+    r.err = rt_read_file(err_path, NULL);
+    return r;
+}
+
+#define RUN(exe, ...) run_v(exe, (const char *const[]){__VA_ARGS__, NULL})
+
+/* Check the exit status and substrings of stdout/stderr (NULL: not checked).
+ * Failures (status 1 or 2) must print exactly one "<prog>: error: " line. */
+static void expect_at(int line, result r, int code, const char *out_sub, const char *err_sub) {
+    int ok = r.code == code && r.out && r.err;
+    if (ok && out_sub) ok = strstr(r.out, out_sub) != NULL;
+    if (ok && err_sub) ok = strstr(r.err, err_sub) != NULL;
+    if (ok && (code == 1 || code == 2)) {
+        const char *nl = strchr(r.err, '\n');
+        ok = strstr(r.err, "_train: error: ") != NULL && nl && nl[1] == '\0';
+    }
+    if (!ok) {
+        fprintf(stderr, "test_train.c:%d: expected exit %d, stdout with \"%s\", stderr with \"%s\"\n"
+                        "  got exit %d\n  stdout: %s\n  stderr: %s\n",
+                line, code, out_sub ? out_sub : "", err_sub ? err_sub : "", r.code, r.out ? r.out : "(none)",
+                r.err ? r.err : "(none)");
+        rt_failures++;
+    } else if (getenv("RT_VERBOSE") && r.err && r.err[0]) {
+        printf("  ok (%d): %s", r.code, r.err);
+    }
+    free(r.out);
+    free(r.err);
+}
+#define EXPECT(r, code, out_sub, err_sub) expect_at(__LINE__, (r), (code), (out_sub), (err_sub))
+
+/* 1 if the two files exist and are byte-identical. */
+static int same_file(const char *a, const char *b) {
+    size_t la, lb;
+    char *x = rt_read_file(a, &la), *y = rt_read_file(b, &lb);
+    int same = x && y && la == lb && memcmp(x, y, la) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+static int count_lines(const char *path) {
+    char *t = rt_read_file(path, NULL);
+    int n = 0;
+    for (const char *c = t; c && *c; c++) n += *c == '\n';
+    free(t);
+    return t ? n : -1;
+}
+
+/* Metadata value of a checkpoint (copied into a static buffer; "" if absent). */
+static const char *meta_of(const char *path, const char *key) {
+    static char buf[128];
+    buf[0] = '\0';
+    cannl_checkpoint *ck = NULL;
+    if (cannl_checkpoint_open(path, NULL, &ck, NULL) == CANNL_OK) {
+        const char *v = cannl_checkpoint_meta(ck, key);
+        snprintf(buf, sizeof buf, "%s", v ? v : "");
+    }
+    cannl_checkpoint_close(ck);
+    return buf;
+}
+
+/* Tensor `name` with shape [n] or scalar (n == 0) as doubles; 0 on success. */
+static int read_tensor(const char *path, const char *name, int32_t ndims, const int64_t *shape, double *out) {
+    cannl_checkpoint *ck = NULL;
+    if (cannl_checkpoint_open(path, NULL, &ck, NULL) != CANNL_OK) return -1;
+    cannl_tensor t = {name, CANNL_F64, ndims, {0}, out};
+    for (int32_t d = 0; d < ndims; d++) t.shape[d] = shape[d];
+    cannl_status st = cannl_checkpoint_read(ck, &t, NULL);
+    cannl_checkpoint_close(ck);
+    return st == CANNL_OK ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ data files */
+
+enum { NTRAIN = 37, NTEST = 20 }; /* batch 8: 5 steps per epoch, the last one of 5 examples */
+
+static void write_npy_f32(const char *path, const float *v, const char *shape, size_t count) {
+    char dict[128];
+    int n = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }", shape);
+    size_t hl = 10 + (size_t)n + 1;
+    size_t pad = (64 - hl % 64) % 64;
+    size_t header = (size_t)n + pad + 1;
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+    fputc((int)(header & 0xff), f);
+    fputc((int)(header >> 8), f);
+    fwrite(dict, 1, (size_t)n, f);
+    for (size_t i = 0; i < pad; i++) fputc(' ', f);
+    fputc('\n', f);
+    fwrite(v, sizeof *v, count, f); /* little-endian hosts only (like the npy reader's tests) */
+    CHECK(fclose(f) == 0);
+}
+
+static void write_idx_u8(const char *path, const unsigned char *v, int ndims, const uint32_t *dims, size_t count) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    const unsigned char magic[4] = {0, 0, 0x08, (unsigned char)ndims};
+    fwrite(magic, 1, 4, f);
+    for (int d = 0; d < ndims; d++) {
+        const unsigned char be[4] = {(unsigned char)(dims[d] >> 24), (unsigned char)(dims[d] >> 16),
+                                     (unsigned char)(dims[d] >> 8), (unsigned char)dims[d]};
+        fwrite(be, 1, 4, f);
+    }
+    fwrite(v, 1, count, f);
+    CHECK(fclose(f) == 0);
+}
+
+/* rows x cols integers as CSV, with an optional header line. */
+static void write_csv(const char *path, const int *v, int rows, int cols, const char *header) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    if (header) fprintf(f, "%s\n", header);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) fprintf(f, "%d%c", v[r * cols + c], c + 1 < cols ? ',' : '\n');
+    CHECK(fclose(f) == 0);
+}
+
+/* n examples of 4 small integers and a label that depends on them. */
+static void make_examples(uint64_t seed, int n, int *x, int *label) {
+    cannl_rng rng;
+    cannl_rng_seed(&rng, seed);
+    for (int e = 0; e < n; e++) {
+        int *v = x + 4 * e;
+        for (int f = 0; f < 4; f++) v[f] = (int)cannl_rng_below(&rng, 4);
+        const int score[3] = {v[0] - v[1] + v[2], v[1] + v[3] - v[0], 2 * v[2] - v[3]};
+        label[e] = 0;
+        for (int c = 1; c < 3; c++)
+            if (score[c] > score[label[e]]) label[e] = c;
+    }
+}
+
+/* The same training set in several formats, a test set and some bad files:
+ *   x.npy (f32, [37, 2, 2])   x.idx (u8, [37, 2, 2])   xf.csv (4 columns)
+ *   y.csv (class indices, header)   yh.npy (one-hot f32, [37, 3])   y.idx (u8 indices, [37])
+ *   tx.csv, ty.npy (1-D f32 indices): 20 test examples
+ *   y2.csv (2 columns)   ybad.csv (a label 3)   yshort.csv (36 rows) */
+static void make_data(void) {
+    int x[4 * NTRAIN], y[NTRAIN], tx[4 * NTEST], ty[NTEST];
+    make_examples(11, NTRAIN, x, y);
+    make_examples(12, NTEST, tx, ty);
+    float xf[4 * NTRAIN], yh[3 * NTRAIN] = {0}, tyf[NTEST];
+    unsigned char xu[4 * NTRAIN], yu[NTRAIN];
+    for (int i = 0; i < 4 * NTRAIN; i++) {
+        xf[i] = (float)x[i];
+        xu[i] = (unsigned char)x[i];
+    }
+    for (int e = 0; e < NTRAIN; e++) {
+        yh[3 * e + y[e]] = 1.0f;
+        yu[e] = (unsigned char)y[e];
+    }
+    for (int e = 0; e < NTEST; e++) tyf[e] = (float)ty[e];
+    write_npy_f32(W("x.npy"), xf, "(37, 2, 2)", 4 * NTRAIN);
+    const uint32_t xdims[3] = {NTRAIN, 2, 2}, ydims[1] = {NTRAIN};
+    write_idx_u8(W("x.idx"), xu, 3, xdims, 4 * NTRAIN);
+    write_csv(W("xf.csv"), x, NTRAIN, 4, NULL);
+    write_csv(W("y.csv"), y, NTRAIN, 1, "label");
+    write_npy_f32(W("yh.npy"), yh, "(37, 3)", 3 * NTRAIN);
+    write_idx_u8(W("y.idx"), yu, 1, ydims, NTRAIN);
+    write_csv(W("tx.csv"), tx, NTEST, 4, "a,b,c,d");
+    write_npy_f32(W("ty.npy"), tyf, "(20,)", NTEST);
+    write_csv(W("y2.csv"), x, NTRAIN, 2, NULL);
+    int ybad[NTRAIN];
+    memcpy(ybad, y, sizeof ybad);
+    ybad[30] = 3;
+    write_csv(W("ybad.csv"), ybad, NTRAIN, 1, NULL);
+    write_csv(W("yshort.csv"), y, NTRAIN - 1, 1, NULL);
+}
+
+/* The usual flags of a fake_train run on x.npy + y.csv. */
+#define X_ARG F("x=%s/x.npy", g_dir)
+#define Y_ARG F("y=%s/y.csv", g_dir)
+#define TRAIN(...) RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--batch", "8", "--seed", "7", __VA_ARGS__)
+#define TEST_ARGS "--test", F("x=%s/tx.csv", g_dir), "--test", F("y=%s/ty.npy", g_dir)
+
+/* ------------------------------------------------------------ cases */
+
+/* Command-line errors: exit 2, one line naming the flag. */
+static void case_cli(void) {
+    EXPECT(RUN(g_fake, "--help"), 0, "--data NAME=PATH", NULL);
+    EXPECT(RUN(g_fake, "-h"), 0, "y            [3]  (3 values per example)", NULL);
+    EXPECT(RUN(g_fake, "--bogus"), 2, NULL, "fake_train: error: unknown flag '--bogus'");
+    EXPECT(RUN(g_fake, "--bogus=3"), 2, NULL, "unknown flag '--bogus'");
+    EXPECT(RUN(g_fake, "stray"), 2, NULL, "unexpected argument 'stray'");
+    EXPECT(RUN(g_fake, "--epochs"), 2, NULL, "--epochs needs a value");
+    EXPECT(RUN(g_fake, "--epochs", "abc"), 2, NULL, "--epochs: 'abc' is not an integer");
+    EXPECT(RUN(g_fake, "--epochs=-1"), 2, NULL, "--epochs: -1 must be at least 0");
+    EXPECT(RUN(g_fake, "--batch=0"), 2, NULL, "--batch: 0 must be at least 1");
+    EXPECT(RUN(g_fake, "--batch", "300"), 2, NULL,
+           "--batch 300 is larger than the model's maximum batch 16 (regenerate with cannl gen --max-batch N)");
+    EXPECT(RUN(g_fake, "--steps", "1x"), 2, NULL, "--steps: '1x' is not an integer");
+    EXPECT(RUN(g_fake, "--seed", "-3"), 2, NULL, "--seed: '-3' is not a non-negative integer");
+    EXPECT(RUN(g_fake, "--seed", "99999999999999999999999"), 2, NULL, "--seed: '99999999999999999999999' is too large");
+    EXPECT(RUN(g_fake, "--lr", "fast"), 2, NULL, "--lr: 'fast' is not a number");
+    EXPECT(RUN(g_fake, "--lr=nan"), 2, NULL, "--lr: 'nan' is not a number");
+    EXPECT(RUN(g_fake, "--threads", "0"), 2, NULL, "--threads: 0 must be at least 1");
+    EXPECT(RUN(g_fake, "--log-every", "-1"), 2, NULL, "--log-every: -1 must be at least 0");
+    EXPECT(RUN(g_fake, "--quiet=1"), 2, NULL, "--quiet takes no value");
+    EXPECT(RUN(g_fake, "--checkpoint="), 2, NULL, "--checkpoint: empty path");
+    EXPECT(RUN(g_fake, "--data", "x.npy"), 2, NULL, "--data expects NAME=PATH, got 'x.npy'");
+    EXPECT(RUN(g_fake, "--data", "=x.npy"), 2, NULL, "--data expects NAME=PATH");
+    EXPECT(RUN(g_fake, "--init", "a", "--resume", "b"), 2, NULL, "--init and --resume cannot be used together");
+    /* Binding names. */
+    EXPECT(RUN(g_fake, "--data", "z=foo.npy"), 2, NULL, "--data z=...: model 'fake_softmax' has no input 'z' (its inputs: x, y)");
+    EXPECT(RUN(g_fake, "--data", X_ARG), 2, NULL, "no data for input 'y': pass --data y=PATH");
+    EXPECT(run_v(g_fake, (const char *const[]){NULL}), 2, NULL, "no data for input 'x': pass --data x=PATH");
+    EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--data=x=other.npy"), 2, NULL, "--data x given twice");
+    EXPECT(TRAIN("--test", F("x=%s/tx.csv", g_dir)), 2, NULL, "no test data for input 'y': pass --test y=PATH");
+    EXPECT(TRAIN("--test", "q=1"), 2, NULL, "--test q=...: model 'fake_softmax' has no input 'q'");
+    /* Files that cannot be used: exit 1. */
+    EXPECT(RUN(g_fake, "--data", "x=nope.npy", "--data", Y_ARG), 1, NULL, "nope.npy: ");
+    EXPECT(TRAIN("--resume", W("missing.safetensors")), 1, NULL, "missing.safetensors: cannot open");
+    EXPECT(TRAIN("--init", W("missing.safetensors")), 1, NULL, "missing.safetensors: cannot open");
+    EXPECT(TRAIN("--checkpoint", W("no/such/dir/ck.safetensors")), 1, NULL, "no/such/dir/ck.safetensors: cannot write");
+    EXPECT(TRAIN("--metrics", W("no/such/dir/m.jsonl")), 1, NULL, "no/such/dir/m.jsonl: cannot open metrics log");
+    /* Nothing is written by a failed run. */
+    EXPECT(RUN(g_fake, "--data", "x=nope.npy", "--data", Y_ARG, "--metrics", W("m.jsonl"), "--checkpoint",
+               W("c.safetensors")),
+           1, NULL, "nope.npy");
+    CHECK(!rt_exists(W("m.jsonl")) && !rt_exists(W("c.safetensors")));
+}
+
+/* One file per input in any format; class indices are one-hot encoded. */
+static void case_binding(void) {
+    /* The same numbers through .npy + CSV indices, IDX + one-hot .npy, CSV + IDX indices:
+       byte-identical losses. */
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--metrics", W("a.jsonl"), "--threads", "3"), 0,
+           "fake: set_threads(3)", NULL);
+    EXPECT(RUN(g_fake, "--data", F("x=%s/x.idx", g_dir), "--data", F("y=%s/yh.npy", g_dir), "--batch", "8", "--seed",
+               "7", "--epochs", "2", "--log-every", "1", "--metrics", W("b.jsonl")),
+           0, NULL, NULL);
+    EXPECT(RUN(g_fake, "--data", F("y=%s/y.idx", g_dir), "--data", F("x=%s/xf.csv", g_dir), "--batch=8", "--seed=7",
+               "--epochs=2", "--log-every=1", "--metrics", W("c.jsonl")),
+           0, NULL, NULL);
+    CHECK(count_lines(W("a.jsonl")) == 10);
+    CHECK(same_file(W("a.jsonl"), W("b.jsonl")));
+    CHECK(same_file(W("a.jsonl"), W("c.jsonl")));
+    /* A test set: 1-D class indices (ty.npy) and a CSV with a header. */
+    EXPECT(TRAIN("--epochs", "3", TEST_ARGS), 0, "test accuracy: ", NULL);
+    /* Files that do not fit. */
+    EXPECT(RUN(g_fake, "--data", X_ARG, "--data", F("y=%s/y2.csv", g_dir)), 1, NULL,
+           "y2.csv: 2 values per example, but input 'y' takes 3");
+    EXPECT(RUN(g_fake, "--data", F("x=%s/yh.npy", g_dir), "--data", Y_ARG), 1, NULL,
+           "yh.npy: 3 values per example, but input 'x' takes 4");
+    EXPECT(RUN(g_fake, "--data", X_ARG, "--data", F("y=%s/ybad.csv", g_dir)), 1, NULL,
+           "ybad.csv: example 30: label 3 is out of range [0, 3)");
+    EXPECT(RUN(g_fake, "--data", X_ARG, "--data", F("y=%s/yshort.csv", g_dir)), 1, NULL,
+           "yshort.csv has 36 examples but ");
+    EXPECT(TRAIN("--test", F("x=%s/tx.csv", g_dir), "--test", Y_ARG), 1, NULL, "y.csv has 37 examples but ");
+}
+
+/* The JSONL metrics log, the progress and epoch lines, the final summary. */
+static void case_metrics(void) {
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "2", "--metrics", W("m.jsonl"), TEST_ARGS), 0,
+           "epoch 1/2  step 2/5  loss ", NULL);
+    /* 10 steps: losses at steps 2, 4, 6, 8, 10 and a test record after each epoch. */
+    char *t = rt_read_file(W("m.jsonl"), NULL);
+    CHECK(t != NULL);
+    if (t) {
+        const char *want[] = {"{\"epoch\":1,\"step\":2,\"loss\":", "{\"epoch\":1,\"step\":4,\"loss\":",
+                              "{\"epoch\":1,\"test_loss\":",    "{\"epoch\":2,\"step\":6,\"loss\":",
+                              "{\"epoch\":2,\"step\":8,\"loss\":", "{\"epoch\":2,\"step\":10,\"loss\":",
+                              "{\"epoch\":2,\"test_loss\":"};
+        const char *line = t;
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            CHECK(strncmp(line, want[i], strlen(want[i])) == 0);
+            const char *nl = strchr(line, '\n');
+            if (strstr(want[i], "test_loss")) CHECK(strstr(line, ",\"accuracy\":") && strstr(line, ",\"accuracy\":") < nl);
+            if (!nl) break;
+            line = nl + 1;
+        }
+        CHECK(*line == '\0');
+        printf("%s", t);
+        free(t);
+    }
+    CHECK(count_lines(W("m.jsonl")) == 7);
+    /* stdout: per-epoch lines and the summary (4 decimals). */
+    result r = TRAIN("--epochs", "2", "--log-every", "0", "--metrics", W("m0.jsonl"), TEST_ARGS);
+    CHECK(r.out && strstr(r.out, "epoch 1/2  train_loss ") && strstr(r.out, "  test_loss ") &&
+          strstr(r.out, "  accuracy 0.") && strstr(r.out, " ex/s)\n"));
+    CHECK(r.out && !strstr(r.out, "step 2/5"));
+    CHECK(r.out && strstr(r.out, "\ntest loss: ") && strstr(r.out, "\ntest accuracy: 0.") &&
+          strstr(r.out, "\ntrained to step 10 in "));
+    if (r.out) printf("%s", r.out);
+    EXPECT(r, 0, NULL, NULL);
+    CHECK(count_lines(W("m0.jsonl")) == 2);
+    /* --quiet: only the summary. */
+    r = TRAIN("--epochs", "2", "--quiet", TEST_ARGS);
+    CHECK(r.out && !strstr(r.out, "epoch ") && strstr(r.out, "test accuracy: "));
+    EXPECT(r, 0, NULL, NULL);
+    /* A run is reproducible; shuffling changes the trajectory, --no-shuffle and --seed too. */
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--metrics", W("s1.jsonl")), 0, NULL, NULL);
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--metrics", W("s2.jsonl")), 0, NULL, NULL);
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--metrics", W("s3.jsonl"), "--no-shuffle"), 0, NULL, NULL);
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--metrics", W("s4.jsonl"), "--seed", "8"), 0, NULL, NULL);
+    CHECK(same_file(W("s1.jsonl"), W("s2.jsonl")));
+    CHECK(!same_file(W("s1.jsonl"), W("s3.jsonl")));
+    CHECK(!same_file(W("s1.jsonl"), W("s4.jsonl")));
+    /* --lr changes it as well. */
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--metrics", W("s5.jsonl"), "--lr", "0.2"), 0, NULL, NULL);
+    CHECK(!same_file(W("s1.jsonl"), W("s5.jsonl")));
+}
+
+/* Epoch 1, then a resumed epoch 2 == 2 epochs at once, bit for bit. */
+static void case_resume(void) {
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--lr", "0.1", "--checkpoint", W("full.safetensors"),
+                 "--metrics", W("full.jsonl"), TEST_ARGS),
+           0, NULL, NULL);
+    EXPECT(TRAIN("--epochs", "1", "--log-every", "1", "--lr", "0.1", "--checkpoint", W("half.safetensors"),
+                 "--metrics", W("half.jsonl"), TEST_ARGS),
+           0, NULL, NULL);
+    CHECK(strcmp(meta_of(W("half.safetensors"), "model"), "fake_softmax") == 0);
+    CHECK(strcmp(meta_of(W("half.safetensors"), "step"), "5") == 0);
+    CHECK(strcmp(meta_of(W("half.safetensors"), "epoch"), "1") == 0);
+    CHECK(strcmp(meta_of(W("half.safetensors"), "seed"), "7") == 0);
+    CHECK(strcmp(meta_of(W("half.safetensors"), "batch"), "8") == 0);
+    CHECK(strcmp(meta_of(W("half.safetensors"), "shuffle"), "1") == 0);
+    CHECK(strcmp(meta_of(W("half.safetensors"), "examples"), "37") == 0);
+    CHECK(strcmp(meta_of(W("half.safetensors"), "lr"), "0.10000000000000001") == 0);
+    /* A different batch is refused; seed, batch, shuffle and lr come from the checkpoint. */
+    EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("half.safetensors"), "--batch", "4"), 2, NULL,
+           "--batch 4 differs from the batch 8 of checkpoint ");
+    EXPECT(RUN(g_fake, "--data", X_ARG, "--data", F("y=%s/yh.npy", g_dir), "--resume", W("half.safetensors"),
+               "--epochs", "2", "--log-every", "1", "--checkpoint", W("half.safetensors"), "--metrics",
+               W("half.jsonl"), TEST_ARGS),
+           0, "epoch 2/2  train_loss", NULL);
+    CHECK(count_lines(W("full.jsonl")) == 12);
+    CHECK(same_file(W("full.jsonl"), W("half.jsonl")));
+    CHECK(same_file(W("full.safetensors"), W("half.safetensors")));
+    CHECK(rt_count_matching(g_dir, ".tmp.") == 0);
+    /* Training data with another example count is refused. */
+    EXPECT(RUN(g_fake, "--data", F("x=%s/tx.csv", g_dir), "--data", F("y=%s/ty.npy", g_dir), "--resume",
+               W("half.safetensors"), "--epochs", "3"),
+           1, NULL, "half.safetensors: checkpoint was trained on 37 examples, but the training data has 20");
+}
+
+/* --steps stops mid-epoch; resuming (twice, across an epoch end) equals one run. */
+static void case_steps(void) {
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--checkpoint", W("a.safetensors"), "--metrics", W("a.jsonl")), 0,
+           NULL, NULL);
+    result r = TRAIN("--steps", "3", "--log-every", "1", "--checkpoint", W("b.safetensors"), "--metrics", W("b.jsonl"));
+    CHECK(r.out && !strstr(r.out, "train_loss") && strstr(r.out, "trained to step 3 "));
+    EXPECT(r, 0, NULL, NULL);
+    CHECK(strcmp(meta_of(W("b.safetensors"), "step"), "3") == 0);
+    CHECK(strcmp(meta_of(W("b.safetensors"), "epoch"), "0") == 0);
+    const char *resume[] = {"--data", X_ARG, "--data", Y_ARG, "--resume", W("b.safetensors"), "--log-every", "1",
+                            "--checkpoint", W("b.safetensors"), "--metrics", W("b.jsonl"), NULL, NULL, NULL};
+    resume[12] = "--steps";
+    resume[13] = "7"; /* no --epochs: --steps alone sets the end, past the end of epoch 1 */
+    EXPECT(run_v(g_fake, resume), 0, "epoch 1/2  train_loss", NULL);
+    CHECK(strcmp(meta_of(W("b.safetensors"), "step"), "7") == 0);
+    CHECK(strcmp(meta_of(W("b.safetensors"), "epoch"), "1") == 0);
+    EXPECT(run_v(g_fake, resume), 0, "nothing to train: the run is at step 7 and stops at step 7", NULL);
+    resume[12] = "--epochs";
+    resume[13] = "2";
+    EXPECT(run_v(g_fake, resume), 0, "trained to step 10 ", NULL);
+    CHECK(same_file(W("a.jsonl"), W("b.jsonl")));
+    CHECK(same_file(W("a.safetensors"), W("b.safetensors")));
+    /* --steps and --epochs together: whichever ends first. */
+    EXPECT(TRAIN("--steps", "100", "--epochs", "1"), 0, "trained to step 5 ", NULL);
+    EXPECT(TRAIN("--steps", "4", "--epochs", "3"), 0, "trained to step 4 ", NULL);
+    EXPECT(TRAIN("--epochs", "0", "--checkpoint", W("z.safetensors")), 0, "trained to step 0 ", NULL);
+    CHECK(strcmp(meta_of(W("z.safetensors"), "step"), "0") == 0);
+}
+
+/* SIGINT: the step finishes, the checkpoint is saved, exit 130; resuming continues exactly. */
+static void case_sigint(void) {
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--checkpoint", W("a.safetensors"), "--metrics", W("a.jsonl")), 0,
+           NULL, NULL);
+    setenv("FAKE_SIGINT_AT_STEP", "4", 1);
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--checkpoint", W("b.safetensors"), "--metrics", W("b.jsonl")),
+           130, NULL, "interrupted after step 4; checkpoint saved to ");
+    unsetenv("FAKE_SIGINT_AT_STEP");
+    CHECK(strcmp(meta_of(W("b.safetensors"), "step"), "4") == 0);
+    CHECK(count_lines(W("b.jsonl")) == 4);
+    EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("b.safetensors"), "--epochs", "2",
+               "--log-every", "1", "--checkpoint", W("b.safetensors"), "--metrics", W("b.jsonl")),
+           0, NULL, NULL);
+    CHECK(same_file(W("a.jsonl"), W("b.jsonl")));
+    CHECK(same_file(W("a.safetensors"), W("b.safetensors")));
+}
+
+/* A checkpoint of another model is refused for --resume and --init. */
+static void case_other_model(void) {
+    EXPECT(RUN(g_quad, "--steps", "2", "--checkpoint", W("q.safetensors")), 0, NULL, NULL);
+    EXPECT(TRAIN("--resume", W("q.safetensors")), 1, NULL,
+           "q.safetensors: checkpoint of model 'fake_quad', but this is 'fake_softmax'");
+    EXPECT(TRAIN("--init", W("q.safetensors")), 1, NULL,
+           "q.safetensors: checkpoint of model 'fake_quad', but this is 'fake_softmax'");
+}
+
+/* --init from a params-only safetensors file (as PyTorch would write it). */
+static void case_init(void) {
+    float w[12], b[3] = {1, 2, 3};
+    double wd[12];
+    for (int i = 0; i < 12; i++) wd[i] = w[i] = (float)i * 0.25f - 1.0f;
+    const cannl_tensor params[] = {{"w", CANNL_F32, 2, {4, 3}, w}, {"b", CANNL_F32, 1, {3}, b}};
+    cannl_error err;
+    CHECK_OK(cannl_checkpoint_save(W("p.safetensors"), params, 2, NULL, 0, &err));
+    EXPECT(TRAIN("--init", W("p.safetensors"), "--epochs", "0", "--checkpoint", W("out.safetensors")), 0, NULL, NULL);
+    double got[12] = {0}, mom[12] = {1};
+    const int64_t ws[2] = {4, 3}, bs[1] = {3};
+    CHECK(read_tensor(W("out.safetensors"), "w", 2, ws, got) == 0);
+    for (int i = 0; i < 12; i++) CHECK(got[i] == (double)w[i]);
+    CHECK(read_tensor(W("out.safetensors"), "b", 1, bs, got) == 0 && got[0] == 1 && got[2] == 3);
+    CHECK(read_tensor(W("out.safetensors"), "w.momentum_buffer", 2, ws, mom) == 0 && mom[0] == 0 && mom[11] == 0);
+    CHECK(strcmp(meta_of(W("out.safetensors"), "step"), "0") == 0);
+    /* The init is used: a run from it differs from one from the seed. */
+    EXPECT(TRAIN("--init", W("p.safetensors"), "--log-every", "1", "--metrics", W("i.jsonl")), 0, NULL, NULL);
+    EXPECT(TRAIN("--log-every", "1", "--metrics", W("s.jsonl")), 0, NULL, NULL);
+    CHECK(!same_file(W("i.jsonl"), W("s.jsonl")));
+    /* F64 params (and extra tensors, and another model's metadata absent) are fine. */
+    const cannl_tensor p64[] = {{"b", CANNL_F64, 1, {3}, (double[]){1, 2, 3}},
+                                {"w", CANNL_F64, 2, {4, 3}, wd},
+                                {"extra.buffer", CANNL_F32, 1, {3}, b}};
+    CHECK_OK(cannl_checkpoint_save(W("p64.safetensors"), p64, 3, NULL, 0, &err));
+    EXPECT(TRAIN("--init", W("p64.safetensors"), "--log-every", "1", "--metrics", W("i64.jsonl")), 0, NULL, NULL);
+    CHECK(same_file(W("i.jsonl"), W("i64.jsonl")));
+    /* Files that do not fit. */
+    CHECK_OK(cannl_checkpoint_save(W("nob.safetensors"), params, 1, NULL, 0, &err));
+    EXPECT(TRAIN("--init", W("nob.safetensors")), 1, NULL, "nob.safetensors: missing tensor 'b'");
+    const cannl_tensor wt[] = {{"w", CANNL_F32, 2, {3, 4}, w}, {"b", CANNL_F32, 1, {3}, b}};
+    CHECK_OK(cannl_checkpoint_save(W("wt.safetensors"), wt, 2, NULL, 0, &err));
+    EXPECT(TRAIN("--init", W("wt.safetensors")), 1, NULL, "wt.safetensors: tensor 'w' has shape [3, 4], expected [4, 3]");
+    const cannl_meta other[] = {{"model", "mnist_cnn"}};
+    CHECK_OK(cannl_checkpoint_save(W("o.safetensors"), params, 2, other, 1, &err));
+    EXPECT(TRAIN("--init", W("o.safetensors")), 1, NULL, "checkpoint of model 'mnist_cnn', but this is 'fake_softmax'");
+    /* A params-only file cannot be resumed from. */
+    EXPECT(TRAIN("--resume", W("p.safetensors")), 1, NULL, "p.safetensors: not a checkpoint of model 'fake_softmax'");
+    /* --init from a full checkpoint takes only its params (step 0). */
+    EXPECT(TRAIN("--steps", "3", "--checkpoint", W("c.safetensors")), 0, NULL, NULL);
+    EXPECT(TRAIN("--init", W("c.safetensors"), "--steps", "1", "--checkpoint", W("c2.safetensors")), 0, NULL, NULL);
+    CHECK(strcmp(meta_of(W("c2.safetensors"), "step"), "1") == 0);
+}
+
+/* A corrupt checkpoint is refused and left as it is; nothing partial is written. */
+static void case_corrupt(void) {
+    EXPECT(TRAIN("--steps", "3", "--checkpoint", W("good.safetensors")), 0, NULL, NULL);
+    size_t len;
+    char *good = rt_read_file(W("good.safetensors"), &len);
+    CHECK(good && len > 100);
+    if (!good) return;
+    /* Truncated data, a broken header, a changed step. */
+    CHECK(rt_write_file(W("trunc.safetensors"), good, len - 7) == 0);
+    char *broken = malloc(len);
+    memcpy(broken, good, len);
+    broken[9] = '[';
+    CHECK(rt_write_file(W("broken.safetensors"), broken, len) == 0);
+    char *step = strstr(broken + 8, "\"step\":\"3\"");
+    CHECK(step != NULL);
+    broken[9] = good[9];
+    if (step) memcpy(step, "\"step\":\"x\"", 10);
+    CHECK(rt_write_file(W("badstep.safetensors"), broken, len) == 0);
+    free(broken);
+    const char *names[] = {"trunc.safetensors", "broken.safetensors", "badstep.safetensors"};
+    const char *msgs[] = {"trunc.safetensors: tensor", "broken.safetensors: header is not valid JSON",
+                          "badstep.safetensors: metadata \"step\" is 'x'"};
+    for (int i = 0; i < 3; i++) {
+        char *before = rt_read_file(W(names[i]), &len);
+        EXPECT(TRAIN("--resume", W(names[i]), "--checkpoint", W(names[i]), "--metrics", W("m.jsonl"), "--epochs", "2"),
+               1, NULL, msgs[i]);
+        size_t len2;
+        char *after = rt_read_file(W(names[i]), &len2);
+        CHECK(before && after && len == len2 && memcmp(before, after, len) == 0);
+        free(before);
+        free(after);
+    }
+    CHECK(!rt_exists(W("m.jsonl")));
+    CHECK(rt_count_matching(g_dir, ".tmp.") == 0);
+    /* A run failing on its data leaves an existing checkpoint alone. */
+    EXPECT(RUN(g_fake, "--data", X_ARG, "--data", F("y=%s/ybad.csv", g_dir), "--checkpoint", W("good.safetensors")),
+           1, NULL, "ybad.csv");
+    char *again = rt_read_file(W("good.safetensors"), &len);
+    CHECK(again && memcmp(again, good, len) == 0);
+    free(again);
+    free(good);
+}
+
+/* A model without inputs trains for --steps steps. */
+static void case_no_inputs(void) {
+    EXPECT(RUN(g_quad, "--epochs", "3"), 2, NULL, "fake_quad_train: error: model 'fake_quad' has no inputs: pass --steps N");
+    EXPECT(RUN(g_quad, "--steps", "3", "--data", "x=a.npy"), 2, NULL, "--data x=...: model 'fake_quad' has no inputs");
+    EXPECT(RUN(g_quad, "--steps", "3", "--test", "x=a.npy"), 2, NULL, "--test x=...: model 'fake_quad' has no inputs");
+    EXPECT(RUN(g_quad, "--help"), 0, "It has no inputs: --steps N is required.", NULL);
+    EXPECT(RUN(g_quad, "--steps", "60", "--log-every", "10", "--metrics", W("q.jsonl"), "--checkpoint",
+               W("q.safetensors")),
+           0, "epoch 1/1  step 60/60  loss ", NULL);
+    CHECK(count_lines(W("q.jsonl")) == 6);
+    char *t = rt_read_file(W("q.jsonl"), NULL);
+    CHECK(t && strncmp(t, "{\"epoch\":1,\"step\":10,\"loss\":", 28) == 0);
+    free(t);
+    double w = 0, v[2] = {0};
+    const int64_t vs[1] = {2};
+    CHECK(read_tensor(W("q.safetensors"), "w", 0, NULL, &w) == 0 && fabs(w - 3) < 1e-3);
+    CHECK(read_tensor(W("q.safetensors"), "v", 1, vs, v) == 0 && fabs(v[0] - 1) < 1e-3 && fabs(v[1] + 2) < 1e-3);
+    CHECK(strcmp(meta_of(W("q.safetensors"), "step"), "60") == 0);
+    /* 20 steps, then resumed to 60: the same file. */
+    EXPECT(RUN(g_quad, "--steps", "20", "--log-every", "10", "--metrics", W("r.jsonl"), "--checkpoint",
+               W("r.safetensors")),
+           0, NULL, NULL);
+    EXPECT(RUN(g_quad, "--resume", W("r.safetensors"), "--steps", "60", "--log-every", "10", "--metrics", W("r.jsonl"),
+               "--checkpoint", W("r.safetensors")),
+           0, "trained to step 60 ", NULL);
+    CHECK(same_file(W("q.jsonl"), W("r.jsonl")));
+    CHECK(same_file(W("q.safetensors"), W("r.safetensors")));
+}
+
+int main(int argc, char **argv) {
+    if (argc < 5) {
+        fprintf(stderr, "usage: test_train CASE WORKDIR FAKE_TRAIN FAKE_QUAD_TRAIN\n");
+        return 2;
+    }
+    g_dir = argv[2];
+    g_fake = argv[3];
+    g_quad = argv[4];
+    CHECK(rt_fresh_dir(g_dir) == 0);
+    unsetenv("FAKE_SIGINT_AT_STEP");
+    /* Under LeakSanitizer a leaking child would exit 1, like a run that fails
+       on purpose; give leaks their own status so every expectation sees them. */
+    setenv("LSAN_OPTIONS", "exitcode=99", 0);
+    make_data();
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } cases[] = {{"cli", case_cli},       {"binding", case_binding},         {"metrics", case_metrics},
+                 {"resume", case_resume}, {"steps", case_steps},             {"sigint", case_sigint},
+                 {"other_model", case_other_model}, {"init", case_init},    {"corrupt", case_corrupt},
+                 {"no_inputs", case_no_inputs}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (strcmp(argv[1], cases[i].name) == 0) {
+            cases[i].fn();
+            return rt_finish(cases[i].name);
+        }
+    }
+    fprintf(stderr, "test_train: unknown case '%s'\n", argv[1]);
+    return 2;
+}
