@@ -24,7 +24,18 @@ bool read_file(const std::string& path, std::string& text, std::string& error);
 }  // namespace cannl
 
 namespace cannl {
-// `cannl gen SPEC -o DIR` (code generation lands with the C backend).
-int gen_file(const std::string& path, const std::string& out_dir, const CheckOptions& opt,
-             std::ostream& out, std::ostream& err);
+
+struct GenOptions {
+  std::string out_dir;     // where the files go (may be empty with `dump`)
+  std::string dtype = "f32";
+  long max_batch = 256;
+  std::string dump;        // "", or a stage to print: tokens, ast, shapes, graph, ir
+  bool color = false;
+};
+
+// `cannl gen SPEC -o DIR`: writes DIR/<model>.h, <model>.c, <model>_train.c, CMakeLists.txt.
+// Nothing is written when the spec has errors; files are replaced atomically (a new
+// directory appears whole).
+int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, std::ostream& err);
+
 }  // namespace cannl

@@ -1,25 +1,155 @@
-// `cannl gen SPEC -o DIR`: front end, then the code generator.
+// `cannl gen SPEC -o DIR`: front end, lowering, autodiff, passes and the C emitter.
+#include <filesystem>
+#include <fstream>
 #include <ostream>
+#include <unistd.h>
 
 #include "driver/commands.h"
 #include "driver/frontend.h"
+#include "emit/c_emit.h"
+#include "ir/ir_print.h"
+#include "lower/routines.h"
+#include "spec/ast_print.h"
 
 namespace cannl {
 
-int gen_file(const std::string& path, const std::string& out_dir, const CheckOptions& opt,
-             std::ostream& out, std::ostream& err) {
-  (void)out;
-  (void)out_dir;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The graph view: every buffer, and per routine the nests by the statement they come from.
+std::string dump_graph(const ir::Program& p) {
+  std::string s = "model " + p.model + "\n\n" + ir::print_buffers(p);
+  for (const auto& r : p.routines) {
+    s += "\nroutine " + r.name + "\n";
+    std::string last;
+    for (const auto& st : r.stmts) {
+      std::string what = (st.line ? "line " + std::to_string(st.line) + ": " : "") + st.what;
+      std::string line = "  " + what + "\n";
+      if (line != last) s += line;
+      last = line;
+      s += "    -> " + p.buffers[static_cast<size_t>(st.out.buf)].name + " " + ir::accum_symbol(st.accum) + "\n";
+    }
+  }
+  return s;
+}
+
+bool write_text(const fs::path& path, const std::string& text, std::string& error) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.flush();
+  if (!f) {
+    error = "cannot write " + path.string();
+    return false;
+  }
+  return true;
+}
+
+// Writes the files: into a fresh sibling directory renamed into place when `dir` does not
+// exist, otherwise each file through a temporary renamed over the old one.
+bool write_files(const fs::path& dir, const std::vector<OutputFile>& files, std::string& error) {
+  std::error_code ec;
+  const std::string tag = ".cannl-tmp-" + std::to_string(getpid());
+  if (!fs::exists(dir, ec)) {
+    fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+    if (!fs::is_directory(parent, ec)) {
+      error = "the parent directory of " + dir.string() + " does not exist";
+      return false;
+    }
+    fs::path tmp = dir.string() + tag;
+    fs::remove_all(tmp, ec);
+    if (!fs::create_directory(tmp, ec)) {
+      error = "cannot create " + tmp.string() + ": " + ec.message();
+      return false;
+    }
+    for (const auto& f : files)
+      if (!write_text(tmp / f.name, f.text, error)) {
+        fs::remove_all(tmp, ec);
+        return false;
+      }
+    fs::rename(tmp, dir, ec);
+    if (ec) {
+      error = "cannot rename " + tmp.string() + " to " + dir.string() + ": " + ec.message();
+      fs::remove_all(tmp, ec);
+      return false;
+    }
+    return true;
+  }
+  if (!fs::is_directory(dir, ec)) {
+    error = dir.string() + " exists and is not a directory";
+    return false;
+  }
+  std::vector<fs::path> written;
+  auto cleanup = [&] {
+    for (const auto& w : written) fs::remove(w, ec);
+  };
+  for (const auto& f : files) {
+    fs::path tmp = dir / (f.name + tag);
+    if (!write_text(tmp, f.text, error)) {
+      cleanup();
+      fs::remove(tmp, ec);
+      return false;
+    }
+    written.push_back(tmp);
+  }
+  for (const auto& f : files) {
+    fs::rename(dir / (f.name + tag), dir / f.name, ec);
+    if (ec) {
+      error = "cannot replace " + (dir / f.name).string() + ": " + ec.message();
+      cleanup();
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, std::ostream& err) {
   std::string text, error;
   if (!read_file(path, text, error)) {
     err << "cannl: error: " << error << "\n";
     return 2;
   }
+  if (opt.dump == "tokens" || opt.dump == "ast" || opt.dump == "shapes") {
+    CheckOptions c;
+    c.dump = opt.dump;
+    c.color = opt.color;
+    return check_text(path, text, c, out, err);
+  }
   auto fe = run_frontend(path, text);
   fe->diags.render(err, opt.color);
   if (!fe->ok()) return 1;
-  err << "cannl: error: not supported yet: code generation (the C backend is not built yet)\n";
-  return 1;
+  ProgramOptions po;
+  po.max_batch = opt.max_batch;
+  ir::Program prog;
+  std::vector<OutputFile> files;
+  try {
+    prog = build_program(fe->model, fe->shapes, fe->file, po);
+    if (opt.dump.empty()) {
+      COptions co;
+      co.f64 = opt.dtype == "f64";
+      co.spec = fs::path(path).filename().string();
+      files = emit_c(prog, co);
+    }
+  } catch (const InternalError& e) {
+    err << path << ": internal error: " << e.what() << "\n"
+        << "  this is a bug in cannl, not in the spec; please report it with the spec\n";
+    return 3;
+  }
+  if (opt.dump == "ir") {
+    out << ir::print_program(prog);
+    return 0;
+  }
+  if (opt.dump == "graph") {
+    out << dump_graph(prog);
+    return 0;
+  }
+  if (!write_files(opt.out_dir, files, error)) {
+    err << "cannl: error: " << error << "\n";
+    return 2;
+  }
+  return 0;
 }
 
 }  // namespace cannl

@@ -21,10 +21,20 @@ int main(int argc, char** argv) {
   c->add_option("--dump", check.dump, "print a stage instead: tokens, ast or shapes")
       ->check(CLI::IsMember({"tokens", "ast", "shapes"}));
 
-  std::string gen_spec, gen_out;
+  std::string gen_spec;
+  cannl::GenOptions gen;
   auto* g = app.add_subcommand("gen", "Generate C source for SPEC into DIR");
   g->add_option("SPEC", gen_spec, "the spec file (.cannl)")->required();
-  g->add_option("-o,--output", gen_out, "output directory")->required();
+  auto* out_opt = g->add_option("-o,--output", gen.out_dir, "output directory (created if missing)");
+  g->add_option("--dtype", gen.dtype, "element type: f32 (default) or f64")
+      ->check(CLI::IsMember({"f32", "f64"}));
+  g->add_option("--max-batch", gen.max_batch, "largest batch the generated code accepts (default 256)")
+      ->check(CLI::Range(1L, 1L << 24));
+  auto* dump_opt = g->add_option("--dump", gen.dump, "print a stage instead: tokens, ast, shapes, graph or ir")
+      ->check(CLI::IsMember({"tokens", "ast", "shapes", "graph", "ir"}));
+  g->callback([&] {
+    if (!*out_opt && !*dump_opt) throw CLI::RequiredError("-o,--output");
+  });
 
   try {
     app.parse(argc, argv);
@@ -41,9 +51,8 @@ int main(int argc, char** argv) {
   check.color = isatty(STDERR_FILENO);
   if (*c) return cannl::check_file(check_spec, check, std::cout, std::cerr);
   if (*g) {
-    cannl::CheckOptions o;
-    o.color = check.color;
-    return cannl::gen_file(gen_spec, gen_out, o, std::cout, std::cerr);
+    gen.color = check.color;
+    return cannl::gen_file(gen_spec, gen, std::cout, std::cerr);
   }
   std::cerr << app.help();
   return 2;

@@ -11,6 +11,8 @@
 // Library code never exits: stages report here and return; the driver decides the exit code.
 #pragma once
 
+#include <stdexcept>
+
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -64,5 +66,14 @@ private:
 };
 
 #define CANNL_INTERNAL(engine, range, msg) (engine).internal((range), (msg), __FILE__, __LINE__)
+
+// A bug in the generator found after the front end (no source location to point at): thrown
+// by CANNL_BUG, caught once in the driver, reported as an internal error with the
+// generator's file:line.
+struct InternalError : std::logic_error {
+  InternalError(const std::string& msg, const char* file, int line)
+      : std::logic_error(msg + " (at " + file + ":" + std::to_string(line) + ")") {}
+};
+#define CANNL_BUG(msg) throw ::cannl::InternalError((msg), __FILE__, __LINE__)
 
 }  // namespace cannl

@@ -1,0 +1,132 @@
+// autodiff.cpp — reverse-mode differentiation of forward loop nests (see autodiff.h).
+#include "autodiff/autodiff.h"
+
+#include <set>
+
+#include "support/diagnostic.h"
+
+namespace cannl {
+
+using ir::ExprP;
+using ir::Op;
+
+ExprP derivative(const ExprP& e, const ir::Access& wrt) {
+  auto d = [&](size_t i) { return derivative(e->args[i], wrt); };
+  auto mul = [](ExprP a, ExprP b) { return ir::binary(Op::Mul, std::move(a), std::move(b)); };
+  const ExprP zero = ir::cnst(0);
+  switch (e->op) {
+    case Op::Const: case Op::Scalar: case Op::Index: case Op::Step: case Op::Sign:
+    case Op::Eq: case Op::Gt: case Op::Uniform: case Op::Normal:
+      return zero;
+    case Op::Load: return !e->nograd && e->access == wrt ? ir::cnst(1) : zero;
+    case Op::Neg: return ir::unary(Op::Neg, d(0));
+    case Op::Add: return ir::binary(Op::Add, d(0), d(1));
+    case Op::Sub: return ir::binary(Op::Sub, d(0), d(1));
+    case Op::Mul: return ir::binary(Op::Add, mul(d(0), e->args[1]), mul(e->args[0], d(1)));
+    case Op::Div: {
+      const ExprP &a = e->args[0], &b = e->args[1];
+      ExprP da = d(0), db = d(1);
+      return ir::binary(Op::Sub, ir::binary(Op::Div, da, b),
+                        ir::binary(Op::Div, mul(a, db), mul(b, b)));
+    }
+    case Op::Pow:
+      return mul(mul(ir::cnst(e->value), ir::pow(e->args[0], e->value - 1)), d(0));
+    case Op::Relu: return mul(ir::unary(Op::Step, e->args[0]), d(0));
+    case Op::Sigmoid: return mul(mul(e, ir::binary(Op::Sub, ir::cnst(1), e)), d(0));
+    case Op::Tanh: return mul(ir::binary(Op::Sub, ir::cnst(1), mul(e, e)), d(0));
+    case Op::Exp: return mul(e, d(0));
+    case Op::Log: return ir::binary(Op::Div, d(0), e->args[0]);
+    case Op::Sqrt: return ir::binary(Op::Div, d(0), mul(ir::cnst(2), e));
+    case Op::Abs: return mul(ir::unary(Op::Sign, e->args[0]), d(0));
+    case Op::Gelu: return mul(ir::unary(Op::GeluGrad, e->args[0]), d(0));
+    case Op::Select: return ir::select(e->args[0], d(1), d(2));
+    case Op::GeluGrad: CANNL_BUG("second derivatives are not supported");
+  }
+  CANNL_BUG("no derivative rule for this operation");
+}
+
+// Replaces every sub-expression equal to `target` by `with`.
+static ExprP substitute(const ExprP& e, const ir::Expr& target, const ExprP& with) {
+  if (ir::same_expr(*e, target)) return with;
+  if (e->args.empty()) return e;
+  bool changed = false;
+  std::vector<ExprP> args;
+  for (const auto& a : e->args) {
+    args.push_back(substitute(a, target, with));
+    changed |= args.back() != a;
+  }
+  if (!changed) return e;
+  auto copy = std::make_shared<ir::Expr>(*e);
+  copy->args = std::move(args);
+  return copy;
+}
+
+Gradients differentiate(ir::Program& p, const std::vector<ir::Stmt>& forward, int loss) {
+  // Which buffers depend on a param (only those get gradients).
+  std::vector<bool> needs(p.buffers.size(), false);
+  for (size_t i = 0; i < p.buffers.size(); ++i) needs[i] = p.buffers[i].role == ir::Role::Param;
+  for (const ir::Stmt& s : forward) {
+    std::vector<const ir::Expr*> loads;
+    ir::collect_loads(s.body, loads);
+    for (const ir::Expr* l : loads)
+      if (!l->nograd && needs[static_cast<size_t>(l->access.buf)]) needs[static_cast<size_t>(s.out.buf)] = true;
+  }
+
+  Gradients g;
+  std::vector<ir::Stmt> zero_fills, contributions;
+  auto grad_of = [&](int buf, double init, std::vector<ir::Stmt>& fills) {
+    auto it = g.grad.find(buf);
+    if (it != g.grad.end()) return it->second;
+    ir::Buffer gb = p.buffers[static_cast<size_t>(buf)];
+    gb.name += "_grad";
+    gb.role = ir::Role::Grad;
+    gb.grad_of = buf;
+    gb.tensor = -1;
+    gb.shape = "gradient of " + p.buffers[static_cast<size_t>(buf)].name;
+    p.buffers.push_back(gb);
+    int gi = static_cast<int>(p.buffers.size()) - 1;
+    g.grad[buf] = gi;
+    const std::string& name = p.buffers[static_cast<size_t>(buf)].name;
+    ir::Stmt fill = ir::elementwise(p, gi, init == 1 ? "d " + name + " / d " + name : "zero the gradient of " + name);
+    fill.body = ir::cnst(init);
+    fills.push_back(std::move(fill));
+    return gi;
+  };
+
+  grad_of(loss, 1, zero_fills);
+  for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
+    const ir::Stmt& s = *it;
+    auto og = g.grad.find(s.out.buf);
+    if (og == g.grad.end()) continue;
+    std::vector<const ir::Expr*> loads;
+    ir::collect_loads(s.body, loads);
+    std::vector<ir::Access> seen;
+    for (const ir::Expr* l : loads) {
+      if (l->nograd || !needs[static_cast<size_t>(l->access.buf)]) continue;
+      bool dup = false;
+      for (const auto& a : seen) dup |= a == l->access;
+      if (dup) continue;
+      seen.push_back(l->access);
+      ExprP db = derivative(s.body, l->access);
+      if (ir::is_const(db, 0)) continue;
+      ExprP out_value = ir::load(s.out);
+      if (s.accum == ir::Accum::Set) db = substitute(db, *s.body, out_value);
+      if (s.accum == ir::Accum::Max || s.accum == ir::Accum::Min)
+        db = ir::binary(Op::Mul, ir::binary(Op::Eq, s.body, out_value), db);
+      int target = grad_of(l->access.buf, 0, zero_fills);
+      ir::Stmt c;
+      c.iters = s.iters;
+      c.out = {target, l->access.index};
+      c.accum = ir::Accum::Add;
+      c.body = ir::binary(Op::Mul, ir::load({og->second, s.out.index}), db);
+      c.line = s.line;
+      c.what = "backward: " + s.what;
+      contributions.push_back(std::move(c));
+    }
+  }
+  g.stmts = std::move(zero_fills);
+  for (auto& c : contributions) g.stmts.push_back(std::move(c));
+  return g;
+}
+
+}  // namespace cannl

@@ -1,0 +1,261 @@
+// ir.cpp — constructors and small queries of the loop IR.
+#include "ir/ir.h"
+
+#include <cmath>
+
+namespace cannl::ir {
+
+const char* role_name(Role r) {
+  switch (r) {
+    case Role::Input: return "input";
+    case Role::Param: return "param";
+    case Role::Computed: return "computed";
+    case Role::Temp: return "temporary";
+    case Role::Grad: return "gradient";
+    case Role::OptState: return "optimiser state";
+  }
+  return "?";
+}
+
+long Buffer::elements() const {
+  long n = 1;
+  for (const Dim& d : dims) n *= d.size;
+  return n;
+}
+
+bool Affine::operator==(const Affine& o) const {
+  if (offset != o.offset || terms.size() != o.terms.size()) return false;
+  for (size_t i = 0; i < terms.size(); ++i)
+    if (terms[i].iter != o.terms[i].iter || terms[i].coef != o.terms[i].coef) return false;
+  return true;
+}
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Const: return "const";
+    case Op::Scalar: return "scalar";
+    case Op::Index: return "index";
+    case Op::Load: return "load";
+    case Op::Neg: return "neg";
+    case Op::Add: return "+";
+    case Op::Sub: return "-";
+    case Op::Mul: return "*";
+    case Op::Div: return "/";
+    case Op::Pow: return "pow";
+    case Op::Relu: return "relu";
+    case Op::Step: return "step";
+    case Op::Sigmoid: return "sigmoid";
+    case Op::Tanh: return "tanh";
+    case Op::Exp: return "exp";
+    case Op::Log: return "log";
+    case Op::Sqrt: return "sqrt";
+    case Op::Abs: return "abs";
+    case Op::Sign: return "sign";
+    case Op::Gelu: return "gelu";
+    case Op::GeluGrad: return "gelu_grad";
+    case Op::Eq: return "==";
+    case Op::Gt: return ">";
+    case Op::Select: return "select";
+    case Op::Uniform: return "uniform";
+    case Op::Normal: return "normal";
+  }
+  return "?";
+}
+
+int op_arity(Op op) {
+  switch (op) {
+    case Op::Const: case Op::Scalar: case Op::Index: case Op::Load: return 0;
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Eq: case Op::Gt:
+    case Op::Uniform: case Op::Normal: return 2;
+    case Op::Select: return 3;
+    default: return 1;
+  }
+}
+
+const char* accum_symbol(Accum a) {
+  switch (a) {
+    case Accum::Set: return "=";
+    case Accum::Add: return "+=";
+    case Accum::Max: return "max=";
+    case Accum::Min: return "min=";
+  }
+  return "?";
+}
+
+ExprP cnst(double v) {
+  auto e = std::make_shared<Expr>();
+  e->op = Op::Const;
+  e->value = v;
+  return e;
+}
+
+ExprP scalar(const std::string& name) {
+  auto e = std::make_shared<Expr>();
+  e->op = Op::Scalar;
+  e->name = name;
+  return e;
+}
+
+ExprP load(const Access& a, bool nograd) {
+  auto e = std::make_shared<Expr>();
+  e->op = Op::Load;
+  e->access = a;
+  e->nograd = nograd;
+  return e;
+}
+
+ExprP index_value(const Affine& a) {
+  auto e = std::make_shared<Expr>();
+  e->op = Op::Index;
+  e->access.index = {a};
+  return e;
+}
+
+bool is_const(const ExprP& e, double v) { return e->op == Op::Const && e->value == v; }
+
+static double fold_unary(Op op, double x) {
+  switch (op) {
+    case Op::Neg: return -x;
+    case Op::Relu: return x > 0 ? x : 0;
+    case Op::Step: return x > 0 ? 1 : 0;
+    case Op::Sigmoid: return 1 / (1 + std::exp(-x));
+    case Op::Tanh: return std::tanh(x);
+    case Op::Exp: return std::exp(x);
+    case Op::Log: return std::log(x);
+    case Op::Sqrt: return std::sqrt(x);
+    case Op::Abs: return std::fabs(x);
+    case Op::Sign: return (x > 0) - (x < 0);
+    default: return NAN;
+  }
+}
+
+ExprP unary(Op op, ExprP a) {
+  if (a->op == Op::Const && op != Op::Gelu && op != Op::GeluGrad) {
+    double v = fold_unary(op, a->value);
+    if (std::isfinite(v)) return cnst(v);
+  }
+  if (op == Op::Neg && a->op == Op::Neg) return a->args[0];
+  auto e = std::make_shared<Expr>();
+  e->op = op;
+  e->args = {std::move(a)};
+  return e;
+}
+
+ExprP binary(Op op, ExprP a, ExprP b) {
+  const bool ca = a->op == Op::Const, cb = b->op == Op::Const;
+  if (ca && cb) {
+    double x = a->value, y = b->value;
+    switch (op) {
+      case Op::Add: return cnst(x + y);
+      case Op::Sub: return cnst(x - y);
+      case Op::Mul: return cnst(x * y);
+      case Op::Div: if (y != 0) return cnst(x / y); break;
+      case Op::Eq: return cnst(x == y);
+      case Op::Gt: return cnst(x > y);
+      default: break;
+    }
+  }
+  switch (op) {
+    case Op::Add:
+      if (is_const(a, 0)) return b;
+      if (is_const(b, 0)) return a;
+      if (b->op == Op::Neg) return binary(Op::Sub, a, b->args[0]);
+      break;
+    case Op::Sub:
+      if (is_const(b, 0)) return a;
+      if (is_const(a, 0)) return unary(Op::Neg, b);
+      if (b->op == Op::Neg) return binary(Op::Add, a, b->args[0]);
+      break;
+    case Op::Mul:
+      if (is_const(a, 0) || is_const(b, 0)) return cnst(0);
+      if (is_const(a, 1)) return b;
+      if (is_const(b, 1)) return a;
+      if (is_const(a, -1)) return unary(Op::Neg, b);
+      if (is_const(b, -1)) return unary(Op::Neg, a);
+      if (a->op == Op::Neg) return unary(Op::Neg, binary(Op::Mul, a->args[0], b));
+      if (b->op == Op::Neg) return unary(Op::Neg, binary(Op::Mul, a, b->args[0]));
+      break;
+    case Op::Div:
+      if (is_const(a, 0)) return cnst(0);
+      if (is_const(b, 1)) return a;
+      if (a->op == Op::Neg) return unary(Op::Neg, binary(Op::Div, a->args[0], b));
+      break;
+    default: break;
+  }
+  auto e = std::make_shared<Expr>();
+  e->op = op;
+  e->args = {std::move(a), std::move(b)};
+  return e;
+}
+
+ExprP pow(ExprP a, double exponent) {
+  if (exponent == 1) return a;
+  if (exponent == 0) return cnst(1);
+  if (a->op == Op::Const) return cnst(std::pow(a->value, exponent));
+  auto e = std::make_shared<Expr>();
+  e->op = Op::Pow;
+  e->value = exponent;
+  e->args = {std::move(a)};
+  return e;
+}
+
+ExprP select(ExprP c, ExprP a, ExprP b) {
+  if (c->op == Op::Const) return c->value != 0 ? a : b;
+  if (same_expr(*a, *b)) return a;
+  auto e = std::make_shared<Expr>();
+  e->op = Op::Select;
+  e->args = {std::move(c), std::move(a), std::move(b)};
+  return e;
+}
+
+bool same_expr(const Expr& a, const Expr& b) {
+  if (&a == &b) return true;
+  if (a.op != b.op || a.value != b.value || a.name != b.name || a.nograd != b.nograd ||
+      a.args.size() != b.args.size())
+    return false;
+  if ((a.op == Op::Load || a.op == Op::Index) && !(a.access == b.access)) return false;
+  for (size_t i = 0; i < a.args.size(); ++i)
+    if (!same_expr(*a.args[i], *b.args[i])) return false;
+  return true;
+}
+
+int Program::find(const std::string& name) const {
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+Routine* Program::routine(const std::string& name) {
+  for (auto& r : routines)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+const Routine* Program::routine(const std::string& name) const {
+  for (const auto& r : routines)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+Stmt elementwise(const Program& p, int buf, std::string what) {
+  const Buffer& b = p.buffers[static_cast<size_t>(buf)];
+  Stmt s;
+  for (size_t d = 0; d < b.dims.size(); ++d) {
+    s.iters.push_back({b.dims.size() == 1 ? std::string("j") : "j" + std::to_string(d), b.dims[d].size,
+                       b.dims[d].batch});
+    s.out.index.push_back(Affine::of(static_cast<int>(d)));
+  }
+  s.out.buf = buf;
+  s.body = cnst(0);
+  s.what = std::move(what);
+  return s;
+}
+
+ExprP load_all(const Stmt& s, int buf) { return load({buf, s.out.index}); }
+
+void collect_loads(const ExprP& e, std::vector<const Expr*>& out) {
+  if (e->op == Op::Load) out.push_back(e.get());
+  for (const auto& a : e->args) collect_loads(a, out);
+}
+
+}  // namespace cannl::ir

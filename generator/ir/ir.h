@@ -1,0 +1,153 @@
+// ir.h — the loop IR: buffers, and loop nests that assign scalar expressions to them.
+//
+// A Program is the whole model after lowering: its buffers (inputs, params, computed tensors,
+// temporaries, gradients, optimiser state) and its routines. A routine is a list of loop
+// nests (Stmt). Each nest has named loops with constant bounds (or the run-time batch count
+// for a batch loop), and one assignment  out[index] (=|+=|max=|min=) expr  where every index
+// is affine in the loop variables. Reads out of a buffer's range are zero (convolution
+// padding); writes out of range are skipped. Gradients and optimiser updates are ordinary
+// nests over ordinary buffers, so passes see forward and backward as one program.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cannl::ir {
+
+// One axis of a buffer. A batch axis has `size` = the generation-time maximum batch; loops
+// over it run to the run-time count n.
+struct Dim {
+  long size = 1;
+  bool batch = false;
+  bool operator==(const Dim&) const = default;
+};
+
+enum class Role { Input, Param, Computed, Temp, Grad, OptState };
+const char* role_name(Role r);
+
+struct Buffer {
+  std::string name;      // C identifier: w1, h1, h1_mm, w1_grad, w1_exp_avg
+  std::vector<Dim> dims; // storage order (row-major): batch, output, input axes
+  Role role = Role::Temp;
+  int tensor = -1;       // spec tensor index, if any
+  int grad_of = -1;      // Grad: the buffer it is the gradient of
+  std::string shape;     // the spec shape, as written in §4 notation, for comments
+  std::string state_name;  // in checkpoints: the param name, or "w1.exp_avg" (PyTorch's names)
+  long elements() const;  // with batch axes at their maximum
+};
+
+// A loop variable of a nest.
+struct Iter {
+  std::string name;
+  long size = 1;       // constant bound (for batch: the maximum)
+  bool batch = false;  // bound is the run-time n
+};
+
+// sum(coef * iter) + offset, iters by position in the nest's `iters`.
+struct Affine {
+  struct Term {
+    int iter;
+    long coef;
+  };
+  std::vector<Term> terms;
+  long offset = 0;
+  static Affine of(int iter) { return {{{iter, 1}}, 0}; }
+  static Affine constant(long c) { return {{}, c}; }
+  bool is_single_iter() const { return offset == 0 && terms.size() == 1 && terms[0].coef == 1; }
+  bool operator==(const Affine& o) const;
+};
+
+struct Access {
+  int buf = -1;
+  std::vector<Affine> index;  // one per buffer dim
+  bool operator==(const Access& o) const { return buf == o.buf && index == o.index; }
+};
+
+enum class Op {
+  Const,     // value
+  Scalar,    // a named run-time scalar of the routine: n, lr, step, bias corrections
+  Index,     // the integer value of `index[0]` (an Affine in loop variables), as a number
+  Load,      // access
+  Neg, Add, Sub, Mul, Div,
+  Pow,       // args[0] ** value
+  Relu, Step /* x > 0 ? 1 : 0 */, Sigmoid, Tanh, Exp, Log, Sqrt, Abs, Sign, Gelu, GeluGrad,
+  Eq, Gt,    // 1 or 0
+  Select,    // args[0] != 0 ? args[1] : args[2]
+  Uniform,   // lo = args[0].value, hi = args[1].value (init only; sequential)
+  Normal,    // mean, std
+};
+const char* op_name(Op op);
+int op_arity(Op op);
+
+struct Expr;
+using ExprP = std::shared_ptr<const Expr>;
+
+struct Expr {
+  Op op = Op::Const;
+  double value = 0;         // Const, Pow exponent
+  std::string name;         // Scalar
+  Access access;            // Load; Index uses access.index[0]
+  bool nograd = false;      // Load: treated as a constant by autodiff (softmax's shift)
+  std::vector<ExprP> args;
+};
+
+// Constructors with light simplification (0 + x = x, 1 * x = x, constants folded).
+ExprP cnst(double v);
+ExprP scalar(const std::string& name);
+ExprP load(const Access& a, bool nograd = false);
+ExprP index_value(const Affine& a);
+ExprP unary(Op op, ExprP a);
+ExprP binary(Op op, ExprP a, ExprP b);
+ExprP pow(ExprP a, double exponent);
+ExprP select(ExprP c, ExprP a, ExprP b);
+bool is_const(const ExprP& e, double v);
+bool same_expr(const Expr& a, const Expr& b);
+
+enum class Accum { Set, Add, Max, Min };
+const char* accum_symbol(Accum a);  // "=", "+=", "max=", "min="
+
+struct Stmt {
+  std::vector<Iter> iters;  // loop order, outermost first
+  Access out;
+  Accum accum = Accum::Set;
+  ExprP body;
+  int line = 0;             // spec line it comes from (0: none)
+  std::string what;         // "h1 = relu(w1 * x + b1)", "d loss / d w1", "sgd update of w1"
+  bool sequential = false;  // must run in order (random initialisation)
+  int parallel = -1;        // set by loop ordering: the loop run in parallel, or -1
+};
+
+struct Routine {
+  std::string name;         // init, train_step, forward, eval_metrics
+  // Run-time scalars the nests use, each defined once at the top of the routine by a formula
+  // in C syntax over `n`, `lr` and `step` (e.g. bc1 = 1 - pow(0.9, step)).
+  std::vector<std::pair<std::string, std::string>> scalars;
+  std::vector<Stmt> stmts;
+};
+
+struct Program {
+  std::string model;
+  long max_batch = 256;
+  std::vector<Buffer> buffers;
+  std::vector<Routine> routines;
+  // The model's interface, as buffer indices in spec order.
+  std::vector<int> inputs, outputs, params;
+  std::vector<int> metrics;  // each a scalar buffer named after the metric
+  int loss = -1;
+  double lr = 0;             // the optimiser's learning rate in the spec
+  std::string optimizer;     // "sgd(lr = 0.1, momentum = 0.9)"
+  int find(const std::string& name) const;  // buffer index or -1
+  Routine* routine(const std::string& name);
+  const Routine* routine(const std::string& name) const;
+};
+
+// A nest over every element of buffer `buf` (loops j, or j0, j1, ...) assigning `body`,
+// whose loads index the buffer's own positions with the identity map.
+Stmt elementwise(const Program& p, int buf, std::string what);
+ExprP load_all(const Stmt& elementwise_stmt, int buf);  // buf[j0, j1, ...] in that nest
+
+// Every buffer read by an expression (in order of appearance).
+void collect_loads(const ExprP& e, std::vector<const Expr*>& out);
+
+}  // namespace cannl::ir

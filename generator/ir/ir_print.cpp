@@ -1,0 +1,125 @@
+// ir_print.cpp — the loop IR as text.
+#include "ir/ir_print.h"
+
+#include <fmt/format.h>
+
+namespace cannl::ir {
+
+std::string print_affine(const Affine& a, const std::vector<Iter>& iters) {
+  std::string s;
+  for (const auto& t : a.terms) {
+    long c = t.coef;
+    if (!s.empty()) {
+      s += c < 0 ? " - " : " + ";
+      c = c < 0 ? -c : c;
+    } else if (c < 0) {
+      s += "-";
+      c = -c;
+    }
+    if (c != 1) s += fmt::format("{}*", c);
+    s += iters[static_cast<size_t>(t.iter)].name;
+  }
+  if (s.empty()) return fmt::format("{}", a.offset);
+  if (a.offset > 0) s += fmt::format(" + {}", a.offset);
+  if (a.offset < 0) s += fmt::format(" - {}", -a.offset);
+  return s;
+}
+
+static std::string print_access(const Access& a, const Program& p, const std::vector<Iter>& iters) {
+  std::string s = p.buffers[static_cast<size_t>(a.buf)].name + "[";
+  for (size_t i = 0; i < a.index.size(); ++i) {
+    if (i) s += ", ";
+    s += print_affine(a.index[i], iters);
+  }
+  return s + "]";
+}
+
+static int precedence(Op op) {
+  switch (op) {
+    case Op::Eq: case Op::Gt: return 1;
+    case Op::Add: case Op::Sub: return 2;
+    case Op::Mul: case Op::Div: return 3;
+    case Op::Neg: return 4;
+    default: return 5;
+  }
+}
+
+static std::string number(double v) {
+  std::string s = fmt::format("{}", v);
+  return s;
+}
+
+static std::string print_sub(const Expr& e, const Program& p, const std::vector<Iter>& iters, int min_prec) {
+  std::string s = print_expr(e, p, iters);
+  return precedence(e.op) < min_prec ? "(" + s + ")" : s;
+}
+
+std::string print_expr(const Expr& e, const Program& p, const std::vector<Iter>& iters) {
+  switch (e.op) {
+    case Op::Const: return number(e.value);
+    case Op::Scalar: return e.name;
+    case Op::Index: return "index(" + print_affine(e.access.index[0], iters) + ")";
+    case Op::Load: return print_access(e.access, p, iters) + (e.nograd ? "'" : "");
+    case Op::Neg: return "-" + print_sub(*e.args[0], p, iters, 5);
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Eq: case Op::Gt: {
+      int pr = precedence(e.op);
+      // Left-associative: the right operand needs parentheses at equal precedence.
+      return print_sub(*e.args[0], p, iters, pr) + " " + op_name(e.op) + " " +
+             print_sub(*e.args[1], p, iters, pr + 1);
+    }
+    case Op::Pow: return print_sub(*e.args[0], p, iters, 5) + " ** " + number(e.value);
+    case Op::Select:
+      return "select(" + print_expr(*e.args[0], p, iters) + ", " + print_expr(*e.args[1], p, iters) +
+             ", " + print_expr(*e.args[2], p, iters) + ")";
+    case Op::Uniform: case Op::Normal:
+      return std::string(op_name(e.op)) + "(" + print_expr(*e.args[0], p, iters) + ", " +
+             print_expr(*e.args[1], p, iters) + ")";
+    default: return std::string(op_name(e.op)) + "(" + print_expr(*e.args[0], p, iters) + ")";
+  }
+}
+
+std::string print_stmt(const Stmt& s, const Program& p) {
+  std::string loops;
+  for (size_t i = 0; i < s.iters.size(); ++i) {
+    const Iter& it = s.iters[i];
+    if (!loops.empty()) loops += ", ";
+    if (static_cast<int>(i) == s.parallel) loops += "parallel ";
+    loops += it.batch ? fmt::format("{} < n", it.name) : fmt::format("{} < {}", it.name, it.size);
+  }
+  std::string head = loops.empty() ? "" : "for " + loops + ":  ";
+  return head + print_access(s.out, p, s.iters) + " " + accum_symbol(s.accum) + " " +
+         print_expr(*s.body, p, s.iters) + (s.sequential ? "   (in order)" : "");
+}
+
+static std::string dims_text(const Buffer& b) {
+  std::string s = "[";
+  for (size_t i = 0; i < b.dims.size(); ++i) {
+    if (i) s += ", ";
+    s += b.dims[i].batch ? "batch" : fmt::format("{}", b.dims[i].size);
+  }
+  return s + "]";
+}
+
+std::string print_buffers(const Program& p) {
+  std::string s = fmt::format("buffers (storage order; batch <= {})\n", p.max_batch);
+  for (const Buffer& b : p.buffers)
+    s += fmt::format("  {:<22} {:<16} {:<20} {}\n", b.name, role_name(b.role), dims_text(b), b.shape);
+  return s;
+}
+
+std::string print_program(const Program& p) {
+  std::string s = fmt::format("model {}\n\n", p.model) + print_buffers(p);
+  for (const Routine& r : p.routines) {
+    s += fmt::format("\nroutine {}\n", r.name);
+    std::string last;
+    for (const Stmt& st : r.stmts) {
+      std::string what = st.line ? fmt::format("# line {}: {}", st.line, st.what) : "# " + st.what;
+      if (what != last) s += "  " + what + "\n";
+      last = what;
+      s += "    " + print_stmt(st, p) + "\n";
+    }
+  }
+  return s;
+}
+
+}  // namespace cannl::ir

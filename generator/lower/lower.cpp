@@ -1,0 +1,645 @@
+// lower.cpp — spec expressions to forward loop nests (see lower.h).
+#include "lower/lower.h"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+#include <set>
+
+#include "support/diagnostic.h"
+
+namespace cannl {
+
+using ir::Affine;
+using ir::ExprP;
+using ir::Op;
+using Map = std::vector<Affine>;  // one index per storage dim of a value's shape
+
+namespace {
+
+struct FlatAxis {
+  AxisKind kind;
+  int pos;  // within its row
+  Axis axis;
+};
+
+constexpr AxisKind kStorageOrder[3] = {AxisKind::Batch, AxisKind::Output, AxisKind::Input};
+
+std::vector<FlatAxis> flat(const Shape& s) {
+  std::vector<FlatAxis> out;
+  for (AxisKind k : kStorageOrder) {
+    const auto& row = s.row(k);
+    for (size_t i = 0; i < row.size(); ++i) out.push_back({k, static_cast<int>(i), row[i]});
+  }
+  return out;
+}
+
+// Position of (kind, pos) in storage order.
+int flat_index(const Shape& s, AxisKind kind, int pos) {
+  int base = 0;
+  for (AxisKind k : kStorageOrder) {
+    if (k == kind) return base + pos;
+    base += static_cast<int>(s.row(k).size());
+  }
+  return -1;
+}
+
+const char* kind_letter(AxisKind k) { return k == AxisKind::Batch ? "b" : k == AxisKind::Output ? "o" : "i"; }
+
+// The loops of one nest under construction.
+struct Nest {
+  std::vector<ir::Iter> iters;
+  int add(const std::string& base, long size, bool batch) {
+    static const std::set<std::string> reserved = {"n", "m", "in", "out", "lr", "step", "acc", "bc1",
+                                                    "bc2", "rng", "real", "int", "for", "do", "if"};
+    std::string name = base;
+    auto taken = [&](const std::string& s) {
+      if (reserved.count(s)) return true;
+      for (const auto& it : iters)
+        if (it.name == s) return true;
+      return false;
+    };
+    for (int i = 1; taken(name); ++i) name = fmt::format("{}{}", base, i);
+    iters.push_back({name, size, batch});
+    return static_cast<int>(iters.size()) - 1;
+  }
+};
+
+class Lowerer {
+public:
+  Lowerer(const Model& m, const ShapeInfo& sh, const SourceFile& f, long max_batch)
+      : m_(m), sh_(sh), file_(f), max_batch_(max_batch) {
+    out_.prog.model = m.name;
+    out_.prog.max_batch = max_batch;
+  }
+
+  Lowered run() {
+    out_.tensor_buf.assign(m_.tensors.size(), -1);
+    for (size_t i = 0; i < m_.tensors.size(); ++i) {
+      const Tensor& t = m_.tensors[i];
+      ir::Role role = t.kind == TensorKind::Input   ? ir::Role::Input
+                      : t.kind == TensorKind::Param ? ir::Role::Param
+                                                    : ir::Role::Computed;
+      int b = new_buffer(t.name, sh_.tensors[i], role);
+      out_.prog.buffers[static_cast<size_t>(b)].tensor = static_cast<int>(i);
+      out_.prog.buffers[static_cast<size_t>(b)].shape = t.name + " : " + print_shape(sh_.tensors[i]);
+      out_.tensor_buf[i] = b;
+      if (t.kind != TensorKind::Computed) continue;
+      base_ = t.name;
+      line_ = static_cast<int>(file_.line_col(t.stmt->range.begin).line);
+      what_ = one_line(file_.slice(t.stmt->range));
+      materialise(t.expr, b);
+    }
+    return std::move(out_);
+  }
+
+private:
+  const Model& m_;
+  const ShapeInfo& sh_;
+  const SourceFile& file_;
+  long max_batch_;
+  Lowered out_;
+  std::map<const Expr*, int> done_;
+  std::string base_, what_;
+  int line_ = 0;
+
+  static std::string one_line(std::string_view s) {
+    std::string out;
+    bool space = false;
+    for (char c : s) {
+      if (c == '\n' || c == '\t' || c == ' ' || c == '\r') {
+        space = !out.empty();
+        continue;
+      }
+      if (space) out += ' ';
+      space = false;
+      out += c;
+    }
+    return out;
+  }
+
+  const Shape& shape(const Expr* e) const { return sh_.of(e); }
+
+  int new_buffer(const std::string& name, const Shape& s, ir::Role role) {
+    return new_buffer_dims(name, storage_dims(s, max_batch_), role, print_shape(s));
+  }
+  int new_buffer_dims(std::string name, std::vector<ir::Dim> dims, ir::Role role, std::string shape) {
+    for (int i = 2; out_.prog.find(name) >= 0; ++i) name = fmt::format("{}{}", name, i);
+    ir::Buffer b;
+    b.name = name;
+    b.dims = std::move(dims);
+    b.role = role;
+    b.shape = std::move(shape);
+    out_.prog.buffers.push_back(std::move(b));
+    return static_cast<int>(out_.prog.buffers.size()) - 1;
+  }
+  int temp(const std::string& suffix, const Shape& s) {
+    return new_buffer(base_ + "_" + suffix, s, ir::Role::Temp);
+  }
+
+  void emit(const Nest& n, int buf, Map index, ir::Accum acc, ExprP body) {
+    ir::Stmt s;
+    s.iters = n.iters;
+    s.out = {buf, std::move(index)};
+    s.accum = acc;
+    s.body = std::move(body);
+    s.line = line_;
+    s.what = what_;
+    out_.forward.push_back(std::move(s));
+  }
+
+  // A nest with one loop per storage axis of `s`; returns the identity map.
+  Map loops_for(const Shape& s, Nest& n, const std::vector<std::string>& names = {}) {
+    Map map;
+    std::map<AxisKind, int> seen;
+    for (const FlatAxis& a : flat(s)) {
+      int k = seen[a.kind]++;
+      std::string base = static_cast<size_t>(map.size()) < names.size()
+                             ? names[map.size()]
+                             : (s.row(a.kind).size() > 1 ? fmt::format("{}{}", kind_letter(a.kind), k)
+                                                         : kind_letter(a.kind));
+      map.push_back(Affine::of(n.add(base, a.axis.is_batch ? max_batch_ : a.axis.size, a.axis.is_batch)));
+    }
+    return map;
+  }
+
+  // Broadcast (contract §5): each kind of axes aligned from the right; a size-1 axis of the
+  // child against a larger one of the parent reads index 0.
+  Map align(const Shape& parent, const Map& pmap, const Shape& child) {
+    Map out;
+    for (const FlatAxis& a : flat(child)) {
+      int np = static_cast<int>(parent.row(a.kind).size()), nc = static_cast<int>(child.row(a.kind).size());
+      int pp = a.pos + np - nc;
+      if (pp < 0) CANNL_BUG("broadcast of a longer row into a shorter one");
+      const Axis& pa = parent.row(a.kind)[static_cast<size_t>(pp)];
+      if (!a.axis.is_batch && a.axis.size == 1 && (pa.is_batch || pa.size != 1))
+        out.push_back(Affine::constant(0));
+      else
+        out.push_back(pmap[static_cast<size_t>(flat_index(parent, a.kind, pp))]);
+    }
+    return out;
+  }
+
+  static bool is_pointwise_call(const std::string& n) {
+    static const std::set<std::string> p = {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"};
+    return p.count(n) > 0;
+  }
+  static Op unary_op(const std::string& n) {
+    static const std::map<std::string, Op> ops = {{"relu", Op::Relu}, {"sigmoid", Op::Sigmoid},
+                                                  {"tanh", Op::Tanh}, {"exp", Op::Exp},
+                                                  {"log", Op::Log},   {"sqrt", Op::Sqrt},
+                                                  {"abs", Op::Abs},   {"gelu", Op::Gelu}};
+    return ops.at(n);
+  }
+  static bool is_pointwise(const Expr* e) {
+    switch (e->kind) {
+      case ExprKind::Number: case ExprKind::Name: case ExprKind::Neg: case ExprKind::Add:
+      case ExprKind::Sub: case ExprKind::Mul: case ExprKind::Div: case ExprKind::Pow:
+        return true;
+      case ExprKind::Call: return is_pointwise_call(e->name);
+      default: return false;
+    }
+  }
+
+  // The value of `e` at index `map` (one entry per storage dim of e's shape), pointwise
+  // sub-expressions inline, anything else stored in a buffer first.
+  ExprP value(const Expr* e, const Map& map) {
+    const Shape& s = shape(e);
+    auto child = [&](const Expr* c) { return value(c, align(s, map, shape(c))); };
+    switch (e->kind) {
+      case ExprKind::Number: return ir::cnst(e->number);
+      case ExprKind::Name: {
+        auto it = m_.index.find(e->name);
+        if (it == m_.index.end()) {
+          auto d = m_.dims.find(e->name);
+          if (d == m_.dims.end()) CANNL_BUG("unknown name after resolution: " + e->name);
+          return ir::cnst(static_cast<double>(d->second));
+        }
+        return ir::load({out_.tensor_buf[static_cast<size_t>(it->second)], map});
+      }
+      case ExprKind::Neg: return ir::unary(Op::Neg, child(e->operands[0].get()));
+      case ExprKind::Add: return ir::binary(Op::Add, child(e->operands[0].get()), child(e->operands[1].get()));
+      case ExprKind::Sub: return ir::binary(Op::Sub, child(e->operands[0].get()), child(e->operands[1].get()));
+      case ExprKind::Mul: return ir::binary(Op::Mul, child(e->operands[0].get()), child(e->operands[1].get()));
+      case ExprKind::Div: return ir::binary(Op::Div, child(e->operands[0].get()), child(e->operands[1].get()));
+      case ExprKind::Pow: return ir::pow(child(e->operands[0].get()), e->operands[1]->number);
+      case ExprKind::Call:
+        if (is_pointwise_call(e->name)) return ir::unary(unary_op(e->name), child(call(e).tensors[0]));
+        break;
+      default: break;
+    }
+    return ir::load({materialise(e, -1), map});
+  }
+
+  // An operand of a product: names and numbers inline, anything else stored first (it would
+  // otherwise be recomputed for every term of the sum).
+  ExprP operand(const Expr* e, const Map& map) {
+    if (e->kind == ExprKind::Name || e->kind == ExprKind::Number) return value(e, map);
+    return ir::load({materialise(e, -1), map});
+  }
+
+  const BoundCall& call(const Expr* e) const { return m_.calls.at(e); }
+
+  // Stores the value of `e` in buffer `target` (or a new temporary) and returns the buffer.
+  int materialise(const Expr* e, int target) {
+    if (auto it = done_.find(e); it != done_.end()) return it->second;
+    const Shape& s = shape(e);
+    auto buffer = [&](const char* suffix) { return target >= 0 ? target : temp(suffix, s); };
+    int b = -1;
+    if (is_pointwise(e)) {
+      b = buffer("v");
+      Nest n;
+      Map id = loops_for(s, n);
+      emit(n, b, id, ir::Accum::Set, value(e, id));
+    } else if (e->kind == ExprKind::MatMul) {
+      b = buffer("mm");
+      lower_matmul(e, b);
+    } else if (e->kind == ExprKind::Call) {
+      const BoundCall& c = call(e);
+      const std::string& f = e->name;
+      if (f == "sum" || f == "mean" || f == "max") {
+        b = buffer(f.c_str());
+        ir::Accum acc = f == "max" ? ir::Accum::Max : ir::Accum::Add;
+        if (c.spec)
+          lower_einsum(*c.spec, c.tensors, acc, f == "mean", b, s);
+        else
+          lower_reduce_all(c.tensors[0], acc, f == "mean", b);
+      } else if (f == "einsum") {
+        b = buffer("ein");
+        lower_einsum(*c.spec, c.tensors, ir::Accum::Add, false, b, s);
+      } else if (f == "softmax" || f == "log_softmax") {
+        b = buffer(f.c_str());
+        lower_softmax(c.tensors[0], f == "log_softmax", b);
+      } else if (f == "cross_entropy") {
+        b = buffer("ce");
+        lower_cross_entropy(c.tensors[0], c.tensors[1], b);
+      } else if (f == "layer_norm") {
+        b = buffer("ln");
+        lower_layer_norm(c.tensors[0], c.values.at("eps"), b);
+      } else if (f == "accuracy") {
+        b = buffer("acc");
+        lower_accuracy(c.tensors[0], c.tensors[1], b);
+      } else if (f == "conv2d") {
+        b = buffer("conv");
+        lower_conv2d(c, b);
+      } else if (f == "max_pool2d" || f == "avg_pool2d") {
+        b = buffer("pool");
+        lower_pool(c, f == "max_pool2d", b);
+      } else {
+        CANNL_BUG("no lowering for built-in " + f);
+      }
+    } else {
+      CANNL_BUG("no lowering for this expression");
+    }
+    done_[e] = b;
+    return b;
+  }
+
+  void fill(int buf, const Map& index, const Nest& outer, double v) {
+    emit(outer, buf, index, ir::Accum::Set, ir::cnst(v));
+  }
+  // A nest over the storage dims of buffer `b` only (for fills of statistics).
+  Map loops_for_buffer(int b, Nest& n, const std::vector<std::string>& names) {
+    Map map;
+    const auto& dims = out_.prog.buffers[static_cast<size_t>(b)].dims;
+    for (size_t i = 0; i < dims.size(); ++i)
+      map.push_back(Affine::of(n.add(i < names.size() ? names[i] : fmt::format("j{}", i), dims[i].size, dims[i].batch)));
+    return map;
+  }
+  void fill_buffer(int b, double v, const std::vector<std::string>& names = {}) {
+    Nest n;
+    Map id = loops_for_buffer(b, n, names);
+    fill(b, id, n, v);
+  }
+
+  // a * b: contracts a's input axes with b's output axes; batch axes broadcast.
+  void lower_matmul(const Expr* e, int r) {
+    const Expr* a = e->operands[0].get();
+    const Expr* b = e->operands[1].get();
+    const Shape &rs = shape(e), &as = shape(a), &bs = shape(b);
+    fill_buffer(r, 0, names_of(rs));
+    Nest n;
+    Map rmap = loops_for(rs, n);
+    std::vector<Affine> contracted;
+    const auto& arow = as.row(AxisKind::Input);
+    for (size_t k = 0; k < arow.size(); ++k)
+      contracted.push_back(Affine::of(n.add(arow.size() > 1 ? fmt::format("k{}", k) : "k", arow[k].size, false)));
+    auto map_for = [&](const Shape& os, bool is_a) {
+      Map m;
+      for (const FlatAxis& fa : flat(os)) {
+        if (fa.kind == AxisKind::Batch) {
+          int np = static_cast<int>(rs.row(AxisKind::Batch).size()), nc = static_cast<int>(os.row(AxisKind::Batch).size());
+          int pp = fa.pos + np - nc;
+          const Axis& pa = rs.row(AxisKind::Batch)[static_cast<size_t>(pp)];
+          m.push_back(!fa.axis.is_batch && fa.axis.size == 1 && (pa.is_batch || pa.size != 1)
+                          ? Affine::constant(0)
+                          : rmap[static_cast<size_t>(flat_index(rs, AxisKind::Batch, pp))]);
+        } else if ((fa.kind == AxisKind::Input) == is_a) {
+          m.push_back(contracted[static_cast<size_t>(fa.pos)]);
+        } else {
+          AxisKind rk = is_a ? AxisKind::Output : AxisKind::Input;
+          m.push_back(rmap[static_cast<size_t>(flat_index(rs, rk, fa.pos))]);
+        }
+      }
+      return m;
+    };
+    ExprP body = ir::binary(Op::Mul, operand(a, map_for(as, true)), operand(b, map_for(bs, false)));
+    emit(n, r, rmap, ir::Accum::Add, body);
+  }
+
+  std::vector<std::string> names_of(const Shape& s) {
+    Nest tmp;
+    loops_for(s, tmp);
+    std::vector<std::string> out;
+    for (auto& it : tmp.iters) out.push_back(it.name);
+    return out;
+  }
+
+  // Count of the iterations of the loops `which` of a nest, as an expression (n for batch).
+  ExprP count_of(const Nest& n, const std::vector<int>& which) {
+    long k = 1;
+    int batches = 0;
+    for (int i : which) {
+      if (n.iters[static_cast<size_t>(i)].batch) ++batches;
+      else k *= n.iters[static_cast<size_t>(i)].size;
+    }
+    ExprP c = ir::cnst(static_cast<double>(k));
+    for (int i = 0; i < batches; ++i) c = ir::binary(Op::Mul, c, ir::scalar("n"));
+    return c;
+  }
+
+  void lower_reduce_all(const Expr* x, ir::Accum acc, bool mean, int r) {
+    fill_buffer(r, acc == ir::Accum::Max ? -INFINITY : 0.0);
+    Nest n;
+    Map id = loops_for(shape(x), n);
+    ExprP v = value(x, id);
+    if (mean) {
+      std::vector<int> all;
+      for (size_t i = 0; i < n.iters.size(); ++i) all.push_back(static_cast<int>(i));
+      v = ir::binary(Op::Div, v, count_of(n, all));
+    }
+    emit(n, r, {}, acc, v);
+  }
+
+  // einsum (contract §6) with one or two operands; also sum/mean/max with a spec.
+  void lower_einsum(const EinsumSpec& spec, const std::vector<const Expr*>& ops, ir::Accum acc,
+                    bool mean, int r, const Shape& rs) {
+    Nest n;
+    std::map<std::string, int> iter_of;  // axis name (or "...K#j") -> loop
+    // Expands one operand against its concrete shape: a key per storage axis.
+    struct Slot {
+      const EinAxis* axis;  // null for an axis of '...'
+      std::string key;
+      Axis concrete;
+    };
+    auto expand = [&](const EinOperand& o, const Shape& s) {
+      std::vector<Slot> slots;
+      for (AxisKind k : kStorageOrder) {
+        const auto& axes = o.part(k);
+        const auto& row = s.row(k);
+        bool has_ell = false;
+        for (const auto& a : axes) has_ell |= a.kind == EinAxis::Ellipsis;
+        long ell = static_cast<long>(row.size()) - static_cast<long>(axes.size()) + (has_ell ? 1 : 0);
+        size_t ri = 0;
+        for (const auto& a : axes) {
+          if (a.kind == EinAxis::Ellipsis) {
+            for (long j = 0; j < ell; ++j, ++ri)
+              slots.push_back({nullptr, fmt::format("...{}#{}", kind_letter(k), ell - j), row[ri]});
+          } else {
+            slots.push_back({&a, a.name, row[ri++]});
+          }
+        }
+      }
+      return slots;
+    };
+    auto get_iter = [&](const std::string& key, const Axis& ax, const std::string& display) {
+      auto it = iter_of.find(key);
+      if (it != iter_of.end()) return it->second;
+      int i = n.add(display, ax.is_batch ? max_batch_ : ax.size, ax.is_batch);
+      iter_of[key] = i;
+      return i;
+    };
+    auto display = [](const Slot& s) {
+      if (s.axis) return s.axis->name;
+      return fmt::format("e{}", s.key.substr(s.key.find('#') + 1));
+    };
+    Map rmap;
+    for (const Slot& s : expand(spec.result, rs)) rmap.push_back(Affine::of(get_iter(s.key, s.concrete, display(s))));
+    size_t result_loops = n.iters.size();
+    std::vector<std::vector<Slot>> slots;
+    for (size_t i = 0; i < ops.size(); ++i) slots.push_back(expand(spec.operands[i], shape(ops[i])));
+    for (const auto& os : slots)  // plain names first: they give the sizes
+      for (const Slot& s : os)
+        if (!s.axis || s.axis->kind == EinAxis::Name) get_iter(s.key, s.concrete, display(s));
+    std::vector<Map> maps(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i)
+      for (const Slot& s : slots[i]) {
+        if (s.axis && s.axis->kind == EinAxis::Affine) {
+          const EinAxis& a = *s.axis;
+          Affine f = Affine::of(get_iter(a.name, {1, false}, a.name));
+          f.terms[0].coef = a.stride;
+          if (!a.kernel.empty()) f.terms.push_back({get_iter(a.kernel, {a.stride, false}, a.kernel), 1});
+          f.offset = -a.padding;
+          maps[i].push_back(f);
+          continue;
+        }
+        int it = iter_of.at(s.key);
+        const ir::Iter& iv = n.iters[static_cast<size_t>(it)];
+        bool bcast = !s.concrete.is_batch && s.concrete.size == 1 && (iv.batch || iv.size != 1);
+        maps[i].push_back(bcast ? Affine::constant(0) : Affine::of(it));
+      }
+    ExprP body;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      ExprP v = ops.size() == 1 ? value(ops[i], maps[i]) : operand(ops[i], maps[i]);
+      body = body ? ir::binary(Op::Mul, body, v) : v;
+    }
+    if (mean) {
+      std::vector<int> reduced;
+      for (size_t i = result_loops; i < n.iters.size(); ++i) reduced.push_back(static_cast<int>(i));
+      body = ir::binary(Op::Div, body, count_of(n, reduced));
+    }
+    std::vector<std::string> rnames;
+    for (size_t i = 0; i < result_loops; ++i) rnames.push_back(n.iters[i].name);
+    fill_buffer(r, acc == ir::Accum::Max ? -INFINITY : 0.0, rnames);
+    emit(n, r, rmap, acc, body);
+  }
+
+  // A nest over every axis of `xs`, and the index of its per-(batch, input) statistic.
+  struct StatNest {
+    Nest n;
+    Map x;        // identity over xs
+    Map stat;     // batch and input axes only
+    std::vector<int> out_loops;
+  };
+  StatNest stat_nest(const Shape& xs) {
+    StatNest sn;
+    sn.x = loops_for(xs, sn.n);
+    auto fl = flat(xs);
+    for (size_t i = 0; i < fl.size(); ++i) {
+      if (fl[i].kind == AxisKind::Output) sn.out_loops.push_back(sn.x[i].terms[0].iter);
+      else sn.stat.push_back(sn.x[i]);
+    }
+    return sn;
+  }
+  Shape stat_shape(const Shape& xs) {
+    Shape s = xs;
+    s.row(AxisKind::Output).clear();
+    return s;
+  }
+  std::vector<std::string> stat_names(const StatNest& sn) {
+    std::vector<std::string> out;
+    for (const auto& a : sn.stat) out.push_back(sn.n.iters[static_cast<size_t>(a.terms[0].iter)].name);
+    return out;
+  }
+
+  // max over the output axes (a constant shift for autodiff), then sum of exp(x - max).
+  std::pair<int, int> softmax_stats(const Expr* x, StatNest& sn, const ExprP& xv) {
+    Shape ss = stat_shape(shape(x));
+    int mx = temp("max", ss), sum = temp("sumexp", ss);
+    fill_buffer(mx, -INFINITY, stat_names(sn));
+    emit(sn.n, mx, sn.stat, ir::Accum::Max, xv);
+    fill_buffer(sum, 0, stat_names(sn));
+    emit(sn.n, sum, sn.stat, ir::Accum::Add,
+         ir::unary(Op::Exp, ir::binary(Op::Sub, xv, ir::load({mx, sn.stat}, true))));
+    return {mx, sum};
+  }
+
+  void lower_softmax(const Expr* x, bool log, int r) {
+    StatNest sn = stat_nest(shape(x));
+    ExprP xv = value(x, sn.x);
+    auto [mx, sum] = softmax_stats(x, sn, xv);
+    ExprP shifted = ir::binary(Op::Sub, xv, ir::load({mx, sn.stat}, true));
+    ExprP s = ir::load({sum, sn.stat});
+    emit(sn.n, r, sn.x, ir::Accum::Set,
+         log ? ir::binary(Op::Sub, shifted, ir::unary(Op::Log, s))
+             : ir::binary(Op::Div, ir::unary(Op::Exp, shifted), s));
+  }
+
+  // -sum over outputs(target * log_softmax(logits)), the log_softmax inline.
+  void lower_cross_entropy(const Expr* logits, const Expr* target, int r) {
+    StatNest sn = stat_nest(shape(logits));
+    ExprP lv = value(logits, sn.x);
+    auto [mx, sum] = softmax_stats(logits, sn, lv);
+    ExprP tv = value(target, align(shape(logits), sn.x, shape(target)));
+    ExprP logp = ir::binary(Op::Sub, ir::binary(Op::Sub, lv, ir::load({mx, sn.stat}, true)),
+                            ir::unary(Op::Log, ir::load({sum, sn.stat})));
+    fill_buffer(r, 0, stat_names(sn));
+    emit(sn.n, r, sn.stat, ir::Accum::Add, ir::unary(Op::Neg, ir::binary(Op::Mul, tv, logp)));
+  }
+
+  void lower_layer_norm(const Expr* x, double eps, int r) {
+    StatNest sn = stat_nest(shape(x));
+    ExprP xv = value(x, sn.x);
+    Shape ss = stat_shape(shape(x));
+    ExprP count = count_of(sn.n, sn.out_loops);
+    int mu = temp("mean", ss), var = temp("var", ss);
+    fill_buffer(mu, 0, stat_names(sn));
+    emit(sn.n, mu, sn.stat, ir::Accum::Add, ir::binary(Op::Div, xv, count));
+    ExprP centred = ir::binary(Op::Sub, xv, ir::load({mu, sn.stat}));
+    fill_buffer(var, 0, stat_names(sn));
+    emit(sn.n, var, sn.stat, ir::Accum::Add, ir::binary(Op::Div, ir::pow(centred, 2), count));
+    emit(sn.n, r, sn.x, ir::Accum::Set,
+         ir::binary(Op::Div, centred,
+                    ir::unary(Op::Sqrt, ir::binary(Op::Add, ir::load({var, sn.stat}), ir::cnst(eps)))));
+  }
+
+  // mean over batch (and input) indices of [argmax(logits) == argmax(target)], first
+  // maximum winning, as torch.argmax.
+  void lower_accuracy(const Expr* logits, const Expr* target, int r) {
+    const Shape& ls = shape(logits);
+    Shape ss = stat_shape(ls);
+    auto argmax = [&](const Expr* v, const char* what) {
+      StatNest sn = stat_nest(ls);
+      ExprP xv = value(v, align(ls, sn.x, shape(v)));
+      int mx = temp(fmt::format("{}_max", what), ss), arg = temp(fmt::format("{}_argmax", what), ss);
+      fill_buffer(mx, -INFINITY, stat_names(sn));
+      emit(sn.n, mx, sn.stat, ir::Accum::Max, xv);
+      // row-major position within the output axes
+      Affine pos;
+      long stride = 1;
+      for (size_t k = sn.out_loops.size(); k-- > 0;) {
+        pos.terms.insert(pos.terms.begin(), {sn.out_loops[k], stride});
+        stride *= sn.n.iters[static_cast<size_t>(sn.out_loops[k])].size;
+      }
+      fill_buffer(arg, INFINITY, stat_names(sn));
+      emit(sn.n, arg, sn.stat, ir::Accum::Min,
+           ir::select(ir::binary(Op::Eq, xv, ir::load({mx, sn.stat})), ir::index_value(pos), ir::cnst(INFINITY)));
+      return arg;
+    };
+    int al = argmax(logits, "pred"), at = argmax(target, "true");
+    fill_buffer(r, 0);
+    Nest n;
+    Map id = loops_for(ss, n);
+    std::vector<int> all;
+    for (size_t i = 0; i < n.iters.size(); ++i) all.push_back(static_cast<int>(i));
+    emit(n, r, {}, ir::Accum::Add,
+         ir::binary(Op::Div, ir::binary(Op::Eq, ir::load({al, id}), ir::load({at, id})), count_of(n, all)));
+  }
+
+  // x : [b | h, w, c], k : [kh, kw, c -> d] (stored [d, kh, kw, c]); r : [b | h', w', d].
+  void lower_conv2d(const BoundCall& c, int r) {
+    const Expr* x = c.tensors[0];
+    const Expr* k = c.tensors[1];
+    long s = static_cast<long>(c.values.at("stride")), p = static_cast<long>(c.values.at("padding"));
+    const Shape &rs = shape(c.call), &ks = shape(k);
+    size_t nb = rs.row(AxisKind::Batch).size();
+    std::vector<std::string> names;
+    for (size_t i = 0; i < nb; ++i) names.push_back(nb > 1 ? fmt::format("b{}", i) : "b");
+    names.insert(names.end(), {"y", "x", "d"});
+    fill_buffer(r, 0, names);
+    Nest n;
+    Map rmap = loops_for(rs, n, names);
+    const auto& kin = ks.row(AxisKind::Input);
+    int ky = n.add("ky", kin[0].size, false), kx = n.add("kx", kin[1].size, false), ci = n.add("c", kin[2].size, false);
+    Map xmap(rmap.begin(), rmap.begin() + static_cast<long>(nb));
+    auto window = [&](const Affine& o, int kk) {
+      Affine f = o;
+      f.terms[0].coef = s;
+      f.terms.push_back({kk, 1});
+      f.offset = -p;
+      return f;
+    };
+    xmap.push_back(window(rmap[nb], ky));
+    xmap.push_back(window(rmap[nb + 1], kx));
+    xmap.push_back(Affine::of(ci));
+    Map kmap = {rmap[nb + 2], Affine::of(ky), Affine::of(kx), Affine::of(ci)};
+    emit(n, r, rmap, ir::Accum::Add, ir::binary(Op::Mul, operand(x, xmap), operand(k, kmap)));
+  }
+
+  void lower_pool(const BoundCall& c, bool is_max, int r) {
+    const Expr* x = c.tensors[0];
+    long size = static_cast<long>(c.values.at("size"));
+    long stride = static_cast<long>(c.values.at("stride"));
+    if (stride == 0) stride = size;
+    const Shape& rs = shape(c.call);
+    size_t nb = rs.row(AxisKind::Batch).size();
+    std::vector<std::string> names;
+    for (size_t i = 0; i < nb; ++i) names.push_back(nb > 1 ? fmt::format("b{}", i) : "b");
+    names.insert(names.end(), {"y", "x"});
+    for (size_t i = 2; i < rs.row(AxisKind::Output).size(); ++i) names.push_back(i == 2 ? "c" : fmt::format("c{}", i - 2));
+    fill_buffer(r, is_max ? -INFINITY : 0.0, names);
+    Nest n;
+    Map rmap = loops_for(rs, n, names);
+    int ky = n.add("ky", size, false), kx = n.add("kx", size, false);
+    Map xmap = rmap;
+    xmap[nb] = Affine{{{rmap[nb].terms[0].iter, stride}, {ky, 1}}, 0};
+    xmap[nb + 1] = Affine{{{rmap[nb + 1].terms[0].iter, stride}, {kx, 1}}, 0};
+    ExprP v = value(x, xmap);
+    if (!is_max) v = ir::binary(Op::Div, v, ir::cnst(static_cast<double>(size * size)));
+    emit(n, r, rmap, is_max ? ir::Accum::Max : ir::Accum::Add, v);
+  }
+};
+
+}  // namespace
+
+std::vector<ir::Dim> storage_dims(const Shape& s, long max_batch) {
+  std::vector<ir::Dim> dims;
+  for (const FlatAxis& a : flat(s)) dims.push_back({a.axis.is_batch ? max_batch : a.axis.size, a.axis.is_batch});
+  return dims;
+}
+
+Lowered lower_forward(const Model& m, const ShapeInfo& shapes, const SourceFile& file, long max_batch) {
+  return Lowerer(m, shapes, file, max_batch).run();
+}
+
+}  // namespace cannl

@@ -1,0 +1,32 @@
+// lower.h — from the spec (Model + inferred shapes) to forward loop nests.
+//
+// Takes: a Model and ShapeInfo without errors. Guarantees: one buffer per spec tensor (named
+// after it, in storage order batch, output, input — contract §9), temporaries for values that
+// must be stored (matrix products, reductions, the statistics of softmax and layer_norm);
+// pointwise sub-expressions are computed inline inside the nest that uses them. `forward`
+// lists every nest in spec order (metrics included); each buffer's nests are contiguous, a
+// fill (= 0 or = -inf) first when the others accumulate. Composite built-ins (softmax,
+// cross_entropy, layer_norm, mean, accuracy, conv2d, pools) become nests of primitives here,
+// so autodiff needs one rule per primitive only.
+#pragma once
+
+#include <vector>
+
+#include "ir/ir.h"
+#include "shapes/infer.h"
+#include "spec/model.h"
+
+namespace cannl {
+
+struct Lowered {
+  ir::Program prog;
+  std::vector<ir::Stmt> forward;
+  std::vector<int> tensor_buf;  // spec tensor index -> buffer
+};
+
+Lowered lower_forward(const Model& m, const ShapeInfo& shapes, const SourceFile& file, long max_batch);
+
+// Storage dims of a shape: batch row, then output row, then input row.
+std::vector<ir::Dim> storage_dims(const Shape& s, long max_batch);
+
+}  // namespace cannl

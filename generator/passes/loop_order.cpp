@@ -1,0 +1,115 @@
+// loop_order.cpp — loop order and the parallel loop of each nest (see loop_order.h).
+#include "passes/loop_order.h"
+
+#include <algorithm>
+
+namespace cannl {
+
+namespace {
+
+using ir::Affine;
+
+// Element stride of loop `it` in an access (sum over dims of coef * dim stride).
+long stride_of(const ir::Program& p, const ir::Access& a, int it) {
+  const auto& dims = p.buffers[static_cast<size_t>(a.buf)].dims;
+  long stride = 1, total = 0;
+  for (size_t d = dims.size(); d-- > 0;) {
+    for (const auto& t : a.index[d].terms)
+      if (t.iter == it) total += t.coef * stride;
+    stride *= dims[d].size;
+  }
+  return total;
+}
+
+bool writes_alone(const ir::Access& out, int it) {
+  for (const Affine& a : out.index)
+    if (a.terms.size() == 1 && a.terms[0].iter == it) return true;
+  return false;
+}
+
+bool in_access(const ir::Access& a, int it) {
+  for (const Affine& f : a.index)
+    for (const auto& t : f.terms)
+      if (t.iter == it) return true;
+  return false;
+}
+
+Affine remap(const Affine& a, const std::vector<int>& new_pos) {
+  Affine r = a;
+  for (auto& t : r.terms) t.iter = new_pos[static_cast<size_t>(t.iter)];
+  return r;
+}
+
+ir::Access remap(const ir::Access& a, const std::vector<int>& new_pos) {
+  ir::Access r = a;
+  for (auto& f : r.index) f = remap(f, new_pos);
+  return r;
+}
+
+ir::ExprP remap(const ir::ExprP& e, const std::vector<int>& new_pos) {
+  auto c = std::make_shared<ir::Expr>(*e);
+  if (c->op == ir::Op::Load || c->op == ir::Op::Index) c->access = remap(c->access, new_pos);
+  for (auto& a : c->args) a = remap(a, new_pos);
+  return c;
+}
+
+}  // namespace
+
+void order_loops(const ir::Program& p, ir::Stmt& s) {
+  const int n = static_cast<int>(s.iters.size());
+  if (n == 0) return;
+  std::vector<const ir::Expr*> loads;
+  ir::collect_loads(s.body, loads);
+  std::vector<ir::Access> reads;
+  for (const ir::Expr* l : loads)
+    if (std::find(reads.begin(), reads.end(), l->access) == reads.end()) reads.push_back(l->access);
+
+  std::vector<int> order;  // old loop indices, outermost first
+  auto placed = [&](int i) { return std::find(order.begin(), order.end(), i) != order.end(); };
+
+  // Outermost: a loop that alone indexes a written axis, the batch loop first.
+  int outer = -1;
+  if (!s.sequential) {
+    for (int i = 0; i < n && outer < 0; ++i)
+      if (s.iters[static_cast<size_t>(i)].batch && writes_alone(s.out, i)) outer = i;
+    for (const Affine& a : s.out.index)
+      if (outer < 0 && a.terms.size() == 1 && s.iters[static_cast<size_t>(a.terms[0].iter)].size > 1) outer = a.terms[0].iter;
+  }
+  // Innermost: the most unit-stride accesses.
+  int inner = -1, best = -1;
+  if (!s.sequential && n > 1) {
+    for (int i = 0; i < n; ++i) {
+      if (i == outer || s.iters[static_cast<size_t>(i)].size == 1) continue;
+      int score = 2 * (stride_of(p, s.out, i) == 1);
+      for (const auto& r : reads) score += stride_of(p, r, i) == 1;
+      bool reduction = !in_access(s.out, i);
+      int key = 2 * score + reduction;
+      if (key > best) best = key, inner = i;
+    }
+  }
+  if (outer >= 0) order.push_back(outer);
+  for (const Affine& a : s.out.index)  // written-index loops, in the buffer's order
+    for (const auto& t : a.terms)
+      if (t.iter != inner && !placed(t.iter)) order.push_back(t.iter);
+  for (int i = 0; i < n; ++i)
+    if (i != inner && !placed(i)) order.push_back(i);
+  if (inner >= 0) order.push_back(inner);
+  if (s.sequential) {  // keep the written order: the random stream fills in storage order
+    order.clear();
+    for (int i = 0; i < n; ++i) order.push_back(i);
+  }
+
+  std::vector<int> new_pos(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) new_pos[static_cast<size_t>(order[static_cast<size_t>(k)])] = k;
+  std::vector<ir::Iter> iters;
+  for (int k = 0; k < n; ++k) iters.push_back(s.iters[static_cast<size_t>(order[static_cast<size_t>(k)])]);
+  s.iters = std::move(iters);
+  s.out = remap(s.out, new_pos);
+  s.body = remap(s.body, new_pos);
+
+  long work = 1;
+  for (const auto& it : s.iters) work *= it.size;
+  s.parallel = (outer >= 0 && work >= (1L << 15)) ? 0 : -1;
+}
+
+}  // namespace cannl
