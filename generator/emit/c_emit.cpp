@@ -85,6 +85,7 @@ private:
   static std::string render(const std::string& name, const data& d) {
     mustache t{template_text(name)};
     if (!t.is_valid()) CANNL_BUG("template " + name + ": " + t.error_message());
+    t.set_custom_escape([](const std::string& s) { return s; });  // C, not HTML
     return t.render(d);
   }
 
@@ -148,6 +149,10 @@ private:
         e.set("ndims", std::to_string(ndims(b, per_example)));
         e.set("dims", dims_list(b, per_example));
         e.set("size", std::to_string(size(b, per_example)));
+        std::string grad = "NULL";
+        for (size_t g = 0; g < p_.buffers.size(); ++g)
+          if (p_.buffers[g].role == ir::Role::Grad && p_.buffers[g].grad_of == bufs[i]) grad = "m->" + cname_[g];
+        e.set("grad", grad);
         l.push_back(e);
       }
       return l;
