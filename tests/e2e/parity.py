@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Parity of a generated fashion_mlp trainer with PyTorch.
+
+  parity.py --trainer BIN --spec SPEC --fashion DIR --work DIR [--steps 10] [--batch 128]
+
+SPEC is a copy of specs/fashion_mlp.cannl (784-512-512-10 MLP, relu, mean cross-entropy);
+its `minimize loss with OPT(ARGS)` line is parsed here and turned into the PyTorch optimiser
+of the same name (sgd -> torch.optim.SGD, adam -> Adam, adamw -> AdamW, same arguments), so
+every variant spec is compared with exactly what it says.
+
+Both sides start from the same random params (written by this script to a safetensors file
+and given to the trainer with --init) and see the same batches: the first STEPS * BATCH
+examples of the Fashion-MNIST training file, in file order (--no-shuffle), --threads 1.
+
+Criterion, for every param and every optimiser-state tensor of the final checkpoint
+(PyTorch's names: w1.momentum_buffer, w1.exp_avg, w1.exp_avg_sq), with a = cannl's values
+and b = PyTorch's:
+
+    --norm max (default):  max_i |a_i - b_i| / max_i |b_i|        <= TOL
+    --norm l2:             sqrt(sum (a_i - b_i)^2) / sqrt(sum b_i^2) <= TOL
+
+and for every step's loss (from --metrics, logged at every step: the loss computed before
+that step's update):  |a - b| / |b| <= TOL.  TOL is 1e-4 unless --tol says otherwise.
+
+Why two norms: Adam's first updates are about lr * sign(g), so a weight whose gradient is
+zero up to float32 rounding (a cancellation over the batch) gets an update of either sign,
+in PyTorch as well. With float32 a few of the 400k w1 elements then differ by ~lr/10 after
+10 steps: PyTorch float32 itself is off from PyTorch float64 by 2.6e-4 in the max norm on
+this problem. So float32 Adam/AdamW is checked in the l2 norm, and every optimiser is also
+built in float64 (DTYPE f64) and checked against PyTorch float64 in the max norm with a
+much smaller tolerance (the CMakeLists.txt says which).
+"""
+
+import argparse
+import os
+import re
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_util as u  # noqa: E402
+
+TOL = 1e-4  # the acceptance criterion's relative tolerance
+
+# Positional order of each optimiser's arguments (docs/language.md §10) and defaults.
+OPT_ARGS = {
+    "sgd": (["lr", "momentum", "weight_decay", "dampening", "nesterov"],
+            {"momentum": 0.0, "weight_decay": 0.0, "dampening": 0.0, "nesterov": 0.0}),
+    "adam": (["lr", "beta1", "beta2", "eps", "weight_decay"],
+             {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}),
+    "adamw": (["lr", "beta1", "beta2", "eps", "weight_decay"],
+              {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01}),
+}
+
+
+def parse_optimizer(spec_path):
+    text = open(spec_path).read()
+    m = re.search(r"^\s*minimize\s+\w+\s+with\s+(\w+)\s*\(([^)]*)\)", text, re.M)
+    u.check(m, f"{spec_path}: no `minimize ... with OPT(...)` line")
+    name, argtext = m.group(1), m.group(2)
+    u.check(name in OPT_ARGS, f"{spec_path}: optimiser {name} has no PyTorch mapping here")
+    order, args = OPT_ARGS[name][0], dict(OPT_ARGS[name][1])
+    for i, part in enumerate(a.strip() for a in argtext.split(",") if a.strip()):
+        if "=" in part:
+            k, v = (s.strip() for s in part.split("=", 1))
+        else:
+            k, v = order[i], part
+        u.check(k in order, f"{spec_path}: unknown argument {k} of {name}")
+        args[k] = float(v)
+    u.check("lr" in args, f"{spec_path}: {name} without lr")
+    return name, args
+
+
+def torch_optimizer(torch, name, args, params):
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=args["lr"], momentum=args["momentum"],
+                               dampening=args["dampening"], weight_decay=args["weight_decay"],
+                               nesterov=args["nesterov"] != 0)
+    cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
+    return cls(params, lr=args["lr"], betas=(args["beta1"], args["beta2"]), eps=args["eps"],
+               weight_decay=args["weight_decay"])
+
+
+def rel_err(a, b, norm="max"):
+    import numpy as np
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    if norm == "max":
+        scale = float(np.max(np.abs(b))) if b.size else 0.0
+        diff = float(np.max(np.abs(a - b))) if b.size else 0.0
+    else:
+        scale = float(np.linalg.norm(b))
+        diff = float(np.linalg.norm(a - b))
+    if scale == 0.0:
+        return 0.0 if diff == 0.0 else float("inf")
+    return diff / scale
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trainer", required=True)
+    ap.add_argument("--spec", required=True)
+    ap.add_argument("--fashion", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--norm", choices=("max", "l2"), default="max",
+                    help="max: max|a-b|/max|b| (default); l2: ||a-b||/||b|| (see the docstring)")
+    ap.add_argument("--tol", type=float, default=TOL)
+    opt = ap.parse_args()
+
+    u.need_numpy()
+    # One BLAS thread: the comparison is about values, and the CI machine has two cores.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    u.need_torch()
+    paths = u.need_fashion(opt.fashion)
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(1)
+
+    opt_name, opt_args = parse_optimizer(opt.spec)
+    print(f"spec {os.path.basename(opt.spec)}: {opt_name} {opt_args}")
+    work = u.fresh_dir(opt.work)
+
+    # Random initial params in storage order (contract §9: [784 -> 512] is stored [512, 784]).
+    rng = np.random.default_rng(opt.seed)
+    shapes = {"w1": (512, 784), "b1": (512,), "w2": (512, 512), "b2": (512,), "w3": (10, 512), "b3": (10,)}
+    fan_in = {"w1": 784, "b1": 784, "w2": 512, "b2": 512, "w3": 512, "b3": 512}
+    init = {k: rng.uniform(-1, 1, size=s).astype(np.float32) / np.float32(np.sqrt(fan_in[k]))
+            for k, s in shapes.items()}
+    init_path = os.path.join(work, "init.safetensors")
+    u.write_safetensors(init_path, init, {"note": "e2e parity init"})
+
+    # --- cannl
+    ckpt = os.path.join(work, "out.safetensors")
+    metrics = os.path.join(work, "metrics.jsonl")
+    u.run([opt.trainer, f"--data=image={paths['train_image']}", f"--data=label={paths['train_label']}",
+           "--steps", str(opt.steps), "--batch", str(opt.batch), "--no-shuffle", "--threads", "1",
+           "--init", init_path, "--checkpoint", ckpt, "--metrics", metrics, "--log-every", "1", "--quiet"])
+    got, meta, header = u.read_safetensors(ckpt)
+    u.check(meta.get("step") == str(opt.steps), f"checkpoint step {meta.get('step')!r}, expected {opt.steps}")
+    dtype = {"F32": np.float32, "F64": np.float64}[header["w1"]["dtype"]]
+    got_losses = u.step_losses(u.read_jsonl(metrics))
+    u.check([s for s, _ in got_losses] == list(range(1, opt.steps + 1)),
+            f"metrics log steps {[s for s, _ in got_losses]}, expected 1..{opt.steps}")
+
+    # --- PyTorch, in the trainer's element type
+    tdt = torch.float32 if dtype == np.float32 else torch.float64
+    n = opt.steps * opt.batch
+    images = u.read_idx(paths["train_image"])[:n].reshape(n, 784)
+    labels = u.read_idx(paths["train_label"])[:n].astype(np.int64)
+    params = {k: torch.tensor(v, dtype=tdt, requires_grad=True) for k, v in init.items()}
+    optim = torch_optimizer(torch, opt_name, opt_args, list(params.values()))
+    want_losses = []
+    for s in range(opt.steps):
+        sl = slice(s * opt.batch, (s + 1) * opt.batch)
+        x = torch.tensor(images[sl], dtype=tdt) / 255
+        y = torch.tensor(labels[sl])
+        h1 = F.relu(F.linear(x, params["w1"], params["b1"]))
+        h2 = F.relu(F.linear(h1, params["w2"], params["b2"]))
+        logits = F.linear(h2, params["w3"], params["b3"])
+        loss = F.cross_entropy(logits, y)
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+        want_losses.append(float(loss))
+
+    # --- compare
+    tol, norm = opt.tol, opt.norm
+    failures = []
+    worst = 0.0
+    for (step, a), b in zip(got_losses, want_losses):
+        e = abs(a - b) / abs(b)
+        worst = max(worst, e)
+        if not e <= tol:
+            failures.append(f"loss at step {step}: cannl {a!r}, torch {b!r} (relative {e:.3g})")
+    print(f"{'':<20} {'max|a-b|/max|b|':>16} {'||a-b||/||b||':>16}")
+    print(f"{'losses':<20} {worst:>16.3e} {'':>16}")
+    compared = 0
+    max_param = {"max": 0.0, "l2": 0.0}
+    for name, p in params.items():
+        tensors = {name: p.detach().numpy()}
+        for key, val in optim.state[p].items():
+            if torch.is_tensor(val) and val.dim() > 0:
+                tensors[f"{name}.{key}"] = val.detach().numpy()
+        for tname, want in tensors.items():
+            if tname not in got:
+                failures.append(f"checkpoint has no tensor {tname} (it has {sorted(got)})")
+                continue
+            a = got[tname]
+            if tuple(a.shape) != tuple(want.shape):
+                failures.append(f"{tname}: shape {tuple(a.shape)}, torch {tuple(want.shape)}")
+                continue
+            e = {n: rel_err(a, want, n) for n in ("max", "l2")}
+            compared += 1
+            if tname == name:
+                for n in e:
+                    max_param[n] = max(max_param[n], e[n])
+            print(f"{tname:<20} {e['max']:>16.3e} {e['l2']:>16.3e}")
+            if not e[norm] <= tol:
+                failures.append(f"{tname}: relative error ({norm} norm) {e[norm]:.3g} > {tol}")
+    # Sanity: the params moved, so the comparison is not passed by a trainer that does nothing.
+    moved = max(rel_err(got[k], init[k]) for k in init if k in got)
+    print(f"params moved from their init by up to {moved:.3e} (max norm)")
+    u.check(moved > 1e-2, f"the params barely moved from their init ({moved:.3g}): nothing was compared")
+    u.check(compared == len(got), f"compared {compared} tensors, the checkpoint has {len(got)}: {sorted(got)}")
+    if failures:
+        raise u.Failure(f"parity with PyTorch ({norm} norm, tolerance {tol}):\n  " + "\n  ".join(failures))
+    print(f"PARITY {os.path.basename(opt.spec)} {header['w1']['dtype']}: {compared} tensors; params "
+          f"max-norm error {max_param['max']:.3e}, l2 error {max_param['l2']:.3e}; losses {worst:.3e} "
+          f"(checked: {norm} norm <= {tol})")
+
+if __name__ == "__main__":
+    u.run_main(main)
