@@ -395,8 +395,13 @@ private:
       vars_.push_back(v);
     }
     const int depth = static_cast<int>(s.iters.size());
-    const bool reduce_inner = depth > 0 && !s.sequential && s.accum != ir::Accum::Set &&
-                              !uses_var(s.out, depth - 1);
+    // The innermost loops that do not index the written element accumulate into a local
+    // `acc` (kept in a register; vectorised by the compiler when reassociation is allowed,
+    // as the generated CMakeLists.txt does).
+    int red = 0;
+    if (!s.sequential && s.accum != ir::Accum::Set)
+      while (red < depth && depth - 1 - red > s.parallel && !uses_var(s.out, depth - 1 - red)) ++red;
+    const bool reduce_inner = red > 0;
     std::string out;
     auto ind = [](int k) { return std::string(static_cast<size_t>(4 * (k + 1)), ' '); };
     auto loop = [&](int k) {
@@ -421,20 +426,18 @@ private:
       if (!guard.empty()) st = fmt::format("if ({}) {}", guard, s.accum == ir::Accum::Set || s.accum == ir::Accum::Add ? st : "{ " + st + " }");
       return ind(level) + st + "\n";
     };
-    const int outer_loops = reduce_inner ? depth - 1 : depth;
+    const int outer_loops = depth - red;
     for (int k = 0; k < outer_loops; ++k) {
       if (k == s.parallel) out += ind(k) + "CANNL_PRAGMA(\"omp parallel for\")\n";
       out += ind(k) + loop(k) + (k + 1 < outer_loops || reduce_inner ? " {\n" : "\n");
     }
     std::string body = expr(*s.body);
     if (reduce_inner) {
-      int k = depth - 1;
+      const int k = outer_loops;
       const bool add = s.accum == ir::Accum::Add;
-      const char* red = add ? "+" : s.accum == ir::Accum::Max ? "max" : "min";
       std::string init = add ? num(0) : s.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY";
       out += ind(k) + fmt::format("real acc = {};\n", init);
-      out += ind(k) + fmt::format("CANNL_PRAGMA(\"omp simd reduction({}:acc)\")\n", red);
-      out += ind(k) + loop(k) + (add ? "\n" : " {\n");
+      for (int j = k; j < depth; ++j) out += ind(k) + loop(j) + (j + 1 == depth && !add ? " {\n" : "\n");
       if (add) {
         out += ind(k + 1) + "acc += " + body + ";\n";
       } else {
@@ -447,7 +450,7 @@ private:
       out += store(body, depth);
     }
     for (int k = outer_loops - (reduce_inner ? 0 : 1); k-- > 0;) out += ind(k) + "}\n";
-    if (reduce_inner && depth == 1) {  // `acc` at routine level: give it a block of its own
+    if (reduce_inner && outer_loops == 0) {  // `acc` at routine level: give it a block of its own
       std::string block = ind(0) + "{\n";
       size_t pos = 0;
       for (size_t nl; (nl = out.find('\n', pos)) != std::string::npos; pos = nl + 1)
