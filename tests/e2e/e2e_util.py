@@ -164,7 +164,12 @@ def write_safetensors(path, tensors, metadata=None):
 # --------------------------------------------------------------------------- trainers
 
 def run(cmd, expect_rc=0, env=None, timeout=900):
-    """Runs a command; checks its exit status; returns (stdout, stderr)."""
+    """Runs a command; checks its exit status; returns (stdout, stderr). OpenMP threads
+    sleep when idle (OMP_WAIT_POLICY=PASSIVE): ctest runs two tests at a time on CI's two
+    cores, and spinning threads of one would starve the other."""
+    if env is None:
+        env = dict(os.environ)
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     dt = time.monotonic() - t0
@@ -191,3 +196,41 @@ def printed_value(stdout, label):
     m = re.findall(r"^" + re.escape(label) + r":\s*([-+0-9.eE]+|nan|inf)\s*$", stdout, re.M)
     check(m, f"the trainer printed no '{label}:' line; stdout:\n{stdout[-2000:]}")
     return float(m[-1])
+
+
+def make_moons(n, noise, seed):
+    """The "two moons" toy problem (as scikit-learn's make_moons): points float32 [n, 2],
+    targets float32 [n] (0 or 1), shuffled."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    n0 = n // 2
+    n1 = n - n0
+    t0 = rng.uniform(0, np.pi, n0)
+    t1 = rng.uniform(0, np.pi, n1)
+    upper = np.stack([np.cos(t0), np.sin(t0)], axis=1)
+    lower = np.stack([1 - np.cos(t1), 0.5 - np.sin(t1)], axis=1)
+    x = np.concatenate([upper, lower]) + rng.normal(0, noise, (n, 2))
+    y = np.concatenate([np.zeros(n0), np.ones(n1)])
+    order = rng.permutation(n)
+    return x[order].astype(np.float32), y[order].astype(np.float32)
+
+
+def moons_files(out_dir, n_train, n_test, noise=0.1):
+    """Writes a two-moons training and test set as .npy files; returns the paths as
+    {train_point, train_target, test_point, test_target}."""
+    import numpy as np
+    out = {}
+    for split, n, seed in (("train", n_train, 1), ("test", n_test, 2)):
+        x, y = make_moons(n, noise, seed)
+        out[f"{split}_point"] = os.path.join(out_dir, f"moons_{split}_point.npy")
+        out[f"{split}_target"] = os.path.join(out_dir, f"moons_{split}_target.npy")
+        np.save(out[f"{split}_point"], x)
+        np.save(out[f"{split}_target"], y)
+    return out
+
+
+def moons_flags(files, test=True):
+    flags = [f"--data=point={files['train_point']}", f"--data=target={files['train_target']}"]
+    if test:
+        flags += [f"--test=point={files['test_point']}", f"--test=target={files['test_target']}"]
+    return flags
