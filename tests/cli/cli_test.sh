@@ -71,5 +71,28 @@ grep -qE '^cannl [0-9]+\.[0-9]+\.[0-9]+$' "$tmp/out" && ok || bad "--version"
 expect_rc 0 "$cannl" --help
 expect_rc 0 "$cannl" check --help
 
+# cannl gen: the four files; nothing written for a bad spec; usage errors.
+mkdir -p "$tmp/gen"
+expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/moons"
+[ "$(ls "$tmp/gen/moons" | tr '\n' ' ')" = "CMakeLists.txt moons_mlp.c moons_mlp.h moons_mlp_train.c " ] && ok || bad "gen files: $(ls "$tmp/gen/moons")"
+grep -q '^#define MOONS_MLP_MAX_BATCH 256$' "$tmp/gen/moons/moons_mlp.h" && ok || bad "default max batch"
+expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/moons" --dtype f64 --max-batch 8
+grep -q '^typedef double moons_mlp_real;$' "$tmp/gen/moons/moons_mlp.h" && ok || bad "--dtype f64"
+grep -q '^#define MOONS_MLP_MAX_BATCH 8$' "$tmp/gen/moons/moons_mlp.h" && ok || bad "--max-batch"
+[ -z "$(ls "$tmp/gen" | grep -v '^moons$')" ] && ok || bad "temporary files left: $(ls "$tmp/gen")"
+printf 'model broken\ninput x : [3]\nparam w\nloss = mean(w * x + q)\nminimize loss with sgd(lr = 1)\n' > "$tmp/broken.cannl"
+expect_rc 1 "$cannl" gen "$tmp/broken.cannl" -o "$tmp/gen/broken"
+[ ! -e "$tmp/gen/broken" ] && ok || bad "a bad spec left an output directory"
+grep -q 'broken.cannl:4:' "$tmp/err" && ok || bad "gen diagnostic location"
+expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl"
+expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/x" --dtype f16
+expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/x" --max-batch 0
+expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/no/such/dir"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir
+grep -qF 'h1_mm[b, o] += w1[o, k] * x[b, k]' "$tmp/out" && ok || bad "--dump=ir"
+grep -qF 'w1_grad[o, k] += h1_mm_grad[b, o] * x[b, k]' "$tmp/out" && ok || bad "--dump=ir backward"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=graph
+grep -qF 'line 14: h1 = relu(w1 * x + b1)' "$tmp/out" && ok || bad "--dump=graph"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

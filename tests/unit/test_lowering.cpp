@@ -1,0 +1,172 @@
+// The back half of the generator on small specs: lowering to loop nests, autodiff, the
+// optimiser nests, loop ordering and the C emitter's output (as text).
+#include <catch2/catch.hpp>
+
+#include "autodiff/autodiff.h"
+#include "driver/frontend.h"
+#include "emit/c_emit.h"
+#include "ir/ir_print.h"
+#include "lower/routines.h"
+
+using namespace cannl;
+
+namespace {
+
+struct Gen {
+  std::unique_ptr<Frontend> fe;
+  ir::Program p;
+  explicit Gen(const std::string& body, long max_batch = 256) : fe(run_frontend("t.cannl", "model t\n" + body)) {
+    REQUIRE(fe->ok());
+    ProgramOptions o;
+    o.max_batch = max_batch;
+    p = build_program(fe->model, fe->shapes, fe->file, o);
+  }
+  std::string routine(const std::string& name) const {
+    std::string s;
+    for (const auto& st : p.routine(name)->stmts) s += ir::print_stmt(st, p) + "\n";
+    return s;
+  }
+  const ir::Buffer& buf(const std::string& name) const {
+    int i = p.find(name);
+    REQUIRE(i >= 0);
+    return p.buffers[static_cast<size_t>(i)];
+  }
+};
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+const char* kMlp = R"(input x : [4]
+input y : [3]
+param w : [4 -> 3]
+param b : [3]
+z = w * x + b
+loss = mean(cross_entropy(z, y))
+output z
+metric acc = accuracy(z, y)
+minimize loss with sgd(lr = 0.1, momentum = 0.9)
+)";
+
+}  // namespace
+
+TEST_CASE("buffers are stored batch, output, input", "[lower]") {
+  Gen g(kMlp, 64);
+  CHECK(g.buf("w").dims == std::vector<ir::Dim>{{3, false}, {4, false}});
+  CHECK(g.buf("x").dims == std::vector<ir::Dim>{{64, true}, {4, false}});
+  CHECK(g.buf("loss").dims.empty());
+  CHECK(g.buf("w").role == ir::Role::Param);
+  CHECK(g.buf("w").state_name == "w");
+  CHECK(g.buf("w_momentum_buffer").state_name == "w.momentum_buffer");
+}
+
+TEST_CASE("a matrix product is a fill and an accumulation; pointwise parts are inline", "[lower]") {
+  Gen g(kMlp);
+  std::string fwd = g.routine("forward");
+  CHECK(has(fwd, "z_mm[b, o] = 0"));
+  CHECK(has(fwd, "z_mm[b, o] += w[o, k] * x[b, k]"));
+  CHECK(has(fwd, "z[b, o] = z_mm[b, o] + b[o]"));
+  // forward computes only what the outputs need
+  CHECK_FALSE(has(fwd, "loss"));
+  CHECK(has(g.routine("eval_metrics"), "acc[] +="));
+}
+
+TEST_CASE("autodiff: one nest per read, in reverse, gradients zeroed first", "[autodiff]") {
+  Gen g(kMlp);
+  std::string t = g.routine("train_step");
+  CHECK(has(t, "loss_grad[] = 1"));
+  CHECK(has(t, "w_grad[j0, j1] = 0"));
+  // the bias broadcasts over the batch: its gradient sums over it
+  CHECK(has(t, "b_grad[o] += z_grad[b, o]"));
+  CHECK(has(t, "w_grad[o, k] += z_mm_grad[b, o] * x[b, k]"));
+  // no gradient flows into data
+  CHECK(g.p.find("x_grad") < 0);
+  CHECK(g.p.find("y_grad") < 0);
+  // the shift by the maximum is a constant for autodiff
+  CHECK(g.p.find("loss_max_grad") < 0);
+  CHECK(t.find("loss_grad[] = 1") < t.find("w_grad[o, k] +="));
+}
+
+TEST_CASE("derivative rules", "[autodiff]") {
+  ir::Access a{0, {ir::Affine::of(0)}}, b{1, {ir::Affine::of(0)}};
+  auto A = ir::load(a), B = ir::load(b);
+  ir::Program p;
+  p.buffers.resize(2);
+  p.buffers[0].name = "a";
+  p.buffers[1].name = "b";
+  p.buffers[0].dims = p.buffers[1].dims = {{4, false}};
+  std::vector<ir::Iter> it = {{"i", 4, false}};
+  auto d = [&](ir::ExprP e, const ir::Access& wrt) { return ir::print_expr(*derivative(e, wrt), p, it); };
+  CHECK(d(ir::binary(ir::Op::Mul, A, B), a) == "b[i]");
+  CHECK(d(ir::binary(ir::Op::Div, A, B), b) == "-(a[i] / (b[i] * b[i]))");
+  CHECK(d(ir::unary(ir::Op::Relu, A), a) == "step(a[i])");
+  CHECK(d(ir::unary(ir::Op::Exp, A), a) == "exp(a[i])");
+  CHECK(d(ir::pow(A, 3), a) == "3 * a[i] ** 2");
+  CHECK(d(ir::unary(ir::Op::Tanh, A), a) == "1 - tanh(a[i]) * tanh(a[i])");
+  CHECK(d(ir::load(a, true), a) == "0");  // nograd
+  CHECK(d(B, a) == "0");
+}
+
+TEST_CASE("optimisers follow PyTorch's rules", "[optimizer]") {
+  SECTION("sgd with momentum: the first step copies the gradient") {
+    Gen g(kMlp);
+    CHECK(has(g.routine("train_step"),
+              "w_momentum_buffer[j0, j1] = select(step == 1, w_grad[j0, j1], 0.9 * w_momentum_buffer[j0, j1] + w_grad[j0, j1])"));
+    CHECK(has(g.routine("train_step"), "w[j0, j1] = w[j0, j1] - lr * w_momentum_buffer[j0, j1]"));
+  }
+  SECTION("adamw decays first, then the adam step") {
+    std::string spec = kMlp;
+    spec.replace(spec.find("sgd(lr = 0.1, momentum = 0.9)"), 29, "adamw(lr = 0.01, weight_decay = 0.1)");
+    Gen g(spec);
+    std::string t = g.routine("train_step");
+    CHECK(has(t, "w[j0, j1] = w[j0, j1] * (1 - lr * 0.1)"));
+    CHECK(has(t, "w_exp_avg[j0, j1] = 0.9 * w_exp_avg[j0, j1] + 0.09999999999999998 * w_grad[j0, j1]"));
+    CHECK(has(t, "w[j0, j1] = w[j0, j1] - lr / bc1 * (w_exp_avg[j0, j1] / (sqrt(w_exp_avg_sq[j0, j1]) / sqrt_bc2 + 1e-08))"));
+    CHECK(t.find("* (1 - lr * 0.1)") < t.find("w_exp_avg[j0, j1] ="));
+  }
+}
+
+TEST_CASE("loop order: a parallel loop that writes disjoint elements, unit stride inside", "[passes]") {
+  Gen g(R"(input x : [256]
+param w : [256 -> 256]
+loss = mean(w * x)
+minimize loss with sgd(lr = 0.1)
+)");
+  std::string t = g.routine("train_step");
+  // weight gradient: parallel over w's rows, the batch sum in the middle, columns innermost
+  CHECK(has(t, "for parallel o < 256, b < n, k < 256:  w_grad[o, k] +="));
+  CHECK(has(t, "for parallel b < n, o < 256, k < 256:  loss_mm[b, o] += w[o, k] * x[b, k]"));
+}
+
+TEST_CASE("convolution reads are guarded; its input gradient is a scatter", "[lower]") {
+  Gen g(R"(input x : [8, 8, 2]
+param k : [3, 3, 2 -> 4]
+y = conv2d(x, k, stride = 2, padding = 1)
+loss = mean(y *. y)
+minimize loss with sgd(lr = 0.1)
+)");
+  std::string t = g.routine("train_step");
+  CHECK(has(t, "y[b, y, x, d] += x[b, 2*y + ky - 1, 2*x + kx - 1, c] * k[d, ky, kx, c]"));
+  CHECK(has(t, "k_grad[d, ky, kx, c] +="));
+  auto files = emit_c(g.p, COptions{});
+  std::string c = files[1].text;
+  CHECK(has(c, ">= 0 &&"));  // a guarded read: padding reads zero
+}
+
+TEST_CASE("the C emitter: constants, typed math, the API", "[emit]") {
+  Gen g(kMlp, 32);
+  COptions o;
+  o.spec = "t.cannl";
+  auto files = emit_c(g.p, o);
+  REQUIRE(files.size() == 4);
+  CHECK(files[0].name == "t.h");
+  CHECK(has(files[0].text, "#define T_MAX_BATCH 32"));
+  CHECK(has(files[0].text, "typedef float t_real;"));
+  CHECK(has(files[1].text, "/* line 6: z = w * x + b */"));
+  CHECK(has(files[1].text, "expf("));
+  CHECK(has(files[1].text, "CANNL_PRAGMA(\"omp parallel for\")") == false);  // tiny nests run serially
+  o.f64 = true;
+  auto f64 = emit_c(g.p, o);
+  CHECK(has(f64[0].text, "typedef double t_real;"));
+  CHECK(has(f64[1].text, "exp("));
+  CHECK_FALSE(has(f64[1].text, "expf("));
+  CHECK(has(files[2].text, "cannl_train_main(&t_api, argc, argv)"));
+}
