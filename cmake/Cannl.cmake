@@ -1,20 +1,45 @@
 # Cannl.cmake — build models from cannl specs in a CMake project.
 #
-#   cannl_add_model(NAME SPEC [TARGET c] [DTYPE f32|f64] [MAX_BATCH N])
+#   cannl_add_model(NAME SPEC [TARGET c] [DTYPE f32|f64] [MAX_BATCH N] [NO_INSTALL])
 #
-# Runs `cannl gen SPEC` at build time (again whenever the spec or the generator changes) into
-# ${CMAKE_CURRENT_BINARY_DIR}/cannl/NAME and defines
-#   NAME        a static library with the model's C API (<model>.h on its include path)
-#   NAME_train  the training program (see `NAME_train --help`)
-# plus install rules for both and the header. The generator is the target `cannl` when cannl
-# is part of the build (add_subdirectory), else the imported `cannl::cannl` of
-# find_package(cannl). Generated code links cannl::rt and, when found, OpenMP.
+# Runs `cannl gen SPEC` at build time into ${CMAKE_CURRENT_BINARY_DIR}/cannl/NAME, again
+# whenever the spec or the generator changes, and defines
+#   NAME        a static library with the model's C API (<model>.h on its include path;
+#               <model> is the name in the spec's `model` statement, it names the header
+#               and the C symbols), linked to cannl::rt and, when found, OpenMP
+#   NAME_train  the training program (`NAME_train --help`)
+# and install rules for both and the header (bin/, lib/, include/ of GNUInstallDirs), unless
+# NO_INSTALL or the variable CANNL_INSTALL_MODELS is false (cannl's own build sets it, so its
+# examples and test models stay out of `cmake --install`). DTYPE (default f32) and MAX_BATCH
+# (default 256) are `cannl gen --dtype` and `--max-batch`; TARGET c is the only back end so
+# far. A changed spec also re-runs CMake (the model's name may have changed). The model is
+# compiled as its generated CMakeLists.txt compiles it (templates/c/CMakeLists.txt.mustache):
+# -O3 with reassociation allowed, and -march=native under CANNL_NATIVE.
+#
+# Getting it into a project, either
+#   add_subdirectory(path/to/cannl)   # builds the generator and the runtime with the project
+# or, after `cmake --install <cannl build> --prefix P`,
+#   find_package(cannl REQUIRED)      # with -DCMAKE_PREFIX_PATH=P; imports cannl::cannl (the
+#                                     # generator), cannl::rt (the runtime) and this file
+# then
+#   cannl_add_model(mymodel mymodel.cannl)
+#   target_link_libraries(myapp PRIVATE mymodel)   # #include "<model>.h"
+#
+# Options:
+#   CANNL_NATIVE     compile models with -march=native (default ON)
+#   CANNL_GENERATOR  a `cannl` executable to run instead of the target cannl::cannl (a host
+#                    build when cross-compiling, or a prebuilt one to save building it; with
+#                    add_subdirectory(path/to/cannl EXCLUDE_FROM_ALL) the generator is then
+#                    not built at all)
 include_guard(GLOBAL)
+include(GNUInstallDirs)
 
 option(CANNL_NATIVE "Compile generated models for this machine's CPU (-march=native)" ON)
+set(CANNL_GENERATOR "" CACHE FILEPATH
+    "A cannl executable for cannl_add_model to run instead of the target cannl::cannl")
 
 function(cannl_add_model name spec)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "TARGET;DTYPE;MAX_BATCH" "")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL" "TARGET;DTYPE;MAX_BATCH" "")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "cannl_add_model(${name}): unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
@@ -34,19 +59,32 @@ function(cannl_add_model name spec)
   if(NOT EXISTS "${spec}")
     message(FATAL_ERROR "cannl_add_model(${name}): no spec file ${spec}")
   endif()
-  # The generated files are named after the spec's `model` statement.
+  # The generated files are named after the spec's `model` statement; read it again whenever
+  # the spec changes.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${spec}")
   file(STRINGS "${spec}" model_line REGEX "^[ \t]*model[ \t]+[A-Za-z_][A-Za-z0-9_]*" LIMIT_COUNT 1)
   if(NOT model_line)
     message(FATAL_ERROR "cannl_add_model(${name}): ${spec} has no `model NAME` statement")
   endif()
   string(REGEX REPLACE "^[ \t]*model[ \t]+([A-Za-z_][A-Za-z0-9_]*).*" "\\1" model "${model_line}")
 
-  if(TARGET cannl)
-    set(generator cannl)
+  # The generator: CANNL_GENERATOR, else cannl::cannl, which is an alias of the target `cannl`
+  # under add_subdirectory (a target-level and file-level dependency) and an imported
+  # executable under find_package (a file-level dependency on the installed program).
+  if(CANNL_GENERATOR)
+    set(generator "${CANNL_GENERATOR}")
+    set(generator_dep "${CANNL_GENERATOR}")
   elseif(TARGET cannl::cannl)
-    set(generator cannl::cannl)
+    get_target_property(aliased cannl::cannl ALIASED_TARGET)
+    if(aliased)
+      set(generator ${aliased})
+      set(generator_dep ${aliased})
+    else()
+      set(generator cannl::cannl)
+      set(generator_dep $<TARGET_FILE:cannl::cannl>)
+    endif()
   else()
-    message(FATAL_ERROR "cannl_add_model(${name}): no cannl generator: add_subdirectory(cannl) or find_package(cannl) first")
+    message(FATAL_ERROR "cannl_add_model(${name}): no cannl generator: add_subdirectory(path/to/cannl) or find_package(cannl) first")
   endif()
 
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/cannl/${name})
@@ -55,12 +93,13 @@ function(cannl_add_model name spec)
     OUTPUT ${outputs}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
     COMMAND ${generator} gen ${spec} -o ${dir} --dtype ${ARG_DTYPE} --max-batch ${ARG_MAX_BATCH}
-    DEPENDS ${spec} ${generator}
+    DEPENDS ${spec} ${generator_dep}
     COMMENT "cannl: generating ${name} from ${spec}"
     VERBATIM)
 
   add_library(${name} STATIC ${dir}/${model}.c ${dir}/${model}.h)
-  target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${dir}> $<INSTALL_INTERFACE:include>)
+  target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${dir}>
+                             $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(${name} PUBLIC cannl::rt)
   find_package(OpenMP QUIET COMPONENTS C)
   if(OpenMP_C_FOUND)
@@ -69,15 +108,21 @@ function(cannl_add_model name spec)
   set_target_properties(${name} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF
                         PUBLIC_HEADER ${dir}/${model}.h)
   if(CMAKE_C_COMPILER_ID MATCHES "GNU|Clang")
-    target_compile_options(${name} PRIVATE -O3 $<$<BOOL:${CANNL_NATIVE}>:-march=native>)
+    target_compile_options(${name} PRIVATE -O3
+      # Let the compiler reorder sums (vectorised reductions): results stay the same run to
+      # run and for any thread count, but may differ in the last bits from another build.
+      -fno-math-errno -fassociative-math -fno-signed-zeros -fno-trapping-math
+      $<$<BOOL:${CANNL_NATIVE}>:-march=native>)
   endif()
 
   add_executable(${name}_train ${dir}/${model}_train.c)
   target_link_libraries(${name}_train PRIVATE ${name})
   set_target_properties(${name}_train PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
 
-  install(TARGETS ${name} ${name}_train
-          RUNTIME DESTINATION bin
-          ARCHIVE DESTINATION lib
-          PUBLIC_HEADER DESTINATION include)
+  if(NOT ARG_NO_INSTALL AND (NOT DEFINED CANNL_INSTALL_MODELS OR CANNL_INSTALL_MODELS))
+    install(TARGETS ${name} ${name}_train
+            RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+            ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+            PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  endif()
 endfunction()
