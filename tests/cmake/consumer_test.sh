@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# consumer_test.sh subdir|package — a CMake project using cannl, configured, built and run
+# (tests cmake.subdir_consumer and cmake.package_consumer, see CMakeLists.txt here).
+#   subdir   subdir_consumer/: add_subdirectory of the cannl source tree. Checks that the build
+#            would make the generator and run it, then builds with the generator of this
+#            build (CANNL_GENERATOR, so the C++ is not compiled again), runs the program, and
+#            edits the spec to check that the model is regenerated.
+#   package  `cmake --install` of this build tree into a scratch prefix, then
+#            package_consumer/: find_package(cannl). Runs the program and mymodel_train
+#            --help, and touches the installed generator to check that the model is
+#            regenerated.
+# The environment (from CMakeLists.txt) names the tools: CANNL_CMAKE, CANNL_CMAKE_GENERATOR,
+# CANNL_MAKE_PROGRAM, CANNL_CC, CANNL_CXX, CANNL_SRC (the source tree), CANNL_BUILD (this
+# build tree), CANNL_EXE (its generator), CANNL_WORK (a scratch directory), CANNL_C_FLAGS
+# and CANNL_LINK_FLAGS (the sanitizer flags of this build, which the consumer shares).
+set -euo pipefail
+mode=$1
+work=$CANNL_WORK
+rm -rf "$work"
+mkdir -p "$work/src"
+cp -r "$CANNL_SRC/tests/cmake/tiny.cannl" "$CANNL_SRC/tests/cmake/use_model.c" \
+      "$CANNL_SRC/tests/cmake/subdir_consumer" "$CANNL_SRC/tests/cmake/package_consumer" "$work/src/"
+build=$work/build
+log=$work/log
+
+fail() {
+  echo "FAIL: $*" >&2
+  if [ -s "$log" ]; then echo "--- last output:" >&2; tail -n 40 "$log" >&2; fi
+  exit 1
+}
+step() { echo "== $*"; }
+configure() {  # configure DIR ARGS...
+  local dir=$1
+  shift
+  "$CANNL_CMAKE" -S "$work/src/$dir" -B "$build" -G "$CANNL_CMAKE_GENERATOR" \
+    -DCMAKE_MAKE_PROGRAM="$CANNL_MAKE_PROGRAM" -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_C_COMPILER="$CANNL_CC" -DCMAKE_C_FLAGS="$CANNL_C_FLAGS" \
+    -DCMAKE_EXE_LINKER_FLAGS="$CANNL_LINK_FLAGS" "$@" >"$log" 2>&1 || fail "configure $dir"
+}
+build_it() { "$CANNL_CMAKE" --build "$build" >"$log" 2>&1 || fail "build"; }
+run_model() {  # run_model EXPECTED_W1_COUNT
+  "$build/use_model" >"$log" 2>&1 || fail "use_model"
+  cat "$log"
+  grep -qx "w1 $1" "$log" || fail "use_model: expected w1 $1"
+}
+regenerated() { grep -q "cannl: generating mymodel" "$log"; }
+
+case "$mode" in
+subdir)
+  step "configure subdir_consumer: add_subdirectory($CANNL_SRC)"
+  configure subdir_consumer -DCMAKE_CXX_COMPILER="$CANNL_CXX" -DCMAKE_CXX_FLAGS="$CANNL_C_FLAGS" \
+    -DCANNL_SOURCE_DIR="$CANNL_SRC"
+  if [ "$CANNL_CMAKE_GENERATOR" = Ninja ]; then
+    step "the build plan makes the generator, then runs it on the spec"
+    "$CANNL_MAKE_PROGRAM" -C "$build" -t commands use_model >"$log" 2>&1 || fail "ninja -t commands"
+    grep -q -- "-o cannl/generator/cannl " "$log" || fail "the build would not link the generator"
+    grep -q "cannl/generator/cannl gen .*tiny.cannl" "$log" || fail "the build would not run the generator"
+  fi
+  step "build with CANNL_GENERATOR=$CANNL_EXE, run"
+  configure subdir_consumer -DCANNL_GENERATOR="$CANNL_EXE"
+  build_it
+  regenerated || fail "the generator did not run"
+  [ ! -e "$build/cannl/generator/cannl" ] || fail "the generator was built despite CANNL_GENERATOR"
+  run_model 32
+  step "edit the spec (hidden 8 -> 12): regenerated and rebuilt"
+  sed -i 's/^dim hidden = 8$/dim hidden = 12/' "$work/src/tiny.cannl"
+  grep -q "^dim hidden = 12$" "$work/src/tiny.cannl" || fail "could not edit the spec copy"
+  build_it
+  regenerated || fail "the generator did not run after the spec changed"
+  grep -q "w1  \[4 -> 12\]" "$build/cannl/mymodel/tiny.h" || fail "tiny.h does not have the new w1 shape"
+  run_model 48
+  step "nothing changed: nothing to do"
+  build_it
+  if regenerated; then fail "the generator ran again with nothing changed"; fi
+  ;;
+package)
+  prefix=$work/prefix
+  step "cmake --install $CANNL_BUILD --prefix $prefix"
+  "$CANNL_CMAKE" --install "$CANNL_BUILD" --prefix "$prefix" >"$log" 2>&1 || fail "cmake --install"
+  for f in bin/cannl lib/libcannl_rt.a include/cannl/cannl_rt.h lib/cmake/cannl/cannlConfig.cmake \
+           lib/cmake/cannl/cannlConfigVersion.cmake lib/cmake/cannl/cannlTargets.cmake \
+           lib/cmake/cannl/Cannl.cmake; do
+    [ -f "$prefix/$f" ] || fail "not installed: $f"
+  done
+  # Models built by cannl's own build (examples, tests) are not part of the install.
+  extra=$(cd "$prefix" && find bin include -mindepth 1 -maxdepth 1 ! -name cannl)
+  [ -z "$extra" ] || fail "installed besides cannl: $extra"
+  step "configure package_consumer: find_package(cannl) in $prefix, build, run"
+  configure package_consumer -DCMAKE_PREFIX_PATH="$prefix"
+  build_it
+  regenerated || fail "the generator did not run"
+  run_model 32
+  "$build/mymodel_train" --help >"$log" 2>&1 || fail "mymodel_train --help"
+  grep -q "usage: mymodel_train" "$log" || fail "mymodel_train --help: no usage line"
+  step "the installed generator changed: regenerated"
+  touch "$prefix/bin/cannl"
+  build_it
+  regenerated || fail "the generator did not run after it changed"
+  run_model 32
+  ;;
+*)
+  echo "usage: consumer_test.sh subdir|package" >&2
+  exit 2
+  ;;
+esac
+echo "ok"
