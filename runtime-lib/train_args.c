@@ -30,6 +30,7 @@ static const flag_def FLAGS[] = {
     {"--steps", F_INT, 0, "N", "stop after N optimisation steps in total (resumed steps included)"},
     {"--batch", F_INT, 1, "N", "examples per step (default 128, or the model's maximum if smaller)"},
     {"--lr", F_REAL, 0, "X", "learning rate (default: the spec's)"},
+    {"--lr-schedule", F_PATH, 0, "NAME", "constant (default) or cosine: lr * (1 + cos(pi * step / steps)) / 2"},
     {"--seed", F_U64, 0, "N", "seed of the initial params and the shuffling (default 0)"},
     {"--no-shuffle", F_BOOL, 0, NULL, "visit the examples in file order"},
     {"--threads", F_INT, 1, "N", "OpenMP threads"},
@@ -103,6 +104,12 @@ static int apply(const flag_def *f, const char *v, cannl__train_opts *o, char *m
         if (strcmp(n, "--checkpoint") == 0) o->checkpoint = v;
         if (strcmp(n, "--resume") == 0) o->resume = v;
         if (strcmp(n, "--metrics") == 0) o->metrics = v;
+        if (strcmp(n, "--lr-schedule") == 0) {
+            if (strcmp(v, "constant") != 0 && strcmp(v, "cosine") != 0)
+                return fail(msg, cap, "--lr-schedule: '%s' is not constant or cosine", v);
+            o->cosine = strcmp(v, "cosine") == 0;
+            o->schedule_set = 1;
+        }
     } else if (f->kind == F_INT) {
         int64_t x = 0;
         rc = parse_int(n, v, f->min, &x, msg, cap);

@@ -32,6 +32,7 @@ typedef struct cannl__train_opts {
     int64_t steps;    int steps_set;
     int64_t batch;    int batch_set;
     double lr;        int lr_set;
+    int cosine;       int schedule_set;  /* --lr-schedule cosine */
     uint64_t seed;    int seed_set;
     int no_shuffle;
     int threads;                   /* 0: not given */

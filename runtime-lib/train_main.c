@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define M_PI_VALUE 3.14159265358979323846
+
 static volatile sig_atomic_t g_interrupted = 0;
 
 static void on_sigint(int sig) {
@@ -52,7 +54,10 @@ typedef struct trainer {
     uint64_t seed;
     int shuffle;
     int64_t batch, spe, target, epochs_total;
+    int64_t horizon;               /* steps of the whole run (--epochs), for the lr schedule */
     int64_t step;                  /* global step count */
+    double base_lr;                /* the learning rate before any schedule */
+    int cosine;                    /* cosine decay of the lr over the run's target steps */
     int64_t saved_step;            /* step of the last checkpoint, -1: none */
     int64_t tested_step;           /* step of the last test evaluation, -1: none */
     double test_loss;              /* results of that evaluation (metrics in ->metrics) */
@@ -174,6 +179,8 @@ static int resume_settings(trainer *t, const cannl_checkpoint *ck) {
     r = meta_real(ck, "lr", &lr);
     if (r < 0) return report(t, CANNL__EXIT_FAIL, "%s: metadata \"lr\" is not a number", path);
     if (r == 0 && !t->o.lr_set && t->api->set_lr) t->api->set_lr(t->m, lr);
+    const char *sched = cannl_checkpoint_meta(ck, "lr_schedule");
+    if (sched && !t->o.schedule_set) t->cosine = strcmp(sched, "cosine") == 0;
     return CANNL__EXIT_OK;
 }
 
@@ -202,6 +209,9 @@ static int setup_model(trainer *t) {
         api->set_lr(t->m, t->o.lr);
     }
     if (t->o.threads > 0 && api->set_threads) api->set_threads(t->o.threads);
+    t->base_lr = api->get_lr ? api->get_lr(t->m) : api->lr;
+    if (t->cosine && !api->set_lr)
+        return report(t, CANNL__EXIT_FAIL, "--lr-schedule: model '%s' cannot change its learning rate", api->name);
     return CANNL__EXIT_OK;
 }
 
@@ -229,11 +239,13 @@ static int setup_run(trainer *t) {
         int64_t by_epochs = INT64_MAX;
         if ((t->o.epochs_set || !t->o.steps_set) && cannl__mul_i64(t->o.epochs, t->spe, &by_epochs)) by_epochs = INT64_MAX;
         t->target = t->o.steps_set && t->o.steps < by_epochs ? t->o.steps : by_epochs;
+        t->horizon = by_epochs != INT64_MAX ? by_epochs : t->target;
         t->epochs_total = t->target / t->spe + (t->target % t->spe != 0);
     } else {
         t->batch = 1;
         t->spe = INT64_MAX; /* one endless epoch */
         t->target = t->o.steps;
+        t->horizon = t->target;
         t->epochs_total = 1;
     }
     const int32_t nin = api->num_inputs;
@@ -282,12 +294,13 @@ static int save_checkpoint(trainer *t) {
     snprintf(seed, sizeof seed, "%" PRIu64, t->seed);
     snprintf(batch, sizeof batch, "%" PRId64, t->batch);
     snprintf(epoch, sizeof epoch, "%" PRId64, t->has_inputs ? t->step / t->spe : 0);
-    snprintf(lr, sizeof lr, "%.17g", t->api->get_lr ? t->api->get_lr(t->m) : t->api->lr);
+    snprintf(lr, sizeof lr, "%.17g", t->base_lr);
     snprintf(examples, sizeof examples, "%" PRId64, t->ntrain);
     const cannl_meta meta[] = {{"seed", seed},   {"batch", batch}, {"epoch", epoch},
-                               {"shuffle", t->shuffle ? "1" : "0"}, {"lr", lr}, {"examples", examples}};
+                               {"shuffle", t->shuffle ? "1" : "0"}, {"lr", lr},
+                               {"lr_schedule", t->cosine ? "cosine" : "constant"}, {"examples", examples}};
     cannl_error err;
-    size_t nmeta = t->has_inputs ? 6 : 5;
+    size_t nmeta = t->has_inputs ? 7 : 6;
     if (cannl_model_save(t->api, t->m, t->o.checkpoint, meta, nmeta, &err) != CANNL_OK)
         return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     t->saved_step = t->step;
@@ -404,6 +417,8 @@ static int train(trainer *t) {
                 if (cannl__bind_gather(api, t->train, t->perm + b * t->batch, n, t->bufs, &err) != CANNL_OK)
                     return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
             }
+            if (t->cosine) /* the lr of step s (0-based) of a run of `horizon` steps */
+                api->set_lr(t->m, t->base_lr * 0.5 * (1 + cos(M_PI_VALUE * (double)t->step / (double)t->horizon)));
             const double loss = api->train_step(t->m, (const void *const *)t->bufs, n);
             t->step++;
             t->steps_run++;
@@ -526,6 +541,7 @@ int cannl_train_main(const cannl_model_api *api, int argc, char **argv) {
     t.has_inputs = api->num_inputs > 0;
     t.seed = t.o.seed;
     t.shuffle = !t.o.no_shuffle;
+    t.cosine = t.o.cosine;
     t.batch = t.o.batch_set ? t.o.batch : (CANNL__DEFAULT_BATCH < api->max_batch ? CANNL__DEFAULT_BATCH : api->max_batch);
     t.saved_step = t.tested_step = -1;
     t.tty = isatty(fileno(stdout));

@@ -413,6 +413,26 @@ static void case_resume(void) {
            1, NULL, "half.safetensors: checkpoint was trained on 37 examples, but the training data has 20");
 }
 
+/* --lr-schedule cosine: the lr decays over the run's steps, changes the run, is kept in the
+   checkpoint, and a run stopped by --steps resumes to the same end bit for bit. */
+static void case_cosine(void) {
+    EXPECT(TRAIN("--lr-schedule", "linear"), 2, NULL, "--lr-schedule: 'linear' is not constant or cosine");
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--metrics", W("const.jsonl")), 0, NULL, NULL);
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--lr-schedule", "cosine", "--checkpoint", W("cos.safetensors"),
+                 "--metrics", W("cos.jsonl")),
+           0, NULL, NULL);
+    CHECK(!same_file(W("const.jsonl"), W("cos.jsonl")));
+    CHECK(strcmp(meta_of(W("cos.safetensors"), "lr_schedule"), "cosine") == 0);
+    EXPECT(TRAIN("--epochs", "2", "--steps", "3", "--log-every", "1", "--lr-schedule=cosine", "--checkpoint",
+                 W("cos_half.safetensors"), "--metrics", W("cos_half.jsonl")),
+           0, NULL, NULL);
+    EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("cos_half.safetensors"), "--epochs", "2",
+               "--log-every", "1", "--checkpoint", W("cos_half.safetensors"), "--metrics", W("cos_half.jsonl")),
+           0, NULL, NULL);
+    CHECK(same_file(W("cos.jsonl"), W("cos_half.jsonl")));
+    CHECK(same_file(W("cos.safetensors"), W("cos_half.safetensors")));
+}
+
 /* --steps stops mid-epoch; resuming (twice, across an epoch end) equals one run. */
 static void case_steps(void) {
     EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--checkpoint", W("a.safetensors"), "--metrics", W("a.jsonl")), 0,
@@ -602,7 +622,7 @@ int main(int argc, char **argv) {
         const char *name;
         void (*fn)(void);
     } cases[] = {{"cli", case_cli},       {"binding", case_binding},         {"metrics", case_metrics},
-                 {"resume", case_resume}, {"steps", case_steps},             {"sigint", case_sigint},
+                 {"resume", case_resume}, {"cosine", case_cosine}, {"steps", case_steps},             {"sigint", case_sigint},
                  {"other_model", case_other_model}, {"init", case_init},    {"corrupt", case_corrupt},
                  {"no_inputs", case_no_inputs}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
