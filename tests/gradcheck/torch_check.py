@@ -1,0 +1,554 @@
+#!/usr/bin/env python3
+"""Checks cannl's gradients (and losses) against PyTorch's autograd, in float64.
+
+Usage: torch_check.py NAME=CHECKER...
+
+For each spec NAME (tests/gradcheck/specs/NAME.cannl), CHECKER is its gradcheck binary
+(gradcheck.c linked with the generated model). The script runs `CHECKER --dump DIR --no-fd`,
+which writes the params before the training step, the inputs (n examples), the analytic
+gradients of the loss and the loss as .npy files, then recomputes the loss from the same
+params and inputs with the PyTorch function REFERENCES[NAME] below and compares:
+
+    |cannl - torch| <= 1e-9 * max(1, |cannl|, |torch|)      (the loss and every gradient element)
+
+Every spec needs a reference here; a spec without one fails.
+
+Layout (docs/language.md §13): tensors are row-major in storage order, axes batch, output,
+input. A weight w : [IN -> OUT] is stored [OUT, IN] (nn.Linear.weight; `w * x` is x @ w.T);
+a tensor [batch | 3 -> 4] is stored [n, 4, 3]; images [batch | h, w, c] are NHWC and a conv
+kernel [kh, kw, c -> d] is stored [d, kh, kw, c]. Pointwise broadcasting in cannl aligns each
+kind of axes separately, so the references insert the size-1 axes that torch's right-aligned
+broadcasting would otherwise get wrong.
+
+Exit status: 0 all match, 1 a mismatch or a checker failure, 2 bad usage, 77 (skipped) when
+torch cannot be imported.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:  # pragma: no cover - depends on the machine
+    print(f"torch_check: skipped: {e}")
+    sys.exit(77)
+
+torch.set_default_dtype(torch.float64)
+torch.set_num_threads(1)
+
+RTOL = 1e-9
+REFERENCES = {}
+
+
+def ref(name):
+    def register(fn):
+        REFERENCES[name] = fn
+        return fn
+    return register
+
+
+# ---------------------------------------------------------------- layout helpers
+
+def lin(w, x):
+    """w * x for w : [i -> o] stored [o, i] and x : [batch | i] stored [n, i]."""
+    return x @ w.T
+
+
+def nchw(x):
+    return x.permute(0, 3, 1, 2)
+
+
+def nhwc(x):
+    return x.permute(0, 2, 3, 1)
+
+
+def conv(x, k, stride=1, padding=0):
+    """conv2d of an NHWC image with a kernel stored [d, kh, kw, c]; NHWC result."""
+    return nhwc(F.conv2d(nchw(x), k.permute(0, 3, 1, 2), stride=stride, padding=padding))
+
+
+def max_pool(x, size, stride):
+    return nhwc(F.max_pool2d(nchw(x), size, stride))
+
+
+def avg_pool(x, size, stride):
+    return nhwc(F.avg_pool2d(nchw(x), size, stride))
+
+
+def over_outputs(fn, x, n_out, n_in):
+    """Applies fn over the output axes of x stored [n, out..., in...] (n_out output axes,
+    n_in input axes), separately for each batch and input index: fn gets [n, in..., out...]
+    and the number of output axes."""
+    nd = x.dim()
+    out = list(range(1, 1 + n_out))
+    inp = list(range(1 + n_out, nd))
+    assert len(inp) == n_in
+    perm = [0] + inp + out
+    y = fn(x.permute(*perm), n_out)
+    inv = [perm.index(i) for i in range(nd)]
+    return y.permute(*inv)
+
+
+def softmax_out(x, n_out, n_in=0):
+    def f(t, k):
+        shape = t.shape
+        flat = t.reshape(*shape[:t.dim() - k], -1)
+        return torch.softmax(flat, dim=-1).reshape(shape)
+    return over_outputs(f, x, n_out, n_in)
+
+
+def log_softmax_out(x, n_out, n_in=0):
+    def f(t, k):
+        shape = t.shape
+        flat = t.reshape(*shape[:t.dim() - k], -1)
+        return torch.log_softmax(flat, dim=-1).reshape(shape)
+    return over_outputs(f, x, n_out, n_in)
+
+
+def layer_norm_out(x, n_out, n_in=0, eps=1e-5):
+    return over_outputs(lambda t, k: F.layer_norm(t, t.shape[t.dim() - k:], eps=eps), x, n_out, n_in)
+
+
+def pool_leading2(pool, x, size, stride):
+    """A 2-d pooling over storage dims 1 and 2 (the first two output axes) of x, whatever
+    axes follow."""
+    y = x.movedim((1, 2), (-2, -1))
+    lead = y.shape[:-2]
+    y = pool(y.reshape(-1, 1, *y.shape[-2:]), size, stride)
+    return y.reshape(*lead, *y.shape[-2:]).movedim((-2, -1), (1, 2))
+
+
+def ce(logits, target):
+    """cross_entropy over dim 1 with probability targets (PyTorch's own), one value per
+    example (and per trailing input index)."""
+    return F.cross_entropy(logits, target, reduction="none")
+
+
+# ---------------------------------------------------------------- the references
+# P: params, X: inputs (torch tensors in storage layout, inputs with the batch axis first).
+
+@ref("add")
+def _(P, X):
+    z = (P["a"] + X["x"]) + P["b"] + 0.5
+    return (z * z * P["c"]).sum()
+
+
+@ref("sub")
+def _(P, X):
+    y = P["a"] - X["x"]
+    z = 1 - (P["b"] - y)
+    return (z * z * P["c"]).sum()
+
+
+@ref("mul")
+def _(P, X):
+    y = P["a"] * X["x"] * P["b"]
+    z = y * y + 2 * y * P["a"]
+    return (z * P["c"]).sum()
+
+
+@ref("div")
+def _(P, X):
+    x, a = X["x"], P["a"]
+    y = a / (x * x + 1)
+    z = (x + 2) / P["b"]
+    q = (y + z / 2) / (a * a + 1)
+    return (q * P["c"]).sum()
+
+
+@ref("neg")
+def _(P, X):
+    y = -P["a"] * X["x"]
+    z = -(y * P["b"]) + y * y
+    return (-z * P["c"]).sum()
+
+
+@ref("pow")
+def _(P, X):
+    x, a = X["x"], P["a"]
+    pos = a * (x * x + 1)
+    y = pos ** 0.5 + a ** 2 + (a + x) ** 3 + pos ** -1 + a ** -1.5 + pos ** 1.5
+    return (y * P["c"]).sum()
+
+
+@ref("pow_dim")
+def _(P, X):
+    x, a = X["x"], P["a"]
+    y = (a + x) ** 3 + (a * x) ** 2 + a ** 2
+    return (y * P["c"]).sum()
+
+
+@ref("matmul")
+def _(P, X):
+    h = torch.tanh(torch.einsum("oij,bij->bo", P["w"], X["x"]))   # w : [2, 3 -> 4]
+    g = lin(P["r"], h)
+    k = torch.einsum("oj,bji->boi", P["a"], X["m"])               # [batch | 3 -> 5]
+    pq = P["p"] @ P["q"]                                           # [4 -> 2] stored [2, 4]
+    return (g * P["c"]).sum() + (k * P["ck"]).sum() + (pq * pq).sum()
+
+
+@ref("matmul_batched")
+def _(P, X):
+    m, x = X["m"], X["x"]                                          # m stored [n, 2, 3]
+    y = torch.einsum("boi,bi->bo", m * P["u"], torch.tanh(x))
+    z = lin(P["w"], y)
+    r = torch.einsum("boj,jk->bok", torch.tanh(m), P["q"])         # [batch | 2 -> 2]
+    return (torch.tanh(z) * P["c"]).sum() + (r * r).sum()
+
+
+@ref("broadcast_size1")
+def _(P, X):
+    s, t = X["s"], X["t"]
+    y = (s + P["r"]) * (P["q"] - t) + s * t
+    return (torch.tanh(y) * P["c"]).sum()
+
+
+@ref("broadcast_missing")
+def _(P, X):
+    x, v, z = X["x"], X["v"], X["z"]          # [n, 3, 4], [n, 4], [n, 4 (out), 2 (in)]
+    b, s = P["b"], P["s"]
+    y = (x + b) * v[:, None, :] * s           # v's output axis meets x's last output axis
+    u = (z - b[:, None]) * P["p"] + s         # b meets z's output axis; p : [2 -> 1] stored [1, 2]
+    return (torch.tanh(y) * P["c"]).sum() + (torch.tanh(u) * P["d"]).sum()
+
+
+@ref("einsum1")
+def _(P, X):
+    x, y, w = X["x"], X["y"], P["w"]          # x : [batch | 3 -> 4] stored [n, 4, 3]
+    t = (x * w).transpose(1, 2)               # [batch | 4 -> 3] stored [n, 3, 4]
+    r = torch.tanh(x + w).sum(dim=2)          # sum over the input axis
+    s = (y * P["u"]).transpose(1, 2)
+    pw = w.T                                  # [4 -> 3] stored [3, 4]
+    return (t * P["c"]).sum() + (r * P["d"]).sum() + (torch.tanh(s) * P["e"]).sum() + (pw * pw).sum()
+
+
+@ref("einsum2")
+def _(P, X):
+    x, y = X["x"], X["y"]
+    h = torch.tanh(lin(P["w"], x))
+    g = torch.einsum("bij,jk->bik", y, P["u"])
+    o = torch.einsum("bi,bj->bij", h, x * x)
+    dot = (h * h).sum(dim=1)
+    pq = P["p"] @ P["q"]
+    return (torch.tanh(g) * P["c"]).sum() + (o * P["d"]).sum() + dot.sum() + (pq * pq).sum()
+
+
+@ref("einsum_ellipsis")
+def _(P, X):
+    x, v, m, w = X["x"], X["v"], X["m"], P["w"]
+    y = torch.einsum("bxyi,bi->bxy", x * w, v)
+    r = torch.tanh(x + w).permute(0, 2, 3, 1)
+    t = (m * P["k"]).transpose(1, 2)
+    return (torch.tanh(y) * P["c"]).sum() + (r * P["d"]).sum() + (torch.tanh(t) * P["e"]).sum()
+
+
+@ref("einsum_kinds")
+def _(P, X):
+    x, y = X["x"], X["y"]
+    h = torch.tanh(x * P["w"])
+    had = h * x
+    outer = torch.einsum("bi,bj->bij", h, y)                     # [batch | j -> i] stored [n, i, j]
+    acc = torch.einsum("bi,bj->ji", h, torch.tanh(y))            # [i -> j] stored [j, i]
+    mixed = torch.einsum("ij,bj->bi", P["u"], y)                 # u : [j -> i] stored [i, j]
+    return ((had * P["c"]).sum() + (outer * P["d"]).sum() + (acc * P["e"]).sum()
+            + (torch.tanh(mixed) * P["c"]).sum())
+
+
+@ref("einsum_affine")
+def _(P, X):
+    x = X["image"] + P["p"]
+    cv = conv(x, P["k"])
+    strid = conv(x, P["k2"], stride=2, padding=1)
+    sub2 = (x * x)[:, ::2, ::2, :]
+    pool = max_pool(x, 2, 2)
+    return ((torch.tanh(cv) * P["c"]).sum() + (torch.tanh(strid) * P["c2"]).sum()
+            + (sub2 * P["c3"]).sum() + (pool * P["c4"]).sum())
+
+
+@ref("einsum_padded")
+def _(P, X):
+    x = X["image"] + P["p"]
+    padded = F.pad(nchw(x), (1, 1, 1, 1))                  # zeros
+    pmax = nhwc(F.max_pool2d(padded, 2, 2))
+    pavg = nhwc(F.avg_pool2d(F.pad(nchw(x * x), (1, 1, 1, 1)), 2, 2))
+    return (pmax * P["c1"]).sum() + (pavg * P["c2"]).sum()
+
+
+def pointwise(fn):
+    def reference(P, X):
+        y = fn(lin(P["w"], X["x"]) + P["b"])
+        return (y * P["c"]).sum()
+    return reference
+
+
+REFERENCES["relu"] = pointwise(torch.relu)
+REFERENCES["sigmoid"] = pointwise(torch.sigmoid)
+REFERENCES["tanh"] = pointwise(torch.tanh)
+REFERENCES["exp"] = pointwise(torch.exp)
+REFERENCES["abs"] = pointwise(torch.abs)
+REFERENCES["gelu"] = pointwise(F.gelu)          # the exact (erf) form, PyTorch's default
+REFERENCES["log"] = pointwise(lambda z: torch.log(z * z + 0.5))
+REFERENCES["sqrt"] = pointwise(lambda z: torch.sqrt(z * z + 0.5))
+
+
+def reduction(kind):
+    def red(t, dims=None):
+        if kind == "sum":
+            return t.sum() if dims is None else t.sum(dim=dims)
+        if kind == "mean":
+            return t.mean() if dims is None else t.mean(dim=dims)
+        return t.max() if dims is None else t.amax(dim=dims)
+
+    def reference(P, X):
+        w = P["w"]
+        y = torch.tanh(X["x"] * w)            # [batch | 3 -> 4] stored [n, 4, 3]
+        s1 = red(y * w)
+        s2 = red(y, (2,))                     # b|i->o => b|o
+        s3 = red(y, (0, 1))                   # b|i->o => i->
+        s4 = red(y, (0,))                     # b|i->o => i->o
+        s5 = red(y, (1, 2))                   # b|i->o => b|
+        return s1 + (s2 * P["c"]).sum() + (s3 * P["d"]).sum() + (s4 * P["e"]).sum() + (s5 * s5).sum()
+    return reference
+
+
+for _kind in ("sum", "mean", "max"):
+    REFERENCES["reduce_" + _kind] = reduction(_kind)
+
+
+@ref("softmax")
+def _(P, X):
+    p = torch.softmax(lin(P["w"], X["x"]), dim=1)
+    q = softmax_out(X["m"] * P["u"], n_out=2, n_in=1)    # [batch | 2 -> 3, 2] stored [n, 3, 2, 2]
+    return (p * P["c"]).sum() + (q * P["e"]).sum()
+
+
+@ref("log_softmax")
+def _(P, X):
+    p = torch.log_softmax(lin(P["w"], X["x"]), dim=1)
+    q = log_softmax_out(X["m"] * P["u"], n_out=2, n_in=1)
+    return (p * P["c"]).sum() + (q * P["e"]).sum()
+
+
+@ref("cross_entropy")
+def _(P, X):
+    x, t, z = X["x"], X["t"], X["z"]                     # z : [batch | 2 -> 4] stored [n, 4, 2]
+    logits = lin(P["w"], x) + P["b"]
+    ce1 = ce(logits, t)
+    ce2 = ce(z * P["u"], t[:, :, None].expand(-1, -1, 2))  # one value per input index: [n, 2]
+    ce3 = ce(logits, torch.softmax(P["q"], dim=0).expand(x.shape[0], -1))
+    return ce1.mean() + (ce2 * P["d"]).sum() + ce3.sum()
+
+
+@ref("layer_norm")
+def _(P, X):
+    z = lin(P["w"], X["x"])
+    h = F.layer_norm(z, (4,), eps=1e-5)
+    y = P["gain"] * h + P["bias"]
+    h2 = F.layer_norm(z, (4,), eps=1e-3)
+    nrm = layer_norm_out(X["m"] * P["u"], n_out=2, n_in=1)
+    return (torch.tanh(y) * P["c"]).sum() + (h2 * P["c2"]).sum() + (nrm * P["e"]).sum()
+
+
+@ref("conv2d")
+def _(P, X):
+    y = conv(X["image"] + P["p"], P["k"]) + P["bias"]
+    return (torch.tanh(y) * P["c"]).sum()
+
+
+@ref("conv2d_stride2_pad1")
+def _(P, X):
+    y = conv(X["image"] * P["p"], P["k"], stride=2, padding=1)
+    return (torch.tanh(y) * P["c"]).sum()
+
+
+@ref("conv2d_pad2")
+def _(P, X):
+    y = conv(X["image"] + P["p"], P["k"], padding=2)
+    return (torch.tanh(y) * P["c"]).sum()
+
+
+@ref("conv2d_stride2")
+def _(P, X):
+    y = conv(X["image"] + P["p"], P["k"], stride=2)
+    return (torch.tanh(y) * P["c"]).sum()
+
+
+def pooling(pool):
+    def reference(P, X):
+        x = X["image"] + P["p"]
+        y1 = pool(x, 2, 2)
+        y2 = pool(x, 3, 1)
+        y3 = pool(x, 3, 3)
+        return (torch.tanh(y1) * P["c1"]).sum() + (y2 * P["c2"]).sum() + (y3 * y3 * P["c3"]).sum()
+    return reference
+
+
+REFERENCES["max_pool2d"] = pooling(max_pool)
+REFERENCES["avg_pool2d"] = pooling(avg_pool)
+
+
+@ref("pool_shapes")
+def _(P, X):
+    t = X["t"]
+    y1 = pool_leading2(F.max_pool2d, X["a"] + P["pa"], 2, 2)
+    y2 = pool_leading2(F.avg_pool2d, X["m"] * P["pm"], 2, 2)    # m stored [n, 4, 4, 2 (in)]
+    y3 = pool_leading2(F.max_pool2d, t + P["pt"], 2, 2)
+    y4 = pool_leading2(F.avg_pool2d, t * P["pt"], 2, 2)
+    c3 = P["c3"]
+    return (y1 * P["c1"]).sum() + (torch.tanh(y2) * P["c2"]).sum() + (y3 * c3).sum() + (y4 * y4 * c3).sum()
+
+
+@ref("stability")
+def _(P, X):
+    logits = 1000 * torch.tanh(lin(P["w"], X["x"]))
+    p = torch.softmax(logits, dim=1)
+    lsm = torch.log_softmax(logits, dim=1)
+    return (p * P["c"]).sum() + (lsm * P["e"]).sum() / 1000 + ce(logits, X["t"]).mean() / 1000
+
+
+@ref("batch_mean")
+def _(P, X):
+    h = torch.tanh(lin(P["w"], X["x"]))
+    mu = h.mean(dim=0)
+    centered = h - mu
+    var = (centered * centered).mean(dim=0)
+    return (mu * P["c"]).sum() + (var * P["c2"]).sum() + (h * h).mean()
+
+
+@ref("numbers")
+def _(P, X):
+    w = P["w"]
+    a = 2 * w.sum(dim=1)                      # w * 2: the number takes w's input axes
+    y = torch.tanh(lin(w, X["x"]) / 3)
+    b = 2 * y.sum(dim=1)                      # 2 * y: the number takes y's output axes
+    return (a * P["c"]).sum() + (b * b).sum() / 3 - 0.5 * y.sum()
+
+
+@ref("mlp")
+def _(P, X):
+    x = X["image"] / 2
+    h1 = torch.relu(lin(P["w1"], x) + P["b1"])
+    h2 = torch.relu(lin(P["w2"], h1) + P["b2"])
+    logits = lin(P["w3"], h2) + P["b3"]
+    return ce(logits, X["label"]).mean()
+
+
+@ref("cnn")
+def _(P, X):
+    a1 = torch.relu(conv(X["image"], P["k1"], padding=1) + P["c1"])
+    p1 = max_pool(a1, 2, 2)
+    a2 = torch.tanh(conv(p1, P["k2"]) + P["c2"])
+    p2 = avg_pool(a2, 2, 1)
+    logits = torch.einsum("ohwc,bhwc->bo", P["w"], p2) + P["b"]
+    return ce(logits, X["label"]).mean()
+
+
+@ref("einsum_mlp")
+def _(P, X):
+    x = X["image"] / 2
+    z1 = torch.einsum("hrc,brc->bh", P["w1"], x) + P["b1"]
+    h1 = torch.relu(P["gain"] * F.layer_norm(z1, (5,), eps=1e-5) + P["bias"])
+    logits = lin(P["w2"], h1) + P["b2"]
+    w1 = P["w1"]
+    return ce(logits, X["label"]).sum() / 3 + 0.01 * (w1 * w1).sum()
+
+
+@ref("reserved_names")
+def _(P, X):
+    n = torch.tanh(lin(P["v"], X["x"]) + P["step"])
+    out = n * P["count"]
+    return (out * P["name"]).sum()
+
+
+# ---------------------------------------------------------------- the driver
+
+def load(directory, prefix):
+    out = {}
+    for f in sorted(os.listdir(directory)):
+        if f.startswith(prefix) and f.endswith(".npy"):
+            out[f[len(prefix):-4]] = np.load(os.path.join(directory, f))
+    return out
+
+
+def max_rel(a, b):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.size == 0:
+        return 0.0, 0
+    scale = np.maximum(1.0, np.maximum(np.abs(a), np.abs(b)))
+    rel = np.abs(a - b) / scale
+    rel = np.where(np.isnan(rel), np.inf, rel)
+    at = int(np.argmax(rel))
+    return float(rel.flat[at]), at
+
+
+def check(name, checker):
+    """Returns a list of failure messages (empty: pass) and a summary string."""
+    if name not in REFERENCES:
+        return [f"no PyTorch reference for spec '{name}' in torch_check.py"], ""
+    with tempfile.TemporaryDirectory(prefix=f"gc_{name}_") as d:
+        r = subprocess.run([checker, "--dump", d, "--no-fd", "--quiet"], capture_output=True, text=True)
+        if r.returncode != 0:
+            return [f"{checker} exited with {r.returncode}:\n{r.stdout}{r.stderr}"], ""
+        loss_c = float(np.load(os.path.join(d, "loss.npy")))
+        params = load(d, "param_")
+        grads = load(d, "grad_")
+        inputs = load(d, "input_")
+    P = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
+    X = {k: torch.tensor(v) for k, v in inputs.items()}
+    loss_t = REFERENCES[name](P, X)
+    loss_t.backward()
+    fails = []
+    err, _ = max_rel(loss_c, loss_t.item())
+    if not err <= RTOL:
+        fails.append(f"loss: cannl {loss_c!r}, torch {loss_t.item()!r} (error {err:.3g})")
+    worst = err
+    for k, p in P.items():
+        if p.grad is None:
+            fails.append(f"param '{k}': the PyTorch reference does not use it")
+            continue
+        g_c = grads[k]
+        g_t = p.grad.numpy()
+        if g_c.shape != g_t.shape:
+            fails.append(f"param '{k}': gradient shape {g_c.shape} vs torch {g_t.shape}")
+            continue
+        err, at = max_rel(g_c, g_t)
+        worst = max(worst, err)
+        if not err <= RTOL:
+            idx = np.unravel_index(at, g_c.shape) if g_c.ndim else ()
+            fails.append(f"param '{k}' element {tuple(int(i) for i in idx)} (flat {at}): cannl "
+                         f"{g_c.flat[at]!r}, torch {g_t.flat[at]!r} (error {err:.3g} > {RTOL})")
+    return fails, f"{len(P)} params, max error {worst:.3g}"
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    failed = []
+    for arg in argv[1:]:
+        name, sep, checker = arg.partition("=")
+        if not sep:
+            print(f"torch_check: bad argument '{arg}' (expected NAME=CHECKER)", file=sys.stderr)
+            return 2
+        fails, summary = check(name, checker)
+        if fails:
+            failed.append(name)
+            print(f"FAIL {name}")
+            for f in fails:
+                print(f"     {name}: {f}")
+        else:
+            print(f"ok   {name}: {summary}")
+    print(f"torch_check: {len(argv) - 1 - len(failed)} of {len(argv) - 1} specs match PyTorch"
+          f" (tolerance {RTOL})")
+    if failed:
+        print("torch_check: FAILED: " + ", ".join(failed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
