@@ -199,6 +199,16 @@ def _(P, X):
     return (torch.tanh(z) * P["c"]).sum() + (r * r).sum()
 
 
+@ref("aliasing")
+def _(P, X):
+    p, q = P["p"], P["q"]
+    pp = p @ p                                 # p * p : [3 -> 3] stored [out, in]
+    qq = q @ q
+    h = torch.tanh(lin(pp, X["x"]))
+    hh = torch.einsum("bi,bj->bij", h, h)
+    return (h * h).sum() + (qq * qq).sum() + (hh * q).sum()
+
+
 @ref("broadcast_size1")
 def _(P, X):
     s, t = X["s"], X["t"]
