@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Regenerates generated/: the committed output of `cannl gen` for every example spec,
+#   generated/<name>/  =  cannl gen specs/<name>.cannl -o generated/<name>
+# The test golden.regenerate fails when generated/ differs from what the generator writes;
+# after an intended change to the generator, its templates or specs/, run this and commit
+# generated/ with the change.
+#   scripts/regen.sh                 builds build/dev's generator (configuring the dev preset
+#                                    if needed) and rewrites generated/
+#   scripts/regen.sh -o DIR [CANNL]  writes into DIR instead (the test does), with the cannl
+#                                    executable CANNL (default: build/dev's, built first)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=$root/generated
+if [ "${1:-}" = -o ]; then
+  [ $# -ge 2 ] || { echo "usage: scripts/regen.sh [-o DIR] [CANNL]" >&2; exit 2; }
+  out=$2
+  shift 2
+fi
+if [ $# -ge 1 ]; then
+  cannl=$1
+else
+  cd "$root"
+  [ -f build/dev/build.ninja ] || cmake --preset dev >/dev/null
+  cmake --build build/dev --target cannl >/dev/null
+  cannl=$root/build/dev/generator/cannl
+fi
+mkdir -p "$out"
+# Every model directory is written afresh: one whose spec is gone disappears.
+find "$out" -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
+for spec in "$root"/specs/*.cannl; do
+  name=$(basename "$spec" .cannl)
+  "$cannl" gen "$spec" -o "$out/$name"
+done
+echo "regen.sh: wrote $(find "$out" -mindepth 1 -maxdepth 1 -type d | wc -l) models into $out"
