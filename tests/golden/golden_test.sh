@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# golden_test.sh — checks of generated/, the committed generator output (tests golden.*,
+# see CMakeLists.txt here).
+#   golden_test.sh regenerate SRC CANNL WORK
+#       regenerates every spec of SRC/specs with CANNL into WORK and fails on any difference
+#       from SRC/generated (changed, missing or extra files)
+#   golden_test.sh warnings SRC CC [FLAGS...]
+#       compiles every generated/<model>/*.c with CC at -std=c11 -Wall -Wextra -Wpedantic
+#       -Werror and FLAGS, without and with -fopenmp
+#   golden_test.sh build SRC WORK CMAKE GENERATOR MAKE CC C_FLAGS LINK_FLAGS
+#       builds every generated/<model>/ through its own CMakeLists.txt (build_generated/,
+#       with runtime-lib/ for cannl::rt) and runs each <model>_train --help
+set -euo pipefail
+mode=$1
+src=$2
+
+models=()
+for d in "$src"/generated/*/; do
+  [ -f "$d/CMakeLists.txt" ] && models+=("$(basename "$d")")
+done
+[ ${#models[@]} -gt 0 ] || { echo "FAIL: no models in $src/generated" >&2; exit 1; }
+
+case "$mode" in
+regenerate)
+  cannl=$3
+  work=$4
+  rm -rf "$work"
+  bash "$src/scripts/regen.sh" -o "$work" "$cannl" >/dev/null
+  if ! diff -r -u -x README.md "$src/generated" "$work"; then
+    cat >&2 <<MSG
+
+FAIL: generated/ differs from what the generator writes for specs/ (diff above: - committed,
++ regenerated). If the change is intended (a generator, template or spec change), update it
+and commit generated/ with that change:
+    scripts/regen.sh
+MSG
+    exit 1
+  fi
+  echo "ok: ${models[*]}"
+  ;;
+warnings)
+  cc=$3
+  shift 3
+  status=0
+  for m in "${models[@]}"; do
+    for omp in "" -fopenmp; do
+      for f in "$src/generated/$m"/*.c; do
+        cmd=("$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror "$@" $omp -I "$src/runtime-lib" -c "$f" -o /dev/null)
+        if ! "${cmd[@]}"; then
+          echo "FAIL: ${cmd[*]}" >&2
+          status=1
+        fi
+      done
+    done
+  done
+  [ $status -eq 0 ] && echo "ok: ${models[*]} with $cc $*, without and with -fopenmp"
+  exit $status
+  ;;
+build)
+  work=$3 cmake=$4 generator=$5 make=$6 cc=$7 cflags=$8 lflags=$9
+  rm -rf "$work"
+  "$cmake" -S "$src/tests/golden/build_generated" -B "$work" -G "$generator" -DCMAKE_MAKE_PROGRAM="$make" \
+    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$cflags" \
+    -DCMAKE_EXE_LINKER_FLAGS="$lflags" -DCANNL_SOURCE_DIR="$src" >"$work.log" 2>&1 \
+    || { cat "$work.log" >&2; echo "FAIL: configure build_generated" >&2; exit 1; }
+  "$cmake" --build "$work" >"$work.log" 2>&1 || { cat "$work.log" >&2; echo "FAIL: build" >&2; exit 1; }
+  for m in "${models[@]}"; do
+    "$work/$m/${m}_train" --help >"$work.log" 2>&1 || { cat "$work.log" >&2; echo "FAIL: ${m}_train --help" >&2; exit 1; }
+    grep -q "usage: ${m}_train" "$work.log" || { cat "$work.log" >&2; echo "FAIL: ${m}_train --help: no usage" >&2; exit 1; }
+  done
+  echo "ok: built ${models[*]}"
+  ;;
+*)
+  echo "usage: golden_test.sh regenerate|warnings|build SRC ..." >&2
+  exit 2
+  ;;
+esac
