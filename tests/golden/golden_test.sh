@@ -26,7 +26,10 @@ regenerate)
   work=$4
   rm -rf "$work"
   bash "$src/scripts/regen.sh" -o "$work" "$cannl" >/dev/null
-  if ! diff -r -u -x README.md "$src/generated" "$work"; then
+  if ! diff -r -u -x README.md "$src/generated" "$work" >"$work.diff"; then
+    lines=$(wc -l <"$work.diff")
+    head -n 300 "$work.diff"
+    [ "$lines" -le 300 ] || echo "... ($lines lines in all: $work.diff)"
     cat >&2 <<MSG
 
 FAIL: generated/ differs from what the generator writes for specs/ (diff above: - committed,
