@@ -82,6 +82,7 @@ Gradients differentiate(ir::Program& p, const std::vector<ir::Stmt>& forward, in
     gb.role = ir::Role::Grad;
     gb.grad_of = buf;
     gb.tensor = -1;
+    gb.state_name.clear();  // gradients are not saved
     gb.shape = "gradient of " + p.buffers[static_cast<size_t>(buf)].name;
     p.buffers.push_back(gb);
     int gi = static_cast<int>(p.buffers.size()) - 1;

@@ -2,6 +2,8 @@
 // optimiser nests, loop ordering and the C emitter's output (as text).
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "autodiff/autodiff.h"
 #include "driver/frontend.h"
 #include "emit/c_emit.h"
@@ -56,6 +58,11 @@ TEST_CASE("buffers are stored batch, output, input", "[lower]") {
   CHECK(g.buf("w").role == ir::Role::Param);
   CHECK(g.buf("w").state_name == "w");
   CHECK(g.buf("w_momentum_buffer").state_name == "w.momentum_buffer");
+  // what a checkpoint holds: params and optimiser state, each name once, no gradients
+  std::set<std::string> names;
+  for (const auto& b : g.p.buffers)
+    if (!b.state_name.empty()) CHECK(names.insert(b.state_name).second);
+  CHECK(names == std::set<std::string>{"w", "b", "w.momentum_buffer", "b.momentum_buffer"});
 }
 
 TEST_CASE("a matrix product is a fill and an accumulation; pointwise parts are inline", "[lower]") {
