@@ -1042,7 +1042,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
 
-    /* line 29: adam update of  */
+    /* line 29: adam update of w4 */
     for (int64_t j0 = 0; j0 < 10; ++j0) {
         for (int64_t j1 = 0; j1 < 1024; ++j1)
             w4_exp_avg[j0 * 1024 + j1] = 0.9f * w4_exp_avg[j0 * 1024 + j1] + 0.1f * w4_grad[j0 * 1024 + j1];

@@ -438,7 +438,7 @@ static double train_step(moons_mlp *m, const real *const inputs[], int64_t n) {
             w1[j0 * 2 + j1] = w1[j0 * 2 + j1] - lr * w1_momentum_buffer[j0 * 2 + j1];
     }
 
-    /* line 20: sgd update of  */
+    /* line 20: sgd update of w2 */
     for (int64_t j0 = 0; j0 < 16; ++j0) {
         for (int64_t j1 = 0; j1 < 16; ++j1)
             w2_momentum_buffer[j0 * 16 + j1] = step == 1.0f ? w2_grad[j0 * 16 + j1] : 0.9f * w2_momentum_buffer[j0 * 16 + j1] + w2_grad[j0 * 16 + j1];

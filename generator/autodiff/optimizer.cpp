@@ -18,11 +18,12 @@ ExprP num(double v) { return ir::cnst(v); }
 
 int state_buffer(ir::Program& p, int param, const std::string& state) {
   ir::Buffer b = p.buffers[static_cast<size_t>(param)];
-  b.name = b.name + "_" + state;
-  b.state_name = p.buffers[static_cast<size_t>(param)].name + "." + state;
+  const std::string pname = b.name;
+  b.name = pname + "_" + state;
+  b.state_name = pname + "." + state;
   b.role = ir::Role::OptState;
   b.tensor = -1;
-  b.shape = state + " of " + p.buffers[static_cast<size_t>(param)].name;
+  b.shape = state + " of " + pname;
   p.buffers.push_back(b);
   return static_cast<int>(p.buffers.size()) - 1;
 }
@@ -50,7 +51,7 @@ std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, c
   for (int param : p.params) {
     auto g = grads.find(param);
     if (g == grads.end()) continue;  // not used by the loss: no gradient, no update (as PyTorch)
-    const std::string& name = p.buffers[static_cast<size_t>(param)].name;
+    const std::string name = p.buffers[static_cast<size_t>(param)].name;  // a copy: buffers grow below
     auto nest = [&](int buf, ExprP body) {
       ir::Stmt s = ir::elementwise(p, buf, fmt::format("{} update of {}", kind, name));
       s.body = std::move(body);

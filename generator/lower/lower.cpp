@@ -222,13 +222,20 @@ private:
       case ExprKind::Sub: return ir::binary(Op::Sub, child(e->operands[0].get()), child(e->operands[1].get()));
       case ExprKind::Mul: return ir::binary(Op::Mul, child(e->operands[0].get()), child(e->operands[1].get()));
       case ExprKind::Div: return ir::binary(Op::Div, child(e->operands[0].get()), child(e->operands[1].get()));
-      case ExprKind::Pow: return ir::pow(child(e->operands[0].get()), e->operands[1]->number);
+      case ExprKind::Pow: return ir::pow(child(e->operands[0].get()), exponent(e->operands[1].get()));
       case ExprKind::Call:
         if (is_pointwise_call(e->name)) return ir::unary(unary_op(e->name), child(call(e).tensors[0]));
         break;
       default: break;
     }
     return ir::load({materialise(e, -1), map});
+  }
+
+  // The exponent of `**`: a number, a dim, or either negated (resolution checked that).
+  double exponent(const Expr* e) const {
+    if (e->kind == ExprKind::Neg) return -exponent(e->operands[0].get());
+    if (e->kind == ExprKind::Name) return static_cast<double>(m_.dims.at(e->name));
+    return e->number;
   }
 
   // An operand of a product: names and numbers inline, anything else stored first (it would

@@ -193,7 +193,7 @@ private:
   ShapeT& walk(const Expr* e) {
     for (const auto& o : e->operands) walk(o.get());
     for (const Arg& a : e->args)
-      if (a.value->kind != ExprKind::String && a.value->kind != ExprKind::Number) walk(a.value.get());
+      if (a.value->kind != ExprKind::String) walk(a.value.get());
     const Expr* saved = current_;
     current_ = e;
     ShapeT& r = expr_shapes_[e];
