@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Parity of a generated fashion_mlp trainer with PyTorch.
 
-  parity.py --trainer BIN --spec SPEC --fashion DIR --work DIR [--steps 10] [--batch 128]
+  parity.py --trainer BIN --spec SPEC --fashion DIR --work DIR [--small]
 
 SPEC is a copy of specs/fashion_mlp.cannl (784-512-512-10 MLP, relu, mean cross-entropy);
 its `minimize loss with OPT(ARGS)` line is parsed here and turned into the PyTorch optimiser
@@ -9,26 +9,37 @@ of the same name (sgd -> torch.optim.SGD, adam -> Adam, adamw -> AdamW, same arg
 every variant spec is compared with exactly what it says.
 
 Both sides start from the same random params (written by this script to a safetensors file
-and given to the trainer with --init) and see the same batches: the first STEPS * BATCH
-examples of the Fashion-MNIST training file, in file order (--no-shuffle), --threads 1.
+and given to the trainer with --init) and see the same batches: the first 10 batches of 128
+examples of the Fashion-MNIST training file (IDX .gz), in file order (--no-shuffle),
+--threads 1. PyTorch computes in the trainer's element type (float32 or float64). With
+--small (sanitiser builds, ~100x slower): 4 steps of 64 examples.
 
-Criterion, for every param and every optimiser-state tensor of the final checkpoint
-(PyTorch's names: w1.momentum_buffer, w1.exp_avg, w1.exp_avg_sq), with a = cannl's values
-and b = PyTorch's:
+Relative error of a tensor (a = cannl's, b = PyTorch's):
+    max norm:  max_i |a_i - b_i| / max_i |b_i|
+    l2 norm:   sqrt(sum_i (a_i - b_i)^2) / sqrt(sum_i b_i^2)
+and of a loss: |a - b| / |b|, for every step's loss (from --metrics, logged at every step:
+the loss computed before that step's update).
 
-    --norm max (default):  max_i |a_i - b_i| / max_i |b_i|        <= TOL
-    --norm l2:             sqrt(sum (a_i - b_i)^2) / sqrt(sum b_i^2) <= TOL
+Criterion, for a float64 trainer (DTYPE f64 builds of the same specs): every param and
+every optimiser-state tensor of the final checkpoint (PyTorch's names: w1.momentum_buffer,
+w1.exp_avg, w1.exp_avg_sq), max norm <= 1e-9; every loss <= 1e-9. This is the acceptance
+criterion (relative 1e-4) with five orders of magnitude to spare: it checks the update
+rules exactly.
 
-and for every step's loss (from --metrics, logged at every step: the loss computed before
-that step's update):  |a - b| / |b| <= TOL.  TOL is 1e-4 unless --tol says otherwise.
-
-Why two norms: Adam's first updates are about lr * sign(g), so a weight whose gradient is
-zero up to float32 rounding (a cancellation over the batch) gets an update of either sign,
-in PyTorch as well. With float32 a few of the 400k w1 elements then differ by ~lr/10 after
-10 steps: PyTorch float32 itself is off from PyTorch float64 by 2.6e-4 in the max norm on
-this problem. So float32 Adam/AdamW is checked in the l2 norm, and every optimiser is also
-built in float64 (DTYPE f64) and checked against PyTorch float64 in the max norm with a
-much smaller tolerance (the CMakeLists.txt says which).
+Criterion, for a float32 trainer (the specs as they are): every loss <= 1e-4 and every
+param <= 1e-3 in the l2 norm; the max-norm errors and the optimiser state are printed.
+Float32 cannot be held to 1e-4 in the max norm, by PyTorch float32 either:
+  * ReLU kinks: a pre-activation within float32 rounding of 0 (about 0.3 such per 10-step
+    run here) takes either side depending on the summation order, which changes one
+    example's gradient contribution for one unit: measured, a sanitiser build (other
+    vectorisation) flipped layer 2 unit 502 of example 110 of batch 7, whose exact
+    pre-activation is -9.1e-8; the w1 momentum buffer then differs by 1e-2 and w1 by
+    8.8e-4 (max norm) while PyTorch float32 vs float64 differ by 3e-7; each later step
+    widens the band of flippable units. The losses and the l2 norm of the params stay
+    within 1e-4 (8e-6 and 6e-5 in that run).
+  * Adam's first updates are about lr * sign(g): a weight whose gradient is zero up to
+    float32 rounding (cancellation over the batch) moves by +-lr either way. PyTorch
+    float32 vs PyTorch float64 differ by 2.6e-4 in the max norm on w1 after 10 steps.
 """
 
 import argparse
@@ -40,7 +51,9 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util as u  # noqa: E402
 
-TOL = 1e-4  # the acceptance criterion's relative tolerance
+# (losses, params in the l2 norm) for float32; every tensor in the max norm for float64.
+TOL_F32_LOSS, TOL_F32_PARAM_L2 = 1e-4, 1e-3
+TOL_F64 = 1e-9
 
 # Positional order of each optimiser's arguments (docs/language.md §10) and defaults.
 OPT_ARGS = {
@@ -102,13 +115,10 @@ def main():
     ap.add_argument("--spec", required=True)
     ap.add_argument("--fashion", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--norm", choices=("max", "l2"), default="max",
-                    help="max: max|a-b|/max|b| (default); l2: ||a-b||/||b|| (see the docstring)")
-    ap.add_argument("--tol", type=float, default=TOL)
+    ap.add_argument("--small", action="store_true", help="4 steps of 64 (sanitiser builds)")
     opt = ap.parse_args()
+    opt.steps, opt.batch = (4, 64) if opt.small else (10, 128)
 
     u.need_numpy()
     # One BLAS thread: the comparison is about values, and the CI machine has two cores.
@@ -169,13 +179,13 @@ def main():
         want_losses.append(float(loss))
 
     # --- compare
-    tol, norm = opt.tol, opt.norm
+    f64 = dtype == np.float64
     failures = []
     worst = 0.0
     for (step, a), b in zip(got_losses, want_losses):
         e = abs(a - b) / abs(b)
         worst = max(worst, e)
-        if not e <= tol:
+        if not e <= (TOL_F64 if f64 else TOL_F32_LOSS):
             failures.append(f"loss at step {step}: cannl {a!r}, torch {b!r} (relative {e:.3g})")
     print(f"{'':<20} {'max|a-b|/max|b|':>16} {'||a-b||/||b||':>16}")
     print(f"{'losses':<20} {worst:>16.3e} {'':>16}")
@@ -200,18 +210,22 @@ def main():
                 for n in e:
                     max_param[n] = max(max_param[n], e[n])
             print(f"{tname:<20} {e['max']:>16.3e} {e['l2']:>16.3e}")
-            if not e[norm] <= tol:
-                failures.append(f"{tname}: relative error ({norm} norm) {e[norm]:.3g} > {tol}")
+            if f64 and not e["max"] <= TOL_F64:
+                failures.append(f"{tname}: relative error (max norm) {e['max']:.3g} > {TOL_F64}")
+            if not f64 and tname == name and not e["l2"] <= TOL_F32_PARAM_L2:
+                failures.append(f"{tname}: relative error (l2 norm) {e['l2']:.3g} > {TOL_F32_PARAM_L2}")
     # Sanity: the params moved, so the comparison is not passed by a trainer that does nothing.
     moved = max(rel_err(got[k], init[k]) for k in init if k in got)
     print(f"params moved from their init by up to {moved:.3e} (max norm)")
     u.check(moved > 1e-2, f"the params barely moved from their init ({moved:.3g}): nothing was compared")
     u.check(compared == len(got), f"compared {compared} tensors, the checkpoint has {len(got)}: {sorted(got)}")
+    rule = (f"every tensor and loss <= {TOL_F64} in the max norm" if f64 else
+            f"losses <= {TOL_F32_LOSS}, params <= {TOL_F32_PARAM_L2} in the l2 norm")
     if failures:
-        raise u.Failure(f"parity with PyTorch ({norm} norm, tolerance {tol}):\n  " + "\n  ".join(failures))
-    print(f"PARITY {os.path.basename(opt.spec)} {header['w1']['dtype']}: {compared} tensors; params "
-          f"max-norm error {max_param['max']:.3e}, l2 error {max_param['l2']:.3e}; losses {worst:.3e} "
-          f"(checked: {norm} norm <= {tol})")
+        raise u.Failure(f"parity with PyTorch ({rule}):\n  " + "\n  ".join(failures))
+    print(f"PARITY {os.path.basename(opt.spec)} {header['w1']['dtype']}, {opt.steps} steps: {compared} tensors; "
+          f"params: max-norm error {max_param['max']:.3e}, l2 error {max_param['l2']:.3e}; "
+          f"losses {worst:.3e} (checked: {rule})")
 
 if __name__ == "__main__":
     u.run_main(main)

@@ -63,11 +63,11 @@ def main():
     work = u.fresh_dir(opt.work)
 
     if opt.case == "moons_mlp":
-        n_train, n_test, batch = (640, 200, 64) if opt.small else (1000, 500, 64)
+        n_train, n_test, batch = (256, 64, 32) if opt.small else (1000, 500, 64)
         data = u.moons_flags(u.moons_files(work, n_train, n_test))
     else:
         paths = u.need_fashion(opt.fashion)
-        n_train, n_test, batch = (640, 200, 64) if opt.small else (2000, 1000, 128)
+        n_train, n_test, batch = (256, 64, 32) if opt.small else (2000, 1000, 128)
         data = u.data_flags(u.fashion_subset(paths, work, n_train, n_test))
     spe = -(-n_train // batch)  # steps per epoch; the last batch of an epoch is smaller
     print(f"{opt.case}: {n_train} examples, batch {batch}, {spe} steps per epoch")
