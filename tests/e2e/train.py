@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Every example spec trains: the generated trainers on real (or generated) data.
+
+  train.py --case CASE --trainer BIN --work DIR [--fashion DIR] [--small]
+
+cases:
+  fashion_mlp_accuracy  the contract's §1 spec, 5 epochs at batch 128 on the whole of
+                        Fashion-MNIST (--threads 1, default seed): the printed
+                        `test accuracy:` must be >= 0.865. With --small (sanitiser builds,
+                        ~100x slower): 1 epoch on the first 10000 training examples, tested
+                        on the first 2000 test examples, >= 0.68 (0.708 measured).
+  moons_mlp             a generated two-moons set (.npy): 30 epochs; the printed test mse
+                        must be <= 0.05, and the final checkpoint, read here and evaluated
+                        with NumPy in the contract's storage layout (w1 stored [16, 2], ...),
+                        must classify >= 95% of the test points and give the same mse.
+  fashion_cnn           20 steps at batch 16 on a Fashion-MNIST subset: the mean of the last
+  fashion_einsum        5 logged losses must be <= 0.8 x the mean of the first 5, and the
+                        test accuracy must be >= 0.3 (chance is 0.1). With --small:
+                        fashion_einsum 10 steps at batch 16, the same checks; fashion_cnn
+                        (~1 s a step when sanitised) 4 steps at batch 4, losses finite.
+"""
+
+import argparse
+import math
+import os
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_util as u  # noqa: E402
+
+
+def fashion_mlp_accuracy(opt, work):
+    paths = u.need_fashion(opt.fashion)
+    epochs, bar = (1, 0.68) if opt.small else (5, 0.865)
+    if opt.small:
+        paths = u.fashion_subset(paths, work, 10000, 2000)
+    out, _ = u.run([opt.trainer] + u.data_flags(paths) +
+                   ["--epochs", str(epochs), "--batch", "128", "--threads", "1", "--quiet"], timeout=3000)
+    print(out.rstrip())
+    acc = u.printed_value(out, "test accuracy")
+    print(f"fashion_mlp, {epochs} epochs at batch 128: test accuracy {acc:.4f} (required >= {bar})")
+    u.check(acc >= bar, f"test accuracy {acc:.4f} < {bar} after {epochs} epochs")
+
+
+def moons_mlp(opt, work):
+    import numpy as np
+    files = u.moons_files(work, 1000, 500)
+    ckpt = os.path.join(work, "moons.safetensors")
+    epochs = 30
+    out, _ = u.run([opt.trainer] + u.moons_flags(files) +
+                   ["--epochs", str(epochs), "--batch", "32", "--threads", "1", "--quiet", "--checkpoint", ckpt])
+    print(out.rstrip())
+    mse = u.printed_value(out, "test mse")
+    p, meta, _ = u.read_safetensors(ckpt)
+    u.check(meta.get("model") == "moons_mlp", f"checkpoint metadata {meta}")
+    for name, shape in (("w1", (16, 2)), ("b1", (16,)), ("w2", (16, 16)), ("b2", (16,)), ("w3", (1, 16)), ("b3", (1,))):
+        u.check(name in p and tuple(p[name].shape) == shape,
+                f"checkpoint tensor {name}: {p[name].shape if name in p else 'missing'}, expected stored {shape}")
+    x = np.load(files["test_point"]).astype(np.float64)
+    y = np.load(files["test_target"]).astype(np.float64)
+    h1 = np.tanh(x @ p["w1"].T + p["b1"])
+    h2 = np.tanh(h1 @ p["w2"].T + p["b2"])
+    prob = 1 / (1 + np.exp(-(h2 @ p["w3"].T + p["b3"])))[:, 0]
+    acc = float(np.mean((prob > 0.5) == (y > 0.5)))
+    np_mse = float(np.mean((prob - y) ** 2))
+    print(f"moons_mlp, {epochs} epochs: printed test mse {mse:.4f}; from the checkpoint with NumPy: "
+          f"mse {np_mse:.4f}, accuracy {acc:.4f}")
+    u.check(mse <= 0.05, f"test mse {mse:.4f} > 0.05")
+    u.check(abs(np_mse - mse) <= 1e-3 + 1e-2 * mse,
+            f"the checkpoint's params evaluated with NumPy give mse {np_mse:.6f}, the trainer printed {mse:.4f}")
+    u.check(acc >= 0.95, f"test accuracy from the checkpoint {acc:.4f} < 0.95")
+
+
+def loss_goes_down(opt, work):
+    paths = u.need_fashion(opt.fashion)
+    learn = True
+    steps, batch, n_test = 20, 16, 200
+    if opt.small:
+        steps, batch, n_test, learn = (4, 4, 16, False) if opt.case == "fashion_cnn" else (10, 16, 64, True)
+    files = u.fashion_subset(paths, work, steps * batch, n_test)
+    metrics = os.path.join(work, "metrics.jsonl")
+    out, _ = u.run([opt.trainer] + u.data_flags(files) +
+                   ["--steps", str(steps), "--batch", str(batch), "--log-every", "1", "--threads", "1",
+                    "--quiet", "--metrics", metrics])
+    print(out.rstrip())
+    losses = [loss for _, loss in u.step_losses(u.read_jsonl(metrics))]
+    u.check(len(losses) == steps, f"{len(losses)} logged losses, expected {steps}")
+    acc = u.printed_value(out, "test accuracy")
+    u.check(all(math.isfinite(v) for v in losses) and 0 <= acc <= 1, f"losses {losses}, accuracy {acc}")
+    if not learn:
+        print(f"{opt.case}, {steps} steps at batch {batch}: losses {[round(v, 4) for v in losses]}; "
+              f"test accuracy {acc:.4f} (--small: no learning check)")
+        return
+    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+    print(f"{opt.case}, {steps} steps at batch {batch}: mean loss of the first 5 steps {first:.4f}, "
+          f"of the last 5 {last:.4f} ({last / first:.3f}x); test accuracy {acc:.4f}")
+    u.check(last <= 0.8 * first, f"the loss did not go down: first 5 steps {first:.4f}, last 5 {last:.4f}; "
+                                 f"losses {[round(v, 4) for v in losses]}")
+    u.check(acc >= 0.3, f"test accuracy {acc:.4f} < 0.3 after {steps} steps")
+
+
+CASES = {"fashion_mlp_accuracy": fashion_mlp_accuracy, "moons_mlp": moons_mlp,
+         "fashion_cnn": loss_goes_down, "fashion_einsum": loss_goes_down}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case", required=True, choices=sorted(CASES))
+    ap.add_argument("--trainer", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--fashion")
+    ap.add_argument("--small", action="store_true", help="shorter runs (sanitiser builds)")
+    opt = ap.parse_args()
+    u.need_numpy()
+    CASES[opt.case](opt, u.fresh_dir(opt.work))
+
+
+if __name__ == "__main__":
+    u.run_main(main)
