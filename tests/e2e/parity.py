@@ -11,10 +11,13 @@ every variant spec is compared with exactly what it says.
 Both sides start from the same random params (written by this script to a safetensors file
 and given to the trainer with --init) and see the same batches: the first 10 batches of 128
 examples of the Fashion-MNIST training file (IDX .gz), in file order (--no-shuffle),
---threads 1. PyTorch computes in the trainer's element type (float32 or float64). With
---small (sanitiser builds, ~100x slower): 4 steps of 64 examples.
+--threads 1. With --small (sanitiser builds, ~100x slower): 4 steps of 64 examples.
 
-Relative error of a tensor (a = cannl's, b = PyTorch's):
+PyTorch runs in float64: that is the reference (the exact answer up to 1e-16, so whatever
+differs is the trainer's). For a float32 trainer PyTorch float32 runs too, and its own
+error against float64 is printed beside cannl's, for scale.
+
+Relative error of a tensor (a = cannl's, b = PyTorch float64's):
     max norm:  max_i |a_i - b_i| / max_i |b_i|
     l2 norm:   sqrt(sum_i (a_i - b_i)^2) / sqrt(sum_i b_i^2)
 and of a loss: |a - b| / |b|, for every step's loss (from --metrics, logged at every step:
@@ -22,24 +25,25 @@ the loss computed before that step's update).
 
 Criterion, for a float64 trainer (DTYPE f64 builds of the same specs): every param and
 every optimiser-state tensor of the final checkpoint (PyTorch's names: w1.momentum_buffer,
-w1.exp_avg, w1.exp_avg_sq), max norm <= 1e-9; every loss <= 1e-9. This is the acceptance
-criterion (relative 1e-4) with five orders of magnitude to spare: it checks the update
-rules exactly.
+w1.exp_avg, w1.exp_avg_sq), max norm <= 1e-9, and every loss <= 1e-9. This is the
+acceptance criterion (relative 1e-4) with five orders of magnitude to spare: it checks the
+update rules exactly.
 
-Criterion, for a float32 trainer (the specs as they are): every loss <= 1e-4 and every
-param <= 1e-3 in the l2 norm; the max-norm errors and the optimiser state are printed.
-Float32 cannot be held to 1e-4 in the max norm, by PyTorch float32 either:
+Criterion, for a float32 trainer (the specs as they are): every loss <= 1e-4, and every
+param <= 1e-2 in the l2 norm (a guard against gross errors); the max-norm errors and the
+optimiser state are printed, not checked. A float32 run of a ReLU network cannot be held
+to 1e-4 in the max norm, PyTorch's float32 neither:
   * ReLU kinks: a pre-activation within float32 rounding of 0 (about 0.3 such per 10-step
     run here) takes either side depending on the summation order, which changes one
-    example's gradient contribution for one unit: measured, a sanitiser build (other
-    vectorisation) flipped layer 2 unit 502 of example 110 of batch 7, whose exact
-    pre-activation is -9.1e-8; the w1 momentum buffer then differs by 1e-2 and w1 by
-    8.8e-4 (max norm) while PyTorch float32 vs float64 differ by 3e-7; each later step
-    widens the band of flippable units. The losses and the l2 norm of the params stay
-    within 1e-4 (8e-6 and 6e-5 in that run).
+    example's gradient contribution for one unit; every later step widens the band of
+    units that can flip. Measured: a sanitiser build (other vectorisation) of the nesterov
+    variant flipped unit 502 of layer 2 for example 110 of batch 7 (exact pre-activation
+    -9.1e-8), after which the w1 momentum buffer differed by 1e-2 and w1 by 8.8e-4 (max
+    norm) where the unsanitised build was within 3e-7; and with 4 Adam steps of 64, PyTorch
+    float32 itself is off from float64 by 6.5e-2 (max) / 2.1e-3 (l2) on w1 while cannl
+    float32 is within 1.4e-6. The losses stay within 2e-5 in both cases.
   * Adam's first updates are about lr * sign(g): a weight whose gradient is zero up to
-    float32 rounding (cancellation over the batch) moves by +-lr either way. PyTorch
-    float32 vs PyTorch float64 differ by 2.6e-4 in the max norm on w1 after 10 steps.
+    float32 rounding (cancellation over the batch) moves by +-lr either way.
 """
 
 import argparse
@@ -52,7 +56,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util as u  # noqa: E402
 
 # (losses, params in the l2 norm) for float32; every tensor in the max norm for float64.
-TOL_F32_LOSS, TOL_F32_PARAM_L2 = 1e-4, 1e-3
+TOL_F32_LOSS, TOL_F32_PARAM_L2 = 1e-4, 1e-2
 TOL_F64 = 1e-9
 
 # Positional order of each optimiser's arguments (docs/language.md §10) and defaults.
@@ -157,29 +161,41 @@ def main():
     u.check([s for s, _ in got_losses] == list(range(1, opt.steps + 1)),
             f"metrics log steps {[s for s, _ in got_losses]}, expected 1..{opt.steps}")
 
-    # --- PyTorch, in the trainer's element type
-    tdt = torch.float32 if dtype == np.float32 else torch.float64
+    # --- PyTorch: float64 is the reference; float32 too for a float32 trainer, to show
+    #     PyTorch's own float32 error on the same problem.
     n = opt.steps * opt.batch
     images = u.read_idx(paths["train_image"])[:n].reshape(n, 784)
     labels = u.read_idx(paths["train_label"])[:n].astype(np.int64)
-    params = {k: torch.tensor(v, dtype=tdt, requires_grad=True) for k, v in init.items()}
-    optim = torch_optimizer(torch, opt_name, opt_args, list(params.values()))
-    want_losses = []
-    for s in range(opt.steps):
-        sl = slice(s * opt.batch, (s + 1) * opt.batch)
-        x = torch.tensor(images[sl], dtype=tdt) / 255
-        y = torch.tensor(labels[sl])
-        h1 = F.relu(F.linear(x, params["w1"], params["b1"]))
-        h2 = F.relu(F.linear(h1, params["w2"], params["b2"]))
-        logits = F.linear(h2, params["w3"], params["b3"])
-        loss = F.cross_entropy(logits, y)
-        optim.zero_grad()
-        loss.backward()
-        optim.step()
-        want_losses.append(float(loss))
+
+    def pytorch(tdt):
+        params = {k: torch.tensor(v, dtype=tdt, requires_grad=True) for k, v in init.items()}
+        optim = torch_optimizer(torch, opt_name, opt_args, list(params.values()))
+        losses = []
+        for s in range(opt.steps):
+            sl = slice(s * opt.batch, (s + 1) * opt.batch)
+            x = torch.tensor(images[sl], dtype=tdt) / 255
+            y = torch.tensor(labels[sl])
+            h1 = F.relu(F.linear(x, params["w1"], params["b1"]))
+            h2 = F.relu(F.linear(h1, params["w2"], params["b2"]))
+            logits = F.linear(h2, params["w3"], params["b3"])
+            loss = F.cross_entropy(logits, y)
+            optim.zero_grad()
+            loss.backward()
+            optim.step()
+            losses.append(float(loss))
+        tensors = {}  # params and optimiser state, under the checkpoint's names
+        for name, p in params.items():
+            tensors[name] = p.detach().numpy()
+            for key, val in optim.state[p].items():
+                if torch.is_tensor(val) and val.dim() > 0:
+                    tensors[f"{name}.{key}"] = val.detach().numpy()
+        return tensors, losses
+
+    want, want_losses = pytorch(torch.float64)
+    f64 = dtype == np.float64
+    t32 = None if f64 else pytorch(torch.float32)[0]
 
     # --- compare
-    f64 = dtype == np.float64
     failures = []
     worst = 0.0
     for (step, a), b in zip(got_losses, want_losses):
@@ -187,44 +203,46 @@ def main():
         worst = max(worst, e)
         if not e <= (TOL_F64 if f64 else TOL_F32_LOSS):
             failures.append(f"loss at step {step}: cannl {a!r}, torch {b!r} (relative {e:.3g})")
-    print(f"{'':<20} {'max|a-b|/max|b|':>16} {'||a-b||/||b||':>16}")
-    print(f"{'losses':<20} {worst:>16.3e} {'':>16}")
-    compared = 0
+    head = f"{'':<20} {'max|a-b|/max|b|':>16} {'||a-b||/||b||':>16}"
+    if not f64:
+        head += f"   PyTorch float32: {'max':>9} {'l2':>9}"
+    print(f"cannl {header['w1']['dtype']} vs PyTorch float64 (b)\n{head}")
+    print(f"{'losses':<20} {worst:>16.3e}")
     max_param = {"max": 0.0, "l2": 0.0}
-    for name, p in params.items():
-        tensors = {name: p.detach().numpy()}
-        for key, val in optim.state[p].items():
-            if torch.is_tensor(val) and val.dim() > 0:
-                tensors[f"{name}.{key}"] = val.detach().numpy()
-        for tname, want in tensors.items():
-            if tname not in got:
-                failures.append(f"checkpoint has no tensor {tname} (it has {sorted(got)})")
-                continue
-            a = got[tname]
-            if tuple(a.shape) != tuple(want.shape):
-                failures.append(f"{tname}: shape {tuple(a.shape)}, torch {tuple(want.shape)}")
-                continue
-            e = {n: rel_err(a, want, n) for n in ("max", "l2")}
-            compared += 1
-            if tname == name:
-                for n in e:
-                    max_param[n] = max(max_param[n], e[n])
-            print(f"{tname:<20} {e['max']:>16.3e} {e['l2']:>16.3e}")
-            if f64 and not e["max"] <= TOL_F64:
-                failures.append(f"{tname}: relative error (max norm) {e['max']:.3g} > {TOL_F64}")
-            if not f64 and tname == name and not e["l2"] <= TOL_F32_PARAM_L2:
-                failures.append(f"{tname}: relative error (l2 norm) {e['l2']:.3g} > {TOL_F32_PARAM_L2}")
+    for tname, b in want.items():
+        if tname not in got:
+            failures.append(f"checkpoint has no tensor {tname} (it has {sorted(got)})")
+            continue
+        a = got[tname]
+        if tuple(a.shape) != tuple(b.shape):
+            failures.append(f"{tname}: shape {tuple(a.shape)}, torch {tuple(b.shape)}")
+            continue
+        e = {n: rel_err(a, b, n) for n in ("max", "l2")}
+        is_param = tname in init
+        if is_param:
+            for n in e:
+                max_param[n] = max(max_param[n], e[n])
+        line = f"{tname:<20} {e['max']:>16.3e} {e['l2']:>16.3e}"
+        if t32 is not None:
+            line += f"   {'':>16} {rel_err(t32[tname], b, 'max'):>9.1e} {rel_err(t32[tname], b, 'l2'):>9.1e}"
+        print(line)
+        if f64 and not e["max"] <= TOL_F64:
+            failures.append(f"{tname}: relative error (max norm) {e['max']:.3g} > {TOL_F64}")
+        if not f64 and is_param and not e["l2"] <= TOL_F32_PARAM_L2:
+            failures.append(f"{tname}: relative error (l2 norm) {e['l2']:.3g} > {TOL_F32_PARAM_L2}")
+    extra = sorted(set(got) - set(want))
+    if extra:
+        failures.append(f"checkpoint tensors PyTorch does not have: {extra}")
     # Sanity: the params moved, so the comparison is not passed by a trainer that does nothing.
     moved = max(rel_err(got[k], init[k]) for k in init if k in got)
     print(f"params moved from their init by up to {moved:.3e} (max norm)")
     u.check(moved > 1e-2, f"the params barely moved from their init ({moved:.3g}): nothing was compared")
-    u.check(compared == len(got), f"compared {compared} tensors, the checkpoint has {len(got)}: {sorted(got)}")
     rule = (f"every tensor and loss <= {TOL_F64} in the max norm" if f64 else
             f"losses <= {TOL_F32_LOSS}, params <= {TOL_F32_PARAM_L2} in the l2 norm")
     if failures:
-        raise u.Failure(f"parity with PyTorch ({rule}):\n  " + "\n  ".join(failures))
-    print(f"PARITY {os.path.basename(opt.spec)} {header['w1']['dtype']}, {opt.steps} steps: {compared} tensors; "
-          f"params: max-norm error {max_param['max']:.3e}, l2 error {max_param['l2']:.3e}; "
+        raise u.Failure(f"parity with PyTorch float64 ({rule}):\n  " + "\n  ".join(failures))
+    print(f"PARITY {os.path.basename(opt.spec)} {header['w1']['dtype']}, {opt.steps} steps of {opt.batch}: "
+          f"{len(want)} tensors; params: max-norm error {max_param['max']:.3e}, l2 error {max_param['l2']:.3e}; "
           f"losses {worst:.3e} (checked: {rule})")
 
 if __name__ == "__main__":

@@ -35,9 +35,13 @@ def fashion_mlp_accuracy(opt, work):
     epochs, bar = (1, 0.68) if opt.small else (5, 0.865)
     if opt.small:
         paths = u.fashion_subset(paths, work, 10000, 2000)
-    out, _ = u.run([opt.trainer] + u.data_flags(paths) +
-                   ["--epochs", str(epochs), "--batch", "128", "--threads", "1", "--quiet"], timeout=3000)
+    metrics = os.path.join(work, "metrics.jsonl")
+    out, _ = u.run([opt.trainer] + u.data_flags(paths) + ["--epochs", str(epochs), "--batch", "128",
+                   "--threads", "1", "--quiet", "--log-every", "0", "--metrics", metrics], timeout=3000)
     print(out.rstrip())
+    for r in u.read_jsonl(metrics):
+        if "accuracy" in r:
+            print(f"  epoch {r['epoch']}: test loss {r['test_loss']:.4f}, accuracy {r['accuracy']!r}")
     acc = u.printed_value(out, "test accuracy")
     print(f"fashion_mlp, {epochs} epochs at batch 128: test accuracy {acc:.4f} (required >= {bar})")
     u.check(acc >= bar, f"test accuracy {acc:.4f} < {bar} after {epochs} epochs")
