@@ -11,8 +11,9 @@
 #            regenerated.
 # The environment (from CMakeLists.txt) names the tools: CANNL_CMAKE, CANNL_CMAKE_GENERATOR,
 # CANNL_MAKE_PROGRAM, CANNL_CC, CANNL_CXX, CANNL_SRC (the source tree), CANNL_BUILD (this
-# build tree), CANNL_EXE (its generator), CANNL_WORK (a scratch directory), CANNL_C_FLAGS
-# and CANNL_LINK_FLAGS (the sanitizer flags of this build, which the consumer shares).
+# build tree), CANNL_EXE (its generator), CANNL_WORK (a scratch directory) and
+# CANNL_LINK_FLAGS (link flags of the consumer: the sanitizers when the installed runtime
+# was built with them).
 set -euo pipefail
 mode=$1
 work=$CANNL_WORK
@@ -28,14 +29,15 @@ fail() {
   if [ -s "$log" ]; then echo "--- last output:" >&2; tail -n 40 "$log" >&2; fi
   exit 1
 }
-step() { echo "== $*"; }
+start=$(date +%s.%N)
+step() { echo "== [$(echo "$(date +%s.%N) - $start" | bc | xargs printf %.1f) s] $*"; }
 configure() {  # configure DIR ARGS...
   local dir=$1
   shift
   "$CANNL_CMAKE" -S "$work/src/$dir" -B "$build" -G "$CANNL_CMAKE_GENERATOR" \
     -DCMAKE_MAKE_PROGRAM="$CANNL_MAKE_PROGRAM" -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_C_COMPILER="$CANNL_CC" -DCMAKE_C_FLAGS="$CANNL_C_FLAGS" \
-    -DCMAKE_EXE_LINKER_FLAGS="$CANNL_LINK_FLAGS" "$@" >"$log" 2>&1 || fail "configure $dir"
+    -DCMAKE_C_COMPILER="$CANNL_CC" -DCMAKE_EXE_LINKER_FLAGS="$CANNL_LINK_FLAGS" "$@" \
+    >"$log" 2>&1 || fail "configure $dir"
 }
 build_it() { "$CANNL_CMAKE" --build "$build" >"$log" 2>&1 || fail "build"; }
 run_model() {  # run_model EXPECTED_W1_COUNT
@@ -48,8 +50,7 @@ regenerated() { grep -q "cannl: generating mymodel" "$log"; }
 case "$mode" in
 subdir)
   step "configure subdir_consumer: add_subdirectory($CANNL_SRC)"
-  configure subdir_consumer -DCMAKE_CXX_COMPILER="$CANNL_CXX" -DCMAKE_CXX_FLAGS="$CANNL_C_FLAGS" \
-    -DCANNL_SOURCE_DIR="$CANNL_SRC"
+  configure subdir_consumer -DCMAKE_CXX_COMPILER="$CANNL_CXX" -DCANNL_SOURCE_DIR="$CANNL_SRC"
   if [ "$CANNL_CMAKE_GENERATOR" = Ninja ]; then
     step "the build plan makes the generator, then runs it on the spec"
     "$CANNL_MAKE_PROGRAM" -C "$build" -t commands use_model >"$log" 2>&1 || fail "ninja -t commands"
@@ -103,4 +104,4 @@ package)
   exit 2
   ;;
 esac
-echo "ok"
+step "ok"

@@ -7,7 +7,7 @@
 #   golden_test.sh warnings SRC CC [FLAGS...]
 #       compiles every generated/<model>/*.c with CC at -std=c11 -Wall -Wextra -Wpedantic
 #       -Werror and FLAGS, without and with -fopenmp
-#   golden_test.sh build SRC WORK CMAKE GENERATOR MAKE CC C_FLAGS LINK_FLAGS
+#   golden_test.sh build SRC WORK CMAKE GENERATOR MAKE CC
 #       builds every generated/<model>/ through its own CMakeLists.txt (build_generated/,
 #       with runtime-lib/ for cannl::rt) and runs each <model>_train --help
 set -euo pipefail
@@ -60,11 +60,10 @@ warnings)
   exit $status
   ;;
 build)
-  work=$3 cmake=$4 generator=$5 make=$6 cc=$7 cflags=$8 lflags=$9
+  work=$3 cmake=$4 generator=$5 make=$6 cc=$7
   rm -rf "$work"
   "$cmake" -S "$src/tests/golden/build_generated" -B "$work" -G "$generator" -DCMAKE_MAKE_PROGRAM="$make" \
-    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$cflags" \
-    -DCMAKE_EXE_LINKER_FLAGS="$lflags" -DCANNL_SOURCE_DIR="$src" >"$work.log" 2>&1 \
+    -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER="$cc" -DCANNL_SOURCE_DIR="$src" >"$work.log" 2>&1 \
     || { cat "$work.log" >&2; echo "FAIL: configure build_generated" >&2; exit 1; }
   "$cmake" --build "$work" >"$work.log" 2>&1 || { cat "$work.log" >&2; echo "FAIL: build" >&2; exit 1; }
   for m in "${models[@]}"; do
