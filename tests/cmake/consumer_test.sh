@@ -84,7 +84,8 @@ package)
     [ -f "$prefix/$f" ] || fail "not installed: $f"
   done
   # Models built by cannl's own build (examples, tests) are not part of the install.
-  extra=$(cd "$prefix" && find bin include -mindepth 1 -maxdepth 1 ! -name cannl)
+  extra=$(cd "$prefix" && find bin include lib -mindepth 1 -maxdepth 1 \
+             ! -path bin/cannl ! -path include/cannl ! -path lib/libcannl_rt.a ! -path lib/cmake)
   [ -z "$extra" ] || fail "installed besides cannl: $extra"
   step "configure package_consumer: find_package(cannl) in $prefix, build, run"
   configure package_consumer -DCMAKE_PREFIX_PATH="$prefix"
