@@ -12,5 +12,7 @@ for p in "${presets[@]}"; do
   echo "== preset $p"
   cmake --preset "$p" >/dev/null
   cmake --build --preset "$p"
-  ctest --preset "$p"
+  # CANNL_SKIP_LONG=1 leaves out the tests labelled `long` (the 5-epoch accuracy run,
+  # whose result sits close to its bar and depends on the CPU's vector width).
+  ctest --preset "$p" ${CANNL_SKIP_LONG:+-LE long}
 done
