@@ -402,8 +402,10 @@ private:
     if (!s.sequential && s.accum != ir::Accum::Set)
       while (red < depth && depth - 1 - red > s.parallel && !uses_var(s.out, depth - 1 - red)) ++red;
     const bool reduce_inner = red > 0;
-    std::string out;
-    auto ind = [](int k) { return std::string(static_cast<size_t>(4 * (k + 1)), ' '); };
+    // `acc` at routine level (every loop reduces): give the nest a block of its own.
+    const bool own_block = reduce_inner && red == depth;
+    std::string out = own_block ? "    {\n" : "";
+    auto ind = [&](int k) { return std::string(static_cast<size_t>(4 * (k + 1 + own_block)), ' '); };
     auto loop = [&](int k) {
       const ir::Iter& it = s.iters[static_cast<size_t>(k)];
       return fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})", vars_[static_cast<size_t>(k)],
@@ -450,13 +452,7 @@ private:
       out += store(body, depth);
     }
     for (int k = outer_loops - (reduce_inner ? 0 : 1); k-- > 0;) out += ind(k) + "}\n";
-    if (reduce_inner && outer_loops == 0) {  // `acc` at routine level: give it a block of its own
-      std::string block = ind(0) + "{\n";
-      size_t pos = 0;
-      for (size_t nl; (nl = out.find('\n', pos)) != std::string::npos; pos = nl + 1)
-        block += "    " + out.substr(pos, nl + 1 - pos);
-      out = block + ind(0) + "}\n";
-    }
+    if (own_block) out += "    }\n";
     return out;
   }
 

@@ -167,18 +167,19 @@ private:
   // child against a larger one of the parent reads index 0.
   Map align(const Shape& parent, const Map& pmap, const Shape& child) {
     Map out;
-    for (const FlatAxis& a : flat(child)) {
-      int np = static_cast<int>(parent.row(a.kind).size()), nc = static_cast<int>(child.row(a.kind).size());
-      int pp = a.pos + np - nc;
-      if (pp < 0) CANNL_BUG("broadcast of a longer row into a shorter one");
-      const Axis& pa = parent.row(a.kind)[static_cast<size_t>(pp)];
-      if (!a.axis.is_batch && a.axis.size == 1 && (pa.is_batch || pa.size != 1))
-        out.push_back(Affine::constant(0));
-      else
-        out.push_back(pmap[static_cast<size_t>(flat_index(parent, a.kind, pp))]);
-    }
+    for (const FlatAxis& a : flat(child)) out.push_back(aligned(parent, pmap, child, a));
     return out;
   }
+  // The index of one axis of `child` broadcast into `parent` (its row aligned from the right).
+  static Affine aligned(const Shape& parent, const Map& pmap, const Shape& child, const FlatAxis& a) {
+    int np = static_cast<int>(parent.row(a.kind).size()), nc = static_cast<int>(child.row(a.kind).size());
+    int pp = a.pos + np - nc;
+    if (pp < 0) CANNL_BUG("broadcast of a longer row into a shorter one");
+    const Axis& pa = parent.row(a.kind)[static_cast<size_t>(pp)];
+    if (!a.axis.is_batch && a.axis.size == 1 && (pa.is_batch || pa.size != 1)) return Affine::constant(0);
+    return pmap[static_cast<size_t>(flat_index(parent, a.kind, pp))];
+  }
+
 
   static bool is_pointwise_call(const std::string& n) {
     static const std::set<std::string> p = {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"};
@@ -222,7 +223,7 @@ private:
       case ExprKind::Sub: return ir::binary(Op::Sub, child(e->operands[0].get()), child(e->operands[1].get()));
       case ExprKind::Mul: return ir::binary(Op::Mul, child(e->operands[0].get()), child(e->operands[1].get()));
       case ExprKind::Div: return ir::binary(Op::Div, child(e->operands[0].get()), child(e->operands[1].get()));
-      case ExprKind::Pow: return ir::pow(child(e->operands[0].get()), exponent(e->operands[1].get()));
+      case ExprKind::Pow: return ir::pow(child(e->operands[0].get()), *constant_value(*e->operands[1], m_.dims));
       case ExprKind::Call:
         if (is_pointwise_call(e->name)) return ir::unary(unary_op(e->name), child(call(e).tensors[0]));
         break;
@@ -231,12 +232,6 @@ private:
     return ir::load({materialise(e, -1), map});
   }
 
-  // The exponent of `**`: a number, a dim, or either negated (resolution checked that).
-  double exponent(const Expr* e) const {
-    if (e->kind == ExprKind::Neg) return -exponent(e->operands[0].get());
-    if (e->kind == ExprKind::Name) return static_cast<double>(m_.dims.at(e->name));
-    return e->number;
-  }
 
   // An operand of a product: names and numbers inline, anything else stored first (it would
   // otherwise be recomputed for every term of the sum).
@@ -324,9 +319,11 @@ private:
     const Expr* a = e->operands[0].get();
     const Expr* b = e->operands[1].get();
     const Shape &rs = shape(e), &as = shape(a), &bs = shape(b);
-    fill_buffer(r, 0, names_of(rs));
     Nest n;
     Map rmap = loops_for(rs, n);
+    std::vector<std::string> rnames;
+    for (const auto& it : n.iters) rnames.push_back(it.name);
+    fill_buffer(r, 0, rnames);
     std::vector<Affine> contracted;
     const auto& arow = as.row(AxisKind::Input);
     for (size_t k = 0; k < arow.size(); ++k)
@@ -335,12 +332,7 @@ private:
       Map m;
       for (const FlatAxis& fa : flat(os)) {
         if (fa.kind == AxisKind::Batch) {
-          int np = static_cast<int>(rs.row(AxisKind::Batch).size()), nc = static_cast<int>(os.row(AxisKind::Batch).size());
-          int pp = fa.pos + np - nc;
-          const Axis& pa = rs.row(AxisKind::Batch)[static_cast<size_t>(pp)];
-          m.push_back(!fa.axis.is_batch && fa.axis.size == 1 && (pa.is_batch || pa.size != 1)
-                          ? Affine::constant(0)
-                          : rmap[static_cast<size_t>(flat_index(rs, AxisKind::Batch, pp))]);
+          m.push_back(aligned(rs, rmap, os, fa));
         } else if ((fa.kind == AxisKind::Input) == is_a) {
           m.push_back(contracted[static_cast<size_t>(fa.pos)]);
         } else {
@@ -354,13 +346,6 @@ private:
     emit(n, r, rmap, ir::Accum::Add, body);
   }
 
-  std::vector<std::string> names_of(const Shape& s) {
-    Nest tmp;
-    loops_for(s, tmp);
-    std::vector<std::string> out;
-    for (auto& it : tmp.iters) out.push_back(it.name);
-    return out;
-  }
 
   // Count of the iterations of the loops `which` of a nest, as an expression (n for batch).
   ExprP count_of(const Nest& n, const std::vector<int>& which) {
@@ -583,6 +568,19 @@ private:
          ir::binary(Op::Div, ir::binary(Op::Eq, ir::load({al, id}), ir::load({at, id})), count_of(n, all)));
   }
 
+  // Loop names of an image-shaped result [b.. | y, x, ...]: b (or b0, b1, ...), `outputs`
+  // for the leading output axes, then c, c1, ... for any further ones.
+  static std::vector<std::string> image_loop_names(const Shape& rs, std::vector<std::string> outputs) {
+    size_t nb = rs.row(AxisKind::Batch).size();
+    std::vector<std::string> names;
+    for (size_t i = 0; i < nb; ++i) names.push_back(nb > 1 ? fmt::format("b{}", i) : "b");
+    const size_t lead = outputs.size();
+    names.insert(names.end(), outputs.begin(), outputs.end());
+    for (size_t i = lead; i < rs.row(AxisKind::Output).size(); ++i)
+      names.push_back(i == lead ? "c" : fmt::format("c{}", i - lead));
+    return names;
+  }
+
   // x : [b | h, w, c], k : [kh, kw, c -> d] (stored [d, kh, kw, c]); r : [b | h', w', d].
   void lower_conv2d(const BoundCall& c, int r) {
     const Expr* x = c.tensors[0];
@@ -590,9 +588,7 @@ private:
     long s = static_cast<long>(c.values.at("stride")), p = static_cast<long>(c.values.at("padding"));
     const Shape &rs = shape(c.call), &ks = shape(k);
     size_t nb = rs.row(AxisKind::Batch).size();
-    std::vector<std::string> names;
-    for (size_t i = 0; i < nb; ++i) names.push_back(nb > 1 ? fmt::format("b{}", i) : "b");
-    names.insert(names.end(), {"y", "x", "d"});
+    std::vector<std::string> names = image_loop_names(rs, {"y", "x", "d"});
     fill_buffer(r, 0, names);
     Nest n;
     Map rmap = loops_for(rs, n, names);
@@ -620,10 +616,7 @@ private:
     if (stride == 0) stride = size;
     const Shape& rs = shape(c.call);
     size_t nb = rs.row(AxisKind::Batch).size();
-    std::vector<std::string> names;
-    for (size_t i = 0; i < nb; ++i) names.push_back(nb > 1 ? fmt::format("b{}", i) : "b");
-    names.insert(names.end(), {"y", "x"});
-    for (size_t i = 2; i < rs.row(AxisKind::Output).size(); ++i) names.push_back(i == 2 ? "c" : fmt::format("c{}", i - 2));
+    std::vector<std::string> names = image_loop_names(rs, {"y", "x"});
     fill_buffer(r, is_max ? -INFINITY : 0.0, names);
     Nest n;
     Map rmap = loops_for(rs, n, names);

@@ -282,9 +282,7 @@ private:
       case ExprKind::Pow: {
         expr(*e.operands[0], in_metric);
         const Expr& ex = *e.operands[1];
-        const Expr* base = ex.kind == ExprKind::Neg ? ex.operands[0].get() : &ex;
-        bool ok = base->kind == ExprKind::Number || (base->kind == ExprKind::Name && m_.dims.count(base->name));
-        if (!ok)
+        if (!constant_value(ex, m_.dims))
           diags_.error(ex.range, fmt::format("the exponent of '**' must be a number, not '{}' (for a "
                                              "tensor exponent write exp(b *. log(a)))",
                                              std::string(file_text_slice(ex))));
@@ -495,5 +493,16 @@ bool bind_args(const Expr& call, const std::vector<ArgSig>& sig, const Model& m,
 }
 
 Model build_model(const Spec& spec, DiagEngine& diags) { return Builder(spec, diags).run(); }
+
+std::optional<double> constant_value(const Expr& e, const std::map<std::string, long>& dims) {
+  const bool neg = e.kind == ExprKind::Neg;
+  const Expr& v = neg ? *e.operands[0] : e;
+  std::optional<double> r;
+  if (v.kind == ExprKind::Number) r = v.number;
+  if (v.kind == ExprKind::Name)
+    if (auto it = dims.find(v.name); it != dims.end()) r = static_cast<double>(it->second);
+  if (r && neg) *r = -*r;
+  return r;
+}
 
 }  // namespace cannl

@@ -59,6 +59,10 @@ struct Model {
 
 Model build_model(const Spec& spec, DiagEngine& diags);
 
+// The value of a number written in the spec: a number literal or a dim name, possibly negated
+// once; nullopt for anything else.
+std::optional<double> constant_value(const Expr& e, const std::map<std::string, long>& dims);
+
 // Binds a call's arguments to a signature; reports and returns false on a mismatch.
 bool bind_args(const Expr& call, const std::vector<ArgSig>& sig, const Model& m,
                DiagEngine& diags, BoundCall& out);
