@@ -124,6 +124,7 @@ struct Routine {
   // in C syntax over `n`, `lr` and `step` (e.g. bc1 = 1 - pow(0.9, step)).
   std::vector<std::pair<std::string, std::string>> scalars;
   std::vector<Stmt> stmts;
+  long arena_bytes = 0;     // set by memory planning: the routine's arena at max_batch (0: none)
 };
 
 struct Program {

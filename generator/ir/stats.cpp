@@ -1,0 +1,77 @@
+// stats.cpp — counts of a routine (see stats.h).
+#include "ir/stats.h"
+
+#include <set>
+
+namespace cannl::ir {
+namespace {
+
+bool in_arena(Role r) { return r == Role::Computed || r == Role::Temp || r == Role::Grad; }
+
+// Arithmetic operations of one evaluation of `e`.
+double ops_of(const Expr& e) {
+  double n = 0;
+  switch (e.op) {
+    case Op::Const: case Op::Scalar: case Op::Index: case Op::Load: break;
+    default: n = 1;
+  }
+  for (const ExprP& a : e.args) n += ops_of(*a);
+  return n;
+}
+
+// Distinct cells an access touches over the nest: the product of the bounds of the loops it
+// uses (each loop counted once), capped by the buffer's size at this batch.
+double footprint(const Stmt& s, const Access& a, const Buffer& b, long batch) {
+  std::set<int> used;
+  for (const Affine& ix : a.index)
+    for (const Affine::Term& t : ix.terms) used.insert(t.iter);
+  double cells = 1;
+  for (int i : used) cells *= s.iters[i].batch ? batch : s.iters[i].size;
+  double whole = 1;
+  for (const Dim& d : b.dims) whole *= d.batch ? batch : d.size;
+  return cells < whole ? cells : whole;
+}
+
+}  // namespace
+
+RoutineStats routine_stats(const Program& p, const Routine& r, long batch, int elem_bytes) {
+  RoutineStats st;
+  std::set<int> touched;
+  for (const Stmt& s : r.stmts) {
+    ++st.loop_nests;
+    double trips = 1;
+    for (const Iter& it : s.iters) trips *= it.batch ? batch : it.size;
+    st.flops += trips * (ops_of(*s.body) + (s.accum == Accum::Set ? 0 : 1));
+    std::vector<const Expr*> loads;
+    collect_loads(s.body, loads);
+    std::set<std::pair<int, std::string>> seen;  // one footprint per distinct access
+    auto count = [&](const Access& a, double times) {
+      touched.insert(a.buf);
+      std::string key;
+      for (const Affine& ix : a.index) {
+        for (const Affine::Term& t : ix.terms) key += std::to_string(t.iter) + "*" + std::to_string(t.coef) + "+";
+        key += std::to_string(ix.offset) + ",";
+      }
+      if (!seen.insert({a.buf, key}).second) return;
+      st.bytes_moved += times * footprint(s, a, p.buffers[a.buf], batch) * elem_bytes;
+    };
+    for (const Expr* l : loads) count(l->access, 1);
+    count(s.out, s.accum == Accum::Set ? 1 : 2);  // += reads and writes
+  }
+  long batch_cap = batch;
+  for (int b : touched) {
+    const Buffer& buf = p.buffers[b];
+    long bytes = elem_bytes;
+    for (const Dim& d : buf.dims) bytes *= d.batch ? batch_cap : d.size;
+    if (in_arena(buf.role)) {
+      ++st.buffers;
+      st.arena_bytes += bytes;
+    } else {
+      st.persistent_bytes += bytes;
+    }
+  }
+  if (r.arena_bytes > 0) st.arena_bytes = r.arena_bytes;
+  return st;
+}
+
+}  // namespace cannl::ir
