@@ -1,6 +1,6 @@
 # Cannl.cmake — build models from cannl specs in a CMake project.
 #
-#   cannl_add_model(NAME SPEC [TARGET c] [DTYPE f32|f64] [MAX_BATCH N] [NO_INSTALL])
+#   cannl_add_model(NAME SPEC [TARGET c] [DTYPE f32|f64] [MAX_BATCH N] [WEIGHTS CKPT] [NO_INSTALL])
 #
 # Runs `cannl gen SPEC` at build time into ${CMAKE_CURRENT_BINARY_DIR}/cannl/NAME, again
 # whenever the spec or the generator changes, and defines
@@ -8,11 +8,15 @@
 #               <model> is the name in the spec's `model` statement, it names the header
 #               and the C symbols), linked to cannl::rt and, when found, OpenMP
 #   NAME_train  the training program (`NAME_train --help`)
+#   NAME_infer  the inference program (`NAME_infer --help`): forward only, params from
+#               --weights, or compiled in with WEIGHTS
 # and install rules for both and the header (bin/, lib/, include/ of GNUInstallDirs), unless
 # NO_INSTALL or the variable CANNL_INSTALL_MODELS is false (cannl's own build sets it, so its
 # examples and test models stay out of `cmake --install`). DTYPE (default f32) and MAX_BATCH
 # (default 256) are `cannl gen --dtype` and `--max-batch`; TARGET c is the only back end so
-# far. A changed spec also re-runs CMake (the model's name may have changed). The model is
+# far. WEIGHTS CKPT (a safetensors checkpoint) compiles the trained params into the library
+# and NAME_infer (`cannl gen --weights CKPT --embed`; checked against the spec when
+# generating, regenerated when CKPT changes). A changed spec also re-runs CMake (the model's name may have changed). The model is
 # compiled as its generated CMakeLists.txt compiles it (templates/c/CMakeLists.txt.mustache):
 # -O3 with reassociation allowed, and -march=native under CANNL_NATIVE.
 #
@@ -39,7 +43,7 @@ set(CANNL_GENERATOR "" CACHE FILEPATH
     "A cannl executable for cannl_add_model to run instead of the target cannl::cannl")
 
 function(cannl_add_model name spec)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL" "TARGET;DTYPE;MAX_BATCH" "")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL" "TARGET;DTYPE;MAX_BATCH;WEIGHTS" "")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "cannl_add_model(${name}): unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
@@ -88,16 +92,27 @@ function(cannl_add_model name spec)
   endif()
 
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/cannl/${name})
-  set(outputs ${dir}/${model}.h ${dir}/${model}.c ${dir}/${model}_train.c)
+  set(outputs ${dir}/${model}.h ${dir}/${model}.c ${dir}/${model}_inference.c ${dir}/${model}_train.c
+              ${dir}/${model}_infer.c ${dir}/${model}.json)
+  set(sources ${dir}/${model}.c ${dir}/${model}_inference.c)
+  set(embed_args "")
+  set(embed_dep "")
+  if(ARG_WEIGHTS)
+    get_filename_component(weights "${ARG_WEIGHTS}" ABSOLUTE)
+    set(embed_args --weights ${weights} --embed)
+    set(embed_dep ${weights})
+    list(APPEND outputs ${dir}/${model}_weights.c)
+    list(APPEND sources ${dir}/${model}_weights.c)
+  endif()
   add_custom_command(
     OUTPUT ${outputs}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
-    COMMAND ${generator} gen ${spec} -o ${dir} --dtype ${ARG_DTYPE} --max-batch ${ARG_MAX_BATCH}
-    DEPENDS ${spec} ${generator_dep}
+    COMMAND ${generator} gen ${spec} -o ${dir} --dtype ${ARG_DTYPE} --max-batch ${ARG_MAX_BATCH} ${embed_args}
+    DEPENDS ${spec} ${generator_dep} ${embed_dep}
     COMMENT "cannl: generating ${name} from ${spec}"
     VERBATIM)
 
-  add_library(${name} STATIC ${dir}/${model}.c ${dir}/${model}.h)
+  add_library(${name} STATIC ${sources} ${dir}/${model}.h)
   target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${dir}>
                              $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(${name} PUBLIC cannl::rt)
@@ -119,8 +134,12 @@ function(cannl_add_model name spec)
   target_link_libraries(${name}_train PRIVATE ${name})
   set_target_properties(${name}_train PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
 
+  add_executable(${name}_infer ${dir}/${model}_infer.c)
+  target_link_libraries(${name}_infer PRIVATE ${name})
+  set_target_properties(${name}_infer PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+
   if(NOT ARG_NO_INSTALL AND (NOT DEFINED CANNL_INSTALL_MODELS OR CANNL_INSTALL_MODELS))
-    install(TARGETS ${name} ${name}_train
+    install(TARGETS ${name} ${name}_train ${name}_infer
             RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
             ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
             PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

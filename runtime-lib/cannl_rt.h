@@ -305,6 +305,32 @@ cannl_status cannl_model_load(const cannl_model_api *api, void *m, const char *p
    describes the whole command line. */
 int cannl_train_main(const cannl_model_api *api, int argc, char **argv);
 
+
+/* ---------------------------------------------------------------- inference */
+
+/* Write `data` (row-major, shape[0..ndims)) as a NumPy .npy file ('<f4' or
+ * '<f8'), atomically: through PATH.tmp.<pid>, renamed over PATH when complete. */
+cannl_status cannl_npy_save(const char *path, cannl_dtype dtype, int32_t ndims, const int64_t *shape,
+                            const void *data, cannl_error *err);
+
+/* What the inference program needs of a generated model. `api` is the model's
+   forward-only table (`<model>_infer_api`): create gives a state whose params are zero (the
+   seed is ignored), state_tensors lists the params only, forward and eval work, train_step is
+   NULL. forward_reads[i] is 1 when forward reads input i (the others, typically targets, are
+   only needed by eval). embedded holds, per param in api->params order, the trained values
+   compiled into the program (`cannl gen --embed`), or is NULL. */
+typedef struct cannl_infer_model {
+    const cannl_model_api *api;
+    const unsigned char *forward_reads;
+    const void *const *embedded;
+} cannl_infer_model;
+
+/* The inference program: parses argv, loads the params (--weights, or the embedded ones),
+   runs forward on the --input files in batches, writes the outputs as .npy (--output) and
+   evaluates the loss and metrics (--metric). Returns the process exit status (0 ok, 1 bad
+   input/data/IO, 2 bad usage). `--help` lists the flags; runtime-lib/README.md describes them. */
+int cannl_infer_main(const cannl_infer_model *model, int argc, char **argv);
+
 #ifdef __cplusplus
 }
 #endif

@@ -30,11 +30,15 @@ struct GenOptions {
   std::string dtype = "f32";
   long max_batch = 256;
   std::string dump;        // "", or a stage to print: tokens, ast, shapes, graph, ir
+  std::string weights;     // with embed: a safetensors checkpoint to compile in
+  bool embed = false;
   bool color = false;
 };
 
-// `cannl gen SPEC -o DIR`: writes DIR/<model>.h, <model>.c, <model>_train.c, CMakeLists.txt.
-// Nothing is written when the spec has errors; files are replaced atomically (a new
+// `cannl gen SPEC -o DIR`: writes DIR/<model>.h, <model>.c, <model>_inference.c,
+// <model>_train.c, <model>_infer.c, <model>.json (the model card), CMakeLists.txt and, with
+// --weights CKPT --embed, <model>_weights.c. Nothing is written when the spec has errors or
+// the checkpoint does not fit it (exit status 1); files are replaced atomically (a new
 // directory appears whole).
 int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, std::ostream& err);
 

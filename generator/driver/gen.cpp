@@ -6,7 +6,9 @@
 
 #include "driver/commands.h"
 #include "driver/frontend.h"
+#include "driver/weights.h"
 #include "emit/c_emit.h"
+#include "emit/model_card.h"
 #include "ir/ir_print.h"
 #include "lower/routines.h"
 #include "spec/ast_print.h"
@@ -124,13 +126,25 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
   po.max_batch = opt.max_batch;
   ir::Program prog;
   std::vector<OutputFile> files;
+  EmbeddedWeights weights;
   try {
     prog = build_program(fe->model, fe->shapes, fe->file, po);
     if (opt.dump.empty()) {
+      if (opt.embed && !read_weights(prog, opt.weights, weights, error)) {
+        err << "cannl: error: " << error << "\n";
+        return 1;
+      }
       COptions co;
       co.f64 = opt.dtype == "f64";
       co.spec = fs::path(path).filename().string();
-      files = emit_c(prog, co);
+      co.weights = opt.embed ? &weights : nullptr;
+      CardInfo card;
+      files = emit_c(prog, co, &card.layout);
+      card.spec_file = co.spec;
+      card.spec_text = text;
+      card.f64 = co.f64;
+      card.weights = co.weights;
+      files.push_back({prog.model + ".json", model_card(prog, card)});
     }
   } catch (const InternalError& e) {
     err << path << ": internal error: " << e.what() << "\n"

@@ -32,6 +32,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1L, 1L << 24));
   auto* dump_opt = g->add_option("--dump", gen.dump, "print a stage instead: tokens, ast, shapes, graph or ir")
       ->check(CLI::IsMember({"tokens", "ast", "shapes", "graph", "ir"}));
+  auto* weights_opt = g->add_option("--weights", gen.weights, "a safetensors checkpoint of the model (with --embed)");
+  auto* embed_opt = g->add_flag("--embed", gen.embed,
+                                "compile the --weights params into the generated code (<model>_weights.c)");
+  embed_opt->needs(weights_opt);
+  weights_opt->needs(embed_opt);
   g->callback([&] {
     if (!*out_opt && !*dump_opt) throw CLI::RequiredError("-o,--output");
   });

@@ -60,20 +60,28 @@ public:
       bufs.push_back(b);
     }
     d.set("buffers", bufs);
+    inference(d);
     std::vector<OutputFile> files;
     files.push_back({p_.model + ".h", render("c/model.h.mustache", d)});
     files.push_back({p_.model + ".c", render("c/model.c.mustache", d)});
     files.push_back({p_.model + "_train.c", render("c/train.c.mustache", d)});
+    files.push_back({p_.model + "_inference.c", render("c/inference.c.mustache", d)});
+    files.push_back({p_.model + "_infer.c", render("c/infer.c.mustache", d)});
+    if (o_.weights) files.push_back({p_.model + "_weights.c", weights(d)});
     files.push_back({"CMakeLists.txt", render("c/CMakeLists.txt.mustache", d)});
     return files;
   }
 
+  CLayout layout() const { return {arena_bytes_, infer_arena_bytes_}; }
+
 private:
   const ir::Program& p_;
   COptions o_;
+  std::string state_type_ = p_.model;  // the struct the routines being printed take
   std::vector<std::string> cname_;
   std::vector<long> offsets_;
   long arena_bytes_ = 0;
+  long infer_arena_bytes_ = 0;
   std::set<std::string> helpers_;
   std::vector<std::string> vars_;  // loop variable names of the nest being printed
   const ir::Stmt* stmt_ = nullptr;
@@ -158,6 +166,19 @@ private:
       return l;
     };
     d.set("inputs", list(p_.inputs, true));
+    {
+      std::set<int> fwd = routine_buffers(*p_.routine("forward"));
+      data reads{data::type::list};
+      for (int b : p_.inputs) {
+        data e;
+        e.set("read", fwd.count(b) ? std::string("1") : std::string("0"));
+        reads.push_back(e);
+      }
+      d.set("forward_reads", reads);
+    }
+    d.set("embedded", o_.weights != nullptr);
+    d.set("has_embedded", std::string(o_.weights ? "1" : "0"));
+    d.set("embedded_arg", o_.weights ? "(const void *const *)" + p_.model + "_embedded_params()" : std::string("NULL"));
     d.set("outputs", list(p_.outputs, true));
     d.set("params", list(p_.params, false));
     d.set("metrics", list(p_.metrics, false));
@@ -171,6 +192,7 @@ private:
       if (b.state_name.empty()) continue;
       data e;
       e.set("state_name", b.state_name);
+      e.set("is_param", b.role == ir::Role::Param);
       e.set("name", cname_[i]);
       e.set("dtype", dtype());
       e.set("ndims", std::to_string(b.dims.size()));
@@ -220,6 +242,69 @@ private:
       case ir::Role::OptState: return "optimiser state";
       default: return ir::role_name(r);
     }
+  }
+
+  // The forward-only unit: the routines forward and eval_metrics over a state of their own
+  // (params first, then the buffers the two routines use, in one 64-byte aligned arena).
+  void inference(data& d) {
+    std::set<int> used(p_.params.begin(), p_.params.end());
+    std::vector<const ir::Routine*> rs = {p_.routine("forward"), p_.routine("eval_metrics")};
+    for (const ir::Routine* r : rs)
+      for (int b : routine_buffers(*r)) used.insert(b);
+    std::vector<int> order(p_.params.begin(), p_.params.end());
+    for (int b : used)
+      if (p_.buffers[static_cast<size_t>(b)].role != ir::Role::Param && p_.buffers[static_cast<size_t>(b)].role != ir::Role::Input)
+        order.push_back(b);
+    std::string fields;
+    data bufs{data::type::list};
+    long off = 0;
+    const long elem = o_.f64 ? 8 : 4;
+    for (int b : order) {
+      const auto& buf = p_.buffers[static_cast<size_t>(b)];
+      std::string dims = "[";
+      for (size_t k = 0; k < buf.dims.size(); ++k)
+        dims += (k ? ", " : "") + (buf.dims[k].batch ? std::string("batch") : std::to_string(buf.dims[k].size));
+      fields += fmt::format("    real *{}; /* {} {} */\n", cname_[static_cast<size_t>(b)], dims + "]", buf.shape);
+      data e;
+      e.set("name", cname_[static_cast<size_t>(b)]);
+      e.set("offset", std::to_string(off));
+      bufs.push_back(e);
+      off += (buf.elements() * elem + 63) / 64 * 64;
+    }
+    infer_arena_bytes_ = off > 0 ? off : 64;
+    helpers_.clear();
+    state_type_ = p_.model + "_infer";
+    std::string routines;
+    for (const ir::Routine* r : rs) routines += routine(*r) + "\n";
+    state_type_ = p_.model;
+    d.set("infer_helpers", helpers());
+    d.set("infer_fields", fields);
+    d.set("infer_buffers", bufs);
+    d.set("infer_routines", routines);
+    d.set("infer_arena_bytes", std::to_string(infer_arena_bytes_));
+  }
+
+  // <model>_weights.c: each param's trained values as a static const array.
+  std::string weights(data d) {
+    std::string arrays;
+    data list{data::type::list};
+    for (size_t i = 0; i < p_.params.size(); ++i) {
+      const auto& b = p_.buffers[static_cast<size_t>(p_.params[i])];
+      const auto& v = o_.weights->values[i];
+      std::string name = cname_[static_cast<size_t>(p_.params[i])] + "_values";
+      arrays += fmt::format("\n/* {} stored [{}] */\nstatic const real {}[{}] = {{", b.shape, dims_list(b, false), name,
+                            v.size());
+      for (size_t k = 0; k < v.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(v[k]) + ",";
+      arrays += "\n};\n";
+      data e;
+      e.set("name", name);
+      list.push_back(e);
+    }
+    d.set("arrays", arrays);
+    d.set("embedded_list", list);
+    d.set("checkpoint", o_.weights->source);
+    d.set("checkpoint_step", o_.weights->step.empty() ? std::string("unknown") : o_.weights->step);
+    return render("c/weights.c.mustache", d);
   }
 
   std::string helpers() {
@@ -470,6 +555,20 @@ private:
     }
   }
 
+  // The buffers a routine reads or writes, the interface buffers it fills included.
+  std::set<int> routine_buffers(const ir::Routine& r) {
+    std::set<int> bufs;
+    std::set<std::string> scalars;
+    for (const auto& s : r.stmts) used_buffers(s, bufs, scalars);
+    if (r.name == "forward") bufs.insert(p_.outputs.begin(), p_.outputs.end());
+    if (r.name == "eval_metrics") {
+      bufs.insert(p_.loss);
+      bufs.insert(p_.metrics.begin(), p_.metrics.end());
+    }
+    if (r.name == "train_step") bufs.insert(p_.loss);
+    return bufs;
+  }
+
   std::string routine(const ir::Routine& r) {
     std::set<int> bufs;
     std::set<std::string> scalars;
@@ -478,7 +577,7 @@ private:
     std::string sig, pro, epi;
     const bool is_init = r.name == "init";
     if (is_init) {
-      sig = fmt::format("static void init_params({} *m, uint64_t seed)", model);
+      sig = fmt::format("static void init_params({} *m, uint64_t seed)", state_type_);
       bool rng = false;
       for (const auto& s : r.stmts) rng |= s.sequential;
       pro += rng ? "    cannl_rng rng;\n    cannl_rng_seed(&rng, seed);\n" : "    (void)seed;\n";
@@ -486,7 +585,7 @@ private:
       std::string extra = r.name == "forward" ? ", real *const outputs[]"
                           : r.name == "eval_metrics" ? ", double *loss, double metrics[]" : "";
       sig = fmt::format("static {} {}({} *m, const real *const inputs[], int64_t n{})",
-                        r.name == "train_step" ? "double" : "void", r.name, model, extra);
+                        r.name == "train_step" ? "double" : "void", r.name, state_type_, extra);
       if (r.name == "forward") for (int o : p_.outputs) bufs.insert(o);
       if (r.name == "eval_metrics") { bufs.insert(p_.loss); for (int mt : p_.metrics) bufs.insert(mt); }
       if (r.name == "train_step") bufs.insert(p_.loss);
@@ -559,6 +658,11 @@ private:
 
 }  // namespace
 
-std::vector<OutputFile> emit_c(const ir::Program& p, const COptions& opt) { return CEmitter(p, opt).run(); }
+std::vector<OutputFile> emit_c(const ir::Program& p, const COptions& opt, CLayout* layout) {
+  CEmitter e(p, opt);
+  std::vector<OutputFile> files = e.run();
+  if (layout) *layout = e.layout();
+  return files;
+}
 
 }  // namespace cannl

@@ -1,8 +1,10 @@
 // c_emit.h — the C back end: a Program as plain C11 source.
 //
 // Takes: a Program from build_program. Guarantees: the files of generated/<model>/ —
-// <model>.h (the C API), <model>.c (routines + API), <model>_train.c (the training program)
-// and CMakeLists.txt — rendered from templates/c/*.mustache, the loop nests printed with
+// <model>.h (the C API), <model>.c (routines + API), <model>_inference.c (the forward-only
+// state: forward and eval_metrics over the params and the buffers they use, no gradients or
+// optimiser state), <model>_train.c and <model>_infer.c (the training and inference
+// programs), with embedded weights <model>_weights.c, and CMakeLists.txt — rendered from templates/c/*.mustache, the loop nests printed with
 // constant bounds and strides, one comment per nest naming its spec line, OpenMP pragmas on
 // parallel loops (through CANNL_PRAGMA, so the code compiles without OpenMP too), and
 // vectorisable accumulations in a local variable. Warning-free at -std=c11 -Wall -Wextra
@@ -16,9 +18,17 @@
 
 namespace cannl {
 
+// Trained values to compile into the generated code (`cannl gen --embed`).
+struct EmbeddedWeights {
+  std::string source;                      // the checkpoint's file name, for comments
+  std::string step;                        // its "step" metadata ("" when none)
+  std::vector<std::vector<double>> values; // per param (Program::params order), storage order
+};
+
 struct COptions {
   bool f64 = false;       // element type double instead of float
   std::string spec;       // the spec's path as shown in comments
+  const EmbeddedWeights* weights = nullptr;  // non-null: write <model>_weights.c
 };
 
 struct OutputFile {
@@ -26,7 +36,13 @@ struct OutputFile {
   std::string text;
 };
 
-std::vector<OutputFile> emit_c(const ir::Program& p, const COptions& opt);
+// What the emitter decided about storage (for the model card).
+struct CLayout {
+  long arena_bytes = 0;        // the training state's arena (<model>_create)
+  long infer_arena_bytes = 0;  // the forward-only state's arena (<model>_infer_create)
+};
+
+std::vector<OutputFile> emit_c(const ir::Program& p, const COptions& opt, CLayout* layout = nullptr);
 
 // The templates of templates/, compiled into the generator (templates.cpp is generated).
 const std::string& template_text(const std::string& name);

@@ -1,0 +1,120 @@
+// model_card.cpp — <model>.json (see model_card.h).
+#include "emit/model_card.h"
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "driver/version.h"
+#include "ir/stats.h"
+#include "support/sha256.h"
+
+namespace cannl {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string spec_shape(const ir::Buffer& b) {
+  auto colon = b.shape.find(" : ");
+  return colon == std::string::npos ? b.shape : b.shape.substr(colon + 3);
+}
+
+// Storage-order dims; the batch axis as "batch" unless left out.
+json dims(const ir::Buffer& b, bool skip_batch) {
+  json a = json::array();
+  for (const auto& d : b.dims) {
+    if (d.batch && skip_batch) continue;
+    if (d.batch) a.push_back("batch");
+    else a.push_back(d.size);
+  }
+  return a;
+}
+
+long per_example(const ir::Buffer& b) {
+  long n = 1;
+  for (const auto& d : b.dims)
+    if (!d.batch) n *= d.size;
+  return n;
+}
+
+json interface(const ir::Program& p, const std::vector<int>& bufs, const ir::Routine* reader) {
+  json a = json::array();
+  std::set<int> read;
+  if (reader)
+    for (const auto& s : reader->stmts) {
+      std::vector<const ir::Expr*> loads;
+      ir::collect_loads(s.body, loads);
+      for (const auto* l : loads) read.insert(l->access.buf);
+    }
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const auto& b = p.buffers[static_cast<size_t>(bufs[i])];
+    json e;
+    e["index"] = i;
+    e["name"] = b.name;
+    e["shape"] = dims(b, true);
+    e["spec_shape"] = spec_shape(b);
+    e["values_per_example"] = per_example(b);
+    if (reader) e["read_by_forward"] = read.count(bufs[i]) > 0;
+    a.push_back(e);
+  }
+  return a;
+}
+
+}  // namespace
+
+std::string model_card(const ir::Program& p, const CardInfo& info) {
+  const int elem = info.f64 ? 8 : 4;
+  json c;
+  c["card"] = "cannl model card 1";
+  c["model"] = p.model;
+  c["spec"] = {{"file", info.spec_file}, {"sha256", sha256_hex(info.spec_text)}};
+  c["generator"] = std::string("cannl ") + CANNL_VERSION;
+  c["dtype"] = info.f64 ? "float64" : "float32";
+  c["max_batch"] = p.max_batch;
+  c["layout"] = "row-major; a batch is n examples back to back (1 <= n <= max_batch), each in storage order "
+                "(output axes, then input axes); a param [a -> b] is stored [b, a]";
+  c["inputs"] = interface(p, p.inputs, p.routine("forward"));
+  c["outputs"] = interface(p, p.outputs, nullptr);
+  json params = json::array();
+  long count = 0;
+  for (int b : p.params) {
+    const auto& buf = p.buffers[static_cast<size_t>(b)];
+    params.push_back({{"name", buf.name}, {"shape", dims(buf, false)}, {"spec_shape", spec_shape(buf)},
+                      {"values", buf.elements()}});
+    count += buf.elements();
+  }
+  c["params"] = params;
+  c["parameter_count"] = count;
+  c["parameter_bytes"] = count * elem;
+  c["loss"] = p.buffers[static_cast<size_t>(p.loss)].name;
+  json metrics = json::array();
+  for (int m : p.metrics) metrics.push_back(p.buffers[static_cast<size_t>(m)].name);
+  c["metrics"] = metrics;
+  c["optimizer"] = p.optimizer;
+  c["arena_bytes"] = {{"training_state", info.layout.arena_bytes}, {"inference_state", info.layout.infer_arena_bytes}};
+  json routines = json::array();
+  for (const auto& r : p.routines) {
+    if (r.name == "init") continue;
+    const ir::RoutineStats one = ir::routine_stats(p, r, 1, elem), two = ir::routine_stats(p, r, 2, elem);
+    const ir::RoutineStats full = ir::routine_stats(p, r, p.max_batch, elem);
+    routines.push_back({{"name", r.name},
+                        {"loop_nests", full.loop_nests},
+                        {"arena_bytes_at_max_batch", full.arena_bytes},
+                        {"flops_per_example", two.flops - one.flops},
+                        {"flops_at_max_batch", full.flops},
+                        {"bytes_moved_at_max_batch", full.bytes_moved}});
+  }
+  c["routines"] = routines;
+  json tensors = json::array();
+  for (const auto& b : p.buffers)
+    tensors.push_back({{"name", b.name}, {"role", ir::role_name(b.role)}, {"shape", dims(b, false)},
+                       {"spec", b.shape}});
+  c["tensors"] = tensors;
+  if (info.weights)
+    c["embedded_weights"] = {{"checkpoint", info.weights->source}, {"step", info.weights->step}};
+  else
+    c["embedded_weights"] = nullptr;
+  return c.dump(2) + "\n";
+}
+
+}  // namespace cannl

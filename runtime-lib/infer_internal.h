@@ -1,0 +1,36 @@
+/* infer_internal.h - the pieces of cannl_infer_main shared between its files
+ * (infer_args.c, infer_main.c); not installed. Bindings (NAME=PATH) and the
+ * data loading are the training program's (train_internal.h). */
+#ifndef CANNL_INFER_INTERNAL_H
+#define CANNL_INFER_INTERNAL_H
+
+#include "train_internal.h"
+
+/* The parsed command line of the inference program. */
+typedef struct cannl__infer_opts {
+    const char *prog;              /* basename of argv[0], for messages */
+    const char *weights;           /* --weights PATH, or NULL */
+    cannl__binding *inputs;        /* --input NAME=PATH (malloc'd, argc entries) */
+    int ninputs;
+    const char **out_paths;        /* per output: where to write it, or NULL (malloc'd) */
+    const char *out_scheme;        /* the plain --output PATH, or NULL */
+    char **derived;                /* per output: a path made from out_scheme (malloc'd) */
+    int32_t noutputs;              /* entries of out_paths and derived */
+    int64_t batch;    int batch_set;
+    int threads;                   /* 0: not given */
+    int metric, help;
+} cannl__infer_opts;
+
+/* Parse argv into *o: CANNL__EXIT_OK, or CANNL__EXIT_USAGE with a one-line message
+ * in msg. Also checks what needs no file: the input names (each at most once, the
+ * ones forward reads all given, the others only with --metric, which needs them
+ * all), the output names, --batch against the model's maximum, and that there is
+ * something to do (--output or --metric). Free o with cannl__infer_opts_free. */
+int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, cannl__infer_opts *o, char *msg,
+                       size_t cap);
+void cannl__infer_opts_free(cannl__infer_opts *o);
+
+/* The --help text. */
+void cannl__infer_usage(const cannl_infer_model *model, const char *prog, FILE *out);
+
+#endif /* CANNL_INFER_INTERNAL_H */
