@@ -19,8 +19,13 @@
  *   b1  [512]  stored [512]
  *   b2  [512]  stored [512]
  *
- * A state (`fashion_mlp *`) holds the params, the optimiser state and the work buffers. There
- * are no globals: states are independent, one thread at a time uses a state.
+ * Two kinds of state, both without globals (states are independent; one thread at a time
+ * uses a state, different states may run in different threads at once; the routines use
+ * OpenMP inside a call when built with it):
+ *   `fashion_mlp`: training; params, gradients, optimiser state, work buffers (fashion_mlp.c)
+ *   `fashion_mlp_infer`: inference only; params and the forward buffers, the smallest
+ *     footprint (fashion_mlp_inference.c: a program that uses only fashion_mlp_infer_* links
+ *     none of the training code)
  */
 #ifndef FASHION_MLP_H
 #define FASHION_MLP_H
@@ -86,6 +91,53 @@ cannl_status fashion_mlp_load(fashion_mlp *m, const char *path, cannl_load_what 
 
 /* The model as the generic training program (cannl_train_main) sees it. */
 extern const cannl_model_api fashion_mlp_api;
+
+/* ------------------------------------------------------------------------------ inference
+ * Embedding the model in a program:
+ *
+ *   fashion_mlp_infer *s = fashion_mlp_infer_create();                // params zero
+ *   if (!s || fashion_mlp_infer_load(s, "model.safetensors", &err) != CANNL_OK) ...
+ *   const fashion_mlp_real *inputs[FASHION_MLP_NUM_INPUTS] = {...};     // caller-owned, n examples each
+ *   fashion_mlp_real *outputs[FASHION_MLP_NUM_OUTPUTS] = {...};         // caller-owned, n examples each
+ *   fashion_mlp_infer_forward(s, inputs, n, outputs);                 // 1 <= n <= FASHION_MLP_MAX_BATCH
+ *   fashion_mlp_infer_destroy(s);
+ *
+ * Buffers hold n examples back to back, each in storage order (the sizes above). The state
+ * owns its params and work buffers (5606592 bytes, one allocation) and keeps
+ * no pointer to the caller's buffers. Thread safety: a call writes the state's work buffers,
+ * so one thread at a time uses a state; for concurrent inference give each thread its own
+ * state (created, then loaded, set or made with _create_embedded). Calls on different states
+ * never interfere: there are no globals, and no file is read except by _load.
+ */
+typedef struct fashion_mlp_infer fashion_mlp_infer;
+
+/* 1 when the trained params are compiled in (cannl gen --embed): then
+   fashion_mlp_infer_create_embedded and fashion_mlp_embedded_params exist. */
+#define FASHION_MLP_EMBEDDED_WEIGHTS 0
+
+/* A forward-only state with every param zero; NULL when out of memory. */
+fashion_mlp_infer *fashion_mlp_infer_create(void);
+void fashion_mlp_infer_destroy(fashion_mlp_infer *s);
+/* The params from a safetensors file: a checkpoint of this model, or any file with tensors
+   named after the params, of their shapes, float32 or float64 (PyTorch's save_file).
+   All-or-nothing: on failure s is unchanged and err names the file and the problem. */
+cannl_status fashion_mlp_infer_load(fashion_mlp_infer *s, const char *path, cannl_error *err);
+/* Copy the params from params[i] (one array per param, in the order listed above). */
+void fashion_mlp_infer_set_params(fashion_mlp_infer *s, const fashion_mlp_real *const params[]);
+/* The param called `name` (read-only, storage order; *count set when count is not NULL), or
+   NULL when there is none. */
+const fashion_mlp_real *fashion_mlp_infer_param(const fashion_mlp_infer *s, const char *name, int64_t *count);
+/* Fill outputs[k] with n examples of output k. Inputs the outputs do not depend on (targets)
+   may be NULL. CANNL_E_ARG, and nothing done, unless 1 <= n <= FASHION_MLP_MAX_BATCH. */
+cannl_status fashion_mlp_infer_forward(fashion_mlp_infer *s, const fashion_mlp_real *const inputs[], int64_t n,
+    fashion_mlp_real *const outputs[]);
+/* The loss and each metric on n examples (every input needed). CANNL_E_ARG for a bad n. */
+cannl_status fashion_mlp_infer_eval(fashion_mlp_infer *s, const fashion_mlp_real *const inputs[], int64_t n,
+    double *loss, double metrics[]);
+
+/* The forward-only state as the inference program (cannl_infer_main) sees it: create gives
+   zero params, state_tensors lists the params, train_step is NULL. */
+extern const cannl_model_api fashion_mlp_infer_api;
 
 #ifdef __cplusplus
 }

@@ -178,6 +178,14 @@ private:
     }
     d.set("embedded", o_.weights != nullptr);
     d.set("has_embedded", std::string(o_.weights ? "1" : "0"));
+    d.set("embedded_decls",
+          o_.weights ? fmt::format("/* A forward-only state holding the compiled-in params; NULL when out of memory. */\n"
+                                   "{0}_infer *{0}_infer_create_embedded(void);\n"
+                                   "/* The compiled-in params, one array per param in the order listed above "
+                                   "(read-only). */\n"
+                                   "const {0}_real *const *{0}_embedded_params(void);\n",
+                                   p_.model)
+                     : std::string());
     d.set("embedded_arg", o_.weights ? "(const void *const *)" + p_.model + "_embedded_params()" : std::string("NULL"));
     d.set("outputs", list(p_.outputs, true));
     d.set("params", list(p_.params, false));

@@ -71,10 +71,10 @@ grep -qE '^cannl [0-9]+\.[0-9]+\.[0-9]+$' "$tmp/out" && ok || bad "--version"
 expect_rc 0 "$cannl" --help
 expect_rc 0 "$cannl" check --help
 
-# cannl gen: the four files; nothing written for a bad spec; usage errors.
+# cannl gen: the files; nothing written for a bad spec; usage errors.
 mkdir -p "$tmp/gen"
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/moons"
-[ "$(ls "$tmp/gen/moons" | tr '\n' ' ')" = "CMakeLists.txt moons_mlp.c moons_mlp.h moons_mlp_train.c " ] && ok || bad "gen files: $(ls "$tmp/gen/moons")"
+[ "$(ls "$tmp/gen/moons" | tr '\n' ' ')" = "CMakeLists.txt moons_mlp.c moons_mlp.h moons_mlp.json moons_mlp_infer.c moons_mlp_inference.c moons_mlp_train.c " ] && ok || bad "gen files: $(ls "$tmp/gen/moons")"
 grep -q '^#define MOONS_MLP_MAX_BATCH 256$' "$tmp/gen/moons/moons_mlp.h" && ok || bad "default max batch"
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/moons" --dtype f64 --max-batch 8
 grep -q '^typedef double moons_mlp_real;$' "$tmp/gen/moons/moons_mlp.h" && ok || bad "--dtype f64"

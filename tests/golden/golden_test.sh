@@ -9,7 +9,7 @@
 #       -Werror and FLAGS, without and with -fopenmp
 #   golden_test.sh build SRC WORK CMAKE GENERATOR MAKE CC
 #       builds every generated/<model>/ through its own CMakeLists.txt (build_generated/,
-#       with runtime-lib/ for cannl::rt) and runs each <model>_train --help
+#       with runtime-lib/ for cannl::rt) and runs each <model>_train --help and <model>_infer --help
 set -euo pipefail
 mode=$1
 src=$2
@@ -69,6 +69,8 @@ build)
   for m in "${models[@]}"; do
     "$work/$m/${m}_train" --help >"$work.log" 2>&1 || { cat "$work.log" >&2; echo "FAIL: ${m}_train --help" >&2; exit 1; }
     grep -q "usage: ${m}_train" "$work.log" || { cat "$work.log" >&2; echo "FAIL: ${m}_train --help: no usage" >&2; exit 1; }
+    "$work/$m/${m}_infer" --help >"$work.log" 2>&1 || { cat "$work.log" >&2; echo "FAIL: ${m}_infer --help" >&2; exit 1; }
+    grep -q "usage: ${m}_infer" "$work.log" || { cat "$work.log" >&2; echo "FAIL: ${m}_infer --help: no usage" >&2; exit 1; }
   done
   echo "ok: built ${models[*]}"
   ;;

@@ -163,8 +163,10 @@ TEST_CASE("the C emitter: constants, typed math, the API", "[emit]") {
   COptions o;
   o.spec = "t.cannl";
   auto files = emit_c(g.p, o);
-  REQUIRE(files.size() == 4);
+  REQUIRE(files.size() == 6);
   CHECK(files[0].name == "t.h");
+  CHECK(files[3].name == "t_inference.c");
+  CHECK(files[4].name == "t_infer.c");
   CHECK(has(files[0].text, "#define T_MAX_BATCH 32"));
   CHECK(has(files[0].text, "typedef float t_real;"));
   CHECK(has(files[1].text, "/* line 6: z = w * x + b */"));
@@ -176,4 +178,49 @@ TEST_CASE("the C emitter: constants, typed math, the API", "[emit]") {
   CHECK(has(f64[1].text, "exp("));
   CHECK_FALSE(has(f64[1].text, "expf("));
   CHECK(has(files[2].text, "cannl_train_main(&t_api, argc, argv)"));
+}
+
+TEST_CASE("the inference unit: forward and eval over params and their buffers only", "[emit]") {
+  Gen g(kMlp, 32);
+  CLayout layout;
+  auto files = emit_c(g.p, COptions{}, &layout);
+  const std::string& inf = files[3].text;
+  CHECK(has(inf, "struct t_infer {"));
+  CHECK(has(inf, "static void forward(t_infer *m,"));
+  CHECK(has(inf, "static void eval_metrics(t_infer *m,"));
+  CHECK_FALSE(has(inf, "train_step"));
+  CHECK_FALSE(has(inf, "_grad"));
+  CHECK_FALSE(has(inf, "momentum"));
+  CHECK_FALSE(has(inf, "init_params"));
+  CHECK(layout.infer_arena_bytes > 0);
+  CHECK(layout.infer_arena_bytes < layout.arena_bytes);
+  // forward reads x, not the target y
+  CHECK(has(files[4].text, "forward_reads[] = { 1, 0, 0}"));
+  CHECK(has(files[4].text, "{&t_infer_api, forward_reads, NULL}"));
+  CHECK(has(files[0].text, "#define T_EMBEDDED_WEIGHTS 0"));
+  CHECK_FALSE(has(files[0].text, "t_infer *t_infer_create_embedded(void);"));
+}
+
+TEST_CASE("embedded weights: values that read back exactly, in param order", "[emit]") {
+  Gen g(kMlp, 32);
+  EmbeddedWeights w;
+  w.source = "ck.safetensors";
+  w.step = "12";
+  for (int b : g.p.params) w.values.emplace_back(g.p.buffers[static_cast<size_t>(b)].elements(), 0.0);
+  w.values[0][0] = static_cast<float>(0.1);
+  w.values[0][1] = -0.0;
+  w.values[0][2] = 1e-40;  // a float32 subnormal
+  w.values[1][2] = 3;
+  COptions o;
+  o.weights = &w;
+  auto files = emit_c(g.p, o);
+  REQUIRE(files.size() == 7);
+  CHECK(files[5].name == "t_weights.c");
+  const std::string& c = files[5].text;
+  CHECK(has(c, "static const real w_values[12] = {\n    0.1f, -0.0f, 1e-40f, 0.0f,"));
+  CHECK(has(c, "static const real b_values[3] = {\n    0.0f, 0.0f, 3.0f,"));
+  CHECK(has(c, "ck.safetensors (step 12)"));
+  CHECK(has(files[0].text, "#define T_EMBEDDED_WEIGHTS 1"));
+  CHECK(has(files[0].text, "t_infer *t_infer_create_embedded(void);"));
+  CHECK(has(files[4].text, "(const void *const *)t_embedded_params()"));
 }

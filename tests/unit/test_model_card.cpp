@@ -1,0 +1,68 @@
+// Unit tests of the model card (emit/model_card) and SHA-256 (support/sha256).
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "driver/frontend.h"
+#include "emit/model_card.h"
+#include "lower/routines.h"
+#include "support/sha256.h"
+
+using namespace cannl;
+
+TEST_CASE("sha256: the FIPS 180-4 examples", "[card]") {
+  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  CHECK(sha256_hex(std::string(1000000, 'a')) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST_CASE("model card: interface, counts, arenas, flops per example", "[card]") {
+  const std::string text = R"(model t
+input x : [4]
+input y : [3]
+param w : [4 -> 3]
+param b : [3]
+z = w * x + b
+loss = mean(cross_entropy(z, y))
+output z
+metric acc = accuracy(z, y)
+minimize loss with sgd(lr = 0.1)
+)";
+  auto fe = run_frontend("t.cannl", text);
+  REQUIRE(fe->ok());
+  ProgramOptions po;
+  po.max_batch = 16;
+  ir::Program p = build_program(fe->model, fe->shapes, fe->file, po);
+  CardInfo info;
+  info.spec_file = "t.cannl";
+  info.spec_text = text;
+  info.layout = {1000, 500};
+  auto c = nlohmann::json::parse(model_card(p, info));
+  CHECK(c["model"] == "t");
+  CHECK(c["spec"]["sha256"] == sha256_hex(text));
+  CHECK(c["dtype"] == "float32");
+  CHECK(c["max_batch"] == 16);
+  CHECK(c["inputs"][0]["name"] == "x");
+  CHECK(c["inputs"][0]["shape"] == nlohmann::json::array({4}));
+  CHECK(c["inputs"][0]["read_by_forward"] == true);
+  CHECK(c["inputs"][1]["read_by_forward"] == false);
+  CHECK(c["outputs"][0]["name"] == "z");
+  CHECK(c["params"][0]["shape"] == nlohmann::json::array({3, 4}));
+  CHECK(c["parameter_count"] == 15);
+  CHECK(c["parameter_bytes"] == 60);
+  CHECK(c["arena_bytes"]["inference_state"] == 500);
+  CHECK(c["embedded_weights"].is_null());
+  bool forward = false;
+  for (const auto& r : c["routines"])
+    if (r["name"] == "forward") {
+      forward = true;
+      // z = w * x + b: 4 multiply-adds and 1 add per output, 3 outputs, per example
+      CHECK(r["flops_per_example"].get<double>() >= 3 * 4 * 2);
+      CHECK(r["flops_at_max_batch"].get<double>() >= 16 * r["flops_per_example"].get<double>());
+    }
+  CHECK(forward);
+  bool found_grad = false;
+  for (const auto& t : c["tensors"]) found_grad |= t["role"] == "gradient";
+  CHECK(found_grad);
+}
