@@ -93,9 +93,11 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   c["optimizer"] = p.optimizer;
   c["arena_bytes"] = {{"training_state", info.layout.arena_bytes}, {"inference_state", info.layout.infer_arena_bytes}};
   json routines = json::array();
+  json per_example;
   for (const auto& r : p.routines) {
     if (r.name == "init") continue;
     const ir::RoutineStats one = ir::routine_stats(p, r, 1, elem), two = ir::routine_stats(p, r, 2, elem);
+    per_example[r.name] = two.flops - one.flops;
     const ir::RoutineStats full = ir::routine_stats(p, r, p.max_batch, elem);
     routines.push_back({{"name", r.name},
                         {"loop_nests", full.loop_nests},
@@ -104,6 +106,7 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
                         {"flops_at_max_batch", full.flops},
                         {"bytes_moved_at_max_batch", full.bytes_moved}});
   }
+  c["flops_per_example"] = per_example;
   c["routines"] = routines;
   json tensors = json::array();
   for (const auto& b : p.buffers)

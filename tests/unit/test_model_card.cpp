@@ -62,6 +62,8 @@ minimize loss with sgd(lr = 0.1)
       CHECK(r["flops_at_max_batch"].get<double>() >= 16 * r["flops_per_example"].get<double>());
     }
   CHECK(forward);
+  CHECK(c["flops_per_example"]["forward"].get<double>() > 0);
+  CHECK(c["flops_per_example"]["train_step"].get<double>() > c["flops_per_example"]["forward"].get<double>());
   bool found_grad = false;
   for (const auto& t : c["tensors"]) found_grad |= t["role"] == "gradient";
   CHECK(found_grad);
