@@ -31,10 +31,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util as u  # noqa: E402
 
 
-def train(opt, paths, work, steps):
-    """Trains fashion_mlp for `steps` steps; returns (checkpoint, trainer stdout, test files)."""
+def train(opt, paths, work, steps, n_train=60000):
+    """Trains fashion_mlp for `steps` steps on the first n_train examples (6400 with --small);
+    returns (checkpoint, trainer stdout, test files)."""
     n_test = 2000 if opt.small else 10000
-    files = u.fashion_subset(paths, work, 6400 if opt.small else 60000, n_test)
+    files = u.fashion_subset(paths, work, 6400 if opt.small else n_train, n_test)
     ck = os.path.join(work, "ck.safetensors")
     out, _ = u.run([opt.trainer, *u.data_flags(files), "--steps", str(steps), "--batch", "128", "--checkpoint", ck,
                     "--quiet"])
@@ -86,7 +87,7 @@ def compile_infer(opt, gen_dir, out, embed):
 
 def case_embed(opt, paths, work):
     import numpy as np
-    ck, out, files = train(opt, paths, work, 20)
+    ck, out, files = train(opt, paths, work, 20, 2560)
     plain_dir, emb_dir = os.path.join(work, "plain"), os.path.join(work, "embedded")
     u.run([opt.cannl, "gen", opt.spec, "-o", plain_dir])
     t0 = time.monotonic()
@@ -120,7 +121,7 @@ def case_embed(opt, paths, work):
 
 def case_errors(opt, paths, work):
     import numpy as np
-    ck, _, files = train(opt, paths, work, 5)
+    ck, _, files = train(opt, paths, work, 5, 640)
     image, label = files["test_image"], files["test_label"]
     out = os.path.join(work, "out.npy")
 
