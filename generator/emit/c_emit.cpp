@@ -24,7 +24,7 @@ const std::set<std::string>& reserved() {
       "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
       "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
       "volatile", "while", "m", "n", "real", "inputs", "outputs", "step", "lr", "loss", "metrics", "acc",
-      "v", "base", "seed", "rng", "count", "name", "out", "cap", "all", "NAN", "INFINITY", "main"};
+      "v", "base", "work", "seed", "rng", "count", "name", "out", "cap", "all", "NAN", "INFINITY", "main"};
   return r;
 }
 
@@ -44,16 +44,17 @@ public:
   }
 
   std::vector<OutputFile> run() {
+    const std::string field_text = fields();
     std::string routines;
-    for (const auto& r : p_.routines) routines += routine(r) + "\n";
+    for (size_t k = 0; k < p_.routines.size(); ++k) routines += routine(p_.routines[k], region_[k]) + "\n";
     data d = common();
     d.set("helpers", helpers());
-    d.set("fields", fields());
+    d.set("fields", field_text);
     d.set("routines", routines);
     d.set("arena_bytes", std::to_string(arena_bytes_));
     data bufs{data::type::list};
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
-      if (p_.buffers[i].role == ir::Role::Input) continue;
+      if (p_.buffers[i].role == ir::Role::Input || offsets_[i] < 0) continue;
       data b;
       b.set("name", cname_[i]);
       b.set("offset", std::to_string(offsets_[i]));
@@ -72,7 +73,8 @@ private:
   const ir::Program& p_;
   COptions o_;
   std::vector<std::string> cname_;
-  std::vector<long> offsets_;
+  std::vector<long> offsets_;  // byte offset of a buffer with a field of its own (-1: none)
+  std::vector<long> region_;   // byte offset of each routine's region (-1: not planned)
   long arena_bytes_ = 0;
   std::set<std::string> helpers_;
   std::vector<std::string> vars_;  // loop variable names of the nest being printed
@@ -189,25 +191,60 @@ private:
     return s;
   }
 
-  // The struct fields, and the arena layout (64-byte aligned offsets).
+  // The struct fields, and the arena layout (64-byte aligned offsets): first the buffers that
+  // keep their own storage (params, optimiser state, and without memory planning every
+  // buffer), then one region per planned routine (Routine::offsets) holding its work
+  // buffers; a param's gradient has a field pointing into train_step's region.
   std::string fields() {
     std::string s;
     offsets_.assign(p_.buffers.size(), -1);
     long off = 0;
     const long elem = o_.f64 ? 8 : 4;
+    std::vector<bool> planned(p_.buffers.size(), false), used(p_.buffers.size(), false);
+    for (const auto& r : p_.routines) {
+      for (size_t i = 0; i < r.offsets.size(); ++i) planned[i] = planned[i] || r.offsets[i] >= 0;
+      std::set<std::string> scalars;
+      std::set<int> bufs;
+      for (const auto& st : r.stmts) used_buffers(st, bufs, scalars);
+      for (int b : bufs) used[static_cast<size_t>(b)] = true;
+    }
+    for (int b : p_.outputs) used[static_cast<size_t>(b)] = true;
+    for (int b : p_.metrics) used[static_cast<size_t>(b)] = true;
+    used[static_cast<size_t>(p_.loss)] = true;
+    auto exposed_grad = [&](const ir::Buffer& b) {
+      return b.role == ir::Role::Grad && b.grad_of >= 0 && p_.buffers[static_cast<size_t>(b.grad_of)].role == ir::Role::Param;
+    };
     ir::Role last = ir::Role::Input;
+    std::vector<size_t> grad_fields;
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
       const auto& b = p_.buffers[i];
       if (b.role == ir::Role::Input) continue;
+      const bool field = b.role == ir::Role::Param || b.role == ir::Role::OptState ||
+                         (used[i] && !planned[i]) || (planned[i] && exposed_grad(b));
+      if (!field) continue;
       if (b.role != last) s += fmt::format("    /* {} */\n", b.role == ir::Role::Temp ? "temporaries" : plural(b.role));
       last = b.role;
-      offsets_[i] = off;
-      off += (b.elements() * elem + 63) / 64 * 64;
+      if (planned[i]) {
+        grad_fields.push_back(i);  // placed below, inside train_step's region
+      } else {
+        offsets_[i] = off;
+        off += (b.elements() * elem + 63) / 64 * 64;
+      }
       std::string dims = "[";
       for (size_t k = 0; k < b.dims.size(); ++k)
         dims += (k ? ", " : "") + (b.dims[k].batch ? std::string("batch") : std::to_string(b.dims[k].size));
       dims += "]";
       s += fmt::format("    real *{}; /* {} {} */\n", cname_[i], dims, b.shape);
+    }
+    region_.assign(p_.routines.size(), -1);
+    for (size_t k = 0; k < p_.routines.size(); ++k) {
+      const auto& r = p_.routines[k];
+      if (r.arena_bytes <= 0) continue;
+      region_[k] = off;
+      off += (r.arena_bytes + 63) / 64 * 64;
+      if (r.name == "train_step")
+        for (size_t i : grad_fields)
+          if (r.offsets[i] >= 0) offsets_[i] = region_[k] + r.offsets[i];
     }
     arena_bytes_ = off > 0 ? off : 64;
     return s;
@@ -399,12 +436,22 @@ private:
     // `acc` (kept in a register; vectorised by the compiler when reassociation is allowed,
     // as the generated CMakeLists.txt does).
     int red = 0;
-    if (!s.sequential && s.accum != ir::Accum::Set)
+    if (!s.sequential && s.accum != ir::Accum::Set && s.fused.empty())
       while (red < depth && depth - 1 - red > s.parallel && !uses_var(s.out, depth - 1 - red)) ++red;
     const bool reduce_inner = red > 0;
+    // zero_first: when every reduction loop is an inner `acc` loop, the cell is assigned
+    // (`=` instead of `+=`); otherwise the cells are filled with the identity first.
+    int reductions = 0;
+    for (int k = 0; k < depth; ++k) reductions += !uses_var(s.out, k);
+    const bool assign_acc = s.zero_first && reduce_inner && red == reductions;
     // `acc` at routine level (every loop reduces): give the nest a block of its own.
     const bool own_block = reduce_inner && red == depth;
     std::string out = own_block ? "    {\n" : "";
+    if (s.zero_first && !assign_acc) {
+      std::string v = "i";
+      while (taken.count(v) || reserved().count(v)) v += "_";
+      out += fill_first(s, v, "= " + std::string(s.accum == ir::Accum::Add ? num(0) : s.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY"));
+    }
     auto ind = [&](int k) { return std::string(static_cast<size_t>(4 * (k + 1 + own_block)), ' '); };
     auto loop = [&](int k) {
       const ir::Iter& it = s.iters[static_cast<size_t>(k)];
@@ -413,27 +460,43 @@ private:
     };
     const std::string target = access(s.out);
     const std::string guard = in_range(s.out);
-    auto store = [&](const std::string& value, int level) {
+    auto store_to = [&](const std::string& target, const std::string& guard, ir::Accum accum,
+                        const std::string& value, int level) {
       std::string st;
-      switch (s.accum) {
+      switch (accum) {
         case ir::Accum::Set: st = fmt::format("{} = {};", target, value); break;
         case ir::Accum::Add: st = fmt::format("{} += {};", target, value); break;
         case ir::Accum::Max: case ir::Accum::Min: {
-          const char* cmp = s.accum == ir::Accum::Max ? ">" : "<";
+          const char* cmp = accum == ir::Accum::Max ? ">" : "<";
           st = value == "acc" ? fmt::format("if (acc {} {}) {} = acc;", cmp, target, target)
                               : fmt::format("{{ const real v = {}; if (v {} {}) {} = v; }}", value, cmp, target, target);
           break;
         }
       }
-      if (!guard.empty()) st = fmt::format("if ({}) {}", guard, s.accum == ir::Accum::Set || s.accum == ir::Accum::Add ? st : "{ " + st + " }");
+      if (!guard.empty()) st = fmt::format("if ({}) {}", guard, accum == ir::Accum::Set || accum == ir::Accum::Add ? st : "{ " + st + " }");
       return ind(level) + st + "\n";
+    };
+    auto store = [&](const std::string& value, int level) {
+      if (assign_acc) return store_to(target, guard, ir::Accum::Set, value, level);
+      std::string st = store_to(target, guard, s.accum, value, level);
+      for (const ir::Assign& a : s.fused) st += store_to(access(a.out), in_range(a.out), a.accum, expr(*a.body), level);
+      return st;
     };
     const int outer_loops = depth - red;
     for (int k = 0; k < outer_loops; ++k) {
       if (k == s.parallel) out += ind(k) + "CANNL_PRAGMA(\"omp parallel for\")\n";
       out += ind(k) + loop(k) + (k + 1 < outer_loops || reduce_inner ? " {\n" : "\n");
     }
-    std::string body = expr(*s.body);
+    // A zero_first sum times a constant,  out = 0 += x * c : the constant multiplies the
+    // finished sums once (sum(x) * c), not every term.
+    const ir::Expr* summed = s.body.get();
+    std::string scale;
+    if (s.zero_first && s.accum == ir::Accum::Add && s.body->op == ir::Op::Mul &&
+        s.body->args[1]->op == ir::Op::Const) {
+      scale = num(s.body->args[1]->value);
+      summed = s.body->args[0].get();
+    }
+    std::string body = expr(*summed);
     if (reduce_inner) {
       const int k = outer_loops;
       const bool add = s.accum == ir::Accum::Add;
@@ -447,21 +510,38 @@ private:
         out += ind(k + 1) + fmt::format("acc = v {} acc ? v : acc;\n", s.accum == ir::Accum::Max ? ">" : "<");
         out += ind(k) + "}\n";
       }
-      out += store("acc", k);
+      out += store(scale.empty() || !assign_acc ? "acc" : "acc * " + scale, k);
     } else {
       out += store(body, depth);
     }
     for (int k = outer_loops - (reduce_inner ? 0 : 1); k-- > 0;) out += ind(k) + "}\n";
     if (own_block) out += "    }\n";
+    if (!scale.empty() && !assign_acc) {
+      std::string v = "i";
+      while (taken.count(v) || reserved().count(v)) v += "_";
+      out += fill_first(s, v, "*= " + scale);
+    }
     return out;
   }
 
+  // A loop over every cell of a zero_first nest's out buffer (the out access covers the
+  // buffer; a batch axis is the first, run to n): `= identity` before it, `*= c` after it.
+  std::string fill_first(const ir::Stmt& s, const std::string& v, const std::string& op) {
+    const auto& b = p_.buffers[static_cast<size_t>(s.out.buf)];
+    const bool batched = !b.dims.empty() && b.dims[0].batch;
+    const long per = size(b, true);
+    const std::string count = batched ? (per == 1 ? "n" : fmt::format("n * {}", per)) : std::to_string(per);
+    return fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{0}] {3};\n", v, count,
+                       cname_[static_cast<size_t>(s.out.buf)], op);
+  }
+
   void used_buffers(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& scalars) {
-    bufs.insert(s.out.buf);
+    for (int w : ir::written_buffers(s)) bufs.insert(w);
     std::vector<const ir::Expr*> loads;
-    ir::collect_loads(s.body, loads);
+    ir::collect_loads(s, loads);
     for (const auto* l : loads) bufs.insert(l->access.buf);
     std::vector<const ir::Expr*> stack = {s.body.get()};
+    for (const auto& a : s.fused) stack.push_back(a.body.get());
     while (!stack.empty()) {
       const ir::Expr* e = stack.back();
       stack.pop_back();
@@ -470,7 +550,7 @@ private:
     }
   }
 
-  std::string routine(const ir::Routine& r) {
+  std::string routine(const ir::Routine& r, long region) {
     std::set<int> bufs;
     std::set<std::string> scalars;
     for (const auto& s : r.stmts) used_buffers(s, bufs, scalars);
@@ -492,9 +572,29 @@ private:
       if (r.name == "train_step") bufs.insert(p_.loss);
     }
     bool inputs_used = false, n_used = false;
+    auto planned = [&](int b) { return region >= 0 && r.offsets[static_cast<size_t>(b)] >= 0; };
+    // Work buffers of a planned routine point into its region of the arena; one whose bytes
+    // another buffer reuses is not declared restrict (the two names alias).
+    auto shares = [&](int b) {
+      const long lo = r.offsets[static_cast<size_t>(b)], hi = lo + p_.buffers[static_cast<size_t>(b)].elements() * (o_.f64 ? 8 : 4);
+      for (int c : bufs) {
+        if (c == b || !planned(c)) continue;
+        const long clo = r.offsets[static_cast<size_t>(c)], chi = clo + p_.buffers[static_cast<size_t>(c)].elements() * (o_.f64 ? 8 : 4);
+        if (clo < hi && lo < chi) return true;
+      }
+      return false;
+    };
+    bool any_planned = false;
+    for (int b : bufs) any_planned = any_planned || planned(b);
+    if (any_planned)
+      pro += fmt::format("    char *const work = (char *)m->arena + {}; /* this routine's {} bytes */\n", region, r.arena_bytes);
     for (int b : bufs) {
       const auto& buf = p_.buffers[static_cast<size_t>(b)];
-      if (buf.role == ir::Role::Input) {
+      if (planned(b)) {
+        const bool alias = shares(b);
+        pro += fmt::format("    real *{}{} = (real *)(work + {});{}\n", alias ? "" : "restrict ", cname_[static_cast<size_t>(b)],
+                           r.offsets[static_cast<size_t>(b)], alias ? " /* shares bytes */" : "");
+      } else if (buf.role == ir::Role::Input) {
         inputs_used = true;
         auto it = std::find(p_.inputs.begin(), p_.inputs.end(), b);
         pro += fmt::format("    const real *restrict {} = inputs[{}];\n", cname_[static_cast<size_t>(b)], it - p_.inputs.begin());
