@@ -483,9 +483,10 @@ private:
       return st;
     };
     const int outer_loops = depth - red;
+    const bool braced = !s.fused.empty();  // several assignments in the innermost loop
     for (int k = 0; k < outer_loops; ++k) {
       if (k == s.parallel) out += ind(k) + "CANNL_PRAGMA(\"omp parallel for\")\n";
-      out += ind(k) + loop(k) + (k + 1 < outer_loops || reduce_inner ? " {\n" : "\n");
+      out += ind(k) + loop(k) + (k + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
     }
     // A zero_first sum times a constant,  out = 0 += x * c : the constant multiplies the
     // finished sums once (sum(x) * c), not every term.
@@ -514,7 +515,7 @@ private:
     } else {
       out += store(body, depth);
     }
-    for (int k = outer_loops - (reduce_inner ? 0 : 1); k-- > 0;) out += ind(k) + "}\n";
+    for (int k = outer_loops - (reduce_inner || braced ? 0 : 1); k-- > 0;) out += ind(k) + "}\n";
     if (own_block) out += "    }\n";
     if (!scale.empty() && !assign_acc) {
       std::string v = "i";

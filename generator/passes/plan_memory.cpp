@@ -14,6 +14,7 @@
 // orders (by first use, by size). Each routine has its own arena: what one routine leaves
 // in its buffers (the gradients `<model>_grad` returns) no other routine touches.
 #include <algorithm>
+#include <tuple>
 
 #include "passes/pipeline.h"
 #include "passes/rewrite.h"
@@ -32,28 +33,36 @@ struct Life {
 long align64(long x) { return (x + 63) / 64 * 64; }
 
 // A and B may share their offset in place at nest k: k's assignments write B pointwise
-// (Set) and read A only at the cells they write B, and k is A's last use and B's first.
+// (Set) and read A only at the cells they write B, every assignment reading A comes no later
+// than the first writing B (a fused nest runs its assignments in order at each point), and
+// k is A's last use and B's first.
 bool in_place(const ir::Program& p, const ir::Stmt& s, int a, int b) {
   if (p.buffers[static_cast<size_t>(a)].dims != p.buffers[static_cast<size_t>(b)].dims) return false;
+  // the nest's assignments in order: (out, accum, body)
+  std::vector<std::tuple<const ir::Access*, ir::Accum, const ir::ExprP*>> assigns = {{&s.out, s.accum, &s.body}};
+  for (const ir::Assign& f : s.fused) assigns.push_back({&f.out, f.accum, &f.body});
+  if (s.out.buf == b && !passes::pointwise(s)) return false;
+  int first_write = -1;
   std::vector<ir::Access> outs;
-  if (s.out.buf == b) {
-    if (s.accum != ir::Accum::Set || !passes::pointwise(s)) return false;
-    outs.push_back(s.out);
+  for (size_t i = 0; i < assigns.size(); ++i) {
+    const auto& [out, accum, body] = assigns[i];
+    if (out->buf == a) return false;
+    if (out->buf != b) continue;
+    if (accum != ir::Accum::Set) return false;
+    if (first_write < 0) first_write = static_cast<int>(i);
+    outs.push_back(*out);
   }
-  for (const ir::Assign& f : s.fused) {
-    if (f.out.buf == a) return false;
-    if (f.out.buf == b) {
-      if (f.accum != ir::Accum::Set) return false;
-      outs.push_back(f.out);
-    }
-  }
-  if (s.out.buf == a || outs.empty()) return false;
-  std::vector<const ir::Expr*> loads;
-  ir::collect_loads(s, loads);
-  for (const ir::Expr* l : loads)
-    if (l->access.buf == a)
+  if (outs.empty()) return false;
+  for (size_t i = 0; i < assigns.size(); ++i) {
+    std::vector<const ir::Expr*> loads;
+    ir::collect_loads(*std::get<2>(assigns[i]), loads);
+    for (const ir::Expr* l : loads) {
+      if (l->access.buf != a) continue;
+      if (static_cast<int>(i) > first_write) return false;
       for (const ir::Access& o : outs)
         if (!(l->access.index == o.index)) return false;
+    }
+  }
   return true;
 }
 
