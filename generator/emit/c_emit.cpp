@@ -532,7 +532,8 @@ private:
     const bool batched = !b.dims.empty() && b.dims[0].batch;
     const long per = size(b, true);
     const std::string count = batched ? (per == 1 ? "n" : fmt::format("n * {}", per)) : std::to_string(per);
-    return fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{0}] {3};\n", v, count,
+    return std::string(s.parallel >= 0 ? "    CANNL_PRAGMA(\"omp parallel for\")\n" : "") +
+           fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{0}] {3};\n", v, count,
                        cname_[static_cast<size_t>(s.out.buf)], op);
   }
 
@@ -574,16 +575,30 @@ private:
     }
     bool inputs_used = false, n_used = false;
     auto planned = [&](int b) { return region >= 0 && r.offsets[static_cast<size_t>(b)] >= 0; };
-    // Work buffers of a planned routine point into its region of the arena; one whose bytes
-    // another buffer reuses is not declared restrict (the two names alias).
+    // Work buffers of a planned routine point into its region of the arena. One whose bytes
+    // another buffer of the routine reuses is declared in each nest that uses it, in a block
+    // of its own, restrict there unless the nest also touches a buffer sharing its bytes (in
+    // place): restrict holds per block, and the routine's other names for those bytes are
+    // not used in it.
+    const long elem = o_.f64 ? 8 : 4;
+    auto overlap = [&](int b, int c) {
+      const long lo = r.offsets[static_cast<size_t>(b)], hi = lo + p_.buffers[static_cast<size_t>(b)].elements() * elem;
+      const long clo = r.offsets[static_cast<size_t>(c)], chi = clo + p_.buffers[static_cast<size_t>(c)].elements() * elem;
+      return b != c && planned(b) && planned(c) && clo < hi && lo < chi;
+    };
     auto shares = [&](int b) {
-      const long lo = r.offsets[static_cast<size_t>(b)], hi = lo + p_.buffers[static_cast<size_t>(b)].elements() * (o_.f64 ? 8 : 4);
-      for (int c : bufs) {
-        if (c == b || !planned(c)) continue;
-        const long clo = r.offsets[static_cast<size_t>(c)], chi = clo + p_.buffers[static_cast<size_t>(c)].elements() * (o_.f64 ? 8 : 4);
-        if (clo < hi && lo < chi) return true;
-      }
+      for (int c : bufs)
+        if (overlap(b, c)) return true;
       return false;
+    };
+    auto pointer = [&](int b, bool restrict_) {
+      return fmt::format("real *{}{} = (real *)(work + {});", restrict_ ? "restrict " : "", cname_[static_cast<size_t>(b)],
+                         r.offsets[static_cast<size_t>(b)]);
+    };
+    // How the epilogue names a buffer (one declared per nest has no routine-level name).
+    auto ref = [&](int b) {
+      return planned(b) && shares(b) ? fmt::format("((real *)(work + {}))", r.offsets[static_cast<size_t>(b)])
+                                     : cname_[static_cast<size_t>(b)];
     };
     bool any_planned = false;
     for (int b : bufs) any_planned = any_planned || planned(b);
@@ -592,9 +607,7 @@ private:
     for (int b : bufs) {
       const auto& buf = p_.buffers[static_cast<size_t>(b)];
       if (planned(b)) {
-        const bool alias = shares(b);
-        pro += fmt::format("    real *{}{} = (real *)(work + {});{}\n", alias ? "" : "restrict ", cname_[static_cast<size_t>(b)],
-                           r.offsets[static_cast<size_t>(b)], alias ? " /* shares bytes */" : "");
+        if (!shares(b)) pro += "    " + pointer(b, true) + "\n";
       } else if (buf.role == ir::Role::Input) {
         inputs_used = true;
         auto it = std::find(p_.inputs.begin(), p_.inputs.end(), b);
@@ -620,17 +633,17 @@ private:
         long per = size(b, true);
         n_used |= batched;
         epi += fmt::format("    memcpy(outputs[{}], {}, (size_t){}{} * sizeof(real));\n", k,
-                           cname_[static_cast<size_t>(p_.outputs[k])], batched ? "n * " : "", per);
+                           ref(p_.outputs[k]), batched ? "n * " : "", per);
       }
       if (p_.outputs.empty()) epi += "    (void)outputs;\n";
     }
     if (r.name == "eval_metrics") {
-      epi += fmt::format("    *loss = (double){}[0];\n", cname_[static_cast<size_t>(p_.loss)]);
+      epi += fmt::format("    *loss = (double){}[0];\n", ref(p_.loss));
       for (size_t k = 0; k < p_.metrics.size(); ++k)
-        epi += fmt::format("    metrics[{}] = (double){}[0];\n", k, cname_[static_cast<size_t>(p_.metrics[k])]);
+        epi += fmt::format("    metrics[{}] = (double){}[0];\n", k, ref(p_.metrics[k]));
       if (p_.metrics.empty()) epi += "    (void)metrics;\n";
     }
-    if (r.name == "train_step") epi += fmt::format("    return (double){}[0];\n", cname_[static_cast<size_t>(p_.loss)]);
+    if (r.name == "train_step") epi += fmt::format("    return (double){}[0];\n", ref(p_.loss));
     if (!is_init) {
       if (!inputs_used) pro += "    (void)inputs;\n";
       if (!n_used) pro += "    (void)n;\n";
@@ -645,7 +658,27 @@ private:
       std::string what = s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what;
       if (what != last) body += "\n    /* " + comment_safe(what) + " */\n";
       last = what;
-      body += nest(s, taken);
+      std::set<int> nb;
+      std::set<std::string> unused;
+      used_buffers(s, nb, unused);
+      std::string decls;
+      for (int b : nb) {
+        if (!planned(b) || !shares(b)) continue;
+        bool alone = true;
+        for (int c : nb) alone = alone && !overlap(b, c);
+        decls += "        " + pointer(b, alone) + (alone ? "" : " /* in place */") + "\n";
+      }
+      if (decls.empty()) {
+        body += nest(s, taken);
+      } else {  // the nest, one level deeper, in a block with its pointers
+        std::string text = nest(s, taken), indented;
+        for (size_t i = 0; i < text.size();) {
+          size_t e = text.find('\n', i);
+          indented += "    " + text.substr(i, e - i + 1);
+          i = e + 1;
+        }
+        body += "    {\n" + decls + indented + "    }\n";
+      }
     }
     std::string head = fmt::format("/* routine {} */\n", r.name);
     return head + sig + " {\n" + pro + body + (epi.empty() ? "" : "\n" + epi) + "}\n";
