@@ -33,7 +33,7 @@ static inline float cannl_step(float x) { return x > 0 ? 1 : 0; }
 struct fashion_cnn {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
-    void *arena;  /* all the buffers below: 214600512 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 214600512 bytes */
     /* params */
     real *k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
     real *k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */

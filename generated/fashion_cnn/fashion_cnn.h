@@ -21,8 +21,9 @@
  *   w4  [1024 -> 10]  stored [10, 1024]
  *   b4  [10]  stored [10]
  *
- * A state (`fashion_cnn *`) holds the params, the optimiser state and the work buffers. There
- * are no globals: states are independent, one thread at a time uses a state.
+ * A state (`fashion_cnn *`) holds the params, the optimiser state and the work buffers (one
+ * arena; each routine's work buffers in a region of their own). There are no globals:
+ * states are independent, one thread at a time uses a state.
  */
 #ifndef FASHION_CNN_H
 #define FASHION_CNN_H
@@ -72,7 +73,8 @@ void fashion_cnn_eval(fashion_cnn *m, const fashion_cnn_real *const inputs[], in
 fashion_cnn_real *fashion_cnn_param(fashion_cnn *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. */
+   on it. Its storage is train_step's own: forward and eval leave it alone, the next
+   train_step overwrites it. */
 fashion_cnn_real *fashion_cnn_grad(fashion_cnn *m, const char *name, int64_t *count);
 int64_t fashion_cnn_get_step(const fashion_cnn *m);
 void fashion_cnn_set_step(fashion_cnn *m, int64_t step);

@@ -33,7 +33,7 @@ static inline float cannl_step(float x) { return x > 0 ? 1 : 0; }
 struct fashion_einsum {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
-    void *arena;  /* all the buffers below: 5129536 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 5129536 bytes */
     /* params */
     real *w1; /* [256, 28, 28] w1 : [28, 28 -> 256] */
     real *gain; /* [256] gain : [256] */

@@ -19,8 +19,9 @@
  *   w2  [256 -> 10]  stored [10, 256]
  *   b2  [10]  stored [10]
  *
- * A state (`fashion_einsum *`) holds the params, the optimiser state and the work buffers. There
- * are no globals: states are independent, one thread at a time uses a state.
+ * A state (`fashion_einsum *`) holds the params, the optimiser state and the work buffers (one
+ * arena; each routine's work buffers in a region of their own). There are no globals:
+ * states are independent, one thread at a time uses a state.
  */
 #ifndef FASHION_EINSUM_H
 #define FASHION_EINSUM_H
@@ -71,7 +72,8 @@ void fashion_einsum_eval(fashion_einsum *m, const fashion_einsum_real *const inp
 fashion_einsum_real *fashion_einsum_param(fashion_einsum *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. */
+   on it. Its storage is train_step's own: forward and eval leave it alone, the next
+   train_step overwrites it. */
 fashion_einsum_real *fashion_einsum_grad(fashion_einsum *m, const char *name, int64_t *count);
 int64_t fashion_einsum_get_step(const fashion_einsum *m);
 void fashion_einsum_set_step(fashion_einsum *m, int64_t step);

@@ -19,8 +19,9 @@
  *   b1  [512]  stored [512]
  *   b2  [512]  stored [512]
  *
- * A state (`fashion_mlp *`) holds the params, the optimiser state and the work buffers. There
- * are no globals: states are independent, one thread at a time uses a state.
+ * A state (`fashion_mlp *`) holds the params, the optimiser state and the work buffers (one
+ * arena; each routine's work buffers in a region of their own). There are no globals:
+ * states are independent, one thread at a time uses a state.
  */
 #ifndef FASHION_MLP_H
 #define FASHION_MLP_H
@@ -70,7 +71,8 @@ void fashion_mlp_eval(fashion_mlp *m, const fashion_mlp_real *const inputs[], in
 fashion_mlp_real *fashion_mlp_param(fashion_mlp *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. */
+   on it. Its storage is train_step's own: forward and eval leave it alone, the next
+   train_step overwrites it. */
 fashion_mlp_real *fashion_mlp_grad(fashion_mlp *m, const char *name, int64_t *count);
 int64_t fashion_mlp_get_step(const fashion_mlp *m);
 void fashion_mlp_set_step(fashion_mlp *m, int64_t step);

@@ -32,7 +32,7 @@ static inline float cannl_sigmoid(float x) { return 1 / (1 + expf(-x)); }
 struct moons_mlp {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
-    void *arena;  /* all the buffers below: 118784 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 118784 bytes */
     /* params */
     real *w1; /* [16, 2] w1 : [2 -> 16] */
     real *w2; /* [16, 16] w2 : [16 -> 16] */

@@ -19,8 +19,9 @@
  *   b2  [16]  stored [16]
  *   b3  [1]  stored [1]
  *
- * A state (`moons_mlp *`) holds the params, the optimiser state and the work buffers. There
- * are no globals: states are independent, one thread at a time uses a state.
+ * A state (`moons_mlp *`) holds the params, the optimiser state and the work buffers (one
+ * arena; each routine's work buffers in a region of their own). There are no globals:
+ * states are independent, one thread at a time uses a state.
  */
 #ifndef MOONS_MLP_H
 #define MOONS_MLP_H
@@ -70,7 +71,8 @@ void moons_mlp_eval(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t 
 moons_mlp_real *moons_mlp_param(moons_mlp *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. */
+   on it. Its storage is train_step's own: forward and eval leave it alone, the next
+   train_step overwrites it. */
 moons_mlp_real *moons_mlp_grad(moons_mlp *m, const char *name, int64_t *count);
 int64_t moons_mlp_get_step(const moons_mlp *m);
 void moons_mlp_set_step(moons_mlp *m, int64_t step);
