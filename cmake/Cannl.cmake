@@ -1,6 +1,7 @@
 # Cannl.cmake — build models from cannl specs in a CMake project.
 #
-#   cannl_add_model(NAME SPEC [TARGET c] [DTYPE f32|f64] [MAX_BATCH N] [WEIGHTS CKPT] [NO_INSTALL])
+#   cannl_add_model(NAME SPEC [TARGET c] [DTYPE f32|f64] [MAX_BATCH N] [WEIGHTS CKPT] [NO_INSTALL]
+#                   [GEN_ARGS arg...])
 #
 # Runs `cannl gen SPEC` at build time into ${CMAKE_CURRENT_BINARY_DIR}/cannl/NAME, again
 # whenever the spec or the generator changes, and defines
@@ -13,7 +14,8 @@
 # and install rules for both and the header (bin/, lib/, include/ of GNUInstallDirs), unless
 # NO_INSTALL or the variable CANNL_INSTALL_MODELS is false (cannl's own build sets it, so its
 # examples and test models stay out of `cmake --install`). DTYPE (default f32) and MAX_BATCH
-# (default 256) are `cannl gen --dtype` and `--max-batch`; TARGET c is the only back end so
+# (default 256) are `cannl gen --dtype` and `--max-batch`; GEN_ARGS are more `cannl gen`
+# options (e.g. -O0, --disable-pass=fuse); TARGET c is the only back end so
 # far. WEIGHTS CKPT (a safetensors checkpoint) compiles the trained params into the library
 # and NAME_infer (`cannl gen --weights CKPT --embed`; checked against the spec when
 # generating, regenerated when CKPT changes). A changed spec also re-runs CMake (the model's name may have changed). The model is
@@ -43,7 +45,7 @@ set(CANNL_GENERATOR "" CACHE FILEPATH
     "A cannl executable for cannl_add_model to run instead of the target cannl::cannl")
 
 function(cannl_add_model name spec)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL" "TARGET;DTYPE;MAX_BATCH;WEIGHTS" "")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL" "TARGET;DTYPE;MAX_BATCH;WEIGHTS" "GEN_ARGS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "cannl_add_model(${name}): unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
@@ -107,7 +109,7 @@ function(cannl_add_model name spec)
   add_custom_command(
     OUTPUT ${outputs}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
-    COMMAND ${generator} gen ${spec} -o ${dir} --dtype ${ARG_DTYPE} --max-batch ${ARG_MAX_BATCH} ${embed_args}
+    COMMAND ${generator} gen ${spec} -o ${dir} --dtype ${ARG_DTYPE} --max-batch ${ARG_MAX_BATCH} ${embed_args} ${ARG_GEN_ARGS}
     DEPENDS ${spec} ${generator_dep} ${embed_dep}
     COMMENT "cannl: generating ${name} from ${spec}"
     VERBATIM)

@@ -33,7 +33,7 @@ static inline float cannl_step(float x) { return x > 0 ? 1 : 0; }
 struct fashion_cnn {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
-    void *arena;  /* all the buffers below: 230849984 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 214600512 bytes */
     /* params */
     real *k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
     real *k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
@@ -43,58 +43,13 @@ struct fashion_cnn {
     real *w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
     real *w4; /* [10, 1024] w4 : [1024 -> 10] */
     real *b4; /* [10] b4 : [10] */
-    /* tensors of the spec */
-    real *x; /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
-    real *a1; /* [batch, 28, 28, 32] a1 : [batch | 28, 28, 32] */
-    /* temporaries */
-    real *a1_conv; /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
-    /* tensors of the spec */
-    real *p1; /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
-    real *a2; /* [batch, 14, 14, 64] a2 : [batch | 14, 14, 64] */
-    /* temporaries */
-    real *a2_conv; /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
-    /* tensors of the spec */
-    real *p2; /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
-    real *h3; /* [batch, 1024] h3 : [batch | 1024] */
-    /* temporaries */
-    real *h3_mm; /* [batch, 1024] [batch | 1024] */
-    /* tensors of the spec */
-    real *logits; /* [batch, 10] logits : [batch | 10] */
-    /* temporaries */
-    real *logits_mm; /* [batch, 10] [batch | 10] */
-    /* tensors of the spec */
-    real *loss_; /* [] loss : [] */
-    /* temporaries */
-    real *loss_ce; /* [batch] [batch | ] */
-    real *loss_max; /* [batch] [batch | ] */
-    real *loss_sumexp; /* [batch] [batch | ] */
-    /* tensors of the spec */
-    real *accuracy; /* [] accuracy : [] */
-    /* temporaries */
-    real *accuracy_pred_max; /* [batch] [batch | ] */
-    real *accuracy_pred_argmax; /* [batch] [batch | ] */
-    real *accuracy_true_max; /* [batch] [batch | ] */
-    real *accuracy_true_argmax; /* [batch] [batch | ] */
     /* gradients */
-    real *loss_grad; /* [] gradient of loss */
-    real *loss_ce_grad; /* [batch] gradient of loss_ce */
-    real *logits_grad; /* [batch, 10] gradient of logits */
-    real *loss_sumexp_grad; /* [batch] gradient of loss_sumexp */
-    real *logits_mm_grad; /* [batch, 10] gradient of logits_mm */
     real *b4_grad; /* [10] gradient of b4 */
     real *w4_grad; /* [10, 1024] gradient of w4 */
-    real *h3_grad; /* [batch, 1024] gradient of h3 */
-    real *h3_mm_grad; /* [batch, 1024] gradient of h3_mm */
     real *b3_grad; /* [1024] gradient of b3 */
     real *w3_grad; /* [1024, 7, 7, 64] gradient of w3 */
-    real *p2_grad; /* [batch, 7, 7, 64] gradient of p2 */
-    real *a2_grad; /* [batch, 14, 14, 64] gradient of a2 */
-    real *a2_conv_grad; /* [batch, 14, 14, 64] gradient of a2_conv */
     real *c2_grad; /* [64] gradient of c2 */
-    real *p1_grad; /* [batch, 14, 14, 32] gradient of p1 */
     real *k2_grad; /* [64, 5, 5, 32] gradient of k2 */
-    real *a1_grad; /* [batch, 28, 28, 32] gradient of a1 */
-    real *a1_conv_grad; /* [batch, 28, 28, 32] gradient of a1_conv */
     real *c1_grad; /* [32] gradient of c1 */
     real *k1_grad; /* [32, 5, 5, 1] gradient of k1 */
     /* optimiser state */
@@ -166,17 +121,26 @@ static void init_params(fashion_cnn *m, uint64_t seed) {
         }
     }
 
-    /* line 13: c1 = zeros */
-    for (int64_t j = 0; j < 32; ++j)
+    /* line 13: c1 = zeros; zero c1_exp_avg; zero c1_exp_avg_sq */
+    for (int64_t j = 0; j < 32; ++j) {
         c1[j] = 0.0f;
+        c1_exp_avg[j] = 0.0f;
+        c1_exp_avg_sq[j] = 0.0f;
+    }
 
-    /* line 14: c2 = zeros */
-    for (int64_t j = 0; j < 64; ++j)
+    /* line 14: c2 = zeros; zero c2_exp_avg; zero c2_exp_avg_sq */
+    for (int64_t j = 0; j < 64; ++j) {
         c2[j] = 0.0f;
+        c2_exp_avg[j] = 0.0f;
+        c2_exp_avg_sq[j] = 0.0f;
+    }
 
-    /* line 15: b3 = zeros */
-    for (int64_t j = 0; j < 1024; ++j)
+    /* line 15: b3 = zeros; zero b3_exp_avg; zero b3_exp_avg_sq */
+    for (int64_t j = 0; j < 1024; ++j) {
         b3[j] = 0.0f;
+        b3_exp_avg[j] = 0.0f;
+        b3_exp_avg_sq[j] = 0.0f;
+    }
 
     /* line 16: w3 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     for (int64_t j0 = 0; j0 < 1024; ++j0) {
@@ -194,121 +158,63 @@ static void init_params(fashion_cnn *m, uint64_t seed) {
             w4[j0 * 1024 + j1] = (real)(-0.03125 + 0.0625 * cannl_rng_uniform(&rng));
     }
 
-    /* line 16: b4 = zeros */
-    for (int64_t j = 0; j < 10; ++j)
+    /* line 16: b4 = zeros; zero b4_exp_avg; zero b4_exp_avg_sq */
+    for (int64_t j = 0; j < 10; ++j) {
         b4[j] = 0.0f;
-
-    /* zero k1_exp_avg */
-    for (int64_t j0 = 0; j0 < 32; ++j0) {
-        for (int64_t j1 = 0; j1 < 5; ++j1) {
-            for (int64_t j3 = 0; j3 < 1; ++j3) {
-                for (int64_t j2 = 0; j2 < 5; ++j2)
-                    k1_exp_avg[j0 * 25 + j1 * 5 + j2 + j3] = 0.0f;
-            }
-        }
-    }
-
-    /* zero k1_exp_avg_sq */
-    for (int64_t j0 = 0; j0 < 32; ++j0) {
-        for (int64_t j1 = 0; j1 < 5; ++j1) {
-            for (int64_t j3 = 0; j3 < 1; ++j3) {
-                for (int64_t j2 = 0; j2 < 5; ++j2)
-                    k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2 + j3] = 0.0f;
-            }
-        }
-    }
-
-    /* zero k2_exp_avg */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 64; ++j0) {
-        for (int64_t j1 = 0; j1 < 5; ++j1) {
-            for (int64_t j2 = 0; j2 < 5; ++j2) {
-                for (int64_t j3 = 0; j3 < 32; ++j3)
-                    k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] = 0.0f;
-            }
-        }
-    }
-
-    /* zero k2_exp_avg_sq */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 64; ++j0) {
-        for (int64_t j1 = 0; j1 < 5; ++j1) {
-            for (int64_t j2 = 0; j2 < 5; ++j2) {
-                for (int64_t j3 = 0; j3 < 32; ++j3)
-                    k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] = 0.0f;
-            }
-        }
-    }
-
-    /* zero c1_exp_avg */
-    for (int64_t j = 0; j < 32; ++j)
-        c1_exp_avg[j] = 0.0f;
-
-    /* zero c1_exp_avg_sq */
-    for (int64_t j = 0; j < 32; ++j)
-        c1_exp_avg_sq[j] = 0.0f;
-
-    /* zero c2_exp_avg */
-    for (int64_t j = 0; j < 64; ++j)
-        c2_exp_avg[j] = 0.0f;
-
-    /* zero c2_exp_avg_sq */
-    for (int64_t j = 0; j < 64; ++j)
-        c2_exp_avg_sq[j] = 0.0f;
-
-    /* zero b3_exp_avg */
-    for (int64_t j = 0; j < 1024; ++j)
-        b3_exp_avg[j] = 0.0f;
-
-    /* zero b3_exp_avg_sq */
-    for (int64_t j = 0; j < 1024; ++j)
-        b3_exp_avg_sq[j] = 0.0f;
-
-    /* zero w3_exp_avg */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 1024; ++j0) {
-        for (int64_t j1 = 0; j1 < 7; ++j1) {
-            for (int64_t j2 = 0; j2 < 7; ++j2) {
-                for (int64_t j3 = 0; j3 < 64; ++j3)
-                    w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = 0.0f;
-            }
-        }
-    }
-
-    /* zero w3_exp_avg_sq */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 1024; ++j0) {
-        for (int64_t j1 = 0; j1 < 7; ++j1) {
-            for (int64_t j2 = 0; j2 < 7; ++j2) {
-                for (int64_t j3 = 0; j3 < 64; ++j3)
-                    w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = 0.0f;
-            }
-        }
-    }
-
-    /* zero w4_exp_avg */
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 1024; ++j1)
-            w4_exp_avg[j0 * 1024 + j1] = 0.0f;
-    }
-
-    /* zero w4_exp_avg_sq */
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 1024; ++j1)
-            w4_exp_avg_sq[j0 * 1024 + j1] = 0.0f;
-    }
-
-    /* zero b4_exp_avg */
-    for (int64_t j = 0; j < 10; ++j)
         b4_exp_avg[j] = 0.0f;
-
-    /* zero b4_exp_avg_sq */
-    for (int64_t j = 0; j < 10; ++j)
         b4_exp_avg_sq[j] = 0.0f;
+    }
+
+    /* zero k1_exp_avg; zero k1_exp_avg_sq */
+    for (int64_t j0 = 0; j0 < 32; ++j0) {
+        for (int64_t j1 = 0; j1 < 5; ++j1) {
+            for (int64_t j3 = 0; j3 < 1; ++j3) {
+                for (int64_t j2 = 0; j2 < 5; ++j2) {
+                    k1_exp_avg[j0 * 25 + j1 * 5 + j2 + j3] = 0.0f;
+                    k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2 + j3] = 0.0f;
+                }
+            }
+        }
+    }
+
+    /* zero k2_exp_avg; zero k2_exp_avg_sq */
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t j0 = 0; j0 < 64; ++j0) {
+        for (int64_t j1 = 0; j1 < 5; ++j1) {
+            for (int64_t j2 = 0; j2 < 5; ++j2) {
+                for (int64_t j3 = 0; j3 < 32; ++j3) {
+                    k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] = 0.0f;
+                    k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] = 0.0f;
+                }
+            }
+        }
+    }
+
+    /* zero w3_exp_avg; zero w3_exp_avg_sq */
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t j0 = 0; j0 < 1024; ++j0) {
+        for (int64_t j1 = 0; j1 < 7; ++j1) {
+            for (int64_t j2 = 0; j2 < 7; ++j2) {
+                for (int64_t j3 = 0; j3 < 64; ++j3) {
+                    w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = 0.0f;
+                    w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = 0.0f;
+                }
+            }
+        }
+    }
+
+    /* zero w4_exp_avg; zero w4_exp_avg_sq */
+    for (int64_t j0 = 0; j0 < 10; ++j0) {
+        for (int64_t j1 = 0; j1 < 1024; ++j1) {
+            w4_exp_avg[j0 * 1024 + j1] = 0.0f;
+            w4_exp_avg_sq[j0 * 1024 + j1] = 0.0f;
+        }
+    }
 }
 
 /* routine train_step */
 static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) {
+    char *const work = (char *)m->arena + 39295680; /* this routine's 111079552 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict k1 = m->k1;
@@ -319,42 +225,16 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     real *restrict w3 = m->w3;
     real *restrict w4 = m->w4;
     real *restrict b4 = m->b4;
-    real *restrict x = m->x;
-    real *restrict a1 = m->a1;
-    real *restrict a1_conv = m->a1_conv;
-    real *restrict p1 = m->p1;
-    real *restrict a2 = m->a2;
-    real *restrict a2_conv = m->a2_conv;
-    real *restrict p2 = m->p2;
-    real *restrict h3 = m->h3;
-    real *restrict h3_mm = m->h3_mm;
-    real *restrict logits = m->logits;
-    real *restrict logits_mm = m->logits_mm;
-    real *restrict loss_ = m->loss_;
-    real *restrict loss_ce = m->loss_ce;
-    real *restrict loss_max = m->loss_max;
-    real *restrict loss_sumexp = m->loss_sumexp;
-    real *restrict loss_grad = m->loss_grad;
-    real *restrict loss_ce_grad = m->loss_ce_grad;
-    real *restrict logits_grad = m->logits_grad;
-    real *restrict loss_sumexp_grad = m->loss_sumexp_grad;
-    real *restrict logits_mm_grad = m->logits_mm_grad;
-    real *restrict b4_grad = m->b4_grad;
-    real *restrict w4_grad = m->w4_grad;
-    real *restrict h3_grad = m->h3_grad;
-    real *restrict h3_mm_grad = m->h3_mm_grad;
-    real *restrict b3_grad = m->b3_grad;
-    real *restrict w3_grad = m->w3_grad;
-    real *restrict p2_grad = m->p2_grad;
-    real *restrict a2_grad = m->a2_grad;
-    real *restrict a2_conv_grad = m->a2_conv_grad;
-    real *restrict c2_grad = m->c2_grad;
-    real *restrict p1_grad = m->p1_grad;
-    real *restrict k2_grad = m->k2_grad;
-    real *restrict a1_grad = m->a1_grad;
-    real *restrict a1_conv_grad = m->a1_conv_grad;
-    real *restrict c1_grad = m->c1_grad;
-    real *restrict k1_grad = m->k1_grad;
+    real *restrict x = (real *)(work + 110231552);
+    real *restrict p1 = (real *)(work + 89915392);
+    real *restrict p2 = (real *)(work + 102760448);
+    real *restrict loss_ = (real *)(work + 111079488);
+    real *restrict b4_grad = (real *)(work + 111079424);
+    real *restrict w4_grad = (real *)(work + 111034368);
+    real *restrict h3_mm_grad = (real *)(work + 109182976);
+    real *restrict b3_grad = (real *)(work + 111075328);
+    real *restrict p2_grad = (real *)(work + 105971712);
+    real *restrict p1_grad = (real *)(work + 96337920);
     real *restrict k1_exp_avg = m->k1_exp_avg;
     real *restrict k1_exp_avg_sq = m->k1_exp_avg_sq;
     real *restrict k2_exp_avg = m->k2_exp_avg;
@@ -382,64 +262,45 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         for (int64_t o0 = 0; o0 < 28; ++o0) {
             for (int64_t o2 = 0; o2 < 1; ++o2) {
                 for (int64_t o1 = 0; o1 < 28; ++o1)
-                    x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] / 255.0f;
+                    x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] * 0.003921569f;
             }
         }
     }
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 28; ++y) {
-            for (int64_t x_ = 0; x_ < 28; ++x_) {
-                for (int64_t d = 0; d < 32; ++d)
-                    a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = 0.0f;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 28; ++y) {
-            for (int64_t x_ = 0; x_ < 28; ++x_) {
-                for (int64_t d = 0; d < 32; ++d) {
-                    real acc = 0.0f;
-                    for (int64_t ky = 0; ky < 5; ++ky)
-                    for (int64_t c = 0; c < 1; ++c)
-                    for (int64_t kx = 0; kx < 5; ++kx)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
-                    a1_conv[b * 25088 + y * 896 + x_ * 32 + d] += acc;
+    {
+        real *restrict a1_conv = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 28; ++y) {
+                for (int64_t x_ = 0; x_ < 28; ++x_) {
+                    for (int64_t d = 0; d < 32; ++d) {
+                        real acc = 0.0f;
+                        for (int64_t ky = 0; ky < 5; ++ky)
+                        for (int64_t c = 0; c < 1; ++c)
+                        for (int64_t kx = 0; kx < 5; ++kx)
+                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
+                        a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = acc;
+                    }
                 }
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o1 = 0; o1 < 28; ++o1) {
-                for (int64_t o2 = 0; o2 < 32; ++o2)
-                    a1[b * 25088 + o0 * 896 + o1 * 32 + o2] = cannl_relu(a1_conv[b * 25088 + o0 * 896 + o1 * 32 + o2] + c1[o2]);
             }
         }
     }
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t c = 0; c < 32; ++c)
-                    p1[b * 6272 + y * 448 + x_ * 32 + c] = -INFINITY;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t ky = 0; ky < 2; ++ky) {
-                    for (int64_t kx = 0; kx < 2; ++kx) {
-                        for (int64_t c = 0; c < 32; ++c)
-                            { const real v = a1[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c]; if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+    {
+        real *restrict a1_conv = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 14; ++y) {
+                for (int64_t x_ = 0; x_ < 14; ++x_) {
+                    for (int64_t ky = 0; ky < 2; ++ky) {
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            for (int64_t c = 0; c < 32; ++c)
+                                { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]); if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+                        }
                     }
                 }
             }
@@ -447,58 +308,39 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     }
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t d = 0; d < 64; ++d)
-                    a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = 0.0f;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t d = 0; d < 64; ++d) {
-                    real acc = 0.0f;
-                    for (int64_t ky = 0; ky < 5; ++ky)
-                    for (int64_t kx = 0; kx < 5; ++kx)
-                    for (int64_t c = 0; c < 32; ++c)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
-                    a2_conv[b * 12544 + y * 896 + x_ * 64 + d] += acc;
+    {
+        real *restrict a2_conv = (real *)(work + 51380224);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 14; ++y) {
+                for (int64_t x_ = 0; x_ < 14; ++x_) {
+                    for (int64_t d = 0; d < 64; ++d) {
+                        real acc = 0.0f;
+                        for (int64_t ky = 0; ky < 5; ++ky)
+                        for (int64_t kx = 0; kx < 5; ++kx)
+                        for (int64_t c = 0; c < 32; ++c)
+                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
+                        a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = acc;
+                    }
                 }
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 14; ++o0) {
-            for (int64_t o1 = 0; o1 < 14; ++o1) {
-                for (int64_t o2 = 0; o2 < 64; ++o2)
-                    a2[b * 12544 + o0 * 896 + o1 * 64 + o2] = cannl_relu(a2_conv[b * 12544 + o0 * 896 + o1 * 64 + o2] + c2[o2]);
             }
         }
     }
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 7; ++y) {
-            for (int64_t x_ = 0; x_ < 7; ++x_) {
-                for (int64_t c = 0; c < 64; ++c)
-                    p2[b * 3136 + y * 448 + x_ * 64 + c] = -INFINITY;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 7; ++y) {
-            for (int64_t x_ = 0; x_ < 7; ++x_) {
-                for (int64_t ky = 0; ky < 2; ++ky) {
-                    for (int64_t kx = 0; kx < 2; ++kx) {
-                        for (int64_t c = 0; c < 64; ++c)
-                            { const real v = a2[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c]; if (v > p2[b * 3136 + y * 448 + x_ * 64 + c]) p2[b * 3136 + y * 448 + x_ * 64 + c] = v; }
+    {
+        real *restrict a2_conv = (real *)(work + 51380224);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 7; ++y) {
+                for (int64_t x_ = 0; x_ < 7; ++x_) {
+                    for (int64_t ky = 0; ky < 2; ++ky) {
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            for (int64_t c = 0; c < 64; ++c)
+                                { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]); if (v > p2[b * 3136 + y * 448 + x_ * 64 + c]) p2[b * 3136 + y * 448 + x_ * 64 + c] = v; }
+                        }
                     }
                 }
             }
@@ -506,180 +348,104 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     }
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o)
-            h3_mm[b * 1024 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o) {
-            real acc = 0.0f;
-            for (int64_t k0 = 0; k0 < 7; ++k0)
-            for (int64_t k1_ = 0; k1_ < 7; ++k1_)
-            for (int64_t k2_ = 0; k2_ < 64; ++k2_)
-                acc += w3[o * 3136 + k0 * 448 + k1_ * 64 + k2_] * p2[b * 3136 + k0 * 448 + k1_ * 64 + k2_];
-            h3_mm[b * 1024 + o] += acc;
+    {
+        real *restrict h3_mm = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1024; ++o) {
+                real acc = 0.0f;
+                for (int64_t k0 = 0; k0 < 7; ++k0)
+                for (int64_t k1_ = 0; k1_ < 7; ++k1_)
+                for (int64_t k2_ = 0; k2_ < 64; ++k2_)
+                    acc += w3[o * 3136 + k0 * 448 + k1_ * 64 + k2_] * p2[b * 3136 + k0 * 448 + k1_ * 64 + k2_];
+                h3_mm[b * 1024 + o] = acc;
+            }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o)
-            h3[b * 1024 + o] = cannl_relu(h3_mm[b * 1024 + o] + b3[o]);
+    {
+        real *restrict h3 = (real *)(work + 77070336);
+        real *restrict h3_mm = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1024; ++o)
+                h3[b * 1024 + o] = cannl_relu(h3_mm[b * 1024 + o] + b3[o]);
+        }
     }
 
     /* line 24: logits = w4 * h3 + b4 */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_mm[b * 10 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 1024; ++k)
-                acc += w4[o * 1024 + k] * h3[b * 1024 + k];
-            logits_mm[b * 10 + o] += acc;
+    {
+        real *restrict h3 = (real *)(work + 77070336);
+        real *restrict logits_mm = (real *)(work + 78118912);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 1024; ++k)
+                    acc += w4[o * 1024 + k] * h3[b * 1024 + k];
+                logits_mm[b * 10 + o] = acc;
+            }
         }
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits[b * 10 + o] = logits_mm[b * 10 + o] + b4[o];
     }
 
     /* line 25: loss = mean(cross_entropy(logits, label)) */
-    loss_[0] = 0.0f;
-    for (int64_t b = 0; b < n; ++b)
-        loss_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o];
-            acc = v > acc ? v : acc;
+    {
+        real *restrict logits_mm = (real *)(work + 78118912);
+        real *restrict loss_max = (real *)(work + 78129152);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_mm[b * 10 + o] + b4[o];
+                acc = v > acc ? v : acc;
+            }
+            loss_max[b] = acc;
         }
-        if (acc > loss_max[b]) loss_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        loss_sumexp[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += expf(logits[b * 10 + o] - loss_max[b]);
-        loss_sumexp[b] += acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        loss_ce[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += -(label[b * 10 + o] * (logits[b * 10 + o] - loss_max[b] - logf(loss_sumexp[b])));
-        loss_ce[b] += acc;
     }
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += loss_ce[b] / (real)n;
-        loss_[0] += acc;
-    }
-
-    /* d loss / d loss */
-    loss_grad[0] = 1.0f;
-
-    /* zero the gradient of loss_ce */
-    for (int64_t j = 0; j < n; ++j)
-        loss_ce_grad[j] = 0.0f;
-
-    /* zero the gradient of logits */
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 10; ++j1)
-            logits_grad[j0 * 10 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of loss_sumexp */
-    for (int64_t j = 0; j < n; ++j)
-        loss_sumexp_grad[j] = 0.0f;
-
-    /* zero the gradient of logits_mm */
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 10; ++j1)
-            logits_mm_grad[j0 * 10 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of b4 */
-    for (int64_t j = 0; j < 10; ++j)
-        b4_grad[j] = 0.0f;
-
-    /* zero the gradient of w4 */
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 1024; ++j1)
-            w4_grad[j0 * 1024 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of h3 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 1024; ++j1)
-            h3_grad[j0 * 1024 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of h3_mm */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 1024; ++j1)
-            h3_mm_grad[j0 * 1024 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of b3 */
-    for (int64_t j = 0; j < 1024; ++j)
-        b3_grad[j] = 0.0f;
-
-    /* zero the gradient of w3 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 1024; ++j0) {
-        for (int64_t j1 = 0; j1 < 7; ++j1) {
-            for (int64_t j2 = 0; j2 < 7; ++j2) {
-                for (int64_t j3 = 0; j3 < 64; ++j3)
-                    w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = 0.0f;
-            }
+        real *restrict logits_mm = (real *)(work + 78118912);
+        real *restrict loss_max = (real *)(work + 78129152);
+        real *restrict loss_sumexp = (real *)(work + 78130176);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += expf(logits_mm[b * 10 + o] + b4[o] - loss_max[b]);
+            loss_sumexp[b] = acc;
         }
     }
-
-    /* zero the gradient of p2 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 7; ++j1) {
-            for (int64_t j2 = 0; j2 < 7; ++j2) {
-                for (int64_t j3 = 0; j3 < 64; ++j3)
-                    p2_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = 0.0f;
-            }
+    {
+        real *restrict logits_mm = (real *)(work + 78118912);
+        real *restrict loss_ce = (real *)(work + 25690112);
+        real *restrict loss_max = (real *)(work + 78129152);
+        real *restrict loss_sumexp = (real *)(work + 78130176);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += -(label[b * 10 + o] * (logits_mm[b * 10 + o] + b4[o] - loss_max[b] - logf(loss_sumexp[b])));
+            loss_ce[b] = acc;
+        }
+    }
+    {
+        real *restrict loss_ce = (real *)(work + 25690112);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += loss_ce[b] / (real)n;
+            loss_[0] = acc;
         }
     }
 
     /* zero the gradient of a2 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 14; ++j1) {
-            for (int64_t j2 = 0; j2 < 14; ++j2) {
-                for (int64_t j3 = 0; j3 < 64; ++j3)
-                    a2_grad[j0 * 12544 + j1 * 896 + j2 * 64 + j3] = 0.0f;
+    {
+        real *restrict a2_grad = (real *)(work + 64225280);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t j0 = 0; j0 < n; ++j0) {
+            for (int64_t j1 = 0; j1 < 14; ++j1) {
+                for (int64_t j2 = 0; j2 < 14; ++j2) {
+                    for (int64_t j3 = 0; j3 < 64; ++j3)
+                        a2_grad[j0 * 12544 + j1 * 896 + j2 * 64 + j3] = 0.0f;
+                }
             }
         }
     }
-
-    /* zero the gradient of a2_conv */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 14; ++j1) {
-            for (int64_t j2 = 0; j2 < 14; ++j2) {
-                for (int64_t j3 = 0; j3 < 64; ++j3)
-                    a2_conv_grad[j0 * 12544 + j1 * 896 + j2 * 64 + j3] = 0.0f;
-            }
-        }
-    }
-
-    /* zero the gradient of c2 */
-    for (int64_t j = 0; j < 64; ++j)
-        c2_grad[j] = 0.0f;
 
     /* zero the gradient of p1 */
     CANNL_PRAGMA("omp parallel for")
@@ -692,121 +458,114 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
 
-    /* zero the gradient of k2 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 64; ++j0) {
-        for (int64_t j1 = 0; j1 < 5; ++j1) {
-            for (int64_t j2 = 0; j2 < 5; ++j2) {
-                for (int64_t j3 = 0; j3 < 32; ++j3)
-                    k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] = 0.0f;
-            }
-        }
-    }
-
     /* zero the gradient of a1 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 28; ++j1) {
-            for (int64_t j2 = 0; j2 < 28; ++j2) {
-                for (int64_t j3 = 0; j3 < 32; ++j3)
-                    a1_grad[j0 * 25088 + j1 * 896 + j2 * 32 + j3] = 0.0f;
-            }
-        }
-    }
-
-    /* zero the gradient of a1_conv */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 28; ++j1) {
-            for (int64_t j2 = 0; j2 < 28; ++j2) {
-                for (int64_t j3 = 0; j3 < 32; ++j3)
-                    a1_conv_grad[j0 * 25088 + j1 * 896 + j2 * 32 + j3] = 0.0f;
-            }
-        }
-    }
-
-    /* zero the gradient of c1 */
-    for (int64_t j = 0; j < 32; ++j)
-        c1_grad[j] = 0.0f;
-
-    /* zero the gradient of k1 */
-    for (int64_t j0 = 0; j0 < 32; ++j0) {
-        for (int64_t j1 = 0; j1 < 5; ++j1) {
-            for (int64_t j3 = 0; j3 < 1; ++j3) {
-                for (int64_t j2 = 0; j2 < 5; ++j2)
-                    k1_grad[j0 * 25 + j1 * 5 + j2 + j3] = 0.0f;
+    {
+        real *restrict a1_grad = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t j0 = 0; j0 < n; ++j0) {
+            for (int64_t j1 = 0; j1 < 28; ++j1) {
+                for (int64_t j2 = 0; j2 < 28; ++j2) {
+                    for (int64_t j3 = 0; j3 < 32; ++j3)
+                        a1_grad[j0 * 25088 + j1 * 896 + j2 * 32 + j3] = 0.0f;
+                }
             }
         }
     }
 
     /* line 25: backward: loss = mean(cross_entropy(logits, label)) */
-    for (int64_t b = 0; b < n; ++b)
-        loss_ce_grad[b] += loss_grad[0] * (1.0f / (real)n);
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_grad[b * 10 + o] += -(loss_ce_grad[b] * label[b * 10 + o]);
+    {
+        real *restrict loss_sumexp = (real *)(work + 78130176);
+        real *restrict loss_sumexp_grad = (real *)(work + 78131200);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += 1.0f / (real)n * (label[b * 10 + o] * (1.0f / loss_sumexp[b]));
+            loss_sumexp_grad[b] = acc;
+        }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += loss_ce_grad[b] * (label[b * 10 + o] * (1.0f / loss_sumexp[b]));
-        loss_sumexp_grad[b] += acc;
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_grad[b * 10 + o] += loss_sumexp_grad[b] * expf(logits[b * 10 + o] - loss_max[b]);
+    {
+        real *restrict logits_mm = (real *)(work + 78118912);
+        real *restrict loss_max = (real *)(work + 78129152);
+        real *restrict logits_grad = (real *)(work + 79167488);
+        real *restrict loss_sumexp_grad = (real *)(work + 78131200);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o)
+                logits_grad[b * 10 + o] = -(1.0f / (real)n * label[b * 10 + o]) + loss_sumexp_grad[b] * expf(logits_mm[b * 10 + o] + b4[o] - loss_max[b]);
+        }
     }
 
     /* line 24: backward: logits = w4 * h3 + b4 */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_mm_grad[b * 10 + o] += logits_grad[b * 10 + o];
-    }
-    for (int64_t o = 0; o < 10; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += logits_grad[b * 10 + o];
-        b4_grad[o] += acc;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t o = 0; o < 10; ++o) {
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t k = 0; k < 1024; ++k)
-                w4_grad[o * 1024 + k] += logits_mm_grad[b * 10 + o] * h3[b * 1024 + k];
+    {
+        real *restrict logits_grad = (real *)(work + 79167488);
+        for (int64_t o = 0; o < 10; ++o) {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += logits_grad[b * 10 + o];
+            b4_grad[o] = acc;
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
+    {
+        real *restrict h3 = (real *)(work + 77070336);
+        real *restrict logits_grad = (real *)(work + 79167488);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < 10240; ++i) w4_grad[i] = 0.0f;
+        CANNL_PRAGMA("omp parallel for")
         for (int64_t o = 0; o < 10; ++o) {
-            for (int64_t k = 0; k < 1024; ++k)
-                h3_grad[b * 1024 + k] += logits_mm_grad[b * 10 + o] * w4[o * 1024 + k];
+            for (int64_t b = 0; b < n; ++b) {
+                for (int64_t k = 0; k < 1024; ++k)
+                    w4_grad[o * 1024 + k] += logits_grad[b * 10 + o] * h3[b * 1024 + k];
+            }
+        }
+    }
+    {
+        real *restrict logits_grad = (real *)(work + 79167488);
+        real *restrict h3_grad = (real *)(work + 78118912);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 1024; ++i) h3_grad[i] = 0.0f;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o) {
+                for (int64_t k = 0; k < 1024; ++k)
+                    h3_grad[b * 1024 + k] += logits_grad[b * 10 + o] * w4[o * 1024 + k];
+            }
         }
     }
 
     /* line 23: backward: h3 = relu(w3 * p2 + b3) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o)
-            h3_mm_grad[b * 1024 + o] += h3_grad[b * 1024 + o] * cannl_step(h3_mm[b * 1024 + o] + b3[o]);
+    {
+        real *restrict h3 = (real *)(work + 77070336);
+        real *restrict h3_grad = (real *)(work + 78118912);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1024; ++o)
+                h3_mm_grad[b * 1024 + o] = h3_grad[b * 1024 + o] * cannl_step(h3[b * 1024 + o]);
+        }
     }
     CANNL_PRAGMA("omp parallel for")
     for (int64_t o = 0; o < 1024; ++o) {
         real acc = 0.0f;
         for (int64_t b = 0; b < n; ++b)
-            acc += h3_grad[b * 1024 + o] * cannl_step(h3_mm[b * 1024 + o] + b3[o]);
-        b3_grad[o] += acc;
+            acc += h3_mm_grad[b * 1024 + o];
+        b3_grad[o] = acc;
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t o = 0; o < 1024; ++o) {
-        for (int64_t k0 = 0; k0 < 7; ++k0) {
-            for (int64_t k1_ = 0; k1_ < 7; ++k1_) {
-                for (int64_t b = 0; b < n; ++b) {
-                    for (int64_t k2_ = 0; k2_ < 64; ++k2_)
-                        w3_grad[o * 3136 + k0 * 448 + k1_ * 64 + k2_] += h3_mm_grad[b * 1024 + o] * p2[b * 3136 + k0 * 448 + k1_ * 64 + k2_];
+    {
+        real *restrict w3_grad = (real *)(work + 77070336);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < 3211264; ++i) w3_grad[i] = 0.0f;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t o = 0; o < 1024; ++o) {
+            for (int64_t k0 = 0; k0 < 7; ++k0) {
+                for (int64_t k1_ = 0; k1_ < 7; ++k1_) {
+                    for (int64_t b = 0; b < n; ++b) {
+                        for (int64_t k2_ = 0; k2_ < 64; ++k2_)
+                            w3_grad[o * 3136 + k0 * 448 + k1_ * 64 + k2_] += h3_mm_grad[b * 1024 + o] * p2[b * 3136 + k0 * 448 + k1_ * 64 + k2_];
+                    }
                 }
             }
         }
     }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t i = 0; i < n * 3136; ++i) p2_grad[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t k0 = 0; k0 < 7; ++k0) {
@@ -820,14 +579,18 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     }
 
     /* line 22: backward: p2 = max_pool2d(a2, size = 2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 7; ++y) {
-            for (int64_t ky = 0; ky < 2; ++ky) {
-                for (int64_t x_ = 0; x_ < 7; ++x_) {
-                    for (int64_t kx = 0; kx < 2; ++kx) {
-                        for (int64_t c = 0; c < 64; ++c)
-                            a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x_ * 64 + c] * ((real)(a2[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] == p2[b * 3136 + y * 448 + x_ * 64 + c]));
+    {
+        real *restrict a2_conv = (real *)(work + 51380224);
+        real *restrict a2_grad = (real *)(work + 64225280);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 7; ++y) {
+                for (int64_t ky = 0; ky < 2; ++ky) {
+                    for (int64_t x_ = 0; x_ < 7; ++x_) {
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            for (int64_t c = 0; c < 64; ++c)
+                                a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x_ * 64 + c] * ((real)(cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]) == p2[b * 3136 + y * 448 + x_ * 64 + c]));
+                        }
                     }
                 }
             }
@@ -835,48 +598,66 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     }
 
     /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 14; ++o0) {
-            for (int64_t o1 = 0; o1 < 14; ++o1) {
-                for (int64_t o2 = 0; o2 < 64; ++o2)
-                    a2_conv_grad[b * 12544 + o0 * 896 + o1 * 64 + o2] += a2_grad[b * 12544 + o0 * 896 + o1 * 64 + o2] * cannl_step(a2_conv[b * 12544 + o0 * 896 + o1 * 64 + o2] + c2[o2]);
+    {
+        real *a2_conv = (real *)(work + 51380224); /* in place */
+        real *restrict a2_grad = (real *)(work + 64225280);
+        real *a2_conv_grad = (real *)(work + 51380224); /* in place */
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o0 = 0; o0 < 14; ++o0) {
+                for (int64_t o1 = 0; o1 < 14; ++o1) {
+                    for (int64_t o2 = 0; o2 < 64; ++o2)
+                        a2_conv_grad[b * 12544 + o0 * 896 + o1 * 64 + o2] = a2_grad[b * 12544 + o0 * 896 + o1 * 64 + o2] * cannl_step(cannl_relu(a2_conv[b * 12544 + o0 * 896 + o1 * 64 + o2] + c2[o2]));
+                }
             }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t o2 = 0; o2 < 64; ++o2) {
-        real acc = 0.0f;
-        for (int64_t o0 = 0; o0 < 14; ++o0)
-        for (int64_t o1 = 0; o1 < 14; ++o1)
-        for (int64_t b = 0; b < n; ++b)
-            acc += a2_grad[b * 12544 + o0 * 896 + o1 * 64 + o2] * cannl_step(a2_conv[b * 12544 + o0 * 896 + o1 * 64 + o2] + c2[o2]);
-        c2_grad[o2] += acc;
+    {
+        real *restrict a2_conv_grad = (real *)(work + 51380224);
+        real *restrict c2_grad = (real *)(work + 64430080);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t o2 = 0; o2 < 64; ++o2) {
+            real acc = 0.0f;
+            for (int64_t o0 = 0; o0 < 14; ++o0)
+            for (int64_t o1 = 0; o1 < 14; ++o1)
+            for (int64_t b = 0; b < n; ++b)
+                acc += a2_conv_grad[b * 12544 + o0 * 896 + o1 * 64 + o2];
+            c2_grad[o2] = acc;
+        }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t ky = 0; ky < 5; ++ky) {
-                for (int64_t x_ = 0; x_ < 14; ++x_) {
-                    for (int64_t kx = 0; kx < 5; ++kx) {
-                        for (int64_t d = 0; d < 64; ++d) {
-                            for (int64_t c = 0; c < 32; ++c)
-                                if (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14) p1_grad[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] += a2_conv_grad[b * 12544 + y * 896 + x_ * 64 + d] * k2[d * 800 + ky * 160 + kx * 32 + c];
+    {
+        real *restrict a2_conv_grad = (real *)(work + 51380224);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 14; ++y) {
+                for (int64_t ky = 0; ky < 5; ++ky) {
+                    for (int64_t x_ = 0; x_ < 14; ++x_) {
+                        for (int64_t kx = 0; kx < 5; ++kx) {
+                            for (int64_t d = 0; d < 64; ++d) {
+                                for (int64_t c = 0; c < 32; ++c)
+                                    if (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14) p1_grad[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] += a2_conv_grad[b * 12544 + y * 896 + x_ * 64 + d] * k2[d * 800 + ky * 160 + kx * 32 + c];
+                            }
                         }
                     }
                 }
             }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t d = 0; d < 64; ++d) {
-        for (int64_t ky = 0; ky < 5; ++ky) {
-            for (int64_t kx = 0; kx < 5; ++kx) {
-                for (int64_t b = 0; b < n; ++b) {
-                    for (int64_t y = 0; y < 14; ++y) {
-                        for (int64_t x_ = 0; x_ < 14; ++x_) {
-                            for (int64_t c = 0; c < 32; ++c)
-                                k2_grad[d * 800 + ky * 160 + kx * 32 + c] += a2_conv_grad[b * 12544 + y * 896 + x_ * 64 + d] * (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
+    {
+        real *restrict a2_conv_grad = (real *)(work + 51380224);
+        real *restrict k2_grad = (real *)(work + 64225280);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < 51200; ++i) k2_grad[i] = 0.0f;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t d = 0; d < 64; ++d) {
+            for (int64_t ky = 0; ky < 5; ++ky) {
+                for (int64_t kx = 0; kx < 5; ++kx) {
+                    for (int64_t b = 0; b < n; ++b) {
+                        for (int64_t y = 0; y < 14; ++y) {
+                            for (int64_t x_ = 0; x_ < 14; ++x_) {
+                                for (int64_t c = 0; c < 32; ++c)
+                                    k2_grad[d * 800 + ky * 160 + kx * 32 + c] += a2_conv_grad[b * 12544 + y * 896 + x_ * 64 + d] * (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
+                            }
                         }
                     }
                 }
@@ -885,14 +666,18 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     }
 
     /* line 20: backward: p1 = max_pool2d(a1, size = 2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t ky = 0; ky < 2; ++ky) {
-                for (int64_t x_ = 0; x_ < 14; ++x_) {
-                    for (int64_t kx = 0; kx < 2; ++kx) {
-                        for (int64_t c = 0; c < 32; ++c)
-                            a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x_ * 32 + c] * ((real)(a1[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] == p1[b * 6272 + y * 448 + x_ * 32 + c]));
+    {
+        real *restrict a1_conv = (real *)(work + 0);
+        real *restrict a1_grad = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 14; ++y) {
+                for (int64_t ky = 0; ky < 2; ++ky) {
+                    for (int64_t x_ = 0; x_ < 14; ++x_) {
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            for (int64_t c = 0; c < 32; ++c)
+                                a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x_ * 32 + c] * ((real)(cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x_ * 32 + c]));
+                        }
                     }
                 }
             }
@@ -900,33 +685,48 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     }
 
     /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o1 = 0; o1 < 28; ++o1) {
-                for (int64_t o2 = 0; o2 < 32; ++o2)
-                    a1_conv_grad[b * 25088 + o0 * 896 + o1 * 32 + o2] += a1_grad[b * 25088 + o0 * 896 + o1 * 32 + o2] * cannl_step(a1_conv[b * 25088 + o0 * 896 + o1 * 32 + o2] + c1[o2]);
+    {
+        real *a1_conv = (real *)(work + 0); /* in place */
+        real *restrict a1_grad = (real *)(work + 25690112);
+        real *a1_conv_grad = (real *)(work + 0); /* in place */
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o0 = 0; o0 < 28; ++o0) {
+                for (int64_t o1 = 0; o1 < 28; ++o1) {
+                    for (int64_t o2 = 0; o2 < 32; ++o2)
+                        a1_conv_grad[b * 25088 + o0 * 896 + o1 * 32 + o2] = a1_grad[b * 25088 + o0 * 896 + o1 * 32 + o2] * cannl_step(cannl_relu(a1_conv[b * 25088 + o0 * 896 + o1 * 32 + o2] + c1[o2]));
+                }
             }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t o2 = 0; o2 < 32; ++o2) {
-        real acc = 0.0f;
-        for (int64_t o0 = 0; o0 < 28; ++o0)
-        for (int64_t o1 = 0; o1 < 28; ++o1)
-        for (int64_t b = 0; b < n; ++b)
-            acc += a1_grad[b * 25088 + o0 * 896 + o1 * 32 + o2] * cannl_step(a1_conv[b * 25088 + o0 * 896 + o1 * 32 + o2] + c1[o2]);
-        c1_grad[o2] += acc;
+    {
+        real *restrict a1_conv_grad = (real *)(work + 0);
+        real *restrict c1_grad = (real *)(work + 25693312);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t o2 = 0; o2 < 32; ++o2) {
+            real acc = 0.0f;
+            for (int64_t o0 = 0; o0 < 28; ++o0)
+            for (int64_t o1 = 0; o1 < 28; ++o1)
+            for (int64_t b = 0; b < n; ++b)
+                acc += a1_conv_grad[b * 25088 + o0 * 896 + o1 * 32 + o2];
+            c1_grad[o2] = acc;
+        }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t d = 0; d < 32; ++d) {
-        for (int64_t ky = 0; ky < 5; ++ky) {
-            for (int64_t c = 0; c < 1; ++c) {
-                for (int64_t b = 0; b < n; ++b) {
-                    for (int64_t y = 0; y < 28; ++y) {
-                        for (int64_t x_ = 0; x_ < 28; ++x_) {
-                            for (int64_t kx = 0; kx < 5; ++kx)
-                                k1_grad[d * 25 + ky * 5 + kx + c] += a1_conv_grad[b * 25088 + y * 896 + x_ * 32 + d] * (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
+    {
+        real *restrict a1_conv_grad = (real *)(work + 0);
+        real *restrict k1_grad = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < 800; ++i) k1_grad[i] = 0.0f;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t d = 0; d < 32; ++d) {
+            for (int64_t ky = 0; ky < 5; ++ky) {
+                for (int64_t c = 0; c < 1; ++c) {
+                    for (int64_t b = 0; b < n; ++b) {
+                        for (int64_t y = 0; y < 28; ++y) {
+                            for (int64_t x_ = 0; x_ < 28; ++x_) {
+                                for (int64_t kx = 0; kx < 5; ++kx)
+                                    k1_grad[d * 25 + ky * 5 + kx + c] += a1_conv_grad[b * 25088 + y * 896 + x_ * 32 + d] * (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
+                            }
                         }
                     }
                 }
@@ -935,140 +735,104 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     }
 
     /* line 29: adam update of k1 */
-    for (int64_t j0 = 0; j0 < 32; ++j0) {
-        for (int64_t j1 = 0; j1 < 5; ++j1) {
-            for (int64_t j3 = 0; j3 < 1; ++j3) {
-                for (int64_t j2 = 0; j2 < 5; ++j2)
-                    k1_exp_avg[j0 * 25 + j1 * 5 + j2 + j3] = 0.9f * k1_exp_avg[j0 * 25 + j1 * 5 + j2 + j3] + 0.1f * k1_grad[j0 * 25 + j1 * 5 + j2 + j3];
-            }
-        }
-    }
-    for (int64_t j0 = 0; j0 < 32; ++j0) {
-        for (int64_t j1 = 0; j1 < 5; ++j1) {
-            for (int64_t j3 = 0; j3 < 1; ++j3) {
-                for (int64_t j2 = 0; j2 < 5; ++j2)
-                    k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2 + j3] = 0.999f * k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2 + j3] + 0.001f * (k1_grad[j0 * 25 + j1 * 5 + j2 + j3] * k1_grad[j0 * 25 + j1 * 5 + j2 + j3]);
-            }
-        }
-    }
-    for (int64_t j0 = 0; j0 < 32; ++j0) {
-        for (int64_t j1 = 0; j1 < 5; ++j1) {
-            for (int64_t j3 = 0; j3 < 1; ++j3) {
-                for (int64_t j2 = 0; j2 < 5; ++j2)
-                    k1[j0 * 25 + j1 * 5 + j2 + j3] = k1[j0 * 25 + j1 * 5 + j2 + j3] - lr / bc1 * (k1_exp_avg[j0 * 25 + j1 * 5 + j2 + j3] / (sqrtf(k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2 + j3]) / sqrt_bc2 + 1e-08f));
+    {
+        real *restrict k1_grad = (real *)(work + 25690112);
+        for (int64_t j0 = 0; j0 < 32; ++j0) {
+            for (int64_t j1 = 0; j1 < 5; ++j1) {
+                for (int64_t j3 = 0; j3 < 1; ++j3) {
+                    for (int64_t j2 = 0; j2 < 5; ++j2) {
+                        k1_exp_avg[j0 * 25 + j1 * 5 + j2 + j3] = k1_exp_avg[j0 * 25 + j1 * 5 + j2 + j3] * 0.9f + k1_grad[j0 * 25 + j1 * 5 + j2 + j3] * 0.1f;
+                        k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2 + j3] = k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2 + j3] * 0.999f + k1_grad[j0 * 25 + j1 * 5 + j2 + j3] * k1_grad[j0 * 25 + j1 * 5 + j2 + j3] * 0.001f;
+                        k1[j0 * 25 + j1 * 5 + j2 + j3] = k1[j0 * 25 + j1 * 5 + j2 + j3] - lr / bc1 * (k1_exp_avg[j0 * 25 + j1 * 5 + j2 + j3] / (sqrtf(k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2 + j3]) / sqrt_bc2 + 1e-08f));
+                    }
+                }
             }
         }
     }
 
     /* line 29: adam update of k2 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 64; ++j0) {
-        for (int64_t j1 = 0; j1 < 5; ++j1) {
-            for (int64_t j2 = 0; j2 < 5; ++j2) {
-                for (int64_t j3 = 0; j3 < 32; ++j3)
-                    k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] = 0.9f * k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] + 0.1f * k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3];
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 64; ++j0) {
-        for (int64_t j1 = 0; j1 < 5; ++j1) {
-            for (int64_t j2 = 0; j2 < 5; ++j2) {
-                for (int64_t j3 = 0; j3 < 32; ++j3)
-                    k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] = 0.999f * k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] + 0.001f * (k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3]);
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 64; ++j0) {
-        for (int64_t j1 = 0; j1 < 5; ++j1) {
-            for (int64_t j2 = 0; j2 < 5; ++j2) {
-                for (int64_t j3 = 0; j3 < 32; ++j3)
-                    k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] - lr / bc1 * (k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] / (sqrtf(k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3]) / sqrt_bc2 + 1e-08f));
+    {
+        real *restrict k2_grad = (real *)(work + 64225280);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t j0 = 0; j0 < 64; ++j0) {
+            for (int64_t j1 = 0; j1 < 5; ++j1) {
+                for (int64_t j2 = 0; j2 < 5; ++j2) {
+                    for (int64_t j3 = 0; j3 < 32; ++j3) {
+                        k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.9f + k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.1f;
+                        k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.999f + k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.001f;
+                        k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] - lr / bc1 * (k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] / (sqrtf(k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3]) / sqrt_bc2 + 1e-08f));
+                    }
+                }
             }
         }
     }
 
     /* line 29: adam update of c1 */
-    for (int64_t j = 0; j < 32; ++j)
-        c1_exp_avg[j] = 0.9f * c1_exp_avg[j] + 0.1f * c1_grad[j];
-    for (int64_t j = 0; j < 32; ++j)
-        c1_exp_avg_sq[j] = 0.999f * c1_exp_avg_sq[j] + 0.001f * (c1_grad[j] * c1_grad[j]);
-    for (int64_t j = 0; j < 32; ++j)
-        c1[j] = c1[j] - lr / bc1 * (c1_exp_avg[j] / (sqrtf(c1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    {
+        real *restrict c1_grad = (real *)(work + 25693312);
+        for (int64_t j = 0; j < 32; ++j) {
+            c1_exp_avg[j] = c1_exp_avg[j] * 0.9f + c1_grad[j] * 0.1f;
+            c1_exp_avg_sq[j] = c1_exp_avg_sq[j] * 0.999f + c1_grad[j] * c1_grad[j] * 0.001f;
+            c1[j] = c1[j] - lr / bc1 * (c1_exp_avg[j] / (sqrtf(c1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        }
+    }
 
     /* line 29: adam update of c2 */
-    for (int64_t j = 0; j < 64; ++j)
-        c2_exp_avg[j] = 0.9f * c2_exp_avg[j] + 0.1f * c2_grad[j];
-    for (int64_t j = 0; j < 64; ++j)
-        c2_exp_avg_sq[j] = 0.999f * c2_exp_avg_sq[j] + 0.001f * (c2_grad[j] * c2_grad[j]);
-    for (int64_t j = 0; j < 64; ++j)
-        c2[j] = c2[j] - lr / bc1 * (c2_exp_avg[j] / (sqrtf(c2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    {
+        real *restrict c2_grad = (real *)(work + 64430080);
+        for (int64_t j = 0; j < 64; ++j) {
+            c2_exp_avg[j] = c2_exp_avg[j] * 0.9f + c2_grad[j] * 0.1f;
+            c2_exp_avg_sq[j] = c2_exp_avg_sq[j] * 0.999f + c2_grad[j] * c2_grad[j] * 0.001f;
+            c2[j] = c2[j] - lr / bc1 * (c2_exp_avg[j] / (sqrtf(c2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        }
+    }
 
     /* line 29: adam update of b3 */
-    for (int64_t j = 0; j < 1024; ++j)
-        b3_exp_avg[j] = 0.9f * b3_exp_avg[j] + 0.1f * b3_grad[j];
-    for (int64_t j = 0; j < 1024; ++j)
-        b3_exp_avg_sq[j] = 0.999f * b3_exp_avg_sq[j] + 0.001f * (b3_grad[j] * b3_grad[j]);
-    for (int64_t j = 0; j < 1024; ++j)
+    for (int64_t j = 0; j < 1024; ++j) {
+        b3_exp_avg[j] = b3_exp_avg[j] * 0.9f + b3_grad[j] * 0.1f;
+        b3_exp_avg_sq[j] = b3_exp_avg_sq[j] * 0.999f + b3_grad[j] * b3_grad[j] * 0.001f;
         b3[j] = b3[j] - lr / bc1 * (b3_exp_avg[j] / (sqrtf(b3_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
 
     /* line 29: adam update of w3 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 1024; ++j0) {
-        for (int64_t j1 = 0; j1 < 7; ++j1) {
-            for (int64_t j2 = 0; j2 < 7; ++j2) {
-                for (int64_t j3 = 0; j3 < 64; ++j3)
-                    w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = 0.9f * w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] + 0.1f * w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3];
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 1024; ++j0) {
-        for (int64_t j1 = 0; j1 < 7; ++j1) {
-            for (int64_t j2 = 0; j2 < 7; ++j2) {
-                for (int64_t j3 = 0; j3 < 64; ++j3)
-                    w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = 0.999f * w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] + 0.001f * (w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3]);
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 1024; ++j0) {
-        for (int64_t j1 = 0; j1 < 7; ++j1) {
-            for (int64_t j2 = 0; j2 < 7; ++j2) {
-                for (int64_t j3 = 0; j3 < 64; ++j3)
-                    w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] - lr / bc1 * (w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] / (sqrtf(w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3]) / sqrt_bc2 + 1e-08f));
+    {
+        real *restrict w3_grad = (real *)(work + 77070336);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t j0 = 0; j0 < 1024; ++j0) {
+            for (int64_t j1 = 0; j1 < 7; ++j1) {
+                for (int64_t j2 = 0; j2 < 7; ++j2) {
+                    for (int64_t j3 = 0; j3 < 64; ++j3) {
+                        w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.9f + w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.1f;
+                        w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.999f + w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.001f;
+                        w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] - lr / bc1 * (w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] / (sqrtf(w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3]) / sqrt_bc2 + 1e-08f));
+                    }
+                }
             }
         }
     }
 
     /* line 29: adam update of w4 */
     for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 1024; ++j1)
-            w4_exp_avg[j0 * 1024 + j1] = 0.9f * w4_exp_avg[j0 * 1024 + j1] + 0.1f * w4_grad[j0 * 1024 + j1];
-    }
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 1024; ++j1)
-            w4_exp_avg_sq[j0 * 1024 + j1] = 0.999f * w4_exp_avg_sq[j0 * 1024 + j1] + 0.001f * (w4_grad[j0 * 1024 + j1] * w4_grad[j0 * 1024 + j1]);
-    }
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 1024; ++j1)
+        for (int64_t j1 = 0; j1 < 1024; ++j1) {
+            w4_exp_avg[j0 * 1024 + j1] = w4_exp_avg[j0 * 1024 + j1] * 0.9f + w4_grad[j0 * 1024 + j1] * 0.1f;
+            w4_exp_avg_sq[j0 * 1024 + j1] = w4_exp_avg_sq[j0 * 1024 + j1] * 0.999f + w4_grad[j0 * 1024 + j1] * w4_grad[j0 * 1024 + j1] * 0.001f;
             w4[j0 * 1024 + j1] = w4[j0 * 1024 + j1] - lr / bc1 * (w4_exp_avg[j0 * 1024 + j1] / (sqrtf(w4_exp_avg_sq[j0 * 1024 + j1]) / sqrt_bc2 + 1e-08f));
+        }
     }
 
     /* line 29: adam update of b4 */
-    for (int64_t j = 0; j < 10; ++j)
-        b4_exp_avg[j] = 0.9f * b4_exp_avg[j] + 0.1f * b4_grad[j];
-    for (int64_t j = 0; j < 10; ++j)
-        b4_exp_avg_sq[j] = 0.999f * b4_exp_avg_sq[j] + 0.001f * (b4_grad[j] * b4_grad[j]);
-    for (int64_t j = 0; j < 10; ++j)
+    for (int64_t j = 0; j < 10; ++j) {
+        b4_exp_avg[j] = b4_exp_avg[j] * 0.9f + b4_grad[j] * 0.1f;
+        b4_exp_avg_sq[j] = b4_exp_avg_sq[j] * 0.999f + b4_grad[j] * b4_grad[j] * 0.001f;
         b4[j] = b4[j] - lr / bc1 * (b4_exp_avg[j] / (sqrtf(b4_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
 
     return (double)loss_[0];
 }
 
 /* routine forward */
 static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real *const outputs[]) {
+    char *const work = (char *)m->arena + 150375232; /* this routine's 32112640 bytes */
     const real *restrict image = inputs[0];
     real *restrict k1 = m->k1;
     real *restrict k2 = m->k2;
@@ -1078,82 +842,57 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
     real *restrict w3 = m->w3;
     real *restrict w4 = m->w4;
     real *restrict b4 = m->b4;
-    real *restrict x = m->x;
-    real *restrict a1 = m->a1;
-    real *restrict a1_conv = m->a1_conv;
-    real *restrict p1 = m->p1;
-    real *restrict a2 = m->a2;
-    real *restrict a2_conv = m->a2_conv;
-    real *restrict p2 = m->p2;
-    real *restrict h3 = m->h3;
-    real *restrict h3_mm = m->h3_mm;
-    real *restrict logits = m->logits;
-    real *restrict logits_mm = m->logits_mm;
 
     /* line 18: x = image / 255 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o2 = 0; o2 < 1; ++o2) {
-                for (int64_t o1 = 0; o1 < 28; ++o1)
-                    x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] / 255.0f;
+    {
+        real *restrict x = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o0 = 0; o0 < 28; ++o0) {
+                for (int64_t o2 = 0; o2 < 1; ++o2) {
+                    for (int64_t o1 = 0; o1 < 28; ++o1)
+                        x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] * 0.003921569f;
+                }
             }
         }
     }
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 28; ++y) {
-            for (int64_t x_ = 0; x_ < 28; ++x_) {
-                for (int64_t d = 0; d < 32; ++d)
-                    a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = 0.0f;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 28; ++y) {
-            for (int64_t x_ = 0; x_ < 28; ++x_) {
-                for (int64_t d = 0; d < 32; ++d) {
-                    real acc = 0.0f;
-                    for (int64_t ky = 0; ky < 5; ++ky)
-                    for (int64_t c = 0; c < 1; ++c)
-                    for (int64_t kx = 0; kx < 5; ++kx)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
-                    a1_conv[b * 25088 + y * 896 + x_ * 32 + d] += acc;
+    {
+        real *restrict x = (real *)(work + 25690112);
+        real *restrict a1_conv = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 28; ++y) {
+                for (int64_t x_ = 0; x_ < 28; ++x_) {
+                    for (int64_t d = 0; d < 32; ++d) {
+                        real acc = 0.0f;
+                        for (int64_t ky = 0; ky < 5; ++ky)
+                        for (int64_t c = 0; c < 1; ++c)
+                        for (int64_t kx = 0; kx < 5; ++kx)
+                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
+                        a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = acc;
+                    }
                 }
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o1 = 0; o1 < 28; ++o1) {
-                for (int64_t o2 = 0; o2 < 32; ++o2)
-                    a1[b * 25088 + o0 * 896 + o1 * 32 + o2] = cannl_relu(a1_conv[b * 25088 + o0 * 896 + o1 * 32 + o2] + c1[o2]);
             }
         }
     }
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t c = 0; c < 32; ++c)
-                    p1[b * 6272 + y * 448 + x_ * 32 + c] = -INFINITY;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t ky = 0; ky < 2; ++ky) {
-                    for (int64_t kx = 0; kx < 2; ++kx) {
-                        for (int64_t c = 0; c < 32; ++c)
-                            { const real v = a1[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c]; if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+    {
+        real *restrict a1_conv = (real *)(work + 0);
+        real *restrict p1 = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 14; ++y) {
+                for (int64_t x_ = 0; x_ < 14; ++x_) {
+                    for (int64_t ky = 0; ky < 2; ++ky) {
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            for (int64_t c = 0; c < 32; ++c)
+                                { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]); if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+                        }
                     }
                 }
             }
@@ -1161,58 +900,41 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
     }
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t d = 0; d < 64; ++d)
-                    a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = 0.0f;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t d = 0; d < 64; ++d) {
-                    real acc = 0.0f;
-                    for (int64_t ky = 0; ky < 5; ++ky)
-                    for (int64_t kx = 0; kx < 5; ++kx)
-                    for (int64_t c = 0; c < 32; ++c)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
-                    a2_conv[b * 12544 + y * 896 + x_ * 64 + d] += acc;
+    {
+        real *restrict p1 = (real *)(work + 25690112);
+        real *restrict a2_conv = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 14; ++y) {
+                for (int64_t x_ = 0; x_ < 14; ++x_) {
+                    for (int64_t d = 0; d < 64; ++d) {
+                        real acc = 0.0f;
+                        for (int64_t ky = 0; ky < 5; ++ky)
+                        for (int64_t kx = 0; kx < 5; ++kx)
+                        for (int64_t c = 0; c < 32; ++c)
+                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
+                        a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = acc;
+                    }
                 }
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 14; ++o0) {
-            for (int64_t o1 = 0; o1 < 14; ++o1) {
-                for (int64_t o2 = 0; o2 < 64; ++o2)
-                    a2[b * 12544 + o0 * 896 + o1 * 64 + o2] = cannl_relu(a2_conv[b * 12544 + o0 * 896 + o1 * 64 + o2] + c2[o2]);
             }
         }
     }
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 7; ++y) {
-            for (int64_t x_ = 0; x_ < 7; ++x_) {
-                for (int64_t c = 0; c < 64; ++c)
-                    p2[b * 3136 + y * 448 + x_ * 64 + c] = -INFINITY;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 7; ++y) {
-            for (int64_t x_ = 0; x_ < 7; ++x_) {
-                for (int64_t ky = 0; ky < 2; ++ky) {
-                    for (int64_t kx = 0; kx < 2; ++kx) {
-                        for (int64_t c = 0; c < 64; ++c)
-                            { const real v = a2[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c]; if (v > p2[b * 3136 + y * 448 + x_ * 64 + c]) p2[b * 3136 + y * 448 + x_ * 64 + c] = v; }
+    {
+        real *restrict a2_conv = (real *)(work + 0);
+        real *restrict p2 = (real *)(work + 12845056);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 7; ++y) {
+                for (int64_t x_ = 0; x_ < 7; ++x_) {
+                    for (int64_t ky = 0; ky < 2; ++ky) {
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            for (int64_t c = 0; c < 64; ++c)
+                                { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]); if (v > p2[b * 3136 + y * 448 + x_ * 64 + c]) p2[b * 3136 + y * 448 + x_ * 64 + c] = v; }
+                        }
                     }
                 }
             }
@@ -1220,52 +942,60 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
     }
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o)
-            h3_mm[b * 1024 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o) {
-            real acc = 0.0f;
-            for (int64_t k0 = 0; k0 < 7; ++k0)
-            for (int64_t k1_ = 0; k1_ < 7; ++k1_)
-            for (int64_t k2_ = 0; k2_ < 64; ++k2_)
-                acc += w3[o * 3136 + k0 * 448 + k1_ * 64 + k2_] * p2[b * 3136 + k0 * 448 + k1_ * 64 + k2_];
-            h3_mm[b * 1024 + o] += acc;
+    {
+        real *restrict p2 = (real *)(work + 12845056);
+        real *restrict h3_mm = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1024; ++o) {
+                real acc = 0.0f;
+                for (int64_t k0 = 0; k0 < 7; ++k0)
+                for (int64_t k1_ = 0; k1_ < 7; ++k1_)
+                for (int64_t k2_ = 0; k2_ < 64; ++k2_)
+                    acc += w3[o * 3136 + k0 * 448 + k1_ * 64 + k2_] * p2[b * 3136 + k0 * 448 + k1_ * 64 + k2_];
+                h3_mm[b * 1024 + o] = acc;
+            }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o)
-            h3[b * 1024 + o] = cannl_relu(h3_mm[b * 1024 + o] + b3[o]);
+    {
+        real *h3 = (real *)(work + 0); /* in place */
+        real *h3_mm = (real *)(work + 0); /* in place */
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1024; ++o)
+                h3[b * 1024 + o] = cannl_relu(h3_mm[b * 1024 + o] + b3[o]);
+        }
     }
 
     /* line 24: logits = w4 * h3 + b4 */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_mm[b * 10 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 1024; ++k)
-                acc += w4[o * 1024 + k] * h3[b * 1024 + k];
-            logits_mm[b * 10 + o] += acc;
+    {
+        real *restrict h3 = (real *)(work + 0);
+        real *restrict logits_mm = (real *)(work + 1048576);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 1024; ++k)
+                    acc += w4[o * 1024 + k] * h3[b * 1024 + k];
+                logits_mm[b * 10 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits[b * 10 + o] = logits_mm[b * 10 + o] + b4[o];
+    {
+        real *restrict logits = (real *)(work + 0);
+        real *restrict logits_mm = (real *)(work + 1048576);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o)
+                logits[b * 10 + o] = logits_mm[b * 10 + o] + b4[o];
+        }
     }
 
-    memcpy(outputs[0], logits, (size_t)n * 10 * sizeof(real));
+    memcpy(outputs[0], ((real *)(work + 0)), (size_t)n * 10 * sizeof(real));
 }
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
+    char *const work = (char *)m->arena + 182487872; /* this routine's 32112640 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict k1 = m->k1;
@@ -1276,91 +1006,57 @@ static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, 
     real *restrict w3 = m->w3;
     real *restrict w4 = m->w4;
     real *restrict b4 = m->b4;
-    real *restrict x = m->x;
-    real *restrict a1 = m->a1;
-    real *restrict a1_conv = m->a1_conv;
-    real *restrict p1 = m->p1;
-    real *restrict a2 = m->a2;
-    real *restrict a2_conv = m->a2_conv;
-    real *restrict p2 = m->p2;
-    real *restrict h3 = m->h3;
-    real *restrict h3_mm = m->h3_mm;
-    real *restrict logits = m->logits;
-    real *restrict logits_mm = m->logits_mm;
-    real *restrict loss_ = m->loss_;
-    real *restrict loss_ce = m->loss_ce;
-    real *restrict loss_max = m->loss_max;
-    real *restrict loss_sumexp = m->loss_sumexp;
-    real *restrict accuracy = m->accuracy;
-    real *restrict accuracy_pred_max = m->accuracy_pred_max;
-    real *restrict accuracy_pred_argmax = m->accuracy_pred_argmax;
-    real *restrict accuracy_true_max = m->accuracy_true_max;
-    real *restrict accuracy_true_argmax = m->accuracy_true_argmax;
 
     /* line 18: x = image / 255 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o2 = 0; o2 < 1; ++o2) {
-                for (int64_t o1 = 0; o1 < 28; ++o1)
-                    x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] / 255.0f;
+    {
+        real *restrict x = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o0 = 0; o0 < 28; ++o0) {
+                for (int64_t o2 = 0; o2 < 1; ++o2) {
+                    for (int64_t o1 = 0; o1 < 28; ++o1)
+                        x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] * 0.003921569f;
+                }
             }
         }
     }
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 28; ++y) {
-            for (int64_t x_ = 0; x_ < 28; ++x_) {
-                for (int64_t d = 0; d < 32; ++d)
-                    a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = 0.0f;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 28; ++y) {
-            for (int64_t x_ = 0; x_ < 28; ++x_) {
-                for (int64_t d = 0; d < 32; ++d) {
-                    real acc = 0.0f;
-                    for (int64_t ky = 0; ky < 5; ++ky)
-                    for (int64_t c = 0; c < 1; ++c)
-                    for (int64_t kx = 0; kx < 5; ++kx)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
-                    a1_conv[b * 25088 + y * 896 + x_ * 32 + d] += acc;
+    {
+        real *restrict x = (real *)(work + 25690112);
+        real *restrict a1_conv = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 28; ++y) {
+                for (int64_t x_ = 0; x_ < 28; ++x_) {
+                    for (int64_t d = 0; d < 32; ++d) {
+                        real acc = 0.0f;
+                        for (int64_t ky = 0; ky < 5; ++ky)
+                        for (int64_t c = 0; c < 1; ++c)
+                        for (int64_t kx = 0; kx < 5; ++kx)
+                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
+                        a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = acc;
+                    }
                 }
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o1 = 0; o1 < 28; ++o1) {
-                for (int64_t o2 = 0; o2 < 32; ++o2)
-                    a1[b * 25088 + o0 * 896 + o1 * 32 + o2] = cannl_relu(a1_conv[b * 25088 + o0 * 896 + o1 * 32 + o2] + c1[o2]);
             }
         }
     }
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t c = 0; c < 32; ++c)
-                    p1[b * 6272 + y * 448 + x_ * 32 + c] = -INFINITY;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t ky = 0; ky < 2; ++ky) {
-                    for (int64_t kx = 0; kx < 2; ++kx) {
-                        for (int64_t c = 0; c < 32; ++c)
-                            { const real v = a1[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c]; if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+    {
+        real *restrict a1_conv = (real *)(work + 0);
+        real *restrict p1 = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 14; ++y) {
+                for (int64_t x_ = 0; x_ < 14; ++x_) {
+                    for (int64_t ky = 0; ky < 2; ++ky) {
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            for (int64_t c = 0; c < 32; ++c)
+                                { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]); if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+                        }
                     }
                 }
             }
@@ -1368,58 +1064,41 @@ static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, 
     }
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t d = 0; d < 64; ++d)
-                    a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = 0.0f;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t d = 0; d < 64; ++d) {
-                    real acc = 0.0f;
-                    for (int64_t ky = 0; ky < 5; ++ky)
-                    for (int64_t kx = 0; kx < 5; ++kx)
-                    for (int64_t c = 0; c < 32; ++c)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
-                    a2_conv[b * 12544 + y * 896 + x_ * 64 + d] += acc;
+    {
+        real *restrict p1 = (real *)(work + 25690112);
+        real *restrict a2_conv = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 14; ++y) {
+                for (int64_t x_ = 0; x_ < 14; ++x_) {
+                    for (int64_t d = 0; d < 64; ++d) {
+                        real acc = 0.0f;
+                        for (int64_t ky = 0; ky < 5; ++ky)
+                        for (int64_t kx = 0; kx < 5; ++kx)
+                        for (int64_t c = 0; c < 32; ++c)
+                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
+                        a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = acc;
+                    }
                 }
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 14; ++o0) {
-            for (int64_t o1 = 0; o1 < 14; ++o1) {
-                for (int64_t o2 = 0; o2 < 64; ++o2)
-                    a2[b * 12544 + o0 * 896 + o1 * 64 + o2] = cannl_relu(a2_conv[b * 12544 + o0 * 896 + o1 * 64 + o2] + c2[o2]);
             }
         }
     }
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 7; ++y) {
-            for (int64_t x_ = 0; x_ < 7; ++x_) {
-                for (int64_t c = 0; c < 64; ++c)
-                    p2[b * 3136 + y * 448 + x_ * 64 + c] = -INFINITY;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 7; ++y) {
-            for (int64_t x_ = 0; x_ < 7; ++x_) {
-                for (int64_t ky = 0; ky < 2; ++ky) {
-                    for (int64_t kx = 0; kx < 2; ++kx) {
-                        for (int64_t c = 0; c < 64; ++c)
-                            { const real v = a2[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c]; if (v > p2[b * 3136 + y * 448 + x_ * 64 + c]) p2[b * 3136 + y * 448 + x_ * 64 + c] = v; }
+    {
+        real *restrict a2_conv = (real *)(work + 0);
+        real *restrict p2 = (real *)(work + 12845056);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 7; ++y) {
+                for (int64_t x_ = 0; x_ < 7; ++x_) {
+                    for (int64_t ky = 0; ky < 2; ++ky) {
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            for (int64_t c = 0; c < 64; ++c)
+                                { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]); if (v > p2[b * 3136 + y * 448 + x_ * 64 + c]) p2[b * 3136 + y * 448 + x_ * 64 + c] = v; }
+                        }
                     }
                 }
             }
@@ -1427,133 +1106,156 @@ static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, 
     }
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o)
-            h3_mm[b * 1024 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o) {
-            real acc = 0.0f;
-            for (int64_t k0 = 0; k0 < 7; ++k0)
-            for (int64_t k1_ = 0; k1_ < 7; ++k1_)
-            for (int64_t k2_ = 0; k2_ < 64; ++k2_)
-                acc += w3[o * 3136 + k0 * 448 + k1_ * 64 + k2_] * p2[b * 3136 + k0 * 448 + k1_ * 64 + k2_];
-            h3_mm[b * 1024 + o] += acc;
+    {
+        real *restrict p2 = (real *)(work + 12845056);
+        real *restrict h3_mm = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1024; ++o) {
+                real acc = 0.0f;
+                for (int64_t k0 = 0; k0 < 7; ++k0)
+                for (int64_t k1_ = 0; k1_ < 7; ++k1_)
+                for (int64_t k2_ = 0; k2_ < 64; ++k2_)
+                    acc += w3[o * 3136 + k0 * 448 + k1_ * 64 + k2_] * p2[b * 3136 + k0 * 448 + k1_ * 64 + k2_];
+                h3_mm[b * 1024 + o] = acc;
+            }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o)
-            h3[b * 1024 + o] = cannl_relu(h3_mm[b * 1024 + o] + b3[o]);
+    {
+        real *h3 = (real *)(work + 0); /* in place */
+        real *h3_mm = (real *)(work + 0); /* in place */
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1024; ++o)
+                h3[b * 1024 + o] = cannl_relu(h3_mm[b * 1024 + o] + b3[o]);
+        }
     }
 
     /* line 24: logits = w4 * h3 + b4 */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_mm[b * 10 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 1024; ++k)
-                acc += w4[o * 1024 + k] * h3[b * 1024 + k];
-            logits_mm[b * 10 + o] += acc;
+    {
+        real *restrict h3 = (real *)(work + 0);
+        real *restrict logits_mm = (real *)(work + 1048576);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 1024; ++k)
+                    acc += w4[o * 1024 + k] * h3[b * 1024 + k];
+                logits_mm[b * 10 + o] = acc;
+            }
         }
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits[b * 10 + o] = logits_mm[b * 10 + o] + b4[o];
     }
 
     /* line 25: loss = mean(cross_entropy(logits, label)) */
-    loss_[0] = 0.0f;
-    for (int64_t b = 0; b < n; ++b)
-        loss_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o];
-            acc = v > acc ? v : acc;
+    {
+        real *restrict logits_mm = (real *)(work + 1048576);
+        real *restrict loss_max = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_mm[b * 10 + o] + b4[o];
+                acc = v > acc ? v : acc;
+            }
+            loss_max[b] = acc;
         }
-        if (acc > loss_max[b]) loss_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        loss_sumexp[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += expf(logits[b * 10 + o] - loss_max[b]);
-        loss_sumexp[b] += acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        loss_ce[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += -(label[b * 10 + o] * (logits[b * 10 + o] - loss_max[b] - logf(loss_sumexp[b])));
-        loss_ce[b] += acc;
     }
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += loss_ce[b] / (real)n;
-        loss_[0] += acc;
+        real *restrict logits_mm = (real *)(work + 1048576);
+        real *restrict loss_max = (real *)(work + 0);
+        real *restrict loss_sumexp = (real *)(work + 1024);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += expf(logits_mm[b * 10 + o] + b4[o] - loss_max[b]);
+            loss_sumexp[b] = acc;
+        }
+    }
+    {
+        real *restrict logits_mm = (real *)(work + 1048576);
+        real *restrict loss_ce = (real *)(work + 2048);
+        real *restrict loss_max = (real *)(work + 0);
+        real *restrict loss_sumexp = (real *)(work + 1024);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += -(label[b * 10 + o] * (logits_mm[b * 10 + o] + b4[o] - loss_max[b] - logf(loss_sumexp[b])));
+            loss_ce[b] = acc;
+        }
+    }
+    {
+        real *restrict loss_ = (real *)(work + 3072);
+        real *restrict loss_ce = (real *)(work + 2048);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += loss_ce[b] / (real)n;
+            loss_[0] = acc;
+        }
     }
 
     /* line 28: metric accuracy = accuracy(logits, label) */
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_pred_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o];
-            acc = v > acc ? v : acc;
-        }
-        if (acc > accuracy_pred_max[b]) accuracy_pred_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_pred_argmax[b] = INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
-            acc = v < acc ? v : acc;
-        }
-        if (acc < accuracy_pred_argmax[b]) accuracy_pred_argmax[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_true_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o];
-            acc = v > acc ? v : acc;
-        }
-        if (acc > accuracy_true_max[b]) accuracy_true_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_true_argmax[b] = INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
-            acc = v < acc ? v : acc;
-        }
-        if (acc < accuracy_true_argmax[b]) accuracy_true_argmax[b] = acc;
-    }
-    accuracy[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
-        accuracy[0] += acc;
+        real *restrict logits_mm = (real *)(work + 1048576);
+        real *restrict accuracy_pred_max = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_mm[b * 10 + o] + b4[o];
+                acc = v > acc ? v : acc;
+            }
+            accuracy_pred_max[b] = acc;
+        }
+    }
+    {
+        real *restrict logits_mm = (real *)(work + 1048576);
+        real *restrict accuracy_pred_max = (real *)(work + 0);
+        real *restrict accuracy_pred_argmax = (real *)(work + 1024);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_mm[b * 10 + o] + b4[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+                acc = v < acc ? v : acc;
+            }
+            accuracy_pred_argmax[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy_true_max = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = label[b * 10 + o];
+                acc = v > acc ? v : acc;
+            }
+            accuracy_true_max[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy_true_max = (real *)(work + 0);
+        real *restrict accuracy_true_argmax = (real *)(work + 2048);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+                acc = v < acc ? v : acc;
+            }
+            accuracy_true_argmax[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy = (real *)(work + 0);
+        real *restrict accuracy_pred_argmax = (real *)(work + 1024);
+        real *restrict accuracy_true_argmax = (real *)(work + 2048);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+            accuracy[0] = acc;
+        }
     }
 
-    *loss = (double)loss_[0];
-    metrics[0] = (double)accuracy[0];
+    *loss = (double)((real *)(work + 3072))[0];
+    metrics[0] = (double)((real *)(work + 0))[0];
 }
 
 
@@ -1569,70 +1271,37 @@ static void fashion_cnn_bind(fashion_cnn *m) {
     m->w3 = (real *)(base + 212480);
     m->w4 = (real *)(base + 13057536);
     m->b4 = (real *)(base + 13098496);
-    m->x = (real *)(base + 13098560);
-    m->a1 = (real *)(base + 13901376);
-    m->a1_conv = (real *)(base + 39591488);
-    m->p1 = (real *)(base + 65281600);
-    m->a2 = (real *)(base + 71704128);
-    m->a2_conv = (real *)(base + 84549184);
-    m->p2 = (real *)(base + 97394240);
-    m->h3 = (real *)(base + 100605504);
-    m->h3_mm = (real *)(base + 101654080);
-    m->logits = (real *)(base + 102702656);
-    m->logits_mm = (real *)(base + 102712896);
-    m->loss_ = (real *)(base + 102723136);
-    m->loss_ce = (real *)(base + 102723200);
-    m->loss_max = (real *)(base + 102724224);
-    m->loss_sumexp = (real *)(base + 102725248);
-    m->accuracy = (real *)(base + 102726272);
-    m->accuracy_pred_max = (real *)(base + 102726336);
-    m->accuracy_pred_argmax = (real *)(base + 102727360);
-    m->accuracy_true_max = (real *)(base + 102728384);
-    m->accuracy_true_argmax = (real *)(base + 102729408);
-    m->loss_grad = (real *)(base + 102730432);
-    m->loss_ce_grad = (real *)(base + 102730496);
-    m->logits_grad = (real *)(base + 102731520);
-    m->loss_sumexp_grad = (real *)(base + 102741760);
-    m->logits_mm_grad = (real *)(base + 102742784);
-    m->b4_grad = (real *)(base + 102753024);
-    m->w4_grad = (real *)(base + 102753088);
-    m->h3_grad = (real *)(base + 102794048);
-    m->h3_mm_grad = (real *)(base + 103842624);
-    m->b3_grad = (real *)(base + 104891200);
-    m->w3_grad = (real *)(base + 104895296);
-    m->p2_grad = (real *)(base + 117740352);
-    m->a2_grad = (real *)(base + 120951616);
-    m->a2_conv_grad = (real *)(base + 133796672);
-    m->c2_grad = (real *)(base + 146641728);
-    m->p1_grad = (real *)(base + 146641984);
-    m->k2_grad = (real *)(base + 153064512);
-    m->a1_grad = (real *)(base + 153269312);
-    m->a1_conv_grad = (real *)(base + 178959424);
-    m->c1_grad = (real *)(base + 204649536);
-    m->k1_grad = (real *)(base + 204649664);
-    m->k1_exp_avg = (real *)(base + 204652864);
-    m->k1_exp_avg_sq = (real *)(base + 204656064);
-    m->k2_exp_avg = (real *)(base + 204659264);
-    m->k2_exp_avg_sq = (real *)(base + 204864064);
-    m->c1_exp_avg = (real *)(base + 205068864);
-    m->c1_exp_avg_sq = (real *)(base + 205068992);
-    m->c2_exp_avg = (real *)(base + 205069120);
-    m->c2_exp_avg_sq = (real *)(base + 205069376);
-    m->b3_exp_avg = (real *)(base + 205069632);
-    m->b3_exp_avg_sq = (real *)(base + 205073728);
-    m->w3_exp_avg = (real *)(base + 205077824);
-    m->w3_exp_avg_sq = (real *)(base + 217922880);
-    m->w4_exp_avg = (real *)(base + 230767936);
-    m->w4_exp_avg_sq = (real *)(base + 230808896);
-    m->b4_exp_avg = (real *)(base + 230849856);
-    m->b4_exp_avg_sq = (real *)(base + 230849920);
+    m->b4_grad = (real *)(base + 150375104);
+    m->w4_grad = (real *)(base + 150330048);
+    m->b3_grad = (real *)(base + 150371008);
+    m->w3_grad = (real *)(base + 116366016);
+    m->c2_grad = (real *)(base + 103725760);
+    m->k2_grad = (real *)(base + 103520960);
+    m->c1_grad = (real *)(base + 64988992);
+    m->k1_grad = (real *)(base + 64985792);
+    m->k1_exp_avg = (real *)(base + 13098560);
+    m->k1_exp_avg_sq = (real *)(base + 13101760);
+    m->k2_exp_avg = (real *)(base + 13104960);
+    m->k2_exp_avg_sq = (real *)(base + 13309760);
+    m->c1_exp_avg = (real *)(base + 13514560);
+    m->c1_exp_avg_sq = (real *)(base + 13514688);
+    m->c2_exp_avg = (real *)(base + 13514816);
+    m->c2_exp_avg_sq = (real *)(base + 13515072);
+    m->b3_exp_avg = (real *)(base + 13515328);
+    m->b3_exp_avg_sq = (real *)(base + 13519424);
+    m->w3_exp_avg = (real *)(base + 13523520);
+    m->w3_exp_avg_sq = (real *)(base + 26368576);
+    m->w4_exp_avg = (real *)(base + 39213632);
+    m->w4_exp_avg_sq = (real *)(base + 39254592);
+    m->b4_exp_avg = (real *)(base + 39295552);
+    m->b4_exp_avg_sq = (real *)(base + 39295616);
 
 }
 
 fashion_cnn *fashion_cnn_create(uint64_t seed) {
     fashion_cnn *m = (fashion_cnn *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(230849984);
+    m->arena = cannl_alloc(214600512);
     if (!m->arena) {
         free(m);
         return NULL;

@@ -24,7 +24,8 @@
  * Two kinds of state, both without globals (states are independent; one thread at a time
  * uses a state, different states may run in different threads at once; the routines use
  * OpenMP inside a call when built with it):
- *   `fashion_cnn`: training; params, gradients, optimiser state, work buffers (fashion_cnn.c)
+ *   `fashion_cnn`: training; params, optimiser state and one arena of work buffers, each
+ *     routine's in a region of its own (fashion_cnn.c)
  *   `fashion_cnn_infer`: inference only; params and the forward buffers, the smallest
  *     footprint (fashion_cnn_inference.c: a program that uses only fashion_cnn_infer_* links
  *     none of the training code)
@@ -77,7 +78,8 @@ void fashion_cnn_eval(fashion_cnn *m, const fashion_cnn_real *const inputs[], in
 fashion_cnn_real *fashion_cnn_param(fashion_cnn *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. */
+   on it. Its storage is train_step's own: forward and eval leave it alone, the next
+   train_step overwrites it. */
 fashion_cnn_real *fashion_cnn_grad(fashion_cnn *m, const char *name, int64_t *count);
 int64_t fashion_cnn_get_step(const fashion_cnn *m);
 void fashion_cnn_set_step(fashion_cnn *m, int64_t step);
@@ -105,7 +107,7 @@ extern const cannl_model_api fashion_cnn_api;
  *   fashion_cnn_infer_destroy(s);
  *
  * Buffers hold n examples back to back, each in storage order (the sizes above). The state
- * owns its params and work buffers (102730432 bytes, one allocation) and keeps
+ * owns its params and work buffers (45211200 bytes, one allocation) and keeps
  * no pointer to the caller's buffers. Thread safety: a call writes the state's work buffers,
  * so one thread at a time uses a state; for concurrent inference give each thread its own
  * state (created, then loaded, set or made with _create_embedded). Calls on different states

@@ -5,7 +5,7 @@
  * params and the buffers of the routines
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
- * in one arena of 102730432 bytes; no gradients, no optimiser state, no training code
+ * in one arena of 45211200 bytes; no gradients, no optimiser state, no training code
  * (a program that calls only fashion_cnn_infer_* links only this file of the library). The
  * routines are those of fashion_cnn.c, printed from the same loop nests, so they give the
  * same results.
@@ -28,7 +28,7 @@ typedef fashion_cnn_real real;
 static inline float cannl_relu(float x) { return x > 0 ? x : 0; }
 
 struct fashion_cnn_infer {
-    void *arena; /* all the buffers below: 102730432 bytes */
+    void *arena; /* the buffers below, then the work region of forward and eval: 45211200 bytes */
     real *k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
     real *k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
     real *c1; /* [32] c1 : [32] */
@@ -37,30 +37,11 @@ struct fashion_cnn_infer {
     real *w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
     real *w4; /* [10, 1024] w4 : [1024 -> 10] */
     real *b4; /* [10] b4 : [10] */
-    real *x; /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
-    real *a1; /* [batch, 28, 28, 32] a1 : [batch | 28, 28, 32] */
-    real *a1_conv; /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
-    real *p1; /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
-    real *a2; /* [batch, 14, 14, 64] a2 : [batch | 14, 14, 64] */
-    real *a2_conv; /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
-    real *p2; /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
-    real *h3; /* [batch, 1024] h3 : [batch | 1024] */
-    real *h3_mm; /* [batch, 1024] [batch | 1024] */
-    real *logits; /* [batch, 10] logits : [batch | 10] */
-    real *logits_mm; /* [batch, 10] [batch | 10] */
-    real *loss_; /* [] loss : [] */
-    real *loss_ce; /* [batch] [batch | ] */
-    real *loss_max; /* [batch] [batch | ] */
-    real *loss_sumexp; /* [batch] [batch | ] */
-    real *accuracy; /* [] accuracy : [] */
-    real *accuracy_pred_max; /* [batch] [batch | ] */
-    real *accuracy_pred_argmax; /* [batch] [batch | ] */
-    real *accuracy_true_max; /* [batch] [batch | ] */
-    real *accuracy_true_argmax; /* [batch] [batch | ] */
 };
 
 /* routine forward */
 static void forward(fashion_cnn_infer *m, const real *const inputs[], int64_t n, real *const outputs[]) {
+    char *const work = (char *)m->arena + 13098560; /* this routine's 32112640 bytes */
     const real *restrict image = inputs[0];
     real *restrict k1 = m->k1;
     real *restrict k2 = m->k2;
@@ -70,82 +51,57 @@ static void forward(fashion_cnn_infer *m, const real *const inputs[], int64_t n,
     real *restrict w3 = m->w3;
     real *restrict w4 = m->w4;
     real *restrict b4 = m->b4;
-    real *restrict x = m->x;
-    real *restrict a1 = m->a1;
-    real *restrict a1_conv = m->a1_conv;
-    real *restrict p1 = m->p1;
-    real *restrict a2 = m->a2;
-    real *restrict a2_conv = m->a2_conv;
-    real *restrict p2 = m->p2;
-    real *restrict h3 = m->h3;
-    real *restrict h3_mm = m->h3_mm;
-    real *restrict logits = m->logits;
-    real *restrict logits_mm = m->logits_mm;
 
     /* line 18: x = image / 255 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o2 = 0; o2 < 1; ++o2) {
-                for (int64_t o1 = 0; o1 < 28; ++o1)
-                    x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] / 255.0f;
+    {
+        real *restrict x = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o0 = 0; o0 < 28; ++o0) {
+                for (int64_t o2 = 0; o2 < 1; ++o2) {
+                    for (int64_t o1 = 0; o1 < 28; ++o1)
+                        x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] * 0.003921569f;
+                }
             }
         }
     }
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 28; ++y) {
-            for (int64_t x_ = 0; x_ < 28; ++x_) {
-                for (int64_t d = 0; d < 32; ++d)
-                    a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = 0.0f;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 28; ++y) {
-            for (int64_t x_ = 0; x_ < 28; ++x_) {
-                for (int64_t d = 0; d < 32; ++d) {
-                    real acc = 0.0f;
-                    for (int64_t ky = 0; ky < 5; ++ky)
-                    for (int64_t c = 0; c < 1; ++c)
-                    for (int64_t kx = 0; kx < 5; ++kx)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
-                    a1_conv[b * 25088 + y * 896 + x_ * 32 + d] += acc;
+    {
+        real *restrict x = (real *)(work + 25690112);
+        real *restrict a1_conv = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 28; ++y) {
+                for (int64_t x_ = 0; x_ < 28; ++x_) {
+                    for (int64_t d = 0; d < 32; ++d) {
+                        real acc = 0.0f;
+                        for (int64_t ky = 0; ky < 5; ++ky)
+                        for (int64_t c = 0; c < 1; ++c)
+                        for (int64_t kx = 0; kx < 5; ++kx)
+                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
+                        a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = acc;
+                    }
                 }
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o1 = 0; o1 < 28; ++o1) {
-                for (int64_t o2 = 0; o2 < 32; ++o2)
-                    a1[b * 25088 + o0 * 896 + o1 * 32 + o2] = cannl_relu(a1_conv[b * 25088 + o0 * 896 + o1 * 32 + o2] + c1[o2]);
             }
         }
     }
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t c = 0; c < 32; ++c)
-                    p1[b * 6272 + y * 448 + x_ * 32 + c] = -INFINITY;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t ky = 0; ky < 2; ++ky) {
-                    for (int64_t kx = 0; kx < 2; ++kx) {
-                        for (int64_t c = 0; c < 32; ++c)
-                            { const real v = a1[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c]; if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+    {
+        real *restrict a1_conv = (real *)(work + 0);
+        real *restrict p1 = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 14; ++y) {
+                for (int64_t x_ = 0; x_ < 14; ++x_) {
+                    for (int64_t ky = 0; ky < 2; ++ky) {
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            for (int64_t c = 0; c < 32; ++c)
+                                { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]); if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+                        }
                     }
                 }
             }
@@ -153,58 +109,41 @@ static void forward(fashion_cnn_infer *m, const real *const inputs[], int64_t n,
     }
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t d = 0; d < 64; ++d)
-                    a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = 0.0f;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t d = 0; d < 64; ++d) {
-                    real acc = 0.0f;
-                    for (int64_t ky = 0; ky < 5; ++ky)
-                    for (int64_t kx = 0; kx < 5; ++kx)
-                    for (int64_t c = 0; c < 32; ++c)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
-                    a2_conv[b * 12544 + y * 896 + x_ * 64 + d] += acc;
+    {
+        real *restrict p1 = (real *)(work + 25690112);
+        real *restrict a2_conv = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 14; ++y) {
+                for (int64_t x_ = 0; x_ < 14; ++x_) {
+                    for (int64_t d = 0; d < 64; ++d) {
+                        real acc = 0.0f;
+                        for (int64_t ky = 0; ky < 5; ++ky)
+                        for (int64_t kx = 0; kx < 5; ++kx)
+                        for (int64_t c = 0; c < 32; ++c)
+                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
+                        a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = acc;
+                    }
                 }
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 14; ++o0) {
-            for (int64_t o1 = 0; o1 < 14; ++o1) {
-                for (int64_t o2 = 0; o2 < 64; ++o2)
-                    a2[b * 12544 + o0 * 896 + o1 * 64 + o2] = cannl_relu(a2_conv[b * 12544 + o0 * 896 + o1 * 64 + o2] + c2[o2]);
             }
         }
     }
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 7; ++y) {
-            for (int64_t x_ = 0; x_ < 7; ++x_) {
-                for (int64_t c = 0; c < 64; ++c)
-                    p2[b * 3136 + y * 448 + x_ * 64 + c] = -INFINITY;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 7; ++y) {
-            for (int64_t x_ = 0; x_ < 7; ++x_) {
-                for (int64_t ky = 0; ky < 2; ++ky) {
-                    for (int64_t kx = 0; kx < 2; ++kx) {
-                        for (int64_t c = 0; c < 64; ++c)
-                            { const real v = a2[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c]; if (v > p2[b * 3136 + y * 448 + x_ * 64 + c]) p2[b * 3136 + y * 448 + x_ * 64 + c] = v; }
+    {
+        real *restrict a2_conv = (real *)(work + 0);
+        real *restrict p2 = (real *)(work + 12845056);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 7; ++y) {
+                for (int64_t x_ = 0; x_ < 7; ++x_) {
+                    for (int64_t ky = 0; ky < 2; ++ky) {
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            for (int64_t c = 0; c < 64; ++c)
+                                { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]); if (v > p2[b * 3136 + y * 448 + x_ * 64 + c]) p2[b * 3136 + y * 448 + x_ * 64 + c] = v; }
+                        }
                     }
                 }
             }
@@ -212,52 +151,60 @@ static void forward(fashion_cnn_infer *m, const real *const inputs[], int64_t n,
     }
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o)
-            h3_mm[b * 1024 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o) {
-            real acc = 0.0f;
-            for (int64_t k0 = 0; k0 < 7; ++k0)
-            for (int64_t k1_ = 0; k1_ < 7; ++k1_)
-            for (int64_t k2_ = 0; k2_ < 64; ++k2_)
-                acc += w3[o * 3136 + k0 * 448 + k1_ * 64 + k2_] * p2[b * 3136 + k0 * 448 + k1_ * 64 + k2_];
-            h3_mm[b * 1024 + o] += acc;
+    {
+        real *restrict p2 = (real *)(work + 12845056);
+        real *restrict h3_mm = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1024; ++o) {
+                real acc = 0.0f;
+                for (int64_t k0 = 0; k0 < 7; ++k0)
+                for (int64_t k1_ = 0; k1_ < 7; ++k1_)
+                for (int64_t k2_ = 0; k2_ < 64; ++k2_)
+                    acc += w3[o * 3136 + k0 * 448 + k1_ * 64 + k2_] * p2[b * 3136 + k0 * 448 + k1_ * 64 + k2_];
+                h3_mm[b * 1024 + o] = acc;
+            }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o)
-            h3[b * 1024 + o] = cannl_relu(h3_mm[b * 1024 + o] + b3[o]);
+    {
+        real *h3 = (real *)(work + 0); /* in place */
+        real *h3_mm = (real *)(work + 0); /* in place */
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1024; ++o)
+                h3[b * 1024 + o] = cannl_relu(h3_mm[b * 1024 + o] + b3[o]);
+        }
     }
 
     /* line 24: logits = w4 * h3 + b4 */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_mm[b * 10 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 1024; ++k)
-                acc += w4[o * 1024 + k] * h3[b * 1024 + k];
-            logits_mm[b * 10 + o] += acc;
+    {
+        real *restrict h3 = (real *)(work + 0);
+        real *restrict logits_mm = (real *)(work + 1048576);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 1024; ++k)
+                    acc += w4[o * 1024 + k] * h3[b * 1024 + k];
+                logits_mm[b * 10 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits[b * 10 + o] = logits_mm[b * 10 + o] + b4[o];
+    {
+        real *restrict logits = (real *)(work + 0);
+        real *restrict logits_mm = (real *)(work + 1048576);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o)
+                logits[b * 10 + o] = logits_mm[b * 10 + o] + b4[o];
+        }
     }
 
-    memcpy(outputs[0], logits, (size_t)n * 10 * sizeof(real));
+    memcpy(outputs[0], ((real *)(work + 0)), (size_t)n * 10 * sizeof(real));
 }
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_cnn_infer *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
+    char *const work = (char *)m->arena + 13098560; /* this routine's 32112640 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict k1 = m->k1;
@@ -268,91 +215,57 @@ static void eval_metrics(fashion_cnn_infer *m, const real *const inputs[], int64
     real *restrict w3 = m->w3;
     real *restrict w4 = m->w4;
     real *restrict b4 = m->b4;
-    real *restrict x = m->x;
-    real *restrict a1 = m->a1;
-    real *restrict a1_conv = m->a1_conv;
-    real *restrict p1 = m->p1;
-    real *restrict a2 = m->a2;
-    real *restrict a2_conv = m->a2_conv;
-    real *restrict p2 = m->p2;
-    real *restrict h3 = m->h3;
-    real *restrict h3_mm = m->h3_mm;
-    real *restrict logits = m->logits;
-    real *restrict logits_mm = m->logits_mm;
-    real *restrict loss_ = m->loss_;
-    real *restrict loss_ce = m->loss_ce;
-    real *restrict loss_max = m->loss_max;
-    real *restrict loss_sumexp = m->loss_sumexp;
-    real *restrict accuracy = m->accuracy;
-    real *restrict accuracy_pred_max = m->accuracy_pred_max;
-    real *restrict accuracy_pred_argmax = m->accuracy_pred_argmax;
-    real *restrict accuracy_true_max = m->accuracy_true_max;
-    real *restrict accuracy_true_argmax = m->accuracy_true_argmax;
 
     /* line 18: x = image / 255 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o2 = 0; o2 < 1; ++o2) {
-                for (int64_t o1 = 0; o1 < 28; ++o1)
-                    x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] / 255.0f;
+    {
+        real *restrict x = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o0 = 0; o0 < 28; ++o0) {
+                for (int64_t o2 = 0; o2 < 1; ++o2) {
+                    for (int64_t o1 = 0; o1 < 28; ++o1)
+                        x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] * 0.003921569f;
+                }
             }
         }
     }
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 28; ++y) {
-            for (int64_t x_ = 0; x_ < 28; ++x_) {
-                for (int64_t d = 0; d < 32; ++d)
-                    a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = 0.0f;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 28; ++y) {
-            for (int64_t x_ = 0; x_ < 28; ++x_) {
-                for (int64_t d = 0; d < 32; ++d) {
-                    real acc = 0.0f;
-                    for (int64_t ky = 0; ky < 5; ++ky)
-                    for (int64_t c = 0; c < 1; ++c)
-                    for (int64_t kx = 0; kx < 5; ++kx)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
-                    a1_conv[b * 25088 + y * 896 + x_ * 32 + d] += acc;
+    {
+        real *restrict x = (real *)(work + 25690112);
+        real *restrict a1_conv = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 28; ++y) {
+                for (int64_t x_ = 0; x_ < 28; ++x_) {
+                    for (int64_t d = 0; d < 32; ++d) {
+                        real acc = 0.0f;
+                        for (int64_t ky = 0; ky < 5; ++ky)
+                        for (int64_t c = 0; c < 1; ++c)
+                        for (int64_t kx = 0; kx < 5; ++kx)
+                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
+                        a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = acc;
+                    }
                 }
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o1 = 0; o1 < 28; ++o1) {
-                for (int64_t o2 = 0; o2 < 32; ++o2)
-                    a1[b * 25088 + o0 * 896 + o1 * 32 + o2] = cannl_relu(a1_conv[b * 25088 + o0 * 896 + o1 * 32 + o2] + c1[o2]);
             }
         }
     }
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t c = 0; c < 32; ++c)
-                    p1[b * 6272 + y * 448 + x_ * 32 + c] = -INFINITY;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t ky = 0; ky < 2; ++ky) {
-                    for (int64_t kx = 0; kx < 2; ++kx) {
-                        for (int64_t c = 0; c < 32; ++c)
-                            { const real v = a1[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c]; if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+    {
+        real *restrict a1_conv = (real *)(work + 0);
+        real *restrict p1 = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 14; ++y) {
+                for (int64_t x_ = 0; x_ < 14; ++x_) {
+                    for (int64_t ky = 0; ky < 2; ++ky) {
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            for (int64_t c = 0; c < 32; ++c)
+                                { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]); if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+                        }
                     }
                 }
             }
@@ -360,58 +273,41 @@ static void eval_metrics(fashion_cnn_infer *m, const real *const inputs[], int64
     }
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t d = 0; d < 64; ++d)
-                    a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = 0.0f;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t d = 0; d < 64; ++d) {
-                    real acc = 0.0f;
-                    for (int64_t ky = 0; ky < 5; ++ky)
-                    for (int64_t kx = 0; kx < 5; ++kx)
-                    for (int64_t c = 0; c < 32; ++c)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
-                    a2_conv[b * 12544 + y * 896 + x_ * 64 + d] += acc;
+    {
+        real *restrict p1 = (real *)(work + 25690112);
+        real *restrict a2_conv = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 14; ++y) {
+                for (int64_t x_ = 0; x_ < 14; ++x_) {
+                    for (int64_t d = 0; d < 64; ++d) {
+                        real acc = 0.0f;
+                        for (int64_t ky = 0; ky < 5; ++ky)
+                        for (int64_t kx = 0; kx < 5; ++kx)
+                        for (int64_t c = 0; c < 32; ++c)
+                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
+                        a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = acc;
+                    }
                 }
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 14; ++o0) {
-            for (int64_t o1 = 0; o1 < 14; ++o1) {
-                for (int64_t o2 = 0; o2 < 64; ++o2)
-                    a2[b * 12544 + o0 * 896 + o1 * 64 + o2] = cannl_relu(a2_conv[b * 12544 + o0 * 896 + o1 * 64 + o2] + c2[o2]);
             }
         }
     }
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 7; ++y) {
-            for (int64_t x_ = 0; x_ < 7; ++x_) {
-                for (int64_t c = 0; c < 64; ++c)
-                    p2[b * 3136 + y * 448 + x_ * 64 + c] = -INFINITY;
-            }
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 7; ++y) {
-            for (int64_t x_ = 0; x_ < 7; ++x_) {
-                for (int64_t ky = 0; ky < 2; ++ky) {
-                    for (int64_t kx = 0; kx < 2; ++kx) {
-                        for (int64_t c = 0; c < 64; ++c)
-                            { const real v = a2[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c]; if (v > p2[b * 3136 + y * 448 + x_ * 64 + c]) p2[b * 3136 + y * 448 + x_ * 64 + c] = v; }
+    {
+        real *restrict a2_conv = (real *)(work + 0);
+        real *restrict p2 = (real *)(work + 12845056);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 7; ++y) {
+                for (int64_t x_ = 0; x_ < 7; ++x_) {
+                    for (int64_t ky = 0; ky < 2; ++ky) {
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            for (int64_t c = 0; c < 64; ++c)
+                                { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]); if (v > p2[b * 3136 + y * 448 + x_ * 64 + c]) p2[b * 3136 + y * 448 + x_ * 64 + c] = v; }
+                        }
                     }
                 }
             }
@@ -419,133 +315,156 @@ static void eval_metrics(fashion_cnn_infer *m, const real *const inputs[], int64
     }
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o)
-            h3_mm[b * 1024 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o) {
-            real acc = 0.0f;
-            for (int64_t k0 = 0; k0 < 7; ++k0)
-            for (int64_t k1_ = 0; k1_ < 7; ++k1_)
-            for (int64_t k2_ = 0; k2_ < 64; ++k2_)
-                acc += w3[o * 3136 + k0 * 448 + k1_ * 64 + k2_] * p2[b * 3136 + k0 * 448 + k1_ * 64 + k2_];
-            h3_mm[b * 1024 + o] += acc;
+    {
+        real *restrict p2 = (real *)(work + 12845056);
+        real *restrict h3_mm = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1024; ++o) {
+                real acc = 0.0f;
+                for (int64_t k0 = 0; k0 < 7; ++k0)
+                for (int64_t k1_ = 0; k1_ < 7; ++k1_)
+                for (int64_t k2_ = 0; k2_ < 64; ++k2_)
+                    acc += w3[o * 3136 + k0 * 448 + k1_ * 64 + k2_] * p2[b * 3136 + k0 * 448 + k1_ * 64 + k2_];
+                h3_mm[b * 1024 + o] = acc;
+            }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o)
-            h3[b * 1024 + o] = cannl_relu(h3_mm[b * 1024 + o] + b3[o]);
+    {
+        real *h3 = (real *)(work + 0); /* in place */
+        real *h3_mm = (real *)(work + 0); /* in place */
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1024; ++o)
+                h3[b * 1024 + o] = cannl_relu(h3_mm[b * 1024 + o] + b3[o]);
+        }
     }
 
     /* line 24: logits = w4 * h3 + b4 */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_mm[b * 10 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 1024; ++k)
-                acc += w4[o * 1024 + k] * h3[b * 1024 + k];
-            logits_mm[b * 10 + o] += acc;
+    {
+        real *restrict h3 = (real *)(work + 0);
+        real *restrict logits_mm = (real *)(work + 1048576);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 1024; ++k)
+                    acc += w4[o * 1024 + k] * h3[b * 1024 + k];
+                logits_mm[b * 10 + o] = acc;
+            }
         }
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits[b * 10 + o] = logits_mm[b * 10 + o] + b4[o];
     }
 
     /* line 25: loss = mean(cross_entropy(logits, label)) */
-    loss_[0] = 0.0f;
-    for (int64_t b = 0; b < n; ++b)
-        loss_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o];
-            acc = v > acc ? v : acc;
+    {
+        real *restrict logits_mm = (real *)(work + 1048576);
+        real *restrict loss_max = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_mm[b * 10 + o] + b4[o];
+                acc = v > acc ? v : acc;
+            }
+            loss_max[b] = acc;
         }
-        if (acc > loss_max[b]) loss_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        loss_sumexp[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += expf(logits[b * 10 + o] - loss_max[b]);
-        loss_sumexp[b] += acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        loss_ce[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += -(label[b * 10 + o] * (logits[b * 10 + o] - loss_max[b] - logf(loss_sumexp[b])));
-        loss_ce[b] += acc;
     }
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += loss_ce[b] / (real)n;
-        loss_[0] += acc;
+        real *restrict logits_mm = (real *)(work + 1048576);
+        real *restrict loss_max = (real *)(work + 0);
+        real *restrict loss_sumexp = (real *)(work + 1024);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += expf(logits_mm[b * 10 + o] + b4[o] - loss_max[b]);
+            loss_sumexp[b] = acc;
+        }
+    }
+    {
+        real *restrict logits_mm = (real *)(work + 1048576);
+        real *restrict loss_ce = (real *)(work + 2048);
+        real *restrict loss_max = (real *)(work + 0);
+        real *restrict loss_sumexp = (real *)(work + 1024);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += -(label[b * 10 + o] * (logits_mm[b * 10 + o] + b4[o] - loss_max[b] - logf(loss_sumexp[b])));
+            loss_ce[b] = acc;
+        }
+    }
+    {
+        real *restrict loss_ = (real *)(work + 3072);
+        real *restrict loss_ce = (real *)(work + 2048);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += loss_ce[b] / (real)n;
+            loss_[0] = acc;
+        }
     }
 
     /* line 28: metric accuracy = accuracy(logits, label) */
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_pred_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o];
-            acc = v > acc ? v : acc;
-        }
-        if (acc > accuracy_pred_max[b]) accuracy_pred_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_pred_argmax[b] = INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
-            acc = v < acc ? v : acc;
-        }
-        if (acc < accuracy_pred_argmax[b]) accuracy_pred_argmax[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_true_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o];
-            acc = v > acc ? v : acc;
-        }
-        if (acc > accuracy_true_max[b]) accuracy_true_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_true_argmax[b] = INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
-            acc = v < acc ? v : acc;
-        }
-        if (acc < accuracy_true_argmax[b]) accuracy_true_argmax[b] = acc;
-    }
-    accuracy[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
-        accuracy[0] += acc;
+        real *restrict logits_mm = (real *)(work + 1048576);
+        real *restrict accuracy_pred_max = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_mm[b * 10 + o] + b4[o];
+                acc = v > acc ? v : acc;
+            }
+            accuracy_pred_max[b] = acc;
+        }
+    }
+    {
+        real *restrict logits_mm = (real *)(work + 1048576);
+        real *restrict accuracy_pred_max = (real *)(work + 0);
+        real *restrict accuracy_pred_argmax = (real *)(work + 1024);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_mm[b * 10 + o] + b4[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+                acc = v < acc ? v : acc;
+            }
+            accuracy_pred_argmax[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy_true_max = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = label[b * 10 + o];
+                acc = v > acc ? v : acc;
+            }
+            accuracy_true_max[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy_true_max = (real *)(work + 0);
+        real *restrict accuracy_true_argmax = (real *)(work + 2048);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+                acc = v < acc ? v : acc;
+            }
+            accuracy_true_argmax[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy = (real *)(work + 0);
+        real *restrict accuracy_pred_argmax = (real *)(work + 1024);
+        real *restrict accuracy_true_argmax = (real *)(work + 2048);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+            accuracy[0] = acc;
+        }
     }
 
-    *loss = (double)loss_[0];
-    metrics[0] = (double)accuracy[0];
+    *loss = (double)((real *)(work + 3072))[0];
+    metrics[0] = (double)((real *)(work + 0))[0];
 }
 
 
@@ -561,33 +480,13 @@ static void fashion_cnn_infer_bind(fashion_cnn_infer *m) {
     m->w3 = (real *)(base + 212480);
     m->w4 = (real *)(base + 13057536);
     m->b4 = (real *)(base + 13098496);
-    m->x = (real *)(base + 13098560);
-    m->a1 = (real *)(base + 13901376);
-    m->a1_conv = (real *)(base + 39591488);
-    m->p1 = (real *)(base + 65281600);
-    m->a2 = (real *)(base + 71704128);
-    m->a2_conv = (real *)(base + 84549184);
-    m->p2 = (real *)(base + 97394240);
-    m->h3 = (real *)(base + 100605504);
-    m->h3_mm = (real *)(base + 101654080);
-    m->logits = (real *)(base + 102702656);
-    m->logits_mm = (real *)(base + 102712896);
-    m->loss_ = (real *)(base + 102723136);
-    m->loss_ce = (real *)(base + 102723200);
-    m->loss_max = (real *)(base + 102724224);
-    m->loss_sumexp = (real *)(base + 102725248);
-    m->accuracy = (real *)(base + 102726272);
-    m->accuracy_pred_max = (real *)(base + 102726336);
-    m->accuracy_pred_argmax = (real *)(base + 102727360);
-    m->accuracy_true_max = (real *)(base + 102728384);
-    m->accuracy_true_argmax = (real *)(base + 102729408);
 
 }
 
 fashion_cnn_infer *fashion_cnn_infer_create(void) {
     fashion_cnn_infer *m = (fashion_cnn_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(102730432);
+    m->arena = cannl_alloc(45211200);
     if (!m->arena) {
         free(m);
         return NULL;

@@ -33,7 +33,7 @@ static inline float cannl_step(float x) { return x > 0 ? 1 : 0; }
 struct fashion_einsum {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
-    void *arena;  /* all the buffers below: 6219520 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 5129536 bytes */
     /* params */
     real *w1; /* [256, 28, 28] w1 : [28, 28 -> 256] */
     real *gain; /* [256] gain : [256] */
@@ -41,59 +41,12 @@ struct fashion_einsum {
     real *bias; /* [256] bias : [256] */
     real *w2; /* [10, 256] w2 : [256 -> 10] */
     real *b2; /* [10] b2 : [10] */
-    /* tensors of the spec */
-    real *x; /* [batch, 28, 28] x : [batch | 28, 28] */
-    real *z1; /* [batch, 256] z1 : [batch | 256] */
-    /* temporaries */
-    real *z1_ein; /* [batch, 256] [batch | 256] */
-    /* tensors of the spec */
-    real *h1; /* [batch, 256] h1 : [batch | 256] */
-    /* temporaries */
-    real *h1_ln; /* [batch, 256] [batch | 256] */
-    real *h1_mean; /* [batch] [batch | ] */
-    real *h1_var; /* [batch] [batch | ] */
-    /* tensors of the spec */
-    real *logits; /* [batch, 10] logits : [batch | 10] */
-    /* temporaries */
-    real *logits_ein; /* [batch, 10] [batch | 10] */
-    /* tensors of the spec */
-    real *ce; /* [batch] ce : [batch | ] */
-    /* temporaries */
-    real *ce_max; /* [batch] [batch | ] */
-    real *ce_sumexp; /* [batch] [batch | ] */
-    /* tensors of the spec */
-    real *loss_; /* [] loss : [] */
-    /* temporaries */
-    real *loss_sum; /* [] [] */
-    real *loss_sum2; /* [] [] */
-    /* tensors of the spec */
-    real *accuracy; /* [] accuracy : [] */
-    /* temporaries */
-    real *accuracy_pred_max; /* [batch] [batch | ] */
-    real *accuracy_pred_argmax; /* [batch] [batch | ] */
-    real *accuracy_true_max; /* [batch] [batch | ] */
-    real *accuracy_true_argmax; /* [batch] [batch | ] */
-    /* tensors of the spec */
-    real *mean_ce; /* [] mean_ce : [] */
     /* gradients */
-    real *loss_grad; /* [] gradient of loss */
-    real *loss_sum2_grad; /* [] gradient of loss_sum2 */
-    real *loss_sum_grad; /* [] gradient of loss_sum */
-    real *ce_grad; /* [batch] gradient of ce */
     real *w1_grad; /* [256, 28, 28] gradient of w1 */
-    real *logits_grad; /* [batch, 10] gradient of logits */
-    real *ce_sumexp_grad; /* [batch] gradient of ce_sumexp */
-    real *logits_ein_grad; /* [batch, 10] gradient of logits_ein */
     real *b2_grad; /* [10] gradient of b2 */
     real *w2_grad; /* [10, 256] gradient of w2 */
-    real *h1_grad; /* [batch, 256] gradient of h1 */
     real *gain_grad; /* [256] gradient of gain */
-    real *h1_ln_grad; /* [batch, 256] gradient of h1_ln */
     real *bias_grad; /* [256] gradient of bias */
-    real *z1_grad; /* [batch, 256] gradient of z1 */
-    real *h1_mean_grad; /* [batch] gradient of h1_mean */
-    real *h1_var_grad; /* [batch] gradient of h1_var */
-    real *z1_ein_grad; /* [batch, 256] gradient of z1_ein */
     real *b1_grad; /* [256] gradient of b1 */
     /* optimiser state */
     real *w1_exp_avg; /* [256, 28, 28] exp_avg of w1 */
@@ -142,17 +95,18 @@ static void init_params(fashion_einsum *m, uint64_t seed) {
         }
     }
 
-    /* line 11: gain = ones */
-    for (int64_t j = 0; j < 256; ++j)
+    /* line 11: gain = ones; b1 = zeros; bias = zeros; zero gain_exp_avg; zero gain_exp_avg_sq; zero b1_exp_avg; zero b1_exp_avg_sq; zero bias_exp_avg; zero bias_exp_avg_sq */
+    for (int64_t j = 0; j < 256; ++j) {
         gain[j] = 1.0f;
-
-    /* line 12: b1 = zeros */
-    for (int64_t j = 0; j < 256; ++j)
         b1[j] = 0.0f;
-
-    /* line 12: bias = zeros */
-    for (int64_t j = 0; j < 256; ++j)
         bias[j] = 0.0f;
+        gain_exp_avg[j] = 0.0f;
+        gain_exp_avg_sq[j] = 0.0f;
+        b1_exp_avg[j] = 0.0f;
+        b1_exp_avg_sq[j] = 0.0f;
+        bias_exp_avg[j] = 0.0f;
+        bias_exp_avg_sq[j] = 0.0f;
+    }
 
     /* line 12: w2 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     for (int64_t j0 = 0; j0 < 10; ++j0) {
@@ -160,75 +114,36 @@ static void init_params(fashion_einsum *m, uint64_t seed) {
             w2[j0 * 256 + j1] = (real)(-0.0625 + 0.125 * cannl_rng_uniform(&rng));
     }
 
-    /* line 12: b2 = zeros */
-    for (int64_t j = 0; j < 10; ++j)
+    /* line 12: b2 = zeros; zero b2_exp_avg; zero b2_exp_avg_sq */
+    for (int64_t j = 0; j < 10; ++j) {
         b2[j] = 0.0f;
-
-    /* zero w1_exp_avg */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 256; ++j0) {
-        for (int64_t j1 = 0; j1 < 28; ++j1) {
-            for (int64_t j2 = 0; j2 < 28; ++j2)
-                w1_exp_avg[j0 * 784 + j1 * 28 + j2] = 0.0f;
-        }
-    }
-
-    /* zero w1_exp_avg_sq */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 256; ++j0) {
-        for (int64_t j1 = 0; j1 < 28; ++j1) {
-            for (int64_t j2 = 0; j2 < 28; ++j2)
-                w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] = 0.0f;
-        }
-    }
-
-    /* zero gain_exp_avg */
-    for (int64_t j = 0; j < 256; ++j)
-        gain_exp_avg[j] = 0.0f;
-
-    /* zero gain_exp_avg_sq */
-    for (int64_t j = 0; j < 256; ++j)
-        gain_exp_avg_sq[j] = 0.0f;
-
-    /* zero b1_exp_avg */
-    for (int64_t j = 0; j < 256; ++j)
-        b1_exp_avg[j] = 0.0f;
-
-    /* zero b1_exp_avg_sq */
-    for (int64_t j = 0; j < 256; ++j)
-        b1_exp_avg_sq[j] = 0.0f;
-
-    /* zero bias_exp_avg */
-    for (int64_t j = 0; j < 256; ++j)
-        bias_exp_avg[j] = 0.0f;
-
-    /* zero bias_exp_avg_sq */
-    for (int64_t j = 0; j < 256; ++j)
-        bias_exp_avg_sq[j] = 0.0f;
-
-    /* zero w2_exp_avg */
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 256; ++j1)
-            w2_exp_avg[j0 * 256 + j1] = 0.0f;
-    }
-
-    /* zero w2_exp_avg_sq */
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 256; ++j1)
-            w2_exp_avg_sq[j0 * 256 + j1] = 0.0f;
-    }
-
-    /* zero b2_exp_avg */
-    for (int64_t j = 0; j < 10; ++j)
         b2_exp_avg[j] = 0.0f;
-
-    /* zero b2_exp_avg_sq */
-    for (int64_t j = 0; j < 10; ++j)
         b2_exp_avg_sq[j] = 0.0f;
+    }
+
+    /* zero w1_exp_avg; zero w1_exp_avg_sq */
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t j0 = 0; j0 < 256; ++j0) {
+        for (int64_t j1 = 0; j1 < 28; ++j1) {
+            for (int64_t j2 = 0; j2 < 28; ++j2) {
+                w1_exp_avg[j0 * 784 + j1 * 28 + j2] = 0.0f;
+                w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] = 0.0f;
+            }
+        }
+    }
+
+    /* zero w2_exp_avg; zero w2_exp_avg_sq */
+    for (int64_t j0 = 0; j0 < 10; ++j0) {
+        for (int64_t j1 = 0; j1 < 256; ++j1) {
+            w2_exp_avg[j0 * 256 + j1] = 0.0f;
+            w2_exp_avg_sq[j0 * 256 + j1] = 0.0f;
+        }
+    }
 }
 
 /* routine train_step */
 static double train_step(fashion_einsum *m, const real *const inputs[], int64_t n) {
+    char *const work = (char *)m->arena + 2448576; /* this routine's 2136192 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict w1 = m->w1;
@@ -237,40 +152,12 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
     real *restrict bias = m->bias;
     real *restrict w2 = m->w2;
     real *restrict b2 = m->b2;
-    real *restrict x = m->x;
-    real *restrict z1 = m->z1;
-    real *restrict z1_ein = m->z1_ein;
-    real *restrict h1 = m->h1;
-    real *restrict h1_ln = m->h1_ln;
-    real *restrict h1_mean = m->h1_mean;
-    real *restrict h1_var = m->h1_var;
-    real *restrict logits = m->logits;
-    real *restrict logits_ein = m->logits_ein;
-    real *restrict ce = m->ce;
-    real *restrict ce_max = m->ce_max;
-    real *restrict ce_sumexp = m->ce_sumexp;
-    real *restrict loss_ = m->loss_;
-    real *restrict loss_sum = m->loss_sum;
-    real *restrict loss_sum2 = m->loss_sum2;
-    real *restrict loss_grad = m->loss_grad;
-    real *restrict loss_sum2_grad = m->loss_sum2_grad;
-    real *restrict loss_sum_grad = m->loss_sum_grad;
-    real *restrict ce_grad = m->ce_grad;
-    real *restrict w1_grad = m->w1_grad;
-    real *restrict logits_grad = m->logits_grad;
-    real *restrict ce_sumexp_grad = m->ce_sumexp_grad;
-    real *restrict logits_ein_grad = m->logits_ein_grad;
-    real *restrict b2_grad = m->b2_grad;
-    real *restrict w2_grad = m->w2_grad;
-    real *restrict h1_grad = m->h1_grad;
-    real *restrict gain_grad = m->gain_grad;
-    real *restrict h1_ln_grad = m->h1_ln_grad;
-    real *restrict bias_grad = m->bias_grad;
-    real *restrict z1_grad = m->z1_grad;
-    real *restrict h1_mean_grad = m->h1_mean_grad;
-    real *restrict h1_var_grad = m->h1_var_grad;
-    real *restrict z1_ein_grad = m->z1_ein_grad;
-    real *restrict b1_grad = m->b1_grad;
+    real *restrict h1_mean = (real *)(work + 2134016);
+    real *restrict h1_var = (real *)(work + 2135040);
+    real *restrict loss_ = (real *)(work + 2136128);
+    real *restrict b2_grad = (real *)(work + 2136064);
+    real *restrict w2_grad = (real *)(work + 2123776);
+    real *restrict h1_ln_grad = (real *)(work + 1851392);
     real *restrict w1_exp_avg = m->w1_exp_avg;
     real *restrict w1_exp_avg_sq = m->w1_exp_avg_sq;
     real *restrict gain_exp_avg = m->gain_exp_avg;
@@ -288,457 +175,379 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
     const real bc1 = (real)(1 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1 - pow(0.999, step)));
 
-    /* line 14: x = image / 255 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o1 = 0; o1 < 28; ++o1)
-                x[b * 784 + o0 * 28 + o1] = image[b * 784 + o0 * 28 + o1] / 255.0f;
-        }
-    }
-
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t h = 0; h < 256; ++h)
-            z1_ein[b * 256 + h] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t h = 0; h < 256; ++h) {
-            real acc = 0.0f;
-            for (int64_t r = 0; r < 28; ++r)
-            for (int64_t c = 0; c < 28; ++c)
-                acc += w1[h * 784 + r * 28 + c] * x[b * 784 + r * 28 + c];
-            z1_ein[b * 256 + h] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 802816);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t h = 0; h < 256; ++h) {
+                real acc = 0.0f;
+                for (int64_t r = 0; r < 28; ++r)
+                for (int64_t c = 0; c < 28; ++c)
+                    acc += w1[h * 784 + r * 28 + c] * image[b * 784 + r * 28 + c];
+                z1_ein[b * 256 + h] = acc * 0.003921569f;
+            }
         }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            z1[b * 256 + o] = z1_ein[b * 256 + o] + b1[o];
     }
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
-    for (int64_t b = 0; b < n; ++b)
-        h1_mean[b] = 0.0f;
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-            acc += z1[b * 256 + o] / 256.0f;
-        h1_mean[b] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 802816);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += z1_ein[b * 256 + o] + b1[o];
+            h1_mean[b] = acc * 0.00390625f;
+        }
     }
-    for (int64_t b = 0; b < n; ++b)
-        h1_var[b] = 0.0f;
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-            acc += powf(z1[b * 256 + o] - h1_mean[b], 2.0f) / 256.0f;
-        h1_var[b] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 802816);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += powf(z1_ein[b * 256 + o] + b1[o] - h1_mean[b], 2.0f);
+            h1_var[b] = acc * 0.00390625f;
+        }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            h1_ln[b * 256 + o] = (z1[b * 256 + o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f);
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            h1[b * 256 + o] = cannl_relu(gain[o] * h1_ln[b * 256 + o] + bias[o]);
+    {
+        real *restrict z1_ein = (real *)(work + 802816);
+        real *restrict h1 = (real *)(work + 1327104);
+        real *restrict h1_ln = (real *)(work + 1064960);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 256; ++o) {
+                h1_ln[b * 256 + o] = (z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f);
+                h1[b * 256 + o] = cannl_relu(gain[o] * h1_ln[b * 256 + o] + bias[o]);
+            }
+        }
     }
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    for (int64_t e1 = 0; e1 < n; ++e1) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_ein[e1 * 10 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t e1 = 0; e1 < n; ++e1) {
-        for (int64_t o = 0; o < 10; ++o) {
-            real acc = 0.0f;
-            for (int64_t i = 0; i < 256; ++i)
-                acc += w2[o * 256 + i] * h1[e1 * 256 + i];
-            logits_ein[e1 * 10 + o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 1327104);
+        real *restrict logits_ein = (real *)(work + 1589248);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t e1 = 0; e1 < n; ++e1) {
+            for (int64_t o = 0; o < 10; ++o) {
+                real acc = 0.0f;
+                for (int64_t i = 0; i < 256; ++i)
+                    acc += w2[o * 256 + i] * h1[e1 * 256 + i];
+                logits_ein[e1 * 10 + o] = acc;
+            }
         }
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
     }
 
     /* line 19: ce = cross_entropy(logits, label) */
-    for (int64_t b = 0; b < n; ++b)
-        ce_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o];
-            acc = v > acc ? v : acc;
+    {
+        real *restrict logits_ein = (real *)(work + 1589248);
+        real *restrict ce_max = (real *)(work + 1599488);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_ein[b * 10 + o] + b2[o];
+                acc = v > acc ? v : acc;
+            }
+            ce_max[b] = acc;
         }
-        if (acc > ce_max[b]) ce_max[b] = acc;
     }
-    for (int64_t b = 0; b < n; ++b)
-        ce_sumexp[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += expf(logits[b * 10 + o] - ce_max[b]);
-        ce_sumexp[b] += acc;
+    {
+        real *restrict logits_ein = (real *)(work + 1589248);
+        real *restrict ce_max = (real *)(work + 1599488);
+        real *restrict ce_sumexp = (real *)(work + 1600512);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += expf(logits_ein[b * 10 + o] + b2[o] - ce_max[b]);
+            ce_sumexp[b] = acc;
+        }
     }
-    for (int64_t b = 0; b < n; ++b)
-        ce[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += -(label[b * 10 + o] * (logits[b * 10 + o] - ce_max[b] - logf(ce_sumexp[b])));
-        ce[b] += acc;
+    {
+        real *restrict logits_ein = (real *)(work + 1589248);
+        real *restrict ce = (real *)(work + 0);
+        real *restrict ce_max = (real *)(work + 1599488);
+        real *restrict ce_sumexp = (real *)(work + 1600512);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += -(label[b * 10 + o] * (logits_ein[b * 10 + o] + b2[o] - ce_max[b] - logf(ce_sumexp[b])));
+            ce[b] = acc;
+        }
     }
 
     /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
-    loss_sum[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-        for (int64_t i0 = 0; i0 < 28; ++i0)
-        for (int64_t i1 = 0; i1 < 28; ++i1)
-            acc += w1[o * 784 + i0 * 28 + i1] * w1[o * 784 + i0 * 28 + i1];
-        loss_sum[0] += acc;
-    }
-    loss_sum2[0] = 0.0f;
-    {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += ce[b];
-        loss_sum2[0] += acc;
-    }
-    loss_[0] = loss_sum2[0] / 64.0f + 0.0001f * loss_sum[0];
-
-    /* d loss / d loss */
-    loss_grad[0] = 1.0f;
-
-    /* zero the gradient of loss_sum2 */
-    loss_sum2_grad[0] = 0.0f;
-
-    /* zero the gradient of loss_sum */
-    loss_sum_grad[0] = 0.0f;
-
-    /* zero the gradient of ce */
-    for (int64_t j = 0; j < n; ++j)
-        ce_grad[j] = 0.0f;
-
-    /* zero the gradient of w1 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 256; ++j0) {
-        for (int64_t j1 = 0; j1 < 28; ++j1) {
-            for (int64_t j2 = 0; j2 < 28; ++j2)
-                w1_grad[j0 * 784 + j1 * 28 + j2] = 0.0f;
+        real *restrict loss_sum = (real *)(work + 1024);
+        {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+            for (int64_t i0 = 0; i0 < 28; ++i0)
+            for (int64_t i1 = 0; i1 < 28; ++i1)
+                acc += w1[o * 784 + i0 * 28 + i1] * w1[o * 784 + i0 * 28 + i1];
+            loss_sum[0] = acc;
         }
     }
-
-    /* zero the gradient of logits */
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 10; ++j1)
-            logits_grad[j0 * 10 + j1] = 0.0f;
+    {
+        real *restrict ce = (real *)(work + 0);
+        real *restrict loss_sum2 = (real *)(work + 1088);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += ce[b];
+            loss_sum2[0] = acc;
+        }
+    }
+    {
+        real *restrict loss_sum = (real *)(work + 1024);
+        real *restrict loss_sum2 = (real *)(work + 1088);
+        loss_[0] = loss_sum2[0] * 0.015625f + loss_sum[0] * 0.0001f;
     }
 
-    /* zero the gradient of ce_sumexp */
-    for (int64_t j = 0; j < n; ++j)
-        ce_sumexp_grad[j] = 0.0f;
-
-    /* zero the gradient of logits_ein */
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 10; ++j1)
-            logits_ein_grad[j0 * 10 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of b2 */
-    for (int64_t j = 0; j < 10; ++j)
-        b2_grad[j] = 0.0f;
-
-    /* zero the gradient of w2 */
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 256; ++j1)
-            w2_grad[j0 * 256 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of h1 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 256; ++j1)
-            h1_grad[j0 * 256 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of gain */
-    for (int64_t j = 0; j < 256; ++j)
-        gain_grad[j] = 0.0f;
-
-    /* zero the gradient of h1_ln */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 256; ++j1)
-            h1_ln_grad[j0 * 256 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of bias */
-    for (int64_t j = 0; j < 256; ++j)
-        bias_grad[j] = 0.0f;
-
-    /* zero the gradient of z1 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 256; ++j1)
-            z1_grad[j0 * 256 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of h1_mean */
-    for (int64_t j = 0; j < n; ++j)
-        h1_mean_grad[j] = 0.0f;
-
-    /* zero the gradient of h1_var */
-    for (int64_t j = 0; j < n; ++j)
-        h1_var_grad[j] = 0.0f;
-
-    /* zero the gradient of z1_ein */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 256; ++j1)
-            z1_ein_grad[j0 * 256 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of b1 */
-    for (int64_t j = 0; j < 256; ++j)
-        b1_grad[j] = 0.0f;
-
-    /* line 20: backward: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
-    loss_sum2_grad[0] += loss_grad[0] * 0.015625f;
-    loss_sum_grad[0] += loss_grad[0] * 0.0001f;
-    for (int64_t b = 0; b < n; ++b)
-        ce_grad[b] += loss_sum2_grad[0];
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t o = 0; o < 256; ++o) {
-        for (int64_t i0 = 0; i0 < 28; ++i0) {
-            for (int64_t i1 = 0; i1 < 28; ++i1)
-                w1_grad[o * 784 + i0 * 28 + i1] += loss_sum_grad[0] * (w1[o * 784 + i0 * 28 + i1] + w1[o * 784 + i0 * 28 + i1]);
+    /* line 20: backward: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1); adamw update of w1 */
+    {
+        real *restrict w1_grad = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t o = 0; o < 256; ++o) {
+            for (int64_t i0 = 0; i0 < 28; ++i0) {
+                for (int64_t i1 = 0; i1 < 28; ++i1) {
+                    w1_grad[o * 784 + i0 * 28 + i1] = (w1[o * 784 + i0 * 28 + i1] + w1[o * 784 + i0 * 28 + i1]) * 0.0001f;
+                    w1[o * 784 + i0 * 28 + i1] = w1[o * 784 + i0 * 28 + i1] * (1.0f - lr * 0.01f);
+                }
+            }
         }
     }
 
     /* line 19: backward: ce = cross_entropy(logits, label) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_grad[b * 10 + o] += -(ce_grad[b] * label[b * 10 + o]);
+    {
+        real *restrict ce_sumexp = (real *)(work + 1600512);
+        real *restrict ce_sumexp_grad = (real *)(work + 1601536);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += label[b * 10 + o] * (1.0f / ce_sumexp[b]);
+            ce_sumexp_grad[b] = acc * 0.015625f;
+        }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += ce_grad[b] * (label[b * 10 + o] * (1.0f / ce_sumexp[b]));
-        ce_sumexp_grad[b] += acc;
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_grad[b * 10 + o] += ce_sumexp_grad[b] * expf(logits[b * 10 + o] - ce_max[b]);
+    {
+        real *restrict logits_ein = (real *)(work + 1589248);
+        real *restrict ce_max = (real *)(work + 1599488);
+        real *restrict logits_grad = (real *)(work + 2113536);
+        real *restrict ce_sumexp_grad = (real *)(work + 1601536);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o)
+                logits_grad[b * 10 + o] = -(label[b * 10 + o] * 0.015625f) + ce_sumexp_grad[b] * expf(logits_ein[b * 10 + o] + b2[o] - ce_max[b]);
+        }
     }
 
     /* line 18: backward: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_ein_grad[b * 10 + o] += logits_grad[b * 10 + o];
-    }
-    for (int64_t o = 0; o < 10; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += logits_grad[b * 10 + o];
-        b2_grad[o] += acc;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t o = 0; o < 10; ++o) {
-        for (int64_t e1 = 0; e1 < n; ++e1) {
-            for (int64_t i = 0; i < 256; ++i)
-                w2_grad[o * 256 + i] += logits_ein_grad[e1 * 10 + o] * h1[e1 * 256 + i];
+    {
+        real *restrict logits_grad = (real *)(work + 2113536);
+        for (int64_t o = 0; o < 10; ++o) {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += logits_grad[b * 10 + o];
+            b2_grad[o] = acc;
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t e1 = 0; e1 < n; ++e1) {
+    {
+        real *restrict h1 = (real *)(work + 1327104);
+        real *restrict logits_grad = (real *)(work + 2113536);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < 2560; ++i) w2_grad[i] = 0.0f;
+        CANNL_PRAGMA("omp parallel for")
         for (int64_t o = 0; o < 10; ++o) {
-            for (int64_t i = 0; i < 256; ++i)
-                h1_grad[e1 * 256 + i] += logits_ein_grad[e1 * 10 + o] * w2[o * 256 + i];
+            for (int64_t e1 = 0; e1 < n; ++e1) {
+                for (int64_t i = 0; i < 256; ++i)
+                    w2_grad[o * 256 + i] += logits_grad[e1 * 10 + o] * h1[e1 * 256 + i];
+            }
+        }
+    }
+    {
+        real *restrict logits_grad = (real *)(work + 2113536);
+        real *restrict h1_grad = (real *)(work + 1589248);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 256; ++i) h1_grad[i] = 0.0f;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t e1 = 0; e1 < n; ++e1) {
+            for (int64_t o = 0; o < 10; ++o) {
+                for (int64_t i = 0; i < 256; ++i)
+                    h1_grad[e1 * 256 + i] += logits_grad[e1 * 10 + o] * w2[o * 256 + i];
+            }
         }
     }
 
     /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t o = 0; o < 256; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += h1_grad[b * 256 + o] * (cannl_step(gain[o] * h1_ln[b * 256 + o] + bias[o]) * h1_ln[b * 256 + o]);
-        gain_grad[o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 1327104);
+        real *restrict h1_ln = (real *)(work + 1064960);
+        real *restrict h1_grad = (real *)(work + 1589248);
+        real *restrict gain_grad = (real *)(work + 2113536);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t o = 0; o < 256; ++o) {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += h1_grad[b * 256 + o] * (cannl_step(h1[b * 256 + o]) * h1_ln[b * 256 + o]);
+            gain_grad[o] = acc;
+        }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            h1_ln_grad[b * 256 + o] += h1_grad[b * 256 + o] * (cannl_step(gain[o] * h1_ln[b * 256 + o] + bias[o]) * gain[o]);
+    {
+        real *restrict h1 = (real *)(work + 1327104);
+        real *restrict h1_grad = (real *)(work + 1589248);
+        real *restrict z1_grad = (real *)(work + 1064960);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 256; ++o) {
+                h1_ln_grad[b * 256 + o] = h1_grad[b * 256 + o] * (cannl_step(h1[b * 256 + o]) * gain[o]);
+                z1_grad[b * 256 + o] = h1_ln_grad[b * 256 + o] * (1.0f / sqrtf(h1_var[b] + 1e-05f));
+            }
+        }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t o = 0; o < 256; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += h1_grad[b * 256 + o] * cannl_step(gain[o] * h1_ln[b * 256 + o] + bias[o]);
-        bias_grad[o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 1327104);
+        real *restrict h1_grad = (real *)(work + 1589248);
+        real *restrict bias_grad = (real *)(work + 2114560);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t o = 0; o < 256; ++o) {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += h1_grad[b * 256 + o] * cannl_step(h1[b * 256 + o]);
+            bias_grad[o] = acc;
+        }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            z1_grad[b * 256 + o] += h1_ln_grad[b * 256 + o] * (1.0f / sqrtf(h1_var[b] + 1e-05f));
+    {
+        real *restrict h1_mean_grad = (real *)(work + 1327104);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += h1_ln_grad[b * 256 + o] * (-1.0f / sqrtf(h1_var[b] + 1e-05f));
+            h1_mean_grad[b] = acc;
+        }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-            acc += h1_ln_grad[b * 256 + o] * (-1.0f / sqrtf(h1_var[b] + 1e-05f));
-        h1_mean_grad[b] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 802816);
+        real *restrict h1_var_grad = (real *)(work + 1328128);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += -(h1_ln_grad[b * 256 + o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) * (1.0f / (sqrtf(h1_var[b] + 1e-05f) * 2.0f)) / (sqrtf(h1_var[b] + 1e-05f) * sqrtf(h1_var[b] + 1e-05f))));
+            h1_var_grad[b] = acc;
+        }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-            acc += -(h1_ln_grad[b * 256 + o] * ((z1[b * 256 + o] - h1_mean[b]) * (1.0f / (2.0f * sqrtf(h1_var[b] + 1e-05f))) / (sqrtf(h1_var[b] + 1e-05f) * sqrtf(h1_var[b] + 1e-05f))));
-        h1_var_grad[b] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 802816);
+        real *restrict h1_mean_grad = (real *)(work + 1327104);
+        real *restrict h1_var_grad = (real *)(work + 1328128);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += -(h1_var_grad[b] * (z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) * 0.0078125f);
+            h1_mean_grad[b] += acc;
+        }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            z1_grad[b * 256 + o] += h1_var_grad[b] * (2.0f * (z1[b * 256 + o] - h1_mean[b]) / 256.0f);
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-            acc += -(h1_var_grad[b] * (2.0f * (z1[b * 256 + o] - h1_mean[b]) / 256.0f));
-        h1_mean_grad[b] += acc;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            z1_grad[b * 256 + o] += h1_mean_grad[b] * 0.00390625f;
+    {
+        real *restrict z1_ein = (real *)(work + 802816);
+        real *restrict z1_grad = (real *)(work + 1064960);
+        real *restrict h1_mean_grad = (real *)(work + 1327104);
+        real *restrict h1_var_grad = (real *)(work + 1328128);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 256; ++o) {
+                z1_grad[b * 256 + o] += h1_var_grad[b] * (z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) * 0.0078125f;
+                z1_grad[b * 256 + o] += h1_mean_grad[b] * 0.00390625f;
+            }
+        }
     }
 
     /* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            z1_ein_grad[b * 256 + o] += z1_grad[b * 256 + o];
+    {
+        real *restrict z1_grad = (real *)(work + 1064960);
+        real *restrict b1_grad = (real *)(work + 802816);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t o = 0; o < 256; ++o) {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += z1_grad[b * 256 + o];
+            b1_grad[o] = acc;
+        }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t o = 0; o < 256; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += z1_grad[b * 256 + o];
-        b1_grad[o] += acc;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t h = 0; h < 256; ++h) {
-        for (int64_t r = 0; r < 28; ++r) {
-            for (int64_t b = 0; b < n; ++b) {
-                for (int64_t c = 0; c < 28; ++c)
-                    w1_grad[h * 784 + r * 28 + c] += z1_ein_grad[b * 256 + h] * x[b * 784 + r * 28 + c];
+    {
+        real *restrict w1_grad = (real *)(work + 0);
+        real *restrict z1_grad = (real *)(work + 1064960);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t h = 0; h < 256; ++h) {
+            for (int64_t r = 0; r < 28; ++r) {
+                for (int64_t b = 0; b < n; ++b) {
+                    for (int64_t c = 0; c < 28; ++c)
+                        w1_grad[h * 784 + r * 28 + c] += z1_grad[b * 256 + h] * image[b * 784 + r * 28 + c] * 0.003921569f;
+                }
             }
         }
     }
 
     /* line 25: adamw update of w1 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 256; ++j0) {
-        for (int64_t j1 = 0; j1 < 28; ++j1) {
-            for (int64_t j2 = 0; j2 < 28; ++j2)
-                w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] * (1.0f - lr * 0.01f);
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 256; ++j0) {
-        for (int64_t j1 = 0; j1 < 28; ++j1) {
-            for (int64_t j2 = 0; j2 < 28; ++j2)
-                w1_exp_avg[j0 * 784 + j1 * 28 + j2] = 0.9f * w1_exp_avg[j0 * 784 + j1 * 28 + j2] + 0.1f * w1_grad[j0 * 784 + j1 * 28 + j2];
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 256; ++j0) {
-        for (int64_t j1 = 0; j1 < 28; ++j1) {
-            for (int64_t j2 = 0; j2 < 28; ++j2)
-                w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] = 0.999f * w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] + 0.001f * (w1_grad[j0 * 784 + j1 * 28 + j2] * w1_grad[j0 * 784 + j1 * 28 + j2]);
-        }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 256; ++j0) {
-        for (int64_t j1 = 0; j1 < 28; ++j1) {
-            for (int64_t j2 = 0; j2 < 28; ++j2)
-                w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1 * 28 + j2] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2]) / sqrt_bc2 + 1e-08f));
+    {
+        real *restrict w1_grad = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t j0 = 0; j0 < 256; ++j0) {
+            for (int64_t j1 = 0; j1 < 28; ++j1) {
+                for (int64_t j2 = 0; j2 < 28; ++j2) {
+                    w1_exp_avg[j0 * 784 + j1 * 28 + j2] = w1_exp_avg[j0 * 784 + j1 * 28 + j2] * 0.9f + w1_grad[j0 * 784 + j1 * 28 + j2] * 0.1f;
+                    w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] = w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] * 0.999f + w1_grad[j0 * 784 + j1 * 28 + j2] * w1_grad[j0 * 784 + j1 * 28 + j2] * 0.001f;
+                    w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1 * 28 + j2] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2]) / sqrt_bc2 + 1e-08f));
+                }
+            }
         }
     }
 
-    /* line 25: adamw update of gain */
-    for (int64_t j = 0; j < 256; ++j)
-        gain[j] = gain[j] * (1.0f - lr * 0.01f);
-    for (int64_t j = 0; j < 256; ++j)
-        gain_exp_avg[j] = 0.9f * gain_exp_avg[j] + 0.1f * gain_grad[j];
-    for (int64_t j = 0; j < 256; ++j)
-        gain_exp_avg_sq[j] = 0.999f * gain_exp_avg_sq[j] + 0.001f * (gain_grad[j] * gain_grad[j]);
-    for (int64_t j = 0; j < 256; ++j)
-        gain[j] = gain[j] - lr / bc1 * (gain_exp_avg[j] / (sqrtf(gain_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
-
-    /* line 25: adamw update of b1 */
-    for (int64_t j = 0; j < 256; ++j)
-        b1[j] = b1[j] * (1.0f - lr * 0.01f);
-    for (int64_t j = 0; j < 256; ++j)
-        b1_exp_avg[j] = 0.9f * b1_exp_avg[j] + 0.1f * b1_grad[j];
-    for (int64_t j = 0; j < 256; ++j)
-        b1_exp_avg_sq[j] = 0.999f * b1_exp_avg_sq[j] + 0.001f * (b1_grad[j] * b1_grad[j]);
-    for (int64_t j = 0; j < 256; ++j)
-        b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
-
-    /* line 25: adamw update of bias */
-    for (int64_t j = 0; j < 256; ++j)
-        bias[j] = bias[j] * (1.0f - lr * 0.01f);
-    for (int64_t j = 0; j < 256; ++j)
-        bias_exp_avg[j] = 0.9f * bias_exp_avg[j] + 0.1f * bias_grad[j];
-    for (int64_t j = 0; j < 256; ++j)
-        bias_exp_avg_sq[j] = 0.999f * bias_exp_avg_sq[j] + 0.001f * (bias_grad[j] * bias_grad[j]);
-    for (int64_t j = 0; j < 256; ++j)
-        bias[j] = bias[j] - lr / bc1 * (bias_exp_avg[j] / (sqrtf(bias_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    /* line 25: adamw update of gain; adamw update of b1; adamw update of bias */
+    {
+        real *restrict gain_grad = (real *)(work + 2113536);
+        real *restrict bias_grad = (real *)(work + 2114560);
+        real *restrict b1_grad = (real *)(work + 802816);
+        for (int64_t j = 0; j < 256; ++j) {
+            gain[j] = gain[j] * (1.0f - lr * 0.01f);
+            gain_exp_avg[j] = gain_exp_avg[j] * 0.9f + gain_grad[j] * 0.1f;
+            gain_exp_avg_sq[j] = gain_exp_avg_sq[j] * 0.999f + gain_grad[j] * gain_grad[j] * 0.001f;
+            gain[j] = gain[j] - lr / bc1 * (gain_exp_avg[j] / (sqrtf(gain_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+            b1[j] = b1[j] * (1.0f - lr * 0.01f);
+            b1_exp_avg[j] = b1_exp_avg[j] * 0.9f + b1_grad[j] * 0.1f;
+            b1_exp_avg_sq[j] = b1_exp_avg_sq[j] * 0.999f + b1_grad[j] * b1_grad[j] * 0.001f;
+            b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+            bias[j] = bias[j] * (1.0f - lr * 0.01f);
+            bias_exp_avg[j] = bias_exp_avg[j] * 0.9f + bias_grad[j] * 0.1f;
+            bias_exp_avg_sq[j] = bias_exp_avg_sq[j] * 0.999f + bias_grad[j] * bias_grad[j] * 0.001f;
+            bias[j] = bias[j] - lr / bc1 * (bias_exp_avg[j] / (sqrtf(bias_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        }
+    }
 
     /* line 25: adamw update of w2 */
     for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 256; ++j1)
+        for (int64_t j1 = 0; j1 < 256; ++j1) {
             w2[j0 * 256 + j1] = w2[j0 * 256 + j1] * (1.0f - lr * 0.01f);
-    }
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 256; ++j1)
-            w2_exp_avg[j0 * 256 + j1] = 0.9f * w2_exp_avg[j0 * 256 + j1] + 0.1f * w2_grad[j0 * 256 + j1];
-    }
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 256; ++j1)
-            w2_exp_avg_sq[j0 * 256 + j1] = 0.999f * w2_exp_avg_sq[j0 * 256 + j1] + 0.001f * (w2_grad[j0 * 256 + j1] * w2_grad[j0 * 256 + j1]);
-    }
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 256; ++j1)
+            w2_exp_avg[j0 * 256 + j1] = w2_exp_avg[j0 * 256 + j1] * 0.9f + w2_grad[j0 * 256 + j1] * 0.1f;
+            w2_exp_avg_sq[j0 * 256 + j1] = w2_exp_avg_sq[j0 * 256 + j1] * 0.999f + w2_grad[j0 * 256 + j1] * w2_grad[j0 * 256 + j1] * 0.001f;
             w2[j0 * 256 + j1] = w2[j0 * 256 + j1] - lr / bc1 * (w2_exp_avg[j0 * 256 + j1] / (sqrtf(w2_exp_avg_sq[j0 * 256 + j1]) / sqrt_bc2 + 1e-08f));
+        }
     }
 
     /* line 25: adamw update of b2 */
-    for (int64_t j = 0; j < 10; ++j)
+    for (int64_t j = 0; j < 10; ++j) {
         b2[j] = b2[j] * (1.0f - lr * 0.01f);
-    for (int64_t j = 0; j < 10; ++j)
-        b2_exp_avg[j] = 0.9f * b2_exp_avg[j] + 0.1f * b2_grad[j];
-    for (int64_t j = 0; j < 10; ++j)
-        b2_exp_avg_sq[j] = 0.999f * b2_exp_avg_sq[j] + 0.001f * (b2_grad[j] * b2_grad[j]);
-    for (int64_t j = 0; j < 10; ++j)
+        b2_exp_avg[j] = b2_exp_avg[j] * 0.9f + b2_grad[j] * 0.1f;
+        b2_exp_avg_sq[j] = b2_exp_avg_sq[j] * 0.999f + b2_grad[j] * b2_grad[j] * 0.001f;
         b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
 
     return (double)loss_[0];
 }
 
 /* routine forward */
 static void forward(fashion_einsum *m, const real *const inputs[], int64_t n, real *const outputs[]) {
+    char *const work = (char *)m->arena + 4584768; /* this routine's 272384 bytes */
     const real *restrict image = inputs[0];
     real *restrict w1 = m->w1;
     real *restrict gain = m->gain;
@@ -746,101 +555,87 @@ static void forward(fashion_einsum *m, const real *const inputs[], int64_t n, re
     real *restrict bias = m->bias;
     real *restrict w2 = m->w2;
     real *restrict b2 = m->b2;
-    real *restrict x = m->x;
-    real *restrict z1 = m->z1;
-    real *restrict z1_ein = m->z1_ein;
-    real *restrict h1 = m->h1;
-    real *restrict h1_ln = m->h1_ln;
-    real *restrict h1_mean = m->h1_mean;
-    real *restrict h1_var = m->h1_var;
-    real *restrict logits = m->logits;
-    real *restrict logits_ein = m->logits_ein;
-
-    /* line 14: x = image / 255 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o1 = 0; o1 < 28; ++o1)
-                x[b * 784 + o0 * 28 + o1] = image[b * 784 + o0 * 28 + o1] / 255.0f;
-        }
-    }
 
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t h = 0; h < 256; ++h)
-            z1_ein[b * 256 + h] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t h = 0; h < 256; ++h) {
-            real acc = 0.0f;
-            for (int64_t r = 0; r < 28; ++r)
-            for (int64_t c = 0; c < 28; ++c)
-                acc += w1[h * 784 + r * 28 + c] * x[b * 784 + r * 28 + c];
-            z1_ein[b * 256 + h] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t h = 0; h < 256; ++h) {
+                real acc = 0.0f;
+                for (int64_t r = 0; r < 28; ++r)
+                for (int64_t c = 0; c < 28; ++c)
+                    acc += w1[h * 784 + r * 28 + c] * image[b * 784 + r * 28 + c];
+                z1_ein[b * 256 + h] = acc * 0.003921569f;
+            }
         }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            z1[b * 256 + o] = z1_ein[b * 256 + o] + b1[o];
     }
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
-    for (int64_t b = 0; b < n; ++b)
-        h1_mean[b] = 0.0f;
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-            acc += z1[b * 256 + o] / 256.0f;
-        h1_mean[b] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 0);
+        real *restrict h1_mean = (real *)(work + 262144);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += z1_ein[b * 256 + o] + b1[o];
+            h1_mean[b] = acc * 0.00390625f;
+        }
     }
-    for (int64_t b = 0; b < n; ++b)
-        h1_var[b] = 0.0f;
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-            acc += powf(z1[b * 256 + o] - h1_mean[b], 2.0f) / 256.0f;
-        h1_var[b] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 0);
+        real *restrict h1_mean = (real *)(work + 262144);
+        real *restrict h1_var = (real *)(work + 263168);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += powf(z1_ein[b * 256 + o] + b1[o] - h1_mean[b], 2.0f);
+            h1_var[b] = acc * 0.00390625f;
+        }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            h1_ln[b * 256 + o] = (z1[b * 256 + o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f);
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            h1[b * 256 + o] = cannl_relu(gain[o] * h1_ln[b * 256 + o] + bias[o]);
+    {
+        real *z1_ein = (real *)(work + 0); /* in place */
+        real *h1 = (real *)(work + 0); /* in place */
+        real *restrict h1_mean = (real *)(work + 262144);
+        real *restrict h1_var = (real *)(work + 263168);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 256; ++o)
+                h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f)) + bias[o]);
+        }
     }
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    for (int64_t e1 = 0; e1 < n; ++e1) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_ein[e1 * 10 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t e1 = 0; e1 < n; ++e1) {
-        for (int64_t o = 0; o < 10; ++o) {
-            real acc = 0.0f;
-            for (int64_t i = 0; i < 256; ++i)
-                acc += w2[o * 256 + i] * h1[e1 * 256 + i];
-            logits_ein[e1 * 10 + o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict logits_ein = (real *)(work + 262144);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t e1 = 0; e1 < n; ++e1) {
+            for (int64_t o = 0; o < 10; ++o) {
+                real acc = 0.0f;
+                for (int64_t i = 0; i < 256; ++i)
+                    acc += w2[o * 256 + i] * h1[e1 * 256 + i];
+                logits_ein[e1 * 10 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
+    {
+        real *restrict logits = (real *)(work + 0);
+        real *restrict logits_ein = (real *)(work + 262144);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o)
+                logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
+        }
     }
 
-    memcpy(outputs[0], logits, (size_t)n * 10 * sizeof(real));
+    memcpy(outputs[0], ((real *)(work + 0)), (size_t)n * 10 * sizeof(real));
 }
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_einsum *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
+    char *const work = (char *)m->arena + 4857152; /* this routine's 272384 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict w1 = m->w1;
@@ -849,216 +644,215 @@ static void eval_metrics(fashion_einsum *m, const real *const inputs[], int64_t 
     real *restrict bias = m->bias;
     real *restrict w2 = m->w2;
     real *restrict b2 = m->b2;
-    real *restrict x = m->x;
-    real *restrict z1 = m->z1;
-    real *restrict z1_ein = m->z1_ein;
-    real *restrict h1 = m->h1;
-    real *restrict h1_ln = m->h1_ln;
-    real *restrict h1_mean = m->h1_mean;
-    real *restrict h1_var = m->h1_var;
-    real *restrict logits = m->logits;
-    real *restrict logits_ein = m->logits_ein;
-    real *restrict ce = m->ce;
-    real *restrict ce_max = m->ce_max;
-    real *restrict ce_sumexp = m->ce_sumexp;
-    real *restrict loss_ = m->loss_;
-    real *restrict loss_sum = m->loss_sum;
-    real *restrict loss_sum2 = m->loss_sum2;
-    real *restrict accuracy = m->accuracy;
-    real *restrict accuracy_pred_max = m->accuracy_pred_max;
-    real *restrict accuracy_pred_argmax = m->accuracy_pred_argmax;
-    real *restrict accuracy_true_max = m->accuracy_true_max;
-    real *restrict accuracy_true_argmax = m->accuracy_true_argmax;
-    real *restrict mean_ce = m->mean_ce;
-
-    /* line 14: x = image / 255 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o1 = 0; o1 < 28; ++o1)
-                x[b * 784 + o0 * 28 + o1] = image[b * 784 + o0 * 28 + o1] / 255.0f;
-        }
-    }
 
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t h = 0; h < 256; ++h)
-            z1_ein[b * 256 + h] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t h = 0; h < 256; ++h) {
-            real acc = 0.0f;
-            for (int64_t r = 0; r < 28; ++r)
-            for (int64_t c = 0; c < 28; ++c)
-                acc += w1[h * 784 + r * 28 + c] * x[b * 784 + r * 28 + c];
-            z1_ein[b * 256 + h] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t h = 0; h < 256; ++h) {
+                real acc = 0.0f;
+                for (int64_t r = 0; r < 28; ++r)
+                for (int64_t c = 0; c < 28; ++c)
+                    acc += w1[h * 784 + r * 28 + c] * image[b * 784 + r * 28 + c];
+                z1_ein[b * 256 + h] = acc * 0.003921569f;
+            }
         }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            z1[b * 256 + o] = z1_ein[b * 256 + o] + b1[o];
     }
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
-    for (int64_t b = 0; b < n; ++b)
-        h1_mean[b] = 0.0f;
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-            acc += z1[b * 256 + o] / 256.0f;
-        h1_mean[b] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 0);
+        real *restrict h1_mean = (real *)(work + 262144);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += z1_ein[b * 256 + o] + b1[o];
+            h1_mean[b] = acc * 0.00390625f;
+        }
     }
-    for (int64_t b = 0; b < n; ++b)
-        h1_var[b] = 0.0f;
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-            acc += powf(z1[b * 256 + o] - h1_mean[b], 2.0f) / 256.0f;
-        h1_var[b] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 0);
+        real *restrict h1_mean = (real *)(work + 262144);
+        real *restrict h1_var = (real *)(work + 263168);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += powf(z1_ein[b * 256 + o] + b1[o] - h1_mean[b], 2.0f);
+            h1_var[b] = acc * 0.00390625f;
+        }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            h1_ln[b * 256 + o] = (z1[b * 256 + o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f);
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            h1[b * 256 + o] = cannl_relu(gain[o] * h1_ln[b * 256 + o] + bias[o]);
+    {
+        real *z1_ein = (real *)(work + 0); /* in place */
+        real *h1 = (real *)(work + 0); /* in place */
+        real *restrict h1_mean = (real *)(work + 262144);
+        real *restrict h1_var = (real *)(work + 263168);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 256; ++o)
+                h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f)) + bias[o]);
+        }
     }
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    for (int64_t e1 = 0; e1 < n; ++e1) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_ein[e1 * 10 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t e1 = 0; e1 < n; ++e1) {
-        for (int64_t o = 0; o < 10; ++o) {
-            real acc = 0.0f;
-            for (int64_t i = 0; i < 256; ++i)
-                acc += w2[o * 256 + i] * h1[e1 * 256 + i];
-            logits_ein[e1 * 10 + o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict logits_ein = (real *)(work + 262144);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t e1 = 0; e1 < n; ++e1) {
+            for (int64_t o = 0; o < 10; ++o) {
+                real acc = 0.0f;
+                for (int64_t i = 0; i < 256; ++i)
+                    acc += w2[o * 256 + i] * h1[e1 * 256 + i];
+                logits_ein[e1 * 10 + o] = acc;
+            }
         }
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
     }
 
     /* line 19: ce = cross_entropy(logits, label) */
-    for (int64_t b = 0; b < n; ++b)
-        ce_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o];
-            acc = v > acc ? v : acc;
+    {
+        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict ce_max = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_ein[b * 10 + o] + b2[o];
+                acc = v > acc ? v : acc;
+            }
+            ce_max[b] = acc;
         }
-        if (acc > ce_max[b]) ce_max[b] = acc;
     }
-    for (int64_t b = 0; b < n; ++b)
-        ce_sumexp[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += expf(logits[b * 10 + o] - ce_max[b]);
-        ce_sumexp[b] += acc;
+    {
+        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict ce_max = (real *)(work + 0);
+        real *restrict ce_sumexp = (real *)(work + 1024);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += expf(logits_ein[b * 10 + o] + b2[o] - ce_max[b]);
+            ce_sumexp[b] = acc;
+        }
     }
-    for (int64_t b = 0; b < n; ++b)
-        ce[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += -(label[b * 10 + o] * (logits[b * 10 + o] - ce_max[b] - logf(ce_sumexp[b])));
-        ce[b] += acc;
+    {
+        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict ce = (real *)(work + 2048);
+        real *restrict ce_max = (real *)(work + 0);
+        real *restrict ce_sumexp = (real *)(work + 1024);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += -(label[b * 10 + o] * (logits_ein[b * 10 + o] + b2[o] - ce_max[b] - logf(ce_sumexp[b])));
+            ce[b] = acc;
+        }
     }
 
     /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
-    loss_sum[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-        for (int64_t i0 = 0; i0 < 28; ++i0)
-        for (int64_t i1 = 0; i1 < 28; ++i1)
-            acc += w1[o * 784 + i0 * 28 + i1] * w1[o * 784 + i0 * 28 + i1];
-        loss_sum[0] += acc;
+        real *restrict loss_sum = (real *)(work + 0);
+        {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+            for (int64_t i0 = 0; i0 < 28; ++i0)
+            for (int64_t i1 = 0; i1 < 28; ++i1)
+                acc += w1[o * 784 + i0 * 28 + i1] * w1[o * 784 + i0 * 28 + i1];
+            loss_sum[0] = acc;
+        }
     }
-    loss_sum2[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += ce[b];
-        loss_sum2[0] += acc;
+        real *restrict ce = (real *)(work + 2048);
+        real *restrict loss_sum2 = (real *)(work + 64);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += ce[b];
+            loss_sum2[0] = acc;
+        }
     }
-    loss_[0] = loss_sum2[0] / 64.0f + 0.0001f * loss_sum[0];
+    {
+        real *loss_ = (real *)(work + 0); /* in place */
+        real *loss_sum = (real *)(work + 0); /* in place */
+        real *restrict loss_sum2 = (real *)(work + 64);
+        loss_[0] = loss_sum2[0] * 0.015625f + loss_sum[0] * 0.0001f;
+    }
 
     /* line 23: metric accuracy = accuracy(logits, label) */
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_pred_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o];
-            acc = v > acc ? v : acc;
-        }
-        if (acc > accuracy_pred_max[b]) accuracy_pred_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_pred_argmax[b] = INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
-            acc = v < acc ? v : acc;
-        }
-        if (acc < accuracy_pred_argmax[b]) accuracy_pred_argmax[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_true_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o];
-            acc = v > acc ? v : acc;
-        }
-        if (acc > accuracy_true_max[b]) accuracy_true_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_true_argmax[b] = INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
-            acc = v < acc ? v : acc;
-        }
-        if (acc < accuracy_true_argmax[b]) accuracy_true_argmax[b] = acc;
-    }
-    accuracy[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
-        accuracy[0] += acc;
+        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict accuracy_pred_max = (real *)(work + 64);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_ein[b * 10 + o] + b2[o];
+                acc = v > acc ? v : acc;
+            }
+            accuracy_pred_max[b] = acc;
+        }
+    }
+    {
+        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict accuracy_pred_max = (real *)(work + 64);
+        real *restrict accuracy_pred_argmax = (real *)(work + 3072);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_ein[b * 10 + o] + b2[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+                acc = v < acc ? v : acc;
+            }
+            accuracy_pred_argmax[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy_true_max = (real *)(work + 64);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = label[b * 10 + o];
+                acc = v > acc ? v : acc;
+            }
+            accuracy_true_max[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy_true_max = (real *)(work + 64);
+        real *restrict accuracy_true_argmax = (real *)(work + 4096);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+                acc = v < acc ? v : acc;
+            }
+            accuracy_true_argmax[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy = (real *)(work + 64);
+        real *restrict accuracy_pred_argmax = (real *)(work + 3072);
+        real *restrict accuracy_true_argmax = (real *)(work + 4096);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+            accuracy[0] = acc;
+        }
     }
 
     /* line 24: metric mean_ce = mean(ce) */
-    mean_ce[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += ce[b] / (real)n;
-        mean_ce[0] += acc;
+        real *restrict ce = (real *)(work + 2048);
+        real *restrict mean_ce = (real *)(work + 128);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += ce[b] / (real)n;
+            mean_ce[0] = acc;
+        }
     }
 
-    *loss = (double)loss_[0];
-    metrics[0] = (double)accuracy[0];
-    metrics[1] = (double)mean_ce[0];
+    *loss = (double)((real *)(work + 0))[0];
+    metrics[0] = (double)((real *)(work + 64))[0];
+    metrics[1] = (double)((real *)(work + 128))[0];
 }
 
 
@@ -1072,65 +866,31 @@ static void fashion_einsum_bind(fashion_einsum *m) {
     m->bias = (real *)(base + 804864);
     m->w2 = (real *)(base + 805888);
     m->b2 = (real *)(base + 816128);
-    m->x = (real *)(base + 816192);
-    m->z1 = (real *)(base + 1619008);
-    m->z1_ein = (real *)(base + 1881152);
-    m->h1 = (real *)(base + 2143296);
-    m->h1_ln = (real *)(base + 2405440);
-    m->h1_mean = (real *)(base + 2667584);
-    m->h1_var = (real *)(base + 2668608);
-    m->logits = (real *)(base + 2669632);
-    m->logits_ein = (real *)(base + 2679872);
-    m->ce = (real *)(base + 2690112);
-    m->ce_max = (real *)(base + 2691136);
-    m->ce_sumexp = (real *)(base + 2692160);
-    m->loss_ = (real *)(base + 2693184);
-    m->loss_sum = (real *)(base + 2693248);
-    m->loss_sum2 = (real *)(base + 2693312);
-    m->accuracy = (real *)(base + 2693376);
-    m->accuracy_pred_max = (real *)(base + 2693440);
-    m->accuracy_pred_argmax = (real *)(base + 2694464);
-    m->accuracy_true_max = (real *)(base + 2695488);
-    m->accuracy_true_argmax = (real *)(base + 2696512);
-    m->mean_ce = (real *)(base + 2697536);
-    m->loss_grad = (real *)(base + 2697600);
-    m->loss_sum2_grad = (real *)(base + 2697664);
-    m->loss_sum_grad = (real *)(base + 2697728);
-    m->ce_grad = (real *)(base + 2697792);
-    m->w1_grad = (real *)(base + 2698816);
-    m->logits_grad = (real *)(base + 3501632);
-    m->ce_sumexp_grad = (real *)(base + 3511872);
-    m->logits_ein_grad = (real *)(base + 3512896);
-    m->b2_grad = (real *)(base + 3523136);
-    m->w2_grad = (real *)(base + 3523200);
-    m->h1_grad = (real *)(base + 3533440);
-    m->gain_grad = (real *)(base + 3795584);
-    m->h1_ln_grad = (real *)(base + 3796608);
-    m->bias_grad = (real *)(base + 4058752);
-    m->z1_grad = (real *)(base + 4059776);
-    m->h1_mean_grad = (real *)(base + 4321920);
-    m->h1_var_grad = (real *)(base + 4322944);
-    m->z1_ein_grad = (real *)(base + 4323968);
-    m->b1_grad = (real *)(base + 4586112);
-    m->w1_exp_avg = (real *)(base + 4587136);
-    m->w1_exp_avg_sq = (real *)(base + 5389952);
-    m->gain_exp_avg = (real *)(base + 6192768);
-    m->gain_exp_avg_sq = (real *)(base + 6193792);
-    m->b1_exp_avg = (real *)(base + 6194816);
-    m->b1_exp_avg_sq = (real *)(base + 6195840);
-    m->bias_exp_avg = (real *)(base + 6196864);
-    m->bias_exp_avg_sq = (real *)(base + 6197888);
-    m->w2_exp_avg = (real *)(base + 6198912);
-    m->w2_exp_avg_sq = (real *)(base + 6209152);
-    m->b2_exp_avg = (real *)(base + 6219392);
-    m->b2_exp_avg_sq = (real *)(base + 6219456);
+    m->w1_grad = (real *)(base + 2448576);
+    m->b2_grad = (real *)(base + 4584640);
+    m->w2_grad = (real *)(base + 4572352);
+    m->gain_grad = (real *)(base + 4562112);
+    m->bias_grad = (real *)(base + 4563136);
+    m->b1_grad = (real *)(base + 3251392);
+    m->w1_exp_avg = (real *)(base + 816192);
+    m->w1_exp_avg_sq = (real *)(base + 1619008);
+    m->gain_exp_avg = (real *)(base + 2421824);
+    m->gain_exp_avg_sq = (real *)(base + 2422848);
+    m->b1_exp_avg = (real *)(base + 2423872);
+    m->b1_exp_avg_sq = (real *)(base + 2424896);
+    m->bias_exp_avg = (real *)(base + 2425920);
+    m->bias_exp_avg_sq = (real *)(base + 2426944);
+    m->w2_exp_avg = (real *)(base + 2427968);
+    m->w2_exp_avg_sq = (real *)(base + 2438208);
+    m->b2_exp_avg = (real *)(base + 2448448);
+    m->b2_exp_avg_sq = (real *)(base + 2448512);
 
 }
 
 fashion_einsum *fashion_einsum_create(uint64_t seed) {
     fashion_einsum *m = (fashion_einsum *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(6219520);
+    m->arena = cannl_alloc(5129536);
     if (!m->arena) {
         free(m);
         return NULL;

@@ -22,7 +22,8 @@
  * Two kinds of state, both without globals (states are independent; one thread at a time
  * uses a state, different states may run in different threads at once; the routines use
  * OpenMP inside a call when built with it):
- *   `fashion_einsum`: training; params, gradients, optimiser state, work buffers (fashion_einsum.c)
+ *   `fashion_einsum`: training; params, optimiser state and one arena of work buffers, each
+ *     routine's in a region of its own (fashion_einsum.c)
  *   `fashion_einsum_infer`: inference only; params and the forward buffers, the smallest
  *     footprint (fashion_einsum_inference.c: a program that uses only fashion_einsum_infer_* links
  *     none of the training code)
@@ -76,7 +77,8 @@ void fashion_einsum_eval(fashion_einsum *m, const fashion_einsum_real *const inp
 fashion_einsum_real *fashion_einsum_param(fashion_einsum *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. */
+   on it. Its storage is train_step's own: forward and eval leave it alone, the next
+   train_step overwrites it. */
 fashion_einsum_real *fashion_einsum_grad(fashion_einsum *m, const char *name, int64_t *count);
 int64_t fashion_einsum_get_step(const fashion_einsum *m);
 void fashion_einsum_set_step(fashion_einsum *m, int64_t step);
@@ -104,7 +106,7 @@ extern const cannl_model_api fashion_einsum_api;
  *   fashion_einsum_infer_destroy(s);
  *
  * Buffers hold n examples back to back, each in storage order (the sizes above). The state
- * owns its params and work buffers (2697600 bytes, one allocation) and keeps
+ * owns its params and work buffers (1088576 bytes, one allocation) and keeps
  * no pointer to the caller's buffers. Thread safety: a call writes the state's work buffers,
  * so one thread at a time uses a state; for concurrent inference give each thread its own
  * state (created, then loaded, set or made with _create_embedded). Calls on different states

@@ -5,7 +5,7 @@
  * params and the buffers of the routines
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
- * in one arena of 2697600 bytes; no gradients, no optimiser state, no training code
+ * in one arena of 1088576 bytes; no gradients, no optimiser state, no training code
  * (a program that calls only fashion_einsum_infer_* links only this file of the library). The
  * routines are those of fashion_einsum.c, printed from the same loop nests, so they give the
  * same results.
@@ -28,38 +28,18 @@ typedef fashion_einsum_real real;
 static inline float cannl_relu(float x) { return x > 0 ? x : 0; }
 
 struct fashion_einsum_infer {
-    void *arena; /* all the buffers below: 2697600 bytes */
+    void *arena; /* the buffers below, then the work region of forward and eval: 1088576 bytes */
     real *w1; /* [256, 28, 28] w1 : [28, 28 -> 256] */
     real *gain; /* [256] gain : [256] */
     real *b1; /* [256] b1 : [256] */
     real *bias; /* [256] bias : [256] */
     real *w2; /* [10, 256] w2 : [256 -> 10] */
     real *b2; /* [10] b2 : [10] */
-    real *x; /* [batch, 28, 28] x : [batch | 28, 28] */
-    real *z1; /* [batch, 256] z1 : [batch | 256] */
-    real *z1_ein; /* [batch, 256] [batch | 256] */
-    real *h1; /* [batch, 256] h1 : [batch | 256] */
-    real *h1_ln; /* [batch, 256] [batch | 256] */
-    real *h1_mean; /* [batch] [batch | ] */
-    real *h1_var; /* [batch] [batch | ] */
-    real *logits; /* [batch, 10] logits : [batch | 10] */
-    real *logits_ein; /* [batch, 10] [batch | 10] */
-    real *ce; /* [batch] ce : [batch | ] */
-    real *ce_max; /* [batch] [batch | ] */
-    real *ce_sumexp; /* [batch] [batch | ] */
-    real *loss_; /* [] loss : [] */
-    real *loss_sum; /* [] [] */
-    real *loss_sum2; /* [] [] */
-    real *accuracy; /* [] accuracy : [] */
-    real *accuracy_pred_max; /* [batch] [batch | ] */
-    real *accuracy_pred_argmax; /* [batch] [batch | ] */
-    real *accuracy_true_max; /* [batch] [batch | ] */
-    real *accuracy_true_argmax; /* [batch] [batch | ] */
-    real *mean_ce; /* [] mean_ce : [] */
 };
 
 /* routine forward */
 static void forward(fashion_einsum_infer *m, const real *const inputs[], int64_t n, real *const outputs[]) {
+    char *const work = (char *)m->arena + 816192; /* this routine's 272384 bytes */
     const real *restrict image = inputs[0];
     real *restrict w1 = m->w1;
     real *restrict gain = m->gain;
@@ -67,101 +47,87 @@ static void forward(fashion_einsum_infer *m, const real *const inputs[], int64_t
     real *restrict bias = m->bias;
     real *restrict w2 = m->w2;
     real *restrict b2 = m->b2;
-    real *restrict x = m->x;
-    real *restrict z1 = m->z1;
-    real *restrict z1_ein = m->z1_ein;
-    real *restrict h1 = m->h1;
-    real *restrict h1_ln = m->h1_ln;
-    real *restrict h1_mean = m->h1_mean;
-    real *restrict h1_var = m->h1_var;
-    real *restrict logits = m->logits;
-    real *restrict logits_ein = m->logits_ein;
-
-    /* line 14: x = image / 255 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o1 = 0; o1 < 28; ++o1)
-                x[b * 784 + o0 * 28 + o1] = image[b * 784 + o0 * 28 + o1] / 255.0f;
-        }
-    }
 
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t h = 0; h < 256; ++h)
-            z1_ein[b * 256 + h] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t h = 0; h < 256; ++h) {
-            real acc = 0.0f;
-            for (int64_t r = 0; r < 28; ++r)
-            for (int64_t c = 0; c < 28; ++c)
-                acc += w1[h * 784 + r * 28 + c] * x[b * 784 + r * 28 + c];
-            z1_ein[b * 256 + h] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t h = 0; h < 256; ++h) {
+                real acc = 0.0f;
+                for (int64_t r = 0; r < 28; ++r)
+                for (int64_t c = 0; c < 28; ++c)
+                    acc += w1[h * 784 + r * 28 + c] * image[b * 784 + r * 28 + c];
+                z1_ein[b * 256 + h] = acc * 0.003921569f;
+            }
         }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            z1[b * 256 + o] = z1_ein[b * 256 + o] + b1[o];
     }
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
-    for (int64_t b = 0; b < n; ++b)
-        h1_mean[b] = 0.0f;
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-            acc += z1[b * 256 + o] / 256.0f;
-        h1_mean[b] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 0);
+        real *restrict h1_mean = (real *)(work + 262144);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += z1_ein[b * 256 + o] + b1[o];
+            h1_mean[b] = acc * 0.00390625f;
+        }
     }
-    for (int64_t b = 0; b < n; ++b)
-        h1_var[b] = 0.0f;
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-            acc += powf(z1[b * 256 + o] - h1_mean[b], 2.0f) / 256.0f;
-        h1_var[b] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 0);
+        real *restrict h1_mean = (real *)(work + 262144);
+        real *restrict h1_var = (real *)(work + 263168);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += powf(z1_ein[b * 256 + o] + b1[o] - h1_mean[b], 2.0f);
+            h1_var[b] = acc * 0.00390625f;
+        }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            h1_ln[b * 256 + o] = (z1[b * 256 + o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f);
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            h1[b * 256 + o] = cannl_relu(gain[o] * h1_ln[b * 256 + o] + bias[o]);
+    {
+        real *z1_ein = (real *)(work + 0); /* in place */
+        real *h1 = (real *)(work + 0); /* in place */
+        real *restrict h1_mean = (real *)(work + 262144);
+        real *restrict h1_var = (real *)(work + 263168);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 256; ++o)
+                h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f)) + bias[o]);
+        }
     }
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    for (int64_t e1 = 0; e1 < n; ++e1) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_ein[e1 * 10 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t e1 = 0; e1 < n; ++e1) {
-        for (int64_t o = 0; o < 10; ++o) {
-            real acc = 0.0f;
-            for (int64_t i = 0; i < 256; ++i)
-                acc += w2[o * 256 + i] * h1[e1 * 256 + i];
-            logits_ein[e1 * 10 + o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict logits_ein = (real *)(work + 262144);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t e1 = 0; e1 < n; ++e1) {
+            for (int64_t o = 0; o < 10; ++o) {
+                real acc = 0.0f;
+                for (int64_t i = 0; i < 256; ++i)
+                    acc += w2[o * 256 + i] * h1[e1 * 256 + i];
+                logits_ein[e1 * 10 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
+    {
+        real *restrict logits = (real *)(work + 0);
+        real *restrict logits_ein = (real *)(work + 262144);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o)
+                logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
+        }
     }
 
-    memcpy(outputs[0], logits, (size_t)n * 10 * sizeof(real));
+    memcpy(outputs[0], ((real *)(work + 0)), (size_t)n * 10 * sizeof(real));
 }
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_einsum_infer *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
+    char *const work = (char *)m->arena + 816192; /* this routine's 272384 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict w1 = m->w1;
@@ -170,216 +136,215 @@ static void eval_metrics(fashion_einsum_infer *m, const real *const inputs[], in
     real *restrict bias = m->bias;
     real *restrict w2 = m->w2;
     real *restrict b2 = m->b2;
-    real *restrict x = m->x;
-    real *restrict z1 = m->z1;
-    real *restrict z1_ein = m->z1_ein;
-    real *restrict h1 = m->h1;
-    real *restrict h1_ln = m->h1_ln;
-    real *restrict h1_mean = m->h1_mean;
-    real *restrict h1_var = m->h1_var;
-    real *restrict logits = m->logits;
-    real *restrict logits_ein = m->logits_ein;
-    real *restrict ce = m->ce;
-    real *restrict ce_max = m->ce_max;
-    real *restrict ce_sumexp = m->ce_sumexp;
-    real *restrict loss_ = m->loss_;
-    real *restrict loss_sum = m->loss_sum;
-    real *restrict loss_sum2 = m->loss_sum2;
-    real *restrict accuracy = m->accuracy;
-    real *restrict accuracy_pred_max = m->accuracy_pred_max;
-    real *restrict accuracy_pred_argmax = m->accuracy_pred_argmax;
-    real *restrict accuracy_true_max = m->accuracy_true_max;
-    real *restrict accuracy_true_argmax = m->accuracy_true_argmax;
-    real *restrict mean_ce = m->mean_ce;
-
-    /* line 14: x = image / 255 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o1 = 0; o1 < 28; ++o1)
-                x[b * 784 + o0 * 28 + o1] = image[b * 784 + o0 * 28 + o1] / 255.0f;
-        }
-    }
 
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t h = 0; h < 256; ++h)
-            z1_ein[b * 256 + h] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t h = 0; h < 256; ++h) {
-            real acc = 0.0f;
-            for (int64_t r = 0; r < 28; ++r)
-            for (int64_t c = 0; c < 28; ++c)
-                acc += w1[h * 784 + r * 28 + c] * x[b * 784 + r * 28 + c];
-            z1_ein[b * 256 + h] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t h = 0; h < 256; ++h) {
+                real acc = 0.0f;
+                for (int64_t r = 0; r < 28; ++r)
+                for (int64_t c = 0; c < 28; ++c)
+                    acc += w1[h * 784 + r * 28 + c] * image[b * 784 + r * 28 + c];
+                z1_ein[b * 256 + h] = acc * 0.003921569f;
+            }
         }
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            z1[b * 256 + o] = z1_ein[b * 256 + o] + b1[o];
     }
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
-    for (int64_t b = 0; b < n; ++b)
-        h1_mean[b] = 0.0f;
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-            acc += z1[b * 256 + o] / 256.0f;
-        h1_mean[b] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 0);
+        real *restrict h1_mean = (real *)(work + 262144);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += z1_ein[b * 256 + o] + b1[o];
+            h1_mean[b] = acc * 0.00390625f;
+        }
     }
-    for (int64_t b = 0; b < n; ++b)
-        h1_var[b] = 0.0f;
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-            acc += powf(z1[b * 256 + o] - h1_mean[b], 2.0f) / 256.0f;
-        h1_var[b] += acc;
+    {
+        real *restrict z1_ein = (real *)(work + 0);
+        real *restrict h1_mean = (real *)(work + 262144);
+        real *restrict h1_var = (real *)(work + 263168);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += powf(z1_ein[b * 256 + o] + b1[o] - h1_mean[b], 2.0f);
+            h1_var[b] = acc * 0.00390625f;
+        }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            h1_ln[b * 256 + o] = (z1[b * 256 + o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f);
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            h1[b * 256 + o] = cannl_relu(gain[o] * h1_ln[b * 256 + o] + bias[o]);
+    {
+        real *z1_ein = (real *)(work + 0); /* in place */
+        real *h1 = (real *)(work + 0); /* in place */
+        real *restrict h1_mean = (real *)(work + 262144);
+        real *restrict h1_var = (real *)(work + 263168);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 256; ++o)
+                h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f)) + bias[o]);
+        }
     }
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    for (int64_t e1 = 0; e1 < n; ++e1) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_ein[e1 * 10 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t e1 = 0; e1 < n; ++e1) {
-        for (int64_t o = 0; o < 10; ++o) {
-            real acc = 0.0f;
-            for (int64_t i = 0; i < 256; ++i)
-                acc += w2[o * 256 + i] * h1[e1 * 256 + i];
-            logits_ein[e1 * 10 + o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict logits_ein = (real *)(work + 262144);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t e1 = 0; e1 < n; ++e1) {
+            for (int64_t o = 0; o < 10; ++o) {
+                real acc = 0.0f;
+                for (int64_t i = 0; i < 256; ++i)
+                    acc += w2[o * 256 + i] * h1[e1 * 256 + i];
+                logits_ein[e1 * 10 + o] = acc;
+            }
         }
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
     }
 
     /* line 19: ce = cross_entropy(logits, label) */
-    for (int64_t b = 0; b < n; ++b)
-        ce_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o];
-            acc = v > acc ? v : acc;
+    {
+        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict ce_max = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_ein[b * 10 + o] + b2[o];
+                acc = v > acc ? v : acc;
+            }
+            ce_max[b] = acc;
         }
-        if (acc > ce_max[b]) ce_max[b] = acc;
     }
-    for (int64_t b = 0; b < n; ++b)
-        ce_sumexp[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += expf(logits[b * 10 + o] - ce_max[b]);
-        ce_sumexp[b] += acc;
+    {
+        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict ce_max = (real *)(work + 0);
+        real *restrict ce_sumexp = (real *)(work + 1024);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += expf(logits_ein[b * 10 + o] + b2[o] - ce_max[b]);
+            ce_sumexp[b] = acc;
+        }
     }
-    for (int64_t b = 0; b < n; ++b)
-        ce[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += -(label[b * 10 + o] * (logits[b * 10 + o] - ce_max[b] - logf(ce_sumexp[b])));
-        ce[b] += acc;
+    {
+        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict ce = (real *)(work + 2048);
+        real *restrict ce_max = (real *)(work + 0);
+        real *restrict ce_sumexp = (real *)(work + 1024);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += -(label[b * 10 + o] * (logits_ein[b * 10 + o] + b2[o] - ce_max[b] - logf(ce_sumexp[b])));
+            ce[b] = acc;
+        }
     }
 
     /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
-    loss_sum[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 256; ++o)
-        for (int64_t i0 = 0; i0 < 28; ++i0)
-        for (int64_t i1 = 0; i1 < 28; ++i1)
-            acc += w1[o * 784 + i0 * 28 + i1] * w1[o * 784 + i0 * 28 + i1];
-        loss_sum[0] += acc;
+        real *restrict loss_sum = (real *)(work + 0);
+        {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+            for (int64_t i0 = 0; i0 < 28; ++i0)
+            for (int64_t i1 = 0; i1 < 28; ++i1)
+                acc += w1[o * 784 + i0 * 28 + i1] * w1[o * 784 + i0 * 28 + i1];
+            loss_sum[0] = acc;
+        }
     }
-    loss_sum2[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += ce[b];
-        loss_sum2[0] += acc;
+        real *restrict ce = (real *)(work + 2048);
+        real *restrict loss_sum2 = (real *)(work + 64);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += ce[b];
+            loss_sum2[0] = acc;
+        }
     }
-    loss_[0] = loss_sum2[0] / 64.0f + 0.0001f * loss_sum[0];
+    {
+        real *loss_ = (real *)(work + 0); /* in place */
+        real *loss_sum = (real *)(work + 0); /* in place */
+        real *restrict loss_sum2 = (real *)(work + 64);
+        loss_[0] = loss_sum2[0] * 0.015625f + loss_sum[0] * 0.0001f;
+    }
 
     /* line 23: metric accuracy = accuracy(logits, label) */
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_pred_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o];
-            acc = v > acc ? v : acc;
-        }
-        if (acc > accuracy_pred_max[b]) accuracy_pred_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_pred_argmax[b] = INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
-            acc = v < acc ? v : acc;
-        }
-        if (acc < accuracy_pred_argmax[b]) accuracy_pred_argmax[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_true_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o];
-            acc = v > acc ? v : acc;
-        }
-        if (acc > accuracy_true_max[b]) accuracy_true_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_true_argmax[b] = INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
-            acc = v < acc ? v : acc;
-        }
-        if (acc < accuracy_true_argmax[b]) accuracy_true_argmax[b] = acc;
-    }
-    accuracy[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
-        accuracy[0] += acc;
+        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict accuracy_pred_max = (real *)(work + 64);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_ein[b * 10 + o] + b2[o];
+                acc = v > acc ? v : acc;
+            }
+            accuracy_pred_max[b] = acc;
+        }
+    }
+    {
+        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict accuracy_pred_max = (real *)(work + 64);
+        real *restrict accuracy_pred_argmax = (real *)(work + 3072);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_ein[b * 10 + o] + b2[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+                acc = v < acc ? v : acc;
+            }
+            accuracy_pred_argmax[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy_true_max = (real *)(work + 64);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = label[b * 10 + o];
+                acc = v > acc ? v : acc;
+            }
+            accuracy_true_max[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy_true_max = (real *)(work + 64);
+        real *restrict accuracy_true_argmax = (real *)(work + 4096);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+                acc = v < acc ? v : acc;
+            }
+            accuracy_true_argmax[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy = (real *)(work + 64);
+        real *restrict accuracy_pred_argmax = (real *)(work + 3072);
+        real *restrict accuracy_true_argmax = (real *)(work + 4096);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+            accuracy[0] = acc;
+        }
     }
 
     /* line 24: metric mean_ce = mean(ce) */
-    mean_ce[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += ce[b] / (real)n;
-        mean_ce[0] += acc;
+        real *restrict ce = (real *)(work + 2048);
+        real *restrict mean_ce = (real *)(work + 128);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += ce[b] / (real)n;
+            mean_ce[0] = acc;
+        }
     }
 
-    *loss = (double)loss_[0];
-    metrics[0] = (double)accuracy[0];
-    metrics[1] = (double)mean_ce[0];
+    *loss = (double)((real *)(work + 0))[0];
+    metrics[0] = (double)((real *)(work + 64))[0];
+    metrics[1] = (double)((real *)(work + 128))[0];
 }
 
 
@@ -393,34 +358,13 @@ static void fashion_einsum_infer_bind(fashion_einsum_infer *m) {
     m->bias = (real *)(base + 804864);
     m->w2 = (real *)(base + 805888);
     m->b2 = (real *)(base + 816128);
-    m->x = (real *)(base + 816192);
-    m->z1 = (real *)(base + 1619008);
-    m->z1_ein = (real *)(base + 1881152);
-    m->h1 = (real *)(base + 2143296);
-    m->h1_ln = (real *)(base + 2405440);
-    m->h1_mean = (real *)(base + 2667584);
-    m->h1_var = (real *)(base + 2668608);
-    m->logits = (real *)(base + 2669632);
-    m->logits_ein = (real *)(base + 2679872);
-    m->ce = (real *)(base + 2690112);
-    m->ce_max = (real *)(base + 2691136);
-    m->ce_sumexp = (real *)(base + 2692160);
-    m->loss_ = (real *)(base + 2693184);
-    m->loss_sum = (real *)(base + 2693248);
-    m->loss_sum2 = (real *)(base + 2693312);
-    m->accuracy = (real *)(base + 2693376);
-    m->accuracy_pred_max = (real *)(base + 2693440);
-    m->accuracy_pred_argmax = (real *)(base + 2694464);
-    m->accuracy_true_max = (real *)(base + 2695488);
-    m->accuracy_true_argmax = (real *)(base + 2696512);
-    m->mean_ce = (real *)(base + 2697536);
 
 }
 
 fashion_einsum_infer *fashion_einsum_infer_create(void) {
     fashion_einsum_infer *m = (fashion_einsum_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(2697600);
+    m->arena = cannl_alloc(1088576);
     if (!m->arena) {
         free(m);
         return NULL;

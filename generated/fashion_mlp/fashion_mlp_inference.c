@@ -5,7 +5,7 @@
  * params and the buffers of the routines
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
- * in one arena of 5606592 bytes; no gradients, no optimiser state, no training code
+ * in one arena of 3727424 bytes; no gradients, no optimiser state, no training code
  * (a program that calls only fashion_mlp_infer_* links only this file of the library). The
  * routines are those of fashion_mlp.c, printed from the same loop nests, so they give the
  * same results.
@@ -28,33 +28,18 @@ typedef fashion_mlp_real real;
 static inline float cannl_relu(float x) { return x > 0 ? x : 0; }
 
 struct fashion_mlp_infer {
-    void *arena; /* all the buffers below: 5606592 bytes */
+    void *arena; /* the buffers below, then the work region of forward and eval: 3727424 bytes */
     real *w1; /* [512, 784] w1 : [784 -> 512] */
     real *w2; /* [512, 512] w2 : [512 -> 512] */
     real *w3; /* [10, 512] w3 : [512 -> 10] */
     real *b3; /* [10] b3 : [10] */
     real *b1; /* [512] b1 : [512] */
     real *b2; /* [512] b2 : [512] */
-    real *x; /* [batch, 784] x : [batch | 784] */
-    real *h1; /* [batch, 512] h1 : [batch | 512] */
-    real *h1_mm; /* [batch, 512] [batch | 512] */
-    real *h2; /* [batch, 512] h2 : [batch | 512] */
-    real *h2_mm; /* [batch, 512] [batch | 512] */
-    real *logits; /* [batch, 10] logits : [batch | 10] */
-    real *logits_mm; /* [batch, 10] [batch | 10] */
-    real *loss_; /* [] loss : [] */
-    real *loss_ce; /* [batch] [batch | ] */
-    real *loss_max; /* [batch] [batch | ] */
-    real *loss_sumexp; /* [batch] [batch | ] */
-    real *accuracy; /* [] accuracy : [] */
-    real *accuracy_pred_max; /* [batch] [batch | ] */
-    real *accuracy_pred_argmax; /* [batch] [batch | ] */
-    real *accuracy_true_max; /* [batch] [batch | ] */
-    real *accuracy_true_argmax; /* [batch] [batch | ] */
 };
 
 /* routine forward */
 static void forward(fashion_mlp_infer *m, const real *const inputs[], int64_t n, real *const outputs[]) {
+    char *const work = (char *)m->arena + 2678848; /* this routine's 1048576 bytes */
     const real *restrict image = inputs[0];
     real *restrict w1 = m->w1;
     real *restrict w2 = m->w2;
@@ -62,87 +47,83 @@ static void forward(fashion_mlp_infer *m, const real *const inputs[], int64_t n,
     real *restrict b3 = m->b3;
     real *restrict b1 = m->b1;
     real *restrict b2 = m->b2;
-    real *restrict x = m->x;
-    real *restrict h1 = m->h1;
-    real *restrict h1_mm = m->h1_mm;
-    real *restrict h2 = m->h2;
-    real *restrict h2_mm = m->h2_mm;
-    real *restrict logits = m->logits;
-    real *restrict logits_mm = m->logits_mm;
-
-    /* line 13: x = image / 255 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 784; ++o)
-            x[b * 784 + o] = image[b * 784 + o] / 255.0f;
-    }
 
     /* line 14: h1 = relu(w1 * x + b1) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h1_mm[b * 512 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 784; ++k)
-                acc += w1[o * 784 + k] * x[b * 784 + k];
-            h1_mm[b * 512 + o] += acc;
+    {
+        real *restrict h1_mm = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 784; ++k)
+                    acc += w1[o * 784 + k] * image[b * 784 + k];
+                h1_mm[b * 512 + o] = acc * 0.003921569f;
+            }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
+    {
+        real *h1 = (real *)(work + 0); /* in place */
+        real *h1_mm = (real *)(work + 0); /* in place */
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o)
+                h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
+        }
     }
 
     /* line 15: h2 = relu(w2 * h1 + b2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h2_mm[b * 512 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 512; ++k)
-                acc += w2[o * 512 + k] * h1[b * 512 + k];
-            h2_mm[b * 512 + o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 524288);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 512; ++k)
+                    acc += w2[o * 512 + k] * h1[b * 512 + k];
+                h2_mm[b * 512 + o] = acc;
+            }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 524288);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o)
+                h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
+        }
     }
 
     /* line 16: logits = w3 * h2 + b3 */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_mm[b * 10 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 512; ++k)
-                acc += w3[o * 512 + k] * h2[b * 512 + k];
-            logits_mm[b * 10 + o] += acc;
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict logits_mm = (real *)(work + 524288);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 512; ++k)
+                    acc += w3[o * 512 + k] * h2[b * 512 + k];
+                logits_mm[b * 10 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];
+    {
+        real *restrict logits = (real *)(work + 0);
+        real *restrict logits_mm = (real *)(work + 524288);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o)
+                logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];
+        }
     }
 
-    memcpy(outputs[0], logits, (size_t)n * 10 * sizeof(real));
+    memcpy(outputs[0], ((real *)(work + 0)), (size_t)n * 10 * sizeof(real));
 }
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_mlp_infer *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
+    char *const work = (char *)m->arena + 2678848; /* this routine's 1048576 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict w1 = m->w1;
@@ -151,177 +132,179 @@ static void eval_metrics(fashion_mlp_infer *m, const real *const inputs[], int64
     real *restrict b3 = m->b3;
     real *restrict b1 = m->b1;
     real *restrict b2 = m->b2;
-    real *restrict x = m->x;
-    real *restrict h1 = m->h1;
-    real *restrict h1_mm = m->h1_mm;
-    real *restrict h2 = m->h2;
-    real *restrict h2_mm = m->h2_mm;
-    real *restrict logits = m->logits;
-    real *restrict logits_mm = m->logits_mm;
-    real *restrict loss_ = m->loss_;
-    real *restrict loss_ce = m->loss_ce;
-    real *restrict loss_max = m->loss_max;
-    real *restrict loss_sumexp = m->loss_sumexp;
-    real *restrict accuracy = m->accuracy;
-    real *restrict accuracy_pred_max = m->accuracy_pred_max;
-    real *restrict accuracy_pred_argmax = m->accuracy_pred_argmax;
-    real *restrict accuracy_true_max = m->accuracy_true_max;
-    real *restrict accuracy_true_argmax = m->accuracy_true_argmax;
-
-    /* line 13: x = image / 255 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 784; ++o)
-            x[b * 784 + o] = image[b * 784 + o] / 255.0f;
-    }
 
     /* line 14: h1 = relu(w1 * x + b1) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h1_mm[b * 512 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 784; ++k)
-                acc += w1[o * 784 + k] * x[b * 784 + k];
-            h1_mm[b * 512 + o] += acc;
+    {
+        real *restrict h1_mm = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 784; ++k)
+                    acc += w1[o * 784 + k] * image[b * 784 + k];
+                h1_mm[b * 512 + o] = acc * 0.003921569f;
+            }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
+    {
+        real *h1 = (real *)(work + 0); /* in place */
+        real *h1_mm = (real *)(work + 0); /* in place */
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o)
+                h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
+        }
     }
 
     /* line 15: h2 = relu(w2 * h1 + b2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h2_mm[b * 512 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 512; ++k)
-                acc += w2[o * 512 + k] * h1[b * 512 + k];
-            h2_mm[b * 512 + o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 524288);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 512; ++k)
+                    acc += w2[o * 512 + k] * h1[b * 512 + k];
+                h2_mm[b * 512 + o] = acc;
+            }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 524288);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o)
+                h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
+        }
     }
 
     /* line 16: logits = w3 * h2 + b3 */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_mm[b * 10 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 512; ++k)
-                acc += w3[o * 512 + k] * h2[b * 512 + k];
-            logits_mm[b * 10 + o] += acc;
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict logits_mm = (real *)(work + 524288);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 512; ++k)
+                    acc += w3[o * 512 + k] * h2[b * 512 + k];
+                logits_mm[b * 10 + o] = acc;
+            }
         }
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];
     }
 
     /* line 17: loss = mean(cross_entropy(logits, label)) */
-    loss_[0] = 0.0f;
-    for (int64_t b = 0; b < n; ++b)
-        loss_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o];
-            acc = v > acc ? v : acc;
+    {
+        real *restrict logits_mm = (real *)(work + 524288);
+        real *restrict loss_max = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_mm[b * 10 + o] + b3[o];
+                acc = v > acc ? v : acc;
+            }
+            loss_max[b] = acc;
         }
-        if (acc > loss_max[b]) loss_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        loss_sumexp[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += expf(logits[b * 10 + o] - loss_max[b]);
-        loss_sumexp[b] += acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        loss_ce[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += -(label[b * 10 + o] * (logits[b * 10 + o] - loss_max[b] - logf(loss_sumexp[b])));
-        loss_ce[b] += acc;
     }
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += loss_ce[b] / (real)n;
-        loss_[0] += acc;
+        real *restrict logits_mm = (real *)(work + 524288);
+        real *restrict loss_max = (real *)(work + 0);
+        real *restrict loss_sumexp = (real *)(work + 1024);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += expf(logits_mm[b * 10 + o] + b3[o] - loss_max[b]);
+            loss_sumexp[b] = acc;
+        }
+    }
+    {
+        real *restrict logits_mm = (real *)(work + 524288);
+        real *restrict loss_ce = (real *)(work + 2048);
+        real *restrict loss_max = (real *)(work + 0);
+        real *restrict loss_sumexp = (real *)(work + 1024);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += -(label[b * 10 + o] * (logits_mm[b * 10 + o] + b3[o] - loss_max[b] - logf(loss_sumexp[b])));
+            loss_ce[b] = acc;
+        }
+    }
+    {
+        real *restrict loss_ = (real *)(work + 0);
+        real *restrict loss_ce = (real *)(work + 2048);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += loss_ce[b] / (real)n;
+            loss_[0] = acc;
+        }
     }
 
     /* line 20: metric accuracy = accuracy(logits, label) */
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_pred_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o];
-            acc = v > acc ? v : acc;
-        }
-        if (acc > accuracy_pred_max[b]) accuracy_pred_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_pred_argmax[b] = INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
-            acc = v < acc ? v : acc;
-        }
-        if (acc < accuracy_pred_argmax[b]) accuracy_pred_argmax[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_true_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o];
-            acc = v > acc ? v : acc;
-        }
-        if (acc > accuracy_true_max[b]) accuracy_true_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_true_argmax[b] = INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
-            acc = v < acc ? v : acc;
-        }
-        if (acc < accuracy_true_argmax[b]) accuracy_true_argmax[b] = acc;
-    }
-    accuracy[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
-        accuracy[0] += acc;
+        real *restrict logits_mm = (real *)(work + 524288);
+        real *restrict accuracy_pred_max = (real *)(work + 64);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_mm[b * 10 + o] + b3[o];
+                acc = v > acc ? v : acc;
+            }
+            accuracy_pred_max[b] = acc;
+        }
+    }
+    {
+        real *restrict logits_mm = (real *)(work + 524288);
+        real *restrict accuracy_pred_max = (real *)(work + 64);
+        real *restrict accuracy_pred_argmax = (real *)(work + 1088);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_mm[b * 10 + o] + b3[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+                acc = v < acc ? v : acc;
+            }
+            accuracy_pred_argmax[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy_true_max = (real *)(work + 64);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = label[b * 10 + o];
+                acc = v > acc ? v : acc;
+            }
+            accuracy_true_max[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy_true_max = (real *)(work + 64);
+        real *restrict accuracy_true_argmax = (real *)(work + 2112);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+                acc = v < acc ? v : acc;
+            }
+            accuracy_true_argmax[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy = (real *)(work + 64);
+        real *restrict accuracy_pred_argmax = (real *)(work + 1088);
+        real *restrict accuracy_true_argmax = (real *)(work + 2112);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+            accuracy[0] = acc;
+        }
     }
 
-    *loss = (double)loss_[0];
-    metrics[0] = (double)accuracy[0];
+    *loss = (double)((real *)(work + 0))[0];
+    metrics[0] = (double)((real *)(work + 64))[0];
 }
 
 
@@ -335,29 +318,13 @@ static void fashion_mlp_infer_bind(fashion_mlp_infer *m) {
     m->b3 = (real *)(base + 2674688);
     m->b1 = (real *)(base + 2674752);
     m->b2 = (real *)(base + 2676800);
-    m->x = (real *)(base + 2678848);
-    m->h1 = (real *)(base + 3481664);
-    m->h1_mm = (real *)(base + 4005952);
-    m->h2 = (real *)(base + 4530240);
-    m->h2_mm = (real *)(base + 5054528);
-    m->logits = (real *)(base + 5578816);
-    m->logits_mm = (real *)(base + 5589056);
-    m->loss_ = (real *)(base + 5599296);
-    m->loss_ce = (real *)(base + 5599360);
-    m->loss_max = (real *)(base + 5600384);
-    m->loss_sumexp = (real *)(base + 5601408);
-    m->accuracy = (real *)(base + 5602432);
-    m->accuracy_pred_max = (real *)(base + 5602496);
-    m->accuracy_pred_argmax = (real *)(base + 5603520);
-    m->accuracy_true_max = (real *)(base + 5604544);
-    m->accuracy_true_argmax = (real *)(base + 5605568);
 
 }
 
 fashion_mlp_infer *fashion_mlp_infer_create(void) {
     fashion_mlp_infer *m = (fashion_mlp_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(5606592);
+    m->arena = cannl_alloc(3727424);
     if (!m->arena) {
         free(m);
         return NULL;

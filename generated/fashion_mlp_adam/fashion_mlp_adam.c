@@ -33,7 +33,7 @@ static inline float cannl_step(float x) { return x > 0 ? 1 : 0; }
 struct fashion_mlp_adam {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
-    void *arena;  /* all the buffers below: 15762880 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 13336896 bytes */
     /* params */
     real *w1; /* [512, 784] w1 : [784 -> 512] */
     real *w2; /* [512, 512] w2 : [512 -> 512] */
@@ -41,46 +41,11 @@ struct fashion_mlp_adam {
     real *b3; /* [10] b3 : [10] */
     real *b1; /* [512] b1 : [512] */
     real *b2; /* [512] b2 : [512] */
-    /* tensors of the spec */
-    real *x; /* [batch, 784] x : [batch | 784] */
-    real *h1; /* [batch, 512] h1 : [batch | 512] */
-    /* temporaries */
-    real *h1_mm; /* [batch, 512] [batch | 512] */
-    /* tensors of the spec */
-    real *h2; /* [batch, 512] h2 : [batch | 512] */
-    /* temporaries */
-    real *h2_mm; /* [batch, 512] [batch | 512] */
-    /* tensors of the spec */
-    real *logits; /* [batch, 10] logits : [batch | 10] */
-    /* temporaries */
-    real *logits_mm; /* [batch, 10] [batch | 10] */
-    /* tensors of the spec */
-    real *loss_; /* [] loss : [] */
-    /* temporaries */
-    real *loss_ce; /* [batch] [batch | ] */
-    real *loss_max; /* [batch] [batch | ] */
-    real *loss_sumexp; /* [batch] [batch | ] */
-    /* tensors of the spec */
-    real *accuracy; /* [] accuracy : [] */
-    /* temporaries */
-    real *accuracy_pred_max; /* [batch] [batch | ] */
-    real *accuracy_pred_argmax; /* [batch] [batch | ] */
-    real *accuracy_true_max; /* [batch] [batch | ] */
-    real *accuracy_true_argmax; /* [batch] [batch | ] */
     /* gradients */
-    real *loss_grad; /* [] gradient of loss */
-    real *loss_ce_grad; /* [batch] gradient of loss_ce */
-    real *logits_grad; /* [batch, 10] gradient of logits */
-    real *loss_sumexp_grad; /* [batch] gradient of loss_sumexp */
-    real *logits_mm_grad; /* [batch, 10] gradient of logits_mm */
     real *b3_grad; /* [10] gradient of b3 */
     real *w3_grad; /* [10, 512] gradient of w3 */
-    real *h2_grad; /* [batch, 512] gradient of h2 */
-    real *h2_mm_grad; /* [batch, 512] gradient of h2_mm */
     real *b2_grad; /* [512] gradient of b2 */
     real *w2_grad; /* [512, 512] gradient of w2 */
-    real *h1_grad; /* [batch, 512] gradient of h1 */
-    real *h1_mm_grad; /* [batch, 512] gradient of h1_mm */
     real *b1_grad; /* [512] gradient of b1 */
     real *w1_grad; /* [512, 784] gradient of w1 */
     /* optimiser state */
@@ -140,85 +105,53 @@ static void init_params(fashion_mlp_adam *m, uint64_t seed) {
             w3[j0 * 512 + j1] = (real)(-0.044194173824159216 + 0.08838834764831843 * cannl_rng_uniform(&rng));
     }
 
-    /* line 9: b3 = zeros */
-    for (int64_t j = 0; j < 10; ++j)
+    /* line 9: b3 = zeros; zero b3_exp_avg; zero b3_exp_avg_sq */
+    for (int64_t j = 0; j < 10; ++j) {
         b3[j] = 0.0f;
-
-    /* line 10: b1 = zeros */
-    for (int64_t j = 0; j < 512; ++j)
-        b1[j] = 0.0f;
-
-    /* line 11: b2 = zeros */
-    for (int64_t j = 0; j < 512; ++j)
-        b2[j] = 0.0f;
-
-    /* zero w1_exp_avg */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 512; ++j0) {
-        for (int64_t j1 = 0; j1 < 784; ++j1)
-            w1_exp_avg[j0 * 784 + j1] = 0.0f;
-    }
-
-    /* zero w1_exp_avg_sq */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 512; ++j0) {
-        for (int64_t j1 = 0; j1 < 784; ++j1)
-            w1_exp_avg_sq[j0 * 784 + j1] = 0.0f;
-    }
-
-    /* zero w2_exp_avg */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 512; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
-            w2_exp_avg[j0 * 512 + j1] = 0.0f;
-    }
-
-    /* zero w2_exp_avg_sq */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 512; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
-            w2_exp_avg_sq[j0 * 512 + j1] = 0.0f;
-    }
-
-    /* zero w3_exp_avg */
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
-            w3_exp_avg[j0 * 512 + j1] = 0.0f;
-    }
-
-    /* zero w3_exp_avg_sq */
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
-            w3_exp_avg_sq[j0 * 512 + j1] = 0.0f;
-    }
-
-    /* zero b3_exp_avg */
-    for (int64_t j = 0; j < 10; ++j)
         b3_exp_avg[j] = 0.0f;
-
-    /* zero b3_exp_avg_sq */
-    for (int64_t j = 0; j < 10; ++j)
         b3_exp_avg_sq[j] = 0.0f;
+    }
 
-    /* zero b1_exp_avg */
-    for (int64_t j = 0; j < 512; ++j)
+    /* line 10: b1 = zeros; b2 = zeros; zero b1_exp_avg; zero b1_exp_avg_sq; zero b2_exp_avg; zero b2_exp_avg_sq */
+    for (int64_t j = 0; j < 512; ++j) {
+        b1[j] = 0.0f;
+        b2[j] = 0.0f;
         b1_exp_avg[j] = 0.0f;
-
-    /* zero b1_exp_avg_sq */
-    for (int64_t j = 0; j < 512; ++j)
         b1_exp_avg_sq[j] = 0.0f;
-
-    /* zero b2_exp_avg */
-    for (int64_t j = 0; j < 512; ++j)
         b2_exp_avg[j] = 0.0f;
-
-    /* zero b2_exp_avg_sq */
-    for (int64_t j = 0; j < 512; ++j)
         b2_exp_avg_sq[j] = 0.0f;
+    }
+
+    /* zero w1_exp_avg; zero w1_exp_avg_sq */
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t j0 = 0; j0 < 512; ++j0) {
+        for (int64_t j1 = 0; j1 < 784; ++j1) {
+            w1_exp_avg[j0 * 784 + j1] = 0.0f;
+            w1_exp_avg_sq[j0 * 784 + j1] = 0.0f;
+        }
+    }
+
+    /* zero w2_exp_avg; zero w2_exp_avg_sq */
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t j0 = 0; j0 < 512; ++j0) {
+        for (int64_t j1 = 0; j1 < 512; ++j1) {
+            w2_exp_avg[j0 * 512 + j1] = 0.0f;
+            w2_exp_avg_sq[j0 * 512 + j1] = 0.0f;
+        }
+    }
+
+    /* zero w3_exp_avg; zero w3_exp_avg_sq */
+    for (int64_t j0 = 0; j0 < 10; ++j0) {
+        for (int64_t j1 = 0; j1 < 512; ++j1) {
+            w3_exp_avg[j0 * 512 + j1] = 0.0f;
+            w3_exp_avg_sq[j0 * 512 + j1] = 0.0f;
+        }
+    }
 }
 
 /* routine train_step */
 static double train_step(fashion_mlp_adam *m, const real *const inputs[], int64_t n) {
+    char *const work = (char *)m->arena + 8036544; /* this routine's 3203200 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict w1 = m->w1;
@@ -227,32 +160,13 @@ static double train_step(fashion_mlp_adam *m, const real *const inputs[], int64_
     real *restrict b3 = m->b3;
     real *restrict b1 = m->b1;
     real *restrict b2 = m->b2;
-    real *restrict x = m->x;
-    real *restrict h1 = m->h1;
-    real *restrict h1_mm = m->h1_mm;
-    real *restrict h2 = m->h2;
-    real *restrict h2_mm = m->h2_mm;
-    real *restrict logits = m->logits;
-    real *restrict logits_mm = m->logits_mm;
-    real *restrict loss_ = m->loss_;
-    real *restrict loss_ce = m->loss_ce;
-    real *restrict loss_max = m->loss_max;
-    real *restrict loss_sumexp = m->loss_sumexp;
-    real *restrict loss_grad = m->loss_grad;
-    real *restrict loss_ce_grad = m->loss_ce_grad;
-    real *restrict logits_grad = m->logits_grad;
-    real *restrict loss_sumexp_grad = m->loss_sumexp_grad;
-    real *restrict logits_mm_grad = m->logits_mm_grad;
-    real *restrict b3_grad = m->b3_grad;
-    real *restrict w3_grad = m->w3_grad;
-    real *restrict h2_grad = m->h2_grad;
-    real *restrict h2_mm_grad = m->h2_mm_grad;
-    real *restrict b2_grad = m->b2_grad;
-    real *restrict w2_grad = m->w2_grad;
-    real *restrict h1_grad = m->h1_grad;
-    real *restrict h1_mm_grad = m->h1_mm_grad;
-    real *restrict b1_grad = m->b1_grad;
-    real *restrict w1_grad = m->w1_grad;
+    real *restrict loss_ = (real *)(work + 3203136);
+    real *restrict b3_grad = (real *)(work + 3203072);
+    real *restrict w3_grad = (real *)(work + 3178496);
+    real *restrict b2_grad = (real *)(work + 3198976);
+    real *restrict w2_grad = (real *)(work + 1605632);
+    real *restrict h1_mm_grad = (real *)(work + 2654208);
+    real *restrict b1_grad = (real *)(work + 3201024);
     real *restrict w1_exp_avg = m->w1_exp_avg;
     real *restrict w1_exp_avg_sq = m->w1_exp_avg_sq;
     real *restrict w2_exp_avg = m->w2_exp_avg;
@@ -270,362 +184,308 @@ static double train_step(fashion_mlp_adam *m, const real *const inputs[], int64_
     const real bc1 = (real)(1 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1 - pow(0.999, step)));
 
-    /* line 13: x = image / 255 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 784; ++o)
-            x[b * 784 + o] = image[b * 784 + o] / 255.0f;
-    }
-
     /* line 14: h1 = relu(w1 * x + b1) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h1_mm[b * 512 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 784; ++k)
-                acc += w1[o * 784 + k] * x[b * 784 + k];
-            h1_mm[b * 512 + o] += acc;
+    {
+        real *restrict h1_mm = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 784; ++k)
+                    acc += w1[o * 784 + k] * image[b * 784 + k];
+                h1_mm[b * 512 + o] = acc * 0.003921569f;
+            }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
+    {
+        real *h1 = (real *)(work + 0); /* in place */
+        real *h1_mm = (real *)(work + 0); /* in place */
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o)
+                h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
+        }
     }
 
     /* line 15: h2 = relu(w2 * h1 + b2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h2_mm[b * 512 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 512; ++k)
-                acc += w2[o * 512 + k] * h1[b * 512 + k];
-            h2_mm[b * 512 + o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 524288);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 512; ++k)
+                    acc += w2[o * 512 + k] * h1[b * 512 + k];
+                h2_mm[b * 512 + o] = acc;
+            }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
+    {
+        real *h2 = (real *)(work + 524288); /* in place */
+        real *h2_mm = (real *)(work + 524288); /* in place */
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o)
+                h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
+        }
     }
 
     /* line 16: logits = w3 * h2 + b3 */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_mm[b * 10 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 512; ++k)
-                acc += w3[o * 512 + k] * h2[b * 512 + k];
-            logits_mm[b * 10 + o] += acc;
+    {
+        real *restrict h2 = (real *)(work + 524288);
+        real *restrict logits_mm = (real *)(work + 1048576);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 512; ++k)
+                    acc += w3[o * 512 + k] * h2[b * 512 + k];
+                logits_mm[b * 10 + o] = acc;
+            }
         }
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];
     }
 
     /* line 17: loss = mean(cross_entropy(logits, label)) */
-    loss_[0] = 0.0f;
-    for (int64_t b = 0; b < n; ++b)
-        loss_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o];
-            acc = v > acc ? v : acc;
+    {
+        real *restrict logits_mm = (real *)(work + 1048576);
+        real *restrict loss_max = (real *)(work + 1058816);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_mm[b * 10 + o] + b3[o];
+                acc = v > acc ? v : acc;
+            }
+            loss_max[b] = acc;
         }
-        if (acc > loss_max[b]) loss_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        loss_sumexp[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += expf(logits[b * 10 + o] - loss_max[b]);
-        loss_sumexp[b] += acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        loss_ce[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += -(label[b * 10 + o] * (logits[b * 10 + o] - loss_max[b] - logf(loss_sumexp[b])));
-        loss_ce[b] += acc;
     }
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += loss_ce[b] / (real)n;
-        loss_[0] += acc;
+        real *restrict logits_mm = (real *)(work + 1048576);
+        real *restrict loss_max = (real *)(work + 1058816);
+        real *restrict loss_sumexp = (real *)(work + 1059840);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += expf(logits_mm[b * 10 + o] + b3[o] - loss_max[b]);
+            loss_sumexp[b] = acc;
+        }
     }
-
-    /* d loss / d loss */
-    loss_grad[0] = 1.0f;
-
-    /* zero the gradient of loss_ce */
-    for (int64_t j = 0; j < n; ++j)
-        loss_ce_grad[j] = 0.0f;
-
-    /* zero the gradient of logits */
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 10; ++j1)
-            logits_grad[j0 * 10 + j1] = 0.0f;
+    {
+        real *restrict logits_mm = (real *)(work + 1048576);
+        real *restrict loss_ce = (real *)(work + 1060864);
+        real *restrict loss_max = (real *)(work + 1058816);
+        real *restrict loss_sumexp = (real *)(work + 1059840);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += -(label[b * 10 + o] * (logits_mm[b * 10 + o] + b3[o] - loss_max[b] - logf(loss_sumexp[b])));
+            loss_ce[b] = acc;
+        }
     }
-
-    /* zero the gradient of loss_sumexp */
-    for (int64_t j = 0; j < n; ++j)
-        loss_sumexp_grad[j] = 0.0f;
-
-    /* zero the gradient of logits_mm */
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 10; ++j1)
-            logits_mm_grad[j0 * 10 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of b3 */
-    for (int64_t j = 0; j < 10; ++j)
-        b3_grad[j] = 0.0f;
-
-    /* zero the gradient of w3 */
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
-            w3_grad[j0 * 512 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of h2 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
-            h2_grad[j0 * 512 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of h2_mm */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
-            h2_mm_grad[j0 * 512 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of b2 */
-    for (int64_t j = 0; j < 512; ++j)
-        b2_grad[j] = 0.0f;
-
-    /* zero the gradient of w2 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 512; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
-            w2_grad[j0 * 512 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of h1 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
-            h1_grad[j0 * 512 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of h1_mm */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
-            h1_mm_grad[j0 * 512 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of b1 */
-    for (int64_t j = 0; j < 512; ++j)
-        b1_grad[j] = 0.0f;
-
-    /* zero the gradient of w1 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 512; ++j0) {
-        for (int64_t j1 = 0; j1 < 784; ++j1)
-            w1_grad[j0 * 784 + j1] = 0.0f;
+    {
+        real *restrict loss_ce = (real *)(work + 1060864);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += loss_ce[b] / (real)n;
+            loss_[0] = acc;
+        }
     }
 
     /* line 17: backward: loss = mean(cross_entropy(logits, label)) */
-    for (int64_t b = 0; b < n; ++b)
-        loss_ce_grad[b] += loss_grad[0] * (1.0f / (real)n);
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_grad[b * 10 + o] += -(loss_ce_grad[b] * label[b * 10 + o]);
+    {
+        real *restrict loss_sumexp = (real *)(work + 1059840);
+        real *restrict loss_sumexp_grad = (real *)(work + 1060864);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += 1.0f / (real)n * (label[b * 10 + o] * (1.0f / loss_sumexp[b]));
+            loss_sumexp_grad[b] = acc;
+        }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += loss_ce_grad[b] * (label[b * 10 + o] * (1.0f / loss_sumexp[b]));
-        loss_sumexp_grad[b] += acc;
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_grad[b * 10 + o] += loss_sumexp_grad[b] * expf(logits[b * 10 + o] - loss_max[b]);
+    {
+        real *restrict logits_mm = (real *)(work + 1048576);
+        real *restrict loss_max = (real *)(work + 1058816);
+        real *restrict logits_grad = (real *)(work + 1572864);
+        real *restrict loss_sumexp_grad = (real *)(work + 1060864);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o)
+                logits_grad[b * 10 + o] = -(1.0f / (real)n * label[b * 10 + o]) + loss_sumexp_grad[b] * expf(logits_mm[b * 10 + o] + b3[o] - loss_max[b]);
+        }
     }
 
     /* line 16: backward: logits = w3 * h2 + b3 */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_mm_grad[b * 10 + o] += logits_grad[b * 10 + o];
-    }
-    for (int64_t o = 0; o < 10; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += logits_grad[b * 10 + o];
-        b3_grad[o] += acc;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t o = 0; o < 10; ++o) {
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t k = 0; k < 512; ++k)
-                w3_grad[o * 512 + k] += logits_mm_grad[b * 10 + o] * h2[b * 512 + k];
+    {
+        real *restrict logits_grad = (real *)(work + 1572864);
+        for (int64_t o = 0; o < 10; ++o) {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += logits_grad[b * 10 + o];
+            b3_grad[o] = acc;
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
+    {
+        real *restrict h2 = (real *)(work + 524288);
+        real *restrict logits_grad = (real *)(work + 1572864);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < 5120; ++i) w3_grad[i] = 0.0f;
+        CANNL_PRAGMA("omp parallel for")
         for (int64_t o = 0; o < 10; ++o) {
-            for (int64_t k = 0; k < 512; ++k)
-                h2_grad[b * 512 + k] += logits_mm_grad[b * 10 + o] * w3[o * 512 + k];
+            for (int64_t b = 0; b < n; ++b) {
+                for (int64_t k = 0; k < 512; ++k)
+                    w3_grad[o * 512 + k] += logits_grad[b * 10 + o] * h2[b * 512 + k];
+            }
+        }
+    }
+    {
+        real *restrict logits_grad = (real *)(work + 1572864);
+        real *restrict h2_grad = (real *)(work + 1048576);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 512; ++i) h2_grad[i] = 0.0f;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o) {
+                for (int64_t k = 0; k < 512; ++k)
+                    h2_grad[b * 512 + k] += logits_grad[b * 10 + o] * w3[o * 512 + k];
+            }
         }
     }
 
     /* line 15: backward: h2 = relu(w2 * h1 + b2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h2_mm_grad[b * 512 + o] += h2_grad[b * 512 + o] * cannl_step(h2_mm[b * 512 + o] + b2[o]);
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t o = 0; o < 512; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += h2_grad[b * 512 + o] * cannl_step(h2_mm[b * 512 + o] + b2[o]);
-        b2_grad[o] += acc;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t o = 0; o < 512; ++o) {
+    {
+        real *h2 = (real *)(work + 524288); /* in place */
+        real *restrict h2_grad = (real *)(work + 1048576);
+        real *h2_mm_grad = (real *)(work + 524288); /* in place */
+        CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
-            for (int64_t k = 0; k < 512; ++k)
-                w2_grad[o * 512 + k] += h2_mm_grad[b * 512 + o] * h1[b * 512 + k];
+            for (int64_t o = 0; o < 512; ++o)
+                h2_mm_grad[b * 512 + o] = h2_grad[b * 512 + o] * cannl_step(h2[b * 512 + o]);
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
+    {
+        real *restrict h2_mm_grad = (real *)(work + 524288);
+        CANNL_PRAGMA("omp parallel for")
         for (int64_t o = 0; o < 512; ++o) {
-            for (int64_t k = 0; k < 512; ++k)
-                h1_grad[b * 512 + k] += h2_mm_grad[b * 512 + o] * w2[o * 512 + k];
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += h2_mm_grad[b * 512 + o];
+            b2_grad[o] = acc;
+        }
+    }
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict h2_mm_grad = (real *)(work + 524288);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < 262144; ++i) w2_grad[i] = 0.0f;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t o = 0; o < 512; ++o) {
+            for (int64_t b = 0; b < n; ++b) {
+                for (int64_t k = 0; k < 512; ++k)
+                    w2_grad[o * 512 + k] += h2_mm_grad[b * 512 + o] * h1[b * 512 + k];
+            }
+        }
+    }
+    {
+        real *restrict h2_mm_grad = (real *)(work + 524288);
+        real *restrict h1_grad = (real *)(work + 1048576);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 512; ++i) h1_grad[i] = 0.0f;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o) {
+                for (int64_t k = 0; k < 512; ++k)
+                    h1_grad[b * 512 + k] += h2_mm_grad[b * 512 + o] * w2[o * 512 + k];
+            }
         }
     }
 
     /* line 14: backward: h1 = relu(w1 * x + b1) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h1_mm_grad[b * 512 + o] += h1_grad[b * 512 + o] * cannl_step(h1_mm[b * 512 + o] + b1[o]);
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict h1_grad = (real *)(work + 1048576);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o)
+                h1_mm_grad[b * 512 + o] = h1_grad[b * 512 + o] * cannl_step(h1[b * 512 + o]);
+        }
     }
     CANNL_PRAGMA("omp parallel for")
     for (int64_t o = 0; o < 512; ++o) {
         real acc = 0.0f;
         for (int64_t b = 0; b < n; ++b)
-            acc += h1_grad[b * 512 + o] * cannl_step(h1_mm[b * 512 + o] + b1[o]);
-        b1_grad[o] += acc;
+            acc += h1_mm_grad[b * 512 + o];
+        b1_grad[o] = acc;
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t o = 0; o < 512; ++o) {
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t k = 0; k < 784; ++k)
-                w1_grad[o * 784 + k] += h1_mm_grad[b * 512 + o] * x[b * 784 + k];
+    {
+        real *restrict w1_grad = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < 401408; ++i) w1_grad[i] = 0.0f;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t o = 0; o < 512; ++o) {
+            for (int64_t b = 0; b < n; ++b) {
+                for (int64_t k = 0; k < 784; ++k)
+                    w1_grad[o * 784 + k] += h1_mm_grad[b * 512 + o] * image[b * 784 + k];
+            }
         }
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < 401408; ++i) w1_grad[i] *= 0.003921569f;
     }
 
     /* line 21: adam update of w1 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 512; ++j0) {
-        for (int64_t j1 = 0; j1 < 784; ++j1)
-            w1_exp_avg[j0 * 784 + j1] = 0.9f * w1_exp_avg[j0 * 784 + j1] + 0.1f * w1_grad[j0 * 784 + j1];
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 512; ++j0) {
-        for (int64_t j1 = 0; j1 < 784; ++j1)
-            w1_exp_avg_sq[j0 * 784 + j1] = 0.999f * w1_exp_avg_sq[j0 * 784 + j1] + 0.001f * (w1_grad[j0 * 784 + j1] * w1_grad[j0 * 784 + j1]);
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 512; ++j0) {
-        for (int64_t j1 = 0; j1 < 784; ++j1)
-            w1[j0 * 784 + j1] = w1[j0 * 784 + j1] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1]) / sqrt_bc2 + 1e-08f));
+    {
+        real *restrict w1_grad = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t j0 = 0; j0 < 512; ++j0) {
+            for (int64_t j1 = 0; j1 < 784; ++j1) {
+                w1_exp_avg[j0 * 784 + j1] = w1_exp_avg[j0 * 784 + j1] * 0.9f + w1_grad[j0 * 784 + j1] * 0.1f;
+                w1_exp_avg_sq[j0 * 784 + j1] = w1_exp_avg_sq[j0 * 784 + j1] * 0.999f + w1_grad[j0 * 784 + j1] * w1_grad[j0 * 784 + j1] * 0.001f;
+                w1[j0 * 784 + j1] = w1[j0 * 784 + j1] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1]) / sqrt_bc2 + 1e-08f));
+            }
+        }
     }
 
     /* line 21: adam update of w2 */
     CANNL_PRAGMA("omp parallel for")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
-            w2_exp_avg[j0 * 512 + j1] = 0.9f * w2_exp_avg[j0 * 512 + j1] + 0.1f * w2_grad[j0 * 512 + j1];
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 512; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
-            w2_exp_avg_sq[j0 * 512 + j1] = 0.999f * w2_exp_avg_sq[j0 * 512 + j1] + 0.001f * (w2_grad[j0 * 512 + j1] * w2_grad[j0 * 512 + j1]);
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t j0 = 0; j0 < 512; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
+        for (int64_t j1 = 0; j1 < 512; ++j1) {
+            w2_exp_avg[j0 * 512 + j1] = w2_exp_avg[j0 * 512 + j1] * 0.9f + w2_grad[j0 * 512 + j1] * 0.1f;
+            w2_exp_avg_sq[j0 * 512 + j1] = w2_exp_avg_sq[j0 * 512 + j1] * 0.999f + w2_grad[j0 * 512 + j1] * w2_grad[j0 * 512 + j1] * 0.001f;
             w2[j0 * 512 + j1] = w2[j0 * 512 + j1] - lr / bc1 * (w2_exp_avg[j0 * 512 + j1] / (sqrtf(w2_exp_avg_sq[j0 * 512 + j1]) / sqrt_bc2 + 1e-08f));
+        }
     }
 
     /* line 21: adam update of w3 */
     for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
-            w3_exp_avg[j0 * 512 + j1] = 0.9f * w3_exp_avg[j0 * 512 + j1] + 0.1f * w3_grad[j0 * 512 + j1];
-    }
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
-            w3_exp_avg_sq[j0 * 512 + j1] = 0.999f * w3_exp_avg_sq[j0 * 512 + j1] + 0.001f * (w3_grad[j0 * 512 + j1] * w3_grad[j0 * 512 + j1]);
-    }
-    for (int64_t j0 = 0; j0 < 10; ++j0) {
-        for (int64_t j1 = 0; j1 < 512; ++j1)
+        for (int64_t j1 = 0; j1 < 512; ++j1) {
+            w3_exp_avg[j0 * 512 + j1] = w3_exp_avg[j0 * 512 + j1] * 0.9f + w3_grad[j0 * 512 + j1] * 0.1f;
+            w3_exp_avg_sq[j0 * 512 + j1] = w3_exp_avg_sq[j0 * 512 + j1] * 0.999f + w3_grad[j0 * 512 + j1] * w3_grad[j0 * 512 + j1] * 0.001f;
             w3[j0 * 512 + j1] = w3[j0 * 512 + j1] - lr / bc1 * (w3_exp_avg[j0 * 512 + j1] / (sqrtf(w3_exp_avg_sq[j0 * 512 + j1]) / sqrt_bc2 + 1e-08f));
+        }
     }
 
     /* line 21: adam update of b3 */
-    for (int64_t j = 0; j < 10; ++j)
-        b3_exp_avg[j] = 0.9f * b3_exp_avg[j] + 0.1f * b3_grad[j];
-    for (int64_t j = 0; j < 10; ++j)
-        b3_exp_avg_sq[j] = 0.999f * b3_exp_avg_sq[j] + 0.001f * (b3_grad[j] * b3_grad[j]);
-    for (int64_t j = 0; j < 10; ++j)
+    for (int64_t j = 0; j < 10; ++j) {
+        b3_exp_avg[j] = b3_exp_avg[j] * 0.9f + b3_grad[j] * 0.1f;
+        b3_exp_avg_sq[j] = b3_exp_avg_sq[j] * 0.999f + b3_grad[j] * b3_grad[j] * 0.001f;
         b3[j] = b3[j] - lr / bc1 * (b3_exp_avg[j] / (sqrtf(b3_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
 
-    /* line 21: adam update of b1 */
-    for (int64_t j = 0; j < 512; ++j)
-        b1_exp_avg[j] = 0.9f * b1_exp_avg[j] + 0.1f * b1_grad[j];
-    for (int64_t j = 0; j < 512; ++j)
-        b1_exp_avg_sq[j] = 0.999f * b1_exp_avg_sq[j] + 0.001f * (b1_grad[j] * b1_grad[j]);
-    for (int64_t j = 0; j < 512; ++j)
+    /* line 21: adam update of b1; adam update of b2 */
+    for (int64_t j = 0; j < 512; ++j) {
+        b1_exp_avg[j] = b1_exp_avg[j] * 0.9f + b1_grad[j] * 0.1f;
+        b1_exp_avg_sq[j] = b1_exp_avg_sq[j] * 0.999f + b1_grad[j] * b1_grad[j] * 0.001f;
         b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
-
-    /* line 21: adam update of b2 */
-    for (int64_t j = 0; j < 512; ++j)
-        b2_exp_avg[j] = 0.9f * b2_exp_avg[j] + 0.1f * b2_grad[j];
-    for (int64_t j = 0; j < 512; ++j)
-        b2_exp_avg_sq[j] = 0.999f * b2_exp_avg_sq[j] + 0.001f * (b2_grad[j] * b2_grad[j]);
-    for (int64_t j = 0; j < 512; ++j)
+        b2_exp_avg[j] = b2_exp_avg[j] * 0.9f + b2_grad[j] * 0.1f;
+        b2_exp_avg_sq[j] = b2_exp_avg_sq[j] * 0.999f + b2_grad[j] * b2_grad[j] * 0.001f;
         b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
 
     return (double)loss_[0];
 }
 
 /* routine forward */
 static void forward(fashion_mlp_adam *m, const real *const inputs[], int64_t n, real *const outputs[]) {
+    char *const work = (char *)m->arena + 11239744; /* this routine's 1048576 bytes */
     const real *restrict image = inputs[0];
     real *restrict w1 = m->w1;
     real *restrict w2 = m->w2;
@@ -633,87 +493,83 @@ static void forward(fashion_mlp_adam *m, const real *const inputs[], int64_t n, 
     real *restrict b3 = m->b3;
     real *restrict b1 = m->b1;
     real *restrict b2 = m->b2;
-    real *restrict x = m->x;
-    real *restrict h1 = m->h1;
-    real *restrict h1_mm = m->h1_mm;
-    real *restrict h2 = m->h2;
-    real *restrict h2_mm = m->h2_mm;
-    real *restrict logits = m->logits;
-    real *restrict logits_mm = m->logits_mm;
-
-    /* line 13: x = image / 255 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 784; ++o)
-            x[b * 784 + o] = image[b * 784 + o] / 255.0f;
-    }
 
     /* line 14: h1 = relu(w1 * x + b1) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h1_mm[b * 512 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 784; ++k)
-                acc += w1[o * 784 + k] * x[b * 784 + k];
-            h1_mm[b * 512 + o] += acc;
+    {
+        real *restrict h1_mm = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 784; ++k)
+                    acc += w1[o * 784 + k] * image[b * 784 + k];
+                h1_mm[b * 512 + o] = acc * 0.003921569f;
+            }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
+    {
+        real *h1 = (real *)(work + 0); /* in place */
+        real *h1_mm = (real *)(work + 0); /* in place */
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o)
+                h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
+        }
     }
 
     /* line 15: h2 = relu(w2 * h1 + b2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h2_mm[b * 512 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 512; ++k)
-                acc += w2[o * 512 + k] * h1[b * 512 + k];
-            h2_mm[b * 512 + o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 524288);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 512; ++k)
+                    acc += w2[o * 512 + k] * h1[b * 512 + k];
+                h2_mm[b * 512 + o] = acc;
+            }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 524288);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o)
+                h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
+        }
     }
 
     /* line 16: logits = w3 * h2 + b3 */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_mm[b * 10 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 512; ++k)
-                acc += w3[o * 512 + k] * h2[b * 512 + k];
-            logits_mm[b * 10 + o] += acc;
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict logits_mm = (real *)(work + 524288);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 512; ++k)
+                    acc += w3[o * 512 + k] * h2[b * 512 + k];
+                logits_mm[b * 10 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];
+    {
+        real *restrict logits = (real *)(work + 0);
+        real *restrict logits_mm = (real *)(work + 524288);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o)
+                logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];
+        }
     }
 
-    memcpy(outputs[0], logits, (size_t)n * 10 * sizeof(real));
+    memcpy(outputs[0], ((real *)(work + 0)), (size_t)n * 10 * sizeof(real));
 }
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_mlp_adam *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
+    char *const work = (char *)m->arena + 12288320; /* this routine's 1048576 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict w1 = m->w1;
@@ -722,177 +578,179 @@ static void eval_metrics(fashion_mlp_adam *m, const real *const inputs[], int64_
     real *restrict b3 = m->b3;
     real *restrict b1 = m->b1;
     real *restrict b2 = m->b2;
-    real *restrict x = m->x;
-    real *restrict h1 = m->h1;
-    real *restrict h1_mm = m->h1_mm;
-    real *restrict h2 = m->h2;
-    real *restrict h2_mm = m->h2_mm;
-    real *restrict logits = m->logits;
-    real *restrict logits_mm = m->logits_mm;
-    real *restrict loss_ = m->loss_;
-    real *restrict loss_ce = m->loss_ce;
-    real *restrict loss_max = m->loss_max;
-    real *restrict loss_sumexp = m->loss_sumexp;
-    real *restrict accuracy = m->accuracy;
-    real *restrict accuracy_pred_max = m->accuracy_pred_max;
-    real *restrict accuracy_pred_argmax = m->accuracy_pred_argmax;
-    real *restrict accuracy_true_max = m->accuracy_true_max;
-    real *restrict accuracy_true_argmax = m->accuracy_true_argmax;
-
-    /* line 13: x = image / 255 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 784; ++o)
-            x[b * 784 + o] = image[b * 784 + o] / 255.0f;
-    }
 
     /* line 14: h1 = relu(w1 * x + b1) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h1_mm[b * 512 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 784; ++k)
-                acc += w1[o * 784 + k] * x[b * 784 + k];
-            h1_mm[b * 512 + o] += acc;
+    {
+        real *restrict h1_mm = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 784; ++k)
+                    acc += w1[o * 784 + k] * image[b * 784 + k];
+                h1_mm[b * 512 + o] = acc * 0.003921569f;
+            }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
+    {
+        real *h1 = (real *)(work + 0); /* in place */
+        real *h1_mm = (real *)(work + 0); /* in place */
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o)
+                h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
+        }
     }
 
     /* line 15: h2 = relu(w2 * h1 + b2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h2_mm[b * 512 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 512; ++k)
-                acc += w2[o * 512 + k] * h1[b * 512 + k];
-            h2_mm[b * 512 + o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 524288);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 512; ++k)
+                    acc += w2[o * 512 + k] * h1[b * 512 + k];
+                h2_mm[b * 512 + o] = acc;
+            }
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 524288);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 512; ++o)
+                h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
+        }
     }
 
     /* line 16: logits = w3 * h2 + b3 */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits_mm[b * 10 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 512; ++k)
-                acc += w3[o * 512 + k] * h2[b * 512 + k];
-            logits_mm[b * 10 + o] += acc;
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict logits_mm = (real *)(work + 524288);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 10; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 512; ++k)
+                    acc += w3[o * 512 + k] * h2[b * 512 + k];
+                logits_mm[b * 10 + o] = acc;
+            }
         }
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 10; ++o)
-            logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];
     }
 
     /* line 17: loss = mean(cross_entropy(logits, label)) */
-    loss_[0] = 0.0f;
-    for (int64_t b = 0; b < n; ++b)
-        loss_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o];
-            acc = v > acc ? v : acc;
+    {
+        real *restrict logits_mm = (real *)(work + 524288);
+        real *restrict loss_max = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_mm[b * 10 + o] + b3[o];
+                acc = v > acc ? v : acc;
+            }
+            loss_max[b] = acc;
         }
-        if (acc > loss_max[b]) loss_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        loss_sumexp[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += expf(logits[b * 10 + o] - loss_max[b]);
-        loss_sumexp[b] += acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        loss_ce[b] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 10; ++o)
-            acc += -(label[b * 10 + o] * (logits[b * 10 + o] - loss_max[b] - logf(loss_sumexp[b])));
-        loss_ce[b] += acc;
     }
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += loss_ce[b] / (real)n;
-        loss_[0] += acc;
+        real *restrict logits_mm = (real *)(work + 524288);
+        real *restrict loss_max = (real *)(work + 0);
+        real *restrict loss_sumexp = (real *)(work + 1024);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += expf(logits_mm[b * 10 + o] + b3[o] - loss_max[b]);
+            loss_sumexp[b] = acc;
+        }
+    }
+    {
+        real *restrict logits_mm = (real *)(work + 524288);
+        real *restrict loss_ce = (real *)(work + 2048);
+        real *restrict loss_max = (real *)(work + 0);
+        real *restrict loss_sumexp = (real *)(work + 1024);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 10; ++o)
+                acc += -(label[b * 10 + o] * (logits_mm[b * 10 + o] + b3[o] - loss_max[b] - logf(loss_sumexp[b])));
+            loss_ce[b] = acc;
+        }
+    }
+    {
+        real *restrict loss_ = (real *)(work + 0);
+        real *restrict loss_ce = (real *)(work + 2048);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += loss_ce[b] / (real)n;
+            loss_[0] = acc;
+        }
     }
 
     /* line 20: metric accuracy = accuracy(logits, label) */
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_pred_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o];
-            acc = v > acc ? v : acc;
-        }
-        if (acc > accuracy_pred_max[b]) accuracy_pred_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_pred_argmax[b] = INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits[b * 10 + o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
-            acc = v < acc ? v : acc;
-        }
-        if (acc < accuracy_pred_argmax[b]) accuracy_pred_argmax[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_true_max[b] = -INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = -INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o];
-            acc = v > acc ? v : acc;
-        }
-        if (acc > accuracy_true_max[b]) accuracy_true_max[b] = acc;
-    }
-    for (int64_t b = 0; b < n; ++b)
-        accuracy_true_argmax[b] = INFINITY;
-    for (int64_t b = 0; b < n; ++b) {
-        real acc = INFINITY;
-        for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
-            acc = v < acc ? v : acc;
-        }
-        if (acc < accuracy_true_argmax[b]) accuracy_true_argmax[b] = acc;
-    }
-    accuracy[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
-        accuracy[0] += acc;
+        real *restrict logits_mm = (real *)(work + 524288);
+        real *restrict accuracy_pred_max = (real *)(work + 64);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_mm[b * 10 + o] + b3[o];
+                acc = v > acc ? v : acc;
+            }
+            accuracy_pred_max[b] = acc;
+        }
+    }
+    {
+        real *restrict logits_mm = (real *)(work + 524288);
+        real *restrict accuracy_pred_max = (real *)(work + 64);
+        real *restrict accuracy_pred_argmax = (real *)(work + 1088);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = logits_mm[b * 10 + o] + b3[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+                acc = v < acc ? v : acc;
+            }
+            accuracy_pred_argmax[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy_true_max = (real *)(work + 64);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = label[b * 10 + o];
+                acc = v > acc ? v : acc;
+            }
+            accuracy_true_max[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy_true_max = (real *)(work + 64);
+        real *restrict accuracy_true_argmax = (real *)(work + 2112);
+        for (int64_t b = 0; b < n; ++b) {
+            real acc = INFINITY;
+            for (int64_t o = 0; o < 10; ++o) {
+                const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+                acc = v < acc ? v : acc;
+            }
+            accuracy_true_argmax[b] = acc;
+        }
+    }
+    {
+        real *restrict accuracy = (real *)(work + 64);
+        real *restrict accuracy_pred_argmax = (real *)(work + 1088);
+        real *restrict accuracy_true_argmax = (real *)(work + 2112);
+        {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+            accuracy[0] = acc;
+        }
     }
 
-    *loss = (double)loss_[0];
-    metrics[0] = (double)accuracy[0];
+    *loss = (double)((real *)(work + 0))[0];
+    metrics[0] = (double)((real *)(work + 64))[0];
 }
 
 
@@ -906,56 +764,31 @@ static void fashion_mlp_adam_bind(fashion_mlp_adam *m) {
     m->b3 = (real *)(base + 2674688);
     m->b1 = (real *)(base + 2674752);
     m->b2 = (real *)(base + 2676800);
-    m->x = (real *)(base + 2678848);
-    m->h1 = (real *)(base + 3481664);
-    m->h1_mm = (real *)(base + 4005952);
-    m->h2 = (real *)(base + 4530240);
-    m->h2_mm = (real *)(base + 5054528);
-    m->logits = (real *)(base + 5578816);
-    m->logits_mm = (real *)(base + 5589056);
-    m->loss_ = (real *)(base + 5599296);
-    m->loss_ce = (real *)(base + 5599360);
-    m->loss_max = (real *)(base + 5600384);
-    m->loss_sumexp = (real *)(base + 5601408);
-    m->accuracy = (real *)(base + 5602432);
-    m->accuracy_pred_max = (real *)(base + 5602496);
-    m->accuracy_pred_argmax = (real *)(base + 5603520);
-    m->accuracy_true_max = (real *)(base + 5604544);
-    m->accuracy_true_argmax = (real *)(base + 5605568);
-    m->loss_grad = (real *)(base + 5606592);
-    m->loss_ce_grad = (real *)(base + 5606656);
-    m->logits_grad = (real *)(base + 5607680);
-    m->loss_sumexp_grad = (real *)(base + 5617920);
-    m->logits_mm_grad = (real *)(base + 5618944);
-    m->b3_grad = (real *)(base + 5629184);
-    m->w3_grad = (real *)(base + 5629248);
-    m->h2_grad = (real *)(base + 5649728);
-    m->h2_mm_grad = (real *)(base + 6174016);
-    m->b2_grad = (real *)(base + 6698304);
-    m->w2_grad = (real *)(base + 6700352);
-    m->h1_grad = (real *)(base + 7748928);
-    m->h1_mm_grad = (real *)(base + 8273216);
-    m->b1_grad = (real *)(base + 8797504);
-    m->w1_grad = (real *)(base + 8799552);
-    m->w1_exp_avg = (real *)(base + 10405184);
-    m->w1_exp_avg_sq = (real *)(base + 12010816);
-    m->w2_exp_avg = (real *)(base + 13616448);
-    m->w2_exp_avg_sq = (real *)(base + 14665024);
-    m->w3_exp_avg = (real *)(base + 15713600);
-    m->w3_exp_avg_sq = (real *)(base + 15734080);
-    m->b3_exp_avg = (real *)(base + 15754560);
-    m->b3_exp_avg_sq = (real *)(base + 15754624);
-    m->b1_exp_avg = (real *)(base + 15754688);
-    m->b1_exp_avg_sq = (real *)(base + 15756736);
-    m->b2_exp_avg = (real *)(base + 15758784);
-    m->b2_exp_avg_sq = (real *)(base + 15760832);
+    m->b3_grad = (real *)(base + 11239616);
+    m->w3_grad = (real *)(base + 11215040);
+    m->b2_grad = (real *)(base + 11235520);
+    m->w2_grad = (real *)(base + 9642176);
+    m->b1_grad = (real *)(base + 11237568);
+    m->w1_grad = (real *)(base + 8036544);
+    m->w1_exp_avg = (real *)(base + 2678848);
+    m->w1_exp_avg_sq = (real *)(base + 4284480);
+    m->w2_exp_avg = (real *)(base + 5890112);
+    m->w2_exp_avg_sq = (real *)(base + 6938688);
+    m->w3_exp_avg = (real *)(base + 7987264);
+    m->w3_exp_avg_sq = (real *)(base + 8007744);
+    m->b3_exp_avg = (real *)(base + 8028224);
+    m->b3_exp_avg_sq = (real *)(base + 8028288);
+    m->b1_exp_avg = (real *)(base + 8028352);
+    m->b1_exp_avg_sq = (real *)(base + 8030400);
+    m->b2_exp_avg = (real *)(base + 8032448);
+    m->b2_exp_avg_sq = (real *)(base + 8034496);
 
 }
 
 fashion_mlp_adam *fashion_mlp_adam_create(uint64_t seed) {
     fashion_mlp_adam *m = (fashion_mlp_adam *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(15762880);
+    m->arena = cannl_alloc(13336896);
     if (!m->arena) {
         free(m);
         return NULL;

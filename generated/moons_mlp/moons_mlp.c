@@ -32,7 +32,7 @@ static inline float cannl_sigmoid(float x) { return 1 / (1 + expf(-x)); }
 struct moons_mlp {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
-    void *arena;  /* all the buffers below: 141632 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 118784 bytes */
     /* params */
     real *w1; /* [16, 2] w1 : [2 -> 16] */
     real *w2; /* [16, 16] w2 : [16 -> 16] */
@@ -40,35 +40,11 @@ struct moons_mlp {
     real *b1; /* [16] b1 : [16] */
     real *b2; /* [16] b2 : [16] */
     real *b3; /* [1] b3 : [1] */
-    /* tensors of the spec */
-    real *h1; /* [batch, 16] h1 : [batch | 16] */
-    /* temporaries */
-    real *h1_mm; /* [batch, 16] [batch | 16] */
-    /* tensors of the spec */
-    real *h2; /* [batch, 16] h2 : [batch | 16] */
-    /* temporaries */
-    real *h2_mm; /* [batch, 16] [batch | 16] */
-    /* tensors of the spec */
-    real *prob; /* [batch, 1] prob : [batch | 1] */
-    /* temporaries */
-    real *prob_mm; /* [batch, 1] [batch | 1] */
-    /* tensors of the spec */
-    real *err; /* [batch, 1] err : [batch | 1] */
-    real *loss_; /* [] loss : [] */
-    real *mse; /* [] mse : [] */
     /* gradients */
-    real *loss_grad; /* [] gradient of loss */
-    real *err_grad; /* [batch, 1] gradient of err */
-    real *prob_grad; /* [batch, 1] gradient of prob */
-    real *prob_mm_grad; /* [batch, 1] gradient of prob_mm */
     real *b3_grad; /* [1] gradient of b3 */
     real *w3_grad; /* [1, 16] gradient of w3 */
-    real *h2_grad; /* [batch, 16] gradient of h2 */
-    real *h2_mm_grad; /* [batch, 16] gradient of h2_mm */
     real *b2_grad; /* [16] gradient of b2 */
     real *w2_grad; /* [16, 16] gradient of w2 */
-    real *h1_grad; /* [batch, 16] gradient of h1 */
-    real *h1_mm_grad; /* [batch, 16] gradient of h1_mm */
     real *b1_grad; /* [16] gradient of b1 */
     real *w1_grad; /* [16, 2] gradient of w1 */
     /* optimiser state */
@@ -116,17 +92,19 @@ static void init_params(moons_mlp *m, uint64_t seed) {
             w3[j0 * 16 + j1] = (real)(-0.25 + 0.5 * cannl_rng_uniform(&rng));
     }
 
-    /* line 10: b1 = zeros */
-    for (int64_t j = 0; j < 16; ++j)
+    /* line 10: b1 = zeros; b2 = zeros; zero b1_momentum_buffer; zero b2_momentum_buffer */
+    for (int64_t j = 0; j < 16; ++j) {
         b1[j] = 0.0f;
-
-    /* line 10: b2 = zeros */
-    for (int64_t j = 0; j < 16; ++j)
         b2[j] = 0.0f;
+        b1_momentum_buffer[j] = 0.0f;
+        b2_momentum_buffer[j] = 0.0f;
+    }
 
-    /* line 10: b3 = zeros */
-    for (int64_t j = 0; j < 1; ++j)
+    /* line 10: b3 = zeros; zero b3_momentum_buffer */
+    for (int64_t j = 0; j < 1; ++j) {
         b3[j] = 0.0f;
+        b3_momentum_buffer[j] = 0.0f;
+    }
 
     /* zero w1_momentum_buffer */
     for (int64_t j0 = 0; j0 < 16; ++j0) {
@@ -145,22 +123,11 @@ static void init_params(moons_mlp *m, uint64_t seed) {
         for (int64_t j0 = 0; j0 < 1; ++j0)
             w3_momentum_buffer[j0 * 16 + j1] = 0.0f;
     }
-
-    /* zero b1_momentum_buffer */
-    for (int64_t j = 0; j < 16; ++j)
-        b1_momentum_buffer[j] = 0.0f;
-
-    /* zero b2_momentum_buffer */
-    for (int64_t j = 0; j < 16; ++j)
-        b2_momentum_buffer[j] = 0.0f;
-
-    /* zero b3_momentum_buffer */
-    for (int64_t j = 0; j < 1; ++j)
-        b3_momentum_buffer[j] = 0.0f;
 }
 
 /* routine train_step */
 static double train_step(moons_mlp *m, const real *const inputs[], int64_t n) {
+    char *const work = (char *)m->arena + 2816; /* this routine's 50432 bytes */
     const real *restrict point = inputs[0];
     const real *restrict target = inputs[1];
     real *restrict w1 = m->w1;
@@ -169,28 +136,10 @@ static double train_step(moons_mlp *m, const real *const inputs[], int64_t n) {
     real *restrict b1 = m->b1;
     real *restrict b2 = m->b2;
     real *restrict b3 = m->b3;
-    real *restrict h1 = m->h1;
-    real *restrict h1_mm = m->h1_mm;
-    real *restrict h2 = m->h2;
-    real *restrict h2_mm = m->h2_mm;
-    real *restrict prob = m->prob;
-    real *restrict prob_mm = m->prob_mm;
-    real *restrict err = m->err;
-    real *restrict loss_ = m->loss_;
-    real *restrict loss_grad = m->loss_grad;
-    real *restrict err_grad = m->err_grad;
-    real *restrict prob_grad = m->prob_grad;
-    real *restrict prob_mm_grad = m->prob_mm_grad;
-    real *restrict b3_grad = m->b3_grad;
-    real *restrict w3_grad = m->w3_grad;
-    real *restrict h2_grad = m->h2_grad;
-    real *restrict h2_mm_grad = m->h2_mm_grad;
-    real *restrict b2_grad = m->b2_grad;
-    real *restrict w2_grad = m->w2_grad;
-    real *restrict h1_grad = m->h1_grad;
-    real *restrict h1_mm_grad = m->h1_mm_grad;
-    real *restrict b1_grad = m->b1_grad;
-    real *restrict w1_grad = m->w1_grad;
+    real *restrict loss_ = (real *)(work + 50304);
+    real *restrict b3_grad = (real *)(work + 50368);
+    real *restrict w3_grad = (real *)(work + 50176);
+    real *restrict b2_grad = (real *)(work + 50240);
     real *restrict w1_momentum_buffer = m->w1_momentum_buffer;
     real *restrict w2_momentum_buffer = m->w2_momentum_buffer;
     real *restrict w3_momentum_buffer = m->w3_momentum_buffer;
@@ -201,286 +150,254 @@ static double train_step(moons_mlp *m, const real *const inputs[], int64_t n) {
     const real lr = (real)m->lr;
 
     /* line 12: h1 = tanh(w1 * point + b1) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h1_mm[b * 16 + o] = 0.0f;
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 2; ++k)
-                acc += w1[o * 2 + k] * point[b * 2 + k];
-            h1_mm[b * 16 + o] += acc;
+    {
+        real *restrict h1_mm = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 2; ++k)
+                    acc += w1[o * 2 + k] * point[b * 2 + k];
+                h1_mm[b * 16 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h1[b * 16 + o] = tanhf(h1_mm[b * 16 + o] + b1[o]);
+    {
+        real *h1 = (real *)(work + 0); /* in place */
+        real *h1_mm = (real *)(work + 0); /* in place */
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o)
+                h1[b * 16 + o] = tanhf(h1_mm[b * 16 + o] + b1[o]);
+        }
     }
 
     /* line 13: h2 = tanh(w2 * h1 + b2) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h2_mm[b * 16 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 16; ++k)
-                acc += w2[o * 16 + k] * h1[b * 16 + k];
-            h2_mm[b * 16 + o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 16384);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 16; ++k)
+                    acc += w2[o * 16 + k] * h1[b * 16 + k];
+                h2_mm[b * 16 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h2[b * 16 + o] = tanhf(h2_mm[b * 16 + o] + b2[o]);
+    {
+        real *h2 = (real *)(work + 16384); /* in place */
+        real *h2_mm = (real *)(work + 16384); /* in place */
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o)
+                h2[b * 16 + o] = tanhf(h2_mm[b * 16 + o] + b2[o]);
+        }
     }
 
     /* line 14: prob = sigmoid(w3 * h2 + b3) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            prob_mm[b + o] = 0.0f;
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 16; ++k)
-                acc += w3[o * 16 + k] * h2[b * 16 + k];
-            prob_mm[b + o] += acc;
+    {
+        real *restrict h2 = (real *)(work + 16384);
+        real *restrict prob_mm = (real *)(work + 32768);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 16; ++k)
+                    acc += w3[o * 16 + k] * h2[b * 16 + k];
+                prob_mm[b + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            prob[b + o] = cannl_sigmoid(prob_mm[b + o] + b3[o]);
-    }
 
-    /* line 15: err = prob - target */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            err[b + o] = prob[b + o] - target[b + o];
+    /* line 14: prob = sigmoid(w3 * h2 + b3); backward: prob = sigmoid(w3 * h2 + b3) */
+    {
+        real *restrict prob = (real *)(work + 33792);
+        real *restrict prob_mm = (real *)(work + 32768);
+        real *restrict prob_mm_grad = (real *)(work + 49152);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1; ++o) {
+                prob[b + o] = cannl_sigmoid(prob_mm[b + o] + b3[o]);
+                prob_mm_grad[b + o] = (prob[b + o] - target[b + o]) * 2.0f / (real)n * (prob[b + o] * (1.0f - prob[b + o]));
+            }
+        }
     }
 
     /* line 16: loss = mean(err ** 2) */
-    loss_[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 1; ++o)
-        for (int64_t b = 0; b < n; ++b)
-            acc += err[b + o] * err[b + o] / (real)n;
-        loss_[0] += acc;
-    }
-
-    /* d loss / d loss */
-    loss_grad[0] = 1.0f;
-
-    /* zero the gradient of err */
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 1; ++j1)
-            err_grad[j0 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of prob */
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 1; ++j1)
-            prob_grad[j0 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of prob_mm */
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 1; ++j1)
-            prob_mm_grad[j0 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of b3 */
-    for (int64_t j = 0; j < 1; ++j)
-        b3_grad[j] = 0.0f;
-
-    /* zero the gradient of w3 */
-    for (int64_t j1 = 0; j1 < 16; ++j1) {
-        for (int64_t j0 = 0; j0 < 1; ++j0)
-            w3_grad[j0 * 16 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of h2 */
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 16; ++j1)
-            h2_grad[j0 * 16 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of h2_mm */
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 16; ++j1)
-            h2_mm_grad[j0 * 16 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of b2 */
-    for (int64_t j = 0; j < 16; ++j)
-        b2_grad[j] = 0.0f;
-
-    /* zero the gradient of w2 */
-    for (int64_t j0 = 0; j0 < 16; ++j0) {
-        for (int64_t j1 = 0; j1 < 16; ++j1)
-            w2_grad[j0 * 16 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of h1 */
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 16; ++j1)
-            h1_grad[j0 * 16 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of h1_mm */
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 16; ++j1)
-            h1_mm_grad[j0 * 16 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of b1 */
-    for (int64_t j = 0; j < 16; ++j)
-        b1_grad[j] = 0.0f;
-
-    /* zero the gradient of w1 */
-    for (int64_t j0 = 0; j0 < 16; ++j0) {
-        for (int64_t j1 = 0; j1 < 2; ++j1)
-            w1_grad[j0 * 2 + j1] = 0.0f;
-    }
-
-    /* line 16: backward: loss = mean(err ** 2) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            err_grad[b + o] += loss_grad[0] * (2.0f * err[b + o] / (real)n);
-    }
-
-    /* line 15: backward: err = prob - target */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            prob_grad[b + o] += err_grad[b + o];
+        real *restrict prob = (real *)(work + 33792);
+        {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 1; ++o)
+            for (int64_t b = 0; b < n; ++b)
+                acc += powf(prob[b + o] - target[b + o], 2.0f) / (real)n;
+            loss_[0] = acc;
+        }
     }
 
     /* line 14: backward: prob = sigmoid(w3 * h2 + b3) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            prob_mm_grad[b + o] += prob_grad[b + o] * (prob[b + o] * (1.0f - prob[b + o]));
-    }
-    for (int64_t o = 0; o < 1; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += prob_grad[b + o] * (prob[b + o] * (1.0f - prob[b + o]));
-        b3_grad[o] += acc;
-    }
-    for (int64_t k = 0; k < 16; ++k) {
+    {
+        real *restrict prob_mm_grad = (real *)(work + 49152);
         for (int64_t o = 0; o < 1; ++o) {
             real acc = 0.0f;
             for (int64_t b = 0; b < n; ++b)
-                acc += prob_mm_grad[b + o] * h2[b * 16 + k];
-            w3_grad[o * 16 + k] += acc;
+                acc += prob_mm_grad[b + o];
+            b3_grad[o] = acc;
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o) {
-            for (int64_t k = 0; k < 16; ++k)
-                h2_grad[b * 16 + k] += prob_mm_grad[b + o] * w3[o * 16 + k];
+    {
+        real *restrict h2 = (real *)(work + 16384);
+        real *restrict prob_mm_grad = (real *)(work + 49152);
+        for (int64_t k = 0; k < 16; ++k) {
+            for (int64_t o = 0; o < 1; ++o) {
+                real acc = 0.0f;
+                for (int64_t b = 0; b < n; ++b)
+                    acc += prob_mm_grad[b + o] * h2[b * 16 + k];
+                w3_grad[o * 16 + k] = acc;
+            }
+        }
+    }
+    {
+        real *restrict prob_mm_grad = (real *)(work + 49152);
+        real *restrict h2_grad = (real *)(work + 32768);
+        for (int64_t i = 0; i < n * 16; ++i) h2_grad[i] = 0.0f;
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1; ++o) {
+                for (int64_t k = 0; k < 16; ++k)
+                    h2_grad[b * 16 + k] += prob_mm_grad[b + o] * w3[o * 16 + k];
+            }
         }
     }
 
     /* line 13: backward: h2 = tanh(w2 * h1 + b2) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h2_mm_grad[b * 16 + o] += h2_grad[b * 16 + o] * (1.0f - h2[b * 16 + o] * h2[b * 16 + o]);
-    }
-    for (int64_t o = 0; o < 16; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += h2_grad[b * 16 + o] * (1.0f - h2[b * 16 + o] * h2[b * 16 + o]);
-        b2_grad[o] += acc;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t o = 0; o < 16; ++o) {
+    {
+        real *h2 = (real *)(work + 16384); /* in place */
+        real *restrict h2_grad = (real *)(work + 32768);
+        real *h2_mm_grad = (real *)(work + 16384); /* in place */
         for (int64_t b = 0; b < n; ++b) {
-            for (int64_t k = 0; k < 16; ++k)
-                w2_grad[o * 16 + k] += h2_mm_grad[b * 16 + o] * h1[b * 16 + k];
+            for (int64_t o = 0; o < 16; ++o)
+                h2_mm_grad[b * 16 + o] = h2_grad[b * 16 + o] * (1.0f - h2[b * 16 + o] * h2[b * 16 + o]);
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
+    {
+        real *restrict h2_mm_grad = (real *)(work + 16384);
         for (int64_t o = 0; o < 16; ++o) {
-            for (int64_t k = 0; k < 16; ++k)
-                h1_grad[b * 16 + k] += h2_mm_grad[b * 16 + o] * w2[o * 16 + k];
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += h2_mm_grad[b * 16 + o];
+            b2_grad[o] = acc;
+        }
+    }
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict h2_mm_grad = (real *)(work + 16384);
+        real *restrict w2_grad = (real *)(work + 49152);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < 256; ++i) w2_grad[i] = 0.0f;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t o = 0; o < 16; ++o) {
+            for (int64_t b = 0; b < n; ++b) {
+                for (int64_t k = 0; k < 16; ++k)
+                    w2_grad[o * 16 + k] += h2_mm_grad[b * 16 + o] * h1[b * 16 + k];
+            }
+        }
+    }
+    {
+        real *restrict h2_mm_grad = (real *)(work + 16384);
+        real *restrict h1_grad = (real *)(work + 32768);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 16; ++i) h1_grad[i] = 0.0f;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o) {
+                for (int64_t k = 0; k < 16; ++k)
+                    h1_grad[b * 16 + k] += h2_mm_grad[b * 16 + o] * w2[o * 16 + k];
+            }
         }
     }
 
     /* line 12: backward: h1 = tanh(w1 * point + b1) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h1_mm_grad[b * 16 + o] += h1_grad[b * 16 + o] * (1.0f - h1[b * 16 + o] * h1[b * 16 + o]);
-    }
-    for (int64_t o = 0; o < 16; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += h1_grad[b * 16 + o] * (1.0f - h1[b * 16 + o] * h1[b * 16 + o]);
-        b1_grad[o] += acc;
-    }
-    for (int64_t o = 0; o < 16; ++o) {
+    {
+        real *h1 = (real *)(work + 0); /* in place */
+        real *restrict h1_grad = (real *)(work + 32768);
+        real *h1_mm_grad = (real *)(work + 0); /* in place */
         for (int64_t b = 0; b < n; ++b) {
-            for (int64_t k = 0; k < 2; ++k)
-                w1_grad[o * 2 + k] += h1_mm_grad[b * 16 + o] * point[b * 2 + k];
+            for (int64_t o = 0; o < 16; ++o)
+                h1_mm_grad[b * 16 + o] = h1_grad[b * 16 + o] * (1.0f - h1[b * 16 + o] * h1[b * 16 + o]);
+        }
+    }
+    {
+        real *restrict h1_mm_grad = (real *)(work + 0);
+        real *restrict b1_grad = (real *)(work + 16512);
+        for (int64_t o = 0; o < 16; ++o) {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += h1_mm_grad[b * 16 + o];
+            b1_grad[o] = acc;
+        }
+    }
+    {
+        real *restrict h1_mm_grad = (real *)(work + 0);
+        real *restrict w1_grad = (real *)(work + 16384);
+        for (int64_t i = 0; i < 32; ++i) w1_grad[i] = 0.0f;
+        for (int64_t o = 0; o < 16; ++o) {
+            for (int64_t b = 0; b < n; ++b) {
+                for (int64_t k = 0; k < 2; ++k)
+                    w1_grad[o * 2 + k] += h1_mm_grad[b * 16 + o] * point[b * 2 + k];
+            }
         }
     }
 
     /* line 20: sgd update of w1 */
-    for (int64_t j0 = 0; j0 < 16; ++j0) {
-        for (int64_t j1 = 0; j1 < 2; ++j1)
-            w1_momentum_buffer[j0 * 2 + j1] = step == 1.0f ? w1_grad[j0 * 2 + j1] : 0.9f * w1_momentum_buffer[j0 * 2 + j1] + w1_grad[j0 * 2 + j1];
-    }
-    for (int64_t j0 = 0; j0 < 16; ++j0) {
-        for (int64_t j1 = 0; j1 < 2; ++j1)
-            w1[j0 * 2 + j1] = w1[j0 * 2 + j1] - lr * w1_momentum_buffer[j0 * 2 + j1];
+    {
+        real *restrict w1_grad = (real *)(work + 16384);
+        for (int64_t j0 = 0; j0 < 16; ++j0) {
+            for (int64_t j1 = 0; j1 < 2; ++j1) {
+                w1_momentum_buffer[j0 * 2 + j1] = step == 1.0f ? w1_grad[j0 * 2 + j1] : w1_momentum_buffer[j0 * 2 + j1] * 0.9f + w1_grad[j0 * 2 + j1];
+                w1[j0 * 2 + j1] = w1[j0 * 2 + j1] - lr * w1_momentum_buffer[j0 * 2 + j1];
+            }
+        }
     }
 
     /* line 20: sgd update of w2 */
-    for (int64_t j0 = 0; j0 < 16; ++j0) {
-        for (int64_t j1 = 0; j1 < 16; ++j1)
-            w2_momentum_buffer[j0 * 16 + j1] = step == 1.0f ? w2_grad[j0 * 16 + j1] : 0.9f * w2_momentum_buffer[j0 * 16 + j1] + w2_grad[j0 * 16 + j1];
-    }
-    for (int64_t j0 = 0; j0 < 16; ++j0) {
-        for (int64_t j1 = 0; j1 < 16; ++j1)
-            w2[j0 * 16 + j1] = w2[j0 * 16 + j1] - lr * w2_momentum_buffer[j0 * 16 + j1];
+    {
+        real *restrict w2_grad = (real *)(work + 49152);
+        for (int64_t j0 = 0; j0 < 16; ++j0) {
+            for (int64_t j1 = 0; j1 < 16; ++j1) {
+                w2_momentum_buffer[j0 * 16 + j1] = step == 1.0f ? w2_grad[j0 * 16 + j1] : w2_momentum_buffer[j0 * 16 + j1] * 0.9f + w2_grad[j0 * 16 + j1];
+                w2[j0 * 16 + j1] = w2[j0 * 16 + j1] - lr * w2_momentum_buffer[j0 * 16 + j1];
+            }
+        }
     }
 
     /* line 20: sgd update of w3 */
     for (int64_t j1 = 0; j1 < 16; ++j1) {
-        for (int64_t j0 = 0; j0 < 1; ++j0)
-            w3_momentum_buffer[j0 * 16 + j1] = step == 1.0f ? w3_grad[j0 * 16 + j1] : 0.9f * w3_momentum_buffer[j0 * 16 + j1] + w3_grad[j0 * 16 + j1];
-    }
-    for (int64_t j1 = 0; j1 < 16; ++j1) {
-        for (int64_t j0 = 0; j0 < 1; ++j0)
+        for (int64_t j0 = 0; j0 < 1; ++j0) {
+            w3_momentum_buffer[j0 * 16 + j1] = step == 1.0f ? w3_grad[j0 * 16 + j1] : w3_momentum_buffer[j0 * 16 + j1] * 0.9f + w3_grad[j0 * 16 + j1];
             w3[j0 * 16 + j1] = w3[j0 * 16 + j1] - lr * w3_momentum_buffer[j0 * 16 + j1];
+        }
     }
 
-    /* line 20: sgd update of b1 */
-    for (int64_t j = 0; j < 16; ++j)
-        b1_momentum_buffer[j] = step == 1.0f ? b1_grad[j] : 0.9f * b1_momentum_buffer[j] + b1_grad[j];
-    for (int64_t j = 0; j < 16; ++j)
-        b1[j] = b1[j] - lr * b1_momentum_buffer[j];
-
-    /* line 20: sgd update of b2 */
-    for (int64_t j = 0; j < 16; ++j)
-        b2_momentum_buffer[j] = step == 1.0f ? b2_grad[j] : 0.9f * b2_momentum_buffer[j] + b2_grad[j];
-    for (int64_t j = 0; j < 16; ++j)
-        b2[j] = b2[j] - lr * b2_momentum_buffer[j];
+    /* line 20: sgd update of b1; sgd update of b2 */
+    {
+        real *restrict b1_grad = (real *)(work + 16512);
+        for (int64_t j = 0; j < 16; ++j) {
+            b1_momentum_buffer[j] = step == 1.0f ? b1_grad[j] : b1_momentum_buffer[j] * 0.9f + b1_grad[j];
+            b1[j] = b1[j] - lr * b1_momentum_buffer[j];
+            b2_momentum_buffer[j] = step == 1.0f ? b2_grad[j] : b2_momentum_buffer[j] * 0.9f + b2_grad[j];
+            b2[j] = b2[j] - lr * b2_momentum_buffer[j];
+        }
+    }
 
     /* line 20: sgd update of b3 */
-    for (int64_t j = 0; j < 1; ++j)
-        b3_momentum_buffer[j] = step == 1.0f ? b3_grad[j] : 0.9f * b3_momentum_buffer[j] + b3_grad[j];
-    for (int64_t j = 0; j < 1; ++j)
+    for (int64_t j = 0; j < 1; ++j) {
+        b3_momentum_buffer[j] = step == 1.0f ? b3_grad[j] : b3_momentum_buffer[j] * 0.9f + b3_grad[j];
         b3[j] = b3[j] - lr * b3_momentum_buffer[j];
+    }
 
     return (double)loss_[0];
 }
 
 /* routine forward */
 static void forward(moons_mlp *m, const real *const inputs[], int64_t n, real *const outputs[]) {
+    char *const work = (char *)m->arena + 53248; /* this routine's 32768 bytes */
     const real *restrict point = inputs[0];
     real *restrict w1 = m->w1;
     real *restrict w2 = m->w2;
@@ -488,73 +405,79 @@ static void forward(moons_mlp *m, const real *const inputs[], int64_t n, real *c
     real *restrict b1 = m->b1;
     real *restrict b2 = m->b2;
     real *restrict b3 = m->b3;
-    real *restrict h1 = m->h1;
-    real *restrict h1_mm = m->h1_mm;
-    real *restrict h2 = m->h2;
-    real *restrict h2_mm = m->h2_mm;
-    real *restrict prob = m->prob;
-    real *restrict prob_mm = m->prob_mm;
 
     /* line 12: h1 = tanh(w1 * point + b1) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h1_mm[b * 16 + o] = 0.0f;
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 2; ++k)
-                acc += w1[o * 2 + k] * point[b * 2 + k];
-            h1_mm[b * 16 + o] += acc;
+    {
+        real *restrict h1_mm = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 2; ++k)
+                    acc += w1[o * 2 + k] * point[b * 2 + k];
+                h1_mm[b * 16 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h1[b * 16 + o] = tanhf(h1_mm[b * 16 + o] + b1[o]);
+    {
+        real *h1 = (real *)(work + 0); /* in place */
+        real *h1_mm = (real *)(work + 0); /* in place */
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o)
+                h1[b * 16 + o] = tanhf(h1_mm[b * 16 + o] + b1[o]);
+        }
     }
 
     /* line 13: h2 = tanh(w2 * h1 + b2) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h2_mm[b * 16 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 16; ++k)
-                acc += w2[o * 16 + k] * h1[b * 16 + k];
-            h2_mm[b * 16 + o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 16384);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 16; ++k)
+                    acc += w2[o * 16 + k] * h1[b * 16 + k];
+                h2_mm[b * 16 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h2[b * 16 + o] = tanhf(h2_mm[b * 16 + o] + b2[o]);
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 16384);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o)
+                h2[b * 16 + o] = tanhf(h2_mm[b * 16 + o] + b2[o]);
+        }
     }
 
     /* line 14: prob = sigmoid(w3 * h2 + b3) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            prob_mm[b + o] = 0.0f;
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 16; ++k)
-                acc += w3[o * 16 + k] * h2[b * 16 + k];
-            prob_mm[b + o] += acc;
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict prob_mm = (real *)(work + 16384);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 16; ++k)
+                    acc += w3[o * 16 + k] * h2[b * 16 + k];
+                prob_mm[b + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            prob[b + o] = cannl_sigmoid(prob_mm[b + o] + b3[o]);
+    {
+        real *restrict prob = (real *)(work + 0);
+        real *restrict prob_mm = (real *)(work + 16384);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1; ++o)
+                prob[b + o] = cannl_sigmoid(prob_mm[b + o] + b3[o]);
+        }
     }
 
-    memcpy(outputs[0], prob, (size_t)n * 1 * sizeof(real));
+    memcpy(outputs[0], ((real *)(work + 0)), (size_t)n * 1 * sizeof(real));
 }
 
 /* routine eval_metrics */
 static void eval_metrics(moons_mlp *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
+    char *const work = (char *)m->arena + 86016; /* this routine's 32768 bytes */
     const real *restrict point = inputs[0];
     const real *restrict target = inputs[1];
     real *restrict w1 = m->w1;
@@ -563,99 +486,103 @@ static void eval_metrics(moons_mlp *m, const real *const inputs[], int64_t n, do
     real *restrict b1 = m->b1;
     real *restrict b2 = m->b2;
     real *restrict b3 = m->b3;
-    real *restrict h1 = m->h1;
-    real *restrict h1_mm = m->h1_mm;
-    real *restrict h2 = m->h2;
-    real *restrict h2_mm = m->h2_mm;
-    real *restrict prob = m->prob;
-    real *restrict prob_mm = m->prob_mm;
-    real *restrict err = m->err;
-    real *restrict loss_ = m->loss_;
-    real *restrict mse = m->mse;
 
     /* line 12: h1 = tanh(w1 * point + b1) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h1_mm[b * 16 + o] = 0.0f;
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 2; ++k)
-                acc += w1[o * 2 + k] * point[b * 2 + k];
-            h1_mm[b * 16 + o] += acc;
+    {
+        real *restrict h1_mm = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 2; ++k)
+                    acc += w1[o * 2 + k] * point[b * 2 + k];
+                h1_mm[b * 16 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h1[b * 16 + o] = tanhf(h1_mm[b * 16 + o] + b1[o]);
+    {
+        real *h1 = (real *)(work + 0); /* in place */
+        real *h1_mm = (real *)(work + 0); /* in place */
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o)
+                h1[b * 16 + o] = tanhf(h1_mm[b * 16 + o] + b1[o]);
+        }
     }
 
     /* line 13: h2 = tanh(w2 * h1 + b2) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h2_mm[b * 16 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 16; ++k)
-                acc += w2[o * 16 + k] * h1[b * 16 + k];
-            h2_mm[b * 16 + o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 16384);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 16; ++k)
+                    acc += w2[o * 16 + k] * h1[b * 16 + k];
+                h2_mm[b * 16 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h2[b * 16 + o] = tanhf(h2_mm[b * 16 + o] + b2[o]);
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 16384);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o)
+                h2[b * 16 + o] = tanhf(h2_mm[b * 16 + o] + b2[o]);
+        }
     }
 
     /* line 14: prob = sigmoid(w3 * h2 + b3) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            prob_mm[b + o] = 0.0f;
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 16; ++k)
-                acc += w3[o * 16 + k] * h2[b * 16 + k];
-            prob_mm[b + o] += acc;
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict prob_mm = (real *)(work + 16384);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 16; ++k)
+                    acc += w3[o * 16 + k] * h2[b * 16 + k];
+                prob_mm[b + o] = acc;
+            }
         }
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            prob[b + o] = cannl_sigmoid(prob_mm[b + o] + b3[o]);
     }
 
     /* line 15: err = prob - target */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            err[b + o] = prob[b + o] - target[b + o];
+    {
+        real *restrict prob_mm = (real *)(work + 16384);
+        real *restrict err = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1; ++o)
+                err[b + o] = cannl_sigmoid(prob_mm[b + o] + b3[o]) - target[b + o];
+        }
     }
 
     /* line 16: loss = mean(err ** 2) */
-    loss_[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 1; ++o)
-        for (int64_t b = 0; b < n; ++b)
-            acc += err[b + o] * err[b + o] / (real)n;
-        loss_[0] += acc;
+        real *restrict err = (real *)(work + 0);
+        real *restrict loss_ = (real *)(work + 1024);
+        {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 1; ++o)
+            for (int64_t b = 0; b < n; ++b)
+                acc += err[b + o] * err[b + o] / (real)n;
+            loss_[0] = acc;
+        }
     }
 
     /* line 19: metric mse = mean(err ** 2) */
-    mse[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 1; ++o)
-        for (int64_t b = 0; b < n; ++b)
-            acc += err[b + o] * err[b + o] / (real)n;
-        mse[0] += acc;
+        real *restrict err = (real *)(work + 0);
+        real *restrict mse = (real *)(work + 1088);
+        {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 1; ++o)
+            for (int64_t b = 0; b < n; ++b)
+                acc += err[b + o] * err[b + o] / (real)n;
+            mse[0] = acc;
+        }
     }
 
-    *loss = (double)loss_[0];
-    metrics[0] = (double)mse[0];
+    *loss = (double)((real *)(work + 1024))[0];
+    metrics[0] = (double)((real *)(work + 1088))[0];
 }
 
 
@@ -669,42 +596,25 @@ static void moons_mlp_bind(moons_mlp *m) {
     m->b1 = (real *)(base + 1216);
     m->b2 = (real *)(base + 1280);
     m->b3 = (real *)(base + 1344);
-    m->h1 = (real *)(base + 1408);
-    m->h1_mm = (real *)(base + 17792);
-    m->h2 = (real *)(base + 34176);
-    m->h2_mm = (real *)(base + 50560);
-    m->prob = (real *)(base + 66944);
-    m->prob_mm = (real *)(base + 67968);
-    m->err = (real *)(base + 68992);
-    m->loss_ = (real *)(base + 70016);
-    m->mse = (real *)(base + 70080);
-    m->loss_grad = (real *)(base + 70144);
-    m->err_grad = (real *)(base + 70208);
-    m->prob_grad = (real *)(base + 71232);
-    m->prob_mm_grad = (real *)(base + 72256);
-    m->b3_grad = (real *)(base + 73280);
-    m->w3_grad = (real *)(base + 73344);
-    m->h2_grad = (real *)(base + 73408);
-    m->h2_mm_grad = (real *)(base + 89792);
-    m->b2_grad = (real *)(base + 106176);
-    m->w2_grad = (real *)(base + 106240);
-    m->h1_grad = (real *)(base + 107264);
-    m->h1_mm_grad = (real *)(base + 123648);
-    m->b1_grad = (real *)(base + 140032);
-    m->w1_grad = (real *)(base + 140096);
-    m->w1_momentum_buffer = (real *)(base + 140224);
-    m->w2_momentum_buffer = (real *)(base + 140352);
-    m->w3_momentum_buffer = (real *)(base + 141376);
-    m->b1_momentum_buffer = (real *)(base + 141440);
-    m->b2_momentum_buffer = (real *)(base + 141504);
-    m->b3_momentum_buffer = (real *)(base + 141568);
+    m->b3_grad = (real *)(base + 53184);
+    m->w3_grad = (real *)(base + 52992);
+    m->b2_grad = (real *)(base + 53056);
+    m->w2_grad = (real *)(base + 51968);
+    m->b1_grad = (real *)(base + 19328);
+    m->w1_grad = (real *)(base + 19200);
+    m->w1_momentum_buffer = (real *)(base + 1408);
+    m->w2_momentum_buffer = (real *)(base + 1536);
+    m->w3_momentum_buffer = (real *)(base + 2560);
+    m->b1_momentum_buffer = (real *)(base + 2624);
+    m->b2_momentum_buffer = (real *)(base + 2688);
+    m->b3_momentum_buffer = (real *)(base + 2752);
 
 }
 
 moons_mlp *moons_mlp_create(uint64_t seed) {
     moons_mlp *m = (moons_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(141632);
+    m->arena = cannl_alloc(118784);
     if (!m->arena) {
         free(m);
         return NULL;

@@ -22,7 +22,8 @@
  * Two kinds of state, both without globals (states are independent; one thread at a time
  * uses a state, different states may run in different threads at once; the routines use
  * OpenMP inside a call when built with it):
- *   `moons_mlp`: training; params, gradients, optimiser state, work buffers (moons_mlp.c)
+ *   `moons_mlp`: training; params, optimiser state and one arena of work buffers, each
+ *     routine's in a region of its own (moons_mlp.c)
  *   `moons_mlp_infer`: inference only; params and the forward buffers, the smallest
  *     footprint (moons_mlp_inference.c: a program that uses only moons_mlp_infer_* links
  *     none of the training code)
@@ -75,7 +76,8 @@ void moons_mlp_eval(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t 
 moons_mlp_real *moons_mlp_param(moons_mlp *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. */
+   on it. Its storage is train_step's own: forward and eval leave it alone, the next
+   train_step overwrites it. */
 moons_mlp_real *moons_mlp_grad(moons_mlp *m, const char *name, int64_t *count);
 int64_t moons_mlp_get_step(const moons_mlp *m);
 void moons_mlp_set_step(moons_mlp *m, int64_t step);
@@ -103,7 +105,7 @@ extern const cannl_model_api moons_mlp_api;
  *   moons_mlp_infer_destroy(s);
  *
  * Buffers hold n examples back to back, each in storage order (the sizes above). The state
- * owns its params and work buffers (70144 bytes, one allocation) and keeps
+ * owns its params and work buffers (34176 bytes, one allocation) and keeps
  * no pointer to the caller's buffers. Thread safety: a call writes the state's work buffers,
  * so one thread at a time uses a state; for concurrent inference give each thread its own
  * state (created, then loaded, set or made with _create_embedded). Calls on different states

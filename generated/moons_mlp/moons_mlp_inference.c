@@ -5,7 +5,7 @@
  * params and the buffers of the routines
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
- * in one arena of 70144 bytes; no gradients, no optimiser state, no training code
+ * in one arena of 34176 bytes; no gradients, no optimiser state, no training code
  * (a program that calls only moons_mlp_infer_* links only this file of the library). The
  * routines are those of moons_mlp.c, printed from the same loop nests, so they give the
  * same results.
@@ -28,26 +28,18 @@ typedef moons_mlp_real real;
 static inline float cannl_sigmoid(float x) { return 1 / (1 + expf(-x)); }
 
 struct moons_mlp_infer {
-    void *arena; /* all the buffers below: 70144 bytes */
+    void *arena; /* the buffers below, then the work region of forward and eval: 34176 bytes */
     real *w1; /* [16, 2] w1 : [2 -> 16] */
     real *w2; /* [16, 16] w2 : [16 -> 16] */
     real *w3; /* [1, 16] w3 : [16 -> 1] */
     real *b1; /* [16] b1 : [16] */
     real *b2; /* [16] b2 : [16] */
     real *b3; /* [1] b3 : [1] */
-    real *h1; /* [batch, 16] h1 : [batch | 16] */
-    real *h1_mm; /* [batch, 16] [batch | 16] */
-    real *h2; /* [batch, 16] h2 : [batch | 16] */
-    real *h2_mm; /* [batch, 16] [batch | 16] */
-    real *prob; /* [batch, 1] prob : [batch | 1] */
-    real *prob_mm; /* [batch, 1] [batch | 1] */
-    real *err; /* [batch, 1] err : [batch | 1] */
-    real *loss_; /* [] loss : [] */
-    real *mse; /* [] mse : [] */
 };
 
 /* routine forward */
 static void forward(moons_mlp_infer *m, const real *const inputs[], int64_t n, real *const outputs[]) {
+    char *const work = (char *)m->arena + 1408; /* this routine's 32768 bytes */
     const real *restrict point = inputs[0];
     real *restrict w1 = m->w1;
     real *restrict w2 = m->w2;
@@ -55,73 +47,79 @@ static void forward(moons_mlp_infer *m, const real *const inputs[], int64_t n, r
     real *restrict b1 = m->b1;
     real *restrict b2 = m->b2;
     real *restrict b3 = m->b3;
-    real *restrict h1 = m->h1;
-    real *restrict h1_mm = m->h1_mm;
-    real *restrict h2 = m->h2;
-    real *restrict h2_mm = m->h2_mm;
-    real *restrict prob = m->prob;
-    real *restrict prob_mm = m->prob_mm;
 
     /* line 12: h1 = tanh(w1 * point + b1) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h1_mm[b * 16 + o] = 0.0f;
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 2; ++k)
-                acc += w1[o * 2 + k] * point[b * 2 + k];
-            h1_mm[b * 16 + o] += acc;
+    {
+        real *restrict h1_mm = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 2; ++k)
+                    acc += w1[o * 2 + k] * point[b * 2 + k];
+                h1_mm[b * 16 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h1[b * 16 + o] = tanhf(h1_mm[b * 16 + o] + b1[o]);
+    {
+        real *h1 = (real *)(work + 0); /* in place */
+        real *h1_mm = (real *)(work + 0); /* in place */
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o)
+                h1[b * 16 + o] = tanhf(h1_mm[b * 16 + o] + b1[o]);
+        }
     }
 
     /* line 13: h2 = tanh(w2 * h1 + b2) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h2_mm[b * 16 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 16; ++k)
-                acc += w2[o * 16 + k] * h1[b * 16 + k];
-            h2_mm[b * 16 + o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 16384);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 16; ++k)
+                    acc += w2[o * 16 + k] * h1[b * 16 + k];
+                h2_mm[b * 16 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h2[b * 16 + o] = tanhf(h2_mm[b * 16 + o] + b2[o]);
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 16384);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o)
+                h2[b * 16 + o] = tanhf(h2_mm[b * 16 + o] + b2[o]);
+        }
     }
 
     /* line 14: prob = sigmoid(w3 * h2 + b3) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            prob_mm[b + o] = 0.0f;
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 16; ++k)
-                acc += w3[o * 16 + k] * h2[b * 16 + k];
-            prob_mm[b + o] += acc;
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict prob_mm = (real *)(work + 16384);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 16; ++k)
+                    acc += w3[o * 16 + k] * h2[b * 16 + k];
+                prob_mm[b + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            prob[b + o] = cannl_sigmoid(prob_mm[b + o] + b3[o]);
+    {
+        real *restrict prob = (real *)(work + 0);
+        real *restrict prob_mm = (real *)(work + 16384);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1; ++o)
+                prob[b + o] = cannl_sigmoid(prob_mm[b + o] + b3[o]);
+        }
     }
 
-    memcpy(outputs[0], prob, (size_t)n * 1 * sizeof(real));
+    memcpy(outputs[0], ((real *)(work + 0)), (size_t)n * 1 * sizeof(real));
 }
 
 /* routine eval_metrics */
 static void eval_metrics(moons_mlp_infer *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
+    char *const work = (char *)m->arena + 1408; /* this routine's 32768 bytes */
     const real *restrict point = inputs[0];
     const real *restrict target = inputs[1];
     real *restrict w1 = m->w1;
@@ -130,99 +128,103 @@ static void eval_metrics(moons_mlp_infer *m, const real *const inputs[], int64_t
     real *restrict b1 = m->b1;
     real *restrict b2 = m->b2;
     real *restrict b3 = m->b3;
-    real *restrict h1 = m->h1;
-    real *restrict h1_mm = m->h1_mm;
-    real *restrict h2 = m->h2;
-    real *restrict h2_mm = m->h2_mm;
-    real *restrict prob = m->prob;
-    real *restrict prob_mm = m->prob_mm;
-    real *restrict err = m->err;
-    real *restrict loss_ = m->loss_;
-    real *restrict mse = m->mse;
 
     /* line 12: h1 = tanh(w1 * point + b1) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h1_mm[b * 16 + o] = 0.0f;
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 2; ++k)
-                acc += w1[o * 2 + k] * point[b * 2 + k];
-            h1_mm[b * 16 + o] += acc;
+    {
+        real *restrict h1_mm = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 2; ++k)
+                    acc += w1[o * 2 + k] * point[b * 2 + k];
+                h1_mm[b * 16 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h1[b * 16 + o] = tanhf(h1_mm[b * 16 + o] + b1[o]);
+    {
+        real *h1 = (real *)(work + 0); /* in place */
+        real *h1_mm = (real *)(work + 0); /* in place */
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o)
+                h1[b * 16 + o] = tanhf(h1_mm[b * 16 + o] + b1[o]);
+        }
     }
 
     /* line 13: h2 = tanh(w2 * h1 + b2) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h2_mm[b * 16 + o] = 0.0f;
-    }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 16; ++k)
-                acc += w2[o * 16 + k] * h1[b * 16 + k];
-            h2_mm[b * 16 + o] += acc;
+    {
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 16384);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 16; ++k)
+                    acc += w2[o * 16 + k] * h1[b * 16 + k];
+                h2_mm[b * 16 + o] = acc;
+            }
         }
     }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 16; ++o)
-            h2[b * 16 + o] = tanhf(h2_mm[b * 16 + o] + b2[o]);
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict h2_mm = (real *)(work + 16384);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 16; ++o)
+                h2[b * 16 + o] = tanhf(h2_mm[b * 16 + o] + b2[o]);
+        }
     }
 
     /* line 14: prob = sigmoid(w3 * h2 + b3) */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            prob_mm[b + o] = 0.0f;
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o) {
-            real acc = 0.0f;
-            for (int64_t k = 0; k < 16; ++k)
-                acc += w3[o * 16 + k] * h2[b * 16 + k];
-            prob_mm[b + o] += acc;
+    {
+        real *restrict h2 = (real *)(work + 0);
+        real *restrict prob_mm = (real *)(work + 16384);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1; ++o) {
+                real acc = 0.0f;
+                for (int64_t k = 0; k < 16; ++k)
+                    acc += w3[o * 16 + k] * h2[b * 16 + k];
+                prob_mm[b + o] = acc;
+            }
         }
-    }
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            prob[b + o] = cannl_sigmoid(prob_mm[b + o] + b3[o]);
     }
 
     /* line 15: err = prob - target */
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1; ++o)
-            err[b + o] = prob[b + o] - target[b + o];
+    {
+        real *restrict prob_mm = (real *)(work + 16384);
+        real *restrict err = (real *)(work + 0);
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 1; ++o)
+                err[b + o] = cannl_sigmoid(prob_mm[b + o] + b3[o]) - target[b + o];
+        }
     }
 
     /* line 16: loss = mean(err ** 2) */
-    loss_[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 1; ++o)
-        for (int64_t b = 0; b < n; ++b)
-            acc += err[b + o] * err[b + o] / (real)n;
-        loss_[0] += acc;
+        real *restrict err = (real *)(work + 0);
+        real *restrict loss_ = (real *)(work + 1024);
+        {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 1; ++o)
+            for (int64_t b = 0; b < n; ++b)
+                acc += err[b + o] * err[b + o] / (real)n;
+            loss_[0] = acc;
+        }
     }
 
     /* line 19: metric mse = mean(err ** 2) */
-    mse[0] = 0.0f;
     {
-        real acc = 0.0f;
-        for (int64_t o = 0; o < 1; ++o)
-        for (int64_t b = 0; b < n; ++b)
-            acc += err[b + o] * err[b + o] / (real)n;
-        mse[0] += acc;
+        real *restrict err = (real *)(work + 0);
+        real *restrict mse = (real *)(work + 1088);
+        {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 1; ++o)
+            for (int64_t b = 0; b < n; ++b)
+                acc += err[b + o] * err[b + o] / (real)n;
+            mse[0] = acc;
+        }
     }
 
-    *loss = (double)loss_[0];
-    metrics[0] = (double)mse[0];
+    *loss = (double)((real *)(work + 1024))[0];
+    metrics[0] = (double)((real *)(work + 1088))[0];
 }
 
 
@@ -236,22 +238,13 @@ static void moons_mlp_infer_bind(moons_mlp_infer *m) {
     m->b1 = (real *)(base + 1216);
     m->b2 = (real *)(base + 1280);
     m->b3 = (real *)(base + 1344);
-    m->h1 = (real *)(base + 1408);
-    m->h1_mm = (real *)(base + 17792);
-    m->h2 = (real *)(base + 34176);
-    m->h2_mm = (real *)(base + 50560);
-    m->prob = (real *)(base + 66944);
-    m->prob_mm = (real *)(base + 67968);
-    m->err = (real *)(base + 68992);
-    m->loss_ = (real *)(base + 70016);
-    m->mse = (real *)(base + 70080);
 
 }
 
 moons_mlp_infer *moons_mlp_infer_create(void) {
     moons_mlp_infer *m = (moons_mlp_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(70144);
+    m->arena = cannl_alloc(34176);
     if (!m->arena) {
         free(m);
         return NULL;

@@ -6,6 +6,7 @@
 
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 namespace cannl {
 
@@ -29,11 +30,18 @@ struct GenOptions {
   std::string out_dir;     // where the files go (may be empty with `dump`)
   std::string dtype = "f32";
   long max_batch = 256;
-  std::string dump;        // "", or a stage to print: tokens, ast, shapes, graph, ir
+  std::string dump;        // "", or a stage to print: tokens, ast, shapes, graph, ir, ir:PASS, dot
   std::string weights;     // with embed: a safetensors checkpoint to compile in
   bool embed = false;
   bool color = false;
+  int opt_level = 2;       // -O0, -O1, -O2 (passes/pipeline.h)
+  std::vector<std::string> disabled_passes;  // --disable-pass=NAME
+  bool stats = false;      // --stats: print the routines' costs before and after the passes
+  bool json = false;       // with stats: as JSON
 };
+
+// `cannl gen --passes`: the passes in their order, with the level that runs each.
+std::string pass_listing();
 
 // `cannl gen SPEC -o DIR`: writes DIR/<model>.h, <model>.c, <model>_inference.c,
 // <model>_train.c, <model>_infer.c, <model>.json (the model card), CMakeLists.txt and, with

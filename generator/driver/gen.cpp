@@ -1,16 +1,19 @@
 // `cannl gen SPEC -o DIR`: front end, lowering, autodiff, passes and the C emitter.
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 #include <ostream>
 #include <unistd.h>
 
 #include "driver/commands.h"
 #include "driver/frontend.h"
+#include "driver/stats_dump.h"
 #include "driver/weights.h"
 #include "emit/c_emit.h"
 #include "emit/model_card.h"
 #include "ir/ir_print.h"
 #include "lower/routines.h"
+#include "passes/pipeline.h"
 #include "spec/ast_print.h"
 
 namespace cannl {
@@ -107,6 +110,12 @@ bool write_files(const fs::path& dir, const std::vector<OutputFile>& files, std:
 
 }  // namespace
 
+std::string pass_listing() {
+  std::string s = "passes, in the order they run (-O0: none; -O1: those marked 1; -O2, the default: all):\n";
+  for (const PassInfo& p : pass_list()) s += fmt::format("  {:<16} -O{}  {}\n", p.name, p.level, p.summary);
+  return s;
+}
+
 int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, std::ostream& err) {
   std::string text, error;
   if (!read_file(path, text, error)) {
@@ -119,17 +128,48 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
     c.color = opt.color;
     return check_text(path, text, c, out, err);
   }
+  PassOptions pass_opt;
+  pass_opt.level = opt.opt_level;
+  pass_opt.elem_bytes = opt.dtype == "f64" ? 8 : 4;
+  for (const auto& name : opt.disabled_passes) {
+    if (!find_pass(name)) {
+      err << "cannl: error: --disable-pass: no pass called '" << name << "' (cannl gen --passes lists them)\n";
+      return 2;
+    }
+    pass_opt.disabled.insert(name);
+  }
+  std::string dump_after;  // --dump=ir:PASS
+  if (opt.dump.rfind("ir:", 0) == 0) {
+    dump_after = opt.dump.substr(3);
+    const PassInfo* pi = find_pass(dump_after);
+    if (!pi) {
+      err << "cannl: error: --dump=ir:" << dump_after << ": no such pass (cannl gen --passes lists them)\n";
+      return 2;
+    }
+    if (pi->level > opt.opt_level || pass_opt.disabled.count(dump_after)) {
+      err << "cannl: error: --dump=ir:" << dump_after << ": the pass does not run at -O" << opt.opt_level
+          << (pass_opt.disabled.count(dump_after) ? " with --disable-pass=" + dump_after : "") << "\n";
+      return 2;
+    }
+  }
   auto fe = run_frontend(path, text);
   fe->diags.render(err, opt.color);
   if (!fe->ok()) return 1;
   ProgramOptions po;
   po.max_batch = opt.max_batch;
-  ir::Program prog;
+  ir::Program prog, before;
   std::vector<OutputFile> files;
   EmbeddedWeights weights;
+  std::vector<std::string> ran;
+  std::string dumped;
   try {
     prog = build_program(fe->model, fe->shapes, fe->file, po);
-    if (opt.dump.empty()) {
+    if (opt.stats || opt.dump == "dot") before = prog;
+    run_passes(prog, pass_opt, [&](const std::string& name, const ir::Program& p) {
+      ran.push_back(name);
+      if (name == dump_after) dumped = ir::print_program(p);
+    });
+    if (opt.dump.empty() && !opt.stats) {
       if (opt.embed && !read_weights(prog, opt.weights, weights, error)) {
         err << "cannl: error: " << error << "\n";
         return 1;
@@ -153,6 +193,23 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
   }
   if (opt.dump == "ir") {
     out << ir::print_program(prog);
+    return 0;
+  }
+  if (!dump_after.empty()) {
+    out << dumped;
+    return 0;
+  }
+  if (opt.dump == "dot") {
+    out << dump_dot(before, prog);
+    return 0;
+  }
+  if (opt.stats) {
+    StatsOptions so;
+    so.level = opt.opt_level;
+    so.passes = ran;
+    so.elem_bytes = pass_opt.elem_bytes;
+    so.dtype = opt.dtype;
+    out << (opt.json ? stats_json(before, prog, so) : stats_text(before, prog, so));
     return 0;
   }
   if (opt.dump == "graph") {

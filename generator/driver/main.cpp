@@ -1,6 +1,7 @@
 // main.cpp — the `cannl` command line: parses options and calls a subcommand.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <set>
 #include <unistd.h>
 
 #include "driver/commands.h"
@@ -24,21 +25,38 @@ int main(int argc, char** argv) {
   std::string gen_spec;
   cannl::GenOptions gen;
   auto* g = app.add_subcommand("gen", "Generate C source for SPEC into DIR");
-  g->add_option("SPEC", gen_spec, "the spec file (.cannl)")->required();
+  auto* gen_spec_opt = g->add_option("SPEC", gen_spec, "the spec file (.cannl)");
+  bool list_passes = false;
+  g->add_flag("--passes", list_passes, "list the optimisation passes in the order they run, and exit");
+  g->add_option("-O", gen.opt_level, "optimisation level: -O0 (no passes), -O1, -O2 (default)")
+      ->check(CLI::Range(0, 2));
+  g->add_option("--disable-pass", gen.disabled_passes, "skip the pass NAME (repeatable; see --passes)");
+  g->add_flag("--stats", gen.stats, "print each routine's buffers, arena bytes, loop nests, FLOPs and bytes moved "
+                                    "per call at the max batch, before and after the passes (no files written)");
+  g->add_flag("--json", gen.json, "with --stats: print JSON");
   auto* out_opt = g->add_option("-o,--output", gen.out_dir, "output directory (created if missing)");
   g->add_option("--dtype", gen.dtype, "element type: f32 (default) or f64")
       ->check(CLI::IsMember({"f32", "f64"}));
   g->add_option("--max-batch", gen.max_batch, "largest batch the generated code accepts (default 256)")
       ->check(CLI::Range(1L, 1L << 24));
-  auto* dump_opt = g->add_option("--dump", gen.dump, "print a stage instead: tokens, ast, shapes, graph or ir")
-      ->check(CLI::IsMember({"tokens", "ast", "shapes", "graph", "ir"}));
+  auto* dump_opt = g->add_option("--dump", gen.dump,
+                                 "print a stage instead: tokens, ast, shapes, graph, ir (after the passes), "
+                                 "ir:PASS (after that pass) or dot (the training step's tensor graph, Graphviz)")
+      ->check([](const std::string& v) {
+        static const std::set<std::string> stages = {"tokens", "ast", "shapes", "graph", "ir", "dot"};
+        return stages.count(v) || v.rfind("ir:", 0) == 0 ? std::string()
+                                                         : "must be tokens, ast, shapes, graph, ir, ir:PASS or dot";
+      });
   auto* weights_opt = g->add_option("--weights", gen.weights, "a safetensors checkpoint of the model (with --embed)");
   auto* embed_opt = g->add_flag("--embed", gen.embed,
                                 "compile the --weights params into the generated code (<model>_weights.c)");
   embed_opt->needs(weights_opt);
   weights_opt->needs(embed_opt);
   g->callback([&] {
-    if (!*out_opt && !*dump_opt) throw CLI::RequiredError("-o,--output");
+    if (list_passes) return;
+    if (!*gen_spec_opt) throw CLI::RequiredError("SPEC");
+    if (!*out_opt && !*dump_opt && !gen.stats) throw CLI::RequiredError("-o,--output");
+    if (gen.json && !gen.stats) throw CLI::ValidationError("--json", "only with --stats");
   });
 
   try {
@@ -56,6 +74,10 @@ int main(int argc, char** argv) {
   check.color = isatty(STDERR_FILENO);
   if (*c) return cannl::check_file(check_spec, check, std::cout, std::cerr);
   if (*g) {
+    if (list_passes) {
+      std::cout << cannl::pass_listing();
+      return 0;
+    }
     gen.color = check.color;
     return cannl::gen_file(gen_spec, gen, std::cout, std::cerr);
   }

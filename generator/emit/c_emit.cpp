@@ -24,7 +24,7 @@ const std::set<std::string>& reserved() {
       "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
       "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
       "volatile", "while", "m", "n", "real", "inputs", "outputs", "step", "lr", "loss", "metrics", "acc",
-      "v", "base", "seed", "rng", "count", "name", "out", "cap", "all", "NAN", "INFINITY", "main"};
+      "v", "base", "work", "seed", "rng", "count", "name", "out", "cap", "all", "NAN", "INFINITY", "main"};
   return r;
 }
 
@@ -44,16 +44,17 @@ public:
   }
 
   std::vector<OutputFile> run() {
+    const std::string field_text = fields();
     std::string routines;
-    for (const auto& r : p_.routines) routines += routine(r) + "\n";
+    for (size_t k = 0; k < p_.routines.size(); ++k) routines += routine(p_.routines[k], region_[k]) + "\n";
     data d = common();
     d.set("helpers", helpers());
-    d.set("fields", fields());
+    d.set("fields", field_text);
     d.set("routines", routines);
     d.set("arena_bytes", std::to_string(arena_bytes_));
     data bufs{data::type::list};
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
-      if (p_.buffers[i].role == ir::Role::Input) continue;
+      if (p_.buffers[i].role == ir::Role::Input || offsets_[i] < 0) continue;
       data b;
       b.set("name", cname_[i]);
       b.set("offset", std::to_string(offsets_[i]));
@@ -79,7 +80,8 @@ private:
   COptions o_;
   std::string state_type_ = p_.model;  // the struct the routines being printed take
   std::vector<std::string> cname_;
-  std::vector<long> offsets_;
+  std::vector<long> offsets_;  // byte offset of a buffer with a field of its own (-1: none)
+  std::vector<long> region_;   // byte offset of each routine's region (-1: not planned)
   long arena_bytes_ = 0;
   long infer_arena_bytes_ = 0;
   std::set<std::string> helpers_;
@@ -219,25 +221,60 @@ private:
     return s;
   }
 
-  // The struct fields, and the arena layout (64-byte aligned offsets).
+  // The struct fields, and the arena layout (64-byte aligned offsets): first the buffers that
+  // keep their own storage (params, optimiser state, and without memory planning every
+  // buffer), then one region per planned routine (Routine::offsets) holding its work
+  // buffers; a param's gradient has a field pointing into train_step's region.
   std::string fields() {
     std::string s;
     offsets_.assign(p_.buffers.size(), -1);
     long off = 0;
     const long elem = o_.f64 ? 8 : 4;
+    std::vector<bool> planned(p_.buffers.size(), false), used(p_.buffers.size(), false);
+    for (const auto& r : p_.routines) {
+      for (size_t i = 0; i < r.offsets.size(); ++i) planned[i] = planned[i] || r.offsets[i] >= 0;
+      std::set<std::string> scalars;
+      std::set<int> bufs;
+      for (const auto& st : r.stmts) used_buffers(st, bufs, scalars);
+      for (int b : bufs) used[static_cast<size_t>(b)] = true;
+    }
+    for (int b : p_.outputs) used[static_cast<size_t>(b)] = true;
+    for (int b : p_.metrics) used[static_cast<size_t>(b)] = true;
+    used[static_cast<size_t>(p_.loss)] = true;
+    auto exposed_grad = [&](const ir::Buffer& b) {
+      return b.role == ir::Role::Grad && b.grad_of >= 0 && p_.buffers[static_cast<size_t>(b.grad_of)].role == ir::Role::Param;
+    };
     ir::Role last = ir::Role::Input;
+    std::vector<size_t> grad_fields;
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
       const auto& b = p_.buffers[i];
       if (b.role == ir::Role::Input) continue;
+      const bool field = b.role == ir::Role::Param || b.role == ir::Role::OptState ||
+                         (used[i] && !planned[i]) || (planned[i] && exposed_grad(b));
+      if (!field) continue;
       if (b.role != last) s += fmt::format("    /* {} */\n", b.role == ir::Role::Temp ? "temporaries" : plural(b.role));
       last = b.role;
-      offsets_[i] = off;
-      off += (b.elements() * elem + 63) / 64 * 64;
+      if (planned[i]) {
+        grad_fields.push_back(i);  // placed below, inside train_step's region
+      } else {
+        offsets_[i] = off;
+        off += (b.elements() * elem + 63) / 64 * 64;
+      }
       std::string dims = "[";
       for (size_t k = 0; k < b.dims.size(); ++k)
         dims += (k ? ", " : "") + (b.dims[k].batch ? std::string("batch") : std::to_string(b.dims[k].size));
       dims += "]";
       s += fmt::format("    real *{}; /* {} {} */\n", cname_[i], dims, b.shape);
+    }
+    region_.assign(p_.routines.size(), -1);
+    for (size_t k = 0; k < p_.routines.size(); ++k) {
+      const auto& r = p_.routines[k];
+      if (r.arena_bytes <= 0) continue;
+      region_[k] = off;
+      off += (r.arena_bytes + 63) / 64 * 64;
+      if (r.name == "train_step")
+        for (size_t i : grad_fields)
+          if (r.offsets[i] >= 0) offsets_[i] = region_[k] + r.offsets[i];
     }
     arena_bytes_ = off > 0 ? off : 64;
     return s;
@@ -252,13 +289,18 @@ private:
     }
   }
 
-  // The forward-only unit: the routines forward and eval_metrics over a state of their own
-  // (params first, then the buffers the two routines use, in one 64-byte aligned arena).
+  // The forward-only unit: the routines forward and eval_metrics over a state of their own, in
+  // one 64-byte aligned arena: the params, the buffers the two routines use that memory
+  // planning left out of their work regions, then one work region the two routines share
+  // (they never run at once), as large as the larger of their planned regions.
   void inference(data& d) {
-    std::set<int> used(p_.params.begin(), p_.params.end());
     std::vector<const ir::Routine*> rs = {p_.routine("forward"), p_.routine("eval_metrics")};
+    std::set<int> used(p_.params.begin(), p_.params.end());
     for (const ir::Routine* r : rs)
-      for (int b : routine_buffers(*r)) used.insert(b);
+      for (int b : routine_buffers(*r)) {
+        const bool planned = static_cast<size_t>(b) < r->offsets.size() && r->offsets[static_cast<size_t>(b)] >= 0;
+        if (!planned) used.insert(b);
+      }
     std::vector<int> order(p_.params.begin(), p_.params.end());
     for (int b : used)
       if (p_.buffers[static_cast<size_t>(b)].role != ir::Role::Param && p_.buffers[static_cast<size_t>(b)].role != ir::Role::Input)
@@ -279,11 +321,15 @@ private:
       bufs.push_back(e);
       off += (buf.elements() * elem + 63) / 64 * 64;
     }
+    long work = 0;
+    for (const ir::Routine* r : rs) work = std::max(work, r->arena_bytes);
+    const long region = work > 0 ? off : -1;
+    off += (work + 63) / 64 * 64;
     infer_arena_bytes_ = off > 0 ? off : 64;
     helpers_.clear();
     state_type_ = p_.model + "_infer";
     std::string routines;
-    for (const ir::Routine* r : rs) routines += routine(*r) + "\n";
+    for (const ir::Routine* r : rs) routines += routine(*r, r->arena_bytes > 0 ? region : -1) + "\n";
     state_type_ = p_.model;
     d.set("infer_helpers", helpers());
     d.set("infer_fields", fields);
@@ -492,12 +538,22 @@ private:
     // `acc` (kept in a register; vectorised by the compiler when reassociation is allowed,
     // as the generated CMakeLists.txt does).
     int red = 0;
-    if (!s.sequential && s.accum != ir::Accum::Set)
+    if (!s.sequential && s.accum != ir::Accum::Set && s.fused.empty())
       while (red < depth && depth - 1 - red > s.parallel && !uses_var(s.out, depth - 1 - red)) ++red;
     const bool reduce_inner = red > 0;
+    // zero_first: when every reduction loop is an inner `acc` loop, the cell is assigned
+    // (`=` instead of `+=`); otherwise the cells are filled with the identity first.
+    int reductions = 0;
+    for (int k = 0; k < depth; ++k) reductions += !uses_var(s.out, k);
+    const bool assign_acc = s.zero_first && reduce_inner && red == reductions;
     // `acc` at routine level (every loop reduces): give the nest a block of its own.
     const bool own_block = reduce_inner && red == depth;
     std::string out = own_block ? "    {\n" : "";
+    if (s.zero_first && !assign_acc) {
+      std::string v = "i";
+      while (taken.count(v) || reserved().count(v)) v += "_";
+      out += fill_first(s, v, "= " + std::string(s.accum == ir::Accum::Add ? num(0) : s.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY"));
+    }
     auto ind = [&](int k) { return std::string(static_cast<size_t>(4 * (k + 1 + own_block)), ' '); };
     auto loop = [&](int k) {
       const ir::Iter& it = s.iters[static_cast<size_t>(k)];
@@ -506,27 +562,44 @@ private:
     };
     const std::string target = access(s.out);
     const std::string guard = in_range(s.out);
-    auto store = [&](const std::string& value, int level) {
+    auto store_to = [&](const std::string& target, const std::string& guard, ir::Accum accum,
+                        const std::string& value, int level) {
       std::string st;
-      switch (s.accum) {
+      switch (accum) {
         case ir::Accum::Set: st = fmt::format("{} = {};", target, value); break;
         case ir::Accum::Add: st = fmt::format("{} += {};", target, value); break;
         case ir::Accum::Max: case ir::Accum::Min: {
-          const char* cmp = s.accum == ir::Accum::Max ? ">" : "<";
+          const char* cmp = accum == ir::Accum::Max ? ">" : "<";
           st = value == "acc" ? fmt::format("if (acc {} {}) {} = acc;", cmp, target, target)
                               : fmt::format("{{ const real v = {}; if (v {} {}) {} = v; }}", value, cmp, target, target);
           break;
         }
       }
-      if (!guard.empty()) st = fmt::format("if ({}) {}", guard, s.accum == ir::Accum::Set || s.accum == ir::Accum::Add ? st : "{ " + st + " }");
+      if (!guard.empty()) st = fmt::format("if ({}) {}", guard, accum == ir::Accum::Set || accum == ir::Accum::Add ? st : "{ " + st + " }");
       return ind(level) + st + "\n";
     };
+    auto store = [&](const std::string& value, int level) {
+      if (assign_acc) return store_to(target, guard, ir::Accum::Set, value, level);
+      std::string st = store_to(target, guard, s.accum, value, level);
+      for (const ir::Assign& a : s.fused) st += store_to(access(a.out), in_range(a.out), a.accum, expr(*a.body), level);
+      return st;
+    };
     const int outer_loops = depth - red;
+    const bool braced = !s.fused.empty();  // several assignments in the innermost loop
     for (int k = 0; k < outer_loops; ++k) {
       if (k == s.parallel) out += ind(k) + "CANNL_PRAGMA(\"omp parallel for\")\n";
-      out += ind(k) + loop(k) + (k + 1 < outer_loops || reduce_inner ? " {\n" : "\n");
+      out += ind(k) + loop(k) + (k + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
     }
-    std::string body = expr(*s.body);
+    // A zero_first sum times a constant,  out = 0 += x * c : the constant multiplies the
+    // finished sums once (sum(x) * c), not every term.
+    const ir::Expr* summed = s.body.get();
+    std::string scale;
+    if (s.zero_first && s.accum == ir::Accum::Add && s.body->op == ir::Op::Mul &&
+        s.body->args[1]->op == ir::Op::Const) {
+      scale = num(s.body->args[1]->value);
+      summed = s.body->args[0].get();
+    }
+    std::string body = expr(*summed);
     if (reduce_inner) {
       const int k = outer_loops;
       const bool add = s.accum == ir::Accum::Add;
@@ -540,21 +613,39 @@ private:
         out += ind(k + 1) + fmt::format("acc = v {} acc ? v : acc;\n", s.accum == ir::Accum::Max ? ">" : "<");
         out += ind(k) + "}\n";
       }
-      out += store("acc", k);
+      out += store(scale.empty() || !assign_acc ? "acc" : "acc * " + scale, k);
     } else {
       out += store(body, depth);
     }
-    for (int k = outer_loops - (reduce_inner ? 0 : 1); k-- > 0;) out += ind(k) + "}\n";
+    for (int k = outer_loops - (reduce_inner || braced ? 0 : 1); k-- > 0;) out += ind(k) + "}\n";
     if (own_block) out += "    }\n";
+    if (!scale.empty() && !assign_acc) {
+      std::string v = "i";
+      while (taken.count(v) || reserved().count(v)) v += "_";
+      out += fill_first(s, v, "*= " + scale);
+    }
     return out;
   }
 
+  // A loop over every cell of a zero_first nest's out buffer (the out access covers the
+  // buffer; a batch axis is the first, run to n): `= identity` before it, `*= c` after it.
+  std::string fill_first(const ir::Stmt& s, const std::string& v, const std::string& op) {
+    const auto& b = p_.buffers[static_cast<size_t>(s.out.buf)];
+    const bool batched = !b.dims.empty() && b.dims[0].batch;
+    const long per = size(b, true);
+    const std::string count = batched ? (per == 1 ? "n" : fmt::format("n * {}", per)) : std::to_string(per);
+    return std::string(s.parallel >= 0 ? "    CANNL_PRAGMA(\"omp parallel for\")\n" : "") +
+           fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{0}] {3};\n", v, count,
+                       cname_[static_cast<size_t>(s.out.buf)], op);
+  }
+
   void used_buffers(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& scalars) {
-    bufs.insert(s.out.buf);
+    for (int w : ir::written_buffers(s)) bufs.insert(w);
     std::vector<const ir::Expr*> loads;
-    ir::collect_loads(s.body, loads);
+    ir::collect_loads(s, loads);
     for (const auto* l : loads) bufs.insert(l->access.buf);
     std::vector<const ir::Expr*> stack = {s.body.get()};
+    for (const auto& a : s.fused) stack.push_back(a.body.get());
     while (!stack.empty()) {
       const ir::Expr* e = stack.back();
       stack.pop_back();
@@ -577,7 +668,7 @@ private:
     return bufs;
   }
 
-  std::string routine(const ir::Routine& r) {
+  std::string routine(const ir::Routine& r, long region) {
     std::set<int> bufs;
     std::set<std::string> scalars;
     for (const auto& s : r.stmts) used_buffers(s, bufs, scalars);
@@ -599,9 +690,41 @@ private:
       if (r.name == "train_step") bufs.insert(p_.loss);
     }
     bool inputs_used = false, n_used = false;
+    auto planned = [&](int b) { return region >= 0 && r.offsets[static_cast<size_t>(b)] >= 0; };
+    // Work buffers of a planned routine point into its region of the arena. One whose bytes
+    // another buffer of the routine reuses is declared in each nest that uses it, in a block
+    // of its own, restrict there unless the nest also touches a buffer sharing its bytes (in
+    // place): restrict holds per block, and the routine's other names for those bytes are
+    // not used in it.
+    const long elem = o_.f64 ? 8 : 4;
+    auto overlap = [&](int b, int c) {
+      const long lo = r.offsets[static_cast<size_t>(b)], hi = lo + p_.buffers[static_cast<size_t>(b)].elements() * elem;
+      const long clo = r.offsets[static_cast<size_t>(c)], chi = clo + p_.buffers[static_cast<size_t>(c)].elements() * elem;
+      return b != c && planned(b) && planned(c) && clo < hi && lo < chi;
+    };
+    auto shares = [&](int b) {
+      for (int c : bufs)
+        if (overlap(b, c)) return true;
+      return false;
+    };
+    auto pointer = [&](int b, bool restrict_) {
+      return fmt::format("real *{}{} = (real *)(work + {});", restrict_ ? "restrict " : "", cname_[static_cast<size_t>(b)],
+                         r.offsets[static_cast<size_t>(b)]);
+    };
+    // How the epilogue names a buffer (one declared per nest has no routine-level name).
+    auto ref = [&](int b) {
+      return planned(b) && shares(b) ? fmt::format("((real *)(work + {}))", r.offsets[static_cast<size_t>(b)])
+                                     : cname_[static_cast<size_t>(b)];
+    };
+    bool any_planned = false;
+    for (int b : bufs) any_planned = any_planned || planned(b);
+    if (any_planned)
+      pro += fmt::format("    char *const work = (char *)m->arena + {}; /* this routine's {} bytes */\n", region, r.arena_bytes);
     for (int b : bufs) {
       const auto& buf = p_.buffers[static_cast<size_t>(b)];
-      if (buf.role == ir::Role::Input) {
+      if (planned(b)) {
+        if (!shares(b)) pro += "    " + pointer(b, true) + "\n";
+      } else if (buf.role == ir::Role::Input) {
         inputs_used = true;
         auto it = std::find(p_.inputs.begin(), p_.inputs.end(), b);
         pro += fmt::format("    const real *restrict {} = inputs[{}];\n", cname_[static_cast<size_t>(b)], it - p_.inputs.begin());
@@ -626,17 +749,17 @@ private:
         long per = size(b, true);
         n_used |= batched;
         epi += fmt::format("    memcpy(outputs[{}], {}, (size_t){}{} * sizeof(real));\n", k,
-                           cname_[static_cast<size_t>(p_.outputs[k])], batched ? "n * " : "", per);
+                           ref(p_.outputs[k]), batched ? "n * " : "", per);
       }
       if (p_.outputs.empty()) epi += "    (void)outputs;\n";
     }
     if (r.name == "eval_metrics") {
-      epi += fmt::format("    *loss = (double){}[0];\n", cname_[static_cast<size_t>(p_.loss)]);
+      epi += fmt::format("    *loss = (double){}[0];\n", ref(p_.loss));
       for (size_t k = 0; k < p_.metrics.size(); ++k)
-        epi += fmt::format("    metrics[{}] = (double){}[0];\n", k, cname_[static_cast<size_t>(p_.metrics[k])]);
+        epi += fmt::format("    metrics[{}] = (double){}[0];\n", k, ref(p_.metrics[k]));
       if (p_.metrics.empty()) epi += "    (void)metrics;\n";
     }
-    if (r.name == "train_step") epi += fmt::format("    return (double){}[0];\n", cname_[static_cast<size_t>(p_.loss)]);
+    if (r.name == "train_step") epi += fmt::format("    return (double){}[0];\n", ref(p_.loss));
     if (!is_init) {
       if (!inputs_used) pro += "    (void)inputs;\n";
       if (!n_used) pro += "    (void)n;\n";
@@ -651,7 +774,27 @@ private:
       std::string what = s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what;
       if (what != last) body += "\n    /* " + comment_safe(what) + " */\n";
       last = what;
-      body += nest(s, taken);
+      std::set<int> nb;
+      std::set<std::string> unused;
+      used_buffers(s, nb, unused);
+      std::string decls;
+      for (int b : nb) {
+        if (!planned(b) || !shares(b)) continue;
+        bool alone = true;
+        for (int c : nb) alone = alone && !overlap(b, c);
+        decls += "        " + pointer(b, alone) + (alone ? "" : " /* in place */") + "\n";
+      }
+      if (decls.empty()) {
+        body += nest(s, taken);
+      } else {  // the nest, one level deeper, in a block with its pointers
+        std::string text = nest(s, taken), indented;
+        for (size_t i = 0; i < text.size();) {
+          size_t e = text.find('\n', i);
+          indented += "    " + text.substr(i, e - i + 1);
+          i = e + 1;
+        }
+        body += "    {\n" + decls + indented + "    }\n";
+      }
     }
     std::string head = fmt::format("/* routine {} */\n", r.name);
     return head + sig + " {\n" + pro + body + (epi.empty() ? "" : "\n" + epi) + "}\n";

@@ -258,4 +258,15 @@ void collect_loads(const ExprP& e, std::vector<const Expr*>& out) {
   for (const auto& a : e->args) collect_loads(a, out);
 }
 
+void collect_loads(const Stmt& s, std::vector<const Expr*>& out) {
+  collect_loads(s.body, out);
+  for (const Assign& a : s.fused) collect_loads(a.body, out);
+}
+
+std::vector<int> written_buffers(const Stmt& s) {
+  std::vector<int> w = {s.out.buf};
+  for (const Assign& a : s.fused) w.push_back(a.out.buf);
+  return w;
+}
+
 }  // namespace cannl::ir

@@ -107,11 +107,28 @@ bool same_expr(const Expr& a, const Expr& b);
 enum class Accum { Set, Add, Max, Min };
 const char* accum_symbol(Accum a);  // "=", "+=", "max=", "min="
 
+// A further assignment of a fused nest (passes/fuse.cpp), made at each point of the nest
+// after the nest's own assignment and the fused ones before it.
+struct Assign {
+  Access out;
+  Accum accum = Accum::Set;
+  ExprP body;
+};
+
 struct Stmt {
   std::vector<Iter> iters;  // loop order, outermost first
   Access out;
   Accum accum = Accum::Set;
   ExprP body;
+  // The out cells the nest writes are first set to the identity of `accum` (0 for +=, -inf
+  // for max=, inf for min=), i.e. the nest assigns the reduction instead of adding to what
+  // the buffer held (set by passes/fold_fills.cpp; only with accum != Set). Every out cell
+  // is written: the out access covers the buffer.
+  bool zero_first = false;
+  // Fused nests (passes/fuse.cpp): more assignments in the same loops, each writing a
+  // buffer at an index that names every loop (pointwise), done in order after `out`.
+  // Only nests whose own assignment is pointwise too have any.
+  std::vector<Assign> fused = {};
   int line = 0;             // spec line it comes from (0: none)
   std::string what;         // "h1 = relu(w1 * x + b1)", "d loss / d w1", "sgd update of w1"
   bool sequential = false;  // must run in order (random initialisation)
@@ -125,6 +142,11 @@ struct Routine {
   std::vector<std::pair<std::string, std::string>> scalars;
   std::vector<Stmt> stmts;
   long arena_bytes = 0;     // set by memory planning: the routine's arena at max_batch (0: none)
+  // Set with arena_bytes: the byte offset of each buffer (by index) in the routine's arena,
+  // 64-byte aligned, or -1 for a buffer outside it (inputs, params, optimiser state, buffers
+  // the routine does not use). Buffers whose lifetimes in the routine do not overlap may
+  // share bytes.
+  std::vector<long> offsets = {};
 };
 
 struct Program {
@@ -150,5 +172,10 @@ ExprP load_all(const Stmt& elementwise_stmt, int buf);  // buf[j0, j1, ...] in t
 
 // Every buffer read by an expression (in order of appearance).
 void collect_loads(const ExprP& e, std::vector<const Expr*>& out);
+// Every load of a nest, its fused assignments included (a += also reads its out cells; that
+// read is not listed).
+void collect_loads(const Stmt& s, std::vector<const Expr*>& out);
+// The buffers a nest writes: out, then each fused assignment's.
+std::vector<int> written_buffers(const Stmt& s);
 
 }  // namespace cannl::ir

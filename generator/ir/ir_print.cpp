@@ -87,8 +87,16 @@ std::string print_stmt(const Stmt& s, const Program& p) {
     loops += it.batch ? fmt::format("{} < n", it.name) : fmt::format("{} < {}", it.name, it.size);
   }
   std::string head = loops.empty() ? "" : "for " + loops + ":  ";
-  return head + print_access(s.out, p, s.iters) + " " + accum_symbol(s.accum) + " " +
-         print_expr(*s.body, p, s.iters) + (s.sequential ? "   (in order)" : "");
+  // zero_first: the cells start from the accumulation's identity, printed "= 0 +=".
+  std::string first;
+  if (s.zero_first)
+    first = s.accum == Accum::Add ? "= 0 " : s.accum == Accum::Max ? "= -inf " : "= inf ";
+  std::string text = head + print_access(s.out, p, s.iters) + " " + first + accum_symbol(s.accum) + " " +
+                     print_expr(*s.body, p, s.iters);
+  for (const Assign& a : s.fused)
+    text += ";  " + print_access(a.out, p, s.iters) + " " + accum_symbol(a.accum) + " " +
+            print_expr(*a.body, p, s.iters);
+  return text + (s.sequential ? "   (in order)" : "");
 }
 
 static std::string dims_text(const Buffer& b) {

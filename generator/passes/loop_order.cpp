@@ -59,7 +59,7 @@ void order_loops(const ir::Program& p, ir::Stmt& s) {
   const int n = static_cast<int>(s.iters.size());
   if (n == 0) return;
   std::vector<const ir::Expr*> loads;
-  ir::collect_loads(s.body, loads);
+  ir::collect_loads(s, loads);
   std::vector<ir::Access> reads;
   for (const ir::Expr* l : loads)
     if (std::find(reads.begin(), reads.end(), l->access) == reads.end()) reads.push_back(l->access);
@@ -106,6 +106,10 @@ void order_loops(const ir::Program& p, ir::Stmt& s) {
   s.iters = std::move(iters);
   s.out = remap(s.out, new_pos);
   s.body = remap(s.body, new_pos);
+  for (ir::Assign& a : s.fused) {
+    a.out = remap(a.out, new_pos);
+    a.body = remap(a.body, new_pos);
+  }
 
   long work = 1;
   for (const auto& it : s.iters) work *= it.size;

@@ -88,9 +88,36 @@ expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl"
 expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/x" --dtype f16
 expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/x" --max-batch 0
 expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/no/such/dir"
-expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" -O0 --dump=ir
 grep -qF 'h1_mm[b, o] += w1[o, k] * x[b, k]' "$tmp/out" && ok || bad "--dump=ir"
 grep -qF 'w1_grad[o, k] += h1_mm_grad[b, o] * x[b, k]' "$tmp/out" && ok || bad "--dump=ir backward"
+
+# Passes (issue 4): the list, levels, --disable-pass, dumps after a pass, stats.
+expect_rc 0 "$cannl" gen --passes
+[ "$(awk 'NR > 1 {print $1}' "$tmp/out" | tr '\n' ' ')" = "simplify fold_fills reuse_values inline_virtual fuse dce plan_memory " ] \
+  && ok || bad "--passes order"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir
+grep -qF 'h1_mm[b, o] = 0 += w1[o, k] * image[b, k] * 0.00392156862745098' "$tmp/out" && ok || bad "-O2: x inlined, fill folded"
+! grep -qE '(^|[^a-z_])x\[b' "$tmp/out" && ok || bad "-O2: x is virtual"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:simplify
+grep -qF 'x[b, o] = image[b, o] * 0.00392156862745098' "$tmp/out" && ok || bad "--dump=ir:simplify"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir --disable-pass=inline_virtual
+grep -qF 'x[b, o] = image[b, o] * 0.00392156862745098' "$tmp/out" && ok || bad "--disable-pass keeps x"
+expect_rc 2 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir --disable-pass=nonsense
+expect_rc 2 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:nonsense
+expect_rc 2 "$cannl" gen "$src/specs/fashion_mlp.cannl" -O1 --dump=ir:fuse
+expect_rc 2 "$cannl" gen "$src/specs/fashion_mlp.cannl" -O3 --dump=ir
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=dot
+grep -qF '"x" [shape=ellipse, style=dashed' "$tmp/out" && ok || bad "--dump=dot virtual node"
+grep -qF '"h1_mm_grad" -> "w1_grad";' "$tmp/out" && ok || bad "--dump=dot backward edge"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --max-batch 128 --stats --json
+for k in arena_bytes loop_nests flops bytes_moved; do
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['train_step']['$k'] > 0" "$tmp/out" \
+    && ok || bad "--stats --json: train_step.$k"
+done
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --stats
+grep -q '^  train_step' "$tmp/out" && ok || bad "--stats"
+expect_rc 2 "$cannl" gen "$src/specs/fashion_mlp.cannl" --json
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=graph
 grep -qF 'line 14: h1 = relu(w1 * x + b1)' "$tmp/out" && ok || bad "--dump=graph"
 

@@ -1,0 +1,34 @@
+// stats_dump.h — `cannl gen --stats [--json]` and `--dump=dot`: views of a program before
+// and after the passes.
+//
+// Takes: the program as lowered (`before`) and as the passes left it (`after`), same
+// buffers. Nothing here changes either.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace cannl {
+
+struct StatsOptions {
+  int level = 2;
+  std::vector<std::string> passes;  // the passes that ran, in order
+  int elem_bytes = 4;
+  std::string dtype = "f32";
+};
+
+// Per routine: buffers, arena bytes, loop nests, FLOPs and bytes moved per call at the
+// max batch, before and after the passes (routine_stats of ir/stats.h).
+std::string stats_text(const ir::Program& before, const ir::Program& after, const StatsOptions& o);
+// The same as JSON; its top-level "train_step" object holds the training step at the chosen
+// level: arena_bytes, loop_nests, flops, bytes_moved, buffers.
+std::string stats_json(const ir::Program& before, const ir::Program& after, const StatsOptions& o);
+
+// The tensor graph of the training step (forward, backward and update) as Graphviz: one node
+// per buffer, an edge from each buffer a nest reads to the one it writes; virtual nodes
+// (stored before the passes, computed inline after them) are dashed.
+std::string dump_dot(const ir::Program& before, const ir::Program& after);
+
+}  // namespace cannl

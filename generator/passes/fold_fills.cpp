@@ -1,0 +1,77 @@
+// fold_fills.cpp — a fill followed by an accumulation into the same cells becomes one nest.
+//
+// Takes: any Program. A fill is a nest `B[...] = c` over the whole of B; lowering and
+// autodiff put one before every accumulated buffer (= 0 before +=, = -inf before max=), and
+// autodiff zeroes every gradient at the start of the backward pass.
+// Guarantees: when the next nest that touches B accumulates into the whole of B with the
+// matching identity (0 for +=, -inf for max=, inf for min=) and does not otherwise read B, the
+// fill is removed and that nest marked `zero_first` (its cells start from the identity; the
+// fill moves down past nests that do not touch B, so nothing else sees the difference).
+// A zero_first += with no reduction loop (each point its own cell) becomes a plain
+// assignment  B[...] = value.
+#include <cmath>
+
+#include "passes/pipeline.h"
+#include "passes/rewrite.h"
+
+namespace cannl {
+
+namespace {
+
+double identity(ir::Accum a) {
+  switch (a) {
+    case ir::Accum::Add: return 0;
+    case ir::Accum::Max: return -INFINITY;
+    case ir::Accum::Min: return INFINITY;
+    case ir::Accum::Set: break;
+  }
+  return NAN;
+}
+
+bool is_fill(const ir::Program& p, const ir::Stmt& s) {
+  return s.accum == ir::Accum::Set && s.body->op == ir::Op::Const && s.fused.empty() && !s.sequential &&
+         passes::covers_buffer(p, s, s.out);
+}
+
+}  // namespace
+
+void fold_fills(ir::Program& p, const PassOptions&) {
+  for (ir::Routine& r : p.routines) {
+    std::vector<bool> drop(r.stmts.size(), false);
+    for (size_t i = 0; i < r.stmts.size(); ++i) {
+      const ir::Stmt& f = r.stmts[i];
+      if (!is_fill(p, f)) continue;
+      const int b = f.out.buf;
+      for (size_t j = i + 1; j < r.stmts.size(); ++j) {
+        ir::Stmt& s = r.stmts[j];
+        if (!passes::reads(s).count(b) && !passes::writes(s).count(b)) continue;
+        if (s.out.buf == b && s.accum != ir::Accum::Set && !s.zero_first && s.fused.empty() &&
+            f.body->value == identity(s.accum) && passes::count_loads(s, b) == 0 &&
+            passes::always_in_range(p, s, s.out) && [&] {
+              // the out access reaches every cell of B: an injective map onto the whole buffer
+              if (!passes::injective(s.out)) return false;
+              const auto& dims = p.buffers[static_cast<size_t>(b)].dims;
+              for (size_t d = 0; d < dims.size(); ++d) {
+                const ir::Iter& it = s.iters[static_cast<size_t>(s.out.index[d].terms[0].iter)];
+                if (it.size != dims[d].size || it.batch != dims[d].batch) return false;
+              }
+              return true;
+            }()) {
+          drop[i] = true;
+          s.zero_first = true;
+          if (s.accum == ir::Accum::Add && passes::pointwise(s)) {
+            s.zero_first = false;
+            s.accum = ir::Accum::Set;
+          }
+        }
+        break;
+      }
+    }
+    std::vector<ir::Stmt> kept;
+    for (size_t i = 0; i < r.stmts.size(); ++i)
+      if (!drop[i]) kept.push_back(std::move(r.stmts[i]));
+    r.stmts = std::move(kept);
+  }
+}
+
+}  // namespace cannl

@@ -1,0 +1,118 @@
+// inline_virtual.cpp — virtual nodes: tensors computed where they are read, never stored.
+//
+// Takes: any Program. A tensor B of a routine is virtual (OCANNL's term) when one nest P
+// stores it pointwise over the whole buffer (`B[i...] = e`, no reduction) and either
+//   - e is cheap (cost <= 2: a copy, a scaled load, a bias add), or
+//   - B is read once: one load in one reader whose every loop indexes it (each cell read once),
+// and it does not escape (OCANNL's rules, read for a whole routine):
+//   - the host never sees it: not a param, input, optimiser state, param gradient, output,
+//     loss or metric of that routine (those are the API's, see rewrite.h live_out);
+//   - it is not a reduction (never duplicate a reduction: P must be a plain `=`), and P is
+//     the only nest writing it;
+//   - a backward (or any) reader in the same routine gets it only under the rules above:
+//     an expensive tensor that the backward pass needs is stored, not recomputed;
+//   - a contraction reader (the GEMM pattern, rewrite.h) keeps its form: only a load or a
+//     load times a constant is inlined into one;
+//   - every read is inside B (a padded read outside would be 0, not e), comes after P, and
+//     nothing between P and the reader writes what e reads.
+// Guarantees: each load of B is replaced by e with P's loops renamed into the reader's
+// indices (then simplified: a contraction regains its  (a * b) * c  form), and P is removed;
+// the values are the same up to float rounding (recomputed by the same expression).
+#include "passes/pipeline.h"
+#include "passes/rewrite.h"
+
+namespace cannl {
+
+namespace {
+
+using ir::Expr;
+using ir::ExprP;
+using ir::Op;
+
+bool scaled_load(const Expr& e) {
+  return e.op == Op::Load || (e.op == Op::Mul && e.args[0]->op == Op::Load && e.args[1]->op == Op::Const);
+}
+
+// Every loop of s indexes the access (each cell of the buffer read once by the nest).
+bool reads_each_cell_once(const ir::Stmt& s, const ir::Access& a) {
+  std::set<int> used;
+  for (const auto& ix : a.index)
+    for (const auto& t : ix.terms) used.insert(t.iter);
+  return used.size() == s.iters.size() && passes::injective(a);
+}
+
+// e (in P's loops) read at `at` (in the reader's loops).
+ExprP instantiate(const ir::Stmt& producer, const ir::Access& at) {
+  std::vector<ir::Affine> sigma(producer.iters.size(), ir::Affine::constant(0));
+  for (size_t d = 0; d < producer.out.index.size(); ++d)
+    sigma[static_cast<size_t>(producer.out.index[d].terms[0].iter)] = at.index[d];
+  return passes::rewrite(producer.body, [&](const Expr& l) -> ExprP {
+    auto c = std::make_shared<Expr>(l);
+    for (auto& ix : c->access.index) ix = passes::compose(ix, sigma);
+    return c;
+  });
+}
+
+bool try_inline(ir::Program& p, ir::Routine& r, size_t i, const std::set<int>& live) {
+  const ir::Stmt& pr = r.stmts[i];
+  const int b = pr.out.buf;
+  if (pr.accum != ir::Accum::Set || !pr.fused.empty() || pr.sequential || !passes::covers_buffer(p, pr, pr.out) ||
+      !passes::in_arena(p.buffers[static_cast<size_t>(b)]) || live.count(b))
+    return false;
+  const std::set<int> inputs = passes::reads(pr);
+  if (inputs.count(b)) return false;
+  const bool cheap = passes::cost(*pr.body) <= 2;
+  int loads = 0, readers = 0;
+  bool clobbered = false;  // something P reads was written since P
+  for (size_t j = 0; j < r.stmts.size(); ++j) {
+    if (j == i) continue;
+    const ir::Stmt& s = r.stmts[j];
+    const int n = passes::count_loads(s, b);
+    if (passes::writes(s).count(b)) return false;  // another writer
+    if (n == 0) {
+      if (j > i)
+        for (int w : passes::writes(s)) clobbered |= inputs.count(w) > 0;
+      continue;
+    }
+    if (j < i || clobbered) return false;
+    for (int w : passes::writes(s))
+      if (inputs.count(w)) return false;  // the reader itself overwrites an input of e
+    if (passes::is_contraction(s) && !scaled_load(*pr.body)) return false;
+    std::vector<const Expr*> ls;
+    ir::collect_loads(s, ls);
+    for (const Expr* l : ls) {
+      if (l->access.buf != b) continue;
+      if (!passes::always_in_range(p, s, l->access)) return false;
+      if (!cheap && !reads_each_cell_once(s, l->access)) return false;
+    }
+    loads += n;
+    ++readers;
+  }
+  if (readers == 0 || (!cheap && loads != 1)) return false;
+  const ir::Stmt producer = pr;
+  for (size_t j = i + 1; j < r.stmts.size(); ++j) {
+    ir::Stmt& s = r.stmts[j];
+    auto sub = [&](const ExprP& e) {
+      return passes::rewrite(e, [&](const Expr& l) -> ExprP {
+        return l.op == Op::Load && l.access.buf == b ? instantiate(producer, l.access) : nullptr;
+      });
+    };
+    s.body = passes::simplify_expr(sub(s.body));
+    for (ir::Assign& a : s.fused) a.body = passes::simplify_expr(sub(a.body));
+  }
+  r.stmts.erase(r.stmts.begin() + static_cast<long>(i));
+  return true;
+}
+
+}  // namespace
+
+void inline_virtual(ir::Program& p, const PassOptions&) {
+  for (ir::Routine& r : p.routines) {
+    const std::set<int> live = passes::live_out(p, r);
+    for (size_t i = 0; i < r.stmts.size();) {
+      if (!try_inline(p, r, i, live)) ++i;
+    }
+  }
+}
+
+}  // namespace cannl

@@ -1,0 +1,35 @@
+// pipeline.cpp — the pass order and the -O levels (see pipeline.h).
+#include "passes/pipeline.h"
+
+namespace cannl {
+
+const std::vector<PassInfo>& pass_list() {
+  static const std::vector<PassInfo> list = {
+      {"simplify", 1, "constant folding and algebraic simplification (x*1, x+0, x/255 -> x*(1/255))", simplify},
+      {"fold_fills", 1, "a fill followed by an accumulation becomes one nest that starts from zero", fold_fills},
+      {"reuse_values", 2, "values a stored tensor already holds are loaded, not recomputed (relu masks)", reuse_values},
+      {"inline_virtual", 2, "virtual nodes: cheap or read-once tensors inlined into their readers", inline_virtual},
+      {"fuse", 2, "producer/consumer pointwise nests over the same loops become one nest", fuse},
+      {"dce", 1, "nests whose results nobody reads (gradients included) are removed", dce},
+      {"plan_memory", 1, "liveness; one arena per routine, buffers share bytes when lifetimes do not overlap",
+       plan_memory},
+  };
+  return list;
+}
+
+const PassInfo* find_pass(const std::string& name) {
+  for (const PassInfo& p : pass_list())
+    if (name == p.name) return &p;
+  return nullptr;
+}
+
+void run_passes(ir::Program& p, const PassOptions& o,
+                const std::function<void(const std::string&, const ir::Program&)>& after) {
+  for (const PassInfo& pass : pass_list()) {
+    if (pass.level > o.level || o.disabled.count(pass.name)) continue;
+    pass.run(p, o);
+    if (after) after(pass.name, p);
+  }
+}
+
+}  // namespace cannl

@@ -1,0 +1,50 @@
+// pipeline.h — the optimisation passes over the loop IR, in their fixed order.
+//
+// Takes: a Program from build_program (routines of ordered nests, no pass run yet).
+// Guarantees: the passes of the chosen level that are not disabled run once each, in the
+// order of pass_list(); every routine computes what it computed before (same values up to
+// float rounding: reassociated constants, sums in another order), the C API's buffers
+// (params, optimiser state, param gradients, outputs, loss, metrics) included.
+//   -O0  none;  -O1  simplify, fold_fills, dce, plan_memory;  -O2  all of them.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace cannl {
+
+struct PassOptions {
+  int level = 2;                     // 0, 1 or 2
+  std::set<std::string> disabled;    // pass names
+  int elem_bytes = 4;                // bytes of an element (memory planning)
+};
+
+struct PassInfo {
+  const char* name;
+  int level;            // the lowest -O level that runs it
+  const char* summary;  // one line for `cannl gen --passes`
+  void (*run)(ir::Program& p, const PassOptions& o);
+};
+
+// Every pass, in the order they run.
+const std::vector<PassInfo>& pass_list();
+const PassInfo* find_pass(const std::string& name);
+
+// Runs the passes; `after(name, program)` is called after each pass that ran.
+void run_passes(ir::Program& p, const PassOptions& o,
+                const std::function<void(const std::string&, const ir::Program&)>& after = {});
+
+// The passes (one file each in generator/passes/; see their header comments).
+void simplify(ir::Program& p, const PassOptions& o);
+void fold_fills(ir::Program& p, const PassOptions& o);
+void reuse_values(ir::Program& p, const PassOptions& o);
+void inline_virtual(ir::Program& p, const PassOptions& o);
+void fuse(ir::Program& p, const PassOptions& o);
+void dce(ir::Program& p, const PassOptions& o);
+void plan_memory(ir::Program& p, const PassOptions& o);
+
+}  // namespace cannl

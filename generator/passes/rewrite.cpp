@@ -1,0 +1,222 @@
+// rewrite.cpp — helpers shared by the passes (see rewrite.h).
+#include "passes/rewrite.h"
+
+#include <algorithm>
+
+namespace cannl::passes {
+
+using ir::Expr;
+using ir::ExprP;
+using ir::Op;
+
+ExprP rebuild(const Expr& e, std::vector<ExprP> args) {
+  switch (e.op) {
+    case Op::Const: case Op::Scalar: case Op::Index: case Op::Load: {
+      return std::make_shared<Expr>(e);
+    }
+    case Op::Pow: return ir::pow(args[0], e.value);
+    case Op::Select: return ir::select(args[0], args[1], args[2]);
+    case Op::Uniform: case Op::Normal: {
+      auto c = std::make_shared<Expr>(e);
+      c->args = std::move(args);
+      return c;
+    }
+    default: break;
+  }
+  if (args.size() == 2) return ir::binary(e.op, args[0], args[1]);
+  return ir::unary(e.op, args[0]);
+}
+
+ExprP rewrite(const ExprP& e, const std::function<ExprP(const Expr&)>& leaf) {
+  if (e->op == Op::Load || e->op == Op::Index) {
+    ExprP r = leaf(*e);
+    return r ? r : e;
+  }
+  if (e->args.empty()) return e;
+  std::vector<ExprP> args;
+  bool changed = false;
+  for (const ExprP& a : e->args) {
+    args.push_back(rewrite(a, leaf));
+    changed |= args.back() != a;
+  }
+  return changed ? rebuild(*e, std::move(args)) : e;
+}
+
+namespace {
+
+bool is_num(const ExprP& e) { return e->op == Op::Const; }
+
+// a * b with a constant factor of either operand moved to the right of the product.
+ExprP mul(ExprP a, ExprP b) {
+  if (is_num(a) && !is_num(b)) std::swap(a, b);
+  if (is_num(b)) {
+    if (a->op == Op::Mul && is_num(a->args[1]))  // (x * c1) * c2
+      return mul(a->args[0], ir::cnst(a->args[1]->value * b->value));
+    return ir::binary(Op::Mul, a, b);
+  }
+  if (b->op == Op::Mul && is_num(b->args[1]))  // x * (y * c)
+    return mul(mul(a, b->args[0]), b->args[1]);
+  if (a->op == Op::Mul && is_num(a->args[1]))  // (x * c) * y
+    return mul(mul(a->args[0], b), a->args[1]);
+  return ir::binary(Op::Mul, a, b);
+}
+
+}  // namespace
+
+ExprP simplify_expr(const ExprP& e) {
+  if (e->args.empty()) return e;
+  std::vector<ExprP> args;
+  for (const ExprP& a : e->args) args.push_back(simplify_expr(a));
+  if (e->op == Op::Mul) return mul(args[0], args[1]);
+  if (e->op == Op::Div && is_num(args[1]) && args[1]->value != 0 && !is_num(args[0]))
+    return mul(args[0], ir::cnst(1 / args[1]->value));
+  return rebuild(*e, std::move(args));
+}
+
+ir::Affine compose(const ir::Affine& a, const std::vector<ir::Affine>& sigma) {
+  ir::Affine r = ir::Affine::constant(a.offset);
+  for (const auto& t : a.terms) {
+    const ir::Affine& s = sigma[static_cast<size_t>(t.iter)];
+    r.offset += t.coef * s.offset;
+    for (const auto& u : s.terms) {
+      auto it = std::find_if(r.terms.begin(), r.terms.end(), [&](const auto& v) { return v.iter == u.iter; });
+      if (it == r.terms.end()) r.terms.push_back({u.iter, t.coef * u.coef});
+      else it->coef += t.coef * u.coef;
+    }
+  }
+  r.terms.erase(std::remove_if(r.terms.begin(), r.terms.end(), [](const auto& v) { return v.coef == 0; }),
+                r.terms.end());
+  return r;
+}
+
+void affine_range(const ir::Affine& a, const std::vector<ir::Iter>& iters, long& lo, long& hi) {
+  lo = hi = a.offset;
+  for (const auto& t : a.terms) {
+    long top = t.coef * (iters[static_cast<size_t>(t.iter)].size - 1);
+    lo += std::min(0L, top);
+    hi += std::max(0L, top);
+  }
+}
+
+bool always_in_range(const ir::Program& p, const ir::Stmt& s, const ir::Access& a) {
+  const auto& dims = p.buffers[static_cast<size_t>(a.buf)].dims;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    long lo, hi;
+    affine_range(a.index[d], s.iters, lo, hi);
+    if (lo < 0 || hi > dims[d].size - 1) return false;
+    // A batch axis indexed by a loop that is not the batch loop could pass n.
+    for (const auto& t : a.index[d].terms)
+      if (dims[d].batch && !s.iters[static_cast<size_t>(t.iter)].batch) return false;
+  }
+  return true;
+}
+
+bool injective(const ir::Access& a) {
+  std::set<int> seen;
+  for (const auto& ix : a.index)
+    if (!ix.is_single_iter() || !seen.insert(ix.terms[0].iter).second) return false;
+  return true;
+}
+
+bool pointwise(const ir::Stmt& s) {
+  return injective(s.out) && s.out.index.size() == s.iters.size();
+}
+
+bool covers_buffer(const ir::Program& p, const ir::Stmt& s, const ir::Access& a) {
+  if (!injective(a) || a.index.size() != s.iters.size()) return false;
+  const auto& dims = p.buffers[static_cast<size_t>(a.buf)].dims;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const ir::Iter& it = s.iters[static_cast<size_t>(a.index[d].terms[0].iter)];
+    if (it.size != dims[d].size || it.batch != dims[d].batch) return false;
+  }
+  return true;
+}
+
+static bool single_load(const Expr& e) {
+  if (e.op != Op::Load) return false;
+  for (const auto& ix : e.access.index)
+    if (!ix.is_single_iter()) return false;
+  return true;
+}
+
+bool is_contraction(const ir::Stmt& s) {
+  if (s.accum != ir::Accum::Add || !s.fused.empty() || !injective(s.out)) return false;
+  const Expr* e = s.body.get();
+  if (e->op == Op::Mul && (e->args[1]->op == Op::Const || e->args[1]->op == Op::Scalar) && e->args[0]->op == Op::Mul)
+    e = e->args[0].get();
+  return e->op == Op::Mul && single_load(*e->args[0]) && single_load(*e->args[1]);
+}
+
+std::set<int> reads(const ir::Stmt& s) {
+  std::vector<const Expr*> loads;
+  ir::collect_loads(s, loads);
+  std::set<int> r;
+  for (const Expr* l : loads) r.insert(l->access.buf);
+  if (s.accum != ir::Accum::Set && !s.zero_first) r.insert(s.out.buf);
+  for (const auto& a : s.fused)
+    if (a.accum != ir::Accum::Set) r.insert(a.out.buf);
+  return r;
+}
+
+std::set<int> writes(const ir::Stmt& s) {
+  auto w = ir::written_buffers(s);
+  return {w.begin(), w.end()};
+}
+
+bool independent(const ir::Stmt& a, const ir::Stmt& b) {
+  auto ra = reads(a), wa = writes(a), rb = reads(b), wb = writes(b);
+  for (int x : wa)
+    if (rb.count(x) || wb.count(x)) return false;
+  for (int x : wb)
+    if (ra.count(x)) return false;
+  return true;
+}
+
+std::set<int> live_out(const ir::Program& p, const ir::Routine& r) {
+  std::set<int> live;
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    const ir::Buffer& b = p.buffers[i];
+    if (b.role == ir::Role::Param || b.role == ir::Role::OptState) live.insert(static_cast<int>(i));
+    if (r.name == "train_step" && b.role == ir::Role::Grad && b.grad_of >= 0 &&
+        p.buffers[static_cast<size_t>(b.grad_of)].role == ir::Role::Param)
+      live.insert(static_cast<int>(i));
+  }
+  if (r.name == "train_step" || r.name == "eval_metrics") live.insert(p.loss);
+  if (r.name == "eval_metrics") live.insert(p.metrics.begin(), p.metrics.end());
+  if (r.name == "forward") live.insert(p.outputs.begin(), p.outputs.end());
+  return live;
+}
+
+bool in_arena(const ir::Buffer& b) {
+  return b.role == ir::Role::Computed || b.role == ir::Role::Temp || b.role == ir::Role::Grad;
+}
+
+static bool invariant(const Expr& e) {
+  if (e.op == Op::Load || e.op == Op::Index) return false;
+  for (const ExprP& a : e.args)
+    if (!invariant(*a)) return false;
+  return true;
+}
+
+double cost(const Expr& e) {
+  if (invariant(e)) return 0;  // hoisted out of the loops by the C compiler
+  double c = 0;
+  switch (e.op) {
+    case Op::Const: case Op::Scalar: case Op::Index: case Op::Load: break;
+    case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Tanh: case Op::Sigmoid: case Op::Gelu:
+    case Op::GeluGrad: case Op::Pow: case Op::Div: c = 4; break;
+    default: c = 1;
+  }
+  for (const ExprP& a : e.args) c += cost(*a);
+  return c;
+}
+
+int count_loads(const ir::Stmt& s, int buf) {
+  std::vector<const Expr*> loads;
+  ir::collect_loads(s, loads);
+  int n = 0;
+  for (const Expr* l : loads) n += l->access.buf == buf;
+  return n;
+}
+
+}  // namespace cannl::passes

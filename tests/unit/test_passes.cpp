@@ -1,0 +1,289 @@
+// The optimisation passes (generator/passes/), each on a small hand-written IR fragment:
+// the fragment's nests as text before and after the one pass.
+#include <catch2/catch.hpp>
+
+#include "ir/ir_print.h"
+#include "ir/stats.h"
+#include "passes/pipeline.h"
+
+using namespace cannl;
+using ir::Op;
+
+namespace {
+
+// A program with one routine (train_step unless named otherwise) built nest by nest.
+struct Frag {
+  ir::Program p;
+  explicit Frag(const std::string& routine = "train_step") {
+    p.model = "t";
+    p.max_batch = 4;
+    p.routines.push_back({routine, {}, {}});
+  }
+  int buf(const std::string& name, std::vector<ir::Dim> dims, ir::Role role = ir::Role::Computed, int grad_of = -1) {
+    ir::Buffer b;
+    b.name = name;
+    b.dims = std::move(dims);
+    b.role = role;
+    b.grad_of = grad_of;
+    p.buffers.push_back(b);
+    int i = static_cast<int>(p.buffers.size()) - 1;
+    if (role == ir::Role::Param) p.params.push_back(i);
+    return i;
+  }
+  // Loops by name and size ("b" is the batch loop).
+  std::vector<ir::Iter> iters;
+  void loops(std::vector<std::pair<std::string, long>> l) {
+    iters.clear();
+    for (auto& [n, s] : l) iters.push_back({n, s, n == "b"});
+  }
+  static ir::Access at(int buf, std::vector<int> its) {
+    ir::Access a{buf, {}};
+    for (int i : its) a.index.push_back(ir::Affine::of(i));
+    return a;
+  }
+  static ir::ExprP ld(int buf, std::vector<int> its) { return ir::load(at(buf, std::move(its))); }
+  ir::Stmt& nest(int buf, std::vector<int> its, ir::Accum accum, ir::ExprP body) {
+    ir::Stmt s;
+    s.iters = iters;
+    s.out = at(buf, std::move(its));
+    s.accum = accum;
+    s.body = std::move(body);
+    p.routines[0].stmts.push_back(s);
+    return p.routines[0].stmts.back();
+  }
+  std::string text() const {
+    std::string s;
+    for (const auto& st : p.routines[0].stmts) s += ir::print_stmt(st, p) + "\n";
+    return s;
+  }
+  std::string run(void (*pass)(ir::Program&, const PassOptions&)) {
+    pass(p, PassOptions{});
+    return text();
+  }
+};
+
+ir::ExprP mul(ir::ExprP a, ir::ExprP b) { return ir::binary(Op::Mul, std::move(a), std::move(b)); }
+ir::ExprP add(ir::ExprP a, ir::ExprP b) { return ir::binary(Op::Add, std::move(a), std::move(b)); }
+ir::ExprP div(ir::ExprP a, ir::ExprP b) { return ir::binary(Op::Div, std::move(a), std::move(b)); }
+ir::ExprP c(double v) { return ir::cnst(v); }
+
+}  // namespace
+
+TEST_CASE("pass list and levels", "[passes]") {
+  std::vector<std::string> names;
+  for (const auto& p : pass_list()) names.push_back(p.name);
+  CHECK(names == std::vector<std::string>{"simplify", "fold_fills", "reuse_values", "inline_virtual", "fuse", "dce",
+                                          "plan_memory"});
+  Frag f;
+  int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input), y = f.buf("y", {{4, true}, {3, false}});
+  f.loops({{"b", 4}, {"o", 3}});
+  f.nest(y, {0, 1}, ir::Accum::Set, div(Frag::ld(x, {0, 1}), c(4)));
+  const std::string before = f.text();
+  std::vector<std::string> ran;
+  PassOptions o;
+  o.level = 0;
+  run_passes(f.p, o, [&](const std::string& n, const ir::Program&) { ran.push_back(n); });
+  CHECK(ran.empty());
+  CHECK(f.text() == before);
+  o.level = 1;
+  o.disabled = {"dce"};
+  run_passes(f.p, o, [&](const std::string& n, const ir::Program&) { ran.push_back(n); });
+  CHECK(ran == std::vector<std::string>{"simplify", "fold_fills", "plan_memory"});
+}
+
+TEST_CASE("simplify: division by a constant, constant factors, identities", "[passes]") {
+  Frag f;
+  int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input), w = f.buf("w", {{2, false}, {3, false}}, ir::Role::Param);
+  int y = f.buf("y", {{4, true}, {3, false}}), z = f.buf("z", {{4, true}, {2, false}});
+  f.loops({{"b", 4}, {"o", 3}});
+  f.nest(y, {0, 1}, ir::Accum::Set, div(Frag::ld(x, {0, 1}), c(4)));
+  // (2 * x) * 3 + 0: built without the constructors' folding of the + 0
+  auto sum = std::make_shared<ir::Expr>();
+  sum->op = Op::Add;
+  sum->args = {mul(mul(c(2), Frag::ld(x, {0, 1})), c(3)), c(0)};
+  f.nest(y, {0, 1}, ir::Accum::Set, sum);
+  f.loops({{"b", 4}, {"o", 2}, {"k", 3}});
+  f.nest(z, {0, 1}, ir::Accum::Add, mul(Frag::ld(w, {1, 2}), mul(Frag::ld(x, {0, 2}), c(0.5))));
+  CHECK(f.run(simplify) ==
+        "for b < n, o < 3:  y[b, o] = x[b, o] * 0.25\n"
+        "for b < n, o < 3:  y[b, o] = x[b, o] * 6\n"
+        "for b < n, o < 2, k < 3:  z[b, o] += w[o, k] * x[b, k] * 0.5\n");
+}
+
+TEST_CASE("fold_fills: fills become zero_first; a pointwise += becomes =", "[passes]") {
+  Frag f;
+  int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input);
+  int s = f.buf("s", {{4, true}}), m = f.buf("m", {{4, true}}), g = f.buf("g", {{4, true}, {3, false}});
+  int r = f.buf("r", {{4, true}});
+  f.loops({{"j", 4}});
+  f.iters[0].batch = true;
+  f.nest(s, {0}, ir::Accum::Set, c(0));
+  f.nest(m, {0}, ir::Accum::Set, c(-INFINITY));
+  f.nest(r, {0}, ir::Accum::Set, c(0));
+  f.loops({{"j0", 4}, {"j1", 3}});
+  f.iters[0].batch = true;
+  f.nest(g, {0, 1}, ir::Accum::Set, c(0));
+  f.loops({{"b", 4}, {"o", 3}});
+  f.nest(s, {0}, ir::Accum::Add, Frag::ld(x, {0, 1}));
+  f.nest(m, {0}, ir::Accum::Max, Frag::ld(x, {0, 1}));
+  f.nest(g, {0, 1}, ir::Accum::Add, mul(Frag::ld(x, {0, 1}), c(2)));
+  f.nest(r, {0}, ir::Accum::Add, Frag::ld(r, {0}));  // reads r: the fill stays
+  CHECK(f.run(fold_fills) ==
+        "for j < n:  r[j] = 0\n"
+        "for b < n, o < 3:  s[b] = 0 += x[b, o]\n"
+        "for b < n, o < 3:  m[b] = -inf max= x[b, o]\n"
+        "for b < n, o < 3:  g[b, o] = x[b, o] * 2\n"
+        "for b < n, o < 3:  r[b] += r[b]\n");
+}
+
+TEST_CASE("reuse_values: a relu mask reads the stored relu; a recomputed value is loaded", "[passes]") {
+  Frag f;
+  int a = f.buf("a", {{4, true}, {3, false}}), bias = f.buf("bias", {{3, false}}, ir::Role::Param);
+  int h = f.buf("h", {{4, true}, {3, false}}), hg = f.buf("hg", {{4, true}, {3, false}});
+  int ag = f.buf("ag", {{4, true}, {3, false}}), bg = f.buf("bias_grad", {{3, false}}, ir::Role::Grad, bias);
+  f.loops({{"b", 4}, {"o", 3}});
+  auto z = [&] { return add(Frag::ld(a, {0, 1}), Frag::ld(bias, {1})); };
+  f.nest(h, {0, 1}, ir::Accum::Set, ir::unary(Op::Relu, z()));
+  f.nest(ag, {0, 1}, ir::Accum::Set, mul(Frag::ld(hg, {0, 1}), ir::unary(Op::Step, z())));
+  f.loops({{"o", 3}, {"b", 4}});
+  f.nest(bg, {0}, ir::Accum::Add, mul(Frag::ld(hg, {1, 0}), ir::unary(Op::Step, add(Frag::ld(a, {1, 0}), Frag::ld(bias, {0})))));
+  CHECK(f.run(reuse_values) ==
+        "for b < n, o < 3:  h[b, o] = relu(a[b, o] + bias[o])\n"
+        "for b < n, o < 3:  ag[b, o] = hg[b, o] * step(h[b, o])\n"
+        "for o < 3, b < n:  bias_grad[o] += ag[b, o]\n");
+}
+
+TEST_CASE("inline_virtual: cheap and read-once tensors inlined, escaping ones stored", "[passes]") {
+  Frag f;
+  int img = f.buf("img", {{4, true}, {3, false}}, ir::Role::Input), w = f.buf("w", {{2, false}, {3, false}}, ir::Role::Param);
+  int x = f.buf("x", {{4, true}, {3, false}}), mm = f.buf("mm", {{4, true}, {2, false}});
+  int e = f.buf("e", {{4, true}, {2, false}}), tw = f.buf("tw", {{4, true}, {2, false}});
+  int loss = f.buf("loss", {});
+  f.p.loss = loss;
+  f.loops({{"b", 4}, {"o", 3}});
+  f.nest(x, {0, 1}, ir::Accum::Set, mul(Frag::ld(img, {0, 1}), c(0.5)));  // cheap: into the contraction
+  f.loops({{"b", 4}, {"o", 2}, {"k", 3}});
+  f.nest(mm, {0, 1}, ir::Accum::Add, mul(Frag::ld(w, {1, 2}), Frag::ld(x, {0, 2})));
+  f.loops({{"b", 4}, {"o", 2}});
+  f.nest(e, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(mm, {0, 1})));   // expensive, read twice: stored
+  f.nest(tw, {0, 1}, ir::Accum::Set, ir::unary(Op::Tanh, Frag::ld(mm, {0, 1})));  // expensive, read once: inlined
+  f.nest(loss, {}, ir::Accum::Add, add(mul(Frag::ld(e, {0, 1}), Frag::ld(e, {0, 1})), Frag::ld(tw, {0, 1})));
+  f.p.routines[0].stmts.back().out.index.clear();
+  CHECK(f.run(inline_virtual) ==
+        "for b < n, o < 2, k < 3:  mm[b, o] += w[o, k] * img[b, k] * 0.5\n"
+        "for b < n, o < 2:  e[b, o] = exp(mm[b, o])\n"
+        "for b < n, o < 2:  loss[] += e[b, o] * e[b, o] + tanh(mm[b, o])\n");
+}
+
+TEST_CASE("inline_virtual: a contraction keeps its form", "[passes]") {
+  Frag f;
+  int a = f.buf("a", {{4, true}, {3, false}}, ir::Role::Input), w = f.buf("w", {{2, false}, {3, false}}, ir::Role::Param);
+  int h = f.buf("h", {{4, true}, {3, false}}), mm = f.buf("mm", {{4, true}, {2, false}});
+  f.p.loss = mm;
+  f.loops({{"b", 4}, {"o", 3}});
+  f.nest(h, {0, 1}, ir::Accum::Set, ir::unary(Op::Relu, Frag::ld(a, {0, 1})));
+  f.loops({{"b", 4}, {"o", 2}, {"k", 3}});
+  f.nest(mm, {0, 1}, ir::Accum::Add, mul(Frag::ld(w, {1, 2}), Frag::ld(h, {0, 2})));
+  const std::string before = f.text();
+  CHECK(f.run(inline_virtual) == before);
+}
+
+TEST_CASE("fuse: pointwise nests over the same loops become one", "[passes]") {
+  Frag f;
+  int w = f.buf("w", {{2, false}, {3, false}}, ir::Role::Param), g = f.buf("w_grad", {{2, false}, {3, false}}, ir::Role::Grad, w);
+  int mb = f.buf("w_mb", {{2, false}, {3, false}}, ir::Role::OptState);
+  int lg = f.buf("lg", {{4, true}, {2, false}}), s = f.buf("s", {{4, true}}), x = f.buf("x", {{4, true}, {2, false}}, ir::Role::Input);
+  f.loops({{"j0", 2}, {"j1", 3}});
+  f.nest(mb, {0, 1}, ir::Accum::Set, add(mul(Frag::ld(mb, {0, 1}), c(0.9)), Frag::ld(g, {0, 1})));
+  f.nest(w, {0, 1}, ir::Accum::Set, ir::binary(Op::Sub, Frag::ld(w, {0, 1}), Frag::ld(mb, {0, 1})));
+  f.loops({{"b", 4}, {"o", 2}});
+  f.nest(lg, {0, 1}, ir::Accum::Set, Frag::ld(x, {0, 1}));
+  f.nest(s, {0}, ir::Accum::Add, Frag::ld(x, {0, 1}));  // a reduction: not fused, moved past
+  f.nest(lg, {0, 1}, ir::Accum::Add, mul(Frag::ld(s, {0}), Frag::ld(x, {0, 1})));
+  CHECK(f.run(fuse) ==
+        "for j0 < 2, j1 < 3:  w_mb[j0, j1] = w_mb[j0, j1] * 0.9 + w_grad[j0, j1];  w[j0, j1] = w[j0, j1] - w_mb[j0, j1]\n"
+        "for b < n, o < 2:  s[b] += x[b, o]\n"
+        "for b < n, o < 2:  lg[b, o] = x[b, o] + s[b] * x[b, o]\n");
+}
+
+TEST_CASE("fuse: not when a nest reads another cell of what the other writes", "[passes]") {
+  Frag f;
+  int x = f.buf("x", {{4, true}, {2, false}}, ir::Role::Input), a = f.buf("a", {{4, true}, {2, false}});
+  int b = f.buf("b", {{4, true}, {2, false}});
+  f.loops({{"b", 4}, {"o", 2}});
+  f.nest(a, {0, 1}, ir::Accum::Set, Frag::ld(x, {0, 1}));
+  f.nest(b, {0, 1}, ir::Accum::Set, Frag::ld(a, {0, 1}));
+  f.p.routines[0].stmts.back().body = ir::load({a, {ir::Affine::of(0), {{{1, -1}}, 1}}});  // a[b, 1 - o]
+  const std::string before = f.text();
+  CHECK(f.run(fuse) == before);
+}
+
+TEST_CASE("dce: unread gradients go, param gradients and the loss stay", "[passes]") {
+  Frag f;
+  int w = f.buf("w", {{3, false}}, ir::Role::Param), x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input);
+  int loss = f.buf("loss", {}), xg = f.buf("x_grad", {{4, true}, {3, false}}, ir::Role::Grad);
+  int wg = f.buf("w_grad", {{3, false}}, ir::Role::Grad, w), unused = f.buf("t", {{3, false}});
+  f.p.loss = loss;
+  f.loops({{"b", 4}, {"o", 3}});
+  f.nest(loss, {}, ir::Accum::Add, mul(Frag::ld(w, {1}), Frag::ld(x, {0, 1})));
+  f.p.routines[0].stmts.back().out.index.clear();
+  f.nest(xg, {0, 1}, ir::Accum::Set, Frag::ld(w, {1}));
+  f.loops({{"o", 3}, {"b", 4}});
+  f.nest(wg, {0}, ir::Accum::Add, Frag::ld(x, {1, 0}));
+  f.loops({{"o", 3}});
+  f.nest(unused, {0}, ir::Accum::Set, Frag::ld(w, {0}));
+  CHECK(f.run(dce) ==
+        "for b < n, o < 3:  loss[] += w[o] * x[b, o]\n"
+        "for o < 3, b < n:  w_grad[o] += x[b, o]\n");
+}
+
+TEST_CASE("plan_memory: dead buffers' bytes reused, in place, gradients kept apart", "[passes]") {
+  Frag f;
+  int x = f.buf("x", {{4, true}, {16, false}}, ir::Role::Input), w = f.buf("w", {{16, false}}, ir::Role::Param);
+  int a = f.buf("a", {{4, true}, {16, false}}), b = f.buf("b", {{4, true}, {16, false}});
+  int c2 = f.buf("c", {{4, true}, {16, false}}), wg = f.buf("w_grad", {{16, false}}, ir::Role::Grad, w);
+  int loss = f.buf("loss", {});
+  f.p.loss = loss;
+  f.loops({{"b", 4}, {"o", 16}});
+  f.nest(a, {0, 1}, ir::Accum::Set, Frag::ld(x, {0, 1}));                                  // 0
+  f.nest(b, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(a, {0, 1})));             // 1: a dies
+  f.nest(c2, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(b, {0, 1})));            // 2: in place over b
+  f.loops({{"o", 16}, {"b", 4}});
+  f.nest(wg, {0}, ir::Accum::Add, Frag::ld(c2, {1, 0}));                                    // 3
+  f.loops({{"b", 4}, {"o", 16}});
+  f.nest(loss, {}, ir::Accum::Add, Frag::ld(c2, {0, 1}));                                   // 4
+  f.p.routines[0].stmts.back().out.index.clear();
+  PassOptions o;
+  o.elem_bytes = 4;
+  plan_memory(f.p, o);
+  const auto& r = f.p.routines[0];
+  // b in place over a (nest 1 reads a only at the cells it writes b), c in place over b;
+  // w_grad lives to the end and shares with nothing.
+  CHECK(r.offsets[static_cast<size_t>(c2)] == r.offsets[static_cast<size_t>(b)]);
+  CHECK(r.offsets[static_cast<size_t>(x)] == -1);
+  CHECK(r.offsets[static_cast<size_t>(w)] == -1);
+  const long wg_off = r.offsets[static_cast<size_t>(wg)];
+  for (int other : {a, b, c2, loss})
+    CHECK((wg_off + 64 <= r.offsets[static_cast<size_t>(other)] ||
+           r.offsets[static_cast<size_t>(other)] + f.p.buffers[static_cast<size_t>(other)].elements() * 4 <= wg_off));
+  // 4 x 16 floats = 256 bytes per tensor; a, b, c share 256 bytes; w_grad 64; loss 64 (it
+  // is live while c is read by nest 4, and to the end).
+  CHECK(r.arena_bytes == 256 + 64 + 64);
+  CHECK(ir::routine_stats(f.p, r, 4, 4).arena_bytes == 384);
+}
+
+TEST_CASE("plan_memory: no sharing in place when a fused assignment reads after the write", "[passes]") {
+  Frag f;
+  int x = f.buf("x", {{4, false}}, ir::Role::Input), a = f.buf("a", {{4, false}}), b = f.buf("b", {{4, false}});
+  int d = f.buf("d", {{4, false}}), loss = f.buf("loss", {});
+  f.p.loss = loss;
+  f.loops({{"j", 4}});
+  f.nest(a, {0}, ir::Accum::Set, Frag::ld(x, {0}));
+  ir::Stmt& s = f.nest(b, {0}, ir::Accum::Set, Frag::ld(x, {0}));  // b written first ...
+  s.fused.push_back({Frag::at(d, {0}), ir::Accum::Set, Frag::ld(a, {0})});  // ... then a read
+  f.nest(loss, {}, ir::Accum::Add, add(Frag::ld(b, {0}), Frag::ld(d, {0})));
+  f.p.routines[0].stmts.back().out.index.clear();
+  plan_memory(f.p, PassOptions{});
+  const auto& r = f.p.routines[0];
+  CHECK(r.offsets[static_cast<size_t>(a)] != r.offsets[static_cast<size_t>(b)]);
+}
