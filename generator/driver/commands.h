@@ -31,6 +31,7 @@ struct GenOptions {
   long max_batch = 256;
   std::string dump;        // "", or a stage to print: tokens, ast, shapes, graph, ir
   bool color = false;
+  bool blas = false;       // contractions call cblas (link a CBLAS, e.g. OpenBLAS)
 };
 
 // `cannl gen SPEC -o DIR`: writes DIR/<model>.h, <model>.c, <model>_train.c, CMakeLists.txt.

@@ -130,6 +130,7 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
       COptions co;
       co.f64 = opt.dtype == "f64";
       co.spec = fs::path(path).filename().string();
+      co.blas = opt.blas;
       files = emit_c(prog, co);
     }
   } catch (const InternalError& e) {

@@ -9,6 +9,8 @@
 #include <set>
 
 #include "driver/version.h"
+#include "emit/c_gemm.h"
+#include "emit/contraction.h"
 #include "support/diagnostic.h"
 
 namespace cannl {
@@ -48,6 +50,10 @@ public:
     for (const auto& r : p_.routines) routines += routine(r) + "\n";
     data d = common();
     d.set("helpers", helpers());
+    d.set("gemm_f64", o_.f64 ? "1" : "0");
+    d.set("gemm", gemm_kernel_ ? render("c/gemm.c.mustache", d) : std::string());
+    d.set("has_gemm", gemm_kernel_);
+    d.set("blas", gemm_blas_);
     d.set("fields", fields());
     d.set("routines", routines);
     d.set("arena_bytes", std::to_string(arena_bytes_));
@@ -77,6 +83,8 @@ private:
   std::set<std::string> helpers_;
   std::vector<std::string> vars_;  // loop variable names of the nest being printed
   const ir::Stmt* stmt_ = nullptr;
+  bool gemm_kernel_ = false;  // some contraction calls the generated kernel (templates/c/gemm.c.mustache)
+  bool gemm_blas_ = false;    // some contraction calls cblas
 
   std::string real() const { return o_.f64 ? "double" : "float"; }
   std::string dtype() const { return o_.f64 ? "CANNL_F64" : "CANNL_F32"; }
@@ -384,7 +392,7 @@ private:
     return false;
   }
 
-  std::string nest(const ir::Stmt& s, const std::set<std::string>& taken) {
+  void name_vars(const ir::Stmt& s, const std::set<std::string>& taken) {
     stmt_ = &s;
     vars_.clear();
     for (const auto& it : s.iters) {
@@ -394,6 +402,19 @@ private:
         v += "_";
       vars_.push_back(v);
     }
+  }
+
+  // A contraction nest as a matrix product (emit/c_gemm.h), or "" to print it as loops.
+  std::string gemm_nest(const ir::Stmt& s, const std::optional<Gemm>& g, bool overwrite) {
+    if (!g || g->flops() < kGemmMinFlops) return "";
+    GemmSite site{&cname_, vars_, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas};
+    std::string text = emit_gemm(p_, s, *g, site, overwrite);
+    (text.find("cannl_gemm(") != std::string::npos ? gemm_kernel_ : gemm_blas_) = true;
+    return text;
+  }
+
+  std::string nest(const ir::Stmt& s, const std::set<std::string>& taken) {
+    name_vars(s, taken);
     const int depth = static_cast<int>(s.iters.size());
     // The innermost loops that do not index the written element accumulate into a local
     // `acc` (kept in a register; vectorised by the compiler when reassociation is allowed,
@@ -540,11 +561,27 @@ private:
     for (const auto& s : r.scalars) taken.insert(s.first);
     std::string body;
     std::string last;
-    for (const auto& s : r.stmts) {
-      std::string what = s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what;
+    for (size_t i = 0; i < r.stmts.size(); ++i) {
+      const ir::Stmt& s = r.stmts[i];
+      // A zero-fill followed by a contraction into the same elements: one overwriting product.
+      const ir::Stmt* next = i + 1 < r.stmts.size() ? &r.stmts[i + 1] : nullptr;
+      std::optional<Gemm> g = next ? recognise_contraction(p_, *next) : std::nullopt;
+      std::string text;
+      if (g && zero_fills_output(p_, s, *next) && !g->outer_k) {
+        name_vars(*next, taken);
+        text = gemm_nest(*next, g, true);
+        if (!text.empty()) ++i;
+      }
+      const ir::Stmt& shown = text.empty() ? s : *next;
+      if (text.empty()) {
+        name_vars(s, taken);
+        text = gemm_nest(s, recognise_contraction(p_, s), false);
+      }
+      if (text.empty()) text = nest(s, taken);
+      std::string what = shown.line ? fmt::format("line {}: {}", shown.line, shown.what) : shown.what;
       if (what != last) body += "\n    /* " + comment_safe(what) + " */\n";
       last = what;
-      body += nest(s, taken);
+      body += text;
     }
     std::string head = fmt::format("/* routine {} */\n", r.name);
     return head + sig + " {\n" + pro + body + (epi.empty() ? "" : "\n" + epi) + "}\n";

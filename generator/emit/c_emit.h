@@ -19,6 +19,7 @@ namespace cannl {
 struct COptions {
   bool f64 = false;       // element type double instead of float
   std::string spec;       // the spec's path as shown in comments
+  bool blas = false;      // contractions call cblas_?gemm instead of the generated kernel
 };
 
 struct OutputFile {
