@@ -15,6 +15,21 @@
 #include "moons_mlp.h"
 
 #include <math.h>
+/* Vector versions of the math functions from glibc's libmvec (linked through libm), declared
+ * as glibc's <math.h> declares them under -ffast-math: pointwise loops calling them
+ * vectorise (tanh, exp, log: 4-16 lanes instead of one call per element). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
+__attribute__((__simd__("notinbranch"))) extern float expf(float);
+__attribute__((__simd__("notinbranch"))) extern float logf(float);
+__attribute__((__simd__("notinbranch"))) extern float tanhf(float);
+__attribute__((__simd__("notinbranch"))) extern float erff(float);
+__attribute__((__simd__("notinbranch"))) extern float powf(float, float);
+__attribute__((__simd__("notinbranch"))) extern double exp(double);
+__attribute__((__simd__("notinbranch"))) extern double log(double);
+__attribute__((__simd__("notinbranch"))) extern double tanh(double);
+__attribute__((__simd__("notinbranch"))) extern double erf(double);
+__attribute__((__simd__("notinbranch"))) extern double pow(double, double);
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -517,18 +532,6 @@ static double train_step(moons_mlp *m, const real *const inputs[], int64_t n) {
     for (int64_t j = 0; j < 1; ++j)
         b3_grad[j] = 0.0f;
 
-    /* zero the gradient of w3 */
-    for (int64_t j1 = 0; j1 < 16; ++j1) {
-        for (int64_t j0 = 0; j0 < 1; ++j0)
-            w3_grad[j0 * 16 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of h2 */
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 16; ++j1)
-            h2_grad[j0 * 16 + j1] = 0.0f;
-    }
-
     /* zero the gradient of h2_mm */
     for (int64_t j0 = 0; j0 < n; ++j0) {
         for (int64_t j1 = 0; j1 < 16; ++j1)
@@ -539,18 +542,6 @@ static double train_step(moons_mlp *m, const real *const inputs[], int64_t n) {
     for (int64_t j = 0; j < 16; ++j)
         b2_grad[j] = 0.0f;
 
-    /* zero the gradient of w2 */
-    for (int64_t j0 = 0; j0 < 16; ++j0) {
-        for (int64_t j1 = 0; j1 < 16; ++j1)
-            w2_grad[j0 * 16 + j1] = 0.0f;
-    }
-
-    /* zero the gradient of h1 */
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 16; ++j1)
-            h1_grad[j0 * 16 + j1] = 0.0f;
-    }
-
     /* zero the gradient of h1_mm */
     for (int64_t j0 = 0; j0 < n; ++j0) {
         for (int64_t j1 = 0; j1 < 16; ++j1)
@@ -560,12 +551,6 @@ static double train_step(moons_mlp *m, const real *const inputs[], int64_t n) {
     /* zero the gradient of b1 */
     for (int64_t j = 0; j < 16; ++j)
         b1_grad[j] = 0.0f;
-
-    /* zero the gradient of w1 */
-    for (int64_t j0 = 0; j0 < 16; ++j0) {
-        for (int64_t j1 = 0; j1 < 2; ++j1)
-            w1_grad[j0 * 2 + j1] = 0.0f;
-    }
 
     /* line 16: backward: loss = mean(err ** 2) */
     for (int64_t b = 0; b < n; ++b) {
@@ -590,10 +575,10 @@ static double train_step(moons_mlp *m, const real *const inputs[], int64_t n) {
             acc += prob_grad[b + o] * (prob[b + o] * (1.0f - prob[b + o]));
         b3_grad[o] += acc;
     }
-    /* matrix product w3_grad += prob_mm_grad . h2: M = 1 (o), N = 16 (k), K = n (b) */
-    cannl_gemm(1, 16, n, 1.0f, prob_mm_grad, 1, 1, h2, 16, 1, w3_grad, 16, 1, 0, m->gemm_ws, m->gemm_slots);
-    /* matrix product h2_grad += prob_mm_grad . w3: M = n (b), N = 16 (k), K = 1 (o) */
-    cannl_gemm(n, 16, 1, 1.0f, prob_mm_grad, 1, 1, w3, 16, 1, h2_grad, 16, 1, 0, m->gemm_ws, m->gemm_slots);
+    /* matrix product w3_grad = prob_mm_grad . h2: M = 1 (o), N = 16 (k), K = n (b) */
+    cannl_gemm(1, 16, n, 1.0f, prob_mm_grad, 1, 1, h2, 16, 1, w3_grad, 16, 1, 1, m->gemm_ws, m->gemm_slots);
+    /* matrix product h2_grad = prob_mm_grad . w3: M = n (b), N = 16 (k), K = 1 (o) */
+    cannl_gemm(n, 16, 1, 1.0f, prob_mm_grad, 1, 1, w3, 16, 1, h2_grad, 16, 1, 1, m->gemm_ws, m->gemm_slots);
 
     /* line 13: backward: h2 = tanh(w2 * h1 + b2) */
     for (int64_t b = 0; b < n; ++b) {
@@ -606,10 +591,10 @@ static double train_step(moons_mlp *m, const real *const inputs[], int64_t n) {
             acc += h2_grad[b * 16 + o] * (1.0f - h2[b * 16 + o] * h2[b * 16 + o]);
         b2_grad[o] += acc;
     }
-    /* matrix product w2_grad += h2_mm_grad . h1: M = 16 (o), N = 16 (k), K = n (b) */
-    cannl_gemm(16, 16, n, 1.0f, h2_mm_grad, 1, 16, h1, 16, 1, w2_grad, 16, 1, 0, m->gemm_ws, m->gemm_slots);
-    /* matrix product h1_grad += h2_mm_grad . w2: M = n (b), N = 16 (k), K = 16 (o) */
-    cannl_gemm(n, 16, 16, 1.0f, h2_mm_grad, 16, 1, w2, 16, 1, h1_grad, 16, 1, 0, m->gemm_ws, m->gemm_slots);
+    /* matrix product w2_grad = h2_mm_grad . h1: M = 16 (o), N = 16 (k), K = n (b) */
+    cannl_gemm(16, 16, n, 1.0f, h2_mm_grad, 1, 16, h1, 16, 1, w2_grad, 16, 1, 1, m->gemm_ws, m->gemm_slots);
+    /* matrix product h1_grad = h2_mm_grad . w2: M = n (b), N = 16 (k), K = 16 (o) */
+    cannl_gemm(n, 16, 16, 1.0f, h2_mm_grad, 16, 1, w2, 16, 1, h1_grad, 16, 1, 1, m->gemm_ws, m->gemm_slots);
 
     /* line 12: backward: h1 = tanh(w1 * point + b1) */
     for (int64_t b = 0; b < n; ++b) {
@@ -622,8 +607,8 @@ static double train_step(moons_mlp *m, const real *const inputs[], int64_t n) {
             acc += h1_grad[b * 16 + o] * (1.0f - h1[b * 16 + o] * h1[b * 16 + o]);
         b1_grad[o] += acc;
     }
-    /* matrix product w1_grad += h1_mm_grad . point: M = 16 (o), N = 2 (k), K = n (b) */
-    cannl_gemm(16, 2, n, 1.0f, h1_mm_grad, 1, 16, point, 2, 1, w1_grad, 2, 1, 0, m->gemm_ws, m->gemm_slots);
+    /* matrix product w1_grad = h1_mm_grad . point: M = 16 (o), N = 2 (k), K = n (b) */
+    cannl_gemm(16, 2, n, 1.0f, h1_mm_grad, 1, 16, point, 2, 1, w1_grad, 2, 1, 1, m->gemm_ws, m->gemm_slots);
 
     /* line 20: sgd update of w1 */
     for (int64_t j0 = 0; j0 < 16; ++j0) {

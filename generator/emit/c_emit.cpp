@@ -561,24 +561,31 @@ private:
     for (const auto& s : r.scalars) taken.insert(s.first);
     std::string body;
     std::string last;
-    for (size_t i = 0; i < r.stmts.size(); ++i) {
+    // A zero-fill whose buffer is next touched by a contraction writing all of it: the
+    // product overwrites instead of accumulating, and the fill is dropped.
+    const size_t count = r.stmts.size();
+    std::vector<bool> dropped(count, false), overwrite(count, false);
+    for (size_t i = 0; i < count; ++i) {
+      const ir::Stmt& z = r.stmts[i];
+      if (z.accum != ir::Accum::Set || !z.body || !ir::is_const(z.body, 0)) continue;
+      for (size_t j = i + 1; j < count; ++j) {
+        std::set<int> bufs;
+        std::set<std::string> scalars;
+        used_buffers(r.stmts[j], bufs, scalars);
+        if (!bufs.count(z.out.buf)) continue;
+        std::optional<Gemm> g = recognise_contraction(p_, r.stmts[j]);
+        if (g && g->flops() >= kGemmMinFlops && !g->outer_k && zero_fills_output(p_, z, r.stmts[j]))
+          dropped[i] = overwrite[j] = true;
+        break;
+      }
+    }
+    for (size_t i = 0; i < count; ++i) {
       const ir::Stmt& s = r.stmts[i];
-      // A zero-fill followed by a contraction into the same elements: one overwriting product.
-      const ir::Stmt* next = i + 1 < r.stmts.size() ? &r.stmts[i + 1] : nullptr;
-      std::optional<Gemm> g = next ? recognise_contraction(p_, *next) : std::nullopt;
-      std::string text;
-      if (g && zero_fills_output(p_, s, *next) && !g->outer_k) {
-        name_vars(*next, taken);
-        text = gemm_nest(*next, g, true);
-        if (!text.empty()) ++i;
-      }
-      const ir::Stmt& shown = text.empty() ? s : *next;
-      if (text.empty()) {
-        name_vars(s, taken);
-        text = gemm_nest(s, recognise_contraction(p_, s), false);
-      }
+      if (dropped[i]) continue;
+      name_vars(s, taken);
+      std::string text = gemm_nest(s, recognise_contraction(p_, s), overwrite[i]);
       if (text.empty()) text = nest(s, taken);
-      std::string what = shown.line ? fmt::format("line {}: {}", shown.line, shown.what) : shown.what;
+      std::string what = s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what;
       if (what != last) body += "\n    /* " + comment_safe(what) + " */\n";
       last = what;
       body += text;
