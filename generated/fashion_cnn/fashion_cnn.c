@@ -24,11 +24,6 @@ __attribute__((__simd__("notinbranch"))) extern float logf(float);
 __attribute__((__simd__("notinbranch"))) extern float tanhf(float);
 __attribute__((__simd__("notinbranch"))) extern float erff(float);
 __attribute__((__simd__("notinbranch"))) extern float powf(float, float);
-__attribute__((__simd__("notinbranch"))) extern double exp(double);
-__attribute__((__simd__("notinbranch"))) extern double log(double);
-__attribute__((__simd__("notinbranch"))) extern double tanh(double);
-__attribute__((__simd__("notinbranch"))) extern double erf(double);
-__attribute__((__simd__("notinbranch"))) extern double pow(double, double);
 #endif
 #include <stdlib.h>
 #include <string.h>

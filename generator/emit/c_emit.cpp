@@ -51,6 +51,7 @@ public:
     data d = common();
     d.set("helpers", helpers());
     d.set("gemm_f64", o_.f64 ? "1" : "0");
+    d.set("f64", o_.f64);
     d.set("gemm", gemm_kernel_ ? render("c/gemm.c.mustache", d) : std::string());
     d.set("has_gemm", gemm_kernel_);
     d.set("blas", gemm_blas_);
