@@ -1,6 +1,6 @@
 # Cannl.cmake — build models from cannl specs in a CMake project.
 #
-#   cannl_add_model(NAME SPEC [TARGET c] [DTYPE f32|f64] [MAX_BATCH N] [NO_INSTALL])
+#   cannl_add_model(NAME SPEC [TARGET c] [DTYPE f32|f64] [MAX_BATCH N] [BLAS] [NO_INSTALL])
 #
 # Runs `cannl gen SPEC` at build time into ${CMAKE_CURRENT_BINARY_DIR}/cannl/NAME, again
 # whenever the spec or the generator changes, and defines
@@ -12,7 +12,8 @@
 # NO_INSTALL or the variable CANNL_INSTALL_MODELS is false (cannl's own build sets it, so its
 # examples and test models stay out of `cmake --install`). DTYPE (default f32) and MAX_BATCH
 # (default 256) are `cannl gen --dtype` and `--max-batch`; TARGET c is the only back end so
-# far. A changed spec also re-runs CMake (the model's name may have changed). The model is
+# far. BLAS is `cannl gen --blas`: the matrix products call cblas (OpenBLAS, found with
+# find_package(BLAS) and BLA_VENDOR OpenBLAS; NAME then links BLAS::BLAS). A changed spec also re-runs CMake (the model's name may have changed). The model is
 # compiled as its generated CMakeLists.txt compiles it (templates/c/CMakeLists.txt.mustache):
 # -O3 with reassociation allowed, and -march=native under CANNL_NATIVE.
 #
@@ -39,7 +40,7 @@ set(CANNL_GENERATOR "" CACHE FILEPATH
     "A cannl executable for cannl_add_model to run instead of the target cannl::cannl")
 
 function(cannl_add_model name spec)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL" "TARGET;DTYPE;MAX_BATCH" "")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL;BLAS" "TARGET;DTYPE;MAX_BATCH" "")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "cannl_add_model(${name}): unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
@@ -87,12 +88,16 @@ function(cannl_add_model name spec)
     message(FATAL_ERROR "cannl_add_model(${name}): no cannl generator: add_subdirectory(path/to/cannl) or find_package(cannl) first")
   endif()
 
+  set(blas_flag)
+  if(ARG_BLAS)
+    set(blas_flag --blas)
+  endif()
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/cannl/${name})
   set(outputs ${dir}/${model}.h ${dir}/${model}.c ${dir}/${model}_train.c)
   add_custom_command(
     OUTPUT ${outputs}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
-    COMMAND ${generator} gen ${spec} -o ${dir} --dtype ${ARG_DTYPE} --max-batch ${ARG_MAX_BATCH}
+    COMMAND ${generator} gen ${spec} -o ${dir} --dtype ${ARG_DTYPE} --max-batch ${ARG_MAX_BATCH} ${blas_flag}
     DEPENDS ${spec} ${generator_dep}
     COMMENT "cannl: generating ${name} from ${spec}"
     VERBATIM)
@@ -104,6 +109,11 @@ function(cannl_add_model name spec)
   find_package(OpenMP QUIET COMPONENTS C)
   if(OpenMP_C_FOUND)
     target_link_libraries(${name} PRIVATE OpenMP::OpenMP_C)
+  endif()
+  if(ARG_BLAS)
+    set(BLA_VENDOR OpenBLAS)
+    find_package(BLAS REQUIRED)
+    target_link_libraries(${name} PUBLIC BLAS::BLAS)
   endif()
   set_target_properties(${name} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF
                         PUBLIC_HEADER ${dir}/${model}.h)

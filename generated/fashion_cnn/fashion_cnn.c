@@ -66,7 +66,7 @@ static inline float cannl_step(float x) { return x > 0 ? 1 : 0; }
 
 #if defined(__AVX512F__) && !CANNL_GEMM_F64
 #define CANNL_VL 16
-#define CANNL_MR 12
+#define CANNL_MR_BEST 12
 typedef __m512 cannl_vec;
 #define CANNL_VZERO() _mm512_setzero_ps()
 #define CANNL_VLOAD(p) _mm512_loadu_ps(p)
@@ -77,7 +77,7 @@ typedef __m512 cannl_vec;
 #define CANNL_VADD(a, b) _mm512_add_ps(a, b)
 #elif defined(__AVX512F__)
 #define CANNL_VL 8
-#define CANNL_MR 12
+#define CANNL_MR_BEST 12
 typedef __m512d cannl_vec;
 #define CANNL_VZERO() _mm512_setzero_pd()
 #define CANNL_VLOAD(p) _mm512_loadu_pd(p)
@@ -88,7 +88,7 @@ typedef __m512d cannl_vec;
 #define CANNL_VADD(a, b) _mm512_add_pd(a, b)
 #elif defined(__AVX2__) && defined(__FMA__) && !CANNL_GEMM_F64
 #define CANNL_VL 8
-#define CANNL_MR 6
+#define CANNL_MR_BEST 6
 typedef __m256 cannl_vec;
 #define CANNL_VZERO() _mm256_setzero_ps()
 #define CANNL_VLOAD(p) _mm256_loadu_ps(p)
@@ -99,7 +99,7 @@ typedef __m256 cannl_vec;
 #define CANNL_VADD(a, b) _mm256_add_ps(a, b)
 #elif defined(__AVX2__) && defined(__FMA__)
 #define CANNL_VL 4
-#define CANNL_MR 6
+#define CANNL_MR_BEST 6
 typedef __m256d cannl_vec;
 #define CANNL_VZERO() _mm256_setzero_pd()
 #define CANNL_VLOAD(p) _mm256_loadu_pd(p)
@@ -110,10 +110,10 @@ typedef __m256d cannl_vec;
 #define CANNL_VADD(a, b) _mm256_add_pd(a, b)
 #else
 #define CANNL_VL 0  /* portable C */
-#define CANNL_MR 4
+#define CANNL_MR_BEST 4
 #endif
 
-/* Tile sizes (docs/gemm-tiles.md): the register tile is MR x NR (NR two vectors wide); a
+/* Tile sizes (measured: docs/gemm-tiles.md): the register tile is MR x NR (NR two vectors wide); a
  * packed block of A is MC x KC (kept in L2), a packed panel of B KC x NC (streamed by the
  * micro-kernel from L1 one KC x NR sliver at a time). */
 #if CANNL_VL
@@ -121,9 +121,19 @@ typedef __m256d cannl_vec;
 #else
 #define CANNL_NR 16
 #endif
+/* bench/tile_search.sh compiles this code with other values through -D. */
+#ifndef CANNL_MR
+#define CANNL_MR CANNL_MR_BEST
+#endif
+#ifndef CANNL_KC
 #define CANNL_KC 256
+#endif
+#ifndef CANNL_MC
 #define CANNL_MC (12 * CANNL_MR)
+#endif
+#ifndef CANNL_NC
 #define CANNL_NC 512
+#endif
 /* The workspace of one thread: a packed A block and a packed B panel. */
 #define CANNL_GEMM_SLOT ((long)CANNL_MC * CANNL_KC + (long)CANNL_KC * CANNL_NC)
 
