@@ -125,8 +125,9 @@ def gemm_table(bench, threads_list):
         for t in threads_list:
             r = run_json([str(bench / "gemm_bench")] + [str(x) for x in shape] + [str(t)], t)
             ob = r["openblas_gflops"]
+            ratio = f"{r['cannl_gflops'] / ob:.2f}" if ob > 0 else "-"
             lines.append(f"| `{label}` | {shape[0]} x {shape[1]} x {shape[2]} | {t} | {r['cannl_gflops']:.1f} | "
-                         f"{ob:.1f} | {r['cannl_gflops'] / ob:.2f} | {r['cannl_gflops'] / peak[t]:.2f} |")
+                         f"{ob:.1f} | {ratio} | {r['cannl_gflops'] / peak[t]:.2f} |")
     peaks = ", ".join(f"{t} thread{'s' if t > 1 else ''}: {peak[t]:.1f} GFLOP/s" for t in threads_list)
     return "\n".join(lines) + f"\n\nFMA peak (fma_peak, float32): {peaks}"
 

@@ -47,9 +47,14 @@ int main(int argc, char **argv) {
     if (reps < 5) reps = 5;
     if (reps > 2000) reps = 2000;
     double best = 1e30, best_blas = 1e30;
-    /* cblas: row-major A (a_k == 1) or its transpose (a_m == 1); likewise B; C row-major. */
-    const int blas_ok = c_n == 1 && (a_k == 1 || a_m == 1) && (b_n == 1 || b_k == 1);
-    const int ta = a_k != 1, tb = b_n != 1;
+    /* cblas, row-major: C as it is (c_n == 1), or its transpose C^T = B^T A^T (c_m == 1);
+     * then each operand as it is (column stride 1) or transposed (row stride 1). */
+    const int ct = c_n != 1;
+    const long rows = ct ? N : M, cols = ct ? M : N, ldc = ct ? c_n : c_m;
+    const float *X = ct ? B : A, *Y = ct ? A : B;
+    const long x_r = ct ? b_n : a_m, x_c = ct ? b_k : a_k, y_r = ct ? a_k : b_k, y_c = ct ? a_m : b_n;
+    const int blas_ok = (c_n == 1 || c_m == 1) && (x_c == 1 || x_r == 1) && (y_c == 1 || y_r == 1);
+    const int ta = x_c != 1, tb = y_c != 1;
     for (int round = 0; round < 3; ++round) {
         double t0 = now_s();
         for (int r = 0; r < reps; ++r) cannl_gemm(M, N, K, 1.f, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, 0, ws, slots);
@@ -58,8 +63,8 @@ int main(int argc, char **argv) {
         if (blas_ok) {
             t0 = now_s();
             for (int r = 0; r < reps; ++r)
-                cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M,
-                            (int)N, (int)K, 1.f, A, (int)(ta ? a_k : a_m), B, (int)(tb ? b_n : b_k), 1.f, C, (int)c_m);
+                cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)rows,
+                            (int)cols, (int)K, 1.f, X, (int)(ta ? x_c : x_r), Y, (int)(tb ? y_c : y_r), 1.f, C, (int)ldc);
             t = (now_s() - t0) / reps;
             if (t < best_blas) best_blas = t;
         }

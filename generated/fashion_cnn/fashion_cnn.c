@@ -787,8 +787,8 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     }
 
     /* line 24: logits = w4 * h3 + b4 */
-    /* matrix product logits_mm = h3 . w4: M = n (b), N = 10 (o), K = 1024 (k) */
-    cannl_gemm(n, 10, 1024, 1.0f, h3, 1024, 1, w4, 1, 1024, logits_mm, 10, 1, 1, m->gemm_ws, m->gemm_slots);
+    /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k) */
+    cannl_gemm(10, n, 1024, 1.0f, w4, 1024, 1, h3, 1, 1024, logits_mm, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits[b * 10 + o] = logits_mm[b * 10 + o] + b4[o];
@@ -1413,8 +1413,8 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
     }
 
     /* line 24: logits = w4 * h3 + b4 */
-    /* matrix product logits_mm = h3 . w4: M = n (b), N = 10 (o), K = 1024 (k) */
-    cannl_gemm(n, 10, 1024, 1.0f, h3, 1024, 1, w4, 1, 1024, logits_mm, 10, 1, 1, m->gemm_ws, m->gemm_slots);
+    /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k) */
+    cannl_gemm(10, n, 1024, 1.0f, w4, 1024, 1, h3, 1, 1024, logits_mm, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits[b * 10 + o] = logits_mm[b * 10 + o] + b4[o];
@@ -1595,8 +1595,8 @@ static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, 
     }
 
     /* line 24: logits = w4 * h3 + b4 */
-    /* matrix product logits_mm = h3 . w4: M = n (b), N = 10 (o), K = 1024 (k) */
-    cannl_gemm(n, 10, 1024, 1.0f, h3, 1024, 1, w4, 1, 1024, logits_mm, 10, 1, 1, m->gemm_ws, m->gemm_slots);
+    /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k) */
+    cannl_gemm(10, n, 1024, 1.0f, w4, 1024, 1, h3, 1, 1024, logits_mm, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits[b * 10 + o] = logits_mm[b * 10 + o] + b4[o];

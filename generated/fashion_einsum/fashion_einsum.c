@@ -609,8 +609,8 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
     }
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    /* matrix product logits_ein = h1 . w2: M = n (e1), N = 10 (o), K = 256 (i) */
-    cannl_gemm(n, 10, 256, 1.0f, h1, 256, 1, w2, 1, 256, logits_ein, 10, 1, 1, m->gemm_ws, m->gemm_slots);
+    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i) */
+    cannl_gemm(10, n, 256, 1.0f, w2, 256, 1, h1, 1, 256, logits_ein, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
@@ -1023,8 +1023,8 @@ static void forward(fashion_einsum *m, const real *const inputs[], int64_t n, re
     }
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    /* matrix product logits_ein = h1 . w2: M = n (e1), N = 10 (o), K = 256 (i) */
-    cannl_gemm(n, 10, 256, 1.0f, h1, 256, 1, w2, 1, 256, logits_ein, 10, 1, 1, m->gemm_ws, m->gemm_slots);
+    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i) */
+    cannl_gemm(10, n, 256, 1.0f, w2, 256, 1, h1, 1, 256, logits_ein, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
@@ -1114,8 +1114,8 @@ static void eval_metrics(fashion_einsum *m, const real *const inputs[], int64_t 
     }
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    /* matrix product logits_ein = h1 . w2: M = n (e1), N = 10 (o), K = 256 (i) */
-    cannl_gemm(n, 10, 256, 1.0f, h1, 256, 1, w2, 1, 256, logits_ein, 10, 1, 1, m->gemm_ws, m->gemm_slots);
+    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i) */
+    cannl_gemm(10, n, 256, 1.0f, w2, 256, 1, h1, 1, 256, logits_ein, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];

@@ -516,8 +516,8 @@ static double train_step(fashion_mlp *m, const real *const inputs[], int64_t n) 
     }
 
     /* line 16: logits = w3 * h2 + b3 */
-    /* matrix product logits_mm = h2 . w3: M = n (b), N = 10 (o), K = 512 (k) */
-    cannl_gemm(n, 10, 512, 1.0f, h2, 512, 1, w3, 1, 512, logits_mm, 10, 1, 1, m->gemm_ws, m->gemm_slots);
+    /* matrix product logits_mm = w3 . h2: M = 10 (o), N = n (b), K = 512 (k) */
+    cannl_gemm(10, n, 512, 1.0f, w3, 512, 1, h2, 1, 512, logits_mm, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];
@@ -773,8 +773,8 @@ static void forward(fashion_mlp *m, const real *const inputs[], int64_t n, real 
     }
 
     /* line 16: logits = w3 * h2 + b3 */
-    /* matrix product logits_mm = h2 . w3: M = n (b), N = 10 (o), K = 512 (k) */
-    cannl_gemm(n, 10, 512, 1.0f, h2, 512, 1, w3, 1, 512, logits_mm, 10, 1, 1, m->gemm_ws, m->gemm_slots);
+    /* matrix product logits_mm = w3 . h2: M = 10 (o), N = n (b), K = 512 (k) */
+    cannl_gemm(10, n, 512, 1.0f, w3, 512, 1, h2, 1, 512, logits_mm, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];
@@ -836,8 +836,8 @@ static void eval_metrics(fashion_mlp *m, const real *const inputs[], int64_t n, 
     }
 
     /* line 16: logits = w3 * h2 + b3 */
-    /* matrix product logits_mm = h2 . w3: M = n (b), N = 10 (o), K = 512 (k) */
-    cannl_gemm(n, 10, 512, 1.0f, h2, 512, 1, w3, 1, 512, logits_mm, 10, 1, 1, m->gemm_ws, m->gemm_slots);
+    /* matrix product logits_mm = w3 . h2: M = 10 (o), N = n (b), K = 512 (k) */
+    cannl_gemm(10, n, 512, 1.0f, w3, 512, 1, h2, 1, 512, logits_mm, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];

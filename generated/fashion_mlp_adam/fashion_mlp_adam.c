@@ -568,8 +568,8 @@ static double train_step(fashion_mlp_adam *m, const real *const inputs[], int64_
     }
 
     /* line 16: logits = w3 * h2 + b3 */
-    /* matrix product logits_mm = h2 . w3: M = n (b), N = 10 (o), K = 512 (k) */
-    cannl_gemm(n, 10, 512, 1.0f, h2, 512, 1, w3, 1, 512, logits_mm, 10, 1, 1, m->gemm_ws, m->gemm_slots);
+    /* matrix product logits_mm = w3 . h2: M = 10 (o), N = n (b), K = 512 (k) */
+    cannl_gemm(10, n, 512, 1.0f, w3, 512, 1, h2, 1, 512, logits_mm, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];
@@ -845,8 +845,8 @@ static void forward(fashion_mlp_adam *m, const real *const inputs[], int64_t n, 
     }
 
     /* line 16: logits = w3 * h2 + b3 */
-    /* matrix product logits_mm = h2 . w3: M = n (b), N = 10 (o), K = 512 (k) */
-    cannl_gemm(n, 10, 512, 1.0f, h2, 512, 1, w3, 1, 512, logits_mm, 10, 1, 1, m->gemm_ws, m->gemm_slots);
+    /* matrix product logits_mm = w3 . h2: M = 10 (o), N = n (b), K = 512 (k) */
+    cannl_gemm(10, n, 512, 1.0f, w3, 512, 1, h2, 1, 512, logits_mm, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];
@@ -908,8 +908,8 @@ static void eval_metrics(fashion_mlp_adam *m, const real *const inputs[], int64_
     }
 
     /* line 16: logits = w3 * h2 + b3 */
-    /* matrix product logits_mm = h2 . w3: M = n (b), N = 10 (o), K = 512 (k) */
-    cannl_gemm(n, 10, 512, 1.0f, h2, 512, 1, w3, 1, 512, logits_mm, 10, 1, 1, m->gemm_ws, m->gemm_slots);
+    /* matrix product logits_mm = w3 . h2: M = 10 (o), N = n (b), K = 512 (k) */
+    cannl_gemm(10, n, 512, 1.0f, w3, 512, 1, h2, 1, 512, logits_mm, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];

@@ -612,8 +612,8 @@ static double train_step(moons_mlp *m, const real *const inputs[], int64_t n) {
             acc += h1_grad[b * 16 + o] * (1.0f - h1[b * 16 + o] * h1[b * 16 + o]);
         b1_grad[o] += acc;
     }
-    /* matrix product w1_grad = h1_mm_grad . point: M = 16 (o), N = 2 (k), K = n (b) */
-    cannl_gemm(16, 2, n, 1.0f, h1_mm_grad, 1, 16, point, 2, 1, w1_grad, 2, 1, 1, m->gemm_ws, m->gemm_slots);
+    /* matrix product w1_grad = point . h1_mm_grad: M = 2 (k), N = 16 (o), K = n (b) */
+    cannl_gemm(2, 16, n, 1.0f, point, 1, 2, h1_mm_grad, 16, 1, w1_grad, 1, 2, 1, m->gemm_ws, m->gemm_slots);
 
     /* line 20: sgd update of w1 */
     for (int64_t j0 = 0; j0 < 16; ++j0) {

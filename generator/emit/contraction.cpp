@@ -167,9 +167,14 @@ std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& 
     g.outer_k = g.outer.size() > before_k;
     // Outer loops in nest order.
     std::sort(g.outer.begin(), g.outer.end());
+    // Prefer B carrying C's unit stride (vector stores of the tile), unless that leaves a
+    // narrow N (< 16, under half the 32-column register tile) against a wider M: then the
+    // transposed product (C^T = B^T A^T) fills the tile better and the tile is stored
+    // element by element.
     auto score = [](const Gemm& x) {
-      if (x.n.iters.empty()) return 2;
-      return x.n.stride_c == 1 ? 0 : 1;
+      const bool narrow = x.n.max_size < 16 && x.m.max_size > x.n.max_size;
+      if (x.n.iters.empty()) return 4;
+      return (narrow ? 2 : 0) + (x.n.stride_c == 1 ? 0 : 1);
     };
     if (!best || score(g) < score(*best)) best = g;
   }

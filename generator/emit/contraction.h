@@ -12,7 +12,8 @@
 // (outermost first: stride(outer) = size(inner) * stride(inner) in every operand), every
 // other loop (batch loops, loops that do not merge) an outer loop around the product with
 // its pointer offsets. B is the operand that carries the written buffer's unit-stride axis
-// when it can (so the register tile is stored with vector stores). Anything else (a loop in
+// when it can (so the register tile is stored with vector stores), unless that makes N
+// narrow (< 16) against a wider M (then the roles swap). Anything else (a loop in
 // one operand only, an empty K, a loop in out alone) is not a contraction: nullopt, and the
 // nest is printed as loops.
 #pragma once

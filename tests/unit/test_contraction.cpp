@@ -81,8 +81,10 @@ minimize loss with sgd(lr = 0.1)
   auto m = recognise_contraction(g.p, g.accumulating("p"));
   REQUIRE(m);
   REQUIRE(m->outer.size() == 1);
-  CHECK(m->m.size == "12");
-  CHECK(m->n.size == "6");
+  // p[b, o, i] += a[b, o, k] * b[b, k, i]: N = i (6) is narrow against M = o (12), so the
+  // roles swap: M = i, N = o.
+  CHECK(m->m.size == "6");
+  CHECK(m->n.size == "12");
   CHECK(m->k.size == "8");
   CHECK(!m->outer_k);
 }
@@ -119,4 +121,21 @@ TEST_CASE("the emitter prints cannl_gemm with the strides, and folds the zero-fi
   CHECK(c.find("cannl_gemm(n, 32, 64, 1.0f, x, 64, 1, w, 1, 64, h, 32, 1, 1, m->gemm_ws, m->gemm_slots);") !=
         std::string::npos);
   CHECK(c.find("real *gemm_ws;") != std::string::npos);
+}
+
+TEST_CASE("a narrow output (N < 16 against a wider M) swaps the roles: C^T = B^T A^T") {
+  Prog g(R"(input x : [64]
+input y : [4]
+param w : [64 -> 4] = uniform(-1, 1)
+h = w * x
+loss = mean((h - y) ** 2)
+minimize loss with sgd(lr = 0.1)
+)");
+  auto m = recognise_contraction(g.p, g.accumulating("h"));
+  REQUIRE(m);
+  CHECK(g.name(m->a.buf) == "w");
+  CHECK(g.name(m->b.buf) == "x");
+  CHECK(m->m.size == "4");
+  CHECK(m->n.size == "n");
+  CHECK((m->m.stride_c == 1 && m->n.stride_c == 4));  // the tile is stored element by element
 }
