@@ -1,7 +1,7 @@
 # Cannl.cmake — build models from cannl specs in a CMake project.
 #
-#   cannl_add_model(NAME SPEC [TARGET c] [DTYPE f32|f64] [MAX_BATCH N] [WEIGHTS CKPT] [NO_INSTALL]
-#                   [GEN_ARGS arg...])
+#   cannl_add_model(NAME SPEC [TARGET c] [DTYPE f32|f64] [MAX_BATCH N] [WEIGHTS CKPT] [BLAS]
+#                   [NO_INSTALL] [GEN_ARGS arg...])
 #
 # Runs `cannl gen SPEC` at build time into ${CMAKE_CURRENT_BINARY_DIR}/cannl/NAME, again
 # whenever the spec or the generator changes, and defines
@@ -18,7 +18,8 @@
 # options (e.g. -O0, --disable-pass=fuse); TARGET c is the only back end so
 # far. WEIGHTS CKPT (a safetensors checkpoint) compiles the trained params into the library
 # and NAME_infer (`cannl gen --weights CKPT --embed`; checked against the spec when
-# generating, regenerated when CKPT changes). A changed spec also re-runs CMake (the model's name may have changed). The model is
+# generating, regenerated when CKPT changes). BLAS is `cannl gen --blas`: the matrix products call
+# cblas (OpenBLAS, found with find_package(BLAS) and BLA_VENDOR OpenBLAS; NAME then links BLAS::BLAS). A changed spec also re-runs CMake (the model's name may have changed). The model is
 # compiled as its generated CMakeLists.txt compiles it (templates/c/CMakeLists.txt.mustache):
 # -O3 with reassociation allowed, and -march=native under CANNL_NATIVE.
 #
@@ -45,7 +46,7 @@ set(CANNL_GENERATOR "" CACHE FILEPATH
     "A cannl executable for cannl_add_model to run instead of the target cannl::cannl")
 
 function(cannl_add_model name spec)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL" "TARGET;DTYPE;MAX_BATCH;WEIGHTS" "GEN_ARGS")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL;BLAS" "TARGET;DTYPE;MAX_BATCH;WEIGHTS" "GEN_ARGS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "cannl_add_model(${name}): unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
@@ -93,6 +94,10 @@ function(cannl_add_model name spec)
     message(FATAL_ERROR "cannl_add_model(${name}): no cannl generator: add_subdirectory(path/to/cannl) or find_package(cannl) first")
   endif()
 
+  set(blas_flag)
+  if(ARG_BLAS)
+    set(blas_flag --blas)
+  endif()
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/cannl/${name})
   set(outputs ${dir}/${model}.h ${dir}/${model}.c ${dir}/${model}_inference.c ${dir}/${model}_train.c
               ${dir}/${model}_infer.c ${dir}/${model}.json)
@@ -109,7 +114,7 @@ function(cannl_add_model name spec)
   add_custom_command(
     OUTPUT ${outputs}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
-    COMMAND ${generator} gen ${spec} -o ${dir} --dtype ${ARG_DTYPE} --max-batch ${ARG_MAX_BATCH} ${embed_args} ${ARG_GEN_ARGS}
+    COMMAND ${generator} gen ${spec} -o ${dir} --dtype ${ARG_DTYPE} --max-batch ${ARG_MAX_BATCH} ${embed_args} ${blas_flag} ${ARG_GEN_ARGS}
     DEPENDS ${spec} ${generator_dep} ${embed_dep}
     COMMENT "cannl: generating ${name} from ${spec}"
     VERBATIM)
@@ -121,6 +126,11 @@ function(cannl_add_model name spec)
   find_package(OpenMP QUIET COMPONENTS C)
   if(OpenMP_C_FOUND)
     target_link_libraries(${name} PRIVATE OpenMP::OpenMP_C)
+  endif()
+  if(ARG_BLAS)
+    set(BLA_VENDOR OpenBLAS)
+    find_package(BLAS REQUIRED)
+    target_link_libraries(${name} PUBLIC BLAS::BLAS)
   endif()
   set_target_properties(${name} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF
                         PUBLIC_HEADER ${dir}/${model}.h)

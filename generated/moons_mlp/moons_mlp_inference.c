@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+
 #ifdef _OPENMP
 #include <omp.h>
 #define CANNL_PRAGMA(x) _Pragma(x)
@@ -26,6 +27,265 @@
 typedef moons_mlp_real real;
 
 static inline float cannl_sigmoid(float x) { return 1 / (1 + expf(-x)); }
+/* ------------------------------------------------------------- contractions (matrix products)
+ *
+ * Every contraction nest of this model (a sum of products A * B over shared loops) is a call
+ *     cannl_gemm(M, N, K, alpha, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite, ws)
+ * computing C[i, j] (=|+=) alpha * sum_p A[i, p] * B[p, j] with the strides of each operand
+ * baked in at the call (so transposed operands cost nothing extra: packing reads them in
+ * place). The product is cache-blocked (KC x NC panels of B, MC x KC blocks of A, both packed
+ * into the model's workspace) and register-tiled (an MR x NR tile of C held in vector
+ * registers), as in BLIS/GotoBLAS. Vector code uses AVX-512 or AVX2+FMA when the compiler
+ * targets them (-march=native), portable C otherwise.
+ * Threads split C into column (or row) ranges; K is never split, and every element of C is
+ * summed in the same order (p-blocks of KC, then p within a block) whatever the thread count
+ * or the split, so results do not depend on the number of threads.
+ */
+#if 0
+#define CANNL_GEMM_F64 1
+#else
+#define CANNL_GEMM_F64 0
+#endif
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+#if defined(__AVX512F__) && !CANNL_GEMM_F64
+#define CANNL_VL 16
+#define CANNL_MR_BEST 12
+typedef __m512 cannl_vec;
+#define CANNL_VZERO() _mm512_setzero_ps()
+#define CANNL_VLOAD(p) _mm512_loadu_ps(p)
+#define CANNL_VSTORE(p, v) _mm512_storeu_ps(p, v)
+#define CANNL_VSET1(x) _mm512_set1_ps(x)
+#define CANNL_VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define CANNL_VMUL(a, b) _mm512_mul_ps(a, b)
+#define CANNL_VADD(a, b) _mm512_add_ps(a, b)
+#elif defined(__AVX512F__)
+#define CANNL_VL 8
+#define CANNL_MR_BEST 12
+typedef __m512d cannl_vec;
+#define CANNL_VZERO() _mm512_setzero_pd()
+#define CANNL_VLOAD(p) _mm512_loadu_pd(p)
+#define CANNL_VSTORE(p, v) _mm512_storeu_pd(p, v)
+#define CANNL_VSET1(x) _mm512_set1_pd(x)
+#define CANNL_VFMA(a, b, c) _mm512_fmadd_pd(a, b, c)
+#define CANNL_VMUL(a, b) _mm512_mul_pd(a, b)
+#define CANNL_VADD(a, b) _mm512_add_pd(a, b)
+#elif defined(__AVX2__) && defined(__FMA__) && !CANNL_GEMM_F64
+#define CANNL_VL 8
+#define CANNL_MR_BEST 6
+typedef __m256 cannl_vec;
+#define CANNL_VZERO() _mm256_setzero_ps()
+#define CANNL_VLOAD(p) _mm256_loadu_ps(p)
+#define CANNL_VSTORE(p, v) _mm256_storeu_ps(p, v)
+#define CANNL_VSET1(x) _mm256_set1_ps(x)
+#define CANNL_VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define CANNL_VMUL(a, b) _mm256_mul_ps(a, b)
+#define CANNL_VADD(a, b) _mm256_add_ps(a, b)
+#elif defined(__AVX2__) && defined(__FMA__)
+#define CANNL_VL 4
+#define CANNL_MR_BEST 6
+typedef __m256d cannl_vec;
+#define CANNL_VZERO() _mm256_setzero_pd()
+#define CANNL_VLOAD(p) _mm256_loadu_pd(p)
+#define CANNL_VSTORE(p, v) _mm256_storeu_pd(p, v)
+#define CANNL_VSET1(x) _mm256_set1_pd(x)
+#define CANNL_VFMA(a, b, c) _mm256_fmadd_pd(a, b, c)
+#define CANNL_VMUL(a, b) _mm256_mul_pd(a, b)
+#define CANNL_VADD(a, b) _mm256_add_pd(a, b)
+#else
+#define CANNL_VL 0  /* portable C */
+#define CANNL_MR_BEST 4
+#endif
+
+/* Tile sizes (measured: docs/gemm-tiles.md): the register tile is MR x NR (NR two vectors wide); a
+ * packed block of A is MC x KC (kept in L2), a packed panel of B KC x NC (streamed by the
+ * micro-kernel from L1 one KC x NR sliver at a time). */
+#if CANNL_VL
+#define CANNL_NR (2 * CANNL_VL)
+#else
+#define CANNL_NR 16
+#endif
+/* bench/tile_search.sh compiles this code with other values through -D. */
+#ifndef CANNL_MR
+#define CANNL_MR CANNL_MR_BEST
+#endif
+#ifndef CANNL_KC
+#define CANNL_KC 256
+#endif
+#ifndef CANNL_MC
+#define CANNL_MC (12 * CANNL_MR)
+#endif
+#ifndef CANNL_NC
+#define CANNL_NC 512
+#endif
+/* The workspace of one thread: a packed A block and a packed B panel. */
+#define CANNL_GEMM_SLOT ((long)CANNL_MC * CANNL_KC + (long)CANNL_KC * CANNL_NC)
+
+/* C[0:mr, 0:nr] (=|+=) alpha * a-sliver (kc x MR, packed) * b-sliver (kc x NR, packed). */
+static inline void cannl_gemm_micro(long kc, const real *restrict a, const real *restrict b, real alpha,
+                                    real *restrict c, long c_m, long c_n, long mr, long nr, int overwrite) {
+#if CANNL_VL
+    cannl_vec acc0[CANNL_MR], acc1[CANNL_MR];
+    for (int i = 0; i < CANNL_MR; ++i) acc0[i] = acc1[i] = CANNL_VZERO();
+    for (long p = 0; p < kc; ++p) {
+        const cannl_vec b0 = CANNL_VLOAD(b), b1 = CANNL_VLOAD(b + CANNL_VL);
+        for (int i = 0; i < CANNL_MR; ++i) {
+            const cannl_vec ai = CANNL_VSET1(a[i]);
+            acc0[i] = CANNL_VFMA(ai, b0, acc0[i]);
+            acc1[i] = CANNL_VFMA(ai, b1, acc1[i]);
+        }
+        a += CANNL_MR;
+        b += CANNL_NR;
+    }
+    const cannl_vec va = CANNL_VSET1(alpha);
+    if (mr == CANNL_MR && nr == CANNL_NR && c_n == 1) {
+        for (int i = 0; i < CANNL_MR; ++i) {
+            real *ci = c + i * c_m;
+            cannl_vec v0 = CANNL_VMUL(va, acc0[i]), v1 = CANNL_VMUL(va, acc1[i]);
+            if (!overwrite) {
+                v0 = CANNL_VADD(CANNL_VLOAD(ci), v0);
+                v1 = CANNL_VADD(CANNL_VLOAD(ci + CANNL_VL), v1);
+            }
+            CANNL_VSTORE(ci, v0);
+            CANNL_VSTORE(ci + CANNL_VL, v1);
+        }
+        return;
+    }
+    real tile[CANNL_MR * CANNL_NR];
+    for (int i = 0; i < CANNL_MR; ++i) {
+        CANNL_VSTORE(tile + i * CANNL_NR, CANNL_VMUL(va, acc0[i]));
+        CANNL_VSTORE(tile + i * CANNL_NR + CANNL_VL, CANNL_VMUL(va, acc1[i]));
+    }
+#else
+    real tile[CANNL_MR * CANNL_NR];
+    for (int t = 0; t < CANNL_MR * CANNL_NR; ++t) tile[t] = 0;
+    for (long p = 0; p < kc; ++p) {
+        for (int i = 0; i < CANNL_MR; ++i)
+            for (int j = 0; j < CANNL_NR; ++j) tile[i * CANNL_NR + j] += a[i] * b[j];
+        a += CANNL_MR;
+        b += CANNL_NR;
+    }
+    for (int t = 0; t < CANNL_MR * CANNL_NR; ++t) tile[t] *= alpha;
+#endif
+    for (long i = 0; i < mr; ++i)
+        for (long j = 0; j < nr; ++j) {
+            real *cij = c + i * c_m + j * c_n;
+            *cij = overwrite ? tile[i * CANNL_NR + j] : *cij + tile[i * CANNL_NR + j];
+        }
+}
+
+/* A[0:mc, 0:kc] as slivers of MR rows, each kc x MR (row-major), zero-padded to MR rows. */
+static void cannl_gemm_pack_a(long mc, long kc, const real *restrict A, long a_m, long a_k, real *restrict pa) {
+    for (long i0 = 0; i0 < mc; i0 += CANNL_MR, pa += kc * CANNL_MR) {
+        const long mr = mc - i0 < CANNL_MR ? mc - i0 : CANNL_MR;
+        if (mr < CANNL_MR)
+            for (long t = 0; t < kc * CANNL_MR; ++t) pa[t] = 0;
+        if (a_k == 1) {
+            for (long i = 0; i < mr; ++i) {
+                const real *src = A + (i0 + i) * a_m;
+                for (long p = 0; p < kc; ++p) pa[p * CANNL_MR + i] = src[p];
+            }
+        } else {
+            for (long p = 0; p < kc; ++p)
+                for (long i = 0; i < mr; ++i) pa[p * CANNL_MR + i] = A[(i0 + i) * a_m + p * a_k];
+        }
+    }
+}
+
+/* B[0:kc, 0:nc] as slivers of NR columns, each kc x NR (row-major), zero-padded to NR columns. */
+static void cannl_gemm_pack_b(long kc, long nc, const real *restrict B, long b_k, long b_n, real *restrict pb) {
+    for (long j0 = 0; j0 < nc; j0 += CANNL_NR, pb += kc * CANNL_NR) {
+        const long nr = nc - j0 < CANNL_NR ? nc - j0 : CANNL_NR;
+        if (nr < CANNL_NR)
+            for (long t = 0; t < kc * CANNL_NR; ++t) pb[t] = 0;
+        if (b_n == 1 && nr == CANNL_NR) {
+            for (long p = 0; p < kc; ++p)
+                for (long j = 0; j < CANNL_NR; ++j) pb[p * CANNL_NR + j] = B[p * b_k + j0 + j];
+        } else if (b_k == 1) {
+            for (long j = 0; j < nr; ++j) {
+                const real *src = B + (j0 + j) * b_n;
+                for (long p = 0; p < kc; ++p) pb[p * CANNL_NR + j] = src[p];
+            }
+        } else {
+            for (long p = 0; p < kc; ++p)
+                for (long j = 0; j < nr; ++j) pb[p * CANNL_NR + j] = B[p * b_k + (j0 + j) * b_n];
+        }
+    }
+}
+
+/* One thread's share: C[0:M, 0:N] with its own workspace slot. */
+static void cannl_gemm_serial(long M, long N, long K, real alpha, const real *A, long a_m, long a_k,
+                              const real *B, long b_k, long b_n, real *C, long c_m, long c_n, int overwrite,
+                              real *slot) {
+    real *pa = slot, *pb = slot + (long)CANNL_MC * CANNL_KC;
+    /* K in equal blocks of at most KC (784 = 4 x 196 rather than 3 x 256 + 16). */
+    const long kblocks = (K + CANNL_KC - 1) / CANNL_KC;
+    const long kb = kblocks ? (K + kblocks - 1) / kblocks : 0;
+    if (K == 0) {
+        if (overwrite)
+            for (long i = 0; i < M; ++i)
+                for (long j = 0; j < N; ++j) C[i * c_m + j * c_n] = 0;
+        return;
+    }
+    for (long j0 = 0; j0 < N; j0 += CANNL_NC) {
+        const long nc = N - j0 < CANNL_NC ? N - j0 : CANNL_NC;
+        for (long p0 = 0; p0 < K; p0 += kb) {
+            const long kc = K - p0 < kb ? K - p0 : kb;
+            cannl_gemm_pack_b(kc, nc, B + p0 * b_k + j0 * b_n, b_k, b_n, pb);
+            for (long i0 = 0; i0 < M; i0 += CANNL_MC) {
+                const long mc = M - i0 < CANNL_MC ? M - i0 : CANNL_MC;
+                cannl_gemm_pack_a(mc, kc, A + i0 * a_m + p0 * a_k, a_m, a_k, pa);
+                for (long jr = 0; jr < nc; jr += CANNL_NR)
+                    for (long ir = 0; ir < mc; ir += CANNL_MR)
+                        cannl_gemm_micro(kc, pa + ir * kc, pb + jr * kc, alpha, C + (i0 + ir) * c_m + (j0 + jr) * c_n,
+                                         c_m, c_n, mc - ir < CANNL_MR ? mc - ir : CANNL_MR,
+                                         nc - jr < CANNL_NR ? nc - jr : CANNL_NR, overwrite && p0 == 0);
+            }
+        }
+    }
+}
+
+/* C (=|+=) alpha * A * B; `ws` holds `slots` workspace slots (at most that many threads). */
+static void cannl_gemm(long M, long N, long K, real alpha, const real *A, long a_m, long a_k, const real *B,
+                       long b_k, long b_n, real *C, long c_m, long c_n, int overwrite, real *ws, int slots) {
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+    if (threads > slots) threads = slots;
+    /* Split C into tiles' worth of columns (or rows, when there are more row tiles); small
+     * products run on one thread. */
+    const long ntiles = (N + CANNL_NR - 1) / CANNL_NR, mtiles = (M + CANNL_MR - 1) / CANNL_MR;
+    const int by_cols = ntiles >= mtiles;
+    const long tiles = by_cols ? ntiles : mtiles;
+    if (threads > tiles) threads = (int)tiles;
+    if ((double)M * N * K < 262144.0) threads = 1;
+    if (threads > 1) {
+        CANNL_PRAGMA("omp parallel num_threads(threads)")
+        {
+            const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            const long lo = tiles * t / nt, hi = tiles * (t + 1) / nt;
+            real *slot = ws + (long)t * CANNL_GEMM_SLOT;
+            if (by_cols) {
+                const long j0 = lo * CANNL_NR, j1 = hi * CANNL_NR < N ? hi * CANNL_NR : N;
+                if (j1 > j0)
+                    cannl_gemm_serial(M, j1 - j0, K, alpha, A, a_m, a_k, B + j0 * b_n, b_k, b_n, C + j0 * c_n, c_m,
+                                      c_n, overwrite, slot);
+            } else {
+                const long i0 = lo * CANNL_MR, i1 = hi * CANNL_MR < M ? hi * CANNL_MR : M;
+                if (i1 > i0)
+                    cannl_gemm_serial(i1 - i0, N, K, alpha, A + i0 * a_m, a_m, a_k, B, b_k, b_n, C + i0 * c_m, c_m,
+                                      c_n, overwrite, slot);
+            }
+        }
+        return;
+    }
+#else
+    (void)slots;
+#endif
+    cannl_gemm_serial(M, N, K, alpha, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite, ws);
+}
 
 struct moons_mlp_infer {
     void *arena; /* the buffers below, then the work region of forward and eval: 34176 bytes */
@@ -35,6 +295,9 @@ struct moons_mlp_infer {
     real *b1; /* [16] b1 : [16] */
     real *b2; /* [16] b2 : [16] */
     real *b3; /* [1] b3 : [1] */
+
+    real *gemm_ws;   /* packing workspace of the matrix products: gemm_slots threads */
+    int gemm_slots;
 };
 
 /* routine forward */
@@ -51,14 +314,8 @@ static void forward(moons_mlp_infer *m, const real *const inputs[], int64_t n, r
     /* line 12: h1 = tanh(w1 * point + b1) */
     {
         real *restrict h1_mm = (real *)(work + 0);
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 16; ++o) {
-                real acc = 0.0f;
-                for (int64_t k = 0; k < 2; ++k)
-                    acc += w1[o * 2 + k] * point[b * 2 + k];
-                h1_mm[b * 16 + o] = acc;
-            }
-        }
+        /* matrix product h1_mm = point . w1: M = n (b), N = 16 (o), K = 2 (k) */
+        cannl_gemm(n, 16, 2, 1.0f, point, 2, 1, w1, 1, 2, h1_mm, 16, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
         real *h1 = (real *)(work + 0); /* in place */
@@ -73,15 +330,8 @@ static void forward(moons_mlp_infer *m, const real *const inputs[], int64_t n, r
     {
         real *restrict h1 = (real *)(work + 0);
         real *restrict h2_mm = (real *)(work + 16384);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 16; ++o) {
-                real acc = 0.0f;
-                for (int64_t k = 0; k < 16; ++k)
-                    acc += w2[o * 16 + k] * h1[b * 16 + k];
-                h2_mm[b * 16 + o] = acc;
-            }
-        }
+        /* matrix product h2_mm = h1 . w2: M = n (b), N = 16 (o), K = 16 (k) */
+        cannl_gemm(n, 16, 16, 1.0f, h1, 16, 1, w2, 1, 16, h2_mm, 16, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
         real *restrict h2 = (real *)(work + 0);
@@ -96,14 +346,8 @@ static void forward(moons_mlp_infer *m, const real *const inputs[], int64_t n, r
     {
         real *restrict h2 = (real *)(work + 0);
         real *restrict prob_mm = (real *)(work + 16384);
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 1; ++o) {
-                real acc = 0.0f;
-                for (int64_t k = 0; k < 16; ++k)
-                    acc += w3[o * 16 + k] * h2[b * 16 + k];
-                prob_mm[b + o] = acc;
-            }
-        }
+        /* matrix product prob_mm = w3 . h2: M = 1 (o), N = n (b), K = 16 (k) */
+        cannl_gemm(1, n, 16, 1.0f, w3, 16, 1, h2, 1, 16, prob_mm, 1, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
         real *restrict prob = (real *)(work + 0);
@@ -132,14 +376,8 @@ static void eval_metrics(moons_mlp_infer *m, const real *const inputs[], int64_t
     /* line 12: h1 = tanh(w1 * point + b1) */
     {
         real *restrict h1_mm = (real *)(work + 0);
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 16; ++o) {
-                real acc = 0.0f;
-                for (int64_t k = 0; k < 2; ++k)
-                    acc += w1[o * 2 + k] * point[b * 2 + k];
-                h1_mm[b * 16 + o] = acc;
-            }
-        }
+        /* matrix product h1_mm = point . w1: M = n (b), N = 16 (o), K = 2 (k) */
+        cannl_gemm(n, 16, 2, 1.0f, point, 2, 1, w1, 1, 2, h1_mm, 16, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
         real *h1 = (real *)(work + 0); /* in place */
@@ -154,15 +392,8 @@ static void eval_metrics(moons_mlp_infer *m, const real *const inputs[], int64_t
     {
         real *restrict h1 = (real *)(work + 0);
         real *restrict h2_mm = (real *)(work + 16384);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 16; ++o) {
-                real acc = 0.0f;
-                for (int64_t k = 0; k < 16; ++k)
-                    acc += w2[o * 16 + k] * h1[b * 16 + k];
-                h2_mm[b * 16 + o] = acc;
-            }
-        }
+        /* matrix product h2_mm = h1 . w2: M = n (b), N = 16 (o), K = 16 (k) */
+        cannl_gemm(n, 16, 16, 1.0f, h1, 16, 1, w2, 1, 16, h2_mm, 16, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
         real *restrict h2 = (real *)(work + 0);
@@ -177,14 +408,8 @@ static void eval_metrics(moons_mlp_infer *m, const real *const inputs[], int64_t
     {
         real *restrict h2 = (real *)(work + 0);
         real *restrict prob_mm = (real *)(work + 16384);
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 1; ++o) {
-                real acc = 0.0f;
-                for (int64_t k = 0; k < 16; ++k)
-                    acc += w3[o * 16 + k] * h2[b * 16 + k];
-                prob_mm[b + o] = acc;
-            }
-        }
+        /* matrix product prob_mm = w3 . h2: M = 1 (o), N = n (b), K = 16 (k) */
+        cannl_gemm(1, n, 16, 1.0f, w3, 16, 1, h2, 1, 16, prob_mm, 1, 1, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 15: err = prob - target */
@@ -250,12 +475,24 @@ moons_mlp_infer *moons_mlp_infer_create(void) {
         return NULL;
     }
     moons_mlp_infer_bind(m);
+#ifdef _OPENMP
+    m->gemm_slots = omp_get_max_threads() > 1 ? omp_get_max_threads() : 1;
+#else
+    m->gemm_slots = 1;
+#endif
+    m->gemm_ws = (real *)cannl_alloc((size_t)m->gemm_slots * CANNL_GEMM_SLOT * sizeof(real));
+    if (!m->gemm_ws) {
+        cannl_free(m->arena);
+        free(m);
+        return NULL;
+    }
     return m;
 }
 
 void moons_mlp_infer_destroy(moons_mlp_infer *m) {
     if (!m) return;
     cannl_free(m->arena);
+    cannl_free(m->gemm_ws);
     free(m);
 }
 

@@ -38,6 +38,7 @@ struct GenOptions {
   std::vector<std::string> disabled_passes;  // --disable-pass=NAME
   bool stats = false;      // --stats: print the routines' costs before and after the passes
   bool json = false;       // with stats: as JSON
+  bool blas = false;       // contractions call cblas (link a CBLAS, e.g. OpenBLAS)
 };
 
 // `cannl gen --passes`: the passes in their order, with the level that runs each.

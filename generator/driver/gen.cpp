@@ -178,6 +178,7 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
       co.f64 = opt.dtype == "f64";
       co.spec = fs::path(path).filename().string();
       co.weights = opt.embed ? &weights : nullptr;
+      co.blas = opt.blas;
       CardInfo card;
       files = emit_c(prog, co, &card.layout);
       card.spec_file = co.spec;

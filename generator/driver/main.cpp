@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "f64"}));
   g->add_option("--max-batch", gen.max_batch, "largest batch the generated code accepts (default 256)")
       ->check(CLI::Range(1L, 1L << 24));
+  g->add_flag("--blas", gen.blas, "contractions call cblas_sgemm/dgemm (OpenBLAS) instead of the generated kernel");
   auto* dump_opt = g->add_option("--dump", gen.dump,
                                  "print a stage instead: tokens, ast, shapes, graph, ir (after the passes), "
                                  "ir:PASS (after that pass) or dot (the training step's tensor graph, Graphviz)")

@@ -9,6 +9,8 @@
 #include <set>
 
 #include "driver/version.h"
+#include "emit/c_gemm.h"
+#include "emit/contraction.h"
 #include "support/diagnostic.h"
 
 namespace cannl {
@@ -49,6 +51,11 @@ public:
     for (size_t k = 0; k < p_.routines.size(); ++k) routines += routine(p_.routines[k], region_[k]) + "\n";
     data d = common();
     d.set("helpers", helpers());
+    d.set("gemm_f64", o_.f64 ? "1" : "0");
+    d.set("f64", o_.f64);
+    d.set("gemm", gemm_kernel_ ? render("c/gemm.c.mustache", d) : std::string());
+    d.set("has_gemm", gemm_kernel_);
+    d.set("blas", gemm_blas_);
     d.set("fields", field_text);
     d.set("routines", routines);
     d.set("arena_bytes", std::to_string(arena_bytes_));
@@ -87,6 +94,8 @@ private:
   std::set<std::string> helpers_;
   std::vector<std::string> vars_;  // loop variable names of the nest being printed
   const ir::Stmt* stmt_ = nullptr;
+  bool gemm_kernel_ = false;  // some contraction calls the generated kernel (templates/c/gemm.c.mustache)
+  bool gemm_blas_ = false;    // some contraction calls cblas
 
   std::string real() const { return o_.f64 ? "double" : "float"; }
   std::string dtype() const { return o_.f64 ? "CANNL_F64" : "CANNL_F32"; }
@@ -523,7 +532,7 @@ private:
     return false;
   }
 
-  std::string nest(const ir::Stmt& s, const std::set<std::string>& taken) {
+  void name_vars(const ir::Stmt& s, const std::set<std::string>& taken) {
     stmt_ = &s;
     vars_.clear();
     for (const auto& it : s.iters) {
@@ -533,6 +542,33 @@ private:
         v += "_";
       vars_.push_back(v);
     }
+  }
+
+  // A contraction nest as a matrix product (emit/c_gemm.h), or "" to print it as loops.
+  // A contraction as a matrix-product call ("" when it is not one or is too small). A
+  // zero_first product overwrites its output, unless a K loop runs around the call: then the
+  // output is zeroed first and each call accumulates.
+  std::string gemm_nest(const ir::Stmt& s, const std::optional<Gemm>& g, bool overwrite,
+                        const std::set<std::string>& taken) {
+    if (!g || g->flops() < kGemmMinFlops) return "";
+    std::string pre;
+    if (s.zero_first) {
+      if (!g->outer_k) {
+        overwrite = true;
+      } else {
+        std::string v = "i";
+        while (taken.count(v) || reserved().count(v)) v += "_";
+        pre = fill_first(s, v, "= " + num(0));
+      }
+    }
+    GemmSite site{&cname_, vars_, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas};
+    std::string text = pre + emit_gemm(p_, s, *g, site, overwrite);
+    (text.find("cannl_gemm(") != std::string::npos ? gemm_kernel_ : gemm_blas_) = true;
+    return text;
+  }
+
+  std::string nest(const ir::Stmt& s, const std::set<std::string>& taken) {
+    name_vars(s, taken);
     const int depth = static_cast<int>(s.iters.size());
     // The innermost loops that do not index the written element accumulate into a local
     // `acc` (kept in a register; vectorised by the compiler when reassociation is allowed,
@@ -770,7 +806,30 @@ private:
     for (const auto& s : r.scalars) taken.insert(s.first);
     std::string body;
     std::string last;
-    for (const auto& s : r.stmts) {
+    // A zero-fill whose buffer is next touched by a contraction writing all of it: the
+    // product overwrites instead of accumulating, and the fill is dropped.
+    const size_t count = r.stmts.size();
+    std::vector<bool> dropped(count, false), overwrite(count, false);
+    for (size_t i = 0; i < count; ++i) {
+      const ir::Stmt& z = r.stmts[i];
+      if (z.accum != ir::Accum::Set || !z.body || !ir::is_const(z.body, 0)) continue;
+      for (size_t j = i + 1; j < count; ++j) {
+        std::set<int> bufs;
+        std::set<std::string> scalars;
+        used_buffers(r.stmts[j], bufs, scalars);
+        if (!bufs.count(z.out.buf)) continue;
+        std::optional<Gemm> g = recognise_contraction(p_, r.stmts[j]);
+        if (g && g->flops() >= kGemmMinFlops && !g->outer_k && zero_fills_output(p_, z, r.stmts[j]))
+          dropped[i] = overwrite[j] = true;
+        break;
+      }
+    }
+    for (size_t i = 0; i < count; ++i) {
+      const ir::Stmt& s = r.stmts[i];
+      if (dropped[i]) continue;
+      name_vars(s, taken);
+      std::string text = gemm_nest(s, recognise_contraction(p_, s), overwrite[i], taken);
+      if (text.empty()) text = nest(s, taken);
       std::string what = s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what;
       if (what != last) body += "\n    /* " + comment_safe(what) + " */\n";
       last = what;
@@ -785,9 +844,9 @@ private:
         decls += "        " + pointer(b, alone) + (alone ? "" : " /* in place */") + "\n";
       }
       if (decls.empty()) {
-        body += nest(s, taken);
+        body += text;
       } else {  // the nest, one level deeper, in a block with its pointers
-        std::string text = nest(s, taken), indented;
+        std::string indented;
         for (size_t i = 0; i < text.size();) {
           size_t e = text.find('\n', i);
           indented += "    " + text.substr(i, e - i + 1);

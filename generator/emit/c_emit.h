@@ -29,6 +29,7 @@ struct COptions {
   bool f64 = false;       // element type double instead of float
   std::string spec;       // the spec's path as shown in comments
   const EmbeddedWeights* weights = nullptr;  // non-null: write <model>_weights.c
+  bool blas = false;      // contractions call cblas_?gemm instead of the generated kernel
 };
 
 struct OutputFile {

@@ -199,6 +199,14 @@ def _(P, X):
     return (torch.tanh(z) * P["c"]).sum() + (r * r).sum()
 
 
+@ref("gemm")
+def _(P, X):
+    h = torch.tanh(lin(P["w"], X["x"]))
+    t = torch.einsum("bi,ij->bj", h, P["u"])                     # u : [20 -> 40] stored [40, 20]
+    mm = torch.einsum("bok,bki->boi", X["m1"] * P["s"], X["m2"])   # [batch | 12 -> 24] stored [n, 24, 12]
+    return (torch.tanh(t) * P["c"]).sum() / 4 + (torch.tanh(mm) * P["d"]).sum()
+
+
 @ref("aliasing")
 def _(P, X):
     p, q = P["p"], P["q"]

@@ -5,7 +5,8 @@ Usage: compare.py TOL EXE_O0 EXE_O1 EXE_O2 ...
 Every line of every program's output must name the same quantity as -O0's, and each number
 must equal -O0's within TOL relative (|a - b| <= TOL * max(|a|, |b|, 1e-30)); the losses are the
 issue's criterion, the gradients, eval loss, metrics, outputs and params are checked the same
-way. Prints the largest relative difference per level. Exit 0 pass, 1 fail.
+way (each a sum of absolute values, so that no cancellation turns rounding into a
+large relative difference). Prints the largest relative difference per level. Exit 0 pass, 1 fail.
 """
 import subprocess
 import sys

@@ -80,7 +80,7 @@ int main(void) {
             if (!outs[q]) outs[q] = malloc((size_t)(n * api->outputs[q].size) * sizeof(ol_real));
         api->forward(m, in, n, (void *const *)outs);
         double sum = 0;
-        for (int64_t k = 0; k < count; ++k) sum += (double)out[k];
+        for (int64_t k = 0; k < count; ++k) sum += fabs((double)out[k]);
         printf("output %d %.17g\n", (int)o, sum);
         for (int32_t q = 0; q < api->num_outputs; ++q) free(outs[q]);
     }
@@ -88,7 +88,7 @@ int main(void) {
         int64_t count = 0;
         const ol_real *v = OL_PARAM((OL_MODEL *)m, api->params[p].name, &count);
         double sum = 0;
-        for (int64_t k = 0; v && k < count; ++k) sum += (double)v[k];
+        for (int64_t k = 0; v && k < count; ++k) sum += fabs((double)v[k]);
         printf("param %s %.17g\n", api->params[p].name, sum);
     }
     for (int32_t i = 0; i < api->num_inputs; ++i) free(inputs[i]);

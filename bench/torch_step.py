@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""torch_step.py — times one training step of an example spec's model in PyTorch.
+
+Usage: torch_step.py MODEL BATCH WARMUP STEPS THREADS
+The models are the specs' models written by hand in PyTorch (float32, CPU), with the same
+optimiser and synthetic data of the same kind as bench/step_bench.c. Runs WARMUP steps
+untimed, then times each of STEPS steps (zero_grad, forward, loss, backward, optimiser
+step) and prints one JSON line like step_bench: median, 10th and 90th percentile in us.
+Thread counts: torch.set_num_threads(THREADS); run.sh also sets OPENBLAS_NUM_THREADS and
+OMP_NUM_THREADS (Debian's torch does its matrix products on OpenBLAS's own threads).
+"""
+import json
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class MLP(nn.Module):  # fashion_mlp, fashion_mlp_adam: 784-512-512-10, relu
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2, self.l3 = nn.Linear(784, 512), nn.Linear(512, 512), nn.Linear(512, 10)
+
+    def forward(self, image):
+        x = image / 255
+        return self.l3(F.relu(self.l2(F.relu(self.l1(x)))))
+
+
+class Moons(nn.Module):  # moons_mlp: 2-16-16-1, tanh, sigmoid
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2, self.l3 = nn.Linear(2, 16), nn.Linear(16, 16), nn.Linear(16, 1)
+
+    def forward(self, point):
+        return torch.sigmoid(self.l3(torch.tanh(self.l2(torch.tanh(self.l1(point))))))
+
+
+class CNN(nn.Module):  # fashion_cnn: conv5x5(32)-pool-conv5x5(64)-pool-1024-10
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(1, 32, 5, padding=2), nn.Conv2d(32, 64, 5, padding=2)
+        self.l3, self.l4 = nn.Linear(7 * 7 * 64, 1024), nn.Linear(1024, 10)
+
+    def forward(self, image):
+        x = image / 255
+        x = F.max_pool2d(F.relu(self.c1(x)), 2)
+        x = F.max_pool2d(F.relu(self.c2(x)), 2)
+        return self.l4(F.relu(self.l3(x.flatten(1))))
+
+
+def soft_ce(logits, label):  # mean(cross_entropy(logits, one-hot label))
+    return -(label * F.log_softmax(logits, dim=1)).sum(1).mean()
+
+
+def setup(name, batch, g):
+    if name in ("fashion_mlp", "fashion_mlp_adam", "fashion_cnn"):
+        shape = (batch, 1, 28, 28) if name == "fashion_cnn" else (batch, 784)
+        image = torch.rand(shape, generator=g) * 255
+        label = F.one_hot(torch.randint(0, 10, (batch,), generator=g), 10).float()
+        model = CNN() if name == "fashion_cnn" else MLP()
+        loss = lambda: soft_ce(model(image), label)
+        if name == "fashion_mlp":
+            opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        else:
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        return model, opt, loss
+    if name == "moons_mlp":
+        point = torch.rand((batch, 2), generator=g) * 2 - 1
+        target = (torch.rand((batch, 1), generator=g) < 0.5).float()
+        model = Moons()
+        opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+        return model, opt, lambda: ((model(point) - target) ** 2).mean()
+    raise SystemExit(f"torch_step.py: no PyTorch model for '{name}'")
+
+
+def main():
+    if len(sys.argv) != 6:
+        raise SystemExit(__doc__)
+    name, batch, warmup, steps, threads = sys.argv[1], *map(int, sys.argv[2:])
+    torch.set_num_threads(threads)
+    g = torch.Generator().manual_seed(0)
+    model, opt, loss_fn = setup(name, batch, g)
+
+    def step():
+        opt.zero_grad()
+        loss = loss_fn()
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        loss = step()
+        times.append((time.perf_counter() - t0) * 1e6)
+    times.sort()
+    print(json.dumps({"model": name, "batch": batch, "threads": threads, "steps": steps,
+                      "median_us": times[steps // 2], "p10_us": times[steps // 10],
+                      "p90_us": times[steps * 9 // 10], "loss": float(loss)}))
+
+
+if __name__ == "__main__":
+    main()

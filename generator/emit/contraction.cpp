@@ -1,0 +1,209 @@
+// contraction.cpp — recognise contraction nests (see contraction.h).
+#include "emit/contraction.h"
+
+#include <algorithm>
+#include <array>
+
+namespace cannl {
+
+namespace {
+
+// Splits a nest body into its loads and a scalar factor: products of loads, constants and
+// run-time scalars, negations, and divisions by constants or scalars.
+bool split_factors(const ir::ExprP& e, std::vector<ir::ExprP>& loads, ir::ExprP& alpha) {
+  using ir::Op;
+  auto times = [&](ir::ExprP f) { alpha = alpha ? ir::binary(Op::Mul, alpha, f) : f; };
+  switch (e->op) {
+    case Op::Load: loads.push_back(e); return true;
+    case Op::Const: case Op::Scalar: times(e); return true;
+    case Op::Neg:
+      if (!split_factors(e->args[0], loads, alpha)) return false;
+      alpha = alpha ? ir::unary(Op::Neg, alpha) : ir::cnst(-1);
+      return true;
+    case Op::Mul: return split_factors(e->args[0], loads, alpha) && split_factors(e->args[1], loads, alpha);
+    case Op::Div: {
+      const ir::ExprP& d = e->args[1];
+      if (d->op != Op::Const && d->op != Op::Scalar) return false;
+      if (!split_factors(e->args[0], loads, alpha)) return false;
+      alpha = ir::binary(Op::Div, alpha ? alpha : ir::cnst(1), d);
+      return true;
+    }
+    default: return false;
+  }
+}
+
+// Every index a single loop variable (each at most once) or a constant inside the axis, and
+// no loop longer than the axis it indexes.
+bool plain_access(const ir::Program& p, const ir::Stmt& s, const ir::Access& a) {
+  const auto& dims = p.buffers[static_cast<size_t>(a.buf)].dims;
+  std::vector<bool> seen(s.iters.size(), false);
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const ir::Affine& f = a.index[d];
+    if (f.terms.empty()) {
+      if (f.offset < 0 || f.offset >= dims[d].size) return false;
+      continue;
+    }
+    if (!f.is_single_iter()) return false;
+    const auto it = static_cast<size_t>(f.terms[0].iter);
+    if (seen[it] || s.iters[it].size > dims[d].size) return false;
+    seen[it] = true;
+  }
+  return true;
+}
+
+}  // namespace
+
+long access_base(const ir::Program& p, const ir::Access& a) {
+  const auto strides = buffer_strides(p, a.buf);
+  long off = 0;
+  for (size_t d = 0; d < a.index.size(); ++d)
+    if (a.index[d].terms.empty()) off += a.index[d].offset * strides[d];
+  return off;
+}
+
+namespace {
+
+// Merges the loops of one role into one strided axis: the longest chain, from the loop of
+// smallest stride outwards, in which each loop's stride is the next inner loop's size times
+// its stride in every operand of the role. Loops left out are appended to `outer`.
+Gemm::Axis merge(const ir::Program& p, const ir::Stmt& s, std::vector<int> group, const ir::Access& c,
+                 const ir::Access& a, const ir::Access& b, std::vector<int>& outer) {
+  Gemm::Axis ax;
+  if (group.empty()) {
+    ax.size = "1";
+    return ax;
+  }
+  auto st = [&](int it) {
+    return std::array<long, 3>{iter_stride(p, a, it), iter_stride(p, b, it), iter_stride(p, c, it)};
+  };
+  // Order by stride, largest first, in the first operand that holds the role's loops.
+  std::stable_sort(group.begin(), group.end(), [&](int x, int y) {
+    auto sx = st(x), sy = st(y);
+    for (int o = 0; o < 3; ++o)
+      if (sx[static_cast<size_t>(o)] != 0) return sx[static_cast<size_t>(o)] > sy[static_cast<size_t>(o)];
+    return false;
+  });
+  size_t first = group.size() - 1;  // the chain is group[first..]
+  while (first > 0) {
+    const int outer_it = group[first - 1], inner_it = group[first];
+    const ir::Iter& inner = s.iters[static_cast<size_t>(inner_it)];
+    if (inner.batch) break;  // a run-time count can only be the outermost of a chain
+    auto so = st(outer_it), si = st(inner_it);
+    bool ok = true;
+    for (size_t o = 0; o < 3; ++o) ok = ok && so[o] == inner.size * si[o];
+    if (!ok) break;
+    --first;
+  }
+  for (size_t i = 0; i < first; ++i) outer.push_back(group[i]);
+  const int innermost = group.back();
+  auto si = st(innermost);
+  ax.stride_a = si[0];
+  ax.stride_b = si[1];
+  ax.stride_c = si[2];
+  long fixed = 1;
+  bool runtime = false;
+  for (size_t i = first; i < group.size(); ++i) {
+    const ir::Iter& it = s.iters[static_cast<size_t>(group[i])];
+    ax.iters.push_back(group[i]);
+    ax.max_size *= it.size;
+    if (it.batch) runtime = true;
+    else fixed *= it.size;
+  }
+  ax.size = runtime ? (fixed == 1 ? "n" : "n * " + std::to_string(fixed)) : std::to_string(fixed);
+  return ax;
+}
+
+}  // namespace
+
+std::vector<long> buffer_strides(const ir::Program& p, int buf) {
+  const auto& dims = p.buffers[static_cast<size_t>(buf)].dims;
+  std::vector<long> st(dims.size(), 1);
+  for (size_t d = dims.size(); d-- > 1;) st[d - 1] = st[d] * dims[d].size;
+  return st;
+}
+
+long iter_stride(const ir::Program& p, const ir::Access& a, int iter) {
+  const auto st = buffer_strides(p, a.buf);
+  for (size_t d = 0; d < a.index.size(); ++d)
+    if (!a.index[d].terms.empty() && a.index[d].terms[0].iter == iter) return st[d];
+  return 0;
+}
+
+std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& s) {
+  if (s.accum != ir::Accum::Add || s.sequential || !s.body) return std::nullopt;
+  std::vector<ir::ExprP> loads;
+  ir::ExprP alpha;
+  if (!split_factors(s.body, loads, alpha) || loads.size() != 2) return std::nullopt;
+  const ir::Access& l0 = loads[0]->access;
+  const ir::Access& l1 = loads[1]->access;
+  if (l0.buf == s.out.buf || l1.buf == s.out.buf) return std::nullopt;
+  for (const ir::Access* a : {&s.out, &l0, &l1})
+    if (!plain_access(p, s, *a)) return std::nullopt;
+
+  std::optional<Gemm> best;
+  for (int swap = 0; swap < 2; ++swap) {
+    const ir::Access& a = swap ? l1 : l0;
+    const ir::Access& b = swap ? l0 : l1;
+    std::vector<int> m, n, k, batch;
+    for (int it = 0; it < static_cast<int>(s.iters.size()); ++it) {
+      const bool in_c = iter_stride(p, s.out, it) != 0, in_a = iter_stride(p, a, it) != 0,
+                 in_b = iter_stride(p, b, it) != 0;
+      if (in_c && in_a && in_b) batch.push_back(it);
+      else if (in_c && in_a) m.push_back(it);
+      else if (in_c && in_b) n.push_back(it);
+      else if (in_a && in_b) k.push_back(it);
+      else return std::nullopt;  // in one access only, or in none
+    }
+    if (k.empty() || (m.empty() && n.empty())) return std::nullopt;
+    Gemm g;
+    g.a = a;
+    g.b = b;
+    g.alpha = alpha && !ir::is_const(alpha, 1) ? alpha : nullptr;
+    g.outer = batch;
+    g.m = merge(p, s, m, s.out, a, b, g.outer);
+    g.n = merge(p, s, n, s.out, a, b, g.outer);
+    const size_t before_k = g.outer.size();
+    g.k = merge(p, s, k, s.out, a, b, g.outer);
+    g.outer_k = g.outer.size() > before_k;
+    // Outer loops in nest order.
+    std::sort(g.outer.begin(), g.outer.end());
+    // Prefer B carrying C's unit stride (vector stores of the tile), unless that leaves a
+    // narrow N (< 16, under half the 32-column register tile) against a wider M: then the
+    // transposed product (C^T = B^T A^T) fills the tile better and the tile is stored
+    // element by element.
+    auto score = [](const Gemm& x) {
+      const bool narrow = x.n.max_size < 16 && x.m.max_size > x.n.max_size;
+      if (x.n.iters.empty()) return 4;
+      return (narrow ? 2 : 0) + (x.n.stride_c == 1 ? 0 : 1);
+    };
+    if (!best || score(g) < score(*best)) best = g;
+  }
+  return best;
+}
+
+bool zero_fills_output(const ir::Program& p, const ir::Stmt& zero, const ir::Stmt& s) {
+  if (zero.accum != ir::Accum::Set || zero.sequential || !zero.body || !ir::is_const(zero.body, 0) ||
+      zero.out.buf != s.out.buf)
+    return false;
+  // Both write every element: each axis indexed by its own loop running over all of it.
+  auto covers = [&](const ir::Stmt& st) {
+    const auto& dims = p.buffers[static_cast<size_t>(st.out.buf)].dims;
+    std::vector<bool> seen(st.iters.size(), false);
+    for (size_t d = 0; d < dims.size(); ++d) {
+      const ir::Affine& f = st.out.index[d];
+      if (f.terms.empty()) {
+        if (!(dims[d].size == 1 && f.offset == 0)) return false;
+        continue;
+      }
+      if (!f.is_single_iter()) return false;
+      const auto it = static_cast<size_t>(f.terms[0].iter);
+      const ir::Iter& iter = st.iters[it];
+      if (seen[it] || iter.size != dims[d].size || iter.batch != dims[d].batch) return false;
+      seen[it] = true;
+    }
+    return true;
+  };
+  return covers(zero) && covers(s);
+}
+
+}  // namespace cannl

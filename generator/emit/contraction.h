@@ -1,0 +1,61 @@
+// contraction.h — recognise a contraction nest and map it to a strided matrix product.
+//
+// Takes: a nest of a Program. A contraction is `out[...] += f * A[...] * B[...]` where f is a
+// product of constants and run-time scalars (possibly divided by them, possibly negated),
+// every index of out, A and B is a single loop variable (or the constant 0 on a size-1
+// axis), no loop runs past the axis it indexes, and out is neither A nor B. Its loops fall
+// into four roles:
+//   M  in out and A only        N  in out and B only
+//   K  in A and B, not in out   batch  in all three
+// Guarantees: for a contraction, a Gemm: C[i, j] += alpha * sum_p A[i, p] * B[p, j] with
+// M, N and K each the product of the loops of its role that merge into one strided axis
+// (outermost first: stride(outer) = size(inner) * stride(inner) in every operand), every
+// other loop (batch loops, loops that do not merge) an outer loop around the product with
+// its pointer offsets. B is the operand that carries the written buffer's unit-stride axis
+// when it can (so the register tile is stored with vector stores), unless that makes N
+// narrow (< 16) against a wider M (then the roles swap). Anything else (a loop in
+// one operand only, an empty K, a loop in out alone) is not a contraction: nullopt, and the
+// nest is printed as loops.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace cannl {
+
+struct Gemm {
+  // A merged axis: the loops it stands for (outermost first), its element count as a C
+  // expression (`512`, `n`, `n * 16`), and its stride in each operand (0: not indexed).
+  struct Axis {
+    std::vector<int> iters;
+    std::string size;   // C expression
+    long max_size = 1;  // with batch loops at their maximum
+    long stride_a = 0, stride_b = 0, stride_c = 0;
+  };
+  Axis m, n, k;
+  std::vector<int> outer;   // loops around the product (outermost first), by iter index
+  ir::Access a, b;          // the two operands (a: rows of the product, b: its columns)
+  ir::ExprP alpha;          // the scalar factor; nullptr for 1
+  bool outer_k = false;     // some K loop is an outer loop (calls accumulate into C)
+  long flops() const { return 2 * m.max_size * n.max_size * k.max_size; }
+};
+
+// The flat stride of each axis of buffer `buf` (row-major).
+std::vector<long> buffer_strides(const ir::Program& p, int buf);
+
+// The stride of loop `iter` in an access (0 when it does not index it).
+long iter_stride(const ir::Program& p, const ir::Access& a, int iter);
+
+// The offset of an access's constant indices (its element at loop variables 0).
+long access_base(const ir::Program& p, const ir::Access& a);
+
+std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& s);
+
+// Whether `zero` is `out = 0` over exactly the elements the contraction `s` writes (so the
+// product can overwrite instead of accumulate).
+bool zero_fills_output(const ir::Program& p, const ir::Stmt& zero, const ir::Stmt& s);
+
+}  // namespace cannl

@@ -1,0 +1,141 @@
+// emit/contraction: which nests are matrix products, and the strides, roles and batch loops
+// of the product each maps to; and the cannl_gemm calls the C emitter prints for them.
+#include <catch2/catch.hpp>
+
+#include "driver/frontend.h"
+#include "emit/c_emit.h"
+#include "emit/contraction.h"
+#include "lower/routines.h"
+
+using namespace cannl;
+
+namespace {
+
+struct Prog {
+  std::unique_ptr<Frontend> fe;
+  ir::Program p;
+  explicit Prog(const std::string& body) : fe(run_frontend("t.cannl", "model t\n" + body)) {
+    REQUIRE(fe->ok());
+    p = build_program(fe->model, fe->shapes, fe->file, ProgramOptions{});
+  }
+  // The train_step nest writing `out` with +=, the first one (or the only one).
+  const ir::Stmt& accumulating(const std::string& out) const {
+    for (const auto& s : p.routine("train_step")->stmts)
+      if (p.buffers[static_cast<size_t>(s.out.buf)].name == out && s.accum == ir::Accum::Add) return s;
+    FAIL("no nest accumulating into " << out);
+    throw;
+  }
+  std::string name(int buf) const { return p.buffers[static_cast<size_t>(buf)].name; }
+  std::string c_source() const {
+    for (const auto& f : emit_c(p, COptions{}))
+      if (f.name == "t.c") return f.text;
+    return "";
+  }
+};
+
+const char* kLayer = R"(input x : [64]
+input y : [32]
+param w : [64 -> 32] = uniform(-1, 1)
+h = w * x
+loss = mean((h - y) ** 2)
+minimize loss with sgd(lr = 0.1)
+)";
+
+}  // namespace
+
+TEST_CASE("a layer's forward product: the weights transposed as B") {
+  Prog g(kLayer);
+  auto m = recognise_contraction(g.p, g.accumulating("h"));
+  REQUIRE(m);
+  CHECK(g.name(m->a.buf) == "x");
+  CHECK(g.name(m->b.buf) == "w");
+  CHECK(m->m.size == "n");
+  CHECK(m->n.size == "32");
+  CHECK(m->k.size == "64");
+  CHECK((m->m.stride_a == 64 && m->k.stride_a == 1));   // x [n, 64]
+  CHECK((m->k.stride_b == 1 && m->n.stride_b == 64));   // w [32, 64] read as [64, 32]^T
+  CHECK((m->m.stride_c == 32 && m->n.stride_c == 1));
+  CHECK(m->outer.empty());
+  CHECK(!m->alpha);
+}
+
+TEST_CASE("the backward's transposed products") {
+  Prog g(kLayer);
+  auto wg = recognise_contraction(g.p, g.accumulating("w_grad"));  // w_grad[o, k] += g[b, o] * x[b, k]
+  REQUIRE(wg);
+  CHECK(wg->m.size == "32");
+  CHECK(wg->n.size == "64");
+  CHECK(wg->k.size == "n");
+  CHECK((wg->m.stride_a == 1 && wg->k.stride_a == 32));  // the gradient [n, 32] read transposed
+  CHECK((wg->k.stride_b == 64 && wg->n.stride_b == 1));
+}
+
+TEST_CASE("batched products: the shared batch axis becomes a loop around the product") {
+  Prog g(R"(input a : [8 -> 12]
+input b : [6 -> 8]
+param c : [6 -> 12] = uniform(-1, 1)
+p = a * b
+loss = sum(p *. c)
+minimize loss with sgd(lr = 0.1)
+)");
+  auto m = recognise_contraction(g.p, g.accumulating("p"));
+  REQUIRE(m);
+  REQUIRE(m->outer.size() == 1);
+  // p[b, o, i] += a[b, o, k] * b[b, k, i]: N = i (6) is narrow against M = o (12), so the
+  // roles swap: M = i, N = o.
+  CHECK(m->m.size == "6");
+  CHECK(m->n.size == "12");
+  CHECK(m->k.size == "8");
+  CHECK(!m->outer_k);
+}
+
+TEST_CASE("axes that merge: a weight contracting two input axes is one K of their product") {
+  Prog g(R"(input x : [4, 16]
+param w : [4, 16 -> 32] = uniform(-1, 1)
+h = w * x
+loss = sum(h)
+minimize loss with sgd(lr = 0.1)
+)");
+  auto m = recognise_contraction(g.p, g.accumulating("h"));
+  REQUIRE(m);
+  CHECK(m->k.size == "64");
+  CHECK(m->k.iters.size() == 2);
+  CHECK(m->outer.empty());
+}
+
+TEST_CASE("not contractions: pointwise products, sums of one operand, assignments") {
+  Prog g(R"(input x : [16]
+param w : [16] = uniform(-1, 1)
+h = x *. w
+loss = sum(h)
+minimize loss with sgd(lr = 0.1)
+)");
+  // w_grad[i] += g[b, i] * x[b, i] sums two operands, but i is in all three accesses and b
+  // in both operands: no M or N axis, a batch of dot products of length n, left as loops.
+  for (const auto& s : g.p.routine("train_step")->stmts) CHECK(!recognise_contraction(g.p, s));
+}
+
+TEST_CASE("the emitter prints cannl_gemm with the strides, and folds the zero-fill in") {
+  Prog g(kLayer);
+  std::string c = g.c_source();
+  CHECK(c.find("cannl_gemm(n, 32, 64, 1.0f, x, 64, 1, w, 1, 64, h, 32, 1, 1, m->gemm_ws, m->gemm_slots);") !=
+        std::string::npos);
+  CHECK(c.find("real *gemm_ws;") != std::string::npos);
+}
+
+TEST_CASE("a narrow output (N < 16 against a wider M) swaps the roles: C^T = B^T A^T") {
+  Prog g(R"(input x : [64]
+input y : [4]
+param w : [64 -> 4] = uniform(-1, 1)
+h = w * x
+loss = mean((h - y) ** 2)
+minimize loss with sgd(lr = 0.1)
+)");
+  auto m = recognise_contraction(g.p, g.accumulating("h"));
+  REQUIRE(m);
+  CHECK(g.name(m->a.buf) == "w");
+  CHECK(g.name(m->b.buf) == "x");
+  CHECK(m->m.size == "4");
+  CHECK(m->n.size == "n");
+  CHECK((m->m.stride_c == 1 && m->n.stride_c == 4));  // the tile is stored element by element
+}
