@@ -28,12 +28,14 @@ namespace cannl {
 struct GenOptions {
   std::string out_dir;     // where the files go (may be empty with `dump`)
   std::string dtype = "f32";
+  std::string target = "c";  // back end: c or cuda
   long max_batch = 256;
   std::string dump;        // "", or a stage to print: tokens, ast, shapes, graph, ir
   bool color = false;
 };
 
-// `cannl gen SPEC -o DIR`: writes DIR/<model>.h, <model>.c, <model>_train.c, CMakeLists.txt.
+// `cannl gen SPEC -o DIR`: writes DIR/<model>.h, <model>.c, <model>_train.c, CMakeLists.txt
+// (--target cuda: <model>.h, <model>.cu, <model>_train.cu, CMakeLists.txt).
 // Nothing is written when the spec has errors; files are replaced atomically (a new
 // directory appears whole).
 int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, std::ostream& err);

@@ -1,4 +1,4 @@
-// `cannl gen SPEC -o DIR`: front end, lowering, autodiff, passes and the C emitter.
+// `cannl gen SPEC -o DIR`: front end, lowering, autodiff, passes and the C or CUDA emitter.
 #include <filesystem>
 #include <fstream>
 #include <ostream>
@@ -7,6 +7,7 @@
 #include "driver/commands.h"
 #include "driver/frontend.h"
 #include "emit/c_emit.h"
+#include "emit/cuda_emit.h"
 #include "ir/ir_print.h"
 #include "lower/routines.h"
 #include "spec/ast_print.h"
@@ -127,10 +128,17 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
   try {
     prog = build_program(fe->model, fe->shapes, fe->file, po);
     if (opt.dump.empty()) {
-      COptions co;
-      co.f64 = opt.dtype == "f64";
-      co.spec = fs::path(path).filename().string();
-      files = emit_c(prog, co);
+      if (opt.target == "cuda") {
+        CudaOptions co;
+        co.f64 = opt.dtype == "f64";
+        co.spec = fs::path(path).filename().string();
+        files = emit_cuda(prog, co);
+      } else {
+        COptions co;
+        co.f64 = opt.dtype == "f64";
+        co.spec = fs::path(path).filename().string();
+        files = emit_c(prog, co);
+      }
     }
   } catch (const InternalError& e) {
     err << path << ": internal error: " << e.what() << "\n"

@@ -23,11 +23,13 @@ int main(int argc, char** argv) {
 
   std::string gen_spec;
   cannl::GenOptions gen;
-  auto* g = app.add_subcommand("gen", "Generate C source for SPEC into DIR");
+  auto* g = app.add_subcommand("gen", "Generate C (or CUDA) source for SPEC into DIR");
   g->add_option("SPEC", gen_spec, "the spec file (.cannl)")->required();
   auto* out_opt = g->add_option("-o,--output", gen.out_dir, "output directory (created if missing)");
   g->add_option("--dtype", gen.dtype, "element type: f32 (default) or f64")
       ->check(CLI::IsMember({"f32", "f64"}));
+  g->add_option("--target", gen.target, "back end: c (default; plain C11) or cuda (CUDA C++ and cuBLAS for one NVIDIA GPU)")
+      ->check(CLI::IsMember({"c", "cuda"}));
   g->add_option("--max-batch", gen.max_batch, "largest batch the generated code accepts (default 256)")
       ->check(CLI::Range(1L, 1L << 24));
   auto* dump_opt = g->add_option("--dump", gen.dump, "print a stage instead: tokens, ast, shapes, graph or ir")
