@@ -50,6 +50,7 @@ public:
     d.set("routines", routines);
     d.set("arena_bytes", std::to_string(arena_bytes_));
     d.set("state_bytes", std::to_string(state_bytes_));
+    d.set("uses_gemm", data{gemms_ > 0 ? data::type::bool_true : data::type::bool_false});
     d.set("cuda_type", o_.f64 ? "CUDA_R_64F" : "CUDA_R_32F");
     d.set("blas_compute", o_.f64 ? "CUBLAS_COMPUTE_64F" : "CUBLAS_COMPUTE_32F");
     data bufs{data::type::list};
@@ -129,6 +130,7 @@ private:
   std::string fields_;
   std::vector<std::string> device_helpers_;  // in order of first use
   std::set<std::string> helper_names_;
+  int gemms_ = 0;  // cuBLAS products in all routines
 
   long elem() const { return o_.f64 ? 8 : 4; }
   const ir::Buffer& buf(int b) const { return p_.buffers[static_cast<size_t>(b)]; }
@@ -577,6 +579,7 @@ private:
         body += "    " + gemm_call(*g) + "\n";
         n_used |= g->m.n || g->n.n || g->k.n || g->count.n;
         ++ng;
+        ++gemms_;
         continue;
       }
       Kernel k = kernel(r, i, s);
