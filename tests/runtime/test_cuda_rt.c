@@ -6,6 +6,7 @@
  *   test_cuda_rt gpu    device and pinned buffers, streams and CUDA events on the device: copies
  *                       ordered across two streams by an event, round trip of the data. Exits
  *                       77 (skipped) without a CUDA device.
+ *   test_cuda_rt probe  exits 0 when a CUDA device can be used, else 77 (tests/gpu/gpu_run.sh)
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cannl_cuda.h"
@@ -159,8 +160,9 @@ static int test_gpu(void) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "probe") == 0) return cannl_cuda_device_count() > 0 ? 0 : 77;
     if (argc != 2 || (strcmp(argv[1], "cpu") != 0 && strcmp(argv[1], "gpu") != 0)) {
-        fprintf(stderr, "usage: test_cuda_rt cpu|gpu\n");
+        fprintf(stderr, "usage: test_cuda_rt cpu|gpu|probe\n");
         return 2;
     }
     int rc = strcmp(argv[1], "cpu") == 0 ? test_cpu() : test_gpu();
