@@ -2,6 +2,7 @@
 #include "emit/cuda_emit.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <kainjow/mustache.hpp>
@@ -262,9 +263,10 @@ private:
 
   // The statement writing `value` into the nest's element (guarded when it may fall outside
   // the buffer). `atomic`: the writes of different threads may collide.
-  std::string store(const ir::Stmt& s, const std::string& value, bool atomic) {
+  std::string store(const ir::Stmt& s, const std::string& value, bool atomic, const std::string& also = "") {
     const std::string target = x_.access(s.out);
-    const std::string guard = x_.in_range(s.out);
+    std::string guard = x_.in_range(s.out);
+    if (!also.empty()) guard = guard.empty() ? also : also + " && " + guard;
     std::string st;
     if (atomic && s.accum != ir::Accum::Set) {
       st = fmt::format("{}(&{}, {});", atomic_apply(s.accum), target, value);
@@ -430,7 +432,9 @@ private:
       how = "one thread, in order (writes overlap)";
       body = sequential_loops(s, 1);
       launch = fmt::format("{}<<<1, 1, 0, stream_>>>({});", kname, args);
-    } else if (red.empty() || s.accum == ir::Accum::Set || rmax < 32) {
+    } else if (red.empty() || s.accum == ir::Accum::Set || rmax < (inj ? 32 : 256)) {
+      // (Colliding writes come from loops over many positions, a convolution's window: a
+      // thread each, with short sums.)
       how = red.empty() ? "one thread per element" : "one thread per element, summing in order";
       if (!inj) how += ", adding atomically (elements repeat)";
       body = "    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n";
@@ -472,6 +476,22 @@ private:
                         rtotal.str(), block ? " and shared memory" : "");
       if (!inj) how += ", adding atomically (elements repeat)";
       const std::string reduce = reducer(s.accum, block);
+      // Consecutive lanes take consecutive terms: the summed loop with the smallest stride in
+      // the buffers read varies fastest (coalesced reads).
+      std::vector<long> rstride(s.iters.size(), LONG_MAX);
+      std::vector<const ir::Expr*> loads;
+      ir::collect_loads(s.body, loads);
+      for (const auto* l : loads) {
+        const auto& dims = buf(l->access.buf).dims;
+        long st = 1;
+        for (size_t d = dims.size(); d-- > 0;) {
+          for (const auto& t : l->access.index[d].terms)
+            rstride[static_cast<size_t>(t.iter)] = std::min(rstride[static_cast<size_t>(t.iter)], std::labs(t.coef) * st);
+          st *= dims[d].size;
+        }
+      }
+      std::stable_sort(red.begin(), red.end(),
+                       [&](int a, int b) { return rstride[static_cast<size_t>(a)] > rstride[static_cast<size_t>(b)]; });
       if (block) {
         body = "    const int64_t i_ = blockIdx.x;\n";
         body += "    const int lane_ = threadIdx.x;\n";
@@ -493,7 +513,7 @@ private:
       }
       body += "    }\n";
       body += fmt::format("    acc = {}(acc);\n", reduce);
-      body += "    if (lane_ == 0) " + store(s, "acc", !inj) + "\n";
+      body += "    " + store(s, "acc", !inj, "lane_ == 0") + "\n";
       launch = block ? fmt::format("{}<<<{}, {}, 0, stream_>>>({});", kname, total.n ? "(unsigned)(" + total.str() + ")"
                                                                                   : std::to_string(total.c), kBlock, args)
                      : fmt::format("{}<<<{}, {}, 0, stream_>>>({});", kname, blocks(total, 32), kBlock, args);

@@ -764,20 +764,19 @@ static __global__ void __launch_bounds__(256) train_step_60_c2_grad(real *__rest
     const int64_t o2 = i_;
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n * 196; r_ += 256) {
-        const int64_t o0 = r_ / (n * 14);
-        const int64_t o1 = (r_ / n) % 14;
-        const int64_t b = r_ % n;
+        const int64_t b = r_ / 196;
+        const int64_t o0 = (r_ / 14) % 14;
+        const int64_t o1 = r_ % 14;
         acc += a2_grad[b * 12544 + o0 * 896 + o1 * 64 + o2] * cannl_step(a2_conv[b * 12544 + o0 * 896 + o1 * 64 + o2] + c2[o2]);
     }
     acc = cannl_block_sum(acc);
     if (lane_ == 0) c2_grad[o2] += acc;
 }
 
-/* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one warp per element, reducing its 64 terms with shuffles, adding atomically (elements repeat)) */
+/* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element, summing in order, adding atomically (elements repeat)) */
 static __global__ void __launch_bounds__(256) train_step_61_p1_grad(real *__restrict__ p1_grad, const real *__restrict__ a2_conv_grad, const real *__restrict__ k2, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= n * 156800) return; /* the whole warp */
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= n * 156800) return;
     const int64_t b = i_ / 156800;
     const int64_t y = (i_ / 11200) % 14;
     const int64_t ky = (i_ / 2240) % 5;
@@ -785,12 +784,9 @@ static __global__ void __launch_bounds__(256) train_step_61_p1_grad(real *__rest
     const int64_t kx = (i_ / 32) % 5;
     const int64_t c = i_ % 32;
     real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < 64; r_ += 32) {
-        const int64_t d = r_;
+    for (int64_t d = 0; d < 64; ++d)
         acc += a2_conv_grad[b * 12544 + y * 896 + x_ * 64 + d] * k2[d * 800 + ky * 160 + kx * 32 + c];
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) if (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14) atomicAdd(&p1_grad[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c], acc);
+    if (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14) atomicAdd(&p1_grad[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c], acc);
 }
 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one warp per element, reducing its n * 196 terms with shuffles) */
@@ -844,9 +840,9 @@ static __global__ void __launch_bounds__(256) train_step_65_c1_grad(real *__rest
     const int64_t o2 = i_;
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n * 784; r_ += 256) {
-        const int64_t o0 = r_ / (n * 28);
-        const int64_t o1 = (r_ / n) % 28;
-        const int64_t b = r_ % n;
+        const int64_t b = r_ / 784;
+        const int64_t o0 = (r_ / 28) % 28;
+        const int64_t o1 = r_ % 28;
         acc += a1_grad[b * 25088 + o0 * 896 + o1 * 32 + o2] * cannl_step(a1_conv[b * 25088 + o0 * 896 + o1 * 32 + o2] + c1[o2]);
     }
     acc = cannl_block_sum(acc);
@@ -2058,7 +2054,7 @@ static void train_step(fashion_cnn *m, const real *const in_[], int64_t n) {
     CUDA_CHECK(cudaGetLastError());
     train_step_60_c2_grad<<<64, 256, 0, stream_>>>(c2_grad, a2_grad, a2_conv, c2, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_61_p1_grad<<<(unsigned)((n * 5017600 + 255) / 256), 256, 0, stream_>>>(p1_grad, a2_conv_grad, k2, n);
+    train_step_61_p1_grad<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(p1_grad, a2_conv_grad, k2, n);
     CUDA_CHECK(cudaGetLastError());
     train_step_62_k2_grad<<<6400, 256, 0, stream_>>>(k2_grad, a2_conv_grad, p1, n);
     CUDA_CHECK(cudaGetLastError());
