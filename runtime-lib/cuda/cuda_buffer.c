@@ -5,7 +5,10 @@ void *cannl_device_alloc(size_t bytes, cannl_error *err) {
     void *p = NULL;
     if (bytes == 0) bytes = 256;
     if (CANNL_CUDA_CHECK(cudaMalloc(&p, bytes), err) != CANNL_OK) return NULL;
-    if (CANNL_CUDA_CHECK(cudaMemset(p, 0, bytes), err) != CANNL_OK) {
+    /* cudaMemset may still run when it returns, on the legacy default stream, which the
+       non-blocking streams of cannl_stream_create do not wait for: finish it here. */
+    if (CANNL_CUDA_CHECK(cudaMemset(p, 0, bytes), err) != CANNL_OK ||
+        CANNL_CUDA_CHECK(cudaDeviceSynchronize(), err) != CANNL_OK) {
         cudaFree(p);
         return NULL;
     }
