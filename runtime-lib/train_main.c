@@ -191,7 +191,9 @@ static int resume_settings(trainer *t, const cannl_checkpoint *ck) {
 static int setup_model(trainer *t) {
     const cannl_model_api *api = t->api;
     t->m = api->create(t->seed);
-    if (!t->m) return report(t, CANNL__EXIT_FAIL, "out of memory creating model '%s'", api->name);
+    if (!t->m)
+        return report(t, CANNL__EXIT_FAIL, "cannot create model '%s' (out of memory%s)", api->name,
+                      t->ext ? ", or its device failed: see above" : "");
     cannl_error err;
     if (t->o.resume) {
         cannl_checkpoint *ck = NULL;
