@@ -1,12 +1,14 @@
 // cuda_emit.h — the CUDA back end: a Program as CUDA C++ for one NVIDIA GPU.
 //
-// Takes: a Program from build_program. Guarantees: the files of generated/<model>/cuda/ —
-// <model>.h (the C API, the same file as the C target's), <model>.cu (kernels, routines and
+// Takes: a Program from build_program, optimised or not (zero_first and fused nests; the
+// memory plan is ignored: every buffer has its own bytes in the device arena). Guarantees:
+// the files of generated/<model>/cuda/ — <model>.h (the C target's API without its
+// forward-only state <model>_infer_*), <model>.cu (kernels, routines and
 // the API), <model>_train.cu (the training program, the C target's command line) and
 // CMakeLists.txt — rendered from templates/cuda/*.mustache and templates/c/model.h.mustache.
 // Each loop nest of train_step, forward and eval_metrics becomes one kernel with its bounds,
 // strides and launch geometry as constants (only the batch count n is passed), or, when it is
-// a contraction (contraction.h), one cublasGemmStridedBatchedEx call. Nests that sum (max=,
+// a contraction (cublas_plan.h), one cublasGemmStridedBatchedEx call. Nests that sum (max=,
 // min=) over trailing loops give each written element one thread, one warp or one block,
 // reducing with warp shuffles and shared memory; nests whose writes may collide (the input
 // gradient of a convolution) add atomically. The init routine runs on the host, printed as
