@@ -21,7 +21,7 @@ const std::set<std::string>& c_reserved() {
       "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
       "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
       "volatile", "while", "m", "n", "real", "inputs", "outputs", "step", "lr", "loss", "metrics", "acc",
-      "v", "base", "seed", "rng", "count", "name", "out", "cap", "all", "NAN", "INFINITY", "main"};
+      "v", "base", "work", "seed", "rng", "count", "name", "out", "cap", "all", "NAN", "INFINITY", "main"};
   return r;
 }
 
@@ -139,6 +139,7 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
     if (b.state_name.empty()) continue;
     data e;
     e.set("state_name", b.state_name);
+    e.set("is_param", b.role == ir::Role::Param);
     e.set("name", names[i]);
     e.set("dtype", dtype);
     e.set("ndims", std::to_string(b.dims.size()));
