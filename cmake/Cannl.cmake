@@ -1,6 +1,6 @@
 # Cannl.cmake — build models from cannl specs in a CMake project.
 #
-#   cannl_add_model(NAME SPEC [TARGET c] [DTYPE f32|f64] [MAX_BATCH N] [WEIGHTS CKPT] [BLAS]
+#   cannl_add_model(NAME SPEC [TARGET c|cuda] [DTYPE f32|f64] [MAX_BATCH N] [WEIGHTS CKPT] [BLAS]
 #                   [NO_INSTALL] [GEN_ARGS arg...])
 #
 # Runs `cannl gen SPEC` at build time into ${CMAKE_CURRENT_BINARY_DIR}/cannl/NAME, again
@@ -15,13 +15,19 @@
 # NO_INSTALL or the variable CANNL_INSTALL_MODELS is false (cannl's own build sets it, so its
 # examples and test models stay out of `cmake --install`). DTYPE (default f32) and MAX_BATCH
 # (default 256) are `cannl gen --dtype` and `--max-batch`; GEN_ARGS are more `cannl gen`
-# options (e.g. -O0, --disable-pass=fuse); TARGET c is the only back end so
-# far. WEIGHTS CKPT (a safetensors checkpoint) compiles the trained params into the library
+# options (e.g. -O0, --disable-pass=fuse); WEIGHTS CKPT (a safetensors checkpoint) compiles the trained params into the library
 # and NAME_infer (`cannl gen --weights CKPT --embed`; checked against the spec when
 # generating, regenerated when CKPT changes). BLAS is `cannl gen --blas`: the matrix products call
 # cblas (OpenBLAS, found with find_package(BLAS) and BLA_VENDOR OpenBLAS; NAME then links BLAS::BLAS). A changed spec also re-runs CMake (the model's name may have changed). The model is
 # compiled as its generated CMakeLists.txt compiles it (templates/c/CMakeLists.txt.mustache):
 # -O3 with reassociation allowed, and -march=native under CANNL_NATIVE.
+#
+# TARGET cuda (`cannl gen --target cuda`): the same library API and training program, running
+# on one NVIDIA GPU: <model>.cu and <model>_train.cu compiled by nvcc (-O3 and the list
+# CANNL_CUDA_FLAGS, e.g. -Werror all-warnings), linked to cannl::cuda_rt, cuBLAS and the CUDA
+# runtime. Needs the CUDA language enabled (project(... CUDA) or enable_language(CUDA), with
+# CMAKE_CUDA_ARCHITECTURES set as you need) and the target cannl::cuda_rt. It writes no inference
+# program or model card and takes no WEIGHTS.
 #
 # Getting it into a project, either
 #   add_subdirectory(path/to/cannl)   # builds the generator and the runtime with the project
@@ -53,8 +59,16 @@ function(cannl_add_model name spec)
   if(NOT ARG_TARGET)
     set(ARG_TARGET c)
   endif()
-  if(NOT ARG_TARGET STREQUAL "c")
-    message(FATAL_ERROR "cannl_add_model(${name}): TARGET ${ARG_TARGET} is not supported (use c)")
+  if(NOT ARG_TARGET MATCHES "^(c|cuda)$")
+    message(FATAL_ERROR "cannl_add_model(${name}): TARGET ${ARG_TARGET} is not supported (use c or cuda)")
+  endif()
+  if(ARG_TARGET STREQUAL "cuda")
+    if(NOT CMAKE_CUDA_COMPILER)
+      message(FATAL_ERROR "cannl_add_model(${name}): TARGET cuda needs the CUDA language: enable_language(CUDA) first")
+    endif()
+    if(NOT TARGET cannl::cuda_rt)
+      message(FATAL_ERROR "cannl_add_model(${name}): TARGET cuda needs cannl::cuda_rt (cannl built with the CUDA toolkit)")
+    endif()
   endif()
   if(NOT ARG_DTYPE)
     set(ARG_DTYPE f32)
@@ -99,6 +113,39 @@ function(cannl_add_model name spec)
     set(blas_flag --blas)
   endif()
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/cannl/${name})
+  if(ARG_TARGET STREQUAL "cuda")
+    if(ARG_WEIGHTS)
+      message(FATAL_ERROR "cannl_add_model(${name}): WEIGHTS is for TARGET c only")
+    endif()
+    set(outputs ${dir}/${model}.h ${dir}/${model}.cu ${dir}/${model}_train.cu)
+    add_custom_command(
+      OUTPUT ${outputs}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
+      COMMAND ${generator} gen ${spec} -o ${dir} --dtype ${ARG_DTYPE} --max-batch ${ARG_MAX_BATCH} --target cuda ${ARG_GEN_ARGS}
+      DEPENDS ${spec} ${generator_dep}
+      COMMENT "cannl: generating ${name} from ${spec}"
+      VERBATIM)
+    find_package(CUDAToolkit REQUIRED)
+    add_library(${name} STATIC ${dir}/${model}.cu ${dir}/${model}.h)
+    target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${dir}>
+                               $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+    target_link_libraries(${name} PUBLIC cannl::rt cannl::cuda_rt CUDA::cublas CUDA::cudart)
+    target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-O3 ${CANNL_CUDA_FLAGS}>)
+    set_target_properties(${name} PROPERTIES PUBLIC_HEADER ${dir}/${model}.h CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
+                          CUDA_EXTENSIONS OFF)
+    add_executable(${name}_train ${dir}/${model}_train.cu)
+    target_link_libraries(${name}_train PRIVATE ${name})
+    target_compile_options(${name}_train PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${CANNL_CUDA_FLAGS}>)
+    set_target_properties(${name}_train PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF)
+    if(NOT ARG_NO_INSTALL AND (NOT DEFINED CANNL_INSTALL_MODELS OR CANNL_INSTALL_MODELS))
+      install(TARGETS ${name} ${name}_train
+              RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+              ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+              PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+    endif()
+    return()
+  endif()
+
   set(outputs ${dir}/${model}.h ${dir}/${model}.c ${dir}/${model}_inference.c ${dir}/${model}_train.c
               ${dir}/${model}_infer.c ${dir}/${model}.json)
   set(sources ${dir}/${model}.c ${dir}/${model}_inference.c)

@@ -36,7 +36,8 @@ typedef enum cannl_status {
     CANNL_E_NOMEM,    /* out of memory                                         */
     CANNL_E_NOTFOUND, /* a named tensor is not in the checkpoint               */
     CANNL_E_MISMATCH, /* shape / dtype / model name differs from the expected  */
-    CANNL_E_RANGE     /* a value is out of range (label, index)                */
+    CANNL_E_RANGE,    /* a value is out of range (label, index)                */
+    CANNL_E_DEVICE    /* a GPU call failed (CUDA runtime part, cannl_cuda.h)   */
 } cannl_status;
 
 typedef struct cannl_error {
@@ -330,6 +331,21 @@ typedef struct cannl_infer_model {
    evaluates the loss and metrics (--metric). Returns the process exit status (0 ok, 1 bad
    input/data/IO, 2 bad usage). `--help` lists the flags; runtime-lib/README.md describes them. */
 int cannl_infer_main(const cannl_infer_model *model, int argc, char **argv);
+
+/* What a model may offer the training program beyond cannl_model_api (the CUDA target's
+   models do; each entry may be NULL). */
+typedef struct cannl_model_ext {
+    /* The inputs of the next train_step (n examples), given before the current step: the
+       model copies them to its device while it runs that step. The next train_step call
+       passes the same pointers, and the caller leaves the data unchanged until then. */
+    void (*prefetch)(void *m, const void *const *inputs, int64_t n);
+    /* NULL while the model works; after a failure (a device error) the one-line message of
+       the first one. The training program then stops with it (exit status 1). */
+    const char *(*error)(const void *m);
+} cannl_model_ext;
+
+/* cannl_train_main with the model's extras (ext may be NULL: then the two are the same). */
+int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext, int argc, char **argv);
 
 #ifdef __cplusplus
 }

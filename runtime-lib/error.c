@@ -17,6 +17,7 @@ const char *cannl_status_str(cannl_status s) {
     case CANNL_E_NOTFOUND: return "not found";
     case CANNL_E_MISMATCH: return "mismatch";
     case CANNL_E_RANGE: return "out of range";
+    case CANNL_E_DEVICE: return "device error";
     }
     return "unknown status";
 }

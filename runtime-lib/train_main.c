@@ -46,6 +46,9 @@ typedef struct trainer {
     int64_t ntrain, ntest;
     int64_t ck_examples;           /* a resumed run's example count, 0: unknown */
     void **bufs;                   /* one batch buffer per input */
+    const cannl_model_ext *ext;    /* the model's extras, or NULL */
+    void **next;                   /* with ext->prefetch: the next batch, gathered ahead */
+    int staged;                    /* next holds the batch of the coming step */
     int64_t *perm, *idx;           /* epoch order (ntrain), eval indices (batch) */
     double *metrics;               /* num_metrics */
     cannl_metric *record;          /* a JSONL record: epoch, step, loss, metrics */
@@ -188,7 +191,9 @@ static int resume_settings(trainer *t, const cannl_checkpoint *ck) {
 static int setup_model(trainer *t) {
     const cannl_model_api *api = t->api;
     t->m = api->create(t->seed);
-    if (!t->m) return report(t, CANNL__EXIT_FAIL, "out of memory creating model '%s'", api->name);
+    if (!t->m)
+        return report(t, CANNL__EXIT_FAIL, "cannot create model '%s' (out of memory%s)", api->name,
+                      t->ext ? ", or its device failed: see above" : "");
     cannl_error err;
     if (t->o.resume) {
         cannl_checkpoint *ck = NULL;
@@ -254,10 +259,11 @@ static int setup_run(trainer *t) {
     t->perm = malloc(((size_t)t->ntrain + 1) * sizeof *t->perm);
     t->metrics = calloc((size_t)api->num_metrics + 1, sizeof *t->metrics);
     t->record = calloc((size_t)api->num_metrics + 3, sizeof *t->record);
-    int oom = !t->bufs || !t->idx || !t->perm || !t->metrics || !t->record;
+    if (t->ext && t->ext->prefetch) t->next = calloc((size_t)nin + 1, sizeof *t->next);
+    int oom = !t->bufs || !t->idx || !t->perm || !t->metrics || !t->record || (t->ext && t->ext->prefetch && !t->next);
     for (int32_t i = 0; i < nin && !oom; i++) {
         size_t bytes = (size_t)t->batch * (size_t)api->inputs[i].size * cannl_dtype_size(api->dtype);
-        oom = !(t->bufs[i] = cannl_alloc(bytes));
+        oom = !(t->bufs[i] = cannl_alloc(bytes)) || (t->next && !(t->next[i] = cannl_alloc(bytes)));
     }
     if (oom) return report(t, CANNL__EXIT_FAIL, "out of memory allocating batch buffers");
     if (t->o.metrics) {
@@ -330,6 +336,10 @@ static int evaluate(trainer *t) {
         }
         double loss = 0;
         api->eval(t->m, (const void *const *)t->bufs, n, &loss, t->metrics);
+        if (t->ext && t->ext->error && t->ext->error(t->m)) {
+            free(sum);
+            return report(t, CANNL__EXIT_FAIL, "%s", t->ext->error(t->m));
+        }
         loss_sum += loss * (double)n;
         for (int32_t k = 0; k < api->num_metrics; k++) sum[k] += t->metrics[k] * (double)n;
     }
@@ -414,12 +424,30 @@ static int train(trainer *t) {
             int64_t n = 1;
             if (t->has_inputs) {
                 n = t->ntrain - b * t->batch < t->batch ? t->ntrain - b * t->batch : t->batch;
-                if (cannl__bind_gather(api, t->train, t->perm + b * t->batch, n, t->bufs, &err) != CANNL_OK)
+                if (!t->staged && cannl__bind_gather(api, t->train, t->perm + b * t->batch, n, t->bufs, &err) != CANNL_OK)
                     return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+                t->staged = 0;
+                /* A model that prefetches gets the next batch of this epoch now: it copies it
+                   to its device while this step runs. */
+                if (t->next && b + 1 < t->spe && t->step + 1 < t->target) {
+                    const int64_t b2 = b + 1;
+                    const int64_t n2 = t->ntrain - b2 * t->batch < t->batch ? t->ntrain - b2 * t->batch : t->batch;
+                    if (cannl__bind_gather(api, t->train, t->perm + b2 * t->batch, n2, t->next, &err) != CANNL_OK)
+                        return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+                    t->ext->prefetch(t->m, (const void *const *)t->next, n2);
+                    t->staged = 1;
+                }
             }
             if (t->cosine) /* the lr of step s (0-based) of a run of `horizon` steps */
                 api->set_lr(t->m, t->base_lr * 0.5 * (1 + cos(M_PI_VALUE * (double)t->step / (double)t->horizon)));
             const double loss = api->train_step(t->m, (const void *const *)t->bufs, n);
+            if (t->staged) {
+                void **swap = t->bufs;
+                t->bufs = t->next;
+                t->next = swap;
+            }
+            if (t->ext && t->ext->error && t->ext->error(t->m))
+                return report(t, CANNL__EXIT_FAIL, "%s", t->ext->error(t->m));
             t->step++;
             t->steps_run++;
             t->examples_run += n;
@@ -501,10 +529,12 @@ static void cleanup(trainer *t) {
         if (t->train) cannl_dataset_free(&t->train[i]);
         if (t->test) cannl_dataset_free(&t->test[i]);
         if (t->bufs) cannl_free(t->bufs[i]);
+        if (t->next) cannl_free(t->next[i]);
     }
     free(t->train);
     free(t->test);
     free(t->bufs);
+    free(t->next);
     free(t->perm);
     free(t->idx);
     free(t->metrics);
@@ -513,6 +543,10 @@ static void cleanup(trainer *t) {
 }
 
 int cannl_train_main(const cannl_model_api *api, int argc, char **argv) {
+    return cannl_train_main_ext(api, NULL, argc, argv);
+}
+
+int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext, int argc, char **argv) {
     if (!api) {
         fprintf(stderr, "cannl_train_main: no model table\n");
         return CANNL__EXIT_USAGE;
@@ -520,6 +554,7 @@ int cannl_train_main(const cannl_model_api *api, int argc, char **argv) {
     trainer t;
     memset(&t, 0, sizeof t);
     t.api = api;
+    t.ext = ext;
     char msg[512];
     int rc = cannl__train_parse(api, argc, argv, &t.o, msg, sizeof msg);
     if (rc == CANNL__EXIT_OK && t.o.help) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates generated/: the committed output of `cannl gen` for every example spec,
-#   generated/<name>/  =  cannl gen specs/<name>.cannl -o generated/<name>
+#   generated/<name>/       =  cannl gen specs/<name>.cannl -o generated/<name>
+#   generated/<name>/cuda/  =  cannl gen specs/<name>.cannl -o generated/<name>/cuda --target cuda
 # The test golden.regenerate fails when generated/ differs from what the generator writes;
 # after an intended change to the generator, its templates or specs/, run this and commit
 # generated/ with the change.
@@ -30,5 +31,6 @@ find "$out" -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
 for spec in "$root"/specs/*.cannl; do
   name=$(basename "$spec" .cannl)
   "$cannl" gen "$spec" -o "$out/$name"
+  "$cannl" gen "$spec" -o "$out/$name/cuda" --target cuda
 done
 echo "regen.sh: wrote $(find "$out" -mindepth 1 -maxdepth 1 -type d | wc -l) models into $out"

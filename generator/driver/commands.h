@@ -29,6 +29,7 @@ namespace cannl {
 struct GenOptions {
   std::string out_dir;     // where the files go (may be empty with `dump`)
   std::string dtype = "f32";
+  std::string target = "c";  // back end: c or cuda
   long max_batch = 256;
   std::string dump;        // "", or a stage to print: tokens, ast, shapes, graph, ir, ir:PASS, dot
   std::string weights;     // with embed: a safetensors checkpoint to compile in
@@ -46,7 +47,8 @@ std::string pass_listing();
 
 // `cannl gen SPEC -o DIR`: writes DIR/<model>.h, <model>.c, <model>_inference.c,
 // <model>_train.c, <model>_infer.c, <model>.json (the model card), CMakeLists.txt and, with
-// --weights CKPT --embed, <model>_weights.c. Nothing is written when the spec has errors or
+// --weights CKPT --embed, <model>_weights.c (--target cuda: <model>.h, <model>.cu, <model>_train.cu,
+// CMakeLists.txt). Nothing is written when the spec has errors or
 // the checkpoint does not fit it (exit status 1); files are replaced atomically (a new
 // directory appears whole).
 int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, std::ostream& err);

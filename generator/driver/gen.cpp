@@ -1,4 +1,4 @@
-// `cannl gen SPEC -o DIR`: front end, lowering, autodiff, passes and the C emitter.
+// `cannl gen SPEC -o DIR`: front end, lowering, autodiff, passes and the C or CUDA emitter.
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -11,6 +11,7 @@
 #include "driver/weights.h"
 #include "emit/c_emit.h"
 #include "emit/model_card.h"
+#include "emit/cuda_emit.h"
 #include "ir/ir_print.h"
 #include "lower/routines.h"
 #include "passes/pipeline.h"
@@ -169,7 +170,12 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
       ran.push_back(name);
       if (name == dump_after) dumped = ir::print_program(p);
     });
-    if (opt.dump.empty() && !opt.stats) {
+    if (opt.dump.empty() && !opt.stats && opt.target == "cuda") {
+      CudaOptions co;
+      co.f64 = opt.dtype == "f64";
+      co.spec = fs::path(path).filename().string();
+      files = emit_cuda(prog, co);
+    } else if (opt.dump.empty() && !opt.stats) {
       if (opt.embed && !read_weights(prog, opt.weights, weights, error)) {
         err << "cannl: error: " << error << "\n";
         return 1;

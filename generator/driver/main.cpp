@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
 
   std::string gen_spec;
   cannl::GenOptions gen;
-  auto* g = app.add_subcommand("gen", "Generate C source for SPEC into DIR");
+  auto* g = app.add_subcommand("gen", "Generate C (or CUDA) source for SPEC into DIR");
   auto* gen_spec_opt = g->add_option("SPEC", gen_spec, "the spec file (.cannl)");
   bool list_passes = false;
   g->add_flag("--passes", list_passes, "list the optimisation passes in the order they run, and exit");
@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
   auto* out_opt = g->add_option("-o,--output", gen.out_dir, "output directory (created if missing)");
   g->add_option("--dtype", gen.dtype, "element type: f32 (default) or f64")
       ->check(CLI::IsMember({"f32", "f64"}));
+  g->add_option("--target", gen.target, "back end: c (default; plain C11) or cuda (CUDA C++ and cuBLAS for one NVIDIA GPU)")
+      ->check(CLI::IsMember({"c", "cuda"}));
   g->add_option("--max-batch", gen.max_batch, "largest batch the generated code accepts (default 256)")
       ->check(CLI::Range(1L, 1L << 24));
   g->add_flag("--blas", gen.blas, "contractions call cblas_sgemm/dgemm (OpenBLAS) instead of the generated kernel");
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
     if (!*gen_spec_opt) throw CLI::RequiredError("SPEC");
     if (!*out_opt && !*dump_opt && !gen.stats) throw CLI::RequiredError("-o,--output");
     if (gen.json && !gen.stats) throw CLI::ValidationError("--json", "only with --stats");
+    if (gen.embed && gen.target == "cuda") throw CLI::ValidationError("--embed", "only with --target c");
   });
 
   try {

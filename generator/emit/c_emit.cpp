@@ -9,6 +9,7 @@
 #include <set>
 
 #include "driver/version.h"
+#include "emit/c_common.h"
 #include "emit/c_gemm.h"
 #include "emit/contraction.h"
 #include "support/diagnostic.h"
@@ -20,29 +21,12 @@ namespace {
 using kainjow::mustache::data;
 using kainjow::mustache::mustache;
 
-const std::set<std::string>& reserved() {
-  static const std::set<std::string> r = {
-      "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
-      "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
-      "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
-      "volatile", "while", "m", "n", "real", "inputs", "outputs", "step", "lr", "loss", "metrics", "acc",
-      "v", "base", "work", "seed", "rng", "count", "name", "out", "cap", "all", "NAN", "INFINITY", "main"};
-  return r;
-}
-
-std::string upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
 class CEmitter {
 public:
-  CEmitter(const ir::Program& p, const COptions& o) : p_(p), o_(o) {
-    for (const auto& b : p.buffers) {
-      std::string n = b.name;
-      while (reserved().count(n)) n += "_";
-      cname_.push_back(n);
-    }
+  CEmitter(const ir::Program& p, const COptions& o) : p_(p), o_(o), cname_(c_buffer_names(p)) {
+    x_.p = &p;
+    x_.names = cname_;
+    x_.f64 = o.f64;
   }
 
   std::vector<OutputFile> run() {
@@ -91,29 +75,13 @@ private:
   std::vector<long> region_;   // byte offset of each routine's region (-1: not planned)
   long arena_bytes_ = 0;
   long infer_arena_bytes_ = 0;
-  std::set<std::string> helpers_;
-  std::vector<std::string> vars_;  // loop variable names of the nest being printed
-  const ir::Stmt* stmt_ = nullptr;
+  CExpr x_;  // prints the expressions of the nest being printed (its loop variables, helpers used)
   bool gemm_kernel_ = false;  // some contraction calls the generated kernel (templates/c/gemm.c.mustache)
   bool gemm_blas_ = false;    // some contraction calls cblas
 
-  std::string real() const { return o_.f64 ? "double" : "float"; }
-  std::string dtype() const { return o_.f64 ? "CANNL_F64" : "CANNL_F32"; }
-  std::string fn(const char* base) const { return o_.f64 ? base : std::string(base) + "f"; }
+  static std::string render(const std::string& name, const data& d) { return render_template(name, d); }
 
-  static std::string render(const std::string& name, const data& d) {
-    mustache t{template_text(name)};
-    if (!t.is_valid()) CANNL_BUG("template " + name + ": " + t.error_message());
-    t.set_custom_escape([](const std::string& s) { return s; });  // C, not HTML
-    return t.render(d);
-  }
-
-  std::string num(double v) const {
-    if (std::isinf(v)) return v > 0 ? "INFINITY" : "-INFINITY";
-    std::string s = o_.f64 ? fmt::format("{}", v) : fmt::format("{}", static_cast<float>(v));
-    if (s.find_first_of(".e") == std::string::npos) s += ".0";
-    return o_.f64 ? s : s + "f";
-  }
+  std::string num(double v) const { return x_.num(v); }
 
   static std::string dims_list(const ir::Buffer& b, bool skip_batch) {
     std::string s;
@@ -124,11 +92,6 @@ private:
     }
     return s.empty() ? "0" : s;
   }
-  static int ndims(const ir::Buffer& b, bool skip_batch) {
-    int k = 0;
-    for (const auto& d : b.dims) k += !(skip_batch && d.batch);
-    return k;
-  }
   static long size(const ir::Buffer& b, bool skip_batch) {
     long k = 1;
     for (const auto& d : b.dims)
@@ -136,47 +99,9 @@ private:
     return k;
   }
 
-  std::string spec_shape(const ir::Buffer& b) const {
-    auto colon = b.shape.find(" : ");
-    return colon == std::string::npos ? b.shape : b.shape.substr(colon + 3);
-  }
-
+  // The data of every template (emit/c_common.h), and what only the C target's use.
   data common() {
-    data d;
-    d.set("model", p_.model);
-    d.set("MODEL", upper(p_.model));
-    d.set("version", CANNL_VERSION);
-    d.set("spec", o_.spec);
-    d.set("real", real());
-    d.set("dtype", dtype());
-    d.set("max_batch", std::to_string(p_.max_batch));
-    d.set("optimizer", p_.optimizer);
-    d.set("optimizer_name", p_.optimizer.substr(0, p_.optimizer.find('(')));
-    d.set("lr", num_double(p_.lr));
-    d.set("loss", p_.buffers[static_cast<size_t>(p_.loss)].name);
-    d.set("pad", std::string(p_.model.size() + 6, ' '));
-    auto list = [&](const std::vector<int>& bufs, bool per_example) {
-      data l{data::type::list};
-      for (size_t i = 0; i < bufs.size(); ++i) {
-        const auto& b = p_.buffers[static_cast<size_t>(bufs[i])];
-        data e;
-        e.set("index", std::to_string(i));
-        e.set("name", b.name);
-        e.set("NAME", upper(b.name));
-        e.set("field", cname_[static_cast<size_t>(bufs[i])]);
-        e.set("shape", spec_shape(b));
-        e.set("ndims", std::to_string(ndims(b, per_example)));
-        e.set("dims", dims_list(b, per_example));
-        e.set("size", std::to_string(size(b, per_example)));
-        std::string grad = "NULL";
-        for (size_t g = 0; g < p_.buffers.size(); ++g)
-          if (p_.buffers[g].role == ir::Role::Grad && p_.buffers[g].grad_of == bufs[i]) grad = "m->" + cname_[g];
-        e.set("grad", grad);
-        l.push_back(e);
-      }
-      return l;
-    };
-    d.set("inputs", list(p_.inputs, true));
+    data d = model_template_data(p_, cname_, o_.f64, o_.spec, "m->");
     {
       std::set<int> fwd = routine_buffers(*p_.routine("forward"));
       data reads{data::type::list};
@@ -198,36 +123,7 @@ private:
                                    p_.model)
                      : std::string());
     d.set("embedded_arg", o_.weights ? "(const void *const *)" + p_.model + "_embedded_params()" : std::string("NULL"));
-    d.set("outputs", list(p_.outputs, true));
-    d.set("params", list(p_.params, false));
-    d.set("metrics", list(p_.metrics, false));
-    d.set("num_inputs", std::to_string(p_.inputs.size()));
-    d.set("num_outputs", std::to_string(p_.outputs.size()));
-    d.set("num_params", std::to_string(p_.params.size()));
-    d.set("num_metrics", std::to_string(p_.metrics.size()));
-    data state{data::type::list};
-    for (size_t i = 0; i < p_.buffers.size(); ++i) {
-      const auto& b = p_.buffers[i];
-      if (b.state_name.empty()) continue;
-      data e;
-      e.set("state_name", b.state_name);
-      e.set("is_param", b.role == ir::Role::Param);
-      e.set("name", cname_[i]);
-      e.set("dtype", dtype());
-      e.set("ndims", std::to_string(b.dims.size()));
-      e.set("dims", dims_list(b, false));
-      state.push_back(e);
-    }
-    // params first, then optimiser state (buffers come in that order already for params;
-    // optimiser state buffers are created after every param)
-    d.set("state", state);
     return d;
-  }
-
-  static std::string num_double(double v) {
-    std::string s = fmt::format("{}", v);
-    if (s.find_first_of(".e") == std::string::npos) s += ".0";
-    return s;
   }
 
   // The struct fields, and the arena layout (64-byte aligned offsets): first the buffers that
@@ -335,7 +231,7 @@ private:
     const long region = work > 0 ? off : -1;
     off += (work + 63) / 64 * 64;
     infer_arena_bytes_ = off > 0 ? off : 64;
-    helpers_.clear();
+    x_.helpers.clear();
     state_type_ = p_.model + "_infer";
     std::string routines;
     for (const ir::Routine* r : rs) routines += routine(*r, r->arena_bytes > 0 ? region : -1) + "\n";
@@ -371,159 +267,16 @@ private:
   }
 
   std::string helpers() {
-    std::string r = real(), s;
-    auto add = [&](const char* name, std::string body) {
-      if (helpers_.count(name)) s += fmt::format("static inline {} cannl_{}({} x) {{ {} }}\n", r, name, r, body);
-    };
-    add("relu", "return x > 0 ? x : 0;");
-    add("step", "return x > 0 ? 1 : 0;");
-    add("sigmoid", fmt::format("return 1 / (1 + {}(-x));", fn("exp")));
-    add("sign", "return (x > 0) - (x < 0);");
-    add("gelu", fmt::format("return {} * x * (1 + {}(x * {}));", num(0.5), fn("erf"), num(M_SQRT1_2)));
-    add("gelu_grad", fmt::format("return {} * (1 + {}(x * {})) + x * {}({} * x * x) * {};", num(0.5), fn("erf"),
-                                 num(M_SQRT1_2), fn("exp"), num(-0.5), num(0.3989422804014327)));
+    const std::string s = x_.helper_defs("static inline");
     return s.empty() ? "" : "\n" + s;
   }
 
   // ---- nests -------------------------------------------------------------------------
 
-  std::string affine(const ir::Affine& a) const {
-    std::string s;
-    for (const auto& t : a.terms) {
-      long c = t.coef;
-      if (!s.empty()) {
-        s += c < 0 ? " - " : " + ";
-        c = std::labs(c);
-      } else if (c < 0) {
-        s += "-";
-        c = -c;
-      }
-      if (c != 1) s += fmt::format("{} * ", c);
-      s += vars_[static_cast<size_t>(t.iter)];
-    }
-    if (s.empty()) return std::to_string(a.offset);
-    if (a.offset > 0) s += fmt::format(" + {}", a.offset);
-    if (a.offset < 0) s += fmt::format(" - {}", -a.offset);
-    return s;
-  }
-
-  std::string flat_index(const ir::Access& a) const {
-    const auto& dims = p_.buffers[static_cast<size_t>(a.buf)].dims;
-    std::string s;
-    long stride = 1;
-    std::vector<std::string> parts;
-    for (size_t d = dims.size(); d-- > 0;) {
-      const ir::Affine& f = a.index[d];
-      if (!(f.terms.empty() && f.offset == 0)) {
-        std::string e = affine(f);
-        bool compound = f.terms.size() + (f.offset != 0) > 1 || (f.terms.size() == 1 && f.terms[0].coef != 1);
-        parts.push_back(stride == 1 ? e : (compound ? "(" + e + ")" : e) + fmt::format(" * {}", stride));
-      }
-      stride *= dims[d].size;
-    }
-    for (size_t i = parts.size(); i-- > 0;) s += (s.empty() ? "" : " + ") + parts[i];
-    return s.empty() ? "0" : s;
-  }
-
-  // The condition under which an access is inside its buffer ("" when always).
-  std::string in_range(const ir::Access& a) const {
-    const auto& dims = p_.buffers[static_cast<size_t>(a.buf)].dims;
-    std::vector<std::string> conds;
-    for (size_t d = 0; d < dims.size(); ++d) {
-      const ir::Affine& f = a.index[d];
-      long lo = f.offset, hi = f.offset;
-      for (const auto& t : f.terms) {
-        long top = t.coef * (stmt_->iters[static_cast<size_t>(t.iter)].size - 1);
-        lo += std::min(0L, top);
-        hi += std::max(0L, top);
-      }
-      std::string e = affine(f);
-      if (lo < 0) conds.push_back(fmt::format("{} >= 0", e));
-      if (hi > dims[d].size - 1) conds.push_back(fmt::format("{} < {}", e, dims[d].size));
-    }
-    std::string s;
-    for (const auto& c : conds) s += (s.empty() ? "" : " && ") + c;
-    return s;
-  }
-
-  std::string access(const ir::Access& a) const {
-    return cname_[static_cast<size_t>(a.buf)] + "[" + flat_index(a) + "]";
-  }
-
-  static int prec(ir::Op op) {
-    switch (op) {
-      case ir::Op::Select: return 1;
-      case ir::Op::Eq: case ir::Op::Gt: return 2;
-      case ir::Op::Add: case ir::Op::Sub: return 3;
-      case ir::Op::Mul: case ir::Op::Div: return 4;
-      case ir::Op::Neg: return 5;
-      default: return 6;
-    }
-  }
-  std::string sub(const ir::Expr& e, int min_prec) {
-    std::string s = expr(e);
-    return prec(e.op) < min_prec ? "(" + s + ")" : s;
-  }
-  static bool simple(const ir::Expr& e) {
-    return e.op == ir::Op::Load || e.op == ir::Op::Scalar || e.op == ir::Op::Const;
-  }
-  std::string call(const std::string& f, const ir::Expr& a) { return f + "(" + expr(a) + ")"; }
-  std::string helper(const char* name, const ir::Expr& a) {
-    helpers_.insert(name);
-    return call(std::string("cannl_") + name, a);
-  }
-
-  std::string expr(const ir::Expr& e) {
-    using ir::Op;
-    switch (e.op) {
-      case Op::Const: return num(e.value);
-      case Op::Scalar: return e.name == "n" ? "(real)n" : e.name;
-      case Op::Index: return "(real)(" + affine(e.access.index[0]) + ")";
-      case Op::Load: {
-        std::string cond = in_range(e.access);
-        return cond.empty() ? access(e.access) : "(" + cond + " ? " + access(e.access) + " : 0)";
-      }
-      case Op::Neg: return "-" + sub(*e.args[0], 6);
-      case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: {
-        int pr = prec(e.op);
-        return sub(*e.args[0], pr) + " " + ir::op_name(e.op) + " " + sub(*e.args[1], pr + 1);
-      }
-      case Op::Eq: case Op::Gt:
-        return "(real)(" + sub(*e.args[0], 3) + (e.op == Op::Eq ? " == " : " > ") + sub(*e.args[1], 3) + ")";
-      case Op::Pow: {
-        const ir::Expr& a = *e.args[0];
-        if (e.value == 2 && simple(a)) return sub(a, 5) + " * " + sub(a, 5);
-        if (e.value == 0.5) return call(fn("sqrt"), a);
-        return fmt::format("{}({}, {})", fn("pow"), expr(a), num(e.value));
-      }
-      case Op::Relu: return helper("relu", *e.args[0]);
-      case Op::Step: return helper("step", *e.args[0]);
-      case Op::Sigmoid: return helper("sigmoid", *e.args[0]);
-      case Op::Sign: return helper("sign", *e.args[0]);
-      case Op::Gelu: return helper("gelu", *e.args[0]);
-      case Op::GeluGrad: return helper("gelu_grad", *e.args[0]);
-      case Op::Tanh: return call(fn("tanh"), *e.args[0]);
-      case Op::Exp: return call(fn("exp"), *e.args[0]);
-      case Op::Log: return call(fn("log"), *e.args[0]);
-      case Op::Sqrt: return call(fn("sqrt"), *e.args[0]);
-      case Op::Abs: return call(fn("fabs"), *e.args[0]);
-      case Op::Select: {
-        const ir::Expr& c = *e.args[0];
-        std::string cond = c.op == Op::Eq || c.op == Op::Gt
-                               ? sub(*c.args[0], 3) + (c.op == Op::Eq ? " == " : " > ") + sub(*c.args[1], 3)
-                               : sub(c, 2) + " != 0";
-        return cond + " ? " + sub(*e.args[1], 2) + " : " + sub(*e.args[2], 1);
-      }
-      case Op::Uniform: {
-        double lo = e.args[0]->value, hi = e.args[1]->value;
-        return fmt::format("(real)({} + {} * cannl_rng_uniform(&rng))", num_double(lo), num_double(hi - lo));
-      }
-      case Op::Normal:
-        return fmt::format("(real)({} + {} * cannl_rng_normal(&rng))", num_double(e.args[0]->value),
-                           num_double(e.args[1]->value));
-    }
-    CANNL_BUG("no C for this operation");
-  }
+  // The nest's expressions and accesses, as emit/c_common.h prints them.
+  std::string in_range(const ir::Access& a) const { return x_.in_range(a); }
+  std::string access(const ir::Access& a) const { return x_.access(a); }
+  std::string expr(const ir::Expr& e) { return x_.expr(e); }
 
   bool uses_var(const ir::Access& a, int it) const {
     for (const auto& f : a.index)
@@ -533,14 +286,14 @@ private:
   }
 
   void name_vars(const ir::Stmt& s, const std::set<std::string>& taken) {
-    stmt_ = &s;
-    vars_.clear();
+    x_.stmt = &s;
+    x_.vars.clear();
     for (const auto& it : s.iters) {
       std::string v = it.name;
-      while (taken.count(v) || reserved().count(v) ||
-             std::find(vars_.begin(), vars_.end(), v) != vars_.end())
+      while (taken.count(v) || c_reserved().count(v) ||
+             std::find(x_.vars.begin(), x_.vars.end(), v) != x_.vars.end())
         v += "_";
-      vars_.push_back(v);
+      x_.vars.push_back(v);
     }
   }
 
@@ -557,11 +310,11 @@ private:
         overwrite = true;
       } else {
         std::string v = "i";
-        while (taken.count(v) || reserved().count(v)) v += "_";
+        while (taken.count(v) || c_reserved().count(v)) v += "_";
         pre = fill_first(s, v, "= " + num(0));
       }
     }
-    GemmSite site{&cname_, vars_, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas};
+    GemmSite site{&cname_, x_.vars, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas};
     std::string text = pre + emit_gemm(p_, s, *g, site, overwrite);
     (text.find("cannl_gemm(") != std::string::npos ? gemm_kernel_ : gemm_blas_) = true;
     return text;
@@ -587,13 +340,13 @@ private:
     std::string out = own_block ? "    {\n" : "";
     if (s.zero_first && !assign_acc) {
       std::string v = "i";
-      while (taken.count(v) || reserved().count(v)) v += "_";
+      while (taken.count(v) || c_reserved().count(v)) v += "_";
       out += fill_first(s, v, "= " + std::string(s.accum == ir::Accum::Add ? num(0) : s.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY"));
     }
     auto ind = [&](int k) { return std::string(static_cast<size_t>(4 * (k + 1 + own_block)), ' '); };
     auto loop = [&](int k) {
       const ir::Iter& it = s.iters[static_cast<size_t>(k)];
-      return fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})", vars_[static_cast<size_t>(k)],
+      return fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})", x_.vars[static_cast<size_t>(k)],
                          it.batch ? std::string("n") : std::to_string(it.size));
     };
     const std::string target = access(s.out);
@@ -657,7 +410,7 @@ private:
     if (own_block) out += "    }\n";
     if (!scale.empty() && !assign_acc) {
       std::string v = "i";
-      while (taken.count(v) || reserved().count(v)) v += "_";
+      while (taken.count(v) || c_reserved().count(v)) v += "_";
       out += fill_first(s, v, "*= " + scale);
     }
     return out;

@@ -85,7 +85,8 @@ package)
   done
   # Models built by cannl's own build (examples, tests) are not part of the install.
   extra=$(cd "$prefix" && find bin include lib -mindepth 1 -maxdepth 1 \
-             ! -path bin/cannl ! -path include/cannl ! -path lib/libcannl_rt.a ! -path lib/cmake)
+             ! -path bin/cannl ! -path include/cannl ! -path lib/libcannl_rt.a ! -path lib/cmake \
+             ! -path lib/libcannl_cuda_rt.a)  # the CUDA part of the runtime, when built
   [ -z "$extra" ] || fail "installed besides cannl: $extra"
   step "configure package_consumer: find_package(cannl) in $prefix, build, run"
   configure package_consumer -DCMAKE_PREFIX_PATH="$prefix"

@@ -10,6 +10,10 @@
 #   golden_test.sh build SRC WORK CMAKE GENERATOR MAKE CC
 #       builds every generated/<model>/ through its own CMakeLists.txt (build_generated/,
 #       with runtime-lib/ for cannl::rt) and runs each <model>_train --help and <model>_infer --help
+#   golden_test.sh cuda SRC WORK NVCC ARCHS RT_LIB CUDA_RT_LIB
+#       compiles every generated/<model>/cuda/*.cu once with NVCC for the architectures ARCHS
+#       (a CMake list: 90;80), nvcc and host warnings as errors, links each training program
+#       with the runtime libraries and cuBLAS, and runs its --help (no GPU needed)
 set -euo pipefail
 mode=$1
 src=$2
@@ -74,8 +78,39 @@ build)
   done
   echo "ok: built ${models[*]}"
   ;;
+cuda)
+  work=$3 nvcc=$4 archs=$5 rt=$6 cuda_rt=$7
+  rm -rf "$work"
+  mkdir -p "$work"
+  gencode=()
+  for a in ${archs//;/ }; do
+    a=${a%-real}
+    a=${a%-virtual}
+    gencode+=(-gencode "arch=compute_$a,code=sm_$a")
+  done
+  flags=(-std=c++17 -O3 "${gencode[@]}" -Werror all-warnings -Xcompiler=-Wall,-Wextra,-Werror
+         -I "$src/runtime-lib" -I "$src/runtime-lib/cuda")
+  status=0
+  for m in "${models[@]}"; do
+    d=$src/generated/$m/cuda
+    [ -d "$d" ] || { echo "FAIL: no $d" >&2; status=1; continue; }
+    start=$SECONDS
+    for f in "$d"/*.cu; do
+      cmd=("$nvcc" "${flags[@]}" -I "$d" -c "$f" -o "$work/$(basename "$f" .cu).o")
+      "${cmd[@]}" || { echo "FAIL: ${cmd[*]}" >&2; status=1; }
+    done
+    [ $status -eq 0 ] || continue
+    cmd=("$nvcc" "${gencode[@]}" -o "$work/${m}_train" "$work/${m}_train.o" "$work/$m.o" "$cuda_rt" "$rt" -lcublas -lz -lm -lpthread)
+    "${cmd[@]}" || { echo "FAIL: ${cmd[*]}" >&2; status=1; continue; }
+    "$work/${m}_train" --help >"$work/help.log" 2>&1 && grep -q "usage: ${m}_train" "$work/help.log" \
+      || { cat "$work/help.log" >&2; echo "FAIL: ${m}_train --help" >&2; status=1; }
+    echo "$m: compiled and linked in $((SECONDS - start)) s"
+  done
+  [ $status -eq 0 ] && echo "ok: ${models[*]} with $nvcc for $archs"
+  exit $status
+  ;;
 *)
-  echo "usage: golden_test.sh regenerate|warnings|build SRC ..." >&2
+  echo "usage: golden_test.sh regenerate|warnings|build|cuda SRC ..." >&2
   exit 2
   ;;
 esac

@@ -18,7 +18,7 @@
 
 extern char **environ;
 
-static const char *g_dir, *g_fake, *g_quad;
+static const char *g_dir, *g_fake, *g_quad, *g_prefetch;
 
 /* ------------------------------------------------------------ helpers */
 
@@ -604,14 +604,36 @@ static void case_no_inputs(void) {
     CHECK(same_file(W("q.safetensors"), W("r.safetensors")));
 }
 
+/* cannl_train_main_ext with a prefetching model (as CUDA models are): every step gets the batch
+   prefetched before it, and the run is the same bit for bit as without prefetching. */
+static void case_prefetch(void) {
+    if (!g_prefetch) {
+        fprintf(stderr, "case prefetch: no FAKE_PREFETCH_TRAIN argument\n");
+        rt_failures++;
+        return;
+    }
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--checkpoint", W("plain.safetensors"), "--metrics",
+                 W("plain.jsonl"), TEST_ARGS),
+           0, NULL, NULL);
+    EXPECT(RUN(g_prefetch, "--data", X_ARG, "--data", Y_ARG, "--batch", "8", "--seed", "7", "--epochs", "2",
+               "--log-every", "1", "--checkpoint", W("pre.safetensors"), "--metrics", W("pre.jsonl"), TEST_ARGS),
+           0, NULL, "prefetch: 8 prefetched, 10 steps, 8 matched, 0 bad"); /* 5 steps an epoch, the first not prefetched */
+    CHECK(same_file(W("plain.safetensors"), W("pre.safetensors")));
+    CHECK(same_file(W("plain.jsonl"), W("pre.jsonl")));
+    /* A run that stops mid-epoch prefetches nothing it does not train on. */
+    EXPECT(RUN(g_prefetch, "--data", X_ARG, "--data", Y_ARG, "--batch", "8", "--seed", "7", "--steps", "7"), 0, NULL,
+           "prefetch: 5 prefetched, 7 steps, 5 matched, 0 bad");
+}
+
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: test_train CASE WORKDIR FAKE_TRAIN FAKE_QUAD_TRAIN\n");
+        fprintf(stderr, "usage: test_train CASE WORKDIR FAKE_TRAIN FAKE_QUAD_TRAIN [FAKE_PREFETCH_TRAIN]\n");
         return 2;
     }
     g_dir = argv[2];
     g_fake = argv[3];
     g_quad = argv[4];
+    g_prefetch = argc > 5 ? argv[5] : NULL;
     CHECK(rt_fresh_dir(g_dir) == 0);
     unsetenv("FAKE_SIGINT_AT_STEP");
     /* Under LeakSanitizer a leaking child would exit 1, like a run that fails
@@ -624,7 +646,7 @@ int main(int argc, char **argv) {
     } cases[] = {{"cli", case_cli},       {"binding", case_binding},         {"metrics", case_metrics},
                  {"resume", case_resume}, {"cosine", case_cosine}, {"steps", case_steps},             {"sigint", case_sigint},
                  {"other_model", case_other_model}, {"init", case_init},    {"corrupt", case_corrupt},
-                 {"no_inputs", case_no_inputs}};
+                 {"no_inputs", case_no_inputs}, {"prefetch", case_prefetch}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {
             cases[i].fn();

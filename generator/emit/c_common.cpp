@@ -1,0 +1,319 @@
+// c_common.cpp — what the C and CUDA back ends print alike (see c_common.h).
+#include "emit/c_common.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "driver/version.h"
+#include "emit/c_emit.h"
+#include "support/diagnostic.h"
+
+namespace cannl {
+
+using kainjow::mustache::data;
+using kainjow::mustache::mustache;
+
+const std::set<std::string>& c_reserved() {
+  static const std::set<std::string> r = {
+      "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
+      "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
+      "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
+      "volatile", "while", "m", "n", "real", "inputs", "outputs", "step", "lr", "loss", "metrics", "acc",
+      "v", "base", "work", "seed", "rng", "count", "name", "out", "cap", "all", "NAN", "INFINITY", "main"};
+  return r;
+}
+
+std::vector<std::string> c_buffer_names(const ir::Program& p) {
+  std::vector<std::string> names;
+  for (const auto& b : p.buffers) {
+    std::string n = b.name;
+    while (c_reserved().count(n)) n += "_";
+    names.push_back(n);
+  }
+  return names;
+}
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string comment_safe(std::string s) {
+  for (size_t i; (i = s.find("*/")) != std::string::npos;) s.replace(i, 2, "* /");
+  for (size_t i; (i = s.find("/*")) != std::string::npos;) s.replace(i, 2, "/ *");
+  return s;
+}
+
+std::string num_double(double v) {
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string render_template(const std::string& name, const data& d) {
+  mustache t{template_text(name)};
+  if (!t.is_valid()) CANNL_BUG("template " + name + ": " + t.error_message());
+  t.set_custom_escape([](const std::string& s) { return s; });  // C, not HTML
+  return t.render(d);
+}
+
+namespace {
+
+std::string dims_list(const ir::Buffer& b, bool skip_batch) {
+  std::string s;
+  for (const auto& d : b.dims) {
+    if (skip_batch && d.batch) continue;
+    if (!s.empty()) s += ", ";
+    s += std::to_string(d.size);
+  }
+  return s.empty() ? "0" : s;
+}
+int ndims(const ir::Buffer& b, bool skip_batch) {
+  int k = 0;
+  for (const auto& d : b.dims) k += !(skip_batch && d.batch);
+  return k;
+}
+long size(const ir::Buffer& b, bool skip_batch) {
+  long k = 1;
+  for (const auto& d : b.dims)
+    if (!(skip_batch && d.batch)) k *= d.size;
+  return k;
+}
+std::string spec_shape(const ir::Buffer& b) {
+  auto colon = b.shape.find(" : ");
+  return colon == std::string::npos ? b.shape : b.shape.substr(colon + 3);
+}
+
+}  // namespace
+
+data model_template_data(const ir::Program& p, const std::vector<std::string>& names, bool f64,
+                         const std::string& spec, const std::string& grad_prefix) {
+  const std::string dtype = f64 ? "CANNL_F64" : "CANNL_F32";
+  data d;
+  d.set("model", p.model);
+  d.set("MODEL", upper(p.model));
+  d.set("version", CANNL_VERSION);
+  d.set("spec", spec);
+  d.set("real", f64 ? "double" : "float");
+  d.set("dtype", dtype);
+  d.set("max_batch", std::to_string(p.max_batch));
+  d.set("optimizer", p.optimizer);
+  d.set("optimizer_name", p.optimizer.substr(0, p.optimizer.find('(')));
+  d.set("lr", num_double(p.lr));
+  d.set("loss", p.buffers[static_cast<size_t>(p.loss)].name);
+  d.set("pad", std::string(p.model.size() + 6, ' '));
+  auto list = [&](const std::vector<int>& bufs, bool per_example) {
+    data l{data::type::list};
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      const auto& b = p.buffers[static_cast<size_t>(bufs[i])];
+      data e;
+      e.set("index", std::to_string(i));
+      e.set("name", b.name);
+      e.set("NAME", upper(b.name));
+      e.set("field", names[static_cast<size_t>(bufs[i])]);
+      e.set("shape", spec_shape(b));
+      e.set("ndims", std::to_string(ndims(b, per_example)));
+      e.set("dims", dims_list(b, per_example));
+      e.set("size", std::to_string(size(b, per_example)));
+      std::string grad = "NULL";
+      for (size_t g = 0; g < p.buffers.size(); ++g)
+        if (p.buffers[g].role == ir::Role::Grad && p.buffers[g].grad_of == bufs[i]) grad = grad_prefix + names[g];
+      e.set("grad", grad);
+      l.push_back(e);
+    }
+    return l;
+  };
+  d.set("inputs", list(p.inputs, true));
+  d.set("outputs", list(p.outputs, true));
+  d.set("params", list(p.params, false));
+  d.set("metrics", list(p.metrics, false));
+  d.set("num_inputs", std::to_string(p.inputs.size()));
+  d.set("num_outputs", std::to_string(p.outputs.size()));
+  d.set("num_params", std::to_string(p.params.size()));
+  d.set("num_metrics", std::to_string(p.metrics.size()));
+  data state{data::type::list};
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    const auto& b = p.buffers[i];
+    if (b.state_name.empty()) continue;
+    data e;
+    e.set("state_name", b.state_name);
+    e.set("is_param", b.role == ir::Role::Param);
+    e.set("name", names[i]);
+    e.set("dtype", dtype);
+    e.set("ndims", std::to_string(b.dims.size()));
+    e.set("dims", dims_list(b, false));
+    state.push_back(e);
+  }
+  // params first, then optimiser state (buffers come in that order already for params;
+  // optimiser state buffers are created after every param)
+  d.set("state", state);
+  return d;
+}
+
+// ---- expressions -------------------------------------------------------------------------
+
+std::string CExpr::num(double v) const {
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "-INFINITY";
+  std::string s = f64 ? fmt::format("{}", v) : fmt::format("{}", static_cast<float>(v));
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return f64 ? s : s + "f";
+}
+
+std::string CExpr::helper_defs(const std::string& qualifier) const {
+  std::string r = real(), s;
+  auto add = [&](const char* name, std::string body) {
+    if (helpers.count(name)) s += fmt::format("{} {} cannl_{}({} x) {{ {} }}\n", qualifier, r, name, r, body);
+  };
+  add("relu", "return x > 0 ? x : 0;");
+  add("step", "return x > 0 ? 1 : 0;");
+  add("sigmoid", fmt::format("return 1 / (1 + {}(-x));", fn("exp")));
+  add("sign", "return (x > 0) - (x < 0);");
+  add("gelu", fmt::format("return {} * x * (1 + {}(x * {}));", num(0.5), fn("erf"), num(M_SQRT1_2)));
+  add("gelu_grad", fmt::format("return {} * (1 + {}(x * {})) + x * {}({} * x * x) * {};", num(0.5), fn("erf"),
+                               num(M_SQRT1_2), fn("exp"), num(-0.5), num(0.3989422804014327)));
+  return s;
+}
+
+std::string CExpr::affine(const ir::Affine& a) const {
+  std::string s;
+  for (const auto& t : a.terms) {
+    long c = t.coef;
+    if (!s.empty()) {
+      s += c < 0 ? " - " : " + ";
+      c = std::labs(c);
+    } else if (c < 0) {
+      s += "-";
+      c = -c;
+    }
+    if (c != 1) s += fmt::format("{} * ", c);
+    s += vars[static_cast<size_t>(t.iter)];
+  }
+  if (s.empty()) return std::to_string(a.offset);
+  if (a.offset > 0) s += fmt::format(" + {}", a.offset);
+  if (a.offset < 0) s += fmt::format(" - {}", -a.offset);
+  return s;
+}
+
+std::string CExpr::flat_index(const ir::Access& a) const {
+  const auto& dims = p->buffers[static_cast<size_t>(a.buf)].dims;
+  std::string s;
+  long stride = 1;
+  std::vector<std::string> parts;
+  for (size_t d = dims.size(); d-- > 0;) {
+    const ir::Affine& f = a.index[d];
+    if (!(f.terms.empty() && f.offset == 0)) {
+      std::string e = affine(f);
+      bool compound = f.terms.size() + (f.offset != 0) > 1 || (f.terms.size() == 1 && f.terms[0].coef != 1);
+      parts.push_back(stride == 1 ? e : (compound ? "(" + e + ")" : e) + fmt::format(" * {}", stride));
+    }
+    stride *= dims[d].size;
+  }
+  for (size_t i = parts.size(); i-- > 0;) s += (s.empty() ? "" : " + ") + parts[i];
+  return s.empty() ? "0" : s;
+}
+
+std::string CExpr::in_range(const ir::Access& a) const {
+  const auto& dims = p->buffers[static_cast<size_t>(a.buf)].dims;
+  std::vector<std::string> conds;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const ir::Affine& f = a.index[d];
+    long lo = f.offset, hi = f.offset;
+    for (const auto& t : f.terms) {
+      long top = t.coef * (stmt->iters[static_cast<size_t>(t.iter)].size - 1);
+      lo += std::min(0L, top);
+      hi += std::max(0L, top);
+    }
+    std::string e = affine(f);
+    if (lo < 0) conds.push_back(fmt::format("{} >= 0", e));
+    if (hi > dims[d].size - 1) conds.push_back(fmt::format("{} < {}", e, dims[d].size));
+  }
+  std::string s;
+  for (const auto& c : conds) s += (s.empty() ? "" : " && ") + c;
+  return s;
+}
+
+std::string CExpr::access(const ir::Access& a) const {
+  return names[static_cast<size_t>(a.buf)] + "[" + flat_index(a) + "]";
+}
+
+namespace {
+
+int prec(ir::Op op) {
+  switch (op) {
+    case ir::Op::Select: return 1;
+    case ir::Op::Eq: case ir::Op::Gt: return 2;
+    case ir::Op::Add: case ir::Op::Sub: return 3;
+    case ir::Op::Mul: case ir::Op::Div: return 4;
+    case ir::Op::Neg: return 5;
+    default: return 6;
+  }
+}
+bool simple(const ir::Expr& e) { return e.op == ir::Op::Load || e.op == ir::Op::Scalar || e.op == ir::Op::Const; }
+
+}  // namespace
+
+std::string CExpr::sub(const ir::Expr& e, int min_prec) {
+  std::string s = expr(e);
+  return prec(e.op) < min_prec ? "(" + s + ")" : s;
+}
+std::string CExpr::call(const std::string& f, const ir::Expr& a) { return f + "(" + expr(a) + ")"; }
+std::string CExpr::helper(const char* name, const ir::Expr& a) {
+  helpers.insert(name);
+  return call(std::string("cannl_") + name, a);
+}
+
+std::string CExpr::expr(const ir::Expr& e) {
+  using ir::Op;
+  switch (e.op) {
+    case Op::Const: return num(e.value);
+    case Op::Scalar: return e.name == "n" ? "(real)n" : e.name;
+    case Op::Index: return "(real)(" + affine(e.access.index[0]) + ")";
+    case Op::Load: {
+      std::string cond = in_range(e.access);
+      return cond.empty() ? access(e.access) : "(" + cond + " ? " + access(e.access) + " : 0)";
+    }
+    case Op::Neg: return "-" + sub(*e.args[0], 6);
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: {
+      int pr = prec(e.op);
+      return sub(*e.args[0], pr) + " " + ir::op_name(e.op) + " " + sub(*e.args[1], pr + 1);
+    }
+    case Op::Eq: case Op::Gt:
+      return "(real)(" + sub(*e.args[0], 3) + (e.op == Op::Eq ? " == " : " > ") + sub(*e.args[1], 3) + ")";
+    case Op::Pow: {
+      const ir::Expr& a = *e.args[0];
+      if (e.value == 2 && simple(a)) return sub(a, 5) + " * " + sub(a, 5);
+      if (e.value == 0.5) return call(fn("sqrt"), a);
+      return fmt::format("{}({}, {})", fn("pow"), expr(a), num(e.value));
+    }
+    case Op::Relu: return helper("relu", *e.args[0]);
+    case Op::Step: return helper("step", *e.args[0]);
+    case Op::Sigmoid: return helper("sigmoid", *e.args[0]);
+    case Op::Sign: return helper("sign", *e.args[0]);
+    case Op::Gelu: return helper("gelu", *e.args[0]);
+    case Op::GeluGrad: return helper("gelu_grad", *e.args[0]);
+    case Op::Tanh: return call(fn("tanh"), *e.args[0]);
+    case Op::Exp: return call(fn("exp"), *e.args[0]);
+    case Op::Log: return call(fn("log"), *e.args[0]);
+    case Op::Sqrt: return call(fn("sqrt"), *e.args[0]);
+    case Op::Abs: return call(fn("fabs"), *e.args[0]);
+    case Op::Select: {
+      const ir::Expr& c = *e.args[0];
+      std::string cond = c.op == Op::Eq || c.op == Op::Gt
+                             ? sub(*c.args[0], 3) + (c.op == Op::Eq ? " == " : " > ") + sub(*c.args[1], 3)
+                             : sub(c, 2) + " != 0";
+      return cond + " ? " + sub(*e.args[1], 2) + " : " + sub(*e.args[2], 1);
+    }
+    case Op::Uniform: {
+      double lo = e.args[0]->value, hi = e.args[1]->value;
+      return fmt::format("(real)({} + {} * cannl_rng_uniform(&rng))", num_double(lo), num_double(hi - lo));
+    }
+    case Op::Normal:
+      return fmt::format("(real)({} + {} * cannl_rng_normal(&rng))", num_double(e.args[0]->value),
+                         num_double(e.args[1]->value));
+  }
+  CANNL_BUG("no C for this operation");
+}
+
+}  // namespace cannl

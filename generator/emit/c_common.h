@@ -1,0 +1,62 @@
+// c_common.h — what the C and CUDA back ends print alike.
+//
+// Takes: a Program. Gives: the C names of its buffers (spec names, made safe from C keywords
+// and the names the templates use), the template data shared by <model>.h and the model's
+// API table (inputs, outputs, params, metrics, state tensors), template rendering, and
+// CExpr, the printer of the IR's scalar expressions and buffer accesses as C (valid CUDA C++
+// too): flat indices with the strides baked in, the in-range condition of padded reads,
+// the helper functions (relu, gelu, ...) an expression used. Both back ends print a nest's
+// body through CExpr, so C and CUDA compute the same expression with the same literals.
+#pragma once
+
+#include <kainjow/mustache.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace cannl {
+
+// Names the generated code must not use for buffers or loop variables.
+const std::set<std::string>& c_reserved();
+std::vector<std::string> c_buffer_names(const ir::Program& p);
+std::string upper(std::string s);
+std::string comment_safe(std::string s);  // no "*/" or "/*" inside a comment
+std::string num_double(double v);         // a double literal: 0.1, 1.0, 1e-08
+std::string render_template(const std::string& name, const kainjow::mustache::data& d);
+
+// The data every template of a model sees (model, MODEL, version, spec, real, dtype,
+// max_batch, optimizer, lr, loss, pad, inputs, outputs, params, metrics, state and their
+// counts). `grad_prefix` is put before a gradient buffer's name in params[].grad (C: "m->").
+kainjow::mustache::data model_template_data(const ir::Program& p, const std::vector<std::string>& names, bool f64,
+                                            const std::string& spec, const std::string& grad_prefix);
+
+// Prints expressions of one nest at a time: set `stmt` and `vars` (the C names of its loop
+// variables) first.
+struct CExpr {
+  const ir::Program* p = nullptr;
+  std::vector<std::string> names;  // C name per buffer
+  bool f64 = false;
+  std::vector<std::string> vars;
+  const ir::Stmt* stmt = nullptr;
+  std::set<std::string> helpers;  // helper functions used so far
+
+  std::string real() const { return f64 ? "double" : "float"; }
+  std::string fn(const char* base) const { return f64 ? base : std::string(base) + "f"; }
+  std::string num(double v) const;  // an element-type literal: 0.5f, INFINITY
+  std::string affine(const ir::Affine& a) const;
+  std::string flat_index(const ir::Access& a) const;
+  std::string in_range(const ir::Access& a) const;  // "" when always inside
+  std::string access(const ir::Access& a) const;    // name[flat index]
+  std::string expr(const ir::Expr& e);
+  // Definitions of the helpers used, each `qualifier real cannl_NAME(real x)`; "" when none.
+  std::string helper_defs(const std::string& qualifier) const;
+
+private:
+  std::string sub(const ir::Expr& e, int min_prec);
+  std::string call(const std::string& f, const ir::Expr& a);
+  std::string helper(const char* name, const ir::Expr& a);
+};
+
+}  // namespace cannl

@@ -1,0 +1,751 @@
+// cuda_emit.cpp — the CUDA back end (see cuda_emit.h).
+#include "emit/cuda_emit.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <kainjow/mustache.hpp>
+#include <set>
+
+#include "emit/c_common.h"
+#include "emit/cublas_plan.h"
+#include "support/diagnostic.h"
+
+namespace cannl {
+
+namespace {
+
+using kainjow::mustache::data;
+
+constexpr int kBlock = 256;  // threads per block of every generated kernel
+
+// A size that may be a multiple of the run-time batch count n.
+struct Extent {
+  long c = 1;
+  bool n = false;
+  std::string str() const { return n ? (c == 1 ? "n" : fmt::format("n * {}", c)) : std::to_string(c); }
+};
+
+class CudaEmitter {
+public:
+  CudaEmitter(const ir::Program& p, const CudaOptions& o) : p_(p), o_(o), names_(c_buffer_names(p)) {
+    x_.p = &p;
+    x_.names = names_;
+    x_.f64 = o.f64;
+  }
+
+  std::vector<OutputFile> run() {
+    layout();
+    std::string kernels, routines;
+    for (const auto& r : p_.routines) {
+      if (r.name == "init") routines += init_routine(r) + "\n";
+      else routine(r, kernels, routines);
+    }
+    data d = model_template_data(p_, names_, o_.f64, o_.spec, "");
+    d.set("no_infer", data{data::type::bool_true});  // <model>.h without the C target's forward-only state
+    std::string helpers = x_.helper_defs("static __host__ __device__ inline");
+    for (const auto& h : device_helpers_) helpers += h;
+    d.set("helpers", helpers.empty() ? "" : "\n" + helpers);
+    d.set("fields", fields_);
+    d.set("kernels", kernels);
+    d.set("routines", routines);
+    d.set("arena_bytes", std::to_string(arena_bytes_));
+    d.set("state_bytes", std::to_string(state_bytes_));
+    d.set("uses_gemm", data{gemms_ > 0 ? data::type::bool_true : data::type::bool_false});
+    d.set("cuda_type", o_.f64 ? "CUDA_R_64F" : "CUDA_R_32F");
+    d.set("blas_compute", o_.f64 ? "CUBLAS_COMPUTE_64F" : "CUBLAS_COMPUTE_32F");
+    data bufs{data::type::list};
+    for (size_t i = 0; i < p_.buffers.size(); ++i) {
+      if (p_.buffers[i].role == ir::Role::Input) continue;
+      data b;
+      b.set("name", names_[i]);
+      b.set("offset", std::to_string(offsets_[i]));
+      bufs.push_back(b);
+    }
+    d.set("buffers", bufs);
+    // Host pointers of the params, their gradients and the state tensors (the pinned mirror).
+    auto host = [&](int buf) { return fmt::format("(real *)(m->host + {})", offsets_[static_cast<size_t>(buf)]); };
+    data params{data::type::list};
+    for (int b : p_.params) {
+      data e;
+      e.set("name", p_.buffers[static_cast<size_t>(b)].name);
+      e.set("size", std::to_string(p_.buffers[static_cast<size_t>(b)].elements()));
+      e.set("host", host(b));
+      std::string grad = "NULL";
+      for (size_t g = 0; g < p_.buffers.size(); ++g)
+        if (p_.buffers[g].role == ir::Role::Grad && p_.buffers[g].grad_of == b) grad = host(static_cast<int>(g));
+      e.set("grad_host", grad);
+      params.push_back(e);
+    }
+    d.set("param_hosts", params);
+    data state{data::type::list};
+    for (size_t i = 0; i < p_.buffers.size(); ++i) {
+      const auto& b = p_.buffers[i];
+      if (b.state_name.empty()) continue;
+      data e;
+      e.set("state_name", b.state_name);
+      e.set("dtype", o_.f64 ? "CANNL_F64" : "CANNL_F32");
+      e.set("ndims", std::to_string(b.dims.size()));
+      std::string dims;
+      for (const auto& dm : b.dims) dims += (dims.empty() ? "" : ", ") + std::to_string(dm.size);
+      e.set("dims", dims.empty() ? "0" : dims);
+      e.set("host", host(static_cast<int>(i)));
+      state.push_back(e);
+    }
+    d.set("state_hosts", state);
+    // Staging of the inputs: per slot, input k at offset k of max_batch examples each.
+    data ins{data::type::list};
+    long in_off = 0;
+    for (size_t k = 0; k < p_.inputs.size(); ++k) {
+      const auto& b = p_.buffers[static_cast<size_t>(p_.inputs[k])];
+      long per = 1;
+      for (const auto& dm : b.dims) per *= dm.batch ? 1 : dm.size;
+      data e;
+      e.set("index", std::to_string(k));
+      e.set("offset", std::to_string(in_off));
+      e.set("per", std::to_string(per));
+      ins.push_back(e);
+      in_off += per * p_.max_batch;
+    }
+    d.set("input_slots", ins);
+    d.set("in_elems", std::to_string(std::max(in_off, 1L)));
+    d.set("forward_copy", forward_copy());
+    d.set("eval_copy", eval_copy());
+    d.set("loss_field", names_[static_cast<size_t>(p_.loss)]);
+
+    std::vector<OutputFile> files;
+    files.push_back({p_.model + ".h", render_template("c/model.h.mustache", d)});
+    files.push_back({p_.model + ".cu", render_template("cuda/model.cu.mustache", d)});
+    files.push_back({p_.model + "_train.cu", render_template("cuda/train.cu.mustache", d)});
+    files.push_back({"CMakeLists.txt", render_template("cuda/CMakeLists.txt.mustache", d)});
+    return files;
+  }
+
+private:
+  const ir::Program& p_;
+  CudaOptions o_;
+  std::vector<std::string> names_;
+  CExpr x_;
+  std::vector<long> offsets_;
+  long arena_bytes_ = 0, state_bytes_ = 0;
+  std::string fields_;
+  std::vector<std::string> device_helpers_;  // in order of first use
+  std::set<std::string> helper_names_;
+  int gemms_ = 0;  // cuBLAS products in all routines
+
+  long elem() const { return o_.f64 ? 8 : 4; }
+  const ir::Buffer& buf(int b) const { return p_.buffers[static_cast<size_t>(b)]; }
+  const std::string& name(int b) const { return names_[static_cast<size_t>(b)]; }
+
+  // ---- memory ----------------------------------------------------------------------------
+
+  // The device arena: first the buffers mirrored in pinned host memory (params, their
+  // gradients, optimiser state, whatever init touches), then the rest; 256-byte aligned.
+  void layout() {
+    std::set<int> mirrored;
+    for (size_t i = 0; i < p_.buffers.size(); ++i) {
+      const auto& b = p_.buffers[i];
+      bool grad_of_param = b.role == ir::Role::Grad &&
+                           std::find(p_.params.begin(), p_.params.end(), b.grad_of) != p_.params.end();
+      if (b.role == ir::Role::Param || b.role == ir::Role::OptState || grad_of_param || !b.state_name.empty())
+        mirrored.insert(static_cast<int>(i));
+    }
+    if (const ir::Routine* init = p_.routine("init"))
+      for (const auto& s : init->stmts) {
+        for (int w : ir::written_buffers(s)) mirrored.insert(w);
+        std::vector<const ir::Expr*> loads;
+        ir::collect_loads(s, loads);
+        for (const auto* l : loads) mirrored.insert(l->access.buf);
+      }
+    offsets_.assign(p_.buffers.size(), -1);
+    long off = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t i = 0; i < p_.buffers.size(); ++i) {
+        const auto& b = p_.buffers[i];
+        if (b.role == ir::Role::Input || (mirrored.count(static_cast<int>(i)) > 0) != (pass == 0)) continue;
+        if (b.role == ir::Role::Input) CANNL_BUG("init reads an input");
+        offsets_[i] = off;
+        off += (b.elements() * elem() + 255) / 256 * 256;
+        std::string dims = "[";
+        for (size_t k = 0; k < b.dims.size(); ++k)
+          dims += (k ? ", " : "") + (b.dims[k].batch ? std::string("batch") : std::to_string(b.dims[k].size));
+        dims += "]";
+        fields_ += fmt::format("    real *{}; /* {} {} */\n", names_[i], dims, b.shape);
+      }
+      if (pass == 0) {
+        state_bytes_ = std::max(off, 256L);
+        off = state_bytes_;
+        fields_ += "    /* ---- device only */\n";
+      }
+    }
+    arena_bytes_ = std::max(off, 256L);
+  }
+
+  // ---- helpers ---------------------------------------------------------------------------
+
+  void use_helper(const std::string& key, const std::string& text) {
+    if (helper_names_.insert(key).second) device_helpers_.push_back(text);
+  }
+
+  // Reduction of `v` over a warp (lane 0 gets it) or a block of kBlock threads (thread 0).
+  std::string reducer(ir::Accum a, bool block) {
+    const std::string r = x_.real();
+    const std::string op = a == ir::Accum::Add ? "sum" : a == ir::Accum::Max ? "max" : "min";
+    const std::string combine = a == ir::Accum::Add ? "v += o;"
+                                : a == ir::Accum::Max ? "v = o > v ? o : v;" : "v = o < v ? o : v;";
+    const std::string warp = "cannl_warp_" + op;
+    use_helper(warp, fmt::format(
+        "/* the {0} of v over the 32 lanes of a warp, in lane 0 */\n"
+        "static __device__ __forceinline__ {1} {2}({1} v) {{\n"
+        "    for (int d = 16; d > 0; d /= 2) {{\n"
+        "        const {1} o = __shfl_down_sync(0xffffffffu, v, d);\n"
+        "        {3}\n"
+        "    }}\n"
+        "    return v;\n"
+        "}}\n",
+        op, r, warp, combine));
+    if (!block) return warp;
+    const std::string name = "cannl_block_" + op;
+    const std::string identity = a == ir::Accum::Add ? x_.num(0) : a == ir::Accum::Max ? "-INFINITY" : "INFINITY";
+    use_helper(name, fmt::format(
+        "/* the {0} of v over the {1} threads of a block, in thread 0 (every thread must call it) */\n"
+        "static __device__ __forceinline__ {2} {3}({2} v) {{\n"
+        "    __shared__ {2} part[{4}];\n"
+        "    v = {5}(v);\n"
+        "    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;\n"
+        "    __syncthreads();\n"
+        "    v = threadIdx.x < {4} ? part[threadIdx.x] : {6};\n"
+        "    if (threadIdx.x < 32) v = {5}(v);\n"
+        "    return v;\n"
+        "}}\n",
+        op, kBlock, r, name, kBlock / 32, warp, identity));
+    return name;
+  }
+
+  std::string atomic_apply(ir::Accum a) {
+    if (a == ir::Accum::Add) return "atomicAdd";
+    const bool mx = a == ir::Accum::Max;
+    const std::string name = mx ? "cannl_atomic_max" : "cannl_atomic_min";
+    const bool f64 = o_.f64;
+    const std::string bits = f64 ? "unsigned long long" : "unsigned int";
+    const std::string to_real = f64 ? "__longlong_as_double((long long)old)" : "__uint_as_float(old)";
+    const std::string to_bits = f64 ? "(unsigned long long)__double_as_longlong(v)" : "__float_as_uint(v)";
+    use_helper(name, fmt::format(
+        "/* *p = {0}(*p, v), atomically (writes of this nest may fall on the same element) */\n"
+        "static __device__ void {1}({2} *p, {2} v) {{\n"
+        "    {3} *a = ({3} *)p;\n"
+        "    {3} old = *a;\n"
+        "    while (v {4} {5}) {{\n"
+        "        const {3} seen = atomicCAS(a, old, {6});\n"
+        "        if (seen == old) break;\n"
+        "        old = seen;\n"
+        "    }}\n"
+        "}}\n",
+        mx ? "max" : "min", name, x_.real(), bits, mx ? ">" : "<", to_real, to_bits));
+    return name;
+  }
+
+  // ---- nests -----------------------------------------------------------------------------
+
+  void name_vars(const ir::Stmt& s, const std::set<std::string>& taken) {
+    x_.stmt = &s;
+    x_.vars.clear();
+    for (const auto& it : s.iters) {
+      std::string v = it.name;
+      while (taken.count(v) || c_reserved().count(v) || v == "i_" || v == "r_" || v == "lane_" ||
+             std::find(x_.vars.begin(), x_.vars.end(), v) != x_.vars.end())
+        v += "_";
+      x_.vars.push_back(v);
+    }
+  }
+
+  std::string bound(const ir::Iter& it) const { return it.batch ? std::string("n") : std::to_string(it.size); }
+
+  // The statement writing `value` into the nest's element (guarded when it may fall outside
+  // the buffer). `atomic`: the writes of different threads may collide.
+  std::string store_to(const ir::Access& out, ir::Accum accum, const std::string& value, bool atomic,
+                       const std::string& also = "") {
+    const std::string target = x_.access(out);
+    std::string guard = x_.in_range(out);
+    if (!also.empty()) guard = guard.empty() ? also : also + " && " + guard;
+    std::string st;
+    if (atomic && accum != ir::Accum::Set) {
+      st = fmt::format("{}(&{}, {});", atomic_apply(accum), target, value);
+    } else {
+      switch (accum) {
+        case ir::Accum::Set: st = fmt::format("{} = {};", target, value); break;
+        case ir::Accum::Add: st = fmt::format("{} += {};", target, value); break;
+        case ir::Accum::Max: case ir::Accum::Min: {
+          const char* cmp = accum == ir::Accum::Max ? ">" : "<";
+          st = value == "acc" ? fmt::format("if (acc {} {}) {} = acc;", cmp, target, target)
+                              : fmt::format("{{ const real v = {}; if (v {} {}) {} = v; }}", value, cmp, target, target);
+          break;
+        }
+      }
+    }
+    if (!guard.empty()) st = fmt::format("if ({}) {}", guard, st.front() == '{' || st.front() == 'i' ? "{ " + st + " }" : st);
+    return st;
+  }
+
+  // The statement writing `value` into the nest's element, then its fused assignments (in
+  // order, at the same point). `assign`: the element gets the value (a zero_first nest whose
+  // sum for the element is complete in `value`), not added to it.
+  std::string store(const ir::Stmt& s, const std::string& value, bool atomic, const std::string& also = "",
+                    bool assign = false, const std::string& indent = "") {
+    std::string st = store_to(s.out, assign ? ir::Accum::Set : s.accum, value, atomic && !assign, also);
+    for (const ir::Assign& a : s.fused) st += "\n" + indent + store_to(a.out, a.accum, x_.expr(*a.body), false, also);
+    return st;
+  }
+
+  // The identity of a nest's accumulation (what zero_first cells start from).
+  std::string identity(ir::Accum a) const {
+    return a == ir::Accum::Add ? x_.num(0) : a == ir::Accum::Max ? "-INFINITY" : "INFINITY";
+  }
+
+  // The number of elements of a buffer at run time (a batch axis counts n).
+  Extent elements(int b) const {
+    Extent e;
+    for (const auto& d : buf(b).dims) {
+      if (d.batch) e.n = true;
+      else e.c *= d.size;
+    }
+    return e;
+  }
+
+  // The whole nest as sequential loops (the host init routine; single-thread kernels).
+  std::string sequential_loops(const ir::Stmt& s, int indent) {
+    std::string out;
+    auto ind = [&](int k) { return std::string(static_cast<size_t>(4 * (indent + k)), ' '); };
+    const int depth = static_cast<int>(s.iters.size());
+    for (int k = 0; k < depth; ++k)
+      out += ind(k) + fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})\n", x_.vars[static_cast<size_t>(k)],
+                                  bound(s.iters[static_cast<size_t>(k)]));
+    if (s.fused.empty()) {
+      out += ind(depth) + store(s, x_.expr(*s.body), false) + "\n";
+    } else {
+      out += ind(depth) + "{\n" + ind(depth + 1) + store(s, x_.expr(*s.body), false, "", false, ind(depth + 1)) + "\n" +
+             ind(depth) + "}\n";
+    }
+    return out;
+  }
+
+  static bool uses_loop(const ir::Access& a, int it) {
+    for (const auto& f : a.index)
+      for (const auto& t : f.terms)
+        if (t.iter == it) return true;
+    return false;
+  }
+
+  // Different values of the written loops write different elements: every written loop in
+  // one index, and within an index the terms a mixed-radix number (each coefficient larger
+  // than the largest sum of the smaller terms).
+  bool injective(const ir::Stmt& s) const {
+    std::vector<int> seen(s.iters.size(), 0);
+    for (const auto& f : s.out.index) {
+      std::vector<std::pair<long, long>> terms;  // |coef|, size
+      for (const auto& t : f.terms) {
+        seen[static_cast<size_t>(t.iter)]++;
+        terms.push_back({std::labs(t.coef), s.iters[static_cast<size_t>(t.iter)].size});
+      }
+      std::sort(terms.begin(), terms.end(), [](auto a, auto b) { return a.first > b.first; });
+      for (size_t i = 0; i < terms.size(); ++i) {
+        long rest = 0;
+        for (size_t j = i + 1; j < terms.size(); ++j) rest += terms[j].first * (terms[j].second - 1);
+        if (terms[i].first == 0 || terms[i].first <= rest) return false;
+      }
+    }
+    for (int c : seen)
+      if (c > 1) return false;
+    return true;
+  }
+
+  // Decomposes the flat index `flat` into the loops `loops` (the last varies fastest).
+  std::string decompose(const ir::Stmt& s, const std::vector<int>& loops, const std::string& flat, int indent) {
+    std::string out, ind(static_cast<size_t>(4 * indent), ' ');
+    for (size_t j = 0; j < loops.size(); ++j) {
+      const std::vector<int> after(loops.begin() + static_cast<long>(j) + 1, loops.end());
+      const Extent inner = extent(s, after);
+      const bool divide = inner.n || inner.c != 1;
+      std::string e = flat;
+      if (divide) e += " / " + (inner.n && inner.c != 1 ? "(" + inner.str() + ")" : inner.str());
+      if (j > 0) e = (divide ? "(" + e + ")" : e) + " % " + bound(s.iters[static_cast<size_t>(loops[j])]);
+      out += ind + fmt::format("const int64_t {} = {};\n", x_.vars[static_cast<size_t>(loops[j])], e);
+    }
+    return out;
+  }
+
+  static Extent extent(const ir::Stmt& s, const std::vector<int>& loops) {
+    Extent e;
+    for (int l : loops) {
+      const ir::Iter& it = s.iters[static_cast<size_t>(l)];
+      if (it.batch) e.n = true;
+      else e.c *= it.size;
+    }
+    return e;
+  }
+
+  struct Kernel {
+    std::string def, launch;
+  };
+
+  // A zero_first nest whose threads do not each write whole elements: its out buffer is
+  // filled with the identity first (a kernel launch on the compute stream).
+  std::string prefill(const ir::Stmt& s) {
+    const std::string r = x_.real();
+    use_helper("cannl_fill", fmt::format(
+        "/* p[0 .. count) = v (a zero_first nest's cells, before threads add into them) */\n"
+        "static __global__ void __launch_bounds__({0}) cannl_fill({1} *__restrict__ p, int64_t count, {1} v) {{\n"
+        "    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i_ < count) p[i_] = v;\n"
+        "}}\n",
+        kBlock, r));
+    const Extent e = elements(s.out.buf);
+    const std::string grid = e.n ? fmt::format("(unsigned)(({} + {}) / {})", e.str(), kBlock - 1, kBlock)
+                                 : std::to_string((e.c + kBlock - 1) / kBlock);
+    return fmt::format("cannl_fill<<<{}, {}, 0, stream_>>>({}, {}, {});\n    CUDA_CHECK(cudaGetLastError());\n    ",
+                       grid, kBlock, name(s.out.buf), e.str(), identity(s.accum));
+  }
+
+  // A zero_first sum times a constant (out = 0 += x * c) whose sums are complete in one
+  // thread: the constant multiplies the finished sum once, as the C target does.
+  static void split_scale(const ir::Stmt& s, bool assign, const ir::Expr*& summed, const ir::Expr*& scale) {
+    summed = s.body.get();
+    scale = nullptr;
+    if (assign && s.accum == ir::Accum::Add && s.body->op == ir::Op::Mul && s.body->args[1]->op == ir::Op::Const) {
+      summed = s.body->args[0].get();
+      scale = s.body->args[1].get();
+    }
+  }
+
+  // The arguments of a nest's kernel: the buffers it touches (the written one not const)
+  // and the run-time scalars it reads.
+  void kernel_args(const ir::Stmt& s, bool uses_n, std::string& params, std::string& args) {
+    std::vector<int> bufs;
+    for (int w : ir::written_buffers(s))
+      if (std::find(bufs.begin(), bufs.end(), w) == bufs.end()) bufs.push_back(w);
+    const size_t written = bufs.size();
+    std::vector<const ir::Expr*> loads;
+    ir::collect_loads(s, loads);
+    for (const auto* l : loads)
+      if (std::find(bufs.begin(), bufs.end(), l->access.buf) == bufs.end()) bufs.push_back(l->access.buf);
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      params += fmt::format("{}{}real *__restrict__ {}", params.empty() ? "" : ", ", i < written ? "" : "const ",
+                            name(bufs[i]));
+      args += (args.empty() ? "" : ", ") + name(bufs[i]);
+    }
+    std::set<std::string> scalars;
+    std::vector<const ir::Expr*> stack = {s.body.get()};
+    for (const auto& a : s.fused) stack.push_back(a.body.get());
+    while (!stack.empty()) {
+      const ir::Expr* e = stack.back();
+      stack.pop_back();
+      if (e->op == ir::Op::Scalar && e->name != "n") scalars.insert(e->name);
+      if (e->op == ir::Op::Scalar && e->name == "n") uses_n = true;
+      for (const auto& a : e->args) stack.push_back(a.get());
+    }
+    for (const auto& sc : scalars) {
+      params += ", const real " + sc;
+      args += ", " + sc;
+    }
+    if (uses_n) {
+      params += ", const int64_t n";
+      args += ", n";
+    }
+  }
+
+  Kernel kernel(const ir::Routine& r, size_t index, const ir::Stmt& s) {
+    const std::string kname = fmt::format("{}_{}_{}", r.name, index, name(s.out.buf));
+    if (s.sequential) CANNL_BUG("a nest drawing random numbers outside init: " + s.what);
+    const int depth = static_cast<int>(s.iters.size());
+    bool uses_n = false;
+    for (const auto& it : s.iters) uses_n |= it.batch;
+    std::string params, args;
+    kernel_args(s, uses_n, params, args);
+    std::string body;
+    std::string how;
+    std::string launch;
+
+    // Written loops by decreasing stride in the written buffer (consecutive threads write
+    // consecutive elements), the summed loops in nest order.
+    std::vector<int> outer, red;
+    std::vector<long> stride(s.iters.size(), 0);
+    {
+      const auto& dims = buf(s.out.buf).dims;
+      long st = 1;
+      for (size_t d = dims.size(); d-- > 0;) {
+        for (const auto& t : s.out.index[d].terms) stride[static_cast<size_t>(t.iter)] += std::labs(t.coef) * st;
+        st *= dims[d].size;
+      }
+    }
+    for (int k = 0; k < depth; ++k) (uses_loop(s.out, k) ? outer : red).push_back(k);
+    std::stable_sort(outer.begin(), outer.end(),
+                     [&](int a, int b) { return stride[static_cast<size_t>(a)] > stride[static_cast<size_t>(b)]; });
+    const bool inj = injective(s);
+    const Extent total = extent(s, outer), rtotal = extent(s, red);
+    const long rmax = rtotal.n ? rtotal.c * p_.max_batch : rtotal.c;
+    const long omax = total.n ? total.c * p_.max_batch : total.c;
+
+    auto blocks = [&](const Extent& threads, long per) {
+      Extent t = threads;
+      t.c *= per;
+      if (!t.n) return std::to_string((t.c + kBlock - 1) / kBlock);
+      return fmt::format("(unsigned)(({} + {}) / {})", t.str(), kBlock - 1, kBlock);
+    };
+
+    // zero_first: a thread (or lane 0) that writes an element's whole sum assigns it; colliding
+    // writes add into cells filled with the identity first.
+    const bool assign = s.zero_first && inj;
+    std::string pre = s.zero_first && !assign ? prefill(s) : "";
+    const ir::Expr *summed = nullptr, *scale = nullptr;
+    split_scale(s, assign && !red.empty(), summed, scale);
+    auto finished = [&](const std::string& acc) { return scale ? acc + " * " + x_.expr(*scale) : acc; };
+    if (!inj && s.accum == ir::Accum::Set) {
+      // Later iterations overwrite earlier ones: keep the order, one thread.
+      how = "one thread, in order (writes overlap)";
+      body = sequential_loops(s, 1);
+      launch = fmt::format("{}<<<1, 1, 0, stream_>>>({});", kname, args);
+    } else if (red.empty() || s.accum == ir::Accum::Set || rmax < (inj ? 32 : 256)) {
+      // (Colliding writes come from loops over many positions, a convolution's window: a
+      // thread each, with short sums.)
+      how = red.empty() ? "one thread per element" : "one thread per element, summing in order";
+      if (!inj) how += ", adding atomically (elements repeat)";
+      body = "    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n";
+      body += fmt::format("    if (i_ >= {}) return;\n", total.str());
+      body += decompose(s, outer, "i_", 1);
+      if (red.empty() || s.accum == ir::Accum::Set) {
+        std::string ind = "    ";
+        for (int l : red) {
+          body += ind + fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})\n", x_.vars[static_cast<size_t>(l)],
+                                    bound(s.iters[static_cast<size_t>(l)]));
+          ind += "    ";
+        }
+        body += ind + store(s, x_.expr(*s.body), !inj, "", assign, ind) + "\n";
+      } else {
+        const bool add = s.accum == ir::Accum::Add;
+        body += fmt::format("    real acc = {};\n", identity(s.accum));
+        std::string ind = "    ";
+        for (size_t j = 0; j < red.size(); ++j) {
+          const int l = red[j];
+          body += ind + fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})", x_.vars[static_cast<size_t>(l)],
+                                    bound(s.iters[static_cast<size_t>(l)]));
+          body += j + 1 == red.size() && !add ? " {\n" : "\n";
+        }
+        if (add) {
+          body += "        acc += " + x_.expr(*summed) + ";\n";
+        } else {
+          body += "        const real v = " + x_.expr(*summed) + ";\n";
+          body += fmt::format("        acc = v {} acc ? v : acc;\n", s.accum == ir::Accum::Max ? ">" : "<");
+          body += "    }\n";
+        }
+        body += "    " + store(s, finished("acc"), !inj, "", assign) + "\n";
+      }
+      launch = fmt::format("{}<<<{}, {}, 0, stream_>>>({});", kname, blocks(total, 1), kBlock, args);
+    } else {
+      // A warp per element when there are many elements or short sums, else a block.
+      const bool block = !(omax >= 8192 || rmax < 2048);
+      const int t = block ? kBlock : 32;
+      how = fmt::format("one {} per element, reducing its {} terms with shuffles{}", block ? "block" : "warp",
+                        rtotal.str(), block ? " and shared memory" : "");
+      if (!inj) how += ", adding atomically (elements repeat)";
+      const std::string reduce = reducer(s.accum, block);
+      // Consecutive lanes take consecutive terms: the summed loop with the smallest stride in
+      // the buffers read varies fastest (coalesced reads).
+      std::vector<long> rstride(s.iters.size(), LONG_MAX);
+      std::vector<const ir::Expr*> loads;
+      ir::collect_loads(s, loads);
+      for (const auto* l : loads) {
+        const auto& dims = buf(l->access.buf).dims;
+        long st = 1;
+        for (size_t d = dims.size(); d-- > 0;) {
+          for (const auto& t : l->access.index[d].terms)
+            rstride[static_cast<size_t>(t.iter)] = std::min(rstride[static_cast<size_t>(t.iter)], std::labs(t.coef) * st);
+          st *= dims[d].size;
+        }
+      }
+      std::stable_sort(red.begin(), red.end(),
+                       [&](int a, int b) { return rstride[static_cast<size_t>(a)] > rstride[static_cast<size_t>(b)]; });
+      if (block) {
+        body = "    const int64_t i_ = blockIdx.x;\n";
+        body += "    const int lane_ = threadIdx.x;\n";
+      } else {
+        body = "    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;\n";
+        body += "    const int lane_ = threadIdx.x % 32;\n";
+        body += fmt::format("    if (i_ >= {}) return; /* the whole warp */\n", total.str());
+      }
+      body += decompose(s, outer, "i_", 1);
+      const bool add = s.accum == ir::Accum::Add;
+      body += fmt::format("    real acc = {};\n", identity(s.accum));
+      body += fmt::format("    for (int64_t r_ = lane_; r_ < {}; r_ += {}) {{\n", rtotal.str(), t);
+      body += decompose(s, red, "r_", 2);
+      if (add) {
+        body += "        acc += " + x_.expr(*summed) + ";\n";
+      } else {
+        body += "        const real v = " + x_.expr(*summed) + ";\n";
+        body += fmt::format("        acc = v {} acc ? v : acc;\n", s.accum == ir::Accum::Max ? ">" : "<");
+      }
+      body += "    }\n";
+      body += fmt::format("    acc = {}(acc);\n", reduce);
+      body += "    " + store(s, finished("acc"), !inj, "lane_ == 0", assign) + "\n";
+      launch = block ? fmt::format("{}<<<{}, {}, 0, stream_>>>({});", kname, total.n ? "(unsigned)(" + total.str() + ")"
+                                                                                  : std::to_string(total.c), kBlock, args)
+                     : fmt::format("{}<<<{}, {}, 0, stream_>>>({});", kname, blocks(total, 32), kBlock, args);
+    }
+    if (assign) how += ", assigning the sums (zero_first)";
+    else if (s.zero_first) how += ", into cells filled with the identity first";
+    std::string def = fmt::format("/* {} ({}) */\n", comment_safe(what(s)), how);
+    def += fmt::format("static __global__ void __launch_bounds__({}) {}({}) {{\n", kBlock, kname, params);
+    def += body + "}\n";
+    return {def, pre + launch};
+  }
+
+  std::string what(const ir::Stmt& s) const { return s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what; }
+
+  std::string gemm_call(const GemmPlan& g) const {
+    auto op = [](bool t) { return t ? "CUBLAS_OP_T" : "CUBLAS_OP_N"; };
+    std::string alpha = x_.num(g.alpha);
+    if (!g.alpha_scalar.empty()) {
+      const std::string sc = g.alpha_scalar == "n" ? "(real)n" : g.alpha_scalar;
+      alpha = g.alpha == 1 ? sc : sc + " * " + alpha;
+    }
+    return fmt::format("gemm(m, __FILE__, __LINE__, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});",
+                       op(g.trans_a), op(g.trans_b), g.m.str(), g.n.str(), g.k.str(), alpha, name(g.a), g.lda,
+                       g.stride_a, name(g.b), g.ldb, g.stride_b, g.overwrite ? x_.num(0) : x_.num(1), name(g.c),
+                       g.ldc, g.stride_c, g.count.str());
+  }
+
+  // ---- routines --------------------------------------------------------------------------
+
+  std::string init_routine(const ir::Routine& r) {
+    std::set<int> bufs;
+    bool rng = false;
+    for (const auto& s : r.stmts) {
+      rng |= s.sequential;
+      for (int w : ir::written_buffers(s)) bufs.insert(w);
+      std::vector<const ir::Expr*> loads;
+      ir::collect_loads(s, loads);
+      for (const auto* l : loads) bufs.insert(l->access.buf);
+    }
+    std::string out = "/* routine init, on the host (the C target's random streams: a seed gives its params), into\n"
+                      "   the pinned mirror; the next device routine uploads it */\n";
+    out += fmt::format("static void init_params({} *m, uint64_t seed) {{\n", p_.model);
+    out += rng ? "    cannl_rng rng;\n    cannl_rng_seed(&rng, seed);\n" : "    (void)seed;\n";
+    std::set<std::string> taken;
+    for (int b : bufs) {
+      out += fmt::format("    real *{} = (real *)(m->host + {});\n", name(b), offsets_[static_cast<size_t>(b)]);
+      taken.insert(name(b));
+    }
+    std::string last;
+    for (const auto& s : r.stmts) {
+      if (what(s) != last) out += "\n    /* " + comment_safe(what(s)) + " */\n";
+      last = what(s);
+      name_vars(s, taken);
+      if (s.zero_first)
+        out += fmt::format("    for (int64_t i_ = 0; i_ < {}; ++i_) {}[i_] = {};\n", buf(s.out.buf).elements(),
+                           name(s.out.buf), identity(s.accum));
+      out += sequential_loops(s, 1);
+    }
+    return out + "}\n";
+  }
+
+  void routine(const ir::Routine& r, std::string& kernels, std::string& routines) {
+    std::set<int> bufs;
+    std::set<std::string> scalars;
+    bool n_used = false;
+    for (const auto& s : r.stmts) {
+      for (int w : ir::written_buffers(s)) bufs.insert(w);
+      std::vector<const ir::Expr*> loads;
+      ir::collect_loads(s, loads);
+      for (const auto* l : loads) bufs.insert(l->access.buf);
+      std::vector<const ir::Expr*> stack = {s.body.get()};
+      for (const auto& a : s.fused) stack.push_back(a.body.get());
+      while (!stack.empty()) {
+        const ir::Expr* e = stack.back();
+        stack.pop_back();
+        if (e->op == ir::Op::Scalar) scalars.insert(e->name);
+        for (const auto& a : e->args) stack.push_back(a.get());
+      }
+      for (const auto& it : s.iters) n_used |= it.batch;
+    }
+    n_used |= scalars.count("n") > 0;
+    std::set<std::string> taken;
+    for (int b : bufs) taken.insert(name(b));
+    for (const auto& sc : r.scalars) taken.insert(sc.first);
+
+    std::string body, last;
+    int nk = 0, ng = 0;
+    bool inputs_used = false;
+    for (size_t i = 0; i < r.stmts.size(); ++i) {
+      const ir::Stmt& s = r.stmts[i];
+      if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
+      last = what(s);
+      name_vars(s, taken);
+      if (auto g = plan_cublas_gemm(p_, s)) {
+        body += "    " + gemm_call(*g) + "\n";
+        n_used |= g->m.n || g->n.n || g->k.n || g->count.n;
+        ++ng;
+        ++gemms_;
+        continue;
+      }
+      Kernel k = kernel(r, i, s);
+      kernels += k.def + "\n";
+      body += "    " + k.launch + "\n    CUDA_CHECK(cudaGetLastError());\n";
+      ++nk;
+    }
+
+    std::string pro;
+    for (int b : bufs) {
+      if (buf(b).role == ir::Role::Input) {
+        inputs_used = true;
+        auto it = std::find(p_.inputs.begin(), p_.inputs.end(), b);
+        pro += fmt::format("    const real *{} = in_[{}];\n", name(b), it - p_.inputs.begin());
+      } else {
+        pro += fmt::format("    real *{} = m->{};\n", name(b), name(b));
+      }
+    }
+    if (r.name == "train_step") {
+      bool step_used = scalars.count("step") > 0 || !r.scalars.empty();
+      pro += step_used ? "    const int64_t step = ++m->step;\n" : "    ++m->step;\n";
+      if (scalars.count("lr")) pro += "    const real lr = (real)m->lr;\n";
+      for (const auto& [nm, formula] : r.scalars)
+        if (scalars.count(nm)) pro += fmt::format("    const real {} = (real)({});\n", nm, formula);
+    }
+    if (!inputs_used) pro += "    (void)in_;\n";
+    if (!n_used) pro += "    (void)n;\n";
+    pro += "    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);\n";
+    if (nk == 0) pro += "    (void)stream_;\n";
+    std::string head = fmt::format("/* routine {}: {} kernels, {} cuBLAS products, queued on the compute stream */\n",
+                                   r.name, nk, ng);
+    head += fmt::format("static void {}({} *m, const real *const in_[], int64_t n) {{\n", r.name, p_.model);
+    routines += head + pro + body + "}\n\n";
+  }
+
+  // forward: the outputs back to the caller's memory.
+  std::string forward_copy() const {
+    std::string s;
+    for (size_t k = 0; k < p_.outputs.size(); ++k) {
+      const auto& b = buf(p_.outputs[k]);
+      bool batched = !b.dims.empty() && b.dims[0].batch;
+      long per = 1;
+      for (const auto& d : b.dims) per *= d.batch ? 1 : d.size;
+      s += fmt::format("    CANNL_TRY(cannl_stream_copy(m->compute, outputs[{}], m->{}, (size_t){}{} * sizeof(real), &e));\n",
+                       k, name(p_.outputs[k]), batched ? "n * " : "", per);
+    }
+    return s;
+  }
+  // eval: the loss and the metrics into the pinned scalars m->scalars[0..].
+  std::string eval_copy() const {
+    std::string s = fmt::format("    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], m->{}, sizeof(real), &e));\n",
+                                name(p_.loss));
+    for (size_t k = 0; k < p_.metrics.size(); ++k)
+      s += fmt::format("    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[{}], m->{}, sizeof(real), &e));\n", k + 1,
+                       name(p_.metrics[k]));
+    return s;
+  }
+};
+
+}  // namespace
+
+std::vector<OutputFile> emit_cuda(const ir::Program& p, const CudaOptions& opt) { return CudaEmitter(p, opt).run(); }
+
+}  // namespace cannl
