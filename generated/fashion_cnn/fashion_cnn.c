@@ -33,7 +33,8 @@ static inline float cannl_step(float x) { return x > 0 ? 1 : 0; }
 struct fashion_cnn {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
-    void *arena;  /* all the buffers below: 230849984 bytes */
+    int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
+    void *arena;  /* all the buffers below: 581680576 bytes */
     /* params */
     real *k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
     real *k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
@@ -48,11 +49,13 @@ struct fashion_cnn {
     real *a1; /* [batch, 28, 28, 32] a1 : [batch | 28, 28, 32] */
     /* temporaries */
     real *a1_conv; /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
+    real *a1_col; /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
     /* tensors of the spec */
     real *p1; /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
     real *a2; /* [batch, 14, 14, 64] a2 : [batch | 14, 14, 64] */
     /* temporaries */
     real *a2_conv; /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
+    real *a2_col; /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
     /* tensors of the spec */
     real *p2; /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
     real *h3; /* [batch, 1024] h3 : [batch | 1024] */
@@ -88,11 +91,18 @@ struct fashion_cnn {
     real *b3_grad; /* [1024] gradient of b3 */
     real *w3_grad; /* [1024, 7, 7, 64] gradient of w3 */
     real *p2_grad; /* [batch, 7, 7, 64] gradient of p2 */
+    /* temporaries */
+    real *p2_arg; /* [batch, 7, 7, 64] position of the first extremum of p2 */
+    /* gradients */
     real *a2_grad; /* [batch, 14, 14, 64] gradient of a2 */
     real *a2_conv_grad; /* [batch, 14, 14, 64] gradient of a2_conv */
     real *c2_grad; /* [64] gradient of c2 */
-    real *p1_grad; /* [batch, 14, 14, 32] gradient of p1 */
+    real *a2_col_grad; /* [batch, 14, 14, 5, 5, 32] gradient of a2_col */
     real *k2_grad; /* [64, 5, 5, 32] gradient of k2 */
+    real *p1_grad; /* [batch, 14, 14, 32] gradient of p1 */
+    /* temporaries */
+    real *p1_arg; /* [batch, 14, 14, 32] position of the first extremum of p1 */
+    /* gradients */
     real *a1_grad; /* [batch, 28, 28, 32] gradient of a1 */
     real *a1_conv_grad; /* [batch, 28, 28, 32] gradient of a1_conv */
     real *c1_grad; /* [32] gradient of c1 */
@@ -322,9 +332,11 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     real *restrict x = m->x;
     real *restrict a1 = m->a1;
     real *restrict a1_conv = m->a1_conv;
+    real *restrict a1_col = m->a1_col;
     real *restrict p1 = m->p1;
     real *restrict a2 = m->a2;
     real *restrict a2_conv = m->a2_conv;
+    real *restrict a2_col = m->a2_col;
     real *restrict p2 = m->p2;
     real *restrict h3 = m->h3;
     real *restrict h3_mm = m->h3_mm;
@@ -346,11 +358,14 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     real *restrict b3_grad = m->b3_grad;
     real *restrict w3_grad = m->w3_grad;
     real *restrict p2_grad = m->p2_grad;
+    real *restrict p2_arg = m->p2_arg;
     real *restrict a2_grad = m->a2_grad;
     real *restrict a2_conv_grad = m->a2_conv_grad;
     real *restrict c2_grad = m->c2_grad;
-    real *restrict p1_grad = m->p1_grad;
+    real *restrict a2_col_grad = m->a2_col_grad;
     real *restrict k2_grad = m->k2_grad;
+    real *restrict p1_grad = m->p1_grad;
+    real *restrict p1_arg = m->p1_arg;
     real *restrict a1_grad = m->a1_grad;
     real *restrict a1_conv_grad = m->a1_conv_grad;
     real *restrict c1_grad = m->c1_grad;
@@ -392,6 +407,19 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 28; ++y) {
             for (int64_t x_ = 0; x_ < 28; ++x_) {
+                for (int64_t ky = 0; ky < 5; ++ky) {
+                    for (int64_t c = 0; c < 1; ++c) {
+                        for (int64_t kx = 0; kx < 5; ++kx)
+                            a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
+                    }
+                }
+            }
+        }
+    }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 28; ++y) {
+            for (int64_t x_ = 0; x_ < 28; ++x_) {
                 for (int64_t d = 0; d < 32; ++d)
                     a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = 0.0f;
             }
@@ -406,7 +434,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
                     for (int64_t ky = 0; ky < 5; ++ky)
                     for (int64_t c = 0; c < 1; ++c)
                     for (int64_t kx = 0; kx < 5; ++kx)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
+                        acc += a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] * k1[d * 25 + ky * 5 + kx + c];
                     a1_conv[b * 25088 + y * 896 + x_ * 32 + d] += acc;
                 }
             }
@@ -451,6 +479,19 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 14; ++y) {
             for (int64_t x_ = 0; x_ < 14; ++x_) {
+                for (int64_t ky = 0; ky < 5; ++ky) {
+                    for (int64_t kx = 0; kx < 5; ++kx) {
+                        for (int64_t c = 0; c < 32; ++c)
+                            a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
+                    }
+                }
+            }
+        }
+    }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 14; ++y) {
+            for (int64_t x_ = 0; x_ < 14; ++x_) {
                 for (int64_t d = 0; d < 64; ++d)
                     a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = 0.0f;
             }
@@ -465,7 +506,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
                     for (int64_t ky = 0; ky < 5; ++ky)
                     for (int64_t kx = 0; kx < 5; ++kx)
                     for (int64_t c = 0; c < 32; ++c)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
+                        acc += a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] * k2[d * 800 + ky * 160 + kx * 32 + c];
                     a2_conv[b * 12544 + y * 896 + x_ * 64 + d] += acc;
                 }
             }
@@ -655,6 +696,32 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
 
+    /* line 22: first extremum of p2 */
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t j0 = 0; j0 < n; ++j0) {
+        for (int64_t j1 = 0; j1 < 7; ++j1) {
+            for (int64_t j2 = 0; j2 < 7; ++j2) {
+                for (int64_t j3 = 0; j3 < 64; ++j3)
+                    p2_arg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = INFINITY;
+            }
+        }
+    }
+
+    /* line 22: first extremum: p2 = max_pool2d(a2, size = 2) */
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 7; ++y) {
+            for (int64_t x_ = 0; x_ < 7; ++x_) {
+                for (int64_t ky = 0; ky < 2; ++ky) {
+                    for (int64_t kx = 0; kx < 2; ++kx) {
+                        for (int64_t c = 0; c < 64; ++c)
+                            { const real v = a2[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] == p2[b * 3136 + y * 448 + x_ * 64 + c] ? (real)(2 * ky + kx) : INFINITY; if (v < p2_arg[b * 3136 + y * 448 + x_ * 64 + c]) p2_arg[b * 3136 + y * 448 + x_ * 64 + c] = v; }
+                    }
+                }
+            }
+        }
+    }
+
     /* zero the gradient of a2 */
     CANNL_PRAGMA("omp parallel for")
     for (int64_t j0 = 0; j0 < n; ++j0) {
@@ -681,13 +748,17 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     for (int64_t j = 0; j < 64; ++j)
         c2_grad[j] = 0.0f;
 
-    /* zero the gradient of p1 */
+    /* zero the gradient of a2_col */
     CANNL_PRAGMA("omp parallel for")
     for (int64_t j0 = 0; j0 < n; ++j0) {
         for (int64_t j1 = 0; j1 < 14; ++j1) {
             for (int64_t j2 = 0; j2 < 14; ++j2) {
-                for (int64_t j3 = 0; j3 < 32; ++j3)
-                    p1_grad[j0 * 6272 + j1 * 448 + j2 * 32 + j3] = 0.0f;
+                for (int64_t j3 = 0; j3 < 5; ++j3) {
+                    for (int64_t j4 = 0; j4 < 5; ++j4) {
+                        for (int64_t j5 = 0; j5 < 32; ++j5)
+                            a2_col_grad[j0 * 156800 + j1 * 11200 + j2 * 800 + j3 * 160 + j4 * 32 + j5] = 0.0f;
+                    }
+                }
             }
         }
     }
@@ -699,6 +770,43 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
             for (int64_t j2 = 0; j2 < 5; ++j2) {
                 for (int64_t j3 = 0; j3 < 32; ++j3)
                     k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] = 0.0f;
+            }
+        }
+    }
+
+    /* zero the gradient of p1 */
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t j0 = 0; j0 < n; ++j0) {
+        for (int64_t j1 = 0; j1 < 14; ++j1) {
+            for (int64_t j2 = 0; j2 < 14; ++j2) {
+                for (int64_t j3 = 0; j3 < 32; ++j3)
+                    p1_grad[j0 * 6272 + j1 * 448 + j2 * 32 + j3] = 0.0f;
+            }
+        }
+    }
+
+    /* line 20: first extremum of p1 */
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t j0 = 0; j0 < n; ++j0) {
+        for (int64_t j1 = 0; j1 < 14; ++j1) {
+            for (int64_t j2 = 0; j2 < 14; ++j2) {
+                for (int64_t j3 = 0; j3 < 32; ++j3)
+                    p1_arg[j0 * 6272 + j1 * 448 + j2 * 32 + j3] = INFINITY;
+            }
+        }
+    }
+
+    /* line 20: first extremum: p1 = max_pool2d(a1, size = 2) */
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 14; ++y) {
+            for (int64_t x_ = 0; x_ < 14; ++x_) {
+                for (int64_t ky = 0; ky < 2; ++ky) {
+                    for (int64_t kx = 0; kx < 2; ++kx) {
+                        for (int64_t c = 0; c < 32; ++c)
+                            { const real v = a1[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] == p1[b * 6272 + y * 448 + x_ * 32 + c] ? (real)(2 * ky + kx) : INFINITY; if (v < p1_arg[b * 6272 + y * 448 + x_ * 32 + c]) p1_arg[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+                    }
+                }
             }
         }
     }
@@ -827,7 +935,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
                 for (int64_t x_ = 0; x_ < 7; ++x_) {
                     for (int64_t kx = 0; kx < 2; ++kx) {
                         for (int64_t c = 0; c < 64; ++c)
-                            a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x_ * 64 + c] * ((real)(a2[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] == p2[b * 3136 + y * 448 + x_ * 64 + c]));
+                            a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x_ * 64 + c] * ((real)((real)(2 * ky + kx) == p2_arg[b * 3136 + y * 448 + x_ * 64 + c]));
                     }
                 }
             }
@@ -856,12 +964,12 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     CANNL_PRAGMA("omp parallel for")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t ky = 0; ky < 5; ++ky) {
-                for (int64_t x_ = 0; x_ < 14; ++x_) {
+            for (int64_t x_ = 0; x_ < 14; ++x_) {
+                for (int64_t ky = 0; ky < 5; ++ky) {
                     for (int64_t kx = 0; kx < 5; ++kx) {
                         for (int64_t d = 0; d < 64; ++d) {
                             for (int64_t c = 0; c < 32; ++c)
-                                if (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14) p1_grad[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] += a2_conv_grad[b * 12544 + y * 896 + x_ * 64 + d] * k2[d * 800 + ky * 160 + kx * 32 + c];
+                                a2_col_grad[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] += a2_conv_grad[b * 12544 + y * 896 + x_ * 64 + d] * k2[d * 800 + ky * 160 + kx * 32 + c];
                         }
                     }
                 }
@@ -876,8 +984,21 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
                     for (int64_t y = 0; y < 14; ++y) {
                         for (int64_t x_ = 0; x_ < 14; ++x_) {
                             for (int64_t c = 0; c < 32; ++c)
-                                k2_grad[d * 800 + ky * 160 + kx * 32 + c] += a2_conv_grad[b * 12544 + y * 896 + x_ * 64 + d] * (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
+                                k2_grad[d * 800 + ky * 160 + kx * 32 + c] += a2_conv_grad[b * 12544 + y * 896 + x_ * 64 + d] * a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c];
                         }
+                    }
+                }
+            }
+        }
+    }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 14; ++y) {
+            for (int64_t ky = 0; ky < 5; ++ky) {
+                for (int64_t x_ = 0; x_ < 14; ++x_) {
+                    for (int64_t kx = 0; kx < 5; ++kx) {
+                        for (int64_t c = 0; c < 32; ++c)
+                            if (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14) p1_grad[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] += a2_col_grad[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c];
                     }
                 }
             }
@@ -892,7 +1013,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
                 for (int64_t x_ = 0; x_ < 14; ++x_) {
                     for (int64_t kx = 0; kx < 2; ++kx) {
                         for (int64_t c = 0; c < 32; ++c)
-                            a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x_ * 32 + c] * ((real)(a1[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] == p1[b * 6272 + y * 448 + x_ * 32 + c]));
+                            a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x_ * 32 + c] * ((real)((real)(2 * ky + kx) == p1_arg[b * 6272 + y * 448 + x_ * 32 + c]));
                     }
                 }
             }
@@ -926,7 +1047,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
                     for (int64_t y = 0; y < 28; ++y) {
                         for (int64_t x_ = 0; x_ < 28; ++x_) {
                             for (int64_t kx = 0; kx < 5; ++kx)
-                                k1_grad[d * 25 + ky * 5 + kx + c] += a1_conv_grad[b * 25088 + y * 896 + x_ * 32 + d] * (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
+                                k1_grad[d * 25 + ky * 5 + kx + c] += a1_conv_grad[b * 25088 + y * 896 + x_ * 32 + d] * a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c];
                         }
                     }
                 }
@@ -1081,9 +1202,11 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
     real *restrict x = m->x;
     real *restrict a1 = m->a1;
     real *restrict a1_conv = m->a1_conv;
+    real *restrict a1_col = m->a1_col;
     real *restrict p1 = m->p1;
     real *restrict a2 = m->a2;
     real *restrict a2_conv = m->a2_conv;
+    real *restrict a2_col = m->a2_col;
     real *restrict p2 = m->p2;
     real *restrict h3 = m->h3;
     real *restrict h3_mm = m->h3_mm;
@@ -1106,6 +1229,19 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 28; ++y) {
             for (int64_t x_ = 0; x_ < 28; ++x_) {
+                for (int64_t ky = 0; ky < 5; ++ky) {
+                    for (int64_t c = 0; c < 1; ++c) {
+                        for (int64_t kx = 0; kx < 5; ++kx)
+                            a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
+                    }
+                }
+            }
+        }
+    }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 28; ++y) {
+            for (int64_t x_ = 0; x_ < 28; ++x_) {
                 for (int64_t d = 0; d < 32; ++d)
                     a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = 0.0f;
             }
@@ -1120,7 +1256,7 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
                     for (int64_t ky = 0; ky < 5; ++ky)
                     for (int64_t c = 0; c < 1; ++c)
                     for (int64_t kx = 0; kx < 5; ++kx)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
+                        acc += a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] * k1[d * 25 + ky * 5 + kx + c];
                     a1_conv[b * 25088 + y * 896 + x_ * 32 + d] += acc;
                 }
             }
@@ -1165,6 +1301,19 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 14; ++y) {
             for (int64_t x_ = 0; x_ < 14; ++x_) {
+                for (int64_t ky = 0; ky < 5; ++ky) {
+                    for (int64_t kx = 0; kx < 5; ++kx) {
+                        for (int64_t c = 0; c < 32; ++c)
+                            a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
+                    }
+                }
+            }
+        }
+    }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 14; ++y) {
+            for (int64_t x_ = 0; x_ < 14; ++x_) {
                 for (int64_t d = 0; d < 64; ++d)
                     a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = 0.0f;
             }
@@ -1179,7 +1328,7 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
                     for (int64_t ky = 0; ky < 5; ++ky)
                     for (int64_t kx = 0; kx < 5; ++kx)
                     for (int64_t c = 0; c < 32; ++c)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
+                        acc += a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] * k2[d * 800 + ky * 160 + kx * 32 + c];
                     a2_conv[b * 12544 + y * 896 + x_ * 64 + d] += acc;
                 }
             }
@@ -1279,9 +1428,11 @@ static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, 
     real *restrict x = m->x;
     real *restrict a1 = m->a1;
     real *restrict a1_conv = m->a1_conv;
+    real *restrict a1_col = m->a1_col;
     real *restrict p1 = m->p1;
     real *restrict a2 = m->a2;
     real *restrict a2_conv = m->a2_conv;
+    real *restrict a2_col = m->a2_col;
     real *restrict p2 = m->p2;
     real *restrict h3 = m->h3;
     real *restrict h3_mm = m->h3_mm;
@@ -1313,6 +1464,19 @@ static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, 
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 28; ++y) {
             for (int64_t x_ = 0; x_ < 28; ++x_) {
+                for (int64_t ky = 0; ky < 5; ++ky) {
+                    for (int64_t c = 0; c < 1; ++c) {
+                        for (int64_t kx = 0; kx < 5; ++kx)
+                            a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
+                    }
+                }
+            }
+        }
+    }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 28; ++y) {
+            for (int64_t x_ = 0; x_ < 28; ++x_) {
                 for (int64_t d = 0; d < 32; ++d)
                     a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = 0.0f;
             }
@@ -1327,7 +1491,7 @@ static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, 
                     for (int64_t ky = 0; ky < 5; ++ky)
                     for (int64_t c = 0; c < 1; ++c)
                     for (int64_t kx = 0; kx < 5; ++kx)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
+                        acc += a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] * k1[d * 25 + ky * 5 + kx + c];
                     a1_conv[b * 25088 + y * 896 + x_ * 32 + d] += acc;
                 }
             }
@@ -1372,6 +1536,19 @@ static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, 
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 14; ++y) {
             for (int64_t x_ = 0; x_ < 14; ++x_) {
+                for (int64_t ky = 0; ky < 5; ++ky) {
+                    for (int64_t kx = 0; kx < 5; ++kx) {
+                        for (int64_t c = 0; c < 32; ++c)
+                            a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
+                    }
+                }
+            }
+        }
+    }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 14; ++y) {
+            for (int64_t x_ = 0; x_ < 14; ++x_) {
                 for (int64_t d = 0; d < 64; ++d)
                     a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = 0.0f;
             }
@@ -1386,7 +1563,7 @@ static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, 
                     for (int64_t ky = 0; ky < 5; ++ky)
                     for (int64_t kx = 0; kx < 5; ++kx)
                     for (int64_t c = 0; c < 32; ++c)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
+                        acc += a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] * k2[d * 800 + ky * 160 + kx * 32 + c];
                     a2_conv[b * 12544 + y * 896 + x_ * 64 + d] += acc;
                 }
             }
@@ -1572,67 +1749,72 @@ static void fashion_cnn_bind(fashion_cnn *m) {
     m->x = (real *)(base + 13098560);
     m->a1 = (real *)(base + 13901376);
     m->a1_conv = (real *)(base + 39591488);
-    m->p1 = (real *)(base + 65281600);
-    m->a2 = (real *)(base + 71704128);
-    m->a2_conv = (real *)(base + 84549184);
-    m->p2 = (real *)(base + 97394240);
-    m->h3 = (real *)(base + 100605504);
-    m->h3_mm = (real *)(base + 101654080);
-    m->logits = (real *)(base + 102702656);
-    m->logits_mm = (real *)(base + 102712896);
-    m->loss_ = (real *)(base + 102723136);
-    m->loss_ce = (real *)(base + 102723200);
-    m->loss_max = (real *)(base + 102724224);
-    m->loss_sumexp = (real *)(base + 102725248);
-    m->accuracy = (real *)(base + 102726272);
-    m->accuracy_pred_max = (real *)(base + 102726336);
-    m->accuracy_pred_argmax = (real *)(base + 102727360);
-    m->accuracy_true_max = (real *)(base + 102728384);
-    m->accuracy_true_argmax = (real *)(base + 102729408);
-    m->loss_grad = (real *)(base + 102730432);
-    m->loss_ce_grad = (real *)(base + 102730496);
-    m->logits_grad = (real *)(base + 102731520);
-    m->loss_sumexp_grad = (real *)(base + 102741760);
-    m->logits_mm_grad = (real *)(base + 102742784);
-    m->b4_grad = (real *)(base + 102753024);
-    m->w4_grad = (real *)(base + 102753088);
-    m->h3_grad = (real *)(base + 102794048);
-    m->h3_mm_grad = (real *)(base + 103842624);
-    m->b3_grad = (real *)(base + 104891200);
-    m->w3_grad = (real *)(base + 104895296);
-    m->p2_grad = (real *)(base + 117740352);
-    m->a2_grad = (real *)(base + 120951616);
-    m->a2_conv_grad = (real *)(base + 133796672);
-    m->c2_grad = (real *)(base + 146641728);
-    m->p1_grad = (real *)(base + 146641984);
-    m->k2_grad = (real *)(base + 153064512);
-    m->a1_grad = (real *)(base + 153269312);
-    m->a1_conv_grad = (real *)(base + 178959424);
-    m->c1_grad = (real *)(base + 204649536);
-    m->k1_grad = (real *)(base + 204649664);
-    m->k1_exp_avg = (real *)(base + 204652864);
-    m->k1_exp_avg_sq = (real *)(base + 204656064);
-    m->k2_exp_avg = (real *)(base + 204659264);
-    m->k2_exp_avg_sq = (real *)(base + 204864064);
-    m->c1_exp_avg = (real *)(base + 205068864);
-    m->c1_exp_avg_sq = (real *)(base + 205068992);
-    m->c2_exp_avg = (real *)(base + 205069120);
-    m->c2_exp_avg_sq = (real *)(base + 205069376);
-    m->b3_exp_avg = (real *)(base + 205069632);
-    m->b3_exp_avg_sq = (real *)(base + 205073728);
-    m->w3_exp_avg = (real *)(base + 205077824);
-    m->w3_exp_avg_sq = (real *)(base + 217922880);
-    m->w4_exp_avg = (real *)(base + 230767936);
-    m->w4_exp_avg_sq = (real *)(base + 230808896);
-    m->b4_exp_avg = (real *)(base + 230849856);
-    m->b4_exp_avg_sq = (real *)(base + 230849920);
+    m->a1_col = (real *)(base + 65281600);
+    m->p1 = (real *)(base + 85352000);
+    m->a2 = (real *)(base + 91774528);
+    m->a2_conv = (real *)(base + 104619584);
+    m->a2_col = (real *)(base + 117464640);
+    m->p2 = (real *)(base + 278027840);
+    m->h3 = (real *)(base + 281239104);
+    m->h3_mm = (real *)(base + 282287680);
+    m->logits = (real *)(base + 283336256);
+    m->logits_mm = (real *)(base + 283346496);
+    m->loss_ = (real *)(base + 283356736);
+    m->loss_ce = (real *)(base + 283356800);
+    m->loss_max = (real *)(base + 283357824);
+    m->loss_sumexp = (real *)(base + 283358848);
+    m->accuracy = (real *)(base + 283359872);
+    m->accuracy_pred_max = (real *)(base + 283359936);
+    m->accuracy_pred_argmax = (real *)(base + 283360960);
+    m->accuracy_true_max = (real *)(base + 283361984);
+    m->accuracy_true_argmax = (real *)(base + 283363008);
+    m->loss_grad = (real *)(base + 283364032);
+    m->loss_ce_grad = (real *)(base + 283364096);
+    m->logits_grad = (real *)(base + 283365120);
+    m->loss_sumexp_grad = (real *)(base + 283375360);
+    m->logits_mm_grad = (real *)(base + 283376384);
+    m->b4_grad = (real *)(base + 283386624);
+    m->w4_grad = (real *)(base + 283386688);
+    m->h3_grad = (real *)(base + 283427648);
+    m->h3_mm_grad = (real *)(base + 284476224);
+    m->b3_grad = (real *)(base + 285524800);
+    m->w3_grad = (real *)(base + 285528896);
+    m->p2_grad = (real *)(base + 298373952);
+    m->p2_arg = (real *)(base + 301585216);
+    m->a2_grad = (real *)(base + 304796480);
+    m->a2_conv_grad = (real *)(base + 317641536);
+    m->c2_grad = (real *)(base + 330486592);
+    m->a2_col_grad = (real *)(base + 330486848);
+    m->k2_grad = (real *)(base + 491050048);
+    m->p1_grad = (real *)(base + 491254848);
+    m->p1_arg = (real *)(base + 497677376);
+    m->a1_grad = (real *)(base + 504099904);
+    m->a1_conv_grad = (real *)(base + 529790016);
+    m->c1_grad = (real *)(base + 555480128);
+    m->k1_grad = (real *)(base + 555480256);
+    m->k1_exp_avg = (real *)(base + 555483456);
+    m->k1_exp_avg_sq = (real *)(base + 555486656);
+    m->k2_exp_avg = (real *)(base + 555489856);
+    m->k2_exp_avg_sq = (real *)(base + 555694656);
+    m->c1_exp_avg = (real *)(base + 555899456);
+    m->c1_exp_avg_sq = (real *)(base + 555899584);
+    m->c2_exp_avg = (real *)(base + 555899712);
+    m->c2_exp_avg_sq = (real *)(base + 555899968);
+    m->b3_exp_avg = (real *)(base + 555900224);
+    m->b3_exp_avg_sq = (real *)(base + 555904320);
+    m->w3_exp_avg = (real *)(base + 555908416);
+    m->w3_exp_avg_sq = (real *)(base + 568753472);
+    m->w4_exp_avg = (real *)(base + 581598528);
+    m->w4_exp_avg_sq = (real *)(base + 581639488);
+    m->b4_exp_avg = (real *)(base + 581680448);
+    m->b4_exp_avg_sq = (real *)(base + 581680512);
 
 }
 
 fashion_cnn *fashion_cnn_create(uint64_t seed) {
     fashion_cnn *m = (fashion_cnn *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(230849984);
+    m->arena = cannl_alloc(581680576);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -1652,6 +1834,7 @@ void fashion_cnn_init(fashion_cnn *m, uint64_t seed) {
     init_params(m, seed);
     m->step = 0;
     m->lr = 0.001;
+    m->schedule = 1;
 }
 
 double fashion_cnn_train_step(fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
@@ -1753,6 +1936,7 @@ int64_t fashion_cnn_get_step(const fashion_cnn *m) { return m->step; }
 void fashion_cnn_set_step(fashion_cnn *m, int64_t step) { m->step = step; }
 double fashion_cnn_get_lr(const fashion_cnn *m) { return m->lr; }
 void fashion_cnn_set_lr(fashion_cnn *m, double lr) { m->lr = lr; }
+void fashion_cnn_set_schedule(fashion_cnn *m, int on) { m->schedule = on != 0; }
 
 size_t fashion_cnn_state_tensors(fashion_cnn *m, cannl_tensor *out, size_t cap) {
     const cannl_tensor all[] = {
@@ -1835,6 +2019,7 @@ static int64_t api_get_step(const void *m) { return fashion_cnn_get_step((const 
 static void api_set_step(void *m, int64_t step) { fashion_cnn_set_step((fashion_cnn *)m, step); }
 static double api_get_lr(const void *m) { return fashion_cnn_get_lr((const fashion_cnn *)m); }
 static void api_set_lr(void *m, double lr) { fashion_cnn_set_lr((fashion_cnn *)m, lr); }
+static void api_set_schedule(void *m, int on) { fashion_cnn_set_schedule((fashion_cnn *)m, on); }
 static void api_set_threads(int n) {
 #ifdef _OPENMP
     if (n > 0) omp_set_num_threads(n);
@@ -1851,4 +2036,5 @@ const cannl_model_api fashion_cnn_api = {
     FASHION_CNN_NUM_METRICS, fashion_cnn_metric_names,
     "loss", 0.001,
     api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads};
+    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
+    NULL, api_set_schedule};

@@ -134,6 +134,8 @@ private:
     d.set("optimizer", p_.optimizer);
     d.set("optimizer_name", p_.optimizer.substr(0, p_.optimizer.find('(')));
     d.set("lr", num_double(p_.lr));
+    if (p_.schedule.empty()) d.set("schedule", false);
+    else d.set("schedule", p_.schedule);
     d.set("loss", p_.buffers[static_cast<size_t>(p_.loss)].name);
     d.set("pad", std::string(p_.model.size() + 6, ' '));
     auto list = [&](const std::vector<int>& bufs, bool per_example) {
