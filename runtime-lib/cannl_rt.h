@@ -276,6 +276,10 @@ typedef struct cannl_model_api {
     double (*get_lr)(const void *m);
     void (*set_lr)(void *m, double lr);
     void (*set_threads)(int n);                     /* OpenMP threads; no-op without OpenMP */
+    /* the spec's learning-rate schedule ("cosine(steps = 4690, warmup = 100)"), or NULL:
+       train_step derives each step's lr from get_lr's base lr and the step count */
+    const char *schedule;
+    void (*set_schedule)(void *m, int on);          /* 0: use the base lr as set (no schedule) */
 } cannl_model_api;
 
 /* Metadata key holding the optimiser step count in a model checkpoint. */

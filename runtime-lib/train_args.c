@@ -30,7 +30,7 @@ static const flag_def FLAGS[] = {
     {"--steps", F_INT, 0, "N", "stop after N optimisation steps in total (resumed steps included)"},
     {"--batch", F_INT, 1, "N", "examples per step (default 128, or the model's maximum if smaller)"},
     {"--lr", F_REAL, 0, "X", "learning rate (default: the spec's)"},
-    {"--lr-schedule", F_PATH, 0, "NAME", "constant (default) or cosine: lr * (1 + cos(pi * step / steps)) / 2"},
+    {"--lr-schedule", F_PATH, 0, "NAME", "constant or cosine: lr * (1 + cos(pi * step / steps)) / 2 (default: the spec's schedule)"},
     {"--seed", F_U64, 0, "N", "seed of the initial params and the shuffling (default 0)"},
     {"--no-shuffle", F_BOOL, 0, NULL, "visit the examples in file order"},
     {"--threads", F_INT, 1, "N", "OpenMP threads"},

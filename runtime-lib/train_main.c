@@ -61,6 +61,7 @@ typedef struct trainer {
     int64_t step;                  /* global step count */
     double base_lr;                /* the learning rate before any schedule */
     int cosine;                    /* cosine decay of the lr over the run's target steps */
+    int override;                  /* --lr-schedule (or the resumed run's) replaces the spec's */
     int64_t saved_step;            /* step of the last checkpoint, -1: none */
     int64_t tested_step;           /* step of the last test evaluation, -1: none */
     double test_loss;              /* results of that evaluation (metrics in ->metrics) */
@@ -183,8 +184,18 @@ static int resume_settings(trainer *t, const cannl_checkpoint *ck) {
     if (r < 0) return report(t, CANNL__EXIT_FAIL, "%s: metadata \"lr\" is not a number", path);
     if (r == 0 && !t->o.lr_set && t->api->set_lr) t->api->set_lr(t->m, lr);
     const char *sched = cannl_checkpoint_meta(ck, "lr_schedule");
-    if (sched && !t->o.schedule_set) t->cosine = strcmp(sched, "cosine") == 0;
+    if (sched && !t->o.schedule_set) {
+        t->cosine = strcmp(sched, "cosine") == 0;
+        t->override = strcmp(sched, "spec") != 0;
+    }
     return CANNL__EXIT_OK;
+}
+
+/* Checkpoint metadata "lr_schedule": "spec" while the spec's schedule drives the lr, else
+   what --lr-schedule chose ("constant" also for a model without a schedule). */
+static const char *lr_schedule_name(const trainer *t) {
+    if (t->cosine) return "cosine";
+    return t->api->schedule && !t->override ? "spec" : "constant";
 }
 
 /* Create the model, then --resume or --init. */
@@ -217,6 +228,7 @@ static int setup_model(trainer *t) {
     t->base_lr = api->get_lr ? api->get_lr(t->m) : api->lr;
     if (t->cosine && !api->set_lr)
         return report(t, CANNL__EXIT_FAIL, "--lr-schedule: model '%s' cannot change its learning rate", api->name);
+    if (t->override && api->schedule && api->set_schedule) api->set_schedule(t->m, 0);
     return CANNL__EXIT_OK;
 }
 
@@ -304,7 +316,7 @@ static int save_checkpoint(trainer *t) {
     snprintf(examples, sizeof examples, "%" PRId64, t->ntrain);
     const cannl_meta meta[] = {{"seed", seed},   {"batch", batch}, {"epoch", epoch},
                                {"shuffle", t->shuffle ? "1" : "0"}, {"lr", lr},
-                               {"lr_schedule", t->cosine ? "cosine" : "constant"}, {"examples", examples}};
+                               {"lr_schedule", lr_schedule_name(t)}, {"examples", examples}};
     cannl_error err;
     size_t nmeta = t->has_inputs ? 7 : 6;
     if (cannl_model_save(t->api, t->m, t->o.checkpoint, meta, nmeta, &err) != CANNL_OK)
@@ -577,6 +589,7 @@ int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext,
     t.seed = t.o.seed;
     t.shuffle = !t.o.no_shuffle;
     t.cosine = t.o.cosine;
+    t.override = t.o.schedule_set;
     t.batch = t.o.batch_set ? t.o.batch : (CANNL__DEFAULT_BATCH < api->max_batch ? CANNL__DEFAULT_BATCH : api->max_batch);
     t.saved_step = t.tested_step = -1;
     t.tty = isatty(fileno(stdout));

@@ -303,7 +303,8 @@ static void cannl_gemm(long M, long N, long K, real alpha, const real *A, long a
 struct fashion_cnn {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
-    void *arena;  /* the buffers below, then each routine's work region: 214600512 bytes */
+    int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
+    void *arena;  /* the buffers below, then each routine's work region: 361475136 bytes */
     /* params */
     real *k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
     real *k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
@@ -486,7 +487,7 @@ static void init_params(fashion_cnn *m, uint64_t seed) {
 
 /* routine train_step */
 static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) {
-    char *const work = (char *)m->arena + 39295680; /* this routine's 111079552 bytes */
+    char *const work = (char *)m->arena + 39295680; /* this routine's 257954176 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict k1 = m->k1;
@@ -497,16 +498,20 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     real *restrict w3 = m->w3;
     real *restrict w4 = m->w4;
     real *restrict b4 = m->b4;
-    real *restrict x = (real *)(work + 110231552);
-    real *restrict p1 = (real *)(work + 89915392);
-    real *restrict p2 = (real *)(work + 102760448);
-    real *restrict loss_ = (real *)(work + 111079488);
-    real *restrict b4_grad = (real *)(work + 111079424);
-    real *restrict w4_grad = (real *)(work + 111034368);
-    real *restrict h3_mm_grad = (real *)(work + 109182976);
-    real *restrict b3_grad = (real *)(work + 111075328);
-    real *restrict p2_grad = (real *)(work + 105971712);
-    real *restrict p1_grad = (real *)(work + 96337920);
+    real *restrict x = (real *)(work + 256901120);
+    real *restrict a1_conv = (real *)(work + 160563200);
+    real *restrict p1 = (real *)(work + 237633536);
+    real *restrict loss_ = (real *)(work + 257954112);
+    real *restrict b4_grad = (real *)(work + 257954048);
+    real *restrict w4_grad = (real *)(work + 257908736);
+    real *restrict b3_grad = (real *)(work + 257949696);
+    real *restrict w3_grad = (real *)(work + 211943424);
+    real *restrict a2_conv_grad = (real *)(work + 224788480);
+    real *restrict c2_grad = (real *)(work + 257953792);
+    real *restrict k2_grad = (real *)(work + 257703936);
+    real *restrict p1_grad = (real *)(work + 244056064);
+    real *restrict p1_arg = (real *)(work + 250478592);
+    real *restrict a1_grad = (real *)(work + 186253312);
     real *restrict k1_exp_avg = m->k1_exp_avg;
     real *restrict k1_exp_avg_sq = m->k1_exp_avg_sq;
     real *restrict k2_exp_avg = m->k2_exp_avg;
@@ -540,39 +545,33 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     }
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    {
-        real *restrict a1_conv = (real *)(work + 0);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t y = 0; y < 28; ++y) {
-                for (int64_t x_ = 0; x_ < 28; ++x_) {
-                    for (int64_t d = 0; d < 32; ++d) {
-                        real acc = 0.0f;
-                        for (int64_t ky = 0; ky < 5; ++ky)
-                        for (int64_t c = 0; c < 1; ++c)
-                        for (int64_t kx = 0; kx < 5; ++kx)
-                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
-                        a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = acc;
-                    }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 28; ++y) {
+            for (int64_t x_ = 0; x_ < 28; ++x_) {
+                for (int64_t d = 0; d < 32; ++d) {
+                    real acc = 0.0f;
+                    for (int64_t ky = 0; ky < 5; ++ky)
+                    for (int64_t c = 0; c < 1; ++c)
+                    for (int64_t kx = 0; kx < 5; ++kx)
+                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
+                    a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = acc;
                 }
             }
         }
     }
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    {
-        real *restrict a1_conv = (real *)(work + 0);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t y = 0; y < 14; ++y) {
-                for (int64_t x_ = 0; x_ < 14; ++x_) {
-                    for (int64_t ky = 0; ky < 2; ++ky) {
-                        for (int64_t kx = 0; kx < 2; ++kx) {
-                            for (int64_t c = 0; c < 32; ++c)
-                                { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]); if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
-                        }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 14; ++y) {
+            for (int64_t x_ = 0; x_ < 14; ++x_) {
+                for (int64_t ky = 0; ky < 2; ++ky) {
+                    for (int64_t kx = 0; kx < 2; ++kx) {
+                        for (int64_t c = 0; c < 32; ++c)
+                            { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]); if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
                     }
                 }
             }
@@ -581,7 +580,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
     {
-        real *restrict a2_conv = (real *)(work + 51380224);
+        real *restrict a2_conv = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t y = 0; y < 14; ++y) {
@@ -601,7 +600,8 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
     {
-        real *restrict a2_conv = (real *)(work + 51380224);
+        real *restrict a2_conv = (real *)(work + 0);
+        real *restrict p2 = (real *)(work + 25690112);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
         CANNL_PRAGMA("omp parallel for")
@@ -621,13 +621,14 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
     {
-        real *restrict h3_mm = (real *)(work + 25690112);
+        real *restrict p2 = (real *)(work + 25690112);
+        real *restrict h3_mm = (real *)(work + 12845056);
         /* matrix product h3_mm = p2 . w3: M = n (b), N = 1024 (o), K = 3136 (k0, k1_, k2_) */
         cannl_gemm(n, 1024, 3136, 1.0f, p2, 3136, 1, w3, 1, 3136, h3_mm, 1024, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
-        real *restrict h3 = (real *)(work + 77070336);
-        real *restrict h3_mm = (real *)(work + 25690112);
+        real *restrict h3 = (real *)(work + 32112640);
+        real *restrict h3_mm = (real *)(work + 12845056);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 1024; ++o)
@@ -637,16 +638,16 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
     /* line 24: logits = w4 * h3 + b4 */
     {
-        real *restrict h3 = (real *)(work + 77070336);
-        real *restrict logits_mm = (real *)(work + 78118912);
+        real *restrict h3 = (real *)(work + 32112640);
+        real *restrict logits_mm = (real *)(work + 33161216);
         /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k) */
         cannl_gemm(10, n, 1024, 1.0f, w4, 1024, 1, h3, 1, 1024, logits_mm, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 25: loss = mean(cross_entropy(logits, label)) */
     {
-        real *restrict logits_mm = (real *)(work + 78118912);
-        real *restrict loss_max = (real *)(work + 78129152);
+        real *restrict logits_mm = (real *)(work + 33161216);
+        real *restrict loss_max = (real *)(work + 33171456);
         for (int64_t b = 0; b < n; ++b) {
             real acc = -INFINITY;
             for (int64_t o = 0; o < 10; ++o) {
@@ -657,9 +658,9 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
     {
-        real *restrict logits_mm = (real *)(work + 78118912);
-        real *restrict loss_max = (real *)(work + 78129152);
-        real *restrict loss_sumexp = (real *)(work + 78130176);
+        real *restrict logits_mm = (real *)(work + 33161216);
+        real *restrict loss_max = (real *)(work + 33171456);
+        real *restrict loss_sumexp = (real *)(work + 33172480);
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 10; ++o)
@@ -668,10 +669,10 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
     {
-        real *restrict logits_mm = (real *)(work + 78118912);
-        real *restrict loss_ce = (real *)(work + 25690112);
-        real *restrict loss_max = (real *)(work + 78129152);
-        real *restrict loss_sumexp = (real *)(work + 78130176);
+        real *restrict logits_mm = (real *)(work + 33161216);
+        real *restrict loss_ce = (real *)(work + 12845056);
+        real *restrict loss_max = (real *)(work + 33171456);
+        real *restrict loss_sumexp = (real *)(work + 33172480);
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 10; ++o)
@@ -680,7 +681,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
     {
-        real *restrict loss_ce = (real *)(work + 25690112);
+        real *restrict loss_ce = (real *)(work + 12845056);
         {
             real acc = 0.0f;
             for (int64_t b = 0; b < n; ++b)
@@ -689,9 +690,31 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
 
+    /* line 22: first extremum: p2 = max_pool2d(a2, size = 2) */
+    {
+        real *restrict a2_conv = (real *)(work + 0);
+        real *restrict p2 = (real *)(work + 25690112);
+        real *restrict p2_arg = (real *)(work + 28901376);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 3136; ++i) p2_arg[i] = INFINITY;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 7; ++y) {
+                for (int64_t x_ = 0; x_ < 7; ++x_) {
+                    for (int64_t ky = 0; ky < 2; ++ky) {
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            for (int64_t c = 0; c < 64; ++c)
+                                { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]) == p2[b * 3136 + y * 448 + x_ * 64 + c] ? (real)(2 * ky + kx) : INFINITY; if (v < p2_arg[b * 3136 + y * 448 + x_ * 64 + c]) p2_arg[b * 3136 + y * 448 + x_ * 64 + c] = v; }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /* zero the gradient of a2 */
     {
-        real *restrict a2_grad = (real *)(work + 64225280);
+        real *restrict a2_grad = (real *)(work + 12845056);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t j0 = 0; j0 < n; ++j0) {
             for (int64_t j1 = 0; j1 < 14; ++j1) {
@@ -714,24 +737,38 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
 
-    /* zero the gradient of a1 */
-    {
-        real *restrict a1_grad = (real *)(work + 25690112);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t j0 = 0; j0 < n; ++j0) {
-            for (int64_t j1 = 0; j1 < 28; ++j1) {
-                for (int64_t j2 = 0; j2 < 28; ++j2) {
-                    for (int64_t j3 = 0; j3 < 32; ++j3)
-                        a1_grad[j0 * 25088 + j1 * 896 + j2 * 32 + j3] = 0.0f;
+    /* line 20: first extremum: p1 = max_pool2d(a1, size = 2) */
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t i = 0; i < n * 6272; ++i) p1_arg[i] = INFINITY;
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 14; ++y) {
+            for (int64_t x_ = 0; x_ < 14; ++x_) {
+                for (int64_t ky = 0; ky < 2; ++ky) {
+                    for (int64_t kx = 0; kx < 2; ++kx) {
+                        for (int64_t c = 0; c < 32; ++c)
+                            { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x_ * 32 + c] ? (real)(2 * ky + kx) : INFINITY; if (v < p1_arg[b * 6272 + y * 448 + x_ * 32 + c]) p1_arg[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+                    }
                 }
+            }
+        }
+    }
+
+    /* zero the gradient of a1 */
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t j0 = 0; j0 < n; ++j0) {
+        for (int64_t j1 = 0; j1 < 28; ++j1) {
+            for (int64_t j2 = 0; j2 < 28; ++j2) {
+                for (int64_t j3 = 0; j3 < 32; ++j3)
+                    a1_grad[j0 * 25088 + j1 * 896 + j2 * 32 + j3] = 0.0f;
             }
         }
     }
 
     /* line 25: backward: loss = mean(cross_entropy(logits, label)) */
     {
-        real *restrict loss_sumexp = (real *)(work + 78130176);
-        real *restrict loss_sumexp_grad = (real *)(work + 78131200);
+        real *restrict loss_sumexp = (real *)(work + 33172480);
+        real *restrict loss_sumexp_grad = (real *)(work + 33173504);
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 10; ++o)
@@ -740,10 +777,10 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
     {
-        real *restrict logits_mm = (real *)(work + 78118912);
-        real *restrict loss_max = (real *)(work + 78129152);
-        real *restrict logits_grad = (real *)(work + 79167488);
-        real *restrict loss_sumexp_grad = (real *)(work + 78131200);
+        real *restrict logits_mm = (real *)(work + 33161216);
+        real *restrict loss_max = (real *)(work + 33171456);
+        real *restrict logits_grad = (real *)(work + 34209792);
+        real *restrict loss_sumexp_grad = (real *)(work + 33173504);
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 10; ++o)
                 logits_grad[b * 10 + o] = -(1.0f / (real)n * label[b * 10 + o]) + loss_sumexp_grad[b] * expf(logits_mm[b * 10 + o] + b4[o] - loss_max[b]);
@@ -752,7 +789,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
     /* line 24: backward: logits = w4 * h3 + b4 */
     {
-        real *restrict logits_grad = (real *)(work + 79167488);
+        real *restrict logits_grad = (real *)(work + 34209792);
         for (int64_t o = 0; o < 10; ++o) {
             real acc = 0.0f;
             for (int64_t b = 0; b < n; ++b)
@@ -761,47 +798,57 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
     {
-        real *restrict h3 = (real *)(work + 77070336);
-        real *restrict logits_grad = (real *)(work + 79167488);
+        real *restrict h3 = (real *)(work + 32112640);
+        real *restrict logits_grad = (real *)(work + 34209792);
         /* matrix product w4_grad = logits_grad . h3: M = 10 (o), N = 1024 (k), K = n (b) */
         cannl_gemm(10, 1024, n, 1.0f, logits_grad, 1, 10, h3, 1024, 1, w4_grad, 1024, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
-        real *restrict logits_grad = (real *)(work + 79167488);
-        real *restrict h3_grad = (real *)(work + 78118912);
+        real *restrict logits_grad = (real *)(work + 34209792);
+        real *restrict h3_grad = (real *)(work + 33161216);
         /* matrix product h3_grad = logits_grad . w4: M = n (b), N = 1024 (k), K = 10 (o) */
         cannl_gemm(n, 1024, 10, 1.0f, logits_grad, 10, 1, w4, 1024, 1, h3_grad, 1024, 1, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 23: backward: h3 = relu(w3 * p2 + b3) */
     {
-        real *restrict h3 = (real *)(work + 77070336);
-        real *restrict h3_grad = (real *)(work + 78118912);
+        real *h3 = (real *)(work + 32112640); /* in place */
+        real *restrict h3_grad = (real *)(work + 33161216);
+        real *h3_mm_grad = (real *)(work + 32112640); /* in place */
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 1024; ++o)
                 h3_mm_grad[b * 1024 + o] = h3_grad[b * 1024 + o] * cannl_step(h3[b * 1024 + o]);
         }
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t o = 0; o < 1024; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += h3_mm_grad[b * 1024 + o];
-        b3_grad[o] = acc;
+    {
+        real *restrict h3_mm_grad = (real *)(work + 32112640);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t o = 0; o < 1024; ++o) {
+            real acc = 0.0f;
+            for (int64_t b = 0; b < n; ++b)
+                acc += h3_mm_grad[b * 1024 + o];
+            b3_grad[o] = acc;
+        }
     }
     {
-        real *restrict w3_grad = (real *)(work + 77070336);
+        real *restrict p2 = (real *)(work + 25690112);
+        real *restrict h3_mm_grad = (real *)(work + 32112640);
         /* matrix product w3_grad = h3_mm_grad . p2: M = 1024 (o), N = 3136 (k0, k1_, k2_), K = n (b) */
         cannl_gemm(1024, 3136, n, 1.0f, h3_mm_grad, 1, 1024, p2, 3136, 1, w3_grad, 3136, 1, 1, m->gemm_ws, m->gemm_slots);
     }
-    /* matrix product p2_grad = h3_mm_grad . w3: M = n (b), N = 3136 (k0, k1_, k2_), K = 1024 (o) */
-    cannl_gemm(n, 3136, 1024, 1.0f, h3_mm_grad, 1024, 1, w3, 3136, 1, p2_grad, 3136, 1, 1, m->gemm_ws, m->gemm_slots);
+    {
+        real *restrict h3_mm_grad = (real *)(work + 32112640);
+        real *restrict p2_grad = (real *)(work + 25690112);
+        /* matrix product p2_grad = h3_mm_grad . w3: M = n (b), N = 3136 (k0, k1_, k2_), K = 1024 (o) */
+        cannl_gemm(n, 3136, 1024, 1.0f, h3_mm_grad, 1024, 1, w3, 3136, 1, p2_grad, 3136, 1, 1, m->gemm_ws, m->gemm_slots);
+    }
 
     /* line 22: backward: p2 = max_pool2d(a2, size = 2) */
     {
-        real *restrict a2_conv = (real *)(work + 51380224);
-        real *restrict a2_grad = (real *)(work + 64225280);
+        real *restrict p2_grad = (real *)(work + 25690112);
+        real *restrict p2_arg = (real *)(work + 28901376);
+        real *restrict a2_grad = (real *)(work + 12845056);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t y = 0; y < 7; ++y) {
@@ -809,7 +856,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
                     for (int64_t x_ = 0; x_ < 7; ++x_) {
                         for (int64_t kx = 0; kx < 2; ++kx) {
                             for (int64_t c = 0; c < 64; ++c)
-                                a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x_ * 64 + c] * ((real)(cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]) == p2[b * 3136 + y * 448 + x_ * 64 + c]));
+                                a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x_ * 64 + c] * ((real)((real)(2 * ky + kx) == p2_arg[b * 3136 + y * 448 + x_ * 64 + c]));
                         }
                     }
                 }
@@ -819,9 +866,8 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
     /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
     {
-        real *a2_conv = (real *)(work + 51380224); /* in place */
-        real *restrict a2_grad = (real *)(work + 64225280);
-        real *a2_conv_grad = (real *)(work + 51380224); /* in place */
+        real *restrict a2_conv = (real *)(work + 0);
+        real *restrict a2_grad = (real *)(work + 12845056);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o0 = 0; o0 < 14; ++o0) {
@@ -832,31 +878,31 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
             }
         }
     }
-    {
-        real *restrict a2_conv_grad = (real *)(work + 51380224);
-        real *restrict c2_grad = (real *)(work + 64430080);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t o2 = 0; o2 < 64; ++o2) {
-            real acc = 0.0f;
-            for (int64_t o0 = 0; o0 < 14; ++o0)
-            for (int64_t o1 = 0; o1 < 14; ++o1)
-            for (int64_t b = 0; b < n; ++b)
-                acc += a2_conv_grad[b * 12544 + o0 * 896 + o1 * 64 + o2];
-            c2_grad[o2] = acc;
-        }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t o2 = 0; o2 < 64; ++o2) {
+        real acc = 0.0f;
+        for (int64_t o0 = 0; o0 < 14; ++o0)
+        for (int64_t o1 = 0; o1 < 14; ++o1)
+        for (int64_t b = 0; b < n; ++b)
+            acc += a2_conv_grad[b * 12544 + o0 * 896 + o1 * 64 + o2];
+        c2_grad[o2] = acc;
     }
     {
-        real *restrict a2_conv_grad = (real *)(work + 51380224);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t y = 0; y < 14; ++y) {
-                for (int64_t ky = 0; ky < 5; ++ky) {
-                    for (int64_t x_ = 0; x_ < 14; ++x_) {
-                        for (int64_t kx = 0; kx < 5; ++kx) {
-                            for (int64_t d = 0; d < 64; ++d) {
-                                for (int64_t c = 0; c < 32; ++c)
-                                    if (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14) p1_grad[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] += a2_conv_grad[b * 12544 + y * 896 + x_ * 64 + d] * k2[d * 800 + ky * 160 + kx * 32 + c];
-                            }
+        real *restrict a2_col_grad = (real *)(work + 0);
+        /* matrix product a2_col_grad = a2_conv_grad . k2: M = n * 196 (b, y, x_), N = 800 (ky, kx, c), K = 64 (d) */
+        cannl_gemm(n * 196, 800, 64, 1.0f, a2_conv_grad, 64, 1, k2, 800, 1, a2_col_grad, 800, 1, 1, m->gemm_ws, m->gemm_slots);
+    }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t i = 0; i < 51200; ++i) k2_grad[i] = 0.0f;
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t d = 0; d < 64; ++d) {
+        for (int64_t ky = 0; ky < 5; ++ky) {
+            for (int64_t kx = 0; kx < 5; ++kx) {
+                for (int64_t b = 0; b < n; ++b) {
+                    for (int64_t y = 0; y < 14; ++y) {
+                        for (int64_t x_ = 0; x_ < 14; ++x_) {
+                            for (int64_t c = 0; c < 32; ++c)
+                                k2_grad[d * 800 + ky * 160 + kx * 32 + c] += a2_conv_grad[b * 12544 + y * 896 + x_ * 64 + d] * (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
                         }
                     }
                 }
@@ -864,20 +910,15 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
     {
-        real *restrict a2_conv_grad = (real *)(work + 51380224);
-        real *restrict k2_grad = (real *)(work + 64225280);
+        real *restrict a2_col_grad = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
-        for (int64_t i = 0; i < 51200; ++i) k2_grad[i] = 0.0f;
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t d = 0; d < 64; ++d) {
-            for (int64_t ky = 0; ky < 5; ++ky) {
-                for (int64_t kx = 0; kx < 5; ++kx) {
-                    for (int64_t b = 0; b < n; ++b) {
-                        for (int64_t y = 0; y < 14; ++y) {
-                            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                                for (int64_t c = 0; c < 32; ++c)
-                                    k2_grad[d * 800 + ky * 160 + kx * 32 + c] += a2_conv_grad[b * 12544 + y * 896 + x_ * 64 + d] * (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
-                            }
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 14; ++y) {
+                for (int64_t ky = 0; ky < 5; ++ky) {
+                    for (int64_t x_ = 0; x_ < 14; ++x_) {
+                        for (int64_t kx = 0; kx < 5; ++kx) {
+                            for (int64_t c = 0; c < 32; ++c)
+                                if (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14) p1_grad[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] += a2_col_grad[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c];
                         }
                     }
                 }
@@ -886,18 +927,14 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     }
 
     /* line 20: backward: p1 = max_pool2d(a1, size = 2) */
-    {
-        real *restrict a1_conv = (real *)(work + 0);
-        real *restrict a1_grad = (real *)(work + 25690112);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t y = 0; y < 14; ++y) {
-                for (int64_t ky = 0; ky < 2; ++ky) {
-                    for (int64_t x_ = 0; x_ < 14; ++x_) {
-                        for (int64_t kx = 0; kx < 2; ++kx) {
-                            for (int64_t c = 0; c < 32; ++c)
-                                a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x_ * 32 + c] * ((real)(cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x_ * 32 + c]));
-                        }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 14; ++y) {
+            for (int64_t ky = 0; ky < 2; ++ky) {
+                for (int64_t x_ = 0; x_ < 14; ++x_) {
+                    for (int64_t kx = 0; kx < 2; ++kx) {
+                        for (int64_t c = 0; c < 32; ++c)
+                            a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x_ * 32 + c] * ((real)((real)(2 * ky + kx) == p1_arg[b * 6272 + y * 448 + x_ * 32 + c]));
                     }
                 }
             }
@@ -906,9 +943,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
     /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
     {
-        real *a1_conv = (real *)(work + 0); /* in place */
-        real *restrict a1_grad = (real *)(work + 25690112);
-        real *a1_conv_grad = (real *)(work + 0); /* in place */
+        real *restrict a1_conv_grad = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o0 = 0; o0 < 28; ++o0) {
@@ -971,17 +1006,14 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     }
 
     /* line 29: adam update of k2 */
-    {
-        real *restrict k2_grad = (real *)(work + 64225280);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t j0 = 0; j0 < 64; ++j0) {
-            for (int64_t j1 = 0; j1 < 5; ++j1) {
-                for (int64_t j2 = 0; j2 < 5; ++j2) {
-                    for (int64_t j3 = 0; j3 < 32; ++j3) {
-                        k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.9f + k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.1f;
-                        k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.999f + k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.001f;
-                        k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] - lr / bc1 * (k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] / (sqrtf(k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3]) / sqrt_bc2 + 1e-08f));
-                    }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t j0 = 0; j0 < 64; ++j0) {
+        for (int64_t j1 = 0; j1 < 5; ++j1) {
+            for (int64_t j2 = 0; j2 < 5; ++j2) {
+                for (int64_t j3 = 0; j3 < 32; ++j3) {
+                    k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.9f + k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.1f;
+                    k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.999f + k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.001f;
+                    k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] - lr / bc1 * (k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] / (sqrtf(k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3]) / sqrt_bc2 + 1e-08f));
                 }
             }
         }
@@ -998,13 +1030,10 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     }
 
     /* line 29: adam update of c2 */
-    {
-        real *restrict c2_grad = (real *)(work + 64430080);
-        for (int64_t j = 0; j < 64; ++j) {
-            c2_exp_avg[j] = c2_exp_avg[j] * 0.9f + c2_grad[j] * 0.1f;
-            c2_exp_avg_sq[j] = c2_exp_avg_sq[j] * 0.999f + c2_grad[j] * c2_grad[j] * 0.001f;
-            c2[j] = c2[j] - lr / bc1 * (c2_exp_avg[j] / (sqrtf(c2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
-        }
+    for (int64_t j = 0; j < 64; ++j) {
+        c2_exp_avg[j] = c2_exp_avg[j] * 0.9f + c2_grad[j] * 0.1f;
+        c2_exp_avg_sq[j] = c2_exp_avg_sq[j] * 0.999f + c2_grad[j] * c2_grad[j] * 0.001f;
+        c2[j] = c2[j] - lr / bc1 * (c2_exp_avg[j] / (sqrtf(c2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
     }
 
     /* line 29: adam update of b3 */
@@ -1015,17 +1044,14 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     }
 
     /* line 29: adam update of w3 */
-    {
-        real *restrict w3_grad = (real *)(work + 77070336);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t j0 = 0; j0 < 1024; ++j0) {
-            for (int64_t j1 = 0; j1 < 7; ++j1) {
-                for (int64_t j2 = 0; j2 < 7; ++j2) {
-                    for (int64_t j3 = 0; j3 < 64; ++j3) {
-                        w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.9f + w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.1f;
-                        w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.999f + w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.001f;
-                        w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] - lr / bc1 * (w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] / (sqrtf(w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3]) / sqrt_bc2 + 1e-08f));
-                    }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t j0 = 0; j0 < 1024; ++j0) {
+        for (int64_t j1 = 0; j1 < 7; ++j1) {
+            for (int64_t j2 = 0; j2 < 7; ++j2) {
+                for (int64_t j3 = 0; j3 < 64; ++j3) {
+                    w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.9f + w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.1f;
+                    w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.999f + w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.001f;
+                    w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] - lr / bc1 * (w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] / (sqrtf(w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3]) / sqrt_bc2 + 1e-08f));
                 }
             }
         }
@@ -1052,7 +1078,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
 /* routine forward */
 static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real *const outputs[]) {
-    char *const work = (char *)m->arena + 150375232; /* this routine's 32112640 bytes */
+    char *const work = (char *)m->arena + 297249856; /* this routine's 32112640 bytes */
     const real *restrict image = inputs[0];
     real *restrict k1 = m->k1;
     real *restrict k2 = m->k2;
@@ -1199,7 +1225,7 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
-    char *const work = (char *)m->arena + 182487872; /* this routine's 32112640 bytes */
+    char *const work = (char *)m->arena + 329362496; /* this routine's 32112640 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict k1 = m->k1;
@@ -1459,12 +1485,12 @@ static void fashion_cnn_bind(fashion_cnn *m) {
     m->w3 = (real *)(base + 212480);
     m->w4 = (real *)(base + 13057536);
     m->b4 = (real *)(base + 13098496);
-    m->b4_grad = (real *)(base + 150375104);
-    m->w4_grad = (real *)(base + 150330048);
-    m->b3_grad = (real *)(base + 150371008);
-    m->w3_grad = (real *)(base + 116366016);
-    m->c2_grad = (real *)(base + 103725760);
-    m->k2_grad = (real *)(base + 103520960);
+    m->b4_grad = (real *)(base + 297249728);
+    m->w4_grad = (real *)(base + 297204416);
+    m->b3_grad = (real *)(base + 297245376);
+    m->w3_grad = (real *)(base + 251239104);
+    m->c2_grad = (real *)(base + 297249472);
+    m->k2_grad = (real *)(base + 296999616);
     m->c1_grad = (real *)(base + 64988992);
     m->k1_grad = (real *)(base + 64985792);
     m->k1_exp_avg = (real *)(base + 13098560);
@@ -1489,7 +1515,7 @@ static void fashion_cnn_bind(fashion_cnn *m) {
 fashion_cnn *fashion_cnn_create(uint64_t seed) {
     fashion_cnn *m = (fashion_cnn *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(214600512);
+    m->arena = cannl_alloc(361475136);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -1521,6 +1547,7 @@ void fashion_cnn_init(fashion_cnn *m, uint64_t seed) {
     init_params(m, seed);
     m->step = 0;
     m->lr = 0.001;
+    m->schedule = 1;
 }
 
 double fashion_cnn_train_step(fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
@@ -1622,6 +1649,7 @@ int64_t fashion_cnn_get_step(const fashion_cnn *m) { return m->step; }
 void fashion_cnn_set_step(fashion_cnn *m, int64_t step) { m->step = step; }
 double fashion_cnn_get_lr(const fashion_cnn *m) { return m->lr; }
 void fashion_cnn_set_lr(fashion_cnn *m, double lr) { m->lr = lr; }
+void fashion_cnn_set_schedule(fashion_cnn *m, int on) { m->schedule = on != 0; }
 
 size_t fashion_cnn_state_tensors(fashion_cnn *m, cannl_tensor *out, size_t cap) {
     const cannl_tensor all[] = {
@@ -1704,6 +1732,7 @@ static int64_t api_get_step(const void *m) { return fashion_cnn_get_step((const 
 static void api_set_step(void *m, int64_t step) { fashion_cnn_set_step((fashion_cnn *)m, step); }
 static double api_get_lr(const void *m) { return fashion_cnn_get_lr((const fashion_cnn *)m); }
 static void api_set_lr(void *m, double lr) { fashion_cnn_set_lr((fashion_cnn *)m, lr); }
+static void api_set_schedule(void *m, int on) { fashion_cnn_set_schedule((fashion_cnn *)m, on); }
 static void api_set_threads(int n) {
 #ifdef _OPENMP
     if (n > 0) omp_set_num_threads(n);
@@ -1720,4 +1749,5 @@ const cannl_model_api fashion_cnn_api = {
     FASHION_CNN_NUM_METRICS, fashion_cnn_metric_names,
     "loss", 0.001,
     api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads};
+    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
+    NULL, api_set_schedule};

@@ -303,6 +303,7 @@ static void cannl_gemm(long M, long N, long K, real alpha, const real *A, long a
 struct fashion_einsum {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
+    int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     void *arena;  /* the buffers below, then each routine's work region: 5129536 bytes */
     /* params */
     real *w1; /* [256, 28, 28] w1 : [28, 28 -> 256] */
@@ -1128,6 +1129,7 @@ void fashion_einsum_init(fashion_einsum *m, uint64_t seed) {
     init_params(m, seed);
     m->step = 0;
     m->lr = 0.002;
+    m->schedule = 1;
 }
 
 double fashion_einsum_train_step(fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
@@ -1213,6 +1215,7 @@ int64_t fashion_einsum_get_step(const fashion_einsum *m) { return m->step; }
 void fashion_einsum_set_step(fashion_einsum *m, int64_t step) { m->step = step; }
 double fashion_einsum_get_lr(const fashion_einsum *m) { return m->lr; }
 void fashion_einsum_set_lr(fashion_einsum *m, double lr) { m->lr = lr; }
+void fashion_einsum_set_schedule(fashion_einsum *m, int on) { m->schedule = on != 0; }
 
 size_t fashion_einsum_state_tensors(fashion_einsum *m, cannl_tensor *out, size_t cap) {
     const cannl_tensor all[] = {
@@ -1288,6 +1291,7 @@ static int64_t api_get_step(const void *m) { return fashion_einsum_get_step((con
 static void api_set_step(void *m, int64_t step) { fashion_einsum_set_step((fashion_einsum *)m, step); }
 static double api_get_lr(const void *m) { return fashion_einsum_get_lr((const fashion_einsum *)m); }
 static void api_set_lr(void *m, double lr) { fashion_einsum_set_lr((fashion_einsum *)m, lr); }
+static void api_set_schedule(void *m, int on) { fashion_einsum_set_schedule((fashion_einsum *)m, on); }
 static void api_set_threads(int n) {
 #ifdef _OPENMP
     if (n > 0) omp_set_num_threads(n);
@@ -1304,4 +1308,5 @@ const cannl_model_api fashion_einsum_api = {
     FASHION_EINSUM_NUM_METRICS, fashion_einsum_metric_names,
     "loss", 0.002,
     api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads};
+    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
+    NULL, api_set_schedule};

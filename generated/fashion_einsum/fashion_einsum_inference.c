@@ -777,4 +777,5 @@ const cannl_model_api fashion_einsum_infer_api = {
     FASHION_EINSUM_NUM_METRICS, fashion_einsum_metric_names,
     "loss", 0.002,
     api_create, api_destroy, NULL, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads};
+    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
+    NULL, NULL /* no training: no schedule */};

@@ -303,6 +303,7 @@ static void cannl_gemm(long M, long N, long K, real alpha, const real *A, long a
 struct fashion_mlp_adam {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
+    int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     void *arena;  /* the buffers below, then each routine's work region: 13336896 bytes */
     /* params */
     real *w1; /* [512, 784] w1 : [784 -> 512] */
@@ -992,6 +993,7 @@ void fashion_mlp_adam_init(fashion_mlp_adam *m, uint64_t seed) {
     init_params(m, seed);
     m->step = 0;
     m->lr = 0.001;
+    m->schedule = 1;
 }
 
 double fashion_mlp_adam_train_step(fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n) {
@@ -1077,6 +1079,7 @@ int64_t fashion_mlp_adam_get_step(const fashion_mlp_adam *m) { return m->step; }
 void fashion_mlp_adam_set_step(fashion_mlp_adam *m, int64_t step) { m->step = step; }
 double fashion_mlp_adam_get_lr(const fashion_mlp_adam *m) { return m->lr; }
 void fashion_mlp_adam_set_lr(fashion_mlp_adam *m, double lr) { m->lr = lr; }
+void fashion_mlp_adam_set_schedule(fashion_mlp_adam *m, int on) { m->schedule = on != 0; }
 
 size_t fashion_mlp_adam_state_tensors(fashion_mlp_adam *m, cannl_tensor *out, size_t cap) {
     const cannl_tensor all[] = {
@@ -1151,6 +1154,7 @@ static int64_t api_get_step(const void *m) { return fashion_mlp_adam_get_step((c
 static void api_set_step(void *m, int64_t step) { fashion_mlp_adam_set_step((fashion_mlp_adam *)m, step); }
 static double api_get_lr(const void *m) { return fashion_mlp_adam_get_lr((const fashion_mlp_adam *)m); }
 static void api_set_lr(void *m, double lr) { fashion_mlp_adam_set_lr((fashion_mlp_adam *)m, lr); }
+static void api_set_schedule(void *m, int on) { fashion_mlp_adam_set_schedule((fashion_mlp_adam *)m, on); }
 static void api_set_threads(int n) {
 #ifdef _OPENMP
     if (n > 0) omp_set_num_threads(n);
@@ -1167,4 +1171,5 @@ const cannl_model_api fashion_mlp_adam_api = {
     FASHION_MLP_ADAM_NUM_METRICS, fashion_mlp_adam_metric_names,
     "loss", 0.001,
     api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads};
+    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
+    NULL, api_set_schedule};

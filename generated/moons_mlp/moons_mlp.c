@@ -302,6 +302,7 @@ static void cannl_gemm(long M, long N, long K, real alpha, const real *A, long a
 struct moons_mlp {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
+    int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     void *arena;  /* the buffers below, then each routine's work region: 118784 bytes */
     /* params */
     real *w1; /* [16, 2] w1 : [2 -> 16] */
@@ -831,6 +832,7 @@ void moons_mlp_init(moons_mlp *m, uint64_t seed) {
     init_params(m, seed);
     m->step = 0;
     m->lr = 0.5;
+    m->schedule = 1;
 }
 
 double moons_mlp_train_step(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
@@ -916,6 +918,7 @@ int64_t moons_mlp_get_step(const moons_mlp *m) { return m->step; }
 void moons_mlp_set_step(moons_mlp *m, int64_t step) { m->step = step; }
 double moons_mlp_get_lr(const moons_mlp *m) { return m->lr; }
 void moons_mlp_set_lr(moons_mlp *m, double lr) { m->lr = lr; }
+void moons_mlp_set_schedule(moons_mlp *m, int on) { m->schedule = on != 0; }
 
 size_t moons_mlp_state_tensors(moons_mlp *m, cannl_tensor *out, size_t cap) {
     const cannl_tensor all[] = {
@@ -984,6 +987,7 @@ static int64_t api_get_step(const void *m) { return moons_mlp_get_step((const mo
 static void api_set_step(void *m, int64_t step) { moons_mlp_set_step((moons_mlp *)m, step); }
 static double api_get_lr(const void *m) { return moons_mlp_get_lr((const moons_mlp *)m); }
 static void api_set_lr(void *m, double lr) { moons_mlp_set_lr((moons_mlp *)m, lr); }
+static void api_set_schedule(void *m, int on) { moons_mlp_set_schedule((moons_mlp *)m, on); }
 static void api_set_threads(int n) {
 #ifdef _OPENMP
     if (n > 0) omp_set_num_threads(n);
@@ -1000,4 +1004,5 @@ const cannl_model_api moons_mlp_api = {
     MOONS_MLP_NUM_METRICS, moons_mlp_metric_names,
     "loss", 0.5,
     api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads};
+    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
+    NULL, api_set_schedule};

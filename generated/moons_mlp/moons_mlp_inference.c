@@ -642,4 +642,5 @@ const cannl_model_api moons_mlp_infer_api = {
     MOONS_MLP_NUM_METRICS, moons_mlp_metric_names,
     "loss", 0.5,
     api_create, api_destroy, NULL, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads};
+    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
+    NULL, NULL /* no training: no schedule */};

@@ -1,6 +1,7 @@
 // autodiff.cpp — reverse-mode differentiation of forward loop nests (see autodiff.h).
 #include "autodiff/autodiff.h"
 
+#include <cmath>
 #include <set>
 
 #include "support/diagnostic.h"
@@ -61,6 +62,49 @@ static ExprP substitute(const ExprP& e, const ir::Expr& target, const ExprP& wit
   return copy;
 }
 
+// For a max= or min= nest: a buffer holding, per written element, the row-major position
+// (over the reduced loops, in nest order) of the first element equal to the result, and the
+// nests filling it. The gradient then goes to that one element: ties to the first, as
+// PyTorch's max_pool2d and max do.
+static ir::Affine reduced_position(const ir::Stmt& s) {
+  std::vector<bool> written(s.iters.size(), false);
+  for (const ir::Affine& a : s.out.index)
+    for (const auto& t : a.terms) written[static_cast<size_t>(t.iter)] = true;
+  ir::Affine pos;
+  long stride = 1;
+  for (size_t i = s.iters.size(); i-- > 0;) {
+    if (written[i] || s.iters[i].size == 1) continue;
+    pos.terms.insert(pos.terms.begin(), {static_cast<int>(i), stride});
+    stride *= s.iters[i].size;
+  }
+  return pos;
+}
+
+static int first_extremum(ir::Program& p, const ir::Stmt& s, std::vector<ir::Stmt>& nests) {
+  ir::Buffer ab = p.buffers[static_cast<size_t>(s.out.buf)];
+  const std::string of = ab.name;
+  ab.name = of + "_arg";
+  ab.role = ir::Role::Temp;
+  ab.tensor = -1;
+  ab.grad_of = -1;
+  ab.state_name.clear();
+  ab.shape = "position of the first extremum of " + of;
+  p.buffers.push_back(ab);
+  const int arg = static_cast<int>(p.buffers.size()) - 1;
+  ir::Stmt fill = ir::elementwise(p, arg, "first extremum of " + of);
+  fill.body = ir::cnst(INFINITY);
+  fill.line = s.line;
+  nests.push_back(std::move(fill));
+  ir::Stmt find = s;
+  find.out.buf = arg;
+  find.accum = ir::Accum::Min;
+  find.body = ir::select(ir::binary(Op::Eq, s.body, ir::load(s.out)), ir::index_value(reduced_position(s)),
+                         ir::cnst(INFINITY));
+  find.what = "first extremum: " + s.what;
+  nests.push_back(std::move(find));
+  return arg;
+}
+
 Gradients differentiate(ir::Program& p, const std::vector<ir::Stmt>& forward, int loss) {
   // Which buffers depend on a param (only those get gradients).
   std::vector<bool> needs(p.buffers.size(), false);
@@ -102,6 +146,7 @@ Gradients differentiate(ir::Program& p, const std::vector<ir::Stmt>& forward, in
     std::vector<const ir::Expr*> loads;
     ir::collect_loads(s.body, loads);
     std::vector<ir::Access> seen;
+    int arg = -1;  // max=/min=: the first extremum's position
     for (const ir::Expr* l : loads) {
       if (l->nograd || !needs[static_cast<size_t>(l->access.buf)]) continue;
       bool dup = false;
@@ -112,8 +157,11 @@ Gradients differentiate(ir::Program& p, const std::vector<ir::Stmt>& forward, in
       if (ir::is_const(db, 0)) continue;
       ExprP out_value = ir::load(s.out);
       if (s.accum == ir::Accum::Set) db = substitute(db, *s.body, out_value);
-      if (s.accum == ir::Accum::Max || s.accum == ir::Accum::Min)
-        db = ir::binary(Op::Mul, ir::binary(Op::Eq, s.body, out_value), db);
+      if (s.accum == ir::Accum::Max || s.accum == ir::Accum::Min) {
+        if (arg < 0) arg = first_extremum(p, s, zero_fills);
+        ir::ExprP first = ir::binary(Op::Eq, ir::index_value(reduced_position(s)), ir::load({arg, s.out.index}));
+        db = ir::binary(Op::Mul, first, db);
+      }
       int target = grad_of(l->access.buf, 0, zero_fills);
       ir::Stmt c;
       c.iters = s.iters;

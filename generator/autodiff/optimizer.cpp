@@ -16,6 +16,23 @@ ExprP mul(ExprP a, ExprP b) { return ir::binary(Op::Mul, std::move(a), std::move
 ExprP div(ExprP a, ExprP b) { return ir::binary(Op::Div, std::move(a), std::move(b)); }
 ExprP num(double v) { return ir::cnst(v); }
 
+// A double literal for C: always with a '.' or an exponent (so 500 does not divide as an int).
+std::string c_double(double v) {
+  std::string s = fmt::format("{}", v);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+int scalar_buffer(ir::Program& p, const std::string& name, const std::string& what) {
+  ir::Buffer b;
+  b.name = name;
+  for (int i = 2; p.find(b.name) >= 0; ++i) b.name = fmt::format("{}{}", name, i);
+  b.role = ir::Role::Temp;
+  b.shape = what;
+  p.buffers.push_back(b);
+  return static_cast<int>(p.buffers.size()) - 1;
+}
+
 int state_buffer(ir::Program& p, int param, const std::string& state) {
   ir::Buffer b = p.buffers[static_cast<size_t>(param)];
   const std::string pname = b.name;
@@ -30,8 +47,29 @@ int state_buffer(ir::Program& p, int param, const std::string& state) {
 
 }  // namespace
 
+std::string schedule_formula(const CallConfig& c, const std::string& base) {
+  auto a = [&](const char* k) { return c.args.at(k); };
+  const double warmup = a("warmup");
+  const std::string s = "(double)(step - 1)";  // steps taken before this one
+  std::string after;                           // the lr once warmed up
+  if (c.name == "constant") {
+    after = base;
+  } else if (c.name == "step") {
+    after = fmt::format("{} * pow({}, (double)((step - 1 - {}) / {}))", base, c_double(a("gamma")),
+                        static_cast<long>(warmup), static_cast<long>(a("every")));
+  } else {  // cosine
+    const double min_lr = a("min_lr");
+    after = fmt::format("{} + ({} - {}) * 0.5 * (1 + cos(3.141592653589793 * fmin(1.0, ({} - {}) / {})))",
+                        c_double(min_lr), base, c_double(min_lr), s, c_double(warmup),
+                        c_double(a("steps") - warmup));
+  }
+  if (warmup == 0) return after;
+  return fmt::format("{} < {} ? {} * ({} + 1) / {} : {}", s, c_double(warmup), base, s, c_double(warmup), after);
+}
+
 std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, const CallConfig& opt,
-                                      const std::map<int, int>& grads, int line) {
+                                      const TrainingOptions& options, const std::map<int, int>& grads,
+                                      int line) {
   auto arg = [&](const char* k, double dflt) {
     auto it = opt.args.find(k);
     return it == opt.args.end() ? dflt : it->second;
@@ -47,7 +85,49 @@ std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, c
     train_step.scalars.push_back({"sqrt_bc2", fmt::format("sqrt(1 - pow({}, step))", beta2)});
   }
 
+  // The learning rate of this step: the spec's schedule unless switched off at run time.
+  std::string lr_name = "lr";
+  if (options.schedule) {
+    lr_name = "lr_t";
+    train_step.scalars.push_back(
+        {lr_name, fmt::format("m->schedule ? ({}) : m->lr", schedule_formula(*options.schedule, "m->lr"))});
+  }
+  auto LR = [&] { return ir::scalar(lr_name); };
+
   std::vector<ir::Stmt> out;
+  // Gradient clipping: the global L2 norm over every param's gradient.
+  ExprP clip;
+  if (options.clip_grad_norm > 0) {
+    const std::string what = fmt::format("clip_grad_norm(max_norm = {})", options.clip_grad_norm);
+    int norm = scalar_buffer(p, "grad_norm", "the sum of the squares of every gradient");
+    int coef = scalar_buffer(p, "clip_coef", "the factor of every gradient: min(1, max_norm / (norm + 1e-6))");
+    ir::Stmt zero;
+    zero.out = {norm, {}};
+    zero.body = num(0);
+    zero.line = line;
+    zero.what = what + ": the squared norm";
+    out.push_back(zero);
+    for (int param : p.params) {
+      auto g = grads.find(param);
+      if (g == grads.end()) continue;
+      ir::Stmt s = ir::elementwise(p, g->second, zero.what);
+      ExprP gv = ir::load_all(s, g->second);
+      s.out = {norm, {}};
+      s.accum = ir::Accum::Add;
+      s.body = mul(gv, gv);
+      s.line = line;
+      out.push_back(std::move(s));
+    }
+    ir::Stmt c;
+    c.out = {coef, {}};
+    ExprP ratio = div(num(options.clip_grad_norm), add(ir::unary(Op::Sqrt, ir::load({norm, {}})), num(1e-6)));
+    c.body = ir::select(ir::binary(Op::Gt, ratio, num(1)), num(1), ratio);
+    c.line = line;
+    c.what = what + ": the factor";
+    out.push_back(std::move(c));
+    clip = ir::load({coef, {}});
+  }
+
   for (int param : p.params) {
     auto g = grads.find(param);
     if (g == grads.end()) continue;  // not used by the loss: no gradient, no update (as PyTorch)
@@ -61,6 +141,7 @@ std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, c
     ir::Stmt shape = ir::elementwise(p, param, "");
     auto P = [&] { return ir::load_all(shape, param); };
     ExprP grad = ir::load_all(shape, g->second);
+    if (clip) grad = mul(grad, clip);
     if (kind == "sgd") {
       if (wd != 0) grad = add(grad, mul(num(wd), P()));
       ExprP update = grad;
@@ -72,16 +153,16 @@ std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, c
                              add(mul(num(momentum), B), mul(num(1 - dampening), grad))));
         update = nesterov ? add(grad, mul(num(momentum), B)) : B;
       }
-      nest(param, sub(P(), mul(ir::scalar("lr"), update)));
+      nest(param, sub(P(), mul(LR(), update)));
     } else {  // adam, adamw
-      if (kind == "adamw" && wd != 0) nest(param, mul(P(), sub(num(1), mul(ir::scalar("lr"), num(wd)))));
+      if (kind == "adamw" && wd != 0) nest(param, mul(P(), sub(num(1), mul(LR(), num(wd)))));
       if (kind == "adam" && wd != 0) grad = add(grad, mul(num(wd), P()));
       int m = state_buffer(p, param, "exp_avg"), v = state_buffer(p, param, "exp_avg_sq");
       ExprP M = ir::load_all(shape, m), V = ir::load_all(shape, v);
       nest(m, add(mul(num(beta1), M), mul(num(1 - beta1), grad)));
       nest(v, add(mul(num(beta2), V), mul(num(1 - beta2), mul(grad, grad))));
       ExprP denom = add(div(ir::unary(Op::Sqrt, V), ir::scalar("sqrt_bc2")), num(eps));
-      nest(param, sub(P(), mul(div(ir::scalar("lr"), ir::scalar("bc1")), div(M, denom))));
+      nest(param, sub(P(), mul(div(LR(), ir::scalar("bc1")), div(M, denom))));
     }
   }
   return out;

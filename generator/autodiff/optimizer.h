@@ -6,6 +6,12 @@
 // elementwise nests per param that has a gradient, optimiser state buffers named
 // `<param>_<state>` and saved as `<param>.<state>` (momentum_buffer, exp_avg, exp_avg_sq),
 // and the run-time scalars they use (lr, step, bias corrections) declared on `train_step`.
+// Training options: with a `schedule`, the updates use the scalar `lr_t`, the schedule's
+// learning rate of the current step computed from the model's base lr and the step count (and
+// switchable off at run time, `<model>_set_schedule`); with `clip_grad_norm`, nests first sum
+// the squares of every gradient into `grad_norm` and set `clip_coef` = min(1, max_norm /
+// (sqrt(grad_norm) + 1e-6)), and every update reads the gradient times `clip_coef`
+// (torch.nn.utils.clip_grad_norm_).
 #pragma once
 
 #include <map>
@@ -16,7 +22,17 @@
 
 namespace cannl {
 
+struct TrainingOptions {
+  const CallConfig* schedule = nullptr;  // null: constant lr
+  double clip_grad_norm = 0;             // 0: no clipping
+};
+
 std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, const CallConfig& opt,
-                                      const std::map<int, int>& grads, int line);
+                                      const TrainingOptions& options, const std::map<int, int>& grads,
+                                      int line);
+
+// The C expression (double) of the learning rate of step `step` (1-based, int64_t) under a
+// schedule, from the base lr `base` (a C expression).
+std::string schedule_formula(const CallConfig& schedule, const std::string& base);
 
 }  // namespace cannl

@@ -102,6 +102,8 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
   d.set("optimizer", p.optimizer);
   d.set("optimizer_name", p.optimizer.substr(0, p.optimizer.find('(')));
   d.set("lr", num_double(p.lr));
+  if (p.schedule.empty()) d.set("schedule", false);
+  else d.set("schedule", p.schedule);
   d.set("loss", p.buffers[static_cast<size_t>(p.loss)].name);
   d.set("pad", std::string(p.model.size() + 6, ' '));
   auto list = [&](const std::vector<int>& bufs, bool per_example) {

@@ -159,7 +159,8 @@ struct Program {
   std::vector<int> metrics;  // each a scalar buffer named after the metric
   int loss = -1;
   double lr = 0;             // the optimiser's learning rate in the spec
-  std::string optimizer;     // "sgd(lr = 0.1, momentum = 0.9)"
+  std::string optimizer;     // "sgd(lr = 0.1, momentum = 0.9)", with its training options
+  std::string schedule;      // the lr schedule as written, "cosine(steps = 4690)"; "" for none
   int find(const std::string& name) const;  // buffer index or -1
   Routine* routine(const std::string& name);
   const Routine* routine(const std::string& name) const;

@@ -582,31 +582,48 @@ private:
   }
 
   // x : [b | h, w, c], k : [kh, kw, c -> d] (stored [d, kh, kw, c]); r : [b | h', w', d].
+  // Lowered as an im2col gather and a plain contraction (docs/design.md, "Convolution"):
+  //   col[b, y, x, ky, kx, c] = x[b, s*y + ky - p, s*x + kx - p, c]     (zero outside x)
+  //   r[b, y, x, d]          += col[b, y, x, ky, kx, c] * k[d, ky, kx, c]
+  // The contraction is a matrix product (rows b*y*x, columns d, depth ky*kx*c) whose indices
+  // are all single loop variables, so it runs as fast as the other matrix products; autodiff
+  // turns it into two more such products and the gather into a scatter-add over b.
   void lower_conv2d(const BoundCall& c, int r) {
     const Expr* x = c.tensors[0];
     const Expr* k = c.tensors[1];
     long s = static_cast<long>(c.values.at("stride")), p = static_cast<long>(c.values.at("padding"));
     const Shape &rs = shape(c.call), &ks = shape(k);
     size_t nb = rs.row(AxisKind::Batch).size();
+    const auto& kin = ks.row(AxisKind::Input);
+
+    // The gather: one column of depth kh*kw*c per output position.
+    Shape cs = rs;
+    cs.row(AxisKind::Output) = {rs.row(AxisKind::Output)[0], rs.row(AxisKind::Output)[1], kin[0], kin[1], kin[2]};
+    int col = temp("col", cs);
+    std::vector<std::string> cnames = image_loop_names(rs, {"y", "x"});
+    cnames.resize(nb + 2);
+    for (const char* nm : {"ky", "kx", "c"}) cnames.push_back(nm);
+    Nest g;
+    Map cmap = loops_for(cs, g, cnames);
+    Map xmap(cmap.begin(), cmap.begin() + static_cast<long>(nb));
+    auto window = [&](const Affine& o, const Affine& kk) {
+      return Affine{{{o.terms[0].iter, s}, {kk.terms[0].iter, 1}}, -p};
+    };
+    xmap.push_back(window(cmap[nb], cmap[nb + 2]));
+    xmap.push_back(window(cmap[nb + 1], cmap[nb + 3]));
+    xmap.push_back(cmap[nb + 4]);
+    emit(g, col, cmap, ir::Accum::Set, operand(x, xmap));
+
+    // The contraction.
     std::vector<std::string> names = image_loop_names(rs, {"y", "x", "d"});
     fill_buffer(r, 0, names);
     Nest n;
     Map rmap = loops_for(rs, n, names);
-    const auto& kin = ks.row(AxisKind::Input);
     int ky = n.add("ky", kin[0].size, false), kx = n.add("kx", kin[1].size, false), ci = n.add("c", kin[2].size, false);
-    Map xmap(rmap.begin(), rmap.begin() + static_cast<long>(nb));
-    auto window = [&](const Affine& o, int kk) {
-      Affine f = o;
-      f.terms[0].coef = s;
-      f.terms.push_back({kk, 1});
-      f.offset = -p;
-      return f;
-    };
-    xmap.push_back(window(rmap[nb], ky));
-    xmap.push_back(window(rmap[nb + 1], kx));
-    xmap.push_back(Affine::of(ci));
+    Map colmap(rmap.begin(), rmap.begin() + static_cast<long>(nb + 2));
+    for (int it : {ky, kx, ci}) colmap.push_back(Affine::of(it));
     Map kmap = {rmap[nb + 2], Affine::of(ky), Affine::of(kx), Affine::of(ci)};
-    emit(n, r, rmap, ir::Accum::Add, ir::binary(Op::Mul, operand(x, xmap), operand(k, kmap)));
+    emit(n, r, rmap, ir::Accum::Add, ir::binary(Op::Mul, ir::load({col, colmap}), operand(k, kmap)));
   }
 
   void lower_pool(const BoundCall& c, bool is_max, int r) {

@@ -91,6 +91,18 @@ ir::Program build_program(const Model& m, const ShapeInfo& shapes, const SourceF
   p.loss = low.tensor_buf[static_cast<size_t>(m.loss)];
   p.lr = m.optimizer->args.at("lr");
   p.optimizer = std::string(file.slice(m.optimizer->range));
+  auto one_line = [](std::string_view s) {
+    std::string out;
+    for (char c : s) {
+      bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
+      if (space && (out.empty() || out.back() == ' ')) continue;
+      out += space ? ' ' : c;
+    }
+    return out;
+  };
+  if (m.schedule) p.schedule = one_line(file.slice(m.schedule->range));
+  if (m.schedule) p.optimizer += ", schedule = " + p.schedule;
+  if (m.clip_grad_norm > 0) p.optimizer += fmt::format(", clip_grad_norm = {}", m.clip_grad_norm);
 
   ir::Routine init{"init", {}, {}};
   ir::Routine train{"train_step", {}, {}};
@@ -98,7 +110,11 @@ ir::Program build_program(const Model& m, const ShapeInfo& shapes, const SourceF
   Gradients g = differentiate(p, train.stmts, p.loss);
   for (auto& s : g.stmts) train.stmts.push_back(std::move(s));
   const int minimize_line = static_cast<int>(file.line_col(m.loss_range.begin).line);
-  for (auto& s : lower_optimizer(p, train, *m.optimizer, g.grad, minimize_line)) train.stmts.push_back(std::move(s));
+  TrainingOptions topt;
+  topt.schedule = m.schedule ? &*m.schedule : nullptr;
+  topt.clip_grad_norm = m.clip_grad_norm;
+  for (auto& s : lower_optimizer(p, train, *m.optimizer, topt, g.grad, minimize_line))
+    train.stmts.push_back(std::move(s));
 
   for (size_t i = 0; i < m.tensors.size(); ++i) {
     if (m.tensors[i].kind != TensorKind::Param) continue;

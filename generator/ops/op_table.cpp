@@ -144,6 +144,15 @@ std::vector<CallSig> make_optimizers() {
   };
 }
 
+// Learning-rate schedules (docs/language.md §10): the factor of the optimiser's lr at each step.
+std::vector<CallSig> make_schedules() {
+  return {
+      {"constant", {number("warmup", 0)}},
+      {"step", {required_number("every"), number("gamma", 0.1), number("warmup", 0)}},
+      {"cosine", {required_number("steps"), number("warmup", 0), number("min_lr", 0)}},
+  };
+}
+
 template <typename T>
 const T* find_in(const std::vector<T>& v, const std::string& name) {
   for (const T& x : v)
@@ -166,6 +175,10 @@ const std::vector<CallSig>& optimizers() {
   static const std::vector<CallSig> v = make_optimizers();
   return v;
 }
+const std::vector<CallSig>& schedules() {
+  static const std::vector<CallSig> v = make_schedules();
+  return v;
+}
 
 }  // namespace
 
@@ -178,6 +191,8 @@ const CallSig* find_initializer(const std::string& name) { return find_in(initia
 const CallSig* find_optimizer(const std::string& name) { return find_in(optimizers(), name); }
 std::vector<std::string> initializer_names() { return names_of(initializers()); }
 std::vector<std::string> optimizer_names() { return names_of(optimizers()); }
+const CallSig* find_schedule(const std::string& name) { return find_in(schedules(), name); }
+std::vector<std::string> schedule_names() { return names_of(schedules()); }
 
 std::string known_names(const std::vector<std::string>& names) {
   std::string s;

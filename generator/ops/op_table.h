@@ -55,6 +55,8 @@ struct CallSig {
 };
 const CallSig* find_initializer(const std::string& name);
 const CallSig* find_optimizer(const std::string& name);
+const CallSig* find_schedule(const std::string& name);  // learning-rate schedules
+std::vector<std::string> schedule_names();
 std::string known_names(const std::vector<std::string>& names);  // "a, b or c"
 std::vector<std::string> initializer_names();
 std::vector<std::string> optimizer_names();

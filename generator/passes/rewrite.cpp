@@ -181,7 +181,7 @@ std::set<int> live_out(const ir::Program& p, const ir::Routine& r) {
         p.buffers[static_cast<size_t>(b.grad_of)].role == ir::Role::Param)
       live.insert(static_cast<int>(i));
   }
-  if (r.name == "train_step" || r.name == "eval_metrics") live.insert(p.loss);
+  if ((r.name == "train_step" || r.name == "eval_metrics") && p.loss >= 0) live.insert(p.loss);
   if (r.name == "eval_metrics") live.insert(p.metrics.begin(), p.metrics.end());
   if (r.name == "forward") live.insert(p.outputs.begin(), p.outputs.end());
   return live;

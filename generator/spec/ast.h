@@ -79,6 +79,9 @@ struct Stmt {
   SourceRange dim_value_range;
   ExprPtr expr;                  // define/metric: the value; param: the initialiser
   ExprPtr optimizer;             // minimize: the optimiser call (or bare name)
+  // minimize: training options after the optimiser, `, NAME = EXPR` each
+  // (schedule = cosine(...), clip_grad_norm = 1.0)
+  std::vector<std::pair<NameRef, ExprPtr>> options;
 };
 
 struct Spec {

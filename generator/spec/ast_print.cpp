@@ -133,6 +133,7 @@ std::string dump_ast(const Spec& spec, const SourceFile& file) {
     out += "\n";
     if (s.expr) dump_expr(out, *s.expr, file, 1, s.kind == StmtKind::Param ? "init=" : "");
     if (s.optimizer) dump_expr(out, *s.optimizer, file, 1, "with=");
+    for (const auto& [opt, value] : s.options) dump_expr(out, *value, file, 1, opt.name + "=");
     out += ")\n";
   }
   return out;

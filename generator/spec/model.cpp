@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace cannl {
 
@@ -193,6 +194,7 @@ private:
         }
         minimize_ = &s;
         m_.optimizer = optimizer(*s.optimizer);
+        training_options(s);
         return;
     }
   }
@@ -361,6 +363,55 @@ private:
   }
   std::optional<CallConfig> optimizer(const Expr& e) {
     return config(e, find_optimizer(e.name), "optimiser", optimizer_names());
+  }
+
+  // `, schedule = SCHEDULE(ARGS)` and `, clip_grad_norm = NUMBER` after the optimiser.
+  void training_options(const Stmt& s) {
+    static const std::vector<std::string> known = {"schedule", "clip_grad_norm"};
+    std::map<std::string, SourceRange> seen;
+    for (const auto& [opt, value] : s.options) {
+      if (auto it = seen.find(opt.name); it != seen.end()) {
+        auto& d = diags_.error(opt.range, fmt::format("'{}' is given twice", opt.name));
+        DiagEngine::note(d, it->second, "first given here");
+        continue;
+      }
+      seen[opt.name] = opt.range;
+      if (opt.name == "schedule") {
+        m_.schedule = config(*value, find_schedule(value->name), "schedule", schedule_names());
+        if (m_.schedule) check_schedule(*m_.schedule);
+      } else if (opt.name == "clip_grad_norm") {
+        auto v = constant_value(*value, m_.dims);
+        if (!v || !(*v > 0))
+          diags_.error(value->range, "clip_grad_norm must be a positive number (the largest global L2 "
+                                     "norm of the gradients, as torch.nn.utils.clip_grad_norm_)");
+        else
+          m_.clip_grad_norm = *v;
+      } else {
+        diags_.error(opt.range, fmt::format("unknown training option '{}' (known: {}){}", opt.name,
+                                            known_names(known), suggestion(opt.name, known)));
+      }
+    }
+  }
+  void check_schedule(const CallConfig& c) {
+    auto whole = [&](const char* k, double min) {
+      double v = c.args.at(k);
+      if (v != std::floor(v) || v < min) {
+        diags_.error(c.range, fmt::format("{}'s '{}' must be a whole number of steps >= {}, not {}", c.name,
+                                          k, static_cast<long>(min), v));
+        return false;
+      }
+      return true;
+    };
+    whole("warmup", 0);
+    if (c.name == "step") {
+      whole("every", 1);
+      if (!(c.args.at("gamma") > 0)) diags_.error(c.range, "step's 'gamma' must be positive");
+    }
+    if (c.name == "cosine" && whole("steps", 1) && c.args.at("steps") <= c.args.at("warmup"))
+      diags_.error(c.range, fmt::format("cosine's 'steps' ({}) must be larger than its 'warmup' ({}): "
+                                        "steps counts the whole run, warm-up included",
+                                        c.args.at("steps"), c.args.at("warmup")));
+    if (c.name == "cosine" && c.args.at("min_lr") < 0) diags_.error(c.range, "cosine's 'min_lr' must be >= 0");
   }
 
   const Spec& spec_;

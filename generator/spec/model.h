@@ -49,6 +49,9 @@ struct Model {
   int loss = -1;  // minimize target
   SourceRange loss_range;  // the name after 'minimize'
   std::optional<CallConfig> optimizer;
+  // Training options of the minimize statement (docs/language.md §10).
+  std::optional<CallConfig> schedule;  // absent: the learning rate stays constant
+  double clip_grad_norm = 0;           // > 0: clip the global L2 norm of the gradients
   std::map<const Expr*, BoundCall> calls;  // every built-in call, bound to its signature
 
   const Tensor* find(const std::string& n) const {

@@ -165,6 +165,11 @@ private:
                                            "adam(lr = 1e-3) after 'with'");
           throw SyntaxError{};
         }
+        while (accept(Tok::Comma)) {
+          NameRef opt = name("a training option after ',' (schedule = ..., clip_grad_norm = ...)");
+          expect(Tok::Assign, fmt::format("'=' after '{}' ({} = VALUE)", opt.name, opt.name).c_str());
+          s.options.emplace_back(opt, expr());
+        }
         return s;
       case Tok::Ident:
         s.kind = StmtKind::Define;

@@ -6,7 +6,11 @@
 SPEC is a copy of specs/fashion_mlp.cannl (784-512-512-10 MLP, relu, mean cross-entropy);
 its `minimize loss with OPT(ARGS)` line is parsed here and turned into the PyTorch optimiser
 of the same name (sgd -> torch.optim.SGD, adam -> Adam, adamw -> AdamW, same arguments), so
-every variant spec is compared with exactly what it says.
+every variant spec is compared with exactly what it says. Its training options are applied
+the same way: `schedule = constant|step|cosine(...)` sets each param group's lr before every
+step by the formulas of docs/language.md §10 (computed here independently), and
+`clip_grad_norm = X` calls torch.nn.utils.clip_grad_norm_(params, X) before every step (the
+test fails unless clipping engaged on at least one step, so the option is really compared).
 
 Both sides start from the same random params (written by this script to a safetensors file
 and given to the trainer with --init) and see the same batches: the first 10 batches of 128
@@ -88,6 +92,61 @@ def parse_optimizer(spec_path):
     return name, args
 
 
+SCHEDULE_ARGS = {
+    "constant": (["warmup"], {"warmup": 0.0}),
+    "step": (["every", "gamma", "warmup"], {"gamma": 0.1, "warmup": 0.0}),
+    "cosine": (["steps", "warmup", "min_lr"], {"warmup": 0.0, "min_lr": 0.0}),
+}
+
+
+def parse_call_args(text, order, defaults, where):
+    args = dict(defaults)
+    for i, part in enumerate(a.strip() for a in text.split(",") if a.strip()):
+        if "=" in part:
+            k, v = (s.strip() for s in part.split("=", 1))
+        else:
+            k, v = order[i], part
+        u.check(k in order, f"{where}: unknown argument {k}")
+        args[k] = float(v)
+    return args
+
+
+def parse_options(spec_path):
+    """The training options after the optimiser: (schedule name, args) or None, max_norm or None."""
+    text = open(spec_path).read()
+    m = re.search(r"^\s*minimize\s+\w+\s+with\s+\w+\s*\([^)]*\)((?:\s*,\s*\w+\s*=\s*(?:\w+\s*\([^)]*\)|[-+.\w]+))*)",
+                  text, re.M)
+    schedule, clip = None, None
+    for name, value in re.findall(r",\s*(\w+)\s*=\s*(\w+\s*\([^)]*\)|[-+.\w]+)", m.group(1) if m else ""):
+        if name == "schedule":
+            sm = re.match(r"(\w+)\s*\(([^)]*)\)", value)
+            u.check(sm and sm.group(1) in SCHEDULE_ARGS, f"{spec_path}: schedule {value} has no mapping here")
+            order, defaults = SCHEDULE_ARGS[sm.group(1)]
+            schedule = (sm.group(1), parse_call_args(sm.group(2), order, defaults, spec_path))
+        elif name == "clip_grad_norm":
+            clip = float(value)
+        else:
+            u.check(False, f"{spec_path}: training option {name} has no mapping here")
+    return schedule, clip
+
+
+def scheduled_lr(base, schedule, s):
+    """docs/language.md §10: the lr of the step after s steps."""
+    import math
+    if schedule is None:
+        return base
+    name, a = schedule
+    w = a["warmup"]
+    if s < w:
+        return base * (s + 1) / w
+    if name == "constant":
+        return base
+    if name == "step":
+        return base * a["gamma"] ** ((s - int(w)) // int(a["every"]))
+    p = min(1.0, (s - w) / (a["steps"] - w))
+    return a["min_lr"] + (base - a["min_lr"]) * 0.5 * (1 + math.cos(math.pi * p))
+
+
 def torch_optimizer(torch, name, args, params):
     if name == "sgd":
         return torch.optim.SGD(params, lr=args["lr"], momentum=args["momentum"],
@@ -136,7 +195,8 @@ def main():
     torch.set_num_threads(1)
 
     opt_name, opt_args = parse_optimizer(opt.spec)
-    print(f"spec {os.path.basename(opt.spec)}: {opt_name} {opt_args}")
+    schedule, clip = parse_options(opt.spec)
+    print(f"spec {os.path.basename(opt.spec)}: {opt_name} {opt_args}, schedule {schedule}, clip_grad_norm {clip}")
     work = u.fresh_dir(opt.work)
 
     # Random initial params in storage order (contract §9: [784 -> 512] is stored [512, 784]).
@@ -170,7 +230,7 @@ def main():
     def pytorch(tdt):
         params = {k: torch.tensor(v, dtype=tdt, requires_grad=True) for k, v in init.items()}
         optim = torch_optimizer(torch, opt_name, opt_args, list(params.values()))
-        losses = []
+        losses, clipped = [], 0
         for s in range(opt.steps):
             sl = slice(s * opt.batch, (s + 1) * opt.batch)
             x = torch.tensor(images[sl], dtype=tdt) / 255
@@ -181,8 +241,16 @@ def main():
             loss = F.cross_entropy(logits, y)
             optim.zero_grad()
             loss.backward()
+            if clip is not None:
+                norm = torch.nn.utils.clip_grad_norm_(list(params.values()), clip)
+                clipped += float(norm) > clip
+            for group in optim.param_groups:
+                group["lr"] = scheduled_lr(opt_args["lr"], schedule, s)
             optim.step()
             losses.append(float(loss))
+        if clip is not None:
+            print(f"PyTorch {tdt}: clip_grad_norm = {clip} clipped {clipped} of {opt.steps} steps")
+            u.check(clipped > 0, f"clip_grad_norm = {clip} never clipped: raise the spec's lr or lower max_norm")
         tensors = {}  # params and optimiser state, under the checkpoint's names
         for name, p in params.items():
             tensors[name] = p.detach().numpy()

@@ -16,6 +16,10 @@ byte (C logs one extra evaluation line when it stops mid-epoch, by design), the 
 checkpoints of A, B and C are byte-identical, as are the printed test results. Then the
 same uninterrupted run at --threads 2 (A2) must equal A byte for byte (the generated code
 is meant not to depend on the thread count), and B at --threads 2 must equal A2.
+
+fashion_mlp_sched_clip (a spec with a schedule and gradient clipping) also checks the
+checkpoint's "lr_schedule" metadata ("spec"), and that --lr-schedule constant overrides the
+spec's schedule (run D: different losses from A's, metadata "constant").
 """
 
 import argparse
@@ -53,7 +57,8 @@ def first_difference(a, b):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", required=True, choices=("fashion_mlp", "fashion_einsum", "moons_mlp"))
+    ap.add_argument("--case", required=True,
+                    choices=("fashion_mlp", "fashion_einsum", "moons_mlp", "fashion_mlp_sched_clip"))
     ap.add_argument("--trainer", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--fashion")
@@ -139,6 +144,18 @@ def main():
             if k in t2 and t1[k].tobytes() != t2[k].tobytes():
                 d = np.max(np.abs(t1[k].astype(np.float64) - t2[k]))
                 print(f"  threads 1 vs 2: {k} differs, max |diff| {d:.3g}")
+    if opt.case == "fashion_mlp_sched_clip":
+        u.check(meta_a.get("lr_schedule") == "spec", f"A's lr_schedule metadata {meta_a.get('lr_schedule')!r}, expected 'spec'")
+        md, cd = files("D")
+        u.run(common + ["--threads", "1", "--seed", "5", "--epochs", "2", "--lr-schedule", "constant",
+                        "--metrics", md, "--checkpoint", cd])
+        _, meta_d, _ = u.read_safetensors(cd)
+        u.check(meta_d.get("lr_schedule") == "constant", f"D's lr_schedule metadata {meta_d.get('lr_schedule')!r}")
+        ld = loss_lines(md)
+        u.check(ld[0] == la[0] and ld[1] != la[1],
+                "--lr-schedule constant: the first loss must equal A's and the second differ (the spec's warm-up "
+                f"lr is lr/3 on step 1): {ld[:2]} vs {la[:2]}")
+        print("  --lr-schedule constant overrides the spec's schedule")
     print("\n".join(summary(out_a)))
     if failures:
         raise u.Failure("\n  ".join(["resume / thread-count determinism:"] + failures))

@@ -9,6 +9,15 @@ cases:
                         `test accuracy:` must be >= 0.865. With --small (sanitiser builds,
                         ~100x slower): 1 epoch on the first 10000 training examples, tested
                         on the first 2000 test examples, >= 0.68 (0.708 measured).
+  fashion_cnn_accuracy  issue 7's acceptance: specs/fashion_cnn.cannl, 5 epochs at batch 64
+                        on the whole of Fashion-MNIST (--threads 2, default seed): the printed
+                        `test accuracy:` must be >= 0.91; prints the time of every epoch and
+                        per step. With --small: 1 epoch on the first 2000 training examples,
+                        tested on the first 1000, >= 0.6.
+  fashion_cnn_threads   4 steps at batch 16 (--small: 2 at batch 4) at --threads 1 and 2: the
+                        checkpoints must be byte-identical (the im2col scatter-add of the
+                        input gradient and the pooling backward run in parallel over the
+                        batch: race-free and in a fixed order).
   moons_mlp             a generated two-moons set (.npy): 30 epochs; the printed test mse
                         must be <= 0.05, and the final checkpoint, read here and evaluated
                         with NumPy in the contract's storage layout (w1 stored [16, 2], ...),
@@ -45,6 +54,37 @@ def fashion_mlp_accuracy(opt, work):
     acc = u.printed_value(out, "test accuracy")
     print(f"fashion_mlp, {epochs} epochs at batch 128: test accuracy {acc:.4f} (required >= {bar})")
     u.check(acc >= bar, f"test accuracy {acc:.4f} < {bar} after {epochs} epochs")
+
+
+def fashion_cnn_accuracy(opt, work):
+    paths = u.need_fashion(opt.fashion)
+    epochs, bar, batch = (1, 0.6, 64) if opt.small else (5, 0.91, 64)
+    if opt.small:
+        paths = u.fashion_subset(paths, work, 2000, 1000)
+    metrics = os.path.join(work, "metrics.jsonl")
+    out, _ = u.run([opt.trainer] + u.data_flags(paths) + ["--epochs", str(epochs), "--batch", str(batch),
+                   "--threads", "2", "--log-every", "0", "--metrics", metrics], timeout=5400)
+    print(out.rstrip())  # one line per epoch, with its time and examples per second
+    acc = u.printed_value(out, "test accuracy")
+    print(f"fashion_cnn, {epochs} epochs at batch {batch}: test accuracy {acc:.4f} (required >= {bar})")
+    u.check(acc >= bar, f"test accuracy {acc:.4f} < {bar} after {epochs} epochs")
+
+
+def fashion_cnn_threads(opt, work):
+    paths = u.need_fashion(opt.fashion)
+    steps, batch = (2, 4) if opt.small else (4, 16)
+    files = u.fashion_subset(paths, work, steps * batch, 16)
+    bits = {}
+    for threads in (1, 2):
+        ckpt = os.path.join(work, f"threads{threads}.safetensors")
+        u.run([opt.trainer] + u.data_flags(files, test=False) +
+              ["--steps", str(steps), "--batch", str(batch), "--threads", str(threads), "--quiet",
+               "--log-every", "0", "--checkpoint", ckpt])
+        with open(ckpt, "rb") as f:
+            bits[threads] = f.read()
+    print(f"fashion_cnn, {steps} steps at batch {batch}: checkpoints at --threads 1 and 2 "
+          f"{'identical' if bits[1] == bits[2] else 'DIFFERENT'}")
+    u.check(bits[1] == bits[2], "--threads 2 changed the trained params (a race or an order change)")
 
 
 def moons_mlp(opt, work):
@@ -105,7 +145,8 @@ def loss_goes_down(opt, work):
 
 
 CASES = {"fashion_mlp_accuracy": fashion_mlp_accuracy, "moons_mlp": moons_mlp,
-         "fashion_cnn": loss_goes_down, "fashion_einsum": loss_goes_down}
+         "fashion_cnn": loss_goes_down, "fashion_cnn_accuracy": fashion_cnn_accuracy,
+         "fashion_cnn_threads": fashion_cnn_threads, "fashion_einsum": loss_goes_down}
 
 
 def main():

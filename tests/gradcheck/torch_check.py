@@ -382,6 +382,18 @@ def _(P, X):
     return (torch.tanh(y) * P["c"]).sum()
 
 
+@ref("conv2d_stride3_pad2")
+def _(P, X):
+    y = conv(X["image"] * P["p"], P["k"], stride=3, padding=2)
+    return (torch.tanh(y) * P["c"]).sum()
+
+
+@ref("max_pool2d_ties")
+def _(P, X):
+    x = X["image"] * 0 + P["b"]
+    return (max_pool(x, 2, 2) * P["c1"]).sum() + (torch.tanh(max_pool(x, 3, 2)) * P["c2"]).sum()
+
+
 @ref("conv2d_pad2")
 def _(P, X):
     y = conv(X["image"] + P["p"], P["k"], padding=2)

@@ -11,7 +11,7 @@
  * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
- * Memory: every buffer lives in one device arena (230852352 bytes). Its first 52396032
+ * Memory: every buffer lives in one device arena (581682944 bytes). Its first 52396032
  * bytes (params, their gradients, optimiser state) are mirrored in pinned host memory and copied
  * only when the host needs them (checkpoints) or changed them (init, load): params stay on the
  * device for a whole training run. Once a caller takes pointers into the mirror
@@ -61,6 +61,7 @@ static __device__ __forceinline__ float cannl_block_sum(float v) {
 struct fashion_cnn {
     int64_t step;     /* optimiser steps taken */
     double lr;        /* learning rate: the spec's, unless set */
+    int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
     char *host;       /* pinned mirror of the arena's first 52396032 bytes */
     int host_newer;   /* the mirror was (or may have been) changed: upload before device work */
@@ -117,9 +118,11 @@ struct fashion_cnn {
     real *x; /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
     real *a1; /* [batch, 28, 28, 32] a1 : [batch | 28, 28, 32] */
     real *a1_conv; /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
+    real *a1_col; /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
     real *p1; /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
     real *a2; /* [batch, 14, 14, 64] a2 : [batch | 14, 14, 64] */
     real *a2_conv; /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
+    real *a2_col; /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
     real *p2; /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
     real *h3; /* [batch, 1024] h3 : [batch | 1024] */
     real *h3_mm; /* [batch, 1024] [batch | 1024] */
@@ -142,9 +145,12 @@ struct fashion_cnn {
     real *h3_grad; /* [batch, 1024] gradient of h3 */
     real *h3_mm_grad; /* [batch, 1024] gradient of h3_mm */
     real *p2_grad; /* [batch, 7, 7, 64] gradient of p2 */
+    real *p2_arg; /* [batch, 7, 7, 64] position of the first extremum of p2 */
     real *a2_grad; /* [batch, 14, 14, 64] gradient of a2 */
     real *a2_conv_grad; /* [batch, 14, 14, 64] gradient of a2_conv */
+    real *a2_col_grad; /* [batch, 14, 14, 5, 5, 32] gradient of a2_col */
     real *p1_grad; /* [batch, 14, 14, 32] gradient of p1 */
+    real *p1_arg; /* [batch, 14, 14, 32] position of the first extremum of p1 */
     real *a1_grad; /* [batch, 28, 28, 32] gradient of a1 */
     real *a1_conv_grad; /* [batch, 28, 28, 32] gradient of a1_conv */
 
@@ -325,8 +331,25 @@ static __global__ void __launch_bounds__(256) train_step_11_loss_(real *__restri
     if (lane_ == 0) loss_[0] = acc;
 }
 
+/* line 22: first extremum: p2 = max_pool2d(a2, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
+static __global__ void __launch_bounds__(256) train_step_12_p2_arg(real *__restrict__ p2_arg, const real *__restrict__ a2_conv, const real *__restrict__ c2, const real *__restrict__ p2, const int64_t n) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= n * 3136) return;
+    const int64_t b = i_ / 3136;
+    const int64_t y = (i_ / 448) % 7;
+    const int64_t x_ = (i_ / 64) % 7;
+    const int64_t c = i_ % 64;
+    real acc = INFINITY;
+    for (int64_t ky = 0; ky < 2; ++ky)
+    for (int64_t kx = 0; kx < 2; ++kx) {
+        const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]) == p2[b * 3136 + y * 448 + x_ * 64 + c] ? (real)(2 * ky + kx) : INFINITY;
+        acc = v < acc ? v : acc;
+    }
+    p2_arg[b * 3136 + y * 448 + x_ * 64 + c] = acc;
+}
+
 /* zero the gradient of a2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_12_a2_grad(real *__restrict__ a2_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_13_a2_grad(real *__restrict__ a2_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 12544) return;
     const int64_t j0 = i_ / 12544;
@@ -337,7 +360,7 @@ static __global__ void __launch_bounds__(256) train_step_12_a2_grad(real *__rest
 }
 
 /* zero the gradient of p1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_13_p1_grad(real *__restrict__ p1_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_14_p1_grad(real *__restrict__ p1_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 6272) return;
     const int64_t j0 = i_ / 6272;
@@ -347,8 +370,25 @@ static __global__ void __launch_bounds__(256) train_step_13_p1_grad(real *__rest
     p1_grad[j0 * 6272 + j1 * 448 + j2 * 32 + j3] = 0.0f;
 }
 
+/* line 20: first extremum: p1 = max_pool2d(a1, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
+static __global__ void __launch_bounds__(256) train_step_15_p1_arg(real *__restrict__ p1_arg, const real *__restrict__ a1_conv, const real *__restrict__ c1, const real *__restrict__ p1, const int64_t n) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= n * 6272) return;
+    const int64_t b = i_ / 6272;
+    const int64_t y = (i_ / 448) % 14;
+    const int64_t x_ = (i_ / 32) % 14;
+    const int64_t c = i_ % 32;
+    real acc = INFINITY;
+    for (int64_t ky = 0; ky < 2; ++ky)
+    for (int64_t kx = 0; kx < 2; ++kx) {
+        const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x_ * 32 + c] ? (real)(2 * ky + kx) : INFINITY;
+        acc = v < acc ? v : acc;
+    }
+    p1_arg[b * 6272 + y * 448 + x_ * 32 + c] = acc;
+}
+
 /* zero the gradient of a1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_14_a1_grad(real *__restrict__ a1_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_16_a1_grad(real *__restrict__ a1_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 25088) return;
     const int64_t j0 = i_ / 25088;
@@ -359,7 +399,7 @@ static __global__ void __launch_bounds__(256) train_step_14_a1_grad(real *__rest
 }
 
 /* line 25: backward: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_15_loss_sumexp_grad(real *__restrict__ loss_sumexp_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_17_loss_sumexp_grad(real *__restrict__ loss_sumexp_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -370,7 +410,7 @@ static __global__ void __launch_bounds__(256) train_step_15_loss_sumexp_grad(rea
 }
 
 /* line 25: backward: loss = mean(cross_entropy(logits, label)) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_16_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp_grad, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_18_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp_grad, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
@@ -379,7 +419,7 @@ static __global__ void __launch_bounds__(256) train_step_16_logits_grad(real *__
 }
 
 /* line 24: backward: logits = w4 * h3 + b4 (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_17_b4_grad(real *__restrict__ b4_grad, const real *__restrict__ logits_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_19_b4_grad(real *__restrict__ b4_grad, const real *__restrict__ logits_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 10) return; /* the whole warp */
@@ -394,7 +434,7 @@ static __global__ void __launch_bounds__(256) train_step_17_b4_grad(real *__rest
 }
 
 /* line 23: backward: h3 = relu(w3 * p2 + b3) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_20_h3_mm_grad(real *__restrict__ h3_mm_grad, const real *__restrict__ h3_grad, const real *__restrict__ h3, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_22_h3_mm_grad(real *__restrict__ h3_mm_grad, const real *__restrict__ h3_grad, const real *__restrict__ h3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 1024) return;
     const int64_t b = i_ / 1024;
@@ -403,7 +443,7 @@ static __global__ void __launch_bounds__(256) train_step_20_h3_mm_grad(real *__r
 }
 
 /* line 23: backward: h3 = relu(w3 * p2 + b3) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_21_b3_grad(real *__restrict__ b3_grad, const real *__restrict__ h3_mm_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_23_b3_grad(real *__restrict__ b3_grad, const real *__restrict__ h3_mm_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1024) return; /* the whole warp */
@@ -418,7 +458,7 @@ static __global__ void __launch_bounds__(256) train_step_21_b3_grad(real *__rest
 }
 
 /* line 22: backward: p2 = max_pool2d(a2, size = 2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_24_a2_grad(real *__restrict__ a2_grad, const real *__restrict__ p2_grad, const real *__restrict__ a2_conv, const real *__restrict__ c2, const real *__restrict__ p2, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_26_a2_grad(real *__restrict__ a2_grad, const real *__restrict__ p2_grad, const real *__restrict__ p2_arg, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 12544) return;
     const int64_t b = i_ / 12544;
@@ -427,11 +467,11 @@ static __global__ void __launch_bounds__(256) train_step_24_a2_grad(real *__rest
     const int64_t x_ = (i_ / 128) % 7;
     const int64_t kx = (i_ / 64) % 2;
     const int64_t c = i_ % 64;
-    a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x_ * 64 + c] * ((real)(cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]) == p2[b * 3136 + y * 448 + x_ * 64 + c]));
+    a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x_ * 64 + c] * ((real)((real)(2 * ky + kx) == p2_arg[b * 3136 + y * 448 + x_ * 64 + c]));
 }
 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_25_a2_conv_grad(real *__restrict__ a2_conv_grad, const real *__restrict__ a2_grad, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_27_a2_conv_grad(real *__restrict__ a2_conv_grad, const real *__restrict__ a2_grad, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 12544) return;
     const int64_t b = i_ / 12544;
@@ -442,7 +482,7 @@ static __global__ void __launch_bounds__(256) train_step_25_a2_conv_grad(real *_
 }
 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one block per element, reducing its n * 196 terms with shuffles and shared memory, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_26_c2_grad(real *__restrict__ c2_grad, const real *__restrict__ a2_conv_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_28_c2_grad(real *__restrict__ c2_grad, const real *__restrict__ a2_conv_grad, const int64_t n) {
     const int64_t i_ = blockIdx.x;
     const int lane_ = threadIdx.x;
     const int64_t o2 = i_;
@@ -457,24 +497,8 @@ static __global__ void __launch_bounds__(256) train_step_26_c2_grad(real *__rest
     if (lane_ == 0) c2_grad[o2] = acc;
 }
 
-/* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element, summing in order, adding atomically (elements repeat)) */
-static __global__ void __launch_bounds__(256) train_step_27_p1_grad(real *__restrict__ p1_grad, const real *__restrict__ a2_conv_grad, const real *__restrict__ k2, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 156800) return;
-    const int64_t b = i_ / 156800;
-    const int64_t y = (i_ / 11200) % 14;
-    const int64_t ky = (i_ / 2240) % 5;
-    const int64_t x_ = (i_ / 160) % 14;
-    const int64_t kx = (i_ / 32) % 5;
-    const int64_t c = i_ % 32;
-    real acc = 0.0f;
-    for (int64_t d = 0; d < 64; ++d)
-        acc += a2_conv_grad[b * 12544 + y * 896 + x_ * 64 + d] * k2[d * 800 + ky * 160 + kx * 32 + c];
-    if (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14) atomicAdd(&p1_grad[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c], acc);
-}
-
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one warp per element, reducing its n * 196 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_28_k2_grad(real *__restrict__ k2_grad, const real *__restrict__ a2_conv_grad, const real *__restrict__ p1, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_30_k2_grad(real *__restrict__ k2_grad, const real *__restrict__ a2_conv_grad, const real *__restrict__ p1, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 51200) return; /* the whole warp */
@@ -493,8 +517,21 @@ static __global__ void __launch_bounds__(256) train_step_28_k2_grad(real *__rest
     if (lane_ == 0) k2_grad[d * 800 + ky * 160 + kx * 32 + c] = acc;
 }
 
+/* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element, adding atomically (elements repeat)) */
+static __global__ void __launch_bounds__(256) train_step_31_p1_grad(real *__restrict__ p1_grad, const real *__restrict__ a2_col_grad, const int64_t n) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= n * 156800) return;
+    const int64_t b = i_ / 156800;
+    const int64_t y = (i_ / 11200) % 14;
+    const int64_t ky = (i_ / 2240) % 5;
+    const int64_t x_ = (i_ / 160) % 14;
+    const int64_t kx = (i_ / 32) % 5;
+    const int64_t c = i_ % 32;
+    if (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14) atomicAdd(&p1_grad[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c], a2_col_grad[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c]);
+}
+
 /* line 20: backward: p1 = max_pool2d(a1, size = 2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_29_a1_grad(real *__restrict__ a1_grad, const real *__restrict__ p1_grad, const real *__restrict__ a1_conv, const real *__restrict__ c1, const real *__restrict__ p1, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_32_a1_grad(real *__restrict__ a1_grad, const real *__restrict__ p1_grad, const real *__restrict__ p1_arg, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 25088) return;
     const int64_t b = i_ / 25088;
@@ -503,11 +540,11 @@ static __global__ void __launch_bounds__(256) train_step_29_a1_grad(real *__rest
     const int64_t x_ = (i_ / 64) % 14;
     const int64_t kx = (i_ / 32) % 2;
     const int64_t c = i_ % 32;
-    a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x_ * 32 + c] * ((real)(cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x_ * 32 + c]));
+    a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x_ * 32 + c] * ((real)((real)(2 * ky + kx) == p1_arg[b * 6272 + y * 448 + x_ * 32 + c]));
 }
 
 /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_30_a1_conv_grad(real *__restrict__ a1_conv_grad, const real *__restrict__ a1_grad, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_33_a1_conv_grad(real *__restrict__ a1_conv_grad, const real *__restrict__ a1_grad, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 25088) return;
     const int64_t b = i_ / 25088;
@@ -518,7 +555,7 @@ static __global__ void __launch_bounds__(256) train_step_30_a1_conv_grad(real *_
 }
 
 /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one block per element, reducing its n * 784 terms with shuffles and shared memory, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_31_c1_grad(real *__restrict__ c1_grad, const real *__restrict__ a1_conv_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_34_c1_grad(real *__restrict__ c1_grad, const real *__restrict__ a1_conv_grad, const int64_t n) {
     const int64_t i_ = blockIdx.x;
     const int lane_ = threadIdx.x;
     const int64_t o2 = i_;
@@ -534,7 +571,7 @@ static __global__ void __launch_bounds__(256) train_step_31_c1_grad(real *__rest
 }
 
 /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one block per element, reducing its n * 784 terms with shuffles and shared memory, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_32_k1_grad(real *__restrict__ k1_grad, const real *__restrict__ a1_conv_grad, const real *__restrict__ x, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_35_k1_grad(real *__restrict__ k1_grad, const real *__restrict__ a1_conv_grad, const real *__restrict__ x, const int64_t n) {
     const int64_t i_ = blockIdx.x;
     const int lane_ = threadIdx.x;
     const int64_t d = i_ / 25;
@@ -553,7 +590,7 @@ static __global__ void __launch_bounds__(256) train_step_32_k1_grad(real *__rest
 }
 
 /* line 29: adam update of k1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_33_k1_exp_avg(real *__restrict__ k1_exp_avg, real *__restrict__ k1_exp_avg_sq, real *__restrict__ k1, const real *__restrict__ k1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_36_k1_exp_avg(real *__restrict__ k1_exp_avg, real *__restrict__ k1_exp_avg_sq, real *__restrict__ k1, const real *__restrict__ k1_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 800) return;
     const int64_t j0 = i_ / 25;
@@ -566,7 +603,7 @@ static __global__ void __launch_bounds__(256) train_step_33_k1_exp_avg(real *__r
 }
 
 /* line 29: adam update of k2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_34_k2_exp_avg(real *__restrict__ k2_exp_avg, real *__restrict__ k2_exp_avg_sq, real *__restrict__ k2, const real *__restrict__ k2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_37_k2_exp_avg(real *__restrict__ k2_exp_avg, real *__restrict__ k2_exp_avg_sq, real *__restrict__ k2, const real *__restrict__ k2_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 51200) return;
     const int64_t j0 = i_ / 800;
@@ -579,7 +616,7 @@ static __global__ void __launch_bounds__(256) train_step_34_k2_exp_avg(real *__r
 }
 
 /* line 29: adam update of c1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_35_c1_exp_avg(real *__restrict__ c1_exp_avg, real *__restrict__ c1_exp_avg_sq, real *__restrict__ c1, const real *__restrict__ c1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_38_c1_exp_avg(real *__restrict__ c1_exp_avg, real *__restrict__ c1_exp_avg_sq, real *__restrict__ c1, const real *__restrict__ c1_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 32) return;
     const int64_t j = i_;
@@ -589,7 +626,7 @@ static __global__ void __launch_bounds__(256) train_step_35_c1_exp_avg(real *__r
 }
 
 /* line 29: adam update of c2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_36_c2_exp_avg(real *__restrict__ c2_exp_avg, real *__restrict__ c2_exp_avg_sq, real *__restrict__ c2, const real *__restrict__ c2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_39_c2_exp_avg(real *__restrict__ c2_exp_avg, real *__restrict__ c2_exp_avg_sq, real *__restrict__ c2, const real *__restrict__ c2_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 64) return;
     const int64_t j = i_;
@@ -599,7 +636,7 @@ static __global__ void __launch_bounds__(256) train_step_36_c2_exp_avg(real *__r
 }
 
 /* line 29: adam update of b3 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_37_b3_exp_avg(real *__restrict__ b3_exp_avg, real *__restrict__ b3_exp_avg_sq, real *__restrict__ b3, const real *__restrict__ b3_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_40_b3_exp_avg(real *__restrict__ b3_exp_avg, real *__restrict__ b3_exp_avg_sq, real *__restrict__ b3, const real *__restrict__ b3_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 1024) return;
     const int64_t j = i_;
@@ -609,7 +646,7 @@ static __global__ void __launch_bounds__(256) train_step_37_b3_exp_avg(real *__r
 }
 
 /* line 29: adam update of w3 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_38_w3_exp_avg(real *__restrict__ w3_exp_avg, real *__restrict__ w3_exp_avg_sq, real *__restrict__ w3, const real *__restrict__ w3_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_41_w3_exp_avg(real *__restrict__ w3_exp_avg, real *__restrict__ w3_exp_avg_sq, real *__restrict__ w3, const real *__restrict__ w3_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 3211264) return;
     const int64_t j0 = i_ / 3136;
@@ -622,7 +659,7 @@ static __global__ void __launch_bounds__(256) train_step_38_w3_exp_avg(real *__r
 }
 
 /* line 29: adam update of w4 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_39_w4_exp_avg(real *__restrict__ w4_exp_avg, real *__restrict__ w4_exp_avg_sq, real *__restrict__ w4, const real *__restrict__ w4_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_42_w4_exp_avg(real *__restrict__ w4_exp_avg, real *__restrict__ w4_exp_avg_sq, real *__restrict__ w4, const real *__restrict__ w4_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 10240) return;
     const int64_t j0 = i_ / 1024;
@@ -633,7 +670,7 @@ static __global__ void __launch_bounds__(256) train_step_39_w4_exp_avg(real *__r
 }
 
 /* line 29: adam update of b4 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_40_b4_exp_avg(real *__restrict__ b4_exp_avg, real *__restrict__ b4_exp_avg_sq, real *__restrict__ b4, const real *__restrict__ b4_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_43_b4_exp_avg(real *__restrict__ b4_exp_avg, real *__restrict__ b4_exp_avg_sq, real *__restrict__ b4, const real *__restrict__ b4_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 10) return;
     const int64_t j = i_;
@@ -1076,7 +1113,7 @@ static void init_params(fashion_cnn *m, uint64_t seed) {
             }
 }
 
-/* routine train_step: 35 kernels, 6 cuBLAS products, queued on the compute stream */
+/* routine train_step: 37 kernels, 7 cuBLAS products, queued on the compute stream */
 static void train_step(fashion_cnn *m, const real *const in_[], int64_t n) {
     const real *image = in_[0];
     const real *label = in_[1];
@@ -1109,11 +1146,14 @@ static void train_step(fashion_cnn *m, const real *const in_[], int64_t n) {
     real *b3_grad = m->b3_grad;
     real *w3_grad = m->w3_grad;
     real *p2_grad = m->p2_grad;
+    real *p2_arg = m->p2_arg;
     real *a2_grad = m->a2_grad;
     real *a2_conv_grad = m->a2_conv_grad;
     real *c2_grad = m->c2_grad;
-    real *p1_grad = m->p1_grad;
+    real *a2_col_grad = m->a2_col_grad;
     real *k2_grad = m->k2_grad;
+    real *p1_grad = m->p1_grad;
+    real *p1_arg = m->p1_arg;
     real *a1_grad = m->a1_grad;
     real *a1_conv_grad = m->a1_conv_grad;
     real *c1_grad = m->c1_grad;
@@ -1178,94 +1218,103 @@ static void train_step(fashion_cnn *m, const real *const in_[], int64_t n) {
     train_step_11_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
     CUDA_CHECK(cudaGetLastError());
 
+    /* line 22: first extremum: p2 = max_pool2d(a2, size = 2) */
+    train_step_12_p2_arg<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2_arg, a2_conv, c2, p2, n);
+    CUDA_CHECK(cudaGetLastError());
+
     /* zero the gradient of a2 */
-    train_step_12_a2_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_grad, n);
+    train_step_13_a2_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* zero the gradient of p1 */
-    train_step_13_p1_grad<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1_grad, n);
+    train_step_14_p1_grad<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 20: first extremum: p1 = max_pool2d(a1, size = 2) */
+    train_step_15_p1_arg<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1_arg, a1_conv, c1, p1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* zero the gradient of a1 */
-    train_step_14_a1_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_grad, n);
+    train_step_16_a1_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 25: backward: loss = mean(cross_entropy(logits, label)) */
-    train_step_15_loss_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, label, loss_sumexp, n);
+    train_step_17_loss_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, label, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_16_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, loss_sumexp_grad, logits_mm, b4, loss_max, n);
+    train_step_18_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, loss_sumexp_grad, logits_mm, b4, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 24: backward: logits = w4 * h3 + b4 */
-    train_step_17_b4_grad<<<2, 256, 0, stream_>>>(b4_grad, logits_grad, n);
+    train_step_19_b4_grad<<<2, 256, 0, stream_>>>(b4_grad, logits_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 1024, 10, n, 1.0f, h3, 1024, 0, logits_grad, 10, 0, 0.0f, w4_grad, 1024, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1024, n, 10, 1.0f, w4, 1024, 0, logits_grad, 10, 0, 0.0f, h3_grad, 1024, 0, 1);
 
     /* line 23: backward: h3 = relu(w3 * p2 + b3) */
-    train_step_20_h3_mm_grad<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3_mm_grad, h3_grad, h3, n);
+    train_step_22_h3_mm_grad<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3_mm_grad, h3_grad, h3, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_21_b3_grad<<<128, 256, 0, stream_>>>(b3_grad, h3_mm_grad, n);
+    train_step_23_b3_grad<<<128, 256, 0, stream_>>>(b3_grad, h3_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 3136, 1024, n, 1.0f, p2, 3136, 0, h3_mm_grad, 1024, 0, 0.0f, w3_grad, 3136, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 3136, n, 1024, 1.0f, w3, 3136, 0, h3_mm_grad, 1024, 0, 0.0f, p2_grad, 3136, 0, 1);
 
     /* line 22: backward: p2 = max_pool2d(a2, size = 2) */
-    train_step_24_a2_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_grad, p2_grad, a2_conv, c2, p2, n);
+    train_step_26_a2_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_grad, p2_grad, p2_arg, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    train_step_25_a2_conv_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_conv_grad, a2_grad, a2_conv, c2, n);
+    train_step_27_a2_conv_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_conv_grad, a2_grad, a2_conv, c2, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_26_c2_grad<<<64, 256, 0, stream_>>>(c2_grad, a2_conv_grad, n);
+    train_step_28_c2_grad<<<64, 256, 0, stream_>>>(c2_grad, a2_conv_grad, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_27_p1_grad<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(p1_grad, a2_conv_grad, k2, n);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 800, n * 196, 64, 1.0f, k2, 800, 0, a2_conv_grad, 64, 0, 0.0f, a2_col_grad, 800, 0, 1);
+    train_step_30_k2_grad<<<6400, 256, 0, stream_>>>(k2_grad, a2_conv_grad, p1, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_28_k2_grad<<<6400, 256, 0, stream_>>>(k2_grad, a2_conv_grad, p1, n);
+    train_step_31_p1_grad<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(p1_grad, a2_col_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: backward: p1 = max_pool2d(a1, size = 2) */
-    train_step_29_a1_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_grad, p1_grad, a1_conv, c1, p1, n);
+    train_step_32_a1_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_grad, p1_grad, p1_arg, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    train_step_30_a1_conv_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_conv_grad, a1_grad, a1_conv, c1, n);
+    train_step_33_a1_conv_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_conv_grad, a1_grad, a1_conv, c1, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_31_c1_grad<<<32, 256, 0, stream_>>>(c1_grad, a1_conv_grad, n);
+    train_step_34_c1_grad<<<32, 256, 0, stream_>>>(c1_grad, a1_conv_grad, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_32_k1_grad<<<800, 256, 0, stream_>>>(k1_grad, a1_conv_grad, x, n);
+    train_step_35_k1_grad<<<800, 256, 0, stream_>>>(k1_grad, a1_conv_grad, x, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of k1 */
-    train_step_33_k1_exp_avg<<<4, 256, 0, stream_>>>(k1_exp_avg, k1_exp_avg_sq, k1, k1_grad, bc1, lr, sqrt_bc2);
+    train_step_36_k1_exp_avg<<<4, 256, 0, stream_>>>(k1_exp_avg, k1_exp_avg_sq, k1, k1_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of k2 */
-    train_step_34_k2_exp_avg<<<200, 256, 0, stream_>>>(k2_exp_avg, k2_exp_avg_sq, k2, k2_grad, bc1, lr, sqrt_bc2);
+    train_step_37_k2_exp_avg<<<200, 256, 0, stream_>>>(k2_exp_avg, k2_exp_avg_sq, k2, k2_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of c1 */
-    train_step_35_c1_exp_avg<<<1, 256, 0, stream_>>>(c1_exp_avg, c1_exp_avg_sq, c1, c1_grad, bc1, lr, sqrt_bc2);
+    train_step_38_c1_exp_avg<<<1, 256, 0, stream_>>>(c1_exp_avg, c1_exp_avg_sq, c1, c1_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of c2 */
-    train_step_36_c2_exp_avg<<<1, 256, 0, stream_>>>(c2_exp_avg, c2_exp_avg_sq, c2, c2_grad, bc1, lr, sqrt_bc2);
+    train_step_39_c2_exp_avg<<<1, 256, 0, stream_>>>(c2_exp_avg, c2_exp_avg_sq, c2, c2_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of b3 */
-    train_step_37_b3_exp_avg<<<4, 256, 0, stream_>>>(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
+    train_step_40_b3_exp_avg<<<4, 256, 0, stream_>>>(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of w3 */
-    train_step_38_w3_exp_avg<<<12544, 256, 0, stream_>>>(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
+    train_step_41_w3_exp_avg<<<12544, 256, 0, stream_>>>(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of w4 */
-    train_step_39_w4_exp_avg<<<40, 256, 0, stream_>>>(w4_exp_avg, w4_exp_avg_sq, w4, w4_grad, bc1, lr, sqrt_bc2);
+    train_step_42_w4_exp_avg<<<40, 256, 0, stream_>>>(w4_exp_avg, w4_exp_avg_sq, w4, w4_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of b4 */
-    train_step_40_b4_exp_avg<<<1, 256, 0, stream_>>>(b4_exp_avg, b4_exp_avg_sq, b4, b4_grad, bc1, lr, sqrt_bc2);
+    train_step_43_b4_exp_avg<<<1, 256, 0, stream_>>>(b4_exp_avg, b4_exp_avg_sq, b4, b4_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -1512,42 +1561,47 @@ static void fashion_cnn_bind(fashion_cnn *m) {
     m->x = (real *)(m->dev + 52396032);
     m->a1 = (real *)(m->dev + 53198848);
     m->a1_conv = (real *)(m->dev + 78888960);
-    m->p1 = (real *)(m->dev + 104579072);
-    m->a2 = (real *)(m->dev + 111001600);
-    m->a2_conv = (real *)(m->dev + 123846656);
-    m->p2 = (real *)(m->dev + 136691712);
-    m->h3 = (real *)(m->dev + 139902976);
-    m->h3_mm = (real *)(m->dev + 140951552);
-    m->logits = (real *)(m->dev + 142000128);
-    m->logits_mm = (real *)(m->dev + 142010368);
-    m->loss_ = (real *)(m->dev + 142020608);
-    m->loss_ce = (real *)(m->dev + 142020864);
-    m->loss_max = (real *)(m->dev + 142021888);
-    m->loss_sumexp = (real *)(m->dev + 142022912);
-    m->accuracy = (real *)(m->dev + 142023936);
-    m->accuracy_pred_max = (real *)(m->dev + 142024192);
-    m->accuracy_pred_argmax = (real *)(m->dev + 142025216);
-    m->accuracy_true_max = (real *)(m->dev + 142026240);
-    m->accuracy_true_argmax = (real *)(m->dev + 142027264);
-    m->loss_grad = (real *)(m->dev + 142028288);
-    m->loss_ce_grad = (real *)(m->dev + 142028544);
-    m->logits_grad = (real *)(m->dev + 142029568);
-    m->loss_sumexp_grad = (real *)(m->dev + 142039808);
-    m->logits_mm_grad = (real *)(m->dev + 142040832);
+    m->a1_col = (real *)(m->dev + 104579072);
+    m->p1 = (real *)(m->dev + 124649472);
+    m->a2 = (real *)(m->dev + 131072000);
+    m->a2_conv = (real *)(m->dev + 143917056);
+    m->a2_col = (real *)(m->dev + 156762112);
+    m->p2 = (real *)(m->dev + 317325312);
+    m->h3 = (real *)(m->dev + 320536576);
+    m->h3_mm = (real *)(m->dev + 321585152);
+    m->logits = (real *)(m->dev + 322633728);
+    m->logits_mm = (real *)(m->dev + 322643968);
+    m->loss_ = (real *)(m->dev + 322654208);
+    m->loss_ce = (real *)(m->dev + 322654464);
+    m->loss_max = (real *)(m->dev + 322655488);
+    m->loss_sumexp = (real *)(m->dev + 322656512);
+    m->accuracy = (real *)(m->dev + 322657536);
+    m->accuracy_pred_max = (real *)(m->dev + 322657792);
+    m->accuracy_pred_argmax = (real *)(m->dev + 322658816);
+    m->accuracy_true_max = (real *)(m->dev + 322659840);
+    m->accuracy_true_argmax = (real *)(m->dev + 322660864);
+    m->loss_grad = (real *)(m->dev + 322661888);
+    m->loss_ce_grad = (real *)(m->dev + 322662144);
+    m->logits_grad = (real *)(m->dev + 322663168);
+    m->loss_sumexp_grad = (real *)(m->dev + 322673408);
+    m->logits_mm_grad = (real *)(m->dev + 322674432);
     m->b4_grad = (real *)(m->dev + 13099008);
     m->w4_grad = (real *)(m->dev + 13099264);
-    m->h3_grad = (real *)(m->dev + 142051072);
-    m->h3_mm_grad = (real *)(m->dev + 143099648);
+    m->h3_grad = (real *)(m->dev + 322684672);
+    m->h3_mm_grad = (real *)(m->dev + 323733248);
     m->b3_grad = (real *)(m->dev + 13140224);
     m->w3_grad = (real *)(m->dev + 13144320);
-    m->p2_grad = (real *)(m->dev + 144148224);
-    m->a2_grad = (real *)(m->dev + 147359488);
-    m->a2_conv_grad = (real *)(m->dev + 160204544);
+    m->p2_grad = (real *)(m->dev + 324781824);
+    m->p2_arg = (real *)(m->dev + 327993088);
+    m->a2_grad = (real *)(m->dev + 331204352);
+    m->a2_conv_grad = (real *)(m->dev + 344049408);
     m->c2_grad = (real *)(m->dev + 25989376);
-    m->p1_grad = (real *)(m->dev + 173049600);
+    m->a2_col_grad = (real *)(m->dev + 356894464);
     m->k2_grad = (real *)(m->dev + 25989632);
-    m->a1_grad = (real *)(m->dev + 179472128);
-    m->a1_conv_grad = (real *)(m->dev + 205162240);
+    m->p1_grad = (real *)(m->dev + 517457664);
+    m->p1_arg = (real *)(m->dev + 523880192);
+    m->a1_grad = (real *)(m->dev + 530302720);
+    m->a1_conv_grad = (real *)(m->dev + 555992832);
     m->c1_grad = (real *)(m->dev + 26194432);
     m->k1_grad = (real *)(m->dev + 26194688);
     m->k1_exp_avg = (real *)(m->dev + 26198016);
@@ -1572,7 +1626,7 @@ fashion_cnn *fashion_cnn_create(uint64_t seed) {
     fashion_cnn *m = (fashion_cnn *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(230852352, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(581682944, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(52396032, &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
              cannl_stream_create(&m->compute, &e) == CANNL_OK && cannl_stream_create(&m->copy, &e) == CANNL_OK;
@@ -1633,6 +1687,7 @@ void fashion_cnn_init(fashion_cnn *m, uint64_t seed) {
     m->device_newer = 0;
     m->step = 0;
     m->lr = 0.001;
+    m->schedule = 1;
 }
 
 double fashion_cnn_train_step(fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
@@ -1787,6 +1842,7 @@ int64_t fashion_cnn_get_step(const fashion_cnn *m) { return m->step; }
 void fashion_cnn_set_step(fashion_cnn *m, int64_t step) { m->step = step; }
 double fashion_cnn_get_lr(const fashion_cnn *m) { return m->lr; }
 void fashion_cnn_set_lr(fashion_cnn *m, double lr) { m->lr = lr; }
+void fashion_cnn_set_schedule(fashion_cnn *m, int on) { m->schedule = on != 0; }
 
 /* The state tensors in the mirror; `keep`: the caller may keep the pointers. */
 static size_t state_tensors(fashion_cnn *m, cannl_tensor *out, size_t cap, int keep) {
@@ -1879,6 +1935,7 @@ static void api_set_step(void *m, int64_t step) { fashion_cnn_set_step((fashion_
 static double api_get_lr(const void *m) { return fashion_cnn_get_lr((const fashion_cnn *)m); }
 static void api_set_lr(void *m, double lr) { fashion_cnn_set_lr((fashion_cnn *)m, lr); }
 static void api_set_threads(int n) { (void)n; /* host threads do not matter here */ }
+static void api_set_schedule(void *m, int on) { fashion_cnn_set_schedule((fashion_cnn *)m, on); }
 static void api_prefetch(void *m, const void *const *inputs, int64_t n) {
     fashion_cnn_prefetch((fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n);
 }
@@ -1895,7 +1952,8 @@ const cannl_model_api fashion_cnn_api = {
     FASHION_CNN_NUM_METRICS, fashion_cnn_metric_names,
     "loss", 0.001,
     api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads};
+    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
+    NULL, api_set_schedule};
 
 /* Prefetching and the error message, for cannl_train_main_ext (fashion_cnn_train.cu). */
 extern "C" const cannl_model_ext fashion_cnn_cuda_ext = {api_prefetch, api_error};

@@ -79,6 +79,9 @@ int64_t fashion_cnn_get_step(const fashion_cnn *m);
 void fashion_cnn_set_step(fashion_cnn *m, int64_t step);
 double fashion_cnn_get_lr(const fashion_cnn *m);
 void fashion_cnn_set_lr(fashion_cnn *m, double lr);
+/* on = 1 (the default): train_step derives each step's lr from the base lr above and the
+   step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */
+void fashion_cnn_set_schedule(fashion_cnn *m, int on);
 /* Every state tensor (params, then optimiser state), see cannl_model_api. */
 size_t fashion_cnn_state_tensors(fashion_cnn *m, cannl_tensor *out, size_t cap);
 

@@ -51,6 +51,7 @@ static __device__ __forceinline__ float cannl_warp_sum(float v) {
 struct fashion_einsum {
     int64_t step;     /* optimiser steps taken */
     double lr;        /* learning rate: the spec's, unless set */
+    int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
     char *host;       /* pinned mirror of the arena's first 3265536 bytes */
     int host_newer;   /* the mirror was (or may have been) changed: upload before device work */
@@ -1243,6 +1244,7 @@ void fashion_einsum_init(fashion_einsum *m, uint64_t seed) {
     m->device_newer = 0;
     m->step = 0;
     m->lr = 0.002;
+    m->schedule = 1;
 }
 
 double fashion_einsum_train_step(fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
@@ -1378,6 +1380,7 @@ int64_t fashion_einsum_get_step(const fashion_einsum *m) { return m->step; }
 void fashion_einsum_set_step(fashion_einsum *m, int64_t step) { m->step = step; }
 double fashion_einsum_get_lr(const fashion_einsum *m) { return m->lr; }
 void fashion_einsum_set_lr(fashion_einsum *m, double lr) { m->lr = lr; }
+void fashion_einsum_set_schedule(fashion_einsum *m, int on) { m->schedule = on != 0; }
 
 /* The state tensors in the mirror; `keep`: the caller may keep the pointers. */
 static size_t state_tensors(fashion_einsum *m, cannl_tensor *out, size_t cap, int keep) {
@@ -1463,6 +1466,7 @@ static void api_set_step(void *m, int64_t step) { fashion_einsum_set_step((fashi
 static double api_get_lr(const void *m) { return fashion_einsum_get_lr((const fashion_einsum *)m); }
 static void api_set_lr(void *m, double lr) { fashion_einsum_set_lr((fashion_einsum *)m, lr); }
 static void api_set_threads(int n) { (void)n; /* host threads do not matter here */ }
+static void api_set_schedule(void *m, int on) { fashion_einsum_set_schedule((fashion_einsum *)m, on); }
 static void api_prefetch(void *m, const void *const *inputs, int64_t n) {
     fashion_einsum_prefetch((fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n);
 }
@@ -1479,7 +1483,8 @@ const cannl_model_api fashion_einsum_api = {
     FASHION_EINSUM_NUM_METRICS, fashion_einsum_metric_names,
     "loss", 0.002,
     api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads};
+    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
+    NULL, api_set_schedule};
 
 /* Prefetching and the error message, for cannl_train_main_ext (fashion_einsum_train.cu). */
 extern "C" const cannl_model_ext fashion_einsum_cuda_ext = {api_prefetch, api_error};

@@ -78,6 +78,9 @@ int64_t fashion_einsum_get_step(const fashion_einsum *m);
 void fashion_einsum_set_step(fashion_einsum *m, int64_t step);
 double fashion_einsum_get_lr(const fashion_einsum *m);
 void fashion_einsum_set_lr(fashion_einsum *m, double lr);
+/* on = 1 (the default): train_step derives each step's lr from the base lr above and the
+   step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */
+void fashion_einsum_set_schedule(fashion_einsum *m, int on);
 /* Every state tensor (params, then optimiser state), see cannl_model_api. */
 size_t fashion_einsum_state_tensors(fashion_einsum *m, cannl_tensor *out, size_t cap);
 

@@ -51,6 +51,7 @@ static __device__ __forceinline__ float cannl_warp_sum(float v) {
 struct fashion_mlp {
     int64_t step;     /* optimiser steps taken */
     double lr;        /* learning rate: the spec's, unless set */
+    int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
     char *host;       /* pinned mirror of the arena's first 8037120 bytes */
     int host_newer;   /* the mirror was (or may have been) changed: upload before device work */
@@ -996,6 +997,7 @@ void fashion_mlp_init(fashion_mlp *m, uint64_t seed) {
     m->device_newer = 0;
     m->step = 0;
     m->lr = 0.1;
+    m->schedule = 1;
 }
 
 double fashion_mlp_train_step(fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n) {
@@ -1130,6 +1132,7 @@ int64_t fashion_mlp_get_step(const fashion_mlp *m) { return m->step; }
 void fashion_mlp_set_step(fashion_mlp *m, int64_t step) { m->step = step; }
 double fashion_mlp_get_lr(const fashion_mlp *m) { return m->lr; }
 void fashion_mlp_set_lr(fashion_mlp *m, double lr) { m->lr = lr; }
+void fashion_mlp_set_schedule(fashion_mlp *m, int on) { m->schedule = on != 0; }
 
 /* The state tensors in the mirror; `keep`: the caller may keep the pointers. */
 static size_t state_tensors(fashion_mlp *m, cannl_tensor *out, size_t cap, int keep) {
@@ -1208,6 +1211,7 @@ static void api_set_step(void *m, int64_t step) { fashion_mlp_set_step((fashion_
 static double api_get_lr(const void *m) { return fashion_mlp_get_lr((const fashion_mlp *)m); }
 static void api_set_lr(void *m, double lr) { fashion_mlp_set_lr((fashion_mlp *)m, lr); }
 static void api_set_threads(int n) { (void)n; /* host threads do not matter here */ }
+static void api_set_schedule(void *m, int on) { fashion_mlp_set_schedule((fashion_mlp *)m, on); }
 static void api_prefetch(void *m, const void *const *inputs, int64_t n) {
     fashion_mlp_prefetch((fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n);
 }
@@ -1224,7 +1228,8 @@ const cannl_model_api fashion_mlp_api = {
     FASHION_MLP_NUM_METRICS, fashion_mlp_metric_names,
     "loss", 0.1,
     api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads};
+    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
+    NULL, api_set_schedule};
 
 /* Prefetching and the error message, for cannl_train_main_ext (fashion_mlp_train.cu). */
 extern "C" const cannl_model_ext fashion_mlp_cuda_ext = {api_prefetch, api_error};

@@ -77,6 +77,9 @@ int64_t fashion_mlp_get_step(const fashion_mlp *m);
 void fashion_mlp_set_step(fashion_mlp *m, int64_t step);
 double fashion_mlp_get_lr(const fashion_mlp *m);
 void fashion_mlp_set_lr(fashion_mlp *m, double lr);
+/* on = 1 (the default): train_step derives each step's lr from the base lr above and the
+   step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */
+void fashion_mlp_set_schedule(fashion_mlp *m, int on);
 /* Every state tensor (params, then optimiser state), see cannl_model_api. */
 size_t fashion_mlp_state_tensors(fashion_mlp *m, cannl_tensor *out, size_t cap);
 

@@ -51,6 +51,7 @@ static __device__ __forceinline__ float cannl_warp_sum(float v) {
 struct fashion_mlp_adam {
     int64_t step;     /* optimiser steps taken */
     double lr;        /* learning rate: the spec's, unless set */
+    int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
     char *host;       /* pinned mirror of the arena's first 10716160 bytes */
     int host_newer;   /* the mirror was (or may have been) changed: upload before device work */
@@ -1040,6 +1041,7 @@ void fashion_mlp_adam_init(fashion_mlp_adam *m, uint64_t seed) {
     m->device_newer = 0;
     m->step = 0;
     m->lr = 0.001;
+    m->schedule = 1;
 }
 
 double fashion_mlp_adam_train_step(fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n) {
@@ -1174,6 +1176,7 @@ int64_t fashion_mlp_adam_get_step(const fashion_mlp_adam *m) { return m->step; }
 void fashion_mlp_adam_set_step(fashion_mlp_adam *m, int64_t step) { m->step = step; }
 double fashion_mlp_adam_get_lr(const fashion_mlp_adam *m) { return m->lr; }
 void fashion_mlp_adam_set_lr(fashion_mlp_adam *m, double lr) { m->lr = lr; }
+void fashion_mlp_adam_set_schedule(fashion_mlp_adam *m, int on) { m->schedule = on != 0; }
 
 /* The state tensors in the mirror; `keep`: the caller may keep the pointers. */
 static size_t state_tensors(fashion_mlp_adam *m, cannl_tensor *out, size_t cap, int keep) {
@@ -1258,6 +1261,7 @@ static void api_set_step(void *m, int64_t step) { fashion_mlp_adam_set_step((fas
 static double api_get_lr(const void *m) { return fashion_mlp_adam_get_lr((const fashion_mlp_adam *)m); }
 static void api_set_lr(void *m, double lr) { fashion_mlp_adam_set_lr((fashion_mlp_adam *)m, lr); }
 static void api_set_threads(int n) { (void)n; /* host threads do not matter here */ }
+static void api_set_schedule(void *m, int on) { fashion_mlp_adam_set_schedule((fashion_mlp_adam *)m, on); }
 static void api_prefetch(void *m, const void *const *inputs, int64_t n) {
     fashion_mlp_adam_prefetch((fashion_mlp_adam *)m, (const fashion_mlp_adam_real *const *)inputs, n);
 }
@@ -1274,7 +1278,8 @@ const cannl_model_api fashion_mlp_adam_api = {
     FASHION_MLP_ADAM_NUM_METRICS, fashion_mlp_adam_metric_names,
     "loss", 0.001,
     api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads};
+    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
+    NULL, api_set_schedule};
 
 /* Prefetching and the error message, for cannl_train_main_ext (fashion_mlp_adam_train.cu). */
 extern "C" const cannl_model_ext fashion_mlp_adam_cuda_ext = {api_prefetch, api_error};

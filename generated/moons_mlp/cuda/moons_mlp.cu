@@ -50,6 +50,7 @@ static __device__ __forceinline__ float cannl_warp_sum(float v) {
 struct moons_mlp {
     int64_t step;     /* optimiser steps taken */
     double lr;        /* learning rate: the spec's, unless set */
+    int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
     char *host;       /* pinned mirror of the arena's first 6912 bytes */
     int host_newer;   /* the mirror was (or may have been) changed: upload before device work */
@@ -832,6 +833,7 @@ void moons_mlp_init(moons_mlp *m, uint64_t seed) {
     m->device_newer = 0;
     m->step = 0;
     m->lr = 0.5;
+    m->schedule = 1;
 }
 
 double moons_mlp_train_step(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
@@ -966,6 +968,7 @@ int64_t moons_mlp_get_step(const moons_mlp *m) { return m->step; }
 void moons_mlp_set_step(moons_mlp *m, int64_t step) { m->step = step; }
 double moons_mlp_get_lr(const moons_mlp *m) { return m->lr; }
 void moons_mlp_set_lr(moons_mlp *m, double lr) { m->lr = lr; }
+void moons_mlp_set_schedule(moons_mlp *m, int on) { m->schedule = on != 0; }
 
 /* The state tensors in the mirror; `keep`: the caller may keep the pointers. */
 static size_t state_tensors(moons_mlp *m, cannl_tensor *out, size_t cap, int keep) {
@@ -1044,6 +1047,7 @@ static void api_set_step(void *m, int64_t step) { moons_mlp_set_step((moons_mlp 
 static double api_get_lr(const void *m) { return moons_mlp_get_lr((const moons_mlp *)m); }
 static void api_set_lr(void *m, double lr) { moons_mlp_set_lr((moons_mlp *)m, lr); }
 static void api_set_threads(int n) { (void)n; /* host threads do not matter here */ }
+static void api_set_schedule(void *m, int on) { moons_mlp_set_schedule((moons_mlp *)m, on); }
 static void api_prefetch(void *m, const void *const *inputs, int64_t n) {
     moons_mlp_prefetch((moons_mlp *)m, (const moons_mlp_real *const *)inputs, n);
 }
@@ -1060,7 +1064,8 @@ const cannl_model_api moons_mlp_api = {
     MOONS_MLP_NUM_METRICS, moons_mlp_metric_names,
     "loss", 0.5,
     api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads};
+    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
+    NULL, api_set_schedule};
 
 /* Prefetching and the error message, for cannl_train_main_ext (moons_mlp_train.cu). */
 extern "C" const cannl_model_ext moons_mlp_cuda_ext = {api_prefetch, api_error};

@@ -77,6 +77,9 @@ int64_t moons_mlp_get_step(const moons_mlp *m);
 void moons_mlp_set_step(moons_mlp *m, int64_t step);
 double moons_mlp_get_lr(const moons_mlp *m);
 void moons_mlp_set_lr(moons_mlp *m, double lr);
+/* on = 1 (the default): train_step derives each step's lr from the base lr above and the
+   step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */
+void moons_mlp_set_schedule(moons_mlp *m, int on);
 /* Every state tensor (params, then optimiser state), see cannl_model_api. */
 size_t moons_mlp_state_tensors(moons_mlp *m, cannl_tensor *out, size_t cap);
 
