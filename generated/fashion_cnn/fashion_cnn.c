@@ -304,7 +304,7 @@ struct fashion_cnn {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 361475136 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 817474624 bytes */
     /* params */
     real *k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
     real *k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
@@ -487,7 +487,7 @@ static void init_params(fashion_cnn *m, uint64_t seed) {
 
 /* routine train_step */
 static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) {
-    char *const work = (char *)m->arena + 39295680; /* this routine's 257954176 bytes */
+    char *const work = (char *)m->arena + 39295680; /* this routine's 431362432 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict k1 = m->k1;
@@ -498,20 +498,19 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     real *restrict w3 = m->w3;
     real *restrict w4 = m->w4;
     real *restrict b4 = m->b4;
-    real *restrict x = (real *)(work + 256901120);
-    real *restrict a1_conv = (real *)(work + 160563200);
-    real *restrict p1 = (real *)(work + 237633536);
-    real *restrict loss_ = (real *)(work + 257954112);
-    real *restrict b4_grad = (real *)(work + 257954048);
-    real *restrict w4_grad = (real *)(work + 257908736);
-    real *restrict b3_grad = (real *)(work + 257949696);
-    real *restrict w3_grad = (real *)(work + 211943424);
-    real *restrict a2_conv_grad = (real *)(work + 224788480);
-    real *restrict c2_grad = (real *)(work + 257953792);
-    real *restrict k2_grad = (real *)(work + 257703936);
-    real *restrict p1_grad = (real *)(work + 244056064);
-    real *restrict p1_arg = (real *)(work + 250478592);
-    real *restrict a1_grad = (real *)(work + 186253312);
+    real *restrict a1_conv = (real *)(work + 321126400);
+    real *restrict a1_col = (real *)(work + 372506624);
+    real *restrict loss_ = (real *)(work + 431362368);
+    real *restrict b4_grad = (real *)(work + 431362304);
+    real *restrict w4_grad = (real *)(work + 431316992);
+    real *restrict b3_grad = (real *)(work + 431357952);
+    real *restrict w3_grad = (real *)(work + 392577024);
+    real *restrict a2_conv_grad = (real *)(work + 405422080);
+    real *restrict c2_grad = (real *)(work + 431362048);
+    real *restrict k2_grad = (real *)(work + 431112192);
+    real *restrict p1_grad = (real *)(work + 418267136);
+    real *restrict p1_arg = (real *)(work + 424689664);
+    real *restrict a1_grad = (real *)(work + 346816512);
     real *restrict k1_exp_avg = m->k1_exp_avg;
     real *restrict k1_exp_avg_sq = m->k1_exp_avg_sq;
     real *restrict k2_exp_avg = m->k2_exp_avg;
@@ -534,44 +533,57 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     const real sqrt_bc2 = (real)(sqrt(1 - pow(0.999, step)));
 
     /* line 18: x = image / 255 */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 28; ++o0) {
-            for (int64_t o2 = 0; o2 < 1; ++o2) {
-                for (int64_t o1 = 0; o1 < 28; ++o1)
-                    x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] * 0.003921569f;
-            }
-        }
-    }
-
-    /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 28; ++y) {
-            for (int64_t x_ = 0; x_ < 28; ++x_) {
-                for (int64_t d = 0; d < 32; ++d) {
-                    real acc = 0.0f;
-                    for (int64_t ky = 0; ky < 5; ++ky)
-                    for (int64_t c = 0; c < 1; ++c)
-                    for (int64_t kx = 0; kx < 5; ++kx)
-                        acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
-                    a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = acc;
+    {
+        real *restrict x = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o0 = 0; o0 < 28; ++o0) {
+                for (int64_t o2 = 0; o2 < 1; ++o2) {
+                    for (int64_t o1 = 0; o1 < 28; ++o1)
+                        x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] * 0.003921569f;
                 }
             }
         }
     }
 
+    /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
+    {
+        real *restrict x = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 28; ++y) {
+                for (int64_t x_ = 0; x_ < 28; ++x_) {
+                    for (int64_t ky = 0; ky < 5; ++ky) {
+                        for (int64_t c = 0; c < 1; ++c) {
+                            for (int64_t kx = 0; kx < 5; ++kx)
+                                a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t i = 0; i < n * 25088; ++i) a1_conv[i] = 0.0f;
+    /* matrix product a1_conv += a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 5 (kx), for each ky, c */
+    for (int64_t ky = 0; ky < 5; ++ky)
+        for (int64_t c = 0; c < 1; ++c)
+            cannl_gemm(n * 784, 32, 5, 1.0f, a1_col + ky * 5 + c, 25, 1, k1 + ky * 5 + c, 1, 25, a1_conv, 32, 1, 0, m->gemm_ws, m->gemm_slots);
+
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t ky = 0; ky < 2; ++ky) {
-                    for (int64_t kx = 0; kx < 2; ++kx) {
-                        for (int64_t c = 0; c < 32; ++c)
-                            { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]); if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+    {
+        real *restrict p1 = (real *)(work + 186253312);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 14; ++y) {
+                for (int64_t x_ = 0; x_ < 14; ++x_) {
+                    for (int64_t ky = 0; ky < 2; ++ky) {
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            for (int64_t c = 0; c < 32; ++c)
+                                { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]); if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+                        }
                     }
                 }
             }
@@ -580,28 +592,33 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
     {
-        real *restrict a2_conv = (real *)(work + 0);
+        real *restrict p1 = (real *)(work + 186253312);
+        real *restrict a2_col = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t y = 0; y < 14; ++y) {
                 for (int64_t x_ = 0; x_ < 14; ++x_) {
-                    for (int64_t d = 0; d < 64; ++d) {
-                        real acc = 0.0f;
-                        for (int64_t ky = 0; ky < 5; ++ky)
-                        for (int64_t kx = 0; kx < 5; ++kx)
-                        for (int64_t c = 0; c < 32; ++c)
-                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
-                        a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = acc;
+                    for (int64_t ky = 0; ky < 5; ++ky) {
+                        for (int64_t kx = 0; kx < 5; ++kx) {
+                            for (int64_t c = 0; c < 32; ++c)
+                                a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
+                        }
                     }
                 }
             }
         }
     }
+    {
+        real *restrict a2_conv = (real *)(work + 160563200);
+        real *restrict a2_col = (real *)(work + 0);
+        /* matrix product a2_conv = a2_col . k2: M = n * 196 (b, y, x_), N = 64 (d), K = 800 (ky, kx, c) */
+        cannl_gemm(n * 196, 64, 800, 1.0f, a2_col, 800, 1, k2, 1, 800, a2_conv, 64, 1, 1, m->gemm_ws, m->gemm_slots);
+    }
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
     {
-        real *restrict a2_conv = (real *)(work + 0);
-        real *restrict p2 = (real *)(work + 25690112);
+        real *restrict a2_conv = (real *)(work + 160563200);
+        real *restrict p2 = (real *)(work + 192675840);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
         CANNL_PRAGMA("omp parallel for")
@@ -621,14 +638,14 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
     {
-        real *restrict p2 = (real *)(work + 25690112);
-        real *restrict h3_mm = (real *)(work + 12845056);
+        real *restrict p2 = (real *)(work + 192675840);
+        real *restrict h3_mm = (real *)(work + 173408256);
         /* matrix product h3_mm = p2 . w3: M = n (b), N = 1024 (o), K = 3136 (k0, k1_, k2_) */
         cannl_gemm(n, 1024, 3136, 1.0f, p2, 3136, 1, w3, 1, 3136, h3_mm, 1024, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
-        real *restrict h3 = (real *)(work + 32112640);
-        real *restrict h3_mm = (real *)(work + 12845056);
+        real *restrict h3 = (real *)(work + 199098368);
+        real *restrict h3_mm = (real *)(work + 173408256);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 1024; ++o)
@@ -638,16 +655,16 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
     /* line 24: logits = w4 * h3 + b4 */
     {
-        real *restrict h3 = (real *)(work + 32112640);
-        real *restrict logits_mm = (real *)(work + 33161216);
+        real *restrict h3 = (real *)(work + 199098368);
+        real *restrict logits_mm = (real *)(work + 200146944);
         /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k) */
         cannl_gemm(10, n, 1024, 1.0f, w4, 1024, 1, h3, 1, 1024, logits_mm, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 25: loss = mean(cross_entropy(logits, label)) */
     {
-        real *restrict logits_mm = (real *)(work + 33161216);
-        real *restrict loss_max = (real *)(work + 33171456);
+        real *restrict logits_mm = (real *)(work + 200146944);
+        real *restrict loss_max = (real *)(work + 200157184);
         for (int64_t b = 0; b < n; ++b) {
             real acc = -INFINITY;
             for (int64_t o = 0; o < 10; ++o) {
@@ -658,9 +675,9 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
     {
-        real *restrict logits_mm = (real *)(work + 33161216);
-        real *restrict loss_max = (real *)(work + 33171456);
-        real *restrict loss_sumexp = (real *)(work + 33172480);
+        real *restrict logits_mm = (real *)(work + 200146944);
+        real *restrict loss_max = (real *)(work + 200157184);
+        real *restrict loss_sumexp = (real *)(work + 200158208);
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 10; ++o)
@@ -669,10 +686,10 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
     {
-        real *restrict logits_mm = (real *)(work + 33161216);
-        real *restrict loss_ce = (real *)(work + 12845056);
-        real *restrict loss_max = (real *)(work + 33171456);
-        real *restrict loss_sumexp = (real *)(work + 33172480);
+        real *restrict logits_mm = (real *)(work + 200146944);
+        real *restrict loss_ce = (real *)(work + 173408256);
+        real *restrict loss_max = (real *)(work + 200157184);
+        real *restrict loss_sumexp = (real *)(work + 200158208);
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 10; ++o)
@@ -681,7 +698,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
     {
-        real *restrict loss_ce = (real *)(work + 12845056);
+        real *restrict loss_ce = (real *)(work + 173408256);
         {
             real acc = 0.0f;
             for (int64_t b = 0; b < n; ++b)
@@ -692,9 +709,9 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
     /* line 22: first extremum: p2 = max_pool2d(a2, size = 2) */
     {
-        real *restrict a2_conv = (real *)(work + 0);
-        real *restrict p2 = (real *)(work + 25690112);
-        real *restrict p2_arg = (real *)(work + 28901376);
+        real *restrict a2_conv = (real *)(work + 160563200);
+        real *restrict p2 = (real *)(work + 192675840);
+        real *restrict p2_arg = (real *)(work + 195887104);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t i = 0; i < n * 3136; ++i) p2_arg[i] = INFINITY;
         CANNL_PRAGMA("omp parallel for")
@@ -714,7 +731,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
     /* zero the gradient of a2 */
     {
-        real *restrict a2_grad = (real *)(work + 12845056);
+        real *restrict a2_grad = (real *)(work + 173408256);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t j0 = 0; j0 < n; ++j0) {
             for (int64_t j1 = 0; j1 < 14; ++j1) {
@@ -738,16 +755,19 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     }
 
     /* line 20: first extremum: p1 = max_pool2d(a1, size = 2) */
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t i = 0; i < n * 6272; ++i) p1_arg[i] = INFINITY;
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t x_ = 0; x_ < 14; ++x_) {
-                for (int64_t ky = 0; ky < 2; ++ky) {
-                    for (int64_t kx = 0; kx < 2; ++kx) {
-                        for (int64_t c = 0; c < 32; ++c)
-                            { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x_ * 32 + c] ? (real)(2 * ky + kx) : INFINITY; if (v < p1_arg[b * 6272 + y * 448 + x_ * 32 + c]) p1_arg[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+    {
+        real *restrict p1 = (real *)(work + 186253312);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 6272; ++i) p1_arg[i] = INFINITY;
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t y = 0; y < 14; ++y) {
+                for (int64_t x_ = 0; x_ < 14; ++x_) {
+                    for (int64_t ky = 0; ky < 2; ++ky) {
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            for (int64_t c = 0; c < 32; ++c)
+                                { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x_ * 32 + c] ? (real)(2 * ky + kx) : INFINITY; if (v < p1_arg[b * 6272 + y * 448 + x_ * 32 + c]) p1_arg[b * 6272 + y * 448 + x_ * 32 + c] = v; }
+                        }
                     }
                 }
             }
@@ -767,8 +787,8 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
     /* line 25: backward: loss = mean(cross_entropy(logits, label)) */
     {
-        real *restrict loss_sumexp = (real *)(work + 33172480);
-        real *restrict loss_sumexp_grad = (real *)(work + 33173504);
+        real *restrict loss_sumexp = (real *)(work + 200158208);
+        real *restrict loss_sumexp_grad = (real *)(work + 186253312);
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 10; ++o)
@@ -777,10 +797,10 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
     {
-        real *restrict logits_mm = (real *)(work + 33161216);
-        real *restrict loss_max = (real *)(work + 33171456);
-        real *restrict logits_grad = (real *)(work + 34209792);
-        real *restrict loss_sumexp_grad = (real *)(work + 33173504);
+        real *restrict logits_mm = (real *)(work + 200146944);
+        real *restrict loss_max = (real *)(work + 200157184);
+        real *restrict logits_grad = (real *)(work + 187301888);
+        real *restrict loss_sumexp_grad = (real *)(work + 186253312);
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 10; ++o)
                 logits_grad[b * 10 + o] = -(1.0f / (real)n * label[b * 10 + o]) + loss_sumexp_grad[b] * expf(logits_mm[b * 10 + o] + b4[o] - loss_max[b]);
@@ -789,7 +809,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
     /* line 24: backward: logits = w4 * h3 + b4 */
     {
-        real *restrict logits_grad = (real *)(work + 34209792);
+        real *restrict logits_grad = (real *)(work + 187301888);
         for (int64_t o = 0; o < 10; ++o) {
             real acc = 0.0f;
             for (int64_t b = 0; b < n; ++b)
@@ -798,23 +818,23 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
     {
-        real *restrict h3 = (real *)(work + 32112640);
-        real *restrict logits_grad = (real *)(work + 34209792);
+        real *restrict h3 = (real *)(work + 199098368);
+        real *restrict logits_grad = (real *)(work + 187301888);
         /* matrix product w4_grad = logits_grad . h3: M = 10 (o), N = 1024 (k), K = n (b) */
         cannl_gemm(10, 1024, n, 1.0f, logits_grad, 1, 10, h3, 1024, 1, w4_grad, 1024, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
-        real *restrict logits_grad = (real *)(work + 34209792);
-        real *restrict h3_grad = (real *)(work + 33161216);
+        real *restrict logits_grad = (real *)(work + 187301888);
+        real *restrict h3_grad = (real *)(work + 186253312);
         /* matrix product h3_grad = logits_grad . w4: M = n (b), N = 1024 (k), K = 10 (o) */
         cannl_gemm(n, 1024, 10, 1.0f, logits_grad, 10, 1, w4, 1024, 1, h3_grad, 1024, 1, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 23: backward: h3 = relu(w3 * p2 + b3) */
     {
-        real *h3 = (real *)(work + 32112640); /* in place */
-        real *restrict h3_grad = (real *)(work + 33161216);
-        real *h3_mm_grad = (real *)(work + 32112640); /* in place */
+        real *restrict h3 = (real *)(work + 199098368);
+        real *restrict h3_grad = (real *)(work + 186253312);
+        real *restrict h3_mm_grad = (real *)(work + 189464576);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 1024; ++o)
@@ -822,7 +842,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
     {
-        real *restrict h3_mm_grad = (real *)(work + 32112640);
+        real *restrict h3_mm_grad = (real *)(work + 189464576);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t o = 0; o < 1024; ++o) {
             real acc = 0.0f;
@@ -832,23 +852,23 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         }
     }
     {
-        real *restrict p2 = (real *)(work + 25690112);
-        real *restrict h3_mm_grad = (real *)(work + 32112640);
+        real *restrict p2 = (real *)(work + 192675840);
+        real *restrict h3_mm_grad = (real *)(work + 189464576);
         /* matrix product w3_grad = h3_mm_grad . p2: M = 1024 (o), N = 3136 (k0, k1_, k2_), K = n (b) */
         cannl_gemm(1024, 3136, n, 1.0f, h3_mm_grad, 1, 1024, p2, 3136, 1, w3_grad, 3136, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
-        real *restrict h3_mm_grad = (real *)(work + 32112640);
-        real *restrict p2_grad = (real *)(work + 25690112);
+        real *restrict h3_mm_grad = (real *)(work + 189464576);
+        real *restrict p2_grad = (real *)(work + 186253312);
         /* matrix product p2_grad = h3_mm_grad . w3: M = n (b), N = 3136 (k0, k1_, k2_), K = 1024 (o) */
         cannl_gemm(n, 3136, 1024, 1.0f, h3_mm_grad, 1024, 1, w3, 3136, 1, p2_grad, 3136, 1, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 22: backward: p2 = max_pool2d(a2, size = 2) */
     {
-        real *restrict p2_grad = (real *)(work + 25690112);
-        real *restrict p2_arg = (real *)(work + 28901376);
-        real *restrict a2_grad = (real *)(work + 12845056);
+        real *restrict p2_grad = (real *)(work + 186253312);
+        real *restrict p2_arg = (real *)(work + 195887104);
+        real *restrict a2_grad = (real *)(work + 173408256);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t y = 0; y < 7; ++y) {
@@ -866,8 +886,8 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
     /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
     {
-        real *restrict a2_conv = (real *)(work + 0);
-        real *restrict a2_grad = (real *)(work + 12845056);
+        real *restrict a2_conv = (real *)(work + 160563200);
+        real *restrict a2_grad = (real *)(work + 173408256);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o0 = 0; o0 < 14; ++o0) {
@@ -888,29 +908,17 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
         c2_grad[o2] = acc;
     }
     {
-        real *restrict a2_col_grad = (real *)(work + 0);
+        real *restrict a2_col_grad = (real *)(work + 160563200);
         /* matrix product a2_col_grad = a2_conv_grad . k2: M = n * 196 (b, y, x_), N = 800 (ky, kx, c), K = 64 (d) */
         cannl_gemm(n * 196, 800, 64, 1.0f, a2_conv_grad, 64, 1, k2, 800, 1, a2_col_grad, 800, 1, 1, m->gemm_ws, m->gemm_slots);
     }
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t i = 0; i < 51200; ++i) k2_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for")
-    for (int64_t d = 0; d < 64; ++d) {
-        for (int64_t ky = 0; ky < 5; ++ky) {
-            for (int64_t kx = 0; kx < 5; ++kx) {
-                for (int64_t b = 0; b < n; ++b) {
-                    for (int64_t y = 0; y < 14; ++y) {
-                        for (int64_t x_ = 0; x_ < 14; ++x_) {
-                            for (int64_t c = 0; c < 32; ++c)
-                                k2_grad[d * 800 + ky * 160 + kx * 32 + c] += a2_conv_grad[b * 12544 + y * 896 + x_ * 64 + d] * (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
-                        }
-                    }
-                }
-            }
-        }
+    {
+        real *restrict a2_col = (real *)(work + 0);
+        /* matrix product k2_grad = a2_conv_grad . a2_col: M = 64 (d), N = 800 (ky, kx, c), K = n * 196 (b, y, x_) */
+        cannl_gemm(64, 800, n * 196, 1.0f, a2_conv_grad, 1, 64, a2_col, 800, 1, k2_grad, 800, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
-        real *restrict a2_col_grad = (real *)(work + 0);
+        real *restrict a2_col_grad = (real *)(work + 160563200);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t y = 0; y < 14; ++y) {
@@ -970,23 +978,10 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
     {
         real *restrict a1_conv_grad = (real *)(work + 0);
         real *restrict k1_grad = (real *)(work + 25690112);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t i = 0; i < 800; ++i) k1_grad[i] = 0.0f;
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t d = 0; d < 32; ++d) {
-            for (int64_t ky = 0; ky < 5; ++ky) {
-                for (int64_t c = 0; c < 1; ++c) {
-                    for (int64_t b = 0; b < n; ++b) {
-                        for (int64_t y = 0; y < 28; ++y) {
-                            for (int64_t x_ = 0; x_ < 28; ++x_) {
-                                for (int64_t kx = 0; kx < 5; ++kx)
-                                    k1_grad[d * 25 + ky * 5 + kx + c] += a1_conv_grad[b * 25088 + y * 896 + x_ * 32 + d] * (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        /* matrix product k1_grad = a1_col . a1_conv_grad: M = 5 (kx), N = 32 (d), K = n * 784 (b, y, x_), for each ky, c */
+        for (int64_t ky = 0; ky < 5; ++ky)
+            for (int64_t c = 0; c < 1; ++c)
+                cannl_gemm(5, 32, n * 784, 1.0f, a1_col + ky * 5 + c, 1, 25, a1_conv_grad, 32, 1, k1_grad + ky * 5 + c, 1, 25, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 29: adam update of k1 */
@@ -1078,7 +1073,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
 /* routine forward */
 static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real *const outputs[]) {
-    char *const work = (char *)m->arena + 297249856; /* this routine's 32112640 bytes */
+    char *const work = (char *)m->arena + 470658112; /* this routine's 173408256 bytes */
     const real *restrict image = inputs[0];
     real *restrict k1 = m->k1;
     real *restrict k2 = m->k2;
@@ -1091,7 +1086,7 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
 
     /* line 18: x = image / 255 */
     {
-        real *restrict x = (real *)(work + 25690112);
+        real *restrict x = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o0 = 0; o0 < 28; ++o0) {
@@ -1105,29 +1100,37 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
     {
-        real *restrict x = (real *)(work + 25690112);
-        real *restrict a1_conv = (real *)(work + 0);
+        real *restrict x = (real *)(work + 0);
+        real *restrict a1_col = (real *)(work + 25690112);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t y = 0; y < 28; ++y) {
                 for (int64_t x_ = 0; x_ < 28; ++x_) {
-                    for (int64_t d = 0; d < 32; ++d) {
-                        real acc = 0.0f;
-                        for (int64_t ky = 0; ky < 5; ++ky)
-                        for (int64_t c = 0; c < 1; ++c)
-                        for (int64_t kx = 0; kx < 5; ++kx)
-                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
-                        a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = acc;
+                    for (int64_t ky = 0; ky < 5; ++ky) {
+                        for (int64_t c = 0; c < 1; ++c) {
+                            for (int64_t kx = 0; kx < 5; ++kx)
+                                a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
+                        }
                     }
                 }
             }
         }
     }
+    {
+        real *restrict a1_conv = (real *)(work + 0);
+        real *restrict a1_col = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 25088; ++i) a1_conv[i] = 0.0f;
+        /* matrix product a1_conv += a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 5 (kx), for each ky, c */
+        for (int64_t ky = 0; ky < 5; ++ky)
+            for (int64_t c = 0; c < 1; ++c)
+                cannl_gemm(n * 784, 32, 5, 1.0f, a1_col + ky * 5 + c, 25, 1, k1 + ky * 5 + c, 1, 25, a1_conv, 32, 1, 0, m->gemm_ws, m->gemm_slots);
+    }
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
     {
         real *restrict a1_conv = (real *)(work + 0);
-        real *restrict p1 = (real *)(work + 25690112);
+        real *restrict p1 = (real *)(work + 160563200);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
         CANNL_PRAGMA("omp parallel for")
@@ -1147,29 +1150,33 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
     {
-        real *restrict p1 = (real *)(work + 25690112);
-        real *restrict a2_conv = (real *)(work + 0);
+        real *restrict p1 = (real *)(work + 160563200);
+        real *restrict a2_col = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t y = 0; y < 14; ++y) {
                 for (int64_t x_ = 0; x_ < 14; ++x_) {
-                    for (int64_t d = 0; d < 64; ++d) {
-                        real acc = 0.0f;
-                        for (int64_t ky = 0; ky < 5; ++ky)
-                        for (int64_t kx = 0; kx < 5; ++kx)
-                        for (int64_t c = 0; c < 32; ++c)
-                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
-                        a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = acc;
+                    for (int64_t ky = 0; ky < 5; ++ky) {
+                        for (int64_t kx = 0; kx < 5; ++kx) {
+                            for (int64_t c = 0; c < 32; ++c)
+                                a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
+                        }
                     }
                 }
             }
         }
     }
+    {
+        real *restrict a2_conv = (real *)(work + 160563200);
+        real *restrict a2_col = (real *)(work + 0);
+        /* matrix product a2_conv = a2_col . k2: M = n * 196 (b, y, x_), N = 64 (d), K = 800 (ky, kx, c) */
+        cannl_gemm(n * 196, 64, 800, 1.0f, a2_col, 800, 1, k2, 1, 800, a2_conv, 64, 1, 1, m->gemm_ws, m->gemm_slots);
+    }
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
     {
-        real *restrict a2_conv = (real *)(work + 0);
-        real *restrict p2 = (real *)(work + 12845056);
+        real *restrict a2_conv = (real *)(work + 160563200);
+        real *restrict p2 = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
         CANNL_PRAGMA("omp parallel for")
@@ -1189,14 +1196,14 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
     {
-        real *restrict p2 = (real *)(work + 12845056);
-        real *restrict h3_mm = (real *)(work + 0);
+        real *restrict p2 = (real *)(work + 0);
+        real *restrict h3_mm = (real *)(work + 3211264);
         /* matrix product h3_mm = p2 . w3: M = n (b), N = 1024 (o), K = 3136 (k0, k1_, k2_) */
         cannl_gemm(n, 1024, 3136, 1.0f, p2, 3136, 1, w3, 1, 3136, h3_mm, 1024, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
-        real *h3 = (real *)(work + 0); /* in place */
-        real *h3_mm = (real *)(work + 0); /* in place */
+        real *restrict h3 = (real *)(work + 0);
+        real *restrict h3_mm = (real *)(work + 3211264);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 1024; ++o)
@@ -1225,7 +1232,7 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
-    char *const work = (char *)m->arena + 329362496; /* this routine's 32112640 bytes */
+    char *const work = (char *)m->arena + 644066368; /* this routine's 173408256 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict k1 = m->k1;
@@ -1239,7 +1246,7 @@ static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, 
 
     /* line 18: x = image / 255 */
     {
-        real *restrict x = (real *)(work + 25690112);
+        real *restrict x = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o0 = 0; o0 < 28; ++o0) {
@@ -1253,29 +1260,37 @@ static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, 
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
     {
-        real *restrict x = (real *)(work + 25690112);
-        real *restrict a1_conv = (real *)(work + 0);
+        real *restrict x = (real *)(work + 0);
+        real *restrict a1_col = (real *)(work + 25690112);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t y = 0; y < 28; ++y) {
                 for (int64_t x_ = 0; x_ < 28; ++x_) {
-                    for (int64_t d = 0; d < 32; ++d) {
-                        real acc = 0.0f;
-                        for (int64_t ky = 0; ky < 5; ++ky)
-                        for (int64_t c = 0; c < 1; ++c)
-                        for (int64_t kx = 0; kx < 5; ++kx)
-                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
-                        a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = acc;
+                    for (int64_t ky = 0; ky < 5; ++ky) {
+                        for (int64_t c = 0; c < 1; ++c) {
+                            for (int64_t kx = 0; kx < 5; ++kx)
+                                a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
+                        }
                     }
                 }
             }
         }
     }
+    {
+        real *restrict a1_conv = (real *)(work + 0);
+        real *restrict a1_col = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 25088; ++i) a1_conv[i] = 0.0f;
+        /* matrix product a1_conv += a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 5 (kx), for each ky, c */
+        for (int64_t ky = 0; ky < 5; ++ky)
+            for (int64_t c = 0; c < 1; ++c)
+                cannl_gemm(n * 784, 32, 5, 1.0f, a1_col + ky * 5 + c, 25, 1, k1 + ky * 5 + c, 1, 25, a1_conv, 32, 1, 0, m->gemm_ws, m->gemm_slots);
+    }
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
     {
         real *restrict a1_conv = (real *)(work + 0);
-        real *restrict p1 = (real *)(work + 25690112);
+        real *restrict p1 = (real *)(work + 160563200);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
         CANNL_PRAGMA("omp parallel for")
@@ -1295,29 +1310,33 @@ static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, 
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
     {
-        real *restrict p1 = (real *)(work + 25690112);
-        real *restrict a2_conv = (real *)(work + 0);
+        real *restrict p1 = (real *)(work + 160563200);
+        real *restrict a2_col = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t y = 0; y < 14; ++y) {
                 for (int64_t x_ = 0; x_ < 14; ++x_) {
-                    for (int64_t d = 0; d < 64; ++d) {
-                        real acc = 0.0f;
-                        for (int64_t ky = 0; ky < 5; ++ky)
-                        for (int64_t kx = 0; kx < 5; ++kx)
-                        for (int64_t c = 0; c < 32; ++c)
-                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
-                        a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = acc;
+                    for (int64_t ky = 0; ky < 5; ++ky) {
+                        for (int64_t kx = 0; kx < 5; ++kx) {
+                            for (int64_t c = 0; c < 32; ++c)
+                                a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
+                        }
                     }
                 }
             }
         }
     }
+    {
+        real *restrict a2_conv = (real *)(work + 160563200);
+        real *restrict a2_col = (real *)(work + 0);
+        /* matrix product a2_conv = a2_col . k2: M = n * 196 (b, y, x_), N = 64 (d), K = 800 (ky, kx, c) */
+        cannl_gemm(n * 196, 64, 800, 1.0f, a2_col, 800, 1, k2, 1, 800, a2_conv, 64, 1, 1, m->gemm_ws, m->gemm_slots);
+    }
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
     {
-        real *restrict a2_conv = (real *)(work + 0);
-        real *restrict p2 = (real *)(work + 12845056);
+        real *restrict a2_conv = (real *)(work + 160563200);
+        real *restrict p2 = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
         CANNL_PRAGMA("omp parallel for")
@@ -1337,14 +1356,14 @@ static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, 
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
     {
-        real *restrict p2 = (real *)(work + 12845056);
-        real *restrict h3_mm = (real *)(work + 0);
+        real *restrict p2 = (real *)(work + 0);
+        real *restrict h3_mm = (real *)(work + 3211264);
         /* matrix product h3_mm = p2 . w3: M = n (b), N = 1024 (o), K = 3136 (k0, k1_, k2_) */
         cannl_gemm(n, 1024, 3136, 1.0f, p2, 3136, 1, w3, 1, 3136, h3_mm, 1024, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
-        real *h3 = (real *)(work + 0); /* in place */
-        real *h3_mm = (real *)(work + 0); /* in place */
+        real *restrict h3 = (real *)(work + 0);
+        real *restrict h3_mm = (real *)(work + 3211264);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 1024; ++o)
@@ -1485,12 +1504,12 @@ static void fashion_cnn_bind(fashion_cnn *m) {
     m->w3 = (real *)(base + 212480);
     m->w4 = (real *)(base + 13057536);
     m->b4 = (real *)(base + 13098496);
-    m->b4_grad = (real *)(base + 297249728);
-    m->w4_grad = (real *)(base + 297204416);
-    m->b3_grad = (real *)(base + 297245376);
-    m->w3_grad = (real *)(base + 251239104);
-    m->c2_grad = (real *)(base + 297249472);
-    m->k2_grad = (real *)(base + 296999616);
+    m->b4_grad = (real *)(base + 470657984);
+    m->w4_grad = (real *)(base + 470612672);
+    m->b3_grad = (real *)(base + 470653632);
+    m->w3_grad = (real *)(base + 431872704);
+    m->c2_grad = (real *)(base + 470657728);
+    m->k2_grad = (real *)(base + 470407872);
     m->c1_grad = (real *)(base + 64988992);
     m->k1_grad = (real *)(base + 64985792);
     m->k1_exp_avg = (real *)(base + 13098560);
@@ -1515,7 +1534,7 @@ static void fashion_cnn_bind(fashion_cnn *m) {
 fashion_cnn *fashion_cnn_create(uint64_t seed) {
     fashion_cnn *m = (fashion_cnn *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(361475136);
+    m->arena = cannl_alloc(817474624);
     if (!m->arena) {
         free(m);
         return NULL;

@@ -5,7 +5,7 @@
  * params and the buffers of the routines
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
- * in one arena of 45211200 bytes; no gradients, no optimiser state, no training code
+ * in one arena of 186506816 bytes; no gradients, no optimiser state, no training code
  * (a program that calls only fashion_cnn_infer_* links only this file of the library). The
  * routines are those of fashion_cnn.c, printed from the same loop nests, so they give the
  * same results.
@@ -288,7 +288,7 @@ static void cannl_gemm(long M, long N, long K, real alpha, const real *A, long a
 }
 
 struct fashion_cnn_infer {
-    void *arena; /* the buffers below, then the work region of forward and eval: 45211200 bytes */
+    void *arena; /* the buffers below, then the work region of forward and eval: 186506816 bytes */
     real *k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
     real *k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
     real *c1; /* [32] c1 : [32] */
@@ -304,7 +304,7 @@ struct fashion_cnn_infer {
 
 /* routine forward */
 static void forward(fashion_cnn_infer *m, const real *const inputs[], int64_t n, real *const outputs[]) {
-    char *const work = (char *)m->arena + 13098560; /* this routine's 32112640 bytes */
+    char *const work = (char *)m->arena + 13098560; /* this routine's 173408256 bytes */
     const real *restrict image = inputs[0];
     real *restrict k1 = m->k1;
     real *restrict k2 = m->k2;
@@ -317,7 +317,7 @@ static void forward(fashion_cnn_infer *m, const real *const inputs[], int64_t n,
 
     /* line 18: x = image / 255 */
     {
-        real *restrict x = (real *)(work + 25690112);
+        real *restrict x = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o0 = 0; o0 < 28; ++o0) {
@@ -331,29 +331,37 @@ static void forward(fashion_cnn_infer *m, const real *const inputs[], int64_t n,
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
     {
-        real *restrict x = (real *)(work + 25690112);
-        real *restrict a1_conv = (real *)(work + 0);
+        real *restrict x = (real *)(work + 0);
+        real *restrict a1_col = (real *)(work + 25690112);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t y = 0; y < 28; ++y) {
                 for (int64_t x_ = 0; x_ < 28; ++x_) {
-                    for (int64_t d = 0; d < 32; ++d) {
-                        real acc = 0.0f;
-                        for (int64_t ky = 0; ky < 5; ++ky)
-                        for (int64_t c = 0; c < 1; ++c)
-                        for (int64_t kx = 0; kx < 5; ++kx)
-                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
-                        a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = acc;
+                    for (int64_t ky = 0; ky < 5; ++ky) {
+                        for (int64_t c = 0; c < 1; ++c) {
+                            for (int64_t kx = 0; kx < 5; ++kx)
+                                a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
+                        }
                     }
                 }
             }
         }
     }
+    {
+        real *restrict a1_conv = (real *)(work + 0);
+        real *restrict a1_col = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 25088; ++i) a1_conv[i] = 0.0f;
+        /* matrix product a1_conv += a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 5 (kx), for each ky, c */
+        for (int64_t ky = 0; ky < 5; ++ky)
+            for (int64_t c = 0; c < 1; ++c)
+                cannl_gemm(n * 784, 32, 5, 1.0f, a1_col + ky * 5 + c, 25, 1, k1 + ky * 5 + c, 1, 25, a1_conv, 32, 1, 0, m->gemm_ws, m->gemm_slots);
+    }
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
     {
         real *restrict a1_conv = (real *)(work + 0);
-        real *restrict p1 = (real *)(work + 25690112);
+        real *restrict p1 = (real *)(work + 160563200);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
         CANNL_PRAGMA("omp parallel for")
@@ -373,29 +381,33 @@ static void forward(fashion_cnn_infer *m, const real *const inputs[], int64_t n,
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
     {
-        real *restrict p1 = (real *)(work + 25690112);
-        real *restrict a2_conv = (real *)(work + 0);
+        real *restrict p1 = (real *)(work + 160563200);
+        real *restrict a2_col = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t y = 0; y < 14; ++y) {
                 for (int64_t x_ = 0; x_ < 14; ++x_) {
-                    for (int64_t d = 0; d < 64; ++d) {
-                        real acc = 0.0f;
-                        for (int64_t ky = 0; ky < 5; ++ky)
-                        for (int64_t kx = 0; kx < 5; ++kx)
-                        for (int64_t c = 0; c < 32; ++c)
-                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
-                        a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = acc;
+                    for (int64_t ky = 0; ky < 5; ++ky) {
+                        for (int64_t kx = 0; kx < 5; ++kx) {
+                            for (int64_t c = 0; c < 32; ++c)
+                                a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
+                        }
                     }
                 }
             }
         }
     }
+    {
+        real *restrict a2_conv = (real *)(work + 160563200);
+        real *restrict a2_col = (real *)(work + 0);
+        /* matrix product a2_conv = a2_col . k2: M = n * 196 (b, y, x_), N = 64 (d), K = 800 (ky, kx, c) */
+        cannl_gemm(n * 196, 64, 800, 1.0f, a2_col, 800, 1, k2, 1, 800, a2_conv, 64, 1, 1, m->gemm_ws, m->gemm_slots);
+    }
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
     {
-        real *restrict a2_conv = (real *)(work + 0);
-        real *restrict p2 = (real *)(work + 12845056);
+        real *restrict a2_conv = (real *)(work + 160563200);
+        real *restrict p2 = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
         CANNL_PRAGMA("omp parallel for")
@@ -415,14 +427,14 @@ static void forward(fashion_cnn_infer *m, const real *const inputs[], int64_t n,
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
     {
-        real *restrict p2 = (real *)(work + 12845056);
-        real *restrict h3_mm = (real *)(work + 0);
+        real *restrict p2 = (real *)(work + 0);
+        real *restrict h3_mm = (real *)(work + 3211264);
         /* matrix product h3_mm = p2 . w3: M = n (b), N = 1024 (o), K = 3136 (k0, k1_, k2_) */
         cannl_gemm(n, 1024, 3136, 1.0f, p2, 3136, 1, w3, 1, 3136, h3_mm, 1024, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
-        real *h3 = (real *)(work + 0); /* in place */
-        real *h3_mm = (real *)(work + 0); /* in place */
+        real *restrict h3 = (real *)(work + 0);
+        real *restrict h3_mm = (real *)(work + 3211264);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 1024; ++o)
@@ -451,7 +463,7 @@ static void forward(fashion_cnn_infer *m, const real *const inputs[], int64_t n,
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_cnn_infer *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
-    char *const work = (char *)m->arena + 13098560; /* this routine's 32112640 bytes */
+    char *const work = (char *)m->arena + 13098560; /* this routine's 173408256 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict k1 = m->k1;
@@ -465,7 +477,7 @@ static void eval_metrics(fashion_cnn_infer *m, const real *const inputs[], int64
 
     /* line 18: x = image / 255 */
     {
-        real *restrict x = (real *)(work + 25690112);
+        real *restrict x = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o0 = 0; o0 < 28; ++o0) {
@@ -479,29 +491,37 @@ static void eval_metrics(fashion_cnn_infer *m, const real *const inputs[], int64
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
     {
-        real *restrict x = (real *)(work + 25690112);
-        real *restrict a1_conv = (real *)(work + 0);
+        real *restrict x = (real *)(work + 0);
+        real *restrict a1_col = (real *)(work + 25690112);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t y = 0; y < 28; ++y) {
                 for (int64_t x_ = 0; x_ < 28; ++x_) {
-                    for (int64_t d = 0; d < 32; ++d) {
-                        real acc = 0.0f;
-                        for (int64_t ky = 0; ky < 5; ++ky)
-                        for (int64_t c = 0; c < 1; ++c)
-                        for (int64_t kx = 0; kx < 5; ++kx)
-                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
-                        a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = acc;
+                    for (int64_t ky = 0; ky < 5; ++ky) {
+                        for (int64_t c = 0; c < 1; ++c) {
+                            for (int64_t kx = 0; kx < 5; ++kx)
+                                a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
+                        }
                     }
                 }
             }
         }
     }
+    {
+        real *restrict a1_conv = (real *)(work + 0);
+        real *restrict a1_col = (real *)(work + 25690112);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t i = 0; i < n * 25088; ++i) a1_conv[i] = 0.0f;
+        /* matrix product a1_conv += a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 5 (kx), for each ky, c */
+        for (int64_t ky = 0; ky < 5; ++ky)
+            for (int64_t c = 0; c < 1; ++c)
+                cannl_gemm(n * 784, 32, 5, 1.0f, a1_col + ky * 5 + c, 25, 1, k1 + ky * 5 + c, 1, 25, a1_conv, 32, 1, 0, m->gemm_ws, m->gemm_slots);
+    }
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
     {
         real *restrict a1_conv = (real *)(work + 0);
-        real *restrict p1 = (real *)(work + 25690112);
+        real *restrict p1 = (real *)(work + 160563200);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
         CANNL_PRAGMA("omp parallel for")
@@ -521,29 +541,33 @@ static void eval_metrics(fashion_cnn_infer *m, const real *const inputs[], int64
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
     {
-        real *restrict p1 = (real *)(work + 25690112);
-        real *restrict a2_conv = (real *)(work + 0);
+        real *restrict p1 = (real *)(work + 160563200);
+        real *restrict a2_col = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t y = 0; y < 14; ++y) {
                 for (int64_t x_ = 0; x_ < 14; ++x_) {
-                    for (int64_t d = 0; d < 64; ++d) {
-                        real acc = 0.0f;
-                        for (int64_t ky = 0; ky < 5; ++ky)
-                        for (int64_t kx = 0; kx < 5; ++kx)
-                        for (int64_t c = 0; c < 32; ++c)
-                            acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
-                        a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = acc;
+                    for (int64_t ky = 0; ky < 5; ++ky) {
+                        for (int64_t kx = 0; kx < 5; ++kx) {
+                            for (int64_t c = 0; c < 32; ++c)
+                                a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
+                        }
                     }
                 }
             }
         }
     }
+    {
+        real *restrict a2_conv = (real *)(work + 160563200);
+        real *restrict a2_col = (real *)(work + 0);
+        /* matrix product a2_conv = a2_col . k2: M = n * 196 (b, y, x_), N = 64 (d), K = 800 (ky, kx, c) */
+        cannl_gemm(n * 196, 64, 800, 1.0f, a2_col, 800, 1, k2, 1, 800, a2_conv, 64, 1, 1, m->gemm_ws, m->gemm_slots);
+    }
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
     {
-        real *restrict a2_conv = (real *)(work + 0);
-        real *restrict p2 = (real *)(work + 12845056);
+        real *restrict a2_conv = (real *)(work + 160563200);
+        real *restrict p2 = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
         CANNL_PRAGMA("omp parallel for")
@@ -563,14 +587,14 @@ static void eval_metrics(fashion_cnn_infer *m, const real *const inputs[], int64
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
     {
-        real *restrict p2 = (real *)(work + 12845056);
-        real *restrict h3_mm = (real *)(work + 0);
+        real *restrict p2 = (real *)(work + 0);
+        real *restrict h3_mm = (real *)(work + 3211264);
         /* matrix product h3_mm = p2 . w3: M = n (b), N = 1024 (o), K = 3136 (k0, k1_, k2_) */
         cannl_gemm(n, 1024, 3136, 1.0f, p2, 3136, 1, w3, 1, 3136, h3_mm, 1024, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
-        real *h3 = (real *)(work + 0); /* in place */
-        real *h3_mm = (real *)(work + 0); /* in place */
+        real *restrict h3 = (real *)(work + 0);
+        real *restrict h3_mm = (real *)(work + 3211264);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 1024; ++o)
@@ -717,7 +741,7 @@ static void fashion_cnn_infer_bind(fashion_cnn_infer *m) {
 fashion_cnn_infer *fashion_cnn_infer_create(void) {
     fashion_cnn_infer *m = (fashion_cnn_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(45211200);
+    m->arena = cannl_alloc(186506816);
     if (!m->arena) {
         free(m);
         return NULL;

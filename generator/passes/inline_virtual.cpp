@@ -12,7 +12,8 @@
 //   - a backward (or any) reader in the same routine gets it only under the rules above:
 //     an expensive tensor that the backward pass needs is stored, not recomputed;
 //   - a contraction reader (the GEMM pattern, rewrite.h) keeps its form: only a load or a
-//     load times a constant is inlined into one;
+//     load times a constant is inlined into one, and only when every index stays a single
+//     loop variable (an im2col gather is not inlined into its product);
 //   - every read is inside B (a padded read outside would be 0, not e), comes after P, and
 //     nothing between P and the reader writes what e reads.
 // Guarantees: each load of B is replaced by e with P's loops renamed into the reader's
@@ -77,7 +78,16 @@ bool try_inline(ir::Program& p, ir::Routine& r, size_t i, const std::set<int>& l
     if (j < i || clobbered) return false;
     for (int w : passes::writes(s))
       if (inputs.count(w)) return false;  // the reader itself overwrites an input of e
-    if (passes::is_contraction(s) && !scaled_load(*pr.body)) return false;
+    if (passes::is_contraction(s)) {
+      // Only a scaled load goes into a product, and only when the product keeps its form:
+      // an im2col gather (shifted, padded reads) stays stored, so the product stays a GEMM.
+      if (!scaled_load(*pr.body)) return false;
+      ir::Stmt trial = s;
+      trial.body = passes::simplify_expr(passes::rewrite(s.body, [&](const Expr& l) -> ExprP {
+        return l.op == Op::Load && l.access.buf == b ? instantiate(pr, l.access) : nullptr;
+      }));
+      if (!passes::is_contraction(trial)) return false;
+    }
     std::vector<const Expr*> ls;
     ir::collect_loads(s, ls);
     for (const Expr* l : ls) {

@@ -203,24 +203,21 @@ static __global__ void __launch_bounds__(256) train_step_0_x(real *__restrict__ 
     x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] * 0.003921569f;
 }
 
-/* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_1_a1_conv(real *__restrict__ a1_conv, const real *__restrict__ x, const real *__restrict__ k1, const int64_t n) {
+/* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one thread per element) */
+static __global__ void __launch_bounds__(256) train_step_1_a1_col(real *__restrict__ a1_col, const real *__restrict__ x, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 25088) return;
-    const int64_t b = i_ / 25088;
-    const int64_t y = (i_ / 896) % 28;
-    const int64_t x_ = (i_ / 32) % 28;
-    const int64_t d = i_ % 32;
-    real acc = 0.0f;
-    for (int64_t ky = 0; ky < 5; ++ky)
-    for (int64_t c = 0; c < 1; ++c)
-    for (int64_t kx = 0; kx < 5; ++kx)
-        acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
-    a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = acc;
+    if (i_ >= n * 19600) return;
+    const int64_t b = i_ / 19600;
+    const int64_t y = (i_ / 700) % 28;
+    const int64_t x_ = (i_ / 25) % 28;
+    const int64_t ky = (i_ / 5) % 5;
+    const int64_t c = (i_ / 5) % 1;
+    const int64_t kx = i_ % 5;
+    a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
 }
 
 /* line 20: p1 = max_pool2d(a1, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_2_p1(real *__restrict__ p1, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_3_p1(real *__restrict__ p1, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 6272) return;
     const int64_t b = i_ / 6272;
@@ -236,28 +233,21 @@ static __global__ void __launch_bounds__(256) train_step_2_p1(real *__restrict__
     p1[b * 6272 + y * 448 + x_ * 32 + c] = acc;
 }
 
-/* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one warp per element, reducing its 800 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_3_a2_conv(real *__restrict__ a2_conv, const real *__restrict__ p1, const real *__restrict__ k2, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= n * 12544) return; /* the whole warp */
-    const int64_t b = i_ / 12544;
-    const int64_t y = (i_ / 896) % 14;
-    const int64_t x_ = (i_ / 64) % 14;
-    const int64_t d = i_ % 64;
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < 800; r_ += 32) {
-        const int64_t ky = r_ / 160;
-        const int64_t kx = (r_ / 32) % 5;
-        const int64_t c = r_ % 32;
-        acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = acc;
+/* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element) */
+static __global__ void __launch_bounds__(256) train_step_4_a2_col(real *__restrict__ a2_col, const real *__restrict__ p1, const int64_t n) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= n * 156800) return;
+    const int64_t b = i_ / 156800;
+    const int64_t y = (i_ / 11200) % 14;
+    const int64_t x_ = (i_ / 800) % 14;
+    const int64_t ky = (i_ / 160) % 5;
+    const int64_t kx = (i_ / 32) % 5;
+    const int64_t c = i_ % 32;
+    a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
 }
 
 /* line 22: p2 = max_pool2d(a2, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_4_p2(real *__restrict__ p2, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_6_p2(real *__restrict__ p2, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 3136) return;
     const int64_t b = i_ / 3136;
@@ -274,7 +264,7 @@ static __global__ void __launch_bounds__(256) train_step_4_p2(real *__restrict__
 }
 
 /* line 23: h3 = relu(w3 * p2 + b3) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_6_h3(real *__restrict__ h3, const real *__restrict__ h3_mm, const real *__restrict__ b3, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_8_h3(real *__restrict__ h3, const real *__restrict__ h3_mm, const real *__restrict__ b3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 1024) return;
     const int64_t b = i_ / 1024;
@@ -283,7 +273,7 @@ static __global__ void __launch_bounds__(256) train_step_6_h3(real *__restrict__
 }
 
 /* line 25: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_8_loss_max(real *__restrict__ loss_max, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_10_loss_max(real *__restrict__ loss_max, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -296,7 +286,7 @@ static __global__ void __launch_bounds__(256) train_step_8_loss_max(real *__rest
 }
 
 /* line 25: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_9_loss_sumexp(real *__restrict__ loss_sumexp, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_11_loss_sumexp(real *__restrict__ loss_sumexp, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -307,7 +297,7 @@ static __global__ void __launch_bounds__(256) train_step_9_loss_sumexp(real *__r
 }
 
 /* line 25: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_10_loss_ce(real *__restrict__ loss_ce, const real *__restrict__ label, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const real *__restrict__ loss_sumexp, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_12_loss_ce(real *__restrict__ loss_ce, const real *__restrict__ label, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const real *__restrict__ loss_sumexp, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -318,7 +308,7 @@ static __global__ void __launch_bounds__(256) train_step_10_loss_ce(real *__rest
 }
 
 /* line 25: loss = mean(cross_entropy(logits, label)) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_11_loss_(real *__restrict__ loss_, const real *__restrict__ loss_ce, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_13_loss_(real *__restrict__ loss_, const real *__restrict__ loss_ce, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
@@ -332,7 +322,7 @@ static __global__ void __launch_bounds__(256) train_step_11_loss_(real *__restri
 }
 
 /* line 22: first extremum: p2 = max_pool2d(a2, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_12_p2_arg(real *__restrict__ p2_arg, const real *__restrict__ a2_conv, const real *__restrict__ c2, const real *__restrict__ p2, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_14_p2_arg(real *__restrict__ p2_arg, const real *__restrict__ a2_conv, const real *__restrict__ c2, const real *__restrict__ p2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 3136) return;
     const int64_t b = i_ / 3136;
@@ -349,7 +339,7 @@ static __global__ void __launch_bounds__(256) train_step_12_p2_arg(real *__restr
 }
 
 /* zero the gradient of a2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_13_a2_grad(real *__restrict__ a2_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_15_a2_grad(real *__restrict__ a2_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 12544) return;
     const int64_t j0 = i_ / 12544;
@@ -360,7 +350,7 @@ static __global__ void __launch_bounds__(256) train_step_13_a2_grad(real *__rest
 }
 
 /* zero the gradient of p1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_14_p1_grad(real *__restrict__ p1_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_16_p1_grad(real *__restrict__ p1_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 6272) return;
     const int64_t j0 = i_ / 6272;
@@ -371,7 +361,7 @@ static __global__ void __launch_bounds__(256) train_step_14_p1_grad(real *__rest
 }
 
 /* line 20: first extremum: p1 = max_pool2d(a1, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_15_p1_arg(real *__restrict__ p1_arg, const real *__restrict__ a1_conv, const real *__restrict__ c1, const real *__restrict__ p1, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_17_p1_arg(real *__restrict__ p1_arg, const real *__restrict__ a1_conv, const real *__restrict__ c1, const real *__restrict__ p1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 6272) return;
     const int64_t b = i_ / 6272;
@@ -388,7 +378,7 @@ static __global__ void __launch_bounds__(256) train_step_15_p1_arg(real *__restr
 }
 
 /* zero the gradient of a1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_16_a1_grad(real *__restrict__ a1_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_18_a1_grad(real *__restrict__ a1_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 25088) return;
     const int64_t j0 = i_ / 25088;
@@ -399,7 +389,7 @@ static __global__ void __launch_bounds__(256) train_step_16_a1_grad(real *__rest
 }
 
 /* line 25: backward: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_17_loss_sumexp_grad(real *__restrict__ loss_sumexp_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_19_loss_sumexp_grad(real *__restrict__ loss_sumexp_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -410,7 +400,7 @@ static __global__ void __launch_bounds__(256) train_step_17_loss_sumexp_grad(rea
 }
 
 /* line 25: backward: loss = mean(cross_entropy(logits, label)) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_18_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp_grad, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_20_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp_grad, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
@@ -419,7 +409,7 @@ static __global__ void __launch_bounds__(256) train_step_18_logits_grad(real *__
 }
 
 /* line 24: backward: logits = w4 * h3 + b4 (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_19_b4_grad(real *__restrict__ b4_grad, const real *__restrict__ logits_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_21_b4_grad(real *__restrict__ b4_grad, const real *__restrict__ logits_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 10) return; /* the whole warp */
@@ -434,7 +424,7 @@ static __global__ void __launch_bounds__(256) train_step_19_b4_grad(real *__rest
 }
 
 /* line 23: backward: h3 = relu(w3 * p2 + b3) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_22_h3_mm_grad(real *__restrict__ h3_mm_grad, const real *__restrict__ h3_grad, const real *__restrict__ h3, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_24_h3_mm_grad(real *__restrict__ h3_mm_grad, const real *__restrict__ h3_grad, const real *__restrict__ h3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 1024) return;
     const int64_t b = i_ / 1024;
@@ -443,7 +433,7 @@ static __global__ void __launch_bounds__(256) train_step_22_h3_mm_grad(real *__r
 }
 
 /* line 23: backward: h3 = relu(w3 * p2 + b3) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_23_b3_grad(real *__restrict__ b3_grad, const real *__restrict__ h3_mm_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_25_b3_grad(real *__restrict__ b3_grad, const real *__restrict__ h3_mm_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1024) return; /* the whole warp */
@@ -458,7 +448,7 @@ static __global__ void __launch_bounds__(256) train_step_23_b3_grad(real *__rest
 }
 
 /* line 22: backward: p2 = max_pool2d(a2, size = 2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_26_a2_grad(real *__restrict__ a2_grad, const real *__restrict__ p2_grad, const real *__restrict__ p2_arg, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_28_a2_grad(real *__restrict__ a2_grad, const real *__restrict__ p2_grad, const real *__restrict__ p2_arg, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 12544) return;
     const int64_t b = i_ / 12544;
@@ -471,7 +461,7 @@ static __global__ void __launch_bounds__(256) train_step_26_a2_grad(real *__rest
 }
 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_27_a2_conv_grad(real *__restrict__ a2_conv_grad, const real *__restrict__ a2_grad, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_29_a2_conv_grad(real *__restrict__ a2_conv_grad, const real *__restrict__ a2_grad, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 12544) return;
     const int64_t b = i_ / 12544;
@@ -482,7 +472,7 @@ static __global__ void __launch_bounds__(256) train_step_27_a2_conv_grad(real *_
 }
 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one block per element, reducing its n * 196 terms with shuffles and shared memory, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_28_c2_grad(real *__restrict__ c2_grad, const real *__restrict__ a2_conv_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_30_c2_grad(real *__restrict__ c2_grad, const real *__restrict__ a2_conv_grad, const int64_t n) {
     const int64_t i_ = blockIdx.x;
     const int lane_ = threadIdx.x;
     const int64_t o2 = i_;
@@ -497,28 +487,8 @@ static __global__ void __launch_bounds__(256) train_step_28_c2_grad(real *__rest
     if (lane_ == 0) c2_grad[o2] = acc;
 }
 
-/* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one warp per element, reducing its n * 196 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_30_k2_grad(real *__restrict__ k2_grad, const real *__restrict__ a2_conv_grad, const real *__restrict__ p1, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= 51200) return; /* the whole warp */
-    const int64_t d = i_ / 800;
-    const int64_t ky = (i_ / 160) % 5;
-    const int64_t kx = (i_ / 32) % 5;
-    const int64_t c = i_ % 32;
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < n * 196; r_ += 32) {
-        const int64_t b = r_ / 196;
-        const int64_t y = (r_ / 14) % 14;
-        const int64_t x_ = r_ % 14;
-        acc += a2_conv_grad[b * 12544 + y * 896 + x_ * 64 + d] * (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) k2_grad[d * 800 + ky * 160 + kx * 32 + c] = acc;
-}
-
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element, adding atomically (elements repeat)) */
-static __global__ void __launch_bounds__(256) train_step_31_p1_grad(real *__restrict__ p1_grad, const real *__restrict__ a2_col_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_33_p1_grad(real *__restrict__ p1_grad, const real *__restrict__ a2_col_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 156800) return;
     const int64_t b = i_ / 156800;
@@ -531,7 +501,7 @@ static __global__ void __launch_bounds__(256) train_step_31_p1_grad(real *__rest
 }
 
 /* line 20: backward: p1 = max_pool2d(a1, size = 2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_32_a1_grad(real *__restrict__ a1_grad, const real *__restrict__ p1_grad, const real *__restrict__ p1_arg, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_34_a1_grad(real *__restrict__ a1_grad, const real *__restrict__ p1_grad, const real *__restrict__ p1_arg, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 25088) return;
     const int64_t b = i_ / 25088;
@@ -544,7 +514,7 @@ static __global__ void __launch_bounds__(256) train_step_32_a1_grad(real *__rest
 }
 
 /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_33_a1_conv_grad(real *__restrict__ a1_conv_grad, const real *__restrict__ a1_grad, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_35_a1_conv_grad(real *__restrict__ a1_conv_grad, const real *__restrict__ a1_grad, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 25088) return;
     const int64_t b = i_ / 25088;
@@ -555,7 +525,7 @@ static __global__ void __launch_bounds__(256) train_step_33_a1_conv_grad(real *_
 }
 
 /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one block per element, reducing its n * 784 terms with shuffles and shared memory, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_34_c1_grad(real *__restrict__ c1_grad, const real *__restrict__ a1_conv_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_36_c1_grad(real *__restrict__ c1_grad, const real *__restrict__ a1_conv_grad, const int64_t n) {
     const int64_t i_ = blockIdx.x;
     const int lane_ = threadIdx.x;
     const int64_t o2 = i_;
@@ -570,27 +540,8 @@ static __global__ void __launch_bounds__(256) train_step_34_c1_grad(real *__rest
     if (lane_ == 0) c1_grad[o2] = acc;
 }
 
-/* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one block per element, reducing its n * 784 terms with shuffles and shared memory, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_35_k1_grad(real *__restrict__ k1_grad, const real *__restrict__ a1_conv_grad, const real *__restrict__ x, const int64_t n) {
-    const int64_t i_ = blockIdx.x;
-    const int lane_ = threadIdx.x;
-    const int64_t d = i_ / 25;
-    const int64_t ky = (i_ / 5) % 5;
-    const int64_t c = (i_ / 5) % 1;
-    const int64_t kx = i_ % 5;
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < n * 784; r_ += 256) {
-        const int64_t b = r_ / 784;
-        const int64_t y = (r_ / 28) % 28;
-        const int64_t x_ = r_ % 28;
-        acc += a1_conv_grad[b * 25088 + y * 896 + x_ * 32 + d] * (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
-    }
-    acc = cannl_block_sum(acc);
-    if (lane_ == 0) k1_grad[d * 25 + ky * 5 + kx + c] = acc;
-}
-
 /* line 29: adam update of k1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_36_k1_exp_avg(real *__restrict__ k1_exp_avg, real *__restrict__ k1_exp_avg_sq, real *__restrict__ k1, const real *__restrict__ k1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_38_k1_exp_avg(real *__restrict__ k1_exp_avg, real *__restrict__ k1_exp_avg_sq, real *__restrict__ k1, const real *__restrict__ k1_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 800) return;
     const int64_t j0 = i_ / 25;
@@ -603,7 +554,7 @@ static __global__ void __launch_bounds__(256) train_step_36_k1_exp_avg(real *__r
 }
 
 /* line 29: adam update of k2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_37_k2_exp_avg(real *__restrict__ k2_exp_avg, real *__restrict__ k2_exp_avg_sq, real *__restrict__ k2, const real *__restrict__ k2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_39_k2_exp_avg(real *__restrict__ k2_exp_avg, real *__restrict__ k2_exp_avg_sq, real *__restrict__ k2, const real *__restrict__ k2_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 51200) return;
     const int64_t j0 = i_ / 800;
@@ -616,7 +567,7 @@ static __global__ void __launch_bounds__(256) train_step_37_k2_exp_avg(real *__r
 }
 
 /* line 29: adam update of c1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_38_c1_exp_avg(real *__restrict__ c1_exp_avg, real *__restrict__ c1_exp_avg_sq, real *__restrict__ c1, const real *__restrict__ c1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_40_c1_exp_avg(real *__restrict__ c1_exp_avg, real *__restrict__ c1_exp_avg_sq, real *__restrict__ c1, const real *__restrict__ c1_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 32) return;
     const int64_t j = i_;
@@ -626,7 +577,7 @@ static __global__ void __launch_bounds__(256) train_step_38_c1_exp_avg(real *__r
 }
 
 /* line 29: adam update of c2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_39_c2_exp_avg(real *__restrict__ c2_exp_avg, real *__restrict__ c2_exp_avg_sq, real *__restrict__ c2, const real *__restrict__ c2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_41_c2_exp_avg(real *__restrict__ c2_exp_avg, real *__restrict__ c2_exp_avg_sq, real *__restrict__ c2, const real *__restrict__ c2_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 64) return;
     const int64_t j = i_;
@@ -636,7 +587,7 @@ static __global__ void __launch_bounds__(256) train_step_39_c2_exp_avg(real *__r
 }
 
 /* line 29: adam update of b3 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_40_b3_exp_avg(real *__restrict__ b3_exp_avg, real *__restrict__ b3_exp_avg_sq, real *__restrict__ b3, const real *__restrict__ b3_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_42_b3_exp_avg(real *__restrict__ b3_exp_avg, real *__restrict__ b3_exp_avg_sq, real *__restrict__ b3, const real *__restrict__ b3_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 1024) return;
     const int64_t j = i_;
@@ -646,7 +597,7 @@ static __global__ void __launch_bounds__(256) train_step_40_b3_exp_avg(real *__r
 }
 
 /* line 29: adam update of w3 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_41_w3_exp_avg(real *__restrict__ w3_exp_avg, real *__restrict__ w3_exp_avg_sq, real *__restrict__ w3, const real *__restrict__ w3_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_43_w3_exp_avg(real *__restrict__ w3_exp_avg, real *__restrict__ w3_exp_avg_sq, real *__restrict__ w3, const real *__restrict__ w3_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 3211264) return;
     const int64_t j0 = i_ / 3136;
@@ -659,7 +610,7 @@ static __global__ void __launch_bounds__(256) train_step_41_w3_exp_avg(real *__r
 }
 
 /* line 29: adam update of w4 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_42_w4_exp_avg(real *__restrict__ w4_exp_avg, real *__restrict__ w4_exp_avg_sq, real *__restrict__ w4, const real *__restrict__ w4_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_44_w4_exp_avg(real *__restrict__ w4_exp_avg, real *__restrict__ w4_exp_avg_sq, real *__restrict__ w4, const real *__restrict__ w4_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 10240) return;
     const int64_t j0 = i_ / 1024;
@@ -670,7 +621,7 @@ static __global__ void __launch_bounds__(256) train_step_42_w4_exp_avg(real *__r
 }
 
 /* line 29: adam update of b4 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_43_b4_exp_avg(real *__restrict__ b4_exp_avg, real *__restrict__ b4_exp_avg_sq, real *__restrict__ b4, const real *__restrict__ b4_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_45_b4_exp_avg(real *__restrict__ b4_exp_avg, real *__restrict__ b4_exp_avg_sq, real *__restrict__ b4, const real *__restrict__ b4_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 10) return;
     const int64_t j = i_;
@@ -690,24 +641,21 @@ static __global__ void __launch_bounds__(256) forward_0_x(real *__restrict__ x, 
     x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] * 0.003921569f;
 }
 
-/* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) forward_1_a1_conv(real *__restrict__ a1_conv, const real *__restrict__ x, const real *__restrict__ k1, const int64_t n) {
+/* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one thread per element) */
+static __global__ void __launch_bounds__(256) forward_1_a1_col(real *__restrict__ a1_col, const real *__restrict__ x, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 25088) return;
-    const int64_t b = i_ / 25088;
-    const int64_t y = (i_ / 896) % 28;
-    const int64_t x_ = (i_ / 32) % 28;
-    const int64_t d = i_ % 32;
-    real acc = 0.0f;
-    for (int64_t ky = 0; ky < 5; ++ky)
-    for (int64_t c = 0; c < 1; ++c)
-    for (int64_t kx = 0; kx < 5; ++kx)
-        acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
-    a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = acc;
+    if (i_ >= n * 19600) return;
+    const int64_t b = i_ / 19600;
+    const int64_t y = (i_ / 700) % 28;
+    const int64_t x_ = (i_ / 25) % 28;
+    const int64_t ky = (i_ / 5) % 5;
+    const int64_t c = (i_ / 5) % 1;
+    const int64_t kx = i_ % 5;
+    a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
 }
 
 /* line 20: p1 = max_pool2d(a1, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) forward_2_p1(real *__restrict__ p1, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
+static __global__ void __launch_bounds__(256) forward_3_p1(real *__restrict__ p1, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 6272) return;
     const int64_t b = i_ / 6272;
@@ -723,28 +671,21 @@ static __global__ void __launch_bounds__(256) forward_2_p1(real *__restrict__ p1
     p1[b * 6272 + y * 448 + x_ * 32 + c] = acc;
 }
 
-/* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one warp per element, reducing its 800 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) forward_3_a2_conv(real *__restrict__ a2_conv, const real *__restrict__ p1, const real *__restrict__ k2, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= n * 12544) return; /* the whole warp */
-    const int64_t b = i_ / 12544;
-    const int64_t y = (i_ / 896) % 14;
-    const int64_t x_ = (i_ / 64) % 14;
-    const int64_t d = i_ % 64;
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < 800; r_ += 32) {
-        const int64_t ky = r_ / 160;
-        const int64_t kx = (r_ / 32) % 5;
-        const int64_t c = r_ % 32;
-        acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = acc;
+/* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element) */
+static __global__ void __launch_bounds__(256) forward_4_a2_col(real *__restrict__ a2_col, const real *__restrict__ p1, const int64_t n) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= n * 156800) return;
+    const int64_t b = i_ / 156800;
+    const int64_t y = (i_ / 11200) % 14;
+    const int64_t x_ = (i_ / 800) % 14;
+    const int64_t ky = (i_ / 160) % 5;
+    const int64_t kx = (i_ / 32) % 5;
+    const int64_t c = i_ % 32;
+    a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
 }
 
 /* line 22: p2 = max_pool2d(a2, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) forward_4_p2(real *__restrict__ p2, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
+static __global__ void __launch_bounds__(256) forward_6_p2(real *__restrict__ p2, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 3136) return;
     const int64_t b = i_ / 3136;
@@ -761,7 +702,7 @@ static __global__ void __launch_bounds__(256) forward_4_p2(real *__restrict__ p2
 }
 
 /* line 23: h3 = relu(w3 * p2 + b3) (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_6_h3(real *__restrict__ h3, const real *__restrict__ h3_mm, const real *__restrict__ b3, const int64_t n) {
+static __global__ void __launch_bounds__(256) forward_8_h3(real *__restrict__ h3, const real *__restrict__ h3_mm, const real *__restrict__ b3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 1024) return;
     const int64_t b = i_ / 1024;
@@ -770,7 +711,7 @@ static __global__ void __launch_bounds__(256) forward_6_h3(real *__restrict__ h3
 }
 
 /* line 24: logits = w4 * h3 + b4 (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_8_logits(real *__restrict__ logits, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
+static __global__ void __launch_bounds__(256) forward_10_logits(real *__restrict__ logits, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
@@ -789,24 +730,21 @@ static __global__ void __launch_bounds__(256) eval_metrics_0_x(real *__restrict_
     x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] * 0.003921569f;
 }
 
-/* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_1_a1_conv(real *__restrict__ a1_conv, const real *__restrict__ x, const real *__restrict__ k1, const int64_t n) {
+/* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one thread per element) */
+static __global__ void __launch_bounds__(256) eval_metrics_1_a1_col(real *__restrict__ a1_col, const real *__restrict__ x, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 25088) return;
-    const int64_t b = i_ / 25088;
-    const int64_t y = (i_ / 896) % 28;
-    const int64_t x_ = (i_ / 32) % 28;
-    const int64_t d = i_ % 32;
-    real acc = 0.0f;
-    for (int64_t ky = 0; ky < 5; ++ky)
-    for (int64_t c = 0; c < 1; ++c)
-    for (int64_t kx = 0; kx < 5; ++kx)
-        acc += (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0) * k1[d * 25 + ky * 5 + kx + c];
-    a1_conv[b * 25088 + y * 896 + x_ * 32 + d] = acc;
+    if (i_ >= n * 19600) return;
+    const int64_t b = i_ / 19600;
+    const int64_t y = (i_ / 700) % 28;
+    const int64_t x_ = (i_ / 25) % 28;
+    const int64_t ky = (i_ / 5) % 5;
+    const int64_t c = (i_ / 5) % 1;
+    const int64_t kx = i_ % 5;
+    a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
 }
 
 /* line 20: p1 = max_pool2d(a1, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_2_p1(real *__restrict__ p1, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_3_p1(real *__restrict__ p1, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 6272) return;
     const int64_t b = i_ / 6272;
@@ -822,28 +760,21 @@ static __global__ void __launch_bounds__(256) eval_metrics_2_p1(real *__restrict
     p1[b * 6272 + y * 448 + x_ * 32 + c] = acc;
 }
 
-/* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one warp per element, reducing its 800 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_3_a2_conv(real *__restrict__ a2_conv, const real *__restrict__ p1, const real *__restrict__ k2, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= n * 12544) return; /* the whole warp */
-    const int64_t b = i_ / 12544;
-    const int64_t y = (i_ / 896) % 14;
-    const int64_t x_ = (i_ / 64) % 14;
-    const int64_t d = i_ % 64;
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < 800; r_ += 32) {
-        const int64_t ky = r_ / 160;
-        const int64_t kx = (r_ / 32) % 5;
-        const int64_t c = r_ % 32;
-        acc += (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0) * k2[d * 800 + ky * 160 + kx * 32 + c];
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) a2_conv[b * 12544 + y * 896 + x_ * 64 + d] = acc;
+/* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element) */
+static __global__ void __launch_bounds__(256) eval_metrics_4_a2_col(real *__restrict__ a2_col, const real *__restrict__ p1, const int64_t n) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= n * 156800) return;
+    const int64_t b = i_ / 156800;
+    const int64_t y = (i_ / 11200) % 14;
+    const int64_t x_ = (i_ / 800) % 14;
+    const int64_t ky = (i_ / 160) % 5;
+    const int64_t kx = (i_ / 32) % 5;
+    const int64_t c = i_ % 32;
+    a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
 }
 
 /* line 22: p2 = max_pool2d(a2, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_4_p2(real *__restrict__ p2, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_6_p2(real *__restrict__ p2, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 3136) return;
     const int64_t b = i_ / 3136;
@@ -860,7 +791,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_4_p2(real *__restrict
 }
 
 /* line 23: h3 = relu(w3 * p2 + b3) (one thread per element) */
-static __global__ void __launch_bounds__(256) eval_metrics_6_h3(real *__restrict__ h3, const real *__restrict__ h3_mm, const real *__restrict__ b3, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_8_h3(real *__restrict__ h3, const real *__restrict__ h3_mm, const real *__restrict__ b3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 1024) return;
     const int64_t b = i_ / 1024;
@@ -869,7 +800,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_6_h3(real *__restrict
 }
 
 /* line 25: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_8_loss_max(real *__restrict__ loss_max, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_10_loss_max(real *__restrict__ loss_max, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -882,7 +813,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_8_loss_max(real *__re
 }
 
 /* line 25: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_9_loss_sumexp(real *__restrict__ loss_sumexp, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_11_loss_sumexp(real *__restrict__ loss_sumexp, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -893,7 +824,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_9_loss_sumexp(real *_
 }
 
 /* line 25: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_10_loss_ce(real *__restrict__ loss_ce, const real *__restrict__ label, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const real *__restrict__ loss_sumexp, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_12_loss_ce(real *__restrict__ loss_ce, const real *__restrict__ label, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const real *__restrict__ loss_sumexp, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -904,7 +835,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_10_loss_ce(real *__re
 }
 
 /* line 25: loss = mean(cross_entropy(logits, label)) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_11_loss_(real *__restrict__ loss_, const real *__restrict__ loss_ce, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_13_loss_(real *__restrict__ loss_, const real *__restrict__ loss_ce, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
@@ -918,7 +849,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_11_loss_(real *__rest
 }
 
 /* line 28: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_12_accuracy_pred_max(real *__restrict__ accuracy_pred_max, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_14_accuracy_pred_max(real *__restrict__ accuracy_pred_max, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -931,7 +862,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_12_accuracy_pred_max(
 }
 
 /* line 28: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_13_accuracy_pred_argmax(real *__restrict__ accuracy_pred_argmax, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ accuracy_pred_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_15_accuracy_pred_argmax(real *__restrict__ accuracy_pred_argmax, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ accuracy_pred_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -944,7 +875,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_13_accuracy_pred_argm
 }
 
 /* line 28: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_14_accuracy_true_max(real *__restrict__ accuracy_true_max, const real *__restrict__ label, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_16_accuracy_true_max(real *__restrict__ accuracy_true_max, const real *__restrict__ label, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -957,7 +888,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_14_accuracy_true_max(
 }
 
 /* line 28: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_15_accuracy_true_argmax(real *__restrict__ accuracy_true_argmax, const real *__restrict__ label, const real *__restrict__ accuracy_true_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_17_accuracy_true_argmax(real *__restrict__ accuracy_true_argmax, const real *__restrict__ label, const real *__restrict__ accuracy_true_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -970,7 +901,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_15_accuracy_true_argm
 }
 
 /* line 28: metric accuracy = accuracy(logits, label) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_16_accuracy(real *__restrict__ accuracy, const real *__restrict__ accuracy_pred_argmax, const real *__restrict__ accuracy_true_argmax, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_18_accuracy(real *__restrict__ accuracy, const real *__restrict__ accuracy_pred_argmax, const real *__restrict__ accuracy_true_argmax, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
@@ -1113,7 +1044,7 @@ static void init_params(fashion_cnn *m, uint64_t seed) {
             }
 }
 
-/* routine train_step: 37 kernels, 7 cuBLAS products, queued on the compute stream */
+/* routine train_step: 35 kernels, 11 cuBLAS products, queued on the compute stream */
 static void train_step(fashion_cnn *m, const real *const in_[], int64_t n) {
     const real *image = in_[0];
     const real *label = in_[1];
@@ -1127,8 +1058,10 @@ static void train_step(fashion_cnn *m, const real *const in_[], int64_t n) {
     real *b4 = m->b4;
     real *x = m->x;
     real *a1_conv = m->a1_conv;
+    real *a1_col = m->a1_col;
     real *p1 = m->p1;
     real *a2_conv = m->a2_conv;
+    real *a2_col = m->a2_col;
     real *p2 = m->p2;
     real *h3 = m->h3;
     real *h3_mm = m->h3_mm;
@@ -1185,140 +1118,140 @@ static void train_step(fashion_cnn *m, const real *const in_[], int64_t n) {
     CUDA_CHECK(cudaGetLastError());
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    train_step_1_a1_conv<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_conv, x, k1, n);
+    train_step_1_a1_col<<<(unsigned)((n * 19600 + 255) / 256), 256, 0, stream_>>>(a1_col, x, n);
     CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 32, n * 784, 25, 1.0f, k1, 25, 0, a1_col, 25, 0, 0.0f, a1_conv, 32, 0, 1);
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    train_step_2_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
+    train_step_3_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    train_step_3_a2_conv<<<(unsigned)((n * 401408 + 255) / 256), 256, 0, stream_>>>(a2_conv, p1, k2, n);
+    train_step_4_a2_col<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(a2_col, p1, n);
     CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 64, n * 196, 800, 1.0f, k2, 800, 0, a2_col, 800, 0, 0.0f, a2_conv, 64, 0, 1);
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
-    train_step_4_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
+    train_step_6_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 1024, n, 3136, 1.0f, w3, 3136, 0, p2, 3136, 0, 0.0f, h3_mm, 1024, 0, 1);
-    train_step_6_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
+    train_step_8_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 24: logits = w4 * h3 + b4 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 1024, 1.0f, w4, 1024, 0, h3, 1024, 0, 0.0f, logits_mm, 10, 0, 1);
 
     /* line 25: loss = mean(cross_entropy(logits, label)) */
-    train_step_8_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b4, n);
+    train_step_10_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b4, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_9_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b4, loss_max, n);
+    train_step_11_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b4, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_10_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b4, loss_max, loss_sumexp, n);
+    train_step_12_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b4, loss_max, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_11_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
+    train_step_13_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 22: first extremum: p2 = max_pool2d(a2, size = 2) */
-    train_step_12_p2_arg<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2_arg, a2_conv, c2, p2, n);
+    train_step_14_p2_arg<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2_arg, a2_conv, c2, p2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* zero the gradient of a2 */
-    train_step_13_a2_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_grad, n);
+    train_step_15_a2_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* zero the gradient of p1 */
-    train_step_14_p1_grad<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1_grad, n);
+    train_step_16_p1_grad<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: first extremum: p1 = max_pool2d(a1, size = 2) */
-    train_step_15_p1_arg<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1_arg, a1_conv, c1, p1, n);
+    train_step_17_p1_arg<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1_arg, a1_conv, c1, p1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* zero the gradient of a1 */
-    train_step_16_a1_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_grad, n);
+    train_step_18_a1_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 25: backward: loss = mean(cross_entropy(logits, label)) */
-    train_step_17_loss_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, label, loss_sumexp, n);
+    train_step_19_loss_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, label, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_18_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, loss_sumexp_grad, logits_mm, b4, loss_max, n);
+    train_step_20_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, loss_sumexp_grad, logits_mm, b4, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 24: backward: logits = w4 * h3 + b4 */
-    train_step_19_b4_grad<<<2, 256, 0, stream_>>>(b4_grad, logits_grad, n);
+    train_step_21_b4_grad<<<2, 256, 0, stream_>>>(b4_grad, logits_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 1024, 10, n, 1.0f, h3, 1024, 0, logits_grad, 10, 0, 0.0f, w4_grad, 1024, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1024, n, 10, 1.0f, w4, 1024, 0, logits_grad, 10, 0, 0.0f, h3_grad, 1024, 0, 1);
 
     /* line 23: backward: h3 = relu(w3 * p2 + b3) */
-    train_step_22_h3_mm_grad<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3_mm_grad, h3_grad, h3, n);
+    train_step_24_h3_mm_grad<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3_mm_grad, h3_grad, h3, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_23_b3_grad<<<128, 256, 0, stream_>>>(b3_grad, h3_mm_grad, n);
+    train_step_25_b3_grad<<<128, 256, 0, stream_>>>(b3_grad, h3_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 3136, 1024, n, 1.0f, p2, 3136, 0, h3_mm_grad, 1024, 0, 0.0f, w3_grad, 3136, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 3136, n, 1024, 1.0f, w3, 3136, 0, h3_mm_grad, 1024, 0, 0.0f, p2_grad, 3136, 0, 1);
 
     /* line 22: backward: p2 = max_pool2d(a2, size = 2) */
-    train_step_26_a2_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_grad, p2_grad, p2_arg, n);
+    train_step_28_a2_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_grad, p2_grad, p2_arg, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    train_step_27_a2_conv_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_conv_grad, a2_grad, a2_conv, c2, n);
+    train_step_29_a2_conv_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_conv_grad, a2_grad, a2_conv, c2, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_28_c2_grad<<<64, 256, 0, stream_>>>(c2_grad, a2_conv_grad, n);
+    train_step_30_c2_grad<<<64, 256, 0, stream_>>>(c2_grad, a2_conv_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 800, n * 196, 64, 1.0f, k2, 800, 0, a2_conv_grad, 64, 0, 0.0f, a2_col_grad, 800, 0, 1);
-    train_step_30_k2_grad<<<6400, 256, 0, stream_>>>(k2_grad, a2_conv_grad, p1, n);
-    CUDA_CHECK(cudaGetLastError());
-    train_step_31_p1_grad<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(p1_grad, a2_col_grad, n);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 800, 64, n * 196, 1.0f, a2_col, 800, 0, a2_conv_grad, 64, 0, 0.0f, k2_grad, 800, 0, 1);
+    train_step_33_p1_grad<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(p1_grad, a2_col_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: backward: p1 = max_pool2d(a1, size = 2) */
-    train_step_32_a1_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_grad, p1_grad, p1_arg, n);
+    train_step_34_a1_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_grad, p1_grad, p1_arg, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    train_step_33_a1_conv_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_conv_grad, a1_grad, a1_conv, c1, n);
+    train_step_35_a1_conv_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_conv_grad, a1_grad, a1_conv, c1, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_34_c1_grad<<<32, 256, 0, stream_>>>(c1_grad, a1_conv_grad, n);
+    train_step_36_c1_grad<<<32, 256, 0, stream_>>>(c1_grad, a1_conv_grad, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_35_k1_grad<<<800, 256, 0, stream_>>>(k1_grad, a1_conv_grad, x, n);
-    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 25, 32, n * 784, 1.0f, a1_col, 25, 0, a1_conv_grad, 32, 0, 0.0f, k1_grad, 25, 0, 1);
 
     /* line 29: adam update of k1 */
-    train_step_36_k1_exp_avg<<<4, 256, 0, stream_>>>(k1_exp_avg, k1_exp_avg_sq, k1, k1_grad, bc1, lr, sqrt_bc2);
+    train_step_38_k1_exp_avg<<<4, 256, 0, stream_>>>(k1_exp_avg, k1_exp_avg_sq, k1, k1_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of k2 */
-    train_step_37_k2_exp_avg<<<200, 256, 0, stream_>>>(k2_exp_avg, k2_exp_avg_sq, k2, k2_grad, bc1, lr, sqrt_bc2);
+    train_step_39_k2_exp_avg<<<200, 256, 0, stream_>>>(k2_exp_avg, k2_exp_avg_sq, k2, k2_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of c1 */
-    train_step_38_c1_exp_avg<<<1, 256, 0, stream_>>>(c1_exp_avg, c1_exp_avg_sq, c1, c1_grad, bc1, lr, sqrt_bc2);
+    train_step_40_c1_exp_avg<<<1, 256, 0, stream_>>>(c1_exp_avg, c1_exp_avg_sq, c1, c1_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of c2 */
-    train_step_39_c2_exp_avg<<<1, 256, 0, stream_>>>(c2_exp_avg, c2_exp_avg_sq, c2, c2_grad, bc1, lr, sqrt_bc2);
+    train_step_41_c2_exp_avg<<<1, 256, 0, stream_>>>(c2_exp_avg, c2_exp_avg_sq, c2, c2_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of b3 */
-    train_step_40_b3_exp_avg<<<4, 256, 0, stream_>>>(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
+    train_step_42_b3_exp_avg<<<4, 256, 0, stream_>>>(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of w3 */
-    train_step_41_w3_exp_avg<<<12544, 256, 0, stream_>>>(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
+    train_step_43_w3_exp_avg<<<12544, 256, 0, stream_>>>(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of w4 */
-    train_step_42_w4_exp_avg<<<40, 256, 0, stream_>>>(w4_exp_avg, w4_exp_avg_sq, w4, w4_grad, bc1, lr, sqrt_bc2);
+    train_step_44_w4_exp_avg<<<40, 256, 0, stream_>>>(w4_exp_avg, w4_exp_avg_sq, w4, w4_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of b4 */
-    train_step_43_b4_exp_avg<<<1, 256, 0, stream_>>>(b4_exp_avg, b4_exp_avg_sq, b4, b4_grad, bc1, lr, sqrt_bc2);
+    train_step_45_b4_exp_avg<<<1, 256, 0, stream_>>>(b4_exp_avg, b4_exp_avg_sq, b4, b4_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 }
 
-/* routine forward: 7 kernels, 2 cuBLAS products, queued on the compute stream */
+/* routine forward: 7 kernels, 4 cuBLAS products, queued on the compute stream */
 static void forward(fashion_cnn *m, const real *const in_[], int64_t n) {
     const real *image = in_[0];
     real *k1 = m->k1;
@@ -1331,8 +1264,10 @@ static void forward(fashion_cnn *m, const real *const in_[], int64_t n) {
     real *b4 = m->b4;
     real *x = m->x;
     real *a1_conv = m->a1_conv;
+    real *a1_col = m->a1_col;
     real *p1 = m->p1;
     real *a2_conv = m->a2_conv;
+    real *a2_col = m->a2_col;
     real *p2 = m->p2;
     real *h3 = m->h3;
     real *h3_mm = m->h3_mm;
@@ -1345,33 +1280,35 @@ static void forward(fashion_cnn *m, const real *const in_[], int64_t n) {
     CUDA_CHECK(cudaGetLastError());
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    forward_1_a1_conv<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_conv, x, k1, n);
+    forward_1_a1_col<<<(unsigned)((n * 19600 + 255) / 256), 256, 0, stream_>>>(a1_col, x, n);
     CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 32, n * 784, 25, 1.0f, k1, 25, 0, a1_col, 25, 0, 0.0f, a1_conv, 32, 0, 1);
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    forward_2_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
+    forward_3_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    forward_3_a2_conv<<<(unsigned)((n * 401408 + 255) / 256), 256, 0, stream_>>>(a2_conv, p1, k2, n);
+    forward_4_a2_col<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(a2_col, p1, n);
     CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 64, n * 196, 800, 1.0f, k2, 800, 0, a2_col, 800, 0, 0.0f, a2_conv, 64, 0, 1);
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
-    forward_4_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
+    forward_6_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 1024, n, 3136, 1.0f, w3, 3136, 0, p2, 3136, 0, 0.0f, h3_mm, 1024, 0, 1);
-    forward_6_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
+    forward_8_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 24: logits = w4 * h3 + b4 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 1024, 1.0f, w4, 1024, 0, h3, 1024, 0, 0.0f, logits_mm, 10, 0, 1);
-    forward_8_logits<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits, logits_mm, b4, n);
+    forward_10_logits<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits, logits_mm, b4, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
-/* routine eval_metrics: 15 kernels, 2 cuBLAS products, queued on the compute stream */
+/* routine eval_metrics: 15 kernels, 4 cuBLAS products, queued on the compute stream */
 static void eval_metrics(fashion_cnn *m, const real *const in_[], int64_t n) {
     const real *image = in_[0];
     const real *label = in_[1];
@@ -1385,8 +1322,10 @@ static void eval_metrics(fashion_cnn *m, const real *const in_[], int64_t n) {
     real *b4 = m->b4;
     real *x = m->x;
     real *a1_conv = m->a1_conv;
+    real *a1_col = m->a1_col;
     real *p1 = m->p1;
     real *a2_conv = m->a2_conv;
+    real *a2_col = m->a2_col;
     real *p2 = m->p2;
     real *h3 = m->h3;
     real *h3_mm = m->h3_mm;
@@ -1407,49 +1346,51 @@ static void eval_metrics(fashion_cnn *m, const real *const in_[], int64_t n) {
     CUDA_CHECK(cudaGetLastError());
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    eval_metrics_1_a1_conv<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_conv, x, k1, n);
+    eval_metrics_1_a1_col<<<(unsigned)((n * 19600 + 255) / 256), 256, 0, stream_>>>(a1_col, x, n);
     CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 32, n * 784, 25, 1.0f, k1, 25, 0, a1_col, 25, 0, 0.0f, a1_conv, 32, 0, 1);
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    eval_metrics_2_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
+    eval_metrics_3_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    eval_metrics_3_a2_conv<<<(unsigned)((n * 401408 + 255) / 256), 256, 0, stream_>>>(a2_conv, p1, k2, n);
+    eval_metrics_4_a2_col<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(a2_col, p1, n);
     CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 64, n * 196, 800, 1.0f, k2, 800, 0, a2_col, 800, 0, 0.0f, a2_conv, 64, 0, 1);
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
-    eval_metrics_4_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
+    eval_metrics_6_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 1024, n, 3136, 1.0f, w3, 3136, 0, p2, 3136, 0, 0.0f, h3_mm, 1024, 0, 1);
-    eval_metrics_6_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
+    eval_metrics_8_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 24: logits = w4 * h3 + b4 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 1024, 1.0f, w4, 1024, 0, h3, 1024, 0, 0.0f, logits_mm, 10, 0, 1);
 
     /* line 25: loss = mean(cross_entropy(logits, label)) */
-    eval_metrics_8_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b4, n);
+    eval_metrics_10_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b4, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_9_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b4, loss_max, n);
+    eval_metrics_11_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b4, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_10_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b4, loss_max, loss_sumexp, n);
+    eval_metrics_12_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b4, loss_max, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_11_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
+    eval_metrics_13_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 28: metric accuracy = accuracy(logits, label) */
-    eval_metrics_12_accuracy_pred_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_max, logits_mm, b4, n);
+    eval_metrics_14_accuracy_pred_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_max, logits_mm, b4, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_13_accuracy_pred_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_argmax, logits_mm, b4, accuracy_pred_max, n);
+    eval_metrics_15_accuracy_pred_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_argmax, logits_mm, b4, accuracy_pred_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_14_accuracy_true_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_max, label, n);
+    eval_metrics_16_accuracy_true_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_max, label, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_15_accuracy_true_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_argmax, label, accuracy_true_max, n);
+    eval_metrics_17_accuracy_true_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_argmax, label, accuracy_true_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_16_accuracy<<<1, 256, 0, stream_>>>(accuracy, accuracy_pred_argmax, accuracy_true_argmax, n);
+    eval_metrics_18_accuracy<<<1, 256, 0, stream_>>>(accuracy, accuracy_pred_argmax, accuracy_true_argmax, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
