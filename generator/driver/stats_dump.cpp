@@ -77,7 +77,11 @@ std::string stats_json(const ir::Program& before, const ir::Program& after, cons
     routines[r.name] = e;
   }
   j["routines"] = routines;
-  if (const auto* t = after.routine("train_step")) j["train_step"] = to_json(ir::routine_stats(after, *t, after.max_batch, o.elem_bytes));
+  if (const auto* t = after.routine("train_step")) {
+    // The training step at the chosen level, also at the top level (the keys a script reads).
+    j["train_step"] = to_json(ir::routine_stats(after, *t, after.max_batch, o.elem_bytes));
+    for (const char* k : {"arena_bytes", "loop_nests", "flops", "bytes_moved"}) j[k] = j["train_step"][k];
+  }
   return j.dump(2) + "\n";
 }
 

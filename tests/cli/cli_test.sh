@@ -114,6 +114,8 @@ expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --max-batch 128 --stats 
 for k in arena_bytes loop_nests flops bytes_moved; do
   python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['train_step']['$k'] > 0" "$tmp/out" \
     && ok || bad "--stats --json: train_step.$k"
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['$k'] == j['train_step']['$k']" "$tmp/out" \
+    && ok || bad "--stats --json: $k at the top level"
 done
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --stats
 grep -q '^  train_step' "$tmp/out" && ok || bad "--stats"
