@@ -126,6 +126,15 @@ private:
     return d;
   }
 
+  // A state struct's field for buffer b: `    real *name; /* [batch, 512] [batch | 512] */`.
+  std::string field_decl(int b) const {
+    const auto& buf = p_.buffers[static_cast<size_t>(b)];
+    std::string dims;
+    for (size_t k = 0; k < buf.dims.size(); ++k)
+      dims += (k ? ", " : "") + (buf.dims[k].batch ? std::string("batch") : std::to_string(buf.dims[k].size));
+    return fmt::format("    real *{}; /* [{}] {} */\n", cname_[static_cast<size_t>(b)], dims, buf.shape);
+  }
+
   // The struct fields, and the arena layout (64-byte aligned offsets): first the buffers that
   // keep their own storage (params, optimiser state, and without memory planning every
   // buffer), then one region per planned routine (Routine::offsets) holding its work
@@ -165,11 +174,7 @@ private:
         offsets_[i] = off;
         off += (b.elements() * elem + 63) / 64 * 64;
       }
-      std::string dims = "[";
-      for (size_t k = 0; k < b.dims.size(); ++k)
-        dims += (k ? ", " : "") + (b.dims[k].batch ? std::string("batch") : std::to_string(b.dims[k].size));
-      dims += "]";
-      s += fmt::format("    real *{}; /* {} {} */\n", cname_[i], dims, b.shape);
+      s += field_decl(static_cast<int>(i));
     }
     region_.assign(p_.routines.size(), -1);
     for (size_t k = 0; k < p_.routines.size(); ++k) {
@@ -216,10 +221,7 @@ private:
     const long elem = o_.f64 ? 8 : 4;
     for (int b : order) {
       const auto& buf = p_.buffers[static_cast<size_t>(b)];
-      std::string dims = "[";
-      for (size_t k = 0; k < buf.dims.size(); ++k)
-        dims += (k ? ", " : "") + (buf.dims[k].batch ? std::string("batch") : std::to_string(buf.dims[k].size));
-      fields += fmt::format("    real *{}; /* {} {} */\n", cname_[static_cast<size_t>(b)], dims + "]", buf.shape);
+      fields += field_decl(b);
       data e;
       e.set("name", cname_[static_cast<size_t>(b)]);
       e.set("offset", std::to_string(off));
@@ -297,22 +299,17 @@ private:
     }
   }
 
-  // A contraction nest as a matrix product (emit/c_gemm.h), or "" to print it as loops.
-  // A contraction as a matrix-product call ("" when it is not one or is too small). A
-  // zero_first product overwrites its output, unless a K loop runs around the call: then the
-  // output is zeroed first and each call accumulates.
-  std::string gemm_nest(const ir::Stmt& s, const std::optional<Gemm>& g, bool overwrite,
-                        const std::set<std::string>& taken) {
+  // A contraction as a matrix-product call (emit/c_gemm.h) ("" when it is not one or is too small). A
+  // zero_first product (passes/fold_fills) overwrites its output, unless a K loop runs around
+  // the call: then the output is zeroed first and each call accumulates.
+  std::string gemm_nest(const ir::Stmt& s, const std::optional<Gemm>& g, const std::set<std::string>& taken) {
     if (!g || g->flops() < kGemmMinFlops) return "";
+    const bool overwrite = s.zero_first && !g->outer_k;
     std::string pre;
-    if (s.zero_first) {
-      if (!g->outer_k) {
-        overwrite = true;
-      } else {
-        std::string v = "i";
-        while (taken.count(v) || c_reserved().count(v)) v += "_";
-        pre = fill_first(s, v, "= " + num(0));
-      }
+    if (s.zero_first && g->outer_k) {
+      std::string v = "i";
+      while (taken.count(v) || c_reserved().count(v)) v += "_";
+      pre = fill_first(s, v, "= " + num(0));
     }
     GemmSite site{&cname_, x_.vars, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas};
     std::string text = pre + emit_gemm(p_, s, *g, site, overwrite);
@@ -444,10 +441,11 @@ private:
   }
 
   // The buffers a routine reads or writes, the interface buffers it fills included.
-  std::set<int> routine_buffers(const ir::Routine& r) {
+  std::set<int> routine_buffers(const ir::Routine& r, std::set<std::string>* scalars_out = nullptr) {
     std::set<int> bufs;
     std::set<std::string> scalars;
     for (const auto& s : r.stmts) used_buffers(s, bufs, scalars);
+    if (scalars_out) *scalars_out = std::move(scalars);
     if (r.name == "forward") bufs.insert(p_.outputs.begin(), p_.outputs.end());
     if (r.name == "eval_metrics") {
       bufs.insert(p_.loss);
@@ -458,9 +456,8 @@ private:
   }
 
   std::string routine(const ir::Routine& r, long region) {
-    std::set<int> bufs;
     std::set<std::string> scalars;
-    for (const auto& s : r.stmts) used_buffers(s, bufs, scalars);
+    const std::set<int> bufs = routine_buffers(r, &scalars);
     const std::string model = p_.model;
     std::string sig, pro, epi;
     const bool is_init = r.name == "init";
@@ -474,9 +471,6 @@ private:
                           : r.name == "eval_metrics" ? ", double *loss, double metrics[]" : "";
       sig = fmt::format("static {} {}({} *m, const real *const inputs[], int64_t n{})",
                         r.name == "train_step" ? "double" : "void", r.name, state_type_, extra);
-      if (r.name == "forward") for (int o : p_.outputs) bufs.insert(o);
-      if (r.name == "eval_metrics") { bufs.insert(p_.loss); for (int mt : p_.metrics) bufs.insert(mt); }
-      if (r.name == "train_step") bufs.insert(p_.loss);
     }
     bool inputs_used = false, n_used = false;
     auto planned = [&](int b) { return region >= 0 && r.offsets[static_cast<size_t>(b)] >= 0; };
@@ -559,29 +553,9 @@ private:
     for (const auto& s : r.scalars) taken.insert(s.first);
     std::string body;
     std::string last;
-    // A zero-fill whose buffer is next touched by a contraction writing all of it: the
-    // product overwrites instead of accumulating, and the fill is dropped.
-    const size_t count = r.stmts.size();
-    std::vector<bool> dropped(count, false), overwrite(count, false);
-    for (size_t i = 0; i < count; ++i) {
-      const ir::Stmt& z = r.stmts[i];
-      if (z.accum != ir::Accum::Set || !z.body || !ir::is_const(z.body, 0)) continue;
-      for (size_t j = i + 1; j < count; ++j) {
-        std::set<int> bufs;
-        std::set<std::string> scalars;
-        used_buffers(r.stmts[j], bufs, scalars);
-        if (!bufs.count(z.out.buf)) continue;
-        std::optional<Gemm> g = recognise_contraction(p_, r.stmts[j]);
-        if (g && g->flops() >= kGemmMinFlops && !g->outer_k && zero_fills_output(p_, z, r.stmts[j]))
-          dropped[i] = overwrite[j] = true;
-        break;
-      }
-    }
-    for (size_t i = 0; i < count; ++i) {
-      const ir::Stmt& s = r.stmts[i];
-      if (dropped[i]) continue;
+    for (const ir::Stmt& s : r.stmts) {
       name_vars(s, taken);
-      std::string text = gemm_nest(s, recognise_contraction(p_, s), overwrite[i], taken);
+      std::string text = gemm_nest(s, recognise_contraction(p_, s), taken);
       if (text.empty()) text = nest(s, taken);
       std::string what = s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what;
       if (what != last) body += "\n    /* " + comment_safe(what) + " */\n";

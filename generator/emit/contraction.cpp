@@ -181,29 +181,4 @@ std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& 
   return best;
 }
 
-bool zero_fills_output(const ir::Program& p, const ir::Stmt& zero, const ir::Stmt& s) {
-  if (zero.accum != ir::Accum::Set || zero.sequential || !zero.body || !ir::is_const(zero.body, 0) ||
-      zero.out.buf != s.out.buf)
-    return false;
-  // Both write every element: each axis indexed by its own loop running over all of it.
-  auto covers = [&](const ir::Stmt& st) {
-    const auto& dims = p.buffers[static_cast<size_t>(st.out.buf)].dims;
-    std::vector<bool> seen(st.iters.size(), false);
-    for (size_t d = 0; d < dims.size(); ++d) {
-      const ir::Affine& f = st.out.index[d];
-      if (f.terms.empty()) {
-        if (!(dims[d].size == 1 && f.offset == 0)) return false;
-        continue;
-      }
-      if (!f.is_single_iter()) return false;
-      const auto it = static_cast<size_t>(f.terms[0].iter);
-      const ir::Iter& iter = st.iters[it];
-      if (seen[it] || iter.size != dims[d].size || iter.batch != dims[d].batch) return false;
-      seen[it] = true;
-    }
-    return true;
-  };
-  return covers(zero) && covers(s);
-}
-
 }  // namespace cannl

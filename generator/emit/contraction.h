@@ -54,8 +54,4 @@ long access_base(const ir::Program& p, const ir::Access& a);
 
 std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& s);
 
-// Whether `zero` is `out = 0` over exactly the elements the contraction `s` writes (so the
-// product can overwrite instead of accumulate).
-bool zero_fills_output(const ir::Program& p, const ir::Stmt& zero, const ir::Stmt& s);
-
 }  // namespace cannl

@@ -6,6 +6,7 @@
 #include "emit/c_emit.h"
 #include "emit/contraction.h"
 #include "lower/routines.h"
+#include "passes/pipeline.h"
 
 using namespace cannl;
 
@@ -26,8 +27,12 @@ struct Prog {
     throw;
   }
   std::string name(int buf) const { return p.buffers[static_cast<size_t>(buf)].name; }
+  // The C source `cannl gen` writes: after the default passes (fold_fills makes the zero
+  // fill part of the product).
   std::string c_source() const {
-    for (const auto& f : emit_c(p, COptions{}))
+    ir::Program q = p;
+    run_passes(q, PassOptions{});
+    for (const auto& f : emit_c(q, COptions{}))
       if (f.name == "t.c") return f.text;
     return "";
   }
