@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fmt/format.h>
 #include <kainjow/mustache.hpp>
+#include <map>
 #include <set>
 
 #include "emit/c_common.h"
@@ -133,6 +134,9 @@ private:
   std::vector<std::string> device_helpers_;  // in order of first use
   std::set<std::string> helper_names_;
   int gemms_ = 0;  // cuBLAS products in all routines
+  // Kernels already defined, by their text with the name left out: a nest that forward,
+  // eval_metrics and train_step all run (same loops, same expression) is one kernel.
+  std::map<std::string, std::string> kernel_by_text_;
 
   long elem() const { return o_.f64 ? 8 : 4; }
   const ir::Buffer& buf(int b) const { return p_.buffers[static_cast<size_t>(b)]; }
@@ -386,7 +390,7 @@ private:
   }
 
   struct Kernel {
-    std::string def, launch;
+    std::string def, launch, name;
   };
 
   // A zero_first nest whose threads do not each write whole elements: its out buffer is
@@ -596,7 +600,7 @@ private:
     std::string def = fmt::format("/* {} ({}) */\n", comment_safe(what(s)), how);
     def += fmt::format("static __global__ void __launch_bounds__({}) {}({}) {{\n", kBlock, kname, params);
     def += body + "}\n";
-    return {def, pre + launch};
+    return {def, pre + launch, kname};
   }
 
   std::string what(const ir::Stmt& s) const { return s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what; }
@@ -688,7 +692,11 @@ private:
         continue;
       }
       Kernel k = kernel(r, i, s);
-      kernels += k.def + "\n";
+      std::string text = k.def;
+      text.replace(text.find(k.name + "("), k.name.size(), "@");
+      auto [it, fresh] = kernel_by_text_.emplace(text, k.name);
+      if (fresh) kernels += k.def + "\n";
+      else k.launch.replace(k.launch.find(k.name + "<<<"), k.name.size(), it->second);
       body += "    " + k.launch + "\n    CUDA_CHECK(cudaGetLastError());\n";
       ++nk;
     }

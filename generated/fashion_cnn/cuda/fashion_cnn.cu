@@ -630,86 +630,6 @@ static __global__ void __launch_bounds__(256) train_step_45_b4_exp_avg(real *__r
     b4[j] = b4[j] - lr / bc1 * (b4_exp_avg[j] / (sqrtf(b4_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
 }
 
-/* line 18: x = image / 255 (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_0_x(real *__restrict__ x, const real *__restrict__ image, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 784) return;
-    const int64_t b = i_ / 784;
-    const int64_t o0 = (i_ / 28) % 28;
-    const int64_t o2 = (i_ / 28) % 1;
-    const int64_t o1 = i_ % 28;
-    x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] * 0.003921569f;
-}
-
-/* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_1_a1_col(real *__restrict__ a1_col, const real *__restrict__ x, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 19600) return;
-    const int64_t b = i_ / 19600;
-    const int64_t y = (i_ / 700) % 28;
-    const int64_t x_ = (i_ / 25) % 28;
-    const int64_t ky = (i_ / 5) % 5;
-    const int64_t c = (i_ / 5) % 1;
-    const int64_t kx = i_ % 5;
-    a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
-}
-
-/* line 20: p1 = max_pool2d(a1, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) forward_3_p1(real *__restrict__ p1, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 6272) return;
-    const int64_t b = i_ / 6272;
-    const int64_t y = (i_ / 448) % 14;
-    const int64_t x_ = (i_ / 32) % 14;
-    const int64_t c = i_ % 32;
-    real acc = -INFINITY;
-    for (int64_t ky = 0; ky < 2; ++ky)
-    for (int64_t kx = 0; kx < 2; ++kx) {
-        const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]);
-        acc = v > acc ? v : acc;
-    }
-    p1[b * 6272 + y * 448 + x_ * 32 + c] = acc;
-}
-
-/* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_4_a2_col(real *__restrict__ a2_col, const real *__restrict__ p1, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 156800) return;
-    const int64_t b = i_ / 156800;
-    const int64_t y = (i_ / 11200) % 14;
-    const int64_t x_ = (i_ / 800) % 14;
-    const int64_t ky = (i_ / 160) % 5;
-    const int64_t kx = (i_ / 32) % 5;
-    const int64_t c = i_ % 32;
-    a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
-}
-
-/* line 22: p2 = max_pool2d(a2, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) forward_6_p2(real *__restrict__ p2, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 3136) return;
-    const int64_t b = i_ / 3136;
-    const int64_t y = (i_ / 448) % 7;
-    const int64_t x_ = (i_ / 64) % 7;
-    const int64_t c = i_ % 64;
-    real acc = -INFINITY;
-    for (int64_t ky = 0; ky < 2; ++ky)
-    for (int64_t kx = 0; kx < 2; ++kx) {
-        const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]);
-        acc = v > acc ? v : acc;
-    }
-    p2[b * 3136 + y * 448 + x_ * 64 + c] = acc;
-}
-
-/* line 23: h3 = relu(w3 * p2 + b3) (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_8_h3(real *__restrict__ h3, const real *__restrict__ h3_mm, const real *__restrict__ b3, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 1024) return;
-    const int64_t b = i_ / 1024;
-    const int64_t o = i_ % 1024;
-    h3[b * 1024 + o] = cannl_relu(h3_mm[b * 1024 + o] + b3[o]);
-}
-
 /* line 24: logits = w4 * h3 + b4 (one thread per element) */
 static __global__ void __launch_bounds__(256) forward_10_logits(real *__restrict__ logits, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -717,135 +637,6 @@ static __global__ void __launch_bounds__(256) forward_10_logits(real *__restrict
     const int64_t b = i_ / 10;
     const int64_t o = i_ % 10;
     logits[b * 10 + o] = logits_mm[b * 10 + o] + b4[o];
-}
-
-/* line 18: x = image / 255 (one thread per element) */
-static __global__ void __launch_bounds__(256) eval_metrics_0_x(real *__restrict__ x, const real *__restrict__ image, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 784) return;
-    const int64_t b = i_ / 784;
-    const int64_t o0 = (i_ / 28) % 28;
-    const int64_t o2 = (i_ / 28) % 1;
-    const int64_t o1 = i_ % 28;
-    x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] * 0.003921569f;
-}
-
-/* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one thread per element) */
-static __global__ void __launch_bounds__(256) eval_metrics_1_a1_col(real *__restrict__ a1_col, const real *__restrict__ x, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 19600) return;
-    const int64_t b = i_ / 19600;
-    const int64_t y = (i_ / 700) % 28;
-    const int64_t x_ = (i_ / 25) % 28;
-    const int64_t ky = (i_ / 5) % 5;
-    const int64_t c = (i_ / 5) % 1;
-    const int64_t kx = i_ % 5;
-    a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
-}
-
-/* line 20: p1 = max_pool2d(a1, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_3_p1(real *__restrict__ p1, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 6272) return;
-    const int64_t b = i_ / 6272;
-    const int64_t y = (i_ / 448) % 14;
-    const int64_t x_ = (i_ / 32) % 14;
-    const int64_t c = i_ % 32;
-    real acc = -INFINITY;
-    for (int64_t ky = 0; ky < 2; ++ky)
-    for (int64_t kx = 0; kx < 2; ++kx) {
-        const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]);
-        acc = v > acc ? v : acc;
-    }
-    p1[b * 6272 + y * 448 + x_ * 32 + c] = acc;
-}
-
-/* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element) */
-static __global__ void __launch_bounds__(256) eval_metrics_4_a2_col(real *__restrict__ a2_col, const real *__restrict__ p1, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 156800) return;
-    const int64_t b = i_ / 156800;
-    const int64_t y = (i_ / 11200) % 14;
-    const int64_t x_ = (i_ / 800) % 14;
-    const int64_t ky = (i_ / 160) % 5;
-    const int64_t kx = (i_ / 32) % 5;
-    const int64_t c = i_ % 32;
-    a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
-}
-
-/* line 22: p2 = max_pool2d(a2, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_6_p2(real *__restrict__ p2, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 3136) return;
-    const int64_t b = i_ / 3136;
-    const int64_t y = (i_ / 448) % 7;
-    const int64_t x_ = (i_ / 64) % 7;
-    const int64_t c = i_ % 64;
-    real acc = -INFINITY;
-    for (int64_t ky = 0; ky < 2; ++ky)
-    for (int64_t kx = 0; kx < 2; ++kx) {
-        const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]);
-        acc = v > acc ? v : acc;
-    }
-    p2[b * 3136 + y * 448 + x_ * 64 + c] = acc;
-}
-
-/* line 23: h3 = relu(w3 * p2 + b3) (one thread per element) */
-static __global__ void __launch_bounds__(256) eval_metrics_8_h3(real *__restrict__ h3, const real *__restrict__ h3_mm, const real *__restrict__ b3, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 1024) return;
-    const int64_t b = i_ / 1024;
-    const int64_t o = i_ % 1024;
-    h3[b * 1024 + o] = cannl_relu(h3_mm[b * 1024 + o] + b3[o]);
-}
-
-/* line 25: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_10_loss_max(real *__restrict__ loss_max, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n) return;
-    const int64_t b = i_;
-    real acc = -INFINITY;
-    for (int64_t o = 0; o < 10; ++o) {
-        const real v = logits_mm[b * 10 + o] + b4[o];
-        acc = v > acc ? v : acc;
-    }
-    loss_max[b] = acc;
-}
-
-/* line 25: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_11_loss_sumexp(real *__restrict__ loss_sumexp, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n) return;
-    const int64_t b = i_;
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 10; ++o)
-        acc += expf(logits_mm[b * 10 + o] + b4[o] - loss_max[b]);
-    loss_sumexp[b] = acc;
-}
-
-/* line 25: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_12_loss_ce(real *__restrict__ loss_ce, const real *__restrict__ label, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const real *__restrict__ loss_sumexp, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n) return;
-    const int64_t b = i_;
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 10; ++o)
-        acc += -(label[b * 10 + o] * (logits_mm[b * 10 + o] + b4[o] - loss_max[b] - logf(loss_sumexp[b])));
-    loss_ce[b] = acc;
-}
-
-/* line 25: loss = mean(cross_entropy(logits, label)) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_13_loss_(real *__restrict__ loss_, const real *__restrict__ loss_ce, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= 1) return; /* the whole warp */
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < n; r_ += 32) {
-        const int64_t b = r_;
-        acc += loss_ce[b] / (real)n;
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) loss_[0] = acc;
 }
 
 /* line 28: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
@@ -1276,30 +1067,30 @@ static void forward(fashion_cnn *m, const real *const in_[], int64_t n) {
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 18: x = image / 255 */
-    forward_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    forward_1_a1_col<<<(unsigned)((n * 19600 + 255) / 256), 256, 0, stream_>>>(a1_col, x, n);
+    train_step_1_a1_col<<<(unsigned)((n * 19600 + 255) / 256), 256, 0, stream_>>>(a1_col, x, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 32, n * 784, 25, 1.0f, k1, 25, 0, a1_col, 25, 0, 0.0f, a1_conv, 32, 0, 1);
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    forward_3_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
+    train_step_3_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    forward_4_a2_col<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(a2_col, p1, n);
+    train_step_4_a2_col<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(a2_col, p1, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 64, n * 196, 800, 1.0f, k2, 800, 0, a2_col, 800, 0, 0.0f, a2_conv, 64, 0, 1);
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
-    forward_6_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
+    train_step_6_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 1024, n, 3136, 1.0f, w3, 3136, 0, p2, 3136, 0, 0.0f, h3_mm, 1024, 0, 1);
-    forward_8_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
+    train_step_8_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 24: logits = w4 * h3 + b4 */
@@ -1342,43 +1133,43 @@ static void eval_metrics(fashion_cnn *m, const real *const in_[], int64_t n) {
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 18: x = image / 255 */
-    eval_metrics_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    eval_metrics_1_a1_col<<<(unsigned)((n * 19600 + 255) / 256), 256, 0, stream_>>>(a1_col, x, n);
+    train_step_1_a1_col<<<(unsigned)((n * 19600 + 255) / 256), 256, 0, stream_>>>(a1_col, x, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 32, n * 784, 25, 1.0f, k1, 25, 0, a1_col, 25, 0, 0.0f, a1_conv, 32, 0, 1);
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    eval_metrics_3_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
+    train_step_3_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    eval_metrics_4_a2_col<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(a2_col, p1, n);
+    train_step_4_a2_col<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(a2_col, p1, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 64, n * 196, 800, 1.0f, k2, 800, 0, a2_col, 800, 0, 0.0f, a2_conv, 64, 0, 1);
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
-    eval_metrics_6_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
+    train_step_6_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 1024, n, 3136, 1.0f, w3, 3136, 0, p2, 3136, 0, 0.0f, h3_mm, 1024, 0, 1);
-    eval_metrics_8_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
+    train_step_8_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 24: logits = w4 * h3 + b4 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 1024, 1.0f, w4, 1024, 0, h3, 1024, 0, 0.0f, logits_mm, 10, 0, 1);
 
     /* line 25: loss = mean(cross_entropy(logits, label)) */
-    eval_metrics_10_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b4, n);
+    train_step_10_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b4, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_11_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b4, loss_max, n);
+    train_step_11_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b4, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_12_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b4, loss_max, loss_sumexp, n);
+    train_step_12_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b4, loss_max, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_13_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
+    train_step_13_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 28: metric accuracy = accuracy(logits, label) */

@@ -476,36 +476,6 @@ static __global__ void __launch_bounds__(256) train_step_29_b2(real *__restrict_
     b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
 }
 
-/* line 17: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) forward_1_h1_mean(real *__restrict__ h1_mean, const real *__restrict__ z1_ein, const real *__restrict__ b1, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= n) return; /* the whole warp */
-    const int64_t b = i_;
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < 256; r_ += 32) {
-        const int64_t o = r_;
-        acc += z1_ein[b * 256 + o] + b1[o];
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) h1_mean[b] = acc * 0.00390625f;
-}
-
-/* line 17: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) forward_2_h1_var(real *__restrict__ h1_var, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= n) return; /* the whole warp */
-    const int64_t b = i_;
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < 256; r_ += 32) {
-        const int64_t o = r_;
-        acc += powf(z1_ein[b * 256 + o] + b1[o] - h1_mean[b], 2.0f);
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) h1_var[b] = acc * 0.00390625f;
-}
-
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) (one thread per element) */
 static __global__ void __launch_bounds__(256) forward_3_h1(real *__restrict__ h1, const real *__restrict__ gain, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const real *__restrict__ bias, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -522,101 +492,6 @@ static __global__ void __launch_bounds__(256) forward_5_logits(real *__restrict_
     const int64_t b = i_ / 10;
     const int64_t o = i_ % 10;
     logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
-}
-
-/* line 17: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_1_h1_mean(real *__restrict__ h1_mean, const real *__restrict__ z1_ein, const real *__restrict__ b1, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= n) return; /* the whole warp */
-    const int64_t b = i_;
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < 256; r_ += 32) {
-        const int64_t o = r_;
-        acc += z1_ein[b * 256 + o] + b1[o];
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) h1_mean[b] = acc * 0.00390625f;
-}
-
-/* line 17: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_2_h1_var(real *__restrict__ h1_var, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= n) return; /* the whole warp */
-    const int64_t b = i_;
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < 256; r_ += 32) {
-        const int64_t o = r_;
-        acc += powf(z1_ein[b * 256 + o] + b1[o] - h1_mean[b], 2.0f);
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) h1_var[b] = acc * 0.00390625f;
-}
-
-/* line 17: h1 = relu(gain *. layer_norm(z1) + bias) (one thread per element) */
-static __global__ void __launch_bounds__(256) eval_metrics_3_h1(real *__restrict__ h1, const real *__restrict__ gain, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const real *__restrict__ bias, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 256) return;
-    const int64_t b = i_ / 256;
-    const int64_t o = i_ % 256;
-    h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f)) + bias[o]);
-}
-
-/* line 19: ce = cross_entropy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_5_ce_max(real *__restrict__ ce_max, const real *__restrict__ logits_ein, const real *__restrict__ b2, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n) return;
-    const int64_t b = i_;
-    real acc = -INFINITY;
-    for (int64_t o = 0; o < 10; ++o) {
-        const real v = logits_ein[b * 10 + o] + b2[o];
-        acc = v > acc ? v : acc;
-    }
-    ce_max[b] = acc;
-}
-
-/* line 19: ce = cross_entropy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_6_ce_sumexp(real *__restrict__ ce_sumexp, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n) return;
-    const int64_t b = i_;
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 10; ++o)
-        acc += expf(logits_ein[b * 10 + o] + b2[o] - ce_max[b]);
-    ce_sumexp[b] = acc;
-}
-
-/* line 19: ce = cross_entropy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_7_ce(real *__restrict__ ce, const real *__restrict__ label, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const real *__restrict__ ce_sumexp, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n) return;
-    const int64_t b = i_;
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 10; ++o)
-        acc += -(label[b * 10 + o] * (logits_ein[b * 10 + o] + b2[o] - ce_max[b] - logf(ce_sumexp[b])));
-    ce[b] = acc;
-}
-
-/* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_9_loss_sum2(real *__restrict__ loss_sum2, const real *__restrict__ ce, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= 1) return; /* the whole warp */
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < n; r_ += 32) {
-        const int64_t b = r_;
-        acc += ce[b];
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) loss_sum2[0] = acc;
-}
-
-/* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) (one thread per element) */
-static __global__ void __launch_bounds__(256) eval_metrics_10_loss_(real *__restrict__ loss_, const real *__restrict__ loss_sum2, const real *__restrict__ loss_sum) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= 1) return;
-    loss_[0] = loss_sum2[0] * 0.015625f + loss_sum[0] * 0.0001f;
 }
 
 /* line 23: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
@@ -934,9 +809,9 @@ static void forward(fashion_einsum *m, const real *const in_[], int64_t n) {
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, n, 784, 0.003921569f, w1, 784, 0, image, 784, 0, 0.0f, z1_ein, 256, 0, 1);
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
-    forward_1_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
+    train_step_1_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
     CUDA_CHECK(cudaGetLastError());
-    forward_2_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
+    train_step_2_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
     CUDA_CHECK(cudaGetLastError());
     forward_3_h1<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1, gain, z1_ein, b1, h1_mean, h1_var, bias, n);
     CUDA_CHECK(cudaGetLastError());
@@ -980,29 +855,29 @@ static void eval_metrics(fashion_einsum *m, const real *const in_[], int64_t n) 
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, n, 784, 0.003921569f, w1, 784, 0, image, 784, 0, 0.0f, z1_ein, 256, 0, 1);
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
-    eval_metrics_1_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
+    train_step_1_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_2_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
+    train_step_2_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_3_h1<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1, gain, z1_ein, b1, h1_mean, h1_var, bias, n);
+    forward_3_h1<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1, gain, z1_ein, b1, h1_mean, h1_var, bias, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 256, 1.0f, w2, 256, 0, h1, 256, 0, 0.0f, logits_ein, 10, 0, 1);
 
     /* line 19: ce = cross_entropy(logits, label) */
-    eval_metrics_5_ce_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_max, logits_ein, b2, n);
+    train_step_5_ce_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_max, logits_ein, b2, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_6_ce_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp, logits_ein, b2, ce_max, n);
+    train_step_6_ce_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp, logits_ein, b2, ce_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_7_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce, label, logits_ein, b2, ce_max, ce_sumexp, n);
+    train_step_7_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce, label, logits_ein, b2, ce_max, ce_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 200704, 1.0f, w1, 1, 0, w1, 200704, 0, 0.0f, loss_sum, 1, 0, 1);
-    eval_metrics_9_loss_sum2<<<1, 256, 0, stream_>>>(loss_sum2, ce, n);
+    train_step_9_loss_sum2<<<1, 256, 0, stream_>>>(loss_sum2, ce, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_10_loss_<<<1, 256, 0, stream_>>>(loss_, loss_sum2, loss_sum);
+    train_step_10_loss_<<<1, 256, 0, stream_>>>(loss_, loss_sum2, loss_sum);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 23: metric accuracy = accuracy(logits, label) */

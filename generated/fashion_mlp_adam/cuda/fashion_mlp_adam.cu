@@ -367,24 +367,6 @@ static __global__ void __launch_bounds__(256) train_step_25_b1_exp_avg(real *__r
     b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
 }
 
-/* line 14: h1 = relu(w1 * x + b1) (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_1_h1(real *__restrict__ h1, const real *__restrict__ h1_mm, const real *__restrict__ b1, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 512) return;
-    const int64_t b = i_ / 512;
-    const int64_t o = i_ % 512;
-    h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
-}
-
-/* line 15: h2 = relu(w2 * h1 + b2) (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_3_h2(real *__restrict__ h2, const real *__restrict__ h2_mm, const real *__restrict__ b2, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 512) return;
-    const int64_t b = i_ / 512;
-    const int64_t o = i_ % 512;
-    h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
-}
-
 /* line 16: logits = w3 * h2 + b3 (one thread per element) */
 static __global__ void __launch_bounds__(256) forward_5_logits(real *__restrict__ logits, const real *__restrict__ logits_mm, const real *__restrict__ b3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -392,73 +374,6 @@ static __global__ void __launch_bounds__(256) forward_5_logits(real *__restrict_
     const int64_t b = i_ / 10;
     const int64_t o = i_ % 10;
     logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];
-}
-
-/* line 14: h1 = relu(w1 * x + b1) (one thread per element) */
-static __global__ void __launch_bounds__(256) eval_metrics_1_h1(real *__restrict__ h1, const real *__restrict__ h1_mm, const real *__restrict__ b1, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 512) return;
-    const int64_t b = i_ / 512;
-    const int64_t o = i_ % 512;
-    h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
-}
-
-/* line 15: h2 = relu(w2 * h1 + b2) (one thread per element) */
-static __global__ void __launch_bounds__(256) eval_metrics_3_h2(real *__restrict__ h2, const real *__restrict__ h2_mm, const real *__restrict__ b2, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 512) return;
-    const int64_t b = i_ / 512;
-    const int64_t o = i_ % 512;
-    h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
-}
-
-/* line 17: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_5_loss_max(real *__restrict__ loss_max, const real *__restrict__ logits_mm, const real *__restrict__ b3, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n) return;
-    const int64_t b = i_;
-    real acc = -INFINITY;
-    for (int64_t o = 0; o < 10; ++o) {
-        const real v = logits_mm[b * 10 + o] + b3[o];
-        acc = v > acc ? v : acc;
-    }
-    loss_max[b] = acc;
-}
-
-/* line 17: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_6_loss_sumexp(real *__restrict__ loss_sumexp, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n) return;
-    const int64_t b = i_;
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 10; ++o)
-        acc += expf(logits_mm[b * 10 + o] + b3[o] - loss_max[b]);
-    loss_sumexp[b] = acc;
-}
-
-/* line 17: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_7_loss_ce(real *__restrict__ loss_ce, const real *__restrict__ label, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const real *__restrict__ loss_sumexp, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n) return;
-    const int64_t b = i_;
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 10; ++o)
-        acc += -(label[b * 10 + o] * (logits_mm[b * 10 + o] + b3[o] - loss_max[b] - logf(loss_sumexp[b])));
-    loss_ce[b] = acc;
-}
-
-/* line 17: loss = mean(cross_entropy(logits, label)) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_8_loss_(real *__restrict__ loss_, const real *__restrict__ loss_ce, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= 1) return; /* the whole warp */
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < n; r_ += 32) {
-        const int64_t b = r_;
-        acc += loss_ce[b] / (real)n;
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) loss_[0] = acc;
 }
 
 /* line 20: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
@@ -752,12 +667,12 @@ static void forward(fashion_mlp_adam *m, const real *const in_[], int64_t n) {
 
     /* line 14: h1 = relu(w1 * x + b1) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 784, 0.003921569f, w1, 784, 0, image, 784, 0, 0.0f, h1_mm, 512, 0, 1);
-    forward_1_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    train_step_1_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 15: h2 = relu(w2 * h1 + b2) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h1, 512, 0, 0.0f, h2_mm, 512, 0, 1);
-    forward_3_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    train_step_3_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: logits = w3 * h2 + b3 */
@@ -794,25 +709,25 @@ static void eval_metrics(fashion_mlp_adam *m, const real *const in_[], int64_t n
 
     /* line 14: h1 = relu(w1 * x + b1) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 784, 0.003921569f, w1, 784, 0, image, 784, 0, 0.0f, h1_mm, 512, 0, 1);
-    eval_metrics_1_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    train_step_1_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 15: h2 = relu(w2 * h1 + b2) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h1, 512, 0, 0.0f, h2_mm, 512, 0, 1);
-    eval_metrics_3_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    train_step_3_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: logits = w3 * h2 + b3 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 512, 1.0f, w3, 512, 0, h2, 512, 0, 0.0f, logits_mm, 10, 0, 1);
 
     /* line 17: loss = mean(cross_entropy(logits, label)) */
-    eval_metrics_5_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b3, n);
+    train_step_5_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_6_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b3, loss_max, n);
+    train_step_6_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b3, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_7_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b3, loss_max, loss_sumexp, n);
+    train_step_7_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b3, loss_max, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_8_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
+    train_step_8_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: metric accuracy = accuracy(logits, label) */

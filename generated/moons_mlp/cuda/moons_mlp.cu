@@ -302,24 +302,6 @@ static __global__ void __launch_bounds__(256) train_step_21_b3_momentum_buffer(r
     b3[j] = b3[j] - lr * b3_momentum_buffer[j];
 }
 
-/* line 12: h1 = tanh(w1 * point + b1) (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_1_h1(real *__restrict__ h1, const real *__restrict__ h1_mm, const real *__restrict__ b1, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 16) return;
-    const int64_t b = i_ / 16;
-    const int64_t o = i_ % 16;
-    h1[b * 16 + o] = tanhf(h1_mm[b * 16 + o] + b1[o]);
-}
-
-/* line 13: h2 = tanh(w2 * h1 + b2) (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_3_h2(real *__restrict__ h2, const real *__restrict__ h2_mm, const real *__restrict__ b2, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 16) return;
-    const int64_t b = i_ / 16;
-    const int64_t o = i_ % 16;
-    h2[b * 16 + o] = tanhf(h2_mm[b * 16 + o] + b2[o]);
-}
-
 /* line 14: prob = sigmoid(w3 * h2 + b3) (one thread per element) */
 static __global__ void __launch_bounds__(256) forward_5_prob(real *__restrict__ prob, const real *__restrict__ prob_mm, const real *__restrict__ b3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -327,24 +309,6 @@ static __global__ void __launch_bounds__(256) forward_5_prob(real *__restrict__ 
     const int64_t b = i_;
     const int64_t o = i_ % 1;
     prob[b + o] = cannl_sigmoid(prob_mm[b + o] + b3[o]);
-}
-
-/* line 12: h1 = tanh(w1 * point + b1) (one thread per element) */
-static __global__ void __launch_bounds__(256) eval_metrics_1_h1(real *__restrict__ h1, const real *__restrict__ h1_mm, const real *__restrict__ b1, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 16) return;
-    const int64_t b = i_ / 16;
-    const int64_t o = i_ % 16;
-    h1[b * 16 + o] = tanhf(h1_mm[b * 16 + o] + b1[o]);
-}
-
-/* line 13: h2 = tanh(w2 * h1 + b2) (one thread per element) */
-static __global__ void __launch_bounds__(256) eval_metrics_3_h2(real *__restrict__ h2, const real *__restrict__ h2_mm, const real *__restrict__ b2, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 16) return;
-    const int64_t b = i_ / 16;
-    const int64_t o = i_ % 16;
-    h2[b * 16 + o] = tanhf(h2_mm[b * 16 + o] + b2[o]);
 }
 
 /* line 15: err = prob - target (one thread per element) */
@@ -574,12 +538,12 @@ static void forward(moons_mlp *m, const real *const in_[], int64_t n) {
 
     /* line 12: h1 = tanh(w1 * point + b1) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 16, n, 2, 1.0f, w1, 2, 0, point, 2, 0, 0.0f, h1_mm, 16, 0, 1);
-    forward_1_h1<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    train_step_1_h1<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 13: h2 = tanh(w2 * h1 + b2) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 16, n, 16, 1.0f, w2, 16, 0, h1, 16, 0, 0.0f, h2_mm, 16, 0, 1);
-    forward_3_h2<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    train_step_3_h2<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 14: prob = sigmoid(w3 * h2 + b3) */
@@ -610,12 +574,12 @@ static void eval_metrics(moons_mlp *m, const real *const in_[], int64_t n) {
 
     /* line 12: h1 = tanh(w1 * point + b1) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 16, n, 2, 1.0f, w1, 2, 0, point, 2, 0, 0.0f, h1_mm, 16, 0, 1);
-    eval_metrics_1_h1<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    train_step_1_h1<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 13: h2 = tanh(w2 * h1 + b2) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 16, n, 16, 1.0f, w2, 16, 0, h1, 16, 0, 0.0f, h2_mm, 16, 0, 1);
-    eval_metrics_3_h2<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    train_step_3_h2<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 14: prob = sigmoid(w3 * h2 + b3) */
