@@ -5,9 +5,7 @@
 #include "infer_internal.h"
 #include "rt_internal.h"
 
-#include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,16 +31,6 @@ static const flag_def FLAGS[] = {
 };
 enum { NFLAGS = sizeof FLAGS / sizeof FLAGS[0] };
 
-static int fail(char *msg, size_t cap, const char *fmt, ...) CANNL__PRINTF(3, 4);
-
-static int fail(char *msg, size_t cap, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
-    va_end(ap);
-    return CANNL__EXIT_USAGE;
-}
-
 static int find(const cannl_tensor_info *t, int32_t n, const char *name, size_t len) {
     for (int32_t i = 0; i < n; i++)
         if (strlen(t[i].name) == len && strncmp(t[i].name, name, len) == 0) return (int)i;
@@ -61,37 +49,34 @@ static int apply(const cannl_model_api *api, const flag_def *f, const char *v, c
     const char *n = f->name;
     if (f->kind == F_INPUT) {
         const char *eq = strchr(v, '=');
-        if (!eq || eq == v || !eq[1]) return fail(msg, cap, "--input expects NAME=PATH, got '%s'", v);
+        if (!eq || eq == v || !eq[1]) return cannl__usage_error(msg, cap, "--input expects NAME=PATH, got '%s'", v);
         o->inputs[o->ninputs++] = (cannl__binding){v, (size_t)(eq - v), eq + 1};
     } else if (f->kind == F_OUTPUT) {
-        if (!*v) return fail(msg, cap, "--output: empty path");
+        if (!*v) return cannl__usage_error(msg, cap, "--output: empty path");
         const char *eq = strchr(v, '=');
         int k = eq ? find(api->outputs, api->num_outputs, v, (size_t)(eq - v)) : -1;
         if (k >= 0) {
-            if (!eq[1]) return fail(msg, cap, "--output %s=: empty path", api->outputs[k].name);
+            if (!eq[1]) return cannl__usage_error(msg, cap, "--output %s=: empty path", api->outputs[k].name);
             if (o->out_paths[k])
-                return fail(msg, cap, "--output %s given twice (%s and %s)", api->outputs[k].name, o->out_paths[k],
+                return cannl__usage_error(msg, cap, "--output %s given twice (%s and %s)", api->outputs[k].name, o->out_paths[k],
                             eq + 1);
             o->out_paths[k] = eq + 1;
         } else {
-            if (o->out_scheme) return fail(msg, cap, "--output PATH given twice (%s and %s)", o->out_scheme, v);
+            if (o->out_scheme) return cannl__usage_error(msg, cap, "--output PATH given twice (%s and %s)", o->out_scheme, v);
             o->out_scheme = v;
         }
     } else if (f->kind == F_PATH) {
-        if (!*v) return fail(msg, cap, "%s: empty path", n);
+        if (!*v) return cannl__usage_error(msg, cap, "%s: empty path", n);
         o->weights = v;
     } else if (f->kind == F_INT) {
-        errno = 0;
-        char *end;
-        long long x = strtoll(v, &end, 10);
-        if (!*v || *end || (*v != '-' && (*v < '0' || *v > '9'))) return fail(msg, cap, "%s: '%s' is not an integer", n, v);
-        if (errno == ERANGE) return fail(msg, cap, "%s: '%s' is too large", n, v);
-        if (x < f->min) return fail(msg, cap, "%s: %s must be at least %" PRId64, n, v, f->min);
+        int64_t x;
+        int rc = cannl__parse_int(n, v, f->min, &x, msg, cap);
+        if (rc != CANNL__EXIT_OK) return rc;
         if (strcmp(n, "--batch") == 0) {
             o->batch = (int64_t)x;
             o->batch_set = 1;
         } else {
-            if (x > 4096) return fail(msg, cap, "%s: %s threads is too many", n, v);
+            if (x > 4096) return cannl__usage_error(msg, cap, "%s: %s threads is too many", n, v);
             o->threads = (int)x;
         }
     }
@@ -125,48 +110,48 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
     o->inputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->inputs);
     o->out_paths = calloc((size_t)api->num_outputs + 1, sizeof *o->out_paths);
     o->derived = calloc((size_t)api->num_outputs + 1, sizeof *o->derived);
-    if (!o->inputs || !o->out_paths || !o->derived) return fail(msg, cap, "out of memory");
+    if (!o->inputs || !o->out_paths || !o->derived) return cannl__usage_error(msg, cap, "out of memory");
     o->noutputs = api->num_outputs;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0) a = "--help";
-        if (strncmp(a, "--", 2) != 0 || !a[2]) return fail(msg, cap, "unexpected argument '%s' (see --help)", a);
+        if (strncmp(a, "--", 2) != 0 || !a[2]) return cannl__usage_error(msg, cap, "unexpected argument '%s' (see --help)", a);
         const char *eq = strchr(a, '=');
         size_t len = eq ? (size_t)(eq - a) : strlen(a);
         const flag_def *f = NULL;
         for (int k = 0; k < NFLAGS && !f; k++)
             if (strlen(FLAGS[k].name) == len && strncmp(FLAGS[k].name, a, len) == 0) f = &FLAGS[k];
-        if (!f) return fail(msg, cap, "unknown flag '%.*s' (see --help)", (int)len, a);
+        if (!f) return cannl__usage_error(msg, cap, "unknown flag '%.*s' (see --help)", (int)len, a);
         if (f->kind == F_BOOL) {
-            if (eq) return fail(msg, cap, "%s takes no value", f->name);
+            if (eq) return cannl__usage_error(msg, cap, "%s takes no value", f->name);
             if (strcmp(f->name, "--metric") == 0) o->metric = 1;
             if (strcmp(f->name, "--help") == 0) o->help = 1;
             continue;
         }
         const char *v = eq ? eq + 1 : NULL;
         if (!v) {
-            if (i + 1 >= argc) return fail(msg, cap, "%s needs a value: %s %s", f->name, f->name, f->meta);
+            if (i + 1 >= argc) return cannl__usage_error(msg, cap, "%s needs a value: %s %s", f->name, f->name, f->meta);
             v = argv[++i];
         }
-        if (f == &FLAGS[1] && api->num_inputs == 0) return fail(msg, cap, "model '%s' has no inputs", api->name);
+        if (f == &FLAGS[1] && api->num_inputs == 0) return cannl__usage_error(msg, cap, "model '%s' has no inputs", api->name);
         int rc = apply(api, f, v, o, msg, cap);
         if (rc) return rc;
     }
     if (o->help) return CANNL__EXIT_OK;
 
     if (o->batch_set && o->batch > api->max_batch)
-        return fail(msg, cap,
+        return cannl__usage_error(msg, cap,
                     "--batch %" PRId64 " is larger than the model's maximum batch %" PRId64
                     " (regenerate with cannl gen --max-batch N)",
                     o->batch, api->max_batch);
     if (!o->batch_set) o->batch = CANNL__DEFAULT_BATCH < api->max_batch ? CANNL__DEFAULT_BATCH : api->max_batch;
     int writes = o->out_scheme != NULL;
     for (int32_t k = 0; k < api->num_outputs; k++) writes |= o->out_paths[k] != NULL;
-    if (!writes && !o->metric) return fail(msg, cap, "nothing to do: pass --output PATH and/or --metric");
+    if (!writes && !o->metric) return cannl__usage_error(msg, cap, "nothing to do: pass --output PATH and/or --metric");
     if (api->num_outputs == 0 && o->out_scheme)
-        return fail(msg, cap, "--output %s: model '%s' has no outputs", o->out_scheme, api->name);
-    if (o->metric && !api->eval) return fail(msg, cap, "--metric: model '%s' has no eval function", api->name);
+        return cannl__usage_error(msg, cap, "--output %s: model '%s' has no outputs", o->out_scheme, api->name);
+    if (o->metric && !api->eval) return cannl__usage_error(msg, cap, "--metric: model '%s' has no eval function", api->name);
 
     char list[256];
     name_list(api->inputs, api->num_inputs, list, sizeof list);
@@ -174,14 +159,14 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
         const cannl__binding *x = &o->inputs[b];
         int i = find(api->inputs, api->num_inputs, x->name, x->name_len);
         if (i < 0)
-            return fail(msg, cap, "--input %.*s=...: model '%s' has no input '%.*s' (its inputs: %s)", (int)x->name_len,
+            return cannl__usage_error(msg, cap, "--input %.*s=...: model '%s' has no input '%.*s' (its inputs: %s)", (int)x->name_len,
                         x->name, api->name, (int)x->name_len, x->name, list);
         for (int c = 0; c < b; c++)
             if (find(api->inputs, api->num_inputs, o->inputs[c].name, o->inputs[c].name_len) == i)
-                return fail(msg, cap, "--input %s given twice (%s and %s)", api->inputs[i].name, o->inputs[c].path,
+                return cannl__usage_error(msg, cap, "--input %s given twice (%s and %s)", api->inputs[i].name, o->inputs[c].path,
                             x->path);
         if (!o->metric && !model->forward_reads[i])
-            return fail(msg, cap,
+            return cannl__usage_error(msg, cap,
                         "--input %s=...: the outputs do not depend on input '%s'; it is only read with --metric",
                         api->inputs[i].name, api->inputs[i].name);
     }
@@ -191,20 +176,20 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
         for (int b = 0; b < o->ninputs && !given; b++)
             given = find(api->inputs, api->num_inputs, o->inputs[b].name, o->inputs[b].name_len) == (int)i;
         if (!given)
-            return fail(msg, cap, "no data for input '%s'%s: pass --input %s=PATH", api->inputs[i].name,
+            return cannl__usage_error(msg, cap, "no data for input '%s'%s: pass --input %s=PATH", api->inputs[i].name,
                         model->forward_reads[i] ? "" : " (--metric needs every input)", api->inputs[i].name);
     }
     if (o->out_scheme)
         for (int32_t k = 0; k < api->num_outputs; k++) {
             if (o->out_paths[k]) continue;
             o->derived[k] = scheme_path(api, o->out_scheme, k);
-            if (!o->derived[k]) return fail(msg, cap, "out of memory");
+            if (!o->derived[k]) return cannl__usage_error(msg, cap, "out of memory");
             o->out_paths[k] = o->derived[k];
         }
     for (int32_t k = 0; k < api->num_outputs; k++)
         for (int32_t j = 0; j < k; j++)
             if (o->out_paths[k] && o->out_paths[j] && strcmp(o->out_paths[k], o->out_paths[j]) == 0)
-                return fail(msg, cap, "--output: outputs '%s' and '%s' would both be written to %s",
+                return cannl__usage_error(msg, cap, "--output: outputs '%s' and '%s' would both be written to %s",
                             api->outputs[j].name, api->outputs[k].name, o->out_paths[k]);
     return CANNL__EXIT_OK;
 }
@@ -221,12 +206,6 @@ void cannl__infer_opts_free(cannl__infer_opts *o) {
     o->out_paths = NULL;
 }
 
-static void print_dims(FILE *out, const cannl_tensor_info *t) {
-    fputc('[', out);
-    for (int32_t d = 0; d < t->ndims; d++) fprintf(out, "%s%" PRId64, d ? ", " : "", t->dims[d]);
-    fputc(']', out);
-}
-
 void cannl__infer_usage(const cannl_infer_model *model, const char *prog, FILE *out) {
     const cannl_model_api *api = model->api;
     fprintf(out, "usage: %s [flags]\n\nRuns model '%s' forward (%s, batch at most %" PRId64 ") on data files.\n", prog,
@@ -236,14 +215,14 @@ void cannl__infer_usage(const cannl_infer_model *model, const char *prog, FILE *
     fprintf(out, "Inputs (--input NAME=PATH; a file with one class index per example is one-hot encoded):\n");
     for (int32_t i = 0; i < api->num_inputs; i++) {
         fprintf(out, "  %-12s ", api->inputs[i].name);
-        print_dims(out, &api->inputs[i]);
+        cannl__print_dims(out, &api->inputs[i]);
         fprintf(out, "  (%" PRId64 " values per example)%s\n", api->inputs[i].size,
                 model->forward_reads[i] ? "" : "  only for --metric");
     }
     fprintf(out, "Outputs (written as .npy arrays [examples, dims...]):\n");
     for (int32_t k = 0; k < api->num_outputs; k++) {
         fprintf(out, "  %-12s ", api->outputs[k].name);
-        print_dims(out, &api->outputs[k]);
+        cannl__print_dims(out, &api->outputs[k]);
         fputc('\n', out);
     }
     fprintf(out, "\nFlags (also --flag=value):\n");

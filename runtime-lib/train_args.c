@@ -44,9 +44,7 @@ static const flag_def FLAGS[] = {
 };
 enum { NFLAGS = sizeof FLAGS / sizeof FLAGS[0] };
 
-static int fail(char *msg, size_t cap, const char *fmt, ...) CANNL__PRINTF(3, 4);
-
-static int fail(char *msg, size_t cap, const char *fmt, ...) {
+int cannl__usage_error(char *msg, size_t cap, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, cap, fmt, ap);
@@ -54,14 +52,14 @@ static int fail(char *msg, size_t cap, const char *fmt, ...) {
     return CANNL__EXIT_USAGE;
 }
 
-static int parse_int(const char *flag, const char *v, int64_t min, int64_t *out, char *msg, size_t cap) {
+int cannl__parse_int(const char *flag, const char *v, int64_t min, int64_t *out, char *msg, size_t cap) {
     errno = 0;
     char *end;
     long long x = strtoll(v, &end, 10);
     if (!*v || *end || (*v != '-' && (*v < '0' || *v > '9')))
-        return fail(msg, cap, "%s: '%s' is not an integer", flag, v);
-    if (errno == ERANGE) return fail(msg, cap, "%s: '%s' is too large", flag, v);
-    if (x < min) return fail(msg, cap, "%s: %s must be at least %" PRId64, flag, v, min);
+        return cannl__usage_error(msg, cap, "%s: '%s' is not an integer", flag, v);
+    if (errno == ERANGE) return cannl__usage_error(msg, cap, "%s: '%s' is too large", flag, v);
+    if (x < min) return cannl__usage_error(msg, cap, "%s: %s must be at least %" PRId64, flag, v, min);
     *out = (int64_t)x;
     return CANNL__EXIT_OK;
 }
@@ -71,8 +69,8 @@ static int parse_u64(const char *flag, const char *v, uint64_t *out, char *msg, 
     char *end;
     unsigned long long x = strtoull(v, &end, 10);
     if (!*v || *end || *v < '0' || *v > '9')
-        return fail(msg, cap, "%s: '%s' is not a non-negative integer", flag, v);
-    if (errno == ERANGE) return fail(msg, cap, "%s: '%s' is too large", flag, v);
+        return cannl__usage_error(msg, cap, "%s: '%s' is not a non-negative integer", flag, v);
+    if (errno == ERANGE) return cannl__usage_error(msg, cap, "%s: '%s' is too large", flag, v);
     *out = (uint64_t)x;
     return CANNL__EXIT_OK;
 }
@@ -80,8 +78,8 @@ static int parse_u64(const char *flag, const char *v, uint64_t *out, char *msg, 
 static int parse_real(const char *flag, const char *v, double *out, char *msg, size_t cap) {
     char *end;
     double x = strtod(v, &end);
-    if (!*v || *end || !isfinite(x)) return fail(msg, cap, "%s: '%s' is not a number", flag, v);
-    if (x < 0) return fail(msg, cap, "%s: %s must not be negative", flag, v);
+    if (!*v || *end || !isfinite(x)) return cannl__usage_error(msg, cap, "%s: '%s' is not a number", flag, v);
+    if (x < 0) return cannl__usage_error(msg, cap, "%s: %s must not be negative", flag, v);
     *out = x;
     return CANNL__EXIT_OK;
 }
@@ -92,27 +90,27 @@ static int apply(const flag_def *f, const char *v, cannl__train_opts *o, char *m
     int rc = CANNL__EXIT_OK;
     if (f->kind == F_BIND) {
         const char *eq = strchr(v, '=');
-        if (!eq || eq == v || !eq[1]) return fail(msg, cap, "%s expects NAME=PATH, got '%s'", n, v);
+        if (!eq || eq == v || !eq[1]) return cannl__usage_error(msg, cap, "%s expects NAME=PATH, got '%s'", n, v);
         cannl__binding b = {v, (size_t)(eq - v), eq + 1};
         if (strcmp(n, "--data") == 0)
             o->data[o->ndata++] = b;
         else
             o->test[o->ntest++] = b;
     } else if (f->kind == F_PATH) {
-        if (!*v) return fail(msg, cap, "%s: empty path", n);
+        if (!*v) return cannl__usage_error(msg, cap, "%s: empty path", n);
         if (strcmp(n, "--init") == 0) o->init = v;
         if (strcmp(n, "--checkpoint") == 0) o->checkpoint = v;
         if (strcmp(n, "--resume") == 0) o->resume = v;
         if (strcmp(n, "--metrics") == 0) o->metrics = v;
         if (strcmp(n, "--lr-schedule") == 0) {
             if (strcmp(v, "constant") != 0 && strcmp(v, "cosine") != 0)
-                return fail(msg, cap, "--lr-schedule: '%s' is not constant or cosine", v);
+                return cannl__usage_error(msg, cap, "--lr-schedule: '%s' is not constant or cosine", v);
             o->cosine = strcmp(v, "cosine") == 0;
             o->schedule_set = 1;
         }
     } else if (f->kind == F_INT) {
         int64_t x = 0;
-        rc = parse_int(n, v, f->min, &x, msg, cap);
+        rc = cannl__parse_int(n, v, f->min, &x, msg, cap);
         if (rc) return rc;
         if (strcmp(n, "--epochs") == 0) {
             o->epochs = x;
@@ -128,7 +126,7 @@ static int apply(const flag_def *f, const char *v, cannl__train_opts *o, char *m
         }
         if (strcmp(n, "--log-every") == 0) o->log_every = x;
         if (strcmp(n, "--threads") == 0) {
-            if (x > 4096) return fail(msg, cap, "%s: %s threads is too many", n, v);
+            if (x > 4096) return cannl__usage_error(msg, cap, "%s: %s threads is too many", n, v);
             o->threads = (int)x;
         }
     } else if (f->kind == F_U64) {
@@ -159,27 +157,27 @@ int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl_
     o->log_every = CANNL__DEFAULT_LOG_EVERY;
     o->data = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->data);
     o->test = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->test);
-    if (!o->data || !o->test) return fail(msg, cap, "out of memory");
+    if (!o->data || !o->test) return cannl__usage_error(msg, cap, "out of memory");
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0) a = "--help";
         if (strncmp(a, "--", 2) != 0 || !a[2])
-            return fail(msg, cap, "unexpected argument '%s' (see --help)", a);
+            return cannl__usage_error(msg, cap, "unexpected argument '%s' (see --help)", a);
         const char *eq = strchr(a, '=');
         size_t len = eq ? (size_t)(eq - a) : strlen(a);
         const flag_def *f = NULL;
         for (int k = 0; k < NFLAGS && !f; k++)
             if (strlen(FLAGS[k].name) == len && strncmp(FLAGS[k].name, a, len) == 0) f = &FLAGS[k];
-        if (!f) return fail(msg, cap, "unknown flag '%.*s' (see --help)", (int)len, a);
+        if (!f) return cannl__usage_error(msg, cap, "unknown flag '%.*s' (see --help)", (int)len, a);
         if (f->kind == F_BOOL) {
-            if (eq) return fail(msg, cap, "%s takes no value", f->name);
+            if (eq) return cannl__usage_error(msg, cap, "%s takes no value", f->name);
             set_bool(f, o);
             continue;
         }
         const char *v = eq ? eq + 1 : NULL;
         if (!v) {
-            if (i + 1 >= argc) return fail(msg, cap, "%s needs a value: %s %s", f->name, f->name, f->meta);
+            if (i + 1 >= argc) return cannl__usage_error(msg, cap, "%s needs a value: %s %s", f->name, f->name, f->meta);
             v = argv[++i];
         }
         int rc = apply(f, v, o, msg, cap);
@@ -188,14 +186,14 @@ int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl_
     if (o->help) return CANNL__EXIT_OK;
 
     if (o->init && o->resume)
-        return fail(msg, cap, "--init and --resume cannot be used together (a checkpoint already holds the params)");
+        return cannl__usage_error(msg, cap, "--init and --resume cannot be used together (a checkpoint already holds the params)");
     if (o->batch_set && o->batch > api->max_batch)
-        return fail(msg, cap,
+        return cannl__usage_error(msg, cap,
                     "--batch %" PRId64 " is larger than the model's maximum batch %" PRId64
                     " (regenerate with cannl gen --max-batch N)",
                     o->batch, api->max_batch);
     if (api->num_inputs == 0 && !o->steps_set)
-        return fail(msg, cap, "model '%s' has no inputs: pass --steps N", api->name);
+        return cannl__usage_error(msg, cap, "model '%s' has no inputs: pass --steps N", api->name);
     return CANNL__EXIT_OK;
 }
 
@@ -206,7 +204,7 @@ void cannl__train_opts_free(cannl__train_opts *o) {
     o->data = o->test = NULL;
 }
 
-static void print_dims(FILE *out, const cannl_tensor_info *t) {
+void cannl__print_dims(FILE *out, const cannl_tensor_info *t) {
     fputc('[', out);
     for (int32_t d = 0; d < t->ndims; d++) fprintf(out, "%s%" PRId64, d ? ", " : "", t->dims[d]);
     fputc(']', out);
@@ -222,7 +220,7 @@ void cannl__train_usage(const cannl_model_api *api, const char *prog, FILE *out)
                      "encoded):\n");
     for (int32_t i = 0; i < api->num_inputs; i++) {
         fprintf(out, "  %-12s ", api->inputs[i].name);
-        print_dims(out, &api->inputs[i]);
+        cannl__print_dims(out, &api->inputs[i]);
         fprintf(out, "  (%" PRId64 " values per example)\n", api->inputs[i].size);
     }
     fprintf(out, "\nFlags (also --flag=value):\n");

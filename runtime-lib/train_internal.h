@@ -4,6 +4,7 @@
 #define CANNL_TRAIN_INTERNAL_H
 
 #include "cannl_rt.h"
+#include "rt_internal.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +16,13 @@ enum { CANNL__EXIT_OK = 0, CANNL__EXIT_FAIL = 1, CANNL__EXIT_USAGE = 2, CANNL__E
 #define CANNL__DEFAULT_EPOCHS 1
 #define CANNL__DEFAULT_BATCH 128
 #define CANNL__DEFAULT_LOG_EVERY 100
+
+/* Command-line helpers of the training and inference programs (train_args.c):
+ * a usage error (the message into msg, returns CANNL__EXIT_USAGE); an integer flag value of
+ * at least min; a tensor's dims as [d0, d1, ...] for --help. */
+int cannl__usage_error(char *msg, size_t cap, const char *fmt, ...) CANNL__PRINTF(3, 4);
+int cannl__parse_int(const char *flag, const char *v, int64_t min, int64_t *out, char *msg, size_t cap);
+void cannl__print_dims(FILE *out, const cannl_tensor_info *t);
 
 /* One NAME=PATH of --data / --test (pointers into argv). */
 typedef struct cannl__binding {
