@@ -59,8 +59,6 @@ std::string render_template(const std::string& name, const data& d) {
   return t.render(d);
 }
 
-namespace {
-
 std::string dims_list(const ir::Buffer& b, bool skip_batch) {
   std::string s;
   for (const auto& d : b.dims) {
@@ -70,15 +68,32 @@ std::string dims_list(const ir::Buffer& b, bool skip_batch) {
   }
   return s.empty() ? "0" : s;
 }
-int ndims(const ir::Buffer& b, bool skip_batch) {
-  int k = 0;
-  for (const auto& d : b.dims) k += !(skip_batch && d.batch);
-  return k;
-}
-long size(const ir::Buffer& b, bool skip_batch) {
+long buffer_size(const ir::Buffer& b, bool skip_batch) {
   long k = 1;
   for (const auto& d : b.dims)
     if (!(skip_batch && d.batch)) k *= d.size;
+  return k;
+}
+void stmt_uses(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& scalars) {
+  for (int w : ir::written_buffers(s)) bufs.insert(w);
+  std::vector<const ir::Expr*> loads;
+  ir::collect_loads(s, loads);
+  for (const auto* l : loads) bufs.insert(l->access.buf);
+  std::vector<const ir::Expr*> stack = {s.body.get()};
+  for (const auto& a : s.fused) stack.push_back(a.body.get());
+  while (!stack.empty()) {
+    const ir::Expr* e = stack.back();
+    stack.pop_back();
+    if (e->op == ir::Op::Scalar) scalars.insert(e->name);
+    for (const auto& a : e->args) stack.push_back(a.get());
+  }
+}
+
+namespace {
+
+int ndims(const ir::Buffer& b, bool skip_batch) {
+  int k = 0;
+  for (const auto& d : b.dims) k += !(skip_batch && d.batch);
   return k;
 }
 std::string spec_shape(const ir::Buffer& b) {
@@ -118,7 +133,7 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
       e.set("shape", spec_shape(b));
       e.set("ndims", std::to_string(ndims(b, per_example)));
       e.set("dims", dims_list(b, per_example));
-      e.set("size", std::to_string(size(b, per_example)));
+      e.set("size", std::to_string(buffer_size(b, per_example)));
       std::string grad = "NULL";
       for (size_t g = 0; g < p.buffers.size(); ++g)
         if (p.buffers[g].role == ir::Role::Grad && p.buffers[g].grad_of == bufs[i]) grad = grad_prefix + names[g];

@@ -26,6 +26,15 @@ std::string comment_safe(std::string s);  // no "*/" or "/*" inside a comment
 std::string num_double(double v);         // a double literal: 0.1, 1.0, 1e-08
 std::string render_template(const std::string& name, const kainjow::mustache::data& d);
 
+// A buffer's dims as "784, 512" ("0" for none), and its element count; skip_batch leaves the
+// batch axis out (per example).
+std::string dims_list(const ir::Buffer& b, bool skip_batch);
+long buffer_size(const ir::Buffer& b, bool skip_batch);
+
+// The buffers a nest reads or writes (fused assignments included) and the run-time scalars
+// its expressions use, added to the two sets.
+void stmt_uses(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& scalars);
+
 // The data every template of a model sees (model, MODEL, version, spec, real, dtype,
 // max_batch, optimizer, lr, loss, pad, inputs, outputs, params, metrics, state and their
 // counts). `grad_prefix` is put before a gradient buffer's name in params[].grad (C: "m->").

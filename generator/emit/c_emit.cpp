@@ -83,22 +83,6 @@ private:
 
   std::string num(double v) const { return x_.num(v); }
 
-  static std::string dims_list(const ir::Buffer& b, bool skip_batch) {
-    std::string s;
-    for (const auto& d : b.dims) {
-      if (skip_batch && d.batch) continue;
-      if (!s.empty()) s += ", ";
-      s += std::to_string(d.size);
-    }
-    return s.empty() ? "0" : s;
-  }
-  static long size(const ir::Buffer& b, bool skip_batch) {
-    long k = 1;
-    for (const auto& d : b.dims)
-      if (!(skip_batch && d.batch)) k *= d.size;
-    return k;
-  }
-
   // The data of every template (emit/c_common.h), and what only the C target's use.
   data common() {
     data d = model_template_data(p_, cname_, o_.f64, o_.spec, "m->");
@@ -149,7 +133,7 @@ private:
       for (size_t i = 0; i < r.offsets.size(); ++i) planned[i] = planned[i] || r.offsets[i] >= 0;
       std::set<std::string> scalars;
       std::set<int> bufs;
-      for (const auto& st : r.stmts) used_buffers(st, bufs, scalars);
+      for (const auto& st : r.stmts) stmt_uses(st, bufs, scalars);
       for (int b : bufs) used[static_cast<size_t>(b)] = true;
     }
     for (int b : p_.outputs) used[static_cast<size_t>(b)] = true;
@@ -418,33 +402,18 @@ private:
   std::string fill_first(const ir::Stmt& s, const std::string& v, const std::string& op) {
     const auto& b = p_.buffers[static_cast<size_t>(s.out.buf)];
     const bool batched = !b.dims.empty() && b.dims[0].batch;
-    const long per = size(b, true);
+    const long per = buffer_size(b, true);
     const std::string count = batched ? (per == 1 ? "n" : fmt::format("n * {}", per)) : std::to_string(per);
     return std::string(s.parallel >= 0 ? "    CANNL_PRAGMA(\"omp parallel for\")\n" : "") +
            fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{0}] {3};\n", v, count,
                        cname_[static_cast<size_t>(s.out.buf)], op);
   }
 
-  void used_buffers(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& scalars) {
-    for (int w : ir::written_buffers(s)) bufs.insert(w);
-    std::vector<const ir::Expr*> loads;
-    ir::collect_loads(s, loads);
-    for (const auto* l : loads) bufs.insert(l->access.buf);
-    std::vector<const ir::Expr*> stack = {s.body.get()};
-    for (const auto& a : s.fused) stack.push_back(a.body.get());
-    while (!stack.empty()) {
-      const ir::Expr* e = stack.back();
-      stack.pop_back();
-      if (e->op == ir::Op::Scalar) scalars.insert(e->name);
-      for (const auto& a : e->args) stack.push_back(a.get());
-    }
-  }
-
   // The buffers a routine reads or writes, the interface buffers it fills included.
   std::set<int> routine_buffers(const ir::Routine& r, std::set<std::string>* scalars_out = nullptr) {
     std::set<int> bufs;
     std::set<std::string> scalars;
-    for (const auto& s : r.stmts) used_buffers(s, bufs, scalars);
+    for (const auto& s : r.stmts) stmt_uses(s, bufs, scalars);
     if (scalars_out) *scalars_out = std::move(scalars);
     if (r.name == "forward") bufs.insert(p_.outputs.begin(), p_.outputs.end());
     if (r.name == "eval_metrics") {
@@ -529,7 +498,7 @@ private:
       for (size_t k = 0; k < p_.outputs.size(); ++k) {
         const auto& b = p_.buffers[static_cast<size_t>(p_.outputs[k])];
         bool batched = !b.dims.empty() && b.dims[0].batch;
-        long per = size(b, true);
+        long per = buffer_size(b, true);
         n_used |= batched;
         epi += fmt::format("    memcpy(outputs[{}], {}, (size_t){}{} * sizeof(real));\n", k,
                            ref(p_.outputs[k]), batched ? "n * " : "", per);
@@ -562,7 +531,7 @@ private:
       last = what;
       std::set<int> nb;
       std::set<std::string> unused;
-      used_buffers(s, nb, unused);
+      stmt_uses(s, nb, unused);
       std::string decls;
       for (int b : nb) {
         if (!planned(b) || !shares(b)) continue;

@@ -657,18 +657,7 @@ private:
     std::set<std::string> scalars;
     bool n_used = false;
     for (const auto& s : r.stmts) {
-      for (int w : ir::written_buffers(s)) bufs.insert(w);
-      std::vector<const ir::Expr*> loads;
-      ir::collect_loads(s, loads);
-      for (const auto* l : loads) bufs.insert(l->access.buf);
-      std::vector<const ir::Expr*> stack = {s.body.get()};
-      for (const auto& a : s.fused) stack.push_back(a.body.get());
-      while (!stack.empty()) {
-        const ir::Expr* e = stack.back();
-        stack.pop_back();
-        if (e->op == ir::Op::Scalar) scalars.insert(e->name);
-        for (const auto& a : e->args) stack.push_back(a.get());
-      }
+      stmt_uses(s, bufs, scalars);
       for (const auto& it : s.iters) n_used |= it.batch;
     }
     n_used |= scalars.count("n") > 0;
