@@ -37,13 +37,10 @@ typedef struct runner {
 static int report(const runner *r, int code, const char *fmt, ...) CANNL__PRINTF(3, 4);
 
 static int report(const runner *r, int code, const char *fmt, ...) {
-    fflush(stdout);
-    fprintf(stderr, "%s: error: ", r->o.prog);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    cannl__vmessage(r->o.prog, "error", fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     return code;
 }
 

@@ -6,6 +6,7 @@
 #include "cannl_rt.h"
 #include "rt_internal.h"
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -23,6 +24,9 @@ enum { CANNL__EXIT_OK = 0, CANNL__EXIT_FAIL = 1, CANNL__EXIT_USAGE = 2, CANNL__E
 int cannl__usage_error(char *msg, size_t cap, const char *fmt, ...) CANNL__PRINTF(3, 4);
 int cannl__parse_int(const char *flag, const char *v, int64_t min, int64_t *out, char *msg, size_t cap);
 void cannl__print_dims(FILE *out, const cannl_tensor_info *t);
+
+/* "<prog>: <kind>: <message>" on stderr, stdout flushed first (train_main.c). */
+void cannl__vmessage(const char *prog, const char *kind, const char *fmt, va_list ap);
 
 /* One NAME=PATH of --data / --test (pointers into argv). */
 typedef struct cannl__binding {

@@ -79,30 +79,31 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+void cannl__vmessage(const char *prog, const char *kind, const char *fmt, va_list ap) {
+    fflush(stdout);
+    fprintf(stderr, "%s: %s: ", prog, kind);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 static int report(const trainer *t, int code, const char *fmt, ...) CANNL__PRINTF(3, 4);
 
 /* Print "<prog>: error: <message>" and return the exit status `code`. */
 static int report(const trainer *t, int code, const char *fmt, ...) {
-    fflush(stdout);
-    fprintf(stderr, "%s: error: ", t->o.prog);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    cannl__vmessage(t->o.prog, "error", fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     return code;
 }
 
 static void warn(const trainer *t, const char *fmt, ...) CANNL__PRINTF(2, 3);
 
 static void warn(const trainer *t, const char *fmt, ...) {
-    fflush(stdout);
-    fprintf(stderr, "%s: warning: ", t->o.prog);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    cannl__vmessage(t->o.prog, "warning", fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
 }
 
 /* A well-mixed, distinct seed for each (seed, epoch) pair (splitmix64 finaliser). */
