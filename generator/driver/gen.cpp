@@ -154,6 +154,12 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
     }
   }
   auto fe = run_frontend(path, text);
+  // `cannl check` accepts a spec without a training objective; generating a trainer needs one.
+  if (fe->ok() && !fe->model.optimizer)
+    fe->diags.error(fe->model.name_range,
+                    fmt::format("model '{}' has no 'minimize' statement: cannl gen writes a training step and "
+                                "needs an objective, e.g. 'minimize loss with sgd(lr = 0.1)'",
+                                fe->model.name));
   fe->diags.render(err, opt.color);
   if (!fe->ok()) return 1;
   ProgramOptions po;

@@ -1,7 +1,7 @@
 // Data-driven tests over tests/specs/: every shapes/*.cannl must check cleanly and print the
 // `# expect: NAME : SHAPE` lines it carries; every errors/*.cannl must fail with each
 // `# expect-error: LINE:COL: TEXT` it carries (TEXT a case-insensitive substring of the
-// message), and with no other error.
+// message), and with no other error. Each file is its own section, reported by name.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -39,7 +39,7 @@ static std::string lower(std::string s) {
 TEST_CASE("shape inference: tests/specs/shapes", "[shapes][specs]") {
   auto files = spec_files("tests/specs/shapes");
   REQUIRE(files.size() >= 60);
-  for (const fs::path& f : files) {
+  for (const fs::path& f : files) DYNAMIC_SECTION(f.filename().string()) {
     std::string text = slurp(f);
     std::ostringstream out, err;
     CheckOptions opt;
@@ -67,7 +67,7 @@ TEST_CASE("diagnostics: tests/specs/errors", "[errors][specs]") {
   auto files = spec_files("tests/specs/errors");
   REQUIRE(files.size() >= 30);
   std::regex expect_re(R"(# expect-error: (\d+):(\d+): (.*))");
-  for (const fs::path& f : files) {
+  for (const fs::path& f : files) DYNAMIC_SECTION(f.filename().string()) {
     std::string text = slurp(f);
     auto fe = run_frontend(f.filename().string(), text);
     std::ostringstream rendered;
