@@ -57,26 +57,39 @@ bool write_files(const fs::path& dir, const std::vector<OutputFile>& files, std:
   std::error_code ec;
   const std::string tag = ".cannl-tmp-" + std::to_string(getpid());
   if (!fs::exists(dir, ec)) {
+    // Missing parents are created as `mkdir -p` would, and removed again if anything fails.
     fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
-    if (!fs::is_directory(parent, ec)) {
-      error = "the parent directory of " + dir.string() + " does not exist";
+    fs::path created;  // the outermost parent this call creates
+    for (fs::path p = parent; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) created = p;
+    if (!created.empty() && !fs::create_directories(parent, ec)) {
+      error = "cannot create " + parent.string() + ": " + ec.message();
+      fs::remove_all(created, ec);
       return false;
     }
+    if (!fs::is_directory(parent, ec)) {
+      error = "cannot write into " + parent.string() + ": not a directory";
+      return false;
+    }
+    auto undo = [&](const fs::path& tmp) {
+      fs::remove_all(tmp, ec);
+      if (!created.empty()) fs::remove_all(created, ec);
+    };
     fs::path tmp = dir.string() + tag;
     fs::remove_all(tmp, ec);
     if (!fs::create_directory(tmp, ec)) {
       error = "cannot create " + tmp.string() + ": " + ec.message();
+      undo(tmp);
       return false;
     }
     for (const auto& f : files)
       if (!write_text(tmp / f.name, f.text, error)) {
-        fs::remove_all(tmp, ec);
+        undo(tmp);
         return false;
       }
     fs::rename(tmp, dir, ec);
     if (ec) {
       error = "cannot rename " + tmp.string() + " to " + dir.string() + ": " + ec.message();
-      fs::remove_all(tmp, ec);
+      undo(tmp);
       return false;
     }
     return true;

@@ -87,7 +87,11 @@ grep -q 'broken.cannl:4:' "$tmp/err" && ok || bad "gen diagnostic location"
 expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl"
 expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/x" --dtype f16
 expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/x" --max-batch 0
-expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/no/such/dir"
+expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/new/parents/moons"
+[ -f "$tmp/new/parents/moons/moons_mlp.c" ] && ok || bad "gen -o creates missing parents"
+touch "$tmp/afile"
+expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/afile/sub/dir"
+grep -q "afile" "$tmp/err" && ok || bad "gen names the unwritable path"
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" -O0 --dump=ir
 grep -qF 'h1_mm[b, o] += w1[o, k] * x[b, k]' "$tmp/out" && ok || bad "--dump=ir"
 grep -qF 'w1_grad[o, k] += h1_mm_grad[b, o] * x[b, k]' "$tmp/out" && ok || bad "--dump=ir backward"
