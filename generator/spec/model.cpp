@@ -194,6 +194,7 @@ private:
         }
         minimize_ = &s;
         m_.optimizer = optimizer(*s.optimizer);
+        if (m_.optimizer) check_optimizer(*m_.optimizer);
         training_options(s);
         return;
     }
@@ -392,6 +393,21 @@ private:
       }
     }
   }
+  // The ranges PyTorch's optimisers accept (they raise "Invalid learning rate" and the like).
+  void check_optimizer(const CallConfig& c) {
+    auto at_least_zero = [&](const char* k) {
+      if (c.args.count(k) && !(c.args.at(k) >= 0))
+        diags_.error(c.range, fmt::format("{}'s '{}' must be >= 0, not {}", c.name, k, c.args.at(k)));
+    };
+    for (const char* k : {"lr", "momentum", "weight_decay", "eps"}) at_least_zero(k);
+    for (const char* k : {"beta1", "beta2"})
+      if (c.args.count(k) && !(c.args.at(k) >= 0 && c.args.at(k) < 1))
+        diags_.error(c.range, fmt::format("{}'s '{}' must be in [0, 1), not {}", c.name, k, c.args.at(k)));
+    if (c.name == "sgd" && c.args.at("nesterov") != 0 &&
+        !(c.args.at("momentum") > 0 && c.args.at("dampening") == 0))
+      diags_.error(c.range, "sgd with nesterov needs a momentum > 0 and dampening = 0 (as torch.optim.SGD)");
+  }
+
   void check_schedule(const CallConfig& c) {
     auto whole = [&](const char* k, double min) {
       double v = c.args.at(k);
