@@ -372,7 +372,7 @@ TEST_CASE("infer: the loss must be a scalar", "[infer][loss][errors]") {
   CHECK(r.err_at().col == 10);
 }
 
-TEST_CASE("infer: metrics must be scalars; accuracy and means are", "[infer][loss]") {
+TEST_CASE("infer: metrics must be scalars -- accuracy and means are", "[infer][loss]") {
   Run bad("input x : [3 -> 2]\nmetric m = relu(x)\n");
   REQUIRE(bad.errors() == 1);
   INFO(bad.rendered());

@@ -166,7 +166,7 @@ TEST_CASE("lexer: strings keep their contents and cover the quotes", "[lexer][st
   CHECK(h.toks[3].kind == Tok::Plus);
 }
 
-TEST_CASE("lexer: an unterminated string is reported at its quote; the next line lexes",
+TEST_CASE("lexer: an unterminated string is reported at its quote -- the next line lexes",
           "[lexer][strings]") {
   Lexed l("y = sum(x, \"b|o => \nz = 1\n");
   REQUIRE(l.diags.error_count() == 1);
@@ -197,7 +197,7 @@ TEST_CASE("lexer: comments run to the end of the line", "[lexer][comments]") {
                                                         Tok::Eof});
 }
 
-TEST_CASE("lexer: ';' ends a statement and is marked as a semicolon", "[lexer][newline]") {
+TEST_CASE("lexer: a semicolon ends a statement and is marked as a semicolon", "[lexer][newline]") {
   Lexed l("a = 1; b = 2");
   REQUIRE(l.kinds() == std::vector<Tok>{Tok::Ident, Tok::Assign, Tok::Number, Tok::Newline,
                                         Tok::Ident, Tok::Assign, Tok::Number, Tok::Newline,
@@ -308,7 +308,7 @@ TEST_CASE("lexer: an unclosed bracket before a non-keyword line keeps going", "[
                               Tok::Ident, Tok::Assign, Tok::Number, Tok::Eof});
 }
 
-TEST_CASE("lexer: ';' closes any open bracket", "[lexer][newline]") {
+TEST_CASE("lexer: a semicolon closes any open bracket", "[lexer][newline]") {
   std::vector<Tok> k = kinds("y = f(a; z = 1\nw = 2");
   CHECK(k == std::vector<Tok>{Tok::Ident, Tok::Assign, Tok::Ident, Tok::LParen, Tok::Ident,
                               Tok::Newline, Tok::Ident, Tok::Assign, Tok::Number, Tok::Newline,

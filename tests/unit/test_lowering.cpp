@@ -65,7 +65,7 @@ TEST_CASE("buffers are stored batch, output, input", "[lower]") {
   CHECK(names == std::set<std::string>{"w", "b", "w.momentum_buffer", "b.momentum_buffer"});
 }
 
-TEST_CASE("a matrix product is a fill and an accumulation; pointwise parts are inline", "[lower]") {
+TEST_CASE("a matrix product is a fill and an accumulation -- pointwise parts are inline", "[lower]") {
   Gen g(kMlp);
   std::string fwd = g.routine("forward");
   CHECK(has(fwd, "z_mm[b, o] = 0"));
@@ -143,16 +143,21 @@ minimize loss with sgd(lr = 0.1)
   CHECK(has(t, "for parallel b < n, o < 256, k < 256:  loss_mm[b, o] += w[o, k] * x[b, k]"));
 }
 
-TEST_CASE("convolution reads are guarded; its input gradient is a scatter", "[lower]") {
-  Gen g(R"(input x : [8, 8, 2]
+TEST_CASE("convolution reads are guarded -- its input gradient is a scatter", "[lower]") {
+  Gen g(R"(input x0 : [8, 8, 2]
+param s : [2]
+x = x0 *. s
 param k : [3, 3, 2 -> 4]
 y = conv2d(x, k, stride = 2, padding = 1)
 loss = mean(y *. y)
 minimize loss with sgd(lr = 0.1)
 )");
   std::string t = g.routine("train_step");
-  CHECK(has(t, "y[b, y, x, d] += x[b, 2*y + ky - 1, 2*x + kx - 1, c] * k[d, ky, kx, c]"));
-  CHECK(has(t, "k_grad[d, ky, kx, c] +="));
+  // im2col: a guarded gather of the windows, then a plain contraction (a GEMM)
+  CHECK(has(t, "y_col[b, y, x, ky, kx, c] = x[b, 2*y + ky - 1, 2*x + kx - 1, c]"));
+  CHECK(has(t, "y[b, y, x, d] += y_col[b, y, x, ky, kx, c] * k[d, ky, kx, c]"));
+  CHECK(has(t, "k_grad[d, ky, kx, c] += y_grad[b, y, x, d] * y_col[b, y, x, ky, kx, c]"));
+  CHECK(has(t, "x_grad[b, 2*y + ky - 1, 2*x + kx - 1, c] += y_col_grad[b, y, x, ky, kx, c]"));  // a scatter
   auto files = emit_c(g.p, COptions{});
   std::string c = files[1].text;
   CHECK(has(c, ">= 0 &&"));  // a guarded read: padding reads zero

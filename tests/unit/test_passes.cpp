@@ -110,7 +110,7 @@ TEST_CASE("simplify: division by a constant, constant factors, identities", "[pa
         "for b < n, o < 2, k < 3:  z[b, o] += w[o, k] * x[b, k] * 0.5\n");
 }
 
-TEST_CASE("fold_fills: fills become zero_first; a pointwise += becomes =", "[passes]") {
+TEST_CASE("fold_fills: fills become zero_first -- a pointwise += becomes =", "[passes]") {
   Frag f;
   int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input);
   int s = f.buf("s", {{4, true}}), m = f.buf("m", {{4, true}}), g = f.buf("g", {{4, true}, {3, false}});
@@ -136,7 +136,7 @@ TEST_CASE("fold_fills: fills become zero_first; a pointwise += becomes =", "[pas
         "for b < n, o < 3:  r[b] += r[b]\n");
 }
 
-TEST_CASE("reuse_values: a relu mask reads the stored relu; a recomputed value is loaded", "[passes]") {
+TEST_CASE("reuse_values: a relu mask reads the stored relu -- a recomputed value is loaded", "[passes]") {
   Frag f;
   int a = f.buf("a", {{4, true}, {3, false}}), bias = f.buf("bias", {{3, false}}, ir::Role::Param);
   int h = f.buf("h", {{4, true}, {3, false}}), hg = f.buf("hg", {{4, true}, {3, false}});

@@ -200,7 +200,7 @@ TEST_CASE("solver: an ambiguous equality nothing else fixes is resolved without 
 
 // ---- broadcasting -------------------------------------------------------------------------
 
-TEST_CASE("solver: broadcast of known rows aligns from the right; size 1 stretches",
+TEST_CASE("solver: broadcast of known rows aligns from the right -- size 1 stretches",
           "[solver][broadcast]") {
   Fx f;
   RowT r = f.s.fresh_row();
@@ -244,7 +244,7 @@ TEST_CASE("solver: a closed result shorter than an operand is an error", "[solve
   CHECK(f.errors[0].find("do not broadcast") != std::string::npos);
 }
 
-TEST_CASE("solver: an operand axis > 1 fixes the result; a result axis of 1 fixes the operand",
+TEST_CASE("solver: an operand axis > 1 fixes the result -- a result axis of 1 fixes the operand",
           "[solver][broadcast]") {
   Fx f;
   DimT d = f.s.fresh_dim(), e = f.s.fresh_dim();
@@ -257,7 +257,7 @@ TEST_CASE("solver: an operand axis > 1 fixes the result; a result axis of 1 fixe
   CHECK(f.size(g) == 1);
 }
 
-TEST_CASE("solver: broadcast waits for an open operand; computed free axes drop to 1",
+TEST_CASE("solver: broadcast waits for an open operand -- computed free axes drop to 1",
           "[solver][broadcast]") {
   Fx f;
   RowT r = f.s.fresh_row();
