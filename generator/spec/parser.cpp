@@ -118,11 +118,15 @@ private:
         s.names.push_back(name("a dim name after 'dim'"));
         expect(Tok::Assign, "'=' after the dim name (dim NAME = INT)");
         const Token& v = peek();
-        if (v.kind != Tok::Number || !v.is_integer || v.number < 1)
-          fail(v, fmt::format("expected a positive integer size for dim '{}', found {}",
-                              s.names[0].name, describe(v)));
-        next();
+        if (v.kind != Tok::Number) fail(v, fmt::format("expected a positive integer size for dim '{}', found {}",
+                                                       s.names[0].name, describe(v)));
         s.dim_value = static_cast<long>(v.number);
+        if (!v.is_integer || v.number < 1) {  // reported; the dim stays defined (as 1) so uses do not cascade
+          diags_.error(v.range, fmt::format("expected a positive integer size for dim '{}', found {}",
+                                            s.names[0].name, describe(v)));
+          s.dim_value = 1;
+        }
+        next();
         s.dim_value_range = v.range;
         return s;
       }
