@@ -58,7 +58,11 @@ struct Expr {
   std::vector<ExprPtr> operands;  // Neg: 1, binary: 2
   std::vector<Arg> args;          // Call
   std::optional<EinsumSpec> einsum;  // String arguments of einsum/sum/mean/max
+  int height = 1;  // nodes on the longest path down to a leaf; the parser bounds it (kMaxExprHeight)
 };
+
+// The deepest expression tree a spec may write (every later stage walks trees recursively).
+inline constexpr int kMaxExprHeight = 256;
 
 const char* expr_op_spelling(ExprKind k);  // "+", "*.", ...
 

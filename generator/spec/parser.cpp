@@ -1,5 +1,6 @@
 #include "spec/parser.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 namespace cannl {
@@ -265,8 +266,19 @@ private:
     return e;
   }
 
+  // Gives `e` the height of its children plus one, and refuses trees too deep for the later
+  // stages: a chain `x + x + ... + x` is built iteratively here but walked recursively after.
+  void set_height(Expr& e, const Token& at, int children) {
+    e.height = children + 1;
+    if (e.height > kMaxExprHeight)
+      fail(at, fmt::format("expression too deep: more than {} operations nested (a chain of operators counts "
+                           "one per operator); split it into several statements",
+                           kMaxExprHeight));
+  }
+
   ExprPtr binary(ExprKind k, const Token& op, ExprPtr a, ExprPtr b) {
     auto e = make(k, SourceRange::join(a->range, b->range));
+    set_height(*e, op, std::max(a->height, b->height));
     e->op_range = op.range;
     e->operands.push_back(std::move(a));
     e->operands.push_back(std::move(b));
@@ -314,6 +326,7 @@ private:
         return a;
       }
       auto e = make(ExprKind::Neg, SourceRange::join(op.range, a->range));
+      set_height(*e, op, a->height);
       e->op_range = op.range;
       e->operands.push_back(std::move(a));
       return e;
@@ -396,6 +409,7 @@ private:
         a.value = expr();
         --depth_;
         if (a.value->kind == ExprKind::String) einsum_arg(*a.value, callee);
+        set_height(*e, callee, std::max(e->height - 1, a.value->height));
         e->args.push_back(std::move(a));
         if (!accept(Tok::Comma)) break;
       }
