@@ -1,6 +1,7 @@
 // `cannl check SPEC`: parse and infer, then print every tensor's shape.
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -13,6 +14,11 @@
 namespace cannl {
 
 bool read_file(const std::string& path, std::string& text, std::string& error) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    error = fmt::format("cannot read '{}': it is a directory, not a spec file", path);
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     error = fmt::format("cannot read '{}': no such file or not readable", path);

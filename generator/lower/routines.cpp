@@ -55,7 +55,7 @@ ir::Stmt init_param(const ir::Program& p, int buf, const Shape& shape, const Cal
   else if (name == "normal") body = normal(arg("mean", 0), arg("std", 1));
   else if (name == "zeros") body = ir::cnst(0);
   else if (name == "ones") body = ir::cnst(1);
-  else if (name == "constant") body = ir::cnst(arg("value", 0));
+  else if (name == "constant") body = ir::cnst(arg("v", 0));
   else if (name == "kaiming_uniform") { double b = gain() * std::sqrt(3 / fan_in); body = uniform(-b, b); }
   else if (name == "kaiming_normal") body = normal(0, gain() / std::sqrt(fan_in));
   else if (name == "xavier_uniform") { double b = arg("gain", 1) * std::sqrt(6 / (fan_in + fan_out)); body = uniform(-b, b); }

@@ -125,7 +125,7 @@ std::vector<CallSig> make_initializers() {
       {"normal", {number("mean", 0), number("std", 1)}},
       {"zeros", {}},
       {"ones", {}},
-      {"constant", {required_number("value")}},
+      {"constant", {required_number("v")}},
       {"kaiming_uniform", {number("a", 0)}},
       {"kaiming_normal", {number("a", 0)}},
       {"xavier_uniform", {number("gain", 1)}},

@@ -63,6 +63,8 @@ expect_rc 1 "$cannl" check "$tmp/multi.cannl"
 # Usage errors: exit 2.
 expect_rc 2 "$cannl" check
 expect_rc 2 "$cannl" check "$tmp/does-not-exist.cannl"
+expect_rc 2 "$cannl" check "$tmp"
+grep -q "is a directory" "$tmp/err" && ok || bad "a directory as SPEC"
 expect_rc 2 "$cannl" check --dump=nonsense "$src/specs/fashion_mlp.cannl"
 expect_rc 2 "$cannl" frobnicate
 expect_rc 2 "$cannl"
