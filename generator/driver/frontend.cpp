@@ -1,5 +1,6 @@
 #include "driver/frontend.h"
 
+#include "shapes/size_limits.h"
 #include "spec/lexer.h"
 #include "spec/parser.h"
 
@@ -17,6 +18,7 @@ std::unique_ptr<Frontend> run_frontend(std::string path, std::string text, Stage
   if (!fe->spec.stmts.empty() || fe->ok()) fe->model = build_model(fe->spec, fe->diags);
   if (last == Stage::Model || !fe->ok()) return fe;
   fe->shapes = infer_shapes(fe->model, fe->file, fe->diags);
+  if (fe->ok()) check_size_limits(fe->model, fe->shapes, fe->diags);
   return fe;
 }
 

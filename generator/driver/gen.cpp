@@ -122,6 +122,23 @@ bool write_files(const fs::path& dir, const std::vector<OutputFile>& files, std:
   return true;
 }
 
+// Every loop nest's iteration count (at the batch bound) must stay far from 64-bit overflow:
+// tensors are bounded by the front end, but a contraction multiplies the sizes of all its axes.
+bool check_nest_sizes(const ir::Program& p, const std::string& path, std::ostream& err) {
+  constexpr long kMaxIterations = 1L << 56;
+  for (const auto& r : p.routines)
+    for (const auto& st : r.stmts) {
+      long n = 1;
+      bool over = false;
+      for (const auto& it : st.iters) over = over || __builtin_mul_overflow(n, it.size, &n) || n > kMaxIterations;
+      if (!over) continue;
+      err << fmt::format("{}:{}: error: a loop nest of this statement runs more than 2^56 times at the batch "
+                         "bound: too large to generate code for\n", path, st.line);
+      return false;
+    }
+  return true;
+}
+
 }  // namespace
 
 std::string pass_listing() {
@@ -184,6 +201,7 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
   std::string dumped;
   try {
     prog = build_program(fe->model, fe->shapes, fe->file, po);
+    if (!check_nest_sizes(prog, path, err)) return 1;
     if (opt.stats || opt.dump == "dot") before = prog;
     run_passes(prog, pass_opt, [&](const std::string& name, const ir::Program& p) {
       ran.push_back(name);

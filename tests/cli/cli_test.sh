@@ -91,6 +91,10 @@ expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/x" --dtype f1
 expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/x" --max-batch 0
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/new/parents/moons"
 [ -f "$tmp/new/parents/moons/moons_mlp.c" ] && ok || bad "gen -o creates missing parents"
+# A contraction too large to generate: an error with its line, nothing written.
+printf 'model big\nparam x : [1000000000]\nparam z : [1000000000]\ny = einsum("i;j => ", x, z)\nloss = y *. y\nminimize loss with sgd(lr = 0.1)\n' > "$tmp/big.cannl"
+expect_rc 1 "$cannl" gen "$tmp/big.cannl" -o "$tmp/gen/big"
+grep -q 'big.cannl:4: error: a loop nest' "$tmp/err" && [ ! -e "$tmp/gen/big" ] && ok || bad "too large a nest"
 touch "$tmp/afile"
 expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/afile/sub/dir"
 grep -q "afile" "$tmp/err" && ok || bad "gen names the unwritable path"
