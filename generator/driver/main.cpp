@@ -29,8 +29,13 @@ int main(int argc, char** argv) {
   bool list_passes = false;
   g->add_flag("--passes", list_passes, "list the optimisation passes in the order they run, and exit");
   g->add_option("-O", gen.opt_level, "optimisation level: -O0 (no passes), -O1, -O2 (default)")
-      ->check(CLI::Range(0, 2));
-  g->add_option("--disable-pass", gen.disabled_passes, "skip the pass NAME (repeatable; see --passes)");
+      ->check(CLI::Range(0, 2))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // as compilers: the last -O wins
+  g->add_option("--disable-pass", gen.disabled_passes,
+                "skip the pass NAME (repeatable, or NAME,NAME; see --passes)")
+      ->type_size(1)
+      ->allow_extra_args(false)  // one NAME per flag: never the SPEC after it
+      ->delimiter(',');
   g->add_flag("--stats", gen.stats, "print each routine's buffers, arena bytes, loop nests, FLOPs and bytes moved "
                                     "per call at the max batch, before and after the passes (no files written)");
   g->add_flag("--json", gen.json, "with --stats: print JSON");
@@ -61,6 +66,7 @@ int main(int argc, char** argv) {
     if (!*out_opt && !*dump_opt && !gen.stats) throw CLI::RequiredError("-o,--output");
     if (gen.json && !gen.stats) throw CLI::ValidationError("--json", "only with --stats");
     if (gen.embed && gen.target == "cuda") throw CLI::ValidationError("--embed", "only with --target c");
+    if (gen.blas && gen.target == "cuda") throw CLI::ValidationError("--blas", "only with --target c (CUDA uses cuBLAS)");
   });
 
   try {
@@ -68,7 +74,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);
+    // One line, like every other cannl error.
+    std::cerr << "cannl: error: " << e.what() << " (cannl --help, cannl gen --help)\n";
     return 2;
   }
   if (version) {

@@ -13,7 +13,7 @@ namespace {
 
 nlohmann::json to_json(const ir::RoutineStats& s) {
   return {{"buffers", s.buffers},   {"arena_bytes", s.arena_bytes}, {"loop_nests", s.loop_nests},
-          {"flops", s.flops},       {"bytes_moved", s.bytes_moved}, {"persistent_bytes", s.persistent_bytes}};
+          {"flops", static_cast<long long>(s.flops)}, {"bytes_moved", static_cast<long long>(s.bytes_moved)}, {"persistent_bytes", s.persistent_bytes}};
 }
 
 std::set<int> stored(const ir::Routine& r) {
