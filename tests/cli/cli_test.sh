@@ -114,6 +114,14 @@ grep -qF 'x[b, o] = image[b, o] * 0.00392156862745098' "$tmp/out" && ok || bad "
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir --disable-pass=inline_virtual
 grep -qF 'x[b, o] = image[b, o] * 0.00392156862745098' "$tmp/out" && ok || bad "--disable-pass keeps x"
 expect_rc 2 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir --disable-pass=nonsense
+grep -q '^cannl: error: --disable-pass' "$tmp/err" && [ "$(wc -l < "$tmp/err")" -eq 1 ] && ok || bad "bad pass: one line"
+# Options before the SPEC: --disable-pass takes one NAME (or NAME,NAME), never the SPEC.
+expect_rc 0 "$cannl" gen --disable-pass=fuse --disable-pass dce "$src/specs/moons_mlp.cannl" --stats --json
+! grep -q '"dce"' "$tmp/out" && grep -q '"plan_memory"' "$tmp/out" && ok || bad "--disable-pass before SPEC"
+expect_rc 0 "$cannl" gen --disable-pass=fuse,dce -O1 -O2 "$src/specs/moons_mlp.cannl" --stats --json
+grep -q '"level": 2' "$tmp/out" && ! grep -q '"dce"' "$tmp/out" && ok || bad "NAME,NAME and the last -O"
+expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -O3 -o "$tmp/gen/o3"
+grep -q '^cannl: error: -O' "$tmp/err" && [ "$(wc -l < "$tmp/err")" -eq 1 ] && ok || bad "bad -O: one line"
 expect_rc 2 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:nonsense
 expect_rc 2 "$cannl" gen "$src/specs/fashion_mlp.cannl" -O1 --dump=ir:fuse
 expect_rc 2 "$cannl" gen "$src/specs/fashion_mlp.cannl" -O3 --dump=ir
