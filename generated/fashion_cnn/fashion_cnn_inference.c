@@ -323,7 +323,7 @@ static void forward(fashion_cnn_infer *m, const real *const inputs[], int64_t n,
             for (int64_t o0 = 0; o0 < 28; ++o0) {
                 for (int64_t o2 = 0; o2 < 1; ++o2) {
                     for (int64_t o1 = 0; o1 < 28; ++o1)
-                        x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] * 0.003921569f;
+                        x[b * 784 + o0 * 28 + o1 + o2] = (real)((double)image[b * 784 + o0 * 28 + o1 + o2] * 0.0039215686274509803);
                 }
             }
         }
@@ -483,7 +483,7 @@ static void eval_metrics(fashion_cnn_infer *m, const real *const inputs[], int64
             for (int64_t o0 = 0; o0 < 28; ++o0) {
                 for (int64_t o2 = 0; o2 < 1; ++o2) {
                     for (int64_t o1 = 0; o1 < 28; ++o1)
-                        x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] * 0.003921569f;
+                        x[b * 784 + o0 * 28 + o1 + o2] = (real)((double)image[b * 784 + o0 * 28 + o1 + o2] * 0.0039215686274509803);
                 }
             }
         }

@@ -304,7 +304,7 @@ struct fashion_einsum {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 5129536 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 7517504 bytes */
     /* params */
     real *w1; /* [256, 28, 28] w1 : [28, 28 -> 256] */
     real *gain; /* [256] gain : [256] */
@@ -416,7 +416,7 @@ static void init_params(fashion_einsum *m, uint64_t seed) {
 
 /* routine train_step */
 static double train_step(fashion_einsum *m, const real *const inputs[], int64_t n) {
-    char *const work = (char *)m->arena + 2448576; /* this routine's 2136192 bytes */
+    char *const work = (char *)m->arena + 2448576; /* this routine's 2939008 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict w1 = m->w1;
@@ -425,12 +425,13 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
     real *restrict bias = m->bias;
     real *restrict w2 = m->w2;
     real *restrict b2 = m->b2;
-    real *restrict h1_mean = (real *)(work + 2134016);
-    real *restrict h1_var = (real *)(work + 2135040);
-    real *restrict loss_ = (real *)(work + 2136128);
-    real *restrict b2_grad = (real *)(work + 2136064);
-    real *restrict w2_grad = (real *)(work + 2123776);
-    real *restrict h1_ln_grad = (real *)(work + 1851392);
+    real *restrict x = (real *)(work + 0);
+    real *restrict h1_mean = (real *)(work + 2936832);
+    real *restrict h1_var = (real *)(work + 2937856);
+    real *restrict loss_ = (real *)(work + 2938944);
+    real *restrict b2_grad = (real *)(work + 2938880);
+    real *restrict w2_grad = (real *)(work + 2926592);
+    real *restrict h1_ln_grad = (real *)(work + 2654208);
     real *restrict w1_exp_avg = m->w1_exp_avg;
     real *restrict w1_exp_avg_sq = m->w1_exp_avg_sq;
     real *restrict gain_exp_avg = m->gain_exp_avg;
@@ -448,16 +449,25 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
     const real bc1 = (real)(1 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1 - pow(0.999, step)));
 
+    /* line 14: x = image / 255 */
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o0 = 0; o0 < 28; ++o0) {
+            for (int64_t o1 = 0; o1 < 28; ++o1)
+                x[b * 784 + o0 * 28 + o1] = (real)((double)image[b * 784 + o0 * 28 + o1] * 0.0039215686274509803);
+        }
+    }
+
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
     {
-        real *restrict z1_ein = (real *)(work + 802816);
-        /* matrix product z1_ein = image . w1: M = n (b), N = 256 (h), K = 784 (r, c) */
-        cannl_gemm(n, 256, 784, 0.003921569f, image, 784, 1, w1, 1, 784, z1_ein, 256, 1, 1, m->gemm_ws, m->gemm_slots);
+        real *restrict z1_ein = (real *)(work + 1605632);
+        /* matrix product z1_ein = x . w1: M = n (b), N = 256 (h), K = 784 (r, c) */
+        cannl_gemm(n, 256, 784, 1.0f, x, 784, 1, w1, 1, 784, z1_ein, 256, 1, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
     {
-        real *restrict z1_ein = (real *)(work + 802816);
+        real *restrict z1_ein = (real *)(work + 1605632);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
@@ -467,7 +477,7 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict z1_ein = (real *)(work + 802816);
+        real *restrict z1_ein = (real *)(work + 1605632);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
@@ -477,9 +487,9 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict z1_ein = (real *)(work + 802816);
-        real *restrict h1 = (real *)(work + 1327104);
-        real *restrict h1_ln = (real *)(work + 1064960);
+        real *restrict z1_ein = (real *)(work + 1605632);
+        real *restrict h1 = (real *)(work + 2129920);
+        real *restrict h1_ln = (real *)(work + 1867776);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 256; ++o) {
@@ -491,16 +501,16 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
     {
-        real *restrict h1 = (real *)(work + 1327104);
-        real *restrict logits_ein = (real *)(work + 1589248);
+        real *restrict h1 = (real *)(work + 2129920);
+        real *restrict logits_ein = (real *)(work + 2392064);
         /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i) */
         cannl_gemm(10, n, 256, 1.0f, w2, 256, 1, h1, 1, 256, logits_ein, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 19: ce = cross_entropy(logits, label) */
     {
-        real *restrict logits_ein = (real *)(work + 1589248);
-        real *restrict ce_max = (real *)(work + 1599488);
+        real *restrict logits_ein = (real *)(work + 2392064);
+        real *restrict ce_max = (real *)(work + 2402304);
         for (int64_t b = 0; b < n; ++b) {
             real acc = -INFINITY;
             for (int64_t o = 0; o < 10; ++o) {
@@ -511,9 +521,9 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict logits_ein = (real *)(work + 1589248);
-        real *restrict ce_max = (real *)(work + 1599488);
-        real *restrict ce_sumexp = (real *)(work + 1600512);
+        real *restrict logits_ein = (real *)(work + 2392064);
+        real *restrict ce_max = (real *)(work + 2402304);
+        real *restrict ce_sumexp = (real *)(work + 2403328);
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 10; ++o)
@@ -522,10 +532,10 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict logits_ein = (real *)(work + 1589248);
-        real *restrict ce = (real *)(work + 0);
-        real *restrict ce_max = (real *)(work + 1599488);
-        real *restrict ce_sumexp = (real *)(work + 1600512);
+        real *restrict logits_ein = (real *)(work + 2392064);
+        real *restrict ce = (real *)(work + 802816);
+        real *restrict ce_max = (real *)(work + 2402304);
+        real *restrict ce_sumexp = (real *)(work + 2403328);
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 10; ++o)
@@ -536,7 +546,7 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
 
     /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
     {
-        real *restrict loss_sum = (real *)(work + 1024);
+        real *restrict loss_sum = (real *)(work + 803840);
         {
             real acc = 0.0f;
             for (int64_t o = 0; o < 256; ++o)
@@ -547,8 +557,8 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict ce = (real *)(work + 0);
-        real *restrict loss_sum2 = (real *)(work + 1088);
+        real *restrict ce = (real *)(work + 802816);
+        real *restrict loss_sum2 = (real *)(work + 803904);
         {
             real acc = 0.0f;
             for (int64_t b = 0; b < n; ++b)
@@ -557,14 +567,14 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict loss_sum = (real *)(work + 1024);
-        real *restrict loss_sum2 = (real *)(work + 1088);
+        real *restrict loss_sum = (real *)(work + 803840);
+        real *restrict loss_sum2 = (real *)(work + 803904);
         loss_[0] = loss_sum2[0] * 0.015625f + loss_sum[0] * 0.0001f;
     }
 
     /* line 20: backward: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1); adamw update of w1 */
     {
-        real *restrict w1_grad = (real *)(work + 0);
+        real *restrict w1_grad = (real *)(work + 802816);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t o = 0; o < 256; ++o) {
             for (int64_t i0 = 0; i0 < 28; ++i0) {
@@ -578,8 +588,8 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
 
     /* line 19: backward: ce = cross_entropy(logits, label) */
     {
-        real *restrict ce_sumexp = (real *)(work + 1600512);
-        real *restrict ce_sumexp_grad = (real *)(work + 1601536);
+        real *restrict ce_sumexp = (real *)(work + 2403328);
+        real *restrict ce_sumexp_grad = (real *)(work + 2404352);
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 10; ++o)
@@ -588,10 +598,10 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict logits_ein = (real *)(work + 1589248);
-        real *restrict ce_max = (real *)(work + 1599488);
-        real *restrict logits_grad = (real *)(work + 2113536);
-        real *restrict ce_sumexp_grad = (real *)(work + 1601536);
+        real *restrict logits_ein = (real *)(work + 2392064);
+        real *restrict ce_max = (real *)(work + 2402304);
+        real *restrict logits_grad = (real *)(work + 2916352);
+        real *restrict ce_sumexp_grad = (real *)(work + 2404352);
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 10; ++o)
                 logits_grad[b * 10 + o] = -(label[b * 10 + o] * 0.015625f) + ce_sumexp_grad[b] * expf(logits_ein[b * 10 + o] + b2[o] - ce_max[b]);
@@ -600,7 +610,7 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
 
     /* line 18: backward: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
     {
-        real *restrict logits_grad = (real *)(work + 2113536);
+        real *restrict logits_grad = (real *)(work + 2916352);
         for (int64_t o = 0; o < 10; ++o) {
             real acc = 0.0f;
             for (int64_t b = 0; b < n; ++b)
@@ -609,24 +619,24 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict h1 = (real *)(work + 1327104);
-        real *restrict logits_grad = (real *)(work + 2113536);
+        real *restrict h1 = (real *)(work + 2129920);
+        real *restrict logits_grad = (real *)(work + 2916352);
         /* matrix product w2_grad = logits_grad . h1: M = 10 (o), N = 256 (i), K = n (e1) */
         cannl_gemm(10, 256, n, 1.0f, logits_grad, 1, 10, h1, 256, 1, w2_grad, 256, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
-        real *restrict logits_grad = (real *)(work + 2113536);
-        real *restrict h1_grad = (real *)(work + 1589248);
+        real *restrict logits_grad = (real *)(work + 2916352);
+        real *restrict h1_grad = (real *)(work + 2392064);
         /* matrix product h1_grad = logits_grad . w2: M = n (e1), N = 256 (i), K = 10 (o) */
         cannl_gemm(n, 256, 10, 1.0f, logits_grad, 10, 1, w2, 256, 1, h1_grad, 256, 1, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
     {
-        real *restrict h1 = (real *)(work + 1327104);
-        real *restrict h1_ln = (real *)(work + 1064960);
-        real *restrict h1_grad = (real *)(work + 1589248);
-        real *restrict gain_grad = (real *)(work + 2113536);
+        real *restrict h1 = (real *)(work + 2129920);
+        real *restrict h1_ln = (real *)(work + 1867776);
+        real *restrict h1_grad = (real *)(work + 2392064);
+        real *restrict gain_grad = (real *)(work + 2916352);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t o = 0; o < 256; ++o) {
             real acc = 0.0f;
@@ -636,9 +646,9 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict h1 = (real *)(work + 1327104);
-        real *restrict h1_grad = (real *)(work + 1589248);
-        real *restrict z1_grad = (real *)(work + 1064960);
+        real *restrict h1 = (real *)(work + 2129920);
+        real *restrict h1_grad = (real *)(work + 2392064);
+        real *restrict z1_grad = (real *)(work + 1867776);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 256; ++o) {
@@ -648,9 +658,9 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict h1 = (real *)(work + 1327104);
-        real *restrict h1_grad = (real *)(work + 1589248);
-        real *restrict bias_grad = (real *)(work + 2114560);
+        real *restrict h1 = (real *)(work + 2129920);
+        real *restrict h1_grad = (real *)(work + 2392064);
+        real *restrict bias_grad = (real *)(work + 2917376);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t o = 0; o < 256; ++o) {
             real acc = 0.0f;
@@ -660,7 +670,7 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict h1_mean_grad = (real *)(work + 1327104);
+        real *restrict h1_mean_grad = (real *)(work + 2129920);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
@@ -670,8 +680,8 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict z1_ein = (real *)(work + 802816);
-        real *restrict h1_var_grad = (real *)(work + 1328128);
+        real *restrict z1_ein = (real *)(work + 1605632);
+        real *restrict h1_var_grad = (real *)(work + 2130944);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
@@ -681,9 +691,9 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict z1_ein = (real *)(work + 802816);
-        real *restrict h1_mean_grad = (real *)(work + 1327104);
-        real *restrict h1_var_grad = (real *)(work + 1328128);
+        real *restrict z1_ein = (real *)(work + 1605632);
+        real *restrict h1_mean_grad = (real *)(work + 2129920);
+        real *restrict h1_var_grad = (real *)(work + 2130944);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
@@ -693,10 +703,10 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict z1_ein = (real *)(work + 802816);
-        real *restrict z1_grad = (real *)(work + 1064960);
-        real *restrict h1_mean_grad = (real *)(work + 1327104);
-        real *restrict h1_var_grad = (real *)(work + 1328128);
+        real *restrict z1_ein = (real *)(work + 1605632);
+        real *restrict z1_grad = (real *)(work + 1867776);
+        real *restrict h1_mean_grad = (real *)(work + 2129920);
+        real *restrict h1_var_grad = (real *)(work + 2130944);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 256; ++o) {
@@ -708,8 +718,8 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
 
     /* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
     {
-        real *restrict z1_grad = (real *)(work + 1064960);
-        real *restrict b1_grad = (real *)(work + 802816);
+        real *restrict z1_grad = (real *)(work + 1867776);
+        real *restrict b1_grad = (real *)(work + 1605632);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t o = 0; o < 256; ++o) {
             real acc = 0.0f;
@@ -719,15 +729,15 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict w1_grad = (real *)(work + 0);
-        real *restrict z1_grad = (real *)(work + 1064960);
-        /* matrix product w1_grad += z1_grad . image: M = 256 (h), N = 784 (r, c), K = n (b) */
-        cannl_gemm(256, 784, n, 0.003921569f, z1_grad, 1, 256, image, 784, 1, w1_grad, 784, 1, 0, m->gemm_ws, m->gemm_slots);
+        real *restrict w1_grad = (real *)(work + 802816);
+        real *restrict z1_grad = (real *)(work + 1867776);
+        /* matrix product w1_grad += z1_grad . x: M = 256 (h), N = 784 (r, c), K = n (b) */
+        cannl_gemm(256, 784, n, 1.0f, z1_grad, 1, 256, x, 784, 1, w1_grad, 784, 1, 0, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 25: adamw update of w1 */
     {
-        real *restrict w1_grad = (real *)(work + 0);
+        real *restrict w1_grad = (real *)(work + 802816);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t j0 = 0; j0 < 256; ++j0) {
             for (int64_t j1 = 0; j1 < 28; ++j1) {
@@ -742,9 +752,9 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
 
     /* line 25: adamw update of gain; adamw update of b1; adamw update of bias */
     {
-        real *restrict gain_grad = (real *)(work + 2113536);
-        real *restrict bias_grad = (real *)(work + 2114560);
-        real *restrict b1_grad = (real *)(work + 802816);
+        real *restrict gain_grad = (real *)(work + 2916352);
+        real *restrict bias_grad = (real *)(work + 2917376);
+        real *restrict b1_grad = (real *)(work + 1605632);
         for (int64_t j = 0; j < 256; ++j) {
             gain[j] = gain[j] * (1.0f - lr * 0.01f);
             gain_exp_avg[j] = gain_exp_avg[j] * 0.9f + gain_grad[j] * 0.1f;
@@ -784,7 +794,7 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
 
 /* routine forward */
 static void forward(fashion_einsum *m, const real *const inputs[], int64_t n, real *const outputs[]) {
-    char *const work = (char *)m->arena + 4584768; /* this routine's 272384 bytes */
+    char *const work = (char *)m->arena + 5387584; /* this routine's 1064960 bytes */
     const real *restrict image = inputs[0];
     real *restrict w1 = m->w1;
     real *restrict gain = m->gain;
@@ -792,18 +802,30 @@ static void forward(fashion_einsum *m, const real *const inputs[], int64_t n, re
     real *restrict bias = m->bias;
     real *restrict w2 = m->w2;
     real *restrict b2 = m->b2;
+    real *restrict z1_ein = (real *)(work + 802816);
+
+    /* line 14: x = image / 255 */
+    {
+        real *restrict x = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o0 = 0; o0 < 28; ++o0) {
+                for (int64_t o1 = 0; o1 < 28; ++o1)
+                    x[b * 784 + o0 * 28 + o1] = (real)((double)image[b * 784 + o0 * 28 + o1] * 0.0039215686274509803);
+            }
+        }
+    }
 
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
     {
-        real *restrict z1_ein = (real *)(work + 0);
-        /* matrix product z1_ein = image . w1: M = n (b), N = 256 (h), K = 784 (r, c) */
-        cannl_gemm(n, 256, 784, 0.003921569f, image, 784, 1, w1, 1, 784, z1_ein, 256, 1, 1, m->gemm_ws, m->gemm_slots);
+        real *restrict x = (real *)(work + 0);
+        /* matrix product z1_ein = x . w1: M = n (b), N = 256 (h), K = 784 (r, c) */
+        cannl_gemm(n, 256, 784, 1.0f, x, 784, 1, w1, 1, 784, z1_ein, 256, 1, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
     {
-        real *restrict z1_ein = (real *)(work + 0);
-        real *restrict h1_mean = (real *)(work + 262144);
+        real *restrict h1_mean = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
@@ -813,9 +835,8 @@ static void forward(fashion_einsum *m, const real *const inputs[], int64_t n, re
         }
     }
     {
-        real *restrict z1_ein = (real *)(work + 0);
-        real *restrict h1_mean = (real *)(work + 262144);
-        real *restrict h1_var = (real *)(work + 263168);
+        real *restrict h1_mean = (real *)(work + 0);
+        real *restrict h1_var = (real *)(work + 1024);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
@@ -825,10 +846,9 @@ static void forward(fashion_einsum *m, const real *const inputs[], int64_t n, re
         }
     }
     {
-        real *z1_ein = (real *)(work + 0); /* in place */
-        real *h1 = (real *)(work + 0); /* in place */
-        real *restrict h1_mean = (real *)(work + 262144);
-        real *restrict h1_var = (real *)(work + 263168);
+        real *restrict h1 = (real *)(work + 2048);
+        real *restrict h1_mean = (real *)(work + 0);
+        real *restrict h1_var = (real *)(work + 1024);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 256; ++o)
@@ -838,14 +858,14 @@ static void forward(fashion_einsum *m, const real *const inputs[], int64_t n, re
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
     {
-        real *restrict h1 = (real *)(work + 0);
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict h1 = (real *)(work + 2048);
+        real *restrict logits_ein = (real *)(work + 264192);
         /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i) */
         cannl_gemm(10, n, 256, 1.0f, w2, 256, 1, h1, 1, 256, logits_ein, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     }
     {
         real *restrict logits = (real *)(work + 0);
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict logits_ein = (real *)(work + 264192);
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 10; ++o)
                 logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
@@ -857,7 +877,7 @@ static void forward(fashion_einsum *m, const real *const inputs[], int64_t n, re
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_einsum *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
-    char *const work = (char *)m->arena + 4857152; /* this routine's 272384 bytes */
+    char *const work = (char *)m->arena + 6452544; /* this routine's 1064960 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict w1 = m->w1;
@@ -866,18 +886,30 @@ static void eval_metrics(fashion_einsum *m, const real *const inputs[], int64_t 
     real *restrict bias = m->bias;
     real *restrict w2 = m->w2;
     real *restrict b2 = m->b2;
+    real *restrict z1_ein = (real *)(work + 802816);
+
+    /* line 14: x = image / 255 */
+    {
+        real *restrict x = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o0 = 0; o0 < 28; ++o0) {
+                for (int64_t o1 = 0; o1 < 28; ++o1)
+                    x[b * 784 + o0 * 28 + o1] = (real)((double)image[b * 784 + o0 * 28 + o1] * 0.0039215686274509803);
+            }
+        }
+    }
 
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
     {
-        real *restrict z1_ein = (real *)(work + 0);
-        /* matrix product z1_ein = image . w1: M = n (b), N = 256 (h), K = 784 (r, c) */
-        cannl_gemm(n, 256, 784, 0.003921569f, image, 784, 1, w1, 1, 784, z1_ein, 256, 1, 1, m->gemm_ws, m->gemm_slots);
+        real *restrict x = (real *)(work + 0);
+        /* matrix product z1_ein = x . w1: M = n (b), N = 256 (h), K = 784 (r, c) */
+        cannl_gemm(n, 256, 784, 1.0f, x, 784, 1, w1, 1, 784, z1_ein, 256, 1, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
     {
-        real *restrict z1_ein = (real *)(work + 0);
-        real *restrict h1_mean = (real *)(work + 262144);
+        real *restrict h1_mean = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
@@ -887,9 +919,8 @@ static void eval_metrics(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict z1_ein = (real *)(work + 0);
-        real *restrict h1_mean = (real *)(work + 262144);
-        real *restrict h1_var = (real *)(work + 263168);
+        real *restrict h1_mean = (real *)(work + 0);
+        real *restrict h1_var = (real *)(work + 1024);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
@@ -899,10 +930,9 @@ static void eval_metrics(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *z1_ein = (real *)(work + 0); /* in place */
-        real *h1 = (real *)(work + 0); /* in place */
-        real *restrict h1_mean = (real *)(work + 262144);
-        real *restrict h1_var = (real *)(work + 263168);
+        real *restrict h1 = (real *)(work + 2048);
+        real *restrict h1_mean = (real *)(work + 0);
+        real *restrict h1_var = (real *)(work + 1024);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 256; ++o)
@@ -912,15 +942,15 @@ static void eval_metrics(fashion_einsum *m, const real *const inputs[], int64_t 
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
     {
-        real *restrict h1 = (real *)(work + 0);
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict h1 = (real *)(work + 2048);
+        real *restrict logits_ein = (real *)(work + 264192);
         /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i) */
         cannl_gemm(10, n, 256, 1.0f, w2, 256, 1, h1, 1, 256, logits_ein, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 19: ce = cross_entropy(logits, label) */
     {
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict logits_ein = (real *)(work + 264192);
         real *restrict ce_max = (real *)(work + 0);
         for (int64_t b = 0; b < n; ++b) {
             real acc = -INFINITY;
@@ -932,7 +962,7 @@ static void eval_metrics(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict logits_ein = (real *)(work + 264192);
         real *restrict ce_max = (real *)(work + 0);
         real *restrict ce_sumexp = (real *)(work + 1024);
         for (int64_t b = 0; b < n; ++b) {
@@ -943,7 +973,7 @@ static void eval_metrics(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict logits_ein = (real *)(work + 264192);
         real *restrict ce = (real *)(work + 2048);
         real *restrict ce_max = (real *)(work + 0);
         real *restrict ce_sumexp = (real *)(work + 1024);
@@ -986,7 +1016,7 @@ static void eval_metrics(fashion_einsum *m, const real *const inputs[], int64_t 
 
     /* line 23: metric accuracy = accuracy(logits, label) */
     {
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict logits_ein = (real *)(work + 264192);
         real *restrict accuracy_pred_max = (real *)(work + 64);
         for (int64_t b = 0; b < n; ++b) {
             real acc = -INFINITY;
@@ -998,7 +1028,7 @@ static void eval_metrics(fashion_einsum *m, const real *const inputs[], int64_t 
         }
     }
     {
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict logits_ein = (real *)(work + 264192);
         real *restrict accuracy_pred_max = (real *)(work + 64);
         real *restrict accuracy_pred_argmax = (real *)(work + 3072);
         for (int64_t b = 0; b < n; ++b) {
@@ -1073,12 +1103,12 @@ static void fashion_einsum_bind(fashion_einsum *m) {
     m->bias = (real *)(base + 804864);
     m->w2 = (real *)(base + 805888);
     m->b2 = (real *)(base + 816128);
-    m->w1_grad = (real *)(base + 2448576);
-    m->b2_grad = (real *)(base + 4584640);
-    m->w2_grad = (real *)(base + 4572352);
-    m->gain_grad = (real *)(base + 4562112);
-    m->bias_grad = (real *)(base + 4563136);
-    m->b1_grad = (real *)(base + 3251392);
+    m->w1_grad = (real *)(base + 3251392);
+    m->b2_grad = (real *)(base + 5387456);
+    m->w2_grad = (real *)(base + 5375168);
+    m->gain_grad = (real *)(base + 5364928);
+    m->bias_grad = (real *)(base + 5365952);
+    m->b1_grad = (real *)(base + 4054208);
     m->w1_exp_avg = (real *)(base + 816192);
     m->w1_exp_avg_sq = (real *)(base + 1619008);
     m->gain_exp_avg = (real *)(base + 2421824);
@@ -1097,7 +1127,7 @@ static void fashion_einsum_bind(fashion_einsum *m) {
 fashion_einsum *fashion_einsum_create(uint64_t seed) {
     fashion_einsum *m = (fashion_einsum *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(5129536);
+    m->arena = cannl_alloc(7517504);
     if (!m->arena) {
         free(m);
         return NULL;

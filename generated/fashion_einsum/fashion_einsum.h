@@ -109,7 +109,7 @@ extern const cannl_model_api fashion_einsum_api;
  *   fashion_einsum_infer_destroy(s);
  *
  * Buffers hold n examples back to back, each in storage order (the sizes above). The state
- * owns its params and work buffers (1088576 bytes, one allocation) and keeps
+ * owns its params and work buffers (1881152 bytes, one allocation) and keeps
  * no pointer to the caller's buffers. Thread safety: a call writes the state's work buffers,
  * so one thread at a time uses a state; for concurrent inference give each thread its own
  * state (created, then loaded, set or made with _create_embedded). Calls on different states

@@ -5,7 +5,7 @@
  * params and the buffers of the routines
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
- * in one arena of 1088576 bytes; no gradients, no optimiser state, no training code
+ * in one arena of 1881152 bytes; no gradients, no optimiser state, no training code
  * (a program that calls only fashion_einsum_infer_* links only this file of the library). The
  * routines are those of fashion_einsum.c, printed from the same loop nests, so they give the
  * same results.
@@ -288,7 +288,7 @@ static void cannl_gemm(long M, long N, long K, real alpha, const real *A, long a
 }
 
 struct fashion_einsum_infer {
-    void *arena; /* the buffers below, then the work region of forward and eval: 1088576 bytes */
+    void *arena; /* the buffers below, then the work region of forward and eval: 1881152 bytes */
     real *w1; /* [256, 28, 28] w1 : [28, 28 -> 256] */
     real *gain; /* [256] gain : [256] */
     real *b1; /* [256] b1 : [256] */
@@ -302,7 +302,7 @@ struct fashion_einsum_infer {
 
 /* routine forward */
 static void forward(fashion_einsum_infer *m, const real *const inputs[], int64_t n, real *const outputs[]) {
-    char *const work = (char *)m->arena + 816192; /* this routine's 272384 bytes */
+    char *const work = (char *)m->arena + 816192; /* this routine's 1064960 bytes */
     const real *restrict image = inputs[0];
     real *restrict w1 = m->w1;
     real *restrict gain = m->gain;
@@ -310,18 +310,30 @@ static void forward(fashion_einsum_infer *m, const real *const inputs[], int64_t
     real *restrict bias = m->bias;
     real *restrict w2 = m->w2;
     real *restrict b2 = m->b2;
+    real *restrict z1_ein = (real *)(work + 802816);
+
+    /* line 14: x = image / 255 */
+    {
+        real *restrict x = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o0 = 0; o0 < 28; ++o0) {
+                for (int64_t o1 = 0; o1 < 28; ++o1)
+                    x[b * 784 + o0 * 28 + o1] = (real)((double)image[b * 784 + o0 * 28 + o1] * 0.0039215686274509803);
+            }
+        }
+    }
 
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
     {
-        real *restrict z1_ein = (real *)(work + 0);
-        /* matrix product z1_ein = image . w1: M = n (b), N = 256 (h), K = 784 (r, c) */
-        cannl_gemm(n, 256, 784, 0.003921569f, image, 784, 1, w1, 1, 784, z1_ein, 256, 1, 1, m->gemm_ws, m->gemm_slots);
+        real *restrict x = (real *)(work + 0);
+        /* matrix product z1_ein = x . w1: M = n (b), N = 256 (h), K = 784 (r, c) */
+        cannl_gemm(n, 256, 784, 1.0f, x, 784, 1, w1, 1, 784, z1_ein, 256, 1, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
     {
-        real *restrict z1_ein = (real *)(work + 0);
-        real *restrict h1_mean = (real *)(work + 262144);
+        real *restrict h1_mean = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
@@ -331,9 +343,8 @@ static void forward(fashion_einsum_infer *m, const real *const inputs[], int64_t
         }
     }
     {
-        real *restrict z1_ein = (real *)(work + 0);
-        real *restrict h1_mean = (real *)(work + 262144);
-        real *restrict h1_var = (real *)(work + 263168);
+        real *restrict h1_mean = (real *)(work + 0);
+        real *restrict h1_var = (real *)(work + 1024);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
@@ -343,10 +354,9 @@ static void forward(fashion_einsum_infer *m, const real *const inputs[], int64_t
         }
     }
     {
-        real *z1_ein = (real *)(work + 0); /* in place */
-        real *h1 = (real *)(work + 0); /* in place */
-        real *restrict h1_mean = (real *)(work + 262144);
-        real *restrict h1_var = (real *)(work + 263168);
+        real *restrict h1 = (real *)(work + 2048);
+        real *restrict h1_mean = (real *)(work + 0);
+        real *restrict h1_var = (real *)(work + 1024);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 256; ++o)
@@ -356,14 +366,14 @@ static void forward(fashion_einsum_infer *m, const real *const inputs[], int64_t
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
     {
-        real *restrict h1 = (real *)(work + 0);
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict h1 = (real *)(work + 2048);
+        real *restrict logits_ein = (real *)(work + 264192);
         /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i) */
         cannl_gemm(10, n, 256, 1.0f, w2, 256, 1, h1, 1, 256, logits_ein, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     }
     {
         real *restrict logits = (real *)(work + 0);
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict logits_ein = (real *)(work + 264192);
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 10; ++o)
                 logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
@@ -375,7 +385,7 @@ static void forward(fashion_einsum_infer *m, const real *const inputs[], int64_t
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_einsum_infer *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
-    char *const work = (char *)m->arena + 816192; /* this routine's 272384 bytes */
+    char *const work = (char *)m->arena + 816192; /* this routine's 1064960 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict w1 = m->w1;
@@ -384,18 +394,30 @@ static void eval_metrics(fashion_einsum_infer *m, const real *const inputs[], in
     real *restrict bias = m->bias;
     real *restrict w2 = m->w2;
     real *restrict b2 = m->b2;
+    real *restrict z1_ein = (real *)(work + 802816);
+
+    /* line 14: x = image / 255 */
+    {
+        real *restrict x = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o0 = 0; o0 < 28; ++o0) {
+                for (int64_t o1 = 0; o1 < 28; ++o1)
+                    x[b * 784 + o0 * 28 + o1] = (real)((double)image[b * 784 + o0 * 28 + o1] * 0.0039215686274509803);
+            }
+        }
+    }
 
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
     {
-        real *restrict z1_ein = (real *)(work + 0);
-        /* matrix product z1_ein = image . w1: M = n (b), N = 256 (h), K = 784 (r, c) */
-        cannl_gemm(n, 256, 784, 0.003921569f, image, 784, 1, w1, 1, 784, z1_ein, 256, 1, 1, m->gemm_ws, m->gemm_slots);
+        real *restrict x = (real *)(work + 0);
+        /* matrix product z1_ein = x . w1: M = n (b), N = 256 (h), K = 784 (r, c) */
+        cannl_gemm(n, 256, 784, 1.0f, x, 784, 1, w1, 1, 784, z1_ein, 256, 1, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
     {
-        real *restrict z1_ein = (real *)(work + 0);
-        real *restrict h1_mean = (real *)(work + 262144);
+        real *restrict h1_mean = (real *)(work + 0);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
@@ -405,9 +427,8 @@ static void eval_metrics(fashion_einsum_infer *m, const real *const inputs[], in
         }
     }
     {
-        real *restrict z1_ein = (real *)(work + 0);
-        real *restrict h1_mean = (real *)(work + 262144);
-        real *restrict h1_var = (real *)(work + 263168);
+        real *restrict h1_mean = (real *)(work + 0);
+        real *restrict h1_var = (real *)(work + 1024);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             real acc = 0.0f;
@@ -417,10 +438,9 @@ static void eval_metrics(fashion_einsum_infer *m, const real *const inputs[], in
         }
     }
     {
-        real *z1_ein = (real *)(work + 0); /* in place */
-        real *h1 = (real *)(work + 0); /* in place */
-        real *restrict h1_mean = (real *)(work + 262144);
-        real *restrict h1_var = (real *)(work + 263168);
+        real *restrict h1 = (real *)(work + 2048);
+        real *restrict h1_mean = (real *)(work + 0);
+        real *restrict h1_var = (real *)(work + 1024);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 256; ++o)
@@ -430,15 +450,15 @@ static void eval_metrics(fashion_einsum_infer *m, const real *const inputs[], in
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
     {
-        real *restrict h1 = (real *)(work + 0);
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict h1 = (real *)(work + 2048);
+        real *restrict logits_ein = (real *)(work + 264192);
         /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i) */
         cannl_gemm(10, n, 256, 1.0f, w2, 256, 1, h1, 1, 256, logits_ein, 1, 10, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 19: ce = cross_entropy(logits, label) */
     {
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict logits_ein = (real *)(work + 264192);
         real *restrict ce_max = (real *)(work + 0);
         for (int64_t b = 0; b < n; ++b) {
             real acc = -INFINITY;
@@ -450,7 +470,7 @@ static void eval_metrics(fashion_einsum_infer *m, const real *const inputs[], in
         }
     }
     {
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict logits_ein = (real *)(work + 264192);
         real *restrict ce_max = (real *)(work + 0);
         real *restrict ce_sumexp = (real *)(work + 1024);
         for (int64_t b = 0; b < n; ++b) {
@@ -461,7 +481,7 @@ static void eval_metrics(fashion_einsum_infer *m, const real *const inputs[], in
         }
     }
     {
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict logits_ein = (real *)(work + 264192);
         real *restrict ce = (real *)(work + 2048);
         real *restrict ce_max = (real *)(work + 0);
         real *restrict ce_sumexp = (real *)(work + 1024);
@@ -504,7 +524,7 @@ static void eval_metrics(fashion_einsum_infer *m, const real *const inputs[], in
 
     /* line 23: metric accuracy = accuracy(logits, label) */
     {
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict logits_ein = (real *)(work + 264192);
         real *restrict accuracy_pred_max = (real *)(work + 64);
         for (int64_t b = 0; b < n; ++b) {
             real acc = -INFINITY;
@@ -516,7 +536,7 @@ static void eval_metrics(fashion_einsum_infer *m, const real *const inputs[], in
         }
     }
     {
-        real *restrict logits_ein = (real *)(work + 262144);
+        real *restrict logits_ein = (real *)(work + 264192);
         real *restrict accuracy_pred_max = (real *)(work + 64);
         real *restrict accuracy_pred_argmax = (real *)(work + 3072);
         for (int64_t b = 0; b < n; ++b) {
@@ -597,7 +617,7 @@ static void fashion_einsum_infer_bind(fashion_einsum_infer *m) {
 fashion_einsum_infer *fashion_einsum_infer_create(void) {
     fashion_einsum_infer *m = (fashion_einsum_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(1088576);
+    m->arena = cannl_alloc(1881152);
     if (!m->arena) {
         free(m);
         return NULL;

@@ -304,7 +304,7 @@ struct fashion_mlp_adam {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 13336896 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 14696768 bytes */
     /* params */
     real *w1; /* [512, 784] w1 : [784 -> 512] */
     real *w2; /* [512, 512] w2 : [512 -> 512] */
@@ -424,7 +424,7 @@ static void init_params(fashion_mlp_adam *m, uint64_t seed) {
 
 /* routine train_step */
 static double train_step(fashion_mlp_adam *m, const real *const inputs[], int64_t n) {
-    char *const work = (char *)m->arena + 8036544; /* this routine's 3203200 bytes */
+    char *const work = (char *)m->arena + 8036544; /* this routine's 4006016 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict w1 = m->w1;
@@ -433,13 +433,14 @@ static double train_step(fashion_mlp_adam *m, const real *const inputs[], int64_
     real *restrict b3 = m->b3;
     real *restrict b1 = m->b1;
     real *restrict b2 = m->b2;
-    real *restrict loss_ = (real *)(work + 3203136);
-    real *restrict b3_grad = (real *)(work + 3203072);
-    real *restrict w3_grad = (real *)(work + 3178496);
-    real *restrict b2_grad = (real *)(work + 3198976);
+    real *restrict x = (real *)(work + 2654208);
+    real *restrict loss_ = (real *)(work + 4005952);
+    real *restrict b3_grad = (real *)(work + 4005888);
+    real *restrict w3_grad = (real *)(work + 3981312);
+    real *restrict b2_grad = (real *)(work + 4001792);
     real *restrict w2_grad = (real *)(work + 1605632);
-    real *restrict h1_mm_grad = (real *)(work + 2654208);
-    real *restrict b1_grad = (real *)(work + 3201024);
+    real *restrict h1_mm_grad = (real *)(work + 3457024);
+    real *restrict b1_grad = (real *)(work + 4003840);
     real *restrict w1_exp_avg = m->w1_exp_avg;
     real *restrict w1_exp_avg_sq = m->w1_exp_avg_sq;
     real *restrict w2_exp_avg = m->w2_exp_avg;
@@ -457,11 +458,18 @@ static double train_step(fashion_mlp_adam *m, const real *const inputs[], int64_
     const real bc1 = (real)(1 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1 - pow(0.999, step)));
 
+    /* line 13: x = image / 255 */
+    CANNL_PRAGMA("omp parallel for")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 784; ++o)
+            x[b * 784 + o] = (real)((double)image[b * 784 + o] * 0.0039215686274509803);
+    }
+
     /* line 14: h1 = relu(w1 * x + b1) */
     {
         real *restrict h1_mm = (real *)(work + 0);
-        /* matrix product h1_mm = image . w1: M = n (b), N = 512 (o), K = 784 (k) */
-        cannl_gemm(n, 512, 784, 0.003921569f, image, 784, 1, w1, 1, 784, h1_mm, 512, 1, 1, m->gemm_ws, m->gemm_slots);
+        /* matrix product h1_mm = x . w1: M = n (b), N = 512 (o), K = 784 (k) */
+        cannl_gemm(n, 512, 784, 1.0f, x, 784, 1, w1, 1, 784, h1_mm, 512, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
         real *h1 = (real *)(work + 0); /* in place */
@@ -642,8 +650,8 @@ static double train_step(fashion_mlp_adam *m, const real *const inputs[], int64_
     }
     {
         real *restrict w1_grad = (real *)(work + 0);
-        /* matrix product w1_grad = h1_mm_grad . image: M = 512 (o), N = 784 (k), K = n (b) */
-        cannl_gemm(512, 784, n, 0.003921569f, h1_mm_grad, 1, 512, image, 784, 1, w1_grad, 784, 1, 1, m->gemm_ws, m->gemm_slots);
+        /* matrix product w1_grad = h1_mm_grad . x: M = 512 (o), N = 784 (k), K = n (b) */
+        cannl_gemm(512, 784, n, 1.0f, h1_mm_grad, 1, 512, x, 784, 1, w1_grad, 784, 1, 1, m->gemm_ws, m->gemm_slots);
     }
 
     /* line 21: adam update of w1 */
@@ -700,7 +708,7 @@ static double train_step(fashion_mlp_adam *m, const real *const inputs[], int64_
 
 /* routine forward */
 static void forward(fashion_mlp_adam *m, const real *const inputs[], int64_t n, real *const outputs[]) {
-    char *const work = (char *)m->arena + 11239744; /* this routine's 1048576 bytes */
+    char *const work = (char *)m->arena + 12042560; /* this routine's 1327104 bytes */
     const real *restrict image = inputs[0];
     real *restrict w1 = m->w1;
     real *restrict w2 = m->w2;
@@ -709,15 +717,26 @@ static void forward(fashion_mlp_adam *m, const real *const inputs[], int64_t n, 
     real *restrict b1 = m->b1;
     real *restrict b2 = m->b2;
 
+    /* line 13: x = image / 255 */
+    {
+        real *restrict x = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 784; ++o)
+                x[b * 784 + o] = (real)((double)image[b * 784 + o] * 0.0039215686274509803);
+        }
+    }
+
     /* line 14: h1 = relu(w1 * x + b1) */
     {
-        real *restrict h1_mm = (real *)(work + 0);
-        /* matrix product h1_mm = image . w1: M = n (b), N = 512 (o), K = 784 (k) */
-        cannl_gemm(n, 512, 784, 0.003921569f, image, 784, 1, w1, 1, 784, h1_mm, 512, 1, 1, m->gemm_ws, m->gemm_slots);
+        real *restrict x = (real *)(work + 0);
+        real *restrict h1_mm = (real *)(work + 802816);
+        /* matrix product h1_mm = x . w1: M = n (b), N = 512 (o), K = 784 (k) */
+        cannl_gemm(n, 512, 784, 1.0f, x, 784, 1, w1, 1, 784, h1_mm, 512, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
-        real *h1 = (real *)(work + 0); /* in place */
-        real *h1_mm = (real *)(work + 0); /* in place */
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict h1_mm = (real *)(work + 802816);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 512; ++o)
@@ -763,7 +782,7 @@ static void forward(fashion_mlp_adam *m, const real *const inputs[], int64_t n, 
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_mlp_adam *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
-    char *const work = (char *)m->arena + 12288320; /* this routine's 1048576 bytes */
+    char *const work = (char *)m->arena + 13369664; /* this routine's 1327104 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict w1 = m->w1;
@@ -773,15 +792,26 @@ static void eval_metrics(fashion_mlp_adam *m, const real *const inputs[], int64_
     real *restrict b1 = m->b1;
     real *restrict b2 = m->b2;
 
+    /* line 13: x = image / 255 */
+    {
+        real *restrict x = (real *)(work + 0);
+        CANNL_PRAGMA("omp parallel for")
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o = 0; o < 784; ++o)
+                x[b * 784 + o] = (real)((double)image[b * 784 + o] * 0.0039215686274509803);
+        }
+    }
+
     /* line 14: h1 = relu(w1 * x + b1) */
     {
-        real *restrict h1_mm = (real *)(work + 0);
-        /* matrix product h1_mm = image . w1: M = n (b), N = 512 (o), K = 784 (k) */
-        cannl_gemm(n, 512, 784, 0.003921569f, image, 784, 1, w1, 1, 784, h1_mm, 512, 1, 1, m->gemm_ws, m->gemm_slots);
+        real *restrict x = (real *)(work + 0);
+        real *restrict h1_mm = (real *)(work + 802816);
+        /* matrix product h1_mm = x . w1: M = n (b), N = 512 (o), K = 784 (k) */
+        cannl_gemm(n, 512, 784, 1.0f, x, 784, 1, w1, 1, 784, h1_mm, 512, 1, 1, m->gemm_ws, m->gemm_slots);
     }
     {
-        real *h1 = (real *)(work + 0); /* in place */
-        real *h1_mm = (real *)(work + 0); /* in place */
+        real *restrict h1 = (real *)(work + 0);
+        real *restrict h1_mm = (real *)(work + 802816);
         CANNL_PRAGMA("omp parallel for")
         for (int64_t b = 0; b < n; ++b) {
             for (int64_t o = 0; o < 512; ++o)
@@ -937,11 +967,11 @@ static void fashion_mlp_adam_bind(fashion_mlp_adam *m) {
     m->b3 = (real *)(base + 2674688);
     m->b1 = (real *)(base + 2674752);
     m->b2 = (real *)(base + 2676800);
-    m->b3_grad = (real *)(base + 11239616);
-    m->w3_grad = (real *)(base + 11215040);
-    m->b2_grad = (real *)(base + 11235520);
+    m->b3_grad = (real *)(base + 12042432);
+    m->w3_grad = (real *)(base + 12017856);
+    m->b2_grad = (real *)(base + 12038336);
     m->w2_grad = (real *)(base + 9642176);
-    m->b1_grad = (real *)(base + 11237568);
+    m->b1_grad = (real *)(base + 12040384);
     m->w1_grad = (real *)(base + 8036544);
     m->w1_exp_avg = (real *)(base + 2678848);
     m->w1_exp_avg_sq = (real *)(base + 4284480);
@@ -961,7 +991,7 @@ static void fashion_mlp_adam_bind(fashion_mlp_adam *m) {
 fashion_mlp_adam *fashion_mlp_adam_create(uint64_t seed) {
     fashion_mlp_adam *m = (fashion_mlp_adam *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(13336896);
+    m->arena = cannl_alloc(14696768);
     if (!m->arena) {
         free(m);
         return NULL;

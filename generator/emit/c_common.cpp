@@ -293,6 +293,8 @@ std::string CExpr::expr(const ir::Expr& e) {
     }
     case Op::Neg: return "-" + sub(*e.args[0], 6);
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: {
+      if (e.op == Op::Mul && e.args[1]->op == Op::Const && e.args[1]->wide && !f64)  // see ir::Expr::wide
+        return fmt::format("(real)((double){} * {:.17g})", sub(*e.args[0], 6), e.args[1]->value);
       int pr = prec(e.op);
       return sub(*e.args[0], pr) + " " + ir::op_name(e.op) + " " + sub(*e.args[1], pr + 1);
     }

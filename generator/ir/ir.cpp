@@ -210,7 +210,7 @@ ExprP select(ExprP c, ExprP a, ExprP b) {
 
 bool same_expr(const Expr& a, const Expr& b) {
   if (&a == &b) return true;
-  if (a.op != b.op || a.value != b.value || a.name != b.name || a.nograd != b.nograd ||
+  if (a.op != b.op || a.value != b.value || a.name != b.name || a.nograd != b.nograd || a.wide != b.wide ||
       a.args.size() != b.args.size())
     return false;
   if ((a.op == Op::Load || a.op == Op::Index) && !(a.access == b.access)) return false;

@@ -89,6 +89,8 @@ struct Expr {
   std::string name;         // Scalar
   Access access;            // Load; Index uses access.index[0]
   bool nograd = false;      // Load: treated as a constant by autodiff (softmax's shift)
+  bool wide = false;        // Const: a rounded reciprocal 1/c; `x * it` is computed in double, so
+                            // it rounds as x / c does (simplify's `image / 255`)
   std::vector<ExprP> args;
 };
 

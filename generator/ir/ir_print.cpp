@@ -56,7 +56,7 @@ static std::string print_sub(const Expr& e, const Program& p, const std::vector<
 
 std::string print_expr(const Expr& e, const Program& p, const std::vector<Iter>& iters) {
   switch (e.op) {
-    case Op::Const: return number(e.value);
+    case Op::Const: return e.wide ? "(1/" + number(1 / e.value) + ")" : number(e.value);  // wide: x / c rounding
     case Op::Scalar: return e.name;
     case Op::Index: return "index(" + print_affine(e.access.index[0], iters) + ")";
     case Op::Load: return print_access(e.access, p, iters) + (e.nograd ? "'" : "");

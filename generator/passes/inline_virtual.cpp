@@ -31,7 +31,8 @@ using ir::ExprP;
 using ir::Op;
 
 bool scaled_load(const Expr& e) {
-  return e.op == Op::Load || (e.op == Op::Mul && e.args[0]->op == Op::Load && e.args[1]->op == Op::Const);
+  return e.op == Op::Load ||
+         (e.op == Op::Mul && e.args[0]->op == Op::Load && e.args[1]->op == Op::Const && !e.args[1]->wide);
 }
 
 // Every loop of s indexes the access (each cell of the buffer read once by the nest).

@@ -1,6 +1,8 @@
 // rewrite.cpp — helpers shared by the passes (see rewrite.h).
 #include "passes/rewrite.h"
 
+#include <cmath>
+
 #include <algorithm>
 
 namespace cannl::passes {
@@ -45,10 +47,13 @@ ExprP rewrite(const ExprP& e, const std::function<ExprP(const Expr&)>& leaf) {
 namespace {
 
 bool is_num(const ExprP& e) { return e->op == Op::Const; }
+bool is_wide(const ExprP& e) { return e->op == Op::Const && e->wide; }
 
 // a * b with a constant factor of either operand moved to the right of the product.
 ExprP mul(ExprP a, ExprP b) {
   if (is_num(a) && !is_num(b)) std::swap(a, b);
+  if (is_wide(b) || (a->op == Op::Mul && is_wide(a->args[1])))  // x * (1/c) stays as it is
+    return ir::binary(Op::Mul, a, b);
   if (is_num(b)) {
     if (a->op == Op::Mul && is_num(a->args[1]))  // (x * c1) * c2
       return mul(a->args[0], ir::cnst(a->args[1]->value * b->value));
@@ -68,8 +73,15 @@ ExprP simplify_expr(const ExprP& e) {
   std::vector<ExprP> args;
   for (const ExprP& a : e->args) args.push_back(simplify_expr(a));
   if (e->op == Op::Mul) return mul(args[0], args[1]);
-  if (e->op == Op::Div && is_num(args[1]) && args[1]->value != 0 && !is_num(args[0]))
-    return mul(args[0], ir::cnst(1 / args[1]->value));
+  // x / c -> x * (1/c). When 1/c is inexact (c not a power of two) the constant is `wide`:
+  // the product is taken in double, which rounds as the division does (a float32 multiply by
+  // 1/255 differs from / 255 for half of the pixel values, and from -O0 and PyTorch).
+  if (e->op == Op::Div && is_num(args[1]) && args[1]->value != 0 && !is_num(args[0])) {
+    int exp = 0;
+    auto r = std::make_shared<ir::Expr>(*ir::cnst(1 / args[1]->value));
+    r->wide = std::frexp(std::fabs(args[1]->value), &exp) != 0.5;
+    return mul(args[0], r);
+  }
   return rebuild(*e, std::move(args));
 }
 

@@ -2,11 +2,11 @@
 //
 // Takes: any Program. Guarantees: each body is rebuilt bottom-up with the simplifying
 // constructors of ir.h (constants folded; x + 0, x * 1, x * 0, x / 1, --x removed), and
-//   x / c           ->  x * (1/c)          (one multiply: `image / 255`)
+//   x / c           ->  x * (1/c)          when 1/c is exact (c a power of two)
 //   (x * c1) * c2   ->  x * (c1*c2)        constants gather at the right of a product,
 //   c * x           ->  x * c              so a contraction keeps its form  (a * b) * c;
 //   x * (y * c)     ->  (x * y) * c
-// Values change at most by float rounding (a reciprocal, a reassociated constant).
+// Values change at most by float rounding (a reassociated constant).
 // The rules live in rewrite.cpp (simplify_expr), which other passes call on what they rewrite.
 #include "passes/pipeline.h"
 #include "passes/rewrite.h"

@@ -208,7 +208,8 @@ TEST_CASE("the CUDA emitter: kernels, reductions, atomics, cuBLAS", "[cuda]") {
   };
   auto has = [](const std::string& t, const std::string& part) { return t.find(part) != std::string::npos; };
   const std::string mlp = cu("fashion_mlp");
-  CHECK(has(mlp, "gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 784, 0.003921569f, w1, 784, 0, image, 784, 0, 0.0f, h1_mm, 512, 0, 1);"));  // x = image / 255 folded into alpha; zero_first: beta 0
+  // x = image / 255 stays a division (its reciprocal is inexact), stored; zero_first: beta 0
+  CHECK(has(mlp, "gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, h1_mm, 512, 0, 1);"));
   CHECK(has(mlp, "CUBLAS_COMPUTE_32F"));
   CHECK(has(mlp, "acc = cannl_warp_sum(acc);"));   // bias gradients: a warp per element
   CHECK(has(mlp, "if (i_ >= n * 512) return;"));   // the run-time batch bounds the grid

@@ -110,6 +110,21 @@ TEST_CASE("simplify: division by a constant, constant factors, identities", "[pa
         "for b < n, o < 2, k < 3:  z[b, o] += w[o, k] * x[b, k] * 0.5\n");
 }
 
+TEST_CASE("simplify: an inexact reciprocal multiplies in double and is not reassociated", "[passes]") {
+  Frag f;
+  int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input);
+  int y = f.buf("y", {{4, true}, {3, false}});
+  f.loops({{"b", 4}, {"o", 3}});
+  f.nest(y, {0, 1}, ir::Accum::Set, mul(div(Frag::ld(x, {0, 1}), c(255)), c(2)));
+  CHECK(f.run(simplify) == "for b < n, o < 3:  y[b, o] = x[b, o] * (1/255) * 2\n");
+  const ir::Expr& body = *f.p.routines[0].stmts[0].body;
+  REQUIRE(body.args[0]->args[1]->op == Op::Const);
+  CHECK(body.args[0]->args[1]->wide);  // emitted as (real)((double)x * 0.00392156862745098...)
+  // Every float32 pixel value divided by 255 equals the double product rounded to float.
+  for (int v = 0; v < 256; ++v)
+    CHECK(static_cast<float>(static_cast<double>(v) * (1.0 / 255)) == static_cast<float>(v) / 255.0f);
+}
+
 TEST_CASE("fold_fills: fills become zero_first -- a pointwise += becomes =", "[passes]") {
   Frag f;
   int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input);

@@ -200,7 +200,7 @@ static __global__ void __launch_bounds__(256) train_step_0_x(real *__restrict__ 
     const int64_t o0 = (i_ / 28) % 28;
     const int64_t o2 = (i_ / 28) % 1;
     const int64_t o1 = i_ % 28;
-    x[b * 784 + o0 * 28 + o1 + o2] = image[b * 784 + o0 * 28 + o1 + o2] * 0.003921569f;
+    x[b * 784 + o0 * 28 + o1 + o2] = (real)((double)image[b * 784 + o0 * 28 + o1 + o2] * 0.0039215686274509803);
 }
 
 /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one thread per element) */

@@ -170,8 +170,18 @@ static void gemm(fashion_einsum *m, const char *file, int line, cublasOperation_
 
 /* ------------------------------------------------------------------------------ kernels */
 
+/* line 14: x = image / 255 (one thread per element) */
+static __global__ void __launch_bounds__(256) train_step_0_x(real *__restrict__ x, const real *__restrict__ image, const int64_t n) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= n * 784) return;
+    const int64_t b = i_ / 784;
+    const int64_t o0 = (i_ / 28) % 28;
+    const int64_t o1 = i_ % 28;
+    x[b * 784 + o0 * 28 + o1] = (real)((double)image[b * 784 + o0 * 28 + o1] * 0.0039215686274509803);
+}
+
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_1_h1_mean(real *__restrict__ h1_mean, const real *__restrict__ z1_ein, const real *__restrict__ b1, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_2_h1_mean(real *__restrict__ h1_mean, const real *__restrict__ z1_ein, const real *__restrict__ b1, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= n) return; /* the whole warp */
@@ -186,7 +196,7 @@ static __global__ void __launch_bounds__(256) train_step_1_h1_mean(real *__restr
 }
 
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_2_h1_var(real *__restrict__ h1_var, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_3_h1_var(real *__restrict__ h1_var, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= n) return; /* the whole warp */
@@ -201,7 +211,7 @@ static __global__ void __launch_bounds__(256) train_step_2_h1_var(real *__restri
 }
 
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_3_h1_ln(real *__restrict__ h1_ln, real *__restrict__ h1, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const real *__restrict__ gain, const real *__restrict__ bias, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_4_h1_ln(real *__restrict__ h1_ln, real *__restrict__ h1, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const real *__restrict__ gain, const real *__restrict__ bias, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 256) return;
     const int64_t b = i_ / 256;
@@ -211,7 +221,7 @@ static __global__ void __launch_bounds__(256) train_step_3_h1_ln(real *__restric
 }
 
 /* line 19: ce = cross_entropy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_5_ce_max(real *__restrict__ ce_max, const real *__restrict__ logits_ein, const real *__restrict__ b2, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_6_ce_max(real *__restrict__ ce_max, const real *__restrict__ logits_ein, const real *__restrict__ b2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -224,7 +234,7 @@ static __global__ void __launch_bounds__(256) train_step_5_ce_max(real *__restri
 }
 
 /* line 19: ce = cross_entropy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_6_ce_sumexp(real *__restrict__ ce_sumexp, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_7_ce_sumexp(real *__restrict__ ce_sumexp, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -235,7 +245,7 @@ static __global__ void __launch_bounds__(256) train_step_6_ce_sumexp(real *__res
 }
 
 /* line 19: ce = cross_entropy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_7_ce(real *__restrict__ ce, const real *__restrict__ label, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const real *__restrict__ ce_sumexp, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_8_ce(real *__restrict__ ce, const real *__restrict__ label, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const real *__restrict__ ce_sumexp, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -246,7 +256,7 @@ static __global__ void __launch_bounds__(256) train_step_7_ce(real *__restrict__
 }
 
 /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_9_loss_sum2(real *__restrict__ loss_sum2, const real *__restrict__ ce, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_10_loss_sum2(real *__restrict__ loss_sum2, const real *__restrict__ ce, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
@@ -260,14 +270,14 @@ static __global__ void __launch_bounds__(256) train_step_9_loss_sum2(real *__res
 }
 
 /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_10_loss_(real *__restrict__ loss_, const real *__restrict__ loss_sum2, const real *__restrict__ loss_sum) {
+static __global__ void __launch_bounds__(256) train_step_11_loss_(real *__restrict__ loss_, const real *__restrict__ loss_sum2, const real *__restrict__ loss_sum) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 1) return;
     loss_[0] = loss_sum2[0] * 0.015625f + loss_sum[0] * 0.0001f;
 }
 
 /* line 20: backward: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1); adamw update of w1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_11_w1_grad(real *__restrict__ w1_grad, real *__restrict__ w1, const real lr) {
+static __global__ void __launch_bounds__(256) train_step_12_w1_grad(real *__restrict__ w1_grad, real *__restrict__ w1, const real lr) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 200704) return;
     const int64_t o = i_ / 784;
@@ -278,7 +288,7 @@ static __global__ void __launch_bounds__(256) train_step_11_w1_grad(real *__rest
 }
 
 /* line 19: backward: ce = cross_entropy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_12_ce_sumexp_grad(real *__restrict__ ce_sumexp_grad, const real *__restrict__ label, const real *__restrict__ ce_sumexp, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_13_ce_sumexp_grad(real *__restrict__ ce_sumexp_grad, const real *__restrict__ label, const real *__restrict__ ce_sumexp, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -289,7 +299,7 @@ static __global__ void __launch_bounds__(256) train_step_12_ce_sumexp_grad(real 
 }
 
 /* line 19: backward: ce = cross_entropy(logits, label) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_13_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ ce_sumexp_grad, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_14_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ ce_sumexp_grad, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
@@ -298,7 +308,7 @@ static __global__ void __launch_bounds__(256) train_step_13_logits_grad(real *__
 }
 
 /* line 18: backward: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_14_b2_grad(real *__restrict__ b2_grad, const real *__restrict__ logits_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_15_b2_grad(real *__restrict__ b2_grad, const real *__restrict__ logits_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 10) return; /* the whole warp */
@@ -313,7 +323,7 @@ static __global__ void __launch_bounds__(256) train_step_14_b2_grad(real *__rest
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_17_gain_grad(real *__restrict__ gain_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const real *__restrict__ h1_ln, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_18_gain_grad(real *__restrict__ gain_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const real *__restrict__ h1_ln, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 256) return; /* the whole warp */
@@ -328,7 +338,7 @@ static __global__ void __launch_bounds__(256) train_step_17_gain_grad(real *__re
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_18_h1_ln_grad(real *__restrict__ h1_ln_grad, real *__restrict__ z1_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const real *__restrict__ gain, const real *__restrict__ h1_var, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_19_h1_ln_grad(real *__restrict__ h1_ln_grad, real *__restrict__ z1_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const real *__restrict__ gain, const real *__restrict__ h1_var, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 256) return;
     const int64_t b = i_ / 256;
@@ -338,7 +348,7 @@ static __global__ void __launch_bounds__(256) train_step_18_h1_ln_grad(real *__r
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_19_bias_grad(real *__restrict__ bias_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_20_bias_grad(real *__restrict__ bias_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 256) return; /* the whole warp */
@@ -353,7 +363,7 @@ static __global__ void __launch_bounds__(256) train_step_19_bias_grad(real *__re
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_20_h1_mean_grad(real *__restrict__ h1_mean_grad, const real *__restrict__ h1_ln_grad, const real *__restrict__ h1_var, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_21_h1_mean_grad(real *__restrict__ h1_mean_grad, const real *__restrict__ h1_ln_grad, const real *__restrict__ h1_var, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= n) return; /* the whole warp */
@@ -368,7 +378,7 @@ static __global__ void __launch_bounds__(256) train_step_20_h1_mean_grad(real *_
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_21_h1_var_grad(real *__restrict__ h1_var_grad, const real *__restrict__ h1_ln_grad, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_22_h1_var_grad(real *__restrict__ h1_var_grad, const real *__restrict__ h1_ln_grad, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= n) return; /* the whole warp */
@@ -383,7 +393,7 @@ static __global__ void __launch_bounds__(256) train_step_21_h1_var_grad(real *__
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its 256 terms with shuffles) */
-static __global__ void __launch_bounds__(256) train_step_22_h1_mean_grad(real *__restrict__ h1_mean_grad, const real *__restrict__ h1_var_grad, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_23_h1_mean_grad(real *__restrict__ h1_mean_grad, const real *__restrict__ h1_var_grad, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= n) return; /* the whole warp */
@@ -398,7 +408,7 @@ static __global__ void __launch_bounds__(256) train_step_22_h1_mean_grad(real *_
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_23_z1_grad(real *__restrict__ z1_grad, const real *__restrict__ h1_var_grad, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_mean_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_24_z1_grad(real *__restrict__ z1_grad, const real *__restrict__ h1_var_grad, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_mean_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 256) return;
     const int64_t b = i_ / 256;
@@ -408,7 +418,7 @@ static __global__ void __launch_bounds__(256) train_step_23_z1_grad(real *__rest
 }
 
 /* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_24_b1_grad(real *__restrict__ b1_grad, const real *__restrict__ z1_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_25_b1_grad(real *__restrict__ b1_grad, const real *__restrict__ z1_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 256) return; /* the whole warp */
@@ -423,7 +433,7 @@ static __global__ void __launch_bounds__(256) train_step_24_b1_grad(real *__rest
 }
 
 /* line 25: adamw update of w1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_26_w1_exp_avg(real *__restrict__ w1_exp_avg, real *__restrict__ w1_exp_avg_sq, real *__restrict__ w1, const real *__restrict__ w1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_27_w1_exp_avg(real *__restrict__ w1_exp_avg, real *__restrict__ w1_exp_avg_sq, real *__restrict__ w1, const real *__restrict__ w1_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 200704) return;
     const int64_t j0 = i_ / 784;
@@ -435,7 +445,7 @@ static __global__ void __launch_bounds__(256) train_step_26_w1_exp_avg(real *__r
 }
 
 /* line 25: adamw update of gain; adamw update of b1; adamw update of bias (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_27_gain(real *__restrict__ gain, real *__restrict__ gain_exp_avg, real *__restrict__ gain_exp_avg_sq, real *__restrict__ b1, real *__restrict__ b1_exp_avg, real *__restrict__ b1_exp_avg_sq, real *__restrict__ bias, real *__restrict__ bias_exp_avg, real *__restrict__ bias_exp_avg_sq, const real *__restrict__ gain_grad, const real *__restrict__ b1_grad, const real *__restrict__ bias_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_28_gain(real *__restrict__ gain, real *__restrict__ gain_exp_avg, real *__restrict__ gain_exp_avg_sq, real *__restrict__ b1, real *__restrict__ b1_exp_avg, real *__restrict__ b1_exp_avg_sq, real *__restrict__ bias, real *__restrict__ bias_exp_avg, real *__restrict__ bias_exp_avg_sq, const real *__restrict__ gain_grad, const real *__restrict__ b1_grad, const real *__restrict__ bias_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 256) return;
     const int64_t j = i_;
@@ -454,7 +464,7 @@ static __global__ void __launch_bounds__(256) train_step_27_gain(real *__restric
 }
 
 /* line 25: adamw update of w2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_28_w2(real *__restrict__ w2, real *__restrict__ w2_exp_avg, real *__restrict__ w2_exp_avg_sq, const real *__restrict__ w2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_29_w2(real *__restrict__ w2, real *__restrict__ w2_exp_avg, real *__restrict__ w2_exp_avg_sq, const real *__restrict__ w2_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 2560) return;
     const int64_t j0 = i_ / 256;
@@ -466,7 +476,7 @@ static __global__ void __launch_bounds__(256) train_step_28_w2(real *__restrict_
 }
 
 /* line 25: adamw update of b2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_29_b2(real *__restrict__ b2, real *__restrict__ b2_exp_avg, real *__restrict__ b2_exp_avg_sq, const real *__restrict__ b2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_30_b2(real *__restrict__ b2, real *__restrict__ b2_exp_avg, real *__restrict__ b2_exp_avg_sq, const real *__restrict__ b2_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 10) return;
     const int64_t j = i_;
@@ -477,7 +487,7 @@ static __global__ void __launch_bounds__(256) train_step_29_b2(real *__restrict_
 }
 
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_3_h1(real *__restrict__ h1, const real *__restrict__ gain, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const real *__restrict__ bias, const int64_t n) {
+static __global__ void __launch_bounds__(256) forward_4_h1(real *__restrict__ h1, const real *__restrict__ gain, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const real *__restrict__ bias, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 256) return;
     const int64_t b = i_ / 256;
@@ -486,7 +496,7 @@ static __global__ void __launch_bounds__(256) forward_3_h1(real *__restrict__ h1
 }
 
 /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_5_logits(real *__restrict__ logits, const real *__restrict__ logits_ein, const real *__restrict__ b2, const int64_t n) {
+static __global__ void __launch_bounds__(256) forward_6_logits(real *__restrict__ logits, const real *__restrict__ logits_ein, const real *__restrict__ b2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
@@ -495,7 +505,7 @@ static __global__ void __launch_bounds__(256) forward_5_logits(real *__restrict_
 }
 
 /* line 23: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_11_accuracy_pred_max(real *__restrict__ accuracy_pred_max, const real *__restrict__ logits_ein, const real *__restrict__ b2, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_12_accuracy_pred_max(real *__restrict__ accuracy_pred_max, const real *__restrict__ logits_ein, const real *__restrict__ b2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -508,7 +518,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_11_accuracy_pred_max(
 }
 
 /* line 23: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_12_accuracy_pred_argmax(real *__restrict__ accuracy_pred_argmax, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ accuracy_pred_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_13_accuracy_pred_argmax(real *__restrict__ accuracy_pred_argmax, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ accuracy_pred_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -521,7 +531,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_12_accuracy_pred_argm
 }
 
 /* line 23: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_13_accuracy_true_max(real *__restrict__ accuracy_true_max, const real *__restrict__ label, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_14_accuracy_true_max(real *__restrict__ accuracy_true_max, const real *__restrict__ label, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -534,7 +544,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_13_accuracy_true_max(
 }
 
 /* line 23: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_14_accuracy_true_argmax(real *__restrict__ accuracy_true_argmax, const real *__restrict__ label, const real *__restrict__ accuracy_true_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_15_accuracy_true_argmax(real *__restrict__ accuracy_true_argmax, const real *__restrict__ label, const real *__restrict__ accuracy_true_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -547,7 +557,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_14_accuracy_true_argm
 }
 
 /* line 23: metric accuracy = accuracy(logits, label) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_15_accuracy(real *__restrict__ accuracy, const real *__restrict__ accuracy_pred_argmax, const real *__restrict__ accuracy_true_argmax, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_16_accuracy(real *__restrict__ accuracy, const real *__restrict__ accuracy_pred_argmax, const real *__restrict__ accuracy_true_argmax, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
@@ -561,7 +571,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_15_accuracy(real *__r
 }
 
 /* line 24: metric mean_ce = mean(ce) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_16_mean_ce(real *__restrict__ mean_ce, const real *__restrict__ ce, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_17_mean_ce(real *__restrict__ mean_ce, const real *__restrict__ ce, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
@@ -652,7 +662,7 @@ static void init_params(fashion_einsum *m, uint64_t seed) {
             }
 }
 
-/* routine train_step: 24 kernels, 6 cuBLAS products, queued on the compute stream */
+/* routine train_step: 25 kernels, 6 cuBLAS products, queued on the compute stream */
 static void train_step(fashion_einsum *m, const real *const in_[], int64_t n) {
     const real *image = in_[0];
     const real *label = in_[1];
@@ -662,6 +672,7 @@ static void train_step(fashion_einsum *m, const real *const in_[], int64_t n) {
     real *bias = m->bias;
     real *w2 = m->w2;
     real *b2 = m->b2;
+    real *x = m->x;
     real *z1_ein = m->z1_ein;
     real *h1 = m->h1;
     real *h1_ln = m->h1_ln;
@@ -705,90 +716,94 @@ static void train_step(fashion_einsum *m, const real *const in_[], int64_t n) {
     const real sqrt_bc2 = (real)(sqrt(1 - pow(0.999, step)));
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
+    /* line 14: x = image / 255 */
+    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    CUDA_CHECK(cudaGetLastError());
+
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, n, 784, 0.003921569f, w1, 784, 0, image, 784, 0, 0.0f, z1_ein, 256, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, z1_ein, 256, 0, 1);
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
-    train_step_1_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
+    train_step_2_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_2_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
+    train_step_3_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_3_h1_ln<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1_ln, h1, z1_ein, b1, h1_mean, h1_var, gain, bias, n);
+    train_step_4_h1_ln<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1_ln, h1, z1_ein, b1, h1_mean, h1_var, gain, bias, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 256, 1.0f, w2, 256, 0, h1, 256, 0, 0.0f, logits_ein, 10, 0, 1);
 
     /* line 19: ce = cross_entropy(logits, label) */
-    train_step_5_ce_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_max, logits_ein, b2, n);
+    train_step_6_ce_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_max, logits_ein, b2, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_6_ce_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp, logits_ein, b2, ce_max, n);
+    train_step_7_ce_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp, logits_ein, b2, ce_max, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_7_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce, label, logits_ein, b2, ce_max, ce_sumexp, n);
+    train_step_8_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce, label, logits_ein, b2, ce_max, ce_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 200704, 1.0f, w1, 1, 0, w1, 200704, 0, 0.0f, loss_sum, 1, 0, 1);
-    train_step_9_loss_sum2<<<1, 256, 0, stream_>>>(loss_sum2, ce, n);
+    train_step_10_loss_sum2<<<1, 256, 0, stream_>>>(loss_sum2, ce, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_10_loss_<<<1, 256, 0, stream_>>>(loss_, loss_sum2, loss_sum);
+    train_step_11_loss_<<<1, 256, 0, stream_>>>(loss_, loss_sum2, loss_sum);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: backward: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1); adamw update of w1 */
-    train_step_11_w1_grad<<<784, 256, 0, stream_>>>(w1_grad, w1, lr);
+    train_step_12_w1_grad<<<784, 256, 0, stream_>>>(w1_grad, w1, lr);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 19: backward: ce = cross_entropy(logits, label) */
-    train_step_12_ce_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp_grad, label, ce_sumexp, n);
+    train_step_13_ce_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp_grad, label, ce_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_13_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, ce_sumexp_grad, logits_ein, b2, ce_max, n);
+    train_step_14_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, ce_sumexp_grad, logits_ein, b2, ce_max, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 18: backward: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    train_step_14_b2_grad<<<2, 256, 0, stream_>>>(b2_grad, logits_grad, n);
+    train_step_15_b2_grad<<<2, 256, 0, stream_>>>(b2_grad, logits_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 256, 10, n, 1.0f, h1, 256, 0, logits_grad, 10, 0, 0.0f, w2_grad, 256, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 256, n, 10, 1.0f, w2, 256, 0, logits_grad, 10, 0, 0.0f, h1_grad, 256, 0, 1);
 
     /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
-    train_step_17_gain_grad<<<32, 256, 0, stream_>>>(gain_grad, h1_grad, h1, h1_ln, n);
+    train_step_18_gain_grad<<<32, 256, 0, stream_>>>(gain_grad, h1_grad, h1, h1_ln, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_18_h1_ln_grad<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1_ln_grad, z1_grad, h1_grad, h1, gain, h1_var, n);
+    train_step_19_h1_ln_grad<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1_ln_grad, z1_grad, h1_grad, h1, gain, h1_var, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_19_bias_grad<<<32, 256, 0, stream_>>>(bias_grad, h1_grad, h1, n);
+    train_step_20_bias_grad<<<32, 256, 0, stream_>>>(bias_grad, h1_grad, h1, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_20_h1_mean_grad<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_ln_grad, h1_var, n);
+    train_step_21_h1_mean_grad<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_ln_grad, h1_var, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_21_h1_var_grad<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var_grad, h1_ln_grad, z1_ein, b1, h1_mean, h1_var, n);
+    train_step_22_h1_var_grad<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var_grad, h1_ln_grad, z1_ein, b1, h1_mean, h1_var, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_22_h1_mean_grad<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_var_grad, z1_ein, b1, h1_mean, n);
+    train_step_23_h1_mean_grad<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_var_grad, z1_ein, b1, h1_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_23_z1_grad<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(z1_grad, h1_var_grad, z1_ein, b1, h1_mean, h1_mean_grad, n);
+    train_step_24_z1_grad<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(z1_grad, h1_var_grad, z1_ein, b1, h1_mean, h1_mean_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
-    train_step_24_b1_grad<<<32, 256, 0, stream_>>>(b1_grad, z1_grad, n);
+    train_step_25_b1_grad<<<32, 256, 0, stream_>>>(b1_grad, z1_grad, n);
     CUDA_CHECK(cudaGetLastError());
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 784, 256, n, 0.003921569f, image, 784, 0, z1_grad, 256, 0, 1.0f, w1_grad, 784, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 784, 256, n, 1.0f, x, 784, 0, z1_grad, 256, 0, 1.0f, w1_grad, 784, 0, 1);
 
     /* line 25: adamw update of w1 */
-    train_step_26_w1_exp_avg<<<784, 256, 0, stream_>>>(w1_exp_avg, w1_exp_avg_sq, w1, w1_grad, bc1, lr, sqrt_bc2);
+    train_step_27_w1_exp_avg<<<784, 256, 0, stream_>>>(w1_exp_avg, w1_exp_avg_sq, w1, w1_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 25: adamw update of gain; adamw update of b1; adamw update of bias */
-    train_step_27_gain<<<1, 256, 0, stream_>>>(gain, gain_exp_avg, gain_exp_avg_sq, b1, b1_exp_avg, b1_exp_avg_sq, bias, bias_exp_avg, bias_exp_avg_sq, gain_grad, b1_grad, bias_grad, bc1, lr, sqrt_bc2);
+    train_step_28_gain<<<1, 256, 0, stream_>>>(gain, gain_exp_avg, gain_exp_avg_sq, b1, b1_exp_avg, b1_exp_avg_sq, bias, bias_exp_avg, bias_exp_avg_sq, gain_grad, b1_grad, bias_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 25: adamw update of w2 */
-    train_step_28_w2<<<10, 256, 0, stream_>>>(w2, w2_exp_avg, w2_exp_avg_sq, w2_grad, bc1, lr, sqrt_bc2);
+    train_step_29_w2<<<10, 256, 0, stream_>>>(w2, w2_exp_avg, w2_exp_avg_sq, w2_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 25: adamw update of b2 */
-    train_step_29_b2<<<1, 256, 0, stream_>>>(b2, b2_exp_avg, b2_exp_avg_sq, b2_grad, bc1, lr, sqrt_bc2);
+    train_step_30_b2<<<1, 256, 0, stream_>>>(b2, b2_exp_avg, b2_exp_avg_sq, b2_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 }
 
-/* routine forward: 4 kernels, 2 cuBLAS products, queued on the compute stream */
+/* routine forward: 5 kernels, 2 cuBLAS products, queued on the compute stream */
 static void forward(fashion_einsum *m, const real *const in_[], int64_t n) {
     const real *image = in_[0];
     real *w1 = m->w1;
@@ -797,6 +812,7 @@ static void forward(fashion_einsum *m, const real *const in_[], int64_t n) {
     real *bias = m->bias;
     real *w2 = m->w2;
     real *b2 = m->b2;
+    real *x = m->x;
     real *z1_ein = m->z1_ein;
     real *h1 = m->h1;
     real *h1_mean = m->h1_mean;
@@ -805,24 +821,28 @@ static void forward(fashion_einsum *m, const real *const in_[], int64_t n) {
     real *logits_ein = m->logits_ein;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
+    /* line 14: x = image / 255 */
+    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    CUDA_CHECK(cudaGetLastError());
+
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, n, 784, 0.003921569f, w1, 784, 0, image, 784, 0, 0.0f, z1_ein, 256, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, z1_ein, 256, 0, 1);
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
-    train_step_1_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
+    train_step_2_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_2_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
+    train_step_3_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    forward_3_h1<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1, gain, z1_ein, b1, h1_mean, h1_var, bias, n);
+    forward_4_h1<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1, gain, z1_ein, b1, h1_mean, h1_var, bias, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 256, 1.0f, w2, 256, 0, h1, 256, 0, 0.0f, logits_ein, 10, 0, 1);
-    forward_5_logits<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits, logits_ein, b2, n);
+    forward_6_logits<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits, logits_ein, b2, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
-/* routine eval_metrics: 14 kernels, 3 cuBLAS products, queued on the compute stream */
+/* routine eval_metrics: 15 kernels, 3 cuBLAS products, queued on the compute stream */
 static void eval_metrics(fashion_einsum *m, const real *const in_[], int64_t n) {
     const real *image = in_[0];
     const real *label = in_[1];
@@ -832,6 +852,7 @@ static void eval_metrics(fashion_einsum *m, const real *const in_[], int64_t n) 
     real *bias = m->bias;
     real *w2 = m->w2;
     real *b2 = m->b2;
+    real *x = m->x;
     real *z1_ein = m->z1_ein;
     real *h1 = m->h1;
     real *h1_mean = m->h1_mean;
@@ -851,49 +872,53 @@ static void eval_metrics(fashion_einsum *m, const real *const in_[], int64_t n) 
     real *mean_ce = m->mean_ce;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
+    /* line 14: x = image / 255 */
+    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    CUDA_CHECK(cudaGetLastError());
+
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, n, 784, 0.003921569f, w1, 784, 0, image, 784, 0, 0.0f, z1_ein, 256, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, z1_ein, 256, 0, 1);
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
-    train_step_1_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
+    train_step_2_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_2_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
+    train_step_3_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    forward_3_h1<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1, gain, z1_ein, b1, h1_mean, h1_var, bias, n);
+    forward_4_h1<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1, gain, z1_ein, b1, h1_mean, h1_var, bias, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 256, 1.0f, w2, 256, 0, h1, 256, 0, 0.0f, logits_ein, 10, 0, 1);
 
     /* line 19: ce = cross_entropy(logits, label) */
-    train_step_5_ce_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_max, logits_ein, b2, n);
+    train_step_6_ce_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_max, logits_ein, b2, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_6_ce_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp, logits_ein, b2, ce_max, n);
+    train_step_7_ce_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp, logits_ein, b2, ce_max, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_7_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce, label, logits_ein, b2, ce_max, ce_sumexp, n);
+    train_step_8_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce, label, logits_ein, b2, ce_max, ce_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 200704, 1.0f, w1, 1, 0, w1, 200704, 0, 0.0f, loss_sum, 1, 0, 1);
-    train_step_9_loss_sum2<<<1, 256, 0, stream_>>>(loss_sum2, ce, n);
+    train_step_10_loss_sum2<<<1, 256, 0, stream_>>>(loss_sum2, ce, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_10_loss_<<<1, 256, 0, stream_>>>(loss_, loss_sum2, loss_sum);
+    train_step_11_loss_<<<1, 256, 0, stream_>>>(loss_, loss_sum2, loss_sum);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 23: metric accuracy = accuracy(logits, label) */
-    eval_metrics_11_accuracy_pred_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_max, logits_ein, b2, n);
+    eval_metrics_12_accuracy_pred_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_max, logits_ein, b2, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_12_accuracy_pred_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_argmax, logits_ein, b2, accuracy_pred_max, n);
+    eval_metrics_13_accuracy_pred_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_argmax, logits_ein, b2, accuracy_pred_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_13_accuracy_true_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_max, label, n);
+    eval_metrics_14_accuracy_true_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_max, label, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_14_accuracy_true_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_argmax, label, accuracy_true_max, n);
+    eval_metrics_15_accuracy_true_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_argmax, label, accuracy_true_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_15_accuracy<<<1, 256, 0, stream_>>>(accuracy, accuracy_pred_argmax, accuracy_true_argmax, n);
+    eval_metrics_16_accuracy<<<1, 256, 0, stream_>>>(accuracy, accuracy_pred_argmax, accuracy_true_argmax, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 24: metric mean_ce = mean(ce) */
-    eval_metrics_16_mean_ce<<<1, 256, 0, stream_>>>(mean_ce, ce, n);
+    eval_metrics_17_mean_ce<<<1, 256, 0, stream_>>>(mean_ce, ce, n);
     CUDA_CHECK(cudaGetLastError());
 }
 

@@ -161,8 +161,17 @@ static void gemm(fashion_mlp_adam *m, const char *file, int line, cublasOperatio
 
 /* ------------------------------------------------------------------------------ kernels */
 
+/* line 13: x = image / 255 (one thread per element) */
+static __global__ void __launch_bounds__(256) train_step_0_x(real *__restrict__ x, const real *__restrict__ image, const int64_t n) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= n * 784) return;
+    const int64_t b = i_ / 784;
+    const int64_t o = i_ % 784;
+    x[b * 784 + o] = (real)((double)image[b * 784 + o] * 0.0039215686274509803);
+}
+
 /* line 14: h1 = relu(w1 * x + b1) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_1_h1(real *__restrict__ h1, const real *__restrict__ h1_mm, const real *__restrict__ b1, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_2_h1(real *__restrict__ h1, const real *__restrict__ h1_mm, const real *__restrict__ b1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 512) return;
     const int64_t b = i_ / 512;
@@ -171,7 +180,7 @@ static __global__ void __launch_bounds__(256) train_step_1_h1(real *__restrict__
 }
 
 /* line 15: h2 = relu(w2 * h1 + b2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_3_h2(real *__restrict__ h2, const real *__restrict__ h2_mm, const real *__restrict__ b2, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_4_h2(real *__restrict__ h2, const real *__restrict__ h2_mm, const real *__restrict__ b2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 512) return;
     const int64_t b = i_ / 512;
@@ -180,7 +189,7 @@ static __global__ void __launch_bounds__(256) train_step_3_h2(real *__restrict__
 }
 
 /* line 17: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_5_loss_max(real *__restrict__ loss_max, const real *__restrict__ logits_mm, const real *__restrict__ b3, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_6_loss_max(real *__restrict__ loss_max, const real *__restrict__ logits_mm, const real *__restrict__ b3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -193,7 +202,7 @@ static __global__ void __launch_bounds__(256) train_step_5_loss_max(real *__rest
 }
 
 /* line 17: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_6_loss_sumexp(real *__restrict__ loss_sumexp, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_7_loss_sumexp(real *__restrict__ loss_sumexp, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -204,7 +213,7 @@ static __global__ void __launch_bounds__(256) train_step_6_loss_sumexp(real *__r
 }
 
 /* line 17: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_7_loss_ce(real *__restrict__ loss_ce, const real *__restrict__ label, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const real *__restrict__ loss_sumexp, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_8_loss_ce(real *__restrict__ loss_ce, const real *__restrict__ label, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const real *__restrict__ loss_sumexp, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -215,7 +224,7 @@ static __global__ void __launch_bounds__(256) train_step_7_loss_ce(real *__restr
 }
 
 /* line 17: loss = mean(cross_entropy(logits, label)) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_8_loss_(real *__restrict__ loss_, const real *__restrict__ loss_ce, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_9_loss_(real *__restrict__ loss_, const real *__restrict__ loss_ce, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
@@ -229,7 +238,7 @@ static __global__ void __launch_bounds__(256) train_step_8_loss_(real *__restric
 }
 
 /* line 17: backward: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_9_loss_sumexp_grad(real *__restrict__ loss_sumexp_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_10_loss_sumexp_grad(real *__restrict__ loss_sumexp_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -240,7 +249,7 @@ static __global__ void __launch_bounds__(256) train_step_9_loss_sumexp_grad(real
 }
 
 /* line 17: backward: loss = mean(cross_entropy(logits, label)) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_10_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp_grad, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_11_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp_grad, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
@@ -249,7 +258,7 @@ static __global__ void __launch_bounds__(256) train_step_10_logits_grad(real *__
 }
 
 /* line 16: backward: logits = w3 * h2 + b3 (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_11_b3_grad(real *__restrict__ b3_grad, const real *__restrict__ logits_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_12_b3_grad(real *__restrict__ b3_grad, const real *__restrict__ logits_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 10) return; /* the whole warp */
@@ -264,7 +273,7 @@ static __global__ void __launch_bounds__(256) train_step_11_b3_grad(real *__rest
 }
 
 /* line 15: backward: h2 = relu(w2 * h1 + b2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_14_h2_mm_grad(real *__restrict__ h2_mm_grad, const real *__restrict__ h2_grad, const real *__restrict__ h2, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_15_h2_mm_grad(real *__restrict__ h2_mm_grad, const real *__restrict__ h2_grad, const real *__restrict__ h2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 512) return;
     const int64_t b = i_ / 512;
@@ -273,7 +282,7 @@ static __global__ void __launch_bounds__(256) train_step_14_h2_mm_grad(real *__r
 }
 
 /* line 15: backward: h2 = relu(w2 * h1 + b2) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_15_b2_grad(real *__restrict__ b2_grad, const real *__restrict__ h2_mm_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_16_b2_grad(real *__restrict__ b2_grad, const real *__restrict__ h2_mm_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 512) return; /* the whole warp */
@@ -288,7 +297,7 @@ static __global__ void __launch_bounds__(256) train_step_15_b2_grad(real *__rest
 }
 
 /* line 14: backward: h1 = relu(w1 * x + b1) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_18_h1_mm_grad(real *__restrict__ h1_mm_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_19_h1_mm_grad(real *__restrict__ h1_mm_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 512) return;
     const int64_t b = i_ / 512;
@@ -297,7 +306,7 @@ static __global__ void __launch_bounds__(256) train_step_18_h1_mm_grad(real *__r
 }
 
 /* line 14: backward: h1 = relu(w1 * x + b1) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_19_b1_grad(real *__restrict__ b1_grad, const real *__restrict__ h1_mm_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) train_step_20_b1_grad(real *__restrict__ b1_grad, const real *__restrict__ h1_mm_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 512) return; /* the whole warp */
@@ -312,7 +321,7 @@ static __global__ void __launch_bounds__(256) train_step_19_b1_grad(real *__rest
 }
 
 /* line 21: adam update of w1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_21_w1_exp_avg(real *__restrict__ w1_exp_avg, real *__restrict__ w1_exp_avg_sq, real *__restrict__ w1, const real *__restrict__ w1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_22_w1_exp_avg(real *__restrict__ w1_exp_avg, real *__restrict__ w1_exp_avg_sq, real *__restrict__ w1, const real *__restrict__ w1_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 401408) return;
     const int64_t j0 = i_ / 784;
@@ -323,7 +332,7 @@ static __global__ void __launch_bounds__(256) train_step_21_w1_exp_avg(real *__r
 }
 
 /* line 21: adam update of w2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_22_w2_exp_avg(real *__restrict__ w2_exp_avg, real *__restrict__ w2_exp_avg_sq, real *__restrict__ w2, const real *__restrict__ w2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_23_w2_exp_avg(real *__restrict__ w2_exp_avg, real *__restrict__ w2_exp_avg_sq, real *__restrict__ w2, const real *__restrict__ w2_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 262144) return;
     const int64_t j0 = i_ / 512;
@@ -334,7 +343,7 @@ static __global__ void __launch_bounds__(256) train_step_22_w2_exp_avg(real *__r
 }
 
 /* line 21: adam update of w3 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_23_w3_exp_avg(real *__restrict__ w3_exp_avg, real *__restrict__ w3_exp_avg_sq, real *__restrict__ w3, const real *__restrict__ w3_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_24_w3_exp_avg(real *__restrict__ w3_exp_avg, real *__restrict__ w3_exp_avg_sq, real *__restrict__ w3, const real *__restrict__ w3_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 5120) return;
     const int64_t j0 = i_ / 512;
@@ -345,7 +354,7 @@ static __global__ void __launch_bounds__(256) train_step_23_w3_exp_avg(real *__r
 }
 
 /* line 21: adam update of b3 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_24_b3_exp_avg(real *__restrict__ b3_exp_avg, real *__restrict__ b3_exp_avg_sq, real *__restrict__ b3, const real *__restrict__ b3_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_25_b3_exp_avg(real *__restrict__ b3_exp_avg, real *__restrict__ b3_exp_avg_sq, real *__restrict__ b3, const real *__restrict__ b3_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 10) return;
     const int64_t j = i_;
@@ -355,7 +364,7 @@ static __global__ void __launch_bounds__(256) train_step_24_b3_exp_avg(real *__r
 }
 
 /* line 21: adam update of b1; adam update of b2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_25_b1_exp_avg(real *__restrict__ b1_exp_avg, real *__restrict__ b1_exp_avg_sq, real *__restrict__ b1, real *__restrict__ b2_exp_avg, real *__restrict__ b2_exp_avg_sq, real *__restrict__ b2, const real *__restrict__ b1_grad, const real *__restrict__ b2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) train_step_26_b1_exp_avg(real *__restrict__ b1_exp_avg, real *__restrict__ b1_exp_avg_sq, real *__restrict__ b1, real *__restrict__ b2_exp_avg, real *__restrict__ b2_exp_avg_sq, real *__restrict__ b2, const real *__restrict__ b1_grad, const real *__restrict__ b2_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 512) return;
     const int64_t j = i_;
@@ -368,7 +377,7 @@ static __global__ void __launch_bounds__(256) train_step_25_b1_exp_avg(real *__r
 }
 
 /* line 16: logits = w3 * h2 + b3 (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_5_logits(real *__restrict__ logits, const real *__restrict__ logits_mm, const real *__restrict__ b3, const int64_t n) {
+static __global__ void __launch_bounds__(256) forward_6_logits(real *__restrict__ logits, const real *__restrict__ logits_mm, const real *__restrict__ b3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
@@ -377,7 +386,7 @@ static __global__ void __launch_bounds__(256) forward_5_logits(real *__restrict_
 }
 
 /* line 20: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_9_accuracy_pred_max(real *__restrict__ accuracy_pred_max, const real *__restrict__ logits_mm, const real *__restrict__ b3, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_10_accuracy_pred_max(real *__restrict__ accuracy_pred_max, const real *__restrict__ logits_mm, const real *__restrict__ b3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -390,7 +399,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_9_accuracy_pred_max(r
 }
 
 /* line 20: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_10_accuracy_pred_argmax(real *__restrict__ accuracy_pred_argmax, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ accuracy_pred_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_11_accuracy_pred_argmax(real *__restrict__ accuracy_pred_argmax, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ accuracy_pred_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -403,7 +412,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_10_accuracy_pred_argm
 }
 
 /* line 20: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_11_accuracy_true_max(real *__restrict__ accuracy_true_max, const real *__restrict__ label, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_12_accuracy_true_max(real *__restrict__ accuracy_true_max, const real *__restrict__ label, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -416,7 +425,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_11_accuracy_true_max(
 }
 
 /* line 20: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_12_accuracy_true_argmax(real *__restrict__ accuracy_true_argmax, const real *__restrict__ label, const real *__restrict__ accuracy_true_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_13_accuracy_true_argmax(real *__restrict__ accuracy_true_argmax, const real *__restrict__ label, const real *__restrict__ accuracy_true_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -429,7 +438,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_12_accuracy_true_argm
 }
 
 /* line 20: metric accuracy = accuracy(logits, label) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_13_accuracy(real *__restrict__ accuracy, const real *__restrict__ accuracy_pred_argmax, const real *__restrict__ accuracy_true_argmax, const int64_t n) {
+static __global__ void __launch_bounds__(256) eval_metrics_14_accuracy(real *__restrict__ accuracy, const real *__restrict__ accuracy_pred_argmax, const real *__restrict__ accuracy_true_argmax, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
@@ -528,7 +537,7 @@ static void init_params(fashion_mlp_adam *m, uint64_t seed) {
             }
 }
 
-/* routine train_step: 18 kernels, 8 cuBLAS products, queued on the compute stream */
+/* routine train_step: 19 kernels, 8 cuBLAS products, queued on the compute stream */
 static void train_step(fashion_mlp_adam *m, const real *const in_[], int64_t n) {
     const real *image = in_[0];
     const real *label = in_[1];
@@ -538,6 +547,7 @@ static void train_step(fashion_mlp_adam *m, const real *const in_[], int64_t n) 
     real *b3 = m->b3;
     real *b1 = m->b1;
     real *b2 = m->b2;
+    real *x = m->x;
     real *h1 = m->h1;
     real *h1_mm = m->h1_mm;
     real *h2 = m->h2;
@@ -577,78 +587,82 @@ static void train_step(fashion_mlp_adam *m, const real *const in_[], int64_t n) 
     const real sqrt_bc2 = (real)(sqrt(1 - pow(0.999, step)));
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
+    /* line 13: x = image / 255 */
+    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    CUDA_CHECK(cudaGetLastError());
+
     /* line 14: h1 = relu(w1 * x + b1) */
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 784, 0.003921569f, w1, 784, 0, image, 784, 0, 0.0f, h1_mm, 512, 0, 1);
-    train_step_1_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, h1_mm, 512, 0, 1);
+    train_step_2_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 15: h2 = relu(w2 * h1 + b2) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h1, 512, 0, 0.0f, h2_mm, 512, 0, 1);
-    train_step_3_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    train_step_4_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: logits = w3 * h2 + b3 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 512, 1.0f, w3, 512, 0, h2, 512, 0, 0.0f, logits_mm, 10, 0, 1);
 
     /* line 17: loss = mean(cross_entropy(logits, label)) */
-    train_step_5_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b3, n);
+    train_step_6_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_6_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b3, loss_max, n);
+    train_step_7_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b3, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_7_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b3, loss_max, loss_sumexp, n);
+    train_step_8_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b3, loss_max, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_8_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
+    train_step_9_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 17: backward: loss = mean(cross_entropy(logits, label)) */
-    train_step_9_loss_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, label, loss_sumexp, n);
+    train_step_10_loss_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, label, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_10_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, loss_sumexp_grad, logits_mm, b3, loss_max, n);
+    train_step_11_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, loss_sumexp_grad, logits_mm, b3, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: backward: logits = w3 * h2 + b3 */
-    train_step_11_b3_grad<<<2, 256, 0, stream_>>>(b3_grad, logits_grad, n);
+    train_step_12_b3_grad<<<2, 256, 0, stream_>>>(b3_grad, logits_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 512, 10, n, 1.0f, h2, 512, 0, logits_grad, 10, 0, 0.0f, w3_grad, 512, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 512, n, 10, 1.0f, w3, 512, 0, logits_grad, 10, 0, 0.0f, h2_grad, 512, 0, 1);
 
     /* line 15: backward: h2 = relu(w2 * h1 + b2) */
-    train_step_14_h2_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2_mm_grad, h2_grad, h2, n);
+    train_step_15_h2_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2_mm_grad, h2_grad, h2, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_15_b2_grad<<<64, 256, 0, stream_>>>(b2_grad, h2_mm_grad, n);
+    train_step_16_b2_grad<<<64, 256, 0, stream_>>>(b2_grad, h2_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 512, 512, n, 1.0f, h1, 512, 0, h2_mm_grad, 512, 0, 0.0f, w2_grad, 512, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h2_mm_grad, 512, 0, 0.0f, h1_grad, 512, 0, 1);
 
     /* line 14: backward: h1 = relu(w1 * x + b1) */
-    train_step_18_h1_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1_mm_grad, h1_grad, h1, n);
+    train_step_19_h1_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1_mm_grad, h1_grad, h1, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_19_b1_grad<<<64, 256, 0, stream_>>>(b1_grad, h1_mm_grad, n);
+    train_step_20_b1_grad<<<64, 256, 0, stream_>>>(b1_grad, h1_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 784, 512, n, 0.003921569f, image, 784, 0, h1_mm_grad, 512, 0, 0.0f, w1_grad, 784, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 784, 512, n, 1.0f, x, 784, 0, h1_mm_grad, 512, 0, 0.0f, w1_grad, 784, 0, 1);
 
     /* line 21: adam update of w1 */
-    train_step_21_w1_exp_avg<<<1568, 256, 0, stream_>>>(w1_exp_avg, w1_exp_avg_sq, w1, w1_grad, bc1, lr, sqrt_bc2);
+    train_step_22_w1_exp_avg<<<1568, 256, 0, stream_>>>(w1_exp_avg, w1_exp_avg_sq, w1, w1_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: adam update of w2 */
-    train_step_22_w2_exp_avg<<<1024, 256, 0, stream_>>>(w2_exp_avg, w2_exp_avg_sq, w2, w2_grad, bc1, lr, sqrt_bc2);
+    train_step_23_w2_exp_avg<<<1024, 256, 0, stream_>>>(w2_exp_avg, w2_exp_avg_sq, w2, w2_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: adam update of w3 */
-    train_step_23_w3_exp_avg<<<20, 256, 0, stream_>>>(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
+    train_step_24_w3_exp_avg<<<20, 256, 0, stream_>>>(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: adam update of b3 */
-    train_step_24_b3_exp_avg<<<1, 256, 0, stream_>>>(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
+    train_step_25_b3_exp_avg<<<1, 256, 0, stream_>>>(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: adam update of b1; adam update of b2 */
-    train_step_25_b1_exp_avg<<<2, 256, 0, stream_>>>(b1_exp_avg, b1_exp_avg_sq, b1, b2_exp_avg, b2_exp_avg_sq, b2, b1_grad, b2_grad, bc1, lr, sqrt_bc2);
+    train_step_26_b1_exp_avg<<<2, 256, 0, stream_>>>(b1_exp_avg, b1_exp_avg_sq, b1, b2_exp_avg, b2_exp_avg_sq, b2, b1_grad, b2_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 }
 
-/* routine forward: 3 kernels, 3 cuBLAS products, queued on the compute stream */
+/* routine forward: 4 kernels, 3 cuBLAS products, queued on the compute stream */
 static void forward(fashion_mlp_adam *m, const real *const in_[], int64_t n) {
     const real *image = in_[0];
     real *w1 = m->w1;
@@ -657,6 +671,7 @@ static void forward(fashion_mlp_adam *m, const real *const in_[], int64_t n) {
     real *b3 = m->b3;
     real *b1 = m->b1;
     real *b2 = m->b2;
+    real *x = m->x;
     real *h1 = m->h1;
     real *h1_mm = m->h1_mm;
     real *h2 = m->h2;
@@ -665,23 +680,27 @@ static void forward(fashion_mlp_adam *m, const real *const in_[], int64_t n) {
     real *logits_mm = m->logits_mm;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
+    /* line 13: x = image / 255 */
+    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    CUDA_CHECK(cudaGetLastError());
+
     /* line 14: h1 = relu(w1 * x + b1) */
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 784, 0.003921569f, w1, 784, 0, image, 784, 0, 0.0f, h1_mm, 512, 0, 1);
-    train_step_1_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, h1_mm, 512, 0, 1);
+    train_step_2_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 15: h2 = relu(w2 * h1 + b2) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h1, 512, 0, 0.0f, h2_mm, 512, 0, 1);
-    train_step_3_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    train_step_4_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: logits = w3 * h2 + b3 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 512, 1.0f, w3, 512, 0, h2, 512, 0, 0.0f, logits_mm, 10, 0, 1);
-    forward_5_logits<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits, logits_mm, b3, n);
+    forward_6_logits<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits, logits_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
-/* routine eval_metrics: 11 kernels, 3 cuBLAS products, queued on the compute stream */
+/* routine eval_metrics: 12 kernels, 3 cuBLAS products, queued on the compute stream */
 static void eval_metrics(fashion_mlp_adam *m, const real *const in_[], int64_t n) {
     const real *image = in_[0];
     const real *label = in_[1];
@@ -691,6 +710,7 @@ static void eval_metrics(fashion_mlp_adam *m, const real *const in_[], int64_t n
     real *b3 = m->b3;
     real *b1 = m->b1;
     real *b2 = m->b2;
+    real *x = m->x;
     real *h1 = m->h1;
     real *h1_mm = m->h1_mm;
     real *h2 = m->h2;
@@ -707,39 +727,43 @@ static void eval_metrics(fashion_mlp_adam *m, const real *const in_[], int64_t n
     real *accuracy_true_argmax = m->accuracy_true_argmax;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
+    /* line 13: x = image / 255 */
+    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    CUDA_CHECK(cudaGetLastError());
+
     /* line 14: h1 = relu(w1 * x + b1) */
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 784, 0.003921569f, w1, 784, 0, image, 784, 0, 0.0f, h1_mm, 512, 0, 1);
-    train_step_1_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, h1_mm, 512, 0, 1);
+    train_step_2_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 15: h2 = relu(w2 * h1 + b2) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h1, 512, 0, 0.0f, h2_mm, 512, 0, 1);
-    train_step_3_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    train_step_4_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: logits = w3 * h2 + b3 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 512, 1.0f, w3, 512, 0, h2, 512, 0, 0.0f, logits_mm, 10, 0, 1);
 
     /* line 17: loss = mean(cross_entropy(logits, label)) */
-    train_step_5_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b3, n);
+    train_step_6_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_6_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b3, loss_max, n);
+    train_step_7_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b3, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_7_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b3, loss_max, loss_sumexp, n);
+    train_step_8_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b3, loss_max, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_8_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
+    train_step_9_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: metric accuracy = accuracy(logits, label) */
-    eval_metrics_9_accuracy_pred_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_max, logits_mm, b3, n);
+    eval_metrics_10_accuracy_pred_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_max, logits_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_10_accuracy_pred_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_argmax, logits_mm, b3, accuracy_pred_max, n);
+    eval_metrics_11_accuracy_pred_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_argmax, logits_mm, b3, accuracy_pred_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_11_accuracy_true_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_max, label, n);
+    eval_metrics_12_accuracy_true_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_max, label, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_12_accuracy_true_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_argmax, label, accuracy_true_max, n);
+    eval_metrics_13_accuracy_true_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_argmax, label, accuracy_true_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_13_accuracy<<<1, 256, 0, stream_>>>(accuracy, accuracy_pred_argmax, accuracy_true_argmax, n);
+    eval_metrics_14_accuracy<<<1, 256, 0, stream_>>>(accuracy, accuracy_pred_argmax, accuracy_true_argmax, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
