@@ -318,6 +318,12 @@ int cannl_train_main(const cannl_model_api *api, int argc, char **argv);
 cannl_status cannl_npy_save(const char *path, cannl_dtype dtype, int32_t ndims, const int64_t *shape,
                             const void *data, cannl_error *err);
 
+/* The same array as CSV text, atomically likewise: one line per index of the first axis
+ * (a 0-d array: one line), its values comma-separated with the digits that round-trip
+ * (%.9g for CANNL_F32, %.17g for CANNL_F64); no header. */
+cannl_status cannl_csv_save(const char *path, cannl_dtype dtype, int32_t ndims, const int64_t *shape,
+                            const void *data, cannl_error *err);
+
 /* What the inference program needs of a generated model. `api` is the model's
    forward-only table (`<model>_infer_api`): create gives a state whose params are zero (the
    seed is ignored), state_tensors lists the params only, forward and eval work, train_step is
@@ -331,7 +337,8 @@ typedef struct cannl_infer_model {
 } cannl_infer_model;
 
 /* The inference program: parses argv, loads the params (--weights, or the embedded ones),
-   runs forward on the --input files in batches, writes the outputs as .npy (--output) and
+   runs forward on the --input files in batches, writes the outputs as .npy or .csv (--output;
+   all of them or none) and
    evaluates the loss and metrics (--metric). Returns the process exit status (0 ok, 1 bad
    input/data/IO, 2 bad usage). `--help` lists the flags; runtime-lib/README.md describes them. */
 int cannl_infer_main(const cannl_infer_model *model, int argc, char **argv);

@@ -1,5 +1,7 @@
 /* infer_args.c - the inference program's command line: flags, the binding of
- * files to inputs and outputs, the output naming scheme, and --help. */
+ * files to inputs and outputs, the output naming scheme, and --help. Only
+ * --input and --output may be repeated (once per name); any other flag given
+ * twice is a usage error. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "infer_internal.h"
@@ -23,7 +25,7 @@ typedef struct flag_def {
 static const flag_def FLAGS[] = {
     {"--weights", F_PATH, 0, "PATH", "params from a safetensors file (a checkpoint of this model, or any file with the params)"},
     {"--input", F_INPUT, 0, "NAME=PATH", "data for input NAME (one per input; .npy, .csv, IDX, maybe .gz)"},
-    {"--output", F_OUTPUT, 0, "PATH", "write the outputs as .npy (several outputs: PATH.NAME.npy, see below)"},
+    {"--output", F_OUTPUT, 0, "PATH", "write the outputs: CSV if PATH ends in .csv, else .npy (several: see below)"},
     {"--batch", F_INT, 1, "N", "examples per forward call (default 128, or the model's maximum if smaller)"},
     {"--threads", F_INT, 1, "N", "OpenMP threads"},
     {"--metric", F_BOOL, 0, NULL, "evaluate the loss and the metrics (needs every input, targets too)"},
@@ -84,19 +86,22 @@ static int apply(const cannl_model_api *api, const flag_def *f, const char *v, c
 }
 
 /* The scheme's path of output k: PATH itself for a model with one output, else PATH with
-   its ".npy" (if any) replaced by ".NAME.npy". */
+   its ".npy" or ".csv" replaced by ".NAME.npy" / ".NAME.csv" (no such suffix: PATH.NAME.npy). */
 static char *scheme_path(const cannl_model_api *api, const char *scheme, int32_t k) {
     const char *name = api->outputs[k].name;
     size_t len = strlen(scheme);
-    if (api->num_outputs == 1) len = 0;
-    else if (len >= 4 && strcmp(scheme + len - 4, ".npy") == 0) len -= 4;
+    const char *ext = ".npy";
+    if (cannl__out_format_of(scheme) == CANNL__OUT_CSV || (len >= 4 && strcmp(scheme + len - 4, ".npy") == 0)) {
+        len -= 4;
+        ext = scheme + len;
+    }
     size_t cap = strlen(scheme) + strlen(name) + 8;
     char *p = malloc(cap);
     if (!p) return NULL;
     if (api->num_outputs == 1)
         snprintf(p, cap, "%s", scheme);
     else
-        snprintf(p, cap, "%.*s.%s.npy", (int)len, scheme, name);
+        snprintf(p, cap, "%.*s.%s%s", (int)len, scheme, name, ext);
     return p;
 }
 
@@ -113,6 +118,7 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
     if (!o->inputs || !o->out_paths || !o->derived) return cannl__usage_error(msg, cap, "out of memory");
     o->noutputs = api->num_outputs;
 
+    const char *seen[NFLAGS] = {0}; /* the value a flag that takes one only once was given */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0) a = "--help";
@@ -123,8 +129,11 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
         for (int k = 0; k < NFLAGS && !f; k++)
             if (strlen(FLAGS[k].name) == len && strncmp(FLAGS[k].name, a, len) == 0) f = &FLAGS[k];
         if (!f) return cannl__usage_error(msg, cap, "unknown flag '%.*s' (see --help)", (int)len, a);
+        int once = f->kind != F_INPUT && f->kind != F_OUTPUT; /* --input/--output repeat, checked per name */
         if (f->kind == F_BOOL) {
             if (eq) return cannl__usage_error(msg, cap, "%s takes no value", f->name);
+            if (seen[f - FLAGS]) return cannl__usage_error(msg, cap, "%s given twice", f->name);
+            seen[f - FLAGS] = "";
             if (strcmp(f->name, "--metric") == 0) o->metric = 1;
             if (strcmp(f->name, "--help") == 0) o->help = 1;
             continue;
@@ -134,6 +143,9 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
             if (i + 1 >= argc) return cannl__usage_error(msg, cap, "%s needs a value: %s %s", f->name, f->name, f->meta);
             v = argv[++i];
         }
+        if (once && seen[f - FLAGS])
+            return cannl__usage_error(msg, cap, "%s given twice (%s and %s)", f->name, seen[f - FLAGS], v);
+        if (once) seen[f - FLAGS] = v;
         if (f == &FLAGS[1] && api->num_inputs == 0) return cannl__usage_error(msg, cap, "model '%s' has no inputs", api->name);
         int rc = apply(api, f, v, o, msg, cap);
         if (rc) return rc;
@@ -212,14 +224,15 @@ void cannl__infer_usage(const cannl_infer_model *model, const char *prog, FILE *
             api->name, api->dtype == CANNL_F64 ? "float64" : "float32", api->max_batch);
     fprintf(out, model->embedded ? "Its trained params are compiled in (--weights PATH loads others instead).\n"
                                  : "Its params come from --weights PATH (none are compiled in).\n");
-    fprintf(out, "Inputs (--input NAME=PATH; a file with one class index per example is one-hot encoded):\n");
+    fprintf(out, "Inputs (--input NAME=PATH; for an input only --metric reads, a target, a file with one class\n"
+                 "index per example is one-hot encoded):\n");
     for (int32_t i = 0; i < api->num_inputs; i++) {
         fprintf(out, "  %-12s ", api->inputs[i].name);
         cannl__print_dims(out, &api->inputs[i]);
         fprintf(out, "  (%" PRId64 " values per example)%s\n", api->inputs[i].size,
                 model->forward_reads[i] ? "" : "  only for --metric");
     }
-    fprintf(out, "Outputs (written as .npy arrays [examples, dims...]):\n");
+    fprintf(out, "Outputs (written as .npy arrays [examples, dims...], or CSV with one line per example):\n");
     for (int32_t k = 0; k < api->num_outputs; k++) {
         fprintf(out, "  %-12s ", api->outputs[k].name);
         cannl__print_dims(out, &api->outputs[k]);
@@ -232,8 +245,11 @@ void cannl__infer_usage(const cannl_infer_model *model, const char *prog, FILE *
         fprintf(out, "  %-24s %s\n", left, FLAGS[k].help);
     }
     fprintf(out, "\n--output PATH writes the only output to PATH; with several outputs, output NAME goes to PATH\n"
-                 "with its .npy replaced by .NAME.npy (out.npy: out.logits.npy, ...). --output NAME=PATH\n"
-                 "writes output NAME to PATH (repeatable; only the outputs named, unless PATH is also given).\n"
+                 "with its .npy or .csv replaced by .NAME.npy or .NAME.csv (out.npy: out.logits.npy, ...;\n"
+                 "no such suffix: PATH.NAME.npy). --output NAME=PATH writes output NAME to PATH (repeatable;\n"
+                 "only the outputs named, unless PATH is also given). A PATH ending in .csv gets CSV text (one\n"
+                 "line per example, values comma-separated, digits that round-trip, no header), any other .npy.\n"
+                 "The outputs are written all or none.\n"
                  "--metric prints 'test loss: X' and 'test METRIC: X' as the training program does.\n"
                  "\nExit status: 0 done, 1 bad data, file or weights, 2 bad usage.\n");
 }

@@ -1,8 +1,9 @@
 /* infer_main.c - cannl_infer_main, the inference program: params from
  * --weights or compiled in, the --input files through the training program's
- * readers, forward in batches into --output .npy files, and --metric, which
- * evaluates the loss and the metrics exactly as the training program's test
- * evaluation does (same batches, same weighting, same printing). */
+ * readers, forward in batches into the --output files (.npy, or CSV for a
+ * .csv path; written all or none), and --metric, which evaluates the loss and
+ * the metrics exactly as the training program's test evaluation does (same
+ * batches, same weighting, same printing). */
 #define _POSIX_C_SOURCE 200809L
 
 #include "infer_internal.h"
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct runner {
     const cannl_infer_model *model;
@@ -95,8 +97,14 @@ static int setup(runner *r) {
             r->sub_inputs[r->sub.num_inputs++] = api->inputs[i];
         }
     if (r->sub.num_inputs > 0) {
-        if (cannl__bind_load(&r->sub, r->o.inputs, r->o.ninputs, r->ds, &r->count, &err) != CANNL_OK)
-            return report(r, CANNL__EXIT_FAIL, "%s", err.msg);
+        /* Class indices are one-hot encoded only for the targets (inputs forward does not
+           read): a forward input given one value per example is a wrong file, not labels. */
+        unsigned char *one_hot = calloc((size_t)r->sub.num_inputs, 1);
+        if (!one_hot) return report(r, CANNL__EXIT_FAIL, "out of memory");
+        for (int32_t j = 0; j < r->sub.num_inputs; j++) one_hot[j] = !r->model->forward_reads[r->sub_index[j]];
+        cannl_status st = cannl__bind_load(&r->sub, r->o.inputs, r->o.ninputs, one_hot, r->ds, &r->count, &err);
+        free(one_hot);
+        if (st != CANNL_OK) return report(r, CANNL__EXIT_FAIL, "%s", err.msg);
     } else {
         r->count = 1; /* a model whose outputs read no input: one example */
     }
@@ -116,6 +124,47 @@ static int setup(runner *r) {
                                           api->outputs[k].name);
     }
     return CANNL__EXIT_OK;
+}
+
+/* Write every output named by --output (CSV for a .csv path, else .npy), all or none: each
+   goes to a temporary next to its target first, and the temporaries are renamed over the
+   targets only once all of them are complete. */
+static cannl_status write_outputs(runner *r) {
+    const cannl_model_api *api = r->api;
+    cannl_error err;
+    cannl_status st = CANNL_OK;
+    char **tmp = calloc((size_t)api->num_outputs + 1, sizeof *tmp);
+    if (!tmp) {
+        report(r, CANNL__EXIT_FAIL, "out of memory");
+        return CANNL_E_NOMEM;
+    }
+    /* A directory in the way would only fail at its rename, after others were renamed. */
+    for (int32_t k = 0; k < api->num_outputs && st == CANNL_OK; k++) {
+        struct stat sb;
+        if (r->o.out_paths[k] && stat(r->o.out_paths[k], &sb) == 0 && S_ISDIR(sb.st_mode))
+            st = cannl__fail(&err, CANNL_E_IO, r->o.out_paths[k], "cannot write: is a directory");
+    }
+    for (int32_t k = 0; k < api->num_outputs && st == CANNL_OK; k++) {
+        const char *path = r->o.out_paths[k];
+        if (!path) continue;
+        int64_t shape[CANNL_MAX_DIMS + 1];
+        shape[0] = r->count;
+        for (int32_t d = 0; d < api->outputs[k].ndims; d++) shape[1 + d] = api->outputs[k].dims[d];
+        st = cannl__array_write_tmp(path, cannl__out_format_of(path), api->dtype, api->outputs[k].ndims + 1, shape,
+                                    r->out_all[k], &tmp[k], &err);
+    }
+    for (int32_t k = 0; k < api->num_outputs; k++) {
+        if (!tmp[k]) continue;
+        if (st == CANNL_OK) {
+            st = cannl__tmp_commit(tmp[k], r->o.out_paths[k], &err);
+        } else {
+            remove(tmp[k]);
+            free(tmp[k]);
+        }
+    }
+    free(tmp);
+    if (st != CANNL_OK) report(r, CANNL__EXIT_FAIL, "%s", err.msg);
+    return st;
 }
 
 static int run(runner *r) {
@@ -148,16 +197,9 @@ static int run(runner *r) {
             for (int32_t k = 0; k < api->num_metrics; k++) sum[k] += r->metrics[k] * (double)n;
         }
     }
-    for (int32_t k = 0; k < api->num_outputs; k++) {
-        if (!r->o.out_paths[k]) continue;
-        int64_t shape[CANNL_MAX_DIMS + 1];
-        shape[0] = r->count;
-        for (int32_t d = 0; d < api->outputs[k].ndims; d++) shape[1 + d] = api->outputs[k].dims[d];
-        if (cannl_npy_save(r->o.out_paths[k], api->dtype, api->outputs[k].ndims + 1, shape, r->out_all[k], &err) !=
-            CANNL_OK) {
-            free(sum);
-            return report(r, CANNL__EXIT_FAIL, "%s", err.msg);
-        }
+    if (writes && write_outputs(r) != CANNL_OK) {
+        free(sum);
+        return CANNL__EXIT_FAIL;
     }
     if (r->o.metric) {
         printf("test loss: %.4f\n", loss_sum / (double)r->count);

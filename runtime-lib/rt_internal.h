@@ -101,4 +101,20 @@ cannl_status cannl__load_idx(cannl_dataset *ds, const char *path, cannl_dtype dt
 cannl_status cannl__load_npy(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err);
 cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err);
 
+/* array_write.c -------------------------------------------------------- */
+
+typedef enum cannl__out_format { CANNL__OUT_NPY, CANNL__OUT_CSV } cannl__out_format;
+
+/* CSV when path ends in ".csv" (any case), else .npy. */
+cannl__out_format cannl__out_format_of(const char *path);
+
+/* Write the array (row-major, shape[0..ndims)) in format fmt to a new temporary file
+ * next to path (PATH.tmp.<pid>...); *tmp receives its malloc'd name. On failure no file
+ * is left and *tmp is NULL. Finish with cannl__tmp_commit, or remove(*tmp) + free. */
+cannl_status cannl__array_write_tmp(const char *path, cannl__out_format fmt, cannl_dtype dtype, int32_t ndims,
+                                    const int64_t *shape, const void *data, char **tmp, cannl_error *err);
+
+/* Rename tmp over path (removing tmp if that fails) and free tmp. */
+cannl_status cannl__tmp_commit(char *tmp, const char *path, cannl_error *err);
+
 #endif /* CANNL_RT_INTERNAL_H */

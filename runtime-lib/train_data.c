@@ -5,6 +5,7 @@
 #include "train_internal.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,9 +63,11 @@ int cannl__bind_check(const cannl_model_api *api, const cannl__binding *b, int n
     return CANNL__EXIT_OK;
 }
 
-/* Load the file for input i into *ds and make its examples fit the input. */
-static cannl_status load_one(const cannl_model_api *api, int32_t i, const char *path, cannl_dataset *ds,
-                             cannl_error *err) {
+/* Load the file for input i into *ds and make its examples fit the input. A file with one
+   value per example is taken as class indices and one-hot encoded when one_hot allows it
+   (a [C] target); otherwise, or when its values are not integers, it does not fit. */
+static cannl_status load_one(const cannl_model_api *api, int32_t i, const char *path, int one_hot,
+                             cannl_dataset *ds, cannl_error *err) {
     const cannl_tensor_info *in = &api->inputs[i];
     cannl_status st = cannl_dataset_load(ds, path, CANNL_FMT_AUTO, api->dtype, err);
     if (st != CANNL_OK) return st;
@@ -73,20 +76,40 @@ static cannl_status load_one(const cannl_model_api *api, int32_t i, const char *
         return cannl__fail(err, CANNL_E_FORMAT, path, "no examples");
     }
     if (ds->elems == in->size) return CANNL_OK;
-    if (ds->elems == 1 && in->size > 1 && in->size <= INT32_MAX) {
-        /* Class indices for a one-hot input. */
-        st = cannl_dataset_one_hot(ds, (int32_t)in->size, err);
-        if (st != CANNL_OK) cannl_dataset_free(ds);
-        return st;
-    }
     int64_t got = ds->elems;
+    if (got == 1 && in->size > 1 && in->size <= INT32_MAX && one_hot) {
+        /* Class indices for a one-hot input, unless a value is no class index at all. */
+        int64_t bad = -1;
+        for (int64_t e = 0; e < ds->count && bad < 0; e++) {
+            double v = ds->dtype == CANNL_F32 ? (double)((const float *)ds->data)[e] : ((const double *)ds->data)[e];
+            if (!(v == floor(v))) bad = e;
+        }
+        if (bad < 0) {
+            st = cannl_dataset_one_hot(ds, (int32_t)in->size, err);
+            if (st != CANNL_OK) cannl_dataset_free(ds);
+            return st;
+        }
+        double v = ds->dtype == CANNL_F32 ? (double)((const float *)ds->data)[bad] : ((const double *)ds->data)[bad];
+        cannl_dataset_free(ds);
+        return cannl__fail(err, CANNL_E_MISMATCH, path,
+                           "1 value per example, but input '%s' needs %" PRId64 " (example %" PRId64
+                           " is %g, not a class index; a file of class indices is one-hot encoded only for a [C] "
+                           "target input)",
+                           in->name, in->size, bad, v);
+    }
     cannl_dataset_free(ds);
+    if (got == 1 && in->size > 1)
+        return cannl__fail(err, CANNL_E_MISMATCH, path,
+                           "1 value per example, but input '%s' takes %" PRId64
+                           " (the forward pass reads it; a file of class indices is one-hot encoded only for a "
+                           "target input, which forward does not read)",
+                           in->name, in->size);
     return cannl__fail(err, CANNL_E_MISMATCH, path, "%" PRId64 " values per example, but input '%s' takes %" PRId64,
                        got, in->name, in->size);
 }
 
-cannl_status cannl__bind_load(const cannl_model_api *api, const cannl__binding *b, int n, cannl_dataset *ds,
-                              int64_t *count, cannl_error *err) {
+cannl_status cannl__bind_load(const cannl_model_api *api, const cannl__binding *b, int n,
+                              const unsigned char *one_hot, cannl_dataset *ds, int64_t *count, cannl_error *err) {
     cannl_status st = CANNL_OK;
     const char *first = NULL;
     *count = 0;
@@ -99,7 +122,7 @@ cannl_status cannl__bind_load(const cannl_model_api *api, const cannl__binding *
             st = cannl__fail(err, CANNL_E_ARG, NULL, "no file for input '%s'", api->inputs[i].name);
             break;
         }
-        st = load_one(api, i, path, &ds[i], err);
+        st = load_one(api, i, path, one_hot ? one_hot[i] : 1, &ds[i], err);
         if (st != CANNL_OK) break;
         if (!first) {
             first = path;

@@ -74,10 +74,12 @@ int cannl__bind_check(const cannl_model_api *api, const cannl__binding *b, int n
                       size_t cap);
 
 /* Load the file bound to each input into ds[0..num_inputs) (in input order),
- * one-hot encoding class-index files, and check that all files have the same
- * number of examples (*count). On failure every ds[i] is freed. */
-cannl_status cannl__bind_load(const cannl_model_api *api, const cannl__binding *b, int n, cannl_dataset *ds,
-                              int64_t *count, cannl_error *err);
+ * one-hot encoding class-index files (one value per example) for the inputs i
+ * with one_hot[i] != 0 (one_hot NULL: any input; the training program, which
+ * cannot tell targets apart), and check that all files have the same number of
+ * examples (*count). On failure every ds[i] is freed. */
+cannl_status cannl__bind_load(const cannl_model_api *api, const cannl__binding *b, int n,
+                              const unsigned char *one_hot, cannl_dataset *ds, int64_t *count, cannl_error *err);
 
 /* Gather examples idx[0..n) of every input's dataset into bufs[i]. */
 cannl_status cannl__bind_gather(const cannl_model_api *api, const cannl_dataset *ds, const int64_t *idx, int64_t n,

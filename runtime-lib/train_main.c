@@ -238,13 +238,13 @@ static int setup_data(trainer *t) {
     const cannl_model_api *api = t->api;
     if (!t->has_inputs) return CANNL__EXIT_OK;
     cannl_error err;
-    if (cannl__bind_load(api, t->o.data, t->o.ndata, t->train, &t->ntrain, &err) != CANNL_OK)
+    if (cannl__bind_load(api, t->o.data, t->o.ndata, NULL, t->train, &t->ntrain, &err) != CANNL_OK)
         return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     if (t->ck_examples > 0 && t->ck_examples != t->ntrain)
         return report(t, CANNL__EXIT_FAIL,
                       "%s: checkpoint was trained on %" PRId64 " examples, but the training data has %" PRId64,
                       t->o.resume, t->ck_examples, t->ntrain);
-    if (t->o.ntest > 0 && cannl__bind_load(api, t->o.test, t->o.ntest, t->test, &t->ntest, &err) != CANNL_OK)
+    if (t->o.ntest > 0 && cannl__bind_load(api, t->o.test, t->o.ntest, NULL, t->test, &t->ntest, &err) != CANNL_OK)
         return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     return CANNL__EXIT_OK;
 }

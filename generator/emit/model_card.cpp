@@ -30,6 +30,13 @@ json dims(const ir::Buffer& b, bool skip_batch) {
   return a;
 }
 
+// A checkpoint's "step" metadata (a string in safetensors) as a JSON number; null when it
+// is missing or not a non-negative integer.
+json step_number(const std::string& step) {
+  if (step.empty() || step.size() > 18 || step.find_first_not_of("0123456789") != std::string::npos) return nullptr;
+  return std::stoll(step);
+}
+
 long per_example(const ir::Buffer& b) {
   long n = 1;
   for (const auto& d : b.dims)
@@ -114,7 +121,7 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
                        {"spec", b.shape}});
   c["tensors"] = tensors;
   if (info.weights)
-    c["embedded_weights"] = {{"checkpoint", info.weights->source}, {"step", info.weights->step}};
+    c["embedded_weights"] = {{"checkpoint", info.weights->source}, {"step", step_number(info.weights->step)}};
   else
     c["embedded_weights"] = nullptr;
   return c.dump(2) + "\n";

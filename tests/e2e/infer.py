@@ -65,6 +65,13 @@ def case_accuracy(opt, paths, work):
     pred7 = os.path.join(work, "pred7.npy")
     u.run([opt.infer, "--weights", ck, "--input", f"image={files['test_image']}", "--batch", "7", "--output", pred7])
     u.check(np.array_equal(np.load(pred7), logits), "--batch 7 gives other logits than --batch 128")
+    # --output PATH.csv: the same logits as text, one line per example, that read back exactly.
+    pred_csv = os.path.join(work, "pred.csv")
+    u.run([opt.infer, "--weights", ck, "--input", f"image={files['test_image']}", "--output", pred_csv])
+    with open(pred_csv, "rb") as f:
+        u.check(not f.read(6).startswith(b"\x93NUMPY"), "pred.csv holds NumPy bytes")
+    text = np.loadtxt(pred_csv, delimiter=",", dtype=np.float32, ndmin=2)
+    u.check(np.array_equal(text, logits), f"pred.csv {text.shape} differs from pred.npy {logits.shape}")
     print(f"trainer and inference program: {' / '.join(want)}")
 
 
@@ -147,6 +154,7 @@ def case_errors(opt, paths, work):
     expect([*w, *img, "--metric"], 2, "no data for input 'label'")
     expect([*w, "--input", f"pixels={image}", "--output", out], 2, "no input 'pixels'", "image, label")
     expect([*w, *img, *img, "--output", out], 2, "given twice")
+    expect([*w, *w, *img, "--output", out], 2, "--weights given twice")
     expect([*w, *img, "--batch", "257", "--output", out], 2, "larger than the model's maximum batch 256")
     expect([*w, *img, "--batch", "0", "--output", out], 2, "--batch")
     expect([*w, *img, "--threads", "x", "--output", out], 2, "not an integer")
@@ -154,6 +162,14 @@ def case_errors(opt, paths, work):
     np.save(os.path.join(work, "image_783.npy"), np.load(image).reshape(-1, 784)[:, :783])
     expect([*w, "--input", f"image={os.path.join(work, 'image_783.npy')}", "--output", out], 1,
            "783 values per example", "image")
+    # One value per example for image, which forward reads: never one-hot encoded for it.
+    np.save(os.path.join(work, "one_image_784.npy"), np.load(image).reshape(-1, 784)[0].astype(np.float32) / 255)
+    np.savetxt(os.path.join(work, "labels.csv"), np.load(label)[:50], fmt="%d")
+    one_value = [os.path.join(work, "one_image_784.npy"), os.path.join(work, "labels.csv"), label,
+                 paths["test_label"]]  # a (784,) array, a 1-column CSV, labels as .npy and as IDX
+    for path in one_value:
+        expect([*w, "--input", f"image={path}", "--output", out], 1,
+               f"{path}: 1 value per example, but input 'image' takes 784")
     np.save(os.path.join(work, "label_short.npy"), np.load(label)[:-1])
     expect([*w, *img, "--input", f"label={os.path.join(work, 'label_short.npy')}", "--metric"], 1, "examples")
     expect(["--weights", os.path.join(work, "none.safetensors"), *img, "--output", out], 1, "none.safetensors")

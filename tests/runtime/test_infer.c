@@ -15,6 +15,7 @@
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 extern char **environ;
@@ -168,6 +169,37 @@ static float *load_out(const char *path) {
     return v;
 }
 
+/* A --output .csv file: N lines of 3 comma-separated values, no header, each value parsing
+   back to exactly the float32 of the .npy written by the same run. */
+static void check_csv_output(const char *csv, const char *npy) {
+    float *want = load_out(npy);
+    char *text = rt_read_file(csv, NULL);
+    CHECK(text != NULL && strncmp(text, "\x93NUMPY", 6) != 0);
+    int lines = 0;
+    const char *p = text;
+    while (want && p && *p) {
+        for (int c = 0; c < 3; c++) {
+            char *end;
+            float v = strtof(p, &end);
+            if (end == p || memcmp(&v, &want[lines * 3 + c], sizeof v) != 0) {
+                fprintf(stderr, "%s line %d value %d: '%.20s', expected %.9g\n", csv, lines + 1, c, p,
+                        (double)want[lines * 3 + c]);
+                rt_failures++;
+                free(want);
+                free(text);
+                return;
+            }
+            p = end;
+            CHECK(*p == (c < 2 ? ',' : '\n'));
+            if (*p) p++;
+        }
+        if (++lines > N) break;
+    }
+    CHECK(lines == N);
+    free(want);
+    free(text);
+}
+
 static int same_bits(const char *a, const char *b) {
     size_t la, lb;
     char *x = rt_read_file(a, &la), *y = rt_read_file(b, &lb);
@@ -210,6 +242,14 @@ static void case_cli(void) {
     EXPECT(RUN(g_infer, CK, X_IN, "--output"), 2, NULL, "--output needs a value");
     EXPECT(RUN(g_infer, CK, X_IN, "--output", W("a.npy"), "--output", W("b.npy")), 2, NULL, "--output PATH given twice");
     EXPECT(RUN(g_infer, "--weights=", X_IN, "--output", W("o.npy")), 2, NULL, "--weights: empty path");
+    /* Only --input and --output repeat (once per name); any other flag twice is a usage error. */
+    EXPECT(RUN(g_infer, CK, "--weights", W("other.safetensors"), X_IN, "--output", W("o.npy")), 2, NULL,
+           F("--weights given twice (%s and %s)", W("ck.safetensors"), W("other.safetensors")));
+    EXPECT(RUN(g_infer, CK, X_IN, "--batch", "4", "--batch=8", "--output", W("o.npy")), 2, NULL,
+           "--batch given twice (4 and 8)");
+    EXPECT(RUN(g_infer, CK, X_IN, "--threads", "1", "--threads", "1", "--output", W("o.npy")), 2, NULL,
+           "--threads given twice (1 and 1)");
+    EXPECT(RUN(g_infer, CK, X_IN, Y_IN, "--metric", "--metric"), 2, NULL, "--metric given twice");
     CHECK(!rt_exists(W("o.npy")) && !rt_exists(W("a.npy")) && !rt_exists(W("b.npy")));
 }
 
@@ -244,6 +284,9 @@ static void case_outputs(void) {
     if (f) CHECK(fclose(f) == 0);
     EXPECT(RUN(g_infer, CK, "--input", F("x=%s", W("x.csv")), "--output", W("ocsv.npy")), 0, NULL, NULL);
     CHECK(same_bits(W("o.npy"), W("ocsv.npy")));
+    /* --output PATH.csv: CSV text, one line per example, values that read back exactly. */
+    EXPECT(RUN(g_infer, CK, X_IN, "--output", W("o.csv")), 0, NULL, NULL);
+    check_csv_output(W("o.csv"), W("o.npy"));
 }
 
 /* --metric: the loss and accuracy over all examples, printed like the trainer's test lines
@@ -309,6 +352,26 @@ static void case_names(void) {
            NULL, "--output probs given twice");
     EXPECT(RUN(g_two, CK, X_IN, "--output", F("probs=%s", W("same.npy")), "--output", F("twice=%s", W("same.npy"))),
            2, NULL, "outputs 'probs' and 'twice' would both be written to");
+    /* CSV through the scheme: PATH.csv gives PATH.NAME.csv. */
+    EXPECT(RUN(g_two, CK, X_IN, "--output", W("r.csv")), 0, NULL, NULL);
+    CHECK(!rt_exists(W("r.csv")));
+    check_csv_output(W("r.probs.csv"), W("r.probs.npy"));
+    check_csv_output(W("r.twice.csv"), W("r.twice.npy"));
+    /* All or none: an output that cannot be written leaves every target as it was and no
+       temporary behind, whichever output fails. */
+    CHECK(rt_write_file(W("keep.npy"), "old", 3) == 0);
+    EXPECT(RUN(g_two, CK, X_IN, "--output", F("probs=%s", W("ok.npy")), "--output", F("twice=%s", W("nodir/t.npy"))), 1,
+           NULL, "nodir/t.npy: cannot create");
+    EXPECT(RUN(g_two, CK, X_IN, "--output", F("probs=%s", W("nodir/p.npy")), "--output", F("twice=%s", W("ok.npy"))), 1,
+           NULL, "nodir/p.npy: cannot create");
+    CHECK(mkdir(W("adir"), 0755) == 0 || errno == EEXIST); /* rt_fresh_dir keeps folders */
+    EXPECT(RUN(g_two, CK, X_IN, "--output", F("probs=%s", W("keep.npy")), "--output", F("twice=%s", W("adir"))), 1,
+           NULL, "adir: cannot write: is a directory");
+    CHECK(!rt_exists(W("ok.npy")));
+    char *kept = rt_read_file(W("keep.npy"), NULL);
+    CHECK(kept && strcmp(kept, "old") == 0);
+    free(kept);
+    CHECK(rt_count_matching(g_dir, ".tmp.") == 0);
     /* a path with '=' whose prefix is not an output is a path */
     EXPECT(RUN(g_infer, CK, X_IN, "--output", W("a=b.npy")), 0, NULL, NULL);
     CHECK(rt_exists(W("a=b.npy")));
@@ -339,6 +402,16 @@ static void case_weights(void) {
     EXPECT(RUN(g_infer, CK, "--input", F("x=%s", W("wide.npy")), "--output", W("o.npy")), 1, NULL,
            "wide.npy: 5 values per example, but input 'x' takes 4");
     EXPECT(RUN(g_infer, CK, "--input", F("x=%s", W("none.npy")), "--output", W("o.npy")), 1, NULL, "none.npy: ");
+    /* One value per example for x, which forward reads: class indices (.npy, IDX, a 1-column
+       CSV) or a single example's values as a 1-D array; never one-hot encoded for it. */
+    write_f32(W("one.npy"), g_x, 1, (const int64_t[]){4});
+    const unsigned char idx[8 + N] = {0, 0, 0x08, 1, 0, 0, 0, N};
+    CHECK(rt_write_file(W("labels-idx1-ubyte"), idx, sizeof idx) == 0);
+    CHECK(rt_write_file(W("col.csv"), "0\n1\n2\n", 6) == 0);
+    const char *const one_value[] = {"yi.npy", "one.npy", "labels-idx1-ubyte", "col.csv"};
+    for (size_t i = 0; i < sizeof one_value / sizeof one_value[0]; i++)
+        EXPECT(RUN(g_infer, CK, "--input", F("x=%s", W(one_value[i])), "--output", W("o.npy")), 1, NULL,
+               F("%s: 1 value per example, but input 'x' takes 4 (the forward pass reads it; ", W(one_value[i])));
     EXPECT(RUN(g_infer, CK, X_IN, "--output", W("no/dir/o.npy")), 1, NULL, "no/dir/o.npy: cannot create");
     CHECK(!rt_exists(W("o.npy")));
     CHECK(rt_count_matching(g_dir, ".tmp.") == 0);
@@ -369,6 +442,19 @@ static void case_npy(void) {
               "no/dir/x.npy", "cannot create");
     CHECK_ERR(cannl_npy_save(W("x.npy"), CANNL_F32, 1, (const int64_t[]){-1}, one, &err), CANNL_E_ARG, "x.npy",
               "shape");
+    /* cannl_csv_save: one line per first-axis index, float64 values that read back exactly. */
+    const double dc[6] = {0.1, -2, 3e-300, 1.0 / 3, 5, 6e300};
+    CHECK_OK(cannl_csv_save(W("d.csv"), CANNL_F64, 3, (const int64_t[]){3, 1, 2}, dc, &err));
+    CHECK_OK(cannl_dataset_load(&ds, W("d.csv"), CANNL_FMT_CSV, CANNL_F64, &err));
+    CHECK(ds.count == 3 && ds.elems == 2);
+    CHECK(ds.data && memcmp(ds.data, dc, sizeof dc) == 0);
+    cannl_dataset_free(&ds);
+    raw = rt_read_file(W("d.csv"), NULL);
+    CHECK(raw && strcmp(raw, "0.10000000000000001,-2\n3.0000000000000002e-300,0.33333333333333331\n"
+                             "5,6.0000000000000003e+300\n") == 0);
+    free(raw);
+    CHECK_ERR(cannl_csv_save(W("no/dir/x.csv"), CANNL_F32, 1, (const int64_t[]){1}, one, &err), CANNL_E_IO,
+              "no/dir/x.csv", "cannot create");
     CHECK(rt_count_matching(g_dir, ".tmp.") == 0);
 }
 

@@ -323,6 +323,13 @@ static void case_binding(void) {
            "yh.npy: 3 values per example, but input 'x' takes 4");
     EXPECT(RUN(g_fake, "--data", X_ARG, "--data", F("y=%s/ybad.csv", g_dir)), 1, NULL,
            "ybad.csv: example 30: label 3 is out of range [0, 3)");
+    /* One float per example for the [2, 2] input x: not class indices, so not one-hot encoded. */
+    float xs[NTRAIN];
+    for (int e = 0; e < NTRAIN; e++) xs[e] = 0.25f + (float)e;
+    write_npy_f32(W("xs.npy"), xs, "(37,)", NTRAIN);
+    EXPECT(RUN(g_fake, "--data", F("x=%s/xs.npy", g_dir), "--data", Y_ARG), 1, NULL,
+           "xs.npy: 1 value per example, but input 'x' needs 4 (example 0 is 0.25, not a class index; a file of "
+           "class indices is one-hot encoded only for a [C] target input)");
     EXPECT(RUN(g_fake, "--data", X_ARG, "--data", F("y=%s/yshort.csv", g_dir)), 1, NULL,
            "yshort.csv has 36 examples but ");
     EXPECT(TRAIN("--test", F("x=%s/tx.csv", g_dir), "--test", Y_ARG), 1, NULL, "y.csv has 37 examples but ");

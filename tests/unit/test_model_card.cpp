@@ -68,3 +68,35 @@ minimize loss with sgd(lr = 0.1)
   for (const auto& t : c["tensors"]) found_grad |= t["role"] == "gradient";
   CHECK(found_grad);
 }
+
+TEST_CASE("model card: embedded_weights.step is a JSON number", "[card]") {
+  const std::string text = R"(model t
+input x : [4]
+input y : [3]
+param w : [4 -> 3]
+z = w * x
+loss = mean(cross_entropy(z, y))
+output z
+minimize loss with sgd(lr = 0.1)
+)";
+  auto fe = run_frontend("t.cannl", text);
+  REQUIRE(fe->ok());
+  ProgramOptions po;
+  po.max_batch = 4;
+  ir::Program p = build_program(fe->model, fe->shapes, fe->file, po);
+  EmbeddedWeights w;
+  w.source = "ck.safetensors";
+  w.step = "469";
+  CardInfo info;
+  info.spec_file = "t.cannl";
+  info.spec_text = text;
+  info.weights = &w;
+  auto c = nlohmann::json::parse(model_card(p, info));
+  CHECK(c["embedded_weights"]["checkpoint"] == "ck.safetensors");
+  CHECK(c["embedded_weights"]["step"].is_number_integer());
+  CHECK(c["embedded_weights"]["step"] == 469);
+  w.step = "";  // a file without "step" metadata (PyTorch's)
+  CHECK(nlohmann::json::parse(model_card(p, info))["embedded_weights"]["step"].is_null());
+  w.step = "12x";
+  CHECK(nlohmann::json::parse(model_card(p, info))["embedded_weights"]["step"].is_null());
+}
