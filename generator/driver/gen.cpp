@@ -190,6 +190,21 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
                     fmt::format("model '{}' has no 'minimize' statement: cannl gen writes a training step and "
                                 "needs an objective, e.g. 'minimize loss with sgd(lr = 0.1)'",
                                 fe->model.name));
+  // The inference program and forward() return outputs per example (one row each).
+  if (fe->ok())
+    for (const Stmt& st : fe->spec.stmts) {
+      if (st.kind != StmtKind::Output) continue;
+      for (const NameRef& n : st.names) {
+        auto it = fe->model.index.find(n.name);
+        if (it == fe->model.index.end()) continue;
+        const Shape& sh = fe->shapes.tensors[static_cast<size_t>(it->second)];
+        if (sh.row(AxisKind::Batch).empty())
+          fe->diags.error(n.range, fmt::format("output '{}' : {} has no batch axis: outputs are per-example "
+                                               "results (one row per example); a param is in the checkpoint, "
+                                               "a scalar of the test set is a 'metric'",
+                                               n.name, print_shape(sh)));
+      }
+    }
   fe->diags.render(err, opt.color);
   if (!fe->ok()) return 1;
   ProgramOptions po;

@@ -95,6 +95,10 @@ expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/new/parents/moons
 printf 'model big\nparam x : [1000000000]\nparam z : [1000000000]\ny = einsum("i;j => ", x, z)\nloss = y *. y\nminimize loss with sgd(lr = 0.1)\n' > "$tmp/big.cannl"
 expect_rc 1 "$cannl" gen "$tmp/big.cannl" -o "$tmp/gen/big"
 grep -q 'big.cannl:4: error: a loop nest' "$tmp/err" && [ ! -e "$tmp/gen/big" ] && ok || bad "too large a nest"
+# An output without a batch axis (a param, a scalar): an error at its name in 'output'.
+printf 'model o\ninput x : [3]\nparam b : [3]\ny = x + b\nloss = sum(y)\noutput y, b\nminimize loss with sgd(lr = 0.1)\n' > "$tmp/o.cannl"
+expect_rc 1 "$cannl" gen "$tmp/o.cannl" -o "$tmp/gen/o"
+grep -q "o.cannl:6:11: error: output 'b' : \[3\] has no batch axis" "$tmp/err" && [ ! -e "$tmp/gen/o" ] && ok || bad "output without a batch axis"
 touch "$tmp/afile"
 expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/afile/sub/dir"
 grep -q "afile" "$tmp/err" && ok || bad "gen names the unwritable path"
