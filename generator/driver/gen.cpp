@@ -53,7 +53,8 @@ bool write_text(const fs::path& path, const std::string& text, std::string& erro
 
 // Writes the files: into a fresh sibling directory renamed into place when `dir` does not
 // exist, otherwise each file through a temporary renamed over the old one.
-bool write_files(const fs::path& dir, const std::vector<OutputFile>& files, std::string& error) {
+bool write_files(const fs::path& dir, const std::string& model, const std::vector<OutputFile>& files,
+                 std::string& error) {
   std::error_code ec;
   const std::string tag = ".cannl-tmp-" + std::to_string(getpid());
   if (!fs::exists(dir, ec)) {
@@ -118,6 +119,15 @@ bool write_files(const fs::path& dir, const std::vector<OutputFile>& files, std:
       cleanup();
       return false;
     }
+  }
+  // Files an earlier `cannl gen` of this model wrote that this one does not (another target,
+  // no --embed now): left behind, they would describe another build.
+  for (const char* suffix : {".h", ".c", "_inference.c", "_train.c", "_infer.c", ".json", "_weights.c", ".cu",
+                             "_train.cu"}) {
+    const std::string name = model + suffix;
+    bool ours = false;
+    for (const auto& f : files) ours = ours || f.name == name;
+    if (!ours) fs::remove(dir / name, ec);
   }
   return true;
 }
@@ -275,7 +285,7 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
     out << dump_graph(prog);
     return 0;
   }
-  if (!write_files(opt.out_dir, files, error)) {
+  if (!write_files(opt.out_dir, prog.model, files, error)) {
     err << "cannl: error: " << error << "\n";
     return 2;
   }

@@ -99,6 +99,10 @@ grep -q 'big.cannl:4: error: a loop nest' "$tmp/err" && [ ! -e "$tmp/gen/big" ] 
 printf 'model o\ninput x : [3]\nparam b : [3]\ny = x + b\nloss = sum(y)\noutput y, b\nminimize loss with sgd(lr = 0.1)\n' > "$tmp/o.cannl"
 expect_rc 1 "$cannl" gen "$tmp/o.cannl" -o "$tmp/gen/o"
 grep -q "o.cannl:6:11: error: output 'b' : \[3\] has no batch axis" "$tmp/err" && [ ! -e "$tmp/gen/o" ] && ok || bad "output without a batch axis"
+# Regenerating into the same directory for another target leaves none of the old files.
+expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/switch"
+expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/switch" --target cuda
+[ "$(ls "$tmp/gen/switch" | tr '\n' ' ')" = "CMakeLists.txt moons_mlp.cu moons_mlp.h moons_mlp_train.cu " ] && ok || bad "stale files after a target switch: $(ls "$tmp/gen/switch")"
 touch "$tmp/afile"
 expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/afile/sub/dir"
 grep -q "afile" "$tmp/err" && ok || bad "gen names the unwritable path"
