@@ -304,7 +304,7 @@ struct fashion_cnn {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 817474624 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 470658112 bytes */
     /* params */
     real *k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
     real *k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
@@ -1073,7 +1073,7 @@ static double train_step(fashion_cnn *m, const real *const inputs[], int64_t n) 
 
 /* routine forward */
 static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real *const outputs[]) {
-    char *const work = (char *)m->arena + 470658112; /* this routine's 173408256 bytes */
+    char *const work = (char *)m->arena + 39295680; /* this routine's 173408256 bytes */
     const real *restrict image = inputs[0];
     real *restrict k1 = m->k1;
     real *restrict k2 = m->k2;
@@ -1232,7 +1232,7 @@ static void forward(fashion_cnn *m, const real *const inputs[], int64_t n, real 
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_cnn *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
-    char *const work = (char *)m->arena + 644066368; /* this routine's 173408256 bytes */
+    char *const work = (char *)m->arena + 39295680; /* this routine's 173408256 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict k1 = m->k1;
@@ -1534,7 +1534,7 @@ static void fashion_cnn_bind(fashion_cnn *m) {
 fashion_cnn *fashion_cnn_create(uint64_t seed) {
     fashion_cnn *m = (fashion_cnn *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(817474624);
+    m->arena = cannl_alloc(470658112);
     if (!m->arena) {
         free(m);
         return NULL;

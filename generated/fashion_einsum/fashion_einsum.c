@@ -304,7 +304,7 @@ struct fashion_einsum {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 7517504 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 5387584 bytes */
     /* params */
     real *w1; /* [256, 28, 28] w1 : [28, 28 -> 256] */
     real *gain; /* [256] gain : [256] */
@@ -794,7 +794,7 @@ static double train_step(fashion_einsum *m, const real *const inputs[], int64_t 
 
 /* routine forward */
 static void forward(fashion_einsum *m, const real *const inputs[], int64_t n, real *const outputs[]) {
-    char *const work = (char *)m->arena + 5387584; /* this routine's 1064960 bytes */
+    char *const work = (char *)m->arena + 2448576; /* this routine's 1064960 bytes */
     const real *restrict image = inputs[0];
     real *restrict w1 = m->w1;
     real *restrict gain = m->gain;
@@ -877,7 +877,7 @@ static void forward(fashion_einsum *m, const real *const inputs[], int64_t n, re
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_einsum *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
-    char *const work = (char *)m->arena + 6452544; /* this routine's 1064960 bytes */
+    char *const work = (char *)m->arena + 2448576; /* this routine's 1064960 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict w1 = m->w1;
@@ -1127,7 +1127,7 @@ static void fashion_einsum_bind(fashion_einsum *m) {
 fashion_einsum *fashion_einsum_create(uint64_t seed) {
     fashion_einsum *m = (fashion_einsum *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(7517504);
+    m->arena = cannl_alloc(5387584);
     if (!m->arena) {
         free(m);
         return NULL;

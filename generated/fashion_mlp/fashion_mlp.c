@@ -304,7 +304,7 @@ struct fashion_mlp {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 12017920 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 9363712 bytes */
     /* params */
     real *w1; /* [512, 784] w1 : [784 -> 512] */
     real *w2; /* [512, 512] w2 : [512 -> 512] */
@@ -673,7 +673,7 @@ static double train_step(fashion_mlp *m, const real *const inputs[], int64_t n) 
 
 /* routine forward */
 static void forward(fashion_mlp *m, const real *const inputs[], int64_t n, real *const outputs[]) {
-    char *const work = (char *)m->arena + 9363712; /* this routine's 1327104 bytes */
+    char *const work = (char *)m->arena + 5357696; /* this routine's 1327104 bytes */
     const real *restrict image = inputs[0];
     real *restrict w1 = m->w1;
     real *restrict w2 = m->w2;
@@ -747,7 +747,7 @@ static void forward(fashion_mlp *m, const real *const inputs[], int64_t n, real 
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_mlp *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
-    char *const work = (char *)m->arena + 10690816; /* this routine's 1327104 bytes */
+    char *const work = (char *)m->arena + 5357696; /* this routine's 1327104 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict w1 = m->w1;
@@ -950,7 +950,7 @@ static void fashion_mlp_bind(fashion_mlp *m) {
 fashion_mlp *fashion_mlp_create(uint64_t seed) {
     fashion_mlp *m = (fashion_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(12017920);
+    m->arena = cannl_alloc(9363712);
     if (!m->arena) {
         free(m);
         return NULL;

@@ -76,8 +76,8 @@ void fashion_mlp_eval(fashion_mlp *m, const fashion_mlp_real *const inputs[], in
 fashion_mlp_real *fashion_mlp_param(fashion_mlp *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. Its storage is train_step's own: forward and eval leave it alone, the next
-   train_step overwrites it. */
+   on it. It lives in the work memory the routines share: valid until the next train_step,
+   forward or eval on this state (copy it to keep it). */
 fashion_mlp_real *fashion_mlp_grad(fashion_mlp *m, const char *name, int64_t *count);
 int64_t fashion_mlp_get_step(const fashion_mlp *m);
 void fashion_mlp_set_step(fashion_mlp *m, int64_t step);

@@ -304,7 +304,7 @@ struct fashion_mlp_adam {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 14696768 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 12042560 bytes */
     /* params */
     real *w1; /* [512, 784] w1 : [784 -> 512] */
     real *w2; /* [512, 512] w2 : [512 -> 512] */
@@ -708,7 +708,7 @@ static double train_step(fashion_mlp_adam *m, const real *const inputs[], int64_
 
 /* routine forward */
 static void forward(fashion_mlp_adam *m, const real *const inputs[], int64_t n, real *const outputs[]) {
-    char *const work = (char *)m->arena + 12042560; /* this routine's 1327104 bytes */
+    char *const work = (char *)m->arena + 8036544; /* this routine's 1327104 bytes */
     const real *restrict image = inputs[0];
     real *restrict w1 = m->w1;
     real *restrict w2 = m->w2;
@@ -782,7 +782,7 @@ static void forward(fashion_mlp_adam *m, const real *const inputs[], int64_t n, 
 
 /* routine eval_metrics */
 static void eval_metrics(fashion_mlp_adam *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
-    char *const work = (char *)m->arena + 13369664; /* this routine's 1327104 bytes */
+    char *const work = (char *)m->arena + 8036544; /* this routine's 1327104 bytes */
     const real *restrict image = inputs[0];
     const real *restrict label = inputs[1];
     real *restrict w1 = m->w1;
@@ -991,7 +991,7 @@ static void fashion_mlp_adam_bind(fashion_mlp_adam *m) {
 fashion_mlp_adam *fashion_mlp_adam_create(uint64_t seed) {
     fashion_mlp_adam *m = (fashion_mlp_adam *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(14696768);
+    m->arena = cannl_alloc(12042560);
     if (!m->arena) {
         free(m);
         return NULL;

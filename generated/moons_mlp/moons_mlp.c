@@ -303,7 +303,7 @@ struct moons_mlp {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 118784 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 53248 bytes */
     /* params */
     real *w1; /* [16, 2] w1 : [2 -> 16] */
     real *w2; /* [16, 16] w2 : [16 -> 16] */
@@ -621,7 +621,7 @@ static double train_step(moons_mlp *m, const real *const inputs[], int64_t n) {
 
 /* routine forward */
 static void forward(moons_mlp *m, const real *const inputs[], int64_t n, real *const outputs[]) {
-    char *const work = (char *)m->arena + 53248; /* this routine's 32768 bytes */
+    char *const work = (char *)m->arena + 2816; /* this routine's 32768 bytes */
     const real *restrict point = inputs[0];
     real *restrict w1 = m->w1;
     real *restrict w2 = m->w2;
@@ -682,7 +682,7 @@ static void forward(moons_mlp *m, const real *const inputs[], int64_t n, real *c
 
 /* routine eval_metrics */
 static void eval_metrics(moons_mlp *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
-    char *const work = (char *)m->arena + 86016; /* this routine's 32768 bytes */
+    char *const work = (char *)m->arena + 2816; /* this routine's 32768 bytes */
     const real *restrict point = inputs[0];
     const real *restrict target = inputs[1];
     real *restrict w1 = m->w1;
@@ -800,7 +800,7 @@ static void moons_mlp_bind(moons_mlp *m) {
 moons_mlp *moons_mlp_create(uint64_t seed) {
     moons_mlp *m = (moons_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(118784);
+    m->arena = cannl_alloc(53248);
     if (!m->arena) {
         free(m);
         return NULL;

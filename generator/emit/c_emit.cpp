@@ -121,8 +121,8 @@ private:
 
   // The struct fields, and the arena layout (64-byte aligned offsets): first the buffers that
   // keep their own storage (params, optimiser state, and without memory planning every
-  // buffer), then one region per planned routine (Routine::offsets) holding its work
-  // buffers; a param's gradient has a field pointing into train_step's region.
+  // buffer), then one work region that every planned routine (Routine::offsets) lays its work
+  // buffers out in; a param's gradient has a field pointing into train_step's layout.
   std::string fields() {
     std::string s;
     offsets_.assign(p_.buffers.size(), -1);
@@ -160,16 +160,21 @@ private:
       }
       s += field_decl(static_cast<int>(i));
     }
+    // One work region for all routines: a state runs one routine at a time, and none leaves
+    // anything in it for another — except the gradients of train_step, which <model>_grad reads
+    // until the next call on the state (documented in <model>.h).
     region_.assign(p_.routines.size(), -1);
+    long work = 0;
+    for (const auto& r : p_.routines) work = std::max(work, r.arena_bytes);
     for (size_t k = 0; k < p_.routines.size(); ++k) {
       const auto& r = p_.routines[k];
       if (r.arena_bytes <= 0) continue;
       region_[k] = off;
-      off += (r.arena_bytes + 63) / 64 * 64;
       if (r.name == "train_step")
         for (size_t i : grad_fields)
           if (r.offsets[i] >= 0) offsets_[i] = region_[k] + r.offsets[i];
     }
+    off += (work + 63) / 64 * 64;
     arena_bytes_ = off > 0 ? off : 64;
     return s;
   }

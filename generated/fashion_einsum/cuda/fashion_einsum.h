@@ -71,8 +71,8 @@ void fashion_einsum_eval(fashion_einsum *m, const fashion_einsum_real *const inp
 fashion_einsum_real *fashion_einsum_param(fashion_einsum *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. Its storage is train_step's own: forward and eval leave it alone, the next
-   train_step overwrites it. */
+   on it. It lives in the work memory the routines share: valid until the next train_step,
+   forward or eval on this state (copy it to keep it). */
 fashion_einsum_real *fashion_einsum_grad(fashion_einsum *m, const char *name, int64_t *count);
 int64_t fashion_einsum_get_step(const fashion_einsum *m);
 void fashion_einsum_set_step(fashion_einsum *m, int64_t step);

@@ -70,8 +70,8 @@ void moons_mlp_eval(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t 
 moons_mlp_real *moons_mlp_param(moons_mlp *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. Its storage is train_step's own: forward and eval leave it alone, the next
-   train_step overwrites it. */
+   on it. It lives in the work memory the routines share: valid until the next train_step,
+   forward or eval on this state (copy it to keep it). */
 moons_mlp_real *moons_mlp_grad(moons_mlp *m, const char *name, int64_t *count);
 int64_t moons_mlp_get_step(const moons_mlp *m);
 void moons_mlp_set_step(moons_mlp *m, int64_t step);
