@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 namespace cannl::ir {
 
 std::string print_affine(const Affine& a, const std::vector<Iter>& iters) {
@@ -115,10 +117,27 @@ std::string print_buffers(const Program& p) {
   return s;
 }
 
+std::string print_plan(const Routine& r, const Program& p) {
+  if (r.arena_bytes <= 0) return {};
+  // Offsets in increasing order; the buffers at one offset (sharing its bytes) on one line,
+  // in storage order.
+  std::map<long, std::vector<const Buffer*>> at;
+  for (size_t b = 0; b < r.offsets.size() && b < p.buffers.size(); ++b)
+    if (r.offsets[b] >= 0) at[r.offsets[b]].push_back(&p.buffers[b]);
+  std::string s = fmt::format("  work region: {} bytes (batch <= {})\n", r.arena_bytes, p.max_batch);
+  for (const auto& [offset, bufs] : at) {
+    std::string names;
+    for (const Buffer* b : bufs) names += (names.empty() ? "" : ", ") + b->name;
+    s += fmt::format("    @ +{:<10} {}\n", offset, names);
+  }
+  return s;
+}
+
 std::string print_program(const Program& p) {
   std::string s = fmt::format("model {}\n\n", p.model) + print_buffers(p);
   for (const Routine& r : p.routines) {
     s += fmt::format("\nroutine {}\n", r.name);
+    s += print_plan(r, p);
     std::string last;
     for (const Stmt& st : r.stmts) {
       std::string what = st.line ? fmt::format("# line {}: {}", st.line, st.what) : "# " + st.what;

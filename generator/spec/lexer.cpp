@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <unordered_map>
 
+#include "support/utf8.h"
+
 namespace cannl {
 
 const char* tok_name(Tok t) {
@@ -263,14 +265,12 @@ private:
         break;
       default: break;
     }
-    // An unexpected byte: report it (a whole UTF-8 sequence at once) and skip it.
-    size_t e = pos_ + 1;
-    while (e < src_.size() && (static_cast<unsigned char>(src_[e]) & 0xC0) == 0x80) ++e;
-    std::string shown = src_.substr(b, e - b);
-    unsigned char uc = static_cast<unsigned char>(c);
-    if (uc < 0x20 || uc == 0x7f) shown = fmt::format("\\x{:02x}", uc);
+    // An unexpected character: report it (a whole UTF-8 sequence at once, or one byte that is
+    // not UTF-8, shown escaped like a control character) and skip it.
+    size_t e = b + utf8_char_length(src_, b);
     diags_.error({static_cast<uint32_t>(b), static_cast<uint32_t>(e)},
-                 fmt::format("unexpected character '{}'", shown));
+                 fmt::format("unexpected character '{}'",
+                             printable_char(std::string_view(src_).substr(b, e - b))));
     pos_ = e;
     push(Tok::Error, b, e);
   }

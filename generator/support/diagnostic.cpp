@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <ostream>
 
+#include "support/utf8.h"
+
 namespace cannl {
 
 Diagnostic& DiagEngine::add(Severity s, DiagKind k, SourceRange r, std::string msg) {
@@ -55,54 +57,63 @@ std::string DiagEngine::render_one(const Diagnostic& d, bool color) const {
   const char* reset = color ? "\033[0m" : "";
   std::string out;
   if (!d.has_range) {
-    out += fmt::format("{}{}: {}{}{}\n", bold, file_.path(), severity_name(d.severity), reset,
-                       ": " + d.message);
+    out += fmt::format("{}{}: {}{}{}\n", bold, printable(file_.path()), severity_name(d.severity),
+                       reset, ": " + printable(d.message));
   } else {
     LineCol lc = file_.line_col(d.range.begin);
-    out += fmt::format("{}{}:{}:{}: {}{}:{} {}\n", bold, file_.path(), lc.line, lc.col,
+    out += fmt::format("{}{}:{}:{}: {}{}:{} {}\n", bold, printable(file_.path()), lc.line, lc.col,
                        d.severity == Severity::Note ? "" : red, severity_name(d.severity),
-                       reset, d.message);
+                       reset, printable(d.message));
     std::string_view line = file_.line_text(lc.line);
     LineCol end_lc = file_.line_col(d.range.end > d.range.begin ? d.range.end : d.range.begin + 1);
-    int first_col = lc.col;
-    int last_col = end_lc.line == lc.line ? end_lc.col : static_cast<int>(line.size()) + 2;
-    // A very long line is shown as a window of about 100 characters around the caret.
-    std::string display(line);
-    constexpr int kWindow = 100;
-    auto is_cont = [](char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; };
-    if (line.size() > 2 * kWindow) {
-      int from_col = std::max(1, first_col - kWindow / 2);
-      size_t from = 0, to = 0;
-      int c = 1;
-      for (size_t i = 0; i <= line.size(); ++i) {
-        if (i < line.size() && is_cont(line[i])) continue;
-        if (c == from_col) from = i;
-        if (c == from_col + kWindow || i == line.size()) {
-          to = i;
-          break;
-        }
-        ++c;
-      }
-      std::string prefix = from > 0 ? "..." : "", suffix = to < line.size() ? "..." : "";
-      display = prefix + std::string(line.substr(from, to - from)) + suffix;
-      int shift = from_col - 1 - static_cast<int>(prefix.size());
-      first_col -= shift;
-      last_col = std::min(last_col - shift, kWindow + 4);
+    // The line cut into characters (one per column, support/utf8.h), each as it is shown: a
+    // byte that is not UTF-8 or a control character is an escape several columns wide.
+    std::vector<std::string> shown;
+    for (size_t i = 0; i < line.size();) {
+      size_t n = utf8_char_length(line, i);
+      shown.push_back(printable_char(line.substr(i, n)));
+      i += n;
     }
+    const int ncols = static_cast<int>(shown.size());
+    // How many columns of the caret line a character takes: an escape its length, a tab one
+    // (the tab itself is copied), any other character one; past the line's end one.
+    auto width = [&](int col) -> int {
+      if (col > ncols) return 1;
+      const std::string& c = shown[col - 1];
+      if (c.size() > 1 && c[0] == '\\') return static_cast<int>(c.size());
+      return 1;
+    };
+    int first_col = std::min(lc.col, ncols + 1);
+    int last_col = end_lc.line == lc.line ? end_lc.col : ncols + 2;
+    // A very long line is shown as a window of about 100 characters around the caret.
+    constexpr int kWindow = 100;
+    int from = 1, to = ncols + 1;  // the columns shown, [from, to)
+    if (ncols > 2 * kWindow) {
+      from = std::max(1, first_col - kWindow / 2);
+      to = std::min(ncols + 1, from + kWindow);
+    }
+    std::string prefix = from > 1 ? "..." : "", suffix = to <= ncols ? "..." : "";
+    std::string display = prefix;
+    for (int c = from; c < to; ++c) display += shown[c - 1];
+    display += suffix;
     std::string gutter = fmt::format("{:>5} | ", lc.line);
     out += gutter + display + "\n";
-    // Caret line: keep tabs so the caret lines up, '^' at the start, '~' over the rest.
+    // Caret line: keep tabs so the caret lines up, '^' at the start, '~' over the rest (and
+    // over the rest of an escape the range starts on); cut where the window ends.
     std::string caret(gutter.size() - 2, ' ');
     caret += "| ";
     caret += green;
-    int col = 1;
-    for (size_t i = 0; i < display.size() && col < first_col; ++i) {
-      if (is_cont(display[i])) continue;
-      caret += display[i] == '\t' ? '\t' : ' ';
-      ++col;
+    caret += std::string(prefix.size(), ' ');
+    for (int c = from; c < first_col; ++c) {
+      if (shown[c - 1] == "\t") caret += '\t';
+      else caret += std::string(static_cast<size_t>(width(c)), ' ');
     }
     caret += '^';
-    for (int k = first_col + 1; k < last_col; ++k) caret += '~';
+    caret += std::string(static_cast<size_t>(width(first_col) - 1), '~');
+    for (int c = first_col + 1; c < last_col; ++c) {
+      if (c >= to && !suffix.empty()) break;
+      caret += std::string(static_cast<size_t>(width(c)), '~');
+    }
     caret += reset;
     out += caret + "\n";
   }
@@ -118,7 +129,7 @@ void DiagEngine::render(std::ostream& os, bool color) const {
   });
   for (const Diagnostic* d : sorted) os << render_one(*d, color);
   if (error_count_ > max_errors_)
-    os << fmt::format("{}: {} more errors not shown (limit {})\n", file_.path(),
+    os << fmt::format("{}: {} more errors not shown (limit {})\n", printable(file_.path()),
                       error_count_ - max_errors_, max_errors_);
 }
 

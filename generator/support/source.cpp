@@ -2,10 +2,14 @@
 
 #include <algorithm>
 
+#include "support/utf8.h"
+
 namespace cannl {
 
 SourceFile::SourceFile(std::string path, std::string text)
     : path_(std::move(path)), text_(std::move(text)) {
+  // A UTF-8 byte order mark is no part of the spec: dropped, so line 1 starts at column 1.
+  if (text_.compare(0, 3, "\xEF\xBB\xBF") == 0) text_.erase(0, 3);
   line_starts_.push_back(0);
   for (uint32_t i = 0; i < text_.size(); ++i)
     if (text_[i] == '\n') line_starts_.push_back(i + 1);
@@ -22,9 +26,10 @@ LineCol SourceFile::line_col(uint32_t offset) const {
   auto it = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset);
   int line = static_cast<int>(it - line_starts_.begin());
   uint32_t start = line_starts_[line - 1];
+  // One column per character: a well-formed UTF-8 sequence, or one byte that starts none.
+  std::string_view t(text_);
   int col = 1;
-  for (uint32_t i = start; i < offset; ++i)
-    if ((static_cast<unsigned char>(text_[i]) & 0xC0) != 0x80) ++col;
+  for (uint32_t i = start; i < offset; i += static_cast<uint32_t>(utf8_char_length(t, i))) ++col;
   return {line, col};
 }
 

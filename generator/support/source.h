@@ -1,7 +1,9 @@
 // source.h — a spec file held in memory, and locations inside it.
 //
 // Every AST node, token and diagnostic refers to its text by a SourceRange: a half-open
-// byte range [begin, end) into one SourceFile. Line and column are computed on demand.
+// byte range [begin, end) into one SourceFile. Line and column are computed on demand; a
+// column counts characters (support/utf8.h: a UTF-8 sequence, or one byte that is not UTF-8).
+// A leading UTF-8 byte order mark is dropped when the file is made: text() never holds it.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +23,7 @@ struct SourceRange {
 
 struct LineCol {
   int line = 1;  // 1-based
-  int col = 1;   // 1-based, in characters (UTF-8 code points)
+  int col = 1;   // 1-based, in characters (UTF-8 code points; a bad byte is one)
 };
 
 class SourceFile {

@@ -117,6 +117,21 @@ expect_rc 0 "$cannl" gen --passes
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir
 grep -qF 'h1_mm[b, o] = 0 += w1[o, k] * x[b, k]' "$tmp/out" && ok || bad "-O2: fill folded"
 grep -qF 'x[b, o] = image[b, o] * (1/255)' "$tmp/out" && ok || bad "-O2: x = image / 255 is one multiply (in double)"
+# The memory plan is visible: --dump=ir:plan_memory differs from the IR before it by the
+# routines' work regions and offsets, and -O0 prints none.
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:dce
+cp "$tmp/out" "$tmp/dce"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:plan_memory
+! cmp -s "$tmp/dce" "$tmp/out" && ok || bad "--dump=ir:plan_memory is the same as --dump=ir:dce"
+! grep -q 'work region' "$tmp/dce" && ok || bad "--dump=ir:dce shows a work region"
+grep -A1 -x 'routine train_step' "$tmp/out" | grep -qE '^  work region: [0-9]+ bytes \(batch <= 256\)$' \
+  && ok || bad "--dump=ir:plan_memory: train_step's work region"
+grep -qE '^    @ \+[0-9]+ +([a-z0-9_]+, )*h1_mm(, |$)' "$tmp/out" && ok || bad "--dump=ir:plan_memory: h1_mm's offset"
+grep -qE '^    @ \+[1-9][0-9]* +[a-z]' "$tmp/out" && ok || bad "--dump=ir:plan_memory: offsets past 0"
+# Without the plan's lines the plan_memory dump is the dce dump: the pass only places buffers.
+grep -vE '^  work region: |^    @ \+' "$tmp/out" | cmp -s - "$tmp/dce" && ok || bad "plan_memory dump: only plan lines added"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" -O0 --dump=ir
+! grep -q 'work region' "$tmp/out" && ok || bad "-O0 --dump=ir shows a work region"
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:simplify
 grep -qF 'x[b, o] = image[b, o] * (1/255)' "$tmp/out" && ok || bad "--dump=ir:simplify"
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir --disable-pass=inline_virtual

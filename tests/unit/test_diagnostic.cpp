@@ -6,6 +6,7 @@
 
 #include "driver/frontend.h"
 #include "support/diagnostic.h"
+#include "support/utf8.h"
 
 using namespace cannl;
 
@@ -85,6 +86,87 @@ TEST_CASE("diagnostic: columns and carets count UTF-8 characters", "[diag]") {
   // A range over a multi-byte character is one column wide.
   const Diagnostic& u = d.error({8, 10}, "unexpected character");
   CHECK(d.render_one(u).find("      | ^\n") != std::string::npos);
+}
+
+// Valid UTF-8 with no control character but newline and tab.
+static bool printable_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    size_t n = utf8_sequence_length(s, i);
+    if (n == 0) return false;
+    auto c = static_cast<unsigned char>(s[i]);
+    if (n == 1 && ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)) return false;
+    if (n == 2 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) <= 0x9f) return false;
+    i += n;
+  }
+  return true;
+}
+
+TEST_CASE("diagnostic: bad bytes and control characters are shown escaped, carets under them",
+          "[diag][utf8]") {
+  SourceFile f("m.cannl", std::string("model m\ny = \xff + \x01\x1b \0 $\n", 23));
+  DiagEngine d(f);
+  const Diagnostic& e = d.error(find(f, "$"), "unexpected character '$'");
+  CHECK(d.render_one(e) ==
+        "m.cannl:2:14: error: unexpected character '$'\n"
+        "    2 | y = \\xff + \\x01\\x1b \\x00 $\n"
+        "      |                          ^\n");
+  // A range starting on an escape underlines all of it; the raw byte in the message is escaped.
+  const Diagnostic& b = d.error(find(f, "\xff"), "unexpected character '\xff'");
+  CHECK(d.render_one(b) ==
+        "m.cannl:2:5: error: unexpected character '\\xff'\n"
+        "    2 | y = \\xff + \\x01\\x1b \\x00 $\n"
+        "      |     ^~~~\n");
+  // A range over two escapes covers both.
+  SourceRange two = find(f, "\x01\x1b");
+  const Diagnostic& c = d.error(two, "two control characters");
+  CHECK(d.render_one(c).find("\n      |            ^~~~~~~~\n") != std::string::npos);
+  CHECK(printable_utf8(render_all(d)));
+}
+
+TEST_CASE("diagnostic: a spec of bad bytes renders as printable UTF-8", "[diag][utf8][frontend]") {
+  std::string text = "model t\ninput x : [3]\ny = x \xfe\xff\x80\x07\x7f\xc2\x85\xef\xbb\xbf\xed\xa0\x80 ";
+  text += std::string("\0\r\x01", 3) + " + x\n";
+  auto fe = run_frontend("t\xff.cannl", text);
+  REQUIRE_FALSE(fe->ok());
+  std::string out = render_all(fe->diags);
+  CHECK(printable_utf8(out));
+  CHECK(out.find("t\\xff.cannl:3:7: error: unexpected character '\\xfe'") == 0);
+  CHECK(out.find("    3 | y = x \\xfe\\xff\\x80\\x07\\x7f\\u0085\\ufeff\\xed\\xa0\\x80 \\x00\\x0d\\x01 + x\n")
+        != std::string::npos);
+}
+
+TEST_CASE("diagnostic: a leading byte order mark is not shown and shifts no column", "[diag][utf8]") {
+  SourceFile f("m.cannl", "\xef\xbb\xbfy = q\n");
+  CHECK(f.text() == "y = q\n");
+  DiagEngine d(f);
+  const Diagnostic& e = d.error(find(f, "q"), "unknown tensor 'q'");
+  CHECK(d.render_one(e) ==
+        "m.cannl:1:5: error: unknown tensor 'q'\n"
+        "    1 | y = q\n"
+        "      |     ^\n");
+}
+
+TEST_CASE("diagnostic: escapes in a very long line keep the caret under its character",
+          "[diag][utf8]") {
+  std::string line = "y = " + std::string(300, '\x01') + " q " + std::string(300, '\xff');
+  SourceFile f("m.cannl", line + "\n");
+  DiagEngine d(f);
+  const Diagnostic& e = d.error(find(f, "q"), "unknown tensor 'q'");
+  std::string out = d.render_one(e);
+  CHECK(printable_utf8(out));
+  std::istringstream in(out);
+  std::string head, src, caret;
+  std::getline(in, head);
+  std::getline(in, src);
+  std::getline(in, caret);
+  CHECK(head == "m.cannl:1:306: error: unknown tensor 'q'");
+  CHECK(src.find("...") == 8);
+  CHECK(src.substr(src.size() - 3) == "...");
+  size_t at = caret.find('^');
+  REQUIRE(at != std::string::npos);
+  CHECK(src[at] == 'q');
+  CHECK(src.substr(at - 5, 4) == "\\x01");
+  CHECK(src.substr(at + 2, 4) == "\\xff");
 }
 
 TEST_CASE("diagnostic: line numbers of any width keep the gutter aligned", "[diag]") {

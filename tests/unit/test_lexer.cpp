@@ -336,6 +336,57 @@ TEST_CASE("lexer: control bytes are shown escaped", "[lexer][errors]") {
   CHECK(l.err_at(0).col == 5);
 }
 
+TEST_CASE("lexer: bytes that are not UTF-8 and NUL are one error each, shown escaped",
+          "[lexer][errors][utf8]") {
+  Lexed l(std::string("x = \xff $ \0 y", 11));
+  REQUIRE(l.diags.error_count() == 3);
+  CHECK(l.err(0) == "unexpected character '\\xff'");
+  CHECK(l.err_at(0).col == 5);
+  CHECK(l.err(1) == "unexpected character '$'");
+  CHECK(l.err_at(1).col == 7);
+  CHECK(l.err(2) == "unexpected character '\\x00'");
+  CHECK(l.err_at(2).col == 9);
+  CHECK(l.kinds() == std::vector<Tok>{Tok::Ident, Tok::Assign, Tok::Error, Tok::Error, Tok::Error,
+                                      Tok::Ident, Tok::Newline, Tok::Eof});
+  // A stray continuation byte, a truncated sequence, an overlong form and a surrogate are no
+  // characters: every byte is its own error and its own column.
+  Lexed m("a \x80\x80 \xc3 \xc0\xaf \xed\xa0\x80 $");
+  REQUIRE(m.diags.error_count() == 9);
+  CHECK(m.err(0) == "unexpected character '\\x80'");
+  CHECK(m.err_at(1).col == 4);
+  CHECK(m.err(2) == "unexpected character '\\xc3'");
+  CHECK(m.err_at(2).col == 6);
+  CHECK(m.err(3) == "unexpected character '\\xc0'");
+  CHECK(m.err(4) == "unexpected character '\\xaf'");
+  CHECK(m.err(5) == "unexpected character '\\xed'");
+  CHECK(m.err(8) == "unexpected character '$'");
+  CHECK(m.err_at(8).col == 15);
+  // A C1 control character is one (well-formed) character, shown as its code point.
+  Lexed c("x = \xc2\x85");
+  REQUIRE(c.diags.error_count() == 1);
+  CHECK(c.err(0) == "unexpected character '\\u0085'");
+}
+
+TEST_CASE("lexer: a leading byte order mark is skipped", "[lexer][utf8]") {
+  Lexed l("\xef\xbb\xbfmodel m\nx = $");
+  REQUIRE(l.diags.error_count() == 1);
+  CHECK(l.toks[0].kind == Tok::KwModel);
+  CHECK(l.at(l.toks[0]).line == 1);
+  CHECK(l.at(l.toks[0]).col == 1);
+  CHECK(l.spelled(l.toks[1]) == "m");
+  CHECK(l.at(l.toks[1]).col == 7);
+  CHECK(l.err(0) == "unexpected character '$'");
+  CHECK(l.err_at(0).col == 5);
+  // Only at the very start: elsewhere U+FEFF is an error, shown escaped (it is invisible).
+  Lexed m("x = \xef\xbb\xbf");
+  REQUIRE(m.diags.error_count() == 1);
+  CHECK(m.err(0) == "unexpected character '\\ufeff'");
+  CHECK(m.err_at(0).col == 5);
+  Lexed b("\xef\xbb\xbf");
+  CHECK(b.diags.error_count() == 0);
+  CHECK(b.kinds() == std::vector<Tok>{Tok::Eof});
+}
+
 TEST_CASE("lexer: a lone '.' and '...' outside einsum are errors", "[lexer][errors]") {
   Lexed l("x = a . b");
   REQUIRE(l.diags.error_count() == 1);

@@ -287,6 +287,46 @@ TEST_CASE("plan_memory: dead buffers' bytes reused, in place, gradients kept apa
   CHECK(ir::routine_stats(f.p, r, 4, 4).arena_bytes == 384);
 }
 
+TEST_CASE("plan_memory: the printed IR shows the work region and the buffers at each offset",
+          "[passes][print]") {
+  Frag f;
+  int x = f.buf("x", {{4, true}, {16, false}}, ir::Role::Input);
+  int a = f.buf("a", {{4, true}, {16, false}}), b = f.buf("b", {{4, true}, {16, false}});
+  int loss = f.buf("loss", {});
+  f.p.loss = loss;
+  f.loops({{"b", 4}, {"o", 16}});
+  f.nest(a, {0, 1}, ir::Accum::Set, Frag::ld(x, {0, 1}));                       // 0
+  f.nest(b, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(a, {0, 1})));  // 1: b in place over a
+  f.nest(loss, {}, ir::Accum::Add, Frag::ld(b, {0, 1}));                        // 2
+  f.p.routines[0].stmts.back().out.index.clear();
+  // No plan yet: nothing is printed, and the routine starts with its first nest.
+  const std::string before = ir::print_program(f.p);
+  CHECK(ir::print_plan(f.p.routines[0], f.p).empty());
+  CHECK(before.find("work region") == std::string::npos);
+  PassOptions o;
+  o.elem_bytes = 4;
+  plan_memory(f.p, o);
+  const auto& r = f.p.routines[0];
+  // a and b (4 x 16 floats = 256 bytes) share one offset; loss is live with b: its own 64.
+  REQUIRE(r.offsets[static_cast<size_t>(a)] == r.offsets[static_cast<size_t>(b)]);
+  REQUIRE(r.offsets[static_cast<size_t>(a)] == 0);
+  REQUIRE(r.offsets[static_cast<size_t>(loss)] == 256);
+  const std::string plan = ir::print_plan(r, f.p);
+  CHECK(plan ==
+        "  work region: 320 bytes (batch <= 4)\n"
+        "    @ +0          a, b\n"
+        "    @ +256        loss\n");
+  // The input has no offset and is not listed.
+  CHECK(plan.find(" x") == std::string::npos);
+  // In the whole program the plan comes right under its routine's name, and the rest is as
+  // before.
+  const std::string after = ir::print_program(f.p);
+  CHECK(after.find("\nroutine train_step\n" + plan) != std::string::npos);
+  std::string without = after;
+  without.erase(without.find(plan), plan.size());
+  CHECK(without == before);
+}
+
 TEST_CASE("plan_memory: no sharing in place when a fused assignment reads after the write", "[passes]") {
   Frag f;
   int x = f.buf("x", {{4, false}}, ir::Role::Input), a = f.buf("a", {{4, false}}), b = f.buf("b", {{4, false}});
