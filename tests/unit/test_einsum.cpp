@@ -128,9 +128,21 @@ TEST_CASE("einsum: no word reading when it is invalid, the same, or the only one
   Ein c("b|in, p => b|p");  // a comma: identifiers only
   REQUIRE(c.ok());
   CHECK_FALSE(c.spec->words);
-  Ein a("b|2*hw+k => b|hw");  // words would need 'hw' and 'k' to be two different names
+}
+
+TEST_CASE("einsum: an index expression in both readings", "[einsum][affine]") {
+  // Letters: 2*h and w+k; words: one axis 2*hw+k.
+  Ein a("b|2*hw+k => b|hw");
   REQUIRE(a.ok());
   CHECK(names(a.op(0).part(AxisKind::Output)) == V{"h", "w"});
+  CHECK(a.op(0).part(AxisKind::Output)[1].kernel == "k");
+  REQUIRE(a.spec->words);
+  const std::vector<EinAxis>& w = a.spec->words->operands.at(0).part(AxisKind::Output);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].kind == EinAxis::Affine);
+  CHECK(w[0].name == "hw");
+  CHECK(w[0].stride == 2);
+  CHECK(w[0].kernel == "k");
 }
 
 TEST_CASE("einsum: '...' is a row variable in any part", "[einsum]") {
