@@ -17,8 +17,35 @@ void ShapeContext::scalar_result() {
   for (RowT& r : result().rows) r = RowT::closed({});
 }
 
-void ShapeContext::einsum(const EinsumSpec& spec, const std::vector<const Expr*>& operands,
+// Whether the operands' rows that are closed by now have as many axes as the spec's parts
+// (at least as many where the part has '...'). Open rows are no evidence either way.
+bool ShapeContext::fits(const EinsumSpec& spec, const std::vector<const Expr*>& operands) {
+  for (size_t i = 0; i < operands.size() && i < spec.operands.size(); ++i) {
+    for (int k = 0; k < 3; ++k) {
+      RowT row = solver().resolve(shape(operands[i]).rows[k]);
+      if (!row.is_closed()) continue;
+      size_t named = 0;
+      bool ellipsis = false;
+      for (const EinAxis& a : spec.operands[i].parts[k]) {
+        if (a.kind == EinAxis::Ellipsis) ellipsis = true;
+        else ++named;
+      }
+      if (ellipsis ? row.known_len() < named : row.known_len() != named) return false;
+    }
+  }
+  return true;
+}
+
+void ShapeContext::einsum(const EinsumSpec& given, const std::vector<const Expr*>& operands,
                           const std::string& verb) {
+  // "b|inp->out" is axes i, n, p -> o, u, t by letters, or inp -> out by words (einsum.h):
+  // the letters win unless the shapes known here rule them out and fit the words.
+  const EinsumSpec* chosen = &given;
+  if (given.words && !fits(given, operands) && fits(*given.words, operands)) {
+    chosen = given.words.get();
+    use_reading(*chosen);
+  }
+  const EinsumSpec& spec = *chosen;
   Solver& s = solver();
   Origin o = origin(verb, operands);
   std::map<std::string, DimT> names;
@@ -120,6 +147,8 @@ public:
     if (text.size() > 40) text = text.substr(0, 37) + "...";
     return "'" + text + "'";
   }
+  void use_reading(const EinsumSpec& chosen) override { readings_[current_] = &chosen; }
+  const std::map<const Expr*, const EinsumSpec*>& readings() const { return readings_; }
   Origin origin(const std::string& verb, const std::vector<const Expr*>& operands) override {
     const Expr* at = current_;
     return Origin{at->op_range, [this, verb, operands] {
@@ -331,12 +360,16 @@ private:
   std::vector<ShapeT> tensor_shapes_;
   std::map<const Expr*, ShapeT> expr_shapes_;
   const Expr* current_ = nullptr;
+  std::map<const Expr*, const EinsumSpec*> readings_;  // calls whose spec is read as words
 };
 
 }  // namespace
 
-ShapeInfo infer_shapes(const Model& m, const SourceFile& file, DiagEngine& diags) {
-  return Inferrer(m, file, diags).run();
+ShapeInfo infer_shapes(Model& m, const SourceFile& file, DiagEngine& diags) {
+  Inferrer inferrer(m, file, diags);
+  ShapeInfo info = inferrer.run();
+  for (const auto& [call, spec] : inferrer.readings()) m.calls.at(call).spec = spec;
+  return info;
 }
 
 }  // namespace cannl

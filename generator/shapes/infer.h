@@ -21,6 +21,8 @@ struct ShapeInfo {
   const Shape& of(const Expr* e) const { return exprs.at(e); }
 };
 
-ShapeInfo infer_shapes(const Model& m, const SourceFile& file, DiagEngine& diags);
+// Also picks the reading of each comma-free einsum spec that has two (EinsumSpec::words) and
+// records it in m.calls (the only change to the Model): later stages read BoundCall::spec.
+ShapeInfo infer_shapes(Model& m, const SourceFile& file, DiagEngine& diags);
 
 }  // namespace cannl

@@ -18,12 +18,20 @@ public:
   // An Origin at the call, describing the given operands with their current shapes.
   virtual Origin origin(const std::string& verb, const std::vector<const Expr*>& operands) = 0;
   virtual std::string name_of(const Expr* e) = 0;  // 'w1' or 'w1 * x'
+  // The call's einsum spec is read as `chosen`, the word reading of its spec (einsum.h);
+  // recorded so that later stages see it (BoundCall::spec after infer_shapes).
+  virtual void use_reading(const EinsumSpec& chosen) = 0;
 
   // Helpers shared by many rules.
   void same_shape(const Expr* x, const std::string& verb);  // result = shape of x
   void scalar_result();
+  // The einsum rule. A spec with two readings (EinsumSpec::words) is read by the letters,
+  // unless the operands' closed rows rule the letters out and fit the words.
   void einsum(const EinsumSpec& spec, const std::vector<const Expr*>& operands,
               const std::string& verb);
+
+private:
+  bool fits(const EinsumSpec& spec, const std::vector<const Expr*>& operands);
 };
 
 }  // namespace cannl

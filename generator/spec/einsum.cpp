@@ -260,6 +260,26 @@ void validate(const EinsumSpec& spec, uint32_t begin) {
   }
 }
 
+// The whole-word reading of a comma-free spec whose letter reading is valid, when it is valid
+// too and names some axis with two or more letters (else it is the letter reading again).
+std::shared_ptr<const EinsumSpec> word_reading(const std::string& contents, uint32_t begin) {
+  try {
+    EinsumSpec words = EinsumParser(contents, begin, true).run();
+    validate(words, begin);
+    auto long_name = [](const EinOperand& op) {
+      for (const auto& part : op.parts)
+        for (const EinAxis& a : part)
+          if (a.name.size() > 1 || a.kernel.size() > 1) return true;
+      return false;
+    };
+    bool differs = long_name(words.result);
+    for (const EinOperand& op : words.operands) differs = differs || long_name(op);
+    if (differs) return std::make_shared<const EinsumSpec>(std::move(words));
+  } catch (const ParseError&) {
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::optional<EinsumSpec> parse_einsum(const std::string& contents, uint32_t begin,
@@ -280,6 +300,7 @@ std::optional<EinsumSpec> parse_einsum(const std::string& contents, uint32_t beg
       }
     }
     validate(spec, begin);
+    if (!has_comma) spec.words = word_reading(contents, begin);
     return spec;
   } catch (const ParseError& e) {
     uint32_t b = begin + e.at;

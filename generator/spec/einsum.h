@@ -6,12 +6,16 @@
 // Axis names are single letters ("b|i->o"), or comma-separated identifiers when the spec
 // has a comma anywhere ("batch, t|d => batch|d"). A comma-free spec whose one-letter reading
 // would repeat a letter inside one operand is read as whole-word names ("batch|inp->out").
+// A comma-free spec that is valid both ways with a name of two or more letters ("b|inp =>
+// b|inp") keeps its letter reading and carries the word reading in `words`; shape inference
+// (shapes/infer.cpp) takes the word reading when the operands' shapes rule out the letters.
 // "..." is a row variable of its axis kind; "s*v+k-p" is an affine index (first operand's
 // output part only). parse_einsum validates all of it and reports errors at the exact
 // character inside the string.
 #pragma once
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +47,9 @@ struct EinsumSpec {
   EinOperand result;
   SourceRange range;  // the string's contents
   std::string text;   // the spec as written
+  // The other reading of a comma-free spec: each part one whole identifier ("b|inp->out" as
+  // axes b / inp / out). Set only when both readings are valid and differ; null otherwise.
+  std::shared_ptr<const EinsumSpec> words;
 };
 
 // `contents` is the string's text; `begin` is the file offset of its first character.

@@ -90,6 +90,61 @@ TEST_CASE("einsum: comma-free words when letters would repeat in an operand", "[
   CHECK(e.file.slice(e.op(0).part(AxisKind::Input)[0].range) == "inp");
 }
 
+TEST_CASE("einsum: a comma-free spec valid both ways keeps the word reading aside", "[einsum]") {
+  // Letters first ("inp" is i, n, p); shape inference may take `words` instead.
+  Ein e("b|inp->out => b|out");
+  REQUIRE(e.ok());
+  CHECK(names(e.op(0).part(AxisKind::Input)) == V{"i", "n", "p"});
+  CHECK(names(e.spec->result.part(AxisKind::Output)) == V{"o", "u", "t"});
+  REQUIRE(e.spec->words);
+  const EinsumSpec& w = *e.spec->words;
+  CHECK(names(w.operands.at(0).part(AxisKind::Batch)) == V{"b"});
+  CHECK(names(w.operands.at(0).part(AxisKind::Input)) == V{"inp"});
+  CHECK(names(w.operands.at(0).part(AxisKind::Output)) == V{"out"});
+  CHECK(names(w.result.part(AxisKind::Output)) == V{"out"});
+  CHECK(e.file.slice(w.operands.at(0).part(AxisKind::Input)[0].range) == "inp");
+  CHECK(print_einsum(w) == "b|inp->out => b|out");
+  Ein two("inp->out; b|inp => b|out");
+  REQUIRE(two.ok());
+  REQUIRE(two.spec->words);
+  CHECK(names(two.spec->words->operands.at(1).part(AxisKind::Output)) == V{"inp"});
+  Ein sum("b|feat => feat");
+  REQUIRE(sum.ok());
+  REQUIRE(sum.spec->words);
+  CHECK(names(sum.spec->words->result.part(AxisKind::Output)) == V{"feat"});
+}
+
+TEST_CASE("einsum: no word reading when it is invalid, the same, or the only one", "[einsum]") {
+  Ein t("b|ij => b|ji");  // words: result axis 'ji' is in no operand
+  REQUIRE(t.ok());
+  CHECK_FALSE(t.spec->words);
+  Ein s("b|i->o => b|o");  // one letter per part: both readings are the same
+  REQUIRE(s.ok());
+  CHECK_FALSE(s.spec->words);
+  Ein r("batch|inp->out => batch|out");  // letters repeat: words are the reading
+  REQUIRE(r.ok());
+  CHECK(names(r.op(0).part(AxisKind::Input)) == V{"inp"});
+  CHECK_FALSE(r.spec->words);
+  Ein c("b|in, p => b|p");  // a comma: identifiers only
+  REQUIRE(c.ok());
+  CHECK_FALSE(c.spec->words);
+}
+
+TEST_CASE("einsum: an index expression in both readings", "[einsum][affine]") {
+  // Letters: 2*h and w+k; words: one axis 2*hw+k.
+  Ein a("b|2*hw+k => b|hw");
+  REQUIRE(a.ok());
+  CHECK(names(a.op(0).part(AxisKind::Output)) == V{"h", "w"});
+  CHECK(a.op(0).part(AxisKind::Output)[1].kernel == "k");
+  REQUIRE(a.spec->words);
+  const std::vector<EinAxis>& w = a.spec->words->operands.at(0).part(AxisKind::Output);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].kind == EinAxis::Affine);
+  CHECK(w[0].name == "hw");
+  CHECK(w[0].stride == 2);
+  CHECK(w[0].kernel == "k");
+}
+
 TEST_CASE("einsum: '...' is a row variable in any part", "[einsum]") {
   Ein e("...|i; b|...i => ...|");
   REQUIRE(e.ok());

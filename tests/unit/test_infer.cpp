@@ -250,6 +250,48 @@ TEST_CASE("infer: einsum sums over input axes with a reduction spec", "[infer][e
   CHECK(r.shape("z") == "[3]");
 }
 
+// A comma-free spec valid read by letters and by words (spec/einsum.h): the operands' shapes
+// decide, and the reading taken is the one later stages see.
+const EinsumSpec* bound_spec(const Run& r, const std::string& callee) {
+  for (const auto& [e, c] : r.fe->model.calls)
+    if (e->name == callee) return c.spec;
+  return nullptr;
+}
+
+TEST_CASE("infer: einsum words when the shapes rule out the letters", "[infer][einsum]") {
+  Run r("input m : [3 -> 4]\ny = einsum(\"b|inp->out => b|out\", m)\n");
+  REQUIRE_OK(r);
+  CHECK(r.shape("y") == "[batch | 4]");
+  const EinsumSpec* spec = bound_spec(r, "einsum");
+  REQUIRE(spec);
+  REQUIRE(spec->operands.at(0).part(AxisKind::Input).size() == 1);
+  CHECK(spec->operands.at(0).part(AxisKind::Input)[0].name == "inp");
+
+  Run s("input x : [5, 6]\ny = sum(x, \"b|rows, cols => cols\")\nz = mean(x, \"b|ro => ro\")\n");
+  REQUIRE_OK(s);
+  CHECK(s.shape("y") == "[6]");
+  CHECK(s.shape("z") == "[5, 6]");  // letters fit two axes; words 'ro' would need one
+}
+
+TEST_CASE("infer: einsum letters when both readings fit", "[infer][einsum]") {
+  // w's shape is not known at the einsum: nothing rules the letters out, so i, n -> o, u, t.
+  Run r("input k : [2, 3 -> 4, 5, 6]\nparam w\ny = einsum(\"in->out => out\", w)\nz = w *. k\n");
+  REQUIRE_OK(r);
+  CHECK(r.shape("y") == "[4, 5, 6]");
+  const EinsumSpec* spec = bound_spec(r, "einsum");
+  REQUIRE(spec);
+  CHECK(spec->operands.at(0).part(AxisKind::Input).size() == 2);
+}
+
+TEST_CASE("infer: einsum that fits neither reading reports the letter reading",
+          "[infer][einsum][errors]") {
+  Run r("input m : [3, 2 -> 4]\ny = einsum(\"b|inp->out => b|out\", m)\n");
+  REQUIRE_FALSE(r.ok());
+  INFO(r.rendered());
+  CHECK(r.any_error_has("\"i,n,p\""));
+  CHECK(r.err_at().line == 3);
+}
+
 // ---- convolution and pooling ------------------------------------------------------------------
 
 TEST_CASE("infer: conv2d stride 3, no padding", "[infer][conv]") {
