@@ -30,6 +30,8 @@ using ir::Expr;
 using ir::ExprP;
 using ir::Op;
 
+// (Not a load times a wide constant: folded into a matrix product as its alpha, 1/255 rounds
+// differently from the division, and Adam amplifies that past 1e-6 in ten steps.)
 bool scaled_load(const Expr& e) {
   return e.op == Op::Load ||
          (e.op == Op::Mul && e.args[0]->op == Op::Load && e.args[1]->op == Op::Const && !e.args[1]->wide);
