@@ -149,6 +149,29 @@ bool check_nest_sizes(const ir::Program& p, const std::string& path, std::ostrea
   return true;
 }
 
+// What `cannl gen` needs beyond a spec `cannl check` accepts: a training objective, and outputs
+// with a batch axis (the inference program and forward() return one row per example).
+void check_generatable(Frontend& fe) {
+  if (!fe.model.optimizer)
+    fe.diags.error(fe.model.name_range,
+                   fmt::format("model '{}' has no 'minimize' statement: cannl gen writes a training step and "
+                               "needs an objective, e.g. 'minimize loss with sgd(lr = 0.1)'",
+                               fe.model.name));
+  for (const Stmt& st : fe.spec.stmts) {
+    if (st.kind != StmtKind::Output) continue;
+    for (const NameRef& n : st.names) {
+      auto it = fe.model.index.find(n.name);
+      if (it == fe.model.index.end()) continue;
+      const Shape& sh = fe.shapes.tensors[static_cast<size_t>(it->second)];
+      if (sh.row(AxisKind::Batch).empty())
+        fe.diags.error(n.range, fmt::format("output '{}' : {} has no batch axis: outputs are per-example "
+                                            "results (one row per example); a param is in the checkpoint, "
+                                            "a scalar of the test set is a 'metric'",
+                                            n.name, print_shape(sh)));
+    }
+  }
+}
+
 }  // namespace
 
 std::string pass_listing() {
@@ -194,27 +217,7 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
     }
   }
   auto fe = run_frontend(path, text);
-  // `cannl check` accepts a spec without a training objective; generating a trainer needs one.
-  if (fe->ok() && !fe->model.optimizer)
-    fe->diags.error(fe->model.name_range,
-                    fmt::format("model '{}' has no 'minimize' statement: cannl gen writes a training step and "
-                                "needs an objective, e.g. 'minimize loss with sgd(lr = 0.1)'",
-                                fe->model.name));
-  // The inference program and forward() return outputs per example (one row each).
-  if (fe->ok())
-    for (const Stmt& st : fe->spec.stmts) {
-      if (st.kind != StmtKind::Output) continue;
-      for (const NameRef& n : st.names) {
-        auto it = fe->model.index.find(n.name);
-        if (it == fe->model.index.end()) continue;
-        const Shape& sh = fe->shapes.tensors[static_cast<size_t>(it->second)];
-        if (sh.row(AxisKind::Batch).empty())
-          fe->diags.error(n.range, fmt::format("output '{}' : {} has no batch axis: outputs are per-example "
-                                               "results (one row per example); a param is in the checkpoint, "
-                                               "a scalar of the test set is a 'metric'",
-                                               n.name, print_shape(sh)));
-      }
-    }
+  if (fe->ok()) check_generatable(*fe);
   fe->diags.render(err, opt.color);
   if (!fe->ok()) return 1;
   ProgramOptions po;
