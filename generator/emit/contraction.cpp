@@ -129,7 +129,7 @@ long iter_stride(const ir::Program& p, const ir::Access& a, int iter) {
   return 0;
 }
 
-std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& s) {
+std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& s, Products which) {
   if (s.accum != ir::Accum::Add || s.sequential || !s.body) return std::nullopt;
   std::vector<ir::ExprP> loads;
   ir::ExprP alpha;
@@ -141,11 +141,16 @@ std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& 
     if (!plain_access(p, s, *a)) return std::nullopt;
 
   std::optional<Gemm> best;
-  for (int swap = 0; swap < 2; ++swap) {
+  for (int swap = 0; swap < (which == Products::Tiled ? 2 : 1); ++swap) {
     const ir::Access& a = swap ? l1 : l0;
     const ir::Access& b = swap ? l0 : l1;
     std::vector<int> m, n, k, batch;
     for (int it = 0; it < static_cast<int>(s.iters.size()); ++it) {
+      const ir::Iter& loop = s.iters[static_cast<size_t>(it)];
+      if (which == Products::Any && loop.size == 1 && !loop.batch) {
+        batch.push_back(it);  // one pass: an outer loop, whatever it indexes
+        continue;
+      }
       const bool in_c = iter_stride(p, s.out, it) != 0, in_a = iter_stride(p, a, it) != 0,
                  in_b = iter_stride(p, b, it) != 0;
       if (in_c && in_a && in_b) batch.push_back(it);
@@ -154,7 +159,7 @@ std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& 
       else if (in_a && in_b) k.push_back(it);
       else return std::nullopt;  // in one access only, or in none
     }
-    if (k.empty() || (m.empty() && n.empty())) return std::nullopt;
+    if (which == Products::Tiled && (k.empty() || (m.empty() && n.empty()))) return std::nullopt;
     Gemm g;
     g.a = a;
     g.b = b;

@@ -15,7 +15,7 @@
 // when it can (so the register tile is stored with vector stores), unless that makes N
 // narrow (< 16) against a wider M (then the roles swap). Anything else (a loop in
 // one operand only, an empty K, a loop in out alone) is not a contraction: nullopt, and the
-// nest is printed as loops.
+// nest is printed as loops (Products below: what a library call takes besides).
 #pragma once
 
 #include <optional>
@@ -52,6 +52,15 @@ long iter_stride(const ir::Program& p, const ir::Access& a, int iter);
 // The offset of an access's constant indices (its element at loop variables 0).
 long access_base(const ir::Program& p, const ir::Access& a);
 
-std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& s);
+// Which contractions to take. Tiled (the C back end's GEMM kernels): a K loop and an M or N
+// loop, and the operand roles chosen for the register tile, as above. Any (one library call
+// each: cuBLAS, cublas_plan.h): also products without K loops (outer products) or without M
+// and N loops (dot products; elementwise products, a batch of 1 x 1 products); a loop of one
+// iteration (not the batch loop) is an outer loop whatever it indexes, so it never splits an
+// axis; and A is the product's first factor as written (the library orients the product).
+enum class Products { Tiled, Any };
+
+std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& s,
+                                          Products which = Products::Tiled);
 
 }  // namespace cannl

@@ -1,18 +1,18 @@
 // cublas_plan.h — matrix products among the loop nests, as cuBLAS calls (the CUDA back end's;
-// the C back end has its own GEMM kernels).
+// the C back end prints its own GEMM kernels for the same products).
 //
-// Takes: a nest. Gives, when the nest is a contraction, the strided batched GEMM that computes
-// it (column-major, cuBLAS's view of the row-major buffers). A contraction is
-//     out[..] += A[..] * B[..]        or        out[..] += A[..] * B[..] * c
-// (c a constant or a run-time scalar: cuBLAS's alpha; passes::is_contraction's pattern), also
-// as a zero_first nest (out[..] = 0 += ...: beta = 0, the GEMM overwrites C), with every index a single loop variable (or 0), out distinct from A and B, and every loop
-// in two or three of the accesses: in all three it is a batch loop, in out and A an M loop,
-// in out and B an N loop, in A and B a K loop (summed). Each group must flatten to one stride
-// per buffer (its loops nested in the same order, contiguous, in every buffer it indexes) and
-// the strides must make a legal GEMM (one unit stride per matrix, leading dimensions that
-// cover a column). Matrix products, their gradients and einsums are contractions;
-// convolutions (shifted indices) are not. Sizes that involve the run-time batch count n keep
-// it as a factor.
+// Takes: a nest. Gives, when it is a contraction (recognise_contraction with Products::Any:
+// out[..] += f * A[..] * B[..], each loop an M, N, K or batch loop, see contraction.h) that
+// one strided batched GEMM computes, that GEMM: column-major, cuBLAS's view of the row-major
+// buffers. From the Gemm: M, N and K with their strides in each operand; the scale f as
+// alpha (constants and at most one run-time scalar); a zero_first nest as beta = 0 (the call
+// overwrites C). It must also be one call: no constant index other than 0, the outer loops
+// (loops of one iteration aside) flattening to one batch index with one stride per operand
+// (see batch() in the .cpp), the run-time count n outermost, and strides that make a legal
+// GEMM (one unit stride per matrix, leading dimensions that cover a column). Matrix products,
+// their gradients and einsums are such contractions; convolutions (shifted indices) are not,
+// their im2col products are. Sizes that involve n keep it as a factor. Anything else:
+// nullopt (the CUDA emitter prints a kernel).
 #pragma once
 
 #include <optional>

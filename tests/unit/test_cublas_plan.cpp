@@ -38,22 +38,6 @@ ir::Program program(const std::string& path, long max_batch, int level = 2) {
   return p;
 }
 
-// The two loads of a contraction's product and its scale (1 when none; scalars are 0.75).
-struct Product {
-  const ir::Expr* a;
-  const ir::Expr* b;
-  double scale = 1;
-};
-Product product(const ir::Stmt& s) {
-  const ir::Expr* e = s.body.get();
-  double c = 1;
-  if (e->args[0]->op == ir::Op::Mul && (e->args[1]->op == ir::Op::Const || e->args[1]->op == ir::Op::Scalar)) {
-    c = e->args[1]->op == ir::Op::Const ? e->args[1]->value : 0.75;
-    e = e->args[0].get();
-  }
-  return {e->args[0].get(), e->args[1].get(), c};
-}
-
 long flat(const ir::Program& p, const ir::Access& a, const std::vector<long>& iv) {
   const auto& dims = p.buffers[static_cast<size_t>(a.buf)].dims;
   long off = 0, stride = 1;
@@ -66,24 +50,34 @@ long flat(const ir::Program& p, const ir::Access& a, const std::vector<long>& iv
   return off;
 }
 
+// The value of a contraction's body at loop variables iv: its loads, constants, run-time
+// scalars (0.75 each), products, negations and divisions (what recognise_contraction takes).
+double eval(const ir::Program& p, const ir::Expr& e, const std::vector<long>& iv,
+            const std::vector<std::vector<double>>& bufs) {
+  switch (e.op) {
+    case ir::Op::Load:
+      return bufs[static_cast<size_t>(e.access.buf)][static_cast<size_t>(flat(p, e.access, iv))];
+    case ir::Op::Const: return e.value;
+    case ir::Op::Scalar: return 0.75;
+    case ir::Op::Neg: return -eval(p, *e.args[0], iv, bufs);
+    case ir::Op::Mul: return eval(p, *e.args[0], iv, bufs) * eval(p, *e.args[1], iv, bufs);
+    case ir::Op::Div: return eval(p, *e.args[0], iv, bufs) / eval(p, *e.args[1], iv, bufs);
+    default: FAIL("not a contraction's body"); return 0;
+  }
+}
+
 // The nest, run as written (zero_first: the cells it writes are zeroed first; with a run-time
 // batch n below the maximum those are the first n examples' cells of the buffer).
 void run_nest(const ir::Program& p, const ir::Stmt& s, long n, std::vector<std::vector<double>>& bufs) {
-  const Product pr = product(s);
-  const ir::Expr& a = *pr.a;
-  const ir::Expr& b = *pr.b;
   auto bound = [&](size_t k) { return s.iters[k].batch ? n : s.iters[k].size; };
   for (size_t k = 0; k < s.iters.size(); ++k)
     if (bound(k) == 0) return;
   for (int pass = s.zero_first ? 0 : 1; pass < 2; ++pass) {
     std::vector<long> iv(s.iters.size(), 0);
     while (true) {
+      const double v = pass == 0 ? 0 : eval(p, *s.body, iv, bufs);
       double& out = bufs[static_cast<size_t>(s.out.buf)][static_cast<size_t>(flat(p, s.out, iv))];
-      if (pass == 0)
-        out = 0;
-      else
-        out += bufs[static_cast<size_t>(a.access.buf)][static_cast<size_t>(flat(p, a.access, iv))] *
-               bufs[static_cast<size_t>(b.access.buf)][static_cast<size_t>(flat(p, b.access, iv))] * pr.scale;
+      out = pass == 0 ? 0 : out + v;
       size_t k = iv.size();
       while (k-- > 0) {
         if (++iv[k] < bound(k)) break;
@@ -95,7 +89,7 @@ void run_nest(const ir::Program& p, const ir::Stmt& s, long n, std::vector<std::
 }
 
 // cublasGemmStridedBatchedEx as cuBLAS defines it (column-major), with the plan's alpha
-// (a scalar counts 0.75, as in product()) and beta (0: C's old values are not read).
+// (a scalar counts 0.75, as in eval()) and beta (0: C's old values are not read).
 void run_gemm(const GemmPlan& g, long n, std::vector<std::vector<double>>& bufs) {
   const double alpha = g.alpha * (g.alpha_scalar.empty() ? 1.0 : 0.75);
   auto v = [n](const GemmSize& s) { return s.n ? s.c * n : s.c; };
@@ -135,11 +129,14 @@ Counts check_spec(const std::string& path, int level) {
       if (!g) continue;
       ++counts.matched;
       counts.zero_first += s.zero_first;
-      counts.scaled += product(s).scale != 1 || !g->alpha_scalar.empty();
+      counts.scaled += g->alpha != 1 || !g->alpha_scalar.empty();
       CHECK(g->overwrite == s.zero_first);
-      const Product pr = product(s);
+      std::vector<const ir::Expr*> loads;
+      ir::collect_loads(s.body, loads);
       std::vector<std::vector<double>> a(p.buffers.size());  // only the three it touches
-      for (int i : {s.out.buf, pr.a->access.buf, pr.b->access.buf}) {
+      std::vector<int> touched = {s.out.buf};
+      for (const auto* l : loads) touched.push_back(l->access.buf);
+      for (int i : touched) {
         auto& v = a[static_cast<size_t>(i)];
         if (!v.empty()) continue;
         v.resize(static_cast<size_t>(p.buffers[static_cast<size_t>(i)].elements()));
