@@ -81,29 +81,11 @@ cannl_status cannl__array_write_tmp(const char *path, cannl__out_format fmt, can
         return cannl__fail(err, CANNL_E_ARG, path, "array too large");
     if (bytes > 0 && !data) return cannl__fail(err, CANNL_E_ARG, path, "data is NULL");
 
-    /* PATH.tmp.<pid>, or .1, .2, ... after it when that exists (a stale file, or a second
-       output whose path names the same file differently). */
-    size_t tmp_cap = strlen(path) + 64;
-    char *tmp = malloc(tmp_cap);
-    if (!tmp) return cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
+    char *tmp;
+    FILE *f;
+    cannl_status st = cannl__tmp_create(path, &f, &tmp, err);
+    if (st != CANNL_OK) return st;
     char eb[128];
-    FILE *f = NULL;
-    for (int attempt = 0; attempt < 100 && !f; attempt++) {
-        if (attempt == 0)
-            snprintf(tmp, tmp_cap, "%s.tmp.%ld", path, (long)getpid());
-        else
-            snprintf(tmp, tmp_cap, "%s.tmp.%ld.%d", path, (long)getpid(), attempt);
-        errno = 0;
-        f = fopen(tmp, "wbx");
-        if (!f && errno != EEXIST) break;
-    }
-    if (!f) {
-        int e = errno;
-        cannl_status st = cannl__fail(err, CANNL_E_IO, path, "cannot create %s: %s", tmp,
-                                      cannl__strerror(e, eb, sizeof eb));
-        free(tmp);
-        return st;
-    }
     int bad = fmt == CANNL__OUT_CSV ? write_csv(f, dtype, ndims, shape, data, count)
                                     : write_npy(f, dtype, ndims, shape, data, bytes);
     if (!bad) bad = fflush(f) != 0;
@@ -119,18 +101,6 @@ cannl_status cannl__array_write_tmp(const char *path, cannl__out_format fmt, can
     }
     *tmp_out = tmp;
     return CANNL_OK;
-}
-
-cannl_status cannl__tmp_commit(char *tmp, const char *path, cannl_error *err) {
-    cannl_status st = CANNL_OK;
-    if (rename(tmp, path) != 0) {
-        char eb[128];
-        int e = errno;
-        remove(tmp);
-        st = cannl__fail(err, CANNL_E_IO, path, "cannot rename %s over it: %s", tmp, cannl__strerror(e, eb, sizeof eb));
-    }
-    free(tmp);
-    return st;
 }
 
 static cannl_status save(const char *path, cannl__out_format fmt, cannl_dtype dtype, int32_t ndims,

@@ -119,30 +119,6 @@ static int write_data(FILE *f, const cannl_tensor *x) {
     return 0;
 }
 
-/* Best effort: make the rename durable by syncing the directory. */
-static void sync_dir_of(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char *dir;
-    if (!slash) {
-        dir = malloc(2);
-        if (dir) memcpy(dir, ".", 2);
-    } else {
-        size_t len = slash == path ? 1 : (size_t)(slash - path);
-        dir = malloc(len + 1);
-        if (dir) {
-            memcpy(dir, path, len);
-            dir[len] = '\0';
-        }
-    }
-    if (!dir) return;
-    int fd = open(dir, O_RDONLY);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
 cannl_status cannl_checkpoint_save(const char *path, const cannl_tensor *tensors, size_t n, const cannl_meta *meta,
                                    size_t nmeta, cannl_error *err) {
     if (!path || !path[0]) return cannl__fail(err, CANNL_E_ARG, "cannl_checkpoint_save", "path is NULL or empty");
@@ -156,33 +132,14 @@ cannl_status cannl_checkpoint_save(const char *path, const cannl_tensor *tensors
         return st;
     }
 
-    /* Create PATH.tmp.<pid> exclusively (C11 "x" mode); on a clash with a
-     * stale file or another thread, try PATH.tmp.<pid>.1, .2, ... */
-    const size_t tmp_cap = strlen(path) + 64;
-    char *tmp = malloc(tmp_cap);
-    if (!tmp) {
-        cannl__sb_free(&hdr);
-        return cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
-    }
-    char eb[128];
-    FILE *f = NULL;
-    for (int attempt = 0; attempt < 100 && !f; attempt++) {
-        if (attempt == 0)
-            snprintf(tmp, tmp_cap, "%s.tmp.%ld", path, (long)getpid());
-        else
-            snprintf(tmp, tmp_cap, "%s.tmp.%ld.%d", path, (long)getpid(), attempt);
-        errno = 0;
-        f = fopen(tmp, "wbx");
-        if (!f && errno != EEXIST) break;
-    }
-    if (!f) {
-        int e = errno;
-        st = cannl__fail(err, CANNL_E_IO, path, "cannot create temporary file %s: %s", tmp,
-                         cannl__strerror(e, eb, sizeof eb));
-        free(tmp);
+    char *tmp;
+    FILE *f;
+    st = cannl__tmp_create(path, &f, &tmp, err);
+    if (st != CANNL_OK) {
         cannl__sb_free(&hdr);
         return st;
     }
+    char eb[128];
 
     unsigned char len8[8];
     cannl__store_le64(len8, (uint64_t)hdr.len);
@@ -195,20 +152,13 @@ cannl_status cannl_checkpoint_save(const char *path, const cannl_tensor *tensors
         bad = 1;
         e = errno;
     }
+    cannl__sb_free(&hdr);
     if (bad) {
         remove(tmp);
-        st = cannl__fail(err, CANNL_E_IO, path, "cannot write checkpoint: %s", cannl__strerror(e, eb, sizeof eb));
-    } else if (rename(tmp, path) != 0) {
-        e = errno;
-        remove(tmp);
-        st = cannl__fail(err, CANNL_E_IO, path, "cannot rename the temporary file over it: %s",
-                         cannl__strerror(e, eb, sizeof eb));
-    } else {
-        sync_dir_of(path);
+        free(tmp);
+        return cannl__fail(err, CANNL_E_IO, path, "cannot write checkpoint: %s", cannl__strerror(e, eb, sizeof eb));
     }
-    free(tmp);
-    cannl__sb_free(&hdr);
-    return st;
+    return cannl__tmp_commit(tmp, path, err);
 }
 
 /* ============================================================ reader */

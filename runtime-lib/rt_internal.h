@@ -5,6 +5,8 @@
 
 #include "cannl_rt.h"
 
+#include <stdio.h>
+
 #include <stdint.h>
 #include <string.h>
 #include <zlib.h>
@@ -114,7 +116,13 @@ cannl__out_format cannl__out_format_of(const char *path);
 cannl_status cannl__array_write_tmp(const char *path, cannl__out_format fmt, cannl_dtype dtype, int32_t ndims,
                                     const int64_t *shape, const void *data, char **tmp, cannl_error *err);
 
-/* Rename tmp over path (removing tmp if that fails) and free tmp. */
+/* tmp_file.c ---------------------------------------------------------- */
+
+/* Create PATH.tmp.<pid> (or .1, .2, ... after it) exclusively for writing: *f the open file,
+ * *tmp its malloc'd name (both NULL on failure). */
+cannl_status cannl__tmp_create(const char *path, FILE **f, char **tmp, cannl_error *err);
+
+/* Rename tmp over path (removing tmp if that fails), sync the directory, free tmp. */
 cannl_status cannl__tmp_commit(char *tmp, const char *path, cannl_error *err);
 
 #endif /* CANNL_RT_INTERNAL_H */

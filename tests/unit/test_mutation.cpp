@@ -3,6 +3,7 @@
 // exception, crash or hang (the suite also runs under ASan/UBSan).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -43,14 +44,23 @@ static std::string mutate(std::string s, std::mt19937_64& rng) {
   return s;
 }
 
-TEST_CASE("mutated specs never crash", "[mutation]") {
-  std::vector<std::string> seeds;
-  for (const auto& e : fs::directory_iterator(fs::path(CANNL_SOURCE_DIR) / "specs")) {
-    std::ifstream in(e.path());
+// The texts of specs/*.cannl, in file-name order (a fixed seed gives fixed mutants).
+static std::vector<std::string> example_specs() {
+  std::vector<fs::path> paths;
+  for (const auto& e : fs::directory_iterator(fs::path(CANNL_SOURCE_DIR) / "specs")) paths.push_back(e.path());
+  std::sort(paths.begin(), paths.end());
+  std::vector<std::string> texts;
+  for (const auto& p : paths) {
+    std::ifstream in(p);
     std::stringstream ss;
     ss << in.rdbuf();
-    seeds.push_back(ss.str());
+    texts.push_back(ss.str());
   }
+  return texts;
+}
+
+TEST_CASE("mutated specs never crash", "[mutation]") {
+  const std::vector<std::string> seeds = example_specs();
   REQUIRE(!seeds.empty());
   std::mt19937_64 rng(20261121);
   const int runs = 5000;
@@ -82,13 +92,7 @@ TEST_CASE("mutated specs never crash", "[mutation]") {
 // autodiff, the passes and both back ends, and must end with 0 or 1 — a spec the front end
 // accepts must never crash a later stage. A rejected spec leaves no output directory.
 TEST_CASE("mutated specs never crash the generator", "[mutation]") {
-  std::vector<std::string> seeds;
-  for (const auto& e : fs::directory_iterator(fs::path(CANNL_SOURCE_DIR) / "specs")) {
-    std::ifstream in(e.path());
-    std::stringstream ss;
-    ss << in.rdbuf();
-    seeds.push_back(ss.str());
-  }
+  const std::vector<std::string> seeds = example_specs();
   REQUIRE(!seeds.empty());
   fs::path dir = fs::temp_directory_path() / ("cannl_mutation_" + std::to_string(::getpid()));
   fs::create_directories(dir);
