@@ -18,9 +18,10 @@ int main(int argc, char** argv) {
   std::string check_spec;
   auto* c = app.add_subcommand("check", "Parse SPEC and infer shapes; print every tensor's shape");
   c->add_option("SPEC", check_spec, "the spec file (.cannl)")->required();
-  c->add_flag("--json", check.json, "print the shapes as JSON");
+  auto* check_json = c->add_flag("--json", check.json, "print the shapes as JSON");
   c->add_option("--dump", check.dump, "print a stage instead: tokens, ast or shapes")
-      ->check(CLI::IsMember({"tokens", "ast", "shapes"}));
+      ->check(CLI::IsMember({"tokens", "ast", "shapes"}))
+      ->excludes(check_json);
 
   std::string gen_spec;
   cannl::GenOptions gen;

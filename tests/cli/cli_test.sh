@@ -66,6 +66,7 @@ expect_rc 2 "$cannl" check "$tmp/does-not-exist.cannl"
 expect_rc 2 "$cannl" check "$tmp"
 grep -q "is a directory" "$tmp/err" && ok || bad "a directory as SPEC"
 expect_rc 2 "$cannl" check --dump=nonsense "$src/specs/fashion_mlp.cannl"
+expect_rc 2 "$cannl" check --json --dump=tokens "$src/specs/fashion_mlp.cannl"
 expect_rc 2 "$cannl" frobnicate
 expect_rc 2 "$cannl"
 expect_rc 0 "$cannl" --version
