@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
       ->type_size(1)
       ->allow_extra_args(false)  // one NAME per flag: never the SPEC after it
       ->delimiter(',');
-  g->add_flag("--stats", gen.stats, "print each routine's buffers, arena bytes, loop nests, FLOPs and bytes moved "
+  auto* stats_opt = g->add_flag("--stats", gen.stats, "print each routine's buffers, arena bytes, loop nests, FLOPs and bytes moved "
                                     "per call at the max batch, before and after the passes (no files written)");
   g->add_flag("--json", gen.json, "with --stats: print JSON");
   auto* out_opt = g->add_option("-o,--output", gen.out_dir, "output directory (created if missing)");
@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
         return stages.count(v) || v.rfind("ir:", 0) == 0 ? std::string()
                                                          : "must be tokens, ast, shapes, graph, ir, ir:PASS or dot";
       });
+  dump_opt->excludes(stats_opt);
   auto* weights_opt = g->add_option("--weights", gen.weights, "a safetensors checkpoint of the model (with --embed)");
   auto* embed_opt = g->add_flag("--embed", gen.embed,
                                 "compile the --weights params into the generated code (<model>_weights.c)");
