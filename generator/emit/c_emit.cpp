@@ -557,6 +557,8 @@ private:
       }
     }
     std::string head = fmt::format("/* routine {} */\n", r.name);
+    // A routine that touches no state (forward of a spec without outputs) still takes it.
+    if (!is_init && (pro + body + epi).find("m->") == std::string::npos) pro = "    (void)m;\n" + pro;
     return head + sig + " {\n" + pro + body + (epi.empty() ? "" : "\n" + epi) + "}\n";
   }
 
