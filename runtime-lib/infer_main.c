@@ -11,6 +11,7 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +234,9 @@ int cannl_infer_main(const cannl_infer_model *model, int argc, char **argv) {
         fprintf(stderr, "cannl_infer_main: no model table\n");
         return CANNL__EXIT_USAGE;
     }
+#ifdef SIGXFSZ
+    signal(SIGXFSZ, SIG_IGN); /* past ulimit -f: an error line and no output, not a kill */
+#endif
     runner r;
     memset(&r, 0, sizeof r);
     r.model = model;

@@ -564,6 +564,11 @@ int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext,
         fprintf(stderr, "cannl_train_main: no model table\n");
         return CANNL__EXIT_USAGE;
     }
+#ifdef SIGXFSZ
+    /* Past a file-size limit (ulimit -f) a write fails with EFBIG and is reported like any
+       other write error (the checkpoint's temporary file removed) instead of killing us. */
+    signal(SIGXFSZ, SIG_IGN);
+#endif
     trainer t;
     memset(&t, 0, sizeof t);
     t.api = api;

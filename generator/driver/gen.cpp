@@ -1,4 +1,6 @@
 // `cannl gen SPEC -o DIR`: front end, lowering, autodiff, passes and the C or CUDA emitter.
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -40,12 +42,15 @@ std::string dump_graph(const ir::Program& p) {
   return s;
 }
 
-bool write_text(const fs::path& path, const std::string& text, std::string& error) {
+// Writes `text` to `path`; an error names `shown` (the file the user asked for, not its
+// temporary) and the reason.
+bool write_text(const fs::path& path, const std::string& text, const fs::path& shown, std::string& error) {
+  errno = 0;
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f << text;
   f.flush();
   if (!f) {
-    error = "cannot write " + path.string();
+    error = "cannot write " + shown.string() + (errno ? std::string(": ") + std::strerror(errno) : std::string());
     return false;
   }
   return true;
@@ -83,7 +88,7 @@ bool write_files(const fs::path& dir, const std::string& model, const std::vecto
       return false;
     }
     for (const auto& f : files)
-      if (!write_text(tmp / f.name, f.text, error)) {
+      if (!write_text(tmp / f.name, f.text, dir / f.name, error)) {
         undo(tmp);
         return false;
       }
@@ -105,7 +110,7 @@ bool write_files(const fs::path& dir, const std::string& model, const std::vecto
   };
   for (const auto& f : files) {
     fs::path tmp = dir / (f.name + tag);
-    if (!write_text(tmp, f.text, error)) {
+    if (!write_text(tmp, f.text, dir / f.name, error)) {
       cleanup();
       fs::remove(tmp, ec);
       return false;

@@ -1,5 +1,6 @@
 // main.cpp — the `cannl` command line: parses options and calls a subcommand.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <iostream>
 #include <set>
 #include <unistd.h>
@@ -8,6 +9,9 @@
 #include "driver/version.h"
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) a write fails and is reported, and the half-written
+  // output directory removed, instead of the process being killed by SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"cannl: an ahead-of-time compiler from model specs to plain C and CUDA"};
   app.name("cannl");
   bool version = false;

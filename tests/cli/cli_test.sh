@@ -104,6 +104,10 @@ grep -q "o.cannl:6:11: error: output 'b' : \[3\] has no batch axis" "$tmp/err" &
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/switch"
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/switch" --target cuda
 [ "$(ls "$tmp/gen/switch" | tr '\n' ' ')" = "CMakeLists.txt moons_mlp.cu moons_mlp.h moons_mlp_train.cu " ] && ok || bad "stale files after a target switch: $(ls "$tmp/gen/switch")"
+# A file-size limit while writing: one error line naming the file, no directory left.
+( ulimit -f 30; "$cannl" gen "$src/specs/fashion_mlp.cannl" -o "$tmp/gen/limited" >"$tmp/out" 2>"$tmp/err" ); rc=$?
+[ "$rc" -eq 2 ] && grep -q "cannot write .*limited/fashion_mlp.*: File too large" "$tmp/err" && [ ! -e "$tmp/gen/limited" ] \
+  && [ -z "$(ls "$tmp/gen" | grep cannl-tmp)" ] && ok || bad "gen past ulimit -f: rc $rc, $(cat "$tmp/err")"
 touch "$tmp/afile"
 expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/afile/sub/dir"
 grep -q "afile" "$tmp/err" && ok || bad "gen names the unwritable path"

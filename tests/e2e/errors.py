@@ -136,7 +136,24 @@ def main():
     except u.Failure as e:
         failures.append(f"existing checkpoint and bad data: {e}")
 
-    print(f"{len(cases) + 1} cases, {len(failures)} failed")
+    # A file-size limit (ulimit -f, a full disk's cousin) while the checkpoint is written: one
+    # error line, exit 1, no temporary file left — not a kill by SIGXFSZ.
+    import resource
+    import subprocess
+    ck = os.path.join(ckdir, "limited.safetensors")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+    r = subprocess.run([opt.fashion_trainer, img, lab, "--steps", "2", "--batch", "32", "--quiet",
+                        "--checkpoint", ck], capture_output=True, text=True, preexec_fn=limit, timeout=600)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    print(f"  file-size limit: rc {r.returncode}: {r.stderr.strip()}")
+    if r.returncode != 1 or len(lines) != 1 or "limited.safetensors" not in lines[0]:
+        failures.append(f"file-size limit: exit {r.returncode}, stderr {r.stderr!r}")
+    if os.listdir(ckdir) != ["keep.safetensors"]:
+        failures.append(f"file-size limit: files left in the checkpoint folder: {sorted(os.listdir(ckdir))}")
+
+    print(f"{len(cases) + 2} cases, {len(failures)} failed")
     if failures:
         raise u.Failure("\n  ".join(["error handling:"] + failures))
 
