@@ -280,6 +280,9 @@ typedef struct cannl_model_api {
        train_step derives each step's lr from get_lr's base lr and the step count */
     const char *schedule;
     void (*set_schedule)(void *m, int on);          /* 0: use the base lr as set (no schedule) */
+    /* per input, 1 when forward reads it; the others (targets) are only needed by the loss
+       and metrics. A file of class indices is one-hot encoded only into a target. NULL: any. */
+    const unsigned char *forward_reads;
 } cannl_model_api;
 
 /* Metadata key holding the optimiser step count in a model checkpoint. */

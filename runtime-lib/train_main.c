@@ -238,14 +238,23 @@ static int setup_data(trainer *t) {
     const cannl_model_api *api = t->api;
     if (!t->has_inputs) return CANNL__EXIT_OK;
     cannl_error err;
-    if (cannl__bind_load(api, t->o.data, t->o.ndata, NULL, t->train, &t->ntrain, &err) != CANNL_OK)
+    /* One-hot encoding of class-index files only into targets (inputs forward does not read). */
+    unsigned char *one_hot = NULL;
+    if (api->forward_reads) {
+        one_hot = calloc((size_t)api->num_inputs + 1, 1);
+        if (!one_hot) return report(t, CANNL__EXIT_FAIL, "out of memory");
+        for (int32_t i = 0; i < api->num_inputs; i++) one_hot[i] = !api->forward_reads[i];
+    }
+    cannl_status st = cannl__bind_load(api, t->o.data, t->o.ndata, one_hot, t->train, &t->ntrain, &err);
+    if (st == CANNL_OK && t->o.ntest > 0)
+        st = cannl__bind_load(api, t->o.test, t->o.ntest, one_hot, t->test, &t->ntest, &err);
+    free(one_hot);
+    if (st != CANNL_OK)
         return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     if (t->ck_examples > 0 && t->ck_examples != t->ntrain)
         return report(t, CANNL__EXIT_FAIL,
                       "%s: checkpoint was trained on %" PRId64 " examples, but the training data has %" PRId64,
                       t->o.resume, t->ck_examples, t->ntrain);
-    if (t->o.ntest > 0 && cannl__bind_load(api, t->o.test, t->o.ntest, NULL, t->test, &t->ntest, &err) != CANNL_OK)
-        return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     return CANNL__EXIT_OK;
 }
 

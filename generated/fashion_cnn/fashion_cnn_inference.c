@@ -930,6 +930,8 @@ static void api_set_threads(int n) {
 #endif
 }
 
+static const unsigned char fashion_cnn_forward_reads[] = { 1, 0, 0};
+
 const cannl_model_api fashion_cnn_infer_api = {
     "fashion_cnn", CANNL_F32, FASHION_CNN_MAX_BATCH,
     FASHION_CNN_NUM_INPUTS, fashion_cnn_inputs,
@@ -939,4 +941,5 @@ const cannl_model_api fashion_cnn_infer_api = {
     "loss", 0.001,
     api_create, api_destroy, NULL, api_eval, api_forward, api_state_tensors,
     api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
-    NULL, NULL /* no training: no schedule */};
+    NULL, NULL, /* no training: no schedule */
+    fashion_cnn_forward_reads};

@@ -789,6 +789,8 @@ static void api_set_threads(int n) {
 #endif
 }
 
+static const unsigned char fashion_einsum_forward_reads[] = { 1, 0, 0};
+
 const cannl_model_api fashion_einsum_infer_api = {
     "fashion_einsum", CANNL_F32, FASHION_EINSUM_MAX_BATCH,
     FASHION_EINSUM_NUM_INPUTS, fashion_einsum_inputs,
@@ -798,4 +800,5 @@ const cannl_model_api fashion_einsum_infer_api = {
     "loss", 0.002,
     api_create, api_destroy, NULL, api_eval, api_forward, api_state_tensors,
     api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
-    NULL, NULL /* no training: no schedule */};
+    NULL, NULL, /* no training: no schedule */
+    fashion_einsum_forward_reads};

@@ -732,6 +732,8 @@ static void api_set_threads(int n) {
 #endif
 }
 
+static const unsigned char fashion_mlp_forward_reads[] = { 1, 0, 0};
+
 const cannl_model_api fashion_mlp_infer_api = {
     "fashion_mlp", CANNL_F32, FASHION_MLP_MAX_BATCH,
     FASHION_MLP_NUM_INPUTS, fashion_mlp_inputs,
@@ -741,4 +743,5 @@ const cannl_model_api fashion_mlp_infer_api = {
     "loss", 0.1,
     api_create, api_destroy, NULL, api_eval, api_forward, api_state_tensors,
     api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
-    NULL, NULL /* no training: no schedule */};
+    NULL, NULL, /* no training: no schedule */
+    fashion_mlp_forward_reads};

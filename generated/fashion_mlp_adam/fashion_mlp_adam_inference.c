@@ -738,6 +738,8 @@ static void api_set_threads(int n) {
 #endif
 }
 
+static const unsigned char fashion_mlp_adam_forward_reads[] = { 1, 0, 0};
+
 const cannl_model_api fashion_mlp_adam_infer_api = {
     "fashion_mlp_adam", CANNL_F32, FASHION_MLP_ADAM_MAX_BATCH,
     FASHION_MLP_ADAM_NUM_INPUTS, fashion_mlp_adam_inputs,
@@ -747,4 +749,5 @@ const cannl_model_api fashion_mlp_adam_infer_api = {
     "loss", 0.001,
     api_create, api_destroy, NULL, api_eval, api_forward, api_state_tensors,
     api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
-    NULL, NULL /* no training: no schedule */};
+    NULL, NULL, /* no training: no schedule */
+    fashion_mlp_adam_forward_reads};

@@ -969,6 +969,8 @@ static const char *const moons_mlp_metric_names[] = {
     "mse",
     NULL};
 
+static const unsigned char moons_mlp_forward_reads[] = { 1, 0, 0};
+
 static void *api_create(uint64_t seed) { return moons_mlp_create(seed); }
 static void api_destroy(void *m) { moons_mlp_destroy((moons_mlp *)m); }
 static double api_train_step(void *m, const void *const *inputs, int64_t n) {
@@ -1005,4 +1007,5 @@ const cannl_model_api moons_mlp_api = {
     "loss", 0.5,
     api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
     api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
-    NULL, api_set_schedule};
+    NULL, api_set_schedule,
+    moons_mlp_forward_reads};

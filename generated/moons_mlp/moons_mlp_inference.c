@@ -634,6 +634,8 @@ static void api_set_threads(int n) {
 #endif
 }
 
+static const unsigned char moons_mlp_forward_reads[] = { 1, 0, 0};
+
 const cannl_model_api moons_mlp_infer_api = {
     "moons_mlp", CANNL_F32, MOONS_MLP_MAX_BATCH,
     MOONS_MLP_NUM_INPUTS, moons_mlp_inputs,
@@ -643,4 +645,5 @@ const cannl_model_api moons_mlp_infer_api = {
     "loss", 0.5,
     api_create, api_destroy, NULL, api_eval, api_forward, api_state_tensors,
     api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
-    NULL, NULL /* no training: no schedule */};
+    NULL, NULL, /* no training: no schedule */
+    moons_mlp_forward_reads};

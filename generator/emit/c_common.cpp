@@ -121,6 +121,18 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
   else d.set("schedule", p.schedule);
   d.set("loss", p.buffers[static_cast<size_t>(p.loss)].name);
   d.set("pad", std::string(p.model.size() + 6, ' '));
+  {  // per input, whether forward reads it (the others are targets, only for loss and metrics)
+    std::set<int> fwd(p.outputs.begin(), p.outputs.end());
+    std::set<std::string> scalars;
+    for (const auto& st : p.routine("forward")->stmts) stmt_uses(st, fwd, scalars);
+    data reads{data::type::list};
+    for (int b : p.inputs) {
+      data e;
+      e.set("read", fwd.count(b) ? std::string("1") : std::string("0"));
+      reads.push_back(e);
+    }
+    d.set("forward_reads", reads);
+  }
   auto list = [&](const std::vector<int>& bufs, bool per_example) {
     data l{data::type::list};
     for (size_t i = 0; i < bufs.size(); ++i) {

@@ -86,16 +86,6 @@ private:
   // The data of every template (emit/c_common.h), and what only the C target's use.
   data common() {
     data d = model_template_data(p_, cname_, o_.f64, o_.spec, "m->");
-    {
-      std::set<int> fwd = routine_buffers(*p_.routine("forward"));
-      data reads{data::type::list};
-      for (int b : p_.inputs) {
-        data e;
-        e.set("read", fwd.count(b) ? std::string("1") : std::string("0"));
-        reads.push_back(e);
-      }
-      d.set("forward_reads", reads);
-    }
     d.set("embedded", o_.weights != nullptr);
     d.set("has_embedded", std::string(o_.weights ? "1" : "0"));
     d.set("embedded_decls",

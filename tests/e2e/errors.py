@@ -84,6 +84,8 @@ def main():
          "image_783.npy"),
         ("unequal example counts", 1, [img, f"--data=label={path('label_63.npy')}"], "label_63.npy"),
         ("label 10 for a [10] one-hot input", 1, [img, f"--data=label={path('label_10.npy')}"], "label_10.npy"),
+        ("class indices for image, which forward reads", 1, [f"--data=image={good['train_label']}", lab],
+         os.path.basename(good["train_label"])),
         ("moons_mlp's checkpoint to --resume", 1, [img, lab, "--resume", moons_ck], "moons.safetensors"),
         ("moons_mlp's checkpoint to --init", 1, [img, lab, "--init", moons_ck], "moons.safetensors"),
         ("truncated checkpoint to --resume", 1, [img, lab, "--resume", path("fashion-truncated.safetensors")],

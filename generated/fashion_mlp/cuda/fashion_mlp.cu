@@ -1129,6 +1129,8 @@ static const char *const fashion_mlp_metric_names[] = {
     "accuracy",
     NULL};
 
+static const unsigned char fashion_mlp_forward_reads[] = { 1, 0, 0};
+
 static void *api_create(uint64_t seed) { return fashion_mlp_create(seed); }
 static void api_destroy(void *m) { fashion_mlp_destroy((fashion_mlp *)m); }
 static double api_train_step(void *m, const void *const *inputs, int64_t n) {
@@ -1168,7 +1170,8 @@ const cannl_model_api fashion_mlp_api = {
     "loss", 0.1,
     api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
     api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
-    NULL, api_set_schedule};
+    NULL, api_set_schedule,
+    fashion_mlp_forward_reads};
 
 /* Prefetching and the error message, for cannl_train_main_ext (fashion_mlp_train.cu). */
 extern "C" const cannl_model_ext fashion_mlp_cuda_ext = {api_prefetch, api_error};
