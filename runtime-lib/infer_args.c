@@ -7,6 +7,7 @@
 #include "infer_internal.h"
 #include "rt_internal.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,14 @@ static int find(const cannl_tensor_info *t, int32_t n, const char *name, size_t 
 }
 
 /* "image, label" */
+/* s[0, len) is a spec name ([A-Za-z_][A-Za-z0-9_]*): NAME=PATH, not a path with '=' in it. */
+static int is_identifier(const char *s, size_t len) {
+    if (len == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_')) return 0;
+    for (size_t i = 1; i < len; i++)
+        if (!(isalnum((unsigned char)s[i]) || s[i] == '_')) return 0;
+    return 1;
+}
+
 static void name_list(const cannl_tensor_info *t, int32_t n, char *buf, size_t cap) {
     size_t k = 0;
     buf[0] = '\0';
@@ -63,6 +72,11 @@ static int apply(const cannl_model_api *api, const flag_def *f, const char *v, c
                 return cannl__usage_error(msg, cap, "--output %s given twice (%s and %s)", api->outputs[k].name, o->out_paths[k],
                             eq + 1);
             o->out_paths[k] = eq + 1;
+        } else if (eq && is_identifier(v, (size_t)(eq - v))) {
+            char names[256];
+            name_list(api->outputs, api->num_outputs, names, sizeof names);
+            return cannl__usage_error(msg, cap, "--output %s: the model has no output '%.*s' (outputs: %s; write ./%s for "
+                                      "a file of that name)", v, (int)(eq - v), v, names, v);
         } else {
             if (o->out_scheme) return cannl__usage_error(msg, cap, "--output PATH given twice (%s and %s)", o->out_scheme, v);
             o->out_scheme = v;

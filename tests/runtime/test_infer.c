@@ -241,6 +241,7 @@ static void case_cli(void) {
     EXPECT(RUN(g_infer, CK, X_IN, "--metric=1"), 2, NULL, "--metric takes no value");
     EXPECT(RUN(g_infer, CK, X_IN, "--output"), 2, NULL, "--output needs a value");
     EXPECT(RUN(g_infer, CK, X_IN, "--output", W("a.npy"), "--output", W("b.npy")), 2, NULL, "--output PATH given twice");
+    EXPECT(RUN(g_infer, CK, X_IN, "--output", "nope=o.npy"), 2, NULL, "the model has no output 'nope'");
     EXPECT(RUN(g_infer, "--weights=", X_IN, "--output", W("o.npy")), 2, NULL, "--weights: empty path");
     /* Only --input and --output repeat (once per name); any other flag twice is a usage error. */
     EXPECT(RUN(g_infer, CK, "--weights", W("other.safetensors"), X_IN, "--output", W("o.npy")), 2, NULL,
