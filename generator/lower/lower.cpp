@@ -485,8 +485,8 @@ private:
   }
 
   // max over the output axes (a constant shift for autodiff), then sum of exp(x - max).
-  std::pair<int, int> softmax_stats(const Expr* x, StatNest& sn, const ExprP& xv) {
-    Shape ss = stat_shape(shape(x));
+  std::pair<int, int> softmax_stats(const Shape& xs, StatNest& sn, const ExprP& xv) {
+    Shape ss = stat_shape(xs);
     int mx = temp("max", ss), sum = temp("sumexp", ss);
     fill_buffer(mx, -INFINITY, stat_names(sn));
     emit(sn.n, mx, sn.stat, ir::Accum::Max, xv);
@@ -499,7 +499,7 @@ private:
   void lower_softmax(const Expr* x, bool log, int r) {
     StatNest sn = stat_nest(shape(x));
     ExprP xv = value(x, sn.x);
-    auto [mx, sum] = softmax_stats(x, sn, xv);
+    auto [mx, sum] = softmax_stats(shape(x), sn, xv);
     ExprP shifted = ir::binary(Op::Sub, xv, ir::load({mx, sn.stat}, true));
     ExprP s = ir::load({sum, sn.stat});
     emit(sn.n, r, sn.x, ir::Accum::Set,
@@ -507,12 +507,31 @@ private:
              : ir::binary(Op::Div, ir::unary(Op::Exp, shifted), s));
   }
 
+  // The index space of a two-operand statistic (cross_entropy, accuracy): logits' output axes,
+  // and the batch and input axes of both operands broadcast (logits may be a param, the same
+  // for every example, against a batch of targets).
+  static Shape joint(const Shape& logits, const Shape& target) {
+    Shape j = logits;
+    for (AxisKind k : {AxisKind::Batch, AxisKind::Input}) {
+      const auto &a = logits.row(k), &b = target.row(k);
+      std::vector<Axis> row = a.size() >= b.size() ? a : b;
+      const auto& shorter = a.size() >= b.size() ? b : a;
+      for (size_t i = 0; i < shorter.size(); ++i) {
+        Axis& x = row[row.size() - shorter.size() + i];
+        if (!x.is_batch && x.size == 1) x = shorter[i];
+      }
+      j.row(k) = row;
+    }
+    return j;
+  }
+
   // -sum over outputs(target * log_softmax(logits)), the log_softmax inline.
   void lower_cross_entropy(const Expr* logits, const Expr* target, int r) {
-    StatNest sn = stat_nest(shape(logits));
-    ExprP lv = value(logits, sn.x);
-    auto [mx, sum] = softmax_stats(logits, sn, lv);
-    ExprP tv = value(target, align(shape(logits), sn.x, shape(target)));
+    const Shape js = joint(shape(logits), shape(target));
+    StatNest sn = stat_nest(js);
+    ExprP lv = value(logits, align(js, sn.x, shape(logits)));
+    auto [mx, sum] = softmax_stats(js, sn, lv);
+    ExprP tv = value(target, align(js, sn.x, shape(target)));
     ExprP logp = ir::binary(Op::Sub, ir::binary(Op::Sub, lv, ir::load({mx, sn.stat}, true)),
                             ir::unary(Op::Log, ir::load({sum, sn.stat})));
     fill_buffer(r, 0, stat_names(sn));
@@ -538,7 +557,7 @@ private:
   // mean over batch (and input) indices of [argmax(logits) == argmax(target)], first
   // maximum winning, as torch.argmax.
   void lower_accuracy(const Expr* logits, const Expr* target, int r) {
-    const Shape& ls = shape(logits);
+    const Shape ls = joint(shape(logits), shape(target));
     Shape ss = stat_shape(ls);
     auto argmax = [&](const Expr* v, const char* what) {
       StatNest sn = stat_nest(ls);
