@@ -36,6 +36,7 @@ public:
       if (diags_.too_many()) break;
       size_t start = pos_;
       stmt_start_ = pos_;
+      depth_ = 0;  // a statement abandoned deep inside an expression must not count against the next
       try {
         Stmt s = statement();
         s.range = SourceRange::join(toks_[start].range, toks_[pos_ > start ? pos_ - 1 : start].range);
@@ -266,6 +267,12 @@ private:
     return e;
   }
 
+  // One level deeper into an expression (the parser recurses; so do the later stages).
+  void deeper(const Token& at) {
+    if (++depth_ > kMaxNesting)
+      fail(at, fmt::format("expression too deep: more than {} levels of parentheses, calls or signs", kMaxNesting));
+  }
+
   // Gives `e` the height of its children plus one, and refuses trees too deep for the later
   // stages: a chain `x + x + ... + x` is built iteratively here but walked recursively after.
   void set_height(Expr& e, const Token& at, int children) {
@@ -286,7 +293,7 @@ private:
   }
 
   ExprPtr expr() {
-    if (++depth_ > 200) fail(peek(), "expression nested too deeply");
+    deeper(peek());
     ExprPtr e = additive();
     --depth_;
     return e;
@@ -316,7 +323,7 @@ private:
   ExprPtr unary() {
     if (peek().kind == Tok::Minus) {
       const Token& op = next();
-      if (++depth_ > 200) fail(op, "expression nested too deeply");
+      deeper(op);
       ExprPtr a = unary();
       --depth_;
       // A negative literal stays a literal: -1 is the number -1.
@@ -338,7 +345,7 @@ private:
     ExprPtr base = primary();
     if (peek().kind == Tok::StarStar) {
       const Token& op = next();
-      if (++depth_ > 200) fail(op, "expression nested too deeply");
+      deeper(op);
       ExprPtr ex = unary();
       --depth_;
       return binary(ExprKind::Pow, op, std::move(base), std::move(ex));
@@ -405,7 +412,7 @@ private:
           fail(peek(), fmt::format("positional argument after a keyword argument in the call "
                                    "of '{}'", callee.text));
         }
-        if (++depth_ > 200) fail(peek(), "expression nested too deeply");
+        deeper(peek());
         a.value = expr();
         --depth_;
         if (a.value->kind == ExprKind::String) einsum_arg(*a.value, callee);
@@ -436,7 +443,8 @@ private:
   DiagEngine& diags_;
   size_t pos_ = 0;
   size_t stmt_start_ = 0;
-  int depth_ = 0;
+  int depth_ = 0;  // recursion depth of the expression being parsed
+  static constexpr int kMaxNesting = 200;
 };
 
 }  // namespace
