@@ -441,7 +441,7 @@ TEST_CASE("parser: deep nesting is an error, not a crash", "[parser][recovery]")
   REQUIRE(r.diags.error_count() == 1);
   CHECK(r.err(0).message.find("expression too deep: more than 200 levels") != std::string::npos);
   // The next statements parse as usual (the depth does not carry over from the abandoned one).
-  Parsed t("y = " + std::string(300, '(') + "a\nz = (a + a)\nw = relu(-(z))");
+  Parsed t("y = " + std::string(300, '(') + "a" + std::string(300, ')') + "\nz = (a + a)\nw = relu(-(z))");
   REQUIRE(t.diags.error_count() == 1);
   CHECK(t.spec.stmts.size() == 2);
 }
