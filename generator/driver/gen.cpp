@@ -1,4 +1,5 @@
 // `cannl gen SPEC -o DIR`: front end, lowering, autodiff, passes and the C or CUDA emitter.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -268,12 +269,23 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
         << "  this is a bug in cannl, not in the spec; please report it with the spec\n";
     return 3;
   }
+  // A dump says which stage it shows.
+  auto passes_run = [&](size_t upto) {
+    std::string s;
+    for (size_t i = 0; i < upto && i < ran.size(); ++i) s += (i ? ", " : "") + ran[i];
+    return s.empty() ? std::string("none") : s;
+  };
   if (opt.dump == "ir") {
-    out << ir::print_program(prog);
+    out << fmt::format("# {}: the loop IR after the passes of -O{} ({})\n", prog.model, opt.opt_level,
+                       passes_run(ran.size()))
+        << ir::print_program(prog);
     return 0;
   }
   if (!dump_after.empty()) {
-    out << dumped;
+    size_t k = std::find(ran.begin(), ran.end(), dump_after) - ran.begin();
+    out << fmt::format("# {}: the loop IR after pass {} (-O{}; passes run: {})\n", prog.model, dump_after,
+                       opt.opt_level, passes_run(k + 1))
+        << dumped;
     return 0;
   }
   if (opt.dump == "dot") {

@@ -133,8 +133,11 @@ grep -A1 -x 'routine train_step' "$tmp/out" | grep -qE '^  work region: [0-9]+ b
   && ok || bad "--dump=ir:plan_memory: train_step's work region"
 grep -qE '^    @ \+[0-9]+ +([a-z0-9_]+, )*h1_mm(, |$)' "$tmp/out" && ok || bad "--dump=ir:plan_memory: h1_mm's offset"
 grep -qE '^    @ \+[1-9][0-9]* +[a-z]' "$tmp/out" && ok || bad "--dump=ir:plan_memory: offsets past 0"
+# Each dump names its stage in a first comment line.
+head -1 "$tmp/out" | grep -q '^# fashion_mlp: the loop IR after pass plan_memory (-O2; passes run: .*plan_memory)$' \
+  && ok || bad "--dump=ir:plan_memory header: $(head -1 "$tmp/out")"
 # Without the plan's lines the plan_memory dump is the dce dump: the pass only places buffers.
-grep -vE '^  work region: |^    @ \+' "$tmp/out" | cmp -s - "$tmp/dce" && ok || bad "plan_memory dump: only plan lines added"
+grep -vE '^  work region: |^    @ \+|^# ' "$tmp/out" | cmp -s - <(grep -v '^# ' "$tmp/dce") && ok || bad "plan_memory dump: only plan lines added"
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" -O0 --dump=ir
 ! grep -q 'work region' "$tmp/out" && ok || bad "-O0 --dump=ir shows a work region"
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:simplify
