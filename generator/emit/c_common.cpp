@@ -183,6 +183,30 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
 
 // ---- expressions -------------------------------------------------------------------------
 
+std::string fresh_name(std::string v, const std::set<std::string>& taken) {
+  while (taken.count(v) || c_reserved().count(v)) v += "_";
+  return v;
+}
+
+bool uses_iter(const ir::Access& a, int iter) {
+  for (const auto& f : a.index)
+    for (const auto& t : f.terms)
+      if (t.iter == iter) return true;
+  return false;
+}
+
+void CExpr::begin_nest(const ir::Stmt& s, const std::set<std::string>& taken, const std::set<std::string>& reserved) {
+  stmt = &s;
+  vars.clear();
+  for (const auto& it : s.iters) {
+    std::string v = it.name;
+    while (taken.count(v) || c_reserved().count(v) || reserved.count(v) ||
+           std::find(vars.begin(), vars.end(), v) != vars.end())
+      v += "_";
+    vars.push_back(v);
+  }
+}
+
 std::string CExpr::num(double v) const {
   if (std::isinf(v)) return v > 0 ? "INFINITY" : "-INFINITY";
   std::string s = f64 ? fmt::format("{}", v) : fmt::format("{}", static_cast<float>(v));

@@ -41,6 +41,12 @@ void stmt_uses(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& sc
 kainjow::mustache::data model_template_data(const ir::Program& p, const std::vector<std::string>& names, bool f64,
                                             const std::string& spec, const std::string& grad_prefix);
 
+// `v`, or `v_`, `v__`, ... : the first clear of `taken` and of C's reserved words.
+std::string fresh_name(std::string v, const std::set<std::string>& taken);
+
+// Whether loop `iter` indexes the access.
+bool uses_iter(const ir::Access& a, int iter);
+
 // Prints expressions of one nest at a time: set `stmt` and `vars` (the C names of its loop
 // variables) first.
 struct CExpr {
@@ -59,6 +65,9 @@ struct CExpr {
   std::string in_range(const ir::Access& a) const;  // "" when always inside
   std::string access(const ir::Access& a) const;    // name[flat index]
   std::string expr(const ir::Expr& e);
+  // Starts nest `s`: its loop variables named after its iterators, clear of `taken`, of C's
+  // reserved words, of `reserved` (names the back end's code uses) and of each other.
+  void begin_nest(const ir::Stmt& s, const std::set<std::string>& taken, const std::set<std::string>& reserved = {});
   // Definitions of the helpers used, each `qualifier real cannl_NAME(real x)`; "" when none.
   std::string helper_defs(const std::string& qualifier) const;
 

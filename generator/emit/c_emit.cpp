@@ -259,25 +259,6 @@ private:
   std::string access(const ir::Access& a) const { return x_.access(a); }
   std::string expr(const ir::Expr& e) { return x_.expr(e); }
 
-  bool uses_var(const ir::Access& a, int it) const {
-    for (const auto& f : a.index)
-      for (const auto& t : f.terms)
-        if (t.iter == it) return true;
-    return false;
-  }
-
-  void name_vars(const ir::Stmt& s, const std::set<std::string>& taken) {
-    x_.stmt = &s;
-    x_.vars.clear();
-    for (const auto& it : s.iters) {
-      std::string v = it.name;
-      while (taken.count(v) || c_reserved().count(v) ||
-             std::find(x_.vars.begin(), x_.vars.end(), v) != x_.vars.end())
-        v += "_";
-      x_.vars.push_back(v);
-    }
-  }
-
   // A contraction as a matrix-product call (emit/c_gemm.h) ("" when it is not one or is too small). A
   // zero_first product (passes/fold_fills) overwrites its output, unless a K loop runs around
   // the call: then the output is zeroed first and each call accumulates.
@@ -286,8 +267,7 @@ private:
     const bool overwrite = s.zero_first && !g->outer_k;
     std::string pre;
     if (s.zero_first && g->outer_k) {
-      std::string v = "i";
-      while (taken.count(v) || c_reserved().count(v)) v += "_";
+      const std::string v = fresh_name("i", taken);
       pre = fill_first(s, v, "= " + num(0));
     }
     GemmSite site{&cname_, x_.vars, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas};
@@ -297,26 +277,25 @@ private:
   }
 
   std::string nest(const ir::Stmt& s, const std::set<std::string>& taken) {
-    name_vars(s, taken);
+    x_.begin_nest(s, taken);
     const int depth = static_cast<int>(s.iters.size());
     // The innermost loops that do not index the written element accumulate into a local
     // `acc` (kept in a register; vectorised by the compiler when reassociation is allowed,
     // as the generated CMakeLists.txt does).
     int red = 0;
     if (!s.sequential && s.accum != ir::Accum::Set && s.fused.empty())
-      while (red < depth && depth - 1 - red > s.parallel && !uses_var(s.out, depth - 1 - red)) ++red;
+      while (red < depth && depth - 1 - red > s.parallel && !uses_iter(s.out, depth - 1 - red)) ++red;
     const bool reduce_inner = red > 0;
     // zero_first: when every reduction loop is an inner `acc` loop, the cell is assigned
     // (`=` instead of `+=`); otherwise the cells are filled with the identity first.
     int reductions = 0;
-    for (int k = 0; k < depth; ++k) reductions += !uses_var(s.out, k);
+    for (int k = 0; k < depth; ++k) reductions += !uses_iter(s.out, k);
     const bool assign_acc = s.zero_first && reduce_inner && red == reductions;
     // `acc` at routine level (every loop reduces): give the nest a block of its own.
     const bool own_block = reduce_inner && red == depth;
     std::string out = own_block ? "    {\n" : "";
     if (s.zero_first && !assign_acc) {
-      std::string v = "i";
-      while (taken.count(v) || c_reserved().count(v)) v += "_";
+      const std::string v = fresh_name("i", taken);
       out += fill_first(s, v, "= " + std::string(s.accum == ir::Accum::Add ? num(0) : s.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY"));
     }
     auto ind = [&](int k) { return std::string(static_cast<size_t>(4 * (k + 1 + own_block)), ' '); };
@@ -385,8 +364,7 @@ private:
     for (int k = outer_loops - (reduce_inner || braced ? 0 : 1); k-- > 0;) out += ind(k) + "}\n";
     if (own_block) out += "    }\n";
     if (!scale.empty() && !assign_acc) {
-      std::string v = "i";
-      while (taken.count(v) || c_reserved().count(v)) v += "_";
+      const std::string v = fresh_name("i", taken);
       out += fill_first(s, v, "*= " + scale);
     }
     return out;
@@ -518,7 +496,7 @@ private:
     std::string body;
     std::string last;
     for (const ir::Stmt& s : r.stmts) {
-      name_vars(s, taken);
+      x_.begin_nest(s, taken);
       std::string text = gemm_nest(s, recognise_contraction(p_, s), taken);
       if (text.empty()) text = nest(s, taken);
       std::string what = s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what;

@@ -253,15 +253,7 @@ private:
   // ---- nests -----------------------------------------------------------------------------
 
   void name_vars(const ir::Stmt& s, const std::set<std::string>& taken) {
-    x_.stmt = &s;
-    x_.vars.clear();
-    for (const auto& it : s.iters) {
-      std::string v = it.name;
-      while (taken.count(v) || c_reserved().count(v) || v == "i_" || v == "r_" || v == "lane_" ||
-             std::find(x_.vars.begin(), x_.vars.end(), v) != x_.vars.end())
-        v += "_";
-      x_.vars.push_back(v);
-    }
+    x_.begin_nest(s, taken, {"i_", "r_", "lane_"});  // the kernels' own index names
   }
 
   std::string bound(const ir::Iter& it) const { return it.batch ? std::string("n") : std::to_string(it.size); }
