@@ -256,6 +256,13 @@ private:
     x_.begin_nest(s, taken, {"i_", "r_", "lane_"});  // the kernels' own index names
   }
 
+  // One term of a reduction folded into the local `acc` (+, max or min).
+  std::string fold_into_acc(ir::Accum a, const ir::Expr& term) {
+    if (a == ir::Accum::Add) return "        acc += " + x_.expr(term) + ";\n";
+    return "        const real v = " + x_.expr(term) + ";\n" +
+           fmt::format("        acc = v {} acc ? v : acc;\n", a == ir::Accum::Max ? ">" : "<");
+  }
+
   std::string bound(const ir::Iter& it) const { return it.batch ? std::string("n") : std::to_string(it.size); }
 
   // The statement writing `value` into the nest's element (guarded when it may fall outside
@@ -527,13 +534,8 @@ private:
                                     bound(s.iters[static_cast<size_t>(l)]));
           body += j + 1 == red.size() && !add ? " {\n" : "\n";
         }
-        if (add) {
-          body += "        acc += " + x_.expr(*summed) + ";\n";
-        } else {
-          body += "        const real v = " + x_.expr(*summed) + ";\n";
-          body += fmt::format("        acc = v {} acc ? v : acc;\n", s.accum == ir::Accum::Max ? ">" : "<");
-          body += "    }\n";
-        }
+        body += fold_into_acc(s.accum, *summed);
+        if (!add) body += "    }\n";
         body += "    " + store(s, finished("acc"), !inj, "", assign) + "\n";
       }
       launch = fmt::format("{}<<<{}, {}, 0, stream_>>>({});", kname, blocks(total, 1), kBlock, args);
@@ -570,16 +572,10 @@ private:
         body += fmt::format("    if (i_ >= {}) return; /* the whole warp */\n", total.str());
       }
       body += decompose(s, outer, "i_", 1);
-      const bool add = s.accum == ir::Accum::Add;
       body += fmt::format("    real acc = {};\n", identity(s.accum));
       body += fmt::format("    for (int64_t r_ = lane_; r_ < {}; r_ += {}) {{\n", rtotal.str(), t);
       body += decompose(s, red, "r_", 2);
-      if (add) {
-        body += "        acc += " + x_.expr(*summed) + ";\n";
-      } else {
-        body += "        const real v = " + x_.expr(*summed) + ";\n";
-        body += fmt::format("        acc = v {} acc ? v : acc;\n", s.accum == ir::Accum::Max ? ">" : "<");
-      }
+      body += fold_into_acc(s.accum, *summed);
       body += "    }\n";
       body += fmt::format("    acc = {}(acc);\n", reduce);
       body += "    " + store(s, finished("acc"), !inj, "lane_ == 0", assign) + "\n";
