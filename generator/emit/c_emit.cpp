@@ -32,7 +32,7 @@ public:
   std::vector<OutputFile> run() {
     const std::string field_text = fields();
     std::string routines;
-    for (size_t k = 0; k < p_.routines.size(); ++k) routines += routine(p_.routines[k], region_[k]) + "\n";
+    for (const auto& r : p_.routines) routines += routine(r, r.arena_bytes > 0 ? work_ : -1) + "\n";
     data d = common();
     d.set("helpers", helpers());
     d.set("gemm_f64", o_.f64 ? "1" : "0");
@@ -72,7 +72,7 @@ private:
   std::string state_type_ = p_.model;  // the struct the routines being printed take
   std::vector<std::string> cname_;
   std::vector<long> offsets_;  // byte offset of a buffer with a field of its own (-1: none)
-  std::vector<long> region_;   // byte offset of each routine's region (-1: not planned)
+  long work_ = -1;             // byte offset of the work region the planned routines share
   long arena_bytes_ = 0;
   long infer_arena_bytes_ = 0;
   CExpr x_;  // prints the expressions of the nest being printed (its loop variables, helpers used)
@@ -153,17 +153,12 @@ private:
     // One work region for all routines: a state runs one routine at a time, and none leaves
     // anything in it for another — except the gradients of train_step, which <model>_grad reads
     // until the next call on the state (documented in <model>.h).
-    region_.assign(p_.routines.size(), -1);
+    work_ = off;
     long work = 0;
     for (const auto& r : p_.routines) work = std::max(work, r.arena_bytes);
-    for (size_t k = 0; k < p_.routines.size(); ++k) {
-      const auto& r = p_.routines[k];
-      if (r.arena_bytes <= 0) continue;
-      region_[k] = off;
-      if (r.name == "train_step")
-        for (size_t i : grad_fields)
-          if (r.offsets[i] >= 0) offsets_[i] = region_[k] + r.offsets[i];
-    }
+    if (const ir::Routine* t = p_.routine("train_step"); t && t->arena_bytes > 0)
+      for (size_t i : grad_fields)
+        if (t->offsets[i] >= 0) offsets_[i] = work_ + t->offsets[i];
     off += (work + 63) / 64 * 64;
     arena_bytes_ = off > 0 ? off : 64;
     return s;
