@@ -54,3 +54,17 @@ std::string pass_listing();
 int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, std::ostream& err);
 
 }  // namespace cannl
+
+namespace cannl {
+
+struct PlotOptions {
+  std::string log;    // a metrics JSONL (the training program's --metrics)
+  std::string out;    // the SVG to write
+  std::string title;  // default: the log's file name
+};
+
+// `cannl plot METRICS.jsonl -o curve.svg`: loss, metric and learning-rate curves over the steps of
+// a training run, as one SVG. 0 ok, 1 a malformed log (the line named), 2 unreadable or unwritable.
+int plot_file(const PlotOptions& opt, std::ostream& err);
+
+}  // namespace cannl

@@ -66,6 +66,12 @@ int main(int argc, char** argv) {
                                 "compile the --weights params into the generated code (<model>_weights.c)");
   embed_opt->needs(weights_opt);
   weights_opt->needs(embed_opt);
+  cannl::PlotOptions plot;
+  auto* pl = app.add_subcommand("plot", "Draw the loss and metric curves of a training run's metrics log as SVG");
+  pl->add_option("METRICS", plot.log, "the JSONL log a training program wrote (--metrics)")->required();
+  pl->add_option("-o,--output", plot.out, "the SVG file to write")->required();
+  pl->add_option("--title", plot.title, "the title above the curves (default: the log's file name)");
+
   g->callback([&] {
     if (list_passes) return;
     if (!*gen_spec_opt) throw CLI::RequiredError("SPEC");
@@ -99,6 +105,7 @@ int main(int argc, char** argv) {
     gen.color = check.color;
     return cannl::gen_file(gen_spec, gen, std::cout, std::cerr);
   }
+  if (*pl) return cannl::plot_file(plot, std::cerr);
   std::cerr << app.help();
   return 2;
 }
