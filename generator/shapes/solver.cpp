@@ -482,9 +482,33 @@ bool Solver::default_self_broadcasts() {
       continue;
     }
     if (!std::all_of(others.begin(), others.end(), all_known)) continue;
-    // The result is the broadcast of the others (itself adds nothing): step (c) completes it.
-    c.operands = others;
-    progress |= step_broadcast(c);
+    // R = broadcast(R, others): R keeps the axes it has (a number, [], leaves it as it is),
+    // has at least as many as each other operand, and its free axes aligned with theirs take
+    // their sizes. Its free axes beyond the others' stay free for the later stages.
+    size_t lub_len = 0;
+    for (const RowT& op : others) lub_len = std::max(lub_len, op.right.size());
+    if (R.is_closed() && R.right.size() < lub_len) continue;  // step (a) reports it
+    std::vector<DimT> target = R.left;
+    size_t own = R.is_closed() ? R.right.size() : R.known_len();
+    for (size_t i = own; i < lub_len; ++i) target.push_back(fresh_dim());
+    target.insert(target.end(), R.right.begin(), R.right.end());
+    for (size_t i = 0; i < lub_len; ++i) {
+      DimT& t = target[target.size() - 1 - i];
+      if (!resolve(t).is_var()) continue;
+      for (const RowT& op : others) {
+        if (i >= op.right.size()) continue;
+        DimT s = op.right[op.right.size() - 1 - i];
+        if (resolve(t).is_var() || (s.kind != DimT::Known || s.size != 1)) t = s;
+      }
+    }
+    size_t mark = trail_.size();
+    if (auto r = unify_rows(c.result, RowT::closed(target))) {
+      fail(c, fmt::format("the {} axes of the result must be {} ({})", c.kind_name,
+                          print(RowT::closed(target)), *r));
+      progress = true;
+      continue;
+    }
+    progress |= step_broadcast(c) || trail_.size() != mark;
   }
   return progress;
 }

@@ -9,7 +9,9 @@
 // Guarantees: solve() terminates; every constraint is satisfied or reported once through the
 // error callback with its Origin; afterwards free variables are defaulted by the contract's
 // §10 rules, in stages: (1) params never broadcast — their free axes take the sizes they are
-// combined with; (2) a result that broadcasts with itself takes the size of its other operands;
+// combined with; (2) a result that broadcasts with itself keeps its own axes, gets at least as
+// many as its other operands, and its free axes aligned with theirs take their sizes (a number
+// leaves it unchanged);
 // (3) a free kernel axis of an affine index takes the stride; (4) free axes of computed tensors
 // are dropped (row variables become empty, sizes become 1). What is still free belongs to a
 // param or an input and is reported by the caller.

@@ -319,6 +319,29 @@ TEST_CASE("solver: a result that broadcasts with itself takes the others' axes (
   CHECK(f.p(r) == "[4, 3]");
 }
 
+// Issue 13: `1 - y *. out` with out's axes those of an unshaped param. Stage 1 makes each
+// result the param's row; stage 2 then pinned `1 - ...` to the number's [] and failed.
+TEST_CASE("solver: a number leaves a self-broadcast result its own axes (stage 2)",
+          "[solver][broadcast]") {
+  Fx f;
+  RowT param = f.s.fresh_row();  // out's output axes (w2's, no shape written)
+  RowT prod = f.s.fresh_row(), diff = f.s.fresh_row();
+  f.s.broadcast(prod, {Fx::closed({1}), param}, Fx::origin(), "output");  // y *. out
+  f.s.broadcast(diff, {Fx::closed({}), prod}, Fx::origin(), "output");    // 1 - (y *. out)
+  f.solve({Fx::shape_with_output(param)});
+  INFO(f.p(param) << " " << f.p(prod) << " " << f.p(diff));
+  CHECK(f.errors.empty());
+  CHECK(f.p(param) == "[1]");
+  CHECK(f.p(diff) == "[1]");
+  // A param's free axes still take all of what they meet: [1, 4], not [4].
+  Fx g;
+  RowT b = g.s.fresh_row(), sum = g.s.fresh_row();
+  g.s.broadcast(sum, {Fx::closed({1, 4}), b}, Fx::origin(), "output");
+  g.solve({Fx::shape_with_output(b)});
+  CHECK(g.errors.empty());
+  CHECK(g.p(b) == "[1, 4]");
+}
+
 // ---- affine indices -----------------------------------------------------------------------
 
 TEST_CASE("solver: affine forward: out = (in + 2p - k) / s + 1, rounded down", "[solver][affine]") {
