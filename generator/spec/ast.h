@@ -58,11 +58,12 @@ struct Expr {
   std::vector<ExprPtr> operands;  // Neg: 1, binary: 2
   std::vector<Arg> args;          // Call
   std::optional<EinsumSpec> einsum;  // String arguments of einsum/sum/mean/max
-  int height = 1;  // nodes on the longest path down to a leaf; the parser bounds it (kMaxExprHeight)
+  int height = 1;  // nodes on the longest path down to a leaf; the parser bounds it (kMaxExprOps)
 };
 
-// The deepest expression tree a spec may write (every later stage walks trees recursively).
-inline constexpr int kMaxExprHeight = 256;
+// The most operations an expression may nest (every later stage walks trees recursively): a
+// tree of height kMaxExprOps + 1, counting the leaf.
+inline constexpr int kMaxExprOps = 256;
 
 const char* expr_op_spelling(ExprKind k);  // "+", "*.", ...
 

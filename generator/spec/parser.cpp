@@ -83,11 +83,22 @@ private:
   }
   // Reports a syntax error, unless the statement holds a lexical error (already reported).
   [[noreturn]] void fail(const Token& at, std::string msg) {
-    bool lexical = false;
-    for (size_t i = stmt_start_; i < toks_.size() && toks_[i].kind != Tok::Newline; ++i)
-      if (toks_[i].kind == Tok::Error) lexical = true;
-    if (!lexical) diags_.error(at.range, std::move(msg));
+    if (!statement_has_lexical_error()) diags_.error(at.range, std::move(msg));
     throw SyntaxError{};
+  }
+  // A bracket left open: the error is at the token found instead of the closing one, with a
+  // note at the bracket (clang's "to match this '('").
+  [[noreturn]] void fail_unclosed(const Token& open, std::string msg) {
+    if (!statement_has_lexical_error()) {
+      Diagnostic& d = diags_.error(peek().range, std::move(msg));
+      DiagEngine::note(d, open.range, fmt::format("to match this {}", tok_name(open.kind)));
+    }
+    throw SyntaxError{};
+  }
+  bool statement_has_lexical_error() const {
+    for (size_t i = stmt_start_; i < toks_.size() && toks_[i].kind != Tok::Newline; ++i)
+      if (toks_[i].kind == Tok::Error) return true;
+    return false;
   }
   const Token& expect(Tok k, const char* what) {
     if (peek().kind != k) fail(peek(), fmt::format("expected {}, found {}", what, describe(peek())));
@@ -222,7 +233,10 @@ private:
         continue;
       }
       if (!cur.empty()) {
-        expect(Tok::Comma, "',' between axes, or one of '|', '->', ']'");
+        if (peek().kind != Tok::Comma)
+          fail_unclosed(open, fmt::format("expected ',' between axes, or one of '|', '->', ']', found {}",
+                                          describe(peek())));
+        next();
       }
       cur.push_back(axis());
     }
@@ -277,10 +291,10 @@ private:
   // stages: a chain `x + x + ... + x` is built iteratively here but walked recursively after.
   void set_height(Expr& e, const Token& at, int children) {
     e.height = children + 1;
-    if (e.height > kMaxExprHeight)
+    if (e.height - 1 > kMaxExprOps)  // the operations above the leaf
       fail(at, fmt::format("expression too deep: more than {} operations nested (a chain of operators counts "
                            "one per operator); split it into several statements",
-                           kMaxExprHeight));
+                           kMaxExprOps));
   }
 
   ExprPtr binary(ExprKind k, const Token& op, ExprPtr a, ExprPtr b) {
@@ -292,12 +306,7 @@ private:
     return e;
   }
 
-  ExprPtr expr() {
-    deeper(peek());
-    ExprPtr e = additive();
-    --depth_;
-    return e;
-  }
+  ExprPtr expr() { return additive(); }
 
   ExprPtr additive() {
     ExprPtr e = multiplicative();
@@ -371,8 +380,12 @@ private:
       }
       case Tok::LParen: {
         next();
+        deeper(t);
         ExprPtr e = expr();
-        const Token& close = expect(Tok::RParen, "')' to close the parenthesis");
+        --depth_;
+        if (peek().kind != Tok::RParen)
+          fail_unclosed(t, fmt::format("expected ')' to close the parenthesis, found {}", describe(peek())));
+        const Token& close = next();
         e->range = SourceRange::join(t.range, close.range);
         return e;
       }
@@ -394,7 +407,7 @@ private:
   }
 
   ExprPtr call(const Token& callee) {
-    next();  // '('
+    const Token& open = next();  // '('
     auto e = make(ExprKind::Call, callee.range);
     e->name = callee.text;
     e->op_range = callee.range;
@@ -423,8 +436,8 @@ private:
     }
     const Token& close = peek();
     if (close.kind != Tok::RParen)
-      fail(close, fmt::format("expected ',' or ')' in the call of '{}', found {}", callee.text,
-                              describe(close)));
+      fail_unclosed(open, fmt::format("expected ',' or ')' in the call of '{}', found {}", callee.text,
+                                      describe(close)));
     next();
     e->range = SourceRange::join(callee.range, close.range);
     return e;

@@ -446,6 +446,64 @@ TEST_CASE("parser: deep nesting is an error, not a crash", "[parser][recovery]")
   CHECK(t.spec.stmts.size() == 2);
 }
 
+// Issue 13 (11): the documented limits are the limits: 200 nested parentheses and 256 nested
+// operations are accepted, one more is not (each was refused one level early).
+TEST_CASE("parser: the depth limits are exactly the documented ones", "[parser][recovery]") {
+  auto parens = [](int n) { return "y = " + std::string(n, '(') + "a" + std::string(n, ')'); };
+  CHECK_FALSE(Parsed(parens(200)).diags.has_errors());
+  Parsed p(parens(201));
+  REQUIRE(p.diags.error_count() == 1);
+  CHECK(p.err(0).message.find("more than 200 levels") != std::string::npos);
+  auto chain = [](int ops) {
+    std::string s = "y = a";
+    for (int i = 0; i < ops; ++i) s += " + a";
+    return s;
+  };
+  CHECK_FALSE(Parsed(chain(256)).diags.has_errors());
+  Parsed q(chain(257));
+  REQUIRE(q.diags.error_count() == 1);
+  CHECK(q.err(0).message.find("more than 256 operations") != std::string::npos);
+  // A call is one level (it was two: the call and its argument).
+  std::string calls = "y = ";
+  for (int i = 0; i < 200; ++i) calls += "relu(";
+  calls += "a" + std::string(200, ')');
+  CHECK_FALSE(Parsed(calls).diags.has_errors());
+  // 256 nested calls: 256 operations.
+  std::string deep = "y = " + std::string(100, '(');
+  for (int i = 0; i < 100; ++i) deep += "relu(";
+  deep += "a" + std::string(200, ')');
+  CHECK_FALSE(Parsed(deep).diags.has_errors());
+}
+
+// Issue 13 (6): an unclosed '(' is found at the next line (which continues the call); a note
+// points at the '(' it left open.
+TEST_CASE("parser: an unclosed parenthesis has a note at the '('", "[parser][recovery]") {
+  Parsed p("model m\ninput x : [3]\nparam w : [3 -> 3]\nh = relu(w * x\nloss = mean(h)\n");
+  INFO(p.dump());
+  REQUIRE(p.diags.error_count() == 1);
+  const Diagnostic& d = p.err(0);
+  CHECK(d.message == "expected ',' or ')' in the call of 'relu', found identifier 'loss'");
+  CHECK(p.err_at(0).line == 5);
+  CHECK(p.err_at(0).col == 1);
+  REQUIRE(d.notes.size() == 1);
+  CHECK(d.notes[0].message == "to match this '('");
+  CHECK(p.lc(d.notes[0].range).line == 4);
+  CHECK(p.lc(d.notes[0].range).col == 9);
+  Parsed q("y = (a + (b *. c)\nz = a");
+  REQUIRE(q.diags.error_count() == 1);
+  CHECK(q.err(0).message == "expected ')' to close the parenthesis, found identifier 'z'");
+  REQUIRE(q.err(0).notes.size() == 1);
+  CHECK(q.lc(q.err(0).notes[0].range).col == 5);
+  Parsed r("input x : [3, 4\ny = x");
+  REQUIRE(r.diags.error_count() == 1);
+  REQUIRE(r.err(0).notes.size() == 1);
+  CHECK(r.err(0).notes[0].message == "to match this '['");
+  CHECK(r.lc(r.err(0).notes[0].range).col == 11);
+  // The rendered diagnostic shows both places.
+  std::string shown = p.diags.render_one(d);
+  CHECK(shown.find("p.cannl:4:9: note: to match this '('") != std::string::npos);
+}
+
 // ---- source ranges ------------------------------------------------------------------------
 
 TEST_CASE("parser: operator tokens and callee names carry their line:col", "[parser][ranges]") {
