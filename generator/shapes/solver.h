@@ -4,7 +4,8 @@
 //   * equality of two rows (unified at once, transactionally: a failed unification leaves no
 //     partial bindings behind),
 //   * broadcast: a result row is the broadcast of some operand rows (aligned from the right,
-//     size-1 axes stretch; deferred until enough is known),
+//     size-1 axes stretch; deferred until enough is known; in batch rows the runner's batch
+//     axis, first in its row, meets only the result's first axis),
 //   * affine: an axis indexed by s*v+k-p (out = (in + 2p - k)/s + 1, rounded down).
 // Guarantees: solve() terminates; every constraint is satisfied or reported once through the
 // error callback with its Origin; afterwards free variables are defaulted by the contract's
@@ -32,6 +33,7 @@ namespace cannl {
 struct Origin {
   SourceRange at;
   std::function<std::string()> describe;
+  int tensor = -1;  // the spec tensor whose definition it is in (for notes; not the solver's)
 };
 
 class Solver {
@@ -67,6 +69,7 @@ private:
     std::vector<RowT> operands;
     Origin origin;
     std::string kind_name;
+    bool runner_first = false;  // batch rows: the runner's batch axis leads and meets only itself
     bool done = false;
   };
   struct Affine {
@@ -98,6 +101,7 @@ private:
   void rollback(size_t mark);
 
   bool step_broadcast(Bcast& c);
+  bool leads_with_batch(const Bcast& c, const RowT& op) const;
   bool step_affine(Affine& c);
   bool propagate();
   bool default_params(const std::set<int>& pdims, const std::set<int>& prows);

@@ -220,10 +220,43 @@ TEST_CASE("solver: the batch axis broadcasts against nothing", "[solver][broadca
   RowT r = f.s.fresh_row();
   f.s.broadcast(r, {RowT::closed({DimT::batch()}), Fx::closed({})}, Fx::origin(), "batch");
   CHECK(f.p(r) == "[batch]");
-  RowT q = f.s.fresh_row();
-  f.s.broadcast(q, {RowT::closed({DimT::batch()}), Fx::closed({1})}, Fx::origin(), "batch");
-  CHECK(f.p(q) == "[batch]");
   CHECK(f.errors.empty());
+}
+
+// Contract v1 §2: the runner's batch axis meets only the runner's batch axis; the batch axes
+// declared after it align from the right among themselves.
+TEST_CASE("solver: the runner's batch axis leads; declared batch axes align after it",
+          "[solver][broadcast]") {
+  Fx f;
+  auto batch_then = [](std::vector<long> sizes) {
+    std::vector<DimT> d{DimT::batch()};
+    for (long n : sizes) d.push_back(DimT::known(n));
+    return RowT::closed(d);
+  };
+  RowT a = f.s.fresh_row();
+  f.s.broadcast(a, {batch_then({5, 6}), batch_then({6})}, Fx::origin(), "batch");
+  CHECK(f.p(a) == "[batch, 5, 6]");
+  RowT b = f.s.fresh_row();
+  f.s.broadcast(b, {batch_then({}), Fx::closed({7})}, Fx::origin(), "batch");  // per position, no runner axis
+  CHECK(f.p(b) == "[batch, 7]");
+  RowT c = f.s.fresh_row();
+  f.s.broadcast(c, {batch_then({}), Fx::closed({1})}, Fx::origin(), "batch");
+  CHECK(f.p(c) == "[batch, 1]");
+  CHECK(f.errors.empty());
+  // In other kinds a batch axis is an axis like any other, aligned from the right.
+  RowT o = f.s.fresh_row();
+  f.s.broadcast(o, {batch_then({6}), batch_then({})}, Fx::origin(), "output");
+  CHECK_FALSE(f.errors.empty());
+  // Declared axes that differ do not broadcast.
+  Fx g;
+  RowT d = g.s.fresh_row();
+  g.s.broadcast(d, {batch_then({5}), batch_then({6})}, Fx::origin(), "batch");
+  CHECK(g.errors.size() == 1);
+  // The result's first axis meets the runner's batch axis as soon as it is known.
+  Fx h;
+  DimT first = h.s.fresh_dim();
+  h.s.broadcast(RowT::closed({first, Fx::k(4)}), {batch_then({4}), h.s.fresh_row()}, Fx::origin(), "batch");
+  CHECK(h.s.resolve(first).kind == DimT::Batch);
 }
 
 TEST_CASE("solver: sizes that do not broadcast are reported through the callback",
