@@ -504,6 +504,72 @@ TEST_CASE("parser: an unclosed parenthesis has a note at the '('", "[parser][rec
   CHECK(shown.find("p.cannl:4:9: note: to match this '('") != std::string::npos);
 }
 
+// ---- contract v1 syntax ---------------------------------------------------------------------
+
+TEST_CASE("parser: int inputs, batch parts and products in shapes", "[parser][v1]") {
+  Parsed p("input t : [ctx |] int\nparam w : [d -> 4 * d, 2 * h * 3]");
+  INFO(p.dump());
+  REQUIRE_FALSE(p.diags.has_errors());
+  REQUIRE(p.spec.stmts.size() == 2);
+  CHECK(p.spec.stmts[0].is_int);
+  CHECK(p.text(p.spec.stmts[0].int_range) == "int");
+  CHECK(print_shape_spec(*p.spec.stmts[0].shape) == "[ctx | ]");
+  CHECK(print_shape_spec(*p.spec.stmts[1].shape) == "[d -> 4 * d, 2 * h * 3]");
+  const AxisSpec& a = p.spec.stmts[1].shape->parts[2][0];
+  CHECK(a.kind == AxisSpec::Product);
+  CHECK(a.factors.size() == 2);
+  CHECK(p.text(a.range) == "4 * d");
+  CHECK(shape_of("[4 * 2]") == "[4 * 2]");
+}
+
+TEST_CASE("parser: indexing binds tighter than every operator", "[parser][v1]") {
+  CHECK(printed("-a[0] ** 2") == "(-(a[0] ** 2))");
+  CHECK(printed("f(x)[1][2] * (a + b)[0]") == "(f(x)[1][2] * (a + b)[0])");
+  Parsed p("y = qkv[2]");
+  const Expr& e = *p.spec.stmts[0].expr;
+  REQUIRE(e.kind == ExprKind::Index);
+  CHECK(e.number == 2);
+  CHECK(p.text(e.op_range) == "2");
+  CHECK(p.text(e.range) == "qkv[2]");
+  Parsed q("y = x[a]");
+  REQUIRE(q.diags.error_count() == 1);
+  CHECK(q.err(0).message == "expected an index (a whole number like 0) in '[ ]', found identifier 'a'");
+}
+
+TEST_CASE("parser: repeat blocks nest their statements", "[parser][v1][repeat]") {
+  Parsed p("x = a\nrepeat layers carry x, y\n  param w\n  x = w * x\nend\nz = x\nrepeat 3\n  q = x\nend\n");
+  INFO(p.dump());
+  REQUIRE_FALSE(p.diags.has_errors());
+  REQUIRE(p.spec.stmts.size() == 4);
+  const Stmt& r = p.spec.stmts[1];
+  CHECK(r.kind == StmtKind::Repeat);
+  CHECK(r.count.name == "layers");
+  REQUIRE(r.names.size() == 2);
+  CHECK(r.names[1].name == "y");
+  CHECK(r.body.size() == 2);
+  CHECK(p.lc(r.end_range).line == 5);
+  CHECK(p.spec.stmts[3].count.name.empty());
+  CHECK(p.spec.stmts[3].dim_value == 3);
+  std::string ast = dump_ast(p.spec, p.file);
+  CHECK(ast.find("(repeat @2:1 layers carry x y\n  (param @3:3 w)\n  (define @4:3 x") != std::string::npos);
+  // repeat, end and carry are names elsewhere.
+  Parsed names("repeat = a\nend = repeat\ncarry = end");
+  CHECK_FALSE(names.diags.has_errors());
+  CHECK(names.spec.stmts.size() == 3);
+}
+
+TEST_CASE("parser: repeat block errors", "[parser][v1][repeat]") {
+  Parsed p("repeat 0\nend\nrepeat 2 with x\n  y = 1\nend\nend\nrepeat 2\n  y = 1\n");
+  INFO(p.dump());
+  REQUIRE(p.diags.error_count() == 4);
+  CHECK(p.err(0).message == "the count of a repeat block must be a positive integer or a dim name, found number 0");
+  CHECK(p.err(1).message.find("expected 'carry NAME' or the end of the line after 'repeat 2', found 'with'") == 0);
+  CHECK(p.err(2).message == "'end' without a 'repeat' block to close");
+  CHECK(p.err_at(2).line == 6);
+  CHECK(p.err(3).message.find("this repeat block has no 'end'") == 0);
+  CHECK(p.err_at(3).line == 7);
+}
+
 // ---- source ranges ------------------------------------------------------------------------
 
 TEST_CASE("parser: operator tokens and callee names carry their line:col", "[parser][ranges]") {
