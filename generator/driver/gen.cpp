@@ -165,18 +165,14 @@ void check_generatable(Frontend& fe) {
                    fmt::format("model '{}' has no 'minimize' statement: cannl gen writes a training step and "
                                "needs an objective, e.g. 'minimize loss with sgd(lr = 0.1)'",
                                fe.model.name));
-  for (const Stmt& st : fe.spec.stmts) {
-    if (st.kind != StmtKind::Output) continue;
-    for (const NameRef& n : st.names) {
-      auto it = fe.model.index.find(n.name);
-      if (it == fe.model.index.end()) continue;
-      const Shape& sh = fe.shapes.tensors[static_cast<size_t>(it->second)];
-      if (sh.row(AxisKind::Batch).empty())
-        fe.diags.error(n.range, fmt::format("output '{}' : {} has no batch axis: outputs are per-example "
-                                            "results (one row per example); a param is in the checkpoint, "
-                                            "a scalar of the test set is a 'metric'",
-                                            n.name, print_shape(sh)));
-    }
+  for (size_t i = 0; i < fe.model.outputs.size(); ++i) {
+    const Shape& sh = fe.shapes.tensors[static_cast<size_t>(fe.model.outputs[i])];
+    std::string name(fe.file.slice(fe.model.output_ranges[i]));
+    if (sh.row(AxisKind::Batch).empty())
+      fe.diags.error(fe.model.output_ranges[i],
+                     fmt::format("output '{}' : {} has no batch axis: outputs are per-example results (one row per "
+                                 "example); a param is in the checkpoint, a scalar of the test set is a 'metric'",
+                                 name, print_shape(sh)));
   }
 }
 

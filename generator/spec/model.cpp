@@ -418,10 +418,12 @@ private:
       for (const NameRef& n : s->names) {
         int idx = lookup_tensor(n, "output");
         if (idx < 0) continue;
-        if (std::find(m_.outputs.begin(), m_.outputs.end(), idx) != m_.outputs.end())
+        if (std::find(m_.outputs.begin(), m_.outputs.end(), idx) != m_.outputs.end()) {
           diags_.error(n.range, fmt::format("'{}' is already an output", n.name));
-        else
+        } else {
           m_.outputs.push_back(idx);
+          m_.output_ranges.push_back(n.range);
+        }
       }
     if (minimize_) {
       int idx = lookup_tensor(minimize_->names[0], "minimize");

@@ -58,6 +58,7 @@ struct Model {
   std::map<std::string, int> index;
   std::map<int, CallConfig> inits;  // param index -> initialiser (absent: the default)
   std::vector<int> outputs;
+  std::vector<SourceRange> output_ranges;  // where each output is named (its `output` statement)
   std::vector<int> metrics;
   int loss = -1;  // minimize target
   SourceRange loss_range;  // the name after 'minimize'

@@ -45,6 +45,8 @@ for line in 'wte : [128 -> 256]' 'x0 : [batch, 64 | 128]' 'qkv : [batch, 64 | 3,
             'y : [batch, 64 | 4, 32]' 'logits : [batch, 64 | 256]' 'loss : []' 'tokens : [batch, 64 | ] int'; do
   grep -qxF "$line" "$tmp/out" && ok || bad "gpt_tiny: missing line '$line'"
 done
+expect_rc 0 "$cannl" check --dump=shapes "$src/tests/specs/lm/gpt_tiny.cannl"
+grep -qF '29:47 position(tokens) : [batch, 64 | ] int' "$tmp/out" && ok || bad "gpt_tiny --dump=shapes: int sub-expression"
 expect_rc 0 "$cannl" check --json "$src/tests/specs/lm/gpt_tiny.cannl"
 /usr/bin/python3 - "$tmp/out" <<'PY' && ok || bad "gpt_tiny json dtype"
 import json, sys

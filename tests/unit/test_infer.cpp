@@ -559,7 +559,7 @@ TEST_CASE("infer: an integer tensor where a float is expected is an error at its
   CHECK(loss.any_error_has("'l' holds integers (ids); minimize needs a float scalar loss"));
 }
 
-TEST_CASE("infer: embedding takes the table's input axes; the ids' batch axes", "[infer][v1]") {
+TEST_CASE("infer: embedding takes the table's input axes and the ids' batch axes", "[infer][v1]") {
   Run r("input t : [7 |] int\nparam e : [2, 3 -> 9]\ny = embedding(e, t)\n");
   REQUIRE_OK(r);
   CHECK(r.shape("y") == "[batch, 7 | 2, 3]");
@@ -681,7 +681,7 @@ TEST_CASE("infer: --dim overrides a dim everywhere it is used", "[infer][v1]") {
 
 // ---- repeat blocks -------------------------------------------------------------------------
 
-TEST_CASE("repeat: one tensor per name and instance; a carried name chains them", "[infer][repeat]") {
+TEST_CASE("repeat: one tensor per name and instance, a carried name chains them", "[infer][repeat]") {
   Run r("dim n = 3\ninput x : [4]\nh = x\nrepeat n carry h\n  param w : [4 -> 4]\n  z = w * h\n  h = h + z\nend\n"
         "y = h *. 2\noutput h\n");
   REQUIRE_OK(r);

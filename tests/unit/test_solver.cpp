@@ -225,7 +225,7 @@ TEST_CASE("solver: the batch axis broadcasts against nothing", "[solver][broadca
 
 // Contract v1 §2: the runner's batch axis meets only the runner's batch axis; the batch axes
 // declared after it align from the right among themselves.
-TEST_CASE("solver: the runner's batch axis leads; declared batch axes align after it",
+TEST_CASE("solver: the runner's batch axis leads, declared batch axes align after it",
           "[solver][broadcast]") {
   Fx f;
   auto batch_then = [](std::vector<long> sizes) {
