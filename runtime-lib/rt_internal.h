@@ -40,6 +40,21 @@ static inline int cannl__mul_size(size_t a, size_t b, size_t *out) {
     return 0;
 }
 
+/* number.c ------------------------------------------------------------ */
+
+typedef enum cannl__num { CANNL__NUM_OK = 0, CANNL__NUM_SYNTAX, CANNL__NUM_RANGE } cannl__num;
+
+/* A whole NUL-terminated string as a decimal number: [+-]? digits [. digits] [e [+-] digits]
+ * (digits on at least one side of the point). No spaces, hexadecimal floats, nan or inf.
+ * CANNL__NUM_RANGE: the syntax is fine but the value overflows a double (1e999). */
+cannl__num cannl__parse_decimal(const char *s, double *out);
+
+/* Index of the first inf or nan among n values of dtype at p, or -1. */
+int64_t cannl__first_nonfinite(const void *p, size_t n, cannl_dtype dtype);
+
+/* "nan", "inf" or "-inf" for a non-finite v. */
+const char *cannl__nonfinite_name(double v);
+
 /* Byte order helpers (independent of the host's byte order). */
 static inline int cannl__host_le(void) {
     const uint16_t one = 1;
@@ -101,7 +116,14 @@ cannl_status cannl__read_payload(cannl__src *s, cannl_dataset *ds, cannl__etype 
 /* data_idx.c / data_npy.c / data_csv.c */
 cannl_status cannl__load_idx(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err);
 cannl_status cannl__load_npy(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err);
-cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err);
+/* CSV: a header row is detected (none of its fields is a number), or declared (PATH:header). */
+typedef enum cannl__csv_header { CANNL__CSV_AUTO_HEADER = 0, CANNL__CSV_HEADER } cannl__csv_header;
+cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl__csv_header header,
+                             cannl_error *err);
+
+/* cannl_dataset_load for a file bound as PATH or PATH:header (a CSV file with a header row,
+ * declared: the first row is skipped whatever it holds). Messages name PATH. */
+cannl_status cannl__dataset_load_bound(cannl_dataset *ds, const char *path_spec, cannl_dtype dtype, cannl_error *err);
 
 /* array_write.c -------------------------------------------------------- */
 
