@@ -138,11 +138,27 @@ cannl__out_format cannl__out_format_of(const char *path);
 cannl_status cannl__array_write_tmp(const char *path, cannl__out_format fmt, cannl_dtype dtype, int32_t ndims,
                                     const int64_t *shape, const void *data, char **tmp, cannl_error *err);
 
+/* metrics_log.c ------------------------------------------------------- */
+
+/* Before a run resumed at `step` appends to the metrics log at path: cut off the records the
+ * earlier run wrote after that step (it went on past its last checkpoint, then crashed or
+ * diverged), so every step appears once. A record's step is its "step", or for a record of an
+ * epoch's end (no "step") "epoch" * steps_per_epoch. A last line without its newline goes too.
+ * A missing file is fine; a line that is no such record is an error (nothing is cut).
+ * *removed: the number of lines cut. */
+cannl_status cannl__metrics_trim(const char *path, int64_t step, int64_t steps_per_epoch, int64_t *removed,
+                                 cannl_error *err);
+
 /* tmp_file.c ---------------------------------------------------------- */
 
 /* Create PATH.tmp.<pid> (or .1, .2, ... after it) exclusively for writing: *f the open file,
  * *tmp its malloc'd name (both NULL on failure). */
 cannl_status cannl__tmp_create(const char *path, FILE **f, char **tmp, cannl_error *err);
+
+/* Remove the temporary files of path (PATH.tmp.<pid>[.<n>]) that a killed process left: those
+ * whose pid is not running, or is this process's (call it before this process writes path).
+ * Returns how many were removed; best effort, errors are ignored. */
+int cannl__tmp_clean_stale(const char *path);
 
 /* Rename tmp over path (removing tmp if that fails), sync the directory, free tmp. */
 cannl_status cannl__tmp_commit(char *tmp, const char *path, cannl_error *err);
