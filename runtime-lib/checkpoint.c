@@ -443,6 +443,17 @@ const char *cannl_checkpoint_meta(const cannl_checkpoint *ck, const char *key) {
     return NULL;
 }
 
+int cannl__checkpoint_tensor(const cannl_checkpoint *ck, size_t i, cannl_tensor *out) {
+    if (!ck || i >= ck->n) return 0;
+    const ck_tensor *t = &ck->t[i];
+    memset(out, 0, sizeof *out);
+    out->name = t->name;
+    out->dtype = t->readable ? t->dt : CANNL_F64;
+    out->ndims = t->ndims;
+    for (int32_t d = 0; d < t->ndims && d < CANNL_MAX_DIMS; d++) out->shape[d] = t->shape[d];
+    return 1;
+}
+
 static void format_shape(char *buf, size_t cap, int32_t nd, const int64_t *shape) {
     size_t n = 0;
     n += (size_t)snprintf(buf + n, cap - n, "[");

@@ -138,6 +138,13 @@ cannl__out_format cannl__out_format_of(const char *path);
 cannl_status cannl__array_write_tmp(const char *path, cannl__out_format fmt, cannl_dtype dtype, int32_t ndims,
                                     const int64_t *shape, const void *data, char **tmp, cannl_error *err);
 
+/* checkpoint.c -------------------------------------------------------- */
+
+/* The i-th tensor of an open checkpoint (header order): its name, dtype (CANNL_F64 for those
+ * that cannot be read), rank (may exceed CANNL_MAX_DIMS: then only the first dims are kept)
+ * and shape into *out, data NULL. Returns 0 past the last. (For the fuzzing harness.) */
+int cannl__checkpoint_tensor(const cannl_checkpoint *ck, size_t i, cannl_tensor *out);
+
 /* metrics_log.c ------------------------------------------------------- */
 
 /* Before a run resumed at `step` appends to the metrics log at path: cut off the records the
