@@ -149,7 +149,7 @@ cannl_status cannl__metrics_trim(const char *path, int64_t step, int64_t steps_p
     cannl_status st = CANNL_OK;
     while ((len = getline(&line, &cap, f)) > 0) {
         lineno++;
-        int64_t at;
+        int64_t at = 0;
         if (line[len - 1] != '\n') { /* the last record, cut short by a crash */
             cut = offset;
             break;

@@ -212,9 +212,9 @@ static int resume_settings(trainer *t, const cannl_checkpoint *ck) {
     }
     r = meta_u64(ck, "examples", &v);
     if (r < 0 || (r == 0 && (v < 1 || v > INT64_MAX || !t->has_inputs)))
-        return report(t, CANNL__EXIT_FAIL, "%s: metadata \"examples\" is '%s', not %s", path,
+        return report(t, CANNL__EXIT_FAIL, "%s: metadata \"examples\" is '%s', %s", path,
                       cannl_checkpoint_meta(ck, "examples"),
-                      t->has_inputs ? "a positive integer" : "expected for a model without inputs");
+                      t->has_inputs ? "not a positive integer" : "but a model without inputs has no examples");
     if (r == 0) t->ck_examples = (int64_t)v;
     /* "epoch" counts the completed epochs: step / steps per epoch (0 without inputs). */
     uint64_t epoch;
