@@ -31,7 +31,7 @@ cannl_status cannl__src_open(cannl__src *s, const char *path, cannl_error *err) 
         int e = errno ? errno : ENOMEM;
         return cannl__fail(err, CANNL_E_IO, path, "cannot open: %s", cannl__strerror(e, eb, sizeof eb));
     }
-    gzbuffer(s->gz, 1u << 17);
+    gzbuffer(s->gz, 1u << 16);
     s->direct = gzdirect(s->gz);
     return CANNL_OK;
 }
