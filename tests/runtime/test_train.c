@@ -727,7 +727,8 @@ static void case_signals(void) {
     pid_t pid = SPAWN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--batch", "8", "--seed", "7", "--epochs", "60",
                       "--log-every", "1", "--checkpoint", W("d.safetensors"), "--metrics", W("d.jsonl"));
     unsetenv("FAKE_STEP_DELAY_MS");
-    sleep_ms(300);
+    /* once it has logged a few steps (the handlers are installed for the training loop) */
+    for (int waited = 0; waited < 20000 && count_lines(W("d.jsonl")) < 3; waited += 10) sleep_ms(10);
     CHECK(pid > 0 && kill(pid, SIGTERM) == 0);
     result r = wait_v(pid);
     const int64_t at = atoll(meta_of(W("d.safetensors"), "step"));
