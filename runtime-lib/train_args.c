@@ -38,7 +38,8 @@ static const flag_def FLAGS[] = {
     {"--init", F_PATH, 0, "PATH", "initial params from a safetensors file (PyTorch's or a checkpoint)"},
     {"--checkpoint", F_PATH, 0, "PATH", "save the whole state after every epoch and at exit (never a diverged one)"},
     {"--resume", F_PATH, 0, "PATH", "continue the run saved in this checkpoint"},
-    {"--metrics", F_PATH, 0, "PATH", "write JSON lines with the loss and the test metrics"},
+    {"--metrics", F_PATH, 0, "PATH", "write JSON lines with the loss and the test metrics (with --resume: cut back to "
+                                     "the checkpoint's step, then appended to)"},
     {"--log-every", F_INT, 0, "N", "steps between logged losses and checks that params are finite (default 100; 0 = never)"},
     {"--quiet", F_BOOL, 0, NULL, "no progress or per-epoch lines"},
     {"--help", F_BOOL, 0, NULL, "show this help"},
