@@ -9,7 +9,7 @@
  *       data/x.npy: unsupported dtype '<c8' (expected float32/float64/uint8/int32/int64)
  *     err may be NULL when the caller does not want the message.
  *   - The library never calls exit() or abort() and has no global mutable
- *     state (except the SIGINT flag of cannl_train_main, a whole program):
+ *     state (except the stop-signal flag of cannl_train_main, a whole program):
  *     different objects may be used from different threads at once
  *     (one object from one thread at a time, except cannl_checkpoint_read).
  *   - Memory the library hands out is released with the matching *_free /
@@ -83,12 +83,14 @@ typedef enum cannl_format {
     CANNL_FMT_AUTO = 0, /* by magic bytes, then by extension (.csv/.txt, .npy, *idx*) */
     CANNL_FMT_IDX,      /* IDX (MNIST style), big-endian, u8/i8/i16/i32/f32/f64 */
     CANNL_FMT_NPY,      /* NumPy .npy v1-v3, <f4 <f8 |u1 <i4 <i8, C order */
-    CANNL_FMT_CSV       /* one example per line, comma separated, optional header */
+    CANNL_FMT_CSV       /* one example per line, comma separated decimal numbers; the first row
+                           is a header when none of its fields is a number */
 } cannl_format;
 
 /* Load `path` into *ds with values converted to `dtype`. Any file may be
- * gzip-compressed. The first axis is the example axis. On failure *ds is
- * zeroed. Release with cannl_dataset_free. */
+ * gzip-compressed. The first axis is the example axis. Every value must be
+ * finite and fit `dtype` (nan, inf, 1e999 are errors naming the example and
+ * the value). On failure *ds is zeroed. Release with cannl_dataset_free. */
 cannl_status cannl_dataset_load(cannl_dataset *ds, const char *path, cannl_format format,
                                 cannl_dtype dtype, cannl_error *err);
 
@@ -199,9 +201,10 @@ cannl_status cannl_checkpoint_save(const char *path, const cannl_tensor *tensors
 /* Opaque handle on an opened (and fully validated) safetensors file. */
 typedef struct cannl_checkpoint cannl_checkpoint;
 
-/* Open and validate `path` (header length, JSON, dtypes, offsets inside the
- * file and non-overlapping, sizes). If expect_model is not NULL the metadata
- * entry "model" must equal it. Close with cannl_checkpoint_close. */
+/* Open and validate `path` (header length, UTF-8 JSON without repeated keys,
+ * dtypes, sizes, tensors tiling the data exactly: no overlap, hole or trailing
+ * byte). If expect_model is not NULL the metadata entry "model" must equal it.
+ * Close with cannl_checkpoint_close. */
 cannl_status cannl_checkpoint_open(const char *path, const char *expect_model,
                                    cannl_checkpoint **out, cannl_error *err);
 
@@ -333,7 +336,8 @@ typedef enum cannl_load_what { CANNL_LOAD_PARAMS = 0, CANNL_LOAD_ALL = 1 } cannl
 /* Load the params (CANNL_LOAD_PARAMS: only them; the file may come from PyTorch or any
    safetensors writer, metadata optional, but if it has "model" it must equal api->name) or
    the whole state plus the step count (CANNL_LOAD_ALL: the file must be a checkpoint of
-   this model). All-or-nothing: on any error m is left unchanged (read into scratch first).
+   this model). Every value read must be finite. All-or-nothing: on any error m is left
+   unchanged (read into scratch first).
    Messages name the file and the problem (missing tensor 'w1', shape [512, 784] vs ...,
    checkpoint of model 'x' but this is 'y').
    keep_open_or_null: NULL, or where to store the still-open checkpoint on success (so the
@@ -343,9 +347,10 @@ cannl_status cannl_model_load(const cannl_model_api *api, void *m, const char *p
                               cannl_error *err);
 
 /* The training program: parses argv, trains, evaluates, checkpoints. Returns the process
-   exit status (0 ok, 1 bad input/data/IO, 2 bad usage; 130 after SIGINT, once the current
-   step is finished and the checkpoint saved). `--help` lists the flags; runtime-lib/README.md
-   describes the whole command line. */
+   exit status (0 ok, 1 bad input/data/IO or a diverged run: a nan or inf loss or state, with
+   nothing saved; 2 bad usage; 128 + the signal after SIGINT, SIGTERM or SIGHUP, once the
+   current step is finished and the checkpoint saved). `--help` lists the flags;
+   runtime-lib/README.md describes the whole command line. */
 int cannl_train_main(const cannl_model_api *api, int argc, char **argv);
 
 

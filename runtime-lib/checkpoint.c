@@ -259,6 +259,11 @@ static cannl_status load_header(cannl_checkpoint *ck, uint64_t data_len, cannl_e
                 const cannl__jnode *mv = &j->nodes[m];
                 if (mv->type != CANNL__J_STR)
                     return cannl__fail(err, CANNL_E_FORMAT, path, "metadata value for '%s' is not a string", mv->key);
+                if (strlen(mv->key) != mv->key_len)
+                    return cannl__fail(err, CANNL_E_FORMAT, path, "a metadata key contains a NUL character");
+                for (size_t k = 0; k < ck->nmeta; k++)
+                    if (strcmp(ck->mkeys[k], mv->key) == 0)
+                        return cannl__fail(err, CANNL_E_FORMAT, path, "duplicate metadata key '%s'", mv->key);
                 ck->mkeys[ck->nmeta] = mv->key;
                 ck->mvals[ck->nmeta] = mv->str;
                 ck->nmeta++;
@@ -270,6 +275,11 @@ static cannl_status load_header(cannl_checkpoint *ck, uint64_t data_len, cannl_e
         for (size_t k = 0; k < ck->n; k++)
             if (strcmp(ck->t[k].name, name) == 0)
                 return cannl__fail(err, CANNL_E_FORMAT, path, "duplicate tensor '%s'", name);
+        for (int32_t a = v->child; a >= 0; a = j->nodes[a].next)
+            for (int32_t b = j->nodes[a].next; b >= 0; b = j->nodes[b].next)
+                if (j->nodes[a].key_len == j->nodes[b].key_len && strcmp(j->nodes[a].key, j->nodes[b].key) == 0)
+                    return cannl__fail(err, CANNL_E_FORMAT, path, "tensor '%s': duplicate field \"%s\"", name,
+                                       j->nodes[a].key);
         ck_tensor *t = &ck->t[ck->n];
         t->name = name;
         const cannl__jnode *dt = member(j, v, "dtype"), *sh = member(j, v, "shape"),
@@ -311,27 +321,35 @@ static cannl_status load_header(cannl_checkpoint *ck, uint64_t data_len, cannl_e
                                t->dtype, count, t->end - t->begin);
         ck->n++;
     }
-    /* Non-overlapping byte ranges. */
-    if (ck->n > 1) {
-        ck_tensor **order = malloc(ck->n * sizeof *order);
-        if (!order) return cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
-        for (size_t i = 0; i < ck->n; i++) order[i] = &ck->t[i];
-        qsort(order, ck->n, sizeof *order, cmp_begin);
-        const ck_tensor *reach = NULL; /* the non-empty tensor ending last so far */
-        for (size_t i = 0; i < ck->n; i++) {
-            const ck_tensor *x = order[i];
-            if (x->begin == x->end) continue;
-            if (reach && x->begin < reach->end) {
-                cannl_status st = cannl__fail(err, CANNL_E_FORMAT, path, "tensors '%s' and '%s' overlap in the file",
-                                              reach->name, x->name);
-                free(order);
-                return st;
-            }
-            if (!reach || x->end > reach->end) reach = x;
-        }
-        free(order);
+    /* The tensors tile the data exactly, as the safetensors format requires: sorted by offset,
+       each begins where the previous one ends, the first at 0, the last at the end of the file.
+       A hole or trailing bytes would be data no tensor owns. */
+    ck_tensor **order = malloc((ck->n + 1) * sizeof *order);
+    if (!order) return cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
+    for (size_t i = 0; i < ck->n; i++) order[i] = &ck->t[i];
+    qsort(order, ck->n, sizeof *order, cmp_begin);
+    cannl_status st = CANNL_OK;
+    uint64_t reach = 0;             /* where the data covered so far ends */
+    const ck_tensor *prev = NULL;   /* the tensor ending there */
+    for (size_t i = 0; i < ck->n && st == CANNL_OK; i++) {
+        const ck_tensor *x = order[i];
+        if (x->begin < reach)
+            st = cannl__fail(err, CANNL_E_FORMAT, path, "tensors '%s' and '%s' overlap in the file", prev->name, x->name);
+        else if (x->begin > reach && prev)
+            st = cannl__fail(err, CANNL_E_FORMAT, path,
+                             "%" PRIu64 " bytes between tensors '%s' and '%s' belong to no tensor", x->begin - reach,
+                             prev->name, x->name);
+        else if (x->begin > reach)
+            st = cannl__fail(err, CANNL_E_FORMAT, path,
+                             "the first tensor, '%s', begins at data offset %" PRIu64 ", not 0", x->name, x->begin);
+        reach = x->end;
+        prev = x;
     }
-    return CANNL_OK;
+    free(order);
+    if (st == CANNL_OK && reach != data_len)
+        st = cannl__fail(err, CANNL_E_FORMAT, path, "%" PRIu64 " bytes after the %s belong to no tensor", data_len - reach,
+                         prev ? "last tensor" : "header (it lists no tensor)");
+    return st;
 }
 
 cannl_status cannl_checkpoint_open(const char *path, const char *expect_model, cannl_checkpoint **out,
@@ -423,6 +441,17 @@ const char *cannl_checkpoint_meta(const cannl_checkpoint *ck, const char *key) {
     for (size_t i = 0; i < ck->nmeta; i++)
         if (strcmp(ck->mkeys[i], key) == 0) return ck->mvals[i];
     return NULL;
+}
+
+int cannl__checkpoint_tensor(const cannl_checkpoint *ck, size_t i, cannl_tensor *out) {
+    if (!ck || i >= ck->n) return 0;
+    const ck_tensor *t = &ck->t[i];
+    memset(out, 0, sizeof *out);
+    out->name = t->name;
+    out->dtype = t->readable ? t->dt : CANNL_F64;
+    out->ndims = t->ndims;
+    for (int32_t d = 0; d < t->ndims && d < CANNL_MAX_DIMS; d++) out->shape[d] = t->shape[d];
+    return 1;
 }
 
 static void format_shape(char *buf, size_t cap, int32_t nd, const int64_t *shape) {

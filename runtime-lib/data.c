@@ -31,7 +31,7 @@ cannl_status cannl__src_open(cannl__src *s, const char *path, cannl_error *err) 
         int e = errno ? errno : ENOMEM;
         return cannl__fail(err, CANNL_E_IO, path, "cannot open: %s", cannl__strerror(e, eb, sizeof eb));
     }
-    gzbuffer(s->gz, 1u << 17);
+    gzbuffer(s->gz, 1u << 16);
     s->direct = gzdirect(s->gz);
     return CANNL_OK;
 }
@@ -256,7 +256,23 @@ cannl_status cannl__read_payload(cannl__src *s, cannl_dataset *ds, cannl__etype 
                                          "ends after %zu", payload, done * es + got);
             break;
         }
-        cannl__decode(buf, n, t, big_endian, (unsigned char *)ds->data + done * out_es, ds->dtype);
+        unsigned char *out = (unsigned char *)ds->data + done * out_es;
+        cannl__decode(buf, n, t, big_endian, out, ds->dtype);
+        /* Floating-point files may hold inf or nan, and float64 values may overflow float32:
+           one such value would poison every param it reaches, so the file is refused. */
+        const int64_t bad = t == CANNL__F32 || t == CANNL__F64 ? cannl__first_nonfinite(out, n, ds->dtype) : -1;
+        if (bad >= 0) {
+            const double raw = decode_one(buf + (size_t)bad * es, t, big_endian);
+            const int64_t at = (int64_t)done + bad;
+            st = isfinite(raw) ? cannl__fail(err, CANNL_E_FORMAT, s->path,
+                                             "example %" PRId64 ", value %" PRId64 ": %g is too large for float32",
+                                             at / ds->elems, at % ds->elems, raw)
+                               : cannl__fail(err, CANNL_E_FORMAT, s->path,
+                                             "example %" PRId64 ", value %" PRId64
+                                             ": %s (the data must be finite numbers)",
+                                             at / ds->elems, at % ds->elems, cannl__nonfinite_name(raw));
+            break;
+        }
         done += n;
     }
     if (st == CANNL_OK && !s->direct) {
@@ -313,8 +329,8 @@ static cannl_format detect(const char *path, cannl_error *err, cannl_status *st)
     return CANNL_FMT_AUTO;
 }
 
-cannl_status cannl_dataset_load(cannl_dataset *ds, const char *path, cannl_format format, cannl_dtype dtype,
-                                cannl_error *err) {
+static cannl_status load(cannl_dataset *ds, const char *path, cannl_format format, cannl_dtype dtype,
+                         cannl__csv_header header, cannl_error *err) {
     if (!ds) return cannl__fail(err, CANNL_E_ARG, "cannl_dataset_load", "dataset pointer is NULL");
     memset(ds, 0, sizeof *ds);
     if (!path) return cannl__fail(err, CANNL_E_ARG, "cannl_dataset_load", "path is NULL");
@@ -325,13 +341,38 @@ cannl_status cannl_dataset_load(cannl_dataset *ds, const char *path, cannl_forma
         format = detect(path, err, &st);
         if (st != CANNL_OK) return st;
     }
+    if (header == CANNL__CSV_HEADER && format != CANNL_FMT_CSV)
+        return cannl__fail(err, CANNL_E_ARG, path, "':header' declares the header row of a CSV file, but this is %s",
+                           format == CANNL_FMT_NPY ? "a .npy file" : "an IDX file");
     switch (format) {
     case CANNL_FMT_IDX: st = cannl__load_idx(ds, path, dtype, err); break;
     case CANNL_FMT_NPY: st = cannl__load_npy(ds, path, dtype, err); break;
-    case CANNL_FMT_CSV: st = cannl__load_csv(ds, path, dtype, err); break;
+    case CANNL_FMT_CSV: st = cannl__load_csv(ds, path, dtype, header, err); break;
     default: return cannl__fail(err, CANNL_E_ARG, path, "invalid format %d", (int)format);
     }
     if (st != CANNL_OK) cannl_dataset_free(ds);
+    return st;
+}
+
+cannl_status cannl_dataset_load(cannl_dataset *ds, const char *path, cannl_format format, cannl_dtype dtype,
+                                cannl_error *err) {
+    return load(ds, path, format, dtype, CANNL__CSV_AUTO_HEADER, err);
+}
+
+cannl_status cannl__dataset_load_bound(cannl_dataset *ds, const char *path_spec, cannl_dtype dtype, cannl_error *err) {
+    static const char suffix[] = ":header";
+    const size_t len = path_spec ? strlen(path_spec) : 0, n = sizeof suffix - 1;
+    if (len <= n || strcmp(path_spec + len - n, suffix) != 0)
+        return load(ds, path_spec, CANNL_FMT_AUTO, dtype, CANNL__CSV_AUTO_HEADER, err);
+    char *path = malloc(len - n + 1);
+    if (!path) {
+        if (ds) memset(ds, 0, sizeof *ds);
+        return cannl__fail(err, CANNL_E_NOMEM, path_spec, "out of memory");
+    }
+    memcpy(path, path_spec, len - n);
+    path[len - n] = '\0';
+    cannl_status st = load(ds, path, CANNL_FMT_AUTO, dtype, CANNL__CSV_HEADER, err);
+    free(path);
     return st;
 }
 

@@ -1,16 +1,20 @@
 /* data_csv.c - CSV reader: one example per line, comma-separated numbers.
  *
  * Blank lines are skipped, "\r\n" endings are accepted, fields may carry
- * spaces around them. If the first non-blank line has a field that is not
- * a number it is taken as a header and skipped; later such fields are errors.
- * All rows must have the same number of fields. Numbers are parsed with
- * strtod, i.e. in the C locale unless the program changed LC_NUMERIC. */
+ * spaces around them. Numbers are decimal (number.c: no hexadecimal floats,
+ * nan or inf) and must fit the dtype. The first non-blank line is a header
+ * (skipped) when declared (PATH:header) or when none of its fields is a
+ * number; a first line mixing numbers and text is an error (a typo would
+ * otherwise silently drop the first example). All rows must have the same
+ * number of fields. strtod converts, i.e. the C locale is assumed for
+ * LC_NUMERIC. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "rt_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,12 +73,19 @@ static int is_blank(const char *s) {
     return 1;
 }
 
-/* Split the line at commas (in place) and parse every field. Returns the
- * field count; *bad is set to the 1-based index of the first non-numeric
- * field (0 if all are numbers) and *bad_text to it. Values go to vals
- * (grown as needed). */
-static int64_t parse_fields(char *line, double **vals, size_t *vcap, int64_t *bad, const char **bad_text) {
+/* One field's problem, when it is not a usable number. */
+typedef enum field_kind { FIELD_NUMBER = 0, FIELD_TEXT, FIELD_NONFINITE, FIELD_RANGE } field_kind;
+
+/* Split the line at commas (in place) and parse every field as a decimal number (number.c's
+ * syntax: no hexadecimal floats, nan or inf). Returns the field count; *numbers counts the
+ * fields meant as numbers (usable or not: 1e999 and nan count), and *bad / *bad_kind / *bad_text describe the first field that is
+ * not (*bad 1-based, 0 when all are). A number that overflows the dtype (1e999; 1e39 for
+ * float32) is FIELD_RANGE, a nan or inf word FIELD_NONFINITE, anything else FIELD_TEXT. Values
+ * go to vals (grown as needed). */
+static int64_t parse_fields(char *line, cannl_dtype dtype, double **vals, size_t *vcap, int64_t *numbers,
+                            int64_t *bad, field_kind *bad_kind, const char **bad_text) {
     int64_t n = 0;
+    *numbers = 0;
     *bad = 0;
     char *f = line;
     for (;;) {
@@ -90,12 +101,21 @@ static int64_t parse_fields(char *line, double **vals, size_t *vcap, int64_t *ba
             *vals = nv;
             *vcap = ncap;
         }
-        char *end = NULL;
-        errno = 0;
-        double v = *f ? strtod(f, &end) : 0.0;
-        if (!*f || end != e) {
+        double v = 0.0;
+        field_kind kind = FIELD_NUMBER;
+        cannl__num r = cannl__parse_decimal(f, &v);
+        if (r == CANNL__NUM_RANGE || (r == CANNL__NUM_OK && dtype == CANNL_F32 && !isfinite((float)v))) {
+            kind = FIELD_RANGE;
+        } else if (r == CANNL__NUM_SYNTAX) {
+            char *end;
+            const double w = strtod(f, &end); /* what strtod alone would have taken */
+            kind = *f && *end == '\0' && !isfinite(w) ? FIELD_NONFINITE : FIELD_TEXT;
+        }
+        if (kind != FIELD_TEXT) ++*numbers; /* nan and 1e999 are meant as numbers too */
+        if (kind != FIELD_NUMBER) {
             if (!*bad) {
                 *bad = n + 1;
+                *bad_kind = kind;
                 *bad_text = f;
             }
             v = 0.0;
@@ -107,7 +127,21 @@ static int64_t parse_fields(char *line, double **vals, size_t *vcap, int64_t *ba
     return n;
 }
 
-cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err) {
+static cannl_status field_error(cannl_error *err, const char *path, int64_t lineno, int64_t field, field_kind kind,
+                                const char *text, cannl_dtype dtype) {
+    if (kind == FIELD_RANGE)
+        return cannl__fail(err, CANNL_E_FORMAT, path, "line %" PRId64 ": field %" PRId64 " ('%.40s') is too large for %s",
+                           lineno, field, text, dtype == CANNL_F32 ? "float32" : "float64");
+    if (kind == FIELD_NONFINITE)
+        return cannl__fail(err, CANNL_E_FORMAT, path,
+                           "line %" PRId64 ": field %" PRId64 " ('%.40s') is not a finite number (the data must be finite)",
+                           lineno, field, text);
+    return cannl__fail(err, CANNL_E_FORMAT, path, "line %" PRId64 ": field %" PRId64 " ('%.40s') is not a number", lineno,
+                       field, text);
+}
+
+cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl__csv_header header,
+                             cannl_error *err) {
     cannl__src s;
     cannl_status st = cannl__src_open(&s, path, err);
     if (st != CANNL_OK) return st;
@@ -125,20 +159,30 @@ cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dt
         if (r == 0) break;
         lineno++;
         if (is_blank(lb.p)) continue;
-        int64_t bad;
+        int64_t bad, numbers;
+        field_kind kind = FIELD_NUMBER;
         const char *bad_text = NULL;
-        int64_t n = parse_fields(lb.p, &vals, &vcap, &bad, &bad_text);
+        int64_t n = parse_fields(lb.p, dtype, &vals, &vcap, &numbers, &bad, &kind, &bad_text);
         if (n < 0) {
             st = cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
             goto done;
         }
         if (!seen_first) {
             seen_first = 1;
-            if (bad) continue; /* header line */
+            /* The first row is a header when declared (PATH:header), or when none of its fields
+               is a number. One mixing numbers and text is neither: most likely a typo. */
+            if (header == CANNL__CSV_HEADER || numbers == 0) continue;
+            if (bad && kind == FIELD_TEXT) {
+                st = cannl__fail(err, CANNL_E_FORMAT, path,
+                                 "line %" PRId64 ": field %" PRId64 " ('%.40s') is not a number, but the row has "
+                                 "numbers too, so it is not a header (a header has no numeric field; declare one "
+                                 "with %s:header)",
+                                 lineno, bad, bad_text, path);
+                goto done;
+            }
         }
         if (bad) {
-            st = cannl__fail(err, CANNL_E_FORMAT, path, "line %" PRId64 ": field %" PRId64 " ('%.40s') is not a number",
-                             lineno, bad, bad_text);
+            st = field_error(err, path, lineno, bad, kind, bad_text, dtype);
             goto done;
         }
         if (cols < 0) {

@@ -139,6 +139,9 @@ static cannl_status write_outputs(runner *r) {
         report(r, CANNL__EXIT_FAIL, "out of memory");
         return CANNL_E_NOMEM;
     }
+    /* Temporaries a killed earlier run left beside the targets go first. */
+    for (int32_t k = 0; k < api->num_outputs; k++)
+        if (r->o.out_paths[k]) cannl__tmp_clean_stale(r->o.out_paths[k]);
     /* A directory in the way would only fail at its rename, after others were renamed. */
     for (int32_t k = 0; k < api->num_outputs && st == CANNL_OK; k++) {
         struct stat sb;

@@ -1,7 +1,7 @@
 /* json_min.c - a tiny, strict JSON parser (RFC 8259) producing a flat node
  * array, and a string builder for writing JSON. Used for safetensors headers
- * and the metrics log; nesting is limited to 64 and strings are decoded
- * (escapes, \uXXXX with surrogate pairs) to UTF-8. */
+ * and the metrics log; nesting is limited to 64, strings must be well-formed
+ * UTF-8 and are decoded (escapes, \uXXXX with surrogate pairs) to UTF-8. */
 #include "json_min.h"
 
 #include <stdarg.h>
@@ -58,6 +58,22 @@ static int hex4(const char *p, unsigned *out) {
     return 0;
 }
 
+/* Length of the well-formed UTF-8 sequence at p (n bytes available) that starts with a byte
+ * >= 0x80, or 0: no overlong forms, no surrogates, nothing above U+10FFFF (RFC 3629). */
+static size_t utf8_length(const unsigned char *p, size_t n) {
+    const unsigned c = p[0];
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF; /* range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else return 0;
+    if (n < len || p[1] < lo || p[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF) return 0;
+    return len;
+}
+
 /* Decode a string starting at the opening quote into j->strings. */
 static int parse_string(parser *ps, const char **out, size_t *out_len) {
     char *dst = ps->j->strings + ps->j->strings_len, *d = dst;
@@ -70,6 +86,14 @@ static int parse_string(parser *ps, const char **out, size_t *out_len) {
             break;
         }
         if (c < 0x20) return fail(ps, "control character in string");
+        if (c >= 0x80) {
+            size_t len = utf8_length((const unsigned char *)ps->p, (size_t)(ps->end - ps->p));
+            if (!len) return fail(ps, "invalid UTF-8 in string");
+            memcpy(d, ps->p, len);
+            d += len;
+            ps->p += len;
+            continue;
+        }
         if (c != '\\') {
             *d++ = (char)c;
             ps->p++;

@@ -2,13 +2,16 @@
  *   {"epoch":3,"step":1407,"loss":0.31415,"accuracy":0.8812}
  * Each line is built in memory, written with one fwrite and flushed, so a
  * crashed run leaves at most the last line incomplete. Doubles are written
- * in the shortest form that reads back exactly; NaN/inf become null. */
+ * in the shortest form that reads back exactly; NaN/inf become null.
+ * cannl__metrics_trim cuts a log back to a checkpoint's step before a
+ * resumed run appends to it. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "json_min.h"
 #include "rt_internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,5 +103,85 @@ cannl_status cannl_metrics_close(cannl_metrics_log *log, cannl_error *err) {
     }
     free(log->path);
     free(log);
+    return st;
+}
+
+/* The step at which the training program wrote record `line`: its "step", else (a test record
+   after an epoch) "epoch" * steps_per_epoch. 0 ok, 1 not such a record. */
+static int record_step(const char *line, size_t len, int64_t steps_per_epoch, int64_t *at) {
+    cannl__json j;
+    char why[160];
+    if (cannl__json_parse(&j, line, len, why, sizeof why)) return 1;
+    int rc = 1;
+    uint64_t epoch = 0, step = 0;
+    int has_epoch = 0, has_step = 0;
+    const cannl__jnode *root = &j.nodes[0];
+    for (int32_t c = root->type == CANNL__J_OBJ ? root->child : -1; c >= 0; c = j.nodes[c].next) {
+        const cannl__jnode *v = &j.nodes[c];
+        if (strcmp(v->key, "epoch") == 0) has_epoch = !cannl__json_u64(v, &epoch);
+        if (strcmp(v->key, "step") == 0) has_step = !cannl__json_u64(v, &step);
+    }
+    if (has_step && step <= INT64_MAX) {
+        *at = (int64_t)step;
+        rc = 0;
+    } else if (has_epoch && epoch <= INT64_MAX) {
+        *at = steps_per_epoch > 0 && (int64_t)epoch > INT64_MAX / steps_per_epoch ? INT64_MAX
+                                                                                  : (int64_t)epoch * steps_per_epoch;
+        rc = 0;
+    }
+    cannl__json_free(&j);
+    return rc;
+}
+
+cannl_status cannl__metrics_trim(const char *path, int64_t step, int64_t steps_per_epoch, int64_t *removed,
+                                 cannl_error *err) {
+    *removed = 0;
+    FILE *f = fopen(path, "rb");
+    char eb[128];
+    if (!f) {
+        if (errno == ENOENT) return CANNL_OK;
+        return cannl__fail(err, CANNL_E_IO, path, "cannot open metrics log: %s", cannl__strerror(errno, eb, sizeof eb));
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int64_t offset = 0, lineno = 0, cut = -1;
+    cannl_status st = CANNL_OK;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        int64_t at = 0;
+        if (line[len - 1] != '\n') { /* the last record, cut short by a crash */
+            cut = offset;
+            break;
+        }
+        if (len > 1 && record_step(line, (size_t)len - 1, steps_per_epoch, &at)) {
+            st = cannl__fail(err, CANNL_E_FORMAT, path,
+                             "line %" PRId64 " is not a record of a training program (a JSON object with a step or an "
+                             "epoch): cannot cut this metrics log back to the checkpoint's step %" PRId64,
+                             lineno, step);
+            break;
+        }
+        if (len > 1 && at > step) {
+            cut = offset;
+            break;
+        }
+        offset += len;
+    }
+    if (st == CANNL_OK && ferror(f))
+        st = cannl__fail(err, CANNL_E_IO, path, "cannot read metrics log: %s", cannl__strerror(errno, eb, sizeof eb));
+    if (st == CANNL_OK && cut >= 0) {
+        /* Count what goes, then cut. */
+        int64_t lines = len > 0 && line[len - 1] != '\n' ? 1 : 0;
+        if (lines == 0) {
+            lines = 1;
+            while ((len = getline(&line, &cap, f)) > 0) lines++;
+        }
+        *removed = lines;
+        if (truncate(path, (off_t)cut) != 0)
+            st = cannl__fail(err, CANNL_E_IO, path, "cannot cut the metrics log back to step %" PRId64 ": %s", step,
+                             cannl__strerror(errno, eb, sizeof eb));
+    }
+    free(line);
+    fclose(f);
     return st;
 }

@@ -4,7 +4,8 @@
  * A model checkpoint is a safetensors file holding every state tensor
  * (params, then optimiser state) with metadata "model" and "step". Loading
  * is all-or-nothing: every tensor is read into one scratch block first and
- * copied into the model only when all of them were read successfully. */
+ * copied into the model only when all of them were read successfully and
+ * hold finite values only. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "rt_internal.h"
@@ -188,7 +189,20 @@ cannl_status cannl_model_load(const cannl_model_api *api, void *m, const char *p
         if (st == CANNL_E_NOTFOUND) st = cannl__fail(err, st, path, "missing tensor '%s'", t[i].name);
         if (st != CANNL_OK) goto done; /* the message names the file, the tensor and both shapes */
     }
-    /* Everything was read: commit. */
+    /* A nan or inf would spread to every param through the first step: refuse it, as
+       `cannl gen --embed` does. */
+    for (size_t i = 0; i < n; i++) {
+        const int64_t bad = cannl__first_nonfinite(scratch + off[i], len[i] / cannl_dtype_size(t[i].dtype), t[i].dtype);
+        if (bad >= 0) {
+            const double v = t[i].dtype == CANNL_F32 ? (double)((const float *)(scratch + off[i]))[bad]
+                                                     : ((const double *)(scratch + off[i]))[bad];
+            st = cannl__fail(err, CANNL_E_FORMAT, path, "%s '%s' holds a non-finite value (%s) at element %" PRId64,
+                             i < (size_t)api->num_params ? "param" : "state tensor", t[i].name,
+                             cannl__nonfinite_name(v), bad);
+            goto done;
+        }
+    }
+    /* Everything was read and is finite: commit. */
     for (size_t i = 0; i < n; i++)
         if (len[i] > 0) memcpy(t[i].data, scratch + off[i], len[i]);
     if (what == CANNL_LOAD_ALL) api->set_step(m, step);

@@ -40,6 +40,21 @@ static inline int cannl__mul_size(size_t a, size_t b, size_t *out) {
     return 0;
 }
 
+/* number.c ------------------------------------------------------------ */
+
+typedef enum cannl__num { CANNL__NUM_OK = 0, CANNL__NUM_SYNTAX, CANNL__NUM_RANGE } cannl__num;
+
+/* A whole NUL-terminated string as a decimal number: [+-]? digits [. digits] [e [+-] digits]
+ * (digits on at least one side of the point). No spaces, hexadecimal floats, nan or inf.
+ * CANNL__NUM_RANGE: the syntax is fine but the value overflows a double (1e999). */
+cannl__num cannl__parse_decimal(const char *s, double *out);
+
+/* Index of the first inf or nan among n values of dtype at p, or -1. */
+int64_t cannl__first_nonfinite(const void *p, size_t n, cannl_dtype dtype);
+
+/* "nan", "inf" or "-inf" for a non-finite v. */
+const char *cannl__nonfinite_name(double v);
+
 /* Byte order helpers (independent of the host's byte order). */
 static inline int cannl__host_le(void) {
     const uint16_t one = 1;
@@ -101,7 +116,14 @@ cannl_status cannl__read_payload(cannl__src *s, cannl_dataset *ds, cannl__etype 
 /* data_idx.c / data_npy.c / data_csv.c */
 cannl_status cannl__load_idx(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err);
 cannl_status cannl__load_npy(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err);
-cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err);
+/* CSV: a header row is detected (none of its fields is a number), or declared (PATH:header). */
+typedef enum cannl__csv_header { CANNL__CSV_AUTO_HEADER = 0, CANNL__CSV_HEADER } cannl__csv_header;
+cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl__csv_header header,
+                             cannl_error *err);
+
+/* cannl_dataset_load for a file bound as PATH or PATH:header (a CSV file with a header row,
+ * declared: the first row is skipped whatever it holds). Messages name PATH. */
+cannl_status cannl__dataset_load_bound(cannl_dataset *ds, const char *path_spec, cannl_dtype dtype, cannl_error *err);
 
 /* array_write.c -------------------------------------------------------- */
 
@@ -116,11 +138,34 @@ cannl__out_format cannl__out_format_of(const char *path);
 cannl_status cannl__array_write_tmp(const char *path, cannl__out_format fmt, cannl_dtype dtype, int32_t ndims,
                                     const int64_t *shape, const void *data, char **tmp, cannl_error *err);
 
+/* checkpoint.c -------------------------------------------------------- */
+
+/* The i-th tensor of an open checkpoint (header order): its name, dtype (CANNL_F64 for those
+ * that cannot be read), rank (may exceed CANNL_MAX_DIMS: then only the first dims are kept)
+ * and shape into *out, data NULL. Returns 0 past the last. (For the fuzzing harness.) */
+int cannl__checkpoint_tensor(const cannl_checkpoint *ck, size_t i, cannl_tensor *out);
+
+/* metrics_log.c ------------------------------------------------------- */
+
+/* Before a run resumed at `step` appends to the metrics log at path: cut off the records the
+ * earlier run wrote after that step (it went on past its last checkpoint, then crashed or
+ * diverged), so every step appears once. A record's step is its "step", or for a record of an
+ * epoch's end (no "step") "epoch" * steps_per_epoch. A last line without its newline goes too.
+ * A missing file is fine; a line that is no such record is an error (nothing is cut).
+ * *removed: the number of lines cut. */
+cannl_status cannl__metrics_trim(const char *path, int64_t step, int64_t steps_per_epoch, int64_t *removed,
+                                 cannl_error *err);
+
 /* tmp_file.c ---------------------------------------------------------- */
 
 /* Create PATH.tmp.<pid> (or .1, .2, ... after it) exclusively for writing: *f the open file,
  * *tmp its malloc'd name (both NULL on failure). */
 cannl_status cannl__tmp_create(const char *path, FILE **f, char **tmp, cannl_error *err);
+
+/* Remove the temporary files of path (PATH.tmp.<pid>[.<n>]) that a killed process left: those
+ * whose pid is not running, or is this process's (call it before this process writes path).
+ * Returns how many were removed; best effort, errors are ignored. */
+int cannl__tmp_clean_stale(const char *path);
 
 /* Rename tmp over path (removing tmp if that fails), sync the directory, free tmp. */
 cannl_status cannl__tmp_commit(char *tmp, const char *path, cannl_error *err);

@@ -1,13 +1,20 @@
 /* tmp_file.c — writing a file atomically: the bytes go to a temporary file beside it, created
  * exclusively, which is renamed over it when complete (checkpoints, the inference program's
- * outputs). A reader sees the old file or the new one, never a part. */
+ * outputs). A reader sees the old file or the new one, never a part. A process killed while
+ * writing leaves its temporary behind; the next program writing the same file removes it
+ * (cannl__tmp_clean_stale). */
+#define _POSIX_C_SOURCE 200809L
+
 #include "rt_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 cannl_status cannl__tmp_create(const char *path, FILE **f_out, char **tmp_out, cannl_error *err) {
@@ -77,4 +84,54 @@ cannl_status cannl__tmp_commit(char *tmp, const char *path, cannl_error *err) {
     }
     free(tmp);
     return st;
+}
+
+/* The pid of a temporary file's name "<base>.tmp.<pid>" or "<base>.tmp.<pid>.<n>", or 0. */
+static long tmp_pid(const char *name, const char *base, size_t base_len) {
+    if (strncmp(name, base, base_len) != 0 || strncmp(name + base_len, ".tmp.", 5) != 0) return 0;
+    const char *p = name + base_len + 5;
+    long pid = 0;
+    if (*p < '1' || *p > '9') return 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (pid > 99999999) return 0; /* no pid is that large */
+        pid = pid * 10 + (*p - '0');
+    }
+    if (*p == '.') {
+        if (p[1] < '1' || p[1] > '9') return 0;
+        for (p++; *p >= '0' && *p <= '9'; p++) continue;
+    }
+    return *p ? 0 : pid;
+}
+
+int cannl__tmp_clean_stale(const char *path) {
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    const size_t base_len = strlen(base);
+    size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0; /* with its slash */
+    if (!base_len) return 0;
+    char *dir = malloc(dir_len + 2);
+    if (!dir) return 0;
+    if (dir_len) memcpy(dir, path, dir_len);
+    else dir[dir_len++] = '.';
+    dir[dir_len] = '\0';
+    DIR *d = opendir(dir);
+    int removed = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        const long pid = tmp_pid(e->d_name, base, base_len);
+        /* Only a dead writer's file (or one named after this process, which has written
+           nothing yet: a pid reused in a new container, say). A live process may be
+           writing its own. */
+        if (!pid || (pid != (long)getpid() && !(kill((pid_t)pid, 0) != 0 && errno == ESRCH))) continue;
+        const size_t len = dir_len + strlen(e->d_name) + 2;
+        char *full = malloc(len);
+        if (!full) break;
+        snprintf(full, len, "%s%s%s", dir, slash ? "" : "/", e->d_name);
+        struct stat sb;
+        if (lstat(full, &sb) == 0 && S_ISREG(sb.st_mode) && unlink(full) == 0) removed++;
+        free(full);
+    }
+    if (d) closedir(d);
+    free(dir);
+    return removed;
 }

@@ -24,7 +24,8 @@ typedef struct flag_def {
 } flag_def;
 
 static const flag_def FLAGS[] = {
-    {"--data", F_BIND, 0, "NAME=PATH", "training data for input NAME (one per input; .npy, .csv, IDX, maybe .gz)"},
+    {"--data", F_BIND, 0, "NAME=PATH", "training data for input NAME (one per input; .npy, .csv, IDX, maybe .gz; "
+                                       "PATH:header: a CSV whose first row is a header)"},
     {"--test", F_BIND, 0, "NAME=PATH", "test data for input NAME (evaluated after every epoch)"},
     {"--epochs", F_INT, 0, "N", "epochs to train (default 1; unlimited when only --steps is given)"},
     {"--steps", F_INT, 0, "N", "stop after N optimisation steps in total (resumed steps included)"},
@@ -35,10 +36,11 @@ static const flag_def FLAGS[] = {
     {"--no-shuffle", F_BOOL, 0, NULL, "visit the examples in file order"},
     {"--threads", F_INT, 1, "N", "OpenMP threads"},
     {"--init", F_PATH, 0, "PATH", "initial params from a safetensors file (PyTorch's or a checkpoint)"},
-    {"--checkpoint", F_PATH, 0, "PATH", "save the whole state after every epoch and at exit"},
+    {"--checkpoint", F_PATH, 0, "PATH", "save the whole state after every epoch and at exit (never a diverged one)"},
     {"--resume", F_PATH, 0, "PATH", "continue the run saved in this checkpoint"},
-    {"--metrics", F_PATH, 0, "PATH", "write JSON lines with the loss and the test metrics"},
-    {"--log-every", F_INT, 0, "N", "steps between logged losses (default 100; 0 = never)"},
+    {"--metrics", F_PATH, 0, "PATH", "write JSON lines with the loss and the test metrics (with --resume: cut back to "
+                                     "the checkpoint's step, then appended to)"},
+    {"--log-every", F_INT, 0, "N", "steps between logged losses and checks that params are finite (default 100; 0 = never)"},
     {"--quiet", F_BOOL, 0, NULL, "no progress or per-epoch lines"},
     {"--help", F_BOOL, 0, NULL, "show this help"},
 };
@@ -76,9 +78,10 @@ static int parse_u64(const char *flag, const char *v, uint64_t *out, char *msg, 
 }
 
 static int parse_real(const char *flag, const char *v, double *out, char *msg, size_t cap) {
-    char *end;
-    double x = strtod(v, &end);
-    if (!*v || *end || !isfinite(x)) return cannl__usage_error(msg, cap, "%s: '%s' is not a number", flag, v);
+    double x = 0;
+    const cannl__num r = cannl__parse_decimal(v, &x);
+    if (r == CANNL__NUM_RANGE) return cannl__usage_error(msg, cap, "%s: '%s' is too large", flag, v);
+    if (r != CANNL__NUM_OK) return cannl__usage_error(msg, cap, "%s: '%s' is not a number", flag, v);
     if (x < 0) return cannl__usage_error(msg, cap, "%s: %s must not be negative", flag, v);
     *out = x;
     return CANNL__EXIT_OK;
@@ -230,6 +233,7 @@ void cannl__train_usage(const cannl_model_api *api, const char *prog, FILE *out)
                  FLAGS[k].meta ? FLAGS[k].meta : "");
         fprintf(out, "  %-24s %s\n", left, FLAGS[k].help);
     }
-    fprintf(out, "\nExit status: 0 done, 1 bad data, file or checkpoint, 2 bad usage, 130 interrupted "
-                 "(after saving the checkpoint).\n");
+    fprintf(out, "\nExit status: 0 done, 1 bad data, file or checkpoint, or training diverged (a nan or inf loss or "
+                 "param; nothing saved), 2 bad usage, 128 + the signal after SIGINT (130), SIGTERM (143) or SIGHUP "
+                 "(129): the step finishes and the checkpoint is saved.\n");
 }

@@ -69,7 +69,7 @@ int cannl__bind_check(const cannl_model_api *api, const cannl__binding *b, int n
 static cannl_status load_one(const cannl_model_api *api, int32_t i, const char *path, int one_hot,
                              cannl_dataset *ds, cannl_error *err) {
     const cannl_tensor_info *in = &api->inputs[i];
-    cannl_status st = cannl_dataset_load(ds, path, CANNL_FMT_AUTO, api->dtype, err);
+    cannl_status st = cannl__dataset_load_bound(ds, path, api->dtype, err);
     if (st != CANNL_OK) return st;
     if (ds->count == 0) {
         cannl_dataset_free(ds);

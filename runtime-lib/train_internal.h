@@ -11,7 +11,7 @@
 #include <stdio.h>
 
 /* Exit statuses of the training program. */
-enum { CANNL__EXIT_OK = 0, CANNL__EXIT_FAIL = 1, CANNL__EXIT_USAGE = 2, CANNL__EXIT_SIGINT = 130 };
+enum { CANNL__EXIT_OK = 0, CANNL__EXIT_FAIL = 1, CANNL__EXIT_USAGE = 2 }; /* after SIGINT, SIGTERM, SIGHUP: 128 + it */
 
 /* Defaults of the command line. */
 #define CANNL__DEFAULT_EPOCHS 1

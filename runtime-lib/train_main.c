@@ -9,9 +9,17 @@
  * epoch_seed(seed, e). So the batch of any step follows from (seed, batch,
  * count, s) alone, which is what makes a resumed run continue bit for bit.
  *
- * The SIGINT flag is the one piece of global state in the runtime: a signal
- * handler can reach nothing else. It is set only while the training loop
- * runs (the previous handler is restored afterwards). */
+ * The stop flag is the one piece of global state in the runtime: a signal
+ * handler can reach nothing else. SIGINT, SIGTERM and SIGHUP (Ctrl-C,
+ * `timeout`, `docker stop`, systemd, Slurm, Kubernetes; a closed terminal)
+ * set it while the training loop and the final save run (the previous
+ * handlers are restored afterwards): the step finishes, the checkpoint is
+ * saved, and the program exits with 128 + the signal's number.
+ *
+ * Divergence: the loss of every step is checked (it is returned anyway), and
+ * every state tensor (params and optimiser state) at each --log-every step
+ * and before every save. A nan or inf stops the run with exit status 1
+ * before anything is saved, so the last checkpoint stays good. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "rt_internal.h"
@@ -25,16 +33,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define M_PI_VALUE 3.14159265358979323846
 
-static volatile sig_atomic_t g_interrupted = 0;
+static volatile sig_atomic_t g_interrupted = 0; /* the signal that asked us to stop, or 0 */
 
-static void on_sigint(int sig) {
-    (void)sig;
-    g_interrupted = 1;
+static void on_stop_signal(int sig) { g_interrupted = sig; }
+
+/* The signals that stop training gracefully, and their names for the message. */
+static const int STOP_SIGNALS[] = {SIGINT, SIGTERM, SIGHUP};
+enum { NSTOP = sizeof STOP_SIGNALS / sizeof STOP_SIGNALS[0] };
+static const char *signal_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
 }
 
 typedef struct trainer {
@@ -53,6 +66,8 @@ typedef struct trainer {
     double *metrics;               /* num_metrics */
     cannl_metric *record;          /* a JSONL record: epoch, step, loss, metrics */
     cannl_metrics_log *log;
+    cannl_tensor *state;           /* every state tensor (params first), for the finiteness scan */
+    size_t nstate;
 
     uint64_t seed;
     int shuffle;
@@ -63,6 +78,7 @@ typedef struct trainer {
     int cosine;                    /* cosine decay of the lr over the run's target steps */
     int override;                  /* --lr-schedule (or the resumed run's) replaces the spec's */
     int64_t saved_step;            /* step of the last checkpoint, -1: none */
+    int64_t resumed_step;          /* step of the --resume checkpoint, -1: none */
     int64_t tested_step;           /* step of the last test evaluation, -1: none */
     double test_loss;              /* results of that evaluation (metrics in ->metrics) */
 
@@ -128,12 +144,12 @@ static int meta_u64(const cannl_checkpoint *ck, const char *key, uint64_t *out) 
     *out = (uint64_t)v;
     return 0;
 }
-static int meta_real(const cannl_checkpoint *ck, const char *key, double *out) {
+/* A learning rate, read as --lr reads it: a non-negative decimal number. */
+static int meta_lr(const cannl_checkpoint *ck, const char *key, double *out) {
     const char *s = cannl_checkpoint_meta(ck, key);
     if (!s) return 1;
-    char *end;
-    double v = strtod(s, &end);
-    if (!*s || *end || !isfinite(v)) return -1;
+    double v;
+    if (cannl__parse_decimal(s, &v) != CANNL__NUM_OK || v < 0) return -1;
     *out = v;
     return 0;
 }
@@ -181,14 +197,45 @@ static int resume_settings(trainer *t, const cannl_checkpoint *ck) {
     if (r == 0 && !t->o.no_shuffle) t->shuffle = (int)v;
     if (r == 0 && t->o.no_shuffle && v == 1 && t->has_inputs)
         warn(t, "--no-shuffle: the checkpoint's run shuffled; continuing without shuffling");
-    r = meta_real(ck, "lr", &lr);
-    if (r < 0) return report(t, CANNL__EXIT_FAIL, "%s: metadata \"lr\" is not a number", path);
+    r = meta_lr(ck, "lr", &lr);
+    if (r < 0)
+        return report(t, CANNL__EXIT_FAIL, "%s: metadata \"lr\" is '%s', not a non-negative number (as --lr takes)",
+                      path, cannl_checkpoint_meta(ck, "lr"));
     if (r == 0 && !t->o.lr_set && t->api->set_lr) t->api->set_lr(t->m, lr);
     const char *sched = cannl_checkpoint_meta(ck, "lr_schedule");
+    if (sched && strcmp(sched, "spec") != 0 && strcmp(sched, "constant") != 0 && strcmp(sched, "cosine") != 0)
+        return report(t, CANNL__EXIT_FAIL, "%s: metadata \"lr_schedule\" is '%s', not spec, constant or cosine", path,
+                      sched);
     if (sched && !t->o.schedule_set) {
         t->cosine = strcmp(sched, "cosine") == 0;
         t->override = strcmp(sched, "spec") != 0;
     }
+    r = meta_u64(ck, "examples", &v);
+    if (r < 0 || (r == 0 && (v < 1 || v > INT64_MAX || !t->has_inputs)))
+        return report(t, CANNL__EXIT_FAIL, "%s: metadata \"examples\" is '%s', %s", path,
+                      cannl_checkpoint_meta(ck, "examples"),
+                      t->has_inputs ? "not a positive integer" : "but a model without inputs has no examples");
+    if (r == 0) t->ck_examples = (int64_t)v;
+    /* "epoch" counts the completed epochs: step / steps per epoch (0 without inputs). */
+    uint64_t epoch;
+    r = meta_u64(ck, "epoch", &epoch);
+    const int64_t step = t->api->get_step(t->m);
+    int64_t spe = 0, want = 0;
+    if (t->has_inputs && t->ck_examples > 0) {
+        spe = (t->ck_examples + t->batch - 1) / t->batch;
+        want = step / spe;
+    }
+    if (r < 0)
+        return report(t, CANNL__EXIT_FAIL, "%s: metadata \"epoch\" is '%s', not a non-negative integer", path,
+                      cannl_checkpoint_meta(ck, "epoch"));
+    if (r == 0 && !t->has_inputs && epoch != 0)
+        return report(t, CANNL__EXIT_FAIL, "%s: metadata \"epoch\" is %" PRIu64 ", not 0 (a model without inputs runs "
+                      "one endless epoch)", path, epoch);
+    if (r == 0 && spe > 0 && epoch != (uint64_t)want)
+        return report(t, CANNL__EXIT_FAIL,
+                      "%s: metadata \"epoch\" is %" PRIu64 ", but its step %" PRId64 " at %" PRId64
+                      " steps per epoch makes %" PRId64 " completed epochs (a corrupt or edited checkpoint)",
+                      path, epoch, step, spe, want);
     return CANNL__EXIT_OK;
 }
 
@@ -212,11 +259,9 @@ static int setup_model(trainer *t) {
         if (cannl_model_load(api, t->m, t->o.resume, CANNL_LOAD_ALL, &ck, &err) != CANNL_OK)
             return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
         int rc = resume_settings(t, ck);
-        uint64_t ex;
-        if (meta_u64(ck, "examples", &ex) == 0 && ex <= INT64_MAX) t->ck_examples = (int64_t)ex;
         cannl_checkpoint_close(ck);
         if (rc) return rc;
-        t->step = api->get_step(t->m);
+        t->step = t->resumed_step = api->get_step(t->m);
     } else if (t->o.init) {
         if (cannl_model_load(api, t->m, t->o.init, CANNL_LOAD_PARAMS, NULL, &err) != CANNL_OK)
             return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
@@ -288,18 +333,33 @@ static int setup_run(trainer *t) {
         oom = !(t->bufs[i] = cannl_alloc(bytes)) || (t->next && !(t->next[i] = cannl_alloc(bytes)));
     }
     if (oom) return report(t, CANNL__EXIT_FAIL, "out of memory allocating batch buffers");
+    t->nstate = api->state_tensors(t->m, NULL, 0);
+    if (!(t->state = calloc(t->nstate + 1, sizeof *t->state))) return report(t, CANNL__EXIT_FAIL, "out of memory");
     if (t->o.metrics) {
         cannl_error err;
+        /* A resumed run continues the log: first the records an earlier run wrote after the
+           checkpoint (before it crashed or diverged) go, so that every step appears once. */
+        int64_t removed = 0;
+        if (t->o.resume && cannl__metrics_trim(t->o.metrics, t->step, t->has_inputs ? t->spe : 0, &removed, &err))
+            return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+        if (removed > 0 && !t->o.quiet)
+            printf("%s: removed %" PRId64 " record%s after step %" PRId64 " (the checkpoint's) from %s\n", t->o.prog,
+                   removed, removed == 1 ? "" : "s", t->step, t->o.metrics);
         if (cannl_metrics_open(t->o.metrics, t->o.resume != NULL, &t->log, &err) != CANNL_OK)
             return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     }
     return CANNL__EXIT_OK;
 }
 
-/* A checkpoint directory that does not exist is reported before training, not after an epoch. */
+/* A checkpoint that cannot be written is reported before training, not after an epoch; the
+   temporary files of saves a killed run left behind are removed. */
 static int check_checkpoint_dir(const trainer *t) {
     const char *p = t->o.checkpoint;
     if (!p) return CANNL__EXIT_OK;
+    struct stat sb;
+    if (stat(p, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return report(t, CANNL__EXIT_FAIL, "%s: cannot write the checkpoint: %s", p,
+                      S_ISDIR(sb.st_mode) ? "it is a directory (--checkpoint names a file)" : "not a regular file");
     const char *slash = strrchr(p, '/');
     char dir[1024];
     if (!slash)
@@ -311,6 +371,47 @@ static int check_checkpoint_dir(const trainer *t) {
         return report(t, CANNL__EXIT_FAIL, "%s: cannot write the checkpoint in %s: %s", p, dir,
                       cannl__strerror(errno, eb, sizeof eb));
     }
+    const int stale = cannl__tmp_clean_stale(p);
+    if (stale > 0)
+        warn(t, "removed %d temporary file%s of %s left by an interrupted save (%s.tmp.<pid>)", stale,
+             stale == 1 ? "" : "s", p, p);
+    return CANNL__EXIT_OK;
+}
+
+/* ------------------------------------------------------------ divergence */
+
+/* Stop a diverged run: one line naming the step and the value, and what became of the
+   checkpoint (nothing is saved after this). */
+static int diverged(const trainer *t, const char *what) {
+    char ck[1200] = "";
+    if (t->o.checkpoint && t->saved_step >= 0)
+        snprintf(ck, sizeof ck, "; %s keeps step %" PRId64, t->o.checkpoint, t->saved_step);
+    else if (t->o.checkpoint && t->resumed_step >= 0 && strcmp(t->o.checkpoint, t->o.resume) == 0)
+        snprintf(ck, sizeof ck, "; %s keeps step %" PRId64, t->o.checkpoint, t->resumed_step);
+    else if (t->o.checkpoint)
+        snprintf(ck, sizeof ck, "; %s was not written", t->o.checkpoint);
+    return report(t, CANNL__EXIT_FAIL, "training diverged at step %" PRId64 ": %s (try a lower --lr)%s", t->step, what,
+                  ck);
+}
+
+/* Every state tensor (params, then optimiser state) must be finite. */
+static int check_state(trainer *t) {
+    if (t->api->state_tensors(t->m, t->state, t->nstate) != t->nstate)
+        return report(t, CANNL__EXIT_FAIL, "model '%s': state_tensors returned inconsistent counts", t->api->name);
+    if (t->ext && t->ext->error && t->ext->error(t->m)) return report(t, CANNL__EXIT_FAIL, "%s", t->ext->error(t->m));
+    for (size_t i = 0; i < t->nstate; i++) {
+        const cannl_tensor *x = &t->state[i];
+        int64_t count = 1;
+        for (int32_t d = 0; d < x->ndims; d++) count *= x->shape[d];
+        const int64_t bad = cannl__first_nonfinite(x->data, (size_t)count, x->dtype);
+        if (bad >= 0) {
+            const double v = x->dtype == CANNL_F32 ? (double)((const float *)x->data)[bad] : ((const double *)x->data)[bad];
+            char what[256];
+            snprintf(what, sizeof what, "%s '%s' holds %s at element %" PRId64,
+                     i < (size_t)t->api->num_params ? "param" : "state tensor", x->name, cannl__nonfinite_name(v), bad);
+            return diverged(t, what);
+        }
+    }
     return CANNL__EXIT_OK;
 }
 
@@ -318,6 +419,8 @@ static int check_checkpoint_dir(const trainer *t) {
 
 static int save_checkpoint(trainer *t) {
     if (!t->o.checkpoint) return CANNL__EXIT_OK;
+    int rc = check_state(t); /* a diverged state never replaces the last good checkpoint */
+    if (rc) return rc;
     char seed[32], batch[32], epoch[32], lr[40], examples[32];
     snprintf(seed, sizeof seed, "%" PRIu64, t->seed);
     snprintf(batch, sizeof batch, "%" PRId64, t->batch);
@@ -471,16 +574,22 @@ static int train(trainer *t) {
             if (t->ext && t->ext->error && t->ext->error(t->m))
                 return report(t, CANNL__EXIT_FAIL, "%s", t->ext->error(t->m));
             t->step++;
+            if (!isfinite(loss)) {
+                char what[64];
+                snprintf(what, sizeof what, "the loss is %s", cannl__nonfinite_name(loss));
+                return diverged(t, what);
+            }
             t->steps_run++;
             t->examples_run += n;
             loss_sum += loss * (double)n;
             seen += n;
             if (t->o.log_every > 0 && t->step % t->o.log_every == 0) {
+                int rc = check_state(t);
+                if (rc) return rc;
                 t->record[0] = (cannl_metric)CANNL_METRIC_INT("epoch", epoch + 1);
                 t->record[1] = (cannl_metric)CANNL_METRIC_INT("step", t->step);
                 t->record[2] = (cannl_metric)CANNL_METRIC("loss", loss);
-                int rc = write_record(t, 3);
-                if (rc) return rc;
+                if ((rc = write_record(t, 3))) return rc;
             }
             show_progress(t, epoch, b + 1, loss);
         }
@@ -522,24 +631,26 @@ static int run(trainer *t) {
     if (t->step >= t->target && !t->o.quiet)
         printf("nothing to train: the run is at step %" PRId64 " and stops at step %" PRId64 "\n", t->step, t->target);
 
-    struct sigaction sa, old;
+    /* SIGINT, SIGTERM, SIGHUP: finish the step, save, exit 128 + the signal. SA_RESETHAND: the
+       same signal a second time ends the process at once. */
+    struct sigaction sa, old[NSTOP];
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
+    sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C ends the process at once */
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
     g_interrupted = 0;
-    sigaction(SIGINT, &sa, &old);
+    for (int i = 0; i < NSTOP; i++) sigaction(STOP_SIGNALS[i], &sa, &old[i]);
     t->t_start = t->last_print = now_s();
     rc = train(t);
-    sigaction(SIGINT, &old, NULL);
-
     if (!rc && t->saved_step != t->step) rc = save_checkpoint(t);
+    for (int i = 0; i < NSTOP; i++) sigaction(STOP_SIGNALS[i], &old[i], NULL);
     if (rc) return rc;
-    if (g_interrupted) {
-        fprintf(stderr, "%s: interrupted after step %" PRId64 "%s%s\n", t->o.prog, t->step,
+    const int sig = g_interrupted;
+    if (sig) {
+        fprintf(stderr, "%s: interrupted by %s after step %" PRId64 "%s%s\n", t->o.prog, signal_name(sig), t->step,
                 t->o.checkpoint ? "; checkpoint saved to " : "", t->o.checkpoint ? t->o.checkpoint : "");
         finish(t);
-        return CANNL__EXIT_SIGINT;
+        return 128 + sig;
     }
     return finish(t);
 }
@@ -561,6 +672,7 @@ static void cleanup(trainer *t) {
     free(t->idx);
     free(t->metrics);
     free(t->record);
+    free(t->state);
     cannl__train_opts_free(&t->o);
 }
 
@@ -606,7 +718,7 @@ int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext,
     t.cosine = t.o.cosine;
     t.override = t.o.schedule_set;
     t.batch = t.o.batch_set ? t.o.batch : (CANNL__DEFAULT_BATCH < api->max_batch ? CANNL__DEFAULT_BATCH : api->max_batch);
-    t.saved_step = t.tested_step = -1;
+    t.saved_step = t.tested_step = t.resumed_step = -1;
     t.tty = isatty(fileno(stdout));
     t.train = calloc((size_t)api->num_inputs + 1, sizeof *t.train);
     t.test = calloc((size_t)api->num_inputs + 1, sizeof *t.test);

@@ -2,6 +2,7 @@
 # Installs the Debian packages cannl needs to build, test and train.
 # Idempotent: packages already present are skipped; apt is only touched when something is missing.
 # libopenblas-dev: for `cannl gen --blas` models (and it is the BLAS Debian's PyTorch then uses).
+# libclang-rt-dev: clang's libFuzzer and sanitizer runtimes, for the fuzz preset (tests/fuzz).
 #   scripts/install-deps.sh          build + test dependencies
 #   scripts/install-deps.sh --data   also the data sets: Fashion-MNIST, and the King James Bible (bible-kjv: the LM demo)
 #   scripts/install-deps.sh --torch  also PyTorch (reference for parity tests and benchmarks)
@@ -9,7 +10,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build g++ clang libomp-dev zlib1g-dev
       libfmt-dev libcli11-dev nlohmann-json3-dev catch2 libkainjow-mustache-dev
-      python3 python3-numpy libopenblas-dev)
+      python3 python3-numpy libopenblas-dev libclang-rt-dev)
 for arg in "$@"; do
   case "$arg" in
     --data) pkgs+=(dataset-fashion-mnist bible-kjv bible-kjv-text) ;;

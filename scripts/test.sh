@@ -1,18 +1,37 @@
 #!/usr/bin/env bash
-# Runs every test: installs what is missing, builds with the `dev` preset and runs ctest,
-# then does the same under the `asan` preset (AddressSanitizer + UndefinedBehaviorSanitizer).
-#   scripts/test.sh            both presets
-#   scripts/test.sh dev        one preset
+# Runs every test: installs what is missing, then for each preset builds everything and runs
+# ctest:
+#   dev      debug build, every test
+#   asan     AddressSanitizer + UndefinedBehaviorSanitizer, every test
+#   release  the README's `cmake --preset release && cmake --build --preset release` (with
+#            -Werror at -O3: gcc finds other warnings there), every test but the nvcc.* ones
+#            (the generated CUDA does not depend on the build type; dev runs them), plus
+#            cmake.install_fresh (the README's install commands in a fresh copy of the tree)
+#   fuzz     clang + libFuzzer: each harness of tests/fuzz fuzzes for CANNL_FUZZ_SECONDS
+#            (default 10) from its seed corpus
+#   scripts/test.sh                every preset, in that order
+#   scripts/test.sh dev release    some of them
+# CANNL_SKIP_LONG=1 leaves out the tests labelled `long` (the accuracy runs, whose results sit
+# close to their bars and depend on the CPU's vector width). Prints each stage's time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --all
 presets=("$@")
-[ ${#presets[@]} -eq 0 ] && presets=(dev asan)
+[ ${#presets[@]} -eq 0 ] && presets=(dev asan release fuzz)
+summary=()
 for p in "${presets[@]}"; do
   echo "== preset $p"
+  start=$SECONDS
   cmake --preset "$p" >/dev/null
   cmake --build --preset "$p"
-  # CANNL_SKIP_LONG=1 leaves out the tests labelled `long` (the 5-epoch accuracy run,
-  # whose result sits close to its bar and depends on the CPU's vector width).
-  ctest --preset "$p" ${CANNL_SKIP_LONG:+-LE long}
+  exclude=()
+  [ -n "${CANNL_SKIP_LONG:-}" ] && exclude+=(long)
+  [ "$p" = release ] && exclude+=(nvcc)
+  if [ ${#exclude[@]} -gt 0 ]; then
+    ctest --preset "$p" -LE "$(IFS='|'; echo "${exclude[*]}")"
+  else
+    ctest --preset "$p"
+  fi
+  summary+=("$p: $((SECONDS - start)) s")
 done
+printf '== %s\n' "${summary[@]}"

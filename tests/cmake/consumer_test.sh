@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# consumer_test.sh subdir|package — a CMake project using cannl, configured, built and run
-# (tests cmake.subdir_consumer and cmake.package_consumer, see CMakeLists.txt here).
+# consumer_test.sh subdir|package|fresh — a CMake project using cannl, configured, built and run
+# (tests cmake.subdir_consumer, cmake.package_consumer and cmake.install_fresh, see
+# CMakeLists.txt here).
 #   subdir   subdir_consumer/: add_subdirectory of the cannl source tree. Checks that the build
 #            would make the generator and run it, then builds with the generator of this
 #            build (CANNL_GENERATOR, so the C++ is not compiled again), runs the program, and
@@ -9,6 +10,11 @@
 #            package_consumer/: find_package(cannl). Runs the program and mymodel_train
 #            --help, and touches the installed generator to check that the model is
 #            regenerated.
+#   fresh    the README's install commands from a fresh clone: the source tree as a clone has it
+#            (the files git knows, no build/) copied to a scratch directory, `cmake --install`
+#            before building refused with nothing written, then `cmake --preset release
+#            -DCANNL_BUILD_TESTS=OFF -DCANNL_BUILD_EXAMPLES=OFF`, `cmake --build --preset release`,
+#            `cmake --install build/release --prefix P`, and package_consumer/ on P.
 # The environment (from CMakeLists.txt) names the tools: CANNL_CMAKE, CANNL_CMAKE_GENERATOR,
 # CANNL_MAKE_PROGRAM, CANNL_CC, CANNL_CXX, CANNL_SRC (the source tree), CANNL_BUILD (this
 # build tree), CANNL_EXE (its generator), CANNL_WORK (a scratch directory) and
@@ -76,15 +82,50 @@ subdir)
   build_it
   if regenerated; then fail "the generator ran again with nothing changed"; fi
   ;;
-package)
+package | fresh)
   prefix=$work/prefix
-  step "cmake --install $CANNL_BUILD --prefix $prefix"
-  "$CANNL_CMAKE" --install "$CANNL_BUILD" --prefix "$prefix" >"$log" 2>&1 || fail "cmake --install"
+  build_tree=$CANNL_BUILD
+  if [ "$mode" = fresh ]; then
+    clone=$work/clone
+    step "the source tree as a fresh clone has it: $clone"
+    mkdir -p "$clone"
+    if git -C "$CANNL_SRC" rev-parse --git-dir >/dev/null 2>&1; then
+      # tracked and new files that are not ignored (uncommitted edits included), none of build/
+      (cd "$CANNL_SRC" && git ls-files -z --cached --others --exclude-standard |
+        while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done |
+        xargs -0 cp --parents -t "$clone") || fail "copy the source tree"
+    else
+      (cd "$CANNL_SRC" && tar --exclude=./build -cf - .) | (cd "$clone" && tar -xf -) || fail "copy the source tree"
+    fi
+    [ ! -e "$clone/build" ] || fail "the copy has a build directory"
+    step "cmake --preset release -DCANNL_BUILD_TESTS=OFF -DCANNL_BUILD_EXAMPLES=OFF"
+    (cd "$clone" && "$CANNL_CMAKE" --preset release -DCANNL_BUILD_TESTS=OFF -DCANNL_BUILD_EXAMPLES=OFF \
+      -DCMAKE_MAKE_PROGRAM="$CANNL_MAKE_PROGRAM") >"$log" 2>&1 || fail "configure"
+    build_tree=$clone/build/release
+    step "cmake --install before building: refused, nothing written"
+    if (cd "$clone" && "$CANNL_CMAKE" --install build/release --prefix "$prefix") >"$log" 2>&1; then
+      fail "cmake --install of an unbuilt tree succeeded"
+    fi
+    grep -q "Nothing was installed" "$log" || fail "cmake --install did not say what is missing"
+    [ ! -e "$prefix" ] || fail "cmake --install of an unbuilt tree wrote $(cd "$prefix" && find . -type f | head -3)"
+    step "cmake --build --preset release (the generator and the runtime only)"
+    (cd "$clone" && "$CANNL_CMAKE" --build --preset release) >"$log" 2>&1 || fail "build"
+    step "cmake --install build/release --prefix $prefix"
+    (cd "$clone" && "$CANNL_CMAKE" --install build/release --prefix "$prefix") >"$log" 2>&1 || fail "cmake --install"
+  else
+    step "cmake --install $CANNL_BUILD --prefix $prefix"
+    "$CANNL_CMAKE" --install "$CANNL_BUILD" --prefix "$prefix" >"$log" 2>&1 || fail "cmake --install"
+  fi
   for f in bin/cannl lib/libcannl_rt.a include/cannl/cannl_rt.h lib/cmake/cannl/cannlConfig.cmake \
            lib/cmake/cannl/cannlConfigVersion.cmake lib/cmake/cannl/cannlTargets.cmake \
            lib/cmake/cannl/Cannl.cmake; do
     [ -f "$prefix/$f" ] || fail "not installed: $f"
   done
+  if [ -f "$build_tree/runtime-lib/cuda/libcannl_cuda_rt.a" ]; then  # built with the CUDA toolkit
+    for f in lib/libcannl_cuda_rt.a include/cannl/cannl_cuda.h; do
+      [ -f "$prefix/$f" ] || fail "not installed: $f"
+    done
+  fi
   # Models built by cannl's own build (examples, tests) are not part of the install.
   extra=$(cd "$prefix" && find bin include lib -mindepth 1 -maxdepth 1 \
              ! -path bin/cannl ! -path include/cannl ! -path lib/libcannl_rt.a ! -path lib/cmake \
@@ -104,7 +145,7 @@ package)
   run_model 32
   ;;
 *)
-  echo "usage: consumer_test.sh subdir|package" >&2
+  echo "usage: consumer_test.sh subdir|package|fresh" >&2
   exit 2
   ;;
 esac

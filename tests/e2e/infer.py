@@ -13,10 +13,10 @@ embed: `cannl gen --weights CK --embed` and a plain `cannl gen`, each compiled (
   into an inference program; the embedded one, run in an empty folder with the checkpoint
   gone, writes the same bits as the plain one with --weights (and as itself with --weights).
   Prints the sizes of both programs and the compile time of <model>_weights.c.
-errors: bad flags, inputs, weights and outputs give one `<prog>: error:` line naming the
-  problem, exit status 2 (usage) or 1 (data, files), and no output file; `cannl gen
-  --embed` with a checkpoint of another model, missing or misshapen params or a non-finite
-  value exits 1 with `cannl: error: FILE: problem` and writes nothing.
+errors: bad flags, inputs, weights (another model's, missing or misshapen params, a non-finite
+  value) and outputs give one `<prog>: error:` line naming the problem, exit status 2 (usage)
+  or 1 (data, files), and no output file; `cannl gen --embed` with those checkpoints exits 1
+  with `cannl: error: FILE: problem` and writes nothing.
 """
 
 import argparse
@@ -192,8 +192,7 @@ def case_errors(opt, paths, work):
     for name, (t, m, needle) in bad.items():
         path = os.path.join(work, f"{name}.safetensors")
         u.write_safetensors(path, t, m)
-        if name != "nan":  # NaN params are legal for the inference program
-            expect(["--weights", path, *img, "--output", out], 1, f"{name}.safetensors", needle)
+        expect(["--weights", path, *img, "--output", out], 1, f"{name}.safetensors", needle)
         gen_dir = os.path.join(work, f"gen_{name}")
         _, err = u.run([opt.cannl, "gen", opt.spec, "-o", gen_dir, "--weights", path, "--embed"], expect_rc=1)
         u.check(err.startswith("cannl: error: ") and f"{name}.safetensors: " in err and needle in err,

@@ -267,7 +267,8 @@ int main(int argc, char **argv) {
                api->name, np, api->num_inputs, (long long)n, step_loss);
 
     if (dump_dir) {
-        int64_t dims[CANNL_MAX_DIMS + 1];
+        int64_t dims[CANNL_MAX_DIMS + 1] = {0}; /* zeroed: gcc 12 at -O3 and gcc 13 cannot see that a
+                                                   0-d write reads none of it (-Wmaybe-uninitialized) */
         int ok = write_npy(dump_dir, "", "loss", &step_loss, dims, 0);
         for (int i = 0; i < api->num_inputs; ++i) {
             const cannl_tensor_info *info = &api->inputs[i];

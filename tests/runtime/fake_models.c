@@ -1,4 +1,5 @@
 /* fake_models.c - see fake_models.h. */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include "fake_models.h"
 
 #include <math.h>
@@ -6,10 +7,42 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-static int64_t sigint_step(void) {
-    const char *s = getenv("FAKE_SIGINT_AT_STEP");
-    return s ? (int64_t)strtoll(s, NULL, 10) : -1;
+/* The test hooks (see fake_models.h), read when a model is created. */
+typedef struct hooks {
+    int64_t signal_at;  /* FAKE_SIGNAL_AT_STEP=N[:INT|TERM|HUP|KILL] */
+    int signal;
+    int64_t nan_at;     /* FAKE_NAN_AT_STEP=N */
+    long delay_ms;      /* FAKE_STEP_DELAY_MS=N */
+} hooks;
+
+static hooks read_hooks(void) {
+    hooks h = {-1, SIGINT, -1, 0};
+    const char *s = getenv("FAKE_SIGNAL_AT_STEP");
+    if (s) {
+        char *end;
+        h.signal_at = (int64_t)strtoll(s, &end, 10);
+        if (strcmp(end, ":TERM") == 0) h.signal = SIGTERM;
+        if (strcmp(end, ":HUP") == 0) h.signal = SIGHUP;
+        if (strcmp(end, ":KILL") == 0) h.signal = SIGKILL;
+    }
+    if ((s = getenv("FAKE_NAN_AT_STEP"))) h.nan_at = (int64_t)strtoll(s, NULL, 10);
+    if ((s = getenv("FAKE_STEP_DELAY_MS"))) h.delay_ms = strtol(s, NULL, 10);
+    return h;
+}
+
+/* After the update of step `step`: the delay, the nan, the signal. */
+static void after_step(const hooks *h, int64_t step, void *nan_target, int is_f32) {
+    if (h->delay_ms > 0) {
+        struct timespec ts = {h->delay_ms / 1000, (h->delay_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0) continue;
+    }
+    if (step == h->nan_at) {
+        if (is_f32) *(float *)nan_target = NAN;
+        else *(double *)nan_target = NAN;
+    }
+    if (step == h->signal_at) raise(h->signal);
 }
 
 static void fake_set_threads(int n) {
@@ -25,7 +58,7 @@ typedef struct softmax {
     float mw[F * C], mb[C]; /* momentum buffers */
     int64_t step;
     double lr;
-    int64_t sigint_at;
+    hooks hooks;
 } softmax;
 
 static const cannl_tensor_info SM_INPUTS[] = {{"x", 2, {2, 2}, F}, {"y", 1, {C}, C}};
@@ -40,7 +73,7 @@ static void *sm_create(uint64_t seed) {
     cannl_rng_seed(&rng, seed);
     for (int i = 0; i < F * C; i++) m->w[i] = (float)(0.1 * cannl_rng_normal(&rng));
     m->lr = fake_softmax_api.lr;
-    m->sigint_at = sigint_step();
+    m->hooks = read_hooks();
     return m;
 }
 
@@ -95,7 +128,7 @@ static double sm_train_step(void *mp, const void *const *in, int64_t n) {
         m->b[c] -= lr * m->mb[c];
     }
     m->step++;
-    if (m->step == m->sigint_at) raise(SIGINT);
+    after_step(&m->hooks, m->step, &m->mb[0], 1);
     return loss / (double)n;
 }
 
@@ -170,7 +203,7 @@ typedef struct quad {
     double mw, mv[2];
     int64_t step;
     double lr;
-    int64_t sigint_at;
+    hooks hooks;
 } quad;
 
 static const cannl_tensor_info Q_PARAMS[] = {{"w", 0, {0}, 1}, {"v", 1, {2}, 2}};
@@ -184,7 +217,7 @@ static void *q_create(uint64_t seed) {
     m->v[0] = cannl_rng_normal(&rng);
     m->v[1] = cannl_rng_normal(&rng);
     m->lr = fake_quad_api.lr;
-    m->sigint_at = sigint_step();
+    m->hooks = read_hooks();
     return m;
 }
 
@@ -204,7 +237,7 @@ static double q_train_step(void *mp, const void *const *in, int64_t n) {
         m->v[i] -= m->lr * m->mv[i];
     }
     m->step++;
-    if (m->step == m->sigint_at) raise(SIGINT);
+    after_step(&m->hooks, m->step, &m->mv[0], 0);
     return loss;
 }
 

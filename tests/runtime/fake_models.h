@@ -8,9 +8,13 @@
  * fake_quad: no inputs, float64. Minimises (w - 3)^2 + (v0 - 1)^2 + (v1 + 2)^2
  *   over the scalar w and v [2], SGD with momentum 0.5, lr 0.1.
  *
- * Test hooks: if the environment variable FAKE_SIGINT_AT_STEP is N when a
- * model is created, train_step raises SIGINT right after step N; set_threads
- * prints "fake: set_threads(N)". */
+ * Test hooks, environment variables read when a model is created:
+ *   FAKE_SIGNAL_AT_STEP=N[:TERM|:HUP|:KILL]  train_step raises the signal (SIGINT without a
+ *                                            suffix) right after step N
+ *   FAKE_NAN_AT_STEP=N    step N leaves a nan in the first element of the second param's
+ *                         momentum buffer (b.momentum_buffer, v.momentum_buffer)
+ *   FAKE_STEP_DELAY_MS=N  every step sleeps N ms (for tests that signal from outside)
+ * set_threads prints "fake: set_threads(N)". */
 #ifndef FAKE_MODELS_H
 #define FAKE_MODELS_H
 

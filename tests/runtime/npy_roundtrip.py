@@ -59,6 +59,17 @@ def main():
     np.save(j("be.npy"), np.zeros((2, 2), dtype=">f4"))
     np.save(j("scalar.npy"), np.float32(3.0))
     np.save(j("structured.npy"), np.zeros(3, dtype=[("a", "<f4"), ("b", "<i4")]))
+    # Non-finite values (refused, naming the example and the value), and float64 values beyond
+    # float32's range (refused when loaded as float32 only).
+    nan = np.arange(24, dtype=np.float32).reshape(4, 3, 2)
+    nan[2, 1, 0] = np.nan
+    np.save(j("nan.npy"), nan)
+    inf = np.arange(6, dtype=np.float64).reshape(3, 2)
+    inf[1, 1] = -np.inf
+    np.save(j("inf.npy"), inf)
+    big = np.arange(6, dtype=np.float64).reshape(3, 2)
+    big[2, 0] = 1e300
+    np.save(j("big.npy"), big)
     with open(j("fortran.npy"), "rb") as f:
         assert b"'fortran_order': True" in f.read(128)
 

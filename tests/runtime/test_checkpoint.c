@@ -232,6 +232,30 @@ int main(int argc, char **argv) {
          0, "nesting too deep"},
         {"escape.st", "{\"a\\x\":1}", 0, "bad escape"},
         {"surrogate.st", "{\"\\ud800\":1}", 0, "unpaired surrogate"},
+        /* What the reference safetensors implementation refuses too: a repeated metadata key or
+           tensor field, bytes no tensor owns (a hole, a gap at the start, trailing bytes), a
+           header that is not UTF-8. */
+        {"dupmeta.st", "{\"__metadata__\":{\"step\":\"1\",\"step\":\"2\"}}", 0, "duplicate metadata key 'step'"},
+        {"dupfield.st", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"dtype\":\"F64\"}}", 4,
+         "tensor 'a': duplicate field \"dtype\""},
+        {"hole.st",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+         12, "4 bytes between tensors 'a' and 'b' belong to no tensor"},
+        {"gap.st", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8,
+         "the first tensor, 'a', begins at data offset 4, not 0"},
+        {"trailing.st", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 7,
+         "3 bytes after the last tensor belong to no tensor"},
+        {"trailing0.st", "{\"__metadata__\":{\"model\":\"m\"}}", 2, "2 bytes after the header (it lists no tensor)"},
+        {"inside.st",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}",
+         8, "tensors 'a' and 'e' overlap"},
+        {"latin1.st", "{\"__metadata__\":{\"model\":\"caf\xe9\"}}", 0, "invalid UTF-8 in string"},
+        {"overlong.st", "{\"__metadata__\":{\"model\":\"\xc0\xaf\"}}", 0, "invalid UTF-8 in string"},
+        {"cesu.st", "{\"__metadata__\":{\"model\":\"\xed\xa0\x80\"}}", 0, "invalid UTF-8 in string"},
+        {"latin1key.st", "{\"\xff\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}", 0,
+         "invalid UTF-8 in string"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rt_path(p2, sizeof p2, dir, bad[i].name);
@@ -239,6 +263,16 @@ int main(int argc, char **argv) {
         CHECK_ERR(cannl_checkpoint_open(p2, NULL, &ck, &err), CANNL_E_FORMAT, bad[i].name, bad[i].expect);
         CHECK(ck == NULL);
     }
+    /* Well-formed UTF-8 (2, 3 and 4 bytes) and empty tensors where the previous one ends are fine. */
+    rt_path(p2, sizeof p2, dir, "utf8.st");
+    write_raw(p2,
+              "{\"__metadata__\":{\"model\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"},"
+              "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
+              "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+              "\"z\":{\"dtype\":\"F64\",\"shape\":[0,3],\"data_offsets\":[4,4]}}    ",
+              4);
+    CHECK_OK(cannl_checkpoint_open(p2, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", &ck, &err));
+    cannl_checkpoint_close(ck);
     /* A valid file with an unreadable dtype opens; reading that tensor fails. */
     rt_path(p2, sizeof p2, dir, "i64.st");
     write_raw(p2, "{\"n\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[0,8]}}", 8);

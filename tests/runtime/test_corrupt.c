@@ -24,7 +24,12 @@ static size_t make_npy(unsigned char *b) {
     memset(b + 10, ' ', hl);
     memcpy(b + 10, h, strlen(h));
     b[10 + hl] = '\n';
-    for (int i = 0; i < 12 * 8; i++) b[128 + i] = (unsigned char)(i * 13);
+    for (int i = 0; i < 12; i++) { /* finite values (arbitrary bytes could be nan, or too large for float32) */
+        const double v = (i - 5) * 0.375;
+        uint64_t u;
+        memcpy(&u, &v, 8);
+        for (int k = 0; k < 8; k++) b[128 + 8 * i + k] = (unsigned char)(u >> (8 * k));
+    }
     return 128 + 12 * 8;
 }
 

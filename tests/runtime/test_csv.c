@@ -1,5 +1,6 @@
 /* test_csv.c - CSV reader (with/without header, CRLF, blanks, gzip) and its
  * errors; one-hot encoding and batch gather on the loaded data. */
+#include "rt_internal.h" /* cannl__dataset_load_bound: PATH:header */
 #include "rt_test.h"
 
 #include <zlib.h>
@@ -127,6 +128,71 @@ int main(int argc, char **argv) {
     /* Missing file. */
     CHECK_ERR(cannl_dataset_load(&ds, rt_path(p, sizeof p, dir, "absent.csv"), CANNL_FMT_AUTO, CANNL_F32, &err),
               CANNL_E_IO, "absent.csv: cannot open", "No such file");
+    /* The first row is a header only when none of its fields is a number: a typo in the first
+       data row is an error naming it, not a silently dropped example. */
+    write_text(rt_path(p, sizeof p, dir, "typo.csv"), "1,2,3x,4\n5,6,7,8\n");
+    CHECK_ERR(cannl_dataset_load(&ds, p, CANNL_FMT_AUTO, CANNL_F32, &err), CANNL_E_FORMAT,
+              "typo.csv: line 1: field 3 ('3x') is not a number, but the row has numbers too",
+              "declare one with ");
+    write_text(rt_path(p, sizeof p, dir, "pandas.csv"), ",a,b\n0,1,2\n1,3,4\n"); /* an unnamed index column */
+    CHECK_OK(cannl_dataset_load(&ds, p, CANNL_FMT_AUTO, CANNL_F64, &err));
+    CHECK(ds.count == 2 && ds.elems == 3);
+    cannl_dataset_free(&ds);
+    /* A declared header (PATH:header, internal loader of the bindings) is skipped whatever it holds. */
+    write_text(rt_path(p, sizeof p, dir, "numhead.csv"), "1,2\n3,4\n");
+    {
+        char ph[1100];
+        snprintf(ph, sizeof ph, "%s:header", p);
+        CHECK_OK(cannl__dataset_load_bound(&ds, ph, CANNL_F32, &err));
+        CHECK(ds.count == 1 && ds.elems == 2 && ds.data && ((float *)ds.data)[0] == 3);
+        cannl_dataset_free(&ds);
+        CHECK_OK(cannl__dataset_load_bound(&ds, p, CANNL_F32, &err));
+        CHECK(ds.count == 2);
+        cannl_dataset_free(&ds);
+        write_text(rt_path(p, sizeof p, dir, "typo2.csv"), "1,2,3x,4\n5,6,7,8\n");
+        snprintf(ph, sizeof ph, "%s:header", p);
+        CHECK_OK(cannl__dataset_load_bound(&ds, ph, CANNL_F32, &err));
+        CHECK(ds.count == 1);
+        cannl_dataset_free(&ds);
+        snprintf(ph, sizeof ph, "%s/missing.csv:header", dir);
+        CHECK_ERR(cannl__dataset_load_bound(&ds, ph, CANNL_F32, &err), CANNL_E_IO, "missing.csv: cannot open", "");
+    }
+    /* Numbers are decimal and finite, and must fit the dtype: no hexadecimal floats, nan, inf
+       or overflow (1e999, or 1e39 for float32); an underflow to 0 is fine. */
+    {
+        static const struct {
+            const char *text;
+            int f64_ok;
+            const char *msg;
+        } cases[] = {
+            {"1,2\n3,0x1p3\n", 0, "line 2: field 2 ('0x1p3') is not a number"},
+            {"1,2\n3,nan\n", 0, "line 2: field 2 ('nan') is not a finite number"},
+            {"1,2\n-inf,4\n", 0, "line 2: field 1 ('-inf') is not a finite number"},
+            {"1,2\n3,Infinity\n", 0, "line 2: field 2 ('Infinity') is not a finite number"},
+            {"1,2\n3,1e999\n", 0, "line 2: field 2 ('1e999') is too large for float"},
+            {"nan,2\n3,4\n", 0, "line 1: field 1 ('nan') is not a finite number"},
+            {"1,2\n3,1e39\n", 1, "line 2: field 2 ('1e39') is too large for float32"},
+            {"1,2\n3,.5e-400\n", 1, NULL},
+            {"1,2\n3,+.5\n", 1, NULL},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            write_text(rt_path(p, sizeof p, dir, "num.csv"), cases[i].text);
+            if (cases[i].msg) {
+                CHECK_ERR(cannl_dataset_load(&ds, p, CANNL_FMT_AUTO, CANNL_F32, &err), CANNL_E_FORMAT, "num.csv: ",
+                          cases[i].msg);
+            } else {
+                CHECK_OK(cannl_dataset_load(&ds, p, CANNL_FMT_AUTO, CANNL_F32, &err));
+                cannl_dataset_free(&ds);
+            }
+            if (cases[i].f64_ok) {
+                CHECK_OK(cannl_dataset_load(&ds, p, CANNL_FMT_AUTO, CANNL_F64, &err));
+                CHECK(ds.count == 2);
+                cannl_dataset_free(&ds);
+            } else {
+                CHECK(cannl_dataset_load(&ds, p, CANNL_FMT_AUTO, CANNL_F64, &err) == CANNL_E_FORMAT);
+            }
+        }
+    }
     /* Long lines grow the buffer. */
     {
         size_t cols = 5000, cap = cols * 8 + 16, n = 0;

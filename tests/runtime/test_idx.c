@@ -237,6 +237,39 @@ int main(int argc, char **argv) {
                   "truncated");
     }
 
+    /* Non-finite values in float files are refused, naming the example and the value; so is
+       a float64 value beyond float32's range when loaded as float32. */
+    for (int k = 0; k < 3; k++) {
+        unsigned char buf[16 + TOTAL * 8];
+        const unsigned char code = k == 0 ? 0x0D : 0x0E;
+        const int size = code == 0x0D ? 4 : 8;
+        size_t n = make_idx(buf, code, size);
+        const int at = 2 * D1 * D2 + 5; /* example 2, value 5 */
+        double v = k == 0 ? NAN : k == 1 ? INFINITY : 3e38 * 10;
+        uint64_t bits;
+        if (size == 4) {
+            float f = (float)v;
+            uint32_t u;
+            memcpy(&u, &f, 4);
+            bits = u;
+        } else {
+            memcpy(&bits, &v, 8);
+        }
+        for (int b = 0; b < size; b++) buf[16 + at * size + b] = (unsigned char)(bits >> (8 * (size - 1 - b)));
+        CHECK(rt_write_file(rt_path(p, sizeof p, dir, "nonfinite.idx"), buf, n) == 0);
+        CHECK_ERR(cannl_dataset_load(&ds, p, CANNL_FMT_AUTO, CANNL_F32, &err), CANNL_E_FORMAT,
+                  "nonfinite.idx: example 2, value 5: ",
+                  k == 0 ? "nan (the data must be finite numbers)" : k == 1 ? "inf (the data" : "3e+39 is too large for float32");
+        CHECK(ds.data == NULL);
+        if (k == 2) {
+            CHECK_OK(cannl_dataset_load(&ds, p, CANNL_FMT_AUTO, CANNL_F64, &err));
+            cannl_dataset_free(&ds);
+        } else {
+            CHECK_ERR(cannl_dataset_load(&ds, p, CANNL_FMT_AUTO, CANNL_F64, &err), CANNL_E_FORMAT,
+                      "nonfinite.idx: example 2, value 5: ", "must be finite");
+        }
+    }
+
     /* A directory is not a data file; NULL arguments are rejected. */
     CHECK_ERR(cannl_dataset_load(&ds, dir, CANNL_FMT_AUTO, CANNL_F32, &err), CANNL_E_IO, dir, "is a directory");
     CHECK_ERR(cannl_dataset_load(&ds, NULL, CANNL_FMT_AUTO, CANNL_F32, &err), CANNL_E_ARG, "path is NULL", "");

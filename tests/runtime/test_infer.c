@@ -376,6 +376,17 @@ static void case_names(void) {
     /* a path with '=' whose prefix is not an output is a path */
     EXPECT(RUN(g_infer, CK, X_IN, "--output", W("a=b.npy")), 0, NULL, NULL);
     CHECK(rt_exists(W("a=b.npy")));
+    /* The temporaries a killed run left beside an output (its pid no longer runs) are removed;
+       a live process's (pid 1) and other files' are not. */
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    CHECK(dead > 0 && waitpid(dead, NULL, 0) == dead);
+    const char *stale[] = {F("%s.tmp.%d", W("st.npy"), (int)dead), F("%s.tmp.%d.3", W("st.npy"), (int)dead)};
+    const char *kept_tmp[] = {W("st.npy.tmp.1"), F("%s.tmp.%d", W("other.npy"), (int)dead)};
+    for (int i = 0; i < 2; i++) CHECK(rt_write_file(stale[i], "x", 1) == 0 && rt_write_file(kept_tmp[i], "x", 1) == 0);
+    EXPECT(RUN(g_infer, CK, X_IN, "--output", W("st.npy")), 0, NULL, NULL);
+    for (int i = 0; i < 2; i++) CHECK(!rt_exists(stale[i]) && rt_exists(kept_tmp[i]));
+    for (int i = 0; i < 2; i++) unlink(kept_tmp[i]);
 }
 
 /* Weights and data that do not fit: exit 1, the file and the problem; no output file. */
@@ -400,6 +411,12 @@ static void case_weights(void) {
            "junk.safetensors: ");
     EXPECT(RUN(g_infer, "--weights", W("none.safetensors"), X_IN, "--output", W("o.npy")), 1, NULL,
            "none.safetensors: cannot open");
+    /* Non-finite params are refused, as by `cannl gen --embed` (forward would print nan). */
+    const float bnan[3] = {0, NAN, 0};
+    const cannl_tensor nan[] = {{"w", CANNL_F32, 2, {4, 3}, (void *)w}, {"b", CANNL_F32, 1, {3}, (void *)bnan}};
+    CHECK_OK(cannl_checkpoint_save(W("nan.safetensors"), nan, 2, NULL, 0, &err));
+    EXPECT(RUN(g_infer, "--weights", W("nan.safetensors"), X_IN, "--output", W("o.npy")), 1, NULL,
+           "nan.safetensors: param 'b' holds a non-finite value (nan) at element 1");
     EXPECT(RUN(g_infer, CK, "--input", F("x=%s", W("wide.npy")), "--output", W("o.npy")), 1, NULL,
            "wide.npy: 5 values per example, but input 'x' takes 4");
     EXPECT(RUN(g_infer, CK, "--input", F("x=%s", W("none.npy")), "--output", W("o.npy")), 1, NULL, "none.npy: ");

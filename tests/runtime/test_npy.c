@@ -81,6 +81,18 @@ int main(int argc, char **argv) {
     CHECK_ERR(cannl_dataset_load(&ds, rt_path(p, sizeof p, dir, "structured.npy"), CANNL_FMT_AUTO, CANNL_F32, &err),
               CANNL_E_FORMAT, "structured.npy: bad .npy header", "structured dtypes are not supported");
 
+    /* Non-finite values: the example and the value (its index in the example) are named. */
+    CHECK_ERR(cannl_dataset_load(&ds, rt_path(p, sizeof p, dir, "nan.npy"), CANNL_FMT_AUTO, CANNL_F32, &err),
+              CANNL_E_FORMAT, "nan.npy: example 2, value 2: nan", "must be finite");
+    CHECK(ds.data == NULL);
+    CHECK_ERR(cannl_dataset_load(&ds, rt_path(p, sizeof p, dir, "inf.npy"), CANNL_FMT_AUTO, CANNL_F64, &err),
+              CANNL_E_FORMAT, "inf.npy: example 1, value 1: -inf", "must be finite");
+    CHECK_ERR(cannl_dataset_load(&ds, rt_path(p, sizeof p, dir, "big.npy"), CANNL_FMT_AUTO, CANNL_F32, &err),
+              CANNL_E_FORMAT, "big.npy: example 2, value 0: 1e+300", "too large for float32");
+    CHECK_OK(cannl_dataset_load(&ds, p, CANNL_FMT_AUTO, CANNL_F64, &err));
+    CHECK(ds.data && ((double *)ds.data)[4] == 1e300);
+    cannl_dataset_free(&ds);
+
     /* Truncated copies of f8.npy: data cut short, and header cut short. */
     size_t len;
     char *bytes = rt_read_file(rt_path(p, sizeof p, dir, "f8.npy"), &len);

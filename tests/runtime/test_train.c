@@ -5,16 +5,19 @@
  *   test_train CASE WORKDIR FAKE_TRAIN FAKE_QUAD_TRAIN
  *
  * Each CASE is one ctest test: cli, binding, metrics, resume, steps, sigint,
- * other_model, init, corrupt, no_inputs. The data files (.npy, .csv, IDX)
- * are written by the test itself. */
+ * other_model, init, corrupt, no_inputs, prefetch, signals, diverge, metadata,
+ * data_finite, stale_tmp, crash_resume. The data files (.npy, .csv, IDX) are
+ * written by the test itself. */
 #include "rt_test.h"
 
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <sys/wait.h>
+#include <time.h>
 
 extern char **environ;
 
@@ -47,8 +50,9 @@ typedef struct result {
     char *err;  /* stderr */
 } result;
 
-static result run_v(const char *exe, const char *const *args) {
-    result r = {-1, NULL, NULL};
+/* Start exe with args (stdout and stderr into the work directory's run.stdout/run.stderr);
+   the pid, or -1. */
+static pid_t spawn_v(const char *exe, const char *const *args) {
     const char *argv[64];
     int n = 0;
     argv[n++] = exe;
@@ -67,8 +71,18 @@ static result run_v(const char *exe, const char *const *args) {
     if (rc != 0) {
         fprintf(stderr, "cannot run %s: %s\n", exe, strerror(rc));
         rt_failures++;
-        return r;
+        return -1;
     }
+    return pid;
+}
+
+/* Wait for a spawn_v process: its exit status (128 + signal when killed) and output. */
+static result wait_v(pid_t pid) {
+    result r = {-1, NULL, NULL};
+    if (pid < 0) return r;
+    char out_path[1024], err_path[1024];
+    snprintf(out_path, sizeof out_path, "%s/run.stdout", g_dir);
+    snprintf(err_path, sizeof err_path, "%s/run.stderr", g_dir);
     int status;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) return r;
@@ -78,7 +92,15 @@ static result run_v(const char *exe, const char *const *args) {
     return r;
 }
 
+static result run_v(const char *exe, const char *const *args) { return wait_v(spawn_v(exe, args)); }
+
 #define RUN(exe, ...) run_v(exe, (const char *const[]){__VA_ARGS__, NULL})
+#define SPAWN(exe, ...) spawn_v(exe, (const char *const[]){__VA_ARGS__, NULL})
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) continue;
+}
 
 /* Check the exit status and substrings of stdout/stderr (NULL: not checked).
  * Failures (status 1 or 2) must print exactly one "<prog>: error: " line. */
@@ -473,10 +495,10 @@ static void case_steps(void) {
 static void case_sigint(void) {
     EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--checkpoint", W("a.safetensors"), "--metrics", W("a.jsonl")), 0,
            NULL, NULL);
-    setenv("FAKE_SIGINT_AT_STEP", "4", 1);
+    setenv("FAKE_SIGNAL_AT_STEP", "4", 1);
     EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--checkpoint", W("b.safetensors"), "--metrics", W("b.jsonl")),
-           130, NULL, "interrupted after step 4; checkpoint saved to ");
-    unsetenv("FAKE_SIGINT_AT_STEP");
+           130, NULL, "interrupted by SIGINT after step 4; checkpoint saved to ");
+    unsetenv("FAKE_SIGNAL_AT_STEP");
     CHECK(strcmp(meta_of(W("b.safetensors"), "step"), "4") == 0);
     CHECK(count_lines(W("b.jsonl")) == 4);
     EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("b.safetensors"), "--epochs", "2",
@@ -632,6 +654,382 @@ static void case_prefetch(void) {
            "prefetch: 5 prefetched, 7 steps, 5 matched, 0 bad");
 }
 
+/* ------------------------------------------------------------ robustness (issue 13) */
+
+/* Copy checkpoint src of fake_softmax to dst with metadata `key` set to `value` (NULL: as it
+   is) and, if tensor is not NULL, element `elem` of that tensor set to v. */
+static void resave(const char *src, const char *dst, const char *key, const char *value, const char *tensor, int elem,
+                   float v) {
+    static const char *const keys[] = {"model", "step", "seed", "batch", "epoch", "shuffle", "lr", "lr_schedule",
+                                       "examples"};
+    enum { NKEYS = sizeof keys / sizeof keys[0] };
+    float w[12], b[3], mw[12], mb[3];
+    cannl_tensor t[] = {{"w", CANNL_F32, 2, {4, 3}, w},
+                        {"b", CANNL_F32, 1, {3}, b},
+                        {"w.momentum_buffer", CANNL_F32, 2, {4, 3}, mw},
+                        {"b.momentum_buffer", CANNL_F32, 1, {3}, mb}};
+    cannl_error err;
+    cannl_checkpoint *ck = NULL;
+    CHECK_OK(cannl_checkpoint_open(src, NULL, &ck, &err));
+    if (!ck) return;
+    char vals[NKEYS][64];
+    cannl_meta meta[NKEYS];
+    for (int i = 0; i < NKEYS; i++) {
+        const char *m = strcmp(keys[i], key) == 0 && value ? value : cannl_checkpoint_meta(ck, keys[i]);
+        snprintf(vals[i], sizeof vals[i], "%s", m ? m : "");
+        meta[i] = (cannl_meta){keys[i], vals[i]};
+    }
+    for (int i = 0; i < 4; i++) CHECK_OK(cannl_checkpoint_read(ck, &t[i], &err));
+    cannl_checkpoint_close(ck);
+    for (int i = 0; i < 4 && tensor; i++)
+        if (strcmp(t[i].name, tensor) == 0) ((float *)t[i].data)[elem] = v;
+    CHECK_OK(cannl_checkpoint_save(dst, t, 4, meta, NKEYS, &err));
+}
+
+/* 1 if the file holds exactly bytes[0..len). */
+static int holds(const char *path, const char *bytes, size_t len) {
+    size_t n;
+    char *t = rt_read_file(path, &n);
+    int same = t && bytes && n == len && memcmp(t, bytes, len) == 0;
+    free(t);
+    return same;
+}
+
+/* SIGTERM and SIGHUP (timeout, docker stop, systemd, Slurm, Kubernetes; a closed terminal) stop
+   a run as SIGINT does: the step finishes, the checkpoint is saved, exit 128 + the signal; the
+   resumed run ends exactly where an uninterrupted one does. Also from another process. */
+static void case_signals(void) {
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--checkpoint", W("a.safetensors"), "--metrics", W("a.jsonl")), 0,
+           NULL, NULL);
+    static const struct {
+        const char *hook, *name, *step;
+        int code;
+    } sigs[] = {{"4:TERM", "SIGTERM", "4", 143}, {"7:HUP", "SIGHUP", "7", 129}};
+    for (int i = 0; i < 2; i++) {
+        setenv("FAKE_SIGNAL_AT_STEP", sigs[i].hook, 1);
+        EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--checkpoint", W("b.safetensors"), "--metrics", W("b.jsonl")),
+               sigs[i].code, NULL,
+               F("interrupted by %s after step %s; checkpoint saved to %s", sigs[i].name, sigs[i].step,
+                 W("b.safetensors")));
+        unsetenv("FAKE_SIGNAL_AT_STEP");
+        CHECK(strcmp(meta_of(W("b.safetensors"), "step"), sigs[i].step) == 0);
+        CHECK(count_lines(W("b.jsonl")) == atoi(sigs[i].step));
+        EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("b.safetensors"), "--epochs", "2",
+                   "--log-every", "1", "--checkpoint", W("b.safetensors"), "--metrics", W("b.jsonl")),
+               0, NULL, NULL);
+        CHECK(same_file(W("a.jsonl"), W("b.jsonl")));
+        CHECK(same_file(W("a.safetensors"), W("b.safetensors")));
+    }
+    /* kill -TERM from outside, at whatever step the run has reached (5 ms per step). */
+    EXPECT(TRAIN("--epochs", "60", "--log-every", "1", "--checkpoint", W("c.safetensors"), "--metrics", W("c.jsonl")), 0,
+           NULL, NULL);
+    setenv("FAKE_STEP_DELAY_MS", "5", 1);
+    pid_t pid = SPAWN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--batch", "8", "--seed", "7", "--epochs", "60",
+                      "--log-every", "1", "--checkpoint", W("d.safetensors"), "--metrics", W("d.jsonl"));
+    unsetenv("FAKE_STEP_DELAY_MS");
+    /* once it has logged a few steps (the handlers are installed for the training loop) */
+    for (int waited = 0; waited < 20000 && count_lines(W("d.jsonl")) < 3; waited += 10) sleep_ms(10);
+    CHECK(pid > 0 && kill(pid, SIGTERM) == 0);
+    result r = wait_v(pid);
+    const int64_t at = atoll(meta_of(W("d.safetensors"), "step"));
+    printf("SIGTERM from outside: stopped at step %lld of 300\n", (long long)at);
+    CHECK(at > 0 && at < 300 && count_lines(W("d.jsonl")) == at);
+    EXPECT(r, 143, NULL, F("interrupted by SIGTERM after step %lld; checkpoint saved to ", (long long)at));
+    EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("d.safetensors"), "--epochs", "60",
+               "--log-every", "1", "--checkpoint", W("d.safetensors"), "--metrics", W("d.jsonl")),
+           0, NULL, NULL);
+    CHECK(same_file(W("c.jsonl"), W("d.jsonl")));
+    CHECK(same_file(W("c.safetensors"), W("d.safetensors")));
+    CHECK(rt_count_matching(g_dir, ".tmp.") == 0);
+}
+
+/* A diverging run stops with exit 1 and never saves over the last good checkpoint: the loss
+   is checked every step, the whole state (params and optimiser state) every --log-every
+   steps and before every save. Non-finite params are refused when loaded. */
+static void case_diverge(void) {
+    /* The issue's case: --resume good --checkpoint good --lr 1e6 (fake_quad's loss overflows). */
+    EXPECT(RUN(g_quad, "--steps", "10", "--checkpoint", W("q.safetensors")), 0, NULL, NULL);
+    size_t qlen;
+    char *q = rt_read_file(W("q.safetensors"), &qlen);
+    EXPECT(RUN(g_quad, "--resume", W("q.safetensors"), "--checkpoint", W("q.safetensors"), "--steps", "1000", "--lr",
+               "1e6"),
+           1, NULL, "is inf (try a lower --lr); ");
+    result r = RUN(g_quad, "--resume", W("q.safetensors"), "--checkpoint", W("q.safetensors"), "--steps", "1000",
+                   "--lr", "1e6");
+    CHECK(r.err && strstr(r.err, "fake_quad_train: error: training diverged at step ") &&
+          strstr(r.err, F("%s keeps step 10\n", W("q.safetensors"))));
+    EXPECT(r, 1, NULL, "the loss is inf");
+    CHECK(holds(W("q.safetensors"), q, qlen));
+    free(q);
+
+    /* A good checkpoint after epoch 1 (step 5); then a nan appears in b's momentum buffer. */
+    EXPECT(TRAIN("--epochs", "1", "--log-every", "1", "--checkpoint", W("good.safetensors"), "--metrics",
+                 W("m.jsonl")),
+           0, NULL, NULL);
+    size_t glen;
+    char *good = rt_read_file(W("good.safetensors"), &glen);
+#define RESUME_GOOD(...)                                                                                              \
+    RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("good.safetensors"), "--checkpoint",                \
+        W("good.safetensors"), "--metrics", W("m.jsonl"), "--epochs", "3", __VA_ARGS__)
+    const char *keeps = F("; %s keeps step 5", W("good.safetensors"));
+    /* found by the state check of a --log-every step (before its record is written) */
+    setenv("FAKE_NAN_AT_STEP", "7", 1);
+    EXPECT(RESUME_GOOD("--log-every", "1"), 1, NULL,
+           F("training diverged at step 7: state tensor 'b.momentum_buffer' holds nan at element 0 (try a lower "
+             "--lr)%s\n", keeps));
+    CHECK(holds(W("good.safetensors"), good, glen));
+    CHECK(count_lines(W("m.jsonl")) == 6);
+    /* without --log-every checks: b is nan after step 8, so the loss of step 9 is */
+    EXPECT(RESUME_GOOD("--log-every", "0"), 1, NULL, F("training diverged at step 9: the loss is nan (try a lower --lr)%s", keeps));
+    CHECK(holds(W("good.safetensors"), good, glen));
+    /* found by the check before the save at the end of epoch 2 (step 10) */
+    setenv("FAKE_NAN_AT_STEP", "10", 1);
+    EXPECT(RESUME_GOOD("--log-every", "0"), 1, NULL,
+           F("training diverged at step 10: state tensor 'b.momentum_buffer' holds nan at element 0 (try a lower "
+             "--lr)%s", keeps));
+    CHECK(holds(W("good.safetensors"), good, glen));
+    /* ... and before the save at exit after SIGINT: exit 1, not 130 */
+    setenv("FAKE_NAN_AT_STEP", "8", 1);
+    setenv("FAKE_SIGNAL_AT_STEP", "8", 1);
+    EXPECT(RESUME_GOOD("--log-every", "0"), 1, NULL, "training diverged at step 8: state tensor 'b.momentum_buffer'");
+    unsetenv("FAKE_SIGNAL_AT_STEP");
+    CHECK(holds(W("good.safetensors"), good, glen));
+    /* A fresh run: a checkpoint saved earlier in the run is kept; none is written before. */
+    setenv("FAKE_NAN_AT_STEP", "7", 1);
+    EXPECT(TRAIN("--epochs", "3", "--log-every", "0", "--checkpoint", W("f.safetensors")), 1, NULL,
+           F("training diverged at step 9: the loss is nan (try a lower --lr); %s keeps step 5", W("f.safetensors")));
+    CHECK(strcmp(meta_of(W("f.safetensors"), "step"), "5") == 0);
+    setenv("FAKE_NAN_AT_STEP", "3", 1);
+    EXPECT(TRAIN("--epochs", "3", "--log-every", "1", "--checkpoint", W("g.safetensors")), 1, NULL,
+           F("training diverged at step 3: state tensor 'b.momentum_buffer' holds nan at element 0 (try a lower "
+             "--lr); %s was not written", W("g.safetensors")));
+    CHECK(!rt_exists(W("g.safetensors")));
+    unsetenv("FAKE_NAN_AT_STEP");
+    CHECK(rt_count_matching(g_dir, ".tmp.") == 0);
+
+    /* Non-finite params or optimiser state are refused by --init and --resume (as by
+       `cannl gen --embed`), before anything is trained or written. */
+    resave(W("good.safetensors"), W("nanw.safetensors"), "", NULL, "w", 3, NAN);
+    EXPECT(TRAIN("--init", W("nanw.safetensors"), "--checkpoint", W("h.safetensors")), 1, NULL,
+           "nanw.safetensors: param 'w' holds a non-finite value (nan) at element 3");
+    resave(W("good.safetensors"), W("infm.safetensors"), "", NULL, "w.momentum_buffer", 0, -INFINITY);
+    size_t ilen;
+    char *inf = rt_read_file(W("infm.safetensors"), &ilen);
+    EXPECT(TRAIN("--resume", W("infm.safetensors"), "--checkpoint", W("infm.safetensors"), "--epochs", "2"), 1, NULL,
+           "infm.safetensors: state tensor 'w.momentum_buffer' holds a non-finite value (-inf) at element 0");
+    CHECK(holds(W("infm.safetensors"), inf, ilen) && !rt_exists(W("h.safetensors")));
+    free(inf);
+    free(good);
+#undef RESUME_GOOD
+}
+
+/* Checkpoint metadata is read as strictly as the flags it stands for. */
+static void case_metadata(void) {
+    EXPECT(TRAIN("--epochs", "1", "--checkpoint", W("good.safetensors")), 0, NULL, NULL);
+    static const struct {
+        const char *key, *value, *msg;
+    } bad[] = {
+        {"lr", "-1", "metadata \"lr\" is '-1', not a non-negative number (as --lr takes)"},
+        {"lr", "0x1p-3", "metadata \"lr\" is '0x1p-3', not a non-negative number"},
+        {"lr", "inf", "metadata \"lr\" is 'inf', not a non-negative number"},
+        {"lr", " 0.1", "metadata \"lr\" is ' 0.1', not a non-negative number"},
+        {"lr", "1e999", "metadata \"lr\" is '1e999', not a non-negative number"},
+        {"lr_schedule", "linear", "metadata \"lr_schedule\" is 'linear', not spec, constant or cosine"},
+        {"epoch", "3", "metadata \"epoch\" is 3, but its step 5 at 5 steps per epoch makes 1 completed epochs"},
+        {"epoch", "-1", "metadata \"epoch\" is '-1', not a non-negative integer"},
+        {"examples", "37x", "metadata \"examples\" is '37x', not a positive integer"},
+        {"examples", "0", "metadata \"examples\" is '0', not a positive integer"},
+        {"shuffle", "2", "metadata \"shuffle\" is not 0 or 1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        resave(W("good.safetensors"), W("bad.safetensors"), bad[i].key, bad[i].value, NULL, 0, 0);
+        size_t len;
+        char *before = rt_read_file(W("bad.safetensors"), &len);
+        EXPECT(TRAIN("--resume", W("bad.safetensors"), "--checkpoint", W("bad.safetensors"), "--epochs", "2"), 1, NULL,
+               F("bad.safetensors: %s", bad[i].msg));
+        CHECK(holds(W("bad.safetensors"), before, len));
+        free(before);
+    }
+    /* Well-formed values are used: lr 0.2 from the checkpoint gives the run of --lr 0.2. */
+    resave(W("good.safetensors"), W("lr.safetensors"), "lr", "2e-1", NULL, 0, 0);
+    EXPECT(TRAIN("--resume", W("lr.safetensors"), "--epochs", "2", "--log-every", "1", "--metrics", W("a.jsonl")), 0,
+           NULL, NULL);
+    EXPECT(TRAIN("--resume", W("good.safetensors"), "--epochs", "2", "--log-every", "1", "--metrics", W("b.jsonl"),
+                 "--lr", "0.2"),
+           0, NULL, NULL);
+    CHECK(same_file(W("a.jsonl"), W("b.jsonl")));
+    /* The flag itself takes the same numbers. */
+    EXPECT(TRAIN("--lr", "0x1p-3"), 2, NULL, "--lr: '0x1p-3' is not a number");
+    EXPECT(TRAIN("--lr", "1e999"), 2, NULL, "--lr: '1e999' is too large");
+    EXPECT(TRAIN("--lr", "-1"), 2, NULL, "--lr: -1 must not be negative");
+}
+
+static void write_idx_f32(const char *path, const float *v, uint32_t count, uint32_t per) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    const unsigned char hdr[12] = {0, 0, 0x0D, 2, (unsigned char)(count >> 24), (unsigned char)(count >> 16),
+                                   (unsigned char)(count >> 8), (unsigned char)count, (unsigned char)(per >> 24),
+                                   (unsigned char)(per >> 16), (unsigned char)(per >> 8), (unsigned char)per};
+    fwrite(hdr, 1, 12, f);
+    for (uint32_t i = 0; i < count * per; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], 4);
+        const unsigned char be[4] = {(unsigned char)(u >> 24), (unsigned char)(u >> 16), (unsigned char)(u >> 8),
+                                     (unsigned char)u};
+        fwrite(be, 1, 4, f);
+    }
+    CHECK(fclose(f) == 0);
+}
+
+/* Non-finite data is refused when it is read (file, example, value); CSV numbers are decimal
+   and finite; a CSV's first row is a header only without numbers, or when declared. */
+static void case_data_finite(void) {
+    int x[4 * NTRAIN], y[NTRAIN];
+    make_examples(11, NTRAIN, x, y);
+    float xf[4 * NTRAIN];
+    for (int i = 0; i < 4 * NTRAIN; i++) xf[i] = (float)x[i];
+    xf[4 * 3 + 2] = NAN;
+    write_npy_f32(W("xnan.npy"), xf, "(37, 2, 2)", 4 * NTRAIN);
+    EXPECT(RUN(g_fake, "--data", F("x=%s", W("xnan.npy")), "--data", Y_ARG, "--checkpoint", W("c.safetensors")), 1,
+           NULL, F("%s: example 3, value 2: nan (the data must be finite numbers)", W("xnan.npy")));
+    xf[4 * 3 + 2] = 1.0f;
+    xf[4 * 36 + 3] = INFINITY;
+    write_idx_f32(W("xinf-idx"), xf, NTRAIN, 4);
+    EXPECT(RUN(g_fake, "--data", F("x=%s", W("xinf-idx")), "--data", Y_ARG), 1, NULL,
+           F("%s: example 36, value 3: inf (the data", W("xinf-idx")));
+    /* the test set too */
+    EXPECT(TRAIN("--test", F("x=%s", W("xnan.npy")), "--test", Y_ARG), 1, NULL, "xnan.npy: example 3, value 2: nan");
+    CHECK(!rt_exists(W("c.safetensors")));
+    /* CSV: nan, inf, overflow, hexadecimal floats */
+    static const char *const bad[][2] = {{"nan", "is not a finite number"},
+                                         {"inf", "is not a finite number"},
+                                         {"1e999", "is too large for float32"},
+                                         {"1e39", "is too large for float32"},
+                                         {"0x1p3", "is not a number"}};
+    for (int k = 0; k < 5; k++) {
+        FILE *f = fopen(W("xbad.csv"), "w");
+        for (int e = 0; e < NTRAIN; e++)
+            fprintf(f, "%d,%s,%d,%d\n", x[4 * e], e == 4 ? bad[k][0] : F("%d", x[4 * e + 1]), x[4 * e + 2], x[4 * e + 3]);
+        fclose(f);
+        EXPECT(RUN(g_fake, "--data", F("x=%s", W("xbad.csv")), "--data", Y_ARG), 1, NULL,
+               F("xbad.csv: line 5: field 2 ('%s') %s", bad[k][0], bad[k][1]));
+    }
+    /* A typo in the first row: an error, not a header that drops example 0. */
+    FILE *f = fopen(W("xtypo.csv"), "w");
+    for (int e = 0; e < NTRAIN; e++)
+        fprintf(f, "%d,%d,%d%s,%d\n", x[4 * e], x[4 * e + 1], x[4 * e + 2], e == 0 ? "x" : "", x[4 * e + 3]);
+    fclose(f);
+    EXPECT(RUN(g_fake, "--data", F("x=%s", W("xtypo.csv")), "--data", Y_ARG), 1, NULL,
+           "xtypo.csv: line 1: field 3 ");
+    /* PATH:header declares a header row, numeric or not: the same run as without one. */
+    f = fopen(W("xh.csv"), "w");
+    fprintf(f, "1,2,3,4\n");
+    for (int e = 0; e < NTRAIN; e++) fprintf(f, "%d,%d,%d,%d\n", x[4 * e], x[4 * e + 1], x[4 * e + 2], x[4 * e + 3]);
+    fclose(f);
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--metrics", W("a.jsonl")), 0, NULL, NULL);
+    EXPECT(RUN(g_fake, "--data", F("x=%s:header", W("xh.csv")), "--data", Y_ARG, "--batch", "8", "--seed", "7",
+               "--epochs", "2", "--log-every", "1", "--metrics", W("b.jsonl")),
+           0, NULL, NULL);
+    CHECK(same_file(W("a.jsonl"), W("b.jsonl")));
+    EXPECT(RUN(g_fake, "--data", F("x=%s", W("xh.csv")), "--data", Y_ARG), 1, NULL,
+           F("y.csv has 37 examples but %s has 38", W("xh.csv"))); /* undeclared, the numeric first row is data */
+    EXPECT(RUN(g_fake, "--data", F("x=%s:header", W("x.npy")), "--data", Y_ARG), 1, NULL,
+           "x.npy: ':header' declares the header row of a CSV file, but this is a .npy file");
+}
+
+/* The temporary files of a killed save (PATH.tmp.<pid>) are removed by the next run that
+   writes PATH, if their process no longer runs; a checkpoint path that is a directory is
+   refused before training. */
+static void case_stale_tmp(void) {
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    CHECK(dead > 0 && waitpid(dead, NULL, 0) == dead);
+    const char *ck = W("ck.safetensors");
+    const char *stale[] = {F("%s.tmp.%d", ck, (int)dead), F("%s.tmp.%d.2", ck, (int)dead)};
+    const char *kept[] = {F("%s.tmp.1", ck) /* pid 1 runs */, F("%s.tmp.%d", W("other.safetensors"), (int)dead),
+                          F("%s.tmp.%dx", ck, (int)dead), F("%s.tmp.%d", ck, (int)getpid()) /* this test's */};
+    for (int i = 0; i < 2; i++) CHECK(rt_write_file(stale[i], "partial", 7) == 0);
+    for (int i = 0; i < 4; i++) CHECK(rt_write_file(kept[i], "x", 1) == 0);
+    EXPECT(TRAIN("--epochs", "0", "--checkpoint", ck), 0, NULL,
+           F("fake_train: warning: removed 2 temporary files of %s left by an interrupted save", ck));
+    for (int i = 0; i < 2; i++) CHECK(!rt_exists(stale[i]));
+    for (int i = 0; i < 4; i++) CHECK(rt_exists(kept[i]));
+    for (int i = 0; i < 4; i++) unlink(kept[i]);
+
+    /* Really killed while saving: a run saving after every 5-step epoch spends most of its time
+       in the saves (fsync); SIGKILL it until it leaves a temporary, then run again. */
+    int left = 0, tries = 0;
+    for (; tries < 100 && !left; tries++) {
+        pid_t pid = SPAWN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--batch", "8", "--epochs", "1000000", "--quiet",
+                          "--checkpoint", W("k.safetensors"));
+        sleep_ms(40 + tries % 7 * 3);
+        if (pid > 0) kill(pid, SIGKILL);
+        result r = wait_v(pid);
+        free(r.out);
+        free(r.err);
+        left = rt_count_matching(g_dir, "k.safetensors.tmp.");
+    }
+    printf("SIGKILL during a save: a temporary was left after %d tries\n", tries);
+    CHECK(left == 1);
+    EXPECT(TRAIN("--epochs", "1", "--checkpoint", W("k.safetensors")), 0, NULL,
+           "removed 1 temporary file of ");
+    CHECK(rt_count_matching(g_dir, ".tmp.") == 0);
+
+    /* A directory as --checkpoint: refused at once, not after the first epoch. */
+    CHECK(mkdir(W("ckdir"), 0755) == 0 || errno == EEXIST);
+    result r = TRAIN("--epochs", "1", "--checkpoint", W("ckdir"));
+    CHECK(r.out && !strstr(r.out, "epoch 1/1"));
+    EXPECT(r, 1, NULL, F("%s: cannot write the checkpoint: it is a directory (--checkpoint names a file)", W("ckdir")));
+}
+
+/* After a crash past the last checkpoint and --resume from it, the metrics JSONL holds every
+   step once: the records written after the checkpoint's step are cut off first. */
+static void case_crash_resume(void) {
+    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--checkpoint", W("a.safetensors"), "--metrics", W("a.jsonl"),
+                 TEST_ARGS),
+           0, NULL, NULL);
+    setenv("FAKE_SIGNAL_AT_STEP", "8:KILL", 1); /* a crash at step 8: checkpoint at 5, records up to 7 */
+    result r = TRAIN("--epochs", "2", "--log-every", "1", "--checkpoint", W("b.safetensors"), "--metrics", W("b.jsonl"),
+                     TEST_ARGS);
+    unsetenv("FAKE_SIGNAL_AT_STEP");
+    CHECK(r.code == 128 + SIGKILL);
+    free(r.out);
+    free(r.err);
+    CHECK(strcmp(meta_of(W("b.safetensors"), "step"), "5") == 0);
+    CHECK(count_lines(W("b.jsonl")) == 8); /* steps 1-5, epoch 1's test record, steps 6-7 */
+#define RESUME(name)                                                                                                  \
+    RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W(name ".safetensors"), "--epochs", "2", "--log-every",  \
+        "1", "--checkpoint", W(name ".safetensors"), "--metrics", W(name ".jsonl"), TEST_ARGS)
+    EXPECT(RESUME("b"), 0, F("fake_train: removed 2 records after step 5 (the checkpoint's) from %s", W("b.jsonl")),
+           NULL);
+    CHECK(same_file(W("a.jsonl"), W("b.jsonl")));
+    CHECK(same_file(W("a.safetensors"), W("b.safetensors")));
+    /* A record cut short by the crash goes too. */
+    EXPECT(TRAIN("--epochs", "1", "--log-every", "1", "--checkpoint", W("c.safetensors"), "--metrics", W("c.jsonl"),
+                 TEST_ARGS),
+           0, NULL, NULL);
+    FILE *f = fopen(W("c.jsonl"), "a");
+    fputs("{\"epoch\":2,\"step\":6,\"lo", f);
+    fclose(f);
+    EXPECT(RESUME("c"), 0, "removed 1 record after step 5", NULL);
+    CHECK(same_file(W("a.jsonl"), W("c.jsonl")));
+    /* A line that is no record of a training program: an error, and the log is left alone. */
+    EXPECT(TRAIN("--epochs", "1", "--log-every", "1", "--checkpoint", W("d.safetensors"), "--metrics", W("d.jsonl")),
+           0, NULL, NULL);
+    f = fopen(W("d.jsonl"), "a");
+    fputs("hello\n", f);
+    fclose(f);
+    size_t len;
+    char *before = rt_read_file(W("d.jsonl"), &len);
+    EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("d.safetensors"), "--epochs", "2",
+               "--metrics", W("d.jsonl")),
+           1, NULL, "d.jsonl: line 6 is not a record of a training program");
+    CHECK(holds(W("d.jsonl"), before, len));
+    free(before);
+#undef RESUME
+}
+
 int main(int argc, char **argv) {
     if (argc < 5) {
         fprintf(stderr, "usage: test_train CASE WORKDIR FAKE_TRAIN FAKE_QUAD_TRAIN [FAKE_PREFETCH_TRAIN]\n");
@@ -642,7 +1040,9 @@ int main(int argc, char **argv) {
     g_quad = argv[4];
     g_prefetch = argc > 5 ? argv[5] : NULL;
     CHECK(rt_fresh_dir(g_dir) == 0);
-    unsetenv("FAKE_SIGINT_AT_STEP");
+    unsetenv("FAKE_SIGNAL_AT_STEP");
+    unsetenv("FAKE_NAN_AT_STEP");
+    unsetenv("FAKE_STEP_DELAY_MS");
     /* Under LeakSanitizer a leaking child would exit 1, like a run that fails
        on purpose; give leaks their own status so every expectation sees them. */
     setenv("LSAN_OPTIONS", "exitcode=99", 0);
@@ -653,7 +1053,9 @@ int main(int argc, char **argv) {
     } cases[] = {{"cli", case_cli},       {"binding", case_binding},         {"metrics", case_metrics},
                  {"resume", case_resume}, {"cosine", case_cosine}, {"steps", case_steps},             {"sigint", case_sigint},
                  {"other_model", case_other_model}, {"init", case_init},    {"corrupt", case_corrupt},
-                 {"no_inputs", case_no_inputs}, {"prefetch", case_prefetch}};
+                 {"no_inputs", case_no_inputs}, {"prefetch", case_prefetch}, {"signals", case_signals},
+                 {"diverge", case_diverge}, {"metadata", case_metadata}, {"data_finite", case_data_finite},
+                 {"stale_tmp", case_stale_tmp}, {"crash_resume", case_crash_resume}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {
             cases[i].fn();
