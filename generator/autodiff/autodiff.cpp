@@ -2,6 +2,7 @@
 #include "autodiff/autodiff.h"
 
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "support/diagnostic.h"
@@ -86,7 +87,6 @@ static int first_extremum(ir::Program& p, const ir::Stmt& s, std::vector<ir::Stm
   ab.name = of + "_arg";
   ab.role = ir::Role::Temp;
   ab.tensor = -1;
-  ab.grad_of = -1;
   ab.state_name.clear();
   ab.shape = "position of the first extremum of " + of;
   p.buffers.push_back(ab);
@@ -105,7 +105,10 @@ static int first_extremum(ir::Program& p, const ir::Stmt& s, std::vector<ir::Stm
   return arg;
 }
 
-Gradients differentiate(ir::Program& p, const std::vector<ir::Stmt>& forward, int loss) {
+void differentiate(ir::Program& p) {
+  ir::Routine& train = *p.routine(ir::RoutineKind::TrainStep);
+  const std::vector<ir::Stmt> forward = train.stmts;
+  const int loss = p.loss;
   // Which buffers depend on a param (only those get gradients).
   std::vector<bool> needs(p.buffers.size(), false);
   for (size_t i = 0; i < p.buffers.size(); ++i) needs[i] = p.buffers[i].role == ir::Role::Param;
@@ -116,21 +119,20 @@ Gradients differentiate(ir::Program& p, const std::vector<ir::Stmt>& forward, in
       if (!l->nograd && needs[static_cast<size_t>(l->access.buf)]) needs[static_cast<size_t>(s.out.buf)] = true;
   }
 
-  Gradients g;
+  std::map<int, int> grads;  // buffer -> its gradient
   std::vector<ir::Stmt> zero_fills, contributions;
-  auto grad_of = [&](int buf, double init, std::vector<ir::Stmt>& fills) {
-    auto it = g.grad.find(buf);
-    if (it != g.grad.end()) return it->second;
+  auto gradient = [&](int buf, double init, std::vector<ir::Stmt>& fills) {
+    auto it = grads.find(buf);
+    if (it != grads.end()) return it->second;
     ir::Buffer gb = p.buffers[static_cast<size_t>(buf)];
     gb.name += "_grad";
     gb.role = ir::Role::Grad;
-    gb.grad_of = buf;
     gb.tensor = -1;
     gb.state_name.clear();  // gradients are not saved
     gb.shape = "gradient of " + p.buffers[static_cast<size_t>(buf)].name;
     p.buffers.push_back(gb);
     int gi = static_cast<int>(p.buffers.size()) - 1;
-    g.grad[buf] = gi;
+    grads[buf] = gi;
     const std::string& name = p.buffers[static_cast<size_t>(buf)].name;
     ir::Stmt fill = ir::elementwise(p, gi, init == 1 ? "d " + name + " / d " + name : "zero the gradient of " + name);
     fill.body = ir::cnst(init);
@@ -138,11 +140,11 @@ Gradients differentiate(ir::Program& p, const std::vector<ir::Stmt>& forward, in
     return gi;
   };
 
-  grad_of(loss, 1, zero_fills);
+  gradient(loss, 1, zero_fills);
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
     const ir::Stmt& s = *it;
-    auto og = g.grad.find(s.out.buf);
-    if (og == g.grad.end()) continue;
+    auto og = grads.find(s.out.buf);
+    if (og == grads.end()) continue;
     std::vector<const ir::Expr*> loads;
     ir::collect_loads(s.body, loads);
     std::vector<ir::Access> seen;
@@ -162,7 +164,7 @@ Gradients differentiate(ir::Program& p, const std::vector<ir::Stmt>& forward, in
         ir::ExprP first = ir::binary(Op::Eq, ir::index_value(reduced_position(s)), ir::load({arg, s.out.index}));
         db = ir::binary(Op::Mul, first, db);
       }
-      int target = grad_of(l->access.buf, 0, zero_fills);
+      int target = gradient(l->access.buf, 0, zero_fills);
       ir::Stmt c;
       c.iters = s.iters;
       c.out = {target, l->access.index};
@@ -173,9 +175,11 @@ Gradients differentiate(ir::Program& p, const std::vector<ir::Stmt>& forward, in
       contributions.push_back(std::move(c));
     }
   }
-  g.stmts = std::move(zero_fills);
-  for (auto& c : contributions) g.stmts.push_back(std::move(c));
-  return g;
+  for (auto& f : zero_fills) train.stmts.push_back(std::move(f));
+  for (auto& c : contributions) train.stmts.push_back(std::move(c));
+  p.grads = std::move(grads);
+  for (int param : p.params)
+    if (p.grad(param) >= 0) train.io.kept.push_back(p.grad(param));
 }
 
 }  // namespace cannl

@@ -67,9 +67,15 @@ std::string schedule_formula(const CallConfig& c, const std::string& base) {
   return fmt::format("{} < {} ? {} * ({} + 1) / {} : {}", s, c_double(warmup), base, s, c_double(warmup), after);
 }
 
-std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, const CallConfig& opt,
-                                      const TrainingOptions& options, const std::map<int, int>& grads,
-                                      int line) {
+namespace {
+
+struct TrainingOptions {
+  const CallConfig* schedule = nullptr;  // null: constant lr
+  double clip_grad_norm = 0;             // 0: no clipping
+};
+
+std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, const CallConfig& opt,
+                                   const TrainingOptions& options, int line) {
   auto arg = [&](const char* k, double dflt) {
     auto it = opt.args.find(k);
     return it == opt.args.end() ? dflt : it->second;
@@ -108,10 +114,10 @@ std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, c
     zero.what = what + ": the squared norm";
     out.push_back(zero);
     for (int param : p.params) {
-      auto g = grads.find(param);
-      if (g == grads.end()) continue;
-      ir::Stmt s = ir::elementwise(p, g->second, zero.what);
-      ExprP gv = ir::load_all(s, g->second);
+      const int g = p.grad(param);
+      if (g < 0) continue;
+      ir::Stmt s = ir::elementwise(p, g, zero.what);
+      ExprP gv = ir::load_all(s, g);
       s.out = {norm, {}};
       s.accum = ir::Accum::Add;
       s.body = mul(gv, gv);
@@ -129,8 +135,8 @@ std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, c
   }
 
   for (int param : p.params) {
-    auto g = grads.find(param);
-    if (g == grads.end()) continue;  // not used by the loss: no gradient, no update (as PyTorch)
+    const int g = p.grad(param);
+    if (g < 0) continue;  // not used by the loss: no gradient, no update (as PyTorch)
     const std::string name = p.buffers[static_cast<size_t>(param)].name;  // a copy: buffers grow below
     auto nest = [&](int buf, ExprP body) {
       ir::Stmt s = ir::elementwise(p, buf, fmt::format("{} update of {}", kind, name));
@@ -140,7 +146,7 @@ std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, c
     };
     ir::Stmt shape = ir::elementwise(p, param, "");
     auto P = [&] { return ir::load_all(shape, param); };
-    ExprP grad = ir::load_all(shape, g->second);
+    ExprP grad = ir::load_all(shape, g);
     if (clip) grad = mul(grad, clip);
     if (kind == "sgd") {
       if (wd != 0) grad = add(grad, mul(num(wd), P()));
@@ -166,6 +172,37 @@ std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, c
     }
   }
   return out;
+}
+
+}  // namespace
+
+void add_optimizer(ir::Program& p, const Model& m, const SourceFile& file) {
+  auto one_line = [](std::string_view s) {
+    std::string out;
+    for (char c : s) {
+      bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
+      if (space && (out.empty() || out.back() == ' ')) continue;
+      out += space ? ' ' : c;
+    }
+    return out;
+  };
+  p.lr = m.optimizer->args.at("lr");
+  p.optimizer = std::string(file.slice(m.optimizer->range));
+  if (m.schedule) p.schedule = one_line(file.slice(m.schedule->range));
+  if (m.schedule) p.optimizer += ", schedule = " + p.schedule;
+  if (m.clip_grad_norm > 0) p.optimizer += fmt::format(", clip_grad_norm = {}", m.clip_grad_norm);
+
+  TrainingOptions topt;
+  topt.schedule = m.schedule ? &*m.schedule : nullptr;
+  topt.clip_grad_norm = m.clip_grad_norm;
+  ir::Routine& train = *p.routine(ir::RoutineKind::TrainStep);
+  const int minimize_line = static_cast<int>(file.line_col(m.loss_range.begin).line);
+  for (auto& s : update_nests(p, train, *m.optimizer, topt, minimize_line)) train.stmts.push_back(std::move(s));
+
+  ir::Routine& init = *p.routine(ir::RoutineKind::Init);
+  for (size_t b = 0; b < p.buffers.size(); ++b)
+    if (p.buffers[b].role == ir::Role::OptState)
+      init.stmts.push_back(ir::elementwise(p, static_cast<int>(b), "zero " + p.buffers[b].name));
 }
 
 }  // namespace cannl

@@ -31,7 +31,7 @@ struct GenOptions {
   std::string dtype = "f32";
   std::string target = "c";  // back end: c or cuda
   long max_batch = 256;
-  std::string dump;        // "", or a stage to print: tokens, ast, shapes, graph, ir, ir:PASS, dot
+  std::string dump;        // "", or a stage to print: tokens, ast, shapes, graph, ir, ir:STAGE, dot
   std::string weights;     // with embed: a safetensors checkpoint to compile in
   bool embed = false;
   bool color = false;

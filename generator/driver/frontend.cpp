@@ -1,5 +1,7 @@
 #include "driver/frontend.h"
 
+#include <fmt/format.h>
+
 #include "shapes/size_limits.h"
 #include "spec/lexer.h"
 #include "spec/parser.h"
@@ -20,6 +22,31 @@ std::unique_ptr<Frontend> run_frontend(std::string path, std::string text, Stage
   fe->shapes = infer_shapes(fe->model, fe->file, fe->diags);
   if (fe->ok()) check_size_limits(fe->model, fe->shapes, fe->diags);
   return fe;
+}
+
+std::string print_shapes(const Frontend& fe) {
+  std::string out;
+  const Model& m = fe.model;
+  for (size_t i = 0; i < m.tensors.size(); ++i) {
+    const Tensor& t = m.tensors[i];
+    out += fmt::format("{} : {}   # {}\n", t.name, print_shape(fe.shapes.tensors[i]), tensor_kind_name(t.kind));
+    if (!t.expr) continue;
+    // Sub-expressions in evaluation order (post-order), with their shapes.
+    std::vector<const Expr*> order;
+    auto walk = [&](auto&& self, const Expr* e) -> void {
+      for (const auto& o : e->operands) self(self, o.get());
+      for (const Arg& a : e->args) self(self, a.value.get());
+      if (e->kind != ExprKind::String && e->kind != ExprKind::Name && e->kind != ExprKind::Number)
+        order.push_back(e);
+    };
+    walk(walk, t.expr);
+    for (const Expr* e : order) {
+      if (e == t.expr) continue;
+      LineCol lc = fe.file.line_col(e->range.begin);
+      out += fmt::format("    {}:{} {} : {}\n", lc.line, lc.col, fe.file.slice(e->range), print_shape(fe.shapes.of(e)));
+    }
+  }
+  return out;
 }
 
 }  // namespace cannl

@@ -33,4 +33,7 @@ enum class Stage { Tokens, Ast, Model, Shapes };
 
 std::unique_ptr<Frontend> run_frontend(std::string path, std::string text, Stage last = Stage::Shapes);
 
+// The `shapes` dump: every tensor's shape, then its sub-expressions' (post-order).
+std::string print_shapes(const Frontend& fe);
+
 }  // namespace cannl

@@ -54,11 +54,12 @@ int main(int argc, char** argv) {
   g->add_flag("--blas", gen.blas, "contractions call cblas_sgemm/dgemm (OpenBLAS) instead of the generated kernel");
   auto* dump_opt = g->add_option("--dump", gen.dump,
                                  "print a stage instead: tokens, ast, shapes, graph, ir (after the passes), "
-                                 "ir:PASS (after that pass) or dot (the training step's tensor graph, Graphviz)")
+                                 "ir:STAGE (after lower, routines, autodiff, optimizer or a pass) or dot (the "
+                                 "training step's tensor graph, Graphviz)")
       ->check([](const std::string& v) {
         static const std::set<std::string> stages = {"tokens", "ast", "shapes", "graph", "ir", "dot"};
         return stages.count(v) || v.rfind("ir:", 0) == 0 ? std::string()
-                                                         : "must be tokens, ast, shapes, graph, ir, ir:PASS or dot";
+                                                         : "must be tokens, ast, shapes, graph, ir, ir:STAGE or dot";
       });
   dump_opt->excludes(stats_opt);
   auto* weights_opt = g->add_option("--weights", gen.weights, "a safetensors checkpoint of the model (with --embed)");

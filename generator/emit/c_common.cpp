@@ -124,7 +124,7 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
   {  // per input, whether forward reads it (the others are targets, only for loss and metrics)
     std::set<int> fwd(p.outputs.begin(), p.outputs.end());
     std::set<std::string> scalars;
-    for (const auto& st : p.routine("forward")->stmts) stmt_uses(st, fwd, scalars);
+    for (const auto& st : p.routine(ir::RoutineKind::Forward)->stmts) stmt_uses(st, fwd, scalars);
     data reads{data::type::list};
     for (int b : p.inputs) {
       data e;
@@ -146,10 +146,8 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
       e.set("ndims", std::to_string(ndims(b, per_example)));
       e.set("dims", dims_list(b, per_example));
       e.set("size", std::to_string(buffer_size(b, per_example)));
-      std::string grad = "NULL";
-      for (size_t g = 0; g < p.buffers.size(); ++g)
-        if (p.buffers[g].role == ir::Role::Grad && p.buffers[g].grad_of == bufs[i]) grad = grad_prefix + names[g];
-      e.set("grad", grad);
+      const int g = p.grad(bufs[i]);
+      e.set("grad", g >= 0 && b.role == ir::Role::Param ? grad_prefix + names[static_cast<size_t>(g)] : std::string("NULL"));
       l.push_back(e);
     }
     return l;

@@ -129,16 +129,15 @@ private:
     for (int b : p_.outputs) used[static_cast<size_t>(b)] = true;
     for (int b : p_.metrics) used[static_cast<size_t>(b)] = true;
     used[static_cast<size_t>(p_.loss)] = true;
-    auto exposed_grad = [&](const ir::Buffer& b) {
-      return b.role == ir::Role::Grad && b.grad_of >= 0 && p_.buffers[static_cast<size_t>(b.grad_of)].role == ir::Role::Param;
-    };
+    std::set<int> exposed_grads;  // the params' gradients, which <model>_grad hands out
+    if (const ir::Routine* t = p_.routine(ir::RoutineKind::TrainStep)) exposed_grads.insert(t->io.kept.begin(), t->io.kept.end());
     ir::Role last = ir::Role::Input;
     std::vector<size_t> grad_fields;
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
       const auto& b = p_.buffers[i];
       if (b.role == ir::Role::Input) continue;
       const bool field = b.role == ir::Role::Param || b.role == ir::Role::OptState ||
-                         (used[i] && !planned[i]) || (planned[i] && exposed_grad(b));
+                         (used[i] && !planned[i]) || (planned[i] && exposed_grads.count(static_cast<int>(i)));
       if (!field) continue;
       if (b.role != last) s += fmt::format("    /* {} */\n", b.role == ir::Role::Temp ? "temporaries" : plural(b.role));
       last = b.role;
@@ -156,7 +155,7 @@ private:
     work_ = off;
     long work = 0;
     for (const auto& r : p_.routines) work = std::max(work, r.arena_bytes);
-    if (const ir::Routine* t = p_.routine("train_step"); t && t->arena_bytes > 0)
+    if (const ir::Routine* t = p_.routine(ir::RoutineKind::TrainStep); t && t->arena_bytes > 0)
       for (size_t i : grad_fields)
         if (t->offsets[i] >= 0) offsets_[i] = work_ + t->offsets[i];
     off += (work + 63) / 64 * 64;
@@ -178,7 +177,7 @@ private:
   // planning left out of their work regions, then one work region the two routines share
   // (they never run at once), as large as the larger of their planned regions.
   void inference(data& d) {
-    std::vector<const ir::Routine*> rs = {p_.routine("forward"), p_.routine("eval_metrics")};
+    std::vector<const ir::Routine*> rs = {p_.routine(ir::RoutineKind::Forward), p_.routine(ir::RoutineKind::Eval)};
     std::set<int> used(p_.params.begin(), p_.params.end());
     for (const ir::Routine* r : rs)
       for (int b : routine_buffers(*r)) {
@@ -383,12 +382,8 @@ private:
     std::set<std::string> scalars;
     for (const auto& s : r.stmts) stmt_uses(s, bufs, scalars);
     if (scalars_out) *scalars_out = std::move(scalars);
-    if (r.name == "forward") bufs.insert(p_.outputs.begin(), p_.outputs.end());
-    if (r.name == "eval_metrics") {
-      bufs.insert(p_.loss);
-      bufs.insert(p_.metrics.begin(), p_.metrics.end());
-    }
-    if (r.name == "train_step") bufs.insert(p_.loss);
+    bufs.insert(r.io.outputs.begin(), r.io.outputs.end());
+    bufs.insert(r.io.values.begin(), r.io.values.end());
     return bufs;
   }
 
@@ -397,17 +392,17 @@ private:
     const std::set<int> bufs = routine_buffers(r, &scalars);
     const std::string model = p_.model;
     std::string sig, pro, epi;
-    const bool is_init = r.name == "init";
+    const bool is_init = r.kind == ir::RoutineKind::Init;
     if (is_init) {
       sig = fmt::format("static void init_params({} *m, uint64_t seed)", state_type_);
       bool rng = false;
       for (const auto& s : r.stmts) rng |= s.sequential;
       pro += rng ? "    cannl_rng rng;\n    cannl_rng_seed(&rng, seed);\n" : "    (void)seed;\n";
     } else {
-      std::string extra = r.name == "forward" ? ", real *const outputs[]"
-                          : r.name == "eval_metrics" ? ", double *loss, double metrics[]" : "";
+      std::string extra = r.kind == ir::RoutineKind::Forward ? ", real *const outputs[]"
+                          : r.kind == ir::RoutineKind::Eval ? ", double *loss, double metrics[]" : "";
       sig = fmt::format("static {} {}({} *m, const real *const inputs[], int64_t n{})",
-                        r.name == "train_step" ? "double" : "void", r.name, state_type_, extra);
+                        r.kind == ir::RoutineKind::TrainStep ? "double" : "void", r.name(), state_type_, extra);
     }
     bool inputs_used = false, n_used = false;
     auto planned = [&](int b) { return region >= 0 && r.offsets[static_cast<size_t>(b)] >= 0; };
@@ -455,31 +450,31 @@ private:
     for (const auto& s : r.stmts)
       for (const auto& it : s.iters) n_used |= it.batch;
     n_used |= scalars.count("n") > 0;
-    if (r.name == "train_step") {
+    if (r.kind == ir::RoutineKind::TrainStep) {
       bool step_used = scalars.count("step") > 0 || !r.scalars.empty();
       pro += step_used ? "    const int64_t step = ++m->step;\n" : "    ++m->step;\n";
       if (scalars.count("lr")) pro += "    const real lr = (real)m->lr;\n";
       for (const auto& [name, formula] : r.scalars)
         if (scalars.count(name)) pro += fmt::format("    const real {} = (real)({});\n", name, formula);
     }
-    if (r.name == "forward") {
-      for (size_t k = 0; k < p_.outputs.size(); ++k) {
-        const auto& b = p_.buffers[static_cast<size_t>(p_.outputs[k])];
+    if (r.kind == ir::RoutineKind::Forward) {
+      for (size_t k = 0; k < r.io.outputs.size(); ++k) {
+        const auto& b = p_.buffers[static_cast<size_t>(r.io.outputs[k])];
         bool batched = !b.dims.empty() && b.dims[0].batch;
         long per = buffer_size(b, true);
         n_used |= batched;
         epi += fmt::format("    memcpy(outputs[{}], {}, (size_t){}{} * sizeof(real));\n", k,
-                           ref(p_.outputs[k]), batched ? "n * " : "", per);
+                           ref(r.io.outputs[k]), batched ? "n * " : "", per);
       }
-      if (p_.outputs.empty()) epi += "    (void)outputs;\n";
+      if (r.io.outputs.empty()) epi += "    (void)outputs;\n";
     }
-    if (r.name == "eval_metrics") {
-      epi += fmt::format("    *loss = (double){}[0];\n", ref(p_.loss));
-      for (size_t k = 0; k < p_.metrics.size(); ++k)
-        epi += fmt::format("    metrics[{}] = (double){}[0];\n", k, ref(p_.metrics[k]));
-      if (p_.metrics.empty()) epi += "    (void)metrics;\n";
+    if (r.kind == ir::RoutineKind::Eval) {
+      epi += fmt::format("    *loss = (double){}[0];\n", ref(r.io.values[0]));
+      for (size_t k = 1; k < r.io.values.size(); ++k)
+        epi += fmt::format("    metrics[{}] = (double){}[0];\n", k - 1, ref(r.io.values[k]));
+      if (r.io.values.size() == 1) epi += "    (void)metrics;\n";
     }
-    if (r.name == "train_step") epi += fmt::format("    return (double){}[0];\n", ref(p_.loss));
+    if (r.kind == ir::RoutineKind::TrainStep) epi += fmt::format("    return (double){}[0];\n", ref(r.io.values[0]));
     if (!is_init) {
       if (!inputs_used) pro += "    (void)inputs;\n";
       if (!n_used) pro += "    (void)n;\n";
@@ -519,7 +514,7 @@ private:
         body += "    {\n" + decls + indented + "    }\n";
       }
     }
-    std::string head = fmt::format("/* routine {} */\n", r.name);
+    std::string head = fmt::format("/* routine {} */\n", r.name());
     // A routine that touches no state (forward of a spec without outputs) still takes it.
     if (!is_init && (pro + body + epi).find("m->") == std::string::npos) pro = "    (void)m;\n" + pro;
     return head + sig + " {\n" + pro + body + (epi.empty() ? "" : "\n" + epi) + "}\n";

@@ -1,6 +1,6 @@
 // c_emit.h — the C back end: a Program as plain C11 source.
 //
-// Takes: a Program from build_program. Guarantees: the files of generated/<model>/ —
+// Takes: a Program after the passes (driver/compile.cpp). Guarantees: the files of generated/<model>/ —
 // <model>.h (the C API), <model>.c (routines + API), <model>_inference.c (the forward-only
 // state: forward and eval_metrics over the params and the buffers they use, no gradients or
 // optimiser state), <model>_train.c and <model>_infer.c (the training and inference

@@ -40,7 +40,7 @@ public:
     layout();
     std::string kernels, routines;
     for (const auto& r : p_.routines) {
-      if (r.name == "init") routines += init_routine(r) + "\n";
+      if (r.kind == ir::RoutineKind::Init) routines += init_routine(r) + "\n";
       else routine(r, kernels, routines);
     }
     data d = model_template_data(p_, names_, o_.f64, o_.spec, "");
@@ -73,10 +73,7 @@ public:
       e.set("name", p_.buffers[static_cast<size_t>(b)].name);
       e.set("size", std::to_string(p_.buffers[static_cast<size_t>(b)].elements()));
       e.set("host", host(b));
-      std::string grad = "NULL";
-      for (size_t g = 0; g < p_.buffers.size(); ++g)
-        if (p_.buffers[g].role == ir::Role::Grad && p_.buffers[g].grad_of == b) grad = host(static_cast<int>(g));
-      e.set("grad_host", grad);
+      e.set("grad_host", p_.grad(b) >= 0 ? host(p_.grad(b)) : std::string("NULL"));
       params.push_back(e);
     }
     d.set("param_hosts", params);
@@ -150,12 +147,11 @@ private:
     std::set<int> mirrored;
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
       const auto& b = p_.buffers[i];
-      bool grad_of_param = b.role == ir::Role::Grad &&
-                           std::find(p_.params.begin(), p_.params.end(), b.grad_of) != p_.params.end();
-      if (b.role == ir::Role::Param || b.role == ir::Role::OptState || grad_of_param || !b.state_name.empty())
+      if (b.role == ir::Role::Param || b.role == ir::Role::OptState || !b.state_name.empty())
         mirrored.insert(static_cast<int>(i));
     }
-    if (const ir::Routine* init = p_.routine("init"))
+    if (const ir::Routine* t = p_.routine(ir::RoutineKind::TrainStep)) mirrored.insert(t->io.kept.begin(), t->io.kept.end());
+    if (const ir::Routine* init = p_.routine(ir::RoutineKind::Init))
       for (const auto& s : init->stmts) {
         for (int w : ir::written_buffers(s)) mirrored.insert(w);
         std::vector<const ir::Expr*> loads;
@@ -458,7 +454,7 @@ private:
   }
 
   Kernel kernel(const ir::Routine& r, size_t index, const ir::Stmt& s) {
-    const std::string kname = fmt::format("{}_{}_{}", r.name, index, name(s.out.buf));
+    const std::string kname = fmt::format("{}_{}_{}", r.name(), index, name(s.out.buf));
     if (s.sequential) CANNL_BUG("a nest drawing random numbers outside init: " + s.what);
     const int depth = static_cast<int>(s.iters.size());
     bool uses_n = false;
@@ -688,7 +684,7 @@ private:
         pro += fmt::format("    real *{} = m->{};\n", name(b), name(b));
       }
     }
-    if (r.name == "train_step") {
+    if (r.kind == ir::RoutineKind::TrainStep) {
       bool step_used = scalars.count("step") > 0 || !r.scalars.empty();
       pro += step_used ? "    const int64_t step = ++m->step;\n" : "    ++m->step;\n";
       if (scalars.count("lr")) pro += "    const real lr = (real)m->lr;\n";
@@ -700,8 +696,8 @@ private:
     pro += "    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);\n";
     if (nk == 0) pro += "    (void)stream_;\n";
     std::string head = fmt::format("/* routine {}: {} kernels, {} cuBLAS products, queued on the compute stream */\n",
-                                   r.name, nk, ng);
-    head += fmt::format("static void {}({} *m, const real *const in_[], int64_t n) {{\n", r.name, p_.model);
+                                   r.name(), nk, ng);
+    head += fmt::format("static void {}({} *m, const real *const in_[], int64_t n) {{\n", r.name(), p_.model);
     routines += head + pro + body + "}\n\n";
   }
 

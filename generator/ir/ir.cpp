@@ -225,16 +225,39 @@ int Program::find(const std::string& name) const {
   return -1;
 }
 
-Routine* Program::routine(const std::string& name) {
+const char* routine_name(RoutineKind k) {
+  switch (k) {
+    case RoutineKind::Init: return "init";
+    case RoutineKind::TrainStep: return "train_step";
+    case RoutineKind::Forward: return "forward";
+    case RoutineKind::Eval: return "eval_metrics";
+  }
+  return "?";
+}
+
+Routine* Program::routine(RoutineKind k) {
   for (auto& r : routines)
-    if (r.name == name) return &r;
+    if (r.kind == k) return &r;
   return nullptr;
 }
 
-const Routine* Program::routine(const std::string& name) const {
+const Routine* Program::routine(RoutineKind k) const {
   for (const auto& r : routines)
-    if (r.name == name) return &r;
+    if (r.kind == k) return &r;
   return nullptr;
+}
+
+int Program::grad(int buf) const {
+  auto it = grads.find(buf);
+  return it == grads.end() ? -1 : it->second;
+}
+
+std::set<int> live_out(const Program& p, const Routine& r) {
+  std::set<int> live;
+  for (size_t i = 0; i < p.buffers.size(); ++i)
+    if (p.buffers[i].role == Role::Param || p.buffers[i].role == Role::OptState) live.insert(static_cast<int>(i));
+  for (const std::vector<int>* l : {&r.io.outputs, &r.io.values, &r.io.kept}) live.insert(l->begin(), l->end());
+  return live;
 }
 
 Stmt elementwise(const Program& p, int buf, std::string what) {

@@ -9,7 +9,9 @@
 // nests over ordinary buffers, so passes see forward and backward as one program.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,7 +33,6 @@ struct Buffer {
   std::vector<Dim> dims; // storage order (row-major): batch, output, input axes
   Role role = Role::Temp;
   int tensor = -1;       // spec tensor index, if any
-  int grad_of = -1;      // Grad: the buffer it is the gradient of
   std::string shape;     // the spec shape, as written in §4 notation, for comments
   std::string state_name;  // in checkpoints: the param name, or "w1.exp_avg" (PyTorch's names)
   long elements() const;  // with batch axes at their maximum
@@ -137,18 +138,45 @@ struct Stmt {
   int parallel = -1;        // set by loop ordering: the loop run in parallel, or -1
 };
 
+// What a routine is for. Its C name (routine_name), its signature and what it hands out
+// follow from its kind; no stage tells routines apart by name.
+enum class RoutineKind {
+  Init,       // params from their initialisers, optimiser state zeroed (takes a seed)
+  TrainStep,  // forward, backward and the optimiser update on a batch (OCANNL's monolithic step)
+  Forward,    // the outputs of a batch (inference)
+  Eval,       // the loss and the metrics of a batch
+  // Kinds to come: the decode step of generation; the gradient-only and update-only halves
+  // of a data-parallel training step.
+};
+// The one place that names routines: "init", "train_step", "forward", "eval_metrics".
+const char* routine_name(RoutineKind k);
+
+// What a routine exchanges with its caller, besides the state (params and optimiser state,
+// which every routine may read and init and train_step write). Buffer indices, in order.
+struct Interface {
+  bool batch = false;        // called on a batch: the model's inputs (all of them, in Program::inputs
+                             // order) and the count n; otherwise (init) a seed
+  std::vector<int> outputs;  // copied into the caller's arrays after the call (forward: the outputs)
+  std::vector<int> values;   // scalars returned to the caller (train_step: the loss; eval: the loss,
+                             // then the metrics)
+  std::vector<int> kept;     // left valid in the state for the caller to read until the next call
+                             // (train_step: the gradients of the params, `<model>_grad`)
+};
+
 struct Routine {
-  std::string name;         // init, train_step, forward, eval_metrics
+  RoutineKind kind = RoutineKind::Init;
+  Interface io = {};
   // Run-time scalars the nests use, each defined once at the top of the routine by a formula
   // in C syntax over `n`, `lr` and `step` (e.g. bc1 = 1 - pow(0.9, step)).
-  std::vector<std::pair<std::string, std::string>> scalars;
-  std::vector<Stmt> stmts;
+  std::vector<std::pair<std::string, std::string>> scalars = {};
+  std::vector<Stmt> stmts = {};
   long arena_bytes = 0;     // set by memory planning: the routine's arena at max_batch (0: none)
   // Set with arena_bytes: the byte offset of each buffer (by index) in the routine's arena,
   // 64-byte aligned, or -1 for a buffer outside it (inputs, params, optimiser state, buffers
   // the routine does not use). Buffers whose lifetimes in the routine do not overlap may
   // share bytes.
   std::vector<long> offsets = {};
+  const char* name() const { return routine_name(kind); }
 };
 
 struct Program {
@@ -160,13 +188,21 @@ struct Program {
   std::vector<int> inputs, outputs, params;
   std::vector<int> metrics;  // each a scalar buffer named after the metric
   int loss = -1;
+  // Set by autodiff: the gradient buffer of each buffer on a path from a param to the loss
+  // (the params' among them).
+  std::map<int, int> grads;
   double lr = 0;             // the optimiser's learning rate in the spec
   std::string optimizer;     // "sgd(lr = 0.1, momentum = 0.9)", with its training options
   std::string schedule;      // the lr schedule as written, "cosine(steps = 4690)"; "" for none
   int find(const std::string& name) const;  // buffer index or -1
-  Routine* routine(const std::string& name);
-  const Routine* routine(const std::string& name) const;
+  Routine* routine(RoutineKind k);          // null when the program has none of that kind
+  const Routine* routine(RoutineKind k) const;
+  int grad(int buf) const;                  // the gradient buffer of `buf`, or -1
 };
+
+// The buffers a routine hands out or keeps past its end: the state (params, optimiser state)
+// and its interface's outputs, values and kept buffers.
+std::set<int> live_out(const Program& p, const Routine& r);
 
 // A nest over every element of buffer `buf` (loops j, or j0, j1, ...) assigning `body`,
 // whose loads index the buffer's own positions with the identity map.

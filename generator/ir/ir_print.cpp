@@ -133,20 +133,30 @@ std::string print_plan(const Routine& r, const Program& p) {
   return s;
 }
 
+std::string print_nests(const Program& p, const std::vector<Stmt>& stmts) {
+  std::string s, last;
+  for (const Stmt& st : stmts) {
+    std::string what = st.line ? fmt::format("# line {}: {}", st.line, st.what) : "# " + st.what;
+    if (what != last) s += "  " + what + "\n";
+    last = what;
+    s += "    " + print_stmt(st, p) + "\n";
+  }
+  return s;
+}
+
 std::string print_program(const Program& p) {
   std::string s = fmt::format("model {}\n\n", p.model) + print_buffers(p);
   for (const Routine& r : p.routines) {
-    s += fmt::format("\nroutine {}\n", r.name);
+    s += fmt::format("\nroutine {}\n", r.name());
     s += print_plan(r, p);
-    std::string last;
-    for (const Stmt& st : r.stmts) {
-      std::string what = st.line ? fmt::format("# line {}: {}", st.line, st.what) : "# " + st.what;
-      if (what != last) s += "  " + what + "\n";
-      last = what;
-      s += "    " + print_stmt(st, p) + "\n";
-    }
+    s += print_nests(p, r.stmts);
   }
   return s;
+}
+
+std::string print_lowered(const Program& p, const std::vector<Stmt>& forward) {
+  return fmt::format("model {}\n\n", p.model) + print_buffers(p) + "\nforward nests of every spec tensor\n" +
+         print_nests(p, forward);
 }
 
 }  // namespace cannl::ir

@@ -90,6 +90,18 @@ public:
       what_ = one_line(file_.slice(t.stmt->range));
       materialise(t.expr, b);
     }
+    ir::Program& p = out_.prog;
+    for (size_t i = 0; i < m_.tensors.size(); ++i) {
+      const int b = out_.tensor_buf[i];
+      if (m_.tensors[i].kind == TensorKind::Input) p.inputs.push_back(b);
+      if (m_.tensors[i].kind == TensorKind::Param) {
+        p.params.push_back(b);
+        p.buffers[static_cast<size_t>(b)].state_name = m_.tensors[i].name;
+      }
+    }
+    for (int o : m_.outputs) p.outputs.push_back(out_.tensor_buf[static_cast<size_t>(o)]);
+    for (int mt : m_.metrics) p.metrics.push_back(out_.tensor_buf[static_cast<size_t>(mt)]);
+    p.loss = out_.tensor_buf[static_cast<size_t>(m_.loss)];
     return std::move(out_);
   }
 

@@ -6,7 +6,7 @@
 //   - B is read once: one load in one reader whose every loop indexes it (each cell read once),
 // and it does not escape (OCANNL's rules, read for a whole routine):
 //   - the host never sees it: not a param, input, optimiser state, param gradient, output,
-//     loss or metric of that routine (those are the API's, see rewrite.h live_out);
+//     loss or metric of that routine (those are the API's, see ir.h live_out);
 //   - it is not a reduction (never duplicate a reduction: P must be a plain `=`), and P is
 //     the only nest writing it;
 //   - a backward (or any) reader in the same routine gets it only under the rules above:
@@ -121,7 +121,7 @@ bool try_inline(ir::Program& p, ir::Routine& r, size_t i, const std::set<int>& l
 
 void inline_virtual(ir::Program& p, const PassOptions&) {
   for (ir::Routine& r : p.routines) {
-    const std::set<int> live = passes::live_out(p, r);
+    const std::set<int> live = ir::live_out(p, r);
     for (size_t i = 0; i < r.stmts.size();) {
       if (!try_inline(p, r, i, live)) ++i;
     }

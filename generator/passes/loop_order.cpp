@@ -1,7 +1,16 @@
-// loop_order.cpp — loop order and the parallel loop of each nest (see loop_order.h).
-#include "passes/loop_order.h"
-
+// loop_order.cpp — each nest's loop order and the loop run in parallel.
+//
+// Takes: any Program. Guarantees: every nest with its loops permuted (indices rewritten):
+//   outermost, a loop whose variable alone indexes some axis of the written buffer, so
+//     that different iterations of it write different elements: it is marked parallel
+//     when the nest is large enough and not sequential (results do not depend on the
+//     thread count: each element is accumulated by one thread, in loop order);
+//   innermost, the loop with the most unit-stride accesses (the write counting double; on
+//     a tie the reduction loop, which the C emitter turns into a vectorised dot product);
+//   in between, the other written-index loops, then the remaining reduction loops.
 #include <algorithm>
+
+#include "passes/pipeline.h"
 
 namespace cannl {
 
@@ -53,9 +62,7 @@ ir::ExprP remap(const ir::ExprP& e, const std::vector<int>& new_pos) {
   return c;
 }
 
-}  // namespace
-
-void order_loops(const ir::Program& p, ir::Stmt& s) {
+void order_nest(const ir::Program& p, ir::Stmt& s) {
   const int n = static_cast<int>(s.iters.size());
   if (n == 0) return;
   std::vector<const ir::Expr*> loads;
@@ -114,6 +121,13 @@ void order_loops(const ir::Program& p, ir::Stmt& s) {
   long work = 1;
   for (const auto& it : s.iters) work *= it.size;
   s.parallel = (outer >= 0 && work >= (1L << 15)) ? 0 : -1;
+}
+
+}  // namespace
+
+void order_loops(ir::Program& p, const PassOptions&) {
+  for (ir::Routine& r : p.routines)
+    for (ir::Stmt& s : r.stmts) order_nest(p, s);
 }
 
 }  // namespace cannl

@@ -3,7 +3,7 @@
 // Takes: any Program (after the other passes) and the element size. For each routine that
 // uses arena buffers (computed tensors, temporaries, gradients), each such buffer lives
 // from the first nest that touches it to the last (to the routine's end when the routine
-// hands it out: rewrite.h live_out — param gradients stay valid after train_step, the loss,
+// hands it out: ir.h live_out — param gradients stay valid after train_step, the loss,
 // metrics and outputs are read by the routine's epilogue; a buffer read before any nest
 // writes it lives from the start).
 // Guarantees: Routine::offsets gives each such buffer a 64-byte aligned byte offset in the
@@ -126,7 +126,7 @@ void plan_memory(ir::Program& p, const PassOptions& o) {
       for (int b : rs) touch(b, k, true);
       for (int b : passes::writes(s)) touch(b, k, false);
     }
-    for (int b : passes::live_out(p, r))
+    for (int b : ir::live_out(p, r))
       if (at[static_cast<size_t>(b)] >= 0) lives[static_cast<size_t>(at[static_cast<size_t>(b)])].last = n;
     if (lives.empty()) continue;
     std::vector<int> by_first(lives.size()), by_size(lives.size());

@@ -184,21 +184,6 @@ bool independent(const ir::Stmt& a, const ir::Stmt& b) {
   return true;
 }
 
-std::set<int> live_out(const ir::Program& p, const ir::Routine& r) {
-  std::set<int> live;
-  for (size_t i = 0; i < p.buffers.size(); ++i) {
-    const ir::Buffer& b = p.buffers[i];
-    if (b.role == ir::Role::Param || b.role == ir::Role::OptState) live.insert(static_cast<int>(i));
-    if (r.name == "train_step" && b.role == ir::Role::Grad && b.grad_of >= 0 &&
-        p.buffers[static_cast<size_t>(b.grad_of)].role == ir::Role::Param)
-      live.insert(static_cast<int>(i));
-  }
-  if ((r.name == "train_step" || r.name == "eval_metrics") && p.loss >= 0) live.insert(p.loss);
-  if (r.name == "eval_metrics") live.insert(p.metrics.begin(), p.metrics.end());
-  if (r.name == "forward") live.insert(p.outputs.begin(), p.outputs.end());
-  return live;
-}
-
 bool in_arena(const ir::Buffer& b) {
   return b.role == ir::Role::Computed || b.role == ir::Role::Temp || b.role == ir::Role::Grad;
 }

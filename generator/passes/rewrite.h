@@ -42,10 +42,6 @@ std::set<int> writes(const ir::Stmt& s);
 // Nests a and b may run in either order: neither writes what the other reads or writes.
 bool independent(const ir::Stmt& a, const ir::Stmt& b);
 
-// Buffers whose values the routine hands to the host or keeps past its end: params, optimiser
-// state, the gradients of params (train_step, `<model>_grad`), the loss (train_step and
-// eval_metrics), the metrics (eval_metrics) and the outputs (forward).
-std::set<int> live_out(const ir::Program& p, const ir::Routine& r);
 // The buffer holds run-time values only for the routine's computation (no API promise):
 // computed tensors, temporaries and gradients.
 bool in_arena(const ir::Buffer& b);

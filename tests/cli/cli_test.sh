@@ -117,8 +117,20 @@ grep -qF 'w1_grad[o, k] += h1_mm_grad[b, o] * x[b, k]' "$tmp/out" && ok || bad "
 
 # Passes (issue 4): the list, levels, --disable-pass, dumps after a pass, stats.
 expect_rc 0 "$cannl" gen --passes
-[ "$(awk 'NR > 1 {print $1}' "$tmp/out" | tr '\n' ' ')" = "simplify fold_fills reuse_values inline_virtual fuse dce plan_memory " ] \
+[ "$(awk 'NR > 1 {print $1}' "$tmp/out" | tr '\n' ' ')" = "loop_order simplify fold_fills reuse_values inline_virtual fuse dce plan_memory " ] \
   && ok || bad "--passes order"
+# Every stage of the pipeline dumps: lowering, routine assembly, autodiff, the optimiser.
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:lower
+head -1 "$tmp/out" | grep -q '^# fashion_mlp: the loop IR after stage lower' && grep -qF 'h1_mm[b, o] += w1[o, k] * x[b, k]' "$tmp/out" \
+  && ! grep -q '_grad' "$tmp/out" && ok || bad "--dump=ir:lower"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:routines
+grep -qx 'routine eval_metrics' "$tmp/out" && ! grep -q '_grad' "$tmp/out" && ok || bad "--dump=ir:routines"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:autodiff
+grep -qF 'w1_grad[' "$tmp/out" && ! grep -q 'momentum' "$tmp/out" && ok || bad "--dump=ir:autodiff"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:optimizer
+grep -qF 'w1_momentum_buffer[' "$tmp/out" && ok || bad "--dump=ir:optimizer"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" -O0 --dump=ir:loop_order
+grep -qF 'for parallel b < n, o < 512, k < 784:  h1_mm[b, o] += w1[o, k] * x[b, k]' "$tmp/out" && ok || bad "--dump=ir:loop_order at -O0"
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir
 grep -qF 'h1_mm[b, o] = 0 += w1[o, k] * x[b, k]' "$tmp/out" && ok || bad "-O2: fill folded"
 grep -qF 'x[b, o] = image[b, o] * (1/255)' "$tmp/out" && ok || bad "-O2: x = image / 255 is one multiply (in double)"

@@ -17,8 +17,8 @@
 #include "driver/frontend.h"
 #include "emit/cublas_plan.h"
 #include "emit/cuda_emit.h"
-#include "lower/routines.h"
 #include "passes/pipeline.h"
+#include "program.h"
 
 using namespace cannl;
 
@@ -27,15 +27,7 @@ namespace {
 ir::Program program(const std::string& path, long max_batch, int level = 2) {
   std::string text, error;
   REQUIRE(read_file(path, text, error));
-  auto fe = run_frontend(path, text);
-  REQUIRE(fe->ok());
-  ProgramOptions o;
-  o.max_batch = max_batch;
-  ir::Program p = build_program(fe->model, fe->shapes, fe->file, o);
-  PassOptions po;
-  po.level = level;
-  run_passes(p, po);
-  return p;
+  return test::program(text, max_batch, level, path);
 }
 
 long flat(const ir::Program& p, const ir::Access& a, const std::vector<long>& iv) {
@@ -187,7 +179,7 @@ TEST_CASE("every contraction's GEMM computes its nest", "[contraction]") {
 TEST_CASE("fashion_mlp: every matrix product is a GEMM", "[contraction]") {
   ir::Program p = program(std::string(CANNL_SOURCE_DIR) + "/specs/fashion_mlp.cannl", 256);
   int gemms = 0;
-  for (const auto& s : p.routine("train_step")->stmts) gemms += plan_cublas_gemm(p, s).has_value();
+  for (const auto& s : p.routine(ir::RoutineKind::TrainStep)->stmts) gemms += plan_cublas_gemm(p, s).has_value();
   CHECK(gemms == 8);  // 3 forward, 2 x 2 + 1 backward (the input's gradient is not needed)
 }
 
@@ -233,7 +225,7 @@ TEST_CASE("the CUDA emitter: kernels, reductions, atomics, cuBLAS", "[cuda]") {
   // here): its cells are filled with 0 by a kernel first, then added into atomically.
   std::string conv;
   const std::string cnn0 = cu("fashion_cnn", [&](ir::Program& p) {
-    for (auto& s : p.routine("train_step")->stmts)
+    for (auto& s : p.routine(ir::RoutineKind::TrainStep)->stmts)
       if (p.buffers[static_cast<size_t>(s.out.buf)].name == "p1_grad" && s.accum == ir::Accum::Add && !s.zero_first) {
         s.zero_first = true;
         conv = "cannl_fill<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1_grad, n * 6272, 0.0f);";

@@ -4,7 +4,7 @@
 
 #include "driver/frontend.h"
 #include "emit/model_card.h"
-#include "lower/routines.h"
+#include "program.h"
 #include "support/sha256.h"
 
 using namespace cannl;
@@ -29,11 +29,7 @@ output z
 metric acc = accuracy(z, y)
 minimize loss with sgd(lr = 0.1)
 )";
-  auto fe = run_frontend("t.cannl", text);
-  REQUIRE(fe->ok());
-  ProgramOptions po;
-  po.max_batch = 16;
-  ir::Program p = build_program(fe->model, fe->shapes, fe->file, po);
+  ir::Program p = test::program(text, 16);
   CardInfo info;
   info.spec_file = "t.cannl";
   info.spec_text = text;
@@ -79,11 +75,7 @@ loss = mean(cross_entropy(z, y))
 output z
 minimize loss with sgd(lr = 0.1)
 )";
-  auto fe = run_frontend("t.cannl", text);
-  REQUIRE(fe->ok());
-  ProgramOptions po;
-  po.max_batch = 4;
-  ir::Program p = build_program(fe->model, fe->shapes, fe->file, po);
+  ir::Program p = test::program(text, 4);
   EmbeddedWeights w;
   w.source = "ck.safetensors";
   w.step = "469";

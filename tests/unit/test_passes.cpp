@@ -11,24 +11,34 @@ using ir::Op;
 
 namespace {
 
-// A program with one routine (train_step unless named otherwise) built nest by nest.
+// A program with one routine, a training step, built nest by nest.
 struct Frag {
   ir::Program p;
-  explicit Frag(const std::string& routine = "train_step") {
+  Frag() {
     p.model = "t";
     p.max_batch = 4;
-    p.routines.push_back({routine, {}, {}});
+    p.routines.push_back({ir::RoutineKind::TrainStep});
+    p.routines[0].io.batch = true;
   }
+  // A buffer; a gradient of a param (grad_of) is one the training step keeps for the caller.
   int buf(const std::string& name, std::vector<ir::Dim> dims, ir::Role role = ir::Role::Computed, int grad_of = -1) {
     ir::Buffer b;
     b.name = name;
     b.dims = std::move(dims);
     b.role = role;
-    b.grad_of = grad_of;
     p.buffers.push_back(b);
     int i = static_cast<int>(p.buffers.size()) - 1;
     if (role == ir::Role::Param) p.params.push_back(i);
+    if (grad_of >= 0) {
+      p.grads[grad_of] = i;
+      if (p.buffers[static_cast<size_t>(grad_of)].role == ir::Role::Param) p.routines[0].io.kept.push_back(i);
+    }
     return i;
+  }
+  // The loss, which the training step returns.
+  void set_loss(int b) {
+    p.loss = b;
+    p.routines[0].io.values = {b};
   }
   // Loops by name and size ("b" is the batch loop).
   std::vector<ir::Iter> iters;
@@ -72,8 +82,8 @@ ir::ExprP c(double v) { return ir::cnst(v); }
 TEST_CASE("pass list and levels", "[passes]") {
   std::vector<std::string> names;
   for (const auto& p : pass_list()) names.push_back(p.name);
-  CHECK(names == std::vector<std::string>{"simplify", "fold_fills", "reuse_values", "inline_virtual", "fuse", "dce",
-                                          "plan_memory"});
+  CHECK(names == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "reuse_values", "inline_virtual",
+                                          "fuse", "dce", "plan_memory"});
   Frag f;
   int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input), y = f.buf("y", {{4, true}, {3, false}});
   f.loops({{"b", 4}, {"o", 3}});
@@ -83,12 +93,13 @@ TEST_CASE("pass list and levels", "[passes]") {
   PassOptions o;
   o.level = 0;
   run_passes(f.p, o, [&](const std::string& n, const ir::Program&) { ran.push_back(n); });
-  CHECK(ran.empty());
+  CHECK(ran == std::vector<std::string>{"loop_order"});  // -O0: the loops ordered, nothing else
   CHECK(f.text() == before);
+  ran.clear();
   o.level = 1;
   o.disabled = {"dce"};
   run_passes(f.p, o, [&](const std::string& n, const ir::Program&) { ran.push_back(n); });
-  CHECK(ran == std::vector<std::string>{"simplify", "fold_fills", "plan_memory"});
+  CHECK(ran == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "plan_memory"});
 }
 
 TEST_CASE("simplify: division by a constant, constant factors, identities", "[passes]") {
@@ -174,7 +185,7 @@ TEST_CASE("inline_virtual: cheap and read-once tensors inlined, escaping ones st
   int x = f.buf("x", {{4, true}, {3, false}}), mm = f.buf("mm", {{4, true}, {2, false}});
   int e = f.buf("e", {{4, true}, {2, false}}), tw = f.buf("tw", {{4, true}, {2, false}});
   int loss = f.buf("loss", {});
-  f.p.loss = loss;
+  f.set_loss(loss);
   f.loops({{"b", 4}, {"o", 3}});
   f.nest(x, {0, 1}, ir::Accum::Set, mul(Frag::ld(img, {0, 1}), c(0.5)));  // cheap: into the contraction
   f.loops({{"b", 4}, {"o", 2}, {"k", 3}});
@@ -238,7 +249,7 @@ TEST_CASE("dce: unread gradients go, param gradients and the loss stay", "[passe
   int w = f.buf("w", {{3, false}}, ir::Role::Param), x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input);
   int loss = f.buf("loss", {}), xg = f.buf("x_grad", {{4, true}, {3, false}}, ir::Role::Grad);
   int wg = f.buf("w_grad", {{3, false}}, ir::Role::Grad, w), unused = f.buf("t", {{3, false}});
-  f.p.loss = loss;
+  f.set_loss(loss);
   f.loops({{"b", 4}, {"o", 3}});
   f.nest(loss, {}, ir::Accum::Add, mul(Frag::ld(w, {1}), Frag::ld(x, {0, 1})));
   f.p.routines[0].stmts.back().out.index.clear();
@@ -258,7 +269,7 @@ TEST_CASE("plan_memory: dead buffers' bytes reused, in place, gradients kept apa
   int a = f.buf("a", {{4, true}, {16, false}}), b = f.buf("b", {{4, true}, {16, false}});
   int c2 = f.buf("c", {{4, true}, {16, false}}), wg = f.buf("w_grad", {{16, false}}, ir::Role::Grad, w);
   int loss = f.buf("loss", {});
-  f.p.loss = loss;
+  f.set_loss(loss);
   f.loops({{"b", 4}, {"o", 16}});
   f.nest(a, {0, 1}, ir::Accum::Set, Frag::ld(x, {0, 1}));                                  // 0
   f.nest(b, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(a, {0, 1})));             // 1: a dies
@@ -293,7 +304,7 @@ TEST_CASE("plan_memory: the printed IR shows the work region and the buffers at 
   int x = f.buf("x", {{4, true}, {16, false}}, ir::Role::Input);
   int a = f.buf("a", {{4, true}, {16, false}}), b = f.buf("b", {{4, true}, {16, false}});
   int loss = f.buf("loss", {});
-  f.p.loss = loss;
+  f.set_loss(loss);
   f.loops({{"b", 4}, {"o", 16}});
   f.nest(a, {0, 1}, ir::Accum::Set, Frag::ld(x, {0, 1}));                       // 0
   f.nest(b, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(a, {0, 1})));  // 1: b in place over a
@@ -331,7 +342,7 @@ TEST_CASE("plan_memory: no sharing in place when a fused assignment reads after 
   Frag f;
   int x = f.buf("x", {{4, false}}, ir::Role::Input), a = f.buf("a", {{4, false}}), b = f.buf("b", {{4, false}});
   int d = f.buf("d", {{4, false}}), loss = f.buf("loss", {});
-  f.p.loss = loss;
+  f.set_loss(loss);
   f.loops({{"j", 4}});
   f.nest(a, {0}, ir::Accum::Set, Frag::ld(x, {0}));
   ir::Stmt& s = f.nest(b, {0}, ir::Accum::Set, Frag::ld(x, {0}));  // b written first ...

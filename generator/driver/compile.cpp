@@ -1,0 +1,164 @@
+// compile.cpp — the whole pipeline of `cannl gen` (see compile.h).
+#include "driver/compile.h"
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <ostream>
+
+#include "autodiff/autodiff.h"
+#include "autodiff/optimizer.h"
+#include "driver/frontend.h"
+#include "driver/weights.h"
+#include "emit/c_emit.h"
+#include "emit/cuda_emit.h"
+#include "emit/model_card.h"
+#include "ir/ir_print.h"
+#include "lower/lower.h"
+#include "lower/routines.h"
+#include "passes/pipeline.h"
+#include "spec/ast_print.h"
+#include "support/diagnostic.h"
+
+namespace cannl {
+
+namespace {
+
+// What `cannl gen` needs beyond a spec `cannl check` accepts: a training objective, and outputs
+// with a batch axis (the inference program and forward() return one row per example).
+void check_generatable(Frontend& fe) {
+  if (!fe.model.optimizer)
+    fe.diags.error(fe.model.name_range,
+                   fmt::format("model '{}' has no 'minimize' statement: cannl gen writes a training step and "
+                               "needs an objective, e.g. 'minimize loss with sgd(lr = 0.1)'",
+                               fe.model.name));
+  for (const Stmt& st : fe.spec.stmts) {
+    if (st.kind != StmtKind::Output) continue;
+    for (const NameRef& n : st.names) {
+      auto it = fe.model.index.find(n.name);
+      if (it == fe.model.index.end()) continue;
+      const Shape& sh = fe.shapes.tensors[static_cast<size_t>(it->second)];
+      if (sh.row(AxisKind::Batch).empty())
+        fe.diags.error(n.range, fmt::format("output '{}' : {} has no batch axis: outputs are per-example "
+                                            "results (one row per example); a param is in the checkpoint, "
+                                            "a scalar of the test set is a 'metric'",
+                                            n.name, print_shape(sh)));
+    }
+  }
+}
+
+// Every loop nest's iteration count (at the batch bound) must stay far from 64-bit overflow:
+// tensors are bounded by the front end, but a contraction multiplies the sizes of all its axes.
+bool check_nest_sizes(const ir::Program& p, const std::string& path, std::ostream& err) {
+  constexpr long kMaxIterations = 1L << 56;
+  for (const auto& r : p.routines)
+    for (const auto& st : r.stmts) {
+      long n = 1;
+      bool over = false;
+      for (const auto& it : st.iters) over = over || __builtin_mul_overflow(n, it.size, &n) || n > kMaxIterations;
+      if (!over) continue;
+      err << fmt::format("{}:{}: error: a loop nest of this statement runs more than 2^56 times at the batch "
+                         "bound: too large to generate code for\n", path, st.line);
+      return false;
+    }
+  return true;
+}
+
+Stage frontend_stop(const std::string& stop) {
+  return stop == "tokens" ? Stage::Tokens : stop == "ast" ? Stage::Ast : Stage::Shapes;
+}
+
+}  // namespace
+
+std::vector<std::string> stage_names() {
+  std::vector<std::string> s = {"tokens", "ast", "shapes", "lower", "routines", "autodiff", "optimizer"};
+  for (const PassInfo& p : pass_list()) s.push_back(p.name);
+  return s;
+}
+
+int compile(const std::string& path, const std::string& text, const CompileOptions& o, Compiled& out,
+            std::ostream& err, bool color, const StageHook& hook) {
+  // After each stage: show it to the hook; true when the pipeline stops there.
+  auto stage = [&](const std::string& name, const std::function<std::string()>& print) {
+    if (hook) hook(name, print);
+    return o.stop_after == name;
+  };
+  ir::Program& p = out.prog;
+  try {
+    // Front end: text -> tokens -> AST -> Model (names resolved) -> a shape for every tensor.
+    auto fe = run_frontend(path, text, frontend_stop(o.stop_after));
+    if (fe->ok() && frontend_stop(o.stop_after) == Stage::Shapes) check_generatable(*fe);
+    fe->diags.render(err, color);
+    if (!fe->ok()) return 1;
+    if (stage("tokens", [&] { return dump_tokens(fe->tokens, fe->file); })) return 0;
+    if (stage("ast", [&] { return dump_ast(fe->spec, fe->file); })) return 0;
+    if (stage("shapes", [&] { return print_shapes(*fe); })) return 0;
+    const Model& m = fe->model;
+
+    // Lowering: every spec tensor as forward loop nests over buffers.
+    Lowered low = lower_forward(m, fe->shapes, fe->file, o.max_batch);
+    p = std::move(low.prog);
+    if (stage("lower", [&] { return ir::print_lowered(p, low.forward); })) return 0;
+
+    // Routine assembly: init, train_step (forward so far), forward, eval_metrics.
+    assemble_routines(p, low, m, fe->shapes, fe->file);
+    if (stage("routines", [&] { return ir::print_program(p); })) return 0;
+
+    // Autodiff: the backward nests of train_step, and the param -> gradient map.
+    differentiate(p);
+    if (stage("autodiff", [&] { return ir::print_program(p); })) return 0;
+
+    // The optimiser: its updates at the end of train_step, its state zeroed by init.
+    add_optimizer(p, m, fe->file);
+    if (stage("optimizer", [&] { return ir::print_program(p); })) return 0;
+    if (!check_nest_sizes(p, path, err)) return 1;
+
+    // The passes of the level, in their fixed order (loop ordering first).
+    if (o.keep_before) out.before = p;
+    PassOptions po;
+    po.level = o.opt_level;
+    po.disabled = o.disabled;
+    po.elem_bytes = o.f64 ? 8 : 4;
+    for (const PassInfo& pass : pass_list()) {
+      if (!pass_runs(pass, po)) continue;
+      pass.run(p, po);
+      out.passes.push_back(pass.name);
+      if (stage(pass.name, [&] { return ir::print_program(p); })) return 0;
+    }
+    if (!o.emit) return 0;
+
+    // Emission: the target's files, then the model card.
+    const std::string spec_file = std::filesystem::path(path).filename().string();
+    if (o.target == "cuda") {
+      CudaOptions co;
+      co.f64 = o.f64;
+      co.spec = spec_file;
+      out.files = emit_cuda(p, co);
+      return 0;
+    }
+    EmbeddedWeights weights;
+    std::string error;
+    if (!o.weights.empty() && !read_weights(p, o.weights, weights, error)) {
+      err << "cannl: error: " << error << "\n";
+      return 1;
+    }
+    COptions co;
+    co.f64 = o.f64;
+    co.spec = spec_file;
+    co.weights = o.weights.empty() ? nullptr : &weights;
+    co.blas = o.blas;
+    CardInfo card;
+    out.files = emit_c(p, co, &card.layout);
+    card.spec_file = spec_file;
+    card.spec_text = text;
+    card.f64 = o.f64;
+    card.weights = co.weights;
+    out.files.push_back({p.model + ".json", model_card(p, card)});
+    return 0;
+  } catch (const InternalError& e) {
+    err << path << ": internal error: " << e.what() << "\n"
+        << "  this is a bug in cannl, not in the spec; please report it with the spec\n";
+    return 3;
+  }
+}
+
+}  // namespace cannl
