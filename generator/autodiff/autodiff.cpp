@@ -69,7 +69,7 @@ static ExprP substitute(const ExprP& e, const ir::Expr& target, const ExprP& wit
 // PyTorch's max_pool2d and max do.
 static ir::Affine reduced_position(const ir::Stmt& s) {
   std::vector<bool> written(s.iters.size(), false);
-  for (const ir::Affine& a : s.out.index)
+  for (const ir::Affine& a : s.only().out.index)
     for (const auto& t : a.terms) written[static_cast<size_t>(t.iter)] = true;
   ir::Affine pos;
   long stride = 1;
@@ -82,7 +82,8 @@ static ir::Affine reduced_position(const ir::Stmt& s) {
 }
 
 static int first_extremum(ir::Program& p, const ir::Stmt& s, std::vector<ir::Stmt>& nests) {
-  ir::Buffer ab = p.buffers[static_cast<size_t>(s.out.buf)];
+  const ir::Assign& a = s.only();
+  ir::Buffer ab = p.buffers[static_cast<size_t>(a.out.buf)];
   const std::string of = ab.name;
   ab.name = of + "_arg";
   ab.role = ir::Role::Temp;
@@ -92,14 +93,14 @@ static int first_extremum(ir::Program& p, const ir::Stmt& s, std::vector<ir::Stm
   p.buffers.push_back(ab);
   const int arg = static_cast<int>(p.buffers.size()) - 1;
   ir::Stmt fill = ir::elementwise(p, arg, "first extremum of " + of);
-  fill.body = ir::cnst(INFINITY);
+  fill.only().body = ir::cnst(INFINITY);
   fill.line = s.line;
   nests.push_back(std::move(fill));
   ir::Stmt find = s;
-  find.out.buf = arg;
-  find.accum = ir::Accum::Min;
-  find.body = ir::select(ir::binary(Op::Eq, s.body, ir::load(s.out)), ir::index_value(reduced_position(s)),
-                         ir::cnst(INFINITY));
+  find.only().out.buf = arg;
+  find.only().accum = ir::Accum::Min;
+  find.only().body = ir::select(ir::binary(Op::Eq, a.body, ir::load(a.out)), ir::index_value(reduced_position(s)),
+                                ir::cnst(INFINITY));
   find.what = "first extremum: " + s.what;
   nests.push_back(std::move(find));
   return arg;
@@ -114,9 +115,9 @@ void differentiate(ir::Program& p) {
   for (size_t i = 0; i < p.buffers.size(); ++i) needs[i] = p.buffers[i].role == ir::Role::Param;
   for (const ir::Stmt& s : forward) {
     std::vector<const ir::Expr*> loads;
-    ir::collect_loads(s.body, loads);
+    ir::collect_loads(s, loads);
     for (const ir::Expr* l : loads)
-      if (!l->nograd && needs[static_cast<size_t>(l->access.buf)]) needs[static_cast<size_t>(s.out.buf)] = true;
+      if (!l->nograd && needs[static_cast<size_t>(l->access.buf)]) needs[static_cast<size_t>(s.only().out.buf)] = true;
   }
 
   std::map<int, int> grads;  // buffer -> its gradient
@@ -135,7 +136,7 @@ void differentiate(ir::Program& p) {
     grads[buf] = gi;
     const std::string& name = p.buffers[static_cast<size_t>(buf)].name;
     ir::Stmt fill = ir::elementwise(p, gi, init == 1 ? "d " + name + " / d " + name : "zero the gradient of " + name);
-    fill.body = ir::cnst(init);
+    fill.only().body = ir::cnst(init);
     fills.push_back(std::move(fill));
     return gi;
   };
@@ -143,10 +144,11 @@ void differentiate(ir::Program& p) {
   gradient(loss, 1, zero_fills);
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
     const ir::Stmt& s = *it;
-    auto og = grads.find(s.out.buf);
+    const ir::Assign& a = s.only();
+    auto og = grads.find(a.out.buf);
     if (og == grads.end()) continue;
     std::vector<const ir::Expr*> loads;
-    ir::collect_loads(s.body, loads);
+    ir::collect_loads(a.body, loads);
     std::vector<ir::Access> seen;
     int arg = -1;  // max=/min=: the first extremum's position
     for (const ir::Expr* l : loads) {
@@ -155,21 +157,18 @@ void differentiate(ir::Program& p) {
       for (const auto& a : seen) dup |= a == l->access;
       if (dup) continue;
       seen.push_back(l->access);
-      ExprP db = derivative(s.body, l->access);
+      ExprP db = derivative(a.body, l->access);
       if (ir::is_const(db, 0)) continue;
-      ExprP out_value = ir::load(s.out);
-      if (s.accum == ir::Accum::Set) db = substitute(db, *s.body, out_value);
-      if (s.accum == ir::Accum::Max || s.accum == ir::Accum::Min) {
+      ExprP out_value = ir::load(a.out);
+      if (a.accum == ir::Accum::Set) db = substitute(db, *a.body, out_value);
+      if (a.accum == ir::Accum::Max || a.accum == ir::Accum::Min) {
         if (arg < 0) arg = first_extremum(p, s, zero_fills);
-        ir::ExprP first = ir::binary(Op::Eq, ir::index_value(reduced_position(s)), ir::load({arg, s.out.index}));
+        ir::ExprP first = ir::binary(Op::Eq, ir::index_value(reduced_position(s)), ir::load({arg, a.out.index}));
         db = ir::binary(Op::Mul, first, db);
       }
       int target = gradient(l->access.buf, 0, zero_fills);
-      ir::Stmt c;
-      c.iters = s.iters;
-      c.out = {target, l->access.index};
-      c.accum = ir::Accum::Add;
-      c.body = ir::binary(Op::Mul, ir::load({og->second, s.out.index}), db);
+      ir::Stmt c = ir::nest(s.iters, {target, l->access.index}, ir::Accum::Add,
+                            ir::binary(Op::Mul, ir::load({og->second, a.out.index}), db));
       c.line = s.line;
       c.what = "backward: " + s.what;
       contributions.push_back(std::move(c));

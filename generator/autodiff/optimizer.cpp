@@ -107,9 +107,7 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
     const std::string what = fmt::format("clip_grad_norm(max_norm = {})", options.clip_grad_norm);
     int norm = scalar_buffer(p, "grad_norm", "the sum of the squares of every gradient");
     int coef = scalar_buffer(p, "clip_coef", "the factor of every gradient: min(1, max_norm / (norm + 1e-6))");
-    ir::Stmt zero;
-    zero.out = {norm, {}};
-    zero.body = num(0);
+    ir::Stmt zero = ir::nest({}, {norm, {}}, ir::Accum::Set, num(0));
     zero.line = line;
     zero.what = what + ": the squared norm";
     out.push_back(zero);
@@ -118,16 +116,12 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
       if (g < 0) continue;
       ir::Stmt s = ir::elementwise(p, g, zero.what);
       ExprP gv = ir::load_all(s, g);
-      s.out = {norm, {}};
-      s.accum = ir::Accum::Add;
-      s.body = mul(gv, gv);
+      s.only() = {{norm, {}}, ir::Accum::Add, mul(gv, gv)};
       s.line = line;
       out.push_back(std::move(s));
     }
-    ir::Stmt c;
-    c.out = {coef, {}};
     ExprP ratio = div(num(options.clip_grad_norm), add(ir::unary(Op::Sqrt, ir::load({norm, {}})), num(1e-6)));
-    c.body = ir::select(ir::binary(Op::Gt, ratio, num(1)), num(1), ratio);
+    ir::Stmt c = ir::nest({}, {coef, {}}, ir::Accum::Set, ir::select(ir::binary(Op::Gt, ratio, num(1)), num(1), ratio));
     c.line = line;
     c.what = what + ": the factor";
     out.push_back(std::move(c));
@@ -140,7 +134,7 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
     const std::string name = p.buffers[static_cast<size_t>(param)].name;  // a copy: buffers grow below
     auto nest = [&](int buf, ExprP body) {
       ir::Stmt s = ir::elementwise(p, buf, fmt::format("{} update of {}", kind, name));
-      s.body = std::move(body);
+      s.only().body = std::move(body);
       s.line = line;
       out.push_back(std::move(s));
     };

@@ -27,7 +27,8 @@ std::string dump_graph(const ir::Program& p) {
       std::string line = "  " + what + "\n";
       if (line != last) s += line;
       last = line;
-      s += "    -> " + p.buffers[static_cast<size_t>(st.out.buf)].name + " " + ir::accum_symbol(st.accum) + "\n";
+      for (const auto& a : st.assigns)
+        s += "    -> " + p.buffers[static_cast<size_t>(a.out.buf)].name + " " + ir::accum_symbol(a.accum) + "\n";
     }
   }
   return s;

@@ -79,8 +79,8 @@ void stmt_uses(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& sc
   std::vector<const ir::Expr*> loads;
   ir::collect_loads(s, loads);
   for (const auto* l : loads) bufs.insert(l->access.buf);
-  std::vector<const ir::Expr*> stack = {s.body.get()};
-  for (const auto& a : s.fused) stack.push_back(a.body.get());
+  std::vector<const ir::Expr*> stack;
+  for (const auto& a : s.assigns) stack.push_back(a.body.get());
   while (!stack.empty()) {
     const ir::Expr* e = stack.back();
     stack.pop_back();

@@ -31,7 +31,7 @@ std::string render_template(const std::string& name, const kainjow::mustache::da
 std::string dims_list(const ir::Buffer& b, bool skip_batch);
 long buffer_size(const ir::Buffer& b, bool skip_batch);
 
-// The buffers a nest reads or writes (fused assignments included) and the run-time scalars
+// The buffers a nest reads or writes (every assignment's) and the run-time scalars
 // its expressions use, added to the two sets.
 void stmt_uses(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& scalars);
 

@@ -272,25 +272,26 @@ private:
 
   std::string nest(const ir::Stmt& s, const std::set<std::string>& taken) {
     x_.begin_nest(s, taken);
+    const ir::Assign& a0 = s.assigns[0];  // the nest's assignment (the first, when fused)
     const int depth = static_cast<int>(s.iters.size());
     // The innermost loops that do not index the written element accumulate into a local
     // `acc` (kept in a register; vectorised by the compiler when reassociation is allowed,
     // as the generated CMakeLists.txt does).
     int red = 0;
-    if (!s.sequential && s.accum != ir::Accum::Set && s.fused.empty())
-      while (red < depth && depth - 1 - red > s.parallel && !uses_iter(s.out, depth - 1 - red)) ++red;
+    if (!s.sequential && a0.accum != ir::Accum::Set && s.single())
+      while (red < depth && depth - 1 - red > s.parallel && !uses_iter(a0.out, depth - 1 - red)) ++red;
     const bool reduce_inner = red > 0;
     // zero_first: when every reduction loop is an inner `acc` loop, the cell is assigned
     // (`=` instead of `+=`); otherwise the cells are filled with the identity first.
     int reductions = 0;
-    for (int k = 0; k < depth; ++k) reductions += !uses_iter(s.out, k);
+    for (int k = 0; k < depth; ++k) reductions += !uses_iter(a0.out, k);
     const bool assign_acc = s.zero_first && reduce_inner && red == reductions;
     // `acc` at routine level (every loop reduces): give the nest a block of its own.
     const bool own_block = reduce_inner && red == depth;
     std::string out = own_block ? "    {\n" : "";
     if (s.zero_first && !assign_acc) {
       const std::string v = fresh_name("i", taken);
-      out += fill_first(s, v, "= " + std::string(s.accum == ir::Accum::Add ? num(0) : s.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY"));
+      out += fill_first(s, v, "= " + std::string(a0.accum == ir::Accum::Add ? num(0) : a0.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY"));
     }
     auto ind = [&](int k) { return std::string(static_cast<size_t>(4 * (k + 1 + own_block)), ' '); };
     auto loop = [&](int k) {
@@ -298,8 +299,8 @@ private:
       return fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})", x_.vars[static_cast<size_t>(k)],
                          it.batch ? std::string("n") : std::to_string(it.size));
     };
-    const std::string target = access(s.out);
-    const std::string guard = in_range(s.out);
+    const std::string target = access(a0.out);
+    const std::string guard = in_range(a0.out);
     auto store_to = [&](const std::string& target, const std::string& guard, ir::Accum accum,
                         const std::string& value, int level) {
       std::string st;
@@ -318,37 +319,40 @@ private:
     };
     auto store = [&](const std::string& value, int level) {
       if (assign_acc) return store_to(target, guard, ir::Accum::Set, value, level);
-      std::string st = store_to(target, guard, s.accum, value, level);
-      for (const ir::Assign& a : s.fused) st += store_to(access(a.out), in_range(a.out), a.accum, expr(*a.body), level);
+      std::string st = store_to(target, guard, a0.accum, value, level);
+      for (size_t i = 1; i < s.assigns.size(); ++i) {
+        const ir::Assign& a = s.assigns[i];
+        st += store_to(access(a.out), in_range(a.out), a.accum, expr(*a.body), level);
+      }
       return st;
     };
     const int outer_loops = depth - red;
-    const bool braced = !s.fused.empty();  // several assignments in the innermost loop
+    const bool braced = !s.single();  // several assignments in the innermost loop
     for (int k = 0; k < outer_loops; ++k) {
       if (k == s.parallel) out += ind(k) + "CANNL_PRAGMA(\"omp parallel for\")\n";
       out += ind(k) + loop(k) + (k + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
     }
     // A zero_first sum times a constant,  out = 0 += x * c : the constant multiplies the
     // finished sums once (sum(x) * c), not every term.
-    const ir::Expr* summed = s.body.get();
+    const ir::Expr* summed = a0.body.get();
     std::string scale;
-    if (s.zero_first && s.accum == ir::Accum::Add && s.body->op == ir::Op::Mul &&
-        s.body->args[1]->op == ir::Op::Const) {
-      scale = num(s.body->args[1]->value);
-      summed = s.body->args[0].get();
+    if (s.zero_first && a0.accum == ir::Accum::Add && a0.body->op == ir::Op::Mul &&
+        a0.body->args[1]->op == ir::Op::Const) {
+      scale = num(a0.body->args[1]->value);
+      summed = a0.body->args[0].get();
     }
     std::string body = expr(*summed);
     if (reduce_inner) {
       const int k = outer_loops;
-      const bool add = s.accum == ir::Accum::Add;
-      std::string init = add ? num(0) : s.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY";
+      const bool add = a0.accum == ir::Accum::Add;
+      std::string init = add ? num(0) : a0.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY";
       out += ind(k) + fmt::format("real acc = {};\n", init);
       for (int j = k; j < depth; ++j) out += ind(k) + loop(j) + (j + 1 == depth && !add ? " {\n" : "\n");
       if (add) {
         out += ind(k + 1) + "acc += " + body + ";\n";
       } else {
         out += ind(k + 1) + "const real v = " + body + ";\n";
-        out += ind(k + 1) + fmt::format("acc = v {} acc ? v : acc;\n", s.accum == ir::Accum::Max ? ">" : "<");
+        out += ind(k + 1) + fmt::format("acc = v {} acc ? v : acc;\n", a0.accum == ir::Accum::Max ? ">" : "<");
         out += ind(k) + "}\n";
       }
       out += store(scale.empty() || !assign_acc ? "acc" : "acc * " + scale, k);
@@ -367,13 +371,14 @@ private:
   // A loop over every cell of a zero_first nest's out buffer (the out access covers the
   // buffer; a batch axis is the first, run to n): `= identity` before it, `*= c` after it.
   std::string fill_first(const ir::Stmt& s, const std::string& v, const std::string& op) {
-    const auto& b = p_.buffers[static_cast<size_t>(s.out.buf)];
+    const int out = s.only().out.buf;
+    const auto& b = p_.buffers[static_cast<size_t>(out)];
     const bool batched = !b.dims.empty() && b.dims[0].batch;
     const long per = buffer_size(b, true);
     const std::string count = batched ? (per == 1 ? "n" : fmt::format("n * {}", per)) : std::to_string(per);
     return std::string(s.parallel >= 0 ? "    CANNL_PRAGMA(\"omp parallel for\")\n" : "") +
            fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{0}] {3};\n", v, count,
-                       cname_[static_cast<size_t>(s.out.buf)], op);
+                       cname_[static_cast<size_t>(out)], op);
   }
 
   // The buffers a routine reads or writes, the interface buffers it fills included.

@@ -80,7 +80,7 @@ std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, co
   std::string loops;
   for (int it : g.outer) loops += (loops.empty() ? ", for each " : ", ") + site.vars[static_cast<size_t>(it)];
   std::string out = fmt::format("    /* matrix product {} {} {} . {}: M = {}, N = {}, K = {}{} */\n",
-                                bn[static_cast<size_t>(s.out.buf)], overwrite ? "=" : "+=", bn[static_cast<size_t>(g.a.buf)],
+                                bn[static_cast<size_t>(s.only().out.buf)], overwrite ? "=" : "+=", bn[static_cast<size_t>(g.a.buf)],
                                 bn[static_cast<size_t>(g.b.buf)], role(g.m), role(g.n), role(g.k), loops);
   int depth = 0;
   for (int it : g.outer) {
@@ -91,7 +91,7 @@ std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, co
     ++depth;
   }
   const std::string ind(static_cast<size_t>(4 * (depth + 1)), ' ');
-  const std::string a = pointer(p, g.a, g, site), b = pointer(p, g.b, g, site), c = pointer(p, s.out, g, site);
+  const std::string a = pointer(p, g.a, g, site), b = pointer(p, g.b, g, site), c = pointer(p, s.only().out, g, site);
   if (site.blas) {
     std::string call = blas_call(g, a, b, c, site, overwrite);
     if (!call.empty()) return out + ind + call + "\n";

@@ -130,14 +130,15 @@ long iter_stride(const ir::Program& p, const ir::Access& a, int iter) {
 }
 
 std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& s, Products which) {
-  if (s.accum != ir::Accum::Add || s.sequential || !s.body) return std::nullopt;
+  if (!s.single() || s.only().accum != ir::Accum::Add || s.sequential) return std::nullopt;
+  const ir::Access& out = s.only().out;
   std::vector<ir::ExprP> loads;
   ir::ExprP alpha;
-  if (!split_factors(s.body, loads, alpha) || loads.size() != 2) return std::nullopt;
+  if (!split_factors(s.only().body, loads, alpha) || loads.size() != 2) return std::nullopt;
   const ir::Access& l0 = loads[0]->access;
   const ir::Access& l1 = loads[1]->access;
-  if (l0.buf == s.out.buf || l1.buf == s.out.buf) return std::nullopt;
-  for (const ir::Access* a : {&s.out, &l0, &l1})
+  if (l0.buf == out.buf || l1.buf == out.buf) return std::nullopt;
+  for (const ir::Access* a : {&out, &l0, &l1})
     if (!plain_access(p, s, *a)) return std::nullopt;
 
   std::optional<Gemm> best;
@@ -151,7 +152,7 @@ std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& 
         batch.push_back(it);  // one pass: an outer loop, whatever it indexes
         continue;
       }
-      const bool in_c = iter_stride(p, s.out, it) != 0, in_a = iter_stride(p, a, it) != 0,
+      const bool in_c = iter_stride(p, out, it) != 0, in_a = iter_stride(p, a, it) != 0,
                  in_b = iter_stride(p, b, it) != 0;
       if (in_c && in_a && in_b) batch.push_back(it);
       else if (in_c && in_a) m.push_back(it);
@@ -165,10 +166,10 @@ std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& 
     g.b = b;
     g.alpha = alpha && !ir::is_const(alpha, 1) ? alpha : nullptr;
     g.outer = batch;
-    g.m = merge(p, s, m, s.out, a, b, g.outer);
-    g.n = merge(p, s, n, s.out, a, b, g.outer);
+    g.m = merge(p, s, m, out, a, b, g.outer);
+    g.n = merge(p, s, n, out, a, b, g.outer);
     const size_t before_k = g.outer.size();
-    g.k = merge(p, s, k, s.out, a, b, g.outer);
+    g.k = merge(p, s, k, out, a, b, g.outer);
     g.outer_k = g.outer.size() > before_k;
     // Outer loops in nest order.
     std::sort(g.outer.begin(), g.outer.end());

@@ -287,13 +287,17 @@ private:
     return st;
   }
 
-  // The statement writing `value` into the nest's element, then its fused assignments (in
+  // The statement writing `value` into the nest's element, then its further assignments (in
   // order, at the same point). `assign`: the element gets the value (a zero_first nest whose
   // sum for the element is complete in `value`), not added to it.
   std::string store(const ir::Stmt& s, const std::string& value, bool atomic, const std::string& also = "",
                     bool assign = false, const std::string& indent = "") {
-    std::string st = store_to(s.out, assign ? ir::Accum::Set : s.accum, value, atomic && !assign, also);
-    for (const ir::Assign& a : s.fused) st += "\n" + indent + store_to(a.out, a.accum, x_.expr(*a.body), false, also);
+    const ir::Assign& a0 = s.assigns[0];
+    std::string st = store_to(a0.out, assign ? ir::Accum::Set : a0.accum, value, atomic && !assign, also);
+    for (size_t i = 1; i < s.assigns.size(); ++i) {
+      const ir::Assign& a = s.assigns[i];
+      st += "\n" + indent + store_to(a.out, a.accum, x_.expr(*a.body), false, also);
+    }
     return st;
   }
 
@@ -320,10 +324,10 @@ private:
     for (int k = 0; k < depth; ++k)
       out += ind(k) + fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})\n", x_.vars[static_cast<size_t>(k)],
                                   bound(s.iters[static_cast<size_t>(k)]));
-    if (s.fused.empty()) {
-      out += ind(depth) + store(s, x_.expr(*s.body), false) + "\n";
+    if (s.single()) {
+      out += ind(depth) + store(s, x_.expr(*s.assigns[0].body), false) + "\n";
     } else {
-      out += ind(depth) + "{\n" + ind(depth + 1) + store(s, x_.expr(*s.body), false, "", false, ind(depth + 1)) + "\n" +
+      out += ind(depth) + "{\n" + ind(depth + 1) + store(s, x_.expr(*s.assigns[0].body), false, "", false, ind(depth + 1)) + "\n" +
              ind(depth) + "}\n";
     }
     return out;
@@ -341,7 +345,7 @@ private:
   // than the largest sum of the smaller terms).
   bool injective(const ir::Stmt& s) const {
     std::vector<int> seen(s.iters.size(), 0);
-    for (const auto& f : s.out.index) {
+    for (const auto& f : s.assigns[0].out.index) {
       std::vector<std::pair<long, long>> terms;  // |coef|, size
       for (const auto& t : f.terms) {
         seen[static_cast<size_t>(t.iter)]++;
@@ -399,21 +403,21 @@ private:
         "    if (i_ < count) p[i_] = v;\n"
         "}}\n",
         kBlock, r));
-    const Extent e = elements(s.out.buf);
+    const Extent e = elements(s.assigns[0].out.buf);
     const std::string grid = e.n ? fmt::format("(unsigned)(({} + {}) / {})", e.str(), kBlock - 1, kBlock)
                                  : std::to_string((e.c + kBlock - 1) / kBlock);
     return fmt::format("cannl_fill<<<{}, {}, 0, stream_>>>({}, {}, {});\n    CUDA_CHECK(cudaGetLastError());\n    ",
-                       grid, kBlock, name(s.out.buf), e.str(), identity(s.accum));
+                       grid, kBlock, name(s.assigns[0].out.buf), e.str(), identity(s.assigns[0].accum));
   }
 
   // A zero_first sum times a constant (out = 0 += x * c) whose sums are complete in one
   // thread: the constant multiplies the finished sum once, as the C target does.
   static void split_scale(const ir::Stmt& s, bool assign, const ir::Expr*& summed, const ir::Expr*& scale) {
-    summed = s.body.get();
+    summed = s.assigns[0].body.get();
     scale = nullptr;
-    if (assign && s.accum == ir::Accum::Add && s.body->op == ir::Op::Mul && s.body->args[1]->op == ir::Op::Const) {
-      summed = s.body->args[0].get();
-      scale = s.body->args[1].get();
+    if (assign && s.assigns[0].accum == ir::Accum::Add && s.assigns[0].body->op == ir::Op::Mul && s.assigns[0].body->args[1]->op == ir::Op::Const) {
+      summed = s.assigns[0].body->args[0].get();
+      scale = s.assigns[0].body->args[1].get();
     }
   }
 
@@ -434,8 +438,8 @@ private:
       args += (args.empty() ? "" : ", ") + name(bufs[i]);
     }
     std::set<std::string> scalars;
-    std::vector<const ir::Expr*> stack = {s.body.get()};
-    for (const auto& a : s.fused) stack.push_back(a.body.get());
+    std::vector<const ir::Expr*> stack;
+    for (const auto& a : s.assigns) stack.push_back(a.body.get());
     while (!stack.empty()) {
       const ir::Expr* e = stack.back();
       stack.pop_back();
@@ -454,7 +458,7 @@ private:
   }
 
   Kernel kernel(const ir::Routine& r, size_t index, const ir::Stmt& s) {
-    const std::string kname = fmt::format("{}_{}_{}", r.name(), index, name(s.out.buf));
+    const std::string kname = fmt::format("{}_{}_{}", r.name(), index, name(s.assigns[0].out.buf));
     if (s.sequential) CANNL_BUG("a nest drawing random numbers outside init: " + s.what);
     const int depth = static_cast<int>(s.iters.size());
     bool uses_n = false;
@@ -470,14 +474,14 @@ private:
     std::vector<int> outer, red;
     std::vector<long> stride(s.iters.size(), 0);
     {
-      const auto& dims = buf(s.out.buf).dims;
+      const auto& dims = buf(s.assigns[0].out.buf).dims;
       long st = 1;
       for (size_t d = dims.size(); d-- > 0;) {
-        for (const auto& t : s.out.index[d].terms) stride[static_cast<size_t>(t.iter)] += std::labs(t.coef) * st;
+        for (const auto& t : s.assigns[0].out.index[d].terms) stride[static_cast<size_t>(t.iter)] += std::labs(t.coef) * st;
         st *= dims[d].size;
       }
     }
-    for (int k = 0; k < depth; ++k) (uses_loop(s.out, k) ? outer : red).push_back(k);
+    for (int k = 0; k < depth; ++k) (uses_loop(s.assigns[0].out, k) ? outer : red).push_back(k);
     std::stable_sort(outer.begin(), outer.end(),
                      [&](int a, int b) { return stride[static_cast<size_t>(a)] > stride[static_cast<size_t>(b)]; });
     const bool inj = injective(s);
@@ -499,12 +503,12 @@ private:
     const ir::Expr *summed = nullptr, *scale = nullptr;
     split_scale(s, assign && !red.empty(), summed, scale);
     auto finished = [&](const std::string& acc) { return scale ? acc + " * " + x_.expr(*scale) : acc; };
-    if (!inj && s.accum == ir::Accum::Set) {
+    if (!inj && s.assigns[0].accum == ir::Accum::Set) {
       // Later iterations overwrite earlier ones: keep the order, one thread.
       how = "one thread, in order (writes overlap)";
       body = sequential_loops(s, 1);
       launch = fmt::format("{}<<<1, 1, 0, stream_>>>({});", kname, args);
-    } else if (red.empty() || s.accum == ir::Accum::Set || rmax < (inj ? 32 : 256)) {
+    } else if (red.empty() || s.assigns[0].accum == ir::Accum::Set || rmax < (inj ? 32 : 256)) {
       // (Colliding writes come from loops over many positions, a convolution's window: a
       // thread each, with short sums.)
       how = red.empty() ? "one thread per element" : "one thread per element, summing in order";
@@ -512,17 +516,17 @@ private:
       body = "    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n";
       body += fmt::format("    if (i_ >= {}) return;\n", total.str());
       body += decompose(s, outer, "i_", 1);
-      if (red.empty() || s.accum == ir::Accum::Set) {
+      if (red.empty() || s.assigns[0].accum == ir::Accum::Set) {
         std::string ind = "    ";
         for (int l : red) {
           body += ind + fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})\n", x_.vars[static_cast<size_t>(l)],
                                     bound(s.iters[static_cast<size_t>(l)]));
           ind += "    ";
         }
-        body += ind + store(s, x_.expr(*s.body), !inj, "", assign, ind) + "\n";
+        body += ind + store(s, x_.expr(*s.assigns[0].body), !inj, "", assign, ind) + "\n";
       } else {
-        const bool add = s.accum == ir::Accum::Add;
-        body += fmt::format("    real acc = {};\n", identity(s.accum));
+        const bool add = s.assigns[0].accum == ir::Accum::Add;
+        body += fmt::format("    real acc = {};\n", identity(s.assigns[0].accum));
         std::string ind = "    ";
         for (size_t j = 0; j < red.size(); ++j) {
           const int l = red[j];
@@ -530,7 +534,7 @@ private:
                                     bound(s.iters[static_cast<size_t>(l)]));
           body += j + 1 == red.size() && !add ? " {\n" : "\n";
         }
-        body += fold_into_acc(s.accum, *summed);
+        body += fold_into_acc(s.assigns[0].accum, *summed);
         if (!add) body += "    }\n";
         body += "    " + store(s, finished("acc"), !inj, "", assign) + "\n";
       }
@@ -542,7 +546,7 @@ private:
       how = fmt::format("one {} per element, reducing its {} terms with shuffles{}", block ? "block" : "warp",
                         rtotal.str(), block ? " and shared memory" : "");
       if (!inj) how += ", adding atomically (elements repeat)";
-      const std::string reduce = reducer(s.accum, block);
+      const std::string reduce = reducer(s.assigns[0].accum, block);
       // Consecutive lanes take consecutive terms: the summed loop with the smallest stride in
       // the buffers read varies fastest (coalesced reads).
       std::vector<long> rstride(s.iters.size(), LONG_MAX);
@@ -568,10 +572,10 @@ private:
         body += fmt::format("    if (i_ >= {}) return; /* the whole warp */\n", total.str());
       }
       body += decompose(s, outer, "i_", 1);
-      body += fmt::format("    real acc = {};\n", identity(s.accum));
+      body += fmt::format("    real acc = {};\n", identity(s.assigns[0].accum));
       body += fmt::format("    for (int64_t r_ = lane_; r_ < {}; r_ += {}) {{\n", rtotal.str(), t);
       body += decompose(s, red, "r_", 2);
-      body += fold_into_acc(s.accum, *summed);
+      body += fold_into_acc(s.assigns[0].accum, *summed);
       body += "    }\n";
       body += fmt::format("    acc = {}(acc);\n", reduce);
       body += "    " + store(s, finished("acc"), !inj, "lane_ == 0", assign) + "\n";
@@ -629,8 +633,8 @@ private:
       last = what(s);
       name_vars(s, taken);
       if (s.zero_first)
-        out += fmt::format("    for (int64_t i_ = 0; i_ < {}; ++i_) {}[i_] = {};\n", buf(s.out.buf).elements(),
-                           name(s.out.buf), identity(s.accum));
+        out += fmt::format("    for (int64_t i_ = 0; i_ < {}; ++i_) {}[i_] = {};\n", buf(s.assigns[0].out.buf).elements(),
+                           name(s.assigns[0].out.buf), identity(s.assigns[0].accum));
       out += sequential_loops(s, 1);
     }
     return out + "}\n";

@@ -50,7 +50,7 @@ json interface(const ir::Program& p, const std::vector<int>& bufs, const ir::Rou
   if (reader)
     for (const auto& s : reader->stmts) {
       std::vector<const ir::Expr*> loads;
-      ir::collect_loads(s.body, loads);
+      ir::collect_loads(s, loads);
       for (const auto* l : loads) read.insert(l->access.buf);
     }
   for (size_t i = 0; i < bufs.size(); ++i) {

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "support/diagnostic.h"
+
 namespace cannl::ir {
 
 const char* role_name(Role r) {
@@ -260,21 +262,37 @@ std::set<int> live_out(const Program& p, const Routine& r) {
   return live;
 }
 
+const Assign& Stmt::only() const {
+  if (assigns.size() != 1) CANNL_BUG("a nest of one assignment expected");
+  return assigns[0];
+}
+
+Assign& Stmt::only() {
+  if (assigns.size() != 1) CANNL_BUG("a nest of one assignment expected");
+  return assigns[0];
+}
+
+Stmt nest(std::vector<Iter> iters, Access out, Accum accum, ExprP body) {
+  Stmt s;
+  s.iters = std::move(iters);
+  s.assigns = {{std::move(out), accum, std::move(body)}};
+  return s;
+}
+
 Stmt elementwise(const Program& p, int buf, std::string what) {
   const Buffer& b = p.buffers[static_cast<size_t>(buf)];
-  Stmt s;
+  std::vector<Iter> iters;
+  Access out{buf, {}};
   for (size_t d = 0; d < b.dims.size(); ++d) {
-    s.iters.push_back({b.dims.size() == 1 ? std::string("j") : "j" + std::to_string(d), b.dims[d].size,
-                       b.dims[d].batch});
-    s.out.index.push_back(Affine::of(static_cast<int>(d)));
+    iters.push_back({b.dims.size() == 1 ? std::string("j") : "j" + std::to_string(d), b.dims[d].size, b.dims[d].batch});
+    out.index.push_back(Affine::of(static_cast<int>(d)));
   }
-  s.out.buf = buf;
-  s.body = cnst(0);
+  Stmt s = nest(std::move(iters), std::move(out), Accum::Set, cnst(0));
   s.what = std::move(what);
   return s;
 }
 
-ExprP load_all(const Stmt& s, int buf) { return load({buf, s.out.index}); }
+ExprP load_all(const Stmt& s, int buf) { return load({buf, s.assigns[0].out.index}); }
 
 void collect_loads(const ExprP& e, std::vector<const Expr*>& out) {
   if (e->op == Op::Load) out.push_back(e.get());
@@ -282,13 +300,12 @@ void collect_loads(const ExprP& e, std::vector<const Expr*>& out) {
 }
 
 void collect_loads(const Stmt& s, std::vector<const Expr*>& out) {
-  collect_loads(s.body, out);
-  for (const Assign& a : s.fused) collect_loads(a.body, out);
+  for (const Assign& a : s.assigns) collect_loads(a.body, out);
 }
 
 std::vector<int> written_buffers(const Stmt& s) {
-  std::vector<int> w = {s.out.buf};
-  for (const Assign& a : s.fused) w.push_back(a.out.buf);
+  std::vector<int> w;
+  for (const Assign& a : s.assigns) w.push_back(a.out.buf);
   return w;
 }
 

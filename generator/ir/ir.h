@@ -110,8 +110,7 @@ bool same_expr(const Expr& a, const Expr& b);
 enum class Accum { Set, Add, Max, Min };
 const char* accum_symbol(Accum a);  // "=", "+=", "max=", "min="
 
-// A further assignment of a fused nest (passes/fuse.cpp), made at each point of the nest
-// after the nest's own assignment and the fused ones before it.
+// One assignment of a nest:  out[index] (=|+=|max=|min=) body.
 struct Assign {
   Access out;
   Accum accum = Accum::Set;
@@ -120,23 +119,28 @@ struct Assign {
 
 struct Stmt {
   std::vector<Iter> iters;  // loop order, outermost first
-  Access out;
-  Accum accum = Accum::Set;
-  ExprP body;
-  // The out cells the nest writes are first set to the identity of `accum` (0 for +=, -inf
-  // for max=, inf for min=), i.e. the nest assigns the reduction instead of adding to what
-  // the buffer held (set by passes/fold_fills.cpp; only with accum != Set). Every out cell
-  // is written: the out access covers the buffer.
+  // The assignments made at each point of the nest, in order: one, or several when fusion
+  // (passes/fuse.cpp) merged pointwise nests; then each writes a buffer at an index that
+  // names every loop, and each point runs them one after the other.
+  std::vector<Assign> assigns;
+  // The out cells of the nest's one assignment are first set to the identity of its accum
+  // (0 for +=, -inf for max=, inf for min=), i.e. the nest assigns the reduction instead of
+  // adding to what the buffer held (set by passes/fold_fills.cpp; only with accum != Set and
+  // a single assignment). Every out cell is written: the out access covers the buffer.
   bool zero_first = false;
-  // Fused nests (passes/fuse.cpp): more assignments in the same loops, each writing a
-  // buffer at an index that names every loop (pointwise), done in order after `out`.
-  // Only nests whose own assignment is pointwise too have any.
-  std::vector<Assign> fused = {};
   int line = 0;             // spec line it comes from (0: none)
   std::string what;         // "h1 = relu(w1 * x + b1)", "d loss / d w1", "sgd update of w1"
   bool sequential = false;  // must run in order (random initialisation)
   int parallel = -1;        // set by loop ordering: the loop run in parallel, or -1
+
+  bool single() const { return assigns.size() == 1; }
+  // The nest's assignment, for a nest that has one (a bug otherwise).
+  const Assign& only() const;
+  Assign& only();
 };
+
+// A nest of one assignment.
+Stmt nest(std::vector<Iter> iters, Access out, Accum accum, ExprP body);
 
 // What a routine is for. Its C name (routine_name), its signature and what it hands out
 // follow from its kind; no stage tells routines apart by name.
@@ -211,10 +215,9 @@ ExprP load_all(const Stmt& elementwise_stmt, int buf);  // buf[j0, j1, ...] in t
 
 // Every buffer read by an expression (in order of appearance).
 void collect_loads(const ExprP& e, std::vector<const Expr*>& out);
-// Every load of a nest, its fused assignments included (a += also reads its out cells; that
-// read is not listed).
+// Every load of a nest's assignments (a += also reads its out cells; that read is not listed).
 void collect_loads(const Stmt& s, std::vector<const Expr*>& out);
-// The buffers a nest writes: out, then each fused assignment's.
+// The buffers a nest writes, one per assignment in order.
 std::vector<int> written_buffers(const Stmt& s);
 
 }  // namespace cannl::ir

@@ -90,14 +90,14 @@ std::string print_stmt(const Stmt& s, const Program& p) {
   }
   std::string head = loops.empty() ? "" : "for " + loops + ":  ";
   // zero_first: the cells start from the accumulation's identity, printed "= 0 +=".
-  std::string first;
-  if (s.zero_first)
-    first = s.accum == Accum::Add ? "= 0 " : s.accum == Accum::Max ? "= -inf " : "= inf ";
-  std::string text = head + print_access(s.out, p, s.iters) + " " + first + accum_symbol(s.accum) + " " +
-                     print_expr(*s.body, p, s.iters);
-  for (const Assign& a : s.fused)
-    text += ";  " + print_access(a.out, p, s.iters) + " " + accum_symbol(a.accum) + " " +
+  std::string text = head;
+  for (size_t i = 0; i < s.assigns.size(); ++i) {
+    const Assign& a = s.assigns[i];
+    std::string first;
+    if (s.zero_first) first = a.accum == Accum::Add ? "= 0 " : a.accum == Accum::Max ? "= -inf " : "= inf ";
+    text += (i ? ";  " : "") + print_access(a.out, p, s.iters) + " " + first + accum_symbol(a.accum) + " " +
             print_expr(*a.body, p, s.iters);
+  }
   return text + (s.sequential ? "   (in order)" : "");
 }
 

@@ -150,11 +150,7 @@ private:
   }
 
   void emit(const Nest& n, int buf, Map index, ir::Accum acc, ExprP body) {
-    ir::Stmt s;
-    s.iters = n.iters;
-    s.out = {buf, std::move(index)};
-    s.accum = acc;
-    s.body = std::move(body);
+    ir::Stmt s = ir::nest(n.iters, {buf, std::move(index)}, acc, std::move(body));
     s.line = line_;
     s.what = what_;
     out_.forward.push_back(std::move(s));

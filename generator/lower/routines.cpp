@@ -15,10 +15,10 @@ namespace {
 std::vector<ir::Stmt> needed(const std::vector<ir::Stmt>& fwd, std::set<int> targets) {
   std::vector<bool> keep(fwd.size(), false);
   for (size_t i = fwd.size(); i-- > 0;) {
-    if (!targets.count(fwd[i].out.buf)) continue;
+    if (!targets.count(fwd[i].only().out.buf)) continue;
     keep[i] = true;
     std::vector<const ir::Expr*> loads;
-    ir::collect_loads(fwd[i].body, loads);
+    ir::collect_loads(fwd[i], loads);
     for (const ir::Expr* l : loads) targets.insert(l->access.buf);
   }
   std::vector<ir::Stmt> out;
@@ -61,7 +61,7 @@ ir::Stmt init_param(const ir::Program& p, int buf, const Shape& shape, const Cal
   const std::string& pname = p.buffers[static_cast<size_t>(buf)].name;
   ir::Stmt s = ir::elementwise(p, buf, name == "default" ? pname + " = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in))"
                                                           : fmt::format("{} = {}", pname, name));
-  s.body = body;
+  s.only().body = body;
   s.sequential = body->op == ir::Op::Uniform || body->op == ir::Op::Normal;
   s.line = line;
   return s;

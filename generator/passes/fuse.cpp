@@ -21,13 +21,7 @@ namespace {
 
 using ir::Access;
 
-bool fusible(const ir::Program& p, const ir::Stmt& s) {
-  if (s.sequential || s.zero_first || !passes::pointwise(s)) return false;
-  for (const ir::Assign& a : s.fused)
-    if (!passes::injective(a.out) || a.out.index.size() != s.iters.size()) return false;
-  (void)p;
-  return true;
-}
+bool fusible(const ir::Stmt& s) { return !s.sequential && !s.zero_first && passes::pointwise(s); }
 
 bool same_loops(const ir::Stmt& a, const ir::Stmt& b) {
   if (a.iters.size() != b.iters.size()) return false;
@@ -38,8 +32,8 @@ bool same_loops(const ir::Stmt& a, const ir::Stmt& b) {
 
 // Each write of the nest: (buffer, access).
 std::vector<Access> write_accesses(const ir::Stmt& s) {
-  std::vector<Access> w = {s.out};
-  for (const ir::Assign& a : s.fused) w.push_back(a.out);
+  std::vector<Access> w;
+  for (const ir::Assign& a : s.assigns) w.push_back(a.out);
   return w;
 }
 
@@ -49,8 +43,7 @@ std::vector<Access> read_accesses(const ir::Stmt& s) {
   ir::collect_loads(s, loads);
   std::vector<Access> r;
   for (const ir::Expr* l : loads) r.push_back(l->access);
-  if (s.accum != ir::Accum::Set) r.push_back(s.out);
-  for (const ir::Assign& a : s.fused)
+  for (const ir::Assign& a : s.assigns)
     if (a.accum != ir::Accum::Set) r.push_back(a.out);
   return r;
 }
@@ -74,16 +67,12 @@ bool can_fuse(const ir::Stmt& a, const ir::Stmt& b) {
 }
 
 void merge(ir::Stmt& a, ir::Stmt&& b) {
-  ir::Assign* last = a.fused.empty() ? nullptr : &a.fused.back();
-  const Access& last_out = last ? last->out : a.out;
-  const ir::Accum last_accum = last ? last->accum : a.accum;
-  if (b.fused.empty() && b.accum == ir::Accum::Add && last_accum == ir::Accum::Set && b.out == last_out &&
-      passes::count_loads(b, b.out.buf) == 0) {
-    ir::ExprP& body = last ? last->body : a.body;
-    body = ir::binary(ir::Op::Add, body, b.body);
+  ir::Assign& last = a.assigns.back();
+  if (b.single() && b.only().accum == ir::Accum::Add && last.accum == ir::Accum::Set && b.only().out == last.out &&
+      passes::count_loads(b, b.only().out.buf) == 0) {
+    last.body = ir::binary(ir::Op::Add, last.body, b.only().body);
   } else {
-    a.fused.push_back({b.out, b.accum, b.body});
-    for (ir::Assign& f : b.fused) a.fused.push_back(std::move(f));
+    for (ir::Assign& f : b.assigns) a.assigns.push_back(std::move(f));
   }
   if (a.what != b.what && a.what.find("; " + b.what) == std::string::npos) a.what += "; " + b.what;
 }
@@ -93,11 +82,11 @@ void merge(ir::Stmt& a, ir::Stmt&& b) {
 void fuse(ir::Program& p, const PassOptions&) {
   for (ir::Routine& r : p.routines) {
     for (size_t i = 0; i < r.stmts.size(); ++i) {
-      if (!fusible(p, r.stmts[i])) continue;
+      if (!fusible(r.stmts[i])) continue;
       for (size_t j = i + 1; j < r.stmts.size();) {
         ir::Stmt& a = r.stmts[i];
         ir::Stmt& b = r.stmts[j];
-        if (!fusible(p, b) || !can_fuse(a, b)) {
+        if (!fusible(b) || !can_fuse(a, b)) {
           ++j;
           continue;
         }

@@ -47,10 +47,11 @@ bool reads_each_cell_once(const ir::Stmt& s, const ir::Access& a) {
 
 // e (in P's loops) read at `at` (in the reader's loops).
 ExprP instantiate(const ir::Stmt& producer, const ir::Access& at) {
+  const ir::Assign& def = producer.only();
   std::vector<ir::Affine> sigma(producer.iters.size(), ir::Affine::constant(0));
-  for (size_t d = 0; d < producer.out.index.size(); ++d)
-    sigma[static_cast<size_t>(producer.out.index[d].terms[0].iter)] = at.index[d];
-  return passes::rewrite(producer.body, [&](const Expr& l) -> ExprP {
+  for (size_t d = 0; d < def.out.index.size(); ++d)
+    sigma[static_cast<size_t>(def.out.index[d].terms[0].iter)] = at.index[d];
+  return passes::rewrite(def.body, [&](const Expr& l) -> ExprP {
     auto c = std::make_shared<Expr>(l);
     for (auto& ix : c->access.index) ix = passes::compose(ix, sigma);
     return c;
@@ -59,13 +60,15 @@ ExprP instantiate(const ir::Stmt& producer, const ir::Access& at) {
 
 bool try_inline(ir::Program& p, ir::Routine& r, size_t i, const std::set<int>& live) {
   const ir::Stmt& pr = r.stmts[i];
-  const int b = pr.out.buf;
-  if (pr.accum != ir::Accum::Set || !pr.fused.empty() || pr.sequential || !passes::covers_buffer(p, pr, pr.out) ||
+  if (!pr.single()) return false;
+  const ir::Assign& def = pr.only();
+  const int b = def.out.buf;
+  if (def.accum != ir::Accum::Set || pr.sequential || !passes::covers_buffer(p, pr, def.out) ||
       !passes::in_arena(p.buffers[static_cast<size_t>(b)]) || live.count(b))
     return false;
   const std::set<int> inputs = passes::reads(pr);
   if (inputs.count(b)) return false;
-  const bool cheap = passes::cost(*pr.body) <= 2;
+  const bool cheap = passes::cost(*def.body) <= 2;
   int loads = 0, readers = 0;
   bool clobbered = false;  // something P reads was written since P
   for (size_t j = 0; j < r.stmts.size(); ++j) {
@@ -84,9 +87,9 @@ bool try_inline(ir::Program& p, ir::Routine& r, size_t i, const std::set<int>& l
     if (passes::is_contraction(s)) {
       // Only a scaled load goes into a product, and only when the product keeps its form:
       // an im2col gather (shifted, padded reads) stays stored, so the product stays a GEMM.
-      if (!scaled_load(*pr.body)) return false;
+      if (!scaled_load(*def.body)) return false;
       ir::Stmt trial = s;
-      trial.body = passes::simplify_expr(passes::rewrite(s.body, [&](const Expr& l) -> ExprP {
+      trial.only().body = passes::simplify_expr(passes::rewrite(s.only().body, [&](const Expr& l) -> ExprP {
         return l.op == Op::Load && l.access.buf == b ? instantiate(pr, l.access) : nullptr;
       }));
       if (!passes::is_contraction(trial)) return false;
@@ -110,8 +113,7 @@ bool try_inline(ir::Program& p, ir::Routine& r, size_t i, const std::set<int>& l
         return l.op == Op::Load && l.access.buf == b ? instantiate(producer, l.access) : nullptr;
       });
     };
-    s.body = passes::simplify_expr(sub(s.body));
-    for (ir::Assign& a : s.fused) a.body = passes::simplify_expr(sub(a.body));
+    for (ir::Assign& a : s.assigns) a.body = passes::simplify_expr(sub(a.body));
   }
   r.stmts.erase(r.stmts.begin() + static_cast<long>(i));
   return true;

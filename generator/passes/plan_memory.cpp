@@ -14,7 +14,6 @@
 // orders (by first use, by size). Each routine has its own arena: what one routine leaves
 // in its buffers (the gradients `<model>_grad` returns) no other routine touches.
 #include <algorithm>
-#include <tuple>
 
 #include "passes/pipeline.h"
 #include "passes/rewrite.h"
@@ -38,24 +37,21 @@ long align64(long x) { return (x + 63) / 64 * 64; }
 // k is A's last use and B's first.
 bool in_place(const ir::Program& p, const ir::Stmt& s, int a, int b) {
   if (p.buffers[static_cast<size_t>(a)].dims != p.buffers[static_cast<size_t>(b)].dims) return false;
-  // the nest's assignments in order: (out, accum, body)
-  std::vector<std::tuple<const ir::Access*, ir::Accum, const ir::ExprP*>> assigns = {{&s.out, s.accum, &s.body}};
-  for (const ir::Assign& f : s.fused) assigns.push_back({&f.out, f.accum, &f.body});
-  if (s.out.buf == b && !passes::pointwise(s)) return false;
+  if (s.assigns[0].out.buf == b && !passes::pointwise(s)) return false;
   int first_write = -1;
   std::vector<ir::Access> outs;
-  for (size_t i = 0; i < assigns.size(); ++i) {
-    const auto& [out, accum, body] = assigns[i];
-    if (out->buf == a) return false;
-    if (out->buf != b) continue;
-    if (accum != ir::Accum::Set) return false;
+  for (size_t i = 0; i < s.assigns.size(); ++i) {
+    const ir::Assign& as = s.assigns[i];
+    if (as.out.buf == a) return false;
+    if (as.out.buf != b) continue;
+    if (as.accum != ir::Accum::Set) return false;
     if (first_write < 0) first_write = static_cast<int>(i);
-    outs.push_back(*out);
+    outs.push_back(as.out);
   }
   if (outs.empty()) return false;
-  for (size_t i = 0; i < assigns.size(); ++i) {
+  for (size_t i = 0; i < s.assigns.size(); ++i) {
     std::vector<const ir::Expr*> loads;
-    ir::collect_loads(*std::get<2>(assigns[i]), loads);
+    ir::collect_loads(s.assigns[i].body, loads);
     for (const ir::Expr* l : loads) {
       if (l->access.buf != a) continue;
       if (static_cast<int>(i) > first_write) return false;

@@ -1,7 +1,7 @@
 // reuse_values.cpp — loads of a stored tensor instead of recomputing its value.
 //
 // Takes: any Program. For a nest P that stores `B[i...] = e` over the whole of B (pointwise,
-// no fused assignments), a later nest R of the same routine, before anything writes B or a
+// one assignment), a later nest R of the same routine, before anything writes B or a
 // buffer e reads, that computes
 //   e itself at some cells (up to renaming P's loops into R's indices)  ->  B at those cells;
 //   step(x) where e = relu(x)                                           ->  step(B at the cells)
@@ -59,8 +59,8 @@ struct Reuser {
 
   // B at the cells sigma names, when every loop of P is named and they are inside B.
   ExprP stored(const Sigma& sigma) const {
-    ir::Access a{producer.out.buf, {}};
-    for (const auto& ix : producer.out.index) {
+    ir::Access a{producer.only().out.buf, {}};
+    for (const auto& ix : producer.only().out.index) {
       const auto& s = sigma[static_cast<size_t>(ix.terms[0].iter)];
       if (!s) return nullptr;
       a.index.push_back(*s);
@@ -71,8 +71,8 @@ struct Reuser {
 
   ExprP match(const Expr& x) const {
     Sigma sigma(producer.iters.size());
-    if (unify(x, *producer.body, sigma)) return stored(sigma);
-    const Expr& e = *producer.body;
+    const Expr& e = *producer.only().body;
+    if (unify(x, e, sigma)) return stored(sigma);
     if (x.op == Op::Step && e.op == Op::Relu) {
       Sigma s2(producer.iters.size());
       if (unify(*x.args[0], *e.args[0], s2))
@@ -98,9 +98,10 @@ struct Reuser {
 };
 
 bool candidate(const ir::Program& p, const ir::Stmt& s) {
-  return s.accum == ir::Accum::Set && s.fused.empty() && !s.sequential && passes::covers_buffer(p, s, s.out) &&
-         s.body->op != Op::Load && s.body->op != Op::Const && s.body->op != Op::Scalar &&
-         passes::in_arena(p.buffers[static_cast<size_t>(s.out.buf)]);
+  if (!s.single()) return false;
+  const ir::Assign& a = s.only();
+  return a.accum == ir::Accum::Set && !s.sequential && passes::covers_buffer(p, s, a.out) && a.body->op != Op::Load &&
+         a.body->op != Op::Const && a.body->op != Op::Scalar && passes::in_arena(p.buffers[static_cast<size_t>(a.out.buf)]);
 }
 
 }  // namespace
@@ -111,15 +112,14 @@ void reuse_values(ir::Program& p, const PassOptions&) {
       if (!candidate(p, r.stmts[i])) continue;
       const ir::Stmt producer = r.stmts[i];
       std::set<int> inputs = passes::reads(producer);
-      inputs.insert(producer.out.buf);
+      inputs.insert(producer.only().out.buf);
       for (size_t j = i + 1; j < r.stmts.size(); ++j) {
         ir::Stmt& s = r.stmts[j];
         bool clobbers = false;
         for (int w : passes::writes(s)) clobbers |= inputs.count(w) > 0;
         if (clobbers) break;
         Reuser u{p, producer, s};
-        s.body = u.run(s.body);
-        for (ir::Assign& a : s.fused) a.body = u.run(a.body);
+        for (ir::Assign& a : s.assigns) a.body = u.run(a.body);
       }
     }
   }

@@ -131,7 +131,9 @@ bool injective(const ir::Access& a) {
 }
 
 bool pointwise(const ir::Stmt& s) {
-  return injective(s.out) && s.out.index.size() == s.iters.size();
+  for (const ir::Assign& a : s.assigns)
+    if (!injective(a.out) || a.out.index.size() != s.iters.size()) return false;
+  return true;
 }
 
 bool covers_buffer(const ir::Program& p, const ir::Stmt& s, const ir::Access& a) {
@@ -152,8 +154,8 @@ static bool single_load(const Expr& e) {
 }
 
 bool is_contraction(const ir::Stmt& s) {
-  if (s.accum != ir::Accum::Add || !s.fused.empty() || !injective(s.out)) return false;
-  const Expr* e = s.body.get();
+  if (!s.single() || s.only().accum != ir::Accum::Add || !injective(s.only().out)) return false;
+  const Expr* e = s.only().body.get();
   if (e->op == Op::Mul && (e->args[1]->op == Op::Const || e->args[1]->op == Op::Scalar) && e->args[0]->op == Op::Mul)
     e = e->args[0].get();
   return e->op == Op::Mul && single_load(*e->args[0]) && single_load(*e->args[1]);
@@ -164,9 +166,8 @@ std::set<int> reads(const ir::Stmt& s) {
   ir::collect_loads(s, loads);
   std::set<int> r;
   for (const Expr* l : loads) r.insert(l->access.buf);
-  if (s.accum != ir::Accum::Set && !s.zero_first) r.insert(s.out.buf);
-  for (const auto& a : s.fused)
-    if (a.accum != ir::Accum::Set) r.insert(a.out.buf);
+  for (const auto& a : s.assigns)
+    if (a.accum != ir::Accum::Set && !s.zero_first) r.insert(a.out.buf);
   return r;
 }
 

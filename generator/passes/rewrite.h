@@ -28,7 +28,8 @@ bool always_in_range(const ir::Program& p, const ir::Stmt& s, const ir::Access& 
 
 // Each axis indexed by one loop variable (coefficient 1, no offset), all different.
 bool injective(const ir::Access& a);
-// The nest writes each of its points to its own cell: `out` is injective and names every loop.
+// The nest writes each of its points to its own cell: each assignment's out is injective and
+// names every loop.
 bool pointwise(const ir::Stmt& s);
 // Like pointwise, and the loops run over the whole buffer (bounds equal to the axis sizes).
 bool covers_buffer(const ir::Program& p, const ir::Stmt& s, const ir::Access& a);

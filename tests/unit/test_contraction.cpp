@@ -18,7 +18,7 @@ struct Prog {
   // The train_step nest writing `out` with +=, the first one (or the only one).
   const ir::Stmt& accumulating(const std::string& out) const {
     for (const auto& s : p.routine(ir::RoutineKind::TrainStep)->stmts)
-      if (p.buffers[static_cast<size_t>(s.out.buf)].name == out && s.accum == ir::Accum::Add) return s;
+      if (p.buffers[static_cast<size_t>(s.only().out.buf)].name == out && s.only().accum == ir::Accum::Add) return s;
     FAIL("no nest accumulating into " << out);
     throw;
   }

@@ -53,12 +53,7 @@ struct Frag {
   }
   static ir::ExprP ld(int buf, std::vector<int> its) { return ir::load(at(buf, std::move(its))); }
   ir::Stmt& nest(int buf, std::vector<int> its, ir::Accum accum, ir::ExprP body) {
-    ir::Stmt s;
-    s.iters = iters;
-    s.out = at(buf, std::move(its));
-    s.accum = accum;
-    s.body = std::move(body);
-    p.routines[0].stmts.push_back(s);
+    p.routines[0].stmts.push_back(ir::nest(iters, at(buf, std::move(its)), accum, std::move(body)));
     return p.routines[0].stmts.back();
   }
   std::string text() const {
@@ -128,7 +123,7 @@ TEST_CASE("simplify: an inexact reciprocal multiplies in double and is not reass
   f.loops({{"b", 4}, {"o", 3}});
   f.nest(y, {0, 1}, ir::Accum::Set, mul(div(Frag::ld(x, {0, 1}), c(255)), c(2)));
   CHECK(f.run(simplify) == "for b < n, o < 3:  y[b, o] = x[b, o] * (1/255) * 2\n");
-  const ir::Expr& body = *f.p.routines[0].stmts[0].body;
+  const ir::Expr& body = *f.p.routines[0].stmts[0].only().body;
   REQUIRE(body.args[0]->args[1]->op == Op::Const);
   CHECK(body.args[0]->args[1]->wide);  // emitted as (real)((double)x * 0.00392156862745098...)
   // Every float32 pixel value divided by 255 equals the double product rounded to float.
@@ -194,7 +189,7 @@ TEST_CASE("inline_virtual: cheap and read-once tensors inlined, escaping ones st
   f.nest(e, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(mm, {0, 1})));   // expensive, read twice: stored
   f.nest(tw, {0, 1}, ir::Accum::Set, ir::unary(Op::Tanh, Frag::ld(mm, {0, 1})));  // expensive, read once: inlined
   f.nest(loss, {}, ir::Accum::Add, add(mul(Frag::ld(e, {0, 1}), Frag::ld(e, {0, 1})), Frag::ld(tw, {0, 1})));
-  f.p.routines[0].stmts.back().out.index.clear();
+  f.p.routines[0].stmts.back().only().out.index.clear();
   CHECK(f.run(inline_virtual) ==
         "for b < n, o < 2, k < 3:  mm[b, o] += w[o, k] * img[b, k] * 0.5\n"
         "for b < n, o < 2:  e[b, o] = exp(mm[b, o])\n"
@@ -239,7 +234,7 @@ TEST_CASE("fuse: not when a nest reads another cell of what the other writes", "
   f.loops({{"b", 4}, {"o", 2}});
   f.nest(a, {0, 1}, ir::Accum::Set, Frag::ld(x, {0, 1}));
   f.nest(b, {0, 1}, ir::Accum::Set, Frag::ld(a, {0, 1}));
-  f.p.routines[0].stmts.back().body = ir::load({a, {ir::Affine::of(0), {{{1, -1}}, 1}}});  // a[b, 1 - o]
+  f.p.routines[0].stmts.back().only().body = ir::load({a, {ir::Affine::of(0), {{{1, -1}}, 1}}});  // a[b, 1 - o]
   const std::string before = f.text();
   CHECK(f.run(fuse) == before);
 }
@@ -252,7 +247,7 @@ TEST_CASE("dce: unread gradients go, param gradients and the loss stay", "[passe
   f.set_loss(loss);
   f.loops({{"b", 4}, {"o", 3}});
   f.nest(loss, {}, ir::Accum::Add, mul(Frag::ld(w, {1}), Frag::ld(x, {0, 1})));
-  f.p.routines[0].stmts.back().out.index.clear();
+  f.p.routines[0].stmts.back().only().out.index.clear();
   f.nest(xg, {0, 1}, ir::Accum::Set, Frag::ld(w, {1}));
   f.loops({{"o", 3}, {"b", 4}});
   f.nest(wg, {0}, ir::Accum::Add, Frag::ld(x, {1, 0}));
@@ -278,7 +273,7 @@ TEST_CASE("plan_memory: dead buffers' bytes reused, in place, gradients kept apa
   f.nest(wg, {0}, ir::Accum::Add, Frag::ld(c2, {1, 0}));                                    // 3
   f.loops({{"b", 4}, {"o", 16}});
   f.nest(loss, {}, ir::Accum::Add, Frag::ld(c2, {0, 1}));                                   // 4
-  f.p.routines[0].stmts.back().out.index.clear();
+  f.p.routines[0].stmts.back().only().out.index.clear();
   PassOptions o;
   o.elem_bytes = 4;
   plan_memory(f.p, o);
@@ -309,7 +304,7 @@ TEST_CASE("plan_memory: the printed IR shows the work region and the buffers at 
   f.nest(a, {0, 1}, ir::Accum::Set, Frag::ld(x, {0, 1}));                       // 0
   f.nest(b, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(a, {0, 1})));  // 1: b in place over a
   f.nest(loss, {}, ir::Accum::Add, Frag::ld(b, {0, 1}));                        // 2
-  f.p.routines[0].stmts.back().out.index.clear();
+  f.p.routines[0].stmts.back().only().out.index.clear();
   // No plan yet: nothing is printed, and the routine starts with its first nest.
   const std::string before = ir::print_program(f.p);
   CHECK(ir::print_plan(f.p.routines[0], f.p).empty());
@@ -346,9 +341,9 @@ TEST_CASE("plan_memory: no sharing in place when a fused assignment reads after 
   f.loops({{"j", 4}});
   f.nest(a, {0}, ir::Accum::Set, Frag::ld(x, {0}));
   ir::Stmt& s = f.nest(b, {0}, ir::Accum::Set, Frag::ld(x, {0}));  // b written first ...
-  s.fused.push_back({Frag::at(d, {0}), ir::Accum::Set, Frag::ld(a, {0})});  // ... then a read
+  s.assigns.push_back({Frag::at(d, {0}), ir::Accum::Set, Frag::ld(a, {0})});  // ... then a read
   f.nest(loss, {}, ir::Accum::Add, add(Frag::ld(b, {0}), Frag::ld(d, {0})));
-  f.p.routines[0].stmts.back().out.index.clear();
+  f.p.routines[0].stmts.back().only().out.index.clear();
   plan_memory(f.p, PassOptions{});
   const auto& r = f.p.routines[0];
   CHECK(r.offsets[static_cast<size_t>(a)] != r.offsets[static_cast<size_t>(b)]);
