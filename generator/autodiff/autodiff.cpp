@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "ir/prims.h"
 #include "support/diagnostic.h"
 
 namespace cannl {
@@ -17,8 +18,7 @@ ExprP derivative(const ExprP& e, const ir::Access& wrt) {
   auto mul = [](ExprP a, ExprP b) { return ir::binary(Op::Mul, std::move(a), std::move(b)); };
   const ExprP zero = ir::cnst(0);
   switch (e->op) {
-    case Op::Const: case Op::Scalar: case Op::Index: case Op::Step: case Op::Sign:
-    case Op::Eq: case Op::Gt: case Op::Uniform: case Op::Normal:
+    case Op::Const: case Op::Scalar: case Op::Index: case Op::Eq: case Op::Gt: case Op::Uniform: case Op::Normal:
       return zero;
     case Op::Load: return !e->nograd && e->access == wrt ? ir::cnst(1) : zero;
     case Op::Neg: return ir::unary(Op::Neg, d(0));
@@ -33,16 +33,13 @@ ExprP derivative(const ExprP& e, const ir::Access& wrt) {
     }
     case Op::Pow:
       return mul(mul(ir::cnst(e->value), ir::pow(e->args[0], e->value - 1)), d(0));
-    case Op::Relu: return mul(ir::unary(Op::Step, e->args[0]), d(0));
-    case Op::Sigmoid: return mul(mul(e, ir::binary(Op::Sub, ir::cnst(1), e)), d(0));
-    case Op::Tanh: return mul(ir::binary(Op::Sub, ir::cnst(1), mul(e, e)), d(0));
-    case Op::Exp: return mul(e, d(0));
-    case Op::Log: return ir::binary(Op::Div, d(0), e->args[0]);
-    case Op::Sqrt: return ir::binary(Op::Div, d(0), mul(ir::cnst(2), e));
-    case Op::Abs: return mul(ir::unary(Op::Sign, e->args[0]), d(0));
-    case Op::Gelu: return mul(ir::unary(Op::GeluGrad, e->args[0]), d(0));
     case Op::Select: return ir::select(e->args[0], d(1), d(2));
-    case Op::GeluGrad: CANNL_BUG("second derivatives are not supported");
+    case Op::Prim: {  // the function's own rule (ir/prims.cpp)
+      if (!e->prim->derivative) CANNL_BUG(std::string("no derivative of ") + e->prim->name);
+      std::vector<ExprP> dx;
+      for (size_t i = 0; i < e->args.size(); ++i) dx.push_back(d(i));
+      return e->prim->derivative(e->args, e, dx);
+    }
   }
   CANNL_BUG("no derivative rule for this operation");
 }

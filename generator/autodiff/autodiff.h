@@ -10,9 +10,10 @@
 //     for <the same loops>:  x_grad[read index] += out_grad[write index] * d body / d x[read index]
 // (for max= and min= nests the derivative is masked to the first element of the reduction,
 // in row-major order of the reduced loops, equal to the result: ties go to the first, as in
-// PyTorch; a `<name>_arg` buffer and two nests before the contributions find that element). One rule per primitive
-// operation of the loop IR (`derivative`), so every built-in gets its gradient from the nests
-// lower_forward wrote for it. Loads marked nograd are constants.
+// PyTorch; a `<name>_arg` buffer and two nests before the contributions find that element).
+// One rule per operation of the loop IR (`derivative`; a primitive function's is its row in
+// ir/prims.cpp), so every built-in gets its gradient from the nests lower_forward wrote for
+// it. Loads marked nograd are constants.
 #pragma once
 
 #include "ir/ir.h"

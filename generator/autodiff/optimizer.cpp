@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "ir/prims.h"
+
 namespace cannl {
 
 using ir::ExprP;
@@ -120,7 +122,7 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
       s.line = line;
       out.push_back(std::move(s));
     }
-    ExprP ratio = div(num(options.clip_grad_norm), add(ir::unary(Op::Sqrt, ir::load({norm, {}})), num(1e-6)));
+    ExprP ratio = div(num(options.clip_grad_norm), add(ir::call("sqrt", {ir::load({norm, {}})}), num(1e-6)));
     ir::Stmt c = ir::nest({}, {coef, {}}, ir::Accum::Set, ir::select(ir::binary(Op::Gt, ratio, num(1)), num(1), ratio));
     c.line = line;
     c.what = what + ": the factor";
@@ -161,7 +163,7 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
       ExprP M = ir::load_all(shape, m), V = ir::load_all(shape, v);
       nest(m, add(mul(num(beta1), M), mul(num(1 - beta1), grad)));
       nest(v, add(mul(num(beta2), V), mul(num(1 - beta2), mul(grad, grad))));
-      ExprP denom = add(div(ir::unary(Op::Sqrt, V), ir::scalar("sqrt_bc2")), num(eps));
+      ExprP denom = add(div(ir::call("sqrt", {V}), ir::scalar("sqrt_bc2")), num(eps));
       nest(param, sub(P(), mul(div(LR(), ir::scalar("bc1")), div(M, denom))));
     }
   }

@@ -8,6 +8,7 @@
 
 #include "driver/version.h"
 #include "emit/c_emit.h"
+#include "ir/prims.h"
 #include "support/diagnostic.h"
 
 namespace cannl {
@@ -205,25 +206,16 @@ void CExpr::begin_nest(const ir::Stmt& s, const std::set<std::string>& taken, co
   }
 }
 
-std::string CExpr::num(double v) const {
-  if (std::isinf(v)) return v > 0 ? "INFINITY" : "-INFINITY";
-  std::string s = f64 ? fmt::format("{}", v) : fmt::format("{}", static_cast<float>(v));
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return f64 ? s : s + "f";
-}
+std::string CExpr::num(double v) const { return ir::CSpell{f64}.num(v); }
 
 std::string CExpr::helper_defs(const std::string& qualifier) const {
   std::string r = real(), s;
-  auto add = [&](const char* name, std::string body) {
-    if (helpers.count(name)) s += fmt::format("{} {} cannl_{}({} x) {{ {} }}\n", qualifier, r, name, r, body);
-  };
-  add("relu", "return x > 0 ? x : 0;");
-  add("step", "return x > 0 ? 1 : 0;");
-  add("sigmoid", fmt::format("return 1 / (1 + {}(-x));", fn("exp")));
-  add("sign", "return (x > 0) - (x < 0);");
-  add("gelu", fmt::format("return {} * x * (1 + {}(x * {}));", num(0.5), fn("erf"), num(M_SQRT1_2)));
-  add("gelu_grad", fmt::format("return {} * (1 + {}(x * {})) + x * {}({} * x * x) * {};", num(0.5), fn("erf"),
-                               num(M_SQRT1_2), fn("exp"), num(-0.5), num(0.3989422804014327)));
+  for (const ir::Prim& f : ir::prims()) {
+    if (!helpers.count(f.name)) continue;
+    const auto body = cuda && f.cuda_helper ? f.cuda_helper : f.helper;
+    s += fmt::format("{} {} cannl_{}({} x{}) {{ {} }}\n", qualifier, r, f.name, r, f.arity == 2 ? ", " + r + " y" : "",
+                     body(ir::CSpell{f64}));
+  }
   return s;
 }
 
@@ -310,10 +302,6 @@ std::string CExpr::sub(const ir::Expr& e, int min_prec) {
   return prec(e.op) < min_prec ? "(" + s + ")" : s;
 }
 std::string CExpr::call(const std::string& f, const ir::Expr& a) { return f + "(" + expr(a) + ")"; }
-std::string CExpr::helper(const char* name, const ir::Expr& a) {
-  helpers.insert(name);
-  return call(std::string("cannl_") + name, a);
-}
 
 std::string CExpr::expr(const ir::Expr& e) {
   using ir::Op;
@@ -340,17 +328,13 @@ std::string CExpr::expr(const ir::Expr& e) {
       if (e.value == 0.5) return call(fn("sqrt"), a);
       return fmt::format("{}({}, {})", fn("pow"), expr(a), num(e.value));
     }
-    case Op::Relu: return helper("relu", *e.args[0]);
-    case Op::Step: return helper("step", *e.args[0]);
-    case Op::Sigmoid: return helper("sigmoid", *e.args[0]);
-    case Op::Sign: return helper("sign", *e.args[0]);
-    case Op::Gelu: return helper("gelu", *e.args[0]);
-    case Op::GeluGrad: return helper("gelu_grad", *e.args[0]);
-    case Op::Tanh: return call(fn("tanh"), *e.args[0]);
-    case Op::Exp: return call(fn("exp"), *e.args[0]);
-    case Op::Log: return call(fn("log"), *e.args[0]);
-    case Op::Sqrt: return call(fn("sqrt"), *e.args[0]);
-    case Op::Abs: return call(fn("fabs"), *e.args[0]);
+    case Op::Prim: {  // a math-library function or a helper (ir/prims.cpp)
+      std::string args;
+      for (const ir::ExprP& a : e.args) args += (args.empty() ? "" : ", ") + expr(*a);
+      if (e.prim->libm) return fn(e.prim->libm) + "(" + args + ")";
+      helpers.insert(e.prim->name);
+      return "cannl_" + std::string(e.prim->name) + "(" + args + ")";
+    }
     case Op::Select: {
       const ir::Expr& c = *e.args[0];
       std::string cond = c.op == Op::Eq || c.op == Op::Gt

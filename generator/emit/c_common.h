@@ -53,6 +53,7 @@ struct CExpr {
   const ir::Program* p = nullptr;
   std::vector<std::string> names;  // C name per buffer
   bool f64 = false;
+  bool cuda = false;               // helpers as the CUDA target spells them (prims.h cuda_helper)
   std::vector<std::string> vars;
   const ir::Stmt* stmt = nullptr;
   std::set<std::string> helpers;  // helper functions used so far
@@ -68,13 +69,13 @@ struct CExpr {
   // Starts nest `s`: its loop variables named after its iterators, clear of `taken`, of C's
   // reserved words, of `reserved` (names the back end's code uses) and of each other.
   void begin_nest(const ir::Stmt& s, const std::set<std::string>& taken, const std::set<std::string>& reserved = {});
-  // Definitions of the helpers used, each `qualifier real cannl_NAME(real x)`; "" when none.
+  // Definitions of the helpers used, each `qualifier real cannl_NAME(real x[, real y])`, in
+  // the order of the table of primitive functions (ir/prims.cpp); "" when none.
   std::string helper_defs(const std::string& qualifier) const;
 
 private:
   std::string sub(const ir::Expr& e, int min_prec);
   std::string call(const std::string& f, const ir::Expr& a);
-  std::string helper(const char* name, const ir::Expr& a);
 };
 
 }  // namespace cannl

@@ -34,6 +34,7 @@ public:
     x_.p = &p;
     x_.names = names_;
     x_.f64 = o.f64;
+    x_.cuda = true;
   }
 
   std::vector<OutputFile> run() {

@@ -44,34 +44,14 @@ const char* op_name(Op op) {
     case Op::Mul: return "*";
     case Op::Div: return "/";
     case Op::Pow: return "pow";
-    case Op::Relu: return "relu";
-    case Op::Step: return "step";
-    case Op::Sigmoid: return "sigmoid";
-    case Op::Tanh: return "tanh";
-    case Op::Exp: return "exp";
-    case Op::Log: return "log";
-    case Op::Sqrt: return "sqrt";
-    case Op::Abs: return "abs";
-    case Op::Sign: return "sign";
-    case Op::Gelu: return "gelu";
-    case Op::GeluGrad: return "gelu_grad";
     case Op::Eq: return "==";
     case Op::Gt: return ">";
     case Op::Select: return "select";
+    case Op::Prim: return "prim";
     case Op::Uniform: return "uniform";
     case Op::Normal: return "normal";
   }
   return "?";
-}
-
-int op_arity(Op op) {
-  switch (op) {
-    case Op::Const: case Op::Scalar: case Op::Index: case Op::Load: return 0;
-    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Eq: case Op::Gt:
-    case Op::Uniform: case Op::Normal: return 2;
-    case Op::Select: return 3;
-    default: return 1;
-  }
 }
 
 const char* accum_symbol(Accum a) {
@@ -115,28 +95,10 @@ ExprP index_value(const Affine& a) {
 
 bool is_const(const ExprP& e, double v) { return e->op == Op::Const && e->value == v; }
 
-static double fold_unary(Op op, double x) {
-  switch (op) {
-    case Op::Neg: return -x;
-    case Op::Relu: return x > 0 ? x : 0;
-    case Op::Step: return x > 0 ? 1 : 0;
-    case Op::Sigmoid: return 1 / (1 + std::exp(-x));
-    case Op::Tanh: return std::tanh(x);
-    case Op::Exp: return std::exp(x);
-    case Op::Log: return std::log(x);
-    case Op::Sqrt: return std::sqrt(x);
-    case Op::Abs: return std::fabs(x);
-    case Op::Sign: return (x > 0) - (x < 0);
-    default: return NAN;
-  }
-}
-
 ExprP unary(Op op, ExprP a) {
-  if (a->op == Op::Const && op != Op::Gelu && op != Op::GeluGrad) {
-    double v = fold_unary(op, a->value);
-    if (std::isfinite(v)) return cnst(v);
-  }
-  if (op == Op::Neg && a->op == Op::Neg) return a->args[0];
+  if (op != Op::Neg) CANNL_BUG("unary() makes negations; functions are prims.h calls");
+  if (a->op == Op::Const && std::isfinite(a->value)) return cnst(-a->value);
+  if (a->op == Op::Neg) return a->args[0];
   auto e = std::make_shared<Expr>();
   e->op = op;
   e->args = {std::move(a)};
@@ -212,8 +174,8 @@ ExprP select(ExprP c, ExprP a, ExprP b) {
 
 bool same_expr(const Expr& a, const Expr& b) {
   if (&a == &b) return true;
-  if (a.op != b.op || a.value != b.value || a.name != b.name || a.nograd != b.nograd || a.wide != b.wide ||
-      a.args.size() != b.args.size())
+  if (a.op != b.op || a.value != b.value || a.prim != b.prim || a.name != b.name || a.nograd != b.nograd ||
+      a.wide != b.wide || a.args.size() != b.args.size())
     return false;
   if ((a.op == Op::Load || a.op == Op::Index) && !(a.access == b.access)) return false;
   for (size_t i = 0; i < a.args.size(); ++i)

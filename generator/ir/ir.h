@@ -72,21 +72,22 @@ enum class Op {
   Load,      // access
   Neg, Add, Sub, Mul, Div,
   Pow,       // args[0] ** value
-  Relu, Step /* x > 0 ? 1 : 0 */, Sigmoid, Tanh, Exp, Log, Sqrt, Abs, Sign, Gelu, GeluGrad,
   Eq, Gt,    // 1 or 0
   Select,    // args[0] != 0 ? args[1] : args[2]
+  Prim,      // a primitive pointwise function of the table (prims.h) applied to args: relu, exp, ...
   Uniform,   // lo = args[0].value, hi = args[1].value (init only; sequential)
   Normal,    // mean, std
 };
-const char* op_name(Op op);
-int op_arity(Op op);
+const char* op_name(Op op);  // "+", "select"; for Prim "prim" (the row has the function's name)
 
 struct Expr;
+struct Prim;
 using ExprP = std::shared_ptr<const Expr>;
 
 struct Expr {
   Op op = Op::Const;
   double value = 0;         // Const, Pow exponent
+  const Prim* prim = nullptr;  // Prim: the function (a row of prims.h)
   std::string name;         // Scalar
   Access access;            // Load; Index uses access.index[0]
   bool nograd = false;      // Load: treated as a constant by autodiff (softmax's shift)
@@ -100,7 +101,7 @@ ExprP cnst(double v);
 ExprP scalar(const std::string& name);
 ExprP load(const Access& a, bool nograd = false);
 ExprP index_value(const Affine& a);
-ExprP unary(Op op, ExprP a);
+ExprP unary(Op op, ExprP a);  // Neg (functions: prims.h call)
 ExprP binary(Op op, ExprP a, ExprP b);
 ExprP pow(ExprP a, double exponent);
 ExprP select(ExprP c, ExprP a, ExprP b);

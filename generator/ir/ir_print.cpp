@@ -1,6 +1,8 @@
 // ir_print.cpp — the loop IR as text.
 #include "ir/ir_print.h"
 
+#include "ir/prims.h"
+
 #include <fmt/format.h>
 
 #include <map>
@@ -73,11 +75,13 @@ std::string print_expr(const Expr& e, const Program& p, const std::vector<Iter>&
     case Op::Select:
       return "select(" + print_expr(*e.args[0], p, iters) + ", " + print_expr(*e.args[1], p, iters) +
              ", " + print_expr(*e.args[2], p, iters) + ")";
-    case Op::Uniform: case Op::Normal:
-      return std::string(op_name(e.op)) + "(" + print_expr(*e.args[0], p, iters) + ", " +
-             print_expr(*e.args[1], p, iters) + ")";
-    default: return std::string(op_name(e.op)) + "(" + print_expr(*e.args[0], p, iters) + ")";
+    case Op::Uniform: case Op::Normal: case Op::Prim: {
+      std::string args;
+      for (const ExprP& a : e.args) args += (args.empty() ? "" : ", ") + print_expr(*a, p, iters);
+      return std::string(e.op == Op::Prim ? e.prim->name : op_name(e.op)) + "(" + args + ")";
+    }
   }
+  return "?";
 }
 
 std::string print_stmt(const Stmt& s, const Program& p) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/prims.h"
 #include "shapes/shape_context.h"
 
 namespace cannl {
@@ -89,10 +90,15 @@ void pool2d(ShapeContext& c, const BoundCall& b) {
   s.affine(W, stride, OW, DimT::known(size), 0, o);
 }
 
+// Lowers to the primitive function `f` (ir/prims.cpp) of the tensor operands.
+PointwiseLowering prim(const char* f) {
+  return [f](const std::vector<ir::ExprP>& x, const BoundCall&) { return ir::call(f, x); };
+}
+
 std::vector<OpInfo> make_table() {
   std::vector<OpInfo> t;
   for (const char* f : {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"})
-    t.push_back({f, {tensor("x")}, pointwise, false, "pointwise; the shape is unchanged"});
+    t.push_back({f, {tensor("x")}, pointwise, false, "pointwise; the shape is unchanged", prim(f)});
   for (const char* f : {"sum", "mean", "max"})
     t.push_back({f, {tensor("x"), spec("spec", false)}, reduction, false,
                  "over all axes (a scalar), or as a one-operand einsum spec says"});

@@ -10,6 +10,7 @@
 // Guarantees: the same values (the stored cell holds exactly what e computes there).
 #include <optional>
 
+#include "ir/prims.h"
 #include "passes/pipeline.h"
 #include "passes/rewrite.h"
 
@@ -40,7 +41,8 @@ bool unify_affine(const ir::Affine& in_p, const ir::Affine& in_r, Sigma& sigma) 
 
 // x (in R's loops) is e (in P's loops) under the renaming sigma (extended as needed).
 bool unify(const Expr& x, const Expr& e, Sigma& sigma) {
-  if (x.op != e.op || x.value != e.value || x.name != e.name || x.args.size() != e.args.size()) return false;
+  if (x.op != e.op || x.value != e.value || x.prim != e.prim || x.name != e.name || x.args.size() != e.args.size())
+    return false;
   if (x.op == Op::Load || x.op == Op::Index) {
     if (x.access.buf != e.access.buf || x.access.index.size() != e.access.index.size()) return false;
     for (size_t d = 0; d < x.access.index.size(); ++d)
@@ -73,10 +75,10 @@ struct Reuser {
     Sigma sigma(producer.iters.size());
     const Expr& e = *producer.only().body;
     if (unify(x, e, sigma)) return stored(sigma);
-    if (x.op == Op::Step && e.op == Op::Relu) {
+    if (ir::is_call(x, "step") && ir::is_call(e, "relu")) {
       Sigma s2(producer.iters.size());
       if (unify(*x.args[0], *e.args[0], s2))
-        if (ExprP l = stored(s2)) return ir::unary(Op::Step, l);
+        if (ExprP l = stored(s2)) return ir::call("step", {l});
     }
     return nullptr;
   }

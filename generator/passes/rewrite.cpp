@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "ir/prims.h"
+
 namespace cannl::passes {
 
 using ir::Expr;
@@ -18,6 +20,7 @@ ExprP rebuild(const Expr& e, std::vector<ExprP> args) {
     }
     case Op::Pow: return ir::pow(args[0], e.value);
     case Op::Select: return ir::select(args[0], args[1], args[2]);
+    case Op::Prim: return ir::call(*e.prim, std::move(args));
     case Op::Uniform: case Op::Normal: {
       auto c = std::make_shared<Expr>(e);
       c->args = std::move(args);
@@ -201,8 +204,8 @@ double cost(const Expr& e) {
   double c = 0;
   switch (e.op) {
     case Op::Const: case Op::Scalar: case Op::Index: case Op::Load: break;
-    case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Tanh: case Op::Sigmoid: case Op::Gelu:
-    case Op::GeluGrad: case Op::Pow: case Op::Div: c = 4; break;
+    case Op::Prim: c = e.prim->cost; break;
+    case Op::Pow: case Op::Div: c = 4; break;
     default: c = 1;
   }
   for (const ExprP& a : e.args) c += cost(*a);

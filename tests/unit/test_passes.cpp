@@ -4,6 +4,7 @@
 
 #include "ir/ir_print.h"
 #include "ir/stats.h"
+#include "ir/prims.h"
 #include "passes/pipeline.h"
 
 using namespace cannl;
@@ -164,10 +165,10 @@ TEST_CASE("reuse_values: a relu mask reads the stored relu -- a recomputed value
   int ag = f.buf("ag", {{4, true}, {3, false}}), bg = f.buf("bias_grad", {{3, false}}, ir::Role::Grad, bias);
   f.loops({{"b", 4}, {"o", 3}});
   auto z = [&] { return add(Frag::ld(a, {0, 1}), Frag::ld(bias, {1})); };
-  f.nest(h, {0, 1}, ir::Accum::Set, ir::unary(Op::Relu, z()));
-  f.nest(ag, {0, 1}, ir::Accum::Set, mul(Frag::ld(hg, {0, 1}), ir::unary(Op::Step, z())));
+  f.nest(h, {0, 1}, ir::Accum::Set, ir::call("relu", {z()}));
+  f.nest(ag, {0, 1}, ir::Accum::Set, mul(Frag::ld(hg, {0, 1}), ir::call("step", {z()})));
   f.loops({{"o", 3}, {"b", 4}});
-  f.nest(bg, {0}, ir::Accum::Add, mul(Frag::ld(hg, {1, 0}), ir::unary(Op::Step, add(Frag::ld(a, {1, 0}), Frag::ld(bias, {0})))));
+  f.nest(bg, {0}, ir::Accum::Add, mul(Frag::ld(hg, {1, 0}), ir::call("step", {add(Frag::ld(a, {1, 0}), Frag::ld(bias, {0}))})));
   CHECK(f.run(reuse_values) ==
         "for b < n, o < 3:  h[b, o] = relu(a[b, o] + bias[o])\n"
         "for b < n, o < 3:  ag[b, o] = hg[b, o] * step(h[b, o])\n"
@@ -186,8 +187,8 @@ TEST_CASE("inline_virtual: cheap and read-once tensors inlined, escaping ones st
   f.loops({{"b", 4}, {"o", 2}, {"k", 3}});
   f.nest(mm, {0, 1}, ir::Accum::Add, mul(Frag::ld(w, {1, 2}), Frag::ld(x, {0, 2})));
   f.loops({{"b", 4}, {"o", 2}});
-  f.nest(e, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(mm, {0, 1})));   // expensive, read twice: stored
-  f.nest(tw, {0, 1}, ir::Accum::Set, ir::unary(Op::Tanh, Frag::ld(mm, {0, 1})));  // expensive, read once: inlined
+  f.nest(e, {0, 1}, ir::Accum::Set, ir::call("exp", {Frag::ld(mm, {0, 1})}));   // expensive, read twice: stored
+  f.nest(tw, {0, 1}, ir::Accum::Set, ir::call("tanh", {Frag::ld(mm, {0, 1})}));  // expensive, read once: inlined
   f.nest(loss, {}, ir::Accum::Add, add(mul(Frag::ld(e, {0, 1}), Frag::ld(e, {0, 1})), Frag::ld(tw, {0, 1})));
   f.p.routines[0].stmts.back().only().out.index.clear();
   CHECK(f.run(inline_virtual) ==
@@ -202,7 +203,7 @@ TEST_CASE("inline_virtual: a contraction keeps its form", "[passes]") {
   int h = f.buf("h", {{4, true}, {3, false}}), mm = f.buf("mm", {{4, true}, {2, false}});
   f.p.loss = mm;
   f.loops({{"b", 4}, {"o", 3}});
-  f.nest(h, {0, 1}, ir::Accum::Set, ir::unary(Op::Relu, Frag::ld(a, {0, 1})));
+  f.nest(h, {0, 1}, ir::Accum::Set, ir::call("relu", {Frag::ld(a, {0, 1})}));
   f.loops({{"b", 4}, {"o", 2}, {"k", 3}});
   f.nest(mm, {0, 1}, ir::Accum::Add, mul(Frag::ld(w, {1, 2}), Frag::ld(h, {0, 2})));
   const std::string before = f.text();
@@ -267,8 +268,8 @@ TEST_CASE("plan_memory: dead buffers' bytes reused, in place, gradients kept apa
   f.set_loss(loss);
   f.loops({{"b", 4}, {"o", 16}});
   f.nest(a, {0, 1}, ir::Accum::Set, Frag::ld(x, {0, 1}));                                  // 0
-  f.nest(b, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(a, {0, 1})));             // 1: a dies
-  f.nest(c2, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(b, {0, 1})));            // 2: in place over b
+  f.nest(b, {0, 1}, ir::Accum::Set, ir::call("exp", {Frag::ld(a, {0, 1})}));             // 1: a dies
+  f.nest(c2, {0, 1}, ir::Accum::Set, ir::call("exp", {Frag::ld(b, {0, 1})}));            // 2: in place over b
   f.loops({{"o", 16}, {"b", 4}});
   f.nest(wg, {0}, ir::Accum::Add, Frag::ld(c2, {1, 0}));                                    // 3
   f.loops({{"b", 4}, {"o", 16}});
@@ -302,7 +303,7 @@ TEST_CASE("plan_memory: the printed IR shows the work region and the buffers at 
   f.set_loss(loss);
   f.loops({{"b", 4}, {"o", 16}});
   f.nest(a, {0, 1}, ir::Accum::Set, Frag::ld(x, {0, 1}));                       // 0
-  f.nest(b, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(a, {0, 1})));  // 1: b in place over a
+  f.nest(b, {0, 1}, ir::Accum::Set, ir::call("exp", {Frag::ld(a, {0, 1})}));  // 1: b in place over a
   f.nest(loss, {}, ir::Accum::Add, Frag::ld(b, {0, 1}));                        // 2
   f.p.routines[0].stmts.back().only().out.index.clear();
   // No plan yet: nothing is printed, and the routine starts with its first nest.
