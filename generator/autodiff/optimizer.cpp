@@ -18,13 +18,6 @@ ExprP mul(ExprP a, ExprP b) { return ir::binary(Op::Mul, std::move(a), std::move
 ExprP div(ExprP a, ExprP b) { return ir::binary(Op::Div, std::move(a), std::move(b)); }
 ExprP num(double v) { return ir::cnst(v); }
 
-// A double literal for C: always with a '.' or an exponent (so 500 does not divide as an int).
-std::string c_double(double v) {
-  std::string s = fmt::format("{}", v);
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
-}
-
 int scalar_buffer(ir::Program& p, const std::string& name, const std::string& what) {
   ir::Buffer b;
   b.name = name;
@@ -49,24 +42,26 @@ int state_buffer(ir::Program& p, int param, const std::string& state) {
 
 }  // namespace
 
-std::string schedule_formula(const CallConfig& c, const std::string& base) {
+ExprP schedule_lr(const CallConfig& c, const ExprP& base) {
   auto a = [&](const char* k) { return c.args.at(k); };
   const double warmup = a("warmup");
-  const std::string s = "(double)(step - 1)";  // steps taken before this one
-  std::string after;                           // the lr once warmed up
+  const ExprP s = sub(ir::scalar("step"), num(1));  // steps taken before this one
+  ExprP after;                                      // the lr once warmed up
   if (c.name == "constant") {
     after = base;
-  } else if (c.name == "step") {
-    after = fmt::format("{} * pow({}, (double)((step - 1 - {}) / {}))", base, c_double(a("gamma")),
-                        static_cast<long>(warmup), static_cast<long>(a("every")));
-  } else {  // cosine
+  } else if (c.name == "step") {  // base * gamma ** floor((s - warmup) / every), whole steps
+    const double w = static_cast<double>(static_cast<long>(warmup)), every = static_cast<double>(static_cast<long>(a("every")));
+    after = mul(base, ir::call("pow", {num(a("gamma")), ir::call("floor", {div(sub(s, num(w)), num(every))})}));
+  } else {  // cosine: min_lr + (base - min_lr) * 0.5 * (1 + cos(pi * min(1, (s - warmup) / (steps - warmup))))
     const double min_lr = a("min_lr");
-    after = fmt::format("{} + ({} - {}) * 0.5 * (1 + cos(3.141592653589793 * fmin(1.0, ({} - {}) / {})))",
-                        c_double(min_lr), base, c_double(min_lr), s, c_double(warmup),
-                        c_double(a("steps") - warmup));
+    const ExprP t = div(sub(s, num(warmup)), num(a("steps") - warmup));
+    const ExprP capped = ir::select(ir::binary(Op::Gt, t, num(1)), num(1), t);
+    after = add(num(min_lr), mul(mul(sub(base, num(min_lr)), num(0.5)),
+                                 add(num(1), ir::call("cos", {mul(num(3.141592653589793), capped)}))));
   }
   if (warmup == 0) return after;
-  return fmt::format("{} < {} ? {} * ({} + 1) / {} : {}", s, c_double(warmup), base, s, c_double(warmup), after);
+  // Linear warmup: base * (s + 1) / warmup for the first `warmup` steps.
+  return ir::select(ir::binary(Op::Gt, num(warmup), s), div(mul(base, add(s, num(1))), num(warmup)), after);
 }
 
 namespace {
@@ -88,17 +83,19 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
   const bool nesterov = arg("nesterov", 0) != 0;
   const double beta1 = arg("beta1", 0.9), beta2 = arg("beta2", 0.999), eps = arg("eps", 1e-8);
 
+  // Adam's bias corrections.
+  const ExprP step = ir::scalar("step");
   if (kind == "adam" || kind == "adamw") {
-    train_step.scalars.push_back({"bc1", fmt::format("1 - pow({}, step)", beta1)});
-    train_step.scalars.push_back({"sqrt_bc2", fmt::format("sqrt(1 - pow({}, step))", beta2)});
+    train_step.scalars.push_back({"bc1", sub(num(1), ir::call("pow", {num(beta1), step}))});
+    train_step.scalars.push_back({"sqrt_bc2", ir::call("sqrt", {sub(num(1), ir::call("pow", {num(beta2), step}))})});
   }
 
   // The learning rate of this step: the spec's schedule unless switched off at run time.
   std::string lr_name = "lr";
   if (options.schedule) {
     lr_name = "lr_t";
-    train_step.scalars.push_back(
-        {lr_name, fmt::format("m->schedule ? ({}) : m->lr", schedule_formula(*options.schedule, "m->lr"))});
+    const ExprP lr = ir::scalar("lr");
+    train_step.scalars.push_back({lr_name, ir::select(ir::scalar("schedule"), schedule_lr(*options.schedule, lr), lr)});
   }
   auto LR = [&] { return ir::scalar(lr_name); };
 

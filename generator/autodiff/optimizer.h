@@ -23,8 +23,8 @@ namespace cannl {
 
 void add_optimizer(ir::Program& p, const Model& m, const SourceFile& file);
 
-// The C expression (double) of the learning rate of step `step` (1-based, int64_t) under a
-// schedule, from the base lr `base` (a C expression).
-std::string schedule_formula(const CallConfig& schedule, const std::string& base);
+// The learning rate of this step (Scalar `step`, 1-based) under a schedule, from the base
+// learning rate `base` (evaluated in double precision as a ScalarDef, ir.h).
+ir::ExprP schedule_lr(const CallConfig& schedule, const ir::ExprP& base);
 
 }  // namespace cannl

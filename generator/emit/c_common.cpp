@@ -180,6 +180,17 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
   return d;
 }
 
+std::string scalar_prologue(const ir::Routine& r, const std::set<std::string>& used, CExpr& x) {
+  if (r.kind != ir::RoutineKind::TrainStep) return "";
+  std::string pro;
+  const bool step_used = used.count("step") > 0 || !r.scalars.empty();
+  pro += step_used ? "    const int64_t step = ++m->step;\n" : "    ++m->step;\n";
+  if (used.count("lr")) pro += "    const real lr = (real)m->lr;\n";
+  for (const auto& d : r.scalars)
+    if (used.count(d.name)) pro += fmt::format("    const real {} = (real)({});\n", d.name, x.formula(*d.value));
+  return pro;
+}
+
 // ---- expressions -------------------------------------------------------------------------
 
 std::string fresh_name(std::string v, const std::set<std::string>& taken) {
@@ -297,6 +308,18 @@ bool simple(const ir::Expr& e) { return e.op == ir::Op::Load || e.op == ir::Op::
 
 }  // namespace
 
+std::string CExpr::formula(const ir::Expr& e) {
+  const bool was_f64 = f64;
+  const auto helpers_before = helpers;
+  f64 = true;
+  in_formula_ = true;
+  std::string s = expr(e);
+  f64 = was_f64;
+  in_formula_ = false;
+  if (helpers != helpers_before) CANNL_BUG("a helper function in a run-time scalar's formula");
+  return s;
+}
+
 std::string CExpr::sub(const ir::Expr& e, int min_prec) {
   std::string s = expr(e);
   return prec(e.op) < min_prec ? "(" + s + ")" : s;
@@ -307,7 +330,12 @@ std::string CExpr::expr(const ir::Expr& e) {
   using ir::Op;
   switch (e.op) {
     case Op::Const: return num(e.value);
-    case Op::Scalar: return e.name == "n" ? "(real)n" : e.name;
+    case Op::Scalar:
+      if (in_formula_) {
+        if (e.name == "lr" || e.name == "schedule") return "m->" + e.name;
+        return e.name == "n" ? "(double)n" : e.name;
+      }
+      return e.name == "n" ? "(real)n" : e.name;
     case Op::Index: return "(real)(" + affine(e.access.index[0]) + ")";
     case Op::Load: {
       std::string cond = in_range(e.access);

@@ -41,6 +41,12 @@ void stmt_uses(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& sc
 kainjow::mustache::data model_template_data(const ir::Program& p, const std::vector<std::string>& names, bool f64,
                                             const std::string& spec, const std::string& grad_prefix);
 
+struct CExpr;
+// The top of a routine that uses the run-time scalars `used` (nests' Scalar names): train_step
+// counts the step up; the learning rate as set, rounded; each definition used (ir.h ScalarDef),
+// computed in double and rounded to the element type.
+std::string scalar_prologue(const ir::Routine& r, const std::set<std::string>& used, CExpr& x);
+
 // `v`, or `v_`, `v__`, ... : the first clear of `taken` and of C's reserved words.
 std::string fresh_name(std::string v, const std::set<std::string>& taken);
 
@@ -66,6 +72,9 @@ struct CExpr {
   std::string in_range(const ir::Access& a) const;  // "" when always inside
   std::string access(const ir::Access& a) const;    // name[flat index]
   std::string expr(const ir::Expr& e);
+  // A run-time scalar's formula (ir.h ScalarDef) in double precision, over the state's
+  // built-in scalars (m->lr, m->schedule, the local step).
+  std::string formula(const ir::Expr& e);
   // Starts nest `s`: its loop variables named after its iterators, clear of `taken`, of C's
   // reserved words, of `reserved` (names the back end's code uses) and of each other.
   void begin_nest(const ir::Stmt& s, const std::set<std::string>& taken, const std::set<std::string>& reserved = {});
@@ -74,6 +83,7 @@ struct CExpr {
   std::string helper_defs(const std::string& qualifier) const;
 
 private:
+  bool in_formula_ = false;
   std::string sub(const ir::Expr& e, int min_prec);
   std::string call(const std::string& f, const ir::Expr& a);
 };

@@ -455,13 +455,7 @@ private:
     for (const auto& s : r.stmts)
       for (const auto& it : s.iters) n_used |= it.batch;
     n_used |= scalars.count("n") > 0;
-    if (r.kind == ir::RoutineKind::TrainStep) {
-      bool step_used = scalars.count("step") > 0 || !r.scalars.empty();
-      pro += step_used ? "    const int64_t step = ++m->step;\n" : "    ++m->step;\n";
-      if (scalars.count("lr")) pro += "    const real lr = (real)m->lr;\n";
-      for (const auto& [name, formula] : r.scalars)
-        if (scalars.count(name)) pro += fmt::format("    const real {} = (real)({});\n", name, formula);
-    }
+    pro += scalar_prologue(r, scalars, x_);
     if (r.kind == ir::RoutineKind::Forward) {
       for (size_t k = 0; k < r.io.outputs.size(); ++k) {
         const auto& b = p_.buffers[static_cast<size_t>(r.io.outputs[k])];
@@ -487,7 +481,7 @@ private:
 
     std::set<std::string> taken;
     for (int b : bufs) taken.insert(cname_[static_cast<size_t>(b)]);
-    for (const auto& s : r.scalars) taken.insert(s.first);
+    for (const auto& s : r.scalars) taken.insert(s.name);
     std::string body;
     std::string last;
     for (const ir::Stmt& s : r.stmts) {

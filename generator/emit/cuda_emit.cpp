@@ -652,7 +652,7 @@ private:
     n_used |= scalars.count("n") > 0;
     std::set<std::string> taken;
     for (int b : bufs) taken.insert(name(b));
-    for (const auto& sc : r.scalars) taken.insert(sc.first);
+    for (const auto& sc : r.scalars) taken.insert(sc.name);
 
     std::string body, last;
     int nk = 0, ng = 0;
@@ -689,13 +689,7 @@ private:
         pro += fmt::format("    real *{} = m->{};\n", name(b), name(b));
       }
     }
-    if (r.kind == ir::RoutineKind::TrainStep) {
-      bool step_used = scalars.count("step") > 0 || !r.scalars.empty();
-      pro += step_used ? "    const int64_t step = ++m->step;\n" : "    ++m->step;\n";
-      if (scalars.count("lr")) pro += "    const real lr = (real)m->lr;\n";
-      for (const auto& [nm, formula] : r.scalars)
-        if (scalars.count(nm)) pro += fmt::format("    const real {} = (real)({});\n", nm, formula);
-    }
+    pro += scalar_prologue(r, scalars, x_);
     if (!inputs_used) pro += "    (void)in_;\n";
     if (!n_used) pro += "    (void)n;\n";
     pro += "    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);\n";

@@ -168,12 +168,22 @@ struct Interface {
                              // (train_step: the gradients of the params, `<model>_grad`)
 };
 
+// A run-time scalar of a routine, defined once at its top: `name = value`, computed in double
+// precision and then rounded to the element type. The value reads the routine's built-in
+// scalars (Scalar `step`: the optimiser's step count, train_step counting it up first, so 1
+// at the first step; `lr`: the learning rate as set; `schedule`: 1 when the spec's learning
+// rate schedule applies, 0 when switched off at run time) and the definitions before it.
+// In a nest, Scalar `n` is the batch count, `lr` and `step` the built-ins (lr rounded to the
+// element type), and any other name one of these definitions.
+struct ScalarDef {
+  std::string name;  // bc1, sqrt_bc2, lr_t
+  ExprP value;
+};
+
 struct Routine {
   RoutineKind kind = RoutineKind::Init;
   Interface io = {};
-  // Run-time scalars the nests use, each defined once at the top of the routine by a formula
-  // in C syntax over `n`, `lr` and `step` (e.g. bc1 = 1 - pow(0.9, step)).
-  std::vector<std::pair<std::string, std::string>> scalars = {};
+  std::vector<ScalarDef> scalars = {};  // in order
   std::vector<Stmt> stmts = {};
   long arena_bytes = 0;     // set by memory planning: the routine's arena at max_batch (0: none)
   // Set with arena_bytes: the byte offset of each buffer (by index) in the routine's arena,

@@ -153,6 +153,7 @@ std::string print_program(const Program& p) {
   for (const Routine& r : p.routines) {
     s += fmt::format("\nroutine {}\n", r.name());
     s += print_plan(r, p);
+    for (const ScalarDef& d : r.scalars) s += fmt::format("  scalar {} = {}\n", d.name, print_expr(*d.value, p, {}));
     s += print_nests(p, r.stmts);
   }
   return s;
