@@ -63,6 +63,11 @@ bool check_nest_sizes(const ir::Program& p, const std::string& path, std::ostrea
   return true;
 }
 
+// The target's alignment of every buffer: a 64-byte cache line on the CPU; on the GPU 64 bytes
+// too (two 32-byte sectors, beyond cuBLAS's 16), so that its device arena is the C target's
+// training state, byte for byte.
+int target_align(const std::string&) { return 64; }
+
 Stage frontend_stop(const std::string& stop) {
   return stop == "tokens" ? Stage::Tokens : stop == "ast" ? Stage::Ast : Stage::Shapes;
 }
@@ -118,6 +123,7 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     po.level = o.opt_level;
     po.disabled = o.disabled;
     po.elem_bytes = o.f64 ? 8 : 4;
+    po.align = target_align(o.target);
     for (const PassInfo& pass : pass_list()) {
       if (!pass_runs(pass, po)) continue;
       pass.run(p, po);
@@ -127,31 +133,31 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     if (!o.emit) return 0;
 
     // Emission: the target's files, then the model card.
-    const std::string spec_file = std::filesystem::path(path).filename().string();
+    CardInfo card;
+    card.spec_file = std::filesystem::path(path).filename().string();
+    card.spec_text = text;
+    card.f64 = o.f64;
+    EmbeddedWeights weights;
     if (o.target == "cuda") {
       CudaOptions co;
       co.f64 = o.f64;
-      co.spec = spec_file;
+      co.spec = card.spec_file;
       out.files = emit_cuda(p, co);
-      return 0;
+      card.inference_state = false;
+    } else {
+      std::string error;
+      if (!o.weights.empty() && !read_weights(p, o.weights, weights, error)) {
+        err << "cannl: error: " << error << "\n";
+        return 1;
+      }
+      COptions co;
+      co.f64 = o.f64;
+      co.spec = card.spec_file;
+      co.weights = o.weights.empty() ? nullptr : &weights;
+      co.blas = o.blas;
+      out.files = emit_c(p, co);
+      card.weights = co.weights;
     }
-    EmbeddedWeights weights;
-    std::string error;
-    if (!o.weights.empty() && !read_weights(p, o.weights, weights, error)) {
-      err << "cannl: error: " << error << "\n";
-      return 1;
-    }
-    COptions co;
-    co.f64 = o.f64;
-    co.spec = spec_file;
-    co.weights = o.weights.empty() ? nullptr : &weights;
-    co.blas = o.blas;
-    CardInfo card;
-    out.files = emit_c(p, co, &card.layout);
-    card.spec_file = spec_file;
-    card.spec_text = text;
-    card.f64 = o.f64;
-    card.weights = co.weights;
     out.files.push_back({p.model + ".json", model_card(p, card)});
     return 0;
   } catch (const InternalError& e) {

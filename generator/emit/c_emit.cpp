@@ -30,9 +30,10 @@ public:
   }
 
   std::vector<OutputFile> run() {
+    const ir::Arena& arena = p_.layout.training;
     const std::string field_text = fields();
     std::string routines;
-    for (const auto& r : p_.routines) routines += routine(r, r.arena_bytes > 0 ? work_ : -1) + "\n";
+    for (const auto& r : p_.routines) routines += routine(r, r.arena_bytes > 0 ? arena.work : -1) + "\n";
     data d = common();
     d.set("helpers", helpers());
     d.set("gemm_f64", o_.f64 ? "1" : "0");
@@ -42,13 +43,13 @@ public:
     d.set("blas", gemm_blas_);
     d.set("fields", field_text);
     d.set("routines", routines);
-    d.set("arena_bytes", std::to_string(arena_bytes_));
+    d.set("arena_bytes", std::to_string(arena.bytes));
     data bufs{data::type::list};
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
-      if (p_.buffers[i].role == ir::Role::Input || offsets_[i] < 0) continue;
+      if (arena.field[i] < 0) continue;
       data b;
       b.set("name", cname_[i]);
-      b.set("offset", std::to_string(offsets_[i]));
+      b.set("offset", std::to_string(arena.field[i]));
       bufs.push_back(b);
     }
     d.set("buffers", bufs);
@@ -64,17 +65,11 @@ public:
     return files;
   }
 
-  CLayout layout() const { return {arena_bytes_, infer_arena_bytes_}; }
-
 private:
   const ir::Program& p_;
   COptions o_;
   std::string state_type_ = p_.model;  // the struct the routines being printed take
   std::vector<std::string> cname_;
-  std::vector<long> offsets_;  // byte offset of a buffer with a field of its own (-1: none)
-  long work_ = -1;             // byte offset of the work region the planned routines share
-  long arena_bytes_ = 0;
-  long infer_arena_bytes_ = 0;
   CExpr x_;  // prints the expressions of the nest being printed (its loop variables, helpers used)
   bool gemm_kernel_ = false;  // some contraction calls the generated kernel (templates/c/gemm.c.mustache)
   bool gemm_blas_ = false;    // some contraction calls cblas
@@ -109,57 +104,17 @@ private:
     return fmt::format("    real *{}; /* [{}] {} */\n", cname_[static_cast<size_t>(b)], dims, buf.shape);
   }
 
-  // The struct fields, and the arena layout (64-byte aligned offsets): first the buffers that
-  // keep their own storage (params, optimiser state, and without memory planning every
-  // buffer), then one work region that every planned routine (Routine::offsets) lays its work
-  // buffers out in; a param's gradient has a field pointing into train_step's layout.
+  // The training state's fields (the layout's, passes/plan_layout.cpp), by role.
   std::string fields() {
     std::string s;
-    offsets_.assign(p_.buffers.size(), -1);
-    long off = 0;
-    const long elem = o_.f64 ? 8 : 4;
-    std::vector<bool> planned(p_.buffers.size(), false), used(p_.buffers.size(), false);
-    for (const auto& r : p_.routines) {
-      for (size_t i = 0; i < r.offsets.size(); ++i) planned[i] = planned[i] || r.offsets[i] >= 0;
-      std::set<std::string> scalars;
-      std::set<int> bufs;
-      for (const auto& st : r.stmts) stmt_uses(st, bufs, scalars);
-      for (int b : bufs) used[static_cast<size_t>(b)] = true;
-    }
-    for (int b : p_.outputs) used[static_cast<size_t>(b)] = true;
-    for (int b : p_.metrics) used[static_cast<size_t>(b)] = true;
-    used[static_cast<size_t>(p_.loss)] = true;
-    std::set<int> exposed_grads;  // the params' gradients, which <model>_grad hands out
-    if (const ir::Routine* t = p_.routine(ir::RoutineKind::TrainStep)) exposed_grads.insert(t->io.kept.begin(), t->io.kept.end());
     ir::Role last = ir::Role::Input;
-    std::vector<size_t> grad_fields;
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
+      if (p_.layout.training.field[i] < 0) continue;
       const auto& b = p_.buffers[i];
-      if (b.role == ir::Role::Input) continue;
-      const bool field = b.role == ir::Role::Param || b.role == ir::Role::OptState ||
-                         (used[i] && !planned[i]) || (planned[i] && exposed_grads.count(static_cast<int>(i)));
-      if (!field) continue;
       if (b.role != last) s += fmt::format("    /* {} */\n", b.role == ir::Role::Temp ? "temporaries" : plural(b.role));
       last = b.role;
-      if (planned[i]) {
-        grad_fields.push_back(i);  // placed below, inside train_step's region
-      } else {
-        offsets_[i] = off;
-        off += (b.elements() * elem + 63) / 64 * 64;
-      }
       s += field_decl(static_cast<int>(i));
     }
-    // One work region for all routines: a state runs one routine at a time, and none leaves
-    // anything in it for another — except the gradients of train_step, which <model>_grad reads
-    // until the next call on the state (documented in <model>.h).
-    work_ = off;
-    long work = 0;
-    for (const auto& r : p_.routines) work = std::max(work, r.arena_bytes);
-    if (const ir::Routine* t = p_.routine(ir::RoutineKind::TrainStep); t && t->arena_bytes > 0)
-      for (size_t i : grad_fields)
-        if (t->offsets[i] >= 0) offsets_[i] = work_ + t->offsets[i];
-    off += (work + 63) / 64 * 64;
-    arena_bytes_ = off > 0 ? off : 64;
     return s;
   }
   static std::string plural(ir::Role r) {
@@ -172,50 +127,37 @@ private:
     }
   }
 
-  // The forward-only unit: the routines forward and eval_metrics over a state of their own, in
-  // one 64-byte aligned arena: the params, the buffers the two routines use that memory
-  // planning left out of their work regions, then one work region the two routines share
-  // (they never run at once), as large as the larger of their planned regions.
+  // The forward-only unit: the routines forward and eval_metrics over a state of their own, laid
+  // out by passes/plan_layout.cpp (the params, the buffers the two routines use outside their
+  // plans, one work region they share).
   void inference(data& d) {
-    std::vector<const ir::Routine*> rs = {p_.routine(ir::RoutineKind::Forward), p_.routine(ir::RoutineKind::Eval)};
-    std::set<int> used(p_.params.begin(), p_.params.end());
-    for (const ir::Routine* r : rs)
-      for (int b : routine_buffers(*r)) {
-        const bool planned = static_cast<size_t>(b) < r->offsets.size() && r->offsets[static_cast<size_t>(b)] >= 0;
-        if (!planned) used.insert(b);
-      }
-    std::vector<int> order(p_.params.begin(), p_.params.end());
-    for (int b : used)
-      if (p_.buffers[static_cast<size_t>(b)].role != ir::Role::Param && p_.buffers[static_cast<size_t>(b)].role != ir::Role::Input)
-        order.push_back(b);
+    const ir::Arena& arena = p_.layout.inference;
+    std::vector<std::pair<long, int>> order;  // fields by offset
+    for (size_t b = 0; b < p_.buffers.size(); ++b)
+      if (arena.field[b] >= 0) order.push_back({arena.field[b], static_cast<int>(b)});
+    std::sort(order.begin(), order.end());
     std::string fields;
     data bufs{data::type::list};
-    long off = 0;
-    const long elem = o_.f64 ? 8 : 4;
-    for (int b : order) {
-      const auto& buf = p_.buffers[static_cast<size_t>(b)];
+    for (const auto& [offset, b] : order) {
       fields += field_decl(b);
       data e;
       e.set("name", cname_[static_cast<size_t>(b)]);
-      e.set("offset", std::to_string(off));
+      e.set("offset", std::to_string(offset));
       bufs.push_back(e);
-      off += (buf.elements() * elem + 63) / 64 * 64;
     }
-    long work = 0;
-    for (const ir::Routine* r : rs) work = std::max(work, r->arena_bytes);
-    const long region = work > 0 ? off : -1;
-    off += (work + 63) / 64 * 64;
-    infer_arena_bytes_ = off > 0 ? off : 64;
     x_.helpers.clear();
     state_type_ = p_.model + "_infer";
     std::string routines;
-    for (const ir::Routine* r : rs) routines += routine(*r, r->arena_bytes > 0 ? region : -1) + "\n";
+    for (ir::RoutineKind k : {ir::RoutineKind::Forward, ir::RoutineKind::Eval}) {
+      const ir::Routine* r = p_.routine(k);
+      routines += routine(*r, r->arena_bytes > 0 ? arena.work : -1) + "\n";
+    }
     state_type_ = p_.model;
     d.set("infer_helpers", helpers());
     d.set("infer_fields", fields);
     d.set("infer_buffers", bufs);
     d.set("infer_routines", routines);
-    d.set("infer_arena_bytes", std::to_string(infer_arena_bytes_));
+    d.set("infer_arena_bytes", std::to_string(arena.bytes));
   }
 
   // <model>_weights.c: each param's trained values as a static const array.
@@ -336,10 +278,9 @@ private:
     // finished sums once (sum(x) * c), not every term.
     const ir::Expr* summed = a0.body.get();
     std::string scale;
-    if (s.zero_first && a0.accum == ir::Accum::Add && a0.body->op == ir::Op::Mul &&
-        a0.body->args[1]->op == ir::Op::Const) {
-      scale = num(a0.body->args[1]->value);
-      summed = a0.body->args[0].get();
+    if (s.scaled_sum) {
+      scale = expr(*s.scaled_sum->scale);
+      summed = s.scaled_sum->summand.get();
     }
     std::string body = expr(*summed);
     if (reduce_inner) {
@@ -528,11 +469,6 @@ private:
 
 }  // namespace
 
-std::vector<OutputFile> emit_c(const ir::Program& p, const COptions& opt, CLayout* layout) {
-  CEmitter e(p, opt);
-  std::vector<OutputFile> files = e.run();
-  if (layout) *layout = e.layout();
-  return files;
-}
+std::vector<OutputFile> emit_c(const ir::Program& p, const COptions& opt) { return CEmitter(p, opt).run(); }
 
 }  // namespace cannl

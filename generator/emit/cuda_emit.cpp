@@ -38,7 +38,6 @@ public:
   }
 
   std::vector<OutputFile> run() {
-    layout();
     std::string kernels, routines;
     for (const auto& r : p_.routines) {
       if (r.kind == ir::RoutineKind::Init) routines += init_routine(r) + "\n";
@@ -49,32 +48,47 @@ public:
     std::string helpers = x_.helper_defs("static __host__ __device__ inline");
     for (const auto& h : device_helpers_) helpers += h;
     d.set("helpers", helpers.empty() ? "" : "\n" + helpers);
-    d.set("fields", fields_);
+    d.set("fields", fields());
     d.set("kernels", kernels);
     d.set("routines", routines);
-    d.set("arena_bytes", std::to_string(arena_bytes_));
-    d.set("state_bytes", std::to_string(state_bytes_));
+    d.set("arena_bytes", std::to_string(arena_.bytes));
+    d.set("state_bytes", std::to_string(std::max(arena_.state, 64L)));
     d.set("uses_gemm", data{gemms_ > 0 ? data::type::bool_true : data::type::bool_false});
     d.set("cuda_type", o_.f64 ? "CUDA_R_64F" : "CUDA_R_32F");
     d.set("blas_compute", o_.f64 ? "CUBLAS_COMPUTE_64F" : "CUBLAS_COMPUTE_32F");
     data bufs{data::type::list};
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
-      if (p_.buffers[i].role == ir::Role::Input) continue;
+      if (arena_.field[i] < 0) continue;
       data b;
       b.set("name", names_[i]);
-      b.set("offset", std::to_string(offsets_[i]));
+      b.set("offset", std::to_string(arena_.field[i]));
       bufs.push_back(b);
     }
     d.set("buffers", bufs);
-    // Host pointers of the params, their gradients and the state tensors (the pinned mirror).
-    auto host = [&](int buf) { return fmt::format("(real *)(m->host + {})", offsets_[static_cast<size_t>(buf)]); };
+    // Host pointers of the params and the state tensors (the pinned mirror of the arena's
+    // state prefix), and of the params' gradients: train_step keeps them in its work region,
+    // downloaded into a pinned array of their own (packed, in param order) with the mirror.
+    auto host = [&](int buf) { return fmt::format("(real *)(m->host + {})", arena_.field[static_cast<size_t>(buf)]); };
+    const ir::Routine* train = p_.routine(ir::RoutineKind::TrainStep);
+    std::map<int, long> grad_at;  // gradient buffer -> its element offset in m->grads_host
+    long grad_elems = 0;
+    std::string grads_down;
+    for (int g : train->io.kept) {
+      grad_at[g] = grad_elems;
+      grads_down += fmt::format("        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + {}, m->dev + {}, {} * sizeof(real), &e));\n",
+                                grad_elems, arena_.address(*train, g), buf(g).elements());
+      grad_elems += buf(g).elements();
+    }
+    d.set("grads_elems", std::to_string(std::max(grad_elems, 1L)));
+    d.set("grads_down", grads_down);
     data params{data::type::list};
     for (int b : p_.params) {
       data e;
       e.set("name", p_.buffers[static_cast<size_t>(b)].name);
       e.set("size", std::to_string(p_.buffers[static_cast<size_t>(b)].elements()));
       e.set("host", host(b));
-      e.set("grad_host", p_.grad(b) >= 0 ? host(p_.grad(b)) : std::string("NULL"));
+      const int g = p_.grad(b);
+      e.set("grad_host", grad_at.count(g) ? fmt::format("(m->grads_host + {})", grad_at[g]) : std::string("NULL"));
       params.push_back(e);
     }
     d.set("param_hosts", params);
@@ -111,7 +125,7 @@ public:
     d.set("in_elems", std::to_string(std::max(in_off, 1L)));
     d.set("forward_copy", forward_copy());
     d.set("eval_copy", eval_copy());
-    d.set("loss_field", names_[static_cast<size_t>(p_.loss)]);
+    d.set("loss", device(*train, train->io.values[0]));
 
     std::vector<OutputFile> files;
     files.push_back({p_.model + ".h", render_template("c/model.h.mustache", d)});
@@ -126,9 +140,7 @@ private:
   CudaOptions o_;
   std::vector<std::string> names_;
   CExpr x_;
-  std::vector<long> offsets_;
-  long arena_bytes_ = 0, state_bytes_ = 0;
-  std::string fields_;
+  const ir::Arena& arena_ = p_.layout.training;  // the device arena (passes/plan_layout.cpp)
   std::vector<std::string> device_helpers_;  // in order of first use
   std::set<std::string> helper_names_;
   int gemms_ = 0;  // cuBLAS products in all routines
@@ -142,45 +154,28 @@ private:
 
   // ---- memory ----------------------------------------------------------------------------
 
-  // The device arena: first the buffers mirrored in pinned host memory (params, their
-  // gradients, optimiser state, whatever init touches), then the rest; 256-byte aligned.
-  void layout() {
-    std::set<int> mirrored;
+  // The state's fields: the mirrored state prefix (params, optimiser state), then the rest
+  // that has a field (buffers used outside a memory plan; train_step's param gradients, which
+  // point into its work region).
+  std::string fields() const {
+    std::string mirrored, device;
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
+      if (arena_.field[i] < 0) continue;
       const auto& b = p_.buffers[i];
-      if (b.role == ir::Role::Param || b.role == ir::Role::OptState || !b.state_name.empty())
-        mirrored.insert(static_cast<int>(i));
+      std::string dims;
+      for (size_t k = 0; k < b.dims.size(); ++k)
+        dims += (k ? ", " : "") + (b.dims[k].batch ? std::string("batch") : std::to_string(b.dims[k].size));
+      const std::string decl = fmt::format("    real *{}; /* [{}] {} */\n", names_[i], dims, b.shape);
+      (arena_.own[i] && arena_.field[i] < arena_.state ? mirrored : device) += decl;
     }
-    if (const ir::Routine* t = p_.routine(ir::RoutineKind::TrainStep)) mirrored.insert(t->io.kept.begin(), t->io.kept.end());
-    if (const ir::Routine* init = p_.routine(ir::RoutineKind::Init))
-      for (const auto& s : init->stmts) {
-        for (int w : ir::written_buffers(s)) mirrored.insert(w);
-        std::vector<const ir::Expr*> loads;
-        ir::collect_loads(s, loads);
-        for (const auto* l : loads) mirrored.insert(l->access.buf);
-      }
-    offsets_.assign(p_.buffers.size(), -1);
-    long off = 0;
-    for (int pass = 0; pass < 2; ++pass) {
-      for (size_t i = 0; i < p_.buffers.size(); ++i) {
-        const auto& b = p_.buffers[i];
-        if (b.role == ir::Role::Input || (mirrored.count(static_cast<int>(i)) > 0) != (pass == 0)) continue;
-        if (b.role == ir::Role::Input) CANNL_BUG("init reads an input");
-        offsets_[i] = off;
-        off += (b.elements() * elem() + 255) / 256 * 256;
-        std::string dims = "[";
-        for (size_t k = 0; k < b.dims.size(); ++k)
-          dims += (k ? ", " : "") + (b.dims[k].batch ? std::string("batch") : std::to_string(b.dims[k].size));
-        dims += "]";
-        fields_ += fmt::format("    real *{}; /* {} {} */\n", names_[i], dims, b.shape);
-      }
-      if (pass == 0) {
-        state_bytes_ = std::max(off, 256L);
-        off = state_bytes_;
-        fields_ += "    /* ---- device only */\n";
-      }
-    }
-    arena_bytes_ = std::max(off, 256L);
+    return mirrored + "    /* ---- device only */\n" + device;
+  }
+
+  // Buffer b while routine r runs, as a device pointer expression.
+  std::string device(const ir::Routine& r, int b) const {
+    const long at = arena_.address(r, b);
+    if (at < 0) CANNL_BUG("a buffer outside the device arena: " + buf(b).name);
+    return arena_.own[static_cast<size_t>(b)] ? "m->" + name(b) : fmt::format("((real *)(m->dev + {}))", at);
   }
 
   // ---- helpers ---------------------------------------------------------------------------
@@ -416,15 +411,27 @@ private:
   static void split_scale(const ir::Stmt& s, bool assign, const ir::Expr*& summed, const ir::Expr*& scale) {
     summed = s.assigns[0].body.get();
     scale = nullptr;
-    if (assign && s.assigns[0].accum == ir::Accum::Add && s.assigns[0].body->op == ir::Op::Mul && s.assigns[0].body->args[1]->op == ir::Op::Const) {
-      summed = s.assigns[0].body->args[0].get();
-      scale = s.assigns[0].body->args[1].get();
+    if (assign && s.scaled_sum) {
+      summed = s.scaled_sum->summand.get();
+      scale = s.scaled_sum->scale.get();
     }
   }
 
   // The arguments of a nest's kernel: the buffers it touches (the written one not const)
   // and the run-time scalars it reads.
-  void kernel_args(const ir::Stmt& s, bool uses_n, std::string& params, std::string& args) {
+  // A buffer whose bytes overlap another one's that the nest touches, in routine r (an in-place
+  // pair of the memory plan, passes/plan_memory.cpp): no __restrict__ for either.
+  bool shares_bytes(const ir::Routine& r, const std::vector<int>& bufs, int b) const {
+    const long lo = arena_.address(r, b), hi = lo + buf(b).elements() * elem();
+    for (int c : bufs) {
+      if (c == b) continue;
+      const long clo = arena_.address(r, c), chi = clo + buf(c).elements() * elem();
+      if (lo >= 0 && clo >= 0 && clo < hi && lo < chi) return true;
+    }
+    return false;
+  }
+
+  void kernel_args(const ir::Routine& r, const ir::Stmt& s, bool uses_n, std::string& params, std::string& args) {
     std::vector<int> bufs;
     for (int w : ir::written_buffers(s))
       if (std::find(bufs.begin(), bufs.end(), w) == bufs.end()) bufs.push_back(w);
@@ -434,8 +441,8 @@ private:
     for (const auto* l : loads)
       if (std::find(bufs.begin(), bufs.end(), l->access.buf) == bufs.end()) bufs.push_back(l->access.buf);
     for (size_t i = 0; i < bufs.size(); ++i) {
-      params += fmt::format("{}{}real *__restrict__ {}", params.empty() ? "" : ", ", i < written ? "" : "const ",
-                            name(bufs[i]));
+      params += fmt::format("{}{}real *{}{}", params.empty() ? "" : ", ", i < written ? "" : "const ",
+                            shares_bytes(r, bufs, bufs[i]) ? "" : "__restrict__ ", name(bufs[i]));
       args += (args.empty() ? "" : ", ") + name(bufs[i]);
     }
     std::set<std::string> scalars;
@@ -465,7 +472,7 @@ private:
     bool uses_n = false;
     for (const auto& it : s.iters) uses_n |= it.batch;
     std::string params, args;
-    kernel_args(s, uses_n, params, args);
+    kernel_args(r, s, uses_n, params, args);
     std::string body;
     std::string how;
     std::string launch;
@@ -565,7 +572,8 @@ private:
       std::stable_sort(red.begin(), red.end(),
                        [&](int a, int b) { return rstride[static_cast<size_t>(a)] > rstride[static_cast<size_t>(b)]; });
       if (block) {
-        body = "    const int64_t i_ = blockIdx.x;\n";
+        // (one block: no written loop to decompose, no element index)
+        body = outer.empty() ? "" : "    const int64_t i_ = blockIdx.x;\n";
         body += "    const int lane_ = threadIdx.x;\n";
       } else {
         body = "    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;\n";
@@ -625,7 +633,9 @@ private:
     out += rng ? "    cannl_rng rng;\n    cannl_rng_seed(&rng, seed);\n" : "    (void)seed;\n";
     std::set<std::string> taken;
     for (int b : bufs) {
-      out += fmt::format("    real *{} = (real *)(m->host + {});\n", name(b), offsets_[static_cast<size_t>(b)]);
+      const auto i = static_cast<size_t>(b);
+      if (!arena_.own[i] || arena_.field[i] >= arena_.state) CANNL_BUG("init writes outside the state: " + buf(b).name);
+      out += fmt::format("    real *{} = (real *)(m->host + {});\n", name(b), arena_.field[i]);
       taken.insert(name(b));
     }
     std::string last;
@@ -686,7 +696,7 @@ private:
         auto it = std::find(p_.inputs.begin(), p_.inputs.end(), b);
         pro += fmt::format("    const real *{} = in_[{}];\n", name(b), it - p_.inputs.begin());
       } else {
-        pro += fmt::format("    real *{} = m->{};\n", name(b), name(b));
+        pro += fmt::format("    real *{} = {};\n", name(b), device(r, b));
       }
     }
     pro += scalar_prologue(r, scalars, x_);
@@ -702,24 +712,25 @@ private:
 
   // forward: the outputs back to the caller's memory.
   std::string forward_copy() const {
+    const ir::Routine& r = *p_.routine(ir::RoutineKind::Forward);
     std::string s;
-    for (size_t k = 0; k < p_.outputs.size(); ++k) {
-      const auto& b = buf(p_.outputs[k]);
+    for (size_t k = 0; k < r.io.outputs.size(); ++k) {
+      const auto& b = buf(r.io.outputs[k]);
       bool batched = !b.dims.empty() && b.dims[0].batch;
       long per = 1;
       for (const auto& d : b.dims) per *= d.batch ? 1 : d.size;
-      s += fmt::format("    CANNL_TRY(cannl_stream_copy(m->compute, outputs[{}], m->{}, (size_t){}{} * sizeof(real), &e));\n",
-                       k, name(p_.outputs[k]), batched ? "n * " : "", per);
+      s += fmt::format("    CANNL_TRY(cannl_stream_copy(m->compute, outputs[{}], {}, (size_t){}{} * sizeof(real), &e));\n",
+                       k, device(r, r.io.outputs[k]), batched ? "n * " : "", per);
     }
     return s;
   }
   // eval: the loss and the metrics into the pinned scalars m->scalars[0..].
   std::string eval_copy() const {
-    std::string s = fmt::format("    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], m->{}, sizeof(real), &e));\n",
-                                name(p_.loss));
-    for (size_t k = 0; k < p_.metrics.size(); ++k)
-      s += fmt::format("    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[{}], m->{}, sizeof(real), &e));\n", k + 1,
-                       name(p_.metrics[k]));
+    const ir::Routine& r = *p_.routine(ir::RoutineKind::Eval);
+    std::string s;
+    for (size_t k = 0; k < r.io.values.size(); ++k)
+      s += fmt::format("    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[{}], {}, sizeof(real), &e));\n", k,
+                       device(r, r.io.values[k]));
     return s;
   }
 };

@@ -98,7 +98,9 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   for (int m : p.metrics) metrics.push_back(p.buffers[static_cast<size_t>(m)].name);
   c["metrics"] = metrics;
   c["optimizer"] = p.optimizer;
-  c["arena_bytes"] = {{"training_state", info.layout.arena_bytes}, {"inference_state", info.layout.infer_arena_bytes}};
+  json inference = nullptr;
+  if (info.inference_state) inference = p.layout.inference.bytes;
+  c["arena_bytes"] = {{"training_state", p.layout.training.bytes}, {"inference_state", inference}};
   json routines = json::array();
   json per_example;
   for (const auto& r : p.routines) {

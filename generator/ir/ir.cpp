@@ -216,6 +216,13 @@ int Program::grad(int buf) const {
   return it == grads.end() ? -1 : it->second;
 }
 
+long Arena::address(const Routine& r, int b) const {
+  const auto i = static_cast<size_t>(b);
+  if (i < own.size() && own[i]) return field[i];
+  if (work >= 0 && r.planned(b)) return work + r.offsets[i];
+  return -1;
+}
+
 std::set<int> live_out(const Program& p, const Routine& r) {
   std::set<int> live;
   for (size_t i = 0; i < p.buffers.size(); ++i)

@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -118,6 +119,23 @@ struct Assign {
   ExprP body;
 };
 
+// A contraction: a nest whose one assignment is  out[...] += alpha * a[...] * b[...]  (alpha a
+// product of constants and run-time scalars, possibly negated or divided by them; every index
+// of out, a and b a single loop variable, each at most once, or a constant inside the axis; no
+// loop longer than the axis it indexes; out neither a nor b). emit/contraction.h maps it to a
+// strided matrix product.
+struct Product {
+  Access a, b;  // the two factors, in the order they appear in the body
+  ExprP alpha;  // the scalar factor; null for 1
+};
+
+// A sum of a product by a constant from zero,  out = 0 += summand * scale : the scale may
+// multiply each finished sum once instead of every term.
+struct ScaledSum {
+  ExprP summand;
+  ExprP scale;  // a Const
+};
+
 struct Stmt {
   std::vector<Iter> iters;  // loop order, outermost first
   // The assignments made at each point of the nest, in order: one, or several when fusion
@@ -133,6 +151,10 @@ struct Stmt {
   std::string what;         // "h1 = relu(w1 * x + b1)", "d loss / d w1", "sgd update of w1"
   bool sequential = false;  // must run in order (random initialisation)
   int parallel = -1;        // set by loop ordering: the loop run in parallel, or -1
+  // Set by passes/mark_contractions.cpp, read by the C emitter's matrix-product calls, cuBLAS
+  // and the cost model alike (none before that pass).
+  std::optional<Product> product = {};
+  std::optional<ScaledSum> scaled_sum = {};
 
   bool single() const { return assigns.size() == 1; }
   // The nest's assignment, for a nest that has one (a bug otherwise).
@@ -187,11 +209,39 @@ struct Routine {
   std::vector<Stmt> stmts = {};
   long arena_bytes = 0;     // set by memory planning: the routine's arena at max_batch (0: none)
   // Set with arena_bytes: the byte offset of each buffer (by index) in the routine's arena,
-  // 64-byte aligned, or -1 for a buffer outside it (inputs, params, optimiser state, buffers
-  // the routine does not use). Buffers whose lifetimes in the routine do not overlap may
-  // share bytes.
+  // aligned to the target's alignment, or -1 for a buffer outside it (inputs, params,
+  // optimiser state, buffers the routine does not use). Buffers whose lifetimes in the
+  // routine do not overlap may share bytes.
   std::vector<long> offsets = {};
   const char* name() const { return routine_name(kind); }
+  bool planned(int b) const { return static_cast<size_t>(b) < offsets.size() && offsets[static_cast<size_t>(b)] >= 0; }
+};
+
+// One allocation holding a state's buffers (a training or forward-only state), as the layout
+// pass (passes/plan_layout.cpp) decided it: the model's state proper first (params, then
+// optimiser state), then the other buffers that have storage of their own, then one work
+// region that the state's routines lay their work buffers out in (each at Routine::offsets;
+// a state runs one routine at a time).
+struct Arena {
+  long bytes = 0;              // the allocation (at least one alignment unit)
+  std::vector<long> field;     // per buffer: the byte offset of the state's pointer to it, or -1
+                               // (none: an input, a buffer only in the work region, unused)
+  std::vector<bool> own;       // the field's bytes are its own (else it points into the work
+                               // region: a buffer its routine keeps for the caller, a gradient)
+  long state = 0;              // bytes of the prefix holding the params and the optimiser state
+  long work = -1;              // byte offset of the work region (-1: none)
+  long work_bytes = 0;
+  // Where buffer b is while routine r runs (-1: nowhere in this arena).
+  long address(const struct Routine& r, int b) const;
+};
+
+// The memory layout of the program's states (passes/plan_layout.cpp); emitters and the model
+// card only print it.
+struct Layout {
+  int align = 0;        // byte alignment of every buffer (0: not laid out yet)
+  int elem_bytes = 4;
+  Arena training;       // the training state: every routine
+  Arena inference;      // the forward-only state (the C target's <model>_infer): forward, eval_metrics
 };
 
 struct Program {
@@ -209,6 +259,7 @@ struct Program {
   double lr = 0;             // the optimiser's learning rate in the spec
   std::string optimizer;     // "sgd(lr = 0.1, momentum = 0.9)", with its training options
   std::string schedule;      // the lr schedule as written, "cosine(steps = 4690)"; "" for none
+  Layout layout;             // set by passes/plan_layout.cpp
   int find(const std::string& name) const;  // buffer index or -1
   Routine* routine(RoutineKind k);          // null when the program has none of that kind
   const Routine* routine(RoutineKind k) const;

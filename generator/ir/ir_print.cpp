@@ -148,8 +148,29 @@ std::string print_nests(const Program& p, const std::vector<Stmt>& stmts) {
   return s;
 }
 
+std::string print_layout(const Program& p) {
+  const Layout& l = p.layout;
+  if (l.align == 0) return {};
+  std::string s = fmt::format("\nlayout ({}-byte aligned, batch <= {})\n", l.align, p.max_batch);
+  auto arena = [&](const char* what, const Arena& a) {
+    s += fmt::format("  {}: {} bytes\n", what, a.bytes);
+    std::map<long, std::vector<std::string>> at;  // fields by offset; those into the work region marked
+    for (size_t b = 0; b < a.field.size(); ++b)
+      if (a.field[b] >= 0) at[a.field[b]].push_back(p.buffers[b].name + (a.own[b] ? "" : " (in the work region)"));
+    for (const auto& [offset, names] : at) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      s += fmt::format("    @ +{:<10} {}{}\n", offset, list, offset == 0 && a.state > 0 ? "   (state: " + std::to_string(a.state) + " bytes)" : "");
+    }
+    if (a.work >= 0) s += fmt::format("    @ +{:<10} the routines' work region: {} bytes\n", a.work, a.work_bytes);
+  };
+  arena("training state", l.training);
+  arena("inference state", l.inference);
+  return s;
+}
+
 std::string print_program(const Program& p) {
-  std::string s = fmt::format("model {}\n\n", p.model) + print_buffers(p);
+  std::string s = fmt::format("model {}\n\n", p.model) + print_buffers(p) + print_layout(p);
   for (const Routine& r : p.routines) {
     s += fmt::format("\nroutine {}\n", r.name());
     s += print_plan(r, p);

@@ -42,11 +42,10 @@ RoutineStats routine_stats(const Program& p, const Routine& r, long batch, int e
     double trips = 1;
     for (const Iter& it : s.iters) trips *= it.batch ? batch : it.size;
     for (const Assign& a : s.assigns) st.flops += trips * (ops_of(*a.body) + (a.accum == Accum::Set ? 0 : 1));
-    const Assign& a0 = s.assigns[0];
-    if (s.zero_first && a0.accum == Accum::Add && a0.body->op == Op::Mul && a0.body->args[1]->op == Op::Const) {
-      // out = 0 += x * c: the emitter multiplies each finished sum by c once
+    if (s.scaled_sum) {
+      // out = 0 += x * c (passes/mark_contractions.cpp): the emitters multiply each finished sum by c once
       double cells = 1;
-      for (const Affine& ix : a0.out.index)
+      for (const Affine& ix : s.only().out.index)
         for (const Affine::Term& t : ix.terms) cells *= s.iters[t.iter].batch ? batch : s.iters[t.iter].size;
       st.flops -= trips - cells;
     }

@@ -15,6 +15,10 @@ const std::vector<PassInfo>& pass_list() {
       {"dce", 1, "nests whose results nobody reads (gradients included) are removed", dce},
       {"plan_memory", 1, "liveness; one arena per routine, buffers share bytes when lifetimes do not overlap",
        plan_memory},
+      {"mark_contractions", 0, "contractions (matrix products) and scaled sums marked for the emitters and the cost model",
+       mark_contractions},
+      {"plan_layout", 0, "the memory layout: each state's arena, its fields and its work region (the emitters print it)",
+       plan_layout},
   };
   return list;
 }

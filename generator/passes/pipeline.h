@@ -5,7 +5,8 @@
 // not disabled run once each, in the order of pass_list(); every routine computes what it
 // computed before (same values up to float rounding: reassociated constants, sums in another
 // order), the buffers each routine hands out or keeps (ir.h live_out) included.
-//   -O0  loop_order;  -O1  also simplify, fold_fills, dce, plan_memory;  -O2  all of them.
+//   -O0  loop_order, mark_contractions, plan_layout;  -O1  also simplify, fold_fills, dce,
+//   plan_memory;  -O2  all of them.
 #pragma once
 
 #include <functional>
@@ -21,6 +22,7 @@ struct PassOptions {
   int level = 2;                     // 0, 1 or 2
   std::set<std::string> disabled;    // pass names
   int elem_bytes = 4;                // bytes of an element (memory planning)
+  int align = 64;                    // the target's alignment of every buffer (memory planning, layout)
 };
 
 struct PassInfo {
@@ -49,5 +51,7 @@ void inline_virtual(ir::Program& p, const PassOptions& o);
 void fuse(ir::Program& p, const PassOptions& o);
 void dce(ir::Program& p, const PassOptions& o);
 void plan_memory(ir::Program& p, const PassOptions& o);
+void mark_contractions(ir::Program& p, const PassOptions& o);
+void plan_layout(ir::Program& p, const PassOptions& o);
 
 }  // namespace cannl

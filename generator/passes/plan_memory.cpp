@@ -1,14 +1,15 @@
 // plan_memory.cpp — liveness and one arena per routine.
 //
-// Takes: any Program (after the other passes) and the element size. For each routine that
+// Takes: any Program (after the other passes), the element size and the target's alignment.
+// For each routine that
 // uses arena buffers (computed tensors, temporaries, gradients), each such buffer lives
 // from the first nest that touches it to the last (to the routine's end when the routine
 // hands it out: ir.h live_out — param gradients stay valid after train_step, the loss,
 // metrics and outputs are read by the routine's epilogue; a buffer read before any nest
 // writes it lives from the start).
-// Guarantees: Routine::offsets gives each such buffer a 64-byte aligned byte offset in the
-// routine's arena and Routine::arena_bytes its size at max_batch; two buffers share bytes
-// only when their lifetimes do not overlap, or in place: a pointwise nest that reads A for
+// Guarantees: Routine::offsets gives each such buffer a byte offset in the routine's arena
+// (a multiple of the alignment) and Routine::arena_bytes its size at max_batch; two buffers
+// share bytes only when their lifetimes do not overlap, or in place: a pointwise nest that reads A for
 // the last time only at the very cells it assigns B (same shape, same offset), as
 // `h_mm_grad = h_grad * step(h)` over h_grad. Placement is first fit, the better of two
 // orders (by first use, by size). Each routine has its own arena: what one routine leaves
@@ -29,7 +30,7 @@ struct Life {
   long offset = -1;
 };
 
-long align64(long x) { return (x + 63) / 64 * 64; }
+long align_up(long x, long a) { return (x + a - 1) / a * a; }
 
 // A and B may share their offset in place at nest k: k's assignments write B pointwise
 // (Set) and read A only at the cells they write B, every assignment reading A comes no later
@@ -62,7 +63,9 @@ bool in_place(const ir::Program& p, const ir::Stmt& s, int a, int b) {
   return true;
 }
 
-long place(std::vector<Life>& lives, const std::vector<int>& order, const ir::Program& p, const ir::Routine& r) {
+long place(std::vector<Life>& lives, const std::vector<int>& order, const ir::Program& p, const ir::Routine& r,
+           long align) {
+  auto aligned = [&](long x) { return align_up(x, align); };
   long top = 0;
   for (Life& l : lives) l.offset = -1;
   for (int idx : order) {
@@ -80,21 +83,21 @@ long place(std::vector<Life>& lives, const std::vector<int>& order, const ir::Pr
       else if (l.last == o.first && o.first >= 0 && o.first < static_cast<long>(r.stmts.size()))
         inpl = in_place(p, r.stmts[static_cast<size_t>(o.first)], l.buf, o.buf);
       (inpl ? partner : clash).push_back(&o);
-      candidates.push_back(o.offset + align64(o.bytes));
+      candidates.push_back(o.offset + aligned(o.bytes));
       if (inpl) candidates.push_back(o.offset);
     }
     std::sort(candidates.begin(), candidates.end());
     for (long c : candidates) {
       bool ok = true;
-      for (const Life* o : clash) ok = ok && (c + l.bytes <= o->offset || o->offset + align64(o->bytes) <= c);
+      for (const Life* o : clash) ok = ok && (c + l.bytes <= o->offset || o->offset + aligned(o->bytes) <= c);
       for (const Life* o : partner)
-        ok = ok && (c == o->offset || c + l.bytes <= o->offset || o->offset + align64(o->bytes) <= c);
+        ok = ok && (c == o->offset || c + l.bytes <= o->offset || o->offset + aligned(o->bytes) <= c);
       if (ok) {
         l.offset = c;
         break;
       }
     }
-    top = std::max(top, l.offset + align64(l.bytes));
+    top = std::max(top, l.offset + aligned(l.bytes));
   }
   return top;
 }
@@ -129,10 +132,10 @@ void plan_memory(ir::Program& p, const PassOptions& o) {
     for (size_t i = 0; i < lives.size(); ++i) by_first[i] = by_size[i] = static_cast<int>(i);
     std::stable_sort(by_size.begin(), by_size.end(),
                      [&](int a, int b) { return lives[static_cast<size_t>(a)].bytes > lives[static_cast<size_t>(b)].bytes; });
-    long best = place(lives, by_first, p, r);
+    long best = place(lives, by_first, p, r, o.align);
     std::vector<long> offsets;
     for (const Life& l : lives) offsets.push_back(l.offset);
-    long other = place(lives, by_size, p, r);
+    long other = place(lives, by_size, p, r, o.align);
     if (best <= other)
       for (size_t i = 0; i < lives.size(); ++i) lives[i].offset = offsets[i];
     else

@@ -103,7 +103,21 @@ grep -q "o.cannl:6:11: error: output 'b' : \[3\] has no batch axis" "$tmp/err" &
 # Regenerating into the same directory for another target leaves none of the old files.
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/switch"
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/switch" --target cuda
-[ "$(ls "$tmp/gen/switch" | tr '\n' ' ')" = "CMakeLists.txt moons_mlp.cu moons_mlp.h moons_mlp_train.cu " ] && ok || bad "stale files after a target switch: $(ls "$tmp/gen/switch")"
+[ "$(ls "$tmp/gen/switch" | tr '\n' ' ')" = "CMakeLists.txt moons_mlp.cu moons_mlp.h moons_mlp.json moons_mlp_train.cu " ] && ok || bad "stale files after a target switch: $(ls "$tmp/gen/switch")"
+# --target cuda writes a model card too, from the same memory layout: its device arena (the
+# training state) is no larger than the C target's.
+expect_rc 0 "$cannl" gen "$src/specs/fashion_cnn.cannl" -o "$tmp/gen/cnn_c"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_cnn.cannl" -o "$tmp/gen/cnn_cuda" --target cuda
+python3 - "$tmp/gen/cnn_c/fashion_cnn.json" "$tmp/gen/cnn_cuda/fashion_cnn.json" <<'PY' && ok || bad "CUDA model card: training_state"
+import json, sys
+c, g = (json.load(open(f)) for f in sys.argv[1:3])
+assert 0 < g["arena_bytes"]["training_state"] <= c["arena_bytes"]["training_state"], (g["arena_bytes"], c["arena_bytes"])
+assert g["arena_bytes"]["inference_state"] is None and c["arena_bytes"]["inference_state"] > 0
+assert g["params"] == c["params"] and g["routines"] == c["routines"]
+PY
+grep -qF "char *dev;        /* the device arena" "$tmp/gen/cnn_cuda/fashion_cnn.cu" \
+  && grep -qF "cannl_device_alloc($(python3 -c "import json; print(json.load(open('$tmp/gen/cnn_cuda/fashion_cnn.json'))['arena_bytes']['training_state'])")," "$tmp/gen/cnn_cuda/fashion_cnn.cu" \
+  && ok || bad "the CUDA source allocates the card's arena"
 # A file-size limit while writing: one error line naming the file, no directory left.
 ( ulimit -f 30; "$cannl" gen "$src/specs/fashion_mlp.cannl" -o "$tmp/gen/limited" >"$tmp/out" 2>"$tmp/err" ); rc=$?
 [ "$rc" -eq 2 ] && grep -q "cannot write .*limited/fashion_mlp.*: File too large" "$tmp/err" && [ ! -e "$tmp/gen/limited" ] \
@@ -117,7 +131,7 @@ grep -qF 'w1_grad[o, k] += h1_mm_grad[b, o] * x[b, k]' "$tmp/out" && ok || bad "
 
 # Passes (issue 4): the list, levels, --disable-pass, dumps after a pass, stats.
 expect_rc 0 "$cannl" gen --passes
-[ "$(awk 'NR > 1 {print $1}' "$tmp/out" | tr '\n' ' ')" = "loop_order simplify fold_fills reuse_values inline_virtual fuse dce plan_memory " ] \
+[ "$(awk 'NR > 1 {print $1}' "$tmp/out" | tr '\n' ' ')" = "loop_order simplify fold_fills reuse_values inline_virtual fuse dce plan_memory mark_contractions plan_layout " ] \
   && ok || bad "--passes order"
 # Every stage of the pipeline dumps: lowering, routine assembly, autodiff, the optimiser.
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:lower

@@ -182,8 +182,8 @@ TEST_CASE("the C emitter: constants, typed math, the API", "[emit]") {
 
 TEST_CASE("the inference unit: forward and eval over params and their buffers only", "[emit]") {
   Gen g(kMlp, 32);
-  CLayout layout;
-  auto files = emit_c(g.p, COptions{}, &layout);
+  auto files = emit_c(g.p, COptions{});
+  const ir::Layout& layout = g.p.layout;
   const std::string& inf = files[3].text;
   CHECK(has(inf, "struct t_infer {"));
   CHECK(has(inf, "static void forward(t_infer *m,"));
@@ -192,8 +192,8 @@ TEST_CASE("the inference unit: forward and eval over params and their buffers on
   CHECK_FALSE(has(inf, "_grad"));
   CHECK_FALSE(has(inf, "momentum"));
   CHECK_FALSE(has(inf, "init_params"));
-  CHECK(layout.infer_arena_bytes > 0);
-  CHECK(layout.infer_arena_bytes < layout.arena_bytes);
+  CHECK(layout.inference.bytes > 0);
+  CHECK(layout.inference.bytes < layout.training.bytes);
   // forward reads x, not the target y
   CHECK(has(files[4].text, "forward_reads[] = { 1, 0, 0}"));
   CHECK(has(files[4].text, "{&t_infer_api, forward_reads, NULL}"));
