@@ -2,6 +2,7 @@
 #include "driver/output_dir.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <unistd.h>
@@ -26,12 +27,44 @@ bool write_text(const fs::path& path, const std::string& text, const fs::path& s
   return true;
 }
 
+constexpr const char* kTmp = ".cannl-tmp-";
+
+// The pid of a temporary `<name>.cannl-tmp-<pid>`, or 0 for another name.
+pid_t tmp_pid(const std::string& file) {
+  const size_t at = file.rfind(kTmp);
+  if (at == std::string::npos || at == 0) return 0;
+  const std::string digits = file.substr(at + std::strlen(kTmp));
+  if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return static_cast<pid_t>(std::stol(digits));
+}
+
+// The process is gone (not merely someone else's: kill answers EPERM for those).
+bool gone(pid_t pid) { return pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH; }
+
+// Temporaries that an earlier `cannl gen` into `dir` left when it was killed: the sibling
+// directory `<dir>.cannl-tmp-<pid>` and files `<dir>/<file>.cannl-tmp-<pid>`, of processes
+// that no longer run. (A running gen's are its own business.)
+void remove_stale_temporaries(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+  const std::string base = dir.filename().string() + kTmp;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(base, 0) == 0 && gone(tmp_pid(name))) fs::remove_all(it->path(), ec);
+  }
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (gone(tmp_pid(name))) fs::remove(it->path(), ec);
+  }
+}
+
 }  // namespace
 
 bool write_files(const fs::path& dir, const std::string& model, const std::vector<OutputFile>& files,
                  std::string& error) {
   std::error_code ec;
-  const std::string tag = ".cannl-tmp-" + std::to_string(getpid());
+  const std::string tag = kTmp + std::to_string(getpid());
+  remove_stale_temporaries(dir);
   if (!fs::exists(dir, ec)) {
     // Missing parents are created as `mkdir -p` would, and removed again if anything fails.
     fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();

@@ -104,6 +104,19 @@ grep -q "o.cannl:6:11: error: output 'b' : \[3\] has no batch axis" "$tmp/err" &
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/switch"
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/switch" --target cuda
 [ "$(ls "$tmp/gen/switch" | tr '\n' ' ')" = "CMakeLists.txt moons_mlp.cu moons_mlp.h moons_mlp.json moons_mlp_train.cu " ] && ok || bad "stale files after a target switch: $(ls "$tmp/gen/switch")"
+# A killed `cannl gen` leaves its temporaries (DIR.cannl-tmp-<pid>/, DIR/<file>.cannl-tmp-<pid>);
+# the next run into DIR removes those of processes that no longer run, and only those.
+dead=$(sh -c 'echo $$')
+mkdir -p "$tmp/gen/stale/x" "$tmp/gen/stale/x.cannl-tmp-$dead" "$tmp/gen/stale/x.cannl-tmp-$$"
+touch "$tmp/gen/stale/x/moons_mlp.c.cannl-tmp-$dead" "$tmp/gen/stale/x/moons_mlp.h.cannl-tmp-$$" "$tmp/gen/stale/x.cannl-tmp-$dead/moons_mlp.c"
+expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/stale/x"
+[ ! -e "$tmp/gen/stale/x.cannl-tmp-$dead" ] && [ ! -e "$tmp/gen/stale/x/moons_mlp.c.cannl-tmp-$dead" ] \
+  && [ -d "$tmp/gen/stale/x.cannl-tmp-$$" ] && [ -e "$tmp/gen/stale/x/moons_mlp.h.cannl-tmp-$$" ] && [ -e "$tmp/gen/stale/x/moons_mlp.c" ] \
+  && ok || bad "stale temporaries: $(ls -a "$tmp/gen/stale" "$tmp/gen/stale/x" | tr '\n' ' ')"
+expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/stale/y"  # a new directory: the same
+mkdir -p "$tmp/gen/stale/z.cannl-tmp-$dead"
+expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/stale/z"
+[ ! -e "$tmp/gen/stale/z.cannl-tmp-$dead" ] && [ -e "$tmp/gen/stale/z/moons_mlp.c" ] && ok || bad "stale temporary beside a new directory"
 # --target cuda writes a model card too, from the same memory layout: its device arena (the
 # training state) is no larger than the C target's.
 expect_rc 0 "$cannl" gen "$src/specs/fashion_cnn.cannl" -o "$tmp/gen/cnn_c"
