@@ -40,6 +40,7 @@ struct GenOptions {
   bool stats = false;      // --stats: print the routines' costs before and after the passes
   bool json = false;       // with stats: as JSON
   bool blas = false;       // contractions call cblas (link a CBLAS, e.g. OpenBLAS)
+  bool time_stages = false;  // --time: each stage's wall time on stderr
 };
 
 // `cannl gen --passes`: the passes in their order, with the level that runs each.

@@ -1,7 +1,9 @@
 // compile.cpp — the whole pipeline of `cannl gen` (see compile.h).
 #include "driver/compile.h"
 
+#include <cctype>
 #include <filesystem>
+#include <map>
 #include <fmt/format.h>
 #include <ostream>
 
@@ -10,6 +12,7 @@
 #include "driver/frontend.h"
 #include "driver/weights.h"
 #include "emit/c_emit.h"
+#include "emit/c_names.h"
 #include "emit/cuda_emit.h"
 #include "emit/model_card.h"
 #include "ir/ir_print.h"
@@ -25,12 +28,36 @@ namespace {
 
 // What `cannl gen` needs beyond a spec `cannl check` accepts: a training objective, and outputs
 // with a batch axis (the inference program and forward() return one row per example).
-void check_generatable(Frontend& fe) {
+void check_generatable(Frontend& fe, const CompileOptions& o) {
   if (!fe.model.optimizer)
     fe.diags.error(fe.model.name_range,
                    fmt::format("model '{}' has no 'minimize' statement: cannl gen writes a training step and "
                                "needs an objective, e.g. 'minimize loss with sgd(lr = 0.1)'",
                                fe.model.name));
+  // Names the generated C cannot carry: a model name that cannot name the C API (the rest is
+  // mangled, emit/c_names.h), a param that checkpoints cannot hold.
+  if (std::string why = c_model_name_problem(fe.model.name, o.target == "cuda"); !why.empty())
+    fe.diags.error(fe.model.name_range, fmt::format("model name '{}' cannot name the generated C API ({}_create, "
+                                                    "struct {}, ...): {}",
+                                                    fe.model.name, fe.model.name, fe.model.name, why));
+  std::map<std::string, std::string> macro_of;  // the C API's macros of inputs, outputs and metrics
+  for (const Stmt& st : fe.spec.stmts) {
+    const char* kind = st.kind == StmtKind::Input ? "INPUT" : st.kind == StmtKind::Output ? "OUTPUT"
+                       : st.kind == StmtKind::Metric ? "METRIC" : nullptr;
+    for (const NameRef& n : st.names) {
+      if (st.kind == StmtKind::Param && n.name == "__metadata__")
+        fe.diags.error(n.range, "a param cannot be called '__metadata__': that is the key of a safetensors "
+                                "file's header, where checkpoints name their tensors");
+      if (!kind) continue;
+      std::string macro = fmt::format("{}_{}_{}", fe.model.name, kind, n.name);
+      for (char& c : macro) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      auto [it, fresh] = macro_of.emplace(macro, n.name);
+      if (!fresh && it->second != n.name)
+        fe.diags.error(n.range, fmt::format("'{}' and '{}' both name the C API's macro {}: names of inputs, outputs "
+                                            "and metrics must differ in more than case",
+                                            it->second, n.name, macro));
+    }
+  }
   for (const Stmt& st : fe.spec.stmts) {
     if (st.kind != StmtKind::Output) continue;
     for (const NameRef& n : st.names) {
@@ -91,7 +118,7 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
   try {
     // Front end: text -> tokens -> AST -> Model (names resolved) -> a shape for every tensor.
     auto fe = run_frontend(path, text, frontend_stop(o.stop_after));
-    if (fe->ok() && frontend_stop(o.stop_after) == Stage::Shapes) check_generatable(*fe);
+    if (fe->ok() && frontend_stop(o.stop_after) == Stage::Shapes) check_generatable(*fe, o);
     fe->diags.render(err, color);
     if (!fe->ok()) return 1;
     if (stage("tokens", [&] { return dump_tokens(fe->tokens, fe->file); })) return 0;
@@ -158,7 +185,9 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
       out.files = emit_c(p, co);
       card.weights = co.weights;
     }
+    stage("emit", [] { return std::string(); });
     out.files.push_back({p.model + ".json", model_card(p, card)});
+    stage("model card", [] { return std::string(); });
     return 0;
   } catch (const InternalError& e) {
     err << path << ": internal error: " << e.what() << "\n"

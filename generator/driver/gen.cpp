@@ -1,6 +1,7 @@
 // `cannl gen SPEC -o DIR`: checks the options, runs the pipeline (driver/compile.cpp) and prints
 // the dump or the stats asked for, or writes the files (driver/output_dir.cpp).
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fmt/format.h>
 #include <ostream>
@@ -92,7 +93,13 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
 
   Compiled c;
   std::string dumped;
+  auto since = std::chrono::steady_clock::now();
   auto hook = [&](const std::string& stage, const std::function<std::string()>& print) {
+    if (opt.time_stages) {
+      const auto now = std::chrono::steady_clock::now();
+      err << fmt::format("cannl: {:<18} {:9.3f} ms\n", stage, std::chrono::duration<double, std::milli>(now - since).count());
+      since = now;
+    }
     if (stage == co.stop_after) dumped = print();
   };
   const int rc = compile(path, text, co, c, err, opt.color, hook);

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   auto* stats_opt = g->add_flag("--stats", gen.stats, "print each routine's buffers, arena bytes, loop nests, FLOPs and bytes moved "
                                     "per call at the max batch, before and after the passes (no files written)");
   g->add_flag("--json", gen.json, "with --stats: print JSON");
+  g->add_flag("--time", gen.time_stages, "print each stage's time (front end, lowering, every pass, emission) on stderr");
   auto* out_opt = g->add_option("-o,--output", gen.out_dir, "output directory (created if missing)");
   g->add_option("--dtype", gen.dtype, "element type: f32 (default) or f64")
       ->check(CLI::IsMember({"f32", "f64"}));

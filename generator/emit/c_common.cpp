@@ -8,6 +8,7 @@
 
 #include "driver/version.h"
 #include "emit/c_emit.h"
+#include "emit/c_names.h"
 #include "ir/prims.h"
 #include "support/diagnostic.h"
 
@@ -15,26 +16,6 @@ namespace cannl {
 
 using kainjow::mustache::data;
 using kainjow::mustache::mustache;
-
-const std::set<std::string>& c_reserved() {
-  static const std::set<std::string> r = {
-      "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
-      "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
-      "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
-      "volatile", "while", "m", "n", "real", "inputs", "outputs", "step", "lr", "loss", "metrics", "acc",
-      "v", "base", "work", "seed", "rng", "count", "name", "out", "cap", "all", "NAN", "INFINITY", "main"};
-  return r;
-}
-
-std::vector<std::string> c_buffer_names(const ir::Program& p) {
-  std::vector<std::string> names;
-  for (const auto& b : p.buffers) {
-    std::string n = b.name;
-    while (c_reserved().count(n)) n += "_";
-    names.push_back(n);
-  }
-  return names;
-}
 
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -193,11 +174,6 @@ std::string scalar_prologue(const ir::Routine& r, const std::set<std::string>& u
 
 // ---- expressions -------------------------------------------------------------------------
 
-std::string fresh_name(std::string v, const std::set<std::string>& taken) {
-  while (taken.count(v) || c_reserved().count(v)) v += "_";
-  return v;
-}
-
 bool uses_iter(const ir::Access& a, int iter) {
   for (const auto& f : a.index)
     for (const auto& t : f.terms)
@@ -208,13 +184,22 @@ bool uses_iter(const ir::Access& a, int iter) {
 void CExpr::begin_nest(const ir::Stmt& s, const std::set<std::string>& taken, const std::set<std::string>& reserved) {
   stmt = &s;
   vars.clear();
+  dropped.clear();
+  std::set<std::string> not_free = taken;
+  not_free.insert(reserved.begin(), reserved.end());
   for (const auto& it : s.iters) {
-    std::string v = it.name;
-    while (taken.count(v) || c_reserved().count(v) || reserved.count(v) ||
-           std::find(vars.begin(), vars.end(), v) != vars.end())
-      v += "_";
+    const std::string v = fresh_name(it.name, not_free);
+    not_free.insert(v);
     vars.push_back(v);
+    dropped.push_back(!it.batch && it.size == 1);
   }
+}
+
+bool CExpr::is_zero(const ir::Affine& a) const {
+  if (a.offset != 0) return false;
+  for (const auto& t : a.terms)
+    if (!dropped[static_cast<size_t>(t.iter)]) return false;
+  return true;
 }
 
 std::string CExpr::num(double v) const { return ir::CSpell{f64}.num(v); }
@@ -233,6 +218,7 @@ std::string CExpr::helper_defs(const std::string& qualifier) const {
 std::string CExpr::affine(const ir::Affine& a) const {
   std::string s;
   for (const auto& t : a.terms) {
+    if (dropped[static_cast<size_t>(t.iter)]) continue;  // a loop of one iteration: its variable is 0
     long c = t.coef;
     if (!s.empty()) {
       s += c < 0 ? " - " : " + ";
@@ -257,9 +243,13 @@ std::string CExpr::flat_index(const ir::Access& a) const {
   std::vector<std::string> parts;
   for (size_t d = dims.size(); d-- > 0;) {
     const ir::Affine& f = a.index[d];
-    if (!(f.terms.empty() && f.offset == 0)) {
+    if (!is_zero(f)) {
       std::string e = affine(f);
-      bool compound = f.terms.size() + (f.offset != 0) > 1 || (f.terms.size() == 1 && f.terms[0].coef != 1);
+      size_t terms = 0;
+      long coef = 1;
+      for (const auto& t : f.terms)
+        if (!dropped[static_cast<size_t>(t.iter)]) ++terms, coef = t.coef;
+      bool compound = terms + (f.offset != 0) > 1 || (terms == 1 && coef != 1);
       parts.push_back(stride == 1 ? e : (compound ? "(" + e + ")" : e) + fmt::format(" * {}", stride));
     }
     stride *= dims[d].size;
@@ -372,10 +362,10 @@ std::string CExpr::expr(const ir::Expr& e) {
     }
     case Op::Uniform: {
       double lo = e.args[0]->value, hi = e.args[1]->value;
-      return fmt::format("(real)({} + {} * cannl_rng_uniform(&rng))", num_double(lo), num_double(hi - lo));
+      return fmt::format("(real)({} + {} * cannl_rng_uniform(rng))", num_double(lo), num_double(hi - lo));
     }
     case Op::Normal:
-      return fmt::format("(real)({} + {} * cannl_rng_normal(&rng))", num_double(e.args[0]->value),
+      return fmt::format("(real)({} + {} * cannl_rng_normal(rng))", num_double(e.args[0]->value),
                          num_double(e.args[1]->value));
   }
   CANNL_BUG("no C for this operation");

@@ -118,6 +118,7 @@ std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& 
     const size_t before_k = g.outer.size();
     g.k = merge(p, s, k, out, a, b, g.outer);
     g.outer_k = g.outer.size() > before_k;
+    for (const ir::Iter& loop : s.iters) g.one_pass.push_back(!loop.batch && loop.size == 1);
     // Outer loops in nest order.
     std::sort(g.outer.begin(), g.outer.end());
     // Prefer B carrying C's unit stride (vector stores of the tile), unless that leaves a

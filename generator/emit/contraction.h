@@ -39,6 +39,7 @@ struct Gemm {
   ir::Access a, b;          // the two operands (a: rows of the product, b: its columns)
   ir::ExprP alpha;          // the scalar factor; nullptr for 1
   bool outer_k = false;     // some K loop is an outer loop (calls accumulate into C)
+  std::vector<bool> one_pass;  // per loop: one iteration and not the batch loop (no loop to print)
   long flops() const { return 2 * m.max_size * n.max_size * k.max_size; }
 };
 

@@ -2,6 +2,7 @@
 #include "emit/cuda_emit.h"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include <set>
 
 #include "emit/c_common.h"
+#include "emit/c_names.h"
 #include "emit/cublas_plan.h"
 #include "support/diagnostic.h"
 
@@ -30,7 +32,7 @@ struct Extent {
 
 class CudaEmitter {
 public:
-  CudaEmitter(const ir::Program& p, const CudaOptions& o) : p_(p), o_(o), names_(c_buffer_names(p)) {
+  CudaEmitter(const ir::Program& p, const CudaOptions& o) : p_(p), o_(o), cnames_(c_names(p)), names_(cnames_.buffer) {
     x_.p = &p;
     x_.names = names_;
     x_.f64 = o.f64;
@@ -129,7 +131,9 @@ public:
 
     std::vector<OutputFile> files;
     files.push_back({p_.model + ".h", render_template("c/model.h.mustache", d)});
-    files.push_back({p_.model + ".cu", render_template("cuda/model.cu.mustache", d)});
+    std::string cu = render_template("cuda/model.cu.mustache", d);
+    if (p_.model == "real") cu = rename_real(cu);
+    files.push_back({p_.model + ".cu", cu});
     files.push_back({p_.model + "_train.cu", render_template("cuda/train.cu.mustache", d)});
     files.push_back({"CMakeLists.txt", render_template("cuda/CMakeLists.txt.mustache", d)});
     return files;
@@ -138,6 +142,7 @@ public:
 private:
   const ir::Program& p_;
   CudaOptions o_;
+  CNames cnames_;  // the C identifiers (emit/c_names.h)
   std::vector<std::string> names_;
   CExpr x_;
   const ir::Arena& arena_ = p_.layout.training;  // the device arena (passes/plan_layout.cpp)
@@ -149,6 +154,40 @@ private:
   std::map<std::string, std::string> kernel_by_text_;
 
   long elem() const { return o_.f64 ? 8 : 4; }
+
+  // C++ has no separate namespace for struct tags: a model called `real` (the state `struct
+  // real`) cannot also have the element type's typedef `real` here, so that one is called
+  // cannl_real in this file (every `real` not after `struct`, outside string literals).
+  static std::string rename_real(const std::string& text) {
+    std::string out;
+    auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    bool in_string = false;
+    std::string last_word;
+    for (size_t i = 0; i < text.size();) {
+      const char c = text[i];
+      if (in_string) {
+        out += c;
+        if (c == '\\' && i + 1 < text.size()) out += text[++i];
+        else if (c == '"') in_string = false;
+        ++i;
+      } else if (c == '"') {
+        in_string = true;
+        out += c;
+        ++i;
+      } else if (word(c)) {
+        size_t j = i;
+        while (j < text.size() && word(text[j])) ++j;
+        const std::string w = text.substr(i, j - i);
+        out += w == "real" && last_word != "struct" ? "cannl_real" : w;
+        last_word = w;
+        i = j;
+      } else {
+        out += c;
+        ++i;
+      }
+    }
+    return out;
+  }
   const ir::Buffer& buf(int b) const { return p_.buffers[static_cast<size_t>(b)]; }
   const std::string& name(int b) const { return names_[static_cast<size_t>(b)]; }
 
@@ -316,10 +355,10 @@ private:
   std::string sequential_loops(const ir::Stmt& s, int indent) {
     std::string out;
     auto ind = [&](int k) { return std::string(static_cast<size_t>(4 * (indent + k)), ' '); };
-    const int depth = static_cast<int>(s.iters.size());
-    for (int k = 0; k < depth; ++k)
-      out += ind(k) + fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})\n", x_.vars[static_cast<size_t>(k)],
-                                  bound(s.iters[static_cast<size_t>(k)]));
+    int depth = 0;
+    for (size_t k = 0; k < s.iters.size(); ++k)
+      if (!x_.dropped[k])  // (a loop of one iteration: none)
+        out += ind(depth++) + fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})\n", x_.vars[k], bound(s.iters[k]));
     if (s.single()) {
       out += ind(depth) + store(s, x_.expr(*s.assigns[0].body), false) + "\n";
     } else {
@@ -465,8 +504,10 @@ private:
     }
   }
 
-  Kernel kernel(const ir::Routine& r, size_t index, const ir::Stmt& s) {
-    const std::string kname = fmt::format("{}_{}_{}", r.name(), index, name(s.assigns[0].out.buf));
+  // The nest's kernel, named kUnnamed (routine() names it: emit/c_names.h), and its launch.
+  static constexpr const char* kUnnamed = "KERNEL_NAME_";
+  Kernel kernel(const ir::Routine& r, const ir::Stmt& s) {
+    const std::string kname = kUnnamed;
     if (s.sequential) CANNL_BUG("a nest drawing random numbers outside init: " + s.what);
     const int depth = static_cast<int>(s.iters.size());
     bool uses_n = false;
@@ -489,7 +530,8 @@ private:
         st *= dims[d].size;
       }
     }
-    for (int k = 0; k < depth; ++k) (uses_loop(s.assigns[0].out, k) ? outer : red).push_back(k);
+    for (int k = 0; k < depth; ++k)
+      if (!x_.dropped[static_cast<size_t>(k)]) (uses_loop(s.assigns[0].out, k) ? outer : red).push_back(k);
     std::stable_sort(outer.begin(), outer.end(),
                      [&](int a, int b) { return stride[static_cast<size_t>(a)] > stride[static_cast<size_t>(b)]; });
     const bool inj = injective(s);
@@ -629,8 +671,9 @@ private:
     }
     std::string out = "/* routine init, on the host (the C target's random streams: a seed gives its params), into\n"
                       "   the pinned mirror; the next device routine uploads it */\n";
-    out += fmt::format("static void init_params({} *m, uint64_t seed) {{\n", p_.model);
-    out += rng ? "    cannl_rng rng;\n    cannl_rng_seed(&rng, seed);\n" : "    (void)seed;\n";
+    out += fmt::format("static void init_params(struct {} *m, uint64_t seed) {{\n", p_.model);
+    out += rng ? "    cannl_rng state_;\n    cannl_rng *const rng = &state_;\n    cannl_rng_seed(rng, seed);\n"
+               : "    (void)seed;\n";
     std::set<std::string> taken;
     for (int b : bufs) {
       const auto i = static_cast<size_t>(b);
@@ -651,6 +694,11 @@ private:
     return out + "}\n";
   }
 
+  static std::string named(std::string text, const std::string& name) {
+    for (size_t i; (i = text.find(kUnnamed)) != std::string::npos;) text.replace(i, std::string(kUnnamed).size(), name);
+    return text;
+  }
+
   void routine(const ir::Routine& r, std::string& kernels, std::string& routines) {
     std::set<int> bufs;
     std::set<std::string> scalars;
@@ -667,8 +715,7 @@ private:
     std::string body, last;
     int nk = 0, ng = 0;
     bool inputs_used = false;
-    for (size_t i = 0; i < r.stmts.size(); ++i) {
-      const ir::Stmt& s = r.stmts[i];
+    for (const ir::Stmt& s : r.stmts) {
       if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
       last = what(s);
       name_vars(s, taken);
@@ -679,13 +726,13 @@ private:
         ++gemms_;
         continue;
       }
-      Kernel k = kernel(r, i, s);
-      std::string text = k.def;
-      text.replace(text.find(k.name + "("), k.name.size(), "@");
-      auto [it, fresh] = kernel_by_text_.emplace(text, k.name);
-      if (fresh) kernels += k.def + "\n";
-      else k.launch.replace(k.launch.find(k.name + "<<<"), k.name.size(), it->second);
-      body += "    " + k.launch + "\n    CUDA_CHECK(cudaGetLastError());\n";
+      Kernel k = kernel(r, s);
+      auto it = kernel_by_text_.find(k.def);
+      if (it == kernel_by_text_.end()) {
+        it = kernel_by_text_.emplace(k.def, cnames_.kernel(p_, s)).first;
+        kernels += named(k.def, it->second) + "\n";
+      }
+      body += "    " + named(k.launch, it->second) + "\n    CUDA_CHECK(cudaGetLastError());\n";
       ++nk;
     }
 
@@ -706,7 +753,7 @@ private:
     if (nk == 0) pro += "    (void)stream_;\n";
     std::string head = fmt::format("/* routine {}: {} kernels, {} cuBLAS products, queued on the compute stream */\n",
                                    r.name(), nk, ng);
-    head += fmt::format("static void {}({} *m, const real *const in_[], int64_t n) {{\n", r.name(), p_.model);
+    head += fmt::format("static void {}(struct {} *m, const real *const in_[], int64_t n) {{\n", r.name(), p_.model);
     routines += head + pro + body + "}\n\n";
   }
 

@@ -186,8 +186,8 @@ TEST_CASE("the inference unit: forward and eval over params and their buffers on
   const ir::Layout& layout = g.p.layout;
   const std::string& inf = files[3].text;
   CHECK(has(inf, "struct t_infer {"));
-  CHECK(has(inf, "static void forward(t_infer *m,"));
-  CHECK(has(inf, "static void eval_metrics(t_infer *m,"));
+  CHECK(has(inf, "static void forward(struct t_infer *m,"));
+  CHECK(has(inf, "static void eval_metrics(struct t_infer *m,"));
   CHECK_FALSE(has(inf, "train_step"));
   CHECK_FALSE(has(inf, "_grad"));
   CHECK_FALSE(has(inf, "momentum"));
