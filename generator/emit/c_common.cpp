@@ -185,12 +185,10 @@ void CExpr::begin_nest(const ir::Stmt& s, const std::set<std::string>& taken, co
   stmt = &s;
   vars.clear();
   dropped.clear();
-  std::set<std::string> not_free = taken;
-  not_free.insert(reserved.begin(), reserved.end());
   for (const auto& it : s.iters) {
-    const std::string v = fresh_name(it.name, not_free);
-    not_free.insert(v);
-    vars.push_back(v);
+    vars.push_back(fresh_name(it.name, [&](const std::string& v) {
+      return taken.count(v) || reserved.count(v) || std::find(vars.begin(), vars.end(), v) != vars.end();
+    }));
     dropped.push_back(!it.batch && it.size == 1);
   }
 }

@@ -235,10 +235,14 @@ std::string CNames::kernel(const ir::Program& p, const ir::Stmt& s) {
   return name;
 }
 
-std::string fresh_name(std::string v, const std::set<std::string>& taken) {
+std::string fresh_name(std::string v, const std::function<bool(const std::string&)>& taken) {
   return free_name(std::move(v), [&](const std::string& x) {
-    return taken.count(x) || keyword(x) || own_names().count(x) || local_clash(x);
+    return taken(x) || keyword(x) || own_names().count(x) || local_clash(x);
   });
+}
+
+std::string fresh_name(std::string v, const std::set<std::string>& taken) {
+  return fresh_name(std::move(v), [&](const std::string& x) { return taken.count(x) > 0; });
 }
 
 std::string c_model_name_problem(const std::string& model, bool cxx) {

@@ -16,6 +16,7 @@
 // typedef of the public header is left out there, so internal names may equal the model's.
 #pragma once
 
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -43,6 +44,7 @@ CNames c_names(const ir::Program& p);
 
 // `v`, or `v_`, `v__`, ...: the first not in `taken` and not reserved.
 std::string fresh_name(std::string v, const std::set<std::string>& taken);
+std::string fresh_name(std::string v, const std::function<bool(const std::string&)>& taken);
 
 // Why `model` cannot name the C API (a keyword of C, or of C++ for the CUDA target (`cxx`); a
 // name the public header's includes declare; the runtime's prefix), or "" when it can.

@@ -9,6 +9,7 @@
 // fill moves down past nests that do not touch B, so nothing else sees the difference).
 // A zero_first += with no reduction loop (each point its own cell) becomes a plain
 // assignment  B[...] = value.
+#include <algorithm>
 #include <cmath>
 
 #include "passes/pipeline.h"
@@ -38,13 +39,20 @@ bool is_fill(const ir::Program& p, const ir::Stmt& s) {
 void fold_fills(ir::Program& p, const PassOptions&) {
   for (ir::Routine& r : p.routines) {
     std::vector<bool> drop(r.stmts.size(), false);
+    // The nests touching each buffer, in order (folding does not change which nests do).
+    std::vector<std::vector<size_t>> touching(p.buffers.size());
+    for (size_t j = 0; j < r.stmts.size(); ++j) {
+      std::set<int> t = passes::reads(r.stmts[j]);
+      for (int w : passes::writes(r.stmts[j])) t.insert(w);
+      for (int b : t) touching[static_cast<size_t>(b)].push_back(j);
+    }
     for (size_t i = 0; i < r.stmts.size(); ++i) {
       const ir::Stmt& f = r.stmts[i];
       if (!is_fill(p, f)) continue;
       const int b = f.only().out.buf;
-      for (size_t j = i + 1; j < r.stmts.size(); ++j) {
-        ir::Stmt& s = r.stmts[j];
-        if (!passes::reads(s).count(b) && !passes::writes(s).count(b)) continue;
+      const auto& t = touching[static_cast<size_t>(b)];
+      for (auto next = std::upper_bound(t.begin(), t.end(), i); next != t.end();) {  // the next nest touching B
+        ir::Stmt& s = r.stmts[*next];
         if (s.single() && s.only().out.buf == b && s.only().accum != ir::Accum::Set && !s.zero_first &&
             f.only().body->value == identity(s.only().accum) && passes::count_loads(s, b) == 0 &&
             passes::always_in_range(p, s, s.only().out) && [&] {

@@ -110,18 +110,46 @@ bool candidate(const ir::Program& p, const ir::Stmt& s) {
 
 void reuse_values(ir::Program& p, const PassOptions&) {
   for (ir::Routine& r : p.routines) {
-    for (size_t i = 0; i < r.stmts.size(); ++i) {
+    const size_t n = r.stmts.size();
+    // The nests that load and that write each buffer, by position. A match of e loads what e
+    // loads, so only those nests can hold one; `loaders` grows as matches become loads of B.
+    std::vector<std::set<size_t>> loaders(p.buffers.size()), writers(p.buffers.size());
+    for (size_t j = 0; j < n; ++j) {
+      std::vector<const Expr*> ls;
+      ir::collect_loads(r.stmts[j], ls);
+      for (const Expr* l : ls) loaders[static_cast<size_t>(l->access.buf)].insert(j);
+      for (int w : passes::writes(r.stmts[j])) writers[static_cast<size_t>(w)].insert(j);
+    }
+    for (size_t i = 0; i < n; ++i) {
       if (!candidate(p, r.stmts[i])) continue;
       const ir::Stmt producer = r.stmts[i];
+      const int b = producer.only().out.buf;
       std::set<int> inputs = passes::reads(producer);
-      inputs.insert(producer.only().out.buf);
-      for (size_t j = i + 1; j < r.stmts.size(); ++j) {
+      inputs.insert(b);
+      // Up to the first nest that writes what e reads, or B.
+      size_t end = n;
+      for (int in : inputs) {
+        const auto& w = writers[static_cast<size_t>(in)];
+        if (auto it = w.upper_bound(i); it != w.end()) end = std::min(end, *it);
+      }
+      std::vector<const Expr*> ls;
+      ir::collect_loads(producer.only().body, ls);
+      std::set<size_t> readers;
+      if (ls.empty()) {  // nothing to look for by buffer: every nest
+        for (size_t j = i + 1; j < end; ++j) readers.insert(j);
+      } else {  // a match loads every buffer e loads: the nests loading the rarest of them
+        const std::set<size_t>* rarest = nullptr;
+        for (const Expr* l : ls) {
+          const auto& ld = loaders[static_cast<size_t>(l->access.buf)];
+          if (!rarest || ld.size() < rarest->size()) rarest = &ld;
+        }
+        readers.insert(rarest->upper_bound(i), rarest->lower_bound(end));
+      }
+      for (size_t j : readers) {
         ir::Stmt& s = r.stmts[j];
-        bool clobbers = false;
-        for (int w : passes::writes(s)) clobbers |= inputs.count(w) > 0;
-        if (clobbers) break;
         Reuser u{p, producer, s};
         for (ir::Assign& a : s.assigns) a.body = u.run(a.body);
+        if (u.changed) loaders[static_cast<size_t>(b)].insert(j);
       }
     }
   }

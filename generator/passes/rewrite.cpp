@@ -71,10 +71,28 @@ ExprP mul(ExprP a, ExprP b) {
 
 }  // namespace
 
+namespace {
+
+ExprP simplified(const ExprP& e, std::vector<ExprP> args);
+
+}  // namespace
+
+// (An expression that is already simple comes back as the same node: its nodes stay shared.)
 ExprP simplify_expr(const ExprP& e) {
   if (e->args.empty()) return e;
   std::vector<ExprP> args;
-  for (const ExprP& a : e->args) args.push_back(simplify_expr(a));
+  bool same = true;
+  for (const ExprP& a : e->args) {
+    args.push_back(simplify_expr(a));
+    same = same && args.back() == a;
+  }
+  ExprP r = simplified(e, std::move(args));
+  return same && ir::same_expr(*r, *e) ? e : r;
+}
+
+namespace {
+
+ExprP simplified(const ExprP& e, std::vector<ExprP> args) {
   if (e->op == Op::Mul) return mul(args[0], args[1]);
   // x / c -> x * (1/c). When 1/c is inexact (c not a power of two) the constant is `wide`:
   // the product is taken in double, which rounds as the division does (a float32 multiply by
@@ -87,6 +105,8 @@ ExprP simplify_expr(const ExprP& e) {
   }
   return rebuild(*e, std::move(args));
 }
+
+}  // namespace
 
 ir::Affine compose(const ir::Affine& a, const std::vector<ir::Affine>& sigma) {
   ir::Affine r = ir::Affine::constant(a.offset);
