@@ -110,6 +110,11 @@ std::vector<Prim> make_prims() {
        .libm = "floor",
        .derivative = zero,
        .fold = [](const double* x) { return std::floor(x[0]); }},
+      {.name = "log1p",  // log(1 + x), accurate near 0
+       .libm = "log1p",
+       .derivative = [](const Args& x, const ExprP&, const Args& dx) { return div(dx[0], binary(Op::Add, cnst(1), x[0])); },
+       .cost = 4,
+       .fold = [](const double* x) { return std::log1p(x[0]); }},
   };
 }
 
