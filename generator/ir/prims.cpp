@@ -115,6 +115,14 @@ std::vector<Prim> make_prims() {
        .derivative = [](const Args& x, const ExprP&, const Args& dx) { return div(dx[0], binary(Op::Add, cnst(1), x[0])); },
        .cost = 4,
        .fold = [](const double* x) { return std::log1p(x[0]); }},
+      {.name = "silu",  // x * sigmoid(x)
+       .helper = [](const CSpell& c) { return fmt::format("return x / (1 + {}(-x));", c.fn("exp")); },
+       .derivative = [](const Args& x, const ExprP&, const Args& dx) {  // sigmoid(x) (1 + x (1 - sigmoid(x)))
+         const ExprP s = call("sigmoid", {x[0]});
+         return mul(mul(s, binary(Op::Add, cnst(1), mul(x[0], sub(cnst(1), s)))), dx[0]);
+       },
+       .cost = 4,
+       .fold = [](const double* x) { return x[0] / (1 + std::exp(-x[0])); }},
   };
 }
 

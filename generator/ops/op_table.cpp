@@ -99,6 +99,7 @@ std::vector<OpInfo> make_table() {
   std::vector<OpInfo> t;
   for (const char* f : {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"})
     t.push_back({f, {tensor("x")}, pointwise, false, "pointwise; the shape is unchanged", prim(f)});
+  t.push_back({"silu", {tensor("x")}, pointwise, false, "x *. sigmoid(x), pointwise", prim("silu")});
   t.push_back({"log1p", {tensor("x")}, pointwise, false, "log(1 + x), pointwise", prim("log1p")});
   t.push_back({"cos", {tensor("x")}, pointwise, false, "cosine, pointwise", prim("cos")});
   t.push_back({"sin", {tensor("x")}, pointwise, false, "sine, pointwise", prim("sin")});
