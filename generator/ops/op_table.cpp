@@ -99,6 +99,13 @@ std::vector<OpInfo> make_table() {
   std::vector<OpInfo> t;
   for (const char* f : {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"})
     t.push_back({f, {tensor("x")}, pointwise, false, "pointwise; the shape is unchanged", prim(f)});
+  t.push_back({"softplus", {tensor("x"), number("beta", 1), number("threshold", 20)}, pointwise, false,
+               "log(1 + exp(beta x)) / beta, x where beta x > threshold (PyTorch's)",
+               [](const std::vector<ir::ExprP>& x, const BoundCall& c) {
+                 const ir::ExprP beta = ir::cnst(c.values.at("beta")), bx = ir::binary(ir::Op::Mul, x[0], beta);
+                 return ir::select(ir::binary(ir::Op::Gt, bx, ir::cnst(c.values.at("threshold"))), x[0],
+                                   ir::binary(ir::Op::Div, ir::call("log1p", {ir::call("exp", {bx})}), beta));
+               }});
   t.push_back({"silu", {tensor("x")}, pointwise, false, "x *. sigmoid(x), pointwise", prim("silu")});
   t.push_back({"log1p", {tensor("x")}, pointwise, false, "log(1 + x), pointwise", prim("log1p")});
   t.push_back({"cos", {tensor("x")}, pointwise, false, "cosine, pointwise", prim("cos")});
