@@ -99,6 +99,13 @@ std::vector<OpInfo> make_table() {
   std::vector<OpInfo> t;
   for (const char* f : {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"})
     t.push_back({f, {tensor("x")}, pointwise, false, "pointwise; the shape is unchanged", prim(f)});
+  t.push_back({"elu", {tensor("x"), number("alpha", 1)}, pointwise, false,
+               "x where x > 0, else alpha (exp(x) - 1) (PyTorch's)",
+               [](const std::vector<ir::ExprP>& x, const BoundCall& c) {
+                 return ir::select(ir::binary(ir::Op::Gt, x[0], ir::cnst(0)), x[0],
+                                   ir::binary(ir::Op::Mul, ir::binary(ir::Op::Sub, ir::call("exp", {x[0]}), ir::cnst(1)),
+                                              ir::cnst(c.values.at("alpha"))));
+               }});
   t.push_back({"softplus", {tensor("x"), number("beta", 1), number("threshold", 20)}, pointwise, false,
                "log(1 + exp(beta x)) / beta, x where beta x > threshold (PyTorch's)",
                [](const std::vector<ir::ExprP>& x, const BoundCall& c) {
