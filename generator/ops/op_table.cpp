@@ -99,6 +99,12 @@ std::vector<OpInfo> make_table() {
   std::vector<OpInfo> t;
   for (const char* f : {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"})
     t.push_back({f, {tensor("x")}, pointwise, false, "pointwise; the shape is unchanged", prim(f)});
+  t.push_back({"leaky_relu", {tensor("x"), number("negative_slope", 0.01)}, pointwise, false,
+               "x where x > 0, else negative_slope x (PyTorch's)",
+               [](const std::vector<ir::ExprP>& x, const BoundCall& c) {
+                 return ir::select(ir::binary(ir::Op::Gt, x[0], ir::cnst(0)), x[0],
+                                   ir::binary(ir::Op::Mul, x[0], ir::cnst(c.values.at("negative_slope"))));
+               }});
   t.push_back({"elu", {tensor("x"), number("alpha", 1)}, pointwise, false,
                "x where x > 0, else alpha (exp(x) - 1) (PyTorch's)",
                [](const std::vector<ir::ExprP>& x, const BoundCall& c) {

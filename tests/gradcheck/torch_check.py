@@ -310,6 +310,7 @@ REFERENCES["abs"] = pointwise(torch.abs)
 REFERENCES["gelu"] = pointwise(F.gelu)          # the exact (erf) form, PyTorch's default
 REFERENCES["log"] = pointwise(lambda z: torch.log(z * z + 0.5))
 REFERENCES["sqrt"] = pointwise(lambda z: torch.sqrt(z * z + 0.5))
+REFERENCES["leaky_relu"] = pointwise(lambda z: F.leaky_relu(z) + F.leaky_relu(z, negative_slope=-0.2))
 REFERENCES["elu"] = pointwise(lambda z: F.elu(2 * z) + F.elu(z, alpha=0.5))
 REFERENCES["softplus"] = pointwise(lambda z: F.softplus(z) + F.softplus(2 * z, beta=2, threshold=1))
 REFERENCES["silu"] = pointwise(lambda z: F.silu(2 * z))
