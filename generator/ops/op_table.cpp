@@ -90,6 +90,17 @@ void pool2d(ShapeContext& c, const BoundCall& b) {
   s.affine(W, stride, OW, DimT::known(size), 0, o);
 }
 
+// The operands broadcast as those of + do: each kind of axes aligned from the right, size-1
+// axes broadcast (minimum, maximum, where).
+void broadcast(ShapeContext& c, const BoundCall& b) {
+  Origin o = c.origin(fmt::format("in {} of", b.call->name), b.tensors);
+  for (AxisKind k : {AxisKind::Batch, AxisKind::Input, AxisKind::Output}) {
+    std::vector<RowT> rows;
+    for (const Expr* t : b.tensors) rows.push_back(c.shape(t).row(k));
+    c.solver().broadcast(c.result().row(k), rows, o, axis_kind_name(k));
+  }
+}
+
 // Lowers to the primitive function `f` (ir/prims.cpp) of the tensor operands.
 PointwiseLowering prim(const char* f) {
   return [f](const std::vector<ir::ExprP>& x, const BoundCall&) { return ir::call(f, x); };
@@ -99,6 +110,8 @@ std::vector<OpInfo> make_table() {
   std::vector<OpInfo> t;
   for (const char* f : {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"})
     t.push_back({f, {tensor("x")}, pointwise, false, "pointwise; the shape is unchanged", prim(f)});
+  t.push_back({"minimum", {tensor("a"), tensor("b")}, broadcast, false, "the smaller of a and b, pointwise",
+               prim("minimum")});
   t.push_back({"leaky_relu", {tensor("x"), number("negative_slope", 0.01)}, pointwise, false,
                "x where x > 0, else negative_slope x (PyTorch's)",
                [](const std::vector<ir::ExprP>& x, const BoundCall& c) {

@@ -310,6 +310,12 @@ REFERENCES["abs"] = pointwise(torch.abs)
 REFERENCES["gelu"] = pointwise(F.gelu)          # the exact (erf) form, PyTorch's default
 REFERENCES["log"] = pointwise(lambda z: torch.log(z * z + 0.5))
 REFERENCES["sqrt"] = pointwise(lambda z: torch.sqrt(z * z + 0.5))
+
+@ref("minimum")
+def _(P, X):
+    u = lin(P["w"], X["x"]) + P["b"]
+    v = lin(P["w2"], X["x"])
+    return ((torch.minimum(u, P["d"]) + torch.minimum(v, u)) * P["c"]).sum()
 REFERENCES["leaky_relu"] = pointwise(lambda z: F.leaky_relu(z) + F.leaky_relu(z, negative_slope=-0.2))
 REFERENCES["elu"] = pointwise(lambda z: F.elu(2 * z) + F.elu(z, alpha=0.5))
 REFERENCES["softplus"] = pointwise(lambda z: F.softplus(z) + F.softplus(2 * z, beta=2, threshold=1))
