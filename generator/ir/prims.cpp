@@ -134,6 +134,17 @@ std::vector<Prim> make_prims() {
          return binary(Op::Add, mul(part(x[0], x[1]), dx[0]), mul(part(x[1], x[0]), dx[1]));
        },
        .fold = [](const double* x) { return x[0] != x[0] || x[0] < x[1] ? x[0] : x[1]; }},
+      {.name = "maximum",  // the larger; NaN when either is (torch.maximum)
+       .arity = 2,
+       .helper = [](const CSpell&) -> std::string { return "return x != x || x > y ? x : y;"; },
+       .derivative = [](const Args& x, const ExprP&, const Args& dx) {  // a tie shares the gradient (PyTorch)
+         const ExprP tie = binary(Op::Eq, x[0], x[1]);
+         auto part = [&](const ExprP& a, const ExprP& b) {  // d/da: 1 where a wins, 0 where it loses
+           return select(tie, cnst(0.5), select(binary(Op::Gt, b, a), cnst(0), cnst(1)));
+         };
+         return binary(Op::Add, mul(part(x[0], x[1]), dx[0]), mul(part(x[1], x[0]), dx[1]));
+       },
+       .fold = [](const double* x) { return x[0] != x[0] || x[0] > x[1] ? x[0] : x[1]; }},
   };
 }
 

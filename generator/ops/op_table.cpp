@@ -110,6 +110,8 @@ std::vector<OpInfo> make_table() {
   std::vector<OpInfo> t;
   for (const char* f : {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"})
     t.push_back({f, {tensor("x")}, pointwise, false, "pointwise; the shape is unchanged", prim(f)});
+  t.push_back({"maximum", {tensor("a"), tensor("b")}, broadcast, false, "the larger of a and b, pointwise",
+               prim("maximum")});
   t.push_back({"minimum", {tensor("a"), tensor("b")}, broadcast, false, "the smaller of a and b, pointwise",
                prim("minimum")});
   t.push_back({"leaky_relu", {tensor("x"), number("negative_slope", 0.01)}, pointwise, false,

@@ -311,6 +311,12 @@ REFERENCES["gelu"] = pointwise(F.gelu)          # the exact (erf) form, PyTorch'
 REFERENCES["log"] = pointwise(lambda z: torch.log(z * z + 0.5))
 REFERENCES["sqrt"] = pointwise(lambda z: torch.sqrt(z * z + 0.5))
 
+@ref("maximum")
+def _(P, X):
+    u = lin(P["w"], X["x"]) + P["b"]
+    v = lin(P["w2"], X["x"])
+    return ((torch.maximum(u, P["d"]) + torch.maximum(v, u)) * P["c"]).sum()
+
 @ref("minimum")
 def _(P, X):
     u = lin(P["w"], X["x"]) + P["b"]
