@@ -1,5 +1,6 @@
 #include "ops/op_table.h"
 
+#include <cmath>
 #include <fmt/format.h>
 
 #include "ir/prims.h"
@@ -110,6 +111,15 @@ std::vector<OpInfo> make_table() {
   std::vector<OpInfo> t;
   for (const char* f : {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"})
     t.push_back({f, {tensor("x")}, pointwise, false, "pointwise; the shape is unchanged", prim(f)});
+  t.push_back({"clamp", {tensor("x"), number("lo", -INFINITY), number("hi", INFINITY)}, pointwise, false,
+               "min(max(x, lo), hi) (PyTorch's clamp: the gradient passes where lo <= x <= hi)",
+               [](const std::vector<ir::ExprP>& x, const BoundCall& c) {
+                 const double lo = c.values.at("lo"), hi = c.values.at("hi");
+                 ir::ExprP y = x[0];
+                 if (lo > -INFINITY) y = ir::select(ir::binary(ir::Op::Gt, ir::cnst(lo), y), ir::cnst(lo), y);
+                 if (hi < INFINITY) y = ir::select(ir::binary(ir::Op::Gt, y, ir::cnst(hi)), ir::cnst(hi), y);
+                 return y;
+               }});
   t.push_back({"maximum", {tensor("a"), tensor("b")}, broadcast, false, "the larger of a and b, pointwise",
                prim("maximum")});
   t.push_back({"minimum", {tensor("a"), tensor("b")}, broadcast, false, "the smaller of a and b, pointwise",

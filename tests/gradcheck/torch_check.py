@@ -310,6 +310,7 @@ REFERENCES["abs"] = pointwise(torch.abs)
 REFERENCES["gelu"] = pointwise(F.gelu)          # the exact (erf) form, PyTorch's default
 REFERENCES["log"] = pointwise(lambda z: torch.log(z * z + 0.5))
 REFERENCES["sqrt"] = pointwise(lambda z: torch.sqrt(z * z + 0.5))
+REFERENCES["clamp"] = pointwise(lambda z: torch.clamp(z, -0.3, 0.4) + torch.clamp(z, min=-0.2))
 
 @ref("maximum")
 def _(P, X):
