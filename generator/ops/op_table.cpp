@@ -111,6 +111,10 @@ std::vector<OpInfo> make_table() {
   std::vector<OpInfo> t;
   for (const char* f : {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"})
     t.push_back({f, {tensor("x")}, pointwise, false, "pointwise; the shape is unchanged", prim(f)});
+  t.push_back({"where", {tensor("c"), tensor("a"), tensor("b")}, broadcast, false, "a where c > 0, else b, pointwise",
+               [](const std::vector<ir::ExprP>& x, const BoundCall&) {
+                 return ir::select(ir::binary(ir::Op::Gt, x[0], ir::cnst(0)), x[1], x[2]);
+               }});
   t.push_back({"clamp", {tensor("x"), number("lo", -INFINITY), number("hi", INFINITY)}, pointwise, false,
                "min(max(x, lo), hi) (PyTorch's clamp: the gradient passes where lo <= x <= hi)",
                [](const std::vector<ir::ExprP>& x, const BoundCall& c) {

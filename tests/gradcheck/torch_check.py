@@ -310,6 +310,12 @@ REFERENCES["abs"] = pointwise(torch.abs)
 REFERENCES["gelu"] = pointwise(F.gelu)          # the exact (erf) form, PyTorch's default
 REFERENCES["log"] = pointwise(lambda z: torch.log(z * z + 0.5))
 REFERENCES["sqrt"] = pointwise(lambda z: torch.sqrt(z * z + 0.5))
+
+@ref("where")
+def _(P, X):
+    u = lin(P["w"], X["x"]) + P["b"]
+    v = lin(P["w2"], X["x"])
+    return ((torch.where(u > 0, v, P["d"]) + torch.where(v > 0, u * u, torch.tensor(0.5))) * P["c"]).sum()
 REFERENCES["clamp"] = pointwise(lambda z: torch.clamp(z, -0.3, 0.4) + torch.clamp(z, min=-0.2))
 
 @ref("maximum")
