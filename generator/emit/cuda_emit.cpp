@@ -736,15 +736,27 @@ private:
       ++nk;
     }
 
+    // The buffers, named once: the inputs' staging, the state's fields, the work region's (as
+    // the C target's routines name theirs).
     std::string pro;
+    std::vector<std::pair<long, int>> work;
     for (int b : bufs) {
       if (buf(b).role == ir::Role::Input) {
         inputs_used = true;
         auto it = std::find(p_.inputs.begin(), p_.inputs.end(), b);
-        pro += fmt::format("    const real *{} = in_[{}];\n", name(b), it - p_.inputs.begin());
+        pro += fmt::format("    const real *const {} = in_[{}];\n", name(b), it - p_.inputs.begin());
+      } else if (arena_.own[static_cast<size_t>(b)]) {
+        pro += fmt::format("    real *const {} = m->{};\n", name(b), name(b));
       } else {
-        pro += fmt::format("    real *{} = {};\n", name(b), device(r, b));
+        device(r, b);  // (a bug when it has no place)
+        work.push_back({arena_.address(r, b) - arena_.work, b});
       }
+    }
+    if (!work.empty()) {
+      std::sort(work.begin(), work.end());
+      pro += fmt::format("    char *const work = m->dev + {}; /* the work region: this routine's {} bytes */\n", arena_.work,
+                         r.arena_bytes);
+      for (const auto& [offset, b] : work) pro += fmt::format("    real *const {} = (real *)(work + {});\n", name(b), offset);
     }
     pro += scalar_prologue(r, scalars, x_);
     if (!inputs_used) pro += "    (void)in_;\n";
