@@ -2,8 +2,10 @@
 #include "autodiff/autodiff.h"
 
 #include <cmath>
+#include <map>
 #include <set>
 
+#include "ir/prims.h"
 #include "support/diagnostic.h"
 
 namespace cannl {
@@ -16,8 +18,7 @@ ExprP derivative(const ExprP& e, const ir::Access& wrt) {
   auto mul = [](ExprP a, ExprP b) { return ir::binary(Op::Mul, std::move(a), std::move(b)); };
   const ExprP zero = ir::cnst(0);
   switch (e->op) {
-    case Op::Const: case Op::Scalar: case Op::Index: case Op::Step: case Op::Sign:
-    case Op::Eq: case Op::Gt: case Op::Uniform: case Op::Normal:
+    case Op::Const: case Op::Scalar: case Op::Index: case Op::Eq: case Op::Gt: case Op::Uniform: case Op::Normal:
       return zero;
     case Op::Load: return !e->nograd && e->access == wrt ? ir::cnst(1) : zero;
     case Op::Neg: return ir::unary(Op::Neg, d(0));
@@ -32,16 +33,13 @@ ExprP derivative(const ExprP& e, const ir::Access& wrt) {
     }
     case Op::Pow:
       return mul(mul(ir::cnst(e->value), ir::pow(e->args[0], e->value - 1)), d(0));
-    case Op::Relu: return mul(ir::unary(Op::Step, e->args[0]), d(0));
-    case Op::Sigmoid: return mul(mul(e, ir::binary(Op::Sub, ir::cnst(1), e)), d(0));
-    case Op::Tanh: return mul(ir::binary(Op::Sub, ir::cnst(1), mul(e, e)), d(0));
-    case Op::Exp: return mul(e, d(0));
-    case Op::Log: return ir::binary(Op::Div, d(0), e->args[0]);
-    case Op::Sqrt: return ir::binary(Op::Div, d(0), mul(ir::cnst(2), e));
-    case Op::Abs: return mul(ir::unary(Op::Sign, e->args[0]), d(0));
-    case Op::Gelu: return mul(ir::unary(Op::GeluGrad, e->args[0]), d(0));
     case Op::Select: return ir::select(e->args[0], d(1), d(2));
-    case Op::GeluGrad: CANNL_BUG("second derivatives are not supported");
+    case Op::Prim: {  // the function's own rule (ir/prims.cpp)
+      if (!e->prim->derivative) CANNL_BUG(std::string("no derivative of ") + e->prim->name);
+      std::vector<ExprP> dx;
+      for (size_t i = 0; i < e->args.size(); ++i) dx.push_back(d(i));
+      return e->prim->derivative(e->args, e, dx);
+    }
   }
   CANNL_BUG("no derivative rule for this operation");
 }
@@ -68,7 +66,7 @@ static ExprP substitute(const ExprP& e, const ir::Expr& target, const ExprP& wit
 // PyTorch's max_pool2d and max do.
 static ir::Affine reduced_position(const ir::Stmt& s) {
   std::vector<bool> written(s.iters.size(), false);
-  for (const ir::Affine& a : s.out.index)
+  for (const ir::Affine& a : s.only().out.index)
     for (const auto& t : a.terms) written[static_cast<size_t>(t.iter)] = true;
   ir::Affine pos;
   long stride = 1;
@@ -81,70 +79,73 @@ static ir::Affine reduced_position(const ir::Stmt& s) {
 }
 
 static int first_extremum(ir::Program& p, const ir::Stmt& s, std::vector<ir::Stmt>& nests) {
-  ir::Buffer ab = p.buffers[static_cast<size_t>(s.out.buf)];
+  const ir::Assign& a = s.only();
+  ir::Buffer ab = p.buffers[static_cast<size_t>(a.out.buf)];
   const std::string of = ab.name;
   ab.name = of + "_arg";
   ab.role = ir::Role::Temp;
   ab.tensor = -1;
-  ab.grad_of = -1;
   ab.state_name.clear();
   ab.shape = "position of the first extremum of " + of;
   p.buffers.push_back(ab);
   const int arg = static_cast<int>(p.buffers.size()) - 1;
   ir::Stmt fill = ir::elementwise(p, arg, "first extremum of " + of);
-  fill.body = ir::cnst(INFINITY);
+  fill.only().body = ir::cnst(INFINITY);
   fill.line = s.line;
   nests.push_back(std::move(fill));
   ir::Stmt find = s;
-  find.out.buf = arg;
-  find.accum = ir::Accum::Min;
-  find.body = ir::select(ir::binary(Op::Eq, s.body, ir::load(s.out)), ir::index_value(reduced_position(s)),
-                         ir::cnst(INFINITY));
+  find.only().out.buf = arg;
+  find.only().accum = ir::Accum::Min;
+  find.only().body = ir::select(ir::binary(Op::Eq, a.body, ir::load(a.out)), ir::index_value(reduced_position(s)),
+                                ir::cnst(INFINITY));
   find.what = "first extremum: " + s.what;
   nests.push_back(std::move(find));
   return arg;
 }
 
-Gradients differentiate(ir::Program& p, const std::vector<ir::Stmt>& forward, int loss) {
+void differentiate(ir::Program& p) {
+  ir::Routine& train = *p.routine(ir::RoutineKind::TrainStep);
+  const std::vector<ir::Stmt> forward = train.stmts;
+  const int loss = p.loss;
   // Which buffers depend on a param (only those get gradients).
   std::vector<bool> needs(p.buffers.size(), false);
   for (size_t i = 0; i < p.buffers.size(); ++i) needs[i] = p.buffers[i].role == ir::Role::Param;
   for (const ir::Stmt& s : forward) {
     std::vector<const ir::Expr*> loads;
-    ir::collect_loads(s.body, loads);
+    ir::collect_loads(s, loads);
     for (const ir::Expr* l : loads)
-      if (!l->nograd && needs[static_cast<size_t>(l->access.buf)]) needs[static_cast<size_t>(s.out.buf)] = true;
+      if (!l->nograd && needs[static_cast<size_t>(l->access.buf)]) needs[static_cast<size_t>(s.only().out.buf)] = true;
   }
 
-  Gradients g;
+  std::map<int, int> grads;  // buffer -> its gradient
   std::vector<ir::Stmt> zero_fills, contributions;
-  auto grad_of = [&](int buf, double init, std::vector<ir::Stmt>& fills) {
-    auto it = g.grad.find(buf);
-    if (it != g.grad.end()) return it->second;
+  auto gradient = [&](int buf, double init, std::vector<ir::Stmt>& fills) {
+    auto it = grads.find(buf);
+    if (it != grads.end()) return it->second;
     ir::Buffer gb = p.buffers[static_cast<size_t>(buf)];
     gb.name += "_grad";
     gb.role = ir::Role::Grad;
-    gb.grad_of = buf;
     gb.tensor = -1;
     gb.state_name.clear();  // gradients are not saved
     gb.shape = "gradient of " + p.buffers[static_cast<size_t>(buf)].name;
     p.buffers.push_back(gb);
     int gi = static_cast<int>(p.buffers.size()) - 1;
-    g.grad[buf] = gi;
+    grads[buf] = gi;
     const std::string& name = p.buffers[static_cast<size_t>(buf)].name;
     ir::Stmt fill = ir::elementwise(p, gi, init == 1 ? "d " + name + " / d " + name : "zero the gradient of " + name);
-    fill.body = ir::cnst(init);
+    fill.only().body = ir::cnst(init);
     fills.push_back(std::move(fill));
     return gi;
   };
 
-  grad_of(loss, 1, zero_fills);
+  gradient(loss, 1, zero_fills);
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
     const ir::Stmt& s = *it;
-    auto og = g.grad.find(s.out.buf);
-    if (og == g.grad.end()) continue;
+    const ir::Assign& a = s.only();
+    auto og = grads.find(a.out.buf);
+    if (og == grads.end()) continue;
     std::vector<const ir::Expr*> loads;
-    ir::collect_loads(s.body, loads);
+    ir::collect_loads(a.body, loads);
     std::vector<ir::Access> seen;
     int arg = -1;  // max=/min=: the first extremum's position
     for (const ir::Expr* l : loads) {
@@ -153,29 +154,28 @@ Gradients differentiate(ir::Program& p, const std::vector<ir::Stmt>& forward, in
       for (const auto& a : seen) dup |= a == l->access;
       if (dup) continue;
       seen.push_back(l->access);
-      ExprP db = derivative(s.body, l->access);
+      ExprP db = derivative(a.body, l->access);
       if (ir::is_const(db, 0)) continue;
-      ExprP out_value = ir::load(s.out);
-      if (s.accum == ir::Accum::Set) db = substitute(db, *s.body, out_value);
-      if (s.accum == ir::Accum::Max || s.accum == ir::Accum::Min) {
+      ExprP out_value = ir::load(a.out);
+      if (a.accum == ir::Accum::Set) db = substitute(db, *a.body, out_value);
+      if (a.accum == ir::Accum::Max || a.accum == ir::Accum::Min) {
         if (arg < 0) arg = first_extremum(p, s, zero_fills);
-        ir::ExprP first = ir::binary(Op::Eq, ir::index_value(reduced_position(s)), ir::load({arg, s.out.index}));
+        ir::ExprP first = ir::binary(Op::Eq, ir::index_value(reduced_position(s)), ir::load({arg, a.out.index}));
         db = ir::binary(Op::Mul, first, db);
       }
-      int target = grad_of(l->access.buf, 0, zero_fills);
-      ir::Stmt c;
-      c.iters = s.iters;
-      c.out = {target, l->access.index};
-      c.accum = ir::Accum::Add;
-      c.body = ir::binary(Op::Mul, ir::load({og->second, s.out.index}), db);
+      int target = gradient(l->access.buf, 0, zero_fills);
+      ir::Stmt c = ir::nest(s.iters, {target, l->access.index}, ir::Accum::Add,
+                            ir::binary(Op::Mul, ir::load({og->second, a.out.index}), db));
       c.line = s.line;
       c.what = "backward: " + s.what;
       contributions.push_back(std::move(c));
     }
   }
-  g.stmts = std::move(zero_fills);
-  for (auto& c : contributions) g.stmts.push_back(std::move(c));
-  return g;
+  for (auto& f : zero_fills) train.stmts.push_back(std::move(f));
+  for (auto& c : contributions) train.stmts.push_back(std::move(c));
+  p.grads = std::move(grads);
+  for (int param : p.params)
+    if (p.grad(param) >= 0) train.io.kept.push_back(p.grad(param));
 }
 
 }  // namespace cannl

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "ir/prims.h"
+
 namespace cannl {
 
 using ir::ExprP;
@@ -15,13 +17,6 @@ ExprP sub(ExprP a, ExprP b) { return ir::binary(Op::Sub, std::move(a), std::move
 ExprP mul(ExprP a, ExprP b) { return ir::binary(Op::Mul, std::move(a), std::move(b)); }
 ExprP div(ExprP a, ExprP b) { return ir::binary(Op::Div, std::move(a), std::move(b)); }
 ExprP num(double v) { return ir::cnst(v); }
-
-// A double literal for C: always with a '.' or an exponent (so 500 does not divide as an int).
-std::string c_double(double v) {
-  std::string s = fmt::format("{}", v);
-  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-  return s;
-}
 
 int scalar_buffer(ir::Program& p, const std::string& name, const std::string& what) {
   ir::Buffer b;
@@ -47,29 +42,37 @@ int state_buffer(ir::Program& p, int param, const std::string& state) {
 
 }  // namespace
 
-std::string schedule_formula(const CallConfig& c, const std::string& base) {
+ExprP schedule_lr(const CallConfig& c, const ExprP& base) {
   auto a = [&](const char* k) { return c.args.at(k); };
   const double warmup = a("warmup");
-  const std::string s = "(double)(step - 1)";  // steps taken before this one
-  std::string after;                           // the lr once warmed up
+  const ExprP s = sub(ir::scalar("step"), num(1));  // steps taken before this one
+  ExprP after;                                      // the lr once warmed up
   if (c.name == "constant") {
     after = base;
-  } else if (c.name == "step") {
-    after = fmt::format("{} * pow({}, (double)((step - 1 - {}) / {}))", base, c_double(a("gamma")),
-                        static_cast<long>(warmup), static_cast<long>(a("every")));
-  } else {  // cosine
+  } else if (c.name == "step") {  // base * gamma ** floor((s - warmup) / every), whole steps
+    const double w = static_cast<double>(static_cast<long>(warmup)), every = static_cast<double>(static_cast<long>(a("every")));
+    after = mul(base, ir::call("pow", {num(a("gamma")), ir::call("floor", {div(sub(s, num(w)), num(every))})}));
+  } else {  // cosine: min_lr + (base - min_lr) * 0.5 * (1 + cos(pi * min(1, (s - warmup) / (steps - warmup))))
     const double min_lr = a("min_lr");
-    after = fmt::format("{} + ({} - {}) * 0.5 * (1 + cos(3.141592653589793 * fmin(1.0, ({} - {}) / {})))",
-                        c_double(min_lr), base, c_double(min_lr), s, c_double(warmup),
-                        c_double(a("steps") - warmup));
+    const ExprP t = div(sub(s, num(warmup)), num(a("steps") - warmup));
+    const ExprP capped = ir::select(ir::binary(Op::Gt, t, num(1)), num(1), t);
+    after = add(num(min_lr), mul(mul(sub(base, num(min_lr)), num(0.5)),
+                                 add(num(1), ir::call("cos", {mul(num(3.141592653589793), capped)}))));
   }
   if (warmup == 0) return after;
-  return fmt::format("{} < {} ? {} * ({} + 1) / {} : {}", s, c_double(warmup), base, s, c_double(warmup), after);
+  // Linear warmup: base * (s + 1) / warmup for the first `warmup` steps.
+  return ir::select(ir::binary(Op::Gt, num(warmup), s), div(mul(base, add(s, num(1))), num(warmup)), after);
 }
 
-std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, const CallConfig& opt,
-                                      const TrainingOptions& options, const std::map<int, int>& grads,
-                                      int line) {
+namespace {
+
+struct TrainingOptions {
+  const CallConfig* schedule = nullptr;  // null: constant lr
+  double clip_grad_norm = 0;             // 0: no clipping
+};
+
+std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, const CallConfig& opt,
+                                   const TrainingOptions& options, int line) {
   auto arg = [&](const char* k, double dflt) {
     auto it = opt.args.find(k);
     return it == opt.args.end() ? dflt : it->second;
@@ -80,17 +83,19 @@ std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, c
   const bool nesterov = arg("nesterov", 0) != 0;
   const double beta1 = arg("beta1", 0.9), beta2 = arg("beta2", 0.999), eps = arg("eps", 1e-8);
 
+  // Adam's bias corrections.
+  const ExprP step = ir::scalar("step");
   if (kind == "adam" || kind == "adamw") {
-    train_step.scalars.push_back({"bc1", fmt::format("1 - pow({}, step)", beta1)});
-    train_step.scalars.push_back({"sqrt_bc2", fmt::format("sqrt(1 - pow({}, step))", beta2)});
+    train_step.scalars.push_back({"bc1", sub(num(1), ir::call("pow", {num(beta1), step}))});
+    train_step.scalars.push_back({"sqrt_bc2", ir::call("sqrt", {sub(num(1), ir::call("pow", {num(beta2), step}))})});
   }
 
   // The learning rate of this step: the spec's schedule unless switched off at run time.
   std::string lr_name = "lr";
   if (options.schedule) {
     lr_name = "lr_t";
-    train_step.scalars.push_back(
-        {lr_name, fmt::format("m->schedule ? ({}) : m->lr", schedule_formula(*options.schedule, "m->lr"))});
+    const ExprP lr = ir::scalar("lr");
+    train_step.scalars.push_back({lr_name, ir::select(ir::scalar("schedule"), schedule_lr(*options.schedule, lr), lr)});
   }
   auto LR = [&] { return ir::scalar(lr_name); };
 
@@ -101,27 +106,21 @@ std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, c
     const std::string what = fmt::format("clip_grad_norm(max_norm = {})", options.clip_grad_norm);
     int norm = scalar_buffer(p, "grad_norm", "the sum of the squares of every gradient");
     int coef = scalar_buffer(p, "clip_coef", "the factor of every gradient: min(1, max_norm / (norm + 1e-6))");
-    ir::Stmt zero;
-    zero.out = {norm, {}};
-    zero.body = num(0);
+    ir::Stmt zero = ir::nest({}, {norm, {}}, ir::Accum::Set, num(0));
     zero.line = line;
     zero.what = what + ": the squared norm";
     out.push_back(zero);
     for (int param : p.params) {
-      auto g = grads.find(param);
-      if (g == grads.end()) continue;
-      ir::Stmt s = ir::elementwise(p, g->second, zero.what);
-      ExprP gv = ir::load_all(s, g->second);
-      s.out = {norm, {}};
-      s.accum = ir::Accum::Add;
-      s.body = mul(gv, gv);
+      const int g = p.grad(param);
+      if (g < 0) continue;
+      ir::Stmt s = ir::elementwise(p, g, zero.what);
+      ExprP gv = ir::load_all(s, g);
+      s.only() = {{norm, {}}, ir::Accum::Add, mul(gv, gv)};
       s.line = line;
       out.push_back(std::move(s));
     }
-    ir::Stmt c;
-    c.out = {coef, {}};
-    ExprP ratio = div(num(options.clip_grad_norm), add(ir::unary(Op::Sqrt, ir::load({norm, {}})), num(1e-6)));
-    c.body = ir::select(ir::binary(Op::Gt, ratio, num(1)), num(1), ratio);
+    ExprP ratio = div(num(options.clip_grad_norm), add(ir::call("sqrt", {ir::load({norm, {}})}), num(1e-6)));
+    ir::Stmt c = ir::nest({}, {coef, {}}, ir::Accum::Set, ir::select(ir::binary(Op::Gt, ratio, num(1)), num(1), ratio));
     c.line = line;
     c.what = what + ": the factor";
     out.push_back(std::move(c));
@@ -129,18 +128,18 @@ std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, c
   }
 
   for (int param : p.params) {
-    auto g = grads.find(param);
-    if (g == grads.end()) continue;  // not used by the loss: no gradient, no update (as PyTorch)
+    const int g = p.grad(param);
+    if (g < 0) continue;  // not used by the loss: no gradient, no update (as PyTorch)
     const std::string name = p.buffers[static_cast<size_t>(param)].name;  // a copy: buffers grow below
     auto nest = [&](int buf, ExprP body) {
       ir::Stmt s = ir::elementwise(p, buf, fmt::format("{} update of {}", kind, name));
-      s.body = std::move(body);
+      s.only().body = std::move(body);
       s.line = line;
       out.push_back(std::move(s));
     };
     ir::Stmt shape = ir::elementwise(p, param, "");
     auto P = [&] { return ir::load_all(shape, param); };
-    ExprP grad = ir::load_all(shape, g->second);
+    ExprP grad = ir::load_all(shape, g);
     if (clip) grad = mul(grad, clip);
     if (kind == "sgd") {
       if (wd != 0) grad = add(grad, mul(num(wd), P()));
@@ -161,11 +160,42 @@ std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, c
       ExprP M = ir::load_all(shape, m), V = ir::load_all(shape, v);
       nest(m, add(mul(num(beta1), M), mul(num(1 - beta1), grad)));
       nest(v, add(mul(num(beta2), V), mul(num(1 - beta2), mul(grad, grad))));
-      ExprP denom = add(div(ir::unary(Op::Sqrt, V), ir::scalar("sqrt_bc2")), num(eps));
+      ExprP denom = add(div(ir::call("sqrt", {V}), ir::scalar("sqrt_bc2")), num(eps));
       nest(param, sub(P(), mul(div(LR(), ir::scalar("bc1")), div(M, denom))));
     }
   }
   return out;
+}
+
+}  // namespace
+
+void add_optimizer(ir::Program& p, const Model& m, const SourceFile& file) {
+  auto one_line = [](std::string_view s) {
+    std::string out;
+    for (char c : s) {
+      bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
+      if (space && (out.empty() || out.back() == ' ')) continue;
+      out += space ? ' ' : c;
+    }
+    return out;
+  };
+  p.lr = m.optimizer->args.at("lr");
+  p.optimizer = std::string(file.slice(m.optimizer->range));
+  if (m.schedule) p.schedule = one_line(file.slice(m.schedule->range));
+  if (m.schedule) p.optimizer += ", schedule = " + p.schedule;
+  if (m.clip_grad_norm > 0) p.optimizer += fmt::format(", clip_grad_norm = {}", m.clip_grad_norm);
+
+  TrainingOptions topt;
+  topt.schedule = m.schedule ? &*m.schedule : nullptr;
+  topt.clip_grad_norm = m.clip_grad_norm;
+  ir::Routine& train = *p.routine(ir::RoutineKind::TrainStep);
+  const int minimize_line = static_cast<int>(file.line_col(m.loss_range.begin).line);
+  for (auto& s : update_nests(p, train, *m.optimizer, topt, minimize_line)) train.stmts.push_back(std::move(s));
+
+  ir::Routine& init = *p.routine(ir::RoutineKind::Init);
+  for (size_t b = 0; b < p.buffers.size(); ++b)
+    if (p.buffers[b].role == ir::Role::OptState)
+      init.stmts.push_back(ir::elementwise(p, static_cast<int>(b), "zero " + p.buffers[b].name));
 }
 
 }  // namespace cannl

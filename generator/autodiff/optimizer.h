@@ -1,11 +1,13 @@
 // optimizer.h — the optimiser update as loop nests appended to the training step.
 //
-// Takes: the program, the `minimize` optimiser call and the params' gradient buffers.
-// Guarantees: PyTorch's update rules (torch.optim.SGD with momentum, dampening, nesterov and
+// Takes: a Program after autodiff (Program::grads) and the model's `minimize` statement.
+// Guarantees: the optimiser as the program records it (Program::lr, optimizer, schedule);
+// appended to train_step, PyTorch's update rules (torch.optim.SGD with momentum, dampening, nesterov and
 // weight_decay; Adam with L2 weight_decay; AdamW with decoupled weight decay), one group of
 // elementwise nests per param that has a gradient, optimiser state buffers named
 // `<param>_<state>` and saved as `<param>.<state>` (momentum_buffer, exp_avg, exp_avg_sq),
-// and the run-time scalars they use (lr, step, bias corrections) declared on `train_step`.
+// zeroed at the end of init, and the run-time scalars they use (lr, step, bias corrections)
+// declared on `train_step`.
 // Training options: with a `schedule`, the updates use the scalar `lr_t`, the schedule's
 // learning rate of the current step computed from the model's base lr and the step count (and
 // switchable off at run time, `<model>_set_schedule`); with `clip_grad_norm`, nests first sum
@@ -14,25 +16,15 @@
 // (torch.nn.utils.clip_grad_norm_).
 #pragma once
 
-#include <map>
-#include <vector>
-
 #include "ir/ir.h"
 #include "spec/model.h"
 
 namespace cannl {
 
-struct TrainingOptions {
-  const CallConfig* schedule = nullptr;  // null: constant lr
-  double clip_grad_norm = 0;             // 0: no clipping
-};
+void add_optimizer(ir::Program& p, const Model& m, const SourceFile& file);
 
-std::vector<ir::Stmt> lower_optimizer(ir::Program& p, ir::Routine& train_step, const CallConfig& opt,
-                                      const TrainingOptions& options, const std::map<int, int>& grads,
-                                      int line);
-
-// The C expression (double) of the learning rate of step `step` (1-based, int64_t) under a
-// schedule, from the base lr `base` (a C expression).
-std::string schedule_formula(const CallConfig& schedule, const std::string& base);
+// The learning rate of this step (Scalar `step`, 1-based) under a schedule, from the base
+// learning rate `base` (evaluated in double precision as a ScalarDef, ir.h).
+ir::ExprP schedule_lr(const CallConfig& schedule, const ir::ExprP& base);
 
 }  // namespace cannl

@@ -37,7 +37,7 @@ struct GenOptions {
   std::string dtype = "f32";
   std::string target = "c";  // back end: c or cuda
   long max_batch = 256;
-  std::string dump;        // "", or a stage to print: tokens, ast, shapes, graph, ir, ir:PASS, dot
+  std::string dump;        // "", or a stage to print: tokens, ast, shapes, graph, ir, ir:STAGE, dot
   std::string weights;     // with embed: a safetensors checkpoint to compile in
   bool embed = false;
   bool color = false;
@@ -47,6 +47,7 @@ struct GenOptions {
   bool json = false;       // with stats: as JSON
   bool blas = false;       // contractions call cblas (link a CBLAS, e.g. OpenBLAS)
   std::map<std::string, long> dims;  // --dim NAME=VALUE: overrides of the spec's dims
+  bool time_stages = false;  // --time: each stage's wall time on stderr
 };
 
 // `cannl gen --passes`: the passes in their order, with the level that runs each.

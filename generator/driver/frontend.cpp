@@ -35,4 +35,35 @@ std::unique_ptr<Frontend> run_frontend(std::string path, std::string text, Stage
   return fe;
 }
 
+std::string tensor_line(const Model& m, const ShapeInfo& shapes, size_t i) {
+  const Tensor& t = m.tensors[i];
+  return t.name + " : " + print_shape(shapes.tensors[i]) + (t.dtype == DType::Int32 ? " int" : "");
+}
+
+std::string print_shapes(const Frontend& fe) {
+  std::string out;
+  const Model& m = fe.model;
+  for (size_t i = 0; i < m.tensors.size(); ++i) {
+    const Tensor& t = m.tensors[i];
+    out += fmt::format("{}   # {}\n", tensor_line(m, fe.shapes, i), tensor_kind_name(t.kind));
+    if (!t.expr) continue;
+    // Sub-expressions in evaluation order (post-order), with their shapes.
+    std::vector<const Expr*> order;
+    auto walk = [&](auto&& self, const Expr* e) -> void {
+      for (const auto& o : e->operands) self(self, o.get());
+      for (const Arg& a : e->args) self(self, a.value.get());
+      if (e->kind != ExprKind::String && e->kind != ExprKind::Name && e->kind != ExprKind::Number)
+        order.push_back(e);
+    };
+    walk(walk, t.expr);
+    for (const Expr* e : order) {
+      if (e == t.expr) continue;
+      LineCol lc = fe.file.line_col(e->range.begin);
+      out += fmt::format("    {}:{} {} : {}{}\n", lc.line, lc.col, fe.file.slice(e->range),
+                         print_shape(fe.shapes.of(e)), m.is_int(e) ? " int" : "");
+    }
+  }
+  return out;
+}
+
 }  // namespace cannl

@@ -38,4 +38,9 @@ enum class Stage { Tokens, Ast, Model, Shapes };
 std::unique_ptr<Frontend> run_frontend(std::string path, std::string text, Stage last = Stage::Shapes,
                                        const std::map<std::string, long>& dims = {});
 
+// The `shapes` dump: every tensor's shape, then its sub-expressions' (post-order).
+// `NAME : SHAPE`, and ` int` for integer tensors (ids): `tokens : [batch, 64 | ] int`.
+std::string tensor_line(const Model& m, const ShapeInfo& shapes, size_t i);
+std::string print_shapes(const Frontend& fe);
+
 }  // namespace cannl

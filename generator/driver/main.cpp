@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   auto* stats_opt = g->add_flag("--stats", gen.stats, "print each routine's buffers, arena bytes, loop nests, FLOPs and bytes moved "
                                     "per call at the max batch, before and after the passes (no files written)");
   g->add_flag("--json", gen.json, "with --stats: print JSON");
+  g->add_flag("--time", gen.time_stages, "print each stage's time (front end, lowering, every pass, emission) on stderr");
   auto* out_opt = g->add_option("-o,--output", gen.out_dir, "output directory (created if missing)");
   g->add_option("--dtype", gen.dtype, "element type: f32 (default) or f64")
       ->check(CLI::IsMember({"f32", "f64"}));
@@ -61,11 +62,12 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   auto* dump_opt = g->add_option("--dump", gen.dump,
                                  "print a stage instead: tokens, ast, shapes, graph, ir (after the passes), "
-                                 "ir:PASS (after that pass) or dot (the training step's tensor graph, Graphviz)")
+                                 "ir:STAGE (after lower, routines, autodiff, optimizer or a pass) or dot (the "
+                                 "training step's tensor graph, Graphviz)")
       ->check([](const std::string& v) {
         static const std::set<std::string> stages = {"tokens", "ast", "shapes", "graph", "ir", "dot"};
         return stages.count(v) || v.rfind("ir:", 0) == 0 ? std::string()
-                                                         : "must be tokens, ast, shapes, graph, ir, ir:PASS or dot";
+                                                         : "must be tokens, ast, shapes, graph, ir, ir:STAGE or dot";
       });
   dump_opt->excludes(stats_opt);
   auto* weights_opt = g->add_option("--weights", gen.weights, "a safetensors checkpoint of the model (with --embed)");

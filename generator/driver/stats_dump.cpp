@@ -43,19 +43,20 @@ std::string stats_text(const ir::Program& before, const ir::Program& after, cons
                    "loop nests", "flops", "bytes moved");
   for (size_t k = 0; k < after.routines.size(); ++k) {
     const auto& r = after.routines[k];
-    const auto* rb = before.routine(r.name);
+    const auto* rb = before.routine(r.kind);
     for (int pass = 0; pass < 2; ++pass) {
       if (pass == 0 && !rb) continue;
       auto st = ir::routine_stats(pass ? after : before, pass ? r : *rb, after.max_batch, o.elem_bytes);
-      s += fmt::format("  {:<14}{:<8}{:>9}{:>14}{:>12}{:>16.0f}{:>16.0f}\n", pass ? "" : r.name,
+      s += fmt::format("  {:<14}{:<8}{:>9}{:>14}{:>12}{:>16.0f}{:>16.0f}\n", pass ? "" : r.name(),
                        pass ? "after" : "before", st.buffers, st.arena_bytes, st.loop_nests, st.flops, st.bytes_moved);
     }
   }
-  if (const auto* tb = before.routine("train_step"); tb && after.routine("train_step")) {
+  const ir::RoutineKind train = ir::RoutineKind::TrainStep;
+  if (const auto* tb = before.routine(train); tb && after.routine(train)) {
     auto b = ir::routine_stats(before, *tb, after.max_batch, o.elem_bytes);
-    auto a = ir::routine_stats(after, *after.routine("train_step"), after.max_batch, o.elem_bytes);
+    auto a = ir::routine_stats(after, *after.routine(train), after.max_batch, o.elem_bytes);
     auto ratio = [](double x, double y) { return y > 0 ? x / y : 1.0; };
-    s += fmt::format("  train_step after/before: arena {:.3f}, loop nests {:.3f}, flops {:.3f}, bytes moved {:.3f}\n",
+    s += fmt::format("  {} after/before: arena {:.3f}, loop nests {:.3f}, flops {:.3f}, bytes moved {:.3f}\n", tb->name(),
                      ratio(static_cast<double>(a.arena_bytes), static_cast<double>(b.arena_bytes)),
                      ratio(a.loop_nests, b.loop_nests), ratio(a.flops, b.flops), ratio(a.bytes_moved, b.bytes_moved));
   }
@@ -72,22 +73,22 @@ std::string stats_json(const ir::Program& before, const ir::Program& after, cons
   nlohmann::json routines = nlohmann::json::object();
   for (const auto& r : after.routines) {
     nlohmann::json e;
-    if (const auto* rb = before.routine(r.name)) e["before"] = to_json(ir::routine_stats(before, *rb, after.max_batch, o.elem_bytes));
+    if (const auto* rb = before.routine(r.kind)) e["before"] = to_json(ir::routine_stats(before, *rb, after.max_batch, o.elem_bytes));
     e["after"] = to_json(ir::routine_stats(after, r, after.max_batch, o.elem_bytes));
-    routines[r.name] = e;
+    routines[r.name()] = e;
   }
   j["routines"] = routines;
-  if (const auto* t = after.routine("train_step")) {
+  if (const auto* t = after.routine(ir::RoutineKind::TrainStep)) {
     // The training step at the chosen level, also at the top level (the keys a script reads).
-    j["train_step"] = to_json(ir::routine_stats(after, *t, after.max_batch, o.elem_bytes));
-    for (const char* k : {"arena_bytes", "loop_nests", "flops", "bytes_moved"}) j[k] = j["train_step"][k];
+    j[t->name()] = to_json(ir::routine_stats(after, *t, after.max_batch, o.elem_bytes));
+    for (const char* k : {"arena_bytes", "loop_nests", "flops", "bytes_moved"}) j[k] = j[t->name()][k];
   }
   return j.dump(2) + "\n";
 }
 
 std::string dump_dot(const ir::Program& before, const ir::Program& after) {
-  const ir::Routine* tb = before.routine("train_step");
-  const ir::Routine* ta = after.routine("train_step");
+  const ir::Routine* tb = before.routine(ir::RoutineKind::TrainStep);
+  const ir::Routine* ta = after.routine(ir::RoutineKind::TrainStep);
   std::string s = fmt::format("digraph \"{}\" {{\n  rankdir=LR;\n  node [fontname=\"monospace\", fontsize=10];\n", before.model);
   s += "  // train_step: forward, backward and update; dashed nodes are virtual (inlined, never stored)\n";
   if (!tb || !ta) return s + "}\n";

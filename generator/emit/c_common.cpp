@@ -8,32 +8,14 @@
 
 #include "driver/version.h"
 #include "emit/c_emit.h"
+#include "emit/c_names.h"
+#include "ir/prims.h"
 #include "support/diagnostic.h"
 
 namespace cannl {
 
 using kainjow::mustache::data;
 using kainjow::mustache::mustache;
-
-const std::set<std::string>& c_reserved() {
-  static const std::set<std::string> r = {
-      "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
-      "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return",
-      "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
-      "volatile", "while", "m", "n", "real", "inputs", "outputs", "step", "lr", "loss", "metrics", "acc",
-      "v", "base", "work", "seed", "rng", "count", "name", "out", "cap", "all", "NAN", "INFINITY", "main"};
-  return r;
-}
-
-std::vector<std::string> c_buffer_names(const ir::Program& p) {
-  std::vector<std::string> names;
-  for (const auto& b : p.buffers) {
-    std::string n = b.name;
-    while (c_reserved().count(n)) n += "_";
-    names.push_back(n);
-  }
-  return names;
-}
 
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -79,8 +61,8 @@ void stmt_uses(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& sc
   std::vector<const ir::Expr*> loads;
   ir::collect_loads(s, loads);
   for (const auto* l : loads) bufs.insert(l->access.buf);
-  std::vector<const ir::Expr*> stack = {s.body.get()};
-  for (const auto& a : s.fused) stack.push_back(a.body.get());
+  std::vector<const ir::Expr*> stack;
+  for (const auto& a : s.assigns) stack.push_back(a.body.get());
   while (!stack.empty()) {
     const ir::Expr* e = stack.back();
     stack.pop_back();
@@ -124,7 +106,7 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
   {  // per input, whether forward reads it (the others are targets, only for loss and metrics)
     std::set<int> fwd(p.outputs.begin(), p.outputs.end());
     std::set<std::string> scalars;
-    for (const auto& st : p.routine("forward")->stmts) stmt_uses(st, fwd, scalars);
+    for (const auto& st : p.routine(ir::RoutineKind::Forward)->stmts) stmt_uses(st, fwd, scalars);
     data reads{data::type::list};
     for (int b : p.inputs) {
       data e;
@@ -146,10 +128,8 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
       e.set("ndims", std::to_string(ndims(b, per_example)));
       e.set("dims", dims_list(b, per_example));
       e.set("size", std::to_string(buffer_size(b, per_example)));
-      std::string grad = "NULL";
-      for (size_t g = 0; g < p.buffers.size(); ++g)
-        if (p.buffers[g].role == ir::Role::Grad && p.buffers[g].grad_of == bufs[i]) grad = grad_prefix + names[g];
-      e.set("grad", grad);
+      const int g = p.grad(bufs[i]);
+      e.set("grad", g >= 0 && b.role == ir::Role::Param ? grad_prefix + names[static_cast<size_t>(g)] : std::string("NULL"));
       l.push_back(e);
     }
     return l;
@@ -181,12 +161,18 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
   return d;
 }
 
-// ---- expressions -------------------------------------------------------------------------
-
-std::string fresh_name(std::string v, const std::set<std::string>& taken) {
-  while (taken.count(v) || c_reserved().count(v)) v += "_";
-  return v;
+std::string scalar_prologue(const ir::Routine& r, const std::set<std::string>& used, CExpr& x) {
+  if (r.kind != ir::RoutineKind::TrainStep) return "";
+  std::string pro;
+  const bool step_used = used.count("step") > 0 || !r.scalars.empty();
+  pro += step_used ? "    const int64_t step = ++m->step;\n" : "    ++m->step;\n";
+  if (used.count("lr")) pro += "    const real lr = (real)m->lr;\n";
+  for (const auto& d : r.scalars)
+    if (used.count(d.name)) pro += fmt::format("    const real {} = (real)({});\n", d.name, x.formula(*d.value));
+  return pro;
 }
+
+// ---- expressions -------------------------------------------------------------------------
 
 bool uses_iter(const ir::Access& a, int iter) {
   for (const auto& f : a.index)
@@ -198,40 +184,39 @@ bool uses_iter(const ir::Access& a, int iter) {
 void CExpr::begin_nest(const ir::Stmt& s, const std::set<std::string>& taken, const std::set<std::string>& reserved) {
   stmt = &s;
   vars.clear();
+  dropped.clear();
   for (const auto& it : s.iters) {
-    std::string v = it.name;
-    while (taken.count(v) || c_reserved().count(v) || reserved.count(v) ||
-           std::find(vars.begin(), vars.end(), v) != vars.end())
-      v += "_";
-    vars.push_back(v);
+    vars.push_back(fresh_name(it.name, [&](const std::string& v) {
+      return taken.count(v) || reserved.count(v) || std::find(vars.begin(), vars.end(), v) != vars.end();
+    }));
+    dropped.push_back(!it.batch && it.size == 1);
   }
 }
 
-std::string CExpr::num(double v) const {
-  if (std::isinf(v)) return v > 0 ? "INFINITY" : "-INFINITY";
-  std::string s = f64 ? fmt::format("{}", v) : fmt::format("{}", static_cast<float>(v));
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return f64 ? s : s + "f";
+bool CExpr::is_zero(const ir::Affine& a) const {
+  if (a.offset != 0) return false;
+  for (const auto& t : a.terms)
+    if (!dropped[static_cast<size_t>(t.iter)]) return false;
+  return true;
 }
+
+std::string CExpr::num(double v) const { return ir::CSpell{f64}.num(v); }
 
 std::string CExpr::helper_defs(const std::string& qualifier) const {
   std::string r = real(), s;
-  auto add = [&](const char* name, std::string body) {
-    if (helpers.count(name)) s += fmt::format("{} {} cannl_{}({} x) {{ {} }}\n", qualifier, r, name, r, body);
-  };
-  add("relu", "return x > 0 ? x : 0;");
-  add("step", "return x > 0 ? 1 : 0;");
-  add("sigmoid", fmt::format("return 1 / (1 + {}(-x));", fn("exp")));
-  add("sign", "return (x > 0) - (x < 0);");
-  add("gelu", fmt::format("return {} * x * (1 + {}(x * {}));", num(0.5), fn("erf"), num(M_SQRT1_2)));
-  add("gelu_grad", fmt::format("return {} * (1 + {}(x * {})) + x * {}({} * x * x) * {};", num(0.5), fn("erf"),
-                               num(M_SQRT1_2), fn("exp"), num(-0.5), num(0.3989422804014327)));
+  for (const ir::Prim& f : ir::prims()) {
+    if (!helpers.count(f.name)) continue;
+    const auto body = cuda && f.cuda_helper ? f.cuda_helper : f.helper;
+    s += fmt::format("{} {} cannl_{}({} x{}) {{ {} }}\n", qualifier, r, f.name, r, f.arity == 2 ? ", " + r + " y" : "",
+                     body(ir::CSpell{f64}));
+  }
   return s;
 }
 
 std::string CExpr::affine(const ir::Affine& a) const {
   std::string s;
   for (const auto& t : a.terms) {
+    if (dropped[static_cast<size_t>(t.iter)]) continue;  // a loop of one iteration: its variable is 0
     long c = t.coef;
     if (!s.empty()) {
       s += c < 0 ? " - " : " + ";
@@ -256,9 +241,13 @@ std::string CExpr::flat_index(const ir::Access& a) const {
   std::vector<std::string> parts;
   for (size_t d = dims.size(); d-- > 0;) {
     const ir::Affine& f = a.index[d];
-    if (!(f.terms.empty() && f.offset == 0)) {
+    if (!is_zero(f)) {
       std::string e = affine(f);
-      bool compound = f.terms.size() + (f.offset != 0) > 1 || (f.terms.size() == 1 && f.terms[0].coef != 1);
+      size_t terms = 0;
+      long coef = 1;
+      for (const auto& t : f.terms)
+        if (!dropped[static_cast<size_t>(t.iter)]) ++terms, coef = t.coef;
+      bool compound = terms + (f.offset != 0) > 1 || (terms == 1 && coef != 1);
       parts.push_back(stride == 1 ? e : (compound ? "(" + e + ")" : e) + fmt::format(" * {}", stride));
     }
     stride *= dims[d].size;
@@ -307,21 +296,34 @@ bool simple(const ir::Expr& e) { return e.op == ir::Op::Load || e.op == ir::Op::
 
 }  // namespace
 
+std::string CExpr::formula(const ir::Expr& e) {
+  const bool was_f64 = f64;
+  const auto helpers_before = helpers;
+  f64 = true;
+  in_formula_ = true;
+  std::string s = expr(e);
+  f64 = was_f64;
+  in_formula_ = false;
+  if (helpers != helpers_before) CANNL_BUG("a helper function in a run-time scalar's formula");
+  return s;
+}
+
 std::string CExpr::sub(const ir::Expr& e, int min_prec) {
   std::string s = expr(e);
   return prec(e.op) < min_prec ? "(" + s + ")" : s;
 }
 std::string CExpr::call(const std::string& f, const ir::Expr& a) { return f + "(" + expr(a) + ")"; }
-std::string CExpr::helper(const char* name, const ir::Expr& a) {
-  helpers.insert(name);
-  return call(std::string("cannl_") + name, a);
-}
 
 std::string CExpr::expr(const ir::Expr& e) {
   using ir::Op;
   switch (e.op) {
     case Op::Const: return num(e.value);
-    case Op::Scalar: return e.name == "n" ? "(real)n" : e.name;
+    case Op::Scalar:
+      if (in_formula_) {
+        if (e.name == "lr" || e.name == "schedule") return "m->" + e.name;
+        return e.name == "n" ? "(double)n" : e.name;
+      }
+      return e.name == "n" ? "(real)n" : e.name;
     case Op::Index: return "(real)(" + affine(e.access.index[0]) + ")";
     case Op::Load: {
       std::string cond = in_range(e.access);
@@ -342,17 +344,13 @@ std::string CExpr::expr(const ir::Expr& e) {
       if (e.value == 0.5) return call(fn("sqrt"), a);
       return fmt::format("{}({}, {})", fn("pow"), expr(a), num(e.value));
     }
-    case Op::Relu: return helper("relu", *e.args[0]);
-    case Op::Step: return helper("step", *e.args[0]);
-    case Op::Sigmoid: return helper("sigmoid", *e.args[0]);
-    case Op::Sign: return helper("sign", *e.args[0]);
-    case Op::Gelu: return helper("gelu", *e.args[0]);
-    case Op::GeluGrad: return helper("gelu_grad", *e.args[0]);
-    case Op::Tanh: return call(fn("tanh"), *e.args[0]);
-    case Op::Exp: return call(fn("exp"), *e.args[0]);
-    case Op::Log: return call(fn("log"), *e.args[0]);
-    case Op::Sqrt: return call(fn("sqrt"), *e.args[0]);
-    case Op::Abs: return call(fn("fabs"), *e.args[0]);
+    case Op::Prim: {  // a math-library function or a helper (ir/prims.cpp)
+      std::string args;
+      for (const ir::ExprP& a : e.args) args += (args.empty() ? "" : ", ") + expr(*a);
+      if (e.prim->libm) return fn(e.prim->libm) + "(" + args + ")";
+      helpers.insert(e.prim->name);
+      return "cannl_" + std::string(e.prim->name) + "(" + args + ")";
+    }
     case Op::Select: {
       const ir::Expr& c = *e.args[0];
       std::string cond = c.op == Op::Eq || c.op == Op::Gt
@@ -362,10 +360,10 @@ std::string CExpr::expr(const ir::Expr& e) {
     }
     case Op::Uniform: {
       double lo = e.args[0]->value, hi = e.args[1]->value;
-      return fmt::format("(real)({} + {} * cannl_rng_uniform(&rng))", num_double(lo), num_double(hi - lo));
+      return fmt::format("(real)({} + {} * cannl_rng_uniform(rng))", num_double(lo), num_double(hi - lo));
     }
     case Op::Normal:
-      return fmt::format("(real)({} + {} * cannl_rng_normal(&rng))", num_double(e.args[0]->value),
+      return fmt::format("(real)({} + {} * cannl_rng_normal(rng))", num_double(e.args[0]->value),
                          num_double(e.args[1]->value));
   }
   CANNL_BUG("no C for this operation");

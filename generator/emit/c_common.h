@@ -1,11 +1,11 @@
 // c_common.h — what the C and CUDA back ends print alike.
 //
-// Takes: a Program. Gives: the C names of its buffers (spec names, made safe from C keywords
-// and the names the templates use), the template data shared by <model>.h and the model's
+// Takes: a Program. Gives: the template data shared by <model>.h and the model's
 // API table (inputs, outputs, params, metrics, state tensors), template rendering, and
 // CExpr, the printer of the IR's scalar expressions and buffer accesses as C (valid CUDA C++
 // too): flat indices with the strides baked in, the in-range condition of padded reads,
-// the helper functions (relu, gelu, ...) an expression used. Both back ends print a nest's
+// the helper functions (relu, gelu, ...) an expression used (a random initialiser draws from
+// the cannl_rng that `rng` points to). Both back ends print a nest's
 // body through CExpr, so C and CUDA compute the same expression with the same literals.
 #pragma once
 
@@ -18,9 +18,6 @@
 
 namespace cannl {
 
-// Names the generated code must not use for buffers or loop variables.
-const std::set<std::string>& c_reserved();
-std::vector<std::string> c_buffer_names(const ir::Program& p);
 std::string upper(std::string s);
 std::string comment_safe(std::string s);  // no "*/" or "/*" inside a comment
 std::string num_double(double v);         // a double literal: 0.1, 1.0, 1e-08
@@ -31,7 +28,7 @@ std::string render_template(const std::string& name, const kainjow::mustache::da
 std::string dims_list(const ir::Buffer& b, bool skip_batch);
 long buffer_size(const ir::Buffer& b, bool skip_batch);
 
-// The buffers a nest reads or writes (fused assignments included) and the run-time scalars
+// The buffers a nest reads or writes (every assignment's) and the run-time scalars
 // its expressions use, added to the two sets.
 void stmt_uses(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& scalars);
 
@@ -41,8 +38,11 @@ void stmt_uses(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& sc
 kainjow::mustache::data model_template_data(const ir::Program& p, const std::vector<std::string>& names, bool f64,
                                             const std::string& spec, const std::string& grad_prefix);
 
-// `v`, or `v_`, `v__`, ... : the first clear of `taken` and of C's reserved words.
-std::string fresh_name(std::string v, const std::set<std::string>& taken);
+struct CExpr;
+// The top of a routine that uses the run-time scalars `used` (nests' Scalar names): train_step
+// counts the step up; the learning rate as set, rounded; each definition used (ir.h ScalarDef),
+// computed in double and rounded to the element type.
+std::string scalar_prologue(const ir::Routine& r, const std::set<std::string>& used, CExpr& x);
 
 // Whether loop `iter` indexes the access.
 bool uses_iter(const ir::Access& a, int iter);
@@ -53,7 +53,9 @@ struct CExpr {
   const ir::Program* p = nullptr;
   std::vector<std::string> names;  // C name per buffer
   bool f64 = false;
+  bool cuda = false;               // helpers as the CUDA target spells them (prims.h cuda_helper)
   std::vector<std::string> vars;
+  std::vector<bool> dropped;  // per loop: one iteration (not the batch loop), so no loop and no index term
   const ir::Stmt* stmt = nullptr;
   std::set<std::string> helpers;  // helper functions used so far
 
@@ -61,20 +63,26 @@ struct CExpr {
   std::string fn(const char* base) const { return f64 ? base : std::string(base) + "f"; }
   std::string num(double v) const;  // an element-type literal: 0.5f, INFINITY
   std::string affine(const ir::Affine& a) const;
+  bool is_zero(const ir::Affine& a) const;  // 0 at every point (its loops all dropped, no offset)
   std::string flat_index(const ir::Access& a) const;
   std::string in_range(const ir::Access& a) const;  // "" when always inside
   std::string access(const ir::Access& a) const;    // name[flat index]
   std::string expr(const ir::Expr& e);
-  // Starts nest `s`: its loop variables named after its iterators, clear of `taken`, of C's
-  // reserved words, of `reserved` (names the back end's code uses) and of each other.
+  // A run-time scalar's formula (ir.h ScalarDef) in double precision, over the state's
+  // built-in scalars (m->lr, m->schedule, the local step).
+  std::string formula(const ir::Expr& e);
+  // Starts nest `s`: its loop variables named after its iterators, clear of `taken`, of the
+  // names the generated code reserves (emit/c_names.h), of `reserved` (names the back end's
+  // code uses) and of each other; loops of one iteration (not the batch loop) are dropped.
   void begin_nest(const ir::Stmt& s, const std::set<std::string>& taken, const std::set<std::string>& reserved = {});
-  // Definitions of the helpers used, each `qualifier real cannl_NAME(real x)`; "" when none.
+  // Definitions of the helpers used, each `qualifier real cannl_NAME(real x[, real y])`, in
+  // the order of the table of primitive functions (ir/prims.cpp); "" when none.
   std::string helper_defs(const std::string& qualifier) const;
 
 private:
+  bool in_formula_ = false;
   std::string sub(const ir::Expr& e, int min_prec);
   std::string call(const std::string& f, const ir::Expr& a);
-  std::string helper(const char* name, const ir::Expr& a);
 };
 
 }  // namespace cannl

@@ -2,15 +2,15 @@
 #include "emit/c_emit.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <fmt/format.h>
 #include <kainjow/mustache.hpp>
+#include <map>
 #include <set>
 
-#include "driver/version.h"
 #include "emit/c_common.h"
 #include "emit/c_gemm.h"
+#include "emit/c_names.h"
 #include "emit/contraction.h"
 #include "support/diagnostic.h"
 
@@ -19,20 +19,29 @@ namespace cannl {
 namespace {
 
 using kainjow::mustache::data;
-using kainjow::mustache::mustache;
+
+// One C file's routines over one state (the training state, or the forward-only state): its
+// kernels (a static function per loop nest, defined once however many routines run it) and
+// its routines (which name their buffers once at their top and call the kernels and the
+// matrix products in order).
+struct Unit {
+  const ir::Arena* arena = nullptr;
+  std::string state;  // the state's struct: "struct fashion_mlp"
+  std::string kernels, routines;
+  std::set<std::string> defined;  // kernels defined in this file
+};
 
 class CEmitter {
 public:
-  CEmitter(const ir::Program& p, const COptions& o) : p_(p), o_(o), cname_(c_buffer_names(p)) {
+  CEmitter(const ir::Program& p, const COptions& o) : p_(p), o_(o), names_(c_names(p)) {
     x_.p = &p;
-    x_.names = cname_;
+    x_.names = names_.buffer;
     x_.f64 = o.f64;
   }
 
   std::vector<OutputFile> run() {
-    const std::string field_text = fields();
-    std::string routines;
-    for (const auto& r : p_.routines) routines += routine(r, r.arena_bytes > 0 ? work_ : -1) + "\n";
+    Unit train{&p_.layout.training, "struct " + p_.model, {}, {}, {}};
+    for (const auto& r : p_.routines) train.routines += routine(r, train) + "\n";
     data d = common();
     d.set("helpers", helpers());
     d.set("gemm_f64", o_.f64 ? "1" : "0");
@@ -40,15 +49,16 @@ public:
     d.set("gemm", gemm_kernel_ ? render("c/gemm.c.mustache", d) : std::string());
     d.set("has_gemm", gemm_kernel_);
     d.set("blas", gemm_blas_);
-    d.set("fields", field_text);
-    d.set("routines", routines);
-    d.set("arena_bytes", std::to_string(arena_bytes_));
+    d.set("fields", fields());
+    d.set("kernels", train.kernels);
+    d.set("routines", train.routines);
+    d.set("arena_bytes", std::to_string(train.arena->bytes));
     data bufs{data::type::list};
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
-      if (p_.buffers[i].role == ir::Role::Input || offsets_[i] < 0) continue;
+      if (train.arena->field[i] < 0) continue;
       data b;
-      b.set("name", cname_[i]);
-      b.set("offset", std::to_string(offsets_[i]));
+      b.set("name", names_.buffer[i]);
+      b.set("offset", std::to_string(train.arena->field[i]));
       bufs.push_back(b);
     }
     d.set("buffers", bufs);
@@ -64,33 +74,32 @@ public:
     return files;
   }
 
-  CLayout layout() const { return {arena_bytes_, infer_arena_bytes_}; }
-
 private:
   const ir::Program& p_;
   COptions o_;
-  std::string state_type_ = p_.model;  // the struct the routines being printed take
-  std::vector<std::string> cname_;
-  std::vector<long> offsets_;  // byte offset of a buffer with a field of its own (-1: none)
-  long work_ = -1;             // byte offset of the work region the planned routines share
-  long arena_bytes_ = 0;
-  long infer_arena_bytes_ = 0;
+  CNames names_;
   CExpr x_;  // prints the expressions of the nest being printed (its loop variables, helpers used)
   bool gemm_kernel_ = false;  // some contraction calls the generated kernel (templates/c/gemm.c.mustache)
   bool gemm_blas_ = false;    // some contraction calls cblas
+  // Kernels by their text (the name left out): a nest that forward, eval_metrics and
+  // train_step all run is one function, with one name in both files.
+  std::map<std::string, std::string> kernel_by_text_;
 
   static std::string render(const std::string& name, const data& d) { return render_template(name, d); }
 
   std::string num(double v) const { return x_.num(v); }
+  const std::string& name(int b) const { return names_.buffer[static_cast<size_t>(b)]; }
+  const ir::Buffer& buf(int b) const { return p_.buffers[static_cast<size_t>(b)]; }
+  long elem() const { return o_.f64 ? 8 : 4; }
 
   // The data of every template (emit/c_common.h), and what only the C target's use.
   data common() {
-    data d = model_template_data(p_, cname_, o_.f64, o_.spec, "m->");
+    data d = model_template_data(p_, names_.buffer, o_.f64, o_.spec, "m->");
     d.set("embedded", o_.weights != nullptr);
     d.set("has_embedded", std::string(o_.weights ? "1" : "0"));
     d.set("embedded_decls",
           o_.weights ? fmt::format("/* A forward-only state holding the compiled-in params; NULL when out of memory. */\n"
-                                   "{0}_infer *{0}_infer_create_embedded(void);\n"
+                                   "struct {0}_infer *{0}_infer_create_embedded(void);\n"
                                    "/* The compiled-in params, one array per param in the order listed above "
                                    "(read-only). */\n"
                                    "const {0}_real *const *{0}_embedded_params(void);\n",
@@ -100,67 +109,28 @@ private:
     return d;
   }
 
-  // A state struct's field for buffer b: `    real *name; /* [batch, 512] [batch | 512] */`.
-  std::string field_decl(int b) const {
-    const auto& buf = p_.buffers[static_cast<size_t>(b)];
+  // `[batch, 512] h1 : [batch | 512]`: a buffer's storage dims and its spec shape, for comments.
+  std::string shape_comment(int b) const {
     std::string dims;
-    for (size_t k = 0; k < buf.dims.size(); ++k)
-      dims += (k ? ", " : "") + (buf.dims[k].batch ? std::string("batch") : std::to_string(buf.dims[k].size));
-    return fmt::format("    real *{}; /* [{}] {} */\n", cname_[static_cast<size_t>(b)], dims, buf.shape);
+    for (size_t k = 0; k < buf(b).dims.size(); ++k)
+      dims += (k ? ", " : "") + (buf(b).dims[k].batch ? std::string("batch") : std::to_string(buf(b).dims[k].size));
+    return fmt::format("[{}] {}", dims, buf(b).shape);
   }
 
-  // The struct fields, and the arena layout (64-byte aligned offsets): first the buffers that
-  // keep their own storage (params, optimiser state, and without memory planning every
-  // buffer), then one work region that every planned routine (Routine::offsets) lays its work
-  // buffers out in; a param's gradient has a field pointing into train_step's layout.
+  // A state struct's field for buffer b: `    real *name; /* [batch, 512] [batch | 512] */`.
+  std::string field_decl(int b) const { return fmt::format("    real *{}; /* {} */\n", name(b), shape_comment(b)); }
+
+  // The training state's fields (the layout's, passes/plan_layout.cpp), by role.
   std::string fields() {
     std::string s;
-    offsets_.assign(p_.buffers.size(), -1);
-    long off = 0;
-    const long elem = o_.f64 ? 8 : 4;
-    std::vector<bool> planned(p_.buffers.size(), false), used(p_.buffers.size(), false);
-    for (const auto& r : p_.routines) {
-      for (size_t i = 0; i < r.offsets.size(); ++i) planned[i] = planned[i] || r.offsets[i] >= 0;
-      std::set<std::string> scalars;
-      std::set<int> bufs;
-      for (const auto& st : r.stmts) stmt_uses(st, bufs, scalars);
-      for (int b : bufs) used[static_cast<size_t>(b)] = true;
-    }
-    for (int b : p_.outputs) used[static_cast<size_t>(b)] = true;
-    for (int b : p_.metrics) used[static_cast<size_t>(b)] = true;
-    used[static_cast<size_t>(p_.loss)] = true;
-    auto exposed_grad = [&](const ir::Buffer& b) {
-      return b.role == ir::Role::Grad && b.grad_of >= 0 && p_.buffers[static_cast<size_t>(b.grad_of)].role == ir::Role::Param;
-    };
     ir::Role last = ir::Role::Input;
-    std::vector<size_t> grad_fields;
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
+      if (p_.layout.training.field[i] < 0) continue;
       const auto& b = p_.buffers[i];
-      if (b.role == ir::Role::Input) continue;
-      const bool field = b.role == ir::Role::Param || b.role == ir::Role::OptState ||
-                         (used[i] && !planned[i]) || (planned[i] && exposed_grad(b));
-      if (!field) continue;
       if (b.role != last) s += fmt::format("    /* {} */\n", b.role == ir::Role::Temp ? "temporaries" : plural(b.role));
       last = b.role;
-      if (planned[i]) {
-        grad_fields.push_back(i);  // placed below, inside train_step's region
-      } else {
-        offsets_[i] = off;
-        off += (b.elements() * elem + 63) / 64 * 64;
-      }
       s += field_decl(static_cast<int>(i));
     }
-    // One work region for all routines: a state runs one routine at a time, and none leaves
-    // anything in it for another — except the gradients of train_step, which <model>_grad reads
-    // until the next call on the state (documented in <model>.h).
-    work_ = off;
-    long work = 0;
-    for (const auto& r : p_.routines) work = std::max(work, r.arena_bytes);
-    if (const ir::Routine* t = p_.routine("train_step"); t && t->arena_bytes > 0)
-      for (size_t i : grad_fields)
-        if (t->offsets[i] >= 0) offsets_[i] = work_ + t->offsets[i];
-    off += (work + 63) / 64 * 64;
-    arena_bytes_ = off > 0 ? off : 64;
     return s;
   }
   static std::string plural(ir::Role r) {
@@ -173,50 +143,32 @@ private:
     }
   }
 
-  // The forward-only unit: the routines forward and eval_metrics over a state of their own, in
-  // one 64-byte aligned arena: the params, the buffers the two routines use that memory
-  // planning left out of their work regions, then one work region the two routines share
-  // (they never run at once), as large as the larger of their planned regions.
+  // The forward-only unit: the routines forward and eval_metrics over a state of their own, laid
+  // out by passes/plan_layout.cpp (the params, the buffers the two routines use outside their
+  // plans, one work region they share).
   void inference(data& d) {
-    std::vector<const ir::Routine*> rs = {p_.routine("forward"), p_.routine("eval_metrics")};
-    std::set<int> used(p_.params.begin(), p_.params.end());
-    for (const ir::Routine* r : rs)
-      for (int b : routine_buffers(*r)) {
-        const bool planned = static_cast<size_t>(b) < r->offsets.size() && r->offsets[static_cast<size_t>(b)] >= 0;
-        if (!planned) used.insert(b);
-      }
-    std::vector<int> order(p_.params.begin(), p_.params.end());
-    for (int b : used)
-      if (p_.buffers[static_cast<size_t>(b)].role != ir::Role::Param && p_.buffers[static_cast<size_t>(b)].role != ir::Role::Input)
-        order.push_back(b);
+    Unit u{&p_.layout.inference, "struct " + p_.model + "_infer", {}, {}, {}};
+    std::vector<std::pair<long, int>> order;  // fields by offset
+    for (size_t b = 0; b < p_.buffers.size(); ++b)
+      if (u.arena->field[b] >= 0) order.push_back({u.arena->field[b], static_cast<int>(b)});
+    std::sort(order.begin(), order.end());
     std::string fields;
     data bufs{data::type::list};
-    long off = 0;
-    const long elem = o_.f64 ? 8 : 4;
-    for (int b : order) {
-      const auto& buf = p_.buffers[static_cast<size_t>(b)];
+    for (const auto& [offset, b] : order) {
       fields += field_decl(b);
       data e;
-      e.set("name", cname_[static_cast<size_t>(b)]);
-      e.set("offset", std::to_string(off));
+      e.set("name", name(b));
+      e.set("offset", std::to_string(offset));
       bufs.push_back(e);
-      off += (buf.elements() * elem + 63) / 64 * 64;
     }
-    long work = 0;
-    for (const ir::Routine* r : rs) work = std::max(work, r->arena_bytes);
-    const long region = work > 0 ? off : -1;
-    off += (work + 63) / 64 * 64;
-    infer_arena_bytes_ = off > 0 ? off : 64;
     x_.helpers.clear();
-    state_type_ = p_.model + "_infer";
-    std::string routines;
-    for (const ir::Routine* r : rs) routines += routine(*r, r->arena_bytes > 0 ? region : -1) + "\n";
-    state_type_ = p_.model;
+    for (ir::RoutineKind k : {ir::RoutineKind::Forward, ir::RoutineKind::Eval}) u.routines += routine(*p_.routine(k), u) + "\n";
     d.set("infer_helpers", helpers());
     d.set("infer_fields", fields);
     d.set("infer_buffers", bufs);
-    d.set("infer_routines", routines);
-    d.set("infer_arena_bytes", std::to_string(infer_arena_bytes_));
+    d.set("infer_kernels", u.kernels);
+    d.set("infer_routines", u.routines);
+    d.set("infer_arena_bytes", std::to_string(u.arena->bytes));
   }
 
   // <model>_weights.c: each param's trained values as a static const array.
@@ -224,15 +176,15 @@ private:
     std::string arrays;
     data list{data::type::list};
     for (size_t i = 0; i < p_.params.size(); ++i) {
-      const auto& b = p_.buffers[static_cast<size_t>(p_.params[i])];
+      const auto& b = buf(p_.params[i]);
       const auto& v = o_.weights->values[i];
-      std::string name = cname_[static_cast<size_t>(p_.params[i])] + "_values";
-      arrays += fmt::format("\n/* {} stored [{}] */\nstatic const real {}[{}] = {{", b.shape, dims_list(b, false), name,
+      std::string array = name(p_.params[i]) + "_values";
+      arrays += fmt::format("\n/* {} stored [{}] */\nstatic const real {}[{}] = {{", b.shape, dims_list(b, false), array,
                             v.size());
       for (size_t k = 0; k < v.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(v[k]) + ",";
       arrays += "\n};\n";
       data e;
-      e.set("name", name);
+      e.set("name", array);
       list.push_back(e);
     }
     d.set("arrays", arrays);
@@ -265,42 +217,49 @@ private:
       const std::string v = fresh_name("i", taken);
       pre = fill_first(s, v, "= " + num(0));
     }
-    GemmSite site{&cname_, x_.vars, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas};
+    GemmSite site{&names_.buffer, x_.vars, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas};
     std::string text = pre + emit_gemm(p_, s, *g, site, overwrite);
     (text.find("cannl_gemm(") != std::string::npos ? gemm_kernel_ : gemm_blas_) = true;
     return text;
   }
 
+  // The body of a nest's kernel: its loops (the ones of one iteration left out) and its
+  // assignments, indented for a function body.
   std::string nest(const ir::Stmt& s, const std::set<std::string>& taken) {
     x_.begin_nest(s, taken);
-    const int depth = static_cast<int>(s.iters.size());
+    const ir::Assign& a0 = s.assigns[0];  // the nest's assignment (the first, when fused)
+    std::vector<int> loops;                // the loops printed, outermost first
+    for (int k = 0; k < static_cast<int>(s.iters.size()); ++k)
+      if (!x_.dropped[static_cast<size_t>(k)]) loops.push_back(k);
+    const int depth = static_cast<int>(loops.size());
     // The innermost loops that do not index the written element accumulate into a local
     // `acc` (kept in a register; vectorised by the compiler when reassociation is allowed,
     // as the generated CMakeLists.txt does).
     int red = 0;
-    if (!s.sequential && s.accum != ir::Accum::Set && s.fused.empty())
-      while (red < depth && depth - 1 - red > s.parallel && !uses_iter(s.out, depth - 1 - red)) ++red;
+    if (!s.sequential && a0.accum != ir::Accum::Set && s.single())
+      while (red < depth && loops[static_cast<size_t>(depth - 1 - red)] > s.parallel &&
+             !uses_iter(a0.out, loops[static_cast<size_t>(depth - 1 - red)]))
+        ++red;
     const bool reduce_inner = red > 0;
     // zero_first: when every reduction loop is an inner `acc` loop, the cell is assigned
     // (`=` instead of `+=`); otherwise the cells are filled with the identity first.
     int reductions = 0;
-    for (int k = 0; k < depth; ++k) reductions += !uses_iter(s.out, k);
+    for (int k : loops) reductions += !uses_iter(a0.out, k);
     const bool assign_acc = s.zero_first && reduce_inner && red == reductions;
-    // `acc` at routine level (every loop reduces): give the nest a block of its own.
-    const bool own_block = reduce_inner && red == depth;
-    std::string out = own_block ? "    {\n" : "";
+    std::string out;
     if (s.zero_first && !assign_acc) {
       const std::string v = fresh_name("i", taken);
-      out += fill_first(s, v, "= " + std::string(s.accum == ir::Accum::Add ? num(0) : s.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY"));
+      out += fill_first(s, v, "= " + std::string(a0.accum == ir::Accum::Add ? num(0) : a0.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY"));
     }
-    auto ind = [&](int k) { return std::string(static_cast<size_t>(4 * (k + 1 + own_block)), ' '); };
-    auto loop = [&](int k) {
+    auto ind = [&](int k) { return std::string(static_cast<size_t>(4 * (k + 1)), ' '); };
+    auto loop = [&](int j) {
+      const int k = loops[static_cast<size_t>(j)];
       const ir::Iter& it = s.iters[static_cast<size_t>(k)];
       return fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})", x_.vars[static_cast<size_t>(k)],
                          it.batch ? std::string("n") : std::to_string(it.size));
     };
-    const std::string target = access(s.out);
-    const std::string guard = in_range(s.out);
+    const std::string target = access(a0.out);
+    const std::string guard = in_range(a0.out);
     auto store_to = [&](const std::string& target, const std::string& guard, ir::Accum accum,
                         const std::string& value, int level) {
       std::string st;
@@ -319,37 +278,39 @@ private:
     };
     auto store = [&](const std::string& value, int level) {
       if (assign_acc) return store_to(target, guard, ir::Accum::Set, value, level);
-      std::string st = store_to(target, guard, s.accum, value, level);
-      for (const ir::Assign& a : s.fused) st += store_to(access(a.out), in_range(a.out), a.accum, expr(*a.body), level);
+      std::string st = store_to(target, guard, a0.accum, value, level);
+      for (size_t i = 1; i < s.assigns.size(); ++i) {
+        const ir::Assign& a = s.assigns[i];
+        st += store_to(access(a.out), in_range(a.out), a.accum, expr(*a.body), level);
+      }
       return st;
     };
     const int outer_loops = depth - red;
-    const bool braced = !s.fused.empty();  // several assignments in the innermost loop
-    for (int k = 0; k < outer_loops; ++k) {
-      if (k == s.parallel) out += ind(k) + "CANNL_PRAGMA(\"omp parallel for\")\n";
-      out += ind(k) + loop(k) + (k + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
+    const bool braced = !s.single();  // several assignments in the innermost loop
+    for (int j = 0; j < outer_loops; ++j) {
+      if (loops[static_cast<size_t>(j)] == s.parallel) out += ind(j) + "CANNL_PRAGMA(\"omp parallel for\")\n";
+      out += ind(j) + loop(j) + (j + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
     }
     // A zero_first sum times a constant,  out = 0 += x * c : the constant multiplies the
     // finished sums once (sum(x) * c), not every term.
-    const ir::Expr* summed = s.body.get();
+    const ir::Expr* summed = a0.body.get();
     std::string scale;
-    if (s.zero_first && s.accum == ir::Accum::Add && s.body->op == ir::Op::Mul &&
-        s.body->args[1]->op == ir::Op::Const) {
-      scale = num(s.body->args[1]->value);
-      summed = s.body->args[0].get();
+    if (s.scaled_sum) {
+      scale = expr(*s.scaled_sum->scale);
+      summed = s.scaled_sum->summand.get();
     }
     std::string body = expr(*summed);
     if (reduce_inner) {
       const int k = outer_loops;
-      const bool add = s.accum == ir::Accum::Add;
-      std::string init = add ? num(0) : s.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY";
+      const bool add = a0.accum == ir::Accum::Add;
+      std::string init = add ? num(0) : a0.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY";
       out += ind(k) + fmt::format("real acc = {};\n", init);
       for (int j = k; j < depth; ++j) out += ind(k) + loop(j) + (j + 1 == depth && !add ? " {\n" : "\n");
       if (add) {
         out += ind(k + 1) + "acc += " + body + ";\n";
       } else {
         out += ind(k + 1) + "const real v = " + body + ";\n";
-        out += ind(k + 1) + fmt::format("acc = v {} acc ? v : acc;\n", s.accum == ir::Accum::Max ? ">" : "<");
+        out += ind(k + 1) + fmt::format("acc = v {} acc ? v : acc;\n", a0.accum == ir::Accum::Max ? ">" : "<");
         out += ind(k) + "}\n";
       }
       out += store(scale.empty() || !assign_acc ? "acc" : "acc * " + scale, k);
@@ -357,7 +318,6 @@ private:
       out += store(body, depth);
     }
     for (int k = outer_loops - (reduce_inner || braced ? 0 : 1); k-- > 0;) out += ind(k) + "}\n";
-    if (own_block) out += "    }\n";
     if (!scale.empty() && !assign_acc) {
       const std::string v = fresh_name("i", taken);
       out += fill_first(s, v, "*= " + scale);
@@ -368,177 +328,184 @@ private:
   // A loop over every cell of a zero_first nest's out buffer (the out access covers the
   // buffer; a batch axis is the first, run to n): `= identity` before it, `*= c` after it.
   std::string fill_first(const ir::Stmt& s, const std::string& v, const std::string& op) {
-    const auto& b = p_.buffers[static_cast<size_t>(s.out.buf)];
+    const int out = s.only().out.buf;
+    const auto& b = buf(out);
     const bool batched = !b.dims.empty() && b.dims[0].batch;
     const long per = buffer_size(b, true);
     const std::string count = batched ? (per == 1 ? "n" : fmt::format("n * {}", per)) : std::to_string(per);
     return std::string(s.parallel >= 0 ? "    CANNL_PRAGMA(\"omp parallel for\")\n" : "") +
-           fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{0}] {3};\n", v, count,
-                       cname_[static_cast<size_t>(s.out.buf)], op);
+           fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{0}] {3};\n", v, count, name(out), op);
   }
 
-  // The buffers a routine reads or writes, the interface buffers it fills included.
-  std::set<int> routine_buffers(const ir::Routine& r, std::set<std::string>* scalars_out = nullptr) {
+  // The buffers a routine reads or writes, the interface buffers it hands out included.
+  static std::set<int> routine_buffers(const ir::Routine& r, std::set<std::string>& scalars) {
     std::set<int> bufs;
-    std::set<std::string> scalars;
     for (const auto& s : r.stmts) stmt_uses(s, bufs, scalars);
-    if (scalars_out) *scalars_out = std::move(scalars);
-    if (r.name == "forward") bufs.insert(p_.outputs.begin(), p_.outputs.end());
-    if (r.name == "eval_metrics") {
-      bufs.insert(p_.loss);
-      bufs.insert(p_.metrics.begin(), p_.metrics.end());
-    }
-    if (r.name == "train_step") bufs.insert(p_.loss);
+    for (const std::vector<int>* l : {&r.io.outputs, &r.io.values, &r.io.kept}) bufs.insert(l->begin(), l->end());
     return bufs;
   }
 
-  std::string routine(const ir::Routine& r, long region) {
+  // Whether buffer b shares bytes with another of `bufs` while routine r runs in arena a (an
+  // in-place pair of the memory plan): then neither is restrict.
+  bool shares_bytes(const ir::Routine& r, const ir::Arena& a, const std::set<int>& bufs, int b) const {
+    const long lo = a.address(r, b), hi = lo + buf(b).elements() * elem();
+    for (int c : bufs) {
+      if (c == b) continue;
+      const long clo = a.address(r, c), chi = clo + buf(c).elements() * elem();
+      if (lo >= 0 && clo >= 0 && clo < hi && lo < chi) return true;
+    }
+    return false;
+  }
+
+  // A nest as a call of its kernel, the kernel defined in the unit when it is new there.
+  std::string kernel_call(const ir::Routine& r, const ir::Stmt& s, Unit& u, bool& n_used) {
+    std::vector<int> written, read;
+    for (int w : ir::written_buffers(s))
+      if (std::find(written.begin(), written.end(), w) == written.end()) written.push_back(w);
+    std::vector<const ir::Expr*> loads;
+    ir::collect_loads(s, loads);
+    for (const ir::Expr* l : loads)
+      if (std::find(written.begin(), written.end(), l->access.buf) == written.end() &&
+          std::find(read.begin(), read.end(), l->access.buf) == read.end())
+        read.push_back(l->access.buf);
+    std::set<int> bufs(written.begin(), written.end());
+    bufs.insert(read.begin(), read.end());
     std::set<std::string> scalars;
-    const std::set<int> bufs = routine_buffers(r, &scalars);
-    const std::string model = p_.model;
+    std::set<int> unused;
+    stmt_uses(s, unused, scalars);
+    bool uses_n = scalars.erase("n") > 0;
+    for (const ir::Iter& it : s.iters) uses_n = uses_n || it.batch;
+    bool rng = false;
+    std::vector<const ir::Expr*> stack;
+    for (const ir::Assign& a : s.assigns) stack.push_back(a.body.get());
+    while (!stack.empty()) {
+      const ir::Expr* e = stack.back();
+      stack.pop_back();
+      rng = rng || e->op == ir::Op::Uniform || e->op == ir::Op::Normal;
+      for (const auto& a : e->args) stack.push_back(a.get());
+    }
+    std::vector<std::string> params, args;
+    std::set<std::string> taken;
+    if (uses_n) params.push_back("int64_t n"), args.push_back("n"), taken.insert("n");
+    if (rng) params.push_back("cannl_rng *rng"), args.push_back("&rng"), taken.insert("rng");
+    for (int b : written)
+      params.push_back(fmt::format("real *{}{}", shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
+    for (int b : read)
+      params.push_back(fmt::format("const real *{}{}", shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
+    for (int b : written) args.push_back(name(b)), taken.insert(name(b));
+    for (int b : read) args.push_back(name(b)), taken.insert(name(b));
+    for (const std::string& sc : scalars) {
+      params.push_back("const real " + sc);
+      args.push_back(sc);
+      taken.insert(sc);
+    }
+    std::string plist, alist;
+    for (const auto& x : params) plist += (plist.empty() ? "" : ", ") + x;
+    for (const auto& x : args) alist += (alist.empty() ? "" : ", ") + x;
+    const std::string text = fmt::format("({}) {{\n{}}}\n", plist.empty() ? "void" : plist, nest(s, taken));
+    auto it = kernel_by_text_.find(text);
+    if (it == kernel_by_text_.end()) it = kernel_by_text_.emplace(text, names_.kernel(p_, s)).first;
+    const std::string& kname = it->second;
+    if (u.defined.insert(kname).second) u.kernels += fmt::format("/* {} */\nstatic void {}{}\n", comment_safe(what(s)), kname, text);
+    n_used = n_used || uses_n;
+    return fmt::format("    {}({});\n", kname, alist);
+  }
+
+  static std::string what(const ir::Stmt& s) { return s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what; }
+
+  // A routine: its buffers named once at its top (the inputs, the state's fields, the work
+  // region's buffers at their offsets), its run-time scalars, then each nest a kernel call or
+  // a matrix product, then what it hands out.
+  std::string routine(const ir::Routine& r, Unit& u) {
+    std::set<std::string> scalars;
+    const std::set<int> bufs = routine_buffers(r, scalars);
+    const ir::Arena& a = *u.arena;
+    const bool is_init = r.kind == ir::RoutineKind::Init;
     std::string sig, pro, epi;
-    const bool is_init = r.name == "init";
     if (is_init) {
-      sig = fmt::format("static void init_params({} *m, uint64_t seed)", state_type_);
+      sig = fmt::format("static void init_params({} *m, uint64_t seed)", u.state);
       bool rng = false;
       for (const auto& s : r.stmts) rng |= s.sequential;
       pro += rng ? "    cannl_rng rng;\n    cannl_rng_seed(&rng, seed);\n" : "    (void)seed;\n";
     } else {
-      std::string extra = r.name == "forward" ? ", real *const outputs[]"
-                          : r.name == "eval_metrics" ? ", double *loss, double metrics[]" : "";
+      std::string extra = r.kind == ir::RoutineKind::Forward ? ", real *const outputs[]"
+                          : r.kind == ir::RoutineKind::Eval ? ", double *loss, double metrics[]" : "";
       sig = fmt::format("static {} {}({} *m, const real *const inputs[], int64_t n{})",
-                        r.name == "train_step" ? "double" : "void", r.name, state_type_, extra);
+                        r.kind == ir::RoutineKind::TrainStep ? "double" : "void", r.name(), u.state, extra);
     }
-    bool inputs_used = false, n_used = false;
-    auto planned = [&](int b) { return region >= 0 && r.offsets[static_cast<size_t>(b)] >= 0; };
-    // Work buffers of a planned routine point into its region of the arena. One whose bytes
-    // another buffer of the routine reuses is declared in each nest that uses it, in a block
-    // of its own, restrict there unless the nest also touches a buffer sharing its bytes (in
-    // place): restrict holds per block, and the routine's other names for those bytes are
-    // not used in it.
-    const long elem = o_.f64 ? 8 : 4;
-    auto overlap = [&](int b, int c) {
-      const long lo = r.offsets[static_cast<size_t>(b)], hi = lo + p_.buffers[static_cast<size_t>(b)].elements() * elem;
-      const long clo = r.offsets[static_cast<size_t>(c)], chi = clo + p_.buffers[static_cast<size_t>(c)].elements() * elem;
-      return b != c && planned(b) && planned(c) && clo < hi && lo < chi;
-    };
-    auto shares = [&](int b) {
-      for (int c : bufs)
-        if (overlap(b, c)) return true;
-      return false;
-    };
-    auto pointer = [&](int b, bool restrict_) {
-      return fmt::format("real *{}{} = (real *)(work + {});", restrict_ ? "restrict " : "", cname_[static_cast<size_t>(b)],
-                         r.offsets[static_cast<size_t>(b)]);
-    };
-    // How the epilogue names a buffer (one declared per nest has no routine-level name).
-    auto ref = [&](int b) {
-      return planned(b) && shares(b) ? fmt::format("((real *)(work + {}))", r.offsets[static_cast<size_t>(b)])
-                                     : cname_[static_cast<size_t>(b)];
-    };
-    bool any_planned = false;
-    for (int b : bufs) any_planned = any_planned || planned(b);
-    if (any_planned)
-      pro += fmt::format("    char *const work = (char *)m->arena + {}; /* this routine's {} bytes */\n", region, r.arena_bytes);
+    bool inputs_used = false, n_used = scalars.count("n") > 0;
+    // The buffers: the caller's inputs, the state's own fields, the work region's.
+    std::vector<std::pair<long, int>> work;
     for (int b : bufs) {
-      const auto& buf = p_.buffers[static_cast<size_t>(b)];
-      if (planned(b)) {
-        if (!shares(b)) pro += "    " + pointer(b, true) + "\n";
-      } else if (buf.role == ir::Role::Input) {
+      if (buf(b).role == ir::Role::Input) {
         inputs_used = true;
-        auto it = std::find(p_.inputs.begin(), p_.inputs.end(), b);
-        pro += fmt::format("    const real *restrict {} = inputs[{}];\n", cname_[static_cast<size_t>(b)], it - p_.inputs.begin());
+        const auto k = std::find(p_.inputs.begin(), p_.inputs.end(), b) - p_.inputs.begin();
+        pro += fmt::format("    const real *const {} = inputs[{}]; /* {} */\n", name(b), k, shape_comment(b));
+      } else if (a.own[static_cast<size_t>(b)]) {
+        pro += fmt::format("    real *const {} = m->{}; /* {} */\n", name(b), name(b), shape_comment(b));
       } else {
-        pro += fmt::format("    real *restrict {} = m->{};\n", cname_[static_cast<size_t>(b)], cname_[static_cast<size_t>(b)]);
+        if (a.address(r, b) < 0) CANNL_BUG("a buffer outside the state: " + buf(b).name);
+        work.push_back({a.address(r, b) - a.work, b});
       }
     }
-    for (const auto& s : r.stmts)
-      for (const auto& it : s.iters) n_used |= it.batch;
-    n_used |= scalars.count("n") > 0;
-    if (r.name == "train_step") {
-      bool step_used = scalars.count("step") > 0 || !r.scalars.empty();
-      pro += step_used ? "    const int64_t step = ++m->step;\n" : "    ++m->step;\n";
-      if (scalars.count("lr")) pro += "    const real lr = (real)m->lr;\n";
-      for (const auto& [name, formula] : r.scalars)
-        if (scalars.count(name)) pro += fmt::format("    const real {} = (real)({});\n", name, formula);
+    if (!work.empty()) {
+      std::sort(work.begin(), work.end());
+      pro += fmt::format("    char *const work = (char *)m->arena + {}; /* the work region: this routine's {} bytes */\n",
+                         a.work, r.arena_bytes);
+      for (const auto& [offset, b] : work)
+        pro += fmt::format("    real *const {} = (real *)(work + {}); /* {} */\n", name(b), offset, shape_comment(b));
     }
-    if (r.name == "forward") {
-      for (size_t k = 0; k < p_.outputs.size(); ++k) {
-        const auto& b = p_.buffers[static_cast<size_t>(p_.outputs[k])];
+    pro += scalar_prologue(r, scalars, x_);
+    if (r.kind == ir::RoutineKind::Forward) {
+      for (size_t k = 0; k < r.io.outputs.size(); ++k) {
+        const auto& b = buf(r.io.outputs[k]);
         bool batched = !b.dims.empty() && b.dims[0].batch;
         long per = buffer_size(b, true);
         n_used |= batched;
-        epi += fmt::format("    memcpy(outputs[{}], {}, (size_t){}{} * sizeof(real));\n", k,
-                           ref(p_.outputs[k]), batched ? "n * " : "", per);
+        epi += fmt::format("    memcpy(outputs[{}], {}, (size_t){}{} * sizeof(real));\n", k, name(r.io.outputs[k]),
+                           batched ? "n * " : "", per);
       }
-      if (p_.outputs.empty()) epi += "    (void)outputs;\n";
+      if (r.io.outputs.empty()) epi += "    (void)outputs;\n";
     }
-    if (r.name == "eval_metrics") {
-      epi += fmt::format("    *loss = (double){}[0];\n", ref(p_.loss));
-      for (size_t k = 0; k < p_.metrics.size(); ++k)
-        epi += fmt::format("    metrics[{}] = (double){}[0];\n", k, ref(p_.metrics[k]));
-      if (p_.metrics.empty()) epi += "    (void)metrics;\n";
+    if (r.kind == ir::RoutineKind::Eval) {
+      epi += fmt::format("    *loss = (double){}[0];\n", name(r.io.values[0]));
+      for (size_t k = 1; k < r.io.values.size(); ++k)
+        epi += fmt::format("    metrics[{}] = (double){}[0];\n", k - 1, name(r.io.values[k]));
+      if (r.io.values.size() == 1) epi += "    (void)metrics;\n";
     }
-    if (r.name == "train_step") epi += fmt::format("    return (double){}[0];\n", ref(p_.loss));
-    if (!is_init) {
-      if (!inputs_used) pro += "    (void)inputs;\n";
-      if (!n_used) pro += "    (void)n;\n";
-    }
+    if (r.kind == ir::RoutineKind::TrainStep) epi += fmt::format("    return (double){}[0];\n", name(r.io.values[0]));
 
-    std::set<std::string> taken;
-    for (int b : bufs) taken.insert(cname_[static_cast<size_t>(b)]);
-    for (const auto& s : r.scalars) taken.insert(s.first);
+    // Names a matrix product's loops must not take: the routine's locals.
+    std::set<std::string> taken = {"m", "n", "inputs", "outputs", "loss", "metrics", "work", "seed", "rng"};
+    for (int b : bufs) taken.insert(name(b));
+    for (const auto& s : r.scalars) taken.insert(s.name);
     std::string body;
     std::string last;
     for (const ir::Stmt& s : r.stmts) {
       x_.begin_nest(s, taken);
       std::string text = gemm_nest(s, recognise_contraction(p_, s), taken);
-      if (text.empty()) text = nest(s, taken);
-      std::string what = s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what;
-      if (what != last) body += "\n    /* " + comment_safe(what) + " */\n";
-      last = what;
-      std::set<int> nb;
-      std::set<std::string> unused;
-      stmt_uses(s, nb, unused);
-      std::string decls;
-      for (int b : nb) {
-        if (!planned(b) || !shares(b)) continue;
-        bool alone = true;
-        for (int c : nb) alone = alone && !overlap(b, c);
-        decls += "        " + pointer(b, alone) + (alone ? "" : " /* in place */") + "\n";
+      if (!text.empty()) {
+        for (const ir::Iter& it : s.iters) n_used = n_used || it.batch;
+      } else {
+        text = kernel_call(r, s, u, n_used);
       }
-      if (decls.empty()) {
-        body += text;
-      } else {  // the nest, one level deeper, in a block with its pointers
-        std::string indented;
-        for (size_t i = 0; i < text.size();) {
-          size_t e = text.find('\n', i);
-          indented += "    " + text.substr(i, e - i + 1);
-          i = e + 1;
-        }
-        body += "    {\n" + decls + indented + "    }\n";
-      }
+      if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
+      last = what(s);
+      body += text;
     }
-    std::string head = fmt::format("/* routine {} */\n", r.name);
+    if (!is_init) {
+      if (!inputs_used) pro += "    (void)inputs;\n";
+      if (!n_used) pro += "    (void)n;\n";
+    }
+    std::string head = fmt::format("/* routine {} */\n", r.name());
     // A routine that touches no state (forward of a spec without outputs) still takes it.
     if (!is_init && (pro + body + epi).find("m->") == std::string::npos) pro = "    (void)m;\n" + pro;
     return head + sig + " {\n" + pro + body + (epi.empty() ? "" : "\n" + epi) + "}\n";
-  }
-
-  static std::string comment_safe(std::string s) {
-    for (size_t i; (i = s.find("*/")) != std::string::npos;) s.replace(i, 2, "* /");
-    for (size_t i; (i = s.find("/*")) != std::string::npos;) s.replace(i, 2, "/ *");
-    return s;
   }
 };
 
 }  // namespace
 
-std::vector<OutputFile> emit_c(const ir::Program& p, const COptions& opt, CLayout* layout) {
-  CEmitter e(p, opt);
-  std::vector<OutputFile> files = e.run();
-  if (layout) *layout = e.layout();
-  return files;
-}
+std::vector<OutputFile> emit_c(const ir::Program& p, const COptions& opt) { return CEmitter(p, opt).run(); }
 
 }  // namespace cannl

@@ -1,6 +1,7 @@
 // c_emit.h — the C back end: a Program as plain C11 source.
 //
-// Takes: a Program from build_program. Guarantees: the files of generated/<model>/ —
+// Takes: a Program after the passes (driver/compile.cpp), its memory laid out
+// (passes/plan_layout.cpp: the emitter only prints the layout). Guarantees: the files of generated/<model>/ —
 // <model>.h (the C API), <model>.c (routines + API), <model>_inference.c (the forward-only
 // state: forward and eval_metrics over the params and the buffers they use, no gradients or
 // optimiser state), <model>_train.c and <model>_infer.c (the training and inference
@@ -37,13 +38,7 @@ struct OutputFile {
   std::string text;
 };
 
-// What the emitter decided about storage (for the model card).
-struct CLayout {
-  long arena_bytes = 0;        // the training state's arena (<model>_create)
-  long infer_arena_bytes = 0;  // the forward-only state's arena (<model>_infer_create)
-};
-
-std::vector<OutputFile> emit_c(const ir::Program& p, const COptions& opt, CLayout* layout = nullptr);
+std::vector<OutputFile> emit_c(const ir::Program& p, const COptions& opt);
 
 // The templates of templates/, compiled into the generator (templates.cpp is generated).
 const std::string& template_text(const std::string& name);

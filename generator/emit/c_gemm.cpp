@@ -12,6 +12,9 @@ struct Operand {
   long s0, s1;      // strides of its two matrix axes (row, column)
 };
 
+// An outer loop of one iteration (not the batch loop): no loop printed, its variable is 0.
+bool one_pass(const Gemm& g, int it) { return it < static_cast<int>(g.one_pass.size()) && g.one_pass[static_cast<size_t>(it)]; }
+
 // The pointer of an operand at the current outer loop variables.
 std::string pointer(const ir::Program& p, const ir::Access& a, const Gemm& g, const GemmSite& site) {
   std::string s = (*site.buffer_names)[static_cast<size_t>(a.buf)];
@@ -19,7 +22,7 @@ std::string pointer(const ir::Program& p, const ir::Access& a, const Gemm& g, co
   std::string off;
   for (int it : g.outer) {
     long st = iter_stride(p, a, it);
-    if (st == 0) continue;
+    if (st == 0 || one_pass(g, it)) continue;
     std::string v = site.vars[static_cast<size_t>(it)];
     off += " + " + (st == 1 ? v : fmt::format("{} * {}", v, st));
   }
@@ -78,12 +81,14 @@ std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, co
   };
   const auto& bn = *site.buffer_names;
   std::string loops;
-  for (int it : g.outer) loops += (loops.empty() ? ", for each " : ", ") + site.vars[static_cast<size_t>(it)];
+  for (int it : g.outer)
+    if (!one_pass(g, it)) loops += (loops.empty() ? ", for each " : ", ") + site.vars[static_cast<size_t>(it)];
   std::string out = fmt::format("    /* matrix product {} {} {} . {}: M = {}, N = {}, K = {}{} */\n",
-                                bn[static_cast<size_t>(s.out.buf)], overwrite ? "=" : "+=", bn[static_cast<size_t>(g.a.buf)],
+                                bn[static_cast<size_t>(s.only().out.buf)], overwrite ? "=" : "+=", bn[static_cast<size_t>(g.a.buf)],
                                 bn[static_cast<size_t>(g.b.buf)], role(g.m), role(g.n), role(g.k), loops);
   int depth = 0;
   for (int it : g.outer) {
+    if (one_pass(g, it)) continue;
     const ir::Iter& iter = s.iters[static_cast<size_t>(it)];
     const std::string& v = site.vars[static_cast<size_t>(it)];
     out += std::string(static_cast<size_t>(4 * (depth + 1)), ' ') +
@@ -91,7 +96,7 @@ std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, co
     ++depth;
   }
   const std::string ind(static_cast<size_t>(4 * (depth + 1)), ' ');
-  const std::string a = pointer(p, g.a, g, site), b = pointer(p, g.b, g, site), c = pointer(p, s.out, g, site);
+  const std::string a = pointer(p, g.a, g, site), b = pointer(p, g.b, g, site), c = pointer(p, s.only().out, g, site);
   if (site.blas) {
     std::string call = blas_call(g, a, b, c, site, overwrite);
     if (!call.empty()) return out + ind + call + "\n";

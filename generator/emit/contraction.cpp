@@ -6,53 +6,6 @@
 
 namespace cannl {
 
-namespace {
-
-// Splits a nest body into its loads and a scalar factor: products of loads, constants and
-// run-time scalars, negations, and divisions by constants or scalars.
-bool split_factors(const ir::ExprP& e, std::vector<ir::ExprP>& loads, ir::ExprP& alpha) {
-  using ir::Op;
-  auto times = [&](ir::ExprP f) { alpha = alpha ? ir::binary(Op::Mul, alpha, f) : f; };
-  switch (e->op) {
-    case Op::Load: loads.push_back(e); return true;
-    case Op::Const: case Op::Scalar: times(e); return true;
-    case Op::Neg:
-      if (!split_factors(e->args[0], loads, alpha)) return false;
-      alpha = alpha ? ir::unary(Op::Neg, alpha) : ir::cnst(-1);
-      return true;
-    case Op::Mul: return split_factors(e->args[0], loads, alpha) && split_factors(e->args[1], loads, alpha);
-    case Op::Div: {
-      const ir::ExprP& d = e->args[1];
-      if (d->op != Op::Const && d->op != Op::Scalar) return false;
-      if (!split_factors(e->args[0], loads, alpha)) return false;
-      alpha = ir::binary(Op::Div, alpha ? alpha : ir::cnst(1), d);
-      return true;
-    }
-    default: return false;
-  }
-}
-
-// Every index a single loop variable (each at most once) or a constant inside the axis, and
-// no loop longer than the axis it indexes.
-bool plain_access(const ir::Program& p, const ir::Stmt& s, const ir::Access& a) {
-  const auto& dims = p.buffers[static_cast<size_t>(a.buf)].dims;
-  std::vector<bool> seen(s.iters.size(), false);
-  for (size_t d = 0; d < dims.size(); ++d) {
-    const ir::Affine& f = a.index[d];
-    if (f.terms.empty()) {
-      if (f.offset < 0 || f.offset >= dims[d].size) return false;
-      continue;
-    }
-    if (!f.is_single_iter()) return false;
-    const auto it = static_cast<size_t>(f.terms[0].iter);
-    if (seen[it] || s.iters[it].size > dims[d].size) return false;
-    seen[it] = true;
-  }
-  return true;
-}
-
-}  // namespace
-
 long access_base(const ir::Program& p, const ir::Access& a) {
   const auto strides = buffer_strides(p, a.buf);
   long off = 0;
@@ -130,15 +83,10 @@ long iter_stride(const ir::Program& p, const ir::Access& a, int iter) {
 }
 
 std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& s, Products which) {
-  if (s.accum != ir::Accum::Add || s.sequential || !s.body) return std::nullopt;
-  std::vector<ir::ExprP> loads;
-  ir::ExprP alpha;
-  if (!split_factors(s.body, loads, alpha) || loads.size() != 2) return std::nullopt;
-  const ir::Access& l0 = loads[0]->access;
-  const ir::Access& l1 = loads[1]->access;
-  if (l0.buf == s.out.buf || l1.buf == s.out.buf) return std::nullopt;
-  for (const ir::Access* a : {&s.out, &l0, &l1})
-    if (!plain_access(p, s, *a)) return std::nullopt;
+  if (!s.product) return std::nullopt;  // marked by passes/mark_contractions.cpp
+  const ir::Access& out = s.only().out;
+  const ir::Access& l0 = s.product->a;
+  const ir::Access& l1 = s.product->b;
 
   std::optional<Gemm> best;
   for (int swap = 0; swap < (which == Products::Tiled ? 2 : 1); ++swap) {
@@ -151,7 +99,7 @@ std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& 
         batch.push_back(it);  // one pass: an outer loop, whatever it indexes
         continue;
       }
-      const bool in_c = iter_stride(p, s.out, it) != 0, in_a = iter_stride(p, a, it) != 0,
+      const bool in_c = iter_stride(p, out, it) != 0, in_a = iter_stride(p, a, it) != 0,
                  in_b = iter_stride(p, b, it) != 0;
       if (in_c && in_a && in_b) batch.push_back(it);
       else if (in_c && in_a) m.push_back(it);
@@ -163,13 +111,14 @@ std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& 
     Gemm g;
     g.a = a;
     g.b = b;
-    g.alpha = alpha && !ir::is_const(alpha, 1) ? alpha : nullptr;
+    g.alpha = s.product->alpha;
     g.outer = batch;
-    g.m = merge(p, s, m, s.out, a, b, g.outer);
-    g.n = merge(p, s, n, s.out, a, b, g.outer);
+    g.m = merge(p, s, m, out, a, b, g.outer);
+    g.n = merge(p, s, n, out, a, b, g.outer);
     const size_t before_k = g.outer.size();
-    g.k = merge(p, s, k, s.out, a, b, g.outer);
+    g.k = merge(p, s, k, out, a, b, g.outer);
     g.outer_k = g.outer.size() > before_k;
+    for (const ir::Iter& loop : s.iters) g.one_pass.push_back(!loop.batch && loop.size == 1);
     // Outer loops in nest order.
     std::sort(g.outer.begin(), g.outer.end());
     // Prefer B carrying C's unit stride (vector stores of the tile), unless that leaves a

@@ -1,10 +1,9 @@
-// contraction.h — recognise a contraction nest and map it to a strided matrix product.
+// contraction.h — a contraction nest mapped to a strided matrix product.
 //
-// Takes: a nest of a Program. A contraction is `out[...] += f * A[...] * B[...]` where f is a
-// product of constants and run-time scalars (possibly divided by them, possibly negated),
-// every index of out, A and B is a single loop variable (or the constant 0 on a size-1
-// axis), no loop runs past the axis it indexes, and out is neither A nor B. Its loops fall
-// into four roles:
+// Takes: a nest that passes/mark_contractions.cpp marked a contraction (Stmt::product:
+// `out[...] += f * A[...] * B[...]`, f a product of constants and run-time scalars, every
+// index a single loop variable or a constant inside the axis, out neither A nor B; unmarked
+// nests are not products here). Its loops fall into four roles:
 //   M  in out and A only        N  in out and B only
 //   K  in A and B, not in out   batch  in all three
 // Guarantees: for a contraction, a Gemm: C[i, j] += alpha * sum_p A[i, p] * B[p, j] with
@@ -40,6 +39,7 @@ struct Gemm {
   ir::Access a, b;          // the two operands (a: rows of the product, b: its columns)
   ir::ExprP alpha;          // the scalar factor; nullptr for 1
   bool outer_k = false;     // some K loop is an outer loop (calls accumulate into C)
+  std::vector<bool> one_pass;  // per loop: one iteration and not the batch loop (no loop to print)
   long flops() const { return 2 * m.max_size * n.max_size * k.max_size; }
 };
 

@@ -78,7 +78,7 @@ bool batch(const ir::Program& p, const ir::Stmt& s, const Gemm& g, GemmSize& siz
   stride = {0, 0, 0};
   if (loops.empty()) return true;
   auto st = [&](int it) {
-    return std::array<long, 3>{iter_stride(p, s.out, it), iter_stride(p, g.a, it), iter_stride(p, g.b, it)};
+    return std::array<long, 3>{iter_stride(p, s.only().out, it), iter_stride(p, g.a, it), iter_stride(p, g.b, it)};
   };
   for (int it : loops)
     if (st(it)[0] == 0) return false;
@@ -98,11 +98,11 @@ bool batch(const ir::Program& p, const ir::Stmt& s, const Gemm& g, GemmSize& siz
 }  // namespace
 
 std::optional<GemmPlan> plan_cublas_gemm(const ir::Program& p, const ir::Stmt& s) {
-  if (!s.fused.empty()) return std::nullopt;
+  if (!s.single()) return std::nullopt;
   const auto g = recognise_contraction(p, s, Products::Any);
   if (!g) return std::nullopt;
   // The call takes the buffers themselves: no constant index other than 0.
-  for (const ir::Access* a : {&s.out, &g->a, &g->b})
+  for (const ir::Access* a : {&s.only().out, &g->a, &g->b})
     if (access_base(p, *a) != 0) return std::nullopt;
   GemmPlan plan;
   if (g->alpha && !alpha(*g->alpha, plan.alpha, plan.alpha_scalar)) return std::nullopt;
@@ -115,7 +115,7 @@ std::optional<GemmPlan> plan_cublas_gemm(const ir::Program& p, const ir::Stmt& s
   for (const GemmSize* z : {static_cast<const GemmSize*>(&plan.count), &gm, &gn, &gk})
     if (z->max(mb) > INT_MAX) return std::nullopt;
   plan.k = gk;
-  plan.c = s.out.buf;
+  plan.c = s.only().out.buf;
   const long K = gk.max(mb);
   // C = A B with out as the column-major m x n matrix C (M its rows: M's stride in out is 1),
   // else the transpose, C^T = B^T A^T (cuBLAS's m, n are the Gemm's N, M and its A, B the

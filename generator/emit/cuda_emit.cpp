@@ -2,6 +2,7 @@
 #include "emit/cuda_emit.h"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include <set>
 
 #include "emit/c_common.h"
+#include "emit/c_names.h"
 #include "emit/cublas_plan.h"
 #include "support/diagnostic.h"
 
@@ -30,17 +32,17 @@ struct Extent {
 
 class CudaEmitter {
 public:
-  CudaEmitter(const ir::Program& p, const CudaOptions& o) : p_(p), o_(o), names_(c_buffer_names(p)) {
+  CudaEmitter(const ir::Program& p, const CudaOptions& o) : p_(p), o_(o), cnames_(c_names(p)), names_(cnames_.buffer) {
     x_.p = &p;
     x_.names = names_;
     x_.f64 = o.f64;
+    x_.cuda = true;
   }
 
   std::vector<OutputFile> run() {
-    layout();
     std::string kernels, routines;
     for (const auto& r : p_.routines) {
-      if (r.name == "init") routines += init_routine(r) + "\n";
+      if (r.kind == ir::RoutineKind::Init) routines += init_routine(r) + "\n";
       else routine(r, kernels, routines);
     }
     data d = model_template_data(p_, names_, o_.f64, o_.spec, "");
@@ -48,35 +50,47 @@ public:
     std::string helpers = x_.helper_defs("static __host__ __device__ inline");
     for (const auto& h : device_helpers_) helpers += h;
     d.set("helpers", helpers.empty() ? "" : "\n" + helpers);
-    d.set("fields", fields_);
+    d.set("fields", fields());
     d.set("kernels", kernels);
     d.set("routines", routines);
-    d.set("arena_bytes", std::to_string(arena_bytes_));
-    d.set("state_bytes", std::to_string(state_bytes_));
+    d.set("arena_bytes", std::to_string(arena_.bytes));
+    d.set("state_bytes", std::to_string(std::max(arena_.state, 64L)));
     d.set("uses_gemm", data{gemms_ > 0 ? data::type::bool_true : data::type::bool_false});
     d.set("cuda_type", o_.f64 ? "CUDA_R_64F" : "CUDA_R_32F");
     d.set("blas_compute", o_.f64 ? "CUBLAS_COMPUTE_64F" : "CUBLAS_COMPUTE_32F");
     data bufs{data::type::list};
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
-      if (p_.buffers[i].role == ir::Role::Input) continue;
+      if (arena_.field[i] < 0) continue;
       data b;
       b.set("name", names_[i]);
-      b.set("offset", std::to_string(offsets_[i]));
+      b.set("offset", std::to_string(arena_.field[i]));
       bufs.push_back(b);
     }
     d.set("buffers", bufs);
-    // Host pointers of the params, their gradients and the state tensors (the pinned mirror).
-    auto host = [&](int buf) { return fmt::format("(real *)(m->host + {})", offsets_[static_cast<size_t>(buf)]); };
+    // Host pointers of the params and the state tensors (the pinned mirror of the arena's
+    // state prefix), and of the params' gradients: train_step keeps them in its work region,
+    // downloaded into a pinned array of their own (packed, in param order) with the mirror.
+    auto host = [&](int buf) { return fmt::format("(real *)(m->host + {})", arena_.field[static_cast<size_t>(buf)]); };
+    const ir::Routine* train = p_.routine(ir::RoutineKind::TrainStep);
+    std::map<int, long> grad_at;  // gradient buffer -> its element offset in m->grads_host
+    long grad_elems = 0;
+    std::string grads_down;
+    for (int g : train->io.kept) {
+      grad_at[g] = grad_elems;
+      grads_down += fmt::format("        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + {}, m->dev + {}, {} * sizeof(real), &e));\n",
+                                grad_elems, arena_.address(*train, g), buf(g).elements());
+      grad_elems += buf(g).elements();
+    }
+    d.set("grads_elems", std::to_string(std::max(grad_elems, 1L)));
+    d.set("grads_down", grads_down);
     data params{data::type::list};
     for (int b : p_.params) {
       data e;
       e.set("name", p_.buffers[static_cast<size_t>(b)].name);
       e.set("size", std::to_string(p_.buffers[static_cast<size_t>(b)].elements()));
       e.set("host", host(b));
-      std::string grad = "NULL";
-      for (size_t g = 0; g < p_.buffers.size(); ++g)
-        if (p_.buffers[g].role == ir::Role::Grad && p_.buffers[g].grad_of == b) grad = host(static_cast<int>(g));
-      e.set("grad_host", grad);
+      const int g = p_.grad(b);
+      e.set("grad_host", grad_at.count(g) ? fmt::format("(m->grads_host + {})", grad_at[g]) : std::string("NULL"));
       params.push_back(e);
     }
     d.set("param_hosts", params);
@@ -113,11 +127,13 @@ public:
     d.set("in_elems", std::to_string(std::max(in_off, 1L)));
     d.set("forward_copy", forward_copy());
     d.set("eval_copy", eval_copy());
-    d.set("loss_field", names_[static_cast<size_t>(p_.loss)]);
+    d.set("loss", device(*train, train->io.values[0]));
 
     std::vector<OutputFile> files;
     files.push_back({p_.model + ".h", render_template("c/model.h.mustache", d)});
-    files.push_back({p_.model + ".cu", render_template("cuda/model.cu.mustache", d)});
+    std::string cu = render_template("cuda/model.cu.mustache", d);
+    if (p_.model == "real") cu = rename_real(cu);
+    files.push_back({p_.model + ".cu", cu});
     files.push_back({p_.model + "_train.cu", render_template("cuda/train.cu.mustache", d)});
     files.push_back({"CMakeLists.txt", render_template("cuda/CMakeLists.txt.mustache", d)});
     return files;
@@ -126,11 +142,10 @@ public:
 private:
   const ir::Program& p_;
   CudaOptions o_;
+  CNames cnames_;  // the C identifiers (emit/c_names.h)
   std::vector<std::string> names_;
   CExpr x_;
-  std::vector<long> offsets_;
-  long arena_bytes_ = 0, state_bytes_ = 0;
-  std::string fields_;
+  const ir::Arena& arena_ = p_.layout.training;  // the device arena (passes/plan_layout.cpp)
   std::vector<std::string> device_helpers_;  // in order of first use
   std::set<std::string> helper_names_;
   int gemms_ = 0;  // cuBLAS products in all routines
@@ -139,51 +154,67 @@ private:
   std::map<std::string, std::string> kernel_by_text_;
 
   long elem() const { return o_.f64 ? 8 : 4; }
+
+  // C++ has no separate namespace for struct tags: a model called `real` (the state `struct
+  // real`) cannot also have the element type's typedef `real` here, so that one is called
+  // cannl_real in this file (every `real` not after `struct`, outside string literals).
+  static std::string rename_real(const std::string& text) {
+    std::string out;
+    auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    bool in_string = false;
+    std::string last_word;
+    for (size_t i = 0; i < text.size();) {
+      const char c = text[i];
+      if (in_string) {
+        out += c;
+        if (c == '\\' && i + 1 < text.size()) out += text[++i];
+        else if (c == '"') in_string = false;
+        ++i;
+      } else if (c == '"') {
+        in_string = true;
+        out += c;
+        ++i;
+      } else if (word(c)) {
+        size_t j = i;
+        while (j < text.size() && word(text[j])) ++j;
+        const std::string w = text.substr(i, j - i);
+        out += w == "real" && last_word != "struct" ? "cannl_real" : w;
+        last_word = w;
+        i = j;
+      } else {
+        out += c;
+        ++i;
+      }
+    }
+    return out;
+  }
   const ir::Buffer& buf(int b) const { return p_.buffers[static_cast<size_t>(b)]; }
   const std::string& name(int b) const { return names_[static_cast<size_t>(b)]; }
 
   // ---- memory ----------------------------------------------------------------------------
 
-  // The device arena: first the buffers mirrored in pinned host memory (params, their
-  // gradients, optimiser state, whatever init touches), then the rest; 256-byte aligned.
-  void layout() {
-    std::set<int> mirrored;
+  // The state's fields: the mirrored state prefix (params, optimiser state), then the rest
+  // that has a field (buffers used outside a memory plan; train_step's param gradients, which
+  // point into its work region).
+  std::string fields() const {
+    std::string mirrored, device;
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
+      if (arena_.field[i] < 0) continue;
       const auto& b = p_.buffers[i];
-      bool grad_of_param = b.role == ir::Role::Grad &&
-                           std::find(p_.params.begin(), p_.params.end(), b.grad_of) != p_.params.end();
-      if (b.role == ir::Role::Param || b.role == ir::Role::OptState || grad_of_param || !b.state_name.empty())
-        mirrored.insert(static_cast<int>(i));
+      std::string dims;
+      for (size_t k = 0; k < b.dims.size(); ++k)
+        dims += (k ? ", " : "") + (b.dims[k].batch ? std::string("batch") : std::to_string(b.dims[k].size));
+      const std::string decl = fmt::format("    real *{}; /* [{}] {} */\n", names_[i], dims, b.shape);
+      (arena_.own[i] && arena_.field[i] < arena_.state ? mirrored : device) += decl;
     }
-    if (const ir::Routine* init = p_.routine("init"))
-      for (const auto& s : init->stmts) {
-        for (int w : ir::written_buffers(s)) mirrored.insert(w);
-        std::vector<const ir::Expr*> loads;
-        ir::collect_loads(s, loads);
-        for (const auto* l : loads) mirrored.insert(l->access.buf);
-      }
-    offsets_.assign(p_.buffers.size(), -1);
-    long off = 0;
-    for (int pass = 0; pass < 2; ++pass) {
-      for (size_t i = 0; i < p_.buffers.size(); ++i) {
-        const auto& b = p_.buffers[i];
-        if (b.role == ir::Role::Input || (mirrored.count(static_cast<int>(i)) > 0) != (pass == 0)) continue;
-        if (b.role == ir::Role::Input) CANNL_BUG("init reads an input");
-        offsets_[i] = off;
-        off += (b.elements() * elem() + 255) / 256 * 256;
-        std::string dims = "[";
-        for (size_t k = 0; k < b.dims.size(); ++k)
-          dims += (k ? ", " : "") + (b.dims[k].batch ? std::string("batch") : std::to_string(b.dims[k].size));
-        dims += "]";
-        fields_ += fmt::format("    real *{}; /* {} {} */\n", names_[i], dims, b.shape);
-      }
-      if (pass == 0) {
-        state_bytes_ = std::max(off, 256L);
-        off = state_bytes_;
-        fields_ += "    /* ---- device only */\n";
-      }
-    }
-    arena_bytes_ = std::max(off, 256L);
+    return mirrored + "    /* ---- device only */\n" + device;
+  }
+
+  // Buffer b while routine r runs, as a device pointer expression.
+  std::string device(const ir::Routine& r, int b) const {
+    const long at = arena_.address(r, b);
+    if (at < 0) CANNL_BUG("a buffer outside the device arena: " + buf(b).name);
+    return arena_.own[static_cast<size_t>(b)] ? "m->" + name(b) : fmt::format("((real *)(m->dev + {}))", at);
   }
 
   // ---- helpers ---------------------------------------------------------------------------
@@ -291,13 +322,17 @@ private:
     return st;
   }
 
-  // The statement writing `value` into the nest's element, then its fused assignments (in
+  // The statement writing `value` into the nest's element, then its further assignments (in
   // order, at the same point). `assign`: the element gets the value (a zero_first nest whose
   // sum for the element is complete in `value`), not added to it.
   std::string store(const ir::Stmt& s, const std::string& value, bool atomic, const std::string& also = "",
                     bool assign = false, const std::string& indent = "") {
-    std::string st = store_to(s.out, assign ? ir::Accum::Set : s.accum, value, atomic && !assign, also);
-    for (const ir::Assign& a : s.fused) st += "\n" + indent + store_to(a.out, a.accum, x_.expr(*a.body), false, also);
+    const ir::Assign& a0 = s.assigns[0];
+    std::string st = store_to(a0.out, assign ? ir::Accum::Set : a0.accum, value, atomic && !assign, also);
+    for (size_t i = 1; i < s.assigns.size(); ++i) {
+      const ir::Assign& a = s.assigns[i];
+      st += "\n" + indent + store_to(a.out, a.accum, x_.expr(*a.body), false, also);
+    }
     return st;
   }
 
@@ -320,14 +355,14 @@ private:
   std::string sequential_loops(const ir::Stmt& s, int indent) {
     std::string out;
     auto ind = [&](int k) { return std::string(static_cast<size_t>(4 * (indent + k)), ' '); };
-    const int depth = static_cast<int>(s.iters.size());
-    for (int k = 0; k < depth; ++k)
-      out += ind(k) + fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})\n", x_.vars[static_cast<size_t>(k)],
-                                  bound(s.iters[static_cast<size_t>(k)]));
-    if (s.fused.empty()) {
-      out += ind(depth) + store(s, x_.expr(*s.body), false) + "\n";
+    int depth = 0;
+    for (size_t k = 0; k < s.iters.size(); ++k)
+      if (!x_.dropped[k])  // (a loop of one iteration: none)
+        out += ind(depth++) + fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})\n", x_.vars[k], bound(s.iters[k]));
+    if (s.single()) {
+      out += ind(depth) + store(s, x_.expr(*s.assigns[0].body), false) + "\n";
     } else {
-      out += ind(depth) + "{\n" + ind(depth + 1) + store(s, x_.expr(*s.body), false, "", false, ind(depth + 1)) + "\n" +
+      out += ind(depth) + "{\n" + ind(depth + 1) + store(s, x_.expr(*s.assigns[0].body), false, "", false, ind(depth + 1)) + "\n" +
              ind(depth) + "}\n";
     }
     return out;
@@ -345,7 +380,7 @@ private:
   // than the largest sum of the smaller terms).
   bool injective(const ir::Stmt& s) const {
     std::vector<int> seen(s.iters.size(), 0);
-    for (const auto& f : s.out.index) {
+    for (const auto& f : s.assigns[0].out.index) {
       std::vector<std::pair<long, long>> terms;  // |coef|, size
       for (const auto& t : f.terms) {
         seen[static_cast<size_t>(t.iter)]++;
@@ -403,27 +438,39 @@ private:
         "    if (i_ < count) p[i_] = v;\n"
         "}}\n",
         kBlock, r));
-    const Extent e = elements(s.out.buf);
+    const Extent e = elements(s.assigns[0].out.buf);
     const std::string grid = e.n ? fmt::format("(unsigned)(({} + {}) / {})", e.str(), kBlock - 1, kBlock)
                                  : std::to_string((e.c + kBlock - 1) / kBlock);
     return fmt::format("cannl_fill<<<{}, {}, 0, stream_>>>({}, {}, {});\n    CUDA_CHECK(cudaGetLastError());\n    ",
-                       grid, kBlock, name(s.out.buf), e.str(), identity(s.accum));
+                       grid, kBlock, name(s.assigns[0].out.buf), e.str(), identity(s.assigns[0].accum));
   }
 
   // A zero_first sum times a constant (out = 0 += x * c) whose sums are complete in one
   // thread: the constant multiplies the finished sum once, as the C target does.
   static void split_scale(const ir::Stmt& s, bool assign, const ir::Expr*& summed, const ir::Expr*& scale) {
-    summed = s.body.get();
+    summed = s.assigns[0].body.get();
     scale = nullptr;
-    if (assign && s.accum == ir::Accum::Add && s.body->op == ir::Op::Mul && s.body->args[1]->op == ir::Op::Const) {
-      summed = s.body->args[0].get();
-      scale = s.body->args[1].get();
+    if (assign && s.scaled_sum) {
+      summed = s.scaled_sum->summand.get();
+      scale = s.scaled_sum->scale.get();
     }
   }
 
   // The arguments of a nest's kernel: the buffers it touches (the written one not const)
   // and the run-time scalars it reads.
-  void kernel_args(const ir::Stmt& s, bool uses_n, std::string& params, std::string& args) {
+  // A buffer whose bytes overlap another one's that the nest touches, in routine r (an in-place
+  // pair of the memory plan, passes/plan_memory.cpp): no __restrict__ for either.
+  bool shares_bytes(const ir::Routine& r, const std::vector<int>& bufs, int b) const {
+    const long lo = arena_.address(r, b), hi = lo + buf(b).elements() * elem();
+    for (int c : bufs) {
+      if (c == b) continue;
+      const long clo = arena_.address(r, c), chi = clo + buf(c).elements() * elem();
+      if (lo >= 0 && clo >= 0 && clo < hi && lo < chi) return true;
+    }
+    return false;
+  }
+
+  void kernel_args(const ir::Routine& r, const ir::Stmt& s, bool uses_n, std::string& params, std::string& args) {
     std::vector<int> bufs;
     for (int w : ir::written_buffers(s))
       if (std::find(bufs.begin(), bufs.end(), w) == bufs.end()) bufs.push_back(w);
@@ -433,13 +480,13 @@ private:
     for (const auto* l : loads)
       if (std::find(bufs.begin(), bufs.end(), l->access.buf) == bufs.end()) bufs.push_back(l->access.buf);
     for (size_t i = 0; i < bufs.size(); ++i) {
-      params += fmt::format("{}{}real *__restrict__ {}", params.empty() ? "" : ", ", i < written ? "" : "const ",
-                            name(bufs[i]));
+      params += fmt::format("{}{}real *{}{}", params.empty() ? "" : ", ", i < written ? "" : "const ",
+                            shares_bytes(r, bufs, bufs[i]) ? "" : "__restrict__ ", name(bufs[i]));
       args += (args.empty() ? "" : ", ") + name(bufs[i]);
     }
     std::set<std::string> scalars;
-    std::vector<const ir::Expr*> stack = {s.body.get()};
-    for (const auto& a : s.fused) stack.push_back(a.body.get());
+    std::vector<const ir::Expr*> stack;
+    for (const auto& a : s.assigns) stack.push_back(a.body.get());
     while (!stack.empty()) {
       const ir::Expr* e = stack.back();
       stack.pop_back();
@@ -457,14 +504,16 @@ private:
     }
   }
 
-  Kernel kernel(const ir::Routine& r, size_t index, const ir::Stmt& s) {
-    const std::string kname = fmt::format("{}_{}_{}", r.name, index, name(s.out.buf));
+  // The nest's kernel, named kUnnamed (routine() names it: emit/c_names.h), and its launch.
+  static constexpr const char* kUnnamed = "KERNEL_NAME_";
+  Kernel kernel(const ir::Routine& r, const ir::Stmt& s) {
+    const std::string kname = kUnnamed;
     if (s.sequential) CANNL_BUG("a nest drawing random numbers outside init: " + s.what);
     const int depth = static_cast<int>(s.iters.size());
     bool uses_n = false;
     for (const auto& it : s.iters) uses_n |= it.batch;
     std::string params, args;
-    kernel_args(s, uses_n, params, args);
+    kernel_args(r, s, uses_n, params, args);
     std::string body;
     std::string how;
     std::string launch;
@@ -474,14 +523,15 @@ private:
     std::vector<int> outer, red;
     std::vector<long> stride(s.iters.size(), 0);
     {
-      const auto& dims = buf(s.out.buf).dims;
+      const auto& dims = buf(s.assigns[0].out.buf).dims;
       long st = 1;
       for (size_t d = dims.size(); d-- > 0;) {
-        for (const auto& t : s.out.index[d].terms) stride[static_cast<size_t>(t.iter)] += std::labs(t.coef) * st;
+        for (const auto& t : s.assigns[0].out.index[d].terms) stride[static_cast<size_t>(t.iter)] += std::labs(t.coef) * st;
         st *= dims[d].size;
       }
     }
-    for (int k = 0; k < depth; ++k) (uses_loop(s.out, k) ? outer : red).push_back(k);
+    for (int k = 0; k < depth; ++k)
+      if (!x_.dropped[static_cast<size_t>(k)]) (uses_loop(s.assigns[0].out, k) ? outer : red).push_back(k);
     std::stable_sort(outer.begin(), outer.end(),
                      [&](int a, int b) { return stride[static_cast<size_t>(a)] > stride[static_cast<size_t>(b)]; });
     const bool inj = injective(s);
@@ -503,12 +553,12 @@ private:
     const ir::Expr *summed = nullptr, *scale = nullptr;
     split_scale(s, assign && !red.empty(), summed, scale);
     auto finished = [&](const std::string& acc) { return scale ? acc + " * " + x_.expr(*scale) : acc; };
-    if (!inj && s.accum == ir::Accum::Set) {
+    if (!inj && s.assigns[0].accum == ir::Accum::Set) {
       // Later iterations overwrite earlier ones: keep the order, one thread.
       how = "one thread, in order (writes overlap)";
       body = sequential_loops(s, 1);
       launch = fmt::format("{}<<<1, 1, 0, stream_>>>({});", kname, args);
-    } else if (red.empty() || s.accum == ir::Accum::Set || rmax < (inj ? 32 : 256)) {
+    } else if (red.empty() || s.assigns[0].accum == ir::Accum::Set || rmax < (inj ? 32 : 256)) {
       // (Colliding writes come from loops over many positions, a convolution's window: a
       // thread each, with short sums.)
       how = red.empty() ? "one thread per element" : "one thread per element, summing in order";
@@ -516,17 +566,17 @@ private:
       body = "    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n";
       body += fmt::format("    if (i_ >= {}) return;\n", total.str());
       body += decompose(s, outer, "i_", 1);
-      if (red.empty() || s.accum == ir::Accum::Set) {
+      if (red.empty() || s.assigns[0].accum == ir::Accum::Set) {
         std::string ind = "    ";
         for (int l : red) {
           body += ind + fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})\n", x_.vars[static_cast<size_t>(l)],
                                     bound(s.iters[static_cast<size_t>(l)]));
           ind += "    ";
         }
-        body += ind + store(s, x_.expr(*s.body), !inj, "", assign, ind) + "\n";
+        body += ind + store(s, x_.expr(*s.assigns[0].body), !inj, "", assign, ind) + "\n";
       } else {
-        const bool add = s.accum == ir::Accum::Add;
-        body += fmt::format("    real acc = {};\n", identity(s.accum));
+        const bool add = s.assigns[0].accum == ir::Accum::Add;
+        body += fmt::format("    real acc = {};\n", identity(s.assigns[0].accum));
         std::string ind = "    ";
         for (size_t j = 0; j < red.size(); ++j) {
           const int l = red[j];
@@ -534,7 +584,7 @@ private:
                                     bound(s.iters[static_cast<size_t>(l)]));
           body += j + 1 == red.size() && !add ? " {\n" : "\n";
         }
-        body += fold_into_acc(s.accum, *summed);
+        body += fold_into_acc(s.assigns[0].accum, *summed);
         if (!add) body += "    }\n";
         body += "    " + store(s, finished("acc"), !inj, "", assign) + "\n";
       }
@@ -546,7 +596,7 @@ private:
       how = fmt::format("one {} per element, reducing its {} terms with shuffles{}", block ? "block" : "warp",
                         rtotal.str(), block ? " and shared memory" : "");
       if (!inj) how += ", adding atomically (elements repeat)";
-      const std::string reduce = reducer(s.accum, block);
+      const std::string reduce = reducer(s.assigns[0].accum, block);
       // Consecutive lanes take consecutive terms: the summed loop with the smallest stride in
       // the buffers read varies fastest (coalesced reads).
       std::vector<long> rstride(s.iters.size(), LONG_MAX);
@@ -564,7 +614,8 @@ private:
       std::stable_sort(red.begin(), red.end(),
                        [&](int a, int b) { return rstride[static_cast<size_t>(a)] > rstride[static_cast<size_t>(b)]; });
       if (block) {
-        body = "    const int64_t i_ = blockIdx.x;\n";
+        // (one block: no written loop to decompose, no element index)
+        body = outer.empty() ? "" : "    const int64_t i_ = blockIdx.x;\n";
         body += "    const int lane_ = threadIdx.x;\n";
       } else {
         body = "    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;\n";
@@ -572,10 +623,10 @@ private:
         body += fmt::format("    if (i_ >= {}) return; /* the whole warp */\n", total.str());
       }
       body += decompose(s, outer, "i_", 1);
-      body += fmt::format("    real acc = {};\n", identity(s.accum));
+      body += fmt::format("    real acc = {};\n", identity(s.assigns[0].accum));
       body += fmt::format("    for (int64_t r_ = lane_; r_ < {}; r_ += {}) {{\n", rtotal.str(), t);
       body += decompose(s, red, "r_", 2);
-      body += fold_into_acc(s.accum, *summed);
+      body += fold_into_acc(s.assigns[0].accum, *summed);
       body += "    }\n";
       body += fmt::format("    acc = {}(acc);\n", reduce);
       body += "    " + store(s, finished("acc"), !inj, "lane_ == 0", assign) + "\n";
@@ -620,11 +671,14 @@ private:
     }
     std::string out = "/* routine init, on the host (the C target's random streams: a seed gives its params), into\n"
                       "   the pinned mirror; the next device routine uploads it */\n";
-    out += fmt::format("static void init_params({} *m, uint64_t seed) {{\n", p_.model);
-    out += rng ? "    cannl_rng rng;\n    cannl_rng_seed(&rng, seed);\n" : "    (void)seed;\n";
+    out += fmt::format("static void init_params(struct {} *m, uint64_t seed) {{\n", p_.model);
+    out += rng ? "    cannl_rng state_;\n    cannl_rng *const rng = &state_;\n    cannl_rng_seed(rng, seed);\n"
+               : "    (void)seed;\n";
     std::set<std::string> taken;
     for (int b : bufs) {
-      out += fmt::format("    real *{} = (real *)(m->host + {});\n", name(b), offsets_[static_cast<size_t>(b)]);
+      const auto i = static_cast<size_t>(b);
+      if (!arena_.own[i] || arena_.field[i] >= arena_.state) CANNL_BUG("init writes outside the state: " + buf(b).name);
+      out += fmt::format("    real *{} = (real *)(m->host + {});\n", name(b), arena_.field[i]);
       taken.insert(name(b));
     }
     std::string last;
@@ -633,11 +687,16 @@ private:
       last = what(s);
       name_vars(s, taken);
       if (s.zero_first)
-        out += fmt::format("    for (int64_t i_ = 0; i_ < {}; ++i_) {}[i_] = {};\n", buf(s.out.buf).elements(),
-                           name(s.out.buf), identity(s.accum));
+        out += fmt::format("    for (int64_t i_ = 0; i_ < {}; ++i_) {}[i_] = {};\n", buf(s.assigns[0].out.buf).elements(),
+                           name(s.assigns[0].out.buf), identity(s.assigns[0].accum));
       out += sequential_loops(s, 1);
     }
     return out + "}\n";
+  }
+
+  static std::string named(std::string text, const std::string& name) {
+    for (size_t i; (i = text.find(kUnnamed)) != std::string::npos;) text.replace(i, std::string(kUnnamed).size(), name);
+    return text;
   }
 
   void routine(const ir::Routine& r, std::string& kernels, std::string& routines) {
@@ -651,13 +710,12 @@ private:
     n_used |= scalars.count("n") > 0;
     std::set<std::string> taken;
     for (int b : bufs) taken.insert(name(b));
-    for (const auto& sc : r.scalars) taken.insert(sc.first);
+    for (const auto& sc : r.scalars) taken.insert(sc.name);
 
     std::string body, last;
     int nk = 0, ng = 0;
     bool inputs_used = false;
-    for (size_t i = 0; i < r.stmts.size(); ++i) {
-      const ir::Stmt& s = r.stmts[i];
+    for (const ir::Stmt& s : r.stmts) {
       if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
       last = what(s);
       name_vars(s, taken);
@@ -668,63 +726,70 @@ private:
         ++gemms_;
         continue;
       }
-      Kernel k = kernel(r, i, s);
-      std::string text = k.def;
-      text.replace(text.find(k.name + "("), k.name.size(), "@");
-      auto [it, fresh] = kernel_by_text_.emplace(text, k.name);
-      if (fresh) kernels += k.def + "\n";
-      else k.launch.replace(k.launch.find(k.name + "<<<"), k.name.size(), it->second);
-      body += "    " + k.launch + "\n    CUDA_CHECK(cudaGetLastError());\n";
+      Kernel k = kernel(r, s);
+      auto it = kernel_by_text_.find(k.def);
+      if (it == kernel_by_text_.end()) {
+        it = kernel_by_text_.emplace(k.def, cnames_.kernel(p_, s)).first;
+        kernels += named(k.def, it->second) + "\n";
+      }
+      body += "    " + named(k.launch, it->second) + "\n    CUDA_CHECK(cudaGetLastError());\n";
       ++nk;
     }
 
+    // The buffers, named once: the inputs' staging, the state's fields, the work region's (as
+    // the C target's routines name theirs).
     std::string pro;
+    std::vector<std::pair<long, int>> work;
     for (int b : bufs) {
       if (buf(b).role == ir::Role::Input) {
         inputs_used = true;
         auto it = std::find(p_.inputs.begin(), p_.inputs.end(), b);
-        pro += fmt::format("    const real *{} = in_[{}];\n", name(b), it - p_.inputs.begin());
+        pro += fmt::format("    const real *const {} = in_[{}];\n", name(b), it - p_.inputs.begin());
+      } else if (arena_.own[static_cast<size_t>(b)]) {
+        pro += fmt::format("    real *const {} = m->{};\n", name(b), name(b));
       } else {
-        pro += fmt::format("    real *{} = m->{};\n", name(b), name(b));
+        device(r, b);  // (a bug when it has no place)
+        work.push_back({arena_.address(r, b) - arena_.work, b});
       }
     }
-    if (r.name == "train_step") {
-      bool step_used = scalars.count("step") > 0 || !r.scalars.empty();
-      pro += step_used ? "    const int64_t step = ++m->step;\n" : "    ++m->step;\n";
-      if (scalars.count("lr")) pro += "    const real lr = (real)m->lr;\n";
-      for (const auto& [nm, formula] : r.scalars)
-        if (scalars.count(nm)) pro += fmt::format("    const real {} = (real)({});\n", nm, formula);
+    if (!work.empty()) {
+      std::sort(work.begin(), work.end());
+      pro += fmt::format("    char *const work = m->dev + {}; /* the work region: this routine's {} bytes */\n", arena_.work,
+                         r.arena_bytes);
+      for (const auto& [offset, b] : work) pro += fmt::format("    real *const {} = (real *)(work + {});\n", name(b), offset);
     }
+    pro += scalar_prologue(r, scalars, x_);
     if (!inputs_used) pro += "    (void)in_;\n";
     if (!n_used) pro += "    (void)n;\n";
     pro += "    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);\n";
     if (nk == 0) pro += "    (void)stream_;\n";
     std::string head = fmt::format("/* routine {}: {} kernels, {} cuBLAS products, queued on the compute stream */\n",
-                                   r.name, nk, ng);
-    head += fmt::format("static void {}({} *m, const real *const in_[], int64_t n) {{\n", r.name, p_.model);
+                                   r.name(), nk, ng);
+    head += fmt::format("static void {}(struct {} *m, const real *const in_[], int64_t n) {{\n", r.name(), p_.model);
     routines += head + pro + body + "}\n\n";
   }
 
   // forward: the outputs back to the caller's memory.
   std::string forward_copy() const {
+    const ir::Routine& r = *p_.routine(ir::RoutineKind::Forward);
     std::string s;
-    for (size_t k = 0; k < p_.outputs.size(); ++k) {
-      const auto& b = buf(p_.outputs[k]);
+    for (size_t k = 0; k < r.io.outputs.size(); ++k) {
+      const auto& b = buf(r.io.outputs[k]);
       bool batched = !b.dims.empty() && b.dims[0].batch;
       long per = 1;
       for (const auto& d : b.dims) per *= d.batch ? 1 : d.size;
-      s += fmt::format("    CANNL_TRY(cannl_stream_copy(m->compute, outputs[{}], m->{}, (size_t){}{} * sizeof(real), &e));\n",
-                       k, name(p_.outputs[k]), batched ? "n * " : "", per);
+      s += fmt::format("    CANNL_TRY(cannl_stream_copy(m->compute, outputs[{}], {}, (size_t){}{} * sizeof(real), &e));\n",
+                       k, device(r, r.io.outputs[k]), batched ? "n * " : "", per);
     }
     return s;
   }
   // eval: the loss and the metrics into the pinned scalars m->scalars[0..].
   std::string eval_copy() const {
-    std::string s = fmt::format("    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], m->{}, sizeof(real), &e));\n",
-                                name(p_.loss));
-    for (size_t k = 0; k < p_.metrics.size(); ++k)
-      s += fmt::format("    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[{}], m->{}, sizeof(real), &e));\n", k + 1,
-                       name(p_.metrics[k]));
+    const ir::Routine& r = *p_.routine(ir::RoutineKind::Eval);
+    std::string s;
+    for (size_t k = 0; k < r.io.values.size(); ++k)
+      s += fmt::format("    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[{}], {}, sizeof(real), &e));\n", k,
+                       device(r, r.io.values[k]));
     return s;
   }
 };

@@ -1,6 +1,6 @@
 // cuda_emit.h — the CUDA back end: a Program as CUDA C++ for one NVIDIA GPU.
 //
-// Takes: a Program from build_program, optimised or not (zero_first and fused nests; the
+// Takes: a Program after the passes (driver/compile.cpp), optimised or not (zero_first and fused nests; the
 // memory plan is ignored: every buffer has its own bytes in the device arena). Guarantees:
 // the files of generated/<model>/cuda/ — <model>.h (the C target's API without its
 // forward-only state <model>_infer_*), <model>.cu (kernels, routines and

@@ -50,7 +50,7 @@ json interface(const ir::Program& p, const std::vector<int>& bufs, const ir::Rou
   if (reader)
     for (const auto& s : reader->stmts) {
       std::vector<const ir::Expr*> loads;
-      ir::collect_loads(s.body, loads);
+      ir::collect_loads(s, loads);
       for (const auto* l : loads) read.insert(l->access.buf);
     }
   for (size_t i = 0; i < bufs.size(); ++i) {
@@ -80,7 +80,7 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   c["max_batch"] = p.max_batch;
   c["layout"] = "row-major; a batch is n examples back to back (1 <= n <= max_batch), each in storage order "
                 "(output axes, then input axes); a param [a -> b] is stored [b, a]";
-  c["inputs"] = interface(p, p.inputs, p.routine("forward"));
+  c["inputs"] = interface(p, p.inputs, p.routine(ir::RoutineKind::Forward));
   c["outputs"] = interface(p, p.outputs, nullptr);
   json params = json::array();
   long count = 0;
@@ -98,15 +98,17 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   for (int m : p.metrics) metrics.push_back(p.buffers[static_cast<size_t>(m)].name);
   c["metrics"] = metrics;
   c["optimizer"] = p.optimizer;
-  c["arena_bytes"] = {{"training_state", info.layout.arena_bytes}, {"inference_state", info.layout.infer_arena_bytes}};
+  json inference = nullptr;
+  if (info.inference_state) inference = p.layout.inference.bytes;
+  c["arena_bytes"] = {{"training_state", p.layout.training.bytes}, {"inference_state", inference}};
   json routines = json::array();
   json per_example;
   for (const auto& r : p.routines) {
-    if (r.name == "init") continue;
+    if (!r.io.batch) continue;  // init: no batch, no cost per example
     const ir::RoutineStats one = ir::routine_stats(p, r, 1, elem), two = ir::routine_stats(p, r, 2, elem);
-    per_example[r.name] = two.flops - one.flops;
+    per_example[r.name()] = two.flops - one.flops;
     const ir::RoutineStats full = ir::routine_stats(p, r, p.max_batch, elem);
-    routines.push_back({{"name", r.name},
+    routines.push_back({{"name", r.name()},
                         {"loop_nests", full.loop_nests},
                         {"arena_bytes_at_max_batch", full.arena_bytes},
                         {"flops_per_example", two.flops - one.flops},

@@ -1,10 +1,12 @@
 // model_card.h — <model>.json, the facts a user needs to wire a generated model into a product.
 //
-// Takes a Program, the emitter's storage layout and the spec's text. Guarantees: one JSON
+// Takes a Program laid out for its target (passes/plan_layout.cpp) and the spec's text.
+// Guarantees: one JSON
 // object (keys in a fixed order, so the file diffs well) with the spec's name and SHA-256, the
 // generator's version, the element type and maximum batch, every input, output and param with
 // its shape (storage order, per example for inputs/outputs), every tensor's shape and role,
-// the parameter count, the arena sizes of the training and inference states, per-routine costs
+// the parameter count, the arena sizes of the training and inference states (the target's
+// layout; null for a state the target does not have), per-routine costs
 // (ir/stats.h) with flops per example, and the embedded checkpoint if any. docs/model-card.md
 // describes each field.
 #pragma once
@@ -20,7 +22,7 @@ struct CardInfo {
   std::string spec_file;   // the spec's file name
   std::string spec_text;   // its bytes (hashed)
   bool f64 = false;
-  CLayout layout;
+  bool inference_state = true;  // the target has the forward-only state (the C target)
   const EmbeddedWeights* weights = nullptr;
 };
 

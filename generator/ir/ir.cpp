@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "support/diagnostic.h"
+
 namespace cannl::ir {
 
 const char* role_name(Role r) {
@@ -42,34 +44,14 @@ const char* op_name(Op op) {
     case Op::Mul: return "*";
     case Op::Div: return "/";
     case Op::Pow: return "pow";
-    case Op::Relu: return "relu";
-    case Op::Step: return "step";
-    case Op::Sigmoid: return "sigmoid";
-    case Op::Tanh: return "tanh";
-    case Op::Exp: return "exp";
-    case Op::Log: return "log";
-    case Op::Sqrt: return "sqrt";
-    case Op::Abs: return "abs";
-    case Op::Sign: return "sign";
-    case Op::Gelu: return "gelu";
-    case Op::GeluGrad: return "gelu_grad";
     case Op::Eq: return "==";
     case Op::Gt: return ">";
     case Op::Select: return "select";
+    case Op::Prim: return "prim";
     case Op::Uniform: return "uniform";
     case Op::Normal: return "normal";
   }
   return "?";
-}
-
-int op_arity(Op op) {
-  switch (op) {
-    case Op::Const: case Op::Scalar: case Op::Index: case Op::Load: return 0;
-    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Eq: case Op::Gt:
-    case Op::Uniform: case Op::Normal: return 2;
-    case Op::Select: return 3;
-    default: return 1;
-  }
 }
 
 const char* accum_symbol(Accum a) {
@@ -113,28 +95,10 @@ ExprP index_value(const Affine& a) {
 
 bool is_const(const ExprP& e, double v) { return e->op == Op::Const && e->value == v; }
 
-static double fold_unary(Op op, double x) {
-  switch (op) {
-    case Op::Neg: return -x;
-    case Op::Relu: return x > 0 ? x : 0;
-    case Op::Step: return x > 0 ? 1 : 0;
-    case Op::Sigmoid: return 1 / (1 + std::exp(-x));
-    case Op::Tanh: return std::tanh(x);
-    case Op::Exp: return std::exp(x);
-    case Op::Log: return std::log(x);
-    case Op::Sqrt: return std::sqrt(x);
-    case Op::Abs: return std::fabs(x);
-    case Op::Sign: return (x > 0) - (x < 0);
-    default: return NAN;
-  }
-}
-
 ExprP unary(Op op, ExprP a) {
-  if (a->op == Op::Const && op != Op::Gelu && op != Op::GeluGrad) {
-    double v = fold_unary(op, a->value);
-    if (std::isfinite(v)) return cnst(v);
-  }
-  if (op == Op::Neg && a->op == Op::Neg) return a->args[0];
+  if (op != Op::Neg) CANNL_BUG("unary() makes negations; functions are prims.h calls");
+  if (a->op == Op::Const && std::isfinite(a->value)) return cnst(-a->value);
+  if (a->op == Op::Neg) return a->args[0];
   auto e = std::make_shared<Expr>();
   e->op = op;
   e->args = {std::move(a)};
@@ -210,8 +174,8 @@ ExprP select(ExprP c, ExprP a, ExprP b) {
 
 bool same_expr(const Expr& a, const Expr& b) {
   if (&a == &b) return true;
-  if (a.op != b.op || a.value != b.value || a.name != b.name || a.nograd != b.nograd || a.wide != b.wide ||
-      a.args.size() != b.args.size())
+  if (a.op != b.op || a.value != b.value || a.prim != b.prim || a.name != b.name || a.nograd != b.nograd ||
+      a.wide != b.wide || a.args.size() != b.args.size())
     return false;
   if ((a.op == Op::Load || a.op == Op::Index) && !(a.access == b.access)) return false;
   for (size_t i = 0; i < a.args.size(); ++i)
@@ -225,33 +189,79 @@ int Program::find(const std::string& name) const {
   return -1;
 }
 
-Routine* Program::routine(const std::string& name) {
+const char* routine_name(RoutineKind k) {
+  switch (k) {
+    case RoutineKind::Init: return "init";
+    case RoutineKind::TrainStep: return "train_step";
+    case RoutineKind::Forward: return "forward";
+    case RoutineKind::Eval: return "eval_metrics";
+  }
+  return "?";
+}
+
+Routine* Program::routine(RoutineKind k) {
   for (auto& r : routines)
-    if (r.name == name) return &r;
+    if (r.kind == k) return &r;
   return nullptr;
 }
 
-const Routine* Program::routine(const std::string& name) const {
+const Routine* Program::routine(RoutineKind k) const {
   for (const auto& r : routines)
-    if (r.name == name) return &r;
+    if (r.kind == k) return &r;
   return nullptr;
+}
+
+int Program::grad(int buf) const {
+  auto it = grads.find(buf);
+  return it == grads.end() ? -1 : it->second;
+}
+
+long Arena::address(const Routine& r, int b) const {
+  const auto i = static_cast<size_t>(b);
+  if (i < own.size() && own[i]) return field[i];
+  if (work >= 0 && r.planned(b)) return work + r.offsets[i];
+  return -1;
+}
+
+std::set<int> live_out(const Program& p, const Routine& r) {
+  std::set<int> live;
+  for (size_t i = 0; i < p.buffers.size(); ++i)
+    if (p.buffers[i].role == Role::Param || p.buffers[i].role == Role::OptState) live.insert(static_cast<int>(i));
+  for (const std::vector<int>* l : {&r.io.outputs, &r.io.values, &r.io.kept}) live.insert(l->begin(), l->end());
+  return live;
+}
+
+const Assign& Stmt::only() const {
+  if (assigns.size() != 1) CANNL_BUG("a nest of one assignment expected");
+  return assigns[0];
+}
+
+Assign& Stmt::only() {
+  if (assigns.size() != 1) CANNL_BUG("a nest of one assignment expected");
+  return assigns[0];
+}
+
+Stmt nest(std::vector<Iter> iters, Access out, Accum accum, ExprP body) {
+  Stmt s;
+  s.iters = std::move(iters);
+  s.assigns = {{std::move(out), accum, std::move(body)}};
+  return s;
 }
 
 Stmt elementwise(const Program& p, int buf, std::string what) {
   const Buffer& b = p.buffers[static_cast<size_t>(buf)];
-  Stmt s;
+  std::vector<Iter> iters;
+  Access out{buf, {}};
   for (size_t d = 0; d < b.dims.size(); ++d) {
-    s.iters.push_back({b.dims.size() == 1 ? std::string("j") : "j" + std::to_string(d), b.dims[d].size,
-                       b.dims[d].batch});
-    s.out.index.push_back(Affine::of(static_cast<int>(d)));
+    iters.push_back({b.dims.size() == 1 ? std::string("j") : "j" + std::to_string(d), b.dims[d].size, b.dims[d].batch});
+    out.index.push_back(Affine::of(static_cast<int>(d)));
   }
-  s.out.buf = buf;
-  s.body = cnst(0);
+  Stmt s = nest(std::move(iters), std::move(out), Accum::Set, cnst(0));
   s.what = std::move(what);
   return s;
 }
 
-ExprP load_all(const Stmt& s, int buf) { return load({buf, s.out.index}); }
+ExprP load_all(const Stmt& s, int buf) { return load({buf, s.assigns[0].out.index}); }
 
 void collect_loads(const ExprP& e, std::vector<const Expr*>& out) {
   if (e->op == Op::Load) out.push_back(e.get());
@@ -259,13 +269,12 @@ void collect_loads(const ExprP& e, std::vector<const Expr*>& out) {
 }
 
 void collect_loads(const Stmt& s, std::vector<const Expr*>& out) {
-  collect_loads(s.body, out);
-  for (const Assign& a : s.fused) collect_loads(a.body, out);
+  for (const Assign& a : s.assigns) collect_loads(a.body, out);
 }
 
 std::vector<int> written_buffers(const Stmt& s) {
-  std::vector<int> w = {s.out.buf};
-  for (const Assign& a : s.fused) w.push_back(a.out.buf);
+  std::vector<int> w;
+  for (const Assign& a : s.assigns) w.push_back(a.out.buf);
   return w;
 }
 

@@ -9,7 +9,10 @@
 // nests over ordinary buffers, so passes see forward and backward as one program.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,7 +34,6 @@ struct Buffer {
   std::vector<Dim> dims; // storage order (row-major): batch, output, input axes
   Role role = Role::Temp;
   int tensor = -1;       // spec tensor index, if any
-  int grad_of = -1;      // Grad: the buffer it is the gradient of
   std::string shape;     // the spec shape, as written in §4 notation, for comments
   std::string state_name;  // in checkpoints: the param name, or "w1.exp_avg" (PyTorch's names)
   long elements() const;  // with batch axes at their maximum
@@ -71,21 +73,22 @@ enum class Op {
   Load,      // access
   Neg, Add, Sub, Mul, Div,
   Pow,       // args[0] ** value
-  Relu, Step /* x > 0 ? 1 : 0 */, Sigmoid, Tanh, Exp, Log, Sqrt, Abs, Sign, Gelu, GeluGrad,
   Eq, Gt,    // 1 or 0
   Select,    // args[0] != 0 ? args[1] : args[2]
+  Prim,      // a primitive pointwise function of the table (prims.h) applied to args: relu, exp, ...
   Uniform,   // lo = args[0].value, hi = args[1].value (init only; sequential)
   Normal,    // mean, std
 };
-const char* op_name(Op op);
-int op_arity(Op op);
+const char* op_name(Op op);  // "+", "select"; for Prim "prim" (the row has the function's name)
 
 struct Expr;
+struct Prim;
 using ExprP = std::shared_ptr<const Expr>;
 
 struct Expr {
   Op op = Op::Const;
   double value = 0;         // Const, Pow exponent
+  const Prim* prim = nullptr;  // Prim: the function (a row of prims.h)
   std::string name;         // Scalar
   Access access;            // Load; Index uses access.index[0]
   bool nograd = false;      // Load: treated as a constant by autodiff (softmax's shift)
@@ -99,7 +102,7 @@ ExprP cnst(double v);
 ExprP scalar(const std::string& name);
 ExprP load(const Access& a, bool nograd = false);
 ExprP index_value(const Affine& a);
-ExprP unary(Op op, ExprP a);
+ExprP unary(Op op, ExprP a);  // Neg (functions: prims.h call)
 ExprP binary(Op op, ExprP a, ExprP b);
 ExprP pow(ExprP a, double exponent);
 ExprP select(ExprP c, ExprP a, ExprP b);
@@ -109,46 +112,136 @@ bool same_expr(const Expr& a, const Expr& b);
 enum class Accum { Set, Add, Max, Min };
 const char* accum_symbol(Accum a);  // "=", "+=", "max=", "min="
 
-// A further assignment of a fused nest (passes/fuse.cpp), made at each point of the nest
-// after the nest's own assignment and the fused ones before it.
+// One assignment of a nest:  out[index] (=|+=|max=|min=) body.
 struct Assign {
   Access out;
   Accum accum = Accum::Set;
   ExprP body;
 };
 
+// A contraction: a nest whose one assignment is  out[...] += alpha * a[...] * b[...]  (alpha a
+// product of constants and run-time scalars, possibly negated or divided by them; every index
+// of out, a and b a single loop variable, each at most once, or a constant inside the axis; no
+// loop longer than the axis it indexes; out neither a nor b). emit/contraction.h maps it to a
+// strided matrix product.
+struct Product {
+  Access a, b;  // the two factors, in the order they appear in the body
+  ExprP alpha;  // the scalar factor; null for 1
+};
+
+// A sum of a product by a constant from zero,  out = 0 += summand * scale : the scale may
+// multiply each finished sum once instead of every term.
+struct ScaledSum {
+  ExprP summand;
+  ExprP scale;  // a Const
+};
+
 struct Stmt {
   std::vector<Iter> iters;  // loop order, outermost first
-  Access out;
-  Accum accum = Accum::Set;
-  ExprP body;
-  // The out cells the nest writes are first set to the identity of `accum` (0 for +=, -inf
-  // for max=, inf for min=), i.e. the nest assigns the reduction instead of adding to what
-  // the buffer held (set by passes/fold_fills.cpp; only with accum != Set). Every out cell
-  // is written: the out access covers the buffer.
+  // The assignments made at each point of the nest, in order: one, or several when fusion
+  // (passes/fuse.cpp) merged pointwise nests; then each writes a buffer at an index that
+  // names every loop, and each point runs them one after the other.
+  std::vector<Assign> assigns;
+  // The out cells of the nest's one assignment are first set to the identity of its accum
+  // (0 for +=, -inf for max=, inf for min=), i.e. the nest assigns the reduction instead of
+  // adding to what the buffer held (set by passes/fold_fills.cpp; only with accum != Set and
+  // a single assignment). Every out cell is written: the out access covers the buffer.
   bool zero_first = false;
-  // Fused nests (passes/fuse.cpp): more assignments in the same loops, each writing a
-  // buffer at an index that names every loop (pointwise), done in order after `out`.
-  // Only nests whose own assignment is pointwise too have any.
-  std::vector<Assign> fused = {};
   int line = 0;             // spec line it comes from (0: none)
   std::string what;         // "h1 = relu(w1 * x + b1)", "d loss / d w1", "sgd update of w1"
   bool sequential = false;  // must run in order (random initialisation)
   int parallel = -1;        // set by loop ordering: the loop run in parallel, or -1
+  // Set by passes/mark_contractions.cpp, read by the C emitter's matrix-product calls, cuBLAS
+  // and the cost model alike (none before that pass).
+  std::optional<Product> product = {};
+  std::optional<ScaledSum> scaled_sum = {};
+
+  bool single() const { return assigns.size() == 1; }
+  // The nest's assignment, for a nest that has one (a bug otherwise).
+  const Assign& only() const;
+  Assign& only();
+};
+
+// A nest of one assignment.
+Stmt nest(std::vector<Iter> iters, Access out, Accum accum, ExprP body);
+
+// What a routine is for. Its C name (routine_name), its signature and what it hands out
+// follow from its kind; no stage tells routines apart by name.
+enum class RoutineKind {
+  Init,       // params from their initialisers, optimiser state zeroed (takes a seed)
+  TrainStep,  // forward, backward and the optimiser update on a batch (OCANNL's monolithic step)
+  Forward,    // the outputs of a batch (inference)
+  Eval,       // the loss and the metrics of a batch
+  // Kinds to come: the decode step of generation; the gradient-only and update-only halves
+  // of a data-parallel training step.
+};
+// The one place that names routines: "init", "train_step", "forward", "eval_metrics".
+const char* routine_name(RoutineKind k);
+
+// What a routine exchanges with its caller, besides the state (params and optimiser state,
+// which every routine may read and init and train_step write). Buffer indices, in order.
+struct Interface {
+  bool batch = false;        // called on a batch: the model's inputs (all of them, in Program::inputs
+                             // order) and the count n; otherwise (init) a seed
+  std::vector<int> outputs;  // copied into the caller's arrays after the call (forward: the outputs)
+  std::vector<int> values;   // scalars returned to the caller (train_step: the loss; eval: the loss,
+                             // then the metrics)
+  std::vector<int> kept;     // left valid in the state for the caller to read until the next call
+                             // (train_step: the gradients of the params, `<model>_grad`)
+};
+
+// A run-time scalar of a routine, defined once at its top: `name = value`, computed in double
+// precision and then rounded to the element type. The value reads the routine's built-in
+// scalars (Scalar `step`: the optimiser's step count, train_step counting it up first, so 1
+// at the first step; `lr`: the learning rate as set; `schedule`: 1 when the spec's learning
+// rate schedule applies, 0 when switched off at run time) and the definitions before it.
+// In a nest, Scalar `n` is the batch count, `lr` and `step` the built-ins (lr rounded to the
+// element type), and any other name one of these definitions.
+struct ScalarDef {
+  std::string name;  // bc1, sqrt_bc2, lr_t
+  ExprP value;
 };
 
 struct Routine {
-  std::string name;         // init, train_step, forward, eval_metrics
-  // Run-time scalars the nests use, each defined once at the top of the routine by a formula
-  // in C syntax over `n`, `lr` and `step` (e.g. bc1 = 1 - pow(0.9, step)).
-  std::vector<std::pair<std::string, std::string>> scalars;
-  std::vector<Stmt> stmts;
+  RoutineKind kind = RoutineKind::Init;
+  Interface io = {};
+  std::vector<ScalarDef> scalars = {};  // in order
+  std::vector<Stmt> stmts = {};
   long arena_bytes = 0;     // set by memory planning: the routine's arena at max_batch (0: none)
   // Set with arena_bytes: the byte offset of each buffer (by index) in the routine's arena,
-  // 64-byte aligned, or -1 for a buffer outside it (inputs, params, optimiser state, buffers
-  // the routine does not use). Buffers whose lifetimes in the routine do not overlap may
-  // share bytes.
+  // aligned to the target's alignment, or -1 for a buffer outside it (inputs, params,
+  // optimiser state, buffers the routine does not use). Buffers whose lifetimes in the
+  // routine do not overlap may share bytes.
   std::vector<long> offsets = {};
+  const char* name() const { return routine_name(kind); }
+  bool planned(int b) const { return static_cast<size_t>(b) < offsets.size() && offsets[static_cast<size_t>(b)] >= 0; }
+};
+
+// One allocation holding a state's buffers (a training or forward-only state), as the layout
+// pass (passes/plan_layout.cpp) decided it: the model's state proper first (params, then
+// optimiser state), then the other buffers that have storage of their own, then one work
+// region that the state's routines lay their work buffers out in (each at Routine::offsets;
+// a state runs one routine at a time).
+struct Arena {
+  long bytes = 0;              // the allocation (at least one alignment unit)
+  std::vector<long> field;     // per buffer: the byte offset of the state's pointer to it, or -1
+                               // (none: an input, a buffer only in the work region, unused)
+  std::vector<bool> own;       // the field's bytes are its own (else it points into the work
+                               // region: a buffer its routine keeps for the caller, a gradient)
+  long state = 0;              // bytes of the prefix holding the params and the optimiser state
+  long work = -1;              // byte offset of the work region (-1: none)
+  long work_bytes = 0;
+  // Where buffer b is while routine r runs (-1: nowhere in this arena).
+  long address(const struct Routine& r, int b) const;
+};
+
+// The memory layout of the program's states (passes/plan_layout.cpp); emitters and the model
+// card only print it.
+struct Layout {
+  int align = 0;        // byte alignment of every buffer (0: not laid out yet)
+  int elem_bytes = 4;
+  Arena training;       // the training state: every routine
+  Arena inference;      // the forward-only state (the C target's <model>_infer): forward, eval_metrics
 };
 
 struct Program {
@@ -160,13 +253,22 @@ struct Program {
   std::vector<int> inputs, outputs, params;
   std::vector<int> metrics;  // each a scalar buffer named after the metric
   int loss = -1;
+  // Set by autodiff: the gradient buffer of each buffer on a path from a param to the loss
+  // (the params' among them).
+  std::map<int, int> grads;
   double lr = 0;             // the optimiser's learning rate in the spec
   std::string optimizer;     // "sgd(lr = 0.1, momentum = 0.9)", with its training options
   std::string schedule;      // the lr schedule as written, "cosine(steps = 4690)"; "" for none
+  Layout layout;             // set by passes/plan_layout.cpp
   int find(const std::string& name) const;  // buffer index or -1
-  Routine* routine(const std::string& name);
-  const Routine* routine(const std::string& name) const;
+  Routine* routine(RoutineKind k);          // null when the program has none of that kind
+  const Routine* routine(RoutineKind k) const;
+  int grad(int buf) const;                  // the gradient buffer of `buf`, or -1
 };
+
+// The buffers a routine hands out or keeps past its end: the state (params, optimiser state)
+// and its interface's outputs, values and kept buffers.
+std::set<int> live_out(const Program& p, const Routine& r);
 
 // A nest over every element of buffer `buf` (loops j, or j0, j1, ...) assigning `body`,
 // whose loads index the buffer's own positions with the identity map.
@@ -175,10 +277,9 @@ ExprP load_all(const Stmt& elementwise_stmt, int buf);  // buf[j0, j1, ...] in t
 
 // Every buffer read by an expression (in order of appearance).
 void collect_loads(const ExprP& e, std::vector<const Expr*>& out);
-// Every load of a nest, its fused assignments included (a += also reads its out cells; that
-// read is not listed).
+// Every load of a nest's assignments (a += also reads its out cells; that read is not listed).
 void collect_loads(const Stmt& s, std::vector<const Expr*>& out);
-// The buffers a nest writes: out, then each fused assignment's.
+// The buffers a nest writes, one per assignment in order.
 std::vector<int> written_buffers(const Stmt& s);
 
 }  // namespace cannl::ir

@@ -1,6 +1,8 @@
 // ir_print.cpp — the loop IR as text.
 #include "ir/ir_print.h"
 
+#include "ir/prims.h"
+
 #include <fmt/format.h>
 
 #include <map>
@@ -73,11 +75,13 @@ std::string print_expr(const Expr& e, const Program& p, const std::vector<Iter>&
     case Op::Select:
       return "select(" + print_expr(*e.args[0], p, iters) + ", " + print_expr(*e.args[1], p, iters) +
              ", " + print_expr(*e.args[2], p, iters) + ")";
-    case Op::Uniform: case Op::Normal:
-      return std::string(op_name(e.op)) + "(" + print_expr(*e.args[0], p, iters) + ", " +
-             print_expr(*e.args[1], p, iters) + ")";
-    default: return std::string(op_name(e.op)) + "(" + print_expr(*e.args[0], p, iters) + ")";
+    case Op::Uniform: case Op::Normal: case Op::Prim: {
+      std::string args;
+      for (const ExprP& a : e.args) args += (args.empty() ? "" : ", ") + print_expr(*a, p, iters);
+      return std::string(e.op == Op::Prim ? e.prim->name : op_name(e.op)) + "(" + args + ")";
+    }
   }
+  return "?";
 }
 
 std::string print_stmt(const Stmt& s, const Program& p) {
@@ -90,14 +94,14 @@ std::string print_stmt(const Stmt& s, const Program& p) {
   }
   std::string head = loops.empty() ? "" : "for " + loops + ":  ";
   // zero_first: the cells start from the accumulation's identity, printed "= 0 +=".
-  std::string first;
-  if (s.zero_first)
-    first = s.accum == Accum::Add ? "= 0 " : s.accum == Accum::Max ? "= -inf " : "= inf ";
-  std::string text = head + print_access(s.out, p, s.iters) + " " + first + accum_symbol(s.accum) + " " +
-                     print_expr(*s.body, p, s.iters);
-  for (const Assign& a : s.fused)
-    text += ";  " + print_access(a.out, p, s.iters) + " " + accum_symbol(a.accum) + " " +
+  std::string text = head;
+  for (size_t i = 0; i < s.assigns.size(); ++i) {
+    const Assign& a = s.assigns[i];
+    std::string first;
+    if (s.zero_first) first = a.accum == Accum::Add ? "= 0 " : a.accum == Accum::Max ? "= -inf " : "= inf ";
+    text += (i ? ";  " : "") + print_access(a.out, p, s.iters) + " " + first + accum_symbol(a.accum) + " " +
             print_expr(*a.body, p, s.iters);
+  }
   return text + (s.sequential ? "   (in order)" : "");
 }
 
@@ -133,20 +137,52 @@ std::string print_plan(const Routine& r, const Program& p) {
   return s;
 }
 
-std::string print_program(const Program& p) {
-  std::string s = fmt::format("model {}\n\n", p.model) + print_buffers(p);
-  for (const Routine& r : p.routines) {
-    s += fmt::format("\nroutine {}\n", r.name);
-    s += print_plan(r, p);
-    std::string last;
-    for (const Stmt& st : r.stmts) {
-      std::string what = st.line ? fmt::format("# line {}: {}", st.line, st.what) : "# " + st.what;
-      if (what != last) s += "  " + what + "\n";
-      last = what;
-      s += "    " + print_stmt(st, p) + "\n";
-    }
+std::string print_nests(const Program& p, const std::vector<Stmt>& stmts) {
+  std::string s, last;
+  for (const Stmt& st : stmts) {
+    std::string what = st.line ? fmt::format("# line {}: {}", st.line, st.what) : "# " + st.what;
+    if (what != last) s += "  " + what + "\n";
+    last = what;
+    s += "    " + print_stmt(st, p) + "\n";
   }
   return s;
+}
+
+std::string print_layout(const Program& p) {
+  const Layout& l = p.layout;
+  if (l.align == 0) return {};
+  std::string s = fmt::format("\nlayout ({}-byte aligned, batch <= {})\n", l.align, p.max_batch);
+  auto arena = [&](const char* what, const Arena& a) {
+    s += fmt::format("  {}: {} bytes\n", what, a.bytes);
+    std::map<long, std::vector<std::string>> at;  // fields by offset; those into the work region marked
+    for (size_t b = 0; b < a.field.size(); ++b)
+      if (a.field[b] >= 0) at[a.field[b]].push_back(p.buffers[b].name + (a.own[b] ? "" : " (in the work region)"));
+    for (const auto& [offset, names] : at) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      s += fmt::format("    @ +{:<10} {}{}\n", offset, list, offset == 0 && a.state > 0 ? "   (state: " + std::to_string(a.state) + " bytes)" : "");
+    }
+    if (a.work >= 0) s += fmt::format("    @ +{:<10} the routines' work region: {} bytes\n", a.work, a.work_bytes);
+  };
+  arena("training state", l.training);
+  arena("inference state", l.inference);
+  return s;
+}
+
+std::string print_program(const Program& p) {
+  std::string s = fmt::format("model {}\n\n", p.model) + print_buffers(p) + print_layout(p);
+  for (const Routine& r : p.routines) {
+    s += fmt::format("\nroutine {}\n", r.name());
+    s += print_plan(r, p);
+    for (const ScalarDef& d : r.scalars) s += fmt::format("  scalar {} = {}\n", d.name, print_expr(*d.value, p, {}));
+    s += print_nests(p, r.stmts);
+  }
+  return s;
+}
+
+std::string print_lowered(const Program& p, const std::vector<Stmt>& forward) {
+  return fmt::format("model {}\n\n", p.model) + print_buffers(p) + "\nforward nests of every spec tensor\n" +
+         print_nests(p, forward);
 }
 
 }  // namespace cannl::ir

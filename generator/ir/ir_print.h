@@ -23,6 +23,11 @@ std::string print_stmt(const Stmt& s, const Program& p);
 std::string print_buffers(const Program& p);
 // A routine's memory plan ("" when it has none): its size and the buffers at each offset.
 std::string print_plan(const Routine& r, const Program& p);
+std::string print_nests(const Program& p, const std::vector<Stmt>& stmts);  // "# line" comments, nests
+// The memory layout ("" before passes/plan_layout.cpp): each state's size and fields.
+std::string print_layout(const Program& p);
 std::string print_program(const Program& p);
+// After lowering: the buffers and the forward nests of every spec tensor (no routines yet).
+std::string print_lowered(const Program& p, const std::vector<Stmt>& forward);
 
 }  // namespace cannl::ir

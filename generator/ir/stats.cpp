@@ -41,15 +41,14 @@ RoutineStats routine_stats(const Program& p, const Routine& r, long batch, int e
     ++st.loop_nests;
     double trips = 1;
     for (const Iter& it : s.iters) trips *= it.batch ? batch : it.size;
-    st.flops += trips * (ops_of(*s.body) + (s.accum == Accum::Set ? 0 : 1));
-    if (s.zero_first && s.accum == Accum::Add && s.body->op == Op::Mul && s.body->args[1]->op == Op::Const) {
-      // out = 0 += x * c: the emitter multiplies each finished sum by c once
+    for (const Assign& a : s.assigns) st.flops += trips * (ops_of(*a.body) + (a.accum == Accum::Set ? 0 : 1));
+    if (s.scaled_sum) {
+      // out = 0 += x * c (passes/mark_contractions.cpp): the emitters multiply each finished sum by c once
       double cells = 1;
-      for (const Affine& ix : s.out.index)
+      for (const Affine& ix : s.only().out.index)
         for (const Affine::Term& t : ix.terms) cells *= s.iters[t.iter].batch ? batch : s.iters[t.iter].size;
       st.flops -= trips - cells;
     }
-    for (const Assign& a : s.fused) st.flops += trips * (ops_of(*a.body) + (a.accum == Accum::Set ? 0 : 1));
     std::vector<const Expr*> loads;
     collect_loads(s, loads);
     std::set<std::pair<int, std::string>> seen;  // one footprint per distinct access
@@ -64,8 +63,7 @@ RoutineStats routine_stats(const Program& p, const Routine& r, long batch, int e
       st.bytes_moved += times * footprint(s, a, p.buffers[a.buf], batch) * elem_bytes;
     };
     for (const Expr* l : loads) count(l->access, 1);
-    count(s.out, s.accum == Accum::Set || s.zero_first ? 1 : 2);  // += reads and writes
-    for (const Assign& a : s.fused) count(a.out, a.accum == Accum::Set ? 1 : 2);
+    for (const Assign& a : s.assigns) count(a.out, a.accum == Accum::Set || s.zero_first ? 1 : 2);  // += reads and writes
   }
   long batch_cap = batch;
   for (int b : touched) {

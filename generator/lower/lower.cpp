@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "ir/prims.h"
+#include "ops/op_table.h"
 #include "support/diagnostic.h"
 
 namespace cannl {
@@ -90,6 +92,18 @@ public:
       what_ = one_line(file_.slice(t.stmt->range));
       materialise(t.expr, b);
     }
+    ir::Program& p = out_.prog;
+    for (size_t i = 0; i < m_.tensors.size(); ++i) {
+      const int b = out_.tensor_buf[i];
+      if (m_.tensors[i].kind == TensorKind::Input) p.inputs.push_back(b);
+      if (m_.tensors[i].kind == TensorKind::Param) {
+        p.params.push_back(b);
+        p.buffers[static_cast<size_t>(b)].state_name = m_.tensors[i].name;
+      }
+    }
+    for (int o : m_.outputs) p.outputs.push_back(out_.tensor_buf[static_cast<size_t>(o)]);
+    for (int mt : m_.metrics) p.metrics.push_back(out_.tensor_buf[static_cast<size_t>(mt)]);
+    p.loss = out_.tensor_buf[static_cast<size_t>(m_.loss)];
     return std::move(out_);
   }
 
@@ -138,11 +152,7 @@ private:
   }
 
   void emit(const Nest& n, int buf, Map index, ir::Accum acc, ExprP body) {
-    ir::Stmt s;
-    s.iters = n.iters;
-    s.out = {buf, std::move(index)};
-    s.accum = acc;
-    s.body = std::move(body);
+    ir::Stmt s = ir::nest(n.iters, {buf, std::move(index)}, acc, std::move(body));
     s.line = line_;
     s.what = what_;
     out_.forward.push_back(std::move(s));
@@ -181,23 +191,17 @@ private:
   }
 
 
-  static bool is_pointwise_call(const std::string& n) {
-    static const std::set<std::string> p = {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"};
-    return p.count(n) > 0;
-  }
-  static Op unary_op(const std::string& n) {
-    static const std::map<std::string, Op> ops = {{"relu", Op::Relu}, {"sigmoid", Op::Sigmoid},
-                                                  {"tanh", Op::Tanh}, {"exp", Op::Exp},
-                                                  {"log", Op::Log},   {"sqrt", Op::Sqrt},
-                                                  {"abs", Op::Abs},   {"gelu", Op::Gelu}};
-    return ops.at(n);
+  // A pointwise built-in's lowering (its op table entry), or null.
+  static const PointwiseLowering* pointwise_call(const Expr* e) {
+    const OpInfo* op = find_op(e->name);
+    return op && op->lower ? &op->lower : nullptr;
   }
   static bool is_pointwise(const Expr* e) {
     switch (e->kind) {
       case ExprKind::Number: case ExprKind::Name: case ExprKind::Neg: case ExprKind::Add:
       case ExprKind::Sub: case ExprKind::Mul: case ExprKind::Div: case ExprKind::Pow:
         return true;
-      case ExprKind::Call: return is_pointwise_call(e->name);
+      case ExprKind::Call: return pointwise_call(e) != nullptr;
       default: return false;
     }
   }
@@ -225,7 +229,11 @@ private:
       case ExprKind::Div: return ir::binary(Op::Div, child(e->operands[0].get()), child(e->operands[1].get()));
       case ExprKind::Pow: return ir::pow(child(e->operands[0].get()), *constant_value(*e->operands[1], m_.dims));
       case ExprKind::Call:
-        if (is_pointwise_call(e->name)) return ir::unary(unary_op(e->name), child(call(e).tensors[0]));
+        if (const PointwiseLowering* lower = pointwise_call(e)) {
+          std::vector<ExprP> x;
+          for (const Expr* t : call(e).tensors) x.push_back(child(t));
+          return (*lower)(x, call(e));
+        }
         break;
       default: break;
     }
@@ -492,7 +500,7 @@ private:
     emit(sn.n, mx, sn.stat, ir::Accum::Max, xv);
     fill_buffer(sum, 0, stat_names(sn));
     emit(sn.n, sum, sn.stat, ir::Accum::Add,
-         ir::unary(Op::Exp, ir::binary(Op::Sub, xv, ir::load({mx, sn.stat}, true))));
+         ir::call("exp", {ir::binary(Op::Sub, xv, ir::load({mx, sn.stat}, true))}));
     return {mx, sum};
   }
 
@@ -503,8 +511,8 @@ private:
     ExprP shifted = ir::binary(Op::Sub, xv, ir::load({mx, sn.stat}, true));
     ExprP s = ir::load({sum, sn.stat});
     emit(sn.n, r, sn.x, ir::Accum::Set,
-         log ? ir::binary(Op::Sub, shifted, ir::unary(Op::Log, s))
-             : ir::binary(Op::Div, ir::unary(Op::Exp, shifted), s));
+         log ? ir::binary(Op::Sub, shifted, ir::call("log", {s}))
+             : ir::binary(Op::Div, ir::call("exp", {shifted}), s));
   }
 
   // The index space of a two-operand statistic (cross_entropy, accuracy): logits' output axes,
@@ -533,7 +541,7 @@ private:
     auto [mx, sum] = softmax_stats(js, sn, lv);
     ExprP tv = value(target, align(js, sn.x, shape(target)));
     ExprP logp = ir::binary(Op::Sub, ir::binary(Op::Sub, lv, ir::load({mx, sn.stat}, true)),
-                            ir::unary(Op::Log, ir::load({sum, sn.stat})));
+                            ir::call("log", {ir::load({sum, sn.stat})}));
     fill_buffer(r, 0, stat_names(sn));
     emit(sn.n, r, sn.stat, ir::Accum::Add, ir::unary(Op::Neg, ir::binary(Op::Mul, tv, logp)));
   }
@@ -551,7 +559,7 @@ private:
     emit(sn.n, var, sn.stat, ir::Accum::Add, ir::binary(Op::Div, ir::pow(centred, 2), count));
     emit(sn.n, r, sn.x, ir::Accum::Set,
          ir::binary(Op::Div, centred,
-                    ir::unary(Op::Sqrt, ir::binary(Op::Add, ir::load({var, sn.stat}), ir::cnst(eps)))));
+                    ir::call("sqrt", {ir::binary(Op::Add, ir::load({var, sn.stat}), ir::cnst(eps))})));
   }
 
   // mean over batch (and input) indices of [argmax(logits) == argmax(target)], first

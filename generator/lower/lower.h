@@ -1,6 +1,8 @@
 // lower.h — from the spec (Model + inferred shapes) to forward loop nests.
 //
-// Takes: a Model and ShapeInfo without errors. Guarantees: one buffer per spec tensor (named
+// Takes: a Model and ShapeInfo without errors. Guarantees: a Program with the model's
+// interface (inputs, outputs, params, metrics, loss: buffer indices in spec order; a param's
+// checkpoint name is its spec name) and no routines yet; one buffer per spec tensor (named
 // after it, in storage order batch, output, input — contract §9), temporaries for values that
 // must be stored (matrix products, reductions, the statistics of softmax and layer_norm);
 // pointwise sub-expressions are computed inline inside the nest that uses them. `forward`

@@ -1,14 +1,11 @@
-// routines.cpp — forward nests, autodiff and the optimiser assembled into routines.
+// routines.cpp — routine assembly (see routines.h).
 #include "lower/routines.h"
 
 #include <cmath>
 #include <fmt/format.h>
 #include <set>
 
-#include "autodiff/autodiff.h"
-#include "autodiff/optimizer.h"
-#include "lower/lower.h"
-#include "passes/loop_order.h"
+#include "support/diagnostic.h"
 
 namespace cannl {
 
@@ -18,10 +15,10 @@ namespace {
 std::vector<ir::Stmt> needed(const std::vector<ir::Stmt>& fwd, std::set<int> targets) {
   std::vector<bool> keep(fwd.size(), false);
   for (size_t i = fwd.size(); i-- > 0;) {
-    if (!targets.count(fwd[i].out.buf)) continue;
+    if (!targets.count(fwd[i].only().out.buf)) continue;
     keep[i] = true;
     std::vector<const ir::Expr*> loads;
-    ir::collect_loads(fwd[i].body, loads);
+    ir::collect_loads(fwd[i], loads);
     for (const ir::Expr* l : loads) targets.insert(l->access.buf);
   }
   std::vector<ir::Stmt> out;
@@ -64,7 +61,7 @@ ir::Stmt init_param(const ir::Program& p, int buf, const Shape& shape, const Cal
   const std::string& pname = p.buffers[static_cast<size_t>(buf)].name;
   ir::Stmt s = ir::elementwise(p, buf, name == "default" ? pname + " = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in))"
                                                           : fmt::format("{} = {}", pname, name));
-  s.body = body;
+  s.only().body = body;
   s.sequential = body->op == ir::Op::Uniform || body->op == ir::Op::Normal;
   s.line = line;
   return s;
@@ -72,69 +69,34 @@ ir::Stmt init_param(const ir::Program& p, int buf, const Shape& shape, const Cal
 
 }  // namespace
 
-ir::Program build_program(const Model& m, const ShapeInfo& shapes, const SourceFile& file,
-                          const ProgramOptions& opt) {
-  Lowered low = lower_forward(m, shapes, file, opt.max_batch);
-  ir::Program p = std::move(low.prog);
+void assemble_routines(ir::Program& p, const Lowered& low, const Model& m, const ShapeInfo& shapes,
+                       const SourceFile& file) {
   auto line_of = [&](const Stmt* st) { return st ? static_cast<int>(file.line_col(st->range.begin).line) : 0; };
-  for (size_t i = 0; i < m.tensors.size(); ++i) {
-    int b = low.tensor_buf[i];
-    const Tensor& t = m.tensors[i];
-    if (t.kind == TensorKind::Input) p.inputs.push_back(b);
-    if (t.kind == TensorKind::Param) {
-      p.params.push_back(b);
-      p.buffers[static_cast<size_t>(b)].state_name = t.name;
-    }
-  }
-  for (int o : m.outputs) p.outputs.push_back(low.tensor_buf[static_cast<size_t>(o)]);
-  for (int mt : m.metrics) p.metrics.push_back(low.tensor_buf[static_cast<size_t>(mt)]);
-  p.loss = low.tensor_buf[static_cast<size_t>(m.loss)];
-  p.lr = m.optimizer->args.at("lr");
-  p.optimizer = std::string(file.slice(m.optimizer->range));
-  auto one_line = [](std::string_view s) {
-    std::string out;
-    for (char c : s) {
-      bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
-      if (space && (out.empty() || out.back() == ' ')) continue;
-      out += space ? ' ' : c;
-    }
-    return out;
-  };
-  if (m.schedule) p.schedule = one_line(file.slice(m.schedule->range));
-  if (m.schedule) p.optimizer += ", schedule = " + p.schedule;
-  if (m.clip_grad_norm > 0) p.optimizer += fmt::format(", clip_grad_norm = {}", m.clip_grad_norm);
-
-  ir::Routine init{"init", {}, {}};
-  ir::Routine train{"train_step", {}, {}};
-  train.stmts = needed(low.forward, {p.loss});
-  Gradients g = differentiate(p, train.stmts, p.loss);
-  for (auto& s : g.stmts) train.stmts.push_back(std::move(s));
-  const int minimize_line = static_cast<int>(file.line_col(m.loss_range.begin).line);
-  TrainingOptions topt;
-  topt.schedule = m.schedule ? &*m.schedule : nullptr;
-  topt.clip_grad_norm = m.clip_grad_norm;
-  for (auto& s : lower_optimizer(p, train, *m.optimizer, topt, g.grad, minimize_line))
-    train.stmts.push_back(std::move(s));
-
+  ir::Routine init{ir::RoutineKind::Init};
   for (size_t i = 0; i < m.tensors.size(); ++i) {
     if (m.tensors[i].kind != TensorKind::Param) continue;
     auto it = m.inits.find(static_cast<int>(i));
     init.stmts.push_back(init_param(p, low.tensor_buf[i], shapes.tensors[i],
                                     it == m.inits.end() ? nullptr : &it->second, line_of(m.tensors[i].stmt)));
   }
-  for (size_t b = 0; b < p.buffers.size(); ++b)
-    if (p.buffers[b].role == ir::Role::OptState)
-      init.stmts.push_back(ir::elementwise(p, static_cast<int>(b), "zero " + p.buffers[b].name));
 
-  ir::Routine forward{"forward", {}, needed(low.forward, std::set<int>(p.outputs.begin(), p.outputs.end()))};
-  std::set<int> eval_targets(p.metrics.begin(), p.metrics.end());
-  eval_targets.insert(p.loss);
-  ir::Routine eval{"eval_metrics", {}, needed(low.forward, eval_targets)};
+  ir::Routine train{ir::RoutineKind::TrainStep};
+  train.io.batch = true;
+  train.io.values = {p.loss};
+  train.stmts = needed(low.forward, {p.loss});
+
+  ir::Routine forward{ir::RoutineKind::Forward};
+  forward.io.batch = true;
+  forward.io.outputs = p.outputs;
+  forward.stmts = needed(low.forward, std::set<int>(p.outputs.begin(), p.outputs.end()));
+
+  ir::Routine eval{ir::RoutineKind::Eval};
+  eval.io.batch = true;
+  eval.io.values = {p.loss};
+  eval.io.values.insert(eval.io.values.end(), p.metrics.begin(), p.metrics.end());
+  eval.stmts = needed(low.forward, std::set<int>(eval.io.values.begin(), eval.io.values.end()));
 
   p.routines = {std::move(init), std::move(train), std::move(forward), std::move(eval)};
-  for (auto& r : p.routines)
-    for (auto& s : r.stmts) order_loops(p, s);
-  return p;
 }
 
 }  // namespace cannl

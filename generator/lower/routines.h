@@ -1,26 +1,23 @@
-// routines.h — the whole program: forward nests, gradients and updates grouped in routines.
+// routines.h — routine assembly: the lowered forward nests grouped into the model's routines.
 //
-// Takes: a Model and ShapeInfo without errors. Guarantees: a Program whose routines are
-//   init          params from their initialisers (in declaration order, one random stream),
-//                 optimiser state zeroed;
-//   train_step    forward nests the loss needs, the backward nests, the optimiser update
-//                 (OCANNL's monolithic step);
-//   forward       the nests the outputs need (inference);
-//   eval_metrics  the nests the loss and the metrics need;
-// with every nest's loops ordered by passes/loop_order.
+// Takes: the Program and forward nests of lower_forward (no routines yet). Guarantees: the
+// routines, each with its kind and interface (ir.h):
+//   init          params from their initialisers (in declaration order, one random stream);
+//   train_step    the forward nests the loss needs (autodiff and the optimiser append theirs);
+//                 hands out the loss;
+//   forward       the nests the outputs need (inference); hands out the outputs;
+//   eval_metrics  the nests the loss and the metrics need; hands out the loss, then the metrics.
+// Loops are in the order lowering wrote them (passes/loop_order orders them later).
 #pragma once
 
 #include "ir/ir.h"
+#include "lower/lower.h"
 #include "shapes/infer.h"
 #include "spec/model.h"
 
 namespace cannl {
 
-struct ProgramOptions {
-  long max_batch = 256;
-};
-
-ir::Program build_program(const Model& m, const ShapeInfo& shapes, const SourceFile& file,
-                          const ProgramOptions& opt);
+void assemble_routines(ir::Program& p, const Lowered& low, const Model& m, const ShapeInfo& shapes,
+                       const SourceFile& file);
 
 }  // namespace cannl

@@ -1,7 +1,9 @@
 #include "ops/op_table.h"
 
+#include <cmath>
 #include <fmt/format.h>
 
+#include "ir/prims.h"
 #include "shapes/shape_context.h"
 
 namespace cannl {
@@ -222,10 +224,67 @@ void amend(std::vector<OpInfo>& t, const char* name, F change) {
     if (o.name == name) change(o);
 }
 
+// The operands broadcast as those of + do: each kind of axes aligned from the right, size-1
+// axes broadcast (minimum, maximum, where).
+void broadcast(ShapeContext& c, const BoundCall& b) {
+  Origin o = c.origin(fmt::format("in {} of", b.call->name), b.tensors);
+  for (AxisKind k : {AxisKind::Batch, AxisKind::Input, AxisKind::Output}) {
+    std::vector<RowT> rows;
+    for (const Expr* t : b.tensors) rows.push_back(c.shape(t).row(k));
+    c.solver().broadcast(c.result().row(k), rows, o, axis_kind_name(k));
+  }
+}
+
+// Lowers to the primitive function `f` (ir/prims.cpp) of the tensor operands.
+PointwiseLowering prim(const char* f) {
+  return [f](const std::vector<ir::ExprP>& x, const BoundCall&) { return ir::call(f, x); };
+}
+
 std::vector<OpInfo> make_table() {
   std::vector<OpInfo> t;
   for (const char* f : {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"})
-    t.push_back({f, {tensor("x")}, pointwise, false, "pointwise; the shape is unchanged"});
+    t.push_back({f, {tensor("x")}, pointwise, false, "pointwise; the shape is unchanged", prim(f)});
+  t.push_back({"where", {tensor("c"), tensor("a"), tensor("b")}, broadcast, false, "a where c > 0, else b, pointwise",
+               [](const std::vector<ir::ExprP>& x, const BoundCall&) {
+                 return ir::select(ir::binary(ir::Op::Gt, x[0], ir::cnst(0)), x[1], x[2]);
+               }});
+  t.push_back({"clamp", {tensor("x"), number("lo", -INFINITY), number("hi", INFINITY)}, pointwise, false,
+               "min(max(x, lo), hi) (PyTorch's clamp: the gradient passes where lo <= x <= hi)",
+               [](const std::vector<ir::ExprP>& x, const BoundCall& c) {
+                 const double lo = c.values.at("lo"), hi = c.values.at("hi");
+                 ir::ExprP y = x[0];
+                 if (lo > -INFINITY) y = ir::select(ir::binary(ir::Op::Gt, ir::cnst(lo), y), ir::cnst(lo), y);
+                 if (hi < INFINITY) y = ir::select(ir::binary(ir::Op::Gt, y, ir::cnst(hi)), ir::cnst(hi), y);
+                 return y;
+               }});
+  t.push_back({"maximum", {tensor("a"), tensor("b")}, broadcast, false, "the larger of a and b, pointwise",
+               prim("maximum")});
+  t.push_back({"minimum", {tensor("a"), tensor("b")}, broadcast, false, "the smaller of a and b, pointwise",
+               prim("minimum")});
+  t.push_back({"leaky_relu", {tensor("x"), number("negative_slope", 0.01)}, pointwise, false,
+               "x where x > 0, else negative_slope x (PyTorch's)",
+               [](const std::vector<ir::ExprP>& x, const BoundCall& c) {
+                 return ir::select(ir::binary(ir::Op::Gt, x[0], ir::cnst(0)), x[0],
+                                   ir::binary(ir::Op::Mul, x[0], ir::cnst(c.values.at("negative_slope"))));
+               }});
+  t.push_back({"elu", {tensor("x"), number("alpha", 1)}, pointwise, false,
+               "x where x > 0, else alpha (exp(x) - 1) (PyTorch's)",
+               [](const std::vector<ir::ExprP>& x, const BoundCall& c) {
+                 return ir::select(ir::binary(ir::Op::Gt, x[0], ir::cnst(0)), x[0],
+                                   ir::binary(ir::Op::Mul, ir::binary(ir::Op::Sub, ir::call("exp", {x[0]}), ir::cnst(1)),
+                                              ir::cnst(c.values.at("alpha"))));
+               }});
+  t.push_back({"softplus", {tensor("x"), number("beta", 1), number("threshold", 20)}, pointwise, false,
+               "log(1 + exp(beta x)) / beta, x where beta x > threshold (PyTorch's)",
+               [](const std::vector<ir::ExprP>& x, const BoundCall& c) {
+                 const ir::ExprP beta = ir::cnst(c.values.at("beta")), bx = ir::binary(ir::Op::Mul, x[0], beta);
+                 return ir::select(ir::binary(ir::Op::Gt, bx, ir::cnst(c.values.at("threshold"))), x[0],
+                                   ir::binary(ir::Op::Div, ir::call("log1p", {ir::call("exp", {bx})}), beta));
+               }});
+  t.push_back({"silu", {tensor("x")}, pointwise, false, "x *. sigmoid(x), pointwise", prim("silu")});
+  t.push_back({"log1p", {tensor("x")}, pointwise, false, "log(1 + x), pointwise", prim("log1p")});
+  t.push_back({"cos", {tensor("x")}, pointwise, false, "cosine, pointwise", prim("cos")});
+  t.push_back({"sin", {tensor("x")}, pointwise, false, "sine, pointwise", prim("sin")});
   for (const char* f : {"sum", "mean", "max"})
     t.push_back({f, {tensor("x"), spec("spec", false)}, reduction, false,
                  "over all axes (a scalar), or as a one-operand einsum spec says"});

@@ -1,8 +1,10 @@
 // op_table.h — every built-in function of the spec language, one entry each.
 //
 // An entry gives the call signature (tensor operands, integer/number options, an einsum spec
-// string) and the shape rule. Later stages add their per-op rules (gradient, lowering) next to
-// the shape rule in the same entry, so adding an op touches one table.
+// string), the shape rule and, for a pointwise built-in, its lowering: the loop IR expression
+// of its value at one point, built from primitive functions (ir/prims.h), whose rows hold the
+// derivative, the C and CUDA spellings, the cost and the constant folding. So a pointwise
+// built-in is an entry here (and a row there when it needs a new primitive).
 #pragma once
 
 #include <functional>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/ir.h"
 #include "spec/ast.h"
 
 namespace cannl {
@@ -49,12 +52,20 @@ struct BoundCall {
 
 using ShapeRule = std::function<void(ShapeContext&, const BoundCall&)>;
 
+// A pointwise built-in's value at one point, from its tensor operands' values there (in
+// signature order) and its options (call.values).
+using PointwiseLowering = std::function<ir::ExprP(const std::vector<ir::ExprP>& x, const BoundCall& call)>;
+
 struct OpInfo {
   std::string name;
   std::vector<ArgSig> args;
   ShapeRule shape;
   bool metric_only = false;  // accuracy: not differentiable, only in metrics
   std::string summary;       // one line for --help and error messages
+  // Pointwise built-ins: the lowering (computed inline in the nest that reads the value).
+  // Empty: lower/lower.cpp lowers the built-in to loop nests of its own (reductions,
+  // softmax, cross_entropy, layer_norm, accuracy, conv2d, pooling, einsum).
+  PointwiseLowering lower = {};
 };
 
 const OpInfo* find_op(const std::string& name);

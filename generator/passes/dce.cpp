@@ -1,7 +1,7 @@
 // dce.cpp — dead code elimination: nests whose results nobody reads.
 //
 // Takes: any Program. Guarantees: in each routine, a nest is kept only when it writes a
-// buffer the routine hands out or keeps (rewrite.h live_out: params, optimiser state, param
+// buffer the routine hands out or keeps (ir.h live_out: params, optimiser state, param
 // gradients, loss, metrics, outputs) or one that a later kept nest reads; the others are
 // removed (gradients of tensors nothing reads, forward tensors no loss needs, fills of
 // buffers left unread by inlining). Results the host can see are unchanged.
@@ -12,7 +12,7 @@ namespace cannl {
 
 void dce(ir::Program& p, const PassOptions&) {
   for (ir::Routine& r : p.routines) {
-    std::set<int> needed = passes::live_out(p, r);
+    std::set<int> needed = ir::live_out(p, r);
     std::vector<bool> keep(r.stmts.size(), false);
     for (size_t i = r.stmts.size(); i-- > 0;) {
       const ir::Stmt& s = r.stmts[i];

@@ -9,6 +9,7 @@
 // fill moves down past nests that do not touch B, so nothing else sees the difference).
 // A zero_first += with no reduction loop (each point its own cell) becomes a plain
 // assignment  B[...] = value.
+#include <algorithm>
 #include <cmath>
 
 #include "passes/pipeline.h"
@@ -29,8 +30,8 @@ double identity(ir::Accum a) {
 }
 
 bool is_fill(const ir::Program& p, const ir::Stmt& s) {
-  return s.accum == ir::Accum::Set && s.body->op == ir::Op::Const && s.fused.empty() && !s.sequential &&
-         passes::covers_buffer(p, s, s.out);
+  return s.single() && s.only().accum == ir::Accum::Set && s.only().body->op == ir::Op::Const && !s.sequential &&
+         passes::covers_buffer(p, s, s.only().out);
 }
 
 }  // namespace
@@ -38,30 +39,38 @@ bool is_fill(const ir::Program& p, const ir::Stmt& s) {
 void fold_fills(ir::Program& p, const PassOptions&) {
   for (ir::Routine& r : p.routines) {
     std::vector<bool> drop(r.stmts.size(), false);
+    // The nests touching each buffer, in order (folding does not change which nests do).
+    std::vector<std::vector<size_t>> touching(p.buffers.size());
+    for (size_t j = 0; j < r.stmts.size(); ++j) {
+      std::set<int> t = passes::reads(r.stmts[j]);
+      for (int w : passes::writes(r.stmts[j])) t.insert(w);
+      for (int b : t) touching[static_cast<size_t>(b)].push_back(j);
+    }
     for (size_t i = 0; i < r.stmts.size(); ++i) {
       const ir::Stmt& f = r.stmts[i];
       if (!is_fill(p, f)) continue;
-      const int b = f.out.buf;
-      for (size_t j = i + 1; j < r.stmts.size(); ++j) {
-        ir::Stmt& s = r.stmts[j];
-        if (!passes::reads(s).count(b) && !passes::writes(s).count(b)) continue;
-        if (s.out.buf == b && s.accum != ir::Accum::Set && !s.zero_first && s.fused.empty() &&
-            f.body->value == identity(s.accum) && passes::count_loads(s, b) == 0 &&
-            passes::always_in_range(p, s, s.out) && [&] {
+      const int b = f.only().out.buf;
+      const auto& t = touching[static_cast<size_t>(b)];
+      for (auto next = std::upper_bound(t.begin(), t.end(), i); next != t.end();) {  // the next nest touching B
+        ir::Stmt& s = r.stmts[*next];
+        if (s.single() && s.only().out.buf == b && s.only().accum != ir::Accum::Set && !s.zero_first &&
+            f.only().body->value == identity(s.only().accum) && passes::count_loads(s, b) == 0 &&
+            passes::always_in_range(p, s, s.only().out) && [&] {
               // the out access reaches every cell of B: an injective map onto the whole buffer
-              if (!passes::injective(s.out)) return false;
+              const ir::Access& out = s.only().out;
+              if (!passes::injective(out)) return false;
               const auto& dims = p.buffers[static_cast<size_t>(b)].dims;
               for (size_t d = 0; d < dims.size(); ++d) {
-                const ir::Iter& it = s.iters[static_cast<size_t>(s.out.index[d].terms[0].iter)];
+                const ir::Iter& it = s.iters[static_cast<size_t>(out.index[d].terms[0].iter)];
                 if (it.size != dims[d].size || it.batch != dims[d].batch) return false;
               }
               return true;
             }()) {
           drop[i] = true;
           s.zero_first = true;
-          if (s.accum == ir::Accum::Add && passes::pointwise(s)) {
+          if (s.only().accum == ir::Accum::Add && passes::pointwise(s)) {
             s.zero_first = false;
-            s.accum = ir::Accum::Set;
+            s.only().accum = ir::Accum::Set;
           }
         }
         break;

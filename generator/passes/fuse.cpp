@@ -7,11 +7,15 @@
 //   - at each point B reads what A writes only at the cell A writes there, and A reads what
 //     B writes only at the cell B writes there (so running B's assignment right after A's,
 //     point by point, reads the same values as running the nests one after the other);
-//   - the nests between them can all move below B's new place or above A's (independent).
+//   - the nests between them can all move below B's new place or above A's (independent);
+//   - B is among the next 128 nests after A, and the two make at most 32 assignments (bounds
+//     that keep the pass linear and a fused nest's kernel small).
 // Guarantees: one nest in A's loops doing A's assignments then B's (B's `+=` into the cell A
 // has just assigned is merged:  c = x; c += y  ->  c = x + y). Optimiser updates of one param
 // (moment, then param), the two contributions to a gradient, bias + activation chains of
 // pointwise tensors become single nests. Contractions are never fused (they stay GEMM-shaped).
+#include <map>
+
 #include "passes/pipeline.h"
 #include "passes/rewrite.h"
 
@@ -21,13 +25,14 @@ namespace {
 
 using ir::Access;
 
-bool fusible(const ir::Program& p, const ir::Stmt& s) {
-  if (s.sequential || s.zero_first || !passes::pointwise(s)) return false;
-  for (const ir::Assign& a : s.fused)
-    if (!passes::injective(a.out) || a.out.index.size() != s.iters.size()) return false;
-  (void)p;
-  return true;
-}
+// A nest fuses with one of the next kWindow nests of its routine at most: partners in practice
+// are a few nests apart, and the bound keeps the pass linear in the routine's length.
+constexpr size_t kWindow = 128;
+// A fused nest makes at most kMaxAssigns assignments at each point (a kernel of its own in
+// the generated code, its buffers its parameters: a bounded list).
+constexpr size_t kMaxAssigns = 32;
+
+bool fusible(const ir::Stmt& s) { return !s.sequential && !s.zero_first && passes::pointwise(s); }
 
 bool same_loops(const ir::Stmt& a, const ir::Stmt& b) {
   if (a.iters.size() != b.iters.size()) return false;
@@ -36,93 +41,120 @@ bool same_loops(const ir::Stmt& a, const ir::Stmt& b) {
   return true;
 }
 
-// Each write of the nest: (buffer, access).
-std::vector<Access> write_accesses(const ir::Stmt& s) {
-  std::vector<Access> w = {s.out};
-  for (const ir::Assign& a : s.fused) w.push_back(a.out);
-  return w;
-}
+// What a nest reads and writes, kept with it while the pass runs: the buffers, and each
+// access by buffer (the writes; the reads and writes together: a non-Set accumulation reads
+// the cells it writes).
+struct Accesses {
+  std::set<int> reads, writes;
+  std::multimap<int, Access> written, all;
+  explicit Accesses(const ir::Stmt& s) : reads(passes::reads(s)), writes(passes::writes(s)) {
+    std::vector<const ir::Expr*> loads;
+    ir::collect_loads(s, loads);
+    for (const ir::Expr* l : loads) all.insert({l->access.buf, l->access});
+    for (const ir::Assign& a : s.assigns) {
+      written.insert({a.out.buf, a.out});
+      all.insert({a.out.buf, a.out});
+      if (a.accum != ir::Accum::Set) all.insert({a.out.buf, a.out});
+    }
+  }
+  // The accesses of a nest and of another appended to it (each point runs both).
+  void add(const Accesses& o) {
+    reads.insert(o.reads.begin(), o.reads.end());
+    writes.insert(o.writes.begin(), o.writes.end());
+    written.insert(o.written.begin(), o.written.end());
+    all.insert(o.all.begin(), o.all.end());
+  }
+};
 
-// Each read of the nest (loads, and the cells a non-Set accumulation reads).
-std::vector<Access> read_accesses(const ir::Stmt& s) {
-  std::vector<const ir::Expr*> loads;
-  ir::collect_loads(s, loads);
-  std::vector<Access> r;
-  for (const ir::Expr* l : loads) r.push_back(l->access);
-  if (s.accum != ir::Accum::Set) r.push_back(s.out);
-  for (const ir::Assign& a : s.fused)
-    if (a.accum != ir::Accum::Set) r.push_back(a.out);
-  return r;
-}
-
-// Every access of `others` to a buffer written by `writer` is exactly the writer's access.
-bool same_cells(const ir::Stmt& writer, const std::vector<Access>& others) {
-  for (const Access& w : write_accesses(writer))
-    for (const Access& o : others)
-      if (o.buf == w.buf && !(o == w)) return false;
+// Every access in `others` to a buffer `writer` writes is exactly the access writing it.
+bool same_cells(const std::multimap<int, Access>& written, const std::multimap<int, Access>& others) {
+  for (const auto& [buf, o] : others) {
+    auto [lo, hi] = written.equal_range(buf);
+    for (auto it = lo; it != hi; ++it)
+      if (!(it->second == o)) return false;
+  }
   return true;
 }
 
-bool can_fuse(const ir::Stmt& a, const ir::Stmt& b) {
-  if (!same_loops(a, b)) return false;
-  std::vector<Access> wb = write_accesses(b), rb = read_accesses(b);
-  std::vector<Access> b_all = rb;
-  b_all.insert(b_all.end(), wb.begin(), wb.end());
-  std::vector<Access> a_all = read_accesses(a);
-  for (const Access& x : write_accesses(a)) a_all.push_back(x);
-  return same_cells(a, b_all) && same_cells(b, a_all);
+bool can_fuse(const ir::Stmt& a, const Accesses& xa, const ir::Stmt& b, const Accesses& xb) {
+  return same_loops(a, b) && same_cells(xa.written, xb.all) && same_cells(xb.written, xa.all);
 }
 
-void merge(ir::Stmt& a, ir::Stmt&& b) {
-  ir::Assign* last = a.fused.empty() ? nullptr : &a.fused.back();
-  const Access& last_out = last ? last->out : a.out;
-  const ir::Accum last_accum = last ? last->accum : a.accum;
-  if (b.fused.empty() && b.accum == ir::Accum::Add && last_accum == ir::Accum::Set && b.out == last_out &&
-      passes::count_loads(b, b.out.buf) == 0) {
-    ir::ExprP& body = last ? last->body : a.body;
-    body = ir::binary(ir::Op::Add, body, b.body);
+// B's assignments after A's; true when they were appended (not merged into A's last one).
+bool merge(ir::Stmt& a, ir::Stmt&& b) {
+  ir::Assign& last = a.assigns.back();
+  bool appended = false;
+  if (b.single() && b.only().accum == ir::Accum::Add && last.accum == ir::Accum::Set && b.only().out == last.out &&
+      passes::count_loads(b, b.only().out.buf) == 0) {
+    last.body = ir::binary(ir::Op::Add, last.body, b.only().body);
   } else {
-    a.fused.push_back({b.out, b.accum, b.body});
-    for (ir::Assign& f : b.fused) a.fused.push_back(std::move(f));
+    for (ir::Assign& f : b.assigns) a.assigns.push_back(std::move(f));
+    appended = true;
   }
-  if (a.what != b.what && a.what.find("; " + b.what) == std::string::npos) a.what += "; " + b.what;
+  // The comment lists the statements a nest comes from (a long list ends in "...").
+  if (a.what.size() > 400) {
+    if (a.what.compare(a.what.size() - 5, 5, "; ...") != 0) a.what += "; ...";
+  } else if (a.what != b.what && a.what.find("; " + b.what) == std::string::npos) {
+    a.what += "; " + b.what;
+  }
+  return appended;
 }
 
 }  // namespace
 
 void fuse(ir::Program& p, const PassOptions&) {
   for (ir::Routine& r : p.routines) {
-    for (size_t i = 0; i < r.stmts.size(); ++i) {
-      if (!fusible(p, r.stmts[i])) continue;
-      for (size_t j = i + 1; j < r.stmts.size();) {
-        ir::Stmt& a = r.stmts[i];
-        ir::Stmt& b = r.stmts[j];
-        if (!fusible(p, b) || !can_fuse(a, b)) {
-          ++j;
-          continue;
+    auto& st = r.stmts;
+    const size_t n = st.size();
+    // Each nest's accesses, kept current as nests merge; merged-away nests are marked gone
+    // and dropped at the end, so nothing shifts while scanning.
+    std::vector<Accesses> x;
+    for (const ir::Stmt& s : st) x.emplace_back(s);
+    std::vector<bool> gone(n, false);
+    auto meets = [](const std::set<int>& u, const std::set<int>& v) {
+      for (int b : u)
+        if (v.count(b)) return true;
+      return false;
+    };
+    for (size_t i = 0; i < n; ++i) {
+      if (gone[i] || !fusible(st[i])) continue;
+      // The nests between A and the candidate B, as the union of what they read and write:
+      // B moves up past them when it is independent of all of them, A down likewise.
+      std::set<int> between_r, between_w;
+      bool down = true;
+      size_t scanned = 0;
+      for (size_t j = i + 1; j < n && scanned < kWindow; ++j) {
+        if (gone[j]) continue;
+        ++scanned;
+        ir::Stmt& a = st[i];
+        ir::Stmt& b = st[j];
+        if (fusible(b) && a.assigns.size() + b.assigns.size() <= kMaxAssigns && can_fuse(a, x[i], b, x[j])) {
+          const bool up = !meets(x[j].writes, between_r) && !meets(x[j].writes, between_w) && !meets(x[j].reads, between_w);
+          if (up || down) {
+            if (merge(a, std::move(b))) x[i].add(x[j]);
+            else x[i] = Accesses(a);
+            gone[j] = true;
+            if (!up) {  // the fused nest goes where B was
+              st[j] = std::move(st[i]);
+              std::swap(x[i], x[j]);
+              gone[j] = false;
+              gone[i] = true;
+              break;
+            }
+            between_r.clear(), between_w.clear(), down = true, scanned = 0;
+            j = i;  // look again from A's next nest
+            continue;
+          }
         }
-        bool up = true, down = true;  // B moves up to A / A moves down to B
-        for (size_t k = i + 1; k < j; ++k) {
-          up = up && passes::independent(r.stmts[k], b);
-          down = down && passes::independent(r.stmts[k], a);
-        }
-        if (!up && !down) {
-          ++j;
-          continue;
-        }
-        ir::Stmt moved = std::move(b);
-        r.stmts.erase(r.stmts.begin() + static_cast<long>(j));
-        merge(r.stmts[i], std::move(moved));
-        if (!up) {  // the fused nest goes where B was
-          ir::Stmt fused = std::move(r.stmts[i]);
-          r.stmts.erase(r.stmts.begin() + static_cast<long>(i));
-          r.stmts.insert(r.stmts.begin() + static_cast<long>(j - 1), std::move(fused));
-          --i;  // look at whatever now sits at position i
-          break;
-        }
-        j = i + 1;
+        between_r.insert(x[j].reads.begin(), x[j].reads.end());
+        between_w.insert(x[j].writes.begin(), x[j].writes.end());
+        down = down && !meets(x[i].writes, x[j].reads) && !meets(x[i].writes, x[j].writes) && !meets(x[i].reads, x[j].writes);
       }
     }
+    std::vector<ir::Stmt> kept;
+    for (size_t k = 0; k < n; ++k)
+      if (!gone[k]) kept.push_back(std::move(st[k]));
+    st = std::move(kept);
   }
 }
 

@@ -6,7 +6,7 @@
 //   - B is read once: one load in one reader whose every loop indexes it (each cell read once),
 // and it does not escape (OCANNL's rules, read for a whole routine):
 //   - the host never sees it: not a param, input, optimiser state, param gradient, output,
-//     loss or metric of that routine (those are the API's, see rewrite.h live_out);
+//     loss or metric of that routine (those are the API's, see ir.h live_out);
 //   - it is not a reduction (never duplicate a reduction: P must be a plain `=`), and P is
 //     the only nest writing it;
 //   - a backward (or any) reader in the same routine gets it only under the rules above:
@@ -15,9 +15,11 @@
 //     load times a constant is inlined into one, and only when every index stays a single
 //     loop variable (an im2col gather is not inlined into its product);
 //   - every read is inside B (a padded read outside would be 0, not e), comes after P, and
-//     nothing between P and the reader writes what e reads.
+//     nothing between P and the reader writes what e reads;
+//   - e has at most 64 nodes (a longer expression is stored).
 // Guarantees: each load of B is replaced by e with P's loops renamed into the reader's
-// indices (then simplified: a contraction regains its  (a * b) * c  form), and P is removed;
+// indices (the readers then simplified: a contraction regains its  (a * b) * c  form), and P
+// is removed;
 // the values are the same up to float rounding (recomputed by the same expression).
 #include "passes/pipeline.h"
 #include "passes/rewrite.h"
@@ -37,6 +39,21 @@ bool scaled_load(const Expr& e) {
          (e.op == Op::Mul && e.args[0]->op == Op::Load && e.args[1]->op == Op::Const && !e.args[1]->wide);
 }
 
+// Expressions larger than this are stored, not inlined: a value computed in one place is
+// cheaper than a long expression carried into every reader (and each inlining copies no more
+// than this, which keeps the pass linear in the routine's length).
+constexpr int kMaxInlined = 64;
+
+// The number of nodes of `e`, counting up to `limit` at most.
+int size_up_to(const Expr& e, int limit) {
+  int n = 1;
+  for (const ExprP& a : e.args) {
+    if (n >= limit) break;
+    n += size_up_to(*a, limit - n);
+  }
+  return n;
+}
+
 // Every loop of s indexes the access (each cell of the buffer read once by the nest).
 bool reads_each_cell_once(const ir::Stmt& s, const ir::Access& a) {
   std::set<int> used;
@@ -47,46 +64,64 @@ bool reads_each_cell_once(const ir::Stmt& s, const ir::Access& a) {
 
 // e (in P's loops) read at `at` (in the reader's loops).
 ExprP instantiate(const ir::Stmt& producer, const ir::Access& at) {
+  const ir::Assign& def = producer.only();
   std::vector<ir::Affine> sigma(producer.iters.size(), ir::Affine::constant(0));
-  for (size_t d = 0; d < producer.out.index.size(); ++d)
-    sigma[static_cast<size_t>(producer.out.index[d].terms[0].iter)] = at.index[d];
-  return passes::rewrite(producer.body, [&](const Expr& l) -> ExprP {
+  for (size_t d = 0; d < def.out.index.size(); ++d)
+    sigma[static_cast<size_t>(def.out.index[d].terms[0].iter)] = at.index[d];
+  return passes::rewrite(def.body, [&](const Expr& l) -> ExprP {
     auto c = std::make_shared<Expr>(l);
     for (auto& ix : c->access.index) ix = passes::compose(ix, sigma);
-    return c;
+    return c->access == l.access ? nullptr : c;  // (the same read: e's nodes shared, not copied)
   });
 }
 
-bool try_inline(ir::Program& p, ir::Routine& r, size_t i, const std::set<int>& live) {
+// The nests of a routine that load and that write each buffer, by position (positions stay:
+// an inlined producer is marked gone, and the routine compacted at the end). `loaders` may
+// hold nests that no longer load a buffer (after a substitution simplified a load away).
+struct Index {
+  std::vector<std::set<size_t>> loaders, writers;
+  std::vector<bool> gone;
+  Index(const ir::Program& p, const ir::Routine& r) : loaders(p.buffers.size()), writers(p.buffers.size()), gone(r.stmts.size()) {
+    for (size_t j = 0; j < r.stmts.size(); ++j) {
+      std::vector<const Expr*> ls;
+      ir::collect_loads(r.stmts[j], ls);
+      for (const Expr* l : ls) loaders[static_cast<size_t>(l->access.buf)].insert(j);
+      for (int w : passes::writes(r.stmts[j])) writers[static_cast<size_t>(w)].insert(j);
+    }
+  }
+};
+
+bool try_inline(ir::Program& p, ir::Routine& r, size_t i, const std::set<int>& live, Index& x) {
   const ir::Stmt& pr = r.stmts[i];
-  const int b = pr.out.buf;
-  if (pr.accum != ir::Accum::Set || !pr.fused.empty() || pr.sequential || !passes::covers_buffer(p, pr, pr.out) ||
-      !passes::in_arena(p.buffers[static_cast<size_t>(b)]) || live.count(b))
+  if (!pr.single()) return false;
+  const ir::Assign& def = pr.only();
+  const int b = def.out.buf;
+  if (def.accum != ir::Accum::Set || pr.sequential || !passes::covers_buffer(p, pr, def.out) ||
+      !passes::in_arena(p.buffers[static_cast<size_t>(b)]) || live.count(b) ||
+      size_up_to(*def.body, kMaxInlined + 1) > kMaxInlined)
     return false;
   const std::set<int> inputs = passes::reads(pr);
   if (inputs.count(b)) return false;
-  const bool cheap = passes::cost(*pr.body) <= 2;
-  int loads = 0, readers = 0;
-  bool clobbered = false;  // something P reads was written since P
-  for (size_t j = 0; j < r.stmts.size(); ++j) {
-    if (j == i) continue;
+  if (x.writers[static_cast<size_t>(b)].size() != 1) return false;  // another writer
+  // The readers: all after P, none after something that writes what e reads (or writing it).
+  std::vector<size_t> readers;
+  for (size_t j : x.loaders[static_cast<size_t>(b)])
+    if (!x.gone[j] && j != i && passes::count_loads(r.stmts[j], b) > 0) readers.push_back(j);
+  if (readers.empty() || readers.front() < i) return false;
+  for (int in : inputs) {
+    const auto& w = x.writers[static_cast<size_t>(in)];
+    if (auto it = w.upper_bound(i); it != w.end() && *it <= readers.back()) return false;
+  }
+  const bool cheap = passes::cost(*def.body) <= 2;
+  int loads = 0;
+  for (size_t j : readers) {
     const ir::Stmt& s = r.stmts[j];
-    const int n = passes::count_loads(s, b);
-    if (passes::writes(s).count(b)) return false;  // another writer
-    if (n == 0) {
-      if (j > i)
-        for (int w : passes::writes(s)) clobbered |= inputs.count(w) > 0;
-      continue;
-    }
-    if (j < i || clobbered) return false;
-    for (int w : passes::writes(s))
-      if (inputs.count(w)) return false;  // the reader itself overwrites an input of e
     if (passes::is_contraction(s)) {
       // Only a scaled load goes into a product, and only when the product keeps its form:
       // an im2col gather (shifted, padded reads) stays stored, so the product stays a GEMM.
-      if (!scaled_load(*pr.body)) return false;
+      if (!scaled_load(*def.body)) return false;
       ir::Stmt trial = s;
-      trial.body = passes::simplify_expr(passes::rewrite(s.body, [&](const Expr& l) -> ExprP {
+      trial.only().body = passes::simplify_expr(passes::rewrite(s.only().body, [&](const Expr& l) -> ExprP {
         return l.op == Op::Load && l.access.buf == b ? instantiate(pr, l.access) : nullptr;
       }));
       if (!passes::is_contraction(trial)) return false;
@@ -98,22 +133,23 @@ bool try_inline(ir::Program& p, ir::Routine& r, size_t i, const std::set<int>& l
       if (!passes::always_in_range(p, s, l->access)) return false;
       if (!cheap && !reads_each_cell_once(s, l->access)) return false;
     }
-    loads += n;
-    ++readers;
+    loads += passes::count_loads(s, b);
   }
-  if (readers == 0 || (!cheap && loads != 1)) return false;
+  if (!cheap && loads != 1) return false;
   const ir::Stmt producer = pr;
-  for (size_t j = i + 1; j < r.stmts.size(); ++j) {
+  for (size_t j : readers) {
     ir::Stmt& s = r.stmts[j];
     auto sub = [&](const ExprP& e) {
       return passes::rewrite(e, [&](const Expr& l) -> ExprP {
         return l.op == Op::Load && l.access.buf == b ? instantiate(producer, l.access) : nullptr;
       });
     };
-    s.body = passes::simplify_expr(sub(s.body));
-    for (ir::Assign& a : s.fused) a.body = passes::simplify_expr(sub(a.body));
+    for (ir::Assign& a : s.assigns) a.body = passes::simplify_expr(sub(a.body));
+    x.loaders[static_cast<size_t>(b)].erase(j);
+    for (int in : inputs) x.loaders[static_cast<size_t>(in)].insert(j);
   }
-  r.stmts.erase(r.stmts.begin() + static_cast<long>(i));
+  x.gone[i] = true;
+  x.writers[static_cast<size_t>(b)].erase(i);
   return true;
 }
 
@@ -121,10 +157,14 @@ bool try_inline(ir::Program& p, ir::Routine& r, size_t i, const std::set<int>& l
 
 void inline_virtual(ir::Program& p, const PassOptions&) {
   for (ir::Routine& r : p.routines) {
-    const std::set<int> live = passes::live_out(p, r);
-    for (size_t i = 0; i < r.stmts.size();) {
-      if (!try_inline(p, r, i, live)) ++i;
-    }
+    const std::set<int> live = ir::live_out(p, r);
+    Index x(p, r);
+    for (size_t i = 0; i < r.stmts.size(); ++i)
+      if (!x.gone[i]) try_inline(p, r, i, live, x);
+    std::vector<ir::Stmt> kept;
+    for (size_t i = 0; i < r.stmts.size(); ++i)
+      if (!x.gone[i]) kept.push_back(std::move(r.stmts[i]));
+    r.stmts = std::move(kept);
   }
 }
 

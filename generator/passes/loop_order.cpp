@@ -1,7 +1,16 @@
-// loop_order.cpp — loop order and the parallel loop of each nest (see loop_order.h).
-#include "passes/loop_order.h"
-
+// loop_order.cpp — each nest's loop order and the loop run in parallel.
+//
+// Takes: any Program. Guarantees: every nest with its loops permuted (indices rewritten):
+//   outermost, a loop whose variable alone indexes some axis of the written buffer, so
+//     that different iterations of it write different elements: it is marked parallel
+//     when the nest is large enough and not sequential (results do not depend on the
+//     thread count: each element is accumulated by one thread, in loop order);
+//   innermost, the loop with the most unit-stride accesses (the write counting double; on
+//     a tie the reduction loop, which the C emitter turns into a vectorised dot product);
+//   in between, the other written-index loops, then the remaining reduction loops.
 #include <algorithm>
+
+#include "passes/pipeline.h"
 
 namespace cannl {
 
@@ -53,9 +62,7 @@ ir::ExprP remap(const ir::ExprP& e, const std::vector<int>& new_pos) {
   return c;
 }
 
-}  // namespace
-
-void order_loops(const ir::Program& p, ir::Stmt& s) {
+void order_nest(const ir::Program& p, ir::Stmt& s) {
   const int n = static_cast<int>(s.iters.size());
   if (n == 0) return;
   std::vector<const ir::Expr*> loads;
@@ -67,12 +74,14 @@ void order_loops(const ir::Program& p, ir::Stmt& s) {
   std::vector<int> order;  // old loop indices, outermost first
   auto placed = [&](int i) { return std::find(order.begin(), order.end(), i) != order.end(); };
 
-  // Outermost: a loop that alone indexes a written axis, the batch loop first.
+  // Outermost: a loop that alone indexes a written axis (of the first assignment), the batch
+  // loop first.
+  const ir::Access& out = s.assigns[0].out;
   int outer = -1;
   if (!s.sequential) {
     for (int i = 0; i < n && outer < 0; ++i)
-      if (s.iters[static_cast<size_t>(i)].batch && writes_alone(s.out, i)) outer = i;
-    for (const Affine& a : s.out.index)
+      if (s.iters[static_cast<size_t>(i)].batch && writes_alone(out, i)) outer = i;
+    for (const Affine& a : out.index)
       if (outer < 0 && a.terms.size() == 1 && s.iters[static_cast<size_t>(a.terms[0].iter)].size > 1) outer = a.terms[0].iter;
   }
   // Innermost: the most unit-stride accesses.
@@ -80,15 +89,15 @@ void order_loops(const ir::Program& p, ir::Stmt& s) {
   if (!s.sequential && n > 1) {
     for (int i = 0; i < n; ++i) {
       if (i == outer || s.iters[static_cast<size_t>(i)].size == 1) continue;
-      int score = 2 * (stride_of(p, s.out, i) == 1);
+      int score = 2 * (stride_of(p, out, i) == 1);
       for (const auto& r : reads) score += stride_of(p, r, i) == 1;
-      bool reduction = !in_access(s.out, i);
+      bool reduction = !in_access(out, i);
       int key = 2 * score + reduction;
       if (key > best) best = key, inner = i;
     }
   }
   if (outer >= 0) order.push_back(outer);
-  for (const Affine& a : s.out.index)  // written-index loops, in the buffer's order
+  for (const Affine& a : out.index)  // written-index loops, in the buffer's order
     for (const auto& t : a.terms)
       if (t.iter != inner && !placed(t.iter)) order.push_back(t.iter);
   for (int i = 0; i < n; ++i)
@@ -104,9 +113,7 @@ void order_loops(const ir::Program& p, ir::Stmt& s) {
   std::vector<ir::Iter> iters;
   for (int k = 0; k < n; ++k) iters.push_back(s.iters[static_cast<size_t>(order[static_cast<size_t>(k)])]);
   s.iters = std::move(iters);
-  s.out = remap(s.out, new_pos);
-  s.body = remap(s.body, new_pos);
-  for (ir::Assign& a : s.fused) {
+  for (ir::Assign& a : s.assigns) {
     a.out = remap(a.out, new_pos);
     a.body = remap(a.body, new_pos);
   }
@@ -114,6 +121,13 @@ void order_loops(const ir::Program& p, ir::Stmt& s) {
   long work = 1;
   for (const auto& it : s.iters) work *= it.size;
   s.parallel = (outer >= 0 && work >= (1L << 15)) ? 0 : -1;
+}
+
+}  // namespace
+
+void order_loops(ir::Program& p, const PassOptions&) {
+  for (ir::Routine& r : p.routines)
+    for (ir::Stmt& s : r.stmts) order_nest(p, s);
 }
 
 }  // namespace cannl

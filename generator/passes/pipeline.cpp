@@ -5,6 +5,8 @@ namespace cannl {
 
 const std::vector<PassInfo>& pass_list() {
   static const std::vector<PassInfo> list = {
+      {"loop_order", 0, "each nest's loop order and its parallel loop (written axes outside, unit stride inside)",
+       order_loops},
       {"simplify", 1, "constant folding and algebraic simplification (x*1, x+0, x/255 -> x*(1/255))", simplify},
       {"fold_fills", 1, "a fill followed by an accumulation becomes one nest that starts from zero", fold_fills},
       {"reuse_values", 2, "values a stored tensor already holds are loaded, not recomputed (relu masks)", reuse_values},
@@ -13,6 +15,10 @@ const std::vector<PassInfo>& pass_list() {
       {"dce", 1, "nests whose results nobody reads (gradients included) are removed", dce},
       {"plan_memory", 1, "liveness; one arena per routine, buffers share bytes when lifetimes do not overlap",
        plan_memory},
+      {"mark_contractions", 0, "contractions (matrix products) and scaled sums marked for the emitters and the cost model",
+       mark_contractions},
+      {"plan_layout", 0, "the memory layout: each state's arena, its fields and its work region (the emitters print it)",
+       plan_layout},
   };
   return list;
 }
@@ -23,10 +29,14 @@ const PassInfo* find_pass(const std::string& name) {
   return nullptr;
 }
 
+bool pass_runs(const PassInfo& pass, const PassOptions& o) {
+  return pass.level <= o.level && !o.disabled.count(pass.name);
+}
+
 void run_passes(ir::Program& p, const PassOptions& o,
                 const std::function<void(const std::string&, const ir::Program&)>& after) {
   for (const PassInfo& pass : pass_list()) {
-    if (pass.level > o.level || o.disabled.count(pass.name)) continue;
+    if (!pass_runs(pass, o)) continue;
     pass.run(p, o);
     if (after) after(pass.name, p);
   }

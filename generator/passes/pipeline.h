@@ -1,11 +1,12 @@
 // pipeline.h — the optimisation passes over the loop IR, in their fixed order.
 //
-// Takes: a Program from build_program (routines of ordered nests, no pass run yet).
-// Guarantees: the passes of the chosen level that are not disabled run once each, in the
-// order of pass_list(); every routine computes what it computed before (same values up to
-// float rounding: reassociated constants, sums in another order), the C API's buffers
-// (params, optimiser state, param gradients, outputs, loss, metrics) included.
-//   -O0  none;  -O1  simplify, fold_fills, dce, plan_memory;  -O2  all of them.
+// Takes: a Program with its routines assembled, differentiated and optimised
+// (driver/compile.cpp), no pass run yet. Guarantees: the passes of the chosen level that are
+// not disabled run once each, in the order of pass_list(); every routine computes what it
+// computed before (same values up to float rounding: reassociated constants, sums in another
+// order), the buffers each routine hands out or keeps (ir.h live_out) included.
+//   -O0  loop_order, mark_contractions, plan_layout;  -O1  also simplify, fold_fills, dce,
+//   plan_memory;  -O2  all of them.
 #pragma once
 
 #include <functional>
@@ -21,6 +22,7 @@ struct PassOptions {
   int level = 2;                     // 0, 1 or 2
   std::set<std::string> disabled;    // pass names
   int elem_bytes = 4;                // bytes of an element (memory planning)
+  int align = 64;                    // the target's alignment of every buffer (memory planning, layout)
 };
 
 struct PassInfo {
@@ -33,12 +35,15 @@ struct PassInfo {
 // Every pass, in the order they run.
 const std::vector<PassInfo>& pass_list();
 const PassInfo* find_pass(const std::string& name);
+// The pass runs at the options' level and is not disabled.
+bool pass_runs(const PassInfo& pass, const PassOptions& o);
 
 // Runs the passes; `after(name, program)` is called after each pass that ran.
 void run_passes(ir::Program& p, const PassOptions& o,
                 const std::function<void(const std::string&, const ir::Program&)>& after = {});
 
 // The passes (one file each in generator/passes/; see their header comments).
+void order_loops(ir::Program& p, const PassOptions& o);
 void simplify(ir::Program& p, const PassOptions& o);
 void fold_fills(ir::Program& p, const PassOptions& o);
 void reuse_values(ir::Program& p, const PassOptions& o);
@@ -46,5 +51,7 @@ void inline_virtual(ir::Program& p, const PassOptions& o);
 void fuse(ir::Program& p, const PassOptions& o);
 void dce(ir::Program& p, const PassOptions& o);
 void plan_memory(ir::Program& p, const PassOptions& o);
+void mark_contractions(ir::Program& p, const PassOptions& o);
+void plan_layout(ir::Program& p, const PassOptions& o);
 
 }  // namespace cannl

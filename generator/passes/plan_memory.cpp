@@ -1,20 +1,21 @@
 // plan_memory.cpp — liveness and one arena per routine.
 //
-// Takes: any Program (after the other passes) and the element size. For each routine that
+// Takes: any Program (after the other passes), the element size and the target's alignment.
+// For each routine that
 // uses arena buffers (computed tensors, temporaries, gradients), each such buffer lives
 // from the first nest that touches it to the last (to the routine's end when the routine
-// hands it out: rewrite.h live_out — param gradients stay valid after train_step, the loss,
+// hands it out: ir.h live_out — param gradients stay valid after train_step, the loss,
 // metrics and outputs are read by the routine's epilogue; a buffer read before any nest
 // writes it lives from the start).
-// Guarantees: Routine::offsets gives each such buffer a 64-byte aligned byte offset in the
-// routine's arena and Routine::arena_bytes its size at max_batch; two buffers share bytes
-// only when their lifetimes do not overlap, or in place: a pointwise nest that reads A for
+// Guarantees: Routine::offsets gives each such buffer a byte offset in the routine's arena
+// (a multiple of the alignment) and Routine::arena_bytes its size at max_batch; two buffers
+// share bytes only when their lifetimes do not overlap, or in place: a pointwise nest that reads A for
 // the last time only at the very cells it assigns B (same shape, same offset), as
 // `h_mm_grad = h_grad * step(h)` over h_grad. Placement is first fit, the better of two
-// orders (by first use, by size). Each routine has its own arena: what one routine leaves
-// in its buffers (the gradients `<model>_grad` returns) no other routine touches.
+// orders (by first use, by size; by first use alone past 512 buffers). Each routine has its
+// own arena: what one routine leaves in its buffers (the gradients `<model>_grad` returns) no
+// other routine touches.
 #include <algorithm>
-#include <tuple>
 
 #include "passes/pipeline.h"
 #include "passes/rewrite.h"
@@ -30,7 +31,11 @@ struct Life {
   long offset = -1;
 };
 
-long align64(long x) { return (x + 63) / 64 * 64; }
+long align_up(long x, long a) { return (x + a - 1) / a * a; }
+
+// Routines with more buffers than this are placed in first-use order only (the second order's
+// placement costs the square of their number: a long spec's routine keeps near-linear).
+constexpr size_t kBothOrders = 512;
 
 // A and B may share their offset in place at nest k: k's assignments write B pointwise
 // (Set) and read A only at the cells they write B, every assignment reading A comes no later
@@ -38,24 +43,21 @@ long align64(long x) { return (x + 63) / 64 * 64; }
 // k is A's last use and B's first.
 bool in_place(const ir::Program& p, const ir::Stmt& s, int a, int b) {
   if (p.buffers[static_cast<size_t>(a)].dims != p.buffers[static_cast<size_t>(b)].dims) return false;
-  // the nest's assignments in order: (out, accum, body)
-  std::vector<std::tuple<const ir::Access*, ir::Accum, const ir::ExprP*>> assigns = {{&s.out, s.accum, &s.body}};
-  for (const ir::Assign& f : s.fused) assigns.push_back({&f.out, f.accum, &f.body});
-  if (s.out.buf == b && !passes::pointwise(s)) return false;
+  if (s.assigns[0].out.buf == b && !passes::pointwise(s)) return false;
   int first_write = -1;
   std::vector<ir::Access> outs;
-  for (size_t i = 0; i < assigns.size(); ++i) {
-    const auto& [out, accum, body] = assigns[i];
-    if (out->buf == a) return false;
-    if (out->buf != b) continue;
-    if (accum != ir::Accum::Set) return false;
+  for (size_t i = 0; i < s.assigns.size(); ++i) {
+    const ir::Assign& as = s.assigns[i];
+    if (as.out.buf == a) return false;
+    if (as.out.buf != b) continue;
+    if (as.accum != ir::Accum::Set) return false;
     if (first_write < 0) first_write = static_cast<int>(i);
-    outs.push_back(*out);
+    outs.push_back(as.out);
   }
   if (outs.empty()) return false;
-  for (size_t i = 0; i < assigns.size(); ++i) {
+  for (size_t i = 0; i < s.assigns.size(); ++i) {
     std::vector<const ir::Expr*> loads;
-    ir::collect_loads(*std::get<2>(assigns[i]), loads);
+    ir::collect_loads(s.assigns[i].body, loads);
     for (const ir::Expr* l : loads) {
       if (l->access.buf != a) continue;
       if (static_cast<int>(i) > first_write) return false;
@@ -66,39 +68,72 @@ bool in_place(const ir::Program& p, const ir::Stmt& s, int a, int b) {
   return true;
 }
 
-long place(std::vector<Life>& lives, const std::vector<int>& order, const ir::Program& p, const ir::Routine& r) {
+// Places the lifetimes in `order` (`by_first`: in order of first use), first fit; returns the
+// arena's size.
+long place(std::vector<Life>& lives, const std::vector<int>& order, bool by_first, const ir::Program& p,
+           const ir::Routine& r, long align) {
+  auto aligned = [&](long x) { return align_up(x, align); };
   long top = 0;
   for (Life& l : lives) l.offset = -1;
-  for (int idx : order) {
-    Life& l = lives[static_cast<size_t>(idx)];
-    std::vector<long> candidates = {0};
-    std::vector<const Life*> clash;  // lifetimes overlapping l, already placed
-    std::vector<const Life*> partner;  // in-place partners (may share l's exact offset)
-    for (const Life& o : lives) {
-      if (o.offset < 0 || &o == &l) continue;
-      const bool overlap = !(o.last < l.first || l.last < o.first);
-      if (!overlap) continue;
-      bool inpl = false;
-      if (o.last == l.first && l.first >= 0 && l.first < static_cast<long>(r.stmts.size()))
-        inpl = in_place(p, r.stmts[static_cast<size_t>(l.first)], o.buf, l.buf);
-      else if (l.last == o.first && o.first >= 0 && o.first < static_cast<long>(r.stmts.size()))
-        inpl = in_place(p, r.stmts[static_cast<size_t>(o.first)], l.buf, o.buf);
-      (inpl ? partner : clash).push_back(&o);
-      candidates.push_back(o.offset + align64(o.bytes));
-      if (inpl) candidates.push_back(o.offset);
+  std::vector<const Life*> placed;  // by offset
+  // In first-use order, the placed lifetimes that end before every lifetime still to place
+  // begins are dropped now and then: none of those can overlap them.
+  std::vector<long> later_first(order.size() + 1, r.stmts.size() + 1);
+  for (size_t k = order.size(); k-- > 0;)
+    later_first[k] = std::min(later_first[k + 1], lives[static_cast<size_t>(order[k])].first);
+  long pruned = -2;
+  for (size_t k = 0; k < order.size(); ++k) {
+    Life& l = lives[static_cast<size_t>(order[k])];
+    if (by_first && later_first[k] > pruned + 64) {
+      const long from = later_first[k];
+      placed.erase(std::remove_if(placed.begin(), placed.end(), [&](const Life* o) { return o->last < from; }),
+                   placed.end());
+      pruned = from;
     }
-    std::sort(candidates.begin(), candidates.end());
-    for (long c : candidates) {
-      bool ok = true;
-      for (const Life* o : clash) ok = ok && (c + l.bytes <= o->offset || o->offset + align64(o->bytes) <= c);
-      for (const Life* o : partner)
-        ok = ok && (c == o->offset || c + l.bytes <= o->offset || o->offset + align64(o->bytes) <= c);
-      if (ok) {
-        l.offset = c;
-        break;
+    // The placed lifetimes overlapping l's, by offset; in-place partners may share l's exact
+    // offset (the rest must not share a byte).
+    std::vector<const Life*> clash, partner, all;  // `all` in offset order: both
+    for (const Life* o : placed) {
+      if (o->last < l.first || l.last < o->first) continue;
+      bool inpl = false;
+      if (o->last == l.first && l.first >= 0 && l.first < static_cast<long>(r.stmts.size()))
+        inpl = in_place(p, r.stmts[static_cast<size_t>(l.first)], o->buf, l.buf);
+      else if (l.last == o->first && o->first >= 0 && o->first < static_cast<long>(r.stmts.size()))
+        inpl = in_place(p, r.stmts[static_cast<size_t>(o->first)], l.buf, o->buf);
+      (inpl ? partner : clash).push_back(o);
+      all.push_back(o);
+    }
+    // First fit over 0 and the ends of the overlapping buffers (the lowest where l shares no
+    // byte with any), found in one sweep in offset order...
+    long c = 0;
+    for (const Life* o : all) {
+      if (c + l.bytes <= o->offset) break;
+      c = std::max(c, o->offset + aligned(o->bytes));
+    }
+    // ... or, lower, an in-place partner's own offset, where l shares no byte with the rest.
+    if (!partner.empty()) {
+      std::vector<std::pair<long, long>> used;  // the clashing bytes, disjoint, in order
+      for (const Life* o : clash) {
+        const long lo = o->offset, hi = o->offset + aligned(o->bytes);
+        if (!used.empty() && lo <= used.back().second) used.back().second = std::max(used.back().second, hi);
+        else used.push_back({lo, hi});
+      }
+      for (const Life* q : partner) {
+        const long at = q->offset;
+        if (at >= c) continue;
+        auto it = std::upper_bound(used.begin(), used.end(), at,
+                                   [](long x, const std::pair<long, long>& u) { return x < u.second; });
+        bool ok = it == used.end() || at + l.bytes <= it->first;
+        for (const Life* o : partner)
+          ok = ok && (at == o->offset || at + l.bytes <= o->offset || o->offset + aligned(o->bytes) <= at);
+        if (ok) c = at;
       }
     }
-    top = std::max(top, l.offset + align64(l.bytes));
+    l.offset = c;
+    placed.insert(std::upper_bound(placed.begin(), placed.end(), l.offset,
+                                   [](long x, const Life* o) { return x < o->offset; }),
+                  &l);
+    top = std::max(top, l.offset + aligned(l.bytes));
   }
   return top;
 }
@@ -126,21 +161,23 @@ void plan_memory(ir::Program& p, const PassOptions& o) {
       for (int b : rs) touch(b, k, true);
       for (int b : passes::writes(s)) touch(b, k, false);
     }
-    for (int b : passes::live_out(p, r))
+    for (int b : ir::live_out(p, r))
       if (at[static_cast<size_t>(b)] >= 0) lives[static_cast<size_t>(at[static_cast<size_t>(b)])].last = n;
     if (lives.empty()) continue;
     std::vector<int> by_first(lives.size()), by_size(lives.size());
     for (size_t i = 0; i < lives.size(); ++i) by_first[i] = by_size[i] = static_cast<int>(i);
     std::stable_sort(by_size.begin(), by_size.end(),
                      [&](int a, int b) { return lives[static_cast<size_t>(a)].bytes > lives[static_cast<size_t>(b)].bytes; });
-    long best = place(lives, by_first, p, r);
-    std::vector<long> offsets;
-    for (const Life& l : lives) offsets.push_back(l.offset);
-    long other = place(lives, by_size, p, r);
-    if (best <= other)
-      for (size_t i = 0; i < lives.size(); ++i) lives[i].offset = offsets[i];
-    else
-      best = other;
+    long best = place(lives, by_first, true, p, r, o.align);
+    if (lives.size() <= kBothOrders) {
+      std::vector<long> offsets;
+      for (const Life& l : lives) offsets.push_back(l.offset);
+      long other = place(lives, by_size, false, p, r, o.align);
+      if (best <= other)
+        for (size_t i = 0; i < lives.size(); ++i) lives[i].offset = offsets[i];
+      else
+        best = other;
+    }
     for (const Life& l : lives) r.offsets[static_cast<size_t>(l.buf)] = l.offset;
     r.arena_bytes = best;
   }

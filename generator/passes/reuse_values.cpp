@@ -1,7 +1,7 @@
 // reuse_values.cpp — loads of a stored tensor instead of recomputing its value.
 //
 // Takes: any Program. For a nest P that stores `B[i...] = e` over the whole of B (pointwise,
-// no fused assignments), a later nest R of the same routine, before anything writes B or a
+// one assignment), a later nest R of the same routine, before anything writes B or a
 // buffer e reads, that computes
 //   e itself at some cells (up to renaming P's loops into R's indices)  ->  B at those cells;
 //   step(x) where e = relu(x)                                           ->  step(B at the cells)
@@ -10,6 +10,7 @@
 // Guarantees: the same values (the stored cell holds exactly what e computes there).
 #include <optional>
 
+#include "ir/prims.h"
 #include "passes/pipeline.h"
 #include "passes/rewrite.h"
 
@@ -40,7 +41,8 @@ bool unify_affine(const ir::Affine& in_p, const ir::Affine& in_r, Sigma& sigma) 
 
 // x (in R's loops) is e (in P's loops) under the renaming sigma (extended as needed).
 bool unify(const Expr& x, const Expr& e, Sigma& sigma) {
-  if (x.op != e.op || x.value != e.value || x.name != e.name || x.args.size() != e.args.size()) return false;
+  if (x.op != e.op || x.value != e.value || x.prim != e.prim || x.name != e.name || x.args.size() != e.args.size())
+    return false;
   if (x.op == Op::Load || x.op == Op::Index) {
     if (x.access.buf != e.access.buf || x.access.index.size() != e.access.index.size()) return false;
     for (size_t d = 0; d < x.access.index.size(); ++d)
@@ -59,8 +61,8 @@ struct Reuser {
 
   // B at the cells sigma names, when every loop of P is named and they are inside B.
   ExprP stored(const Sigma& sigma) const {
-    ir::Access a{producer.out.buf, {}};
-    for (const auto& ix : producer.out.index) {
+    ir::Access a{producer.only().out.buf, {}};
+    for (const auto& ix : producer.only().out.index) {
       const auto& s = sigma[static_cast<size_t>(ix.terms[0].iter)];
       if (!s) return nullptr;
       a.index.push_back(*s);
@@ -71,12 +73,12 @@ struct Reuser {
 
   ExprP match(const Expr& x) const {
     Sigma sigma(producer.iters.size());
-    if (unify(x, *producer.body, sigma)) return stored(sigma);
-    const Expr& e = *producer.body;
-    if (x.op == Op::Step && e.op == Op::Relu) {
+    const Expr& e = *producer.only().body;
+    if (unify(x, e, sigma)) return stored(sigma);
+    if (ir::is_call(x, "step") && ir::is_call(e, "relu")) {
       Sigma s2(producer.iters.size());
       if (unify(*x.args[0], *e.args[0], s2))
-        if (ExprP l = stored(s2)) return ir::unary(Op::Step, l);
+        if (ExprP l = stored(s2)) return ir::call("step", {l});
     }
     return nullptr;
   }
@@ -98,28 +100,56 @@ struct Reuser {
 };
 
 bool candidate(const ir::Program& p, const ir::Stmt& s) {
-  return s.accum == ir::Accum::Set && s.fused.empty() && !s.sequential && passes::covers_buffer(p, s, s.out) &&
-         s.body->op != Op::Load && s.body->op != Op::Const && s.body->op != Op::Scalar &&
-         passes::in_arena(p.buffers[static_cast<size_t>(s.out.buf)]);
+  if (!s.single()) return false;
+  const ir::Assign& a = s.only();
+  return a.accum == ir::Accum::Set && !s.sequential && passes::covers_buffer(p, s, a.out) && a.body->op != Op::Load &&
+         a.body->op != Op::Const && a.body->op != Op::Scalar && passes::in_arena(p.buffers[static_cast<size_t>(a.out.buf)]);
 }
 
 }  // namespace
 
 void reuse_values(ir::Program& p, const PassOptions&) {
   for (ir::Routine& r : p.routines) {
-    for (size_t i = 0; i < r.stmts.size(); ++i) {
+    const size_t n = r.stmts.size();
+    // The nests that load and that write each buffer, by position. A match of e loads what e
+    // loads, so only those nests can hold one; `loaders` grows as matches become loads of B.
+    std::vector<std::set<size_t>> loaders(p.buffers.size()), writers(p.buffers.size());
+    for (size_t j = 0; j < n; ++j) {
+      std::vector<const Expr*> ls;
+      ir::collect_loads(r.stmts[j], ls);
+      for (const Expr* l : ls) loaders[static_cast<size_t>(l->access.buf)].insert(j);
+      for (int w : passes::writes(r.stmts[j])) writers[static_cast<size_t>(w)].insert(j);
+    }
+    for (size_t i = 0; i < n; ++i) {
       if (!candidate(p, r.stmts[i])) continue;
       const ir::Stmt producer = r.stmts[i];
+      const int b = producer.only().out.buf;
       std::set<int> inputs = passes::reads(producer);
-      inputs.insert(producer.out.buf);
-      for (size_t j = i + 1; j < r.stmts.size(); ++j) {
+      inputs.insert(b);
+      // Up to the first nest that writes what e reads, or B.
+      size_t end = n;
+      for (int in : inputs) {
+        const auto& w = writers[static_cast<size_t>(in)];
+        if (auto it = w.upper_bound(i); it != w.end()) end = std::min(end, *it);
+      }
+      std::vector<const Expr*> ls;
+      ir::collect_loads(producer.only().body, ls);
+      std::set<size_t> readers;
+      if (ls.empty()) {  // nothing to look for by buffer: every nest
+        for (size_t j = i + 1; j < end; ++j) readers.insert(j);
+      } else {  // a match loads every buffer e loads: the nests loading the rarest of them
+        const std::set<size_t>* rarest = nullptr;
+        for (const Expr* l : ls) {
+          const auto& ld = loaders[static_cast<size_t>(l->access.buf)];
+          if (!rarest || ld.size() < rarest->size()) rarest = &ld;
+        }
+        readers.insert(rarest->upper_bound(i), rarest->lower_bound(end));
+      }
+      for (size_t j : readers) {
         ir::Stmt& s = r.stmts[j];
-        bool clobbers = false;
-        for (int w : passes::writes(s)) clobbers |= inputs.count(w) > 0;
-        if (clobbers) break;
         Reuser u{p, producer, s};
-        s.body = u.run(s.body);
-        for (ir::Assign& a : s.fused) a.body = u.run(a.body);
+        for (ir::Assign& a : s.assigns) a.body = u.run(a.body);
+        if (u.changed) loaders[static_cast<size_t>(b)].insert(j);
       }
     }
   }

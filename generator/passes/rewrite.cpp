@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "ir/prims.h"
+
 namespace cannl::passes {
 
 using ir::Expr;
@@ -18,6 +20,7 @@ ExprP rebuild(const Expr& e, std::vector<ExprP> args) {
     }
     case Op::Pow: return ir::pow(args[0], e.value);
     case Op::Select: return ir::select(args[0], args[1], args[2]);
+    case Op::Prim: return ir::call(*e.prim, std::move(args));
     case Op::Uniform: case Op::Normal: {
       auto c = std::make_shared<Expr>(e);
       c->args = std::move(args);
@@ -68,10 +71,28 @@ ExprP mul(ExprP a, ExprP b) {
 
 }  // namespace
 
+namespace {
+
+ExprP simplified(const ExprP& e, std::vector<ExprP> args);
+
+}  // namespace
+
+// (An expression that is already simple comes back as the same node: its nodes stay shared.)
 ExprP simplify_expr(const ExprP& e) {
   if (e->args.empty()) return e;
   std::vector<ExprP> args;
-  for (const ExprP& a : e->args) args.push_back(simplify_expr(a));
+  bool same = true;
+  for (const ExprP& a : e->args) {
+    args.push_back(simplify_expr(a));
+    same = same && args.back() == a;
+  }
+  ExprP r = simplified(e, std::move(args));
+  return same && ir::same_expr(*r, *e) ? e : r;
+}
+
+namespace {
+
+ExprP simplified(const ExprP& e, std::vector<ExprP> args) {
   if (e->op == Op::Mul) return mul(args[0], args[1]);
   // x / c -> x * (1/c). When 1/c is inexact (c not a power of two) the constant is `wide`:
   // the product is taken in double, which rounds as the division does (a float32 multiply by
@@ -84,6 +105,8 @@ ExprP simplify_expr(const ExprP& e) {
   }
   return rebuild(*e, std::move(args));
 }
+
+}  // namespace
 
 ir::Affine compose(const ir::Affine& a, const std::vector<ir::Affine>& sigma) {
   ir::Affine r = ir::Affine::constant(a.offset);
@@ -131,7 +154,9 @@ bool injective(const ir::Access& a) {
 }
 
 bool pointwise(const ir::Stmt& s) {
-  return injective(s.out) && s.out.index.size() == s.iters.size();
+  for (const ir::Assign& a : s.assigns)
+    if (!injective(a.out) || a.out.index.size() != s.iters.size()) return false;
+  return true;
 }
 
 bool covers_buffer(const ir::Program& p, const ir::Stmt& s, const ir::Access& a) {
@@ -152,8 +177,8 @@ static bool single_load(const Expr& e) {
 }
 
 bool is_contraction(const ir::Stmt& s) {
-  if (s.accum != ir::Accum::Add || !s.fused.empty() || !injective(s.out)) return false;
-  const Expr* e = s.body.get();
+  if (!s.single() || s.only().accum != ir::Accum::Add || !injective(s.only().out)) return false;
+  const Expr* e = s.only().body.get();
   if (e->op == Op::Mul && (e->args[1]->op == Op::Const || e->args[1]->op == Op::Scalar) && e->args[0]->op == Op::Mul)
     e = e->args[0].get();
   return e->op == Op::Mul && single_load(*e->args[0]) && single_load(*e->args[1]);
@@ -164,9 +189,8 @@ std::set<int> reads(const ir::Stmt& s) {
   ir::collect_loads(s, loads);
   std::set<int> r;
   for (const Expr* l : loads) r.insert(l->access.buf);
-  if (s.accum != ir::Accum::Set && !s.zero_first) r.insert(s.out.buf);
-  for (const auto& a : s.fused)
-    if (a.accum != ir::Accum::Set) r.insert(a.out.buf);
+  for (const auto& a : s.assigns)
+    if (a.accum != ir::Accum::Set && !s.zero_first) r.insert(a.out.buf);
   return r;
 }
 
@@ -182,21 +206,6 @@ bool independent(const ir::Stmt& a, const ir::Stmt& b) {
   for (int x : wb)
     if (ra.count(x)) return false;
   return true;
-}
-
-std::set<int> live_out(const ir::Program& p, const ir::Routine& r) {
-  std::set<int> live;
-  for (size_t i = 0; i < p.buffers.size(); ++i) {
-    const ir::Buffer& b = p.buffers[i];
-    if (b.role == ir::Role::Param || b.role == ir::Role::OptState) live.insert(static_cast<int>(i));
-    if (r.name == "train_step" && b.role == ir::Role::Grad && b.grad_of >= 0 &&
-        p.buffers[static_cast<size_t>(b.grad_of)].role == ir::Role::Param)
-      live.insert(static_cast<int>(i));
-  }
-  if ((r.name == "train_step" || r.name == "eval_metrics") && p.loss >= 0) live.insert(p.loss);
-  if (r.name == "eval_metrics") live.insert(p.metrics.begin(), p.metrics.end());
-  if (r.name == "forward") live.insert(p.outputs.begin(), p.outputs.end());
-  return live;
 }
 
 bool in_arena(const ir::Buffer& b) {
@@ -215,8 +224,8 @@ double cost(const Expr& e) {
   double c = 0;
   switch (e.op) {
     case Op::Const: case Op::Scalar: case Op::Index: case Op::Load: break;
-    case Op::Exp: case Op::Log: case Op::Sqrt: case Op::Tanh: case Op::Sigmoid: case Op::Gelu:
-    case Op::GeluGrad: case Op::Pow: case Op::Div: c = 4; break;
+    case Op::Prim: c = e.prim->cost; break;
+    case Op::Pow: case Op::Div: c = 4; break;
     default: c = 1;
   }
   for (const ExprP& a : e.args) c += cost(*a);

@@ -28,7 +28,8 @@ bool always_in_range(const ir::Program& p, const ir::Stmt& s, const ir::Access& 
 
 // Each axis indexed by one loop variable (coefficient 1, no offset), all different.
 bool injective(const ir::Access& a);
-// The nest writes each of its points to its own cell: `out` is injective and names every loop.
+// The nest writes each of its points to its own cell: each assignment's out is injective and
+// names every loop.
 bool pointwise(const ir::Stmt& s);
 // Like pointwise, and the loops run over the whole buffer (bounds equal to the axis sizes).
 bool covers_buffer(const ir::Program& p, const ir::Stmt& s, const ir::Access& a);
@@ -42,10 +43,6 @@ std::set<int> writes(const ir::Stmt& s);
 // Nests a and b may run in either order: neither writes what the other reads or writes.
 bool independent(const ir::Stmt& a, const ir::Stmt& b);
 
-// Buffers whose values the routine hands to the host or keeps past its end: params, optimiser
-// state, the gradients of params (train_step, `<model>_grad`), the loss (train_step and
-// eval_metrics), the metrics (eval_metrics) and the outputs (forward).
-std::set<int> live_out(const ir::Program& p, const ir::Routine& r);
 // The buffer holds run-time values only for the routine's computation (no API promise):
 // computed tensors, temporaries and gradients.
 bool in_arena(const ir::Buffer& b);

@@ -15,10 +15,8 @@ namespace cannl {
 
 void simplify(ir::Program& p, const PassOptions&) {
   for (ir::Routine& r : p.routines)
-    for (ir::Stmt& s : r.stmts) {
-      s.body = passes::simplify_expr(s.body);
-      for (ir::Assign& a : s.fused) a.body = passes::simplify_expr(a.body);
-    }
+    for (ir::Stmt& s : r.stmts)
+      for (ir::Assign& a : s.assigns) a.body = passes::simplify_expr(a.body);
 }
 
 }  // namespace cannl

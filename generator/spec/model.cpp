@@ -880,6 +880,9 @@ bool bind_args(const Expr& call, const std::vector<ArgSig>& sig, const Model& m,
         if (v->kind == ExprKind::Number) {
           value = v->number;
           is_int = v->is_integer;
+        } else if (v->kind == ExprKind::Neg && v->operands[0]->kind == ExprKind::Number) {  // -0.5
+          value = -v->operands[0]->number;
+          is_int = v->operands[0]->is_integer;
         } else if (v->kind == ExprKind::Name && m.dims.count(v->name)) {
           value = static_cast<double>(m.dims.at(v->name));
           is_int = true;

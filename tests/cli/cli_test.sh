@@ -138,7 +138,34 @@ grep -q "o.cannl:6:11: error: output 'b' : \[3\] has no batch axis" "$tmp/err" &
 # Regenerating into the same directory for another target leaves none of the old files.
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/switch"
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/switch" --target cuda
-[ "$(ls "$tmp/gen/switch" | tr '\n' ' ')" = "CMakeLists.txt moons_mlp.cu moons_mlp.h moons_mlp_train.cu " ] && ok || bad "stale files after a target switch: $(ls "$tmp/gen/switch")"
+[ "$(ls "$tmp/gen/switch" | tr '\n' ' ')" = "CMakeLists.txt moons_mlp.cu moons_mlp.h moons_mlp.json moons_mlp_train.cu " ] && ok || bad "stale files after a target switch: $(ls "$tmp/gen/switch")"
+# A killed `cannl gen` leaves its temporaries (DIR.cannl-tmp-<pid>/, DIR/<file>.cannl-tmp-<pid>);
+# the next run into DIR removes those of processes that no longer run, and only those.
+dead=$(sh -c 'echo $$')
+mkdir -p "$tmp/gen/stale/x" "$tmp/gen/stale/x.cannl-tmp-$dead" "$tmp/gen/stale/x.cannl-tmp-$$"
+touch "$tmp/gen/stale/x/moons_mlp.c.cannl-tmp-$dead" "$tmp/gen/stale/x/moons_mlp.h.cannl-tmp-$$" "$tmp/gen/stale/x.cannl-tmp-$dead/moons_mlp.c"
+expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/stale/x"
+[ ! -e "$tmp/gen/stale/x.cannl-tmp-$dead" ] && [ ! -e "$tmp/gen/stale/x/moons_mlp.c.cannl-tmp-$dead" ] \
+  && [ -d "$tmp/gen/stale/x.cannl-tmp-$$" ] && [ -e "$tmp/gen/stale/x/moons_mlp.h.cannl-tmp-$$" ] && [ -e "$tmp/gen/stale/x/moons_mlp.c" ] \
+  && ok || bad "stale temporaries: $(ls -a "$tmp/gen/stale" "$tmp/gen/stale/x" | tr '\n' ' ')"
+expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/stale/y"  # a new directory: the same
+mkdir -p "$tmp/gen/stale/z.cannl-tmp-$dead"
+expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/stale/z"
+[ ! -e "$tmp/gen/stale/z.cannl-tmp-$dead" ] && [ -e "$tmp/gen/stale/z/moons_mlp.c" ] && ok || bad "stale temporary beside a new directory"
+# --target cuda writes a model card too, from the same memory layout: its device arena (the
+# training state) is no larger than the C target's.
+expect_rc 0 "$cannl" gen "$src/specs/fashion_cnn.cannl" -o "$tmp/gen/cnn_c"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_cnn.cannl" -o "$tmp/gen/cnn_cuda" --target cuda
+python3 - "$tmp/gen/cnn_c/fashion_cnn.json" "$tmp/gen/cnn_cuda/fashion_cnn.json" <<'PY' && ok || bad "CUDA model card: training_state"
+import json, sys
+c, g = (json.load(open(f)) for f in sys.argv[1:3])
+assert 0 < g["arena_bytes"]["training_state"] <= c["arena_bytes"]["training_state"], (g["arena_bytes"], c["arena_bytes"])
+assert g["arena_bytes"]["inference_state"] is None and c["arena_bytes"]["inference_state"] > 0
+assert g["params"] == c["params"] and g["routines"] == c["routines"]
+PY
+grep -qF "char *dev;        /* the device arena" "$tmp/gen/cnn_cuda/fashion_cnn.cu" \
+  && grep -qF "cannl_device_alloc($(python3 -c "import json; print(json.load(open('$tmp/gen/cnn_cuda/fashion_cnn.json'))['arena_bytes']['training_state'])")," "$tmp/gen/cnn_cuda/fashion_cnn.cu" \
+  && ok || bad "the CUDA source allocates the card's arena"
 # A file-size limit while writing: one error line naming the file, no directory left.
 ( ulimit -f 30; "$cannl" gen "$src/specs/fashion_mlp.cannl" -o "$tmp/gen/limited" >"$tmp/out" 2>"$tmp/err" ); rc=$?
 [ "$rc" -eq 2 ] && grep -q "cannot write .*limited/fashion_mlp.*: File too large" "$tmp/err" && [ ! -e "$tmp/gen/limited" ] \
@@ -152,8 +179,20 @@ grep -qF 'w1_grad[o, k] += h1_mm_grad[b, o] * x[b, k]' "$tmp/out" && ok || bad "
 
 # Passes (issue 4): the list, levels, --disable-pass, dumps after a pass, stats.
 expect_rc 0 "$cannl" gen --passes
-[ "$(awk 'NR > 1 {print $1}' "$tmp/out" | tr '\n' ' ')" = "simplify fold_fills reuse_values inline_virtual fuse dce plan_memory " ] \
+[ "$(awk 'NR > 1 {print $1}' "$tmp/out" | tr '\n' ' ')" = "loop_order simplify fold_fills reuse_values inline_virtual fuse dce plan_memory mark_contractions plan_layout " ] \
   && ok || bad "--passes order"
+# Every stage of the pipeline dumps: lowering, routine assembly, autodiff, the optimiser.
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:lower
+head -1 "$tmp/out" | grep -q '^# fashion_mlp: the loop IR after stage lower' && grep -qF 'h1_mm[b, o] += w1[o, k] * x[b, k]' "$tmp/out" \
+  && ! grep -q '_grad' "$tmp/out" && ok || bad "--dump=ir:lower"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:routines
+grep -qx 'routine eval_metrics' "$tmp/out" && ! grep -q '_grad' "$tmp/out" && ok || bad "--dump=ir:routines"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:autodiff
+grep -qF 'w1_grad[' "$tmp/out" && ! grep -q 'momentum' "$tmp/out" && ok || bad "--dump=ir:autodiff"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:optimizer
+grep -qF 'w1_momentum_buffer[' "$tmp/out" && ok || bad "--dump=ir:optimizer"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" -O0 --dump=ir:loop_order
+grep -qF 'for parallel b < n, o < 512, k < 784:  h1_mm[b, o] += w1[o, k] * x[b, k]' "$tmp/out" && ok || bad "--dump=ir:loop_order at -O0"
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir
 grep -qF 'h1_mm[b, o] = 0 += w1[o, k] * x[b, k]' "$tmp/out" && ok || bad "-O2: fill folded"
 grep -qF 'x[b, o] = image[b, o] * (1/255)' "$tmp/out" && ok || bad "-O2: x = image / 255 is one multiply (in double)"

@@ -311,6 +311,32 @@ REFERENCES["gelu"] = pointwise(F.gelu)          # the exact (erf) form, PyTorch'
 REFERENCES["log"] = pointwise(lambda z: torch.log(z * z + 0.5))
 REFERENCES["sqrt"] = pointwise(lambda z: torch.sqrt(z * z + 0.5))
 
+@ref("where")
+def _(P, X):
+    u = lin(P["w"], X["x"]) + P["b"]
+    v = lin(P["w2"], X["x"])
+    return ((torch.where(u > 0, v, P["d"]) + torch.where(v > 0, u * u, torch.tensor(0.5))) * P["c"]).sum()
+REFERENCES["clamp"] = pointwise(lambda z: torch.clamp(z, -0.3, 0.4) + torch.clamp(z, min=-0.2))
+
+@ref("maximum")
+def _(P, X):
+    u = lin(P["w"], X["x"]) + P["b"]
+    v = lin(P["w2"], X["x"])
+    return ((torch.maximum(u, P["d"]) + torch.maximum(v, u)) * P["c"]).sum()
+
+@ref("minimum")
+def _(P, X):
+    u = lin(P["w"], X["x"]) + P["b"]
+    v = lin(P["w2"], X["x"])
+    return ((torch.minimum(u, P["d"]) + torch.minimum(v, u)) * P["c"]).sum()
+REFERENCES["leaky_relu"] = pointwise(lambda z: F.leaky_relu(z) + F.leaky_relu(z, negative_slope=-0.2))
+REFERENCES["elu"] = pointwise(lambda z: F.elu(2 * z) + F.elu(z, alpha=0.5))
+REFERENCES["softplus"] = pointwise(lambda z: F.softplus(z) + F.softplus(2 * z, beta=2, threshold=1))
+REFERENCES["silu"] = pointwise(lambda z: F.silu(2 * z))
+REFERENCES["log1p"] = pointwise(lambda z: torch.log1p(z * z - 0.5))
+REFERENCES["cos"] = pointwise(lambda z: torch.cos(2 * z))
+REFERENCES["sin"] = pointwise(lambda z: torch.sin(2 * z))
+
 
 def reduction(kind):
     def red(t, dims=None):

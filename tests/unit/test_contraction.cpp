@@ -5,24 +5,20 @@
 #include "driver/frontend.h"
 #include "emit/c_emit.h"
 #include "emit/contraction.h"
-#include "lower/routines.h"
 #include "passes/pipeline.h"
+#include "program.h"
 
 using namespace cannl;
 
 namespace {
 
 struct Prog {
-  std::unique_ptr<Frontend> fe;
   ir::Program p;
-  explicit Prog(const std::string& body) : fe(run_frontend("t.cannl", "model t\n" + body)) {
-    REQUIRE(fe->ok());
-    p = build_program(fe->model, fe->shapes, fe->file, ProgramOptions{});
-  }
+  explicit Prog(const std::string& body) : p(test::program("model t\n" + body)) {}
   // The train_step nest writing `out` with +=, the first one (or the only one).
   const ir::Stmt& accumulating(const std::string& out) const {
-    for (const auto& s : p.routine("train_step")->stmts)
-      if (p.buffers[static_cast<size_t>(s.out.buf)].name == out && s.accum == ir::Accum::Add) return s;
+    for (const auto& s : p.routine(ir::RoutineKind::TrainStep)->stmts)
+      if (p.buffers[static_cast<size_t>(s.only().out.buf)].name == out && s.only().accum == ir::Accum::Add) return s;
     FAIL("no nest accumulating into " << out);
     throw;
   }
@@ -117,7 +113,7 @@ minimize loss with sgd(lr = 0.1)
 )");
   // w_grad[i] += g[b, i] * x[b, i] sums two operands, but i is in all three accesses and b
   // in both operands: no M or N axis, a batch of dot products of length n, left as loops.
-  for (const auto& s : g.p.routine("train_step")->stmts) CHECK(!recognise_contraction(g.p, s));
+  for (const auto& s : g.p.routine(ir::RoutineKind::TrainStep)->stmts) CHECK(!recognise_contraction(g.p, s));
 }
 
 TEST_CASE("the emitter prints cannl_gemm with the strides, and folds the zero-fill in") {

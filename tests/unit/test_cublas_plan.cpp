@@ -17,8 +17,8 @@
 #include "driver/frontend.h"
 #include "emit/cublas_plan.h"
 #include "emit/cuda_emit.h"
-#include "lower/routines.h"
 #include "passes/pipeline.h"
+#include "program.h"
 
 using namespace cannl;
 
@@ -27,15 +27,7 @@ namespace {
 ir::Program program(const std::string& path, long max_batch, int level = 2) {
   std::string text, error;
   REQUIRE(read_file(path, text, error));
-  auto fe = run_frontend(path, text);
-  REQUIRE(fe->ok());
-  ProgramOptions o;
-  o.max_batch = max_batch;
-  ir::Program p = build_program(fe->model, fe->shapes, fe->file, o);
-  PassOptions po;
-  po.level = level;
-  run_passes(p, po);
-  return p;
+  return test::program(text, max_batch, level, path);
 }
 
 long flat(const ir::Program& p, const ir::Access& a, const std::vector<long>& iv) {
@@ -75,8 +67,8 @@ void run_nest(const ir::Program& p, const ir::Stmt& s, long n, std::vector<std::
   for (int pass = s.zero_first ? 0 : 1; pass < 2; ++pass) {
     std::vector<long> iv(s.iters.size(), 0);
     while (true) {
-      const double v = pass == 0 ? 0 : eval(p, *s.body, iv, bufs);
-      double& out = bufs[static_cast<size_t>(s.out.buf)][static_cast<size_t>(flat(p, s.out, iv))];
+      const double v = pass == 0 ? 0 : eval(p, *s.only().body, iv, bufs);
+      double& out = bufs[static_cast<size_t>(s.only().out.buf)][static_cast<size_t>(flat(p, s.only().out, iv))];
       out = pass == 0 ? 0 : out + v;
       size_t k = iv.size();
       while (k-- > 0) {
@@ -132,9 +124,9 @@ Counts check_spec(const std::string& path, int level) {
       counts.scaled += g->alpha != 1 || !g->alpha_scalar.empty();
       CHECK(g->overwrite == s.zero_first);
       std::vector<const ir::Expr*> loads;
-      ir::collect_loads(s.body, loads);
+      ir::collect_loads(s, loads);
       std::vector<std::vector<double>> a(p.buffers.size());  // only the three it touches
-      std::vector<int> touched = {s.out.buf};
+      std::vector<int> touched = {s.only().out.buf};
       for (const auto* l : loads) touched.push_back(l->access.buf);
       for (int i : touched) {
         auto& v = a[static_cast<size_t>(i)];
@@ -145,9 +137,9 @@ Counts check_spec(const std::string& path, int level) {
       auto b = a;
       run_nest(p, s, n, a);
       run_gemm(*g, n, b);
-      INFO(path << " -O" << level << ": " << s.what << " -> " << p.buffers[static_cast<size_t>(s.out.buf)].name);
-      const auto& x = a[static_cast<size_t>(s.out.buf)];
-      const auto& y = b[static_cast<size_t>(s.out.buf)];
+      INFO(path << " -O" << level << ": " << s.what << " -> " << p.buffers[static_cast<size_t>(s.only().out.buf)].name);
+      const auto& x = a[static_cast<size_t>(s.only().out.buf)];
+      const auto& y = b[static_cast<size_t>(s.only().out.buf)];
       double worst = 0;
       for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]) / std::max(1.0, std::abs(x[i])));
       REQUIRE(worst < 1e-12);
@@ -187,7 +179,7 @@ TEST_CASE("every contraction's GEMM computes its nest", "[contraction]") {
 TEST_CASE("fashion_mlp: every matrix product is a GEMM", "[contraction]") {
   ir::Program p = program(std::string(CANNL_SOURCE_DIR) + "/specs/fashion_mlp.cannl", 256);
   int gemms = 0;
-  for (const auto& s : p.routine("train_step")->stmts) gemms += plan_cublas_gemm(p, s).has_value();
+  for (const auto& s : p.routine(ir::RoutineKind::TrainStep)->stmts) gemms += plan_cublas_gemm(p, s).has_value();
   CHECK(gemms == 8);  // 3 forward, 2 x 2 + 1 backward (the input's gradient is not needed)
 }
 
@@ -233,8 +225,9 @@ TEST_CASE("the CUDA emitter: kernels, reductions, atomics, cuBLAS", "[cuda]") {
   // here): its cells are filled with 0 by a kernel first, then added into atomically.
   std::string conv;
   const std::string cnn0 = cu("fashion_cnn", [&](ir::Program& p) {
-    for (auto& s : p.routine("train_step")->stmts)
-      if (p.buffers[static_cast<size_t>(s.out.buf)].name == "p1_grad" && s.accum == ir::Accum::Add && !s.zero_first) {
+    for (auto& s : p.routine(ir::RoutineKind::TrainStep)->stmts)
+      if (p.buffers[static_cast<size_t>(s.assigns[0].out.buf)].name == "p1_grad" && s.assigns[0].accum == ir::Accum::Add &&
+          !s.zero_first) {
         s.zero_first = true;
         conv = "cannl_fill<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1_grad, n * 6272, 0.0f);";
         return;

@@ -8,24 +8,19 @@
 #include "driver/frontend.h"
 #include "emit/c_emit.h"
 #include "ir/ir_print.h"
-#include "lower/routines.h"
+#include "ir/prims.h"
+#include "program.h"
 
 using namespace cannl;
 
 namespace {
 
 struct Gen {
-  std::unique_ptr<Frontend> fe;
   ir::Program p;
-  explicit Gen(const std::string& body, long max_batch = 256) : fe(run_frontend("t.cannl", "model t\n" + body)) {
-    REQUIRE(fe->ok());
-    ProgramOptions o;
-    o.max_batch = max_batch;
-    p = build_program(fe->model, fe->shapes, fe->file, o);
-  }
-  std::string routine(const std::string& name) const {
+  explicit Gen(const std::string& body, long max_batch = 256) : p(test::program("model t\n" + body, max_batch)) {}
+  std::string routine(ir::RoutineKind kind) const {
     std::string s;
-    for (const auto& st : p.routine(name)->stmts) s += ir::print_stmt(st, p) + "\n";
+    for (const auto& st : p.routine(kind)->stmts) s += ir::print_stmt(st, p) + "\n";
     return s;
   }
   const ir::Buffer& buf(const std::string& name) const {
@@ -67,18 +62,18 @@ TEST_CASE("buffers are stored batch, output, input", "[lower]") {
 
 TEST_CASE("a matrix product is a fill and an accumulation -- pointwise parts are inline", "[lower]") {
   Gen g(kMlp);
-  std::string fwd = g.routine("forward");
+  std::string fwd = g.routine(ir::RoutineKind::Forward);
   CHECK(has(fwd, "z_mm[b, o] = 0"));
   CHECK(has(fwd, "z_mm[b, o] += w[o, k] * x[b, k]"));
   CHECK(has(fwd, "z[b, o] = z_mm[b, o] + b[o]"));
   // forward computes only what the outputs need
   CHECK_FALSE(has(fwd, "loss"));
-  CHECK(has(g.routine("eval_metrics"), "acc[] +="));
+  CHECK(has(g.routine(ir::RoutineKind::Eval), "acc[] +="));
 }
 
 TEST_CASE("autodiff: one nest per read, in reverse, gradients zeroed first", "[autodiff]") {
   Gen g(kMlp);
-  std::string t = g.routine("train_step");
+  std::string t = g.routine(ir::RoutineKind::TrainStep);
   CHECK(has(t, "loss_grad[] = 1"));
   CHECK(has(t, "w_grad[j0, j1] = 0"));
   // the bias broadcasts over the batch: its gradient sums over it
@@ -104,10 +99,10 @@ TEST_CASE("derivative rules", "[autodiff]") {
   auto d = [&](ir::ExprP e, const ir::Access& wrt) { return ir::print_expr(*derivative(e, wrt), p, it); };
   CHECK(d(ir::binary(ir::Op::Mul, A, B), a) == "b[i]");
   CHECK(d(ir::binary(ir::Op::Div, A, B), b) == "-(a[i] / (b[i] * b[i]))");
-  CHECK(d(ir::unary(ir::Op::Relu, A), a) == "step(a[i])");
-  CHECK(d(ir::unary(ir::Op::Exp, A), a) == "exp(a[i])");
+  CHECK(d(ir::call("relu", {A}), a) == "step(a[i])");
+  CHECK(d(ir::call("exp", {A}), a) == "exp(a[i])");
   CHECK(d(ir::pow(A, 3), a) == "3 * a[i] ** 2");
-  CHECK(d(ir::unary(ir::Op::Tanh, A), a) == "1 - tanh(a[i]) * tanh(a[i])");
+  CHECK(d(ir::call("tanh", {A}), a) == "1 - tanh(a[i]) * tanh(a[i])");
   CHECK(d(ir::load(a, true), a) == "0");  // nograd
   CHECK(d(B, a) == "0");
 }
@@ -115,15 +110,15 @@ TEST_CASE("derivative rules", "[autodiff]") {
 TEST_CASE("optimisers follow PyTorch's rules", "[optimizer]") {
   SECTION("sgd with momentum: the first step copies the gradient") {
     Gen g(kMlp);
-    CHECK(has(g.routine("train_step"),
+    CHECK(has(g.routine(ir::RoutineKind::TrainStep),
               "w_momentum_buffer[j0, j1] = select(step == 1, w_grad[j0, j1], 0.9 * w_momentum_buffer[j0, j1] + w_grad[j0, j1])"));
-    CHECK(has(g.routine("train_step"), "w[j0, j1] = w[j0, j1] - lr * w_momentum_buffer[j0, j1]"));
+    CHECK(has(g.routine(ir::RoutineKind::TrainStep), "w[j0, j1] = w[j0, j1] - lr * w_momentum_buffer[j0, j1]"));
   }
   SECTION("adamw decays first, then the adam step") {
     std::string spec = kMlp;
     spec.replace(spec.find("sgd(lr = 0.1, momentum = 0.9)"), 29, "adamw(lr = 0.01, weight_decay = 0.1)");
     Gen g(spec);
-    std::string t = g.routine("train_step");
+    std::string t = g.routine(ir::RoutineKind::TrainStep);
     CHECK(has(t, "w[j0, j1] = w[j0, j1] * (1 - lr * 0.1)"));
     CHECK(has(t, "w_exp_avg[j0, j1] = 0.9 * w_exp_avg[j0, j1] + 0.09999999999999998 * w_grad[j0, j1]"));
     CHECK(has(t, "w[j0, j1] = w[j0, j1] - lr / bc1 * (w_exp_avg[j0, j1] / (sqrt(w_exp_avg_sq[j0, j1]) / sqrt_bc2 + 1e-08))"));
@@ -137,7 +132,7 @@ param w : [256 -> 256]
 loss = mean(w * x)
 minimize loss with sgd(lr = 0.1)
 )");
-  std::string t = g.routine("train_step");
+  std::string t = g.routine(ir::RoutineKind::TrainStep);
   // weight gradient: parallel over w's rows, the batch sum in the middle, columns innermost
   CHECK(has(t, "for parallel o < 256, b < n, k < 256:  w_grad[o, k] +="));
   CHECK(has(t, "for parallel b < n, o < 256, k < 256:  loss_mm[b, o] += w[o, k] * x[b, k]"));
@@ -152,7 +147,7 @@ y = conv2d(x, k, stride = 2, padding = 1)
 loss = mean(y *. y)
 minimize loss with sgd(lr = 0.1)
 )");
-  std::string t = g.routine("train_step");
+  std::string t = g.routine(ir::RoutineKind::TrainStep);
   // im2col: a guarded gather of the windows, then a plain contraction (a GEMM)
   CHECK(has(t, "y_col[b, y, x, ky, kx, c] = x[b, 2*y + ky - 1, 2*x + kx - 1, c]"));
   CHECK(has(t, "y[b, y, x, d] += y_col[b, y, x, ky, kx, c] * k[d, ky, kx, c]"));
@@ -187,18 +182,18 @@ TEST_CASE("the C emitter: constants, typed math, the API", "[emit]") {
 
 TEST_CASE("the inference unit: forward and eval over params and their buffers only", "[emit]") {
   Gen g(kMlp, 32);
-  CLayout layout;
-  auto files = emit_c(g.p, COptions{}, &layout);
+  auto files = emit_c(g.p, COptions{});
+  const ir::Layout& layout = g.p.layout;
   const std::string& inf = files[3].text;
   CHECK(has(inf, "struct t_infer {"));
-  CHECK(has(inf, "static void forward(t_infer *m,"));
-  CHECK(has(inf, "static void eval_metrics(t_infer *m,"));
+  CHECK(has(inf, "static void forward(struct t_infer *m,"));
+  CHECK(has(inf, "static void eval_metrics(struct t_infer *m,"));
   CHECK_FALSE(has(inf, "train_step"));
   CHECK_FALSE(has(inf, "_grad"));
   CHECK_FALSE(has(inf, "momentum"));
   CHECK_FALSE(has(inf, "init_params"));
-  CHECK(layout.infer_arena_bytes > 0);
-  CHECK(layout.infer_arena_bytes < layout.arena_bytes);
+  CHECK(layout.inference.bytes > 0);
+  CHECK(layout.inference.bytes < layout.training.bytes);
   // forward reads x, not the target y
   CHECK(has(files[4].text, "forward_reads[] = { 1, 0, 0}"));
   CHECK(has(files[4].text, "{&t_infer_api, forward_reads, NULL}"));

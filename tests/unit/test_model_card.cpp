@@ -4,7 +4,7 @@
 
 #include "driver/frontend.h"
 #include "emit/model_card.h"
-#include "lower/routines.h"
+#include "program.h"
 #include "support/sha256.h"
 
 using namespace cannl;
@@ -29,15 +29,10 @@ output z
 metric acc = accuracy(z, y)
 minimize loss with sgd(lr = 0.1)
 )";
-  auto fe = run_frontend("t.cannl", text);
-  REQUIRE(fe->ok());
-  ProgramOptions po;
-  po.max_batch = 16;
-  ir::Program p = build_program(fe->model, fe->shapes, fe->file, po);
+  ir::Program p = test::program(text, 16);
   CardInfo info;
   info.spec_file = "t.cannl";
   info.spec_text = text;
-  info.layout = {1000, 500};
   auto c = nlohmann::json::parse(model_card(p, info));
   CHECK(c["model"] == "t");
   CHECK(c["spec"]["sha256"] == sha256_hex(text));
@@ -51,7 +46,13 @@ minimize loss with sgd(lr = 0.1)
   CHECK(c["params"][0]["shape"] == nlohmann::json::array({3, 4}));
   CHECK(c["parameter_count"] == 15);
   CHECK(c["parameter_bytes"] == 60);
-  CHECK(c["arena_bytes"]["inference_state"] == 500);
+  // The layout's (passes/plan_layout.cpp): at -O0 each buffer its own 64-byte aligned bytes.
+  CHECK(c["arena_bytes"]["training_state"] == p.layout.training.bytes);
+  CHECK(c["arena_bytes"]["inference_state"] == p.layout.inference.bytes);
+  CHECK(p.layout.inference.bytes > 0);
+  CHECK(p.layout.inference.bytes < p.layout.training.bytes);
+  info.inference_state = false;  // the CUDA target's card: no forward-only state
+  CHECK(nlohmann::json::parse(model_card(p, info))["arena_bytes"]["inference_state"].is_null());
   CHECK(c["embedded_weights"].is_null());
   bool forward = false;
   for (const auto& r : c["routines"])
@@ -79,11 +80,7 @@ loss = mean(cross_entropy(z, y))
 output z
 minimize loss with sgd(lr = 0.1)
 )";
-  auto fe = run_frontend("t.cannl", text);
-  REQUIRE(fe->ok());
-  ProgramOptions po;
-  po.max_batch = 4;
-  ir::Program p = build_program(fe->model, fe->shapes, fe->file, po);
+  ir::Program p = test::program(text, 4);
   EmbeddedWeights w;
   w.source = "ck.safetensors";
   w.step = "469";

@@ -4,6 +4,7 @@
 
 #include "ir/ir_print.h"
 #include "ir/stats.h"
+#include "ir/prims.h"
 #include "passes/pipeline.h"
 
 using namespace cannl;
@@ -11,24 +12,34 @@ using ir::Op;
 
 namespace {
 
-// A program with one routine (train_step unless named otherwise) built nest by nest.
+// A program with one routine, a training step, built nest by nest.
 struct Frag {
   ir::Program p;
-  explicit Frag(const std::string& routine = "train_step") {
+  Frag() {
     p.model = "t";
     p.max_batch = 4;
-    p.routines.push_back({routine, {}, {}});
+    p.routines.push_back({ir::RoutineKind::TrainStep});
+    p.routines[0].io.batch = true;
   }
+  // A buffer; a gradient of a param (grad_of) is one the training step keeps for the caller.
   int buf(const std::string& name, std::vector<ir::Dim> dims, ir::Role role = ir::Role::Computed, int grad_of = -1) {
     ir::Buffer b;
     b.name = name;
     b.dims = std::move(dims);
     b.role = role;
-    b.grad_of = grad_of;
     p.buffers.push_back(b);
     int i = static_cast<int>(p.buffers.size()) - 1;
     if (role == ir::Role::Param) p.params.push_back(i);
+    if (grad_of >= 0) {
+      p.grads[grad_of] = i;
+      if (p.buffers[static_cast<size_t>(grad_of)].role == ir::Role::Param) p.routines[0].io.kept.push_back(i);
+    }
     return i;
+  }
+  // The loss, which the training step returns.
+  void set_loss(int b) {
+    p.loss = b;
+    p.routines[0].io.values = {b};
   }
   // Loops by name and size ("b" is the batch loop).
   std::vector<ir::Iter> iters;
@@ -43,12 +54,7 @@ struct Frag {
   }
   static ir::ExprP ld(int buf, std::vector<int> its) { return ir::load(at(buf, std::move(its))); }
   ir::Stmt& nest(int buf, std::vector<int> its, ir::Accum accum, ir::ExprP body) {
-    ir::Stmt s;
-    s.iters = iters;
-    s.out = at(buf, std::move(its));
-    s.accum = accum;
-    s.body = std::move(body);
-    p.routines[0].stmts.push_back(s);
+    p.routines[0].stmts.push_back(ir::nest(iters, at(buf, std::move(its)), accum, std::move(body)));
     return p.routines[0].stmts.back();
   }
   std::string text() const {
@@ -72,8 +78,8 @@ ir::ExprP c(double v) { return ir::cnst(v); }
 TEST_CASE("pass list and levels", "[passes]") {
   std::vector<std::string> names;
   for (const auto& p : pass_list()) names.push_back(p.name);
-  CHECK(names == std::vector<std::string>{"simplify", "fold_fills", "reuse_values", "inline_virtual", "fuse", "dce",
-                                          "plan_memory"});
+  CHECK(names == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "reuse_values", "inline_virtual",
+                                          "fuse", "dce", "plan_memory", "mark_contractions", "plan_layout"});
   Frag f;
   int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input), y = f.buf("y", {{4, true}, {3, false}});
   f.loops({{"b", 4}, {"o", 3}});
@@ -83,12 +89,13 @@ TEST_CASE("pass list and levels", "[passes]") {
   PassOptions o;
   o.level = 0;
   run_passes(f.p, o, [&](const std::string& n, const ir::Program&) { ran.push_back(n); });
-  CHECK(ran.empty());
+  CHECK(ran == std::vector<std::string>{"loop_order", "mark_contractions", "plan_layout"});  // -O0
   CHECK(f.text() == before);
+  ran.clear();
   o.level = 1;
   o.disabled = {"dce"};
   run_passes(f.p, o, [&](const std::string& n, const ir::Program&) { ran.push_back(n); });
-  CHECK(ran == std::vector<std::string>{"simplify", "fold_fills", "plan_memory"});
+  CHECK(ran == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "plan_memory", "mark_contractions", "plan_layout"});
 }
 
 TEST_CASE("simplify: division by a constant, constant factors, identities", "[passes]") {
@@ -117,7 +124,7 @@ TEST_CASE("simplify: an inexact reciprocal multiplies in double and is not reass
   f.loops({{"b", 4}, {"o", 3}});
   f.nest(y, {0, 1}, ir::Accum::Set, mul(div(Frag::ld(x, {0, 1}), c(255)), c(2)));
   CHECK(f.run(simplify) == "for b < n, o < 3:  y[b, o] = x[b, o] * (1/255) * 2\n");
-  const ir::Expr& body = *f.p.routines[0].stmts[0].body;
+  const ir::Expr& body = *f.p.routines[0].stmts[0].only().body;
   REQUIRE(body.args[0]->args[1]->op == Op::Const);
   CHECK(body.args[0]->args[1]->wide);  // emitted as (real)((double)x * 0.00392156862745098...)
   // Every float32 pixel value divided by 255 equals the double product rounded to float.
@@ -158,10 +165,10 @@ TEST_CASE("reuse_values: a relu mask reads the stored relu -- a recomputed value
   int ag = f.buf("ag", {{4, true}, {3, false}}), bg = f.buf("bias_grad", {{3, false}}, ir::Role::Grad, bias);
   f.loops({{"b", 4}, {"o", 3}});
   auto z = [&] { return add(Frag::ld(a, {0, 1}), Frag::ld(bias, {1})); };
-  f.nest(h, {0, 1}, ir::Accum::Set, ir::unary(Op::Relu, z()));
-  f.nest(ag, {0, 1}, ir::Accum::Set, mul(Frag::ld(hg, {0, 1}), ir::unary(Op::Step, z())));
+  f.nest(h, {0, 1}, ir::Accum::Set, ir::call("relu", {z()}));
+  f.nest(ag, {0, 1}, ir::Accum::Set, mul(Frag::ld(hg, {0, 1}), ir::call("step", {z()})));
   f.loops({{"o", 3}, {"b", 4}});
-  f.nest(bg, {0}, ir::Accum::Add, mul(Frag::ld(hg, {1, 0}), ir::unary(Op::Step, add(Frag::ld(a, {1, 0}), Frag::ld(bias, {0})))));
+  f.nest(bg, {0}, ir::Accum::Add, mul(Frag::ld(hg, {1, 0}), ir::call("step", {add(Frag::ld(a, {1, 0}), Frag::ld(bias, {0}))})));
   CHECK(f.run(reuse_values) ==
         "for b < n, o < 3:  h[b, o] = relu(a[b, o] + bias[o])\n"
         "for b < n, o < 3:  ag[b, o] = hg[b, o] * step(h[b, o])\n"
@@ -174,16 +181,16 @@ TEST_CASE("inline_virtual: cheap and read-once tensors inlined, escaping ones st
   int x = f.buf("x", {{4, true}, {3, false}}), mm = f.buf("mm", {{4, true}, {2, false}});
   int e = f.buf("e", {{4, true}, {2, false}}), tw = f.buf("tw", {{4, true}, {2, false}});
   int loss = f.buf("loss", {});
-  f.p.loss = loss;
+  f.set_loss(loss);
   f.loops({{"b", 4}, {"o", 3}});
   f.nest(x, {0, 1}, ir::Accum::Set, mul(Frag::ld(img, {0, 1}), c(0.5)));  // cheap: into the contraction
   f.loops({{"b", 4}, {"o", 2}, {"k", 3}});
   f.nest(mm, {0, 1}, ir::Accum::Add, mul(Frag::ld(w, {1, 2}), Frag::ld(x, {0, 2})));
   f.loops({{"b", 4}, {"o", 2}});
-  f.nest(e, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(mm, {0, 1})));   // expensive, read twice: stored
-  f.nest(tw, {0, 1}, ir::Accum::Set, ir::unary(Op::Tanh, Frag::ld(mm, {0, 1})));  // expensive, read once: inlined
+  f.nest(e, {0, 1}, ir::Accum::Set, ir::call("exp", {Frag::ld(mm, {0, 1})}));   // expensive, read twice: stored
+  f.nest(tw, {0, 1}, ir::Accum::Set, ir::call("tanh", {Frag::ld(mm, {0, 1})}));  // expensive, read once: inlined
   f.nest(loss, {}, ir::Accum::Add, add(mul(Frag::ld(e, {0, 1}), Frag::ld(e, {0, 1})), Frag::ld(tw, {0, 1})));
-  f.p.routines[0].stmts.back().out.index.clear();
+  f.p.routines[0].stmts.back().only().out.index.clear();
   CHECK(f.run(inline_virtual) ==
         "for b < n, o < 2, k < 3:  mm[b, o] += w[o, k] * img[b, k] * 0.5\n"
         "for b < n, o < 2:  e[b, o] = exp(mm[b, o])\n"
@@ -196,7 +203,7 @@ TEST_CASE("inline_virtual: a contraction keeps its form", "[passes]") {
   int h = f.buf("h", {{4, true}, {3, false}}), mm = f.buf("mm", {{4, true}, {2, false}});
   f.p.loss = mm;
   f.loops({{"b", 4}, {"o", 3}});
-  f.nest(h, {0, 1}, ir::Accum::Set, ir::unary(Op::Relu, Frag::ld(a, {0, 1})));
+  f.nest(h, {0, 1}, ir::Accum::Set, ir::call("relu", {Frag::ld(a, {0, 1})}));
   f.loops({{"b", 4}, {"o", 2}, {"k", 3}});
   f.nest(mm, {0, 1}, ir::Accum::Add, mul(Frag::ld(w, {1, 2}), Frag::ld(h, {0, 2})));
   const std::string before = f.text();
@@ -228,7 +235,7 @@ TEST_CASE("fuse: not when a nest reads another cell of what the other writes", "
   f.loops({{"b", 4}, {"o", 2}});
   f.nest(a, {0, 1}, ir::Accum::Set, Frag::ld(x, {0, 1}));
   f.nest(b, {0, 1}, ir::Accum::Set, Frag::ld(a, {0, 1}));
-  f.p.routines[0].stmts.back().body = ir::load({a, {ir::Affine::of(0), {{{1, -1}}, 1}}});  // a[b, 1 - o]
+  f.p.routines[0].stmts.back().only().body = ir::load({a, {ir::Affine::of(0), {{{1, -1}}, 1}}});  // a[b, 1 - o]
   const std::string before = f.text();
   CHECK(f.run(fuse) == before);
 }
@@ -238,10 +245,10 @@ TEST_CASE("dce: unread gradients go, param gradients and the loss stay", "[passe
   int w = f.buf("w", {{3, false}}, ir::Role::Param), x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input);
   int loss = f.buf("loss", {}), xg = f.buf("x_grad", {{4, true}, {3, false}}, ir::Role::Grad);
   int wg = f.buf("w_grad", {{3, false}}, ir::Role::Grad, w), unused = f.buf("t", {{3, false}});
-  f.p.loss = loss;
+  f.set_loss(loss);
   f.loops({{"b", 4}, {"o", 3}});
   f.nest(loss, {}, ir::Accum::Add, mul(Frag::ld(w, {1}), Frag::ld(x, {0, 1})));
-  f.p.routines[0].stmts.back().out.index.clear();
+  f.p.routines[0].stmts.back().only().out.index.clear();
   f.nest(xg, {0, 1}, ir::Accum::Set, Frag::ld(w, {1}));
   f.loops({{"o", 3}, {"b", 4}});
   f.nest(wg, {0}, ir::Accum::Add, Frag::ld(x, {1, 0}));
@@ -258,16 +265,16 @@ TEST_CASE("plan_memory: dead buffers' bytes reused, in place, gradients kept apa
   int a = f.buf("a", {{4, true}, {16, false}}), b = f.buf("b", {{4, true}, {16, false}});
   int c2 = f.buf("c", {{4, true}, {16, false}}), wg = f.buf("w_grad", {{16, false}}, ir::Role::Grad, w);
   int loss = f.buf("loss", {});
-  f.p.loss = loss;
+  f.set_loss(loss);
   f.loops({{"b", 4}, {"o", 16}});
   f.nest(a, {0, 1}, ir::Accum::Set, Frag::ld(x, {0, 1}));                                  // 0
-  f.nest(b, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(a, {0, 1})));             // 1: a dies
-  f.nest(c2, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(b, {0, 1})));            // 2: in place over b
+  f.nest(b, {0, 1}, ir::Accum::Set, ir::call("exp", {Frag::ld(a, {0, 1})}));             // 1: a dies
+  f.nest(c2, {0, 1}, ir::Accum::Set, ir::call("exp", {Frag::ld(b, {0, 1})}));            // 2: in place over b
   f.loops({{"o", 16}, {"b", 4}});
   f.nest(wg, {0}, ir::Accum::Add, Frag::ld(c2, {1, 0}));                                    // 3
   f.loops({{"b", 4}, {"o", 16}});
   f.nest(loss, {}, ir::Accum::Add, Frag::ld(c2, {0, 1}));                                   // 4
-  f.p.routines[0].stmts.back().out.index.clear();
+  f.p.routines[0].stmts.back().only().out.index.clear();
   PassOptions o;
   o.elem_bytes = 4;
   plan_memory(f.p, o);
@@ -293,12 +300,12 @@ TEST_CASE("plan_memory: the printed IR shows the work region and the buffers at 
   int x = f.buf("x", {{4, true}, {16, false}}, ir::Role::Input);
   int a = f.buf("a", {{4, true}, {16, false}}), b = f.buf("b", {{4, true}, {16, false}});
   int loss = f.buf("loss", {});
-  f.p.loss = loss;
+  f.set_loss(loss);
   f.loops({{"b", 4}, {"o", 16}});
   f.nest(a, {0, 1}, ir::Accum::Set, Frag::ld(x, {0, 1}));                       // 0
-  f.nest(b, {0, 1}, ir::Accum::Set, ir::unary(Op::Exp, Frag::ld(a, {0, 1})));  // 1: b in place over a
+  f.nest(b, {0, 1}, ir::Accum::Set, ir::call("exp", {Frag::ld(a, {0, 1})}));  // 1: b in place over a
   f.nest(loss, {}, ir::Accum::Add, Frag::ld(b, {0, 1}));                        // 2
-  f.p.routines[0].stmts.back().out.index.clear();
+  f.p.routines[0].stmts.back().only().out.index.clear();
   // No plan yet: nothing is printed, and the routine starts with its first nest.
   const std::string before = ir::print_program(f.p);
   CHECK(ir::print_plan(f.p.routines[0], f.p).empty());
@@ -331,13 +338,13 @@ TEST_CASE("plan_memory: no sharing in place when a fused assignment reads after 
   Frag f;
   int x = f.buf("x", {{4, false}}, ir::Role::Input), a = f.buf("a", {{4, false}}), b = f.buf("b", {{4, false}});
   int d = f.buf("d", {{4, false}}), loss = f.buf("loss", {});
-  f.p.loss = loss;
+  f.set_loss(loss);
   f.loops({{"j", 4}});
   f.nest(a, {0}, ir::Accum::Set, Frag::ld(x, {0}));
   ir::Stmt& s = f.nest(b, {0}, ir::Accum::Set, Frag::ld(x, {0}));  // b written first ...
-  s.fused.push_back({Frag::at(d, {0}), ir::Accum::Set, Frag::ld(a, {0})});  // ... then a read
+  s.assigns.push_back({Frag::at(d, {0}), ir::Accum::Set, Frag::ld(a, {0})});  // ... then a read
   f.nest(loss, {}, ir::Accum::Add, add(Frag::ld(b, {0}), Frag::ld(d, {0})));
-  f.p.routines[0].stmts.back().out.index.clear();
+  f.p.routines[0].stmts.back().only().out.index.clear();
   plan_memory(f.p, PassOptions{});
   const auto& r = f.p.routines[0];
   CHECK(r.offsets[static_cast<size_t>(a)] != r.offsets[static_cast<size_t>(b)]);

@@ -1,0 +1,93 @@
+// plan_layout.cpp — the memory layout: where every buffer lives in each state's arena.
+//
+// Takes: a Program after the other passes (Routine::offsets and arena_bytes where
+// plan_memory ran), the element size and the target's alignment. Guarantees:
+// Program::layout, decided once here and only printed by the emitters and the model card:
+//   training   (the state every routine runs on) the params, then the optimiser state (the
+//              model's state proper, a prefix: Arena::state), then every buffer a routine uses
+//              outside its memory plan (all of them at -O0), in buffer order, each with bytes of
+//              its own; then one work region as large as the largest routine's plan, which every
+//              planned routine lays its buffers out in (a state runs one routine at a time). A
+//              buffer a routine keeps for the caller (train_step's param gradients) has a field
+//              pointing at its place in that routine's plan: valid until the next call.
+//   inference  (the C target's forward-only state: forward and eval_metrics) the params, then
+//              the buffers those two routines use outside their plans, then their work region.
+// Every offset and size is a multiple of the alignment; an arena is at least one alignment
+// unit. Inputs are never in an arena (the caller's arrays).
+#include <algorithm>
+
+#include "passes/pipeline.h"
+
+namespace cannl {
+
+namespace {
+
+long align_up(long x, long a) { return (x + a - 1) / a * a; }
+
+std::set<int> used_by(const ir::Routine& r) {
+  std::set<int> bufs;
+  for (const ir::Stmt& s : r.stmts) {
+    for (int w : ir::written_buffers(s)) bufs.insert(w);
+    std::vector<const ir::Expr*> loads;
+    ir::collect_loads(s, loads);
+    for (const ir::Expr* l : loads) bufs.insert(l->access.buf);
+  }
+  for (const std::vector<int>* l : {&r.io.outputs, &r.io.values, &r.io.kept}) bufs.insert(l->begin(), l->end());
+  return bufs;
+}
+
+// An arena for the routines `rs`: `first` (in order) own storage first, then what the routines
+// use unplanned, then the work region.
+ir::Arena arena(const ir::Program& p, const std::vector<const ir::Routine*>& rs, const std::vector<int>& first,
+                long align, long elem) {
+  const size_t n = p.buffers.size();
+  ir::Arena a;
+  a.field.assign(n, -1);
+  a.own.assign(n, false);
+  long off = 0;
+  auto place = [&](int b) {
+    const auto i = static_cast<size_t>(b);
+    if (a.own[i] || p.buffers[i].role == ir::Role::Input) return;
+    a.field[i] = off;
+    a.own[i] = true;
+    off += align_up(p.buffers[i].elements() * elem, align);
+  };
+  for (int b : first) place(b);
+  a.state = off;
+  std::set<int> unplanned;
+  for (const ir::Routine* r : rs)
+    for (int b : used_by(*r))
+      if (!r->planned(b)) unplanned.insert(b);
+  for (int b : unplanned) place(b);
+  for (const ir::Routine* r : rs) a.work_bytes = std::max(a.work_bytes, r->arena_bytes);
+  if (a.work_bytes > 0) {
+    a.work = off;
+    off += align_up(a.work_bytes, align);
+    // Buffers handed to the caller from a routine's plan get a field pointing there.
+    for (const ir::Routine* r : rs)
+      for (int b : r->io.kept)
+        if (!a.own[static_cast<size_t>(b)] && r->planned(b)) a.field[static_cast<size_t>(b)] = a.work + r->offsets[static_cast<size_t>(b)];
+  }
+  a.bytes = std::max(off, align);
+  return a;
+}
+
+}  // namespace
+
+void plan_layout(ir::Program& p, const PassOptions& o) {
+  ir::Layout& l = p.layout;
+  l.align = o.align;
+  l.elem_bytes = o.elem_bytes;
+  std::vector<int> state = p.params;  // the model's state proper: params, then optimiser state
+  for (size_t b = 0; b < p.buffers.size(); ++b)
+    if (p.buffers[b].role == ir::Role::OptState) state.push_back(static_cast<int>(b));
+  std::vector<const ir::Routine*> all;
+  for (const ir::Routine& r : p.routines) all.push_back(&r);
+  l.training = arena(p, all, state, o.align, o.elem_bytes);
+  std::vector<const ir::Routine*> inference;
+  for (const ir::Routine& r : p.routines)
+    if (r.kind == ir::RoutineKind::Forward || r.kind == ir::RoutineKind::Eval) inference.push_back(&r);
+  l.inference = arena(p, inference, p.params, o.align, o.elem_bytes);
+}
+
+}  // namespace cannl

@@ -1,0 +1,29 @@
+// program.h — the loop IR of a spec for the unit tests: the pipeline of driver/compile.h run
+// up to the passes of `level` (0: lowered, differentiated, optimised, loops ordered; no
+// optimisation pass).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <string>
+
+#include "driver/compile.h"
+
+namespace cannl::test {
+
+inline ir::Program program(const std::string& text, long max_batch = 256, int level = 0,
+                           const std::string& path = "t.cannl") {
+  CompileOptions o;
+  o.max_batch = max_batch;
+  o.opt_level = level;
+  o.emit = false;
+  Compiled c;
+  std::ostringstream err;
+  const int rc = compile(path, text, o, c, err, false);
+  INFO(err.str());
+  REQUIRE(rc == 0);
+  return std::move(c.prog);
+}
+
+}  // namespace cannl::test
