@@ -35,9 +35,7 @@ public:
     for (const auto& r : p_.routines) routines += routine(r, r.arena_bytes > 0 ? work_ : -1) + "\n";
     data d = common();
     d.set("helpers", helpers());
-    d.set("gemm_f64", o_.f64 ? "1" : "0");
     d.set("f64", o_.f64);
-    d.set("gemm", gemm_kernel_ ? render("c/gemm.c.mustache", d) : std::string());
     d.set("has_gemm", gemm_kernel_);
     d.set("blas", gemm_blas_);
     d.set("fields", field_text);
@@ -76,7 +74,7 @@ private:
   long arena_bytes_ = 0;
   long infer_arena_bytes_ = 0;
   CExpr x_;  // prints the expressions of the nest being printed (its loop variables, helpers used)
-  bool gemm_kernel_ = false;  // some contraction calls the generated kernel (templates/c/gemm.c.mustache)
+  bool gemm_kernel_ = false;  // some contraction calls the runtime's kernel (cannl_sgemm, cannl_dgemm)
   bool gemm_blas_ = false;    // some contraction calls cblas
 
   static std::string render(const std::string& name, const data& d) { return render_template(name, d); }
@@ -267,7 +265,7 @@ private:
     }
     GemmSite site{&cname_, x_.vars, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas};
     std::string text = pre + emit_gemm(p_, s, *g, site, overwrite);
-    (text.find("cannl_gemm(") != std::string::npos ? gemm_kernel_ : gemm_blas_) = true;
+    (text.find("gemm(m->gemm,") != std::string::npos ? gemm_kernel_ : gemm_blas_) = true;
     return text;
   }
 
@@ -406,7 +404,8 @@ private:
     } else {
       std::string extra = r.name == "forward" ? ", real *const outputs[]"
                           : r.name == "eval_metrics" ? ", double *loss, double metrics[]" : "";
-      sig = fmt::format("static {} {}({} *m, const real *const inputs[], int64_t n{})",
+      // Compiled once per instruction set, the loader picking one for the CPU (cannl_rt.h).
+      sig = fmt::format("CANNL_MULTIVERSION\nstatic {} {}({} *m, const real *const inputs[], int64_t n{})",
                         r.name == "train_step" ? "double" : "void", r.name, state_type_, extra);
     }
     bool inputs_used = false, n_used = false;
