@@ -80,7 +80,8 @@ cannl_gemm *cannl_gemm_create(cannl_dtype dtype, int threads) {
     g->kernel = kernel_for(g->isa, dtype);
     g->slots = threads > 1 ? threads : 1;
     const cannl__gemm_kernel *k = g->kernel;
-    const size_t elems = (size_t)(k->mc * k->kc + k->kc * k->nc);
+    /* A packed block, and a packed panel of B padded to whole slivers. */
+    const size_t elems = (size_t)(k->mc * k->kc + k->kc * ((k->nc + k->nr - 1) / k->nr * k->nr));
     g->slot_bytes = (elems * cannl_dtype_size(dtype) + 63) / 64 * 64;
     g->ws = cannl_alloc(g->slot_bytes * (size_t)g->slots);
     if (!g->ws) {
@@ -102,9 +103,15 @@ cannl_isa cannl_gemm_isa(const cannl_gemm *g) { return g->isa; }
 static void product(const cannl_gemm *g, size_t es, long M, long N, long K, double alpha, const char *A, long a_m,
                     long a_k, const char *B, long b_k, long b_n, char *C, long c_m, long c_n, int overwrite) {
     if (M <= 0 || N <= 0) return;
-    if (c_n != 1 && c_m == 1) {
+    const cannl__gemm_kernel *k = g->kernel;
+    /* Columns are computed NR at a time (a partial last tile wastes its padding); rows have
+       tiles of every height. */
+    const double pad_m = (double)((M + k->nr - 1) / k->nr * k->nr) / (double)M;
+    const double pad_n = (double)((N + k->nr - 1) / k->nr * k->nr) / (double)N;
+    if (c_n != 1 && c_m == 1 && pad_m <= 1.15 * pad_n) {
         /* C's rows are its strided axis: compute C^T = B^T A^T, so that the tiles' vector stores
-           run along C's contiguous axis (the same sums; each product's factors swapped). */
+           run along C's contiguous axis (the same sums; each product's factors swapped), unless
+           M is so far from a multiple of NR that the padding costs more than scalar stores. */
         const char *t = A;
         A = B, B = t;
         long x = M;
@@ -113,7 +120,6 @@ static void product(const cannl_gemm *g, size_t es, long M, long N, long K, doub
         x = a_k, a_k = b_k, b_k = x;
         c_m = c_n, c_n = 1;
     }
-    const cannl__gemm_kernel *k = g->kernel;
     int threads = 1;
 #ifdef _OPENMP
     if (2.0 * (double)M * (double)N * (double)K >= CANNL__GEMM_PARALLEL_FLOPS && !omp_in_parallel()) {

@@ -5,6 +5,8 @@
 
 #include <immintrin.h>
 
+#include "gemm_transpose.h"
+
 /* Tile sizes (docs/gemm-tiles.md; bench/tile_search.sh overrides the float ones through -D). */
 #ifndef CANNL_MR
 #define CANNL_MR 6
@@ -27,7 +29,6 @@
 #define GK_NAME cannl__gemm_avx2_f32
 #define GK_VL 8
 #define GK_VEC __m256
-#define GK_VZERO() _mm256_setzero_ps()
 #define GK_VLOAD(p) _mm256_loadu_ps(p)
 #define GK_VSTORE(p, v) _mm256_storeu_ps(p, v)
 #define GK_VSET1(x) _mm256_set1_ps(x)
@@ -39,6 +40,10 @@
 #define GK_KC CANNL_KC
 #define GK_MC CANNL_MC
 #define GK_NC CANNL_NC
+#define GK_TB 8
+#define GK_TRANSPOSE(s, ls, d, ld) cannl__transpose8_f32(s, ls, d, ld)
+#define GK_TB2 4
+#define GK_TRANSPOSE2(s, ls, d, ld) cannl__transpose4_f32(s, ls, d, ld)
 #include "gemm_kernel.h"
 
 #define GK_REAL double
@@ -46,7 +51,6 @@
 #define GK_NAME cannl__gemm_avx2_f64
 #define GK_VL 4
 #define GK_VEC __m256d
-#define GK_VZERO() _mm256_setzero_pd()
 #define GK_VLOAD(p) _mm256_loadu_pd(p)
 #define GK_VSTORE(p, v) _mm256_storeu_pd(p, v)
 #define GK_VSET1(x) _mm256_set1_pd(x)
@@ -58,4 +62,8 @@
 #define GK_KC 256
 #define GK_MC 96
 #define GK_NC 512
+#define GK_TB 4
+#define GK_TRANSPOSE(s, ls, d, ld) cannl__transpose4_f64(s, ls, d, ld)
+#define GK_TB2 2
+#define GK_TRANSPOSE2(s, ls, d, ld) cannl__transpose2_f64(s, ls, d, ld)
 #include "gemm_kernel.h"

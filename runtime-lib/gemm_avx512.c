@@ -5,6 +5,8 @@
 
 #include <immintrin.h>
 
+#include "gemm_transpose.h"
+
 /* Tile sizes (docs/gemm-tiles.md: bench/tile_search.sh, which overrides the float ones
  * through -DCANNL_MR=... -DCANNL_NV=... -DCANNL_KC=... -DCANNL_MC=... -DCANNL_NC=...). */
 #ifndef CANNL_MR
@@ -28,7 +30,6 @@
 #define GK_NAME cannl__gemm_avx512_f32
 #define GK_VL 16
 #define GK_VEC __m512
-#define GK_VZERO() _mm512_setzero_ps()
 #define GK_VLOAD(p) _mm512_loadu_ps(p)
 #define GK_VSTORE(p, v) _mm512_storeu_ps(p, v)
 #define GK_VSET1(x) _mm512_set1_ps(x)
@@ -40,6 +41,10 @@
 #define GK_KC CANNL_KC
 #define GK_MC CANNL_MC
 #define GK_NC CANNL_NC
+#define GK_TB 8
+#define GK_TRANSPOSE(s, ls, d, ld) cannl__transpose8_f32(s, ls, d, ld)
+#define GK_TB2 4
+#define GK_TRANSPOSE2(s, ls, d, ld) cannl__transpose4_f32(s, ls, d, ld)
 #include "gemm_kernel.h"
 
 #define GK_REAL double
@@ -47,7 +52,6 @@
 #define GK_NAME cannl__gemm_avx512_f64
 #define GK_VL 8
 #define GK_VEC __m512d
-#define GK_VZERO() _mm512_setzero_pd()
 #define GK_VLOAD(p) _mm512_loadu_pd(p)
 #define GK_VSTORE(p, v) _mm512_storeu_pd(p, v)
 #define GK_VSET1(x) _mm512_set1_pd(x)
@@ -59,4 +63,8 @@
 #define GK_KC 256
 #define GK_MC 128
 #define GK_NC 512
+#define GK_TB 4
+#define GK_TRANSPOSE(s, ls, d, ld) cannl__transpose4_f64(s, ls, d, ld)
+#define GK_TB2 2
+#define GK_TRANSPOSE2(s, ls, d, ld) cannl__transpose2_f64(s, ls, d, ld)
 #include "gemm_kernel.h"

@@ -4,6 +4,8 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+
+#include "gemm_transpose.h"
 #endif
 
 /* Tile sizes (docs/gemm-tiles.md; bench/tile_search.sh overrides the float ones through -D). */
@@ -29,7 +31,6 @@
 #define GK_NAME cannl__gemm_base_f32
 #define GK_VL 4
 #define GK_VEC __m128
-#define GK_VZERO() _mm_setzero_ps()
 #define GK_VLOAD(p) _mm_loadu_ps(p)
 #define GK_VSTORE(p, v) _mm_storeu_ps(p, v)
 #define GK_VSET1(x) _mm_set1_ps(x)
@@ -41,6 +42,8 @@
 #define GK_KC CANNL_KC
 #define GK_MC CANNL_MC
 #define GK_NC CANNL_NC
+#define GK_TB 4
+#define GK_TRANSPOSE(s, ls, d, ld) cannl__transpose4_f32(s, ls, d, ld)
 #include "gemm_kernel.h"
 
 #define GK_REAL double
@@ -48,7 +51,6 @@
 #define GK_NAME cannl__gemm_base_f64
 #define GK_VL 2
 #define GK_VEC __m128d
-#define GK_VZERO() _mm_setzero_pd()
 #define GK_VLOAD(p) _mm_loadu_pd(p)
 #define GK_VSTORE(p, v) _mm_storeu_pd(p, v)
 #define GK_VSET1(x) _mm_set1_pd(x)
@@ -60,6 +62,8 @@
 #define GK_KC 256
 #define GK_MC 64
 #define GK_NC 512
+#define GK_TB 2
+#define GK_TRANSPOSE(s, ls, d, ld) cannl__transpose2_f64(s, ls, d, ld)
 #include "gemm_kernel.h"
 
 #else /* portable C: "vectors" of one element, unrolled by the compiler */
@@ -68,7 +72,6 @@
 #define GK_NAME cannl__gemm_base_f32
 #define GK_VL 1
 #define GK_VEC float
-#define GK_VZERO() 0.0f
 #define GK_VLOAD(p) (*(p))
 #define GK_VSTORE(p, v) (*(p) = (v))
 #define GK_VSET1(x) (x)
@@ -87,7 +90,6 @@
 #define GK_NAME cannl__gemm_base_f64
 #define GK_VL 1
 #define GK_VEC double
-#define GK_VZERO() 0.0
 #define GK_VLOAD(p) (*(p))
 #define GK_VSTORE(p, v) (*(p) = (v))
 #define GK_VSET1(x) (x)

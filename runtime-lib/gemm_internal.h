@@ -12,7 +12,8 @@
 typedef struct cannl__gemm_kernel {
     long mr, nr;        /* register tile of C: mr rows x nr columns */
     long kc, mc, nc;    /* cache blocks: K blocks of at most kc, A blocks of mc rows, B panels of nc columns */
-    /* C[0:M, 0:N] (=|+=) alpha A B with one thread's workspace `slot` (mc kc + kc nc elements);
+    /* C[0:M, 0:N] (=|+=) alpha A B with one thread's workspace `slot` (mc kc elements, and kc
+       times nc rounded up to a multiple of nr);
        A, B and C point to float or double, the kernel's element type. */
     void (*run)(long M, long N, long K, double alpha, const void *A, long a_m, long a_k, const void *B, long b_k,
                 long b_n, void *C, long c_m, long c_n, int overwrite, void *slot);

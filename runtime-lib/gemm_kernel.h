@@ -5,90 +5,207 @@
  *   GK_TAG                       a suffix for this inclusion's functions (f32, f64)
  *   GK_NAME                      the cannl__gemm_kernel table to define
  *   GK_VL                        lanes of a vector (1: scalar C)
- *   GK_VEC, GK_VZERO(), GK_VLOAD(p), GK_VSTORE(p, v), GK_VSET1(x), GK_VFMA(a, b, c) = a b + c,
+ *   GK_VEC, GK_VLOAD(p), GK_VSTORE(p, v), GK_VSET1(x), GK_VFMA(a, b, c) = a b + c,
  *   GK_VMUL(a, b), GK_VADD(a, b) the vector type and its operations (unaligned loads/stores)
  *   GK_MR, GK_NV                 the register tile: MR rows x NV vectors (NR = NV VL columns)
  *   GK_KC, GK_MC, GK_NC          the cache blocks (docs/gemm-tiles.md)
+ *   GK_TB, GK_TRANSPOSE(s, ls, d, ld)  optional: a TB x TB block transposed with vector
+ *                                shuffles, d[p * ld + j] = s[j * ls + p] (p, j < TB), for the
+ *                                packing of operands whose K axis is contiguous
+ *   GK_TB2, GK_TRANSPOSE2        optional: the same for smaller blocks, for the rows left over
  * (all undefined again at the end of this file)
  *
  *   for each NC-column panel of B
  *     for each K block (K cut into equal blocks of at most KC: 784 = 4 x 196)
- *       pack the KC x NC panel of B into slivers of NR columns (kc x NR, row-major)
+ *       pack the kc x NC panel of B into slivers of NR columns (kc x NR, row-major; a
+ *       row-major B is read in place instead when A has at most two slivers of rows)
  *       for each MC-row block of A
- *         pack the MC x KC block of A into slivers of MR rows (kc x MR, row-major)
- *         for each NR sliver, for each MR sliver: the micro-kernel, an MR x NR tile of C in
- *         registers updated by kc rank-1 products, then added to (or stored in) C
+ *         pack the MC x kc block of A into slivers of MR rows (kc x MR, row-major; a last
+ *         sliver of fewer than MR/2 rows shares the rows of the one before: 10 = 5 + 5)
+ *         for each NR sliver, for each row sliver: a register tile of C (its rows x NR)
+ *         updated by kc rank-1 products, then added to (or stored in) C
+ * Operands whose K axis is contiguous are packed with vector transposes (GK_TRANSPOSE).
  *
  * Every element of C is summed in the same order whatever the blocks of M and N a caller
- * hands a thread: the K blocks in order, each summed from zero by p, then added to C. */
+ * hands a thread: the K blocks in order, each summed by p (from the first product), then
+ * added to C. */
+
+#include <string.h>
 
 #define GK_CAT_(a, b) a##_##b
 #define GK_CAT(a, b) GK_CAT_(a, b)
 #define GK_FN(name) GK_CAT(name, GK_TAG)
 #define GK_NR (GK_NV * GK_VL)
+#define GK_SHORT_K 32 /* K blocks shorter than this: C is not prefetched (no time to hide it) */
 
-/* C[0:mr, 0:nr] (=|+=) alpha * a-sliver (kc x MR) * b-sliver (kc x NR). */
-static inline void GK_FN(micro)(long kc, const GK_REAL *restrict a, const GK_REAL *restrict b, GK_REAL alpha,
-                                GK_REAL *restrict c, long c_m, long c_n, long mr, long nr, int overwrite) {
-    GK_VEC acc[GK_MR][GK_NV];
-    for (int i = 0; i < GK_MR; ++i)
-        for (int v = 0; v < GK_NV; ++v) acc[i][v] = GK_VZERO();
-    for (long p = 0; p < kc; ++p) {
-        GK_VEC bv[GK_NV];
-        for (int v = 0; v < GK_NV; ++v) bv[v] = GK_VLOAD(b + v * GK_VL);
-        for (int i = 0; i < GK_MR; ++i) {
-            const GK_VEC ai = GK_VSET1(a[i]);
-            for (int v = 0; v < GK_NV; ++v) acc[i][v] = GK_VFMA(ai, bv[v], acc[i][v]);
-        }
-        a += GK_MR;
-        b += GK_NR;
+/* Loops over the rows and vectors of a tile are unrolled before the compiler decides what
+ * stays in registers: the accumulators then never touch memory. */
+#if defined(__GNUC__) || defined(__clang__)
+#define GK_UNROLL _Pragma("GCC unroll 32")
+#define GK_PREFETCH(p) __builtin_prefetch(p, 1, 3)
+#else
+#define GK_UNROLL
+#define GK_PREFETCH(p) ((void)(p))
+#endif
+
+/* The register tiles of 1 to MR rows: gemm_tile.h with GK_R rows, each function's loops of
+ * constant bounds (kept in registers). */
+#define GK_R 1
+#include "gemm_tile.h"
+#if GK_MR >= 2
+#define GK_R 2
+#include "gemm_tile.h"
+#endif
+#if GK_MR >= 3
+#define GK_R 3
+#include "gemm_tile.h"
+#endif
+#if GK_MR >= 4
+#define GK_R 4
+#include "gemm_tile.h"
+#endif
+#if GK_MR >= 5
+#define GK_R 5
+#include "gemm_tile.h"
+#endif
+#if GK_MR >= 6
+#define GK_R 6
+#include "gemm_tile.h"
+#endif
+#if GK_MR >= 7
+#define GK_R 7
+#include "gemm_tile.h"
+#endif
+#if GK_MR >= 8
+#define GK_R 8
+#include "gemm_tile.h"
+#endif
+#if GK_MR >= 9
+#define GK_R 9
+#include "gemm_tile.h"
+#endif
+#if GK_MR >= 10
+#define GK_R 10
+#include "gemm_tile.h"
+#endif
+#if GK_MR >= 11
+#define GK_R 11
+#include "gemm_tile.h"
+#endif
+#if GK_MR >= 12
+#define GK_R 12
+#include "gemm_tile.h"
+#endif
+#if GK_MR >= 13
+#define GK_R 13
+#include "gemm_tile.h"
+#endif
+#if GK_MR >= 14
+#define GK_R 14
+#include "gemm_tile.h"
+#endif
+#if GK_MR > 14
+#error "gemm_kernel.h: tiles of up to 14 rows"
+#endif
+
+/* C[0:mr, 0:nr] (=|+=) alpha * an a-sliver (kc x mr, row-major) * a b-sliver (kc x NR, rows
+ * ldb apart), by the tile of mr rows. */
+static void GK_FN(micro)(long kc, const GK_REAL *restrict a, const GK_REAL *restrict b, long ldb, GK_REAL alpha,
+                         GK_REAL *restrict c, long c_m, long c_n, long mr, long nr, int overwrite) {
+#define GK_CASE(r)                                                                                                  \
+    case r: GK_CAT(GK_CAT(tile, r), GK_TAG)(kc, a, b, ldb, alpha, c, c_m, c_n, nr, overwrite); break;
+    switch (mr) {
+        GK_CASE(1)
+#if GK_MR >= 2
+        GK_CASE(2)
+#endif
+#if GK_MR >= 3
+        GK_CASE(3)
+#endif
+#if GK_MR >= 4
+        GK_CASE(4)
+#endif
+#if GK_MR >= 5
+        GK_CASE(5)
+#endif
+#if GK_MR >= 6
+        GK_CASE(6)
+#endif
+#if GK_MR >= 7
+        GK_CASE(7)
+#endif
+#if GK_MR >= 8
+        GK_CASE(8)
+#endif
+#if GK_MR >= 9
+        GK_CASE(9)
+#endif
+#if GK_MR >= 10
+        GK_CASE(10)
+#endif
+#if GK_MR >= 11
+        GK_CASE(11)
+#endif
+#if GK_MR >= 12
+        GK_CASE(12)
+#endif
+#if GK_MR >= 13
+        GK_CASE(13)
+#endif
+#if GK_MR >= 14
+        GK_CASE(14)
+#endif
+        default: break;
     }
-    if (alpha != 1) {
-        const GK_VEC va = GK_VSET1(alpha);
-        for (int i = 0; i < GK_MR; ++i)
-            for (int v = 0; v < GK_NV; ++v) acc[i][v] = GK_VMUL(va, acc[i][v]);
-    }
-    if (nr == GK_NR && c_n == 1) { /* whole rows of the tile: vector stores */
-        for (int i = 0; i < GK_MR; ++i) {
-            if (i >= mr) break;
-            GK_REAL *ci = c + i * c_m;
-            for (int v = 0; v < GK_NV; ++v) {
-                GK_VEC x = acc[i][v];
-                if (!overwrite) x = GK_VADD(GK_VLOAD(ci + v * GK_VL), x);
-                GK_VSTORE(ci + v * GK_VL, x);
-            }
-        }
-        return;
-    }
-    GK_REAL tile[GK_MR * GK_NR];
-    for (int i = 0; i < GK_MR; ++i)
-        for (int v = 0; v < GK_NV; ++v) GK_VSTORE(tile + i * GK_NR + v * GK_VL, acc[i][v]);
-    for (long i = 0; i < mr; ++i)
-        for (long j = 0; j < nr; ++j) {
-            GK_REAL *cij = c + i * c_m + j * c_n;
-            *cij = overwrite ? tile[i * GK_NR + j] : *cij + tile[i * GK_NR + j];
-        }
+#undef GK_CASE
 }
 
-/* A[0:mc, 0:kc] as slivers of MR rows, each kc x MR, zero-padded to MR rows. */
+/* The height of the row sliver of a block of mc rows that starts at row i: MR, except that
+ * a last sliver of fewer than MR/2 rows shares the rows of the one before it (10 = 5 + 5
+ * rather than 8 + 2 for MR 8: taller tiles keep more of the FMA units busy). */
+static inline long GK_FN(sliver)(long mc, long i) {
+    const long r = mc % GK_MR, last2 = mc - r - GK_MR; /* where the last full sliver starts */
+    if (r == 0 || r * 2 >= GK_MR || last2 < 0 || i < last2) return mc - i < GK_MR ? mc - i : GK_MR;
+    return i == last2 ? (GK_MR + r + 1) / 2 : mc - i;
+}
+
+/* dst[p * ld + j] = src[j * ls + p] for j < rows, p < kc: `rows` rows of an operand whose K
+ * axis is contiguous, transposed into a packed sliver (row stride ld). */
+static inline void GK_FN(transpose)(long rows, long kc, const GK_REAL *restrict src, long ls, GK_REAL *restrict dst,
+                                    long ld) {
+    long j = 0;
+#ifdef GK_TB
+    for (; j + GK_TB <= rows; j += GK_TB) {
+        long p = 0;
+        for (; p + GK_TB <= kc; p += GK_TB) GK_TRANSPOSE(src + j * ls + p, ls, dst + p * ld + j, ld);
+        for (; p < kc; ++p)
+            for (long t = j; t < j + GK_TB; ++t) dst[p * ld + t] = src[t * ls + p];
+    }
+#endif
+#ifdef GK_TB2 /* the rows left, by smaller blocks (6 = 4 + 2 rows for MR 6) */
+    for (; j + GK_TB2 <= rows; j += GK_TB2) {
+        long p = 0;
+        for (; p + GK_TB2 <= kc; p += GK_TB2) GK_TRANSPOSE2(src + j * ls + p, ls, dst + p * ld + j, ld);
+        for (; p < kc; ++p)
+            for (long t = j; t < j + GK_TB2; ++t) dst[p * ld + t] = src[t * ls + p];
+    }
+#endif
+    for (; j < rows; ++j)
+        for (long p = 0; p < kc; ++p) dst[p * ld + j] = src[j * ls + p];
+}
+
+/* A[0:mc, 0:kc] as row slivers (GK_FN(sliver)), each kc x its height, row-major. */
 static void GK_FN(pack_a)(long mc, long kc, const GK_REAL *restrict A, long a_m, long a_k, GK_REAL *restrict pa) {
-    for (long i0 = 0; i0 < mc; i0 += GK_MR, pa += kc * GK_MR) {
-        const long mr = mc - i0 < GK_MR ? mc - i0 : GK_MR;
+    for (long i0 = 0, mr; i0 < mc; i0 += mr, pa += kc * mr) {
+        mr = GK_FN(sliver)(mc, i0);
         if (mr == GK_MR && a_m == 1) {
             for (long p = 0; p < kc; ++p)
-                for (long i = 0; i < GK_MR; ++i) pa[p * GK_MR + i] = A[i0 + i + p * a_k];
-            continue;
-        }
-        if (mr < GK_MR)
-            for (long t = 0; t < kc * GK_MR; ++t) pa[t] = 0;
-        if (a_k == 1) {
-            for (long i = 0; i < mr; ++i) {
-                const GK_REAL *src = A + (i0 + i) * a_m;
-                for (long p = 0; p < kc; ++p) pa[p * GK_MR + i] = src[p];
-            }
+                memcpy(pa + p * GK_MR, A + i0 + p * a_k, GK_MR * sizeof(GK_REAL)); /* inlined: a constant size */
+        } else if (a_k == 1) {
+            GK_FN(transpose)(mr, kc, A + i0 * a_m, a_m, pa, mr);
         } else {
             for (long p = 0; p < kc; ++p)
-                for (long i = 0; i < mr; ++i) pa[p * GK_MR + i] = A[(i0 + i) * a_m + p * a_k];
+                for (long i = 0; i < mr; ++i) pa[p * mr + i] = A[(i0 + i) * a_m + p * a_k];
         }
     }
 }
@@ -99,16 +216,13 @@ static void GK_FN(pack_b)(long kc, long nc, const GK_REAL *restrict B, long b_k,
         const long nr = nc - j0 < GK_NR ? nc - j0 : GK_NR;
         if (nr == GK_NR && b_n == 1) {
             for (long p = 0; p < kc; ++p)
-                for (long j = 0; j < GK_NR; ++j) pb[p * GK_NR + j] = B[p * b_k + j0 + j];
+                memcpy(pb + p * GK_NR, B + p * b_k + j0, GK_NR * sizeof(GK_REAL));
             continue;
         }
         if (nr < GK_NR)
             for (long t = 0; t < kc * GK_NR; ++t) pb[t] = 0;
         if (b_k == 1) {
-            for (long j = 0; j < nr; ++j) {
-                const GK_REAL *src = B + (j0 + j) * b_n;
-                for (long p = 0; p < kc; ++p) pb[p * GK_NR + j] = src[p];
-            }
+            GK_FN(transpose)(nr, kc, B + j0 * b_n, b_n, pb, GK_NR);
         } else {
             for (long p = 0; p < kc; ++p)
                 for (long j = 0; j < nr; ++j) pb[p * GK_NR + j] = B[p * b_k + (j0 + j) * b_n];
@@ -130,19 +244,29 @@ static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, l
     }
     const long kblocks = (K + GK_KC - 1) / GK_KC;
     const long kb = (K + kblocks - 1) / kblocks;
+    /* Few rows (one or two slivers of A): the kernel reads whole slivers of a row-major B in
+       place (packing would cost as much as the products that use it); the last, partial one
+       is packed (zero-padded). */
+    const int direct_b = b_n == 1 && M <= 2 * GK_MR;
     for (long j0 = 0; j0 < N; j0 += GK_NC) {
         const long nc = N - j0 < GK_NC ? N - j0 : GK_NC;
+        const long nfull = direct_b ? nc / GK_NR * GK_NR : 0;
         for (long p0 = 0; p0 < K; p0 += kb) {
             const long kc = K - p0 < kb ? K - p0 : kb;
-            GK_FN(pack_b)(kc, nc, B + p0 * b_k + j0 * b_n, b_k, b_n, pb);
+            const GK_REAL *Bp = B + p0 * b_k + j0 * b_n;
+            GK_FN(pack_b)(kc, nc - nfull, Bp + nfull * b_n, b_k, b_n, pb);
             for (long i0 = 0; i0 < M; i0 += GK_MC) {
                 const long mc = M - i0 < GK_MC ? M - i0 : GK_MC;
                 GK_FN(pack_a)(mc, kc, A + i0 * a_m + p0 * a_k, a_m, a_k, pa);
-                for (long jr = 0; jr < nc; jr += GK_NR)
-                    for (long ir = 0; ir < mc; ir += GK_MR)
-                        GK_FN(micro)(kc, pa + ir * kc, pb + jr * kc, alpha, C + (i0 + ir) * c_m + (j0 + jr) * c_n, c_m,
-                                     c_n, mc - ir < GK_MR ? mc - ir : GK_MR, nc - jr < GK_NR ? nc - jr : GK_NR,
-                                     overwrite && p0 == 0);
+                for (long jr = 0; jr < nc; jr += GK_NR) {
+                    const GK_REAL *bs = jr < nfull ? Bp + jr : pb + (jr - nfull) * kc;
+                    const long ldb = jr < nfull ? b_k : GK_NR;
+                    for (long ir = 0, mr; ir < mc; ir += mr) {
+                        mr = GK_FN(sliver)(mc, ir);
+                        GK_FN(micro)(kc, pa + ir * kc, bs, ldb, alpha, C + (i0 + ir) * c_m + (j0 + jr) * c_n, c_m, c_n,
+                                     mr, nc - jr < GK_NR ? nc - jr : GK_NR, overwrite && p0 == 0);
+                    }
+                }
             }
         }
     }
@@ -152,6 +276,9 @@ const cannl__gemm_kernel GK_NAME = {GK_MR, GK_NR, GK_KC, GK_MC, GK_NC, GK_FN(run
 
 /* The parameters are consumed: the next inclusion defines its own. */
 #undef GK_NR
+#undef GK_SHORT_K
+#undef GK_UNROLL
+#undef GK_PREFETCH
 #undef GK_FN
 #undef GK_CAT
 #undef GK_CAT_
@@ -160,7 +287,6 @@ const cannl__gemm_kernel GK_NAME = {GK_MR, GK_NR, GK_KC, GK_MC, GK_NC, GK_FN(run
 #undef GK_NAME
 #undef GK_VL
 #undef GK_VEC
-#undef GK_VZERO
 #undef GK_VLOAD
 #undef GK_VSTORE
 #undef GK_VSET1
@@ -172,3 +298,7 @@ const cannl__gemm_kernel GK_NAME = {GK_MR, GK_NR, GK_KC, GK_MC, GK_NC, GK_FN(run
 #undef GK_KC
 #undef GK_MC
 #undef GK_NC
+#undef GK_TB
+#undef GK_TRANSPOSE
+#undef GK_TB2
+#undef GK_TRANSPOSE2
