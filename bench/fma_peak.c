@@ -1,6 +1,8 @@
 /* fma_peak.c — the machine's float32 FMA peak: independent fused multiply-adds on the
- * widest vectors the compiler targets (AVX-512, AVX2 or scalar), on THREADS OpenMP threads.
- * Usage: fma_peak THREADS; prints one JSON line with the GFLOP/s (2 flops per lane per FMA). */
+ * widest vectors the compiler targets (AVX-512, AVX2, SSE2 multiply + add, or scalar), on
+ * THREADS OpenMP threads; bench/run.sh builds it once per instruction set (-march=x86-64-v4,
+ * -v3, the baseline). Usage: fma_peak THREADS; prints one JSON line with the GFLOP/s (2 flops
+ * per lane per FMA, or per multiply-add pair) and the instruction set. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -9,17 +11,25 @@
 #endif
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
+#elif defined(__SSE2__)
+#include <emmintrin.h>
 #endif
 
+/* CHAINS independent accumulators: enough to cover the FMA latency, few enough to stay in
+ * registers (16 ymm/xmm: 12 chains and the two constants). */
 #if defined(__AVX512F__)
 typedef __m512 vec;
 #define LANES 16
+#define CHAINS 16
+#define ISA "avx512"
 #define FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define SET1(x) _mm512_set1_ps(x)
 #define SUM(v) _mm512_reduce_add_ps(v)
 #elif defined(__AVX2__) && defined(__FMA__)
 typedef __m256 vec;
 #define LANES 8
+#define CHAINS 12
+#define ISA "avx2"
 #define FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define SET1(x) _mm256_set1_ps(x)
 static float SUM(vec v) {
@@ -27,15 +37,27 @@ static float SUM(vec v) {
     _mm256_storeu_ps(t, v);
     return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
 }
+#elif defined(__SSE2__)
+typedef __m128 vec;
+#define LANES 4
+#define CHAINS 12
+#define ISA "sse2"
+#define FMA(a, b, c) _mm_add_ps(_mm_mul_ps(a, b), c)
+#define SET1(x) _mm_set1_ps(x)
+static float SUM(vec v) {
+    float t[4];
+    _mm_storeu_ps(t, v);
+    return t[0] + t[1] + t[2] + t[3];
+}
 #else
 typedef float vec;
 #define LANES 1
+#define CHAINS 12
+#define ISA "scalar"
 #define FMA(a, b, c) ((a) * (b) + (c))
 #define SET1(x) (x)
 #define SUM(v) (v)
 #endif
-
-enum { CHAINS = 16 };
 
 static double now_s(void) {
     struct timespec t;
@@ -66,7 +88,7 @@ int main(int argc, char **argv) {
         const double t = now_s() - t0;
         if (t < best) best = t;
     }
-    printf("{\"threads\": %d, \"lanes\": %d, \"peak_gflops\": %.1f}\n", threads, LANES,
+    printf("{\"threads\": %d, \"isa\": \"%s\", \"lanes\": %d, \"peak_gflops\": %.1f}\n", threads, ISA, LANES,
            2.0 * LANES * CHAINS * (double)iters * threads / best * 1e-9);
     return 0;
 }

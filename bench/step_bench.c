@@ -7,7 +7,8 @@
  * classes; `target`: 0/1; `image`: pixels 0..255; anything else: uniform in [-1, 1)), runs
  * WARMUP steps untimed, then times each of STEPS steps on its own, cycling through 8
  * different batches, and prints one JSON line: the median, 10th and 90th percentile step
- * times in microseconds. */
+ * times in microseconds, and the instruction set of the runtime's kernels (cannl_isa_select:
+ * the CPU's best, or CANNL_ISA). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,9 +88,11 @@ int main(int argc, char **argv) {
         t[k] = now_us() - t0;
     }
     qsort(t, (size_t)steps, sizeof(double), cmp_double);
+    cannl_isa isa;
+    cannl_isa_select(&isa, NULL);
     printf("{\"model\": \"%s\", \"batch\": %ld, \"threads\": %d, \"steps\": %ld, \"median_us\": %.3f, "
-           "\"p10_us\": %.3f, \"p90_us\": %.3f, \"loss\": %.6g}\n",
-           api->name, batch, threads, steps, t[steps / 2], t[steps / 10], t[steps * 9 / 10], loss);
+           "\"p10_us\": %.3f, \"p90_us\": %.3f, \"loss\": %.6g, \"isa\": \"%s\"}\n",
+           api->name, batch, threads, steps, t[steps / 2], t[steps / 10], t[steps * 9 / 10], loss, cannl_isa_name(isa));
     for (int b = 0; b < BATCHES; ++b)
         for (int i = 0; i < ni; ++i) free(data[b][i]);
     free(t);

@@ -105,6 +105,13 @@ void cannl_dgemm(cannl_gemm *g, int64_t M, int64_t N, int64_t K, double alpha, c
                  int64_t a_k, const double *B, int64_t b_k, int64_t b_n, double *C, int64_t c_m, int64_t c_n,
                  int overwrite);
 
+/* Generated loops run on several threads only when they do at least this many iterations:
+ * waking a thread costs microseconds, which a smaller loop does not win back (define it on
+ * the compiler's command line to change it). */
+#ifndef CANNL_PARALLEL_MIN
+#define CANNL_PARALLEL_MIN 131072
+#endif
+
 /* Put before a function (generated models' routines) to have it compiled for AVX-512
  * (x86-64-v4), AVX2 + FMA (x86-64-v3) and baseline x86-64, the loader choosing one for the CPU
  * at hand (GCC/Clang target_clones, an ifunc: x86-64 ELF with glibc). Empty elsewhere, when

@@ -21,7 +21,8 @@
  *       row-major B is read in place instead when A has at most two slivers of rows)
  *       for each MC-row block of A
  *         pack the MC x kc block of A into slivers of MR rows (kc x MR, row-major; a last
- *         sliver of fewer than MR/2 rows shares the rows of the one before: 10 = 5 + 5)
+ *         sliver of fewer than MR/2 rows shares the rows of the one before: 10 = 5 + 5; A
+ *         is read in place instead when B has at most two slivers of columns)
  *         for each NR sliver, for each row sliver: a register tile of C (its rows x NR)
  *         updated by kc rank-1 products, then added to (or stored in) C
  * Operands whose K axis is contiguous are packed with vector transposes (GK_TRANSPOSE).
@@ -48,72 +49,28 @@
 #define GK_PREFETCH(p) ((void)(p))
 #endif
 
-/* The register tiles of 1 to MR rows: gemm_tile.h with GK_R rows, each function's loops of
- * constant bounds (kept in registers). */
-#define GK_R 1
-#include "gemm_tile.h"
-#if GK_MR >= 2
-#define GK_R 2
-#include "gemm_tile.h"
-#endif
-#if GK_MR >= 3
-#define GK_R 3
-#include "gemm_tile.h"
-#endif
-#if GK_MR >= 4
-#define GK_R 4
-#include "gemm_tile.h"
-#endif
-#if GK_MR >= 5
-#define GK_R 5
-#include "gemm_tile.h"
-#endif
-#if GK_MR >= 6
-#define GK_R 6
-#include "gemm_tile.h"
-#endif
-#if GK_MR >= 7
-#define GK_R 7
-#include "gemm_tile.h"
-#endif
-#if GK_MR >= 8
-#define GK_R 8
-#include "gemm_tile.h"
-#endif
-#if GK_MR >= 9
-#define GK_R 9
-#include "gemm_tile.h"
-#endif
-#if GK_MR >= 10
-#define GK_R 10
-#include "gemm_tile.h"
-#endif
-#if GK_MR >= 11
-#define GK_R 11
-#include "gemm_tile.h"
-#endif
-#if GK_MR >= 12
-#define GK_R 12
-#include "gemm_tile.h"
-#endif
-#if GK_MR >= 13
-#define GK_R 13
-#include "gemm_tile.h"
-#endif
-#if GK_MR >= 14
-#define GK_R 14
-#include "gemm_tile.h"
-#endif
-#if GK_MR > 14
-#error "gemm_kernel.h: tiles of up to 14 rows"
-#endif
+/* The register tiles of 1 to MR rows, each function's loops of constant bounds (kept in
+ * registers): A packed, and A read in place. */
+#define GK_STRIDED_A 0
+#include "gemm_tiles.h"
+#undef GK_STRIDED_A
+#define GK_STRIDED_A 1
+#include "gemm_tiles.h"
+#undef GK_STRIDED_A
 
-/* C[0:mr, 0:nr] (=|+=) alpha * an a-sliver (kc x mr, row-major) * a b-sliver (kc x NR, rows
- * ldb apart), by the tile of mr rows. */
-static void GK_FN(micro)(long kc, const GK_REAL *restrict a, const GK_REAL *restrict b, long ldb, GK_REAL alpha,
-                         GK_REAL *restrict c, long c_m, long c_n, long mr, long nr, int overwrite) {
+/* C[0:mr, 0:nr] (=|+=) alpha * mr rows of A (an a-sliver: kc x mr, row-major; or, with
+ * `strided`, A in place: A[i, p] at a[i * ars + p * aks]) * a b-sliver (kc x NR, rows ldb
+ * apart), by the tile of mr rows. */
+static void GK_FN(micro)(long kc, const GK_REAL *restrict a, int strided, long ars, long aks, const GK_REAL *restrict b,
+                         long ldb, GK_REAL alpha, GK_REAL *restrict c, long c_m, long c_n, long mr, long nr,
+                         int overwrite) {
 #define GK_CASE(r)                                                                                                  \
-    case r: GK_CAT(GK_CAT(tile, r), GK_TAG)(kc, a, b, ldb, alpha, c, c_m, c_n, nr, overwrite); break;
+    case r:                                                                                                         \
+        if (strided)                                                                                                \
+            GK_CAT(GK_CAT(tiles, r), GK_TAG)(kc, a, ars, aks, b, ldb, alpha, c, c_m, c_n, nr, overwrite);         \
+        else                                                                                                        \
+            GK_CAT(GK_CAT(tile, r), GK_TAG)(kc, a, ars, aks, b, ldb, alpha, c, c_m, c_n, nr, overwrite);          \
+        break;
     switch (mr) {
         GK_CASE(1)
 #if GK_MR >= 2
@@ -244,10 +201,10 @@ static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, l
     }
     const long kblocks = (K + GK_KC - 1) / GK_KC;
     const long kb = (K + kblocks - 1) / kblocks;
-    /* Few rows (one or two slivers of A): the kernel reads whole slivers of a row-major B in
-       place (packing would cost as much as the products that use it); the last, partial one
-       is packed (zero-padded). */
-    const int direct_b = b_n == 1 && M <= 2 * GK_MR;
+    /* Few rows (one or two slivers of A): the tiles read whole slivers of a row-major B in place
+       (packing would cost as much as the products that use it); the last, partial one is packed
+       (zero-padded). Few columns (one or two slivers of B): the tiles read A in place. */
+    const int direct_b = b_n == 1 && M <= 2 * GK_MR, direct_a = N <= 2 * GK_NR;
     for (long j0 = 0; j0 < N; j0 += GK_NC) {
         const long nc = N - j0 < GK_NC ? N - j0 : GK_NC;
         const long nfull = direct_b ? nc / GK_NR * GK_NR : 0;
@@ -257,14 +214,16 @@ static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, l
             GK_FN(pack_b)(kc, nc - nfull, Bp + nfull * b_n, b_k, b_n, pb);
             for (long i0 = 0; i0 < M; i0 += GK_MC) {
                 const long mc = M - i0 < GK_MC ? M - i0 : GK_MC;
-                GK_FN(pack_a)(mc, kc, A + i0 * a_m + p0 * a_k, a_m, a_k, pa);
+                const GK_REAL *Ap = A + i0 * a_m + p0 * a_k;
+                if (!direct_a) GK_FN(pack_a)(mc, kc, Ap, a_m, a_k, pa);
                 for (long jr = 0; jr < nc; jr += GK_NR) {
                     const GK_REAL *bs = jr < nfull ? Bp + jr : pb + (jr - nfull) * kc;
                     const long ldb = jr < nfull ? b_k : GK_NR;
                     for (long ir = 0, mr; ir < mc; ir += mr) {
                         mr = GK_FN(sliver)(mc, ir);
-                        GK_FN(micro)(kc, pa + ir * kc, bs, ldb, alpha, C + (i0 + ir) * c_m + (j0 + jr) * c_n, c_m, c_n,
-                                     mr, nc - jr < GK_NR ? nc - jr : GK_NR, overwrite && p0 == 0);
+                        GK_FN(micro)(kc, direct_a ? Ap + ir * a_m : pa + ir * kc, direct_a, a_m, a_k, bs, ldb, alpha,
+                                     C + (i0 + ir) * c_m + (j0 + jr) * c_n, c_m, c_n, mr,
+                                     nc - jr < GK_NR ? nc - jr : GK_NR, overwrite && p0 == 0);
                     }
                 }
             }
