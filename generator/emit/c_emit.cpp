@@ -324,7 +324,7 @@ private:
     const int outer_loops = depth - red;
     const bool braced = !s.fused.empty();  // several assignments in the innermost loop
     for (int k = 0; k < outer_loops; ++k) {
-      if (k == s.parallel) out += ind(k) + "CANNL_PRAGMA(\"omp parallel for\")\n";
+      if (k == s.parallel) out += ind(k) + parallel_for(s, k);
       out += ind(k) + loop(k) + (k + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
     }
     // A zero_first sum times a constant,  out = 0 += x * c : the constant multiplies the
@@ -363,6 +363,21 @@ private:
     return out;
   }
 
+  // `omp parallel for` over loops doing `count` iterations: threads only when that pays for
+  // waking them (CANNL_PARALLEL_MIN, cannl_rt.h).
+  static std::string parallel_for(const std::string& count) {
+    return "CANNL_PRAGMA(\"omp parallel for if(" + count + " >= CANNL_PARALLEL_MIN)\")\n";
+  }
+  static std::string parallel_for(const ir::Stmt& s, int from) {
+    long per = 1;
+    bool batch = false;
+    for (size_t k = static_cast<size_t>(from); k < s.iters.size(); ++k) {
+      batch = batch || s.iters[k].batch;
+      if (!s.iters[k].batch) per *= s.iters[k].size;
+    }
+    return parallel_for(batch ? (per == 1 ? std::string("n") : fmt::format("n * {}", per)) : std::to_string(per));
+  }
+
   // A loop over every cell of a zero_first nest's out buffer (the out access covers the
   // buffer; a batch axis is the first, run to n): `= identity` before it, `*= c` after it.
   std::string fill_first(const ir::Stmt& s, const std::string& v, const std::string& op) {
@@ -370,7 +385,7 @@ private:
     const bool batched = !b.dims.empty() && b.dims[0].batch;
     const long per = buffer_size(b, true);
     const std::string count = batched ? (per == 1 ? "n" : fmt::format("n * {}", per)) : std::to_string(per);
-    return std::string(s.parallel >= 0 ? "    CANNL_PRAGMA(\"omp parallel for\")\n" : "") +
+    return (s.parallel >= 0 ? "    " + parallel_for(count) : std::string()) +
            fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{0}] {3};\n", v, count,
                        cname_[static_cast<size_t>(s.out.buf)], op);
   }
