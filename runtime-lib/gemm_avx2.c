@@ -3,6 +3,10 @@
  * only on a CPU that has AVX2 and FMA. */
 #include "gemm_internal.h"
 
+#if !defined(__AVX2__) || !defined(__FMA__)
+#error "gemm_avx2.c is compiled with -march=x86-64-v3 (runtime-lib/CMakeLists.txt)"
+#endif
+
 #include <immintrin.h>
 
 #include "gemm_transpose.h"

@@ -3,6 +3,10 @@
  * only on a CPU that has AVX-512F. */
 #include "gemm_internal.h"
 
+#if !defined(__AVX512F__)
+#error "gemm_avx512.c is compiled with -march=x86-64-v4 (runtime-lib/CMakeLists.txt)"
+#endif
+
 #include <immintrin.h>
 
 #include "gemm_transpose.h"
