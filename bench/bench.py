@@ -39,6 +39,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -117,17 +118,17 @@ def gemm_calls(source, batch):
 
 
 def peaks(bench, isa, best, threads_list):
-    return {t: run_json([str(bench / isa / "fma_peak"), str(t)], env_for(t, isa, best))["peak_gflops"]
-            for t in threads_list}
+    return {t: run_json([str(bench / isa / "fma_peak"), str(t)], env_for(t, isa, best)) for t in threads_list}
 
 
 def gemm_table(bench, isa, best, threads_list, models):
     peak = peaks(bench, isa, best, threads_list)
     lines = [f"Path {isa}. FMA peak (fma_peak): " +
-             ", ".join(f"{t} thread{'s' if t > 1 else ''}: {peak[t]:.1f} GFLOP/s" for t in threads_list) + "\n",
+             ", ".join(f"{t} thread{'s' if t > 1 else ''}: {peak[t]['peak_gflops']:.1f} GFLOP/s" for t in threads_list) +
+             (f"; by CPU time, one core: {peak[1]['peak_gflops_cpu']:.1f}" if 1 in peak else "") + "\n",
              "| model, batch | product | M x N x K | threads | cannl GFLOP/s | OpenBLAS GFLOP/s | cannl/OpenBLAS | "
-             "cannl/peak |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "cannl/peak | CPU time: cannl GFLOP/s | cannl/OpenBLAS | cannl/peak |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for model in [m for m in GEMM_MODELS if m in models]:
         src = (bench / isa / model / f"{model}.c").read_text()
         for batch, *_ in MODELS[model][1]:
@@ -135,11 +136,19 @@ def gemm_table(bench, isa, best, threads_list, models):
                 for t in threads_list:
                     r = run_json([str(bench / isa / "gemm_bench")] + [str(x) for x in shape] + [str(t)],
                                  env_for(t, isa, best))
-                    ob = r["openblas_gflops"]
-                    ratio = f"{r['cannl_gflops'] / ob:.2f}" if ob > 0 else "-"
-                    lines.append(f"| {model}, {batch} | `{label}` | {shape[0]} x {shape[1]} x {shape[2]} | {t} | "
-                                 f"{r['cannl_gflops']:.1f} | {ob:.1f} | {ratio} | {r['cannl_gflops'] / peak[t]:.2f} |")
+                    ob, c = r["openblas_gflops"], r["cannl_gflops"]
+                    row = (f"| {model}, {batch} | `{label}` | {shape[0]} x {shape[1]} x {shape[2]} | {t} | {c:.1f} | "
+                           f"{ob:.1f} | {c / ob if ob > 0 else 0:.2f} | {c / peak[t]['peak_gflops']:.2f} |")
+                    if t == 1:  # one core, while the product had it
+                        cc, oc = r["cannl_gflops_cpu"], r["openblas_gflops_cpu"]
+                        row += f" {cc:.1f} | {cc / oc if oc > 0 else 0:.2f} | {cc / peak[1]['peak_gflops_cpu']:.2f} |"
+                    else:
+                        row += " - | - | - |"
+                    lines.append(row)
             print(f"  {isa}: {model} batch {batch} products done", file=sys.stderr, flush=True)
+    lines.append("\nGFLOP/s by the wall clock (best of 3 rounds) and, on one thread, by the process's CPU time "
+                 "(the speed while it had the core: other jobs on the machine slow the first, not the second); "
+                 "peak: fma_peak's, measured the same way in the same run.")
     return "\n".join(lines)
 
 
@@ -161,6 +170,7 @@ def step_times(bench, isa, best, models, threads_list, reps):
                     if impl == "cannl" and r["isa"] != isa:
                         raise SystemExit(f"bench.py: {cmd[0]} ran on {r['isa']}, not {isa}")
                     results.setdefault((model, batch, threads, impl), []).append(r["median_us"])
+                    results.setdefault((model, batch, threads, impl + " cpu"), []).append(r["cpu_us"])
         print(f"  {isa}: step repetition {rep + 1}/{reps} done", file=sys.stderr, flush=True)
     return results
 
@@ -168,8 +178,8 @@ def step_times(bench, isa, best, models, threads_list, reps):
 def step_table(results, isa, models, threads_list):
     lines = [f"Path {isa}: step times (bench/step_bench.c, bench/torch_step.py)\n",
              "| model | batch | threads | cannl ms/step | cannl --blas ms/step | PyTorch ms/step | cannl ex/s | "
-             "PyTorch ex/s | cannl/PyTorch | blas/PyTorch |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "PyTorch ex/s | cannl/PyTorch | blas/PyTorch | CPU time: cannl/PyTorch |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for model, batch, *_ in cases(models):
         for t in threads_list:
             c = results.get((model, batch, t, "cannl"))
@@ -181,22 +191,33 @@ def step_table(results, isa, models, threads_list):
             bratio = f"{statistics.median(x / y for x, y in zip(b, p)):.3f}" if b else "-"
             lines.append(f"| {model} | {batch} | {t} | {fmt_ms(c)} | {fmt_ms(b) if b else '-'} | {fmt_ms(p)} | "
                          f"{batch / statistics.median(c) * 1e6:.0f} | {batch / statistics.median(p) * 1e6:.0f} | "
-                         f"{ratio:.3f} | {bratio} |")
+                         f"{ratio:.3f} | {bratio} | {cpu_ratio(results, model, batch, t)} |")
+    lines.append("\nms/step: median over the processes of each process's median step (min-max of those medians); "
+                 "CPU time: the median of the per-repetition ratios of the processes' CPU time per step (one thread: "
+                 "the steps' cost while they had the core, which other jobs on the machine do not inflate)")
     return "\n".join(lines)
+
+
+def cpu_ratio(results, model, batch, t):
+    c, p = results.get((model, batch, t, "cannl cpu")), results.get((model, batch, t, "pytorch cpu"))
+    return f"{statistics.median(x / y for x, y in zip(c, p)):.3f}" if t == 1 and c and p else "-"
 
 
 # ---------------------------------------------------------------- training programs
 
 def trainer_seconds(trainer, fashion, batch, steps, threads, env):
+    """(the seconds `trainer --steps steps` says it trained, the CPU seconds of the process)."""
     d = Path(fashion)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run([str(trainer), "--data", f"image={d / 'train-images-idx3-ubyte.gz'}", "--data",
                           f"label={d / 'train-labels-idx1-ubyte.gz'}", "--batch", str(batch), "--steps", str(steps),
                           "--threads", str(threads), "--quiet"], env=env, check=True, capture_output=True,
                          text=True).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     m = re.search(r"trained to step (\d+) in ([0-9.]+) s", out)
     if not m or int(m.group(1)) != steps:
         raise SystemExit(f"bench.py: no 'trained to step {steps}' from {trainer}:\n{out}")
-    return float(m.group(2))
+    return float(m.group(2)), (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def train_times(bench, isa, best, models, threads_list, reps, fashion):
@@ -209,12 +230,13 @@ def train_times(bench, isa, best, models, threads_list, reps, fashion):
                 s1, s2 = lengths
                 trainer = bench / isa / f"{model}_train"
                 env = env_for(threads, isa, best)
-                t1 = trainer_seconds(trainer, fashion, batch, s1, threads, env)
-                t2 = trainer_seconds(trainer, fashion, batch, s2, threads, env)
+                (t1, c1), (t2, c2) = (trainer_seconds(trainer, fashion, batch, s, threads, env) for s in (s1, s2))
                 results.setdefault((model, batch, threads, "cannl"), []).append((t2 - t1) / (s2 - s1) * 1e6)
+                results.setdefault((model, batch, threads, "cannl cpu"), []).append((c2 - c1) / (s2 - s1) * 1e6)
                 r = run_json([sys.executable, str(HERE / "torch_train.py"), model, str(batch), str(s1), str(s2),
                               str(threads), fashion], env_for(threads, isa, best))
                 results.setdefault((model, batch, threads, "pytorch"), []).append(r["step_us"])
+                results.setdefault((model, batch, threads, "pytorch cpu"), []).append(r["cpu_us"])
         print(f"  {isa}: trainer repetition {rep + 1}/{reps} done", file=sys.stderr, flush=True)
     return results
 
@@ -222,8 +244,9 @@ def train_times(bench, isa, best, models, threads_list, reps, fashion):
 def train_table(results, isa, models, threads_list):
     lines = [f"Path {isa}: training programs' steady-state step, data path included "
              "(<model>_train, bench/torch_train.py)\n",
-             "| model | batch | threads | cannl trainer ms/step | PyTorch ms/step | cannl/PyTorch |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| model | batch | threads | cannl trainer ms/step | PyTorch ms/step | cannl/PyTorch | "
+             "CPU time: cannl/PyTorch |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for model, batch, *_ in cases(models):
         for t in threads_list:
             c = results.get((model, batch, t, "cannl"))
@@ -231,7 +254,8 @@ def train_table(results, isa, models, threads_list):
             if not c or not p:
                 continue
             ratio = statistics.median(x / y for x, y in zip(c, p))
-            lines.append(f"| {model} | {batch} | {t} | {fmt_ms(c)} | {fmt_ms(p)} | {ratio:.3f} |")
+            lines.append(f"| {model} | {batch} | {t} | {fmt_ms(c)} | {fmt_ms(p)} | {ratio:.3f} | "
+                         f"{cpu_ratio(results, model, batch, t)} |")
     return "\n".join(lines)
 
 
@@ -259,9 +283,8 @@ def main():
         if not a.no_gemm:
             print(gemm_table(bench, isa, best, a.threads, a.models) + "\n", flush=True)
         if not a.no_steps:
-            print(step_table(step_times(bench, isa, best, a.models, a.threads, a.reps), isa, a.models, a.threads))
-            print("\nms/step: median over the processes of each process's median step (min-max of those medians)\n",
-                  flush=True)
+            print(step_table(step_times(bench, isa, best, a.models, a.threads, a.reps), isa, a.models, a.threads) +
+                  "\n", flush=True)
         if not a.no_train:
             if not Path(a.fashion, "train-images-idx3-ubyte.gz").exists():
                 print(f"(training programs: no Fashion-MNIST in {a.fashion})\n")

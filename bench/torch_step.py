@@ -5,7 +5,8 @@ Usage: torch_step.py MODEL BATCH WARMUP STEPS THREADS
 The models are the specs' models written by hand in PyTorch (float32, CPU), with the same
 optimiser and synthetic data of the same kind as bench/step_bench.c. Runs WARMUP steps
 untimed, then times each of STEPS steps (zero_grad, forward, loss, backward, optimiser
-step) and prints one JSON line like step_bench: median, 10th and 90th percentile in us.
+step) and prints one JSON line like step_bench: median, 10th and 90th percentile in us, and the
+process's CPU time per step (mean).
 Thread counts: torch.set_num_threads(THREADS); run.sh also sets OPENBLAS_NUM_THREADS and
 OMP_NUM_THREADS (Debian's torch does its matrix products on OpenBLAS's own threads).
 """
@@ -116,14 +117,17 @@ def main():
     for _ in range(warmup):
         step()
     times = []
+    c0 = time.process_time()
     for _ in range(steps):
         t0 = time.perf_counter()
         loss = step()
         times.append((time.perf_counter() - t0) * 1e6)
+    cpu_us = (time.process_time() - c0) / steps * 1e6
     times.sort()
     print(json.dumps({"model": name, "batch": batch, "threads": threads, "steps": steps,
                       "median_us": times[steps // 2], "p10_us": times[steps // 10],
-                      "p90_us": times[steps * 9 // 10], "loss": float(loss), "openblas": openblas_core()}))
+                      "p90_us": times[steps * 9 // 10], "cpu_us": cpu_us, "loss": float(loss),
+                      "openblas": openblas_core()}))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ cnn_dense256) on Fashion-MNIST the way `<model>_train --data ... --batch BATCH` 
 training set loaded once as float32 (not timed, like the trainer's data loading), each epoch
 in a fresh random order, and every step gathers its batch (images and one-hot labels) by
 index, runs zero_grad, forward, loss, backward and the optimiser step, and reads the loss.
-Prints one JSON line with the time per step between step STEPS1 and step STEPS2, the same
+Prints one JSON line with the time per step between step STEPS1 and step STEPS2 (and the
+process's CPU time per step over the same steps), the same
 quantity bench.py takes from two runs of the generated trainer of those lengths (the data
 path included, start-up and warm-up excluded).
 """
@@ -55,7 +56,7 @@ def main():
         if step % per_epoch == 0:
             order = torch.randperm(n)
         if step == s1:
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.process_time()
         idx = order[(step % per_epoch) * batch:(step % per_epoch + 1) * batch]
         x, y = images[idx], labels[idx]
         opt.zero_grad()
@@ -63,9 +64,10 @@ def main():
         loss.backward()
         opt.step()
         loss_sum += loss.item() * len(idx)
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     print(json.dumps({"model": name, "batch": batch, "threads": threads, "steps": [s1, s2],
-                      "step_us": (t2 - t1) / (s2 - s1) * 1e6, "mean_loss": loss_sum / (s2 * batch),
+                      "step_us": (t2 - t1) / (s2 - s1) * 1e6, "cpu_us": (c2 - c1) / (s2 - s1) * 1e6,
+                      "mean_loss": loss_sum / (s2 * batch),
                       "openblas": torch_step.openblas_core()}))
 
 
