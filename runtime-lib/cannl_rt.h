@@ -80,7 +80,9 @@ cannl_status cannl_isa_select(cannl_isa *isa, cannl_error *err);
 const char *cannl_isa_name(cannl_isa isa);
 
 /* A matrix-product context: the kernel of cannl_isa_select's instruction set (a bad CANNL_ISA
- * counts as unset), chosen once here, and packing workspace for up to `threads` threads. */
+ * counts as unset), chosen once here, and packing workspace for `threads` threads (a product
+ * on more threads, after omp_set_num_threads, first enlarges it; without the memory it runs
+ * on those it has). */
 typedef struct cannl_gemm cannl_gemm;
 
 /* A context for float (CANNL_F32: cannl_sgemm) or double (CANNL_F64: cannl_dgemm) products;
@@ -94,7 +96,7 @@ cannl_isa cannl_gemm_isa(const cannl_gemm *g);
 /* C[i, j] = (overwrite ? 0 : C[i, j]) + alpha * sum over p of A[i, p] B[p, j], for i < M, j < N,
  * p < K, where A[i, p] is A[i * a_m + p * a_k], B[p, j] is B[p * b_k + j * b_n] and C[i, j] is
  * C[i * c_m + j * c_n] (strides in elements: a transposed operand is read in place). Runs on
- * OpenMP's current thread count (at most the context's) when the product is large enough;
+ * OpenMP's current thread count (omp_get_max_threads) when the product is large enough;
  * every element of C is summed in the same order whatever the thread count, so the results do
  * not depend on it (they do on the instruction set: with or without FMA, in other orders).
  * One call at a time per context. A call with a context of the other dtype does nothing. */

@@ -99,8 +99,19 @@ void cannl_gemm_free(cannl_gemm *g) {
 
 cannl_isa cannl_gemm_isa(const cannl_gemm *g) { return g->isa; }
 
+/* Workspace for `threads` threads (more than at creation: omp_set_num_threads since); false,
+ * and the workspace as it was, when out of memory. */
+static int grow(cannl_gemm *g, int threads) {
+    unsigned char *ws = cannl_alloc(g->slot_bytes * (size_t)threads);
+    if (!ws) return 0;
+    cannl_free(g->ws);
+    g->ws = ws;
+    g->slots = threads;
+    return 1;
+}
+
 /* C (=|+=) alpha A B, elements of `es` bytes; C is split between threads in whole tiles. */
-static void product(const cannl_gemm *g, size_t es, long M, long N, long K, double alpha, const char *A, long a_m,
+static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alpha, const char *A, long a_m,
                     long a_k, const char *B, long b_k, long b_n, char *C, long c_m, long c_n, int overwrite) {
     if (M <= 0 || N <= 0) return;
     const cannl__gemm_kernel *k = g->kernel;
@@ -124,7 +135,7 @@ static void product(const cannl_gemm *g, size_t es, long M, long N, long K, doub
 #ifdef _OPENMP
     if (2.0 * (double)M * (double)N * (double)K >= CANNL__GEMM_PARALLEL_FLOPS && !omp_in_parallel()) {
         threads = omp_get_max_threads();
-        if (threads > g->slots) threads = g->slots;
+        if (threads > g->slots && !grow(g, threads)) threads = g->slots;
     }
 #endif
     /* Split the columns (each thread then packs all of A, M x K) or the rows (all of B, K x N),
