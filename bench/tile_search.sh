@@ -14,7 +14,8 @@
 # thread (the calls of the generated source, with their overwrite flags), five rounds in
 # varying order, each product's best time over the rounds, and prints per candidate the
 # eight products' total time and their combined GFLOP/s, and the same for OpenBLAS (its own
-# kernel for the path: OPENBLAS_CORETYPE=Haswell for avx2, Nehalem for sse2).
+# kernel for the path: OPENBLAS_CORETYPE=Haswell for avx2, Nehalem for sse2). Times are the
+# process's CPU time (gemm_bench's *_cpu figures): the machine's other jobs do not inflate them.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -82,7 +83,7 @@ for rnd in range(5):
             r = json.loads(subprocess.run([b] + sh + ["1"], capture_output=True, text=True, check=True).stdout)
             assert r["isa"] == isa, r
             flops = 2.0 * r["M"] * r["N"] * r["K"]
-            for who, g in ((b, r["cannl_gflops"]), ("OpenBLAS", r["openblas_gflops"])):
+            for who, g in ((b, r["cannl_gflops_cpu"]), ("OpenBLAS", r["openblas_gflops_cpu"])):
                 us = flops / (g * 1e3)
                 best[who][tuple(sh)] = min(us, best[who].get(tuple(sh), 1e30))
 flops = sum(2.0 * int(s[0]) * int(s[1]) * int(s[2]) for s in shapes)

@@ -3,7 +3,7 @@
 
   infer.py --case accuracy --trainer BIN --infer BIN --fashion DIR --work DIR [--small]
   infer.py --case embed --trainer BIN --cannl BIN --spec SPEC --cc CC --rt-lib LIB --rt-include DIR
-           --fashion DIR --work DIR [--cflags FLAGS] [--small]
+           --fashion DIR --work DIR [--cflags FLAGS] [--rt-ldflags FLAGS] [--small]
   infer.py --case errors --trainer BIN --infer BIN --cannl BIN --spec SPEC --fashion DIR --work DIR
   infer.py --case nehalem --trainer BIN --infer BIN --fashion DIR --work DIR [--small]
 
@@ -119,7 +119,7 @@ def compile_infer(opt, gen_dir, out, embed):
         if s.endswith("_weights.c"):
             weights_s = time.monotonic() - t0
         objs.append(obj)
-    u.run([opt.cc, *opt.cflags.split(), *objs, opt.rt_lib, "-lz", "-lm", "-o", out])
+    u.run([opt.cc, *opt.cflags.split(), *objs, opt.rt_lib, *opt.rt_ldflags.split(), "-lz", "-lm", "-o", out])
     return weights_s
 
 
@@ -251,6 +251,7 @@ def main():
     ap.add_argument("--cc")
     ap.add_argument("--cflags", default="")
     ap.add_argument("--rt-lib")
+    ap.add_argument("--rt-ldflags", default="", help="what linking the runtime needs beyond zlib and libm (OpenMP)")
     ap.add_argument("--rt-include")
     ap.add_argument("--fashion", required=True)
     ap.add_argument("--work", required=True)
