@@ -10,10 +10,10 @@
 
 /* Tile sizes (docs/gemm-tiles.md; bench/tile_search.sh overrides the float ones through -D). */
 #ifndef CANNL_MR
-#define CANNL_MR 4
+#define CANNL_MR 3
 #endif
 #ifndef CANNL_NV
-#define CANNL_NV 2
+#define CANNL_NV 4
 #endif
 #ifndef CANNL_KC
 #define CANNL_KC 256

@@ -20,9 +20,9 @@
  *       pack the kc x NC panel of B into slivers of NR columns (kc x NR, row-major; a
  *       row-major B is read in place instead when A has at most two slivers of rows)
  *       for each MC-row block of A
- *         pack the MC x kc block of A into slivers of MR rows (kc x MR, row-major; a last
- *         sliver of fewer than MR/2 rows shares the rows of the one before: 10 = 5 + 5; A
- *         is read in place instead when B has at most two slivers of columns)
+ *         pack the MC x kc block of A into slivers of at most MR rows, as equal as
+ *         possible (kc x height, row-major: 10 = 5 + 5 for MR 8; A is read in place instead
+ *         when B has at most two slivers of columns)
  *         for each NR sliver, for each row sliver: a register tile of C (its rows x NR)
  *         updated by kc rank-1 products, then added to (or stored in) C
  * Operands whose K axis is contiguous are packed with vector transposes (GK_TRANSPOSE).
@@ -117,13 +117,12 @@ static void GK_FN(micro)(long kc, const GK_REAL *restrict a, int strided, long a
 #undef GK_CASE
 }
 
-/* The height of the row sliver of a block of mc rows that starts at row i: MR, except that
- * a last sliver of fewer than MR/2 rows shares the rows of the one before it (10 = 5 + 5
- * rather than 8 + 2 for MR 8: taller tiles keep more of the FMA units busy). */
+/* The height of the row sliver of a block of mc rows that starts at row i: the fewest slivers
+ * of at most MR rows, as equal as possible (128 = 18 x 6 + 4 x 5 for MR 6, 10 = 5 + 5 for
+ * MR 8: taller tiles keep more of the FMA units busy than a short last one). */
 static inline long GK_FN(sliver)(long mc, long i) {
-    const long r = mc % GK_MR, last2 = mc - r - GK_MR; /* where the last full sliver starts */
-    if (r == 0 || r * 2 >= GK_MR || last2 < 0 || i < last2) return mc - i < GK_MR ? mc - i : GK_MR;
-    return i == last2 ? (GK_MR + r + 1) / 2 : mc - i;
+    const long n = (mc + GK_MR - 1) / GK_MR, q = mc / n, r = mc % n;
+    return i < r * (q + 1) ? q + 1 : q;
 }
 
 /* dst[p * ld + j] = src[j * ls + p] for j < rows, p < kc: `rows` rows of an operand whose K
