@@ -1,16 +1,13 @@
-/* gemm.c - the matrix products of generated models: the instruction set chosen at run time,
- * the context (kernel + packing workspace) and the split of C between threads.
+/* gemm.c - the matrix products of generated models: the context (the kernel of the
+ * instruction set chosen at run time, and packing workspace) and the split of C between
+ * threads.
  *
  * The kernels (gemm_kernel.h) are compiled once per instruction set: gemm_base.c for every
  * x86-64 (SSE2) or other CPU, gemm_avx2.c and gemm_avx512.c on x86-64 with their own -march
- * (CMakeLists.txt). cannl_gemm_create picks one, once, from the CPU (cpuid, through the
- * compiler's __builtin_cpu_supports, which also checks that the OS saves the vector
- * registers) and the CANNL_ISA environment variable, which may only lower it. */
+ * (CMakeLists.txt). cannl_gemm_create picks one, once, by cannl_isa_select (isa.c). */
 #include "gemm_internal.h"
-#include "rt_internal.h"
 
 #include <stdlib.h>
-#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -27,38 +24,6 @@ struct cannl_gemm {
     size_t slot_bytes;  /* a multiple of 64 */
     unsigned char *ws;  /* slots x slot_bytes */
 };
-
-const char *cannl_isa_name(cannl_isa isa) {
-    switch (isa) {
-        case CANNL_ISA_AVX512: return "avx512";
-        case CANNL_ISA_AVX2: return "avx2";
-        case CANNL_ISA_SSE2: break;
-    }
-    return "sse2";
-}
-
-/* The best instruction set of this CPU that this build has kernels for. */
-static cannl_isa cpu_isa(void) {
-#if defined(CANNL_GEMM_X86) && (defined(__GNUC__) || defined(__clang__))
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return CANNL_ISA_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CANNL_ISA_AVX2;
-#endif
-    return CANNL_ISA_SSE2;
-}
-
-cannl_status cannl_isa_select(cannl_isa *isa, cannl_error *err) {
-    const cannl_isa cpu = cpu_isa();
-    *isa = cpu;
-    const char *want = getenv("CANNL_ISA");
-    if (!want || !*want) return CANNL_OK;
-    for (int i = CANNL_ISA_SSE2; i <= CANNL_ISA_AVX512; ++i)
-        if (strcmp(want, cannl_isa_name((cannl_isa)i)) == 0) {
-            if ((cannl_isa)i < cpu) *isa = (cannl_isa)i;
-            return CANNL_OK;
-        }
-    return cannl__fail(err, CANNL_E_ARG, NULL, "CANNL_ISA=%s: expected avx512, avx2 or sse2", want);
-}
 
 static const cannl__gemm_kernel *kernel_for(cannl_isa isa, cannl_dtype dtype) {
     const int f64 = dtype == CANNL_F64;
