@@ -1,7 +1,10 @@
 # Cannl.cmake — build models from cannl specs in a CMake project.
 #
 #   cannl_add_model(NAME SPEC [TARGET c|cuda] [DTYPE f32|f64] [MAX_BATCH N] [WEIGHTS CKPT] [BLAS]
-#                   [NO_INSTALL] [GEN_ARGS arg...])
+#                   [NO_INSTALL] [DIMS NAME=VALUE...] [GEN_ARGS arg...])
+#
+# DIMS NAME=VALUE... overrides the spec's `dim NAME` with VALUE (`cannl gen --dim`), e.g. a
+# shorter context for a CPU build of a large model: DIMS ctx=64 layers=2.
 #
 # Runs `cannl gen SPEC` at build time into ${CMAKE_CURRENT_BINARY_DIR}/cannl/NAME, again
 # whenever the spec or the generator changes, and defines
@@ -57,10 +60,16 @@ set(CANNL_GENERATOR "" CACHE FILEPATH
     "A cannl executable for cannl_add_model to run instead of the target cannl::cannl")
 
 function(cannl_add_model name spec)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL;BLAS" "TARGET;DTYPE;MAX_BATCH;WEIGHTS" "GEN_ARGS")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL;BLAS" "TARGET;DTYPE;MAX_BATCH;WEIGHTS" "GEN_ARGS;DIMS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "cannl_add_model(${name}): unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
+  foreach(dim IN LISTS ARG_DIMS)  # DIMS NAME=VALUE...: cannl gen --dim NAME=VALUE
+    if(NOT dim MATCHES "^[A-Za-z_][A-Za-z0-9_]*=[0-9]+$")
+      message(FATAL_ERROR "cannl_add_model(${name}): DIMS ${dim}: expected NAME=VALUE, e.g. DIMS ctx=64")
+    endif()
+    list(APPEND ARG_GEN_ARGS --dim ${dim})
+  endforeach()
   if(NOT ARG_TARGET)
     set(ARG_TARGET c)
   endif()

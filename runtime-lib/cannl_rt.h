@@ -169,6 +169,41 @@ cannl_status cannl_dataset_one_hot(cannl_dataset *ds, int32_t classes, cannl_err
 cannl_status cannl_dataset_gather(const cannl_dataset *ds, const int64_t *idx, int64_t n,
                                   void *dst, cannl_error *err);
 
+/* ---------------------------------------------------------------- token streams */
+
+/* A token stream for a language model (contract v1 §6), loaded whole into memory. A file whose
+ * first int32 (little-endian) is 20240520 is an llm.c token shard: a header of 256 int32
+ * (magic, version 1, token count), then that many uint16 tokens. Any other file is raw bytes,
+ * one token per byte. */
+typedef struct cannl_token_stream {
+    int64_t count;  /* tokens */
+    int shard;      /* 1: llm.c shard (uint16 tokens), 0: raw bytes */
+    void *tokens;   /* count uint16 (little-endian) or uint8 values */
+} cannl_token_stream;
+
+/* Load `path`. Errors name the file: a shard of a version other than 1, a header cut short, a
+ * token count that disagrees with the file's size; a token >= vocab (CANNL_E_RANGE, with its
+ * position); fewer than min_tokens tokens (a window needs the context + 1). */
+cannl_status cannl_token_stream_open(cannl_token_stream *s, const char *path, int64_t vocab,
+                                     int64_t min_tokens, cannl_error *err);
+/* Release the tokens and zero *s; safe on a zeroed stream. */
+void cannl_token_stream_free(cannl_token_stream *s);
+/* Token i, 0 <= i < count. */
+int32_t cannl_token_at(const cannl_token_stream *s, int64_t i);
+/* The window of ctx + 1 tokens at `offset`: in[t] = token(offset + t), next[t] = token(offset + t + 1). */
+void cannl_token_window(const cannl_token_stream *s, int64_t offset, int64_t ctx, int32_t *in,
+                        int32_t *next);
+/* The offsets of the n windows of training step `step`, each uniform in [0, count - ctx) as
+ * nanoGPT's get_batch draws them, from a random stream that depends on (seed, step) only: a
+ * resumed run, and any number of processes each taking a slice, see the same windows. */
+void cannl_token_train_offsets(const cannl_token_stream *s, int64_t ctx, uint64_t seed, int64_t step,
+                               int64_t n, int64_t *offsets);
+/* The offset of window i of validation batch k, of `batches` batches of `batch` windows: the
+ * batches * batch windows are spread evenly from the start to the end of the stream, the same at
+ * every evaluation. */
+int64_t cannl_token_val_offset(const cannl_token_stream *s, int64_t ctx, int64_t batches, int64_t batch,
+                               int64_t k, int64_t i);
+
 /* ---------------------------------------------------------------- rng */
 
 /* xoshiro256** seeded through splitmix64: the same seed gives the same

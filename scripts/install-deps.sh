@@ -3,7 +3,7 @@
 # Idempotent: packages already present are skipped; apt is only touched when something is missing.
 # libopenblas-dev: for `cannl gen --blas` models (and it is the BLAS Debian's PyTorch then uses).
 #   scripts/install-deps.sh          build + test dependencies
-#   scripts/install-deps.sh --data   also the Fashion-MNIST data set
+#   scripts/install-deps.sh --data   also the data sets: Fashion-MNIST, and the King James Bible (bible-kjv: the LM demo)
 #   scripts/install-deps.sh --torch  also PyTorch (reference for parity tests and benchmarks)
 set -euo pipefail
 
@@ -12,9 +12,9 @@ pkgs=(build-essential cmake ninja-build g++ clang libomp-dev zlib1g-dev
       python3 python3-numpy libopenblas-dev qemu-user)
 for arg in "$@"; do
   case "$arg" in
-    --data) pkgs+=(dataset-fashion-mnist) ;;
+    --data) pkgs+=(dataset-fashion-mnist bible-kjv bible-kjv-text) ;;
     --torch) pkgs+=(python3-torch) ;;
-    --all) pkgs+=(dataset-fashion-mnist python3-torch) ;;
+    --all) pkgs+=(dataset-fashion-mnist bible-kjv bible-kjv-text python3-torch) ;;
     *) echo "install-deps.sh: unknown option '$arg' (expected --data, --torch or --all)" >&2; exit 2 ;;
   esac
 done

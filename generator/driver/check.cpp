@@ -1,6 +1,7 @@
 // `cannl check SPEC`: parse and infer, then print every tensor's shape.
 #include <fmt/format.h>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,30 @@
 #include "spec/ast_print.h"
 
 namespace cannl {
+
+bool parse_dim_override(const std::string& arg, std::map<std::string, long>& dims, std::string& error) {
+  size_t eq = arg.find('=');
+  std::string name = arg.substr(0, eq == std::string::npos ? arg.size() : eq);
+  std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+  bool ident = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
+  for (char c : name) ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  if (eq == std::string::npos || !ident) {
+    error = fmt::format("--dim {}: expected NAME=VALUE, e.g. --dim ctx=128", arg);
+    return false;
+  }
+  bool digits = !value.empty() && value.size() <= 15;
+  for (char c : value) digits = digits && std::isdigit(static_cast<unsigned char>(c));
+  if (!digits || std::stol(value) < 1) {
+    error = fmt::format("--dim {}: the value of '{}' must be a positive integer, not '{}'", arg, name, value);
+    return false;
+  }
+  if (dims.count(name)) {
+    error = fmt::format("--dim {}: '{}' is given twice", arg, name);
+    return false;
+  }
+  dims[name] = std::stol(value);
+  return true;
+}
 
 bool read_file(const std::string& path, std::string& text, std::string& error) {
   std::error_code ec;
@@ -45,12 +70,17 @@ nlohmann::json axes_json(const std::vector<Axis>& row) {
   return a;
 }
 
+// `NAME : SHAPE`, and ` int` for integer tensors (ids): `tokens : [batch, 64 | ] int`.
+std::string tensor_line(const Model& m, const ShapeInfo& shapes, size_t i) {
+  const Tensor& t = m.tensors[i];
+  return t.name + " : " + print_shape(shapes.tensors[i]) + (t.dtype == DType::Int32 ? " int" : "");
+}
+
 void dump_shapes(const Frontend& fe, std::ostream& out) {
   const Model& m = fe.model;
   for (size_t i = 0; i < m.tensors.size(); ++i) {
     const Tensor& t = m.tensors[i];
-    out << t.name << " : " << print_shape(fe.shapes.tensors[i]) << "   # "
-        << tensor_kind_name(t.kind) << "\n";
+    out << tensor_line(m, fe.shapes, i) << "   # " << tensor_kind_name(t.kind) << "\n";
     if (!t.expr) continue;
     // Sub-expressions in evaluation order (post-order), with their shapes.
     std::vector<const Expr*> order;
@@ -64,8 +94,8 @@ void dump_shapes(const Frontend& fe, std::ostream& out) {
     for (const Expr* e : order) {
       if (e == t.expr) continue;
       LineCol lc = fe.file.line_col(e->range.begin);
-      out << fmt::format("    {}:{} {} : {}\n", lc.line, lc.col, fe.file.slice(e->range),
-                         print_shape(fe.shapes.of(e)));
+      out << fmt::format("    {}:{} {} : {}{}\n", lc.line, lc.col, fe.file.slice(e->range),
+                         print_shape(fe.shapes.of(e)), m.is_int(e) ? " int" : "");
     }
   }
 }
@@ -75,7 +105,11 @@ void dump_shapes(const Frontend& fe, std::ostream& out) {
 int check_text(const std::string& path, const std::string& text, const CheckOptions& opt,
                std::ostream& out, std::ostream& err) {
   Stage last = opt.dump == "tokens" ? Stage::Tokens : opt.dump == "ast" ? Stage::Ast : Stage::Shapes;
-  auto fe = run_frontend(path, text, last);
+  auto fe = run_frontend(path, text, last, opt.dims);
+  if (!fe->usage_error.empty()) {
+    err << "cannl: error: " << fe->usage_error << "\n";
+    return 2;
+  }
   if (!fe->ok()) {
     fe->diags.render(err, opt.color);
     err << fmt::format("{}: {} error{}\n", path, fe->diags.error_count(),
@@ -102,6 +136,7 @@ int check_text(const std::string& path, const std::string& text, const CheckOpti
       const Shape& s = fe->shapes.tensors[i];
       arr.push_back({{"name", m.tensors[i].name},
                      {"kind", tensor_kind_name(m.tensors[i].kind)},
+                     {"dtype", dtype_name(m.tensors[i].dtype)},
                      {"shape", print_shape(s)},
                      {"batch", axes_json(s.row(AxisKind::Batch))},
                      {"input", axes_json(s.row(AxisKind::Input))},
@@ -110,8 +145,7 @@ int check_text(const std::string& path, const std::string& text, const CheckOpti
     out << arr.dump(2) << "\n";
     return 0;
   }
-  for (size_t i = 0; i < m.tensors.size(); ++i)
-    out << m.tensors[i].name << " : " << print_shape(fe->shapes.tensors[i]) << "\n";
+  for (size_t i = 0; i < m.tensors.size(); ++i) out << tensor_line(m, fe->shapes, i) << "\n";
   return 0;
 }
 

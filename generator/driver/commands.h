@@ -5,6 +5,7 @@
 #pragma once
 
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,12 @@ struct CheckOptions {
   bool json = false;
   std::string dump;  // "", "tokens", "ast", "shapes"
   bool color = false;
+  std::map<std::string, long> dims;  // --dim NAME=VALUE: overrides of the spec's dims
 };
+
+// One `--dim NAME=VALUE` into `dims`; false with a message naming it when NAME is no
+// identifier, VALUE no positive integer, or NAME given twice.
+bool parse_dim_override(const std::string& arg, std::map<std::string, long>& dims, std::string& error);
 
 int check_text(const std::string& path, const std::string& text, const CheckOptions& opt,
                std::ostream& out, std::ostream& err);
@@ -40,6 +46,7 @@ struct GenOptions {
   bool stats = false;      // --stats: print the routines' costs before and after the passes
   bool json = false;       // with stats: as JSON
   bool blas = false;       // contractions call cblas (link a CBLAS, e.g. OpenBLAS)
+  std::map<std::string, long> dims;  // --dim NAME=VALUE: overrides of the spec's dims
 };
 
 // `cannl gen --passes`: the passes in their order, with the level that runs each.
@@ -52,5 +59,19 @@ std::string pass_listing();
 // the checkpoint does not fit it (exit status 1); files are replaced atomically (a new
 // directory appears whole).
 int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, std::ostream& err);
+
+}  // namespace cannl
+
+namespace cannl {
+
+struct PlotOptions {
+  std::string log;    // a metrics JSONL (the training program's --metrics)
+  std::string out;    // the SVG to write
+  std::string title;  // default: the log's file name
+};
+
+// `cannl plot METRICS.jsonl -o curve.svg`: loss, metric and learning-rate curves over the steps of
+// a training run, as one SVG. 0 ok, 1 a malformed log (the line named), 2 unreadable or unwritable.
+int plot_file(const PlotOptions& opt, std::ostream& err);
 
 }  // namespace cannl

@@ -4,6 +4,7 @@
 // a cascade), except that lexing and parsing errors are reported together.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -26,11 +27,15 @@ struct Frontend {
   Spec spec;
   Model model;
   ShapeInfo shapes;
+  // A --dim NAME=VALUE whose NAME the spec has no dim of: a usage error (exit status 2),
+  // reported instead of the spec's diagnostics.
+  std::string usage_error;
   bool ok() const { return !diags.has_errors(); }
 };
 
 enum class Stage { Tokens, Ast, Model, Shapes };
 
-std::unique_ptr<Frontend> run_frontend(std::string path, std::string text, Stage last = Stage::Shapes);
+std::unique_ptr<Frontend> run_frontend(std::string path, std::string text, Stage last = Stage::Shapes,
+                                       const std::map<std::string, long>& dims = {});
 
 }  // namespace cannl

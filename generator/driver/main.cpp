@@ -26,6 +26,10 @@ int main(int argc, char** argv) {
   c->add_option("--dump", check.dump, "print a stage instead: tokens, ast or shapes")
       ->check(CLI::IsMember({"tokens", "ast", "shapes"}))
       ->excludes(check_json);
+  std::vector<std::string> check_dims, gen_dims;
+  c->add_option("--dim", check_dims, "NAME=VALUE: use VALUE for the spec's dim NAME (repeatable)")
+      ->type_size(1)
+      ->allow_extra_args(false);
 
   std::string gen_spec;
   cannl::GenOptions gen;
@@ -52,6 +56,9 @@ int main(int argc, char** argv) {
   g->add_option("--max-batch", gen.max_batch, "largest batch the generated code accepts (default 256)")
       ->check(CLI::Range(1L, 1L << 24));
   g->add_flag("--blas", gen.blas, "contractions call cblas_sgemm/dgemm (OpenBLAS) instead of the generated kernel");
+  g->add_option("--dim", gen_dims, "NAME=VALUE: use VALUE for the spec's dim NAME (repeatable), e.g. a shorter ctx")
+      ->type_size(1)
+      ->allow_extra_args(false);
   auto* dump_opt = g->add_option("--dump", gen.dump,
                                  "print a stage instead: tokens, ast, shapes, graph, ir (after the passes), "
                                  "ir:PASS (after that pass) or dot (the training step's tensor graph, Graphviz)")
@@ -66,6 +73,12 @@ int main(int argc, char** argv) {
                                 "compile the --weights params into the generated code (<model>_weights.c)");
   embed_opt->needs(weights_opt);
   weights_opt->needs(embed_opt);
+  cannl::PlotOptions plot;
+  auto* pl = app.add_subcommand("plot", "Draw the loss and metric curves of a training run's metrics log as SVG");
+  pl->add_option("METRICS", plot.log, "the JSONL log a training program wrote (--metrics)")->required();
+  pl->add_option("-o,--output", plot.out, "the SVG file to write")->required();
+  pl->add_option("--title", plot.title, "the title above the curves (default: the log's file name)");
+
   g->callback([&] {
     if (list_passes) return;
     if (!*gen_spec_opt) throw CLI::RequiredError("SPEC");
@@ -90,6 +103,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   check.color = isatty(STDERR_FILENO);
+  std::string dim_error;
+  for (const std::string& d : check_dims)
+    if (!cannl::parse_dim_override(d, check.dims, dim_error)) break;
+  for (const std::string& d : gen_dims)
+    if (dim_error.empty() && !cannl::parse_dim_override(d, gen.dims, dim_error)) break;
+  if (!dim_error.empty()) {
+    std::cerr << "cannl: error: " << dim_error << "\n";
+    return 2;
+  }
   if (*c) return cannl::check_file(check_spec, check, std::cout, std::cerr);
   if (*g) {
     if (list_passes) {
@@ -99,6 +121,7 @@ int main(int argc, char** argv) {
     gen.color = check.color;
     return cannl::gen_file(gen_spec, gen, std::cout, std::cerr);
   }
+  if (*pl) return cannl::plot_file(plot, std::cerr);
   std::cerr << app.help();
   return 2;
 }

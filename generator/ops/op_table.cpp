@@ -25,14 +25,25 @@ void reduction(ShapeContext& c, const BoundCall& b) {
   else c.scalar_result();
 }
 
-// cross_entropy(logits, target): one value per example (and per input index).
+// cross_entropy(logits, target): one value per example (and per input index). Integer
+// targets are class indices: logits [B.. | n], ids [B.. | ] int.
 void per_example_pair(ShapeContext& c, const BoundCall& b, bool scalar) {
   Solver& s = c.solver();
   const Expr* l = b.tensors[0];
   const Expr* t = b.tensors[1];
   Origin o = c.origin(fmt::format("in {} of", b.call->name), {l, t});
-  s.equal_rows(c.shape(l).row(AxisKind::Output), c.shape(t).row(AxisKind::Output), o,
-               fmt::format("the output axes of {} and {} must be equal", c.name_of(l), c.name_of(t)));
+  if (c.is_int(t)) {
+    s.equal_rows(c.shape(l).row(AxisKind::Output), RowT::closed({s.fresh_dim()}), o,
+                 fmt::format("with integer targets (class indices) the logits {} must have one output axis, "
+                             "the classes", c.name_of(l)));
+    for (AxisKind k : {AxisKind::Input, AxisKind::Output})
+      s.equal_rows(c.shape(t).row(k), RowT::closed({}), o,
+                   fmt::format("the class indices {} must have no {} axes (one id per position: [ctx |] int)",
+                               c.name_of(t), axis_kind_name(k)));
+  } else {
+    s.equal_rows(c.shape(l).row(AxisKind::Output), c.shape(t).row(AxisKind::Output), o,
+                 fmt::format("the output axes of {} and {} must be equal", c.name_of(l), c.name_of(t)));
+  }
   if (scalar) {
     c.scalar_result();
     return;
@@ -89,6 +100,128 @@ void pool2d(ShapeContext& c, const BoundCall& b) {
   s.affine(W, stride, OW, DimT::known(size), 0, o);
 }
 
+// ---- contract v1: sequence models and language models ----------------------------------
+
+ArgSig ids(const char* n) {
+  ArgSig a = tensor(n);
+  a.elem = Elem::Int;
+  return a;
+}
+ArgSig shape_only(const char* n) {  // a tensor of either element type: only its shape is read
+  ArgSig a = tensor(n);
+  a.elem = Elem::Either;
+  return a;
+}
+ArgSig boolean(const char* n, bool def) { return {n, ArgType::Bool, false, def ? 1.0 : 0.0}; }
+ArgSig choice(const char* n, std::vector<std::string> values) {
+  ArgSig a{n, ArgType::Choice, false, 0};
+  a.choices = std::move(values);
+  return a;
+}
+ArgSig number_shown(const char* n, const char* shown) {
+  ArgSig a{n, ArgType::Number, false, 0};
+  a.default_text = shown;
+  return a;
+}
+
+// softmax, log_softmax, layer_norm: the shape of x; with a spec (a one-operand reduction),
+// over the axes it sums away: the spec must match x.
+void normalised(ShapeContext& c, const BoundCall& b) {
+  std::string verb = fmt::format("in {} of", b.call->name);
+  if (b.spec) c.einsum_result(*b.spec, {b.tensors[0]}, verb);
+  c.same_shape(b.tensors[0], verb);
+}
+
+// embedding(table : [d.. -> n], ids : [B.. | ] int) -> [B.. | d..]. Nothing about the ids
+// fixes n: a table whose row count is not written must get it from another use.
+void embedding(ShapeContext& c, const BoundCall& b) {
+  Solver& s = c.solver();
+  const Expr* table = b.tensors[0];
+  const Expr* ids = b.tensors[1];
+  Origin o = c.origin("in embedding of", {table, ids});
+  s.equal_rows(c.shape(table).row(AxisKind::Batch), RowT::closed({}), o,
+               fmt::format("the table {} must have no batch axes", c.name_of(table)));
+  s.equal_rows(c.shape(table).row(AxisKind::Output), RowT::closed({s.fresh_dim()}), o,
+               fmt::format("the table {} must have one output axis, its rows (stored [n, d..] like "
+                           "nn.Embedding: written [d -> n])", c.name_of(table)));
+  for (AxisKind k : {AxisKind::Input, AxisKind::Output})
+    s.equal_rows(c.shape(ids).row(k), RowT::closed({}), o,
+                 fmt::format("the ids {} must have no {} axes (one id per position: [ctx |] int)",
+                             c.name_of(ids), axis_kind_name(k)));
+  s.equal_rows(c.result().row(AxisKind::Batch), c.shape(ids).row(AxisKind::Batch), o, "batch axes");
+  c.result().row(AxisKind::Input) = RowT::closed({});
+  c.result().row(AxisKind::Output) = c.shape(table).row(AxisKind::Input);
+  c.explain_free(table, AxisKind::Output,
+                 "the row count of an embedding table cannot come from the ids; write it in its "
+                 "declaration, e.g. 'param wte : [768 -> 50304]', or use the table as a weight too (a "
+                 "tied head: wte * x)");
+}
+
+// position(x): the index along x's last batch axis, as ids [B.. | ].
+void position(ShapeContext& c, const BoundCall& b) {
+  Origin o = c.origin("in position of", {b.tensors[0]});
+  c.solver().equal_rows(c.result().row(AxisKind::Batch), c.shape(b.tensors[0]).row(AxisKind::Batch), o,
+                        "batch axes");
+  c.result().row(AxisKind::Input) = RowT::closed({});
+  c.result().row(AxisKind::Output) = RowT::closed({});
+  const Expr* x = b.tensors[0];
+  c.check_after_solving(o, [&c, x]() -> std::string {
+    RowT r = c.solver().resolve(c.shape(x).row(AxisKind::Batch));
+    if (!r.right.empty() && r.right.back().kind != DimT::Batch) return "";
+    return fmt::format("position needs a batch axis of positions after the runner's: {} has only the "
+                       "runner's batch axis (declare the positions on the input, e.g. input tokens : [ctx |] int)",
+                       c.name_of(x));
+  });
+}
+
+// attention(q : [B.., t | H.., e], k : [B.., s | H.., e], v : [B.., s | H.., f]) -> [B.., t | H.., f]
+void attention(ShapeContext& c, const BoundCall& b) {
+  Solver& s = c.solver();
+  const Expr* q = b.tensors[0];
+  const Expr* k = b.tensors[1];
+  const Expr* v = b.tensors[2];
+  Origin o = c.origin("in attention of", {q, k, v});
+  RowT B = s.fresh_row(), H = s.fresh_row();
+  DimT T = s.fresh_dim(), S = s.fresh_dim(), E = s.fresh_dim(), F = s.fresh_dim();
+  auto then = [](const RowT& r, DimT d) { return RowT{{}, r.var, {d}}; };
+  for (const Expr* x : {q, k, v})
+    s.equal_rows(c.shape(x).row(AxisKind::Input), RowT::closed({}), o,
+                 fmt::format("{} must have no input axes", c.name_of(x)));
+  s.equal_rows(c.shape(q).row(AxisKind::Batch), then(B, T), o,
+               fmt::format("the queries {} need a last batch axis, the positions", c.name_of(q)));
+  s.equal_rows(c.shape(k).row(AxisKind::Batch), then(B, S), o,
+               fmt::format("the keys {} must have the queries' batch axes but the last (their positions)",
+                           c.name_of(k)));
+  s.equal_rows(c.shape(v).row(AxisKind::Batch), c.shape(k).row(AxisKind::Batch), o,
+               fmt::format("the values {} must have the keys' batch axes", c.name_of(v)));
+  s.equal_rows(c.shape(q).row(AxisKind::Output), then(H, E), o,
+               fmt::format("the queries {} need a last output axis, the head size", c.name_of(q)));
+  s.equal_rows(c.shape(k).row(AxisKind::Output), c.shape(q).row(AxisKind::Output), o,
+               fmt::format("the keys {} must have the queries' output axes (heads and head size)", c.name_of(k)));
+  s.equal_rows(c.shape(v).row(AxisKind::Output), then(H, F), o,
+               fmt::format("the values {} must have the queries' output axes but the last (the heads)",
+                           c.name_of(v)));
+  if (b.values.at("causal") != 0)
+    s.equal_dims(T, S, o, fmt::format("a causal attention needs as many keys as queries: the last batch axes "
+                                      "of {} and {} must be equal", c.name_of(q), c.name_of(k)));
+  c.result().row(AxisKind::Batch) = then(B, T);
+  c.result().row(AxisKind::Input) = RowT::closed({});
+  c.result().row(AxisKind::Output) = then(H, F);
+  c.check_after_solving(o, [&c, &s, T, q]() -> std::string {
+    if (s.resolve(T).kind != DimT::Batch) return "";
+    return fmt::format("attention runs over the last batch axis (the positions), and for {} that is the "
+                       "runner's batch axis: declare the positions on the input, e.g. input tokens : [ctx |] int",
+                       c.name_of(q));
+  });
+}
+
+// Adds or widens entries of the table above (contract v1), keeping their rows as they are.
+template <typename F>
+void amend(std::vector<OpInfo>& t, const char* name, F change) {
+  for (OpInfo& o : t)
+    if (o.name == name) change(o);
+}
+
 std::vector<OpInfo> make_table() {
   std::vector<OpInfo> t;
   for (const char* f : {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"})
@@ -116,6 +249,22 @@ std::vector<OpInfo> make_table() {
                  c.einsum(*b.spec, b.tensors, "in einsum of");
                },
                false, "generalised einsum"});
+  // Contract v1 (sequence models and language models).
+  t.push_back({"embedding", {tensor("table"), ids("ids")}, embedding, false,
+               "rows of a table [d -> n] selected by integer ids"});
+  t.push_back({"position", {shape_only("x")}, position, false,
+               "the index along the last batch axis, as ids (torch.arange(T))"});
+  t.push_back({"attention", {tensor("q"), tensor("k"), tensor("v"), boolean("causal", false),
+                             number_shown("scale", "1/sqrt(e)")},
+               attention, false, "scaled dot-product attention over the last batch axis"});
+  amend(t, "gelu", [](OpInfo& o) { o.args.push_back(choice("approximate", {"none", "tanh"})); });
+  for (const char* f : {"softmax", "log_softmax", "layer_norm"})
+    amend(t, f, [](OpInfo& o) {
+      o.args.insert(o.args.begin() + 1, spec("spec", false));  // softmax(x, "SPEC"): over what SPEC sums away
+      o.shape = normalised;
+    });
+  for (const char* f : {"cross_entropy", "accuracy"})
+    amend(t, f, [](OpInfo& o) { o.args[1].elem = Elem::Either; });  // class indices or distributions
   return t;
 }
 
@@ -136,11 +285,11 @@ std::vector<CallSig> make_initializers() {
 std::vector<CallSig> make_optimizers() {
   return {
       {"sgd", {required_number("lr"), number("momentum", 0), number("weight_decay", 0),
-               number("dampening", 0), number("nesterov", 0)}},
+               number("dampening", 0), boolean("nesterov", false)}},
       {"adam", {number("lr", 1e-3), number("beta1", 0.9), number("beta2", 0.999),
                 number("eps", 1e-8), number("weight_decay", 0)}},
       {"adamw", {number("lr", 1e-3), number("beta1", 0.9), number("beta2", 0.999),
-                 number("eps", 1e-8), number("weight_decay", 0.01)}},
+                 number("eps", 1e-8), number("weight_decay", 0.01), choice("decay", {"all", "matrices"})}},
   };
 }
 

@@ -17,21 +17,33 @@ namespace cannl {
 
 class ShapeContext;  // shapes/infer.cpp: the solver as seen by a shape rule
 
-enum class ArgType { Tensor, Int, Number, Spec };
+// Bool: true or false (a number also works: 0 is false); Choice: one of a few strings.
+enum class ArgType { Tensor, Int, Number, Spec, Bool, Choice };
+
+// The element type a tensor argument accepts: float values, integer ids (an `int` input,
+// position(...)), or either (a target: class indices or a distribution; position's shape).
+enum class Elem { Float, Int, Either };
 
 struct ArgSig {
   std::string name;
   ArgType type = ArgType::Tensor;
   bool required = true;
-  double default_value = 0;
+  double default_value = 0;   // Int/Number/Bool (0 or 1)
   double min_value = -1e300;  // Int/Number options below this are rejected
+  Elem elem = Elem::Float;    // Tensor
+  std::vector<std::string> choices = {};  // Choice: the accepted strings, the first is the default
+  // An optional Number with no fixed default: shown like this in signatures and left out of
+  // BoundCall::values when not given (attention's scale = 1/sqrt(e)).
+  std::string default_text = {};
 };
 
 // A call after binding its arguments to the signature.
 struct BoundCall {
   const Expr* call = nullptr;
   std::vector<const Expr*> tensors;      // tensor operands in signature order (present ones)
-  std::map<std::string, double> values;  // Int/Number options (defaults filled in)
+  std::vector<const ArgSig*> tensor_args;  // the signature entry of each of `tensors`
+  std::map<std::string, double> values;  // Int/Number/Bool options (defaults filled in)
+  std::map<std::string, std::string> strings;  // Choice options (defaults filled in)
   const EinsumSpec* spec = nullptr;      // the Spec argument, if any
 };
 

@@ -36,8 +36,16 @@ bool ShapeContext::fits(const EinsumSpec& spec, const std::vector<const Expr*>& 
   return true;
 }
 
-void ShapeContext::einsum(const EinsumSpec& given, const std::vector<const Expr*>& operands,
+void ShapeContext::einsum(const EinsumSpec& spec, const std::vector<const Expr*>& operands,
                           const std::string& verb) {
+  ShapeT res = einsum_result(spec, operands, verb);
+  Origin o = origin(verb, operands);
+  for (int k = 0; k < 3; ++k)
+    solver().equal_rows(result().rows[k], res.rows[k], o, "the result must match the spec");
+}
+
+ShapeT ShapeContext::einsum_result(const EinsumSpec& given, const std::vector<const Expr*>& operands,
+                                   const std::string& verb) {
   // "b|inp->out" is axes i, n, p -> o, u, t by letters, or inp -> out by words (einsum.h):
   // the letters win unless the shapes known here rule them out and fit the words.
   const EinsumSpec* chosen = &given;
@@ -99,9 +107,7 @@ void ShapeContext::einsum(const EinsumSpec& given, const std::vector<const Expr*
                                axis_kind_name(AxisKind(k)), name_of(operands[i]),
                                part_text(spec.operands[i], k)));
   }
-  ShapeT res = build(spec.result);
-  for (int k = 0; k < 3; ++k)
-    s.equal_rows(result().rows[k], res.rows[k], o, "the result must match the spec");
+  return build(spec.result);
 }
 
 namespace {
@@ -115,6 +121,7 @@ public:
   ShapeInfo run() {
     for (size_t i = 0; i < m_.tensors.size(); ++i) {
       const Tensor& t = m_.tensors[i];
+      current_tensor_ = static_cast<int>(i);
       tensor_shapes_.push_back(declared(t));
       if (t.kind == TensorKind::Computed) {
         ShapeT& e = walk(t.expr);
@@ -148,6 +155,16 @@ public:
     return "'" + text + "'";
   }
   void use_reading(const EinsumSpec& chosen) override { readings_[current_] = &chosen; }
+  bool is_int(const Expr* e) override { return m_.is_int(e); }
+  void check_after_solving(Origin o, std::function<std::string()> check) override {
+    after_solving_.push_back({std::move(o), std::move(check)});
+  }
+  void explain_free(const Expr* e, AxisKind kind, std::string why) override {
+    if (e->kind != ExprKind::Name) return;
+    auto it = m_.index.find(e->name);
+    if (it != m_.index.end() && m_.tensors[it->second].kind == TensorKind::Param)
+      free_advice_[{it->second, static_cast<int>(kind)}] = std::move(why);
+  }
   const std::map<const Expr*, const EinsumSpec*>& readings() const { return readings_; }
   Origin origin(const std::string& verb, const std::vector<const Expr*>& operands) override {
     const Expr* at = current_;
@@ -158,7 +175,8 @@ public:
                       s += name_of(operands[i]) + " : " + solver_.print(shape(operands[i]));
                     }
                     return s;
-                  }};
+                  },
+                  current_tensor_};
   }
 
 private:
@@ -166,7 +184,16 @@ private:
     std::string msg = o.describe() + ": " + detail;
     for (const Diagnostic& d : diags_.all())
       if (d.range.begin == o.at.begin && d.message == msg) return;  // the same fault twice
-    diags_.error(o.at, msg);
+    Diagnostic& d = diags_.error(o.at, msg);
+    if (o.tensor >= 0) note_instance(d, m_.tensors[static_cast<size_t>(o.tensor)]);
+  }
+  // The repeat-block instance a diagnostic comes from (its statements share their source).
+  void note_instance(Diagnostic& d, const Tensor& t) {
+    if (!t.block) return;
+    long count = 0;
+    for (const Tensor& x : m_.tensors)
+      if (x.block == t.block && x.instance + 1 > count) count = x.instance + 1;
+    DiagEngine::note(d, t.block->range, fmt::format("in instance {} (of {}) of this repeat block", t.instance, count));
   }
 
   RowT written_part(const std::vector<AxisSpec>& axes) {
@@ -174,8 +201,11 @@ private:
     bool after = false;
     for (const AxisSpec& a : axes) {
       switch (a.kind) {
-        case AxisSpec::Size: (after ? row.right : row.left).push_back(DimT::known(a.size)); break;
-        case AxisSpec::DimName: (after ? row.right : row.left).push_back(DimT::known(m_.dims.at(a.name))); break;
+        case AxisSpec::Size:
+        case AxisSpec::DimName:
+        case AxisSpec::Product:
+          (after ? row.right : row.left).push_back(DimT::known(written_size(a, m_.dims)));
+          break;
         case AxisSpec::Wildcard: (after ? row.right : row.left).push_back(solver_.fresh_dim()); break;
         case AxisSpec::RowVar:
           row.var = solver_.fresh_row().var;
@@ -190,11 +220,14 @@ private:
   ShapeT declared(const Tensor& t) {
     ShapeT s;
     switch (t.kind) {
-      case TensorKind::Input:
-        s.rows[0] = RowT::closed({DimT::batch()});
+      case TensorKind::Input: {  // the runner's batch axis, then the declared ones
+        s.rows[0] = written_part(t.shape->parts[0]);
+        std::vector<DimT>& leading = s.rows[0].is_closed() ? s.rows[0].right : s.rows[0].left;
+        leading.insert(leading.begin(), DimT::batch());
         s.rows[1] = written_part(t.shape->parts[1]);
         s.rows[2] = written_part(t.shape->parts[2]);
         break;
+      }
       case TensorKind::Param:
         s.rows[0] = RowT::closed({});
         if (t.shape) {
@@ -281,9 +314,35 @@ private:
         if (op && it != m_.calls.end()) op->shape(*this, it->second);
         break;
       }
+      case ExprKind::Index:
+        r = fresh();
+        index(e);
+        break;
     }
     current_ = saved;
     return expr_shapes_[e];
+  }
+
+  // x[i]: drops x's first output axis, which must have more than i entries.
+  void index(const Expr* e) {
+    const Expr* x = e->operands[0].get();
+    Origin o = origin("cannot index", {x});
+    DimT first = solver_.fresh_dim();
+    RowT rest = solver_.fresh_row();
+    solver_.equal_rows(shape(x).row(AxisKind::Output), RowT{{first}, rest.var, {}}, o,
+                       fmt::format("{} needs an output axis to index (x[i] indexes the first one)", name_of(x)));
+    ShapeT& r = expr_shapes_[e];
+    for (AxisKind k : {AxisKind::Batch, AxisKind::Input}) r.row(k) = shape(x).row(k);
+    r.row(AxisKind::Output) = rest;
+    long i = static_cast<long>(e->number);
+    check_after_solving(o, [this, first, i, x]() -> std::string {
+      DimT d = solver_.resolve(first);
+      if (d.kind == DimT::Batch) return "the first output axis of " + name_of(x) + " is the batch axis, which cannot be indexed";
+      if (d.kind == DimT::Known && i >= d.size)
+        return fmt::format("index {} is out of range: the first output axis of {} has size {} (indices 0 to {})", i,
+                           name_of(x), d.size, d.size - 1);
+      return "";
+    });
   }
 
   Shape concrete(const ShapeT& s, bool* free) {
@@ -305,31 +364,42 @@ private:
     return {};
   }
 
-  // One error per param/input whose axes nothing constrains, naming every free part.
-  void report_free(const Tensor& t, const ShapeT& s) {
+  // One error per param/input whose axes nothing constrains, naming every free part (once
+  // for all the instances of a repeat block).
+  void report_free(size_t idx, const Tensor& t, const ShapeT& s) {
     std::vector<std::string> parts;
+    std::string how;
     for (int k = 1; k < 3; ++k) {
       if (!solver_.is_free(s.rows[k])) continue;
       parts.push_back(fmt::format("its {} axes {}", axis_kind_name(AxisKind(k)), solver_.print(s.rows[k])));
+      if (auto it = free_advice_.find({static_cast<int>(idx), k}); it != free_advice_.end()) how = it->second;
     }
     if (parts.empty()) return;
-    std::string how = t.kind == TensorKind::Param
-                          ? fmt::format("write them in its declaration, e.g. 'param {} : [784 -> 512]'", t.name)
-                          : "write every axis size of an input";
-    diags_.error(t.decl, fmt::format("cannot infer the shape of {} '{}': nothing constrains {} "
-                                     "('_' is an unknown size, '..' unknown axes); {}",
-                                     tensor_kind_name(t.kind), t.name,
-                                     parts.size() == 2 ? parts[0] + " and " + parts[1] : parts[0], how));
+    for (const Diagnostic& d : diags_.all())
+      if (t.block && d.range.begin == t.decl.begin) return;
+    if (how.empty())
+      how = t.kind == TensorKind::Param
+                ? fmt::format("write them in its declaration, e.g. 'param {} : [784 -> 512]'",
+                              diags_.file().slice(t.decl))
+                : "write every axis size of an input";
+    Diagnostic& d = diags_.error(t.decl, fmt::format("cannot infer the shape of {} '{}': nothing constrains {} "
+                                                     "('_' is an unknown size, '..' unknown axes); {}",
+                                                     tensor_kind_name(t.kind), t.name,
+                                                     parts.size() == 2 ? parts[0] + " and " + parts[1] : parts[0],
+                                                     how));
+    note_instance(d, t);
   }
 
   ShapeInfo finish() {
     ShapeInfo info;
+    for (const auto& [o, check] : after_solving_)
+      if (std::string detail = check(); !detail.empty()) report(o, detail);
     for (size_t i = 0; i < m_.tensors.size(); ++i) {
       const Tensor& t = m_.tensors[i];
       bool free = false;
       info.tensors.push_back(concrete(tensor_shapes_[i], &free));
       if (!free) continue;
-      if (t.kind != TensorKind::Computed) report_free(t, tensor_shapes_[i]);
+      if (t.kind != TensorKind::Computed) report_free(i, t, tensor_shapes_[i]);
       else if (!diags_.has_errors())  // free only through a param or input reported above
         CANNL_INTERNAL(diags_, t.decl, fmt::format("'{}' still has free axes after defaulting", t.name));
     }
@@ -360,7 +430,10 @@ private:
   std::vector<ShapeT> tensor_shapes_;
   std::map<const Expr*, ShapeT> expr_shapes_;
   const Expr* current_ = nullptr;
+  int current_tensor_ = -1;  // the tensor whose definition is being walked
   std::map<const Expr*, const EinsumSpec*> readings_;  // calls whose spec is read as words
+  std::vector<std::pair<Origin, std::function<std::string()>>> after_solving_;
+  std::map<std::pair<int, int>, std::string> free_advice_;  // (param, axis kind) -> explain_free
 };
 
 }  // namespace

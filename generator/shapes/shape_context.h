@@ -1,6 +1,7 @@
 // shape_context.h — what a built-in's shape rule (ops/op_table.cpp) sees of the solver.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,13 @@ public:
   // The call's einsum spec is read as `chosen`, the word reading of its spec (einsum.h);
   // recorded so that later stages see it (BoundCall::spec after infer_shapes).
   virtual void use_reading(const EinsumSpec& chosen) = 0;
+  // Whether the operand holds integers (an `int` input, position(...)): model.h's Elem.
+  virtual bool is_int(const Expr* e) = 0;
+  // A check of what the solver found: run after solving, when shapes are final; a message it
+  // returns is reported at `o` (prefixed with its description).
+  virtual void check_after_solving(Origin o, std::function<std::string()> check) = 0;
+  // If `e` is a param whose `kind` axes stay free, `why` replaces the generic advice.
+  virtual void explain_free(const Expr* e, AxisKind kind, std::string why) = 0;
 
   // Helpers shared by many rules.
   void same_shape(const Expr* x, const std::string& verb);  // result = shape of x
@@ -29,6 +37,10 @@ public:
   // unless the operands' closed rows rule the letters out and fit the words.
   void einsum(const EinsumSpec& spec, const std::vector<const Expr*>& operands,
               const std::string& verb);
+  // The einsum rule's constraints on the operands; returns the shape SPEC gives the result
+  // (einsum() makes it the call's).
+  ShapeT einsum_result(const EinsumSpec& spec, const std::vector<const Expr*>& operands,
+                       const std::string& verb);
 
 private:
   bool fits(const EinsumSpec& spec, const std::vector<const Expr*>& operands);

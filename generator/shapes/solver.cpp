@@ -234,7 +234,8 @@ bool Solver::equal_dims(DimT a, DimT b, const Origin& o, const std::string& what
 }
 
 void Solver::broadcast(RowT result, std::vector<RowT> operands, Origin o, std::string kind_name) {
-  bcasts_.push_back(Bcast{std::move(result), std::move(operands), std::move(o), std::move(kind_name)});
+  bool runner_first = kind_name == axis_kind_name(AxisKind::Batch);
+  bcasts_.push_back(Bcast{std::move(result), std::move(operands), std::move(o), std::move(kind_name), runner_first});
   step_broadcast(bcasts_.back());
 }
 
@@ -282,13 +283,27 @@ bool Solver::step_broadcast(Bcast& c) {
     }
   }
   // (b) per axis, from the right: an operand axis > 1 fixes the result's; a result axis of 1
-  // forces the operand's to 1.
+  // forces the operand's to 1. In batch rows the runner's batch axis, first in its row, meets
+  // the result's first axis (when that one is known); the other axes align from the right.
   for (RowT& op : ops) {
     op = resolve(op);
     R = resolve(c.result);
-    size_t n = std::min(op.right.size(), R.right.size());
+    std::vector<DimT> opr = op.right, rr = R.right;
+    if (leads_with_batch(c, op)) {
+      opr.erase(opr.begin());
+      const DimT* first = R.is_closed() ? (rr.empty() ? nullptr : &rr.front()) : (R.left.empty() ? nullptr : &R.left.front());
+      if (first) {
+        if (first->is_var()) progress = true;
+        if (unify_dims(*first, DimT::batch())) {
+          fail(c, not_broadcastable());
+          return true;
+        }
+        if (R.is_closed()) rr.erase(rr.begin());
+      }
+    }
+    size_t n = std::min(opr.size(), rr.size());
     for (size_t i = 0; i < n; ++i) {
-      DimT s = op.right[op.right.size() - 1 - i], r = R.right[R.right.size() - 1 - i];
+      DimT s = opr[opr.size() - 1 - i], r = rr[rr.size() - 1 - i];
       bool fixes = s.kind == DimT::Batch || (s.kind == DimT::Known && s.size != 1);
       if (fixes) {
         if (r.is_var()) progress = true;
@@ -306,6 +321,12 @@ bool Solver::step_broadcast(Bcast& c) {
   ops.clear();
   for (const RowT& op : c.operands) ops.push_back(resolve(op));
   if (std::all_of(ops.begin(), ops.end(), all_known)) {
+    bool lead = false;  // batch rows: [batch] ++ the broadcast of the rest
+    for (RowT& op : ops)
+      if (leads_with_batch(c, op)) {
+        op.right.erase(op.right.begin());
+        lead = true;
+      }
     size_t L = 0;
     for (const RowT& op : ops) L = std::max(L, op.right.size());
     std::vector<DimT> lub(L, DimT::known(1));
@@ -322,6 +343,7 @@ bool Solver::step_broadcast(Bcast& c) {
           return true;
         }
       }
+    if (lead) lub.insert(lub.begin(), DimT::batch());
     if (auto r = unify_rows(c.result, RowT::closed(lub))) {
       fail(c, fmt::format("the {} axes of the result must be {} ({})", c.kind_name,
                           print(RowT::closed(lub)), *r));
@@ -331,6 +353,12 @@ bool Solver::step_broadcast(Bcast& c) {
     progress = true;
   }
   return progress;
+}
+
+// A closed batch row that starts with the runner's batch axis (contract v1 §2: that axis meets
+// only the runner's batch axis; the axes an input declares after it align from the right).
+bool Solver::leads_with_batch(const Bcast& c, const RowT& op) const {
+  return c.runner_first && op.is_closed() && !op.right.empty() && resolve(op.right.front()).kind == DimT::Batch;
 }
 
 bool Solver::step_affine(Affine& c) {
@@ -482,9 +510,33 @@ bool Solver::default_self_broadcasts() {
       continue;
     }
     if (!std::all_of(others.begin(), others.end(), all_known)) continue;
-    // The result is the broadcast of the others (itself adds nothing): step (c) completes it.
-    c.operands = others;
-    progress |= step_broadcast(c);
+    // R = broadcast(R, others): R keeps the axes it has (a number, [], leaves it as it is),
+    // has at least as many as each other operand, and its free axes aligned with theirs take
+    // their sizes. Its free axes beyond the others' stay free for the later stages.
+    size_t lub_len = 0;
+    for (const RowT& op : others) lub_len = std::max(lub_len, op.right.size());
+    if (R.is_closed() && R.right.size() < lub_len) continue;  // step (a) reports it
+    std::vector<DimT> target = R.left;
+    size_t own = R.is_closed() ? R.right.size() : R.known_len();
+    for (size_t i = own; i < lub_len; ++i) target.push_back(fresh_dim());
+    target.insert(target.end(), R.right.begin(), R.right.end());
+    for (size_t i = 0; i < lub_len; ++i) {
+      DimT& t = target[target.size() - 1 - i];
+      if (!resolve(t).is_var()) continue;
+      for (const RowT& op : others) {
+        if (i >= op.right.size()) continue;
+        DimT s = op.right[op.right.size() - 1 - i];
+        if (resolve(t).is_var() || (s.kind != DimT::Known || s.size != 1)) t = s;
+      }
+    }
+    size_t mark = trail_.size();
+    if (auto r = unify_rows(c.result, RowT::closed(target))) {
+      fail(c, fmt::format("the {} axes of the result must be {} ({})", c.kind_name,
+                          print(RowT::closed(target)), *r));
+      progress = true;
+      continue;
+    }
+    progress |= step_broadcast(c) || trail_.size() != mark;
   }
   return progress;
 }

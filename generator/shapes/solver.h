@@ -4,12 +4,15 @@
 //   * equality of two rows (unified at once, transactionally: a failed unification leaves no
 //     partial bindings behind),
 //   * broadcast: a result row is the broadcast of some operand rows (aligned from the right,
-//     size-1 axes stretch; deferred until enough is known),
+//     size-1 axes stretch; deferred until enough is known; in batch rows the runner's batch
+//     axis, first in its row, meets only the result's first axis),
 //   * affine: an axis indexed by s*v+k-p (out = (in + 2p - k)/s + 1, rounded down).
 // Guarantees: solve() terminates; every constraint is satisfied or reported once through the
 // error callback with its Origin; afterwards free variables are defaulted by the contract's
 // §10 rules, in stages: (1) params never broadcast — their free axes take the sizes they are
-// combined with; (2) a result that broadcasts with itself takes the size of its other operands;
+// combined with; (2) a result that broadcasts with itself keeps its own axes, gets at least as
+// many as its other operands, and its free axes aligned with theirs take their sizes (a number
+// leaves it unchanged);
 // (3) a free kernel axis of an affine index takes the stride; (4) free axes of computed tensors
 // are dropped (row variables become empty, sizes become 1). What is still free belongs to a
 // param or an input and is reported by the caller.
@@ -30,6 +33,7 @@ namespace cannl {
 struct Origin {
   SourceRange at;
   std::function<std::string()> describe;
+  int tensor = -1;  // the spec tensor whose definition it is in (for notes; not the solver's)
 };
 
 class Solver {
@@ -65,6 +69,7 @@ private:
     std::vector<RowT> operands;
     Origin origin;
     std::string kind_name;
+    bool runner_first = false;  // batch rows: the runner's batch axis leads and meets only itself
     bool done = false;
   };
   struct Affine {
@@ -96,6 +101,7 @@ private:
   void rollback(size_t mark);
 
   bool step_broadcast(Bcast& c);
+  bool leads_with_batch(const Bcast& c, const RowT& op) const;
   bool step_affine(Affine& c);
   bool propagate();
   bool default_params(const std::set<int>& pdims, const std::set<int>& prows);

@@ -18,10 +18,12 @@ namespace cannl {
 
 // ---- shapes as written: [BATCH | INPUT -> OUTPUT] ----------------------------------------
 struct AxisSpec {
-  enum Kind { Size, DimName, Wildcard, RowVar } kind = Size;  // 12, hidden, _, ..
+  // 12, hidden, _, .., 4 * hidden
+  enum Kind { Size, DimName, Wildcard, RowVar, Product } kind = Size;
   long size = 0;
   std::string name;
   SourceRange range;
+  std::vector<AxisSpec> factors;  // Product: sizes and dim names, multiplied at resolution
 };
 
 struct ShapeSpec {
@@ -37,6 +39,7 @@ enum class ExprKind {
   Neg,      // -a
   Add, Sub, MatMul, Mul, Div, Pow,  // a + b, a - b, a * b, a *. b, a / b, a ** b
   Call,     // f(args, key = value)
+  Index,    // a[i]: `number` is i, `op_range` the index; one operand
 };
 
 struct Expr;
@@ -58,16 +61,17 @@ struct Expr {
   std::vector<ExprPtr> operands;  // Neg: 1, binary: 2
   std::vector<Arg> args;          // Call
   std::optional<EinsumSpec> einsum;  // String arguments of einsum/sum/mean/max
-  int height = 1;  // nodes on the longest path down to a leaf; the parser bounds it (kMaxExprHeight)
+  int height = 1;  // nodes on the longest path down to a leaf; the parser bounds it (kMaxExprOps)
 };
 
-// The deepest expression tree a spec may write (every later stage walks trees recursively).
-inline constexpr int kMaxExprHeight = 256;
+// The most operations an expression may nest (every later stage walks trees recursively): a
+// tree of height kMaxExprOps + 1, counting the leaf.
+inline constexpr int kMaxExprOps = 256;
 
 const char* expr_op_spelling(ExprKind k);  // "+", "*.", ...
 
 // ---- statements -------------------------------------------------------------------------
-enum class StmtKind { Model, Dim, Input, Param, Define, Output, Metric, Minimize };
+enum class StmtKind { Model, Dim, Input, Param, Define, Output, Metric, Minimize, Repeat };
 
 struct NameRef {
   std::string name;
@@ -76,9 +80,12 @@ struct NameRef {
 
 struct Stmt {
   StmtKind kind = StmtKind::Model;
-  SourceRange range;             // the whole statement
-  std::vector<NameRef> names;    // model/dim/input/define/metric/minimize: 1; param/output: 1+
+  SourceRange range;             // the whole statement (repeat: its first line)
+  // model/dim/input/define/metric/minimize: 1; param/output: 1+; repeat: the carried names
+  std::vector<NameRef> names;
   std::optional<ShapeSpec> shape;  // input (required), param (optional)
+  bool is_int = false;           // input: `int` after the shape (integer values, int32)
+  SourceRange int_range;
   long dim_value = 0;            // dim
   SourceRange dim_value_range;
   ExprPtr expr;                  // define/metric: the value; param: the initialiser
@@ -86,6 +93,12 @@ struct Stmt {
   // minimize: training options after the optimiser, `, NAME = EXPR` each
   // (schedule = cosine(...), clip_grad_norm = 1.0)
   std::vector<std::pair<NameRef, ExprPtr>> options;
+  // repeat COUNT [carry NAME, ...] ... end: COUNT is a dim name (count.name) or a positive
+  // integer (dim_value); the block's statements, in order.
+  NameRef count;
+  std::vector<Stmt> body;
+  SourceRange end_range;  // the closing `end` (empty when it is missing)
+  bool broken = false;    // repeat: its first line did not parse (the block only pairs `end`)
 };
 
 struct Spec {

@@ -16,19 +16,25 @@ std::string dump_tokens(const std::vector<Token>& tokens, const SourceFile& file
   return out;
 }
 
+static std::string axis_text(const AxisSpec& a) {
+  switch (a.kind) {
+    case AxisSpec::Size: return std::to_string(a.size);
+    case AxisSpec::DimName: return a.name;
+    case AxisSpec::Wildcard: return "_";
+    case AxisSpec::RowVar: return "..";
+    case AxisSpec::Product: {
+      std::string r;
+      for (const AxisSpec& f : a.factors) r += (r.empty() ? "" : " * ") + axis_text(f);
+      return r;
+    }
+  }
+  return "?";
+}
+
 std::string print_shape_spec(const ShapeSpec& s) {
   auto part = [](const std::vector<AxisSpec>& axes) {
     std::string r;
-    for (size_t i = 0; i < axes.size(); ++i) {
-      if (i) r += ", ";
-      const AxisSpec& a = axes[i];
-      switch (a.kind) {
-        case AxisSpec::Size: r += std::to_string(a.size); break;
-        case AxisSpec::DimName: r += a.name; break;
-        case AxisSpec::Wildcard: r += "_"; break;
-        case AxisSpec::RowVar: r += ".."; break;
-      }
-    }
+    for (size_t i = 0; i < axes.size(); ++i) r += (i ? ", " : "") + axis_text(axes[i]);
     return r;
   };
   std::string r = "[";
@@ -43,6 +49,7 @@ std::string print_expr(const Expr& e) {
     case ExprKind::Name: return e.name;
     case ExprKind::String: return "\"" + e.name + "\"";
     case ExprKind::Neg: return "(-" + print_expr(*e.operands[0]) + ")";
+    case ExprKind::Index: return print_expr(*e.operands[0]) + fmt::format("[{}]", e.number);
     case ExprKind::Call: {
       std::string s = e.name + "(";
       for (size_t i = 0; i < e.args.size(); ++i) {
@@ -73,6 +80,7 @@ const char* kind_name(ExprKind k) {
     case ExprKind::Div: return "div";
     case ExprKind::Pow: return "pow";
     case ExprKind::Call: return "call";
+    case ExprKind::Index: return "index";
   }
   return "?";
 }
@@ -89,6 +97,7 @@ void dump_expr(std::string& out, const Expr& e, const SourceFile& f, int indent,
       if (e.einsum) out += " einsum[" + print_einsum(*e.einsum) + "]";
       break;
     case ExprKind::Call: out += " " + e.name; break;
+    case ExprKind::Index: out += fmt::format(" [{}]", e.number); break;
     default: break;
   }
   if (e.operands.empty() && e.args.empty()) {
@@ -112,30 +121,42 @@ const char* stmt_name(StmtKind k) {
     case StmtKind::Output: return "output";
     case StmtKind::Metric: return "metric";
     case StmtKind::Minimize: return "minimize";
+    case StmtKind::Repeat: return "repeat";
   }
   return "?";
+}
+
+void dump_stmts(std::string& out, const std::vector<Stmt>& stmts, const SourceFile& file, int indent) {
+  const std::string pad(static_cast<size_t>(indent) * 2, ' ');
+  for (const Stmt& s : stmts) {
+    LineCol lc = file.line_col(s.range.begin);
+    out += pad + fmt::format("({} @{}:{}", stmt_name(s.kind), lc.line, lc.col);
+    if (s.kind == StmtKind::Repeat) {
+      out += " " + (s.count.name.empty() ? std::to_string(s.dim_value) : s.count.name);
+      if (!s.names.empty()) out += " carry";
+    }
+    for (const NameRef& n : s.names) out += " " + n.name;
+    if (s.kind == StmtKind::Dim) out += fmt::format(" = {}", s.dim_value);
+    if (s.shape) out += " : " + print_shape_spec(*s.shape);
+    if (s.is_int) out += " int";
+    if (!s.expr && !s.optimizer && s.body.empty()) {
+      out += ")\n";
+      continue;
+    }
+    out += "\n";
+    if (s.expr) dump_expr(out, *s.expr, file, indent + 1, s.kind == StmtKind::Param ? "init=" : "");
+    if (s.optimizer) dump_expr(out, *s.optimizer, file, indent + 1, "with=");
+    for (const auto& [opt, value] : s.options) dump_expr(out, *value, file, indent + 1, opt.name + "=");
+    dump_stmts(out, s.body, file, indent + 1);
+    out += pad + ")\n";
+  }
 }
 
 }  // namespace
 
 std::string dump_ast(const Spec& spec, const SourceFile& file) {
   std::string out;
-  for (const Stmt& s : spec.stmts) {
-    LineCol lc = file.line_col(s.range.begin);
-    out += fmt::format("({} @{}:{}", stmt_name(s.kind), lc.line, lc.col);
-    for (const NameRef& n : s.names) out += " " + n.name;
-    if (s.kind == StmtKind::Dim) out += fmt::format(" = {}", s.dim_value);
-    if (s.shape) out += " : " + print_shape_spec(*s.shape);
-    if (!s.expr && !s.optimizer) {
-      out += ")\n";
-      continue;
-    }
-    out += "\n";
-    if (s.expr) dump_expr(out, *s.expr, file, 1, s.kind == StmtKind::Param ? "init=" : "");
-    if (s.optimizer) dump_expr(out, *s.optimizer, file, 1, "with=");
-    for (const auto& [opt, value] : s.options) dump_expr(out, *value, file, 1, opt.name + "=");
-    out += ")\n";
-  }
+  dump_stmts(out, spec.stmts, file, 0);
   return out;
 }
 

@@ -51,15 +51,50 @@ std::string signature_text(const std::string& name, const std::vector<ArgSig>& s
     s += sig[i].name;
     if (!sig[i].required) {
       if (sig[i].type == ArgType::Tensor || sig[i].type == ArgType::Spec) s += "?";
+      else if (!sig[i].default_text.empty()) s += " = " + sig[i].default_text;
+      else if (sig[i].type == ArgType::Bool) s += sig[i].default_value != 0 ? " = true" : " = false";
+      else if (sig[i].type == ArgType::Choice) s += " = \"" + sig[i].choices.front() + "\"";
       else s += fmt::format(" = {}", sig[i].default_value);
     }
   }
   return s + ")";
 }
 
+// Copies an expression, renaming the tensor names `rename` maps (a repeat block's instance).
+ExprPtr clone_expr(const Expr& e, const std::map<std::string, std::string>& rename) {
+  auto c = std::make_unique<Expr>();
+  c->kind = e.kind;
+  c->range = e.range;
+  c->op_range = e.op_range;
+  c->number = e.number;
+  c->is_integer = e.is_integer;
+  c->name = e.name;
+  c->einsum = e.einsum;
+  c->height = e.height;
+  if (e.kind == ExprKind::Name)
+    if (auto it = rename.find(e.name); it != rename.end()) c->name = it->second;
+  for (const auto& o : e.operands) c->operands.push_back(clone_expr(*o, rename));
+  for (const Arg& a : e.args) c->args.push_back(Arg{a.keyword, a.keyword_range, clone_expr(*a.value, rename)});
+  return c;
+}
+
+bool mentions(const Expr& e, const std::map<std::string, std::string>& names) {
+  if (e.kind == ExprKind::Name && names.count(e.name)) return true;
+  for (const auto& o : e.operands)
+    if (mentions(*o, names)) return true;
+  for (const Arg& a : e.args)
+    if (mentions(*a.value, names)) return true;
+  return false;
+}
+
+// The largest size an axis of a written shape may have (a product of dims may be huge; the
+// shape stage bounds whole tensors).
+constexpr long kMaxAxisSize = 1L << 40;
+
 class Builder {
 public:
-  Builder(const Spec& s, DiagEngine& d) : spec_(s), diags_(d), syntax_errors_(d.has_errors()) {}
+  Builder(const Spec& s, DiagEngine& d, const std::map<std::string, long>& overrides)
+      : spec_(s), diags_(d), overrides_(overrides), syntax_errors_(d.has_errors()) {}
 
   std::string_view file_text_slice(const Expr& e) const { return diags_.file().slice(e.range); }
 
@@ -103,29 +138,47 @@ private:
       redefined(n, it->second, "a dim");
       return false;
     }
+    if (auto it = block_locals_.find(n.name); it != block_locals_.end()) {
+      redefined(n, it->second.decl, "a tensor of a repeat block");
+      return false;
+    }
+    if (auto it = instance_defs_.find(n.name); block_ && it != instance_defs_.end()) {
+      redefined(n, it->second, "a tensor of this repeat block");
+      return false;
+    }
     return true;
   }
 
   void check_shape(const ShapeSpec& sh, bool allow_batch, const char* what) {
     if (!allow_batch && !sh.parts[0].empty())
-      diags_.error(sh.parts[0].front().range,
-                   fmt::format("{} have no batch axes{}", what,
-                               std::string(what) == "inputs"
-                                   ? ": the runner adds the batch axis; write only the "
-                                     "per-example shape, e.g. [784]"
-                                   : ""));
+      diags_.error(sh.parts[0].front().range, fmt::format("{} have no batch axes", what));
     for (const auto& part : sh.parts)
-      for (const AxisSpec& a : part)
-        if (a.kind == AxisSpec::DimName && !m_.dims.count(a.name)) {
-          std::vector<std::string> names;
-          for (auto& [k, v] : m_.dims) names.push_back(k);
-          diags_.error(a.range, fmt::format("unknown dim '{}' in shape (define it with 'dim {} = "
-                                            "SIZE' before use){}",
-                                            a.name, a.name, suggestion(a.name, names)));
+      for (const AxisSpec& a : part) {
+        if (a.kind == AxisSpec::DimName) known_dim(a);
+        if (a.kind != AxisSpec::Product) continue;
+        bool ok = true;
+        for (const AxisSpec& f : a.factors) ok = (f.kind != AxisSpec::DimName || known_dim(f)) && ok;
+        long size = 1;
+        for (const AxisSpec& f : a.factors) {
+          long v = f.kind == AxisSpec::Size ? f.size : f.kind == AxisSpec::DimName && ok ? m_.dims.at(f.name) : 1;
+          if (__builtin_mul_overflow(size, v, &size) || size > kMaxAxisSize) {
+            diags_.error(a.range, fmt::format("the axis '{}' is too large (more than 2^40)",
+                                              std::string(diags_.file().slice(a.range))));
+            break;
+          }
         }
+      }
+  }
+  bool known_dim(const AxisSpec& a) {
+    if (m_.dims.count(a.name)) return true;
+    std::vector<std::string> names;
+    for (auto& [k, v] : m_.dims) names.push_back(k);
+    diags_.error(a.range, fmt::format("unknown dim '{}' in shape (define it with 'dim {} = SIZE' before use){}",
+                                      a.name, a.name, suggestion(a.name, names)));
+    return false;
   }
 
-  int add_tensor(const NameRef& n, TensorKind k, const Stmt& s) {
+  int add_tensor(const NameRef& n, TensorKind k, const Stmt& s, DType dtype = DType::Float) {
     Tensor t;
     t.name = n.name;
     t.kind = k;
@@ -134,10 +187,31 @@ private:
     t.shape = s.shape ? &*s.shape : nullptr;
     t.expr = (k == TensorKind::Computed) ? s.expr.get() : nullptr;
     t.is_metric = s.kind == StmtKind::Metric;
+    t.dtype = dtype;
+    t.block = block_;
+    t.instance = instance_;
     int idx = static_cast<int>(m_.tensors.size());
     m_.tensors.push_back(std::move(t));
     m_.index[n.name] = idx;
     return idx;
+  }
+
+  // The tensor a name means at this point of the file: a repeat block's instance, or a name a
+  // block carries (its last instance after the block).
+  std::string actual(const std::string& name) const {
+    auto it = rename_.find(name);
+    return it == rename_.end() ? name : it->second;
+  }
+
+  // A copy of a statement whose expression reads renamed names, owned by the Model.
+  const Stmt& renamed_copy(const Stmt& s, const NameRef& name) {
+    auto c = std::make_unique<Stmt>();
+    c->kind = s.kind;
+    c->range = s.range;
+    c->names = {name};
+    c->expr = clone_expr(*s.expr, rename_);
+    m_.expanded.push_back(std::move(c));
+    return *m_.expanded.back();
   }
 
   void statement(const Stmt& s) {
@@ -151,18 +225,21 @@ private:
         m_.name = s.names[0].name;
         m_.name_range = s.names[0].range;
         return;
-      case StmtKind::Dim:
+      case StmtKind::Dim: {
         if (s.names[0].name == "_") {
           diags_.error(s.names[0].range, "'_' cannot name a dim: in a shape it means an inferred axis");
           return;
         }
         if (!check_new_name(s.names[0])) return;
-        m_.dims[s.names[0].name] = s.dim_value;
+        auto over = overrides_.find(s.names[0].name);
+        m_.dims[s.names[0].name] = over != overrides_.end() ? over->second : s.dim_value;
         dim_decl_[s.names[0].name] = s.names[0].range;
         return;
+      }
       case StmtKind::Input:
-        check_shape(*s.shape, false, "inputs");
-        if (check_new_name(s.names[0])) add_tensor(s.names[0], TensorKind::Input, s);
+        check_shape(*s.shape, true, "inputs");
+        if (check_new_name(s.names[0]))
+          add_tensor(s.names[0], TensorKind::Input, s, s.is_int ? DType::Int32 : DType::Float);
         return;
       case StmtKind::Param: {
         if (s.shape) check_shape(*s.shape, false, "parameters");
@@ -170,19 +247,41 @@ private:
         if (s.expr) init = initializer(*s.expr);
         for (const NameRef& n : s.names) {
           if (!check_new_name(n)) continue;
-          int idx = add_tensor(n, TensorKind::Param, s);
+          NameRef name = n;
+          if (block_) {
+            name.name = instance_name(n.name);
+            instance_defs_[n.name] = n.range;
+            rename_[n.name] = name.name;
+          }
+          int idx = add_tensor(name, TensorKind::Param, s);
           if (init) m_.inits[idx] = *init;
         }
         return;
       }
       case StmtKind::Define:
-      case StmtKind::Metric:
-        expr(*s.expr, s.kind == StmtKind::Metric);
-        if (check_new_name(s.names[0])) {
-          int idx = add_tensor(s.names[0], TensorKind::Computed, s);
-          if (s.kind == StmtKind::Metric) m_.metrics.push_back(idx);
+      case StmtKind::Metric: {
+        const NameRef& n = s.names[0];
+        bool carried = block_ && carried_.count(n.name);
+        NameRef name = n;
+        if (block_) name.name = instance_name(n.name);
+        const Stmt& st = block_ || mentions(*s.expr, rename_) ? renamed_copy(s, name) : s;
+        bool metric = s.kind == StmtKind::Metric;
+        DType dtype = expr(*st.expr, metric);
+        if (metric && dtype == DType::Int32)
+          diags_.error(n.range, fmt::format("metric '{}' holds integers (ids); a metric is a float scalar", n.name));
+        if (carried && instance_defs_.count(n.name)) {
+          redefined(n, instance_defs_.at(n.name), "a tensor of this repeat block");
+          return;
+        }
+        if (!carried && !check_new_name(n)) return;
+        int idx = add_tensor(name, TensorKind::Computed, st, dtype);
+        if (metric) m_.metrics.push_back(idx);
+        if (block_) {
+          instance_defs_[n.name] = n.range;
+          rename_[n.name] = name.name;
         }
         return;
+      }
       case StmtKind::Output:
         pending_outputs_.push_back(&s);
         return;
@@ -197,7 +296,119 @@ private:
         if (m_.optimizer) check_optimizer(*m_.optimizer);
         training_options(s);
         return;
+      case StmtKind::Repeat:
+        repeat(s);
+        return;
     }
+  }
+
+  std::string instance_name(const std::string& name) const { return fmt::format("{}.{}", name, instance_); }
+  static const char* stmt_keyword(StmtKind k) {
+    switch (k) {
+      case StmtKind::Model: return "model";
+      case StmtKind::Dim: return "dim";
+      case StmtKind::Input: return "input";
+      case StmtKind::Output: return "output";
+      case StmtKind::Metric: return "metric";
+      case StmtKind::Minimize: return "minimize";
+      default: return "repeat";
+    }
+  }
+
+  // ---- repeat COUNT [carry NAME, ...] ... end (docs/language.md §17, contract v1 §5) ----
+
+  // Expands the block: its statements once per instance, in order, each name NAME.INDEX. A
+  // carried name reads the previous instance's value (the tensor defined before the block,
+  // for instance 0) until the block redefines it; after the block it means the last instance.
+  void repeat(const Stmt& b) {
+    auto give_up = [&] {  // the block's names are not reported again as unknown below
+      for (const Stmt& st : b.body)
+        for (const NameRef& n : st.names) broken_.insert(n.name);
+    };
+    // Its first line did not parse, it has no `end` (the rest of the file is in it), or it is
+    // nested: reported by the parser.
+    if (b.broken || b.end_range.end == 0 || block_) return give_up();
+    long count = b.dim_value;
+    if (!b.count.name.empty()) {
+      auto it = m_.dims.find(b.count.name);
+      if (it == m_.dims.end()) {
+        diags_.error(b.count.range, fmt::format("the count of a repeat block must be a positive integer or a dim; "
+                                                "'{}' is no dim (define it with 'dim {} = N' before the block)",
+                                                b.count.name, b.count.name));
+        return give_up();
+      }
+      count = it->second;
+    }
+    bool ok = true;
+    std::set<std::string> defined;
+    for (const Stmt& st : b.body) {
+      if (st.kind == StmtKind::Param || st.kind == StmtKind::Define) {
+        for (const NameRef& n : st.names) defined.insert(n.name);
+        continue;
+      }
+      if (st.kind == StmtKind::Repeat) continue;  // nested: reported by the parser
+      diags_.error(st.range, fmt::format("a repeat block holds only param and NAME = EXPR statements, not "
+                                         "'{}'; write it before or after the block", stmt_keyword(st.kind)));
+      ok = false;
+    }
+    std::set<std::string> carried;
+    for (const NameRef& n : b.names) {
+      if (!carried.insert(n.name).second) {
+        diags_.error(n.range, fmt::format("'{}' is carried twice", n.name));
+        ok = false;
+      } else if (!m_.index.count(actual(n.name))) {
+        if (!spec_.broken_names.count(n.name) && !broken_.count(n.name))
+          diags_.error(n.range, fmt::format("'{}' must be defined before the repeat block that carries it: "
+                                            "instance 0 reads it", n.name));
+        ok = false;
+      } else if (!defined.count(n.name)) {
+        diags_.error(n.range, fmt::format("'{}' is carried, but the block does not redefine it: write "
+                                          "'{} = ...' inside the block (what the next instance reads)",
+                                          n.name, n.name));
+        ok = false;
+      } else if (m_.index.count(n.name + ".0")) {
+        diags_.error(n.range, fmt::format("'{}' is already carried by another repeat block, whose instances are "
+                                          "{}.0, {}.1, ...; name the result of that block (y = {}) and carry y",
+                                          n.name, n.name, n.name, n.name));
+        ok = false;
+      }
+    }
+    if (!ok) return give_up();
+    block_ = &b;
+    carried_ = carried;
+    for (long i = 0; i < count; ++i) {
+      instance_ = static_cast<int>(i);
+      instance_defs_.clear();
+      for (const std::string& n : defined)  // an instance sees only what it defined so far
+        if (!carried.count(n)) rename_.erase(n);
+      size_t first = diags_.all().size();
+      int errors = diags_.error_count();
+      for (const Stmt& st : b.body) statement(st);
+      if (diags_.error_count() > errors) {  // every instance would say the same
+        diags_.note_since(first, b.range, fmt::format("in instance 0 (of {}) of this repeat block", count));
+        give_up();
+        break;
+      }
+    }
+    for (const Stmt& st : b.body)
+      for (const NameRef& n : st.names) {
+        if (carried.count(n.name) || st.kind == StmtKind::Repeat) continue;
+        rename_.erase(n.name);
+        block_locals_[n.name] = {&b, count, n.range};
+      }
+    block_ = nullptr;
+    instance_ = -1;
+    carried_.clear();
+    instance_defs_.clear();
+  }
+
+  std::string block_local_message(const std::string& name) const {
+    const BlockLocal& l = block_locals_.at(name);
+    LineCol lc = diags_.file().line_col(l.block->range.begin);
+    return fmt::format("'{}' is defined inside the repeat block of line {}, one tensor per instance ({}.0 to {}.{}), "
+                       "and cannot be used after it; a block passes on only what it carries (repeat {} carry NAME)",
+                       name, lc.line, name, name, l.count - 1,
+                       l.block->count.name.empty() ? std::to_string(l.block->dim_value) : l.block->count.name);
   }
 
   void finish() {
@@ -207,10 +418,12 @@ private:
       for (const NameRef& n : s->names) {
         int idx = lookup_tensor(n, "output");
         if (idx < 0) continue;
-        if (std::find(m_.outputs.begin(), m_.outputs.end(), idx) != m_.outputs.end())
+        if (std::find(m_.outputs.begin(), m_.outputs.end(), idx) != m_.outputs.end()) {
           diags_.error(n.range, fmt::format("'{}' is already an output", n.name));
-        else
+        } else {
           m_.outputs.push_back(idx);
+          m_.output_ranges.push_back(n.range);
+        }
       }
     if (minimize_) {
       int idx = lookup_tensor(minimize_->names[0], "minimize");
@@ -224,6 +437,10 @@ private:
         diags_.error(minimize_->names[0].range,
                      fmt::format("'{}' is a metric, which is not differentiated; minimize a "
                                  "tensor defined with NAME = EXPR", minimize_->names[0].name));
+      else if (idx >= 0 && m_.tensors[idx].dtype == DType::Int32)
+        diags_.error(minimize_->names[0].range,
+                     fmt::format("'{}' holds integers (ids); minimize needs a float scalar loss",
+                                 minimize_->names[0].name));
       else
         m_.loss = idx;
     }
@@ -231,17 +448,20 @@ private:
 
   std::vector<std::string> all_names() const {
     std::vector<std::string> v;
-    for (const Tensor& t : m_.tensors) v.push_back(t.name);
+    for (const Tensor& t : m_.tensors)
+      if (t.instance < 0) v.push_back(t.name);
     for (auto& [k, _] : m_.dims) v.push_back(k);
     return v;
   }
 
   // A name used where a tensor must already exist (output, minimize: any position in the file).
   int lookup_tensor(const NameRef& n, const char* where) {
-    auto it = m_.index.find(n.name);
+    auto it = m_.index.find(actual(n.name));
     if (it != m_.index.end()) return it->second;
-    if (spec_.broken_names.count(n.name)) return -1;
-    if (m_.dims.count(n.name))
+    if (spec_.broken_names.count(n.name) || broken_.count(n.name)) return -1;
+    if (block_locals_.count(n.name))
+      diags_.error(n.range, block_local_message(n.name));
+    else if (m_.dims.count(n.name))
       diags_.error(n.range, fmt::format("'{}' is a dim, not a tensor ({} needs a tensor)", n.name, where));
     else
       diags_.error(n.range, fmt::format("unknown tensor '{}' in '{}'{}", n.name, where,
@@ -249,58 +469,101 @@ private:
     return -1;
   }
 
-  SourceRange defined_later(const std::string& name) const {
-    for (const Stmt& s : spec_.stmts)
+  static SourceRange defined_in(const std::vector<Stmt>& stmts, const std::string& name) {
+    for (const Stmt& s : stmts) {
       if (s.kind == StmtKind::Define || s.kind == StmtKind::Metric || s.kind == StmtKind::Param ||
           s.kind == StmtKind::Input)
         for (const NameRef& n : s.names)
           if (n.name == name) return n.range;
+      if (s.kind == StmtKind::Repeat)
+        if (SourceRange r = defined_in(s.body, name); r.end > 0) return r;
+    }
     return {0, 0};
   }
 
-  void expr(const Expr& e, bool in_metric) {
+  // An integer tensor where a float is expected: the error is at its use.
+  void int_misuse(const Expr& e, const std::string& where) {
+    diags_.error(e.range, fmt::format("'{}' holds integers (ids): they can only be the ids of embedding, the "
+                                      "target of cross_entropy or accuracy, or the argument of position, not {}",
+                                      name_text(e), where));
+  }
+  std::string name_text(const Expr& e) const {
+    std::string t(diags_.file().slice(e.range));
+    return t.size() > 40 ? t.substr(0, 37) + "..." : t;
+  }
+  DType float_operand(const Expr& e, bool in_metric, const std::string& where) {
+    if (expr(e, in_metric) == DType::Int32) int_misuse(e, where);
+    return DType::Float;
+  }
+
+  // Checks names and calls below `e`; returns the element type of its values.
+  DType expr(const Expr& e, bool in_metric) {
     switch (e.kind) {
       case ExprKind::Number:
-        return;
+        return DType::Float;
       case ExprKind::Name: {
-        if (m_.index.count(e.name) || m_.dims.count(e.name) || spec_.broken_names.count(e.name)) return;
+        if (auto it = m_.index.find(e.name); it != m_.index.end()) {
+          DType d = m_.tensors[it->second].dtype;
+          if (d == DType::Int32) m_.int_exprs.insert(&e);
+          return d;
+        }
+        if (m_.dims.count(e.name) || spec_.broken_names.count(e.name) || broken_.count(e.name))
+          return DType::Float;
         if (find_op(e.name)) {
           diags_.error(e.range, fmt::format("'{}' is a function; call it, e.g. {}(x)", e.name, e.name));
-          return;
+          return DType::Float;
         }
-        SourceRange later = defined_later(e.name);
+        if (block_locals_.count(e.name)) {
+          diags_.error(e.range, block_local_message(e.name));
+          return DType::Float;
+        }
+        SourceRange later = defined_in(spec_.stmts, e.name);
         if (later.end > 0) {
           auto& d = diags_.error(e.range, fmt::format("'{}' is used before its definition", e.name));
           DiagEngine::note(d, later, fmt::format("'{}' is defined here", e.name));
-          return;
+          return DType::Float;
         }
         diags_.error(e.range, fmt::format("unknown tensor '{}'{}", e.name,
                                           suggestion(e.name, all_names())));
-        return;
+        return DType::Float;
       }
       case ExprKind::String:
-        diags_.error(e.range, "a string is only allowed as the spec argument of einsum, sum, mean "
-                              "or max");
-        return;
+        diags_.error(e.range, "a string is only allowed as an argument of a built-in: an einsum spec "
+                              "(einsum, sum, mean, max, softmax, log_softmax, layer_norm) or an option value");
+        return DType::Float;
       case ExprKind::Pow: {
-        expr(*e.operands[0], in_metric);
+        float_operand(*e.operands[0], in_metric, "the base of '**'");
         const Expr& ex = *e.operands[1];
         if (!constant_value(ex, m_.dims))
           diags_.error(ex.range, fmt::format("the exponent of '**' must be a number, not '{}' (for a "
                                              "tensor exponent write exp(b *. log(a)))",
                                              std::string(file_text_slice(ex))));
-        return;
+        return DType::Float;
       }
       case ExprKind::Call:
-        call(e, in_metric);
-        return;
+        return call(e, in_metric);
+      case ExprKind::Index: {
+        DType d = expr(*e.operands[0], in_metric);
+        if (d == DType::Int32) m_.int_exprs.insert(&e);
+        return d;
+      }
       default:
-        for (const auto& o : e.operands) expr(*o, in_metric);
-        return;
+        for (const auto& o : e.operands)
+          float_operand(*o, in_metric, e.kind == ExprKind::Neg
+                                           ? "the operand of '-'"
+                                           : fmt::format("an operand of '{}'", expr_op_spelling(e.kind)));
+        return DType::Float;
     }
   }
 
-  void call(const Expr& e, bool in_metric) {
+  // Whether a call argument can be a tensor (not a string, number or true/false): the
+  // arguments walked for name errors when the call does not bind.
+  static bool maybe_tensor(const Expr& v) {
+    if (v.kind == ExprKind::String || v.kind == ExprKind::Number) return false;
+    return !(v.kind == ExprKind::Name && (v.name == "true" || v.name == "false"));
+  }
+
+  DType call(const Expr& e, bool in_metric) {
     const OpInfo* op = find_op(e.name);
     if (!op) {
       if (find_initializer(e.name))
@@ -315,16 +578,40 @@ private:
         diags_.error(e.op_range, fmt::format("unknown function '{}'{}", e.name, suggestion(e.name, names)));
       }
       for (const Arg& a : e.args)
-        if (a.value->kind != ExprKind::String) expr(*a.value, in_metric);
-      return;
+        if (maybe_tensor(*a.value)) expr(*a.value, in_metric);
+      return DType::Float;
     }
     if (op->metric_only && !in_metric)
       diags_.error(e.op_range, fmt::format("'{}' is not differentiable and is only allowed in a "
                                            "metric (metric NAME = {}(...))", e.name, e.name));
     BoundCall bc;
-    for (const Arg& a : e.args)
-      if (a.value->kind != ExprKind::String && a.value->kind != ExprKind::Number) expr(*a.value, in_metric);
-    if (bind_args(e, op->args, m_, diags_, bc)) m_.calls[&e] = bc;
+    if (!bind_args(e, op->args, m_, diags_, bc)) {
+      for (const Arg& a : e.args) {  // name errors in what may be tensors (options are reported)
+        auto sig = std::find_if(op->args.begin(), op->args.end(),
+                                [&](const ArgSig& x) { return x.name == a.keyword; });
+        bool tensor = a.keyword.empty() ? maybe_tensor(*a.value)
+                                        : sig != op->args.end() && sig->type == ArgType::Tensor;
+        if (tensor) expr(*a.value, in_metric);
+      }
+      return DType::Float;
+    }
+    for (size_t i = 0; i < bc.tensors.size(); ++i) {
+      const Expr& v = *bc.tensors[i];
+      const ArgSig& sig = *bc.tensor_args[i];
+      DType d = expr(v, in_metric);
+      if (d == DType::Int32 && sig.elem == Elem::Float)
+        int_misuse(v, fmt::format("the argument '{}' of {}", sig.name, e.name));
+      if (d == DType::Float && sig.elem == Elem::Int)
+        diags_.error(v.range, fmt::format("the {} of {} must be integers, but '{}' holds floats (declare "
+                                          "the input 'int': input tokens : [ctx |] int)",
+                                          sig.name, e.name, name_text(v)));
+    }
+    m_.calls[&e] = bc;
+    if (e.name == "position") {
+      m_.int_exprs.insert(&e);
+      return DType::Int32;
+    }
+    return DType::Float;
   }
 
   std::optional<CallConfig> config(const Expr& e, const CallSig* sig, const char* what,
@@ -352,10 +639,12 @@ private:
                                             e.name, a.name, signature_text(e.name, sig->args)));
           return std::nullopt;
         }
-        bc.values[a.name] = a.default_value;
+        if (a.type == ArgType::Choice) bc.strings[a.name] = a.choices.front();
+        else bc.values[a.name] = a.default_value;
       }
     }
     c.args = bc.values;
+    c.strings = bc.strings;
     return c;
   }
 
@@ -432,14 +721,52 @@ private:
 
   const Spec& spec_;
   DiagEngine& diags_;
+  const std::map<std::string, long>& overrides_;  // cannl gen --dim NAME=VALUE
   Model m_;
   std::map<std::string, SourceRange> dim_decl_;
   std::vector<const Stmt*> pending_outputs_;
   const Stmt* minimize_ = nullptr;
   bool syntax_errors_;  // the parser already reported errors: statements may be missing
+  // Repeat blocks. rename_: a name as written -> the tensor it means here (NAME.INDEX inside
+  // a block; a carried name after its block). block_locals_: names defined inside finished
+  // blocks (not visible after them). broken_: names of blocks that failed (not reported again).
+  struct BlockLocal {
+    const Stmt* block;
+    long count;
+    SourceRange decl;
+  };
+  std::map<std::string, std::string> rename_;
+  std::map<std::string, BlockLocal> block_locals_;
+  std::set<std::string> broken_;
+  const Stmt* block_ = nullptr;  // the block being expanded, and its instance
+  int instance_ = -1;
+  std::set<std::string> carried_;
+  std::map<std::string, SourceRange> instance_defs_;  // names the instance has defined so far
 };
 
 }  // namespace
+
+// softmax(x, "b, t|d => b, t|"): normalised over the axes the spec sums away, so there must be
+// one, and no index expressions.
+static bool normalisation_spec(const EinsumSpec& spec, const std::string& f, DiagEngine& diags) {
+  std::set<std::string> kept;
+  for (const auto& part : spec.result.parts)
+    for (const EinAxis& a : part) kept.insert(a.kind == EinAxis::Ellipsis ? "..." : a.name);
+  bool reduces = false;
+  for (const auto& part : spec.operands[0].parts)
+    for (const EinAxis& a : part) {
+      if (a.kind == EinAxis::Affine) {
+        diags.error(a.range, fmt::format("the spec of '{}' names the axes to normalise over: no index "
+                                         "expressions", f));
+        return false;
+      }
+      reduces = reduces || !kept.count(a.kind == EinAxis::Ellipsis ? "..." : a.name);
+    }
+  if (!reduces)
+    diags.error(spec.range, fmt::format("the spec of '{}' keeps every axis: leave out of the result the axes "
+                                        "to normalise over (\"b, t|d => b, t|\" normalises over d)", f));
+  return reduces;
+}
 
 bool bind_args(const Expr& call, const std::vector<ArgSig>& sig, const Model& m,
                DiagEngine& diags, BoundCall& out) {
@@ -451,6 +778,10 @@ bool bind_args(const Expr& call, const std::vector<ArgSig>& sig, const Model& m,
     size_t i;
     if (a.keyword.empty()) {
       i = positional++;
+      // An optional spec string may be left out: layer_norm(x, 1e-6) is layer_norm(x, eps = 1e-6).
+      while (i < sig.size() && sig[i].type == ArgType::Spec && !sig[i].required &&
+             a.value->kind != ExprKind::String)
+        i = positional++;
       if (i >= sig.size()) {
         diags.error(a.value->range, fmt::format("too many arguments to '{}' (expected {})",
                                                 call.name, signature_text(call.name, sig)));
@@ -485,7 +816,10 @@ bool bind_args(const Expr& call, const std::vector<ArgSig>& sig, const Model& m,
         diags.error(call.op_range, fmt::format("missing argument '{}' in the call of '{}' (expected {})",
                                                s.name, call.name, signature_text(call.name, sig)));
         ok = false;
-      } else if (s.type == ArgType::Int || s.type == ArgType::Number) {
+      } else if (s.type == ArgType::Choice) {
+        out.strings[s.name] = s.choices.front();
+      } else if ((s.type == ArgType::Int || s.type == ArgType::Number || s.type == ArgType::Bool) &&
+                 s.default_text.empty()) {
         out.values[s.name] = s.default_value;
       }
       continue;
@@ -498,8 +832,37 @@ bool bind_args(const Expr& call, const std::vector<ArgSig>& sig, const Model& m,
           ok = false;
         } else {
           out.tensors.push_back(v);
+          out.tensor_args.push_back(&s);
         }
         break;
+      case ArgType::Bool: {  // true, false, or (as before there were booleans) a number: 0 is false
+        std::optional<double> num = constant_value(*v, m.dims);
+        if (v->kind == ExprKind::Name && (v->name == "true" || v->name == "false")) {
+          out.values[s.name] = v->name == "true" ? 1 : 0;
+        } else if (num) {
+          out.values[s.name] = *num != 0 ? 1 : 0;
+        } else {
+          diags.error(v->range, fmt::format("argument '{}' of '{}' must be true or false", s.name, call.name));
+          ok = false;
+        }
+        break;
+      }
+      case ArgType::Choice: {
+        std::string values;
+        for (size_t k = 0; k < s.choices.size(); ++k)
+          values += (k ? (k + 1 == s.choices.size() ? " or " : ", ") : "") + ("\"" + s.choices[k] + "\"");
+        if (v->kind != ExprKind::String) {
+          diags.error(v->range, fmt::format("argument '{}' of '{}' must be a string: {}", s.name, call.name, values));
+          ok = false;
+        } else if (std::find(s.choices.begin(), s.choices.end(), v->name) == s.choices.end()) {
+          diags.error(v->range, fmt::format("argument '{}' of '{}' must be {}, not \"{}\"", s.name, call.name,
+                                            values, v->name));
+          ok = false;
+        } else {
+          out.strings[s.name] = v->name;
+        }
+        break;
+      }
       case ArgType::Spec:
         if (v->kind != ExprKind::String || !v->einsum) {
           if (v->kind != ExprKind::String)
@@ -549,6 +912,8 @@ bool bind_args(const Expr& call, const std::vector<ArgSig>& sig, const Model& m,
                                              call.name, out.spec->operands.size()));
     ok = false;
   }
+  if (ok && out.spec && (call.name == "softmax" || call.name == "log_softmax" || call.name == "layer_norm"))
+    ok = normalisation_spec(*out.spec, call.name, diags);
   if (ok && out.spec && call.name == "einsum" && out.spec->operands.size() != out.tensors.size()) {
     diags.error(out.spec->range,
                 fmt::format("the einsum spec has {} operand{} but {} tensor{} given",
@@ -559,7 +924,31 @@ bool bind_args(const Expr& call, const std::vector<ArgSig>& sig, const Model& m,
   return ok;
 }
 
-Model build_model(const Spec& spec, DiagEngine& diags) { return Builder(spec, diags).run(); }
+Model build_model(const Spec& spec, DiagEngine& diags, const std::map<std::string, long>& dim_overrides) {
+  return Builder(spec, diags, dim_overrides).run();
+}
+
+std::vector<std::string> spec_dim_names(const Spec& spec) {
+  std::vector<std::string> names;
+  for (const Stmt& s : spec.stmts)
+    if (s.kind == StmtKind::Dim) names.push_back(s.names[0].name);
+  return names;
+}
+
+long written_size(const AxisSpec& a, const std::map<std::string, long>& dims) {
+  switch (a.kind) {
+    case AxisSpec::Size: return a.size;
+    case AxisSpec::DimName: return dims.at(a.name);
+    case AxisSpec::Product: {
+      long n = 1;
+      for (const AxisSpec& f : a.factors) n *= written_size(f, dims);
+      return n;
+    }
+    default: return 1;
+  }
+}
+
+const char* dtype_name(DType d) { return d == DType::Int32 ? "int32" : "float"; }
 
 std::optional<double> constant_value(const Expr& e, const std::map<std::string, long>& dims) {
   const bool neg = e.kind == ExprKind::Neg;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <fmt/format.h>
 
+#include "ops/op_table.h"
+
 namespace cannl {
 
 const char* expr_op_spelling(ExprKind k) {
@@ -28,6 +30,14 @@ public:
 
   Spec run() {
     Spec spec;
+    // The repeat blocks open at this point, innermost last: statements go into its body. (A
+    // block's Stmt does not move while it is open: only its own body grows.)
+    std::vector<Stmt*> blocks;
+    auto target = [&]() -> std::vector<Stmt>& { return blocks.empty() ? spec.stmts : blocks.back()->body; };
+    auto open_block = [&](Stmt s) {
+      target().push_back(std::move(s));
+      blocks.push_back(&target().back());
+    };
     while (peek().kind != Tok::Eof) {
       if (peek().kind == Tok::Newline) {
         ++pos_;
@@ -37,17 +47,45 @@ public:
       size_t start = pos_;
       stmt_start_ = pos_;
       depth_ = 0;  // a statement abandoned deep inside an expression must not count against the next
+      if (is_end()) {
+        const Token& t = next();
+        if (blocks.empty()) {
+          diags_.error(t.range, "'end' without a 'repeat' block to close");
+        } else {
+          blocks.back()->end_range = t.range;
+          blocks.pop_back();
+        }
+        continue;
+      }
       try {
         Stmt s = statement();
         s.range = SourceRange::join(toks_[start].range, toks_[pos_ > start ? pos_ - 1 : start].range);
         if (peek().kind != Tok::Newline && peek().kind != Tok::Eof)
           fail(peek(), fmt::format("expected the end of the statement, found {}", describe(peek())));
-        spec.stmts.push_back(std::move(s));
+        if (s.kind == StmtKind::Repeat) {
+          if (!blocks.empty())
+            diags_.error(toks_[start].range, "nested repeat blocks are not supported: a repeat block cannot "
+                                             "contain another one");
+          open_block(std::move(s));
+        } else {
+          target().push_back(std::move(s));
+        }
       } catch (const SyntaxError&) {
         remember_broken_names(spec, start);
+        if (starts_repeat(start)) {  // still a block: its statements and its `end` belong to it
+          Stmt b;
+          b.kind = StmtKind::Repeat;
+          b.range = toks_[start].range;
+          b.broken = true;
+          open_block(std::move(b));
+        }
         while (peek().kind != Tok::Newline && peek().kind != Tok::Eof) ++pos_;
       }
     }
+    for (const Stmt* b : blocks)
+      if (!b->broken)
+        diags_.error(b->range, "this repeat block has no 'end': write 'end' on a line of its own after its "
+                               "last statement");
     return spec;
   }
 
@@ -67,6 +105,17 @@ private:
     }
   }
 
+  // `repeat COUNT ...` (contextual: `repeat = ...` defines a tensor called repeat).
+  bool starts_repeat(size_t i) const {
+    return toks_[i].kind == Tok::Ident && toks_[i].text == "repeat" && i + 1 < toks_.size() &&
+           (toks_[i + 1].kind == Tok::Ident || toks_[i + 1].kind == Tok::Number);
+  }
+  // `end` alone on its line closes a repeat block (contextual too).
+  bool is_end() const {
+    return peek().kind == Tok::Ident && peek().text == "end" &&
+           (peek(1).kind == Tok::Newline || peek(1).kind == Tok::Eof);
+  }
+
   const Token& peek(size_t ahead = 0) const {
     size_t i = std::min(pos_ + ahead, toks_.size() - 1);
     return toks_[i];
@@ -83,11 +132,22 @@ private:
   }
   // Reports a syntax error, unless the statement holds a lexical error (already reported).
   [[noreturn]] void fail(const Token& at, std::string msg) {
-    bool lexical = false;
-    for (size_t i = stmt_start_; i < toks_.size() && toks_[i].kind != Tok::Newline; ++i)
-      if (toks_[i].kind == Tok::Error) lexical = true;
-    if (!lexical) diags_.error(at.range, std::move(msg));
+    if (!statement_has_lexical_error()) diags_.error(at.range, std::move(msg));
     throw SyntaxError{};
+  }
+  // A bracket left open: the error is at the token found instead of the closing one, with a
+  // note at the bracket (clang's "to match this '('").
+  [[noreturn]] void fail_unclosed(const Token& open, std::string msg) {
+    if (!statement_has_lexical_error()) {
+      Diagnostic& d = diags_.error(peek().range, std::move(msg));
+      DiagEngine::note(d, open.range, fmt::format("to match this {}", tok_name(open.kind)));
+    }
+    throw SyntaxError{};
+  }
+  bool statement_has_lexical_error() const {
+    for (size_t i = stmt_start_; i < toks_.size() && toks_[i].kind != Tok::Newline; ++i)
+      if (toks_[i].kind == Tok::Error) return true;
+    return false;
   }
   const Token& expect(Tok k, const char* what) {
     if (peek().kind != k) fail(peek(), fmt::format("expected {}, found {}", what, describe(peek())));
@@ -138,6 +198,13 @@ private:
         s.names.push_back(name("an input name after 'input'"));
         expect(Tok::Colon, "':' and a shape after the input name (input NAME : [784])");
         s.shape = shape();
+        if (peek().kind == Tok::Ident && peek().text == "int") {  // contextual: integer ids
+          s.is_int = true;
+          s.int_range = next().range;
+        } else if (peek().kind == Tok::Ident) {
+          fail(peek(), fmt::format("expected 'int' (integer values) or the end of the statement after the "
+                                   "input's shape, found {}", describe(peek())));
+        }
         return s;
       case Tok::KwParam:
         next();
@@ -178,6 +245,7 @@ private:
         }
         return s;
       case Tok::Ident:
+        if (starts_repeat(pos_)) return repeat_header();
         s.kind = StmtKind::Define;
         s.names.push_back(name("a name"));
         if (peek().kind != Tok::Assign)
@@ -193,6 +261,32 @@ private:
         fail(t, fmt::format("expected a statement (NAME = EXPR, or one starting with model, dim, "
                             "input, param, output, metric or minimize), found {}", describe(t)));
     }
+  }
+
+  // repeat COUNT [carry NAME, ...]   (COUNT: a dim name or a positive integer)
+  Stmt repeat_header() {
+    Stmt s;
+    s.kind = StmtKind::Repeat;
+    next();  // 'repeat'
+    const Token& c = next();
+    if (c.kind == Tok::Number) {
+      if (!c.is_integer || c.number < 1)
+        fail(c, fmt::format("the count of a repeat block must be a positive integer or a dim name, found {}",
+                            describe(c)));
+      s.dim_value = static_cast<long>(c.number);
+      s.count.range = c.range;
+    } else {
+      s.count = {c.text, c.range};
+    }
+    if (peek().kind == Tok::Ident && peek().text == "carry") {
+      next();
+      s.names.push_back(name("a tensor name after 'carry'"));
+      while (accept(Tok::Comma)) s.names.push_back(name("a tensor name after ','"));
+    } else if (peek().kind != Tok::Newline && peek().kind != Tok::Eof) {
+      fail(peek(), fmt::format("expected 'carry NAME' or the end of the line after 'repeat {}', found {}", c.text,
+                               describe(peek())));
+    }
+    return s;
   }
 
   // [ BATCH | INPUT -> OUTPUT ], each part a comma-separated list of axes.
@@ -222,7 +316,10 @@ private:
         continue;
       }
       if (!cur.empty()) {
-        expect(Tok::Comma, "',' between axes, or one of '|', '->', ']'");
+        if (peek().kind != Tok::Comma)
+          fail_unclosed(open, fmt::format("expected ',' between axes, or one of '|', '->', ']', found {}",
+                                          describe(peek())));
+        next();
       }
       cur.push_back(axis());
     }
@@ -238,7 +335,27 @@ private:
     return sh;
   }
 
+  // An axis, or a product of sizes and dim names (4 * d), evaluated at resolution.
   AxisSpec axis() {
+    AxisSpec a = axis_factor();
+    if (peek().kind != Tok::Star) return a;
+    AxisSpec p;
+    p.kind = AxisSpec::Product;
+    p.range = a.range;
+    p.factors.push_back(std::move(a));
+    while (accept(Tok::Star)) {
+      AxisSpec f = axis_factor();
+      p.range = SourceRange::join(p.range, f.range);
+      p.factors.push_back(std::move(f));
+    }
+    for (const AxisSpec& f : p.factors)
+      if (f.kind != AxisSpec::Size && f.kind != AxisSpec::DimName)
+        diags_.error(f.range, fmt::format("a product in a shape multiplies sizes and dim names, not '{}'",
+                                          f.kind == AxisSpec::RowVar ? ".." : "_"));
+    return p;
+  }
+
+  AxisSpec axis_factor() {
     const Token& t = peek();
     AxisSpec a;
     a.range = t.range;
@@ -277,10 +394,10 @@ private:
   // stages: a chain `x + x + ... + x` is built iteratively here but walked recursively after.
   void set_height(Expr& e, const Token& at, int children) {
     e.height = children + 1;
-    if (e.height > kMaxExprHeight)
+    if (e.height - 1 > kMaxExprOps)  // the operations above the leaf
       fail(at, fmt::format("expression too deep: more than {} operations nested (a chain of operators counts "
                            "one per operator); split it into several statements",
-                           kMaxExprHeight));
+                           kMaxExprOps));
   }
 
   ExprPtr binary(ExprKind k, const Token& op, ExprPtr a, ExprPtr b) {
@@ -292,12 +409,7 @@ private:
     return e;
   }
 
-  ExprPtr expr() {
-    deeper(peek());
-    ExprPtr e = additive();
-    --depth_;
-    return e;
-  }
+  ExprPtr expr() { return additive(); }
 
   ExprPtr additive() {
     ExprPtr e = multiplicative();
@@ -371,19 +483,23 @@ private:
       }
       case Tok::LParen: {
         next();
+        deeper(t);
         ExprPtr e = expr();
-        const Token& close = expect(Tok::RParen, "')' to close the parenthesis");
+        --depth_;
+        if (peek().kind != Tok::RParen)
+          fail_unclosed(t, fmt::format("expected ')' to close the parenthesis, found {}", describe(peek())));
+        const Token& close = next();
         e->range = SourceRange::join(t.range, close.range);
-        return e;
+        return indexed(std::move(e));
       }
       case Tok::Ident: {
         next();
         if (peek().kind != Tok::LParen) {
           auto e = make(ExprKind::Name, t.range);
           e->name = t.text;
-          return e;
+          return indexed(std::move(e));
         }
-        return call(t);
+        return indexed(call(t));
       }
       default:
         if (t.kind >= Tok::KwModel && t.kind <= Tok::KwWith)
@@ -393,8 +509,30 @@ private:
     }
   }
 
+  // a[i], a[i][j]: a whole-number index of the first output axis.
+  ExprPtr indexed(ExprPtr base) {
+    while (peek().kind == Tok::LBracket) {
+      const Token& open = next();
+      const Token& i = peek();
+      if (i.kind != Tok::Number || !i.is_integer)
+        fail(i, fmt::format("expected an index (a whole number like 0) in '[ ]', found {}", describe(i)));
+      next();
+      if (peek().kind != Tok::RBracket)
+        fail_unclosed(open, fmt::format("expected ']' after the index, found {}", describe(peek())));
+      const Token& close = next();
+      auto e = make(ExprKind::Index, SourceRange::join(base->range, close.range));
+      e->op_range = i.range;
+      e->number = i.number;
+      e->is_integer = true;
+      set_height(*e, open, base->height);
+      e->operands.push_back(std::move(base));
+      base = std::move(e);
+    }
+    return base;
+  }
+
   ExprPtr call(const Token& callee) {
-    next();  // '('
+    const Token& open = next();  // '('
     auto e = make(ExprKind::Call, callee.range);
     e->name = callee.text;
     e->op_range = callee.range;
@@ -415,7 +553,7 @@ private:
         deeper(peek());
         a.value = expr();
         --depth_;
-        if (a.value->kind == ExprKind::String) einsum_arg(*a.value, callee);
+        if (a.value->kind == ExprKind::String) einsum_arg(*a.value, callee, a.keyword);
         set_height(*e, callee, std::max(e->height - 1, a.value->height));
         e->args.push_back(std::move(a));
         if (!accept(Tok::Comma)) break;
@@ -423,16 +561,22 @@ private:
     }
     const Token& close = peek();
     if (close.kind != Tok::RParen)
-      fail(close, fmt::format("expected ',' or ')' in the call of '{}', found {}", callee.text,
-                              describe(close)));
+      fail_unclosed(open, fmt::format("expected ',' or ')' in the call of '{}', found {}", callee.text,
+                                      describe(close)));
     next();
     e->range = SourceRange::join(callee.range, close.range);
     return e;
   }
 
-  void einsum_arg(Expr& str, const Token& callee) {
-    const std::string& f = callee.text;
-    if (f != "einsum" && f != "sum" && f != "mean" && f != "max") return;
+  // A string where the built-in takes an einsum spec (einsum, sum, mean, max, softmax, ...).
+  // Other strings (gelu's approximate = "tanh") are option values, checked at resolution.
+  void einsum_arg(Expr& str, const Token& callee, const std::string& keyword) {
+    const OpInfo* op = find_op(callee.text);
+    if (!op) return;
+    bool takes_spec = false;
+    for (const ArgSig& a : op->args)
+      takes_spec = takes_spec || (a.type == ArgType::Spec && (keyword.empty() || keyword == a.name));
+    if (!takes_spec) return;
     // The string token's range includes the quotes; contents start one past the quote.
     auto spec = parse_einsum(str.name, str.range.begin + 1, diags_);
     if (!spec) throw SyntaxError{};

@@ -37,6 +37,9 @@ Diagnostic& DiagEngine::internal(SourceRange r, std::string msg, const char* fil
 void DiagEngine::note(Diagnostic& d, SourceRange r, std::string msg) {
   d.notes.push_back(Diagnostic{Severity::Note, DiagKind::User, r, true, std::move(msg), {}});
 }
+void DiagEngine::note_since(size_t first, SourceRange r, const std::string& msg) {
+  for (size_t i = first; i < diags_.size(); ++i) note(diags_[i], r, msg);
+}
 void DiagEngine::note(Diagnostic& d, std::string msg) {
   d.notes.push_back(Diagnostic{Severity::Note, DiagKind::User, {}, false, std::move(msg), {}});
 }

@@ -45,6 +45,8 @@ public:
   Diagnostic& internal(SourceRange r, std::string msg, const char* file, int line);
   static void note(Diagnostic& d, SourceRange r, std::string msg);
   static void note(Diagnostic& d, std::string msg);  // a note without a location
+  // The same note on every diagnostic reported since all().size() was `first`.
+  void note_since(size_t first, SourceRange r, const std::string& msg);
 
   bool has_errors() const { return error_count_ > 0; }
   int error_count() const { return error_count_; }

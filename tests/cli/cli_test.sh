@@ -38,6 +38,41 @@ assert t["logits"]["kind"] == "computed" and t["logits"]["batch"] == ["batch"]
 assert t["image"]["kind"] == "input" and t["loss"]["output"] == [] and t["loss"]["batch"] == []
 PY
 
+# Contract v1 §1 (tests/specs/lm/gpt_tiny.cannl): exactly the contract's lines, integer
+# inputs with ` int`, and a per-tensor dtype in the JSON.
+expect_rc 0 "$cannl" check "$src/tests/specs/lm/gpt_tiny.cannl"
+for line in 'wte : [128 -> 256]' 'x0 : [batch, 64 | 128]' 'qkv : [batch, 64 | 3, 4, 32]' \
+            'y : [batch, 64 | 4, 32]' 'logits : [batch, 64 | 256]' 'loss : []' 'tokens : [batch, 64 | ] int'; do
+  grep -qxF "$line" "$tmp/out" && ok || bad "gpt_tiny: missing line '$line'"
+done
+expect_rc 0 "$cannl" check --dump=shapes "$src/tests/specs/lm/gpt_tiny.cannl"
+grep -qF '29:47 position(tokens) : [batch, 64 | ] int' "$tmp/out" && ok || bad "gpt_tiny --dump=shapes: int sub-expression"
+expect_rc 0 "$cannl" check --json "$src/tests/specs/lm/gpt_tiny.cannl"
+/usr/bin/python3 - "$tmp/out" <<'PY' && ok || bad "gpt_tiny json dtype"
+import json, sys
+t = {x["name"]: x for x in json.load(open(sys.argv[1]))}
+assert t["tokens"]["dtype"] == "int32" and t["next"]["dtype"] == "int32"
+assert t["wte"]["dtype"] == "float" and t["logits"]["dtype"] == "float"
+assert t["tokens"]["batch"] == ["batch", 64]
+PY
+# --dim NAME=VALUE (check and gen): replaces a dim; a bad NAME or VALUE is a usage error naming it.
+expect_rc 0 "$cannl" check --dim ctx=16 --dim d=32 "$src/tests/specs/lm/gpt_tiny.cannl"
+grep -qxF 'x0 : [batch, 16 | 32]' "$tmp/out" && ok || bad "--dim ctx=16 --dim d=32"
+for arg in nope=3 ctx=0 ctx=-1 ctx=1.5 ctx= ctx 3=4; do
+  expect_rc 2 "$cannl" check --dim "$arg" "$src/tests/specs/lm/gpt_tiny.cannl"
+  grep -qF -- "--dim $arg" "$tmp/err" && ok || bad "--dim $arg: the error does not name it: $(cat "$tmp/err")"
+done
+expect_rc 2 "$cannl" check --dim ctx=8 --dim ctx=9 "$src/tests/specs/lm/gpt_tiny.cannl"
+expect_rc 2 "$cannl" gen --dim vocab=0 "$src/tests/specs/lm/gpt_tiny.cannl" -o "$tmp/gen/none"
+expect_rc 2 "$cannl" gen --dim hiden=8 "$src/specs/fashion_mlp.cannl" -o "$tmp/gen/none"
+grep -qF "the spec has no dim 'hiden' (its dims: hidden)" "$tmp/err" && ok || bad "gen --dim: unknown dim"
+expect_rc 0 "$cannl" gen --dim hidden=32 "$src/specs/fashion_mlp.cannl" --dump=shapes
+grep -qF 'w1 : [784 -> 32]' "$tmp/out" && ok || bad "gen --dim hidden=32"
+# gen on a spec the back ends do not lower yet: not supported yet, exit 1, nothing written.
+expect_rc 1 "$cannl" gen "$src/tests/specs/lm/gpt_tiny.cannl" -o "$tmp/gen/gpt"
+grep -qF "gpt_tiny.cannl:32:7: error: not supported yet: attention" "$tmp/err" && ok || bad "gen: not supported yet"
+[ ! -e "$tmp/gen/gpt" ] && ok || bad "gen wrote files for a spec it cannot lower"
+
 # A per-example tensor prints as [batch | ].
 printf 'model m\ninput l : [10]\ninput t : [10]\nce = cross_entropy(l, t)\n' > "$tmp/ce.cannl"
 expect_rc 0 "$cannl" check "$tmp/ce.cannl"

@@ -63,12 +63,14 @@ subdir)
   regenerated || fail "the generator did not run"
   [ ! -e "$build/cannl/generator/cannl" ] || fail "the generator was built despite CANNL_GENERATOR"
   run_model 32
+  grep -q "w1  \[4 -> 16\]" "$build/cannl/mymodel_wide/tiny.h" || fail "DIMS hidden=16: tiny.h of mymodel_wide has no w1 [4 -> 16]"
   step "edit the spec (hidden 8 -> 12): regenerated and rebuilt"
   sed -i 's/^dim hidden = 8$/dim hidden = 12/' "$work/src/tiny.cannl"
   grep -q "^dim hidden = 12$" "$work/src/tiny.cannl" || fail "could not edit the spec copy"
   build_it
   regenerated || fail "the generator did not run after the spec changed"
   grep -q "w1  \[4 -> 12\]" "$build/cannl/mymodel/tiny.h" || fail "tiny.h does not have the new w1 shape"
+  grep -q "w1  \[4 -> 16\]" "$build/cannl/mymodel_wide/tiny.h" || fail "DIMS hidden=16 did not override the edited spec"
   run_model 48
   step "nothing changed: nothing to do"
   build_it

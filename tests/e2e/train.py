@@ -27,6 +27,10 @@ cases:
                         test accuracy must be >= 0.3 (chance is 0.1). With --small:
                         fashion_einsum 10 steps at batch 16, the same checks; fashion_cnn
                         (~1 s a step when sanitised) 4 steps at batch 4, losses finite.
+  moons_hinge           issue 13's specs (tests/e2e/specs/): number literals against axes of
+  moons_unshaped_bias   unshaped params. 20 epochs on the two moons: the checkpoint has the
+                        inferred shapes, the printed test metric equals the checkpoint's
+                        params evaluated with NumPy, and the points are >= 80% classified.
 """
 
 import argparse
@@ -116,6 +120,45 @@ def moons_mlp(opt, work):
     u.check(acc >= 0.95, f"test accuracy from the checkpoint {acc:.4f} < 0.95")
 
 
+def moons_literals(opt, work):
+    """Issue 13: specs where a number literal meets axes that are still open when it is
+    solved (an unshaped param's): they train, their checkpoints have the inferred shapes, and
+    the printed test metric equals the checkpoint's params evaluated with NumPy."""
+    import numpy as np
+    files = u.moons_files(work, 1000, 500)
+    ckpt = os.path.join(work, "moons.safetensors")
+    epochs = 20
+    out, _ = u.run([opt.trainer] + u.moons_flags(files) +
+                   ["--epochs", str(epochs), "--batch", "32", "--threads", "1", "--quiet", "--checkpoint", ckpt])
+    print(out.rstrip())
+    p, _, _ = u.read_safetensors(ckpt)
+    x = np.load(files["test_point"]).astype(np.float64)
+    y = np.load(files["test_target"]).astype(np.float64).reshape(-1, 1)
+    if opt.case == "moons_hinge":
+        shapes = (("w1", (16, 2)), ("b1", (16,)), ("w2", (1, 16)))
+        metric, bar = "hinge", 0.3
+        out_ = np.maximum(x @ p["w1"].T + p["b1"], 0) @ p["w2"].T
+        sign = 2 * y - 1
+        value = float(np.mean(np.maximum(1 - sign * out_, 0)))
+        acc = float(np.mean((out_ > 0) == (y > 0.5)))
+    else:
+        shapes = (("w", (1, 2)), ("b", (1,)))
+        metric, bar = "mse", 0.15
+        prob = 1 / (1 + np.exp(-(x @ p["w"].T + p["b"])))
+        value = float(np.mean((prob - y) ** 2))
+        acc = float(np.mean((prob > 0.5) == (y > 0.5)))
+    for name, shape in shapes:
+        u.check(name in p and tuple(p[name].shape) == shape,
+                f"checkpoint tensor {name}: {p[name].shape if name in p else 'missing'}, expected stored {shape}")
+    printed = u.printed_value(out, f"test {metric}")
+    print(f"{opt.case}, {epochs} epochs: printed test {metric} {printed:.4f}; from the checkpoint with NumPy: "
+          f"{metric} {value:.4f}, accuracy {acc:.4f}")
+    u.check(abs(value - printed) <= 1e-3 + 1e-2 * printed,
+            f"the checkpoint's params evaluated with NumPy give {metric} {value:.6f}, the trainer printed {printed:.4f}")
+    u.check(printed <= bar, f"test {metric} {printed:.4f} > {bar}")
+    u.check(acc >= 0.8, f"test accuracy from the checkpoint {acc:.4f} < 0.8")
+
+
 def loss_goes_down(opt, work):
     paths = u.need_fashion(opt.fashion)
     learn = True
@@ -146,7 +189,8 @@ def loss_goes_down(opt, work):
 
 CASES = {"fashion_mlp_accuracy": fashion_mlp_accuracy, "moons_mlp": moons_mlp,
          "fashion_cnn": loss_goes_down, "fashion_cnn_accuracy": fashion_cnn_accuracy,
-         "fashion_cnn_threads": fashion_cnn_threads, "fashion_einsum": loss_goes_down}
+         "fashion_cnn_threads": fashion_cnn_threads, "fashion_einsum": loss_goes_down,
+         "moons_hinge": moons_literals, "moons_unshaped_bias": moons_literals}
 
 
 def main():

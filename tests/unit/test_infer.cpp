@@ -515,3 +515,206 @@ TEST_CASE("infer: check_text prints every tensor's shape", "[infer][driver]") {
   CHECK(err2.str().find("t.cannl:3:9: error: unknown tensor 'z'") == 0);
   CHECK(err2.str().find("t.cannl: 1 error\n") != std::string::npos);
 }
+
+// ---- contract v1: sequence models and language models -----------------------------------
+
+TEST_CASE("infer: an input's batch part follows the runner's batch axis", "[infer][v1]") {
+  Run r("input x : [5, 6 | 3 -> 2]\ninput y : [6 | 2]\nz = x + y\n");
+  REQUIRE_OK(r);
+  CHECK(r.shape("x") == "[batch, 5, 6 | 3 -> 2]");
+  CHECK(r.shape("z") == "[batch, 5, 6 | 3 -> 2]");
+  // The declared batch axes align from the right among themselves: 5 against 6 is no broadcast.
+  Run bad("input x : [5 | 3]\ninput y : [6 | 3]\nz = x + y\n");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.any_error_has("their batch axes do not broadcast"));
+}
+
+TEST_CASE("infer: integer tensors carry dtype int32 through position, index and copies", "[infer][v1]") {
+  Run r("input t : [4 |] int\ninput p : [2] int\ninput f : [4 | 3]\na = t\nb = position(f)\nc = p[1]\nd = f[0]\n");
+  REQUIRE_OK(r);
+  for (const char* n : {"t", "p", "a", "b", "c"}) {
+    INFO(n);
+    CHECK(r.fe->model.find(n)->dtype == DType::Int32);
+  }
+  CHECK(r.fe->model.find("f")->dtype == DType::Float);
+  CHECK(r.fe->model.find("d")->dtype == DType::Float);
+  CHECK(r.shape("b") == "[batch, 4 | ]");
+  CHECK(r.shape("c") == "[batch | ]");
+  // The expressions too: the lowering reads Model::int_exprs.
+  const Tensor* c = r.fe->model.find("c");
+  CHECK(r.fe->model.is_int(c->expr));
+  CHECK(r.fe->model.is_int(c->expr->operands[0].get()));
+}
+
+TEST_CASE("infer: an integer tensor where a float is expected is an error at its use", "[infer][v1]") {
+  Run r("input t : [4 |] int\nparam w\ny = -t\nz = t ** 2\nu = sum(t)\nv = w * embedding(w, t)\n");
+  REQUIRE_FALSE(r.ok());
+  INFO(r.rendered());
+  CHECK(r.errors() == 3);
+  CHECK(r.err(0).message.find("not the operand of '-'") != std::string::npos);
+  CHECK(r.err(1).message.find("not the base of '**'") != std::string::npos);
+  CHECK(r.err(2).message.find("not the argument 'x' of sum") != std::string::npos);
+  Run loss("input t : [4 |] int\nl = t\nminimize l with sgd(lr = 1)\n");
+  REQUIRE_FALSE(loss.ok());
+  CHECK(loss.any_error_has("'l' holds integers (ids); minimize needs a float scalar loss"));
+}
+
+TEST_CASE("infer: embedding takes the table's input axes and the ids' batch axes", "[infer][v1]") {
+  Run r("input t : [7 |] int\nparam e : [2, 3 -> 9]\ny = embedding(e, t)\n");
+  REQUIRE_OK(r);
+  CHECK(r.shape("y") == "[batch, 7 | 2, 3]");
+  // The width may come backwards; the row count only from another use.
+  Run back("input t : [7 |] int\nparam e\nparam w : [5 -> 5]\ny = w * embedding(e, t)\nz = e * y\n"
+           "param h : [11]\nq = z *. h\n");
+  REQUIRE_OK(back);
+  CHECK(back.shape("e") == "[5 -> 11]");
+  Run rows("input t : [7 |] int\nparam e : [5 -> _]\ny = embedding(e, t)\n");
+  REQUIRE_FALSE(rows.ok());
+  CHECK(rows.errors() == 1);
+  CHECK(rows.err().message.find("its output axes [_]") != std::string::npos);
+  CHECK(rows.err().message.find("the row count of an embedding table cannot come from the ids") != std::string::npos);
+  // A table has one output axis (its rows).
+  Run two("input t : [7 |] int\nparam e : [5 -> 3, 4]\ny = embedding(e, t)\n");
+  REQUIRE_FALSE(two.ok());
+  CHECK(two.any_error_has("must have one output axis, its rows"));
+}
+
+TEST_CASE("infer: x[i] drops the first output axis and checks the index", "[infer][v1]") {
+  Run r("input x : [3, 4, 5]\nparam w : [2 -> 6, ..]\na = x[2]\nb = w[5] + x\n");
+  REQUIRE_OK(r);
+  CHECK(r.shape("a") == "[batch | 4, 5]");
+  CHECK(r.shape("w") == "[2 -> 6, 3, 4, 5]");  // the rest of w's outputs from x
+  CHECK(r.shape("b") == "[batch | 2 -> 3, 4, 5]");
+  Run out("input x : [3]\na = x[3]\nb = x[2]\n");
+  REQUIRE_FALSE(out.ok());
+  CHECK(out.errors() == 1);
+  CHECK(out.err_at().col == 7);
+  CHECK(out.err().message.find("index 3 is out of range") != std::string::npos);
+  // The size may become known only later: the check runs once the shapes are final.
+  Run later("param w : [2 -> ..]\na = w[4]\ninput x : [2]\nparam v : [3]\nb = w * x + v\n");
+  REQUIRE_FALSE(later.ok());
+  CHECK(later.any_error_has("index 4 is out of range: the first output axis of 'w' has size 3"));
+}
+
+TEST_CASE("infer: attention's shape rule", "[infer][v1]") {
+  Run r("input q : [2, 9 | 4, 8]\ninput kv : [2, 5 | 4, 8]\ny = attention(q, kv, kv)\n");
+  REQUIRE_OK(r);
+  CHECK(r.shape("y") == "[batch, 2, 9 | 4, 8]");
+  const BoundCall& bc = r.fe->model.calls.at(r.fe->model.find("y")->expr);
+  CHECK(bc.values.at("causal") == 0);
+  CHECK(bc.values.count("scale") == 0);  // 1/sqrt(e): for the lowering to compute
+  Run causal("input q : [9 | 4, 8]\ninput kv : [5 | 4, 8]\ny = attention(q, kv, kv, causal = true)\n");
+  REQUIRE_FALSE(causal.ok());
+  CHECK(causal.any_error_has("a causal attention needs as many keys as queries"));
+  CHECK(causal.any_error_has("(9 vs 5)"));
+  Run heads("input q : [9 | 4, 8]\ninput k : [9 | 3, 8]\ny = attention(q, k, k)\n");
+  REQUIRE_FALSE(heads.ok());
+  CHECK(heads.any_error_has("the keys 'k' must have the queries' output axes"));
+  Run outer("input q : [9 | 4, 8]\ninput k : [2, 9 | 4, 8]\ny = attention(q, k, k)\n");
+  REQUIRE_FALSE(outer.ok());
+  CHECK(outer.any_error_has("the keys 'k' must have the queries' batch axes but the last"));
+}
+
+TEST_CASE("infer: cross_entropy and accuracy with integer targets", "[infer][v1]") {
+  Run r("input l : [6 | 10]\ninput t : [6 |] int\nce = cross_entropy(l, t)\nmetric a = accuracy(l, t)\n");
+  REQUIRE_OK(r);
+  CHECK(r.shape("ce") == "[batch, 6 | ]");
+  CHECK(r.shape("a") == "[]");
+  // The one-hot form is unchanged.
+  Run v0("input l : [6 | 10]\ninput t : [6 | 10]\nce = cross_entropy(l, t)\n");
+  REQUIRE_OK(v0);
+  CHECK(v0.shape("ce") == "[batch, 6 | ]");
+  Run bad("input l : [6 | 10]\ninput t : [6 | 2] int\nce = cross_entropy(l, t)\n");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.any_error_has("the class indices 't' must have no output axes"));
+  // Float logits only.
+  Run ids("input t : [6 |] int\nce = cross_entropy(t, t)\n");
+  REQUIRE_FALSE(ids.ok());
+  CHECK(ids.any_error_has("not the argument 'logits' of cross_entropy"));
+}
+
+TEST_CASE("infer: softmax, log_softmax and layer_norm with a spec", "[infer][v1]") {
+  Run r("input x : [3 | 4, 5]\na = softmax(x, \"b, t|h, k => b, t|h\")\nn = layer_norm(x, \"b, t|h, k => b, t|\")\n");
+  REQUIRE_OK(r);
+  CHECK(r.shape("a") == "[batch, 3 | 4, 5]");
+  CHECK(r.shape("n") == "[batch, 3 | 4, 5]");
+  const BoundCall& bc = r.fe->model.calls.at(r.fe->model.find("n")->expr);
+  REQUIRE(bc.spec);
+  CHECK(bc.values.at("eps") == Approx(1e-5));
+  Run bad("input x : [3 | 4, 5]\na = softmax(x, \"b, t|h => b, t|\")\n");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.any_error_has("the output axes of 'x' must match \"h\" in the spec"));
+}
+
+TEST_CASE("infer: options: strings, booleans and defaults", "[infer][v1]") {
+  Run r("input x : [4]\ng = gelu(x, approximate = \"tanh\")\nh = gelu(x)\n"
+        "loss = mean(g + h)\nminimize loss with adamw(lr = 1e-3, decay = \"matrices\")\n");
+  REQUIRE_OK(r);
+  const Model& m = r.fe->model;
+  CHECK(m.calls.at(m.find("g")->expr).strings.at("approximate") == "tanh");
+  CHECK(m.calls.at(m.find("h")->expr).strings.at("approximate") == "none");
+  CHECK(m.optimizer->strings.at("decay") == "matrices");
+  Run d("input x : [4]\nloss = mean(x)\nminimize loss with adamw\n");
+  REQUIRE_OK(d);
+  CHECK(d.fe->model.optimizer->strings.at("decay") == "all");
+  // nesterov is a boolean: true/false, or a number as before (0 is false).
+  for (const char* v : {"true", "1", "2.5"}) {
+    Run n(std::string("input x : [4]\nloss = mean(x)\nminimize loss with sgd(lr = 1, momentum = 0.9, nesterov = ") + v + ")\n");
+    REQUIRE_OK(n);
+    CHECK(n.fe->model.optimizer->args.at("nesterov") == 1);
+  }
+  Run f("input x : [4]\nloss = mean(x)\nminimize loss with sgd(lr = 1, nesterov = false)\n");
+  REQUIRE_OK(f);
+  CHECK(f.fe->model.optimizer->args.at("nesterov") == 0);
+}
+
+TEST_CASE("infer: --dim overrides a dim everywhere it is used", "[infer][v1]") {
+  std::string text = "model t\ndim ctx = 64\ndim d = 8\ninput x : [ctx | d]\nparam w : [d -> 2 * d]\ny = w * x\n";
+  auto fe = run_frontend("t.cannl", text, Stage::Shapes, {{"ctx", 16}, {"d", 3}});
+  REQUIRE(fe->ok());
+  CHECK(fe->usage_error.empty());
+  CHECK(print_shape(fe->shapes.tensors[1]) == "[3 -> 6]");
+  CHECK(print_shape(fe->shapes.tensors[2]) == "[batch, 16 | 6]");
+  auto bad = run_frontend("t.cannl", text, Stage::Shapes, {{"width", 16}});
+  CHECK(bad->usage_error == "--dim width=16: the spec has no dim 'width' (its dims: ctx, d)");
+}
+
+// ---- repeat blocks -------------------------------------------------------------------------
+
+TEST_CASE("repeat: one tensor per name and instance, a carried name chains them", "[infer][repeat]") {
+  Run r("dim n = 3\ninput x : [4]\nh = x\nrepeat n carry h\n  param w : [4 -> 4]\n  z = w * h\n  h = h + z\nend\n"
+        "y = h *. 2\noutput h\n");
+  REQUIRE_OK(r);
+  const Model& m = r.fe->model;
+  std::vector<std::string> names;
+  for (const Tensor& t : m.tensors) names.push_back(t.name);
+  CHECK(names == std::vector<std::string>{"x", "h", "w.0", "z.0", "h.0", "w.1", "z.1", "h.1", "w.2", "z.2", "h.2",
+                                          "y"});
+  // Instance 1 reads instance 0's h; after the block h is the last instance's.
+  const Tensor* z1 = m.find("z.1");
+  REQUIRE(z1->expr->kind == ExprKind::MatMul);
+  CHECK(z1->expr->operands[0]->name == "w.1");
+  CHECK(z1->expr->operands[1]->name == "h.0");
+  CHECK(m.find("z.0")->expr->operands[1]->name == "h");
+  CHECK(m.find("y")->expr->operands[0]->name == "h.2");
+  CHECK(m.outputs == std::vector<int>{m.index.at("h.2")});
+  CHECK(m.find("w.2")->instance == 2);
+  CHECK(m.find("w.2")->block != nullptr);
+  CHECK(m.find("x")->instance == -1);
+  // The instances share the block's source: diagnostics point into it.
+  CHECK(m.find("z.0")->expr->range.begin == m.find("z.2")->expr->range.begin);
+}
+
+TEST_CASE("repeat: errors in a block are reported once, with the instance", "[infer][repeat]") {
+  Run r("input x : [4]\nh = x\nrepeat 4 carry h\n  h = h + nope\nend\n");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.errors() == 1);
+  REQUIRE(r.err().notes.size() == 1);
+  CHECK(r.err().notes[0].message == "in instance 0 (of 4) of this repeat block");
+  Run s("input x : [4]\nh = x\nrepeat 3 carry h\n  param w : [4 -> 5]\n  h = w * h\nend\n");
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.errors() == 1);
+  REQUIRE(s.err().notes.size() == 1);
+  CHECK(s.err().notes[0].message == "in instance 1 (of 3) of this repeat block");
+  CHECK(s.fe->file.line_col(s.err().notes[0].range.begin).line == 4);
+}

@@ -446,6 +446,130 @@ TEST_CASE("parser: deep nesting is an error, not a crash", "[parser][recovery]")
   CHECK(t.spec.stmts.size() == 2);
 }
 
+// Issue 13 (11): the documented limits are the limits: 200 nested parentheses and 256 nested
+// operations are accepted, one more is not (each was refused one level early).
+TEST_CASE("parser: the depth limits are exactly the documented ones", "[parser][recovery]") {
+  auto parens = [](int n) { return "y = " + std::string(n, '(') + "a" + std::string(n, ')'); };
+  CHECK_FALSE(Parsed(parens(200)).diags.has_errors());
+  Parsed p(parens(201));
+  REQUIRE(p.diags.error_count() == 1);
+  CHECK(p.err(0).message.find("more than 200 levels") != std::string::npos);
+  auto chain = [](int ops) {
+    std::string s = "y = a";
+    for (int i = 0; i < ops; ++i) s += " + a";
+    return s;
+  };
+  CHECK_FALSE(Parsed(chain(256)).diags.has_errors());
+  Parsed q(chain(257));
+  REQUIRE(q.diags.error_count() == 1);
+  CHECK(q.err(0).message.find("more than 256 operations") != std::string::npos);
+  // A call is one level (it was two: the call and its argument).
+  std::string calls = "y = ";
+  for (int i = 0; i < 200; ++i) calls += "relu(";
+  calls += "a" + std::string(200, ')');
+  CHECK_FALSE(Parsed(calls).diags.has_errors());
+  // 256 nested calls: 256 operations.
+  std::string deep = "y = " + std::string(100, '(');
+  for (int i = 0; i < 100; ++i) deep += "relu(";
+  deep += "a" + std::string(200, ')');
+  CHECK_FALSE(Parsed(deep).diags.has_errors());
+}
+
+// Issue 13 (6): an unclosed '(' is found at the next line (which continues the call); a note
+// points at the '(' it left open.
+TEST_CASE("parser: an unclosed parenthesis has a note at the '('", "[parser][recovery]") {
+  Parsed p("model m\ninput x : [3]\nparam w : [3 -> 3]\nh = relu(w * x\nloss = mean(h)\n");
+  INFO(p.dump());
+  REQUIRE(p.diags.error_count() == 1);
+  const Diagnostic& d = p.err(0);
+  CHECK(d.message == "expected ',' or ')' in the call of 'relu', found identifier 'loss'");
+  CHECK(p.err_at(0).line == 5);
+  CHECK(p.err_at(0).col == 1);
+  REQUIRE(d.notes.size() == 1);
+  CHECK(d.notes[0].message == "to match this '('");
+  CHECK(p.lc(d.notes[0].range).line == 4);
+  CHECK(p.lc(d.notes[0].range).col == 9);
+  Parsed q("y = (a + (b *. c)\nz = a");
+  REQUIRE(q.diags.error_count() == 1);
+  CHECK(q.err(0).message == "expected ')' to close the parenthesis, found identifier 'z'");
+  REQUIRE(q.err(0).notes.size() == 1);
+  CHECK(q.lc(q.err(0).notes[0].range).col == 5);
+  Parsed r("input x : [3, 4\ny = x");
+  REQUIRE(r.diags.error_count() == 1);
+  REQUIRE(r.err(0).notes.size() == 1);
+  CHECK(r.err(0).notes[0].message == "to match this '['");
+  CHECK(r.lc(r.err(0).notes[0].range).col == 11);
+  // The rendered diagnostic shows both places.
+  std::string shown = p.diags.render_one(d);
+  CHECK(shown.find("p.cannl:4:9: note: to match this '('") != std::string::npos);
+}
+
+// ---- contract v1 syntax ---------------------------------------------------------------------
+
+TEST_CASE("parser: int inputs, batch parts and products in shapes", "[parser][v1]") {
+  Parsed p("input t : [ctx |] int\nparam w : [d -> 4 * d, 2 * h * 3]");
+  INFO(p.dump());
+  REQUIRE_FALSE(p.diags.has_errors());
+  REQUIRE(p.spec.stmts.size() == 2);
+  CHECK(p.spec.stmts[0].is_int);
+  CHECK(p.text(p.spec.stmts[0].int_range) == "int");
+  CHECK(print_shape_spec(*p.spec.stmts[0].shape) == "[ctx | ]");
+  CHECK(print_shape_spec(*p.spec.stmts[1].shape) == "[d -> 4 * d, 2 * h * 3]");
+  const AxisSpec& a = p.spec.stmts[1].shape->parts[2][0];
+  CHECK(a.kind == AxisSpec::Product);
+  CHECK(a.factors.size() == 2);
+  CHECK(p.text(a.range) == "4 * d");
+  CHECK(shape_of("[4 * 2]") == "[4 * 2]");
+}
+
+TEST_CASE("parser: indexing binds tighter than every operator", "[parser][v1]") {
+  CHECK(printed("-a[0] ** 2") == "(-(a[0] ** 2))");
+  CHECK(printed("f(x)[1][2] * (a + b)[0]") == "(f(x)[1][2] * (a + b)[0])");
+  Parsed p("y = qkv[2]");
+  const Expr& e = *p.spec.stmts[0].expr;
+  REQUIRE(e.kind == ExprKind::Index);
+  CHECK(e.number == 2);
+  CHECK(p.text(e.op_range) == "2");
+  CHECK(p.text(e.range) == "qkv[2]");
+  Parsed q("y = x[a]");
+  REQUIRE(q.diags.error_count() == 1);
+  CHECK(q.err(0).message == "expected an index (a whole number like 0) in '[ ]', found identifier 'a'");
+}
+
+TEST_CASE("parser: repeat blocks nest their statements", "[parser][v1][repeat]") {
+  Parsed p("x = a\nrepeat layers carry x, y\n  param w\n  x = w * x\nend\nz = x\nrepeat 3\n  q = x\nend\n");
+  INFO(p.dump());
+  REQUIRE_FALSE(p.diags.has_errors());
+  REQUIRE(p.spec.stmts.size() == 4);
+  const Stmt& r = p.spec.stmts[1];
+  CHECK(r.kind == StmtKind::Repeat);
+  CHECK(r.count.name == "layers");
+  REQUIRE(r.names.size() == 2);
+  CHECK(r.names[1].name == "y");
+  CHECK(r.body.size() == 2);
+  CHECK(p.lc(r.end_range).line == 5);
+  CHECK(p.spec.stmts[3].count.name.empty());
+  CHECK(p.spec.stmts[3].dim_value == 3);
+  std::string ast = dump_ast(p.spec, p.file);
+  CHECK(ast.find("(repeat @2:1 layers carry x y\n  (param @3:3 w)\n  (define @4:3 x") != std::string::npos);
+  // repeat, end and carry are names elsewhere.
+  Parsed names("repeat = a\nend = repeat\ncarry = end");
+  CHECK_FALSE(names.diags.has_errors());
+  CHECK(names.spec.stmts.size() == 3);
+}
+
+TEST_CASE("parser: repeat block errors", "[parser][v1][repeat]") {
+  Parsed p("repeat 0\nend\nrepeat 2 with x\n  y = 1\nend\nend\nrepeat 2\n  y = 1\n");
+  INFO(p.dump());
+  REQUIRE(p.diags.error_count() == 4);
+  CHECK(p.err(0).message == "the count of a repeat block must be a positive integer or a dim name, found number 0");
+  CHECK(p.err(1).message.find("expected 'carry NAME' or the end of the line after 'repeat 2', found 'with'") == 0);
+  CHECK(p.err(2).message == "'end' without a 'repeat' block to close");
+  CHECK(p.err_at(2).line == 6);
+  CHECK(p.err(3).message.find("this repeat block has no 'end'") == 0);
+  CHECK(p.err_at(3).line == 7);
+}
+
 // ---- source ranges ------------------------------------------------------------------------
 
 TEST_CASE("parser: operator tokens and callee names carry their line:col", "[parser][ranges]") {

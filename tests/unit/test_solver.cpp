@@ -220,10 +220,43 @@ TEST_CASE("solver: the batch axis broadcasts against nothing", "[solver][broadca
   RowT r = f.s.fresh_row();
   f.s.broadcast(r, {RowT::closed({DimT::batch()}), Fx::closed({})}, Fx::origin(), "batch");
   CHECK(f.p(r) == "[batch]");
-  RowT q = f.s.fresh_row();
-  f.s.broadcast(q, {RowT::closed({DimT::batch()}), Fx::closed({1})}, Fx::origin(), "batch");
-  CHECK(f.p(q) == "[batch]");
   CHECK(f.errors.empty());
+}
+
+// Contract v1 §2: the runner's batch axis meets only the runner's batch axis; the batch axes
+// declared after it align from the right among themselves.
+TEST_CASE("solver: the runner's batch axis leads, declared batch axes align after it",
+          "[solver][broadcast]") {
+  Fx f;
+  auto batch_then = [](std::vector<long> sizes) {
+    std::vector<DimT> d{DimT::batch()};
+    for (long n : sizes) d.push_back(DimT::known(n));
+    return RowT::closed(d);
+  };
+  RowT a = f.s.fresh_row();
+  f.s.broadcast(a, {batch_then({5, 6}), batch_then({6})}, Fx::origin(), "batch");
+  CHECK(f.p(a) == "[batch, 5, 6]");
+  RowT b = f.s.fresh_row();
+  f.s.broadcast(b, {batch_then({}), Fx::closed({7})}, Fx::origin(), "batch");  // per position, no runner axis
+  CHECK(f.p(b) == "[batch, 7]");
+  RowT c = f.s.fresh_row();
+  f.s.broadcast(c, {batch_then({}), Fx::closed({1})}, Fx::origin(), "batch");
+  CHECK(f.p(c) == "[batch, 1]");
+  CHECK(f.errors.empty());
+  // In other kinds a batch axis is an axis like any other, aligned from the right.
+  RowT o = f.s.fresh_row();
+  f.s.broadcast(o, {batch_then({6}), batch_then({})}, Fx::origin(), "output");
+  CHECK_FALSE(f.errors.empty());
+  // Declared axes that differ do not broadcast.
+  Fx g;
+  RowT d = g.s.fresh_row();
+  g.s.broadcast(d, {batch_then({5}), batch_then({6})}, Fx::origin(), "batch");
+  CHECK(g.errors.size() == 1);
+  // The result's first axis meets the runner's batch axis as soon as it is known.
+  Fx h;
+  DimT first = h.s.fresh_dim();
+  h.s.broadcast(RowT::closed({first, Fx::k(4)}), {batch_then({4}), h.s.fresh_row()}, Fx::origin(), "batch");
+  CHECK(h.s.resolve(first).kind == DimT::Batch);
 }
 
 TEST_CASE("solver: sizes that do not broadcast are reported through the callback",
@@ -317,6 +350,29 @@ TEST_CASE("solver: a result that broadcasts with itself takes the others' axes (
   f.solve();
   CHECK(f.errors.empty());
   CHECK(f.p(r) == "[4, 3]");
+}
+
+// Issue 13: `1 - y *. out` with out's axes those of an unshaped param. Stage 1 makes each
+// result the param's row; stage 2 then pinned `1 - ...` to the number's [] and failed.
+TEST_CASE("solver: a number leaves a self-broadcast result its own axes (stage 2)",
+          "[solver][broadcast]") {
+  Fx f;
+  RowT param = f.s.fresh_row();  // out's output axes (w2's, no shape written)
+  RowT prod = f.s.fresh_row(), diff = f.s.fresh_row();
+  f.s.broadcast(prod, {Fx::closed({1}), param}, Fx::origin(), "output");  // y *. out
+  f.s.broadcast(diff, {Fx::closed({}), prod}, Fx::origin(), "output");    // 1 - (y *. out)
+  f.solve({Fx::shape_with_output(param)});
+  INFO(f.p(param) << " " << f.p(prod) << " " << f.p(diff));
+  CHECK(f.errors.empty());
+  CHECK(f.p(param) == "[1]");
+  CHECK(f.p(diff) == "[1]");
+  // A param's free axes still take all of what they meet: [1, 4], not [4].
+  Fx g;
+  RowT b = g.s.fresh_row(), sum = g.s.fresh_row();
+  g.s.broadcast(sum, {Fx::closed({1, 4}), b}, Fx::origin(), "output");
+  g.solve({Fx::shape_with_output(b)});
+  CHECK(g.errors.empty());
+  CHECK(g.p(b) == "[1, 4]");
 }
 
 // ---- affine indices -----------------------------------------------------------------------

@@ -1,0 +1,272 @@
+// plot.cpp — `cannl plot METRICS.jsonl -o curve.svg`: the curves of a training run's metrics log.
+//
+// Reads the JSONL a training program writes (--metrics): one JSON object per line, numbers by
+// name. The x axis is the optimiser step ("step"; a record without one, such as an epoch's test
+// record of an older log, sits at the last step seen before it, or at its "epoch" when the log has
+// no steps at all). Every other numeric field is a series, drawn in one of three panels stacked
+// on one page: losses (names containing "loss": train_loss, test_loss, val_loss), other metrics
+// (accuracy, val_accuracy, ...), and the learning rate when it varies. Bookkeeping fields
+// (epoch, elapsed seconds) are not drawn. The SVG is self-contained (no scripts, no fonts to
+// fetch) and written atomically.
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <unistd.h>
+
+#include "driver/commands.h"
+
+namespace cannl {
+
+namespace {
+
+struct Series {
+  std::string name;
+  std::vector<std::pair<double, double>> points;  // (x, y), in log order
+};
+
+bool is_bookkeeping(const std::string& k) {
+  return k == "step" || k == "epoch" || k == "elapsed" || k == "elapsed_s" || k == "elapsed_seconds" ||
+         k == "time" || k == "seconds";
+}
+
+enum class Panel { Loss, Metric, Lr };
+
+Panel panel_of(const std::string& k) {
+  if (k == "lr") return Panel::Lr;
+  return k.find("loss") != std::string::npos ? Panel::Loss : Panel::Metric;
+}
+
+// Reads the log; false with `error` on a line that is not a JSON object.
+bool read_log(const std::string& path, const std::string& text, std::vector<Series>& series, std::string& xname,
+              std::string& error) {
+  std::map<std::string, size_t> index;
+  bool any_step = false;
+  std::vector<nlohmann::json> records;
+  size_t line_no = 0, start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    start = end + 1;
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) {
+      if (end == text.size()) break;
+      continue;
+    }
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      error = fmt::format("{}:{}: not a JSON object (a metrics log has one object per line)", path, line_no);
+      return false;
+    }
+    any_step = any_step || (j.contains("step") && j["step"].is_number());
+    records.push_back(std::move(j));
+    if (end == text.size()) break;
+  }
+  xname = any_step ? "step" : "epoch";
+  double x = 0;
+  bool have_x = false;
+  for (size_t r = 0; r < records.size(); ++r) {
+    const auto& j = records[r];
+    if (j.contains(xname) && j[xname].is_number()) {
+      x = j[xname].get<double>();
+      have_x = true;
+    } else if (!any_step && !j.contains("epoch")) {
+      x = static_cast<double>(r + 1);  // neither steps nor epochs: the record's position
+      have_x = true;
+    }
+    if (!have_x) continue;  // before the first step: nothing to place it at
+    for (const auto& [k, v] : j.items()) {
+      if (!v.is_number() || is_bookkeeping(k)) continue;
+      double y = v.get<double>();
+      if (!std::isfinite(y)) continue;
+      auto it = index.find(k);
+      if (it == index.end()) {
+        it = index.emplace(k, series.size()).first;
+        series.push_back({k, {}});
+      }
+      series[it->second].points.push_back({x, y});
+    }
+  }
+  return true;
+}
+
+// About `want` round tick values covering [lo, hi].
+std::vector<double> ticks(double lo, double hi, int want) {
+  double span = hi - lo;
+  double raw = span / want, mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (m * mag >= raw) {
+      step = m * mag;
+      break;
+    }
+  std::vector<double> t;
+  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
+  return t;
+}
+
+std::string number(double v) {
+  std::string s = fmt::format("{:.6g}", v);
+  return s;
+}
+
+std::string escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else if (c == '"') o += "&quot;";
+    else o += c;
+  }
+  return o;
+}
+
+const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+
+// One panel: a frame, ticks and grid, a polyline (and dots, for short series) per series, a legend.
+void draw_panel(std::string& svg, const std::string& title, const std::vector<const Series*>& ss, double x0, double x1,
+                const std::string& xname, double top, double height) {
+  const double left = 80, width = 640, bottom = top + height;
+  double y0 = INFINITY, y1 = -INFINITY;
+  for (const Series* s : ss)
+    for (auto [x, y] : s->points) y0 = std::min(y0, y), y1 = std::max(y1, y);
+  if (y1 - y0 < 1e-12 * std::max(1.0, std::abs(y1))) {
+    double pad = std::max(std::abs(y1) * 0.05, 1e-6);
+    y0 -= pad, y1 += pad;
+  } else {
+    double pad = (y1 - y0) * 0.05;
+    y0 -= pad, y1 += pad;
+  }
+  auto px = [&](double x) { return left + (x1 > x0 ? (x - x0) / (x1 - x0) : 0.5) * width; };
+  auto py = [&](double y) { return bottom - (y - y0) / (y1 - y0) * height; };
+  svg += fmt::format("<g class=\"panel\" data-panel=\"{}\">\n", escape(title));
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"14\" font-weight=\"bold\">{}</text>\n", left, top - 8,
+                     escape(title));
+  for (double t : ticks(y0, y1, 5)) {
+    double y = py(t);
+    svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e0e0e0\"/>\n", left, y,
+                       left + width, y);
+    svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{}</text>\n", left - 6,
+                       y + 4, number(t));
+  }
+  if (x1 > x0)
+    for (double t : ticks(x0, x1, 8)) {
+      double x = px(t);
+      svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e0e0e0\"/>\n", x, top, x,
+                         bottom);
+      svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n", x,
+                         bottom + 15, number(t));
+    }
+  svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n", left, top,
+                     width, height);
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n", left + width / 2,
+                     bottom + 30, escape(xname));
+  for (size_t i = 0; i < ss.size(); ++i) {
+    const Series& s = *ss[i];
+    const char* color = kColors[i % (sizeof kColors / sizeof kColors[0])];
+    std::string pts;
+    for (auto [x, y] : s.points) pts += fmt::format("{}{:.2f},{:.2f}", pts.empty() ? "" : " ", px(x), py(y));
+    svg += fmt::format("<polyline class=\"series\" data-series=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.6\" "
+                       "points=\"{}\"/>\n",
+                       escape(s.name), color, pts);
+    if (s.points.size() <= 40)
+      for (auto [x, y] : s.points)
+        svg += fmt::format("<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"2.5\" fill=\"{}\"/>\n", px(x), py(y), color);
+    double ly = top + 14 + 16 * static_cast<double>(i);
+    svg += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2\"/>\n",
+                       left + width + 12, ly - 4, left + width + 32, ly - 4, color);
+    svg += fmt::format("<text class=\"legend\" x=\"{}\" y=\"{:.1f}\" font-size=\"12\">{}</text>\n", left + width + 38, ly,
+                       escape(s.name));
+  }
+  svg += "</g>\n";
+}
+
+}  // namespace
+
+int plot_file(const PlotOptions& opt, std::ostream& err) {
+  namespace fs = std::filesystem;
+  std::string text, error;
+  if (!read_file(opt.log, text, error)) {
+    err << "cannl: error: " << error << "\n";
+    return 2;
+  }
+  std::vector<Series> series;
+  std::string xname;
+  if (!read_log(opt.log, text, series, xname, error)) {
+    err << "cannl: error: " << error << "\n";
+    return 1;
+  }
+  std::vector<const Series*> panels[3];
+  for (const Series& s : series) {
+    Panel p = panel_of(s.name);
+    if (p == Panel::Lr) {
+      bool varies = false;
+      for (auto [x, y] : s.points) varies = varies || y != s.points.front().second;
+      if (!varies) continue;
+    }
+    panels[static_cast<int>(p)].push_back(&s);
+  }
+  if (panels[0].empty() && panels[1].empty() && panels[2].empty()) {
+    err << "cannl: error: " << opt.log << ": no numeric series to draw (expected records such as "
+        << "{\"step\": 100, \"train_loss\": 0.52})\n";
+    return 1;
+  }
+  double x0 = INFINITY, x1 = -INFINITY;
+  for (const auto& p : panels)
+    for (const Series* s : p)
+      for (auto [x, y] : s->points) x0 = std::min(x0, x), x1 = std::max(x1, x);
+  const char* titles[] = {"loss", "metrics", "learning rate"};
+  const double panel_h = 240, gap = 70, top0 = 60;
+  int n = 0;
+  for (const auto& p : panels) n += !p.empty();
+  const double height = top0 + n * (panel_h + gap);
+  std::string title = opt.title.empty() ? fs::path(opt.log).filename().string() : opt.title;
+  std::string svg = fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"{0}\" viewBox=\"0 0 900 {0}\" "
+      "font-family=\"sans-serif\">\n<rect width=\"900\" height=\"{0}\" fill=\"white\"/>\n"
+      "<text x=\"450\" y=\"28\" font-size=\"16\" text-anchor=\"middle\">{1}</text>\n",
+      height, escape(title));
+  double top = top0;
+  for (int p = 0; p < 3; ++p) {
+    if (panels[p].empty()) continue;
+    draw_panel(svg, titles[p], panels[p], x0, x1, xname, top, panel_h);
+    top += panel_h + gap;
+  }
+  svg += "</svg>\n";
+  // Atomically: a temporary beside the target, renamed over it.
+  fs::path out = opt.out, tmp = out.string() + ".cannl-tmp-" + std::to_string(getpid());
+  {
+    errno = 0;
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << svg;
+    f.flush();
+    if (!f) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      err << "cannl: error: cannot write " << out.string() << (errno ? std::string(": ") + std::strerror(errno) : "")
+          << "\n";
+      return 2;
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, out, ec);
+  if (ec) {
+    std::string why = ec.message();
+    fs::remove(tmp, ec);
+    err << "cannl: error: cannot write " << out.string() << ": " << why << "\n";
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace cannl

@@ -1,0 +1,64 @@
+/* cannl_attention.h - scaled dot-product attention for one (sequence, head) pair, forward and
+ * backward, without a T x S score matrix (flash-attention style: keys are visited in tiles with
+ * a running maximum and sum; the backward pass recomputes the scores from the saved
+ * log-sum-exp). Generated models call these from their own loop over sequences and heads, so
+ * the threading is the caller's (one pair per thread: results do not depend on thread count).
+ *
+ * Layout: row t of q is q[t * q_st + 0 .. e), row s of k is k[s * k_st + 0 .. e), row s of v is
+ * v[s * v_st + 0 .. f), row t of the output o[t * o_st + 0 .. f): rows may be strided (a view
+ * of a fused qkv buffer), a row is contiguous.
+ *
+ *   o[t]   = sum_s p[t, s] v[s],   p[t, s] = softmax_s(scale * q[t] . k[s])   (masked keys: p = 0)
+ *   lse[t] = log sum_s exp(scale * q[t] . k[s])                               (saved for backward)
+ *
+ * Causal masking: query t sits at position q_offset + t of the key sequence and sees the keys
+ * s <= q_offset + t (q_offset = 0 and tq = tk in training; in a decode step tq = 1 and
+ * q_offset = the position, the keys being the cache). A query that sees no key gets o = 0.
+ *
+ * The backward pass accumulates (+=) into dq, dk and dv (gradient buffers zeroed by the
+ * caller), and needs `delta`, a scratch row of tq values.
+ */
+#ifndef CANNL_ATTENTION_H
+#define CANNL_ATTENTION_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cannl_attn_dims {
+  int64_t tq;        /* query positions */
+  int64_t tk;        /* key (and value) positions */
+  int64_t e;         /* width of a query / key row */
+  int64_t f;         /* width of a value / output row */
+  int64_t q_offset;  /* causal: position of query 0 among the keys */
+  int causal;        /* 0: every query sees every key */
+  double scale;      /* usually 1 / sqrt(e) */
+} cannl_attn_dims;
+
+void cannl_attention_forward_f32(const cannl_attn_dims *d,
+                                 const float *q, int64_t q_st, const float *k, int64_t k_st,
+                                 const float *v, int64_t v_st, float *o, int64_t o_st, float *lse);
+void cannl_attention_backward_f32(const cannl_attn_dims *d,
+                                  const float *q, int64_t q_st, const float *k, int64_t k_st,
+                                  const float *v, int64_t v_st, const float *o, int64_t o_st,
+                                  const float *dout, int64_t do_st, const float *lse, float *delta,
+                                  float *dq, int64_t dq_st, float *dk, int64_t dk_st,
+                                  float *dv, int64_t dv_st);
+
+void cannl_attention_forward_f64(const cannl_attn_dims *d,
+                                 const double *q, int64_t q_st, const double *k, int64_t k_st,
+                                 const double *v, int64_t v_st, double *o, int64_t o_st, double *lse);
+void cannl_attention_backward_f64(const cannl_attn_dims *d,
+                                  const double *q, int64_t q_st, const double *k, int64_t k_st,
+                                  const double *v, int64_t v_st, const double *o, int64_t o_st,
+                                  const double *dout, int64_t do_st, const double *lse, double *delta,
+                                  double *dq, int64_t dq_st, double *dk, int64_t dk_st,
+                                  double *dv, int64_t dv_st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

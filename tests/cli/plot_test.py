@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""`cannl plot METRICS.jsonl -o curve.svg`: the SVG parses, has one panel per kind of series
+(losses, metrics, a varying learning rate), one polyline per series with one point per record
+carrying it, placed inside its panel in step order; bad logs and unwritable outputs are errors.
+    plot_test.py CANNL WORKDIR"""
+import json
+import math
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+cannl, work = sys.argv[1], sys.argv[2]
+os.makedirs(work, exist_ok=True)
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(*args):
+    return subprocess.run([cannl, "plot", *args], capture_output=True, text=True)
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+# A language-model run: train loss and lr every 10 steps (cosine), validation every 50.
+log = os.path.join(work, "lm.jsonl")
+with open(log, "w") as f:
+    for step in range(10, 301, 10):
+        rec = {"step": step, "train_loss": 5.5 * math.exp(-step / 100) + 1.2,
+               "lr": 3e-4 * 0.5 * (1 + math.cos(math.pi * step / 300)), "elapsed": step * 0.1}
+        if step % 50 == 0:
+            rec.update({"val_loss": 5.6 * math.exp(-step / 110) + 1.3, "val_accuracy": 0.2 + step / 1000})
+        f.write(json.dumps(rec) + "\n")
+    f.write("\n")  # a trailing blank line is fine
+out = os.path.join(work, "lm.svg")
+r = run(log, "-o", out, "--title", "gpt_char on the KJV")
+check(r.returncode == 0, f"plot exit {r.returncode}: {r.stderr}")
+root = ET.parse(out).getroot()
+check(root.tag == SVG + "svg", "root element is svg")
+panels = {g.get("data-panel"): g for g in root.iter(SVG + "g") if g.get("class") == "panel"}
+check(sorted(panels) == ["learning rate", "loss", "metrics"], f"panels {sorted(panels)}")
+series = {p.get("data-series"): (name, p) for name, g in panels.items() for p in g.iter(SVG + "polyline")}
+check(sorted(series) == ["lr", "train_loss", "val_accuracy", "val_loss"], f"series {sorted(series)}")
+check(series["train_loss"][0] == "loss" and series["val_loss"][0] == "loss", "losses in the loss panel")
+check(series["val_accuracy"][0] == "metrics" and series["lr"][0] == "learning rate", "metric and lr panels")
+for name, want in [("train_loss", 30), ("val_loss", 6), ("lr", 30), ("val_accuracy", 6)]:
+    pts = [tuple(map(float, p.split(","))) for p in series[name][1].get("points").split()]
+    check(len(pts) == want, f"{name}: {len(pts)} points, expected {want}")
+    xs = [x for x, _ in pts]
+    check(xs == sorted(xs) and len(set(xs)) == len(xs), f"{name}: x increasing")
+    rect = series[name][1]
+    frame = [e for e in panels[series[name][0]].iter(SVG + "rect")][0]
+    x0, y0 = float(frame.get("x")), float(frame.get("y"))
+    x1, y1 = x0 + float(frame.get("width")), y0 + float(frame.get("height"))
+    check(all(x0 - 0.01 <= x <= x1 + 0.01 and y0 - 0.01 <= y <= y1 + 0.01 for x, y in pts), f"{name}: inside its panel")
+# A falling loss is drawn falling (SVG y grows downwards).
+pts = [tuple(map(float, p.split(","))) for p in series["train_loss"][1].get("points").split()]
+check(pts[0][1] < pts[-1][1], "train_loss falls")
+texts = [t.text for t in root.iter(SVG + "text")]
+check("gpt_char on the KJV" in texts and "val_loss" in texts and "step" in texts, "title, legend and axis label")
+
+# A classifier's log as the training program writes it: step losses, epoch test records
+# without a step (placed at the last step before them), a constant lr (no lr panel).
+log2 = os.path.join(work, "mlp.jsonl")
+with open(log2, "w") as f:
+    for e in range(2):
+        for s in range(1, 4):
+            f.write(json.dumps({"epoch": e + 1, "step": e * 3 + s, "loss": 1.0 / (e * 3 + s), "lr": 0.1}) + "\n")
+        f.write(json.dumps({"epoch": e + 1, "test_loss": 0.5 - e * 0.1, "accuracy": 0.8 + e * 0.05}) + "\n")
+r = run(log2, "-o", os.path.join(work, "mlp.svg"))
+check(r.returncode == 0, f"mlp plot exit {r.returncode}: {r.stderr}")
+root = ET.parse(os.path.join(work, "mlp.svg")).getroot()
+panels = sorted(g.get("data-panel") for g in root.iter(SVG + "g") if g.get("class") == "panel")
+check(panels == ["loss", "metrics"], f"mlp panels {panels}")
+acc = [p for p in root.iter(SVG + "polyline") if p.get("data-series") == "accuracy"][0]
+check(len(acc.get("points").split()) == 2, "two accuracy points")
+
+# Errors.
+bad = os.path.join(work, "bad.jsonl")
+with open(bad, "w") as f:
+    f.write('{"step": 1, "loss": 2}\n[1, 2]\n')
+r = run(bad, "-o", os.path.join(work, "bad.svg"))
+check(r.returncode == 1 and "bad.jsonl:2:" in r.stderr, f"malformed line: {r.returncode} {r.stderr}")
+check(not os.path.exists(os.path.join(work, "bad.svg")), "nothing written for a bad log")
+empty = os.path.join(work, "empty.jsonl")
+open(empty, "w").close()
+r = run(empty, "-o", os.path.join(work, "empty.svg"))
+check(r.returncode == 1 and "no numeric series" in r.stderr, f"empty log: {r.returncode} {r.stderr}")
+r = run(os.path.join(work, "missing.jsonl"), "-o", os.path.join(work, "x.svg"))
+check(r.returncode == 2 and "missing.jsonl" in r.stderr, f"missing log: {r.returncode} {r.stderr}")
+r = run(log, "-o", os.path.join(work, "no", "such", "dir", "x.svg"))
+check(r.returncode == 2 and "cannot write" in r.stderr, f"unwritable output: {r.returncode} {r.stderr}")
+check(not [n for n in os.listdir(work) if "cannl-tmp" in n], "no temporary files left")
+r = subprocess.run([cannl, "plot", log], capture_output=True, text=True)
+check(r.returncode == 2, "missing -o is a usage error")
+
+print(f"plot_test: {'all checks passed' if not failures else f'{len(failures)} failed'}")
+sys.exit(1 if failures else 0)

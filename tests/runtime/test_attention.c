@@ -1,0 +1,177 @@
+/* test_attention.c - cannl_attention.h against a direct computation in long double (the full
+ * score matrix, softmax, and its exact gradient), for float and double, causal or not, tiles
+ * partly filled, strided rows, decode steps (one query at an offset) and keyless queries. */
+#include "cannl_attention.h"
+#include "rt_test.h"
+
+#include <math.h>
+
+typedef long double LD;
+
+/* Deterministic values in [-1, 1). */
+static double next_value(uint64_t *s) {
+  *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (double)(*s >> 11) / (double)(1ULL << 52) - 1.0;
+}
+
+typedef struct {
+  cannl_attn_dims d;
+  int64_t q_st, k_st, v_st, o_st;  /* row strides (>= row widths) */
+} Case;
+
+static int64_t seen(const cannl_attn_dims *d, int64_t t) {
+  if (!d->causal) return d->tk;
+  int64_t last = d->q_offset + t + 1;
+  return last < 0 ? 0 : last > d->tk ? d->tk : last;
+}
+
+/* Reference forward and backward in long double: o, lse, and dq, dk, dv for the loss
+ * sum(o * g). */
+static void reference(const Case *c, const double *q, const double *k, const double *v, const double *g,
+                      LD *o, LD *lse, LD *dq, LD *dk, LD *dv) {
+  const cannl_attn_dims *d = &c->d;
+  LD *p = calloc((size_t)d->tk, sizeof(LD));
+  for (int64_t i = 0; i < d->tq * d->e; ++i) dq[i] = 0;
+  for (int64_t i = 0; i < d->tk * d->e; ++i) dk[i] = 0;
+  for (int64_t i = 0; i < d->tk * d->f; ++i) dv[i] = 0;
+  for (int64_t t = 0; t < d->tq; ++t) {
+    int64_t n = seen(d, t);
+    LD m = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      LD s = 0;
+      for (int64_t x = 0; x < d->e; ++x) s += (LD)q[t * c->q_st + x] * k[j * c->k_st + x];
+      p[j] = s * (LD)d->scale;
+      if (p[j] > m) m = p[j];
+    }
+    for (int64_t j = 0; j < n; ++j) sum += expl(p[j] - m);
+    lse[t] = n ? m + logl(sum) : -INFINITY;
+    for (int64_t j = 0; j < n; ++j) p[j] = expl(p[j] - m) / sum;
+    for (int64_t x = 0; x < d->f; ++x) {
+      LD acc = 0;
+      for (int64_t j = 0; j < n; ++j) acc += p[j] * v[j * c->v_st + x];
+      o[t * d->f + x] = acc;
+    }
+    /* d/dp[j] = g . v[j]; softmax backward: ds[j] = p[j] (dp[j] - sum_i p[i] dp[i]). */
+    LD mean = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      LD dp = 0;
+      for (int64_t x = 0; x < d->f; ++x) dp += (LD)g[t * d->f + x] * v[j * c->v_st + x];
+      mean += p[j] * dp;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      LD dp = 0;
+      for (int64_t x = 0; x < d->f; ++x) {
+        dp += (LD)g[t * d->f + x] * v[j * c->v_st + x];
+        dv[j * d->f + x] += p[j] * g[t * d->f + x];
+      }
+      LD ds = p[j] * (dp - mean) * (LD)d->scale;
+      for (int64_t x = 0; x < d->e; ++x) {
+        dq[t * d->e + x] += ds * k[j * c->k_st + x];
+        dk[j * d->e + x] += ds * q[t * c->q_st + x];
+      }
+    }
+  }
+  free(p);
+}
+
+static double rel_err(LD got, LD want) {
+  LD den = fabsl(want) > 1 ? fabsl(want) : 1;
+  return (double)(fabsl(got - want) / den);
+}
+
+/* Runs one case in float (f32 = 1) or double; returns the largest relative error. */
+static double run(const Case *c, int f32, uint64_t seed) {
+  const cannl_attn_dims *d = &c->d;
+  size_t nq = (size_t)(d->tq * c->q_st), nk = (size_t)(d->tk * c->k_st), nv = (size_t)(d->tk * c->v_st);
+  size_t no = (size_t)(d->tq * c->o_st);
+  double *q = malloc(nq * 8), *k = malloc(nk * 8), *v = malloc(nv * 8), *g = malloc((size_t)(d->tq * d->f) * 8);
+  for (size_t i = 0; i < nq; ++i) q[i] = 2 * next_value(&seed);
+  for (size_t i = 0; i < nk; ++i) k[i] = 2 * next_value(&seed);
+  for (size_t i = 0; i < nv; ++i) v[i] = next_value(&seed);
+  for (int64_t i = 0; i < d->tq * d->f; ++i) g[i] = next_value(&seed);
+  LD *o = malloc((size_t)(d->tq * d->f) * sizeof(LD)), *lse = malloc((size_t)d->tq * sizeof(LD));
+  LD *dq = malloc((size_t)(d->tq * d->e) * sizeof(LD)), *dk = malloc((size_t)(d->tk * d->e) * sizeof(LD));
+  LD *dv = malloc((size_t)(d->tk * d->f) * sizeof(LD));
+  reference(c, q, k, v, g, o, lse, dq, dk, dv);
+
+  /* The kernel's gradients accumulate: start them at 1 and subtract it again. */
+  double *got_o = malloc(no * 8), *got_lse = malloc((size_t)d->tq * 8), *got_dq = malloc(nq * 8);
+  double *got_dk = malloc(nk * 8), *got_dv = malloc(nv * 8), *gs = malloc((size_t)(d->tq * c->o_st) * 8);
+  for (int64_t t = 0; t < d->tq; ++t)
+    for (int64_t x = 0; x < d->f; ++x) gs[t * c->o_st + x] = g[t * d->f + x];
+  if (f32) {
+    float *fq = malloc(nq * 4), *fk = malloc(nk * 4), *fv = malloc(nv * 4), *fo = malloc(no * 4);
+    float *fl = malloc((size_t)d->tq * 4), *fdel = malloc((size_t)d->tq * 4), *fg = malloc(no * 4);
+    float *fdq = malloc(nq * 4), *fdk = malloc(nk * 4), *fdv = malloc(nv * 4);
+    for (size_t i = 0; i < nq; ++i) fq[i] = (float)q[i], fdq[i] = 1;
+    for (size_t i = 0; i < nk; ++i) fk[i] = (float)k[i], fdk[i] = 1;
+    for (size_t i = 0; i < nv; ++i) fv[i] = (float)v[i], fdv[i] = 1;
+    for (size_t i = 0; i < no; ++i) fg[i] = (float)gs[i];
+    cannl_attention_forward_f32(d, fq, c->q_st, fk, c->k_st, fv, c->v_st, fo, c->o_st, fl);
+    cannl_attention_backward_f32(d, fq, c->q_st, fk, c->k_st, fv, c->v_st, fo, c->o_st, fg, c->o_st, fl, fdel,
+                                 fdq, c->q_st, fdk, c->k_st, fdv, c->v_st);
+    for (size_t i = 0; i < no; ++i) got_o[i] = fo[i];
+    for (int64_t i = 0; i < d->tq; ++i) got_lse[i] = fl[i];
+    for (size_t i = 0; i < nq; ++i) got_dq[i] = (double)fdq[i] - 1;
+    for (size_t i = 0; i < nk; ++i) got_dk[i] = (double)fdk[i] - 1;
+    for (size_t i = 0; i < nv; ++i) got_dv[i] = (double)fdv[i] - 1;
+    free(fq), free(fk), free(fv), free(fo), free(fl), free(fdel), free(fg), free(fdq), free(fdk), free(fdv);
+  } else {
+    double *del = malloc((size_t)d->tq * 8);
+    for (size_t i = 0; i < nq; ++i) got_dq[i] = 1;
+    for (size_t i = 0; i < nk; ++i) got_dk[i] = 1;
+    for (size_t i = 0; i < nv; ++i) got_dv[i] = 1;
+    cannl_attention_forward_f64(d, q, c->q_st, k, c->k_st, v, c->v_st, got_o, c->o_st, got_lse);
+    cannl_attention_backward_f64(d, q, c->q_st, k, c->k_st, v, c->v_st, got_o, c->o_st, gs, c->o_st, got_lse, del,
+                                 got_dq, c->q_st, got_dk, c->k_st, got_dv, c->v_st);
+    for (size_t i = 0; i < nq; ++i) got_dq[i] -= 1;
+    for (size_t i = 0; i < nk; ++i) got_dk[i] -= 1;
+    for (size_t i = 0; i < nv; ++i) got_dv[i] -= 1;
+    free(del);
+  }
+  double worst = 0;
+#define TRACK(got, want)                     \
+  do {                                       \
+    double e_ = rel_err((got), (want));      \
+    if (!(e_ <= worst)) worst = e_;          \
+  } while (0)
+  for (int64_t t = 0; t < d->tq; ++t) {
+    if (isinf(lse[t])) CHECK(isinf(got_lse[t]) && got_lse[t] < 0);
+    else TRACK(got_lse[t], lse[t]);
+    for (int64_t x = 0; x < d->f; ++x) TRACK(got_o[t * c->o_st + x], o[t * d->f + x]);
+    for (int64_t x = 0; x < d->e; ++x) TRACK(got_dq[t * c->q_st + x], dq[t * d->e + x]);
+  }
+  for (int64_t j = 0; j < d->tk; ++j) {
+    for (int64_t x = 0; x < d->e; ++x) TRACK(got_dk[j * c->k_st + x], dk[j * d->e + x]);
+    for (int64_t x = 0; x < d->f; ++x) TRACK(got_dv[j * c->v_st + x], dv[j * d->f + x]);
+  }
+#undef TRACK
+  free(q), free(k), free(v), free(g), free(o), free(lse), free(dq), free(dk), free(dv);
+  free(got_o), free(got_lse), free(got_dq), free(got_dk), free(got_dv), free(gs);
+  return worst;
+}
+
+int main(void) {
+  /* tq, tk, e, f, q_offset, causal, scale; strides */
+  const Case cases[] = {
+      {{1, 1, 4, 4, 0, 1, 0.5}, 4, 4, 4, 4},
+      {{7, 7, 8, 8, 0, 1, 0.35355339059327373}, 8, 8, 8, 8},
+      {{64, 64, 16, 16, 0, 1, 0.25}, 16, 16, 16, 16},       /* exactly one tile */
+      {{65, 65, 16, 16, 0, 1, 0.25}, 16, 16, 16, 16},       /* one more than a tile */
+      {{130, 130, 12, 20, 0, 1, 0.3}, 36, 36, 36, 20},      /* strided rows (a qkv view), e != f */
+      {{33, 50, 9, 5, 0, 0, 0.4}, 9, 9, 5, 5},              /* not causal, tq != tk, odd widths */
+      {{1, 97, 16, 16, 96, 1, 0.25}, 16, 16, 16, 16},       /* a decode step at position 96 */
+      {{5, 40, 8, 8, 35, 1, 0.3}, 8, 8, 8, 8},              /* a prefill continuing at 35 */
+      {{6, 4, 8, 8, -3, 1, 0.3}, 8, 8, 8, 8},               /* the first queries see no key */
+      {{200, 200, 64, 64, 0, 1, 0.125}, 192, 192, 192, 64}, /* GPT-like */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    double e64 = run(&cases[i], 0, 1000 + i), e32 = run(&cases[i], 1, 2000 + i);
+    printf("case %zu (tq %lld tk %lld e %lld f %lld causal %d): f64 %.2e, f32 %.2e\n", i,
+           (long long)cases[i].d.tq, (long long)cases[i].d.tk, (long long)cases[i].d.e, (long long)cases[i].d.f,
+           cases[i].d.causal, e64, e32);
+    CHECK(e64 < 1e-12);
+    CHECK(e32 < 2e-5);
+  }
+  return rt_finish("test_attention");
+}
