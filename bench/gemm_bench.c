@@ -1,52 +1,64 @@
-/* gemm_bench.c — one contraction of a generated model against OpenBLAS at the same shape.
+/* gemm_bench.c - one matrix product of a generated model: the runtime's kernel (cannl_sgemm,
+ * runtime-lib/gemm.c, on the instruction set cannl_isa_select picks: set CANNL_ISA to lower
+ * it) against OpenBLAS's cblas_sgemm at the same shape.
  *
- * Built by bench/run.sh with -DCANNL_BENCH_MODEL_C='"<path>/<model>.c"': the generated
- * model source is included so that its own `cannl_gemm` (templates/c/gemm.c.mustache, as
- * emitted for that model) is the code timed. Usage:
- *     gemm_bench M N K a_m a_k b_k b_n c_m c_n THREADS
- * with the arguments of a `cannl_gemm` call of the model (bench.py reads them from the
- * generated .c, the batch count n replaced by the batch). Times the product with
- * C += A * B, best of several repeats, and the same product with cblas_sgemm (transposes and
- * leading dimensions derived from the strides); prints one JSON line with both GFLOP/s. */
-#include CANNL_BENCH_MODEL_C
-
+ * Usage: gemm_bench M N K a_m a_k b_k b_n c_m c_n OVERWRITE THREADS
+ * with the arguments of a `cannl_sgemm` call of a model (bench.py reads them from the
+ * generated .c, the batch count n replaced by the batch). Times C = A B (OVERWRITE 1; cblas
+ * with beta 0) or C += A B (0; beta 1) with each, the best of three rounds of repeats, and
+ * prints one JSON line: both GFLOP/s by the wall clock, and by the process's CPU time (on one
+ * thread, the speed while it had a core: steadier on a shared machine), and the kernel's ISA.
+ * OpenBLAS picks its own kernel for the CPU; OPENBLAS_CORETYPE (Haswell, Nehalem, ...) lowers
+ * it, as bench.py does for the lower paths. */
 #include <cblas.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
-static double now_s(void) {
+#include "cannl_rt.h"
+
+static double clock_s(clockid_t id) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(id, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* Wall-clock time, and the CPU time of the process: on one thread, the time the product had a
+ * core (a machine shared with other jobs makes the wall clock slower, not the CPU time). */
+typedef struct stamp {
+    double wall, cpu;
+} stamp;
+static stamp now(void) { return (stamp){clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_PROCESS_CPUTIME_ID)}; }
+
 int main(int argc, char **argv) {
-    if (argc != 11) {
-        fprintf(stderr, "usage: %s M N K a_m a_k b_k b_n c_m c_n THREADS\n", argv[0]);
+    if (argc != 12) {
+        fprintf(stderr, "usage: %s M N K a_m a_k b_k b_n c_m c_n OVERWRITE THREADS\n", argv[0]);
         return 2;
     }
     long v[9];
     for (int i = 0; i < 9; ++i) v[i] = atol(argv[i + 1]);
     const long M = v[0], N = v[1], K = v[2], a_m = v[3], a_k = v[4], b_k = v[5], b_n = v[6], c_m = v[7], c_n = v[8];
-    const int threads = atoi(argv[10]);
+    const int overwrite = atoi(argv[10]) != 0, threads = atoi(argv[11]);
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #endif
+    cannl_gemm *g = cannl_gemm_create(CANNL_F32, threads);
     /* Sizes of the operands from their strides (each a dense M x K, K x N, M x N matrix). */
     const long na = (M - 1) * a_m + (K - 1) * a_k + 1, nb = (K - 1) * b_k + (N - 1) * b_n + 1;
     const long nc = (M - 1) * c_m + (N - 1) * c_n + 1;
     float *A = malloc(sizeof(float) * (size_t)na), *B = malloc(sizeof(float) * (size_t)nb);
     float *C = calloc((size_t)nc, sizeof(float));
-    const int slots = threads;
-    float *ws = malloc(sizeof(float) * (size_t)(CANNL_GEMM_SLOT * slots));
-    if (!A || !B || !C || !ws) return 1;
+    if (!g || !A || !B || !C) return 1;
     for (long i = 0; i < na; ++i) A[i] = (float)((i * 7919) % 1000) / 1000.f - 0.5f;
     for (long i = 0; i < nb; ++i) B[i] = (float)((i * 104729) % 1000) / 1000.f - 0.5f;
     const double flops = 2.0 * M * N * K;
     int reps = (int)(2e9 / flops);
     if (reps < 5) reps = 5;
     if (reps > 2000) reps = 2000;
-    double best = 1e30, best_blas = 1e30;
+    stamp best = {1e30, 1e30}, best_blas = {1e30, 1e30};
     /* cblas, row-major: C as it is (c_n == 1), or its transpose C^T = B^T A^T (c_m == 1);
      * then each operand as it is (column stride 1) or transposed (row stride 1). */
     const int ct = c_n != 1;
@@ -56,24 +68,31 @@ int main(int argc, char **argv) {
     const int blas_ok = (c_n == 1 || c_m == 1) && (x_c == 1 || x_r == 1) && (y_c == 1 || y_r == 1);
     const int ta = x_c != 1, tb = y_c != 1;
     for (int round = 0; round < 3; ++round) {
-        double t0 = now_s();
-        for (int r = 0; r < reps; ++r) cannl_gemm(M, N, K, 1.f, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, 0, ws, slots);
-        double t = (now_s() - t0) / reps;
-        if (t < best) best = t;
+        stamp t0 = now(), t1;
+        for (int r = 0; r < reps; ++r) cannl_sgemm(g, M, N, K, 1.f, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite);
+        t1 = now();
+        if ((t1.wall - t0.wall) / reps < best.wall) best.wall = (t1.wall - t0.wall) / reps;
+        if ((t1.cpu - t0.cpu) / reps < best.cpu) best.cpu = (t1.cpu - t0.cpu) / reps;
         if (blas_ok) {
-            t0 = now_s();
+            t0 = now();
             for (int r = 0; r < reps; ++r)
                 cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)rows,
-                            (int)cols, (int)K, 1.f, X, (int)(ta ? x_c : x_r), Y, (int)(tb ? y_c : y_r), 1.f, C, (int)ldc);
-            t = (now_s() - t0) / reps;
-            if (t < best_blas) best_blas = t;
+                            (int)cols, (int)K, 1.f, X, (int)(ta ? x_c : x_r), Y, (int)(tb ? y_c : y_r), overwrite ? 0.f : 1.f, C,
+                            (int)ldc);
+            t1 = now();
+            if ((t1.wall - t0.wall) / reps < best_blas.wall) best_blas.wall = (t1.wall - t0.wall) / reps;
+            if ((t1.cpu - t0.cpu) / reps < best_blas.cpu) best_blas.cpu = (t1.cpu - t0.cpu) / reps;
         }
     }
-    printf("{\"M\": %ld, \"N\": %ld, \"K\": %ld, \"threads\": %d, \"cannl_gflops\": %.2f, \"openblas_gflops\": %.2f}\n", M,
-           N, K, threads, flops / best * 1e-9, blas_ok ? flops / best_blas * 1e-9 : 0.0);
+    printf("{\"M\": %ld, \"N\": %ld, \"K\": %ld, \"overwrite\": %d, \"threads\": %d, \"isa\": \"%s\", "
+           "\"cannl_gflops\": %.2f, \"openblas_gflops\": %.2f, \"cannl_gflops_cpu\": %.2f, "
+           "\"openblas_gflops_cpu\": %.2f}\n",
+           M, N, K, overwrite, threads, cannl_isa_name(cannl_gemm_isa(g)), flops / best.wall * 1e-9,
+           blas_ok ? flops / best_blas.wall * 1e-9 : 0.0, flops / best.cpu * 1e-9,
+           blas_ok ? flops / best_blas.cpu * 1e-9 : 0.0);
     free(A);
     free(B);
     free(C);
-    free(ws);
+    cannl_gemm_free(g);
     return 0;
 }

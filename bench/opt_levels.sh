@@ -5,7 +5,7 @@
 #
 # For each spec (default: specs/*.cannl) generates the model at -O0 and -O2 (f32, max batch
 # 128) with BUILD_DIR's cannl (default build/dev, built first), compiles each with the flags
-# of the generated CMakeLists.txt (-O3, reassociation, -march=native, OpenMP) and
+# of the generated CMakeLists.txt (-O3, reassociation, OpenMP) and
 # bench/opt_levels.c, then runs the two programs interleaved (O0 O2 O0 O2 ..., REPS fresh
 # processes each, default 7; each times STEPS steps after 3 warm-up steps, default 20) with
 # THREADS OpenMP threads (default 1, passive waiting), as /work/shared/benchmarking.md asks.
@@ -43,7 +43,7 @@ for spec in "${specs[@]}"; do
   for level in 0 2; do
     d=$tmp/$name-O$level
     "$cannl" gen "$spec" -o "$d" -O$level --max-batch 128
-    $cc -std=c11 -O3 -fno-math-errno -fassociative-math -fno-signed-zeros -fno-trapping-math -march=native -fopenmp \
+    $cc -std=c11 -O3 -fno-math-errno -fassociative-math -fno-signed-zeros -fno-trapping-math -fopenmp \
       -DOB_MODEL="$model" -I"$d" -I"$root/runtime-lib" "$d/$model.c" "$root/bench/opt_levels.c" "$rt" -lz -lm \
       -o "$tmp/$name-O$level.bin"
   done

@@ -7,7 +7,9 @@
  * classes; `target`: 0/1; `image`: pixels 0..255; anything else: uniform in [-1, 1)), runs
  * WARMUP steps untimed, then times each of STEPS steps on its own, cycling through 8
  * different batches, and prints one JSON line: the median, 10th and 90th percentile step
- * times in microseconds. */
+ * times in microseconds, the process's CPU time per timed step (mean; on one thread, the step's
+ * time while it had the core), and the instruction set of the runtime's kernels (cannl_isa_select:
+ * the CPU's best, or CANNL_ISA). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,15 +83,22 @@ int main(int argc, char **argv) {
     double *t = malloc(sizeof(double) * (size_t)steps);
     if (!t) return 1;
     double loss = 0;
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     for (long k = 0; k < steps; ++k) {
         const double t0 = now_us();
         loss = api->train_step(m, inputs[k % BATCHES], batch);
         t[k] = now_us() - t0;
     }
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    const double cpu_us = ((double)(c1.tv_sec - c0.tv_sec) * 1e6 + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-3) / (double)steps;
     qsort(t, (size_t)steps, sizeof(double), cmp_double);
+    cannl_isa isa;
+    cannl_isa_select(&isa, NULL);
     printf("{\"model\": \"%s\", \"batch\": %ld, \"threads\": %d, \"steps\": %ld, \"median_us\": %.3f, "
-           "\"p10_us\": %.3f, \"p90_us\": %.3f, \"loss\": %.6g}\n",
-           api->name, batch, threads, steps, t[steps / 2], t[steps / 10], t[steps * 9 / 10], loss);
+           "\"p10_us\": %.3f, \"p90_us\": %.3f, \"cpu_us\": %.3f, \"loss\": %.6g, \"isa\": \"%s\"}\n",
+           api->name, batch, threads, steps, t[steps / 2], t[steps / 10], t[steps * 9 / 10], cpu_us, loss,
+           cannl_isa_name(isa));
     for (int b = 0; b < BATCHES; ++b)
         for (int i = 0; i < ni; ++i) free(data[b][i]);
     free(t);

@@ -5,7 +5,8 @@ Usage: torch_step.py MODEL BATCH WARMUP STEPS THREADS
 The models are the specs' models written by hand in PyTorch (float32, CPU), with the same
 optimiser and synthetic data of the same kind as bench/step_bench.c. Runs WARMUP steps
 untimed, then times each of STEPS steps (zero_grad, forward, loss, backward, optimiser
-step) and prints one JSON line like step_bench: median, 10th and 90th percentile in us.
+step) and prints one JSON line like step_bench: median, 10th and 90th percentile in us, and the
+process's CPU time per step (mean).
 Thread counts: torch.set_num_threads(THREADS); run.sh also sets OPENBLAS_NUM_THREADS and
 OMP_NUM_THREADS (Debian's torch does its matrix products on OpenBLAS's own threads).
 """
@@ -37,11 +38,11 @@ class Moons(nn.Module):  # moons_mlp: 2-16-16-1, tanh, sigmoid
         return torch.sigmoid(self.l3(torch.tanh(self.l2(torch.tanh(self.l1(point))))))
 
 
-class CNN(nn.Module):  # fashion_cnn: conv5x5(32)-pool-conv5x5(64)-pool-1024-10
-    def __init__(self):
+class CNN(nn.Module):  # fashion_cnn: conv5x5(32)-pool-conv5x5(64)-pool-1024-10; cnn_dense256: -256-10
+    def __init__(self, hidden=1024):
         super().__init__()
         self.c1, self.c2 = nn.Conv2d(1, 32, 5, padding=2), nn.Conv2d(32, 64, 5, padding=2)
-        self.l3, self.l4 = nn.Linear(7 * 7 * 64, 1024), nn.Linear(1024, 10)
+        self.l3, self.l4 = nn.Linear(7 * 7 * 64, hidden), nn.Linear(hidden, 10)
 
     def forward(self, image):
         x = image / 255
@@ -50,22 +51,33 @@ class CNN(nn.Module):  # fashion_cnn: conv5x5(32)-pool-conv5x5(64)-pool-1024-10
         return self.l4(F.relu(self.l3(x.flatten(1))))
 
 
+# The models of fashion_mlp.cannl, fashion_mlp_adam.cannl, fashion_cnn.cannl and
+# bench/specs/cnn_dense256.cannl (the image classifiers; bench/torch_train.py uses them too).
+MODELS = ("fashion_mlp", "fashion_mlp_adam", "fashion_cnn", "cnn_dense256")
+
+
+def make_model(name):
+    return {"fashion_cnn": lambda: CNN(), "cnn_dense256": lambda: CNN(256)}.get(name, MLP)()
+
+
+def make_optimizer(name, model):
+    if name == "fashion_mlp":
+        return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    return torch.optim.Adam(model.parameters(), lr=1e-3)
+
+
 def soft_ce(logits, label):  # mean(cross_entropy(logits, one-hot label))
     return -(label * F.log_softmax(logits, dim=1)).sum(1).mean()
 
 
 def setup(name, batch, g):
-    if name in ("fashion_mlp", "fashion_mlp_adam", "fashion_cnn"):
-        shape = (batch, 1, 28, 28) if name == "fashion_cnn" else (batch, 784)
+    if name in MODELS:
+        cnn = name in ("fashion_cnn", "cnn_dense256")
+        shape = (batch, 1, 28, 28) if cnn else (batch, 784)
         image = torch.rand(shape, generator=g) * 255
         label = F.one_hot(torch.randint(0, 10, (batch,), generator=g), 10).float()
-        model = CNN() if name == "fashion_cnn" else MLP()
-        loss = lambda: soft_ce(model(image), label)
-        if name == "fashion_mlp":
-            opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        else:
-            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-        return model, opt, loss
+        model = make_model(name)
+        return model, make_optimizer(name, model), lambda: soft_ce(model(image), label)
     if name == "moons_mlp":
         point = torch.rand((batch, 2), generator=g) * 2 - 1
         target = (torch.rand((batch, 1), generator=g) < 0.5).float()
@@ -73,6 +85,18 @@ def setup(name, batch, g):
         opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
         return model, opt, lambda: ((model(point) - target) ** 2).mean()
     raise SystemExit(f"torch_step.py: no PyTorch model for '{name}'")
+
+
+def openblas_core():
+    """The kernel family of the OpenBLAS torch runs its products on (OPENBLAS_CORETYPE lowers it)."""
+    import ctypes
+    for line in open("/proc/self/maps"):
+        path = line.split()[-1]
+        if "openblas" in path and ".so" in path:
+            f = ctypes.CDLL(path).openblas_get_corename
+            f.restype = ctypes.c_char_p
+            return f().decode()
+    return "?"
 
 
 def main():
@@ -93,14 +117,17 @@ def main():
     for _ in range(warmup):
         step()
     times = []
+    c0 = time.process_time()
     for _ in range(steps):
         t0 = time.perf_counter()
         loss = step()
         times.append((time.perf_counter() - t0) * 1e6)
+    cpu_us = (time.process_time() - c0) / steps * 1e6
     times.sort()
     print(json.dumps({"model": name, "batch": batch, "threads": threads, "steps": steps,
                       "median_us": times[steps // 2], "p10_us": times[steps // 10],
-                      "p90_us": times[steps * 9 // 10], "loss": float(loss)}))
+                      "p90_us": times[steps * 9 // 10], "cpu_us": cpu_us, "loss": float(loss),
+                      "openblas": openblas_core()}))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,10 @@
 # generating, regenerated when CKPT changes). BLAS is `cannl gen --blas`: the matrix products call
 # cblas (OpenBLAS, found with find_package(BLAS) and BLA_VENDOR OpenBLAS; NAME then links BLAS::BLAS). A changed spec also re-runs CMake (the model's name may have changed). The model is
 # compiled as its generated CMakeLists.txt compiles it (templates/c/CMakeLists.txt.mustache):
-# -O3 with reassociation allowed, and -march=native under CANNL_NATIVE.
+# -O3 with reassociation allowed, for any x86-64: the routines are compiled for AVX-512, AVX2 +
+# FMA and the baseline and the loader picks one for the CPU it runs on (CANNL_MULTIVERSION in
+# cannl_rt.h), the runtime's matrix products likewise (runtime-lib/gemm.c); with CANNL_NATIVE,
+# -march=native instead (for this machine's CPU only: the programs may not run on another).
 #
 # TARGET cuda (`cannl gen --target cuda`): the same library API and training program, running
 # on one NVIDIA GPU: <model>.cu and <model>_train.cu compiled by nvcc (-O3 and the list
@@ -42,7 +45,9 @@
 #   target_link_libraries(myapp PRIVATE mymodel)   # #include "<model>.h"
 #
 # Options:
-#   CANNL_NATIVE     compile models with -march=native (default ON)
+#   CANNL_NATIVE     compile models with -march=native, for the CPU of the machine that builds
+#                    them only (default OFF: the programs run on any x86-64, at full speed on
+#                    AVX-512 and AVX2 + FMA CPUs)
 #   CANNL_GENERATOR  a `cannl` executable to run instead of the target cannl::cannl (a host
 #                    build when cross-compiling, or a prebuilt one to save building it; with
 #                    add_subdirectory(path/to/cannl EXCLUDE_FROM_ALL) the generator is then
@@ -50,7 +55,7 @@
 include_guard(GLOBAL)
 include(GNUInstallDirs)
 
-option(CANNL_NATIVE "Compile generated models for this machine's CPU (-march=native)" ON)
+option(CANNL_NATIVE "Compile generated models for this machine's CPU only (-march=native)" OFF)
 set(CANNL_GENERATOR "" CACHE FILEPATH
     "A cannl executable for cannl_add_model to run instead of the target cannl::cannl")
 

@@ -62,6 +62,70 @@ void *cannl_alloc(size_t bytes);
 /* Release a block from cannl_alloc; NULL is ignored. */
 void cannl_free(void *p);
 
+/* ---------------------------------------------------------------- matrix products */
+
+/* The instruction sets the kernels are built for, lowest first. */
+typedef enum cannl_isa {
+    CANNL_ISA_SSE2 = 0,  /* baseline x86-64 (portable C on other CPUs) */
+    CANNL_ISA_AVX2 = 1,  /* AVX2 + FMA */
+    CANNL_ISA_AVX512 = 2 /* AVX-512F */
+} cannl_isa;
+
+/* The instruction set to run: the best this CPU and OS support, lowered to the environment
+ * variable CANNL_ISA (avx512, avx2 or sse2) when that names a lower one (it never raises it).
+ * A CANNL_ISA naming none of them: CANNL_E_ARG, and *isa is the CPU's best. */
+cannl_status cannl_isa_select(cannl_isa *isa, cannl_error *err);
+
+/* "avx512", "avx2" or "sse2". */
+const char *cannl_isa_name(cannl_isa isa);
+
+/* A matrix-product context: the kernel of cannl_isa_select's instruction set (a bad CANNL_ISA
+ * counts as unset), chosen once here, and packing workspace for `threads` threads (a product
+ * on more threads, after omp_set_num_threads, first enlarges it; without the memory it runs
+ * on those it has). */
+typedef struct cannl_gemm cannl_gemm;
+
+/* A context for float (CANNL_F32: cannl_sgemm) or double (CANNL_F64: cannl_dgemm) products;
+ * NULL when out of memory. Release with cannl_gemm_free (NULL is ignored). */
+cannl_gemm *cannl_gemm_create(cannl_dtype dtype, int threads);
+void cannl_gemm_free(cannl_gemm *g);
+
+/* The instruction set g's kernel uses. */
+cannl_isa cannl_gemm_isa(const cannl_gemm *g);
+
+/* C[i, j] = (overwrite ? 0 : C[i, j]) + alpha * sum over p of A[i, p] B[p, j], for i < M, j < N,
+ * p < K, where A[i, p] is A[i * a_m + p * a_k], B[p, j] is B[p * b_k + j * b_n] and C[i, j] is
+ * C[i * c_m + j * c_n] (strides in elements: a transposed operand is read in place). Runs on
+ * OpenMP's current thread count (omp_get_max_threads) when the product is large enough;
+ * every element of C is summed in the same order whatever the thread count, so the results do
+ * not depend on it (they do on the instruction set: with or without FMA, in other orders).
+ * One call at a time per context. A call with a context of the other dtype does nothing. */
+void cannl_sgemm(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t a_m,
+                 int64_t a_k, const float *B, int64_t b_k, int64_t b_n, float *C, int64_t c_m, int64_t c_n,
+                 int overwrite);
+void cannl_dgemm(cannl_gemm *g, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t a_m,
+                 int64_t a_k, const double *B, int64_t b_k, int64_t b_n, double *C, int64_t c_m, int64_t c_n,
+                 int overwrite);
+
+/* Generated loops run on several threads only when they do at least this many iterations:
+ * waking a thread costs microseconds, which a smaller loop does not win back (define it on
+ * the compiler's command line to change it). */
+#ifndef CANNL_PARALLEL_MIN
+#define CANNL_PARALLEL_MIN 131072
+#endif
+
+/* Put before a function (generated models' routines) to have it compiled for AVX-512
+ * (x86-64-v4), AVX2 + FMA (x86-64-v3) and baseline x86-64, the loader choosing one for the CPU
+ * at hand (GCC/Clang target_clones, an ifunc: x86-64 ELF with glibc). Empty elsewhere, when
+ * the build already targets a CPU beyond the baseline (-march=native: CANNL_NATIVE) and when
+ * CANNL_NO_MULTIVERSION is defined. */
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GLIBC__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(__AVX2__) && !defined(CANNL_NO_MULTIVERSION)
+#define CANNL_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CANNL_MULTIVERSION
+#endif
+
 /* ---------------------------------------------------------------- datasets */
 
 #define CANNL_MAX_DIMS 8

@@ -255,6 +255,12 @@ int cannl_infer_main(const cannl_infer_model *model, int argc, char **argv) {
         snprintf(msg, sizeof msg, "no weights: pass --weights PATH.safetensors (none are compiled into %s)", r.o.prog);
         rc = CANNL__EXIT_USAGE;
     }
+    cannl_isa isa;
+    cannl_error isa_err;
+    if (rc == CANNL__EXIT_OK && cannl_isa_select(&isa, &isa_err) != CANNL_OK) { /* a bad CANNL_ISA */
+        snprintf(msg, sizeof msg, "%s", isa_err.msg);
+        rc = CANNL__EXIT_USAGE;
+    }
     if (rc != CANNL__EXIT_OK) {
         fprintf(stderr, "%s: error: %s\n", r.o.prog, msg);
         cannl__infer_opts_free(&r.o);

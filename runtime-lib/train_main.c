@@ -706,6 +706,12 @@ int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext,
         if (rc == CANNL__EXIT_OK && t.o.ntest > 0)
             rc = cannl__bind_check(api, t.o.test, t.o.ntest, "--test", msg, sizeof msg);
     }
+    cannl_isa isa;
+    cannl_error isa_err;
+    if (rc == CANNL__EXIT_OK && cannl_isa_select(&isa, &isa_err) != CANNL_OK) { /* a bad CANNL_ISA */
+        snprintf(msg, sizeof msg, "%s", isa_err.msg);
+        rc = CANNL__EXIT_USAGE;
+    }
     if (rc != CANNL__EXIT_OK) {
         fprintf(stderr, "%s: error: %s\n", t.o.prog, msg);
         cannl__train_opts_free(&t.o);

@@ -10,7 +10,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build g++ clang libomp-dev zlib1g-dev
       libfmt-dev libcli11-dev nlohmann-json3-dev catch2 libkainjow-mustache-dev
-      python3 python3-numpy libopenblas-dev libclang-rt-dev)
+      python3 python3-numpy libopenblas-dev libclang-rt-dev qemu-user)
 for arg in "$@"; do
   case "$arg" in
     --data) pkgs+=(dataset-fashion-mnist bible-kjv bible-kjv-text) ;;

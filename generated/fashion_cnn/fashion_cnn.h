@@ -53,48 +53,52 @@ extern "C" {
 #define FASHION_CNN_METRIC_ACCURACY 0
 
 typedef float fashion_cnn_real;
+/* The training state, `struct fashion_cnn` (fashion_cnn for short, unless FASHION_CNN_NO_TYPEDEFS is
+   defined: the generated sources name it by its tag). */
+#ifndef FASHION_CNN_NO_TYPEDEFS
 typedef struct fashion_cnn fashion_cnn;
+#endif
 
 /* A new state with params initialised from `seed` (the spec's initialisers) and the
    optimiser at step 0; NULL when out of memory. */
-fashion_cnn *fashion_cnn_create(uint64_t seed);
-void fashion_cnn_destroy(fashion_cnn *m);
+struct fashion_cnn *fashion_cnn_create(uint64_t seed);
+void fashion_cnn_destroy(struct fashion_cnn *m);
 /* Re-initialise the params from `seed` and reset the optimiser (state and step count). */
-void fashion_cnn_init(fashion_cnn *m, uint64_t seed);
+void fashion_cnn_init(struct fashion_cnn *m, uint64_t seed);
 
 /* One optimisation step on n examples (1 <= n <= FASHION_CNN_MAX_BATCH): forward, backward and
    update. Returns the loss computed before the update (NaN, and nothing done, for a bad n). */
-double fashion_cnn_train_step(fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n);
+double fashion_cnn_train_step(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
-void fashion_cnn_forward(fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n,
+void fashion_cnn_forward(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n,
                  fashion_cnn_real *const outputs[]);
 /* The loss and each metric on n examples, without training. */
-void fashion_cnn_eval(fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n, double *loss,
+void fashion_cnn_eval(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n, double *loss,
                  double metrics[]);
 
 /* The param called `name` (its elements in storage order; *count set when count is not
    NULL), or NULL when there is none. */
-fashion_cnn_real *fashion_cnn_param(fashion_cnn *m, const char *name, int64_t *count);
+fashion_cnn_real *fashion_cnn_param(struct fashion_cnn *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
    on it. It lives in the work memory the routines share: valid until the next train_step,
    forward or eval on this state (copy it to keep it). */
-fashion_cnn_real *fashion_cnn_grad(fashion_cnn *m, const char *name, int64_t *count);
-int64_t fashion_cnn_get_step(const fashion_cnn *m);
-void fashion_cnn_set_step(fashion_cnn *m, int64_t step);
-double fashion_cnn_get_lr(const fashion_cnn *m);
-void fashion_cnn_set_lr(fashion_cnn *m, double lr);
+fashion_cnn_real *fashion_cnn_grad(struct fashion_cnn *m, const char *name, int64_t *count);
+int64_t fashion_cnn_get_step(const struct fashion_cnn *m);
+void fashion_cnn_set_step(struct fashion_cnn *m, int64_t step);
+double fashion_cnn_get_lr(const struct fashion_cnn *m);
+void fashion_cnn_set_lr(struct fashion_cnn *m, double lr);
 /* on = 1 (the default): train_step derives each step's lr from the base lr above and the
    step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */
-void fashion_cnn_set_schedule(fashion_cnn *m, int on);
+void fashion_cnn_set_schedule(struct fashion_cnn *m, int on);
 /* Every state tensor (params, then optimiser state), see cannl_model_api. */
-size_t fashion_cnn_state_tensors(fashion_cnn *m, cannl_tensor *out, size_t cap);
+size_t fashion_cnn_state_tensors(struct fashion_cnn *m, cannl_tensor *out, size_t cap);
 
 /* Checkpoints (safetensors, written atomically): save the whole state; load either a
    checkpoint of this model (whole state) or any safetensors file with the params. */
-cannl_status fashion_cnn_save(fashion_cnn *m, const char *path, cannl_error *err);
-cannl_status fashion_cnn_load(fashion_cnn *m, const char *path, cannl_load_what what, cannl_error *err);
+cannl_status fashion_cnn_save(struct fashion_cnn *m, const char *path, cannl_error *err);
+cannl_status fashion_cnn_load(struct fashion_cnn *m, const char *path, cannl_load_what what, cannl_error *err);
 
 /* The model as the generic training program (cannl_train_main) sees it. */
 extern const cannl_model_api fashion_cnn_api;
@@ -102,7 +106,7 @@ extern const cannl_model_api fashion_cnn_api;
 /* ------------------------------------------------------------------------------ inference
  * Embedding the model in a program:
  *
- *   fashion_cnn_infer *s = fashion_cnn_infer_create();                // params zero
+ *   struct fashion_cnn_infer *s = fashion_cnn_infer_create();                // params zero
  *   if (!s || fashion_cnn_infer_load(s, "model.safetensors", &err) != CANNL_OK) ...
  *   const fashion_cnn_real *inputs[FASHION_CNN_NUM_INPUTS] = {...};     // caller-owned, n examples each
  *   fashion_cnn_real *outputs[FASHION_CNN_NUM_OUTPUTS] = {...};         // caller-owned, n examples each
@@ -116,30 +120,32 @@ extern const cannl_model_api fashion_cnn_api;
  * state (created, then loaded, set or made with _create_embedded). Calls on different states
  * never interfere: there are no globals, and no file is read except by _load.
  */
+#ifndef FASHION_CNN_NO_TYPEDEFS
 typedef struct fashion_cnn_infer fashion_cnn_infer;
+#endif
 
 /* 1 when the trained params are compiled in (cannl gen --embed): then
    fashion_cnn_infer_create_embedded and fashion_cnn_embedded_params exist. */
 #define FASHION_CNN_EMBEDDED_WEIGHTS 0
 
 /* A forward-only state with every param zero; NULL when out of memory. */
-fashion_cnn_infer *fashion_cnn_infer_create(void);
-void fashion_cnn_infer_destroy(fashion_cnn_infer *s);
+struct fashion_cnn_infer *fashion_cnn_infer_create(void);
+void fashion_cnn_infer_destroy(struct fashion_cnn_infer *s);
 /* The params from a safetensors file: a checkpoint of this model, or any file with tensors
    named after the params, of their shapes, float32 or float64 (PyTorch's save_file).
    All-or-nothing: on failure s is unchanged and err names the file and the problem. */
-cannl_status fashion_cnn_infer_load(fashion_cnn_infer *s, const char *path, cannl_error *err);
+cannl_status fashion_cnn_infer_load(struct fashion_cnn_infer *s, const char *path, cannl_error *err);
 /* Copy the params from params[i] (one array per param, in the order listed above). */
-void fashion_cnn_infer_set_params(fashion_cnn_infer *s, const fashion_cnn_real *const params[]);
+void fashion_cnn_infer_set_params(struct fashion_cnn_infer *s, const fashion_cnn_real *const params[]);
 /* The param called `name` (read-only, storage order; *count set when count is not NULL), or
    NULL when there is none. */
-const fashion_cnn_real *fashion_cnn_infer_param(const fashion_cnn_infer *s, const char *name, int64_t *count);
+const fashion_cnn_real *fashion_cnn_infer_param(const struct fashion_cnn_infer *s, const char *name, int64_t *count);
 /* Fill outputs[k] with n examples of output k. Inputs the outputs do not depend on (targets)
    may be NULL. CANNL_E_ARG, and nothing done, unless 1 <= n <= FASHION_CNN_MAX_BATCH. */
-cannl_status fashion_cnn_infer_forward(fashion_cnn_infer *s, const fashion_cnn_real *const inputs[], int64_t n,
+cannl_status fashion_cnn_infer_forward(struct fashion_cnn_infer *s, const fashion_cnn_real *const inputs[], int64_t n,
     fashion_cnn_real *const outputs[]);
 /* The loss and each metric on n examples (every input needed). CANNL_E_ARG for a bad n. */
-cannl_status fashion_cnn_infer_eval(fashion_cnn_infer *s, const fashion_cnn_real *const inputs[], int64_t n,
+cannl_status fashion_cnn_infer_eval(struct fashion_cnn_infer *s, const fashion_cnn_real *const inputs[], int64_t n,
     double *loss, double metrics[]);
 
 /* The forward-only state as the inference program (cannl_infer_main) sees it: create gives

@@ -5,6 +5,7 @@
  * cannl_infer_main; run `fashion_cnn_infer --help`. It links only the forward-only state
  * (fashion_cnn_inference.c).
  */
+#define FASHION_CNN_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "fashion_cnn.h"
 
 int main(int argc, char **argv) {

@@ -10,6 +10,8 @@
  * routines are those of fashion_cnn.c, printed from the same loop nests, so they give the
  * same results.
  */
+
+#define FASHION_CNN_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "fashion_cnn.h"
 
 #include <math.h>
@@ -27,265 +29,6 @@
 typedef fashion_cnn_real real;
 
 static inline float cannl_relu(float x) { return x > 0 ? x : 0; }
-/* ------------------------------------------------------------- contractions (matrix products)
- *
- * Every contraction nest of this model (a sum of products A * B over shared loops) is a call
- *     cannl_gemm(M, N, K, alpha, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite, ws)
- * computing C[i, j] (=|+=) alpha * sum_p A[i, p] * B[p, j] with the strides of each operand
- * baked in at the call (so transposed operands cost nothing extra: packing reads them in
- * place). The product is cache-blocked (KC x NC panels of B, MC x KC blocks of A, both packed
- * into the model's workspace) and register-tiled (an MR x NR tile of C held in vector
- * registers), as in BLIS/GotoBLAS. Vector code uses AVX-512 or AVX2+FMA when the compiler
- * targets them (-march=native), portable C otherwise.
- * Threads split C into column (or row) ranges; K is never split, and every element of C is
- * summed in the same order (p-blocks of KC, then p within a block) whatever the thread count
- * or the split, so results do not depend on the number of threads.
- */
-#if 0
-#define CANNL_GEMM_F64 1
-#else
-#define CANNL_GEMM_F64 0
-#endif
-
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
-
-#if defined(__AVX512F__) && !CANNL_GEMM_F64
-#define CANNL_VL 16
-#define CANNL_MR_BEST 12
-typedef __m512 cannl_vec;
-#define CANNL_VZERO() _mm512_setzero_ps()
-#define CANNL_VLOAD(p) _mm512_loadu_ps(p)
-#define CANNL_VSTORE(p, v) _mm512_storeu_ps(p, v)
-#define CANNL_VSET1(x) _mm512_set1_ps(x)
-#define CANNL_VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define CANNL_VMUL(a, b) _mm512_mul_ps(a, b)
-#define CANNL_VADD(a, b) _mm512_add_ps(a, b)
-#elif defined(__AVX512F__)
-#define CANNL_VL 8
-#define CANNL_MR_BEST 12
-typedef __m512d cannl_vec;
-#define CANNL_VZERO() _mm512_setzero_pd()
-#define CANNL_VLOAD(p) _mm512_loadu_pd(p)
-#define CANNL_VSTORE(p, v) _mm512_storeu_pd(p, v)
-#define CANNL_VSET1(x) _mm512_set1_pd(x)
-#define CANNL_VFMA(a, b, c) _mm512_fmadd_pd(a, b, c)
-#define CANNL_VMUL(a, b) _mm512_mul_pd(a, b)
-#define CANNL_VADD(a, b) _mm512_add_pd(a, b)
-#elif defined(__AVX2__) && defined(__FMA__) && !CANNL_GEMM_F64
-#define CANNL_VL 8
-#define CANNL_MR_BEST 6
-typedef __m256 cannl_vec;
-#define CANNL_VZERO() _mm256_setzero_ps()
-#define CANNL_VLOAD(p) _mm256_loadu_ps(p)
-#define CANNL_VSTORE(p, v) _mm256_storeu_ps(p, v)
-#define CANNL_VSET1(x) _mm256_set1_ps(x)
-#define CANNL_VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define CANNL_VMUL(a, b) _mm256_mul_ps(a, b)
-#define CANNL_VADD(a, b) _mm256_add_ps(a, b)
-#elif defined(__AVX2__) && defined(__FMA__)
-#define CANNL_VL 4
-#define CANNL_MR_BEST 6
-typedef __m256d cannl_vec;
-#define CANNL_VZERO() _mm256_setzero_pd()
-#define CANNL_VLOAD(p) _mm256_loadu_pd(p)
-#define CANNL_VSTORE(p, v) _mm256_storeu_pd(p, v)
-#define CANNL_VSET1(x) _mm256_set1_pd(x)
-#define CANNL_VFMA(a, b, c) _mm256_fmadd_pd(a, b, c)
-#define CANNL_VMUL(a, b) _mm256_mul_pd(a, b)
-#define CANNL_VADD(a, b) _mm256_add_pd(a, b)
-#else
-#define CANNL_VL 0  /* portable C */
-#define CANNL_MR_BEST 4
-#endif
-
-/* Tile sizes (measured: docs/gemm-tiles.md): the register tile is MR x NR (NR two vectors wide); a
- * packed block of A is MC x KC (kept in L2), a packed panel of B KC x NC (streamed by the
- * micro-kernel from L1 one KC x NR sliver at a time). */
-#if CANNL_VL
-#define CANNL_NR (2 * CANNL_VL)
-#else
-#define CANNL_NR 16
-#endif
-/* bench/tile_search.sh compiles this code with other values through -D. */
-#ifndef CANNL_MR
-#define CANNL_MR CANNL_MR_BEST
-#endif
-#ifndef CANNL_KC
-#define CANNL_KC 256
-#endif
-#ifndef CANNL_MC
-#define CANNL_MC (12 * CANNL_MR)
-#endif
-#ifndef CANNL_NC
-#define CANNL_NC 512
-#endif
-/* The workspace of one thread: a packed A block and a packed B panel. */
-#define CANNL_GEMM_SLOT ((long)CANNL_MC * CANNL_KC + (long)CANNL_KC * CANNL_NC)
-
-/* C[0:mr, 0:nr] (=|+=) alpha * a-sliver (kc x MR, packed) * b-sliver (kc x NR, packed). */
-static inline void cannl_gemm_micro(long kc, const real *restrict a, const real *restrict b, real alpha,
-                                    real *restrict c, long c_m, long c_n, long mr, long nr, int overwrite) {
-#if CANNL_VL
-    cannl_vec acc0[CANNL_MR], acc1[CANNL_MR];
-    for (int i = 0; i < CANNL_MR; ++i) acc0[i] = acc1[i] = CANNL_VZERO();
-    for (long p = 0; p < kc; ++p) {
-        const cannl_vec b0 = CANNL_VLOAD(b), b1 = CANNL_VLOAD(b + CANNL_VL);
-        for (int i = 0; i < CANNL_MR; ++i) {
-            const cannl_vec ai = CANNL_VSET1(a[i]);
-            acc0[i] = CANNL_VFMA(ai, b0, acc0[i]);
-            acc1[i] = CANNL_VFMA(ai, b1, acc1[i]);
-        }
-        a += CANNL_MR;
-        b += CANNL_NR;
-    }
-    const cannl_vec va = CANNL_VSET1(alpha);
-    if (mr == CANNL_MR && nr == CANNL_NR && c_n == 1) {
-        for (int i = 0; i < CANNL_MR; ++i) {
-            real *ci = c + i * c_m;
-            cannl_vec v0 = CANNL_VMUL(va, acc0[i]), v1 = CANNL_VMUL(va, acc1[i]);
-            if (!overwrite) {
-                v0 = CANNL_VADD(CANNL_VLOAD(ci), v0);
-                v1 = CANNL_VADD(CANNL_VLOAD(ci + CANNL_VL), v1);
-            }
-            CANNL_VSTORE(ci, v0);
-            CANNL_VSTORE(ci + CANNL_VL, v1);
-        }
-        return;
-    }
-    real tile[CANNL_MR * CANNL_NR];
-    for (int i = 0; i < CANNL_MR; ++i) {
-        CANNL_VSTORE(tile + i * CANNL_NR, CANNL_VMUL(va, acc0[i]));
-        CANNL_VSTORE(tile + i * CANNL_NR + CANNL_VL, CANNL_VMUL(va, acc1[i]));
-    }
-#else
-    real tile[CANNL_MR * CANNL_NR];
-    for (int t = 0; t < CANNL_MR * CANNL_NR; ++t) tile[t] = 0;
-    for (long p = 0; p < kc; ++p) {
-        for (int i = 0; i < CANNL_MR; ++i)
-            for (int j = 0; j < CANNL_NR; ++j) tile[i * CANNL_NR + j] += a[i] * b[j];
-        a += CANNL_MR;
-        b += CANNL_NR;
-    }
-    for (int t = 0; t < CANNL_MR * CANNL_NR; ++t) tile[t] *= alpha;
-#endif
-    for (long i = 0; i < mr; ++i)
-        for (long j = 0; j < nr; ++j) {
-            real *cij = c + i * c_m + j * c_n;
-            *cij = overwrite ? tile[i * CANNL_NR + j] : *cij + tile[i * CANNL_NR + j];
-        }
-}
-
-/* A[0:mc, 0:kc] as slivers of MR rows, each kc x MR (row-major), zero-padded to MR rows. */
-static void cannl_gemm_pack_a(long mc, long kc, const real *restrict A, long a_m, long a_k, real *restrict pa) {
-    for (long i0 = 0; i0 < mc; i0 += CANNL_MR, pa += kc * CANNL_MR) {
-        const long mr = mc - i0 < CANNL_MR ? mc - i0 : CANNL_MR;
-        if (mr < CANNL_MR)
-            for (long t = 0; t < kc * CANNL_MR; ++t) pa[t] = 0;
-        if (a_k == 1) {
-            for (long i = 0; i < mr; ++i) {
-                const real *src = A + (i0 + i) * a_m;
-                for (long p = 0; p < kc; ++p) pa[p * CANNL_MR + i] = src[p];
-            }
-        } else {
-            for (long p = 0; p < kc; ++p)
-                for (long i = 0; i < mr; ++i) pa[p * CANNL_MR + i] = A[(i0 + i) * a_m + p * a_k];
-        }
-    }
-}
-
-/* B[0:kc, 0:nc] as slivers of NR columns, each kc x NR (row-major), zero-padded to NR columns. */
-static void cannl_gemm_pack_b(long kc, long nc, const real *restrict B, long b_k, long b_n, real *restrict pb) {
-    for (long j0 = 0; j0 < nc; j0 += CANNL_NR, pb += kc * CANNL_NR) {
-        const long nr = nc - j0 < CANNL_NR ? nc - j0 : CANNL_NR;
-        if (nr < CANNL_NR)
-            for (long t = 0; t < kc * CANNL_NR; ++t) pb[t] = 0;
-        if (b_n == 1 && nr == CANNL_NR) {
-            for (long p = 0; p < kc; ++p)
-                for (long j = 0; j < CANNL_NR; ++j) pb[p * CANNL_NR + j] = B[p * b_k + j0 + j];
-        } else if (b_k == 1) {
-            for (long j = 0; j < nr; ++j) {
-                const real *src = B + (j0 + j) * b_n;
-                for (long p = 0; p < kc; ++p) pb[p * CANNL_NR + j] = src[p];
-            }
-        } else {
-            for (long p = 0; p < kc; ++p)
-                for (long j = 0; j < nr; ++j) pb[p * CANNL_NR + j] = B[p * b_k + (j0 + j) * b_n];
-        }
-    }
-}
-
-/* One thread's share: C[0:M, 0:N] with its own workspace slot. */
-static void cannl_gemm_serial(long M, long N, long K, real alpha, const real *A, long a_m, long a_k,
-                              const real *B, long b_k, long b_n, real *C, long c_m, long c_n, int overwrite,
-                              real *slot) {
-    real *pa = slot, *pb = slot + (long)CANNL_MC * CANNL_KC;
-    /* K in equal blocks of at most KC (784 = 4 x 196 rather than 3 x 256 + 16). */
-    const long kblocks = (K + CANNL_KC - 1) / CANNL_KC;
-    const long kb = kblocks ? (K + kblocks - 1) / kblocks : 0;
-    if (K == 0) {
-        if (overwrite)
-            for (long i = 0; i < M; ++i)
-                for (long j = 0; j < N; ++j) C[i * c_m + j * c_n] = 0;
-        return;
-    }
-    for (long j0 = 0; j0 < N; j0 += CANNL_NC) {
-        const long nc = N - j0 < CANNL_NC ? N - j0 : CANNL_NC;
-        for (long p0 = 0; p0 < K; p0 += kb) {
-            const long kc = K - p0 < kb ? K - p0 : kb;
-            cannl_gemm_pack_b(kc, nc, B + p0 * b_k + j0 * b_n, b_k, b_n, pb);
-            for (long i0 = 0; i0 < M; i0 += CANNL_MC) {
-                const long mc = M - i0 < CANNL_MC ? M - i0 : CANNL_MC;
-                cannl_gemm_pack_a(mc, kc, A + i0 * a_m + p0 * a_k, a_m, a_k, pa);
-                for (long jr = 0; jr < nc; jr += CANNL_NR)
-                    for (long ir = 0; ir < mc; ir += CANNL_MR)
-                        cannl_gemm_micro(kc, pa + ir * kc, pb + jr * kc, alpha, C + (i0 + ir) * c_m + (j0 + jr) * c_n,
-                                         c_m, c_n, mc - ir < CANNL_MR ? mc - ir : CANNL_MR,
-                                         nc - jr < CANNL_NR ? nc - jr : CANNL_NR, overwrite && p0 == 0);
-            }
-        }
-    }
-}
-
-/* C (=|+=) alpha * A * B; `ws` holds `slots` workspace slots (at most that many threads). */
-static void cannl_gemm(long M, long N, long K, real alpha, const real *A, long a_m, long a_k, const real *B,
-                       long b_k, long b_n, real *C, long c_m, long c_n, int overwrite, real *ws, int slots) {
-#ifdef _OPENMP
-    int threads = omp_get_max_threads();
-    if (threads > slots) threads = slots;
-    /* Split C into tiles' worth of columns (or rows, when there are more row tiles); small
-     * products run on one thread. */
-    const long ntiles = (N + CANNL_NR - 1) / CANNL_NR, mtiles = (M + CANNL_MR - 1) / CANNL_MR;
-    const int by_cols = ntiles >= mtiles;
-    const long tiles = by_cols ? ntiles : mtiles;
-    if (threads > tiles) threads = (int)tiles;
-    if ((double)M * N * K < 262144.0) threads = 1;
-    if (threads > 1) {
-        CANNL_PRAGMA("omp parallel num_threads(threads)")
-        {
-            const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-            const long lo = tiles * t / nt, hi = tiles * (t + 1) / nt;
-            real *slot = ws + (long)t * CANNL_GEMM_SLOT;
-            if (by_cols) {
-                const long j0 = lo * CANNL_NR, j1 = hi * CANNL_NR < N ? hi * CANNL_NR : N;
-                if (j1 > j0)
-                    cannl_gemm_serial(M, j1 - j0, K, alpha, A, a_m, a_k, B + j0 * b_n, b_k, b_n, C + j0 * c_n, c_m,
-                                      c_n, overwrite, slot);
-            } else {
-                const long i0 = lo * CANNL_MR, i1 = hi * CANNL_MR < M ? hi * CANNL_MR : M;
-                if (i1 > i0)
-                    cannl_gemm_serial(i1 - i0, N, K, alpha, A + i0 * a_m, a_m, a_k, B, b_k, b_n, C + i0 * c_m, c_m,
-                                      c_n, overwrite, slot);
-            }
-        }
-        return;
-    }
-#else
-    (void)slots;
-#endif
-    cannl_gemm_serial(M, N, K, alpha, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite, ws);
-}
 
 struct fashion_cnn_infer {
     void *arena; /* the buffers below, then the work region of forward and eval: 186506816 bytes */
@@ -298,434 +41,368 @@ struct fashion_cnn_infer {
     real *w4; /* [10, 1024] w4 : [1024 -> 10] */
     real *b4; /* [10] b4 : [10] */
 
-    real *gemm_ws;   /* packing workspace of the matrix products: gemm_slots threads */
-    int gemm_slots;
+    cannl_gemm *gemm; /* the matrix products' kernel and packing workspace (runtime-lib/gemm.c) */
 };
 
+/* ------------------------------------------------------------------------------ kernels */
+
+/* line 18: x = image / 255 */
+CANNL_MULTIVERSION
+static void set_x(int64_t n, real *restrict x, const real *restrict image) {
+    CANNL_PRAGMA("omp parallel for if(n * 784 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o0 = 0; o0 < 28; ++o0) {
+            for (int64_t o1 = 0; o1 < 28; ++o1)
+                x[b * 784 + o0 * 28 + o1] = (real)((double)image[b * 784 + o0 * 28 + o1] * 0.0039215686274509803);
+        }
+    }
+}
+
+/* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
+CANNL_MULTIVERSION
+static void set_a1_col(int64_t n, real *restrict a1_col, const real *restrict x) {
+    CANNL_PRAGMA("omp parallel for if(n * 19600 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 28; ++y) {
+            for (int64_t x_ = 0; x_ < 28; ++x_) {
+                for (int64_t ky = 0; ky < 5; ++ky) {
+                    for (int64_t kx = 0; kx < 5; ++kx)
+                        a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2] : 0);
+                }
+            }
+        }
+    }
+}
+
+/* line 20: p1 = max_pool2d(a1, size = 2) */
+CANNL_MULTIVERSION
+static void max_p1(int64_t n, real *restrict p1, const real *restrict a1_conv, const real *restrict c1) {
+    CANNL_PRAGMA("omp parallel for if(n * 6272 >= CANNL_PARALLEL_MIN)")
+    for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
+    CANNL_PRAGMA("omp parallel for if(n * 25088 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 14; ++y) {
+            for (int64_t x = 0; x < 14; ++x) {
+                for (int64_t ky = 0; ky < 2; ++ky) {
+                    for (int64_t kx = 0; kx < 2; ++kx) {
+                        for (int64_t c = 0; c < 32; ++c)
+                            { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x + kx) * 32 + c] + c1[c]); if (v > p1[b * 6272 + y * 448 + x * 32 + c]) p1[b * 6272 + y * 448 + x * 32 + c] = v; }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
+CANNL_MULTIVERSION
+static void set_a2_col(int64_t n, real *restrict a2_col, const real *restrict p1) {
+    CANNL_PRAGMA("omp parallel for if(n * 156800 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 14; ++y) {
+            for (int64_t x = 0; x < 14; ++x) {
+                for (int64_t ky = 0; ky < 5; ++ky) {
+                    for (int64_t kx = 0; kx < 5; ++kx) {
+                        for (int64_t c = 0; c < 32; ++c)
+                            a2_col[b * 156800 + y * 11200 + x * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x + kx - 2 >= 0 && x + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x + kx - 2) * 32 + c] : 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* line 22: p2 = max_pool2d(a2, size = 2) */
+CANNL_MULTIVERSION
+static void max_p2(int64_t n, real *restrict p2, const real *restrict a2_conv, const real *restrict c2) {
+    CANNL_PRAGMA("omp parallel for if(n * 3136 >= CANNL_PARALLEL_MIN)")
+    for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
+    CANNL_PRAGMA("omp parallel for if(n * 12544 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t y = 0; y < 7; ++y) {
+            for (int64_t x = 0; x < 7; ++x) {
+                for (int64_t ky = 0; ky < 2; ++ky) {
+                    for (int64_t kx = 0; kx < 2; ++kx) {
+                        for (int64_t c = 0; c < 64; ++c)
+                            { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x + kx) * 64 + c] + c2[c]); if (v > p2[b * 3136 + y * 448 + x * 64 + c]) p2[b * 3136 + y * 448 + x * 64 + c] = v; }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* line 23: h3 = relu(w3 * p2 + b3) */
+CANNL_MULTIVERSION
+static void set_h3(int64_t n, real *restrict h3, const real *restrict h3_mm, const real *restrict b3) {
+    CANNL_PRAGMA("omp parallel for if(n * 1024 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 1024; ++o)
+            h3[b * 1024 + o] = cannl_relu(h3_mm[b * 1024 + o] + b3[o]);
+    }
+}
+
+/* line 24: logits = w4 * h3 + b4 */
+CANNL_MULTIVERSION
+static void set_logits(int64_t n, real *restrict logits, const real *restrict logits_mm, const real *restrict b4) {
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 10; ++o)
+            logits[b * 10 + o] = logits_mm[b * 10 + o] + b4[o];
+    }
+}
+
+/* line 25: loss = mean(cross_entropy(logits, label)) */
+CANNL_MULTIVERSION
+static void max_loss_max(int64_t n, real *restrict loss_max, const real *restrict logits_mm, const real *restrict b4) {
+    for (int64_t b = 0; b < n; ++b) {
+        real acc = -INFINITY;
+        for (int64_t o = 0; o < 10; ++o) {
+            const real v = logits_mm[b * 10 + o] + b4[o];
+            acc = v > acc ? v : acc;
+        }
+        loss_max[b] = acc;
+    }
+}
+
+/* line 25: loss = mean(cross_entropy(logits, label)) */
+CANNL_MULTIVERSION
+static void sum_loss_sumexp(int64_t n, real *restrict loss_sumexp, const real *restrict logits_mm, const real *restrict b4, const real *restrict loss_max) {
+    for (int64_t b = 0; b < n; ++b) {
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 10; ++o)
+            acc += expf(logits_mm[b * 10 + o] + b4[o] - loss_max[b]);
+        loss_sumexp[b] = acc;
+    }
+}
+
+/* line 25: loss = mean(cross_entropy(logits, label)) */
+CANNL_MULTIVERSION
+static void sum_loss_ce(int64_t n, real *restrict loss_ce, const real *restrict label, const real *restrict logits_mm, const real *restrict b4, const real *restrict loss_max, const real *restrict loss_sumexp) {
+    for (int64_t b = 0; b < n; ++b) {
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 10; ++o)
+            acc += -(label[b * 10 + o] * (logits_mm[b * 10 + o] + b4[o] - loss_max[b] - logf(loss_sumexp[b])));
+        loss_ce[b] = acc;
+    }
+}
+
+/* line 25: loss = mean(cross_entropy(logits, label)) */
+CANNL_MULTIVERSION
+static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss_ce) {
+    real acc = 0.0f;
+    for (int64_t b = 0; b < n; ++b)
+        acc += loss_ce[b] / (real)n;
+    loss_[0] = acc;
+}
+
+/* line 28: metric accuracy = accuracy(logits, label) */
+CANNL_MULTIVERSION
+static void max_accuracy_pred_max(int64_t n, real *restrict accuracy_pred_max, const real *restrict logits_mm, const real *restrict b4) {
+    for (int64_t b = 0; b < n; ++b) {
+        real acc = -INFINITY;
+        for (int64_t o = 0; o < 10; ++o) {
+            const real v = logits_mm[b * 10 + o] + b4[o];
+            acc = v > acc ? v : acc;
+        }
+        accuracy_pred_max[b] = acc;
+    }
+}
+
+/* line 28: metric accuracy = accuracy(logits, label) */
+CANNL_MULTIVERSION
+static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_argmax, const real *restrict logits_mm, const real *restrict b4, const real *restrict accuracy_pred_max) {
+    for (int64_t b = 0; b < n; ++b) {
+        real acc = INFINITY;
+        for (int64_t o = 0; o < 10; ++o) {
+            const real v = logits_mm[b * 10 + o] + b4[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+            acc = v < acc ? v : acc;
+        }
+        accuracy_pred_argmax[b] = acc;
+    }
+}
+
+/* line 28: metric accuracy = accuracy(logits, label) */
+CANNL_MULTIVERSION
+static void max_accuracy_true_max(int64_t n, real *restrict accuracy_true_max, const real *restrict label) {
+    for (int64_t b = 0; b < n; ++b) {
+        real acc = -INFINITY;
+        for (int64_t o = 0; o < 10; ++o) {
+            const real v = label[b * 10 + o];
+            acc = v > acc ? v : acc;
+        }
+        accuracy_true_max[b] = acc;
+    }
+}
+
+/* line 28: metric accuracy = accuracy(logits, label) */
+CANNL_MULTIVERSION
+static void min_accuracy_true_argmax(int64_t n, real *restrict accuracy_true_argmax, const real *restrict label, const real *restrict accuracy_true_max) {
+    for (int64_t b = 0; b < n; ++b) {
+        real acc = INFINITY;
+        for (int64_t o = 0; o < 10; ++o) {
+            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+            acc = v < acc ? v : acc;
+        }
+        accuracy_true_argmax[b] = acc;
+    }
+}
+
+/* line 28: metric accuracy = accuracy(logits, label) */
+CANNL_MULTIVERSION
+static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restrict accuracy_pred_argmax, const real *restrict accuracy_true_argmax) {
+    real acc = 0.0f;
+    for (int64_t b = 0; b < n; ++b)
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+    accuracy[0] = acc;
+}
+
+
+/* ----------------------------------------------------------------------------- routines */
+
 /* routine forward */
-static void forward(fashion_cnn_infer *m, const real *const inputs[], int64_t n, real *const outputs[]) {
-    char *const work = (char *)m->arena + 13098560; /* this routine's 173408256 bytes */
-    const real *restrict image = inputs[0];
-    real *restrict k1 = m->k1;
-    real *restrict k2 = m->k2;
-    real *restrict c1 = m->c1;
-    real *restrict c2 = m->c2;
-    real *restrict b3 = m->b3;
-    real *restrict w3 = m->w3;
-    real *restrict w4 = m->w4;
-    real *restrict b4 = m->b4;
+static void forward(struct fashion_cnn_infer *m, const real *const inputs[], int64_t n, real *const outputs[]) {
+    const real *const image = inputs[0]; /* [batch, 28, 28, 1] image : [batch | 28, 28, 1] */
+    real *const k1 = m->k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
+    real *const k2 = m->k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
+    real *const c1 = m->c1; /* [32] c1 : [32] */
+    real *const c2 = m->c2; /* [64] c2 : [64] */
+    real *const b3 = m->b3; /* [1024] b3 : [1024] */
+    real *const w3 = m->w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
+    real *const w4 = m->w4; /* [10, 1024] w4 : [1024 -> 10] */
+    real *const b4 = m->b4; /* [10] b4 : [10] */
+    char *const work = (char *)m->arena + 13098560; /* the work region: this routine's 173408256 bytes */
+    real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
+    real *const a1_conv = (real *)(work + 0); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
+    real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
+    real *const p2 = (real *)(work + 0); /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
+    real *const h3 = (real *)(work + 0); /* [batch, 1024] h3 : [batch | 1024] */
+    real *const logits = (real *)(work + 0); /* [batch, 10] logits : [batch | 10] */
+    real *const logits_mm = (real *)(work + 1048576); /* [batch, 10] [batch | 10] */
+    real *const h3_mm = (real *)(work + 3211264); /* [batch, 1024] [batch | 1024] */
+    real *const a1_col = (real *)(work + 25690112); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
+    real *const p1 = (real *)(work + 160563200); /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
+    real *const a2_conv = (real *)(work + 160563200); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
 
     /* line 18: x = image / 255 */
-    {
-        real *restrict x = (real *)(work + 0);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o0 = 0; o0 < 28; ++o0) {
-                for (int64_t o2 = 0; o2 < 1; ++o2) {
-                    for (int64_t o1 = 0; o1 < 28; ++o1)
-                        x[b * 784 + o0 * 28 + o1 + o2] = (real)((double)image[b * 784 + o0 * 28 + o1 + o2] * 0.0039215686274509803);
-                }
-            }
-        }
-    }
+    set_x(n, x, image);
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    {
-        real *restrict x = (real *)(work + 0);
-        real *restrict a1_col = (real *)(work + 25690112);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t y = 0; y < 28; ++y) {
-                for (int64_t x_ = 0; x_ < 28; ++x_) {
-                    for (int64_t ky = 0; ky < 5; ++ky) {
-                        for (int64_t c = 0; c < 1; ++c) {
-                            for (int64_t kx = 0; kx < 5; ++kx)
-                                a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    {
-        real *restrict a1_conv = (real *)(work + 0);
-        real *restrict a1_col = (real *)(work + 25690112);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t i = 0; i < n * 25088; ++i) a1_conv[i] = 0.0f;
-        /* matrix product a1_conv += a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 5 (kx), for each ky, c */
-        for (int64_t ky = 0; ky < 5; ++ky)
-            for (int64_t c = 0; c < 1; ++c)
-                cannl_gemm(n * 784, 32, 5, 1.0f, a1_col + ky * 5 + c, 25, 1, k1 + ky * 5 + c, 1, 25, a1_conv, 32, 1, 0, m->gemm_ws, m->gemm_slots);
-    }
+    set_a1_col(n, a1_col, x);
+    CANNL_PRAGMA("omp parallel for if(n * 25088 >= CANNL_PARALLEL_MIN)")
+    for (int64_t i = 0; i < n * 25088; ++i) a1_conv[i] = 0.0f;
+    /* matrix product a1_conv += a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 5 (kx), for each ky */
+    for (int64_t ky = 0; ky < 5; ++ky)
+        cannl_sgemm(m->gemm, n * 784, 32, 5, 1.0f, a1_col + ky * 5, 25, 1, k1 + ky * 5, 1, 25, a1_conv, 32, 1, 0);
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    {
-        real *restrict a1_conv = (real *)(work + 0);
-        real *restrict p1 = (real *)(work + 160563200);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t y = 0; y < 14; ++y) {
-                for (int64_t x_ = 0; x_ < 14; ++x_) {
-                    for (int64_t ky = 0; ky < 2; ++ky) {
-                        for (int64_t kx = 0; kx < 2; ++kx) {
-                            for (int64_t c = 0; c < 32; ++c)
-                                { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]); if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
-                        }
-                    }
-                }
-            }
-        }
-    }
+    max_p1(n, p1, a1_conv, c1);
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    {
-        real *restrict p1 = (real *)(work + 160563200);
-        real *restrict a2_col = (real *)(work + 0);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t y = 0; y < 14; ++y) {
-                for (int64_t x_ = 0; x_ < 14; ++x_) {
-                    for (int64_t ky = 0; ky < 5; ++ky) {
-                        for (int64_t kx = 0; kx < 5; ++kx) {
-                            for (int64_t c = 0; c < 32; ++c)
-                                a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    {
-        real *restrict a2_conv = (real *)(work + 160563200);
-        real *restrict a2_col = (real *)(work + 0);
-        /* matrix product a2_conv = a2_col . k2: M = n * 196 (b, y, x_), N = 64 (d), K = 800 (ky, kx, c) */
-        cannl_gemm(n * 196, 64, 800, 1.0f, a2_col, 800, 1, k2, 1, 800, a2_conv, 64, 1, 1, m->gemm_ws, m->gemm_slots);
-    }
+    set_a2_col(n, a2_col, p1);
+    /* matrix product a2_conv = a2_col . k2: M = n * 196 (b, y, x_), N = 64 (d), K = 800 (ky, kx, c) */
+    cannl_sgemm(m->gemm, n * 196, 64, 800, 1.0f, a2_col, 800, 1, k2, 1, 800, a2_conv, 64, 1, 1);
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
-    {
-        real *restrict a2_conv = (real *)(work + 160563200);
-        real *restrict p2 = (real *)(work + 0);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t y = 0; y < 7; ++y) {
-                for (int64_t x_ = 0; x_ < 7; ++x_) {
-                    for (int64_t ky = 0; ky < 2; ++ky) {
-                        for (int64_t kx = 0; kx < 2; ++kx) {
-                            for (int64_t c = 0; c < 64; ++c)
-                                { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]); if (v > p2[b * 3136 + y * 448 + x_ * 64 + c]) p2[b * 3136 + y * 448 + x_ * 64 + c] = v; }
-                        }
-                    }
-                }
-            }
-        }
-    }
+    max_p2(n, p2, a2_conv, c2);
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
-    {
-        real *restrict p2 = (real *)(work + 0);
-        real *restrict h3_mm = (real *)(work + 3211264);
-        /* matrix product h3_mm = p2 . w3: M = n (b), N = 1024 (o), K = 3136 (k0, k1_, k2_) */
-        cannl_gemm(n, 1024, 3136, 1.0f, p2, 3136, 1, w3, 1, 3136, h3_mm, 1024, 1, 1, m->gemm_ws, m->gemm_slots);
-    }
-    {
-        real *restrict h3 = (real *)(work + 0);
-        real *restrict h3_mm = (real *)(work + 3211264);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 1024; ++o)
-                h3[b * 1024 + o] = cannl_relu(h3_mm[b * 1024 + o] + b3[o]);
-        }
-    }
+    /* matrix product h3_mm = p2 . w3: M = n (b), N = 1024 (o), K = 3136 (k0, k1_, k2_) */
+    cannl_sgemm(m->gemm, n, 1024, 3136, 1.0f, p2, 3136, 1, w3, 1, 3136, h3_mm, 1024, 1, 1);
+    set_h3(n, h3, h3_mm, b3);
 
     /* line 24: logits = w4 * h3 + b4 */
-    {
-        real *restrict h3 = (real *)(work + 0);
-        real *restrict logits_mm = (real *)(work + 1048576);
-        /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k) */
-        cannl_gemm(10, n, 1024, 1.0f, w4, 1024, 1, h3, 1, 1024, logits_mm, 1, 10, 1, m->gemm_ws, m->gemm_slots);
-    }
-    {
-        real *restrict logits = (real *)(work + 0);
-        real *restrict logits_mm = (real *)(work + 1048576);
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 10; ++o)
-                logits[b * 10 + o] = logits_mm[b * 10 + o] + b4[o];
-        }
-    }
+    /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k) */
+    cannl_sgemm(m->gemm, 10, n, 1024, 1.0f, w4, 1024, 1, h3, 1, 1024, logits_mm, 1, 10, 1);
+    set_logits(n, logits, logits_mm, b4);
 
-    memcpy(outputs[0], ((real *)(work + 0)), (size_t)n * 10 * sizeof(real));
+    memcpy(outputs[0], logits, (size_t)n * 10 * sizeof(real));
 }
 
 /* routine eval_metrics */
-static void eval_metrics(fashion_cnn_infer *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
-    char *const work = (char *)m->arena + 13098560; /* this routine's 173408256 bytes */
-    const real *restrict image = inputs[0];
-    const real *restrict label = inputs[1];
-    real *restrict k1 = m->k1;
-    real *restrict k2 = m->k2;
-    real *restrict c1 = m->c1;
-    real *restrict c2 = m->c2;
-    real *restrict b3 = m->b3;
-    real *restrict w3 = m->w3;
-    real *restrict w4 = m->w4;
-    real *restrict b4 = m->b4;
+static void eval_metrics(struct fashion_cnn_infer *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
+    const real *const image = inputs[0]; /* [batch, 28, 28, 1] image : [batch | 28, 28, 1] */
+    const real *const label = inputs[1]; /* [batch, 10] label : [batch | 10] */
+    real *const k1 = m->k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
+    real *const k2 = m->k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
+    real *const c1 = m->c1; /* [32] c1 : [32] */
+    real *const c2 = m->c2; /* [64] c2 : [64] */
+    real *const b3 = m->b3; /* [1024] b3 : [1024] */
+    real *const w3 = m->w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
+    real *const w4 = m->w4; /* [10, 1024] w4 : [1024 -> 10] */
+    real *const b4 = m->b4; /* [10] b4 : [10] */
+    char *const work = (char *)m->arena + 13098560; /* the work region: this routine's 173408256 bytes */
+    real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
+    real *const a1_conv = (real *)(work + 0); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
+    real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
+    real *const p2 = (real *)(work + 0); /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
+    real *const h3 = (real *)(work + 0); /* [batch, 1024] h3 : [batch | 1024] */
+    real *const loss_max = (real *)(work + 0); /* [batch] [batch | ] */
+    real *const accuracy = (real *)(work + 0); /* [] accuracy : [] */
+    real *const accuracy_pred_max = (real *)(work + 0); /* [batch] [batch | ] */
+    real *const accuracy_true_max = (real *)(work + 0); /* [batch] [batch | ] */
+    real *const loss_sumexp = (real *)(work + 1024); /* [batch] [batch | ] */
+    real *const accuracy_pred_argmax = (real *)(work + 1024); /* [batch] [batch | ] */
+    real *const loss_ce = (real *)(work + 2048); /* [batch] [batch | ] */
+    real *const accuracy_true_argmax = (real *)(work + 2048); /* [batch] [batch | ] */
+    real *const loss_ = (real *)(work + 3072); /* [] loss : [] */
+    real *const logits_mm = (real *)(work + 1048576); /* [batch, 10] [batch | 10] */
+    real *const h3_mm = (real *)(work + 3211264); /* [batch, 1024] [batch | 1024] */
+    real *const a1_col = (real *)(work + 25690112); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
+    real *const p1 = (real *)(work + 160563200); /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
+    real *const a2_conv = (real *)(work + 160563200); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
 
     /* line 18: x = image / 255 */
-    {
-        real *restrict x = (real *)(work + 0);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o0 = 0; o0 < 28; ++o0) {
-                for (int64_t o2 = 0; o2 < 1; ++o2) {
-                    for (int64_t o1 = 0; o1 < 28; ++o1)
-                        x[b * 784 + o0 * 28 + o1 + o2] = (real)((double)image[b * 784 + o0 * 28 + o1 + o2] * 0.0039215686274509803);
-                }
-            }
-        }
-    }
+    set_x(n, x, image);
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    {
-        real *restrict x = (real *)(work + 0);
-        real *restrict a1_col = (real *)(work + 25690112);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t y = 0; y < 28; ++y) {
-                for (int64_t x_ = 0; x_ < 28; ++x_) {
-                    for (int64_t ky = 0; ky < 5; ++ky) {
-                        for (int64_t c = 0; c < 1; ++c) {
-                            for (int64_t kx = 0; kx < 5; ++kx)
-                                a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    {
-        real *restrict a1_conv = (real *)(work + 0);
-        real *restrict a1_col = (real *)(work + 25690112);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t i = 0; i < n * 25088; ++i) a1_conv[i] = 0.0f;
-        /* matrix product a1_conv += a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 5 (kx), for each ky, c */
-        for (int64_t ky = 0; ky < 5; ++ky)
-            for (int64_t c = 0; c < 1; ++c)
-                cannl_gemm(n * 784, 32, 5, 1.0f, a1_col + ky * 5 + c, 25, 1, k1 + ky * 5 + c, 1, 25, a1_conv, 32, 1, 0, m->gemm_ws, m->gemm_slots);
-    }
+    set_a1_col(n, a1_col, x);
+    CANNL_PRAGMA("omp parallel for if(n * 25088 >= CANNL_PARALLEL_MIN)")
+    for (int64_t i = 0; i < n * 25088; ++i) a1_conv[i] = 0.0f;
+    /* matrix product a1_conv += a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 5 (kx), for each ky */
+    for (int64_t ky = 0; ky < 5; ++ky)
+        cannl_sgemm(m->gemm, n * 784, 32, 5, 1.0f, a1_col + ky * 5, 25, 1, k1 + ky * 5, 1, 25, a1_conv, 32, 1, 0);
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    {
-        real *restrict a1_conv = (real *)(work + 0);
-        real *restrict p1 = (real *)(work + 160563200);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t y = 0; y < 14; ++y) {
-                for (int64_t x_ = 0; x_ < 14; ++x_) {
-                    for (int64_t ky = 0; ky < 2; ++ky) {
-                        for (int64_t kx = 0; kx < 2; ++kx) {
-                            for (int64_t c = 0; c < 32; ++c)
-                                { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]); if (v > p1[b * 6272 + y * 448 + x_ * 32 + c]) p1[b * 6272 + y * 448 + x_ * 32 + c] = v; }
-                        }
-                    }
-                }
-            }
-        }
-    }
+    max_p1(n, p1, a1_conv, c1);
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    {
-        real *restrict p1 = (real *)(work + 160563200);
-        real *restrict a2_col = (real *)(work + 0);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t y = 0; y < 14; ++y) {
-                for (int64_t x_ = 0; x_ < 14; ++x_) {
-                    for (int64_t ky = 0; ky < 5; ++ky) {
-                        for (int64_t kx = 0; kx < 5; ++kx) {
-                            for (int64_t c = 0; c < 32; ++c)
-                                a2_col[b * 156800 + y * 11200 + x_ * 800 + ky * 160 + kx * 32 + c] = (y + ky - 2 >= 0 && y + ky - 2 < 14 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 14 ? p1[b * 6272 + (y + ky - 2) * 448 + (x_ + kx - 2) * 32 + c] : 0);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    {
-        real *restrict a2_conv = (real *)(work + 160563200);
-        real *restrict a2_col = (real *)(work + 0);
-        /* matrix product a2_conv = a2_col . k2: M = n * 196 (b, y, x_), N = 64 (d), K = 800 (ky, kx, c) */
-        cannl_gemm(n * 196, 64, 800, 1.0f, a2_col, 800, 1, k2, 1, 800, a2_conv, 64, 1, 1, m->gemm_ws, m->gemm_slots);
-    }
+    set_a2_col(n, a2_col, p1);
+    /* matrix product a2_conv = a2_col . k2: M = n * 196 (b, y, x_), N = 64 (d), K = 800 (ky, kx, c) */
+    cannl_sgemm(m->gemm, n * 196, 64, 800, 1.0f, a2_col, 800, 1, k2, 1, 800, a2_conv, 64, 1, 1);
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
-    {
-        real *restrict a2_conv = (real *)(work + 160563200);
-        real *restrict p2 = (real *)(work + 0);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t y = 0; y < 7; ++y) {
-                for (int64_t x_ = 0; x_ < 7; ++x_) {
-                    for (int64_t ky = 0; ky < 2; ++ky) {
-                        for (int64_t kx = 0; kx < 2; ++kx) {
-                            for (int64_t c = 0; c < 64; ++c)
-                                { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]); if (v > p2[b * 3136 + y * 448 + x_ * 64 + c]) p2[b * 3136 + y * 448 + x_ * 64 + c] = v; }
-                        }
-                    }
-                }
-            }
-        }
-    }
+    max_p2(n, p2, a2_conv, c2);
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
-    {
-        real *restrict p2 = (real *)(work + 0);
-        real *restrict h3_mm = (real *)(work + 3211264);
-        /* matrix product h3_mm = p2 . w3: M = n (b), N = 1024 (o), K = 3136 (k0, k1_, k2_) */
-        cannl_gemm(n, 1024, 3136, 1.0f, p2, 3136, 1, w3, 1, 3136, h3_mm, 1024, 1, 1, m->gemm_ws, m->gemm_slots);
-    }
-    {
-        real *restrict h3 = (real *)(work + 0);
-        real *restrict h3_mm = (real *)(work + 3211264);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 1024; ++o)
-                h3[b * 1024 + o] = cannl_relu(h3_mm[b * 1024 + o] + b3[o]);
-        }
-    }
+    /* matrix product h3_mm = p2 . w3: M = n (b), N = 1024 (o), K = 3136 (k0, k1_, k2_) */
+    cannl_sgemm(m->gemm, n, 1024, 3136, 1.0f, p2, 3136, 1, w3, 1, 3136, h3_mm, 1024, 1, 1);
+    set_h3(n, h3, h3_mm, b3);
 
     /* line 24: logits = w4 * h3 + b4 */
-    {
-        real *restrict h3 = (real *)(work + 0);
-        real *restrict logits_mm = (real *)(work + 1048576);
-        /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k) */
-        cannl_gemm(10, n, 1024, 1.0f, w4, 1024, 1, h3, 1, 1024, logits_mm, 1, 10, 1, m->gemm_ws, m->gemm_slots);
-    }
+    /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k) */
+    cannl_sgemm(m->gemm, 10, n, 1024, 1.0f, w4, 1024, 1, h3, 1, 1024, logits_mm, 1, 10, 1);
 
     /* line 25: loss = mean(cross_entropy(logits, label)) */
-    {
-        real *restrict logits_mm = (real *)(work + 1048576);
-        real *restrict loss_max = (real *)(work + 0);
-        for (int64_t b = 0; b < n; ++b) {
-            real acc = -INFINITY;
-            for (int64_t o = 0; o < 10; ++o) {
-                const real v = logits_mm[b * 10 + o] + b4[o];
-                acc = v > acc ? v : acc;
-            }
-            loss_max[b] = acc;
-        }
-    }
-    {
-        real *restrict logits_mm = (real *)(work + 1048576);
-        real *restrict loss_max = (real *)(work + 0);
-        real *restrict loss_sumexp = (real *)(work + 1024);
-        for (int64_t b = 0; b < n; ++b) {
-            real acc = 0.0f;
-            for (int64_t o = 0; o < 10; ++o)
-                acc += expf(logits_mm[b * 10 + o] + b4[o] - loss_max[b]);
-            loss_sumexp[b] = acc;
-        }
-    }
-    {
-        real *restrict logits_mm = (real *)(work + 1048576);
-        real *restrict loss_ce = (real *)(work + 2048);
-        real *restrict loss_max = (real *)(work + 0);
-        real *restrict loss_sumexp = (real *)(work + 1024);
-        for (int64_t b = 0; b < n; ++b) {
-            real acc = 0.0f;
-            for (int64_t o = 0; o < 10; ++o)
-                acc += -(label[b * 10 + o] * (logits_mm[b * 10 + o] + b4[o] - loss_max[b] - logf(loss_sumexp[b])));
-            loss_ce[b] = acc;
-        }
-    }
-    {
-        real *restrict loss_ = (real *)(work + 3072);
-        real *restrict loss_ce = (real *)(work + 2048);
-        {
-            real acc = 0.0f;
-            for (int64_t b = 0; b < n; ++b)
-                acc += loss_ce[b] / (real)n;
-            loss_[0] = acc;
-        }
-    }
+    max_loss_max(n, loss_max, logits_mm, b4);
+    sum_loss_sumexp(n, loss_sumexp, logits_mm, b4, loss_max);
+    sum_loss_ce(n, loss_ce, label, logits_mm, b4, loss_max, loss_sumexp);
+    sum_loss_(n, loss_, loss_ce);
 
     /* line 28: metric accuracy = accuracy(logits, label) */
-    {
-        real *restrict logits_mm = (real *)(work + 1048576);
-        real *restrict accuracy_pred_max = (real *)(work + 0);
-        for (int64_t b = 0; b < n; ++b) {
-            real acc = -INFINITY;
-            for (int64_t o = 0; o < 10; ++o) {
-                const real v = logits_mm[b * 10 + o] + b4[o];
-                acc = v > acc ? v : acc;
-            }
-            accuracy_pred_max[b] = acc;
-        }
-    }
-    {
-        real *restrict logits_mm = (real *)(work + 1048576);
-        real *restrict accuracy_pred_max = (real *)(work + 0);
-        real *restrict accuracy_pred_argmax = (real *)(work + 1024);
-        for (int64_t b = 0; b < n; ++b) {
-            real acc = INFINITY;
-            for (int64_t o = 0; o < 10; ++o) {
-                const real v = logits_mm[b * 10 + o] + b4[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
-                acc = v < acc ? v : acc;
-            }
-            accuracy_pred_argmax[b] = acc;
-        }
-    }
-    {
-        real *restrict accuracy_true_max = (real *)(work + 0);
-        for (int64_t b = 0; b < n; ++b) {
-            real acc = -INFINITY;
-            for (int64_t o = 0; o < 10; ++o) {
-                const real v = label[b * 10 + o];
-                acc = v > acc ? v : acc;
-            }
-            accuracy_true_max[b] = acc;
-        }
-    }
-    {
-        real *restrict accuracy_true_max = (real *)(work + 0);
-        real *restrict accuracy_true_argmax = (real *)(work + 2048);
-        for (int64_t b = 0; b < n; ++b) {
-            real acc = INFINITY;
-            for (int64_t o = 0; o < 10; ++o) {
-                const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
-                acc = v < acc ? v : acc;
-            }
-            accuracy_true_argmax[b] = acc;
-        }
-    }
-    {
-        real *restrict accuracy = (real *)(work + 0);
-        real *restrict accuracy_pred_argmax = (real *)(work + 1024);
-        real *restrict accuracy_true_argmax = (real *)(work + 2048);
-        {
-            real acc = 0.0f;
-            for (int64_t b = 0; b < n; ++b)
-                acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
-            accuracy[0] = acc;
-        }
-    }
+    max_accuracy_pred_max(n, accuracy_pred_max, logits_mm, b4);
+    min_accuracy_pred_argmax(n, accuracy_pred_argmax, logits_mm, b4, accuracy_pred_max);
+    max_accuracy_true_max(n, accuracy_true_max, label);
+    min_accuracy_true_argmax(n, accuracy_true_argmax, label, accuracy_true_max);
+    sum_accuracy(n, accuracy, accuracy_pred_argmax, accuracy_true_argmax);
 
-    *loss = (double)((real *)(work + 3072))[0];
-    metrics[0] = (double)((real *)(work + 0))[0];
+    *loss = (double)loss_[0];
+    metrics[0] = (double)accuracy[0];
 }
 
 
 /* ------------------------------------------------------------------------------ C API */
 
-static void fashion_cnn_infer_bind(fashion_cnn_infer *m) {
+static void bind_buffers(struct fashion_cnn_infer *m) {
     char *base = (char *)m->arena;
     m->k1 = (real *)(base + 0);
     m->k2 = (real *)(base + 3200);
@@ -738,22 +415,21 @@ static void fashion_cnn_infer_bind(fashion_cnn_infer *m) {
 
 }
 
-fashion_cnn_infer *fashion_cnn_infer_create(void) {
-    fashion_cnn_infer *m = (fashion_cnn_infer *)calloc(1, sizeof *m);
+struct fashion_cnn_infer *fashion_cnn_infer_create(void) {
+    struct fashion_cnn_infer *m = (struct fashion_cnn_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->arena = cannl_alloc(186506816);
     if (!m->arena) {
         free(m);
         return NULL;
     }
-    fashion_cnn_infer_bind(m);
+    bind_buffers(m);
 #ifdef _OPENMP
-    m->gemm_slots = omp_get_max_threads() > 1 ? omp_get_max_threads() : 1;
+    m->gemm = cannl_gemm_create(CANNL_F32, omp_get_max_threads());
 #else
-    m->gemm_slots = 1;
+    m->gemm = cannl_gemm_create(CANNL_F32, 1);
 #endif
-    m->gemm_ws = (real *)cannl_alloc((size_t)m->gemm_slots * CANNL_GEMM_SLOT * sizeof(real));
-    if (!m->gemm_ws) {
+    if (!m->gemm) {
         cannl_free(m->arena);
         free(m);
         return NULL;
@@ -761,14 +437,14 @@ fashion_cnn_infer *fashion_cnn_infer_create(void) {
     return m;
 }
 
-void fashion_cnn_infer_destroy(fashion_cnn_infer *m) {
+void fashion_cnn_infer_destroy(struct fashion_cnn_infer *m) {
     if (!m) return;
     cannl_free(m->arena);
-    cannl_free(m->gemm_ws);
+    cannl_gemm_free(m->gemm);
     free(m);
 }
 
-void fashion_cnn_infer_set_params(fashion_cnn_infer *m, const fashion_cnn_real *const params[]) {
+void fashion_cnn_infer_set_params(struct fashion_cnn_infer *m, const fashion_cnn_real *const params[]) {
     memcpy(m->k1, params[0], (size_t)800 * sizeof(real));
     memcpy(m->k2, params[1], (size_t)51200 * sizeof(real));
     memcpy(m->c1, params[2], (size_t)32 * sizeof(real));
@@ -781,11 +457,11 @@ void fashion_cnn_infer_set_params(fashion_cnn_infer *m, const fashion_cnn_real *
     (void)params;
 }
 
-cannl_status fashion_cnn_infer_load(fashion_cnn_infer *m, const char *path, cannl_error *err) {
+cannl_status fashion_cnn_infer_load(struct fashion_cnn_infer *m, const char *path, cannl_error *err) {
     return cannl_model_load(&fashion_cnn_infer_api, m, path, CANNL_LOAD_PARAMS, NULL, err);
 }
 
-const fashion_cnn_real *fashion_cnn_infer_param(const fashion_cnn_infer *m, const char *name, int64_t *count) {
+const fashion_cnn_real *fashion_cnn_infer_param(const struct fashion_cnn_infer *m, const char *name, int64_t *count) {
     if (strcmp(name, "k1") == 0) {
         if (count) *count = 800;
         return m->k1;
@@ -824,14 +500,14 @@ const fashion_cnn_real *fashion_cnn_infer_param(const fashion_cnn_infer *m, cons
     return NULL;
 }
 
-cannl_status fashion_cnn_infer_forward(fashion_cnn_infer *m, const fashion_cnn_real *const inputs[], int64_t n,
+cannl_status fashion_cnn_infer_forward(struct fashion_cnn_infer *m, const fashion_cnn_real *const inputs[], int64_t n,
     fashion_cnn_real *const outputs[]) {
     if (!m || n < 1 || n > FASHION_CNN_MAX_BATCH) return CANNL_E_ARG;
     forward(m, inputs, n, outputs);
     return CANNL_OK;
 }
 
-cannl_status fashion_cnn_infer_eval(fashion_cnn_infer *m, const fashion_cnn_real *const inputs[], int64_t n,
+cannl_status fashion_cnn_infer_eval(struct fashion_cnn_infer *m, const fashion_cnn_real *const inputs[], int64_t n,
     double *loss, double metrics[]) {
     if (!m || n < 1 || n > FASHION_CNN_MAX_BATCH) return CANNL_E_ARG;
     eval_metrics(m, inputs, n, loss, metrics);
@@ -840,14 +516,14 @@ cannl_status fashion_cnn_infer_eval(fashion_cnn_infer *m, const fashion_cnn_real
 
 /* ---------------------------------------------- the table for cannl_infer_main and loading */
 
-static const cannl_tensor_info fashion_cnn_inputs[] = {
+static const cannl_tensor_info input_info[] = {
     {"image", 3, { 28, 28, 1 }, 784},
     {"label", 1, { 10 }, 10},
     {NULL, 0, {0}, 0}};
-static const cannl_tensor_info fashion_cnn_outputs[] = {
+static const cannl_tensor_info output_info[] = {
     {"logits", 1, { 10 }, 10},
     {NULL, 0, {0}, 0}};
-static const cannl_tensor_info fashion_cnn_params[] = {
+static const cannl_tensor_info param_info[] = {
     {"k1", 4, { 32, 5, 5, 1 }, 800},
     {"k2", 4, { 64, 5, 5, 32 }, 51200},
     {"c1", 1, { 32 }, 32},
@@ -857,24 +533,24 @@ static const cannl_tensor_info fashion_cnn_params[] = {
     {"w4", 2, { 10, 1024 }, 10240},
     {"b4", 1, { 10 }, 10},
     {NULL, 0, {0}, 0}};
-static const char *const fashion_cnn_metric_names[] = {
+static const char *const metric_names[] = {
     "accuracy",
     NULL};
 
-static void *api_create(uint64_t seed) {
+static void *api_create_fn(uint64_t seed) {
     (void)seed;
     return fashion_cnn_infer_create();
 }
-static void api_destroy(void *m) { fashion_cnn_infer_destroy((fashion_cnn_infer *)m); }
-static void api_eval(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
-    fashion_cnn_infer_eval((fashion_cnn_infer *)m, (const fashion_cnn_real *const *)inputs, n, loss, metrics);
+static void api_destroy_fn(void *m) { fashion_cnn_infer_destroy((struct fashion_cnn_infer *)m); }
+static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
+    fashion_cnn_infer_eval((struct fashion_cnn_infer *)m, (const fashion_cnn_real *const *)inputs, n, loss, metrics);
 }
-static void api_forward(void *m, const void *const *inputs, int64_t n, void *const *outputs) {
-    fashion_cnn_infer_forward((fashion_cnn_infer *)m, (const fashion_cnn_real *const *)inputs, n,
+static void api_forward_fn(void *m, const void *const *inputs, int64_t n, void *const *outputs) {
+    fashion_cnn_infer_forward((struct fashion_cnn_infer *)m, (const fashion_cnn_real *const *)inputs, n,
         (fashion_cnn_real *const *)outputs);
 }
-static size_t api_state_tensors(void *m, cannl_tensor *out, size_t cap) {
-    fashion_cnn_infer *s = (fashion_cnn_infer *)m;
+static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
+    struct fashion_cnn_infer *s = (struct fashion_cnn_infer *)m;
     const cannl_tensor all[] = {
         {"k1", CANNL_F32, 4, { 32, 5, 5, 1 }, s->k1},
         {"k2", CANNL_F32, 4, { 64, 5, 5, 32 }, s->k2},
@@ -906,23 +582,23 @@ static size_t api_state_tensors(void *m, cannl_tensor *out, size_t cap) {
     (void)s;
     return count;
 }
-static int64_t api_get_step(const void *m) {
+static int64_t api_get_step_fn(const void *m) {
     (void)m;
     return 0;
 }
-static void api_set_step(void *m, int64_t step) {
+static void api_set_step_fn(void *m, int64_t step) {
     (void)m;
     (void)step;
 }
-static double api_get_lr(const void *m) {
+static double api_get_lr_fn(const void *m) {
     (void)m;
     return 0.001;
 }
-static void api_set_lr(void *m, double lr) {
+static void api_set_lr_fn(void *m, double lr) {
     (void)m;
     (void)lr;
 }
-static void api_set_threads(int n) {
+static void api_set_threads_fn(int n) {
 #ifdef _OPENMP
     if (n > 0) omp_set_num_threads(n);
 #else
@@ -930,16 +606,16 @@ static void api_set_threads(int n) {
 #endif
 }
 
-static const unsigned char fashion_cnn_forward_reads[] = { 1, 0, 0};
+static const unsigned char forward_reads[] = { 1, 0, 0};
 
 const cannl_model_api fashion_cnn_infer_api = {
     "fashion_cnn", CANNL_F32, FASHION_CNN_MAX_BATCH,
-    FASHION_CNN_NUM_INPUTS, fashion_cnn_inputs,
-    FASHION_CNN_NUM_OUTPUTS, fashion_cnn_outputs,
-    FASHION_CNN_NUM_PARAMS, fashion_cnn_params,
-    FASHION_CNN_NUM_METRICS, fashion_cnn_metric_names,
+    FASHION_CNN_NUM_INPUTS, input_info,
+    FASHION_CNN_NUM_OUTPUTS, output_info,
+    FASHION_CNN_NUM_PARAMS, param_info,
+    FASHION_CNN_NUM_METRICS, metric_names,
     "loss", 0.001,
-    api_create, api_destroy, NULL, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
+    api_create_fn, api_destroy_fn, NULL, api_eval_fn, api_forward_fn, api_state_tensors_fn,
+    api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, NULL, /* no training: no schedule */
-    fashion_cnn_forward_reads};
+    forward_reads};

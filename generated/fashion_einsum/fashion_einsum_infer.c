@@ -5,6 +5,7 @@
  * cannl_infer_main; run `fashion_einsum_infer --help`. It links only the forward-only state
  * (fashion_einsum_inference.c).
  */
+#define FASHION_EINSUM_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "fashion_einsum.h"
 
 int main(int argc, char **argv) {

@@ -51,48 +51,52 @@ extern "C" {
 #define FASHION_MLP_METRIC_ACCURACY 0
 
 typedef float fashion_mlp_real;
+/* The training state, `struct fashion_mlp` (fashion_mlp for short, unless FASHION_MLP_NO_TYPEDEFS is
+   defined: the generated sources name it by its tag). */
+#ifndef FASHION_MLP_NO_TYPEDEFS
 typedef struct fashion_mlp fashion_mlp;
+#endif
 
 /* A new state with params initialised from `seed` (the spec's initialisers) and the
    optimiser at step 0; NULL when out of memory. */
-fashion_mlp *fashion_mlp_create(uint64_t seed);
-void fashion_mlp_destroy(fashion_mlp *m);
+struct fashion_mlp *fashion_mlp_create(uint64_t seed);
+void fashion_mlp_destroy(struct fashion_mlp *m);
 /* Re-initialise the params from `seed` and reset the optimiser (state and step count). */
-void fashion_mlp_init(fashion_mlp *m, uint64_t seed);
+void fashion_mlp_init(struct fashion_mlp *m, uint64_t seed);
 
 /* One optimisation step on n examples (1 <= n <= FASHION_MLP_MAX_BATCH): forward, backward and
    update. Returns the loss computed before the update (NaN, and nothing done, for a bad n). */
-double fashion_mlp_train_step(fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n);
+double fashion_mlp_train_step(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
-void fashion_mlp_forward(fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n,
+void fashion_mlp_forward(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n,
                  fashion_mlp_real *const outputs[]);
 /* The loss and each metric on n examples, without training. */
-void fashion_mlp_eval(fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n, double *loss,
+void fashion_mlp_eval(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n, double *loss,
                  double metrics[]);
 
 /* The param called `name` (its elements in storage order; *count set when count is not
    NULL), or NULL when there is none. */
-fashion_mlp_real *fashion_mlp_param(fashion_mlp *m, const char *name, int64_t *count);
+fashion_mlp_real *fashion_mlp_param(struct fashion_mlp *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
    on it. It lives in the work memory the routines share: valid until the next train_step,
    forward or eval on this state (copy it to keep it). */
-fashion_mlp_real *fashion_mlp_grad(fashion_mlp *m, const char *name, int64_t *count);
-int64_t fashion_mlp_get_step(const fashion_mlp *m);
-void fashion_mlp_set_step(fashion_mlp *m, int64_t step);
-double fashion_mlp_get_lr(const fashion_mlp *m);
-void fashion_mlp_set_lr(fashion_mlp *m, double lr);
+fashion_mlp_real *fashion_mlp_grad(struct fashion_mlp *m, const char *name, int64_t *count);
+int64_t fashion_mlp_get_step(const struct fashion_mlp *m);
+void fashion_mlp_set_step(struct fashion_mlp *m, int64_t step);
+double fashion_mlp_get_lr(const struct fashion_mlp *m);
+void fashion_mlp_set_lr(struct fashion_mlp *m, double lr);
 /* on = 1 (the default): train_step derives each step's lr from the base lr above and the
    step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */
-void fashion_mlp_set_schedule(fashion_mlp *m, int on);
+void fashion_mlp_set_schedule(struct fashion_mlp *m, int on);
 /* Every state tensor (params, then optimiser state), see cannl_model_api. */
-size_t fashion_mlp_state_tensors(fashion_mlp *m, cannl_tensor *out, size_t cap);
+size_t fashion_mlp_state_tensors(struct fashion_mlp *m, cannl_tensor *out, size_t cap);
 
 /* Checkpoints (safetensors, written atomically): save the whole state; load either a
    checkpoint of this model (whole state) or any safetensors file with the params. */
-cannl_status fashion_mlp_save(fashion_mlp *m, const char *path, cannl_error *err);
-cannl_status fashion_mlp_load(fashion_mlp *m, const char *path, cannl_load_what what, cannl_error *err);
+cannl_status fashion_mlp_save(struct fashion_mlp *m, const char *path, cannl_error *err);
+cannl_status fashion_mlp_load(struct fashion_mlp *m, const char *path, cannl_load_what what, cannl_error *err);
 
 /* The model as the generic training program (cannl_train_main) sees it. */
 extern const cannl_model_api fashion_mlp_api;
@@ -100,7 +104,7 @@ extern const cannl_model_api fashion_mlp_api;
 /* ------------------------------------------------------------------------------ inference
  * Embedding the model in a program:
  *
- *   fashion_mlp_infer *s = fashion_mlp_infer_create();                // params zero
+ *   struct fashion_mlp_infer *s = fashion_mlp_infer_create();                // params zero
  *   if (!s || fashion_mlp_infer_load(s, "model.safetensors", &err) != CANNL_OK) ...
  *   const fashion_mlp_real *inputs[FASHION_MLP_NUM_INPUTS] = {...};     // caller-owned, n examples each
  *   fashion_mlp_real *outputs[FASHION_MLP_NUM_OUTPUTS] = {...};         // caller-owned, n examples each
@@ -114,30 +118,32 @@ extern const cannl_model_api fashion_mlp_api;
  * state (created, then loaded, set or made with _create_embedded). Calls on different states
  * never interfere: there are no globals, and no file is read except by _load.
  */
+#ifndef FASHION_MLP_NO_TYPEDEFS
 typedef struct fashion_mlp_infer fashion_mlp_infer;
+#endif
 
 /* 1 when the trained params are compiled in (cannl gen --embed): then
    fashion_mlp_infer_create_embedded and fashion_mlp_embedded_params exist. */
 #define FASHION_MLP_EMBEDDED_WEIGHTS 0
 
 /* A forward-only state with every param zero; NULL when out of memory. */
-fashion_mlp_infer *fashion_mlp_infer_create(void);
-void fashion_mlp_infer_destroy(fashion_mlp_infer *s);
+struct fashion_mlp_infer *fashion_mlp_infer_create(void);
+void fashion_mlp_infer_destroy(struct fashion_mlp_infer *s);
 /* The params from a safetensors file: a checkpoint of this model, or any file with tensors
    named after the params, of their shapes, float32 or float64 (PyTorch's save_file).
    All-or-nothing: on failure s is unchanged and err names the file and the problem. */
-cannl_status fashion_mlp_infer_load(fashion_mlp_infer *s, const char *path, cannl_error *err);
+cannl_status fashion_mlp_infer_load(struct fashion_mlp_infer *s, const char *path, cannl_error *err);
 /* Copy the params from params[i] (one array per param, in the order listed above). */
-void fashion_mlp_infer_set_params(fashion_mlp_infer *s, const fashion_mlp_real *const params[]);
+void fashion_mlp_infer_set_params(struct fashion_mlp_infer *s, const fashion_mlp_real *const params[]);
 /* The param called `name` (read-only, storage order; *count set when count is not NULL), or
    NULL when there is none. */
-const fashion_mlp_real *fashion_mlp_infer_param(const fashion_mlp_infer *s, const char *name, int64_t *count);
+const fashion_mlp_real *fashion_mlp_infer_param(const struct fashion_mlp_infer *s, const char *name, int64_t *count);
 /* Fill outputs[k] with n examples of output k. Inputs the outputs do not depend on (targets)
    may be NULL. CANNL_E_ARG, and nothing done, unless 1 <= n <= FASHION_MLP_MAX_BATCH. */
-cannl_status fashion_mlp_infer_forward(fashion_mlp_infer *s, const fashion_mlp_real *const inputs[], int64_t n,
+cannl_status fashion_mlp_infer_forward(struct fashion_mlp_infer *s, const fashion_mlp_real *const inputs[], int64_t n,
     fashion_mlp_real *const outputs[]);
 /* The loss and each metric on n examples (every input needed). CANNL_E_ARG for a bad n. */
-cannl_status fashion_mlp_infer_eval(fashion_mlp_infer *s, const fashion_mlp_real *const inputs[], int64_t n,
+cannl_status fashion_mlp_infer_eval(struct fashion_mlp_infer *s, const fashion_mlp_real *const inputs[], int64_t n,
     double *loss, double metrics[]);
 
 /* The forward-only state as the inference program (cannl_infer_main) sees it: create gives

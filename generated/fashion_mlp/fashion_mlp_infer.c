@@ -5,6 +5,7 @@
  * cannl_infer_main; run `fashion_mlp_infer --help`. It links only the forward-only state
  * (fashion_mlp_inference.c).
  */
+#define FASHION_MLP_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "fashion_mlp.h"
 
 int main(int argc, char **argv) {

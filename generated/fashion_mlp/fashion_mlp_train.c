@@ -4,6 +4,7 @@
  * All of the command line (data files, epochs, checkpoints, metrics) is the runtime's
  * cannl_train_main; run `fashion_mlp_train --help`.
  */
+#define FASHION_MLP_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "fashion_mlp.h"
 
 int main(int argc, char **argv) { return cannl_train_main(&fashion_mlp_api, argc, argv); }

@@ -10,6 +10,8 @@
  * routines are those of fashion_mlp_adam.c, printed from the same loop nests, so they give the
  * same results.
  */
+
+#define FASHION_MLP_ADAM_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "fashion_mlp_adam.h"
 
 #include <math.h>
@@ -27,265 +29,6 @@
 typedef fashion_mlp_adam_real real;
 
 static inline float cannl_relu(float x) { return x > 0 ? x : 0; }
-/* ------------------------------------------------------------- contractions (matrix products)
- *
- * Every contraction nest of this model (a sum of products A * B over shared loops) is a call
- *     cannl_gemm(M, N, K, alpha, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite, ws)
- * computing C[i, j] (=|+=) alpha * sum_p A[i, p] * B[p, j] with the strides of each operand
- * baked in at the call (so transposed operands cost nothing extra: packing reads them in
- * place). The product is cache-blocked (KC x NC panels of B, MC x KC blocks of A, both packed
- * into the model's workspace) and register-tiled (an MR x NR tile of C held in vector
- * registers), as in BLIS/GotoBLAS. Vector code uses AVX-512 or AVX2+FMA when the compiler
- * targets them (-march=native), portable C otherwise.
- * Threads split C into column (or row) ranges; K is never split, and every element of C is
- * summed in the same order (p-blocks of KC, then p within a block) whatever the thread count
- * or the split, so results do not depend on the number of threads.
- */
-#if 0
-#define CANNL_GEMM_F64 1
-#else
-#define CANNL_GEMM_F64 0
-#endif
-
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
-
-#if defined(__AVX512F__) && !CANNL_GEMM_F64
-#define CANNL_VL 16
-#define CANNL_MR_BEST 12
-typedef __m512 cannl_vec;
-#define CANNL_VZERO() _mm512_setzero_ps()
-#define CANNL_VLOAD(p) _mm512_loadu_ps(p)
-#define CANNL_VSTORE(p, v) _mm512_storeu_ps(p, v)
-#define CANNL_VSET1(x) _mm512_set1_ps(x)
-#define CANNL_VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define CANNL_VMUL(a, b) _mm512_mul_ps(a, b)
-#define CANNL_VADD(a, b) _mm512_add_ps(a, b)
-#elif defined(__AVX512F__)
-#define CANNL_VL 8
-#define CANNL_MR_BEST 12
-typedef __m512d cannl_vec;
-#define CANNL_VZERO() _mm512_setzero_pd()
-#define CANNL_VLOAD(p) _mm512_loadu_pd(p)
-#define CANNL_VSTORE(p, v) _mm512_storeu_pd(p, v)
-#define CANNL_VSET1(x) _mm512_set1_pd(x)
-#define CANNL_VFMA(a, b, c) _mm512_fmadd_pd(a, b, c)
-#define CANNL_VMUL(a, b) _mm512_mul_pd(a, b)
-#define CANNL_VADD(a, b) _mm512_add_pd(a, b)
-#elif defined(__AVX2__) && defined(__FMA__) && !CANNL_GEMM_F64
-#define CANNL_VL 8
-#define CANNL_MR_BEST 6
-typedef __m256 cannl_vec;
-#define CANNL_VZERO() _mm256_setzero_ps()
-#define CANNL_VLOAD(p) _mm256_loadu_ps(p)
-#define CANNL_VSTORE(p, v) _mm256_storeu_ps(p, v)
-#define CANNL_VSET1(x) _mm256_set1_ps(x)
-#define CANNL_VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define CANNL_VMUL(a, b) _mm256_mul_ps(a, b)
-#define CANNL_VADD(a, b) _mm256_add_ps(a, b)
-#elif defined(__AVX2__) && defined(__FMA__)
-#define CANNL_VL 4
-#define CANNL_MR_BEST 6
-typedef __m256d cannl_vec;
-#define CANNL_VZERO() _mm256_setzero_pd()
-#define CANNL_VLOAD(p) _mm256_loadu_pd(p)
-#define CANNL_VSTORE(p, v) _mm256_storeu_pd(p, v)
-#define CANNL_VSET1(x) _mm256_set1_pd(x)
-#define CANNL_VFMA(a, b, c) _mm256_fmadd_pd(a, b, c)
-#define CANNL_VMUL(a, b) _mm256_mul_pd(a, b)
-#define CANNL_VADD(a, b) _mm256_add_pd(a, b)
-#else
-#define CANNL_VL 0  /* portable C */
-#define CANNL_MR_BEST 4
-#endif
-
-/* Tile sizes (measured: docs/gemm-tiles.md): the register tile is MR x NR (NR two vectors wide); a
- * packed block of A is MC x KC (kept in L2), a packed panel of B KC x NC (streamed by the
- * micro-kernel from L1 one KC x NR sliver at a time). */
-#if CANNL_VL
-#define CANNL_NR (2 * CANNL_VL)
-#else
-#define CANNL_NR 16
-#endif
-/* bench/tile_search.sh compiles this code with other values through -D. */
-#ifndef CANNL_MR
-#define CANNL_MR CANNL_MR_BEST
-#endif
-#ifndef CANNL_KC
-#define CANNL_KC 256
-#endif
-#ifndef CANNL_MC
-#define CANNL_MC (12 * CANNL_MR)
-#endif
-#ifndef CANNL_NC
-#define CANNL_NC 512
-#endif
-/* The workspace of one thread: a packed A block and a packed B panel. */
-#define CANNL_GEMM_SLOT ((long)CANNL_MC * CANNL_KC + (long)CANNL_KC * CANNL_NC)
-
-/* C[0:mr, 0:nr] (=|+=) alpha * a-sliver (kc x MR, packed) * b-sliver (kc x NR, packed). */
-static inline void cannl_gemm_micro(long kc, const real *restrict a, const real *restrict b, real alpha,
-                                    real *restrict c, long c_m, long c_n, long mr, long nr, int overwrite) {
-#if CANNL_VL
-    cannl_vec acc0[CANNL_MR], acc1[CANNL_MR];
-    for (int i = 0; i < CANNL_MR; ++i) acc0[i] = acc1[i] = CANNL_VZERO();
-    for (long p = 0; p < kc; ++p) {
-        const cannl_vec b0 = CANNL_VLOAD(b), b1 = CANNL_VLOAD(b + CANNL_VL);
-        for (int i = 0; i < CANNL_MR; ++i) {
-            const cannl_vec ai = CANNL_VSET1(a[i]);
-            acc0[i] = CANNL_VFMA(ai, b0, acc0[i]);
-            acc1[i] = CANNL_VFMA(ai, b1, acc1[i]);
-        }
-        a += CANNL_MR;
-        b += CANNL_NR;
-    }
-    const cannl_vec va = CANNL_VSET1(alpha);
-    if (mr == CANNL_MR && nr == CANNL_NR && c_n == 1) {
-        for (int i = 0; i < CANNL_MR; ++i) {
-            real *ci = c + i * c_m;
-            cannl_vec v0 = CANNL_VMUL(va, acc0[i]), v1 = CANNL_VMUL(va, acc1[i]);
-            if (!overwrite) {
-                v0 = CANNL_VADD(CANNL_VLOAD(ci), v0);
-                v1 = CANNL_VADD(CANNL_VLOAD(ci + CANNL_VL), v1);
-            }
-            CANNL_VSTORE(ci, v0);
-            CANNL_VSTORE(ci + CANNL_VL, v1);
-        }
-        return;
-    }
-    real tile[CANNL_MR * CANNL_NR];
-    for (int i = 0; i < CANNL_MR; ++i) {
-        CANNL_VSTORE(tile + i * CANNL_NR, CANNL_VMUL(va, acc0[i]));
-        CANNL_VSTORE(tile + i * CANNL_NR + CANNL_VL, CANNL_VMUL(va, acc1[i]));
-    }
-#else
-    real tile[CANNL_MR * CANNL_NR];
-    for (int t = 0; t < CANNL_MR * CANNL_NR; ++t) tile[t] = 0;
-    for (long p = 0; p < kc; ++p) {
-        for (int i = 0; i < CANNL_MR; ++i)
-            for (int j = 0; j < CANNL_NR; ++j) tile[i * CANNL_NR + j] += a[i] * b[j];
-        a += CANNL_MR;
-        b += CANNL_NR;
-    }
-    for (int t = 0; t < CANNL_MR * CANNL_NR; ++t) tile[t] *= alpha;
-#endif
-    for (long i = 0; i < mr; ++i)
-        for (long j = 0; j < nr; ++j) {
-            real *cij = c + i * c_m + j * c_n;
-            *cij = overwrite ? tile[i * CANNL_NR + j] : *cij + tile[i * CANNL_NR + j];
-        }
-}
-
-/* A[0:mc, 0:kc] as slivers of MR rows, each kc x MR (row-major), zero-padded to MR rows. */
-static void cannl_gemm_pack_a(long mc, long kc, const real *restrict A, long a_m, long a_k, real *restrict pa) {
-    for (long i0 = 0; i0 < mc; i0 += CANNL_MR, pa += kc * CANNL_MR) {
-        const long mr = mc - i0 < CANNL_MR ? mc - i0 : CANNL_MR;
-        if (mr < CANNL_MR)
-            for (long t = 0; t < kc * CANNL_MR; ++t) pa[t] = 0;
-        if (a_k == 1) {
-            for (long i = 0; i < mr; ++i) {
-                const real *src = A + (i0 + i) * a_m;
-                for (long p = 0; p < kc; ++p) pa[p * CANNL_MR + i] = src[p];
-            }
-        } else {
-            for (long p = 0; p < kc; ++p)
-                for (long i = 0; i < mr; ++i) pa[p * CANNL_MR + i] = A[(i0 + i) * a_m + p * a_k];
-        }
-    }
-}
-
-/* B[0:kc, 0:nc] as slivers of NR columns, each kc x NR (row-major), zero-padded to NR columns. */
-static void cannl_gemm_pack_b(long kc, long nc, const real *restrict B, long b_k, long b_n, real *restrict pb) {
-    for (long j0 = 0; j0 < nc; j0 += CANNL_NR, pb += kc * CANNL_NR) {
-        const long nr = nc - j0 < CANNL_NR ? nc - j0 : CANNL_NR;
-        if (nr < CANNL_NR)
-            for (long t = 0; t < kc * CANNL_NR; ++t) pb[t] = 0;
-        if (b_n == 1 && nr == CANNL_NR) {
-            for (long p = 0; p < kc; ++p)
-                for (long j = 0; j < CANNL_NR; ++j) pb[p * CANNL_NR + j] = B[p * b_k + j0 + j];
-        } else if (b_k == 1) {
-            for (long j = 0; j < nr; ++j) {
-                const real *src = B + (j0 + j) * b_n;
-                for (long p = 0; p < kc; ++p) pb[p * CANNL_NR + j] = src[p];
-            }
-        } else {
-            for (long p = 0; p < kc; ++p)
-                for (long j = 0; j < nr; ++j) pb[p * CANNL_NR + j] = B[p * b_k + (j0 + j) * b_n];
-        }
-    }
-}
-
-/* One thread's share: C[0:M, 0:N] with its own workspace slot. */
-static void cannl_gemm_serial(long M, long N, long K, real alpha, const real *A, long a_m, long a_k,
-                              const real *B, long b_k, long b_n, real *C, long c_m, long c_n, int overwrite,
-                              real *slot) {
-    real *pa = slot, *pb = slot + (long)CANNL_MC * CANNL_KC;
-    /* K in equal blocks of at most KC (784 = 4 x 196 rather than 3 x 256 + 16). */
-    const long kblocks = (K + CANNL_KC - 1) / CANNL_KC;
-    const long kb = kblocks ? (K + kblocks - 1) / kblocks : 0;
-    if (K == 0) {
-        if (overwrite)
-            for (long i = 0; i < M; ++i)
-                for (long j = 0; j < N; ++j) C[i * c_m + j * c_n] = 0;
-        return;
-    }
-    for (long j0 = 0; j0 < N; j0 += CANNL_NC) {
-        const long nc = N - j0 < CANNL_NC ? N - j0 : CANNL_NC;
-        for (long p0 = 0; p0 < K; p0 += kb) {
-            const long kc = K - p0 < kb ? K - p0 : kb;
-            cannl_gemm_pack_b(kc, nc, B + p0 * b_k + j0 * b_n, b_k, b_n, pb);
-            for (long i0 = 0; i0 < M; i0 += CANNL_MC) {
-                const long mc = M - i0 < CANNL_MC ? M - i0 : CANNL_MC;
-                cannl_gemm_pack_a(mc, kc, A + i0 * a_m + p0 * a_k, a_m, a_k, pa);
-                for (long jr = 0; jr < nc; jr += CANNL_NR)
-                    for (long ir = 0; ir < mc; ir += CANNL_MR)
-                        cannl_gemm_micro(kc, pa + ir * kc, pb + jr * kc, alpha, C + (i0 + ir) * c_m + (j0 + jr) * c_n,
-                                         c_m, c_n, mc - ir < CANNL_MR ? mc - ir : CANNL_MR,
-                                         nc - jr < CANNL_NR ? nc - jr : CANNL_NR, overwrite && p0 == 0);
-            }
-        }
-    }
-}
-
-/* C (=|+=) alpha * A * B; `ws` holds `slots` workspace slots (at most that many threads). */
-static void cannl_gemm(long M, long N, long K, real alpha, const real *A, long a_m, long a_k, const real *B,
-                       long b_k, long b_n, real *C, long c_m, long c_n, int overwrite, real *ws, int slots) {
-#ifdef _OPENMP
-    int threads = omp_get_max_threads();
-    if (threads > slots) threads = slots;
-    /* Split C into tiles' worth of columns (or rows, when there are more row tiles); small
-     * products run on one thread. */
-    const long ntiles = (N + CANNL_NR - 1) / CANNL_NR, mtiles = (M + CANNL_MR - 1) / CANNL_MR;
-    const int by_cols = ntiles >= mtiles;
-    const long tiles = by_cols ? ntiles : mtiles;
-    if (threads > tiles) threads = (int)tiles;
-    if ((double)M * N * K < 262144.0) threads = 1;
-    if (threads > 1) {
-        CANNL_PRAGMA("omp parallel num_threads(threads)")
-        {
-            const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-            const long lo = tiles * t / nt, hi = tiles * (t + 1) / nt;
-            real *slot = ws + (long)t * CANNL_GEMM_SLOT;
-            if (by_cols) {
-                const long j0 = lo * CANNL_NR, j1 = hi * CANNL_NR < N ? hi * CANNL_NR : N;
-                if (j1 > j0)
-                    cannl_gemm_serial(M, j1 - j0, K, alpha, A, a_m, a_k, B + j0 * b_n, b_k, b_n, C + j0 * c_n, c_m,
-                                      c_n, overwrite, slot);
-            } else {
-                const long i0 = lo * CANNL_MR, i1 = hi * CANNL_MR < M ? hi * CANNL_MR : M;
-                if (i1 > i0)
-                    cannl_gemm_serial(i1 - i0, N, K, alpha, A + i0 * a_m, a_m, a_k, B, b_k, b_n, C + i0 * c_m, c_m,
-                                      c_n, overwrite, slot);
-            }
-        }
-        return;
-    }
-#else
-    (void)slots;
-#endif
-    cannl_gemm_serial(M, N, K, alpha, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite, ws);
-}
 
 struct fashion_mlp_adam_infer {
     void *arena; /* the buffers below, then the work region of forward and eval: 4005952 bytes */
@@ -296,264 +39,262 @@ struct fashion_mlp_adam_infer {
     real *b1; /* [512] b1 : [512] */
     real *b2; /* [512] b2 : [512] */
 
-    real *gemm_ws;   /* packing workspace of the matrix products: gemm_slots threads */
-    int gemm_slots;
+    cannl_gemm *gemm; /* the matrix products' kernel and packing workspace (runtime-lib/gemm.c) */
 };
 
+/* ------------------------------------------------------------------------------ kernels */
+
+/* line 13: x = image / 255 */
+CANNL_MULTIVERSION
+static void set_x(int64_t n, real *restrict x, const real *restrict image) {
+    CANNL_PRAGMA("omp parallel for if(n * 784 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 784; ++o)
+            x[b * 784 + o] = (real)((double)image[b * 784 + o] * 0.0039215686274509803);
+    }
+}
+
+/* line 14: h1 = relu(w1 * x + b1) */
+CANNL_MULTIVERSION
+static void set_h1_2(int64_t n, real *restrict h1, const real *restrict h1_mm, const real *restrict b1) {
+    CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 512; ++o)
+            h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
+    }
+}
+
+/* line 15: h2 = relu(w2 * h1 + b2) */
+CANNL_MULTIVERSION
+static void set_h2_2(int64_t n, real *restrict h2, const real *restrict h2_mm, const real *restrict b2) {
+    CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 512; ++o)
+            h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
+    }
+}
+
+/* line 16: logits = w3 * h2 + b3 */
+CANNL_MULTIVERSION
+static void set_logits(int64_t n, real *restrict logits, const real *restrict logits_mm, const real *restrict b3) {
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 10; ++o)
+            logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];
+    }
+}
+
+/* line 17: loss = mean(cross_entropy(logits, label)) */
+CANNL_MULTIVERSION
+static void max_loss_max(int64_t n, real *restrict loss_max, const real *restrict logits_mm, const real *restrict b3) {
+    for (int64_t b = 0; b < n; ++b) {
+        real acc = -INFINITY;
+        for (int64_t o = 0; o < 10; ++o) {
+            const real v = logits_mm[b * 10 + o] + b3[o];
+            acc = v > acc ? v : acc;
+        }
+        loss_max[b] = acc;
+    }
+}
+
+/* line 17: loss = mean(cross_entropy(logits, label)) */
+CANNL_MULTIVERSION
+static void sum_loss_sumexp(int64_t n, real *restrict loss_sumexp, const real *restrict logits_mm, const real *restrict b3, const real *restrict loss_max) {
+    for (int64_t b = 0; b < n; ++b) {
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 10; ++o)
+            acc += expf(logits_mm[b * 10 + o] + b3[o] - loss_max[b]);
+        loss_sumexp[b] = acc;
+    }
+}
+
+/* line 17: loss = mean(cross_entropy(logits, label)) */
+CANNL_MULTIVERSION
+static void sum_loss_ce(int64_t n, real *restrict loss_ce, const real *restrict label, const real *restrict logits_mm, const real *restrict b3, const real *restrict loss_max, const real *restrict loss_sumexp) {
+    for (int64_t b = 0; b < n; ++b) {
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 10; ++o)
+            acc += -(label[b * 10 + o] * (logits_mm[b * 10 + o] + b3[o] - loss_max[b] - logf(loss_sumexp[b])));
+        loss_ce[b] = acc;
+    }
+}
+
+/* line 17: loss = mean(cross_entropy(logits, label)) */
+CANNL_MULTIVERSION
+static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss_ce) {
+    real acc = 0.0f;
+    for (int64_t b = 0; b < n; ++b)
+        acc += loss_ce[b] / (real)n;
+    loss_[0] = acc;
+}
+
+/* line 20: metric accuracy = accuracy(logits, label) */
+CANNL_MULTIVERSION
+static void max_accuracy_pred_max(int64_t n, real *restrict accuracy_pred_max, const real *restrict logits_mm, const real *restrict b3) {
+    for (int64_t b = 0; b < n; ++b) {
+        real acc = -INFINITY;
+        for (int64_t o = 0; o < 10; ++o) {
+            const real v = logits_mm[b * 10 + o] + b3[o];
+            acc = v > acc ? v : acc;
+        }
+        accuracy_pred_max[b] = acc;
+    }
+}
+
+/* line 20: metric accuracy = accuracy(logits, label) */
+CANNL_MULTIVERSION
+static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_argmax, const real *restrict logits_mm, const real *restrict b3, const real *restrict accuracy_pred_max) {
+    for (int64_t b = 0; b < n; ++b) {
+        real acc = INFINITY;
+        for (int64_t o = 0; o < 10; ++o) {
+            const real v = logits_mm[b * 10 + o] + b3[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+            acc = v < acc ? v : acc;
+        }
+        accuracy_pred_argmax[b] = acc;
+    }
+}
+
+/* line 20: metric accuracy = accuracy(logits, label) */
+CANNL_MULTIVERSION
+static void max_accuracy_true_max(int64_t n, real *restrict accuracy_true_max, const real *restrict label) {
+    for (int64_t b = 0; b < n; ++b) {
+        real acc = -INFINITY;
+        for (int64_t o = 0; o < 10; ++o) {
+            const real v = label[b * 10 + o];
+            acc = v > acc ? v : acc;
+        }
+        accuracy_true_max[b] = acc;
+    }
+}
+
+/* line 20: metric accuracy = accuracy(logits, label) */
+CANNL_MULTIVERSION
+static void min_accuracy_true_argmax(int64_t n, real *restrict accuracy_true_argmax, const real *restrict label, const real *restrict accuracy_true_max) {
+    for (int64_t b = 0; b < n; ++b) {
+        real acc = INFINITY;
+        for (int64_t o = 0; o < 10; ++o) {
+            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+            acc = v < acc ? v : acc;
+        }
+        accuracy_true_argmax[b] = acc;
+    }
+}
+
+/* line 20: metric accuracy = accuracy(logits, label) */
+CANNL_MULTIVERSION
+static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restrict accuracy_pred_argmax, const real *restrict accuracy_true_argmax) {
+    real acc = 0.0f;
+    for (int64_t b = 0; b < n; ++b)
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+    accuracy[0] = acc;
+}
+
+
+/* ----------------------------------------------------------------------------- routines */
+
 /* routine forward */
-static void forward(fashion_mlp_adam_infer *m, const real *const inputs[], int64_t n, real *const outputs[]) {
-    char *const work = (char *)m->arena + 2678848; /* this routine's 1327104 bytes */
-    const real *restrict image = inputs[0];
-    real *restrict w1 = m->w1;
-    real *restrict w2 = m->w2;
-    real *restrict w3 = m->w3;
-    real *restrict b3 = m->b3;
-    real *restrict b1 = m->b1;
-    real *restrict b2 = m->b2;
+static void forward(struct fashion_mlp_adam_infer *m, const real *const inputs[], int64_t n, real *const outputs[]) {
+    const real *const image = inputs[0]; /* [batch, 784] image : [batch | 784] */
+    real *const w1 = m->w1; /* [512, 784] w1 : [784 -> 512] */
+    real *const w2 = m->w2; /* [512, 512] w2 : [512 -> 512] */
+    real *const w3 = m->w3; /* [10, 512] w3 : [512 -> 10] */
+    real *const b3 = m->b3; /* [10] b3 : [10] */
+    real *const b1 = m->b1; /* [512] b1 : [512] */
+    real *const b2 = m->b2; /* [512] b2 : [512] */
+    char *const work = (char *)m->arena + 2678848; /* the work region: this routine's 1327104 bytes */
+    real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
+    real *const h1 = (real *)(work + 0); /* [batch, 512] h1 : [batch | 512] */
+    real *const h2 = (real *)(work + 0); /* [batch, 512] h2 : [batch | 512] */
+    real *const logits = (real *)(work + 0); /* [batch, 10] logits : [batch | 10] */
+    real *const h2_mm = (real *)(work + 524288); /* [batch, 512] [batch | 512] */
+    real *const logits_mm = (real *)(work + 524288); /* [batch, 10] [batch | 10] */
+    real *const h1_mm = (real *)(work + 802816); /* [batch, 512] [batch | 512] */
 
     /* line 13: x = image / 255 */
-    {
-        real *restrict x = (real *)(work + 0);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 784; ++o)
-                x[b * 784 + o] = (real)((double)image[b * 784 + o] * 0.0039215686274509803);
-        }
-    }
+    set_x(n, x, image);
 
     /* line 14: h1 = relu(w1 * x + b1) */
-    {
-        real *restrict x = (real *)(work + 0);
-        real *restrict h1_mm = (real *)(work + 802816);
-        /* matrix product h1_mm = x . w1: M = n (b), N = 512 (o), K = 784 (k) */
-        cannl_gemm(n, 512, 784, 1.0f, x, 784, 1, w1, 1, 784, h1_mm, 512, 1, 1, m->gemm_ws, m->gemm_slots);
-    }
-    {
-        real *restrict h1 = (real *)(work + 0);
-        real *restrict h1_mm = (real *)(work + 802816);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 512; ++o)
-                h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
-        }
-    }
+    /* matrix product h1_mm = x . w1: M = n (b), N = 512 (o), K = 784 (k) */
+    cannl_sgemm(m->gemm, n, 512, 784, 1.0f, x, 784, 1, w1, 1, 784, h1_mm, 512, 1, 1);
+    set_h1_2(n, h1, h1_mm, b1);
 
     /* line 15: h2 = relu(w2 * h1 + b2) */
-    {
-        real *restrict h1 = (real *)(work + 0);
-        real *restrict h2_mm = (real *)(work + 524288);
-        /* matrix product h2_mm = h1 . w2: M = n (b), N = 512 (o), K = 512 (k) */
-        cannl_gemm(n, 512, 512, 1.0f, h1, 512, 1, w2, 1, 512, h2_mm, 512, 1, 1, m->gemm_ws, m->gemm_slots);
-    }
-    {
-        real *restrict h2 = (real *)(work + 0);
-        real *restrict h2_mm = (real *)(work + 524288);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 512; ++o)
-                h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
-        }
-    }
+    /* matrix product h2_mm = h1 . w2: M = n (b), N = 512 (o), K = 512 (k) */
+    cannl_sgemm(m->gemm, n, 512, 512, 1.0f, h1, 512, 1, w2, 1, 512, h2_mm, 512, 1, 1);
+    set_h2_2(n, h2, h2_mm, b2);
 
     /* line 16: logits = w3 * h2 + b3 */
-    {
-        real *restrict h2 = (real *)(work + 0);
-        real *restrict logits_mm = (real *)(work + 524288);
-        /* matrix product logits_mm = w3 . h2: M = 10 (o), N = n (b), K = 512 (k) */
-        cannl_gemm(10, n, 512, 1.0f, w3, 512, 1, h2, 1, 512, logits_mm, 1, 10, 1, m->gemm_ws, m->gemm_slots);
-    }
-    {
-        real *restrict logits = (real *)(work + 0);
-        real *restrict logits_mm = (real *)(work + 524288);
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 10; ++o)
-                logits[b * 10 + o] = logits_mm[b * 10 + o] + b3[o];
-        }
-    }
+    /* matrix product logits_mm = w3 . h2: M = 10 (o), N = n (b), K = 512 (k) */
+    cannl_sgemm(m->gemm, 10, n, 512, 1.0f, w3, 512, 1, h2, 1, 512, logits_mm, 1, 10, 1);
+    set_logits(n, logits, logits_mm, b3);
 
-    memcpy(outputs[0], ((real *)(work + 0)), (size_t)n * 10 * sizeof(real));
+    memcpy(outputs[0], logits, (size_t)n * 10 * sizeof(real));
 }
 
 /* routine eval_metrics */
-static void eval_metrics(fashion_mlp_adam_infer *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
-    char *const work = (char *)m->arena + 2678848; /* this routine's 1327104 bytes */
-    const real *restrict image = inputs[0];
-    const real *restrict label = inputs[1];
-    real *restrict w1 = m->w1;
-    real *restrict w2 = m->w2;
-    real *restrict w3 = m->w3;
-    real *restrict b3 = m->b3;
-    real *restrict b1 = m->b1;
-    real *restrict b2 = m->b2;
+static void eval_metrics(struct fashion_mlp_adam_infer *m, const real *const inputs[], int64_t n, double *loss, double metrics[]) {
+    const real *const image = inputs[0]; /* [batch, 784] image : [batch | 784] */
+    const real *const label = inputs[1]; /* [batch, 10] label : [batch | 10] */
+    real *const w1 = m->w1; /* [512, 784] w1 : [784 -> 512] */
+    real *const w2 = m->w2; /* [512, 512] w2 : [512 -> 512] */
+    real *const w3 = m->w3; /* [10, 512] w3 : [512 -> 10] */
+    real *const b3 = m->b3; /* [10] b3 : [10] */
+    real *const b1 = m->b1; /* [512] b1 : [512] */
+    real *const b2 = m->b2; /* [512] b2 : [512] */
+    char *const work = (char *)m->arena + 2678848; /* the work region: this routine's 1327104 bytes */
+    real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
+    real *const h1 = (real *)(work + 0); /* [batch, 512] h1 : [batch | 512] */
+    real *const h2 = (real *)(work + 0); /* [batch, 512] h2 : [batch | 512] */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const loss_max = (real *)(work + 0); /* [batch] [batch | ] */
+    real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
+    real *const accuracy_pred_max = (real *)(work + 64); /* [batch] [batch | ] */
+    real *const accuracy_true_max = (real *)(work + 64); /* [batch] [batch | ] */
+    real *const loss_sumexp = (real *)(work + 1024); /* [batch] [batch | ] */
+    real *const accuracy_pred_argmax = (real *)(work + 1088); /* [batch] [batch | ] */
+    real *const loss_ce = (real *)(work + 2048); /* [batch] [batch | ] */
+    real *const accuracy_true_argmax = (real *)(work + 2112); /* [batch] [batch | ] */
+    real *const h2_mm = (real *)(work + 524288); /* [batch, 512] [batch | 512] */
+    real *const logits_mm = (real *)(work + 524288); /* [batch, 10] [batch | 10] */
+    real *const h1_mm = (real *)(work + 802816); /* [batch, 512] [batch | 512] */
 
     /* line 13: x = image / 255 */
-    {
-        real *restrict x = (real *)(work + 0);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 784; ++o)
-                x[b * 784 + o] = (real)((double)image[b * 784 + o] * 0.0039215686274509803);
-        }
-    }
+    set_x(n, x, image);
 
     /* line 14: h1 = relu(w1 * x + b1) */
-    {
-        real *restrict x = (real *)(work + 0);
-        real *restrict h1_mm = (real *)(work + 802816);
-        /* matrix product h1_mm = x . w1: M = n (b), N = 512 (o), K = 784 (k) */
-        cannl_gemm(n, 512, 784, 1.0f, x, 784, 1, w1, 1, 784, h1_mm, 512, 1, 1, m->gemm_ws, m->gemm_slots);
-    }
-    {
-        real *restrict h1 = (real *)(work + 0);
-        real *restrict h1_mm = (real *)(work + 802816);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 512; ++o)
-                h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
-        }
-    }
+    /* matrix product h1_mm = x . w1: M = n (b), N = 512 (o), K = 784 (k) */
+    cannl_sgemm(m->gemm, n, 512, 784, 1.0f, x, 784, 1, w1, 1, 784, h1_mm, 512, 1, 1);
+    set_h1_2(n, h1, h1_mm, b1);
 
     /* line 15: h2 = relu(w2 * h1 + b2) */
-    {
-        real *restrict h1 = (real *)(work + 0);
-        real *restrict h2_mm = (real *)(work + 524288);
-        /* matrix product h2_mm = h1 . w2: M = n (b), N = 512 (o), K = 512 (k) */
-        cannl_gemm(n, 512, 512, 1.0f, h1, 512, 1, w2, 1, 512, h2_mm, 512, 1, 1, m->gemm_ws, m->gemm_slots);
-    }
-    {
-        real *restrict h2 = (real *)(work + 0);
-        real *restrict h2_mm = (real *)(work + 524288);
-        CANNL_PRAGMA("omp parallel for")
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o = 0; o < 512; ++o)
-                h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
-        }
-    }
+    /* matrix product h2_mm = h1 . w2: M = n (b), N = 512 (o), K = 512 (k) */
+    cannl_sgemm(m->gemm, n, 512, 512, 1.0f, h1, 512, 1, w2, 1, 512, h2_mm, 512, 1, 1);
+    set_h2_2(n, h2, h2_mm, b2);
 
     /* line 16: logits = w3 * h2 + b3 */
-    {
-        real *restrict h2 = (real *)(work + 0);
-        real *restrict logits_mm = (real *)(work + 524288);
-        /* matrix product logits_mm = w3 . h2: M = 10 (o), N = n (b), K = 512 (k) */
-        cannl_gemm(10, n, 512, 1.0f, w3, 512, 1, h2, 1, 512, logits_mm, 1, 10, 1, m->gemm_ws, m->gemm_slots);
-    }
+    /* matrix product logits_mm = w3 . h2: M = 10 (o), N = n (b), K = 512 (k) */
+    cannl_sgemm(m->gemm, 10, n, 512, 1.0f, w3, 512, 1, h2, 1, 512, logits_mm, 1, 10, 1);
 
     /* line 17: loss = mean(cross_entropy(logits, label)) */
-    {
-        real *restrict logits_mm = (real *)(work + 524288);
-        real *restrict loss_max = (real *)(work + 0);
-        for (int64_t b = 0; b < n; ++b) {
-            real acc = -INFINITY;
-            for (int64_t o = 0; o < 10; ++o) {
-                const real v = logits_mm[b * 10 + o] + b3[o];
-                acc = v > acc ? v : acc;
-            }
-            loss_max[b] = acc;
-        }
-    }
-    {
-        real *restrict logits_mm = (real *)(work + 524288);
-        real *restrict loss_max = (real *)(work + 0);
-        real *restrict loss_sumexp = (real *)(work + 1024);
-        for (int64_t b = 0; b < n; ++b) {
-            real acc = 0.0f;
-            for (int64_t o = 0; o < 10; ++o)
-                acc += expf(logits_mm[b * 10 + o] + b3[o] - loss_max[b]);
-            loss_sumexp[b] = acc;
-        }
-    }
-    {
-        real *restrict logits_mm = (real *)(work + 524288);
-        real *restrict loss_ce = (real *)(work + 2048);
-        real *restrict loss_max = (real *)(work + 0);
-        real *restrict loss_sumexp = (real *)(work + 1024);
-        for (int64_t b = 0; b < n; ++b) {
-            real acc = 0.0f;
-            for (int64_t o = 0; o < 10; ++o)
-                acc += -(label[b * 10 + o] * (logits_mm[b * 10 + o] + b3[o] - loss_max[b] - logf(loss_sumexp[b])));
-            loss_ce[b] = acc;
-        }
-    }
-    {
-        real *restrict loss_ = (real *)(work + 0);
-        real *restrict loss_ce = (real *)(work + 2048);
-        {
-            real acc = 0.0f;
-            for (int64_t b = 0; b < n; ++b)
-                acc += loss_ce[b] / (real)n;
-            loss_[0] = acc;
-        }
-    }
+    max_loss_max(n, loss_max, logits_mm, b3);
+    sum_loss_sumexp(n, loss_sumexp, logits_mm, b3, loss_max);
+    sum_loss_ce(n, loss_ce, label, logits_mm, b3, loss_max, loss_sumexp);
+    sum_loss_(n, loss_, loss_ce);
 
     /* line 20: metric accuracy = accuracy(logits, label) */
-    {
-        real *restrict logits_mm = (real *)(work + 524288);
-        real *restrict accuracy_pred_max = (real *)(work + 64);
-        for (int64_t b = 0; b < n; ++b) {
-            real acc = -INFINITY;
-            for (int64_t o = 0; o < 10; ++o) {
-                const real v = logits_mm[b * 10 + o] + b3[o];
-                acc = v > acc ? v : acc;
-            }
-            accuracy_pred_max[b] = acc;
-        }
-    }
-    {
-        real *restrict logits_mm = (real *)(work + 524288);
-        real *restrict accuracy_pred_max = (real *)(work + 64);
-        real *restrict accuracy_pred_argmax = (real *)(work + 1088);
-        for (int64_t b = 0; b < n; ++b) {
-            real acc = INFINITY;
-            for (int64_t o = 0; o < 10; ++o) {
-                const real v = logits_mm[b * 10 + o] + b3[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
-                acc = v < acc ? v : acc;
-            }
-            accuracy_pred_argmax[b] = acc;
-        }
-    }
-    {
-        real *restrict accuracy_true_max = (real *)(work + 64);
-        for (int64_t b = 0; b < n; ++b) {
-            real acc = -INFINITY;
-            for (int64_t o = 0; o < 10; ++o) {
-                const real v = label[b * 10 + o];
-                acc = v > acc ? v : acc;
-            }
-            accuracy_true_max[b] = acc;
-        }
-    }
-    {
-        real *restrict accuracy_true_max = (real *)(work + 64);
-        real *restrict accuracy_true_argmax = (real *)(work + 2112);
-        for (int64_t b = 0; b < n; ++b) {
-            real acc = INFINITY;
-            for (int64_t o = 0; o < 10; ++o) {
-                const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
-                acc = v < acc ? v : acc;
-            }
-            accuracy_true_argmax[b] = acc;
-        }
-    }
-    {
-        real *restrict accuracy = (real *)(work + 64);
-        real *restrict accuracy_pred_argmax = (real *)(work + 1088);
-        real *restrict accuracy_true_argmax = (real *)(work + 2112);
-        {
-            real acc = 0.0f;
-            for (int64_t b = 0; b < n; ++b)
-                acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
-            accuracy[0] = acc;
-        }
-    }
+    max_accuracy_pred_max(n, accuracy_pred_max, logits_mm, b3);
+    min_accuracy_pred_argmax(n, accuracy_pred_argmax, logits_mm, b3, accuracy_pred_max);
+    max_accuracy_true_max(n, accuracy_true_max, label);
+    min_accuracy_true_argmax(n, accuracy_true_argmax, label, accuracy_true_max);
+    sum_accuracy(n, accuracy, accuracy_pred_argmax, accuracy_true_argmax);
 
-    *loss = (double)((real *)(work + 0))[0];
-    metrics[0] = (double)((real *)(work + 64))[0];
+    *loss = (double)loss_[0];
+    metrics[0] = (double)accuracy[0];
 }
 
 
 /* ------------------------------------------------------------------------------ C API */
 
-static void fashion_mlp_adam_infer_bind(fashion_mlp_adam_infer *m) {
+static void bind_buffers(struct fashion_mlp_adam_infer *m) {
     char *base = (char *)m->arena;
     m->w1 = (real *)(base + 0);
     m->w2 = (real *)(base + 1605632);
@@ -564,22 +305,21 @@ static void fashion_mlp_adam_infer_bind(fashion_mlp_adam_infer *m) {
 
 }
 
-fashion_mlp_adam_infer *fashion_mlp_adam_infer_create(void) {
-    fashion_mlp_adam_infer *m = (fashion_mlp_adam_infer *)calloc(1, sizeof *m);
+struct fashion_mlp_adam_infer *fashion_mlp_adam_infer_create(void) {
+    struct fashion_mlp_adam_infer *m = (struct fashion_mlp_adam_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->arena = cannl_alloc(4005952);
     if (!m->arena) {
         free(m);
         return NULL;
     }
-    fashion_mlp_adam_infer_bind(m);
+    bind_buffers(m);
 #ifdef _OPENMP
-    m->gemm_slots = omp_get_max_threads() > 1 ? omp_get_max_threads() : 1;
+    m->gemm = cannl_gemm_create(CANNL_F32, omp_get_max_threads());
 #else
-    m->gemm_slots = 1;
+    m->gemm = cannl_gemm_create(CANNL_F32, 1);
 #endif
-    m->gemm_ws = (real *)cannl_alloc((size_t)m->gemm_slots * CANNL_GEMM_SLOT * sizeof(real));
-    if (!m->gemm_ws) {
+    if (!m->gemm) {
         cannl_free(m->arena);
         free(m);
         return NULL;
@@ -587,14 +327,14 @@ fashion_mlp_adam_infer *fashion_mlp_adam_infer_create(void) {
     return m;
 }
 
-void fashion_mlp_adam_infer_destroy(fashion_mlp_adam_infer *m) {
+void fashion_mlp_adam_infer_destroy(struct fashion_mlp_adam_infer *m) {
     if (!m) return;
     cannl_free(m->arena);
-    cannl_free(m->gemm_ws);
+    cannl_gemm_free(m->gemm);
     free(m);
 }
 
-void fashion_mlp_adam_infer_set_params(fashion_mlp_adam_infer *m, const fashion_mlp_adam_real *const params[]) {
+void fashion_mlp_adam_infer_set_params(struct fashion_mlp_adam_infer *m, const fashion_mlp_adam_real *const params[]) {
     memcpy(m->w1, params[0], (size_t)401408 * sizeof(real));
     memcpy(m->w2, params[1], (size_t)262144 * sizeof(real));
     memcpy(m->w3, params[2], (size_t)5120 * sizeof(real));
@@ -605,11 +345,11 @@ void fashion_mlp_adam_infer_set_params(fashion_mlp_adam_infer *m, const fashion_
     (void)params;
 }
 
-cannl_status fashion_mlp_adam_infer_load(fashion_mlp_adam_infer *m, const char *path, cannl_error *err) {
+cannl_status fashion_mlp_adam_infer_load(struct fashion_mlp_adam_infer *m, const char *path, cannl_error *err) {
     return cannl_model_load(&fashion_mlp_adam_infer_api, m, path, CANNL_LOAD_PARAMS, NULL, err);
 }
 
-const fashion_mlp_adam_real *fashion_mlp_adam_infer_param(const fashion_mlp_adam_infer *m, const char *name, int64_t *count) {
+const fashion_mlp_adam_real *fashion_mlp_adam_infer_param(const struct fashion_mlp_adam_infer *m, const char *name, int64_t *count) {
     if (strcmp(name, "w1") == 0) {
         if (count) *count = 401408;
         return m->w1;
@@ -640,14 +380,14 @@ const fashion_mlp_adam_real *fashion_mlp_adam_infer_param(const fashion_mlp_adam
     return NULL;
 }
 
-cannl_status fashion_mlp_adam_infer_forward(fashion_mlp_adam_infer *m, const fashion_mlp_adam_real *const inputs[], int64_t n,
+cannl_status fashion_mlp_adam_infer_forward(struct fashion_mlp_adam_infer *m, const fashion_mlp_adam_real *const inputs[], int64_t n,
     fashion_mlp_adam_real *const outputs[]) {
     if (!m || n < 1 || n > FASHION_MLP_ADAM_MAX_BATCH) return CANNL_E_ARG;
     forward(m, inputs, n, outputs);
     return CANNL_OK;
 }
 
-cannl_status fashion_mlp_adam_infer_eval(fashion_mlp_adam_infer *m, const fashion_mlp_adam_real *const inputs[], int64_t n,
+cannl_status fashion_mlp_adam_infer_eval(struct fashion_mlp_adam_infer *m, const fashion_mlp_adam_real *const inputs[], int64_t n,
     double *loss, double metrics[]) {
     if (!m || n < 1 || n > FASHION_MLP_ADAM_MAX_BATCH) return CANNL_E_ARG;
     eval_metrics(m, inputs, n, loss, metrics);
@@ -656,14 +396,14 @@ cannl_status fashion_mlp_adam_infer_eval(fashion_mlp_adam_infer *m, const fashio
 
 /* ---------------------------------------------- the table for cannl_infer_main and loading */
 
-static const cannl_tensor_info fashion_mlp_adam_inputs[] = {
+static const cannl_tensor_info input_info[] = {
     {"image", 1, { 784 }, 784},
     {"label", 1, { 10 }, 10},
     {NULL, 0, {0}, 0}};
-static const cannl_tensor_info fashion_mlp_adam_outputs[] = {
+static const cannl_tensor_info output_info[] = {
     {"logits", 1, { 10 }, 10},
     {NULL, 0, {0}, 0}};
-static const cannl_tensor_info fashion_mlp_adam_params[] = {
+static const cannl_tensor_info param_info[] = {
     {"w1", 2, { 512, 784 }, 401408},
     {"w2", 2, { 512, 512 }, 262144},
     {"w3", 2, { 10, 512 }, 5120},
@@ -671,24 +411,24 @@ static const cannl_tensor_info fashion_mlp_adam_params[] = {
     {"b1", 1, { 512 }, 512},
     {"b2", 1, { 512 }, 512},
     {NULL, 0, {0}, 0}};
-static const char *const fashion_mlp_adam_metric_names[] = {
+static const char *const metric_names[] = {
     "accuracy",
     NULL};
 
-static void *api_create(uint64_t seed) {
+static void *api_create_fn(uint64_t seed) {
     (void)seed;
     return fashion_mlp_adam_infer_create();
 }
-static void api_destroy(void *m) { fashion_mlp_adam_infer_destroy((fashion_mlp_adam_infer *)m); }
-static void api_eval(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
-    fashion_mlp_adam_infer_eval((fashion_mlp_adam_infer *)m, (const fashion_mlp_adam_real *const *)inputs, n, loss, metrics);
+static void api_destroy_fn(void *m) { fashion_mlp_adam_infer_destroy((struct fashion_mlp_adam_infer *)m); }
+static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
+    fashion_mlp_adam_infer_eval((struct fashion_mlp_adam_infer *)m, (const fashion_mlp_adam_real *const *)inputs, n, loss, metrics);
 }
-static void api_forward(void *m, const void *const *inputs, int64_t n, void *const *outputs) {
-    fashion_mlp_adam_infer_forward((fashion_mlp_adam_infer *)m, (const fashion_mlp_adam_real *const *)inputs, n,
+static void api_forward_fn(void *m, const void *const *inputs, int64_t n, void *const *outputs) {
+    fashion_mlp_adam_infer_forward((struct fashion_mlp_adam_infer *)m, (const fashion_mlp_adam_real *const *)inputs, n,
         (fashion_mlp_adam_real *const *)outputs);
 }
-static size_t api_state_tensors(void *m, cannl_tensor *out, size_t cap) {
-    fashion_mlp_adam_infer *s = (fashion_mlp_adam_infer *)m;
+static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
+    struct fashion_mlp_adam_infer *s = (struct fashion_mlp_adam_infer *)m;
     const cannl_tensor all[] = {
         {"w1", CANNL_F32, 2, { 512, 784 }, s->w1},
         {"w2", CANNL_F32, 2, { 512, 512 }, s->w2},
@@ -714,23 +454,23 @@ static size_t api_state_tensors(void *m, cannl_tensor *out, size_t cap) {
     (void)s;
     return count;
 }
-static int64_t api_get_step(const void *m) {
+static int64_t api_get_step_fn(const void *m) {
     (void)m;
     return 0;
 }
-static void api_set_step(void *m, int64_t step) {
+static void api_set_step_fn(void *m, int64_t step) {
     (void)m;
     (void)step;
 }
-static double api_get_lr(const void *m) {
+static double api_get_lr_fn(const void *m) {
     (void)m;
     return 0.001;
 }
-static void api_set_lr(void *m, double lr) {
+static void api_set_lr_fn(void *m, double lr) {
     (void)m;
     (void)lr;
 }
-static void api_set_threads(int n) {
+static void api_set_threads_fn(int n) {
 #ifdef _OPENMP
     if (n > 0) omp_set_num_threads(n);
 #else
@@ -738,16 +478,16 @@ static void api_set_threads(int n) {
 #endif
 }
 
-static const unsigned char fashion_mlp_adam_forward_reads[] = { 1, 0, 0};
+static const unsigned char forward_reads[] = { 1, 0, 0};
 
 const cannl_model_api fashion_mlp_adam_infer_api = {
     "fashion_mlp_adam", CANNL_F32, FASHION_MLP_ADAM_MAX_BATCH,
-    FASHION_MLP_ADAM_NUM_INPUTS, fashion_mlp_adam_inputs,
-    FASHION_MLP_ADAM_NUM_OUTPUTS, fashion_mlp_adam_outputs,
-    FASHION_MLP_ADAM_NUM_PARAMS, fashion_mlp_adam_params,
-    FASHION_MLP_ADAM_NUM_METRICS, fashion_mlp_adam_metric_names,
+    FASHION_MLP_ADAM_NUM_INPUTS, input_info,
+    FASHION_MLP_ADAM_NUM_OUTPUTS, output_info,
+    FASHION_MLP_ADAM_NUM_PARAMS, param_info,
+    FASHION_MLP_ADAM_NUM_METRICS, metric_names,
     "loss", 0.001,
-    api_create, api_destroy, NULL, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
+    api_create_fn, api_destroy_fn, NULL, api_eval_fn, api_forward_fn, api_state_tensors_fn,
+    api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, NULL, /* no training: no schedule */
-    fashion_mlp_adam_forward_reads};
+    forward_reads};

@@ -51,48 +51,52 @@ extern "C" {
 #define MOONS_MLP_METRIC_MSE 0
 
 typedef float moons_mlp_real;
+/* The training state, `struct moons_mlp` (moons_mlp for short, unless MOONS_MLP_NO_TYPEDEFS is
+   defined: the generated sources name it by its tag). */
+#ifndef MOONS_MLP_NO_TYPEDEFS
 typedef struct moons_mlp moons_mlp;
+#endif
 
 /* A new state with params initialised from `seed` (the spec's initialisers) and the
    optimiser at step 0; NULL when out of memory. */
-moons_mlp *moons_mlp_create(uint64_t seed);
-void moons_mlp_destroy(moons_mlp *m);
+struct moons_mlp *moons_mlp_create(uint64_t seed);
+void moons_mlp_destroy(struct moons_mlp *m);
 /* Re-initialise the params from `seed` and reset the optimiser (state and step count). */
-void moons_mlp_init(moons_mlp *m, uint64_t seed);
+void moons_mlp_init(struct moons_mlp *m, uint64_t seed);
 
 /* One optimisation step on n examples (1 <= n <= MOONS_MLP_MAX_BATCH): forward, backward and
    update. Returns the loss computed before the update (NaN, and nothing done, for a bad n). */
-double moons_mlp_train_step(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n);
+double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
-void moons_mlp_forward(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n,
+void moons_mlp_forward(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n,
                moons_mlp_real *const outputs[]);
 /* The loss and each metric on n examples, without training. */
-void moons_mlp_eval(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n, double *loss,
+void moons_mlp_eval(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n, double *loss,
                double metrics[]);
 
 /* The param called `name` (its elements in storage order; *count set when count is not
    NULL), or NULL when there is none. */
-moons_mlp_real *moons_mlp_param(moons_mlp *m, const char *name, int64_t *count);
+moons_mlp_real *moons_mlp_param(struct moons_mlp *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
    on it. It lives in the work memory the routines share: valid until the next train_step,
    forward or eval on this state (copy it to keep it). */
-moons_mlp_real *moons_mlp_grad(moons_mlp *m, const char *name, int64_t *count);
-int64_t moons_mlp_get_step(const moons_mlp *m);
-void moons_mlp_set_step(moons_mlp *m, int64_t step);
-double moons_mlp_get_lr(const moons_mlp *m);
-void moons_mlp_set_lr(moons_mlp *m, double lr);
+moons_mlp_real *moons_mlp_grad(struct moons_mlp *m, const char *name, int64_t *count);
+int64_t moons_mlp_get_step(const struct moons_mlp *m);
+void moons_mlp_set_step(struct moons_mlp *m, int64_t step);
+double moons_mlp_get_lr(const struct moons_mlp *m);
+void moons_mlp_set_lr(struct moons_mlp *m, double lr);
 /* on = 1 (the default): train_step derives each step's lr from the base lr above and the
    step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */
-void moons_mlp_set_schedule(moons_mlp *m, int on);
+void moons_mlp_set_schedule(struct moons_mlp *m, int on);
 /* Every state tensor (params, then optimiser state), see cannl_model_api. */
-size_t moons_mlp_state_tensors(moons_mlp *m, cannl_tensor *out, size_t cap);
+size_t moons_mlp_state_tensors(struct moons_mlp *m, cannl_tensor *out, size_t cap);
 
 /* Checkpoints (safetensors, written atomically): save the whole state; load either a
    checkpoint of this model (whole state) or any safetensors file with the params. */
-cannl_status moons_mlp_save(moons_mlp *m, const char *path, cannl_error *err);
-cannl_status moons_mlp_load(moons_mlp *m, const char *path, cannl_load_what what, cannl_error *err);
+cannl_status moons_mlp_save(struct moons_mlp *m, const char *path, cannl_error *err);
+cannl_status moons_mlp_load(struct moons_mlp *m, const char *path, cannl_load_what what, cannl_error *err);
 
 /* The model as the generic training program (cannl_train_main) sees it. */
 extern const cannl_model_api moons_mlp_api;
@@ -100,7 +104,7 @@ extern const cannl_model_api moons_mlp_api;
 /* ------------------------------------------------------------------------------ inference
  * Embedding the model in a program:
  *
- *   moons_mlp_infer *s = moons_mlp_infer_create();                // params zero
+ *   struct moons_mlp_infer *s = moons_mlp_infer_create();                // params zero
  *   if (!s || moons_mlp_infer_load(s, "model.safetensors", &err) != CANNL_OK) ...
  *   const moons_mlp_real *inputs[MOONS_MLP_NUM_INPUTS] = {...};     // caller-owned, n examples each
  *   moons_mlp_real *outputs[MOONS_MLP_NUM_OUTPUTS] = {...};         // caller-owned, n examples each
@@ -114,30 +118,32 @@ extern const cannl_model_api moons_mlp_api;
  * state (created, then loaded, set or made with _create_embedded). Calls on different states
  * never interfere: there are no globals, and no file is read except by _load.
  */
+#ifndef MOONS_MLP_NO_TYPEDEFS
 typedef struct moons_mlp_infer moons_mlp_infer;
+#endif
 
 /* 1 when the trained params are compiled in (cannl gen --embed): then
    moons_mlp_infer_create_embedded and moons_mlp_embedded_params exist. */
 #define MOONS_MLP_EMBEDDED_WEIGHTS 0
 
 /* A forward-only state with every param zero; NULL when out of memory. */
-moons_mlp_infer *moons_mlp_infer_create(void);
-void moons_mlp_infer_destroy(moons_mlp_infer *s);
+struct moons_mlp_infer *moons_mlp_infer_create(void);
+void moons_mlp_infer_destroy(struct moons_mlp_infer *s);
 /* The params from a safetensors file: a checkpoint of this model, or any file with tensors
    named after the params, of their shapes, float32 or float64 (PyTorch's save_file).
    All-or-nothing: on failure s is unchanged and err names the file and the problem. */
-cannl_status moons_mlp_infer_load(moons_mlp_infer *s, const char *path, cannl_error *err);
+cannl_status moons_mlp_infer_load(struct moons_mlp_infer *s, const char *path, cannl_error *err);
 /* Copy the params from params[i] (one array per param, in the order listed above). */
-void moons_mlp_infer_set_params(moons_mlp_infer *s, const moons_mlp_real *const params[]);
+void moons_mlp_infer_set_params(struct moons_mlp_infer *s, const moons_mlp_real *const params[]);
 /* The param called `name` (read-only, storage order; *count set when count is not NULL), or
    NULL when there is none. */
-const moons_mlp_real *moons_mlp_infer_param(const moons_mlp_infer *s, const char *name, int64_t *count);
+const moons_mlp_real *moons_mlp_infer_param(const struct moons_mlp_infer *s, const char *name, int64_t *count);
 /* Fill outputs[k] with n examples of output k. Inputs the outputs do not depend on (targets)
    may be NULL. CANNL_E_ARG, and nothing done, unless 1 <= n <= MOONS_MLP_MAX_BATCH. */
-cannl_status moons_mlp_infer_forward(moons_mlp_infer *s, const moons_mlp_real *const inputs[], int64_t n,
+cannl_status moons_mlp_infer_forward(struct moons_mlp_infer *s, const moons_mlp_real *const inputs[], int64_t n,
     moons_mlp_real *const outputs[]);
 /* The loss and each metric on n examples (every input needed). CANNL_E_ARG for a bad n. */
-cannl_status moons_mlp_infer_eval(moons_mlp_infer *s, const moons_mlp_real *const inputs[], int64_t n,
+cannl_status moons_mlp_infer_eval(struct moons_mlp_infer *s, const moons_mlp_real *const inputs[], int64_t n,
     double *loss, double metrics[]);
 
 /* The forward-only state as the inference program (cannl_infer_main) sees it: create gives

@@ -5,6 +5,7 @@
  * cannl_infer_main; run `moons_mlp_infer --help`. It links only the forward-only state
  * (moons_mlp_inference.c).
  */
+#define MOONS_MLP_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "moons_mlp.h"
 
 int main(int argc, char **argv) {

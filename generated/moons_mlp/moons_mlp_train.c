@@ -4,6 +4,7 @@
  * All of the command line (data files, epochs, checkpoints, metrics) is the runtime's
  * cannl_train_main; run `moons_mlp_train --help`.
  */
+#define MOONS_MLP_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "moons_mlp.h"
 
 int main(int argc, char **argv) { return cannl_train_main(&moons_mlp_api, argc, argv); }

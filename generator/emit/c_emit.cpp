@@ -44,9 +44,7 @@ public:
     for (const auto& r : p_.routines) train.routines += routine(r, train) + "\n";
     data d = common();
     d.set("helpers", helpers());
-    d.set("gemm_f64", o_.f64 ? "1" : "0");
     d.set("f64", o_.f64);
-    d.set("gemm", gemm_kernel_ ? render("c/gemm.c.mustache", d) : std::string());
     d.set("has_gemm", gemm_kernel_);
     d.set("blas", gemm_blas_);
     d.set("fields", fields());
@@ -79,7 +77,7 @@ private:
   COptions o_;
   CNames names_;
   CExpr x_;  // prints the expressions of the nest being printed (its loop variables, helpers used)
-  bool gemm_kernel_ = false;  // some contraction calls the generated kernel (templates/c/gemm.c.mustache)
+  bool gemm_kernel_ = false;  // some contraction calls the runtime's kernel (cannl_sgemm, cannl_dgemm)
   bool gemm_blas_ = false;    // some contraction calls cblas
   // Kernels by their text (the name left out): a nest that forward, eval_metrics and
   // train_step all run is one function, with one name in both files.
@@ -219,7 +217,7 @@ private:
     }
     GemmSite site{&names_.buffer, x_.vars, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas};
     std::string text = pre + emit_gemm(p_, s, *g, site, overwrite);
-    (text.find("cannl_gemm(") != std::string::npos ? gemm_kernel_ : gemm_blas_) = true;
+    (text.find("gemm(m->gemm,") != std::string::npos ? gemm_kernel_ : gemm_blas_) = true;
     return text;
   }
 
@@ -288,7 +286,7 @@ private:
     const int outer_loops = depth - red;
     const bool braced = !s.single();  // several assignments in the innermost loop
     for (int j = 0; j < outer_loops; ++j) {
-      if (loops[static_cast<size_t>(j)] == s.parallel) out += ind(j) + "CANNL_PRAGMA(\"omp parallel for\")\n";
+      if (loops[static_cast<size_t>(j)] == s.parallel) out += ind(j) + parallel_for(s, loops[static_cast<size_t>(j)]);
       out += ind(j) + loop(j) + (j + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
     }
     // A zero_first sum times a constant,  out = 0 += x * c : the constant multiplies the
@@ -325,6 +323,21 @@ private:
     return out;
   }
 
+  // `omp parallel for` over loops doing `count` iterations: threads only when that pays for
+  // waking them (CANNL_PARALLEL_MIN, cannl_rt.h).
+  static std::string parallel_for(const std::string& count) {
+    return "CANNL_PRAGMA(\"omp parallel for if(" + count + " >= CANNL_PARALLEL_MIN)\")\n";
+  }
+  static std::string parallel_for(const ir::Stmt& s, int from) {
+    long per = 1;
+    bool batch = false;
+    for (size_t k = static_cast<size_t>(from); k < s.iters.size(); ++k) {
+      batch = batch || s.iters[k].batch;
+      if (!s.iters[k].batch) per *= s.iters[k].size;
+    }
+    return parallel_for(batch ? (per == 1 ? std::string("n") : fmt::format("n * {}", per)) : std::to_string(per));
+  }
+
   // A loop over every cell of a zero_first nest's out buffer (the out access covers the
   // buffer; a batch axis is the first, run to n): `= identity` before it, `*= c` after it.
   std::string fill_first(const ir::Stmt& s, const std::string& v, const std::string& op) {
@@ -333,7 +346,7 @@ private:
     const bool batched = !b.dims.empty() && b.dims[0].batch;
     const long per = buffer_size(b, true);
     const std::string count = batched ? (per == 1 ? "n" : fmt::format("n * {}", per)) : std::to_string(per);
-    return std::string(s.parallel >= 0 ? "    CANNL_PRAGMA(\"omp parallel for\")\n" : "") +
+    return (s.parallel >= 0 ? "    " + parallel_for(count) : std::string()) +
            fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{0}] {3};\n", v, count, name(out), op);
   }
 
@@ -406,7 +419,10 @@ private:
     auto it = kernel_by_text_.find(text);
     if (it == kernel_by_text_.end()) it = kernel_by_text_.emplace(text, names_.kernel(p_, s)).first;
     const std::string& kname = it->second;
-    if (u.defined.insert(kname).second) u.kernels += fmt::format("/* {} */\nstatic void {}{}\n", comment_safe(what(s)), kname, text);
+    // A kernel is compiled once per instruction set, the loader picking one for the CPU
+    // (CANNL_MULTIVERSION, cannl_rt.h); the routines only call kernels and the runtime.
+    if (u.defined.insert(kname).second)
+      u.kernels += fmt::format("/* {} */\nCANNL_MULTIVERSION\nstatic void {}{}\n", comment_safe(what(s)), kname, text);
     n_used = n_used || uses_n;
     return fmt::format("    {}({});\n", kname, alist);
   }

@@ -101,9 +101,9 @@ std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, co
     std::string call = blas_call(g, a, b, c, site, overwrite);
     if (!call.empty()) return out + ind + call + "\n";
   }
-  out += ind + fmt::format("cannl_gemm({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, m->gemm_ws, m->gemm_slots);\n",
-                           g.m.size, g.n.size, g.k.size, site.alpha, a, g.m.stride_a, g.k.stride_a, b, g.k.stride_b,
-                           g.n.stride_b, c, g.m.stride_c, g.n.stride_c, overwrite ? 1 : 0);
+  out += ind + fmt::format("cannl_{}gemm(m->gemm, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});\n",
+                           site.f64 ? "d" : "s", g.m.size, g.n.size, g.k.size, site.alpha, a, g.m.stride_a, g.k.stride_a,
+                           b, g.k.stride_b, g.n.stride_b, c, g.m.stride_c, g.n.stride_c, overwrite ? 1 : 0);
   return out;
 }
 

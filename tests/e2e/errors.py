@@ -138,6 +138,17 @@ def main():
     except u.Failure as e:
         failures.append(f"existing checkpoint and bad data: {e}")
 
+    # CANNL_ISA that names no instruction set (it may only lower the CPU's: cannl_rt.h).
+    ck = os.path.join(ckdir, "isa.safetensors")
+    try:
+        _, err = u.run([opt.fashion_trainer, img, lab, "--steps", "2", "--quiet", "--checkpoint", ck], expect_rc=2,
+                       env=dict(os.environ, CANNL_ISA="avx3", OMP_WAIT_POLICY="PASSIVE"))
+        print(f"  CANNL_ISA=avx3: {err.strip()}")
+        if err.strip() != f"{fashion}: error: CANNL_ISA=avx3: expected avx512, avx2 or sse2" or os.path.exists(ck):
+            failures.append(f"CANNL_ISA=avx3: {err!r}")
+    except u.Failure as e:
+        failures.append(f"CANNL_ISA=avx3: {e}")
+
     # A file-size limit (ulimit -f, a full disk's cousin) while the checkpoint is written: one
     # error line, exit 1, no temporary file left — not a kill by SIGXFSZ.
     import resource
@@ -155,7 +166,7 @@ def main():
     if os.listdir(ckdir) != ["keep.safetensors"]:
         failures.append(f"file-size limit: files left in the checkpoint folder: {sorted(os.listdir(ckdir))}")
 
-    print(f"{len(cases) + 2} cases, {len(failures)} failed")
+    print(f"{len(cases) + 3} cases, {len(failures)} failed")
     if failures:
         raise u.Failure("\n  ".join(["error handling:"] + failures))
 

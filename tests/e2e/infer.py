@@ -3,8 +3,9 @@
 
   infer.py --case accuracy --trainer BIN --infer BIN --fashion DIR --work DIR [--small]
   infer.py --case embed --trainer BIN --cannl BIN --spec SPEC --cc CC --rt-lib LIB --rt-include DIR
-           --fashion DIR --work DIR [--cflags FLAGS] [--small]
+           --fashion DIR --work DIR [--cflags FLAGS] [--rt-ldflags FLAGS] [--small]
   infer.py --case errors --trainer BIN --infer BIN --cannl BIN --spec SPEC --fashion DIR --work DIR
+  infer.py --case nehalem --trainer BIN --infer BIN --fashion DIR --work DIR [--small]
 
 accuracy: a few hundred steps of training with --test and --checkpoint; then
   `fashion_mlp_infer --weights CK --metric` prints the trainer's `test loss:` and
@@ -13,6 +14,9 @@ embed: `cannl gen --weights CK --embed` and a plain `cannl gen`, each compiled (
   into an inference program; the embedded one, run in an empty folder with the checkpoint
   gone, writes the same bits as the plain one with --weights (and as itself with --weights).
   Prints the sizes of both programs and the compile time of <model>_weights.c.
+nehalem: the inference program, trained params, run under `qemu-x86_64 -cpu Nehalem` (no AVX)
+  gives the same argmax per example as natively and logits within 1e-5 relative (skipped
+  without qemu-user).
 errors: bad flags, inputs, weights (another model's, missing or misshapen params, a non-finite
   value) and outputs give one `<prog>: error:` line naming the problem, exit status 2 (usage)
   or 1 (data, files), and no output file; `cannl gen --embed` with those checkpoints exits 1
@@ -75,6 +79,33 @@ def case_accuracy(opt, paths, work):
     print(f"trainer and inference program: {' / '.join(want)}")
 
 
+def case_nehalem(opt, paths, work):
+    """A shipped inference program built here (the default flags: no -march=native) runs on a
+    CPU without AVX, emulated by qemu-user as an Intel Nehalem (SSE4.2), with the same class
+    for every example as natively and logits within 1e-5 relative (another instruction set
+    rounds otherwise: cannl_rt.h, docs/gemm-tiles.md)."""
+    import numpy as np
+    qemu = shutil.which("qemu-x86_64")
+    if not qemu:
+        u.skip("qemu-x86_64 is not installed (Debian's qemu-user; scripts/install-deps.sh installs it)")
+    ck, _, files = train(opt, paths, work, 40 if opt.small else 300, 6400)
+    image = os.path.join(work, "image.npy")
+    np.save(image, np.load(files["test_image"])[:500 if opt.small else 2000])
+    native, emulated = os.path.join(work, "native.npy"), os.path.join(work, "nehalem.npy")
+    u.run([opt.infer, "--weights", ck, "--input", f"image={image}", "--output", native])
+    t0 = time.monotonic()
+    _, err = u.run([qemu, "-cpu", "Nehalem", opt.infer, "--weights", ck, "--input", f"image={image}", "--output", emulated])
+    secs = time.monotonic() - t0
+    a, b = np.load(native), np.load(emulated)
+    u.check(a.shape == b.shape, f"natively {a.shape}, on Nehalem {b.shape}")
+    same = a.argmax(axis=1) == b.argmax(axis=1)
+    u.check(same.all(), f"{int((~same).sum())} of {len(a)} examples get another class on Nehalem")
+    rel = float((np.abs(a - b).max(axis=1) / np.abs(a).max(axis=1)).max())
+    u.check(rel <= 1e-5, f"the logits on Nehalem differ by up to {rel:.3g} of an example's largest")
+    print(f"qemu-x86_64 -cpu Nehalem: {len(a)} examples in {secs:.1f} s, the same classes, logits within "
+          f"{rel:.2g} relative (natively: {'the same bits' if np.array_equal(a, b) else 'another instruction set'})")
+
+
 def compile_infer(opt, gen_dir, out, embed):
     model = "fashion_mlp"
     srcs = [f"{model}_infer.c", f"{model}_inference.c"] + ([f"{model}_weights.c"] if embed else [])
@@ -88,7 +119,7 @@ def compile_infer(opt, gen_dir, out, embed):
         if s.endswith("_weights.c"):
             weights_s = time.monotonic() - t0
         objs.append(obj)
-    u.run([opt.cc, *opt.cflags.split(), *objs, opt.rt_lib, "-lz", "-lm", "-o", out])
+    u.run([opt.cc, *opt.cflags.split(), *objs, opt.rt_lib, *opt.rt_ldflags.split(), "-lz", "-lm", "-o", out])
     return weights_s
 
 
@@ -211,7 +242,7 @@ def case_errors(opt, paths, work):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", required=True, choices=["accuracy", "embed", "errors"])
+    ap.add_argument("--case", required=True, choices=["accuracy", "embed", "errors", "nehalem"])
     ap.add_argument("--trainer", required=True)
     ap.add_argument("--infer")
     ap.add_argument("--cannl")
@@ -219,6 +250,7 @@ def main():
     ap.add_argument("--cc")
     ap.add_argument("--cflags", default="")
     ap.add_argument("--rt-lib")
+    ap.add_argument("--rt-ldflags", default="", help="what linking the runtime needs beyond zlib and libm (OpenMP)")
     ap.add_argument("--rt-include")
     ap.add_argument("--fashion", required=True)
     ap.add_argument("--work", required=True)
@@ -227,7 +259,8 @@ def main():
     u.need_numpy()
     paths = u.need_fashion(opt.fashion)
     work = u.fresh_dir(opt.work)
-    {"accuracy": case_accuracy, "embed": case_embed, "errors": case_errors}[opt.case](opt, paths, work)
+    {"accuracy": case_accuracy, "embed": case_embed, "errors": case_errors, "nehalem": case_nehalem}[opt.case](
+        opt, paths, work)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,12 @@
  * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
- * Memory: every buffer lives in one device arena (581682944 bytes). Its first 52396032
- * bytes (params, their gradients, optimiser state) are mirrored in pinned host memory and copied
- * only when the host needs them (checkpoints) or changed them (init, load): params stay on the
- * device for a whole training run. Once a caller takes pointers into the mirror
+ * Memory: every buffer lives in one device arena (470658112 bytes), laid out as the C target's
+ * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
+ * routine's work buffers in one region). Its first 39295680 bytes (params, optimiser state)
+ * are mirrored in pinned host memory, and the params' gradients (in train_step's work region)
+ * copied into a pinned array of their own, only when the host needs them (checkpoints,
+ * fashion_cnn_grad) or changed them (init, load): params stay on the device for a whole training run. Once a caller takes pointers into the mirror
  * (fashion_cnn_param, _grad, _state_tensors) the state keeps it current as the C target does:
  * every routine uploads it before and downloads it after (slower; the training program does
  * not take such pointers). Inputs go through two staging slots (pinned host,
@@ -24,6 +26,7 @@
  * message) is kept in the state, later calls return NaN or do nothing, and the training program
  * stops with the message (fashion_cnn_cuda_ext.error).
  */
+#define FASHION_CNN_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "fashion_cnn.h"
 
 #include <cublas_v2.h>
@@ -63,7 +66,8 @@ struct fashion_cnn {
     double lr;        /* learning rate: the spec's, unless set */
     int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
-    char *host;       /* pinned mirror of the arena's first 52396032 bytes */
+    char *host;       /* pinned mirror of the arena's first 39295680 bytes */
+    real *grads_host; /* pinned: the params' gradients after the last train_step, packed */
     int host_newer;   /* the mirror was (or may have been) changed: upload before device work */
     int device_newer; /* the device changed the mirrored buffers: download before host reads */
     int host_view;    /* the caller holds pointers into the mirror (param, grad, state_tensors):
@@ -90,14 +94,6 @@ struct fashion_cnn {
     real *w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
     real *w4; /* [10, 1024] w4 : [1024 -> 10] */
     real *b4; /* [10] b4 : [10] */
-    real *b4_grad; /* [10] gradient of b4 */
-    real *w4_grad; /* [10, 1024] gradient of w4 */
-    real *b3_grad; /* [1024] gradient of b3 */
-    real *w3_grad; /* [1024, 7, 7, 64] gradient of w3 */
-    real *c2_grad; /* [64] gradient of c2 */
-    real *k2_grad; /* [64, 5, 5, 32] gradient of k2 */
-    real *c1_grad; /* [32] gradient of c1 */
-    real *k1_grad; /* [32, 5, 5, 1] gradient of k1 */
     real *k1_exp_avg; /* [32, 5, 5, 1] exp_avg of k1 */
     real *k1_exp_avg_sq; /* [32, 5, 5, 1] exp_avg_sq of k1 */
     real *k2_exp_avg; /* [64, 5, 5, 32] exp_avg of k2 */
@@ -115,44 +111,14 @@ struct fashion_cnn {
     real *b4_exp_avg; /* [10] exp_avg of b4 */
     real *b4_exp_avg_sq; /* [10] exp_avg_sq of b4 */
     /* ---- device only */
-    real *x; /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
-    real *a1; /* [batch, 28, 28, 32] a1 : [batch | 28, 28, 32] */
-    real *a1_conv; /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
-    real *a1_col; /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
-    real *p1; /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
-    real *a2; /* [batch, 14, 14, 64] a2 : [batch | 14, 14, 64] */
-    real *a2_conv; /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
-    real *a2_col; /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
-    real *p2; /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
-    real *h3; /* [batch, 1024] h3 : [batch | 1024] */
-    real *h3_mm; /* [batch, 1024] [batch | 1024] */
-    real *logits; /* [batch, 10] logits : [batch | 10] */
-    real *logits_mm; /* [batch, 10] [batch | 10] */
-    real *loss_; /* [] loss : [] */
-    real *loss_ce; /* [batch] [batch | ] */
-    real *loss_max; /* [batch] [batch | ] */
-    real *loss_sumexp; /* [batch] [batch | ] */
-    real *accuracy; /* [] accuracy : [] */
-    real *accuracy_pred_max; /* [batch] [batch | ] */
-    real *accuracy_pred_argmax; /* [batch] [batch | ] */
-    real *accuracy_true_max; /* [batch] [batch | ] */
-    real *accuracy_true_argmax; /* [batch] [batch | ] */
-    real *loss_grad; /* [] gradient of loss */
-    real *loss_ce_grad; /* [batch] gradient of loss_ce */
-    real *logits_grad; /* [batch, 10] gradient of logits */
-    real *loss_sumexp_grad; /* [batch] gradient of loss_sumexp */
-    real *logits_mm_grad; /* [batch, 10] gradient of logits_mm */
-    real *h3_grad; /* [batch, 1024] gradient of h3 */
-    real *h3_mm_grad; /* [batch, 1024] gradient of h3_mm */
-    real *p2_grad; /* [batch, 7, 7, 64] gradient of p2 */
-    real *p2_arg; /* [batch, 7, 7, 64] position of the first extremum of p2 */
-    real *a2_grad; /* [batch, 14, 14, 64] gradient of a2 */
-    real *a2_conv_grad; /* [batch, 14, 14, 64] gradient of a2_conv */
-    real *a2_col_grad; /* [batch, 14, 14, 5, 5, 32] gradient of a2_col */
-    real *p1_grad; /* [batch, 14, 14, 32] gradient of p1 */
-    real *p1_arg; /* [batch, 14, 14, 32] position of the first extremum of p1 */
-    real *a1_grad; /* [batch, 28, 28, 32] gradient of a1 */
-    real *a1_conv_grad; /* [batch, 28, 28, 32] gradient of a1_conv */
+    real *b4_grad; /* [10] gradient of b4 */
+    real *w4_grad; /* [10, 1024] gradient of w4 */
+    real *b3_grad; /* [1024] gradient of b3 */
+    real *w3_grad; /* [1024, 7, 7, 64] gradient of w3 */
+    real *c2_grad; /* [64] gradient of c2 */
+    real *k2_grad; /* [64, 5, 5, 32] gradient of k2 */
+    real *c1_grad; /* [32] gradient of c1 */
+    real *k1_grad; /* [32, 5, 5, 1] gradient of k1 */
 
 };
 
@@ -174,7 +140,7 @@ static void fail(struct fashion_cnn *m, const cannl_error *e) {
 
 /* C = alpha op(A) op(B) + beta C, count times (cuBLAS's column-major view of the row-major
    buffers; beta 0 overwrites C, 1 adds to it). */
-static void gemm(fashion_cnn *m, const char *file, int line, cublasOperation_t ta, cublasOperation_t tb, int64_t rows,
+static void gemm(struct fashion_cnn *m, const char *file, int line, cublasOperation_t ta, cublasOperation_t tb, int64_t rows,
                  int64_t cols, int64_t depth, real alpha, const real *a, int64_t lda, long long sa, const real *b,
                  int64_t ldb, long long sb, real beta, real *c, int64_t ldc, long long sc, int64_t count) {
     const cublasStatus_t s = cublasGemmStridedBatchedEx(m->blas, ta, tb, (int)rows, (int)cols, (int)depth, &alpha, a,
@@ -193,31 +159,29 @@ static void gemm(fashion_cnn *m, const char *file, int line, cublasOperation_t t
 /* ------------------------------------------------------------------------------ kernels */
 
 /* line 18: x = image / 255 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_0_x(real *__restrict__ x, const real *__restrict__ image, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_x(real *__restrict__ x, const real *__restrict__ image, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 784) return;
     const int64_t b = i_ / 784;
     const int64_t o0 = (i_ / 28) % 28;
-    const int64_t o2 = (i_ / 28) % 1;
     const int64_t o1 = i_ % 28;
-    x[b * 784 + o0 * 28 + o1 + o2] = (real)((double)image[b * 784 + o0 * 28 + o1 + o2] * 0.0039215686274509803);
+    x[b * 784 + o0 * 28 + o1] = (real)((double)image[b * 784 + o0 * 28 + o1] * 0.0039215686274509803);
 }
 
 /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_1_a1_col(real *__restrict__ a1_col, const real *__restrict__ x, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_a1_col(real *__restrict__ a1_col, const real *__restrict__ x, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 19600) return;
     const int64_t b = i_ / 19600;
     const int64_t y = (i_ / 700) % 28;
     const int64_t x_ = (i_ / 25) % 28;
     const int64_t ky = (i_ / 5) % 5;
-    const int64_t c = (i_ / 5) % 1;
     const int64_t kx = i_ % 5;
-    a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx + c] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2 + c] : 0);
+    a1_col[b * 19600 + y * 700 + x_ * 25 + ky * 5 + kx] = (y + ky - 2 >= 0 && y + ky - 2 < 28 && x_ + kx - 2 >= 0 && x_ + kx - 2 < 28 ? x[b * 784 + (y + ky - 2) * 28 + x_ + kx - 2] : 0);
 }
 
 /* line 20: p1 = max_pool2d(a1, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_3_p1(real *__restrict__ p1, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
+static __global__ void __launch_bounds__(256) max_p1(real *__restrict__ p1, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 6272) return;
     const int64_t b = i_ / 6272;
@@ -234,7 +198,7 @@ static __global__ void __launch_bounds__(256) train_step_3_p1(real *__restrict__
 }
 
 /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_4_a2_col(real *__restrict__ a2_col, const real *__restrict__ p1, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_a2_col(real *__restrict__ a2_col, const real *__restrict__ p1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 156800) return;
     const int64_t b = i_ / 156800;
@@ -247,7 +211,7 @@ static __global__ void __launch_bounds__(256) train_step_4_a2_col(real *__restri
 }
 
 /* line 22: p2 = max_pool2d(a2, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_6_p2(real *__restrict__ p2, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
+static __global__ void __launch_bounds__(256) max_p2(real *__restrict__ p2, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 3136) return;
     const int64_t b = i_ / 3136;
@@ -264,7 +228,7 @@ static __global__ void __launch_bounds__(256) train_step_6_p2(real *__restrict__
 }
 
 /* line 23: h3 = relu(w3 * p2 + b3) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_8_h3(real *__restrict__ h3, const real *__restrict__ h3_mm, const real *__restrict__ b3, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_h3(real *__restrict__ h3, const real *__restrict__ h3_mm, const real *__restrict__ b3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 1024) return;
     const int64_t b = i_ / 1024;
@@ -273,7 +237,7 @@ static __global__ void __launch_bounds__(256) train_step_8_h3(real *__restrict__
 }
 
 /* line 25: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_10_loss_max(real *__restrict__ loss_max, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
+static __global__ void __launch_bounds__(256) max_loss_max(real *__restrict__ loss_max, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -286,7 +250,7 @@ static __global__ void __launch_bounds__(256) train_step_10_loss_max(real *__res
 }
 
 /* line 25: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_11_loss_sumexp(real *__restrict__ loss_sumexp, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_loss_sumexp(real *__restrict__ loss_sumexp, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -297,7 +261,7 @@ static __global__ void __launch_bounds__(256) train_step_11_loss_sumexp(real *__
 }
 
 /* line 25: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_12_loss_ce(real *__restrict__ loss_ce, const real *__restrict__ label, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const real *__restrict__ loss_sumexp, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_loss_ce(real *__restrict__ loss_ce, const real *__restrict__ label, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const real *__restrict__ loss_sumexp, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -308,7 +272,7 @@ static __global__ void __launch_bounds__(256) train_step_12_loss_ce(real *__rest
 }
 
 /* line 25: loss = mean(cross_entropy(logits, label)) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_13_loss_(real *__restrict__ loss_, const real *__restrict__ loss_ce, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_loss_(real *__restrict__ loss_, const real *__restrict__ loss_ce, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
@@ -322,7 +286,7 @@ static __global__ void __launch_bounds__(256) train_step_13_loss_(real *__restri
 }
 
 /* line 22: first extremum: p2 = max_pool2d(a2, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_14_p2_arg(real *__restrict__ p2_arg, const real *__restrict__ a2_conv, const real *__restrict__ c2, const real *__restrict__ p2, const int64_t n) {
+static __global__ void __launch_bounds__(256) min_p2_arg(real *__restrict__ p2_arg, const real *__restrict__ a2_conv, const real *__restrict__ c2, const real *__restrict__ p2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 3136) return;
     const int64_t b = i_ / 3136;
@@ -339,7 +303,7 @@ static __global__ void __launch_bounds__(256) train_step_14_p2_arg(real *__restr
 }
 
 /* zero the gradient of a2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_15_a2_grad(real *__restrict__ a2_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) fill_a2_grad(real *__restrict__ a2_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 12544) return;
     const int64_t j0 = i_ / 12544;
@@ -350,7 +314,7 @@ static __global__ void __launch_bounds__(256) train_step_15_a2_grad(real *__rest
 }
 
 /* zero the gradient of p1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_16_p1_grad(real *__restrict__ p1_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) fill_p1_grad(real *__restrict__ p1_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 6272) return;
     const int64_t j0 = i_ / 6272;
@@ -361,7 +325,7 @@ static __global__ void __launch_bounds__(256) train_step_16_p1_grad(real *__rest
 }
 
 /* line 20: first extremum: p1 = max_pool2d(a1, size = 2) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_17_p1_arg(real *__restrict__ p1_arg, const real *__restrict__ a1_conv, const real *__restrict__ c1, const real *__restrict__ p1, const int64_t n) {
+static __global__ void __launch_bounds__(256) min_p1_arg(real *__restrict__ p1_arg, const real *__restrict__ a1_conv, const real *__restrict__ c1, const real *__restrict__ p1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 6272) return;
     const int64_t b = i_ / 6272;
@@ -378,7 +342,7 @@ static __global__ void __launch_bounds__(256) train_step_17_p1_arg(real *__restr
 }
 
 /* zero the gradient of a1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_18_a1_grad(real *__restrict__ a1_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) fill_a1_grad(real *__restrict__ a1_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 25088) return;
     const int64_t j0 = i_ / 25088;
@@ -389,7 +353,7 @@ static __global__ void __launch_bounds__(256) train_step_18_a1_grad(real *__rest
 }
 
 /* line 25: backward: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_19_loss_sumexp_grad(real *__restrict__ loss_sumexp_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_loss_sumexp_grad(real *__restrict__ loss_sumexp_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -400,7 +364,7 @@ static __global__ void __launch_bounds__(256) train_step_19_loss_sumexp_grad(rea
 }
 
 /* line 25: backward: loss = mean(cross_entropy(logits, label)) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_20_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp_grad, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp_grad, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ loss_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
@@ -409,7 +373,7 @@ static __global__ void __launch_bounds__(256) train_step_20_logits_grad(real *__
 }
 
 /* line 24: backward: logits = w4 * h3 + b4 (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_21_b4_grad(real *__restrict__ b4_grad, const real *__restrict__ logits_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_b4_grad(real *__restrict__ b4_grad, const real *__restrict__ logits_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 10) return; /* the whole warp */
@@ -424,7 +388,7 @@ static __global__ void __launch_bounds__(256) train_step_21_b4_grad(real *__rest
 }
 
 /* line 23: backward: h3 = relu(w3 * p2 + b3) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_24_h3_mm_grad(real *__restrict__ h3_mm_grad, const real *__restrict__ h3_grad, const real *__restrict__ h3, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_h3_mm_grad(real *__restrict__ h3_mm_grad, const real *__restrict__ h3_grad, const real *__restrict__ h3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 1024) return;
     const int64_t b = i_ / 1024;
@@ -433,7 +397,7 @@ static __global__ void __launch_bounds__(256) train_step_24_h3_mm_grad(real *__r
 }
 
 /* line 23: backward: h3 = relu(w3 * p2 + b3) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_25_b3_grad(real *__restrict__ b3_grad, const real *__restrict__ h3_mm_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_b3_grad(real *__restrict__ b3_grad, const real *__restrict__ h3_mm_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1024) return; /* the whole warp */
@@ -448,7 +412,7 @@ static __global__ void __launch_bounds__(256) train_step_25_b3_grad(real *__rest
 }
 
 /* line 22: backward: p2 = max_pool2d(a2, size = 2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_28_a2_grad(real *__restrict__ a2_grad, const real *__restrict__ p2_grad, const real *__restrict__ p2_arg, const int64_t n) {
+static __global__ void __launch_bounds__(256) add_a2_grad(real *__restrict__ a2_grad, const real *__restrict__ p2_grad, const real *__restrict__ p2_arg, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 12544) return;
     const int64_t b = i_ / 12544;
@@ -461,7 +425,7 @@ static __global__ void __launch_bounds__(256) train_step_28_a2_grad(real *__rest
 }
 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_29_a2_conv_grad(real *__restrict__ a2_conv_grad, const real *__restrict__ a2_grad, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_a2_conv_grad(real *__restrict__ a2_conv_grad, const real *__restrict__ a2_grad, const real *__restrict__ a2_conv, const real *__restrict__ c2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 12544) return;
     const int64_t b = i_ / 12544;
@@ -472,7 +436,7 @@ static __global__ void __launch_bounds__(256) train_step_29_a2_conv_grad(real *_
 }
 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one block per element, reducing its n * 196 terms with shuffles and shared memory, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_30_c2_grad(real *__restrict__ c2_grad, const real *__restrict__ a2_conv_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_c2_grad(real *__restrict__ c2_grad, const real *__restrict__ a2_conv_grad, const int64_t n) {
     const int64_t i_ = blockIdx.x;
     const int lane_ = threadIdx.x;
     const int64_t o2 = i_;
@@ -488,7 +452,7 @@ static __global__ void __launch_bounds__(256) train_step_30_c2_grad(real *__rest
 }
 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element, adding atomically (elements repeat)) */
-static __global__ void __launch_bounds__(256) train_step_33_p1_grad(real *__restrict__ p1_grad, const real *__restrict__ a2_col_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) add_p1_grad(real *__restrict__ p1_grad, const real *__restrict__ a2_col_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 156800) return;
     const int64_t b = i_ / 156800;
@@ -501,7 +465,7 @@ static __global__ void __launch_bounds__(256) train_step_33_p1_grad(real *__rest
 }
 
 /* line 20: backward: p1 = max_pool2d(a1, size = 2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_34_a1_grad(real *__restrict__ a1_grad, const real *__restrict__ p1_grad, const real *__restrict__ p1_arg, const int64_t n) {
+static __global__ void __launch_bounds__(256) add_a1_grad(real *__restrict__ a1_grad, const real *__restrict__ p1_grad, const real *__restrict__ p1_arg, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 25088) return;
     const int64_t b = i_ / 25088;
@@ -514,7 +478,7 @@ static __global__ void __launch_bounds__(256) train_step_34_a1_grad(real *__rest
 }
 
 /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_35_a1_conv_grad(real *__restrict__ a1_conv_grad, const real *__restrict__ a1_grad, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_a1_conv_grad(real *__restrict__ a1_conv_grad, const real *__restrict__ a1_grad, const real *__restrict__ a1_conv, const real *__restrict__ c1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 25088) return;
     const int64_t b = i_ / 25088;
@@ -525,7 +489,7 @@ static __global__ void __launch_bounds__(256) train_step_35_a1_conv_grad(real *_
 }
 
 /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one block per element, reducing its n * 784 terms with shuffles and shared memory, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_36_c1_grad(real *__restrict__ c1_grad, const real *__restrict__ a1_conv_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_c1_grad(real *__restrict__ c1_grad, const real *__restrict__ a1_conv_grad, const int64_t n) {
     const int64_t i_ = blockIdx.x;
     const int lane_ = threadIdx.x;
     const int64_t o2 = i_;
@@ -541,20 +505,19 @@ static __global__ void __launch_bounds__(256) train_step_36_c1_grad(real *__rest
 }
 
 /* line 29: adam update of k1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_38_k1_exp_avg(real *__restrict__ k1_exp_avg, real *__restrict__ k1_exp_avg_sq, real *__restrict__ k1, const real *__restrict__ k1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) set_k1_exp_avg(real *__restrict__ k1_exp_avg, real *__restrict__ k1_exp_avg_sq, real *__restrict__ k1, const real *__restrict__ k1_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 800) return;
     const int64_t j0 = i_ / 25;
     const int64_t j1 = (i_ / 5) % 5;
-    const int64_t j3 = (i_ / 5) % 1;
     const int64_t j2 = i_ % 5;
-    k1_exp_avg[j0 * 25 + j1 * 5 + j2 + j3] = k1_exp_avg[j0 * 25 + j1 * 5 + j2 + j3] * 0.9f + k1_grad[j0 * 25 + j1 * 5 + j2 + j3] * 0.1f;
-    k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2 + j3] = k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2 + j3] * 0.999f + k1_grad[j0 * 25 + j1 * 5 + j2 + j3] * k1_grad[j0 * 25 + j1 * 5 + j2 + j3] * 0.001f;
-    k1[j0 * 25 + j1 * 5 + j2 + j3] = k1[j0 * 25 + j1 * 5 + j2 + j3] - lr / bc1 * (k1_exp_avg[j0 * 25 + j1 * 5 + j2 + j3] / (sqrtf(k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2 + j3]) / sqrt_bc2 + 1e-08f));
+    k1_exp_avg[j0 * 25 + j1 * 5 + j2] = k1_exp_avg[j0 * 25 + j1 * 5 + j2] * 0.9f + k1_grad[j0 * 25 + j1 * 5 + j2] * 0.1f;
+    k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2] = k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2] * 0.999f + k1_grad[j0 * 25 + j1 * 5 + j2] * k1_grad[j0 * 25 + j1 * 5 + j2] * 0.001f;
+    k1[j0 * 25 + j1 * 5 + j2] = k1[j0 * 25 + j1 * 5 + j2] - lr / bc1 * (k1_exp_avg[j0 * 25 + j1 * 5 + j2] / (sqrtf(k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2]) / sqrt_bc2 + 1e-08f));
 }
 
 /* line 29: adam update of k2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_39_k2_exp_avg(real *__restrict__ k2_exp_avg, real *__restrict__ k2_exp_avg_sq, real *__restrict__ k2, const real *__restrict__ k2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) set_k2_exp_avg(real *__restrict__ k2_exp_avg, real *__restrict__ k2_exp_avg_sq, real *__restrict__ k2, const real *__restrict__ k2_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 51200) return;
     const int64_t j0 = i_ / 800;
@@ -567,7 +530,7 @@ static __global__ void __launch_bounds__(256) train_step_39_k2_exp_avg(real *__r
 }
 
 /* line 29: adam update of c1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_40_c1_exp_avg(real *__restrict__ c1_exp_avg, real *__restrict__ c1_exp_avg_sq, real *__restrict__ c1, const real *__restrict__ c1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) set_c1_exp_avg(real *__restrict__ c1_exp_avg, real *__restrict__ c1_exp_avg_sq, real *__restrict__ c1, const real *__restrict__ c1_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 32) return;
     const int64_t j = i_;
@@ -577,7 +540,7 @@ static __global__ void __launch_bounds__(256) train_step_40_c1_exp_avg(real *__r
 }
 
 /* line 29: adam update of c2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_41_c2_exp_avg(real *__restrict__ c2_exp_avg, real *__restrict__ c2_exp_avg_sq, real *__restrict__ c2, const real *__restrict__ c2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) set_c2_exp_avg(real *__restrict__ c2_exp_avg, real *__restrict__ c2_exp_avg_sq, real *__restrict__ c2, const real *__restrict__ c2_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 64) return;
     const int64_t j = i_;
@@ -587,7 +550,7 @@ static __global__ void __launch_bounds__(256) train_step_41_c2_exp_avg(real *__r
 }
 
 /* line 29: adam update of b3 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_42_b3_exp_avg(real *__restrict__ b3_exp_avg, real *__restrict__ b3_exp_avg_sq, real *__restrict__ b3, const real *__restrict__ b3_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) set_b3_exp_avg(real *__restrict__ b3_exp_avg, real *__restrict__ b3_exp_avg_sq, real *__restrict__ b3, const real *__restrict__ b3_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 1024) return;
     const int64_t j = i_;
@@ -597,7 +560,7 @@ static __global__ void __launch_bounds__(256) train_step_42_b3_exp_avg(real *__r
 }
 
 /* line 29: adam update of w3 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_43_w3_exp_avg(real *__restrict__ w3_exp_avg, real *__restrict__ w3_exp_avg_sq, real *__restrict__ w3, const real *__restrict__ w3_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) set_w3_exp_avg(real *__restrict__ w3_exp_avg, real *__restrict__ w3_exp_avg_sq, real *__restrict__ w3, const real *__restrict__ w3_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 3211264) return;
     const int64_t j0 = i_ / 3136;
@@ -610,7 +573,7 @@ static __global__ void __launch_bounds__(256) train_step_43_w3_exp_avg(real *__r
 }
 
 /* line 29: adam update of w4 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_44_w4_exp_avg(real *__restrict__ w4_exp_avg, real *__restrict__ w4_exp_avg_sq, real *__restrict__ w4, const real *__restrict__ w4_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) set_w4_exp_avg(real *__restrict__ w4_exp_avg, real *__restrict__ w4_exp_avg_sq, real *__restrict__ w4, const real *__restrict__ w4_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 10240) return;
     const int64_t j0 = i_ / 1024;
@@ -621,7 +584,7 @@ static __global__ void __launch_bounds__(256) train_step_44_w4_exp_avg(real *__r
 }
 
 /* line 29: adam update of b4 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_45_b4_exp_avg(real *__restrict__ b4_exp_avg, real *__restrict__ b4_exp_avg_sq, real *__restrict__ b4, const real *__restrict__ b4_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) set_b4_exp_avg(real *__restrict__ b4_exp_avg, real *__restrict__ b4_exp_avg_sq, real *__restrict__ b4, const real *__restrict__ b4_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 10) return;
     const int64_t j = i_;
@@ -631,7 +594,7 @@ static __global__ void __launch_bounds__(256) train_step_45_b4_exp_avg(real *__r
 }
 
 /* line 24: logits = w4 * h3 + b4 (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_10_logits(real *__restrict__ logits, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_logits(real *__restrict__ logits, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
@@ -640,7 +603,7 @@ static __global__ void __launch_bounds__(256) forward_10_logits(real *__restrict
 }
 
 /* line 28: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_14_accuracy_pred_max(real *__restrict__ accuracy_pred_max, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
+static __global__ void __launch_bounds__(256) max_accuracy_pred_max(real *__restrict__ accuracy_pred_max, const real *__restrict__ logits_mm, const real *__restrict__ b4, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -653,7 +616,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_14_accuracy_pred_max(
 }
 
 /* line 28: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_15_accuracy_pred_argmax(real *__restrict__ accuracy_pred_argmax, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ accuracy_pred_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) min_accuracy_pred_argmax(real *__restrict__ accuracy_pred_argmax, const real *__restrict__ logits_mm, const real *__restrict__ b4, const real *__restrict__ accuracy_pred_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -666,7 +629,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_15_accuracy_pred_argm
 }
 
 /* line 28: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_16_accuracy_true_max(real *__restrict__ accuracy_true_max, const real *__restrict__ label, const int64_t n) {
+static __global__ void __launch_bounds__(256) max_accuracy_true_max(real *__restrict__ accuracy_true_max, const real *__restrict__ label, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -679,7 +642,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_16_accuracy_true_max(
 }
 
 /* line 28: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_17_accuracy_true_argmax(real *__restrict__ accuracy_true_argmax, const real *__restrict__ label, const real *__restrict__ accuracy_true_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) min_accuracy_true_argmax(real *__restrict__ accuracy_true_argmax, const real *__restrict__ label, const real *__restrict__ accuracy_true_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -692,7 +655,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_17_accuracy_true_argm
 }
 
 /* line 28: metric accuracy = accuracy(logits, label) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_18_accuracy(real *__restrict__ accuracy, const real *__restrict__ accuracy_pred_argmax, const real *__restrict__ accuracy_true_argmax, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_accuracy(real *__restrict__ accuracy, const real *__restrict__ accuracy_pred_argmax, const real *__restrict__ accuracy_true_argmax, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
@@ -710,47 +673,47 @@ static __global__ void __launch_bounds__(256) eval_metrics_18_accuracy(real *__r
 
 /* routine init, on the host (the C target's random streams: a seed gives its params), into
    the pinned mirror; the next device routine uploads it */
-static void init_params(fashion_cnn *m, uint64_t seed) {
-    cannl_rng rng;
-    cannl_rng_seed(&rng, seed);
+static void init_params(struct fashion_cnn *m, uint64_t seed) {
+    cannl_rng state_;
+    cannl_rng *const rng = &state_;
+    cannl_rng_seed(rng, seed);
     real *k1 = (real *)(m->host + 0);
-    real *k2 = (real *)(m->host + 3328);
-    real *c1 = (real *)(m->host + 208128);
-    real *c2 = (real *)(m->host + 208384);
-    real *b3 = (real *)(m->host + 208640);
-    real *w3 = (real *)(m->host + 212736);
-    real *w4 = (real *)(m->host + 13057792);
-    real *b4 = (real *)(m->host + 13098752);
-    real *k1_exp_avg = (real *)(m->host + 26198016);
-    real *k1_exp_avg_sq = (real *)(m->host + 26201344);
-    real *k2_exp_avg = (real *)(m->host + 26204672);
-    real *k2_exp_avg_sq = (real *)(m->host + 26409472);
-    real *c1_exp_avg = (real *)(m->host + 26614272);
-    real *c1_exp_avg_sq = (real *)(m->host + 26614528);
-    real *c2_exp_avg = (real *)(m->host + 26614784);
-    real *c2_exp_avg_sq = (real *)(m->host + 26615040);
-    real *b3_exp_avg = (real *)(m->host + 26615296);
-    real *b3_exp_avg_sq = (real *)(m->host + 26619392);
-    real *w3_exp_avg = (real *)(m->host + 26623488);
-    real *w3_exp_avg_sq = (real *)(m->host + 39468544);
-    real *w4_exp_avg = (real *)(m->host + 52313600);
-    real *w4_exp_avg_sq = (real *)(m->host + 52354560);
-    real *b4_exp_avg = (real *)(m->host + 52395520);
-    real *b4_exp_avg_sq = (real *)(m->host + 52395776);
+    real *k2 = (real *)(m->host + 3200);
+    real *c1 = (real *)(m->host + 208000);
+    real *c2 = (real *)(m->host + 208128);
+    real *b3 = (real *)(m->host + 208384);
+    real *w3 = (real *)(m->host + 212480);
+    real *w4 = (real *)(m->host + 13057536);
+    real *b4 = (real *)(m->host + 13098496);
+    real *k1_exp_avg = (real *)(m->host + 13098560);
+    real *k1_exp_avg_sq = (real *)(m->host + 13101760);
+    real *k2_exp_avg = (real *)(m->host + 13104960);
+    real *k2_exp_avg_sq = (real *)(m->host + 13309760);
+    real *c1_exp_avg = (real *)(m->host + 13514560);
+    real *c1_exp_avg_sq = (real *)(m->host + 13514688);
+    real *c2_exp_avg = (real *)(m->host + 13514816);
+    real *c2_exp_avg_sq = (real *)(m->host + 13515072);
+    real *b3_exp_avg = (real *)(m->host + 13515328);
+    real *b3_exp_avg_sq = (real *)(m->host + 13519424);
+    real *w3_exp_avg = (real *)(m->host + 13523520);
+    real *w3_exp_avg_sq = (real *)(m->host + 26368576);
+    real *w4_exp_avg = (real *)(m->host + 39213632);
+    real *w4_exp_avg_sq = (real *)(m->host + 39254592);
+    real *b4_exp_avg = (real *)(m->host + 39295552);
+    real *b4_exp_avg_sq = (real *)(m->host + 39295616);
 
     /* line 11: k1 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     for (int64_t j0 = 0; j0 < 32; ++j0)
         for (int64_t j1 = 0; j1 < 5; ++j1)
             for (int64_t j2 = 0; j2 < 5; ++j2)
-                for (int64_t j3 = 0; j3 < 1; ++j3)
-                    k1[j0 * 25 + j1 * 5 + j2 + j3] = (real)(-0.2 + 0.4 * cannl_rng_uniform(&rng));
+                k1[j0 * 25 + j1 * 5 + j2] = (real)(-0.2 + 0.4 * cannl_rng_uniform(rng));
 
     /* line 12: k2 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     for (int64_t j0 = 0; j0 < 64; ++j0)
         for (int64_t j1 = 0; j1 < 5; ++j1)
             for (int64_t j2 = 0; j2 < 5; ++j2)
                 for (int64_t j3 = 0; j3 < 32; ++j3)
-                    k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = (real)(-0.035355339059327376 + 0.07071067811865475 * cannl_rng_uniform(&rng));
+                    k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = (real)(-0.035355339059327376 + 0.07071067811865475 * cannl_rng_uniform(rng));
 
     /* line 13: c1 = zeros; zero c1_exp_avg; zero c1_exp_avg_sq */
     for (int64_t j = 0; j < 32; ++j)
@@ -781,12 +744,12 @@ static void init_params(fashion_cnn *m, uint64_t seed) {
         for (int64_t j1 = 0; j1 < 7; ++j1)
             for (int64_t j2 = 0; j2 < 7; ++j2)
                 for (int64_t j3 = 0; j3 < 64; ++j3)
-                    w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = (real)(-0.017857142857142856 + 0.03571428571428571 * cannl_rng_uniform(&rng));
+                    w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = (real)(-0.017857142857142856 + 0.03571428571428571 * cannl_rng_uniform(rng));
 
     /* line 16: w4 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     for (int64_t j0 = 0; j0 < 10; ++j0)
         for (int64_t j1 = 0; j1 < 1024; ++j1)
-            w4[j0 * 1024 + j1] = (real)(-0.03125 + 0.0625 * cannl_rng_uniform(&rng));
+            w4[j0 * 1024 + j1] = (real)(-0.03125 + 0.0625 * cannl_rng_uniform(rng));
 
     /* line 16: b4 = zeros; zero b4_exp_avg; zero b4_exp_avg_sq */
     for (int64_t j = 0; j < 10; ++j)
@@ -799,12 +762,11 @@ static void init_params(fashion_cnn *m, uint64_t seed) {
     /* zero k1_exp_avg; zero k1_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 32; ++j0)
         for (int64_t j1 = 0; j1 < 5; ++j1)
-            for (int64_t j3 = 0; j3 < 1; ++j3)
-                for (int64_t j2 = 0; j2 < 5; ++j2)
-                    {
-                        k1_exp_avg[j0 * 25 + j1 * 5 + j2 + j3] = 0.0f;
-                        k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2 + j3] = 0.0f;
-                    }
+            for (int64_t j2 = 0; j2 < 5; ++j2)
+                {
+                    k1_exp_avg[j0 * 25 + j1 * 5 + j2] = 0.0f;
+                    k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2] = 0.0f;
+                }
 
     /* zero k2_exp_avg; zero k2_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 64; ++j0)
@@ -836,352 +798,355 @@ static void init_params(fashion_cnn *m, uint64_t seed) {
 }
 
 /* routine train_step: 35 kernels, 11 cuBLAS products, queued on the compute stream */
-static void train_step(fashion_cnn *m, const real *const in_[], int64_t n) {
-    const real *image = in_[0];
-    const real *label = in_[1];
-    real *k1 = m->k1;
-    real *k2 = m->k2;
-    real *c1 = m->c1;
-    real *c2 = m->c2;
-    real *b3 = m->b3;
-    real *w3 = m->w3;
-    real *w4 = m->w4;
-    real *b4 = m->b4;
-    real *x = m->x;
-    real *a1_conv = m->a1_conv;
-    real *a1_col = m->a1_col;
-    real *p1 = m->p1;
-    real *a2_conv = m->a2_conv;
-    real *a2_col = m->a2_col;
-    real *p2 = m->p2;
-    real *h3 = m->h3;
-    real *h3_mm = m->h3_mm;
-    real *logits_mm = m->logits_mm;
-    real *loss_ = m->loss_;
-    real *loss_ce = m->loss_ce;
-    real *loss_max = m->loss_max;
-    real *loss_sumexp = m->loss_sumexp;
-    real *logits_grad = m->logits_grad;
-    real *loss_sumexp_grad = m->loss_sumexp_grad;
-    real *b4_grad = m->b4_grad;
-    real *w4_grad = m->w4_grad;
-    real *h3_grad = m->h3_grad;
-    real *h3_mm_grad = m->h3_mm_grad;
-    real *b3_grad = m->b3_grad;
-    real *w3_grad = m->w3_grad;
-    real *p2_grad = m->p2_grad;
-    real *p2_arg = m->p2_arg;
-    real *a2_grad = m->a2_grad;
-    real *a2_conv_grad = m->a2_conv_grad;
-    real *c2_grad = m->c2_grad;
-    real *a2_col_grad = m->a2_col_grad;
-    real *k2_grad = m->k2_grad;
-    real *p1_grad = m->p1_grad;
-    real *p1_arg = m->p1_arg;
-    real *a1_grad = m->a1_grad;
-    real *a1_conv_grad = m->a1_conv_grad;
-    real *c1_grad = m->c1_grad;
-    real *k1_grad = m->k1_grad;
-    real *k1_exp_avg = m->k1_exp_avg;
-    real *k1_exp_avg_sq = m->k1_exp_avg_sq;
-    real *k2_exp_avg = m->k2_exp_avg;
-    real *k2_exp_avg_sq = m->k2_exp_avg_sq;
-    real *c1_exp_avg = m->c1_exp_avg;
-    real *c1_exp_avg_sq = m->c1_exp_avg_sq;
-    real *c2_exp_avg = m->c2_exp_avg;
-    real *c2_exp_avg_sq = m->c2_exp_avg_sq;
-    real *b3_exp_avg = m->b3_exp_avg;
-    real *b3_exp_avg_sq = m->b3_exp_avg_sq;
-    real *w3_exp_avg = m->w3_exp_avg;
-    real *w3_exp_avg_sq = m->w3_exp_avg_sq;
-    real *w4_exp_avg = m->w4_exp_avg;
-    real *w4_exp_avg_sq = m->w4_exp_avg_sq;
-    real *b4_exp_avg = m->b4_exp_avg;
-    real *b4_exp_avg_sq = m->b4_exp_avg_sq;
+static void train_step(struct fashion_cnn *m, const real *const in_[], int64_t n) {
+    const real *const image = in_[0];
+    const real *const label = in_[1];
+    real *const k1 = m->k1;
+    real *const k2 = m->k2;
+    real *const c1 = m->c1;
+    real *const c2 = m->c2;
+    real *const b3 = m->b3;
+    real *const w3 = m->w3;
+    real *const w4 = m->w4;
+    real *const b4 = m->b4;
+    real *const k1_exp_avg = m->k1_exp_avg;
+    real *const k1_exp_avg_sq = m->k1_exp_avg_sq;
+    real *const k2_exp_avg = m->k2_exp_avg;
+    real *const k2_exp_avg_sq = m->k2_exp_avg_sq;
+    real *const c1_exp_avg = m->c1_exp_avg;
+    real *const c1_exp_avg_sq = m->c1_exp_avg_sq;
+    real *const c2_exp_avg = m->c2_exp_avg;
+    real *const c2_exp_avg_sq = m->c2_exp_avg_sq;
+    real *const b3_exp_avg = m->b3_exp_avg;
+    real *const b3_exp_avg_sq = m->b3_exp_avg_sq;
+    real *const w3_exp_avg = m->w3_exp_avg;
+    real *const w3_exp_avg_sq = m->w3_exp_avg_sq;
+    real *const w4_exp_avg = m->w4_exp_avg;
+    real *const w4_exp_avg_sq = m->w4_exp_avg_sq;
+    real *const b4_exp_avg = m->b4_exp_avg;
+    real *const b4_exp_avg_sq = m->b4_exp_avg_sq;
+    char *const work = m->dev + 39295680; /* the work region: this routine's 431362432 bytes */
+    real *const x = (real *)(work + 0);
+    real *const a2_col = (real *)(work + 0);
+    real *const a1_conv_grad = (real *)(work + 0);
+    real *const k1_grad = (real *)(work + 25690112);
+    real *const c1_grad = (real *)(work + 25693312);
+    real *const a2_conv = (real *)(work + 160563200);
+    real *const a2_col_grad = (real *)(work + 160563200);
+    real *const h3_mm = (real *)(work + 173408256);
+    real *const loss_ce = (real *)(work + 173408256);
+    real *const a2_grad = (real *)(work + 173408256);
+    real *const p1 = (real *)(work + 186253312);
+    real *const loss_sumexp_grad = (real *)(work + 186253312);
+    real *const h3_grad = (real *)(work + 186253312);
+    real *const p2_grad = (real *)(work + 186253312);
+    real *const logits_grad = (real *)(work + 187301888);
+    real *const h3_mm_grad = (real *)(work + 189464576);
+    real *const p2 = (real *)(work + 192675840);
+    real *const p2_arg = (real *)(work + 195887104);
+    real *const h3 = (real *)(work + 199098368);
+    real *const logits_mm = (real *)(work + 200146944);
+    real *const loss_max = (real *)(work + 200157184);
+    real *const loss_sumexp = (real *)(work + 200158208);
+    real *const a1_conv = (real *)(work + 321126400);
+    real *const a1_grad = (real *)(work + 346816512);
+    real *const a1_col = (real *)(work + 372506624);
+    real *const w3_grad = (real *)(work + 392577024);
+    real *const a2_conv_grad = (real *)(work + 405422080);
+    real *const p1_grad = (real *)(work + 418267136);
+    real *const p1_arg = (real *)(work + 424689664);
+    real *const k2_grad = (real *)(work + 431112192);
+    real *const w4_grad = (real *)(work + 431316992);
+    real *const b3_grad = (real *)(work + 431357952);
+    real *const c2_grad = (real *)(work + 431362048);
+    real *const b4_grad = (real *)(work + 431362304);
+    real *const loss_ = (real *)(work + 431362368);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
-    const real bc1 = (real)(1 - pow(0.9, step));
-    const real sqrt_bc2 = (real)(sqrt(1 - pow(0.999, step)));
+    const real bc1 = (real)(1.0 - pow(0.9, step));
+    const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 18: x = image / 255 */
-    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    set_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    train_step_1_a1_col<<<(unsigned)((n * 19600 + 255) / 256), 256, 0, stream_>>>(a1_col, x, n);
+    set_a1_col<<<(unsigned)((n * 19600 + 255) / 256), 256, 0, stream_>>>(a1_col, x, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 32, n * 784, 25, 1.0f, k1, 25, 0, a1_col, 25, 0, 0.0f, a1_conv, 32, 0, 1);
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    train_step_3_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
+    max_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    train_step_4_a2_col<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(a2_col, p1, n);
+    set_a2_col<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(a2_col, p1, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 64, n * 196, 800, 1.0f, k2, 800, 0, a2_col, 800, 0, 0.0f, a2_conv, 64, 0, 1);
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
-    train_step_6_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
+    max_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 1024, n, 3136, 1.0f, w3, 3136, 0, p2, 3136, 0, 0.0f, h3_mm, 1024, 0, 1);
-    train_step_8_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
+    set_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 24: logits = w4 * h3 + b4 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 1024, 1.0f, w4, 1024, 0, h3, 1024, 0, 0.0f, logits_mm, 10, 0, 1);
 
     /* line 25: loss = mean(cross_entropy(logits, label)) */
-    train_step_10_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b4, n);
+    max_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b4, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_11_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b4, loss_max, n);
+    sum_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b4, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_12_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b4, loss_max, loss_sumexp, n);
+    sum_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b4, loss_max, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_13_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
+    sum_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 22: first extremum: p2 = max_pool2d(a2, size = 2) */
-    train_step_14_p2_arg<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2_arg, a2_conv, c2, p2, n);
+    min_p2_arg<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2_arg, a2_conv, c2, p2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* zero the gradient of a2 */
-    train_step_15_a2_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_grad, n);
+    fill_a2_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* zero the gradient of p1 */
-    train_step_16_p1_grad<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1_grad, n);
+    fill_p1_grad<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: first extremum: p1 = max_pool2d(a1, size = 2) */
-    train_step_17_p1_arg<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1_arg, a1_conv, c1, p1, n);
+    min_p1_arg<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1_arg, a1_conv, c1, p1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* zero the gradient of a1 */
-    train_step_18_a1_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_grad, n);
+    fill_a1_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 25: backward: loss = mean(cross_entropy(logits, label)) */
-    train_step_19_loss_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, label, loss_sumexp, n);
+    sum_loss_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, label, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_20_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, loss_sumexp_grad, logits_mm, b4, loss_max, n);
+    set_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, loss_sumexp_grad, logits_mm, b4, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 24: backward: logits = w4 * h3 + b4 */
-    train_step_21_b4_grad<<<2, 256, 0, stream_>>>(b4_grad, logits_grad, n);
+    sum_b4_grad<<<2, 256, 0, stream_>>>(b4_grad, logits_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 1024, 10, n, 1.0f, h3, 1024, 0, logits_grad, 10, 0, 0.0f, w4_grad, 1024, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1024, n, 10, 1.0f, w4, 1024, 0, logits_grad, 10, 0, 0.0f, h3_grad, 1024, 0, 1);
 
     /* line 23: backward: h3 = relu(w3 * p2 + b3) */
-    train_step_24_h3_mm_grad<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3_mm_grad, h3_grad, h3, n);
+    set_h3_mm_grad<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3_mm_grad, h3_grad, h3, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_25_b3_grad<<<128, 256, 0, stream_>>>(b3_grad, h3_mm_grad, n);
+    sum_b3_grad<<<128, 256, 0, stream_>>>(b3_grad, h3_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 3136, 1024, n, 1.0f, p2, 3136, 0, h3_mm_grad, 1024, 0, 0.0f, w3_grad, 3136, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 3136, n, 1024, 1.0f, w3, 3136, 0, h3_mm_grad, 1024, 0, 0.0f, p2_grad, 3136, 0, 1);
 
     /* line 22: backward: p2 = max_pool2d(a2, size = 2) */
-    train_step_28_a2_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_grad, p2_grad, p2_arg, n);
+    add_a2_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_grad, p2_grad, p2_arg, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    train_step_29_a2_conv_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_conv_grad, a2_grad, a2_conv, c2, n);
+    set_a2_conv_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_conv_grad, a2_grad, a2_conv, c2, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_30_c2_grad<<<64, 256, 0, stream_>>>(c2_grad, a2_conv_grad, n);
+    sum_c2_grad<<<64, 256, 0, stream_>>>(c2_grad, a2_conv_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 800, n * 196, 64, 1.0f, k2, 800, 0, a2_conv_grad, 64, 0, 0.0f, a2_col_grad, 800, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 800, 64, n * 196, 1.0f, a2_col, 800, 0, a2_conv_grad, 64, 0, 0.0f, k2_grad, 800, 0, 1);
-    train_step_33_p1_grad<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(p1_grad, a2_col_grad, n);
+    add_p1_grad<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(p1_grad, a2_col_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: backward: p1 = max_pool2d(a1, size = 2) */
-    train_step_34_a1_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_grad, p1_grad, p1_arg, n);
+    add_a1_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_grad, p1_grad, p1_arg, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    train_step_35_a1_conv_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_conv_grad, a1_grad, a1_conv, c1, n);
+    set_a1_conv_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_conv_grad, a1_grad, a1_conv, c1, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_36_c1_grad<<<32, 256, 0, stream_>>>(c1_grad, a1_conv_grad, n);
+    sum_c1_grad<<<32, 256, 0, stream_>>>(c1_grad, a1_conv_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 25, 32, n * 784, 1.0f, a1_col, 25, 0, a1_conv_grad, 32, 0, 0.0f, k1_grad, 25, 0, 1);
 
     /* line 29: adam update of k1 */
-    train_step_38_k1_exp_avg<<<4, 256, 0, stream_>>>(k1_exp_avg, k1_exp_avg_sq, k1, k1_grad, bc1, lr, sqrt_bc2);
+    set_k1_exp_avg<<<4, 256, 0, stream_>>>(k1_exp_avg, k1_exp_avg_sq, k1, k1_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of k2 */
-    train_step_39_k2_exp_avg<<<200, 256, 0, stream_>>>(k2_exp_avg, k2_exp_avg_sq, k2, k2_grad, bc1, lr, sqrt_bc2);
+    set_k2_exp_avg<<<200, 256, 0, stream_>>>(k2_exp_avg, k2_exp_avg_sq, k2, k2_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of c1 */
-    train_step_40_c1_exp_avg<<<1, 256, 0, stream_>>>(c1_exp_avg, c1_exp_avg_sq, c1, c1_grad, bc1, lr, sqrt_bc2);
+    set_c1_exp_avg<<<1, 256, 0, stream_>>>(c1_exp_avg, c1_exp_avg_sq, c1, c1_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of c2 */
-    train_step_41_c2_exp_avg<<<1, 256, 0, stream_>>>(c2_exp_avg, c2_exp_avg_sq, c2, c2_grad, bc1, lr, sqrt_bc2);
+    set_c2_exp_avg<<<1, 256, 0, stream_>>>(c2_exp_avg, c2_exp_avg_sq, c2, c2_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of b3 */
-    train_step_42_b3_exp_avg<<<4, 256, 0, stream_>>>(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
+    set_b3_exp_avg<<<4, 256, 0, stream_>>>(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of w3 */
-    train_step_43_w3_exp_avg<<<12544, 256, 0, stream_>>>(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
+    set_w3_exp_avg<<<12544, 256, 0, stream_>>>(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of w4 */
-    train_step_44_w4_exp_avg<<<40, 256, 0, stream_>>>(w4_exp_avg, w4_exp_avg_sq, w4, w4_grad, bc1, lr, sqrt_bc2);
+    set_w4_exp_avg<<<40, 256, 0, stream_>>>(w4_exp_avg, w4_exp_avg_sq, w4, w4_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: adam update of b4 */
-    train_step_45_b4_exp_avg<<<1, 256, 0, stream_>>>(b4_exp_avg, b4_exp_avg_sq, b4, b4_grad, bc1, lr, sqrt_bc2);
+    set_b4_exp_avg<<<1, 256, 0, stream_>>>(b4_exp_avg, b4_exp_avg_sq, b4, b4_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 }
 
 /* routine forward: 7 kernels, 4 cuBLAS products, queued on the compute stream */
-static void forward(fashion_cnn *m, const real *const in_[], int64_t n) {
-    const real *image = in_[0];
-    real *k1 = m->k1;
-    real *k2 = m->k2;
-    real *c1 = m->c1;
-    real *c2 = m->c2;
-    real *b3 = m->b3;
-    real *w3 = m->w3;
-    real *w4 = m->w4;
-    real *b4 = m->b4;
-    real *x = m->x;
-    real *a1_conv = m->a1_conv;
-    real *a1_col = m->a1_col;
-    real *p1 = m->p1;
-    real *a2_conv = m->a2_conv;
-    real *a2_col = m->a2_col;
-    real *p2 = m->p2;
-    real *h3 = m->h3;
-    real *h3_mm = m->h3_mm;
-    real *logits = m->logits;
-    real *logits_mm = m->logits_mm;
+static void forward(struct fashion_cnn *m, const real *const in_[], int64_t n) {
+    const real *const image = in_[0];
+    real *const k1 = m->k1;
+    real *const k2 = m->k2;
+    real *const c1 = m->c1;
+    real *const c2 = m->c2;
+    real *const b3 = m->b3;
+    real *const w3 = m->w3;
+    real *const w4 = m->w4;
+    real *const b4 = m->b4;
+    char *const work = m->dev + 39295680; /* the work region: this routine's 173408256 bytes */
+    real *const x = (real *)(work + 0);
+    real *const a1_conv = (real *)(work + 0);
+    real *const a2_col = (real *)(work + 0);
+    real *const p2 = (real *)(work + 0);
+    real *const h3 = (real *)(work + 0);
+    real *const logits = (real *)(work + 0);
+    real *const logits_mm = (real *)(work + 1048576);
+    real *const h3_mm = (real *)(work + 3211264);
+    real *const a1_col = (real *)(work + 25690112);
+    real *const p1 = (real *)(work + 160563200);
+    real *const a2_conv = (real *)(work + 160563200);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 18: x = image / 255 */
-    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    set_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    train_step_1_a1_col<<<(unsigned)((n * 19600 + 255) / 256), 256, 0, stream_>>>(a1_col, x, n);
+    set_a1_col<<<(unsigned)((n * 19600 + 255) / 256), 256, 0, stream_>>>(a1_col, x, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 32, n * 784, 25, 1.0f, k1, 25, 0, a1_col, 25, 0, 0.0f, a1_conv, 32, 0, 1);
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    train_step_3_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
+    max_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    train_step_4_a2_col<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(a2_col, p1, n);
+    set_a2_col<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(a2_col, p1, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 64, n * 196, 800, 1.0f, k2, 800, 0, a2_col, 800, 0, 0.0f, a2_conv, 64, 0, 1);
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
-    train_step_6_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
+    max_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 1024, n, 3136, 1.0f, w3, 3136, 0, p2, 3136, 0, 0.0f, h3_mm, 1024, 0, 1);
-    train_step_8_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
+    set_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 24: logits = w4 * h3 + b4 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 1024, 1.0f, w4, 1024, 0, h3, 1024, 0, 0.0f, logits_mm, 10, 0, 1);
-    forward_10_logits<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits, logits_mm, b4, n);
+    set_logits<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits, logits_mm, b4, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
 /* routine eval_metrics: 15 kernels, 4 cuBLAS products, queued on the compute stream */
-static void eval_metrics(fashion_cnn *m, const real *const in_[], int64_t n) {
-    const real *image = in_[0];
-    const real *label = in_[1];
-    real *k1 = m->k1;
-    real *k2 = m->k2;
-    real *c1 = m->c1;
-    real *c2 = m->c2;
-    real *b3 = m->b3;
-    real *w3 = m->w3;
-    real *w4 = m->w4;
-    real *b4 = m->b4;
-    real *x = m->x;
-    real *a1_conv = m->a1_conv;
-    real *a1_col = m->a1_col;
-    real *p1 = m->p1;
-    real *a2_conv = m->a2_conv;
-    real *a2_col = m->a2_col;
-    real *p2 = m->p2;
-    real *h3 = m->h3;
-    real *h3_mm = m->h3_mm;
-    real *logits_mm = m->logits_mm;
-    real *loss_ = m->loss_;
-    real *loss_ce = m->loss_ce;
-    real *loss_max = m->loss_max;
-    real *loss_sumexp = m->loss_sumexp;
-    real *accuracy = m->accuracy;
-    real *accuracy_pred_max = m->accuracy_pred_max;
-    real *accuracy_pred_argmax = m->accuracy_pred_argmax;
-    real *accuracy_true_max = m->accuracy_true_max;
-    real *accuracy_true_argmax = m->accuracy_true_argmax;
+static void eval_metrics(struct fashion_cnn *m, const real *const in_[], int64_t n) {
+    const real *const image = in_[0];
+    const real *const label = in_[1];
+    real *const k1 = m->k1;
+    real *const k2 = m->k2;
+    real *const c1 = m->c1;
+    real *const c2 = m->c2;
+    real *const b3 = m->b3;
+    real *const w3 = m->w3;
+    real *const w4 = m->w4;
+    real *const b4 = m->b4;
+    char *const work = m->dev + 39295680; /* the work region: this routine's 173408256 bytes */
+    real *const x = (real *)(work + 0);
+    real *const a1_conv = (real *)(work + 0);
+    real *const a2_col = (real *)(work + 0);
+    real *const p2 = (real *)(work + 0);
+    real *const h3 = (real *)(work + 0);
+    real *const loss_max = (real *)(work + 0);
+    real *const accuracy = (real *)(work + 0);
+    real *const accuracy_pred_max = (real *)(work + 0);
+    real *const accuracy_true_max = (real *)(work + 0);
+    real *const loss_sumexp = (real *)(work + 1024);
+    real *const accuracy_pred_argmax = (real *)(work + 1024);
+    real *const loss_ce = (real *)(work + 2048);
+    real *const accuracy_true_argmax = (real *)(work + 2048);
+    real *const loss_ = (real *)(work + 3072);
+    real *const logits_mm = (real *)(work + 1048576);
+    real *const h3_mm = (real *)(work + 3211264);
+    real *const a1_col = (real *)(work + 25690112);
+    real *const p1 = (real *)(work + 160563200);
+    real *const a2_conv = (real *)(work + 160563200);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 18: x = image / 255 */
-    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    set_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
-    train_step_1_a1_col<<<(unsigned)((n * 19600 + 255) / 256), 256, 0, stream_>>>(a1_col, x, n);
+    set_a1_col<<<(unsigned)((n * 19600 + 255) / 256), 256, 0, stream_>>>(a1_col, x, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 32, n * 784, 25, 1.0f, k1, 25, 0, a1_col, 25, 0, 0.0f, a1_conv, 32, 0, 1);
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
-    train_step_3_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
+    max_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
-    train_step_4_a2_col<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(a2_col, p1, n);
+    set_a2_col<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(a2_col, p1, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 64, n * 196, 800, 1.0f, k2, 800, 0, a2_col, 800, 0, 0.0f, a2_conv, 64, 0, 1);
 
     /* line 22: p2 = max_pool2d(a2, size = 2) */
-    train_step_6_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
+    max_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 23: h3 = relu(w3 * p2 + b3) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 1024, n, 3136, 1.0f, w3, 3136, 0, p2, 3136, 0, 0.0f, h3_mm, 1024, 0, 1);
-    train_step_8_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
+    set_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 24: logits = w4 * h3 + b4 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 1024, 1.0f, w4, 1024, 0, h3, 1024, 0, 0.0f, logits_mm, 10, 0, 1);
 
     /* line 25: loss = mean(cross_entropy(logits, label)) */
-    train_step_10_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b4, n);
+    max_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b4, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_11_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b4, loss_max, n);
+    sum_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b4, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_12_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b4, loss_max, loss_sumexp, n);
+    sum_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b4, loss_max, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_13_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
+    sum_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 28: metric accuracy = accuracy(logits, label) */
-    eval_metrics_14_accuracy_pred_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_max, logits_mm, b4, n);
+    max_accuracy_pred_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_max, logits_mm, b4, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_15_accuracy_pred_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_argmax, logits_mm, b4, accuracy_pred_max, n);
+    min_accuracy_pred_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_argmax, logits_mm, b4, accuracy_pred_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_16_accuracy_true_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_max, label, n);
+    max_accuracy_true_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_max, label, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_17_accuracy_true_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_argmax, label, accuracy_true_max, n);
+    min_accuracy_true_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_argmax, label, accuracy_true_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_18_accuracy<<<1, 256, 0, stream_>>>(accuracy, accuracy_pred_argmax, accuracy_true_argmax, n);
+    sum_accuracy<<<1, 256, 0, stream_>>>(accuracy, accuracy_pred_argmax, accuracy_true_argmax, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -1189,18 +1154,26 @@ static void eval_metrics(fashion_cnn *m, const real *const in_[], int64_t n) {
 /* ------------------------------------------------------------------------------ memory */
 
 /* Upload the mirror if the host changed it (or may have: pointers into it are out). */
-static void to_device(fashion_cnn *m) {
+static void to_device(struct fashion_cnn *m) {
     if (!m->host_newer && !m->host_view) return;
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, m->dev, m->host, 52396032, &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, m->dev, m->host, 39295680, &e));
     m->host_newer = 0;
 }
 
 /* Download the mirror if the device changed it; the caller may then change it. */
-static void to_host(fashion_cnn *m) {
+static void to_host(struct fashion_cnn *m) {
     cannl_error e;
     if (m->device_newer && !m->failed) {
-        CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 52396032, &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 39295680, &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 64985792, 800 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 800, m->dev + 470407872, 51200 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52000, m->dev + 64988992, 32 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52032, m->dev + 470657728, 64 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52096, m->dev + 470653632, 1024 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 53120, m->dev + 431872704, 3211264 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3264384, m->dev + 470612672, 10240 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3274624, m->dev + 470657984, 10 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_sync(m->compute, &e));
     }
     m->device_newer = 0;
@@ -1209,21 +1182,31 @@ static void to_host(fashion_cnn *m) {
 
 /* After a routine is queued: bring the mirror back with it when pointers into it are out,
    else remember that the device has the newer state. Then wait for the compute stream. */
-static void finish(fashion_cnn *m) {
+static void finish(struct fashion_cnn *m) {
     cannl_error e;
-    if (m->host_view) CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 52396032, &e));
+    if (m->host_view) {
+        CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 39295680, &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 64985792, 800 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 800, m->dev + 470407872, 51200 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52000, m->dev + 64988992, 32 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52032, m->dev + 470657728, 64 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52096, m->dev + 470653632, 1024 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 53120, m->dev + 431872704, 3211264 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3264384, m->dev + 470612672, 10240 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3274624, m->dev + 470657984, 10 * sizeof(real), &e));
+    }
     CANNL_TRY(cannl_stream_sync(m->compute, &e));
     m->device_newer = !m->host_view;
 }
 
 /* The caller gets pointers into the mirror, and may keep them. */
-static void host_view(fashion_cnn *m) {
+static void host_view(struct fashion_cnn *m) {
     to_host(m);
     m->host_view = 1;
 }
 
 /* A staging slot for new inputs: one not holding a batch still to be trained on. */
-static int free_slot(fashion_cnn *m) {
+static int free_slot(struct fashion_cnn *m) {
     int s = m->next_slot;
     if (m->ready[s] && !m->ready[s ^ 1]) s ^= 1;
     m->next_slot = s ^ 1;
@@ -1233,7 +1216,7 @@ static int free_slot(fashion_cnn *m) {
 
 /* Copy the inputs (n examples each; NULL ones are left out) into pinned slot s and queue
    their upload on the copy stream, after the routine that last read the slot. */
-static void stage(fashion_cnn *m, int s, const real *const inputs[], int64_t n) {
+static void stage(struct fashion_cnn *m, int s, const real *const inputs[], int64_t n) {
     cannl_error e;
     CANNL_TRY(cannl_event_sync(m->staged[s], &e)); /* the slot's previous upload has left pinned memory */
     CANNL_TRY(cannl_stream_wait_event(m->copy, m->consumed[s], &e));
@@ -1253,7 +1236,7 @@ static void stage(fashion_cnn *m, int s, const real *const inputs[], int64_t n) 
 
 /* The slot holding these inputs: the prefetched one, or a newly staged one. The compute
    stream waits for its upload. */
-static int inputs_on_device(fashion_cnn *m, const real *const inputs[], int64_t n, const real *in[]) {
+static int inputs_on_device(struct fashion_cnn *m, const real *const inputs[], int64_t n, const real *in[]) {
     int s = -1;
     for (int k = 0; k < 2 && s < 0; ++k) {
         int same = m->ready[k] && m->staged_n[k] == n;
@@ -1274,92 +1257,55 @@ static int inputs_on_device(fashion_cnn *m, const real *const inputs[], int64_t 
 }
 
 /* The routine that read slot s is queued: mark the slot free once it has run. */
-static void release(fashion_cnn *m, int s) {
+static void release(struct fashion_cnn *m, int s) {
     cannl_error e;
     CANNL_TRY(cannl_event_record(m->consumed[s], m->compute, &e));
 }
 
 /* ------------------------------------------------------------------------------ C API */
 
-static void fashion_cnn_bind(fashion_cnn *m) {
+static void bind_buffers(struct fashion_cnn *m) {
     m->k1 = (real *)(m->dev + 0);
-    m->k2 = (real *)(m->dev + 3328);
-    m->c1 = (real *)(m->dev + 208128);
-    m->c2 = (real *)(m->dev + 208384);
-    m->b3 = (real *)(m->dev + 208640);
-    m->w3 = (real *)(m->dev + 212736);
-    m->w4 = (real *)(m->dev + 13057792);
-    m->b4 = (real *)(m->dev + 13098752);
-    m->x = (real *)(m->dev + 52396032);
-    m->a1 = (real *)(m->dev + 53198848);
-    m->a1_conv = (real *)(m->dev + 78888960);
-    m->a1_col = (real *)(m->dev + 104579072);
-    m->p1 = (real *)(m->dev + 124649472);
-    m->a2 = (real *)(m->dev + 131072000);
-    m->a2_conv = (real *)(m->dev + 143917056);
-    m->a2_col = (real *)(m->dev + 156762112);
-    m->p2 = (real *)(m->dev + 317325312);
-    m->h3 = (real *)(m->dev + 320536576);
-    m->h3_mm = (real *)(m->dev + 321585152);
-    m->logits = (real *)(m->dev + 322633728);
-    m->logits_mm = (real *)(m->dev + 322643968);
-    m->loss_ = (real *)(m->dev + 322654208);
-    m->loss_ce = (real *)(m->dev + 322654464);
-    m->loss_max = (real *)(m->dev + 322655488);
-    m->loss_sumexp = (real *)(m->dev + 322656512);
-    m->accuracy = (real *)(m->dev + 322657536);
-    m->accuracy_pred_max = (real *)(m->dev + 322657792);
-    m->accuracy_pred_argmax = (real *)(m->dev + 322658816);
-    m->accuracy_true_max = (real *)(m->dev + 322659840);
-    m->accuracy_true_argmax = (real *)(m->dev + 322660864);
-    m->loss_grad = (real *)(m->dev + 322661888);
-    m->loss_ce_grad = (real *)(m->dev + 322662144);
-    m->logits_grad = (real *)(m->dev + 322663168);
-    m->loss_sumexp_grad = (real *)(m->dev + 322673408);
-    m->logits_mm_grad = (real *)(m->dev + 322674432);
-    m->b4_grad = (real *)(m->dev + 13099008);
-    m->w4_grad = (real *)(m->dev + 13099264);
-    m->h3_grad = (real *)(m->dev + 322684672);
-    m->h3_mm_grad = (real *)(m->dev + 323733248);
-    m->b3_grad = (real *)(m->dev + 13140224);
-    m->w3_grad = (real *)(m->dev + 13144320);
-    m->p2_grad = (real *)(m->dev + 324781824);
-    m->p2_arg = (real *)(m->dev + 327993088);
-    m->a2_grad = (real *)(m->dev + 331204352);
-    m->a2_conv_grad = (real *)(m->dev + 344049408);
-    m->c2_grad = (real *)(m->dev + 25989376);
-    m->a2_col_grad = (real *)(m->dev + 356894464);
-    m->k2_grad = (real *)(m->dev + 25989632);
-    m->p1_grad = (real *)(m->dev + 517457664);
-    m->p1_arg = (real *)(m->dev + 523880192);
-    m->a1_grad = (real *)(m->dev + 530302720);
-    m->a1_conv_grad = (real *)(m->dev + 555992832);
-    m->c1_grad = (real *)(m->dev + 26194432);
-    m->k1_grad = (real *)(m->dev + 26194688);
-    m->k1_exp_avg = (real *)(m->dev + 26198016);
-    m->k1_exp_avg_sq = (real *)(m->dev + 26201344);
-    m->k2_exp_avg = (real *)(m->dev + 26204672);
-    m->k2_exp_avg_sq = (real *)(m->dev + 26409472);
-    m->c1_exp_avg = (real *)(m->dev + 26614272);
-    m->c1_exp_avg_sq = (real *)(m->dev + 26614528);
-    m->c2_exp_avg = (real *)(m->dev + 26614784);
-    m->c2_exp_avg_sq = (real *)(m->dev + 26615040);
-    m->b3_exp_avg = (real *)(m->dev + 26615296);
-    m->b3_exp_avg_sq = (real *)(m->dev + 26619392);
-    m->w3_exp_avg = (real *)(m->dev + 26623488);
-    m->w3_exp_avg_sq = (real *)(m->dev + 39468544);
-    m->w4_exp_avg = (real *)(m->dev + 52313600);
-    m->w4_exp_avg_sq = (real *)(m->dev + 52354560);
-    m->b4_exp_avg = (real *)(m->dev + 52395520);
-    m->b4_exp_avg_sq = (real *)(m->dev + 52395776);
+    m->k2 = (real *)(m->dev + 3200);
+    m->c1 = (real *)(m->dev + 208000);
+    m->c2 = (real *)(m->dev + 208128);
+    m->b3 = (real *)(m->dev + 208384);
+    m->w3 = (real *)(m->dev + 212480);
+    m->w4 = (real *)(m->dev + 13057536);
+    m->b4 = (real *)(m->dev + 13098496);
+    m->b4_grad = (real *)(m->dev + 470657984);
+    m->w4_grad = (real *)(m->dev + 470612672);
+    m->b3_grad = (real *)(m->dev + 470653632);
+    m->w3_grad = (real *)(m->dev + 431872704);
+    m->c2_grad = (real *)(m->dev + 470657728);
+    m->k2_grad = (real *)(m->dev + 470407872);
+    m->c1_grad = (real *)(m->dev + 64988992);
+    m->k1_grad = (real *)(m->dev + 64985792);
+    m->k1_exp_avg = (real *)(m->dev + 13098560);
+    m->k1_exp_avg_sq = (real *)(m->dev + 13101760);
+    m->k2_exp_avg = (real *)(m->dev + 13104960);
+    m->k2_exp_avg_sq = (real *)(m->dev + 13309760);
+    m->c1_exp_avg = (real *)(m->dev + 13514560);
+    m->c1_exp_avg_sq = (real *)(m->dev + 13514688);
+    m->c2_exp_avg = (real *)(m->dev + 13514816);
+    m->c2_exp_avg_sq = (real *)(m->dev + 13515072);
+    m->b3_exp_avg = (real *)(m->dev + 13515328);
+    m->b3_exp_avg_sq = (real *)(m->dev + 13519424);
+    m->w3_exp_avg = (real *)(m->dev + 13523520);
+    m->w3_exp_avg_sq = (real *)(m->dev + 26368576);
+    m->w4_exp_avg = (real *)(m->dev + 39213632);
+    m->w4_exp_avg_sq = (real *)(m->dev + 39254592);
+    m->b4_exp_avg = (real *)(m->dev + 39295552);
+    m->b4_exp_avg_sq = (real *)(m->dev + 39295616);
 }
 
-fashion_cnn *fashion_cnn_create(uint64_t seed) {
-    fashion_cnn *m = (fashion_cnn *)calloc(1, sizeof *m);
+struct fashion_cnn *fashion_cnn_create(uint64_t seed) {
+    struct fashion_cnn *m = (struct fashion_cnn *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(581682944, &e)) != NULL &&
-             (m->host = (char *)cannl_pinned_alloc(52396032, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(470658112, &e)) != NULL &&
+             (m->host = (char *)cannl_pinned_alloc(39295680, &e)) != NULL &&
+             (m->grads_host = (real *)cannl_pinned_alloc(3274634 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
              cannl_stream_create(&m->compute, &e) == CANNL_OK && cannl_stream_create(&m->copy, &e) == CANNL_OK;
     for (int s = 0; s < 2 && ok; ++s)
@@ -1386,12 +1332,12 @@ fashion_cnn *fashion_cnn_create(uint64_t seed) {
         fashion_cnn_destroy(m);
         return NULL;
     }
-    fashion_cnn_bind(m);
+    bind_buffers(m);
     fashion_cnn_init(m, seed);
     return m;
 }
 
-void fashion_cnn_destroy(fashion_cnn *m) {
+void fashion_cnn_destroy(struct fashion_cnn *m) {
     if (!m) return;
     cannl_error e;
     if (m->compute) (void)cannl_stream_sync(m->compute, &e);
@@ -1407,11 +1353,12 @@ void fashion_cnn_destroy(fashion_cnn *m) {
     cannl_stream_destroy(m->copy);
     cannl_pinned_free(m->scalars);
     cannl_pinned_free(m->host);
+    cannl_pinned_free(m->grads_host);
     cannl_device_free(m->dev);
     free(m);
 }
 
-void fashion_cnn_init(fashion_cnn *m, uint64_t seed) {
+void fashion_cnn_init(struct fashion_cnn *m, uint64_t seed) {
     cannl_error e;
     if (m->device_newer || m->host_newer) CANNL_TRY(cannl_stream_sync(m->compute, &e)); /* the mirror is free */
     init_params(m, seed);
@@ -1422,7 +1369,7 @@ void fashion_cnn_init(fashion_cnn *m, uint64_t seed) {
     m->schedule = 1;
 }
 
-double fashion_cnn_train_step(fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
+double fashion_cnn_train_step(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
     if (n < 1 || n > FASHION_CNN_MAX_BATCH || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
@@ -1430,12 +1377,12 @@ double fashion_cnn_train_step(fashion_cnn *m, const fashion_cnn_real *const inpu
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], m->loss_, sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 470658048)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
 
-void fashion_cnn_forward(fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n,
+void fashion_cnn_forward(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n,
                  fashion_cnn_real *const outputs[]) {
     if (n < 1 || n > FASHION_CNN_MAX_BATCH || m->failed) return;
     const real *in[2 + 1];
@@ -1444,14 +1391,14 @@ void fashion_cnn_forward(fashion_cnn *m, const fashion_cnn_real *const inputs[],
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], m->logits, (size_t)n * 10 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 39295680)), (size_t)n * 10 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
     (void)e;
 }
 
-void fashion_cnn_eval(fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n, double *loss,
+void fashion_cnn_eval(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n, double *loss,
                  double metrics[]) {
     if (n < 1 || n > FASHION_CNN_MAX_BATCH || m->failed) return;
     const real *in[2 + 1];
@@ -1460,8 +1407,8 @@ void fashion_cnn_eval(fashion_cnn *m, const fashion_cnn_real *const inputs[], in
     eval_metrics(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], m->loss_, sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], m->accuracy, sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 39298752)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 39295680)), sizeof(real), &e));
 
     finish(m);
     *loss = m->failed ? NAN : (double)m->scalars[0];
@@ -1469,14 +1416,14 @@ void fashion_cnn_eval(fashion_cnn *m, const fashion_cnn_real *const inputs[], in
 }
 
 /* A prefetched batch: staged now, trained on by the next train_step with these inputs. */
-static void fashion_cnn_prefetch(fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
+static void fashion_cnn_prefetch(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
     if (n < 1 || n > FASHION_CNN_MAX_BATCH || m->failed) return;
     const int s = free_slot(m);
     stage(m, s, inputs, n);
     m->ready[s] = 1;
 }
 
-fashion_cnn_real *fashion_cnn_param(fashion_cnn *m, const char *name, int64_t *count) {
+fashion_cnn_real *fashion_cnn_param(struct fashion_cnn *m, const char *name, int64_t *count) {
     if (strcmp(name, "k1") == 0) {
         if (count) *count = 800;
         host_view(m);
@@ -1485,37 +1432,37 @@ fashion_cnn_real *fashion_cnn_param(fashion_cnn *m, const char *name, int64_t *c
     if (strcmp(name, "k2") == 0) {
         if (count) *count = 51200;
         host_view(m);
-        return (real *)(m->host + 3328);
+        return (real *)(m->host + 3200);
     }
     if (strcmp(name, "c1") == 0) {
         if (count) *count = 32;
         host_view(m);
-        return (real *)(m->host + 208128);
+        return (real *)(m->host + 208000);
     }
     if (strcmp(name, "c2") == 0) {
         if (count) *count = 64;
         host_view(m);
-        return (real *)(m->host + 208384);
+        return (real *)(m->host + 208128);
     }
     if (strcmp(name, "b3") == 0) {
         if (count) *count = 1024;
         host_view(m);
-        return (real *)(m->host + 208640);
+        return (real *)(m->host + 208384);
     }
     if (strcmp(name, "w3") == 0) {
         if (count) *count = 3211264;
         host_view(m);
-        return (real *)(m->host + 212736);
+        return (real *)(m->host + 212480);
     }
     if (strcmp(name, "w4") == 0) {
         if (count) *count = 10240;
         host_view(m);
-        return (real *)(m->host + 13057792);
+        return (real *)(m->host + 13057536);
     }
     if (strcmp(name, "b4") == 0) {
         if (count) *count = 10;
         host_view(m);
-        return (real *)(m->host + 13098752);
+        return (real *)(m->host + 13098496);
     }
     (void)m;
     (void)name;
@@ -1523,46 +1470,46 @@ fashion_cnn_real *fashion_cnn_param(fashion_cnn *m, const char *name, int64_t *c
     return NULL;
 }
 
-fashion_cnn_real *fashion_cnn_grad(fashion_cnn *m, const char *name, int64_t *count) {
+fashion_cnn_real *fashion_cnn_grad(struct fashion_cnn *m, const char *name, int64_t *count) {
     if (strcmp(name, "k1") == 0) {
         if (count) *count = 800;
         host_view(m);
-        return (real *)(m->host + 26194688);
+        return (m->grads_host + 0);
     }
     if (strcmp(name, "k2") == 0) {
         if (count) *count = 51200;
         host_view(m);
-        return (real *)(m->host + 25989632);
+        return (m->grads_host + 800);
     }
     if (strcmp(name, "c1") == 0) {
         if (count) *count = 32;
         host_view(m);
-        return (real *)(m->host + 26194432);
+        return (m->grads_host + 52000);
     }
     if (strcmp(name, "c2") == 0) {
         if (count) *count = 64;
         host_view(m);
-        return (real *)(m->host + 25989376);
+        return (m->grads_host + 52032);
     }
     if (strcmp(name, "b3") == 0) {
         if (count) *count = 1024;
         host_view(m);
-        return (real *)(m->host + 13140224);
+        return (m->grads_host + 52096);
     }
     if (strcmp(name, "w3") == 0) {
         if (count) *count = 3211264;
         host_view(m);
-        return (real *)(m->host + 13144320);
+        return (m->grads_host + 53120);
     }
     if (strcmp(name, "w4") == 0) {
         if (count) *count = 10240;
         host_view(m);
-        return (real *)(m->host + 13099264);
+        return (m->grads_host + 3264384);
     }
     if (strcmp(name, "b4") == 0) {
         if (count) *count = 10;
         host_view(m);
-        return (real *)(m->host + 13099008);
+        return (m->grads_host + 3274624);
     }
     (void)m;
     (void)name;
@@ -1570,69 +1517,69 @@ fashion_cnn_real *fashion_cnn_grad(fashion_cnn *m, const char *name, int64_t *co
     return NULL;
 }
 
-int64_t fashion_cnn_get_step(const fashion_cnn *m) { return m->step; }
-void fashion_cnn_set_step(fashion_cnn *m, int64_t step) { m->step = step; }
-double fashion_cnn_get_lr(const fashion_cnn *m) { return m->lr; }
-void fashion_cnn_set_lr(fashion_cnn *m, double lr) { m->lr = lr; }
-void fashion_cnn_set_schedule(fashion_cnn *m, int on) { m->schedule = on != 0; }
+int64_t fashion_cnn_get_step(const struct fashion_cnn *m) { return m->step; }
+void fashion_cnn_set_step(struct fashion_cnn *m, int64_t step) { m->step = step; }
+double fashion_cnn_get_lr(const struct fashion_cnn *m) { return m->lr; }
+void fashion_cnn_set_lr(struct fashion_cnn *m, double lr) { m->lr = lr; }
+void fashion_cnn_set_schedule(struct fashion_cnn *m, int on) { m->schedule = on != 0; }
 
 /* The state tensors in the mirror; `keep`: the caller may keep the pointers. */
-static size_t state_tensors(fashion_cnn *m, cannl_tensor *out, size_t cap, int keep) {
+static size_t state_tensors(struct fashion_cnn *m, cannl_tensor *out, size_t cap, int keep) {
     if (cap > 0) {
         if (keep) host_view(m);
         else to_host(m);
     }
     const cannl_tensor all[] = {
         {"k1", CANNL_F32, 4, { 32, 5, 5, 1 }, (real *)(m->host + 0)},
-        {"k2", CANNL_F32, 4, { 64, 5, 5, 32 }, (real *)(m->host + 3328)},
-        {"c1", CANNL_F32, 1, { 32 }, (real *)(m->host + 208128)},
-        {"c2", CANNL_F32, 1, { 64 }, (real *)(m->host + 208384)},
-        {"b3", CANNL_F32, 1, { 1024 }, (real *)(m->host + 208640)},
-        {"w3", CANNL_F32, 4, { 1024, 7, 7, 64 }, (real *)(m->host + 212736)},
-        {"w4", CANNL_F32, 2, { 10, 1024 }, (real *)(m->host + 13057792)},
-        {"b4", CANNL_F32, 1, { 10 }, (real *)(m->host + 13098752)},
-        {"k1.exp_avg", CANNL_F32, 4, { 32, 5, 5, 1 }, (real *)(m->host + 26198016)},
-        {"k1.exp_avg_sq", CANNL_F32, 4, { 32, 5, 5, 1 }, (real *)(m->host + 26201344)},
-        {"k2.exp_avg", CANNL_F32, 4, { 64, 5, 5, 32 }, (real *)(m->host + 26204672)},
-        {"k2.exp_avg_sq", CANNL_F32, 4, { 64, 5, 5, 32 }, (real *)(m->host + 26409472)},
-        {"c1.exp_avg", CANNL_F32, 1, { 32 }, (real *)(m->host + 26614272)},
-        {"c1.exp_avg_sq", CANNL_F32, 1, { 32 }, (real *)(m->host + 26614528)},
-        {"c2.exp_avg", CANNL_F32, 1, { 64 }, (real *)(m->host + 26614784)},
-        {"c2.exp_avg_sq", CANNL_F32, 1, { 64 }, (real *)(m->host + 26615040)},
-        {"b3.exp_avg", CANNL_F32, 1, { 1024 }, (real *)(m->host + 26615296)},
-        {"b3.exp_avg_sq", CANNL_F32, 1, { 1024 }, (real *)(m->host + 26619392)},
-        {"w3.exp_avg", CANNL_F32, 4, { 1024, 7, 7, 64 }, (real *)(m->host + 26623488)},
-        {"w3.exp_avg_sq", CANNL_F32, 4, { 1024, 7, 7, 64 }, (real *)(m->host + 39468544)},
-        {"w4.exp_avg", CANNL_F32, 2, { 10, 1024 }, (real *)(m->host + 52313600)},
-        {"w4.exp_avg_sq", CANNL_F32, 2, { 10, 1024 }, (real *)(m->host + 52354560)},
-        {"b4.exp_avg", CANNL_F32, 1, { 10 }, (real *)(m->host + 52395520)},
-        {"b4.exp_avg_sq", CANNL_F32, 1, { 10 }, (real *)(m->host + 52395776)},
+        {"k2", CANNL_F32, 4, { 64, 5, 5, 32 }, (real *)(m->host + 3200)},
+        {"c1", CANNL_F32, 1, { 32 }, (real *)(m->host + 208000)},
+        {"c2", CANNL_F32, 1, { 64 }, (real *)(m->host + 208128)},
+        {"b3", CANNL_F32, 1, { 1024 }, (real *)(m->host + 208384)},
+        {"w3", CANNL_F32, 4, { 1024, 7, 7, 64 }, (real *)(m->host + 212480)},
+        {"w4", CANNL_F32, 2, { 10, 1024 }, (real *)(m->host + 13057536)},
+        {"b4", CANNL_F32, 1, { 10 }, (real *)(m->host + 13098496)},
+        {"k1.exp_avg", CANNL_F32, 4, { 32, 5, 5, 1 }, (real *)(m->host + 13098560)},
+        {"k1.exp_avg_sq", CANNL_F32, 4, { 32, 5, 5, 1 }, (real *)(m->host + 13101760)},
+        {"k2.exp_avg", CANNL_F32, 4, { 64, 5, 5, 32 }, (real *)(m->host + 13104960)},
+        {"k2.exp_avg_sq", CANNL_F32, 4, { 64, 5, 5, 32 }, (real *)(m->host + 13309760)},
+        {"c1.exp_avg", CANNL_F32, 1, { 32 }, (real *)(m->host + 13514560)},
+        {"c1.exp_avg_sq", CANNL_F32, 1, { 32 }, (real *)(m->host + 13514688)},
+        {"c2.exp_avg", CANNL_F32, 1, { 64 }, (real *)(m->host + 13514816)},
+        {"c2.exp_avg_sq", CANNL_F32, 1, { 64 }, (real *)(m->host + 13515072)},
+        {"b3.exp_avg", CANNL_F32, 1, { 1024 }, (real *)(m->host + 13515328)},
+        {"b3.exp_avg_sq", CANNL_F32, 1, { 1024 }, (real *)(m->host + 13519424)},
+        {"w3.exp_avg", CANNL_F32, 4, { 1024, 7, 7, 64 }, (real *)(m->host + 13523520)},
+        {"w3.exp_avg_sq", CANNL_F32, 4, { 1024, 7, 7, 64 }, (real *)(m->host + 26368576)},
+        {"w4.exp_avg", CANNL_F32, 2, { 10, 1024 }, (real *)(m->host + 39213632)},
+        {"w4.exp_avg_sq", CANNL_F32, 2, { 10, 1024 }, (real *)(m->host + 39254592)},
+        {"b4.exp_avg", CANNL_F32, 1, { 10 }, (real *)(m->host + 39295552)},
+        {"b4.exp_avg_sq", CANNL_F32, 1, { 10 }, (real *)(m->host + 39295616)},
         {NULL, CANNL_F32, 0, {0}, NULL}};
     const size_t count = sizeof all / sizeof all[0] - 1;
     for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
     return count;
 }
 
-size_t fashion_cnn_state_tensors(fashion_cnn *m, cannl_tensor *out, size_t cap) { return state_tensors(m, out, cap, 1); }
+size_t fashion_cnn_state_tensors(struct fashion_cnn *m, cannl_tensor *out, size_t cap) { return state_tensors(m, out, cap, 1); }
 
-cannl_status fashion_cnn_save(fashion_cnn *m, const char *path, cannl_error *err) {
+cannl_status fashion_cnn_save(struct fashion_cnn *m, const char *path, cannl_error *err) {
     return cannl_model_save(&fashion_cnn_api, m, path, NULL, 0, err);
 }
 
-cannl_status fashion_cnn_load(fashion_cnn *m, const char *path, cannl_load_what what, cannl_error *err) {
+cannl_status fashion_cnn_load(struct fashion_cnn *m, const char *path, cannl_load_what what, cannl_error *err) {
     return cannl_model_load(&fashion_cnn_api, m, path, what, NULL, err);
 }
 
 /* ------------------------------------------------------- the table for cannl_train_main */
 
-static const cannl_tensor_info fashion_cnn_inputs[] = {
+static const cannl_tensor_info input_info[] = {
     {"image", 3, { 28, 28, 1 }, 784},
     {"label", 1, { 10 }, 10},
     {NULL, 0, {0}, 0}};
-static const cannl_tensor_info fashion_cnn_outputs[] = {
+static const cannl_tensor_info output_info[] = {
     {"logits", 1, { 10 }, 10},
     {NULL, 0, {0}, 0}};
-static const cannl_tensor_info fashion_cnn_params[] = {
+static const cannl_tensor_info param_info[] = {
     {"k1", 4, { 32, 5, 5, 1 }, 800},
     {"k2", 4, { 64, 5, 5, 32 }, 51200},
     {"c1", 1, { 32 }, 32},
@@ -1642,53 +1589,53 @@ static const cannl_tensor_info fashion_cnn_params[] = {
     {"w4", 2, { 10, 1024 }, 10240},
     {"b4", 1, { 10 }, 10},
     {NULL, 0, {0}, 0}};
-static const char *const fashion_cnn_metric_names[] = {
+static const char *const metric_names[] = {
     "accuracy",
     NULL};
 
-static const unsigned char fashion_cnn_forward_reads[] = { 1, 0, 0};
+static const unsigned char forward_reads[] = { 1, 0, 0};
 
-static void *api_create(uint64_t seed) { return fashion_cnn_create(seed); }
-static void api_destroy(void *m) { fashion_cnn_destroy((fashion_cnn *)m); }
-static double api_train_step(void *m, const void *const *inputs, int64_t n) {
-    return fashion_cnn_train_step((fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n);
+static void *api_create_fn(uint64_t seed) { return fashion_cnn_create(seed); }
+static void api_destroy_fn(void *m) { fashion_cnn_destroy((struct fashion_cnn *)m); }
+static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
+    return fashion_cnn_train_step((struct fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n);
 }
-static void api_eval(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
-    fashion_cnn_eval((fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n, loss, metrics);
+static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
+    fashion_cnn_eval((struct fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n, loss, metrics);
 }
-static void api_forward(void *m, const void *const *inputs, int64_t n, void *const *outputs) {
-    fashion_cnn_forward((fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n, (fashion_cnn_real *const *)outputs);
+static void api_forward_fn(void *m, const void *const *inputs, int64_t n, void *const *outputs) {
+    fashion_cnn_forward((struct fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n, (fashion_cnn_real *const *)outputs);
 }
 /* The runtime's checkpoint code reads or fills the tensors at once and keeps no pointers: the
    params stay on the device across checkpoints (one upload after each). */
-static size_t api_state_tensors(void *m, cannl_tensor *out, size_t cap) {
-    return state_tensors((fashion_cnn *)m, out, cap, 0);
+static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
+    return state_tensors((struct fashion_cnn *)m, out, cap, 0);
 }
-static int64_t api_get_step(const void *m) { return fashion_cnn_get_step((const fashion_cnn *)m); }
-static void api_set_step(void *m, int64_t step) { fashion_cnn_set_step((fashion_cnn *)m, step); }
-static double api_get_lr(const void *m) { return fashion_cnn_get_lr((const fashion_cnn *)m); }
-static void api_set_lr(void *m, double lr) { fashion_cnn_set_lr((fashion_cnn *)m, lr); }
-static void api_set_threads(int n) { (void)n; /* host threads do not matter here */ }
-static void api_set_schedule(void *m, int on) { fashion_cnn_set_schedule((fashion_cnn *)m, on); }
-static void api_prefetch(void *m, const void *const *inputs, int64_t n) {
-    fashion_cnn_prefetch((fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n);
+static int64_t api_get_step_fn(const void *m) { return fashion_cnn_get_step((const struct fashion_cnn *)m); }
+static void api_set_step_fn(void *m, int64_t step) { fashion_cnn_set_step((struct fashion_cnn *)m, step); }
+static double api_get_lr_fn(const void *m) { return fashion_cnn_get_lr((const struct fashion_cnn *)m); }
+static void api_set_lr_fn(void *m, double lr) { fashion_cnn_set_lr((struct fashion_cnn *)m, lr); }
+static void api_set_threads_fn(int n) { (void)n; /* host threads do not matter here */ }
+static void api_set_schedule_fn(void *m, int on) { fashion_cnn_set_schedule((struct fashion_cnn *)m, on); }
+static void api_prefetch_fn(void *m, const void *const *inputs, int64_t n) {
+    fashion_cnn_prefetch((struct fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n);
 }
-static const char *api_error(const void *m) {
-    const fashion_cnn *s = (const fashion_cnn *)m;
+static const char *api_error_fn(const void *m) {
+    const struct fashion_cnn *s = (const struct fashion_cnn *)m;
     return s->failed ? s->error.msg : NULL;
 }
 
 const cannl_model_api fashion_cnn_api = {
     "fashion_cnn", CANNL_F32, FASHION_CNN_MAX_BATCH,
-    FASHION_CNN_NUM_INPUTS, fashion_cnn_inputs,
-    FASHION_CNN_NUM_OUTPUTS, fashion_cnn_outputs,
-    FASHION_CNN_NUM_PARAMS, fashion_cnn_params,
-    FASHION_CNN_NUM_METRICS, fashion_cnn_metric_names,
-    "loss", 0.001,
-    api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
-    NULL, api_set_schedule,
-    fashion_cnn_forward_reads};
+    FASHION_CNN_NUM_INPUTS, input_info,
+    FASHION_CNN_NUM_OUTPUTS, output_info,
+    FASHION_CNN_NUM_PARAMS, param_info,
+    FASHION_CNN_NUM_METRICS, metric_names,
+    "((real *)(m->dev + 470658048))", 0.001,
+    api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
+    api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
+    NULL, api_set_schedule_fn,
+    forward_reads};
 
 /* Prefetching and the error message, for cannl_train_main_ext (fashion_cnn_train.cu). */
-extern "C" const cannl_model_ext fashion_cnn_cuda_ext = {api_prefetch, api_error};
+extern "C" const cannl_model_ext fashion_cnn_cuda_ext = {api_prefetch_fn, api_error_fn};

@@ -11,10 +11,12 @@
  * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
- * Memory: every buffer lives in one device arena (6221824 bytes). Its first 3265536
- * bytes (params, their gradients, optimiser state) are mirrored in pinned host memory and copied
- * only when the host needs them (checkpoints) or changed them (init, load): params stay on the
- * device for a whole training run. Once a caller takes pointers into the mirror
+ * Memory: every buffer lives in one device arena (5387584 bytes), laid out as the C target's
+ * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
+ * routine's work buffers in one region). Its first 2448576 bytes (params, optimiser state)
+ * are mirrored in pinned host memory, and the params' gradients (in train_step's work region)
+ * copied into a pinned array of their own, only when the host needs them (checkpoints,
+ * fashion_einsum_grad) or changed them (init, load): params stay on the device for a whole training run. Once a caller takes pointers into the mirror
  * (fashion_einsum_param, _grad, _state_tensors) the state keeps it current as the C target does:
  * every routine uploads it before and downloads it after (slower; the training program does
  * not take such pointers). Inputs go through two staging slots (pinned host,
@@ -24,6 +26,7 @@
  * message) is kept in the state, later calls return NaN or do nothing, and the training program
  * stops with the message (fashion_einsum_cuda_ext.error).
  */
+#define FASHION_EINSUM_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "fashion_einsum.h"
 
 #include <cublas_v2.h>
@@ -53,7 +56,8 @@ struct fashion_einsum {
     double lr;        /* learning rate: the spec's, unless set */
     int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
-    char *host;       /* pinned mirror of the arena's first 3265536 bytes */
+    char *host;       /* pinned mirror of the arena's first 2448576 bytes */
+    real *grads_host; /* pinned: the params' gradients after the last train_step, packed */
     int host_newer;   /* the mirror was (or may have been) changed: upload before device work */
     int device_newer; /* the device changed the mirrored buffers: download before host reads */
     int host_view;    /* the caller holds pointers into the mirror (param, grad, state_tensors):
@@ -78,12 +82,6 @@ struct fashion_einsum {
     real *bias; /* [256] bias : [256] */
     real *w2; /* [10, 256] w2 : [256 -> 10] */
     real *b2; /* [10] b2 : [10] */
-    real *w1_grad; /* [256, 28, 28] gradient of w1 */
-    real *b2_grad; /* [10] gradient of b2 */
-    real *w2_grad; /* [10, 256] gradient of w2 */
-    real *gain_grad; /* [256] gradient of gain */
-    real *bias_grad; /* [256] gradient of bias */
-    real *b1_grad; /* [256] gradient of b1 */
     real *w1_exp_avg; /* [256, 28, 28] exp_avg of w1 */
     real *w1_exp_avg_sq; /* [256, 28, 28] exp_avg_sq of w1 */
     real *gain_exp_avg; /* [256] exp_avg of gain */
@@ -97,40 +95,12 @@ struct fashion_einsum {
     real *b2_exp_avg; /* [10] exp_avg of b2 */
     real *b2_exp_avg_sq; /* [10] exp_avg_sq of b2 */
     /* ---- device only */
-    real *x; /* [batch, 28, 28] x : [batch | 28, 28] */
-    real *z1; /* [batch, 256] z1 : [batch | 256] */
-    real *z1_ein; /* [batch, 256] [batch | 256] */
-    real *h1; /* [batch, 256] h1 : [batch | 256] */
-    real *h1_ln; /* [batch, 256] [batch | 256] */
-    real *h1_mean; /* [batch] [batch | ] */
-    real *h1_var; /* [batch] [batch | ] */
-    real *logits; /* [batch, 10] logits : [batch | 10] */
-    real *logits_ein; /* [batch, 10] [batch | 10] */
-    real *ce; /* [batch] ce : [batch | ] */
-    real *ce_max; /* [batch] [batch | ] */
-    real *ce_sumexp; /* [batch] [batch | ] */
-    real *loss_; /* [] loss : [] */
-    real *loss_sum; /* [] [] */
-    real *loss_sum2; /* [] [] */
-    real *accuracy; /* [] accuracy : [] */
-    real *accuracy_pred_max; /* [batch] [batch | ] */
-    real *accuracy_pred_argmax; /* [batch] [batch | ] */
-    real *accuracy_true_max; /* [batch] [batch | ] */
-    real *accuracy_true_argmax; /* [batch] [batch | ] */
-    real *mean_ce; /* [] mean_ce : [] */
-    real *loss_grad; /* [] gradient of loss */
-    real *loss_sum2_grad; /* [] gradient of loss_sum2 */
-    real *loss_sum_grad; /* [] gradient of loss_sum */
-    real *ce_grad; /* [batch] gradient of ce */
-    real *logits_grad; /* [batch, 10] gradient of logits */
-    real *ce_sumexp_grad; /* [batch] gradient of ce_sumexp */
-    real *logits_ein_grad; /* [batch, 10] gradient of logits_ein */
-    real *h1_grad; /* [batch, 256] gradient of h1 */
-    real *h1_ln_grad; /* [batch, 256] gradient of h1_ln */
-    real *z1_grad; /* [batch, 256] gradient of z1 */
-    real *h1_mean_grad; /* [batch] gradient of h1_mean */
-    real *h1_var_grad; /* [batch] gradient of h1_var */
-    real *z1_ein_grad; /* [batch, 256] gradient of z1_ein */
+    real *w1_grad; /* [256, 28, 28] gradient of w1 */
+    real *b2_grad; /* [10] gradient of b2 */
+    real *w2_grad; /* [10, 256] gradient of w2 */
+    real *gain_grad; /* [256] gradient of gain */
+    real *bias_grad; /* [256] gradient of bias */
+    real *b1_grad; /* [256] gradient of b1 */
 
 };
 
@@ -152,7 +122,7 @@ static void fail(struct fashion_einsum *m, const cannl_error *e) {
 
 /* C = alpha op(A) op(B) + beta C, count times (cuBLAS's column-major view of the row-major
    buffers; beta 0 overwrites C, 1 adds to it). */
-static void gemm(fashion_einsum *m, const char *file, int line, cublasOperation_t ta, cublasOperation_t tb, int64_t rows,
+static void gemm(struct fashion_einsum *m, const char *file, int line, cublasOperation_t ta, cublasOperation_t tb, int64_t rows,
                  int64_t cols, int64_t depth, real alpha, const real *a, int64_t lda, long long sa, const real *b,
                  int64_t ldb, long long sb, real beta, real *c, int64_t ldc, long long sc, int64_t count) {
     const cublasStatus_t s = cublasGemmStridedBatchedEx(m->blas, ta, tb, (int)rows, (int)cols, (int)depth, &alpha, a,
@@ -171,7 +141,7 @@ static void gemm(fashion_einsum *m, const char *file, int line, cublasOperation_
 /* ------------------------------------------------------------------------------ kernels */
 
 /* line 14: x = image / 255 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_0_x(real *__restrict__ x, const real *__restrict__ image, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_x(real *__restrict__ x, const real *__restrict__ image, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 784) return;
     const int64_t b = i_ / 784;
@@ -181,7 +151,7 @@ static __global__ void __launch_bounds__(256) train_step_0_x(real *__restrict__ 
 }
 
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_2_h1_mean(real *__restrict__ h1_mean, const real *__restrict__ z1_ein, const real *__restrict__ b1, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_h1_mean(real *__restrict__ h1_mean, const real *__restrict__ z1_ein, const real *__restrict__ b1, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= n) return; /* the whole warp */
@@ -196,7 +166,7 @@ static __global__ void __launch_bounds__(256) train_step_2_h1_mean(real *__restr
 }
 
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_3_h1_var(real *__restrict__ h1_var, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_h1_var(real *__restrict__ h1_var, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= n) return; /* the whole warp */
@@ -211,7 +181,7 @@ static __global__ void __launch_bounds__(256) train_step_3_h1_var(real *__restri
 }
 
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_4_h1_ln(real *__restrict__ h1_ln, real *__restrict__ h1, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const real *__restrict__ gain, const real *__restrict__ bias, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_h1_ln(real *__restrict__ h1_ln, real *__restrict__ h1, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const real *__restrict__ gain, const real *__restrict__ bias, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 256) return;
     const int64_t b = i_ / 256;
@@ -221,7 +191,7 @@ static __global__ void __launch_bounds__(256) train_step_4_h1_ln(real *__restric
 }
 
 /* line 19: ce = cross_entropy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_6_ce_max(real *__restrict__ ce_max, const real *__restrict__ logits_ein, const real *__restrict__ b2, const int64_t n) {
+static __global__ void __launch_bounds__(256) max_ce_max(real *__restrict__ ce_max, const real *__restrict__ logits_ein, const real *__restrict__ b2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -234,7 +204,7 @@ static __global__ void __launch_bounds__(256) train_step_6_ce_max(real *__restri
 }
 
 /* line 19: ce = cross_entropy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_7_ce_sumexp(real *__restrict__ ce_sumexp, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_ce_sumexp(real *__restrict__ ce_sumexp, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -245,7 +215,7 @@ static __global__ void __launch_bounds__(256) train_step_7_ce_sumexp(real *__res
 }
 
 /* line 19: ce = cross_entropy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_8_ce(real *__restrict__ ce, const real *__restrict__ label, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const real *__restrict__ ce_sumexp, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_ce(real *__restrict__ ce, const real *__restrict__ label, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const real *__restrict__ ce_sumexp, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -256,7 +226,7 @@ static __global__ void __launch_bounds__(256) train_step_8_ce(real *__restrict__
 }
 
 /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_10_loss_sum2(real *__restrict__ loss_sum2, const real *__restrict__ ce, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_loss_sum2(real *__restrict__ loss_sum2, const real *__restrict__ ce, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
@@ -270,14 +240,14 @@ static __global__ void __launch_bounds__(256) train_step_10_loss_sum2(real *__re
 }
 
 /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_11_loss_(real *__restrict__ loss_, const real *__restrict__ loss_sum2, const real *__restrict__ loss_sum) {
+static __global__ void __launch_bounds__(256) set_loss_(real *__restrict__ loss_, const real *__restrict__ loss_sum2, const real *__restrict__ loss_sum) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 1) return;
     loss_[0] = loss_sum2[0] * 0.015625f + loss_sum[0] * 0.0001f;
 }
 
 /* line 20: backward: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1); adamw update of w1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_12_w1_grad(real *__restrict__ w1_grad, real *__restrict__ w1, const real lr) {
+static __global__ void __launch_bounds__(256) set_w1_grad(real *__restrict__ w1_grad, real *__restrict__ w1, const real lr) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 200704) return;
     const int64_t o = i_ / 784;
@@ -288,7 +258,7 @@ static __global__ void __launch_bounds__(256) train_step_12_w1_grad(real *__rest
 }
 
 /* line 19: backward: ce = cross_entropy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_13_ce_sumexp_grad(real *__restrict__ ce_sumexp_grad, const real *__restrict__ label, const real *__restrict__ ce_sumexp, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_ce_sumexp_grad(real *__restrict__ ce_sumexp_grad, const real *__restrict__ label, const real *__restrict__ ce_sumexp, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -299,7 +269,7 @@ static __global__ void __launch_bounds__(256) train_step_13_ce_sumexp_grad(real 
 }
 
 /* line 19: backward: ce = cross_entropy(logits, label) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_14_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ ce_sumexp_grad, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ ce_sumexp_grad, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
@@ -308,7 +278,7 @@ static __global__ void __launch_bounds__(256) train_step_14_logits_grad(real *__
 }
 
 /* line 18: backward: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_15_b2_grad(real *__restrict__ b2_grad, const real *__restrict__ logits_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_b2_grad(real *__restrict__ b2_grad, const real *__restrict__ logits_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 10) return; /* the whole warp */
@@ -323,7 +293,7 @@ static __global__ void __launch_bounds__(256) train_step_15_b2_grad(real *__rest
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_18_gain_grad(real *__restrict__ gain_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const real *__restrict__ h1_ln, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_gain_grad(real *__restrict__ gain_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const real *__restrict__ h1_ln, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 256) return; /* the whole warp */
@@ -338,7 +308,7 @@ static __global__ void __launch_bounds__(256) train_step_18_gain_grad(real *__re
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_19_h1_ln_grad(real *__restrict__ h1_ln_grad, real *__restrict__ z1_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const real *__restrict__ gain, const real *__restrict__ h1_var, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_h1_ln_grad(real *__restrict__ h1_ln_grad, real *__restrict__ z1_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const real *__restrict__ gain, const real *__restrict__ h1_var, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 256) return;
     const int64_t b = i_ / 256;
@@ -348,7 +318,7 @@ static __global__ void __launch_bounds__(256) train_step_19_h1_ln_grad(real *__r
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_20_bias_grad(real *__restrict__ bias_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_bias_grad(real *__restrict__ bias_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 256) return; /* the whole warp */
@@ -363,7 +333,7 @@ static __global__ void __launch_bounds__(256) train_step_20_bias_grad(real *__re
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_21_h1_mean_grad(real *__restrict__ h1_mean_grad, const real *__restrict__ h1_ln_grad, const real *__restrict__ h1_var, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_h1_mean_grad(real *__restrict__ h1_mean_grad, const real *__restrict__ h1_ln_grad, const real *__restrict__ h1_var, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= n) return; /* the whole warp */
@@ -378,7 +348,7 @@ static __global__ void __launch_bounds__(256) train_step_21_h1_mean_grad(real *_
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_22_h1_var_grad(real *__restrict__ h1_var_grad, const real *__restrict__ h1_ln_grad, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_h1_var_grad(real *__restrict__ h1_var_grad, const real *__restrict__ h1_ln_grad, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= n) return; /* the whole warp */
@@ -393,7 +363,7 @@ static __global__ void __launch_bounds__(256) train_step_22_h1_var_grad(real *__
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its 256 terms with shuffles) */
-static __global__ void __launch_bounds__(256) train_step_23_h1_mean_grad(real *__restrict__ h1_mean_grad, const real *__restrict__ h1_var_grad, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_h1_mean_grad_2(real *__restrict__ h1_mean_grad, const real *__restrict__ h1_var_grad, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= n) return; /* the whole warp */
@@ -408,7 +378,7 @@ static __global__ void __launch_bounds__(256) train_step_23_h1_mean_grad(real *_
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_24_z1_grad(real *__restrict__ z1_grad, const real *__restrict__ h1_var_grad, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_mean_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) add_z1_grad(real *__restrict__ z1_grad, const real *__restrict__ h1_var_grad, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_mean_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 256) return;
     const int64_t b = i_ / 256;
@@ -418,7 +388,7 @@ static __global__ void __launch_bounds__(256) train_step_24_z1_grad(real *__rest
 }
 
 /* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_25_b1_grad(real *__restrict__ b1_grad, const real *__restrict__ z1_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_b1_grad(real *__restrict__ b1_grad, const real *__restrict__ z1_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 256) return; /* the whole warp */
@@ -433,7 +403,7 @@ static __global__ void __launch_bounds__(256) train_step_25_b1_grad(real *__rest
 }
 
 /* line 25: adamw update of w1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_27_w1_exp_avg(real *__restrict__ w1_exp_avg, real *__restrict__ w1_exp_avg_sq, real *__restrict__ w1, const real *__restrict__ w1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) set_w1_exp_avg(real *__restrict__ w1_exp_avg, real *__restrict__ w1_exp_avg_sq, real *__restrict__ w1, const real *__restrict__ w1_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 200704) return;
     const int64_t j0 = i_ / 784;
@@ -445,7 +415,7 @@ static __global__ void __launch_bounds__(256) train_step_27_w1_exp_avg(real *__r
 }
 
 /* line 25: adamw update of gain; adamw update of b1; adamw update of bias (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_28_gain(real *__restrict__ gain, real *__restrict__ gain_exp_avg, real *__restrict__ gain_exp_avg_sq, real *__restrict__ b1, real *__restrict__ b1_exp_avg, real *__restrict__ b1_exp_avg_sq, real *__restrict__ bias, real *__restrict__ bias_exp_avg, real *__restrict__ bias_exp_avg_sq, const real *__restrict__ gain_grad, const real *__restrict__ b1_grad, const real *__restrict__ bias_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) set_gain(real *__restrict__ gain, real *__restrict__ gain_exp_avg, real *__restrict__ gain_exp_avg_sq, real *__restrict__ b1, real *__restrict__ b1_exp_avg, real *__restrict__ b1_exp_avg_sq, real *__restrict__ bias, real *__restrict__ bias_exp_avg, real *__restrict__ bias_exp_avg_sq, const real *__restrict__ gain_grad, const real *__restrict__ b1_grad, const real *__restrict__ bias_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 256) return;
     const int64_t j = i_;
@@ -464,7 +434,7 @@ static __global__ void __launch_bounds__(256) train_step_28_gain(real *__restric
 }
 
 /* line 25: adamw update of w2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_29_w2(real *__restrict__ w2, real *__restrict__ w2_exp_avg, real *__restrict__ w2_exp_avg_sq, const real *__restrict__ w2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) set_w2(real *__restrict__ w2, real *__restrict__ w2_exp_avg, real *__restrict__ w2_exp_avg_sq, const real *__restrict__ w2_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 2560) return;
     const int64_t j0 = i_ / 256;
@@ -476,7 +446,7 @@ static __global__ void __launch_bounds__(256) train_step_29_w2(real *__restrict_
 }
 
 /* line 25: adamw update of b2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_30_b2(real *__restrict__ b2, real *__restrict__ b2_exp_avg, real *__restrict__ b2_exp_avg_sq, const real *__restrict__ b2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static __global__ void __launch_bounds__(256) set_b2(real *__restrict__ b2, real *__restrict__ b2_exp_avg, real *__restrict__ b2_exp_avg_sq, const real *__restrict__ b2_grad, const real bc1, const real lr, const real sqrt_bc2) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 10) return;
     const int64_t j = i_;
@@ -487,7 +457,7 @@ static __global__ void __launch_bounds__(256) train_step_30_b2(real *__restrict_
 }
 
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_4_h1(real *__restrict__ h1, const real *__restrict__ gain, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const real *__restrict__ bias, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_h1(real *__restrict__ h1, const real *__restrict__ gain, const real *__restrict__ z1_ein, const real *__restrict__ b1, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const real *__restrict__ bias, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 256) return;
     const int64_t b = i_ / 256;
@@ -496,7 +466,7 @@ static __global__ void __launch_bounds__(256) forward_4_h1(real *__restrict__ h1
 }
 
 /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_6_logits(real *__restrict__ logits, const real *__restrict__ logits_ein, const real *__restrict__ b2, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_logits(real *__restrict__ logits, const real *__restrict__ logits_ein, const real *__restrict__ b2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
@@ -504,8 +474,15 @@ static __global__ void __launch_bounds__(256) forward_6_logits(real *__restrict_
     logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
 }
 
+/* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) (one thread per element) */
+static __global__ void __launch_bounds__(256) set_loss__2(real *loss_, const real *__restrict__ loss_sum2, const real *loss_sum) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 1) return;
+    loss_[0] = loss_sum2[0] * 0.015625f + loss_sum[0] * 0.0001f;
+}
+
 /* line 23: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_12_accuracy_pred_max(real *__restrict__ accuracy_pred_max, const real *__restrict__ logits_ein, const real *__restrict__ b2, const int64_t n) {
+static __global__ void __launch_bounds__(256) max_accuracy_pred_max(real *__restrict__ accuracy_pred_max, const real *__restrict__ logits_ein, const real *__restrict__ b2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -518,7 +495,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_12_accuracy_pred_max(
 }
 
 /* line 23: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_13_accuracy_pred_argmax(real *__restrict__ accuracy_pred_argmax, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ accuracy_pred_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) min_accuracy_pred_argmax(real *__restrict__ accuracy_pred_argmax, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ accuracy_pred_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -531,7 +508,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_13_accuracy_pred_argm
 }
 
 /* line 23: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_14_accuracy_true_max(real *__restrict__ accuracy_true_max, const real *__restrict__ label, const int64_t n) {
+static __global__ void __launch_bounds__(256) max_accuracy_true_max(real *__restrict__ accuracy_true_max, const real *__restrict__ label, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -544,7 +521,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_14_accuracy_true_max(
 }
 
 /* line 23: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_15_accuracy_true_argmax(real *__restrict__ accuracy_true_argmax, const real *__restrict__ label, const real *__restrict__ accuracy_true_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) min_accuracy_true_argmax(real *__restrict__ accuracy_true_argmax, const real *__restrict__ label, const real *__restrict__ accuracy_true_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -557,7 +534,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_15_accuracy_true_argm
 }
 
 /* line 23: metric accuracy = accuracy(logits, label) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_16_accuracy(real *__restrict__ accuracy, const real *__restrict__ accuracy_pred_argmax, const real *__restrict__ accuracy_true_argmax, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_accuracy(real *__restrict__ accuracy, const real *__restrict__ accuracy_pred_argmax, const real *__restrict__ accuracy_true_argmax, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
@@ -571,7 +548,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_16_accuracy(real *__r
 }
 
 /* line 24: metric mean_ce = mean(ce) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_17_mean_ce(real *__restrict__ mean_ce, const real *__restrict__ ce, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_mean_ce(real *__restrict__ mean_ce, const real *__restrict__ ce, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
@@ -589,33 +566,34 @@ static __global__ void __launch_bounds__(256) eval_metrics_17_mean_ce(real *__re
 
 /* routine init, on the host (the C target's random streams: a seed gives its params), into
    the pinned mirror; the next device routine uploads it */
-static void init_params(fashion_einsum *m, uint64_t seed) {
-    cannl_rng rng;
-    cannl_rng_seed(&rng, seed);
+static void init_params(struct fashion_einsum *m, uint64_t seed) {
+    cannl_rng state_;
+    cannl_rng *const rng = &state_;
+    cannl_rng_seed(rng, seed);
     real *w1 = (real *)(m->host + 0);
     real *gain = (real *)(m->host + 802816);
     real *b1 = (real *)(m->host + 803840);
     real *bias = (real *)(m->host + 804864);
     real *w2 = (real *)(m->host + 805888);
     real *b2 = (real *)(m->host + 816128);
-    real *w1_exp_avg = (real *)(m->host + 1632768);
-    real *w1_exp_avg_sq = (real *)(m->host + 2435584);
-    real *gain_exp_avg = (real *)(m->host + 3238400);
-    real *gain_exp_avg_sq = (real *)(m->host + 3239424);
-    real *b1_exp_avg = (real *)(m->host + 3240448);
-    real *b1_exp_avg_sq = (real *)(m->host + 3241472);
-    real *bias_exp_avg = (real *)(m->host + 3242496);
-    real *bias_exp_avg_sq = (real *)(m->host + 3243520);
-    real *w2_exp_avg = (real *)(m->host + 3244544);
-    real *w2_exp_avg_sq = (real *)(m->host + 3254784);
-    real *b2_exp_avg = (real *)(m->host + 3265024);
-    real *b2_exp_avg_sq = (real *)(m->host + 3265280);
+    real *w1_exp_avg = (real *)(m->host + 816192);
+    real *w1_exp_avg_sq = (real *)(m->host + 1619008);
+    real *gain_exp_avg = (real *)(m->host + 2421824);
+    real *gain_exp_avg_sq = (real *)(m->host + 2422848);
+    real *b1_exp_avg = (real *)(m->host + 2423872);
+    real *b1_exp_avg_sq = (real *)(m->host + 2424896);
+    real *bias_exp_avg = (real *)(m->host + 2425920);
+    real *bias_exp_avg_sq = (real *)(m->host + 2426944);
+    real *w2_exp_avg = (real *)(m->host + 2427968);
+    real *w2_exp_avg_sq = (real *)(m->host + 2438208);
+    real *b2_exp_avg = (real *)(m->host + 2448448);
+    real *b2_exp_avg_sq = (real *)(m->host + 2448512);
 
     /* line 10: w1 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     for (int64_t j0 = 0; j0 < 256; ++j0)
         for (int64_t j1 = 0; j1 < 28; ++j1)
             for (int64_t j2 = 0; j2 < 28; ++j2)
-                w1[j0 * 784 + j1 * 28 + j2] = (real)(-0.03571428571428571 + 0.07142857142857142 * cannl_rng_uniform(&rng));
+                w1[j0 * 784 + j1 * 28 + j2] = (real)(-0.03571428571428571 + 0.07142857142857142 * cannl_rng_uniform(rng));
 
     /* line 11: gain = ones; b1 = zeros; bias = zeros; zero gain_exp_avg; zero gain_exp_avg_sq; zero b1_exp_avg; zero b1_exp_avg_sq; zero bias_exp_avg; zero bias_exp_avg_sq */
     for (int64_t j = 0; j < 256; ++j)
@@ -634,7 +612,7 @@ static void init_params(fashion_einsum *m, uint64_t seed) {
     /* line 12: w2 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     for (int64_t j0 = 0; j0 < 10; ++j0)
         for (int64_t j1 = 0; j1 < 256; ++j1)
-            w2[j0 * 256 + j1] = (real)(-0.0625 + 0.125 * cannl_rng_uniform(&rng));
+            w2[j0 * 256 + j1] = (real)(-0.0625 + 0.125 * cannl_rng_uniform(rng));
 
     /* line 12: b2 = zeros; zero b2_exp_avg; zero b2_exp_avg_sq */
     for (int64_t j = 0; j < 10; ++j)
@@ -663,262 +641,265 @@ static void init_params(fashion_einsum *m, uint64_t seed) {
 }
 
 /* routine train_step: 25 kernels, 6 cuBLAS products, queued on the compute stream */
-static void train_step(fashion_einsum *m, const real *const in_[], int64_t n) {
-    const real *image = in_[0];
-    const real *label = in_[1];
-    real *w1 = m->w1;
-    real *gain = m->gain;
-    real *b1 = m->b1;
-    real *bias = m->bias;
-    real *w2 = m->w2;
-    real *b2 = m->b2;
-    real *x = m->x;
-    real *z1_ein = m->z1_ein;
-    real *h1 = m->h1;
-    real *h1_ln = m->h1_ln;
-    real *h1_mean = m->h1_mean;
-    real *h1_var = m->h1_var;
-    real *logits_ein = m->logits_ein;
-    real *ce = m->ce;
-    real *ce_max = m->ce_max;
-    real *ce_sumexp = m->ce_sumexp;
-    real *loss_ = m->loss_;
-    real *loss_sum = m->loss_sum;
-    real *loss_sum2 = m->loss_sum2;
-    real *w1_grad = m->w1_grad;
-    real *logits_grad = m->logits_grad;
-    real *ce_sumexp_grad = m->ce_sumexp_grad;
-    real *b2_grad = m->b2_grad;
-    real *w2_grad = m->w2_grad;
-    real *h1_grad = m->h1_grad;
-    real *gain_grad = m->gain_grad;
-    real *h1_ln_grad = m->h1_ln_grad;
-    real *bias_grad = m->bias_grad;
-    real *z1_grad = m->z1_grad;
-    real *h1_mean_grad = m->h1_mean_grad;
-    real *h1_var_grad = m->h1_var_grad;
-    real *b1_grad = m->b1_grad;
-    real *w1_exp_avg = m->w1_exp_avg;
-    real *w1_exp_avg_sq = m->w1_exp_avg_sq;
-    real *gain_exp_avg = m->gain_exp_avg;
-    real *gain_exp_avg_sq = m->gain_exp_avg_sq;
-    real *b1_exp_avg = m->b1_exp_avg;
-    real *b1_exp_avg_sq = m->b1_exp_avg_sq;
-    real *bias_exp_avg = m->bias_exp_avg;
-    real *bias_exp_avg_sq = m->bias_exp_avg_sq;
-    real *w2_exp_avg = m->w2_exp_avg;
-    real *w2_exp_avg_sq = m->w2_exp_avg_sq;
-    real *b2_exp_avg = m->b2_exp_avg;
-    real *b2_exp_avg_sq = m->b2_exp_avg_sq;
+static void train_step(struct fashion_einsum *m, const real *const in_[], int64_t n) {
+    const real *const image = in_[0];
+    const real *const label = in_[1];
+    real *const w1 = m->w1;
+    real *const gain = m->gain;
+    real *const b1 = m->b1;
+    real *const bias = m->bias;
+    real *const w2 = m->w2;
+    real *const b2 = m->b2;
+    real *const w1_exp_avg = m->w1_exp_avg;
+    real *const w1_exp_avg_sq = m->w1_exp_avg_sq;
+    real *const gain_exp_avg = m->gain_exp_avg;
+    real *const gain_exp_avg_sq = m->gain_exp_avg_sq;
+    real *const b1_exp_avg = m->b1_exp_avg;
+    real *const b1_exp_avg_sq = m->b1_exp_avg_sq;
+    real *const bias_exp_avg = m->bias_exp_avg;
+    real *const bias_exp_avg_sq = m->bias_exp_avg_sq;
+    real *const w2_exp_avg = m->w2_exp_avg;
+    real *const w2_exp_avg_sq = m->w2_exp_avg_sq;
+    real *const b2_exp_avg = m->b2_exp_avg;
+    real *const b2_exp_avg_sq = m->b2_exp_avg_sq;
+    char *const work = m->dev + 2448576; /* the work region: this routine's 2939008 bytes */
+    real *const x = (real *)(work + 0);
+    real *const ce = (real *)(work + 802816);
+    real *const w1_grad = (real *)(work + 802816);
+    real *const loss_sum = (real *)(work + 803840);
+    real *const loss_sum2 = (real *)(work + 803904);
+    real *const z1_ein = (real *)(work + 1605632);
+    real *const b1_grad = (real *)(work + 1605632);
+    real *const h1_ln = (real *)(work + 1867776);
+    real *const z1_grad = (real *)(work + 1867776);
+    real *const h1 = (real *)(work + 2129920);
+    real *const h1_mean_grad = (real *)(work + 2129920);
+    real *const h1_var_grad = (real *)(work + 2130944);
+    real *const logits_ein = (real *)(work + 2392064);
+    real *const h1_grad = (real *)(work + 2392064);
+    real *const ce_max = (real *)(work + 2402304);
+    real *const ce_sumexp = (real *)(work + 2403328);
+    real *const ce_sumexp_grad = (real *)(work + 2404352);
+    real *const h1_ln_grad = (real *)(work + 2654208);
+    real *const logits_grad = (real *)(work + 2916352);
+    real *const gain_grad = (real *)(work + 2916352);
+    real *const bias_grad = (real *)(work + 2917376);
+    real *const w2_grad = (real *)(work + 2926592);
+    real *const h1_mean = (real *)(work + 2936832);
+    real *const h1_var = (real *)(work + 2937856);
+    real *const b2_grad = (real *)(work + 2938880);
+    real *const loss_ = (real *)(work + 2938944);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
-    const real bc1 = (real)(1 - pow(0.9, step));
-    const real sqrt_bc2 = (real)(sqrt(1 - pow(0.999, step)));
+    const real bc1 = (real)(1.0 - pow(0.9, step));
+    const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 14: x = image / 255 */
-    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    set_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, z1_ein, 256, 0, 1);
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
-    train_step_2_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
+    sum_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_3_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
+    sum_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_4_h1_ln<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1_ln, h1, z1_ein, b1, h1_mean, h1_var, gain, bias, n);
+    set_h1_ln<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1_ln, h1, z1_ein, b1, h1_mean, h1_var, gain, bias, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 256, 1.0f, w2, 256, 0, h1, 256, 0, 0.0f, logits_ein, 10, 0, 1);
 
     /* line 19: ce = cross_entropy(logits, label) */
-    train_step_6_ce_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_max, logits_ein, b2, n);
+    max_ce_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_max, logits_ein, b2, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_7_ce_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp, logits_ein, b2, ce_max, n);
+    sum_ce_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp, logits_ein, b2, ce_max, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_8_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce, label, logits_ein, b2, ce_max, ce_sumexp, n);
+    sum_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce, label, logits_ein, b2, ce_max, ce_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 200704, 1.0f, w1, 1, 0, w1, 200704, 0, 0.0f, loss_sum, 1, 0, 1);
-    train_step_10_loss_sum2<<<1, 256, 0, stream_>>>(loss_sum2, ce, n);
+    sum_loss_sum2<<<1, 256, 0, stream_>>>(loss_sum2, ce, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_11_loss_<<<1, 256, 0, stream_>>>(loss_, loss_sum2, loss_sum);
+    set_loss_<<<1, 256, 0, stream_>>>(loss_, loss_sum2, loss_sum);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: backward: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1); adamw update of w1 */
-    train_step_12_w1_grad<<<784, 256, 0, stream_>>>(w1_grad, w1, lr);
+    set_w1_grad<<<784, 256, 0, stream_>>>(w1_grad, w1, lr);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 19: backward: ce = cross_entropy(logits, label) */
-    train_step_13_ce_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp_grad, label, ce_sumexp, n);
+    sum_ce_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp_grad, label, ce_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_14_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, ce_sumexp_grad, logits_ein, b2, ce_max, n);
+    set_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, ce_sumexp_grad, logits_ein, b2, ce_max, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 18: backward: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    train_step_15_b2_grad<<<2, 256, 0, stream_>>>(b2_grad, logits_grad, n);
+    sum_b2_grad<<<2, 256, 0, stream_>>>(b2_grad, logits_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 256, 10, n, 1.0f, h1, 256, 0, logits_grad, 10, 0, 0.0f, w2_grad, 256, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 256, n, 10, 1.0f, w2, 256, 0, logits_grad, 10, 0, 0.0f, h1_grad, 256, 0, 1);
 
     /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
-    train_step_18_gain_grad<<<32, 256, 0, stream_>>>(gain_grad, h1_grad, h1, h1_ln, n);
+    sum_gain_grad<<<32, 256, 0, stream_>>>(gain_grad, h1_grad, h1, h1_ln, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_19_h1_ln_grad<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1_ln_grad, z1_grad, h1_grad, h1, gain, h1_var, n);
+    set_h1_ln_grad<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1_ln_grad, z1_grad, h1_grad, h1, gain, h1_var, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_20_bias_grad<<<32, 256, 0, stream_>>>(bias_grad, h1_grad, h1, n);
+    sum_bias_grad<<<32, 256, 0, stream_>>>(bias_grad, h1_grad, h1, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_21_h1_mean_grad<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_ln_grad, h1_var, n);
+    sum_h1_mean_grad<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_ln_grad, h1_var, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_22_h1_var_grad<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var_grad, h1_ln_grad, z1_ein, b1, h1_mean, h1_var, n);
+    sum_h1_var_grad<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var_grad, h1_ln_grad, z1_ein, b1, h1_mean, h1_var, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_23_h1_mean_grad<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_var_grad, z1_ein, b1, h1_mean, n);
+    sum_h1_mean_grad_2<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_var_grad, z1_ein, b1, h1_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_24_z1_grad<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(z1_grad, h1_var_grad, z1_ein, b1, h1_mean, h1_mean_grad, n);
+    add_z1_grad<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(z1_grad, h1_var_grad, z1_ein, b1, h1_mean, h1_mean_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
-    train_step_25_b1_grad<<<32, 256, 0, stream_>>>(b1_grad, z1_grad, n);
+    sum_b1_grad<<<32, 256, 0, stream_>>>(b1_grad, z1_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 784, 256, n, 1.0f, x, 784, 0, z1_grad, 256, 0, 1.0f, w1_grad, 784, 0, 1);
 
     /* line 25: adamw update of w1 */
-    train_step_27_w1_exp_avg<<<784, 256, 0, stream_>>>(w1_exp_avg, w1_exp_avg_sq, w1, w1_grad, bc1, lr, sqrt_bc2);
+    set_w1_exp_avg<<<784, 256, 0, stream_>>>(w1_exp_avg, w1_exp_avg_sq, w1, w1_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 25: adamw update of gain; adamw update of b1; adamw update of bias */
-    train_step_28_gain<<<1, 256, 0, stream_>>>(gain, gain_exp_avg, gain_exp_avg_sq, b1, b1_exp_avg, b1_exp_avg_sq, bias, bias_exp_avg, bias_exp_avg_sq, gain_grad, b1_grad, bias_grad, bc1, lr, sqrt_bc2);
+    set_gain<<<1, 256, 0, stream_>>>(gain, gain_exp_avg, gain_exp_avg_sq, b1, b1_exp_avg, b1_exp_avg_sq, bias, bias_exp_avg, bias_exp_avg_sq, gain_grad, b1_grad, bias_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 25: adamw update of w2 */
-    train_step_29_w2<<<10, 256, 0, stream_>>>(w2, w2_exp_avg, w2_exp_avg_sq, w2_grad, bc1, lr, sqrt_bc2);
+    set_w2<<<10, 256, 0, stream_>>>(w2, w2_exp_avg, w2_exp_avg_sq, w2_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 25: adamw update of b2 */
-    train_step_30_b2<<<1, 256, 0, stream_>>>(b2, b2_exp_avg, b2_exp_avg_sq, b2_grad, bc1, lr, sqrt_bc2);
+    set_b2<<<1, 256, 0, stream_>>>(b2, b2_exp_avg, b2_exp_avg_sq, b2_grad, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
 }
 
 /* routine forward: 5 kernels, 2 cuBLAS products, queued on the compute stream */
-static void forward(fashion_einsum *m, const real *const in_[], int64_t n) {
-    const real *image = in_[0];
-    real *w1 = m->w1;
-    real *gain = m->gain;
-    real *b1 = m->b1;
-    real *bias = m->bias;
-    real *w2 = m->w2;
-    real *b2 = m->b2;
-    real *x = m->x;
-    real *z1_ein = m->z1_ein;
-    real *h1 = m->h1;
-    real *h1_mean = m->h1_mean;
-    real *h1_var = m->h1_var;
-    real *logits = m->logits;
-    real *logits_ein = m->logits_ein;
+static void forward(struct fashion_einsum *m, const real *const in_[], int64_t n) {
+    const real *const image = in_[0];
+    real *const w1 = m->w1;
+    real *const gain = m->gain;
+    real *const b1 = m->b1;
+    real *const bias = m->bias;
+    real *const w2 = m->w2;
+    real *const b2 = m->b2;
+    char *const work = m->dev + 2448576; /* the work region: this routine's 1064960 bytes */
+    real *const x = (real *)(work + 0);
+    real *const h1_mean = (real *)(work + 0);
+    real *const logits = (real *)(work + 0);
+    real *const h1_var = (real *)(work + 1024);
+    real *const h1 = (real *)(work + 2048);
+    real *const logits_ein = (real *)(work + 264192);
+    real *const z1_ein = (real *)(work + 802816);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 14: x = image / 255 */
-    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    set_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, z1_ein, 256, 0, 1);
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
-    train_step_2_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
+    sum_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_3_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
+    sum_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    forward_4_h1<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1, gain, z1_ein, b1, h1_mean, h1_var, bias, n);
+    set_h1<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1, gain, z1_ein, b1, h1_mean, h1_var, bias, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 256, 1.0f, w2, 256, 0, h1, 256, 0, 0.0f, logits_ein, 10, 0, 1);
-    forward_6_logits<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits, logits_ein, b2, n);
+    set_logits<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits, logits_ein, b2, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
 /* routine eval_metrics: 15 kernels, 3 cuBLAS products, queued on the compute stream */
-static void eval_metrics(fashion_einsum *m, const real *const in_[], int64_t n) {
-    const real *image = in_[0];
-    const real *label = in_[1];
-    real *w1 = m->w1;
-    real *gain = m->gain;
-    real *b1 = m->b1;
-    real *bias = m->bias;
-    real *w2 = m->w2;
-    real *b2 = m->b2;
-    real *x = m->x;
-    real *z1_ein = m->z1_ein;
-    real *h1 = m->h1;
-    real *h1_mean = m->h1_mean;
-    real *h1_var = m->h1_var;
-    real *logits_ein = m->logits_ein;
-    real *ce = m->ce;
-    real *ce_max = m->ce_max;
-    real *ce_sumexp = m->ce_sumexp;
-    real *loss_ = m->loss_;
-    real *loss_sum = m->loss_sum;
-    real *loss_sum2 = m->loss_sum2;
-    real *accuracy = m->accuracy;
-    real *accuracy_pred_max = m->accuracy_pred_max;
-    real *accuracy_pred_argmax = m->accuracy_pred_argmax;
-    real *accuracy_true_max = m->accuracy_true_max;
-    real *accuracy_true_argmax = m->accuracy_true_argmax;
-    real *mean_ce = m->mean_ce;
+static void eval_metrics(struct fashion_einsum *m, const real *const in_[], int64_t n) {
+    const real *const image = in_[0];
+    const real *const label = in_[1];
+    real *const w1 = m->w1;
+    real *const gain = m->gain;
+    real *const b1 = m->b1;
+    real *const bias = m->bias;
+    real *const w2 = m->w2;
+    real *const b2 = m->b2;
+    char *const work = m->dev + 2448576; /* the work region: this routine's 1064960 bytes */
+    real *const x = (real *)(work + 0);
+    real *const h1_mean = (real *)(work + 0);
+    real *const ce_max = (real *)(work + 0);
+    real *const loss_ = (real *)(work + 0);
+    real *const loss_sum = (real *)(work + 0);
+    real *const loss_sum2 = (real *)(work + 64);
+    real *const accuracy = (real *)(work + 64);
+    real *const accuracy_pred_max = (real *)(work + 64);
+    real *const accuracy_true_max = (real *)(work + 64);
+    real *const mean_ce = (real *)(work + 128);
+    real *const h1_var = (real *)(work + 1024);
+    real *const ce_sumexp = (real *)(work + 1024);
+    real *const h1 = (real *)(work + 2048);
+    real *const ce = (real *)(work + 2048);
+    real *const accuracy_pred_argmax = (real *)(work + 3072);
+    real *const accuracy_true_argmax = (real *)(work + 4096);
+    real *const logits_ein = (real *)(work + 264192);
+    real *const z1_ein = (real *)(work + 802816);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 14: x = image / 255 */
-    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    set_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, z1_ein, 256, 0, 1);
 
     /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
-    train_step_2_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
+    sum_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_3_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
+    sum_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    forward_4_h1<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1, gain, z1_ein, b1, h1_mean, h1_var, bias, n);
+    set_h1<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1, gain, z1_ein, b1, h1_mean, h1_var, bias, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 256, 1.0f, w2, 256, 0, h1, 256, 0, 0.0f, logits_ein, 10, 0, 1);
 
     /* line 19: ce = cross_entropy(logits, label) */
-    train_step_6_ce_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_max, logits_ein, b2, n);
+    max_ce_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_max, logits_ein, b2, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_7_ce_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp, logits_ein, b2, ce_max, n);
+    sum_ce_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp, logits_ein, b2, ce_max, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_8_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce, label, logits_ein, b2, ce_max, ce_sumexp, n);
+    sum_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce, label, logits_ein, b2, ce_max, ce_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 200704, 1.0f, w1, 1, 0, w1, 200704, 0, 0.0f, loss_sum, 1, 0, 1);
-    train_step_10_loss_sum2<<<1, 256, 0, stream_>>>(loss_sum2, ce, n);
+    sum_loss_sum2<<<1, 256, 0, stream_>>>(loss_sum2, ce, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_11_loss_<<<1, 256, 0, stream_>>>(loss_, loss_sum2, loss_sum);
+    set_loss__2<<<1, 256, 0, stream_>>>(loss_, loss_sum2, loss_sum);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 23: metric accuracy = accuracy(logits, label) */
-    eval_metrics_12_accuracy_pred_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_max, logits_ein, b2, n);
+    max_accuracy_pred_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_max, logits_ein, b2, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_13_accuracy_pred_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_argmax, logits_ein, b2, accuracy_pred_max, n);
+    min_accuracy_pred_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_argmax, logits_ein, b2, accuracy_pred_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_14_accuracy_true_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_max, label, n);
+    max_accuracy_true_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_max, label, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_15_accuracy_true_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_argmax, label, accuracy_true_max, n);
+    min_accuracy_true_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_argmax, label, accuracy_true_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_16_accuracy<<<1, 256, 0, stream_>>>(accuracy, accuracy_pred_argmax, accuracy_true_argmax, n);
+    sum_accuracy<<<1, 256, 0, stream_>>>(accuracy, accuracy_pred_argmax, accuracy_true_argmax, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 24: metric mean_ce = mean(ce) */
-    eval_metrics_17_mean_ce<<<1, 256, 0, stream_>>>(mean_ce, ce, n);
+    sum_mean_ce<<<1, 256, 0, stream_>>>(mean_ce, ce, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -926,18 +907,24 @@ static void eval_metrics(fashion_einsum *m, const real *const in_[], int64_t n) 
 /* ------------------------------------------------------------------------------ memory */
 
 /* Upload the mirror if the host changed it (or may have: pointers into it are out). */
-static void to_device(fashion_einsum *m) {
+static void to_device(struct fashion_einsum *m) {
     if (!m->host_newer && !m->host_view) return;
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, m->dev, m->host, 3265536, &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, m->dev, m->host, 2448576, &e));
     m->host_newer = 0;
 }
 
 /* Download the mirror if the device changed it; the caller may then change it. */
-static void to_host(fashion_einsum *m) {
+static void to_host(struct fashion_einsum *m) {
     cannl_error e;
     if (m->device_newer && !m->failed) {
-        CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 3265536, &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2448576, &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 3251392, 200704 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200704, m->dev + 5364928, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200960, m->dev + 4054208, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201216, m->dev + 5365952, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201472, m->dev + 5375168, 2560 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 204032, m->dev + 5387456, 10 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_sync(m->compute, &e));
     }
     m->device_newer = 0;
@@ -946,21 +933,29 @@ static void to_host(fashion_einsum *m) {
 
 /* After a routine is queued: bring the mirror back with it when pointers into it are out,
    else remember that the device has the newer state. Then wait for the compute stream. */
-static void finish(fashion_einsum *m) {
+static void finish(struct fashion_einsum *m) {
     cannl_error e;
-    if (m->host_view) CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 3265536, &e));
+    if (m->host_view) {
+        CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2448576, &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 3251392, 200704 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200704, m->dev + 5364928, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200960, m->dev + 4054208, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201216, m->dev + 5365952, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201472, m->dev + 5375168, 2560 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 204032, m->dev + 5387456, 10 * sizeof(real), &e));
+    }
     CANNL_TRY(cannl_stream_sync(m->compute, &e));
     m->device_newer = !m->host_view;
 }
 
 /* The caller gets pointers into the mirror, and may keep them. */
-static void host_view(fashion_einsum *m) {
+static void host_view(struct fashion_einsum *m) {
     to_host(m);
     m->host_view = 1;
 }
 
 /* A staging slot for new inputs: one not holding a batch still to be trained on. */
-static int free_slot(fashion_einsum *m) {
+static int free_slot(struct fashion_einsum *m) {
     int s = m->next_slot;
     if (m->ready[s] && !m->ready[s ^ 1]) s ^= 1;
     m->next_slot = s ^ 1;
@@ -970,7 +965,7 @@ static int free_slot(fashion_einsum *m) {
 
 /* Copy the inputs (n examples each; NULL ones are left out) into pinned slot s and queue
    their upload on the copy stream, after the routine that last read the slot. */
-static void stage(fashion_einsum *m, int s, const real *const inputs[], int64_t n) {
+static void stage(struct fashion_einsum *m, int s, const real *const inputs[], int64_t n) {
     cannl_error e;
     CANNL_TRY(cannl_event_sync(m->staged[s], &e)); /* the slot's previous upload has left pinned memory */
     CANNL_TRY(cannl_stream_wait_event(m->copy, m->consumed[s], &e));
@@ -990,7 +985,7 @@ static void stage(fashion_einsum *m, int s, const real *const inputs[], int64_t 
 
 /* The slot holding these inputs: the prefetched one, or a newly staged one. The compute
    stream waits for its upload. */
-static int inputs_on_device(fashion_einsum *m, const real *const inputs[], int64_t n, const real *in[]) {
+static int inputs_on_device(struct fashion_einsum *m, const real *const inputs[], int64_t n, const real *in[]) {
     int s = -1;
     for (int k = 0; k < 2 && s < 0; ++k) {
         int same = m->ready[k] && m->staged_n[k] == n;
@@ -1011,80 +1006,47 @@ static int inputs_on_device(fashion_einsum *m, const real *const inputs[], int64
 }
 
 /* The routine that read slot s is queued: mark the slot free once it has run. */
-static void release(fashion_einsum *m, int s) {
+static void release(struct fashion_einsum *m, int s) {
     cannl_error e;
     CANNL_TRY(cannl_event_record(m->consumed[s], m->compute, &e));
 }
 
 /* ------------------------------------------------------------------------------ C API */
 
-static void fashion_einsum_bind(fashion_einsum *m) {
+static void bind_buffers(struct fashion_einsum *m) {
     m->w1 = (real *)(m->dev + 0);
     m->gain = (real *)(m->dev + 802816);
     m->b1 = (real *)(m->dev + 803840);
     m->bias = (real *)(m->dev + 804864);
     m->w2 = (real *)(m->dev + 805888);
     m->b2 = (real *)(m->dev + 816128);
-    m->x = (real *)(m->dev + 3265536);
-    m->z1 = (real *)(m->dev + 4068352);
-    m->z1_ein = (real *)(m->dev + 4330496);
-    m->h1 = (real *)(m->dev + 4592640);
-    m->h1_ln = (real *)(m->dev + 4854784);
-    m->h1_mean = (real *)(m->dev + 5116928);
-    m->h1_var = (real *)(m->dev + 5117952);
-    m->logits = (real *)(m->dev + 5118976);
-    m->logits_ein = (real *)(m->dev + 5129216);
-    m->ce = (real *)(m->dev + 5139456);
-    m->ce_max = (real *)(m->dev + 5140480);
-    m->ce_sumexp = (real *)(m->dev + 5141504);
-    m->loss_ = (real *)(m->dev + 5142528);
-    m->loss_sum = (real *)(m->dev + 5142784);
-    m->loss_sum2 = (real *)(m->dev + 5143040);
-    m->accuracy = (real *)(m->dev + 5143296);
-    m->accuracy_pred_max = (real *)(m->dev + 5143552);
-    m->accuracy_pred_argmax = (real *)(m->dev + 5144576);
-    m->accuracy_true_max = (real *)(m->dev + 5145600);
-    m->accuracy_true_argmax = (real *)(m->dev + 5146624);
-    m->mean_ce = (real *)(m->dev + 5147648);
-    m->loss_grad = (real *)(m->dev + 5147904);
-    m->loss_sum2_grad = (real *)(m->dev + 5148160);
-    m->loss_sum_grad = (real *)(m->dev + 5148416);
-    m->ce_grad = (real *)(m->dev + 5148672);
-    m->w1_grad = (real *)(m->dev + 816384);
-    m->logits_grad = (real *)(m->dev + 5149696);
-    m->ce_sumexp_grad = (real *)(m->dev + 5159936);
-    m->logits_ein_grad = (real *)(m->dev + 5160960);
-    m->b2_grad = (real *)(m->dev + 1619200);
-    m->w2_grad = (real *)(m->dev + 1619456);
-    m->h1_grad = (real *)(m->dev + 5171200);
-    m->gain_grad = (real *)(m->dev + 1629696);
-    m->h1_ln_grad = (real *)(m->dev + 5433344);
-    m->bias_grad = (real *)(m->dev + 1630720);
-    m->z1_grad = (real *)(m->dev + 5695488);
-    m->h1_mean_grad = (real *)(m->dev + 5957632);
-    m->h1_var_grad = (real *)(m->dev + 5958656);
-    m->z1_ein_grad = (real *)(m->dev + 5959680);
-    m->b1_grad = (real *)(m->dev + 1631744);
-    m->w1_exp_avg = (real *)(m->dev + 1632768);
-    m->w1_exp_avg_sq = (real *)(m->dev + 2435584);
-    m->gain_exp_avg = (real *)(m->dev + 3238400);
-    m->gain_exp_avg_sq = (real *)(m->dev + 3239424);
-    m->b1_exp_avg = (real *)(m->dev + 3240448);
-    m->b1_exp_avg_sq = (real *)(m->dev + 3241472);
-    m->bias_exp_avg = (real *)(m->dev + 3242496);
-    m->bias_exp_avg_sq = (real *)(m->dev + 3243520);
-    m->w2_exp_avg = (real *)(m->dev + 3244544);
-    m->w2_exp_avg_sq = (real *)(m->dev + 3254784);
-    m->b2_exp_avg = (real *)(m->dev + 3265024);
-    m->b2_exp_avg_sq = (real *)(m->dev + 3265280);
+    m->w1_grad = (real *)(m->dev + 3251392);
+    m->b2_grad = (real *)(m->dev + 5387456);
+    m->w2_grad = (real *)(m->dev + 5375168);
+    m->gain_grad = (real *)(m->dev + 5364928);
+    m->bias_grad = (real *)(m->dev + 5365952);
+    m->b1_grad = (real *)(m->dev + 4054208);
+    m->w1_exp_avg = (real *)(m->dev + 816192);
+    m->w1_exp_avg_sq = (real *)(m->dev + 1619008);
+    m->gain_exp_avg = (real *)(m->dev + 2421824);
+    m->gain_exp_avg_sq = (real *)(m->dev + 2422848);
+    m->b1_exp_avg = (real *)(m->dev + 2423872);
+    m->b1_exp_avg_sq = (real *)(m->dev + 2424896);
+    m->bias_exp_avg = (real *)(m->dev + 2425920);
+    m->bias_exp_avg_sq = (real *)(m->dev + 2426944);
+    m->w2_exp_avg = (real *)(m->dev + 2427968);
+    m->w2_exp_avg_sq = (real *)(m->dev + 2438208);
+    m->b2_exp_avg = (real *)(m->dev + 2448448);
+    m->b2_exp_avg_sq = (real *)(m->dev + 2448512);
 }
 
-fashion_einsum *fashion_einsum_create(uint64_t seed) {
-    fashion_einsum *m = (fashion_einsum *)calloc(1, sizeof *m);
+struct fashion_einsum *fashion_einsum_create(uint64_t seed) {
+    struct fashion_einsum *m = (struct fashion_einsum *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(6221824, &e)) != NULL &&
-             (m->host = (char *)cannl_pinned_alloc(3265536, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(5387584, &e)) != NULL &&
+             (m->host = (char *)cannl_pinned_alloc(2448576, &e)) != NULL &&
+             (m->grads_host = (real *)cannl_pinned_alloc(204042 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((2 + 1) * sizeof(real), &e)) != NULL &&
              cannl_stream_create(&m->compute, &e) == CANNL_OK && cannl_stream_create(&m->copy, &e) == CANNL_OK;
     for (int s = 0; s < 2 && ok; ++s)
@@ -1111,12 +1073,12 @@ fashion_einsum *fashion_einsum_create(uint64_t seed) {
         fashion_einsum_destroy(m);
         return NULL;
     }
-    fashion_einsum_bind(m);
+    bind_buffers(m);
     fashion_einsum_init(m, seed);
     return m;
 }
 
-void fashion_einsum_destroy(fashion_einsum *m) {
+void fashion_einsum_destroy(struct fashion_einsum *m) {
     if (!m) return;
     cannl_error e;
     if (m->compute) (void)cannl_stream_sync(m->compute, &e);
@@ -1132,11 +1094,12 @@ void fashion_einsum_destroy(fashion_einsum *m) {
     cannl_stream_destroy(m->copy);
     cannl_pinned_free(m->scalars);
     cannl_pinned_free(m->host);
+    cannl_pinned_free(m->grads_host);
     cannl_device_free(m->dev);
     free(m);
 }
 
-void fashion_einsum_init(fashion_einsum *m, uint64_t seed) {
+void fashion_einsum_init(struct fashion_einsum *m, uint64_t seed) {
     cannl_error e;
     if (m->device_newer || m->host_newer) CANNL_TRY(cannl_stream_sync(m->compute, &e)); /* the mirror is free */
     init_params(m, seed);
@@ -1147,7 +1110,7 @@ void fashion_einsum_init(fashion_einsum *m, uint64_t seed) {
     m->schedule = 1;
 }
 
-double fashion_einsum_train_step(fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
+double fashion_einsum_train_step(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
     if (n < 1 || n > FASHION_EINSUM_MAX_BATCH || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
@@ -1155,12 +1118,12 @@ double fashion_einsum_train_step(fashion_einsum *m, const fashion_einsum_real *c
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], m->loss_, sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 5387520)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
 
-void fashion_einsum_forward(fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n,
+void fashion_einsum_forward(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n,
                     fashion_einsum_real *const outputs[]) {
     if (n < 1 || n > FASHION_EINSUM_MAX_BATCH || m->failed) return;
     const real *in[2 + 1];
@@ -1169,14 +1132,14 @@ void fashion_einsum_forward(fashion_einsum *m, const fashion_einsum_real *const 
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], m->logits, (size_t)n * 10 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 2448576)), (size_t)n * 10 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
     (void)e;
 }
 
-void fashion_einsum_eval(fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n, double *loss,
+void fashion_einsum_eval(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n, double *loss,
                     double metrics[]) {
     if (n < 1 || n > FASHION_EINSUM_MAX_BATCH || m->failed) return;
     const real *in[2 + 1];
@@ -1185,9 +1148,9 @@ void fashion_einsum_eval(fashion_einsum *m, const fashion_einsum_real *const inp
     eval_metrics(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], m->loss_, sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], m->accuracy, sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[2], m->mean_ce, sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 2448576)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 2448640)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[2], ((real *)(m->dev + 2448704)), sizeof(real), &e));
 
     finish(m);
     *loss = m->failed ? NAN : (double)m->scalars[0];
@@ -1195,14 +1158,14 @@ void fashion_einsum_eval(fashion_einsum *m, const fashion_einsum_real *const inp
 }
 
 /* A prefetched batch: staged now, trained on by the next train_step with these inputs. */
-static void fashion_einsum_prefetch(fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
+static void fashion_einsum_prefetch(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
     if (n < 1 || n > FASHION_EINSUM_MAX_BATCH || m->failed) return;
     const int s = free_slot(m);
     stage(m, s, inputs, n);
     m->ready[s] = 1;
 }
 
-fashion_einsum_real *fashion_einsum_param(fashion_einsum *m, const char *name, int64_t *count) {
+fashion_einsum_real *fashion_einsum_param(struct fashion_einsum *m, const char *name, int64_t *count) {
     if (strcmp(name, "w1") == 0) {
         if (count) *count = 200704;
         host_view(m);
@@ -1239,36 +1202,36 @@ fashion_einsum_real *fashion_einsum_param(fashion_einsum *m, const char *name, i
     return NULL;
 }
 
-fashion_einsum_real *fashion_einsum_grad(fashion_einsum *m, const char *name, int64_t *count) {
+fashion_einsum_real *fashion_einsum_grad(struct fashion_einsum *m, const char *name, int64_t *count) {
     if (strcmp(name, "w1") == 0) {
         if (count) *count = 200704;
         host_view(m);
-        return (real *)(m->host + 816384);
+        return (m->grads_host + 0);
     }
     if (strcmp(name, "gain") == 0) {
         if (count) *count = 256;
         host_view(m);
-        return (real *)(m->host + 1629696);
+        return (m->grads_host + 200704);
     }
     if (strcmp(name, "b1") == 0) {
         if (count) *count = 256;
         host_view(m);
-        return (real *)(m->host + 1631744);
+        return (m->grads_host + 200960);
     }
     if (strcmp(name, "bias") == 0) {
         if (count) *count = 256;
         host_view(m);
-        return (real *)(m->host + 1630720);
+        return (m->grads_host + 201216);
     }
     if (strcmp(name, "w2") == 0) {
         if (count) *count = 2560;
         host_view(m);
-        return (real *)(m->host + 1619456);
+        return (m->grads_host + 201472);
     }
     if (strcmp(name, "b2") == 0) {
         if (count) *count = 10;
         host_view(m);
-        return (real *)(m->host + 1619200);
+        return (m->grads_host + 204032);
     }
     (void)m;
     (void)name;
@@ -1276,14 +1239,14 @@ fashion_einsum_real *fashion_einsum_grad(fashion_einsum *m, const char *name, in
     return NULL;
 }
 
-int64_t fashion_einsum_get_step(const fashion_einsum *m) { return m->step; }
-void fashion_einsum_set_step(fashion_einsum *m, int64_t step) { m->step = step; }
-double fashion_einsum_get_lr(const fashion_einsum *m) { return m->lr; }
-void fashion_einsum_set_lr(fashion_einsum *m, double lr) { m->lr = lr; }
-void fashion_einsum_set_schedule(fashion_einsum *m, int on) { m->schedule = on != 0; }
+int64_t fashion_einsum_get_step(const struct fashion_einsum *m) { return m->step; }
+void fashion_einsum_set_step(struct fashion_einsum *m, int64_t step) { m->step = step; }
+double fashion_einsum_get_lr(const struct fashion_einsum *m) { return m->lr; }
+void fashion_einsum_set_lr(struct fashion_einsum *m, double lr) { m->lr = lr; }
+void fashion_einsum_set_schedule(struct fashion_einsum *m, int on) { m->schedule = on != 0; }
 
 /* The state tensors in the mirror; `keep`: the caller may keep the pointers. */
-static size_t state_tensors(fashion_einsum *m, cannl_tensor *out, size_t cap, int keep) {
+static size_t state_tensors(struct fashion_einsum *m, cannl_tensor *out, size_t cap, int keep) {
     if (cap > 0) {
         if (keep) host_view(m);
         else to_host(m);
@@ -1295,44 +1258,44 @@ static size_t state_tensors(fashion_einsum *m, cannl_tensor *out, size_t cap, in
         {"bias", CANNL_F32, 1, { 256 }, (real *)(m->host + 804864)},
         {"w2", CANNL_F32, 2, { 10, 256 }, (real *)(m->host + 805888)},
         {"b2", CANNL_F32, 1, { 10 }, (real *)(m->host + 816128)},
-        {"w1.exp_avg", CANNL_F32, 3, { 256, 28, 28 }, (real *)(m->host + 1632768)},
-        {"w1.exp_avg_sq", CANNL_F32, 3, { 256, 28, 28 }, (real *)(m->host + 2435584)},
-        {"gain.exp_avg", CANNL_F32, 1, { 256 }, (real *)(m->host + 3238400)},
-        {"gain.exp_avg_sq", CANNL_F32, 1, { 256 }, (real *)(m->host + 3239424)},
-        {"b1.exp_avg", CANNL_F32, 1, { 256 }, (real *)(m->host + 3240448)},
-        {"b1.exp_avg_sq", CANNL_F32, 1, { 256 }, (real *)(m->host + 3241472)},
-        {"bias.exp_avg", CANNL_F32, 1, { 256 }, (real *)(m->host + 3242496)},
-        {"bias.exp_avg_sq", CANNL_F32, 1, { 256 }, (real *)(m->host + 3243520)},
-        {"w2.exp_avg", CANNL_F32, 2, { 10, 256 }, (real *)(m->host + 3244544)},
-        {"w2.exp_avg_sq", CANNL_F32, 2, { 10, 256 }, (real *)(m->host + 3254784)},
-        {"b2.exp_avg", CANNL_F32, 1, { 10 }, (real *)(m->host + 3265024)},
-        {"b2.exp_avg_sq", CANNL_F32, 1, { 10 }, (real *)(m->host + 3265280)},
+        {"w1.exp_avg", CANNL_F32, 3, { 256, 28, 28 }, (real *)(m->host + 816192)},
+        {"w1.exp_avg_sq", CANNL_F32, 3, { 256, 28, 28 }, (real *)(m->host + 1619008)},
+        {"gain.exp_avg", CANNL_F32, 1, { 256 }, (real *)(m->host + 2421824)},
+        {"gain.exp_avg_sq", CANNL_F32, 1, { 256 }, (real *)(m->host + 2422848)},
+        {"b1.exp_avg", CANNL_F32, 1, { 256 }, (real *)(m->host + 2423872)},
+        {"b1.exp_avg_sq", CANNL_F32, 1, { 256 }, (real *)(m->host + 2424896)},
+        {"bias.exp_avg", CANNL_F32, 1, { 256 }, (real *)(m->host + 2425920)},
+        {"bias.exp_avg_sq", CANNL_F32, 1, { 256 }, (real *)(m->host + 2426944)},
+        {"w2.exp_avg", CANNL_F32, 2, { 10, 256 }, (real *)(m->host + 2427968)},
+        {"w2.exp_avg_sq", CANNL_F32, 2, { 10, 256 }, (real *)(m->host + 2438208)},
+        {"b2.exp_avg", CANNL_F32, 1, { 10 }, (real *)(m->host + 2448448)},
+        {"b2.exp_avg_sq", CANNL_F32, 1, { 10 }, (real *)(m->host + 2448512)},
         {NULL, CANNL_F32, 0, {0}, NULL}};
     const size_t count = sizeof all / sizeof all[0] - 1;
     for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
     return count;
 }
 
-size_t fashion_einsum_state_tensors(fashion_einsum *m, cannl_tensor *out, size_t cap) { return state_tensors(m, out, cap, 1); }
+size_t fashion_einsum_state_tensors(struct fashion_einsum *m, cannl_tensor *out, size_t cap) { return state_tensors(m, out, cap, 1); }
 
-cannl_status fashion_einsum_save(fashion_einsum *m, const char *path, cannl_error *err) {
+cannl_status fashion_einsum_save(struct fashion_einsum *m, const char *path, cannl_error *err) {
     return cannl_model_save(&fashion_einsum_api, m, path, NULL, 0, err);
 }
 
-cannl_status fashion_einsum_load(fashion_einsum *m, const char *path, cannl_load_what what, cannl_error *err) {
+cannl_status fashion_einsum_load(struct fashion_einsum *m, const char *path, cannl_load_what what, cannl_error *err) {
     return cannl_model_load(&fashion_einsum_api, m, path, what, NULL, err);
 }
 
 /* ------------------------------------------------------- the table for cannl_train_main */
 
-static const cannl_tensor_info fashion_einsum_inputs[] = {
+static const cannl_tensor_info input_info[] = {
     {"image", 2, { 28, 28 }, 784},
     {"label", 1, { 10 }, 10},
     {NULL, 0, {0}, 0}};
-static const cannl_tensor_info fashion_einsum_outputs[] = {
+static const cannl_tensor_info output_info[] = {
     {"logits", 1, { 10 }, 10},
     {NULL, 0, {0}, 0}};
-static const cannl_tensor_info fashion_einsum_params[] = {
+static const cannl_tensor_info param_info[] = {
     {"w1", 3, { 256, 28, 28 }, 200704},
     {"gain", 1, { 256 }, 256},
     {"b1", 1, { 256 }, 256},
@@ -1340,54 +1303,54 @@ static const cannl_tensor_info fashion_einsum_params[] = {
     {"w2", 2, { 10, 256 }, 2560},
     {"b2", 1, { 10 }, 10},
     {NULL, 0, {0}, 0}};
-static const char *const fashion_einsum_metric_names[] = {
+static const char *const metric_names[] = {
     "accuracy",
     "mean_ce",
     NULL};
 
-static const unsigned char fashion_einsum_forward_reads[] = { 1, 0, 0};
+static const unsigned char forward_reads[] = { 1, 0, 0};
 
-static void *api_create(uint64_t seed) { return fashion_einsum_create(seed); }
-static void api_destroy(void *m) { fashion_einsum_destroy((fashion_einsum *)m); }
-static double api_train_step(void *m, const void *const *inputs, int64_t n) {
-    return fashion_einsum_train_step((fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n);
+static void *api_create_fn(uint64_t seed) { return fashion_einsum_create(seed); }
+static void api_destroy_fn(void *m) { fashion_einsum_destroy((struct fashion_einsum *)m); }
+static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
+    return fashion_einsum_train_step((struct fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n);
 }
-static void api_eval(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
-    fashion_einsum_eval((fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n, loss, metrics);
+static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
+    fashion_einsum_eval((struct fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n, loss, metrics);
 }
-static void api_forward(void *m, const void *const *inputs, int64_t n, void *const *outputs) {
-    fashion_einsum_forward((fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n, (fashion_einsum_real *const *)outputs);
+static void api_forward_fn(void *m, const void *const *inputs, int64_t n, void *const *outputs) {
+    fashion_einsum_forward((struct fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n, (fashion_einsum_real *const *)outputs);
 }
 /* The runtime's checkpoint code reads or fills the tensors at once and keeps no pointers: the
    params stay on the device across checkpoints (one upload after each). */
-static size_t api_state_tensors(void *m, cannl_tensor *out, size_t cap) {
-    return state_tensors((fashion_einsum *)m, out, cap, 0);
+static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
+    return state_tensors((struct fashion_einsum *)m, out, cap, 0);
 }
-static int64_t api_get_step(const void *m) { return fashion_einsum_get_step((const fashion_einsum *)m); }
-static void api_set_step(void *m, int64_t step) { fashion_einsum_set_step((fashion_einsum *)m, step); }
-static double api_get_lr(const void *m) { return fashion_einsum_get_lr((const fashion_einsum *)m); }
-static void api_set_lr(void *m, double lr) { fashion_einsum_set_lr((fashion_einsum *)m, lr); }
-static void api_set_threads(int n) { (void)n; /* host threads do not matter here */ }
-static void api_set_schedule(void *m, int on) { fashion_einsum_set_schedule((fashion_einsum *)m, on); }
-static void api_prefetch(void *m, const void *const *inputs, int64_t n) {
-    fashion_einsum_prefetch((fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n);
+static int64_t api_get_step_fn(const void *m) { return fashion_einsum_get_step((const struct fashion_einsum *)m); }
+static void api_set_step_fn(void *m, int64_t step) { fashion_einsum_set_step((struct fashion_einsum *)m, step); }
+static double api_get_lr_fn(const void *m) { return fashion_einsum_get_lr((const struct fashion_einsum *)m); }
+static void api_set_lr_fn(void *m, double lr) { fashion_einsum_set_lr((struct fashion_einsum *)m, lr); }
+static void api_set_threads_fn(int n) { (void)n; /* host threads do not matter here */ }
+static void api_set_schedule_fn(void *m, int on) { fashion_einsum_set_schedule((struct fashion_einsum *)m, on); }
+static void api_prefetch_fn(void *m, const void *const *inputs, int64_t n) {
+    fashion_einsum_prefetch((struct fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n);
 }
-static const char *api_error(const void *m) {
-    const fashion_einsum *s = (const fashion_einsum *)m;
+static const char *api_error_fn(const void *m) {
+    const struct fashion_einsum *s = (const struct fashion_einsum *)m;
     return s->failed ? s->error.msg : NULL;
 }
 
 const cannl_model_api fashion_einsum_api = {
     "fashion_einsum", CANNL_F32, FASHION_EINSUM_MAX_BATCH,
-    FASHION_EINSUM_NUM_INPUTS, fashion_einsum_inputs,
-    FASHION_EINSUM_NUM_OUTPUTS, fashion_einsum_outputs,
-    FASHION_EINSUM_NUM_PARAMS, fashion_einsum_params,
-    FASHION_EINSUM_NUM_METRICS, fashion_einsum_metric_names,
-    "loss", 0.002,
-    api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
-    NULL, api_set_schedule,
-    fashion_einsum_forward_reads};
+    FASHION_EINSUM_NUM_INPUTS, input_info,
+    FASHION_EINSUM_NUM_OUTPUTS, output_info,
+    FASHION_EINSUM_NUM_PARAMS, param_info,
+    FASHION_EINSUM_NUM_METRICS, metric_names,
+    "((real *)(m->dev + 5387520))", 0.002,
+    api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
+    api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
+    NULL, api_set_schedule_fn,
+    forward_reads};
 
 /* Prefetching and the error message, for cannl_train_main_ext (fashion_einsum_train.cu). */
-extern "C" const cannl_model_ext fashion_einsum_cuda_ext = {api_prefetch, api_error};
+extern "C" const cannl_model_ext fashion_einsum_cuda_ext = {api_prefetch_fn, api_error_fn};

@@ -46,48 +46,52 @@ extern "C" {
 #define FASHION_EINSUM_METRIC_MEAN_CE 1
 
 typedef float fashion_einsum_real;
+/* The training state, `struct fashion_einsum` (fashion_einsum for short, unless FASHION_EINSUM_NO_TYPEDEFS is
+   defined: the generated sources name it by its tag). */
+#ifndef FASHION_EINSUM_NO_TYPEDEFS
 typedef struct fashion_einsum fashion_einsum;
+#endif
 
 /* A new state with params initialised from `seed` (the spec's initialisers) and the
    optimiser at step 0; NULL when out of memory. */
-fashion_einsum *fashion_einsum_create(uint64_t seed);
-void fashion_einsum_destroy(fashion_einsum *m);
+struct fashion_einsum *fashion_einsum_create(uint64_t seed);
+void fashion_einsum_destroy(struct fashion_einsum *m);
 /* Re-initialise the params from `seed` and reset the optimiser (state and step count). */
-void fashion_einsum_init(fashion_einsum *m, uint64_t seed);
+void fashion_einsum_init(struct fashion_einsum *m, uint64_t seed);
 
 /* One optimisation step on n examples (1 <= n <= FASHION_EINSUM_MAX_BATCH): forward, backward and
    update. Returns the loss computed before the update (NaN, and nothing done, for a bad n). */
-double fashion_einsum_train_step(fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n);
+double fashion_einsum_train_step(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
-void fashion_einsum_forward(fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n,
+void fashion_einsum_forward(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n,
                     fashion_einsum_real *const outputs[]);
 /* The loss and each metric on n examples, without training. */
-void fashion_einsum_eval(fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n, double *loss,
+void fashion_einsum_eval(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n, double *loss,
                     double metrics[]);
 
 /* The param called `name` (its elements in storage order; *count set when count is not
    NULL), or NULL when there is none. */
-fashion_einsum_real *fashion_einsum_param(fashion_einsum *m, const char *name, int64_t *count);
+fashion_einsum_real *fashion_einsum_param(struct fashion_einsum *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
    on it. It lives in the work memory the routines share: valid until the next train_step,
    forward or eval on this state (copy it to keep it). */
-fashion_einsum_real *fashion_einsum_grad(fashion_einsum *m, const char *name, int64_t *count);
-int64_t fashion_einsum_get_step(const fashion_einsum *m);
-void fashion_einsum_set_step(fashion_einsum *m, int64_t step);
-double fashion_einsum_get_lr(const fashion_einsum *m);
-void fashion_einsum_set_lr(fashion_einsum *m, double lr);
+fashion_einsum_real *fashion_einsum_grad(struct fashion_einsum *m, const char *name, int64_t *count);
+int64_t fashion_einsum_get_step(const struct fashion_einsum *m);
+void fashion_einsum_set_step(struct fashion_einsum *m, int64_t step);
+double fashion_einsum_get_lr(const struct fashion_einsum *m);
+void fashion_einsum_set_lr(struct fashion_einsum *m, double lr);
 /* on = 1 (the default): train_step derives each step's lr from the base lr above and the
    step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */
-void fashion_einsum_set_schedule(fashion_einsum *m, int on);
+void fashion_einsum_set_schedule(struct fashion_einsum *m, int on);
 /* Every state tensor (params, then optimiser state), see cannl_model_api. */
-size_t fashion_einsum_state_tensors(fashion_einsum *m, cannl_tensor *out, size_t cap);
+size_t fashion_einsum_state_tensors(struct fashion_einsum *m, cannl_tensor *out, size_t cap);
 
 /* Checkpoints (safetensors, written atomically): save the whole state; load either a
    checkpoint of this model (whole state) or any safetensors file with the params. */
-cannl_status fashion_einsum_save(fashion_einsum *m, const char *path, cannl_error *err);
-cannl_status fashion_einsum_load(fashion_einsum *m, const char *path, cannl_load_what what, cannl_error *err);
+cannl_status fashion_einsum_save(struct fashion_einsum *m, const char *path, cannl_error *err);
+cannl_status fashion_einsum_load(struct fashion_einsum *m, const char *path, cannl_load_what what, cannl_error *err);
 
 /* The model as the generic training program (cannl_train_main) sees it. */
 extern const cannl_model_api fashion_einsum_api;

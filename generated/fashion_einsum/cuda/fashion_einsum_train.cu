@@ -5,6 +5,7 @@
  * cannl_train_main, as for the C target; run `fashion_einsum_train --help`. The model prefetches
  * the next batch to the GPU while it trains on the current one.
  */
+#define FASHION_EINSUM_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "fashion_einsum.h"
 
 extern "C" const cannl_model_ext fashion_einsum_cuda_ext; /* fashion_einsum.cu */

@@ -11,10 +11,12 @@
  * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
- * Memory: every buffer lives in one device arena (13085184 bytes). Its first 8037120
- * bytes (params, their gradients, optimiser state) are mirrored in pinned host memory and copied
- * only when the host needs them (checkpoints) or changed them (init, load): params stay on the
- * device for a whole training run. Once a caller takes pointers into the mirror
+ * Memory: every buffer lives in one device arena (9363712 bytes), laid out as the C target's
+ * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
+ * routine's work buffers in one region). Its first 5357696 bytes (params, optimiser state)
+ * are mirrored in pinned host memory, and the params' gradients (in train_step's work region)
+ * copied into a pinned array of their own, only when the host needs them (checkpoints,
+ * fashion_mlp_grad) or changed them (init, load): params stay on the device for a whole training run. Once a caller takes pointers into the mirror
  * (fashion_mlp_param, _grad, _state_tensors) the state keeps it current as the C target does:
  * every routine uploads it before and downloads it after (slower; the training program does
  * not take such pointers). Inputs go through two staging slots (pinned host,
@@ -24,6 +26,7 @@
  * message) is kept in the state, later calls return NaN or do nothing, and the training program
  * stops with the message (fashion_mlp_cuda_ext.error).
  */
+#define FASHION_MLP_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "fashion_mlp.h"
 
 #include <cublas_v2.h>
@@ -53,7 +56,8 @@ struct fashion_mlp {
     double lr;        /* learning rate: the spec's, unless set */
     int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
-    char *host;       /* pinned mirror of the arena's first 8037120 bytes */
+    char *host;       /* pinned mirror of the arena's first 5357696 bytes */
+    real *grads_host; /* pinned: the params' gradients after the last train_step, packed */
     int host_newer;   /* the mirror was (or may have been) changed: upload before device work */
     int device_newer; /* the device changed the mirrored buffers: download before host reads */
     int host_view;    /* the caller holds pointers into the mirror (param, grad, state_tensors):
@@ -78,12 +82,6 @@ struct fashion_mlp {
     real *b3; /* [10] b3 : [10] */
     real *b1; /* [512] b1 : [512] */
     real *b2; /* [512] b2 : [512] */
-    real *b3_grad; /* [10] gradient of b3 */
-    real *w3_grad; /* [10, 512] gradient of w3 */
-    real *b2_grad; /* [512] gradient of b2 */
-    real *w2_grad; /* [512, 512] gradient of w2 */
-    real *b1_grad; /* [512] gradient of b1 */
-    real *w1_grad; /* [512, 784] gradient of w1 */
     real *w1_momentum_buffer; /* [512, 784] momentum_buffer of w1 */
     real *w2_momentum_buffer; /* [512, 512] momentum_buffer of w2 */
     real *w3_momentum_buffer; /* [10, 512] momentum_buffer of w3 */
@@ -91,31 +89,12 @@ struct fashion_mlp {
     real *b1_momentum_buffer; /* [512] momentum_buffer of b1 */
     real *b2_momentum_buffer; /* [512] momentum_buffer of b2 */
     /* ---- device only */
-    real *x; /* [batch, 784] x : [batch | 784] */
-    real *h1; /* [batch, 512] h1 : [batch | 512] */
-    real *h1_mm; /* [batch, 512] [batch | 512] */
-    real *h2; /* [batch, 512] h2 : [batch | 512] */
-    real *h2_mm; /* [batch, 512] [batch | 512] */
-    real *logits; /* [batch, 10] logits : [batch | 10] */
-    real *logits_mm; /* [batch, 10] [batch | 10] */
-    real *loss_; /* [] loss : [] */
-    real *loss_ce; /* [batch] [batch | ] */
-    real *loss_max; /* [batch] [batch | ] */
-    real *loss_sumexp; /* [batch] [batch | ] */
-    real *accuracy; /* [] accuracy : [] */
-    real *accuracy_pred_max; /* [batch] [batch | ] */
-    real *accuracy_pred_argmax; /* [batch] [batch | ] */
-    real *accuracy_true_max; /* [batch] [batch | ] */
-    real *accuracy_true_argmax; /* [batch] [batch | ] */
-    real *loss_grad; /* [] gradient of loss */
-    real *loss_ce_grad; /* [batch] gradient of loss_ce */
-    real *logits_grad; /* [batch, 10] gradient of logits */
-    real *loss_sumexp_grad; /* [batch] gradient of loss_sumexp */
-    real *logits_mm_grad; /* [batch, 10] gradient of logits_mm */
-    real *h2_grad; /* [batch, 512] gradient of h2 */
-    real *h2_mm_grad; /* [batch, 512] gradient of h2_mm */
-    real *h1_grad; /* [batch, 512] gradient of h1 */
-    real *h1_mm_grad; /* [batch, 512] gradient of h1_mm */
+    real *b3_grad; /* [10] gradient of b3 */
+    real *w3_grad; /* [10, 512] gradient of w3 */
+    real *b2_grad; /* [512] gradient of b2 */
+    real *w2_grad; /* [512, 512] gradient of w2 */
+    real *b1_grad; /* [512] gradient of b1 */
+    real *w1_grad; /* [512, 784] gradient of w1 */
 
 };
 
@@ -137,7 +116,7 @@ static void fail(struct fashion_mlp *m, const cannl_error *e) {
 
 /* C = alpha op(A) op(B) + beta C, count times (cuBLAS's column-major view of the row-major
    buffers; beta 0 overwrites C, 1 adds to it). */
-static void gemm(fashion_mlp *m, const char *file, int line, cublasOperation_t ta, cublasOperation_t tb, int64_t rows,
+static void gemm(struct fashion_mlp *m, const char *file, int line, cublasOperation_t ta, cublasOperation_t tb, int64_t rows,
                  int64_t cols, int64_t depth, real alpha, const real *a, int64_t lda, long long sa, const real *b,
                  int64_t ldb, long long sb, real beta, real *c, int64_t ldc, long long sc, int64_t count) {
     const cublasStatus_t s = cublasGemmStridedBatchedEx(m->blas, ta, tb, (int)rows, (int)cols, (int)depth, &alpha, a,
@@ -156,7 +135,7 @@ static void gemm(fashion_mlp *m, const char *file, int line, cublasOperation_t t
 /* ------------------------------------------------------------------------------ kernels */
 
 /* line 13: x = image / 255 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_0_x(real *__restrict__ x, const real *__restrict__ image, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_x(real *__restrict__ x, const real *__restrict__ image, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 784) return;
     const int64_t b = i_ / 784;
@@ -165,7 +144,7 @@ static __global__ void __launch_bounds__(256) train_step_0_x(real *__restrict__ 
 }
 
 /* line 14: h1 = relu(w1 * x + b1) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_2_h1(real *__restrict__ h1, const real *__restrict__ h1_mm, const real *__restrict__ b1, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_h1(real *h1, const real *h1_mm, const real *__restrict__ b1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 512) return;
     const int64_t b = i_ / 512;
@@ -174,7 +153,7 @@ static __global__ void __launch_bounds__(256) train_step_2_h1(real *__restrict__
 }
 
 /* line 15: h2 = relu(w2 * h1 + b2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_4_h2(real *__restrict__ h2, const real *__restrict__ h2_mm, const real *__restrict__ b2, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_h2(real *h2, const real *h2_mm, const real *__restrict__ b2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 512) return;
     const int64_t b = i_ / 512;
@@ -183,7 +162,7 @@ static __global__ void __launch_bounds__(256) train_step_4_h2(real *__restrict__
 }
 
 /* line 17: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_6_loss_max(real *__restrict__ loss_max, const real *__restrict__ logits_mm, const real *__restrict__ b3, const int64_t n) {
+static __global__ void __launch_bounds__(256) max_loss_max(real *__restrict__ loss_max, const real *__restrict__ logits_mm, const real *__restrict__ b3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -196,7 +175,7 @@ static __global__ void __launch_bounds__(256) train_step_6_loss_max(real *__rest
 }
 
 /* line 17: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_7_loss_sumexp(real *__restrict__ loss_sumexp, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_loss_sumexp(real *__restrict__ loss_sumexp, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -207,7 +186,7 @@ static __global__ void __launch_bounds__(256) train_step_7_loss_sumexp(real *__r
 }
 
 /* line 17: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_8_loss_ce(real *__restrict__ loss_ce, const real *__restrict__ label, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const real *__restrict__ loss_sumexp, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_loss_ce(real *__restrict__ loss_ce, const real *__restrict__ label, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const real *__restrict__ loss_sumexp, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -218,7 +197,7 @@ static __global__ void __launch_bounds__(256) train_step_8_loss_ce(real *__restr
 }
 
 /* line 17: loss = mean(cross_entropy(logits, label)) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_9_loss_(real *__restrict__ loss_, const real *__restrict__ loss_ce, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_loss_(real *__restrict__ loss_, const real *__restrict__ loss_ce, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
@@ -232,7 +211,7 @@ static __global__ void __launch_bounds__(256) train_step_9_loss_(real *__restric
 }
 
 /* line 17: backward: loss = mean(cross_entropy(logits, label)) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_10_loss_sumexp_grad(real *__restrict__ loss_sumexp_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_loss_sumexp_grad(real *__restrict__ loss_sumexp_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -243,7 +222,7 @@ static __global__ void __launch_bounds__(256) train_step_10_loss_sumexp_grad(rea
 }
 
 /* line 17: backward: loss = mean(cross_entropy(logits, label)) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_11_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp_grad, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp_grad, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
@@ -252,7 +231,7 @@ static __global__ void __launch_bounds__(256) train_step_11_logits_grad(real *__
 }
 
 /* line 16: backward: logits = w3 * h2 + b3 (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_12_b3_grad(real *__restrict__ b3_grad, const real *__restrict__ logits_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_b3_grad(real *__restrict__ b3_grad, const real *__restrict__ logits_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 10) return; /* the whole warp */
@@ -267,7 +246,7 @@ static __global__ void __launch_bounds__(256) train_step_12_b3_grad(real *__rest
 }
 
 /* line 15: backward: h2 = relu(w2 * h1 + b2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_15_h2_mm_grad(real *__restrict__ h2_mm_grad, const real *__restrict__ h2_grad, const real *__restrict__ h2, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_h2_mm_grad(real *h2_mm_grad, const real *__restrict__ h2_grad, const real *h2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 512) return;
     const int64_t b = i_ / 512;
@@ -276,7 +255,7 @@ static __global__ void __launch_bounds__(256) train_step_15_h2_mm_grad(real *__r
 }
 
 /* line 15: backward: h2 = relu(w2 * h1 + b2) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_16_b2_grad(real *__restrict__ b2_grad, const real *__restrict__ h2_mm_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_b2_grad(real *__restrict__ b2_grad, const real *__restrict__ h2_mm_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 512) return; /* the whole warp */
@@ -291,7 +270,7 @@ static __global__ void __launch_bounds__(256) train_step_16_b2_grad(real *__rest
 }
 
 /* line 14: backward: h1 = relu(w1 * x + b1) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_19_h1_mm_grad(real *__restrict__ h1_mm_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_h1_mm_grad(real *__restrict__ h1_mm_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 512) return;
     const int64_t b = i_ / 512;
@@ -300,7 +279,7 @@ static __global__ void __launch_bounds__(256) train_step_19_h1_mm_grad(real *__r
 }
 
 /* line 14: backward: h1 = relu(w1 * x + b1) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_20_b1_grad(real *__restrict__ b1_grad, const real *__restrict__ h1_mm_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_b1_grad(real *__restrict__ b1_grad, const real *__restrict__ h1_mm_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 512) return; /* the whole warp */
@@ -315,7 +294,7 @@ static __global__ void __launch_bounds__(256) train_step_20_b1_grad(real *__rest
 }
 
 /* line 21: sgd update of w1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_22_w1_momentum_buffer(real *__restrict__ w1_momentum_buffer, real *__restrict__ w1, const real *__restrict__ w1_grad, const real lr, const real step) {
+static __global__ void __launch_bounds__(256) set_w1_momentum_buffer(real *__restrict__ w1_momentum_buffer, real *__restrict__ w1, const real *__restrict__ w1_grad, const real lr, const real step) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 401408) return;
     const int64_t j0 = i_ / 784;
@@ -325,7 +304,7 @@ static __global__ void __launch_bounds__(256) train_step_22_w1_momentum_buffer(r
 }
 
 /* line 21: sgd update of w2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_23_w2_momentum_buffer(real *__restrict__ w2_momentum_buffer, real *__restrict__ w2, const real *__restrict__ w2_grad, const real lr, const real step) {
+static __global__ void __launch_bounds__(256) set_w2_momentum_buffer(real *__restrict__ w2_momentum_buffer, real *__restrict__ w2, const real *__restrict__ w2_grad, const real lr, const real step) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 262144) return;
     const int64_t j0 = i_ / 512;
@@ -335,7 +314,7 @@ static __global__ void __launch_bounds__(256) train_step_23_w2_momentum_buffer(r
 }
 
 /* line 21: sgd update of w3 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_24_w3_momentum_buffer(real *__restrict__ w3_momentum_buffer, real *__restrict__ w3, const real *__restrict__ w3_grad, const real lr, const real step) {
+static __global__ void __launch_bounds__(256) set_w3_momentum_buffer(real *__restrict__ w3_momentum_buffer, real *__restrict__ w3, const real *__restrict__ w3_grad, const real lr, const real step) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 5120) return;
     const int64_t j0 = i_ / 512;
@@ -345,7 +324,7 @@ static __global__ void __launch_bounds__(256) train_step_24_w3_momentum_buffer(r
 }
 
 /* line 21: sgd update of b3 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_25_b3_momentum_buffer(real *__restrict__ b3_momentum_buffer, real *__restrict__ b3, const real *__restrict__ b3_grad, const real lr, const real step) {
+static __global__ void __launch_bounds__(256) set_b3_momentum_buffer(real *__restrict__ b3_momentum_buffer, real *__restrict__ b3, const real *__restrict__ b3_grad, const real lr, const real step) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 10) return;
     const int64_t j = i_;
@@ -354,7 +333,7 @@ static __global__ void __launch_bounds__(256) train_step_25_b3_momentum_buffer(r
 }
 
 /* line 21: sgd update of b1; sgd update of b2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_26_b1_momentum_buffer(real *__restrict__ b1_momentum_buffer, real *__restrict__ b1, real *__restrict__ b2_momentum_buffer, real *__restrict__ b2, const real *__restrict__ b1_grad, const real *__restrict__ b2_grad, const real lr, const real step) {
+static __global__ void __launch_bounds__(256) set_b1_momentum_buffer(real *__restrict__ b1_momentum_buffer, real *__restrict__ b1, real *__restrict__ b2_momentum_buffer, real *__restrict__ b2, const real *__restrict__ b1_grad, const real *__restrict__ b2_grad, const real lr, const real step) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 512) return;
     const int64_t j = i_;
@@ -364,8 +343,26 @@ static __global__ void __launch_bounds__(256) train_step_26_b1_momentum_buffer(r
     b2[j] = b2[j] - lr * b2_momentum_buffer[j];
 }
 
+/* line 14: h1 = relu(w1 * x + b1) (one thread per element) */
+static __global__ void __launch_bounds__(256) set_h1_2(real *__restrict__ h1, const real *__restrict__ h1_mm, const real *__restrict__ b1, const int64_t n) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= n * 512) return;
+    const int64_t b = i_ / 512;
+    const int64_t o = i_ % 512;
+    h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
+}
+
+/* line 15: h2 = relu(w2 * h1 + b2) (one thread per element) */
+static __global__ void __launch_bounds__(256) set_h2_2(real *__restrict__ h2, const real *__restrict__ h2_mm, const real *__restrict__ b2, const int64_t n) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= n * 512) return;
+    const int64_t b = i_ / 512;
+    const int64_t o = i_ % 512;
+    h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
+}
+
 /* line 16: logits = w3 * h2 + b3 (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_6_logits(real *__restrict__ logits, const real *__restrict__ logits_mm, const real *__restrict__ b3, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_logits(real *__restrict__ logits, const real *__restrict__ logits_mm, const real *__restrict__ b3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
@@ -374,7 +371,7 @@ static __global__ void __launch_bounds__(256) forward_6_logits(real *__restrict_
 }
 
 /* line 20: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_10_accuracy_pred_max(real *__restrict__ accuracy_pred_max, const real *__restrict__ logits_mm, const real *__restrict__ b3, const int64_t n) {
+static __global__ void __launch_bounds__(256) max_accuracy_pred_max(real *__restrict__ accuracy_pred_max, const real *__restrict__ logits_mm, const real *__restrict__ b3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -387,7 +384,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_10_accuracy_pred_max(
 }
 
 /* line 20: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_11_accuracy_pred_argmax(real *__restrict__ accuracy_pred_argmax, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ accuracy_pred_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) min_accuracy_pred_argmax(real *__restrict__ accuracy_pred_argmax, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ accuracy_pred_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -400,7 +397,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_11_accuracy_pred_argm
 }
 
 /* line 20: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_12_accuracy_true_max(real *__restrict__ accuracy_true_max, const real *__restrict__ label, const int64_t n) {
+static __global__ void __launch_bounds__(256) max_accuracy_true_max(real *__restrict__ accuracy_true_max, const real *__restrict__ label, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -413,7 +410,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_12_accuracy_true_max(
 }
 
 /* line 20: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_13_accuracy_true_argmax(real *__restrict__ accuracy_true_argmax, const real *__restrict__ label, const real *__restrict__ accuracy_true_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) min_accuracy_true_argmax(real *__restrict__ accuracy_true_argmax, const real *__restrict__ label, const real *__restrict__ accuracy_true_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -426,7 +423,7 @@ static __global__ void __launch_bounds__(256) eval_metrics_13_accuracy_true_argm
 }
 
 /* line 20: metric accuracy = accuracy(logits, label) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_14_accuracy(real *__restrict__ accuracy, const real *__restrict__ accuracy_pred_argmax, const real *__restrict__ accuracy_true_argmax, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_accuracy(real *__restrict__ accuracy, const real *__restrict__ accuracy_pred_argmax, const real *__restrict__ accuracy_true_argmax, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
@@ -444,36 +441,37 @@ static __global__ void __launch_bounds__(256) eval_metrics_14_accuracy(real *__r
 
 /* routine init, on the host (the C target's random streams: a seed gives its params), into
    the pinned mirror; the next device routine uploads it */
-static void init_params(fashion_mlp *m, uint64_t seed) {
-    cannl_rng rng;
-    cannl_rng_seed(&rng, seed);
+static void init_params(struct fashion_mlp *m, uint64_t seed) {
+    cannl_rng state_;
+    cannl_rng *const rng = &state_;
+    cannl_rng_seed(rng, seed);
     real *w1 = (real *)(m->host + 0);
     real *w2 = (real *)(m->host + 1605632);
     real *w3 = (real *)(m->host + 2654208);
     real *b3 = (real *)(m->host + 2674688);
-    real *b1 = (real *)(m->host + 2674944);
-    real *b2 = (real *)(m->host + 2676992);
-    real *w1_momentum_buffer = (real *)(m->host + 5358080);
-    real *w2_momentum_buffer = (real *)(m->host + 6963712);
-    real *w3_momentum_buffer = (real *)(m->host + 8012288);
-    real *b3_momentum_buffer = (real *)(m->host + 8032768);
-    real *b1_momentum_buffer = (real *)(m->host + 8033024);
-    real *b2_momentum_buffer = (real *)(m->host + 8035072);
+    real *b1 = (real *)(m->host + 2674752);
+    real *b2 = (real *)(m->host + 2676800);
+    real *w1_momentum_buffer = (real *)(m->host + 2678848);
+    real *w2_momentum_buffer = (real *)(m->host + 4284480);
+    real *w3_momentum_buffer = (real *)(m->host + 5333056);
+    real *b3_momentum_buffer = (real *)(m->host + 5353536);
+    real *b1_momentum_buffer = (real *)(m->host + 5353600);
+    real *b2_momentum_buffer = (real *)(m->host + 5355648);
 
     /* line 9: w1 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     for (int64_t j0 = 0; j0 < 512; ++j0)
         for (int64_t j1 = 0; j1 < 784; ++j1)
-            w1[j0 * 784 + j1] = (real)(-0.03571428571428571 + 0.07142857142857142 * cannl_rng_uniform(&rng));
+            w1[j0 * 784 + j1] = (real)(-0.03571428571428571 + 0.07142857142857142 * cannl_rng_uniform(rng));
 
     /* line 9: w2 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     for (int64_t j0 = 0; j0 < 512; ++j0)
         for (int64_t j1 = 0; j1 < 512; ++j1)
-            w2[j0 * 512 + j1] = (real)(-0.044194173824159216 + 0.08838834764831843 * cannl_rng_uniform(&rng));
+            w2[j0 * 512 + j1] = (real)(-0.044194173824159216 + 0.08838834764831843 * cannl_rng_uniform(rng));
 
     /* line 9: w3 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     for (int64_t j0 = 0; j0 < 10; ++j0)
         for (int64_t j1 = 0; j1 < 512; ++j1)
-            w3[j0 * 512 + j1] = (real)(-0.044194173824159216 + 0.08838834764831843 * cannl_rng_uniform(&rng));
+            w3[j0 * 512 + j1] = (real)(-0.044194173824159216 + 0.08838834764831843 * cannl_rng_uniform(rng));
 
     /* line 9: b3 = zeros; zero b3_momentum_buffer */
     for (int64_t j = 0; j < 10; ++j)
@@ -508,224 +506,227 @@ static void init_params(fashion_mlp *m, uint64_t seed) {
 }
 
 /* routine train_step: 19 kernels, 8 cuBLAS products, queued on the compute stream */
-static void train_step(fashion_mlp *m, const real *const in_[], int64_t n) {
-    const real *image = in_[0];
-    const real *label = in_[1];
-    real *w1 = m->w1;
-    real *w2 = m->w2;
-    real *w3 = m->w3;
-    real *b3 = m->b3;
-    real *b1 = m->b1;
-    real *b2 = m->b2;
-    real *x = m->x;
-    real *h1 = m->h1;
-    real *h1_mm = m->h1_mm;
-    real *h2 = m->h2;
-    real *h2_mm = m->h2_mm;
-    real *logits_mm = m->logits_mm;
-    real *loss_ = m->loss_;
-    real *loss_ce = m->loss_ce;
-    real *loss_max = m->loss_max;
-    real *loss_sumexp = m->loss_sumexp;
-    real *logits_grad = m->logits_grad;
-    real *loss_sumexp_grad = m->loss_sumexp_grad;
-    real *b3_grad = m->b3_grad;
-    real *w3_grad = m->w3_grad;
-    real *h2_grad = m->h2_grad;
-    real *h2_mm_grad = m->h2_mm_grad;
-    real *b2_grad = m->b2_grad;
-    real *w2_grad = m->w2_grad;
-    real *h1_grad = m->h1_grad;
-    real *h1_mm_grad = m->h1_mm_grad;
-    real *b1_grad = m->b1_grad;
-    real *w1_grad = m->w1_grad;
-    real *w1_momentum_buffer = m->w1_momentum_buffer;
-    real *w2_momentum_buffer = m->w2_momentum_buffer;
-    real *w3_momentum_buffer = m->w3_momentum_buffer;
-    real *b3_momentum_buffer = m->b3_momentum_buffer;
-    real *b1_momentum_buffer = m->b1_momentum_buffer;
-    real *b2_momentum_buffer = m->b2_momentum_buffer;
+static void train_step(struct fashion_mlp *m, const real *const in_[], int64_t n) {
+    const real *const image = in_[0];
+    const real *const label = in_[1];
+    real *const w1 = m->w1;
+    real *const w2 = m->w2;
+    real *const w3 = m->w3;
+    real *const b3 = m->b3;
+    real *const b1 = m->b1;
+    real *const b2 = m->b2;
+    real *const w1_momentum_buffer = m->w1_momentum_buffer;
+    real *const w2_momentum_buffer = m->w2_momentum_buffer;
+    real *const w3_momentum_buffer = m->w3_momentum_buffer;
+    real *const b3_momentum_buffer = m->b3_momentum_buffer;
+    real *const b1_momentum_buffer = m->b1_momentum_buffer;
+    real *const b2_momentum_buffer = m->b2_momentum_buffer;
+    char *const work = m->dev + 5357696; /* the work region: this routine's 4006016 bytes */
+    real *const h1 = (real *)(work + 0);
+    real *const h1_mm = (real *)(work + 0);
+    real *const w1_grad = (real *)(work + 0);
+    real *const h2 = (real *)(work + 524288);
+    real *const h2_mm = (real *)(work + 524288);
+    real *const h2_mm_grad = (real *)(work + 524288);
+    real *const logits_mm = (real *)(work + 1048576);
+    real *const h2_grad = (real *)(work + 1048576);
+    real *const h1_grad = (real *)(work + 1048576);
+    real *const loss_max = (real *)(work + 1058816);
+    real *const loss_sumexp = (real *)(work + 1059840);
+    real *const loss_ce = (real *)(work + 1060864);
+    real *const loss_sumexp_grad = (real *)(work + 1060864);
+    real *const logits_grad = (real *)(work + 1572864);
+    real *const w2_grad = (real *)(work + 1605632);
+    real *const x = (real *)(work + 2654208);
+    real *const h1_mm_grad = (real *)(work + 3457024);
+    real *const w3_grad = (real *)(work + 3981312);
+    real *const b2_grad = (real *)(work + 4001792);
+    real *const b1_grad = (real *)(work + 4003840);
+    real *const b3_grad = (real *)(work + 4005888);
+    real *const loss_ = (real *)(work + 4005952);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 13: x = image / 255 */
-    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    set_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 14: h1 = relu(w1 * x + b1) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, h1_mm, 512, 0, 1);
-    train_step_2_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    set_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 15: h2 = relu(w2 * h1 + b2) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h1, 512, 0, 0.0f, h2_mm, 512, 0, 1);
-    train_step_4_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    set_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: logits = w3 * h2 + b3 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 512, 1.0f, w3, 512, 0, h2, 512, 0, 0.0f, logits_mm, 10, 0, 1);
 
     /* line 17: loss = mean(cross_entropy(logits, label)) */
-    train_step_6_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b3, n);
+    max_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_7_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b3, loss_max, n);
+    sum_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b3, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_8_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b3, loss_max, loss_sumexp, n);
+    sum_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b3, loss_max, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_9_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
+    sum_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 17: backward: loss = mean(cross_entropy(logits, label)) */
-    train_step_10_loss_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, label, loss_sumexp, n);
+    sum_loss_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, label, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_11_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, loss_sumexp_grad, logits_mm, b3, loss_max, n);
+    set_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, loss_sumexp_grad, logits_mm, b3, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: backward: logits = w3 * h2 + b3 */
-    train_step_12_b3_grad<<<2, 256, 0, stream_>>>(b3_grad, logits_grad, n);
+    sum_b3_grad<<<2, 256, 0, stream_>>>(b3_grad, logits_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 512, 10, n, 1.0f, h2, 512, 0, logits_grad, 10, 0, 0.0f, w3_grad, 512, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 512, n, 10, 1.0f, w3, 512, 0, logits_grad, 10, 0, 0.0f, h2_grad, 512, 0, 1);
 
     /* line 15: backward: h2 = relu(w2 * h1 + b2) */
-    train_step_15_h2_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2_mm_grad, h2_grad, h2, n);
+    set_h2_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2_mm_grad, h2_grad, h2, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_16_b2_grad<<<64, 256, 0, stream_>>>(b2_grad, h2_mm_grad, n);
+    sum_b2_grad<<<64, 256, 0, stream_>>>(b2_grad, h2_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 512, 512, n, 1.0f, h1, 512, 0, h2_mm_grad, 512, 0, 0.0f, w2_grad, 512, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h2_mm_grad, 512, 0, 0.0f, h1_grad, 512, 0, 1);
 
     /* line 14: backward: h1 = relu(w1 * x + b1) */
-    train_step_19_h1_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1_mm_grad, h1_grad, h1, n);
+    set_h1_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1_mm_grad, h1_grad, h1, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_20_b1_grad<<<64, 256, 0, stream_>>>(b1_grad, h1_mm_grad, n);
+    sum_b1_grad<<<64, 256, 0, stream_>>>(b1_grad, h1_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 784, 512, n, 1.0f, x, 784, 0, h1_mm_grad, 512, 0, 0.0f, w1_grad, 784, 0, 1);
 
     /* line 21: sgd update of w1 */
-    train_step_22_w1_momentum_buffer<<<1568, 256, 0, stream_>>>(w1_momentum_buffer, w1, w1_grad, lr, step);
+    set_w1_momentum_buffer<<<1568, 256, 0, stream_>>>(w1_momentum_buffer, w1, w1_grad, lr, step);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: sgd update of w2 */
-    train_step_23_w2_momentum_buffer<<<1024, 256, 0, stream_>>>(w2_momentum_buffer, w2, w2_grad, lr, step);
+    set_w2_momentum_buffer<<<1024, 256, 0, stream_>>>(w2_momentum_buffer, w2, w2_grad, lr, step);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: sgd update of w3 */
-    train_step_24_w3_momentum_buffer<<<20, 256, 0, stream_>>>(w3_momentum_buffer, w3, w3_grad, lr, step);
+    set_w3_momentum_buffer<<<20, 256, 0, stream_>>>(w3_momentum_buffer, w3, w3_grad, lr, step);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: sgd update of b3 */
-    train_step_25_b3_momentum_buffer<<<1, 256, 0, stream_>>>(b3_momentum_buffer, b3, b3_grad, lr, step);
+    set_b3_momentum_buffer<<<1, 256, 0, stream_>>>(b3_momentum_buffer, b3, b3_grad, lr, step);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: sgd update of b1; sgd update of b2 */
-    train_step_26_b1_momentum_buffer<<<2, 256, 0, stream_>>>(b1_momentum_buffer, b1, b2_momentum_buffer, b2, b1_grad, b2_grad, lr, step);
+    set_b1_momentum_buffer<<<2, 256, 0, stream_>>>(b1_momentum_buffer, b1, b2_momentum_buffer, b2, b1_grad, b2_grad, lr, step);
     CUDA_CHECK(cudaGetLastError());
 }
 
 /* routine forward: 4 kernels, 3 cuBLAS products, queued on the compute stream */
-static void forward(fashion_mlp *m, const real *const in_[], int64_t n) {
-    const real *image = in_[0];
-    real *w1 = m->w1;
-    real *w2 = m->w2;
-    real *w3 = m->w3;
-    real *b3 = m->b3;
-    real *b1 = m->b1;
-    real *b2 = m->b2;
-    real *x = m->x;
-    real *h1 = m->h1;
-    real *h1_mm = m->h1_mm;
-    real *h2 = m->h2;
-    real *h2_mm = m->h2_mm;
-    real *logits = m->logits;
-    real *logits_mm = m->logits_mm;
+static void forward(struct fashion_mlp *m, const real *const in_[], int64_t n) {
+    const real *const image = in_[0];
+    real *const w1 = m->w1;
+    real *const w2 = m->w2;
+    real *const w3 = m->w3;
+    real *const b3 = m->b3;
+    real *const b1 = m->b1;
+    real *const b2 = m->b2;
+    char *const work = m->dev + 5357696; /* the work region: this routine's 1327104 bytes */
+    real *const x = (real *)(work + 0);
+    real *const h1 = (real *)(work + 0);
+    real *const h2 = (real *)(work + 0);
+    real *const logits = (real *)(work + 0);
+    real *const h2_mm = (real *)(work + 524288);
+    real *const logits_mm = (real *)(work + 524288);
+    real *const h1_mm = (real *)(work + 802816);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 13: x = image / 255 */
-    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    set_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 14: h1 = relu(w1 * x + b1) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, h1_mm, 512, 0, 1);
-    train_step_2_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    set_h1_2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 15: h2 = relu(w2 * h1 + b2) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h1, 512, 0, 0.0f, h2_mm, 512, 0, 1);
-    train_step_4_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    set_h2_2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: logits = w3 * h2 + b3 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 512, 1.0f, w3, 512, 0, h2, 512, 0, 0.0f, logits_mm, 10, 0, 1);
-    forward_6_logits<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits, logits_mm, b3, n);
+    set_logits<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits, logits_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
 /* routine eval_metrics: 12 kernels, 3 cuBLAS products, queued on the compute stream */
-static void eval_metrics(fashion_mlp *m, const real *const in_[], int64_t n) {
-    const real *image = in_[0];
-    const real *label = in_[1];
-    real *w1 = m->w1;
-    real *w2 = m->w2;
-    real *w3 = m->w3;
-    real *b3 = m->b3;
-    real *b1 = m->b1;
-    real *b2 = m->b2;
-    real *x = m->x;
-    real *h1 = m->h1;
-    real *h1_mm = m->h1_mm;
-    real *h2 = m->h2;
-    real *h2_mm = m->h2_mm;
-    real *logits_mm = m->logits_mm;
-    real *loss_ = m->loss_;
-    real *loss_ce = m->loss_ce;
-    real *loss_max = m->loss_max;
-    real *loss_sumexp = m->loss_sumexp;
-    real *accuracy = m->accuracy;
-    real *accuracy_pred_max = m->accuracy_pred_max;
-    real *accuracy_pred_argmax = m->accuracy_pred_argmax;
-    real *accuracy_true_max = m->accuracy_true_max;
-    real *accuracy_true_argmax = m->accuracy_true_argmax;
+static void eval_metrics(struct fashion_mlp *m, const real *const in_[], int64_t n) {
+    const real *const image = in_[0];
+    const real *const label = in_[1];
+    real *const w1 = m->w1;
+    real *const w2 = m->w2;
+    real *const w3 = m->w3;
+    real *const b3 = m->b3;
+    real *const b1 = m->b1;
+    real *const b2 = m->b2;
+    char *const work = m->dev + 5357696; /* the work region: this routine's 1327104 bytes */
+    real *const x = (real *)(work + 0);
+    real *const h1 = (real *)(work + 0);
+    real *const h2 = (real *)(work + 0);
+    real *const loss_ = (real *)(work + 0);
+    real *const loss_max = (real *)(work + 0);
+    real *const accuracy = (real *)(work + 64);
+    real *const accuracy_pred_max = (real *)(work + 64);
+    real *const accuracy_true_max = (real *)(work + 64);
+    real *const loss_sumexp = (real *)(work + 1024);
+    real *const accuracy_pred_argmax = (real *)(work + 1088);
+    real *const loss_ce = (real *)(work + 2048);
+    real *const accuracy_true_argmax = (real *)(work + 2112);
+    real *const h2_mm = (real *)(work + 524288);
+    real *const logits_mm = (real *)(work + 524288);
+    real *const h1_mm = (real *)(work + 802816);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 13: x = image / 255 */
-    train_step_0_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    set_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 14: h1 = relu(w1 * x + b1) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, h1_mm, 512, 0, 1);
-    train_step_2_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    set_h1_2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 15: h2 = relu(w2 * h1 + b2) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h1, 512, 0, 0.0f, h2_mm, 512, 0, 1);
-    train_step_4_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    set_h2_2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: logits = w3 * h2 + b3 */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 512, 1.0f, w3, 512, 0, h2, 512, 0, 0.0f, logits_mm, 10, 0, 1);
 
     /* line 17: loss = mean(cross_entropy(logits, label)) */
-    train_step_6_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b3, n);
+    max_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_7_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b3, loss_max, n);
+    sum_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b3, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_8_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b3, loss_max, loss_sumexp, n);
+    sum_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b3, loss_max, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_9_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
+    sum_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: metric accuracy = accuracy(logits, label) */
-    eval_metrics_10_accuracy_pred_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_max, logits_mm, b3, n);
+    max_accuracy_pred_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_max, logits_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_11_accuracy_pred_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_argmax, logits_mm, b3, accuracy_pred_max, n);
+    min_accuracy_pred_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_pred_argmax, logits_mm, b3, accuracy_pred_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_12_accuracy_true_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_max, label, n);
+    max_accuracy_true_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_max, label, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_13_accuracy_true_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_argmax, label, accuracy_true_max, n);
+    min_accuracy_true_argmax<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(accuracy_true_argmax, label, accuracy_true_max, n);
     CUDA_CHECK(cudaGetLastError());
-    eval_metrics_14_accuracy<<<1, 256, 0, stream_>>>(accuracy, accuracy_pred_argmax, accuracy_true_argmax, n);
+    sum_accuracy<<<1, 256, 0, stream_>>>(accuracy, accuracy_pred_argmax, accuracy_true_argmax, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -733,18 +734,24 @@ static void eval_metrics(fashion_mlp *m, const real *const in_[], int64_t n) {
 /* ------------------------------------------------------------------------------ memory */
 
 /* Upload the mirror if the host changed it (or may have: pointers into it are out). */
-static void to_device(fashion_mlp *m) {
+static void to_device(struct fashion_mlp *m) {
     if (!m->host_newer && !m->host_view) return;
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, m->dev, m->host, 8037120, &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, m->dev, m->host, 5357696, &e));
     m->host_newer = 0;
 }
 
 /* Download the mirror if the device changed it; the caller may then change it. */
-static void to_host(fashion_mlp *m) {
+static void to_host(struct fashion_mlp *m) {
     cannl_error e;
     if (m->device_newer && !m->failed) {
-        CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 8037120, &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 5357696, &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 5357696, 401408 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 401408, m->dev + 6963328, 262144 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 663552, m->dev + 9339008, 5120 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668672, m->dev + 9363584, 10 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668682, m->dev + 9361536, 512 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 669194, m->dev + 9359488, 512 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_sync(m->compute, &e));
     }
     m->device_newer = 0;
@@ -753,21 +760,29 @@ static void to_host(fashion_mlp *m) {
 
 /* After a routine is queued: bring the mirror back with it when pointers into it are out,
    else remember that the device has the newer state. Then wait for the compute stream. */
-static void finish(fashion_mlp *m) {
+static void finish(struct fashion_mlp *m) {
     cannl_error e;
-    if (m->host_view) CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 8037120, &e));
+    if (m->host_view) {
+        CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 5357696, &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 5357696, 401408 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 401408, m->dev + 6963328, 262144 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 663552, m->dev + 9339008, 5120 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668672, m->dev + 9363584, 10 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668682, m->dev + 9361536, 512 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 669194, m->dev + 9359488, 512 * sizeof(real), &e));
+    }
     CANNL_TRY(cannl_stream_sync(m->compute, &e));
     m->device_newer = !m->host_view;
 }
 
 /* The caller gets pointers into the mirror, and may keep them. */
-static void host_view(fashion_mlp *m) {
+static void host_view(struct fashion_mlp *m) {
     to_host(m);
     m->host_view = 1;
 }
 
 /* A staging slot for new inputs: one not holding a batch still to be trained on. */
-static int free_slot(fashion_mlp *m) {
+static int free_slot(struct fashion_mlp *m) {
     int s = m->next_slot;
     if (m->ready[s] && !m->ready[s ^ 1]) s ^= 1;
     m->next_slot = s ^ 1;
@@ -777,7 +792,7 @@ static int free_slot(fashion_mlp *m) {
 
 /* Copy the inputs (n examples each; NULL ones are left out) into pinned slot s and queue
    their upload on the copy stream, after the routine that last read the slot. */
-static void stage(fashion_mlp *m, int s, const real *const inputs[], int64_t n) {
+static void stage(struct fashion_mlp *m, int s, const real *const inputs[], int64_t n) {
     cannl_error e;
     CANNL_TRY(cannl_event_sync(m->staged[s], &e)); /* the slot's previous upload has left pinned memory */
     CANNL_TRY(cannl_stream_wait_event(m->copy, m->consumed[s], &e));
@@ -797,7 +812,7 @@ static void stage(fashion_mlp *m, int s, const real *const inputs[], int64_t n) 
 
 /* The slot holding these inputs: the prefetched one, or a newly staged one. The compute
    stream waits for its upload. */
-static int inputs_on_device(fashion_mlp *m, const real *const inputs[], int64_t n, const real *in[]) {
+static int inputs_on_device(struct fashion_mlp *m, const real *const inputs[], int64_t n, const real *in[]) {
     int s = -1;
     for (int k = 0; k < 2 && s < 0; ++k) {
         int same = m->ready[k] && m->staged_n[k] == n;
@@ -818,65 +833,41 @@ static int inputs_on_device(fashion_mlp *m, const real *const inputs[], int64_t 
 }
 
 /* The routine that read slot s is queued: mark the slot free once it has run. */
-static void release(fashion_mlp *m, int s) {
+static void release(struct fashion_mlp *m, int s) {
     cannl_error e;
     CANNL_TRY(cannl_event_record(m->consumed[s], m->compute, &e));
 }
 
 /* ------------------------------------------------------------------------------ C API */
 
-static void fashion_mlp_bind(fashion_mlp *m) {
+static void bind_buffers(struct fashion_mlp *m) {
     m->w1 = (real *)(m->dev + 0);
     m->w2 = (real *)(m->dev + 1605632);
     m->w3 = (real *)(m->dev + 2654208);
     m->b3 = (real *)(m->dev + 2674688);
-    m->b1 = (real *)(m->dev + 2674944);
-    m->b2 = (real *)(m->dev + 2676992);
-    m->x = (real *)(m->dev + 8037120);
-    m->h1 = (real *)(m->dev + 8839936);
-    m->h1_mm = (real *)(m->dev + 9364224);
-    m->h2 = (real *)(m->dev + 9888512);
-    m->h2_mm = (real *)(m->dev + 10412800);
-    m->logits = (real *)(m->dev + 10937088);
-    m->logits_mm = (real *)(m->dev + 10947328);
-    m->loss_ = (real *)(m->dev + 10957568);
-    m->loss_ce = (real *)(m->dev + 10957824);
-    m->loss_max = (real *)(m->dev + 10958848);
-    m->loss_sumexp = (real *)(m->dev + 10959872);
-    m->accuracy = (real *)(m->dev + 10960896);
-    m->accuracy_pred_max = (real *)(m->dev + 10961152);
-    m->accuracy_pred_argmax = (real *)(m->dev + 10962176);
-    m->accuracy_true_max = (real *)(m->dev + 10963200);
-    m->accuracy_true_argmax = (real *)(m->dev + 10964224);
-    m->loss_grad = (real *)(m->dev + 10965248);
-    m->loss_ce_grad = (real *)(m->dev + 10965504);
-    m->logits_grad = (real *)(m->dev + 10966528);
-    m->loss_sumexp_grad = (real *)(m->dev + 10976768);
-    m->logits_mm_grad = (real *)(m->dev + 10977792);
-    m->b3_grad = (real *)(m->dev + 2679040);
-    m->w3_grad = (real *)(m->dev + 2679296);
-    m->h2_grad = (real *)(m->dev + 10988032);
-    m->h2_mm_grad = (real *)(m->dev + 11512320);
-    m->b2_grad = (real *)(m->dev + 2699776);
-    m->w2_grad = (real *)(m->dev + 2701824);
-    m->h1_grad = (real *)(m->dev + 12036608);
-    m->h1_mm_grad = (real *)(m->dev + 12560896);
-    m->b1_grad = (real *)(m->dev + 3750400);
-    m->w1_grad = (real *)(m->dev + 3752448);
-    m->w1_momentum_buffer = (real *)(m->dev + 5358080);
-    m->w2_momentum_buffer = (real *)(m->dev + 6963712);
-    m->w3_momentum_buffer = (real *)(m->dev + 8012288);
-    m->b3_momentum_buffer = (real *)(m->dev + 8032768);
-    m->b1_momentum_buffer = (real *)(m->dev + 8033024);
-    m->b2_momentum_buffer = (real *)(m->dev + 8035072);
+    m->b1 = (real *)(m->dev + 2674752);
+    m->b2 = (real *)(m->dev + 2676800);
+    m->b3_grad = (real *)(m->dev + 9363584);
+    m->w3_grad = (real *)(m->dev + 9339008);
+    m->b2_grad = (real *)(m->dev + 9359488);
+    m->w2_grad = (real *)(m->dev + 6963328);
+    m->b1_grad = (real *)(m->dev + 9361536);
+    m->w1_grad = (real *)(m->dev + 5357696);
+    m->w1_momentum_buffer = (real *)(m->dev + 2678848);
+    m->w2_momentum_buffer = (real *)(m->dev + 4284480);
+    m->w3_momentum_buffer = (real *)(m->dev + 5333056);
+    m->b3_momentum_buffer = (real *)(m->dev + 5353536);
+    m->b1_momentum_buffer = (real *)(m->dev + 5353600);
+    m->b2_momentum_buffer = (real *)(m->dev + 5355648);
 }
 
-fashion_mlp *fashion_mlp_create(uint64_t seed) {
-    fashion_mlp *m = (fashion_mlp *)calloc(1, sizeof *m);
+struct fashion_mlp *fashion_mlp_create(uint64_t seed) {
+    struct fashion_mlp *m = (struct fashion_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(13085184, &e)) != NULL &&
-             (m->host = (char *)cannl_pinned_alloc(8037120, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(9363712, &e)) != NULL &&
+             (m->host = (char *)cannl_pinned_alloc(5357696, &e)) != NULL &&
+             (m->grads_host = (real *)cannl_pinned_alloc(669706 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
              cannl_stream_create(&m->compute, &e) == CANNL_OK && cannl_stream_create(&m->copy, &e) == CANNL_OK;
     for (int s = 0; s < 2 && ok; ++s)
@@ -903,12 +894,12 @@ fashion_mlp *fashion_mlp_create(uint64_t seed) {
         fashion_mlp_destroy(m);
         return NULL;
     }
-    fashion_mlp_bind(m);
+    bind_buffers(m);
     fashion_mlp_init(m, seed);
     return m;
 }
 
-void fashion_mlp_destroy(fashion_mlp *m) {
+void fashion_mlp_destroy(struct fashion_mlp *m) {
     if (!m) return;
     cannl_error e;
     if (m->compute) (void)cannl_stream_sync(m->compute, &e);
@@ -924,11 +915,12 @@ void fashion_mlp_destroy(fashion_mlp *m) {
     cannl_stream_destroy(m->copy);
     cannl_pinned_free(m->scalars);
     cannl_pinned_free(m->host);
+    cannl_pinned_free(m->grads_host);
     cannl_device_free(m->dev);
     free(m);
 }
 
-void fashion_mlp_init(fashion_mlp *m, uint64_t seed) {
+void fashion_mlp_init(struct fashion_mlp *m, uint64_t seed) {
     cannl_error e;
     if (m->device_newer || m->host_newer) CANNL_TRY(cannl_stream_sync(m->compute, &e)); /* the mirror is free */
     init_params(m, seed);
@@ -939,7 +931,7 @@ void fashion_mlp_init(fashion_mlp *m, uint64_t seed) {
     m->schedule = 1;
 }
 
-double fashion_mlp_train_step(fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n) {
+double fashion_mlp_train_step(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n) {
     if (n < 1 || n > FASHION_MLP_MAX_BATCH || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
@@ -947,12 +939,12 @@ double fashion_mlp_train_step(fashion_mlp *m, const fashion_mlp_real *const inpu
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], m->loss_, sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 9363648)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
 
-void fashion_mlp_forward(fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n,
+void fashion_mlp_forward(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n,
                  fashion_mlp_real *const outputs[]) {
     if (n < 1 || n > FASHION_MLP_MAX_BATCH || m->failed) return;
     const real *in[2 + 1];
@@ -961,14 +953,14 @@ void fashion_mlp_forward(fashion_mlp *m, const fashion_mlp_real *const inputs[],
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], m->logits, (size_t)n * 10 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 5357696)), (size_t)n * 10 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
     (void)e;
 }
 
-void fashion_mlp_eval(fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n, double *loss,
+void fashion_mlp_eval(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n, double *loss,
                  double metrics[]) {
     if (n < 1 || n > FASHION_MLP_MAX_BATCH || m->failed) return;
     const real *in[2 + 1];
@@ -977,8 +969,8 @@ void fashion_mlp_eval(fashion_mlp *m, const fashion_mlp_real *const inputs[], in
     eval_metrics(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], m->loss_, sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], m->accuracy, sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 5357696)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 5357760)), sizeof(real), &e));
 
     finish(m);
     *loss = m->failed ? NAN : (double)m->scalars[0];
@@ -986,14 +978,14 @@ void fashion_mlp_eval(fashion_mlp *m, const fashion_mlp_real *const inputs[], in
 }
 
 /* A prefetched batch: staged now, trained on by the next train_step with these inputs. */
-static void fashion_mlp_prefetch(fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n) {
+static void fashion_mlp_prefetch(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n) {
     if (n < 1 || n > FASHION_MLP_MAX_BATCH || m->failed) return;
     const int s = free_slot(m);
     stage(m, s, inputs, n);
     m->ready[s] = 1;
 }
 
-fashion_mlp_real *fashion_mlp_param(fashion_mlp *m, const char *name, int64_t *count) {
+fashion_mlp_real *fashion_mlp_param(struct fashion_mlp *m, const char *name, int64_t *count) {
     if (strcmp(name, "w1") == 0) {
         if (count) *count = 401408;
         host_view(m);
@@ -1017,12 +1009,12 @@ fashion_mlp_real *fashion_mlp_param(fashion_mlp *m, const char *name, int64_t *c
     if (strcmp(name, "b1") == 0) {
         if (count) *count = 512;
         host_view(m);
-        return (real *)(m->host + 2674944);
+        return (real *)(m->host + 2674752);
     }
     if (strcmp(name, "b2") == 0) {
         if (count) *count = 512;
         host_view(m);
-        return (real *)(m->host + 2676992);
+        return (real *)(m->host + 2676800);
     }
     (void)m;
     (void)name;
@@ -1030,36 +1022,36 @@ fashion_mlp_real *fashion_mlp_param(fashion_mlp *m, const char *name, int64_t *c
     return NULL;
 }
 
-fashion_mlp_real *fashion_mlp_grad(fashion_mlp *m, const char *name, int64_t *count) {
+fashion_mlp_real *fashion_mlp_grad(struct fashion_mlp *m, const char *name, int64_t *count) {
     if (strcmp(name, "w1") == 0) {
         if (count) *count = 401408;
         host_view(m);
-        return (real *)(m->host + 3752448);
+        return (m->grads_host + 0);
     }
     if (strcmp(name, "w2") == 0) {
         if (count) *count = 262144;
         host_view(m);
-        return (real *)(m->host + 2701824);
+        return (m->grads_host + 401408);
     }
     if (strcmp(name, "w3") == 0) {
         if (count) *count = 5120;
         host_view(m);
-        return (real *)(m->host + 2679296);
+        return (m->grads_host + 663552);
     }
     if (strcmp(name, "b3") == 0) {
         if (count) *count = 10;
         host_view(m);
-        return (real *)(m->host + 2679040);
+        return (m->grads_host + 668672);
     }
     if (strcmp(name, "b1") == 0) {
         if (count) *count = 512;
         host_view(m);
-        return (real *)(m->host + 3750400);
+        return (m->grads_host + 668682);
     }
     if (strcmp(name, "b2") == 0) {
         if (count) *count = 512;
         host_view(m);
-        return (real *)(m->host + 2699776);
+        return (m->grads_host + 669194);
     }
     (void)m;
     (void)name;
@@ -1067,14 +1059,14 @@ fashion_mlp_real *fashion_mlp_grad(fashion_mlp *m, const char *name, int64_t *co
     return NULL;
 }
 
-int64_t fashion_mlp_get_step(const fashion_mlp *m) { return m->step; }
-void fashion_mlp_set_step(fashion_mlp *m, int64_t step) { m->step = step; }
-double fashion_mlp_get_lr(const fashion_mlp *m) { return m->lr; }
-void fashion_mlp_set_lr(fashion_mlp *m, double lr) { m->lr = lr; }
-void fashion_mlp_set_schedule(fashion_mlp *m, int on) { m->schedule = on != 0; }
+int64_t fashion_mlp_get_step(const struct fashion_mlp *m) { return m->step; }
+void fashion_mlp_set_step(struct fashion_mlp *m, int64_t step) { m->step = step; }
+double fashion_mlp_get_lr(const struct fashion_mlp *m) { return m->lr; }
+void fashion_mlp_set_lr(struct fashion_mlp *m, double lr) { m->lr = lr; }
+void fashion_mlp_set_schedule(struct fashion_mlp *m, int on) { m->schedule = on != 0; }
 
 /* The state tensors in the mirror; `keep`: the caller may keep the pointers. */
-static size_t state_tensors(fashion_mlp *m, cannl_tensor *out, size_t cap, int keep) {
+static size_t state_tensors(struct fashion_mlp *m, cannl_tensor *out, size_t cap, int keep) {
     if (cap > 0) {
         if (keep) host_view(m);
         else to_host(m);
@@ -1084,40 +1076,40 @@ static size_t state_tensors(fashion_mlp *m, cannl_tensor *out, size_t cap, int k
         {"w2", CANNL_F32, 2, { 512, 512 }, (real *)(m->host + 1605632)},
         {"w3", CANNL_F32, 2, { 10, 512 }, (real *)(m->host + 2654208)},
         {"b3", CANNL_F32, 1, { 10 }, (real *)(m->host + 2674688)},
-        {"b1", CANNL_F32, 1, { 512 }, (real *)(m->host + 2674944)},
-        {"b2", CANNL_F32, 1, { 512 }, (real *)(m->host + 2676992)},
-        {"w1.momentum_buffer", CANNL_F32, 2, { 512, 784 }, (real *)(m->host + 5358080)},
-        {"w2.momentum_buffer", CANNL_F32, 2, { 512, 512 }, (real *)(m->host + 6963712)},
-        {"w3.momentum_buffer", CANNL_F32, 2, { 10, 512 }, (real *)(m->host + 8012288)},
-        {"b3.momentum_buffer", CANNL_F32, 1, { 10 }, (real *)(m->host + 8032768)},
-        {"b1.momentum_buffer", CANNL_F32, 1, { 512 }, (real *)(m->host + 8033024)},
-        {"b2.momentum_buffer", CANNL_F32, 1, { 512 }, (real *)(m->host + 8035072)},
+        {"b1", CANNL_F32, 1, { 512 }, (real *)(m->host + 2674752)},
+        {"b2", CANNL_F32, 1, { 512 }, (real *)(m->host + 2676800)},
+        {"w1.momentum_buffer", CANNL_F32, 2, { 512, 784 }, (real *)(m->host + 2678848)},
+        {"w2.momentum_buffer", CANNL_F32, 2, { 512, 512 }, (real *)(m->host + 4284480)},
+        {"w3.momentum_buffer", CANNL_F32, 2, { 10, 512 }, (real *)(m->host + 5333056)},
+        {"b3.momentum_buffer", CANNL_F32, 1, { 10 }, (real *)(m->host + 5353536)},
+        {"b1.momentum_buffer", CANNL_F32, 1, { 512 }, (real *)(m->host + 5353600)},
+        {"b2.momentum_buffer", CANNL_F32, 1, { 512 }, (real *)(m->host + 5355648)},
         {NULL, CANNL_F32, 0, {0}, NULL}};
     const size_t count = sizeof all / sizeof all[0] - 1;
     for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
     return count;
 }
 
-size_t fashion_mlp_state_tensors(fashion_mlp *m, cannl_tensor *out, size_t cap) { return state_tensors(m, out, cap, 1); }
+size_t fashion_mlp_state_tensors(struct fashion_mlp *m, cannl_tensor *out, size_t cap) { return state_tensors(m, out, cap, 1); }
 
-cannl_status fashion_mlp_save(fashion_mlp *m, const char *path, cannl_error *err) {
+cannl_status fashion_mlp_save(struct fashion_mlp *m, const char *path, cannl_error *err) {
     return cannl_model_save(&fashion_mlp_api, m, path, NULL, 0, err);
 }
 
-cannl_status fashion_mlp_load(fashion_mlp *m, const char *path, cannl_load_what what, cannl_error *err) {
+cannl_status fashion_mlp_load(struct fashion_mlp *m, const char *path, cannl_load_what what, cannl_error *err) {
     return cannl_model_load(&fashion_mlp_api, m, path, what, NULL, err);
 }
 
 /* ------------------------------------------------------- the table for cannl_train_main */
 
-static const cannl_tensor_info fashion_mlp_inputs[] = {
+static const cannl_tensor_info input_info[] = {
     {"image", 1, { 784 }, 784},
     {"label", 1, { 10 }, 10},
     {NULL, 0, {0}, 0}};
-static const cannl_tensor_info fashion_mlp_outputs[] = {
+static const cannl_tensor_info output_info[] = {
     {"logits", 1, { 10 }, 10},
     {NULL, 0, {0}, 0}};
-static const cannl_tensor_info fashion_mlp_params[] = {
+static const cannl_tensor_info param_info[] = {
     {"w1", 2, { 512, 784 }, 401408},
     {"w2", 2, { 512, 512 }, 262144},
     {"w3", 2, { 10, 512 }, 5120},
@@ -1125,53 +1117,53 @@ static const cannl_tensor_info fashion_mlp_params[] = {
     {"b1", 1, { 512 }, 512},
     {"b2", 1, { 512 }, 512},
     {NULL, 0, {0}, 0}};
-static const char *const fashion_mlp_metric_names[] = {
+static const char *const metric_names[] = {
     "accuracy",
     NULL};
 
-static const unsigned char fashion_mlp_forward_reads[] = { 1, 0, 0};
+static const unsigned char forward_reads[] = { 1, 0, 0};
 
-static void *api_create(uint64_t seed) { return fashion_mlp_create(seed); }
-static void api_destroy(void *m) { fashion_mlp_destroy((fashion_mlp *)m); }
-static double api_train_step(void *m, const void *const *inputs, int64_t n) {
-    return fashion_mlp_train_step((fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n);
+static void *api_create_fn(uint64_t seed) { return fashion_mlp_create(seed); }
+static void api_destroy_fn(void *m) { fashion_mlp_destroy((struct fashion_mlp *)m); }
+static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
+    return fashion_mlp_train_step((struct fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n);
 }
-static void api_eval(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
-    fashion_mlp_eval((fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n, loss, metrics);
+static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
+    fashion_mlp_eval((struct fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n, loss, metrics);
 }
-static void api_forward(void *m, const void *const *inputs, int64_t n, void *const *outputs) {
-    fashion_mlp_forward((fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n, (fashion_mlp_real *const *)outputs);
+static void api_forward_fn(void *m, const void *const *inputs, int64_t n, void *const *outputs) {
+    fashion_mlp_forward((struct fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n, (fashion_mlp_real *const *)outputs);
 }
 /* The runtime's checkpoint code reads or fills the tensors at once and keeps no pointers: the
    params stay on the device across checkpoints (one upload after each). */
-static size_t api_state_tensors(void *m, cannl_tensor *out, size_t cap) {
-    return state_tensors((fashion_mlp *)m, out, cap, 0);
+static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
+    return state_tensors((struct fashion_mlp *)m, out, cap, 0);
 }
-static int64_t api_get_step(const void *m) { return fashion_mlp_get_step((const fashion_mlp *)m); }
-static void api_set_step(void *m, int64_t step) { fashion_mlp_set_step((fashion_mlp *)m, step); }
-static double api_get_lr(const void *m) { return fashion_mlp_get_lr((const fashion_mlp *)m); }
-static void api_set_lr(void *m, double lr) { fashion_mlp_set_lr((fashion_mlp *)m, lr); }
-static void api_set_threads(int n) { (void)n; /* host threads do not matter here */ }
-static void api_set_schedule(void *m, int on) { fashion_mlp_set_schedule((fashion_mlp *)m, on); }
-static void api_prefetch(void *m, const void *const *inputs, int64_t n) {
-    fashion_mlp_prefetch((fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n);
+static int64_t api_get_step_fn(const void *m) { return fashion_mlp_get_step((const struct fashion_mlp *)m); }
+static void api_set_step_fn(void *m, int64_t step) { fashion_mlp_set_step((struct fashion_mlp *)m, step); }
+static double api_get_lr_fn(const void *m) { return fashion_mlp_get_lr((const struct fashion_mlp *)m); }
+static void api_set_lr_fn(void *m, double lr) { fashion_mlp_set_lr((struct fashion_mlp *)m, lr); }
+static void api_set_threads_fn(int n) { (void)n; /* host threads do not matter here */ }
+static void api_set_schedule_fn(void *m, int on) { fashion_mlp_set_schedule((struct fashion_mlp *)m, on); }
+static void api_prefetch_fn(void *m, const void *const *inputs, int64_t n) {
+    fashion_mlp_prefetch((struct fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n);
 }
-static const char *api_error(const void *m) {
-    const fashion_mlp *s = (const fashion_mlp *)m;
+static const char *api_error_fn(const void *m) {
+    const struct fashion_mlp *s = (const struct fashion_mlp *)m;
     return s->failed ? s->error.msg : NULL;
 }
 
 const cannl_model_api fashion_mlp_api = {
     "fashion_mlp", CANNL_F32, FASHION_MLP_MAX_BATCH,
-    FASHION_MLP_NUM_INPUTS, fashion_mlp_inputs,
-    FASHION_MLP_NUM_OUTPUTS, fashion_mlp_outputs,
-    FASHION_MLP_NUM_PARAMS, fashion_mlp_params,
-    FASHION_MLP_NUM_METRICS, fashion_mlp_metric_names,
-    "loss", 0.1,
-    api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
-    NULL, api_set_schedule,
-    fashion_mlp_forward_reads};
+    FASHION_MLP_NUM_INPUTS, input_info,
+    FASHION_MLP_NUM_OUTPUTS, output_info,
+    FASHION_MLP_NUM_PARAMS, param_info,
+    FASHION_MLP_NUM_METRICS, metric_names,
+    "((real *)(m->dev + 9363648))", 0.1,
+    api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
+    api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
+    NULL, api_set_schedule_fn,
+    forward_reads};
 
 /* Prefetching and the error message, for cannl_train_main_ext (fashion_mlp_train.cu). */
-extern "C" const cannl_model_ext fashion_mlp_cuda_ext = {api_prefetch, api_error};
+extern "C" const cannl_model_ext fashion_mlp_cuda_ext = {api_prefetch_fn, api_error_fn};

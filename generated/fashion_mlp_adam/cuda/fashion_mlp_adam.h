@@ -45,48 +45,52 @@ extern "C" {
 #define FASHION_MLP_ADAM_METRIC_ACCURACY 0
 
 typedef float fashion_mlp_adam_real;
+/* The training state, `struct fashion_mlp_adam` (fashion_mlp_adam for short, unless FASHION_MLP_ADAM_NO_TYPEDEFS is
+   defined: the generated sources name it by its tag). */
+#ifndef FASHION_MLP_ADAM_NO_TYPEDEFS
 typedef struct fashion_mlp_adam fashion_mlp_adam;
+#endif
 
 /* A new state with params initialised from `seed` (the spec's initialisers) and the
    optimiser at step 0; NULL when out of memory. */
-fashion_mlp_adam *fashion_mlp_adam_create(uint64_t seed);
-void fashion_mlp_adam_destroy(fashion_mlp_adam *m);
+struct fashion_mlp_adam *fashion_mlp_adam_create(uint64_t seed);
+void fashion_mlp_adam_destroy(struct fashion_mlp_adam *m);
 /* Re-initialise the params from `seed` and reset the optimiser (state and step count). */
-void fashion_mlp_adam_init(fashion_mlp_adam *m, uint64_t seed);
+void fashion_mlp_adam_init(struct fashion_mlp_adam *m, uint64_t seed);
 
 /* One optimisation step on n examples (1 <= n <= FASHION_MLP_ADAM_MAX_BATCH): forward, backward and
    update. Returns the loss computed before the update (NaN, and nothing done, for a bad n). */
-double fashion_mlp_adam_train_step(fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n);
+double fashion_mlp_adam_train_step(struct fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
-void fashion_mlp_adam_forward(fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n,
+void fashion_mlp_adam_forward(struct fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n,
                       fashion_mlp_adam_real *const outputs[]);
 /* The loss and each metric on n examples, without training. */
-void fashion_mlp_adam_eval(fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n, double *loss,
+void fashion_mlp_adam_eval(struct fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n, double *loss,
                       double metrics[]);
 
 /* The param called `name` (its elements in storage order; *count set when count is not
    NULL), or NULL when there is none. */
-fashion_mlp_adam_real *fashion_mlp_adam_param(fashion_mlp_adam *m, const char *name, int64_t *count);
+fashion_mlp_adam_real *fashion_mlp_adam_param(struct fashion_mlp_adam *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
    on it. It lives in the work memory the routines share: valid until the next train_step,
    forward or eval on this state (copy it to keep it). */
-fashion_mlp_adam_real *fashion_mlp_adam_grad(fashion_mlp_adam *m, const char *name, int64_t *count);
-int64_t fashion_mlp_adam_get_step(const fashion_mlp_adam *m);
-void fashion_mlp_adam_set_step(fashion_mlp_adam *m, int64_t step);
-double fashion_mlp_adam_get_lr(const fashion_mlp_adam *m);
-void fashion_mlp_adam_set_lr(fashion_mlp_adam *m, double lr);
+fashion_mlp_adam_real *fashion_mlp_adam_grad(struct fashion_mlp_adam *m, const char *name, int64_t *count);
+int64_t fashion_mlp_adam_get_step(const struct fashion_mlp_adam *m);
+void fashion_mlp_adam_set_step(struct fashion_mlp_adam *m, int64_t step);
+double fashion_mlp_adam_get_lr(const struct fashion_mlp_adam *m);
+void fashion_mlp_adam_set_lr(struct fashion_mlp_adam *m, double lr);
 /* on = 1 (the default): train_step derives each step's lr from the base lr above and the
    step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */
-void fashion_mlp_adam_set_schedule(fashion_mlp_adam *m, int on);
+void fashion_mlp_adam_set_schedule(struct fashion_mlp_adam *m, int on);
 /* Every state tensor (params, then optimiser state), see cannl_model_api. */
-size_t fashion_mlp_adam_state_tensors(fashion_mlp_adam *m, cannl_tensor *out, size_t cap);
+size_t fashion_mlp_adam_state_tensors(struct fashion_mlp_adam *m, cannl_tensor *out, size_t cap);
 
 /* Checkpoints (safetensors, written atomically): save the whole state; load either a
    checkpoint of this model (whole state) or any safetensors file with the params. */
-cannl_status fashion_mlp_adam_save(fashion_mlp_adam *m, const char *path, cannl_error *err);
-cannl_status fashion_mlp_adam_load(fashion_mlp_adam *m, const char *path, cannl_load_what what, cannl_error *err);
+cannl_status fashion_mlp_adam_save(struct fashion_mlp_adam *m, const char *path, cannl_error *err);
+cannl_status fashion_mlp_adam_load(struct fashion_mlp_adam *m, const char *path, cannl_load_what what, cannl_error *err);
 
 /* The model as the generic training program (cannl_train_main) sees it. */
 extern const cannl_model_api fashion_mlp_adam_api;

@@ -11,10 +11,12 @@
  * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
- * Memory: every buffer lives in one device arena (144896 bytes). Its first 6912
- * bytes (params, their gradients, optimiser state) are mirrored in pinned host memory and copied
- * only when the host needs them (checkpoints) or changed them (init, load): params stay on the
- * device for a whole training run. Once a caller takes pointers into the mirror
+ * Memory: every buffer lives in one device arena (53248 bytes), laid out as the C target's
+ * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
+ * routine's work buffers in one region). Its first 2816 bytes (params, optimiser state)
+ * are mirrored in pinned host memory, and the params' gradients (in train_step's work region)
+ * copied into a pinned array of their own, only when the host needs them (checkpoints,
+ * moons_mlp_grad) or changed them (init, load): params stay on the device for a whole training run. Once a caller takes pointers into the mirror
  * (moons_mlp_param, _grad, _state_tensors) the state keeps it current as the C target does:
  * every routine uploads it before and downloads it after (slower; the training program does
  * not take such pointers). Inputs go through two staging slots (pinned host,
@@ -24,6 +26,7 @@
  * message) is kept in the state, later calls return NaN or do nothing, and the training program
  * stops with the message (moons_mlp_cuda_ext.error).
  */
+#define MOONS_MLP_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "moons_mlp.h"
 
 #include <cublas_v2.h>
@@ -52,7 +55,8 @@ struct moons_mlp {
     double lr;        /* learning rate: the spec's, unless set */
     int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
-    char *host;       /* pinned mirror of the arena's first 6912 bytes */
+    char *host;       /* pinned mirror of the arena's first 2816 bytes */
+    real *grads_host; /* pinned: the params' gradients after the last train_step, packed */
     int host_newer;   /* the mirror was (or may have been) changed: upload before device work */
     int device_newer; /* the device changed the mirrored buffers: download before host reads */
     int host_view;    /* the caller holds pointers into the mirror (param, grad, state_tensors):
@@ -77,12 +81,6 @@ struct moons_mlp {
     real *b1; /* [16] b1 : [16] */
     real *b2; /* [16] b2 : [16] */
     real *b3; /* [1] b3 : [1] */
-    real *b3_grad; /* [1] gradient of b3 */
-    real *w3_grad; /* [1, 16] gradient of w3 */
-    real *b2_grad; /* [16] gradient of b2 */
-    real *w2_grad; /* [16, 16] gradient of w2 */
-    real *b1_grad; /* [16] gradient of b1 */
-    real *w1_grad; /* [16, 2] gradient of w1 */
     real *w1_momentum_buffer; /* [16, 2] momentum_buffer of w1 */
     real *w2_momentum_buffer; /* [16, 16] momentum_buffer of w2 */
     real *w3_momentum_buffer; /* [1, 16] momentum_buffer of w3 */
@@ -90,23 +88,12 @@ struct moons_mlp {
     real *b2_momentum_buffer; /* [16] momentum_buffer of b2 */
     real *b3_momentum_buffer; /* [1] momentum_buffer of b3 */
     /* ---- device only */
-    real *h1; /* [batch, 16] h1 : [batch | 16] */
-    real *h1_mm; /* [batch, 16] [batch | 16] */
-    real *h2; /* [batch, 16] h2 : [batch | 16] */
-    real *h2_mm; /* [batch, 16] [batch | 16] */
-    real *prob; /* [batch, 1] prob : [batch | 1] */
-    real *prob_mm; /* [batch, 1] [batch | 1] */
-    real *err; /* [batch, 1] err : [batch | 1] */
-    real *loss_; /* [] loss : [] */
-    real *mse; /* [] mse : [] */
-    real *loss_grad; /* [] gradient of loss */
-    real *err_grad; /* [batch, 1] gradient of err */
-    real *prob_grad; /* [batch, 1] gradient of prob */
-    real *prob_mm_grad; /* [batch, 1] gradient of prob_mm */
-    real *h2_grad; /* [batch, 16] gradient of h2 */
-    real *h2_mm_grad; /* [batch, 16] gradient of h2_mm */
-    real *h1_grad; /* [batch, 16] gradient of h1 */
-    real *h1_mm_grad; /* [batch, 16] gradient of h1_mm */
+    real *b3_grad; /* [1] gradient of b3 */
+    real *w3_grad; /* [1, 16] gradient of w3 */
+    real *b2_grad; /* [16] gradient of b2 */
+    real *w2_grad; /* [16, 16] gradient of w2 */
+    real *b1_grad; /* [16] gradient of b1 */
+    real *w1_grad; /* [16, 2] gradient of w1 */
 
 };
 
@@ -128,7 +115,7 @@ static void fail(struct moons_mlp *m, const cannl_error *e) {
 
 /* C = alpha op(A) op(B) + beta C, count times (cuBLAS's column-major view of the row-major
    buffers; beta 0 overwrites C, 1 adds to it). */
-static void gemm(moons_mlp *m, const char *file, int line, cublasOperation_t ta, cublasOperation_t tb, int64_t rows,
+static void gemm(struct moons_mlp *m, const char *file, int line, cublasOperation_t ta, cublasOperation_t tb, int64_t rows,
                  int64_t cols, int64_t depth, real alpha, const real *a, int64_t lda, long long sa, const real *b,
                  int64_t ldb, long long sb, real beta, real *c, int64_t ldc, long long sc, int64_t count) {
     const cublasStatus_t s = cublasGemmStridedBatchedEx(m->blas, ta, tb, (int)rows, (int)cols, (int)depth, &alpha, a,
@@ -147,7 +134,7 @@ static void gemm(moons_mlp *m, const char *file, int line, cublasOperation_t ta,
 /* ------------------------------------------------------------------------------ kernels */
 
 /* line 12: h1 = tanh(w1 * point + b1) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_1_h1(real *__restrict__ h1, const real *__restrict__ h1_mm, const real *__restrict__ b1, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_h1(real *h1, const real *h1_mm, const real *__restrict__ b1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 16) return;
     const int64_t b = i_ / 16;
@@ -156,7 +143,7 @@ static __global__ void __launch_bounds__(256) train_step_1_h1(real *__restrict__
 }
 
 /* line 13: h2 = tanh(w2 * h1 + b2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_3_h2(real *__restrict__ h2, const real *__restrict__ h2_mm, const real *__restrict__ b2, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_h2(real *h2, const real *h2_mm, const real *__restrict__ b2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 16) return;
     const int64_t b = i_ / 16;
@@ -165,47 +152,44 @@ static __global__ void __launch_bounds__(256) train_step_3_h2(real *__restrict__
 }
 
 /* line 14: prob = sigmoid(w3 * h2 + b3); backward: prob = sigmoid(w3 * h2 + b3) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_5_prob(real *__restrict__ prob, real *__restrict__ prob_mm_grad, const real *__restrict__ prob_mm, const real *__restrict__ b3, const real *__restrict__ target, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_prob(real *__restrict__ prob, real *__restrict__ prob_mm_grad, const real *__restrict__ prob_mm, const real *__restrict__ b3, const real *__restrict__ target, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
-    const int64_t o = i_ % 1;
-    prob[b + o] = cannl_sigmoid(prob_mm[b + o] + b3[o]);
-    prob_mm_grad[b + o] = (prob[b + o] - target[b + o]) * 2.0f / (real)n * (prob[b + o] * (1.0f - prob[b + o]));
+    prob[b] = cannl_sigmoid(prob_mm[b] + b3[0]);
+    prob_mm_grad[b] = (prob[b] - target[b]) * 2.0f / (real)n * (prob[b] * (1.0f - prob[b]));
 }
 
 /* line 16: loss = mean(err ** 2) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_6_loss_(real *__restrict__ loss_, const real *__restrict__ prob, const real *__restrict__ target, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_loss_(real *__restrict__ loss_, const real *__restrict__ prob, const real *__restrict__ target, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
-        const int64_t o = r_ / n;
-        const int64_t b = r_ % n;
-        acc += powf(prob[b + o] - target[b + o], 2.0f) / (real)n;
+        const int64_t b = r_;
+        acc += powf(prob[b] - target[b], 2.0f) / (real)n;
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) loss_[0] = acc;
 }
 
 /* line 14: backward: prob = sigmoid(w3 * h2 + b3) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_7_b3_grad(real *__restrict__ b3_grad, const real *__restrict__ prob_mm_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_b3_grad(real *__restrict__ b3_grad, const real *__restrict__ prob_mm_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
-    const int64_t o = i_;
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += prob_mm_grad[b + o];
+        acc += prob_mm_grad[b];
     }
     acc = cannl_warp_sum(acc);
-    if (lane_ == 0) b3_grad[o] = acc;
+    if (lane_ == 0) b3_grad[0] = acc;
 }
 
 /* line 13: backward: h2 = tanh(w2 * h1 + b2) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_10_h2_mm_grad(real *__restrict__ h2_mm_grad, const real *__restrict__ h2_grad, const real *__restrict__ h2, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_h2_mm_grad(real *h2_mm_grad, const real *__restrict__ h2_grad, const real *h2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 16) return;
     const int64_t b = i_ / 16;
@@ -214,7 +198,7 @@ static __global__ void __launch_bounds__(256) train_step_10_h2_mm_grad(real *__r
 }
 
 /* line 13: backward: h2 = tanh(w2 * h1 + b2) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_11_b2_grad(real *__restrict__ b2_grad, const real *__restrict__ h2_mm_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_b2_grad(real *__restrict__ b2_grad, const real *__restrict__ h2_mm_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 16) return; /* the whole warp */
@@ -229,7 +213,7 @@ static __global__ void __launch_bounds__(256) train_step_11_b2_grad(real *__rest
 }
 
 /* line 12: backward: h1 = tanh(w1 * point + b1) (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_14_h1_mm_grad(real *__restrict__ h1_mm_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_h1_mm_grad(real *h1_mm_grad, const real *__restrict__ h1_grad, const real *h1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 16) return;
     const int64_t b = i_ / 16;
@@ -238,7 +222,7 @@ static __global__ void __launch_bounds__(256) train_step_14_h1_mm_grad(real *__r
 }
 
 /* line 12: backward: h1 = tanh(w1 * point + b1) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) train_step_15_b1_grad(real *__restrict__ b1_grad, const real *__restrict__ h1_mm_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_b1_grad(real *__restrict__ b1_grad, const real *__restrict__ h1_mm_grad, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 16) return; /* the whole warp */
@@ -253,7 +237,7 @@ static __global__ void __launch_bounds__(256) train_step_15_b1_grad(real *__rest
 }
 
 /* line 20: sgd update of w1 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_17_w1_momentum_buffer(real *__restrict__ w1_momentum_buffer, real *__restrict__ w1, const real *__restrict__ w1_grad, const real lr, const real step) {
+static __global__ void __launch_bounds__(256) set_w1_momentum_buffer(real *__restrict__ w1_momentum_buffer, real *__restrict__ w1, const real *__restrict__ w1_grad, const real lr, const real step) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 32) return;
     const int64_t j0 = i_ / 2;
@@ -263,7 +247,7 @@ static __global__ void __launch_bounds__(256) train_step_17_w1_momentum_buffer(r
 }
 
 /* line 20: sgd update of w2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_18_w2_momentum_buffer(real *__restrict__ w2_momentum_buffer, real *__restrict__ w2, const real *__restrict__ w2_grad, const real lr, const real step) {
+static __global__ void __launch_bounds__(256) set_w2_momentum_buffer(real *__restrict__ w2_momentum_buffer, real *__restrict__ w2, const real *__restrict__ w2_grad, const real lr, const real step) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 256) return;
     const int64_t j0 = i_ / 16;
@@ -273,17 +257,16 @@ static __global__ void __launch_bounds__(256) train_step_18_w2_momentum_buffer(r
 }
 
 /* line 20: sgd update of w3 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_19_w3_momentum_buffer(real *__restrict__ w3_momentum_buffer, real *__restrict__ w3, const real *__restrict__ w3_grad, const real lr, const real step) {
+static __global__ void __launch_bounds__(256) set_w3_momentum_buffer(real *__restrict__ w3_momentum_buffer, real *__restrict__ w3, const real *__restrict__ w3_grad, const real lr, const real step) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 16) return;
-    const int64_t j0 = i_ / 16;
-    const int64_t j1 = i_ % 16;
-    w3_momentum_buffer[j0 * 16 + j1] = step == 1.0f ? w3_grad[j0 * 16 + j1] : w3_momentum_buffer[j0 * 16 + j1] * 0.9f + w3_grad[j0 * 16 + j1];
-    w3[j0 * 16 + j1] = w3[j0 * 16 + j1] - lr * w3_momentum_buffer[j0 * 16 + j1];
+    const int64_t j1 = i_;
+    w3_momentum_buffer[j1] = step == 1.0f ? w3_grad[j1] : w3_momentum_buffer[j1] * 0.9f + w3_grad[j1];
+    w3[j1] = w3[j1] - lr * w3_momentum_buffer[j1];
 }
 
 /* line 20: sgd update of b1; sgd update of b2 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_20_b1_momentum_buffer(real *__restrict__ b1_momentum_buffer, real *__restrict__ b1, real *__restrict__ b2_momentum_buffer, real *__restrict__ b2, const real *__restrict__ b1_grad, const real *__restrict__ b2_grad, const real lr, const real step) {
+static __global__ void __launch_bounds__(256) set_b1_momentum_buffer(real *__restrict__ b1_momentum_buffer, real *__restrict__ b1, real *__restrict__ b2_momentum_buffer, real *__restrict__ b2, const real *__restrict__ b1_grad, const real *__restrict__ b2_grad, const real lr, const real step) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 16) return;
     const int64_t j = i_;
@@ -294,57 +277,61 @@ static __global__ void __launch_bounds__(256) train_step_20_b1_momentum_buffer(r
 }
 
 /* line 20: sgd update of b3 (one thread per element) */
-static __global__ void __launch_bounds__(256) train_step_21_b3_momentum_buffer(real *__restrict__ b3_momentum_buffer, real *__restrict__ b3, const real *__restrict__ b3_grad, const real lr, const real step) {
+static __global__ void __launch_bounds__(256) set_b3_momentum_buffer(real *__restrict__ b3_momentum_buffer, real *__restrict__ b3, const real *__restrict__ b3_grad, const real lr, const real step) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 1) return;
-    const int64_t j = i_;
-    b3_momentum_buffer[j] = step == 1.0f ? b3_grad[j] : b3_momentum_buffer[j] * 0.9f + b3_grad[j];
-    b3[j] = b3[j] - lr * b3_momentum_buffer[j];
+    b3_momentum_buffer[0] = step == 1.0f ? b3_grad[0] : b3_momentum_buffer[0] * 0.9f + b3_grad[0];
+    b3[0] = b3[0] - lr * b3_momentum_buffer[0];
+}
+
+/* line 13: h2 = tanh(w2 * h1 + b2) (one thread per element) */
+static __global__ void __launch_bounds__(256) set_h2_2(real *__restrict__ h2, const real *__restrict__ h2_mm, const real *__restrict__ b2, const int64_t n) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= n * 16) return;
+    const int64_t b = i_ / 16;
+    const int64_t o = i_ % 16;
+    h2[b * 16 + o] = tanhf(h2_mm[b * 16 + o] + b2[o]);
 }
 
 /* line 14: prob = sigmoid(w3 * h2 + b3) (one thread per element) */
-static __global__ void __launch_bounds__(256) forward_5_prob(real *__restrict__ prob, const real *__restrict__ prob_mm, const real *__restrict__ b3, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_prob_2(real *__restrict__ prob, const real *__restrict__ prob_mm, const real *__restrict__ b3, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
-    const int64_t o = i_ % 1;
-    prob[b + o] = cannl_sigmoid(prob_mm[b + o] + b3[o]);
+    prob[b] = cannl_sigmoid(prob_mm[b] + b3[0]);
 }
 
 /* line 15: err = prob - target (one thread per element) */
-static __global__ void __launch_bounds__(256) eval_metrics_5_err(real *__restrict__ err, const real *__restrict__ prob_mm, const real *__restrict__ b3, const real *__restrict__ target, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_err_(real *__restrict__ err_, const real *__restrict__ prob_mm, const real *__restrict__ b3, const real *__restrict__ target, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
-    const int64_t o = i_ % 1;
-    err[b + o] = cannl_sigmoid(prob_mm[b + o] + b3[o]) - target[b + o];
+    err_[b] = cannl_sigmoid(prob_mm[b] + b3[0]) - target[b];
 }
 
 /* line 16: loss = mean(err ** 2) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_6_loss_(real *__restrict__ loss_, const real *__restrict__ err, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_loss__2(real *__restrict__ loss_, const real *__restrict__ err_, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
-        const int64_t o = r_ / n;
-        const int64_t b = r_ % n;
-        acc += err[b + o] * err[b + o] / (real)n;
+        const int64_t b = r_;
+        acc += err_[b] * err_[b] / (real)n;
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) loss_[0] = acc;
 }
 
 /* line 19: metric mse = mean(err ** 2) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) eval_metrics_7_mse(real *__restrict__ mse, const real *__restrict__ err, const int64_t n) {
+static __global__ void __launch_bounds__(256) sum_mse(real *__restrict__ mse, const real *__restrict__ err_, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
     if (i_ >= 1) return; /* the whole warp */
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
-        const int64_t o = r_ / n;
-        const int64_t b = r_ % n;
-        acc += err[b + o] * err[b + o] / (real)n;
+        const int64_t b = r_;
+        acc += err_[b] * err_[b] / (real)n;
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) mse[0] = acc;
@@ -355,36 +342,36 @@ static __global__ void __launch_bounds__(256) eval_metrics_7_mse(real *__restric
 
 /* routine init, on the host (the C target's random streams: a seed gives its params), into
    the pinned mirror; the next device routine uploads it */
-static void init_params(moons_mlp *m, uint64_t seed) {
-    cannl_rng rng;
-    cannl_rng_seed(&rng, seed);
+static void init_params(struct moons_mlp *m, uint64_t seed) {
+    cannl_rng state_;
+    cannl_rng *const rng = &state_;
+    cannl_rng_seed(rng, seed);
     real *w1 = (real *)(m->host + 0);
-    real *w2 = (real *)(m->host + 256);
-    real *w3 = (real *)(m->host + 1280);
-    real *b1 = (real *)(m->host + 1536);
-    real *b2 = (real *)(m->host + 1792);
-    real *b3 = (real *)(m->host + 2048);
-    real *w1_momentum_buffer = (real *)(m->host + 4608);
-    real *w2_momentum_buffer = (real *)(m->host + 4864);
-    real *w3_momentum_buffer = (real *)(m->host + 5888);
-    real *b1_momentum_buffer = (real *)(m->host + 6144);
-    real *b2_momentum_buffer = (real *)(m->host + 6400);
-    real *b3_momentum_buffer = (real *)(m->host + 6656);
+    real *w2 = (real *)(m->host + 128);
+    real *w3 = (real *)(m->host + 1152);
+    real *b1 = (real *)(m->host + 1216);
+    real *b2 = (real *)(m->host + 1280);
+    real *b3 = (real *)(m->host + 1344);
+    real *w1_momentum_buffer = (real *)(m->host + 1408);
+    real *w2_momentum_buffer = (real *)(m->host + 1536);
+    real *w3_momentum_buffer = (real *)(m->host + 2560);
+    real *b1_momentum_buffer = (real *)(m->host + 2624);
+    real *b2_momentum_buffer = (real *)(m->host + 2688);
+    real *b3_momentum_buffer = (real *)(m->host + 2752);
 
     /* line 8: w1 = xavier_uniform */
     for (int64_t j0 = 0; j0 < 16; ++j0)
         for (int64_t j1 = 0; j1 < 2; ++j1)
-            w1[j0 * 2 + j1] = (real)(-0.5773502691896257 + 1.1547005383792515 * cannl_rng_uniform(&rng));
+            w1[j0 * 2 + j1] = (real)(-0.5773502691896257 + 1.1547005383792515 * cannl_rng_uniform(rng));
 
     /* line 9: w2 = xavier_uniform */
     for (int64_t j0 = 0; j0 < 16; ++j0)
         for (int64_t j1 = 0; j1 < 16; ++j1)
-            w2[j0 * 16 + j1] = (real)(-0.4330127018922193 + 0.8660254037844386 * cannl_rng_uniform(&rng));
+            w2[j0 * 16 + j1] = (real)(-0.4330127018922193 + 0.8660254037844386 * cannl_rng_uniform(rng));
 
     /* line 10: w3 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-    for (int64_t j0 = 0; j0 < 1; ++j0)
-        for (int64_t j1 = 0; j1 < 16; ++j1)
-            w3[j0 * 16 + j1] = (real)(-0.25 + 0.5 * cannl_rng_uniform(&rng));
+    for (int64_t j1 = 0; j1 < 16; ++j1)
+        w3[j1] = (real)(-0.25 + 0.5 * cannl_rng_uniform(rng));
 
     /* line 10: b1 = zeros; b2 = zeros; zero b1_momentum_buffer; zero b2_momentum_buffer */
     for (int64_t j = 0; j < 16; ++j)
@@ -396,11 +383,10 @@ static void init_params(moons_mlp *m, uint64_t seed) {
         }
 
     /* line 10: b3 = zeros; zero b3_momentum_buffer */
-    for (int64_t j = 0; j < 1; ++j)
-        {
-            b3[j] = 0.0f;
-            b3_momentum_buffer[j] = 0.0f;
-        }
+    {
+        b3[0] = 0.0f;
+        b3_momentum_buffer[0] = 0.0f;
+    }
 
     /* zero w1_momentum_buffer */
     for (int64_t j0 = 0; j0 < 16; ++j0)
@@ -414,187 +400,189 @@ static void init_params(moons_mlp *m, uint64_t seed) {
 
     /* zero w3_momentum_buffer */
     for (int64_t j1 = 0; j1 < 16; ++j1)
-        for (int64_t j0 = 0; j0 < 1; ++j0)
-            w3_momentum_buffer[j0 * 16 + j1] = 0.0f;
+        w3_momentum_buffer[j1] = 0.0f;
 }
 
 /* routine train_step: 14 kernels, 8 cuBLAS products, queued on the compute stream */
-static void train_step(moons_mlp *m, const real *const in_[], int64_t n) {
-    const real *point = in_[0];
-    const real *target = in_[1];
-    real *w1 = m->w1;
-    real *w2 = m->w2;
-    real *w3 = m->w3;
-    real *b1 = m->b1;
-    real *b2 = m->b2;
-    real *b3 = m->b3;
-    real *h1 = m->h1;
-    real *h1_mm = m->h1_mm;
-    real *h2 = m->h2;
-    real *h2_mm = m->h2_mm;
-    real *prob = m->prob;
-    real *prob_mm = m->prob_mm;
-    real *loss_ = m->loss_;
-    real *prob_mm_grad = m->prob_mm_grad;
-    real *b3_grad = m->b3_grad;
-    real *w3_grad = m->w3_grad;
-    real *h2_grad = m->h2_grad;
-    real *h2_mm_grad = m->h2_mm_grad;
-    real *b2_grad = m->b2_grad;
-    real *w2_grad = m->w2_grad;
-    real *h1_grad = m->h1_grad;
-    real *h1_mm_grad = m->h1_mm_grad;
-    real *b1_grad = m->b1_grad;
-    real *w1_grad = m->w1_grad;
-    real *w1_momentum_buffer = m->w1_momentum_buffer;
-    real *w2_momentum_buffer = m->w2_momentum_buffer;
-    real *w3_momentum_buffer = m->w3_momentum_buffer;
-    real *b1_momentum_buffer = m->b1_momentum_buffer;
-    real *b2_momentum_buffer = m->b2_momentum_buffer;
-    real *b3_momentum_buffer = m->b3_momentum_buffer;
+static void train_step(struct moons_mlp *m, const real *const in_[], int64_t n) {
+    const real *const point = in_[0];
+    const real *const target = in_[1];
+    real *const w1 = m->w1;
+    real *const w2 = m->w2;
+    real *const w3 = m->w3;
+    real *const b1 = m->b1;
+    real *const b2 = m->b2;
+    real *const b3 = m->b3;
+    real *const w1_momentum_buffer = m->w1_momentum_buffer;
+    real *const w2_momentum_buffer = m->w2_momentum_buffer;
+    real *const w3_momentum_buffer = m->w3_momentum_buffer;
+    real *const b1_momentum_buffer = m->b1_momentum_buffer;
+    real *const b2_momentum_buffer = m->b2_momentum_buffer;
+    real *const b3_momentum_buffer = m->b3_momentum_buffer;
+    char *const work = m->dev + 2816; /* the work region: this routine's 50432 bytes */
+    real *const h1 = (real *)(work + 0);
+    real *const h1_mm = (real *)(work + 0);
+    real *const h1_mm_grad = (real *)(work + 0);
+    real *const h2 = (real *)(work + 16384);
+    real *const h2_mm = (real *)(work + 16384);
+    real *const h2_mm_grad = (real *)(work + 16384);
+    real *const w1_grad = (real *)(work + 16384);
+    real *const b1_grad = (real *)(work + 16512);
+    real *const prob_mm = (real *)(work + 32768);
+    real *const h2_grad = (real *)(work + 32768);
+    real *const h1_grad = (real *)(work + 32768);
+    real *const prob = (real *)(work + 33792);
+    real *const prob_mm_grad = (real *)(work + 49152);
+    real *const w2_grad = (real *)(work + 49152);
+    real *const w3_grad = (real *)(work + 50176);
+    real *const b2_grad = (real *)(work + 50240);
+    real *const loss_ = (real *)(work + 50304);
+    real *const b3_grad = (real *)(work + 50368);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 12: h1 = tanh(w1 * point + b1) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 16, n, 2, 1.0f, w1, 2, 0, point, 2, 0, 0.0f, h1_mm, 16, 0, 1);
-    train_step_1_h1<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    set_h1<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 13: h2 = tanh(w2 * h1 + b2) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 16, n, 16, 1.0f, w2, 16, 0, h1, 16, 0, 0.0f, h2_mm, 16, 0, 1);
-    train_step_3_h2<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    set_h2<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 14: prob = sigmoid(w3 * h2 + b3) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, n, 16, 1.0f, w3, 1, 0, h2, 16, 0, 0.0f, prob_mm, 1, 0, 1);
 
     /* line 14: prob = sigmoid(w3 * h2 + b3); backward: prob = sigmoid(w3 * h2 + b3) */
-    train_step_5_prob<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(prob, prob_mm_grad, prob_mm, b3, target, n);
+    set_prob<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(prob, prob_mm_grad, prob_mm, b3, target, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: loss = mean(err ** 2) */
-    train_step_6_loss_<<<1, 256, 0, stream_>>>(loss_, prob, target, n);
+    sum_loss_<<<1, 256, 0, stream_>>>(loss_, prob, target, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 14: backward: prob = sigmoid(w3 * h2 + b3) */
-    train_step_7_b3_grad<<<1, 256, 0, stream_>>>(b3_grad, prob_mm_grad, n);
+    sum_b3_grad<<<1, 256, 0, stream_>>>(b3_grad, prob_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 1, 16, n, 1.0f, prob_mm_grad, 1, 0, h2, 16, 0, 0.0f, w3_grad, 1, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 16, n, 1, 1.0f, w3, 16, 0, prob_mm_grad, 1, 0, 0.0f, h2_grad, 16, 0, 1);
 
     /* line 13: backward: h2 = tanh(w2 * h1 + b2) */
-    train_step_10_h2_mm_grad<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h2_mm_grad, h2_grad, h2, n);
+    set_h2_mm_grad<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h2_mm_grad, h2_grad, h2, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_11_b2_grad<<<2, 256, 0, stream_>>>(b2_grad, h2_mm_grad, n);
+    sum_b2_grad<<<2, 256, 0, stream_>>>(b2_grad, h2_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 16, 16, n, 1.0f, h1, 16, 0, h2_mm_grad, 16, 0, 0.0f, w2_grad, 16, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 16, n, 16, 1.0f, w2, 16, 0, h2_mm_grad, 16, 0, 0.0f, h1_grad, 16, 0, 1);
 
     /* line 12: backward: h1 = tanh(w1 * point + b1) */
-    train_step_14_h1_mm_grad<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h1_mm_grad, h1_grad, h1, n);
+    set_h1_mm_grad<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h1_mm_grad, h1_grad, h1, n);
     CUDA_CHECK(cudaGetLastError());
-    train_step_15_b1_grad<<<2, 256, 0, stream_>>>(b1_grad, h1_mm_grad, n);
+    sum_b1_grad<<<2, 256, 0, stream_>>>(b1_grad, h1_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 2, 16, n, 1.0f, point, 2, 0, h1_mm_grad, 16, 0, 0.0f, w1_grad, 2, 0, 1);
 
     /* line 20: sgd update of w1 */
-    train_step_17_w1_momentum_buffer<<<1, 256, 0, stream_>>>(w1_momentum_buffer, w1, w1_grad, lr, step);
+    set_w1_momentum_buffer<<<1, 256, 0, stream_>>>(w1_momentum_buffer, w1, w1_grad, lr, step);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: sgd update of w2 */
-    train_step_18_w2_momentum_buffer<<<1, 256, 0, stream_>>>(w2_momentum_buffer, w2, w2_grad, lr, step);
+    set_w2_momentum_buffer<<<1, 256, 0, stream_>>>(w2_momentum_buffer, w2, w2_grad, lr, step);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: sgd update of w3 */
-    train_step_19_w3_momentum_buffer<<<1, 256, 0, stream_>>>(w3_momentum_buffer, w3, w3_grad, lr, step);
+    set_w3_momentum_buffer<<<1, 256, 0, stream_>>>(w3_momentum_buffer, w3, w3_grad, lr, step);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: sgd update of b1; sgd update of b2 */
-    train_step_20_b1_momentum_buffer<<<1, 256, 0, stream_>>>(b1_momentum_buffer, b1, b2_momentum_buffer, b2, b1_grad, b2_grad, lr, step);
+    set_b1_momentum_buffer<<<1, 256, 0, stream_>>>(b1_momentum_buffer, b1, b2_momentum_buffer, b2, b1_grad, b2_grad, lr, step);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 20: sgd update of b3 */
-    train_step_21_b3_momentum_buffer<<<1, 256, 0, stream_>>>(b3_momentum_buffer, b3, b3_grad, lr, step);
+    set_b3_momentum_buffer<<<1, 256, 0, stream_>>>(b3_momentum_buffer, b3, b3_grad, lr, step);
     CUDA_CHECK(cudaGetLastError());
 }
 
 /* routine forward: 3 kernels, 3 cuBLAS products, queued on the compute stream */
-static void forward(moons_mlp *m, const real *const in_[], int64_t n) {
-    const real *point = in_[0];
-    real *w1 = m->w1;
-    real *w2 = m->w2;
-    real *w3 = m->w3;
-    real *b1 = m->b1;
-    real *b2 = m->b2;
-    real *b3 = m->b3;
-    real *h1 = m->h1;
-    real *h1_mm = m->h1_mm;
-    real *h2 = m->h2;
-    real *h2_mm = m->h2_mm;
-    real *prob = m->prob;
-    real *prob_mm = m->prob_mm;
+static void forward(struct moons_mlp *m, const real *const in_[], int64_t n) {
+    const real *const point = in_[0];
+    real *const w1 = m->w1;
+    real *const w2 = m->w2;
+    real *const w3 = m->w3;
+    real *const b1 = m->b1;
+    real *const b2 = m->b2;
+    real *const b3 = m->b3;
+    char *const work = m->dev + 2816; /* the work region: this routine's 32768 bytes */
+    real *const h1 = (real *)(work + 0);
+    real *const h1_mm = (real *)(work + 0);
+    real *const h2 = (real *)(work + 0);
+    real *const prob = (real *)(work + 0);
+    real *const h2_mm = (real *)(work + 16384);
+    real *const prob_mm = (real *)(work + 16384);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 12: h1 = tanh(w1 * point + b1) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 16, n, 2, 1.0f, w1, 2, 0, point, 2, 0, 0.0f, h1_mm, 16, 0, 1);
-    train_step_1_h1<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    set_h1<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 13: h2 = tanh(w2 * h1 + b2) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 16, n, 16, 1.0f, w2, 16, 0, h1, 16, 0, 0.0f, h2_mm, 16, 0, 1);
-    train_step_3_h2<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    set_h2_2<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 14: prob = sigmoid(w3 * h2 + b3) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, n, 16, 1.0f, w3, 1, 0, h2, 16, 0, 0.0f, prob_mm, 1, 0, 1);
-    forward_5_prob<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(prob, prob_mm, b3, n);
+    set_prob_2<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(prob, prob_mm, b3, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
 /* routine eval_metrics: 5 kernels, 3 cuBLAS products, queued on the compute stream */
-static void eval_metrics(moons_mlp *m, const real *const in_[], int64_t n) {
-    const real *point = in_[0];
-    const real *target = in_[1];
-    real *w1 = m->w1;
-    real *w2 = m->w2;
-    real *w3 = m->w3;
-    real *b1 = m->b1;
-    real *b2 = m->b2;
-    real *b3 = m->b3;
-    real *h1 = m->h1;
-    real *h1_mm = m->h1_mm;
-    real *h2 = m->h2;
-    real *h2_mm = m->h2_mm;
-    real *prob_mm = m->prob_mm;
-    real *err = m->err;
-    real *loss_ = m->loss_;
-    real *mse = m->mse;
+static void eval_metrics(struct moons_mlp *m, const real *const in_[], int64_t n) {
+    const real *const point = in_[0];
+    const real *const target = in_[1];
+    real *const w1 = m->w1;
+    real *const w2 = m->w2;
+    real *const w3 = m->w3;
+    real *const b1 = m->b1;
+    real *const b2 = m->b2;
+    real *const b3 = m->b3;
+    char *const work = m->dev + 2816; /* the work region: this routine's 32768 bytes */
+    real *const h1 = (real *)(work + 0);
+    real *const h1_mm = (real *)(work + 0);
+    real *const h2 = (real *)(work + 0);
+    real *const err_ = (real *)(work + 0);
+    real *const loss_ = (real *)(work + 1024);
+    real *const mse = (real *)(work + 1088);
+    real *const h2_mm = (real *)(work + 16384);
+    real *const prob_mm = (real *)(work + 16384);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 12: h1 = tanh(w1 * point + b1) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 16, n, 2, 1.0f, w1, 2, 0, point, 2, 0, 0.0f, h1_mm, 16, 0, 1);
-    train_step_1_h1<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    set_h1<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 13: h2 = tanh(w2 * h1 + b2) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 16, n, 16, 1.0f, w2, 16, 0, h1, 16, 0, 0.0f, h2_mm, 16, 0, 1);
-    train_step_3_h2<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    set_h2_2<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 14: prob = sigmoid(w3 * h2 + b3) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, n, 16, 1.0f, w3, 1, 0, h2, 16, 0, 0.0f, prob_mm, 1, 0, 1);
 
     /* line 15: err = prob - target */
-    eval_metrics_5_err<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(err, prob_mm, b3, target, n);
+    set_err_<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(err_, prob_mm, b3, target, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: loss = mean(err ** 2) */
-    eval_metrics_6_loss_<<<1, 256, 0, stream_>>>(loss_, err, n);
+    sum_loss__2<<<1, 256, 0, stream_>>>(loss_, err_, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 19: metric mse = mean(err ** 2) */
-    eval_metrics_7_mse<<<1, 256, 0, stream_>>>(mse, err, n);
+    sum_mse<<<1, 256, 0, stream_>>>(mse, err_, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -602,18 +590,24 @@ static void eval_metrics(moons_mlp *m, const real *const in_[], int64_t n) {
 /* ------------------------------------------------------------------------------ memory */
 
 /* Upload the mirror if the host changed it (or may have: pointers into it are out). */
-static void to_device(moons_mlp *m) {
+static void to_device(struct moons_mlp *m) {
     if (!m->host_newer && !m->host_view) return;
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, m->dev, m->host, 6912, &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, m->dev, m->host, 2816, &e));
     m->host_newer = 0;
 }
 
 /* Download the mirror if the device changed it; the caller may then change it. */
-static void to_host(moons_mlp *m) {
+static void to_host(struct moons_mlp *m) {
     cannl_error e;
     if (m->device_newer && !m->failed) {
-        CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 6912, &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2816, &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 19200, 32 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32, m->dev + 51968, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 288, m->dev + 52992, 16 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 304, m->dev + 19328, 16 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 320, m->dev + 53056, 16 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 336, m->dev + 53184, 1 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_sync(m->compute, &e));
     }
     m->device_newer = 0;
@@ -622,21 +616,29 @@ static void to_host(moons_mlp *m) {
 
 /* After a routine is queued: bring the mirror back with it when pointers into it are out,
    else remember that the device has the newer state. Then wait for the compute stream. */
-static void finish(moons_mlp *m) {
+static void finish(struct moons_mlp *m) {
     cannl_error e;
-    if (m->host_view) CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 6912, &e));
+    if (m->host_view) {
+        CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2816, &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 19200, 32 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32, m->dev + 51968, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 288, m->dev + 52992, 16 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 304, m->dev + 19328, 16 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 320, m->dev + 53056, 16 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 336, m->dev + 53184, 1 * sizeof(real), &e));
+    }
     CANNL_TRY(cannl_stream_sync(m->compute, &e));
     m->device_newer = !m->host_view;
 }
 
 /* The caller gets pointers into the mirror, and may keep them. */
-static void host_view(moons_mlp *m) {
+static void host_view(struct moons_mlp *m) {
     to_host(m);
     m->host_view = 1;
 }
 
 /* A staging slot for new inputs: one not holding a batch still to be trained on. */
-static int free_slot(moons_mlp *m) {
+static int free_slot(struct moons_mlp *m) {
     int s = m->next_slot;
     if (m->ready[s] && !m->ready[s ^ 1]) s ^= 1;
     m->next_slot = s ^ 1;
@@ -646,7 +648,7 @@ static int free_slot(moons_mlp *m) {
 
 /* Copy the inputs (n examples each; NULL ones are left out) into pinned slot s and queue
    their upload on the copy stream, after the routine that last read the slot. */
-static void stage(moons_mlp *m, int s, const real *const inputs[], int64_t n) {
+static void stage(struct moons_mlp *m, int s, const real *const inputs[], int64_t n) {
     cannl_error e;
     CANNL_TRY(cannl_event_sync(m->staged[s], &e)); /* the slot's previous upload has left pinned memory */
     CANNL_TRY(cannl_stream_wait_event(m->copy, m->consumed[s], &e));
@@ -666,7 +668,7 @@ static void stage(moons_mlp *m, int s, const real *const inputs[], int64_t n) {
 
 /* The slot holding these inputs: the prefetched one, or a newly staged one. The compute
    stream waits for its upload. */
-static int inputs_on_device(moons_mlp *m, const real *const inputs[], int64_t n, const real *in[]) {
+static int inputs_on_device(struct moons_mlp *m, const real *const inputs[], int64_t n, const real *in[]) {
     int s = -1;
     for (int k = 0; k < 2 && s < 0; ++k) {
         int same = m->ready[k] && m->staged_n[k] == n;
@@ -687,57 +689,41 @@ static int inputs_on_device(moons_mlp *m, const real *const inputs[], int64_t n,
 }
 
 /* The routine that read slot s is queued: mark the slot free once it has run. */
-static void release(moons_mlp *m, int s) {
+static void release(struct moons_mlp *m, int s) {
     cannl_error e;
     CANNL_TRY(cannl_event_record(m->consumed[s], m->compute, &e));
 }
 
 /* ------------------------------------------------------------------------------ C API */
 
-static void moons_mlp_bind(moons_mlp *m) {
+static void bind_buffers(struct moons_mlp *m) {
     m->w1 = (real *)(m->dev + 0);
-    m->w2 = (real *)(m->dev + 256);
-    m->w3 = (real *)(m->dev + 1280);
-    m->b1 = (real *)(m->dev + 1536);
-    m->b2 = (real *)(m->dev + 1792);
-    m->b3 = (real *)(m->dev + 2048);
-    m->h1 = (real *)(m->dev + 6912);
-    m->h1_mm = (real *)(m->dev + 23296);
-    m->h2 = (real *)(m->dev + 39680);
-    m->h2_mm = (real *)(m->dev + 56064);
-    m->prob = (real *)(m->dev + 72448);
-    m->prob_mm = (real *)(m->dev + 73472);
-    m->err = (real *)(m->dev + 74496);
-    m->loss_ = (real *)(m->dev + 75520);
-    m->mse = (real *)(m->dev + 75776);
-    m->loss_grad = (real *)(m->dev + 76032);
-    m->err_grad = (real *)(m->dev + 76288);
-    m->prob_grad = (real *)(m->dev + 77312);
-    m->prob_mm_grad = (real *)(m->dev + 78336);
-    m->b3_grad = (real *)(m->dev + 2304);
-    m->w3_grad = (real *)(m->dev + 2560);
-    m->h2_grad = (real *)(m->dev + 79360);
-    m->h2_mm_grad = (real *)(m->dev + 95744);
-    m->b2_grad = (real *)(m->dev + 2816);
-    m->w2_grad = (real *)(m->dev + 3072);
-    m->h1_grad = (real *)(m->dev + 112128);
-    m->h1_mm_grad = (real *)(m->dev + 128512);
-    m->b1_grad = (real *)(m->dev + 4096);
-    m->w1_grad = (real *)(m->dev + 4352);
-    m->w1_momentum_buffer = (real *)(m->dev + 4608);
-    m->w2_momentum_buffer = (real *)(m->dev + 4864);
-    m->w3_momentum_buffer = (real *)(m->dev + 5888);
-    m->b1_momentum_buffer = (real *)(m->dev + 6144);
-    m->b2_momentum_buffer = (real *)(m->dev + 6400);
-    m->b3_momentum_buffer = (real *)(m->dev + 6656);
+    m->w2 = (real *)(m->dev + 128);
+    m->w3 = (real *)(m->dev + 1152);
+    m->b1 = (real *)(m->dev + 1216);
+    m->b2 = (real *)(m->dev + 1280);
+    m->b3 = (real *)(m->dev + 1344);
+    m->b3_grad = (real *)(m->dev + 53184);
+    m->w3_grad = (real *)(m->dev + 52992);
+    m->b2_grad = (real *)(m->dev + 53056);
+    m->w2_grad = (real *)(m->dev + 51968);
+    m->b1_grad = (real *)(m->dev + 19328);
+    m->w1_grad = (real *)(m->dev + 19200);
+    m->w1_momentum_buffer = (real *)(m->dev + 1408);
+    m->w2_momentum_buffer = (real *)(m->dev + 1536);
+    m->w3_momentum_buffer = (real *)(m->dev + 2560);
+    m->b1_momentum_buffer = (real *)(m->dev + 2624);
+    m->b2_momentum_buffer = (real *)(m->dev + 2688);
+    m->b3_momentum_buffer = (real *)(m->dev + 2752);
 }
 
-moons_mlp *moons_mlp_create(uint64_t seed) {
-    moons_mlp *m = (moons_mlp *)calloc(1, sizeof *m);
+struct moons_mlp *moons_mlp_create(uint64_t seed) {
+    struct moons_mlp *m = (struct moons_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(144896, &e)) != NULL &&
-             (m->host = (char *)cannl_pinned_alloc(6912, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(53248, &e)) != NULL &&
+             (m->host = (char *)cannl_pinned_alloc(2816, &e)) != NULL &&
+             (m->grads_host = (real *)cannl_pinned_alloc(337 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
              cannl_stream_create(&m->compute, &e) == CANNL_OK && cannl_stream_create(&m->copy, &e) == CANNL_OK;
     for (int s = 0; s < 2 && ok; ++s)
@@ -764,12 +750,12 @@ moons_mlp *moons_mlp_create(uint64_t seed) {
         moons_mlp_destroy(m);
         return NULL;
     }
-    moons_mlp_bind(m);
+    bind_buffers(m);
     moons_mlp_init(m, seed);
     return m;
 }
 
-void moons_mlp_destroy(moons_mlp *m) {
+void moons_mlp_destroy(struct moons_mlp *m) {
     if (!m) return;
     cannl_error e;
     if (m->compute) (void)cannl_stream_sync(m->compute, &e);
@@ -785,11 +771,12 @@ void moons_mlp_destroy(moons_mlp *m) {
     cannl_stream_destroy(m->copy);
     cannl_pinned_free(m->scalars);
     cannl_pinned_free(m->host);
+    cannl_pinned_free(m->grads_host);
     cannl_device_free(m->dev);
     free(m);
 }
 
-void moons_mlp_init(moons_mlp *m, uint64_t seed) {
+void moons_mlp_init(struct moons_mlp *m, uint64_t seed) {
     cannl_error e;
     if (m->device_newer || m->host_newer) CANNL_TRY(cannl_stream_sync(m->compute, &e)); /* the mirror is free */
     init_params(m, seed);
@@ -800,7 +787,7 @@ void moons_mlp_init(moons_mlp *m, uint64_t seed) {
     m->schedule = 1;
 }
 
-double moons_mlp_train_step(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
+double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
     if (n < 1 || n > MOONS_MLP_MAX_BATCH || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
@@ -808,12 +795,12 @@ double moons_mlp_train_step(moons_mlp *m, const moons_mlp_real *const inputs[], 
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], m->loss_, sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 53120)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
 
-void moons_mlp_forward(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n,
+void moons_mlp_forward(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n,
                moons_mlp_real *const outputs[]) {
     if (n < 1 || n > MOONS_MLP_MAX_BATCH || m->failed) return;
     const real *in[2 + 1];
@@ -822,14 +809,14 @@ void moons_mlp_forward(moons_mlp *m, const moons_mlp_real *const inputs[], int64
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], m->prob, (size_t)n * 1 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 2816)), (size_t)n * 1 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
     (void)e;
 }
 
-void moons_mlp_eval(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n, double *loss,
+void moons_mlp_eval(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n, double *loss,
                double metrics[]) {
     if (n < 1 || n > MOONS_MLP_MAX_BATCH || m->failed) return;
     const real *in[2 + 1];
@@ -838,8 +825,8 @@ void moons_mlp_eval(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t 
     eval_metrics(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], m->loss_, sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], m->mse, sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 3840)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 3904)), sizeof(real), &e));
 
     finish(m);
     *loss = m->failed ? NAN : (double)m->scalars[0];
@@ -847,14 +834,14 @@ void moons_mlp_eval(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t 
 }
 
 /* A prefetched batch: staged now, trained on by the next train_step with these inputs. */
-static void moons_mlp_prefetch(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
+static void moons_mlp_prefetch(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
     if (n < 1 || n > MOONS_MLP_MAX_BATCH || m->failed) return;
     const int s = free_slot(m);
     stage(m, s, inputs, n);
     m->ready[s] = 1;
 }
 
-moons_mlp_real *moons_mlp_param(moons_mlp *m, const char *name, int64_t *count) {
+moons_mlp_real *moons_mlp_param(struct moons_mlp *m, const char *name, int64_t *count) {
     if (strcmp(name, "w1") == 0) {
         if (count) *count = 32;
         host_view(m);
@@ -863,27 +850,27 @@ moons_mlp_real *moons_mlp_param(moons_mlp *m, const char *name, int64_t *count) 
     if (strcmp(name, "w2") == 0) {
         if (count) *count = 256;
         host_view(m);
-        return (real *)(m->host + 256);
+        return (real *)(m->host + 128);
     }
     if (strcmp(name, "w3") == 0) {
+        if (count) *count = 16;
+        host_view(m);
+        return (real *)(m->host + 1152);
+    }
+    if (strcmp(name, "b1") == 0) {
+        if (count) *count = 16;
+        host_view(m);
+        return (real *)(m->host + 1216);
+    }
+    if (strcmp(name, "b2") == 0) {
         if (count) *count = 16;
         host_view(m);
         return (real *)(m->host + 1280);
     }
-    if (strcmp(name, "b1") == 0) {
-        if (count) *count = 16;
-        host_view(m);
-        return (real *)(m->host + 1536);
-    }
-    if (strcmp(name, "b2") == 0) {
-        if (count) *count = 16;
-        host_view(m);
-        return (real *)(m->host + 1792);
-    }
     if (strcmp(name, "b3") == 0) {
         if (count) *count = 1;
         host_view(m);
-        return (real *)(m->host + 2048);
+        return (real *)(m->host + 1344);
     }
     (void)m;
     (void)name;
@@ -891,36 +878,36 @@ moons_mlp_real *moons_mlp_param(moons_mlp *m, const char *name, int64_t *count) 
     return NULL;
 }
 
-moons_mlp_real *moons_mlp_grad(moons_mlp *m, const char *name, int64_t *count) {
+moons_mlp_real *moons_mlp_grad(struct moons_mlp *m, const char *name, int64_t *count) {
     if (strcmp(name, "w1") == 0) {
         if (count) *count = 32;
         host_view(m);
-        return (real *)(m->host + 4352);
+        return (m->grads_host + 0);
     }
     if (strcmp(name, "w2") == 0) {
         if (count) *count = 256;
         host_view(m);
-        return (real *)(m->host + 3072);
+        return (m->grads_host + 32);
     }
     if (strcmp(name, "w3") == 0) {
         if (count) *count = 16;
         host_view(m);
-        return (real *)(m->host + 2560);
+        return (m->grads_host + 288);
     }
     if (strcmp(name, "b1") == 0) {
         if (count) *count = 16;
         host_view(m);
-        return (real *)(m->host + 4096);
+        return (m->grads_host + 304);
     }
     if (strcmp(name, "b2") == 0) {
         if (count) *count = 16;
         host_view(m);
-        return (real *)(m->host + 2816);
+        return (m->grads_host + 320);
     }
     if (strcmp(name, "b3") == 0) {
         if (count) *count = 1;
         host_view(m);
-        return (real *)(m->host + 2304);
+        return (m->grads_host + 336);
     }
     (void)m;
     (void)name;
@@ -928,57 +915,57 @@ moons_mlp_real *moons_mlp_grad(moons_mlp *m, const char *name, int64_t *count) {
     return NULL;
 }
 
-int64_t moons_mlp_get_step(const moons_mlp *m) { return m->step; }
-void moons_mlp_set_step(moons_mlp *m, int64_t step) { m->step = step; }
-double moons_mlp_get_lr(const moons_mlp *m) { return m->lr; }
-void moons_mlp_set_lr(moons_mlp *m, double lr) { m->lr = lr; }
-void moons_mlp_set_schedule(moons_mlp *m, int on) { m->schedule = on != 0; }
+int64_t moons_mlp_get_step(const struct moons_mlp *m) { return m->step; }
+void moons_mlp_set_step(struct moons_mlp *m, int64_t step) { m->step = step; }
+double moons_mlp_get_lr(const struct moons_mlp *m) { return m->lr; }
+void moons_mlp_set_lr(struct moons_mlp *m, double lr) { m->lr = lr; }
+void moons_mlp_set_schedule(struct moons_mlp *m, int on) { m->schedule = on != 0; }
 
 /* The state tensors in the mirror; `keep`: the caller may keep the pointers. */
-static size_t state_tensors(moons_mlp *m, cannl_tensor *out, size_t cap, int keep) {
+static size_t state_tensors(struct moons_mlp *m, cannl_tensor *out, size_t cap, int keep) {
     if (cap > 0) {
         if (keep) host_view(m);
         else to_host(m);
     }
     const cannl_tensor all[] = {
         {"w1", CANNL_F32, 2, { 16, 2 }, (real *)(m->host + 0)},
-        {"w2", CANNL_F32, 2, { 16, 16 }, (real *)(m->host + 256)},
-        {"w3", CANNL_F32, 2, { 1, 16 }, (real *)(m->host + 1280)},
-        {"b1", CANNL_F32, 1, { 16 }, (real *)(m->host + 1536)},
-        {"b2", CANNL_F32, 1, { 16 }, (real *)(m->host + 1792)},
-        {"b3", CANNL_F32, 1, { 1 }, (real *)(m->host + 2048)},
-        {"w1.momentum_buffer", CANNL_F32, 2, { 16, 2 }, (real *)(m->host + 4608)},
-        {"w2.momentum_buffer", CANNL_F32, 2, { 16, 16 }, (real *)(m->host + 4864)},
-        {"w3.momentum_buffer", CANNL_F32, 2, { 1, 16 }, (real *)(m->host + 5888)},
-        {"b1.momentum_buffer", CANNL_F32, 1, { 16 }, (real *)(m->host + 6144)},
-        {"b2.momentum_buffer", CANNL_F32, 1, { 16 }, (real *)(m->host + 6400)},
-        {"b3.momentum_buffer", CANNL_F32, 1, { 1 }, (real *)(m->host + 6656)},
+        {"w2", CANNL_F32, 2, { 16, 16 }, (real *)(m->host + 128)},
+        {"w3", CANNL_F32, 2, { 1, 16 }, (real *)(m->host + 1152)},
+        {"b1", CANNL_F32, 1, { 16 }, (real *)(m->host + 1216)},
+        {"b2", CANNL_F32, 1, { 16 }, (real *)(m->host + 1280)},
+        {"b3", CANNL_F32, 1, { 1 }, (real *)(m->host + 1344)},
+        {"w1.momentum_buffer", CANNL_F32, 2, { 16, 2 }, (real *)(m->host + 1408)},
+        {"w2.momentum_buffer", CANNL_F32, 2, { 16, 16 }, (real *)(m->host + 1536)},
+        {"w3.momentum_buffer", CANNL_F32, 2, { 1, 16 }, (real *)(m->host + 2560)},
+        {"b1.momentum_buffer", CANNL_F32, 1, { 16 }, (real *)(m->host + 2624)},
+        {"b2.momentum_buffer", CANNL_F32, 1, { 16 }, (real *)(m->host + 2688)},
+        {"b3.momentum_buffer", CANNL_F32, 1, { 1 }, (real *)(m->host + 2752)},
         {NULL, CANNL_F32, 0, {0}, NULL}};
     const size_t count = sizeof all / sizeof all[0] - 1;
     for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
     return count;
 }
 
-size_t moons_mlp_state_tensors(moons_mlp *m, cannl_tensor *out, size_t cap) { return state_tensors(m, out, cap, 1); }
+size_t moons_mlp_state_tensors(struct moons_mlp *m, cannl_tensor *out, size_t cap) { return state_tensors(m, out, cap, 1); }
 
-cannl_status moons_mlp_save(moons_mlp *m, const char *path, cannl_error *err) {
+cannl_status moons_mlp_save(struct moons_mlp *m, const char *path, cannl_error *err) {
     return cannl_model_save(&moons_mlp_api, m, path, NULL, 0, err);
 }
 
-cannl_status moons_mlp_load(moons_mlp *m, const char *path, cannl_load_what what, cannl_error *err) {
+cannl_status moons_mlp_load(struct moons_mlp *m, const char *path, cannl_load_what what, cannl_error *err) {
     return cannl_model_load(&moons_mlp_api, m, path, what, NULL, err);
 }
 
 /* ------------------------------------------------------- the table for cannl_train_main */
 
-static const cannl_tensor_info moons_mlp_inputs[] = {
+static const cannl_tensor_info input_info[] = {
     {"point", 1, { 2 }, 2},
     {"target", 1, { 1 }, 1},
     {NULL, 0, {0}, 0}};
-static const cannl_tensor_info moons_mlp_outputs[] = {
+static const cannl_tensor_info output_info[] = {
     {"prob", 1, { 1 }, 1},
     {NULL, 0, {0}, 0}};
-static const cannl_tensor_info moons_mlp_params[] = {
+static const cannl_tensor_info param_info[] = {
     {"w1", 2, { 16, 2 }, 32},
     {"w2", 2, { 16, 16 }, 256},
     {"w3", 2, { 1, 16 }, 16},
@@ -986,53 +973,53 @@ static const cannl_tensor_info moons_mlp_params[] = {
     {"b2", 1, { 16 }, 16},
     {"b3", 1, { 1 }, 1},
     {NULL, 0, {0}, 0}};
-static const char *const moons_mlp_metric_names[] = {
+static const char *const metric_names[] = {
     "mse",
     NULL};
 
-static const unsigned char moons_mlp_forward_reads[] = { 1, 0, 0};
+static const unsigned char forward_reads[] = { 1, 0, 0};
 
-static void *api_create(uint64_t seed) { return moons_mlp_create(seed); }
-static void api_destroy(void *m) { moons_mlp_destroy((moons_mlp *)m); }
-static double api_train_step(void *m, const void *const *inputs, int64_t n) {
-    return moons_mlp_train_step((moons_mlp *)m, (const moons_mlp_real *const *)inputs, n);
+static void *api_create_fn(uint64_t seed) { return moons_mlp_create(seed); }
+static void api_destroy_fn(void *m) { moons_mlp_destroy((struct moons_mlp *)m); }
+static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
+    return moons_mlp_train_step((struct moons_mlp *)m, (const moons_mlp_real *const *)inputs, n);
 }
-static void api_eval(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
-    moons_mlp_eval((moons_mlp *)m, (const moons_mlp_real *const *)inputs, n, loss, metrics);
+static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
+    moons_mlp_eval((struct moons_mlp *)m, (const moons_mlp_real *const *)inputs, n, loss, metrics);
 }
-static void api_forward(void *m, const void *const *inputs, int64_t n, void *const *outputs) {
-    moons_mlp_forward((moons_mlp *)m, (const moons_mlp_real *const *)inputs, n, (moons_mlp_real *const *)outputs);
+static void api_forward_fn(void *m, const void *const *inputs, int64_t n, void *const *outputs) {
+    moons_mlp_forward((struct moons_mlp *)m, (const moons_mlp_real *const *)inputs, n, (moons_mlp_real *const *)outputs);
 }
 /* The runtime's checkpoint code reads or fills the tensors at once and keeps no pointers: the
    params stay on the device across checkpoints (one upload after each). */
-static size_t api_state_tensors(void *m, cannl_tensor *out, size_t cap) {
-    return state_tensors((moons_mlp *)m, out, cap, 0);
+static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
+    return state_tensors((struct moons_mlp *)m, out, cap, 0);
 }
-static int64_t api_get_step(const void *m) { return moons_mlp_get_step((const moons_mlp *)m); }
-static void api_set_step(void *m, int64_t step) { moons_mlp_set_step((moons_mlp *)m, step); }
-static double api_get_lr(const void *m) { return moons_mlp_get_lr((const moons_mlp *)m); }
-static void api_set_lr(void *m, double lr) { moons_mlp_set_lr((moons_mlp *)m, lr); }
-static void api_set_threads(int n) { (void)n; /* host threads do not matter here */ }
-static void api_set_schedule(void *m, int on) { moons_mlp_set_schedule((moons_mlp *)m, on); }
-static void api_prefetch(void *m, const void *const *inputs, int64_t n) {
-    moons_mlp_prefetch((moons_mlp *)m, (const moons_mlp_real *const *)inputs, n);
+static int64_t api_get_step_fn(const void *m) { return moons_mlp_get_step((const struct moons_mlp *)m); }
+static void api_set_step_fn(void *m, int64_t step) { moons_mlp_set_step((struct moons_mlp *)m, step); }
+static double api_get_lr_fn(const void *m) { return moons_mlp_get_lr((const struct moons_mlp *)m); }
+static void api_set_lr_fn(void *m, double lr) { moons_mlp_set_lr((struct moons_mlp *)m, lr); }
+static void api_set_threads_fn(int n) { (void)n; /* host threads do not matter here */ }
+static void api_set_schedule_fn(void *m, int on) { moons_mlp_set_schedule((struct moons_mlp *)m, on); }
+static void api_prefetch_fn(void *m, const void *const *inputs, int64_t n) {
+    moons_mlp_prefetch((struct moons_mlp *)m, (const moons_mlp_real *const *)inputs, n);
 }
-static const char *api_error(const void *m) {
-    const moons_mlp *s = (const moons_mlp *)m;
+static const char *api_error_fn(const void *m) {
+    const struct moons_mlp *s = (const struct moons_mlp *)m;
     return s->failed ? s->error.msg : NULL;
 }
 
 const cannl_model_api moons_mlp_api = {
     "moons_mlp", CANNL_F32, MOONS_MLP_MAX_BATCH,
-    MOONS_MLP_NUM_INPUTS, moons_mlp_inputs,
-    MOONS_MLP_NUM_OUTPUTS, moons_mlp_outputs,
-    MOONS_MLP_NUM_PARAMS, moons_mlp_params,
-    MOONS_MLP_NUM_METRICS, moons_mlp_metric_names,
-    "loss", 0.5,
-    api_create, api_destroy, api_train_step, api_eval, api_forward, api_state_tensors,
-    api_get_step, api_set_step, api_get_lr, api_set_lr, api_set_threads,
-    NULL, api_set_schedule,
-    moons_mlp_forward_reads};
+    MOONS_MLP_NUM_INPUTS, input_info,
+    MOONS_MLP_NUM_OUTPUTS, output_info,
+    MOONS_MLP_NUM_PARAMS, param_info,
+    MOONS_MLP_NUM_METRICS, metric_names,
+    "((real *)(m->dev + 53120))", 0.5,
+    api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
+    api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
+    NULL, api_set_schedule_fn,
+    forward_reads};
 
 /* Prefetching and the error message, for cannl_train_main_ext (moons_mlp_train.cu). */
-extern "C" const cannl_model_ext moons_mlp_cuda_ext = {api_prefetch, api_error};
+extern "C" const cannl_model_ext moons_mlp_cuda_ext = {api_prefetch_fn, api_error_fn};

@@ -45,48 +45,52 @@ extern "C" {
 #define MOONS_MLP_METRIC_MSE 0
 
 typedef float moons_mlp_real;
+/* The training state, `struct moons_mlp` (moons_mlp for short, unless MOONS_MLP_NO_TYPEDEFS is
+   defined: the generated sources name it by its tag). */
+#ifndef MOONS_MLP_NO_TYPEDEFS
 typedef struct moons_mlp moons_mlp;
+#endif
 
 /* A new state with params initialised from `seed` (the spec's initialisers) and the
    optimiser at step 0; NULL when out of memory. */
-moons_mlp *moons_mlp_create(uint64_t seed);
-void moons_mlp_destroy(moons_mlp *m);
+struct moons_mlp *moons_mlp_create(uint64_t seed);
+void moons_mlp_destroy(struct moons_mlp *m);
 /* Re-initialise the params from `seed` and reset the optimiser (state and step count). */
-void moons_mlp_init(moons_mlp *m, uint64_t seed);
+void moons_mlp_init(struct moons_mlp *m, uint64_t seed);
 
 /* One optimisation step on n examples (1 <= n <= MOONS_MLP_MAX_BATCH): forward, backward and
    update. Returns the loss computed before the update (NaN, and nothing done, for a bad n). */
-double moons_mlp_train_step(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n);
+double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
-void moons_mlp_forward(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n,
+void moons_mlp_forward(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n,
                moons_mlp_real *const outputs[]);
 /* The loss and each metric on n examples, without training. */
-void moons_mlp_eval(moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n, double *loss,
+void moons_mlp_eval(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n, double *loss,
                double metrics[]);
 
 /* The param called `name` (its elements in storage order; *count set when count is not
    NULL), or NULL when there is none. */
-moons_mlp_real *moons_mlp_param(moons_mlp *m, const char *name, int64_t *count);
+moons_mlp_real *moons_mlp_param(struct moons_mlp *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
    on it. It lives in the work memory the routines share: valid until the next train_step,
    forward or eval on this state (copy it to keep it). */
-moons_mlp_real *moons_mlp_grad(moons_mlp *m, const char *name, int64_t *count);
-int64_t moons_mlp_get_step(const moons_mlp *m);
-void moons_mlp_set_step(moons_mlp *m, int64_t step);
-double moons_mlp_get_lr(const moons_mlp *m);
-void moons_mlp_set_lr(moons_mlp *m, double lr);
+moons_mlp_real *moons_mlp_grad(struct moons_mlp *m, const char *name, int64_t *count);
+int64_t moons_mlp_get_step(const struct moons_mlp *m);
+void moons_mlp_set_step(struct moons_mlp *m, int64_t step);
+double moons_mlp_get_lr(const struct moons_mlp *m);
+void moons_mlp_set_lr(struct moons_mlp *m, double lr);
 /* on = 1 (the default): train_step derives each step's lr from the base lr above and the
    step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */
-void moons_mlp_set_schedule(moons_mlp *m, int on);
+void moons_mlp_set_schedule(struct moons_mlp *m, int on);
 /* Every state tensor (params, then optimiser state), see cannl_model_api. */
-size_t moons_mlp_state_tensors(moons_mlp *m, cannl_tensor *out, size_t cap);
+size_t moons_mlp_state_tensors(struct moons_mlp *m, cannl_tensor *out, size_t cap);
 
 /* Checkpoints (safetensors, written atomically): save the whole state; load either a
    checkpoint of this model (whole state) or any safetensors file with the params. */
-cannl_status moons_mlp_save(moons_mlp *m, const char *path, cannl_error *err);
-cannl_status moons_mlp_load(moons_mlp *m, const char *path, cannl_load_what what, cannl_error *err);
+cannl_status moons_mlp_save(struct moons_mlp *m, const char *path, cannl_error *err);
+cannl_status moons_mlp_load(struct moons_mlp *m, const char *path, cannl_load_what what, cannl_error *err);
 
 /* The model as the generic training program (cannl_train_main) sees it. */
 extern const cannl_model_api moons_mlp_api;

@@ -5,6 +5,7 @@
  * cannl_train_main, as for the C target; run `moons_mlp_train --help`. The model prefetches
  * the next batch to the GPU while it trains on the current one.
  */
+#define MOONS_MLP_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "moons_mlp.h"
 
 extern "C" const cannl_model_ext moons_mlp_cuda_ext; /* moons_mlp.cu */

@@ -1,0 +1,151 @@
+/* gemm.c - the matrix products of generated models: the context (the kernel of the
+ * instruction set chosen at run time, and packing workspace) and the split of C between
+ * threads.
+ *
+ * The kernels (gemm_kernel.h) are compiled once per instruction set: gemm_base.c for every
+ * x86-64 (SSE2) or other CPU, gemm_avx2.c and gemm_avx512.c on x86-64 with their own -march
+ * (CMakeLists.txt). cannl_gemm_create picks one, once, by cannl_isa_select (isa.c). */
+#include "gemm_internal.h"
+
+#include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* A product below this many flops runs on one thread: waking a second costs more than it
+ * saves (docs/gemm-tiles.md). */
+#define CANNL__GEMM_PARALLEL_FLOPS 4.0e6
+
+struct cannl_gemm {
+    cannl_dtype dtype;
+    cannl_isa isa;
+    const cannl__gemm_kernel *kernel;
+    int slots;          /* threads that have a workspace slot */
+    size_t slot_bytes;  /* a multiple of 64 */
+    unsigned char *ws;  /* slots x slot_bytes */
+};
+
+static const cannl__gemm_kernel *kernel_for(cannl_isa isa, cannl_dtype dtype) {
+    const int f64 = dtype == CANNL_F64;
+#ifdef CANNL_GEMM_X86
+    if (isa == CANNL_ISA_AVX512) return f64 ? &cannl__gemm_avx512_f64 : &cannl__gemm_avx512_f32;
+    if (isa == CANNL_ISA_AVX2) return f64 ? &cannl__gemm_avx2_f64 : &cannl__gemm_avx2_f32;
+#else
+    (void)isa;
+#endif
+    return f64 ? &cannl__gemm_base_f64 : &cannl__gemm_base_f32;
+}
+
+cannl_gemm *cannl_gemm_create(cannl_dtype dtype, int threads) {
+    if (dtype != CANNL_F32 && dtype != CANNL_F64) return NULL;
+    cannl_gemm *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->dtype = dtype;
+    (void)cannl_isa_select(&g->isa, NULL); /* a bad CANNL_ISA: the CPU's best (the programs refuse it) */
+    g->kernel = kernel_for(g->isa, dtype);
+    g->slots = threads > 1 ? threads : 1;
+    const cannl__gemm_kernel *k = g->kernel;
+    /* A packed block, and a packed panel of B padded to whole slivers. */
+    const size_t elems = (size_t)(k->mc * k->kc + k->kc * ((k->nc + k->nr - 1) / k->nr * k->nr));
+    g->slot_bytes = (elems * cannl_dtype_size(dtype) + 63) / 64 * 64;
+    g->ws = cannl_alloc(g->slot_bytes * (size_t)g->slots);
+    if (!g->ws) {
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void cannl_gemm_free(cannl_gemm *g) {
+    if (!g) return;
+    cannl_free(g->ws);
+    free(g);
+}
+
+cannl_isa cannl_gemm_isa(const cannl_gemm *g) { return g->isa; }
+
+/* Workspace for `threads` threads (more than at creation: omp_set_num_threads since); false,
+ * and the workspace as it was, when out of memory. */
+static int grow(cannl_gemm *g, int threads) {
+    unsigned char *ws = cannl_alloc(g->slot_bytes * (size_t)threads);
+    if (!ws) return 0;
+    cannl_free(g->ws);
+    g->ws = ws;
+    g->slots = threads;
+    return 1;
+}
+
+/* C (=|+=) alpha A B, elements of `es` bytes; C is split between threads in whole tiles. */
+static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alpha, const char *A, long a_m,
+                    long a_k, const char *B, long b_k, long b_n, char *C, long c_m, long c_n, int overwrite) {
+    if (M <= 0 || N <= 0) return;
+    const cannl__gemm_kernel *k = g->kernel;
+    /* Columns are computed NR at a time (a partial last tile wastes its padding); rows have
+       tiles of every height. */
+    const double pad_m = (double)((M + k->nr - 1) / k->nr * k->nr) / (double)M;
+    const double pad_n = (double)((N + k->nr - 1) / k->nr * k->nr) / (double)N;
+    if (c_n != 1 && c_m == 1 && pad_m <= 1.15 * pad_n) {
+        /* C's rows are its strided axis: compute C^T = B^T A^T, so that the tiles' vector stores
+           run along C's contiguous axis (the same sums; each product's factors swapped), unless
+           M is so far from a multiple of NR that the padding costs more than scalar stores. */
+        const char *t = A;
+        A = B, B = t;
+        long x = M;
+        M = N, N = x;
+        x = a_m, a_m = b_n, b_n = x;
+        x = a_k, a_k = b_k, b_k = x;
+        c_m = c_n, c_n = 1;
+    }
+    int threads = 1;
+#ifdef _OPENMP
+    if (2.0 * (double)M * (double)N * (double)K >= CANNL__GEMM_PARALLEL_FLOPS && !omp_in_parallel()) {
+        threads = omp_get_max_threads();
+        if (threads > g->slots && !grow(g, threads)) threads = g->slots;
+    }
+#endif
+    /* Split the columns (each thread then packs all of A, M x K) or the rows (all of B, K x N),
+       whichever packs less twice and has a tile for every thread. */
+    const long mtiles = (M + k->mr - 1) / k->mr, ntiles = (N + k->nr - 1) / k->nr;
+    const int by_cols = (M <= N && ntiles >= threads) || mtiles < threads;
+    const long tiles = by_cols ? ntiles : mtiles;
+    if (threads > tiles) threads = (int)tiles;
+    if (threads <= 1) {
+        k->run(M, N, K, alpha, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite, g->ws);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+    {
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        const long lo = tiles * t / nt, hi = tiles * (t + 1) / nt;
+        void *slot = g->ws + (size_t)t * g->slot_bytes;
+        if (by_cols) {
+            const long j0 = lo * k->nr, j1 = hi * k->nr < N ? hi * k->nr : N;
+            if (j1 > j0)
+                k->run(M, j1 - j0, K, alpha, A, a_m, a_k, B + (size_t)(j0 * b_n) * es, b_k, b_n,
+                       C + (size_t)(j0 * c_n) * es, c_m, c_n, overwrite, slot);
+        } else {
+            const long i0 = lo * k->mr, i1 = hi * k->mr < M ? hi * k->mr : M;
+            if (i1 > i0)
+                k->run(i1 - i0, N, K, alpha, A + (size_t)(i0 * a_m) * es, a_m, a_k, B, b_k, b_n,
+                       C + (size_t)(i0 * c_m) * es, c_m, c_n, overwrite, slot);
+        }
+    }
+#endif
+}
+
+void cannl_sgemm(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t a_m,
+                 int64_t a_k, const float *B, int64_t b_k, int64_t b_n, float *C, int64_t c_m, int64_t c_n,
+                 int overwrite) {
+    if (!g || g->dtype != CANNL_F32) return;
+    product(g, sizeof(float), (long)M, (long)N, (long)K, alpha, (const char *)A, (long)a_m, (long)a_k,
+            (const char *)B, (long)b_k, (long)b_n, (char *)C, (long)c_m, (long)c_n, overwrite);
+}
+
+void cannl_dgemm(cannl_gemm *g, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t a_m,
+                 int64_t a_k, const double *B, int64_t b_k, int64_t b_n, double *C, int64_t c_m, int64_t c_n,
+                 int overwrite) {
+    if (!g || g->dtype != CANNL_F64) return;
+    product(g, sizeof(double), (long)M, (long)N, (long)K, alpha, (const char *)A, (long)a_m, (long)a_k,
+            (const char *)B, (long)b_k, (long)b_n, (char *)C, (long)c_m, (long)c_n, overwrite);
+}

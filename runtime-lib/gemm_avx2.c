@@ -1,0 +1,73 @@
+/* gemm_avx2.c - the matrix-product kernels for AVX2 + FMA (gemm_kernel.h with 256-bit
+ * vectors). CMakeLists.txt compiles this file alone with -march=x86-64-v3; gemm.c calls it
+ * only on a CPU that has AVX2 and FMA. */
+#include "gemm_internal.h"
+
+#if !defined(__AVX2__) || !defined(__FMA__)
+#error "gemm_avx2.c is compiled with -march=x86-64-v3 (runtime-lib/CMakeLists.txt)"
+#endif
+
+#include <immintrin.h>
+
+#include "gemm_transpose.h"
+
+/* Tile sizes (docs/gemm-tiles.md; bench/tile_search.sh overrides the float ones through -D). */
+#ifndef CANNL_MR
+#define CANNL_MR 6
+#endif
+#ifndef CANNL_NV
+#define CANNL_NV 2
+#endif
+#ifndef CANNL_KC
+#define CANNL_KC 256
+#endif
+#ifndef CANNL_MC
+#define CANNL_MC (16 * CANNL_MR)
+#endif
+#ifndef CANNL_NC
+#define CANNL_NC 512
+#endif
+
+#define GK_REAL float
+#define GK_TAG f32
+#define GK_NAME cannl__gemm_avx2_f32
+#define GK_VL 8
+#define GK_VEC __m256
+#define GK_VLOAD(p) _mm256_loadu_ps(p)
+#define GK_VSTORE(p, v) _mm256_storeu_ps(p, v)
+#define GK_VSET1(x) _mm256_set1_ps(x)
+#define GK_VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define GK_VMUL(a, b) _mm256_mul_ps(a, b)
+#define GK_VADD(a, b) _mm256_add_ps(a, b)
+#define GK_MR CANNL_MR
+#define GK_NV CANNL_NV
+#define GK_KC CANNL_KC
+#define GK_MC CANNL_MC
+#define GK_NC CANNL_NC
+#define GK_TB 8
+#define GK_TRANSPOSE(s, ls, d, ld) cannl__transpose8_f32(s, ls, d, ld)
+#define GK_TB2 4
+#define GK_TRANSPOSE2(s, ls, d, ld) cannl__transpose4_f32(s, ls, d, ld)
+#include "gemm_kernel.h"
+
+#define GK_REAL double
+#define GK_TAG f64
+#define GK_NAME cannl__gemm_avx2_f64
+#define GK_VL 4
+#define GK_VEC __m256d
+#define GK_VLOAD(p) _mm256_loadu_pd(p)
+#define GK_VSTORE(p, v) _mm256_storeu_pd(p, v)
+#define GK_VSET1(x) _mm256_set1_pd(x)
+#define GK_VFMA(a, b, c) _mm256_fmadd_pd(a, b, c)
+#define GK_VMUL(a, b) _mm256_mul_pd(a, b)
+#define GK_VADD(a, b) _mm256_add_pd(a, b)
+#define GK_MR 6
+#define GK_NV 2
+#define GK_KC 256
+#define GK_MC 96
+#define GK_NC 512
+#define GK_TB 4
+#define GK_TRANSPOSE(s, ls, d, ld) cannl__transpose4_f64(s, ls, d, ld)
+#define GK_TB2 2
+#define GK_TRANSPOSE2(s, ls, d, ld) cannl__transpose2_f64(s, ls, d, ld)
+#include "gemm_kernel.h"

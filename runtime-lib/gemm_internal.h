@@ -1,0 +1,30 @@
+/* gemm_internal.h - what gemm.c and the kernels of each instruction set share; not installed.
+ *
+ * A kernel is one thread's blocked product (gemm_kernel.h, compiled once per instruction
+ * set and element type by gemm_avx512.c, gemm_avx2.c and gemm_base.c) and its tile sizes;
+ * gemm.c picks the table of the instruction set chosen at run time and splits C between
+ * threads in whole tiles. */
+#ifndef CANNL_GEMM_INTERNAL_H
+#define CANNL_GEMM_INTERNAL_H
+
+#include "cannl_rt.h"
+
+typedef struct cannl__gemm_kernel {
+    long mr, nr;        /* register tile of C: mr rows x nr columns */
+    long kc, mc, nc;    /* cache blocks: K blocks of at most kc, A blocks of mc rows, B panels of nc columns */
+    /* C[0:M, 0:N] (=|+=) alpha A B with one thread's workspace `slot` (mc kc elements, and kc
+       times nc rounded up to a multiple of nr);
+       A, B and C point to float or double, the kernel's element type. */
+    void (*run)(long M, long N, long K, double alpha, const void *A, long a_m, long a_k, const void *B, long b_k,
+                long b_n, void *C, long c_m, long c_n, int overwrite, void *slot);
+} cannl__gemm_kernel;
+
+/* gemm_base.c: baseline x86-64 (SSE2), or portable C elsewhere. */
+extern const cannl__gemm_kernel cannl__gemm_base_f32, cannl__gemm_base_f64;
+#ifdef CANNL_GEMM_X86
+/* gemm_avx2.c (AVX2 + FMA) and gemm_avx512.c (AVX-512F), built with their own -march. */
+extern const cannl__gemm_kernel cannl__gemm_avx2_f32, cannl__gemm_avx2_f64;
+extern const cannl__gemm_kernel cannl__gemm_avx512_f32, cannl__gemm_avx512_f64;
+#endif
+
+#endif /* CANNL_GEMM_INTERNAL_H */

@@ -1,0 +1,262 @@
+/* gemm_kernel.h - one thread's blocked matrix product, C (=|+=) alpha A B, BLIS/GotoBLAS
+ * style; not installed. Included once per instruction set and element type (gemm_base.c,
+ * gemm_avx2.c, gemm_avx512.c), after defining
+ *   GK_REAL                      float or double
+ *   GK_TAG                       a suffix for this inclusion's functions (f32, f64)
+ *   GK_NAME                      the cannl__gemm_kernel table to define
+ *   GK_VL                        lanes of a vector (1: scalar C)
+ *   GK_VEC, GK_VLOAD(p), GK_VSTORE(p, v), GK_VSET1(x), GK_VFMA(a, b, c) = a b + c,
+ *   GK_VMUL(a, b), GK_VADD(a, b) the vector type and its operations (unaligned loads/stores)
+ *   GK_MR, GK_NV                 the register tile: MR rows x NV vectors (NR = NV VL columns)
+ *   GK_KC, GK_MC, GK_NC          the cache blocks (docs/gemm-tiles.md)
+ *   GK_TB, GK_TRANSPOSE(s, ls, d, ld)  optional: a TB x TB block transposed with vector
+ *                                shuffles, d[p * ld + j] = s[j * ls + p] (p, j < TB), for the
+ *                                packing of operands whose K axis is contiguous
+ *   GK_TB2, GK_TRANSPOSE2        optional: the same for smaller blocks, for the rows left over
+ * (all undefined again at the end of this file)
+ *
+ *   for each NC-column panel of B
+ *     for each K block (K cut into equal blocks of at most KC: 784 = 4 x 196)
+ *       pack the kc x NC panel of B into slivers of NR columns (kc x NR, row-major; a
+ *       row-major B is read in place instead when A has at most two slivers of rows)
+ *       for each MC-row block of A
+ *         pack the MC x kc block of A into slivers of at most MR rows, as equal as
+ *         possible (kc x height, row-major: 10 = 5 + 5 for MR 8; A is read in place instead
+ *         when B has at most two slivers of columns)
+ *         for each NR sliver, for each row sliver: a register tile of C (its rows x NR)
+ *         updated by kc rank-1 products, then added to (or stored in) C
+ * Operands whose K axis is contiguous are packed with vector transposes (GK_TRANSPOSE).
+ *
+ * Every element of C is summed in the same order whatever the blocks of M and N a caller
+ * hands a thread: the K blocks in order, each summed by p (from the first product), then
+ * added to C. */
+
+#include <string.h>
+
+#define GK_CAT_(a, b) a##_##b
+#define GK_CAT(a, b) GK_CAT_(a, b)
+#define GK_FN(name) GK_CAT(name, GK_TAG)
+#define GK_NR (GK_NV * GK_VL)
+#define GK_SHORT_K 32 /* K blocks shorter than this: C is not prefetched (no time to hide it) */
+
+/* Loops over the rows and vectors of a tile are unrolled before the compiler decides what
+ * stays in registers: the accumulators then never touch memory. */
+#if defined(__GNUC__) || defined(__clang__)
+#define GK_UNROLL _Pragma("GCC unroll 32")
+#define GK_PREFETCH(p) __builtin_prefetch(p, 1, 3)
+#else
+#define GK_UNROLL
+#define GK_PREFETCH(p) ((void)(p))
+#endif
+
+/* The register tiles of 1 to MR rows, each function's loops of constant bounds (kept in
+ * registers): A packed, and A read in place. */
+#define GK_STRIDED_A 0
+#include "gemm_tiles.h"
+#undef GK_STRIDED_A
+#define GK_STRIDED_A 1
+#include "gemm_tiles.h"
+#undef GK_STRIDED_A
+
+/* C[0:mr, 0:nr] (=|+=) alpha * mr rows of A (an a-sliver: kc x mr, row-major; or, with
+ * `strided`, A in place: A[i, p] at a[i * ars + p * aks]) * a b-sliver (kc x NR, rows ldb
+ * apart), by the tile of mr rows. */
+static void GK_FN(micro)(long kc, const GK_REAL *restrict a, int strided, long ars, long aks, const GK_REAL *restrict b,
+                         long ldb, GK_REAL alpha, GK_REAL *restrict c, long c_m, long c_n, long mr, long nr,
+                         int overwrite) {
+#define GK_CASE(r)                                                                                                  \
+    case r:                                                                                                         \
+        if (strided)                                                                                                \
+            GK_CAT(GK_CAT(tiles, r), GK_TAG)(kc, a, ars, aks, b, ldb, alpha, c, c_m, c_n, nr, overwrite);         \
+        else                                                                                                        \
+            GK_CAT(GK_CAT(tile, r), GK_TAG)(kc, a, ars, aks, b, ldb, alpha, c, c_m, c_n, nr, overwrite);          \
+        break;
+    switch (mr) {
+        GK_CASE(1)
+#if GK_MR >= 2
+        GK_CASE(2)
+#endif
+#if GK_MR >= 3
+        GK_CASE(3)
+#endif
+#if GK_MR >= 4
+        GK_CASE(4)
+#endif
+#if GK_MR >= 5
+        GK_CASE(5)
+#endif
+#if GK_MR >= 6
+        GK_CASE(6)
+#endif
+#if GK_MR >= 7
+        GK_CASE(7)
+#endif
+#if GK_MR >= 8
+        GK_CASE(8)
+#endif
+#if GK_MR >= 9
+        GK_CASE(9)
+#endif
+#if GK_MR >= 10
+        GK_CASE(10)
+#endif
+#if GK_MR >= 11
+        GK_CASE(11)
+#endif
+#if GK_MR >= 12
+        GK_CASE(12)
+#endif
+#if GK_MR >= 13
+        GK_CASE(13)
+#endif
+#if GK_MR >= 14
+        GK_CASE(14)
+#endif
+        default: break;
+    }
+#undef GK_CASE
+}
+
+/* The height of the row sliver of a block of mc rows that starts at row i: the fewest slivers
+ * of at most MR rows, as equal as possible (128 = 18 x 6 + 4 x 5 for MR 6, 10 = 5 + 5 for
+ * MR 8: taller tiles keep more of the FMA units busy than a short last one). */
+static inline long GK_FN(sliver)(long mc, long i) {
+    const long n = (mc + GK_MR - 1) / GK_MR, q = mc / n, r = mc % n;
+    return i < r * (q + 1) ? q + 1 : q;
+}
+
+/* dst[p * ld + j] = src[j * ls + p] for j < rows, p < kc: `rows` rows of an operand whose K
+ * axis is contiguous, transposed into a packed sliver (row stride ld). */
+static inline void GK_FN(transpose)(long rows, long kc, const GK_REAL *restrict src, long ls, GK_REAL *restrict dst,
+                                    long ld) {
+    long j = 0;
+#ifdef GK_TB
+    for (; j + GK_TB <= rows; j += GK_TB) {
+        long p = 0;
+        for (; p + GK_TB <= kc; p += GK_TB) GK_TRANSPOSE(src + j * ls + p, ls, dst + p * ld + j, ld);
+        for (; p < kc; ++p)
+            for (long t = j; t < j + GK_TB; ++t) dst[p * ld + t] = src[t * ls + p];
+    }
+#endif
+#ifdef GK_TB2 /* the rows left, by smaller blocks (6 = 4 + 2 rows for MR 6) */
+    for (; j + GK_TB2 <= rows; j += GK_TB2) {
+        long p = 0;
+        for (; p + GK_TB2 <= kc; p += GK_TB2) GK_TRANSPOSE2(src + j * ls + p, ls, dst + p * ld + j, ld);
+        for (; p < kc; ++p)
+            for (long t = j; t < j + GK_TB2; ++t) dst[p * ld + t] = src[t * ls + p];
+    }
+#endif
+    for (; j < rows; ++j)
+        for (long p = 0; p < kc; ++p) dst[p * ld + j] = src[j * ls + p];
+}
+
+/* A[0:mc, 0:kc] as row slivers (GK_FN(sliver)), each kc x its height, row-major. */
+static void GK_FN(pack_a)(long mc, long kc, const GK_REAL *restrict A, long a_m, long a_k, GK_REAL *restrict pa) {
+    for (long i0 = 0, mr; i0 < mc; i0 += mr, pa += kc * mr) {
+        mr = GK_FN(sliver)(mc, i0);
+        if (mr == GK_MR && a_m == 1) {
+            for (long p = 0; p < kc; ++p)
+                memcpy(pa + p * GK_MR, A + i0 + p * a_k, GK_MR * sizeof(GK_REAL)); /* inlined: a constant size */
+        } else if (a_k == 1) {
+            GK_FN(transpose)(mr, kc, A + i0 * a_m, a_m, pa, mr);
+        } else {
+            for (long p = 0; p < kc; ++p)
+                for (long i = 0; i < mr; ++i) pa[p * mr + i] = A[(i0 + i) * a_m + p * a_k];
+        }
+    }
+}
+
+/* B[0:kc, 0:nc] as slivers of NR columns, each kc x NR, zero-padded to NR columns. */
+static void GK_FN(pack_b)(long kc, long nc, const GK_REAL *restrict B, long b_k, long b_n, GK_REAL *restrict pb) {
+    for (long j0 = 0; j0 < nc; j0 += GK_NR, pb += kc * GK_NR) {
+        const long nr = nc - j0 < GK_NR ? nc - j0 : GK_NR;
+        if (nr == GK_NR && b_n == 1) {
+            for (long p = 0; p < kc; ++p)
+                memcpy(pb + p * GK_NR, B + p * b_k + j0, GK_NR * sizeof(GK_REAL));
+            continue;
+        }
+        if (nr < GK_NR)
+            for (long t = 0; t < kc * GK_NR; ++t) pb[t] = 0;
+        if (b_k == 1) {
+            GK_FN(transpose)(nr, kc, B + j0 * b_n, b_n, pb, GK_NR);
+        } else {
+            for (long p = 0; p < kc; ++p)
+                for (long j = 0; j < nr; ++j) pb[p * GK_NR + j] = B[p * b_k + (j0 + j) * b_n];
+        }
+    }
+}
+
+static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, long a_m, long a_k, const void *B_,
+                       long b_k, long b_n, void *C_, long c_m, long c_n, int overwrite, void *slot) {
+    const GK_REAL *A = (const GK_REAL *)A_, *B = (const GK_REAL *)B_;
+    GK_REAL *C = (GK_REAL *)C_;
+    const GK_REAL alpha = (GK_REAL)alpha_d;
+    GK_REAL *pa = (GK_REAL *)slot, *pb = pa + (long)GK_MC * GK_KC;
+    if (K == 0) {
+        if (overwrite)
+            for (long i = 0; i < M; ++i)
+                for (long j = 0; j < N; ++j) C[i * c_m + j * c_n] = 0;
+        return;
+    }
+    const long kblocks = (K + GK_KC - 1) / GK_KC;
+    const long kb = (K + kblocks - 1) / kblocks;
+    /* Few rows (one or two slivers of A): the tiles read whole slivers of a row-major B in place
+       (packing would cost as much as the products that use it); the last, partial one is packed
+       (zero-padded). Few columns (one or two slivers of B): the tiles read A in place. */
+    const int direct_b = b_n == 1 && M <= 2 * GK_MR, direct_a = N <= 2 * GK_NR;
+    for (long j0 = 0; j0 < N; j0 += GK_NC) {
+        const long nc = N - j0 < GK_NC ? N - j0 : GK_NC;
+        const long nfull = direct_b ? nc / GK_NR * GK_NR : 0;
+        for (long p0 = 0; p0 < K; p0 += kb) {
+            const long kc = K - p0 < kb ? K - p0 : kb;
+            const GK_REAL *Bp = B + p0 * b_k + j0 * b_n;
+            GK_FN(pack_b)(kc, nc - nfull, Bp + nfull * b_n, b_k, b_n, pb);
+            for (long i0 = 0; i0 < M; i0 += GK_MC) {
+                const long mc = M - i0 < GK_MC ? M - i0 : GK_MC;
+                const GK_REAL *Ap = A + i0 * a_m + p0 * a_k;
+                if (!direct_a) GK_FN(pack_a)(mc, kc, Ap, a_m, a_k, pa);
+                for (long jr = 0; jr < nc; jr += GK_NR) {
+                    const GK_REAL *bs = jr < nfull ? Bp + jr : pb + (jr - nfull) * kc;
+                    const long ldb = jr < nfull ? b_k : GK_NR;
+                    for (long ir = 0, mr; ir < mc; ir += mr) {
+                        mr = GK_FN(sliver)(mc, ir);
+                        GK_FN(micro)(kc, direct_a ? Ap + ir * a_m : pa + ir * kc, direct_a, a_m, a_k, bs, ldb, alpha,
+                                     C + (i0 + ir) * c_m + (j0 + jr) * c_n, c_m, c_n, mr,
+                                     nc - jr < GK_NR ? nc - jr : GK_NR, overwrite && p0 == 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+const cannl__gemm_kernel GK_NAME = {GK_MR, GK_NR, GK_KC, GK_MC, GK_NC, GK_FN(run)};
+
+/* The parameters are consumed: the next inclusion defines its own. */
+#undef GK_NR
+#undef GK_SHORT_K
+#undef GK_UNROLL
+#undef GK_PREFETCH
+#undef GK_FN
+#undef GK_CAT
+#undef GK_CAT_
+#undef GK_REAL
+#undef GK_TAG
+#undef GK_NAME
+#undef GK_VL
+#undef GK_VEC
+#undef GK_VLOAD
+#undef GK_VSTORE
+#undef GK_VSET1
+#undef GK_VFMA
+#undef GK_VMUL
+#undef GK_VADD
+#undef GK_MR
+#undef GK_NV
+#undef GK_KC
+#undef GK_MC
+#undef GK_NC
+#undef GK_TB
+#undef GK_TRANSPOSE
+#undef GK_TB2
+#undef GK_TRANSPOSE2

@@ -1,0 +1,161 @@
+/* test_gemm.c - the runtime's matrix products (gemm.c) against a plain triple loop, for every
+ * instruction set this CPU has (CANNL_ISA lowers the choice), float and double, shapes at and
+ * around the tile and block sizes, transposed and strided operands, alpha, = and +=; the same
+ * bits for 1, 2 and 3 threads (a context made for one); CANNL_ISA's checks. */
+#include "rt_test.h"
+
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static uint64_t rng_state = 12345;
+static double next_value(void) {
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 9007199254740992.0 * 2 - 1;
+}
+
+/* One case: sizes, the layout of each operand (0 row-major, 1 transposed, 2 row-major with
+ * padded rows), alpha, overwrite. */
+typedef struct gcase {
+    long M, N, K;
+    int la, lb, lc;
+    double alpha;
+    int overwrite;
+} gcase;
+
+/* Strides of a rows x cols matrix in layout l: {row stride, column stride}, and its size. */
+static void strides(int l, long rows, long cols, long *s0, long *s1, long *size) {
+    if (l == 1) {
+        *s0 = 1, *s1 = rows > 0 ? rows : 1;
+    } else {
+        *s0 = cols + (l == 2 ? 3 : 0), *s1 = 1;
+        if (*s0 == 0) *s0 = 1;
+    }
+    *size = rows * cols == 0 ? 1 : (rows - 1) * *s0 + (cols - 1) * *s1 + 1;
+}
+
+/* Runs case c with context g (dtype f64 or not) on `threads` threads into C (size nc, from C0);
+ * with `check`, returns the largest error relative to the sum of |terms| (and |C0|). */
+static double run_case(cannl_gemm *g, int f64, const gcase *c, int threads, int check, void *Cout) {
+    long a0, a1, na, b0, b1, nb, c0, c1, nc;
+    strides(c->la, c->M, c->K, &a0, &a1, &na);
+    strides(c->lb, c->K, c->N, &b0, &b1, &nb);
+    strides(c->lc, c->M, c->N, &c0, &c1, &nc);
+    double *A = malloc(sizeof(double) * (size_t)na), *B = malloc(sizeof(double) * (size_t)nb);
+    double *C0 = malloc(sizeof(double) * (size_t)nc);
+    float *Af = malloc(sizeof(float) * (size_t)na), *Bf = malloc(sizeof(float) * (size_t)nb);
+    if (!A || !B || !C0 || !Af || !Bf) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    uint64_t seed = rng_state;
+    rng_state = 99 + (uint64_t)(c->M * 131 + c->N * 17 + c->K);
+    for (long i = 0; i < na; ++i) Af[i] = (float)(A[i] = (float)next_value());
+    for (long i = 0; i < nb; ++i) Bf[i] = (float)(B[i] = (float)next_value());
+    for (long i = 0; i < nc; ++i) C0[i] = (float)next_value();
+    rng_state = seed;
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    if (f64) {
+        double *C = Cout;
+        memcpy(C, C0, sizeof(double) * (size_t)nc);
+        cannl_dgemm(g, c->M, c->N, c->K, c->alpha, A, a0, a1, B, b0, b1, C, c0, c1, c->overwrite);
+    } else {
+        float *C = Cout;
+        for (long i = 0; i < nc; ++i) C[i] = (float)C0[i];
+        cannl_sgemm(g, c->M, c->N, c->K, (float)c->alpha, Af, a0, a1, Bf, b0, b1, C, c0, c1, c->overwrite);
+    }
+    double worst = 0;
+    for (long i = 0; i < (check ? c->M : 0); ++i)
+        for (long j = 0; j < c->N; ++j) {
+            double sum = 0, mag = 0;
+            for (long p = 0; p < c->K; ++p) {
+                const double t = A[i * a0 + p * a1] * B[p * b0 + j * b1];
+                sum += t;
+                mag += fabs(t);
+            }
+            const double before = c->overwrite ? 0 : C0[i * c0 + j * c1];
+            const double want = before + c->alpha * sum;
+            const double got = f64 ? ((double *)Cout)[i * c0 + j * c1] : ((float *)Cout)[i * c0 + j * c1];
+            const double e = fabs(got - want) / (fabs(before) + fabs(c->alpha) * mag + 1e-30);
+            if (e > worst) worst = e;
+        }
+    /* Cells of C outside the matrix (padding) are untouched. */
+    if (check && c->lc == 2)
+        for (long i = 0; i < c->M; ++i)
+            for (long j = c->N; j < c0 && i * c0 + j < nc; ++j) {
+                const double got = f64 ? ((double *)Cout)[i * c0 + j] : ((float *)Cout)[i * c0 + j];
+                if (got != (f64 ? C0[i * c0 + j] : (double)(float)C0[i * c0 + j])) worst = 1;
+            }
+    free(A), free(B), free(C0), free(Af), free(Bf);
+    return worst;
+}
+
+static long c_size(const gcase *c) {
+    long s0, s1, n;
+    strides(c->lc, c->M, c->N, &s0, &s1, &n);
+    return n;
+}
+
+int main(void) {
+    cannl_error err;
+    /* CANNL_ISA: a bad name is refused; a name only lowers the CPU's best. */
+    unsetenv("CANNL_ISA");
+    cannl_isa best;
+    CHECK_OK(cannl_isa_select(&best, &err));
+    setenv("CANNL_ISA", "avx3", 1);
+    cannl_isa got;
+    CHECK_ERR(cannl_isa_select(&got, &err), CANNL_E_ARG, "CANNL_ISA=avx3", "avx512, avx2 or sse2");
+    CHECK(got == best);
+    for (int i = CANNL_ISA_SSE2; i <= CANNL_ISA_AVX512; ++i) {
+        setenv("CANNL_ISA", cannl_isa_name((cannl_isa)i), 1);
+        CHECK_OK(cannl_isa_select(&got, &err));
+        CHECK(got == ((cannl_isa)i < best ? (cannl_isa)i : best));
+    }
+    printf("this CPU: %s\n", cannl_isa_name(best));
+
+    const long sizes[][3] = {{1, 1, 1},    {0, 5, 3},     {4, 0, 3},     {3, 4, 0},    {7, 13, 5},
+                             {12, 32, 64}, {13, 33, 65},  {16, 48, 31},  {37, 100, 1}, {100, 37, 300},
+                             {128, 10, 512}, {10, 128, 512}, {130, 530, 520}, {64, 600, 70}, {300, 40, 784}};
+    const int nsizes = (int)(sizeof sizes / sizeof sizes[0]);
+    int cases = 0;
+    for (int isa = CANNL_ISA_SSE2; isa <= (int)best; ++isa) {
+        setenv("CANNL_ISA", cannl_isa_name((cannl_isa)isa), 1);
+        for (int f64 = 0; f64 <= 1; ++f64) {
+            /* Workspace for one thread: the runs on 2 and 3 threads enlarge it. */
+            cannl_gemm *g = cannl_gemm_create(f64 ? CANNL_F64 : CANNL_F32, 1);
+            CHECK(g != NULL);
+            if (!g) continue;
+            CHECK(cannl_gemm_isa(g) == (cannl_isa)isa);
+            for (int s = 0; s < nsizes; ++s)
+                for (int layout = 0; layout < 6; ++layout) {
+                    const gcase c = {sizes[s][0], sizes[s][1], sizes[s][2], layout % 3, (layout / 3 + s) % 2,
+                                     (layout + s) % 3, layout == 4 ? 0.5 : 1.0, (layout + s) % 2};
+                    const size_t es = f64 ? sizeof(double) : sizeof(float);
+                    void *C1 = malloc(es * (size_t)c_size(&c)), *C2 = malloc(es * (size_t)c_size(&c));
+                    if (!C1 || !C2) return 1;
+                    const double e = run_case(g, f64, &c, 1, 1, C1);
+                    const double tol = f64 ? 1e-13 : 2e-6;
+                    if (e > tol)
+                        fprintf(stderr, "%s %s %ldx%ldx%ld layouts %d%d%d alpha %g overwrite %d: error %g\n",
+                                cannl_isa_name((cannl_isa)isa), f64 ? "f64" : "f32", c.M, c.N, c.K, c.la, c.lb, c.lc,
+                                c.alpha, c.overwrite, e);
+                    CHECK(e <= tol);
+                    for (int threads = 2; threads <= 3; ++threads) {
+                        run_case(g, f64, &c, threads, 0, C2);
+                        CHECK(memcmp(C1, C2, es * (size_t)c_size(&c)) == 0);
+                    }
+                    free(C1), free(C2);
+                    ++cases;
+                }
+            cannl_gemm_free(g);
+        }
+    }
+    unsetenv("CANNL_ISA");
+    printf("%d cases\n", cases);
+    return rt_failures ? 1 : 0;
+}
