@@ -93,7 +93,6 @@ struct fashion_cnn {
 /* ------------------------------------------------------------------------------ kernels */
 
 /* line 11: k1 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-CANNL_MULTIVERSION
 static void set_k1(cannl_rng *rng, real *restrict k1) {
     for (int64_t j0 = 0; j0 < 32; ++j0) {
         for (int64_t j1 = 0; j1 < 5; ++j1) {
@@ -104,7 +103,6 @@ static void set_k1(cannl_rng *rng, real *restrict k1) {
 }
 
 /* line 12: k2 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-CANNL_MULTIVERSION
 static void set_k2(cannl_rng *rng, real *restrict k2) {
     for (int64_t j0 = 0; j0 < 64; ++j0) {
         for (int64_t j1 = 0; j1 < 5; ++j1) {
@@ -117,7 +115,6 @@ static void set_k2(cannl_rng *rng, real *restrict k2) {
 }
 
 /* line 13: c1 = zeros; zero c1_exp_avg; zero c1_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_c1(real *restrict c1, real *restrict c1_exp_avg, real *restrict c1_exp_avg_sq) {
     for (int64_t j = 0; j < 32; ++j) {
         c1[j] = 0.0f;
@@ -127,7 +124,6 @@ static void set_c1(real *restrict c1, real *restrict c1_exp_avg, real *restrict 
 }
 
 /* line 14: c2 = zeros; zero c2_exp_avg; zero c2_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_c2(real *restrict c2, real *restrict c2_exp_avg, real *restrict c2_exp_avg_sq) {
     for (int64_t j = 0; j < 64; ++j) {
         c2[j] = 0.0f;
@@ -137,7 +133,6 @@ static void set_c2(real *restrict c2, real *restrict c2_exp_avg, real *restrict 
 }
 
 /* line 15: b3 = zeros; zero b3_exp_avg; zero b3_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_b3(real *restrict b3, real *restrict b3_exp_avg, real *restrict b3_exp_avg_sq) {
     for (int64_t j = 0; j < 1024; ++j) {
         b3[j] = 0.0f;
@@ -147,7 +142,6 @@ static void set_b3(real *restrict b3, real *restrict b3_exp_avg, real *restrict 
 }
 
 /* line 16: w3 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-CANNL_MULTIVERSION
 static void set_w3(cannl_rng *rng, real *restrict w3) {
     for (int64_t j0 = 0; j0 < 1024; ++j0) {
         for (int64_t j1 = 0; j1 < 7; ++j1) {
@@ -160,7 +154,6 @@ static void set_w3(cannl_rng *rng, real *restrict w3) {
 }
 
 /* line 16: w4 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-CANNL_MULTIVERSION
 static void set_w4(cannl_rng *rng, real *restrict w4) {
     for (int64_t j0 = 0; j0 < 10; ++j0) {
         for (int64_t j1 = 0; j1 < 1024; ++j1)
@@ -169,7 +162,6 @@ static void set_w4(cannl_rng *rng, real *restrict w4) {
 }
 
 /* line 16: b4 = zeros; zero b4_exp_avg; zero b4_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_b4(real *restrict b4, real *restrict b4_exp_avg, real *restrict b4_exp_avg_sq) {
     for (int64_t j = 0; j < 10; ++j) {
         b4[j] = 0.0f;
@@ -179,7 +171,6 @@ static void set_b4(real *restrict b4, real *restrict b4_exp_avg, real *restrict 
 }
 
 /* zero k1_exp_avg; zero k1_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_k1_exp_avg(real *restrict k1_exp_avg, real *restrict k1_exp_avg_sq) {
     for (int64_t j0 = 0; j0 < 32; ++j0) {
         for (int64_t j1 = 0; j1 < 5; ++j1) {
@@ -192,7 +183,6 @@ static void set_k1_exp_avg(real *restrict k1_exp_avg, real *restrict k1_exp_avg_
 }
 
 /* zero k2_exp_avg; zero k2_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_k2_exp_avg(real *restrict k2_exp_avg, real *restrict k2_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(51200 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 64; ++j0) {
@@ -208,7 +198,6 @@ static void set_k2_exp_avg(real *restrict k2_exp_avg, real *restrict k2_exp_avg_
 }
 
 /* zero w3_exp_avg; zero w3_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_w3_exp_avg(real *restrict w3_exp_avg, real *restrict w3_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(3211264 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 1024; ++j0) {
@@ -224,7 +213,6 @@ static void set_w3_exp_avg(real *restrict w3_exp_avg, real *restrict w3_exp_avg_
 }
 
 /* zero w4_exp_avg; zero w4_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_w4_exp_avg(real *restrict w4_exp_avg, real *restrict w4_exp_avg_sq) {
     for (int64_t j0 = 0; j0 < 10; ++j0) {
         for (int64_t j1 = 0; j1 < 1024; ++j1) {

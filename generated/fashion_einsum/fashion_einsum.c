@@ -85,7 +85,6 @@ struct fashion_einsum {
 /* ------------------------------------------------------------------------------ kernels */
 
 /* line 10: w1 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-CANNL_MULTIVERSION
 static void set_w1(cannl_rng *rng, real *restrict w1) {
     for (int64_t j0 = 0; j0 < 256; ++j0) {
         for (int64_t j1 = 0; j1 < 28; ++j1) {
@@ -96,7 +95,6 @@ static void set_w1(cannl_rng *rng, real *restrict w1) {
 }
 
 /* line 11: gain = ones; b1 = zeros; bias = zeros; zero gain_exp_avg; zero gain_exp_avg_sq; zero b1_exp_avg; zero b1_exp_avg_sq; zero bias_exp_avg; zero bias_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_gain(real *restrict gain, real *restrict b1, real *restrict bias, real *restrict gain_exp_avg, real *restrict gain_exp_avg_sq, real *restrict b1_exp_avg, real *restrict b1_exp_avg_sq, real *restrict bias_exp_avg, real *restrict bias_exp_avg_sq) {
     for (int64_t j = 0; j < 256; ++j) {
         gain[j] = 1.0f;
@@ -112,7 +110,6 @@ static void set_gain(real *restrict gain, real *restrict b1, real *restrict bias
 }
 
 /* line 12: w2 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-CANNL_MULTIVERSION
 static void set_w2(cannl_rng *rng, real *restrict w2) {
     for (int64_t j0 = 0; j0 < 10; ++j0) {
         for (int64_t j1 = 0; j1 < 256; ++j1)
@@ -121,7 +118,6 @@ static void set_w2(cannl_rng *rng, real *restrict w2) {
 }
 
 /* line 12: b2 = zeros; zero b2_exp_avg; zero b2_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_b2(real *restrict b2, real *restrict b2_exp_avg, real *restrict b2_exp_avg_sq) {
     for (int64_t j = 0; j < 10; ++j) {
         b2[j] = 0.0f;
@@ -131,7 +127,6 @@ static void set_b2(real *restrict b2, real *restrict b2_exp_avg, real *restrict 
 }
 
 /* zero w1_exp_avg; zero w1_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_w1_exp_avg(real *restrict w1_exp_avg, real *restrict w1_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(200704 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 256; ++j0) {
@@ -145,7 +140,6 @@ static void set_w1_exp_avg(real *restrict w1_exp_avg, real *restrict w1_exp_avg_
 }
 
 /* zero w2_exp_avg; zero w2_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_w2_exp_avg(real *restrict w2_exp_avg, real *restrict w2_exp_avg_sq) {
     for (int64_t j0 = 0; j0 < 10; ++j0) {
         for (int64_t j1 = 0; j1 < 256; ++j1) {

@@ -79,7 +79,6 @@ struct fashion_mlp {
 /* ------------------------------------------------------------------------------ kernels */
 
 /* line 9: w1 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-CANNL_MULTIVERSION
 static void set_w1(cannl_rng *rng, real *restrict w1) {
     for (int64_t j0 = 0; j0 < 512; ++j0) {
         for (int64_t j1 = 0; j1 < 784; ++j1)
@@ -88,7 +87,6 @@ static void set_w1(cannl_rng *rng, real *restrict w1) {
 }
 
 /* line 9: w2 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-CANNL_MULTIVERSION
 static void set_w2(cannl_rng *rng, real *restrict w2) {
     for (int64_t j0 = 0; j0 < 512; ++j0) {
         for (int64_t j1 = 0; j1 < 512; ++j1)
@@ -97,7 +95,6 @@ static void set_w2(cannl_rng *rng, real *restrict w2) {
 }
 
 /* line 9: w3 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-CANNL_MULTIVERSION
 static void set_w3(cannl_rng *rng, real *restrict w3) {
     for (int64_t j0 = 0; j0 < 10; ++j0) {
         for (int64_t j1 = 0; j1 < 512; ++j1)
@@ -106,7 +103,6 @@ static void set_w3(cannl_rng *rng, real *restrict w3) {
 }
 
 /* line 9: b3 = zeros; zero b3_momentum_buffer */
-CANNL_MULTIVERSION
 static void set_b3(real *restrict b3, real *restrict b3_momentum_buffer) {
     for (int64_t j = 0; j < 10; ++j) {
         b3[j] = 0.0f;
@@ -115,7 +111,6 @@ static void set_b3(real *restrict b3, real *restrict b3_momentum_buffer) {
 }
 
 /* line 10: b1 = zeros; b2 = zeros; zero b1_momentum_buffer; zero b2_momentum_buffer */
-CANNL_MULTIVERSION
 static void set_b1(real *restrict b1, real *restrict b2, real *restrict b1_momentum_buffer, real *restrict b2_momentum_buffer) {
     for (int64_t j = 0; j < 512; ++j) {
         b1[j] = 0.0f;
@@ -126,7 +121,6 @@ static void set_b1(real *restrict b1, real *restrict b2, real *restrict b1_momen
 }
 
 /* zero w1_momentum_buffer */
-CANNL_MULTIVERSION
 static void fill_w1_momentum_buffer(real *restrict w1_momentum_buffer) {
     CANNL_PRAGMA("omp parallel for if(401408 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
@@ -136,7 +130,6 @@ static void fill_w1_momentum_buffer(real *restrict w1_momentum_buffer) {
 }
 
 /* zero w2_momentum_buffer */
-CANNL_MULTIVERSION
 static void fill_w2_momentum_buffer(real *restrict w2_momentum_buffer) {
     CANNL_PRAGMA("omp parallel for if(262144 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
@@ -146,7 +139,6 @@ static void fill_w2_momentum_buffer(real *restrict w2_momentum_buffer) {
 }
 
 /* zero w3_momentum_buffer */
-CANNL_MULTIVERSION
 static void fill_w3_momentum_buffer(real *restrict w3_momentum_buffer) {
     for (int64_t j0 = 0; j0 < 10; ++j0) {
         for (int64_t j1 = 0; j1 < 512; ++j1)

@@ -85,7 +85,6 @@ struct fashion_mlp_adam {
 /* ------------------------------------------------------------------------------ kernels */
 
 /* line 9: w1 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-CANNL_MULTIVERSION
 static void set_w1(cannl_rng *rng, real *restrict w1) {
     for (int64_t j0 = 0; j0 < 512; ++j0) {
         for (int64_t j1 = 0; j1 < 784; ++j1)
@@ -94,7 +93,6 @@ static void set_w1(cannl_rng *rng, real *restrict w1) {
 }
 
 /* line 9: w2 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-CANNL_MULTIVERSION
 static void set_w2(cannl_rng *rng, real *restrict w2) {
     for (int64_t j0 = 0; j0 < 512; ++j0) {
         for (int64_t j1 = 0; j1 < 512; ++j1)
@@ -103,7 +101,6 @@ static void set_w2(cannl_rng *rng, real *restrict w2) {
 }
 
 /* line 9: w3 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-CANNL_MULTIVERSION
 static void set_w3(cannl_rng *rng, real *restrict w3) {
     for (int64_t j0 = 0; j0 < 10; ++j0) {
         for (int64_t j1 = 0; j1 < 512; ++j1)
@@ -112,7 +109,6 @@ static void set_w3(cannl_rng *rng, real *restrict w3) {
 }
 
 /* line 9: b3 = zeros; zero b3_exp_avg; zero b3_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_b3(real *restrict b3, real *restrict b3_exp_avg, real *restrict b3_exp_avg_sq) {
     for (int64_t j = 0; j < 10; ++j) {
         b3[j] = 0.0f;
@@ -122,7 +118,6 @@ static void set_b3(real *restrict b3, real *restrict b3_exp_avg, real *restrict 
 }
 
 /* line 10: b1 = zeros; b2 = zeros; zero b1_exp_avg; zero b1_exp_avg_sq; zero b2_exp_avg; zero b2_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_b1(real *restrict b1, real *restrict b2, real *restrict b1_exp_avg, real *restrict b1_exp_avg_sq, real *restrict b2_exp_avg, real *restrict b2_exp_avg_sq) {
     for (int64_t j = 0; j < 512; ++j) {
         b1[j] = 0.0f;
@@ -135,7 +130,6 @@ static void set_b1(real *restrict b1, real *restrict b2, real *restrict b1_exp_a
 }
 
 /* zero w1_exp_avg; zero w1_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_w1_exp_avg(real *restrict w1_exp_avg, real *restrict w1_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(401408 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
@@ -147,7 +141,6 @@ static void set_w1_exp_avg(real *restrict w1_exp_avg, real *restrict w1_exp_avg_
 }
 
 /* zero w2_exp_avg; zero w2_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_w2_exp_avg(real *restrict w2_exp_avg, real *restrict w2_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(262144 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
@@ -159,7 +152,6 @@ static void set_w2_exp_avg(real *restrict w2_exp_avg, real *restrict w2_exp_avg_
 }
 
 /* zero w3_exp_avg; zero w3_exp_avg_sq */
-CANNL_MULTIVERSION
 static void set_w3_exp_avg(real *restrict w3_exp_avg, real *restrict w3_exp_avg_sq) {
     for (int64_t j0 = 0; j0 < 10; ++j0) {
         for (int64_t j1 = 0; j1 < 512; ++j1) {

@@ -78,7 +78,6 @@ struct moons_mlp {
 /* ------------------------------------------------------------------------------ kernels */
 
 /* line 8: w1 = xavier_uniform */
-CANNL_MULTIVERSION
 static void set_w1(cannl_rng *rng, real *restrict w1) {
     for (int64_t j0 = 0; j0 < 16; ++j0) {
         for (int64_t j1 = 0; j1 < 2; ++j1)
@@ -87,7 +86,6 @@ static void set_w1(cannl_rng *rng, real *restrict w1) {
 }
 
 /* line 9: w2 = xavier_uniform */
-CANNL_MULTIVERSION
 static void set_w2(cannl_rng *rng, real *restrict w2) {
     for (int64_t j0 = 0; j0 < 16; ++j0) {
         for (int64_t j1 = 0; j1 < 16; ++j1)
@@ -96,14 +94,12 @@ static void set_w2(cannl_rng *rng, real *restrict w2) {
 }
 
 /* line 10: w3 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
-CANNL_MULTIVERSION
 static void set_w3(cannl_rng *rng, real *restrict w3) {
     for (int64_t j1 = 0; j1 < 16; ++j1)
         w3[j1] = (real)(-0.25 + 0.5 * cannl_rng_uniform(rng));
 }
 
 /* line 10: b1 = zeros; b2 = zeros; zero b1_momentum_buffer; zero b2_momentum_buffer */
-CANNL_MULTIVERSION
 static void set_b1(real *restrict b1, real *restrict b2, real *restrict b1_momentum_buffer, real *restrict b2_momentum_buffer) {
     for (int64_t j = 0; j < 16; ++j) {
         b1[j] = 0.0f;
@@ -114,14 +110,12 @@ static void set_b1(real *restrict b1, real *restrict b2, real *restrict b1_momen
 }
 
 /* line 10: b3 = zeros; zero b3_momentum_buffer */
-CANNL_MULTIVERSION
 static void set_b3(real *restrict b3, real *restrict b3_momentum_buffer) {
     b3[0] = 0.0f;
     b3_momentum_buffer[0] = 0.0f;
 }
 
 /* zero w1_momentum_buffer */
-CANNL_MULTIVERSION
 static void fill_w1_momentum_buffer(real *restrict w1_momentum_buffer) {
     for (int64_t j0 = 0; j0 < 16; ++j0) {
         for (int64_t j1 = 0; j1 < 2; ++j1)
@@ -130,7 +124,6 @@ static void fill_w1_momentum_buffer(real *restrict w1_momentum_buffer) {
 }
 
 /* zero w2_momentum_buffer */
-CANNL_MULTIVERSION
 static void fill_w2_momentum_buffer(real *restrict w2_momentum_buffer) {
     for (int64_t j0 = 0; j0 < 16; ++j0) {
         for (int64_t j1 = 0; j1 < 16; ++j1)
@@ -139,7 +132,6 @@ static void fill_w2_momentum_buffer(real *restrict w2_momentum_buffer) {
 }
 
 /* zero w3_momentum_buffer */
-CANNL_MULTIVERSION
 static void fill_w3_momentum_buffer(real *restrict w3_momentum_buffer) {
     for (int64_t j1 = 0; j1 < 16; ++j1)
         w3_momentum_buffer[j1] = 0.0f;

@@ -419,10 +419,12 @@ private:
     auto it = kernel_by_text_.find(text);
     if (it == kernel_by_text_.end()) it = kernel_by_text_.emplace(text, names_.kernel(p_, s)).first;
     const std::string& kname = it->second;
-    // A kernel is compiled once per instruction set, the loader picking one for the CPU
-    // (CANNL_MULTIVERSION, cannl_rt.h); the routines only call kernels and the runtime.
+    // A kernel of a step is compiled once per instruction set, the loader picking one for the
+    // CPU (CANNL_MULTIVERSION, cannl_rt.h); init_params's run once and are not; the routines
+    // only call kernels and the runtime.
     if (u.defined.insert(kname).second)
-      u.kernels += fmt::format("/* {} */\nCANNL_MULTIVERSION\nstatic void {}{}\n", comment_safe(what(s)), kname, text);
+      u.kernels += fmt::format("/* {} */\n{}static void {}{}\n", comment_safe(what(s)),
+                               r.kind == ir::RoutineKind::Init ? "" : "CANNL_MULTIVERSION\n", kname, text);
     n_used = n_used || uses_n;
     return fmt::format("    {}({});\n", kname, alist);
   }
