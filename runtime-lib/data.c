@@ -129,7 +129,10 @@ static double decode_one(const unsigned char *p, cannl__etype t, int be) {
 void cannl__decode(const unsigned char *src, size_t n, cannl__etype t, int big_endian, void *dst,
                    cannl_dtype dtype) {
     const size_t es = cannl__etype_size(t);
-    if (dtype == CANNL_F32) {
+    if (dtype == CANNL_I32) { /* integer element types only, values checked to fit */
+        int32_t *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = (int32_t)decode_one(src + i * es, t, big_endian);
+    } else if (dtype == CANNL_F32) {
         float *d = dst;
         if (t == CANNL__U8) {
             for (size_t i = 0; i < n; i++) d[i] = (float)src[i];
@@ -195,6 +198,10 @@ cannl_status cannl__dataset_init(cannl_dataset *ds, const char *path, cannl_dtyp
                                  int32_t ndims, const int64_t *dims, const cannl__src *s, cannl__etype t,
                                  int64_t header_bytes, cannl_error *err) {
     memset(ds, 0, sizeof *ds);
+    if (dtype == CANNL_I32 && s && (t == CANNL__F32 || t == CANNL__F64))
+        return cannl__fail(err, CANNL_E_MISMATCH, path,
+                           "holds %s values, but integer ids are expected",
+                           t == CANNL__F32 ? "float32" : "float64");
     if (ndims < 0 || ndims > CANNL_MAX_DIMS)
         return cannl__fail(err, CANNL_E_FORMAT, path, "%d dimensions per example (at most %d supported)",
                            (int)ndims, CANNL_MAX_DIMS);
@@ -255,6 +262,17 @@ cannl_status cannl__read_payload(cannl__src *s, cannl_dataset *ds, cannl__etype 
                                          "truncated: header declares %zu data bytes but the decompressed data "
                                          "ends after %zu", payload, done * es + got);
             break;
+        }
+        if (ds->dtype == CANNL_I32 && t == CANNL__I64) { /* ids are int32 */
+            for (size_t i = 0; i < n && st == CANNL_OK; i++) {
+                const double v = decode_one(buf + i * es, t, big_endian);
+                const int64_t at = (int64_t)(done + i);
+                if (v < (double)INT32_MIN || v > (double)INT32_MAX)
+                    st = cannl__fail(err, CANNL_E_RANGE, s->path,
+                                     "example %" PRId64 ", value %" PRId64 ": %.0f does not fit int32", at / ds->elems,
+                                     at % ds->elems, v);
+            }
+            if (st != CANNL_OK) break;
         }
         unsigned char *out = (unsigned char *)ds->data + done * out_es;
         cannl__decode(buf, n, t, big_endian, out, ds->dtype);
@@ -334,8 +352,9 @@ static cannl_status load(cannl_dataset *ds, const char *path, cannl_format forma
     if (!ds) return cannl__fail(err, CANNL_E_ARG, "cannl_dataset_load", "dataset pointer is NULL");
     memset(ds, 0, sizeof *ds);
     if (!path) return cannl__fail(err, CANNL_E_ARG, "cannl_dataset_load", "path is NULL");
-    if (dtype != CANNL_F32 && dtype != CANNL_F64)
-        return cannl__fail(err, CANNL_E_ARG, path, "invalid dtype %d (expected CANNL_F32 or CANNL_F64)", (int)dtype);
+    if (dtype != CANNL_F32 && dtype != CANNL_F64 && dtype != CANNL_I32)
+        return cannl__fail(err, CANNL_E_ARG, path, "invalid dtype %d (expected CANNL_F32, CANNL_F64 or CANNL_I32)",
+                           (int)dtype);
     cannl_status st = CANNL_OK;
     if (format == CANNL_FMT_AUTO) {
         format = detect(path, err, &st);
@@ -390,6 +409,8 @@ cannl_status cannl_dataset_one_hot(cannl_dataset *ds, int32_t classes, cannl_err
     if (!ds || (!ds->data && ds->count > 0))
         return cannl__fail(err, CANNL_E_ARG, "cannl_dataset_one_hot", "dataset is NULL or empty");
     const char *src = ds->source[0] ? ds->source : "dataset";
+    if (ds->dtype == CANNL_I32)
+        return cannl__fail(err, CANNL_E_ARG, src, "one-hot: a dataset of ids (CANNL_I32) is used as it is");
     if (classes < 1) return cannl__fail(err, CANNL_E_ARG, src, "one-hot: class count %d must be >= 1", (int)classes);
     if (ds->elems != 1)
         return cannl__fail(err, CANNL_E_MISMATCH, src,

@@ -5,7 +5,8 @@
  * nan or inf) and must fit the dtype. The first non-blank line is a header
  * (skipped) when declared (PATH:header) or when none of its fields is a
  * number; a first line mixing numbers and text is an error (a typo would
- * otherwise silently drop the first example). All rows must have the same
+ * otherwise silently drop the first example). Ids (CANNL_I32) are written as
+ * integers ([+-]digits, within int32). All rows must have the same
  * number of fields. strtod converts, i.e. the C locale is assumed for
  * LC_NUMERIC. */
 #define _POSIX_C_SOURCE 200809L
@@ -74,7 +75,16 @@ static int is_blank(const char *s) {
 }
 
 /* One field's problem, when it is not a usable number. */
-typedef enum field_kind { FIELD_NUMBER = 0, FIELD_TEXT, FIELD_NONFINITE, FIELD_RANGE } field_kind;
+typedef enum field_kind { FIELD_NUMBER = 0, FIELD_TEXT, FIELD_NONFINITE, FIELD_RANGE, FIELD_NOT_INT } field_kind;
+
+/* [+-]? digits: how an id is written (CANNL_I32: no point, no exponent). */
+static int is_integer_text(const char *f) {
+    if (*f == '+' || *f == '-') f++;
+    if (!*f) return 0;
+    for (; *f; f++)
+        if (*f < '0' || *f > '9') return 0;
+    return 1;
+}
 
 /* Split the line at commas (in place) and parse every field as a decimal number (number.c's
  * syntax: no hexadecimal floats, nan or inf). Returns the field count; *numbers counts the
@@ -104,8 +114,11 @@ static int64_t parse_fields(char *line, cannl_dtype dtype, double **vals, size_t
         double v = 0.0;
         field_kind kind = FIELD_NUMBER;
         cannl__num r = cannl__parse_decimal(f, &v);
-        if (r == CANNL__NUM_RANGE || (r == CANNL__NUM_OK && dtype == CANNL_F32 && !isfinite((float)v))) {
+        if (r == CANNL__NUM_RANGE || (r == CANNL__NUM_OK && dtype == CANNL_F32 && !isfinite((float)v)) ||
+            (r == CANNL__NUM_OK && dtype == CANNL_I32 && is_integer_text(f) && (v < INT32_MIN || v > INT32_MAX))) {
             kind = FIELD_RANGE;
+        } else if (r == CANNL__NUM_OK && dtype == CANNL_I32 && !is_integer_text(f)) {
+            kind = FIELD_NOT_INT;
         } else if (r == CANNL__NUM_SYNTAX) {
             char *end;
             const double w = strtod(f, &end); /* what strtod alone would have taken */
@@ -131,7 +144,11 @@ static cannl_status field_error(cannl_error *err, const char *path, int64_t line
                                 const char *text, cannl_dtype dtype) {
     if (kind == FIELD_RANGE)
         return cannl__fail(err, CANNL_E_FORMAT, path, "line %" PRId64 ": field %" PRId64 " ('%.40s') is too large for %s",
-                           lineno, field, text, dtype == CANNL_F32 ? "float32" : "float64");
+                           lineno, field, text, dtype == CANNL_F32 ? "float32" : dtype == CANNL_I32 ? "int32" : "float64");
+    if (kind == FIELD_NOT_INT)
+        return cannl__fail(err, CANNL_E_MISMATCH, path,
+                           "line %" PRId64 ": field %" PRId64 " ('%.40s') is not an integer, but integer ids are expected",
+                           lineno, field, text);
     if (kind == FIELD_NONFINITE)
         return cannl__fail(err, CANNL_E_FORMAT, path,
                            "line %" PRId64 ": field %" PRId64 " ('%.40s') is not a finite number (the data must be finite)",
@@ -211,7 +228,10 @@ cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dt
             store_cap = ncap;
         }
         for (int64_t i = 0; i < n; i++) {
-            if (dtype == CANNL_F32) {
+            if (dtype == CANNL_I32) {
+                int32_t id = (int32_t)vals[i];
+                memcpy(store + store_len + (size_t)i * 4, &id, 4);
+            } else if (dtype == CANNL_F32) {
                 float f = (float)vals[i];
                 memcpy(store + store_len + (size_t)i * 4, &f, 4);
             } else {

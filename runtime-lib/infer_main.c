@@ -110,7 +110,7 @@ static int setup(runner *r) {
         r->count = 1; /* a model whose outputs read no input: one example */
     }
     for (int32_t j = 0; j < r->sub.num_inputs; j++) {
-        r->bufs[j] = cannl_alloc((size_t)r->o.batch * (size_t)r->sub_inputs[j].size * es);
+        r->bufs[j] = cannl_alloc((size_t)r->o.batch * (size_t)r->sub_inputs[j].size * cannl__input_elem_size(&r->sub, j));
         if (!r->bufs[j]) return report(r, CANNL__EXIT_FAIL, "out of memory");
         r->in[r->sub_index[j]] = r->bufs[j];
     }

@@ -25,6 +25,11 @@ int cannl__usage_error(char *msg, size_t cap, const char *fmt, ...) CANNL__PRINT
 int cannl__parse_int(const char *flag, const char *v, int64_t min, int64_t *out, char *msg, size_t cap);
 void cannl__print_dims(FILE *out, const cannl_tensor_info *t);
 
+/* Bytes per element of input i's buffers: int32 ids for an integer input, else the model's dtype. */
+static inline size_t cannl__input_elem_size(const cannl_model_api *api, int32_t i) {
+    return api->inputs[i].ids > 0 ? sizeof(int32_t) : cannl_dtype_size(api->dtype);
+}
+
 /* "<prog>: <kind>: <message>" on stderr, stdout flushed first (train_main.c). */
 void cannl__vmessage(const char *prog, const char *kind, const char *fmt, va_list ap);
 

@@ -159,7 +159,7 @@ static int check_api(const trainer *t) {
     const char *missing = !a->create ? "create" : !a->destroy ? "destroy" : !a->train_step ? "train_step"
                         : !a->state_tensors ? "state_tensors" : !a->get_step ? "get_step" : !a->set_step ? "set_step"
                         : NULL;
-    if (!a->name || cannl_dtype_size(a->dtype) == 0 || a->max_batch < 1 || a->num_inputs < 0 ||
+    if (!a->name || (a->dtype != CANNL_F32 && a->dtype != CANNL_F64) || a->max_batch < 1 || a->num_inputs < 0 ||
         a->num_metrics < 0 || (a->num_inputs > 0 && !a->inputs) || (a->num_metrics > 0 && !a->metric_names))
         return report(t, CANNL__EXIT_FAIL, "the model table is malformed");
     if (missing) return report(t, CANNL__EXIT_FAIL, "model '%s': the model table has no %s function", a->name, missing);
@@ -329,7 +329,7 @@ static int setup_run(trainer *t) {
     if (t->ext && t->ext->prefetch) t->next = calloc((size_t)nin + 1, sizeof *t->next);
     int oom = !t->bufs || !t->idx || !t->perm || !t->metrics || !t->record || (t->ext && t->ext->prefetch && !t->next);
     for (int32_t i = 0; i < nin && !oom; i++) {
-        size_t bytes = (size_t)t->batch * (size_t)api->inputs[i].size * cannl_dtype_size(api->dtype);
+        size_t bytes = (size_t)t->batch * (size_t)api->inputs[i].size * cannl__input_elem_size(api, i);
         oom = !(t->bufs[i] = cannl_alloc(bytes)) || (t->next && !(t->next[i] = cannl_alloc(bytes)));
     }
     if (oom) return report(t, CANNL__EXIT_FAIL, "out of memory allocating batch buffers");
