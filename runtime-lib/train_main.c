@@ -55,6 +55,14 @@ typedef struct trainer {
     cannl__train_opts o;
     void *m;
     int has_inputs;
+    int streamed;                  /* --stream: batches of token windows, one endless epoch */
+    cannl__stream stream, val;     /* --stream, --val-stream (val.path NULL: none) */
+    int64_t *offsets;              /* a stream batch's window offsets (batch) */
+    double loss_acc;               /* stream runs: sum of the losses since the last record */
+    int64_t loss_steps;            /* and their count */
+    int64_t validated_step;        /* step of the last validation, -1: none */
+    double val_loss;               /* its loss (metrics in ->val_metrics) */
+    double *val_metrics;           /* num_metrics */
     cannl_dataset *train, *test;   /* num_inputs each */
     int64_t ntrain, ntest;
     int64_t ck_examples;           /* a resumed run's example count, 0: unknown */
@@ -211,10 +219,12 @@ static int resume_settings(trainer *t, const cannl_checkpoint *ck) {
         t->override = strcmp(sched, "spec") != 0;
     }
     r = meta_u64(ck, "examples", &v);
-    if (r < 0 || (r == 0 && (v < 1 || v > INT64_MAX || !t->has_inputs)))
+    if (r < 0 || (r == 0 && (v < 1 || v > INT64_MAX || !t->has_inputs || t->streamed)))
         return report(t, CANNL__EXIT_FAIL, "%s: metadata \"examples\" is '%s', %s", path,
                       cannl_checkpoint_meta(ck, "examples"),
-                      t->has_inputs ? "not a positive integer" : "but a model without inputs has no examples");
+                      !t->has_inputs ? "but a model without inputs has no examples"
+                      : t->streamed  ? "but a --stream run has no examples (the checkpoint is of a --data run)"
+                                     : "not a positive integer");
     if (r == 0) t->ck_examples = (int64_t)v;
     /* "epoch" counts the completed epochs: step / steps per epoch (0 without inputs). */
     uint64_t epoch;
@@ -228,9 +238,9 @@ static int resume_settings(trainer *t, const cannl_checkpoint *ck) {
     if (r < 0)
         return report(t, CANNL__EXIT_FAIL, "%s: metadata \"epoch\" is '%s', not a non-negative integer", path,
                       cannl_checkpoint_meta(ck, "epoch"));
-    if (r == 0 && !t->has_inputs && epoch != 0)
-        return report(t, CANNL__EXIT_FAIL, "%s: metadata \"epoch\" is %" PRIu64 ", not 0 (a model without inputs runs "
-                      "one endless epoch)", path, epoch);
+    if (r == 0 && (!t->has_inputs || t->streamed) && epoch != 0)
+        return report(t, CANNL__EXIT_FAIL, "%s: metadata \"epoch\" is %" PRIu64 ", not 0 (%s runs one endless epoch)",
+                      path, epoch, t->streamed ? "a --stream run" : "a model without inputs");
     if (r == 0 && spe > 0 && epoch != (uint64_t)want)
         return report(t, CANNL__EXIT_FAIL,
                       "%s: metadata \"epoch\" is %" PRIu64 ", but its step %" PRId64 " at %" PRId64
@@ -283,6 +293,11 @@ static int setup_data(trainer *t) {
     const cannl_model_api *api = t->api;
     if (!t->has_inputs) return CANNL__EXIT_OK;
     cannl_error err;
+    if (t->streamed) {
+        if (cannl__stream_open(&t->stream, &err) != CANNL_OK || (t->val.path && cannl__stream_open(&t->val, &err) != CANNL_OK))
+            return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+        return CANNL__EXIT_OK;
+    }
     /* One-hot encoding of class-index files only into targets (inputs forward does not read). */
     unsigned char *one_hot = NULL;
     if (api->forward_reads) {
@@ -306,7 +321,11 @@ static int setup_data(trainer *t) {
 /* Steps per epoch, the step to stop at, buffers. */
 static int setup_run(trainer *t) {
     const cannl_model_api *api = t->api;
-    if (t->has_inputs) {
+    if (t->streamed) {
+        t->spe = INT64_MAX; /* one endless epoch of random windows */
+        t->target = t->horizon = t->o.steps;
+        t->epochs_total = 1;
+    } else if (t->has_inputs) {
         t->spe = (t->ntrain + t->batch - 1) / t->batch;
         int64_t by_epochs = INT64_MAX;
         if ((t->o.epochs_set || !t->o.steps_set) && cannl__mul_i64(t->o.epochs, t->spe, &by_epochs)) by_epochs = INT64_MAX;
@@ -325,9 +344,12 @@ static int setup_run(trainer *t) {
     t->idx = malloc((size_t)t->batch * sizeof *t->idx);
     t->perm = malloc(((size_t)t->ntrain + 1) * sizeof *t->perm);
     t->metrics = calloc((size_t)api->num_metrics + 1, sizeof *t->metrics);
-    t->record = calloc((size_t)api->num_metrics + 3, sizeof *t->record);
+    t->record = calloc((size_t)api->num_metrics * 2 + 8, sizeof *t->record);
+    t->val_metrics = calloc((size_t)api->num_metrics + 1, sizeof *t->val_metrics);
+    t->offsets = malloc((size_t)t->batch * sizeof *t->offsets);
     if (t->ext && t->ext->prefetch) t->next = calloc((size_t)nin + 1, sizeof *t->next);
-    int oom = !t->bufs || !t->idx || !t->perm || !t->metrics || !t->record || (t->ext && t->ext->prefetch && !t->next);
+    int oom = !t->bufs || !t->idx || !t->perm || !t->metrics || !t->record || !t->val_metrics || !t->offsets ||
+              (t->ext && t->ext->prefetch && !t->next);
     for (int32_t i = 0; i < nin && !oom; i++) {
         size_t bytes = (size_t)t->batch * (size_t)api->inputs[i].size * cannl__input_elem_size(api, i);
         oom = !(t->bufs[i] = cannl_alloc(bytes)) || (t->next && !(t->next[i] = cannl_alloc(bytes)));
@@ -340,7 +362,7 @@ static int setup_run(trainer *t) {
         /* A resumed run continues the log: first the records an earlier run wrote after the
            checkpoint (before it crashed or diverged) go, so that every step appears once. */
         int64_t removed = 0;
-        if (t->o.resume && cannl__metrics_trim(t->o.metrics, t->step, t->has_inputs ? t->spe : 0, &removed, &err))
+        if (t->o.resume && cannl__metrics_trim(t->o.metrics, t->step, t->has_inputs && !t->streamed ? t->spe : 0, &removed, &err))
             return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
         if (removed > 0 && !t->o.quiet)
             printf("%s: removed %" PRId64 " record%s after step %" PRId64 " (the checkpoint's) from %s\n", t->o.prog,
@@ -424,14 +446,14 @@ static int save_checkpoint(trainer *t) {
     char seed[32], batch[32], epoch[32], lr[40], examples[32];
     snprintf(seed, sizeof seed, "%" PRIu64, t->seed);
     snprintf(batch, sizeof batch, "%" PRId64, t->batch);
-    snprintf(epoch, sizeof epoch, "%" PRId64, t->has_inputs ? t->step / t->spe : 0);
+    snprintf(epoch, sizeof epoch, "%" PRId64, t->has_inputs && !t->streamed ? t->step / t->spe : 0);
     snprintf(lr, sizeof lr, "%.17g", t->base_lr);
     snprintf(examples, sizeof examples, "%" PRId64, t->ntrain);
     const cannl_meta meta[] = {{"seed", seed},   {"batch", batch}, {"epoch", epoch},
                                {"shuffle", t->shuffle ? "1" : "0"}, {"lr", lr},
                                {"lr_schedule", lr_schedule_name(t)}, {"examples", examples}};
     cannl_error err;
-    size_t nmeta = t->has_inputs ? 7 : 6;
+    size_t nmeta = t->has_inputs && !t->streamed ? 7 : 6;
     if (cannl_model_save(t->api, t->m, t->o.checkpoint, meta, nmeta, &err) != CANNL_OK)
         return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     t->saved_step = t->step;
@@ -501,7 +523,7 @@ static void show_progress(trainer *t, int64_t epoch, int64_t step_in_epoch, doub
     }
     t->last_print = now;
     double el = now - t->t_start;
-    cannl_progress p = {epoch + 1, t->epochs_total, step_in_epoch, t->has_inputs ? t->spe : t->target, loss,
+    cannl_progress p = {epoch + 1, t->epochs_total, step_in_epoch, t->has_inputs && !t->streamed ? t->spe : t->target, loss,
                         el > 0 ? (double)t->examples_run / el : -1,
                         t->steps_run > 0 ? (double)(t->target - t->step) * el / (double)t->steps_run : -1};
     cannl_progress_print(stdout, &p);
@@ -528,13 +550,96 @@ static int end_epoch(trainer *t, int64_t epoch, double loss_sum, int64_t seen, d
     return save_checkpoint(t);
 }
 
+/* ------------------------------------------------------------ token streams */
+
+/* Whether --val-stream is evaluated after step `step`: every --eval-every steps and at the last. */
+static int validation_due(const trainer *t, int64_t step) {
+    return t->val.path && ((t->o.eval_every > 0 && step % t->o.eval_every == 0) || step == t->target);
+}
+
+/* val_loss and val_<metric> over --eval-batches fixed batches of --batch windows of --val-stream. */
+static int validate(trainer *t) {
+    const cannl_model_api *api = t->api;
+    const int64_t batches = t->o.eval_batches, n = t->batch;
+    double loss_sum = 0;
+    double *sum = calloc((size_t)api->num_metrics + 1, sizeof *sum);
+    if (!sum) return report(t, CANNL__EXIT_FAIL, "out of memory");
+    for (int64_t k = 0; k < batches; k++) {
+        cannl__stream_val_batch(&t->val, batches, n, k, t->bufs);
+        double loss = 0;
+        api->eval(t->m, (const void *const *)t->bufs, n, &loss, t->val_metrics);
+        if (t->ext && t->ext->error && t->ext->error(t->m)) {
+            free(sum);
+            return report(t, CANNL__EXIT_FAIL, "%s", t->ext->error(t->m));
+        }
+        loss_sum += loss;
+        for (int32_t j = 0; j < api->num_metrics; j++) sum[j] += t->val_metrics[j];
+    }
+    t->val_loss = loss_sum / (double)batches;
+    for (int32_t j = 0; j < api->num_metrics; j++) t->val_metrics[j] = sum[j] / (double)batches;
+    free(sum);
+    t->validated_step = t->step;
+    return CANNL__EXIT_OK;
+}
+
+/* The record of a stream run at this step: step, train_loss (the mean since the last record),
+   lr, val_loss and val_<metric> when it was validated now, elapsed seconds. */
+static int stream_record(trainer *t, int validated) {
+    const cannl_model_api *api = t->api;
+    size_t n = 0;
+    t->record[n++] = (cannl_metric)CANNL_METRIC_INT("step", t->step);
+    t->record[n++] = (cannl_metric)CANNL_METRIC("train_loss", t->loss_steps > 0 ? t->loss_acc / (double)t->loss_steps : NAN);
+    t->record[n++] = (cannl_metric)CANNL_METRIC("lr", api->get_lr ? api->get_lr(t->m) : t->base_lr);
+    char (*keys)[72] = NULL;
+    if (validated) {
+        keys = calloc((size_t)api->num_metrics + 1, sizeof *keys);
+        if (!keys) return report(t, CANNL__EXIT_FAIL, "out of memory");
+        t->record[n++] = (cannl_metric)CANNL_METRIC("val_loss", t->val_loss);
+        for (int32_t j = 0; j < api->num_metrics; j++) {
+            snprintf(keys[j], sizeof keys[j], "val_%s", api->metric_names[j]);
+            t->record[n++] = (cannl_metric)CANNL_METRIC(keys[j], t->val_metrics[j]);
+        }
+    }
+    t->record[n++] = (cannl_metric)CANNL_METRIC("elapsed", now_s() - t->t_start);
+    t->loss_acc = 0;
+    t->loss_steps = 0;
+    int rc = write_record(t, n);
+    free(keys);
+    return rc;
+}
+
+/* Print a validation's line. */
+static void print_validation(trainer *t) {
+    if (t->o.quiet) return;
+    end_line(t);
+    printf("step %" PRId64 "/%" PRId64 "  val_loss %.4f", t->step, t->target, t->val_loss);
+    for (int32_t j = 0; j < t->api->num_metrics; j++) printf("  val_%s %.4f", t->api->metric_names[j], t->val_metrics[j]);
+    printf("\n");
+    fflush(stdout);
+}
+
+/* After a step of a stream run: the finiteness check and the record every --log-every steps,
+   the validation when it is due. */
+static int stream_step_done(trainer *t, double loss) {
+    int rc;
+    t->loss_acc += loss;
+    t->loss_steps++;
+    const int log = t->o.log_every > 0 && t->step % t->o.log_every == 0, val = validation_due(t, t->step);
+    if (log && (rc = check_state(t))) return rc;
+    if (val) {
+        if ((rc = validate(t))) return rc;
+        print_validation(t);
+    }
+    return log || val ? stream_record(t, val) : CANNL__EXIT_OK;
+}
+
 static int train(trainer *t) {
     const cannl_model_api *api = t->api;
     cannl_error err;
     while (t->step < t->target && !g_interrupted) {
         const int64_t epoch = t->step / t->spe;
         int64_t b = t->step % t->spe;
-        if (t->has_inputs) {
+        if (t->has_inputs && !t->streamed) {
             for (int64_t i = 0; i < t->ntrain; i++) t->perm[i] = i;
             if (t->shuffle) {
                 cannl_rng rng;
@@ -547,7 +652,18 @@ static int train(trainer *t) {
         int64_t seen = 0;
         for (; b < t->spe && t->step < t->target && !g_interrupted; b++) {
             int64_t n = 1;
-            if (t->has_inputs) {
+            if (t->streamed) {
+                n = t->batch;
+                if (!t->staged) cannl__stream_train_batch(&t->stream, t->seed, t->step, n, t->offsets, t->bufs);
+                t->staged = 0;
+                /* The next step's windows go to a prefetching model now, unless a validation,
+                   which uses the batch buffers, comes first. */
+                if (t->next && t->step + 1 < t->target && !validation_due(t, t->step + 1)) {
+                    cannl__stream_train_batch(&t->stream, t->seed, t->step + 1, n, t->offsets, t->next);
+                    t->ext->prefetch(t->m, (const void *const *)t->next, n);
+                    t->staged = 1;
+                }
+            } else if (t->has_inputs) {
                 n = t->ntrain - b * t->batch < t->batch ? t->ntrain - b * t->batch : t->batch;
                 if (!t->staged && cannl__bind_gather(api, t->train, t->perm + b * t->batch, n, t->bufs, &err) != CANNL_OK)
                     return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
@@ -583,7 +699,10 @@ static int train(trainer *t) {
             t->examples_run += n;
             loss_sum += loss * (double)n;
             seen += n;
-            if (t->o.log_every > 0 && t->step % t->o.log_every == 0) {
+            if (t->streamed) {
+                int rc = stream_step_done(t, loss);
+                if (rc) return rc;
+            } else if (t->o.log_every > 0 && t->step % t->o.log_every == 0) {
                 int rc = check_state(t);
                 if (rc) return rc;
                 t->record[0] = (cannl_metric)CANNL_METRIC_INT("epoch", epoch + 1);
@@ -605,6 +724,15 @@ static int train(trainer *t) {
 /* Final test evaluation (unless the last epoch's is current) and the summary. */
 static int finish(trainer *t) {
     const cannl_model_api *api = t->api;
+    if (t->val.path && !g_interrupted) {
+        if (t->validated_step != t->step) {
+            int rc = validate(t);
+            if (!rc) rc = stream_record(t, 1);
+            if (rc) return rc;
+        }
+        printf("val loss: %.4f\n", t->val_loss);
+        for (int32_t k = 0; k < api->num_metrics; k++) printf("val %s: %.4f\n", api->metric_names[k], t->val_metrics[k]);
+    }
     if (t->ntest > 0 && !g_interrupted) {
         if (t->tested_step != t->step) {
             int rc = evaluate(t);
@@ -624,8 +752,9 @@ static int finish(trainer *t) {
 static int run(trainer *t) {
     int rc;
     if ((rc = check_api(t))) return rc;
-    if (t->o.ntest > 0 && !t->api->eval)
-        return report(t, CANNL__EXIT_FAIL, "--test: model '%s' has no eval function", t->api->name);
+    if ((t->o.ntest > 0 || t->val.path) && !t->api->eval)
+        return report(t, CANNL__EXIT_FAIL, "%s: model '%s' has no eval function", t->val.path ? "--val-stream" : "--test",
+                      t->api->name);
     if ((rc = setup_model(t)) || (rc = setup_data(t)) || (rc = check_checkpoint_dir(t)) || (rc = setup_run(t)))
         return rc;
     if (t->step >= t->target && !t->o.quiet)
@@ -672,6 +801,10 @@ static void cleanup(trainer *t) {
     free(t->idx);
     free(t->metrics);
     free(t->record);
+    free(t->val_metrics);
+    free(t->offsets);
+    cannl__stream_close(&t->stream);
+    cannl__stream_close(&t->val);
     free(t->state);
     cannl__train_opts_free(&t->o);
 }
@@ -701,7 +834,11 @@ int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext,
         cannl__train_opts_free(&t.o);
         return CANNL__EXIT_OK;
     }
-    if (rc == CANNL__EXIT_OK) {
+    if (rc == CANNL__EXIT_OK && t.o.stream) {
+        rc = cannl__stream_bind(api, "--stream", t.o.stream, &t.stream, msg, sizeof msg);
+        if (rc == CANNL__EXIT_OK && t.o.val_stream)
+            rc = cannl__stream_bind(api, "--val-stream", t.o.val_stream, &t.val, msg, sizeof msg);
+    } else if (rc == CANNL__EXIT_OK) {
         rc = cannl__bind_check(api, t.o.data, t.o.ndata, "--data", msg, sizeof msg);
         if (rc == CANNL__EXIT_OK && t.o.ntest > 0)
             rc = cannl__bind_check(api, t.o.test, t.o.ntest, "--test", msg, sizeof msg);
@@ -719,12 +856,13 @@ int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext,
     }
 
     t.has_inputs = api->num_inputs > 0;
+    t.streamed = t.o.stream != NULL;
     t.seed = t.o.seed;
     t.shuffle = !t.o.no_shuffle;
     t.cosine = t.o.cosine;
     t.override = t.o.schedule_set;
     t.batch = t.o.batch_set ? t.o.batch : (CANNL__DEFAULT_BATCH < api->max_batch ? CANNL__DEFAULT_BATCH : api->max_batch);
-    t.saved_step = t.tested_step = t.resumed_step = -1;
+    t.saved_step = t.tested_step = t.resumed_step = t.validated_step = -1;
     t.tty = isatty(fileno(stdout));
     t.train = calloc((size_t)api->num_inputs + 1, sizeof *t.train);
     t.test = calloc((size_t)api->num_inputs + 1, sizeof *t.test);
