@@ -89,6 +89,8 @@ typedef struct trainer {
     int64_t resumed_step;          /* step of the --resume checkpoint, -1: none */
     int64_t tested_step;           /* step of the last test evaluation, -1: none */
     double test_loss;              /* results of that evaluation (metrics in ->metrics) */
+    double ep_loss;                /* the current epoch's sum of loss * examples so far (resumed runs */
+    int64_t ep_examples;           /* too: checkpoint metadata), and its examples: its train_loss */
 
     double t_start, last_print;
     int64_t steps_run, examples_run;
@@ -226,6 +228,13 @@ static int resume_settings(trainer *t, const cannl_checkpoint *ck) {
                       : t->streamed  ? "but a --stream run has no examples (the checkpoint is of a --data run)"
                                      : "not a positive integer");
     if (r == 0) t->ck_examples = (int64_t)v;
+    /* The sums of a checkpoint saved mid-epoch (absent: the epoch's train_loss covers the
+       steps this run takes). */
+    const char *el = cannl_checkpoint_meta(ck, "epoch_loss_sum");
+    if (el && meta_u64(ck, "epoch_loss_examples", &v) == 0 && cannl__parse_decimal(el, &lr) == CANNL__NUM_OK) {
+        t->ep_loss = lr;
+        t->ep_examples = (int64_t)v;
+    }
     /* "epoch" counts the completed epochs: step / steps per epoch (0 without inputs). */
     uint64_t epoch;
     r = meta_u64(ck, "epoch", &epoch);
@@ -443,17 +452,22 @@ static int save_checkpoint(trainer *t) {
     if (!t->o.checkpoint) return CANNL__EXIT_OK;
     int rc = check_state(t); /* a diverged state never replaces the last good checkpoint */
     if (rc) return rc;
-    char seed[32], batch[32], epoch[32], lr[40], examples[32];
+    char seed[32], batch[32], epoch[32], lr[40], examples[32], ep_loss[40], ep_examples[32];
     snprintf(seed, sizeof seed, "%" PRIu64, t->seed);
     snprintf(batch, sizeof batch, "%" PRId64, t->batch);
     snprintf(epoch, sizeof epoch, "%" PRId64, t->has_inputs && !t->streamed ? t->step / t->spe : 0);
     snprintf(lr, sizeof lr, "%.17g", t->base_lr);
     snprintf(examples, sizeof examples, "%" PRId64, t->ntrain);
+    snprintf(ep_loss, sizeof ep_loss, "%.17g", t->ep_loss);
+    snprintf(ep_examples, sizeof ep_examples, "%" PRId64, t->ep_examples);
     const cannl_meta meta[] = {{"seed", seed},   {"batch", batch}, {"epoch", epoch},
                                {"shuffle", t->shuffle ? "1" : "0"}, {"lr", lr},
-                               {"lr_schedule", lr_schedule_name(t)}, {"examples", examples}};
+                               {"lr_schedule", lr_schedule_name(t)}, {"examples", examples},
+                               {"epoch_loss_sum", ep_loss}, {"epoch_loss_examples", ep_examples}};
     cannl_error err;
-    size_t nmeta = t->has_inputs && !t->streamed ? 7 : 6;
+    /* mid-epoch: the sums behind the epoch's train_loss, so that a resumed run logs the same */
+    const int mid_epoch = t->has_inputs && !t->streamed && t->step % t->spe != 0 && isfinite(t->ep_loss);
+    size_t nmeta = t->has_inputs && !t->streamed ? (mid_epoch ? 9 : 7) : 6;
     if (cannl_model_save(t->api, t->m, t->o.checkpoint, meta, nmeta, &err) != CANNL_OK)
         return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     t->saved_step = t->step;
@@ -497,14 +511,21 @@ static int evaluate(trainer *t) {
     return CANNL__EXIT_OK;
 }
 
-/* Test evaluation as a JSONL record; with_step for one taken mid-epoch. */
-static int log_test(trainer *t, int64_t epoch, int with_step) {
+/* The record of an epoch's end (train_loss: its mean training loss), or of the final test
+   evaluation of a run that stopped mid-epoch (train_loss NaN: left out): epoch, step,
+   train_loss, lr, test_loss and the metrics when there is a test set, elapsed seconds. */
+static int log_epoch(trainer *t, int64_t epoch, double train_loss, int tested) {
     size_t n = 0;
     t->record[n++] = (cannl_metric)CANNL_METRIC_INT("epoch", epoch);
-    if (with_step) t->record[n++] = (cannl_metric)CANNL_METRIC_INT("step", t->step);
-    t->record[n++] = (cannl_metric)CANNL_METRIC("test_loss", t->test_loss);
-    for (int32_t k = 0; k < t->api->num_metrics; k++)
-        t->record[n++] = (cannl_metric)CANNL_METRIC(t->api->metric_names[k], t->metrics[k]);
+    t->record[n++] = (cannl_metric)CANNL_METRIC_INT("step", t->step);
+    if (!isnan(train_loss)) t->record[n++] = (cannl_metric)CANNL_METRIC("train_loss", train_loss);
+    t->record[n++] = (cannl_metric)CANNL_METRIC("lr", t->api->get_lr ? t->api->get_lr(t->m) : t->base_lr);
+    if (tested) {
+        t->record[n++] = (cannl_metric)CANNL_METRIC("test_loss", t->test_loss);
+        for (int32_t k = 0; k < t->api->num_metrics; k++)
+            t->record[n++] = (cannl_metric)CANNL_METRIC(t->api->metric_names[k], t->metrics[k]);
+    }
+    t->record[n++] = (cannl_metric)CANNL_METRIC("elapsed", now_s() - t->t_start);
     return write_record(t, n);
 }
 
@@ -531,14 +552,15 @@ static void show_progress(trainer *t, int64_t epoch, int64_t step_in_epoch, doub
 }
 
 /* After the last batch of epoch `epoch` (0-based). */
-static int end_epoch(trainer *t, int64_t epoch, double loss_sum, int64_t seen, double t_epoch) {
+static int end_epoch(trainer *t, int64_t epoch, int64_t seen, double t_epoch) {
+    const double train_loss = t->ep_examples > 0 ? t->ep_loss / (double)t->ep_examples : NAN;
     int rc;
     end_line(t);
-    if (t->ntest > 0 && ((rc = evaluate(t)) || (rc = log_test(t, epoch + 1, 0)))) return rc;
+    if (t->ntest > 0 && (rc = evaluate(t))) return rc;
+    if ((rc = log_epoch(t, epoch + 1, train_loss, t->ntest > 0))) return rc;
     if (!t->o.quiet) {
         double el = now_s() - t_epoch;
-        printf("epoch %" PRId64 "/%" PRId64 "  train_loss %.4f", epoch + 1, t->epochs_total,
-               seen > 0 ? loss_sum / (double)seen : NAN);
+        printf("epoch %" PRId64 "/%" PRId64 "  train_loss %.4f", epoch + 1, t->epochs_total, train_loss);
         if (t->ntest > 0) {
             printf("  test_loss %.4f", t->test_loss);
             for (int32_t k = 0; k < t->api->num_metrics; k++)
@@ -648,8 +670,11 @@ static int train(trainer *t) {
             }
         }
         const double t_epoch = now_s();
-        double loss_sum = 0;
         int64_t seen = 0;
+        if (b == 0) { /* a new epoch (else: a resumed one, its sums from the checkpoint) */
+            t->ep_loss = 0;
+            t->ep_examples = 0;
+        }
         for (; b < t->spe && t->step < t->target && !g_interrupted; b++) {
             int64_t n = 1;
             if (t->streamed) {
@@ -697,7 +722,8 @@ static int train(trainer *t) {
             }
             t->steps_run++;
             t->examples_run += n;
-            loss_sum += loss * (double)n;
+            t->ep_loss += loss * (double)n;
+            t->ep_examples += n;
             seen += n;
             if (t->streamed) {
                 int rc = stream_step_done(t, loss);
@@ -713,7 +739,7 @@ static int train(trainer *t) {
             show_progress(t, epoch, b + 1, loss);
         }
         if (b == t->spe) {
-            int rc = end_epoch(t, epoch, loss_sum, seen, t_epoch);
+            int rc = end_epoch(t, epoch, seen, t_epoch);
             if (rc) return rc;
         }
     }
@@ -736,7 +762,7 @@ static int finish(trainer *t) {
     if (t->ntest > 0 && !g_interrupted) {
         if (t->tested_step != t->step) {
             int rc = evaluate(t);
-            if (!rc) rc = log_test(t, t->step / t->spe + 1, 1);
+            if (!rc) rc = log_epoch(t, t->step / t->spe + 1, NAN, 1);
             if (rc) return rc;
         }
         printf("test loss: %.4f\n", t->test_loss);

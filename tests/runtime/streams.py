@@ -2,22 +2,26 @@
 """Token streams in the training program (issue 17 item 1, contract v1 §6), on the hand-written
 bigram language model fake_bigram (integer inputs tokens [8], next [8], vocab 256).
 
-usage: streams.py WORKDIR TRAIN
+usage: streams.py WORKDIR TRAIN [CANNL]
 
 Checks: --stream tokens,next=PATH feeds windows (input = the first ctx tokens, target = the
 last ctx); --val-stream with --eval-every / --eval-batches prints and logs val_loss and
 val_accuracy; the metrics records carry step, train_loss, lr, val_loss, val_<metric>,
 elapsed; the windows follow --seed; a run interrupted and resumed equals the uninterrupted
 one bit for bit (checkpoint and log); llm.c shards train, and bad shards (version, short
-header, token count, token >= vocab) are errors naming the file; --steps is required."""
+header, token count, token >= vocab) are errors naming the file; --steps is required. With
+CANNL: `cannl plot` draws the stream run's log (train_loss, val_loss, val_accuracy) and an epoch
+run's (loss, train_loss, test_loss, accuracy: issue 20 item 6)."""
 import json
 import os
 import shutil
 import struct
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 work, train = sys.argv[1], sys.argv[2]
+cannl = sys.argv[3] if len(sys.argv) > 3 else None
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 os.chdir(work)
@@ -147,6 +151,38 @@ for args, needle in [(["--stream", "tokens,next=train.txt"], "--steps"),
                      (["--stream", "tokens=train.txt", "--steps", "2"], "INPUT,TARGET=PATH")]:
     rc, out, err = run(*args)
     check(rc == 2 and needle in err, f"{' '.join(args)}: expected usage error with {needle!r}, got {rc}: {err}")
+
+# The epoch records of a --data run: epoch, step, train_loss, lr, test_loss, accuracy, elapsed.
+with open("win.csv", "w") as f:
+    for i in range(0, 4000, 9):
+        f.write(",".join(str(b) for b in text[i:i + 9]) + "\n")
+with open("tok.csv", "w") as f, open("next.csv", "w") as g, open("win.csv") as w:
+    for line in w:
+        v = line.strip().split(",")
+        f.write(",".join(v[:8]) + "\n")
+        g.write(",".join(v[1:]) + "\n")
+rc, out, err = run("--data", "tokens=tok.csv", "--data", "next=next.csv", "--test", "tokens=tok.csv", "--test",
+                   "next=next.csv", "--epochs", "3", "--batch", "32", "--log-every", "5", "--metrics", "e.jsonl")
+check(rc == 0, f"epoch run: {rc} {err}")
+if rc == 0:
+    epochs = [r for r in records("e.jsonl") if "train_loss" in r]
+    check([r["epoch"] for r in epochs] == [1, 2, 3] and [r["step"] for r in epochs] == [14, 28, 42],
+          f"epoch records {epochs}")
+    for r in epochs:
+        check(sorted(r) == sorted(["epoch", "step", "train_loss", "lr", "test_loss", "accuracy", "elapsed"]),
+              f"epoch record keys {sorted(r)}")
+
+if cannl:
+    svg_ns = "{http://www.w3.org/2000/svg}"
+    for log, want in [("a.jsonl", ["lr", "train_loss", "val_accuracy", "val_loss"]),
+                      ("e.jsonl", ["accuracy", "loss", "lr", "test_loss", "train_loss"])]:
+        p = subprocess.run([cannl, "plot", log, "-o", log + ".svg"], capture_output=True, text=True)
+        check(p.returncode == 0, f"cannl plot {log}: {p.returncode} {p.stderr}")
+        if p.returncode == 0:
+            root = ET.parse(log + ".svg").getroot()
+            series = sorted(e.get("data-series") for e in root.iter(svg_ns + "polyline") if e.get("data-series"))
+            # lr is drawn only when it varies; these runs keep it constant
+            check([x for x in series if x != "lr"] == [x for x in want if x != "lr"], f"{log}: series {series}")
 
 if failures:
     print(f"{len(failures)} check(s) failed")
