@@ -116,13 +116,16 @@ cannl_status cannl__read_payload(cannl__src *s, cannl_dataset *ds, cannl__etype 
 /* data_idx.c / data_npy.c / data_csv.c */
 cannl_status cannl__load_idx(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err);
 cannl_status cannl__load_npy(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err);
-/* CSV: a header row is detected (none of its fields is a number), or declared (PATH:header). */
+/* CSV: a header row is detected (none of its fields is a number), or declared (PATH:header).
+ * cols[0..ncols): the 0-based columns to take, in that order (NULL: all of them). */
 typedef enum cannl__csv_header { CANNL__CSV_AUTO_HEADER = 0, CANNL__CSV_HEADER } cannl__csv_header;
 cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl__csv_header header,
-                             cannl_error *err);
+                             const int64_t *cols, int64_t ncols, cannl_error *err);
 
-/* cannl_dataset_load for a file bound as PATH or PATH:header (a CSV file with a header row,
- * declared: the first row is skipped whatever it holds). Messages name PATH. */
+/* cannl_dataset_load for a file bound as PATH[:header][:COLUMNS] (either order): ":header"
+ * declares a CSV file's header row (the first row is skipped whatever it holds); ":COLUMNS"
+ * takes those columns of a CSV file ("0-5", "6", "0,2,4-7": 0-based, ranges inclusive). A file
+ * whose name is the whole spec is read as it is. Messages name the file. */
 cannl_status cannl__dataset_load_bound(cannl_dataset *ds, const char *path_spec, cannl_dtype dtype, cannl_error *err);
 
 /* array_write.c -------------------------------------------------------- */

@@ -357,6 +357,47 @@ static void case_binding(void) {
     CHECK(count_lines(W("a.jsonl")) == 12); /* 10 steps, 2 epochs */
     CHECK(same_file(W("a.jsonl"), W("b.jsonl")));
     CHECK(same_file(W("a.jsonl"), W("c.jsonl")));
+    /* One CSV file for both inputs, its columns bound: x = columns 0-3, y = column 4 (class
+       indices), a header detected; then label first, the header declared (:header composes
+       with the columns, either order). The same run, byte for byte. */
+    {
+        char *xs_text = rt_read_file(F("%s/xf.csv", g_dir), NULL), *ys_text = rt_read_file(F("%s/y.csv", g_dir), NULL);
+        CHECK(xs_text && ys_text);
+        FILE *all = fopen(W("all.csv"), "w"), *all2 = fopen(W("all2.csv"), "w");
+        CHECK(all && all2);
+        if (xs_text && ys_text && all && all2) {
+            fputs("a,b,c,d,label\n", all);
+            fputs("0,0,0,0,0\n", all2); /* declared a header: skipped although it is numbers */
+            char *xl = xs_text, *yl = strchr(ys_text, '\n') + 1; /* y.csv: after its header */
+            while (*xl && *yl) {
+                char *xe = strchr(xl, '\n'), *ye = strchr(yl, '\n');
+                fprintf(all, "%.*s,%.*s\n", (int)(xe - xl), xl, (int)(ye - yl), yl);
+                fprintf(all2, "%.*s, %.*s\n", (int)(ye - yl), yl, (int)(xe - xl), xl);
+                xl = xe + 1;
+                yl = ye + 1;
+            }
+        }
+        if (all) fclose(all);
+        if (all2) fclose(all2);
+        free(xs_text);
+        free(ys_text);
+        EXPECT(RUN(g_fake, "--data", F("x=%s:0-3", W("all.csv")), "--data", F("y=%s:4", W("all.csv")), "--batch", "8",
+                   "--seed", "7", "--epochs", "2", "--log-every", "1", "--threads", "3", "--metrics", W("d.jsonl")),
+               0, NULL, NULL);
+        CHECK(same_file(W("a.jsonl"), W("d.jsonl")));
+        EXPECT(RUN(g_fake, "--data", F("x=%s:1-2,3,4:header", W("all2.csv")), "--data", F("y=%s:header:0", W("all2.csv")),
+                   "--batch", "8", "--seed", "7", "--epochs", "2", "--log-every", "1", "--metrics", W("e.jsonl")),
+               0, NULL, NULL);
+        CHECK(same_file(W("a.jsonl"), W("e.jsonl")));
+        EXPECT(RUN(g_fake, "--data", F("x=%s:0-3", W("all.csv")), "--data", F("y=%s:5", W("all.csv"))), 1, NULL,
+               "all.csv: line 1: column 5 was asked for, but the line has 5 fields (columns 0-4)");
+        EXPECT(RUN(g_fake, "--data", F("x=%s:3-0", W("all.csv")), "--data", F("y=%s:4", W("all.csv"))), 1, NULL,
+               "all.csv:3-0: bad column selection '3-0'");
+        EXPECT(RUN(g_fake, "--data", F("x=%s/x.npy:0-3", g_dir), "--data", Y_ARG), 1, NULL,
+               "x.npy: ':0-3' selects columns of a CSV file, but this is a .npy file");
+        EXPECT(RUN(g_fake, "--data", F("x=%s:0-2", W("all.csv")), "--data", F("y=%s:4", W("all.csv"))), 1, NULL,
+               "all.csv:0-2: 3 values per example, but input 'x' takes 4");
+    }
     /* A test set: 1-D class indices (ty.npy) and a CSV with a header. */
     EXPECT(TRAIN("--epochs", "3", TEST_ARGS), 0, "test accuracy: ", NULL);
     /* Files that do not fit. */
