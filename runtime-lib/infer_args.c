@@ -25,6 +25,7 @@ typedef struct flag_def {
 
 static const flag_def FLAGS[] = {
     {"--weights", F_PATH, 0, "PATH", "params from a safetensors file (a checkpoint of this model, or any file with the params)"},
+    {"--name-map", F_PATH, 0, "FILE", "tensor names in the --weights file: lines 'cannl_name = pytorch.key' (# comments)"},
     {"--input", F_INPUT, 0, "NAME=PATH", "data for input NAME (one per input; .npy, .csv, IDX, maybe .gz)"},
     {"--data", F_INPUT, 0, "NAME=PATH", "the same as --input (the training program's spelling)"},
     {"--output", F_OUTPUT, 0, "PATH", "write the outputs: CSV if PATH ends in .csv, else .npy (several: see below)"},
@@ -84,7 +85,10 @@ static int apply(const cannl_model_api *api, const flag_def *f, const char *v, c
         }
     } else if (f->kind == F_PATH) {
         if (!*v) return cannl__usage_error(msg, cap, "%s: empty path", n);
-        o->weights = v;
+        if (strcmp(n, "--name-map") == 0)
+            o->name_map = v;
+        else
+            o->weights = v;
     } else if (f->kind == F_INT) {
         int64_t x;
         int rc = cannl__parse_int(n, v, f->min, &x, msg, cap);
@@ -166,6 +170,8 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
         if (rc) return rc;
     }
     if (o->help) return CANNL__EXIT_OK;
+    if (o->name_map && !o->weights)
+        return cannl__usage_error(msg, cap, "--name-map names the tensors of a --weights file: pass --weights PATH");
 
     if (o->batch_set && o->batch > api->max_batch)
         return cannl__usage_error(msg, cap,

@@ -68,8 +68,13 @@ static int setup(runner *r) {
     r->m = api->create(0);
     if (!r->m) return report(r, CANNL__EXIT_FAIL, "out of memory (creating the model)");
     if (r->o.weights) {
-        if (cannl_model_load(api, r->m, r->o.weights, CANNL_LOAD_PARAMS, NULL, &err) != CANNL_OK)
-            return report(r, CANNL__EXIT_FAIL, "%s", err.msg);
+        cannl__name_map *names = NULL;
+        cannl_status st = CANNL_OK;
+        if (r->o.name_map && (st = cannl__name_map_load(r->o.name_map, &names, &err)) == CANNL_OK)
+            st = cannl__name_map_check(api, r->m, names, r->o.name_map, &err);
+        if (st == CANNL_OK) st = cannl__model_load_named(api, r->m, r->o.weights, CANNL_LOAD_PARAMS, names, NULL, &err);
+        cannl__name_map_free(names);
+        if (st != CANNL_OK) return report(r, CANNL__EXIT_FAIL, "%s", err.msg);
     } else {
         int rc = use_embedded(r);
         if (rc) return rc;

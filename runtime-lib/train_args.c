@@ -46,6 +46,8 @@ static const flag_def FLAGS[] = {
     {"--init", F_PATH, 0, "PATH", "initial params from a safetensors file (PyTorch's or a checkpoint)"},
     {"--checkpoint", F_PATH, 0, "PATH", "save the whole state after every epoch and at exit (never a diverged one)"},
     {"--resume", F_PATH, 0, "PATH", "continue the run saved in this checkpoint"},
+    {"--name-map", F_PATH, 0, "FILE", "tensor names in --init, --resume and --checkpoint files: lines "
+                                      "'cannl_name = pytorch.key' (# comments); optimiser state follows its param"},
     {"--metrics", F_PATH, 0, "PATH", "write JSON lines with the loss and the test metrics (with --resume: cut back to "
                                      "the checkpoint's step, then appended to)"},
     {"--log-every", F_INT, 0, "N", "steps between logged losses and checks that params are finite (default 100; 0 = never)"},
@@ -116,6 +118,7 @@ static int apply(const flag_def *f, const char *v, cannl__train_opts *o, char *m
         if (strcmp(n, "--checkpoint") == 0) o->checkpoint = v;
         if (strcmp(n, "--resume") == 0) o->resume = v;
         if (strcmp(n, "--metrics") == 0) o->metrics = v;
+        if (strcmp(n, "--name-map") == 0) o->name_map = v;
         if (strcmp(n, "--lr-schedule") == 0) {
             if (strcmp(v, "constant") != 0 && strcmp(v, "cosine") != 0)
                 return cannl__usage_error(msg, cap, "--lr-schedule: '%s' is not constant or cosine", v);

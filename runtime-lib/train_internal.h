@@ -55,6 +55,7 @@ typedef struct cannl__train_opts {
     int no_shuffle;
     int threads;                   /* 0: not given */
     const char *init, *checkpoint, *resume, *metrics;
+    const char *name_map;             /* --name-map FILE, or NULL */
     int64_t log_every;
     int quiet, help;
     const char *stream, *val_stream;  /* --stream / --val-stream INPUT,TARGET=PATH, or NULL */

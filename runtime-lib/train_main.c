@@ -58,6 +58,7 @@ typedef struct trainer {
     int streamed;                  /* --stream: batches of token windows, one endless epoch */
     cannl__stream stream, val;     /* --stream, --val-stream (val.path NULL: none) */
     int64_t *offsets;              /* a stream batch's window offsets (batch) */
+    cannl__name_map *names;        /* --name-map, or NULL */
     double loss_acc;               /* stream runs: sum of the losses since the last record */
     int64_t loss_steps;            /* and their count */
     int64_t validated_step;        /* step of the last validation, -1: none */
@@ -273,16 +274,19 @@ static int setup_model(trainer *t) {
         return report(t, CANNL__EXIT_FAIL, "cannot create model '%s' (out of memory%s)", api->name,
                       t->ext ? ", or its device failed: see above" : "");
     cannl_error err;
+    if (t->o.name_map && (cannl__name_map_load(t->o.name_map, &t->names, &err) != CANNL_OK ||
+                          cannl__name_map_check(api, t->m, t->names, t->o.name_map, &err) != CANNL_OK))
+        return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     if (t->o.resume) {
         cannl_checkpoint *ck = NULL;
-        if (cannl_model_load(api, t->m, t->o.resume, CANNL_LOAD_ALL, &ck, &err) != CANNL_OK)
+        if (cannl__model_load_named(api, t->m, t->o.resume, CANNL_LOAD_ALL, t->names, &ck, &err) != CANNL_OK)
             return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
         int rc = resume_settings(t, ck);
         cannl_checkpoint_close(ck);
         if (rc) return rc;
         t->step = t->resumed_step = api->get_step(t->m);
     } else if (t->o.init) {
-        if (cannl_model_load(api, t->m, t->o.init, CANNL_LOAD_PARAMS, NULL, &err) != CANNL_OK)
+        if (cannl__model_load_named(api, t->m, t->o.init, CANNL_LOAD_PARAMS, t->names, NULL, &err) != CANNL_OK)
             return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     }
     if (t->o.lr_set) {
@@ -468,7 +472,7 @@ static int save_checkpoint(trainer *t) {
     /* mid-epoch: the sums behind the epoch's train_loss, so that a resumed run logs the same */
     const int mid_epoch = t->has_inputs && !t->streamed && t->step % t->spe != 0 && isfinite(t->ep_loss);
     size_t nmeta = t->has_inputs && !t->streamed ? (mid_epoch ? 9 : 7) : 6;
-    if (cannl_model_save(t->api, t->m, t->o.checkpoint, meta, nmeta, &err) != CANNL_OK)
+    if (cannl__model_save_named(t->api, t->m, t->o.checkpoint, meta, nmeta, t->names, &err) != CANNL_OK)
         return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     t->saved_step = t->step;
     return CANNL__EXIT_OK;
@@ -829,6 +833,7 @@ static void cleanup(trainer *t) {
     free(t->record);
     free(t->val_metrics);
     free(t->offsets);
+    cannl__name_map_free(t->names);
     cannl__stream_close(&t->stream);
     cannl__stream_close(&t->val);
     free(t->state);
