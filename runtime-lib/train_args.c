@@ -254,7 +254,8 @@ void cannl__train_usage(const cannl_model_api *api, const char *prog, FILE *out)
         fprintf(out, "It has no inputs: --steps N is required.\n");
     else
         fprintf(out, "Inputs (each needs --data NAME=PATH; a file with one class index per example is one-hot "
-                     "encoded):\n");
+                     "encoded; integer inputs [ctx] take int32/int64 .npy or integer CSV, or a token stream: "
+                     "--stream IN,TGT=PATH):\n");
     for (int32_t i = 0; i < api->num_inputs; i++) {
         fprintf(out, "  %-12s ", api->inputs[i].name);
         cannl__print_dims(out, &api->inputs[i]);
