@@ -25,7 +25,7 @@ typedef struct flag_def {
 
 static const flag_def FLAGS[] = {
     {"--data", F_BIND, 0, "NAME=PATH", "training data for input NAME (one per input; .npy, .csv, IDX, maybe .gz; "
-                                       "PATH:header: a CSV whose first row is a header)"},
+                                       "PATH:header: a CSV whose first row is a header; PATH:0-5: columns of a CSV)"},
     {"--test", F_BIND, 0, "NAME=PATH", "test data for input NAME (evaluated after every epoch)"},
     {"--stream", F_STREAM, 0, "IN,TGT=PATH", "train a language model on a token stream: windows of ctx + 1 tokens at "
                                               "random offsets (seeded by --seed and the step) feed integer inputs IN "
