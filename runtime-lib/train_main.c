@@ -59,8 +59,6 @@ typedef struct trainer {
     cannl__stream stream, val;     /* --stream, --val-stream (val.path NULL: none) */
     int64_t *offsets;              /* a stream batch's window offsets (batch) */
     cannl__name_map *names;        /* --name-map, or NULL */
-    double loss_acc;               /* stream runs: sum of the losses since the last record */
-    int64_t loss_steps;            /* and their count */
     int64_t validated_step;        /* step of the last validation, -1: none */
     double val_loss;               /* its loss (metrics in ->val_metrics) */
     double *val_metrics;           /* num_metrics */
@@ -90,8 +88,9 @@ typedef struct trainer {
     int64_t resumed_step;          /* step of the --resume checkpoint, -1: none */
     int64_t tested_step;           /* step of the last test evaluation, -1: none */
     double test_loss;              /* results of that evaluation (metrics in ->metrics) */
-    double ep_loss;                /* the current epoch's sum of loss * examples so far (resumed runs */
-    int64_t ep_examples;           /* too: checkpoint metadata), and its examples: its train_loss */
+    double ep_loss;                /* the current epoch's sum of loss * examples so far (a stream run's: */
+    int64_t ep_examples;           /* since its last record), resumed runs too (checkpoint metadata), */
+                                   /* and its examples: the train_loss of its record */
 
     double t_start, last_print;
     int64_t steps_run, examples_run;
@@ -232,7 +231,12 @@ static int resume_settings(trainer *t, const cannl_checkpoint *ck) {
     /* The sums of a checkpoint saved mid-epoch (absent: the epoch's train_loss covers the
        steps this run takes). */
     const char *el = cannl_checkpoint_meta(ck, "epoch_loss_sum");
-    if (el && meta_u64(ck, "epoch_loss_examples", &v) == 0 && cannl__parse_decimal(el, &lr) == CANNL__NUM_OK) {
+    r = meta_u64(ck, "epoch_loss_examples", &v);
+    if ((el != NULL) != (r == 0) || r < 0 || (el && (cannl__parse_decimal(el, &lr) != CANNL__NUM_OK || v > INT64_MAX)))
+        return report(t, CANNL__EXIT_FAIL, "%s: metadata \"epoch_loss_sum\" '%s' and \"epoch_loss_examples\" '%s' are "
+                      "not a number and a count", path, el ? el : "(none)",
+                      cannl_checkpoint_meta(ck, "epoch_loss_examples") ? cannl_checkpoint_meta(ck, "epoch_loss_examples") : "(none)");
+    if (el) {
         t->ep_loss = lr;
         t->ep_examples = (int64_t)v;
     }
@@ -464,14 +468,17 @@ static int save_checkpoint(trainer *t) {
     snprintf(examples, sizeof examples, "%" PRId64, t->ntrain);
     snprintf(ep_loss, sizeof ep_loss, "%.17g", t->ep_loss);
     snprintf(ep_examples, sizeof ep_examples, "%" PRId64, t->ep_examples);
-    const cannl_meta meta[] = {{"seed", seed},   {"batch", batch}, {"epoch", epoch},
-                               {"shuffle", t->shuffle ? "1" : "0"}, {"lr", lr},
-                               {"lr_schedule", lr_schedule_name(t)}, {"examples", examples},
-                               {"epoch_loss_sum", ep_loss}, {"epoch_loss_examples", ep_examples}};
+    cannl_meta meta[9] = {{"seed", seed}, {"batch", batch}, {"epoch", epoch}, {"shuffle", t->shuffle ? "1" : "0"},
+                          {"lr", lr}, {"lr_schedule", lr_schedule_name(t)}};
+    size_t nmeta = 6;
+    if (t->has_inputs && !t->streamed) meta[nmeta++] = (cannl_meta){"examples", examples};
+    /* Mid-epoch (a stream run: between records), the sums behind the next record's train_loss,
+       so that a resumed run logs the same. */
+    if (t->has_inputs && (t->streamed ? t->ep_examples > 0 : t->step % t->spe != 0)) {
+        meta[nmeta++] = (cannl_meta){"epoch_loss_sum", ep_loss};
+        meta[nmeta++] = (cannl_meta){"epoch_loss_examples", ep_examples};
+    }
     cannl_error err;
-    /* mid-epoch: the sums behind the epoch's train_loss, so that a resumed run logs the same */
-    const int mid_epoch = t->has_inputs && !t->streamed && t->step % t->spe != 0 && isfinite(t->ep_loss);
-    size_t nmeta = t->has_inputs && !t->streamed ? (mid_epoch ? 9 : 7) : 6;
     if (cannl__model_save_named(t->api, t->m, t->o.checkpoint, meta, nmeta, t->names, &err) != CANNL_OK)
         return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     t->saved_step = t->step;
@@ -608,13 +615,15 @@ static int validate(trainer *t) {
     return CANNL__EXIT_OK;
 }
 
-/* The record of a stream run at this step: step, train_loss (the mean since the last record),
+/* The record of a stream run at this step: step, train_loss (the mean of the steps since the last
+   multiple of --log-every; with --log-every 0, since the start),
    lr, val_loss and val_<metric> when it was validated now, elapsed seconds. */
 static int stream_record(trainer *t, int validated) {
     const cannl_model_api *api = t->api;
     size_t n = 0;
     t->record[n++] = (cannl_metric)CANNL_METRIC_INT("step", t->step);
-    t->record[n++] = (cannl_metric)CANNL_METRIC("train_loss", t->loss_steps > 0 ? t->loss_acc / (double)t->loss_steps : NAN);
+    t->record[n++] =
+        (cannl_metric)CANNL_METRIC("train_loss", t->ep_examples > 0 ? t->ep_loss / (double)t->ep_examples : NAN);
     t->record[n++] = (cannl_metric)CANNL_METRIC("lr", api->get_lr ? api->get_lr(t->m) : t->base_lr);
     char (*keys)[72] = NULL;
     if (validated) {
@@ -627,8 +636,10 @@ static int stream_record(trainer *t, int validated) {
         }
     }
     t->record[n++] = (cannl_metric)CANNL_METRIC("elapsed", now_s() - t->t_start);
-    t->loss_acc = 0;
-    t->loss_steps = 0;
+    if (t->o.log_every > 0 && t->step % t->o.log_every == 0) { /* a record depends on its step alone */
+        t->ep_loss = 0;
+        t->ep_examples = 0;
+    }
     int rc = write_record(t, n);
     free(keys);
     return rc;
@@ -646,10 +657,8 @@ static void print_validation(trainer *t) {
 
 /* After a step of a stream run: the finiteness check and the record every --log-every steps,
    the validation when it is due. */
-static int stream_step_done(trainer *t, double loss) {
+static int stream_step_done(trainer *t) {
     int rc;
-    t->loss_acc += loss;
-    t->loss_steps++;
     const int log = t->o.log_every > 0 && t->step % t->o.log_every == 0, val = validation_due(t, t->step);
     if (log && (rc = check_state(t))) return rc;
     if (val) {
@@ -730,7 +739,7 @@ static int train(trainer *t) {
             t->ep_examples += n;
             seen += n;
             if (t->streamed) {
-                int rc = stream_step_done(t, loss);
+                int rc = stream_step_done(t);
                 if (rc) return rc;
             } else if (t->o.log_every > 0 && t->step % t->o.log_every == 0) {
                 int rc = check_state(t);
