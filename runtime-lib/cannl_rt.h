@@ -291,7 +291,7 @@ void cannl_checkpoint_close(cannl_checkpoint *ck);
 /* ---------------------------------------------------------------- progress */
 
 typedef struct cannl_progress {
-    int64_t epoch;          /* current epoch (1-based)                 */
+    int64_t epoch;          /* current epoch (1-based); 0: none, left out (a stream run) */
     int64_t epochs;         /* total epochs, 0 = unknown               */
     int64_t step;           /* steps done in this epoch                */
     int64_t steps;          /* steps per epoch, 0 = unknown            */

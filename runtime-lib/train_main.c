@@ -555,7 +555,8 @@ static void show_progress(trainer *t, int64_t epoch, int64_t step_in_epoch, doub
     }
     t->last_print = now;
     double el = now - t->t_start;
-    cannl_progress p = {epoch + 1, t->epochs_total, step_in_epoch, t->has_inputs && !t->streamed ? t->spe : t->target, loss,
+    cannl_progress p = {t->streamed ? 0 : epoch + 1, t->epochs_total, step_in_epoch,
+                        t->has_inputs && !t->streamed ? t->spe : t->target, loss,
                         el > 0 ? (double)t->examples_run / el : -1,
                         t->steps_run > 0 ? (double)(t->target - t->step) * el / (double)t->steps_run : -1};
     cannl_progress_print(stdout, &p);

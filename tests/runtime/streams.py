@@ -74,6 +74,7 @@ rc, out, err = run(*base, "--steps", "20", "--eval-every", "8", "--metrics", "a.
 check(rc == 0, f"stream run: rc {rc}: {err}")
 check("val loss:" in out and "val accuracy:" in out, f"stream run prints the validation: {out}")
 check("step 8/20  val_loss" in out and "step 16/20  val_loss" in out, f"validation every 8 steps: {out}")
+check(out.startswith("step 4/20  loss ") and "epoch" not in out, f"progress lines of a stream run name no epoch: {out}")
 if rc == 0:
     recs = records("a.jsonl")
     steps = [r["step"] for r in recs]
