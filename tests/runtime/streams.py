@@ -2,7 +2,7 @@
 """Token streams in the training program (issue 17 item 1, contract v1 §6), on the hand-written
 bigram language model fake_bigram (integer inputs tokens [8], next [8], vocab 256).
 
-usage: streams.py WORKDIR TRAIN [CANNL]
+usage: streams.py WORKDIR TRAIN [CANNL [PREFETCH_TRAIN]]
 
 Checks: --stream tokens,next=PATH feeds windows (input = the first ctx tokens, target = the
 last ctx); --val-stream with --eval-every / --eval-batches prints and logs val_loss and
@@ -22,6 +22,7 @@ import xml.etree.ElementTree as ET
 
 work, train = sys.argv[1], sys.argv[2]
 cannl = sys.argv[3] if len(sys.argv) > 3 else None
+prefetch_train = sys.argv[4] if len(sys.argv) > 4 else None
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 os.chdir(work)
@@ -106,6 +107,15 @@ if rc == 0:
     resumed = records("r.jsonl")
     check(strip(records("a.jsonl")) == strip(resumed), "resumed log = uninterrupted log")
     check([r["step"] for r in resumed] == [4, 8, 12, 13, 16, 20], f"resumed log steps {[r['step'] for r in resumed]}")
+
+# A model that prefetches (as CUDA models do) gets every step's windows before the step, but for
+# the first and those after a validation (20 - 1 - 2), and trains the same bits.
+if prefetch_train:
+    p = subprocess.run([prefetch_train, *base, "--steps", "20", "--eval-every", "8", "--checkpoint", "p.ck"],
+                       capture_output=True, text=True, env=dict(os.environ, FAKE_PREFETCH_MODEL="bigram"))
+    check(p.returncode == 0 and "prefetch: 17 prefetched, 20 steps, 17 matched, 0 bad" in p.stderr,
+          f"prefetching stream run: {p.returncode} {p.stderr}")
+    check(p.returncode == 0 and table_bytes("p.ck") == table_bytes("a.ck"), "prefetching changes nothing")
 
 # Input and target are the window shifted by one: on a periodic stream ("abcabc...") the next
 # token is a function of the current one, and the bigram table learns it exactly.
