@@ -47,8 +47,10 @@ typedef struct cannl_error {
 /* Short constant name of a status ("ok", "io error", ...). */
 const char *cannl_status_str(cannl_status s);
 
-/* Element type of host buffers, datasets and checkpoint tensors. */
-typedef enum cannl_dtype { CANNL_F32 = 0, CANNL_F64 = 1 } cannl_dtype;
+/* Element type of host buffers, datasets and checkpoint tensors. CANNL_I32 (int32_t) is the
+ * type of the ids of integer inputs (contract v1 §2): datasets and input buffers only, never a
+ * model's dtype or a checkpoint tensor's. */
+typedef enum cannl_dtype { CANNL_F32 = 0, CANNL_F64 = 1, CANNL_I32 = 2 } cannl_dtype;
 
 /* Bytes per element: 4 or 8 (0 for an invalid value). */
 size_t cannl_dtype_size(cannl_dtype dtype);
@@ -154,7 +156,9 @@ typedef enum cannl_format {
 /* Load `path` into *ds with values converted to `dtype`. Any file may be
  * gzip-compressed. The first axis is the example axis. Every value must be
  * finite and fit `dtype` (nan, inf, 1e999 are errors naming the example and
- * the value). On failure *ds is zeroed. Release with cannl_dataset_free. */
+ * the value). CANNL_I32 takes integer files only (.npy int32/int64/uint8, IDX
+ * integer types, CSV of integers): a floating-point file is an error, and so is
+ * a value outside int32. On failure *ds is zeroed. Release with cannl_dataset_free. */
 cannl_status cannl_dataset_load(cannl_dataset *ds, const char *path, cannl_format format,
                                 cannl_dtype dtype, cannl_error *err);
 
@@ -287,7 +291,7 @@ void cannl_checkpoint_close(cannl_checkpoint *ck);
 /* ---------------------------------------------------------------- progress */
 
 typedef struct cannl_progress {
-    int64_t epoch;          /* current epoch (1-based)                 */
+    int64_t epoch;          /* current epoch (1-based); 0: none, left out (a stream run) */
     int64_t epochs;         /* total epochs, 0 = unknown               */
     int64_t step;           /* steps done in this epoch                */
     int64_t steps;          /* steps per epoch, 0 = unknown            */
@@ -344,12 +348,17 @@ typedef struct cannl_tensor_info {
     int32_t ndims;
     int64_t dims[CANNL_MAX_DIMS];
     int64_t size;                  /* product of dims (1 for a scalar) */
+    /* 0: the tensor holds real values of the model's dtype. > 0 (inputs only): an integer
+       input (`input NAME : [ctx |] int`): its buffer holds int32_t ids, each in [0, ids) (the
+       row count of what they index, e.g. the vocabulary); the programs check every id. */
+    int64_t ids;
 } cannl_tensor_info;
 
 /* What a generated model exposes to the generic trainer (one const table per model,
    `<model>_api`). `void *m` is the model's state (`<model> *`). Inputs/outputs are
    arrays of pointers, one per input/output in spec order, each holding n examples
-   contiguously of `dtype` elements (float or double). */
+   contiguously of `dtype` elements (float or double), or of int32_t for an input with
+   ids > 0. */
 typedef struct cannl_model_api {
     const char *name;               /* model name; checkpoint metadata "model" */
     cannl_dtype dtype;              /* element type of all tensors */

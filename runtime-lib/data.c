@@ -129,7 +129,10 @@ static double decode_one(const unsigned char *p, cannl__etype t, int be) {
 void cannl__decode(const unsigned char *src, size_t n, cannl__etype t, int big_endian, void *dst,
                    cannl_dtype dtype) {
     const size_t es = cannl__etype_size(t);
-    if (dtype == CANNL_F32) {
+    if (dtype == CANNL_I32) { /* integer element types only, values checked to fit */
+        int32_t *d = dst;
+        for (size_t i = 0; i < n; i++) d[i] = (int32_t)decode_one(src + i * es, t, big_endian);
+    } else if (dtype == CANNL_F32) {
         float *d = dst;
         if (t == CANNL__U8) {
             for (size_t i = 0; i < n; i++) d[i] = (float)src[i];
@@ -195,6 +198,10 @@ cannl_status cannl__dataset_init(cannl_dataset *ds, const char *path, cannl_dtyp
                                  int32_t ndims, const int64_t *dims, const cannl__src *s, cannl__etype t,
                                  int64_t header_bytes, cannl_error *err) {
     memset(ds, 0, sizeof *ds);
+    if (dtype == CANNL_I32 && s && (t == CANNL__F32 || t == CANNL__F64))
+        return cannl__fail(err, CANNL_E_MISMATCH, path,
+                           "holds %s values, but integer ids are expected",
+                           t == CANNL__F32 ? "float32" : "float64");
     if (ndims < 0 || ndims > CANNL_MAX_DIMS)
         return cannl__fail(err, CANNL_E_FORMAT, path, "%d dimensions per example (at most %d supported)",
                            (int)ndims, CANNL_MAX_DIMS);
@@ -255,6 +262,17 @@ cannl_status cannl__read_payload(cannl__src *s, cannl_dataset *ds, cannl__etype 
                                          "truncated: header declares %zu data bytes but the decompressed data "
                                          "ends after %zu", payload, done * es + got);
             break;
+        }
+        if (ds->dtype == CANNL_I32 && t == CANNL__I64) { /* ids are int32 */
+            for (size_t i = 0; i < n && st == CANNL_OK; i++) {
+                const double v = decode_one(buf + i * es, t, big_endian);
+                const int64_t at = (int64_t)(done + i);
+                if (v < (double)INT32_MIN || v > (double)INT32_MAX)
+                    st = cannl__fail(err, CANNL_E_RANGE, s->path,
+                                     "example %" PRId64 ", value %" PRId64 ": %.0f does not fit int32", at / ds->elems,
+                                     at % ds->elems, v);
+            }
+            if (st != CANNL_OK) break;
         }
         unsigned char *out = (unsigned char *)ds->data + done * out_es;
         cannl__decode(buf, n, t, big_endian, out, ds->dtype);
@@ -330,24 +348,28 @@ static cannl_format detect(const char *path, cannl_error *err, cannl_status *st)
 }
 
 static cannl_status load(cannl_dataset *ds, const char *path, cannl_format format, cannl_dtype dtype,
-                         cannl__csv_header header, cannl_error *err) {
+                         cannl__csv_header header, const int64_t *cols, int64_t ncols, const char *col_text,
+                         cannl_error *err) {
     if (!ds) return cannl__fail(err, CANNL_E_ARG, "cannl_dataset_load", "dataset pointer is NULL");
     memset(ds, 0, sizeof *ds);
     if (!path) return cannl__fail(err, CANNL_E_ARG, "cannl_dataset_load", "path is NULL");
-    if (dtype != CANNL_F32 && dtype != CANNL_F64)
-        return cannl__fail(err, CANNL_E_ARG, path, "invalid dtype %d (expected CANNL_F32 or CANNL_F64)", (int)dtype);
+    if (dtype != CANNL_F32 && dtype != CANNL_F64 && dtype != CANNL_I32)
+        return cannl__fail(err, CANNL_E_ARG, path, "invalid dtype %d (expected CANNL_F32, CANNL_F64 or CANNL_I32)",
+                           (int)dtype);
     cannl_status st = CANNL_OK;
     if (format == CANNL_FMT_AUTO) {
         format = detect(path, err, &st);
         if (st != CANNL_OK) return st;
     }
-    if (header == CANNL__CSV_HEADER && format != CANNL_FMT_CSV)
-        return cannl__fail(err, CANNL_E_ARG, path, "':header' declares the header row of a CSV file, but this is %s",
+    if ((header == CANNL__CSV_HEADER || ncols > 0) && format != CANNL_FMT_CSV)
+        return cannl__fail(err, CANNL_E_ARG, path, "'%s%s' %s of a CSV file, but this is %s",
+                           ncols > 0 ? ":" : ":header", ncols > 0 ? col_text : "",
+                           ncols > 0 ? "selects columns" : "declares the header row",
                            format == CANNL_FMT_NPY ? "a .npy file" : "an IDX file");
     switch (format) {
     case CANNL_FMT_IDX: st = cannl__load_idx(ds, path, dtype, err); break;
     case CANNL_FMT_NPY: st = cannl__load_npy(ds, path, dtype, err); break;
-    case CANNL_FMT_CSV: st = cannl__load_csv(ds, path, dtype, header, err); break;
+    case CANNL_FMT_CSV: st = cannl__load_csv(ds, path, dtype, header, ncols > 0 ? cols : NULL, ncols, err); break;
     default: return cannl__fail(err, CANNL_E_ARG, path, "invalid format %d", (int)format);
     }
     if (st != CANNL_OK) cannl_dataset_free(ds);
@@ -356,22 +378,98 @@ static cannl_status load(cannl_dataset *ds, const char *path, cannl_format forma
 
 cannl_status cannl_dataset_load(cannl_dataset *ds, const char *path, cannl_format format, cannl_dtype dtype,
                                 cannl_error *err) {
-    return load(ds, path, format, dtype, CANNL__CSV_AUTO_HEADER, err);
+    return load(ds, path, format, dtype, CANNL__CSV_AUTO_HEADER, NULL, 0, NULL, err);
+}
+
+enum { MAX_COLUMNS = 1 << 20 };
+
+/* A column selection "0-5", "6", "0,2,4-7" (0-based, ranges inclusive) into *cols (malloc'd,
+ * *n entries). 1: s is no selection (other characters); -1: it looks like one but is not
+ * well formed (a reversed or open range, too many columns); -2: out of memory. */
+static int parse_columns(const char *s, int64_t **cols, int64_t *n) {
+    if (!*s || strspn(s, "0123456789,-") != strlen(s)) return 1;
+    *cols = NULL;
+    *n = 0;
+    size_t cap = 0;
+    const char *p = s;
+    for (;;) {
+        char *end;
+        if (*p < '0' || *p > '9') goto bad;
+        errno = 0;
+        long long a = strtoll(p, &end, 10), b = a;
+        p = end;
+        if (*p == '-') {
+            if (p[1] < '0' || p[1] > '9') goto bad;
+            b = strtoll(p + 1, &end, 10);
+            p = end;
+        }
+        if (errno || b < a || b - a >= MAX_COLUMNS || *n + (b - a + 1) > MAX_COLUMNS) goto bad;
+        for (long long c = a; c <= b; c++) {
+            if ((size_t)*n == cap) {
+                cap = cap ? cap * 2 : 16;
+                int64_t *nc = realloc(*cols, cap * sizeof *nc);
+                if (!nc) {
+                    free(*cols);
+                    *cols = NULL;
+                    return -2;
+                }
+                *cols = nc;
+            }
+            (*cols)[(*n)++] = (int64_t)c;
+        }
+        if (!*p) return 0;
+        if (*p != ',') goto bad;
+        p++;
+    }
+bad:
+    free(*cols);
+    *cols = NULL;
+    *n = 0;
+    return -1;
 }
 
 cannl_status cannl__dataset_load_bound(cannl_dataset *ds, const char *path_spec, cannl_dtype dtype, cannl_error *err) {
-    static const char suffix[] = ":header";
-    const size_t len = path_spec ? strlen(path_spec) : 0, n = sizeof suffix - 1;
-    if (len <= n || strcmp(path_spec + len - n, suffix) != 0)
-        return load(ds, path_spec, CANNL_FMT_AUTO, dtype, CANNL__CSV_AUTO_HEADER, err);
-    char *path = malloc(len - n + 1);
-    if (!path) {
-        if (ds) memset(ds, 0, sizeof *ds);
+    if (ds) memset(ds, 0, sizeof *ds);
+    struct stat sb;
+    if (!path_spec || stat(path_spec, &sb) == 0) /* a file of that very name: no suffixes */
+        return load(ds, path_spec, CANNL_FMT_AUTO, dtype, CANNL__CSV_AUTO_HEADER, NULL, 0, NULL, err);
+    const size_t len = strlen(path_spec);
+    char *path = malloc(len + 1), *col_text = malloc(len + 1);
+    if (!path || !col_text) {
+        free(path);
+        free(col_text);
         return cannl__fail(err, CANNL_E_NOMEM, path_spec, "out of memory");
     }
-    memcpy(path, path_spec, len - n);
-    path[len - n] = '\0';
-    cannl_status st = load(ds, path, CANNL_FMT_AUTO, dtype, CANNL__CSV_HEADER, err);
+    memcpy(path, path_spec, len + 1);
+    col_text[0] = '\0';
+    cannl__csv_header header = CANNL__CSV_AUTO_HEADER;
+    int64_t *cols = NULL, ncols = 0;
+    cannl_status st = CANNL_OK;
+    /* PATH[:header][:COLUMNS] or PATH[:COLUMNS][:header], taken off the end */
+    for (int k = 0; k < 2 && st == CANNL_OK; k++) {
+        char *colon = strrchr(path, ':');
+        if (!colon || colon == path) break;
+        if (strcmp(colon + 1, "header") == 0 && header == CANNL__CSV_AUTO_HEADER) {
+            header = CANNL__CSV_HEADER;
+            *colon = '\0';
+            continue;
+        }
+        if (cols) break;
+        const int r = parse_columns(colon + 1, &cols, &ncols);
+        if (r == 1) break;
+        if (r == -2) st = cannl__fail(err, CANNL_E_NOMEM, path_spec, "out of memory");
+        if (r == -1)
+            st = cannl__fail(err, CANNL_E_ARG, path_spec,
+                             "bad column selection '%s' (0-based columns: N, N-M or a comma-separated list of them, "
+                             "e.g. 0-5 or 0,2,4-7)", colon + 1);
+        if (r == 0) {
+            memcpy(col_text, colon + 1, strlen(colon + 1) + 1);
+            *colon = '\0';
+        }
+    }
+    if (st == CANNL_OK) st = load(ds, path, CANNL_FMT_AUTO, dtype, header, cols, ncols, col_text, err);
+    free(cols);
+    free(col_text);
     free(path);
     return st;
 }
@@ -390,6 +488,8 @@ cannl_status cannl_dataset_one_hot(cannl_dataset *ds, int32_t classes, cannl_err
     if (!ds || (!ds->data && ds->count > 0))
         return cannl__fail(err, CANNL_E_ARG, "cannl_dataset_one_hot", "dataset is NULL or empty");
     const char *src = ds->source[0] ? ds->source : "dataset";
+    if (ds->dtype == CANNL_I32)
+        return cannl__fail(err, CANNL_E_ARG, src, "one-hot: a dataset of ids (CANNL_I32) is used as it is");
     if (classes < 1) return cannl__fail(err, CANNL_E_ARG, src, "one-hot: class count %d must be >= 1", (int)classes);
     if (ds->elems != 1)
         return cannl__fail(err, CANNL_E_MISMATCH, src,

@@ -24,7 +24,7 @@ const char *cannl_status_str(cannl_status s) {
 
 size_t cannl_dtype_size(cannl_dtype dtype) {
     switch (dtype) {
-    case CANNL_F32: return 4;
+    case CANNL_F32: case CANNL_I32: return 4;
     case CANNL_F64: return 8;
     }
     return 0;

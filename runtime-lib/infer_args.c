@@ -25,7 +25,9 @@ typedef struct flag_def {
 
 static const flag_def FLAGS[] = {
     {"--weights", F_PATH, 0, "PATH", "params from a safetensors file (a checkpoint of this model, or any file with the params)"},
+    {"--name-map", F_PATH, 0, "FILE", "tensor names in the --weights file: lines 'cannl_name = pytorch.key' (# comments)"},
     {"--input", F_INPUT, 0, "NAME=PATH", "data for input NAME (one per input; .npy, .csv, IDX, maybe .gz)"},
+    {"--data", F_INPUT, 0, "NAME=PATH", "the same as --input (the training program's spelling)"},
     {"--output", F_OUTPUT, 0, "PATH", "write the outputs: CSV if PATH ends in .csv, else .npy (several: see below)"},
     {"--batch", F_INT, 1, "N", "examples per forward call (default 128, or the model's maximum if smaller)"},
     {"--threads", F_INT, 1, "N", "OpenMP threads"},
@@ -83,7 +85,10 @@ static int apply(const cannl_model_api *api, const flag_def *f, const char *v, c
         }
     } else if (f->kind == F_PATH) {
         if (!*v) return cannl__usage_error(msg, cap, "%s: empty path", n);
-        o->weights = v;
+        if (strcmp(n, "--name-map") == 0)
+            o->name_map = v;
+        else
+            o->weights = v;
     } else if (f->kind == F_INT) {
         int64_t x;
         int rc = cannl__parse_int(n, v, f->min, &x, msg, cap);
@@ -165,6 +170,8 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
         if (rc) return rc;
     }
     if (o->help) return CANNL__EXIT_OK;
+    if (o->name_map && !o->weights)
+        return cannl__usage_error(msg, cap, "--name-map names the tensors of a --weights file: pass --weights PATH");
 
     if (o->batch_set && o->batch > api->max_batch)
         return cannl__usage_error(msg, cap,
@@ -243,8 +250,12 @@ void cannl__infer_usage(const cannl_infer_model *model, const char *prog, FILE *
     for (int32_t i = 0; i < api->num_inputs; i++) {
         fprintf(out, "  %-12s ", api->inputs[i].name);
         cannl__print_dims(out, &api->inputs[i]);
-        fprintf(out, "  (%" PRId64 " values per example)%s\n", api->inputs[i].size,
-                model->forward_reads[i] ? "" : "  only for --metric");
+        if (api->inputs[i].ids > 0)
+            fprintf(out, "  int: %" PRId64 " ids per example, each in [0, %" PRId64 ")%s\n", api->inputs[i].size,
+                    api->inputs[i].ids, model->forward_reads[i] ? "" : "  only for --metric");
+        else
+            fprintf(out, "  (%" PRId64 " values per example)%s\n", api->inputs[i].size,
+                    model->forward_reads[i] ? "" : "  only for --metric");
     }
     fprintf(out, "Outputs (written as .npy arrays [examples, dims...], or CSV with one line per example):\n");
     for (int32_t k = 0; k < api->num_outputs; k++) {

@@ -10,6 +10,7 @@
 typedef struct cannl__infer_opts {
     const char *prog;              /* basename of argv[0], for messages */
     const char *weights;           /* --weights PATH, or NULL */
+    const char *name_map;          /* --name-map FILE, or NULL */
     cannl__binding *inputs;        /* --input NAME=PATH (malloc'd, argc entries) */
     int ninputs;
     const char **out_paths;        /* per output: where to write it, or NULL (malloc'd) */

@@ -68,8 +68,13 @@ static int setup(runner *r) {
     r->m = api->create(0);
     if (!r->m) return report(r, CANNL__EXIT_FAIL, "out of memory (creating the model)");
     if (r->o.weights) {
-        if (cannl_model_load(api, r->m, r->o.weights, CANNL_LOAD_PARAMS, NULL, &err) != CANNL_OK)
-            return report(r, CANNL__EXIT_FAIL, "%s", err.msg);
+        cannl__name_map *names = NULL;
+        cannl_status st = CANNL_OK;
+        if (r->o.name_map && (st = cannl__name_map_load(r->o.name_map, &names, &err)) == CANNL_OK)
+            st = cannl__name_map_check(api, r->m, names, r->o.name_map, &err);
+        if (st == CANNL_OK) st = cannl__model_load_named(api, r->m, r->o.weights, CANNL_LOAD_PARAMS, names, NULL, &err);
+        cannl__name_map_free(names);
+        if (st != CANNL_OK) return report(r, CANNL__EXIT_FAIL, "%s", err.msg);
     } else {
         int rc = use_embedded(r);
         if (rc) return rc;
@@ -110,7 +115,7 @@ static int setup(runner *r) {
         r->count = 1; /* a model whose outputs read no input: one example */
     }
     for (int32_t j = 0; j < r->sub.num_inputs; j++) {
-        r->bufs[j] = cannl_alloc((size_t)r->o.batch * (size_t)r->sub_inputs[j].size * es);
+        r->bufs[j] = cannl_alloc((size_t)r->o.batch * (size_t)r->sub_inputs[j].size * cannl__input_elem_size(&r->sub, j));
         if (!r->bufs[j]) return report(r, CANNL__EXIT_FAIL, "out of memory");
         r->in[r->sub_index[j]] = r->bufs[j];
     }

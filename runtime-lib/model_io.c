@@ -60,8 +60,75 @@ static cannl_status list_state(const cannl_model_api *api, void *m, const char *
     return CANNL_OK;
 }
 
+/* The names of t[0..n) in files (map NULL: their own): *names, malloc'd, n strings each
+ * malloc'd (NULL entries: the tensor's own name). */
+static cannl_status map_names(const cannl__name_map *map, const cannl_tensor *t, size_t n, char ***names,
+                              const char *path, cannl_error *err) {
+    *names = calloc(n + 1, sizeof **names);
+    if (!*names) return cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
+    for (size_t i = 0; map && i < n; i++) {
+        char buf[512];
+        const char *to = cannl__name_map_apply(map, t[i].name, buf, sizeof buf);
+        if (to != t[i].name && !((*names)[i] = strdup(to))) return cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
+    }
+    return CANNL_OK;
+}
+
+static void free_names(char **names, size_t n) {
+    for (size_t i = 0; names && i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* "a, b, c" (the tensor names of the file, as many as fit). */
+static void file_names(const cannl_checkpoint *ck, char *buf, size_t cap) {
+    size_t k = 0, count = 0;
+    cannl_tensor x;
+    buf[0] = '\0';
+    for (size_t i = 0; cannl__checkpoint_tensor(ck, i, &x); i++) count++;
+    for (size_t i = 0; cannl__checkpoint_tensor(ck, i, &x) && k < cap; i++) {
+        const size_t len = strlen(x.name);
+        if (k + len + 16 > cap) {
+            snprintf(buf + k, cap - k, "%s... (%zu in all)", i ? ", " : "", count);
+            return;
+        }
+        k += (size_t)snprintf(buf + k, cap - k, "%s%s", i ? ", " : "", x.name);
+    }
+    if (count == 0) snprintf(buf, cap, "no tensors");
+}
+
+cannl_status cannl__name_map_check(const cannl_model_api *api, void *m, const cannl__name_map *map, const char *map_path,
+                                   cannl_error *err) {
+    cannl_tensor *t;
+    size_t n;
+    cannl_status st = list_state(api, m, map_path, &t, &n, err);
+    if (st != CANNL_OK) return st;
+    const char **names = calloc(n + 1, sizeof *names);
+    if (!names) {
+        free(t);
+        return cannl__fail(err, CANNL_E_NOMEM, map_path, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) names[i] = t[i].name;
+    const char *bad = cannl__name_map_unknown(map, names, n);
+    if (bad) {
+        char list[320];
+        size_t k = 0;
+        for (int32_t i = 0; i < api->num_params && k < sizeof list; i++)
+            k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "", api->params[i].name);
+        st = cannl__fail(err, CANNL_E_NOTFOUND, map_path, "'%s' is no tensor of model '%s' (its params: %s)", bad,
+                         api->name, list);
+    }
+    free(names);
+    free(t);
+    return st;
+}
+
 cannl_status cannl_model_save(const cannl_model_api *api, void *m, const char *path, const cannl_meta *extra,
                               size_t nextra, cannl_error *err) {
+    return cannl__model_save_named(api, m, path, extra, nextra, NULL, err);
+}
+
+cannl_status cannl__model_save_named(const cannl_model_api *api, void *m, const char *path, const cannl_meta *extra,
+                                     size_t nextra, const cannl__name_map *map, cannl_error *err) {
     cannl_status st = check_api(api, m, path, "cannl_model_save", err);
     if (st != CANNL_OK) return st;
     if (nextra > 0 && !extra) return cannl__fail(err, CANNL_E_ARG, path, "extra metadata list is NULL");
@@ -69,8 +136,18 @@ cannl_status cannl_model_save(const cannl_model_api *api, void *m, const char *p
     size_t n;
     st = list_state(api, m, path, &t, &n, err);
     if (st != CANNL_OK) return st;
+    char **names = NULL;
+    st = map_names(map, t, n, &names, path, err);
+    if (st != CANNL_OK) {
+        free_names(names, n);
+        free(t);
+        return st;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (names[i]) t[i].name = names[i];
     cannl_meta *meta = calloc(nextra + 2, sizeof *meta);
     if (!meta) {
+        free_names(names, n);
         free(t);
         return cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
     }
@@ -83,6 +160,7 @@ cannl_status cannl_model_save(const cannl_model_api *api, void *m, const char *p
     for (size_t i = 0; i < nextra; i++) meta[2 + i] = extra[i];
     st = cannl_checkpoint_save(path, t, n, meta, nextra + 2, err);
     free(meta);
+    free_names(names, n);
     free(t);
     return st;
 }
@@ -142,6 +220,12 @@ static cannl_status open_checked(const cannl_model_api *api, const char *path, c
 
 cannl_status cannl_model_load(const cannl_model_api *api, void *m, const char *path, cannl_load_what what,
                               cannl_checkpoint **keep_open_or_null, cannl_error *err) {
+    return cannl__model_load_named(api, m, path, what, NULL, keep_open_or_null, err);
+}
+
+cannl_status cannl__model_load_named(const cannl_model_api *api, void *m, const char *path, cannl_load_what what,
+                                     const cannl__name_map *map, cannl_checkpoint **keep_open_or_null,
+                                     cannl_error *err) {
     if (keep_open_or_null) *keep_open_or_null = NULL;
     cannl_status st = check_api(api, m, path, "cannl_model_load", err);
     if (st != CANNL_OK) return st;
@@ -154,10 +238,14 @@ cannl_status cannl_model_load(const cannl_model_api *api, void *m, const char *p
     if (st != CANNL_OK) return st;
 
     cannl_tensor *t = NULL;
-    size_t n = 0;
+    size_t n = 0, nall = 0;
+    char **names = NULL;
     size_t *off = NULL, *len = NULL;
     unsigned char *scratch = NULL;
     st = list_state(api, m, path, &t, &n, err);
+    if (st != CANNL_OK) goto done;
+    nall = n;
+    st = map_names(map, t, nall, &names, path, err);
     if (st != CANNL_OK) goto done;
     if (what == CANNL_LOAD_PARAMS) n = (size_t)api->num_params;
 
@@ -185,8 +273,15 @@ cannl_status cannl_model_load(const cannl_model_api *api, void *m, const char *p
     for (size_t i = 0; i < n; i++) {
         cannl_tensor want = t[i];
         want.data = scratch + off[i];
+        if (names[i]) want.name = names[i];
         st = cannl_checkpoint_read(ck, &want, err);
-        if (st == CANNL_E_NOTFOUND) st = cannl__fail(err, st, path, "missing tensor '%s'", t[i].name);
+        if (st == CANNL_E_NOTFOUND) {
+            char held[320], how[160] = "";
+            file_names(ck, held, sizeof held);
+            if (names[i]) snprintf(how, sizeof how, " (%s '%s' through the name map)",
+                                   i < (size_t)api->num_params ? "param" : "state tensor", t[i].name);
+            st = cannl__fail(err, st, path, "missing tensor '%s'%s; the file holds: %s", want.name, how, held);
+        }
         if (st != CANNL_OK) goto done; /* the message names the file, the tensor and both shapes */
     }
     /* A nan or inf would spread to every param through the first step: refuse it, as
@@ -209,6 +304,7 @@ cannl_status cannl_model_load(const cannl_model_api *api, void *m, const char *p
 
 done:
     cannl_free(scratch);
+    free_names(names, nall);
     free(len);
     free(off);
     free(t);

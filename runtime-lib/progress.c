@@ -47,9 +47,12 @@ size_t cannl_progress_format(char *buf, size_t cap, const cannl_progress *p) {
     size_t n = 0;
     if (cap > 0) buf[0] = '\0';
     if (!p) return 0;
-    put(buf, cap, &n, "epoch %" PRId64, p->epoch);
-    if (p->epochs > 0) put(buf, cap, &n, "/%" PRId64, p->epochs);
-    put(buf, cap, &n, "  step %" PRId64, p->step);
+    if (p->epoch > 0) {
+        put(buf, cap, &n, "epoch %" PRId64, p->epoch);
+        if (p->epochs > 0) put(buf, cap, &n, "/%" PRId64, p->epochs);
+        put(buf, cap, &n, "  ");
+    }
+    put(buf, cap, &n, "step %" PRId64, p->step);
     if (p->steps > 0) put(buf, cap, &n, "/%" PRId64, p->steps);
     if (isnan(p->loss))
         put(buf, cap, &n, "  loss nan");

@@ -116,13 +116,16 @@ cannl_status cannl__read_payload(cannl__src *s, cannl_dataset *ds, cannl__etype 
 /* data_idx.c / data_npy.c / data_csv.c */
 cannl_status cannl__load_idx(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err);
 cannl_status cannl__load_npy(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl_error *err);
-/* CSV: a header row is detected (none of its fields is a number), or declared (PATH:header). */
+/* CSV: a header row is detected (none of its fields is a number), or declared (PATH:header).
+ * cols[0..ncols): the 0-based columns to take, in that order (NULL: all of them). */
 typedef enum cannl__csv_header { CANNL__CSV_AUTO_HEADER = 0, CANNL__CSV_HEADER } cannl__csv_header;
 cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dtype, cannl__csv_header header,
-                             cannl_error *err);
+                             const int64_t *cols, int64_t ncols, cannl_error *err);
 
-/* cannl_dataset_load for a file bound as PATH or PATH:header (a CSV file with a header row,
- * declared: the first row is skipped whatever it holds). Messages name PATH. */
+/* cannl_dataset_load for a file bound as PATH[:header][:COLUMNS] (either order): ":header"
+ * declares a CSV file's header row (the first row is skipped whatever it holds); ":COLUMNS"
+ * takes those columns of a CSV file ("0-5", "6", "0,2,4-7": 0-based, ranges inclusive). A file
+ * whose name is the whole spec is read as it is. Messages name the file. */
 cannl_status cannl__dataset_load_bound(cannl_dataset *ds, const char *path_spec, cannl_dtype dtype, cannl_error *err);
 
 /* array_write.c -------------------------------------------------------- */
@@ -144,6 +147,34 @@ cannl_status cannl__array_write_tmp(const char *path, cannl__out_format fmt, can
  * that cannot be read), rank (may exceed CANNL_MAX_DIMS: then only the first dims are kept)
  * and shape into *out, data NULL. Returns 0 past the last. (For the fuzzing harness.) */
 int cannl__checkpoint_tensor(const cannl_checkpoint *ck, size_t i, cannl_tensor *out);
+
+/* name_map.c ---------------------------------------------------------- */
+
+/* --name-map FILE: `cannl_name = file.key` per line (`#` comments, blank lines); a param's
+ * name carries its optimiser state's with it ("w1.exp_avg" -> "fc1.weight.exp_avg"). */
+typedef struct cannl__name_map cannl__name_map;
+/* Read FILE (errors name it and the line). Free with cannl__name_map_free (NULL ignored). */
+cannl_status cannl__name_map_load(const char *path, cannl__name_map **out, cannl_error *err);
+void cannl__name_map_free(cannl__name_map *map);
+/* The name the tensor `name` has in files: its mapping, the mapping of the longest mapped
+ * prefix "<from>." with the rest appended (written into buf), or name itself (map NULL too). */
+const char *cannl__name_map_apply(const cannl__name_map *map, const char *name, char *buf, size_t cap);
+/* The first cannl name of the map that is not among names[0..n), or NULL. */
+const char *cannl__name_map_unknown(const cannl__name_map *map, const char *const *names, size_t n);
+
+/* model_io.c ---------------------------------------------------------- */
+
+/* cannl_model_save / cannl_model_load with the tensors under the names map gives them (map
+ * NULL: their own). A missing tensor's error lists the names the file holds. */
+cannl_status cannl__model_save_named(const cannl_model_api *api, void *m, const char *path, const cannl_meta *extra,
+                                     size_t nextra, const cannl__name_map *map, cannl_error *err);
+cannl_status cannl__model_load_named(const cannl_model_api *api, void *m, const char *path, cannl_load_what what,
+                                     const cannl__name_map *map, cannl_checkpoint **keep_open_or_null,
+                                     cannl_error *err);
+
+/* Every cannl name of map must be a state tensor of the model (errors name map_path). */
+cannl_status cannl__name_map_check(const cannl_model_api *api, void *m, const cannl__name_map *map, const char *map_path,
+                                   cannl_error *err);
 
 /* metrics_log.c ------------------------------------------------------- */
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { F_BOOL, F_INT, F_U64, F_REAL, F_PATH, F_BIND } flag_kind;
+typedef enum { F_BOOL, F_INT, F_U64, F_REAL, F_PATH, F_BIND, F_STREAM } flag_kind;
 
 typedef struct flag_def {
     const char *name;
@@ -25,8 +25,16 @@ typedef struct flag_def {
 
 static const flag_def FLAGS[] = {
     {"--data", F_BIND, 0, "NAME=PATH", "training data for input NAME (one per input; .npy, .csv, IDX, maybe .gz; "
-                                       "PATH:header: a CSV whose first row is a header)"},
+                                       "PATH:header: a CSV whose first row is a header; PATH:0-5: columns of a CSV)"},
     {"--test", F_BIND, 0, "NAME=PATH", "test data for input NAME (evaluated after every epoch)"},
+    {"--stream", F_STREAM, 0, "IN,TGT=PATH", "train a language model on a token stream: windows of ctx + 1 tokens at "
+                                              "random offsets (seeded by --seed and the step) feed integer inputs IN "
+                                              "(the first ctx) and TGT (the last ctx); an llm.c token shard or raw bytes; "
+                                              "needs --steps"},
+    {"--val-stream", F_STREAM, 0, "IN,TGT=PATH", "validation stream: val_loss and val_<metric> over --eval-batches fixed "
+                                                  "batches, every --eval-every steps and at the end"},
+    {"--eval-every", F_INT, 1, "N", "steps between validations of --val-stream (default: at the end only)"},
+    {"--eval-batches", F_INT, 1, "K", "batches of --batch windows per validation (default 10)"},
     {"--epochs", F_INT, 0, "N", "epochs to train (default 1; unlimited when only --steps is given)"},
     {"--steps", F_INT, 0, "N", "stop after N optimisation steps in total (resumed steps included)"},
     {"--batch", F_INT, 1, "N", "examples per step (default 128, or the model's maximum if smaller)"},
@@ -38,6 +46,8 @@ static const flag_def FLAGS[] = {
     {"--init", F_PATH, 0, "PATH", "initial params from a safetensors file (PyTorch's or a checkpoint)"},
     {"--checkpoint", F_PATH, 0, "PATH", "save the whole state after every epoch and at exit (never a diverged one)"},
     {"--resume", F_PATH, 0, "PATH", "continue the run saved in this checkpoint"},
+    {"--name-map", F_PATH, 0, "FILE", "tensor names in --init, --resume and --checkpoint files: lines "
+                                      "'cannl_name = pytorch.key' (# comments); optimiser state follows its param"},
     {"--metrics", F_PATH, 0, "PATH", "write JSON lines with the loss and the test metrics (with --resume: cut back to "
                                      "the checkpoint's step, then appended to)"},
     {"--log-every", F_INT, 0, "N", "steps between logged losses and checks that params are finite (default 100; 0 = never)"},
@@ -99,12 +109,16 @@ static int apply(const flag_def *f, const char *v, cannl__train_opts *o, char *m
             o->data[o->ndata++] = b;
         else
             o->test[o->ntest++] = b;
+    } else if (f->kind == F_STREAM) {
+        if (strcmp(n, "--stream") == 0) o->stream = v;
+        else o->val_stream = v;
     } else if (f->kind == F_PATH) {
         if (!*v) return cannl__usage_error(msg, cap, "%s: empty path", n);
         if (strcmp(n, "--init") == 0) o->init = v;
         if (strcmp(n, "--checkpoint") == 0) o->checkpoint = v;
         if (strcmp(n, "--resume") == 0) o->resume = v;
         if (strcmp(n, "--metrics") == 0) o->metrics = v;
+        if (strcmp(n, "--name-map") == 0) o->name_map = v;
         if (strcmp(n, "--lr-schedule") == 0) {
             if (strcmp(v, "constant") != 0 && strcmp(v, "cosine") != 0)
                 return cannl__usage_error(msg, cap, "--lr-schedule: '%s' is not constant or cosine", v);
@@ -128,6 +142,14 @@ static int apply(const flag_def *f, const char *v, cannl__train_opts *o, char *m
             o->batch_set = 1;
         }
         if (strcmp(n, "--log-every") == 0) o->log_every = x;
+        if (strcmp(n, "--eval-every") == 0) {
+            o->eval_every = x;
+            o->eval_every_set = 1;
+        }
+        if (strcmp(n, "--eval-batches") == 0) {
+            o->eval_batches = x;
+            o->eval_batches_set = 1;
+        }
         if (strcmp(n, "--threads") == 0) {
             if (x > 4096) return cannl__usage_error(msg, cap, "%s: %s threads is too many", n, v);
             o->threads = (int)x;
@@ -158,6 +180,7 @@ int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl_
     o->batch = CANNL__DEFAULT_BATCH;
     o->lr = NAN;
     o->log_every = CANNL__DEFAULT_LOG_EVERY;
+    o->eval_batches = CANNL__DEFAULT_EVAL_BATCHES;
     o->data = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->data);
     o->test = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->test);
     if (!o->data || !o->test) return cannl__usage_error(msg, cap, "out of memory");
@@ -195,6 +218,17 @@ int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl_
                     "--batch %" PRId64 " is larger than the model's maximum batch %" PRId64
                     " (regenerate with cannl gen --max-batch N)",
                     o->batch, api->max_batch);
+    if (o->stream) {
+        const char *other = o->ndata ? "--data" : o->ntest ? "--test (validate with --val-stream)" : o->epochs_set ? "--epochs"
+                          : o->no_shuffle ? "--no-shuffle" : NULL;
+        if (other) return cannl__usage_error(msg, cap, "--stream cannot be combined with %s", other);
+        if (!o->steps_set)
+            return cannl__usage_error(msg, cap, "--stream needs --steps N (a stream has no epochs)");
+    } else if (o->val_stream) {
+        return cannl__usage_error(msg, cap, "--val-stream needs --stream (the training stream)");
+    }
+    if (!o->val_stream && (o->eval_every_set || o->eval_batches_set))
+        return cannl__usage_error(msg, cap, "%s needs --val-stream", o->eval_every_set ? "--eval-every" : "--eval-batches");
     if (api->num_inputs == 0 && !o->steps_set)
         return cannl__usage_error(msg, cap, "model '%s' has no inputs: pass --steps N", api->name);
     return CANNL__EXIT_OK;
@@ -220,11 +254,16 @@ void cannl__train_usage(const cannl_model_api *api, const char *prog, FILE *out)
         fprintf(out, "It has no inputs: --steps N is required.\n");
     else
         fprintf(out, "Inputs (each needs --data NAME=PATH; a file with one class index per example is one-hot "
-                     "encoded):\n");
+                     "encoded; integer inputs [ctx] take int32/int64 .npy or integer CSV, or a token stream: "
+                     "--stream IN,TGT=PATH):\n");
     for (int32_t i = 0; i < api->num_inputs; i++) {
         fprintf(out, "  %-12s ", api->inputs[i].name);
         cannl__print_dims(out, &api->inputs[i]);
-        fprintf(out, "  (%" PRId64 " values per example)\n", api->inputs[i].size);
+        if (api->inputs[i].ids > 0)
+            fprintf(out, "  int: %" PRId64 " ids per example, each in [0, %" PRId64 ")\n", api->inputs[i].size,
+                    api->inputs[i].ids);
+        else
+            fprintf(out, "  (%" PRId64 " values per example)\n", api->inputs[i].size);
     }
     fprintf(out, "\nFlags (also --flag=value):\n");
     for (int k = 0; k < NFLAGS; k++) {

@@ -1,6 +1,7 @@
 /* train_data.c - binding data files to a model's inputs (--data/--test
- * NAME=PATH): name checks, loading, one-hot encoding of class indices, equal
- * example counts, and gathering one batch of every input. */
+ * NAME=PATH): name checks, loading, one-hot encoding of class indices, the ids
+ * of integer inputs (int32, each checked against its range), equal example
+ * counts, and gathering one batch of every input. */
 #include "rt_internal.h"
 #include "train_internal.h"
 
@@ -63,12 +64,49 @@ int cannl__bind_check(const cannl_model_api *api, const cannl__binding *b, int n
     return CANNL__EXIT_OK;
 }
 
+/* An integer input's ids: int32 values, ids->elems of them per example, each in [0, in->ids).
+   The first id out of range is an error naming the input, the example and the position. */
+static cannl_status check_ids(const cannl_tensor_info *in, const char *path, const cannl_dataset *ds,
+                              cannl_error *err) {
+    const int32_t *v = ds->data;
+    const int64_t total = ds->count * ds->elems;
+    for (int64_t k = 0; k < total; k++)
+        if (v[k] < 0 || v[k] >= in->ids)
+            return cannl__fail(err, CANNL_E_RANGE, path,
+                               "input '%s', example %" PRId64 ", position %" PRId64 ": id %" PRId32
+                               " is out of range [0, %" PRId64 ")",
+                               in->name, k / ds->elems, k % ds->elems, v[k], in->ids);
+    return CANNL_OK;
+}
+
+/* Load the file bound to the integer input in: int32 ids, in->size per example, in range. */
+static cannl_status load_ids(const cannl_tensor_info *in, const char *path, cannl_dataset *ds, cannl_error *err) {
+    cannl_status st = cannl__dataset_load_bound(ds, path, CANNL_I32, err);
+    if ((st == CANNL_E_MISMATCH || st == CANNL_E_RANGE) && err) { /* real values, or past int32 */
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return cannl__fail(err, st, NULL, "%s (input '%s' takes int32 ids: an int32 or int64 .npy, or a CSV of integers)",
+                           msg, in->name);
+    }
+    if (st != CANNL_OK) return st;
+    if (ds->count == 0) st = cannl__fail(err, CANNL_E_FORMAT, path, "no examples");
+    else if (ds->elems != in->size)
+        st = cannl__fail(err, CANNL_E_MISMATCH, path,
+                         "%" PRId64 " ids per example, but integer input '%s' takes %" PRId64 " (an array [N, %" PRId64
+                         "])", ds->elems, in->name, in->size, in->size);
+    else
+        st = check_ids(in, path, ds, err);
+    if (st != CANNL_OK) cannl_dataset_free(ds);
+    return st;
+}
+
 /* Load the file for input i into *ds and make its examples fit the input. A file with one
    value per example is taken as class indices and one-hot encoded when one_hot allows it
    (a [C] target); otherwise, or when its values are not integers, it does not fit. */
 static cannl_status load_one(const cannl_model_api *api, int32_t i, const char *path, int one_hot,
                              cannl_dataset *ds, cannl_error *err) {
     const cannl_tensor_info *in = &api->inputs[i];
+    if (in->ids > 0) return load_ids(in, path, ds, err);
     cannl_status st = cannl__dataset_load_bound(ds, path, api->dtype, err);
     if (st != CANNL_OK) return st;
     if (ds->count == 0) {

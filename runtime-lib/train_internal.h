@@ -17,6 +17,7 @@ enum { CANNL__EXIT_OK = 0, CANNL__EXIT_FAIL = 1, CANNL__EXIT_USAGE = 2 }; /* aft
 #define CANNL__DEFAULT_EPOCHS 1
 #define CANNL__DEFAULT_BATCH 128
 #define CANNL__DEFAULT_LOG_EVERY 100
+#define CANNL__DEFAULT_EVAL_BATCHES 10
 
 /* Command-line helpers of the training and inference programs (train_args.c):
  * a usage error (the message into msg, returns CANNL__EXIT_USAGE); an integer flag value of
@@ -24,6 +25,11 @@ enum { CANNL__EXIT_OK = 0, CANNL__EXIT_FAIL = 1, CANNL__EXIT_USAGE = 2 }; /* aft
 int cannl__usage_error(char *msg, size_t cap, const char *fmt, ...) CANNL__PRINTF(3, 4);
 int cannl__parse_int(const char *flag, const char *v, int64_t min, int64_t *out, char *msg, size_t cap);
 void cannl__print_dims(FILE *out, const cannl_tensor_info *t);
+
+/* Bytes per element of input i's buffers: int32 ids for an integer input, else the model's dtype. */
+static inline size_t cannl__input_elem_size(const cannl_model_api *api, int32_t i) {
+    return api->inputs[i].ids > 0 ? sizeof(int32_t) : cannl_dtype_size(api->dtype);
+}
 
 /* "<prog>: <kind>: <message>" on stderr, stdout flushed first (train_main.c). */
 void cannl__vmessage(const char *prog, const char *kind, const char *fmt, va_list ap);
@@ -49,8 +55,13 @@ typedef struct cannl__train_opts {
     int no_shuffle;
     int threads;                   /* 0: not given */
     const char *init, *checkpoint, *resume, *metrics;
+    const char *name_map;             /* --name-map FILE, or NULL */
     int64_t log_every;
     int quiet, help;
+    const char *stream, *val_stream;  /* --stream / --val-stream INPUT,TARGET=PATH, or NULL */
+    int64_t eval_every;               /* --eval-every N: validate every N steps (0: at the end only) */
+    int64_t eval_batches;             /* --eval-batches K */
+    int eval_every_set, eval_batches_set;
 } cannl__train_opts;
 
 /* train_args.c --------------------------------------------------------- */
@@ -84,5 +95,31 @@ cannl_status cannl__bind_load(const cannl_model_api *api, const cannl__binding *
 /* Gather examples idx[0..n) of every input's dataset into bufs[i]. */
 cannl_status cannl__bind_gather(const cannl_model_api *api, const cannl_dataset *ds, const int64_t *idx, int64_t n,
                                 void *const *bufs, cannl_error *err);
+
+/* train_stream.c ------------------------------------------------------- */
+
+/* A token stream bound to a pair of integer inputs [ctx |] (--stream / --val-stream). */
+typedef struct cannl__stream {
+    int32_t input, target;   /* the model inputs fed the first and the last ctx tokens of a window */
+    int64_t ctx;             /* tokens per example */
+    int64_t vocab;           /* the smaller of the two inputs' ids: every token must be below it */
+    const char *path;        /* into argv */
+    cannl_token_stream tokens;
+} cannl__stream;
+
+/* Parse INPUT,TARGET=PATH of flag (--stream, --val-stream) against the model: two distinct
+   integer inputs of rank 1 and equal length, and no other input. CANNL__EXIT_OK or
+   CANNL__EXIT_USAGE with msg. Nothing is opened. */
+int cannl__stream_bind(const cannl_model_api *api, const char *flag, const char *spec, cannl__stream *s, char *msg,
+                       size_t cap);
+/* Load the stream's file (errors name it: see cannl_token_stream_open). */
+cannl_status cannl__stream_open(cannl__stream *s, cannl_error *err);
+void cannl__stream_close(cannl__stream *s);
+/* The n windows of training step `step` (0-based) into the two inputs' int32 buffers of bufs;
+   offsets: room for n. */
+void cannl__stream_train_batch(const cannl__stream *s, uint64_t seed, int64_t step, int64_t n, int64_t *offsets,
+                               void *const *bufs);
+/* Validation batch k (of `batches`, n windows each; the same at every evaluation) into bufs. */
+void cannl__stream_val_batch(const cannl__stream *s, int64_t batches, int64_t n, int64_t k, void *const *bufs);
 
 #endif /* CANNL_TRAIN_INTERNAL_H */

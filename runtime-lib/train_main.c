@@ -55,6 +55,13 @@ typedef struct trainer {
     cannl__train_opts o;
     void *m;
     int has_inputs;
+    int streamed;                  /* --stream: batches of token windows, one endless epoch */
+    cannl__stream stream, val;     /* --stream, --val-stream (val.path NULL: none) */
+    int64_t *offsets;              /* a stream batch's window offsets (batch) */
+    cannl__name_map *names;        /* --name-map, or NULL */
+    int64_t validated_step;        /* step of the last validation, -1: none */
+    double val_loss;               /* its loss (metrics in ->val_metrics) */
+    double *val_metrics;           /* num_metrics */
     cannl_dataset *train, *test;   /* num_inputs each */
     int64_t ntrain, ntest;
     int64_t ck_examples;           /* a resumed run's example count, 0: unknown */
@@ -81,6 +88,9 @@ typedef struct trainer {
     int64_t resumed_step;          /* step of the --resume checkpoint, -1: none */
     int64_t tested_step;           /* step of the last test evaluation, -1: none */
     double test_loss;              /* results of that evaluation (metrics in ->metrics) */
+    double ep_loss;                /* the current epoch's sum of loss * examples so far (a stream run's: */
+    int64_t ep_examples;           /* since its last record), resumed runs too (checkpoint metadata), */
+                                   /* and its examples: the train_loss of its record */
 
     double t_start, last_print;
     int64_t steps_run, examples_run;
@@ -159,7 +169,7 @@ static int check_api(const trainer *t) {
     const char *missing = !a->create ? "create" : !a->destroy ? "destroy" : !a->train_step ? "train_step"
                         : !a->state_tensors ? "state_tensors" : !a->get_step ? "get_step" : !a->set_step ? "set_step"
                         : NULL;
-    if (!a->name || cannl_dtype_size(a->dtype) == 0 || a->max_batch < 1 || a->num_inputs < 0 ||
+    if (!a->name || (a->dtype != CANNL_F32 && a->dtype != CANNL_F64) || a->max_batch < 1 || a->num_inputs < 0 ||
         a->num_metrics < 0 || (a->num_inputs > 0 && !a->inputs) || (a->num_metrics > 0 && !a->metric_names))
         return report(t, CANNL__EXIT_FAIL, "the model table is malformed");
     if (missing) return report(t, CANNL__EXIT_FAIL, "model '%s': the model table has no %s function", a->name, missing);
@@ -211,11 +221,25 @@ static int resume_settings(trainer *t, const cannl_checkpoint *ck) {
         t->override = strcmp(sched, "spec") != 0;
     }
     r = meta_u64(ck, "examples", &v);
-    if (r < 0 || (r == 0 && (v < 1 || v > INT64_MAX || !t->has_inputs)))
+    if (r < 0 || (r == 0 && (v < 1 || v > INT64_MAX || !t->has_inputs || t->streamed)))
         return report(t, CANNL__EXIT_FAIL, "%s: metadata \"examples\" is '%s', %s", path,
                       cannl_checkpoint_meta(ck, "examples"),
-                      t->has_inputs ? "not a positive integer" : "but a model without inputs has no examples");
+                      !t->has_inputs ? "but a model without inputs has no examples"
+                      : t->streamed  ? "but a --stream run has no examples (the checkpoint is of a --data run)"
+                                     : "not a positive integer");
     if (r == 0) t->ck_examples = (int64_t)v;
+    /* The sums of a checkpoint saved mid-epoch (absent: the epoch's train_loss covers the
+       steps this run takes). */
+    const char *el = cannl_checkpoint_meta(ck, "epoch_loss_sum");
+    r = meta_u64(ck, "epoch_loss_examples", &v);
+    if ((el != NULL) != (r == 0) || r < 0 || (el && (cannl__parse_decimal(el, &lr) != CANNL__NUM_OK || v > INT64_MAX)))
+        return report(t, CANNL__EXIT_FAIL, "%s: metadata \"epoch_loss_sum\" '%s' and \"epoch_loss_examples\" '%s' are "
+                      "not a number and a count", path, el ? el : "(none)",
+                      cannl_checkpoint_meta(ck, "epoch_loss_examples") ? cannl_checkpoint_meta(ck, "epoch_loss_examples") : "(none)");
+    if (el) {
+        t->ep_loss = lr;
+        t->ep_examples = (int64_t)v;
+    }
     /* "epoch" counts the completed epochs: step / steps per epoch (0 without inputs). */
     uint64_t epoch;
     r = meta_u64(ck, "epoch", &epoch);
@@ -228,9 +252,9 @@ static int resume_settings(trainer *t, const cannl_checkpoint *ck) {
     if (r < 0)
         return report(t, CANNL__EXIT_FAIL, "%s: metadata \"epoch\" is '%s', not a non-negative integer", path,
                       cannl_checkpoint_meta(ck, "epoch"));
-    if (r == 0 && !t->has_inputs && epoch != 0)
-        return report(t, CANNL__EXIT_FAIL, "%s: metadata \"epoch\" is %" PRIu64 ", not 0 (a model without inputs runs "
-                      "one endless epoch)", path, epoch);
+    if (r == 0 && (!t->has_inputs || t->streamed) && epoch != 0)
+        return report(t, CANNL__EXIT_FAIL, "%s: metadata \"epoch\" is %" PRIu64 ", not 0 (%s runs one endless epoch)",
+                      path, epoch, t->streamed ? "a --stream run" : "a model without inputs");
     if (r == 0 && spe > 0 && epoch != (uint64_t)want)
         return report(t, CANNL__EXIT_FAIL,
                       "%s: metadata \"epoch\" is %" PRIu64 ", but its step %" PRId64 " at %" PRId64
@@ -254,16 +278,19 @@ static int setup_model(trainer *t) {
         return report(t, CANNL__EXIT_FAIL, "cannot create model '%s' (out of memory%s)", api->name,
                       t->ext ? ", or its device failed: see above" : "");
     cannl_error err;
+    if (t->o.name_map && (cannl__name_map_load(t->o.name_map, &t->names, &err) != CANNL_OK ||
+                          cannl__name_map_check(api, t->m, t->names, t->o.name_map, &err) != CANNL_OK))
+        return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     if (t->o.resume) {
         cannl_checkpoint *ck = NULL;
-        if (cannl_model_load(api, t->m, t->o.resume, CANNL_LOAD_ALL, &ck, &err) != CANNL_OK)
+        if (cannl__model_load_named(api, t->m, t->o.resume, CANNL_LOAD_ALL, t->names, &ck, &err) != CANNL_OK)
             return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
         int rc = resume_settings(t, ck);
         cannl_checkpoint_close(ck);
         if (rc) return rc;
         t->step = t->resumed_step = api->get_step(t->m);
     } else if (t->o.init) {
-        if (cannl_model_load(api, t->m, t->o.init, CANNL_LOAD_PARAMS, NULL, &err) != CANNL_OK)
+        if (cannl__model_load_named(api, t->m, t->o.init, CANNL_LOAD_PARAMS, t->names, NULL, &err) != CANNL_OK)
             return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     }
     if (t->o.lr_set) {
@@ -283,6 +310,11 @@ static int setup_data(trainer *t) {
     const cannl_model_api *api = t->api;
     if (!t->has_inputs) return CANNL__EXIT_OK;
     cannl_error err;
+    if (t->streamed) {
+        if (cannl__stream_open(&t->stream, &err) != CANNL_OK || (t->val.path && cannl__stream_open(&t->val, &err) != CANNL_OK))
+            return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+        return CANNL__EXIT_OK;
+    }
     /* One-hot encoding of class-index files only into targets (inputs forward does not read). */
     unsigned char *one_hot = NULL;
     if (api->forward_reads) {
@@ -306,7 +338,11 @@ static int setup_data(trainer *t) {
 /* Steps per epoch, the step to stop at, buffers. */
 static int setup_run(trainer *t) {
     const cannl_model_api *api = t->api;
-    if (t->has_inputs) {
+    if (t->streamed) {
+        t->spe = INT64_MAX; /* one endless epoch of random windows */
+        t->target = t->horizon = t->o.steps;
+        t->epochs_total = 1;
+    } else if (t->has_inputs) {
         t->spe = (t->ntrain + t->batch - 1) / t->batch;
         int64_t by_epochs = INT64_MAX;
         if ((t->o.epochs_set || !t->o.steps_set) && cannl__mul_i64(t->o.epochs, t->spe, &by_epochs)) by_epochs = INT64_MAX;
@@ -325,11 +361,14 @@ static int setup_run(trainer *t) {
     t->idx = malloc((size_t)t->batch * sizeof *t->idx);
     t->perm = malloc(((size_t)t->ntrain + 1) * sizeof *t->perm);
     t->metrics = calloc((size_t)api->num_metrics + 1, sizeof *t->metrics);
-    t->record = calloc((size_t)api->num_metrics + 3, sizeof *t->record);
+    t->record = calloc((size_t)api->num_metrics * 2 + 8, sizeof *t->record);
+    t->val_metrics = calloc((size_t)api->num_metrics + 1, sizeof *t->val_metrics);
+    t->offsets = malloc((size_t)t->batch * sizeof *t->offsets);
     if (t->ext && t->ext->prefetch) t->next = calloc((size_t)nin + 1, sizeof *t->next);
-    int oom = !t->bufs || !t->idx || !t->perm || !t->metrics || !t->record || (t->ext && t->ext->prefetch && !t->next);
+    int oom = !t->bufs || !t->idx || !t->perm || !t->metrics || !t->record || !t->val_metrics || !t->offsets ||
+              (t->ext && t->ext->prefetch && !t->next);
     for (int32_t i = 0; i < nin && !oom; i++) {
-        size_t bytes = (size_t)t->batch * (size_t)api->inputs[i].size * cannl_dtype_size(api->dtype);
+        size_t bytes = (size_t)t->batch * (size_t)api->inputs[i].size * cannl__input_elem_size(api, i);
         oom = !(t->bufs[i] = cannl_alloc(bytes)) || (t->next && !(t->next[i] = cannl_alloc(bytes)));
     }
     if (oom) return report(t, CANNL__EXIT_FAIL, "out of memory allocating batch buffers");
@@ -340,7 +379,7 @@ static int setup_run(trainer *t) {
         /* A resumed run continues the log: first the records an earlier run wrote after the
            checkpoint (before it crashed or diverged) go, so that every step appears once. */
         int64_t removed = 0;
-        if (t->o.resume && cannl__metrics_trim(t->o.metrics, t->step, t->has_inputs ? t->spe : 0, &removed, &err))
+        if (t->o.resume && cannl__metrics_trim(t->o.metrics, t->step, t->has_inputs && !t->streamed ? t->spe : 0, &removed, &err))
             return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
         if (removed > 0 && !t->o.quiet)
             printf("%s: removed %" PRId64 " record%s after step %" PRId64 " (the checkpoint's) from %s\n", t->o.prog,
@@ -421,18 +460,26 @@ static int save_checkpoint(trainer *t) {
     if (!t->o.checkpoint) return CANNL__EXIT_OK;
     int rc = check_state(t); /* a diverged state never replaces the last good checkpoint */
     if (rc) return rc;
-    char seed[32], batch[32], epoch[32], lr[40], examples[32];
+    char seed[32], batch[32], epoch[32], lr[40], examples[32], ep_loss[40], ep_examples[32];
     snprintf(seed, sizeof seed, "%" PRIu64, t->seed);
     snprintf(batch, sizeof batch, "%" PRId64, t->batch);
-    snprintf(epoch, sizeof epoch, "%" PRId64, t->has_inputs ? t->step / t->spe : 0);
+    snprintf(epoch, sizeof epoch, "%" PRId64, t->has_inputs && !t->streamed ? t->step / t->spe : 0);
     snprintf(lr, sizeof lr, "%.17g", t->base_lr);
     snprintf(examples, sizeof examples, "%" PRId64, t->ntrain);
-    const cannl_meta meta[] = {{"seed", seed},   {"batch", batch}, {"epoch", epoch},
-                               {"shuffle", t->shuffle ? "1" : "0"}, {"lr", lr},
-                               {"lr_schedule", lr_schedule_name(t)}, {"examples", examples}};
+    snprintf(ep_loss, sizeof ep_loss, "%.17g", t->ep_loss);
+    snprintf(ep_examples, sizeof ep_examples, "%" PRId64, t->ep_examples);
+    cannl_meta meta[9] = {{"seed", seed}, {"batch", batch}, {"epoch", epoch}, {"shuffle", t->shuffle ? "1" : "0"},
+                          {"lr", lr}, {"lr_schedule", lr_schedule_name(t)}};
+    size_t nmeta = 6;
+    if (t->has_inputs && !t->streamed) meta[nmeta++] = (cannl_meta){"examples", examples};
+    /* Mid-epoch (a stream run: between records), the sums behind the next record's train_loss,
+       so that a resumed run logs the same. */
+    if (t->has_inputs && (t->streamed ? t->ep_examples > 0 : t->step % t->spe != 0)) {
+        meta[nmeta++] = (cannl_meta){"epoch_loss_sum", ep_loss};
+        meta[nmeta++] = (cannl_meta){"epoch_loss_examples", ep_examples};
+    }
     cannl_error err;
-    size_t nmeta = t->has_inputs ? 7 : 6;
-    if (cannl_model_save(t->api, t->m, t->o.checkpoint, meta, nmeta, &err) != CANNL_OK)
+    if (cannl__model_save_named(t->api, t->m, t->o.checkpoint, meta, nmeta, t->names, &err) != CANNL_OK)
         return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     t->saved_step = t->step;
     return CANNL__EXIT_OK;
@@ -475,14 +522,21 @@ static int evaluate(trainer *t) {
     return CANNL__EXIT_OK;
 }
 
-/* Test evaluation as a JSONL record; with_step for one taken mid-epoch. */
-static int log_test(trainer *t, int64_t epoch, int with_step) {
+/* The record of an epoch's end (train_loss: its mean training loss), or of the final test
+   evaluation of a run that stopped mid-epoch (train_loss NaN: left out): epoch, step,
+   train_loss, lr, test_loss and the metrics when there is a test set, elapsed seconds. */
+static int log_epoch(trainer *t, int64_t epoch, double train_loss, int tested) {
     size_t n = 0;
     t->record[n++] = (cannl_metric)CANNL_METRIC_INT("epoch", epoch);
-    if (with_step) t->record[n++] = (cannl_metric)CANNL_METRIC_INT("step", t->step);
-    t->record[n++] = (cannl_metric)CANNL_METRIC("test_loss", t->test_loss);
-    for (int32_t k = 0; k < t->api->num_metrics; k++)
-        t->record[n++] = (cannl_metric)CANNL_METRIC(t->api->metric_names[k], t->metrics[k]);
+    t->record[n++] = (cannl_metric)CANNL_METRIC_INT("step", t->step);
+    if (!isnan(train_loss)) t->record[n++] = (cannl_metric)CANNL_METRIC("train_loss", train_loss);
+    t->record[n++] = (cannl_metric)CANNL_METRIC("lr", t->api->get_lr ? t->api->get_lr(t->m) : t->base_lr);
+    if (tested) {
+        t->record[n++] = (cannl_metric)CANNL_METRIC("test_loss", t->test_loss);
+        for (int32_t k = 0; k < t->api->num_metrics; k++)
+            t->record[n++] = (cannl_metric)CANNL_METRIC(t->api->metric_names[k], t->metrics[k]);
+    }
+    t->record[n++] = (cannl_metric)CANNL_METRIC("elapsed", now_s() - t->t_start);
     return write_record(t, n);
 }
 
@@ -501,7 +555,8 @@ static void show_progress(trainer *t, int64_t epoch, int64_t step_in_epoch, doub
     }
     t->last_print = now;
     double el = now - t->t_start;
-    cannl_progress p = {epoch + 1, t->epochs_total, step_in_epoch, t->has_inputs ? t->spe : t->target, loss,
+    cannl_progress p = {t->streamed ? 0 : epoch + 1, t->epochs_total, step_in_epoch,
+                        t->has_inputs && !t->streamed ? t->spe : t->target, loss,
                         el > 0 ? (double)t->examples_run / el : -1,
                         t->steps_run > 0 ? (double)(t->target - t->step) * el / (double)t->steps_run : -1};
     cannl_progress_print(stdout, &p);
@@ -509,14 +564,15 @@ static void show_progress(trainer *t, int64_t epoch, int64_t step_in_epoch, doub
 }
 
 /* After the last batch of epoch `epoch` (0-based). */
-static int end_epoch(trainer *t, int64_t epoch, double loss_sum, int64_t seen, double t_epoch) {
+static int end_epoch(trainer *t, int64_t epoch, int64_t seen, double t_epoch) {
+    const double train_loss = t->ep_examples > 0 ? t->ep_loss / (double)t->ep_examples : NAN;
     int rc;
     end_line(t);
-    if (t->ntest > 0 && ((rc = evaluate(t)) || (rc = log_test(t, epoch + 1, 0)))) return rc;
+    if (t->ntest > 0 && (rc = evaluate(t))) return rc;
+    if ((rc = log_epoch(t, epoch + 1, train_loss, t->ntest > 0))) return rc;
     if (!t->o.quiet) {
         double el = now_s() - t_epoch;
-        printf("epoch %" PRId64 "/%" PRId64 "  train_loss %.4f", epoch + 1, t->epochs_total,
-               seen > 0 ? loss_sum / (double)seen : NAN);
+        printf("epoch %" PRId64 "/%" PRId64 "  train_loss %.4f", epoch + 1, t->epochs_total, train_loss);
         if (t->ntest > 0) {
             printf("  test_loss %.4f", t->test_loss);
             for (int32_t k = 0; k < t->api->num_metrics; k++)
@@ -528,13 +584,98 @@ static int end_epoch(trainer *t, int64_t epoch, double loss_sum, int64_t seen, d
     return save_checkpoint(t);
 }
 
+/* ------------------------------------------------------------ token streams */
+
+/* Whether --val-stream is evaluated after step `step`: every --eval-every steps and at the last. */
+static int validation_due(const trainer *t, int64_t step) {
+    return t->val.path && ((t->o.eval_every > 0 && step % t->o.eval_every == 0) || step == t->target);
+}
+
+/* val_loss and val_<metric> over --eval-batches fixed batches of --batch windows of --val-stream. */
+static int validate(trainer *t) {
+    const cannl_model_api *api = t->api;
+    const int64_t batches = t->o.eval_batches, n = t->batch;
+    double loss_sum = 0;
+    double *sum = calloc((size_t)api->num_metrics + 1, sizeof *sum);
+    if (!sum) return report(t, CANNL__EXIT_FAIL, "out of memory");
+    for (int64_t k = 0; k < batches; k++) {
+        cannl__stream_val_batch(&t->val, batches, n, k, t->bufs);
+        double loss = 0;
+        api->eval(t->m, (const void *const *)t->bufs, n, &loss, t->val_metrics);
+        if (t->ext && t->ext->error && t->ext->error(t->m)) {
+            free(sum);
+            return report(t, CANNL__EXIT_FAIL, "%s", t->ext->error(t->m));
+        }
+        loss_sum += loss;
+        for (int32_t j = 0; j < api->num_metrics; j++) sum[j] += t->val_metrics[j];
+    }
+    t->val_loss = loss_sum / (double)batches;
+    for (int32_t j = 0; j < api->num_metrics; j++) t->val_metrics[j] = sum[j] / (double)batches;
+    free(sum);
+    t->validated_step = t->step;
+    return CANNL__EXIT_OK;
+}
+
+/* The record of a stream run at this step: step, train_loss (the mean of the steps since the last
+   multiple of --log-every; with --log-every 0, since the start),
+   lr, val_loss and val_<metric> when it was validated now, elapsed seconds. */
+static int stream_record(trainer *t, int validated) {
+    const cannl_model_api *api = t->api;
+    size_t n = 0;
+    t->record[n++] = (cannl_metric)CANNL_METRIC_INT("step", t->step);
+    t->record[n++] =
+        (cannl_metric)CANNL_METRIC("train_loss", t->ep_examples > 0 ? t->ep_loss / (double)t->ep_examples : NAN);
+    t->record[n++] = (cannl_metric)CANNL_METRIC("lr", api->get_lr ? api->get_lr(t->m) : t->base_lr);
+    char (*keys)[72] = NULL;
+    if (validated) {
+        keys = calloc((size_t)api->num_metrics + 1, sizeof *keys);
+        if (!keys) return report(t, CANNL__EXIT_FAIL, "out of memory");
+        t->record[n++] = (cannl_metric)CANNL_METRIC("val_loss", t->val_loss);
+        for (int32_t j = 0; j < api->num_metrics; j++) {
+            snprintf(keys[j], sizeof keys[j], "val_%s", api->metric_names[j]);
+            t->record[n++] = (cannl_metric)CANNL_METRIC(keys[j], t->val_metrics[j]);
+        }
+    }
+    t->record[n++] = (cannl_metric)CANNL_METRIC("elapsed", now_s() - t->t_start);
+    if (t->o.log_every > 0 && t->step % t->o.log_every == 0) { /* a record depends on its step alone */
+        t->ep_loss = 0;
+        t->ep_examples = 0;
+    }
+    int rc = write_record(t, n);
+    free(keys);
+    return rc;
+}
+
+/* Print a validation's line. */
+static void print_validation(trainer *t) {
+    if (t->o.quiet) return;
+    end_line(t);
+    printf("step %" PRId64 "/%" PRId64 "  val_loss %.4f", t->step, t->target, t->val_loss);
+    for (int32_t j = 0; j < t->api->num_metrics; j++) printf("  val_%s %.4f", t->api->metric_names[j], t->val_metrics[j]);
+    printf("\n");
+    fflush(stdout);
+}
+
+/* After a step of a stream run: the finiteness check and the record every --log-every steps,
+   the validation when it is due. */
+static int stream_step_done(trainer *t) {
+    int rc;
+    const int log = t->o.log_every > 0 && t->step % t->o.log_every == 0, val = validation_due(t, t->step);
+    if (log && (rc = check_state(t))) return rc;
+    if (val) {
+        if ((rc = validate(t))) return rc;
+        print_validation(t);
+    }
+    return log || val ? stream_record(t, val) : CANNL__EXIT_OK;
+}
+
 static int train(trainer *t) {
     const cannl_model_api *api = t->api;
     cannl_error err;
     while (t->step < t->target && !g_interrupted) {
         const int64_t epoch = t->step / t->spe;
         int64_t b = t->step % t->spe;
-        if (t->has_inputs) {
+        if (t->has_inputs && !t->streamed) {
             for (int64_t i = 0; i < t->ntrain; i++) t->perm[i] = i;
             if (t->shuffle) {
                 cannl_rng rng;
@@ -543,11 +684,25 @@ static int train(trainer *t) {
             }
         }
         const double t_epoch = now_s();
-        double loss_sum = 0;
         int64_t seen = 0;
+        if (b == 0) { /* a new epoch (else: a resumed one, its sums from the checkpoint) */
+            t->ep_loss = 0;
+            t->ep_examples = 0;
+        }
         for (; b < t->spe && t->step < t->target && !g_interrupted; b++) {
             int64_t n = 1;
-            if (t->has_inputs) {
+            if (t->streamed) {
+                n = t->batch;
+                if (!t->staged) cannl__stream_train_batch(&t->stream, t->seed, t->step, n, t->offsets, t->bufs);
+                t->staged = 0;
+                /* The next step's windows go to a prefetching model now, unless a validation,
+                   which uses the batch buffers, comes first. */
+                if (t->next && t->step + 1 < t->target && !validation_due(t, t->step + 1)) {
+                    cannl__stream_train_batch(&t->stream, t->seed, t->step + 1, n, t->offsets, t->next);
+                    t->ext->prefetch(t->m, (const void *const *)t->next, n);
+                    t->staged = 1;
+                }
+            } else if (t->has_inputs) {
                 n = t->ntrain - b * t->batch < t->batch ? t->ntrain - b * t->batch : t->batch;
                 if (!t->staged && cannl__bind_gather(api, t->train, t->perm + b * t->batch, n, t->bufs, &err) != CANNL_OK)
                     return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
@@ -581,9 +736,13 @@ static int train(trainer *t) {
             }
             t->steps_run++;
             t->examples_run += n;
-            loss_sum += loss * (double)n;
+            t->ep_loss += loss * (double)n;
+            t->ep_examples += n;
             seen += n;
-            if (t->o.log_every > 0 && t->step % t->o.log_every == 0) {
+            if (t->streamed) {
+                int rc = stream_step_done(t);
+                if (rc) return rc;
+            } else if (t->o.log_every > 0 && t->step % t->o.log_every == 0) {
                 int rc = check_state(t);
                 if (rc) return rc;
                 t->record[0] = (cannl_metric)CANNL_METRIC_INT("epoch", epoch + 1);
@@ -594,7 +753,7 @@ static int train(trainer *t) {
             show_progress(t, epoch, b + 1, loss);
         }
         if (b == t->spe) {
-            int rc = end_epoch(t, epoch, loss_sum, seen, t_epoch);
+            int rc = end_epoch(t, epoch, seen, t_epoch);
             if (rc) return rc;
         }
     }
@@ -605,10 +764,19 @@ static int train(trainer *t) {
 /* Final test evaluation (unless the last epoch's is current) and the summary. */
 static int finish(trainer *t) {
     const cannl_model_api *api = t->api;
+    if (t->val.path && !g_interrupted) {
+        if (t->validated_step != t->step) {
+            int rc = validate(t);
+            if (!rc) rc = stream_record(t, 1);
+            if (rc) return rc;
+        }
+        printf("val loss: %.4f\n", t->val_loss);
+        for (int32_t k = 0; k < api->num_metrics; k++) printf("val %s: %.4f\n", api->metric_names[k], t->val_metrics[k]);
+    }
     if (t->ntest > 0 && !g_interrupted) {
         if (t->tested_step != t->step) {
             int rc = evaluate(t);
-            if (!rc) rc = log_test(t, t->step / t->spe + 1, 1);
+            if (!rc) rc = log_epoch(t, t->step / t->spe + 1, NAN, 1);
             if (rc) return rc;
         }
         printf("test loss: %.4f\n", t->test_loss);
@@ -624,8 +792,9 @@ static int finish(trainer *t) {
 static int run(trainer *t) {
     int rc;
     if ((rc = check_api(t))) return rc;
-    if (t->o.ntest > 0 && !t->api->eval)
-        return report(t, CANNL__EXIT_FAIL, "--test: model '%s' has no eval function", t->api->name);
+    if ((t->o.ntest > 0 || t->val.path) && !t->api->eval)
+        return report(t, CANNL__EXIT_FAIL, "%s: model '%s' has no eval function", t->val.path ? "--val-stream" : "--test",
+                      t->api->name);
     if ((rc = setup_model(t)) || (rc = setup_data(t)) || (rc = check_checkpoint_dir(t)) || (rc = setup_run(t)))
         return rc;
     if (t->step >= t->target && !t->o.quiet)
@@ -672,6 +841,11 @@ static void cleanup(trainer *t) {
     free(t->idx);
     free(t->metrics);
     free(t->record);
+    free(t->val_metrics);
+    free(t->offsets);
+    cannl__name_map_free(t->names);
+    cannl__stream_close(&t->stream);
+    cannl__stream_close(&t->val);
     free(t->state);
     cannl__train_opts_free(&t->o);
 }
@@ -701,7 +875,11 @@ int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext,
         cannl__train_opts_free(&t.o);
         return CANNL__EXIT_OK;
     }
-    if (rc == CANNL__EXIT_OK) {
+    if (rc == CANNL__EXIT_OK && t.o.stream) {
+        rc = cannl__stream_bind(api, "--stream", t.o.stream, &t.stream, msg, sizeof msg);
+        if (rc == CANNL__EXIT_OK && t.o.val_stream)
+            rc = cannl__stream_bind(api, "--val-stream", t.o.val_stream, &t.val, msg, sizeof msg);
+    } else if (rc == CANNL__EXIT_OK) {
         rc = cannl__bind_check(api, t.o.data, t.o.ndata, "--data", msg, sizeof msg);
         if (rc == CANNL__EXIT_OK && t.o.ntest > 0)
             rc = cannl__bind_check(api, t.o.test, t.o.ntest, "--test", msg, sizeof msg);
@@ -719,12 +897,13 @@ int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext,
     }
 
     t.has_inputs = api->num_inputs > 0;
+    t.streamed = t.o.stream != NULL;
     t.seed = t.o.seed;
     t.shuffle = !t.o.no_shuffle;
     t.cosine = t.o.cosine;
     t.override = t.o.schedule_set;
     t.batch = t.o.batch_set ? t.o.batch : (CANNL__DEFAULT_BATCH < api->max_batch ? CANNL__DEFAULT_BATCH : api->max_batch);
-    t.saved_step = t.tested_step = t.resumed_step = -1;
+    t.saved_step = t.tested_step = t.resumed_step = t.validated_step = -1;
     t.tty = isatty(fileno(stdout));
     t.train = calloc((size_t)api->num_inputs + 1, sizeof *t.train);
     t.test = calloc((size_t)api->num_inputs + 1, sizeof *t.test);

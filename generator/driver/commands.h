@@ -39,6 +39,7 @@ struct GenOptions {
   long max_batch = 256;
   std::string dump;        // "", or a stage to print: tokens, ast, shapes, graph, ir, ir:STAGE, dot
   std::string weights;     // with embed: a safetensors checkpoint to compile in
+  std::string name_map;    // with weights: the params' names in it (`cannl_name = file.key` lines)
   bool embed = false;
   bool color = false;
   int opt_level = 2;       // -O0, -O1, -O2 (passes/pipeline.h)

@@ -234,7 +234,7 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
       card.inference_state = false;
     } else {
       std::string error;
-      if (!o.weights.empty() && !read_weights(p, o.weights, weights, error)) {
+      if (!o.weights.empty() && !read_weights(p, o.weights, o.name_map, weights, error)) {
         err << "cannl: error: " << error << "\n";
         return 1;
       }

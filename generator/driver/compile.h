@@ -28,6 +28,7 @@ struct CompileOptions {
   std::set<std::string> disabled;    // passes not to run
   bool blas = false;                 // C: contractions call cblas
   std::string weights;               // C: a checkpoint to compile in (--embed), "" for none
+  std::string name_map;              // the params' names in weights (--name-map), "" for their own
   std::string stop_after;            // "" or a stage: stop once it has run (a dump needs no more)
   bool emit = true;                  // false: stop after the passes (--stats, --dump=graph/dot)
   bool keep_before = false;          // keep the program as it was before the passes

@@ -63,6 +63,7 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
   co.opt_level = opt.opt_level;
   co.blas = opt.blas;
   if (opt.embed) co.weights = opt.weights;
+  if (opt.embed) co.name_map = opt.name_map;
   co.dims = opt.dims;
   for (const auto& name : opt.disabled_passes) {
     if (!find_pass(name)) {

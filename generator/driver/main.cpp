@@ -73,8 +73,12 @@ int main(int argc, char** argv) {
   auto* weights_opt = g->add_option("--weights", gen.weights, "a safetensors checkpoint of the model (with --embed)");
   auto* embed_opt = g->add_flag("--embed", gen.embed,
                                 "compile the --weights params into the generated code (<model>_weights.c)");
+  auto* name_map_opt = g->add_option("--name-map", gen.name_map,
+                                     "the params' names in the --weights file: lines 'cannl_name = pytorch.key' "
+                                     "(# comments), as the training and inference programs take it");
   embed_opt->needs(weights_opt);
   weights_opt->needs(embed_opt);
+  name_map_opt->needs(weights_opt);
   cannl::PlotOptions plot;
   auto* pl = app.add_subcommand("plot", "Draw the loss and metric curves of a training run's metrics log as SVG");
   pl->add_option("METRICS", plot.log, "the JSONL log a training program wrote (--metrics)")->required();

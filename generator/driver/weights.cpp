@@ -4,12 +4,63 @@
 #include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <set>
 
 #include "cannl_rt.h"
 
 namespace cannl {
 
-bool read_weights(const ir::Program& p, const std::string& path, EmbeddedWeights& out, std::string& error) {
+namespace {
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+// The name map file: param name -> name in the checkpoint.
+bool read_name_map(const ir::Program& p, const std::string& path, std::map<std::string, std::string>& map,
+                   std::string& error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = fmt::format("{}: cannot open the name map", path);
+    return false;
+  }
+  std::set<std::string> params, targets;
+  for (int b : p.params) params.insert(p.buffers[static_cast<size_t>(b)].state_name);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const std::string text = trim(line.substr(0, line.find('#')));
+    if (text.empty()) continue;
+    const size_t eq = text.find('=');
+    const std::string from = eq == std::string::npos ? "" : trim(text.substr(0, eq));
+    const std::string to = eq == std::string::npos ? "" : trim(text.substr(eq + 1));
+    if (from.empty() || to.empty() || from.find_first_of(" \t=") != std::string::npos ||
+        to.find_first_of(" \t=") != std::string::npos) {
+      error = fmt::format("{}: line {}: expected 'cannl_name = file.key', got '{}'", path, n, text);
+      return false;
+    }
+    if (!params.count(from)) {
+      error = fmt::format("{}: line {}: '{}' is no param of model '{}'", path, n, from, p.model);
+      return false;
+    }
+    if (map.count(from) || targets.count(to)) {
+      error = fmt::format("{}: line {}: '{}' is mapped twice", path, n, map.count(from) ? from : to);
+      return false;
+    }
+    map[from] = to;
+    targets.insert(to);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool read_weights(const ir::Program& p, const std::string& path, const std::string& name_map, EmbeddedWeights& out,
+                  std::string& error) {
+  std::map<std::string, std::string> names;
+  if (!name_map.empty() && !read_name_map(p, name_map, names, error)) return false;
   cannl_error err{};
   cannl_checkpoint* ck = nullptr;
   if (cannl_checkpoint_open(path.c_str(), nullptr, &ck, &err) != CANNL_OK) {
@@ -37,13 +88,16 @@ bool read_weights(const ir::Program& p, const std::string& path, EmbeddedWeights
     }
     std::vector<double> values(static_cast<size_t>(buf.elements()));
     cannl_tensor want{};
-    want.name = buf.state_name.c_str();
+    const auto mapped = names.find(buf.state_name);
+    want.name = mapped != names.end() ? mapped->second.c_str() : buf.state_name.c_str();
     want.dtype = CANNL_F64;
     want.ndims = static_cast<int32_t>(buf.dims.size());
     for (size_t d = 0; d < buf.dims.size(); ++d) want.shape[d] = buf.dims[d].size;
     want.data = values.data();
-    if (cannl_checkpoint_read(ck, &want, &err) != CANNL_OK) {
+    if (const cannl_status st = cannl_checkpoint_read(ck, &want, &err); st != CANNL_OK) {
       error = err.msg;
+      if (st == CANNL_E_NOTFOUND && mapped != names.end())
+        error += fmt::format(" (param '{}' through the name map {})", buf.state_name, name_map);
       return false;
     }
     for (size_t k = 0; k < values.size(); ++k)

@@ -186,6 +186,13 @@ def read_jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+def log_lines(path):
+    """A metrics log's lines without their "elapsed" (the one field two runs of the same training
+    do not share)."""
+    with open(path) as f:
+        return [re.sub(r',"elapsed":[^,}]*', "", line) for line in f]
+
+
 def step_losses(records):
     """[(step, loss)] of the per-step lines of a metrics log."""
     return [(r["step"], r["loss"]) for r in records if "loss" in r and "step" in r]

@@ -22,5 +22,8 @@
 
 extern const cannl_model_api fake_softmax_api;
 extern const cannl_model_api fake_quad_api;
+/* fake_bigram (fake_bigram.c): a byte-level bigram language model with integer inputs
+ * tokens [8] and next [8] (ids < 256), output logits [8, 256], param table [256, 256]. */
+extern const cannl_model_api fake_bigram_api;
 
 #endif

@@ -4,13 +4,16 @@
  * prefetched for it (same pointers, same data, same n). At exit it prints "prefetch: P
  * prefetched, S steps, M matched, B bad" on stderr; the status is 1 when a step got other
  * inputs than were prefetched for it, or a prefetched batch was never trained on. test_train's case
- * "prefetch" compares its checkpoints with fake_train's: prefetching must not change a run. */
+ * "prefetch" compares its checkpoints with fake_train's: prefetching must not change a run.
+ * FAKE_PREFETCH_MODEL=bigram: fake_bigram's instead (runtime.streams: token-stream runs). */
 #include "fake_models.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static cannl_model_api g_api;
+static const cannl_model_api *g_base; /* the model wrapped */
 /* What a prefetch was given: the inputs of step `for_step` (0-based), the one after the step
    that follows the call. */
 typedef struct record {
@@ -26,7 +29,7 @@ static uint64_t hash(const void *const *inputs, int64_t n) {
     uint64_t h = 1469598103934665603u;
     for (int32_t i = 0; i < g_api.num_inputs; i++) {
         const unsigned char *p = inputs[i];
-        size_t bytes = (size_t)n * (size_t)g_api.inputs[i].size * sizeof(float);
+        size_t bytes = (size_t)n * (size_t)g_api.inputs[i].size * 4; /* float or int32 ids */
         for (size_t k = 0; k < bytes; k++) h = (h ^ p[k]) * 1099511628211u;
     }
     return h;
@@ -61,7 +64,7 @@ static double train_step(void *m, const void *const *inputs, int64_t n) {
         else g_bad++;
     }
     g_nrec = keep;
-    return fake_softmax_api.train_step(m, inputs, n);
+    return g_base->train_step(m, inputs, n);
 }
 
 static const char *error(const void *m) {
@@ -70,7 +73,9 @@ static const char *error(const void *m) {
 }
 
 int main(int argc, char **argv) {
-    g_api = fake_softmax_api;
+    const char *which = getenv("FAKE_PREFETCH_MODEL");
+    g_base = which && strcmp(which, "bigram") == 0 ? &fake_bigram_api : &fake_softmax_api;
+    g_api = *g_base;
     g_api.train_step = train_step;
     const cannl_model_ext ext = {prefetch, error};
     int rc = cannl_train_main_ext(&g_api, &ext, argc, argv);

@@ -39,6 +39,9 @@ int main(int argc, char **argv) {
     q.eta_s = INFINITY;
     q.loss = 12345.678;
     expect_line(&q, "epoch 1  step 7  loss 1.235e+04  ETA --");
+    /* No epochs (a token-stream run): the epoch is left out. */
+    cannl_progress r = {0, 1, 40, 500, 2.25, 300.0, 12.0};
+    expect_line(&r, "step 40/500  loss 2.25  300.0 ex/s  ETA 12s");
 
     /* Small buffers: truncated but terminated; the full length is returned. */
     char small[12];

@@ -126,10 +126,31 @@ static void expect_at(int line, result r, int code, const char *out_sub, const c
 }
 #define EXPECT(r, code, out_sub, err_sub) expect_at(__LINE__, (r), (code), (out_sub), (err_sub))
 
-/* 1 if the two files exist and are byte-identical. */
+/* Remove the ,"elapsed":<seconds> fields of a JSONL log's records in place (the wall-clock
+   time is the one thing two runs of the same training do not share); the new length. */
+static size_t strip_elapsed(char *t, size_t len) {
+    static const char key[] = ",\"elapsed\":";
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        if (len - i >= sizeof key - 1 && memcmp(t + i, key, sizeof key - 1) == 0) {
+            i += sizeof key - 1;
+            while (i < len && t[i] != ',' && t[i] != '}') i++;
+        } else {
+            t[o++] = t[i++];
+        }
+    }
+    return o;
+}
+
+/* 1 if the two files exist and are byte-identical (JSONL logs: but for their elapsed times). */
 static int same_file(const char *a, const char *b) {
     size_t la, lb;
     char *x = rt_read_file(a, &la), *y = rt_read_file(b, &lb);
+    const size_t n = strlen(a);
+    if (x && y && n > 6 && strcmp(a + n - 6, ".jsonl") == 0) {
+        la = strip_elapsed(x, la);
+        lb = strip_elapsed(y, lb);
+    }
     int same = x && y && la == lb && memcmp(x, y, la) == 0;
     free(x);
     free(y);
@@ -333,9 +354,50 @@ static void case_binding(void) {
     EXPECT(RUN(g_fake, "--data", F("y=%s/y.idx", g_dir), "--data", F("x=%s/xf.csv", g_dir), "--batch=8", "--seed=7",
                "--epochs=2", "--log-every=1", "--metrics", W("c.jsonl")),
            0, NULL, NULL);
-    CHECK(count_lines(W("a.jsonl")) == 10);
+    CHECK(count_lines(W("a.jsonl")) == 12); /* 10 steps, 2 epochs */
     CHECK(same_file(W("a.jsonl"), W("b.jsonl")));
     CHECK(same_file(W("a.jsonl"), W("c.jsonl")));
+    /* One CSV file for both inputs, its columns bound: x = columns 0-3, y = column 4 (class
+       indices), a header detected; then label first, the header declared (:header composes
+       with the columns, either order). The same run, byte for byte. */
+    {
+        char *xs_text = rt_read_file(F("%s/xf.csv", g_dir), NULL), *ys_text = rt_read_file(F("%s/y.csv", g_dir), NULL);
+        CHECK(xs_text && ys_text);
+        FILE *all = fopen(W("all.csv"), "w"), *all2 = fopen(W("all2.csv"), "w");
+        CHECK(all && all2);
+        if (xs_text && ys_text && all && all2) {
+            fputs("a,b,c,d,label\n", all);
+            fputs("0,0,0,0,0\n", all2); /* declared a header: skipped although it is numbers */
+            char *xl = xs_text, *yl = strchr(ys_text, '\n') + 1; /* y.csv: after its header */
+            while (*xl && *yl) {
+                char *xe = strchr(xl, '\n'), *ye = strchr(yl, '\n');
+                fprintf(all, "%.*s,%.*s\n", (int)(xe - xl), xl, (int)(ye - yl), yl);
+                fprintf(all2, "%.*s, %.*s\n", (int)(ye - yl), yl, (int)(xe - xl), xl);
+                xl = xe + 1;
+                yl = ye + 1;
+            }
+        }
+        if (all) fclose(all);
+        if (all2) fclose(all2);
+        free(xs_text);
+        free(ys_text);
+        EXPECT(RUN(g_fake, "--data", F("x=%s:0-3", W("all.csv")), "--data", F("y=%s:4", W("all.csv")), "--batch", "8",
+                   "--seed", "7", "--epochs", "2", "--log-every", "1", "--threads", "3", "--metrics", W("d.jsonl")),
+               0, NULL, NULL);
+        CHECK(same_file(W("a.jsonl"), W("d.jsonl")));
+        EXPECT(RUN(g_fake, "--data", F("x=%s:1-2,3,4:header", W("all2.csv")), "--data", F("y=%s:header:0", W("all2.csv")),
+                   "--batch", "8", "--seed", "7", "--epochs", "2", "--log-every", "1", "--metrics", W("e.jsonl")),
+               0, NULL, NULL);
+        CHECK(same_file(W("a.jsonl"), W("e.jsonl")));
+        EXPECT(RUN(g_fake, "--data", F("x=%s:0-3", W("all.csv")), "--data", F("y=%s:5", W("all.csv"))), 1, NULL,
+               "all.csv: line 1: column 5 was asked for, but the line has 5 fields (columns 0-4)");
+        EXPECT(RUN(g_fake, "--data", F("x=%s:3-0", W("all.csv")), "--data", F("y=%s:4", W("all.csv"))), 1, NULL,
+               "all.csv:3-0: bad column selection '3-0'");
+        EXPECT(RUN(g_fake, "--data", F("x=%s/x.npy:0-3", g_dir), "--data", Y_ARG), 1, NULL,
+               "x.npy: ':0-3' selects columns of a CSV file, but this is a .npy file");
+        EXPECT(RUN(g_fake, "--data", F("x=%s:0-2", W("all.csv")), "--data", F("y=%s:4", W("all.csv"))), 1, NULL,
+               "all.csv:0-2: 3 values per example, but input 'x' takes 4");
+    }
     /* A test set: 1-D class indices (ty.npy) and a CSV with a header. */
     EXPECT(TRAIN("--epochs", "3", TEST_ARGS), 0, "test accuracy: ", NULL);
     /* Files that do not fit. */
@@ -361,19 +423,22 @@ static void case_binding(void) {
 static void case_metrics(void) {
     EXPECT(TRAIN("--epochs", "2", "--log-every", "2", "--metrics", W("m.jsonl"), TEST_ARGS), 0,
            "epoch 1/2  step 2/5  loss ", NULL);
-    /* 10 steps: losses at steps 2, 4, 6, 8, 10 and a test record after each epoch. */
+    /* 10 steps: losses at steps 2, 4, 6, 8, 10 and an epoch record after each epoch: its step,
+       mean training loss, lr, the test loss and metrics, the elapsed seconds. */
     char *t = rt_read_file(W("m.jsonl"), NULL);
     CHECK(t != NULL);
     if (t) {
         const char *want[] = {"{\"epoch\":1,\"step\":2,\"loss\":", "{\"epoch\":1,\"step\":4,\"loss\":",
-                              "{\"epoch\":1,\"test_loss\":",    "{\"epoch\":2,\"step\":6,\"loss\":",
+                              "{\"epoch\":1,\"step\":5,\"train_loss\":",    "{\"epoch\":2,\"step\":6,\"loss\":",
                               "{\"epoch\":2,\"step\":8,\"loss\":", "{\"epoch\":2,\"step\":10,\"loss\":",
-                              "{\"epoch\":2,\"test_loss\":"};
+                              "{\"epoch\":2,\"step\":10,\"train_loss\":"};
         const char *line = t;
         for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
             CHECK(strncmp(line, want[i], strlen(want[i])) == 0);
             const char *nl = strchr(line, '\n');
-            if (strstr(want[i], "test_loss")) CHECK(strstr(line, ",\"accuracy\":") && strstr(line, ",\"accuracy\":") < nl);
+            const char *keys[] = {",\"lr\":0.05,\"test_loss\":", ",\"accuracy\":", ",\"elapsed\":"};
+            for (size_t k = 0; k < 3 && strstr(want[i], "train_loss"); k++)
+                CHECK(strstr(line, keys[k]) && strstr(line, keys[k]) < nl);
             if (!nl) break;
             line = nl + 1;
         }
@@ -713,7 +778,7 @@ static void case_signals(void) {
                  W("b.safetensors")));
         unsetenv("FAKE_SIGNAL_AT_STEP");
         CHECK(strcmp(meta_of(W("b.safetensors"), "step"), sigs[i].step) == 0);
-        CHECK(count_lines(W("b.jsonl")) == atoi(sigs[i].step));
+        CHECK(count_lines(W("b.jsonl")) == atoi(sigs[i].step) + (atoi(sigs[i].step) >= 5)); /* + epoch 1's */
         EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("b.safetensors"), "--epochs", "2",
                    "--log-every", "1", "--checkpoint", W("b.safetensors"), "--metrics", W("b.jsonl")),
                0, NULL, NULL);
@@ -733,7 +798,7 @@ static void case_signals(void) {
     result r = wait_v(pid);
     const int64_t at = atoll(meta_of(W("d.safetensors"), "step"));
     printf("SIGTERM from outside: stopped at step %lld of 300\n", (long long)at);
-    CHECK(at > 0 && at < 300 && count_lines(W("d.jsonl")) == at);
+    CHECK(at > 0 && at < 300 && count_lines(W("d.jsonl")) == at + at / 5); /* steps and epochs (5 steps each) */
     EXPECT(r, 143, NULL, F("interrupted by SIGTERM after step %lld; checkpoint saved to ", (long long)at));
     EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("d.safetensors"), "--epochs", "60",
                "--log-every", "1", "--checkpoint", W("d.safetensors"), "--metrics", W("d.jsonl")),
@@ -778,7 +843,7 @@ static void case_diverge(void) {
            F("training diverged at step 7: state tensor 'b.momentum_buffer' holds nan at element 0 (try a lower "
              "--lr)%s\n", keeps));
     CHECK(holds(W("good.safetensors"), good, glen));
-    CHECK(count_lines(W("m.jsonl")) == 6);
+    CHECK(count_lines(W("m.jsonl")) == 7); /* steps 1-5, epoch 1, step 6 */
     /* without --log-every checks: b is nan after step 8, so the loss of step 9 is */
     EXPECT(RESUME_GOOD("--log-every", "0"), 1, NULL, F("training diverged at step 9: the loss is nan (try a lower --lr)%s", keeps));
     CHECK(holds(W("good.safetensors"), good, glen));
@@ -1024,7 +1089,7 @@ static void case_crash_resume(void) {
     char *before = rt_read_file(W("d.jsonl"), &len);
     EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("d.safetensors"), "--epochs", "2",
                "--metrics", W("d.jsonl")),
-           1, NULL, "d.jsonl: line 6 is not a record of a training program");
+           1, NULL, "d.jsonl: line 7 is not a record of a training program");
     CHECK(holds(W("d.jsonl"), before, len));
     free(before);
 #undef RESUME

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""`cannl gen SPEC --weights CK --name-map MAP --embed` (issue 20 item 5): a PyTorch state_dict's
+names map onto the spec's params when they are compiled in; a missing mapped tensor, a map naming
+no param, and --name-map without --weights are errors.
+    gen_name_map.py CANNL SPECS_DIR WORKDIR"""
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+
+cannl, specs, work = sys.argv[1], sys.argv[2], sys.argv[3]
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+os.chdir(work)
+spec = os.path.join(specs, "moons_mlp.cannl")
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def gen(*args):
+    return subprocess.run([cannl, "gen", spec, *args], capture_output=True, text=True)
+
+
+# nn.Sequential(Linear(2, 16), ReLU, Linear(16, 16), ReLU, Linear(16, 1)) names; every value of
+# tensor i is 0.125 * (i + 1), float32.
+shapes = {"net.0.weight": (16, 2), "net.0.bias": (16,), "net.2.weight": (16, 16), "net.2.bias": (16,),
+          "net.4.weight": (1, 16), "net.4.bias": (1,)}
+head, blobs, off = {}, [], 0
+for i, (k, sh) in enumerate(shapes.items()):
+    n = 1
+    for d in sh:
+        n *= d
+    b = struct.pack(f"<{n}f", *([0.125 * (i + 1)] * n))
+    head[k] = {"dtype": "F32", "shape": list(sh), "data_offsets": [off, off + len(b)]}
+    blobs.append(b)
+    off += len(b)
+h = json.dumps(head).encode()
+h += b" " * (-len(h) % 8)
+with open("torch.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+with open("map.txt", "w") as f:
+    f.write("# moons_mlp <- nn.Sequential\nw1 = net.0.weight\nb1 = net.0.bias   # first layer\n\n"
+            "w2 = net.2.weight\nb2 = net.2.bias\nw3 = net.4.weight\nb3 = net.4.bias\n")
+
+r = gen("-o", "out", "--weights", "torch.safetensors", "--name-map", "map.txt", "--embed")
+check(r.returncode == 0, f"gen --name-map: {r.returncode} {r.stderr}")
+if r.returncode == 0:
+    with open("out/moons_mlp_weights.c") as f:
+        text = f.read()
+    # the params' arrays in the order the file defines them, each holding one value
+    values = {m.group(1): set(re.findall(r"(-?[0-9.]+)f", m.group(2)))
+              for m in re.finditer(r"(\w+)_values\[\d+\] = \{(.*?)\};", text, re.S)}
+    want = {"w1": "0.125", "b1": "0.25", "w2": "0.375", "b2": "0.5", "w3": "0.625", "b3": "0.75"}
+    for name, v in want.items():
+        check(values.get(name) == {v}, f"{name}: compiled-in values {values.get(name)}, expected {v}")
+
+r = gen("-o", "out2", "--weights", "torch.safetensors", "--embed")
+check(r.returncode == 1 and "no tensor 'w1'" in r.stderr, f"without the map: {r.returncode} {r.stderr}")
+with open("wrong.txt", "w") as f:
+    f.write("w1 = net.0.weights\n")
+r = gen("-o", "out3", "--weights", "torch.safetensors", "--embed", "--name-map", "wrong.txt")
+check(r.returncode == 1 and "net.0.weights" in r.stderr and "param 'w1' through the name map" in r.stderr,
+      f"a mapped name missing: {r.stderr}")
+for content, needle in [("w9 = x\n", "bad.txt: line 1: 'w9' is no param of model 'moons_mlp'"),
+                        ("w1 net.0.weight\n", "bad.txt: line 1: expected 'cannl_name = file.key'"),
+                        ("w1 = a\nw1 = b\n", "bad.txt: line 2: 'w1' is mapped twice")]:
+    with open("bad.txt", "w") as f:
+        f.write(content)
+    r = gen("-o", "out4", "--weights", "torch.safetensors", "--embed", "--name-map", "bad.txt")
+    check(r.returncode == 1 and needle in r.stderr, f"map {content!r}: {r.returncode} {r.stderr}")
+    check(not os.path.exists("out4"), "nothing written for a bad map")
+r = gen("-o", "out5", "--name-map", "map.txt")
+check(r.returncode == 2 and "--name-map" in r.stderr, f"--name-map without --weights: {r.returncode} {r.stderr}")
+
+if failures:
+    print(f"{len(failures)} check(s) failed")
+    sys.exit(1)
+print("gen_name_map: all checks passed")

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""--name-map FILE (issue 20 item 5): `cannl_name = pytorch.key` lines rename a model's tensors
+in the files the training program reads (--init, --resume) and writes (--checkpoint), and in
+the inference program's --weights; a param's optimiser state follows it; a missing tensor's
+error lists what the file holds.
+
+usage: name_map.py WORKDIR BIGRAM_TRAIN BIGRAM_INFER SOFTMAX_TRAIN      (exit 77 without NumPy)"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+try:
+    import numpy as np
+except ImportError:
+    print("name_map: NumPy not available, skipped")
+    sys.exit(77)
+
+work, train, infer, softmax = sys.argv[1:5]
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+os.chdir(work)
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(*args):
+    p = subprocess.run(list(args), capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def save_safetensors(path, tensors):
+    """tensors: {name: float32 array}, written as a PyTorch state_dict saved with safetensors."""
+    head, blobs, off = {}, [], 0
+    for name, a in tensors.items():
+        b = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        head[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(head).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for k, v in head.items():
+        if k != "__metadata__":
+            b, e = v["data_offsets"]
+            out[k] = np.frombuffer(data[b:e], dtype=np.float32 if v["dtype"] == "F32" else np.float64).reshape(v["shape"])
+    return out
+
+
+rng = np.random.default_rng(3)
+emb = rng.normal(0, 0.5, size=(256, 256)).astype(np.float32)
+save_safetensors("torch.safetensors", {"emb.weight": emb})
+with open("map.txt", "w") as f:
+    f.write("# fake_bigram <- nn.Embedding(256, 256)\n\ntable = emb.weight   # the bigram table\n")
+text = bytes(rng.integers(97, 123, size=5000).astype(np.uint8))
+with open("train.txt", "wb") as f:
+    f.write(text)
+stream = ["--stream", "tokens,next=train.txt", "--batch", "4"]
+
+# --init through the map; the checkpoint written carries the mapped name.
+rc, out, err = run(train, *stream, "--steps", "0", "--init", "torch.safetensors", "--name-map", "map.txt",
+                   "--checkpoint", "init.ck")
+check(rc == 0, f"--init with --name-map: {rc} {err}")
+if rc == 0:
+    ck = read_safetensors("init.ck")
+    check(sorted(ck) == ["emb.weight"], f"checkpoint names {sorted(ck)}")
+    check(np.array_equal(ck.get("emb.weight"), emb), "--init read emb.weight into table")
+rc, out, err = run(train, *stream, "--steps", "3", "--init", "torch.safetensors", "--name-map", "map.txt",
+                   "--checkpoint", "a.ck")
+check(rc == 0, f"training from the state_dict: {rc} {err}")
+rc, out, err = run(train, *stream, "--steps", "5", "--resume", "a.ck", "--name-map", "map.txt", "--checkpoint", "a.ck")
+check(rc == 0 and "trained to step 5" in out, f"--resume with --name-map: {rc} {err}")
+
+# Without the map the names do not match: the error lists what the file holds.
+for args in (["--init", "torch.safetensors"], ["--resume", "a.ck"]):
+    rc, out, err = run(train, *stream, "--steps", "6", *args)
+    check(rc == 1 and "missing tensor 'table'; the file holds: emb.weight" in err, f"{args}: {rc} {err}")
+with open("wrong.txt", "w") as f:
+    f.write("table = embedding.weight\n")
+rc, out, err = run(train, *stream, "--steps", "1", "--init", "torch.safetensors", "--name-map", "wrong.txt")
+check(rc == 1 and "missing tensor 'embedding.weight' (param 'table' through the name map); the file holds: emb.weight"
+      in err, f"mapped name missing: {err}")
+
+# The inference program reads --weights through the map.
+with open("tok.csv", "w") as f:
+    f.write("97,98,99,100,101,102,103,104\n")
+rc, out, err = run(infer, "--weights", "a.ck", "--name-map", "map.txt", "--input", "tokens=tok.csv", "--output", "o.npy")
+check(rc == 0, f"inference with --name-map: {rc} {err}")
+if rc == 0:
+    table = read_safetensors("a.ck")["emb.weight"]
+    check(np.array_equal(np.load("o.npy")[0], table[97:105]), "inference used the mapped table")
+rc, out, err = run(infer, "--weights", "a.ck", "--input", "tokens=tok.csv", "--output", "o.npy")
+check(rc == 1 and "missing tensor 'table'; the file holds: emb.weight" in err, f"inference without the map: {err}")
+rc, out, err = run(infer, "--name-map", "map.txt", "--input", "tokens=tok.csv", "--output", "o.npy")
+check(rc == 2 and "--weights" in err, f"--name-map without --weights: {rc} {err}")
+
+# Optimiser state follows its param (fake_softmax: SGD with momentum).
+x = rng.normal(size=(20, 4)).astype(np.float32)
+np.save("x.npy", x)
+np.save("y.npy", rng.integers(0, 3, size=20).astype(np.int64))
+with open("lin.txt", "w") as f:
+    f.write("w = lin.w\nb = lin.b\n")
+sm = ["--data", "x=x.npy", "--data", "y=y.npy", "--batch", "8", "--name-map", "lin.txt"]
+rc, out, err = run(softmax, *sm, "--epochs", "1", "--checkpoint", "s.ck")
+check(rc == 0, f"softmax with a name map: {rc} {err}")
+if rc == 0:
+    names = sorted(read_safetensors("s.ck"))
+    check(names == ["lin.b", "lin.b.momentum_buffer", "lin.w", "lin.w.momentum_buffer"], f"state names {names}")
+    rc, out, err = run(softmax, *sm, "--epochs", "2", "--resume", "s.ck", "--checkpoint", "s.ck")
+    check(rc == 0, f"softmax resume through the map: {rc} {err}")
+
+# Bad maps: errors naming the file and the line or the name.
+for content, needle in [("table emb.weight\n", "bad.txt: line 1: expected 'cannl_name = file.key'"),
+                        ("# x\ntabel = emb.weight\n", "bad.txt: 'tabel' is no tensor of model 'fake_bigram' (its params: table)"),
+                        ("table = a\ntable = b\n", "bad.txt: line 2: 'table' is mapped twice")]:
+    with open("bad.txt", "w") as f:
+        f.write(content)
+    rc, out, err = run(train, *stream, "--steps", "1", "--name-map", "bad.txt")
+    check(rc == 1 and needle in err, f"bad map {content!r}: {rc} {err}")
+rc, out, err = run(train, *stream, "--steps", "1", "--name-map", "none.txt")
+check(rc == 1 and "none.txt: cannot open the name map" in err, f"missing map: {err}")
+
+if failures:
+    print(f"{len(failures)} check(s) failed")
+    sys.exit(1)
+print("name_map: all checks passed")
