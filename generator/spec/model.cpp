@@ -707,7 +707,22 @@ private:
       }
       return true;
     };
-    whole("warmup", 0);
+    if (c.args.count("warmup")) whole("warmup", 0);
+    if (c.name == "exponential" && !(c.args.at("gamma") > 0)) diags_.error(c.range, "exponential's 'gamma' must be positive");
+    if (c.name == "linear") {
+      whole("steps", 1);
+      for (const char* k : {"start_factor", "end_factor"})
+        if (!(c.args.at(k) >= 0)) diags_.error(c.range, fmt::format("linear's '{}' must be >= 0", k));
+    }
+    if (c.name == "onecycle") {
+      if (!(c.args.at("max_lr") > 0)) diags_.error(c.range, "onecycle's 'max_lr' must be positive");
+      const double p = c.args.at("pct_start");
+      if (whole("steps", 1) && !(p > 0 && p < 1 && p * c.args.at("steps") - 1 > 0 && p * c.args.at("steps") < c.args.at("steps") - 1))
+        diags_.error(c.range, fmt::format("onecycle's 'pct_start' ({}) must leave each phase at least one step of "
+                                          "its 'steps' ({})", p, c.args.at("steps")));
+      for (const char* k : {"div_factor", "final_div_factor"})
+        if (!(c.args.at(k) > 0)) diags_.error(c.range, fmt::format("onecycle's '{}' must be positive", k));
+    }
     if (c.name == "step") {
       whole("every", 1);
       if (!(c.args.at("gamma") > 0)) diags_.error(c.range, "step's 'gamma' must be positive");
