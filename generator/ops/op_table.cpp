@@ -280,15 +280,17 @@ void concat(ShapeContext& c, const BoundCall& b) {
   Origin o = c.origin("in concat of", {x, y});
   for (AxisKind k : {AxisKind::Batch, AxisKind::Input})
     s.broadcast(c.result().row(k), {c.shape(x).row(k), c.shape(y).row(k)}, o, axis_kind_name(k));
-  RowT lead = s.fresh_row();
+  RowT lx = s.fresh_row(), ly = s.fresh_row();
   DimT A = s.fresh_dim(), B = s.fresh_dim(), R = s.fresh_dim();
   auto then = [](const RowT& r, DimT d) { return RowT{{}, r.var, {d}}; };
-  s.equal_rows(c.shape(x).row(AxisKind::Output), then(lead, A), o,
-               fmt::format("{} needs an output axis to join along", c.name_of(x)));
-  s.equal_rows(c.shape(y).row(AxisKind::Output), then(lead, B), o,
-               fmt::format("the output axes of {} and {} must be equal but the last", c.name_of(x), c.name_of(y)));
-  c.result().row(AxisKind::Output) = then(lead, R);
-  s.sum(A, B, R, o);
+  bool ok = s.equal_rows(c.shape(x).row(AxisKind::Output), then(lx, A), o,
+                         fmt::format("{} needs an output axis to join along", c.name_of(x)));
+  ok = s.equal_rows(c.shape(y).row(AxisKind::Output), then(ly, B), o,
+                    fmt::format("{} needs an output axis to join along", c.name_of(y))) && ok;
+  ok = ok && s.equal_rows(lx, ly, o, fmt::format("the output axes of {} and {} must be equal but the last",
+                                                 c.name_of(x), c.name_of(y)));
+  c.result().row(AxisKind::Output) = then(lx, R);
+  if (ok) s.sum(A, B, R, o);
 }
 
 PointwiseLowering binary_loss(std::function<ir::ExprP(const ir::ExprP& d, const BoundCall& c)> f) {

@@ -35,6 +35,8 @@ struct Origin {
   SourceRange at;
   std::function<std::string()> describe;
   int tensor = -1;  // the spec tensor whose definition it is in (for notes; not the solver's)
+  // A note for the user when a constraint of this origin fails ("" for none), decided then.
+  std::function<std::string()> hint = {};
 };
 
 class Solver {
