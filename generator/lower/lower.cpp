@@ -85,6 +85,7 @@ public:
                                                     : ir::Role::Computed;
       int b = new_buffer(t.name, sh_.tensors[i], role);
       out_.prog.buffers[static_cast<size_t>(b)].tensor = static_cast<int>(i);
+      out_.prog.buffers[static_cast<size_t>(b)].frozen = t.frozen;
       out_.prog.buffers[static_cast<size_t>(b)].shape = t.name + " : " + print_shape(sh_.tensors[i]);
       out_.tensor_buf[i] = b;
       if (t.kind != TensorKind::Computed) continue;

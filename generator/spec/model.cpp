@@ -228,6 +228,7 @@ private:
     t.shape = s.shape ? &*s.shape : nullptr;
     t.expr = (k == TensorKind::Computed) ? s.expr.get() : nullptr;
     t.is_metric = s.kind == StmtKind::Metric;
+    t.frozen = s.frozen || s.is_buffer;
     t.dtype = dtype;
     t.block = block_;
     t.instance = instance_;
