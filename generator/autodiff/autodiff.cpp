@@ -109,7 +109,7 @@ void differentiate(ir::Program& p) {
   const int loss = p.loss;
   // Which buffers depend on a param (only those get gradients).
   std::vector<bool> needs(p.buffers.size(), false);
-  for (size_t i = 0; i < p.buffers.size(); ++i) needs[i] = p.buffers[i].role == ir::Role::Param;
+  for (size_t i = 0; i < p.buffers.size(); ++i) needs[i] = p.buffers[i].role == ir::Role::Param && !p.buffers[i].frozen;
   for (const ir::Stmt& s : forward) {
     std::vector<const ir::Expr*> loads;
     ir::collect_loads(s, loads);

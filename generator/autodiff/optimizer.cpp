@@ -44,7 +44,7 @@ int state_buffer(ir::Program& p, int param, const std::string& state) {
 
 ExprP schedule_lr(const CallConfig& c, const ExprP& base) {
   auto a = [&](const char* k) { return c.args.at(k); };
-  const double warmup = a("warmup");
+  const double warmup = c.args.count("warmup") ? a("warmup") : 0;
   const ExprP s = sub(ir::scalar("step"), num(1));  // steps taken before this one
   ExprP after;                                      // the lr once warmed up
   if (c.name == "constant") {
@@ -52,6 +52,23 @@ ExprP schedule_lr(const CallConfig& c, const ExprP& base) {
   } else if (c.name == "step") {  // base * gamma ** floor((s - warmup) / every), whole steps
     const double w = static_cast<double>(static_cast<long>(warmup)), every = static_cast<double>(static_cast<long>(a("every")));
     after = mul(base, ir::call("pow", {num(a("gamma")), ir::call("floor", {div(sub(s, num(w)), num(every))})}));
+  } else if (c.name == "exponential") {  // base * gamma ** (s - warmup)
+    after = mul(base, ir::call("pow", {num(a("gamma")), sub(s, num(warmup))}));
+  } else if (c.name == "linear") {  // base * (start + (end - start) * min(s - warmup, steps) / steps)
+    const ExprP t = div(sub(s, num(warmup)), num(a("steps")));
+    const ExprP capped = ir::select(ir::binary(Op::Gt, t, num(1)), num(1), t);
+    after = mul(base, add(num(a("start_factor")), mul(num(a("end_factor") - a("start_factor")), capped)));
+  } else if (c.name == "onecycle") {
+    // PyTorch's OneCycleLR (anneal_strategy "cos", two phases): from max_lr / div_factor up to
+    // max_lr at step pct_start * steps - 1, then down to that / final_div_factor at steps - 1.
+    const double top = a("max_lr"), low = top / a("div_factor"), bottom = low / a("final_div_factor");
+    const double end1 = a("pct_start") * a("steps") - 1, end2 = a("steps") - 1;
+    auto anneal = [&](double from, double to, ExprP pct) {  // to + (from - to) / 2 * (1 + cos(pi pct))
+      const ExprP capped = ir::select(ir::binary(Op::Gt, pct, num(1)), num(1), pct);
+      return add(num(to), mul(num((from - to) / 2), add(num(1), ir::call("cos", {mul(num(3.141592653589793), capped)}))));
+    };
+    after = ir::select(ir::binary(Op::Gt, s, num(end1)), anneal(top, bottom, div(sub(s, num(end1)), num(end2 - end1))),
+                       anneal(low, top, div(s, num(end1))));
   } else {  // cosine: min_lr + (base - min_lr) * 0.5 * (1 + cos(pi * min(1, (s - warmup) / (steps - warmup))))
     const double min_lr = a("min_lr");
     const ExprP t = div(sub(s, num(warmup)), num(a("steps") - warmup));

@@ -130,6 +130,15 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
     out << dump_dot(c.before, c.prog);
     return 0;
   }
+  if (opt.dump.rfind("dot:", 0) == 0) {
+    std::string dot = dump_dot_routine(c.prog, opt.dump.substr(4), error);
+    if (dot.empty()) {
+      err << "cannl: error: " << error << "\n";
+      return 2;
+    }
+    out << dot;
+    return 0;
+  }
   if (opt.dump == "graph") {
     out << dump_graph(c.prog);
     return 0;

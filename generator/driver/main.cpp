@@ -62,12 +62,15 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   auto* dump_opt = g->add_option("--dump", gen.dump,
                                  "print a stage instead: tokens, ast, shapes, graph, ir (after the passes), "
-                                 "ir:STAGE (after lower, routines, autodiff, optimizer or a pass) or dot (the "
-                                 "training step's tensor graph, Graphviz)")
+                                 "ir:STAGE (after lower, routines, autodiff, optimizer or a pass), dot (the "
+                                 "training step's tensor graph, Graphviz: forward, backward and update apart) or "
+                                 "dot:ROUTINE (one routine's loop nests and buffers with their shapes: init, "
+                                 "train_step, forward or eval_metrics)")
       ->check([](const std::string& v) {
         static const std::set<std::string> stages = {"tokens", "ast", "shapes", "graph", "ir", "dot"};
-        return stages.count(v) || v.rfind("ir:", 0) == 0 ? std::string()
-                                                         : "must be tokens, ast, shapes, graph, ir, ir:STAGE or dot";
+        return stages.count(v) || v.rfind("ir:", 0) == 0 || v.rfind("dot:", 0) == 0
+                   ? std::string()
+                   : "must be tokens, ast, shapes, graph, ir, ir:STAGE, dot or dot:ROUTINE";
       });
   dump_opt->excludes(stats_opt);
   auto* weights_opt = g->add_option("--weights", gen.weights, "a safetensors checkpoint of the model (with --embed)");

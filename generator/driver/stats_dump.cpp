@@ -3,7 +3,10 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
+
+#include "emit/c_names.h"
 
 #include "ir/stats.h"
 
@@ -25,6 +28,58 @@ std::set<int> stored(const ir::Routine& r) {
     for (const auto* l : loads) b.insert(l->access.buf);
   }
   return b;
+}
+
+// The part of the training step a nest belongs to: the update writes params or optimiser
+// state; the backward pass writes or reads gradients; the rest is the forward pass.
+enum class Phase { Forward, Backward, Update };
+constexpr const char* kPhaseName[3] = {"forward", "backward", "update"};
+constexpr const char* kPhaseColour[3] = {"#f7fbff", "#fff5f0", "#f7fcf5"};
+
+Phase phase_of(const ir::Program& p, const ir::Stmt& s) {
+  auto role = [&](int b) { return p.buffers[static_cast<size_t>(b)].role; };
+  bool grads = false;
+  for (int w : ir::written_buffers(s)) {
+    if (role(w) == ir::Role::Param || role(w) == ir::Role::OptState) return Phase::Update;
+    grads = grads || role(w) == ir::Role::Grad;
+  }
+  std::vector<const ir::Expr*> loads;
+  ir::collect_loads(s, loads);
+  for (const auto* l : loads) grads = grads || role(l->access.buf) == ir::Role::Grad;
+  return grads ? Phase::Backward : Phase::Forward;
+}
+
+// The phase of each buffer of a routine: that of the first nest writing it (inputs and
+// params: forward; optimiser state: update).
+std::map<int, Phase> buffer_phases(const ir::Program& p, const ir::Routine& r) {
+  std::map<int, Phase> out;
+  for (const auto& st : r.stmts)
+    for (int w : ir::written_buffers(st)) out.emplace(w, phase_of(p, st));
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    const ir::Role role = p.buffers[b].role;
+    if (role == ir::Role::Input || role == ir::Role::Param) out[static_cast<int>(b)] = Phase::Forward;
+    if (role == ir::Role::OptState) out[static_cast<int>(b)] = Phase::Update;
+  }
+  return out;
+}
+
+std::string cluster_open(Phase ph) {
+  return fmt::format("  subgraph cluster_{0} {{\n    label=\"{0}\";\n    style=filled;\n    fillcolor=\"{1}\";\n",
+                     kPhaseName[static_cast<int>(ph)], kPhaseColour[static_cast<int>(ph)]);
+}
+
+// A Graphviz string's contents: quotes and backslashes escaped, newlines as \n.
+std::string dot_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
 }
 
 std::string list(const std::vector<std::string>& passes) {
@@ -90,7 +145,7 @@ std::string dump_dot(const ir::Program& before, const ir::Program& after) {
   const ir::Routine* tb = before.routine(ir::RoutineKind::TrainStep);
   const ir::Routine* ta = after.routine(ir::RoutineKind::TrainStep);
   std::string s = fmt::format("digraph \"{}\" {{\n  rankdir=LR;\n  node [fontname=\"monospace\", fontsize=10];\n", before.model);
-  s += "  // train_step: forward, backward and update; dashed nodes are virtual (inlined, never stored)\n";
+  s += "  // train_step: forward, backward and update (clusters); dashed nodes are virtual (inlined, never stored)\n";
   if (!tb || !ta) return s + "}\n";
   const std::set<int> used = stored(*tb), kept = stored(*ta);
   auto node = [&](int b) {
@@ -106,17 +161,13 @@ std::string dump_dot(const ir::Program& before, const ir::Program& after) {
     if (!kept.count(b)) attrs += ", style=dashed, fontcolor=\"#808080\", xlabel=\"virtual\"";
     return fmt::format("    \"{}\" [{}];\n", buf.name, attrs);
   };
-  s += "  subgraph cluster_forward {\n    label=\"forward\";\n";
-  for (int b : used)
-    if (before.buffers[static_cast<size_t>(b)].role != ir::Role::Grad &&
-        before.buffers[static_cast<size_t>(b)].role != ir::Role::OptState)
-      s += node(b);
-  s += "  }\n  subgraph cluster_backward {\n    label=\"backward and update\";\n";
-  for (int b : used)
-    if (before.buffers[static_cast<size_t>(b)].role == ir::Role::Grad ||
-        before.buffers[static_cast<size_t>(b)].role == ir::Role::OptState)
-      s += node(b);
-  s += "  }\n";
+  const std::map<int, Phase> phase = buffer_phases(before, *tb);
+  for (Phase ph : {Phase::Forward, Phase::Backward, Phase::Update}) {
+    s += cluster_open(ph);
+    for (int b : used)
+      if (auto it = phase.find(b); (it == phase.end() ? Phase::Forward : it->second) == ph) s += node(b);
+    s += "  }\n";
+  }
   std::set<std::pair<int, int>> edges;
   for (const auto& st : tb->stmts) {
     std::vector<const ir::Expr*> loads;
@@ -126,6 +177,83 @@ std::string dump_dot(const ir::Program& before, const ir::Program& after) {
         if (l->access.buf != w && edges.insert({l->access.buf, w}).second)
           s += fmt::format("  \"{}\" -> \"{}\";\n", before.buffers[static_cast<size_t>(l->access.buf)].name,
                            before.buffers[static_cast<size_t>(w)].name);
+  }
+  return s + "}\n";
+}
+
+std::string dump_dot_routine(const ir::Program& p, const std::string& routine, std::string& error) {
+  const ir::Routine* r = nullptr;
+  std::string names;
+  for (const auto& x : p.routines) {
+    names += (names.empty() ? "" : ", ") + std::string(x.name());
+    if (routine == x.name()) r = &x;
+  }
+  if (!r) {
+    error = fmt::format("--dump=dot:{}: the program has no routine '{}' (it has {})", routine, routine, names);
+    return "";
+  }
+  CNames cn = c_names(p);
+  auto buf_id = [&](int b) { return fmt::format("b{}", b); };
+  auto buf_node = [&](int b) {
+    const ir::Buffer& buf = p.buffers[static_cast<size_t>(b)];
+    // The spec shape: a tensor's as declared or inferred, a gradient's that of its tensor
+    // (buffers without one show what they hold and their storage dims).
+    auto spec_shape = [&](const ir::Buffer& x) -> std::string {
+      const std::string& t = x.shape;
+      if (auto colon = t.find(" : "); colon != std::string::npos && t.compare(0, colon, x.name) == 0) return t.substr(colon + 3);
+      return t.empty() || t[0] == '[' ? (t.empty() ? "[]" : t) : "";
+    };
+    std::string shape = spec_shape(buf);
+    for (const auto& [of, g] : p.grads)
+      if (g == b && shape.empty()) shape = spec_shape(p.buffers[static_cast<size_t>(of)]);
+    if (shape.empty()) {
+      std::string dims;
+      for (const ir::Dim& d : buf.dims) dims += (dims.empty() ? "" : ", ") + (d.batch ? std::string("batch") : std::to_string(d.size));
+      shape = fmt::format("{}\n[{}]", buf.shape, dims);
+    }
+    std::string attrs = buf.role == ir::Role::Input || buf.role == ir::Role::Param || buf.role == ir::Role::OptState
+                            ? "shape=box, style=\"rounded,filled\", fillcolor=\"#c6dbef\""
+                            : buf.role == ir::Role::Grad ? "shape=ellipse, color=\"#cb181d\"" : "shape=ellipse";
+    return fmt::format("    {} [label=\"{}\\n{}\", {}];\n", buf_id(b), dot_escape(buf.name), dot_escape(shape), attrs);
+  };
+  auto op_node = [&](size_t i, const ir::Stmt& st) {
+    std::string op = st.product ? "matmul: " + cn.kernel(p, st) : cn.kernel(p, st);
+    std::string what = st.what.size() > 60 ? st.what.substr(0, 57) + "..." : st.what;
+    std::string label = dot_escape(op);
+    if (st.line > 0) label += fmt::format("\\nline {}: {}", st.line, dot_escape(what));
+    else if (!what.empty()) label += "\\n" + dot_escape(what);
+    return fmt::format("    n{} [label=\"{}\", shape=box, style=filled, fillcolor=\"#fdd0a2\"];\n", i, label);
+  };
+  std::string s = fmt::format("digraph \"{}_{}\" {{\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n"
+                              "  // routine {} of {}: boxes are loop nests (their kernels), ellipses buffers\n",
+                              dot_escape(p.model), routine, routine, dot_escape(p.model));
+  const bool phases = r->kind == ir::RoutineKind::TrainStep;
+  const std::map<int, Phase> bphase = buffer_phases(p, *r);
+  std::set<int> bufs = stored(*r);
+  for (Phase ph : {Phase::Forward, Phase::Backward, Phase::Update}) {
+    std::string body;
+    for (size_t i = 0; i < r->stmts.size(); ++i)
+      if (!phases || phase_of(p, r->stmts[i]) == ph) body += op_node(i, r->stmts[i]);
+    for (int b : bufs) {
+      auto it = bphase.find(b);
+      if (!phases || (it == bphase.end() ? Phase::Forward : it->second) == ph) body += buf_node(b);
+    }
+    if (!phases) {
+      s += body;
+      break;
+    }
+    if (!body.empty()) s += cluster_open(ph) + body + "  }\n";
+  }
+  for (size_t i = 0; i < r->stmts.size(); ++i) {
+    const ir::Stmt& st = r->stmts[i];
+    std::vector<const ir::Expr*> loads;
+    ir::collect_loads(st, loads);
+    std::set<int> read;
+    for (const auto* l : loads) read.insert(l->access.buf);
+    for (int b : read) s += fmt::format("  {} -> n{};\n", buf_id(b), i);
+    std::set<int> wrote;
+    for (int w : ir::written_buffers(st)) wrote.insert(w);
+    for (int w : wrote) s += fmt::format("  n{} -> {};\n", i, buf_id(w));
   }
   return s + "}\n";
 }

@@ -26,9 +26,18 @@ std::string stats_text(const ir::Program& before, const ir::Program& after, cons
 // level: arena_bytes, loop_nests, flops, bytes_moved, buffers.
 std::string stats_json(const ir::Program& before, const ir::Program& after, const StatsOptions& o);
 
-// The tensor graph of the training step (forward, backward and update) as Graphviz: one node
-// per buffer, an edge from each buffer a nest reads to the one it writes; virtual nodes
-// (stored before the passes, computed inline after them) are dashed.
+// The tensor graph of the training step as Graphviz: one node per buffer, an edge from each
+// buffer a nest reads to the one it writes; virtual nodes (stored before the passes, computed
+// inline after them) are dashed. Three clusters keep the forward pass, the backward pass and
+// the optimiser update apart (a buffer sits where the nest that first writes it runs).
 std::string dump_dot(const ir::Program& before, const ir::Program& after);
+
+// `--dump=dot:ROUTINE`: one routine of the program as the passes left it (init, train_step,
+// forward, eval_metrics): a box per loop nest, named as the generated code names its kernel
+// (set_h1, sum_loss_ce, ...; "matmul" when it runs as a matrix product) with its spec line,
+// an ellipse per buffer with its shape, edges from what a nest reads to what it writes; the
+// training step's nests in forward, backward and update clusters. "" and `error` set when the
+// program has no such routine.
+std::string dump_dot_routine(const ir::Program& after, const std::string& routine, std::string& error);
 
 }  // namespace cannl

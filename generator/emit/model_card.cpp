@@ -88,6 +88,7 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
     const auto& buf = p.buffers[static_cast<size_t>(b)];
     params.push_back({{"name", buf.name}, {"shape", dims(buf, false)}, {"spec_shape", spec_shape(buf)},
                       {"values", buf.elements()}});
+    if (buf.frozen) params.back()["trainable"] = false;  // a frozen param or a buffer
     count += buf.elements();
   }
   c["params"] = params;

@@ -36,6 +36,7 @@ struct Buffer {
   int tensor = -1;       // spec tensor index, if any
   std::string shape;     // the spec shape, as written in §4 notation, for comments
   std::string state_name;  // in checkpoints: the param name, or "w1.exp_avg" (PyTorch's names)
+  bool frozen = false;     // a param the spec freezes (`frozen`, or a `buffer`): no gradient
   long elements() const;  // with batch axes at their maximum
 };
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <fmt/format.h>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -84,6 +85,7 @@ public:
                                                     : ir::Role::Computed;
       int b = new_buffer(t.name, sh_.tensors[i], role);
       out_.prog.buffers[static_cast<size_t>(b)].tensor = static_cast<int>(i);
+      out_.prog.buffers[static_cast<size_t>(b)].frozen = t.frozen;
       out_.prog.buffers[static_cast<size_t>(b)].shape = t.name + " : " + print_shape(sh_.tensors[i]);
       out_.tensor_buf[i] = b;
       if (t.kind != TensorKind::Computed) continue;
@@ -191,12 +193,15 @@ private:
   }
 
 
-  // A pointwise built-in's lowering (its op table entry), or null.
-  static const PointwiseLowering* pointwise_call(const Expr* e) {
+  // A pointwise built-in's lowering (its op table entry), or null. A loss reduced to a
+  // scalar (reduction = "mean" or "sum") is not pointwise: lower_reduced stores it.
+  const PointwiseLowering* pointwise_call(const Expr* e) const {
     const OpInfo* op = find_op(e->name);
-    return op && op->lower ? &op->lower : nullptr;
+    if (!op || !op->lower) return nullptr;
+    auto r = call(e).strings.find("reduction");
+    return r == call(e).strings.end() || r->second == "none" ? &op->lower : nullptr;
   }
-  static bool is_pointwise(const Expr* e) {
+  bool is_pointwise(const Expr* e) const {
     switch (e->kind) {
       case ExprKind::Number: case ExprKind::Name: case ExprKind::Neg: case ExprKind::Add:
       case ExprKind::Sub: case ExprKind::Mul: case ExprKind::Div: case ExprKind::Pow:
@@ -267,7 +272,20 @@ private:
     } else if (e->kind == ExprKind::Call) {
       const BoundCall& c = call(e);
       const std::string& f = e->name;
-      if (f == "sum" || f == "mean" || f == "max") {
+      const OpInfo* op = find_op(f);
+      if (op && op->lower) {
+        b = buffer(f.c_str());
+        lower_reduced(c, op->lower, c.strings.at("reduction") == "mean", b);
+      } else if (f == "nll_loss") {
+        b = buffer("nll");
+        lower_nll(c.tensors[0], c.tensors[1], c.strings.at("reduction"), b);
+      } else if (f == "logsumexp") {
+        b = buffer("lse");
+        lower_logsumexp(c, b, s);
+      } else if (f == "concat") {
+        b = buffer("cat");
+        lower_concat(c.tensors[0], c.tensors[1], b, s);
+      } else if (f == "sum" || f == "mean" || f == "max") {
         b = buffer(f.c_str());
         ir::Accum acc = f == "max" ? ir::Accum::Max : ir::Accum::Add;
         if (c.spec)
@@ -382,8 +400,11 @@ private:
   }
 
   // einsum (contract §6) with one or two operands; also sum/mean/max with a spec.
+  // `wrap`, when given, turns the product of the operands into the summand (logsumexp's
+  // exp(x - max)); it sees the result's index.
   void lower_einsum(const EinsumSpec& spec, const std::vector<const Expr*>& ops, ir::Accum acc,
-                    bool mean, int r, const Shape& rs) {
+                    bool mean, int r, const Shape& rs,
+                    const std::function<ExprP(ExprP, const Map&)>& wrap = {}) {
     Nest n;
     std::map<std::string, int> iter_of;  // axis name (or "...K#j") -> loop
     // Expands one operand against its concrete shape: a key per storage axis.
@@ -453,6 +474,7 @@ private:
       ExprP v = ops.size() == 1 ? value(ops[i], maps[i]) : operand(ops[i], maps[i]);
       body = body ? ir::binary(Op::Mul, body, v) : v;
     }
+    if (wrap) body = wrap(body, rmap);
     if (mean) {
       std::vector<int> reduced;
       for (size_t i = result_loops; i < n.iters.size(); ++i) reduced.push_back(static_cast<int>(i));
@@ -544,6 +566,106 @@ private:
                             ir::call("log", {ir::load({sum, sn.stat})}));
     fill_buffer(r, 0, stat_names(sn));
     emit(sn.n, r, sn.stat, ir::Accum::Add, ir::unary(Op::Neg, ir::binary(Op::Mul, tv, logp)));
+  }
+
+  // The shape the operands of a pointwise call broadcast to (each kind of axes aligned from
+  // the right, a size-1 axis taking the other's size).
+  Shape broadcast_shape(const std::vector<const Expr*>& xs) const {
+    Shape out = shape(xs[0]);
+    for (size_t i = 1; i < xs.size(); ++i) {
+      const Shape& o = shape(xs[i]);
+      for (AxisKind k : kStorageOrder) {
+        const auto& a = out.row(k);
+        const auto& b = o.row(k);
+        std::vector<Axis> row = a.size() >= b.size() ? a : b;
+        const auto& shorter = a.size() >= b.size() ? b : a;
+        for (size_t j = 0; j < shorter.size(); ++j) {
+          Axis& x = row[row.size() - shorter.size() + j];
+          if (!x.is_batch && x.size == 1) x = shorter[j];
+        }
+        out.row(k) = row;
+      }
+    }
+    return out;
+  }
+
+  // A pointwise loss reduced over every element of its operands' broadcast (the mean or sum).
+  void lower_reduced(const BoundCall& c, const PointwiseLowering& lower, bool mean, int r) {
+    const Shape es = broadcast_shape(c.tensors);
+    fill_buffer(r, 0);
+    Nest n;
+    Map id = loops_for(es, n);
+    std::vector<ExprP> x;
+    for (const Expr* t : c.tensors) x.push_back(value(t, align(es, id, shape(t))));
+    ExprP v = lower(x, c);
+    if (mean) {
+      std::vector<int> all;
+      for (size_t i = 0; i < n.iters.size(); ++i) all.push_back(static_cast<int>(i));
+      v = ir::binary(Op::Div, v, count_of(n, all));
+    }
+    emit(n, r, {}, ir::Accum::Add, v);
+  }
+
+  // -sum over outputs(target * logp), per example ("none") or its mean over the examples
+  // (batch and input indices) or sum.
+  void lower_nll(const Expr* logp, const Expr* target, const std::string& reduction, int r) {
+    const Shape js = joint(shape(logp), shape(target));
+    StatNest sn = stat_nest(js);
+    ExprP body = ir::unary(Op::Neg, ir::binary(Op::Mul, value(target, align(js, sn.x, shape(target))),
+                                               value(logp, align(js, sn.x, shape(logp)))));
+    if (reduction == "none") {
+      fill_buffer(r, 0, stat_names(sn));
+      emit(sn.n, r, sn.stat, ir::Accum::Add, body);
+      return;
+    }
+    if (reduction == "mean") {
+      std::vector<int> examples;
+      for (const Affine& a : sn.stat) examples.push_back(a.terms[0].iter);
+      body = ir::binary(Op::Div, body, count_of(sn.n, examples));
+    }
+    fill_buffer(r, 0);
+    emit(sn.n, r, {}, ir::Accum::Add, body);
+  }
+
+  // log(sum(exp(x - m))) + m, m the maximum over the same axes (a constant shift for autodiff).
+  void lower_logsumexp(const BoundCall& c, int r, const Shape& rs) {
+    const Expr* x = c.tensors[0];
+    int mx = temp("max", rs), sum = temp("sumexp", rs);
+    auto shifted = [&](ExprP v, const Map& rmap) {
+      return ir::call("exp", {ir::binary(Op::Sub, std::move(v), ir::load({mx, rmap}, true))});
+    };
+    if (c.spec) {
+      lower_einsum(*c.spec, {x}, ir::Accum::Max, false, mx, rs);
+      lower_einsum(*c.spec, {x}, ir::Accum::Add, false, sum, rs, shifted);
+    } else {
+      fill_buffer(mx, -INFINITY);
+      fill_buffer(sum, 0);
+      Nest n;
+      Map id = loops_for(shape(x), n);
+      emit(n, mx, {}, ir::Accum::Max, value(x, id));
+      emit(n, sum, {}, ir::Accum::Add, shifted(value(x, id), {}));
+    }
+    Nest n;
+    Map id = loops_for(rs, n);
+    emit(n, r, id, ir::Accum::Set,
+         ir::binary(Op::Add, ir::call("log", {ir::load({sum, id})}), ir::load({mx, id}, true)));
+  }
+
+  // r = a and b joined along the last output axis: two nests, b's written at an offset.
+  void lower_concat(const Expr* a, const Expr* b, int r, const Shape& rs) {
+    const int last = flat_index(rs, AxisKind::Output, static_cast<int>(rs.row(AxisKind::Output).size()) - 1);
+    long offset = 0;
+    for (const Expr* part : {a, b}) {
+      Shape ps = rs;
+      const long size = shape(part).row(AxisKind::Output).back().size;
+      ps.row(AxisKind::Output).back().size = size;
+      Nest n;
+      Map id = loops_for(ps, n);
+      Map at = id;
+      at[static_cast<size_t>(last)].offset += offset;
+      emit(n, r, at, ir::Accum::Set, value(part, align(ps, id, shape(part))));
+      offset += size;
+    }
   }
 
   void lower_layer_norm(const Expr* x, double eps, int r) {

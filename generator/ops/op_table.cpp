@@ -240,6 +240,97 @@ PointwiseLowering prim(const char* f) {
   return [f](const std::vector<ir::ExprP>& x, const BoundCall&) { return ir::call(f, x); };
 }
 
+// ---- losses, logsumexp, concat (issue 20) ----------------------------------------------
+
+ArgSig reduction_arg() { return choice("reduction", {"mean", "sum", "none"}); }
+
+// A pointwise loss of tensors broadcast as those of + (reduction = "none"), or its mean or
+// sum over every element of that broadcast: a scalar (lower/lower.cpp reduces the pointwise
+// lowering when reduction_of(call) is "mean" or "sum").
+void pointwise_loss(ShapeContext& c, const BoundCall& b) {
+  if (b.strings.at("reduction") == "none") return broadcast(c, b);
+  Origin o = c.origin(fmt::format("in {} of", b.call->name), b.tensors);
+  for (AxisKind k : {AxisKind::Batch, AxisKind::Input, AxisKind::Output}) {
+    std::vector<RowT> rows;
+    for (const Expr* t : b.tensors) rows.push_back(c.shape(t).row(k));
+    c.solver().broadcast(c.solver().fresh_row(), rows, o, axis_kind_name(k));
+  }
+  c.scalar_result();
+}
+
+// nll_loss(logp, target): -sum over the output axes of target *. logp, one value per example
+// (as cross_entropy), then reduced. Class indices (int targets) are not supported yet.
+void nll_loss(ShapeContext& c, const BoundCall& b) {
+  const Expr* t = b.tensors[1];
+  if (c.is_int(t)) {
+    c.check_after_solving(c.origin("in nll_loss of", {t}), [&c, t]() {
+      return fmt::format("nll_loss with integer class indices ({}) is not supported yet: give the target as "
+                         "class probabilities or one-hot rows over the output axes", c.name_of(t));
+    });
+  }
+  per_example_pair(c, b, b.strings.at("reduction") != "none");
+}
+
+// concat(a, b): torch.cat along the last output axis; the other output axes equal, batch and
+// input axes broadcast as those of +.
+void concat(ShapeContext& c, const BoundCall& b) {
+  Solver& s = c.solver();
+  const Expr* x = b.tensors[0];
+  const Expr* y = b.tensors[1];
+  Origin o = c.origin("in concat of", {x, y});
+  for (AxisKind k : {AxisKind::Batch, AxisKind::Input})
+    s.broadcast(c.result().row(k), {c.shape(x).row(k), c.shape(y).row(k)}, o, axis_kind_name(k));
+  RowT lx = s.fresh_row(), ly = s.fresh_row();
+  DimT A = s.fresh_dim(), B = s.fresh_dim(), R = s.fresh_dim();
+  auto then = [](const RowT& r, DimT d) { return RowT{{}, r.var, {d}}; };
+  bool ok = s.equal_rows(c.shape(x).row(AxisKind::Output), then(lx, A), o,
+                         fmt::format("{} needs an output axis to join along", c.name_of(x)));
+  ok = s.equal_rows(c.shape(y).row(AxisKind::Output), then(ly, B), o,
+                    fmt::format("{} needs an output axis to join along", c.name_of(y))) && ok;
+  ok = ok && s.equal_rows(lx, ly, o, fmt::format("the output axes of {} and {} must be equal but the last",
+                                                 c.name_of(x), c.name_of(y)));
+  c.result().row(AxisKind::Output) = then(lx, R);
+  if (ok) s.sum(A, B, R, o);
+}
+
+PointwiseLowering binary_loss(std::function<ir::ExprP(const ir::ExprP& d, const BoundCall& c)> f) {
+  return [f](const std::vector<ir::ExprP>& x, const BoundCall& c) { return f(ir::binary(ir::Op::Sub, x[0], x[1]), c); };
+}
+
+void add_losses(std::vector<OpInfo>& t) {
+  using ir::binary;
+  using ir::cnst;
+  using ir::ExprP;
+  using ir::Op;
+  t.push_back({"mse_loss", {tensor("x"), tensor("y"), reduction_arg()}, pointwise_loss, false,
+               "(x - y) ** 2, reduced (reduction = \"mean\", \"sum\" or \"none\")",
+               binary_loss([](const ExprP& d, const BoundCall&) { return ir::pow(d, 2); })});
+  t.push_back({"l1_loss", {tensor("x"), tensor("y"), reduction_arg()}, pointwise_loss, false,
+               "abs(x - y), reduced (reduction = \"mean\", \"sum\" or \"none\")",
+               binary_loss([](const ExprP& d, const BoundCall&) { return ir::call("abs", {d}); })});
+  t.push_back({"huber_loss", {tensor("x"), tensor("y"), number("delta", 1.0), reduction_arg()}, pointwise_loss,
+               false, "0.5 (x - y) ** 2 where |x - y| < delta, else delta (|x - y| - 0.5 delta), reduced",
+               binary_loss([](const ExprP& d, const BoundCall& c) {
+                 const double delta = c.values.at("delta");
+                 const ExprP a = ir::call("abs", {d});
+                 return ir::select(binary(Op::Gt, cnst(delta), a), binary(Op::Mul, cnst(0.5), ir::pow(d, 2)),
+                                   binary(Op::Mul, cnst(delta), binary(Op::Sub, a, cnst(0.5 * delta))));
+               })});
+  // max(x, 0) - x y + log1p(exp(-|x|)), as PyTorch computes it (no overflow for any x).
+  t.push_back({"bce_with_logits", {tensor("x"), tensor("y"), reduction_arg()}, pointwise_loss, false,
+               "binary cross-entropy of sigmoid(x) against y, reduced",
+               [](const std::vector<ExprP>& x, const BoundCall&) {
+                 const ExprP relu = ir::select(binary(Op::Gt, x[0], cnst(0)), x[0], cnst(0));
+                 const ExprP soft = ir::call("log1p", {ir::call("exp", {ir::unary(Op::Neg, ir::call("abs", {x[0]}))})});
+                 return binary(Op::Add, binary(Op::Sub, relu, binary(Op::Mul, x[0], x[1])), soft);
+               }});
+  t.push_back({"nll_loss", {tensor("logp"), shape_only("target"), reduction_arg()}, nll_loss, false,
+               "-sum over outputs(target *. logp) per example, reduced (mean over examples)"});
+  t.push_back({"logsumexp", {tensor("x"), spec("spec", false)}, reduction, false,
+               "log(sum(exp(x))) over all axes or as a one-operand einsum spec says, computed stably"});
+  t.push_back({"concat", {tensor("a"), tensor("b")}, concat, false, "a and b joined along the last output axis"});
+}
+
 std::vector<OpInfo> make_table() {
   std::vector<OpInfo> t;
   for (const char* f : {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"})
@@ -324,6 +415,7 @@ std::vector<OpInfo> make_table() {
     });
   for (const char* f : {"cross_entropy", "accuracy"})
     amend(t, f, [](OpInfo& o) { o.args[1].elem = Elem::Either; });  // class indices or distributions
+  add_losses(t);
   return t;
 }
 
@@ -358,6 +450,12 @@ std::vector<CallSig> make_schedules() {
       {"constant", {number("warmup", 0)}},
       {"step", {required_number("every"), number("gamma", 0.1), number("warmup", 0)}},
       {"cosine", {required_number("steps"), number("warmup", 0), number("min_lr", 0)}},
+      // PyTorch's ExponentialLR, LinearLR (total_iters is `steps`) and OneCycleLR (cosine
+      // annealing; the momentum is not cycled).
+      {"exponential", {required_number("gamma"), number("warmup", 0)}},
+      {"linear", {number("start_factor", 1.0 / 3), number("end_factor", 1), number("steps", 5), number("warmup", 0)}},
+      {"onecycle", {required_number("max_lr"), required_number("steps"), number("pct_start", 0.3),
+                    number("div_factor", 25), number("final_div_factor", 1e4)}},
   };
 }
 

@@ -186,6 +186,8 @@ private:
       if (d.range.begin == o.at.begin && d.message == msg) return;  // the same fault twice
     Diagnostic& d = diags_.error(o.at, msg);
     if (o.tensor >= 0) note_instance(d, m_.tensors[static_cast<size_t>(o.tensor)]);
+    if (o.hint)
+      if (std::string h = o.hint(); !h.empty()) DiagEngine::note(d, o.at, h);
   }
   // The repeat-block instance a diagnostic comes from (its statements share their source).
   void note_instance(Diagnostic& d, const Tensor& t) {
@@ -298,6 +300,13 @@ private:
         if (is_constant(a)) expr_shapes_[a] = ShapeT{{RowT::closed({}), solver_.fresh_row(), solver_.fresh_row()}};
         if (is_constant(b)) expr_shapes_[b] = ShapeT{{RowT::closed({}), solver_.fresh_row(), solver_.fresh_row()}};
         Origin o = origin("cannot multiply (matrix product)", {a, b});
+        // Nothing of a's to contract: most likely PyTorch's `*` (pointwise) was meant.
+        o.hint = [this, a]() -> std::string {
+          RowT in = solver_.resolve(shape(a).row(AxisKind::Input));
+          if (!in.left.empty() || !in.right.empty() || in.var >= 0) return "";
+          return "'*' is the matrix product in cannl (PyTorch's '@'); for the pointwise product (PyTorch's '*') "
+                 "write '*.', e.g. x *. y";
+        };
         solver_.equal_rows(shape(a).row(AxisKind::Input), shape(b).row(AxisKind::Output), o,
                            fmt::format("the input axes of {} must equal the output axes of {}",
                                        name_of(a), name_of(b)));

@@ -245,6 +245,36 @@ void Solver::affine(DimT in, long stride, DimT out, std::optional<DimT> kernel, 
   step_affine(affines_.back());
 }
 
+void Solver::sum(DimT a, DimT b, DimT sum, Origin o) {
+  affines_.push_back(Affine{a, sum, b, 1, 0, std::move(o), false, true});
+  step_affine(affines_.back());
+}
+
+// out = in + kernel: two known sizes give the third.
+bool Solver::step_sum(Affine& c) {
+  DimT a = resolve(c.in), b = resolve(*c.kernel), s = resolve(c.out);
+  auto report = [&](const std::string& detail) {
+    c.done = true;
+    on_error_(c.origin, detail);
+    return true;
+  };
+  if (a.kind == DimT::Batch || b.kind == DimT::Batch || s.kind == DimT::Batch)
+    return report("the batch axis cannot be joined");
+  auto known = [](DimT d) { return d.kind == DimT::Known; };
+  if (known(a) && known(b)) {
+    if (unify_dims(s, DimT::known(a.size + b.size)))
+      return report(fmt::format("{} + {} is {}, not {}", a.size, b.size, a.size + b.size, dim_text(s)));
+  } else if (known(s) && (known(a) || known(b))) {
+    const DimT have = known(a) ? a : b, other = known(a) ? b : a;
+    if (s.size - have.size < 1) return report(fmt::format("{} is not larger than {}", s.size, have.size));
+    unify_dims(other, DimT::known(s.size - have.size));
+  } else {
+    return false;
+  }
+  c.done = true;
+  return true;
+}
+
 void Solver::fail(Bcast& c, const std::string& detail) {
   c.done = true;
   on_error_(c.origin, detail);
@@ -363,6 +393,7 @@ bool Solver::leads_with_batch(const Bcast& c, const RowT& op) const {
 
 bool Solver::step_affine(Affine& c) {
   if (c.done) return false;
+  if (c.is_sum) return step_sum(c);
   DimT in = resolve(c.in), out = resolve(c.out);
   DimT k = c.kernel ? resolve(*c.kernel) : DimT::known(1);
   auto report = [&](const std::string& detail) {
@@ -544,7 +575,7 @@ bool Solver::default_self_broadcasts() {
 bool Solver::default_kernels(const std::set<int>& pdims) {
   bool progress = false;
   for (Affine& c : affines_) {
-    if (c.done || !c.kernel) continue;
+    if (c.done || !c.kernel || c.is_sum) continue;
     DimT k = resolve(*c.kernel);
     if (k.is_var() && !pdims.count(k.var)) {
       unify_dims(k, DimT::known(c.stride));

@@ -6,7 +6,8 @@
 //   * broadcast: a result row is the broadcast of some operand rows (aligned from the right,
 //     size-1 axes stretch; deferred until enough is known; in batch rows the runner's batch
 //     axis, first in its row, meets only the result's first axis),
-//   * affine: an axis indexed by s*v+k-p (out = (in + 2p - k)/s + 1, rounded down).
+//   * affine: an axis indexed by s*v+k-p (out = (in + 2p - k)/s + 1, rounded down),
+//   * sum: one axis as long as two others together (concat).
 // Guarantees: solve() terminates; every constraint is satisfied or reported once through the
 // error callback with its Origin; afterwards free variables are defaulted by the contract's
 // §10 rules, in stages: (1) params never broadcast — their free axes take the sizes they are
@@ -34,6 +35,8 @@ struct Origin {
   SourceRange at;
   std::function<std::string()> describe;
   int tensor = -1;  // the spec tensor whose definition it is in (for notes; not the solver's)
+  // A note for the user when a constraint of this origin fails ("" for none), decided then.
+  std::function<std::string()> hint = {};
 };
 
 class Solver {
@@ -54,6 +57,8 @@ public:
   bool equal_dims(DimT a, DimT b, const Origin& o, const std::string& what);
   void broadcast(RowT result, std::vector<RowT> operands, Origin o, std::string kind_name);
   void affine(DimT in, long stride, DimT out, std::optional<DimT> kernel, long padding, Origin o);
+  // sum = a + b (concat's joined axis); any one of the three follows from the other two.
+  void sum(DimT a, DimT b, DimT sum, Origin o);
 
   // `param_shapes` are resolved at each default stage to decide which variables are a
   // param's (stages 1 and 4 treat those differently).
@@ -78,6 +83,7 @@ private:
     long stride, padding;
     Origin origin;
     bool done = false;
+    bool is_sum = false;  // out = in + kernel (sum()), not a window
   };
   struct Trail {
     enum Kind { DimParent, DimValue, RowBind, Defer } kind;
@@ -103,6 +109,7 @@ private:
   bool step_broadcast(Bcast& c);
   bool leads_with_batch(const Bcast& c, const RowT& op) const;
   bool step_affine(Affine& c);
+  bool step_sum(Affine& c);
   bool propagate();
   bool default_params(const std::set<int>& pdims, const std::set<int>& prows);
   bool default_self_broadcasts();

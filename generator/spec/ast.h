@@ -86,6 +86,11 @@ struct Stmt {
   std::optional<ShapeSpec> shape;  // input (required), param (optional)
   bool is_int = false;           // input: `int` after the shape (integer values, int32)
   SourceRange int_range;
+  // param: `frozen` after the initialiser (no gradient, no optimiser state); `buffer NAME ...`
+  // is a param statement with is_buffer (a non-trainable constant: frozen too). Both words
+  // are contextual: `buffer = x`, `param frozen : [3]` keep their v0 meaning.
+  bool frozen = false;
+  bool is_buffer = false;
   long dim_value = 0;            // dim
   SourceRange dim_value_range;
   ExprPtr expr;                  // define/metric: the value; param: the initialiser

@@ -139,6 +139,8 @@ void dump_stmts(std::string& out, const std::vector<Stmt>& stmts, const SourceFi
     if (s.kind == StmtKind::Dim) out += fmt::format(" = {}", s.dim_value);
     if (s.shape) out += " : " + print_shape_spec(*s.shape);
     if (s.is_int) out += " int";
+    if (s.is_buffer) out += " buffer";
+    if (s.frozen) out += " frozen";
     if (!s.expr && !s.optimizer && s.body.empty()) {
       out += ")\n";
       continue;

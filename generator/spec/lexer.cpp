@@ -229,6 +229,38 @@ private:
     push(Tok::String, b, pos_, std::move(text));
   }
 
+  // `x.T`, `x.mean()`: PyTorch's attributes and methods, which cannl spells otherwise. One
+  // error token for the dot, the word and an argument list `(...)` on the same line.
+  void attribute() {
+    const size_t b = pos_++;
+    const size_t w = pos_;
+    while (pos_ < src_.size() && (std::isalnum(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_')) ++pos_;
+    const std::string word = src_.substr(w, pos_ - w);
+    bool method = pos_ < src_.size() && src_[pos_] == '(';
+    if (method) {
+      size_t e = pos_, depth = 0;
+      for (; e < src_.size() && src_[e] != '\n'; ++e) {
+        if (src_[e] == '(') ++depth;
+        if (src_[e] == ')' && --depth == 0) break;
+      }
+      if (e < src_.size() && src_[e] == ')') pos_ = e + 1;
+      else method = false;
+    }
+    const std::string x = !toks_.empty() && toks_.back().kind == Tok::Ident ? toks_.back().text : "x";
+    std::string msg;
+    if (word == "T" || word == "mT" || word == "t" || word == "transpose" || word == "permute")
+      msg = fmt::format("'.{}' is not cannl: there is no transpose; '*' contracts the left operand's input axes "
+                        "with the right operand's output axes (w * x applies w : [i -> o]), so write the product "
+                        "the other way round, or transpose with einsum(\"i -> o => o -> i\", {})", word, x);
+    else if (method)
+      msg = fmt::format("'.{}()' is not cannl: there are no methods; call the built-in on the tensor, e.g. {}({})",
+                        word, word, x);
+    else
+      msg = fmt::format("'.{}' is not cannl: tensors have no attributes", word);
+    diags_.error({static_cast<uint32_t>(b), static_cast<uint32_t>(pos_)}, msg);
+    push(Tok::Error, b, pos_);
+  }
+
   void punct() {
     size_t b = pos_;
     char c = src_[pos_];
@@ -262,7 +294,15 @@ private:
           }
           return two(Tok::DotDot);
         }
+        if (std::isalpha(static_cast<unsigned char>(n)) || n == '_') return attribute();
         break;
+      case '@':
+        diags_.error({static_cast<uint32_t>(b), static_cast<uint32_t>(b + 1)},
+                     "unexpected character '@': the matrix product is '*' in cannl (w * x applies w : [i -> o] "
+                     "to x; '*.' is the pointwise product)");
+        pos_ += 1;
+        push(Tok::Error, b, pos_);
+        return;
       default: break;
     }
     // An unexpected character: report it (a whole UTF-8 sequence at once, or one byte that is

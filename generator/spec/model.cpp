@@ -30,6 +30,47 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+// Edit distance counting a swap of two neighbours as one edit (rleu -> relu).
+size_t swap_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// An unknown function: PyTorch's spelling of something cannl writes otherwise, else the
+// nearest built-ins (at most three, by edit distance).
+std::string unknown_function_hint(const std::string& name, const std::vector<std::string>& builtins) {
+  static const std::map<std::string, std::string> torch = {
+      {"matmul", "the matrix product is the operator '*': w * x"},
+      {"mm", "the matrix product is the operator '*': w * x"},
+      {"bmm", "the matrix product is the operator '*': w * x"},
+      {"linear", "a linear layer is w * x + b with param w : [in -> out] and b : [out]"},
+      {"mul", "the pointwise product is the operator '*.': x *. y"},
+      {"cat", "joining along the last output axis is concat(a, b)"},
+      {"transpose", "there is no transpose: write the product the other way round, or einsum(\"i -> o => o -> i\", w)"},
+      {"pow", "the power is the operator '**': x ** 2"},
+      {"argmax", "argmax is not differentiable; accuracy(logits, target) is a metric"},
+  };
+  if (auto it = torch.find(name); it != torch.end()) return fmt::format(" ({})", it->second);
+  std::vector<std::pair<size_t, std::string>> near;
+  const size_t limit = std::max<size_t>(2, name.size() / 3);
+  for (const std::string& c : builtins) {
+    size_t d = swap_distance(name, c);
+    if (d <= limit && d < c.size()) near.push_back({d, c});
+  }
+  std::stable_sort(near.begin(), near.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  if (near.empty()) return " (the built-in functions are listed in docs/language.md, section 8)";
+  std::string list;
+  for (size_t i = 0; i < near.size() && i < 3; ++i) list += (i ? ", " : "") + near[i].second;
+  return fmt::format(" (nearest built-ins: {})", list);
+}
+
 std::string suggestion(const std::string& name, const std::vector<std::string>& candidates) {
   std::string best;
   if (name.size() <= 2) return "";
@@ -187,6 +228,7 @@ private:
     t.shape = s.shape ? &*s.shape : nullptr;
     t.expr = (k == TensorKind::Computed) ? s.expr.get() : nullptr;
     t.is_metric = s.kind == StmtKind::Metric;
+    t.frozen = s.frozen || s.is_buffer;
     t.dtype = dtype;
     t.block = block_;
     t.instance = instance_;
@@ -575,7 +617,7 @@ private:
       else {
         std::vector<std::string> names;
         for (const OpInfo& o : all_ops()) names.push_back(o.name);
-        diags_.error(e.op_range, fmt::format("unknown function '{}'{}", e.name, suggestion(e.name, names)));
+        diags_.error(e.op_range, fmt::format("unknown function '{}'{}", e.name, unknown_function_hint(e.name, names)));
       }
       for (const Arg& a : e.args)
         if (maybe_tensor(*a.value)) expr(*a.value, in_metric);
@@ -707,7 +749,22 @@ private:
       }
       return true;
     };
-    whole("warmup", 0);
+    if (c.args.count("warmup")) whole("warmup", 0);
+    if (c.name == "exponential" && !(c.args.at("gamma") > 0)) diags_.error(c.range, "exponential's 'gamma' must be positive");
+    if (c.name == "linear") {
+      whole("steps", 1);
+      for (const char* k : {"start_factor", "end_factor"})
+        if (!(c.args.at(k) >= 0)) diags_.error(c.range, fmt::format("linear's '{}' must be >= 0", k));
+    }
+    if (c.name == "onecycle") {
+      if (!(c.args.at("max_lr") > 0)) diags_.error(c.range, "onecycle's 'max_lr' must be positive");
+      const double p = c.args.at("pct_start");
+      if (whole("steps", 1) && !(p > 0 && p < 1 && p * c.args.at("steps") - 1 > 0 && p * c.args.at("steps") < c.args.at("steps") - 1))
+        diags_.error(c.range, fmt::format("onecycle's 'pct_start' ({}) must leave each phase at least one step of "
+                                          "its 'steps' ({})", p, c.args.at("steps")));
+      for (const char* k : {"div_factor", "final_div_factor"})
+        if (!(c.args.at(k) > 0)) diags_.error(c.range, fmt::format("onecycle's '{}' must be positive", k));
+    }
     if (c.name == "step") {
       whole("every", 1);
       if (!(c.args.at("gamma") > 0)) diags_.error(c.range, "step's 'gamma' must be positive");

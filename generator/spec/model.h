@@ -38,6 +38,7 @@ struct Tensor {
   const ShapeSpec* shape = nullptr;  // written shape (input, param), if any
   const Expr* expr = nullptr;        // definition (computed)
   bool is_metric = false;
+  bool frozen = false;               // a frozen param or a buffer: no gradient, no optimiser state
   DType dtype = DType::Float;
   const Stmt* block = nullptr;       // the repeat block this is an instance of, if any
   int instance = -1;                 // and the instance's index

@@ -213,6 +213,7 @@ private:
         while (accept(Tok::Comma)) s.names.push_back(name("a parameter name after ','"));
         if (accept(Tok::Colon)) s.shape = shape();
         if (accept(Tok::Assign)) s.expr = expr();
+        frozen_word(s);
         return s;
       case Tok::KwOutput:
         next();
@@ -246,6 +247,21 @@ private:
         return s;
       case Tok::Ident:
         if (starts_repeat(pos_)) return repeat_header();
+        if (t.text == "buffer" && peek(1).kind == Tok::Ident) {  // contextual: buffer NAME : SHAPE = INIT
+          next();
+          s.kind = StmtKind::Param;
+          s.is_buffer = true;
+          s.names.push_back(name("a buffer name after 'buffer'"));
+          while (accept(Tok::Comma)) s.names.push_back(name("a buffer name after ','"));
+          expect(Tok::Colon, "':' and a shape after the buffer name (buffer NAME : [4] = zeros)");
+          s.shape = shape();
+          expect(Tok::Assign, "'=' and an initialiser after the buffer's shape (buffer NAME : [4] = zeros)");
+          s.expr = expr();
+          if (peek().kind == Tok::Ident)
+            fail(peek(), fmt::format("expected the end of the statement after the buffer's initialiser, found {} "
+                                     "(a buffer is never trained: no 'frozen' needed)", describe(peek())));
+          return s;
+        }
         s.kind = StmtKind::Define;
         s.names.push_back(name("a name"));
         if (peek().kind != Tok::Assign)
@@ -261,6 +277,16 @@ private:
         fail(t, fmt::format("expected a statement (NAME = EXPR, or one starting with model, dim, "
                             "input, param, output, metric or minimize), found {}", describe(t)));
     }
+  }
+
+  // `frozen` closing a param statement (contextual).
+  void frozen_word(Stmt& s) {
+    if (peek().kind != Tok::Ident) return;
+    if (peek().text != "frozen")
+      fail(peek(), fmt::format("expected 'frozen' or the end of the statement after the param's initialiser, "
+                               "found {}", describe(peek())));
+    next();
+    s.frozen = true;
   }
 
   // repeat COUNT [carry NAME, ...]   (COUNT: a dim name or a positive integer)

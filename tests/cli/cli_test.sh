@@ -233,6 +233,29 @@ expect_rc 2 "$cannl" gen "$src/specs/fashion_mlp.cannl" -O3 --dump=ir
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=dot
 grep -qF '"logits" [shape=ellipse, style=dashed' "$tmp/out" && ok || bad "--dump=dot virtual node"
 grep -qF '"h1_mm_grad" -> "w1_grad";' "$tmp/out" && ok || bad "--dump=dot backward edge"
+for c in forward backward update; do
+  grep -qF "subgraph cluster_$c {" "$tmp/out" && ok || bad "--dump=dot: cluster $c"
+done
+sed -n '/subgraph cluster_update {/,/^  }/p' "$tmp/out" | grep -qF '"w1_momentum_buffer"' && ok || bad "--dump=dot: update cluster"
+sed -n '/subgraph cluster_backward {/,/^  }/p' "$tmp/out" | grep -qF '"w1_grad"' && ok || bad "--dump=dot: backward cluster"
+# --dump=dot:ROUTINE: one routine's nests (kernel names, spec lines) and buffers (shapes).
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=dot:forward
+grep -qF '[label="matmul: sum_h1_mm\nline 14: h1 = relu(w1 * x + b1)", shape=box' "$tmp/out" && ok || bad "dot:forward: op node"
+grep -qF '[label="h1\n[batch | 512]", shape=ellipse]' "$tmp/out" && ok || bad "dot:forward: shape on a buffer node"
+grep -qF '[label="w1\n[784 -> 512]"' "$tmp/out" && ok || bad "dot:forward: param node"
+! grep -q 'cluster\|_grad' "$tmp/out" && ok || bad "dot:forward: only the forward routine"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=dot:train_step
+grep -qF '[label="w1_grad\n[784 -> 512]"' "$tmp/out" && ok || bad "dot:train_step: a gradient's shape"
+for c in forward backward update; do
+  grep -qF "subgraph cluster_$c {" "$tmp/out" && ok || bad "dot:train_step: cluster $c"
+done
+sed -n '/subgraph cluster_update {/,/^  }/p' "$tmp/out" | grep -qF 'sgd update of w1' && ok || bad "dot:train_step: update nest"
+if command -v dot > /dev/null; then
+  dot -Tsvg "$tmp/out" -o "$tmp/g.svg" && grep -q '<svg' "$tmp/g.svg" && ok || bad "dot:train_step renders"
+fi
+expect_rc 2 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=dot:backward
+grep -qF "cannl: error: --dump=dot:backward: the program has no routine 'backward' (it has init, train_step, forward, eval_metrics)" "$tmp/err" \
+  && ok || bad "dot:ROUTINE: unknown routine"
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --max-batch 128 --stats --json
 for k in arena_bytes loop_nests flops bytes_moved; do
   python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['train_step']['$k'] > 0" "$tmp/out" \

@@ -395,6 +395,65 @@ def _(P, X):
     return ce(q, t).mean() + ce(wq, torch.softmax(t * 2, dim=1)).mean()
 
 
+# Losses (issue 20): PyTorch's own functions and reductions; a param target broadcasts over
+# the batch as in torch.
+def loss_refs(fn, wrap=lambda z: z, target=lambda t: t, options=None):
+    options = options or {}
+
+    def reference(P, X):
+        z = wrap(lin(P["w"], X["x"]) + P["b"])
+        t, c = target(X["t"]), target(P["c"])
+        return (fn(z, t, **options.get("mean", {})) + fn(z, c.expand_as(z), reduction="sum", **options.get("sum", {}))
+                + (fn(z, t, reduction="none", **options.get("none", {})) * P["c"]).sum())
+    return reference
+
+
+REFERENCES["mse_loss"] = loss_refs(F.mse_loss)
+REFERENCES["l1_loss"] = loss_refs(F.l1_loss)
+REFERENCES["huber_loss"] = loss_refs(F.huber_loss, wrap=lambda z: 2 * z,
+                                     options={"sum": {"delta": 0.2}, "none": {"delta": 0.2}})
+
+
+@ref("bce_with_logits")
+def _(P, X):
+    z = 4 * (lin(P["w"], X["x"]) + P["b"])
+    y = torch.sigmoid(2 * X["t"])
+    c = P["c"]
+    bce = F.binary_cross_entropy_with_logits
+    return bce(z, y) + bce(z, torch.sigmoid(c).expand_as(z), reduction="sum") + (bce(z, y, reduction="none") * c).sum()
+
+
+@ref("nll_loss")
+def _(P, X):
+    # F.nll_loss takes class indices only: with class distributions it is -sum(p * logp) over
+    # the classes (equal to F.nll_loss for one-hot rows), then the same reductions.
+    p = torch.softmax(X["t"], dim=1)
+    logp = torch.log_softmax(lin(P["w"], X["x"]) + P["b"], dim=1)
+    nll = -(p * logp).sum(dim=1)                              # [n]
+    lz = torch.log_softmax(X["z"] * P["u"], dim=1)            # [batch | 2 -> 4] stored [n, 4, 2]
+    nllz = -(p[:, :, None] * lz).sum(dim=1)                   # [n, 2]
+    return nll.mean() + nll.sum() + (nllz * P["d"]).sum() + nllz.mean()
+
+
+@ref("logsumexp")
+def _(P, X):
+    z = lin(P["w"], X["x"])
+    big = 50 * (X["m"] * P["u"]) + 100                        # [batch | 2 -> 3] stored [n, 3, 2]
+    return (torch.logsumexp(z.flatten(), 0) + (torch.logsumexp(z * P["c"], 1) * P["c"].sum()).sum()
+            + (torch.logsumexp(big, 2) * P["e"]).sum())
+
+
+@ref("concat")
+def _(P, X):
+    x = X["x"]
+    n = x.shape[0]
+    a = torch.tanh(torch.cat([lin(P["w"], x), lin(P["w2"], x)], 1))
+    b = torch.cat([lin(P["w2"], x), P["p"].expand(n, -1)], 1)
+    g = torch.cat([X["m"] * P["u"], P["v"].expand(n, -1, -1, -1)], 2)   # [batch | 2 -> 3, k] stored [n, 3, k, 2]
+    return ((a * P["c"]).sum() + (torch.sin(b) * P["c"]).sum() + (torch.cat([P["p"], P["p"] * P["p"]]) * P["d"]).sum()
+            + (g * g * P["e"]).sum())
+
+
 @ref("layer_norm")
 def _(P, X):
     z = lin(P["w"], X["x"])

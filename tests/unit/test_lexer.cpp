@@ -315,13 +315,23 @@ TEST_CASE("lexer: a semicolon closes any open bracket", "[lexer][newline]") {
                               Tok::Ident, Tok::Assign, Tok::Number, Tok::Newline, Tok::Eof});
 }
 
+TEST_CASE("lexer: PyTorch's attributes and methods are one error each, with cannl's spelling", "[lexer][errors]") {
+  Lexed l("y = w.T * x\nz = x.mean(dim = 1) + 1\nq = h.size + 0.5");
+  REQUIRE(l.diags.error_count() == 3);
+  CHECK(l.err(0).find("'.T' is not cannl: there is no transpose") == 0);
+  CHECK(l.err(0).find("einsum(\"i -> o => o -> i\", w)") != std::string::npos);
+  CHECK(l.err_at(0).col == 6);
+  CHECK(l.err(1) == "'.mean()' is not cannl: there are no methods; call the built-in on the tensor, e.g. mean(x)");
+  CHECK(l.err(2) == "'.size' is not cannl: tensors have no attributes");
+}
+
 TEST_CASE("lexer: a bad character is reported at itself and lexing goes on", "[lexer][errors]") {
   Lexed l("x = a $ b\ny = c @ d");
   REQUIRE(l.diags.error_count() == 2);
   CHECK(l.err(0) == "unexpected character '$'");
   CHECK(l.err_at(0).line == 1);
   CHECK(l.err_at(0).col == 7);
-  CHECK(l.err(1) == "unexpected character '@'");
+  CHECK(l.err(1).rfind("unexpected character '@': the matrix product is '*' in cannl", 0) == 0);
   CHECK(l.err_at(1).line == 2);
   CHECK(l.err_at(1).col == 7);
   CHECK(l.kinds() == std::vector<Tok>{Tok::Ident, Tok::Assign, Tok::Ident, Tok::Error, Tok::Ident,

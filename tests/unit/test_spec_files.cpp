@@ -1,7 +1,7 @@
 // Data-driven tests over tests/specs/: every shapes/*.cannl must check cleanly and print the
 // `# expect: NAME : SHAPE` lines it carries; every errors/*.cannl must fail with each
 // `# expect-error: LINE:COL: TEXT` it carries (TEXT a case-insensitive substring of the
-// message), and with no other error. Each file is its own section, reported by name.
+// message or of one of its notes), and with no other error. Each file is its own section, reported by name.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -92,7 +92,9 @@ TEST_CASE("diagnostics: tests/specs/errors", "[errors][specs]") {
       for (const Diagnostic& d : fe->diags.all()) {
         if (d.severity != Severity::Error) continue;
         LineCol lc = fe->file.line_col(d.range.begin);
-        if (lc.line == want_line && lc.col == want_col && lower(d.message).find(want_text) != std::string::npos)
+        std::string text = d.message;  // with its notes (hints)
+        for (const Diagnostic& n : d.notes) text += "\n" + n.message;
+        if (lc.line == want_line && lc.col == want_col && lower(text).find(want_text) != std::string::npos)
           found = true;
       }
       INFO("expected " << want_line << ":" << want_col << ": " << want_text);
