@@ -51,8 +51,8 @@ static int32_t load_le32(const unsigned char *p) {
 cannl_status cannl_token_stream_open(cannl_token_stream *s, const char *path, int64_t vocab, int64_t min_tokens,
                                      cannl_error *err) {
     memset(s, 0, sizeof *s);
-    unsigned char *data;
-    int64_t size;
+    unsigned char *data = NULL;
+    int64_t size = 0;
     cannl_status st = read_all(path, &data, &size, err);
     if (st != CANNL_OK) return st;
     int64_t count = size, header = 0;
