@@ -84,17 +84,20 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
        tiles of every height. */
     const double pad_m = (double)((M + k->nr - 1) / k->nr * k->nr) / (double)M;
     const double pad_n = (double)((N + k->nr - 1) / k->nr * k->nr) / (double)N;
-    if (c_n != 1 && c_m == 1 && pad_m <= 1.15 * pad_n) {
+    if ((c_n != 1 && c_m == 1 && pad_m <= 1.15 * pad_n) || (c_n == 1 && K >= 256 && pad_n > 1.15 * pad_m)) {
         /* C's rows are its strided axis: compute C^T = B^T A^T, so that the tiles' vector stores
            run along C's contiguous axis (the same sums; each product's factors swapped), unless
-           M is so far from a multiple of NR that the padding costs more than scalar stores. */
+           M is so far from a multiple of NR that the padding costs more than scalar stores.
+           Likewise the other way when N wastes much of its last column tile and K is long (a
+           convolution's weight gradient, 32 x 25 x n*784: 25 columns in a tile of 32): the
+           tiles then store through a buffer, once per K block. */
         const char *t = A;
         A = B, B = t;
         long x = M;
         M = N, N = x;
         x = a_m, a_m = b_n, b_n = x;
         x = a_k, a_k = b_k, b_k = x;
-        c_m = c_n, c_n = 1;
+        x = c_m, c_m = c_n, c_n = x;
     }
     int threads = 1;
 #ifdef _OPENMP
