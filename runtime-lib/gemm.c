@@ -91,11 +91,12 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
            M is so far from a multiple of NR that the padding costs more than scalar stores.
            Likewise the other way when N wastes much of its last column tile and K is long (a
            convolution's weight gradient, 32 x 25 x n*784: 25 columns in a tile of 32), and
-           when few rows meet many columns over a long K (a layer of 64 examples, 64 x 1024 x
-           3136; a weight gradient, 64 x 800 x 12544): the large operand then becomes A, read
-           in place instead of packed (85 -> 104, 75 -> 83 GFLOP/s on AVX-512, 70 -> 80 on
-           AVX2). The tiles then store through a buffer, once per K block (not at a row
-           stride of 4 KiB: a column of stores into one L1 set, 64 x 1024 x 3136 at 34). */
+           when few rows meet many columns over a long K (a weight gradient, 64 x 800 x 12544;
+           a layer of 64 examples, 64 x 256 x 3136): the large operand then becomes A, read in
+           place instead of packed (CPU time 75 -> 78 and 92 -> 94-98 GFLOP/s on AVX-512, 70
+           -> 73-80 on AVX2). The tiles then store through a buffer, once per K block; not at a
+           row stride of 4 KiB, where a column of stores falls into one L1 set (64 x 1024 x
+           3136 fell from 80 to 34). */
         const char *t = A;
         A = B, B = t;
         long x = M;
