@@ -467,11 +467,10 @@ static void set_logits_grad(int64_t n, real *restrict logits_grad, const real *r
 /* line 24: backward: logits = w4 * h3 + b4 */
 CANNL_MULTIVERSION
 static void sum_b4_grad(int64_t n, real *restrict b4_grad, const real *restrict logits_grad) {
-    for (int64_t o = 0; o < 10; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += logits_grad[b * 10 + o];
-        b4_grad[o] = acc;
+    for (int64_t i = 0; i < 10; ++i) b4_grad[i] = 0.0f;
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 10; ++o)
+            b4_grad[o] += logits_grad[b * 10 + o];
     }
 }
 
@@ -488,12 +487,10 @@ static void set_h3_mm_grad(int64_t n, real *restrict h3_mm_grad, const real *res
 /* line 23: backward: h3 = relu(w3 * p2 + b3) */
 CANNL_MULTIVERSION
 static void sum_b3_grad(int64_t n, real *restrict b3_grad, const real *restrict h3_mm_grad) {
-    CANNL_PRAGMA("omp parallel for if(n * 1024 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o = 0; o < 1024; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += h3_mm_grad[b * 1024 + o];
-        b3_grad[o] = acc;
+    for (int64_t i = 0; i < 1024; ++i) b3_grad[i] = 0.0f;
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 1024; ++o)
+            b3_grad[o] += h3_mm_grad[b * 1024 + o];
     }
 }
 
@@ -532,14 +529,14 @@ static void set_a2_conv_grad(int64_t n, real *restrict a2_conv_grad, const real 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
 CANNL_MULTIVERSION
 static void sum_c2_grad(int64_t n, real *restrict c2_grad, const real *restrict a2_conv_grad) {
-    CANNL_PRAGMA("omp parallel for if(n * 12544 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o2 = 0; o2 < 64; ++o2) {
-        real acc = 0.0f;
-        for (int64_t o0 = 0; o0 < 14; ++o0)
-        for (int64_t o1 = 0; o1 < 14; ++o1)
-        for (int64_t b = 0; b < n; ++b)
-            acc += a2_conv_grad[b * 12544 + o0 * 896 + o1 * 64 + o2];
-        c2_grad[o2] = acc;
+    for (int64_t i = 0; i < 64; ++i) c2_grad[i] = 0.0f;
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o0 = 0; o0 < 14; ++o0) {
+            for (int64_t o1 = 0; o1 < 14; ++o1) {
+                for (int64_t o2 = 0; o2 < 64; ++o2)
+                    c2_grad[o2] += a2_conv_grad[b * 12544 + o0 * 896 + o1 * 64 + o2];
+            }
+        }
     }
 }
 
@@ -596,14 +593,14 @@ static void set_a1_conv_grad(int64_t n, real *restrict a1_conv_grad, const real 
 /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
 CANNL_MULTIVERSION
 static void sum_c1_grad(int64_t n, real *restrict c1_grad, const real *restrict a1_conv_grad) {
-    CANNL_PRAGMA("omp parallel for if(n * 25088 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o2 = 0; o2 < 32; ++o2) {
-        real acc = 0.0f;
-        for (int64_t o0 = 0; o0 < 28; ++o0)
-        for (int64_t o1 = 0; o1 < 28; ++o1)
-        for (int64_t b = 0; b < n; ++b)
-            acc += a1_conv_grad[b * 25088 + o0 * 896 + o1 * 32 + o2];
-        c1_grad[o2] = acc;
+    for (int64_t i = 0; i < 32; ++i) c1_grad[i] = 0.0f;
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o0 = 0; o0 < 28; ++o0) {
+            for (int64_t o1 = 0; o1 < 28; ++o1) {
+                for (int64_t o2 = 0; o2 < 32; ++o2)
+                    c1_grad[o2] += a1_conv_grad[b * 25088 + o0 * 896 + o1 * 32 + o2];
+            }
+        }
     }
 }
 
@@ -920,11 +917,8 @@ static double train_step(struct fashion_cnn *m, const real *const inputs[], int6
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
     set_a1_col(n, a1_col, x);
-    CANNL_PRAGMA("omp parallel for if(n * 25088 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 25088; ++i) a1_conv[i] = 0.0f;
-    /* matrix product a1_conv += a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 5 (kx), for each ky */
-    for (int64_t ky = 0; ky < 5; ++ky)
-        cannl_sgemm(m->gemm, n * 784, 32, 5, 1.0f, a1_col + ky * 5, 25, 1, k1 + ky * 5, 1, 25, a1_conv, 32, 1, 0);
+    /* matrix product a1_conv = a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 25 (ky, kx) */
+    cannl_sgemm(m->gemm, n * 784, 32, 25, 1.0f, a1_col, 25, 1, k1, 1, 25, a1_conv, 32, 1, 1);
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
     max_p1(n, p1, a1_conv, c1);
@@ -1004,9 +998,8 @@ static double train_step(struct fashion_cnn *m, const real *const inputs[], int6
     /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
     set_a1_conv_grad(n, a1_conv_grad, a1_grad, a1_conv, c1);
     sum_c1_grad(n, c1_grad, a1_conv_grad);
-    /* matrix product k1_grad = a1_col . a1_conv_grad: M = 5 (kx), N = 32 (d), K = n * 784 (b, y, x_), for each ky */
-    for (int64_t ky = 0; ky < 5; ++ky)
-        cannl_sgemm(m->gemm, 5, 32, n * 784, 1.0f, a1_col + ky * 5, 1, 25, a1_conv_grad, 32, 1, k1_grad + ky * 5, 1, 25, 1);
+    /* matrix product k1_grad = a1_conv_grad . a1_col: M = 32 (d), N = 25 (ky, kx), K = n * 784 (b, y, x_) */
+    cannl_sgemm(m->gemm, 32, 25, n * 784, 1.0f, a1_conv_grad, 1, 32, a1_col, 25, 1, k1_grad, 25, 1, 1);
 
     /* line 29: adam update of k1 */
     set_k1_exp_avg_2(k1_exp_avg, k1_exp_avg_sq, k1, k1_grad, bc1, lr, sqrt_bc2);
@@ -1064,11 +1057,8 @@ static void forward(struct fashion_cnn *m, const real *const inputs[], int64_t n
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
     set_a1_col(n, a1_col, x);
-    CANNL_PRAGMA("omp parallel for if(n * 25088 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 25088; ++i) a1_conv[i] = 0.0f;
-    /* matrix product a1_conv += a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 5 (kx), for each ky */
-    for (int64_t ky = 0; ky < 5; ++ky)
-        cannl_sgemm(m->gemm, n * 784, 32, 5, 1.0f, a1_col + ky * 5, 25, 1, k1 + ky * 5, 1, 25, a1_conv, 32, 1, 0);
+    /* matrix product a1_conv = a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 25 (ky, kx) */
+    cannl_sgemm(m->gemm, n * 784, 32, 25, 1.0f, a1_col, 25, 1, k1, 1, 25, a1_conv, 32, 1, 1);
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
     max_p1(n, p1, a1_conv, c1);
@@ -1132,11 +1122,8 @@ static void eval_metrics(struct fashion_cnn *m, const real *const inputs[], int6
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
     set_a1_col(n, a1_col, x);
-    CANNL_PRAGMA("omp parallel for if(n * 25088 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 25088; ++i) a1_conv[i] = 0.0f;
-    /* matrix product a1_conv += a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 5 (kx), for each ky */
-    for (int64_t ky = 0; ky < 5; ++ky)
-        cannl_sgemm(m->gemm, n * 784, 32, 5, 1.0f, a1_col + ky * 5, 25, 1, k1 + ky * 5, 1, 25, a1_conv, 32, 1, 0);
+    /* matrix product a1_conv = a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 25 (ky, kx) */
+    cannl_sgemm(m->gemm, n * 784, 32, 25, 1.0f, a1_col, 25, 1, k1, 1, 25, a1_conv, 32, 1, 1);
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
     max_p1(n, p1, a1_conv, c1);

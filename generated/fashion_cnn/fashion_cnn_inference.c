@@ -288,11 +288,8 @@ static void forward(struct fashion_cnn_infer *m, const real *const inputs[], int
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
     set_a1_col(n, a1_col, x);
-    CANNL_PRAGMA("omp parallel for if(n * 25088 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 25088; ++i) a1_conv[i] = 0.0f;
-    /* matrix product a1_conv += a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 5 (kx), for each ky */
-    for (int64_t ky = 0; ky < 5; ++ky)
-        cannl_sgemm(m->gemm, n * 784, 32, 5, 1.0f, a1_col + ky * 5, 25, 1, k1 + ky * 5, 1, 25, a1_conv, 32, 1, 0);
+    /* matrix product a1_conv = a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 25 (ky, kx) */
+    cannl_sgemm(m->gemm, n * 784, 32, 25, 1.0f, a1_col, 25, 1, k1, 1, 25, a1_conv, 32, 1, 1);
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
     max_p1(n, p1, a1_conv, c1);
@@ -356,11 +353,8 @@ static void eval_metrics(struct fashion_cnn_infer *m, const real *const inputs[]
 
     /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
     set_a1_col(n, a1_col, x);
-    CANNL_PRAGMA("omp parallel for if(n * 25088 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 25088; ++i) a1_conv[i] = 0.0f;
-    /* matrix product a1_conv += a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 5 (kx), for each ky */
-    for (int64_t ky = 0; ky < 5; ++ky)
-        cannl_sgemm(m->gemm, n * 784, 32, 5, 1.0f, a1_col + ky * 5, 25, 1, k1 + ky * 5, 1, 25, a1_conv, 32, 1, 0);
+    /* matrix product a1_conv = a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 25 (ky, kx) */
+    cannl_sgemm(m->gemm, n * 784, 32, 25, 1.0f, a1_col, 25, 1, k1, 1, 25, a1_conv, 32, 1, 1);
 
     /* line 20: p1 = max_pool2d(a1, size = 2) */
     max_p1(n, p1, a1_conv, c1);

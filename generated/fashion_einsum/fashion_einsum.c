@@ -295,23 +295,20 @@ static void set_logits_grad(int64_t n, real *restrict logits_grad, const real *r
 /* line 18: backward: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
 CANNL_MULTIVERSION
 static void sum_b2_grad(int64_t n, real *restrict b2_grad, const real *restrict logits_grad) {
-    for (int64_t o = 0; o < 10; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += logits_grad[b * 10 + o];
-        b2_grad[o] = acc;
+    for (int64_t i = 0; i < 10; ++i) b2_grad[i] = 0.0f;
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 10; ++o)
+            b2_grad[o] += logits_grad[b * 10 + o];
     }
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void sum_gain_grad(int64_t n, real *restrict gain_grad, const real *restrict h1_grad, const real *restrict h1, const real *restrict h1_ln) {
-    CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o = 0; o < 256; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += h1_grad[b * 256 + o] * (cannl_step(h1[b * 256 + o]) * h1_ln[b * 256 + o]);
-        gain_grad[o] = acc;
+    for (int64_t i = 0; i < 256; ++i) gain_grad[i] = 0.0f;
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 256; ++o)
+            gain_grad[o] += h1_grad[b * 256 + o] * (cannl_step(h1[b * 256 + o]) * h1_ln[b * 256 + o]);
     }
 }
 
@@ -330,12 +327,10 @@ static void set_h1_ln_grad(int64_t n, real *restrict h1_ln_grad, real *restrict 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void sum_bias_grad(int64_t n, real *restrict bias_grad, const real *restrict h1_grad, const real *restrict h1) {
-    CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o = 0; o < 256; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += h1_grad[b * 256 + o] * cannl_step(h1[b * 256 + o]);
-        bias_grad[o] = acc;
+    for (int64_t i = 0; i < 256; ++i) bias_grad[i] = 0.0f;
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 256; ++o)
+            bias_grad[o] += h1_grad[b * 256 + o] * cannl_step(h1[b * 256 + o]);
     }
 }
 
@@ -390,12 +385,10 @@ static void add_z1_grad(int64_t n, real *restrict z1_grad, const real *restrict 
 /* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
 CANNL_MULTIVERSION
 static void sum_b1_grad(int64_t n, real *restrict b1_grad, const real *restrict z1_grad) {
-    CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o = 0; o < 256; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += z1_grad[b * 256 + o];
-        b1_grad[o] = acc;
+    for (int64_t i = 0; i < 256; ++i) b1_grad[i] = 0.0f;
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 256; ++o)
+            b1_grad[o] += z1_grad[b * 256 + o];
     }
 }
 

@@ -258,11 +258,10 @@ static void set_logits_grad(int64_t n, real *restrict logits_grad, const real *r
 /* line 16: backward: logits = w3 * h2 + b3 */
 CANNL_MULTIVERSION
 static void sum_b3_grad(int64_t n, real *restrict b3_grad, const real *restrict logits_grad) {
-    for (int64_t o = 0; o < 10; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += logits_grad[b * 10 + o];
-        b3_grad[o] = acc;
+    for (int64_t i = 0; i < 10; ++i) b3_grad[i] = 0.0f;
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 10; ++o)
+            b3_grad[o] += logits_grad[b * 10 + o];
     }
 }
 
@@ -279,12 +278,10 @@ static void set_h2_mm_grad(int64_t n, real *h2_mm_grad, const real *restrict h2_
 /* line 15: backward: h2 = relu(w2 * h1 + b2) */
 CANNL_MULTIVERSION
 static void sum_b2_grad(int64_t n, real *restrict b2_grad, const real *restrict h2_mm_grad) {
-    CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o = 0; o < 512; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += h2_mm_grad[b * 512 + o];
-        b2_grad[o] = acc;
+    for (int64_t i = 0; i < 512; ++i) b2_grad[i] = 0.0f;
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 512; ++o)
+            b2_grad[o] += h2_mm_grad[b * 512 + o];
     }
 }
 
@@ -301,12 +298,10 @@ static void set_h1_mm_grad(int64_t n, real *restrict h1_mm_grad, const real *res
 /* line 14: backward: h1 = relu(w1 * x + b1) */
 CANNL_MULTIVERSION
 static void sum_b1_grad(int64_t n, real *restrict b1_grad, const real *restrict h1_mm_grad) {
-    CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o = 0; o < 512; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += h1_mm_grad[b * 512 + o];
-        b1_grad[o] = acc;
+    for (int64_t i = 0; i < 512; ++i) b1_grad[i] = 0.0f;
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 512; ++o)
+            b1_grad[o] += h1_mm_grad[b * 512 + o];
     }
 }
 

@@ -194,11 +194,10 @@ static void set_h2_mm_grad(int64_t n, real *h2_mm_grad, const real *restrict h2_
 /* line 13: backward: h2 = tanh(w2 * h1 + b2) */
 CANNL_MULTIVERSION
 static void sum_b2_grad(int64_t n, real *restrict b2_grad, const real *restrict h2_mm_grad) {
-    for (int64_t o = 0; o < 16; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += h2_mm_grad[b * 16 + o];
-        b2_grad[o] = acc;
+    for (int64_t i = 0; i < 16; ++i) b2_grad[i] = 0.0f;
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 16; ++o)
+            b2_grad[o] += h2_mm_grad[b * 16 + o];
     }
 }
 
@@ -214,11 +213,10 @@ static void set_h1_mm_grad(int64_t n, real *h1_mm_grad, const real *restrict h1_
 /* line 12: backward: h1 = tanh(w1 * point + b1) */
 CANNL_MULTIVERSION
 static void sum_b1_grad(int64_t n, real *restrict b1_grad, const real *restrict h1_mm_grad) {
-    for (int64_t o = 0; o < 16; ++o) {
-        real acc = 0.0f;
-        for (int64_t b = 0; b < n; ++b)
-            acc += h1_mm_grad[b * 16 + o];
-        b1_grad[o] = acc;
+    for (int64_t i = 0; i < 16; ++i) b1_grad[i] = 0.0f;
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 16; ++o)
+            b1_grad[o] += h1_mm_grad[b * 16 + o];
     }
 }
 

@@ -26,6 +26,16 @@ Gemm::Axis merge(const ir::Program& p, const ir::Stmt& s, std::vector<int> group
     ax.size = "1";
     return ax;
   }
+  // A loop of one iteration (not the batch loop: a channel axis of size 1) adds nothing to
+  // the axis and its stride would break the chain (conv2d over one channel: K = ky kx c with
+  // c of size 1 is 25, not 5 products of K = 5): it goes out as an outer loop of one pass.
+  for (size_t i = group.size(); i-- > 0 && group.size() > 1;) {
+    const ir::Iter& it = s.iters[static_cast<size_t>(group[i])];
+    if (it.size == 1 && !it.batch) {
+      outer.push_back(group[i]);
+      group.erase(group.begin() + static_cast<long>(i));
+    }
+  }
   auto st = [&](int it) {
     return std::array<long, 3>{iter_stride(p, a, it), iter_stride(p, b, it), iter_stride(p, c, it)};
   };
@@ -117,8 +127,9 @@ std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& 
     g.n = merge(p, s, n, out, a, b, g.outer);
     const size_t before_k = g.outer.size();
     g.k = merge(p, s, k, out, a, b, g.outer);
-    g.outer_k = g.outer.size() > before_k;
     for (const ir::Iter& loop : s.iters) g.one_pass.push_back(!loop.batch && loop.size == 1);
+    for (size_t i = before_k; i < g.outer.size(); ++i)
+      if (!g.one_pass[static_cast<size_t>(g.outer[i])]) g.outer_k = true;
     // Outer loops in nest order.
     std::sort(g.outer.begin(), g.outer.end());
     // Prefer B carrying C's unit stride (vector stores of the tile), unless that leaves a

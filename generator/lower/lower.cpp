@@ -1,6 +1,7 @@
 // lower.cpp — spec expressions to forward loop nests (see lower.h).
 #include "lower/lower.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <functional>
@@ -469,9 +470,12 @@ private:
         bool bcast = !s.concrete.is_batch && s.concrete.size == 1 && (iv.batch || iv.size != 1);
         maps[i].push_back(bcast ? Affine::constant(0) : Affine::of(it));
       }
+    const int windowed = acc == ir::Accum::Add ? windowed_operand(maps) : -1;
     ExprP body;
     for (size_t i = 0; i < ops.size(); ++i) {
-      ExprP v = ops.size() == 1 ? value(ops[i], maps[i]) : operand(ops[i], maps[i]);
+      ExprP v = static_cast<int>(i) == windowed ? gather_window(ops[i], maps[i], maps[1 - i], result_loops, n)
+                : ops.size() == 1                 ? value(ops[i], maps[i])
+                                                  : operand(ops[i], maps[i]);
       body = body ? ir::binary(Op::Mul, body, v) : v;
     }
     if (wrap) body = wrap(body, rmap);
@@ -484,6 +488,69 @@ private:
     for (size_t i = 0; i < result_loops; ++i) rnames.push_back(n.iters[i].name);
     fill_buffer(r, acc == ir::Accum::Max ? -INFINITY : 0.0, rnames);
     emit(n, r, rmap, acc, body);
+  }
+
+  // Of a sum of two operands, the one read through a sliding window (an index with two loop
+  // variables, `2*h+i-1`) when the other has plain indices only: -1 otherwise.
+  static int windowed_operand(const std::vector<Map>& maps) {
+    if (maps.size() != 2) return -1;
+    auto plain = [](const Map& m) {
+      for (const Affine& f : m)
+        if (f.terms.size() > 1 || (f.terms.size() == 1 && (f.terms[0].coef != 1 || f.offset != 0))) return false;
+      return true;
+    };
+    auto window = [](const Map& m) {
+      for (const Affine& f : m)
+        if (f.terms.size() > 1) return true;
+      return false;
+    };
+    for (int i = 0; i < 2; ++i)
+      if (window(maps[static_cast<size_t>(i)]) && plain(maps[static_cast<size_t>(1 - i)])) return i;
+    return -1;
+  }
+
+  // An einsum operand read through a window, as lower_conv2d's im2col: gathered into a
+  // buffer with one axis per loop variable of its index (zero outside the operand), which the
+  // sum then reads at single loop variables, so that it is a matrix product (K = the window's
+  // loops times the channels) and its gradients are two more and a scatter-add. The axes:
+  // the result's loops in the result's order (n's first `result_loops`), then the summed
+  // ones in the order the other operand (`other`) has them, so that both merge into one
+  // axis each. Returns the read of the gathered buffer in nest `n`.
+  ExprP gather_window(const Expr* x, const Map& map, const Map& other, size_t result_loops, const Nest& n) {
+    auto uses = [](const Map& m, int it) {
+      for (const Affine& f : m)
+        for (const auto& t : f.terms)
+          if (t.iter == it) return true;
+      return false;
+    };
+    std::vector<int> loops;  // n's loops in the index, in the gathered buffer's order
+    for (size_t it = 0; it < result_loops; ++it)
+      if (uses(map, static_cast<int>(it))) loops.push_back(static_cast<int>(it));
+    for (const Map* m : {&other, &map})
+      for (const Affine& f : *m)
+        for (const auto& t : f.terms)
+          if (static_cast<size_t>(t.iter) >= result_loops && uses(map, t.iter) &&
+              std::find(loops.begin(), loops.end(), t.iter) == loops.end())
+            loops.push_back(t.iter);
+    Shape cs;
+    std::vector<std::string> names;
+    for (int it : loops) {
+      const ir::Iter& iv = n.iters[static_cast<size_t>(it)];
+      cs.row(iv.batch ? AxisKind::Batch : AxisKind::Output).push_back({iv.batch ? 1 : iv.size, iv.batch});
+      names.push_back(iv.name);
+    }
+    const int col = temp("col", cs);
+    Nest g;
+    Map cmap = loops_for(cs, g, names);
+    std::vector<int> to_g(n.iters.size(), -1);
+    for (size_t j = 0; j < loops.size(); ++j) to_g[static_cast<size_t>(loops[j])] = cmap[j].terms[0].iter;
+    Map xmap = map;
+    for (Affine& f : xmap)
+      for (auto& t : f.terms) t.iter = to_g[static_cast<size_t>(t.iter)];
+    emit(g, col, cmap, ir::Accum::Set, operand(x, xmap));
+    Map read;
+    for (int it : loops) read.push_back(Affine::of(it));
+    return ir::load({col, read});
   }
 
   // A nest over every axis of `xs`, and the index of its per-(batch, input) statistic.

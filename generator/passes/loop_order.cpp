@@ -7,7 +7,10 @@
 //     thread count: each element is accumulated by one thread, in loop order);
 //   innermost, the loop with the most unit-stride accesses (the write counting double; on
 //     a tie the reduction loop, which the C emitter turns into a vectorised dot product);
-//   in between, the other written-index loops, then the remaining reduction loops.
+//   in between, the other written-index loops, then the remaining reduction loops;
+//   except a sum into at most 4096 cells (no batch axis) along their own unit-stride loop
+//   when no reduction loop has a unit stride (a bias gradient): the reduction loops outside,
+//   the written loops inside (rows added into the cells, vectorised), on one thread.
 #include <algorithm>
 
 #include "passes/pipeline.h"
@@ -96,13 +99,37 @@ void order_nest(const ir::Program& p, ir::Stmt& s) {
       if (key > best) best = key, inner = i;
     }
   }
+  // A sum over whole axes into a few cells whose own loop is the only unit-stride one (a
+  // bias gradient: c_grad[c] += g[b, y, x, c]): the reduction loops go outside and the
+  // written loops inside, so that the innermost loop adds contiguous rows into the cells
+  // (vectorised) instead of walking a column at the row stride; one thread, every cell
+  // summed in loop order.
+  if (outer >= 0 && inner >= 0 && s.single() && s.assigns[0].accum == ir::Accum::Add && best < 2 &&
+      stride_of(p, out, outer) == 1) {
+    long cells = 1;
+    bool batch_written = false;
+    for (const Affine& a : out.index)
+      for (const auto& t : a.terms) {
+        cells *= s.iters[static_cast<size_t>(t.iter)].size;
+        batch_written = batch_written || s.iters[static_cast<size_t>(t.iter)].batch;
+      }
+    if (!batch_written && cells <= 4096) {
+      for (int i = 0; i < n; ++i)
+        if (!in_access(out, i)) order.push_back(i);
+      for (const Affine& a : out.index)
+        for (const auto& t : a.terms)
+          if (!placed(t.iter)) order.push_back(t.iter);
+      outer = -1;
+      inner = -1;
+    }
+  }
   if (outer >= 0) order.push_back(outer);
   for (const Affine& a : out.index)  // written-index loops, in the buffer's order
     for (const auto& t : a.terms)
       if (t.iter != inner && !placed(t.iter)) order.push_back(t.iter);
   for (int i = 0; i < n; ++i)
     if (i != inner && !placed(i)) order.push_back(i);
-  if (inner >= 0) order.push_back(inner);
+  if (inner >= 0 && !placed(inner)) order.push_back(inner);
   if (s.sequential) {  // keep the written order: the random stream fills in storage order
     order.clear();
     for (int i = 0; i < n; ++i) order.push_back(i);

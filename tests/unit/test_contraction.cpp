@@ -145,3 +145,54 @@ minimize loss with sgd(lr = 0.1)
   CHECK(m->n.size == "n");
   CHECK((m->m.stride_c == 1 && m->n.stride_c == 4));  // the tile is stored element by element
 }
+
+TEST_CASE("a convolution over one channel is one product: K = kh kw (the channel loop of one pass)") {
+  Prog g(R"(input image : [12, 12, 1]
+input y : [12, 12, 8]
+param k : [5, 5, 1 -> 8] = uniform(-1, 1)
+a = conv2d(image, k, padding = 2)
+loss = mean((a - y) ** 2)
+minimize loss with sgd(lr = 0.1)
+)");
+  ir::Program q = g.p;
+  run_passes(q, PassOptions{});
+  int forward = 0, weight = 0;
+  for (const auto& s : q.routine(ir::RoutineKind::TrainStep)->stmts) {
+    if (!s.product) continue;
+    auto m = recognise_contraction(q, s);
+    REQUIRE(m);
+    const std::string out = q.buffers[static_cast<size_t>(s.only().out.buf)].name;
+    if (out == "a") {  // a[b, y, x, d] = a_col[b, y, x, ky, kx, c] k[d, ky, kx, c]
+      ++forward;
+      CHECK(((m->m.size == "n * 144" && m->n.size == "8") || (m->m.size == "8" && m->n.size == "n * 144")));
+      CHECK(m->k.size == "25");
+      CHECK(!m->outer_k);
+    }
+    if (out == "k_grad") {
+      ++weight;
+      CHECK(m->k.size == "n * 144");
+      CHECK(!m->outer_k);
+      CHECK(((m->m.size == "8" && m->n.size == "25") || (m->m.size == "25" && m->n.size == "8")));
+    }
+  }
+  CHECK(forward == 1);
+  CHECK(weight == 1);
+}
+
+TEST_CASE("an einsum reading a sliding window is a gather and one product with K = window x channels") {
+  Prog g(R"(input image : [14, 14, 16]
+input y : [7, 7, 32]
+param k : [3, 3, 16 -> 32] = uniform(-1, 1)
+a = einsum("b|2*h+i-1, 2*w+j-1, c; i, j, c -> d => b|h, w, d", image, k)
+loss = mean((a - y) ** 2)
+minimize loss with sgd(lr = 0.1)
+)");
+  auto m = recognise_contraction(g.p, g.accumulating("a"));
+  REQUIRE(m);
+  CHECK(g.name(m->a.buf) == "a_col");
+  CHECK(g.name(m->b.buf) == "k");
+  CHECK(m->m.size == "n * 49");
+  CHECK(m->n.size == "32");
+  CHECK(m->k.size == "144");
+  CHECK(m->outer.empty());
+}
