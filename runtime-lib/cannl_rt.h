@@ -344,6 +344,10 @@ typedef struct cannl_tensor_info {
     int32_t ndims;
     int64_t dims[CANNL_MAX_DIMS];
     int64_t size;                  /* product of dims (1 for a scalar) */
+    int64_t ids;                   /* 0: values of the model's dtype; > 0: int32 ids (an `int` input)
+                                      that must lie in [0, ids): the row count of the embedding table
+                                      it indexes or the class count of the cross_entropy it is the
+                                      target of, the smallest such bound; INT32_MAX when unbounded */
 } cannl_tensor_info;
 
 /* What a generated model exposes to the generic trainer (one const table per model,

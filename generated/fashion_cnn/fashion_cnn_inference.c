@@ -517,22 +517,22 @@ cannl_status fashion_cnn_infer_eval(struct fashion_cnn_infer *m, const fashion_c
 /* ---------------------------------------------- the table for cannl_infer_main and loading */
 
 static const cannl_tensor_info input_info[] = {
-    {"image", 3, { 28, 28, 1 }, 784},
-    {"label", 1, { 10 }, 10},
-    {NULL, 0, {0}, 0}};
+    {"image", 3, { 28, 28, 1 }, 784, 0},
+    {"label", 1, { 10 }, 10, 0},
+    {NULL, 0, {0}, 0, 0}};
 static const cannl_tensor_info output_info[] = {
-    {"logits", 1, { 10 }, 10},
-    {NULL, 0, {0}, 0}};
+    {"logits", 1, { 10 }, 10, 0},
+    {NULL, 0, {0}, 0, 0}};
 static const cannl_tensor_info param_info[] = {
-    {"k1", 4, { 32, 5, 5, 1 }, 800},
-    {"k2", 4, { 64, 5, 5, 32 }, 51200},
-    {"c1", 1, { 32 }, 32},
-    {"c2", 1, { 64 }, 64},
-    {"b3", 1, { 1024 }, 1024},
-    {"w3", 4, { 1024, 7, 7, 64 }, 3211264},
-    {"w4", 2, { 10, 1024 }, 10240},
-    {"b4", 1, { 10 }, 10},
-    {NULL, 0, {0}, 0}};
+    {"k1", 4, { 32, 5, 5, 1 }, 800, 0},
+    {"k2", 4, { 64, 5, 5, 32 }, 51200, 0},
+    {"c1", 1, { 32 }, 32, 0},
+    {"c2", 1, { 64 }, 64, 0},
+    {"b3", 1, { 1024 }, 1024, 0},
+    {"w3", 4, { 1024, 7, 7, 64 }, 3211264, 0},
+    {"w4", 2, { 10, 1024 }, 10240, 0},
+    {"b4", 1, { 10 }, 10, 0},
+    {NULL, 0, {0}, 0, 0}};
 static const char *const metric_names[] = {
     "accuracy",
     NULL};

@@ -448,20 +448,20 @@ cannl_status fashion_einsum_infer_eval(struct fashion_einsum_infer *m, const fas
 /* ---------------------------------------------- the table for cannl_infer_main and loading */
 
 static const cannl_tensor_info input_info[] = {
-    {"image", 2, { 28, 28 }, 784},
-    {"label", 1, { 10 }, 10},
-    {NULL, 0, {0}, 0}};
+    {"image", 2, { 28, 28 }, 784, 0},
+    {"label", 1, { 10 }, 10, 0},
+    {NULL, 0, {0}, 0, 0}};
 static const cannl_tensor_info output_info[] = {
-    {"logits", 1, { 10 }, 10},
-    {NULL, 0, {0}, 0}};
+    {"logits", 1, { 10 }, 10, 0},
+    {NULL, 0, {0}, 0, 0}};
 static const cannl_tensor_info param_info[] = {
-    {"w1", 3, { 256, 28, 28 }, 200704},
-    {"gain", 1, { 256 }, 256},
-    {"b1", 1, { 256 }, 256},
-    {"bias", 1, { 256 }, 256},
-    {"w2", 2, { 10, 256 }, 2560},
-    {"b2", 1, { 10 }, 10},
-    {NULL, 0, {0}, 0}};
+    {"w1", 3, { 256, 28, 28 }, 200704, 0},
+    {"gain", 1, { 256 }, 256, 0},
+    {"b1", 1, { 256 }, 256, 0},
+    {"bias", 1, { 256 }, 256, 0},
+    {"w2", 2, { 10, 256 }, 2560, 0},
+    {"b2", 1, { 10 }, 10, 0},
+    {NULL, 0, {0}, 0, 0}};
 static const char *const metric_names[] = {
     "accuracy",
     "mean_ce",

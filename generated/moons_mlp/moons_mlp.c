@@ -723,20 +723,20 @@ cannl_status moons_mlp_load(struct moons_mlp *m, const char *path, cannl_load_wh
 /* ------------------------------------------------------- the table for cannl_train_main */
 
 static const cannl_tensor_info input_info[] = {
-    {"point", 1, { 2 }, 2},
-    {"target", 1, { 1 }, 1},
-    {NULL, 0, {0}, 0}};
+    {"point", 1, { 2 }, 2, 0},
+    {"target", 1, { 1 }, 1, 0},
+    {NULL, 0, {0}, 0, 0}};
 static const cannl_tensor_info output_info[] = {
-    {"prob", 1, { 1 }, 1},
-    {NULL, 0, {0}, 0}};
+    {"prob", 1, { 1 }, 1, 0},
+    {NULL, 0, {0}, 0, 0}};
 static const cannl_tensor_info param_info[] = {
-    {"w1", 2, { 16, 2 }, 32},
-    {"w2", 2, { 16, 16 }, 256},
-    {"w3", 2, { 1, 16 }, 16},
-    {"b1", 1, { 16 }, 16},
-    {"b2", 1, { 16 }, 16},
-    {"b3", 1, { 1 }, 1},
-    {NULL, 0, {0}, 0}};
+    {"w1", 2, { 16, 2 }, 32, 0},
+    {"w2", 2, { 16, 16 }, 256, 0},
+    {"w3", 2, { 1, 16 }, 16, 0},
+    {"b1", 1, { 16 }, 16, 0},
+    {"b2", 1, { 16 }, 16, 0},
+    {"b3", 1, { 1 }, 1, 0},
+    {NULL, 0, {0}, 0, 0}};
 static const char *const metric_names[] = {
     "mse",
     NULL};

@@ -128,6 +128,7 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
       e.set("ndims", std::to_string(ndims(b, per_example)));
       e.set("dims", dims_list(b, per_example));
       e.set("size", std::to_string(buffer_size(b, per_example)));
+      e.set("ids", std::to_string(b.ids));
       const int g = p.grad(bufs[i]);
       e.set("grad", g >= 0 && b.role == ir::Role::Param ? grad_prefix + names[static_cast<size_t>(g)] : std::string("NULL"));
       l.push_back(e);

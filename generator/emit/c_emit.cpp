@@ -89,6 +89,8 @@ private:
   const std::string& name(int b) const { return names_.buffer[static_cast<size_t>(b)]; }
   const ir::Buffer& buf(int b) const { return p_.buffers[static_cast<size_t>(b)]; }
   long elem() const { return o_.f64 ? 8 : 4; }
+  // The C element type of buffer b: real, or int32_t for ids.
+  const char* ctype(int b) const { return buf(b).ids > 0 ? "int32_t" : "real"; }
 
   // The data of every template (emit/c_common.h), and what only the C target's use.
   data common() {
@@ -116,7 +118,9 @@ private:
   }
 
   // A state struct's field for buffer b: `    real *name; /* [batch, 512] [batch | 512] */`.
-  std::string field_decl(int b) const { return fmt::format("    real *{}; /* {} */\n", name(b), shape_comment(b)); }
+  std::string field_decl(int b) const {
+    return fmt::format("    {} *{}; /* {} */\n", ctype(b), name(b), shape_comment(b));
+  }
 
   // The training state's fields (the layout's, passes/plan_layout.cpp), by role.
   std::string fields() {
@@ -402,9 +406,9 @@ private:
     if (uses_n) params.push_back("int64_t n"), args.push_back("n"), taken.insert("n");
     if (rng) params.push_back("cannl_rng *rng"), args.push_back("&rng"), taken.insert("rng");
     for (int b : written)
-      params.push_back(fmt::format("real *{}{}", shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
+      params.push_back(fmt::format("{} *{}{}", ctype(b), shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
     for (int b : read)
-      params.push_back(fmt::format("const real *{}{}", shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
+      params.push_back(fmt::format("const {} *{}{}", ctype(b), shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
     for (int b : written) args.push_back(name(b)), taken.insert(name(b));
     for (int b : read) args.push_back(name(b)), taken.insert(name(b));
     for (const std::string& sc : scalars) {
@@ -456,9 +460,13 @@ private:
       if (buf(b).role == ir::Role::Input) {
         inputs_used = true;
         const auto k = std::find(p_.inputs.begin(), p_.inputs.end(), b) - p_.inputs.begin();
-        pro += fmt::format("    const real *const {} = inputs[{}]; /* {} */\n", name(b), k, shape_comment(b));
+        if (buf(b).ids > 0)  // ids: the caller's pointer is to int32_t (cannl_tensor_info.ids)
+          pro += fmt::format("    const int32_t *const {} = (const int32_t *)(const void *)inputs[{}]; /* {} */\n",
+                             name(b), k, shape_comment(b));
+        else
+          pro += fmt::format("    const real *const {} = inputs[{}]; /* {} */\n", name(b), k, shape_comment(b));
       } else if (a.own[static_cast<size_t>(b)]) {
-        pro += fmt::format("    real *const {} = m->{}; /* {} */\n", name(b), name(b), shape_comment(b));
+        pro += fmt::format("    {} *const {} = m->{}; /* {} */\n", ctype(b), name(b), name(b), shape_comment(b));
       } else {
         if (a.address(r, b) < 0) CANNL_BUG("a buffer outside the state: " + buf(b).name);
         work.push_back({a.address(r, b) - a.work, b});
@@ -469,7 +477,8 @@ private:
       pro += fmt::format("    char *const work = (char *)m->arena + {}; /* the work region: this routine's {} bytes */\n",
                          a.work, r.arena_bytes);
       for (const auto& [offset, b] : work)
-        pro += fmt::format("    real *const {} = (real *)(work + {}); /* {} */\n", name(b), offset, shape_comment(b));
+        pro += fmt::format("    {0} *const {1} = ({0} *)(work + {2}); /* {3} */\n", ctype(b), name(b), offset,
+                           shape_comment(b));
     }
     pro += scalar_prologue(r, scalars, x_);
     if (r.kind == ir::RoutineKind::Forward) {

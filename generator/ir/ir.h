@@ -36,6 +36,12 @@ struct Buffer {
   int tensor = -1;       // spec tensor index, if any
   std::string shape;     // the spec shape, as written in §4 notation, for comments
   std::string state_name;  // in checkpoints: the param name, or "w1.exp_avg" (PyTorch's names)
+  // 0: values of the element type. > 0: integer ids (an `int` input, position(...)), stored
+  // as int32_t, that must lie in [0, ids): the row count of the embedding table they index or
+  // the class count of the cross_entropy they are the target of, the smallest such bound
+  // (INT32_MAX when nothing bounds them); cannl_tensor_info.ids. Loads read ids as numbers,
+  // and nothing differentiates them.
+  long ids = 0;
   long elements() const;  // with batch axes at their maximum
 };
 

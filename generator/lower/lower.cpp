@@ -84,6 +84,7 @@ public:
                                                     : ir::Role::Computed;
       int b = new_buffer(t.name, sh_.tensors[i], role);
       out_.prog.buffers[static_cast<size_t>(b)].tensor = static_cast<int>(i);
+      if (t.dtype == DType::Int32) out_.prog.buffers[static_cast<size_t>(b)].ids = kUnbounded;
       out_.prog.buffers[static_cast<size_t>(b)].shape = t.name + " : " + print_shape(sh_.tensors[i]);
       out_.tensor_buf[i] = b;
       if (t.kind != TensorKind::Computed) continue;
@@ -104,10 +105,30 @@ public:
     for (int o : m_.outputs) p.outputs.push_back(out_.tensor_buf[static_cast<size_t>(o)]);
     for (int mt : m_.metrics) p.metrics.push_back(out_.tensor_buf[static_cast<size_t>(mt)]);
     p.loss = out_.tensor_buf[static_cast<size_t>(m_.loss)];
+    for (const auto& [e, c] : m_.calls) {  // the range of each integer input (Buffer::ids)
+      if (e->name == "embedding") bound_ids(c.tensors[1], shape(c.tensors[0]).row(AxisKind::Output).at(0).size);
+      if ((e->name == "cross_entropy" || e->name == "accuracy") && m_.is_int(c.tensors[1]))
+        bound_ids(c.tensors[1], shape(c.tensors[0]).row(AxisKind::Output).at(0).size);
+    }
     return std::move(out_);
   }
 
 private:
+  static constexpr long kUnbounded = 2147483647;  // INT32_MAX: ids nothing bounds
+
+  // The inputs whose ids `ids` reads (through names of computed tensors and x[i]) must lie
+  // in [0, n).
+  void bound_ids(const Expr* ids, long n) {
+    if (ids->kind == ExprKind::Index) return bound_ids(ids->operands[0].get(), n);
+    if (ids->kind != ExprKind::Name) return;
+    auto it = m_.index.find(ids->name);
+    if (it == m_.index.end()) return;
+    const Tensor& t = m_.tensors[static_cast<size_t>(it->second)];
+    if (t.kind == TensorKind::Computed) return bound_ids(t.expr, n);
+    long& b = out_.prog.buffers[static_cast<size_t>(out_.tensor_buf[static_cast<size_t>(it->second)])].ids;
+    if (t.kind == TensorKind::Input && b > n) b = n;
+  }
+
   const Model& m_;
   const ShapeInfo& sh_;
   const SourceFile& file_;
@@ -173,18 +194,29 @@ private:
     return map;
   }
 
-  // Broadcast (contract §5): each kind of axes aligned from the right; a size-1 axis of the
-  // child against a larger one of the parent reads index 0.
+  // Broadcast (contract §5): each kind of axes aligned from the right, except that the
+  // runner's batch axis meets the runner's batch axis (contract v1 §2: it leads its row, and
+  // the declared batch axes after it align from the right); a size-1 axis of the child
+  // against a larger one of the parent reads index 0.
   Map align(const Shape& parent, const Map& pmap, const Shape& child) {
     Map out;
     for (const FlatAxis& a : flat(child)) out.push_back(aligned(parent, pmap, child, a));
     return out;
   }
-  // The index of one axis of `child` broadcast into `parent` (its row aligned from the right).
-  static Affine aligned(const Shape& parent, const Map& pmap, const Shape& child, const FlatAxis& a) {
-    int np = static_cast<int>(parent.row(a.kind).size()), nc = static_cast<int>(child.row(a.kind).size());
-    int pp = a.pos + np - nc;
+  // Where axis `pos` of child's row `kind` lies in parent's row.
+  static int parent_pos(const Shape& parent, const Shape& child, AxisKind kind, int pos) {
+    const auto &pr = parent.row(kind), &cr = child.row(kind);
+    if (kind == AxisKind::Batch && pos == 0 && cr.front().is_batch) {
+      if (pr.empty() || !pr.front().is_batch) CANNL_BUG("the runner's batch axis broadcast into a row without it");
+      return 0;
+    }
+    int pp = pos + static_cast<int>(pr.size()) - static_cast<int>(cr.size());
     if (pp < 0) CANNL_BUG("broadcast of a longer row into a shorter one");
+    return pp;
+  }
+  // The index of one axis of `child` broadcast into `parent`.
+  static Affine aligned(const Shape& parent, const Map& pmap, const Shape& child, const FlatAxis& a) {
+    int pp = parent_pos(parent, child, a.kind, a.pos);
     const Axis& pa = parent.row(a.kind)[static_cast<size_t>(pp)];
     if (!a.axis.is_batch && a.axis.size == 1 && (pa.is_batch || pa.size != 1)) return Affine::constant(0);
     return pmap[static_cast<size_t>(flat_index(parent, a.kind, pp))];
@@ -196,14 +228,33 @@ private:
     const OpInfo* op = find_op(e->name);
     return op && op->lower ? &op->lower : nullptr;
   }
-  static bool is_pointwise(const Expr* e) {
+  bool is_pointwise(const Expr* e) const {
     switch (e->kind) {
       case ExprKind::Number: case ExprKind::Name: case ExprKind::Neg: case ExprKind::Add:
-      case ExprKind::Sub: case ExprKind::Mul: case ExprKind::Div: case ExprKind::Pow:
+      case ExprKind::Sub: case ExprKind::Mul: case ExprKind::Div: case ExprKind::Pow: case ExprKind::Index:
         return true;
-      case ExprKind::Call: return pointwise_call(e) != nullptr;
+      case ExprKind::Call:
+        return pointwise_call(e) != nullptr || e->name == "position" || positional_embedding(e);
       default: return false;
     }
+  }
+  // embedding(table, position(x)): row t of the table at position t, an affine read.
+  bool positional_embedding(const Expr* e) const {
+    return e->kind == ExprKind::Call && e->name == "embedding" && call(e).tensors[1]->kind == ExprKind::Call &&
+           call(e).tensors[1]->name == "position";
+  }
+  // The index (in `map`, over shape s) of s's last batch axis: the position (contract v1 §3).
+  static Affine last_batch(const Shape& s, const Map& map) {
+    const int nb = static_cast<int>(s.row(AxisKind::Batch).size());
+    if (nb < 1) CANNL_BUG("position of a value without batch axes");
+    return map[static_cast<size_t>(flat_index(s, AxisKind::Batch, nb - 1))];
+  }
+  // The read of table [d.. -> n] (stored [n, d..]) at `row` for a result [B.. | d..] at `map`.
+  Map table_map(const Shape& rs, const Map& map, const Shape& ts, Affine row) {
+    Map tm = {std::move(row)};
+    const int nd = static_cast<int>(ts.row(AxisKind::Input).size());
+    for (int k = 0; k < nd; ++k) tm.push_back(map[static_cast<size_t>(flat_index(rs, AxisKind::Output, k))]);
+    return tm;
   }
 
   // The value of `e` at index `map` (one entry per storage dim of e's shape), pointwise
@@ -228,7 +279,23 @@ private:
       case ExprKind::Mul: return ir::binary(Op::Mul, child(e->operands[0].get()), child(e->operands[1].get()));
       case ExprKind::Div: return ir::binary(Op::Div, child(e->operands[0].get()), child(e->operands[1].get()));
       case ExprKind::Pow: return ir::pow(child(e->operands[0].get()), *constant_value(*e->operands[1], m_.dims));
+      case ExprKind::Index: {  // x[i]: index i of x's first output axis
+        const Expr* x = e->operands[0].get();
+        const Shape& xs = shape(x);
+        Map xm;
+        for (const FlatAxis& a : flat(xs)) {
+          if (a.kind != AxisKind::Output) xm.push_back(map[static_cast<size_t>(flat_index(s, a.kind, a.pos))]);
+          else if (a.pos == 0) xm.push_back(Affine::constant(static_cast<long>(e->number)));
+          else xm.push_back(map[static_cast<size_t>(flat_index(s, AxisKind::Output, a.pos - 1))]);
+        }
+        return value(x, xm);
+      }
       case ExprKind::Call:
+        if (e->name == "position") return ir::index_value(last_batch(s, map));
+        if (positional_embedding(e)) {
+          const Expr* table = call(e).tensors[0];
+          return operand(table, table_map(s, map, shape(table), last_batch(s, map)));
+        }
         if (const PointwiseLowering* lower = pointwise_call(e)) {
           std::vector<ExprP> x;
           for (const Expr* t : call(e).tensors) x.push_back(child(t));
@@ -279,16 +346,19 @@ private:
         lower_einsum(*c.spec, c.tensors, ir::Accum::Add, false, b, s);
       } else if (f == "softmax" || f == "log_softmax") {
         b = buffer(f.c_str());
-        lower_softmax(c.tensors[0], f == "log_softmax", b);
+        lower_softmax(c.tensors[0], c.spec, f == "log_softmax", b);
       } else if (f == "cross_entropy") {
         b = buffer("ce");
         lower_cross_entropy(c.tensors[0], c.tensors[1], b);
       } else if (f == "layer_norm") {
         b = buffer("ln");
-        lower_layer_norm(c.tensors[0], c.values.at("eps"), b);
+        lower_layer_norm(c.tensors[0], c.spec, c.values.at("eps"), b);
       } else if (f == "accuracy") {
         b = buffer("acc");
         lower_accuracy(c.tensors[0], c.tensors[1], b);
+      } else if (f == "embedding") {
+        b = buffer("emb");
+        lower_embedding(c, b);
       } else if (f == "conv2d") {
         b = buffer("conv");
         lower_conv2d(c, b);
@@ -301,8 +371,26 @@ private:
     } else {
       CANNL_BUG("no lowering for this expression");
     }
+    if (m_.is_int(e)) out_.prog.buffers[static_cast<size_t>(b)].ids = kUnbounded;
     done_[e] = b;
     return b;
+  }
+
+  // embedding(table : [d.. -> n], ids : [B.. | ] int) -> [B.. | d..]:
+  //   r[b.., j..] += (ids[b..] == v) * table[v, j..]   over the rows v,
+  // a sum with one non-zero term per cell (no one-hot stored); its gradient is the sum over
+  // the positions of each row's ids, in a fixed order (the same bits for any thread count).
+  void lower_embedding(const BoundCall& c, int r) {
+    const Expr *table = c.tensors[0], *ids = c.tensors[1];
+    const Shape &rs = shape(c.call), &ts = shape(table);
+    Nest n;
+    Map rmap = loops_for(rs, n);
+    std::vector<std::string> rnames;
+    for (const auto& it : n.iters) rnames.push_back(it.name);
+    fill_buffer(r, 0, rnames);
+    const int v = n.add("v", ts.row(AxisKind::Output).at(0).size, false);
+    ExprP hit = ir::binary(Op::Eq, value(ids, align(rs, rmap, shape(ids))), ir::index_value(Affine::of(v)));
+    emit(n, r, rmap, ir::Accum::Add, ir::binary(Op::Mul, hit, operand(table, table_map(rs, rmap, ts, Affine::of(v)))));
   }
 
   void fill(int buf, const Map& index, const Nest& outer, double v) {
@@ -381,37 +469,39 @@ private:
     emit(n, r, {}, acc, v);
   }
 
+  // One axis of an einsum operand against its concrete shape.
+  struct Slot {
+    const EinAxis* axis;  // null for an axis of '...'
+    std::string key;      // its name, or "...K#j" for the j-th from the right of '...' in row K
+    Axis concrete;
+  };
+  // Expands one operand against its concrete shape: a key per storage axis.
+  static std::vector<Slot> expand(const EinOperand& o, const Shape& s) {
+    std::vector<Slot> slots;
+    for (AxisKind k : kStorageOrder) {
+      const auto& axes = o.part(k);
+      const auto& row = s.row(k);
+      bool has_ell = false;
+      for (const auto& a : axes) has_ell |= a.kind == EinAxis::Ellipsis;
+      long ell = static_cast<long>(row.size()) - static_cast<long>(axes.size()) + (has_ell ? 1 : 0);
+      size_t ri = 0;
+      for (const auto& a : axes) {
+        if (a.kind == EinAxis::Ellipsis) {
+          for (long j = 0; j < ell; ++j, ++ri)
+            slots.push_back({nullptr, fmt::format("...{}#{}", kind_letter(k), ell - j), row[ri]});
+        } else {
+          slots.push_back({&a, a.name, row[ri++]});
+        }
+      }
+    }
+    return slots;
+  }
+
   // einsum (contract §6) with one or two operands; also sum/mean/max with a spec.
   void lower_einsum(const EinsumSpec& spec, const std::vector<const Expr*>& ops, ir::Accum acc,
                     bool mean, int r, const Shape& rs) {
     Nest n;
     std::map<std::string, int> iter_of;  // axis name (or "...K#j") -> loop
-    // Expands one operand against its concrete shape: a key per storage axis.
-    struct Slot {
-      const EinAxis* axis;  // null for an axis of '...'
-      std::string key;
-      Axis concrete;
-    };
-    auto expand = [&](const EinOperand& o, const Shape& s) {
-      std::vector<Slot> slots;
-      for (AxisKind k : kStorageOrder) {
-        const auto& axes = o.part(k);
-        const auto& row = s.row(k);
-        bool has_ell = false;
-        for (const auto& a : axes) has_ell |= a.kind == EinAxis::Ellipsis;
-        long ell = static_cast<long>(row.size()) - static_cast<long>(axes.size()) + (has_ell ? 1 : 0);
-        size_t ri = 0;
-        for (const auto& a : axes) {
-          if (a.kind == EinAxis::Ellipsis) {
-            for (long j = 0; j < ell; ++j, ++ri)
-              slots.push_back({nullptr, fmt::format("...{}#{}", kind_letter(k), ell - j), row[ri]});
-          } else {
-            slots.push_back({&a, a.name, row[ri++]});
-          }
-        }
-      }
-      return slots;
-    };
     auto get_iter = [&](const std::string& key, const Axis& ax, const std::string& display) {
       auto it = iter_of.find(key);
       if (it != iter_of.end()) return it->second;
@@ -464,27 +554,42 @@ private:
     emit(n, r, rmap, acc, body);
   }
 
-  // A nest over every axis of `xs`, and the index of its per-(batch, input) statistic.
+  // Which storage axes of xs a statistic reduces over: the output axes, or (with a spec, a
+  // one-operand reduction) the axes the spec sums away.
+  std::vector<bool> reduced_axes(const Shape& xs, const EinsumSpec* spec) {
+    std::vector<bool> red;
+    if (!spec) {
+      for (const FlatAxis& a : flat(xs)) red.push_back(a.kind == AxisKind::Output);
+      return red;
+    }
+    std::set<std::string> kept;
+    for (const Slot& sl : expand(spec->result, xs)) kept.insert(sl.key);
+    for (const Slot& sl : expand(spec->operands[0], xs)) red.push_back(!kept.count(sl.key));
+    return red;
+  }
+  // A nest over every axis of `xs`, and the index of its statistic (the axes not reduced).
   struct StatNest {
     Nest n;
     Map x;        // identity over xs
-    Map stat;     // batch and input axes only
-    std::vector<int> out_loops;
+    Map stat;     // the kept axes only
+    std::vector<int> out_loops;  // the reduced axes' loops
+    Shape stat_shape;            // xs without the reduced axes
   };
-  StatNest stat_nest(const Shape& xs) {
+  StatNest stat_nest(const Shape& xs, const EinsumSpec* spec = nullptr) {
     StatNest sn;
     sn.x = loops_for(xs, sn.n);
+    const std::vector<bool> red = reduced_axes(xs, spec);
     auto fl = flat(xs);
+    for (AxisKind k : kStorageOrder) sn.stat_shape.row(k).clear();
     for (size_t i = 0; i < fl.size(); ++i) {
-      if (fl[i].kind == AxisKind::Output) sn.out_loops.push_back(sn.x[i].terms[0].iter);
-      else sn.stat.push_back(sn.x[i]);
+      if (red[i]) {
+        sn.out_loops.push_back(sn.x[i].terms[0].iter);
+      } else {
+        sn.stat.push_back(sn.x[i]);
+        sn.stat_shape.row(fl[i].kind).push_back(fl[i].axis);
+      }
     }
     return sn;
-  }
-  Shape stat_shape(const Shape& xs) {
-    Shape s = xs;
-    s.row(AxisKind::Output).clear();
-    return s;
   }
   std::vector<std::string> stat_names(const StatNest& sn) {
     std::vector<std::string> out;
@@ -493,8 +598,8 @@ private:
   }
 
   // max over the output axes (a constant shift for autodiff), then sum of exp(x - max).
-  std::pair<int, int> softmax_stats(const Shape& xs, StatNest& sn, const ExprP& xv) {
-    Shape ss = stat_shape(xs);
+  std::pair<int, int> softmax_stats(StatNest& sn, const ExprP& xv) {
+    const Shape& ss = sn.stat_shape;
     int mx = temp("max", ss), sum = temp("sumexp", ss);
     fill_buffer(mx, -INFINITY, stat_names(sn));
     emit(sn.n, mx, sn.stat, ir::Accum::Max, xv);
@@ -504,10 +609,10 @@ private:
     return {mx, sum};
   }
 
-  void lower_softmax(const Expr* x, bool log, int r) {
-    StatNest sn = stat_nest(shape(x));
+  void lower_softmax(const Expr* x, const EinsumSpec* spec, bool log, int r) {
+    StatNest sn = stat_nest(shape(x), spec);
     ExprP xv = value(x, sn.x);
-    auto [mx, sum] = softmax_stats(shape(x), sn, xv);
+    auto [mx, sum] = softmax_stats(sn, xv);
     ExprP shifted = ir::binary(Op::Sub, xv, ir::load({mx, sn.stat}, true));
     ExprP s = ir::load({sum, sn.stat});
     emit(sn.n, r, sn.x, ir::Accum::Set,
@@ -522,34 +627,37 @@ private:
     Shape j = logits;
     for (AxisKind k : {AxisKind::Batch, AxisKind::Input}) {
       const auto &a = logits.row(k), &b = target.row(k);
-      std::vector<Axis> row = a.size() >= b.size() ? a : b;
-      const auto& shorter = a.size() >= b.size() ? b : a;
-      for (size_t i = 0; i < shorter.size(); ++i) {
-        Axis& x = row[row.size() - shorter.size() + i];
-        if (!x.is_batch && x.size == 1) x = shorter[i];
+      const bool a_longer = a.size() >= b.size();
+      Shape longer = a_longer ? logits : target, shorter = a_longer ? target : logits;
+      std::vector<Axis> row = longer.row(k);
+      for (size_t i = 0; i < shorter.row(k).size(); ++i) {
+        Axis& x = row[static_cast<size_t>(parent_pos(longer, shorter, k, static_cast<int>(i)))];
+        if (!x.is_batch && x.size == 1) x = shorter.row(k)[i];
       }
       j.row(k) = row;
     }
     return j;
   }
 
-  // -sum over outputs(target * log_softmax(logits)), the log_softmax inline.
+  // -sum over outputs(target * log_softmax(logits)), the log_softmax inline. With integer
+  // targets (class indices) the target is (ids == class): one term of the sum, no one-hot.
   void lower_cross_entropy(const Expr* logits, const Expr* target, int r) {
     const Shape js = joint(shape(logits), shape(target));
     StatNest sn = stat_nest(js);
     ExprP lv = value(logits, align(js, sn.x, shape(logits)));
-    auto [mx, sum] = softmax_stats(js, sn, lv);
+    auto [mx, sum] = softmax_stats(sn, lv);
     ExprP tv = value(target, align(js, sn.x, shape(target)));
+    if (m_.is_int(target)) tv = ir::binary(Op::Eq, tv, ir::index_value(Affine::of(sn.out_loops.at(0))));
     ExprP logp = ir::binary(Op::Sub, ir::binary(Op::Sub, lv, ir::load({mx, sn.stat}, true)),
                             ir::call("log", {ir::load({sum, sn.stat})}));
     fill_buffer(r, 0, stat_names(sn));
     emit(sn.n, r, sn.stat, ir::Accum::Add, ir::unary(Op::Neg, ir::binary(Op::Mul, tv, logp)));
   }
 
-  void lower_layer_norm(const Expr* x, double eps, int r) {
-    StatNest sn = stat_nest(shape(x));
+  void lower_layer_norm(const Expr* x, const EinsumSpec* spec, double eps, int r) {
+    StatNest sn = stat_nest(shape(x), spec);
     ExprP xv = value(x, sn.x);
-    Shape ss = stat_shape(shape(x));
+    const Shape ss = sn.stat_shape;
     ExprP count = count_of(sn.n, sn.out_loops);
     int mu = temp("mean", ss), var = temp("var", ss);
     fill_buffer(mu, 0, stat_names(sn));
@@ -563,10 +671,10 @@ private:
   }
 
   // mean over batch (and input) indices of [argmax(logits) == argmax(target)], first
-  // maximum winning, as torch.argmax.
+  // maximum winning, as torch.argmax; with integer targets, [argmax(logits) == ids].
   void lower_accuracy(const Expr* logits, const Expr* target, int r) {
     const Shape ls = joint(shape(logits), shape(target));
-    Shape ss = stat_shape(ls);
+    const Shape ss = stat_nest(ls).stat_shape;
     auto argmax = [&](const Expr* v, const char* what) {
       StatNest sn = stat_nest(ls);
       ExprP xv = value(v, align(ls, sn.x, shape(v)));
@@ -585,14 +693,16 @@ private:
            ir::select(ir::binary(Op::Eq, xv, ir::load({mx, sn.stat})), ir::index_value(pos), ir::cnst(INFINITY)));
       return arg;
     };
-    int al = argmax(logits, "pred"), at = argmax(target, "true");
+    const bool ids = m_.is_int(target);
+    int al = argmax(logits, "pred"), at = ids ? -1 : argmax(target, "true");
     fill_buffer(r, 0);
     Nest n;
     Map id = loops_for(ss, n);
     std::vector<int> all;
     for (size_t i = 0; i < n.iters.size(); ++i) all.push_back(static_cast<int>(i));
+    ExprP truth = ids ? value(target, align(ss, id, shape(target))) : ir::load({at, id});
     emit(n, r, {}, ir::Accum::Add,
-         ir::binary(Op::Div, ir::binary(Op::Eq, ir::load({al, id}), ir::load({at, id})), count_of(n, all)));
+         ir::binary(Op::Div, ir::binary(Op::Eq, ir::load({al, id}), truth), count_of(n, all)));
   }
 
   // Loop names of an image-shaped result [b.. | y, x, ...]: b (or b0, b1, ...), `outputs`

@@ -528,6 +528,54 @@ def _(P, X):
     return (out * P["name"]).sum()
 
 
+
+# ---------------------------------------------------------------- contract v1: language models
+# Integer inputs (ids) come as float64 arrays of whole numbers: .long() makes them indices.
+
+@ref("embedding")
+def _(P, X):
+    tokens = X["tokens"].long()                                     # [n, ctx]
+    x = F.embedding(tokens, P["wte"]) + F.embedding(torch.arange(tokens.shape[1]), P["wpe"])[None]
+    y = torch.tanh(x * X["g"][:, None, :] + P["c"])                 # g : [batch | 3] meets batch
+    return (y * y * P["c"]).sum()
+
+
+@ref("lm_cross_entropy")
+def _(P, X):
+    logits = lin(P["w"], X["x"]) + P["b"]                           # [n, ctx, 5]
+    ce_ = F.cross_entropy(logits.reshape(-1, 5), X["next"].long().reshape(-1), reduction="none")
+    ce_ = ce_.reshape(X["next"].shape)
+    return ce_.mean() + (ce_ * X["d"]).sum()
+
+
+@ref("index")
+def _(P, X):
+    h = torch.einsum("bti,oqki->btoqk", X["x"], P["w"])            # [n, ctx, 3, 2, 4]
+    a, b = h[:, :, 0], h[:, :, 2]
+    pair = X["pair"].long()                                         # [n, ctx, 2]
+    e = F.embedding(pair[:, :, 1], P["table"]) + F.embedding(pair[:, :, 0], P["table"])
+    return (torch.tanh(a * b) * P["c"]).sum() + (torch.sin(e) * a[:, :, 1]).sum()
+
+
+@ref("softmax_spec")
+def _(P, X):
+    z = X["x"] * P["u"]                                             # [n, ctx, 2, 4]
+    p = torch.softmax(z, dim=1)                                     # over the positions
+    lsm = torch.log_softmax(z, dim=3)
+    nrm = F.layer_norm(z, (4,)) * P["gain"]
+    mu = z.mean(dim=1, keepdim=True)
+    var = ((z - mu) ** 2).mean(dim=1, keepdim=True)
+    m = (z - mu) / torch.sqrt(var + 1e-3)                           # layer_norm over ctx
+    c = P["c"]
+    return (p * c).sum() + (lsm * lsm * c).sum() + (torch.tanh(nrm) * c).sum() + (m * m * c).sum()
+
+
+@ref("gelu_tanh")
+def _(P, X):
+    v = lin(P["w"], X["x"])
+    y = F.gelu(v, approximate="tanh")
+    return (y * P["c"]).sum() + (F.gelu(v) * y).sum()
+
 # ---------------------------------------------------------------- the driver
 
 def load(directory, prefix):

@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-static const cannl_tensor_info OUTPUTS[] = {{"probs", 1, {3}, 3}, {"twice", 1, {3}, 3}};
+static const cannl_tensor_info OUTPUTS[] = {{"probs", 1, {3}, 3, 0}, {"twice", 1, {3}, 3, 0}};
 
 static void forward_two(void *m, const void *const *in, int64_t n, void *const *out) {
     fake_softmax_api.forward(m, in, n, out);

@@ -61,9 +61,9 @@ typedef struct softmax {
     hooks hooks;
 } softmax;
 
-static const cannl_tensor_info SM_INPUTS[] = {{"x", 2, {2, 2}, F}, {"y", 1, {C}, C}};
-static const cannl_tensor_info SM_OUTPUTS[] = {{"probs", 1, {C}, C}};
-static const cannl_tensor_info SM_PARAMS[] = {{"w", 2, {F, C}, F * C}, {"b", 1, {C}, C}};
+static const cannl_tensor_info SM_INPUTS[] = {{"x", 2, {2, 2}, F, 0}, {"y", 1, {C}, C, 0}};
+static const cannl_tensor_info SM_OUTPUTS[] = {{"probs", 1, {C}, C, 0}};
+static const cannl_tensor_info SM_PARAMS[] = {{"w", 2, {F, C}, F * C, 0}, {"b", 1, {C}, C, 0}};
 static const char *const SM_METRICS[] = {"accuracy"};
 
 static void *sm_create(uint64_t seed) {
@@ -206,7 +206,7 @@ typedef struct quad {
     hooks hooks;
 } quad;
 
-static const cannl_tensor_info Q_PARAMS[] = {{"w", 0, {0}, 1}, {"v", 1, {2}, 2}};
+static const cannl_tensor_info Q_PARAMS[] = {{"w", 0, {0}, 1, 0}, {"v", 1, {2}, 2, 0}};
 
 static void *q_create(uint64_t seed) {
     quad *m = calloc(1, sizeof *m);

@@ -1153,20 +1153,20 @@ cannl_status fashion_mlp_adam_load(struct fashion_mlp_adam *m, const char *path,
 /* ------------------------------------------------------- the table for cannl_train_main */
 
 static const cannl_tensor_info input_info[] = {
-    {"image", 1, { 784 }, 784},
-    {"label", 1, { 10 }, 10},
-    {NULL, 0, {0}, 0}};
+    {"image", 1, { 784 }, 784, 0},
+    {"label", 1, { 10 }, 10, 0},
+    {NULL, 0, {0}, 0, 0}};
 static const cannl_tensor_info output_info[] = {
-    {"logits", 1, { 10 }, 10},
-    {NULL, 0, {0}, 0}};
+    {"logits", 1, { 10 }, 10, 0},
+    {NULL, 0, {0}, 0, 0}};
 static const cannl_tensor_info param_info[] = {
-    {"w1", 2, { 512, 784 }, 401408},
-    {"w2", 2, { 512, 512 }, 262144},
-    {"w3", 2, { 10, 512 }, 5120},
-    {"b3", 1, { 10 }, 10},
-    {"b1", 1, { 512 }, 512},
-    {"b2", 1, { 512 }, 512},
-    {NULL, 0, {0}, 0}};
+    {"w1", 2, { 512, 784 }, 401408, 0},
+    {"w2", 2, { 512, 512 }, 262144, 0},
+    {"w3", 2, { 10, 512 }, 5120, 0},
+    {"b3", 1, { 10 }, 10, 0},
+    {"b1", 1, { 512 }, 512, 0},
+    {"b2", 1, { 512 }, 512, 0},
+    {NULL, 0, {0}, 0, 0}};
 static const char *const metric_names[] = {
     "accuracy",
     NULL};
