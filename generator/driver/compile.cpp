@@ -63,6 +63,11 @@ void check_generatable(Frontend& fe, const CompileOptions& o) {
   for (size_t i = 0; i < fe.model.outputs.size(); ++i) {
     const Shape& sh = fe.shapes.tensors[static_cast<size_t>(fe.model.outputs[i])];
     std::string name(fe.file.slice(fe.model.output_ranges[i]));
+    if (fe.model.tensors[static_cast<size_t>(fe.model.outputs[i])].dtype == DType::Int32)
+      fe.diags.error(fe.model.output_ranges[i],
+                     fmt::format("output '{}' holds integer ids: outputs are arrays of the model's element type; "
+                                 "output what the ids select (an embedding, logits) instead",
+                                 name));
     if (sh.row(AxisKind::Batch).empty())
       fe.diags.error(fe.model.output_ranges[i],
                      fmt::format("output '{}' : {} has no batch axis: outputs are per-example results (one row per "

@@ -120,6 +120,8 @@ public:
       e.set("index", std::to_string(k));
       e.set("offset", std::to_string(in_off));
       e.set("per", std::to_string(per));
+      // ids are int32_t in the caller's array and on the device (a slot of `per` reals holds them)
+      e.set("elem", buf(p_.inputs[k]).ids > 0 ? "int32_t" : "real");
       ins.push_back(e);
       in_off += per * p_.max_batch;
     }
@@ -190,6 +192,8 @@ private:
   }
   const ir::Buffer& buf(int b) const { return p_.buffers[static_cast<size_t>(b)]; }
   const std::string& name(int b) const { return names_[static_cast<size_t>(b)]; }
+  // The element type of buffer b: real, or int32_t for ids.
+  const char* ctype(int b) const { return buf(b).ids > 0 ? "int32_t" : "real"; }
 
   // ---- memory ----------------------------------------------------------------------------
 
@@ -204,7 +208,7 @@ private:
       std::string dims;
       for (size_t k = 0; k < b.dims.size(); ++k)
         dims += (k ? ", " : "") + (b.dims[k].batch ? std::string("batch") : std::to_string(b.dims[k].size));
-      const std::string decl = fmt::format("    real *{}; /* [{}] {} */\n", names_[i], dims, b.shape);
+      const std::string decl = fmt::format("    {} *{}; /* [{}] {} */\n", ctype(static_cast<int>(i)), names_[i], dims, b.shape);
       (arena_.own[i] && arena_.field[i] < arena_.state ? mirrored : device) += decl;
     }
     return mirrored + "    /* ---- device only */\n" + device;
@@ -480,7 +484,7 @@ private:
     for (const auto* l : loads)
       if (std::find(bufs.begin(), bufs.end(), l->access.buf) == bufs.end()) bufs.push_back(l->access.buf);
     for (size_t i = 0; i < bufs.size(); ++i) {
-      params += fmt::format("{}{}real *{}{}", params.empty() ? "" : ", ", i < written ? "" : "const ",
+      params += fmt::format("{}{}{} *{}{}", params.empty() ? "" : ", ", i < written ? "" : "const ", ctype(bufs[i]),
                             shares_bytes(r, bufs, bufs[i]) ? "" : "__restrict__ ", name(bufs[i]));
       args += (args.empty() ? "" : ", ") + name(bufs[i]);
     }
@@ -744,9 +748,13 @@ private:
       if (buf(b).role == ir::Role::Input) {
         inputs_used = true;
         auto it = std::find(p_.inputs.begin(), p_.inputs.end(), b);
-        pro += fmt::format("    const real *const {} = in_[{}];\n", name(b), it - p_.inputs.begin());
+        if (buf(b).ids > 0)  // ids: the staged int32_t array
+          pro += fmt::format("    const int32_t *const {} = (const int32_t *)(const void *)in_[{}];\n", name(b),
+                             it - p_.inputs.begin());
+        else
+          pro += fmt::format("    const real *const {} = in_[{}];\n", name(b), it - p_.inputs.begin());
       } else if (arena_.own[static_cast<size_t>(b)]) {
-        pro += fmt::format("    real *const {} = m->{};\n", name(b), name(b));
+        pro += fmt::format("    {} *const {} = m->{};\n", ctype(b), name(b), name(b));
       } else {
         device(r, b);  // (a bug when it has no place)
         work.push_back({arena_.address(r, b) - arena_.work, b});
@@ -756,7 +764,8 @@ private:
       std::sort(work.begin(), work.end());
       pro += fmt::format("    char *const work = m->dev + {}; /* the work region: this routine's {} bytes */\n", arena_.work,
                          r.arena_bytes);
-      for (const auto& [offset, b] : work) pro += fmt::format("    real *const {} = (real *)(work + {});\n", name(b), offset);
+      for (const auto& [offset, b] : work)
+        pro += fmt::format("    {0} *const {1} = ({0} *)(work + {2});\n", ctype(b), name(b), offset);
     }
     pro += scalar_prologue(r, scalars, x_);
     if (!inputs_used) pro += "    (void)in_;\n";
