@@ -58,6 +58,8 @@ long buffer_size(const ir::Buffer& b, bool skip_batch) {
 }
 void stmt_uses(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& scalars) {
   for (int w : ir::written_buffers(s)) bufs.insert(w);
+  if (s.call)
+    for (int b : ir::call_reads(*s.call)) bufs.insert(b);
   std::vector<const ir::Expr*> loads;
   ir::collect_loads(s, loads);
   for (const auto* l : loads) bufs.insert(l->access.buf);

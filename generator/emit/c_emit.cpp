@@ -46,6 +46,7 @@ public:
     d.set("helpers", helpers());
     d.set("f64", o_.f64);
     d.set("has_gemm", gemm_kernel_);
+    d.set("attention", attention_);
     d.set("blas", gemm_blas_);
     d.set("fields", fields());
     d.set("kernels", train.kernels);
@@ -79,6 +80,7 @@ private:
   CExpr x_;  // prints the expressions of the nest being printed (its loop variables, helpers used)
   bool gemm_kernel_ = false;  // some contraction calls the runtime's kernel (cannl_sgemm, cannl_dgemm)
   bool gemm_blas_ = false;    // some contraction calls cblas
+  bool attention_ = false;    // some routine calls the runtime's attention (cannl_attention.h)
   // Kernels by their text (the name left out): a nest that forward, eval_metrics and
   // train_step all run is one function, with one name in both files.
   std::map<std::string, std::string> kernel_by_text_;
@@ -431,6 +433,36 @@ private:
     return fmt::format("    {}({});\n", kname, alist);
   }
 
+  // A kernel call of the runtime (ir::Call): attention per (sequence, head) pair, the pairs in
+  // parallel (each writes its own rows: the same bits for any thread count).
+  std::string call_text(const ir::Call& c, bool& n_used) {
+    attention_ = true;
+    n_used = n_used || c.batch;
+    const long pairs = c.seqs * c.heads;
+    const std::string count = c.batch ? (pairs == 1 ? std::string("n") : fmt::format("n * {}", pairs)) : std::to_string(pairs);
+    const std::string t = o_.f64 ? "f64" : "f32";
+    // row 0 of pair (s, h) in a buffer [B.., T, H.., w] and its row stride
+    auto at = [&](int b, long rows, long width) {
+      return fmt::format("{} + (cannl_s * {} + cannl_h) * {}, {}", name(b), rows * c.heads, width, c.heads * width);
+    };
+    std::string out = "    {\n";
+    out += fmt::format("        const cannl_attn_dims cannl_d = {{{}, {}, {}, {}, 0, {}, {}}};\n", c.tq, c.tk, c.e, c.f,
+                       c.causal ? 1 : 0, num_double(c.scale));
+    out += "        " + parallel_for(count);
+    out += fmt::format("        for (int64_t cannl_p = 0; cannl_p < {}; ++cannl_p) {{\n", count);
+    out += fmt::format("            const int64_t cannl_s = cannl_p / {}, cannl_h = cannl_p % {};\n", c.heads, c.heads);
+    if (c.kind == ir::Call::Kind::AttentionForward)
+      out += fmt::format("            cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {} + cannl_p * {});\n", t,
+                         at(c.q, c.tq, c.e), at(c.k, c.tk, c.e), at(c.v, c.tk, c.f), at(c.o, c.tq, c.f), name(c.lse), c.tq);
+    else
+      out += fmt::format("            cannl_attention_backward_{}(&cannl_d, {}, {}, {}, {}, {},\n"
+                         "                {} + cannl_p * {}, {} + cannl_p * {}, {}, {}, {});\n",
+                         t, at(c.q, c.tq, c.e), at(c.k, c.tk, c.e), at(c.v, c.tk, c.f), at(c.o, c.tq, c.f),
+                         at(c.dout, c.tq, c.f), name(c.lse), c.tq, name(c.delta), c.tq, at(c.dq, c.tq, c.e),
+                         at(c.dk, c.tk, c.e), at(c.dv, c.tk, c.f));
+    return out + "        }\n    }\n";
+  }
+
   static std::string what(const ir::Stmt& s) { return s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what; }
 
   // A routine: its buffers named once at its top (the inputs, the state's fields, the work
@@ -507,8 +539,16 @@ private:
     std::string body;
     std::string last;
     for (const ir::Stmt& s : r.stmts) {
+      std::string text;
+      if (s.call) {
+        text = call_text(*s.call, n_used);
+        if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
+        last = what(s);
+        body += text;
+        continue;
+      }
       x_.begin_nest(s, taken);
-      std::string text = gemm_nest(s, recognise_contraction(p_, s), taken);
+      text = gemm_nest(s, recognise_contraction(p_, s), taken);
       if (!text.empty()) {
         for (const ir::Iter& it : s.iters) n_used = n_used || it.batch;
       } else {

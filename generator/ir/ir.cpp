@@ -272,7 +272,22 @@ void collect_loads(const Stmt& s, std::vector<const Expr*>& out) {
   for (const Assign& a : s.assigns) collect_loads(a.body, out);
 }
 
+std::vector<int> call_reads(const Call& c) {
+  if (c.kind == Call::Kind::AttentionForward) return {c.q, c.k, c.v};
+  return {c.q, c.k, c.v, c.o, c.dout, c.lse, c.dq, c.dk, c.dv};
+}
+
+std::vector<int> call_writes(const Call& c) {
+  if (c.kind == Call::Kind::AttentionForward) return {c.o, c.lse};
+  return {c.delta, c.dq, c.dk, c.dv};
+}
+
+const char* call_name(Call::Kind k) {
+  return k == Call::Kind::AttentionForward ? "attention_forward" : "attention_backward";
+}
+
 std::vector<int> written_buffers(const Stmt& s) {
+  if (s.call) return call_writes(*s.call);
   std::vector<int> w;
   for (const Assign& a : s.assigns) w.push_back(a.out.buf);
   return w;

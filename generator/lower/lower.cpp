@@ -356,6 +356,9 @@ private:
       } else if (f == "accuracy") {
         b = buffer("acc");
         lower_accuracy(c.tensors[0], c.tensors[1], b);
+      } else if (f == "attention") {
+        b = buffer("attn");
+        lower_attention(c, b);
       } else if (f == "embedding") {
         b = buffer("emb");
         lower_embedding(c, b);
@@ -374,6 +377,58 @@ private:
     if (m_.is_int(e)) out_.prog.buffers[static_cast<size_t>(b)].ids = kUnbounded;
     done_[e] = b;
     return b;
+  }
+
+  // A buffer holding the value of `e`: its tensor's, or a new one; a copy when `avoid` holds
+  // that buffer already (a kernel call takes distinct buffers).
+  int stored(const Expr* e, const char* what, const std::set<int>& avoid) {
+    int b = -1;
+    if (e->kind == ExprKind::Name && m_.index.count(e->name)) b = out_.tensor_buf[static_cast<size_t>(m_.index.at(e->name))];
+    else b = materialise(e, done_.count(e) ? -1 : temp(what, shape(e)));
+    if (!avoid.count(b)) return b;
+    const int copy = temp(what, shape(e));
+    Nest n;
+    Map id = loops_for(shape(e), n);
+    emit(n, copy, id, ir::Accum::Set, ir::load({b, id}));
+    return copy;
+  }
+
+  // attention(q : [B.., t | H.., e], k : [B.., s | H.., e], v : [B.., s | H.., f]): an opaque
+  // call of the runtime's flash-style kernel (runtime-lib/cannl_attention.h) per sequence and
+  // head, which saves the log-sum-exp of each query's scores for the backward call; no T x S
+  // buffer exists.
+  void lower_attention(const BoundCall& c, int r) {
+    const Expr *qe = c.tensors[0], *ke = c.tensors[1], *ve = c.tensors[2];
+    ir::Call call;
+    call.q = stored(qe, "q", {});
+    call.k = stored(ke, "k", {call.q});
+    call.v = stored(ve, "v", {call.q, call.k});
+    call.o = r;
+    const Shape &qs = shape(qe), &ks = shape(ke), &vs = shape(ve);
+    const auto& qb = qs.row(AxisKind::Batch);
+    call.batch = qb.front().is_batch;
+    for (size_t i = call.batch ? 1 : 0; i + 1 < qb.size(); ++i) call.seqs *= qb[i].size;
+    call.tq = qb.back().size;
+    call.tk = ks.row(AxisKind::Batch).back().size;
+    const auto& qo = qs.row(AxisKind::Output);
+    for (size_t i = 0; i + 1 < qo.size(); ++i) call.heads *= qo[i].size;
+    call.e = qo.back().size;
+    call.f = vs.row(AxisKind::Output).back().size;
+    auto option = [&](const char* k) { auto it = c.values.find(k); return it == c.values.end() ? 0.0 : it->second; };
+    call.causal = option("causal") != 0;
+    const double scale = option("scale");  // absent (its default): 1 / sqrt(e)
+    call.scale = scale != 0 ? scale : 1 / std::sqrt(static_cast<double>(call.e));
+    // lse [B.., H.., t]: the sequences, the heads, the queries
+    std::vector<ir::Dim> dims;
+    for (size_t i = 0; i + 1 < qb.size(); ++i) dims.push_back({qb[i].is_batch ? max_batch_ : qb[i].size, qb[i].is_batch});
+    for (size_t i = 0; i + 1 < qo.size(); ++i) dims.push_back({qo[i].size, false});
+    dims.push_back({call.tq, false});
+    call.lse = new_buffer_dims(base_ + "_lse", dims, ir::Role::Temp, "log-sum-exp of each query's scores");
+    ir::Stmt s;
+    s.call = call;
+    s.line = line_;
+    s.what = what_;
+    out_.forward.push_back(std::move(s));
   }
 
   // embedding(table : [d.. -> n], ids : [B.. | ] int) -> [B.. | d..]:
