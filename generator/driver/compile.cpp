@@ -76,18 +76,6 @@ void check_generatable(Frontend& fe, const CompileOptions& o) {
   }
 }
 
-// NOT SUPPORTED YET — the one place that keeps what the front end accepts (contract v1:
-// language models) from the back end, which does not lower it yet. Each construct is
-// reported where it is written, as `not supported yet: ...`; remove a line here when its
-// lowering lands (and this function with the last one).
-void report_not_lowered(Frontend& fe, const CompileOptions& o) {
-  if (o.target != "cuda") return;
-  for (const auto& [e, call] : fe.model.calls)
-    if (e->name == "attention")
-      fe.diags.unsupported(e->op_range, "attention on the CUDA target (cannl check accepts it, and the C back end "
-                                        "lowers it; the CUDA back end does not yet)");
-}
-
 // Every loop nest's iteration count (at the batch bound) must stay far from 64-bit overflow:
 // tensors are bounded by the front end, but a contraction multiplies the sizes of all its axes.
 bool check_nest_sizes(const ir::Program& p, const std::string& path, std::ostream& err) {
@@ -139,7 +127,6 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     }
     const bool generating = frontend_stop(o.stop_after) == Stage::Shapes && o.stop_after != "shapes";
     if (fe->ok() && generating) check_generatable(*fe, o);
-    if (fe->ok() && generating) report_not_lowered(*fe, o);
     fe->diags.render(err, color);
     if (!fe->ok()) return 1;
     if (stage("tokens", [&] { return dump_tokens(fe->tokens, fe->file); })) return 0;

@@ -123,7 +123,7 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
       const auto& b = p.buffers[static_cast<size_t>(bufs[i])];
       data e;
       e.set("index", std::to_string(i));
-      e.set("name", b.name);
+      e.set("name", b.state_name.empty() ? b.name : b.state_name);  // a param: its checkpoint name
       e.set("NAME", upper(b.name));
       e.set("field", names[static_cast<size_t>(bufs[i])]);
       e.set("shape", spec_shape(b));

@@ -39,6 +39,8 @@ public:
     x_.cuda = true;
   }
 
+  bool attention_ = false;  // some routine calls cannl_attention.cuh
+
   std::vector<OutputFile> run() {
     std::string kernels, routines;
     for (const auto& r : p_.routines) {
@@ -56,6 +58,7 @@ public:
     d.set("arena_bytes", std::to_string(arena_.bytes));
     d.set("state_bytes", std::to_string(std::max(arena_.state, 64L)));
     d.set("uses_gemm", data{gemms_ > 0 ? data::type::bool_true : data::type::bool_false});
+    d.set("attention", data{attention_ ? data::type::bool_true : data::type::bool_false});
     d.set("cuda_type", o_.f64 ? "CUDA_R_64F" : "CUDA_R_32F");
     d.set("blas_compute", o_.f64 ? "CUBLAS_COMPUTE_64F" : "CUBLAS_COMPUTE_32F");
     data bufs{data::type::list};
@@ -86,7 +89,7 @@ public:
     data params{data::type::list};
     for (int b : p_.params) {
       data e;
-      e.set("name", p_.buffers[static_cast<size_t>(b)].name);
+      e.set("name", p_.buffers[static_cast<size_t>(b)].state_name);
       e.set("size", std::to_string(p_.buffers[static_cast<size_t>(b)].elements()));
       e.set("host", host(b));
       const int g = p_.grad(b);
@@ -722,6 +725,12 @@ private:
     for (const ir::Stmt& s : r.stmts) {
       if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
       last = what(s);
+      if (s.call) {
+        body += call_text(*s.call);
+        n_used |= s.call->batch;
+        ++nk;
+        continue;
+      }
       name_vars(s, taken);
       if (auto g = plan_cublas_gemm(p_, s)) {
         body += "    " + gemm_call(*g) + "\n";
@@ -776,6 +785,30 @@ private:
                                    r.name(), nk, ng);
     head += fmt::format("static void {}(struct {} *m, const real *const in_[], int64_t n) {{\n", r.name(), p_.model);
     routines += head + pro + body + "}\n\n";
+  }
+
+  // A kernel call (ir::Call): attention through runtime-lib/cuda/cannl_attention.cuh, one warp
+  // per query (forward, dq) or key (dk, dv) row, every sequence and head at once.
+  std::string call_text(const ir::Call& c) {
+    attention_ = true;
+    // a buffer [B.., T, H.., w] as a view over (sequence, head, position)
+    auto view = [&](int b, long rows, long width) {
+      return fmt::format("{}, cannl_attn_view{{{}, {}, {}}}", name(b), rows * c.heads * width, width, c.heads * width);
+    };
+    const std::string seqs = c.batch ? (c.seqs == 1 ? std::string("(int)n") : fmt::format("(int)(n * {})", c.seqs))
+                                     : std::to_string(c.seqs);
+    const std::string head = fmt::format("<real, {}, {}>(stream_, {}, {}, {}, {}, 0, {}, (real){}, ", c.e, c.f, seqs,
+                                         c.heads, c.tq, c.tk, c.causal ? 1 : 0, num_double(c.scale));
+    std::string out;
+    if (c.kind == ir::Call::Kind::AttentionForward)
+      out = fmt::format("    cannl_attention_forward{}{}, {}, {}, {}, {});\n", head, view(c.q, c.tq, c.e),
+                        view(c.k, c.tk, c.e), view(c.v, c.tk, c.f), view(c.o, c.tq, c.f), name(c.lse));
+    else
+      out = fmt::format("    cannl_attention_backward{}{}, {}, {}, {},\n        {}, {}, {}, {}, {}, {});\n", head,
+                        view(c.q, c.tq, c.e), view(c.k, c.tk, c.e), view(c.v, c.tk, c.f), view(c.o, c.tq, c.f),
+                        view(c.dout, c.tq, c.f), name(c.lse), name(c.delta), view(c.dq, c.tq, c.e),
+                        view(c.dk, c.tk, c.e), view(c.dv, c.tk, c.f));
+    return out + "    CUDA_CHECK(cudaGetLastError());\n";
   }
 
   // forward: the outputs back to the caller's memory.

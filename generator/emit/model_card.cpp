@@ -88,7 +88,7 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   long count = 0;
   for (int b : p.params) {
     const auto& buf = p.buffers[static_cast<size_t>(b)];
-    params.push_back({{"name", buf.name}, {"shape", dims(buf, false)}, {"spec_shape", spec_shape(buf)},
+    params.push_back({{"name", buf.state_name}, {"shape", dims(buf, false)}, {"spec_shape", spec_shape(buf)},
                       {"values", buf.elements()}});
     count += buf.elements();
   }

@@ -1,6 +1,7 @@
 // lower.cpp — spec expressions to forward loop nests (see lower.h).
 #include "lower/lower.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <map>
@@ -82,13 +83,17 @@ public:
       ir::Role role = t.kind == TensorKind::Input   ? ir::Role::Input
                       : t.kind == TensorKind::Param ? ir::Role::Param
                                                     : ir::Role::Computed;
-      int b = new_buffer(t.name, sh_.tensors[i], role);
+      // A repeat block's instance NAME.INDEX: buffer NAME_INDEX (a C identifier; the
+      // checkpoint keeps NAME.INDEX as the param's state_name).
+      std::string bname = t.name;
+      std::replace(bname.begin(), bname.end(), '.', '_');
+      int b = new_buffer(bname, sh_.tensors[i], role);
       out_.prog.buffers[static_cast<size_t>(b)].tensor = static_cast<int>(i);
       if (t.dtype == DType::Int32) out_.prog.buffers[static_cast<size_t>(b)].ids = kUnbounded;
       out_.prog.buffers[static_cast<size_t>(b)].shape = t.name + " : " + print_shape(sh_.tensors[i]);
       out_.tensor_buf[i] = b;
       if (t.kind != TensorKind::Computed) continue;
-      base_ = t.name;
+      base_ = out_.prog.buffers[static_cast<size_t>(b)].name;
       line_ = static_cast<int>(file_.line_col(t.stmt->range.begin).line);
       what_ = one_line(file_.slice(t.stmt->range));
       materialise(t.expr, b);

@@ -68,10 +68,10 @@ expect_rc 2 "$cannl" gen --dim hiden=8 "$src/specs/fashion_mlp.cannl" -o "$tmp/g
 grep -qF "the spec has no dim 'hiden' (its dims: hidden)" "$tmp/err" && ok || bad "gen --dim: unknown dim"
 expect_rc 0 "$cannl" gen --dim hidden=32 "$src/specs/fashion_mlp.cannl" --dump=shapes
 grep -qF 'w1 : [784 -> 32]' "$tmp/out" && ok || bad "gen --dim hidden=32"
-# gen on a spec the back ends do not lower yet: not supported yet, exit 1, nothing written.
-expect_rc 1 "$cannl" gen "$src/tests/specs/lm/gpt_tiny.cannl" -o "$tmp/gen/gpt"
-grep -qF "gpt_tiny.cannl:32:7: error: not supported yet: attention" "$tmp/err" && ok || bad "gen: not supported yet"
-[ ! -e "$tmp/gen/gpt" ] && ok || bad "gen wrote files for a spec it cannot lower"
+# gen on a language model (contract v1): the attention calls of the runtime, ids as int32_t.
+expect_rc 0 "$cannl" gen "$src/tests/specs/lm/gpt_tiny.cannl" -o "$tmp/gen/gpt"
+grep -qF "cannl_attention_forward_f32(" "$tmp/gen/gpt/gpt_tiny.c" && ok || bad "gen gpt_tiny: attention call"
+grep -qF "const int32_t *const tokens = " "$tmp/gen/gpt/gpt_tiny.c" && ok || bad "gen gpt_tiny: int32 ids"
 
 # A per-example tensor prints as [batch | ].
 printf 'model m\ninput l : [10]\ninput t : [10]\nce = cross_entropy(l, t)\n' > "$tmp/ce.cannl"

@@ -148,14 +148,18 @@ TEST_CASE("language models: tests/specs/lm", "[specs][lm]") {
   CHECK(small.str().find("logits : [batch, 64 | 50304]") != std::string::npos);
   CHECK(small.str().find("w_qkv.1 :") != std::string::npos);
   CHECK(small.str().find("w_qkv.2 :") == std::string::npos);
-  // gen: not supported yet, at the constructs; nothing written.
-  fs::path dir = fs::temp_directory_path() / ("cannl_lm_" + std::to_string(::getpid()));
-  GenOptions opt;
-  opt.out_dir = dir.string();
-  std::ostringstream gout, gerr;
-  CHECK(gen_file((fs::path(CANNL_SOURCE_DIR) / "tests/specs/lm/gpt_tiny.cannl").string(), opt, gout, gerr) == 1);
-  CHECK(!fs::exists(dir));
-  CHECK(gerr.str().find("gpt_tiny.cannl:32:7: error: not supported yet: attention") != std::string::npos);
-  CHECK(gerr.str().find("not supported yet: embedding") == std::string::npos);
-  CHECK(gerr.str().find("internal") == std::string::npos);
+  // gen: C and CUDA, with the attention kernels of the runtime.
+  for (const char* target : {"c", "cuda"}) {
+    fs::path dir = fs::temp_directory_path() / ("cannl_lm_" + std::to_string(::getpid()));
+    GenOptions opt;
+    opt.out_dir = dir.string();
+    opt.target = target;
+    std::ostringstream gout, gerr;
+    INFO(gerr.str());
+    CHECK(gen_file((fs::path(CANNL_SOURCE_DIR) / "tests/specs/lm/gpt_tiny.cannl").string(), opt, gout, gerr) == 0);
+    const std::string src = slurp(dir / (std::string("gpt_tiny") + (std::string(target) == "c" ? ".c" : ".cu")));
+    CHECK(src.find(std::string(target) == "c" ? "cannl_attention_backward_f32(" : "cannl_attention_backward<real, 32, 32>(") !=
+          std::string::npos);
+    fs::remove_all(dir);
+  }
 }
