@@ -46,7 +46,7 @@ public:
     d.set("helpers", helpers());
     d.set("f64", o_.f64);
     d.set("has_gemm", gemm_kernel_);
-    d.set("attention", attention_);
+    d.set("attention_include", attention_ ? "#include \"cannl_attention.h\"\n" : "");
     d.set("blas", gemm_blas_);
     d.set("fields", fields());
     d.set("kernels", train.kernels);

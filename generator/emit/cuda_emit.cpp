@@ -58,7 +58,7 @@ public:
     d.set("arena_bytes", std::to_string(arena_.bytes));
     d.set("state_bytes", std::to_string(std::max(arena_.state, 64L)));
     d.set("uses_gemm", data{gemms_ > 0 ? data::type::bool_true : data::type::bool_false});
-    d.set("attention", data{attention_ ? data::type::bool_true : data::type::bool_false});
+    d.set("attention_include", attention_ ? "#include \"cannl_attention.cuh\"\n" : "");
     d.set("cuda_type", o_.f64 ? "CUDA_R_64F" : "CUDA_R_32F");
     d.set("blas_compute", o_.f64 ? "CUBLAS_COMPUTE_64F" : "CUBLAS_COMPUTE_32F");
     data bufs{data::type::list};

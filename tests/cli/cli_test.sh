@@ -38,16 +38,16 @@ assert t["logits"]["kind"] == "computed" and t["logits"]["batch"] == ["batch"]
 assert t["image"]["kind"] == "input" and t["loss"]["output"] == [] and t["loss"]["batch"] == []
 PY
 
-# Contract v1 §1 (tests/specs/lm/gpt_tiny.cannl): exactly the contract's lines, integer
+# Contract v1 §1 (specs/gpt_tiny.cannl): exactly the contract's lines, integer
 # inputs with ` int`, and a per-tensor dtype in the JSON.
-expect_rc 0 "$cannl" check "$src/tests/specs/lm/gpt_tiny.cannl"
+expect_rc 0 "$cannl" check "$src/specs/gpt_tiny.cannl"
 for line in 'wte : [128 -> 256]' 'x0 : [batch, 64 | 128]' 'qkv : [batch, 64 | 3, 4, 32]' \
             'y : [batch, 64 | 4, 32]' 'logits : [batch, 64 | 256]' 'loss : []' 'tokens : [batch, 64 | ] int'; do
   grep -qxF "$line" "$tmp/out" && ok || bad "gpt_tiny: missing line '$line'"
 done
-expect_rc 0 "$cannl" check --dump=shapes "$src/tests/specs/lm/gpt_tiny.cannl"
+expect_rc 0 "$cannl" check --dump=shapes "$src/specs/gpt_tiny.cannl"
 grep -qF '29:47 position(tokens) : [batch, 64 | ] int' "$tmp/out" && ok || bad "gpt_tiny --dump=shapes: int sub-expression"
-expect_rc 0 "$cannl" check --json "$src/tests/specs/lm/gpt_tiny.cannl"
+expect_rc 0 "$cannl" check --json "$src/specs/gpt_tiny.cannl"
 /usr/bin/python3 - "$tmp/out" <<'PY' && ok || bad "gpt_tiny json dtype"
 import json, sys
 t = {x["name"]: x for x in json.load(open(sys.argv[1]))}
@@ -56,20 +56,20 @@ assert t["wte"]["dtype"] == "float" and t["logits"]["dtype"] == "float"
 assert t["tokens"]["batch"] == ["batch", 64]
 PY
 # --dim NAME=VALUE (check and gen): replaces a dim; a bad NAME or VALUE is a usage error naming it.
-expect_rc 0 "$cannl" check --dim ctx=16 --dim d=32 "$src/tests/specs/lm/gpt_tiny.cannl"
+expect_rc 0 "$cannl" check --dim ctx=16 --dim d=32 "$src/specs/gpt_tiny.cannl"
 grep -qxF 'x0 : [batch, 16 | 32]' "$tmp/out" && ok || bad "--dim ctx=16 --dim d=32"
 for arg in nope=3 ctx=0 ctx=-1 ctx=1.5 ctx= ctx 3=4; do
-  expect_rc 2 "$cannl" check --dim "$arg" "$src/tests/specs/lm/gpt_tiny.cannl"
+  expect_rc 2 "$cannl" check --dim "$arg" "$src/specs/gpt_tiny.cannl"
   grep -qF -- "--dim $arg" "$tmp/err" && ok || bad "--dim $arg: the error does not name it: $(cat "$tmp/err")"
 done
-expect_rc 2 "$cannl" check --dim ctx=8 --dim ctx=9 "$src/tests/specs/lm/gpt_tiny.cannl"
-expect_rc 2 "$cannl" gen --dim vocab=0 "$src/tests/specs/lm/gpt_tiny.cannl" -o "$tmp/gen/none"
+expect_rc 2 "$cannl" check --dim ctx=8 --dim ctx=9 "$src/specs/gpt_tiny.cannl"
+expect_rc 2 "$cannl" gen --dim vocab=0 "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/none"
 expect_rc 2 "$cannl" gen --dim hiden=8 "$src/specs/fashion_mlp.cannl" -o "$tmp/gen/none"
 grep -qF "the spec has no dim 'hiden' (its dims: hidden)" "$tmp/err" && ok || bad "gen --dim: unknown dim"
 expect_rc 0 "$cannl" gen --dim hidden=32 "$src/specs/fashion_mlp.cannl" --dump=shapes
 grep -qF 'w1 : [784 -> 32]' "$tmp/out" && ok || bad "gen --dim hidden=32"
 # gen on a language model (contract v1): the attention calls of the runtime, ids as int32_t.
-expect_rc 0 "$cannl" gen "$src/tests/specs/lm/gpt_tiny.cannl" -o "$tmp/gen/gpt"
+expect_rc 0 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/gpt"
 grep -qF "cannl_attention_forward_f32(" "$tmp/gen/gpt/gpt_tiny.c" && ok || bad "gen gpt_tiny: attention call"
 grep -qF "const int32_t *const tokens = " "$tmp/gen/gpt/gpt_tiny.c" && ok || bad "gen gpt_tiny: int32 ids"
 

@@ -137,8 +137,10 @@ TEST_CASE("mutated specs never crash the generator", "[mutation]") {
 // mutants through check and gen end with 0 or 1, a diagnostic, and no output directory when
 // rejected.
 TEST_CASE("mutated language-model specs never crash", "[mutation]") {
-  const std::vector<std::string> seeds = example_specs("tests/specs/lm");
-  REQUIRE(seeds.size() >= 3);
+  std::vector<std::string> seeds = example_specs("tests/specs/lm");
+  for (const std::string& s : example_specs())  // specs/gpt_tiny, gpt_char, gpt2_124m
+    if (s.find("input tokens : [ctx |] int") != std::string::npos) seeds.push_back(s);
+  REQUIRE(seeds.size() >= 4);
   fs::path dir = fs::temp_directory_path() / ("cannl_mutation_lm_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   std::mt19937_64 rng(20261123);
