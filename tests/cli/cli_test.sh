@@ -69,9 +69,29 @@ grep -qF "the spec has no dim 'hiden' (its dims: hidden)" "$tmp/err" && ok || ba
 expect_rc 0 "$cannl" gen --dim hidden=32 "$src/specs/fashion_mlp.cannl" --dump=shapes
 grep -qF 'w1 : [784 -> 32]' "$tmp/out" && ok || bad "gen --dim hidden=32"
 # gen on a language model (contract v1): the attention calls of the runtime, ids as int32_t.
-expect_rc 0 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/gpt"
-grep -qF "cannl_attention_forward_f32(" "$tmp/gen/gpt/gpt_tiny.c" && ok || bad "gen gpt_tiny: attention call"
-grep -qF "const int32_t *const tokens = " "$tmp/gen/gpt/gpt_tiny.c" && ok || bad "gen gpt_tiny: int32 ids"
+expect_rc 0 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gpt"
+grep -qF "cannl_attention_forward_f32(" "$tmp/gpt/gpt_tiny.c" && ok || bad "gen gpt_tiny: attention call"
+grep -qF "const int32_t *const tokens = " "$tmp/gpt/gpt_tiny.c" && ok || bad "gen gpt_tiny: int32 ids"
+python3 - "$tmp/gpt/gpt_tiny.json" <<'EOF' && ok || bad "gen gpt_tiny: the model card's input dtypes and id ranges"
+import json, sys
+c = json.load(open(sys.argv[1]))
+ins = {i["name"]: i for i in c["inputs"]}
+assert ins["tokens"]["dtype"] == "int32" and ins["tokens"]["ids"] == 256, ins["tokens"]
+assert ins["next"]["dtype"] == "int32" and ins["next"]["ids"] == 256, ins["next"]
+EOF
+grep -qF '{"tokens", 1, { 64 }, 64, 256},' "$tmp/gpt/gpt_tiny.c" && ok || bad "gen gpt_tiny: cannl_tensor_info.ids"
+# No T x T buffer (issue 16): at a fixed batch, the training arena of gpt_char grows linearly
+# in ctx: arena(1024) - arena(512) <= 2.02 (arena(512) - arena(256)).
+for c in 256 512 1024; do
+  expect_rc 0 "$cannl" gen "$src/specs/gpt_char.cannl" --dim ctx=$c --max-batch 8 --stats --json
+  cp "$tmp/out" "$tmp/arena_$c.json"
+done
+python3 - "$tmp" <<'EOF' && ok || bad "gpt_char's training arena is not linear in ctx"
+import json, sys
+a = {c: json.load(open(f"{sys.argv[1]}/arena_{c}.json"))["routines"]["train_step"]["after"]["arena_bytes"] for c in (256, 512, 1024)}
+print("gpt_char train_step arena at ctx 256/512/1024, batch 8:", a[256], a[512], a[1024])
+assert a[1024] - a[512] <= 2.02 * (a[512] - a[256]), a
+EOF
 
 # A per-example tensor prints as [batch | ].
 printf 'model m\ninput l : [10]\ninput t : [10]\nce = cross_entropy(l, t)\n' > "$tmp/ce.cannl"
