@@ -1784,22 +1784,6 @@ static void set_b_fc_11_exp_avg(real *restrict b_fc_11_exp_avg, real *restrict b
     }
 }
 
-/* line 23: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-CANNL_MULTIVERSION
-static void sum_x_emb(int64_t n, real *restrict x_emb, const int32_t *restrict tokens, const real *restrict wte) {
-    CANNL_PRAGMA("omp parallel for if(n * 786432 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 786432; ++i) x_emb[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for if(n * 39560675328 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 1024; ++b1) {
-            for (int64_t v_ = 0; v_ < 50304; ++v_) {
-                for (int64_t o = 0; o < 768; ++o)
-                    x_emb[b0 * 786432 + b1 * 768 + o] += ((real)(tokens[b0 * 1024 + b1] == (real)(v_))) * wte[v_ * 768 + o];
-            }
-        }
-    }
-}
-
 /* line 37: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
 CANNL_MULTIVERSION
 static void sum_qkv_0_mean(int64_t n, real *restrict qkv_0_mean, const real *restrict x_emb, const real *restrict wpe) {
@@ -6960,9 +6944,9 @@ static void sum_qkv_0_mean_grad_2(int64_t n, real *restrict qkv_0_mean_grad, con
     }
 }
 
-/* line 37: backward: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
+/* line 37: backward: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv; backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
 CANNL_MULTIVERSION
-static void add_x_grad(int64_t n, real *restrict x_grad, const real *restrict qkv_0_v_grad, const real *restrict ln1_g_0, const real *restrict qkv_0_var, const real *restrict qkv_0_var_grad, const real *restrict x_emb, const real *restrict wpe, const real *restrict qkv_0_mean, const real *restrict qkv_0_mean_grad) {
+static void add_x_grad(int64_t n, real *restrict x_grad, real *x_emb_grad, const real *restrict qkv_0_v_grad, const real *restrict ln1_g_0, const real *restrict qkv_0_var, const real *restrict qkv_0_var_grad, const real *x_emb, const real *restrict wpe, const real *restrict qkv_0_mean, const real *restrict qkv_0_mean_grad) {
     CANNL_PRAGMA("omp parallel for if(n * 786432 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 1024; ++b1) {
@@ -6970,6 +6954,7 @@ static void add_x_grad(int64_t n, real *restrict x_grad, const real *restrict qk
                 x_grad[b0 * 786432 + b1 * 768 + o] += qkv_0_v_grad[b0 * 786432 + b1 * 768 + o] * ln1_g_0[o] * (1.0f / sqrtf(qkv_0_var[b0 * 1024 + b1] + 1e-05f));
                 x_grad[b0 * 786432 + b1 * 768 + o] += (real)((double)(qkv_0_var_grad[b0 * 1024 + b1] * (x_emb[b0 * 786432 + b1 * 768 + o] + wpe[b1 * 768 + o] - qkv_0_mean[b0 * 1024 + b1]) * 2.0f) * 0.0013020833333333333);
                 x_grad[b0 * 786432 + b1 * 768 + o] += qkv_0_mean_grad[b0 * 1024 + b1] * 0.0013020834f;
+                x_emb_grad[b0 * 786432 + b1 * 768 + o] = x_grad[b0 * 786432 + b1 * 768 + o];
             }
         }
     }
@@ -6985,20 +6970,6 @@ static void sum_wpe_grad(int64_t n, real *restrict wpe_grad, const real *restric
         for (int64_t b0 = 0; b0 < n; ++b0) {
             for (int64_t o = 0; o < 768; ++o)
                 wpe_grad[b1 * 768 + o] += x_grad[b0 * 786432 + b1 * 768 + o];
-        }
-    }
-}
-
-/* line 23: backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-CANNL_MULTIVERSION
-static void sum_wte_grad(int64_t n, real *restrict wte_grad, const real *restrict x_grad, const int32_t *restrict tokens) {
-    CANNL_PRAGMA("omp parallel for if(n * 39560675328 >= CANNL_PARALLEL_MIN)")
-    for (int64_t v_ = 0; v_ < 50304; ++v_) {
-        for (int64_t b0 = 0; b0 < n; ++b0) {
-            for (int64_t b1 = 0; b1 < 1024; ++b1) {
-                for (int64_t o = 0; o < 768; ++o)
-                    wte_grad[v_ * 768 + o] += x_grad[b0 * 786432 + b1 * 768 + o] * ((real)(tokens[b0 * 1024 + b1] == (real)(v_)));
-            }
         }
     }
 }
@@ -10988,14 +10959,15 @@ static double train_step(struct gpt2_124m *m, const real *const inputs[], int64_
     real *const b_pr_11_exp_avg_sq = m->b_pr_11_exp_avg_sq; /* [768] exp_avg_sq of b_pr_11 */
     char *const work = (char *)m->arena + 1493710848; /* the work region: this routine's 341451997184 bytes */
     real *const x_emb = (real *)(work + 0); /* [batch, 1024, 768] [batch, 1024 | 768] */
-    real *const wpe_grad = (real *)(work + 0); /* [1024, 768] gradient of wpe */
-    real *const grad_norm = (real *)(work + 3145728); /* [] the sum of the squares of every gradient */
-    real *const clip_coef = (real *)(work + 3145728); /* [] the factor of every gradient: min(1, max_norm / (norm + 1e-6)) */
+    real *const x_emb_grad = (real *)(work + 0); /* [batch, 1024, 768] gradient of x_emb */
+    real *const grad_norm = (real *)(work + 0); /* [] the sum of the squares of every gradient */
+    real *const clip_coef = (real *)(work + 0); /* [] the factor of every gradient: min(1, max_norm / (norm + 1e-6)) */
     real *const qkv_0_mean = (real *)(work + 805306368); /* [batch, 1024] [batch, 1024 | ] */
     real *const qkv_0_var = (real *)(work + 806354944); /* [batch, 1024] [batch, 1024 | ] */
     real *const qkv_0_ln = (real *)(work + 807403520); /* [batch, 1024, 768] [batch, 1024 | 768] */
     real *const ln1_b_0_grad = (real *)(work + 807403520); /* [768] gradient of ln1_b_0 */
     real *const qkv_0_mean_grad = (real *)(work + 807406592); /* [batch, 1024] gradient of qkv_0_mean */
+    real *const wpe_grad = (real *)(work + 807406592); /* [1024, 768] gradient of wpe */
     real *const qkv_0_var_grad = (real *)(work + 808455168); /* [batch, 1024] gradient of qkv_0_var */
     real *const qkv_0_v = (real *)(work + 1612709888); /* [batch, 1024, 768] [batch, 1024 | 768] */
     real *const qkv_0_v_grad = (real *)(work + 1612709888); /* [batch, 1024, 768] gradient of qkv_0_v */
@@ -11579,7 +11551,16 @@ static double train_step(struct gpt2_124m *m, const real *const inputs[], int64_
     const real lr_t = (real)(m->schedule != 0 ? (700.0 > step - 1.0 ? m->lr * (step - 1.0 + 1.0) / 700.0 : 6e-05 + (m->lr - 6e-05) * 0.5 * (1.0 + cos(3.141592653589793 * ((step - 1.0 - 700.0) / 18373.0 > 1.0 ? 1.0 : (step - 1.0 - 700.0) / 18373.0)))) : m->lr);
 
     /* line 23: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb(n, x_emb, tokens, wte);
+    {
+        const int64_t cannl_n = n * 1024; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 768 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 50304;
+            for (int64_t cannl_j = 0; cannl_j < 768; ++cannl_j)
+                x_emb[cannl_p * 768 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 768 + cannl_j] : 0;
+        }
+    }
 
     /* line 37: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
     sum_qkv_0_mean(n, qkv_0_mean, x_emb, wpe);
@@ -12698,11 +12679,23 @@ static double train_step(struct gpt2_124m *m, const real *const inputs[], int64_
     sum_qkv_0_mean_grad(n, qkv_0_mean_grad, qkv_0_v_grad, ln1_g_0, qkv_0_var);
     sum_qkv_0_var_grad(n, qkv_0_var_grad, qkv_0_v_grad, ln1_g_0, x_emb, wpe, qkv_0_mean, qkv_0_var);
     sum_qkv_0_mean_grad_2(n, qkv_0_mean_grad, qkv_0_var_grad, x_emb, wpe, qkv_0_mean);
-    add_x_grad(n, x_grad, qkv_0_v_grad, ln1_g_0, qkv_0_var, qkv_0_var_grad, x_emb, wpe, qkv_0_mean, qkv_0_mean_grad);
+
+    /* line 37: backward: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv; backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
+    add_x_grad(n, x_grad, x_emb_grad, qkv_0_v_grad, ln1_g_0, qkv_0_var, qkv_0_var_grad, x_emb, wpe, qkv_0_mean, qkv_0_mean_grad);
 
     /* line 23: backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     sum_wpe_grad(n, wpe_grad, x_grad);
-    sum_wte_grad(n, wte_grad, x_grad, tokens);
+    {
+        const int64_t cannl_n = n * 1024; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 768 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_b = 0; cannl_b < 768; cannl_b += 64)
+            for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+                const int32_t cannl_id = tokens[cannl_p];
+                if (cannl_id < 0 || cannl_id >= 50304) continue;
+                for (int64_t cannl_j = cannl_b; cannl_j < cannl_b + 64 && cannl_j < 768; ++cannl_j)
+                    wte_grad[(int64_t)cannl_id * 768 + cannl_j] += x_emb_grad[cannl_p * 768 + cannl_j];
+            }
+    }
 
     /* line 48: clip_grad_norm(max_norm = 1): the squared norm */
     sum_grad_norm(grad_norm, wte_grad);
@@ -13298,7 +13291,16 @@ static void forward(struct gpt2_124m *m, const real *const inputs[], int64_t n, 
     real *const att_11_v = (real *)(work + 5639241728); /* [batch, 1024, 12, 64] [batch, 1024 | 12, 64] */
 
     /* line 23: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb(n, x_emb, tokens, wte);
+    {
+        const int64_t cannl_n = n * 1024; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 768 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 50304;
+            for (int64_t cannl_j = 0; cannl_j < 768; ++cannl_j)
+                x_emb[cannl_p * 768 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 768 + cannl_j] : 0;
+        }
+    }
 
     /* line 37: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
     sum_qkv_0_mean(n, qkv_0_mean, x_emb, wpe);
@@ -14077,7 +14079,16 @@ static void eval_metrics(struct gpt2_124m *m, const real *const inputs[], int64_
     real *const att_11_v = (real *)(work + 5639241728); /* [batch, 1024, 12, 64] [batch, 1024 | 12, 64] */
 
     /* line 23: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb(n, x_emb, tokens, wte);
+    {
+        const int64_t cannl_n = n * 1024; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 768 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 50304;
+            for (int64_t cannl_j = 0; cannl_j < 768; ++cannl_j)
+                x_emb[cannl_p * 768 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 768 + cannl_j] : 0;
+        }
+    }
 
     /* line 37: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
     sum_qkv_0_mean(n, qkv_0_mean, x_emb, wpe);
@@ -14797,7 +14808,7 @@ static void bind_buffers(struct gpt2_124m *m) {
     m->w_qkv_0_grad = (real *)(base + 3911736320);
     m->ln1_g_0_grad = (real *)(base + 3918814208);
     m->ln1_b_0_grad = (real *)(base + 2301114368);
-    m->wpe_grad = (real *)(base + 1493710848);
+    m->wpe_grad = (real *)(base + 2301117440);
     m->wte_exp_avg = (real *)(base + 497903616);
     m->wte_exp_avg_sq = (real *)(base + 652437504);
     m->wpe_exp_avg = (real *)(base + 806971392);

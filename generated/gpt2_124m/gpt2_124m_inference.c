@@ -187,22 +187,6 @@ struct gpt2_124m_infer {
 
 /* ------------------------------------------------------------------------------ kernels */
 
-/* line 23: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-CANNL_MULTIVERSION
-static void sum_x_emb(int64_t n, real *restrict x_emb, const int32_t *restrict tokens, const real *restrict wte) {
-    CANNL_PRAGMA("omp parallel for if(n * 786432 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 786432; ++i) x_emb[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for if(n * 39560675328 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 1024; ++b1) {
-            for (int64_t v_ = 0; v_ < 50304; ++v_) {
-                for (int64_t o = 0; o < 768; ++o)
-                    x_emb[b0 * 786432 + b1 * 768 + o] += ((real)(tokens[b0 * 1024 + b1] == (real)(v_))) * wte[v_ * 768 + o];
-            }
-        }
-    }
-}
-
 /* line 37: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
 CANNL_MULTIVERSION
 static void sum_qkv_0_mean(int64_t n, real *restrict qkv_0_mean, const real *restrict x_emb, const real *restrict wpe) {
@@ -2251,7 +2235,16 @@ static void forward(struct gpt2_124m_infer *m, const real *const inputs[], int64
     real *const att_11_v = (real *)(work + 5639241728); /* [batch, 1024, 12, 64] [batch, 1024 | 12, 64] */
 
     /* line 23: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb(n, x_emb, tokens, wte);
+    {
+        const int64_t cannl_n = n * 1024; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 768 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 50304;
+            for (int64_t cannl_j = 0; cannl_j < 768; ++cannl_j)
+                x_emb[cannl_p * 768 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 768 + cannl_j] : 0;
+        }
+    }
 
     /* line 37: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
     sum_qkv_0_mean(n, qkv_0_mean, x_emb, wpe);
@@ -3030,7 +3023,16 @@ static void eval_metrics(struct gpt2_124m_infer *m, const real *const inputs[], 
     real *const att_11_v = (real *)(work + 5639241728); /* [batch, 1024, 12, 64] [batch, 1024 | 12, 64] */
 
     /* line 23: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb(n, x_emb, tokens, wte);
+    {
+        const int64_t cannl_n = n * 1024; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 768 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 50304;
+            for (int64_t cannl_j = 0; cannl_j < 768; ++cannl_j)
+                x_emb[cannl_p * 768 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 768 + cannl_j] : 0;
+        }
+    }
 
     /* line 37: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
     sum_qkv_0_mean(n, qkv_0_mean, x_emb, wpe);

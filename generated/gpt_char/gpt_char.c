@@ -696,22 +696,6 @@ static void set_b_pr_2_exp_avg(real *restrict b_pr_2_exp_avg, real *restrict b_p
     }
 }
 
-/* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-CANNL_MULTIVERSION
-static void sum_x_emb(int64_t n, real *restrict x_emb, const int32_t *restrict tokens, const real *restrict wte) {
-    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 16384; ++i) x_emb[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for if(n * 4194304 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 128; ++b1) {
-            for (int64_t v_ = 0; v_ < 256; ++v_) {
-                for (int64_t o = 0; o < 128; ++o)
-                    x_emb[b0 * 16384 + b1 * 128 + o] += ((real)(tokens[b0 * 128 + b1] == (real)(v_))) * wte[v_ * 128 + o];
-            }
-        }
-    }
-}
-
 /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
 CANNL_MULTIVERSION
 static void sum_qkv_0_mean(int64_t n, real *restrict qkv_0_mean, const real *restrict x_emb, const real *restrict wpe) {
@@ -2576,9 +2560,9 @@ static void sum_qkv_0_mean_grad_2(int64_t n, real *restrict qkv_0_mean_grad, con
     }
 }
 
-/* line 36: backward: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
+/* line 36: backward: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv; backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
 CANNL_MULTIVERSION
-static void add_x_grad(int64_t n, real *restrict x_grad, const real *restrict qkv_0_v_grad, const real *restrict ln1_g_0, const real *restrict qkv_0_var, const real *restrict qkv_0_var_grad, const real *restrict x_emb, const real *restrict wpe, const real *restrict qkv_0_mean, const real *restrict qkv_0_mean_grad) {
+static void add_x_grad(int64_t n, real *restrict x_grad, real *x_emb_grad, const real *qkv_0_v_grad, const real *restrict ln1_g_0, const real *restrict qkv_0_var, const real *restrict qkv_0_var_grad, const real *restrict x_emb, const real *restrict wpe, const real *restrict qkv_0_mean, const real *restrict qkv_0_mean_grad) {
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 128; ++b1) {
@@ -2586,6 +2570,7 @@ static void add_x_grad(int64_t n, real *restrict x_grad, const real *restrict qk
                 x_grad[b0 * 16384 + b1 * 128 + o] += qkv_0_v_grad[b0 * 16384 + b1 * 128 + o] * ln1_g_0[o] * (1.0f / sqrtf(qkv_0_var[b0 * 128 + b1] + 1e-05f));
                 x_grad[b0 * 16384 + b1 * 128 + o] += qkv_0_var_grad[b0 * 128 + b1] * (x_emb[b0 * 16384 + b1 * 128 + o] + wpe[b1 * 128 + o] - qkv_0_mean[b0 * 128 + b1]) * 0.015625f;
                 x_grad[b0 * 16384 + b1 * 128 + o] += qkv_0_mean_grad[b0 * 128 + b1] * 0.0078125f;
+                x_emb_grad[b0 * 16384 + b1 * 128 + o] = x_grad[b0 * 16384 + b1 * 128 + o];
             }
         }
     }
@@ -2601,20 +2586,6 @@ static void sum_wpe_grad(int64_t n, real *restrict wpe_grad, const real *restric
         for (int64_t b0 = 0; b0 < n; ++b0) {
             for (int64_t o = 0; o < 128; ++o)
                 wpe_grad[b1 * 128 + o] += x_grad[b0 * 16384 + b1 * 128 + o];
-        }
-    }
-}
-
-/* line 21: backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-CANNL_MULTIVERSION
-static void sum_wte_grad(int64_t n, real *restrict wte_grad, const real *restrict x_grad, const int32_t *restrict tokens) {
-    CANNL_PRAGMA("omp parallel for if(n * 4194304 >= CANNL_PARALLEL_MIN)")
-    for (int64_t v_ = 0; v_ < 256; ++v_) {
-        for (int64_t b0 = 0; b0 < n; ++b0) {
-            for (int64_t b1 = 0; b1 < 128; ++b1) {
-                for (int64_t o = 0; o < 128; ++o)
-                    wte_grad[v_ * 128 + o] += x_grad[b0 * 16384 + b1 * 128 + o] * ((real)(tokens[b0 * 128 + b1] == (real)(v_)));
-            }
         }
     }
 }
@@ -4078,11 +4049,12 @@ static double train_step(struct gpt_char *m, const real *const inputs[], int64_t
     real *const x_0_mean_grad = (real *)(work + 16777216); /* [batch, 128] gradient of x_0_mean */
     real *const att_0_grad = (real *)(work + 16777216); /* [batch, 128, 4, 32] gradient of att_0 */
     real *const qkv_0_v_grad = (real *)(work + 16777216); /* [batch, 128, 128] gradient of qkv_0_v */
-    real *const wpe_grad = (real *)(work + 16777216); /* [128, 128] gradient of wpe */
+    real *const x_emb_grad = (real *)(work + 16777216); /* [batch, 128, 128] gradient of x_emb */
     real *const x_0_var_grad = (real *)(work + 16908288); /* [batch, 128] gradient of x_0_var */
     real *const att_0_delta = (real *)(work + 33554432); /* [batch, 4, 128] scratch of the attention backward: dout . o per query */
     real *const w_qkv_0_grad = (real *)(work + 33554432); /* [3, 4, 32, 128] gradient of w_qkv_0 */
     real *const qkv_0_mean_grad = (real *)(work + 33751040); /* [batch, 128] gradient of qkv_0_mean */
+    real *const wpe_grad = (real *)(work + 33751040); /* [128, 128] gradient of wpe */
     real *const qkv_0_var_grad = (real *)(work + 33882112); /* [batch, 128] gradient of qkv_0_var */
     real *const b_qkv_0_grad = (real *)(work + 34013184); /* [3, 4, 32] gradient of b_qkv_0 */
     real *const ln1_g_0_grad = (real *)(work + 34014720); /* [128] gradient of ln1_g_0 */
@@ -4284,7 +4256,16 @@ static double train_step(struct gpt_char *m, const real *const inputs[], int64_t
     const real lr_t = (real)(m->schedule != 0 ? (100.0 > step - 1.0 ? m->lr * (step - 1.0 + 1.0) / 100.0 : m->lr * 0.5 * (1.0 + cos(3.141592653589793 * ((step - 1.0 - 100.0) / 4900.0 > 1.0 ? 1.0 : (step - 1.0 - 100.0) / 4900.0)))) : m->lr);
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb(n, x_emb, tokens, wte);
+    {
+        const int64_t cannl_n = n * 128; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 256;
+            for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
+                x_emb[cannl_p * 128 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+        }
+    }
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
     sum_qkv_0_mean(n, qkv_0_mean, x_emb, wpe);
@@ -4679,11 +4660,23 @@ static double train_step(struct gpt_char *m, const real *const inputs[], int64_t
     sum_qkv_0_mean_grad(n, qkv_0_mean_grad, qkv_0_v_grad, ln1_g_0, qkv_0_var);
     sum_qkv_0_var_grad(n, qkv_0_var_grad, qkv_0_v_grad, ln1_g_0, x_emb, wpe, qkv_0_mean, qkv_0_var);
     sum_qkv_0_mean_grad_2(n, qkv_0_mean_grad, qkv_0_var_grad, x_emb, wpe, qkv_0_mean);
-    add_x_grad(n, x_grad, qkv_0_v_grad, ln1_g_0, qkv_0_var, qkv_0_var_grad, x_emb, wpe, qkv_0_mean, qkv_0_mean_grad);
+
+    /* line 36: backward: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv; backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
+    add_x_grad(n, x_grad, x_emb_grad, qkv_0_v_grad, ln1_g_0, qkv_0_var, qkv_0_var_grad, x_emb, wpe, qkv_0_mean, qkv_0_mean_grad);
 
     /* line 21: backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     sum_wpe_grad(n, wpe_grad, x_grad);
-    sum_wte_grad(n, wte_grad, x_grad, tokens);
+    {
+        const int64_t cannl_n = n * 128; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_b = 0; cannl_b < 128; cannl_b += 64)
+            for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+                const int32_t cannl_id = tokens[cannl_p];
+                if (cannl_id < 0 || cannl_id >= 256) continue;
+                for (int64_t cannl_j = cannl_b; cannl_j < cannl_b + 64 && cannl_j < 128; ++cannl_j)
+                    wte_grad[(int64_t)cannl_id * 128 + cannl_j] += x_emb_grad[cannl_p * 128 + cannl_j];
+            }
+    }
 
     /* line 47: clip_grad_norm(max_norm = 1): the squared norm */
     sum_grad_norm(grad_norm, wte_grad);
@@ -4909,7 +4902,16 @@ static void forward(struct gpt_char *m, const real *const inputs[], int64_t n, r
     real *const att_3_v = (real *)(work + 117440512); /* [batch, 128, 4, 32] [batch, 128 | 4, 32] */
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb(n, x_emb, tokens, wte);
+    {
+        const int64_t cannl_n = n * 128; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 256;
+            for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
+                x_emb[cannl_p * 128 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+        }
+    }
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
     sum_qkv_0_mean(n, qkv_0_mean, x_emb, wpe);
@@ -5192,7 +5194,16 @@ static void eval_metrics(struct gpt_char *m, const real *const inputs[], int64_t
     real *const att_3_v = (real *)(work + 117440512); /* [batch, 128, 4, 32] [batch, 128 | 4, 32] */
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb(n, x_emb, tokens, wte);
+    {
+        const int64_t cannl_n = n * 128; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 256;
+            for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
+                x_emb[cannl_p * 128 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+        }
+    }
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
     sum_qkv_0_mean(n, qkv_0_mean, x_emb, wpe);
@@ -5456,7 +5467,7 @@ static void bind_buffers(struct gpt_char *m) {
     m->w_qkv_0_grad = (real *)(base + 43664384);
     m->ln1_g_0_grad = (real *)(base + 44124672);
     m->ln1_b_0_grad = (real *)(base + 44125184);
-    m->wpe_grad = (real *)(base + 26887168);
+    m->wpe_grad = (real *)(base + 43860992);
     m->wte_exp_avg = (real *)(base + 3369984);
     m->wte_exp_avg_sq = (real *)(base + 3501056);
     m->wpe_exp_avg = (real *)(base + 3632128);

@@ -91,22 +91,6 @@ struct gpt_char_infer {
 
 /* ------------------------------------------------------------------------------ kernels */
 
-/* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-CANNL_MULTIVERSION
-static void sum_x_emb(int64_t n, real *restrict x_emb, const int32_t *restrict tokens, const real *restrict wte) {
-    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 16384; ++i) x_emb[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for if(n * 4194304 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 128; ++b1) {
-            for (int64_t v_ = 0; v_ < 256; ++v_) {
-                for (int64_t o = 0; o < 128; ++o)
-                    x_emb[b0 * 16384 + b1 * 128 + o] += ((real)(tokens[b0 * 128 + b1] == (real)(v_))) * wte[v_ * 128 + o];
-            }
-        }
-    }
-}
-
 /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
 CANNL_MULTIVERSION
 static void sum_qkv_0_mean(int64_t n, real *restrict qkv_0_mean, const real *restrict x_emb, const real *restrict wpe) {
@@ -891,7 +875,16 @@ static void forward(struct gpt_char_infer *m, const real *const inputs[], int64_
     real *const att_3_v = (real *)(work + 117440512); /* [batch, 128, 4, 32] [batch, 128 | 4, 32] */
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb(n, x_emb, tokens, wte);
+    {
+        const int64_t cannl_n = n * 128; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 256;
+            for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
+                x_emb[cannl_p * 128 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+        }
+    }
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
     sum_qkv_0_mean(n, qkv_0_mean, x_emb, wpe);
@@ -1174,7 +1167,16 @@ static void eval_metrics(struct gpt_char_infer *m, const real *const inputs[], i
     real *const att_3_v = (real *)(work + 117440512); /* [batch, 128, 4, 32] [batch, 128 | 4, 32] */
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb(n, x_emb, tokens, wte);
+    {
+        const int64_t cannl_n = n * 128; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 256;
+            for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
+                x_emb[cannl_p * 128 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+        }
+    }
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
     sum_qkv_0_mean(n, qkv_0_mean, x_emb, wpe);

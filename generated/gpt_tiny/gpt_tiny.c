@@ -316,22 +316,6 @@ static void set_w_pr_exp_avg(real *restrict w_pr_exp_avg, real *restrict w_pr_ex
     }
 }
 
-/* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-CANNL_MULTIVERSION
-static void sum_x0_emb(int64_t n, real *restrict x0_emb, const int32_t *restrict tokens, const real *restrict wte) {
-    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 8192; ++i) x0_emb[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for if(n * 2097152 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t v_ = 0; v_ < 256; ++v_) {
-                for (int64_t o = 0; o < 128; ++o)
-                    x0_emb[b0 * 8192 + b1 * 128 + o] += ((real)(tokens[b0 * 64 + b1] == (real)(v_))) * wte[v_ * 128 + o];
-            }
-        }
-    }
-}
-
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_mean(int64_t n, real *restrict h1_mean, const real *restrict x0_emb, const real *restrict wpe) {
@@ -959,9 +943,9 @@ static void sum_h1_mean_grad_2(int64_t n, real *restrict h1_mean_grad, const rea
     }
 }
 
-/* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
+/* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b; backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
 CANNL_MULTIVERSION
-static void add_x0_grad(int64_t n, real *restrict x0_grad, const real *restrict h1_grad, const real *restrict ln1_g, const real *restrict h1_var, const real *restrict h1_var_grad, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_mean_grad) {
+static void add_x0_grad(int64_t n, real *restrict x0_grad, real *x0_emb_grad, const real *h1_grad, const real *restrict ln1_g, const real *restrict h1_var, const real *restrict h1_var_grad, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_mean_grad) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
@@ -969,6 +953,7 @@ static void add_x0_grad(int64_t n, real *restrict x0_grad, const real *restrict 
                 x0_grad[b0 * 8192 + b1 * 128 + o] += h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f));
                 x0_grad[b0 * 8192 + b1 * 128 + o] += h1_var_grad[b0 * 64 + b1] * (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * 0.015625f;
                 x0_grad[b0 * 8192 + b1 * 128 + o] += h1_mean_grad[b0 * 64 + b1] * 0.0078125f;
+                x0_emb_grad[b0 * 8192 + b1 * 128 + o] = x0_grad[b0 * 8192 + b1 * 128 + o];
             }
         }
     }
@@ -984,20 +969,6 @@ static void sum_wpe_grad(int64_t n, real *restrict wpe_grad, const real *restric
         for (int64_t b0 = 0; b0 < n; ++b0) {
             for (int64_t o = 0; o < 128; ++o)
                 wpe_grad[b1 * 128 + o] += x0_grad[b0 * 8192 + b1 * 128 + o];
-        }
-    }
-}
-
-/* line 29: backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-CANNL_MULTIVERSION
-static void sum_wte_grad(int64_t n, real *restrict wte_grad, const real *restrict x0_grad, const int32_t *restrict tokens) {
-    CANNL_PRAGMA("omp parallel for if(n * 2097152 >= CANNL_PARALLEL_MIN)")
-    for (int64_t v_ = 0; v_ < 256; ++v_) {
-        for (int64_t b0 = 0; b0 < n; ++b0) {
-            for (int64_t b1 = 0; b1 < 64; ++b1) {
-                for (int64_t o = 0; o < 128; ++o)
-                    wte_grad[v_ * 128 + o] += x0_grad[b0 * 8192 + b1 * 128 + o] * ((real)(tokens[b0 * 64 + b1] == (real)(v_)));
-            }
         }
     }
 }
@@ -1574,11 +1545,12 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const h2_mean_grad = (real *)(work + 8388608); /* [batch, 64] gradient of h2_mean */
     real *const y_grad = (real *)(work + 8388608); /* [batch, 64, 4, 32] gradient of y */
     real *const h1_grad = (real *)(work + 8388608); /* [batch, 64, 128] gradient of h1 */
-    real *const wpe_grad = (real *)(work + 8388608); /* [64, 128] gradient of wpe */
+    real *const x0_emb_grad = (real *)(work + 8388608); /* [batch, 64, 128] gradient of x0_emb */
     real *const h2_var_grad = (real *)(work + 8454144); /* [batch, 64] gradient of h2_var */
     real *const y_delta = (real *)(work + 16777216); /* [batch, 4, 64] scratch of the attention backward: dout . o per query */
     real *const w_qkv_grad = (real *)(work + 16777216); /* [3, 4, 32, 128] gradient of w_qkv */
     real *const h1_mean_grad = (real *)(work + 16973824); /* [batch, 64] gradient of h1_mean */
+    real *const wpe_grad = (real *)(work + 16973824); /* [64, 128] gradient of wpe */
     real *const w_o_grad = (real *)(work + 17039360); /* [128, 4, 32] gradient of w_o */
     real *const h1_var_grad = (real *)(work + 17104896); /* [batch, 64] gradient of h1_var */
     real *const b_qkv_grad = (real *)(work + 17170432); /* [3, 4, 32] gradient of b_qkv */
@@ -1639,7 +1611,16 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.95, step)));
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x0_emb(n, x0_emb, tokens, wte);
+    {
+        const int64_t cannl_n = n * 64; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 256;
+            for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
+                x0_emb[cannl_p * 128 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+        }
+    }
 
     /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
     sum_h1_mean(n, h1_mean, x0_emb, wpe);
@@ -1772,11 +1753,23 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     sum_h1_mean_grad(n, h1_mean_grad, h1_grad, ln1_g, h1_var);
     sum_h1_var_grad(n, h1_var_grad, h1_grad, ln1_g, x0_emb, wpe, h1_mean, h1_var);
     sum_h1_mean_grad_2(n, h1_mean_grad, h1_var_grad, x0_emb, wpe, h1_mean);
-    add_x0_grad(n, x0_grad, h1_grad, ln1_g, h1_var, h1_var_grad, x0_emb, wpe, h1_mean, h1_mean_grad);
+
+    /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b; backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
+    add_x0_grad(n, x0_grad, x0_emb_grad, h1_grad, ln1_g, h1_var, h1_var_grad, x0_emb, wpe, h1_mean, h1_mean_grad);
 
     /* line 29: backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     sum_wpe_grad(n, wpe_grad, x0_grad);
-    sum_wte_grad(n, wte_grad, x0_grad, tokens);
+    {
+        const int64_t cannl_n = n * 64; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_b = 0; cannl_b < 128; cannl_b += 64)
+            for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+                const int32_t cannl_id = tokens[cannl_p];
+                if (cannl_id < 0 || cannl_id >= 256) continue;
+                for (int64_t cannl_j = cannl_b; cannl_j < cannl_b + 64 && cannl_j < 128; ++cannl_j)
+                    wte_grad[(int64_t)cannl_id * 128 + cannl_j] += x0_emb_grad[cannl_p * 128 + cannl_j];
+            }
+    }
 
     /* line 41: clip_grad_norm(max_norm = 1): the squared norm */
     sum_grad_norm(grad_norm, wte_grad);
@@ -1873,7 +1866,16 @@ static void forward(struct gpt_tiny *m, const real *const inputs[], int64_t n, r
     real *const y_v = (real *)(work + 50331648); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x0_emb(n, x0_emb, tokens, wte);
+    {
+        const int64_t cannl_n = n * 64; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 256;
+            for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
+                x0_emb[cannl_p * 128 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+        }
+    }
 
     /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
     sum_h1_mean(n, h1_mean, x0_emb, wpe);
@@ -1974,7 +1976,16 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const y_v = (real *)(work + 50331648); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x0_emb(n, x0_emb, tokens, wte);
+    {
+        const int64_t cannl_n = n * 64; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 256;
+            for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
+                x0_emb[cannl_p * 128 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+        }
+    }
 
     /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
     sum_h1_mean(n, h1_mean, x0_emb, wpe);
@@ -2071,7 +2082,7 @@ static void bind_buffers(struct gpt_tiny *m) {
     m->w_qkv_grad = (real *)(base + 19651072);
     m->ln1_g_grad = (real *)(base + 20047360);
     m->ln1_b_grad = (real *)(base + 20047872);
-    m->wpe_grad = (real *)(base + 11262464);
+    m->wpe_grad = (real *)(base + 19847680);
     m->wte_exp_avg = (real *)(base + 957952);
     m->wte_exp_avg_sq = (real *)(base + 1089024);
     m->wpe_exp_avg = (real *)(base + 1220096);

@@ -55,22 +55,6 @@ struct gpt_tiny_infer {
 
 /* ------------------------------------------------------------------------------ kernels */
 
-/* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-CANNL_MULTIVERSION
-static void sum_x0_emb(int64_t n, real *restrict x0_emb, const int32_t *restrict tokens, const real *restrict wte) {
-    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 8192; ++i) x0_emb[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for if(n * 2097152 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t v_ = 0; v_ < 256; ++v_) {
-                for (int64_t o = 0; o < 128; ++o)
-                    x0_emb[b0 * 8192 + b1 * 128 + o] += ((real)(tokens[b0 * 64 + b1] == (real)(v_))) * wte[v_ * 128 + o];
-            }
-        }
-    }
-}
-
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_mean(int64_t n, real *restrict h1_mean, const real *restrict x0_emb, const real *restrict wpe) {
@@ -381,7 +365,16 @@ static void forward(struct gpt_tiny_infer *m, const real *const inputs[], int64_
     real *const y_v = (real *)(work + 50331648); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x0_emb(n, x0_emb, tokens, wte);
+    {
+        const int64_t cannl_n = n * 64; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 256;
+            for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
+                x0_emb[cannl_p * 128 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+        }
+    }
 
     /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
     sum_h1_mean(n, h1_mean, x0_emb, wpe);
@@ -482,7 +475,16 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
     real *const y_v = (real *)(work + 50331648); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x0_emb(n, x0_emb, tokens, wte);
+    {
+        const int64_t cannl_n = n * 64; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 256;
+            for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
+                x0_emb[cannl_p * 128 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+        }
+    }
 
     /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
     sum_h1_mean(n, h1_mean, x0_emb, wpe);

@@ -147,6 +147,20 @@ void differentiate(ir::Program& p) {
   gradient(loss, 1, zero_fills);
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
     const ir::Stmt& s = *it;
+    if (s.call && s.call->kind == ir::Call::Kind::EmbeddingForward) {  // the scatter-add
+      auto og = grads.find(s.call->o);
+      if (og == grads.end() || !needs[static_cast<size_t>(s.call->table)]) continue;
+      ir::Call back = *s.call;
+      back.kind = ir::Call::Kind::EmbeddingBackward;
+      back.dout = og->second;
+      back.dtable = gradient(s.call->table, 0, zero_fills);
+      ir::Stmt c;
+      c.call = back;
+      c.line = s.line;
+      c.what = "backward: " + s.what;
+      contributions.push_back(std::move(c));
+      continue;
+    }
     if (s.call) {  // attention: the runtime's backward call, from the saved log-sum-exp
       auto og = grads.find(s.call->o);
       if (og == grads.end()) continue;

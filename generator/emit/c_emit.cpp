@@ -436,8 +436,10 @@ private:
   // A kernel call of the runtime (ir::Call): attention per (sequence, head) pair, the pairs in
   // parallel (each writes its own rows: the same bits for any thread count).
   std::string call_text(const ir::Call& c, bool& n_used) {
-    attention_ = true;
     n_used = n_used || c.batch;
+    if (c.kind == ir::Call::Kind::EmbeddingForward || c.kind == ir::Call::Kind::EmbeddingBackward)
+      return embedding_text(c);
+    attention_ = true;
     const long pairs = c.seqs * c.heads;
     const std::string count = c.batch ? (pairs == 1 ? std::string("n") : fmt::format("n * {}", pairs)) : std::to_string(pairs);
     const std::string t = o_.f64 ? "f64" : "f32";
@@ -461,6 +463,36 @@ private:
                          at(c.dout, c.tq, c.f), name(c.lse), c.tq, name(c.delta), c.tq, at(c.dq, c.tq, c.e),
                          at(c.dk, c.tk, c.e), at(c.dv, c.tk, c.f));
     return out + "        }\n    }\n";
+  }
+
+  // Embedding: the gather, a row per position in parallel; the scatter-add, blocks of 64
+  // features in parallel, each block's positions in order (the same bits for any thread count).
+  std::string embedding_text(const ir::Call& c) {
+    const std::string count = c.batch ? (c.seqs == 1 ? std::string("n") : fmt::format("n * {}", c.seqs)) : std::to_string(c.seqs);
+    std::string out = "    {\n";
+    out += fmt::format("        const int64_t cannl_n = {}; /* positions */\n", count);
+    if (c.kind == ir::Call::Kind::EmbeddingForward) {
+      out += "        " + parallel_for(fmt::format("cannl_n * {}", c.width));
+      out += "        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {\n";
+      out += fmt::format("            const int32_t cannl_id = {}[cannl_p];\n", name(c.ids));
+      out += fmt::format("            const int cannl_in = cannl_id >= 0 && cannl_id < {};\n", c.rows);
+      out += fmt::format("            for (int64_t cannl_j = 0; cannl_j < {}; ++cannl_j)\n", c.width);
+      out += fmt::format("                {}[cannl_p * {} + cannl_j] = cannl_in ? {}[(int64_t)cannl_id * {} + cannl_j] : 0;\n",
+                         name(c.o), c.width, name(c.table), c.width);
+      out += "        }\n";
+    } else {
+      out += "        " + parallel_for(fmt::format("cannl_n * {}", c.width));
+      out += fmt::format("        for (int64_t cannl_b = 0; cannl_b < {}; cannl_b += 64)\n", c.width);
+      out += "            for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {\n";
+      out += fmt::format("                const int32_t cannl_id = {}[cannl_p];\n", name(c.ids));
+      out += fmt::format("                if (cannl_id < 0 || cannl_id >= {}) continue;\n", c.rows);
+      out += fmt::format("                for (int64_t cannl_j = cannl_b; cannl_j < cannl_b + 64 && cannl_j < {}; ++cannl_j)\n",
+                         c.width);
+      out += fmt::format("                    {}[(int64_t)cannl_id * {} + cannl_j] += {}[cannl_p * {} + cannl_j];\n",
+                         name(c.dtable), c.width, name(c.dout), c.width);
+      out += "            }\n";
+    }
+    return out + "    }\n";
   }
 
   static std::string what(const ir::Stmt& s) { return s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what; }

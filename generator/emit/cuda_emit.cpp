@@ -790,6 +790,8 @@ private:
   // A kernel call (ir::Call): attention through runtime-lib/cuda/cannl_attention.cuh, one warp
   // per query (forward, dq) or key (dk, dv) row, every sequence and head at once.
   std::string call_text(const ir::Call& c) {
+    if (c.kind == ir::Call::Kind::EmbeddingForward || c.kind == ir::Call::Kind::EmbeddingBackward)
+      return embedding_text(c);
     attention_ = true;
     // a buffer [B.., T, H.., w] as a view over (sequence, head, position)
     auto view = [&](int b, long rows, long width) {
@@ -808,6 +810,40 @@ private:
                         view(c.q, c.tq, c.e), view(c.k, c.tk, c.e), view(c.v, c.tk, c.f), view(c.o, c.tq, c.f),
                         view(c.dout, c.tq, c.f), name(c.lse), name(c.delta), view(c.dq, c.tq, c.e),
                         view(c.dk, c.tk, c.e), view(c.dv, c.tk, c.f));
+    return out + "    CUDA_CHECK(cudaGetLastError());\n";
+  }
+
+  // Embedding: the gather, a thread per element; the scatter-add, a thread per feature adding
+  // its positions in order (no atomics: the same bits on every run).
+  std::string embedding_text(const ir::Call& c) {
+    use_helper("embedding", R"(template <typename R>
+static __global__ void __launch_bounds__(256) cannl_embedding_forward(int64_t positions, int64_t width, int64_t rows,
+    const int32_t *__restrict__ ids, const R *__restrict__ table, R *__restrict__ out) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= positions * width) return;
+    const int64_t p = i / width, j = i % width;
+    const int32_t id = ids[p];
+    out[i] = id >= 0 && id < rows ? table[(int64_t)id * width + j] : R(0);
+}
+template <typename R>
+static __global__ void __launch_bounds__(256) cannl_embedding_backward(int64_t positions, int64_t width, int64_t rows,
+    const int32_t *__restrict__ ids, const R *__restrict__ dout, R *__restrict__ dtable) {
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= width) return;
+    for (int64_t p = 0; p < positions; ++p) {
+        const int32_t id = ids[p];
+        if (id >= 0 && id < rows) dtable[(int64_t)id * width + j] += dout[p * width + j];
+    }
+}
+)");
+    const std::string count = c.batch ? (c.seqs == 1 ? std::string("n") : fmt::format("(n * {})", c.seqs)) : std::to_string(c.seqs);
+    std::string out;
+    if (c.kind == ir::Call::Kind::EmbeddingForward)
+      out = fmt::format("    cannl_embedding_forward<real><<<(unsigned)(({} * {} + 255) / 256), 256, 0, stream_>>>({}, {}, {}, {}, {}, {});\n",
+                        count, c.width, count, c.width, c.rows, name(c.ids), name(c.table), name(c.o));
+    else
+      out = fmt::format("    cannl_embedding_backward<real><<<{}, 256, 0, stream_>>>({}, {}, {}, {}, {}, {});\n",
+                        (c.width + 255) / 256, count, c.width, c.rows, name(c.ids), name(c.dout), name(c.dtable));
     return out + "    CUDA_CHECK(cudaGetLastError());\n";
   }
 

@@ -149,6 +149,8 @@ struct Call {
   enum class Kind {
     AttentionForward,   // o, lse = attention(q, k, v)            (runtime-lib/cannl_attention.h)
     AttentionBackward,  // dq, dk, dv += from dout, o, lse; delta a scratch
+    EmbeddingForward,   // o[p, j] = table[ids[p], j]  (0 for an id outside [0, rows))
+    EmbeddingBackward,  // dtable[ids[p], j] += dout[p, j], each j's positions in order
   };
   Kind kind = Kind::AttentionForward;
   // Attention, per (sequence, head) pair. Storage: q [B.., tq, H.., e], k [B.., tk, H.., e],
@@ -160,6 +162,10 @@ struct Call {
   long seqs = 1, heads = 1, tq = 1, tk = 1, e = 1, f = 1;
   bool causal = false;
   double scale = 1;
+  // Embedding: ids [B..] (int32), table [rows, width], o and dout [B.., width], dtable like
+  // table; the positions are the sequences above (`batch`, `seqs`).
+  int table = -1, ids = -1, dtable = -1;
+  long rows = 1, width = 1;
 };
 std::vector<int> call_reads(const Call& c);   // dq, dk, dv among them: the backward adds to them
 std::vector<int> call_writes(const Call& c);

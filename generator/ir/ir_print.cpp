@@ -92,6 +92,9 @@ std::string print_stmt(const Stmt& s, const Program& p) {
       return t;
     };
     const Call& c = *s.call;
+    if (c.kind == Call::Kind::EmbeddingForward || c.kind == Call::Kind::EmbeddingBackward)
+      return fmt::format("{}({} -> {}; {}{} positions, {} rows of {})", call_name(c.kind), names(call_reads(c)),
+                         names(call_writes(c)), c.batch ? "n x " : "", c.seqs, c.rows, c.width);
     return fmt::format("{}({} -> {}; {}{} sequences x {} heads, {} x {} positions, e {}, f {}{}, scale {})",
                        call_name(c.kind), names(call_reads(c)), names(call_writes(c)), c.batch ? "n x " : "", c.seqs,
                        c.heads, c.tq, c.tk, c.e, c.f, c.causal ? ", causal" : "", c.scale);

@@ -43,6 +43,10 @@ RoutineStats routine_stats(const Program& p, const Routine& r, long batch, int e
       const Call& c = *s.call;
       for (int b : call_reads(c)) touched.insert(b);
       for (int b : call_writes(c)) touched.insert(b);
+      if (c.kind == Call::Kind::EmbeddingForward || c.kind == Call::Kind::EmbeddingBackward) {
+        st.flops += (c.batch ? static_cast<double>(batch) : 1.0) * static_cast<double>(c.seqs * c.width);
+        continue;
+      }
       const double pairs = (c.batch ? static_cast<double>(batch) : 1.0) * static_cast<double>(c.seqs * c.heads);
       const double scores = pairs * static_cast<double>(c.tq * c.tk) * (c.causal ? 0.5 : 1.0);
       st.flops += scores * static_cast<double>(2 * c.e + 2 * c.f) * (c.kind == Call::Kind::AttentionForward ? 1 : 2);

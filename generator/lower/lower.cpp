@@ -436,22 +436,30 @@ private:
     out_.forward.push_back(std::move(s));
   }
 
-  // embedding(table : [d.. -> n], ids : [B.. | ] int) -> [B.. | d..]:
-  //   r[b.., j..] += (ids[b..] == v) * table[v, j..]   over the rows v,
-  // a sum with one non-zero term per cell (no one-hot stored); its gradient is the sum over
-  // the positions of each row's ids, in a fixed order (the same bits for any thread count).
+  // embedding(table : [d.. -> n], ids : [B.. | ] int) -> [B.. | d..]: a gather, an opaque
+  // call (ir::Call) whose gradient is a scatter-add into the table's gradient, each feature's
+  // positions added in order (the same bits for any thread count). An id outside [0, n)
+  // selects a zero row (the programs check ids against cannl_tensor_info.ids first).
   void lower_embedding(const BoundCall& c, int r) {
     const Expr *table = c.tensors[0], *ids = c.tensors[1];
     const Shape &rs = shape(c.call), &ts = shape(table);
-    Nest n;
-    Map rmap = loops_for(rs, n);
-    std::vector<std::string> rnames;
-    for (const auto& it : n.iters) rnames.push_back(it.name);
-    fill_buffer(r, 0, rnames);
-    const int v = n.add("v", ts.row(AxisKind::Output).at(0).size, false);
-    ExprP hit = ir::binary(Op::Eq, value(ids, align(rs, rmap, shape(ids))), ir::index_value(Affine::of(v)));
-    emit(n, r, rmap, ir::Accum::Add, ir::binary(Op::Mul, hit, operand(table, table_map(rs, rmap, ts, Affine::of(v)))));
+    ir::Call call;
+    call.kind = ir::Call::Kind::EmbeddingForward;
+    call.table = stored(table, "table", {});
+    call.ids = stored(ids, "ids", {});
+    call.o = r;
+    const auto& rb = rs.row(AxisKind::Batch);
+    call.batch = !rb.empty() && rb.front().is_batch;
+    for (size_t i = call.batch ? 1 : 0; i < rb.size(); ++i) call.seqs *= rb[i].size;
+    call.rows = ts.row(AxisKind::Output).at(0).size;
+    for (const Axis& a : ts.row(AxisKind::Input)) call.width *= a.size;
+    ir::Stmt s;
+    s.call = call;
+    s.line = line_;
+    s.what = what_;
+    out_.forward.push_back(std::move(s));
   }
+
 
   void fill(int buf, const Map& index, const Nest& outer, double v) {
     emit(outer, buf, index, ir::Accum::Set, ir::cnst(v));

@@ -160,8 +160,9 @@ minimize loss with sgd(lr = 0.1)
   std::string f = g.routine(ir::RoutineKind::Forward);
   // g : [batch | 3] meets the runner's axis of [batch, ctx | 3], not ctx.
   CHECK(has(f, "y[b0, b1, o] = x[b0, b1, o] * g[b0, o]"));
-  // the gather is one term of a sum over the rows; positions read the table directly
-  CHECK(has(f, "x_emb[b0, b1, o] += (tokens[b0, b1] == index(v)) * wte[v, o]"));
+  // the gather is a kernel call (its gradient the scatter-add); positions read the table directly
+  CHECK(has(f, "embedding_forward(wte, tokens -> x_emb; n x 5 positions, 7 rows of 3)"));
+  CHECK(has(g.routine(ir::RoutineKind::TrainStep), "embedding_backward(tokens, x_emb_grad, wte_grad -> wte_grad;"));
   CHECK(has(f, "wpe[b1, o]"));
   // no one-hot: the target is compared with the class index
   CHECK(has(g.routine(ir::RoutineKind::TrainStep), "next[b0, b1] == index(o)"));

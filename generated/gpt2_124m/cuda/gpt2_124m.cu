@@ -43,6 +43,25 @@ typedef gpt2_124m_real real;
 
 static __host__ __device__ inline float cannl_gelu_tanh(float x) { return 0.5f * x * (1 + tanhf(0.7978846f * (x + 0.044715f * x * x * x))); }
 static __host__ __device__ inline float cannl_gelu_tanh_grad(float x) { const float t = tanhf(0.7978846f * (x + 0.044715f * x * x * x)); return 0.5f * (1 + t) + 0.5f * x * (1 - t * t) * 0.7978846f * (1 + 0.134145f * x * x); }
+template <typename R>
+static __global__ void __launch_bounds__(256) cannl_embedding_forward(int64_t positions, int64_t width, int64_t rows,
+    const int32_t *__restrict__ ids, const R *__restrict__ table, R *__restrict__ out) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= positions * width) return;
+    const int64_t p = i / width, j = i % width;
+    const int32_t id = ids[p];
+    out[i] = id >= 0 && id < rows ? table[(int64_t)id * width + j] : R(0);
+}
+template <typename R>
+static __global__ void __launch_bounds__(256) cannl_embedding_backward(int64_t positions, int64_t width, int64_t rows,
+    const int32_t *__restrict__ ids, const R *__restrict__ dout, R *__restrict__ dtable) {
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= width) return;
+    for (int64_t p = 0; p < positions; ++p) {
+        const int32_t id = ids[p];
+        if (id >= 0 && id < rows) dtable[(int64_t)id * width + j] += dout[p * width + j];
+    }
+}
 /* the sum of v over the 32 lanes of a warp, in lane 0 */
 static __device__ __forceinline__ float cannl_warp_sum(float v) {
     for (int d = 16; d > 0; d /= 2) {
@@ -734,23 +753,6 @@ static void gemm(struct gpt2_124m *m, const char *file, int line, cublasOperatio
 }
 
 /* ------------------------------------------------------------------------------ kernels */
-
-/* line 23: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) (one warp per element, reducing its 50304 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) sum_x_emb(real *__restrict__ x_emb, const int32_t *__restrict__ tokens, const real *__restrict__ wte, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= n * 786432) return; /* the whole warp */
-    const int64_t b0 = i_ / 786432;
-    const int64_t b1 = (i_ / 768) % 1024;
-    const int64_t o = i_ % 768;
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < 50304; r_ += 32) {
-        const int64_t v_ = r_;
-        acc += ((real)(tokens[b0 * 1024 + b1] == (real)(v_))) * wte[v_ * 768 + o];
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) x_emb[b0 * 786432 + b1 * 768 + o] = acc;
-}
 
 /* line 37: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv (one warp per element, reducing its 768 terms with shuffles, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_qkv_0_mean(real *__restrict__ qkv_0_mean, const real *__restrict__ x_emb, const real *__restrict__ wpe, const int64_t n) {
@@ -5525,8 +5527,8 @@ static __global__ void __launch_bounds__(256) sum_qkv_0_mean_grad_2(real *__rest
     if (lane_ == 0) qkv_0_mean_grad[b0 * 1024 + b1] += acc;
 }
 
-/* line 37: backward: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv (one thread per element) */
-static __global__ void __launch_bounds__(256) add_x_grad(real *__restrict__ x_grad, const real *__restrict__ qkv_0_v_grad, const real *__restrict__ ln1_g_0, const real *__restrict__ qkv_0_var, const real *__restrict__ qkv_0_var_grad, const real *__restrict__ x_emb, const real *__restrict__ wpe, const real *__restrict__ qkv_0_mean, const real *__restrict__ qkv_0_mean_grad, const int64_t n) {
+/* line 37: backward: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv; backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) (one thread per element) */
+static __global__ void __launch_bounds__(256) add_x_grad(real *__restrict__ x_grad, real *x_emb_grad, const real *__restrict__ qkv_0_v_grad, const real *__restrict__ ln1_g_0, const real *__restrict__ qkv_0_var, const real *__restrict__ qkv_0_var_grad, const real *x_emb, const real *__restrict__ wpe, const real *__restrict__ qkv_0_mean, const real *__restrict__ qkv_0_mean_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 786432) return;
     const int64_t b0 = i_ / 786432;
@@ -5535,6 +5537,7 @@ static __global__ void __launch_bounds__(256) add_x_grad(real *__restrict__ x_gr
     x_grad[b0 * 786432 + b1 * 768 + o] += qkv_0_v_grad[b0 * 786432 + b1 * 768 + o] * ln1_g_0[o] * (1.0f / sqrtf(qkv_0_var[b0 * 1024 + b1] + 1e-05f));
     x_grad[b0 * 786432 + b1 * 768 + o] += (real)((double)(qkv_0_var_grad[b0 * 1024 + b1] * (x_emb[b0 * 786432 + b1 * 768 + o] + wpe[b1 * 768 + o] - qkv_0_mean[b0 * 1024 + b1]) * 2.0f) * 0.0013020833333333333);
     x_grad[b0 * 786432 + b1 * 768 + o] += qkv_0_mean_grad[b0 * 1024 + b1] * 0.0013020834f;
+    x_emb_grad[b0 * 786432 + b1 * 768 + o] = x_grad[b0 * 786432 + b1 * 768 + o];
 }
 
 /* line 23: backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
@@ -5551,23 +5554,6 @@ static __global__ void __launch_bounds__(256) sum_wpe_grad(real *__restrict__ wp
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) wpe_grad[b1 * 768 + o] = acc;
-}
-
-/* line 23: backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) (one warp per element, reducing its n * 1024 terms with shuffles) */
-static __global__ void __launch_bounds__(256) sum_wte_grad(real *__restrict__ wte_grad, const real *__restrict__ x_grad, const int32_t *__restrict__ tokens, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= 38633472) return; /* the whole warp */
-    const int64_t v_ = i_ / 768;
-    const int64_t o = i_ % 768;
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < n * 1024; r_ += 32) {
-        const int64_t b0 = r_ / 1024;
-        const int64_t b1 = r_ % 1024;
-        acc += x_grad[b0 * 786432 + b1 * 768 + o] * ((real)(tokens[b0 * 1024 + b1] == (real)(v_)));
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) wte_grad[v_ * 768 + o] += acc;
 }
 
 /* line 48: clip_grad_norm(max_norm = 1): the factor (one thread per element) */
@@ -8572,14 +8558,15 @@ static void train_step(struct gpt2_124m *m, const real *const in_[], int64_t n) 
     real *const b_pr_11_exp_avg_sq = m->b_pr_11_exp_avg_sq;
     char *const work = m->dev + 1493710848; /* the work region: this routine's 341451997184 bytes */
     real *const x_emb = (real *)(work + 0);
-    real *const wpe_grad = (real *)(work + 0);
-    real *const grad_norm = (real *)(work + 3145728);
-    real *const clip_coef = (real *)(work + 3145728);
+    real *const x_emb_grad = (real *)(work + 0);
+    real *const grad_norm = (real *)(work + 0);
+    real *const clip_coef = (real *)(work + 0);
     real *const qkv_0_mean = (real *)(work + 805306368);
     real *const qkv_0_var = (real *)(work + 806354944);
     real *const qkv_0_ln = (real *)(work + 807403520);
     real *const ln1_b_0_grad = (real *)(work + 807403520);
     real *const qkv_0_mean_grad = (real *)(work + 807406592);
+    real *const wpe_grad = (real *)(work + 807406592);
     real *const qkv_0_var_grad = (real *)(work + 808455168);
     real *const qkv_0_v = (real *)(work + 1612709888);
     real *const qkv_0_v_grad = (real *)(work + 1612709888);
@@ -9164,7 +9151,7 @@ static void train_step(struct gpt2_124m *m, const real *const in_[], int64_t n) 
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 23: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb<<<(unsigned)((n * 25165824 + 255) / 256), 256, 0, stream_>>>(x_emb, tokens, wte, n);
+    cannl_embedding_forward<real><<<(unsigned)(((n * 1024) * 768 + 255) / 256), 256, 0, stream_>>>((n * 1024), 768, 50304, tokens, wte, x_emb);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 37: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
@@ -10332,13 +10319,15 @@ static void train_step(struct gpt2_124m *m, const real *const in_[], int64_t n) 
     CUDA_CHECK(cudaGetLastError());
     sum_qkv_0_mean_grad_2<<<(unsigned)((n * 32768 + 255) / 256), 256, 0, stream_>>>(qkv_0_mean_grad, qkv_0_var_grad, x_emb, wpe, qkv_0_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    add_x_grad<<<(unsigned)((n * 786432 + 255) / 256), 256, 0, stream_>>>(x_grad, qkv_0_v_grad, ln1_g_0, qkv_0_var, qkv_0_var_grad, x_emb, wpe, qkv_0_mean, qkv_0_mean_grad, n);
+
+    /* line 37: backward: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv; backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
+    add_x_grad<<<(unsigned)((n * 786432 + 255) / 256), 256, 0, stream_>>>(x_grad, x_emb_grad, qkv_0_v_grad, ln1_g_0, qkv_0_var, qkv_0_var_grad, x_emb, wpe, qkv_0_mean, qkv_0_mean_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 23: backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     sum_wpe_grad<<<98304, 256, 0, stream_>>>(wpe_grad, x_grad, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_wte_grad<<<4829184, 256, 0, stream_>>>(wte_grad, x_grad, tokens, n);
+    cannl_embedding_backward<real><<<3, 256, 0, stream_>>>((n * 1024), 768, 50304, tokens, x_emb_grad, wte_grad);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 48: clip_grad_norm(max_norm = 1): the squared norm */
@@ -10960,7 +10949,7 @@ static void forward(struct gpt2_124m *m, const real *const in_[], int64_t n) {
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 23: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb<<<(unsigned)((n * 25165824 + 255) / 256), 256, 0, stream_>>>(x_emb, tokens, wte, n);
+    cannl_embedding_forward<real><<<(unsigned)(((n * 1024) * 768 + 255) / 256), 256, 0, stream_>>>((n * 1024), 768, 50304, tokens, wte, x_emb);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 37: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
@@ -11729,7 +11718,7 @@ static void eval_metrics(struct gpt2_124m *m, const real *const in_[], int64_t n
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 23: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb<<<(unsigned)((n * 25165824 + 255) / 256), 256, 0, stream_>>>(x_emb, tokens, wte, n);
+    cannl_embedding_forward<real><<<(unsigned)(((n * 1024) * 768 + 255) / 256), 256, 0, stream_>>>((n * 1024), 768, 50304, tokens, wte, x_emb);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 37: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
@@ -12161,7 +12150,7 @@ static void to_host(struct gpt2_124m *m) {
     if (m->device_newer && !m->failed) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 1493710848, &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 5726812224, 38633472 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 38633472, m->dev + 1493710848, 786432 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 38633472, m->dev + 2301117440, 786432 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 39419904, m->dev + 5723666432, 768 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 39420672, m->dev + 5723669504, 768 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 39421440, m->dev + 3918814208, 768 * sizeof(real), &e));
@@ -12321,7 +12310,7 @@ static void finish(struct gpt2_124m *m) {
     if (m->host_view) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 1493710848, &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 5726812224, 38633472 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 38633472, m->dev + 1493710848, 786432 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 38633472, m->dev + 2301117440, 786432 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 39419904, m->dev + 5723666432, 768 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 39420672, m->dev + 5723669504, 768 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 39421440, m->dev + 3918814208, 768 * sizeof(real), &e));
@@ -12834,7 +12823,7 @@ static void bind_buffers(struct gpt2_124m *m) {
     m->w_qkv_0_grad = (real *)(m->dev + 3911736320);
     m->ln1_g_0_grad = (real *)(m->dev + 3918814208);
     m->ln1_b_0_grad = (real *)(m->dev + 2301114368);
-    m->wpe_grad = (real *)(m->dev + 1493710848);
+    m->wpe_grad = (real *)(m->dev + 2301117440);
     m->wte_exp_avg = (real *)(m->dev + 497903616);
     m->wte_exp_avg_sq = (real *)(m->dev + 652437504);
     m->wpe_exp_avg = (real *)(m->dev + 806971392);

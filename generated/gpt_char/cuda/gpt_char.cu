@@ -43,6 +43,25 @@ typedef gpt_char_real real;
 
 static __host__ __device__ inline float cannl_gelu_tanh(float x) { return 0.5f * x * (1 + tanhf(0.7978846f * (x + 0.044715f * x * x * x))); }
 static __host__ __device__ inline float cannl_gelu_tanh_grad(float x) { const float t = tanhf(0.7978846f * (x + 0.044715f * x * x * x)); return 0.5f * (1 + t) + 0.5f * x * (1 - t * t) * 0.7978846f * (1 + 0.134145f * x * x); }
+template <typename R>
+static __global__ void __launch_bounds__(256) cannl_embedding_forward(int64_t positions, int64_t width, int64_t rows,
+    const int32_t *__restrict__ ids, const R *__restrict__ table, R *__restrict__ out) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= positions * width) return;
+    const int64_t p = i / width, j = i % width;
+    const int32_t id = ids[p];
+    out[i] = id >= 0 && id < rows ? table[(int64_t)id * width + j] : R(0);
+}
+template <typename R>
+static __global__ void __launch_bounds__(256) cannl_embedding_backward(int64_t positions, int64_t width, int64_t rows,
+    const int32_t *__restrict__ ids, const R *__restrict__ dout, R *__restrict__ dtable) {
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= width) return;
+    for (int64_t p = 0; p < positions; ++p) {
+        const int32_t id = ids[p];
+        if (id >= 0 && id < rows) dtable[(int64_t)id * width + j] += dout[p * width + j];
+    }
+}
 /* the sum of v over the 32 lanes of a warp, in lane 0 */
 static __device__ __forceinline__ float cannl_warp_sum(float v) {
     for (int d = 16; d > 0; d /= 2) {
@@ -350,23 +369,6 @@ static void gemm(struct gpt_char *m, const char *file, int line, cublasOperation
 }
 
 /* ------------------------------------------------------------------------------ kernels */
-
-/* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) sum_x_emb(real *__restrict__ x_emb, const int32_t *__restrict__ tokens, const real *__restrict__ wte, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= n * 16384) return; /* the whole warp */
-    const int64_t b0 = i_ / 16384;
-    const int64_t b1 = (i_ / 128) % 128;
-    const int64_t o = i_ % 128;
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < 256; r_ += 32) {
-        const int64_t v_ = r_;
-        acc += ((real)(tokens[b0 * 128 + b1] == (real)(v_))) * wte[v_ * 128 + o];
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) x_emb[b0 * 16384 + b1 * 128 + o] = acc;
-}
 
 /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_qkv_0_mean(real *__restrict__ qkv_0_mean, const real *__restrict__ x_emb, const real *__restrict__ wpe, const int64_t n) {
@@ -2101,8 +2103,8 @@ static __global__ void __launch_bounds__(256) sum_qkv_0_mean_grad_2(real *__rest
     if (lane_ == 0) qkv_0_mean_grad[b0 * 128 + b1] += acc;
 }
 
-/* line 36: backward: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv (one thread per element) */
-static __global__ void __launch_bounds__(256) add_x_grad(real *__restrict__ x_grad, const real *__restrict__ qkv_0_v_grad, const real *__restrict__ ln1_g_0, const real *__restrict__ qkv_0_var, const real *__restrict__ qkv_0_var_grad, const real *__restrict__ x_emb, const real *__restrict__ wpe, const real *__restrict__ qkv_0_mean, const real *__restrict__ qkv_0_mean_grad, const int64_t n) {
+/* line 36: backward: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv; backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) (one thread per element) */
+static __global__ void __launch_bounds__(256) add_x_grad(real *__restrict__ x_grad, real *x_emb_grad, const real *qkv_0_v_grad, const real *__restrict__ ln1_g_0, const real *__restrict__ qkv_0_var, const real *__restrict__ qkv_0_var_grad, const real *__restrict__ x_emb, const real *__restrict__ wpe, const real *__restrict__ qkv_0_mean, const real *__restrict__ qkv_0_mean_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 16384) return;
     const int64_t b0 = i_ / 16384;
@@ -2111,6 +2113,7 @@ static __global__ void __launch_bounds__(256) add_x_grad(real *__restrict__ x_gr
     x_grad[b0 * 16384 + b1 * 128 + o] += qkv_0_v_grad[b0 * 16384 + b1 * 128 + o] * ln1_g_0[o] * (1.0f / sqrtf(qkv_0_var[b0 * 128 + b1] + 1e-05f));
     x_grad[b0 * 16384 + b1 * 128 + o] += qkv_0_var_grad[b0 * 128 + b1] * (x_emb[b0 * 16384 + b1 * 128 + o] + wpe[b1 * 128 + o] - qkv_0_mean[b0 * 128 + b1]) * 0.015625f;
     x_grad[b0 * 16384 + b1 * 128 + o] += qkv_0_mean_grad[b0 * 128 + b1] * 0.0078125f;
+    x_emb_grad[b0 * 16384 + b1 * 128 + o] = x_grad[b0 * 16384 + b1 * 128 + o];
 }
 
 /* line 21: backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
@@ -2127,23 +2130,6 @@ static __global__ void __launch_bounds__(256) sum_wpe_grad(real *__restrict__ wp
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) wpe_grad[b1 * 128 + o] = acc;
-}
-
-/* line 21: backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) (one warp per element, reducing its n * 128 terms with shuffles) */
-static __global__ void __launch_bounds__(256) sum_wte_grad(real *__restrict__ wte_grad, const real *__restrict__ x_grad, const int32_t *__restrict__ tokens, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= 32768) return; /* the whole warp */
-    const int64_t v_ = i_ / 128;
-    const int64_t o = i_ % 128;
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < n * 128; r_ += 32) {
-        const int64_t b0 = r_ / 128;
-        const int64_t b1 = r_ % 128;
-        acc += x_grad[b0 * 16384 + b1 * 128 + o] * ((real)(tokens[b0 * 128 + b1] == (real)(v_)));
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) wte_grad[v_ * 128 + o] += acc;
 }
 
 /* line 47: clip_grad_norm(max_norm = 1): the factor (one thread per element) */
@@ -3279,11 +3265,12 @@ static void train_step(struct gpt_char *m, const real *const in_[], int64_t n) {
     real *const x_0_mean_grad = (real *)(work + 16777216);
     real *const att_0_grad = (real *)(work + 16777216);
     real *const qkv_0_v_grad = (real *)(work + 16777216);
-    real *const wpe_grad = (real *)(work + 16777216);
+    real *const x_emb_grad = (real *)(work + 16777216);
     real *const x_0_var_grad = (real *)(work + 16908288);
     real *const att_0_delta = (real *)(work + 33554432);
     real *const w_qkv_0_grad = (real *)(work + 33554432);
     real *const qkv_0_mean_grad = (real *)(work + 33751040);
+    real *const wpe_grad = (real *)(work + 33751040);
     real *const qkv_0_var_grad = (real *)(work + 33882112);
     real *const b_qkv_0_grad = (real *)(work + 34013184);
     real *const ln1_g_0_grad = (real *)(work + 34014720);
@@ -3486,7 +3473,7 @@ static void train_step(struct gpt_char *m, const real *const in_[], int64_t n) {
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb<<<(unsigned)((n * 524288 + 255) / 256), 256, 0, stream_>>>(x_emb, tokens, wte, n);
+    cannl_embedding_forward<real><<<(unsigned)(((n * 128) * 128 + 255) / 256), 256, 0, stream_>>>((n * 128), 128, 256, tokens, wte, x_emb);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
@@ -3906,13 +3893,15 @@ static void train_step(struct gpt_char *m, const real *const in_[], int64_t n) {
     CUDA_CHECK(cudaGetLastError());
     sum_qkv_0_mean_grad_2<<<(unsigned)((n * 4096 + 255) / 256), 256, 0, stream_>>>(qkv_0_mean_grad, qkv_0_var_grad, x_emb, wpe, qkv_0_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    add_x_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(x_grad, qkv_0_v_grad, ln1_g_0, qkv_0_var, qkv_0_var_grad, x_emb, wpe, qkv_0_mean, qkv_0_mean_grad, n);
+
+    /* line 36: backward: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv; backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
+    add_x_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(x_grad, x_emb_grad, qkv_0_v_grad, ln1_g_0, qkv_0_var, qkv_0_var_grad, x_emb, wpe, qkv_0_mean, qkv_0_mean_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 21: backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     sum_wpe_grad<<<2048, 256, 0, stream_>>>(wpe_grad, x_grad, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_wte_grad<<<4096, 256, 0, stream_>>>(wte_grad, x_grad, tokens, n);
+    cannl_embedding_backward<real><<<1, 256, 0, stream_>>>((n * 128), 128, 256, tokens, x_emb_grad, wte_grad);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 47: clip_grad_norm(max_norm = 1): the squared norm */
@@ -4150,7 +4139,7 @@ static void forward(struct gpt_char *m, const real *const in_[], int64_t n) {
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb<<<(unsigned)((n * 524288 + 255) / 256), 256, 0, stream_>>>(x_emb, tokens, wte, n);
+    cannl_embedding_forward<real><<<(unsigned)(((n * 128) * 128 + 255) / 256), 256, 0, stream_>>>((n * 128), 128, 256, tokens, wte, x_emb);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
@@ -4431,7 +4420,7 @@ static void eval_metrics(struct gpt_char *m, const real *const in_[], int64_t n)
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x_emb<<<(unsigned)((n * 524288 + 255) / 256), 256, 0, stream_>>>(x_emb, tokens, wte, n);
+    cannl_embedding_forward<real><<<(unsigned)(((n * 128) * 128 + 255) / 256), 256, 0, stream_>>>((n * 128), 128, 256, tokens, wte, x_emb);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
@@ -4607,7 +4596,7 @@ static void to_host(struct gpt_char *m) {
     if (m->device_newer && !m->failed) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 10109952, &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 765346816, 32768 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32768, m->dev + 26887168, 16384 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32768, m->dev + 43860992, 16384 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 49152, m->dev + 765477888, 128 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 49280, m->dev + 765478400, 128 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 49408, m->dev + 44124672, 128 * sizeof(real), &e));
@@ -4671,7 +4660,7 @@ static void finish(struct gpt_char *m) {
     if (m->host_view) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 10109952, &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 765346816, 32768 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32768, m->dev + 26887168, 16384 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32768, m->dev + 43860992, 16384 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 49152, m->dev + 765477888, 128 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 49280, m->dev + 765478400, 128 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 49408, m->dev + 44124672, 128 * sizeof(real), &e));
@@ -4896,7 +4885,7 @@ static void bind_buffers(struct gpt_char *m) {
     m->w_qkv_0_grad = (real *)(m->dev + 43664384);
     m->ln1_g_0_grad = (real *)(m->dev + 44124672);
     m->ln1_b_0_grad = (real *)(m->dev + 44125184);
-    m->wpe_grad = (real *)(m->dev + 26887168);
+    m->wpe_grad = (real *)(m->dev + 43860992);
     m->wte_exp_avg = (real *)(m->dev + 3369984);
     m->wte_exp_avg_sq = (real *)(m->dev + 3501056);
     m->wpe_exp_avg = (real *)(m->dev + 3632128);

@@ -43,6 +43,25 @@ typedef gpt_tiny_real real;
 
 static __host__ __device__ inline float cannl_gelu(float x) { return 0.5f * x * (1 + erff(x * 0.70710677f)); }
 static __host__ __device__ inline float cannl_gelu_grad(float x) { return 0.5f * (1 + erff(x * 0.70710677f)) + x * expf(-0.5f * x * x) * 0.3989423f; }
+template <typename R>
+static __global__ void __launch_bounds__(256) cannl_embedding_forward(int64_t positions, int64_t width, int64_t rows,
+    const int32_t *__restrict__ ids, const R *__restrict__ table, R *__restrict__ out) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= positions * width) return;
+    const int64_t p = i / width, j = i % width;
+    const int32_t id = ids[p];
+    out[i] = id >= 0 && id < rows ? table[(int64_t)id * width + j] : R(0);
+}
+template <typename R>
+static __global__ void __launch_bounds__(256) cannl_embedding_backward(int64_t positions, int64_t width, int64_t rows,
+    const int32_t *__restrict__ ids, const R *__restrict__ dout, R *__restrict__ dtable) {
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= width) return;
+    for (int64_t p = 0; p < positions; ++p) {
+        const int32_t id = ids[p];
+        if (id >= 0 && id < rows) dtable[(int64_t)id * width + j] += dout[p * width + j];
+    }
+}
 /* the sum of v over the 32 lanes of a warp, in lane 0 */
 static __device__ __forceinline__ float cannl_warp_sum(float v) {
     for (int d = 16; d > 0; d /= 2) {
@@ -206,23 +225,6 @@ static void gemm(struct gpt_tiny *m, const char *file, int line, cublasOperation
 }
 
 /* ------------------------------------------------------------------------------ kernels */
-
-/* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) sum_x0_emb(real *__restrict__ x0_emb, const int32_t *__restrict__ tokens, const real *__restrict__ wte, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= n * 8192) return; /* the whole warp */
-    const int64_t b0 = i_ / 8192;
-    const int64_t b1 = (i_ / 128) % 64;
-    const int64_t o = i_ % 128;
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < 256; r_ += 32) {
-        const int64_t v_ = r_;
-        acc += ((real)(tokens[b0 * 64 + b1] == (real)(v_))) * wte[v_ * 128 + o];
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) x0_emb[b0 * 8192 + b1 * 128 + o] = acc;
-}
 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_h1_mean(real *__restrict__ h1_mean, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const int64_t n) {
@@ -817,8 +819,8 @@ static __global__ void __launch_bounds__(256) sum_h1_mean_grad_2(real *__restric
     if (lane_ == 0) h1_mean_grad[b0 * 64 + b1] += acc;
 }
 
-/* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b (one thread per element) */
-static __global__ void __launch_bounds__(256) add_x0_grad(real *__restrict__ x0_grad, const real *__restrict__ h1_grad, const real *__restrict__ ln1_g, const real *__restrict__ h1_var, const real *__restrict__ h1_var_grad, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const real *__restrict__ h1_mean, const real *__restrict__ h1_mean_grad, const int64_t n) {
+/* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b; backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) (one thread per element) */
+static __global__ void __launch_bounds__(256) add_x0_grad(real *__restrict__ x0_grad, real *x0_emb_grad, const real *h1_grad, const real *__restrict__ ln1_g, const real *__restrict__ h1_var, const real *__restrict__ h1_var_grad, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const real *__restrict__ h1_mean, const real *__restrict__ h1_mean_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 8192) return;
     const int64_t b0 = i_ / 8192;
@@ -827,6 +829,7 @@ static __global__ void __launch_bounds__(256) add_x0_grad(real *__restrict__ x0_
     x0_grad[b0 * 8192 + b1 * 128 + o] += h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f));
     x0_grad[b0 * 8192 + b1 * 128 + o] += h1_var_grad[b0 * 64 + b1] * (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * 0.015625f;
     x0_grad[b0 * 8192 + b1 * 128 + o] += h1_mean_grad[b0 * 64 + b1] * 0.0078125f;
+    x0_emb_grad[b0 * 8192 + b1 * 128 + o] = x0_grad[b0 * 8192 + b1 * 128 + o];
 }
 
 /* line 29: backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
@@ -843,23 +846,6 @@ static __global__ void __launch_bounds__(256) sum_wpe_grad(real *__restrict__ wp
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) wpe_grad[b1 * 128 + o] = acc;
-}
-
-/* line 29: backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) (one warp per element, reducing its n * 64 terms with shuffles) */
-static __global__ void __launch_bounds__(256) sum_wte_grad(real *__restrict__ wte_grad, const real *__restrict__ x0_grad, const int32_t *__restrict__ tokens, const int64_t n) {
-    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane_ = threadIdx.x % 32;
-    if (i_ >= 32768) return; /* the whole warp */
-    const int64_t v_ = i_ / 128;
-    const int64_t o = i_ % 128;
-    real acc = 0.0f;
-    for (int64_t r_ = lane_; r_ < n * 64; r_ += 32) {
-        const int64_t b0 = r_ / 64;
-        const int64_t b1 = r_ % 64;
-        acc += x0_grad[b0 * 8192 + b1 * 128 + o] * ((real)(tokens[b0 * 64 + b1] == (real)(v_)));
-    }
-    acc = cannl_warp_sum(acc);
-    if (lane_ == 0) wte_grad[v_ * 128 + o] += acc;
 }
 
 /* line 41: clip_grad_norm(max_norm = 1): the factor (one thread per element) */
@@ -1350,11 +1336,12 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const h2_mean_grad = (real *)(work + 8388608);
     real *const y_grad = (real *)(work + 8388608);
     real *const h1_grad = (real *)(work + 8388608);
-    real *const wpe_grad = (real *)(work + 8388608);
+    real *const x0_emb_grad = (real *)(work + 8388608);
     real *const h2_var_grad = (real *)(work + 8454144);
     real *const y_delta = (real *)(work + 16777216);
     real *const w_qkv_grad = (real *)(work + 16777216);
     real *const h1_mean_grad = (real *)(work + 16973824);
+    real *const wpe_grad = (real *)(work + 16973824);
     real *const w_o_grad = (real *)(work + 17039360);
     real *const h1_var_grad = (real *)(work + 17104896);
     real *const b_qkv_grad = (real *)(work + 17170432);
@@ -1416,7 +1403,7 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x0_emb<<<(unsigned)((n * 262144 + 255) / 256), 256, 0, stream_>>>(x0_emb, tokens, wte, n);
+    cannl_embedding_forward<real><<<(unsigned)(((n * 64) * 128 + 255) / 256), 256, 0, stream_>>>((n * 64), 128, 256, tokens, wte, x0_emb);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
@@ -1565,13 +1552,15 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     CUDA_CHECK(cudaGetLastError());
     sum_h1_mean_grad_2<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_var_grad, x0_emb, wpe, h1_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    add_x0_grad<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(x0_grad, h1_grad, ln1_g, h1_var, h1_var_grad, x0_emb, wpe, h1_mean, h1_mean_grad, n);
+
+    /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b; backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
+    add_x0_grad<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(x0_grad, x0_emb_grad, h1_grad, ln1_g, h1_var, h1_var_grad, x0_emb, wpe, h1_mean, h1_mean_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     sum_wpe_grad<<<1024, 256, 0, stream_>>>(wpe_grad, x0_grad, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_wte_grad<<<4096, 256, 0, stream_>>>(wte_grad, x0_grad, tokens, n);
+    cannl_embedding_backward<real><<<1, 256, 0, stream_>>>((n * 64), 128, 256, tokens, x0_emb_grad, wte_grad);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 41: clip_grad_norm(max_norm = 1): the squared norm */
@@ -1678,7 +1667,7 @@ static void forward(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x0_emb<<<(unsigned)((n * 262144 + 255) / 256), 256, 0, stream_>>>(x0_emb, tokens, wte, n);
+    cannl_embedding_forward<real><<<(unsigned)(((n * 64) * 128 + 255) / 256), 256, 0, stream_>>>((n * 64), 128, 256, tokens, wte, x0_emb);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
@@ -1780,7 +1769,7 @@ static void eval_metrics(struct gpt_tiny *m, const real *const in_[], int64_t n)
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_x0_emb<<<(unsigned)((n * 262144 + 255) / 256), 256, 0, stream_>>>(x0_emb, tokens, wte, n);
+    cannl_embedding_forward<real><<<(unsigned)(((n * 64) * 128 + 255) / 256), 256, 0, stream_>>>((n * 64), 128, 256, tokens, wte, x0_emb);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
@@ -1864,7 +1853,7 @@ static void to_host(struct gpt_tiny *m) {
     if (m->device_newer && !m->failed) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2873856, &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 103799296, 32768 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32768, m->dev + 11262464, 8192 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32768, m->dev + 19847680, 8192 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 40960, m->dev + 20047360, 128 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41088, m->dev + 20047872, 128 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41216, m->dev + 19651072, 49152 * sizeof(real), &e));
@@ -1892,7 +1881,7 @@ static void finish(struct gpt_tiny *m) {
     if (m->host_view) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2873856, &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 103799296, 32768 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32768, m->dev + 11262464, 8192 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32768, m->dev + 19847680, 8192 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 40960, m->dev + 20047360, 128 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41088, m->dev + 20047872, 128 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41216, m->dev + 19651072, 49152 * sizeof(real), &e));
@@ -2009,7 +1998,7 @@ static void bind_buffers(struct gpt_tiny *m) {
     m->w_qkv_grad = (real *)(m->dev + 19651072);
     m->ln1_g_grad = (real *)(m->dev + 20047360);
     m->ln1_b_grad = (real *)(m->dev + 20047872);
-    m->wpe_grad = (real *)(m->dev + 11262464);
+    m->wpe_grad = (real *)(m->dev + 19847680);
     m->wte_exp_avg = (real *)(m->dev + 957952);
     m->wte_exp_avg_sq = (real *)(m->dev + 1089024);
     m->wpe_exp_avg = (real *)(m->dev + 1220096);
