@@ -349,8 +349,10 @@ typedef struct cannl_tensor_info {
     int64_t dims[CANNL_MAX_DIMS];
     int64_t size;                  /* product of dims (1 for a scalar) */
     /* 0: the tensor holds real values of the model's dtype. > 0 (inputs only): an integer
-       input (`input NAME : [ctx |] int`): its buffer holds int32_t ids, each in [0, ids) (the
-       row count of what they index, e.g. the vocabulary); the programs check every id. */
+       input (`input NAME : [ctx |] int`): its buffer holds int32_t ids, each in [0, ids): the
+       row count of the embedding table it indexes or the class count of the cross_entropy it
+       is the target of, the smallest such bound (INT32_MAX when unbounded); the programs
+       check every id. */
     int64_t ids;
 } cannl_tensor_info;
 

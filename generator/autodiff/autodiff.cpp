@@ -111,6 +111,12 @@ void differentiate(ir::Program& p) {
   std::vector<bool> needs(p.buffers.size(), false);
   for (size_t i = 0; i < p.buffers.size(); ++i) needs[i] = p.buffers[i].role == ir::Role::Param && !p.buffers[i].frozen;
   for (const ir::Stmt& s : forward) {
+    if (s.call) {
+      bool any = false;
+      for (int b : ir::call_reads(*s.call)) any = any || needs[static_cast<size_t>(b)];
+      for (int w : ir::call_writes(*s.call)) needs[static_cast<size_t>(w)] = needs[static_cast<size_t>(w)] || any;
+      continue;
+    }
     std::vector<const ir::Expr*> loads;
     ir::collect_loads(s, loads);
     for (const ir::Expr* l : loads)
@@ -141,6 +147,41 @@ void differentiate(ir::Program& p) {
   gradient(loss, 1, zero_fills);
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
     const ir::Stmt& s = *it;
+    if (s.call && s.call->kind == ir::Call::Kind::EmbeddingForward) {  // the scatter-add
+      auto og = grads.find(s.call->o);
+      if (og == grads.end() || !needs[static_cast<size_t>(s.call->table)]) continue;
+      ir::Call back = *s.call;
+      back.kind = ir::Call::Kind::EmbeddingBackward;
+      back.dout = og->second;
+      back.dtable = gradient(s.call->table, 0, zero_fills);
+      ir::Stmt c;
+      c.call = back;
+      c.line = s.line;
+      c.what = "backward: " + s.what;
+      contributions.push_back(std::move(c));
+      continue;
+    }
+    if (s.call) {  // attention: the runtime's backward call, from the saved log-sum-exp
+      auto og = grads.find(s.call->o);
+      if (og == grads.end()) continue;
+      ir::Call back = *s.call;
+      back.kind = ir::Call::Kind::AttentionBackward;
+      back.dout = og->second;
+      ir::Buffer delta = p.buffers[static_cast<size_t>(s.call->lse)];
+      delta.name = p.buffers[static_cast<size_t>(s.call->o)].name + "_delta";
+      delta.shape = "scratch of the attention backward: dout . o per query";
+      p.buffers.push_back(delta);
+      back.delta = static_cast<int>(p.buffers.size()) - 1;
+      back.dq = gradient(s.call->q, 0, zero_fills);
+      back.dk = gradient(s.call->k, 0, zero_fills);
+      back.dv = gradient(s.call->v, 0, zero_fills);
+      ir::Stmt c;
+      c.call = back;
+      c.line = s.line;
+      c.what = "backward: " + s.what;
+      contributions.push_back(std::move(c));
+      continue;
+    }
     const ir::Assign& a = s.only();
     auto og = grads.find(a.out.buf);
     if (og == grads.end()) continue;

@@ -1,6 +1,8 @@
 // optimizer.cpp — optimiser updates as elementwise nests (see optimizer.h).
 #include "autodiff/optimizer.h"
 
+#include <set>
+
 #include <fmt/format.h>
 
 #include "ir/prims.h"
@@ -86,6 +88,7 @@ namespace {
 struct TrainingOptions {
   const CallConfig* schedule = nullptr;  // null: constant lr
   double clip_grad_norm = 0;             // 0: no clipping
+  std::set<int> no_decay;                // params the weight decay skips (decay = "matrices": no input axes)
 };
 
 std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, const CallConfig& opt,
@@ -95,7 +98,7 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
     return it == opt.args.end() ? dflt : it->second;
   };
   const std::string& kind = opt.name;
-  const double wd = arg("weight_decay", kind == "adamw" ? 0.01 : 0.0);
+  const double weight_decay = arg("weight_decay", kind == "adamw" ? 0.01 : 0.0);
   const double momentum = arg("momentum", 0), dampening = arg("dampening", 0);
   const bool nesterov = arg("nesterov", 0) != 0;
   const double beta1 = arg("beta1", 0.9), beta2 = arg("beta2", 0.999), eps = arg("eps", 1e-8);
@@ -147,6 +150,7 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
   for (int param : p.params) {
     const int g = p.grad(param);
     if (g < 0) continue;  // not used by the loss: no gradient, no update (as PyTorch)
+    const double wd = options.no_decay.count(param) ? 0.0 : weight_decay;
     const std::string name = p.buffers[static_cast<size_t>(param)].name;  // a copy: buffers grow below
     auto nest = [&](int buf, ExprP body) {
       ir::Stmt s = ir::elementwise(p, buf, fmt::format("{} update of {}", kind, name));
@@ -186,7 +190,7 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
 
 }  // namespace
 
-void add_optimizer(ir::Program& p, const Model& m, const SourceFile& file) {
+void add_optimizer(ir::Program& p, const Model& m, const ShapeInfo& shapes, const SourceFile& file) {
   auto one_line = [](std::string_view s) {
     std::string out;
     for (char c : s) {
@@ -205,6 +209,13 @@ void add_optimizer(ir::Program& p, const Model& m, const SourceFile& file) {
   TrainingOptions topt;
   topt.schedule = m.schedule ? &*m.schedule : nullptr;
   topt.clip_grad_norm = m.clip_grad_norm;
+  // adamw(decay = "matrices"): weight decay only on params with input axes (weights, tables,
+  // kernels), nanoGPT's and llm.c's rule in cannl's axis kinds; a bias does not decay.
+  if (auto d = m.optimizer->strings.find("decay"); d != m.optimizer->strings.end() && d->second == "matrices")
+    for (int b : p.params) {
+      const int t = p.buffers[static_cast<size_t>(b)].tensor;
+      if (shapes.tensors[static_cast<size_t>(t)].row(AxisKind::Input).empty()) topt.no_decay.insert(b);
+    }
   ir::Routine& train = *p.routine(ir::RoutineKind::TrainStep);
   const int minimize_line = static_cast<int>(file.line_col(m.loss_range.begin).line);
   for (auto& s : update_nests(p, train, *m.optimizer, topt, minimize_line)) train.stmts.push_back(std::move(s));

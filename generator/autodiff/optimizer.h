@@ -17,11 +17,12 @@
 #pragma once
 
 #include "ir/ir.h"
+#include "shapes/infer.h"
 #include "spec/model.h"
 
 namespace cannl {
 
-void add_optimizer(ir::Program& p, const Model& m, const SourceFile& file);
+void add_optimizer(ir::Program& p, const Model& m, const ShapeInfo& shapes, const SourceFile& file);
 
 // The learning rate of this step (Scalar `step`, 1-based) under a schedule, from the base
 // learning rate `base` (evaluated in double precision as a ScalarDef, ir.h).

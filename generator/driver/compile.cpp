@@ -63,69 +63,17 @@ void check_generatable(Frontend& fe, const CompileOptions& o) {
   for (size_t i = 0; i < fe.model.outputs.size(); ++i) {
     const Shape& sh = fe.shapes.tensors[static_cast<size_t>(fe.model.outputs[i])];
     std::string name(fe.file.slice(fe.model.output_ranges[i]));
+    if (fe.model.tensors[static_cast<size_t>(fe.model.outputs[i])].dtype == DType::Int32)
+      fe.diags.error(fe.model.output_ranges[i],
+                     fmt::format("output '{}' holds integer ids: outputs are arrays of the model's element type; "
+                                 "output what the ids select (an embedding, logits) instead",
+                                 name));
     if (sh.row(AxisKind::Batch).empty())
       fe.diags.error(fe.model.output_ranges[i],
                      fmt::format("output '{}' : {} has no batch axis: outputs are per-example results (one row per "
                                  "example); a param is in the checkpoint, a scalar of the test set is a 'metric'",
                                  name, print_shape(sh)));
   }
-}
-
-// NOT SUPPORTED YET — the one place that keeps what the front end accepts (contract v1:
-// language models) from the back end, which does not lower it yet. Each construct is
-// reported where it is written, as `not supported yet: ...`; remove a line here when its
-// lowering lands (and this function with the last one).
-void report_not_lowered(Frontend& fe) {
-  const Model& m = fe.model;
-  DiagEngine& d = fe.diags;
-  auto once = [&, seen = std::set<uint32_t>()](SourceRange r, const std::string& what) mutable {
-    if (seen.insert(r.begin).second) d.unsupported(r, what + " (cannl check accepts it; the C and CUDA back ends "
-                                                         "do not lower it yet)");
-  };
-  for (size_t i = 0; i < m.tensors.size(); ++i) {
-    const Tensor& t = m.tensors[i];
-    if (t.block) once(t.block->range, "repeat blocks");
-    if (t.kind != TensorKind::Input) continue;
-    if (t.dtype == DType::Int32) once(t.stmt->int_range, "integer inputs");
-    if (!t.shape->parts[0].empty()) once(t.shape->parts[0].front().range, "inputs with batch axes of their own");
-  }
-  // The emitters align batch rows from the right; the runner's batch axis leads its row (v1).
-  auto pads_after_batch = [&](const Expr* result, const Expr* operand) {
-    const auto& r = fe.shapes.of(result).row(AxisKind::Batch);
-    const auto& o = fe.shapes.of(operand).row(AxisKind::Batch);
-    return !o.empty() && o.front().is_batch && o.size() < r.size();
-  };
-  for (const auto& [e, shape] : fe.shapes.exprs) {
-    bool broadcasts = e->kind == ExprKind::Add || e->kind == ExprKind::Sub || e->kind == ExprKind::Mul ||
-                      e->kind == ExprKind::Div || e->kind == ExprKind::MatMul;
-    std::vector<const Expr*> ops;
-    for (const auto& o : e->operands) ops.push_back(o.get());
-    if (auto c = m.calls.find(e); c != m.calls.end() && (e->name == "cross_entropy" || e->name == "accuracy")) {
-      broadcasts = true;
-      ops = c->second.tensors;
-    }
-    for (const Expr* o : ops)
-      if (broadcasts && pads_after_batch(e, o))
-        once(e->op_range, "broadcasting the runner's batch axis against more batch axes");
-  }
-  for (const auto& [e, call] : m.calls) {
-    const std::string& f = e->name;
-    if (f == "embedding" || f == "position" || f == "attention") once(e->op_range, f);
-    if ((f == "cross_entropy" || f == "accuracy") && m.is_int(call.tensors[1]))
-      once(e->op_range, f + " with integer targets");
-    if ((f == "softmax" || f == "log_softmax" || f == "layer_norm") && call.spec)
-      once(e->op_range, f + " over the axes of a spec");
-    if (f == "gelu" && call.strings.at("approximate") != "none") once(e->op_range, "gelu(x, approximate = \"tanh\")");
-  }
-  std::function<void(const Expr&)> walk = [&](const Expr& e) {
-    if (e.kind == ExprKind::Index) once(e.op_range, "indexing x[i]");
-    for (const auto& o : e.operands) walk(*o);
-    for (const Arg& a : e.args) walk(*a.value);
-  };
-  for (const Tensor& t : m.tensors)
-    if (t.expr) walk(*t.expr);
-  if (m.optimizer && m.optimizer->strings.count("decay") && m.optimizer->strings.at("decay") != "all")
-    once(m.optimizer->range, "adamw(decay = \"matrices\")");
 }
 
 // Every loop nest's iteration count (at the batch bound) must stay far from 64-bit overflow:
@@ -179,7 +127,6 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     }
     const bool generating = frontend_stop(o.stop_after) == Stage::Shapes && o.stop_after != "shapes";
     if (fe->ok() && generating) check_generatable(*fe, o);
-    if (fe->ok() && generating) report_not_lowered(*fe);
     fe->diags.render(err, color);
     if (!fe->ok()) return 1;
     if (stage("tokens", [&] { return dump_tokens(fe->tokens, fe->file); })) return 0;
@@ -201,7 +148,7 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     if (stage("autodiff", [&] { return ir::print_program(p); })) return 0;
 
     // The optimiser: its updates at the end of train_step, its state zeroed by init.
-    add_optimizer(p, m, fe->file);
+    add_optimizer(p, m, fe->shapes, fe->file);
     if (stage("optimizer", [&] { return ir::print_program(p); })) return 0;
     if (!check_nest_sizes(p, path, err)) return 1;
 

@@ -30,6 +30,8 @@ std::string dump_graph(const ir::Program& p) {
       last = line;
       for (const auto& a : st.assigns)
         s += "    -> " + p.buffers[static_cast<size_t>(a.out.buf)].name + " " + ir::accum_symbol(a.accum) + "\n";
+      for (int w : st.call ? ir::call_writes(*st.call) : std::vector<int>())
+        s += "    -> " + p.buffers[static_cast<size_t>(w)].name + " (" + ir::call_name(st.call->kind) + ")\n";
     }
   }
   return s;

@@ -58,6 +58,8 @@ long buffer_size(const ir::Buffer& b, bool skip_batch) {
 }
 void stmt_uses(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& scalars) {
   for (int w : ir::written_buffers(s)) bufs.insert(w);
+  if (s.call)
+    for (int b : ir::call_reads(*s.call)) bufs.insert(b);
   std::vector<const ir::Expr*> loads;
   ir::collect_loads(s, loads);
   for (const auto* l : loads) bufs.insert(l->access.buf);
@@ -121,14 +123,14 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
       const auto& b = p.buffers[static_cast<size_t>(bufs[i])];
       data e;
       e.set("index", std::to_string(i));
-      e.set("name", b.name);
+      e.set("name", b.state_name.empty() ? b.name : b.state_name);  // a param: its checkpoint name
       e.set("NAME", upper(b.name));
       e.set("field", names[static_cast<size_t>(bufs[i])]);
       e.set("shape", spec_shape(b));
       e.set("ndims", std::to_string(ndims(b, per_example)));
       e.set("dims", dims_list(b, per_example));
       e.set("size", std::to_string(buffer_size(b, per_example)));
-      e.set("ids", "0");  // cannl_tensor_info.ids: 0 = real values (integer inputs print their id range)
+      e.set("ids", std::to_string(b.ids));
       const int g = p.grad(bufs[i]);
       e.set("grad", g >= 0 && b.role == ir::Role::Param ? grad_prefix + names[static_cast<size_t>(g)] : std::string("NULL"));
       l.push_back(e);

@@ -46,6 +46,7 @@ public:
     d.set("helpers", helpers());
     d.set("f64", o_.f64);
     d.set("has_gemm", gemm_kernel_);
+    d.set("attention_include", attention_ ? "#include \"cannl_attention.h\"\n" : "");
     d.set("blas", gemm_blas_);
     d.set("fields", fields());
     d.set("kernels", train.kernels);
@@ -79,6 +80,7 @@ private:
   CExpr x_;  // prints the expressions of the nest being printed (its loop variables, helpers used)
   bool gemm_kernel_ = false;  // some contraction calls the runtime's kernel (cannl_sgemm, cannl_dgemm)
   bool gemm_blas_ = false;    // some contraction calls cblas
+  bool attention_ = false;    // some routine calls the runtime's attention (cannl_attention.h)
   // Kernels by their text (the name left out): a nest that forward, eval_metrics and
   // train_step all run is one function, with one name in both files.
   std::map<std::string, std::string> kernel_by_text_;
@@ -89,6 +91,8 @@ private:
   const std::string& name(int b) const { return names_.buffer[static_cast<size_t>(b)]; }
   const ir::Buffer& buf(int b) const { return p_.buffers[static_cast<size_t>(b)]; }
   long elem() const { return o_.f64 ? 8 : 4; }
+  // The C element type of buffer b: real, or int32_t for ids.
+  const char* ctype(int b) const { return buf(b).ids > 0 ? "int32_t" : "real"; }
 
   // The data of every template (emit/c_common.h), and what only the C target's use.
   data common() {
@@ -116,7 +120,9 @@ private:
   }
 
   // A state struct's field for buffer b: `    real *name; /* [batch, 512] [batch | 512] */`.
-  std::string field_decl(int b) const { return fmt::format("    real *{}; /* {} */\n", name(b), shape_comment(b)); }
+  std::string field_decl(int b) const {
+    return fmt::format("    {} *{}; /* {} */\n", ctype(b), name(b), shape_comment(b));
+  }
 
   // The training state's fields (the layout's, passes/plan_layout.cpp), by role.
   std::string fields() {
@@ -402,9 +408,9 @@ private:
     if (uses_n) params.push_back("int64_t n"), args.push_back("n"), taken.insert("n");
     if (rng) params.push_back("cannl_rng *rng"), args.push_back("&rng"), taken.insert("rng");
     for (int b : written)
-      params.push_back(fmt::format("real *{}{}", shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
+      params.push_back(fmt::format("{} *{}{}", ctype(b), shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
     for (int b : read)
-      params.push_back(fmt::format("const real *{}{}", shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
+      params.push_back(fmt::format("const {} *{}{}", ctype(b), shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
     for (int b : written) args.push_back(name(b)), taken.insert(name(b));
     for (int b : read) args.push_back(name(b)), taken.insert(name(b));
     for (const std::string& sc : scalars) {
@@ -427,6 +433,68 @@ private:
                                r.kind == ir::RoutineKind::Init ? "" : "CANNL_MULTIVERSION\n", kname, text);
     n_used = n_used || uses_n;
     return fmt::format("    {}({});\n", kname, alist);
+  }
+
+  // A kernel call of the runtime (ir::Call): attention per (sequence, head) pair, the pairs in
+  // parallel (each writes its own rows: the same bits for any thread count).
+  std::string call_text(const ir::Call& c, bool& n_used) {
+    n_used = n_used || c.batch;
+    if (c.kind == ir::Call::Kind::EmbeddingForward || c.kind == ir::Call::Kind::EmbeddingBackward)
+      return embedding_text(c);
+    attention_ = true;
+    const long pairs = c.seqs * c.heads;
+    const std::string count = c.batch ? (pairs == 1 ? std::string("n") : fmt::format("n * {}", pairs)) : std::to_string(pairs);
+    const std::string t = o_.f64 ? "f64" : "f32";
+    // row 0 of pair (s, h) in a buffer [B.., T, H.., w] and its row stride
+    auto at = [&](int b, long rows, long width) {
+      return fmt::format("{} + (cannl_s * {} + cannl_h) * {}, {}", name(b), rows * c.heads, width, c.heads * width);
+    };
+    std::string out = "    {\n";
+    out += fmt::format("        const cannl_attn_dims cannl_d = {{{}, {}, {}, {}, 0, {}, {}}};\n", c.tq, c.tk, c.e, c.f,
+                       c.causal ? 1 : 0, num_double(c.scale));
+    out += "        " + parallel_for(count);
+    out += fmt::format("        for (int64_t cannl_p = 0; cannl_p < {}; ++cannl_p) {{\n", count);
+    out += fmt::format("            const int64_t cannl_s = cannl_p / {}, cannl_h = cannl_p % {};\n", c.heads, c.heads);
+    if (c.kind == ir::Call::Kind::AttentionForward)
+      out += fmt::format("            cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {} + cannl_p * {});\n", t,
+                         at(c.q, c.tq, c.e), at(c.k, c.tk, c.e), at(c.v, c.tk, c.f), at(c.o, c.tq, c.f), name(c.lse), c.tq);
+    else
+      out += fmt::format("            cannl_attention_backward_{}(&cannl_d, {}, {}, {}, {}, {},\n"
+                         "                {} + cannl_p * {}, {} + cannl_p * {}, {}, {}, {});\n",
+                         t, at(c.q, c.tq, c.e), at(c.k, c.tk, c.e), at(c.v, c.tk, c.f), at(c.o, c.tq, c.f),
+                         at(c.dout, c.tq, c.f), name(c.lse), c.tq, name(c.delta), c.tq, at(c.dq, c.tq, c.e),
+                         at(c.dk, c.tk, c.e), at(c.dv, c.tk, c.f));
+    return out + "        }\n    }\n";
+  }
+
+  // Embedding: the gather, a row per position in parallel; the scatter-add, blocks of 64
+  // features in parallel, each block's positions in order (the same bits for any thread count).
+  std::string embedding_text(const ir::Call& c) {
+    const std::string count = c.batch ? (c.seqs == 1 ? std::string("n") : fmt::format("n * {}", c.seqs)) : std::to_string(c.seqs);
+    std::string out = "    {\n";
+    out += fmt::format("        const int64_t cannl_n = {}; /* positions */\n", count);
+    if (c.kind == ir::Call::Kind::EmbeddingForward) {
+      out += "        " + parallel_for(fmt::format("cannl_n * {}", c.width));
+      out += "        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {\n";
+      out += fmt::format("            const int32_t cannl_id = {}[cannl_p];\n", name(c.ids));
+      out += fmt::format("            const int cannl_in = cannl_id >= 0 && cannl_id < {};\n", c.rows);
+      out += fmt::format("            for (int64_t cannl_j = 0; cannl_j < {}; ++cannl_j)\n", c.width);
+      out += fmt::format("                {}[cannl_p * {} + cannl_j] = cannl_in ? {}[(int64_t)cannl_id * {} + cannl_j] : 0;\n",
+                         name(c.o), c.width, name(c.table), c.width);
+      out += "        }\n";
+    } else {
+      out += "        " + parallel_for(fmt::format("cannl_n * {}", c.width));
+      out += fmt::format("        for (int64_t cannl_b = 0; cannl_b < {}; cannl_b += 64)\n", c.width);
+      out += "            for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {\n";
+      out += fmt::format("                const int32_t cannl_id = {}[cannl_p];\n", name(c.ids));
+      out += fmt::format("                if (cannl_id < 0 || cannl_id >= {}) continue;\n", c.rows);
+      out += fmt::format("                for (int64_t cannl_j = cannl_b; cannl_j < cannl_b + 64 && cannl_j < {}; ++cannl_j)\n",
+                         c.width);
+      out += fmt::format("                    {}[(int64_t)cannl_id * {} + cannl_j] += {}[cannl_p * {} + cannl_j];\n",
+                         name(c.dtable), c.width, name(c.dout), c.width);
+      out += "            }\n";
+    }
+    return out + "    }\n";
   }
 
   static std::string what(const ir::Stmt& s) { return s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what; }
@@ -458,9 +526,13 @@ private:
       if (buf(b).role == ir::Role::Input) {
         inputs_used = true;
         const auto k = std::find(p_.inputs.begin(), p_.inputs.end(), b) - p_.inputs.begin();
-        pro += fmt::format("    const real *const {} = inputs[{}]; /* {} */\n", name(b), k, shape_comment(b));
+        if (buf(b).ids > 0)  // ids: the caller's pointer is to int32_t (cannl_tensor_info.ids)
+          pro += fmt::format("    const int32_t *const {} = (const int32_t *)(const void *)inputs[{}]; /* {} */\n",
+                             name(b), k, shape_comment(b));
+        else
+          pro += fmt::format("    const real *const {} = inputs[{}]; /* {} */\n", name(b), k, shape_comment(b));
       } else if (a.own[static_cast<size_t>(b)]) {
-        pro += fmt::format("    real *const {} = m->{}; /* {} */\n", name(b), name(b), shape_comment(b));
+        pro += fmt::format("    {} *const {} = m->{}; /* {} */\n", ctype(b), name(b), name(b), shape_comment(b));
       } else {
         if (a.address(r, b) < 0) CANNL_BUG("a buffer outside the state: " + buf(b).name);
         work.push_back({a.address(r, b) - a.work, b});
@@ -471,7 +543,8 @@ private:
       pro += fmt::format("    char *const work = (char *)m->arena + {}; /* the work region: this routine's {} bytes */\n",
                          a.work, r.arena_bytes);
       for (const auto& [offset, b] : work)
-        pro += fmt::format("    real *const {} = (real *)(work + {}); /* {} */\n", name(b), offset, shape_comment(b));
+        pro += fmt::format("    {0} *const {1} = ({0} *)(work + {2}); /* {3} */\n", ctype(b), name(b), offset,
+                           shape_comment(b));
     }
     pro += scalar_prologue(r, scalars, x_);
     if (r.kind == ir::RoutineKind::Forward) {
@@ -500,8 +573,16 @@ private:
     std::string body;
     std::string last;
     for (const ir::Stmt& s : r.stmts) {
+      std::string text;
+      if (s.call) {
+        text = call_text(*s.call, n_used);
+        if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
+        last = what(s);
+        body += text;
+        continue;
+      }
       x_.begin_nest(s, taken);
-      std::string text = gemm_nest(s, recognise_contraction(p_, s), taken);
+      text = gemm_nest(s, recognise_contraction(p_, s), taken);
       if (!text.empty()) {
         for (const ir::Iter& it : s.iters) n_used = n_used || it.batch;
       } else {

@@ -39,6 +39,8 @@ public:
     x_.cuda = true;
   }
 
+  bool attention_ = false;  // some routine calls cannl_attention.cuh
+
   std::vector<OutputFile> run() {
     std::string kernels, routines;
     for (const auto& r : p_.routines) {
@@ -56,6 +58,7 @@ public:
     d.set("arena_bytes", std::to_string(arena_.bytes));
     d.set("state_bytes", std::to_string(std::max(arena_.state, 64L)));
     d.set("uses_gemm", data{gemms_ > 0 ? data::type::bool_true : data::type::bool_false});
+    d.set("attention_include", attention_ ? "#include \"cannl_attention.cuh\"\n" : "");
     d.set("cuda_type", o_.f64 ? "CUDA_R_64F" : "CUDA_R_32F");
     d.set("blas_compute", o_.f64 ? "CUBLAS_COMPUTE_64F" : "CUBLAS_COMPUTE_32F");
     data bufs{data::type::list};
@@ -86,7 +89,7 @@ public:
     data params{data::type::list};
     for (int b : p_.params) {
       data e;
-      e.set("name", p_.buffers[static_cast<size_t>(b)].name);
+      e.set("name", p_.buffers[static_cast<size_t>(b)].state_name);
       e.set("size", std::to_string(p_.buffers[static_cast<size_t>(b)].elements()));
       e.set("host", host(b));
       const int g = p_.grad(b);
@@ -120,6 +123,8 @@ public:
       e.set("index", std::to_string(k));
       e.set("offset", std::to_string(in_off));
       e.set("per", std::to_string(per));
+      // ids are int32_t in the caller's array and on the device (a slot of `per` reals holds them)
+      e.set("elem", buf(p_.inputs[k]).ids > 0 ? "int32_t" : "real");
       ins.push_back(e);
       in_off += per * p_.max_batch;
     }
@@ -190,6 +195,8 @@ private:
   }
   const ir::Buffer& buf(int b) const { return p_.buffers[static_cast<size_t>(b)]; }
   const std::string& name(int b) const { return names_[static_cast<size_t>(b)]; }
+  // The element type of buffer b: real, or int32_t for ids.
+  const char* ctype(int b) const { return buf(b).ids > 0 ? "int32_t" : "real"; }
 
   // ---- memory ----------------------------------------------------------------------------
 
@@ -204,7 +211,7 @@ private:
       std::string dims;
       for (size_t k = 0; k < b.dims.size(); ++k)
         dims += (k ? ", " : "") + (b.dims[k].batch ? std::string("batch") : std::to_string(b.dims[k].size));
-      const std::string decl = fmt::format("    real *{}; /* [{}] {} */\n", names_[i], dims, b.shape);
+      const std::string decl = fmt::format("    {} *{}; /* [{}] {} */\n", ctype(static_cast<int>(i)), names_[i], dims, b.shape);
       (arena_.own[i] && arena_.field[i] < arena_.state ? mirrored : device) += decl;
     }
     return mirrored + "    /* ---- device only */\n" + device;
@@ -480,7 +487,7 @@ private:
     for (const auto* l : loads)
       if (std::find(bufs.begin(), bufs.end(), l->access.buf) == bufs.end()) bufs.push_back(l->access.buf);
     for (size_t i = 0; i < bufs.size(); ++i) {
-      params += fmt::format("{}{}real *{}{}", params.empty() ? "" : ", ", i < written ? "" : "const ",
+      params += fmt::format("{}{}{} *{}{}", params.empty() ? "" : ", ", i < written ? "" : "const ", ctype(bufs[i]),
                             shares_bytes(r, bufs, bufs[i]) ? "" : "__restrict__ ", name(bufs[i]));
       args += (args.empty() ? "" : ", ") + name(bufs[i]);
     }
@@ -718,6 +725,12 @@ private:
     for (const ir::Stmt& s : r.stmts) {
       if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
       last = what(s);
+      if (s.call) {
+        body += call_text(*s.call);
+        n_used |= s.call->batch;
+        ++nk;
+        continue;
+      }
       name_vars(s, taken);
       if (auto g = plan_cublas_gemm(p_, s)) {
         body += "    " + gemm_call(*g) + "\n";
@@ -744,9 +757,13 @@ private:
       if (buf(b).role == ir::Role::Input) {
         inputs_used = true;
         auto it = std::find(p_.inputs.begin(), p_.inputs.end(), b);
-        pro += fmt::format("    const real *const {} = in_[{}];\n", name(b), it - p_.inputs.begin());
+        if (buf(b).ids > 0)  // ids: the staged int32_t array
+          pro += fmt::format("    const int32_t *const {} = (const int32_t *)(const void *)in_[{}];\n", name(b),
+                             it - p_.inputs.begin());
+        else
+          pro += fmt::format("    const real *const {} = in_[{}];\n", name(b), it - p_.inputs.begin());
       } else if (arena_.own[static_cast<size_t>(b)]) {
-        pro += fmt::format("    real *const {} = m->{};\n", name(b), name(b));
+        pro += fmt::format("    {} *const {} = m->{};\n", ctype(b), name(b), name(b));
       } else {
         device(r, b);  // (a bug when it has no place)
         work.push_back({arena_.address(r, b) - arena_.work, b});
@@ -756,7 +773,8 @@ private:
       std::sort(work.begin(), work.end());
       pro += fmt::format("    char *const work = m->dev + {}; /* the work region: this routine's {} bytes */\n", arena_.work,
                          r.arena_bytes);
-      for (const auto& [offset, b] : work) pro += fmt::format("    real *const {} = (real *)(work + {});\n", name(b), offset);
+      for (const auto& [offset, b] : work)
+        pro += fmt::format("    {0} *const {1} = ({0} *)(work + {2});\n", ctype(b), name(b), offset);
     }
     pro += scalar_prologue(r, scalars, x_);
     if (!inputs_used) pro += "    (void)in_;\n";
@@ -767,6 +785,66 @@ private:
                                    r.name(), nk, ng);
     head += fmt::format("static void {}(struct {} *m, const real *const in_[], int64_t n) {{\n", r.name(), p_.model);
     routines += head + pro + body + "}\n\n";
+  }
+
+  // A kernel call (ir::Call): attention through runtime-lib/cuda/cannl_attention.cuh, one warp
+  // per query (forward, dq) or key (dk, dv) row, every sequence and head at once.
+  std::string call_text(const ir::Call& c) {
+    if (c.kind == ir::Call::Kind::EmbeddingForward || c.kind == ir::Call::Kind::EmbeddingBackward)
+      return embedding_text(c);
+    attention_ = true;
+    // a buffer [B.., T, H.., w] as a view over (sequence, head, position)
+    auto view = [&](int b, long rows, long width) {
+      return fmt::format("{}, cannl_attn_view{{{}, {}, {}}}", name(b), rows * c.heads * width, width, c.heads * width);
+    };
+    const std::string seqs = c.batch ? (c.seqs == 1 ? std::string("(int)n") : fmt::format("(int)(n * {})", c.seqs))
+                                     : std::to_string(c.seqs);
+    const std::string head = fmt::format("<real, {}, {}>(stream_, {}, {}, {}, {}, 0, {}, (real){}, ", c.e, c.f, seqs,
+                                         c.heads, c.tq, c.tk, c.causal ? 1 : 0, num_double(c.scale));
+    std::string out;
+    if (c.kind == ir::Call::Kind::AttentionForward)
+      out = fmt::format("    cannl_attention_forward{}{}, {}, {}, {}, {});\n", head, view(c.q, c.tq, c.e),
+                        view(c.k, c.tk, c.e), view(c.v, c.tk, c.f), view(c.o, c.tq, c.f), name(c.lse));
+    else
+      out = fmt::format("    cannl_attention_backward{}{}, {}, {}, {},\n        {}, {}, {}, {}, {}, {});\n", head,
+                        view(c.q, c.tq, c.e), view(c.k, c.tk, c.e), view(c.v, c.tk, c.f), view(c.o, c.tq, c.f),
+                        view(c.dout, c.tq, c.f), name(c.lse), name(c.delta), view(c.dq, c.tq, c.e),
+                        view(c.dk, c.tk, c.e), view(c.dv, c.tk, c.f));
+    return out + "    CUDA_CHECK(cudaGetLastError());\n";
+  }
+
+  // Embedding: the gather, a thread per element; the scatter-add, a thread per feature adding
+  // its positions in order (no atomics: the same bits on every run).
+  std::string embedding_text(const ir::Call& c) {
+    use_helper("embedding", R"(template <typename R>
+static __global__ void __launch_bounds__(256) cannl_embedding_forward(int64_t positions, int64_t width, int64_t rows,
+    const int32_t *__restrict__ ids, const R *__restrict__ table, R *__restrict__ out) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= positions * width) return;
+    const int64_t p = i / width, j = i % width;
+    const int32_t id = ids[p];
+    out[i] = id >= 0 && id < rows ? table[(int64_t)id * width + j] : R(0);
+}
+template <typename R>
+static __global__ void __launch_bounds__(256) cannl_embedding_backward(int64_t positions, int64_t width, int64_t rows,
+    const int32_t *__restrict__ ids, const R *__restrict__ dout, R *__restrict__ dtable) {
+    const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= width) return;
+    for (int64_t p = 0; p < positions; ++p) {
+        const int32_t id = ids[p];
+        if (id >= 0 && id < rows) dtable[(int64_t)id * width + j] += dout[p * width + j];
+    }
+}
+)");
+    const std::string count = c.batch ? (c.seqs == 1 ? std::string("n") : fmt::format("(n * {})", c.seqs)) : std::to_string(c.seqs);
+    std::string out;
+    if (c.kind == ir::Call::Kind::EmbeddingForward)
+      out = fmt::format("    cannl_embedding_forward<real><<<(unsigned)(({} * {} + 255) / 256), 256, 0, stream_>>>({}, {}, {}, {}, {}, {});\n",
+                        count, c.width, count, c.width, c.rows, name(c.ids), name(c.table), name(c.o));
+    else
+      out = fmt::format("    cannl_embedding_backward<real><<<{}, 256, 0, stream_>>>({}, {}, {}, {}, {}, {});\n",
+                        (c.width + 255) / 256, count, c.width, c.rows, name(c.ids), name(c.dout), name(c.dtable));
+    return out + "    CUDA_CHECK(cudaGetLastError());\n";
   }
 
   // forward: the outputs back to the caller's memory.

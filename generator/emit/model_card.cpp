@@ -44,7 +44,7 @@ long per_example(const ir::Buffer& b) {
   return n;
 }
 
-json interface(const ir::Program& p, const std::vector<int>& bufs, const ir::Routine* reader) {
+json interface(const ir::Program& p, const std::vector<int>& bufs, const ir::Routine* reader, bool f64) {
   json a = json::array();
   std::set<int> read;
   if (reader)
@@ -61,6 +61,8 @@ json interface(const ir::Program& p, const std::vector<int>& bufs, const ir::Rou
     e["shape"] = dims(b, true);
     e["spec_shape"] = spec_shape(b);
     e["values_per_example"] = per_example(b);
+    e["dtype"] = b.ids > 0 ? "int32" : f64 ? "float64" : "float32";
+    if (b.ids > 0) e["ids"] = b.ids;  // ids must lie in [0, ids) (cannl_tensor_info.ids)
     if (reader) e["read_by_forward"] = read.count(bufs[i]) > 0;
     a.push_back(e);
   }
@@ -80,13 +82,13 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   c["max_batch"] = p.max_batch;
   c["layout"] = "row-major; a batch is n examples back to back (1 <= n <= max_batch), each in storage order "
                 "(output axes, then input axes); a param [a -> b] is stored [b, a]";
-  c["inputs"] = interface(p, p.inputs, p.routine(ir::RoutineKind::Forward));
-  c["outputs"] = interface(p, p.outputs, nullptr);
+  c["inputs"] = interface(p, p.inputs, p.routine(ir::RoutineKind::Forward), info.f64);
+  c["outputs"] = interface(p, p.outputs, nullptr, info.f64);
   json params = json::array();
   long count = 0;
   for (int b : p.params) {
     const auto& buf = p.buffers[static_cast<size_t>(b)];
-    params.push_back({{"name", buf.name}, {"shape", dims(buf, false)}, {"spec_shape", spec_shape(buf)},
+    params.push_back({{"name", buf.state_name}, {"shape", dims(buf, false)}, {"spec_shape", spec_shape(buf)},
                       {"values", buf.elements()}});
     if (buf.frozen) params.back()["trainable"] = false;  // a frozen param or a buffer
     count += buf.elements();

@@ -272,7 +272,38 @@ void collect_loads(const Stmt& s, std::vector<const Expr*>& out) {
   for (const Assign& a : s.assigns) collect_loads(a.body, out);
 }
 
+std::vector<int> call_reads(const Call& c) {
+  switch (c.kind) {
+    case Call::Kind::AttentionForward: return {c.q, c.k, c.v};
+    case Call::Kind::AttentionBackward: return {c.q, c.k, c.v, c.o, c.dout, c.lse, c.dq, c.dk, c.dv};
+    case Call::Kind::EmbeddingForward: return {c.table, c.ids};
+    case Call::Kind::EmbeddingBackward: return {c.ids, c.dout, c.dtable};
+  }
+  return {};
+}
+
+std::vector<int> call_writes(const Call& c) {
+  switch (c.kind) {
+    case Call::Kind::AttentionForward: return {c.o, c.lse};
+    case Call::Kind::AttentionBackward: return {c.delta, c.dq, c.dk, c.dv};
+    case Call::Kind::EmbeddingForward: return {c.o};
+    case Call::Kind::EmbeddingBackward: return {c.dtable};
+  }
+  return {};
+}
+
+const char* call_name(Call::Kind k) {
+  switch (k) {
+    case Call::Kind::AttentionForward: return "attention_forward";
+    case Call::Kind::AttentionBackward: return "attention_backward";
+    case Call::Kind::EmbeddingForward: return "embedding_forward";
+    case Call::Kind::EmbeddingBackward: return "embedding_backward";
+  }
+  return "?";
+}
+
 std::vector<int> written_buffers(const Stmt& s) {
+  if (s.call) return call_writes(*s.call);
   std::vector<int> w;
   for (const Assign& a : s.assigns) w.push_back(a.out.buf);
   return w;

@@ -37,6 +37,12 @@ struct Buffer {
   std::string shape;     // the spec shape, as written in §4 notation, for comments
   std::string state_name;  // in checkpoints: the param name, or "w1.exp_avg" (PyTorch's names)
   bool frozen = false;     // a param the spec freezes (`frozen`, or a `buffer`): no gradient
+  // 0: values of the element type. > 0: integer ids (an `int` input, position(...)), stored
+  // as int32_t, that must lie in [0, ids): the row count of the embedding table they index or
+  // the class count of the cross_entropy they are the target of, the smallest such bound
+  // (INT32_MAX when nothing bounds them); cannl_tensor_info.ids. Loads read ids as numbers,
+  // and nothing differentiates them.
+  long ids = 0;
   long elements() const;  // with batch axes at their maximum
 };
 
@@ -137,7 +143,37 @@ struct ScaledSum {
   ExprP scale;  // a Const
 };
 
+// An opaque step: a kernel of the runtime called on whole buffers (Stmt::call), whose loops
+// are the runtime's own. Passes see the buffers it reads and writes (ir::call_reads,
+// call_writes, passes::reads and writes) and never move, fuse or inline into it.
+struct Call {
+  enum class Kind {
+    AttentionForward,   // o, lse = attention(q, k, v)            (runtime-lib/cannl_attention.h)
+    AttentionBackward,  // dq, dk, dv += from dout, o, lse; delta a scratch
+    EmbeddingForward,   // o[p, j] = table[ids[p], j]  (0 for an id outside [0, rows))
+    EmbeddingBackward,  // dtable[ids[p], j] += dout[p, j], each j's positions in order
+  };
+  Kind kind = Kind::AttentionForward;
+  // Attention, per (sequence, head) pair. Storage: q [B.., tq, H.., e], k [B.., tk, H.., e],
+  // v [B.., tk, H.., f], o and dout [B.., tq, H.., f], lse and delta [B.., H.., tq] (B.. the
+  // sequences: the runner's batch axis when `batch`, then `seqs` more per example; H.. the heads).
+  int q = -1, k = -1, v = -1, o = -1, lse = -1;
+  int dout = -1, delta = -1, dq = -1, dk = -1, dv = -1;  // backward only
+  bool batch = false;
+  long seqs = 1, heads = 1, tq = 1, tk = 1, e = 1, f = 1;
+  bool causal = false;
+  double scale = 1;
+  // Embedding: ids [B..] (int32), table [rows, width], o and dout [B.., width], dtable like
+  // table; the positions are the sequences above (`batch`, `seqs`).
+  int table = -1, ids = -1, dtable = -1;
+  long rows = 1, width = 1;
+};
+std::vector<int> call_reads(const Call& c);   // dq, dk, dv among them: the backward adds to them
+std::vector<int> call_writes(const Call& c);
+const char* call_name(Call::Kind k);          // "attention_forward"
+
 struct Stmt {
+  std::optional<Call> call = {};  // an opaque kernel call: no loops and no assignments then
   std::vector<Iter> iters;  // loop order, outermost first
   // The assignments made at each point of the nest, in order: one, or several when fusion
   // (passes/fuse.cpp) merged pointwise nests; then each writes a buffer at an index that

@@ -85,6 +85,20 @@ std::string print_expr(const Expr& e, const Program& p, const std::vector<Iter>&
 }
 
 std::string print_stmt(const Stmt& s, const Program& p) {
+  if (s.call) {  // attention_forward(q, k, v -> o, lse; ...)
+    auto names = [&](const std::vector<int>& bufs) {
+      std::string t;
+      for (int b : bufs) t += (t.empty() ? "" : ", ") + p.buffers[static_cast<size_t>(b)].name;
+      return t;
+    };
+    const Call& c = *s.call;
+    if (c.kind == Call::Kind::EmbeddingForward || c.kind == Call::Kind::EmbeddingBackward)
+      return fmt::format("{}({} -> {}; {}{} positions, {} rows of {})", call_name(c.kind), names(call_reads(c)),
+                         names(call_writes(c)), c.batch ? "n x " : "", c.seqs, c.rows, c.width);
+    return fmt::format("{}({} -> {}; {}{} sequences x {} heads, {} x {} positions, e {}, f {}{}, scale {})",
+                       call_name(c.kind), names(call_reads(c)), names(call_writes(c)), c.batch ? "n x " : "", c.seqs,
+                       c.heads, c.tq, c.tk, c.e, c.f, c.causal ? ", causal" : "", c.scale);
+  }
   std::string loops;
   for (size_t i = 0; i < s.iters.size(); ++i) {
     const Iter& it = s.iters[i];

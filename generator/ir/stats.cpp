@@ -39,6 +39,19 @@ RoutineStats routine_stats(const Program& p, const Routine& r, long batch, int e
   std::set<int> touched;
   for (const Stmt& s : r.stmts) {
     ++st.loop_nests;
+    if (s.call) {  // a kernel call: its buffers, and the products of its score tiles
+      const Call& c = *s.call;
+      for (int b : call_reads(c)) touched.insert(b);
+      for (int b : call_writes(c)) touched.insert(b);
+      if (c.kind == Call::Kind::EmbeddingForward || c.kind == Call::Kind::EmbeddingBackward) {
+        st.flops += (c.batch ? static_cast<double>(batch) : 1.0) * static_cast<double>(c.seqs * c.width);
+        continue;
+      }
+      const double pairs = (c.batch ? static_cast<double>(batch) : 1.0) * static_cast<double>(c.seqs * c.heads);
+      const double scores = pairs * static_cast<double>(c.tq * c.tk) * (c.causal ? 0.5 : 1.0);
+      st.flops += scores * static_cast<double>(2 * c.e + 2 * c.f) * (c.kind == Call::Kind::AttentionForward ? 1 : 2);
+      continue;
+    }
     double trips = 1;
     for (const Iter& it : s.iters) trips *= it.batch ? batch : it.size;
     for (const Assign& a : s.assigns) st.flops += trips * (ops_of(*a.body) + (a.accum == Accum::Set ? 0 : 1));

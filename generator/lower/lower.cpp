@@ -84,13 +84,18 @@ public:
       ir::Role role = t.kind == TensorKind::Input   ? ir::Role::Input
                       : t.kind == TensorKind::Param ? ir::Role::Param
                                                     : ir::Role::Computed;
-      int b = new_buffer(t.name, sh_.tensors[i], role);
+      // A repeat block's instance NAME.INDEX: buffer NAME_INDEX (a C identifier; the
+      // checkpoint keeps NAME.INDEX as the param's state_name).
+      std::string bname = t.name;
+      std::replace(bname.begin(), bname.end(), '.', '_');
+      int b = new_buffer(bname, sh_.tensors[i], role);
       out_.prog.buffers[static_cast<size_t>(b)].tensor = static_cast<int>(i);
       out_.prog.buffers[static_cast<size_t>(b)].frozen = t.frozen;
+      if (t.dtype == DType::Int32) out_.prog.buffers[static_cast<size_t>(b)].ids = kUnbounded;
       out_.prog.buffers[static_cast<size_t>(b)].shape = t.name + " : " + print_shape(sh_.tensors[i]);
       out_.tensor_buf[i] = b;
       if (t.kind != TensorKind::Computed) continue;
-      base_ = t.name;
+      base_ = out_.prog.buffers[static_cast<size_t>(b)].name;
       line_ = static_cast<int>(file_.line_col(t.stmt->range.begin).line);
       what_ = one_line(file_.slice(t.stmt->range));
       materialise(t.expr, b);
@@ -107,10 +112,30 @@ public:
     for (int o : m_.outputs) p.outputs.push_back(out_.tensor_buf[static_cast<size_t>(o)]);
     for (int mt : m_.metrics) p.metrics.push_back(out_.tensor_buf[static_cast<size_t>(mt)]);
     p.loss = out_.tensor_buf[static_cast<size_t>(m_.loss)];
+    for (const auto& [e, c] : m_.calls) {  // the range of each integer input (Buffer::ids)
+      if (e->name == "embedding") bound_ids(c.tensors[1], shape(c.tensors[0]).row(AxisKind::Output).at(0).size);
+      if ((e->name == "cross_entropy" || e->name == "accuracy") && m_.is_int(c.tensors[1]))
+        bound_ids(c.tensors[1], shape(c.tensors[0]).row(AxisKind::Output).at(0).size);
+    }
     return std::move(out_);
   }
 
 private:
+  static constexpr long kUnbounded = 2147483647;  // INT32_MAX: ids nothing bounds
+
+  // The inputs whose ids `ids` reads (through names of computed tensors and x[i]) must lie
+  // in [0, n).
+  void bound_ids(const Expr* ids, long n) {
+    if (ids->kind == ExprKind::Index) return bound_ids(ids->operands[0].get(), n);
+    if (ids->kind != ExprKind::Name) return;
+    auto it = m_.index.find(ids->name);
+    if (it == m_.index.end()) return;
+    const Tensor& t = m_.tensors[static_cast<size_t>(it->second)];
+    if (t.kind == TensorKind::Computed) return bound_ids(t.expr, n);
+    long& b = out_.prog.buffers[static_cast<size_t>(out_.tensor_buf[static_cast<size_t>(it->second)])].ids;
+    if (t.kind == TensorKind::Input && b > n) b = n;
+  }
+
   const Model& m_;
   const ShapeInfo& sh_;
   const SourceFile& file_;
@@ -176,18 +201,29 @@ private:
     return map;
   }
 
-  // Broadcast (contract §5): each kind of axes aligned from the right; a size-1 axis of the
-  // child against a larger one of the parent reads index 0.
+  // Broadcast (contract §5): each kind of axes aligned from the right, except that the
+  // runner's batch axis meets the runner's batch axis (contract v1 §2: it leads its row, and
+  // the declared batch axes after it align from the right); a size-1 axis of the child
+  // against a larger one of the parent reads index 0.
   Map align(const Shape& parent, const Map& pmap, const Shape& child) {
     Map out;
     for (const FlatAxis& a : flat(child)) out.push_back(aligned(parent, pmap, child, a));
     return out;
   }
-  // The index of one axis of `child` broadcast into `parent` (its row aligned from the right).
-  static Affine aligned(const Shape& parent, const Map& pmap, const Shape& child, const FlatAxis& a) {
-    int np = static_cast<int>(parent.row(a.kind).size()), nc = static_cast<int>(child.row(a.kind).size());
-    int pp = a.pos + np - nc;
+  // Where axis `pos` of child's row `kind` lies in parent's row.
+  static int parent_pos(const Shape& parent, const Shape& child, AxisKind kind, int pos) {
+    const auto &pr = parent.row(kind), &cr = child.row(kind);
+    if (kind == AxisKind::Batch && pos == 0 && cr.front().is_batch) {
+      if (pr.empty() || !pr.front().is_batch) CANNL_BUG("the runner's batch axis broadcast into a row without it");
+      return 0;
+    }
+    int pp = pos + static_cast<int>(pr.size()) - static_cast<int>(cr.size());
     if (pp < 0) CANNL_BUG("broadcast of a longer row into a shorter one");
+    return pp;
+  }
+  // The index of one axis of `child` broadcast into `parent`.
+  static Affine aligned(const Shape& parent, const Map& pmap, const Shape& child, const FlatAxis& a) {
+    int pp = parent_pos(parent, child, a.kind, a.pos);
     const Axis& pa = parent.row(a.kind)[static_cast<size_t>(pp)];
     if (!a.axis.is_batch && a.axis.size == 1 && (pa.is_batch || pa.size != 1)) return Affine::constant(0);
     return pmap[static_cast<size_t>(flat_index(parent, a.kind, pp))];
@@ -205,11 +241,30 @@ private:
   bool is_pointwise(const Expr* e) const {
     switch (e->kind) {
       case ExprKind::Number: case ExprKind::Name: case ExprKind::Neg: case ExprKind::Add:
-      case ExprKind::Sub: case ExprKind::Mul: case ExprKind::Div: case ExprKind::Pow:
+      case ExprKind::Sub: case ExprKind::Mul: case ExprKind::Div: case ExprKind::Pow: case ExprKind::Index:
         return true;
-      case ExprKind::Call: return pointwise_call(e) != nullptr;
+      case ExprKind::Call:
+        return pointwise_call(e) != nullptr || e->name == "position" || positional_embedding(e);
       default: return false;
     }
+  }
+  // embedding(table, position(x)): row t of the table at position t, an affine read.
+  bool positional_embedding(const Expr* e) const {
+    return e->kind == ExprKind::Call && e->name == "embedding" && call(e).tensors[1]->kind == ExprKind::Call &&
+           call(e).tensors[1]->name == "position";
+  }
+  // The index (in `map`, over shape s) of s's last batch axis: the position (contract v1 §3).
+  static Affine last_batch(const Shape& s, const Map& map) {
+    const int nb = static_cast<int>(s.row(AxisKind::Batch).size());
+    if (nb < 1) CANNL_BUG("position of a value without batch axes");
+    return map[static_cast<size_t>(flat_index(s, AxisKind::Batch, nb - 1))];
+  }
+  // The read of table [d.. -> n] (stored [n, d..]) at `row` for a result [B.. | d..] at `map`.
+  Map table_map(const Shape& rs, const Map& map, const Shape& ts, Affine row) {
+    Map tm = {std::move(row)};
+    const int nd = static_cast<int>(ts.row(AxisKind::Input).size());
+    for (int k = 0; k < nd; ++k) tm.push_back(map[static_cast<size_t>(flat_index(rs, AxisKind::Output, k))]);
+    return tm;
   }
 
   // The value of `e` at index `map` (one entry per storage dim of e's shape), pointwise
@@ -234,7 +289,23 @@ private:
       case ExprKind::Mul: return ir::binary(Op::Mul, child(e->operands[0].get()), child(e->operands[1].get()));
       case ExprKind::Div: return ir::binary(Op::Div, child(e->operands[0].get()), child(e->operands[1].get()));
       case ExprKind::Pow: return ir::pow(child(e->operands[0].get()), *constant_value(*e->operands[1], m_.dims));
+      case ExprKind::Index: {  // x[i]: index i of x's first output axis
+        const Expr* x = e->operands[0].get();
+        const Shape& xs = shape(x);
+        Map xm;
+        for (const FlatAxis& a : flat(xs)) {
+          if (a.kind != AxisKind::Output) xm.push_back(map[static_cast<size_t>(flat_index(s, a.kind, a.pos))]);
+          else if (a.pos == 0) xm.push_back(Affine::constant(static_cast<long>(e->number)));
+          else xm.push_back(map[static_cast<size_t>(flat_index(s, AxisKind::Output, a.pos - 1))]);
+        }
+        return value(x, xm);
+      }
       case ExprKind::Call:
+        if (e->name == "position") return ir::index_value(last_batch(s, map));
+        if (positional_embedding(e)) {
+          const Expr* table = call(e).tensors[0];
+          return operand(table, table_map(s, map, shape(table), last_batch(s, map)));
+        }
         if (const PointwiseLowering* lower = pointwise_call(e)) {
           std::vector<ExprP> x;
           for (const Expr* t : call(e).tensors) x.push_back(child(t));
@@ -298,16 +369,22 @@ private:
         lower_einsum(*c.spec, c.tensors, ir::Accum::Add, false, b, s);
       } else if (f == "softmax" || f == "log_softmax") {
         b = buffer(f.c_str());
-        lower_softmax(c.tensors[0], f == "log_softmax", b);
+        lower_softmax(c.tensors[0], c.spec, f == "log_softmax", b);
       } else if (f == "cross_entropy") {
         b = buffer("ce");
         lower_cross_entropy(c.tensors[0], c.tensors[1], b);
       } else if (f == "layer_norm") {
         b = buffer("ln");
-        lower_layer_norm(c.tensors[0], c.values.at("eps"), b);
+        lower_layer_norm(c.tensors[0], c.spec, c.values.at("eps"), b);
       } else if (f == "accuracy") {
         b = buffer("acc");
         lower_accuracy(c.tensors[0], c.tensors[1], b);
+      } else if (f == "attention") {
+        b = buffer("attn");
+        lower_attention(c, b);
+      } else if (f == "embedding") {
+        b = buffer("emb");
+        lower_embedding(c, b);
       } else if (f == "conv2d") {
         b = buffer("conv");
         lower_conv2d(c, b);
@@ -320,9 +397,87 @@ private:
     } else {
       CANNL_BUG("no lowering for this expression");
     }
+    if (m_.is_int(e)) out_.prog.buffers[static_cast<size_t>(b)].ids = kUnbounded;
     done_[e] = b;
     return b;
   }
+
+  // A buffer holding the value of `e`: its tensor's, or a new one; a copy when `avoid` holds
+  // that buffer already (a kernel call takes distinct buffers).
+  int stored(const Expr* e, const char* what, const std::set<int>& avoid) {
+    int b = -1;
+    if (e->kind == ExprKind::Name && m_.index.count(e->name)) b = out_.tensor_buf[static_cast<size_t>(m_.index.at(e->name))];
+    else b = materialise(e, done_.count(e) ? -1 : temp(what, shape(e)));
+    if (!avoid.count(b)) return b;
+    const int copy = temp(what, shape(e));
+    Nest n;
+    Map id = loops_for(shape(e), n);
+    emit(n, copy, id, ir::Accum::Set, ir::load({b, id}));
+    return copy;
+  }
+
+  // attention(q : [B.., t | H.., e], k : [B.., s | H.., e], v : [B.., s | H.., f]): an opaque
+  // call of the runtime's flash-style kernel (runtime-lib/cannl_attention.h) per sequence and
+  // head, which saves the log-sum-exp of each query's scores for the backward call; no T x S
+  // buffer exists.
+  void lower_attention(const BoundCall& c, int r) {
+    const Expr *qe = c.tensors[0], *ke = c.tensors[1], *ve = c.tensors[2];
+    ir::Call call;
+    call.q = stored(qe, "q", {});
+    call.k = stored(ke, "k", {call.q});
+    call.v = stored(ve, "v", {call.q, call.k});
+    call.o = r;
+    const Shape &qs = shape(qe), &ks = shape(ke), &vs = shape(ve);
+    const auto& qb = qs.row(AxisKind::Batch);
+    call.batch = qb.front().is_batch;
+    for (size_t i = call.batch ? 1 : 0; i + 1 < qb.size(); ++i) call.seqs *= qb[i].size;
+    call.tq = qb.back().size;
+    call.tk = ks.row(AxisKind::Batch).back().size;
+    const auto& qo = qs.row(AxisKind::Output);
+    for (size_t i = 0; i + 1 < qo.size(); ++i) call.heads *= qo[i].size;
+    call.e = qo.back().size;
+    call.f = vs.row(AxisKind::Output).back().size;
+    auto option = [&](const char* k) { auto it = c.values.find(k); return it == c.values.end() ? 0.0 : it->second; };
+    call.causal = option("causal") != 0;
+    const double scale = option("scale");  // absent (its default): 1 / sqrt(e)
+    call.scale = scale != 0 ? scale : 1 / std::sqrt(static_cast<double>(call.e));
+    // lse [B.., H.., t]: the sequences, the heads, the queries
+    std::vector<ir::Dim> dims;
+    for (size_t i = 0; i + 1 < qb.size(); ++i) dims.push_back({qb[i].is_batch ? max_batch_ : qb[i].size, qb[i].is_batch});
+    for (size_t i = 0; i + 1 < qo.size(); ++i) dims.push_back({qo[i].size, false});
+    dims.push_back({call.tq, false});
+    call.lse = new_buffer_dims(base_ + "_lse", dims, ir::Role::Temp, "log-sum-exp of each query's scores");
+    ir::Stmt s;
+    s.call = call;
+    s.line = line_;
+    s.what = what_;
+    out_.forward.push_back(std::move(s));
+  }
+
+  // embedding(table : [d.. -> n], ids : [B.. | ] int) -> [B.. | d..]: a gather, an opaque
+  // call (ir::Call) whose gradient is a scatter-add into the table's gradient, each feature's
+  // positions added in order (the same bits for any thread count). An id outside [0, n)
+  // selects a zero row (the programs check ids against cannl_tensor_info.ids first).
+  void lower_embedding(const BoundCall& c, int r) {
+    const Expr *table = c.tensors[0], *ids = c.tensors[1];
+    const Shape &rs = shape(c.call), &ts = shape(table);
+    ir::Call call;
+    call.kind = ir::Call::Kind::EmbeddingForward;
+    call.table = stored(table, "table", {});
+    call.ids = stored(ids, "ids", {});
+    call.o = r;
+    const auto& rb = rs.row(AxisKind::Batch);
+    call.batch = !rb.empty() && rb.front().is_batch;
+    for (size_t i = call.batch ? 1 : 0; i < rb.size(); ++i) call.seqs *= rb[i].size;
+    call.rows = ts.row(AxisKind::Output).at(0).size;
+    for (const Axis& a : ts.row(AxisKind::Input)) call.width *= a.size;
+    ir::Stmt s;
+    s.call = call;
+    s.line = line_;
+    s.what = what_;
+    out_.forward.push_back(std::move(s));
+  }
+
 
   void fill(int buf, const Map& index, const Nest& outer, double v) {
     emit(outer, buf, index, ir::Accum::Set, ir::cnst(v));
@@ -400,6 +555,34 @@ private:
     emit(n, r, {}, acc, v);
   }
 
+  // One axis of an einsum operand against its concrete shape.
+  struct Slot {
+    const EinAxis* axis;  // null for an axis of '...'
+    std::string key;      // its name, or "...K#j" for the j-th from the right of '...' in row K
+    Axis concrete;
+  };
+  // Expands one operand against its concrete shape: a key per storage axis.
+  static std::vector<Slot> expand(const EinOperand& o, const Shape& s) {
+    std::vector<Slot> slots;
+    for (AxisKind k : kStorageOrder) {
+      const auto& axes = o.part(k);
+      const auto& row = s.row(k);
+      bool has_ell = false;
+      for (const auto& a : axes) has_ell |= a.kind == EinAxis::Ellipsis;
+      long ell = static_cast<long>(row.size()) - static_cast<long>(axes.size()) + (has_ell ? 1 : 0);
+      size_t ri = 0;
+      for (const auto& a : axes) {
+        if (a.kind == EinAxis::Ellipsis) {
+          for (long j = 0; j < ell; ++j, ++ri)
+            slots.push_back({nullptr, fmt::format("...{}#{}", kind_letter(k), ell - j), row[ri]});
+        } else {
+          slots.push_back({&a, a.name, row[ri++]});
+        }
+      }
+    }
+    return slots;
+  }
+
   // einsum (contract §6) with one or two operands; also sum/mean/max with a spec.
   // `wrap`, when given, turns the product of the operands into the summand (logsumexp's
   // exp(x - max)); it sees the result's index.
@@ -408,32 +591,6 @@ private:
                     const std::function<ExprP(ExprP, const Map&)>& wrap = {}) {
     Nest n;
     std::map<std::string, int> iter_of;  // axis name (or "...K#j") -> loop
-    // Expands one operand against its concrete shape: a key per storage axis.
-    struct Slot {
-      const EinAxis* axis;  // null for an axis of '...'
-      std::string key;
-      Axis concrete;
-    };
-    auto expand = [&](const EinOperand& o, const Shape& s) {
-      std::vector<Slot> slots;
-      for (AxisKind k : kStorageOrder) {
-        const auto& axes = o.part(k);
-        const auto& row = s.row(k);
-        bool has_ell = false;
-        for (const auto& a : axes) has_ell |= a.kind == EinAxis::Ellipsis;
-        long ell = static_cast<long>(row.size()) - static_cast<long>(axes.size()) + (has_ell ? 1 : 0);
-        size_t ri = 0;
-        for (const auto& a : axes) {
-          if (a.kind == EinAxis::Ellipsis) {
-            for (long j = 0; j < ell; ++j, ++ri)
-              slots.push_back({nullptr, fmt::format("...{}#{}", kind_letter(k), ell - j), row[ri]});
-          } else {
-            slots.push_back({&a, a.name, row[ri++]});
-          }
-        }
-      }
-      return slots;
-    };
     auto get_iter = [&](const std::string& key, const Axis& ax, const std::string& display) {
       auto it = iter_of.find(key);
       if (it != iter_of.end()) return it->second;
@@ -553,27 +710,42 @@ private:
     return ir::load({col, read});
   }
 
-  // A nest over every axis of `xs`, and the index of its per-(batch, input) statistic.
+  // Which storage axes of xs a statistic reduces over: the output axes, or (with a spec, a
+  // one-operand reduction) the axes the spec sums away.
+  std::vector<bool> reduced_axes(const Shape& xs, const EinsumSpec* spec) {
+    std::vector<bool> red;
+    if (!spec) {
+      for (const FlatAxis& a : flat(xs)) red.push_back(a.kind == AxisKind::Output);
+      return red;
+    }
+    std::set<std::string> kept;
+    for (const Slot& sl : expand(spec->result, xs)) kept.insert(sl.key);
+    for (const Slot& sl : expand(spec->operands[0], xs)) red.push_back(!kept.count(sl.key));
+    return red;
+  }
+  // A nest over every axis of `xs`, and the index of its statistic (the axes not reduced).
   struct StatNest {
     Nest n;
     Map x;        // identity over xs
-    Map stat;     // batch and input axes only
-    std::vector<int> out_loops;
+    Map stat;     // the kept axes only
+    std::vector<int> out_loops;  // the reduced axes' loops
+    Shape stat_shape;            // xs without the reduced axes
   };
-  StatNest stat_nest(const Shape& xs) {
+  StatNest stat_nest(const Shape& xs, const EinsumSpec* spec = nullptr) {
     StatNest sn;
     sn.x = loops_for(xs, sn.n);
+    const std::vector<bool> red = reduced_axes(xs, spec);
     auto fl = flat(xs);
+    for (AxisKind k : kStorageOrder) sn.stat_shape.row(k).clear();
     for (size_t i = 0; i < fl.size(); ++i) {
-      if (fl[i].kind == AxisKind::Output) sn.out_loops.push_back(sn.x[i].terms[0].iter);
-      else sn.stat.push_back(sn.x[i]);
+      if (red[i]) {
+        sn.out_loops.push_back(sn.x[i].terms[0].iter);
+      } else {
+        sn.stat.push_back(sn.x[i]);
+        sn.stat_shape.row(fl[i].kind).push_back(fl[i].axis);
+      }
     }
     return sn;
-  }
-  Shape stat_shape(const Shape& xs) {
-    Shape s = xs;
-    s.row(AxisKind::Output).clear();
-    return s;
   }
   std::vector<std::string> stat_names(const StatNest& sn) {
     std::vector<std::string> out;
@@ -582,8 +754,8 @@ private:
   }
 
   // max over the output axes (a constant shift for autodiff), then sum of exp(x - max).
-  std::pair<int, int> softmax_stats(const Shape& xs, StatNest& sn, const ExprP& xv) {
-    Shape ss = stat_shape(xs);
+  std::pair<int, int> softmax_stats(StatNest& sn, const ExprP& xv) {
+    const Shape& ss = sn.stat_shape;
     int mx = temp("max", ss), sum = temp("sumexp", ss);
     fill_buffer(mx, -INFINITY, stat_names(sn));
     emit(sn.n, mx, sn.stat, ir::Accum::Max, xv);
@@ -593,10 +765,10 @@ private:
     return {mx, sum};
   }
 
-  void lower_softmax(const Expr* x, bool log, int r) {
-    StatNest sn = stat_nest(shape(x));
+  void lower_softmax(const Expr* x, const EinsumSpec* spec, bool log, int r) {
+    StatNest sn = stat_nest(shape(x), spec);
     ExprP xv = value(x, sn.x);
-    auto [mx, sum] = softmax_stats(shape(x), sn, xv);
+    auto [mx, sum] = softmax_stats(sn, xv);
     ExprP shifted = ir::binary(Op::Sub, xv, ir::load({mx, sn.stat}, true));
     ExprP s = ir::load({sum, sn.stat});
     emit(sn.n, r, sn.x, ir::Accum::Set,
@@ -611,24 +783,27 @@ private:
     Shape j = logits;
     for (AxisKind k : {AxisKind::Batch, AxisKind::Input}) {
       const auto &a = logits.row(k), &b = target.row(k);
-      std::vector<Axis> row = a.size() >= b.size() ? a : b;
-      const auto& shorter = a.size() >= b.size() ? b : a;
-      for (size_t i = 0; i < shorter.size(); ++i) {
-        Axis& x = row[row.size() - shorter.size() + i];
-        if (!x.is_batch && x.size == 1) x = shorter[i];
+      const bool a_longer = a.size() >= b.size();
+      Shape longer = a_longer ? logits : target, shorter = a_longer ? target : logits;
+      std::vector<Axis> row = longer.row(k);
+      for (size_t i = 0; i < shorter.row(k).size(); ++i) {
+        Axis& x = row[static_cast<size_t>(parent_pos(longer, shorter, k, static_cast<int>(i)))];
+        if (!x.is_batch && x.size == 1) x = shorter.row(k)[i];
       }
       j.row(k) = row;
     }
     return j;
   }
 
-  // -sum over outputs(target * log_softmax(logits)), the log_softmax inline.
+  // -sum over outputs(target * log_softmax(logits)), the log_softmax inline. With integer
+  // targets (class indices) the target is (ids == class): one term of the sum, no one-hot.
   void lower_cross_entropy(const Expr* logits, const Expr* target, int r) {
     const Shape js = joint(shape(logits), shape(target));
     StatNest sn = stat_nest(js);
     ExprP lv = value(logits, align(js, sn.x, shape(logits)));
-    auto [mx, sum] = softmax_stats(js, sn, lv);
+    auto [mx, sum] = softmax_stats(sn, lv);
     ExprP tv = value(target, align(js, sn.x, shape(target)));
+    if (m_.is_int(target)) tv = ir::binary(Op::Eq, tv, ir::index_value(Affine::of(sn.out_loops.at(0))));
     ExprP logp = ir::binary(Op::Sub, ir::binary(Op::Sub, lv, ir::load({mx, sn.stat}, true)),
                             ir::call("log", {ir::load({sum, sn.stat})}));
     fill_buffer(r, 0, stat_names(sn));
@@ -735,10 +910,10 @@ private:
     }
   }
 
-  void lower_layer_norm(const Expr* x, double eps, int r) {
-    StatNest sn = stat_nest(shape(x));
+  void lower_layer_norm(const Expr* x, const EinsumSpec* spec, double eps, int r) {
+    StatNest sn = stat_nest(shape(x), spec);
     ExprP xv = value(x, sn.x);
-    Shape ss = stat_shape(shape(x));
+    const Shape ss = sn.stat_shape;
     ExprP count = count_of(sn.n, sn.out_loops);
     int mu = temp("mean", ss), var = temp("var", ss);
     fill_buffer(mu, 0, stat_names(sn));
@@ -752,10 +927,10 @@ private:
   }
 
   // mean over batch (and input) indices of [argmax(logits) == argmax(target)], first
-  // maximum winning, as torch.argmax.
+  // maximum winning, as torch.argmax; with integer targets, [argmax(logits) == ids].
   void lower_accuracy(const Expr* logits, const Expr* target, int r) {
     const Shape ls = joint(shape(logits), shape(target));
-    Shape ss = stat_shape(ls);
+    const Shape ss = stat_nest(ls).stat_shape;
     auto argmax = [&](const Expr* v, const char* what) {
       StatNest sn = stat_nest(ls);
       ExprP xv = value(v, align(ls, sn.x, shape(v)));
@@ -774,14 +949,16 @@ private:
            ir::select(ir::binary(Op::Eq, xv, ir::load({mx, sn.stat})), ir::index_value(pos), ir::cnst(INFINITY)));
       return arg;
     };
-    int al = argmax(logits, "pred"), at = argmax(target, "true");
+    const bool ids = m_.is_int(target);
+    int al = argmax(logits, "pred"), at = ids ? -1 : argmax(target, "true");
     fill_buffer(r, 0);
     Nest n;
     Map id = loops_for(ss, n);
     std::vector<int> all;
     for (size_t i = 0; i < n.iters.size(); ++i) all.push_back(static_cast<int>(i));
+    ExprP truth = ids ? value(target, align(ss, id, shape(target))) : ir::load({at, id});
     emit(n, r, {}, ir::Accum::Add,
-         ir::binary(Op::Div, ir::binary(Op::Eq, ir::load({al, id}), ir::load({at, id})), count_of(n, all)));
+         ir::binary(Op::Div, ir::binary(Op::Eq, ir::load({al, id}), truth), count_of(n, all)));
   }
 
   // Loop names of an image-shaped result [b.. | y, x, ...]: b (or b0, b1, ...), `outputs`

@@ -15,11 +15,15 @@ namespace {
 std::vector<ir::Stmt> needed(const std::vector<ir::Stmt>& fwd, std::set<int> targets) {
   std::vector<bool> keep(fwd.size(), false);
   for (size_t i = fwd.size(); i-- > 0;) {
-    if (!targets.count(fwd[i].only().out.buf)) continue;
+    bool wanted = false;
+    for (int w : ir::written_buffers(fwd[i])) wanted = wanted || targets.count(w) > 0;
+    if (!wanted) continue;
     keep[i] = true;
     std::vector<const ir::Expr*> loads;
     ir::collect_loads(fwd[i], loads);
     for (const ir::Expr* l : loads) targets.insert(l->access.buf);
+    if (fwd[i].call)
+      for (int b : ir::call_reads(*fwd[i].call)) targets.insert(b);
   }
   std::vector<ir::Stmt> out;
   for (size_t i = 0; i < fwd.size(); ++i)

@@ -407,7 +407,12 @@ std::vector<OpInfo> make_table() {
   t.push_back({"attention", {tensor("q"), tensor("k"), tensor("v"), boolean("causal", false),
                              number_shown("scale", "1/sqrt(e)")},
                attention, false, "scaled dot-product attention over the last batch axis"});
-  amend(t, "gelu", [](OpInfo& o) { o.args.push_back(choice("approximate", {"none", "tanh"})); });
+  amend(t, "gelu", [](OpInfo& o) {
+    o.args.push_back(choice("approximate", {"none", "tanh"}));
+    o.lower = [](const std::vector<ir::ExprP>& x, const BoundCall& c) {
+      return ir::call(c.strings.at("approximate") == "tanh" ? "gelu_tanh" : "gelu", x);
+    };
+  });
   for (const char* f : {"softmax", "log_softmax", "layer_norm"})
     amend(t, f, [](OpInfo& o) {
       o.args.insert(o.args.begin() + 1, spec("spec", false));  // softmax(x, "SPEC"): over what SPEC sums away

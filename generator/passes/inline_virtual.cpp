@@ -86,6 +86,8 @@ struct Index {
       std::vector<const Expr*> ls;
       ir::collect_loads(r.stmts[j], ls);
       for (const Expr* l : ls) loaders[static_cast<size_t>(l->access.buf)].insert(j);
+      if (r.stmts[j].call)
+        for (int b : ir::call_reads(*r.stmts[j].call)) loaders[static_cast<size_t>(b)].insert(j);
       for (int w : passes::writes(r.stmts[j])) writers[static_cast<size_t>(w)].insert(j);
     }
   }
@@ -103,6 +105,8 @@ bool try_inline(ir::Program& p, ir::Routine& r, size_t i, const std::set<int>& l
   const std::set<int> inputs = passes::reads(pr);
   if (inputs.count(b)) return false;
   if (x.writers[static_cast<size_t>(b)].size() != 1) return false;  // another writer
+  for (size_t j : x.loaders[static_cast<size_t>(b)])
+    if (!x.gone[j] && r.stmts[j].call) return false;  // a kernel call reads the stored buffer
   // The readers: all after P, none after something that writes what e reads (or writing it).
   std::vector<size_t> readers;
   for (size_t j : x.loaders[static_cast<size_t>(b)])

@@ -154,7 +154,8 @@ void order_nest(const ir::Program& p, ir::Stmt& s) {
 
 void order_loops(ir::Program& p, const PassOptions&) {
   for (ir::Routine& r : p.routines)
-    for (ir::Stmt& s : r.stmts) order_nest(p, s);
+    for (ir::Stmt& s : r.stmts)
+      if (!s.call) order_nest(p, s);
 }
 
 }  // namespace cannl

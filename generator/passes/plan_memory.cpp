@@ -42,7 +42,7 @@ constexpr size_t kBothOrders = 512;
 // than the first writing B (a fused nest runs its assignments in order at each point), and
 // k is A's last use and B's first.
 bool in_place(const ir::Program& p, const ir::Stmt& s, int a, int b) {
-  if (p.buffers[static_cast<size_t>(a)].dims != p.buffers[static_cast<size_t>(b)].dims) return false;
+  if (s.call || p.buffers[static_cast<size_t>(a)].dims != p.buffers[static_cast<size_t>(b)].dims) return false;
   if (s.assigns[0].out.buf == b && !passes::pointwise(s)) return false;
   int first_write = -1;
   std::vector<ir::Access> outs;

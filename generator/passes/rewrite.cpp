@@ -154,6 +154,7 @@ bool injective(const ir::Access& a) {
 }
 
 bool pointwise(const ir::Stmt& s) {
+  if (s.call) return false;
   for (const ir::Assign& a : s.assigns)
     if (!injective(a.out) || a.out.index.size() != s.iters.size()) return false;
   return true;
@@ -188,6 +189,10 @@ std::set<int> reads(const ir::Stmt& s) {
   std::vector<const Expr*> loads;
   ir::collect_loads(s, loads);
   std::set<int> r;
+  if (s.call) {
+    const auto c = ir::call_reads(*s.call);
+    r.insert(c.begin(), c.end());
+  }
   for (const Expr* l : loads) r.insert(l->access.buf);
   for (const auto& a : s.assigns)
     if (a.accum != ir::Accum::Set && !s.zero_first) r.insert(a.out.buf);

@@ -38,16 +38,16 @@ assert t["logits"]["kind"] == "computed" and t["logits"]["batch"] == ["batch"]
 assert t["image"]["kind"] == "input" and t["loss"]["output"] == [] and t["loss"]["batch"] == []
 PY
 
-# Contract v1 §1 (tests/specs/lm/gpt_tiny.cannl): exactly the contract's lines, integer
+# Contract v1 §1 (specs/gpt_tiny.cannl): exactly the contract's lines, integer
 # inputs with ` int`, and a per-tensor dtype in the JSON.
-expect_rc 0 "$cannl" check "$src/tests/specs/lm/gpt_tiny.cannl"
+expect_rc 0 "$cannl" check "$src/specs/gpt_tiny.cannl"
 for line in 'wte : [128 -> 256]' 'x0 : [batch, 64 | 128]' 'qkv : [batch, 64 | 3, 4, 32]' \
             'y : [batch, 64 | 4, 32]' 'logits : [batch, 64 | 256]' 'loss : []' 'tokens : [batch, 64 | ] int'; do
   grep -qxF "$line" "$tmp/out" && ok || bad "gpt_tiny: missing line '$line'"
 done
-expect_rc 0 "$cannl" check --dump=shapes "$src/tests/specs/lm/gpt_tiny.cannl"
+expect_rc 0 "$cannl" check --dump=shapes "$src/specs/gpt_tiny.cannl"
 grep -qF '29:47 position(tokens) : [batch, 64 | ] int' "$tmp/out" && ok || bad "gpt_tiny --dump=shapes: int sub-expression"
-expect_rc 0 "$cannl" check --json "$src/tests/specs/lm/gpt_tiny.cannl"
+expect_rc 0 "$cannl" check --json "$src/specs/gpt_tiny.cannl"
 /usr/bin/python3 - "$tmp/out" <<'PY' && ok || bad "gpt_tiny json dtype"
 import json, sys
 t = {x["name"]: x for x in json.load(open(sys.argv[1]))}
@@ -56,22 +56,42 @@ assert t["wte"]["dtype"] == "float" and t["logits"]["dtype"] == "float"
 assert t["tokens"]["batch"] == ["batch", 64]
 PY
 # --dim NAME=VALUE (check and gen): replaces a dim; a bad NAME or VALUE is a usage error naming it.
-expect_rc 0 "$cannl" check --dim ctx=16 --dim d=32 "$src/tests/specs/lm/gpt_tiny.cannl"
+expect_rc 0 "$cannl" check --dim ctx=16 --dim d=32 "$src/specs/gpt_tiny.cannl"
 grep -qxF 'x0 : [batch, 16 | 32]' "$tmp/out" && ok || bad "--dim ctx=16 --dim d=32"
 for arg in nope=3 ctx=0 ctx=-1 ctx=1.5 ctx= ctx 3=4; do
-  expect_rc 2 "$cannl" check --dim "$arg" "$src/tests/specs/lm/gpt_tiny.cannl"
+  expect_rc 2 "$cannl" check --dim "$arg" "$src/specs/gpt_tiny.cannl"
   grep -qF -- "--dim $arg" "$tmp/err" && ok || bad "--dim $arg: the error does not name it: $(cat "$tmp/err")"
 done
-expect_rc 2 "$cannl" check --dim ctx=8 --dim ctx=9 "$src/tests/specs/lm/gpt_tiny.cannl"
-expect_rc 2 "$cannl" gen --dim vocab=0 "$src/tests/specs/lm/gpt_tiny.cannl" -o "$tmp/gen/none"
+expect_rc 2 "$cannl" check --dim ctx=8 --dim ctx=9 "$src/specs/gpt_tiny.cannl"
+expect_rc 2 "$cannl" gen --dim vocab=0 "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/none"
 expect_rc 2 "$cannl" gen --dim hiden=8 "$src/specs/fashion_mlp.cannl" -o "$tmp/gen/none"
 grep -qF "the spec has no dim 'hiden' (its dims: hidden)" "$tmp/err" && ok || bad "gen --dim: unknown dim"
 expect_rc 0 "$cannl" gen --dim hidden=32 "$src/specs/fashion_mlp.cannl" --dump=shapes
 grep -qF 'w1 : [784 -> 32]' "$tmp/out" && ok || bad "gen --dim hidden=32"
-# gen on a spec the back ends do not lower yet: not supported yet, exit 1, nothing written.
-expect_rc 1 "$cannl" gen "$src/tests/specs/lm/gpt_tiny.cannl" -o "$tmp/gen/gpt"
-grep -qF "gpt_tiny.cannl:32:7: error: not supported yet: attention" "$tmp/err" && ok || bad "gen: not supported yet"
-[ ! -e "$tmp/gen/gpt" ] && ok || bad "gen wrote files for a spec it cannot lower"
+# gen on a language model (contract v1): the attention calls of the runtime, ids as int32_t.
+expect_rc 0 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gpt"
+grep -qF "cannl_attention_forward_f32(" "$tmp/gpt/gpt_tiny.c" && ok || bad "gen gpt_tiny: attention call"
+grep -qF "const int32_t *const tokens = " "$tmp/gpt/gpt_tiny.c" && ok || bad "gen gpt_tiny: int32 ids"
+python3 - "$tmp/gpt/gpt_tiny.json" <<'EOF' && ok || bad "gen gpt_tiny: the model card's input dtypes and id ranges"
+import json, sys
+c = json.load(open(sys.argv[1]))
+ins = {i["name"]: i for i in c["inputs"]}
+assert ins["tokens"]["dtype"] == "int32" and ins["tokens"]["ids"] == 256, ins["tokens"]
+assert ins["next"]["dtype"] == "int32" and ins["next"]["ids"] == 256, ins["next"]
+EOF
+grep -qF '{"tokens", 1, { 64 }, 64, 256},' "$tmp/gpt/gpt_tiny.c" && ok || bad "gen gpt_tiny: cannl_tensor_info.ids"
+# No T x T buffer (issue 16): at a fixed batch, the training arena of gpt_char grows linearly
+# in ctx: arena(1024) - arena(512) <= 2.02 (arena(512) - arena(256)).
+for c in 256 512 1024; do
+  expect_rc 0 "$cannl" gen "$src/specs/gpt_char.cannl" --dim ctx=$c --max-batch 8 --stats --json
+  cp "$tmp/out" "$tmp/arena_$c.json"
+done
+python3 - "$tmp" <<'EOF' && ok || bad "gpt_char's training arena is not linear in ctx"
+import json, sys
+a = {c: json.load(open(f"{sys.argv[1]}/arena_{c}.json"))["routines"]["train_step"]["after"]["arena_bytes"] for c in (256, 512, 1024)}
+print("gpt_char train_step arena at ctx 256/512/1024, batch 8:", a[256], a[512], a[1024])
+assert a[1024] - a[512] <= 2.02 * (a[512] - a[256]), a
+EOF
 
 # A per-example tensor prints as [batch | ].
 printf 'model m\ninput l : [10]\ninput t : [10]\nce = cross_entropy(l, t)\n' > "$tmp/ce.cannl"

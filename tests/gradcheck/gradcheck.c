@@ -8,7 +8,7 @@
  *
  * What it does:
  *   1. creates the state (seed GC_SEED: the spec's initialisers) and fills every input with
- *      n = 3 examples of deterministic pseudo-random values, uniform in [-1, 1) (a spec
+ *      n = 3 examples of deterministic pseudo-random values, uniform in [-1, 1), or integer ids in [0, min(ids, 64)) for an `int` input (a spec
  *      without inputs runs with n = 1 and inputs = NULL);
  *   2. runs one train_step, copies <model>_grad of every param (the analytic gradient of
  *      the loss before the update) and restores the params to their values before the step;
@@ -185,12 +185,27 @@ int main(int argc, char **argv) {
     }
     const int64_t n = api->num_inputs > 0 ? (int64_t)batch : 1;
     double **input_data = xcalloc((size_t)api->num_inputs + 1, sizeof *input_data);
+    /* what the model reads: input_data, or for an integer input (ids > 0) int32 ids, uniform
+       in [0, min(ids, 64)) (the small ranges of these specs make ids repeat) */
+    const void **model_inputs = xcalloc((size_t)api->num_inputs + 1, sizeof *model_inputs);
     for (int i = 0; i < api->num_inputs; ++i) {
         int64_t count = n * api->inputs[i].size;
         input_data[i] = xcalloc((size_t)count, sizeof(double));
-        for (int64_t j = 0; j < count; ++j) input_data[i][j] = rng_uniform(-1.0, 1.0);
+        const int64_t ids = api->inputs[i].ids;
+        if (ids > 0) {
+            int32_t *id = xcalloc((size_t)count, sizeof(int32_t));
+            const double range = (double)(ids < 64 ? ids : 64);
+            for (int64_t j = 0; j < count; ++j) {
+                id[j] = (int32_t)(rng_uniform(0.0, range));
+                input_data[i][j] = (double)id[j];
+            }
+            model_inputs[i] = id;
+        } else {
+            for (int64_t j = 0; j < count; ++j) input_data[i][j] = rng_uniform(-1.0, 1.0);
+            model_inputs[i] = input_data[i];
+        }
     }
-    const void *const *inputs = api->num_inputs > 0 ? (const void *const *)input_data : NULL;
+    const void *const *inputs = api->num_inputs > 0 ? (const void *const *)model_inputs : NULL;
 
     /* params before the step */
     const int np = api->num_params;
@@ -339,7 +354,11 @@ int main(int argc, char **argv) {
         free(before[i]);
         free(analytic[i]);
     }
-    for (int i = 0; i < api->num_inputs; ++i) free(input_data[i]);
+    for (int i = 0; i < api->num_inputs; ++i) {
+        if (model_inputs[i] != input_data[i]) free((void *)model_inputs[i]);
+        free(input_data[i]);
+    }
+    free(model_inputs);
     free(before);
     free(analytic);
     free(storage);

@@ -23,6 +23,7 @@ broadcasting would otherwise get wrong.
 Exit status: 0 all match, 1 a mismatch or a checker failure, 2 bad usage, 77 (skipped) when
 torch cannot be imported.
 """
+import math
 import os
 import subprocess
 import sys
@@ -586,6 +587,95 @@ def _(P, X):
     out = n * P["count"]
     return (out * P["name"]).sum()
 
+
+
+# ---------------------------------------------------------------- contract v1: language models
+# Integer inputs (ids) come as float64 arrays of whole numbers: .long() makes them indices.
+
+@ref("embedding")
+def _(P, X):
+    tokens = X["tokens"].long()                                     # [n, ctx]
+    x = F.embedding(tokens, P["wte"]) + F.embedding(torch.arange(tokens.shape[1]), P["wpe"])[None]
+    y = torch.tanh(x * X["g"][:, None, :] + P["c"])                 # g : [batch | 3] meets batch
+    return (y * y * P["c"]).sum()
+
+
+@ref("lm_cross_entropy")
+def _(P, X):
+    logits = lin(P["w"], X["x"]) + P["b"]                           # [n, ctx, 5]
+    ce_ = F.cross_entropy(logits.reshape(-1, 5), X["next"].long().reshape(-1), reduction="none")
+    ce_ = ce_.reshape(X["next"].shape)
+    return ce_.mean() + (ce_ * X["d"]).sum()
+
+
+@ref("index")
+def _(P, X):
+    h = torch.einsum("bti,oqki->btoqk", X["x"], P["w"])            # [n, ctx, 3, 2, 4]
+    a, b = h[:, :, 0], h[:, :, 2]
+    pair = X["pair"].long()                                         # [n, ctx, 2]
+    e = F.embedding(pair[:, :, 1], P["table"]) + F.embedding(pair[:, :, 0], P["table"])
+    return (torch.tanh(a * b) * P["c"]).sum() + (torch.sin(e) * a[:, :, 1]).sum()
+
+
+@ref("softmax_spec")
+def _(P, X):
+    z = X["x"] * P["u"]                                             # [n, ctx, 2, 4]
+    p = torch.softmax(z, dim=1)                                     # over the positions
+    lsm = torch.log_softmax(z, dim=3)
+    nrm = F.layer_norm(z, (4,)) * P["gain"]
+    mu = z.mean(dim=1, keepdim=True)
+    var = ((z - mu) ** 2).mean(dim=1, keepdim=True)
+    m = (z - mu) / torch.sqrt(var + 1e-3)                           # layer_norm over ctx
+    c = P["c"]
+    return (p * c).sum() + (lsm * lsm * c).sum() + (torch.tanh(nrm) * c).sum() + (m * m * c).sum()
+
+
+def sdpa(q, k, v, causal=False, scale=None):
+    """F.scaled_dot_product_attention (torch >= 2.0) over dim -2, written out for torch 1.13."""
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = (q @ k.transpose(-2, -1)) * scale
+    if causal:
+        t = q.shape[-2]
+        s = s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+@ref("attention")
+def _(P, X):
+    qkv = torch.einsum("bti,jhdi->btjhd", X["x"], P["w_qkv"])     # [n, ctx, 3, heads, hd]
+    q, k, v = (qkv[:, :, j].transpose(1, 2) for j in range(3))    # [n, heads, ctx, hd]
+    y = sdpa(q, k, v, causal=True).transpose(1, 2)                # [n, ctx, heads, hd]
+    z = sdpa(lin(P["w_q"], X["x"]), lin(P["w_k"], X["m"]), lin(P["w_v"], X["m"]), scale=0.7)
+    return (torch.tanh(y) * P["c"]).sum() + (z * z * P["d"]).sum()
+
+
+@ref("gpt")
+def _(P, X):
+    """nanoGPT's forward pass: pre-norm blocks, fused qkv, causal attention, tanh GELU, tied head."""
+    tokens, nxt = X["tokens"].long(), X["next"].long()
+    x = F.embedding(tokens, P["wte"]) + F.embedding(torch.arange(tokens.shape[1]), P["wpe"])[None]
+
+    def ln(z, g, b):
+        return F.layer_norm(z, z.shape[-1:]) * g + b
+
+    for i in range(2):
+        p = {k: P[f"{k}.{i}"] for k in ("ln1_g", "ln1_b", "ln2_g", "ln2_b", "w_qkv", "b_qkv", "w_o", "b_o",
+                                          "w_fc", "b_fc", "w_pr", "b_pr")}
+        qkv = torch.einsum("bti,jhei->btjhe", ln(x, p["ln1_g"], p["ln1_b"]), p["w_qkv"]) + p["b_qkv"]
+        q, k, v = (qkv[:, :, j].transpose(1, 2) for j in range(3))            # [n, heads, ctx, hd]
+        att = sdpa(q, k, v, causal=True).transpose(1, 2)                     # [n, ctx, heads, hd]
+        x = x + (torch.einsum("bthe,dhe->btd", att, p["w_o"]) + p["b_o"])   # w_o stored [d, heads, hd]
+        f = F.gelu(lin(p["w_fc"], ln(x, p["ln2_g"], p["ln2_b"])) + p["b_fc"], approximate="tanh")
+        x = x + (lin(p["w_pr"], f) + p["b_pr"])
+    logits = lin(P["wte"], ln(x, P["lnf_g"], P["lnf_b"]))
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), nxt.reshape(-1))
+
+
+@ref("gelu_tanh")
+def _(P, X):
+    v = lin(P["w"], X["x"])
+    y = F.gelu(v, approximate="tanh")
+    return (y * P["c"]).sum() + (F.gelu(v) * y).sum()
 
 # ---------------------------------------------------------------- the driver
 

@@ -4,7 +4,8 @@
  * Compiled once per (spec, level) against that model with
  *   -DOL_MODEL=<model>   the spec's model name (<model>.h, <model>_api, <model>_grad)
  * It creates the state from a fixed seed, fills every input with n examples of deterministic
- * pseudo-random values in [0, 1) (splitmix64: the same data at every level), and prints
+ * pseudo-random values in [0, 1) (an `int` input: ids in [0, min(ids, 1000))) (splitmix64: the
+ * same data at every level), and prints
  *   loss <step> <value>         for 10 train_steps
  *   grad <param> <sum |g|>      after the last step (<model>_grad, the API's promise)
  *   eval <loss>                 <model>_eval after training
@@ -52,9 +53,13 @@ int main(void) {
     if (!m || api->num_inputs > 16) return 2;
     for (int32_t i = 0; i < api->num_inputs; ++i) {
         const int64_t count = n * api->inputs[i].size;
-        inputs[i] = (ol_real *)malloc((size_t)count * sizeof(ol_real));
+        inputs[i] = (ol_real *)malloc((size_t)count * sizeof(ol_real)); /* int32_t fits in either */
         if (!inputs[i]) return 2;
-        for (int64_t k = 0; k < count; ++k) inputs[i][k] = (ol_real)rng_uniform();
+        const int64_t ids = api->inputs[i].ids; /* an `int` input: ids in [0, ids) */
+        for (int64_t k = 0; k < count; ++k) {
+            if (ids > 0) ((int32_t *)(void *)inputs[i])[k] = (int32_t)(rng_uniform() * (double)(ids < 1000 ? ids : 1000));
+            else inputs[i][k] = (ol_real)rng_uniform();
+        }
     }
     const void *const *in = (const void *const *)inputs;
     for (int s = 1; s <= OL_STEPS; ++s) printf("loss %d %.17g\n", s, api->train_step(m, in, n));

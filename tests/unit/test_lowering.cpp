@@ -124,6 +124,48 @@ TEST_CASE("optimisers follow PyTorch's rules", "[optimizer]") {
     CHECK(has(t, "w[j0, j1] = w[j0, j1] - lr / bc1 * (w_exp_avg[j0, j1] / (sqrt(w_exp_avg_sq[j0, j1]) / sqrt_bc2 + 1e-08))"));
     CHECK(t.find("* (1 - lr * 0.1)") < t.find("w_exp_avg[j0, j1] ="));
   }
+  SECTION("adamw(decay = \"matrices\") decays only params with input axes (nanoGPT's rule)") {
+    Gen g(R"(input x : [2 | 4]
+param w : [4 -> 3, 2]
+param b : [3, 2]
+param s : [4] = ones
+loss = sum(w * x + b) + sum(s *. x)
+minimize loss with adamw(lr = 0.01, weight_decay = 0.1, decay = "matrices")
+)");
+    std::string t = g.routine(ir::RoutineKind::TrainStep);
+    CHECK(has(t, "w[j0, j1, j2] = w[j0, j1, j2] * (1 - lr * 0.1)"));
+    CHECK(!has(t, "b[j0, j1] = b[j0, j1] * (1 - lr"));  // a bias of two axes: no input axes
+    CHECK(has(t, "b[j0, j1] = b[j0, j1] - lr / bc1"));
+    CHECK(!has(t, "s[j0] = s[j0] * (1 - lr"));
+  }
+}
+
+TEST_CASE("contract v1: batch axes after the runner's; ids as int32 buffers", "[lower]") {
+  Gen g(R"(dim ctx = 5
+input tokens : [ctx |] int
+input next : [ctx |] int
+input g : [3]
+param wte : [3 -> 7]
+param wpe : [3 -> ctx]
+x = embedding(wte, tokens) + embedding(wpe, position(tokens))
+y = x *. g
+loss = mean(cross_entropy(wte * y, next))
+output y
+minimize loss with sgd(lr = 0.1)
+)");
+  CHECK(g.buf("tokens").ids == 7);  // the table's row count
+  CHECK(g.buf("next").ids == 7);    // the class count
+  CHECK(g.buf("x").ids == 0);
+  CHECK(g.buf("tokens").dims == std::vector<ir::Dim>{{256, true}, {5, false}});
+  std::string f = g.routine(ir::RoutineKind::Forward);
+  // g : [batch | 3] meets the runner's axis of [batch, ctx | 3], not ctx.
+  CHECK(has(f, "y[b0, b1, o] = x[b0, b1, o] * g[b0, o]"));
+  // the gather is a kernel call (its gradient the scatter-add); positions read the table directly
+  CHECK(has(f, "embedding_forward(wte, tokens -> x_emb; n x 5 positions, 7 rows of 3)"));
+  CHECK(has(g.routine(ir::RoutineKind::TrainStep), "embedding_backward(tokens, x_emb_grad, wte_grad -> wte_grad;"));
+  CHECK(has(f, "wpe[b1, o]"));
+  // no one-hot: the target is compared with the class index
+  CHECK(has(g.routine(ir::RoutineKind::TrainStep), "next[b0, b1] == index(o)"));
 }
 
 TEST_CASE("loop order: a parallel loop that writes disjoint elements, unit stride inside", "[passes]") {

@@ -105,26 +105,28 @@ TEST_CASE("diagnostics: tests/specs/errors", "[errors][specs]") {
   }
 }
 
-// The language-model specs of contract v1 (tests/specs/lm, for specs/ once the back ends lower
-// them): `cannl check` prints exactly the .expected file next to each (for gpt_tiny, the
-// contract's §1 lines among them); GPT-2 small has llm.c's parameter count, summed from the
-// checked shapes of `cannl check --json`; `cannl gen` refuses them cleanly for now.
+// The language-model specs of contract v1 (specs/gpt_tiny, gpt_char, gpt2_124m and the
+// smaller ones of tests/specs/lm): `cannl check` prints exactly tests/specs/lm/NAME.expected
+// (for gpt_tiny, the contract's §1 lines among them); GPT-2 small has llm.c's parameter
+// count, summed from the checked shapes of `cannl check --json`; `cannl gen` writes C and CUDA.
 TEST_CASE("language models: tests/specs/lm", "[specs][lm]") {
-  auto files = spec_files("tests/specs/lm");
-  REQUIRE(files.size() >= 3);
+  std::vector<fs::path> files = spec_files("tests/specs/lm");
+  for (const char* name : {"gpt_tiny", "gpt_char", "gpt2_124m"})
+    files.push_back(fs::path(CANNL_SOURCE_DIR) / "specs" / (std::string(name) + ".cannl"));
   for (const fs::path& f : files) DYNAMIC_SECTION(f.filename().string()) {
     std::ostringstream out, err;
     int rc = check_text(f.filename().string(), slurp(f), CheckOptions{}, out, err);
     INFO(err.str());
     REQUIRE(rc == 0);
-    fs::path expected = f;
+    fs::path expected = fs::path(CANNL_SOURCE_DIR) / "tests/specs/lm" / f.filename();
     expected.replace_extension(".expected");
+    REQUIRE(fs::exists(expected));
     CHECK(out.str() == slurp(expected));
   }
   std::ostringstream out, err;
   CheckOptions json;
   json.json = true;
-  fs::path gpt2 = fs::path(CANNL_SOURCE_DIR) / "tests/specs/lm/gpt2_124m.cannl";
+  fs::path gpt2 = fs::path(CANNL_SOURCE_DIR) / "specs/gpt2_124m.cannl";
   REQUIRE(check_text("gpt2_124m.cannl", slurp(gpt2), json, out, err) == 0);
   long params = 0, blocks = 0;
   for (const auto& t : nlohmann::json::parse(out.str())) {
@@ -150,13 +152,18 @@ TEST_CASE("language models: tests/specs/lm", "[specs][lm]") {
   CHECK(small.str().find("logits : [batch, 64 | 50304]") != std::string::npos);
   CHECK(small.str().find("w_qkv.1 :") != std::string::npos);
   CHECK(small.str().find("w_qkv.2 :") == std::string::npos);
-  // gen: not supported yet, at the constructs; nothing written.
-  fs::path dir = fs::temp_directory_path() / ("cannl_lm_" + std::to_string(::getpid()));
-  GenOptions opt;
-  opt.out_dir = dir.string();
-  std::ostringstream gout, gerr;
-  CHECK(gen_file((fs::path(CANNL_SOURCE_DIR) / "tests/specs/lm/gpt_tiny.cannl").string(), opt, gout, gerr) == 1);
-  CHECK(!fs::exists(dir));
-  CHECK(gerr.str().find("gpt_tiny.cannl:29:7: error: not supported yet: embedding") != std::string::npos);
-  CHECK(gerr.str().find("internal") == std::string::npos);
+  // gen: C and CUDA, with the attention kernels of the runtime.
+  for (const char* target : {"c", "cuda"}) {
+    fs::path dir = fs::temp_directory_path() / ("cannl_lm_" + std::to_string(::getpid()));
+    GenOptions opt;
+    opt.out_dir = dir.string();
+    opt.target = target;
+    std::ostringstream gout, gerr;
+    INFO(gerr.str());
+    CHECK(gen_file((fs::path(CANNL_SOURCE_DIR) / "specs/gpt_tiny.cannl").string(), opt, gout, gerr) == 0);
+    const std::string src = slurp(dir / (std::string("gpt_tiny") + (std::string(target) == "c" ? ".c" : ".cu")));
+    CHECK(src.find(std::string(target) == "c" ? "cannl_attention_backward_f32(" : "cannl_attention_backward<real, 32, 32>(") !=
+          std::string::npos);
+    fs::remove_all(dir);
+  }
 }
