@@ -116,14 +116,17 @@ void cannl_dgemm(cannl_gemm *g, int64_t M, int64_t N, int64_t K, double alpha, c
 #define CANNL_PARALLEL_MIN 131072
 #endif
 
-/* Put before a function (generated models' routines) to have it compiled for AVX-512
- * (x86-64-v4), AVX2 + FMA (x86-64-v3) and baseline x86-64, the loader choosing one for the CPU
- * at hand (GCC/Clang target_clones, an ifunc: x86-64 ELF with glibc). Empty elsewhere, when
- * the build already targets a CPU beyond the baseline (-march=native: CANNL_NATIVE) and when
- * CANNL_NO_MULTIVERSION is defined. */
+/* Put before a function (generated models' loop-nest kernels) to have it compiled for AVX2 +
+ * FMA (x86-64-v3) and baseline x86-64, the loader choosing one for the CPU at hand (GCC/Clang
+ * target_clones, an ifunc: x86-64 ELF with glibc). Not for AVX-512 (x86-64-v4): GCC 12
+ * miscompiles a small fixed-size sum of products (tests/gradcheck/specs/aliasing.cannl's
+ * p * p) when its SLP vectoriser targets AVX-512 through a function attribute; the matrix
+ * products, where the time goes, use AVX-512 through the runtime's own dispatch. Empty
+ * elsewhere, when the build already targets a CPU beyond the baseline (-march=native:
+ * CANNL_NATIVE) and when CANNL_NO_MULTIVERSION is defined. */
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GLIBC__) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(__AVX2__) && !defined(CANNL_NO_MULTIVERSION)
-#define CANNL_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define CANNL_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define CANNL_MULTIVERSION
 #endif
