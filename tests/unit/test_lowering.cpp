@@ -140,7 +140,7 @@ minimize loss with adamw(lr = 0.01, weight_decay = 0.1, decay = "matrices")
   }
 }
 
-TEST_CASE("contract v1: batch axes after the runner's; ids as int32 buffers", "[lower]") {
+TEST_CASE("contract v1: batch axes after the runner's, ids as int32 buffers", "[lower]") {
   Gen g(R"(dim ctx = 5
 input tokens : [ctx |] int
 input next : [ctx |] int
