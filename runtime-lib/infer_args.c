@@ -247,7 +247,7 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
     if (!o->batch_set) o->batch = CANNL__DEFAULT_BATCH < api->max_batch ? CANNL__DEFAULT_BATCH : api->max_batch;
     int writes = o->out_scheme != NULL;
     for (int32_t k = 0; k < api->num_outputs; k++) writes |= o->out_paths[k] != NULL;
-    if (!writes && !o->metric) return cannl__usage_error(msg, cap, "nothing to do: pass --output PATH and/or --metric");
+    if (!writes && !o->metric) return cannl__usage_error(msg, cap, "nothing to do: pass --output PATH and/or --metric, or --generate N");
     if (api->num_outputs == 0 && o->out_scheme)
         return cannl__usage_error(msg, cap, "--output %s: model '%s' has no outputs", o->out_scheme, api->name);
     if (o->metric && !api->eval) return cannl__usage_error(msg, cap, "--metric: model '%s' has no eval function", api->name);
