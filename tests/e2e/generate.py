@@ -8,11 +8,11 @@ Each model trains 3 steps on a token stream (its checkpoint holds the params). C
 output is the prompt then N tokens; the same seed gives the same text, another seed another;
 T = 0 is deterministic and each generated token is the argmax of the logits the plain --input
 forward path gives for its window (ids left-aligned, the rest 0), for the first tokens and for
-tokens past ctx, where the window is the last ctx/2 tokens; --top-k 1 is argmax; and the bad
+tokens past ctx, where the window is the last ctx/2 tokens (and for a prompt longer than ctx,
+chosen so that the windows of ctx/2, ctx/2 + 1 and ctx bytes give different tokens); --top-k 1 is argmax; and the bad
 flags are usage errors (exit 2) that say what is wrong."""
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
@@ -36,7 +36,7 @@ def check(cond, what):
         print("FAIL:", what)
 
 
-def run(*args, text=False):
+def run(*args):
     p = subprocess.run(list(args), capture_output=True)
     return p.returncode, p.stdout, p.stderr.decode(errors="replace")
 
@@ -91,8 +91,29 @@ for t in range(len(prompt), len(toks)):
         check(int(np.argmax(lg)) == toks[t], f"T = 0 token {t} (window [{start}, {t})): {toks[t]} vs argmax "
               f"{int(np.argmax(lg))}")
 
+# The window rule with a prompt longer than ctx: the first token comes from the last ctx/2
+# bytes. A prompt is picked where that window's argmax differs from those of the windows one
+# byte longer and ctx bytes long, so that the check tells them apart.
+words = b"and the of God LORD said unto him thou shalt not be in heaven earth light darkness were ".split()
+r = np.random.default_rng(2)
+picked = None
+for attempt in range(40):
+    long_prompt = b" ".join(words[i] for i in r.integers(0, len(words), 40))[:CTX + 9]
+    if len(long_prompt) != CTX + 9 or b"\0" in long_prompt:
+        continue
+    t = list(long_prompt)
+    want = int(np.argmax(logits_of(infer, W, t[-(CTX // 2):], 256)))
+    if want != int(np.argmax(logits_of(infer, W, t[-(CTX // 2) - 1:], 256))) and \
+            want != int(np.argmax(logits_of(infer, W, t[-CTX:], 256))):
+        picked = (long_prompt, want)
+        break
+check(picked is not None, "found a prompt whose windows of ctx/2, ctx/2 + 1 and ctx bytes disagree")
+if picked:
+    rc, out, err = run(infer, W, "--generate=1", "--prompt", picked[0].decode(), "--temperature=0")
+    check(rc == 0 and out[:-1] == picked[0] and out[-1] == picked[1],
+          f"a prompt past ctx: the first token is the argmax of its last ctx/2 bytes: {out[-1:]!r} vs {picked[1]}")
+
 # --- ids mode: gpt_tiny with vocab 100, trained on an llm.c shard of ids < 100
-rng = np.random.default_rng(1)
 stream = (np.arange(4000) * 7 % 100).astype(np.uint16)
 head = np.zeros(256, dtype=np.int32)
 head[:3] = [20240520, 1, len(stream)]
