@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { F_BOOL, F_INT, F_PATH, F_INPUT, F_OUTPUT } flag_kind;
+typedef enum { F_BOOL, F_INT, F_PATH, F_INPUT, F_OUTPUT, F_TEXT, F_REAL } flag_kind;
 
 typedef struct flag_def {
     const char *name;
@@ -32,9 +32,20 @@ static const flag_def FLAGS[] = {
     {"--batch", F_INT, 1, "N", "examples per forward call (default 128, or the model's maximum if smaller)"},
     {"--threads", F_INT, 1, "N", "OpenMP threads"},
     {"--metric", F_BOOL, 0, NULL, "evaluate the loss and the metrics (needs every input, targets too)"},
+    {"--generate", F_INT, 0, "N", "sample N tokens after --prompt and write them to stdout (language models; see below)"},
+    {"--prompt", F_TEXT, 0, "TEXT", "the text generation starts from (bytes, or whitespace-separated ids)"},
+    {"--temperature", F_REAL, 0, "T", "sampling temperature (default 1; 0: always the most likely token)"},
+    {"--top-k", F_INT, 1, "K", "sample among the K most likely tokens only (default: all)"},
+    {"--seed", F_INT, 0, "S", "seed of the sampling (default 0; the same seed gives the same text)"},
     {"--help", F_BOOL, 0, NULL, "show this help"},
 };
 enum { NFLAGS = sizeof FLAGS / sizeof FLAGS[0] };
+
+static int flag_index(const char *name) {
+    for (int k = 0; k < NFLAGS; k++)
+        if (strcmp(FLAGS[k].name, name) == 0) return k;
+    return 0;
+}
 
 static int find(const cannl_tensor_info *t, int32_t n, const char *name, size_t len) {
     for (int32_t i = 0; i < n; i++)
@@ -83,6 +94,14 @@ static int apply(const cannl_model_api *api, const flag_def *f, const char *v, c
             if (o->out_scheme) return cannl__usage_error(msg, cap, "--output PATH given twice (%s and %s)", o->out_scheme, v);
             o->out_scheme = v;
         }
+    } else if (f->kind == F_TEXT) {
+        o->prompt = v;
+    } else if (f->kind == F_REAL) {
+        double x;
+        cannl__num st = cannl__parse_decimal(v, &x);
+        if (st != CANNL__NUM_OK || x < 0)
+            return cannl__usage_error(msg, cap, "%s expects a number >= 0, got '%s'", n, v);
+        o->temperature = x;
     } else if (f->kind == F_PATH) {
         if (!*v) return cannl__usage_error(msg, cap, "%s: empty path", n);
         if (strcmp(n, "--name-map") == 0)
@@ -96,11 +115,56 @@ static int apply(const cannl_model_api *api, const flag_def *f, const char *v, c
         if (strcmp(n, "--batch") == 0) {
             o->batch = (int64_t)x;
             o->batch_set = 1;
+        } else if (strcmp(n, "--generate") == 0) {
+            o->generate = x;
+            o->generate_set = 1;
+        } else if (strcmp(n, "--top-k") == 0) {
+            o->top_k = x;
+        } else if (strcmp(n, "--seed") == 0) {
+            o->seed = (uint64_t)x;
         } else {
             if (x > 4096) return cannl__usage_error(msg, cap, "%s: %s threads is too many", n, v);
             o->threads = (int)x;
         }
     }
+    return CANNL__EXIT_OK;
+}
+
+/* --generate: no --input, --output or --metric; a prompt; a model with exactly one input
+   forward reads, integer ids [ctx], whose first output is [ctx, n] logits with n <= ids. */
+static int generate_checks(const cannl_infer_model *model, cannl__infer_opts *o, char *msg, size_t cap) {
+    const cannl_model_api *api = model->api;
+    if (o->ninputs > 0 || o->out_scheme || o->metric)
+        return cannl__usage_error(msg, cap, "--generate writes text to stdout: it takes no --input, --output or --metric");
+    for (int32_t k = 0; k < api->num_outputs; k++)
+        if (o->out_paths[k])
+            return cannl__usage_error(msg, cap, "--generate writes text to stdout: it takes no --input, --output or --metric");
+    if (o->batch_set) return cannl__usage_error(msg, cap, "--generate runs one sequence: it takes no --batch");
+    if (o->generate > INT32_MAX)
+        return cannl__usage_error(msg, cap, "--generate %" PRId64 ": at most %d tokens", o->generate, (int)INT32_MAX);
+    if (!o->prompt) return cannl__usage_error(msg, cap, "--generate needs --prompt TEXT");
+    if (!o->prompt[0]) return cannl__usage_error(msg, cap, "--prompt: empty prompt");
+    int32_t in = -1, reads = 0;
+    for (int32_t i = 0; i < api->num_inputs; i++)
+        if (model->forward_reads[i]) {
+            reads++;
+            in = i;
+        }
+    if (reads != 1)
+        return cannl__usage_error(msg, cap, "--generate: model '%s' has %d inputs its outputs read; generation needs exactly "
+                                  "one, the integer token ids [ctx]", api->name, (int)reads);
+    const cannl_tensor_info *t = &api->inputs[in];
+    if (t->ids <= 0 || t->ndims != 1)
+        return cannl__usage_error(msg, cap, "--generate: input '%s' of model '%s' is not integer token ids [ctx]", t->name,
+                                  api->name);
+    const cannl_tensor_info *y = api->num_outputs > 0 ? &api->outputs[0] : NULL;
+    if (!y || y->ndims != 2 || y->dims[0] != t->dims[0])
+        return cannl__usage_error(msg, cap, "--generate: the first output of model '%s' is not [ctx, n] logits (ctx %" PRId64
+                                  ", the length of input '%s')", api->name, t->dims[0], t->name);
+    if (y->dims[1] > t->ids)
+        return cannl__usage_error(msg, cap, "--generate: output '%s' scores %" PRId64 " tokens but input '%s' takes ids below %"
+                                  PRId64, y->name, y->dims[1], t->name, t->ids);
+    o->gen_input = in;
     return CANNL__EXIT_OK;
 }
 
@@ -136,6 +200,7 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
     o->derived = calloc((size_t)api->num_outputs + 1, sizeof *o->derived);
     if (!o->inputs || !o->out_paths || !o->derived) return cannl__usage_error(msg, cap, "out of memory");
     o->noutputs = api->num_outputs;
+    o->temperature = 1;
 
     const char *seen[NFLAGS] = {0}; /* the value a flag that takes one only once was given */
     for (int i = 1; i < argc; i++) {
@@ -170,6 +235,9 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
         if (rc) return rc;
     }
     if (o->help) return CANNL__EXIT_OK;
+    if (o->generate_set) return generate_checks(model, o, msg, cap);
+    if (o->prompt || seen[flag_index("--temperature")] || o->top_k || seen[flag_index("--seed")])
+        return cannl__usage_error(msg, cap, "--prompt, --temperature, --top-k and --seed go with --generate N");
     if (o->name_map && !o->weights)
         return cannl__usage_error(msg, cap, "--name-map names the tensors of a --weights file: pass --weights PATH");
 
@@ -181,7 +249,7 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
     if (!o->batch_set) o->batch = CANNL__DEFAULT_BATCH < api->max_batch ? CANNL__DEFAULT_BATCH : api->max_batch;
     int writes = o->out_scheme != NULL;
     for (int32_t k = 0; k < api->num_outputs; k++) writes |= o->out_paths[k] != NULL;
-    if (!writes && !o->metric) return cannl__usage_error(msg, cap, "nothing to do: pass --output PATH and/or --metric");
+    if (!writes && !o->metric) return cannl__usage_error(msg, cap, "nothing to do: pass --output PATH and/or --metric, or --generate N");
     if (api->num_outputs == 0 && o->out_scheme)
         return cannl__usage_error(msg, cap, "--output %s: model '%s' has no outputs", o->out_scheme, api->name);
     if (o->metric && !api->eval) return cannl__usage_error(msg, cap, "--metric: model '%s' has no eval function", api->name);
@@ -276,5 +344,11 @@ void cannl__infer_usage(const cannl_infer_model *model, const char *prog, FILE *
                  "line per example, values comma-separated, digits that round-trip, no header), any other .npy.\n"
                  "The outputs are written all or none.\n"
                  "--metric prints 'test loss: X' and 'test METRIC: X' as the training program does.\n"
+                 "\n--generate N --prompt TEXT (a language model: one integer input [ctx] of token ids, first\n"
+                 "output [ctx, n] logits) writes the prompt and N sampled tokens to stdout: raw bytes when\n"
+                 "n = 256 (the prompt's bytes are its ids), else ids one per line (--prompt '5 17 3').\n"
+                 "Each token is drawn from softmax(logits / T) at the last position, among the K most likely\n"
+                 "with --top-k K; past ctx tokens the last ctx/2 are kept and generation continues.\n"
+                 "This version re-runs the full forward pass on the window for every token (no KV cache).\n"
                  "\nExit status: 0 done, 1 bad data, file or weights, 2 bad usage.\n");
 }

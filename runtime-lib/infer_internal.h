@@ -1,5 +1,5 @@
 /* infer_internal.h - the pieces of cannl_infer_main shared between its files
- * (infer_args.c, infer_main.c); not installed. Bindings (NAME=PATH) and the
+ * (infer_args.c, infer_main.c, infer_generate.c); not installed. Bindings (NAME=PATH) and the
  * data loading are the training program's (train_internal.h). */
 #ifndef CANNL_INFER_INTERNAL_H
 #define CANNL_INFER_INTERNAL_H
@@ -20,6 +20,13 @@ typedef struct cannl__infer_opts {
     int64_t batch;    int batch_set;
     int threads;                   /* 0: not given */
     int metric, help;
+    /* --generate N --prompt TEXT [--temperature T] [--top-k K] [--seed S] */
+    int64_t generate;  int generate_set;
+    const char *prompt;            /* NULL: not given */
+    double temperature;            /* default 1; 0: argmax */
+    int64_t top_k;                 /* 0: no top-k */
+    uint64_t seed;                 /* default 0 */
+    int32_t gen_input;             /* the model's one forward input (checked by the parser) */
 } cannl__infer_opts;
 
 /* Parse argv into *o: CANNL__EXIT_OK, or CANNL__EXIT_USAGE with a one-line message
@@ -30,6 +37,10 @@ typedef struct cannl__infer_opts {
 int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, cannl__infer_opts *o, char *msg,
                        size_t cap);
 void cannl__infer_opts_free(cannl__infer_opts *o);
+
+/* --generate: the prompt and o->generate sampled tokens to stdout, re-running forward on the
+ * current window per token (infer_generate.c). m holds the params. Returns the exit status. */
+int cannl__infer_generate(const cannl_infer_model *model, void *m, const cannl__infer_opts *o);
 
 /* The --help text. */
 void cannl__infer_usage(const cannl_infer_model *model, const char *prog, FILE *out);

@@ -3,7 +3,8 @@
  * readers, forward in batches into the --output files (.npy, or CSV for a
  * .csv path; written all or none), and --metric, which evaluates the loss and
  * the metrics exactly as the training program's test evaluation does (same
- * batches, same weighting, same printing). */
+ * batches, same weighting, same printing). --generate samples text from a language
+ * model (infer_generate.c). */
 #define _POSIX_C_SOURCE 200809L
 
 #include "infer_internal.h"
@@ -61,10 +62,10 @@ static int use_embedded(runner *r) {
     return CANNL__EXIT_OK;
 }
 
-static int setup(runner *r) {
+/* Create the model and give it its params (--weights, or the compiled-in ones). */
+static int load_params(runner *r) {
     const cannl_model_api *api = r->api;
     cannl_error err;
-    size_t es = cannl_dtype_size(api->dtype);
     r->m = api->create(0);
     if (!r->m) return report(r, CANNL__EXIT_FAIL, "out of memory (creating the model)");
     if (r->o.weights) {
@@ -80,6 +81,15 @@ static int setup(runner *r) {
         if (rc) return rc;
     }
     if (r->o.threads > 0 && api->set_threads) api->set_threads(r->o.threads);
+    return CANNL__EXIT_OK;
+}
+
+static int setup(runner *r) {
+    const cannl_model_api *api = r->api;
+    cannl_error err;
+    size_t es = cannl_dtype_size(api->dtype);
+    int rc = load_params(r);
+    if (rc) return rc;
 
     int32_t n_in = api->num_inputs;
     r->sub_inputs = calloc((size_t)n_in + 1, sizeof *r->sub_inputs);
@@ -271,8 +281,13 @@ int cannl_infer_main(const cannl_infer_model *model, int argc, char **argv) {
         cannl__infer_opts_free(&r.o);
         return rc;
     }
-    rc = setup(&r);
-    if (!rc) rc = run(&r);
+    if (r.o.generate_set) {
+        rc = load_params(&r);
+        if (!rc) rc = cannl__infer_generate(model, r.m, &r.o);
+    } else {
+        rc = setup(&r);
+        if (!rc) rc = run(&r);
+    }
     cleanup(&r);
     return rc;
 }

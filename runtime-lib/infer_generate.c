@@ -1,0 +1,188 @@
+/* infer_generate.c - the inference program's --generate (contract v1 §6): the prompt's
+ * ids, then N tokens each sampled from the logits of the last real position of the current
+ * window, written to stdout as raw bytes (byte-level models, n = 256) or ids one per line.
+ *
+ * This version has no KV cache: every new token runs the model's forward on one example,
+ * the window's ids left-aligned in the ctx positions and the rest filled with id 0 (causal
+ * attention keeps later positions out of earlier ones' logits). Past ctx tokens the window
+ * becomes the last ctx/2 tokens. Sampling: T = 0 is argmax (the lowest id among equal
+ * maxima); else softmax(logits / T) over all ids, or over the K most likely with --top-k
+ * (ties broken by the lower id), drawn with cannl_rng seeded by --seed. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "infer_internal.h"
+#include "rt_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gen {
+    const char *prog;
+    int bytes;                   /* n == 256: raw bytes in and out */
+    int64_t ctx, n, ids;
+    int32_t *toks;               /* every token so far (prompt + sampled) */
+    int64_t len, cap;
+    double *score;               /* n: the last position's logits / T */
+    int32_t *order;              /* n: ids by descending score (top-k) */
+} gen;
+
+static int fail(const gen *g, int code, const char *fmt, ...) CANNL__PRINTF(3, 4);
+
+static int fail(const gen *g, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    cannl__vmessage(g->prog, "error", fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* The prompt's ids: its bytes, or whitespace-separated decimal ids in [0, g->ids). */
+static int read_prompt(gen *g, const char *p) {
+    size_t plen = strlen(p);
+    g->cap = (int64_t)plen + 1;
+    g->toks = malloc((size_t)g->cap * sizeof *g->toks);
+    if (!g->toks) return fail(g, CANNL__EXIT_FAIL, "out of memory");
+    if (g->bytes) {
+        for (size_t i = 0; i < plen; i++) g->toks[g->len++] = (unsigned char)p[i];
+        return CANNL__EXIT_OK;
+    }
+    const char *s = p;
+    for (;;) {
+        while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == '\v' || *s == '\f') s++;
+        if (!*s) break;
+        const char *start = s;
+        int64_t v = 0;
+        int ok = *s >= '0' && *s <= '9';
+        for (; *s >= '0' && *s <= '9'; s++)
+            if (v <= g->ids) v = v * 10 + (*s - '0');
+        if (!ok || (*s && *s != ' ' && *s != '\t' && *s != '\n' && *s != '\r' && *s != '\v' && *s != '\f')) {
+            int w = 0;
+            while (start[w] && start[w] != ' ' && start[w] != '\t' && start[w] != '\n' && w < 40) w++;
+            return fail(g, CANNL__EXIT_USAGE, "--prompt: '%.*s' is not a token id (the model takes ids, whitespace-"
+                        "separated, in [0, %" PRId64 "))", w, start, g->ids);
+        }
+        if (v >= g->ids)
+            return fail(g, CANNL__EXIT_USAGE, "--prompt: token %" PRId64 " ('%.*s') is out of range: ids are in [0, %"
+                        PRId64 ")", g->len, (int)(s - start), start, g->ids);
+        g->toks[g->len++] = (int32_t)v;
+    }
+    if (g->len == 0) return fail(g, CANNL__EXIT_USAGE, "--prompt: no token ids in '%s'", p);
+    return CANNL__EXIT_OK;
+}
+
+static void put_token(const gen *g, int32_t t) {
+    if (g->bytes)
+        putchar(t);
+    else
+        printf("%" PRId32 "\n", t);
+}
+
+/* qsort has no context argument: the scores it compares, set just before each sort. */
+static const double *g_sort_scores;
+
+/* Descending score, then ascending id. */
+static int cmp_order(const void *a, const void *b) {
+    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+    const double *s = g_sort_scores;
+    if (s[i] != s[j]) return s[i] > s[j] ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+/* One id from the logits row (n values of dtype at row). */
+static int32_t sample(gen *g, const void *row, cannl_dtype dt, const cannl__infer_opts *o, cannl_rng *rng) {
+    int64_t n = g->n;
+    for (int64_t i = 0; i < n; i++)
+        g->score[i] = dt == CANNL_F64 ? ((const double *)row)[i] : (double)((const float *)row)[i];
+    if (o->temperature == 0) {
+        int64_t best = 0;
+        for (int64_t i = 1; i < n; i++)
+            if (g->score[i] > g->score[best]) best = i;
+        return (int32_t)best;
+    }
+    double mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        g->score[i] /= o->temperature;
+        if (g->score[i] > mx) mx = g->score[i];
+    }
+    int64_t k = n;
+    for (int64_t i = 0; i < n; i++) g->order[i] = (int32_t)i;
+    if (o->top_k > 0 && o->top_k < n) {
+        g_sort_scores = g->score;
+        qsort(g->order, (size_t)n, sizeof *g->order, cmp_order);
+        k = o->top_k;
+    }
+    double total = 0;
+    for (int64_t j = 0; j < k; j++) total += exp(g->score[g->order[j]] - mx);
+    double u = cannl_rng_uniform(rng) * total, acc = 0;
+    for (int64_t j = 0; j < k; j++) {
+        acc += exp(g->score[g->order[j]] - mx);
+        if (u < acc) return g->order[j];
+    }
+    return g->order[k - 1]; /* u rounded up to the total */
+}
+
+int cannl__infer_generate(const cannl_infer_model *model, void *m, const cannl__infer_opts *o) {
+    const cannl_model_api *api = model->api;
+    const cannl_tensor_info *in = &api->inputs[o->gen_input];
+    gen g;
+    memset(&g, 0, sizeof g);
+    g.prog = o->prog;
+    g.ctx = in->dims[0];
+    g.n = api->outputs[0].dims[1];
+    g.ids = in->ids;
+    g.bytes = g.n == 256;
+    size_t es = cannl_dtype_size(api->dtype);
+    int rc = read_prompt(&g, o->prompt);
+    const void **ins = calloc((size_t)api->num_inputs + 1, sizeof *ins);
+    void **outs = calloc((size_t)api->num_outputs + 1, sizeof *outs);
+    int32_t *window = cannl_alloc((size_t)g.ctx * sizeof *window);
+    g.score = malloc((size_t)g.n * sizeof *g.score);
+    g.order = malloc((size_t)g.n * sizeof *g.order);
+    if (!rc && (!ins || !outs || !window || !g.score || !g.order)) rc = fail(&g, CANNL__EXIT_FAIL, "out of memory");
+    for (int32_t k = 0; !rc && k < api->num_outputs; k++) {
+        outs[k] = cannl_alloc((size_t)api->outputs[k].size * es); /* forward fills every output */
+        if (!outs[k]) rc = fail(&g, CANNL__EXIT_FAIL, "out of memory");
+    }
+    if (!rc && (int64_t)g.cap < g.len + o->generate) {
+        g.cap = g.len + o->generate;
+        int32_t *t = realloc(g.toks, (size_t)g.cap * sizeof *t);
+        if (!t)
+            rc = fail(&g, CANNL__EXIT_FAIL, "out of memory");
+        else
+            g.toks = t;
+    }
+    if (rc) goto done;
+    ins[o->gen_input] = window;
+
+    for (int64_t i = 0; i < g.len; i++) put_token(&g, g.toks[i]);
+    cannl_rng rng;
+    cannl_rng_seed(&rng, o->seed);
+    int64_t start = 0; /* the window: toks[start, len) */
+    for (int64_t step = 0; step < o->generate; step++) {
+        if (g.len - start > g.ctx) start = g.len - g.ctx / 2;
+        int64_t w = g.len - start;
+        memcpy(window, g.toks + start, (size_t)w * sizeof *window);
+        memset(window + w, 0, (size_t)(g.ctx - w) * sizeof *window);
+        api->forward(m, (const void *const *)ins, 1, outs);
+        int32_t t = sample(&g, (const char *)outs[0] + (size_t)(w - 1) * (size_t)g.n * es, api->dtype, o, &rng);
+        g.toks[g.len++] = t;
+        put_token(&g, t);
+        if (fflush(stdout) != 0) break;
+    }
+    if (fflush(stdout) != 0 || ferror(stdout))
+        rc = fail(&g, CANNL__EXIT_FAIL, "cannot write to stdout: %s", strerror(errno));
+done:
+    for (int32_t k = 0; outs && k < api->num_outputs; k++) cannl_free(outs[k]);
+    free(outs);
+    free((void *)ins);
+    cannl_free(window);
+    free(g.score);
+    free(g.order);
+    free(g.toks);
+    return rc;
+}
