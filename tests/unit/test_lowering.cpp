@@ -245,9 +245,7 @@ TEST_CASE("the inference unit: forward and eval over params and their buffers on
 
 TEST_CASE("embedded weights: values that read back exactly, in param order", "[emit]") {
   Gen g(kMlp, 32);
-  EmbeddedWeights w;
-  w.source = "ck.safetensors";
-  w.step = "12";
+  EmbeddedWeights w{"ck.safetensors", "12", {}};
   for (int b : g.p.params) w.values.emplace_back(g.p.buffers[static_cast<size_t>(b)].elements(), 0.0);
   w.values[0][0] = static_cast<float>(0.1);
   w.values[0][1] = -0.0;
