@@ -125,7 +125,7 @@ public:
       tensor_shapes_.push_back(declared(t));
       if (t.kind == TensorKind::Computed) {
         ShapeT& e = walk(t.expr);
-        Origin o{t.decl, [this, &t] {
+        Origin o{t.decl, [&t] {
                    return fmt::format("the definition of '{}'", t.name);
                  }};
         for (int k = 0; k < 3; ++k)
