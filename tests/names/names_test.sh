@@ -36,8 +36,8 @@ compile() {  # compile() DIR MODEL [cuda]: the generated sources compile (and th
     "$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -fopenmp -I "$rtdir" -I "$d" -c "$f" -o "${f%.c}.o" \
       2>"$d/cc.log" || { cat "$d/cc.log" >&2; return 1; }
   done
-  "$cc" -fopenmp -o "$d/train" "$d/$model.o" "$d/${model}_train.o" "$rtlib" -lz -lm 2>"$d/ld.log" \
-    && "$cc" -fopenmp -o "$d/infer" "$d/${model}_inference.o" "$d/${model}_infer.o" "$rtlib" -lz -lm 2>>"$d/ld.log" \
+  "$cc" -fopenmp ${CANNL_NAMES_LDFLAGS:-} -o "$d/train" "$d/$model.o" "$d/${model}_train.o" "$rtlib" -lz -lm 2>"$d/ld.log" \
+    && "$cc" -fopenmp ${CANNL_NAMES_LDFLAGS:-} -o "$d/infer" "$d/${model}_inference.o" "$d/${model}_infer.o" "$rtlib" -lz -lm 2>>"$d/ld.log" \
     || { cat "$d/ld.log" >&2; return 1; }
 }
 
