@@ -3,8 +3,9 @@
  * Built by bench/run.sh once per model with -DCANNL_BENCH_API=<model>_api, linked with the
  * model's generated <model>.c and the cannl runtime. Usage:
  *     step_bench BATCH WARMUP STEPS THREADS
- * Fills every input with synthetic data of the right kind (an input named `label`: one-hot
- * classes; `target`: 0/1; `image`: pixels 0..255; anything else: uniform in [-1, 1)), runs
+ * Fills every input with synthetic data of the right kind (an integer input: ids uniform in
+ * [0, ids); an input named `label`: one-hot classes; `target`: 0/1; `image`: pixels 0..255;
+ * anything else: uniform in [-1, 1)), runs
  * WARMUP steps untimed, then times each of STEPS steps on its own, cycling through 8
  * different batches, and prints one JSON line: the median, 10th and 90th percentile step
  * times in microseconds, the process's CPU time per timed step (mean; on one thread, the step's
@@ -64,6 +65,16 @@ int main(int argc, char **argv) {
             const cannl_tensor_info *in = &api->inputs[i];
             float *d = malloc(sizeof(float) * (size_t)(in->size * batch));
             if (!d) return 1;
+            if (in->ids > 0) { /* int32 ids (same size as float) */
+                int32_t *id = (int32_t *)(void *)d;
+                for (long j = 0; j < in->size * batch; ++j) {
+                    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+                    id[j] = (int32_t)((s >> 11) % (uint64_t)in->ids);
+                }
+                data[b][i] = d;
+                inputs[b][i] = d;
+                continue;
+            }
             for (long e = 0; e < batch; ++e) {
                 float *x = d + e * in->size;
                 for (long j = 0; j < in->size; ++j) {

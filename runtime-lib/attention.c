@@ -3,15 +3,47 @@
 #include "cannl_attention.h"
 
 #include <math.h>
+#include <stddef.h>
+/* glibc's vector expf / logf (libmvec, linked through libm), declared as <math.h> declares them
+ * under -ffast-math: the exponentials of a tile of scores vectorise (the generated models do
+ * the same). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
+__attribute__((__simd__("notinbranch"))) extern float expf(float);
+#endif
 
-/* Keys are scored in tiles of this many: a tile of scores is the only buffer (on the stack). */
+/* The public routines compiled for AVX2 + FMA and baseline x86-64, the loader choosing (as
+ * CANNL_MULTIVERSION in cannl_rt.h does for the generated loops). */
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GLIBC__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(__AVX2__)
+#define CANNL_ATTN_MULTIVERSION __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define CANNL_ATTN_MULTIVERSION
+#endif
+
+/* Keys are visited in tiles of at most this many (a multiple of 8). */
 #define CANNL_ATTN_TILE 64
+/* Elements of a stack buffer holding a transposed tile of keys (or values). */
+#define CANNL_ATTN_BUF 4096
 
 /* How many keys query t sees. */
-static int64_t cannl__attn_keys_seen(const cannl_attn_dims *d, int64_t t) {
+static inline int64_t cannl__attn_keys_seen(const cannl_attn_dims *d, int64_t t) {
   if (!d->causal) return d->tk;
   int64_t last = d->q_offset + t + 1;
   return last < 0 ? 0 : last > d->tk ? d->tk : last;
+}
+
+/* The first query that sees key s0 (tq when none does; s0 < tk). */
+static inline int64_t attn_first_query(const cannl_attn_dims *d, int64_t s0) {
+  if (!d->causal) return 0;
+  const int64_t t = s0 - d->q_offset;
+  return t < 0 ? 0 : t > d->tq ? d->tq : t;
+}
+
+/* Keys per tile for rows of width w: as many as a transposed tile of CANNL_ATTN_BUF elements
+ * holds (a multiple of 8, at most CANNL_ATTN_TILE); CANNL_ATTN_TILE, untransposed, when not 8. */
+static inline int64_t attn_tile(int64_t w) {
+  const int64_t kb = w > 0 ? (CANNL_ATTN_BUF / w) & ~(int64_t)7 : CANNL_ATTN_TILE;
+  return kb < 8 || kb > CANNL_ATTN_TILE ? CANNL_ATTN_TILE : kb;
 }
 
 #define R float

@@ -1613,7 +1613,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
-        CANNL_PRAGMA("omp parallel for if(n * 4 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
             cannl_attention_forward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
@@ -1705,7 +1705,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     /* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
-        CANNL_PRAGMA("omp parallel for if(n * 4 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
             cannl_attention_backward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_grad + (cannl_s * 256 + cannl_h) * 32, 128,
@@ -1866,7 +1866,7 @@ static void forward(struct gpt_tiny *m, const real *const inputs[], int64_t n, r
     set_y_q_2(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
-        CANNL_PRAGMA("omp parallel for if(n * 4 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
             cannl_attention_forward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
@@ -1976,7 +1976,7 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     set_y_q_2(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
-        CANNL_PRAGMA("omp parallel for if(n * 4 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
             cannl_attention_forward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);

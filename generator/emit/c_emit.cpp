@@ -452,7 +452,9 @@ private:
     std::string out = "    {\n";
     out += fmt::format("        const cannl_attn_dims cannl_d = {{{}, {}, {}, {}, 0, {}, {}}};\n", c.tq, c.tk, c.e, c.f,
                        c.causal ? 1 : 0, num_double(c.scale));
-    out += "        " + parallel_for(count);
+    // threads when the pairs' multiply-adds (half the scores when causal) are worth waking them
+    const long per_pair = std::max(1L, c.tq * c.tk * (c.e + c.f) / (c.causal ? 2 : 1));
+    out += "        " + parallel_for(per_pair == 1 ? count : fmt::format("{} * {}", count, per_pair));
     out += fmt::format("        for (int64_t cannl_p = 0; cannl_p < {}; ++cannl_p) {{\n", count);
     out += fmt::format("            const int64_t cannl_s = cannl_p / {}, cannl_h = cannl_p % {};\n", c.heads, c.heads);
     if (c.kind == ir::Call::Kind::AttentionForward)

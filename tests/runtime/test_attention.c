@@ -164,6 +164,8 @@ int main(void) {
       {{5, 40, 8, 8, 35, 1, 0.3}, 8, 8, 8, 8},              /* a prefill continuing at 35 */
       {{6, 4, 8, 8, -3, 1, 0.3}, 8, 8, 8, 8},               /* the first queries see no key */
       {{200, 200, 64, 64, 0, 1, 0.125}, 192, 192, 192, 64}, /* GPT-like */
+      {{90, 90, 100, 72, 0, 1, 0.1}, 100, 100, 72, 72},     /* tiles of 40 keys (wide rows) */
+      {{70, 70, 600, 520, 0, 1, 0.04}, 600, 600, 520, 520}, /* rows too wide to transpose */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     double e64 = run(&cases[i], 0, 1000 + i), e32 = run(&cases[i], 1, 2000 + i);
