@@ -22,6 +22,8 @@ __attribute__((__simd__("notinbranch"))) extern float expf(float);
 
 /* Keys are visited in tiles of at most this many (a multiple of 8). */
 #define CANNL_ATTN_TILE 64
+/* Queries handled together (each row of a tile loaded once for the four). */
+#define QB 4
 /* Elements of a stack buffer holding a transposed tile of keys (or values). */
 #define CANNL_ATTN_BUF 4096
 
@@ -65,3 +67,4 @@ static inline int64_t attn_tile(int64_t w) {
 #undef SFX
 #undef EXP
 #undef LOG
+#undef QB
