@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""gpt_bench.py — the GPT specs' training step, cannl vs PyTorch 1.13 on the CPU (run it through
+bench/gpt.sh, which builds the programs it runs into BENCH_DIR).
+
+Usage: gpt_bench.py BENCH_DIR --text TRAIN.txt --val VAL.txt [--reps R] [--threads 1 2]
+                    [--models gpt_char gpt2_124m] [--no-steps] [--no-loss]
+
+Models (BENCH_DIR/<model>/: `cannl gen`, gpt2_124m with --dim ctx=64): gpt_char at batch 8
+(ctx 128), gpt2_124m at batch 4 (ctx 64, llm.c's CPU configuration B=4, T=64).
+
+Step times: for each repetition, for each thread count, for each model, a fresh process of
+the generated code (bench/step_bench.c: the bare train_step on random token windows) and one of
+PyTorch (bench/torch_gpt.py step: zero_grad, forward, loss, backward, clip, AdamW) in turn, so
+slow phases of the machine hit both alike; each times warm-up steps untimed, then steps one by
+one, and reports its median. The table gives, over the R pairs, the median of the medians and
+their spread (min-max), and the median of the per-pair ratios cannl / PyTorch. Threads follow
+/work/shared/benchmarking.md: OMP_NUM_THREADS and OPENBLAS_NUM_THREADS = T, and
+OMP_WAIT_POLICY=PASSIVE at 2 threads.
+
+Losses: both sides start from the same params (torch_gpt.py init: the spec's distributions,
+written as safetensors and given to the trainer with --init) and take the same AdamW steps
+(constant lr, the trainer's --lr-schedule constant) on the same windows of ctx + 1 bytes of
+TRAIN.txt (.npy files in file order: --no-shuffle, one thread); then the mean loss over the
+same fixed windows of VAL.txt: the trainer's test_loss (--test) against PyTorch's. Tokens are
+bytes (gpt2_124m's vocabulary holds them; no GPT-2 tokenizer here). Criterion: within 0.02
+nats per token.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# model: ctx, batch, (warmup, timed steps) for the step bench, loss steps, validation windows
+MODELS = {
+    "gpt_char": (128, 8, (3, 20), 60, 64),
+    "gpt2_124m": (64, 4, (1, 4), 12, 16),
+}
+
+
+def env_for(threads):
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = str(threads)
+    env["OPENBLAS_NUM_THREADS"] = str(threads)
+    if threads > 1:
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
+    else:
+        env.pop("OMP_WAIT_POLICY", None)
+    return env
+
+
+def run_json(cmd, env):
+    out = subprocess.run([str(c) for c in cmd], env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def fmt_ms(us):
+    return f"{us / 1000:.1f}"
+
+
+def steps_table(bench, models, threads, reps):
+    res = {(m, t): {"cannl": [], "torch": [], "ratio": []} for m in models for t in threads}
+    for r in range(reps):
+        for t in threads:
+            for m in models:
+                ctx, batch, (warm, steps), _, _ = MODELS[m]
+                env = env_for(t)
+                c = run_json([bench / m / "step", batch, warm, steps, t], env)
+                p = run_json([sys.executable, HERE / "torch_gpt.py", "step", m, ctx, batch, warm, steps, t], env)
+                d = res[(m, t)]
+                d["cannl"].append(c["median_us"])
+                d["torch"].append(p["median_us"])
+                d["ratio"].append(c["median_us"] / p["median_us"])
+                d["isa"] = c["isa"]
+                print(f"  rep {r + 1}/{reps} {m} {t} thread(s): cannl {fmt_ms(c['median_us'])} ms, "
+                      f"PyTorch {fmt_ms(p['median_us'])} ms", file=sys.stderr, flush=True)
+    print(f"\n### Training step, cannl vs PyTorch 1.13 ({reps} interleaved pairs of fresh processes; "
+          "median, min-max)\n")
+    print("| model | batch x ctx | threads | cannl ms | PyTorch ms | cannl / PyTorch (median of pairs) | ISA |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for m in models:
+        ctx, batch = MODELS[m][:2]
+        for t in threads:
+            d = res[(m, t)]
+            cell = lambda v: f"{fmt_ms(statistics.median(v))} ({fmt_ms(min(v))}-{fmt_ms(max(v))})"  # noqa: E731
+            print(f"| {m} | {batch} x {ctx} | {t} | {cell(d['cannl'])} | {cell(d['torch'])} | "
+                  f"**{statistics.median(d['ratio']):.2f}** ({min(d['ratio']):.2f}-{max(d['ratio']):.2f}) | {d['isa']} |")
+
+
+def windows(path, count, ctx, rng, spaced=False):
+    import numpy as np
+    data = np.frombuffer(Path(path).read_bytes(), dtype=np.uint8)
+    if len(data) < ctx + 2:
+        raise SystemExit(f"gpt_bench.py: {path}: shorter than a window of {ctx + 1} bytes")
+    if spaced:
+        starts = np.linspace(0, len(data) - ctx - 1, count).astype(np.int64)
+    else:
+        starts = rng.integers(0, len(data) - ctx - 1, size=count)
+    w = np.stack([data[s:s + ctx + 1] for s in starts]).astype(np.int32)
+    return np.ascontiguousarray(w[:, :-1]), np.ascontiguousarray(w[:, 1:])
+
+
+def loss_table(bench, models, text, val):
+    import numpy as np
+    rows = []
+    for m in models:
+        ctx, batch, _, steps, nval = MODELS[m]
+        work = bench / m / "loss"
+        work.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(1)
+        files = {}
+        for key, (tok, nxt) in {"train": windows(text, steps * batch, ctx, rng),
+                                "val": windows(val, nval, ctx, rng, spaced=True)}.items():
+            files[key] = (work / f"{key}_tokens.npy", work / f"{key}_next.npy")
+            np.save(files[key][0], tok)
+            np.save(files[key][1], nxt)
+        init = work / "init.safetensors"
+        env = env_for(1)
+        subprocess.run([sys.executable, HERE / "torch_gpt.py", "init", m, str(ctx), init], env=env, check=True)
+        metrics = work / "metrics.jsonl"
+        subprocess.run([bench / m / "train", f"--data=tokens={files['train'][0]}", f"--data=next={files['train'][1]}",
+                        f"--test=tokens={files['val'][0]}", f"--test=next={files['val'][1]}",
+                        "--steps", str(steps), "--batch", str(batch), "--no-shuffle", "--threads", "1",
+                        "--lr-schedule", "constant", "--init", init, "--metrics", metrics, "--quiet"],
+                       env=env, check=True, stdout=subprocess.DEVNULL)
+        recs = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+        got = [r["test_loss"] for r in recs if "test_loss" in r][-1]
+        want = run_json([sys.executable, HERE / "torch_gpt.py", "train", m, ctx, init, *files["train"], *files["val"],
+                         batch, 1], env)
+        rows.append((m, batch, ctx, steps, nval, got, want["val_loss"], want["first_loss"]))
+    print("\n### Validation loss after the same steps from the same init and windows (nats per byte)\n")
+    print("| model | batch x ctx | AdamW steps | val windows | initial loss | cannl | PyTorch | difference | within 0.02 |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    ok = True
+    for m, batch, ctx, steps, nval, got, want, first in rows:
+        d = abs(got - want)
+        ok = ok and d <= 0.02
+        print(f"| {m} | {batch} x {ctx} | {steps} | {nval} | {first:.4f} | {got:.4f} | {want:.4f} | {d:.4f} | "
+              f"{'yes' if d <= 0.02 else '**no**'} |")
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bench", type=Path)
+    ap.add_argument("--text", required=True)
+    ap.add_argument("--val", required=True)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    ap.add_argument("--no-steps", action="store_true")
+    ap.add_argument("--no-loss", action="store_true")
+    opt = ap.parse_args()
+    print(f"machine: {os.cpu_count()} CPUs; load before: {open('/proc/loadavg').read().split()[:3]}")
+    ok = True
+    if not opt.no_steps:
+        steps_table(opt.bench, opt.models, opt.threads, opt.reps)
+    if not opt.no_loss:
+        ok = loss_table(opt.bench, opt.models, opt.text, opt.val)
+    print(f"\nload after: {open('/proc/loadavg').read().split()[:3]}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
