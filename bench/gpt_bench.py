@@ -63,7 +63,7 @@ def fmt_ms(us):
 
 
 def steps_table(bench, models, threads, reps):
-    res = {(m, t): {"cannl": [], "torch": [], "ratio": []} for m in models for t in threads}
+    res = {(m, t): {"cannl": [], "torch": [], "ratio": [], "cpu_ratio": []} for m in models for t in threads}
     for r in range(reps):
         for t in threads:
             for m in models:
@@ -75,20 +75,23 @@ def steps_table(bench, models, threads, reps):
                 d["cannl"].append(c["median_us"])
                 d["torch"].append(p["median_us"])
                 d["ratio"].append(c["median_us"] / p["median_us"])
+                d["cpu_ratio"].append(c["cpu_us"] / p["cpu_us"])
                 d["isa"] = c["isa"]
                 print(f"  rep {r + 1}/{reps} {m} {t} thread(s): cannl {fmt_ms(c['median_us'])} ms, "
                       f"PyTorch {fmt_ms(p['median_us'])} ms", file=sys.stderr, flush=True)
     print(f"\n### Training step, cannl vs PyTorch 1.13 ({reps} interleaved pairs of fresh processes; "
           "median, min-max)\n")
-    print("| model | batch x ctx | threads | cannl ms | PyTorch ms | cannl / PyTorch (median of pairs) | ISA |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| model | batch x ctx | threads | cannl ms | PyTorch ms | cannl / PyTorch (median of pairs) "
+          "| CPU time ratio | ISA |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for m in models:
         ctx, batch = MODELS[m][:2]
         for t in threads:
             d = res[(m, t)]
             cell = lambda v: f"{fmt_ms(statistics.median(v))} ({fmt_ms(min(v))}-{fmt_ms(max(v))})"  # noqa: E731
             print(f"| {m} | {batch} x {ctx} | {t} | {cell(d['cannl'])} | {cell(d['torch'])} | "
-                  f"**{statistics.median(d['ratio']):.2f}** ({min(d['ratio']):.2f}-{max(d['ratio']):.2f}) | {d['isa']} |")
+                  f"**{statistics.median(d['ratio']):.2f}** ({min(d['ratio']):.2f}-{max(d['ratio']):.2f}) | "
+                  f"{statistics.median(d['cpu_ratio']):.2f} | {d['isa']} |")
 
 
 def windows(path, count, ctx, rng, spaced=False):
