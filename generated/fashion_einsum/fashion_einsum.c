@@ -94,18 +94,13 @@ static void set_w1(cannl_rng *rng, real *restrict w1) {
     }
 }
 
-/* line 11: gain = ones; b1 = zeros; bias = zeros; zero gain_exp_avg; zero gain_exp_avg_sq; zero b1_exp_avg; zero b1_exp_avg_sq; zero bias_exp_avg; zero bias_exp_avg_sq */
-static void set_gain(real *restrict gain, real *restrict b1, real *restrict bias, real *restrict gain_exp_avg, real *restrict gain_exp_avg_sq, real *restrict b1_exp_avg, real *restrict b1_exp_avg_sq, real *restrict bias_exp_avg, real *restrict bias_exp_avg_sq) {
+/* line 11: gain = ones; b1 = zeros; bias = zeros; zero gain_exp_avg */
+static void set_gain(real *restrict gain, real *restrict b1, real *restrict bias, real *restrict gain_exp_avg) {
     for (int64_t j = 0; j < 256; ++j) {
         gain[j] = 1.0f;
         b1[j] = 0.0f;
         bias[j] = 0.0f;
         gain_exp_avg[j] = 0.0f;
-        gain_exp_avg_sq[j] = 0.0f;
-        b1_exp_avg[j] = 0.0f;
-        b1_exp_avg_sq[j] = 0.0f;
-        bias_exp_avg[j] = 0.0f;
-        bias_exp_avg_sq[j] = 0.0f;
     }
 }
 
@@ -137,6 +132,22 @@ static void set_w1_exp_avg(real *restrict w1_exp_avg, real *restrict w1_exp_avg_
             }
         }
     }
+}
+
+/* zero gain_exp_avg_sq; zero b1_exp_avg; zero b1_exp_avg_sq; zero bias_exp_avg */
+static void set_gain_exp_avg_sq(real *restrict gain_exp_avg_sq, real *restrict b1_exp_avg, real *restrict b1_exp_avg_sq, real *restrict bias_exp_avg) {
+    for (int64_t j = 0; j < 256; ++j) {
+        gain_exp_avg_sq[j] = 0.0f;
+        b1_exp_avg[j] = 0.0f;
+        b1_exp_avg_sq[j] = 0.0f;
+        bias_exp_avg[j] = 0.0f;
+    }
+}
+
+/* zero bias_exp_avg_sq */
+static void fill_bias_exp_avg_sq(real *restrict bias_exp_avg_sq) {
+    for (int64_t j = 0; j < 256; ++j)
+        bias_exp_avg_sq[j] = 0.0f;
 }
 
 /* zero w2_exp_avg; zero w2_exp_avg_sq */
@@ -574,8 +585,8 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
     /* line 10: w1 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     set_w1(&rng, w1);
 
-    /* line 11: gain = ones; b1 = zeros; bias = zeros; zero gain_exp_avg; zero gain_exp_avg_sq; zero b1_exp_avg; zero b1_exp_avg_sq; zero bias_exp_avg; zero bias_exp_avg_sq */
-    set_gain(gain, b1, bias, gain_exp_avg, gain_exp_avg_sq, b1_exp_avg, b1_exp_avg_sq, bias_exp_avg, bias_exp_avg_sq);
+    /* line 11: gain = ones; b1 = zeros; bias = zeros; zero gain_exp_avg */
+    set_gain(gain, b1, bias, gain_exp_avg);
 
     /* line 12: w2 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     set_w2(&rng, w2);
@@ -585,6 +596,12 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
 
     /* zero w1_exp_avg; zero w1_exp_avg_sq */
     set_w1_exp_avg(w1_exp_avg, w1_exp_avg_sq);
+
+    /* zero gain_exp_avg_sq; zero b1_exp_avg; zero b1_exp_avg_sq; zero bias_exp_avg */
+    set_gain_exp_avg_sq(gain_exp_avg_sq, b1_exp_avg, b1_exp_avg_sq, bias_exp_avg);
+
+    /* zero bias_exp_avg_sq */
+    fill_bias_exp_avg_sq(bias_exp_avg_sq);
 
     /* zero w2_exp_avg; zero w2_exp_avg_sq */
     set_w2_exp_avg(w2_exp_avg, w2_exp_avg_sq);

@@ -117,15 +117,13 @@ static void set_b3(real *restrict b3, real *restrict b3_exp_avg, real *restrict 
     }
 }
 
-/* line 10: b1 = zeros; b2 = zeros; zero b1_exp_avg; zero b1_exp_avg_sq; zero b2_exp_avg; zero b2_exp_avg_sq */
-static void set_b1(real *restrict b1, real *restrict b2, real *restrict b1_exp_avg, real *restrict b1_exp_avg_sq, real *restrict b2_exp_avg, real *restrict b2_exp_avg_sq) {
+/* line 10: b1 = zeros; b2 = zeros; zero b1_exp_avg; zero b1_exp_avg_sq */
+static void set_b1(real *restrict b1, real *restrict b2, real *restrict b1_exp_avg, real *restrict b1_exp_avg_sq) {
     for (int64_t j = 0; j < 512; ++j) {
         b1[j] = 0.0f;
         b2[j] = 0.0f;
         b1_exp_avg[j] = 0.0f;
         b1_exp_avg_sq[j] = 0.0f;
-        b2_exp_avg[j] = 0.0f;
-        b2_exp_avg_sq[j] = 0.0f;
     }
 }
 
@@ -158,6 +156,14 @@ static void set_w3_exp_avg(real *restrict w3_exp_avg, real *restrict w3_exp_avg_
             w3_exp_avg[j0 * 512 + j1] = 0.0f;
             w3_exp_avg_sq[j0 * 512 + j1] = 0.0f;
         }
+    }
+}
+
+/* zero b2_exp_avg; zero b2_exp_avg_sq */
+static void set_b2_exp_avg(real *restrict b2_exp_avg, real *restrict b2_exp_avg_sq) {
+    for (int64_t j = 0; j < 512; ++j) {
+        b2_exp_avg[j] = 0.0f;
+        b2_exp_avg_sq[j] = 0.0f;
     }
 }
 
@@ -494,8 +500,8 @@ static void init_params(struct fashion_mlp_adam *m, uint64_t seed) {
     /* line 9: b3 = zeros; zero b3_exp_avg; zero b3_exp_avg_sq */
     set_b3(b3, b3_exp_avg, b3_exp_avg_sq);
 
-    /* line 10: b1 = zeros; b2 = zeros; zero b1_exp_avg; zero b1_exp_avg_sq; zero b2_exp_avg; zero b2_exp_avg_sq */
-    set_b1(b1, b2, b1_exp_avg, b1_exp_avg_sq, b2_exp_avg, b2_exp_avg_sq);
+    /* line 10: b1 = zeros; b2 = zeros; zero b1_exp_avg; zero b1_exp_avg_sq */
+    set_b1(b1, b2, b1_exp_avg, b1_exp_avg_sq);
 
     /* zero w1_exp_avg; zero w1_exp_avg_sq */
     set_w1_exp_avg(w1_exp_avg, w1_exp_avg_sq);
@@ -505,6 +511,9 @@ static void init_params(struct fashion_mlp_adam *m, uint64_t seed) {
 
     /* zero w3_exp_avg; zero w3_exp_avg_sq */
     set_w3_exp_avg(w3_exp_avg, w3_exp_avg_sq);
+
+    /* zero b2_exp_avg; zero b2_exp_avg_sq */
+    set_b2_exp_avg(b2_exp_avg, b2_exp_avg_sq);
 }
 
 /* routine train_step */

@@ -141,33 +141,13 @@ static void set_wpe(cannl_rng *rng, real *restrict wpe) {
     }
 }
 
-/* line 14: ln1_g = ones; ln1_b = zeros; b_o = zeros; ln2_g = ones; ln2_b = zeros; b_pr = zeros; lnf_g = ones; lnf_b = zeros; zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq; zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq; zero b_o_exp_avg; zero b_o_exp_avg_sq; zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq; zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq; zero b_pr_exp_avg; zero b_pr_exp_avg_sq; zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq; ... */
-static void set_ln1_g(real *restrict ln1_g, real *restrict ln1_b, real *restrict b_o, real *restrict ln2_g, real *restrict ln2_b, real *restrict b_pr, real *restrict lnf_g, real *restrict lnf_b, real *restrict ln1_g_exp_avg, real *restrict ln1_g_exp_avg_sq, real *restrict ln1_b_exp_avg, real *restrict ln1_b_exp_avg_sq, real *restrict b_o_exp_avg, real *restrict b_o_exp_avg_sq, real *restrict ln2_g_exp_avg, real *restrict ln2_g_exp_avg_sq, real *restrict ln2_b_exp_avg, real *restrict ln2_b_exp_avg_sq, real *restrict b_pr_exp_avg, real *restrict b_pr_exp_avg_sq, real *restrict lnf_g_exp_avg, real *restrict lnf_g_exp_avg_sq, real *restrict lnf_b_exp_avg, real *restrict lnf_b_exp_avg_sq) {
+/* line 14: ln1_g = ones; ln1_b = zeros; b_o = zeros; ln2_g = ones */
+static void set_ln1_g(real *restrict ln1_g, real *restrict ln1_b, real *restrict b_o, real *restrict ln2_g) {
     for (int64_t j = 0; j < 128; ++j) {
         ln1_g[j] = 1.0f;
         ln1_b[j] = 0.0f;
         b_o[j] = 0.0f;
         ln2_g[j] = 1.0f;
-        ln2_b[j] = 0.0f;
-        b_pr[j] = 0.0f;
-        lnf_g[j] = 1.0f;
-        lnf_b[j] = 0.0f;
-        ln1_g_exp_avg[j] = 0.0f;
-        ln1_g_exp_avg_sq[j] = 0.0f;
-        ln1_b_exp_avg[j] = 0.0f;
-        ln1_b_exp_avg_sq[j] = 0.0f;
-        b_o_exp_avg[j] = 0.0f;
-        b_o_exp_avg_sq[j] = 0.0f;
-        ln2_g_exp_avg[j] = 0.0f;
-        ln2_g_exp_avg_sq[j] = 0.0f;
-        ln2_b_exp_avg[j] = 0.0f;
-        ln2_b_exp_avg_sq[j] = 0.0f;
-        b_pr_exp_avg[j] = 0.0f;
-        b_pr_exp_avg_sq[j] = 0.0f;
-        lnf_g_exp_avg[j] = 0.0f;
-        lnf_g_exp_avg_sq[j] = 0.0f;
-        lnf_b_exp_avg[j] = 0.0f;
-        lnf_b_exp_avg_sq[j] = 0.0f;
     }
 }
 
@@ -203,6 +183,16 @@ static void set_w_o(cannl_rng *rng, real *restrict w_o) {
             for (int64_t j2 = 0; j2 < 32; ++j2)
                 w_o[j0 * 128 + j1 * 32 + j2] = (real)(0.0 + 0.02 * cannl_rng_normal(rng));
         }
+    }
+}
+
+/* line 21: ln2_b = zeros; b_pr = zeros; lnf_g = ones; lnf_b = zeros */
+static void set_ln2_b(real *restrict ln2_b, real *restrict b_pr, real *restrict lnf_g, real *restrict lnf_b) {
+    for (int64_t j = 0; j < 128; ++j) {
+        ln2_b[j] = 0.0f;
+        b_pr[j] = 0.0f;
+        lnf_g[j] = 1.0f;
+        lnf_b[j] = 0.0f;
     }
 }
 
@@ -252,6 +242,16 @@ static void set_wpe_exp_avg(real *restrict wpe_exp_avg, real *restrict wpe_exp_a
     }
 }
 
+/* zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq; zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq */
+static void set_ln1_g_exp_avg(real *restrict ln1_g_exp_avg, real *restrict ln1_g_exp_avg_sq, real *restrict ln1_b_exp_avg, real *restrict ln1_b_exp_avg_sq) {
+    for (int64_t j = 0; j < 128; ++j) {
+        ln1_g_exp_avg[j] = 0.0f;
+        ln1_g_exp_avg_sq[j] = 0.0f;
+        ln1_b_exp_avg[j] = 0.0f;
+        ln1_b_exp_avg_sq[j] = 0.0f;
+    }
+}
+
 /* zero w_qkv_exp_avg; zero w_qkv_exp_avg_sq */
 static void set_w_qkv_exp_avg(real *restrict w_qkv_exp_avg, real *restrict w_qkv_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(49152 >= CANNL_PARALLEL_MIN)")
@@ -279,6 +279,26 @@ static void set_w_o_exp_avg(real *restrict w_o_exp_avg, real *restrict w_o_exp_a
     }
 }
 
+/* zero b_o_exp_avg; zero b_o_exp_avg_sq; zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq */
+static void set_b_o_exp_avg(real *restrict b_o_exp_avg, real *restrict b_o_exp_avg_sq, real *restrict ln2_g_exp_avg, real *restrict ln2_g_exp_avg_sq) {
+    for (int64_t j = 0; j < 128; ++j) {
+        b_o_exp_avg[j] = 0.0f;
+        b_o_exp_avg_sq[j] = 0.0f;
+        ln2_g_exp_avg[j] = 0.0f;
+        ln2_g_exp_avg_sq[j] = 0.0f;
+    }
+}
+
+/* zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq; zero b_pr_exp_avg; zero b_pr_exp_avg_sq */
+static void set_ln2_b_exp_avg(real *restrict ln2_b_exp_avg, real *restrict ln2_b_exp_avg_sq, real *restrict b_pr_exp_avg, real *restrict b_pr_exp_avg_sq) {
+    for (int64_t j = 0; j < 128; ++j) {
+        ln2_b_exp_avg[j] = 0.0f;
+        ln2_b_exp_avg_sq[j] = 0.0f;
+        b_pr_exp_avg[j] = 0.0f;
+        b_pr_exp_avg_sq[j] = 0.0f;
+    }
+}
+
 /* zero w_fc_exp_avg; zero w_fc_exp_avg_sq */
 static void set_w_fc_exp_avg(real *restrict w_fc_exp_avg, real *restrict w_fc_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
@@ -298,6 +318,16 @@ static void set_w_pr_exp_avg(real *restrict w_pr_exp_avg, real *restrict w_pr_ex
             w_pr_exp_avg[j0 * 512 + j1] = 0.0f;
             w_pr_exp_avg_sq[j0 * 512 + j1] = 0.0f;
         }
+    }
+}
+
+/* zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq; zero lnf_b_exp_avg; zero lnf_b_exp_avg_sq */
+static void set_lnf_g_exp_avg(real *restrict lnf_g_exp_avg, real *restrict lnf_g_exp_avg_sq, real *restrict lnf_b_exp_avg, real *restrict lnf_b_exp_avg_sq) {
+    for (int64_t j = 0; j < 128; ++j) {
+        lnf_g_exp_avg[j] = 0.0f;
+        lnf_g_exp_avg_sq[j] = 0.0f;
+        lnf_b_exp_avg[j] = 0.0f;
+        lnf_b_exp_avg_sq[j] = 0.0f;
     }
 }
 
@@ -347,9 +377,9 @@ static void set_h1_ln(int64_t n, real *restrict h1_ln, real *restrict h1, const 
     }
 }
 
-/* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true); zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v */
+/* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
 CANNL_MULTIVERSION
-static void set_y_q(int64_t n, real *restrict y_q, real *restrict y_k, real *restrict y_v, real *restrict y_q_grad, real *restrict y_k_grad, real *restrict y_v_grad, const real *restrict qkv_mm, const real *restrict b_qkv) {
+static void set_y_q(int64_t n, real *restrict y_q, real *restrict y_k, real *restrict y_v, const real *restrict qkv_mm, const real *restrict b_qkv) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
@@ -358,9 +388,6 @@ static void set_y_q(int64_t n, real *restrict y_q, real *restrict y_k, real *res
                     y_q[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + o0 * 32 + o1] + b_qkv[o0 * 32 + o1];
                     y_k[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 1 * 128 + o0 * 32 + o1] + b_qkv[1 * 128 + o0 * 32 + o1];
                     y_v[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 2 * 128 + o0 * 32 + o1] + b_qkv[2 * 128 + o0 * 32 + o1];
-                    y_q_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = 0.0f;
-                    y_k_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = 0.0f;
-                    y_v_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = 0.0f;
                 }
             }
         }
@@ -533,6 +560,23 @@ static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss
     for (int64_t b1 = 0; b1 < 64; ++b1)
         acc += loss_ce[b0 * 64 + b1] / ((real)n * 64.0f);
     loss_[0] = acc;
+}
+
+/* zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v */
+CANNL_MULTIVERSION
+static void set_y_q_grad(int64_t n, real *restrict y_q_grad, real *restrict y_k_grad, real *restrict y_v_grad) {
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    for (int64_t j0 = 0; j0 < n; ++j0) {
+        for (int64_t j1 = 0; j1 < 64; ++j1) {
+            for (int64_t j2 = 0; j2 < 4; ++j2) {
+                for (int64_t j3 = 0; j3 < 32; ++j3) {
+                    y_q_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
+                    y_k_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
+                    y_v_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
+                }
+            }
+        }
+    }
 }
 
 /* zero the gradient of qkv */
@@ -1139,7 +1183,7 @@ static void set_wpe_2(real *restrict wpe, real *restrict wpe_exp_avg, real *rest
 
 /* line 41: adamw update of ln1_g; adamw update of ln1_b; adamw update of b_o; adamw update of ln2_g; adamw update of ln2_b; adamw update of b_pr; adamw update of lnf_g; adamw update of lnf_b */
 CANNL_MULTIVERSION
-static void set_ln1_g_exp_avg(real *restrict ln1_g_exp_avg, real *restrict ln1_g_exp_avg_sq, real *restrict ln1_g, real *restrict ln1_b_exp_avg, real *restrict ln1_b_exp_avg_sq, real *restrict ln1_b, real *restrict b_o_exp_avg, real *restrict b_o_exp_avg_sq, real *restrict b_o, real *restrict ln2_g_exp_avg, real *restrict ln2_g_exp_avg_sq, real *restrict ln2_g, real *restrict ln2_b_exp_avg, real *restrict ln2_b_exp_avg_sq, real *restrict ln2_b, real *restrict b_pr_exp_avg, real *restrict b_pr_exp_avg_sq, real *restrict b_pr, real *restrict lnf_g_exp_avg, real *restrict lnf_g_exp_avg_sq, real *restrict lnf_g, real *restrict lnf_b_exp_avg, real *restrict lnf_b_exp_avg_sq, real *restrict lnf_b, const real *restrict ln1_g_grad, const real *restrict clip_coef, const real *restrict ln1_b_grad, const real *restrict b_o_grad, const real *restrict ln2_g_grad, const real *restrict ln2_b_grad, const real *restrict b_pr_grad, const real *restrict lnf_g_grad, const real *restrict lnf_b_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_ln1_g_exp_avg_2(real *restrict ln1_g_exp_avg, real *restrict ln1_g_exp_avg_sq, real *restrict ln1_g, real *restrict ln1_b_exp_avg, real *restrict ln1_b_exp_avg_sq, real *restrict ln1_b, real *restrict b_o_exp_avg, real *restrict b_o_exp_avg_sq, real *restrict b_o, real *restrict ln2_g_exp_avg, real *restrict ln2_g_exp_avg_sq, real *restrict ln2_g, real *restrict ln2_b_exp_avg, real *restrict ln2_b_exp_avg_sq, real *restrict ln2_b, real *restrict b_pr_exp_avg, real *restrict b_pr_exp_avg_sq, real *restrict b_pr, real *restrict lnf_g_exp_avg, real *restrict lnf_g_exp_avg_sq, real *restrict lnf_g, real *restrict lnf_b_exp_avg, real *restrict lnf_b_exp_avg_sq, real *restrict lnf_b, const real *restrict ln1_g_grad, const real *restrict clip_coef, const real *restrict ln1_b_grad, const real *restrict b_o_grad, const real *restrict ln2_g_grad, const real *restrict ln2_b_grad, const real *restrict b_pr_grad, const real *restrict lnf_g_grad, const real *restrict lnf_b_grad, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 128; ++j) {
         ln1_g_exp_avg[j] = ln1_g_exp_avg[j] * 0.9f + ln1_g_grad[j] * clip_coef[0] * 0.1f;
         ln1_g_exp_avg_sq[j] = ln1_g_exp_avg_sq[j] * 0.95f + ln1_g_grad[j] * clip_coef[0] * (ln1_g_grad[j] * clip_coef[0]) * 0.05f;
@@ -1261,23 +1305,6 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, co
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             for (int64_t o = 0; o < 128; ++o)
                 h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * ln1_g[o] + ln1_b[o];
-        }
-    }
-}
-
-/* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-CANNL_MULTIVERSION
-static void set_y_q_2(int64_t n, real *restrict y_q, real *restrict y_k, real *restrict y_v, const real *restrict qkv_mm, const real *restrict b_qkv) {
-    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o0 = 0; o0 < 4; ++o0) {
-                for (int64_t o1 = 0; o1 < 32; ++o1) {
-                    y_q[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + o0 * 32 + o1] + b_qkv[o0 * 32 + o1];
-                    y_k[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 1 * 128 + o0 * 32 + o1] + b_qkv[1 * 128 + o0 * 32 + o1];
-                    y_v[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 2 * 128 + o0 * 32 + o1] + b_qkv[2 * 128 + o0 * 32 + o1];
-                }
-            }
         }
     }
 }
@@ -1418,8 +1445,8 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
     /* line 13: wpe = normal */
     set_wpe(&rng, wpe);
 
-    /* line 14: ln1_g = ones; ln1_b = zeros; b_o = zeros; ln2_g = ones; ln2_b = zeros; b_pr = zeros; lnf_g = ones; lnf_b = zeros; zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq; zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq; zero b_o_exp_avg; zero b_o_exp_avg_sq; zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq; zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq; zero b_pr_exp_avg; zero b_pr_exp_avg_sq; zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq; ... */
-    set_ln1_g(ln1_g, ln1_b, b_o, ln2_g, ln2_b, b_pr, lnf_g, lnf_b, ln1_g_exp_avg, ln1_g_exp_avg_sq, ln1_b_exp_avg, ln1_b_exp_avg_sq, b_o_exp_avg, b_o_exp_avg_sq, ln2_g_exp_avg, ln2_g_exp_avg_sq, ln2_b_exp_avg, ln2_b_exp_avg_sq, b_pr_exp_avg, b_pr_exp_avg_sq, lnf_g_exp_avg, lnf_g_exp_avg_sq, lnf_b_exp_avg, lnf_b_exp_avg_sq);
+    /* line 14: ln1_g = ones; ln1_b = zeros; b_o = zeros; ln2_g = ones */
+    set_ln1_g(ln1_g, ln1_b, b_o, ln2_g);
 
     /* line 16: w_qkv = normal */
     set_w_qkv(&rng, w_qkv);
@@ -1429,6 +1456,9 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
 
     /* line 18: w_o = normal */
     set_w_o(&rng, w_o);
+
+    /* line 21: ln2_b = zeros; b_pr = zeros; lnf_g = ones; lnf_b = zeros */
+    set_ln2_b(ln2_b, b_pr, lnf_g, lnf_b);
 
     /* line 22: w_fc = normal */
     set_w_fc(&rng, w_fc);
@@ -1445,17 +1475,29 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
     /* zero wpe_exp_avg; zero wpe_exp_avg_sq */
     set_wpe_exp_avg(wpe_exp_avg, wpe_exp_avg_sq);
 
+    /* zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq; zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq */
+    set_ln1_g_exp_avg(ln1_g_exp_avg, ln1_g_exp_avg_sq, ln1_b_exp_avg, ln1_b_exp_avg_sq);
+
     /* zero w_qkv_exp_avg; zero w_qkv_exp_avg_sq */
     set_w_qkv_exp_avg(w_qkv_exp_avg, w_qkv_exp_avg_sq);
 
     /* zero w_o_exp_avg; zero w_o_exp_avg_sq */
     set_w_o_exp_avg(w_o_exp_avg, w_o_exp_avg_sq);
 
+    /* zero b_o_exp_avg; zero b_o_exp_avg_sq; zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq */
+    set_b_o_exp_avg(b_o_exp_avg, b_o_exp_avg_sq, ln2_g_exp_avg, ln2_g_exp_avg_sq);
+
+    /* zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq; zero b_pr_exp_avg; zero b_pr_exp_avg_sq */
+    set_ln2_b_exp_avg(ln2_b_exp_avg, ln2_b_exp_avg_sq, b_pr_exp_avg, b_pr_exp_avg_sq);
+
     /* zero w_fc_exp_avg; zero w_fc_exp_avg_sq */
     set_w_fc_exp_avg(w_fc_exp_avg, w_fc_exp_avg_sq);
 
     /* zero w_pr_exp_avg; zero w_pr_exp_avg_sq */
     set_w_pr_exp_avg(w_pr_exp_avg, w_pr_exp_avg_sq);
+
+    /* zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq; zero lnf_b_exp_avg; zero lnf_b_exp_avg_sq */
+    set_lnf_g_exp_avg(lnf_g_exp_avg, lnf_g_exp_avg_sq, lnf_b_exp_avg, lnf_b_exp_avg_sq);
 }
 
 /* routine train_step */
@@ -1559,16 +1601,16 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const y_q = (real *)(work + 150994944); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
     real *const y_k = (real *)(work + 159383552); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
     real *const y_v = (real *)(work + 167772160); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
-    real *const y_q_grad = (real *)(work + 176160768); /* [batch, 64, 4, 32] gradient of y_q */
-    real *const y_k_grad = (real *)(work + 184549376); /* [batch, 64, 4, 32] gradient of y_k */
-    real *const y_v_grad = (real *)(work + 192937984); /* [batch, 64, 4, 32] gradient of y_v */
-    real *const y = (real *)(work + 201326592); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
-    real *const x1 = (real *)(work + 209715200); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const h2_ln = (real *)(work + 218103808); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h2 = (real *)(work + 226492416); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
-    real *const x2_mm = (real *)(work + 234881024); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_ln = (real *)(work + 243269632); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_v = (real *)(work + 251658240); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const y = (real *)(work + 176160768); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const x1 = (real *)(work + 184549376); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const h2_ln = (real *)(work + 192937984); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h2 = (real *)(work + 201326592); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
+    real *const x2_mm = (real *)(work + 209715200); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_ln = (real *)(work + 218103808); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_v = (real *)(work + 226492416); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const y_q_grad = (real *)(work + 234881024); /* [batch, 64, 4, 32] gradient of y_q */
+    real *const y_k_grad = (real *)(work + 243269632); /* [batch, 64, 4, 32] gradient of y_k */
+    real *const y_v_grad = (real *)(work + 251658240); /* [batch, 64, 4, 32] gradient of y_v */
     real *const x2_grad = (real *)(work + 260046848); /* [batch, 64, 128] gradient of x2 */
     real *const y_lse = (real *)(work + 268435456); /* [batch, 4, 64] log-sum-exp of each query's scores */
     real *const h1_mean = (real *)(work + 268697600); /* [batch, 64] [batch, 64 | ] */
@@ -1607,10 +1649,8 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     /* matrix product qkv_mm = h1 . w_qkv: M = n * 64 (b0, b1), N = 384 (o0, o1, o2), K = 128 (k) */
     cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
 
-    /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true); zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v */
-    set_y_q(n, y_q, y_k, y_v, y_q_grad, y_k_grad, y_v_grad, qkv_mm, b_qkv);
-
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
+    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
@@ -1649,6 +1689,9 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     sum_loss_sumexp(n, loss_sumexp, logits, loss_max);
     sum_loss_ce(n, loss_ce, next, logits, loss_max, loss_sumexp);
     sum_loss_(n, loss_, loss_ce);
+
+    /* zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v */
+    set_y_q_grad(n, y_q_grad, y_k_grad, y_v_grad);
 
     /* zero the gradient of qkv */
     fill_qkv_grad(n, qkv_grad);
@@ -1775,7 +1818,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     set_wpe_2(wpe, wpe_exp_avg, wpe_exp_avg_sq, wpe_grad, clip_coef, bc1, lr, sqrt_bc2);
 
     /* line 41: adamw update of ln1_g; adamw update of ln1_b; adamw update of b_o; adamw update of ln2_g; adamw update of ln2_b; adamw update of b_pr; adamw update of lnf_g; adamw update of lnf_b */
-    set_ln1_g_exp_avg(ln1_g_exp_avg, ln1_g_exp_avg_sq, ln1_g, ln1_b_exp_avg, ln1_b_exp_avg_sq, ln1_b, b_o_exp_avg, b_o_exp_avg_sq, b_o, ln2_g_exp_avg, ln2_g_exp_avg_sq, ln2_g, ln2_b_exp_avg, ln2_b_exp_avg_sq, ln2_b, b_pr_exp_avg, b_pr_exp_avg_sq, b_pr, lnf_g_exp_avg, lnf_g_exp_avg_sq, lnf_g, lnf_b_exp_avg, lnf_b_exp_avg_sq, lnf_b, ln1_g_grad, clip_coef, ln1_b_grad, b_o_grad, ln2_g_grad, ln2_b_grad, b_pr_grad, lnf_g_grad, lnf_b_grad, bc1, lr, sqrt_bc2);
+    set_ln1_g_exp_avg_2(ln1_g_exp_avg, ln1_g_exp_avg_sq, ln1_g, ln1_b_exp_avg, ln1_b_exp_avg_sq, ln1_b, b_o_exp_avg, b_o_exp_avg_sq, b_o, ln2_g_exp_avg, ln2_g_exp_avg_sq, ln2_g, ln2_b_exp_avg, ln2_b_exp_avg_sq, ln2_b, b_pr_exp_avg, b_pr_exp_avg_sq, b_pr, lnf_g_exp_avg, lnf_g_exp_avg_sq, lnf_g, lnf_b_exp_avg, lnf_b_exp_avg_sq, lnf_b, ln1_g_grad, clip_coef, ln1_b_grad, b_o_grad, ln2_g_grad, ln2_b_grad, b_pr_grad, lnf_g_grad, lnf_b_grad, bc1, lr, sqrt_bc2);
 
     /* line 41: adamw update of w_qkv */
     set_w_qkv_2(w_qkv, w_qkv_exp_avg, w_qkv_exp_avg_sq, w_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
@@ -1863,7 +1906,7 @@ static void forward(struct gpt_tiny *m, const real *const inputs[], int64_t n, r
     cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q_2(n, y_q, y_k, y_v, qkv_mm, b_qkv);
+    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
@@ -1973,7 +2016,7 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q_2(n, y_q, y_k, y_v, qkv_mm, b_qkv);
+    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")

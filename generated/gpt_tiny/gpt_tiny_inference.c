@@ -101,7 +101,7 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, co
 
 /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
 CANNL_MULTIVERSION
-static void set_y_q_2(int64_t n, real *restrict y_q, real *restrict y_k, real *restrict y_v, const real *restrict qkv_mm, const real *restrict b_qkv) {
+static void set_y_q(int64_t n, real *restrict y_q, real *restrict y_k, real *restrict y_v, const real *restrict qkv_mm, const real *restrict b_qkv) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
@@ -386,7 +386,7 @@ static void forward(struct gpt_tiny_infer *m, const real *const inputs[], int64_
     cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q_2(n, y_q, y_k, y_v, qkv_mm, b_qkv);
+    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
@@ -496,7 +496,7 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
     cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q_2(n, y_q, y_k, y_v, qkv_mm, b_qkv);
+    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")

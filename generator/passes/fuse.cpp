@@ -13,7 +13,8 @@
 // Guarantees: one nest in A's loops doing A's assignments then B's (B's `+=` into the cell A
 // has just assigned is merged:  c = x; c += y  ->  c = x + y). Optimiser updates of one param
 // (moment, then param), the two contributions to a gradient, bias + activation chains of
-// pointwise tensors become single nests. Contractions are never fused (they stay GEMM-shaped).
+// pointwise tensors become single nests. Contractions are never fused (they stay GEMM-shaped);
+// nests storing only constants fuse only with each other, a few at most.
 #include <map>
 
 #include "passes/pipeline.h"
@@ -33,6 +34,21 @@ constexpr size_t kWindow = 128;
 constexpr size_t kMaxAssigns = 32;
 
 bool fusible(const ir::Stmt& s) { return !s.sequential && !s.zero_first && passes::pointwise(s); }
+
+// A nest that only stores constants (the zeroing of gradients): it gains nothing from sharing
+// a loop with a computing nest (nothing to reuse) and costs it its vectorisation (a store
+// stream per buffer: spilled pointers, scalar code), so it fuses only with other fills, at
+// most kMaxFills of them.
+constexpr size_t kMaxFills = 4;
+bool fill_only(const ir::Stmt& s) {
+  for (const ir::Assign& a : s.assigns)
+    if (a.accum != ir::Accum::Set || a.body->op != ir::Op::Const) return false;
+  return true;
+}
+bool fill_fits(const ir::Stmt& a, const ir::Stmt& b) {
+  const bool fa = fill_only(a), fb = fill_only(b);
+  return fa == fb && (!fa || a.assigns.size() + b.assigns.size() <= kMaxFills);
+}
 
 bool same_loops(const ir::Stmt& a, const ir::Stmt& b) {
   if (a.iters.size() != b.iters.size()) return false;
@@ -128,7 +144,8 @@ void fuse(ir::Program& p, const PassOptions&) {
         ++scanned;
         ir::Stmt& a = st[i];
         ir::Stmt& b = st[j];
-        if (fusible(b) && a.assigns.size() + b.assigns.size() <= kMaxAssigns && can_fuse(a, x[i], b, x[j])) {
+        if (fusible(b) && a.assigns.size() + b.assigns.size() <= kMaxAssigns && fill_fits(a, b) &&
+            can_fuse(a, x[i], b, x[j])) {
           const bool up = !meets(x[j].writes, between_r) && !meets(x[j].writes, between_w) && !meets(x[j].reads, between_w);
           if (up || down) {
             if (merge(a, std::move(b))) x[i].add(x[j]);

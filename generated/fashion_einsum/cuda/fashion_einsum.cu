@@ -595,18 +595,13 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
             for (int64_t j2 = 0; j2 < 28; ++j2)
                 w1[j0 * 784 + j1 * 28 + j2] = (real)(-0.03571428571428571 + 0.07142857142857142 * cannl_rng_uniform(rng));
 
-    /* line 11: gain = ones; b1 = zeros; bias = zeros; zero gain_exp_avg; zero gain_exp_avg_sq; zero b1_exp_avg; zero b1_exp_avg_sq; zero bias_exp_avg; zero bias_exp_avg_sq */
+    /* line 11: gain = ones; b1 = zeros; bias = zeros; zero gain_exp_avg */
     for (int64_t j = 0; j < 256; ++j)
         {
             gain[j] = 1.0f;
             b1[j] = 0.0f;
             bias[j] = 0.0f;
             gain_exp_avg[j] = 0.0f;
-            gain_exp_avg_sq[j] = 0.0f;
-            b1_exp_avg[j] = 0.0f;
-            b1_exp_avg_sq[j] = 0.0f;
-            bias_exp_avg[j] = 0.0f;
-            bias_exp_avg_sq[j] = 0.0f;
         }
 
     /* line 12: w2 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
@@ -630,6 +625,19 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
                     w1_exp_avg[j0 * 784 + j1 * 28 + j2] = 0.0f;
                     w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] = 0.0f;
                 }
+
+    /* zero gain_exp_avg_sq; zero b1_exp_avg; zero b1_exp_avg_sq; zero bias_exp_avg */
+    for (int64_t j = 0; j < 256; ++j)
+        {
+            gain_exp_avg_sq[j] = 0.0f;
+            b1_exp_avg[j] = 0.0f;
+            b1_exp_avg_sq[j] = 0.0f;
+            bias_exp_avg[j] = 0.0f;
+        }
+
+    /* zero bias_exp_avg_sq */
+    for (int64_t j = 0; j < 256; ++j)
+        bias_exp_avg_sq[j] = 0.0f;
 
     /* zero w2_exp_avg; zero w2_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 10; ++j0)

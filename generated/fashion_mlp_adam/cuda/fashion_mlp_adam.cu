@@ -499,15 +499,13 @@ static void init_params(struct fashion_mlp_adam *m, uint64_t seed) {
             b3_exp_avg_sq[j] = 0.0f;
         }
 
-    /* line 10: b1 = zeros; b2 = zeros; zero b1_exp_avg; zero b1_exp_avg_sq; zero b2_exp_avg; zero b2_exp_avg_sq */
+    /* line 10: b1 = zeros; b2 = zeros; zero b1_exp_avg; zero b1_exp_avg_sq */
     for (int64_t j = 0; j < 512; ++j)
         {
             b1[j] = 0.0f;
             b2[j] = 0.0f;
             b1_exp_avg[j] = 0.0f;
             b1_exp_avg_sq[j] = 0.0f;
-            b2_exp_avg[j] = 0.0f;
-            b2_exp_avg_sq[j] = 0.0f;
         }
 
     /* zero w1_exp_avg; zero w1_exp_avg_sq */
@@ -533,6 +531,13 @@ static void init_params(struct fashion_mlp_adam *m, uint64_t seed) {
                 w3_exp_avg[j0 * 512 + j1] = 0.0f;
                 w3_exp_avg_sq[j0 * 512 + j1] = 0.0f;
             }
+
+    /* zero b2_exp_avg; zero b2_exp_avg_sq */
+    for (int64_t j = 0; j < 512; ++j)
+        {
+            b2_exp_avg[j] = 0.0f;
+            b2_exp_avg_sq[j] = 0.0f;
+        }
 }
 
 /* routine train_step: 19 kernels, 8 cuBLAS products, queued on the compute stream */

@@ -269,8 +269,8 @@ static __global__ void __launch_bounds__(256) set_h1_ln(real *__restrict__ h1_ln
     h1[b0 * 8192 + b1 * 128 + o] = h1_ln[b0 * 8192 + b1 * 128 + o] * ln1_g[o] + ln1_b[o];
 }
 
-/* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true); zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v (one thread per element) */
-static __global__ void __launch_bounds__(256) set_y_q(real *__restrict__ y_q, real *__restrict__ y_k, real *__restrict__ y_v, real *__restrict__ y_q_grad, real *__restrict__ y_k_grad, real *__restrict__ y_v_grad, const real *__restrict__ qkv_mm, const real *__restrict__ b_qkv, const int64_t n) {
+/* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) (one thread per element) */
+static __global__ void __launch_bounds__(256) set_y_q(real *__restrict__ y_q, real *__restrict__ y_k, real *__restrict__ y_v, const real *__restrict__ qkv_mm, const real *__restrict__ b_qkv, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 8192) return;
     const int64_t b0 = i_ / 8192;
@@ -280,9 +280,6 @@ static __global__ void __launch_bounds__(256) set_y_q(real *__restrict__ y_q, re
     y_q[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + o0 * 32 + o1] + b_qkv[o0 * 32 + o1];
     y_k[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 1 * 128 + o0 * 32 + o1] + b_qkv[1 * 128 + o0 * 32 + o1];
     y_v[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 2 * 128 + o0 * 32 + o1] + b_qkv[2 * 128 + o0 * 32 + o1];
-    y_q_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = 0.0f;
-    y_k_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = 0.0f;
-    y_v_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = 0.0f;
 }
 
 /* line 33: x1 = x0 + (w_o * y + b_o) (one thread per element) */
@@ -451,6 +448,19 @@ static __global__ void __launch_bounds__(256) sum_loss_(real *__restrict__ loss_
     }
     acc = cannl_block_sum(acc);
     if (lane_ == 0) loss_[0] = acc;
+}
+
+/* zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v (one thread per element) */
+static __global__ void __launch_bounds__(256) set_y_q_grad(real *__restrict__ y_q_grad, real *__restrict__ y_k_grad, real *__restrict__ y_v_grad, const int64_t n) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= n * 8192) return;
+    const int64_t j0 = i_ / 8192;
+    const int64_t j1 = (i_ / 128) % 64;
+    const int64_t j2 = (i_ / 32) % 4;
+    const int64_t j3 = i_ % 32;
+    y_q_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
+    y_k_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
+    y_v_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
 }
 
 /* zero the gradient of qkv (one thread per element) */
@@ -993,19 +1003,6 @@ static __global__ void __launch_bounds__(256) set_h1(real *__restrict__ h1, cons
     h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * ln1_g[o] + ln1_b[o];
 }
 
-/* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_y_q_2(real *__restrict__ y_q, real *__restrict__ y_k, real *__restrict__ y_v, const real *__restrict__ qkv_mm, const real *__restrict__ b_qkv, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 8192) return;
-    const int64_t b0 = i_ / 8192;
-    const int64_t b1 = (i_ / 128) % 64;
-    const int64_t o0 = (i_ / 32) % 4;
-    const int64_t o1 = i_ % 32;
-    y_q[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + o0 * 32 + o1] + b_qkv[o0 * 32 + o1];
-    y_k[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 1 * 128 + o0 * 32 + o1] + b_qkv[1 * 128 + o0 * 32 + o1];
-    y_v[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 2 * 128 + o0 * 32 + o1] + b_qkv[2 * 128 + o0 * 32 + o1];
-}
-
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b (one thread per element) */
 static __global__ void __launch_bounds__(256) set_h2(real *__restrict__ h2, const real *__restrict__ x1, const real *__restrict__ h2_mean, const real *__restrict__ h2_var, const real *__restrict__ ln2_g, const real *__restrict__ ln2_b, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -1151,33 +1148,13 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
         for (int64_t j1 = 0; j1 < 128; ++j1)
             wpe[j0 * 128 + j1] = (real)(0.0 + 0.02 * cannl_rng_normal(rng));
 
-    /* line 14: ln1_g = ones; ln1_b = zeros; b_o = zeros; ln2_g = ones; ln2_b = zeros; b_pr = zeros; lnf_g = ones; lnf_b = zeros; zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq; zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq; zero b_o_exp_avg; zero b_o_exp_avg_sq; zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq; zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq; zero b_pr_exp_avg; zero b_pr_exp_avg_sq; zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq; ... */
+    /* line 14: ln1_g = ones; ln1_b = zeros; b_o = zeros; ln2_g = ones */
     for (int64_t j = 0; j < 128; ++j)
         {
             ln1_g[j] = 1.0f;
             ln1_b[j] = 0.0f;
             b_o[j] = 0.0f;
             ln2_g[j] = 1.0f;
-            ln2_b[j] = 0.0f;
-            b_pr[j] = 0.0f;
-            lnf_g[j] = 1.0f;
-            lnf_b[j] = 0.0f;
-            ln1_g_exp_avg[j] = 0.0f;
-            ln1_g_exp_avg_sq[j] = 0.0f;
-            ln1_b_exp_avg[j] = 0.0f;
-            ln1_b_exp_avg_sq[j] = 0.0f;
-            b_o_exp_avg[j] = 0.0f;
-            b_o_exp_avg_sq[j] = 0.0f;
-            ln2_g_exp_avg[j] = 0.0f;
-            ln2_g_exp_avg_sq[j] = 0.0f;
-            ln2_b_exp_avg[j] = 0.0f;
-            ln2_b_exp_avg_sq[j] = 0.0f;
-            b_pr_exp_avg[j] = 0.0f;
-            b_pr_exp_avg_sq[j] = 0.0f;
-            lnf_g_exp_avg[j] = 0.0f;
-            lnf_g_exp_avg_sq[j] = 0.0f;
-            lnf_b_exp_avg[j] = 0.0f;
-            lnf_b_exp_avg_sq[j] = 0.0f;
         }
 
     /* line 16: w_qkv = normal */
@@ -1202,6 +1179,15 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
         for (int64_t j1 = 0; j1 < 4; ++j1)
             for (int64_t j2 = 0; j2 < 32; ++j2)
                 w_o[j0 * 128 + j1 * 32 + j2] = (real)(0.0 + 0.02 * cannl_rng_normal(rng));
+
+    /* line 21: ln2_b = zeros; b_pr = zeros; lnf_g = ones; lnf_b = zeros */
+    for (int64_t j = 0; j < 128; ++j)
+        {
+            ln2_b[j] = 0.0f;
+            b_pr[j] = 0.0f;
+            lnf_g[j] = 1.0f;
+            lnf_b[j] = 0.0f;
+        }
 
     /* line 22: w_fc = normal */
     for (int64_t j0 = 0; j0 < 512; ++j0)
@@ -1237,6 +1223,15 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
                 wpe_exp_avg_sq[j0 * 128 + j1] = 0.0f;
             }
 
+    /* zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq; zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq */
+    for (int64_t j = 0; j < 128; ++j)
+        {
+            ln1_g_exp_avg[j] = 0.0f;
+            ln1_g_exp_avg_sq[j] = 0.0f;
+            ln1_b_exp_avg[j] = 0.0f;
+            ln1_b_exp_avg_sq[j] = 0.0f;
+        }
+
     /* zero w_qkv_exp_avg; zero w_qkv_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 3; ++j0)
         for (int64_t j1 = 0; j1 < 4; ++j1)
@@ -1256,6 +1251,24 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
                     w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = 0.0f;
                 }
 
+    /* zero b_o_exp_avg; zero b_o_exp_avg_sq; zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq */
+    for (int64_t j = 0; j < 128; ++j)
+        {
+            b_o_exp_avg[j] = 0.0f;
+            b_o_exp_avg_sq[j] = 0.0f;
+            ln2_g_exp_avg[j] = 0.0f;
+            ln2_g_exp_avg_sq[j] = 0.0f;
+        }
+
+    /* zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq; zero b_pr_exp_avg; zero b_pr_exp_avg_sq */
+    for (int64_t j = 0; j < 128; ++j)
+        {
+            ln2_b_exp_avg[j] = 0.0f;
+            ln2_b_exp_avg_sq[j] = 0.0f;
+            b_pr_exp_avg[j] = 0.0f;
+            b_pr_exp_avg_sq[j] = 0.0f;
+        }
+
     /* zero w_fc_exp_avg; zero w_fc_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 512; ++j0)
         for (int64_t j1 = 0; j1 < 128; ++j1)
@@ -1271,9 +1284,18 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
                 w_pr_exp_avg[j0 * 512 + j1] = 0.0f;
                 w_pr_exp_avg_sq[j0 * 512 + j1] = 0.0f;
             }
+
+    /* zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq; zero lnf_b_exp_avg; zero lnf_b_exp_avg_sq */
+    for (int64_t j = 0; j < 128; ++j)
+        {
+            lnf_g_exp_avg[j] = 0.0f;
+            lnf_g_exp_avg_sq[j] = 0.0f;
+            lnf_b_exp_avg[j] = 0.0f;
+            lnf_b_exp_avg_sq[j] = 0.0f;
+        }
 }
 
-/* routine train_step: 58 kernels, 34 cuBLAS products, queued on the compute stream */
+/* routine train_step: 59 kernels, 34 cuBLAS products, queued on the compute stream */
 static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     const int32_t *const tokens = (const int32_t *)(const void *)in_[0];
     const int32_t *const next = (const int32_t *)(const void *)in_[1];
@@ -1374,16 +1396,16 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const y_q = (real *)(work + 150994944);
     real *const y_k = (real *)(work + 159383552);
     real *const y_v = (real *)(work + 167772160);
-    real *const y_q_grad = (real *)(work + 176160768);
-    real *const y_k_grad = (real *)(work + 184549376);
-    real *const y_v_grad = (real *)(work + 192937984);
-    real *const y = (real *)(work + 201326592);
-    real *const x1 = (real *)(work + 209715200);
-    real *const h2_ln = (real *)(work + 218103808);
-    real *const h2 = (real *)(work + 226492416);
-    real *const x2_mm = (real *)(work + 234881024);
-    real *const logits_ln = (real *)(work + 243269632);
-    real *const logits_v = (real *)(work + 251658240);
+    real *const y = (real *)(work + 176160768);
+    real *const x1 = (real *)(work + 184549376);
+    real *const h2_ln = (real *)(work + 192937984);
+    real *const h2 = (real *)(work + 201326592);
+    real *const x2_mm = (real *)(work + 209715200);
+    real *const logits_ln = (real *)(work + 218103808);
+    real *const logits_v = (real *)(work + 226492416);
+    real *const y_q_grad = (real *)(work + 234881024);
+    real *const y_k_grad = (real *)(work + 243269632);
+    real *const y_v_grad = (real *)(work + 251658240);
     real *const x2_grad = (real *)(work + 260046848);
     real *const y_lse = (real *)(work + 268435456);
     real *const h1_mean = (real *)(work + 268697600);
@@ -1417,11 +1439,9 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     /* line 31: qkv = w_qkv * h1 + b_qkv */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 384, n * 64, 128, 1.0f, w_qkv, 128, 0, h1, 128, 0, 0.0f, qkv_mm, 384, 0, 1);
 
-    /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true); zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v */
-    set_y_q<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(y_q, y_k, y_v, y_q_grad, y_k_grad, y_v_grad, qkv_mm, b_qkv, n);
-    CUDA_CHECK(cudaGetLastError());
-
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
+    set_y_q<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(y_q, y_k, y_v, qkv_mm, b_qkv, n);
+    CUDA_CHECK(cudaGetLastError());
     cannl_attention_forward<real, 32, 32>(stream_, (int)n, 4, 64, 64, 0, 1, (real)0.17677669529663687, y_q, cannl_attn_view{8192, 32, 128}, y_k, cannl_attn_view{8192, 32, 128}, y_v, cannl_attn_view{8192, 32, 128}, y, cannl_attn_view{8192, 32, 128}, y_lse);
     CUDA_CHECK(cudaGetLastError());
 
@@ -1461,6 +1481,10 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     sum_loss_ce<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(loss_ce, next, logits, loss_max, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
     sum_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v */
+    set_y_q_grad<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(y_q_grad, y_k_grad, y_v_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* zero the gradient of qkv */
@@ -1682,7 +1706,7 @@ static void forward(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 384, n * 64, 128, 1.0f, w_qkv, 128, 0, h1, 128, 0, 0.0f, qkv_mm, 384, 0, 1);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q_2<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(y_q, y_k, y_v, qkv_mm, b_qkv, n);
+    set_y_q<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(y_q, y_k, y_v, qkv_mm, b_qkv, n);
     CUDA_CHECK(cudaGetLastError());
     cannl_attention_forward<real, 32, 32>(stream_, (int)n, 4, 64, 64, 0, 1, (real)0.17677669529663687, y_q, cannl_attn_view{8192, 32, 128}, y_k, cannl_attn_view{8192, 32, 128}, y_v, cannl_attn_view{8192, 32, 128}, y, cannl_attn_view{8192, 32, 128}, y_lse);
     CUDA_CHECK(cudaGetLastError());
@@ -1784,7 +1808,7 @@ static void eval_metrics(struct gpt_tiny *m, const real *const in_[], int64_t n)
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 384, n * 64, 128, 1.0f, w_qkv, 128, 0, h1, 128, 0, 0.0f, qkv_mm, 384, 0, 1);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q_2<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(y_q, y_k, y_v, qkv_mm, b_qkv, n);
+    set_y_q<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(y_q, y_k, y_v, qkv_mm, b_qkv, n);
     CUDA_CHECK(cudaGetLastError());
     cannl_attention_forward<real, 32, 32>(stream_, (int)n, 4, 64, 64, 0, 1, (real)0.17677669529663687, y_q, cannl_attn_view{8192, 32, 128}, y_k, cannl_attn_view{8192, 32, 128}, y_v, cannl_attn_view{8192, 32, 128}, y, cannl_attn_view{8192, 32, 128}, y_lse);
     CUDA_CHECK(cudaGetLastError());
