@@ -58,17 +58,15 @@ struct gpt_tiny_infer {
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_mean(int64_t n, real *restrict h1_mean, const real *restrict x0_emb, const real *restrict wpe) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h1_mean[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h1_mean[b0 * 64 + b1] += x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o];
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o];
+            h1_mean[b0 * 64 + b1] = acc * 0.0078125f;
         }
     }
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h1_mean[i] *= 0.0078125f;
 }
 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
@@ -131,17 +129,15 @@ static void set_x1(int64_t n, real *restrict x1, const real *restrict x0_emb, co
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_mean(int64_t n, real *restrict h2_mean, const real *restrict x1) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h2_mean[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h2_mean[b0 * 64 + b1] += x1[b0 * 8192 + b1 * 128 + o];
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += x1[b0 * 8192 + b1 * 128 + o];
+            h2_mean[b0 * 64 + b1] = acc * 0.0078125f;
         }
     }
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h2_mean[i] *= 0.0078125f;
 }
 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
@@ -187,17 +183,15 @@ static void set_x2_v_2(int64_t n, real *x2_v, const real *x2_mm2, const real *re
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_mean(int64_t n, real *restrict logits_mean, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) logits_mean[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                logits_mean[b0 * 64 + b1] += x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]);
+            logits_mean[b0 * 64 + b1] = acc * 0.0078125f;
         }
     }
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) logits_mean[i] *= 0.0078125f;
 }
 
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */

@@ -5,8 +5,9 @@
 //     that different iterations of it write different elements: it is marked parallel
 //     when the nest is large enough and not sequential (results do not depend on the
 //     thread count: each element is accumulated by one thread, in loop order);
-//   innermost, the loop with the most unit-stride accesses (the write counting double; on
-//     a tie the reduction loop, which the C emitter turns into a vectorised dot product);
+//   innermost, the loop with the most unit-stride accesses (the write counting double but in
+//     a sum; on a tie the reduction loop, which the C emitter turns into a vectorised dot
+//     product);
 //   in between, the other written-index loops, then the remaining reduction loops;
 //   except a sum into at most 4096 cells (no batch axis) along their own unit-stride loop
 //   when no reduction loop has a unit stride (a bias gradient): the reduction loops outside,
@@ -87,12 +88,20 @@ void order_nest(const ir::Program& p, ir::Stmt& s) {
     for (const Affine& a : out.index)
       if (outer < 0 && a.terms.size() == 1 && s.iters[static_cast<size_t>(a.terms[0].iter)].size > 1) outer = a.terms[0].iter;
   }
-  // Innermost: the most unit-stride accesses.
+  // Innermost: the most unit-stride accesses. In a sum (`+=` over a loop the written cell
+  // does not name) the write does not count double: its cells stay put while the reads
+  // stream, so a row mean or variance (mean[b, t] += x[b, t, o]) reads its rows along o, a
+  // vectorised dot, instead of walking x's columns at the row stride.
+  const bool sum = s.single() && s.assigns[0].accum == ir::Accum::Add && [&] {
+    for (int i = 0; i < n; ++i)
+      if (!in_access(out, i) && s.iters[static_cast<size_t>(i)].size > 1) return true;
+    return false;
+  }();
   int inner = -1, best = -1;
   if (!s.sequential && n > 1) {
     for (int i = 0; i < n; ++i) {
       if (i == outer || s.iters[static_cast<size_t>(i)].size == 1) continue;
-      int score = 2 * (stride_of(p, out, i) == 1);
+      int score = (sum ? 1 : 2) * (stride_of(p, out, i) == 1);
       for (const auto& r : reads) score += stride_of(p, r, i) == 1;
       bool reduction = !in_access(out, i);
       int key = 2 * score + reduction;
