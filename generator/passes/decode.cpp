@@ -15,7 +15,8 @@
 //     nests, the same order of sums: within float rounding, the matrix products' blocking
 //     aside).
 // A model that is not a causal language model of this form gets no decode routine (nothing
-// changes); so does one where a nest mixes positions otherwise (a sum over positions, a shift).
+// changes); so does one where a nest mixes positions otherwise (a sum over positions, a shift)
+// or reads the batch count.
 #include <map>
 
 #include "passes/pipeline.h"
@@ -28,7 +29,6 @@ namespace {
 struct Plan {
   long T = 0;
   std::vector<int> seqdim;       // per buffer: the axis holding the position, or -1
-  std::vector<int> seq_iter;     // per forward nest: its sequence loop, or -1
   std::map<int, int> cache_of;   // attention k/v buffer -> its cache
 };
 
@@ -37,6 +37,14 @@ bool single(const ir::Affine& a, int it) { return a.is_single_iter() && a.terms[
 bool uses(const ir::Affine& a, int it) {
   for (const auto& t : a.terms)
     if (t.iter == it) return true;
+  return false;
+}
+
+// Whether e reads the batch count n (a mean over examples): not one sequence's value.
+bool reads_n(const ir::Expr& e) {
+  if (e.op == ir::Op::Scalar && e.name == "n") return true;
+  for (const auto& a : e.args)
+    if (reads_n(*a)) return true;
   return false;
 }
 
@@ -49,7 +57,10 @@ void index_iters(const ir::Expr& e, std::set<int>& out) {
 // The sequence loop of nest s (-1: none), or false when s mixes positions.
 bool nest_seq_iter(const ir::Program& p, const ir::Stmt& s, Plan& pl, int& seq) {
   std::vector<const ir::Access*> acc;
-  for (const ir::Assign& a : s.assigns) acc.push_back(&a.out);
+  for (const ir::Assign& a : s.assigns) {
+    if (reads_n(*a.body)) return false;
+    acc.push_back(&a.out);
+  }
   std::vector<const ir::Expr*> loads;
   ir::collect_loads(s, loads);
   for (const ir::Expr* l : loads) acc.push_back(&l->access);
@@ -180,7 +191,6 @@ bool build(ir::Program& p, ir::Routine& dec) {
           cb.dims[0] = ir::Dim{1, false};
           cb.state_name.clear();
           cb.tensor = -1;
-          pl.cache_of[b] = -1;
           pl.cache_of[b] = static_cast<int>(p.buffers.size());
           p.buffers.push_back(std::move(cb));
           pl.seqdim.push_back(1);
@@ -214,7 +224,7 @@ bool build(ir::Program& p, ir::Routine& dec) {
       ir::Call& c = *s.call;
       c.batch = false;
       c.at_pos = true;
-      for (int* b : {&c.k, &c.v}) {
+      for (int* b : {&c.q, &c.k, &c.v}) {  // q too when it is k (attention(x, x, x))
         auto it = pl.cache_of.find(*b);
         if (it != pl.cache_of.end()) *b = it->second;
       }
