@@ -450,12 +450,26 @@ cannl_status cannl_csv_save(const char *path, cannl_dtype dtype, int32_t ndims, 
    seed is ignored), state_tensors lists the params only, forward and eval work, train_step is
    NULL. forward_reads[i] is 1 when forward reads input i (the others, typically targets, are
    only needed by eval). embedded holds, per param in api->params order, the trained values
-   compiled into the program (`cannl gen --embed`), or is NULL. */
+   compiled into the program (`cannl gen --embed`), or is NULL. decode: see cannl_decode_api. */
+typedef struct cannl_decode_api cannl_decode_api;
 typedef struct cannl_infer_model {
     const cannl_model_api *api;
     const unsigned char *forward_reads;
     const void *const *embedded;
+    const cannl_decode_api *decode; /* generation with a KV cache, or NULL (then --generate
+                                       re-runs forward per token) */
 } cannl_infer_model;
+
+/* Generation's decode steps (contract v1 §6) of a causal language model's forward-only state
+   (`<model>_decode_prefill` and `_decode_step` of <model>.h, for the inference program). */
+struct cannl_decode_api {
+    int64_t ctx;   /* positions the KV cache holds */
+    /* the cache reset, then ids[0 .. count) at positions 0 .. count - 1 (1 <= count <= ctx);
+       the last position's logits into `logits` (NULL: not wanted) */
+    cannl_status (*prefill)(void *m, const int32_t *ids, int64_t count, void *logits);
+    /* id at the next position (fewer than ctx held); that position's logits */
+    cannl_status (*step)(void *m, int32_t id, void *logits);
+};
 
 /* The inference program: parses argv, loads the params (--weights, or the embedded ones),
    runs forward on the --input files in batches, writes the outputs as .npy or .csv (--output;

@@ -2,12 +2,17 @@
  * ids, then N tokens each sampled from the logits of the last real position of the current
  * window, written to stdout as raw bytes (byte-level models, n = 256) or ids one per line.
  *
- * This version has no KV cache: every new token runs the model's forward on one example,
- * the window's ids left-aligned in the ctx positions and the rest filled with id 0 (causal
- * attention keeps later positions out of earlier ones' logits). Past ctx tokens the window
- * becomes the last ctx/2 tokens. Sampling: T = 0 is argmax (the lowest id among equal
- * maxima); else softmax(logits / T) over all ids, or over the K most likely with --top-k
- * (ties broken by the lower id), drawn with cannl_rng seeded by --seed. */
+ * With the model's decode steps (cannl_decode_api: a causal language model of the C target)
+ * the window lives in the model's KV cache: the prompt is prefilled once, then each new
+ * token costs one single-position step. Past ctx tokens the window becomes the last ctx/2
+ * tokens, prefilled again. Without them (or with CANNL_GENERATE_FULL_FORWARD=1 in the
+ * environment: the reference the tests and bench/generate_bench.sh compare against), every
+ * new token runs the model's forward on one example, the window's ids left-aligned in the
+ * ctx positions and the rest filled with id 0 (causal attention keeps later positions out of
+ * earlier ones' logits): the same logits within float rounding.
+ * Sampling: T = 0 is argmax (the lowest id among equal maxima); else softmax(logits / T)
+ * over all ids, or over the K most likely with --top-k (ties broken by the lower id), drawn
+ * with cannl_rng seeded by --seed. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "infer_internal.h"
@@ -158,18 +163,41 @@ int cannl__infer_generate(const cannl_infer_model *model, void *m, const cannl__
     }
     if (rc) goto done;
     ins[o->gen_input] = window;
+    const char *full = getenv("CANNL_GENERATE_FULL_FORWARD");
+    const cannl_decode_api *dec = full && *full && strcmp(full, "0") != 0 ? NULL : model->decode;
+    if (dec && dec->ctx != g.ctx) dec = NULL; /* not this input's positions */
 
     for (int64_t i = 0; i < g.len; i++) put_token(&g, g.toks[i]);
     cannl_rng rng;
     cannl_rng_seed(&rng, o->seed);
-    int64_t start = 0; /* the window: toks[start, len) */
+    int64_t start = 0;  /* the window: toks[start, len) */
+    int64_t cached = 0; /* with decode steps: toks[start, start + cached) are in the KV cache */
     for (int64_t step = 0; step < o->generate; step++) {
-        if (g.len - start > g.ctx) start = g.len - g.ctx / 2;
+        if (g.len - start > g.ctx) {
+            start = g.len - g.ctx / 2;
+            cached = 0;
+        }
         int64_t w = g.len - start;
-        memcpy(window, g.toks + start, (size_t)w * sizeof *window);
-        memset(window + w, 0, (size_t)(g.ctx - w) * sizeof *window);
-        api->forward(m, (const void *const *)ins, 1, outs);
-        int32_t t = sample(&g, (const char *)outs[0] + (size_t)(w - 1) * (size_t)g.n * es, api->dtype, o, &rng);
+        const char *row; /* the logits of the window's last position */
+        if (dec) {
+            cannl_status st = CANNL_OK;
+            if (cached == 0)
+                st = dec->prefill(m, g.toks + start, w, outs[0]);
+            else
+                for (int64_t p = cached; p < w && st == CANNL_OK; p++) st = dec->step(m, g.toks[start + p], outs[0]);
+            if (st != CANNL_OK) {
+                rc = fail(&g, CANNL__EXIT_FAIL, "the model's decode step failed (status %d)", (int)st);
+                goto done;
+            }
+            cached = w;
+            row = (const char *)outs[0];
+        } else {
+            memcpy(window, g.toks + start, (size_t)w * sizeof *window);
+            memset(window + w, 0, (size_t)(g.ctx - w) * sizeof *window);
+            api->forward(m, (const void *const *)ins, 1, outs);
+            row = (const char *)outs[0] + (size_t)(w - 1) * (size_t)g.n * es;
+        }
+        int32_t t = sample(&g, row, api->dtype, o, &rng);
         g.toks[g.len++] = t;
         put_token(&g, t);
         if (fflush(stdout) != 0) break;

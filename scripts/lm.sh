@@ -9,7 +9,7 @@
 #        a cosine decay), validating on 10 fixed batches of val.txt every 100 steps; prints the
 #        validation loss (nats per byte)
 #     -> gpt_char_infer --generate 300 --prompt "And God said" --temperature 0.8 --top-k 40
-#        (this version re-runs the whole forward pass for every new byte: no KV cache yet)
+#        (on the model's KV cache: one single-position step per byte)
 # Extra arguments go to the training program (e.g. --steps 2000, --threads 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -122,7 +122,7 @@ extern const cannl_model_api gpt_tiny_api;
  *   gpt_tiny_infer_destroy(s);
  *
  * Buffers hold n examples back to back, each in storage order (the sizes above). The state
- * owns its params and work buffers (59678208 bytes, one allocation) and keeps
+ * owns its params and work buffers (59743744 bytes, one allocation) and keeps
  * no pointer to the caller's buffers. Thread safety: a call writes the state's work buffers,
  * so one thread at a time uses a state; for concurrent inference give each thread its own
  * state (created, then loaded, set or made with _create_embedded). Calls on different states
@@ -159,6 +159,40 @@ cannl_status gpt_tiny_infer_eval(struct gpt_tiny_infer *s, const gpt_tiny_real *
 /* The forward-only state as the inference program (cannl_infer_main) sees it: create gives
    zero params, state_tensors lists the params, train_step is NULL. */
 extern const cannl_model_api gpt_tiny_infer_api;
+
+/* ----------------------------------------------------------------------------- generation
+ * A causal language model: the forward-only state also keeps a KV cache (the keys and values
+ * of every attention at the positions so far, 64 at most), so generating a token costs one
+ * position's work, not a forward pass over the window:
+ *
+ *   float logits[GPT_TINY_DECODE_VOCAB];
+ *   gpt_tiny_decode_prefill(s, prompt, count, logits);   // the cache reset, then the prompt
+ *   for (;;) {
+ *       int32_t next = pick(logits);                          // argmax, sampling, ...
+ *       if (gpt_tiny_decode_length(s) == GPT_TINY_DECODE_CTX) // full: re-prefill a shorter window
+ *           ...;
+ *       gpt_tiny_decode_step(s, next, logits);             // the logits of the position after
+ *   }
+ *
+ * The logits at position t equal those of gpt_tiny_infer_forward at t for the same ids
+ * (within float rounding). forward, eval and load leave the cache as it is (set_params too:
+ * re-prefill after changing the params).
+ */
+#define GPT_TINY_DECODE_CTX 64   /* positions the cache holds (the model's ctx) */
+#define GPT_TINY_DECODE_VOCAB 256 /* logits per position (output logits) */
+/* Reset the cache and run ids[0 .. count) through it at positions 0 .. count - 1
+   (1 <= count <= GPT_TINY_DECODE_CTX, each id in [0, 256)); the logits of the last
+   position into logits (GPT_TINY_DECODE_VOCAB values) unless it is NULL. CANNL_E_ARG, and
+   the cache left empty, for a bad count or id. */
+cannl_status gpt_tiny_decode_prefill(struct gpt_tiny_infer *s, const int32_t *ids, int64_t count,
+    gpt_tiny_real *logits);
+/* Add id at the next position; the logits of that position into logits (NULL: not wanted).
+   CANNL_E_ARG, and nothing done, for a bad id or a full cache (GPT_TINY_DECODE_CTX ids). */
+cannl_status gpt_tiny_decode_step(struct gpt_tiny_infer *s, int32_t id, gpt_tiny_real *logits);
+/* The ids in the cache: positions 0 .. length - 1. */
+int64_t gpt_tiny_decode_length(const struct gpt_tiny_infer *s);
+/* The two above for the inference program's --generate (cannl_infer_main). */
+extern const cannl_decode_api gpt_tiny_decode_api;
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,8 @@
  * params and the buffers of the routines
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
- * in one arena of 59678208 bytes; no gradients, no optimiser state, no training code
+ *   decode        generation: one position's logits, the keys and values kept in caches
+ * in one arena of 59743744 bytes; no gradients, no optimiser state, no training code
  * (a program that calls only gpt_tiny_infer_* links only this file of the library). The
  * routines are those of gpt_tiny.c, printed from the same loop nests, so they give the
  * same results.
@@ -32,7 +33,7 @@ typedef gpt_tiny_real real;
 static inline float cannl_gelu(float x) { return 0.5f * x * (1 + erff(x * 0.70710677f)); }
 
 struct gpt_tiny_infer {
-    void *arena; /* the buffers below, then the work region of forward and eval: 59678208 bytes */
+    void *arena; /* the buffers below, then the work region of forward and eval: 59743744 bytes */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [64, 128] wpe : [128 -> 64] */
     real *ln1_g; /* [128] ln1_g : [128] */
@@ -49,7 +50,10 @@ struct gpt_tiny_infer {
     real *b_pr; /* [128] b_pr : [128] */
     real *lnf_g; /* [128] lnf_g : [128] */
     real *lnf_b; /* [128] lnf_b : [128] */
-
+    real *y_k_cache; /* [1, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *y_v_cache; /* [1, 64, 4, 32] [batch, 64 | 4, 32] */
+    int64_t decode_len; /* ids in the KV cache (decode) */
+    int32_t decode_ids[64]; /* the ids at positions 0 .. decode_len - 1 */
     cannl_gemm *gemm; /* the matrix products' kernel and packing workspace (runtime-lib/gemm.c) */
 };
 
@@ -312,6 +316,107 @@ static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restric
     accuracy[0] = acc;
 }
 
+/* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
+CANNL_MULTIVERSION
+static void sum_h1_mean_2(int64_t pos, real *restrict h1_mean, const real *restrict x0_emb, const real *restrict wpe) {
+    real acc = 0.0f;
+    for (int64_t o = 0; o < 128; ++o)
+        acc += x0_emb[pos * 128 + o] + wpe[pos * 128 + o];
+    h1_mean[pos] = acc * 0.0078125f;
+}
+
+/* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
+CANNL_MULTIVERSION
+static void sum_h1_var_2(int64_t pos, real *restrict h1_var, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean) {
+    real acc = 0.0f;
+    for (int64_t o = 0; o < 128; ++o)
+        acc += powf(x0_emb[pos * 128 + o] + wpe[pos * 128 + o] - h1_mean[pos], 2.0f);
+    h1_var[pos] = acc * 0.0078125f;
+}
+
+/* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
+CANNL_MULTIVERSION
+static void set_h1_2(int64_t pos, real *restrict h1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict ln1_g, const real *restrict ln1_b) {
+    for (int64_t o = 0; o < 128; ++o)
+        h1[pos * 128 + o] = (x0_emb[pos * 128 + o] + wpe[pos * 128 + o] - h1_mean[pos]) / sqrtf(h1_var[pos] + 1e-05f) * ln1_g[o] + ln1_b[o];
+}
+
+/* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
+CANNL_MULTIVERSION
+static void set_y_q_3(int64_t pos, real *restrict y_q, real *restrict y_k_cache, real *restrict y_v_cache, const real *restrict qkv_mm, const real *restrict b_qkv) {
+    for (int64_t o0 = 0; o0 < 4; ++o0) {
+        for (int64_t o1 = 0; o1 < 32; ++o1) {
+            y_q[pos * 128 + o0 * 32 + o1] = qkv_mm[pos * 384 + o0 * 32 + o1] + b_qkv[o0 * 32 + o1];
+            y_k_cache[pos * 128 + o0 * 32 + o1] = qkv_mm[pos * 384 + 1 * 128 + o0 * 32 + o1] + b_qkv[1 * 128 + o0 * 32 + o1];
+            y_v_cache[pos * 128 + o0 * 32 + o1] = qkv_mm[pos * 384 + 2 * 128 + o0 * 32 + o1] + b_qkv[2 * 128 + o0 * 32 + o1];
+        }
+    }
+}
+
+/* line 33: x1 = x0 + (w_o * y + b_o) */
+CANNL_MULTIVERSION
+static void set_x1_2(int64_t pos, real *restrict x1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict x1_mm, const real *restrict b_o) {
+    for (int64_t o = 0; o < 128; ++o)
+        x1[pos * 128 + o] = x0_emb[pos * 128 + o] + wpe[pos * 128 + o] + (x1_mm[pos * 128 + o] + b_o[o]);
+}
+
+/* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
+CANNL_MULTIVERSION
+static void sum_h2_mean_2(int64_t pos, real *restrict h2_mean, const real *restrict x1) {
+    real acc = 0.0f;
+    for (int64_t o = 0; o < 128; ++o)
+        acc += x1[pos * 128 + o];
+    h2_mean[pos] = acc * 0.0078125f;
+}
+
+/* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
+CANNL_MULTIVERSION
+static void sum_h2_var_2(int64_t pos, real *restrict h2_var, const real *restrict x1, const real *restrict h2_mean) {
+    real acc = 0.0f;
+    for (int64_t o = 0; o < 128; ++o)
+        acc += powf(x1[pos * 128 + o] - h2_mean[pos], 2.0f);
+    h2_var[pos] = acc * 0.0078125f;
+}
+
+/* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
+CANNL_MULTIVERSION
+static void set_h2_2(int64_t pos, real *restrict h2, const real *restrict x1, const real *restrict h2_mean, const real *restrict h2_var, const real *restrict ln2_g, const real *restrict ln2_b) {
+    for (int64_t o = 0; o < 128; ++o)
+        h2[pos * 128 + o] = (x1[pos * 128 + o] - h2_mean[pos]) / sqrtf(h2_var[pos] + 1e-05f) * ln2_g[o] + ln2_b[o];
+}
+
+/* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
+CANNL_MULTIVERSION
+static void set_x2_v_3(int64_t pos, real *x2_v, const real *x2_mm2, const real *restrict b_fc) {
+    for (int64_t o = 0; o < 512; ++o)
+        x2_v[pos * 512 + o] = cannl_gelu(x2_mm2[pos * 512 + o] + b_fc[o]);
+}
+
+/* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
+CANNL_MULTIVERSION
+static void sum_logits_mean_2(int64_t pos, real *restrict logits_mean, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr) {
+    real acc = 0.0f;
+    for (int64_t o = 0; o < 128; ++o)
+        acc += x1[pos * 128 + o] + (x2_mm[pos * 128 + o] + b_pr[o]);
+    logits_mean[pos] = acc * 0.0078125f;
+}
+
+/* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
+CANNL_MULTIVERSION
+static void sum_logits_var_2(int64_t pos, real *restrict logits_var, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean) {
+    real acc = 0.0f;
+    for (int64_t o = 0; o < 128; ++o)
+        acc += powf(x1[pos * 128 + o] + (x2_mm[pos * 128 + o] + b_pr[o]) - logits_mean[pos], 2.0f);
+    logits_var[pos] = acc * 0.0078125f;
+}
+
+/* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
+CANNL_MULTIVERSION
+static void set_logits_v_2(int64_t pos, real *restrict logits_v, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_var, const real *restrict lnf_g, const real *restrict lnf_b) {
+    for (int64_t o = 0; o < 128; ++o)
+        logits_v[pos * 128 + o] = (x1[pos * 128 + o] + (x2_mm[pos * 128 + o] + b_pr[o]) - logits_mean[pos]) / sqrtf(logits_var[pos] + 1e-05f) * lnf_g[o] + lnf_b[o];
+}
+
 
 /* ----------------------------------------------------------------------------- routines */
 
@@ -334,7 +439,7 @@ static void forward(struct gpt_tiny_infer *m, const real *const inputs[], int64_
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 957952; /* the work region: this routine's 58720256 bytes */
+    char *const work = (char *)m->arena + 1023488; /* the work region: this routine's 58720256 bytes */
     real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
     real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
     real *const y = (real *)(work + 0); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
@@ -437,7 +542,7 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 957952; /* the work region: this routine's 58720256 bytes */
+    char *const work = (char *)m->arena + 1023488; /* the work region: this routine's 58720256 bytes */
     real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
     real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
     real *const y = (real *)(work + 0); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
@@ -539,6 +644,101 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
     metrics[0] = (double)accuracy[0];
 }
 
+/* routine decode */
+static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t pos, real *const outputs[]) {
+    const int32_t *const tokens = (const int32_t *)(const void *)inputs[0]; /* [batch, 64] tokens : [batch, 64 | ] */
+    real *const wte = m->wte; /* [256, 128] wte : [128 -> 256] */
+    real *const wpe = m->wpe; /* [64, 128] wpe : [128 -> 64] */
+    real *const ln1_g = m->ln1_g; /* [128] ln1_g : [128] */
+    real *const ln1_b = m->ln1_b; /* [128] ln1_b : [128] */
+    real *const w_qkv = m->w_qkv; /* [3, 4, 32, 128] w_qkv : [128 -> 3, 4, 32] */
+    real *const b_qkv = m->b_qkv; /* [3, 4, 32] b_qkv : [3, 4, 32] */
+    real *const w_o = m->w_o; /* [128, 4, 32] w_o : [4, 32 -> 128] */
+    real *const b_o = m->b_o; /* [128] b_o : [128] */
+    real *const ln2_g = m->ln2_g; /* [128] ln2_g : [128] */
+    real *const ln2_b = m->ln2_b; /* [128] ln2_b : [128] */
+    real *const w_fc = m->w_fc; /* [512, 128] w_fc : [128 -> 512] */
+    real *const b_fc = m->b_fc; /* [512] b_fc : [512] */
+    real *const w_pr = m->w_pr; /* [128, 512] w_pr : [512 -> 128] */
+    real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
+    real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
+    real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
+    real *const y_k_cache = m->y_k_cache; /* [1, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y_v_cache = m->y_v_cache; /* [1, 64, 4, 32] [batch, 64 | 4, 32] */
+    char *const work = (char *)m->arena + 1023488; /* the work region: this routine's 50331648 bytes */
+    real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
+    real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
+    real *const y = (real *)(work + 0); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const h2_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
+    real *const x2_v = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const logits = (real *)(work + 0); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const logits_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
+    real *const h2_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
+    real *const y_lse = (real *)(work + 8388608); /* [batch, 4, 64] log-sum-exp of each query's scores */
+    real *const x1_mm = (real *)(work + 8388608); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_v = (real *)(work + 16777216); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_emb = (real *)(work + 25165824); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h1 = (real *)(work + 33554432); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
+    real *const y_q = (real *)(work + 33554432); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const x1 = (real *)(work + 33554432); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const h2 = (real *)(work + 41943040); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
+    real *const x2_mm = (real *)(work + 41943040); /* [batch, 64, 128] [batch, 64 | 128] */
+
+    /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
+    {
+        const int32_t cannl_id = tokens[pos];
+        const int cannl_in = cannl_id >= 0 && cannl_id < 256;
+        for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
+            x0_emb[pos * 128 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+    }
+
+    /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
+    sum_h1_mean_2(pos, h1_mean, x0_emb, wpe);
+    sum_h1_var_2(pos, h1_var, x0_emb, wpe, h1_mean);
+    set_h1_2(pos, h1, x0_emb, wpe, h1_mean, h1_var, ln1_g, ln1_b);
+
+    /* line 31: qkv = w_qkv * h1 + b_qkv */
+    /* matrix product qkv_mm = h1 . w_qkv: M = 1 (b0), N = 384 (o0, o1, o2), K = 128 (k) */
+    cannl_sgemm(m->gemm, 1, 384, 128, 1.0f, h1 + pos * 128, 8192, 1, w_qkv, 1, 128, qkv_mm + pos * 384, 24576, 1, 1);
+
+    /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
+    set_y_q_3(pos, y_q, y_k_cache, y_v_cache, qkv_mm, b_qkv);
+    {
+        const cannl_attn_dims cannl_d = {1, 64, 32, 32, pos, 1, 0.17677669529663687};
+        for (int64_t cannl_h = 0; cannl_h < 4; ++cannl_h)
+            cannl_attention_forward_f32(&cannl_d, y_q + (pos * 4 + cannl_h) * 32, 128, y_k_cache + (0 * 4 + cannl_h) * 32, 128, y_v_cache + (0 * 4 + cannl_h) * 32, 128, y + (pos * 4 + cannl_h) * 32, 128, y_lse + cannl_h * 64 + pos);
+    }
+
+    /* line 33: x1 = x0 + (w_o * y + b_o) */
+    /* matrix product x1_mm = y . w_o: M = 1 (b0), N = 128 (o), K = 128 (k0, k1) */
+    cannl_sgemm(m->gemm, 1, 128, 128, 1.0f, y + pos * 128, 8192, 1, w_o, 1, 128, x1_mm + pos * 128, 8192, 1, 1);
+    set_x1_2(pos, x1, x0_emb, wpe, x1_mm, b_o);
+
+    /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
+    sum_h2_mean_2(pos, h2_mean, x1);
+    sum_h2_var_2(pos, h2_var, x1, h2_mean);
+    set_h2_2(pos, h2, x1, h2_mean, h2_var, ln2_g, ln2_b);
+
+    /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
+    /* matrix product x2_mm2 = h2 . w_fc: M = 1 (b0), N = 512 (o), K = 128 (k) */
+    cannl_sgemm(m->gemm, 1, 512, 128, 1.0f, h2 + pos * 128, 8192, 1, w_fc, 1, 128, x2_mm2 + pos * 512, 32768, 1, 1);
+    set_x2_v_3(pos, x2_v, x2_mm2, b_fc);
+    /* matrix product x2_mm = x2_v . w_pr: M = 1 (b0), N = 128 (o), K = 512 (k) */
+    cannl_sgemm(m->gemm, 1, 128, 512, 1.0f, x2_v + pos * 512, 32768, 1, w_pr, 1, 512, x2_mm + pos * 128, 8192, 1, 1);
+
+    /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
+    sum_logits_mean_2(pos, logits_mean, x1, x2_mm, b_pr);
+    sum_logits_var_2(pos, logits_var, x1, x2_mm, b_pr, logits_mean);
+    set_logits_v_2(pos, logits_v, x1, x2_mm, b_pr, logits_mean, logits_var, lnf_g, lnf_b);
+    /* matrix product logits = logits_v . wte: M = 1 (b0), N = 256 (o), K = 128 (k) */
+    cannl_sgemm(m->gemm, 1, 256, 128, 1.0f, logits_v + pos * 128, 8192, 1, wte, 1, 128, logits + pos * 256, 16384, 1, 1);
+
+    if (outputs[0]) memcpy(outputs[0], logits + pos * 256, (size_t)256 * sizeof(real));
+}
+
 
 /* ------------------------------------------------------------------------------ C API */
 
@@ -560,13 +760,15 @@ static void bind_buffers(struct gpt_tiny_infer *m) {
     m->b_pr = (real *)(base + 956416);
     m->lnf_g = (real *)(base + 956928);
     m->lnf_b = (real *)(base + 957440);
+    m->y_k_cache = (real *)(base + 957952);
+    m->y_v_cache = (real *)(base + 990720);
 
 }
 
 struct gpt_tiny_infer *gpt_tiny_infer_create(void) {
     struct gpt_tiny_infer *m = (struct gpt_tiny_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(59678208);
+    m->arena = cannl_alloc(59743744);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -701,6 +903,38 @@ cannl_status gpt_tiny_infer_eval(struct gpt_tiny_infer *m, const gpt_tiny_real *
     eval_metrics(m, inputs, n, loss, metrics);
     return CANNL_OK;
 }
+
+cannl_status gpt_tiny_decode_step(struct gpt_tiny_infer *m, int32_t id, gpt_tiny_real *logits) {
+    if (!m || id < 0 || id >= 256 || m->decode_len >= 64) return CANNL_E_ARG;
+    const real *inputs[GPT_TINY_NUM_INPUTS] = {0};
+    real *outputs[1] = {logits};
+    m->decode_ids[m->decode_len] = id;
+    inputs[0] = (const real *)(const void *)m->decode_ids;
+    decode(m, inputs, m->decode_len, outputs);
+    m->decode_len++;
+    return CANNL_OK;
+}
+
+cannl_status gpt_tiny_decode_prefill(struct gpt_tiny_infer *m, const int32_t *ids, int64_t count,
+    gpt_tiny_real *logits) {
+    if (!m) return CANNL_E_ARG;
+    m->decode_len = 0;
+    if (!ids || count < 1 || count > 64) return CANNL_E_ARG;
+    for (int64_t i = 0; i < count; ++i)
+        if (ids[i] < 0 || ids[i] >= 256) return CANNL_E_ARG;
+    for (int64_t i = 0; i < count; ++i) gpt_tiny_decode_step(m, ids[i], i + 1 == count ? logits : NULL);
+    return CANNL_OK;
+}
+
+int64_t gpt_tiny_decode_length(const struct gpt_tiny_infer *m) { return m ? m->decode_len : 0; }
+
+static cannl_status api_decode_prefill_fn(void *m, const int32_t *ids, int64_t count, void *logits) {
+    return gpt_tiny_decode_prefill((struct gpt_tiny_infer *)m, ids, count, (gpt_tiny_real *)logits);
+}
+static cannl_status api_decode_step_fn(void *m, int32_t id, void *logits) {
+    return gpt_tiny_decode_step((struct gpt_tiny_infer *)m, id, (gpt_tiny_real *)logits);
+}
+const cannl_decode_api gpt_tiny_decode_api = { 64, api_decode_prefill_fn, api_decode_step_fn};
 
 /* ---------------------------------------------- the table for cannl_infer_main and loading */
 

@@ -199,7 +199,7 @@ void CExpr::begin_nest(const ir::Stmt& s, const std::set<std::string>& taken, co
 bool CExpr::is_zero(const ir::Affine& a) const {
   if (a.offset != 0) return false;
   for (const auto& t : a.terms)
-    if (!dropped[static_cast<size_t>(t.iter)]) return false;
+    if (!dropped[static_cast<size_t>(t.iter)] || stmt->iters[static_cast<size_t>(t.iter)].at_pos) return false;
   return true;
 }
 
@@ -219,7 +219,8 @@ std::string CExpr::helper_defs(const std::string& qualifier) const {
 std::string CExpr::affine(const ir::Affine& a) const {
   std::string s;
   for (const auto& t : a.terms) {
-    if (dropped[static_cast<size_t>(t.iter)]) continue;  // a loop of one iteration: its variable is 0
+    const bool at_pos = stmt->iters[static_cast<size_t>(t.iter)].at_pos;  // the variable is `pos`
+    if (dropped[static_cast<size_t>(t.iter)] && !at_pos) continue;  // a loop of one iteration: its variable is 0
     long c = t.coef;
     if (!s.empty()) {
       s += c < 0 ? " - " : " + ";
@@ -229,7 +230,7 @@ std::string CExpr::affine(const ir::Affine& a) const {
       c = -c;
     }
     if (c != 1) s += fmt::format("{} * ", c);
-    s += vars[static_cast<size_t>(t.iter)];
+    s += at_pos ? std::string("pos") : vars[static_cast<size_t>(t.iter)];
   }
   if (s.empty()) return std::to_string(a.offset);
   if (a.offset > 0) s += fmt::format(" + {}", a.offset);
@@ -249,7 +250,8 @@ std::string CExpr::flat_index(const ir::Access& a) const {
       size_t terms = 0;
       long coef = 1;
       for (const auto& t : f.terms)
-        if (!dropped[static_cast<size_t>(t.iter)]) ++terms, coef = t.coef;
+        if (!dropped[static_cast<size_t>(t.iter)] || stmt->iters[static_cast<size_t>(t.iter)].at_pos)
+          ++terms, coef = t.coef;
       bool compound = terms + (f.offset != 0) > 1 || (terms == 1 && coef != 1);
       parts.push_back(stride == 1 ? e : (compound ? "(" + e + ")" : e) + fmt::format(" * {}", stride));
     }

@@ -56,6 +56,7 @@ struct CExpr {
   bool cuda = false;               // helpers as the CUDA target spells them (prims.h cuda_helper)
   std::vector<std::string> vars;
   std::vector<bool> dropped;  // per loop: one iteration (not the batch loop), so no loop and no index term
+                              // (an at_pos loop's term is the routine's `pos`)
   const ir::Stmt* stmt = nullptr;
   std::set<std::string> helpers;  // helper functions used so far
 

@@ -41,7 +41,8 @@ public:
 
   std::vector<OutputFile> run() {
     Unit train{&p_.layout.training, "struct " + p_.model, {}, {}, {}};
-    for (const auto& r : p_.routines) train.routines += routine(r, train) + "\n";
+    for (const auto& r : p_.routines)
+      if (r.kind != ir::RoutineKind::Decode) train.routines += routine(r, train) + "\n";  // decode: inference only
     data d = common();
     d.set("helpers", helpers());
     d.set("f64", o_.f64);
@@ -166,7 +167,21 @@ private:
       bufs.push_back(e);
     }
     x_.helpers.clear();
-    for (ir::RoutineKind k : {ir::RoutineKind::Forward, ir::RoutineKind::Eval}) u.routines += routine(*p_.routine(k), u) + "\n";
+    for (ir::RoutineKind k : {ir::RoutineKind::Forward, ir::RoutineKind::Eval, ir::RoutineKind::Decode})
+      if (const ir::Routine* r = p_.routine(k)) u.routines += routine(*r, u) + "\n";
+    // Generation (passes/decode.cpp): the C API's decode functions over the routine.
+    const ir::Routine* dec = p_.routine(ir::RoutineKind::Decode);
+    d.set("has_decode", dec != nullptr);
+    d.set("decode_arg", dec ? "&" + p_.model + "_decode_api" : std::string("NULL"));
+    if (dec) {
+      const auto& out = buf(dec->io.outputs[0]);
+      const long tokens = std::find(p_.inputs.begin(), p_.inputs.end(), dec->io.ids) - p_.inputs.begin();
+      d.set("decode_ctx", std::to_string(dec->io.seq_len));
+      d.set("decode_vocab", std::to_string(buffer_size(out, true) / dec->io.seq_len));
+      d.set("decode_input", std::to_string(tokens));
+      d.set("decode_ids", std::to_string(buf(p_.inputs[static_cast<size_t>(tokens)]).ids));
+      d.set("decode_output", name(dec->io.outputs[0]));
+    }
     d.set("infer_helpers", helpers());
     d.set("infer_fields", fields);
     d.set("infer_buffers", bufs);
@@ -349,6 +364,11 @@ private:
   std::string fill_first(const ir::Stmt& s, const std::string& v, const std::string& op) {
     const int out = s.only().out.buf;
     const auto& b = buf(out);
+    for (const ir::Iter& it : s.iters)
+      if (it.at_pos) {  // decode: the cells of position pos only, the out [batch, T, ...] (passes/decode.cpp)
+        const long per = buffer_size(b, true) / b.dims[1].size;
+        return fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[pos * {1} + {0}] {3};\n", v, per, name(out), op);
+      }
     const bool batched = !b.dims.empty() && b.dims[0].batch;
     const long per = buffer_size(b, true);
     const std::string count = batched ? (per == 1 ? "n" : fmt::format("n * {}", per)) : std::to_string(per);
@@ -406,6 +426,9 @@ private:
     std::vector<std::string> params, args;
     std::set<std::string> taken;
     if (uses_n) params.push_back("int64_t n"), args.push_back("n"), taken.insert("n");
+    bool at_pos = false;
+    for (const ir::Iter& it : s.iters) at_pos = at_pos || it.at_pos;
+    if (at_pos) params.push_back("int64_t pos"), args.push_back("pos"), taken.insert("pos");
     if (rng) params.push_back("cannl_rng *rng"), args.push_back("&rng"), taken.insert("rng");
     for (int b : written)
       params.push_back(fmt::format("{} *{}{}", ctype(b), shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
@@ -442,6 +465,7 @@ private:
     if (c.kind == ir::Call::Kind::EmbeddingForward || c.kind == ir::Call::Kind::EmbeddingBackward)
       return embedding_text(c);
     attention_ = true;
+    if (c.at_pos) return attention_at_pos(c);
     const long pairs = c.seqs * c.heads;
     const std::string count = c.batch ? (pairs == 1 ? std::string("n") : fmt::format("n * {}", pairs)) : std::to_string(pairs);
     const std::string t = o_.f64 ? "f64" : "f32";
@@ -469,11 +493,36 @@ private:
     return out + "        }\n    }\n";
   }
 
+  // The decode routine's attention: per head, the query at position pos against the cached
+  // keys and values of positions 0 .. pos (cannl_attention.h's q_offset), one sequence.
+  std::string attention_at_pos(const ir::Call& c) {
+    const std::string t = o_.f64 ? "f64" : "f32";
+    auto row = [&](int b, const std::string& at, long width) {
+      return fmt::format("{} + ({} * {} + cannl_h) * {}, {}", name(b), at, c.heads, width, c.heads * width);
+    };
+    std::string out = "    {\n";
+    out += fmt::format("        const cannl_attn_dims cannl_d = {{1, {}, {}, {}, pos, {}, {}}};\n", c.tk, c.e, c.f,
+                       c.causal ? 1 : 0, num_double(c.scale));
+    out += fmt::format("        for (int64_t cannl_h = 0; cannl_h < {}; ++cannl_h)\n", c.heads);
+    out += fmt::format("            cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {} + cannl_h * {} + pos);\n", t,
+                       row(c.q, "pos", c.e), row(c.k, "0", c.e), row(c.v, "0", c.f), row(c.o, "pos", c.f), name(c.lse),
+                       c.tq);
+    return out + "    }\n";
+  }
+
   // Embedding: the gather, a row per position in parallel; the scatter-add, blocks of 64
   // features in parallel, each block's positions in order (the same bits for any thread count).
   std::string embedding_text(const ir::Call& c) {
     const std::string count = c.batch ? (c.seqs == 1 ? std::string("n") : fmt::format("n * {}", c.seqs)) : std::to_string(c.seqs);
     std::string out = "    {\n";
+    if (c.at_pos) {  // decode: the row of the id at position pos
+      out += fmt::format("        const int32_t cannl_id = {}[pos];\n", name(c.ids));
+      out += fmt::format("        const int cannl_in = cannl_id >= 0 && cannl_id < {};\n", c.rows);
+      out += fmt::format("        for (int64_t cannl_j = 0; cannl_j < {}; ++cannl_j)\n", c.width);
+      out += fmt::format("            {}[pos * {} + cannl_j] = cannl_in ? {}[(int64_t)cannl_id * {} + cannl_j] : 0;\n",
+                         name(c.o), c.width, name(c.table), c.width);
+      return out + "    }\n";
+    }
     out += fmt::format("        const int64_t cannl_n = {}; /* positions */\n", count);
     if (c.kind == ir::Call::Kind::EmbeddingForward) {
       out += "        " + parallel_for(fmt::format("cannl_n * {}", c.width));
@@ -516,10 +565,11 @@ private:
       for (const auto& s : r.stmts) rng |= s.sequential;
       pro += rng ? "    cannl_rng rng;\n    cannl_rng_seed(&rng, seed);\n" : "    (void)seed;\n";
     } else {
-      std::string extra = r.kind == ir::RoutineKind::Forward ? ", real *const outputs[]"
+      std::string extra = r.kind == ir::RoutineKind::Forward || r.io.position ? ", real *const outputs[]"
                           : r.kind == ir::RoutineKind::Eval ? ", double *loss, double metrics[]" : "";
-      sig = fmt::format("static {} {}({} *m, const real *const inputs[], int64_t n{})",
-                        r.kind == ir::RoutineKind::TrainStep ? "double" : "void", r.name(), u.state, extra);
+      sig = fmt::format("static {} {}({} *m, const real *const inputs[], int64_t {}{})",
+                        r.kind == ir::RoutineKind::TrainStep ? "double" : "void", r.name(), u.state,
+                        r.io.position ? "pos" : "n", extra);
     }
     bool inputs_used = false, n_used = scalars.count("n") > 0;
     // The buffers: the caller's inputs, the state's own fields, the work region's.
@@ -549,6 +599,14 @@ private:
                            shape_comment(b));
     }
     pro += scalar_prologue(r, scalars, x_);
+    if (r.io.position) {  // decode: each output at position pos (passes/decode.cpp: [batch, T, ...])
+      for (size_t k = 0; k < r.io.outputs.size(); ++k) {
+        const auto& b = buf(r.io.outputs[k]);
+        const long per = buffer_size(b, true) / b.dims[1].size;
+        epi += fmt::format("    if (outputs[{0}]) memcpy(outputs[{0}], {1} + pos * {2}, (size_t){2} * sizeof(real));\n", k,
+                           name(r.io.outputs[k]), per);
+      }
+    }
     if (r.kind == ir::RoutineKind::Forward) {
       for (size_t k = 0; k < r.io.outputs.size(); ++k) {
         const auto& b = buf(r.io.outputs[k]);
@@ -569,7 +627,7 @@ private:
     if (r.kind == ir::RoutineKind::TrainStep) epi += fmt::format("    return (double){}[0];\n", name(r.io.values[0]));
 
     // Names a matrix product's loops must not take: the routine's locals.
-    std::set<std::string> taken = {"m", "n", "inputs", "outputs", "loss", "metrics", "work", "seed", "rng"};
+    std::set<std::string> taken = {"m", "n", "pos", "inputs", "outputs", "loss", "metrics", "work", "seed", "rng"};
     for (int b : bufs) taken.insert(name(b));
     for (const auto& s : r.scalars) taken.insert(s.name);
     std::string body;
@@ -596,7 +654,8 @@ private:
     }
     if (!is_init) {
       if (!inputs_used) pro += "    (void)inputs;\n";
-      if (!n_used) pro += "    (void)n;\n";
+      if (r.io.position && n_used) CANNL_BUG("the decode routine uses the batch count");
+      if (!n_used && !r.io.position) pro += "    (void)n;\n";
     }
     std::string head = fmt::format("/* routine {} */\n", r.name());
     // A routine that touches no state (forward of a spec without outputs) still takes it.

@@ -26,6 +26,11 @@ std::string pointer(const ir::Program& p, const ir::Access& a, const Gemm& g, co
     std::string v = site.vars[static_cast<size_t>(it)];
     off += " + " + (st == 1 ? v : fmt::format("{} * {}", v, st));
   }
+  // A loop at the decode routine's position, in any role (one iteration): the operand from there.
+  for (size_t it = 0; it < g.at_pos.size(); ++it) {
+    long st = iter_stride(p, a, static_cast<int>(it));
+    if (g.at_pos[it] && st != 0) off += st == 1 ? std::string(" + pos") : fmt::format(" + pos * {}", st);
+  }
   if (base) off += fmt::format(" + {}", base);
   return off.empty() ? s : s + off;
 }

@@ -121,7 +121,9 @@ const std::set<std::string>& own_names() {
       // members of the state structs
       "arena", "gemm_ws", "gemm_slots", "dev", "host", "grads_host", "host_newer", "device_newer", "compute", "copy",
       "blas", "in_host", "in_dev", "staged", "consumed", "staged_ptr", "staged_n", "ready", "next_slot", "scalars",
-      "failed", "error"};
+      "failed", "error",
+      // generation: the decode routine, its position, the inference state's sequence
+      "decode", "pos", "decode_len", "decode_ids"};
   return o;
 }
 

@@ -128,6 +128,7 @@ std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& 
     const size_t before_k = g.outer.size();
     g.k = merge(p, s, k, out, a, b, g.outer);
     for (const ir::Iter& loop : s.iters) g.one_pass.push_back(!loop.batch && loop.size == 1);
+    for (const ir::Iter& loop : s.iters) g.at_pos.push_back(loop.at_pos);
     for (size_t i = before_k; i < g.outer.size(); ++i)
       if (!g.one_pass[static_cast<size_t>(g.outer[i])]) g.outer_k = true;
     // Outer loops in nest order.

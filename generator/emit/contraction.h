@@ -40,6 +40,7 @@ struct Gemm {
   ir::ExprP alpha;          // the scalar factor; nullptr for 1
   bool outer_k = false;     // some K loop is an outer loop (calls accumulate into C)
   std::vector<bool> one_pass;  // per loop: one iteration and not the batch loop (no loop to print)
+  std::vector<bool> at_pos;    // per loop: the decode routine's position (its variable is `pos`; ir.h)
   long flops() const { return 2 * m.max_size * n.max_size * k.max_size; }
 };
 

@@ -45,6 +45,7 @@ public:
     std::string kernels, routines;
     for (const auto& r : p_.routines) {
       if (r.kind == ir::RoutineKind::Init) routines += init_routine(r) + "\n";
+      else if (r.kind == ir::RoutineKind::Decode) continue;  // generation on the GPU: not yet (the C target's)
       else routine(r, kernels, routines);
     }
     data d = model_template_data(p_, names_, o_.f64, o_.spec, "");

@@ -15,6 +15,7 @@ const char* role_name(Role r) {
     case Role::Temp: return "temporary";
     case Role::Grad: return "gradient";
     case Role::OptState: return "optimiser state";
+    case Role::Cache: return "cache";
   }
   return "?";
 }
@@ -195,6 +196,7 @@ const char* routine_name(RoutineKind k) {
     case RoutineKind::TrainStep: return "train_step";
     case RoutineKind::Forward: return "forward";
     case RoutineKind::Eval: return "eval_metrics";
+    case RoutineKind::Decode: return "decode";
   }
   return "?";
 }

@@ -26,7 +26,10 @@ struct Dim {
   bool operator==(const Dim&) const = default;
 };
 
-enum class Role { Input, Param, Computed, Temp, Grad, OptState };
+// Cache: a buffer the decode routine keeps across its calls (the keys and values of the
+// positions before, contract v1 §6): in no routine's plan, with storage of its own in the
+// inference state.
+enum class Role { Input, Param, Computed, Temp, Grad, OptState, Cache };
 const char* role_name(Role r);
 
 struct Buffer {
@@ -51,6 +54,9 @@ struct Iter {
   std::string name;
   long size = 1;       // constant bound (for batch: the maximum)
   bool batch = false;  // bound is the run-time n
+  // The decode routine's sequence loop: one iteration, at the run-time position `pos` (the
+  // loop variable is pos, not 0; size is 1).
+  bool at_pos = false;
 };
 
 // sum(coef * iter) + offset, iters by position in the nest's `iters`.
@@ -167,6 +173,10 @@ struct Call {
   // table; the positions are the sequences above (`batch`, `seqs`).
   int table = -1, ids = -1, dtable = -1;
   long rows = 1, width = 1;
+  // The decode routine's step: one position, `pos`, of a single sequence (batch false, seqs
+  // the sequence's length). Embedding: that position's id and row. Attention: the query at
+  // pos against the keys and values of positions 0 .. pos (k and v the routine's caches).
+  bool at_pos = false;
 };
 std::vector<int> call_reads(const Call& c);   // dq, dk, dv among them: the backward adds to them
 std::vector<int> call_writes(const Call& c);
@@ -209,10 +219,11 @@ enum class RoutineKind {
   TrainStep,  // forward, backward and the optimiser update on a batch (OCANNL's monolithic step)
   Forward,    // the outputs of a batch (inference)
   Eval,       // the loss and the metrics of a batch
-  // Kinds to come: the decode step of generation; the gradient-only and update-only halves
-  // of a data-parallel training step.
+  Decode,     // generation's step (passes/decode.cpp): the first output at one new position
+              // `pos` of one sequence, keys and values of earlier positions kept in caches
+  // Kinds to come: the gradient-only and update-only halves of a data-parallel training step.
 };
-// The one place that names routines: "init", "train_step", "forward", "eval_metrics".
+// The one place that names routines: "init", "train_step", "forward", "eval_metrics", "decode".
 const char* routine_name(RoutineKind k);
 
 // What a routine exchanges with its caller, besides the state (params and optimiser state,
@@ -225,6 +236,12 @@ struct Interface {
                              // then the metrics)
   std::vector<int> kept;     // left valid in the state for the caller to read until the next call
                              // (train_step: the gradients of the params, `<model>_grad`)
+  // Decode: the routine takes the position `pos` instead of n (one sequence); the inputs
+  // hold the sequence's ids, of which the routine reads only position pos; each output is
+  // copied at that position only. `seq_len` is the sequence's length (the caches' rows).
+  bool position = false;
+  long seq_len = 0;
+  int ids = -1;             // decode: the input buffer of the sequence's ids
 };
 
 // A run-time scalar of a routine, defined once at its top: `name = value`, computed in double
@@ -278,7 +295,8 @@ struct Layout {
   int align = 0;        // byte alignment of every buffer (0: not laid out yet)
   int elem_bytes = 4;
   Arena training;       // the training state: every routine
-  Arena inference;      // the forward-only state (the C target's <model>_infer): forward, eval_metrics
+  Arena inference;      // the forward-only state (the C target's <model>_infer): forward, eval_metrics,
+                        // decode (its caches with storage of their own)
 };
 
 struct Program {

@@ -93,18 +93,21 @@ std::string print_stmt(const Stmt& s, const Program& p) {
     };
     const Call& c = *s.call;
     if (c.kind == Call::Kind::EmbeddingForward || c.kind == Call::Kind::EmbeddingBackward)
-      return fmt::format("{}({} -> {}; {}{} positions, {} rows of {})", call_name(c.kind), names(call_reads(c)),
-                         names(call_writes(c)), c.batch ? "n x " : "", c.seqs, c.rows, c.width);
-    return fmt::format("{}({} -> {}; {}{} sequences x {} heads, {} x {} positions, e {}, f {}{}, scale {})",
+      return fmt::format("{}({} -> {}; {}{} positions, {} rows of {}{})", call_name(c.kind), names(call_reads(c)),
+                         names(call_writes(c)), c.batch ? "n x " : "", c.seqs, c.rows, c.width,
+                         c.at_pos ? "; at pos" : "");
+    return fmt::format("{}({} -> {}; {}{} sequences x {} heads, {} x {} positions, e {}, f {}{}, scale {}{})",
                        call_name(c.kind), names(call_reads(c)), names(call_writes(c)), c.batch ? "n x " : "", c.seqs,
-                       c.heads, c.tq, c.tk, c.e, c.f, c.causal ? ", causal" : "", c.scale);
+                       c.heads, c.tq, c.tk, c.e, c.f, c.causal ? ", causal" : "", c.scale,
+                       c.at_pos ? "; the query at pos" : "");
   }
   std::string loops;
   for (size_t i = 0; i < s.iters.size(); ++i) {
     const Iter& it = s.iters[i];
     if (!loops.empty()) loops += ", ";
     if (static_cast<int>(i) == s.parallel) loops += "parallel ";
-    loops += it.batch ? fmt::format("{} < n", it.name) : fmt::format("{} < {}", it.name, it.size);
+    loops += it.batch ? fmt::format("{} < n", it.name)
+             : it.at_pos ? fmt::format("{} = pos", it.name) : fmt::format("{} < {}", it.name, it.size);
   }
   std::string head = loops.empty() ? "" : "for " + loops + ":  ";
   // zero_first: the cells start from the accumulation's identity, printed "= 0 +=".

@@ -13,6 +13,8 @@ const std::vector<PassInfo>& pass_list() {
       {"inline_virtual", 2, "virtual nodes: cheap or read-once tensors inlined into their readers", inline_virtual},
       {"fuse", 2, "producer/consumer pointwise nests over the same loops become one nest", fuse},
       {"dce", 1, "nests whose results nobody reads (gradients included) are removed", dce},
+      {"decode", 0, "generation's decode routine: forward at one position, keys and values kept in caches (causal LMs)",
+       make_decode},
       {"plan_memory", 1, "liveness; one arena per routine, buffers share bytes when lifetimes do not overlap",
        plan_memory},
       {"mark_contractions", 0, "contractions (matrix products) and scaled sums marked for the emitters and the cost model",

@@ -3,15 +3,16 @@
 // Takes: a Program after the other passes (Routine::offsets and arena_bytes where
 // plan_memory ran), the element size and the target's alignment. Guarantees:
 // Program::layout, decided once here and only printed by the emitters and the model card:
-//   training   (the state every routine runs on) the params, then the optimiser state (the
+//   training   (the state every routine but decode runs on) the params, then the optimiser state (the
 //              model's state proper, a prefix: Arena::state), then every buffer a routine uses
 //              outside its memory plan (all of them at -O0), in buffer order, each with bytes of
 //              its own; then one work region as large as the largest routine's plan, which every
 //              planned routine lays its buffers out in (a state runs one routine at a time). A
 //              buffer a routine keeps for the caller (train_step's param gradients) has a field
 //              pointing at its place in that routine's plan: valid until the next call.
-//   inference  (the C target's forward-only state: forward and eval_metrics) the params, then
-//              the buffers those two routines use outside their plans, then their work region.
+//   inference  (the C target's forward-only state: forward, eval_metrics and decode) the params,
+//              then the buffers those routines use outside their plans (decode's caches among
+//              them: they outlive its calls), then their work region.
 // Every offset and size is a multiple of the alignment; an arena is at least one alignment
 // unit. Inputs are never in an arena (the caller's arrays).
 #include <algorithm>
@@ -82,11 +83,13 @@ void plan_layout(ir::Program& p, const PassOptions& o) {
   for (size_t b = 0; b < p.buffers.size(); ++b)
     if (p.buffers[b].role == ir::Role::OptState) state.push_back(static_cast<int>(b));
   std::vector<const ir::Routine*> all;
-  for (const ir::Routine& r : p.routines) all.push_back(&r);
+  for (const ir::Routine& r : p.routines)
+    if (r.kind != ir::RoutineKind::Decode) all.push_back(&r);
   l.training = arena(p, all, state, o.align, o.elem_bytes);
   std::vector<const ir::Routine*> inference;
   for (const ir::Routine& r : p.routines)
-    if (r.kind == ir::RoutineKind::Forward || r.kind == ir::RoutineKind::Eval) inference.push_back(&r);
+    if (r.kind == ir::RoutineKind::Forward || r.kind == ir::RoutineKind::Eval || r.kind == ir::RoutineKind::Decode)
+      inference.push_back(&r);
   l.inference = arena(p, inference, p.params, o.align, o.elem_bytes);
 }
 

@@ -238,7 +238,7 @@ TEST_CASE("the inference unit: forward and eval over params and their buffers on
   CHECK(layout.inference.bytes < layout.training.bytes);
   // forward reads x, not the target y
   CHECK(has(files[4].text, "forward_reads[] = { 1, 0, 0}"));
-  CHECK(has(files[4].text, "{&t_infer_api, forward_reads, NULL}"));
+  CHECK(has(files[4].text, "{&t_infer_api, forward_reads, NULL, NULL}"));
   CHECK(has(files[0].text, "#define T_EMBEDDED_WEIGHTS 0"));
   CHECK_FALSE(has(files[0].text, "t_infer *t_infer_create_embedded(void);"));
 }

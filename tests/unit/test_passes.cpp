@@ -6,6 +6,7 @@
 #include "ir/stats.h"
 #include "ir/prims.h"
 #include "passes/pipeline.h"
+#include "program.h"
 
 using namespace cannl;
 using ir::Op;
@@ -79,7 +80,7 @@ TEST_CASE("pass list and levels", "[passes]") {
   std::vector<std::string> names;
   for (const auto& p : pass_list()) names.push_back(p.name);
   CHECK(names == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "reuse_values", "inline_virtual",
-                                          "fuse", "dce", "plan_memory", "mark_contractions", "plan_layout"});
+                                          "fuse", "dce", "decode", "plan_memory", "mark_contractions", "plan_layout"});
   Frag f;
   int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input), y = f.buf("y", {{4, true}, {3, false}});
   f.loops({{"b", 4}, {"o", 3}});
@@ -89,13 +90,14 @@ TEST_CASE("pass list and levels", "[passes]") {
   PassOptions o;
   o.level = 0;
   run_passes(f.p, o, [&](const std::string& n, const ir::Program&) { ran.push_back(n); });
-  CHECK(ran == std::vector<std::string>{"loop_order", "mark_contractions", "plan_layout"});  // -O0
+  CHECK(ran == std::vector<std::string>{"loop_order", "decode", "mark_contractions", "plan_layout"});  // -O0
   CHECK(f.text() == before);
   ran.clear();
   o.level = 1;
   o.disabled = {"dce"};
   run_passes(f.p, o, [&](const std::string& n, const ir::Program&) { ran.push_back(n); });
-  CHECK(ran == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "plan_memory", "mark_contractions", "plan_layout"});
+  CHECK(ran == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "decode", "plan_memory", "mark_contractions",
+                                        "plan_layout"});
 }
 
 TEST_CASE("simplify: division by a constant, constant factors, identities", "[passes]") {
@@ -348,4 +350,87 @@ TEST_CASE("plan_memory: no sharing in place when a fused assignment reads after 
   plan_memory(f.p, PassOptions{});
   const auto& r = f.p.routines[0];
   CHECK(r.offsets[static_cast<size_t>(a)] != r.offsets[static_cast<size_t>(b)]);
+}
+
+namespace {
+
+// A one-block GPT (contract v1): ids [ctx |], learned positions, attention (causal or not).
+std::string tiny_gpt(bool causal) {
+  return std::string(R"(model g
+dim ctx = 8
+input tokens : [ctx |] int
+input next : [ctx |] int
+param wte : [16 -> 32]
+param wpe : [16 -> ctx]
+param w_qkv : [16 -> 3, 2, 8]
+param w_o : [2, 8 -> 16]
+x0 = embedding(wte, tokens) + embedding(wpe, position(tokens))
+qkv = w_qkv * layer_norm(x0)
+y = attention(qkv[0], qkv[1], qkv[2], causal = )") +
+         (causal ? "true" : "false") + R"()
+x1 = x0 + w_o * y
+logits = wte * x1
+loss = mean(cross_entropy(logits, next))
+output logits
+)" "minimize loss with sgd(lr = 0.1)\n";
+}
+
+}  // namespace
+
+TEST_CASE("decode: a causal language model's routine at one position", "[passes][decode]") {
+  for (int level : {0, 2}) {
+    const ir::Program p = test::program(tiny_gpt(true), 16, level);
+    const ir::Routine* d = p.routine(ir::RoutineKind::Decode);
+    REQUIRE(d != nullptr);
+    CHECK(d->io.position);
+    CHECK(d->io.seq_len == 8);
+    CHECK(d->io.outputs == std::vector<int>{p.outputs[0]});
+    CHECK(d->io.ids == p.inputs[0]);
+    int caches = 0;
+    for (const ir::Buffer& b : p.buffers)
+      if (b.role == ir::Role::Cache) {
+        ++caches;
+        CHECK(b.name.size() > 6);
+        CHECK(b.name.substr(b.name.size() - 6) == "_cache");
+        REQUIRE(b.dims.size() == 4);
+        CHECK(b.dims[0] == ir::Dim{1, false});
+        CHECK(b.dims[1].size == 8);
+      }
+    CHECK(caches == 2);
+    int calls = 0, at_pos = 0;
+    for (const ir::Stmt& s : d->stmts) {
+      if (s.call) {
+        ++calls;
+        CHECK(s.call->at_pos);
+        CHECK_FALSE(s.call->batch);
+        if (s.call->kind == ir::Call::Kind::AttentionForward) {
+          CHECK(p.buffers[static_cast<size_t>(s.call->k)].role == ir::Role::Cache);
+          CHECK(p.buffers[static_cast<size_t>(s.call->v)].role == ir::Role::Cache);
+        }
+        continue;
+      }
+      for (const ir::Iter& it : s.iters) {
+        CHECK_FALSE(it.batch);
+        at_pos += it.at_pos;
+      }
+    }
+    CHECK(calls >= 2);  // the token embedding, the attention
+    CHECK(at_pos > 0);
+    // The caches live in the inference state, not in a plan nor in the training state.
+    for (size_t b = 0; b < p.buffers.size(); ++b)
+      if (p.buffers[b].role == ir::Role::Cache) {
+        CHECK(p.layout.inference.own[b]);
+        CHECK(p.layout.training.field[b] < 0);
+        CHECK_FALSE(d->planned(static_cast<int>(b)));
+      }
+  }
+}
+
+TEST_CASE("decode: none without causal attention", "[passes][decode]") {
+  const ir::Program p = test::program(tiny_gpt(false), 16, 2);
+  CHECK(p.routine(ir::RoutineKind::Decode) == nullptr);
+  for (const ir::Buffer& b : p.buffers) CHECK(b.role != ir::Role::Cache);
+  const ir::Program q = test::program("model m\ninput x : [4]\nparam w : [4 -> 2]\ny = w * x\nloss = sum(y)\n"
+                                      "output y\nminimize loss with sgd(lr = 0.1)\n", 16, 2);
+  CHECK(q.routine(ir::RoutineKind::Decode) == nullptr);
 }

@@ -1,0 +1,264 @@
+// decode.cpp — the decode routine of generation (contract v1 §6): one new position per call.
+//
+// Takes: a Program after fusion and dce (before memory planning), whose forward routine
+// reads exactly one input, integer ids [batch, T], and has causal attention over it.
+// Guarantees: when every nest of forward that the first output needs is per position — it
+// computes each position of the sequence from that position's values only, but for causal
+// attention, which reads the keys and values of the positions up to its query's — a routine
+// of kind Decode is added: forward's nests for the first output with
+//   - the batch loops run once (one sequence: the batch index is 0);
+//   - the sequence loop (the loop over the T positions) at one position, the run-time `pos`
+//     (Iter::at_pos), and the embedding and attention calls likewise (Call::at_pos);
+//   - the keys and values of each attention written to and read from a cache buffer
+//     `<k>_cache` (Role::Cache, [1, T, ...]) that the routine keeps across calls: after calls
+//     at positions 0 .. p of a sequence, the output at p equals forward's at p (the same
+//     nests, the same order of sums: within float rounding, the matrix products' blocking
+//     aside).
+// A model that is not a causal language model of this form gets no decode routine (nothing
+// changes); so does one where a nest mixes positions otherwise (a sum over positions, a shift)
+// or reads the batch count.
+#include <map>
+
+#include "passes/pipeline.h"
+#include "passes/rewrite.h"
+
+namespace cannl {
+
+namespace {
+
+struct Plan {
+  long T = 0;
+  std::vector<int> seqdim;       // per buffer: the axis holding the position, or -1
+  std::map<int, int> cache_of;   // attention k/v buffer -> its cache
+};
+
+bool single(const ir::Affine& a, int it) { return a.is_single_iter() && a.terms[0].iter == it; }
+
+bool uses(const ir::Affine& a, int it) {
+  for (const auto& t : a.terms)
+    if (t.iter == it) return true;
+  return false;
+}
+
+// Whether e reads the batch count n (a mean over examples): not one sequence's value.
+bool reads_n(const ir::Expr& e) {
+  if (e.op == ir::Op::Scalar && e.name == "n") return true;
+  for (const auto& a : e.args)
+    if (reads_n(*a)) return true;
+  return false;
+}
+
+void index_iters(const ir::Expr& e, std::set<int>& out) {
+  if (e.op == ir::Op::Index)
+    for (const auto& t : e.access.index[0].terms) out.insert(t.iter);
+  for (const auto& a : e.args) index_iters(*a, out);
+}
+
+// The sequence loop of nest s (-1: none), or false when s mixes positions.
+bool nest_seq_iter(const ir::Program& p, const ir::Stmt& s, Plan& pl, int& seq) {
+  std::vector<const ir::Access*> acc;
+  for (const ir::Assign& a : s.assigns) {
+    if (reads_n(*a.body)) return false;
+    acc.push_back(&a.out);
+  }
+  std::vector<const ir::Expr*> loads;
+  ir::collect_loads(s, loads);
+  for (const ir::Expr* l : loads) acc.push_back(&l->access);
+  seq = -1;
+  for (const ir::Access* a : acc) {
+    const int d = pl.seqdim[static_cast<size_t>(a->buf)];
+    if (d < 0) continue;
+    const ir::Affine& f = a->index[static_cast<size_t>(d)];
+    if (!f.is_single_iter()) return false;  // a position read at a shift or a constant
+    if (seq >= 0 && seq != f.terms[0].iter) return false;
+    seq = f.terms[0].iter;
+  }
+  if (seq < 0) {
+    // position(x): a loop whose index is a value, writing a per-position buffer [batch, T, ..].
+    std::set<int> idx;
+    for (const ir::Assign& a : s.assigns) index_iters(*a.body, idx);
+    const ir::Access& out = s.assigns[0].out;
+    const auto& dims = p.buffers[static_cast<size_t>(out.buf)].dims;
+    if (dims.size() >= 2 && dims[0].batch && dims[1].size == pl.T && out.index[1].is_single_iter() &&
+        idx.count(out.index[1].terms[0].iter))
+      seq = out.index[1].terms[0].iter;
+  }
+  if (seq < 0) {
+    // Position-independent (params only): it must not write a per-position buffer.
+    for (const ir::Assign& a : s.assigns)
+      if (pl.seqdim[static_cast<size_t>(a.out.buf)] >= 0) return false;
+    return true;
+  }
+  for (const ir::Assign& a : s.assigns) {
+    int d = -1;
+    for (size_t k = 0; k < a.out.index.size(); ++k)
+      if (uses(a.out.index[k], seq)) {
+        if (d >= 0 || !single(a.out.index[k], seq)) return false;
+        d = static_cast<int>(k);
+      }
+    if (d < 0) return false;  // a sum over positions
+    int& known = pl.seqdim[static_cast<size_t>(a.out.buf)];
+    if (known >= 0 && known != d) return false;
+    const auto& dims = p.buffers[static_cast<size_t>(a.out.buf)].dims;
+    // The emitters fill a zero_first nest's out at one position: [batch, T, ...] only.
+    if (s.zero_first && (d != 1 || !dims[0].batch)) return false;
+    known = d;
+  }
+  for (const ir::Expr* l : loads)
+    for (const ir::Affine& f : l->access.index)
+      if (uses(f, seq) && !single(f, seq)) return false;
+  return true;
+}
+
+// The nests of `fwd` that the `targets` buffers depend on, in order.
+std::vector<size_t> needed(const std::vector<ir::Stmt>& fwd, std::set<int> targets) {
+  std::vector<size_t> keep;
+  for (size_t i = fwd.size(); i-- > 0;) {
+    bool wanted = false;
+    for (int w : passes::writes(fwd[i])) wanted = wanted || targets.count(w) > 0;
+    if (!wanted) continue;
+    keep.insert(keep.begin(), i);
+    for (int b : passes::reads(fwd[i])) targets.insert(b);
+  }
+  return keep;
+}
+
+void rename(ir::Access& a, const std::map<int, int>& to) {
+  auto it = to.find(a.buf);
+  if (it != to.end()) a.buf = it->second;
+}
+
+ir::ExprP rename(const ir::ExprP& e, const std::map<int, int>& to) {
+  bool changed = false;
+  ir::Expr c = *e;
+  if (c.op == ir::Op::Load && to.count(c.access.buf)) {
+    rename(c.access, to);
+    changed = true;
+  }
+  for (auto& a : c.args) {
+    ir::ExprP n = rename(a, to);
+    changed = changed || n != a;
+    a = n;
+  }
+  return changed ? std::make_shared<const ir::Expr>(std::move(c)) : e;
+}
+
+// The decode routine of p, its caches added to p.buffers; false (p.buffers as they were
+// but for caches to drop) when the model has none.
+bool build(ir::Program& p, ir::Routine& dec) {
+  const ir::Routine* fwd = p.routine(ir::RoutineKind::Forward);
+  if (!fwd || fwd->io.outputs.empty()) return false;
+  // The one input forward reads: ids [batch, T].
+  std::set<int> read;
+  for (const ir::Stmt& s : fwd->stmts)
+    for (int b : passes::reads(s))
+      if (p.buffers[static_cast<size_t>(b)].role == ir::Role::Input) read.insert(b);
+  if (read.size() != 1) return false;
+  const int tokens = *read.begin();
+  const ir::Buffer& tb = p.buffers[static_cast<size_t>(tokens)];
+  if (tb.ids <= 0 || tb.dims.size() != 2 || !tb.dims[0].batch) return false;
+  Plan pl;
+  pl.T = tb.dims[1].size;
+  pl.seqdim.assign(p.buffers.size(), -1);
+  pl.seqdim[static_cast<size_t>(tokens)] = 1;
+  const std::vector<size_t> keep = needed(fwd->stmts, {fwd->io.outputs[0]});
+  bool causal = false;
+  std::vector<int> seq_iter(fwd->stmts.size(), -1);
+  for (size_t i : keep) {
+    const ir::Stmt& s = fwd->stmts[i];
+    if (s.call) {
+      const ir::Call& c = *s.call;
+      auto per_pos = [&](int b, long width_dims) {
+        const auto& d = p.buffers[static_cast<size_t>(b)].dims;
+        return pl.seqdim[static_cast<size_t>(b)] == 1 && d.size() == static_cast<size_t>(2 + width_dims);
+      };
+      if (!c.batch || c.seqs * (c.kind == ir::Call::Kind::EmbeddingForward ? 1 : pl.T) != pl.T) return false;
+      if (c.kind == ir::Call::Kind::EmbeddingForward) {
+        if (pl.seqdim[static_cast<size_t>(c.ids)] != 1 || p.buffers[static_cast<size_t>(c.ids)].dims.size() != 2) return false;
+        pl.seqdim[static_cast<size_t>(c.o)] = 1;
+      } else if (c.kind == ir::Call::Kind::AttentionForward) {
+        const long hd = static_cast<long>(p.buffers[static_cast<size_t>(c.q)].dims.size()) - 2;
+        if (!c.causal || c.tq != pl.T || c.tk != pl.T || !per_pos(c.q, hd) || !per_pos(c.k, hd) || !per_pos(c.v, hd))
+          return false;
+        pl.seqdim[static_cast<size_t>(c.o)] = 1;
+        pl.seqdim[static_cast<size_t>(c.lse)] = static_cast<int>(p.buffers[static_cast<size_t>(c.lse)].dims.size()) - 1;
+        causal = true;
+        for (int b : {c.k, c.v}) {
+          if (pl.cache_of.count(b)) continue;
+          ir::Buffer cb = p.buffers[static_cast<size_t>(b)];
+          cb.name += "_cache";
+          cb.role = ir::Role::Cache;
+          cb.dims[0] = ir::Dim{1, false};
+          cb.state_name.clear();
+          cb.tensor = -1;
+          pl.cache_of[b] = static_cast<int>(p.buffers.size());
+          p.buffers.push_back(std::move(cb));
+          pl.seqdim.push_back(1);
+        }
+      } else {
+        return false;
+      }
+      continue;
+    }
+    int seq = -1;
+    if (!nest_seq_iter(p, s, pl, seq)) return false;
+    seq_iter[i] = seq;
+  }
+  if (!causal || pl.seqdim[static_cast<size_t>(fwd->io.outputs[0])] != 1) return false;
+  // A cache written by a zero_first nest would be filled whole: not one position.
+  for (size_t i : keep) {
+    const ir::Stmt& s = fwd->stmts[i];
+    if (s.call || !s.zero_first) continue;
+    for (int w : passes::writes(s))
+      if (pl.cache_of.count(w)) return false;
+  }
+
+  dec.kind = ir::RoutineKind::Decode;
+  dec.io.position = true;
+  dec.io.seq_len = pl.T;
+  dec.io.ids = tokens;
+  dec.io.outputs = {fwd->io.outputs[0]};
+  for (size_t i : keep) {
+    ir::Stmt s = fwd->stmts[i];
+    if (s.call) {
+      ir::Call& c = *s.call;
+      c.batch = false;
+      c.at_pos = true;
+      for (int* b : {&c.q, &c.k, &c.v}) {  // q too when it is k (attention(x, x, x))
+        auto it = pl.cache_of.find(*b);
+        if (it != pl.cache_of.end()) *b = it->second;
+      }
+    } else {
+      for (size_t k = 0; k < s.iters.size(); ++k) {
+        ir::Iter& it = s.iters[k];
+        if (it.batch) it = ir::Iter{it.name, 1, false, false};
+        if (static_cast<int>(k) == seq_iter[i]) it = ir::Iter{it.name, 1, false, true};
+      }
+      for (ir::Assign& a : s.assigns) {
+        rename(a.out, pl.cache_of);
+        a.body = rename(a.body, pl.cache_of);
+      }
+      if (s.product) {
+        rename(s.product->a, pl.cache_of);
+        rename(s.product->b, pl.cache_of);
+      }
+      if (s.scaled_sum) s.scaled_sum->summand = rename(s.scaled_sum->summand, pl.cache_of);
+    }
+    dec.stmts.push_back(std::move(s));
+  }
+  return true;
+}
+
+}  // namespace
+
+void make_decode(ir::Program& p, const PassOptions&) {
+  if (p.routine(ir::RoutineKind::Decode)) return;
+  const size_t buffers = p.buffers.size();
+  ir::Routine dec;
+  if (build(p, dec))
+    p.routines.push_back(std::move(dec));
+  else
+    p.buffers.resize(buffers);
+}
+
+}  // namespace cannl

@@ -1,0 +1,135 @@
+/* decode.c - the KV-cache decode steps of a generated GPT against its full forward pass
+ * (issue 17, contract v1 §6), built against gpt_tiny in float32 and in float64.
+ *
+ * Random params (uniform, wide enough that attention is far from uniform). Checks:
+ *   1. one sequence of ctx ids, prefilled one id and then stepped: the logits at every
+ *      position equal forward's at that position (one forward over the whole sequence:
+ *      causal attention keeps later positions out);
+ *   2. prefill of k ids: the logits of position k - 1, for several k;
+ *   3. the window rule past ctx: a stream of 2.5 ctx ids walked as --generate walks it (the
+ *      window grows to ctx, then becomes its last ctx/2 ids, prefilled again): at each
+ *      length, the logits of the window's last position equal forward's on the window
+ *      (left-aligned, the rest id 0);
+ *   4. bad calls: a step past ctx, an id out of range, prefill of 0 or ctx + 1 ids
+ *      (CANNL_E_ARG, and the cache length as documented).
+ * Tolerance: |decode - forward| <= tol * max(1, |forward|), tol 1e-12 (f64) or 1e-5 (f32). */
+#include "gpt_tiny.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CTX GPT_TINY_DECODE_CTX
+#define V GPT_TINY_DECODE_VOCAB
+
+typedef gpt_tiny_real real;
+
+static int failures = 0;
+static double worst = 0;
+
+static uint64_t rng_state = 88172645463325252ull;
+static double uniform(void) { /* xorshift64, [0, 1) */
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+static void compare(const real *dec, const real *fwd, const char *what, long at) {
+    const double tol = sizeof(real) == 8 ? 1e-12 : 1e-5;
+    for (int j = 0; j < V; ++j) {
+        double d = fabs((double)dec[j] - (double)fwd[j]) / fmax(1.0, fabs((double)fwd[j]));
+        if (d > worst) worst = d;
+        if (!(d <= tol)) {
+            if (failures++ < 10)
+                fprintf(stderr, "FAIL %s at %ld: logit %d: decode %.17g, forward %.17g\n", what, at, j,
+                        (double)dec[j], (double)fwd[j]);
+            return;
+        }
+    }
+}
+
+/* forward's logits of one example: ids[0 .. len) left-aligned, the rest 0. */
+static void forward(gpt_tiny_infer *s, const int32_t *ids, long len, real *logits) {
+    static int32_t window[CTX];
+    memset(window, 0, sizeof window);
+    memcpy(window, ids, (size_t)len * sizeof *ids);
+    const real *inputs[GPT_TINY_NUM_INPUTS] = {0};
+    inputs[GPT_TINY_INPUT_TOKENS] = (const real *)(const void *)window;
+    real *outputs[GPT_TINY_NUM_OUTPUTS] = {logits};
+    if (gpt_tiny_infer_forward(s, inputs, 1, outputs) != CANNL_OK) {
+        fprintf(stderr, "FAIL forward\n");
+        exit(1);
+    }
+}
+
+int main(void) {
+    gpt_tiny_infer *s = gpt_tiny_infer_create();
+    if (!s) return 1;
+    /* random params */
+    const char *names[] = {"wte", "wpe", "ln1_g", "ln1_b", "w_qkv", "b_qkv", "w_o", "b_o", "ln2_g",
+                           "ln2_b", "w_fc", "b_fc", "w_pr", "b_pr", "lnf_g", "lnf_b"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; ++k) {
+        int64_t count = 0;
+        real *p = (real *)gpt_tiny_infer_param(s, names[k], &count);
+        if (!p) {
+            fprintf(stderr, "no param %s\n", names[k]);
+            return 1;
+        }
+        for (int64_t i = 0; i < count; ++i) p[i] = (real)(uniform() - 0.5);
+    }
+    enum { LEN = CTX * 5 / 2 };
+    static int32_t ids[LEN];
+    for (int i = 0; i < LEN; ++i) ids[i] = (int32_t)(uniform() * V);
+    static real fwd[CTX * V];
+    real dec[V];
+
+    /* 1. every position of one window */
+    forward(s, ids, CTX, fwd);
+    if (gpt_tiny_decode_prefill(s, ids, 1, dec) != CANNL_OK) ++failures;
+    compare(dec, fwd, "step", 0);
+    for (long t = 1; t < CTX; ++t) {
+        if (gpt_tiny_decode_step(s, ids[t], dec) != CANNL_OK) ++failures;
+        compare(dec, fwd + t * V, "step", t);
+    }
+    if (gpt_tiny_decode_length(s) != CTX) ++failures, fprintf(stderr, "FAIL length after ctx steps\n");
+
+    /* 4. bad calls */
+    if (gpt_tiny_decode_step(s, 0, dec) != CANNL_E_ARG || gpt_tiny_decode_length(s) != CTX)
+        ++failures, fprintf(stderr, "FAIL a step past ctx\n");
+    if (gpt_tiny_decode_prefill(s, ids, CTX + 1, dec) != CANNL_E_ARG || gpt_tiny_decode_length(s) != 0)
+        ++failures, fprintf(stderr, "FAIL prefill of ctx + 1 ids\n");
+    if (gpt_tiny_decode_prefill(s, ids, 0, dec) != CANNL_E_ARG) ++failures, fprintf(stderr, "FAIL prefill of 0 ids\n");
+    if (gpt_tiny_decode_prefill(s, ids, 3, NULL) != CANNL_OK || gpt_tiny_decode_step(s, V, dec) != CANNL_E_ARG ||
+        gpt_tiny_decode_step(s, -1, dec) != CANNL_E_ARG || gpt_tiny_decode_length(s) != 3)
+        ++failures, fprintf(stderr, "FAIL ids out of range\n");
+
+    /* 2. prefill of k ids */
+    for (long k = 1; k <= CTX; k += 9) {
+        if (gpt_tiny_decode_prefill(s, ids + 7, k, dec) != CANNL_OK) ++failures;
+        forward(s, ids + 7, k, fwd);
+        compare(dec, fwd + (k - 1) * V, "prefill", k);
+    }
+
+    /* 3. the window rule past ctx */
+    long start = 0, cached = 0;
+    for (long len = 1; len <= LEN; ++len) {
+        if (len - start > CTX) {
+            start = len - CTX / 2;
+            cached = 0;
+        }
+        const long w = len - start;
+        cannl_status st = cached == 0 ? gpt_tiny_decode_prefill(s, ids + start, w, dec)
+                                      : gpt_tiny_decode_step(s, ids[start + w - 1], dec);
+        if (st != CANNL_OK) ++failures, fprintf(stderr, "FAIL decode at length %ld\n", len);
+        cached = w;
+        forward(s, ids + start, w, fwd);
+        compare(dec, fwd + (w - 1) * V, "window", len);
+    }
+
+    gpt_tiny_infer_destroy(s);
+    printf("decode vs forward (%s, ctx %d): worst relative difference %.3g over %d positions; %s\n",
+           sizeof(real) == 8 ? "f64" : "f32", CTX, worst, CTX + LEN, failures ? "FAILED" : "ok");
+    return failures ? 1 : 0;
+}
