@@ -343,7 +343,7 @@ static void set_h1_2(int64_t pos, real *restrict h1, const real *restrict x0_emb
 
 /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
 CANNL_MULTIVERSION
-static void set_y_q_3(int64_t pos, real *restrict y_q, real *restrict y_k_cache, real *restrict y_v_cache, const real *restrict qkv_mm, const real *restrict b_qkv) {
+static void set_y_q_2(int64_t pos, real *restrict y_q, real *restrict y_k_cache, real *restrict y_v_cache, const real *restrict qkv_mm, const real *restrict b_qkv) {
     for (int64_t o0 = 0; o0 < 4; ++o0) {
         for (int64_t o1 = 0; o1 < 32; ++o1) {
             y_q[pos * 128 + o0 * 32 + o1] = qkv_mm[pos * 384 + o0 * 32 + o1] + b_qkv[o0 * 32 + o1];
@@ -705,7 +705,7 @@ static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t
     cannl_sgemm(m->gemm, 1, 384, 128, 1.0f, h1 + pos * 128, 8192, 1, w_qkv, 1, 128, qkv_mm + pos * 384, 24576, 1, 1);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q_3(pos, y_q, y_k_cache, y_v_cache, qkv_mm, b_qkv);
+    set_y_q_2(pos, y_q, y_k_cache, y_v_cache, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {1, 64, 32, 32, pos, 1, 0.17677669529663687};
         for (int64_t cannl_h = 0; cannl_h < 4; ++cannl_h)
