@@ -331,6 +331,40 @@ void add_losses(std::vector<OpInfo>& t) {
   t.push_back({"concat", {tensor("a"), tensor("b")}, concat, false, "a and b joined along the last output axis"});
 }
 
+// ---- train and eval modes (issue 20) -----------------------------------------------------
+
+// dropout(x, p): the shape of x; p in [0, 1).
+void dropout(ShapeContext& c, const BoundCall& b) {
+  pointwise(c, b);
+  const double p = b.values.at("p");
+  if (p < 1) return;
+  c.check_after_solving(c.origin("in dropout of", {b.tensors[0]}), [p]() {
+    return fmt::format("dropout's p must be below 1 (it is {}): p is the probability of zeroing an element", p);
+  });
+}
+
+// batch_norm(x, eps, momentum): the shape of x, which needs an output axis (the channels).
+void batch_norm(ShapeContext& c, const BoundCall& b) {
+  Solver& s = c.solver();
+  const Expr* x = b.tensors[0];
+  Origin o = c.origin("in batch_norm of", {x});
+  s.equal_rows(c.shape(x).row(AxisKind::Output), RowT{{}, s.fresh_row().var, {s.fresh_dim()}}, o,
+               fmt::format("{} needs an output axis to normalise each index of (its last: the channels)",
+                           c.name_of(x)));
+  c.same_shape(x, "in batch_norm of");
+}
+
+void add_modes(std::vector<OpInfo>& t) {
+  ArgSig p{"p", ArgType::Number, false, 0.5, 0.0};
+  t.push_back({"dropout", {tensor("x"), p}, dropout, false,
+               "x *. mask / (1 - p) in the training step (mask 0 with probability p), x elsewhere"});
+  ArgSig momentum{"momentum", ArgType::Number, false, 0.1, 0.0};
+  ArgSig eps{"eps", ArgType::Number, false, 1e-5, 0.0};
+  t.push_back({"batch_norm", {tensor("x"), eps, momentum}, batch_norm, false,
+               "each index of the last output axis normalised over all other axes: batch statistics in "
+               "the training step, running statistics elsewhere"});
+}
+
 std::vector<OpInfo> make_table() {
   std::vector<OpInfo> t;
   for (const char* f : {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"})
@@ -421,6 +455,7 @@ std::vector<OpInfo> make_table() {
   for (const char* f : {"cross_entropy", "accuracy"})
     amend(t, f, [](OpInfo& o) { o.args[1].elem = Elem::Either; });  // class indices or distributions
   add_losses(t);
+  add_modes(t);
   return t;
 }
 
