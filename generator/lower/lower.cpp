@@ -975,9 +975,13 @@ private:
       stride *= dims[i].size;
     }
     ExprP xv = value(x, id);  // (nests it needs are in every routine)
+    if (p == 0) {             // the identity everywhere (PyTorch's Dropout(p = 0))
+      emit(n, r, id, ir::Accum::Set, xv);
+      return;
+    }
     phase_ = Phase::Train;
     ExprP kept = ir::binary(Op::Mul, xv, ir::keep(counter, p));
-    emit(n, r, id, ir::Accum::Set, p > 0 ? ir::binary(Op::Mul, kept, ir::cnst(1 / (1 - p))) : kept);
+    emit(n, r, id, ir::Accum::Set, ir::binary(Op::Mul, kept, ir::cnst(1 / (1 - p))));
     phase_ = Phase::Infer;
     emit(n, r, id, ir::Accum::Set, xv);
     phase_ = Phase::Both;
