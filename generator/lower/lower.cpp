@@ -117,7 +117,7 @@ public:
     p.loss = out_.tensor_buf[static_cast<size_t>(m_.loss)];
     for (const auto& [e, c] : m_.calls) {  // the range of each integer input (Buffer::ids)
       if (e->name == "embedding") bound_ids(c.tensors[1], shape(c.tensors[0]).row(AxisKind::Output).at(0).size);
-      if ((e->name == "cross_entropy" || e->name == "accuracy") && m_.is_int(c.tensors[1]))
+      if ((e->name == "cross_entropy" || e->name == "accuracy" || e->name == "nll_loss") && m_.is_int(c.tensors[1]))
         bound_ids(c.tensors[1], shape(c.tensors[0]).row(AxisKind::Output).at(0).size);
     }
     return std::move(out_);
@@ -207,6 +207,10 @@ private:
     ir::Stmt s = ir::nest(n.iters, {buf, std::move(index)}, acc, std::move(body));
     s.line = line_;
     s.what = what_;
+    push(std::move(s));
+  }
+  // Appends a nest to the forward nests in the current phase (or to the training step's updates).
+  void push(ir::Stmt s) {
     if (to_updates_) {
       out_.train_updates.push_back(std::move(s));
       return;
@@ -486,7 +490,7 @@ private:
     s.call = call;
     s.line = line_;
     s.what = what_;
-    out_.forward.push_back(std::move(s));
+    push(std::move(s));
   }
 
   // embedding(table : [d.. -> n], ids : [B.. | ] int) -> [B.. | d..]: a gather, an opaque
@@ -510,7 +514,7 @@ private:
     s.call = call;
     s.line = line_;
     s.what = what_;
-    out_.forward.push_back(std::move(s));
+    push(std::move(s));
   }
 
 
@@ -888,8 +892,9 @@ private:
   void lower_nll(const Expr* logp, const Expr* target, const std::string& reduction, int r) {
     const Shape js = joint(shape(logp), shape(target));
     StatNest sn = stat_nest(js);
-    ExprP body = ir::unary(Op::Neg, ir::binary(Op::Mul, value(target, align(js, sn.x, shape(target))),
-                                               value(logp, align(js, sn.x, shape(logp)))));
+    ExprP tv = value(target, align(js, sn.x, shape(target)));
+    if (m_.is_int(target)) tv = ir::binary(Op::Eq, tv, ir::index_value(Affine::of(sn.out_loops.at(0))));  // class ids
+    ExprP body = ir::unary(Op::Neg, ir::binary(Op::Mul, tv, value(logp, align(js, sn.x, shape(logp)))));
     if (reduction == "none") {
       fill_buffer(r, 0, stat_names(sn));
       emit(sn.n, r, sn.stat, ir::Accum::Add, body);

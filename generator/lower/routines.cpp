@@ -74,6 +74,7 @@ ir::Stmt init_param(const ir::Program& p, int buf, const Shape& shape, const Cal
 // The forward nests of the routines that run in `phase` (Train: the training step; Infer:
 // forward and eval_metrics).
 std::vector<ir::Stmt> in_phase(const Lowered& low, Phase phase) {
+  if (low.phase.size() != low.forward.size()) CANNL_BUG("a forward nest without its phase");
   std::vector<ir::Stmt> out;
   for (size_t i = 0; i < low.forward.size(); ++i)
     if (low.phase[i] == Phase::Both || low.phase[i] == phase) out.push_back(low.forward[i]);

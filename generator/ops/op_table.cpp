@@ -259,17 +259,8 @@ void pointwise_loss(ShapeContext& c, const BoundCall& b) {
 }
 
 // nll_loss(logp, target): -sum over the output axes of target *. logp, one value per example
-// (as cross_entropy), then reduced. Class indices (int targets) are not supported yet.
-void nll_loss(ShapeContext& c, const BoundCall& b) {
-  const Expr* t = b.tensors[1];
-  if (c.is_int(t)) {
-    c.check_after_solving(c.origin("in nll_loss of", {t}), [&c, t]() {
-      return fmt::format("nll_loss with integer class indices ({}) is not supported yet: give the target as "
-                         "class probabilities or one-hot rows over the output axes", c.name_of(t));
-    });
-  }
-  per_example_pair(c, b, b.strings.at("reduction") != "none");
-}
+// (as cross_entropy; integer targets are class indices: -logp[class]), then reduced.
+void nll_loss(ShapeContext& c, const BoundCall& b) { per_example_pair(c, b, b.strings.at("reduction") != "none"); }
 
 // concat(a, b): torch.cat along the last output axis; the other output axes equal, batch and
 // input axes broadcast as those of +.
@@ -316,13 +307,13 @@ void add_losses(std::vector<OpInfo>& t) {
                  return ir::select(binary(Op::Gt, cnst(delta), a), binary(Op::Mul, cnst(0.5), ir::pow(d, 2)),
                                    binary(Op::Mul, cnst(delta), binary(Op::Sub, a, cnst(0.5 * delta))));
                })});
-  // max(x, 0) - x y + log1p(exp(-|x|)), as PyTorch computes it (no overflow for any x).
+  // log1pexp(x) - x y, log1pexp(x) = max(x, 0) + log1p(exp(-|x|)) as PyTorch computes it (no
+  // overflow for any x), one primitive whose derivative is sigmoid(x) everywhere: sigmoid(x) - y,
+  // 0.5 - y at x = 0 (the pieces max(x, 0) and |x| would each give 0 there).
   t.push_back({"bce_with_logits", {tensor("x"), tensor("y"), reduction_arg()}, pointwise_loss, false,
                "binary cross-entropy of sigmoid(x) against y, reduced",
                [](const std::vector<ExprP>& x, const BoundCall&) {
-                 const ExprP relu = ir::select(binary(Op::Gt, x[0], cnst(0)), x[0], cnst(0));
-                 const ExprP soft = ir::call("log1p", {ir::call("exp", {ir::unary(Op::Neg, ir::call("abs", {x[0]}))})});
-                 return binary(Op::Add, binary(Op::Sub, relu, binary(Op::Mul, x[0], x[1])), soft);
+                 return binary(Op::Sub, ir::call("log1pexp", {x[0]}), binary(Op::Mul, x[0], x[1]));
                }});
   t.push_back({"nll_loss", {tensor("logp"), shape_only("target"), reduction_arg()}, nll_loss, false,
                "-sum over outputs(target *. logp) per example, reduced (mean over examples)"});

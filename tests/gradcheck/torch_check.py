@@ -421,7 +421,9 @@ def _(P, X):
     y = torch.sigmoid(2 * X["t"])
     c = P["c"]
     bce = F.binary_cross_entropy_with_logits
-    return bce(z, y) + bce(z, torch.sigmoid(c).expand_as(z), reduction="sum") + (bce(z, y, reduction="none") * c).sum()
+    at0 = bce(lin(P["w0"], X["x"]), y)  # logits exactly 0: the gradient is (sigmoid(0) - y) x
+    return (bce(z, y) + bce(z, torch.sigmoid(c).expand_as(z), reduction="sum") + (bce(z, y, reduction="none") * c).sum()
+            + at0)
 
 
 @ref("nll_loss")
@@ -434,6 +436,14 @@ def _(P, X):
     lz = torch.log_softmax(X["z"] * P["u"], dim=1)            # [batch | 2 -> 4] stored [n, 4, 2]
     nllz = -(p[:, :, None] * lz).sum(dim=1)                   # [n, 2]
     return nll.mean() + nll.sum() + (nllz * P["d"]).sum() + nllz.mean()
+
+
+@ref("nll_loss_ids")
+def _(P, X):
+    logp = torch.log_softmax(lin(P["w"], X["x"]) + P["b"], dim=1)
+    label = X["label"].long()
+    return (F.nll_loss(logp, label) + F.nll_loss(logp, label, reduction="sum") +
+            (F.nll_loss(logp, label, reduction="none") * P["d"]).sum())
 
 
 @ref("logsumexp")
