@@ -1058,8 +1058,11 @@ private:
                           ir::binary(Op::Mul, ir::cnst(momentum), std::move(stat)));
       };
       emit(n, rmean, id, ir::Accum::Set, blend(rmean, ir::load({mu, id}, true)));
+      // m / (m - 1) (m values per channel); a batch of one value per channel, which PyTorch
+      // refuses, has variance 0 and blends in 0 instead of 0 / 0
       ExprP unbiased = ir::binary(Op::Div, ir::binary(Op::Mul, ir::load({var, id}, true), count),
-                                  ir::binary(Op::Sub, count, ir::cnst(1)));
+                                  ir::select(ir::binary(Op::Gt, count, ir::cnst(1)),
+                                             ir::binary(Op::Sub, count, ir::cnst(1)), ir::cnst(1)));
       emit(n, rvar, id, ir::Accum::Set, blend(rvar, unbiased));
       emit(Nest{}, tracked, {}, ir::Accum::Set, ir::binary(Op::Add, ir::load({tracked, {}}), ir::cnst(1)));
     }

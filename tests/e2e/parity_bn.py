@@ -27,6 +27,8 @@ trainer and to the inference program, so every file below is in PyTorch's names.
    (float64) or 1e-5 (float32) relative, max norm.
 4. Batch independence: each of 5 examples run alone (--batch 1) gives the output it gets
    inside a batch of 256, within 1e-6 relative (eval mode reads no batch statistics).
+5. A training step on a batch of one example (one value per channel, which PyTorch refuses)
+   blends a variance of 0 into running_var: 0.9 times the initial one, nothing infinite.
 """
 
 import argparse
@@ -227,6 +229,17 @@ def main():
         worst = max(worst, rel_err(np.load(alone)[0], mine[i]))
     print(f"an example alone vs inside a batch of 256: relative error (max norm) {worst:.3e} (limit 1e-6)")
     u.check(worst <= 1e-6, f"an example alone gives another output than inside a batch: {worst:.3g}")
+
+    # 5. a step on one example (one value per channel: PyTorch refuses it) blends in variance 0
+    one_ckpt = os.path.join(work, "one.safetensors")
+    u.run([opt.trainer, f"--data=x={files['x']}", f"--data=y={files['y']}", "--steps", "1", "--batch", "1",
+           "--no-shuffle", "--init", init_path, "--name-map", name_map, "--checkpoint", one_ckpt, "--quiet"])
+    t1, _, _ = u.read_safetensors(one_ckpt)
+    want_var = 0.9 * init["bn1.running_var"]
+    e1 = rel_err(t1["bn1.running_var"], want_var)
+    u.check(e1 <= (TOL_F64 if f64 else 1e-6), f"running_var after a step on one example: {t1['bn1.running_var']}, "
+            f"expected 0.9 * the initial ({want_var})")
+    print(f"a step on one example: running_var = 0.9 running_var (variance 0), error {e1:.1e}")
     print(f"PARITY bn_mlp {header['l1.weight']['dtype']}: {steps} sgd steps of {batch} in train mode, "
           f"{len(want)} tensors; eval {e:.1e}; alone vs batch {worst:.1e}")
 
