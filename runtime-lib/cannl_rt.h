@@ -239,6 +239,11 @@ float cannl_rng_uniformf(cannl_rng *rng);
 /* Standard normal N(0, 1) by Box-Muller (pairs are cached in *rng). */
 double cannl_rng_normal(cannl_rng *rng);
 
+/* The key of dropout's masks at a training step: a well-mixed function of (seed, step) only,
+ * so a resumed run draws the masks the uninterrupted one drew. The generated code's
+ * cannl_keep(key, i, t) hashes it with each element's counter i (no state, any order). */
+uint64_t cannl_dropout_key(uint64_t seed, int64_t step);
+
 /* Fisher-Yates shuffle of idx[0..n) in place. */
 void cannl_shuffle(cannl_rng *rng, int64_t *idx, int64_t n);
 

@@ -167,7 +167,8 @@ typedef struct ck_tensor {
     const char *name;     /* in json.strings */
     const char *dtype;    /* as in the file */
     size_t esize;
-    int readable;         /* F32 or F64 */
+    int readable;         /* F32 or F64, or I64 (read as numbers: PyTorch's num_batches_tracked) */
+    int i64;
     cannl_dtype dt;
     int32_t ndims;        /* may exceed CANNL_MAX_DIMS (then only the first are kept) */
     int64_t shape[CANNL_MAX_DIMS];
@@ -185,7 +186,7 @@ struct cannl_checkpoint {
     cannl__json json;
 };
 
-static size_t dtype_size_of(const char *s, int *readable, cannl_dtype *dt) {
+static size_t dtype_size_of(const char *s, int *readable, cannl_dtype *dt, int *i64) {
     static const struct {
         const char *name;
         size_t size;
@@ -193,7 +194,12 @@ static size_t dtype_size_of(const char *s, int *readable, cannl_dtype *dt) {
                  {"I8", 1},  {"U64", 8}, {"U32", 4}, {"U16", 2},  {"U8", 1},   {"BOOL", 1}, {"F8_E5M2", 1},
                  {"F8_E4M3", 1}};
     *readable = 0;
-    if (strcmp(s, "F32") == 0) {
+    *i64 = 0;
+    if (strcmp(s, "I64") == 0) {
+        *readable = 1;
+        *i64 = 1;
+        *dt = CANNL_F64;
+    } else if (strcmp(s, "F32") == 0) {
         *readable = 1;
         *dt = CANNL_F32;
     } else if (strcmp(s, "F64") == 0) {
@@ -287,7 +293,7 @@ static cannl_status load_header(cannl_checkpoint *ck, uint64_t data_len, cannl_e
         if (!dt || dt->type != CANNL__J_STR)
             return cannl__fail(err, CANNL_E_FORMAT, path, "tensor '%s': missing or non-string \"dtype\"", name);
         t->dtype = dt->str;
-        t->esize = dtype_size_of(dt->str, &t->readable, &t->dt);
+        t->esize = dtype_size_of(dt->str, &t->readable, &t->dt, &t->i64);
         if (t->esize == 0) return cannl__fail(err, CANNL_E_FORMAT, path, "tensor '%s': unknown dtype '%s'", name, dt->str);
         if (!sh || sh->type != CANNL__J_ARR)
             return cannl__fail(err, CANNL_E_FORMAT, path, "tensor '%s': missing or non-array \"shape\"", name);
@@ -474,7 +480,7 @@ cannl_status cannl_checkpoint_read(const cannl_checkpoint *ck, const cannl_tenso
         return cannl__fail(err, CANNL_E_ARG, path, "tensor '%s': invalid requested dtype %d", want->name,
                            (int)want->dtype);
     if (!t->readable)
-        return cannl__fail(err, CANNL_E_MISMATCH, path, "tensor '%s' has dtype %s (only F32 and F64 can be read)",
+        return cannl__fail(err, CANNL_E_MISMATCH, path, "tensor '%s' has dtype %s (only F32, F64 and I64 can be read)",
                            t->name, t->dtype);
     if (t->ndims > CANNL_MAX_DIMS)
         return cannl__fail(err, CANNL_E_MISMATCH, path, "tensor '%s' has %d dimensions (at most %d supported)",
@@ -494,7 +500,7 @@ cannl_status cannl_checkpoint_read(const cannl_checkpoint *ck, const cannl_tenso
     const size_t out_es = cannl_dtype_size(want->dtype);
     unsigned char *dst = want->data;
     char eb[128];
-    if (t->dt == want->dtype && cannl__host_le()) {
+    if (t->dt == want->dtype && cannl__host_le() && !t->i64) {
         int r = pread_full(ck->fd, dst, count * t->esize, ck->data_start + t->begin);
         if (r < 0) return cannl__fail(err, CANNL_E_IO, path, "read error: %s", cannl__strerror(errno, eb, sizeof eb));
         if (r > 0) return cannl__fail(err, CANNL_E_FORMAT, path, "tensor '%s': file was truncated", t->name);
@@ -512,7 +518,20 @@ cannl_status cannl_checkpoint_read(const cannl_checkpoint *ck, const cannl_tenso
                        : cannl__fail(err, CANNL_E_FORMAT, path, "tensor '%s': file was truncated", t->name);
             break;
         }
-        cannl__decode(buf, n, et, 0, dst + done * out_es, want->dtype);
+        if (t->i64) { /* little-endian int64 values, as numbers of the requested type */
+            for (size_t k = 0; k < n; k++) {
+                uint64_t u = 0;
+                for (int b = 7; b >= 0; b--) u = (u << 8) | buf[k * 8 + (size_t)b];
+                const double v = (double)(int64_t)u;
+                if (want->dtype == CANNL_F64) memcpy(dst + (done + k) * out_es, &v, sizeof v);
+                else {
+                    const float f = (float)v;
+                    memcpy(dst + (done + k) * out_es, &f, sizeof f);
+                }
+            }
+        } else {
+            cannl__decode(buf, n, et, 0, dst + done * out_es, want->dtype);
+        }
         done += n;
     }
     free(buf);

@@ -230,7 +230,7 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
         if (once && seen[f - FLAGS])
             return cannl__usage_error(msg, cap, "%s given twice (%s and %s)", f->name, seen[f - FLAGS], v);
         if (once) seen[f - FLAGS] = v;
-        if (f == &FLAGS[1] && api->num_inputs == 0) return cannl__usage_error(msg, cap, "model '%s' has no inputs", api->name);
+        if (f->kind == F_INPUT && api->num_inputs == 0) return cannl__usage_error(msg, cap, "model '%s' has no inputs", api->name);
         int rc = apply(api, f, v, o, msg, cap);
         if (rc) return rc;
     }

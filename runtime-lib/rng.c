@@ -24,6 +24,13 @@ void cannl_rng_seed(cannl_rng *rng, uint64_t seed) {
     rng->has_spare = 0;
 }
 
+uint64_t cannl_dropout_key(uint64_t seed, int64_t step) {
+    uint64_t x = seed ^ UINT64_C(0xD1B54A32D192ED03);
+    uint64_t k = splitmix64(&x);
+    x = k + (uint64_t)step;
+    return splitmix64(&x);
+}
+
 uint64_t cannl_rng_next(cannl_rng *rng) {
     uint64_t *s = rng->s;
     const uint64_t result = rotl(s[1] * 5, 7) * 9;

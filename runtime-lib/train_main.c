@@ -273,6 +273,18 @@ static const char *lr_schedule_name(const trainer *t) {
 /* Create the model, then --resume or --init. */
 static int setup_model(trainer *t) {
     const cannl_model_api *api = t->api;
+    if (t->o.resume && !t->o.seed_set) {
+        /* The state is created with the run's seed, the checkpoint's: dropout's masks follow
+           from it and the step, so the resumed run draws the masks the first one would have.
+           (Any problem with the file is reported by the load below.) */
+        cannl_checkpoint *ck = NULL;
+        cannl_error err;
+        uint64_t v;
+        if (cannl_checkpoint_open(t->o.resume, NULL, &ck, &err) == CANNL_OK) {
+            if (meta_u64(ck, "seed", &v) == 0) t->seed = v;
+            cannl_checkpoint_close(ck);
+        }
+    }
     t->m = api->create(t->seed);
     if (!t->m)
         return report(t, CANNL__EXIT_FAIL, "cannot create model '%s' (out of memory%s)", api->name,

@@ -19,6 +19,7 @@ ExprP derivative(const ExprP& e, const ir::Access& wrt) {
   const ExprP zero = ir::cnst(0);
   switch (e->op) {
     case Op::Const: case Op::Scalar: case Op::Index: case Op::Eq: case Op::Gt: case Op::Uniform: case Op::Normal:
+    case Op::Keep:
       return zero;
     case Op::Load: return !e->nograd && e->access == wrt ? ir::cnst(1) : zero;
     case Op::Neg: return ir::unary(Op::Neg, d(0));

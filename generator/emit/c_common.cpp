@@ -167,8 +167,10 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
 std::string scalar_prologue(const ir::Routine& r, const std::set<std::string>& used, CExpr& x) {
   if (r.kind != ir::RoutineKind::TrainStep) return "";
   std::string pro;
-  const bool step_used = used.count("step") > 0 || !r.scalars.empty();
+  const bool step_used = used.count("step") > 0 || used.count("rng_key") > 0 || !r.scalars.empty();
   pro += step_used ? "    const int64_t step = ++m->step;\n" : "    ++m->step;\n";
+  // dropout's key (Op::Keep): from the seed the state was initialised with and the step
+  if (used.count("rng_key")) pro += "    const uint64_t rng_key = cannl_dropout_key(m->seed, step);\n";
   if (used.count("lr")) pro += "    const real lr = (real)m->lr;\n";
   for (const auto& d : r.scalars)
     if (used.count(d.name)) pro += fmt::format("    const real {} = (real)({});\n", d.name, x.formula(*d.value));
@@ -213,6 +215,13 @@ std::string CExpr::helper_defs(const std::string& qualifier) const {
     s += fmt::format("{} {} cannl_{}({} x{}) {{ {} }}\n", qualifier, r, f.name, r, f.arity == 2 ? ", " + r + " y" : "",
                      body(ir::CSpell{f64}));
   }
+  // Op::Keep's hash: splitmix64's finaliser of the key and the counter (a counter-based
+  // generator: each element's draw depends on (seed, step, counter) only, in C and CUDA alike).
+  if (helpers.count("keep"))
+    s += fmt::format("{} {} cannl_keep(uint64_t key, uint64_t i, uint32_t t) {{ uint64_t z = key ^ (i * "
+                     "0x9E3779B97F4A7C15u); z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u; z = (z ^ (z >> 27)) * "
+                     "0x94D049BB133111EBu; z ^= z >> 31; return (uint32_t)(z >> 32) >= t ? ({})1 : ({})0; }}\n",
+                     qualifier, r, r, r);
   return s;
 }
 
@@ -330,6 +339,12 @@ std::string CExpr::expr(const ir::Expr& e) {
       }
       return e.name == "n" ? "(real)n" : e.name;
     case Op::Index: return "(real)(" + affine(e.access.index[0]) + ")";
+    case Op::Keep: {  // dropout's draw: kept when the hash's high 32 bits reach p 2^32
+      helpers.insert("keep");
+      const double t = std::min(std::round(e.value * 4294967296.0), 4294967295.0);
+      return fmt::format("cannl_keep({}, (uint64_t)({}), {}u)", expr(*e.args[0]), affine(e.access.index[0]),
+                         static_cast<unsigned long>(t));
+    }
     case Op::Load: {
       std::string cond = in_range(e.access);
       return cond.empty() ? access(e.access) : "(" + cond + " ? " + access(e.access) + " : 0)";

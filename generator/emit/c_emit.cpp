@@ -47,6 +47,7 @@ public:
     d.set("helpers", helpers());
     d.set("f64", o_.f64);
     d.set("has_gemm", gemm_kernel_);
+    d.set("dropout", x_.helpers.count("keep") > 0);  // the state keeps its seed (Op::Keep's key)
     d.set("attention_include", attention_ ? "#include \"cannl_attention.h\"\n" : "");
     d.set("blas", gemm_blas_);
     d.set("fields", fields());
@@ -437,7 +438,7 @@ private:
     for (int b : written) args.push_back(name(b)), taken.insert(name(b));
     for (int b : read) args.push_back(name(b)), taken.insert(name(b));
     for (const std::string& sc : scalars) {
-      params.push_back("const real " + sc);
+      params.push_back((sc == "rng_key" ? "const uint64_t " : "const real ") + sc);
       args.push_back(sc);
       taken.insert(sc);
     }

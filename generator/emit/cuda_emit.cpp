@@ -54,6 +54,7 @@ public:
     for (const auto& h : device_helpers_) helpers += h;
     d.set("helpers", helpers.empty() ? "" : "\n" + helpers);
     d.set("fields", fields());
+    d.set("dropout", data{x_.helpers.count("keep") ? data::type::bool_true : data::type::bool_false});
     d.set("kernels", kernels);
     d.set("routines", routines);
     d.set("arena_bytes", std::to_string(arena_.bytes));
@@ -503,7 +504,7 @@ private:
       for (const auto& a : e->args) stack.push_back(a.get());
     }
     for (const auto& sc : scalars) {
-      params += ", const real " + sc;
+      params += (sc == "rng_key" ? ", const uint64_t " : ", const real ") + sc;
       args += ", " + sc;
     }
     if (uses_n) {

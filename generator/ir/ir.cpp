@@ -51,6 +51,7 @@ const char* op_name(Op op) {
     case Op::Prim: return "prim";
     case Op::Uniform: return "uniform";
     case Op::Normal: return "normal";
+    case Op::Keep: return "keep";
   }
   return "?";
 }
@@ -84,6 +85,15 @@ ExprP load(const Access& a, bool nograd) {
   e->op = Op::Load;
   e->access = a;
   e->nograd = nograd;
+  return e;
+}
+
+ExprP keep(const Affine& counter, double p) {
+  auto e = std::make_shared<Expr>();
+  e->op = Op::Keep;
+  e->value = p;
+  e->access.index = {counter};
+  e->args = {scalar("rng_key")};
   return e;
 }
 
@@ -178,7 +188,7 @@ bool same_expr(const Expr& a, const Expr& b) {
   if (a.op != b.op || a.value != b.value || a.prim != b.prim || a.name != b.name || a.nograd != b.nograd ||
       a.wide != b.wide || a.args.size() != b.args.size())
     return false;
-  if ((a.op == Op::Load || a.op == Op::Index) && !(a.access == b.access)) return false;
+  if ((a.op == Op::Load || a.op == Op::Index || a.op == Op::Keep) && !(a.access == b.access)) return false;
   for (size_t i = 0; i < a.args.size(); ++i)
     if (!same_expr(*a.args[i], *b.args[i])) return false;
   return true;

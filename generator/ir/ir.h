@@ -91,6 +91,10 @@ enum class Op {
   Prim,      // a primitive pointwise function of the table (prims.h) applied to args: relu, exp, ...
   Uniform,   // lo = args[0].value, hi = args[1].value (init only; sequential)
   Normal,    // mean, std
+  Keep,      // dropout's draw: 1 or 0, 0 with probability `value` (p), from a counter-based hash of
+             // the routine's key (args[0], Scalar `rng_key`: the seed and the step) and the counter
+             // `index[0]` (an Affine: the element's flat index plus the dropout's stream); the same
+             // at a point wherever it is computed (train_step only)
 };
 const char* op_name(Op op);  // "+", "select"; for Prim "prim" (the row has the function's name)
 
@@ -115,6 +119,7 @@ ExprP cnst(double v);
 ExprP scalar(const std::string& name);
 ExprP load(const Access& a, bool nograd = false);
 ExprP index_value(const Affine& a);
+ExprP keep(const Affine& counter, double p);  // Op::Keep
 ExprP unary(Op op, ExprP a);  // Neg (functions: prims.h call)
 ExprP binary(Op op, ExprP a, ExprP b);
 ExprP pow(ExprP a, double exponent);

@@ -63,6 +63,7 @@ std::string print_expr(const Expr& e, const Program& p, const std::vector<Iter>&
     case Op::Const: return e.wide ? "(1/" + number(1 / e.value) + ")" : number(e.value);  // wide: x / c rounding
     case Op::Scalar: return e.name;
     case Op::Index: return "index(" + print_affine(e.access.index[0], iters) + ")";
+    case Op::Keep: return "keep(" + print_affine(e.access.index[0], iters) + ", p = " + number(e.value) + ")";
     case Op::Load: return print_access(e.access, p, iters) + (e.nograd ? "'" : "");
     case Op::Neg: return "-" + print_sub(*e.args[0], p, iters, 5);
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Eq: case Op::Gt: {

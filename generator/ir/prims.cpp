@@ -159,6 +159,13 @@ std::vector<Prim> make_prims() {
          return binary(Op::Add, mul(part(x[0], x[1]), dx[0]), mul(part(x[1], x[0]), dx[1]));
        },
        .fold = [](const double* x) { return x[0] != x[0] || x[0] > x[1] ? x[0] : x[1]; }},
+      {.name = "log1pexp",  // log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)): no overflow; d = sigmoid(x)
+       .helper = [](const CSpell& c) {
+         return fmt::format("return (x > 0 ? x : 0) + {}({}(-{}(x)));", c.fn("log1p"), c.fn("exp"), c.fn("fabs"));
+       },
+       .derivative = [](const Args& x, const ExprP&, const Args& dx) { return mul(call("sigmoid", {x[0]}), dx[0]); },
+       .cost = 8,
+       .fold = [](const double* x) { return (x[0] > 0 ? x[0] : 0) + std::log1p(std::exp(-std::fabs(x[0]))); }},
   };
 }
 

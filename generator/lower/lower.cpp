@@ -96,6 +96,8 @@ public:
       out_.tensor_buf[i] = b;
       if (t.kind != TensorKind::Computed) continue;
       base_ = out_.prog.buffers[static_cast<size_t>(b)].name;
+      tensor_name_ = t.name;
+      number_batch_norms(t.expr);
       line_ = static_cast<int>(file_.line_col(t.stmt->range.begin).line);
       what_ = one_line(file_.slice(t.stmt->range));
       materialise(t.expr, b);
@@ -109,12 +111,13 @@ public:
         p.buffers[static_cast<size_t>(b)].state_name = m_.tensors[i].name;
       }
     }
+    for (int b : bn_state_) p.params.push_back(b);  // checkpointed with the params, frozen
     for (int o : m_.outputs) p.outputs.push_back(out_.tensor_buf[static_cast<size_t>(o)]);
     for (int mt : m_.metrics) p.metrics.push_back(out_.tensor_buf[static_cast<size_t>(mt)]);
     p.loss = out_.tensor_buf[static_cast<size_t>(m_.loss)];
     for (const auto& [e, c] : m_.calls) {  // the range of each integer input (Buffer::ids)
       if (e->name == "embedding") bound_ids(c.tensors[1], shape(c.tensors[0]).row(AxisKind::Output).at(0).size);
-      if ((e->name == "cross_entropy" || e->name == "accuracy") && m_.is_int(c.tensors[1]))
+      if ((e->name == "cross_entropy" || e->name == "accuracy" || e->name == "nll_loss") && m_.is_int(c.tensors[1]))
         bound_ids(c.tensors[1], shape(c.tensors[0]).row(AxisKind::Output).at(0).size);
     }
     return std::move(out_);
@@ -144,6 +147,12 @@ private:
   std::map<const Expr*, int> done_;
   std::string base_, what_;
   int line_ = 0;
+  Phase phase_ = Phase::Both;  // of the nests emitted now
+  bool to_updates_ = false;    // emit() appends to train_updates
+  std::string tensor_name_;    // the spec tensor being lowered (NAME.INDEX in a repeat block)
+  std::map<const Expr*, int> bn_number_;  // its statement's batch_norm calls: 1, 2, ... (none: one)
+  int dropouts_ = 0;           // dropout calls lowered so far: each draws its own stream
+  std::vector<int> bn_state_;  // the running statistics' buffers, in order
 
   static std::string one_line(std::string_view s) {
     std::string out;
@@ -161,6 +170,21 @@ private:
   }
 
   const Shape& shape(const Expr* e) const { return sh_.of(e); }
+
+  // Numbers the batch_norm calls of a statement's expression in source order when there are
+  // several (their state is NAME.1.running_mean, ...); one alone is NAME.running_mean.
+  void number_batch_norms(const Expr* root) {
+    bn_number_.clear();
+    std::vector<const Expr*> calls;
+    std::function<void(const Expr*)> walk = [&](const Expr* e) {
+      if (e->kind == ExprKind::Call && e->name == "batch_norm") calls.push_back(e);
+      for (const auto& o : e->operands) walk(o.get());
+      for (const auto& a : e->args) walk(a.value.get());
+    };
+    walk(root);
+    if (calls.size() > 1)
+      for (size_t i = 0; i < calls.size(); ++i) bn_number_[calls[i]] = static_cast<int>(i) + 1;
+  }
 
   int new_buffer(const std::string& name, const Shape& s, ir::Role role) {
     return new_buffer_dims(name, storage_dims(s, max_batch_), role, print_shape(s));
@@ -183,7 +207,16 @@ private:
     ir::Stmt s = ir::nest(n.iters, {buf, std::move(index)}, acc, std::move(body));
     s.line = line_;
     s.what = what_;
+    push(std::move(s));
+  }
+  // Appends a nest to the forward nests in the current phase (or to the training step's updates).
+  void push(ir::Stmt s) {
+    if (to_updates_) {
+      out_.train_updates.push_back(std::move(s));
+      return;
+    }
     out_.forward.push_back(std::move(s));
+    out_.phase.push_back(phase_);
   }
 
   // A nest with one loop per storage axis of `s`; returns the identity map.
@@ -376,6 +409,12 @@ private:
       } else if (f == "layer_norm") {
         b = buffer("ln");
         lower_layer_norm(c.tensors[0], c.spec, c.values.at("eps"), b);
+      } else if (f == "dropout") {
+        b = buffer("drop");
+        lower_dropout(c.tensors[0], c.values.at("p"), b);
+      } else if (f == "batch_norm") {
+        b = buffer("bn");
+        lower_batch_norm(e, c, b);
       } else if (f == "accuracy") {
         b = buffer("acc");
         lower_accuracy(c.tensors[0], c.tensors[1], b);
@@ -451,7 +490,7 @@ private:
     s.call = call;
     s.line = line_;
     s.what = what_;
-    out_.forward.push_back(std::move(s));
+    push(std::move(s));
   }
 
   // embedding(table : [d.. -> n], ids : [B.. | ] int) -> [B.. | d..]: a gather, an opaque
@@ -475,7 +514,7 @@ private:
     s.call = call;
     s.line = line_;
     s.what = what_;
-    out_.forward.push_back(std::move(s));
+    push(std::move(s));
   }
 
 
@@ -853,8 +892,9 @@ private:
   void lower_nll(const Expr* logp, const Expr* target, const std::string& reduction, int r) {
     const Shape js = joint(shape(logp), shape(target));
     StatNest sn = stat_nest(js);
-    ExprP body = ir::unary(Op::Neg, ir::binary(Op::Mul, value(target, align(js, sn.x, shape(target))),
-                                               value(logp, align(js, sn.x, shape(logp)))));
+    ExprP tv = value(target, align(js, sn.x, shape(target)));
+    if (m_.is_int(target)) tv = ir::binary(Op::Eq, tv, ir::index_value(Affine::of(sn.out_loops.at(0))));  // class ids
+    ExprP body = ir::unary(Op::Neg, ir::binary(Op::Mul, tv, value(logp, align(js, sn.x, shape(logp)))));
     if (reduction == "none") {
       fill_buffer(r, 0, stat_names(sn));
       emit(sn.n, r, sn.stat, ir::Accum::Add, body);
@@ -924,6 +964,115 @@ private:
     emit(sn.n, r, sn.x, ir::Accum::Set,
          ir::binary(Op::Div, centred,
                     ir::call("sqrt", {ir::binary(Op::Add, ir::load({var, sn.stat}), ir::cnst(eps))})));
+  }
+
+  // dropout(x, p): in the training step x * keep / (1 - p), keep 0 with probability p drawn
+  // per element from (seed, step, stream, flat index) (ir::Op::Keep); x elsewhere.
+  void lower_dropout(const Expr* x, double p, int r) {
+    const long stream = dropouts_++;
+    Nest n;
+    Map id = loops_for(shape(x), n);
+    const auto& dims = out_.prog.buffers[static_cast<size_t>(r)].dims;
+    Affine counter = Affine::constant(stream << 40);  // 2^40 elements per stream
+    long stride = 1;
+    for (size_t i = dims.size(); i-- > 0;) {
+      counter.terms.insert(counter.terms.begin(), {id[i].terms[0].iter, stride});
+      stride *= dims[i].size;
+    }
+    ExprP xv = value(x, id);  // (nests it needs are in every routine)
+    if (p == 0) {             // the identity everywhere (PyTorch's Dropout(p = 0))
+      emit(n, r, id, ir::Accum::Set, xv);
+      return;
+    }
+    phase_ = Phase::Train;
+    ExprP kept = ir::binary(Op::Mul, xv, ir::keep(counter, p));
+    emit(n, r, id, ir::Accum::Set, ir::binary(Op::Mul, kept, ir::cnst(1 / (1 - p))));
+    phase_ = Phase::Infer;
+    emit(n, r, id, ir::Accum::Set, xv);
+    phase_ = Phase::Both;
+  }
+
+  // A checkpointed, frozen state buffer of the statistic's shape: NAME[.K].what.
+  int bn_buffer(const Expr* call, const char* what, const Shape& ss, double init) {
+    auto k = bn_number_.find(call);
+    const std::string prefix = k == bn_number_.end() ? tensor_name_ : fmt::format("{}.{}", tensor_name_, k->second);
+    std::string cname = prefix + "_" + what;
+    std::replace(cname.begin(), cname.end(), '.', '_');
+    const int b = new_buffer(cname, ss, ir::Role::Param);
+    ir::Buffer& buf = out_.prog.buffers[static_cast<size_t>(b)];
+    buf.frozen = true;
+    buf.state_name = prefix + "." + what;
+    buf.shape = buf.state_name + " : " + print_shape(ss);
+    bn_state_.push_back(b);
+    out_.state_init.push_back({b, init});
+    return b;
+  }
+
+  // batch_norm(x, eps, momentum): each index of x's last output axis normalised over all the
+  // other axes, no affine part (nn.BatchNorm1d(affine=False) on channels-last values). The
+  // training step uses the batch's mean and biased variance and updates the running
+  // statistics as PyTorch does (the unbiased variance into running_var); the other routines
+  // normalise with the running statistics.
+  void lower_batch_norm(const Expr* call, const BoundCall& c, int r) {
+    const Expr* x = c.tensors[0];
+    const Shape& xs = shape(x);
+    const double eps = c.values.at("eps"), momentum = c.values.at("momentum");
+    StatNest sn;
+    sn.x = loops_for(xs, sn.n);
+    auto fl = flat(xs);
+    for (AxisKind k : kStorageOrder) sn.stat_shape.row(k).clear();
+    const int last = static_cast<int>(xs.row(AxisKind::Output).size()) - 1;
+    for (size_t i = 0; i < fl.size(); ++i) {
+      if (fl[i].kind == AxisKind::Output && fl[i].pos == last) {
+        sn.stat.push_back(sn.x[i]);
+        sn.stat_shape.row(AxisKind::Output).push_back(fl[i].axis);
+      } else {
+        sn.out_loops.push_back(sn.x[i].terms[0].iter);
+      }
+    }
+    const Shape ss = sn.stat_shape;
+    const int rmean = bn_buffer(call, "running_mean", ss, 0), rvar = bn_buffer(call, "running_var", ss, 1);
+    Shape scalar;
+    for (AxisKind k : kStorageOrder) scalar.row(k).clear();
+    const int tracked = bn_buffer(call, "num_batches_tracked", scalar, 0);
+    ExprP xv = value(x, sn.x);
+    ExprP count = count_of(sn.n, sn.out_loops);
+    // training step: the batch's statistics
+    phase_ = Phase::Train;
+    int mu = temp("mean", ss), var = temp("var", ss);
+    fill_buffer(mu, 0, stat_names(sn));
+    emit(sn.n, mu, sn.stat, ir::Accum::Add, ir::binary(Op::Div, xv, count));
+    ExprP centred = ir::binary(Op::Sub, xv, ir::load({mu, sn.stat}));
+    fill_buffer(var, 0, stat_names(sn));
+    emit(sn.n, var, sn.stat, ir::Accum::Add, ir::binary(Op::Div, ir::pow(centred, 2), count));
+    emit(sn.n, r, sn.x, ir::Accum::Set,
+         ir::binary(Op::Div, centred,
+                    ir::call("sqrt", {ir::binary(Op::Add, ir::load({var, sn.stat}), ir::cnst(eps))})));
+    // ... and the running statistics updated from them
+    to_updates_ = true;
+    {
+      Nest n;
+      Map id = loops_for_buffer(rmean, n, stat_names(sn));
+      auto blend = [&](int run, ExprP stat) {
+        return ir::binary(Op::Add, ir::binary(Op::Mul, ir::cnst(1 - momentum), ir::load({run, id})),
+                          ir::binary(Op::Mul, ir::cnst(momentum), std::move(stat)));
+      };
+      emit(n, rmean, id, ir::Accum::Set, blend(rmean, ir::load({mu, id}, true)));
+      // m / (m - 1) (m values per channel); a batch of one value per channel, which PyTorch
+      // refuses, has variance 0 and blends in 0 instead of 0 / 0
+      ExprP unbiased = ir::binary(Op::Div, ir::binary(Op::Mul, ir::load({var, id}, true), count),
+                                  ir::select(ir::binary(Op::Gt, count, ir::cnst(1)),
+                                             ir::binary(Op::Sub, count, ir::cnst(1)), ir::cnst(1)));
+      emit(n, rvar, id, ir::Accum::Set, blend(rvar, unbiased));
+      emit(Nest{}, tracked, {}, ir::Accum::Set, ir::binary(Op::Add, ir::load({tracked, {}}), ir::cnst(1)));
+    }
+    to_updates_ = false;
+    // forward, eval_metrics, inference: the running statistics
+    phase_ = Phase::Infer;
+    emit(sn.n, r, sn.x, ir::Accum::Set,
+         ir::binary(Op::Div, ir::binary(Op::Sub, xv, ir::load({rmean, sn.stat})),
+                    ir::call("sqrt", {ir::binary(Op::Add, ir::load({rvar, sn.stat}), ir::cnst(eps))})));
+    phase_ = Phase::Both;
   }
 
   // mean over batch (and input) indices of [argmax(logits) == argmax(target)], first

@@ -71,6 +71,16 @@ ir::Stmt init_param(const ir::Program& p, int buf, const Shape& shape, const Cal
   return s;
 }
 
+// The forward nests of the routines that run in `phase` (Train: the training step; Infer:
+// forward and eval_metrics).
+std::vector<ir::Stmt> in_phase(const Lowered& low, Phase phase) {
+  if (low.phase.size() != low.forward.size()) CANNL_BUG("a forward nest without its phase");
+  std::vector<ir::Stmt> out;
+  for (size_t i = 0; i < low.forward.size(); ++i)
+    if (low.phase[i] == Phase::Both || low.phase[i] == phase) out.push_back(low.forward[i]);
+  return out;
+}
+
 }  // namespace
 
 void assemble_routines(ir::Program& p, const Lowered& low, const Model& m, const ShapeInfo& shapes,
@@ -83,22 +93,36 @@ void assemble_routines(ir::Program& p, const Lowered& low, const Model& m, const
     init.stmts.push_back(init_param(p, low.tensor_buf[i], shapes.tensors[i],
                                     it == m.inits.end() ? nullptr : &it->second, line_of(m.tensors[i].stmt)));
   }
+  for (const auto& [buf, v] : low.state_init) {  // batch_norm's running statistics
+    const ir::Buffer& b = p.buffers[static_cast<size_t>(buf)];
+    ir::Stmt s = ir::elementwise(p, buf, fmt::format("{} = {}", b.name, v));
+    s.only().body = ir::cnst(v);
+    init.stmts.push_back(std::move(s));
+  }
+  const std::vector<ir::Stmt> train_fwd = in_phase(low, Phase::Train), infer_fwd = in_phase(low, Phase::Infer);
 
   ir::Routine train{ir::RoutineKind::TrainStep};
   train.io.batch = true;
   train.io.values = {p.loss};
-  train.stmts = needed(low.forward, {p.loss});
+  std::set<int> train_targets = {p.loss};  // and the batch statistics the running ones blend in
+  for (const ir::Stmt& s : low.train_updates) {
+    std::vector<const ir::Expr*> loads;
+    ir::collect_loads(s, loads);
+    for (const ir::Expr* l : loads) train_targets.insert(l->access.buf);
+  }
+  train.stmts = needed(train_fwd, train_targets);
+  train.stmts.insert(train.stmts.end(), low.train_updates.begin(), low.train_updates.end());
 
   ir::Routine forward{ir::RoutineKind::Forward};
   forward.io.batch = true;
   forward.io.outputs = p.outputs;
-  forward.stmts = needed(low.forward, std::set<int>(p.outputs.begin(), p.outputs.end()));
+  forward.stmts = needed(infer_fwd, std::set<int>(p.outputs.begin(), p.outputs.end()));
 
   ir::Routine eval{ir::RoutineKind::Eval};
   eval.io.batch = true;
   eval.io.values = {p.loss};
   eval.io.values.insert(eval.io.values.end(), p.metrics.begin(), p.metrics.end());
-  eval.stmts = needed(low.forward, std::set<int>(eval.io.values.begin(), eval.io.values.end()));
+  eval.stmts = needed(infer_fwd, std::set<int>(eval.io.values.begin(), eval.io.values.end()));
 
   p.routines = {std::move(init), std::move(train), std::move(forward), std::move(eval)};
 }

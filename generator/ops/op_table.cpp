@@ -259,17 +259,8 @@ void pointwise_loss(ShapeContext& c, const BoundCall& b) {
 }
 
 // nll_loss(logp, target): -sum over the output axes of target *. logp, one value per example
-// (as cross_entropy), then reduced. Class indices (int targets) are not supported yet.
-void nll_loss(ShapeContext& c, const BoundCall& b) {
-  const Expr* t = b.tensors[1];
-  if (c.is_int(t)) {
-    c.check_after_solving(c.origin("in nll_loss of", {t}), [&c, t]() {
-      return fmt::format("nll_loss with integer class indices ({}) is not supported yet: give the target as "
-                         "class probabilities or one-hot rows over the output axes", c.name_of(t));
-    });
-  }
-  per_example_pair(c, b, b.strings.at("reduction") != "none");
-}
+// (as cross_entropy; integer targets are class indices: -logp[class]), then reduced.
+void nll_loss(ShapeContext& c, const BoundCall& b) { per_example_pair(c, b, b.strings.at("reduction") != "none"); }
 
 // concat(a, b): torch.cat along the last output axis; the other output axes equal, batch and
 // input axes broadcast as those of +.
@@ -316,19 +307,53 @@ void add_losses(std::vector<OpInfo>& t) {
                  return ir::select(binary(Op::Gt, cnst(delta), a), binary(Op::Mul, cnst(0.5), ir::pow(d, 2)),
                                    binary(Op::Mul, cnst(delta), binary(Op::Sub, a, cnst(0.5 * delta))));
                })});
-  // max(x, 0) - x y + log1p(exp(-|x|)), as PyTorch computes it (no overflow for any x).
+  // log1pexp(x) - x y, log1pexp(x) = max(x, 0) + log1p(exp(-|x|)) as PyTorch computes it (no
+  // overflow for any x), one primitive whose derivative is sigmoid(x) everywhere: sigmoid(x) - y,
+  // 0.5 - y at x = 0 (the pieces max(x, 0) and |x| would each give 0 there).
   t.push_back({"bce_with_logits", {tensor("x"), tensor("y"), reduction_arg()}, pointwise_loss, false,
                "binary cross-entropy of sigmoid(x) against y, reduced",
                [](const std::vector<ExprP>& x, const BoundCall&) {
-                 const ExprP relu = ir::select(binary(Op::Gt, x[0], cnst(0)), x[0], cnst(0));
-                 const ExprP soft = ir::call("log1p", {ir::call("exp", {ir::unary(Op::Neg, ir::call("abs", {x[0]}))})});
-                 return binary(Op::Add, binary(Op::Sub, relu, binary(Op::Mul, x[0], x[1])), soft);
+                 return binary(Op::Sub, ir::call("log1pexp", {x[0]}), binary(Op::Mul, x[0], x[1]));
                }});
   t.push_back({"nll_loss", {tensor("logp"), shape_only("target"), reduction_arg()}, nll_loss, false,
                "-sum over outputs(target *. logp) per example, reduced (mean over examples)"});
   t.push_back({"logsumexp", {tensor("x"), spec("spec", false)}, reduction, false,
                "log(sum(exp(x))) over all axes or as a one-operand einsum spec says, computed stably"});
   t.push_back({"concat", {tensor("a"), tensor("b")}, concat, false, "a and b joined along the last output axis"});
+}
+
+// ---- train and eval modes (issue 20) -----------------------------------------------------
+
+// dropout(x, p): the shape of x; p in [0, 1).
+void dropout(ShapeContext& c, const BoundCall& b) {
+  pointwise(c, b);
+  const double p = b.values.at("p");
+  if (p < 1) return;
+  c.check_after_solving(c.origin("in dropout of", {b.tensors[0]}), [p]() {
+    return fmt::format("dropout's p must be below 1 (it is {}): p is the probability of zeroing an element", p);
+  });
+}
+
+// batch_norm(x, eps, momentum): the shape of x, which needs an output axis (the channels).
+void batch_norm(ShapeContext& c, const BoundCall& b) {
+  Solver& s = c.solver();
+  const Expr* x = b.tensors[0];
+  Origin o = c.origin("in batch_norm of", {x});
+  s.equal_rows(c.shape(x).row(AxisKind::Output), RowT{{}, s.fresh_row().var, {s.fresh_dim()}}, o,
+               fmt::format("{} needs an output axis to normalise each index of (its last: the channels)",
+                           c.name_of(x)));
+  c.same_shape(x, "in batch_norm of");
+}
+
+void add_modes(std::vector<OpInfo>& t) {
+  ArgSig p{"p", ArgType::Number, false, 0.5, 0.0};
+  t.push_back({"dropout", {tensor("x"), p}, dropout, false,
+               "x *. mask / (1 - p) in the training step (mask 0 with probability p), x elsewhere"});
+  ArgSig momentum{"momentum", ArgType::Number, false, 0.1, 0.0};
+  ArgSig eps{"eps", ArgType::Number, false, 1e-5, 0.0};
+  t.push_back({"batch_norm", {tensor("x"), eps, momentum}, batch_norm, false,
+               "each index of the last output axis normalised over all other axes: batch statistics in "
+               "the training step, running statistics elsewhere"});
 }
 
 std::vector<OpInfo> make_table() {
@@ -421,6 +446,7 @@ std::vector<OpInfo> make_table() {
   for (const char* f : {"cross_entropy", "accuracy"})
     amend(t, f, [](OpInfo& o) { o.args[1].elem = Elem::Either; });  // class indices or distributions
   add_losses(t);
+  add_modes(t);
   return t;
 }
 

@@ -61,7 +61,7 @@ ir::Access remap(const ir::Access& a, const std::vector<int>& new_pos) {
 
 ir::ExprP remap(const ir::ExprP& e, const std::vector<int>& new_pos) {
   auto c = std::make_shared<ir::Expr>(*e);
-  if (c->op == ir::Op::Load || c->op == ir::Op::Index) c->access = remap(c->access, new_pos);
+  if (c->op == ir::Op::Load || c->op == ir::Op::Index || c->op == ir::Op::Keep) c->access = remap(c->access, new_pos);
   for (auto& a : c->args) a = remap(a, new_pos);
   return c;
 }

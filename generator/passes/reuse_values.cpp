@@ -43,7 +43,7 @@ bool unify_affine(const ir::Affine& in_p, const ir::Affine& in_r, Sigma& sigma) 
 bool unify(const Expr& x, const Expr& e, Sigma& sigma) {
   if (x.op != e.op || x.value != e.value || x.prim != e.prim || x.name != e.name || x.args.size() != e.args.size())
     return false;
-  if (x.op == Op::Load || x.op == Op::Index) {
+  if (x.op == Op::Load || x.op == Op::Index || x.op == Op::Keep) {
     if (x.access.buf != e.access.buf || x.access.index.size() != e.access.index.size()) return false;
     for (size_t d = 0; d < x.access.index.size(); ++d)
       if (!unify_affine(e.access.index[d], x.access.index[d], sigma)) return false;

@@ -15,7 +15,7 @@ using ir::Op;
 
 ExprP rebuild(const Expr& e, std::vector<ExprP> args) {
   switch (e.op) {
-    case Op::Const: case Op::Scalar: case Op::Index: case Op::Load: {
+    case Op::Const: case Op::Scalar: case Op::Index: case Op::Load: case Op::Keep: {
       return std::make_shared<Expr>(e);
     }
     case Op::Pow: return ir::pow(args[0], e.value);
@@ -33,7 +33,7 @@ ExprP rebuild(const Expr& e, std::vector<ExprP> args) {
 }
 
 ExprP rewrite(const ExprP& e, const std::function<ExprP(const Expr&)>& leaf) {
-  if (e->op == Op::Load || e->op == Op::Index) {
+  if (e->op == Op::Load || e->op == Op::Index || e->op == Op::Keep) {
     ExprP r = leaf(*e);
     return r ? r : e;
   }
@@ -218,7 +218,7 @@ bool in_arena(const ir::Buffer& b) {
 }
 
 static bool invariant(const Expr& e) {
-  if (e.op == Op::Load || e.op == Op::Index) return false;
+  if (e.op == Op::Load || e.op == Op::Index || e.op == Op::Keep) return false;
   for (const ExprP& a : e.args)
     if (!invariant(*a)) return false;
   return true;

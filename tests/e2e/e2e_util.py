@@ -139,17 +139,19 @@ def read_safetensors(path):
 
 
 def write_safetensors(path, tensors, metadata=None):
-    """Writes {name: ndarray} (float32 or float64) in the order given."""
+    """Writes {name: ndarray} (float32, float64 or int64) in the order given."""
     import numpy as np
     header = {}
     if metadata:
         header["__metadata__"] = {k: str(v) for k, v in metadata.items()}
     chunks, offset = [], 0
     for name, arr in tensors.items():
+        shape = list(np.shape(arr))  # (ascontiguousarray makes a 0-d array 1-d)
         arr = np.ascontiguousarray(arr)
-        dt = {np.dtype("float32"): ("F32", "<f4"), np.dtype("float64"): ("F64", "<f8")}[arr.dtype]
+        dt = {np.dtype("float32"): ("F32", "<f4"), np.dtype("float64"): ("F64", "<f8"),
+              np.dtype("int64"): ("I64", "<i8")}[arr.dtype]
         raw = arr.astype(dt[1]).tobytes()
-        header[name] = {"dtype": dt[0], "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
+        header[name] = {"dtype": dt[0], "shape": shape, "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
         offset += len(raw)
     hj = json.dumps(header, separators=(",", ":")).encode("utf-8")

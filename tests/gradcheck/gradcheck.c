@@ -26,6 +26,13 @@
  *   has the wrong element count, when a whole gradient is zero (the check would say
  *   nothing: change the spec) or when a loss is not finite.
  *
+ * Training mode (-DGC_TRAIN_MODE=1, the specs of dropout and batch_norm, whose training step
+ * computes another function than eval): L is the loss train_step returns at step 1 with the
+ * learning rate set to 0 (the params stay; the step count is set back to 0 before every
+ * call, so dropout draws the same masks each time: a fixed mask), and batch_norm's running
+ * statistics (params named *.running_mean, *.running_var, *.num_batches_tracked: state the
+ * training step updates, with no gradient) are neither checked nor dumped.
+ *
  * Usage: gradcheck [--batch N] [--dump DIR] [--no-fd] [--selftest] [--quiet]
  *   --batch N   n examples instead of 3 (1 <= N <= the model's MAX_BATCH)
  *   --dump DIR  also write DIR/loss.npy, DIR/input_<name>.npy (n examples), DIR/param_<name>.npy
@@ -132,11 +139,30 @@ static int write_npy(const char *dir, const char *prefix, const char *name, cons
     return 1;
 }
 
+#ifndef GC_TRAIN_MODE
+#define GC_TRAIN_MODE 0
+#endif
+
 static double eval_loss(gc_state *m, const void *const *inputs, int64_t n) {
     double loss = NAN;
     double metrics[16]; /* main checks num_metrics <= 16 */
+    if (GC_TRAIN_MODE) { /* the training step's loss at step 1, lr 0 (see the top) */
+        GC_API.set_step(m, 0);
+        return GC_API.train_step(m, inputs, n);
+    }
     GC_API.eval(m, inputs, n, &loss, metrics);
     return loss;
+}
+
+/* batch_norm's running statistics, in training mode: state without a gradient. */
+static int is_state(const char *name) {
+    static const char *const suffix[] = {".running_mean", ".running_var", ".num_batches_tracked"};
+    if (!GC_TRAIN_MODE) return 0;
+    for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; ++i) {
+        size_t a = strlen(name), b = strlen(suffix[i]);
+        if (a > b && strcmp(name + a - b, suffix[i]) == 0) return 1;
+    }
+    return 0;
 }
 
 static void usage(void) {
@@ -237,6 +263,14 @@ int main(int argc, char **argv) {
         int64_t count = -1;
         const gc_real *g = GC_GRAD(m, info->name, &count);
         analytic[i] = xcalloc((size_t)info->size, sizeof(double));
+        if (is_state(info->name)) {
+            if (g) {
+                fprintf(stderr, "gradcheck %s: FAIL: the running statistic '%s' has a gradient\n", spec_name,
+                        info->name);
+                ++failures;
+            }
+            continue;
+        }
         if (!g) {
             fprintf(stderr, "gradcheck %s: FAIL: param '%s' has no gradient (_grad returned NULL)\n",
                     spec_name, info->name);
@@ -268,6 +302,7 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < np; ++i)
         memcpy(storage[i], before[i], (size_t)api->params[i].size * sizeof(double));
+    if (GC_TRAIN_MODE) api->set_lr(m, 0.0);
 
     const double loss0 = eval_loss(m, inputs, n);
     if (!(fabs(loss0 - step_loss) <= 1e-12 * fmax(1.0, fabs(step_loss)))) {
@@ -293,6 +328,7 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < np; ++i) {
             const cannl_tensor_info *info = &api->params[i];
+            if (is_state(info->name)) continue;
             ok = ok && write_npy(dump_dir, "param_", info->name, before[i], info->dims, info->ndims);
             ok = ok && write_npy(dump_dir, "grad_", info->name, analytic[i], info->dims, info->ndims);
         }
@@ -304,6 +340,7 @@ int main(int argc, char **argv) {
     if (do_fd) {
         for (int i = 0; i < np; ++i) {
             const cannl_tensor_info *info = &api->params[i];
+            if (is_state(info->name)) continue;
             double worst = 0.0, worst_abs = 0.0;
             int64_t worst_at = 0, bad = 0;
             for (int64_t j = 0; j < info->size; ++j) {

@@ -421,7 +421,9 @@ def _(P, X):
     y = torch.sigmoid(2 * X["t"])
     c = P["c"]
     bce = F.binary_cross_entropy_with_logits
-    return bce(z, y) + bce(z, torch.sigmoid(c).expand_as(z), reduction="sum") + (bce(z, y, reduction="none") * c).sum()
+    at0 = bce(lin(P["w0"], X["x"]), y)  # logits exactly 0: the gradient is (sigmoid(0) - y) x
+    return (bce(z, y) + bce(z, torch.sigmoid(c).expand_as(z), reduction="sum") + (bce(z, y, reduction="none") * c).sum()
+            + at0)
 
 
 @ref("nll_loss")
@@ -434,6 +436,14 @@ def _(P, X):
     lz = torch.log_softmax(X["z"] * P["u"], dim=1)            # [batch | 2 -> 4] stored [n, 4, 2]
     nllz = -(p[:, :, None] * lz).sum(dim=1)                   # [n, 2]
     return nll.mean() + nll.sum() + (nllz * P["d"]).sum() + nllz.mean()
+
+
+@ref("nll_loss_ids")
+def _(P, X):
+    logp = torch.log_softmax(lin(P["w"], X["x"]) + P["b"], dim=1)
+    label = X["label"].long()
+    return (F.nll_loss(logp, label) + F.nll_loss(logp, label, reduction="sum") +
+            (F.nll_loss(logp, label, reduction="none") * P["d"]).sum())
 
 
 @ref("logsumexp")
@@ -463,6 +473,62 @@ def _(P, X):
     h2 = F.layer_norm(z, (4,), eps=1e-3)
     nrm = layer_norm_out(X["m"] * P["u"], n_out=2, n_in=1)
     return (torch.tanh(y) * P["c"]).sum() + (h2 * P["c2"]).sum() + (nrm * P["e"]).sum()
+
+
+def bn_train(x, dim, eps=1e-5):
+    """batch_norm in the training step: storage dim `dim` of x (its last output axis) normalised
+    over every other dim with the batch's statistics, by nn.functional.batch_norm (channels
+    at dim 1)."""
+    y = F.batch_norm(x.movedim(dim, 1), None, None, training=True, eps=eps)
+    return y.movedim(1, dim)
+
+
+@ref("batch_norm")
+def _(P, X):
+    z = lin(P["w"], X["x"])
+    h = bn_train(z, 1)
+    h2 = bn_train(torch.tanh(z), 1, eps=1e-3)
+    k = bn_train(z * P["c3"], 1) + bn_train(torch.tanh(z) * P["c3"], 1, eps=0.1)
+    n = bn_train(X["m"] * P["u"], 2)  # [n, 3, 2 | 2]: the last output axis is storage dim 2
+    return ((torch.tanh(h) * P["c"]).sum() + (h2 * h2 * P["c2"]).sum() + torch.tanh(k).sum() +
+            (n * n * P["e"]).sum())
+
+
+# dropout's mask, as the generated code draws it (docs/language.md, dropout): the key from the
+# state's seed and the step (runtime-lib/rng.c cannl_dropout_key), each element's draw from
+# the key and its counter (stream << 40 + its flat index in storage at the maximum batch) by
+# splitmix64's finaliser; kept when the high 32 bits reach round(p 2^32).
+GC_SEED = 20261121  # gradcheck.c's GC_SEED: create(seed)
+_M64 = (1 << 64) - 1
+
+
+def _mix64(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def dropout_key(seed, step):
+    k = _mix64((seed ^ 0xD1B54A32D192ED03) + 0x9E3779B97F4A7C15 & _M64)
+    return _mix64((k + step + 0x9E3779B97F4A7C15) & _M64)
+
+
+def dropout_mask(shape, p, stream, seed=GC_SEED, step=1):
+    key = dropout_key(seed, step)
+    t = min(round(p * 2.0 ** 32), 2 ** 32 - 1)
+    flat = [(_mix64(key ^ (((stream << 40) + i) * 0x9E3779B97F4A7C15 & _M64)) >> 32) >= t
+            for i in range(math.prod(shape))]
+    return torch.tensor(flat, dtype=torch.float64).reshape(shape)
+
+
+@ref("dropout")
+def _(P, X):
+    z = torch.tanh(lin(P["w"], X["x"]))
+    mask = dropout_mask(z.shape, 0.5, stream=0)
+    assert 0 < mask.sum() < mask.numel(), "the mask should drop some elements and keep some"
+    h = z * mask / (1 - 0.5)
+    g = lin(P["w2"], h)  # p = 0: every element kept, no scaling
+    return (torch.tanh(g) * P["c"]).sum()
 
 
 @ref("conv2d")

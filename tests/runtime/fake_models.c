@@ -254,6 +254,21 @@ static size_t q_state(void *mp, cannl_tensor *out, size_t cap) {
     return n;
 }
 
+/* The loss at the current params, and a forward pass without outputs (for fake_quad_infer). */
+static void q_eval(void *mp, const void *const *in, int64_t n, double *loss, double *metrics) {
+    (void)in;
+    (void)n;
+    (void)metrics;
+    const quad *m = mp;
+    *loss = (m->w - 3) * (m->w - 3) + (m->v[0] - 1) * (m->v[0] - 1) + (m->v[1] + 2) * (m->v[1] + 2);
+}
+static void q_forward(void *m, const void *const *in, int64_t n, void *const *out) {
+    (void)m;
+    (void)in;
+    (void)n;
+    (void)out;
+}
+
 static int64_t q_get_step(const void *m) { return ((const quad *)m)->step; }
 static void q_set_step(void *m, int64_t s) { ((quad *)m)->step = s; }
 static double q_get_lr(const void *m) { return ((const quad *)m)->lr; }
@@ -273,6 +288,8 @@ const cannl_model_api fake_quad_api = {
     .create = q_create,
     .destroy = q_destroy,
     .train_step = q_train_step,
+    .eval = q_eval,
+    .forward = q_forward,
     .state_tensors = q_state,
     .get_step = q_get_step,
     .set_step = q_set_step,

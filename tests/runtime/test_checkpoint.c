@@ -273,14 +273,19 @@ int main(int argc, char **argv) {
               4);
     CHECK_OK(cannl_checkpoint_open(p2, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", &ck, &err));
     cannl_checkpoint_close(ck);
-    /* A valid file with an unreadable dtype opens; reading that tensor fails. */
+    /* I64 (PyTorch's num_batches_tracked) reads as numbers; a valid file with an unreadable
+     * dtype opens, and reading that tensor fails. */
     rt_path(p2, sizeof p2, dir, "i64.st");
-    write_raw(p2, "{\"n\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[0,8]}}", 8);
+    write_raw(p2, "{\"n\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[0,8]},"
+                  "\"h\":{\"dtype\":\"I16\",\"shape\":[],\"data_offsets\":[8,10]}}      ", 10);
     CHECK_OK(cannl_checkpoint_open(p2, NULL, &ck, &err));
     if (ck) {
-        double v;
+        double v = 1;
         cannl_tensor t = {"n", CANNL_F64, 0, {0}, &v};
-        CHECK_ERR(cannl_checkpoint_read(ck, &t, &err), CANNL_E_MISMATCH, "tensor 'n' has dtype I64", "");
+        CHECK_OK(cannl_checkpoint_read(ck, &t, &err));
+        CHECK(v == 0);
+        cannl_tensor th = {"h", CANNL_F64, 0, {0}, &v};
+        CHECK_ERR(cannl_checkpoint_read(ck, &th, &err), CANNL_E_MISMATCH, "tensor 'h' has dtype I16", "");
         cannl_checkpoint_close(ck);
     }
     /* A 9-D tensor does not stop the file from opening; only it is unreadable. */

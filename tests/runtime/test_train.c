@@ -21,7 +21,7 @@
 
 extern char **environ;
 
-static const char *g_dir, *g_fake, *g_quad, *g_prefetch;
+static const char *g_dir, *g_fake, *g_quad, *g_prefetch, *g_quad_infer;
 
 /* ------------------------------------------------------------ helpers */
 
@@ -110,7 +110,7 @@ static void expect_at(int line, result r, int code, const char *out_sub, const c
     if (ok && err_sub) ok = strstr(r.err, err_sub) != NULL;
     if (ok && (code == 1 || code == 2)) {
         const char *nl = strchr(r.err, '\n');
-        ok = strstr(r.err, "_train: error: ") != NULL && nl && nl[1] == '\0';
+        ok = (strstr(r.err, "_train: error: ") || strstr(r.err, "_infer: error: ")) && nl && nl[1] == '\0';
     }
     if (!ok) {
         fprintf(stderr, "test_train.c:%d: expected exit %d, stdout with \"%s\", stderr with \"%s\"\n"
@@ -696,6 +696,16 @@ static void case_no_inputs(void) {
            0, "trained to step 60 ", NULL);
     CHECK(same_file(W("q.jsonl"), W("r.jsonl")));
     CHECK(same_file(W("q.safetensors"), W("r.safetensors")));
+    if (!g_quad_infer) return;
+    /* Its inference program: --input and --data have nothing to bind; --name-map (the flag
+       after --weights) is not mistaken for them. */
+    EXPECT(RUN(g_quad_infer, "--weights", W("q.safetensors"), "--input", "x=a.npy", "--metric"), 2, NULL,
+           "model 'fake_quad' has no inputs");
+    EXPECT(RUN(g_quad_infer, "--weights", W("q.safetensors"), "--data", "x=a.npy", "--metric"), 2, NULL,
+           "model 'fake_quad' has no inputs");
+    CHECK(rt_write_file(W("names.txt"), "w = quad.w\nv = quad.v\n", 22) == 0);
+    EXPECT(RUN(g_quad_infer, "--weights", W("q.safetensors"), "--name-map", W("names.txt"), "--metric"), 1, NULL,
+           "quad.w");
 }
 
 /* cannl_train_main_ext with a prefetching model (as CUDA models are): every step gets the batch
@@ -1097,13 +1107,14 @@ static void case_crash_resume(void) {
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: test_train CASE WORKDIR FAKE_TRAIN FAKE_QUAD_TRAIN [FAKE_PREFETCH_TRAIN]\n");
+        fprintf(stderr, "usage: test_train CASE WORKDIR FAKE_TRAIN FAKE_QUAD_TRAIN [FAKE_PREFETCH_TRAIN [FAKE_QUAD_INFER]]\n");
         return 2;
     }
     g_dir = argv[2];
     g_fake = argv[3];
     g_quad = argv[4];
     g_prefetch = argc > 5 ? argv[5] : NULL;
+    g_quad_infer = argc > 6 ? argv[6] : NULL;
     CHECK(rt_fresh_dir(g_dir) == 0);
     unsetenv("FAKE_SIGNAL_AT_STEP");
     unsetenv("FAKE_NAN_AT_STEP");
