@@ -399,6 +399,15 @@ typedef struct cannl_model_api {
     /* per input, 1 when forward reads it; the others (targets) are only needed by the loss
        and metrics. A file of class indices is one-hot encoded only into a target. NULL: any. */
     const unsigned char *forward_reads;
+    /* Data-parallel training (NULL: the model has none; the runtime then trains one process
+       only): train_step in two halves with the gradients exposed in between. train_grads:
+       forward and backward on n examples, the loss returned, every param's gradient left in
+       the grad block; train_update: the optimiser update from the grad block (counting the
+       step, as train_step does); grad_block: the block, `*count` elements of the model's dtype
+       (the gradients in param order, each aligned; the padding between them stays zero). */
+    double (*train_grads)(void *m, const void *const *inputs, int64_t n);
+    void (*train_update)(void *m);
+    void *(*grad_block)(void *m, int64_t *count);
 } cannl_model_api;
 
 /* Metadata key holding the optimiser step count in a model checkpoint. */

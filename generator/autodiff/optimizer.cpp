@@ -218,7 +218,16 @@ void add_optimizer(ir::Program& p, const Model& m, const ShapeInfo& shapes, cons
     }
   ir::Routine& train = *p.routine(ir::RoutineKind::TrainStep);
   const int minimize_line = static_cast<int>(file.line_col(m.loss_range.begin).line);
-  for (auto& s : update_nests(p, train, *m.optimizer, topt, minimize_line)) train.stmts.push_back(std::move(s));
+  // The halves of a data-parallel step: train_grads, the forward and backward so far;
+  // train_update, the update nests and their scalars.
+  ir::Routine grads = train;
+  grads.kind = ir::RoutineKind::TrainGrads;
+  ir::Routine update{ir::RoutineKind::TrainUpdate};
+  update.stmts = update_nests(p, train, *m.optimizer, topt, minimize_line);
+  update.scalars = train.scalars;
+  for (const auto& s : update.stmts) train.stmts.push_back(s);
+  p.routines.push_back(std::move(grads));
+  p.routines.push_back(std::move(update));
 
   ir::Routine& init = *p.routine(ir::RoutineKind::Init);
   for (size_t b = 0; b < p.buffers.size(); ++b)

@@ -52,6 +52,8 @@ public:
     d.set("kernels", train.kernels);
     d.set("routines", train.routines);
     d.set("arena_bytes", std::to_string(train.arena->bytes));
+    d.set("grad_block_offset", std::to_string(std::max(train.arena->grads, 0L)));
+    d.set("grad_block_count", std::to_string(train.arena->grads_bytes / elem()));
     data bufs{data::type::list};
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
       if (train.arena->field[i] < 0) continue;
@@ -507,8 +509,11 @@ private:
     const std::set<int> bufs = routine_buffers(r, scalars);
     const ir::Arena& a = *u.arena;
     const bool is_init = r.kind == ir::RoutineKind::Init;
+    const bool no_batch = is_init || r.kind == ir::RoutineKind::TrainUpdate;  // no inputs, no n
     std::string sig, pro, epi;
-    if (is_init) {
+    if (r.kind == ir::RoutineKind::TrainUpdate) {
+      sig = fmt::format("static void {}({} *m)", r.name(), u.state);
+    } else if (is_init) {
       sig = fmt::format("static void init_params({} *m, uint64_t seed)", u.state);
       bool rng = false;
       for (const auto& s : r.stmts) rng |= s.sequential;
@@ -516,8 +521,9 @@ private:
     } else {
       std::string extra = r.kind == ir::RoutineKind::Forward ? ", real *const outputs[]"
                           : r.kind == ir::RoutineKind::Eval ? ", double *loss, double metrics[]" : "";
-      sig = fmt::format("static {} {}({} *m, const real *const inputs[], int64_t n{})",
-                        r.kind == ir::RoutineKind::TrainStep ? "double" : "void", r.name(), u.state, extra);
+      const bool loss = r.kind == ir::RoutineKind::TrainStep || r.kind == ir::RoutineKind::TrainGrads;
+      sig = fmt::format("static {} {}({} *m, const real *const inputs[], int64_t n{})", loss ? "double" : "void",
+                        r.name(), u.state, extra);
     }
     bool inputs_used = false, n_used = scalars.count("n") > 0;
     // The buffers: the caller's inputs, the state's own fields, the work region's.
@@ -564,7 +570,7 @@ private:
         epi += fmt::format("    metrics[{}] = (double){}[0];\n", k - 1, name(r.io.values[k]));
       if (r.io.values.size() == 1) epi += "    (void)metrics;\n";
     }
-    if (r.kind == ir::RoutineKind::TrainStep) epi += fmt::format("    return (double){}[0];\n", name(r.io.values[0]));
+    if (r.kind == ir::RoutineKind::TrainStep || r.kind == ir::RoutineKind::TrainGrads) epi += fmt::format("    return (double){}[0];\n", name(r.io.values[0]));
 
     // Names a matrix product's loops must not take: the routine's locals.
     std::set<std::string> taken = {"m", "n", "inputs", "outputs", "loss", "metrics", "work", "seed", "rng"};
@@ -592,7 +598,7 @@ private:
       last = what(s);
       body += text;
     }
-    if (!is_init) {
+    if (!no_batch) {
       if (!inputs_used) pro += "    (void)inputs;\n";
       if (!n_used) pro += "    (void)n;\n";
     }

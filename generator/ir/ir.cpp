@@ -195,6 +195,8 @@ const char* routine_name(RoutineKind k) {
     case RoutineKind::TrainStep: return "train_step";
     case RoutineKind::Forward: return "forward";
     case RoutineKind::Eval: return "eval_metrics";
+    case RoutineKind::TrainGrads: return "train_grads";
+    case RoutineKind::TrainUpdate: return "train_update";
   }
   return "?";
 }

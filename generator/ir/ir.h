@@ -209,10 +209,15 @@ enum class RoutineKind {
   TrainStep,  // forward, backward and the optimiser update on a batch (OCANNL's monolithic step)
   Forward,    // the outputs of a batch (inference)
   Eval,       // the loss and the metrics of a batch
-  // Kinds to come: the decode step of generation; the gradient-only and update-only halves
-  // of a data-parallel training step.
+  // The two halves of train_step, for data-parallel training (a caller all-reduces the
+  // gradients in between): TrainGrads is its forward and backward (hands out the loss, keeps
+  // the param gradients, in the grad block of the layout), TrainUpdate its optimiser update
+  // (no batch; counts the step up first, as train_step does).
+  TrainGrads,
+  TrainUpdate,
 };
-// The one place that names routines: "init", "train_step", "forward", "eval_metrics".
+// The one place that names routines: "init", "train_step", "forward", "eval_metrics",
+// "train_grads", "train_update".
 const char* routine_name(RoutineKind k);
 
 // What a routine exchanges with its caller, besides the state (params and optimiser state,
@@ -268,6 +273,12 @@ struct Arena {
   long state = 0;              // bytes of the prefix holding the params and the optimiser state
   long work = -1;              // byte offset of the work region (-1: none)
   long work_bytes = 0;
+  // The grad block: the params' gradients (those the loss depends on), contiguous, in param
+  // order, each aligned, right after the state prefix (own storage, which every training
+  // routine writes or reads there), so that a data-parallel trainer reduces them as one
+  // array. -1 and 0 in an arena without gradients (the inference state).
+  long grads = -1;
+  long grads_bytes = 0;
   // Where buffer b is while routine r runs (-1: nowhere in this arena).
   long address(const struct Routine& r, int b) const;
 };

@@ -4,12 +4,15 @@
 // plan_memory ran), the element size and the target's alignment. Guarantees:
 // Program::layout, decided once here and only printed by the emitters and the model card:
 //   training   (the state every routine runs on) the params, then the optimiser state (the
-//              model's state proper, a prefix: Arena::state), then every buffer a routine uses
-//              outside its memory plan (all of them at -O0), in buffer order, each with bytes of
-//              its own; then one work region as large as the largest routine's plan, which every
-//              planned routine lays its buffers out in (a state runs one routine at a time). A
-//              buffer a routine keeps for the caller (train_step's param gradients) has a field
-//              pointing at its place in that routine's plan: valid until the next call.
+//              model's state proper, a prefix: Arena::state), then the grad block (the params'
+//              gradients, contiguous, in param order, Arena::grads: train_step and train_grads
+//              write them there, train_update reads them, a data-parallel trainer all-reduces
+//              the block in between), then every other buffer a routine uses outside its memory
+//              plan (all of them at -O0), in buffer order, each with bytes of its own; then one
+//              work region as large as the largest routine's plan, which every planned routine
+//              lays its buffers out in (a state runs one routine at a time). A buffer a routine
+//              keeps for the caller in its plan has a field pointing at its place there: valid
+//              until the next call.
 //   inference  (the C target's forward-only state: forward and eval_metrics) the params, then
 //              the buffers those two routines use outside their plans, then their work region.
 // Every offset and size is a multiple of the alignment; an arena is at least one alignment
@@ -36,10 +39,10 @@ std::set<int> used_by(const ir::Routine& r) {
   return bufs;
 }
 
-// An arena for the routines `rs`: `first` (in order) own storage first, then what the routines
-// use unplanned, then the work region.
+// An arena for the routines `rs`: `first` (in order) own storage first, then `grads` (in
+// order, the grad block), then what the routines use unplanned, then the work region.
 ir::Arena arena(const ir::Program& p, const std::vector<const ir::Routine*>& rs, const std::vector<int>& first,
-                long align, long elem) {
+                const std::vector<int>& grads, long align, long elem) {
   const size_t n = p.buffers.size();
   ir::Arena a;
   a.field.assign(n, -1);
@@ -54,6 +57,11 @@ ir::Arena arena(const ir::Program& p, const std::vector<const ir::Routine*>& rs,
   };
   for (int b : first) place(b);
   a.state = off;
+  if (!grads.empty()) {
+    a.grads = off;
+    for (int b : grads) place(b);
+    a.grads_bytes = off - a.grads;
+  }
   std::set<int> unplanned;
   for (const ir::Routine* r : rs)
     for (int b : used_by(*r))
@@ -83,11 +91,14 @@ void plan_layout(ir::Program& p, const PassOptions& o) {
     if (p.buffers[b].role == ir::Role::OptState) state.push_back(static_cast<int>(b));
   std::vector<const ir::Routine*> all;
   for (const ir::Routine& r : p.routines) all.push_back(&r);
-  l.training = arena(p, all, state, o.align, o.elem_bytes);
+  std::vector<int> grads;  // the grad block: each param's gradient the loss depends on
+  for (int b : p.params)
+    if (p.grad(b) >= 0) grads.push_back(p.grad(b));
+  l.training = arena(p, all, state, grads, o.align, o.elem_bytes);
   std::vector<const ir::Routine*> inference;
   for (const ir::Routine& r : p.routines)
     if (r.kind == ir::RoutineKind::Forward || r.kind == ir::RoutineKind::Eval) inference.push_back(&r);
-  l.inference = arena(p, inference, p.params, o.align, o.elem_bytes);
+  l.inference = arena(p, inference, p.params, {}, o.align, o.elem_bytes);
 }
 
 }  // namespace cannl
