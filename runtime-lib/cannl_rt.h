@@ -488,6 +488,12 @@ typedef struct cannl_model_ext {
 /* cannl_train_main with the model's extras (ext may be NULL: then the two are the same). */
 int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext, int argc, char **argv);
 
+/* cannl_train_main over MPI (the library cannl_rt_mpi, built when CMake finds MPI): under
+   mpirun (or another launcher) every rank trains on its slice of each global --batch and the
+   gradients are averaged over the ranks before the one update all of them apply; alone, it is
+   cannl_train_main. docs/distributed.md describes it. The model needs train_grads. */
+int cannl_train_main_mpi(const cannl_model_api *api, int argc, char **argv);
+
 #ifdef __cplusplus
 }
 #endif
