@@ -11,6 +11,10 @@
           alone
   kill    kill -9 of rank 1 mid-run: mpirun and every rank end non-zero within seconds, the
           output names rank 1, the checkpoint on disk loads (a run resumes from it)
+  hosts   two "hosts": two network namespaces joined by a veth pair, one rank in each,
+          mpirun over TCP between them (its remote launcher an `ip netns exec` script in
+          place of ssh): 10 steps equal the program alone (skipped where namespaces cannot
+          be made: not root, no iproute2, no CAP_NET_ADMIN)
 
 Exit 77 (skipped) when mpirun or the data is missing."""
 import argparse
@@ -216,9 +220,65 @@ def cmd_kill(a):
     return 0 if ok else 1
 
 
+AGENT = """#!/bin/sh
+# mpirun's remote launcher (plm_rsh_agent) for the test's two namespaces: "ssh HOST CMD"
+host=$1; shift
+case "$host" in
+  {a_ip}) ns={a} ;;
+  {b_ip}) ns={b} ;;
+  *) echo "ns-agent: unknown host $host" >&2; exit 1 ;;
+esac
+exec ip netns exec "$ns" sh -c "$*"
+"""
+
+
+def cmd_hosts(a):
+    w = a.work
+    ip = shutil.which("ip")
+    if not ip or os.geteuid() != 0:
+        skip("two network namespaces need root and iproute2 (ip)")
+    tag = str(os.getpid() % 100000)
+    ns_a, ns_b, veth_a, veth_b = f"cannl_a{tag}", f"cannl_b{tag}", f"cva{tag}", f"cvb{tag}"
+    subnet = f"10.{77 + os.getpid() % 100}.0"
+    a_ip, b_ip = f"{subnet}.1", f"{subnet}.2"
+
+    def sh(*cmd):
+        return subprocess.run(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    r = sh(ip, "netns", "add", ns_a)
+    if r.returncode != 0:
+        skip(f"cannot create a network namespace here: {r.stdout.strip()}")
+    try:
+        steps = [(ip, "netns", "add", ns_b), (ip, "link", "add", veth_a, "type", "veth", "peer", "name", veth_b),
+                 (ip, "link", "set", veth_a, "netns", ns_a), (ip, "link", "set", veth_b, "netns", ns_b),
+                 (ip, "-n", ns_a, "addr", "add", f"{a_ip}/24", "dev", veth_a),
+                 (ip, "-n", ns_b, "addr", "add", f"{b_ip}/24", "dev", veth_b),
+                 (ip, "-n", ns_a, "link", "set", veth_a, "up"), (ip, "-n", ns_b, "link", "set", veth_b, "up"),
+                 (ip, "-n", ns_a, "link", "set", "lo", "up"), (ip, "-n", ns_b, "link", "set", "lo", "up")]
+        for cmd in steps:
+            r = sh(*cmd)
+            if r.returncode != 0:
+                skip(f"cannot join two namespaces with a veth pair: {' '.join(cmd)}: {r.stdout.strip()}")
+        agent = os.path.join(w, "ns-agent.sh")
+        with open(agent, "w") as f:
+            f.write(AGENT.format(a_ip=a_ip, b_ip=b_ip, a=ns_a, b=ns_b))
+        os.chmod(agent, 0o755)
+        base = [a.trainer] + fashion_args(a) + ["--steps", "10", "--batch", "128", "--seed", "3", "--quiet"]
+        run(base + ["--checkpoint", f"{w}/alone.st"], "the program alone")
+        net = f"{subnet}.0/24"
+        run([ip, "netns", "exec", ns_a, MPIRUN, "--host", f"{a_ip}:1,{b_ip}:1", "-np", "2", "--mca", "plm_rsh_agent",
+             agent, "--mca", "btl", "tcp,self", "--mca", "oob_tcp_if_include", net, "--mca", "btl_tcp_if_include",
+             net, "-x", "OMP_NUM_THREADS"] + base + ["--checkpoint", f"{w}/hosts.st"],
+            "mpirun over two namespaces")
+        return 0 if compare(f"{w}/hosts.st", f"{w}/alone.st", 1e-12, "2 hosts vs alone") else 1
+    finally:
+        sh(ip, "netns", "del", ns_a)  # the veth pair goes with its ends' namespaces
+        sh(ip, "netns", "del", ns_b)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["equal", "uneven", "resume", "kill"])
+    ap.add_argument("what", choices=["equal", "uneven", "resume", "kill", "hosts"])
     ap.add_argument("--trainer", required=True)
     ap.add_argument("--fashion", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--work", required=True)
@@ -234,7 +294,7 @@ def main():
     r = subprocess.run(mpirun(1) + ["true"], env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         skip(f"mpirun cannot start a process here: {r.stdout.strip()[:300]}")
-    return {"equal": cmd_equal, "uneven": cmd_uneven, "resume": cmd_resume, "kill": cmd_kill}[a.what](a)
+    return {"equal": cmd_equal, "uneven": cmd_uneven, "resume": cmd_resume, "kill": cmd_kill, "hosts": cmd_hosts}[a.what](a)
 
 
 MPIRUN = None
