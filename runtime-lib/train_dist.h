@@ -28,7 +28,8 @@ struct cannl__dist {
     /* Stop every rank now with exit status `code` (after one rank's failure mid-run, which
        the others cannot learn of at a collective they wait in). Does not return. */
     void (*abort)(cannl__dist *d, int code);
-    int64_t bytes_reduced; /* gradient bytes this rank sent to allreduce, for the summary */
+    int64_t bytes_reduced; /* gradient bytes this rank all-reduced, for the summary */
+    double reduce_s;       /* seconds spent in allreduce (scaling, sending, waiting) */
     void *impl;
 };
 

@@ -33,6 +33,7 @@ static int mpi_allreduce(cannl__dist *d, void *data, int64_t count, cannl_dtype 
     const size_t elem = cannl_dtype_size(dtype);
     const int64_t per = bucket_bytes() / (int64_t)elem;
     const int64_t nb = count > 0 ? (count + per - 1) / per : 0;
+    const double t0 = MPI_Wtime();
     MPI_Request *req = malloc((size_t)(nb + 1) * sizeof *req);
     if (!req) {
         snprintf(msg, cap, "rank %d: out of memory", d->rank);
@@ -62,6 +63,7 @@ static int mpi_allreduce(cannl__dist *d, void *data, int64_t count, cannl_dtype 
     if (rc != MPI_SUCCESS) return fail(d, rc, "MPI_Iallreduce of the gradients", msg, cap);
     if (wrc != MPI_SUCCESS) return fail(d, wrc, "MPI_Waitall of the gradients", msg, cap);
     d->bytes_reduced += count * (int64_t)elem;
+    d->reduce_s += MPI_Wtime() - t0;
     return 0;
 }
 

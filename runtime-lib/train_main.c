@@ -868,9 +868,11 @@ static int finish(trainer *t) {
     double el = now_s() - t->t_start;
     printf("trained to step %" PRId64 " in %.2f s (%.1f ex/s)\n", t->step, el,
            el > 0 ? (double)t->examples_run / el : 0.0);
-    if (t->dist)
-        printf("data-parallel: %d ranks, %" PRId64 " gradient bytes all-reduced per step\n", t->dist->size,
-               t->steps_run > 0 ? t->dist->bytes_reduced / t->steps_run : 0);
+    if (t->dist && t->steps_run > 0)
+        printf("data-parallel: %d ranks, %" PRId64 " gradient bytes all-reduced per step, %.2f ms per step in the "
+               "all-reduce (rank 0: %.1f%% of the time)\n",
+               t->dist->size, t->dist->bytes_reduced / t->steps_run, 1e3 * t->dist->reduce_s / (double)t->steps_run,
+               el > 0 ? 100 * t->dist->reduce_s / el : 0.0);
     fflush(stdout);
     return CANNL__EXIT_OK;
 }
