@@ -794,7 +794,7 @@ static int train(trainer *t) {
             }
             if (t->cosine) /* the lr of step s (0-based) of a run of `horizon` steps */
                 api->set_lr(t->m, t->base_lr * 0.5 * (1 + cos(M_PI_VALUE * (double)t->step / (double)t->horizon)));
-            double loss;
+            double loss = NAN;
             if (t->dist) {
                 int rc = dist_step(t, count, n, &loss);
                 if (rc) {
