@@ -408,6 +408,10 @@ typedef struct cannl_model_api {
     double (*train_grads)(void *m, const void *const *inputs, int64_t n);
     void (*train_update)(void *m);
     void *(*grad_block)(void *m, int64_t *count);
+    /* hook(ctx, offset, count) during train_grads as each param's gradient (count elements at
+       offset in the grad block) is final, for sending it while the backward pass goes on;
+       NULL hook: none. */
+    void (*set_grad_hook)(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx);
 } cannl_model_api;
 
 /* Metadata key holding the optimiser step count in a model checkpoint. */

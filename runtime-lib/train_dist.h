@@ -16,11 +16,16 @@ struct cannl__dist {
     int rank, size;
     /* Every operation is collective (every rank calls it, in the same order) and returns 0,
        or -1 with a message naming the failure and the rank into msg. */
-    /* Sum `count` elements of `dtype` at `data` over the ranks, in place, each rank's first
-       multiplied by `scale`: the array is cut into buckets, each scaled and then sent on its
-       way (non-blocking) while the next is scaled; returns once every bucket is reduced. */
-    int (*allreduce)(cannl__dist *d, void *data, int64_t count, cannl_dtype dtype, double scale, char *msg,
-                     size_t cap);
+    /* The gradient all-reduce, in three calls: reduce_begin (the block of `dtype` elements to
+       sum over the ranks, in place, each rank's part first multiplied by `scale`), then
+       reduce_part for pieces of it as they become final (offset and count in elements; each
+       is scaled and sent at once, non-blocking, in buckets of at most CANNL_MPI_BUCKET_MB,
+       and earlier ones are pushed on: the model's gradient hook calls it during the backward
+       pass), then reduce_end, which returns once every piece is reduced. Every rank sends
+       the same pieces in the same order. reduce_part cannot fail: reduce_end reports. */
+    void (*reduce_begin)(cannl__dist *d, void *block, cannl_dtype dtype, double scale);
+    void (*reduce_part)(cannl__dist *d, int64_t offset, int64_t count);
+    int (*reduce_end)(cannl__dist *d, char *msg, size_t cap);
     /* Sum `count` doubles over the ranks, in place (blocking). */
     int (*sum)(cannl__dist *d, double *v, int count, char *msg, size_t cap);
     /* The largest of every rank's `v` (blocking), for agreeing on an exit status. */

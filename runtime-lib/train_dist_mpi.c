@@ -2,7 +2,7 @@
  * cannl_rt_mpi, built only when CMake finds MPI). Run alone (no mpirun/srun around it) it is
  * cannl_train_main, without initialising MPI; under a launcher every rank runs
  * cannl_train_main on its slice of each global batch (train_dist.h), the gradients averaged
- * with MPI_Iallreduce in buckets. Errors of MPI calls come back (MPI_ERRORS_RETURN) and are
+ * with MPI_Iallreduce in buckets sent as the backward pass finishes them. Errors of MPI calls come back (MPI_ERRORS_RETURN) and are
  * reported naming the rank; a rank that fails mid-run stops every rank (MPI_Abort), and
  * mpirun stops the others when one dies. */
 #include "train_dist.h"
@@ -28,42 +28,81 @@ static int fail(const cannl__dist *d, int rc, const char *what, char *msg, size_
     return -1;
 }
 
-static int mpi_allreduce(cannl__dist *d, void *data, int64_t count, cannl_dtype dtype, double scale, char *msg,
-                         size_t cap) {
-    const size_t elem = cannl_dtype_size(dtype);
+/* The gradient all-reduce in flight (one per process: the training program runs one). */
+typedef struct reduce_state {
+    char *block;
+    cannl_dtype dtype;
+    double scale, t0;
+    MPI_Request *req;
+    int nreq, cap;
+    int rc;               /* the first failing call's code, or MPI_SUCCESS */
+    const char *what;     /* and its name */
+} reduce_state;
+
+static void mpi_reduce_begin(cannl__dist *d, void *block, cannl_dtype dtype, double scale) {
+    reduce_state *s = d->impl;
+    s->block = block;
+    s->dtype = dtype;
+    s->scale = scale;
+    s->nreq = 0;
+    s->rc = MPI_SUCCESS;
+    s->what = NULL;
+    s->t0 = MPI_Wtime();
+}
+
+static void mpi_reduce_part(cannl__dist *d, int64_t offset, int64_t count) {
+    reduce_state *s = d->impl;
+    if (s->rc != MPI_SUCCESS) return;
+    const size_t elem = cannl_dtype_size(s->dtype);
     const int64_t per = bucket_bytes() / (int64_t)elem;
-    const int64_t nb = count > 0 ? (count + per - 1) / per : 0;
-    const double t0 = MPI_Wtime();
-    MPI_Request *req = malloc((size_t)(nb + 1) * sizeof *req);
-    if (!req) {
-        snprintf(msg, cap, "rank %d: out of memory", d->rank);
-        return -1;
-    }
-    MPI_Datatype type = dtype == CANNL_F64 ? MPI_DOUBLE : MPI_FLOAT;
-    int64_t issued = 0;
-    int rc = MPI_SUCCESS;
-    for (int64_t b = 0; b < nb && rc == MPI_SUCCESS; b++) {
-        const int64_t lo = b * per, k = count - lo < per ? count - lo : per;
-        if (scale != 1) {
-            if (dtype == CANNL_F64) {
-                double *x = (double *)data + lo;
-                for (int64_t i = 0; i < k; i++) x[i] *= scale;
+    MPI_Datatype type = s->dtype == CANNL_F64 ? MPI_DOUBLE : MPI_FLOAT;
+    for (int64_t lo = offset; lo < offset + count; lo += per) {
+        const int64_t k = offset + count - lo < per ? offset + count - lo : per;
+        void *p = s->block + (size_t)lo * elem;
+        if (s->scale != 1) {
+            if (s->dtype == CANNL_F64) {
+                double *x = p;
+                for (int64_t i = 0; i < k; i++) x[i] *= s->scale;
             } else {
-                float *x = (float *)data + lo;
-                const float s = (float)scale;
-                for (int64_t i = 0; i < k; i++) x[i] *= s;
+                float *x = p;
+                const float f = (float)s->scale;
+                for (int64_t i = 0; i < k; i++) x[i] *= f;
             }
         }
-        rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)data + (size_t)lo * elem, (int)k, type, MPI_SUM, MPI_COMM_WORLD,
-                            &req[b]);
-        if (rc == MPI_SUCCESS) issued++;
+        if (s->nreq == s->cap) {
+            const int cap = s->cap ? 2 * s->cap : 64;
+            MPI_Request *r = realloc(s->req, (size_t)cap * sizeof *r);
+            if (!r) {
+                s->rc = MPI_ERR_NO_MEM;
+                s->what = "growing the request list";
+                return;
+            }
+            s->req = r;
+            s->cap = cap;
+        }
+        const int rc = MPI_Iallreduce(MPI_IN_PLACE, p, (int)k, type, MPI_SUM, MPI_COMM_WORLD, &s->req[s->nreq]);
+        if (rc != MPI_SUCCESS) {
+            s->rc = rc;
+            s->what = "MPI_Iallreduce of the gradients";
+            return;
+        }
+        s->nreq++;
+        d->bytes_reduced += k * (int64_t)elem;
     }
-    const int wrc = issued > 0 ? MPI_Waitall((int)issued, req, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
-    free(req);
-    if (rc != MPI_SUCCESS) return fail(d, rc, "MPI_Iallreduce of the gradients", msg, cap);
-    if (wrc != MPI_SUCCESS) return fail(d, wrc, "MPI_Waitall of the gradients", msg, cap);
-    d->bytes_reduced += count * (int64_t)elem;
-    d->reduce_s += MPI_Wtime() - t0;
+    /* Push the ones in flight on (MPI makes progress inside its calls). */
+    int done = 0;
+    const int rc = MPI_Testall(s->nreq, s->req, &done, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) {
+        s->rc = rc;
+        s->what = "MPI_Testall of the gradients";
+    }
+}
+
+static int mpi_reduce_end(cannl__dist *d, char *msg, size_t cap) {
+    reduce_state *s = d->impl;
+    const int rc = s->rc == MPI_SUCCESS && s->nreq > 0 ? MPI_Waitall(s->nreq, s->req, MPI_STATUSES_IGNORE) : s->rc;
+    d->reduce_s += MPI_Wtime() - s->t0;
+    if (rc != MPI_SUCCESS) return fail(d, rc, s->what ? s->what : "MPI_Waitall of the gradients", msg, cap);
     return 0;
 }
 
@@ -103,11 +142,17 @@ int cannl_train_main_mpi(const cannl_model_api *api, int argc, char **argv) {
     memset(&d, 0, sizeof d);
     MPI_Comm_rank(MPI_COMM_WORLD, &d.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &d.size);
-    d.allreduce = mpi_allreduce;
+    reduce_state rs;
+    memset(&rs, 0, sizeof rs);
+    d.impl = &rs;
+    d.reduce_begin = mpi_reduce_begin;
+    d.reduce_part = mpi_reduce_part;
+    d.reduce_end = mpi_reduce_end;
     d.sum = mpi_sum;
     d.max = mpi_max;
     d.abort = mpi_abort;
     const int rc = cannl__train_main_dist(api, NULL, &d, argc, argv);
+    free(rs.req);
     MPI_Finalize();
     return rc;
 }

@@ -712,21 +712,36 @@ static void slice(const trainer *t, int64_t n, int64_t *lo, int64_t *count) {
    gradients (zero for an empty slice) weighted by count / n, summed over the ranks into the
    average of the whole batch (the loss is a mean over a slice), then the same update on
    every rank. Returns the global batch's loss; agrees on a stop signal (any rank's). */
+/* The model's gradient hook: a gradient is final, send it. */
+static void grad_ready(void *ctx, int64_t offset, int64_t count) {
+    cannl__dist *d = ctx;
+    d->reduce_part(d, offset, count);
+}
+
 static int dist_step(trainer *t, int64_t count, int64_t n, double *loss) {
     const cannl_model_api *api = t->api;
     char msg[256];
     double local = 0;
     int64_t elems = 0;
     void *block = api->grad_block(t->m, &elems);
+    const double w = (double)count / (double)n;
+    cannl__dist *d = t->dist;
+    d->reduce_begin(d, block, api->dtype, w);
+    /* With the model's hook each gradient goes out as the backward pass finishes it (the
+       same gradients in the same order on every rank); else the block after the pass: also
+       when a batch smaller than P leaves some rank without examples, which therefore runs no
+       backward pass to send them from (every rank decides alike, from n and P). */
+    const int hooked = api->set_grad_hook != NULL && n >= d->size;
+    if (hooked) api->set_grad_hook(t->m, grad_ready, d);
     if (count > 0)
         local = api->train_grads(t->m, (const void *const *)t->bufs, count);
     else
         memset(block, 0, (size_t)elems * cannl_dtype_size(api->dtype));
-    const double w = (double)count / (double)n;
+    if (hooked) api->set_grad_hook(t->m, NULL, NULL);
     const int sig = g_interrupted; /* read once: a signal may come at any time */
     double v[2] = {local * w, sig > 0 ? 1 : 0};
-    if (t->dist->allreduce(t->dist, block, elems, api->dtype, w, msg, sizeof msg) ||
-        t->dist->sum(t->dist, v, 2, msg, sizeof msg))
+    if (!hooked) d->reduce_part(d, 0, elems);
+    if (d->reduce_end(d, msg, sizeof msg) || d->sum(d, v, 2, msg, sizeof msg))
         return report(t, CANNL__EXIT_FAIL, "%s", msg);
     if (v[1] > 0) t->stop = sig > 0 ? sig : SIGTERM; /* some rank was asked to stop: all stop after this step */
     api->train_update(t->m);

@@ -53,6 +53,9 @@ struct fashion_cnn {
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     void *arena;  /* the buffers below, then each routine's work region: 470661440 bytes */
+    /* train_grads calls it as each param's gradient is final (NULL: none) */
+    void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
+    void *grad_hook_ctx;
     /* params */
     real *k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
     real *k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
@@ -1268,16 +1271,20 @@ static double train_grads(struct fashion_cnn *m, const real *const inputs[], int
 
     /* line 24: backward: logits = w4 * h3 + b4 */
     sum_b4_grad(n, b4_grad, logits_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 3274624, 10); /* b4_grad final */
     /* matrix product w4_grad = logits_grad . h3: M = 10 (o), N = 1024 (k), K = n (b) */
     cannl_sgemm(m->gemm, 10, 1024, n, 1.0f, logits_grad, 1, 10, h3, 1024, 1, w4_grad, 1024, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 3264384, 10240); /* w4_grad final */
     /* matrix product h3_grad = logits_grad . w4: M = n (b), N = 1024 (k), K = 10 (o) */
     cannl_sgemm(m->gemm, n, 1024, 10, 1.0f, logits_grad, 10, 1, w4, 1024, 1, h3_grad, 1024, 1, 1);
 
     /* line 23: backward: h3 = relu(w3 * p2 + b3) */
     set_h3_mm_grad(n, h3_mm_grad, h3_grad, h3);
     sum_b3_grad(n, b3_grad, h3_mm_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 52096, 1024); /* b3_grad final */
     /* matrix product w3_grad = h3_mm_grad . p2: M = 1024 (o), N = 3136 (k0, k1_, k2_), K = n (b) */
     cannl_sgemm(m->gemm, 1024, 3136, n, 1.0f, h3_mm_grad, 1, 1024, p2, 3136, 1, w3_grad, 3136, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 53120, 3211264); /* w3_grad final */
     /* matrix product p2_grad = h3_mm_grad . w3: M = n (b), N = 3136 (k0, k1_, k2_), K = 1024 (o) */
     cannl_sgemm(m->gemm, n, 3136, 1024, 1.0f, h3_mm_grad, 1024, 1, w3, 3136, 1, p2_grad, 3136, 1, 1);
 
@@ -1287,10 +1294,12 @@ static double train_grads(struct fashion_cnn *m, const real *const inputs[], int
     /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
     set_a2_conv_grad(n, a2_conv_grad, a2_grad, a2_conv, c2);
     sum_c2_grad(n, c2_grad, a2_conv_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 52032, 64); /* c2_grad final */
     /* matrix product a2_col_grad = a2_conv_grad . k2: M = n * 196 (b, y, x_), N = 800 (ky, kx, c), K = 64 (d) */
     cannl_sgemm(m->gemm, n * 196, 800, 64, 1.0f, a2_conv_grad, 64, 1, k2, 800, 1, a2_col_grad, 800, 1, 1);
     /* matrix product k2_grad = a2_conv_grad . a2_col: M = 64 (d), N = 800 (ky, kx, c), K = n * 196 (b, y, x_) */
     cannl_sgemm(m->gemm, 64, 800, n * 196, 1.0f, a2_conv_grad, 1, 64, a2_col, 800, 1, k2_grad, 800, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 800, 51200); /* k2_grad final */
     add_p1_grad(n, p1_grad, a2_col_grad);
 
     /* line 20: backward: p1 = max_pool2d(a1, size = 2) */
@@ -1299,8 +1308,10 @@ static double train_grads(struct fashion_cnn *m, const real *const inputs[], int
     /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
     set_a1_conv_grad(n, a1_conv_grad, a1_grad, a1_conv, c1);
     sum_c1_grad(n, c1_grad, a1_conv_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 52000, 32); /* c1_grad final */
     /* matrix product k1_grad = a1_conv_grad . a1_col: M = 32 (d), N = 25 (ky, kx), K = n * 784 (b, y, x_) */
     cannl_sgemm(m->gemm, 32, 25, n * 784, 1.0f, a1_conv_grad, 1, 32, a1_col, 25, 1, k1_grad, 25, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 0, 800); /* k1_grad final */
 
     return (double)loss_[0];
 }
@@ -1457,6 +1468,11 @@ double fashion_cnn_train_grads(struct fashion_cnn *m, const fashion_cnn_real *co
 }
 
 void fashion_cnn_train_update(struct fashion_cnn *m) { train_update(m); }
+
+void fashion_cnn_set_grad_hook(struct fashion_cnn *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    m->grad_hook = hook;
+    m->grad_hook_ctx = ctx;
+}
 
 fashion_cnn_real *fashion_cnn_grad_block(struct fashion_cnn *m, int64_t *count) {
     if (count) *count = 3274640;
@@ -1634,6 +1650,9 @@ static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) 
 }
 static void api_train_update_fn(void *m) { fashion_cnn_train_update((struct fashion_cnn *)m); }
 static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_cnn_grad_block((struct fashion_cnn *)m, count); }
+static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    fashion_cnn_set_grad_hook((struct fashion_cnn *)m, hook, ctx);
+}
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     fashion_cnn_eval((struct fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n, loss, metrics);
 }
@@ -1666,4 +1685,4 @@ const cannl_model_api fashion_cnn_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn};

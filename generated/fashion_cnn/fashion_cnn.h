@@ -79,6 +79,11 @@ double fashion_cnn_train_step(struct fashion_cnn *m, const fashion_cnn_real *con
 double fashion_cnn_train_grads(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n);
 void fashion_cnn_train_update(struct fashion_cnn *m);
 fashion_cnn_real *fashion_cnn_grad_block(struct fashion_cnn *m, int64_t *count);
+/* During train_grads, hook(ctx, offset, count) as soon as a param's gradient is final (no
+   later part of the backward pass writes it): its `count` elements at `offset` in the grad
+   block, which the hook may read and change (scale, start sending) but must not need back
+   before train_grads returns. NULL (the default): none. */
+void fashion_cnn_set_grad_hook(struct fashion_cnn *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
 void fashion_cnn_forward(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n,

@@ -53,6 +53,9 @@ struct fashion_einsum {
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     void *arena;  /* the buffers below, then each routine's work region: 5390656 bytes */
+    /* train_grads calls it as each param's gradient is final (NULL: none) */
+    void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
+    void *grad_hook_ctx;
     /* params */
     real *w1; /* [256, 28, 28] w1 : [28, 28 -> 256] */
     real *gain; /* [256] gain : [256] */
@@ -925,15 +928,19 @@ static double train_grads(struct fashion_einsum *m, const real *const inputs[], 
 
     /* line 18: backward: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
     sum_b2_grad(n, b2_grad, logits_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 204032, 10); /* b2_grad final */
     /* matrix product w2_grad = logits_grad . h1: M = 10 (o), N = 256 (i), K = n (e1) */
     cannl_sgemm(m->gemm, 10, 256, n, 1.0f, logits_grad, 1, 10, h1, 256, 1, w2_grad, 256, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 201472, 2560); /* w2_grad final */
     /* matrix product h1_grad = logits_grad . w2: M = n (e1), N = 256 (i), K = 10 (o) */
     cannl_sgemm(m->gemm, n, 256, 10, 1.0f, logits_grad, 10, 1, w2, 256, 1, h1_grad, 256, 1, 1);
 
     /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
     sum_gain_grad(n, gain_grad, h1_grad, h1, h1_ln);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 200704, 256); /* gain_grad final */
     set_h1_ln_grad(n, h1_ln_grad, z1_grad, h1_grad, h1, gain, h1_var);
     sum_bias_grad(n, bias_grad, h1_grad, h1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 201216, 256); /* bias_grad final */
     sum_h1_mean_grad(n, h1_mean_grad, h1_ln_grad, h1_var);
     sum_h1_var_grad(n, h1_var_grad, h1_ln_grad, z1_ein, b1, h1_mean, h1_var);
     sum_h1_mean_grad_2(n, h1_mean_grad, h1_var_grad, z1_ein, b1, h1_mean);
@@ -941,8 +948,10 @@ static double train_grads(struct fashion_einsum *m, const real *const inputs[], 
 
     /* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
     sum_b1_grad(n, b1_grad, z1_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 200960, 256); /* b1_grad final */
     /* matrix product w1_grad += z1_grad . x: M = 256 (h), N = 784 (r, c), K = n (b) */
     cannl_sgemm(m->gemm, 256, 784, n, 1.0f, z1_grad, 1, 256, x, 784, 1, w1_grad, 784, 1, 0);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 0, 200704); /* w1_grad final */
 
     return (double)loss_[0];
 }
@@ -1071,6 +1080,11 @@ double fashion_einsum_train_grads(struct fashion_einsum *m, const fashion_einsum
 }
 
 void fashion_einsum_train_update(struct fashion_einsum *m) { train_update(m); }
+
+void fashion_einsum_set_grad_hook(struct fashion_einsum *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    m->grad_hook = hook;
+    m->grad_hook_ctx = ctx;
+}
 
 fashion_einsum_real *fashion_einsum_grad_block(struct fashion_einsum *m, int64_t *count) {
     if (count) *count = 204048;
@@ -1225,6 +1239,9 @@ static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) 
 }
 static void api_train_update_fn(void *m) { fashion_einsum_train_update((struct fashion_einsum *)m); }
 static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_einsum_grad_block((struct fashion_einsum *)m, count); }
+static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    fashion_einsum_set_grad_hook((struct fashion_einsum *)m, hook, ctx);
+}
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     fashion_einsum_eval((struct fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n, loss, metrics);
 }
@@ -1257,4 +1274,4 @@ const cannl_model_api fashion_einsum_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn};

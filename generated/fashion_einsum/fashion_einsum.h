@@ -78,6 +78,11 @@ double fashion_einsum_train_step(struct fashion_einsum *m, const fashion_einsum_
 double fashion_einsum_train_grads(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n);
 void fashion_einsum_train_update(struct fashion_einsum *m);
 fashion_einsum_real *fashion_einsum_grad_block(struct fashion_einsum *m, int64_t *count);
+/* During train_grads, hook(ctx, offset, count) as soon as a param's gradient is final (no
+   later part of the backward pass writes it): its `count` elements at `offset` in the grad
+   block, which the hook may read and change (scale, start sending) but must not need back
+   before train_grads returns. NULL (the default): none. */
+void fashion_einsum_set_grad_hook(struct fashion_einsum *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
 void fashion_einsum_forward(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n,

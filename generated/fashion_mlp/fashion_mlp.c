@@ -53,6 +53,9 @@ struct fashion_mlp {
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     void *arena;  /* the buffers below, then each routine's work region: 10422528 bytes */
+    /* train_grads calls it as each param's gradient is final (NULL: none) */
+    void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
+    void *grad_hook_ctx;
     /* params */
     real *w1; /* [512, 784] w1 : [784 -> 512] */
     real *w2; /* [512, 512] w2 : [512 -> 512] */
@@ -753,24 +756,30 @@ static double train_grads(struct fashion_mlp *m, const real *const inputs[], int
 
     /* line 16: backward: logits = w3 * h2 + b3 */
     sum_b3_grad(n, b3_grad, logits_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 668672, 10); /* b3_grad final */
     /* matrix product w3_grad = logits_grad . h2: M = 10 (o), N = 512 (k), K = n (b) */
     cannl_sgemm(m->gemm, 10, 512, n, 1.0f, logits_grad, 1, 10, h2, 512, 1, w3_grad, 512, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 663552, 5120); /* w3_grad final */
     /* matrix product h2_grad = logits_grad . w3: M = n (b), N = 512 (k), K = 10 (o) */
     cannl_sgemm(m->gemm, n, 512, 10, 1.0f, logits_grad, 10, 1, w3, 512, 1, h2_grad, 512, 1, 1);
 
     /* line 15: backward: h2 = relu(w2 * h1 + b2) */
     set_h2_mm_grad(n, h2_mm_grad, h2_grad, h2);
     sum_b2_grad(n, b2_grad, h2_mm_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 669200, 512); /* b2_grad final */
     /* matrix product w2_grad = h2_mm_grad . h1: M = 512 (o), N = 512 (k), K = n (b) */
     cannl_sgemm(m->gemm, 512, 512, n, 1.0f, h2_mm_grad, 1, 512, h1, 512, 1, w2_grad, 512, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 401408, 262144); /* w2_grad final */
     /* matrix product h1_grad = h2_mm_grad . w2: M = n (b), N = 512 (k), K = 512 (o) */
     cannl_sgemm(m->gemm, n, 512, 512, 1.0f, h2_mm_grad, 512, 1, w2, 512, 1, h1_grad, 512, 1, 1);
 
     /* line 14: backward: h1 = relu(w1 * x + b1) */
     set_h1_mm_grad(n, h1_mm_grad, h1_grad, h1);
     sum_b1_grad(n, b1_grad, h1_mm_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 668688, 512); /* b1_grad final */
     /* matrix product w1_grad = h1_mm_grad . x: M = 512 (o), N = 784 (k), K = n (b) */
     cannl_sgemm(m->gemm, 512, 784, n, 1.0f, h1_mm_grad, 1, 512, x, 784, 1, w1_grad, 784, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 0, 401408); /* w1_grad final */
 
     return (double)loss_[0];
 }
@@ -888,6 +897,11 @@ double fashion_mlp_train_grads(struct fashion_mlp *m, const fashion_mlp_real *co
 }
 
 void fashion_mlp_train_update(struct fashion_mlp *m) { train_update(m); }
+
+void fashion_mlp_set_grad_hook(struct fashion_mlp *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    m->grad_hook = hook;
+    m->grad_hook_ctx = ctx;
+}
 
 fashion_mlp_real *fashion_mlp_grad_block(struct fashion_mlp *m, int64_t *count) {
     if (count) *count = 669712;
@@ -1035,6 +1049,9 @@ static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) 
 }
 static void api_train_update_fn(void *m) { fashion_mlp_train_update((struct fashion_mlp *)m); }
 static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_mlp_grad_block((struct fashion_mlp *)m, count); }
+static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    fashion_mlp_set_grad_hook((struct fashion_mlp *)m, hook, ctx);
+}
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     fashion_mlp_eval((struct fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n, loss, metrics);
 }
@@ -1067,4 +1084,4 @@ const cannl_model_api fashion_mlp_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn};

@@ -54,6 +54,9 @@ struct gpt_tiny {
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     void *arena;  /* the buffers below, then each routine's work region: 273119296 bytes */
+    /* train_grads calls it as each param's gradient is final (NULL: none) */
+    void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
+    void *grad_hook_ctx;
     /* params */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [64, 128] wpe : [128 -> 64] */
@@ -2192,7 +2195,9 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     /* matrix product logits_v_grad = logits_grad . wte: M = n * 64 (b0, b1), N = 128 (k), K = 256 (o) */
     cannl_sgemm(m->gemm, n * 64, 128, 256, 1.0f, logits_grad, 256, 1, wte, 128, 1, logits_v_grad, 128, 1, 1);
     sum_lnf_g_grad(n, lnf_g_grad, logits_v_grad, logits_ln);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 239232, 128); /* lnf_g_grad final */
     sum_lnf_b_grad(n, lnf_b_grad, logits_v_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 239360, 128); /* lnf_b_grad final */
     sum_logits_mean_grad(n, logits_mean_grad, logits_v_grad, lnf_g, logits_var);
     sum_logits_var_grad(n, logits_var_grad, logits_v_grad, lnf_g, x1, x2_mm, b_pr, logits_mean, logits_var);
     sum_logits_mean_grad_2(n, logits_mean_grad, logits_var_grad, x1, x2_mm, b_pr, logits_mean);
@@ -2202,20 +2207,26 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
 
     /* line 35: backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
     sum_b_pr_grad(n, b_pr_grad, x2_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 239104, 128); /* b_pr_grad final */
     /* matrix product w_pr_grad = x2_grad . x2_v: M = 128 (o), N = 512 (k), K = n * 64 (b0, b1) */
     cannl_sgemm(m->gemm, 128, 512, n * 64, 1.0f, x2_grad, 1, 128, x2_v, 512, 1, w_pr_grad, 512, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 173568, 65536); /* w_pr_grad final */
     /* matrix product x2_v_grad = x2_grad . w_pr: M = n * 64 (b0, b1), N = 512 (k), K = 128 (o) */
     cannl_sgemm(m->gemm, n * 64, 512, 128, 1.0f, x2_grad, 128, 1, w_pr, 512, 1, x2_v_grad, 512, 1, 1);
     set_x2_mm2_grad(n, x2_mm2_grad, x2_v_grad, x2_mm2, b_fc);
     sum_b_fc_grad(n, b_fc_grad, x2_mm2_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 173056, 512); /* b_fc_grad final */
     /* matrix product w_fc_grad = x2_mm2_grad . h2: M = 512 (o), N = 128 (k), K = n * 64 (b0, b1) */
     cannl_sgemm(m->gemm, 512, 128, n * 64, 1.0f, x2_mm2_grad, 1, 512, h2, 128, 1, w_fc_grad, 128, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 107520, 65536); /* w_fc_grad final */
     /* matrix product h2_grad = x2_mm2_grad . w_fc: M = n * 64 (b0, b1), N = 128 (k), K = 512 (o) */
     cannl_sgemm(m->gemm, n * 64, 128, 512, 1.0f, x2_mm2_grad, 512, 1, w_fc, 128, 1, h2_grad, 128, 1, 1);
 
     /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
     sum_ln2_g_grad(n, ln2_g_grad, h2_grad, h2_ln);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 107264, 128); /* ln2_g_grad final */
     sum_ln2_b_grad(n, ln2_b_grad, h2_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 107392, 128); /* ln2_b_grad final */
     sum_h2_mean_grad(n, h2_mean_grad, h2_grad, ln2_g, h2_var);
     sum_h2_var_grad(n, h2_var_grad, h2_grad, ln2_g, x1, h2_mean, h2_var);
     sum_h2_mean_grad_2(n, h2_mean_grad, h2_var_grad, x1, h2_mean);
@@ -2225,8 +2236,10 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
 
     /* line 33: backward: x1 = x0 + (w_o * y + b_o) */
     sum_b_o_grad(n, b_o_grad, x1_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 107136, 128); /* b_o_grad final */
     /* matrix product w_o_grad = x1_grad . y: M = 128 (o), N = 128 (k0, k1), K = n * 64 (b0, b1) */
     cannl_sgemm(m->gemm, 128, 128, n * 64, 1.0f, x1_grad, 1, 128, y, 128, 1, w_o_grad, 128, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 90752, 16384); /* w_o_grad final */
     /* matrix product y_grad = x1_grad . w_o: M = n * 64 (b0, b1), N = 128 (k0, k1), K = 128 (o) */
     cannl_sgemm(m->gemm, n * 64, 128, 128, 1.0f, x1_grad, 128, 1, w_o, 128, 1, y_grad, 128, 1, 1);
 
@@ -2246,14 +2259,18 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
 
     /* line 31: backward: qkv = w_qkv * h1 + b_qkv */
     sum_b_qkv_grad(n, b_qkv_grad, qkv_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 90368, 384); /* b_qkv_grad final */
     /* matrix product w_qkv_grad = qkv_grad . h1: M = 384 (o0, o1, o2), N = 128 (k), K = n * 64 (b0, b1) */
     cannl_sgemm(m->gemm, 384, 128, n * 64, 1.0f, qkv_grad, 1, 384, h1, 128, 1, w_qkv_grad, 128, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 41216, 49152); /* w_qkv_grad final */
     /* matrix product h1_grad = qkv_grad . w_qkv: M = n * 64 (b0, b1), N = 128 (k), K = 384 (o0, o1, o2) */
     cannl_sgemm(m->gemm, n * 64, 128, 384, 1.0f, qkv_grad, 384, 1, w_qkv, 128, 1, h1_grad, 128, 1, 1);
 
     /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
     sum_ln1_g_grad(n, ln1_g_grad, h1_grad, h1_ln);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 40960, 128); /* ln1_g_grad final */
     sum_ln1_b_grad(n, ln1_b_grad, h1_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 41088, 128); /* ln1_b_grad final */
     sum_h1_mean_grad(n, h1_mean_grad, h1_grad, ln1_g, h1_var);
     sum_h1_var_grad(n, h1_var_grad, h1_grad, ln1_g, x0_emb, wpe, h1_mean, h1_var);
     sum_h1_mean_grad_2(n, h1_mean_grad, h1_var_grad, x0_emb, wpe, h1_mean);
@@ -2263,6 +2280,7 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
 
     /* line 29: backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     sum_wpe_grad(n, wpe_grad, x0_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 32768, 8192); /* wpe_grad final */
     {
         const int64_t cannl_n = n * 64; /* positions */
         CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
@@ -2274,6 +2292,7 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
                     wte_grad[(int64_t)cannl_id * 128 + cannl_j] += x0_emb_grad[cannl_p * 128 + cannl_j];
             }
     }
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 0, 32768); /* wte_grad final */
 
     return (double)loss_[0];
 }
@@ -2521,6 +2540,11 @@ double gpt_tiny_train_grads(struct gpt_tiny *m, const gpt_tiny_real *const input
 }
 
 void gpt_tiny_train_update(struct gpt_tiny *m) { train_update(m); }
+
+void gpt_tiny_set_grad_hook(struct gpt_tiny *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    m->grad_hook = hook;
+    m->grad_hook_ctx = ctx;
+}
 
 gpt_tiny_real *gpt_tiny_grad_block(struct gpt_tiny *m, int64_t *count) {
     if (count) *count = 239488;
@@ -2794,6 +2818,9 @@ static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) 
 }
 static void api_train_update_fn(void *m) { gpt_tiny_train_update((struct gpt_tiny *)m); }
 static void *api_grad_block_fn(void *m, int64_t *count) { return gpt_tiny_grad_block((struct gpt_tiny *)m, count); }
+static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    gpt_tiny_set_grad_hook((struct gpt_tiny *)m, hook, ctx);
+}
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     gpt_tiny_eval((struct gpt_tiny *)m, (const gpt_tiny_real *const *)inputs, n, loss, metrics);
 }
@@ -2826,4 +2853,4 @@ const cannl_model_api gpt_tiny_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn};

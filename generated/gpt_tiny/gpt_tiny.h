@@ -87,6 +87,11 @@ double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs
 double gpt_tiny_train_grads(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n);
 void gpt_tiny_train_update(struct gpt_tiny *m);
 gpt_tiny_real *gpt_tiny_grad_block(struct gpt_tiny *m, int64_t *count);
+/* During train_grads, hook(ctx, offset, count) as soon as a param's gradient is final (no
+   later part of the backward pass writes it): its `count` elements at `offset` in the grad
+   block, which the hook may read and change (scale, start sending) but must not need back
+   before train_grads returns. NULL (the default): none. */
+void gpt_tiny_set_grad_hook(struct gpt_tiny *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
 void gpt_tiny_forward(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n,

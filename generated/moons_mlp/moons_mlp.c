@@ -52,6 +52,9 @@ struct moons_mlp {
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     void *arena;  /* the buffers below, then each routine's work region: 54464 bytes */
+    /* train_grads calls it as each param's gradient is final (NULL: none) */
+    void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
+    void *grad_hook_ctx;
     /* params */
     real *w1; /* [16, 2] w1 : [2 -> 16] */
     real *w2; /* [16, 16] w2 : [16 -> 16] */
@@ -588,24 +591,30 @@ static double train_grads(struct moons_mlp *m, const real *const inputs[], int64
 
     /* line 14: backward: prob = sigmoid(w3 * h2 + b3) */
     sum_b3_grad(n, b3_grad, prob_mm_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 336, 1); /* b3_grad final */
     /* matrix product w3_grad = prob_mm_grad . h2: M = 1 (o), N = 16 (k), K = n (b) */
     cannl_sgemm(m->gemm, 1, 16, n, 1.0f, prob_mm_grad, 1, 1, h2, 16, 1, w3_grad, 16, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 288, 16); /* w3_grad final */
     /* matrix product h2_grad = prob_mm_grad . w3: M = n (b), N = 16 (k), K = 1 (o) */
     cannl_sgemm(m->gemm, n, 16, 1, 1.0f, prob_mm_grad, 1, 1, w3, 16, 1, h2_grad, 16, 1, 1);
 
     /* line 13: backward: h2 = tanh(w2 * h1 + b2) */
     set_h2_mm_grad(n, h2_mm_grad, h2_grad, h2);
     sum_b2_grad(n, b2_grad, h2_mm_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 320, 16); /* b2_grad final */
     /* matrix product w2_grad = h2_mm_grad . h1: M = 16 (o), N = 16 (k), K = n (b) */
     cannl_sgemm(m->gemm, 16, 16, n, 1.0f, h2_mm_grad, 1, 16, h1, 16, 1, w2_grad, 16, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 32, 256); /* w2_grad final */
     /* matrix product h1_grad = h2_mm_grad . w2: M = n (b), N = 16 (k), K = 16 (o) */
     cannl_sgemm(m->gemm, n, 16, 16, 1.0f, h2_mm_grad, 16, 1, w2, 16, 1, h1_grad, 16, 1, 1);
 
     /* line 12: backward: h1 = tanh(w1 * point + b1) */
     set_h1_mm_grad(n, h1_mm_grad, h1_grad, h1);
     sum_b1_grad(n, b1_grad, h1_mm_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 304, 16); /* b1_grad final */
     /* matrix product w1_grad = point . h1_mm_grad: M = 2 (k), N = 16 (o), K = n (b) */
     cannl_sgemm(m->gemm, 2, 16, n, 1.0f, point, 1, 2, h1_mm_grad, 16, 1, w1_grad, 1, 2, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 0, 32); /* w1_grad final */
 
     return (double)loss_[0];
 }
@@ -723,6 +732,11 @@ double moons_mlp_train_grads(struct moons_mlp *m, const moons_mlp_real *const in
 }
 
 void moons_mlp_train_update(struct moons_mlp *m) { train_update(m); }
+
+void moons_mlp_set_grad_hook(struct moons_mlp *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    m->grad_hook = hook;
+    m->grad_hook_ctx = ctx;
+}
 
 moons_mlp_real *moons_mlp_grad_block(struct moons_mlp *m, int64_t *count) {
     if (count) *count = 352;
@@ -870,6 +884,9 @@ static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) 
 }
 static void api_train_update_fn(void *m) { moons_mlp_train_update((struct moons_mlp *)m); }
 static void *api_grad_block_fn(void *m, int64_t *count) { return moons_mlp_grad_block((struct moons_mlp *)m, count); }
+static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    moons_mlp_set_grad_hook((struct moons_mlp *)m, hook, ctx);
+}
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     moons_mlp_eval((struct moons_mlp *)m, (const moons_mlp_real *const *)inputs, n, loss, metrics);
 }
@@ -902,4 +919,4 @@ const cannl_model_api moons_mlp_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn};

@@ -77,6 +77,11 @@ double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inp
 double moons_mlp_train_grads(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n);
 void moons_mlp_train_update(struct moons_mlp *m);
 moons_mlp_real *moons_mlp_grad_block(struct moons_mlp *m, int64_t *count);
+/* During train_grads, hook(ctx, offset, count) as soon as a param's gradient is final (no
+   later part of the backward pass writes it): its `count` elements at `offset` in the grad
+   block, which the hook may read and change (scale, start sending) but must not need back
+   before train_grads returns. NULL (the default): none. */
+void moons_mlp_set_grad_hook(struct moons_mlp *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
 void moons_mlp_forward(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n,

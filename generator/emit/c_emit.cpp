@@ -499,6 +499,17 @@ private:
     return out + "    }\n";
   }
 
+  // The gradient hook's calls after a nest of train_grads that finishes param gradients: each
+  // one's place in the grad block, in elements.
+  std::string grads_final(const ir::Stmt& s) const {
+    std::string out;
+    const ir::Arena& t = p_.layout.training;
+    for (int g : s.grads_final)
+      out += fmt::format("    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, {}, {}); /* {} final */\n",
+                         (t.field[static_cast<size_t>(g)] - t.grads) / elem(), buf(g).elements(), name(g));
+    return out;
+  }
+
   static std::string what(const ir::Stmt& s) { return s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what; }
 
   // A routine: its buffers named once at its top (the inputs, the state's fields, the work
@@ -584,7 +595,7 @@ private:
         text = call_text(*s.call, n_used);
         if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
         last = what(s);
-        body += text;
+        body += text + grads_final(s);
         continue;
       }
       x_.begin_nest(s, taken);
@@ -596,7 +607,7 @@ private:
       }
       if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
       last = what(s);
-      body += text;
+      body += text + grads_final(s);
     }
     if (!no_batch) {
       if (!inputs_used) pro += "    (void)inputs;\n";

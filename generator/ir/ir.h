@@ -187,6 +187,11 @@ struct Stmt {
   int line = 0;             // spec line it comes from (0: none)
   std::string what;         // "h1 = relu(w1 * x + b1)", "d loss / d w1", "sgd update of w1"
   bool sequential = false;  // must run in order (random initialisation)
+  // Set by passes/plan_layout.cpp in train_grads: the param gradients this nest finishes (no
+  // later nest writes them), in the grad block's order; the emitter hands each to the
+  // caller's gradient hook right after the nest, so their all-reduce overlaps the rest of
+  // the backward pass.
+  std::vector<int> grads_final = {};
   int parallel = -1;        // set by loop ordering: the loop run in parallel, or -1
   // Set by passes/mark_contractions.cpp, read by the C emitter's matrix-product calls, cuBLAS
   // and the cost model alike (none before that pass).

@@ -16,7 +16,8 @@
 //   inference  (the C target's forward-only state: forward and eval_metrics) the params, then
 //              the buffers those two routines use outside their plans, then their work region.
 // Every offset and size is a multiple of the alignment; an arena is at least one alignment
-// unit. Inputs are never in an arena (the caller's arrays).
+// unit. Inputs are never in an arena (the caller's arrays). In train_grads, each param
+// gradient is listed on the nest after which no nest writes it (Stmt::grads_final).
 #include <algorithm>
 
 #include "passes/pipeline.h"
@@ -99,6 +100,18 @@ void plan_layout(ir::Program& p, const PassOptions& o) {
   for (const ir::Routine& r : p.routines)
     if (r.kind == ir::RoutineKind::Forward || r.kind == ir::RoutineKind::Eval) inference.push_back(&r);
   l.inference = arena(p, inference, p.params, {}, o.align, o.elem_bytes);
+  if (ir::Routine* r = p.routine(ir::RoutineKind::TrainGrads)) {
+    for (ir::Stmt& s : r->stmts) s.grads_final.clear();
+    for (int g : grads) {
+      for (size_t i = r->stmts.size(); i-- > 0;) {
+        const ir::Stmt& s = r->stmts[i];
+        std::vector<int> w = s.call ? ir::call_writes(*s.call) : ir::written_buffers(s);
+        if (std::find(w.begin(), w.end(), g) == w.end()) continue;
+        r->stmts[i].grads_final.push_back(g);
+        break;
+      }
+    }
+  }
 }
 
 }  // namespace cannl

@@ -6,7 +6,8 @@
   equal   10 steps at global batch 128: -np 1 and -np 2 each equal the program alone
           (Fashion-MNIST, or with --stream a token stream of random bytes)
   uneven  a 300-example set, batch 128, 2 epochs (slices 43/43/42, a short last batch of
-          44) on 3 ranks; the checkpoint and the test loss and accuracy equal the run alone
+          44) on 3 ranks; the checkpoint and the test loss and accuracy equal the run alone;
+          and batch 2 on 3 ranks (one rank without examples) equals the run alone
   resume  2 ranks to step 5 (checkpointed), then 1 rank resumes to step 10: equals 10 steps
           alone
   kill    kill -9 of rank 1 mid-run: mpirun and every rank end non-zero within seconds, the
@@ -133,6 +134,12 @@ def cmd_uneven(a):
         same = abs(x[k] - y[k]) <= 1e-12 * max(1.0, abs(y[k]))
         print(f"{k}: -np 3 {x[k]!r} alone {y[k]!r}: {'ok' if same else 'FAIL'}")
         ok = ok and same
+    # A batch of 2 on 3 ranks: one rank has no examples (it contributes zero gradients).
+    tiny = [a.trainer, "--data", f"image={img}", "--data", f"label={lab}", "--steps", "4", "--batch", "2", "--lr",
+            "0.001", "--quiet"]
+    run(tiny + ["--checkpoint", f"{w}/tiny_alone.st"], "the program alone, batch 2")
+    run(mpirun(3) + tiny + ["--checkpoint", f"{w}/tiny_np3.st"], "mpirun -np 3, batch 2")
+    ok = compare(f"{w}/tiny_np3.st", f"{w}/tiny_alone.st", 1e-12, "-np 3 vs alone, batch 2") and ok
     return 0 if ok else 1
 
 
