@@ -297,6 +297,12 @@ TEST_CASE("plan_memory: dead buffers' bytes reused, in place, param gradients le
   CHECK(t.grads_bytes == 64);
   CHECK(t.own[static_cast<size_t>(wg)]);
   CHECK(t.field[static_cast<size_t>(wg)] == t.grads);
+  // In train_grads the nest that last writes w_grad (nest 3) hands it to the gradient hook.
+  CHECK(f.p.routines[0].stmts[3].grads_final.empty());
+  f.p.routines[0].kind = ir::RoutineKind::TrainGrads;
+  plan_layout(f.p, o);
+  for (size_t i = 0; i < f.p.routines[0].stmts.size(); ++i)
+    CHECK(f.p.routines[0].stmts[i].grads_final == (i == 3 ? std::vector<int>{wg} : std::vector<int>{}));
 }
 
 TEST_CASE("plan_memory: the printed IR shows the work region and the buffers at each offset",
