@@ -412,6 +412,13 @@ typedef struct cannl_model_api {
        offset in the grad block) is final, for sending it while the backward pass goes on;
        NULL hook: none. */
     void (*set_grad_hook)(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx);
+    /* ZeRO-1 (NULL: none): grad_offsets[i] is param i's gradient's offset in the grad block in
+       elements (-1: it has none; increasing otherwise); set_update_shard(m, first, last,
+       norm_sq) makes train_update update params [first, last) only, reading only their
+       gradients and optimiser state, with clip_grad_norm's squared norm norm_sq (>= 0: given;
+       < 0: summed over the block). Default 0, num_params, -1. */
+    const int64_t *grad_offsets;
+    void (*set_update_shard)(void *m, int32_t first, int32_t last, double norm_sq);
 } cannl_model_api;
 
 /* Metadata key holding the optimiser step count in a model checkpoint. */

@@ -26,6 +26,15 @@ struct cannl__dist {
     void (*reduce_begin)(cannl__dist *d, void *block, cannl_dtype dtype, double scale);
     void (*reduce_part)(cannl__dist *d, int64_t offset, int64_t count);
     int (*reduce_end)(cannl__dist *d, char *msg, size_t cap);
+    /* ZeRO-1 (--zero 1), blocking. reduce_scatter: sum the block of `dtype` elements over the
+       ranks into this rank's part only, [start[rank], start[rank + 1]) of the P + 1 element
+       boundaries `start`; the rest of the block keeps this rank's values. bcast: `count`
+       elements at buf from rank `root` to every rank (a param from the rank that updated it).
+       to_root: `count` elements at buf from rank `from` to rank 0 (optimiser state for the
+       checkpoint; nothing when from is 0). */
+    int (*reduce_scatter)(cannl__dist *d, void *block, cannl_dtype dtype, const int64_t *start, char *msg, size_t cap);
+    int (*bcast)(cannl__dist *d, void *buf, int64_t count, cannl_dtype dtype, int root, char *msg, size_t cap);
+    int (*to_root)(cannl__dist *d, void *buf, int64_t count, cannl_dtype dtype, int from, char *msg, size_t cap);
     /* Sum `count` doubles over the ranks, in place (blocking). */
     int (*sum)(cannl__dist *d, double *v, int count, char *msg, size_t cap);
     /* The largest of every rank's `v` (blocking), for agreeing on an exit status. */

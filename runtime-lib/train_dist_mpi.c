@@ -8,6 +8,7 @@
 #include "train_dist.h"
 #include "train_internal.h"
 
+#include <inttypes.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,75 @@ static int mpi_reduce_end(cannl__dist *d, char *msg, size_t cap) {
     return 0;
 }
 
+static MPI_Datatype mpi_type(cannl_dtype dtype) { return dtype == CANNL_F64 ? MPI_DOUBLE : MPI_FLOAT; }
+
+/* The receive buffer and counts of the reduce-scatter (kept between steps). */
+typedef struct scatter_state {
+    char *recv;
+    size_t recv_bytes;
+    int *counts;
+} scatter_state;
+static scatter_state g_scatter; /* one per process: the training program runs one */
+
+static int mpi_reduce_scatter(cannl__dist *d, void *block, cannl_dtype dtype, const int64_t *start, char *msg,
+                              size_t cap) {
+    const double t0 = MPI_Wtime();
+    scatter_state *s = &g_scatter;
+    const size_t elem = cannl_dtype_size(dtype);
+    if (!s->counts && !(s->counts = malloc((size_t)d->size * sizeof *s->counts))) {
+        snprintf(msg, cap, "rank %d of %d: out of memory", d->rank, d->size);
+        return -1;
+    }
+    for (int r = 0; r < d->size; r++) {
+        if (start[r + 1] - start[r] > INT32_MAX) {
+            snprintf(msg, cap, "rank %d of %d: a shard of %" PRId64 " gradient elements is more than MPI's int count",
+                     d->rank, d->size, start[r + 1] - start[r]);
+            return -1;
+        }
+        s->counts[r] = (int)(start[r + 1] - start[r]);
+    }
+    const size_t mine = (size_t)s->counts[d->rank] * elem;
+    if (mine > s->recv_bytes) {
+        char *p = realloc(s->recv, mine);
+        if (!p) {
+            snprintf(msg, cap, "rank %d of %d: out of memory", d->rank, d->size);
+            return -1;
+        }
+        s->recv = p;
+        s->recv_bytes = mine;
+    }
+    const int rc = MPI_Reduce_scatter(block, s->recv, s->counts, mpi_type(dtype), MPI_SUM, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) return fail(d, rc, "MPI_Reduce_scatter of the gradients", msg, cap);
+    memcpy((char *)block + (size_t)start[d->rank] * elem, s->recv, mine);
+    d->bytes_reduced += (start[d->size] - start[0]) * (int64_t)elem;
+    d->reduce_s += MPI_Wtime() - t0;
+    return 0;
+}
+
+/* MPI counts are ints: longer buffers go in pieces. */
+static int mpi_bcast(cannl__dist *d, void *buf, int64_t count, cannl_dtype dtype, int root, char *msg, size_t cap) {
+    const size_t elem = cannl_dtype_size(dtype);
+    for (int64_t lo = 0; lo < count; lo += INT32_MAX) {
+        const int k = (int)(count - lo < INT32_MAX ? count - lo : INT32_MAX);
+        const int rc = MPI_Bcast((char *)buf + (size_t)lo * elem, k, mpi_type(dtype), root, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) return fail(d, rc, "MPI_Bcast of the params", msg, cap);
+    }
+    return 0;
+}
+
+static int mpi_to_root(cannl__dist *d, void *buf, int64_t count, cannl_dtype dtype, int from, char *msg, size_t cap) {
+    if (from == 0 || (d->rank != 0 && d->rank != from)) return 0;
+    const size_t elem = cannl_dtype_size(dtype);
+    for (int64_t lo = 0; lo < count; lo += INT32_MAX) {
+        const int k = (int)(count - lo < INT32_MAX ? count - lo : INT32_MAX);
+        void *p = (char *)buf + (size_t)lo * elem;
+        const int rc = d->rank == 0 ? MPI_Recv(p, k, mpi_type(dtype), from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
+                                    : MPI_Send(p, k, mpi_type(dtype), 0, 0, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS) return fail(d, rc, "gathering the optimiser state (MPI_Send/MPI_Recv)", msg, cap);
+    }
+    return 0;
+}
+
 static int mpi_sum(cannl__dist *d, double *v, int count, char *msg, size_t cap) {
     const int rc = MPI_Allreduce(MPI_IN_PLACE, v, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     return rc == MPI_SUCCESS ? 0 : fail(d, rc, "MPI_Allreduce", msg, cap);
@@ -148,11 +218,16 @@ int cannl_train_main_mpi(const cannl_model_api *api, int argc, char **argv) {
     d.reduce_begin = mpi_reduce_begin;
     d.reduce_part = mpi_reduce_part;
     d.reduce_end = mpi_reduce_end;
+    d.reduce_scatter = mpi_reduce_scatter;
+    d.bcast = mpi_bcast;
+    d.to_root = mpi_to_root;
     d.sum = mpi_sum;
     d.max = mpi_max;
     d.abort = mpi_abort;
     const int rc = cannl__train_main_dist(api, NULL, &d, argc, argv);
     free(rs.req);
+    free(g_scatter.recv);
+    free(g_scatter.counts);
     MPI_Finalize();
     return rc;
 }

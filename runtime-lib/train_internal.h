@@ -54,6 +54,7 @@ typedef struct cannl__train_opts {
     uint64_t seed;    int seed_set;
     int no_shuffle;
     int threads;                   /* 0: not given */
+    int zero;                      /* --zero: 1 = ZeRO-1 (optimiser state sharded over MPI ranks) */
     const char *init, *checkpoint, *resume, *metrics;
     const char *name_map;             /* --name-map FILE, or NULL */
     int64_t log_every;

@@ -99,6 +99,11 @@ typedef struct trainer {
     int64_t steps_run, examples_run;
     int tty, line_open;
     int stop;                      /* data-parallel: the signal some rank got, agreed at the last step */
+    /* ZeRO-1 (--zero 1 under mpirun): rank r updates params [shard[r], shard[r + 1]), whose
+       gradients are the grad block's elements [shard_start[r], shard_start[r + 1]) */
+    int32_t *shard;
+    int64_t *shard_start;
+    int checkpointing;             /* rank 0 writes checkpoints: with ZeRO-1 every rank gathers for them */
 } trainer;
 
 /* The signal that stops the run, or 0: this process's, or with ranks the one they agreed on
@@ -464,7 +469,47 @@ static int check_state(trainer *t) {
 
 /* ------------------------------------------------------------ training */
 
+static int zero_shards(trainer *t);
+
+/* ZeRO-1: the owners of the optimiser state send it to rank 0, whose checkpoint then holds
+   what one process's would (every rank calls it at every save). */
+static int gather_state(trainer *t) {
+    const cannl_model_api *api = t->api;
+    char msg[256];
+    int rc = zero_shards(t);
+    if (rc) return rc;
+    for (size_t i = (size_t)api->num_params; i < t->nstate; i++) {
+        const cannl_tensor *x = &t->state[i];
+        int32_t param = -1; /* the param "<param>.<state>" belongs to: the longest name that prefixes it */
+        size_t best = 0;
+        for (int32_t j = 0; j < api->num_params; j++) {
+            const size_t len = strlen(api->params[j].name);
+            if (len > best && strncmp(x->name, api->params[j].name, len) == 0 && x->name[len] == '.') {
+                param = j;
+                best = len;
+            }
+        }
+        if (param < 0)
+            return report(t, CANNL__EXIT_FAIL, "model '%s': state tensor '%s' belongs to no param", api->name, x->name);
+        int owner = 0;
+        while (owner + 1 < t->dist->size && t->shard[owner + 1] <= param) owner++;
+        int64_t count = 1;
+        for (int32_t k = 0; k < x->ndims; k++) count *= x->shape[k];
+        if (t->dist->to_root(t->dist, x->data, count, api->dtype, owner, msg, sizeof msg))
+            return report(t, CANNL__EXIT_FAIL, "%s", msg);
+    }
+    return CANNL__EXIT_OK;
+}
+
 static int save_checkpoint(trainer *t) {
+    if (t->dist && t->o.zero && t->checkpointing) {
+        int rc = gather_state(t);
+        if (rc) return rc;
+        if (!t->o.checkpoint) {
+            t->saved_step = t->step; /* as rank 0's: every rank gathers at the same saves */
+            return CANNL__EXIT_OK;
+        }
+    }
     if (!t->o.checkpoint) return CANNL__EXIT_OK;
     int rc = check_state(t); /* a diverged state never replaces the last good checkpoint */
     if (rc) return rc;
@@ -718,7 +763,106 @@ static void grad_ready(void *ctx, int64_t offset, int64_t count) {
     d->reduce_part(d, offset, count);
 }
 
+/* ZeRO-1's shards: params in api order cut into P contiguous ranges of about equal element
+   counts (gradients), and the grad block's elements they cover; the state tensors' pointers. */
+static int zero_shards(trainer *t) {
+    if (t->shard_start) return CANNL__EXIT_OK;
+    const cannl_model_api *api = t->api;
+    const int p = t->dist->size;
+    const int32_t np = api->num_params;
+    int64_t elems = 0;
+    api->grad_block(t->m, &elems);
+    if (api->state_tensors(t->m, t->state, t->nstate) != t->nstate)
+        return report(t, CANNL__EXIT_FAIL, "model '%s': state_tensors returned inconsistent counts", api->name);
+    int64_t total = 0, last = -1;
+    for (int32_t i = 0; i < np; i++) {
+        const int64_t at = api->grad_offsets[i];
+        if (at < 0) continue;
+        if (at <= last || at + api->params[i].size > elems)
+            return report(t, CANNL__EXIT_FAIL, "model '%s': the grad block is not in param order (param '%s')", api->name,
+                          api->params[i].name);
+        last = at;
+        total += api->params[i].size;
+    }
+    t->shard = calloc((size_t)p + 1, sizeof *t->shard);
+    t->shard_start = calloc((size_t)p + 1, sizeof *t->shard_start);
+    if (!t->shard || !t->shard_start) return report(t, CANNL__EXIT_FAIL, "out of memory");
+    /* Rank r's first param: where the gradient elements before it come closest to r * total / P. */
+    int32_t i = 0;
+    int64_t before = 0; /* gradient elements of params [0, i) */
+    for (int r = 1; r < p; r++) {
+        const double target = (double)total * r / p;
+        while (i < np) {
+            const int64_t next = before + (api->grad_offsets[i] >= 0 ? api->params[i].size : 0);
+            if (fabs((double)next - target) > fabs((double)before - target)) break;
+            before = next;
+            i++;
+        }
+        t->shard[r] = i;
+    }
+    t->shard[p] = np;
+    for (int r = 1; r < p; r++) {
+        int32_t j = t->shard[r];
+        while (j < np && api->grad_offsets[j] < 0) j++;
+        t->shard_start[r] = j < np ? api->grad_offsets[j] : elems;
+    }
+    t->shard_start[p] = elems;
+    return CANNL__EXIT_OK;
+}
+
+/* A ZeRO-1 step: the weighted gradients reduce-scattered (each rank receives the sum of its
+   shard), clip_grad_norm's squared norm summed over the shards, each rank's update of its
+   params (reading and writing only their optimiser state), then each param broadcast from the
+   rank that updated it. */
+static int zero_step(trainer *t, int64_t count, int64_t n, double *loss) {
+    const cannl_model_api *api = t->api;
+    cannl__dist *d = t->dist;
+    char msg[256];
+    int rc = zero_shards(t);
+    if (rc) return rc;
+    int64_t elems = 0;
+    void *block = api->grad_block(t->m, &elems);
+    const double w = (double)count / (double)n;
+    double local = 0;
+    if (count > 0)
+        local = api->train_grads(t->m, (const void *const *)t->bufs, count);
+    else
+        memset(block, 0, (size_t)elems * cannl_dtype_size(api->dtype));
+    const int64_t lo = t->shard_start[d->rank], hi = t->shard_start[d->rank + 1];
+    double sq = 0;
+    if (api->dtype == CANNL_F64) {
+        double *x = block;
+        if (w != 1)
+            for (int64_t i = 0; i < elems; i++) x[i] *= w;
+        if (d->reduce_scatter(d, block, api->dtype, t->shard_start, msg, sizeof msg))
+            return report(t, CANNL__EXIT_FAIL, "%s", msg);
+        for (int64_t i = lo; i < hi; i++) sq += x[i] * x[i];
+    } else {
+        float *x = block;
+        const float f = (float)w;
+        if (w != 1)
+            for (int64_t i = 0; i < elems; i++) x[i] *= f;
+        if (d->reduce_scatter(d, block, api->dtype, t->shard_start, msg, sizeof msg))
+            return report(t, CANNL__EXIT_FAIL, "%s", msg);
+        for (int64_t i = lo; i < hi; i++) sq += (double)x[i] * x[i];
+    }
+    const int sig = g_interrupted; /* read once: a signal may come at any time */
+    double v[3] = {local * w, sig > 0 ? 1 : 0, sq};
+    if (d->sum(d, v, 3, msg, sizeof msg)) return report(t, CANNL__EXIT_FAIL, "%s", msg);
+    if (v[1] > 0) t->stop = sig > 0 ? sig : SIGTERM; /* some rank was asked to stop: all stop after this step */
+    api->set_update_shard(t->m, t->shard[d->rank], t->shard[d->rank + 1], v[2]);
+    api->train_update(t->m);
+    for (int32_t i = 0, owner = 0; i < api->num_params; i++) {
+        while (owner + 1 < d->size && t->shard[owner + 1] <= i) owner++;
+        if (d->bcast(d, t->state[i].data, api->params[i].size, api->dtype, owner, msg, sizeof msg))
+            return report(t, CANNL__EXIT_FAIL, "%s", msg);
+    }
+    *loss = v[0];
+    return CANNL__EXIT_OK;
+}
+
 static int dist_step(trainer *t, int64_t count, int64_t n, double *loss) {
+    if (t->o.zero) return zero_step(t, count, n, loss);
     const cannl_model_api *api = t->api;
     char msg[256];
     double local = 0;
@@ -884,10 +1028,11 @@ static int finish(trainer *t) {
     printf("trained to step %" PRId64 " in %.2f s (%.1f ex/s)\n", t->step, el,
            el > 0 ? (double)t->examples_run / el : 0.0);
     if (t->dist && t->steps_run > 0)
-        printf("data-parallel: %d ranks, %" PRId64 " gradient bytes all-reduced per step, %.2f ms per step in the "
-               "all-reduce (rank 0: %.1f%% of the time)\n",
-               t->dist->size, t->dist->bytes_reduced / t->steps_run, 1e3 * t->dist->reduce_s / (double)t->steps_run,
-               el > 0 ? 100 * t->dist->reduce_s / el : 0.0);
+        printf("data-parallel%s: %d ranks, %" PRId64 " gradient bytes %s per step, %.2f ms per step in the "
+               "%s (rank 0: %.1f%% of the time)\n",
+               t->o.zero ? " (ZeRO-1)" : "", t->dist->size, t->dist->bytes_reduced / t->steps_run,
+               t->o.zero ? "reduce-scattered" : "all-reduced", 1e3 * t->dist->reduce_s / (double)t->steps_run,
+               t->o.zero ? "reduce-scatter" : "all-reduce", el > 0 ? 100 * t->dist->reduce_s / el : 0.0);
     fflush(stdout);
     return CANNL__EXIT_OK;
 }
@@ -959,6 +1104,8 @@ static void cleanup(trainer *t) {
     cannl__stream_close(&t->stream);
     cannl__stream_close(&t->val);
     free(t->state);
+    free(t->shard);
+    free(t->shard_start);
     cannl__train_opts_free(&t->o);
 }
 
@@ -978,6 +1125,10 @@ static int setup_rank(trainer *t) {
         return report(t, CANNL__EXIT_USAGE, "model '%s' cannot train data-parallel (its table has no train_grads)",
                       api->name);
     if (t->ext) return report(t, CANNL__EXIT_USAGE, "model '%s': data-parallel training is for the C target", api->name);
+    if (t->o.zero && (!api->grad_offsets || !api->set_update_shard))
+        return report(t, CANNL__EXIT_USAGE, "--zero 1: model '%s' cannot shard its optimiser state (regenerate it)",
+                      api->name);
+    t->checkpointing = t->o.checkpoint != NULL;
     if (t->dist->rank == 0) return CANNL__EXIT_OK;
     snprintf(t->prog, sizeof t->prog, "%s (rank %d)", t->o.prog, t->dist->rank);
     t->o.prog = t->prog;

@@ -56,6 +56,10 @@ struct fashion_cnn {
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
+    /* train_update updates the params [update_first, update_last) (api order) only, with
+       clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
+    int32_t update_first, update_last;
+    double update_norm_sq;
     /* params */
     real *k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
     real *k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
@@ -1356,28 +1360,44 @@ static void train_update(struct fashion_cnn *m) {
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
 
     /* line 29: adam update of k1 */
-    set_k1_exp_avg_2(k1_exp_avg, k1_exp_avg_sq, k1, k1_grad, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 0 && 0 < m->update_last) {
+        set_k1_exp_avg_2(k1_exp_avg, k1_exp_avg_sq, k1, k1_grad, bc1, lr, sqrt_bc2);
+    }
 
     /* line 29: adam update of k2 */
-    set_k2_exp_avg_2(k2_exp_avg, k2_exp_avg_sq, k2, k2_grad, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 1 && 1 < m->update_last) {
+        set_k2_exp_avg_2(k2_exp_avg, k2_exp_avg_sq, k2, k2_grad, bc1, lr, sqrt_bc2);
+    }
 
     /* line 29: adam update of c1 */
-    set_c1_exp_avg(c1_exp_avg, c1_exp_avg_sq, c1, c1_grad, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 2 && 2 < m->update_last) {
+        set_c1_exp_avg(c1_exp_avg, c1_exp_avg_sq, c1, c1_grad, bc1, lr, sqrt_bc2);
+    }
 
     /* line 29: adam update of c2 */
-    set_c2_exp_avg(c2_exp_avg, c2_exp_avg_sq, c2, c2_grad, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 3 && 3 < m->update_last) {
+        set_c2_exp_avg(c2_exp_avg, c2_exp_avg_sq, c2, c2_grad, bc1, lr, sqrt_bc2);
+    }
 
     /* line 29: adam update of b3 */
-    set_b3_exp_avg(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 4 && 4 < m->update_last) {
+        set_b3_exp_avg(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
+    }
 
     /* line 29: adam update of w3 */
-    set_w3_exp_avg_2(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 5 && 5 < m->update_last) {
+        set_w3_exp_avg_2(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
+    }
 
     /* line 29: adam update of w4 */
-    set_w4_exp_avg_2(w4_exp_avg, w4_exp_avg_sq, w4, w4_grad, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 6 && 6 < m->update_last) {
+        set_w4_exp_avg_2(w4_exp_avg, w4_exp_avg_sq, w4, w4_grad, bc1, lr, sqrt_bc2);
+    }
 
     /* line 29: adam update of b4 */
-    set_b4_exp_avg(b4_exp_avg, b4_exp_avg_sq, b4, b4_grad, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 7 && 7 < m->update_last) {
+        set_b4_exp_avg(b4_exp_avg, b4_exp_avg_sq, b4, b4_grad, bc1, lr, sqrt_bc2);
+    }
 }
 
 
@@ -1455,6 +1475,9 @@ void fashion_cnn_init(struct fashion_cnn *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.001;
     m->schedule = 1;
+    m->update_first = 0;
+    m->update_last = FASHION_CNN_NUM_PARAMS;
+    m->update_norm_sq = -1;
 }
 
 double fashion_cnn_train_step(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
@@ -1472,6 +1495,12 @@ void fashion_cnn_train_update(struct fashion_cnn *m) { train_update(m); }
 void fashion_cnn_set_grad_hook(struct fashion_cnn *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
     m->grad_hook = hook;
     m->grad_hook_ctx = ctx;
+}
+
+void fashion_cnn_set_update_shard(struct fashion_cnn *m, int32_t first, int32_t last, double norm_sq) {
+    m->update_first = first;
+    m->update_last = last;
+    m->update_norm_sq = norm_sq;
 }
 
 fashion_cnn_real *fashion_cnn_grad_block(struct fashion_cnn *m, int64_t *count) {
@@ -1653,6 +1682,11 @@ static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_cnn_gra
 static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
     fashion_cnn_set_grad_hook((struct fashion_cnn *)m, hook, ctx);
 }
+static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
+    fashion_cnn_set_update_shard((struct fashion_cnn *)m, first, last, norm_sq);
+}
+/* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
+static const int64_t grad_offsets[] = { 0, 800, 52000, 52032, 52096, 53120, 3264384, 3274624 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     fashion_cnn_eval((struct fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n, loss, metrics);
 }
@@ -1685,4 +1719,5 @@ const cannl_model_api fashion_cnn_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
+    grad_offsets, api_set_update_shard_fn};

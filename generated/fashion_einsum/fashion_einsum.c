@@ -56,6 +56,10 @@ struct fashion_einsum {
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
+    /* train_update updates the params [update_first, update_last) (api order) only, with
+       clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
+    int32_t update_first, update_last;
+    double update_norm_sq;
     /* params */
     real *w1; /* [256, 28, 28] w1 : [28, 28 -> 256] */
     real *gain; /* [256] gain : [256] */
@@ -578,6 +582,39 @@ static void set_w1_2(real *restrict w1, real *restrict w1_exp_avg, real *restric
     }
 }
 
+/* line 25: adamw update of gain */
+CANNL_MULTIVERSION
+static void set_gain_3(real *restrict gain, real *restrict gain_exp_avg, real *restrict gain_exp_avg_sq, const real *restrict gain_grad, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 256; ++j) {
+        gain[j] = gain[j] * (1.0f - lr * 0.01f);
+        gain_exp_avg[j] = gain_exp_avg[j] * 0.9f + gain_grad[j] * 0.1f;
+        gain_exp_avg_sq[j] = gain_exp_avg_sq[j] * 0.999f + gain_grad[j] * gain_grad[j] * 0.001f;
+        gain[j] = gain[j] - lr / bc1 * (gain_exp_avg[j] / (sqrtf(gain_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 25: adamw update of b1 */
+CANNL_MULTIVERSION
+static void set_b1(real *restrict b1, real *restrict b1_exp_avg, real *restrict b1_exp_avg_sq, const real *restrict b1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 256; ++j) {
+        b1[j] = b1[j] * (1.0f - lr * 0.01f);
+        b1_exp_avg[j] = b1_exp_avg[j] * 0.9f + b1_grad[j] * 0.1f;
+        b1_exp_avg_sq[j] = b1_exp_avg_sq[j] * 0.999f + b1_grad[j] * b1_grad[j] * 0.001f;
+        b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 25: adamw update of bias */
+CANNL_MULTIVERSION
+static void set_bias(real *restrict bias, real *restrict bias_exp_avg, real *restrict bias_exp_avg_sq, const real *restrict bias_grad, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 256; ++j) {
+        bias[j] = bias[j] * (1.0f - lr * 0.01f);
+        bias_exp_avg[j] = bias_exp_avg[j] * 0.9f + bias_grad[j] * 0.1f;
+        bias_exp_avg_sq[j] = bias_exp_avg_sq[j] * 0.999f + bias_grad[j] * bias_grad[j] * 0.001f;
+        bias[j] = bias[j] - lr / bc1 * (bias_exp_avg[j] / (sqrtf(bias_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
 
 /* ----------------------------------------------------------------------------- routines */
 
@@ -988,16 +1025,34 @@ static void train_update(struct fashion_einsum *m) {
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
 
     /* line 25: adamw update of w1 */
-    set_w1_2(w1, w1_exp_avg, w1_exp_avg_sq, w1_grad, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 0 && 0 < m->update_last) {
+        set_w1_2(w1, w1_exp_avg, w1_exp_avg_sq, w1_grad, bc1, lr, sqrt_bc2);
+    }
 
-    /* line 25: adamw update of gain; adamw update of b1; adamw update of bias */
-    set_gain_2(gain, gain_exp_avg, gain_exp_avg_sq, b1, b1_exp_avg, b1_exp_avg_sq, bias, bias_exp_avg, bias_exp_avg_sq, gain_grad, b1_grad, bias_grad, bc1, lr, sqrt_bc2);
+    /* line 25: adamw update of gain */
+    if (m->update_first <= 1 && 1 < m->update_last) {
+        set_gain_3(gain, gain_exp_avg, gain_exp_avg_sq, gain_grad, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 25: adamw update of b1 */
+    if (m->update_first <= 2 && 2 < m->update_last) {
+        set_b1(b1, b1_exp_avg, b1_exp_avg_sq, b1_grad, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 25: adamw update of bias */
+    if (m->update_first <= 3 && 3 < m->update_last) {
+        set_bias(bias, bias_exp_avg, bias_exp_avg_sq, bias_grad, bc1, lr, sqrt_bc2);
+    }
 
     /* line 25: adamw update of w2 */
-    set_w2_2(w2, w2_exp_avg, w2_exp_avg_sq, w2_grad, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 4 && 4 < m->update_last) {
+        set_w2_2(w2, w2_exp_avg, w2_exp_avg_sq, w2_grad, bc1, lr, sqrt_bc2);
+    }
 
     /* line 25: adamw update of b2 */
-    set_b2_2(b2, b2_exp_avg, b2_exp_avg_sq, b2_grad, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 5 && 5 < m->update_last) {
+        set_b2_2(b2, b2_exp_avg, b2_exp_avg_sq, b2_grad, bc1, lr, sqrt_bc2);
+    }
 }
 
 
@@ -1067,6 +1122,9 @@ void fashion_einsum_init(struct fashion_einsum *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.002;
     m->schedule = 1;
+    m->update_first = 0;
+    m->update_last = FASHION_EINSUM_NUM_PARAMS;
+    m->update_norm_sq = -1;
 }
 
 double fashion_einsum_train_step(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
@@ -1084,6 +1142,12 @@ void fashion_einsum_train_update(struct fashion_einsum *m) { train_update(m); }
 void fashion_einsum_set_grad_hook(struct fashion_einsum *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
     m->grad_hook = hook;
     m->grad_hook_ctx = ctx;
+}
+
+void fashion_einsum_set_update_shard(struct fashion_einsum *m, int32_t first, int32_t last, double norm_sq) {
+    m->update_first = first;
+    m->update_last = last;
+    m->update_norm_sq = norm_sq;
 }
 
 fashion_einsum_real *fashion_einsum_grad_block(struct fashion_einsum *m, int64_t *count) {
@@ -1242,6 +1306,11 @@ static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_einsum_
 static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
     fashion_einsum_set_grad_hook((struct fashion_einsum *)m, hook, ctx);
 }
+static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
+    fashion_einsum_set_update_shard((struct fashion_einsum *)m, first, last, norm_sq);
+}
+/* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
+static const int64_t grad_offsets[] = { 0, 200704, 200960, 201216, 201472, 204032 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     fashion_einsum_eval((struct fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n, loss, metrics);
 }
@@ -1274,4 +1343,5 @@ const cannl_model_api fashion_einsum_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
+    grad_offsets, api_set_update_shard_fn};

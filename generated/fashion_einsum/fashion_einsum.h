@@ -83,6 +83,12 @@ fashion_einsum_real *fashion_einsum_grad_block(struct fashion_einsum *m, int64_t
    block, which the hook may read and change (scale, start sending) but must not need back
    before train_grads returns. NULL (the default): none. */
 void fashion_einsum_set_grad_hook(struct fashion_einsum *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx);
+/* Data-parallel training with sharded optimiser state (ZeRO-1): train_update then updates
+   only the params first..last-1 (in FASHION_EINSUM_NUM_PARAMS order), reading only their
+   gradients and optimiser state, and takes clip_grad_norm's squared norm (the sum over every
+   gradient) as norm_sq instead of summing the block, when norm_sq >= 0. The default:
+   0, FASHION_EINSUM_NUM_PARAMS, -1 (everything). */
+void fashion_einsum_set_update_shard(struct fashion_einsum *m, int32_t first, int32_t last, double norm_sq);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
 void fashion_einsum_forward(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n,

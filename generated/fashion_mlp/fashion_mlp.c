@@ -56,6 +56,10 @@ struct fashion_mlp {
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
+    /* train_update updates the params [update_first, update_last) (api order) only, with
+       clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
+    int32_t update_first, update_last;
+    double update_norm_sq;
     /* params */
     real *w1; /* [512, 784] w1 : [784 -> 512] */
     real *w2; /* [512, 512] w2 : [512 -> 512] */
@@ -440,6 +444,24 @@ static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restric
     accuracy[0] = acc;
 }
 
+/* line 21: sgd update of b1 */
+CANNL_MULTIVERSION
+static void set_b1_momentum_buffer_2(real *restrict b1_momentum_buffer, real *restrict b1, const real *restrict b1_grad, const real lr, const real step) {
+    for (int64_t j = 0; j < 512; ++j) {
+        b1_momentum_buffer[j] = step == 1.0f ? b1_grad[j] : b1_momentum_buffer[j] * 0.9f + b1_grad[j];
+        b1[j] = b1[j] - lr * b1_momentum_buffer[j];
+    }
+}
+
+/* line 21: sgd update of b2 */
+CANNL_MULTIVERSION
+static void set_b2_momentum_buffer(real *restrict b2_momentum_buffer, real *restrict b2, const real *restrict b2_grad, const real lr, const real step) {
+    for (int64_t j = 0; j < 512; ++j) {
+        b2_momentum_buffer[j] = step == 1.0f ? b2_grad[j] : b2_momentum_buffer[j] * 0.9f + b2_grad[j];
+        b2[j] = b2[j] - lr * b2_momentum_buffer[j];
+    }
+}
+
 
 /* ----------------------------------------------------------------------------- routines */
 
@@ -808,19 +830,34 @@ static void train_update(struct fashion_mlp *m) {
     const real lr = (real)m->lr;
 
     /* line 21: sgd update of w1 */
-    set_w1_momentum_buffer(w1_momentum_buffer, w1, w1_grad, lr, step);
+    if (m->update_first <= 0 && 0 < m->update_last) {
+        set_w1_momentum_buffer(w1_momentum_buffer, w1, w1_grad, lr, step);
+    }
 
     /* line 21: sgd update of w2 */
-    set_w2_momentum_buffer(w2_momentum_buffer, w2, w2_grad, lr, step);
+    if (m->update_first <= 1 && 1 < m->update_last) {
+        set_w2_momentum_buffer(w2_momentum_buffer, w2, w2_grad, lr, step);
+    }
 
     /* line 21: sgd update of w3 */
-    set_w3_momentum_buffer(w3_momentum_buffer, w3, w3_grad, lr, step);
+    if (m->update_first <= 2 && 2 < m->update_last) {
+        set_w3_momentum_buffer(w3_momentum_buffer, w3, w3_grad, lr, step);
+    }
 
     /* line 21: sgd update of b3 */
-    set_b3_momentum_buffer(b3_momentum_buffer, b3, b3_grad, lr, step);
+    if (m->update_first <= 3 && 3 < m->update_last) {
+        set_b3_momentum_buffer(b3_momentum_buffer, b3, b3_grad, lr, step);
+    }
 
-    /* line 21: sgd update of b1; sgd update of b2 */
-    set_b1_momentum_buffer(b1_momentum_buffer, b1, b2_momentum_buffer, b2, b1_grad, b2_grad, lr, step);
+    /* line 21: sgd update of b1 */
+    if (m->update_first <= 4 && 4 < m->update_last) {
+        set_b1_momentum_buffer_2(b1_momentum_buffer, b1, b1_grad, lr, step);
+    }
+
+    /* line 21: sgd update of b2 */
+    if (m->update_first <= 5 && 5 < m->update_last) {
+        set_b2_momentum_buffer(b2_momentum_buffer, b2, b2_grad, lr, step);
+    }
 }
 
 
@@ -884,6 +921,9 @@ void fashion_mlp_init(struct fashion_mlp *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.1;
     m->schedule = 1;
+    m->update_first = 0;
+    m->update_last = FASHION_MLP_NUM_PARAMS;
+    m->update_norm_sq = -1;
 }
 
 double fashion_mlp_train_step(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n) {
@@ -901,6 +941,12 @@ void fashion_mlp_train_update(struct fashion_mlp *m) { train_update(m); }
 void fashion_mlp_set_grad_hook(struct fashion_mlp *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
     m->grad_hook = hook;
     m->grad_hook_ctx = ctx;
+}
+
+void fashion_mlp_set_update_shard(struct fashion_mlp *m, int32_t first, int32_t last, double norm_sq) {
+    m->update_first = first;
+    m->update_last = last;
+    m->update_norm_sq = norm_sq;
 }
 
 fashion_mlp_real *fashion_mlp_grad_block(struct fashion_mlp *m, int64_t *count) {
@@ -1052,6 +1098,11 @@ static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_mlp_gra
 static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
     fashion_mlp_set_grad_hook((struct fashion_mlp *)m, hook, ctx);
 }
+static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
+    fashion_mlp_set_update_shard((struct fashion_mlp *)m, first, last, norm_sq);
+}
+/* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
+static const int64_t grad_offsets[] = { 0, 401408, 663552, 668672, 668688, 669200 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     fashion_mlp_eval((struct fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n, loss, metrics);
 }
@@ -1084,4 +1135,5 @@ const cannl_model_api fashion_mlp_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
+    grad_offsets, api_set_update_shard_fn};

@@ -56,6 +56,10 @@ struct fashion_mlp_adam {
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
+    /* train_update updates the params [update_first, update_last) (api order) only, with
+       clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
+    int32_t update_first, update_last;
+    double update_norm_sq;
     /* params */
     real *w1; /* [512, 784] w1 : [784 -> 512] */
     real *w2; /* [512, 512] w2 : [512 -> 512] */
@@ -461,6 +465,26 @@ static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restric
     accuracy[0] = acc;
 }
 
+/* line 21: adam update of b1 */
+CANNL_MULTIVERSION
+static void set_b1_exp_avg_2(real *restrict b1_exp_avg, real *restrict b1_exp_avg_sq, real *restrict b1, const real *restrict b1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 512; ++j) {
+        b1_exp_avg[j] = b1_exp_avg[j] * 0.9f + b1_grad[j] * 0.1f;
+        b1_exp_avg_sq[j] = b1_exp_avg_sq[j] * 0.999f + b1_grad[j] * b1_grad[j] * 0.001f;
+        b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 21: adam update of b2 */
+CANNL_MULTIVERSION
+static void set_b2_exp_avg(real *restrict b2_exp_avg, real *restrict b2_exp_avg_sq, real *restrict b2, const real *restrict b2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 512; ++j) {
+        b2_exp_avg[j] = b2_exp_avg[j] * 0.9f + b2_grad[j] * 0.1f;
+        b2_exp_avg_sq[j] = b2_exp_avg_sq[j] * 0.999f + b2_grad[j] * b2_grad[j] * 0.001f;
+        b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
 
 /* ----------------------------------------------------------------------------- routines */
 
@@ -851,19 +875,34 @@ static void train_update(struct fashion_mlp_adam *m) {
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
 
     /* line 21: adam update of w1 */
-    set_w1_exp_avg_2(w1_exp_avg, w1_exp_avg_sq, w1, w1_grad, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 0 && 0 < m->update_last) {
+        set_w1_exp_avg_2(w1_exp_avg, w1_exp_avg_sq, w1, w1_grad, bc1, lr, sqrt_bc2);
+    }
 
     /* line 21: adam update of w2 */
-    set_w2_exp_avg_2(w2_exp_avg, w2_exp_avg_sq, w2, w2_grad, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 1 && 1 < m->update_last) {
+        set_w2_exp_avg_2(w2_exp_avg, w2_exp_avg_sq, w2, w2_grad, bc1, lr, sqrt_bc2);
+    }
 
     /* line 21: adam update of w3 */
-    set_w3_exp_avg_2(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 2 && 2 < m->update_last) {
+        set_w3_exp_avg_2(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
+    }
 
     /* line 21: adam update of b3 */
-    set_b3_exp_avg(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 3 && 3 < m->update_last) {
+        set_b3_exp_avg(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
+    }
 
-    /* line 21: adam update of b1; adam update of b2 */
-    set_b1_exp_avg(b1_exp_avg, b1_exp_avg_sq, b1, b2_exp_avg, b2_exp_avg_sq, b2, b1_grad, b2_grad, bc1, lr, sqrt_bc2);
+    /* line 21: adam update of b1 */
+    if (m->update_first <= 4 && 4 < m->update_last) {
+        set_b1_exp_avg_2(b1_exp_avg, b1_exp_avg_sq, b1, b1_grad, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 21: adam update of b2 */
+    if (m->update_first <= 5 && 5 < m->update_last) {
+        set_b2_exp_avg(b2_exp_avg, b2_exp_avg_sq, b2, b2_grad, bc1, lr, sqrt_bc2);
+    }
 }
 
 
@@ -933,6 +972,9 @@ void fashion_mlp_adam_init(struct fashion_mlp_adam *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.001;
     m->schedule = 1;
+    m->update_first = 0;
+    m->update_last = FASHION_MLP_ADAM_NUM_PARAMS;
+    m->update_norm_sq = -1;
 }
 
 double fashion_mlp_adam_train_step(struct fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n) {
@@ -950,6 +992,12 @@ void fashion_mlp_adam_train_update(struct fashion_mlp_adam *m) { train_update(m)
 void fashion_mlp_adam_set_grad_hook(struct fashion_mlp_adam *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
     m->grad_hook = hook;
     m->grad_hook_ctx = ctx;
+}
+
+void fashion_mlp_adam_set_update_shard(struct fashion_mlp_adam *m, int32_t first, int32_t last, double norm_sq) {
+    m->update_first = first;
+    m->update_last = last;
+    m->update_norm_sq = norm_sq;
 }
 
 fashion_mlp_adam_real *fashion_mlp_adam_grad_block(struct fashion_mlp_adam *m, int64_t *count) {
@@ -1107,6 +1155,11 @@ static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_mlp_ada
 static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
     fashion_mlp_adam_set_grad_hook((struct fashion_mlp_adam *)m, hook, ctx);
 }
+static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
+    fashion_mlp_adam_set_update_shard((struct fashion_mlp_adam *)m, first, last, norm_sq);
+}
+/* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
+static const int64_t grad_offsets[] = { 0, 401408, 663552, 668672, 668688, 669200 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     fashion_mlp_adam_eval((struct fashion_mlp_adam *)m, (const fashion_mlp_adam_real *const *)inputs, n, loss, metrics);
 }
@@ -1139,4 +1192,5 @@ const cannl_model_api fashion_mlp_adam_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
+    grad_offsets, api_set_update_shard_fn};

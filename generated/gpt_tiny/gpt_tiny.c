@@ -57,6 +57,10 @@ struct gpt_tiny {
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
+    /* train_update updates the params [update_first, update_last) (api order) only, with
+       clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
+    int32_t update_first, update_last;
+    double update_norm_sq;
     /* params */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [64, 128] wpe : [128 -> 64] */
@@ -1361,6 +1365,86 @@ static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restric
     accuracy[0] = acc;
 }
 
+/* line 41: adamw update of ln1_g */
+CANNL_MULTIVERSION
+static void set_ln1_g_exp_avg_2(real *restrict ln1_g_exp_avg, real *restrict ln1_g_exp_avg_sq, real *restrict ln1_g, const real *restrict ln1_g_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        ln1_g_exp_avg[j] = ln1_g_exp_avg[j] * 0.9f + ln1_g_grad[j] * clip_coef[0] * 0.1f;
+        ln1_g_exp_avg_sq[j] = ln1_g_exp_avg_sq[j] * 0.95f + ln1_g_grad[j] * clip_coef[0] * (ln1_g_grad[j] * clip_coef[0]) * 0.05f;
+        ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 41: adamw update of ln1_b */
+CANNL_MULTIVERSION
+static void set_ln1_b_exp_avg(real *restrict ln1_b_exp_avg, real *restrict ln1_b_exp_avg_sq, real *restrict ln1_b, const real *restrict ln1_b_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        ln1_b_exp_avg[j] = ln1_b_exp_avg[j] * 0.9f + ln1_b_grad[j] * clip_coef[0] * 0.1f;
+        ln1_b_exp_avg_sq[j] = ln1_b_exp_avg_sq[j] * 0.95f + ln1_b_grad[j] * clip_coef[0] * (ln1_b_grad[j] * clip_coef[0]) * 0.05f;
+        ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 41: adamw update of b_o */
+CANNL_MULTIVERSION
+static void set_b_o_exp_avg(real *restrict b_o_exp_avg, real *restrict b_o_exp_avg_sq, real *restrict b_o, const real *restrict b_o_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        b_o_exp_avg[j] = b_o_exp_avg[j] * 0.9f + b_o_grad[j] * clip_coef[0] * 0.1f;
+        b_o_exp_avg_sq[j] = b_o_exp_avg_sq[j] * 0.95f + b_o_grad[j] * clip_coef[0] * (b_o_grad[j] * clip_coef[0]) * 0.05f;
+        b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 41: adamw update of ln2_g */
+CANNL_MULTIVERSION
+static void set_ln2_g_exp_avg(real *restrict ln2_g_exp_avg, real *restrict ln2_g_exp_avg_sq, real *restrict ln2_g, const real *restrict ln2_g_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        ln2_g_exp_avg[j] = ln2_g_exp_avg[j] * 0.9f + ln2_g_grad[j] * clip_coef[0] * 0.1f;
+        ln2_g_exp_avg_sq[j] = ln2_g_exp_avg_sq[j] * 0.95f + ln2_g_grad[j] * clip_coef[0] * (ln2_g_grad[j] * clip_coef[0]) * 0.05f;
+        ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 41: adamw update of ln2_b */
+CANNL_MULTIVERSION
+static void set_ln2_b_exp_avg(real *restrict ln2_b_exp_avg, real *restrict ln2_b_exp_avg_sq, real *restrict ln2_b, const real *restrict ln2_b_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        ln2_b_exp_avg[j] = ln2_b_exp_avg[j] * 0.9f + ln2_b_grad[j] * clip_coef[0] * 0.1f;
+        ln2_b_exp_avg_sq[j] = ln2_b_exp_avg_sq[j] * 0.95f + ln2_b_grad[j] * clip_coef[0] * (ln2_b_grad[j] * clip_coef[0]) * 0.05f;
+        ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 41: adamw update of b_pr */
+CANNL_MULTIVERSION
+static void set_b_pr_exp_avg(real *restrict b_pr_exp_avg, real *restrict b_pr_exp_avg_sq, real *restrict b_pr, const real *restrict b_pr_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        b_pr_exp_avg[j] = b_pr_exp_avg[j] * 0.9f + b_pr_grad[j] * clip_coef[0] * 0.1f;
+        b_pr_exp_avg_sq[j] = b_pr_exp_avg_sq[j] * 0.95f + b_pr_grad[j] * clip_coef[0] * (b_pr_grad[j] * clip_coef[0]) * 0.05f;
+        b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 41: adamw update of lnf_g */
+CANNL_MULTIVERSION
+static void set_lnf_g_exp_avg(real *restrict lnf_g_exp_avg, real *restrict lnf_g_exp_avg_sq, real *restrict lnf_g, const real *restrict lnf_g_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        lnf_g_exp_avg[j] = lnf_g_exp_avg[j] * 0.9f + lnf_g_grad[j] * clip_coef[0] * 0.1f;
+        lnf_g_exp_avg_sq[j] = lnf_g_exp_avg_sq[j] * 0.95f + lnf_g_grad[j] * clip_coef[0] * (lnf_g_grad[j] * clip_coef[0]) * 0.05f;
+        lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 41: adamw update of lnf_b */
+CANNL_MULTIVERSION
+static void set_lnf_b_exp_avg(real *restrict lnf_b_exp_avg, real *restrict lnf_b_exp_avg_sq, real *restrict lnf_b, const real *restrict lnf_b_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        lnf_b_exp_avg[j] = lnf_b_exp_avg[j] * 0.9f + lnf_b_grad[j] * clip_coef[0] * 0.1f;
+        lnf_b_exp_avg_sq[j] = lnf_b_exp_avg_sq[j] * 0.95f + lnf_b_grad[j] * clip_coef[0] * (lnf_b_grad[j] * clip_coef[0]) * 0.05f;
+        lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
 
 /* ----------------------------------------------------------------------------- routines */
 
@@ -2372,52 +2456,109 @@ static void train_update(struct gpt_tiny *m) {
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.95, step)));
 
     /* line 41: clip_grad_norm(max_norm = 1): the squared norm */
-    sum_grad_norm(grad_norm, wte_grad);
-    sum_grad_norm_2(grad_norm, wpe_grad);
-    sum_grad_norm_3(grad_norm, ln1_g_grad);
-    sum_grad_norm_4(grad_norm, ln1_b_grad);
-    sum_grad_norm_5(grad_norm, w_qkv_grad);
-    sum_grad_norm_6(grad_norm, b_qkv_grad);
-    sum_grad_norm_7(grad_norm, w_o_grad);
-    sum_grad_norm_8(grad_norm, b_o_grad);
-    sum_grad_norm_9(grad_norm, ln2_g_grad);
-    sum_grad_norm_10(grad_norm, ln2_b_grad);
-    sum_grad_norm_11(grad_norm, w_fc_grad);
-    sum_grad_norm_12(grad_norm, b_fc_grad);
-    sum_grad_norm_13(grad_norm, w_pr_grad);
-    sum_grad_norm_14(grad_norm, b_pr_grad);
-    sum_grad_norm_15(grad_norm, lnf_g_grad);
-    sum_grad_norm_16(grad_norm, lnf_b_grad);
+    if (m->update_norm_sq < 0) {
+        sum_grad_norm(grad_norm, wte_grad);
+        sum_grad_norm_2(grad_norm, wpe_grad);
+        sum_grad_norm_3(grad_norm, ln1_g_grad);
+        sum_grad_norm_4(grad_norm, ln1_b_grad);
+        sum_grad_norm_5(grad_norm, w_qkv_grad);
+        sum_grad_norm_6(grad_norm, b_qkv_grad);
+        sum_grad_norm_7(grad_norm, w_o_grad);
+        sum_grad_norm_8(grad_norm, b_o_grad);
+        sum_grad_norm_9(grad_norm, ln2_g_grad);
+        sum_grad_norm_10(grad_norm, ln2_b_grad);
+        sum_grad_norm_11(grad_norm, w_fc_grad);
+        sum_grad_norm_12(grad_norm, b_fc_grad);
+        sum_grad_norm_13(grad_norm, w_pr_grad);
+        sum_grad_norm_14(grad_norm, b_pr_grad);
+        sum_grad_norm_15(grad_norm, lnf_g_grad);
+        sum_grad_norm_16(grad_norm, lnf_b_grad);
+    } else {
+        grad_norm[0] = (real)m->update_norm_sq;
+    }
 
     /* line 41: clip_grad_norm(max_norm = 1): the factor */
     set_clip_coef(clip_coef, grad_norm);
 
     /* line 41: adamw update of wte */
-    set_wte_2(wte, wte_exp_avg, wte_exp_avg_sq, wte_grad, clip_coef, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 0 && 0 < m->update_last) {
+        set_wte_2(wte, wte_exp_avg, wte_exp_avg_sq, wte_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
 
     /* line 41: adamw update of wpe */
-    set_wpe_2(wpe, wpe_exp_avg, wpe_exp_avg_sq, wpe_grad, clip_coef, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 1 && 1 < m->update_last) {
+        set_wpe_2(wpe, wpe_exp_avg, wpe_exp_avg_sq, wpe_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
 
-    /* line 41: adamw update of ln1_g; adamw update of ln1_b; adamw update of b_o; adamw update of ln2_g; adamw update of ln2_b; adamw update of b_pr; adamw update of lnf_g; adamw update of lnf_b */
-    set_ln1_g_exp_avg(ln1_g_exp_avg, ln1_g_exp_avg_sq, ln1_g, ln1_b_exp_avg, ln1_b_exp_avg_sq, ln1_b, b_o_exp_avg, b_o_exp_avg_sq, b_o, ln2_g_exp_avg, ln2_g_exp_avg_sq, ln2_g, ln2_b_exp_avg, ln2_b_exp_avg_sq, ln2_b, b_pr_exp_avg, b_pr_exp_avg_sq, b_pr, lnf_g_exp_avg, lnf_g_exp_avg_sq, lnf_g, lnf_b_exp_avg, lnf_b_exp_avg_sq, lnf_b, ln1_g_grad, clip_coef, ln1_b_grad, b_o_grad, ln2_g_grad, ln2_b_grad, b_pr_grad, lnf_g_grad, lnf_b_grad, bc1, lr, sqrt_bc2);
+    /* line 41: adamw update of ln1_g */
+    if (m->update_first <= 2 && 2 < m->update_last) {
+        set_ln1_g_exp_avg_2(ln1_g_exp_avg, ln1_g_exp_avg_sq, ln1_g, ln1_g_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of ln1_b */
+    if (m->update_first <= 3 && 3 < m->update_last) {
+        set_ln1_b_exp_avg(ln1_b_exp_avg, ln1_b_exp_avg_sq, ln1_b, ln1_b_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
 
     /* line 41: adamw update of w_qkv */
-    set_w_qkv_2(w_qkv, w_qkv_exp_avg, w_qkv_exp_avg_sq, w_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 4 && 4 < m->update_last) {
+        set_w_qkv_2(w_qkv, w_qkv_exp_avg, w_qkv_exp_avg_sq, w_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
 
     /* line 41: adamw update of b_qkv */
-    set_b_qkv_exp_avg(b_qkv_exp_avg, b_qkv_exp_avg_sq, b_qkv, b_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 5 && 5 < m->update_last) {
+        set_b_qkv_exp_avg(b_qkv_exp_avg, b_qkv_exp_avg_sq, b_qkv, b_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
 
     /* line 41: adamw update of w_o */
-    set_w_o_2(w_o, w_o_exp_avg, w_o_exp_avg_sq, w_o_grad, clip_coef, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 6 && 6 < m->update_last) {
+        set_w_o_2(w_o, w_o_exp_avg, w_o_exp_avg_sq, w_o_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of b_o */
+    if (m->update_first <= 7 && 7 < m->update_last) {
+        set_b_o_exp_avg(b_o_exp_avg, b_o_exp_avg_sq, b_o, b_o_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of ln2_g */
+    if (m->update_first <= 8 && 8 < m->update_last) {
+        set_ln2_g_exp_avg(ln2_g_exp_avg, ln2_g_exp_avg_sq, ln2_g, ln2_g_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of ln2_b */
+    if (m->update_first <= 9 && 9 < m->update_last) {
+        set_ln2_b_exp_avg(ln2_b_exp_avg, ln2_b_exp_avg_sq, ln2_b, ln2_b_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
 
     /* line 41: adamw update of w_fc */
-    set_w_fc_2(w_fc, w_fc_exp_avg, w_fc_exp_avg_sq, w_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 10 && 10 < m->update_last) {
+        set_w_fc_2(w_fc, w_fc_exp_avg, w_fc_exp_avg_sq, w_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
 
     /* line 41: adamw update of b_fc */
-    set_b_fc_exp_avg(b_fc_exp_avg, b_fc_exp_avg_sq, b_fc, b_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 11 && 11 < m->update_last) {
+        set_b_fc_exp_avg(b_fc_exp_avg, b_fc_exp_avg_sq, b_fc, b_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
 
     /* line 41: adamw update of w_pr */
-    set_w_pr_2(w_pr, w_pr_exp_avg, w_pr_exp_avg_sq, w_pr_grad, clip_coef, bc1, lr, sqrt_bc2);
+    if (m->update_first <= 12 && 12 < m->update_last) {
+        set_w_pr_2(w_pr, w_pr_exp_avg, w_pr_exp_avg_sq, w_pr_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of b_pr */
+    if (m->update_first <= 13 && 13 < m->update_last) {
+        set_b_pr_exp_avg(b_pr_exp_avg, b_pr_exp_avg_sq, b_pr, b_pr_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of lnf_g */
+    if (m->update_first <= 14 && 14 < m->update_last) {
+        set_lnf_g_exp_avg(lnf_g_exp_avg, lnf_g_exp_avg_sq, lnf_g, lnf_g_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of lnf_b */
+    if (m->update_first <= 15 && 15 < m->update_last) {
+        set_lnf_b_exp_avg(lnf_b_exp_avg, lnf_b_exp_avg_sq, lnf_b, lnf_b_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
 }
 
 
@@ -2527,6 +2668,9 @@ void gpt_tiny_init(struct gpt_tiny *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.0003;
     m->schedule = 1;
+    m->update_first = 0;
+    m->update_last = GPT_TINY_NUM_PARAMS;
+    m->update_norm_sq = -1;
 }
 
 double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n) {
@@ -2544,6 +2688,12 @@ void gpt_tiny_train_update(struct gpt_tiny *m) { train_update(m); }
 void gpt_tiny_set_grad_hook(struct gpt_tiny *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
     m->grad_hook = hook;
     m->grad_hook_ctx = ctx;
+}
+
+void gpt_tiny_set_update_shard(struct gpt_tiny *m, int32_t first, int32_t last, double norm_sq) {
+    m->update_first = first;
+    m->update_last = last;
+    m->update_norm_sq = norm_sq;
 }
 
 gpt_tiny_real *gpt_tiny_grad_block(struct gpt_tiny *m, int64_t *count) {
@@ -2821,6 +2971,11 @@ static void *api_grad_block_fn(void *m, int64_t *count) { return gpt_tiny_grad_b
 static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
     gpt_tiny_set_grad_hook((struct gpt_tiny *)m, hook, ctx);
 }
+static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
+    gpt_tiny_set_update_shard((struct gpt_tiny *)m, first, last, norm_sq);
+}
+/* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
+static const int64_t grad_offsets[] = { 0, 32768, 40960, 41088, 41216, 90368, 90752, 107136, 107264, 107392, 107520, 173056, 173568, 239104, 239232, 239360 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     gpt_tiny_eval((struct gpt_tiny *)m, (const gpt_tiny_real *const *)inputs, n, loss, metrics);
 }
@@ -2853,4 +3008,5 @@ const cannl_model_api gpt_tiny_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
+    grad_offsets, api_set_update_shard_fn};

@@ -55,6 +55,10 @@ struct moons_mlp {
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
+    /* train_update updates the params [update_first, update_last) (api order) only, with
+       clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
+    int32_t update_first, update_last;
+    double update_norm_sq;
     /* params */
     real *w1; /* [16, 2] w1 : [2 -> 16] */
     real *w2; /* [16, 16] w2 : [16 -> 16] */
@@ -313,6 +317,24 @@ static void sum_mse(int64_t n, real *restrict mse, const real *restrict err_) {
     for (int64_t b = 0; b < n; ++b)
         acc += err_[b] * err_[b] / (real)n;
     mse[0] = acc;
+}
+
+/* line 20: sgd update of b1 */
+CANNL_MULTIVERSION
+static void set_b1_momentum_buffer_2(real *restrict b1_momentum_buffer, real *restrict b1, const real *restrict b1_grad, const real lr, const real step) {
+    for (int64_t j = 0; j < 16; ++j) {
+        b1_momentum_buffer[j] = step == 1.0f ? b1_grad[j] : b1_momentum_buffer[j] * 0.9f + b1_grad[j];
+        b1[j] = b1[j] - lr * b1_momentum_buffer[j];
+    }
+}
+
+/* line 20: sgd update of b2 */
+CANNL_MULTIVERSION
+static void set_b2_momentum_buffer(real *restrict b2_momentum_buffer, real *restrict b2, const real *restrict b2_grad, const real lr, const real step) {
+    for (int64_t j = 0; j < 16; ++j) {
+        b2_momentum_buffer[j] = step == 1.0f ? b2_grad[j] : b2_momentum_buffer[j] * 0.9f + b2_grad[j];
+        b2[j] = b2[j] - lr * b2_momentum_buffer[j];
+    }
 }
 
 
@@ -643,19 +665,34 @@ static void train_update(struct moons_mlp *m) {
     const real lr = (real)m->lr;
 
     /* line 20: sgd update of w1 */
-    set_w1_momentum_buffer(w1_momentum_buffer, w1, w1_grad, lr, step);
+    if (m->update_first <= 0 && 0 < m->update_last) {
+        set_w1_momentum_buffer(w1_momentum_buffer, w1, w1_grad, lr, step);
+    }
 
     /* line 20: sgd update of w2 */
-    set_w2_momentum_buffer(w2_momentum_buffer, w2, w2_grad, lr, step);
+    if (m->update_first <= 1 && 1 < m->update_last) {
+        set_w2_momentum_buffer(w2_momentum_buffer, w2, w2_grad, lr, step);
+    }
 
     /* line 20: sgd update of w3 */
-    set_w3_momentum_buffer(w3_momentum_buffer, w3, w3_grad, lr, step);
+    if (m->update_first <= 2 && 2 < m->update_last) {
+        set_w3_momentum_buffer(w3_momentum_buffer, w3, w3_grad, lr, step);
+    }
 
-    /* line 20: sgd update of b1; sgd update of b2 */
-    set_b1_momentum_buffer(b1_momentum_buffer, b1, b2_momentum_buffer, b2, b1_grad, b2_grad, lr, step);
+    /* line 20: sgd update of b1 */
+    if (m->update_first <= 3 && 3 < m->update_last) {
+        set_b1_momentum_buffer_2(b1_momentum_buffer, b1, b1_grad, lr, step);
+    }
+
+    /* line 20: sgd update of b2 */
+    if (m->update_first <= 4 && 4 < m->update_last) {
+        set_b2_momentum_buffer(b2_momentum_buffer, b2, b2_grad, lr, step);
+    }
 
     /* line 20: sgd update of b3 */
-    set_b3_momentum_buffer(b3_momentum_buffer, b3, b3_grad, lr, step);
+    if (m->update_first <= 5 && 5 < m->update_last) {
+        set_b3_momentum_buffer(b3_momentum_buffer, b3, b3_grad, lr, step);
+    }
 }
 
 
@@ -719,6 +756,9 @@ void moons_mlp_init(struct moons_mlp *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.5;
     m->schedule = 1;
+    m->update_first = 0;
+    m->update_last = MOONS_MLP_NUM_PARAMS;
+    m->update_norm_sq = -1;
 }
 
 double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
@@ -736,6 +776,12 @@ void moons_mlp_train_update(struct moons_mlp *m) { train_update(m); }
 void moons_mlp_set_grad_hook(struct moons_mlp *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
     m->grad_hook = hook;
     m->grad_hook_ctx = ctx;
+}
+
+void moons_mlp_set_update_shard(struct moons_mlp *m, int32_t first, int32_t last, double norm_sq) {
+    m->update_first = first;
+    m->update_last = last;
+    m->update_norm_sq = norm_sq;
 }
 
 moons_mlp_real *moons_mlp_grad_block(struct moons_mlp *m, int64_t *count) {
@@ -887,6 +933,11 @@ static void *api_grad_block_fn(void *m, int64_t *count) { return moons_mlp_grad_
 static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
     moons_mlp_set_grad_hook((struct moons_mlp *)m, hook, ctx);
 }
+static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
+    moons_mlp_set_update_shard((struct moons_mlp *)m, first, last, norm_sq);
+}
+/* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
+static const int64_t grad_offsets[] = { 0, 32, 288, 304, 320, 336 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     moons_mlp_eval((struct moons_mlp *)m, (const moons_mlp_real *const *)inputs, n, loss, metrics);
 }
@@ -919,4 +970,5 @@ const cannl_model_api moons_mlp_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
+    grad_offsets, api_set_update_shard_fn};

@@ -54,6 +54,13 @@ public:
     d.set("arena_bytes", std::to_string(train.arena->bytes));
     d.set("grad_block_offset", std::to_string(std::max(train.arena->grads, 0L)));
     d.set("grad_block_count", std::to_string(train.arena->grads_bytes / elem()));
+    std::string offsets;
+    for (int param : p_.params) {
+      const int g = p_.grad(param);
+      const long at = g < 0 ? -1 : (train.arena->field[static_cast<size_t>(g)] - train.arena->grads) / elem();
+      offsets += (offsets.empty() ? "" : ", ") + std::to_string(at);
+    }
+    d.set("grad_offsets", offsets.empty() ? "-1" : offsets);  // C has no empty initialiser
     data bufs{data::type::list};
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
       if (train.arena->field[i] < 0) continue;
@@ -510,6 +517,28 @@ private:
     return out;
   }
 
+  // A nest of train_update for a shard of the params (set_update_shard): a param's update runs
+  // when the param is in [update_first, update_last); the squared norm of clip_grad_norm is
+  // summed here unless the caller gave it (update_norm_sq >= 0: the sum over every rank's shard).
+  std::string update_shard(const ir::Routine& r, const ir::Stmt& s, const std::string& text) const {
+    if (s.update_of == -1) return text;
+    std::string inner;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (i == 0 || text[i - 1] == '\n') inner += "    ";
+      inner += text[i];
+    }
+    if (s.update_of >= 0)
+      return fmt::format("    if (m->update_first <= {0} && {0} < m->update_last) {{\n{1}    }}\n", s.update_of, inner);
+    // The norm's nests (one run of them): under one condition, then the caller's sum, when given.
+    const auto it = std::find_if(r.stmts.begin(), r.stmts.end(), [&](const ir::Stmt& t) { return &t == &s; });
+    const bool first = it == r.stmts.begin() || (it - 1)->update_of != ir::kUpdateNorm;
+    const bool last = it + 1 == r.stmts.end() || (it + 1)->update_of != ir::kUpdateNorm;
+    std::string out = (first ? "    if (m->update_norm_sq < 0) {\n" : "") + inner;
+    if (last)
+      out += fmt::format("    }} else {{\n        {}[0] = (real)m->update_norm_sq;\n    }}\n", name(s.assigns.back().out.buf));
+    return out;
+  }
+
   static std::string what(const ir::Stmt& s) { return s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what; }
 
   // A routine: its buffers named once at its top (the inputs, the state's fields, the work
@@ -607,6 +636,7 @@ private:
       }
       if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
       last = what(s);
+      if (r.kind == ir::RoutineKind::TrainUpdate) text = update_shard(r, s, text);
       body += text + grads_final(s);
     }
     if (!no_batch) {

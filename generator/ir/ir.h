@@ -192,6 +192,11 @@ struct Stmt {
   // caller's gradient hook right after the nest, so their all-reduce overlaps the rest of
   // the backward pass.
   std::vector<int> grads_final = {};
+  // Set by autodiff/optimizer.cpp in train_update only: the param (its place in
+  // Program::params) whose update this nest is, kUpdateNorm for a part of clip_grad_norm's
+  // squared norm, -1 otherwise. Nests of different params are not fused, so that the emitted
+  // update can run for a range of params alone (ZeRO-1: each rank updates its shard).
+  int update_of = -1;
   int parallel = -1;        // set by loop ordering: the loop run in parallel, or -1
   // Set by passes/mark_contractions.cpp, read by the C emitter's matrix-product calls, cuBLAS
   // and the cost model alike (none before that pass).
@@ -203,6 +208,9 @@ struct Stmt {
   const Assign& only() const;
   Assign& only();
 };
+
+// Stmt::update_of of the nests that sum clip_grad_norm's squared norm.
+constexpr int kUpdateNorm = -2;
 
 // A nest of one assignment.
 Stmt nest(std::vector<Iter> iters, Access out, Accum accum, ExprP body);

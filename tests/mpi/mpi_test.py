@@ -8,6 +8,11 @@
   uneven  a 300-example set, batch 128, 2 epochs (slices 43/43/42, a short last batch of
           44) on 3 ranks; the checkpoint and the test loss and accuracy equal the run alone;
           and batch 2 on 3 ranks (one rank without examples) equals the run alone
+  zero    ZeRO-1 (--zero 1: optimiser state sharded over the ranks): 10 steps at global batch
+          128 on 2 and on 3 ranks equal the program alone (the checkpoint rank 0 gathers holds
+          every tensor the program alone saves); 2 ZeRO-1 ranks to step 5, then the program
+          alone resumes to step 10; the program alone to step 5, then 2 ZeRO-1 ranks resume
+          to step 10: both equal 10 steps alone
   resume  2 ranks to step 5 (checkpointed), then 1 rank resumes to step 10: equals 10 steps
           alone
   kill    kill -9 of rank 1 mid-run: mpirun and every rank end non-zero within seconds, the
@@ -108,6 +113,34 @@ def cmd_equal(a):
             print(f"FAIL: mpirun -np {p} did not train data-parallel (no summary line)")
             ok = False
         ok = compare(f"{w}/np{p}.st", f"{w}/alone.st", a.tol, f"-np {p} vs alone") and ok
+    return 0 if ok else 1
+
+
+def cmd_zero(a):
+    data = stream_args(a) if a.stream else fashion_args(a)
+    base = [a.trainer] + data + ["--batch", "128", "--seed", "3", "--quiet"]
+    w = a.work
+    for f in ("zero_a.st", "zero_b.st"):
+        if os.path.exists(f"{w}/{f}"):
+            os.remove(f"{w}/{f}")
+    run(base + ["--steps", "10", "--checkpoint", f"{w}/alone.st"], "the program alone")
+    ok = True
+    for p in (2, 3):
+        out = run(mpirun(p) + base + ["--steps", "10", "--zero", "1", "--checkpoint", f"{w}/zero{p}.st"],
+                  f"mpirun -np {p} --zero 1")
+        if f"data-parallel (ZeRO-1): {p} ranks" not in out:
+            print(f"FAIL: mpirun -np {p} --zero 1 did not train with ZeRO-1 (no summary line)")
+            ok = False
+        ok = compare(f"{w}/zero{p}.st", f"{w}/alone.st", a.tol, f"-np {p} --zero 1 vs alone") and ok
+    # Sharded -> one process, one process -> sharded: the checkpoint has nothing of P or ZeRO in it.
+    run(mpirun(2) + base + ["--steps", "5", "--zero", "1", "--checkpoint", f"{w}/zero_a.st"], "-np 2 --zero 1 to step 5")
+    run([a.trainer] + data + ["--resume", f"{w}/zero_a.st", "--steps", "10", "--quiet", "--checkpoint",
+                              f"{w}/zero_a.st"], "the program alone resuming")
+    ok = compare(f"{w}/zero_a.st", f"{w}/alone.st", a.tol, "2 ZeRO-1 ranks then alone vs alone") and ok
+    run(base + ["--steps", "5", "--checkpoint", f"{w}/zero_b.st"], "the program alone to step 5")
+    run(mpirun(2) + [a.trainer] + data + ["--resume", f"{w}/zero_b.st", "--steps", "10", "--zero", "1", "--quiet",
+                                          "--checkpoint", f"{w}/zero_b.st"], "-np 2 --zero 1 resuming")
+    ok = compare(f"{w}/zero_b.st", f"{w}/alone.st", a.tol, "alone then 2 ZeRO-1 ranks vs alone") and ok
     return 0 if ok else 1
 
 
@@ -285,7 +318,7 @@ def cmd_hosts(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["equal", "uneven", "resume", "kill", "hosts"])
+    ap.add_argument("what", choices=["equal", "zero", "uneven", "resume", "kill", "hosts"])
     ap.add_argument("--trainer", required=True)
     ap.add_argument("--fashion", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--work", required=True)
@@ -301,7 +334,7 @@ def main():
     r = subprocess.run(mpirun(1) + ["true"], env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         skip(f"mpirun cannot start a process here: {r.stdout.strip()[:300]}")
-    return {"equal": cmd_equal, "uneven": cmd_uneven, "resume": cmd_resume, "kill": cmd_kill, "hosts": cmd_hosts}[a.what](a)
+    return {"equal": cmd_equal, "zero": cmd_zero, "uneven": cmd_uneven, "resume": cmd_resume, "kill": cmd_kill, "hosts": cmd_hosts}[a.what](a)
 
 
 MPIRUN = None

@@ -228,6 +228,21 @@ TEST_CASE("fuse: pointwise nests over the same loops become one", "[passes]") {
         "for b < n, o < 2:  lg[b, o] = x[b, o] + s[b] * x[b, o]\n");
 }
 
+TEST_CASE("fuse: not the updates of different params in train_update (update_of)", "[passes]") {
+  Frag f;
+  int u = f.buf("u", {{3, false}}, ir::Role::Param), v = f.buf("v", {{3, false}}, ir::Role::Param);
+  f.loops({{"j", 3}});
+  f.nest(u, {0}, ir::Accum::Set, mul(Frag::ld(u, {0}), c(0.5)));
+  f.nest(v, {0}, ir::Accum::Set, mul(Frag::ld(v, {0}), c(0.5)));
+  auto& st = f.p.routines[0].stmts;
+  st[0].update_of = 0;
+  st[1].update_of = 1;
+  const std::string apart = f.text();
+  CHECK(f.run(fuse) == apart);
+  st[1].update_of = 0;  // the same param's nests still fuse
+  CHECK(f.run(fuse) == "for j < 3:  u[j] = u[j] * 0.5;  v[j] = v[j] * 0.5\n");
+}
+
 TEST_CASE("fuse: not when a nest reads another cell of what the other writes", "[passes]") {
   Frag f;
   int x = f.buf("x", {{4, true}, {2, false}}, ir::Role::Input), a = f.buf("a", {{4, true}, {2, false}});

@@ -1019,7 +1019,7 @@ const cannl_model_api moons_mlp_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
+    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
 
 /* Prefetching and the error message, for cannl_train_main_ext (moons_mlp_train.cu). */
 extern "C" const cannl_model_ext moons_mlp_cuda_ext = {api_prefetch_fn, api_error_fn};
