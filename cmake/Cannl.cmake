@@ -1,7 +1,7 @@
 # Cannl.cmake — build models from cannl specs in a CMake project.
 #
 #   cannl_add_model(NAME SPEC [TARGET c|cuda] [DTYPE f32|f64] [MAX_BATCH N] [WEIGHTS CKPT] [BLAS]
-#                   [NO_INSTALL] [DIMS NAME=VALUE...] [GEN_ARGS arg...])
+#                   [NO_INSTALL] [MPI|NO_MPI] [DIMS NAME=VALUE...] [GEN_ARGS arg...])
 #
 # DIMS NAME=VALUE... overrides the spec's `dim NAME` with VALUE (`cannl gen --dim`), e.g. a
 # shorter context for a CPU build of a large model: DIMS ctx=64 layers=2.
@@ -11,7 +11,9 @@
 #   NAME        a static library with the model's C API (<model>.h on its include path;
 #               <model> is the name in the spec's `model` statement, it names the header
 #               and the C symbols), linked to cannl::rt and, when found, OpenMP
-#   NAME_train  the training program (`NAME_train --help`)
+#   NAME_train  the training program (`NAME_train --help`); data-parallel under mpirun when
+#               cannl was built where CMake finds MPI (cannl::rt_mpi; MPI: required, NO_MPI:
+#               never; docs/distributed.md)
 #   NAME_infer  the inference program (`NAME_infer --help`): forward only, params from
 #               --weights, or compiled in with WEIGHTS
 # and install rules for both and the header (bin/, lib/, include/ of GNUInstallDirs), unless
@@ -60,7 +62,7 @@ set(CANNL_GENERATOR "" CACHE FILEPATH
     "A cannl executable for cannl_add_model to run instead of the target cannl::cannl")
 
 function(cannl_add_model name spec)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL;BLAS" "TARGET;DTYPE;MAX_BATCH;WEIGHTS" "GEN_ARGS;DIMS")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL;BLAS;MPI;NO_MPI" "TARGET;DTYPE;MAX_BATCH;WEIGHTS" "GEN_ARGS;DIMS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "cannl_add_model(${name}): unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
@@ -206,6 +208,15 @@ function(cannl_add_model name spec)
   add_executable(${name}_train ${dir}/${model}_train.c)
   target_link_libraries(${name}_train PRIVATE ${name})
   set_target_properties(${name}_train PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+  # Data-parallel training over MPI when cannl was built with it (cannl::rt_mpi): the program
+  # runs alone or under mpirun. MPI: required; NO_MPI: one process only.
+  if(ARG_MPI AND NOT TARGET cannl::rt_mpi)
+    message(FATAL_ERROR "cannl_add_model(${name}): MPI needs cannl::rt_mpi (cannl built where CMake finds MPI)")
+  endif()
+  if(TARGET cannl::rt_mpi AND NOT ARG_NO_MPI)
+    target_link_libraries(${name}_train PRIVATE cannl::rt_mpi)
+    target_compile_definitions(${name}_train PRIVATE CANNL_HAVE_MPI)
+  endif()
 
   add_executable(${name}_infer ${dir}/${model}_infer.c)
   target_link_libraries(${name}_infer PRIVATE ${name})

@@ -404,6 +404,26 @@ typedef struct cannl_model_api {
     /* per input, 1 when forward reads it; the others (targets) are only needed by the loss
        and metrics. A file of class indices is one-hot encoded only into a target. NULL: any. */
     const unsigned char *forward_reads;
+    /* Data-parallel training (NULL: the model has none; the runtime then trains one process
+       only): train_step in two halves with the gradients exposed in between. train_grads:
+       forward and backward on n examples, the loss returned, every param's gradient left in
+       the grad block; train_update: the optimiser update from the grad block (counting the
+       step, as train_step does); grad_block: the block, `*count` elements of the model's dtype
+       (the gradients in param order, each aligned; the padding between them stays zero). */
+    double (*train_grads)(void *m, const void *const *inputs, int64_t n);
+    void (*train_update)(void *m);
+    void *(*grad_block)(void *m, int64_t *count);
+    /* hook(ctx, offset, count) during train_grads as each param's gradient (count elements at
+       offset in the grad block) is final, for sending it while the backward pass goes on;
+       NULL hook: none. */
+    void (*set_grad_hook)(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx);
+    /* ZeRO-1 (NULL: none): grad_offsets[i] is param i's gradient's offset in the grad block in
+       elements (-1: it has none; increasing otherwise); set_update_shard(m, first, last,
+       norm_sq) makes train_update update params [first, last) only, reading only their
+       gradients and optimiser state, with clip_grad_norm's squared norm norm_sq (>= 0: given;
+       < 0: summed over the block). Default 0, num_params, -1. */
+    const int64_t *grad_offsets;
+    void (*set_update_shard)(void *m, int32_t first, int32_t last, double norm_sq);
 } cannl_model_api;
 
 /* Metadata key holding the optimiser step count in a model checkpoint. */
@@ -497,6 +517,12 @@ typedef struct cannl_model_ext {
 
 /* cannl_train_main with the model's extras (ext may be NULL: then the two are the same). */
 int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext, int argc, char **argv);
+
+/* cannl_train_main over MPI (the library cannl_rt_mpi, built when CMake finds MPI): under
+   mpirun (or another launcher) every rank trains on its slice of each global --batch and the
+   gradients are averaged over the ranks before the one update all of them apply; alone, it is
+   cannl_train_main. docs/distributed.md describes it. The model needs train_grads. */
+int cannl_train_main_mpi(const cannl_model_api *api, int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -43,6 +43,7 @@ static const flag_def FLAGS[] = {
     {"--seed", F_U64, 0, "N", "seed of the initial params and the shuffling (default 0)"},
     {"--no-shuffle", F_BOOL, 0, NULL, "visit the examples in file order"},
     {"--threads", F_INT, 1, "N", "OpenMP threads"},
+    {"--zero", F_INT, 0, "N", "under mpirun: 1 shards the optimiser state over the ranks (ZeRO-1); 0 (default) does not"},
     {"--init", F_PATH, 0, "PATH", "initial params from a safetensors file (PyTorch's or a checkpoint)"},
     {"--checkpoint", F_PATH, 0, "PATH", "save the whole state after every epoch and at exit (never a diverged one)"},
     {"--resume", F_PATH, 0, "PATH", "continue the run saved in this checkpoint"},
@@ -153,6 +154,10 @@ static int apply(const flag_def *f, const char *v, cannl__train_opts *o, char *m
         if (strcmp(n, "--threads") == 0) {
             if (x > 4096) return cannl__usage_error(msg, cap, "%s: %s threads is too many", n, v);
             o->threads = (int)x;
+        }
+        if (strcmp(n, "--zero") == 0) {
+            if (x > 1) return cannl__usage_error(msg, cap, "%s: stage %s is not supported (0: off, 1: optimiser state sharded)", n, v);
+            o->zero = (int)x;
         }
     } else if (f->kind == F_U64) {
         rc = parse_u64(n, v, &o->seed, msg, cap);

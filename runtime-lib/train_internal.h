@@ -54,6 +54,7 @@ typedef struct cannl__train_opts {
     uint64_t seed;    int seed_set;
     int no_shuffle;
     int threads;                   /* 0: not given */
+    int zero;                      /* --zero: 1 = ZeRO-1 (optimiser state sharded over MPI ranks) */
     const char *init, *checkpoint, *resume, *metrics;
     const char *name_map;             /* --name-map FILE, or NULL */
     int64_t log_every;
@@ -119,6 +120,10 @@ void cannl__stream_close(cannl__stream *s);
    offsets: room for n. */
 void cannl__stream_train_batch(const cannl__stream *s, uint64_t seed, int64_t step, int64_t n, int64_t *offsets,
                                void *const *bufs);
+/* Windows lo .. lo + count - 1 of step `step`'s batch of n (a data-parallel rank's slice of the
+   same global batch), into bufs from their start; offsets holds n. */
+void cannl__stream_train_slice(const cannl__stream *s, uint64_t seed, int64_t step, int64_t n, int64_t lo,
+                               int64_t count, int64_t *offsets, void *const *bufs);
 /* Validation batch k (of `batches`, n windows each; the same at every evaluation) into bufs. */
 void cannl__stream_val_batch(const cannl__stream *s, int64_t batches, int64_t n, int64_t k, void *const *bufs);
 

@@ -23,6 +23,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "rt_internal.h"
+#include "train_dist.h"
 #include "train_internal.h"
 
 #include <errno.h>
@@ -52,6 +53,8 @@ static const char *signal_name(int sig) {
 
 typedef struct trainer {
     const cannl_model_api *api;
+    cannl__dist *dist;             /* data-parallel ranks (train_dist.h), or NULL: one process */
+    char prog[96];                 /* a rank's name in messages: "<prog> (rank r)" */
     cannl__train_opts o;
     void *m;
     int has_inputs;
@@ -95,7 +98,17 @@ typedef struct trainer {
     double t_start, last_print;
     int64_t steps_run, examples_run;
     int tty, line_open;
+    int stop;                      /* data-parallel: the signal some rank got, agreed at the last step */
+    /* ZeRO-1 (--zero 1 under mpirun): rank r updates params [shard[r], shard[r + 1]), whose
+       gradients are the grad block's elements [shard_start[r], shard_start[r + 1]) */
+    int32_t *shard;
+    int64_t *shard_start;
+    int checkpointing;             /* rank 0 writes checkpoints: with ZeRO-1 every rank gathers for them */
 } trainer;
+
+/* The signal that stops the run, or 0: this process's, or with ranks the one they agreed on
+   (every rank stops after the same step). */
+static int stopping(const trainer *t) { return t->dist ? t->stop : g_interrupted; }
 
 /* ------------------------------------------------------------ helpers */
 
@@ -468,7 +481,47 @@ static int check_state(trainer *t) {
 
 /* ------------------------------------------------------------ training */
 
+static int zero_shards(trainer *t);
+
+/* ZeRO-1: the owners of the optimiser state send it to rank 0, whose checkpoint then holds
+   what one process's would (every rank calls it at every save). */
+static int gather_state(trainer *t) {
+    const cannl_model_api *api = t->api;
+    char msg[256];
+    int rc = zero_shards(t);
+    if (rc) return rc;
+    for (size_t i = (size_t)api->num_params; i < t->nstate; i++) {
+        const cannl_tensor *x = &t->state[i];
+        int32_t param = -1; /* the param "<param>.<state>" belongs to: the longest name that prefixes it */
+        size_t best = 0;
+        for (int32_t j = 0; j < api->num_params; j++) {
+            const size_t len = strlen(api->params[j].name);
+            if (len > best && strncmp(x->name, api->params[j].name, len) == 0 && x->name[len] == '.') {
+                param = j;
+                best = len;
+            }
+        }
+        if (param < 0)
+            return report(t, CANNL__EXIT_FAIL, "model '%s': state tensor '%s' belongs to no param", api->name, x->name);
+        int owner = 0;
+        while (owner + 1 < t->dist->size && t->shard[owner + 1] <= param) owner++;
+        int64_t count = 1;
+        for (int32_t k = 0; k < x->ndims; k++) count *= x->shape[k];
+        if (t->dist->to_root(t->dist, x->data, count, api->dtype, owner, msg, sizeof msg))
+            return report(t, CANNL__EXIT_FAIL, "%s", msg);
+    }
+    return CANNL__EXIT_OK;
+}
+
 static int save_checkpoint(trainer *t) {
+    if (t->dist && t->o.zero && t->checkpointing) {
+        int rc = gather_state(t);
+        if (rc) return rc;
+        if (!t->o.checkpoint) {
+            t->saved_step = t->step; /* as rank 0's: every rank gathers at the same saves */
+            return CANNL__EXIT_OK;
+        }
+    }
     if (!t->o.checkpoint) return CANNL__EXIT_OK;
     int rc = check_state(t); /* a diverged state never replaces the last good checkpoint */
     if (rc) return rc;
@@ -508,10 +561,12 @@ static int write_record(trainer *t, size_t n) {
 static int evaluate(trainer *t) {
     const cannl_model_api *api = t->api;
     double loss_sum = 0;
-    double *sum = calloc((size_t)api->num_metrics + 1, sizeof *sum);
+    double *sum = calloc((size_t)api->num_metrics + 2, sizeof *sum);
     if (!sum) return report(t, CANNL__EXIT_FAIL, "out of memory");
     cannl_error err;
-    for (int64_t start = 0; start < t->ntest; start += t->batch) {
+    /* Over ranks: rank r evaluates the batches k with k % P == r; the sums are then reduced. */
+    const int64_t stride = t->dist ? (int64_t)t->dist->size : 1, first = t->dist ? (int64_t)t->dist->rank : 0;
+    for (int64_t start = first * t->batch; start < t->ntest; start += stride * t->batch) {
         int64_t n = t->ntest - start < t->batch ? t->ntest - start : t->batch;
         for (int64_t j = 0; j < n; j++) t->idx[j] = start + j;
         if (cannl__bind_gather(api, t->test, t->idx, n, t->bufs, &err) != CANNL_OK) {
@@ -526,6 +581,15 @@ static int evaluate(trainer *t) {
         }
         loss_sum += loss * (double)n;
         for (int32_t k = 0; k < api->num_metrics; k++) sum[k] += t->metrics[k] * (double)n;
+    }
+    sum[api->num_metrics] = loss_sum;
+    if (t->dist) {
+        char msg[256];
+        if (t->dist->sum(t->dist, sum, api->num_metrics + 1, msg, sizeof msg)) {
+            free(sum);
+            return report(t, CANNL__EXIT_FAIL, "%s", msg);
+        }
+        loss_sum = sum[api->num_metrics];
     }
     t->test_loss = loss_sum / (double)t->ntest;
     for (int32_t k = 0; k < api->num_metrics; k++) t->metrics[k] = sum[k] / (double)t->ntest;
@@ -608,9 +672,11 @@ static int validate(trainer *t) {
     const cannl_model_api *api = t->api;
     const int64_t batches = t->o.eval_batches, n = t->batch;
     double loss_sum = 0;
-    double *sum = calloc((size_t)api->num_metrics + 1, sizeof *sum);
+    double *sum = calloc((size_t)api->num_metrics + 2, sizeof *sum);
     if (!sum) return report(t, CANNL__EXIT_FAIL, "out of memory");
-    for (int64_t k = 0; k < batches; k++) {
+    /* Over ranks: rank r evaluates the batches k with k % P == r; the sums are then reduced. */
+    const int64_t stride = t->dist ? (int64_t)t->dist->size : 1, first = t->dist ? (int64_t)t->dist->rank : 0;
+    for (int64_t k = first; k < batches; k += stride) {
         cannl__stream_val_batch(&t->val, batches, n, k, t->bufs);
         double loss = 0;
         api->eval(t->m, (const void *const *)t->bufs, n, &loss, t->val_metrics);
@@ -620,6 +686,15 @@ static int validate(trainer *t) {
         }
         loss_sum += loss;
         for (int32_t j = 0; j < api->num_metrics; j++) sum[j] += t->val_metrics[j];
+    }
+    sum[api->num_metrics] = loss_sum;
+    if (t->dist) {
+        char msg[256];
+        if (t->dist->sum(t->dist, sum, api->num_metrics + 1, msg, sizeof msg)) {
+            free(sum);
+            return report(t, CANNL__EXIT_FAIL, "%s", msg);
+        }
+        loss_sum = sum[api->num_metrics];
     }
     t->val_loss = loss_sum / (double)batches;
     for (int32_t j = 0; j < api->num_metrics; j++) t->val_metrics[j] = sum[j] / (double)batches;
@@ -681,10 +756,159 @@ static int stream_step_done(trainer *t) {
     return log || val ? stream_record(t, val) : CANNL__EXIT_OK;
 }
 
+/* Rank r's slice [lo, lo + count) of a global batch of n examples (the first n % P ranks
+   get one more): the whole batch alone. */
+static void slice(const trainer *t, int64_t n, int64_t *lo, int64_t *count) {
+    const int64_t p = t->dist ? t->dist->size : 1, r = t->dist ? t->dist->rank : 0;
+    const int64_t q = n / p, extra = n % p;
+    *lo = r * q + (r < extra ? r : extra);
+    *count = q + (r < extra);
+}
+
+/* A data-parallel step on this rank's `count` of the global batch's n examples: its
+   gradients (zero for an empty slice) weighted by count / n, summed over the ranks into the
+   average of the whole batch (the loss is a mean over a slice), then the same update on
+   every rank. Returns the global batch's loss; agrees on a stop signal (any rank's). */
+/* The model's gradient hook: a gradient is final, send it. */
+static void grad_ready(void *ctx, int64_t offset, int64_t count) {
+    cannl__dist *d = ctx;
+    d->reduce_part(d, offset, count);
+}
+
+/* ZeRO-1's shards: params in api order cut into P contiguous ranges of about equal element
+   counts (gradients), and the grad block's elements they cover; the state tensors' pointers. */
+static int zero_shards(trainer *t) {
+    if (t->shard_start) return CANNL__EXIT_OK;
+    const cannl_model_api *api = t->api;
+    const int p = t->dist->size;
+    const int32_t np = api->num_params;
+    int64_t elems = 0;
+    api->grad_block(t->m, &elems);
+    if (api->state_tensors(t->m, t->state, t->nstate) != t->nstate)
+        return report(t, CANNL__EXIT_FAIL, "model '%s': state_tensors returned inconsistent counts", api->name);
+    int64_t total = 0, last = -1;
+    for (int32_t i = 0; i < np; i++) {
+        const int64_t at = api->grad_offsets[i];
+        if (at < 0) continue;
+        if (at <= last || at + api->params[i].size > elems)
+            return report(t, CANNL__EXIT_FAIL, "model '%s': the grad block is not in param order (param '%s')", api->name,
+                          api->params[i].name);
+        last = at;
+        total += api->params[i].size;
+    }
+    t->shard = calloc((size_t)p + 1, sizeof *t->shard);
+    t->shard_start = calloc((size_t)p + 1, sizeof *t->shard_start);
+    if (!t->shard || !t->shard_start) return report(t, CANNL__EXIT_FAIL, "out of memory");
+    /* Rank r's first param: where the gradient elements before it come closest to r * total / P. */
+    int32_t i = 0;
+    int64_t before = 0; /* gradient elements of params [0, i) */
+    for (int r = 1; r < p; r++) {
+        const double target = (double)total * r / p;
+        while (i < np) {
+            const int64_t next = before + (api->grad_offsets[i] >= 0 ? api->params[i].size : 0);
+            if (fabs((double)next - target) > fabs((double)before - target)) break;
+            before = next;
+            i++;
+        }
+        t->shard[r] = i;
+    }
+    t->shard[p] = np;
+    for (int r = 1; r < p; r++) {
+        int32_t j = t->shard[r];
+        while (j < np && api->grad_offsets[j] < 0) j++;
+        t->shard_start[r] = j < np ? api->grad_offsets[j] : elems;
+    }
+    t->shard_start[p] = elems;
+    return CANNL__EXIT_OK;
+}
+
+/* A ZeRO-1 step: the weighted gradients reduce-scattered (each rank receives the sum of its
+   shard), clip_grad_norm's squared norm summed over the shards, each rank's update of its
+   params (reading and writing only their optimiser state), then each param broadcast from the
+   rank that updated it. */
+static int zero_step(trainer *t, int64_t count, int64_t n, double *loss) {
+    const cannl_model_api *api = t->api;
+    cannl__dist *d = t->dist;
+    char msg[256];
+    int rc = zero_shards(t);
+    if (rc) return rc;
+    int64_t elems = 0;
+    void *block = api->grad_block(t->m, &elems);
+    const double w = (double)count / (double)n;
+    double local = 0;
+    if (count > 0)
+        local = api->train_grads(t->m, (const void *const *)t->bufs, count);
+    else
+        memset(block, 0, (size_t)elems * cannl_dtype_size(api->dtype));
+    const int64_t lo = t->shard_start[d->rank], hi = t->shard_start[d->rank + 1];
+    double sq = 0;
+    if (api->dtype == CANNL_F64) {
+        double *x = block;
+        if (w != 1)
+            for (int64_t i = 0; i < elems; i++) x[i] *= w;
+        if (d->reduce_scatter(d, block, api->dtype, t->shard_start, msg, sizeof msg))
+            return report(t, CANNL__EXIT_FAIL, "%s", msg);
+        for (int64_t i = lo; i < hi; i++) sq += x[i] * x[i];
+    } else {
+        float *x = block;
+        const float f = (float)w;
+        if (w != 1)
+            for (int64_t i = 0; i < elems; i++) x[i] *= f;
+        if (d->reduce_scatter(d, block, api->dtype, t->shard_start, msg, sizeof msg))
+            return report(t, CANNL__EXIT_FAIL, "%s", msg);
+        for (int64_t i = lo; i < hi; i++) sq += (double)x[i] * x[i];
+    }
+    const int sig = g_interrupted; /* read once: a signal may come at any time */
+    double v[3] = {local * w, sig > 0 ? 1 : 0, sq};
+    if (d->sum(d, v, 3, msg, sizeof msg)) return report(t, CANNL__EXIT_FAIL, "%s", msg);
+    if (v[1] > 0) t->stop = sig > 0 ? sig : SIGTERM; /* some rank was asked to stop: all stop after this step */
+    api->set_update_shard(t->m, t->shard[d->rank], t->shard[d->rank + 1], v[2]);
+    api->train_update(t->m);
+    for (int32_t i = 0, owner = 0; i < api->num_params; i++) {
+        while (owner + 1 < d->size && t->shard[owner + 1] <= i) owner++;
+        if (d->bcast(d, t->state[i].data, api->params[i].size, api->dtype, owner, msg, sizeof msg))
+            return report(t, CANNL__EXIT_FAIL, "%s", msg);
+    }
+    *loss = v[0];
+    return CANNL__EXIT_OK;
+}
+
+static int dist_step(trainer *t, int64_t count, int64_t n, double *loss) {
+    if (t->o.zero) return zero_step(t, count, n, loss);
+    const cannl_model_api *api = t->api;
+    char msg[256];
+    double local = 0;
+    int64_t elems = 0;
+    void *block = api->grad_block(t->m, &elems);
+    const double w = (double)count / (double)n;
+    cannl__dist *d = t->dist;
+    d->reduce_begin(d, block, api->dtype, w);
+    /* With the model's hook each gradient goes out as the backward pass finishes it (the
+       same gradients in the same order on every rank); else the block after the pass: also
+       when a batch smaller than P leaves some rank without examples, which therefore runs no
+       backward pass to send them from (every rank decides alike, from n and P). */
+    const int hooked = api->set_grad_hook != NULL && n >= d->size;
+    if (hooked) api->set_grad_hook(t->m, grad_ready, d);
+    if (count > 0)
+        local = api->train_grads(t->m, (const void *const *)t->bufs, count);
+    else
+        memset(block, 0, (size_t)elems * cannl_dtype_size(api->dtype));
+    if (hooked) api->set_grad_hook(t->m, NULL, NULL);
+    const int sig = g_interrupted; /* read once: a signal may come at any time */
+    double v[2] = {local * w, sig > 0 ? 1 : 0};
+    if (!hooked) d->reduce_part(d, 0, elems);
+    if (d->reduce_end(d, msg, sizeof msg) || d->sum(d, v, 2, msg, sizeof msg))
+        return report(t, CANNL__EXIT_FAIL, "%s", msg);
+    if (v[1] > 0) t->stop = sig > 0 ? sig : SIGTERM; /* some rank was asked to stop: all stop after this step */
+    api->train_update(t->m);
+    *loss = v[0];
+    return CANNL__EXIT_OK;
+}
+
 static int train(trainer *t) {
     const cannl_model_api *api = t->api;
     cannl_error err;
-    while (t->step < t->target && !g_interrupted) {
+    while (t->step < t->target && !stopping(t)) {
         const int64_t epoch = t->step / t->spe;
         int64_t b = t->step % t->spe;
         if (t->has_inputs && !t->streamed) {
@@ -701,11 +925,15 @@ static int train(trainer *t) {
             t->ep_loss = 0;
             t->ep_examples = 0;
         }
-        for (; b < t->spe && t->step < t->target && !g_interrupted; b++) {
-            int64_t n = 1;
+        for (; b < t->spe && t->step < t->target && !stopping(t); b++) {
+            int64_t n = 1, lo = 0, count = 1; /* the global batch; this rank's slice of it */
             if (t->streamed) {
                 n = t->batch;
-                if (!t->staged) cannl__stream_train_batch(&t->stream, t->seed, t->step, n, t->offsets, t->bufs);
+                slice(t, n, &lo, &count);
+                if (t->dist)
+                    cannl__stream_train_slice(&t->stream, t->seed, t->step, n, lo, count, t->offsets, t->bufs);
+                else if (!t->staged)
+                    cannl__stream_train_batch(&t->stream, t->seed, t->step, n, t->offsets, t->bufs);
                 t->staged = 0;
                 /* The next step's windows go to a prefetching model now, unless a validation,
                    which uses the batch buffers, comes first. */
@@ -716,8 +944,13 @@ static int train(trainer *t) {
                 }
             } else if (t->has_inputs) {
                 n = t->ntrain - b * t->batch < t->batch ? t->ntrain - b * t->batch : t->batch;
-                if (!t->staged && cannl__bind_gather(api, t->train, t->perm + b * t->batch, n, t->bufs, &err) != CANNL_OK)
-                    return report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+                slice(t, n, &lo, &count);
+                if (!t->staged && count > 0 &&
+                    cannl__bind_gather(api, t->train, t->perm + b * t->batch + lo, count, t->bufs, &err) != CANNL_OK) {
+                    report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+                    if (t->dist) t->dist->abort(t->dist, CANNL__EXIT_FAIL); /* the others wait for this rank */
+                    return CANNL__EXIT_FAIL;
+                }
                 t->staged = 0;
                 /* A model that prefetches gets the next batch of this epoch now: it copies it
                    to its device while this step runs. */
@@ -732,7 +965,16 @@ static int train(trainer *t) {
             }
             if (t->cosine) /* the lr of step s (0-based) of a run of `horizon` steps */
                 api->set_lr(t->m, t->base_lr * 0.5 * (1 + cos(M_PI_VALUE * (double)t->step / (double)t->horizon)));
-            const double loss = api->train_step(t->m, (const void *const *)t->bufs, n);
+            double loss = NAN;
+            if (t->dist) {
+                int rc = dist_step(t, count, n, &loss);
+                if (rc) {
+                    t->dist->abort(t->dist, rc);
+                    return rc;
+                }
+            } else {
+                loss = api->train_step(t->m, (const void *const *)t->bufs, n);
+            }
             if (t->staged) {
                 void **swap = t->bufs;
                 t->bufs = t->next;
@@ -776,7 +1018,7 @@ static int train(trainer *t) {
 /* Final test evaluation (unless the last epoch's is current) and the summary. */
 static int finish(trainer *t) {
     const cannl_model_api *api = t->api;
-    if (t->val.path && !g_interrupted) {
+    if (t->val.path && !stopping(t)) {
         if (t->validated_step != t->step) {
             int rc = validate(t);
             if (!rc) rc = stream_record(t, 1);
@@ -785,7 +1027,7 @@ static int finish(trainer *t) {
         printf("val loss: %.4f\n", t->val_loss);
         for (int32_t k = 0; k < api->num_metrics; k++) printf("val %s: %.4f\n", api->metric_names[k], t->val_metrics[k]);
     }
-    if (t->ntest > 0 && !g_interrupted) {
+    if (t->ntest > 0 && !stopping(t)) {
         if (t->tested_step != t->step) {
             int rc = evaluate(t);
             if (!rc) rc = log_epoch(t, t->step / t->spe + 1, NAN, 1);
@@ -797,6 +1039,12 @@ static int finish(trainer *t) {
     double el = now_s() - t->t_start;
     printf("trained to step %" PRId64 " in %.2f s (%.1f ex/s)\n", t->step, el,
            el > 0 ? (double)t->examples_run / el : 0.0);
+    if (t->dist && t->steps_run > 0)
+        printf("data-parallel%s: %d ranks, %" PRId64 " gradient bytes %s per step, %.2f ms per step in the "
+               "%s (rank 0: %.1f%% of the time)\n",
+               t->o.zero ? " (ZeRO-1)" : "", t->dist->size, t->dist->bytes_reduced / t->steps_run,
+               t->o.zero ? "reduce-scattered" : "all-reduced", 1e3 * t->dist->reduce_s / (double)t->steps_run,
+               t->o.zero ? "reduce-scatter" : "all-reduce", el > 0 ? 100 * t->dist->reduce_s / el : 0.0);
     fflush(stdout);
     return CANNL__EXIT_OK;
 }
@@ -807,8 +1055,17 @@ static int run(trainer *t) {
     if ((t->o.ntest > 0 || t->val.path) && !t->api->eval)
         return report(t, CANNL__EXIT_FAIL, "%s: model '%s' has no eval function", t->val.path ? "--val-stream" : "--test",
                       t->api->name);
-    if ((rc = setup_model(t)) || (rc = setup_data(t)) || (rc = check_checkpoint_dir(t)) || (rc = setup_run(t)))
-        return rc;
+    rc = setup_model(t);
+    if (!rc) rc = setup_data(t);
+    if (!rc) rc = check_checkpoint_dir(t);
+    if (!rc) rc = setup_run(t);
+    if (t->dist) { /* every rank goes on, or none (the one that failed said why) */
+        char msg[256];
+        int worst = rc;
+        if (t->dist->max(t->dist, &worst, msg, sizeof msg)) return report(t, CANNL__EXIT_FAIL, "%s", msg);
+        if (!rc) rc = worst;
+    }
+    if (rc) return rc;
     if (t->step >= t->target && !t->o.quiet)
         printf("nothing to train: the run is at step %" PRId64 " and stops at step %" PRId64 "\n", t->step, t->target);
 
@@ -826,7 +1083,7 @@ static int run(trainer *t) {
     if (!rc && t->saved_step != t->step) rc = save_checkpoint(t);
     for (int i = 0; i < NSTOP; i++) sigaction(STOP_SIGNALS[i], &old[i], NULL);
     if (rc) return rc;
-    const int sig = g_interrupted;
+    const int sig = stopping(t);
     if (sig) {
         fprintf(stderr, "%s: interrupted by %s after step %" PRId64 "%s%s\n", t->o.prog, signal_name(sig), t->step,
                 t->o.checkpoint ? "; checkpoint saved to " : "", t->o.checkpoint ? t->o.checkpoint : "");
@@ -859,6 +1116,8 @@ static void cleanup(trainer *t) {
     cannl__stream_close(&t->stream);
     cannl__stream_close(&t->val);
     free(t->state);
+    free(t->shard);
+    free(t->shard_start);
     cannl__train_opts_free(&t->o);
 }
 
@@ -867,6 +1126,33 @@ int cannl_train_main(const cannl_model_api *api, int argc, char **argv) {
 }
 
 int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext, int argc, char **argv) {
+    return cannl__train_main_dist(api, ext, NULL, argc, argv);
+}
+
+/* Ranks other than 0 train quietly: no output but errors (named "<prog> (rank r)"), no
+   metrics log, no checkpoint (rank 0 writes the one checkpoint). */
+static int setup_rank(trainer *t) {
+    const cannl_model_api *api = t->api;
+    if (!api->train_grads || !api->train_update || !api->grad_block)
+        return report(t, CANNL__EXIT_USAGE, "model '%s' cannot train data-parallel (its table has no train_grads)",
+                      api->name);
+    if (t->ext) return report(t, CANNL__EXIT_USAGE, "model '%s': data-parallel training is for the C target", api->name);
+    if (t->o.zero && (!api->grad_offsets || !api->set_update_shard))
+        return report(t, CANNL__EXIT_USAGE, "--zero 1: model '%s' cannot shard its optimiser state (regenerate it)",
+                      api->name);
+    t->checkpointing = t->o.checkpoint != NULL;
+    if (t->dist->rank == 0) return CANNL__EXIT_OK;
+    snprintf(t->prog, sizeof t->prog, "%s (rank %d)", t->o.prog, t->dist->rank);
+    t->o.prog = t->prog;
+    t->o.metrics = NULL;
+    t->o.checkpoint = NULL;
+    t->o.quiet = 1;
+    if (!freopen("/dev/null", "w", stdout)) return report(t, CANNL__EXIT_FAIL, "cannot redirect stdout to /dev/null");
+    return CANNL__EXIT_OK;
+}
+
+int cannl__train_main_dist(const cannl_model_api *api, const cannl_model_ext *ext, cannl__dist *dist, int argc,
+                           char **argv) {
     if (!api) {
         fprintf(stderr, "cannl_train_main: no model table\n");
         return CANNL__EXIT_USAGE;
@@ -880,6 +1166,7 @@ int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext,
     memset(&t, 0, sizeof t);
     t.api = api;
     t.ext = ext;
+    t.dist = dist;
     char msg[512];
     int rc = cannl__train_parse(api, argc, argv, &t.o, msg, sizeof msg);
     if (rc == CANNL__EXIT_OK && t.o.help) {
@@ -921,7 +1208,7 @@ int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext,
     t.test = calloc((size_t)api->num_inputs + 1, sizeof *t.test);
     if (!t.train || !t.test)
         rc = report(&t, CANNL__EXIT_FAIL, "out of memory");
-    else
+    else if (!dist || (rc = setup_rank(&t)) == CANNL__EXIT_OK)
         rc = run(&t);
 
     cannl_error err;

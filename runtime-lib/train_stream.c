@@ -72,6 +72,14 @@ void cannl__stream_train_batch(const cannl__stream *s, uint64_t seed, int64_t st
     for (int64_t i = 0; i < n; i++) cannl_token_window(&s->tokens, offsets[i], s->ctx, in + i * s->ctx, tgt + i * s->ctx);
 }
 
+void cannl__stream_train_slice(const cannl__stream *s, uint64_t seed, int64_t step, int64_t n, int64_t lo,
+                               int64_t count, int64_t *offsets, void *const *bufs) {
+    cannl_token_train_offsets(&s->tokens, s->ctx, seed, step, n, offsets);
+    int32_t *in = bufs[s->input], *tgt = bufs[s->target];
+    for (int64_t i = 0; i < count; i++)
+        cannl_token_window(&s->tokens, offsets[lo + i], s->ctx, in + i * s->ctx, tgt + i * s->ctx);
+}
+
 void cannl__stream_val_batch(const cannl__stream *s, int64_t batches, int64_t n, int64_t k, void *const *bufs) {
     int32_t *in = bufs[s->input], *tgt = bufs[s->target];
     for (int64_t i = 0; i < n; i++)

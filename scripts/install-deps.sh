@@ -3,6 +3,7 @@
 # Idempotent: packages already present are skipped; apt is only touched when something is missing.
 # libopenblas-dev: for `cannl gen --blas` models (and it is the BLAS Debian's PyTorch then uses).
 # libclang-rt-dev: clang's libFuzzer and sanitizer runtimes, for the fuzz preset (tests/fuzz).
+# openmpi-bin, libopenmpi-dev: data-parallel training programs (cannl_rt_mpi, tests/mpi).
 #   scripts/install-deps.sh          build + test dependencies
 #   scripts/install-deps.sh --data   also the data sets: Fashion-MNIST, and the King James Bible (bible-kjv: the LM demo)
 #   scripts/install-deps.sh --torch  also PyTorch (reference for parity tests and benchmarks)
@@ -10,7 +11,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build g++ clang libomp-dev zlib1g-dev
       libfmt-dev libcli11-dev nlohmann-json3-dev catch2 libkainjow-mustache-dev
-      python3 python3-numpy libopenblas-dev libclang-rt-dev qemu-user)
+      python3 python3-numpy libopenblas-dev libclang-rt-dev qemu-user openmpi-bin libopenmpi-dev)
 for arg in "$@"; do
   case "$arg" in
     --data) pkgs+=(dataset-fashion-mnist bible-kjv bible-kjv-text) ;;

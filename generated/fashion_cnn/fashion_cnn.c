@@ -9,6 +9,8 @@
  *   train_step    forward, backward and the adam update in one pass
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
+ *   train_grads   train_step's forward and backward: the param gradients in the grad block
+ *   train_update  train_step's adam update from the grad block
  * Every buffer is a flat array indexed with its strides baked in; loops over the batch axis
  * run to the run-time count n <= 256. Loops marked parallel write disjoint
  * elements, so results do not depend on the number of threads. Sums accumulate in a local
@@ -50,7 +52,14 @@ struct fashion_cnn {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 470658112 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 470661440 bytes */
+    /* train_grads calls it as each param's gradient is final (NULL: none) */
+    void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
+    void *grad_hook_ctx;
+    /* train_update updates the params [update_first, update_last) (api order) only, with
+       clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
+    int32_t update_first, update_last;
+    double update_norm_sq;
     /* params */
     real *k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
     real *k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
@@ -855,6 +864,14 @@ static double train_step(struct fashion_cnn *m, const real *const inputs[], int6
     real *const w3 = m->w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
     real *const w4 = m->w4; /* [10, 1024] w4 : [1024 -> 10] */
     real *const b4 = m->b4; /* [10] b4 : [10] */
+    real *const b4_grad = m->b4_grad; /* [10] gradient of b4 */
+    real *const w4_grad = m->w4_grad; /* [10, 1024] gradient of w4 */
+    real *const b3_grad = m->b3_grad; /* [1024] gradient of b3 */
+    real *const w3_grad = m->w3_grad; /* [1024, 7, 7, 64] gradient of w3 */
+    real *const c2_grad = m->c2_grad; /* [64] gradient of c2 */
+    real *const k2_grad = m->k2_grad; /* [64, 5, 5, 32] gradient of k2 */
+    real *const c1_grad = m->c1_grad; /* [32] gradient of c1 */
+    real *const k1_grad = m->k1_grad; /* [32, 5, 5, 1] gradient of k1 */
     real *const k1_exp_avg = m->k1_exp_avg; /* [32, 5, 5, 1] exp_avg of k1 */
     real *const k1_exp_avg_sq = m->k1_exp_avg_sq; /* [32, 5, 5, 1] exp_avg_sq of k1 */
     real *const k2_exp_avg = m->k2_exp_avg; /* [64, 5, 5, 32] exp_avg of k2 */
@@ -871,12 +888,10 @@ static double train_step(struct fashion_cnn *m, const real *const inputs[], int6
     real *const w4_exp_avg_sq = m->w4_exp_avg_sq; /* [10, 1024] exp_avg_sq of w4 */
     real *const b4_exp_avg = m->b4_exp_avg; /* [10] exp_avg of b4 */
     real *const b4_exp_avg_sq = m->b4_exp_avg_sq; /* [10] exp_avg_sq of b4 */
-    char *const work = (char *)m->arena + 39295680; /* the work region: this routine's 431362432 bytes */
+    char *const work = (char *)m->arena + 52394240; /* the work region: this routine's 418267200 bytes */
     real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
     real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
     real *const a1_conv_grad = (real *)(work + 0); /* [batch, 28, 28, 32] gradient of a1_conv */
-    real *const k1_grad = (real *)(work + 25690112); /* [32, 5, 5, 1] gradient of k1 */
-    real *const c1_grad = (real *)(work + 25693312); /* [32] gradient of c1 */
     real *const a2_conv = (real *)(work + 160563200); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
     real *const a2_col_grad = (real *)(work + 160563200); /* [batch, 14, 14, 5, 5, 32] gradient of a2_col */
     real *const h3_mm = (real *)(work + 173408256); /* [batch, 1024] [batch | 1024] */
@@ -897,16 +912,10 @@ static double train_step(struct fashion_cnn *m, const real *const inputs[], int6
     real *const a1_conv = (real *)(work + 321126400); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
     real *const a1_grad = (real *)(work + 346816512); /* [batch, 28, 28, 32] gradient of a1 */
     real *const a1_col = (real *)(work + 372506624); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
-    real *const w3_grad = (real *)(work + 392577024); /* [1024, 7, 7, 64] gradient of w3 */
-    real *const a2_conv_grad = (real *)(work + 405422080); /* [batch, 14, 14, 64] gradient of a2_conv */
-    real *const p1_grad = (real *)(work + 418267136); /* [batch, 14, 14, 32] gradient of p1 */
-    real *const p1_arg = (real *)(work + 424689664); /* [batch, 14, 14, 32] position of the first extremum of p1 */
-    real *const k2_grad = (real *)(work + 431112192); /* [64, 5, 5, 32] gradient of k2 */
-    real *const w4_grad = (real *)(work + 431316992); /* [10, 1024] gradient of w4 */
-    real *const b3_grad = (real *)(work + 431357952); /* [1024] gradient of b3 */
-    real *const c2_grad = (real *)(work + 431362048); /* [64] gradient of c2 */
-    real *const b4_grad = (real *)(work + 431362304); /* [10] gradient of b4 */
-    real *const loss_ = (real *)(work + 431362368); /* [] loss : [] */
+    real *const a2_conv_grad = (real *)(work + 392577024); /* [batch, 14, 14, 64] gradient of a2_conv */
+    real *const p1_grad = (real *)(work + 405422080); /* [batch, 14, 14, 32] gradient of p1 */
+    real *const p1_arg = (real *)(work + 411844608); /* [batch, 14, 14, 32] position of the first extremum of p1 */
+    real *const loss_ = (real *)(work + 418267136); /* [] loss : [] */
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -1039,7 +1048,7 @@ static void forward(struct fashion_cnn *m, const real *const inputs[], int64_t n
     real *const w3 = m->w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
     real *const w4 = m->w4; /* [10, 1024] w4 : [1024 -> 10] */
     real *const b4 = m->b4; /* [10] b4 : [10] */
-    char *const work = (char *)m->arena + 39295680; /* the work region: this routine's 173408256 bytes */
+    char *const work = (char *)m->arena + 52394240; /* the work region: this routine's 173408256 bytes */
     real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
     real *const a1_conv = (real *)(work + 0); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
     real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
@@ -1096,7 +1105,7 @@ static void eval_metrics(struct fashion_cnn *m, const real *const inputs[], int6
     real *const w3 = m->w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
     real *const w4 = m->w4; /* [10, 1024] w4 : [1024 -> 10] */
     real *const b4 = m->b4; /* [10] b4 : [10] */
-    char *const work = (char *)m->arena + 39295680; /* the work region: this routine's 173408256 bytes */
+    char *const work = (char *)m->arena + 52394240; /* the work region: this routine's 173408256 bytes */
     real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
     real *const a1_conv = (real *)(work + 0); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
     real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
@@ -1162,6 +1171,235 @@ static void eval_metrics(struct fashion_cnn *m, const real *const inputs[], int6
     metrics[0] = (double)accuracy[0];
 }
 
+/* routine train_grads */
+static double train_grads(struct fashion_cnn *m, const real *const inputs[], int64_t n) {
+    const real *const image = inputs[0]; /* [batch, 28, 28, 1] image : [batch | 28, 28, 1] */
+    const real *const label = inputs[1]; /* [batch, 10] label : [batch | 10] */
+    real *const k1 = m->k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
+    real *const k2 = m->k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
+    real *const c1 = m->c1; /* [32] c1 : [32] */
+    real *const c2 = m->c2; /* [64] c2 : [64] */
+    real *const b3 = m->b3; /* [1024] b3 : [1024] */
+    real *const w3 = m->w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
+    real *const w4 = m->w4; /* [10, 1024] w4 : [1024 -> 10] */
+    real *const b4 = m->b4; /* [10] b4 : [10] */
+    real *const b4_grad = m->b4_grad; /* [10] gradient of b4 */
+    real *const w4_grad = m->w4_grad; /* [10, 1024] gradient of w4 */
+    real *const b3_grad = m->b3_grad; /* [1024] gradient of b3 */
+    real *const w3_grad = m->w3_grad; /* [1024, 7, 7, 64] gradient of w3 */
+    real *const c2_grad = m->c2_grad; /* [64] gradient of c2 */
+    real *const k2_grad = m->k2_grad; /* [64, 5, 5, 32] gradient of k2 */
+    real *const c1_grad = m->c1_grad; /* [32] gradient of c1 */
+    real *const k1_grad = m->k1_grad; /* [32, 5, 5, 1] gradient of k1 */
+    char *const work = (char *)m->arena + 52394240; /* the work region: this routine's 418267200 bytes */
+    real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
+    real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
+    real *const a1_conv_grad = (real *)(work + 0); /* [batch, 28, 28, 32] gradient of a1_conv */
+    real *const a2_conv = (real *)(work + 160563200); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
+    real *const a2_col_grad = (real *)(work + 160563200); /* [batch, 14, 14, 5, 5, 32] gradient of a2_col */
+    real *const h3_mm = (real *)(work + 173408256); /* [batch, 1024] [batch | 1024] */
+    real *const loss_ce = (real *)(work + 173408256); /* [batch] [batch | ] */
+    real *const a2_grad = (real *)(work + 173408256); /* [batch, 14, 14, 64] gradient of a2 */
+    real *const p1 = (real *)(work + 186253312); /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
+    real *const loss_sumexp_grad = (real *)(work + 186253312); /* [batch] gradient of loss_sumexp */
+    real *const h3_grad = (real *)(work + 186253312); /* [batch, 1024] gradient of h3 */
+    real *const p2_grad = (real *)(work + 186253312); /* [batch, 7, 7, 64] gradient of p2 */
+    real *const logits_grad = (real *)(work + 187301888); /* [batch, 10] gradient of logits */
+    real *const h3_mm_grad = (real *)(work + 189464576); /* [batch, 1024] gradient of h3_mm */
+    real *const p2 = (real *)(work + 192675840); /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
+    real *const p2_arg = (real *)(work + 195887104); /* [batch, 7, 7, 64] position of the first extremum of p2 */
+    real *const h3 = (real *)(work + 199098368); /* [batch, 1024] h3 : [batch | 1024] */
+    real *const logits_mm = (real *)(work + 200146944); /* [batch, 10] [batch | 10] */
+    real *const loss_max = (real *)(work + 200157184); /* [batch] [batch | ] */
+    real *const loss_sumexp = (real *)(work + 200158208); /* [batch] [batch | ] */
+    real *const a1_conv = (real *)(work + 321126400); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
+    real *const a1_grad = (real *)(work + 346816512); /* [batch, 28, 28, 32] gradient of a1 */
+    real *const a1_col = (real *)(work + 372506624); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
+    real *const a2_conv_grad = (real *)(work + 392577024); /* [batch, 14, 14, 64] gradient of a2_conv */
+    real *const p1_grad = (real *)(work + 405422080); /* [batch, 14, 14, 32] gradient of p1 */
+    real *const p1_arg = (real *)(work + 411844608); /* [batch, 14, 14, 32] position of the first extremum of p1 */
+    real *const loss_ = (real *)(work + 418267136); /* [] loss : [] */
+
+    /* line 18: x = image / 255 */
+    set_x(n, x, image);
+
+    /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
+    set_a1_col(n, a1_col, x);
+    /* matrix product a1_conv = a1_col . k1: M = n * 784 (b, y, x_), N = 32 (d), K = 25 (ky, kx) */
+    cannl_sgemm(m->gemm, n * 784, 32, 25, 1.0f, a1_col, 25, 1, k1, 1, 25, a1_conv, 32, 1, 1);
+
+    /* line 20: p1 = max_pool2d(a1, size = 2) */
+    max_p1(n, p1, a1_conv, c1);
+
+    /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
+    set_a2_col(n, a2_col, p1);
+    /* matrix product a2_conv = a2_col . k2: M = n * 196 (b, y, x_), N = 64 (d), K = 800 (ky, kx, c) */
+    cannl_sgemm(m->gemm, n * 196, 64, 800, 1.0f, a2_col, 800, 1, k2, 1, 800, a2_conv, 64, 1, 1);
+
+    /* line 22: p2 = max_pool2d(a2, size = 2) */
+    max_p2(n, p2, a2_conv, c2);
+
+    /* line 23: h3 = relu(w3 * p2 + b3) */
+    /* matrix product h3_mm = p2 . w3: M = n (b), N = 1024 (o), K = 3136 (k0, k1_, k2_) */
+    cannl_sgemm(m->gemm, n, 1024, 3136, 1.0f, p2, 3136, 1, w3, 1, 3136, h3_mm, 1024, 1, 1);
+    set_h3(n, h3, h3_mm, b3);
+
+    /* line 24: logits = w4 * h3 + b4 */
+    /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k) */
+    cannl_sgemm(m->gemm, 10, n, 1024, 1.0f, w4, 1024, 1, h3, 1, 1024, logits_mm, 1, 10, 1);
+
+    /* line 25: loss = mean(cross_entropy(logits, label)) */
+    max_loss_max(n, loss_max, logits_mm, b4);
+    sum_loss_sumexp(n, loss_sumexp, logits_mm, b4, loss_max);
+    sum_loss_ce(n, loss_ce, label, logits_mm, b4, loss_max, loss_sumexp);
+    sum_loss_(n, loss_, loss_ce);
+
+    /* line 22: first extremum: p2 = max_pool2d(a2, size = 2) */
+    min_p2_arg(n, p2_arg, a2_conv, c2, p2);
+
+    /* zero the gradient of a2 */
+    fill_a2_grad(n, a2_grad);
+
+    /* zero the gradient of p1 */
+    fill_p1_grad(n, p1_grad);
+
+    /* line 20: first extremum: p1 = max_pool2d(a1, size = 2) */
+    min_p1_arg(n, p1_arg, a1_conv, c1, p1);
+
+    /* zero the gradient of a1 */
+    fill_a1_grad(n, a1_grad);
+
+    /* line 25: backward: loss = mean(cross_entropy(logits, label)) */
+    sum_loss_sumexp_grad(n, loss_sumexp_grad, label, loss_sumexp);
+    set_logits_grad(n, logits_grad, label, loss_sumexp_grad, logits_mm, b4, loss_max);
+
+    /* line 24: backward: logits = w4 * h3 + b4 */
+    sum_b4_grad(n, b4_grad, logits_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 3274624, 10); /* b4_grad final */
+    /* matrix product w4_grad = logits_grad . h3: M = 10 (o), N = 1024 (k), K = n (b) */
+    cannl_sgemm(m->gemm, 10, 1024, n, 1.0f, logits_grad, 1, 10, h3, 1024, 1, w4_grad, 1024, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 3264384, 10240); /* w4_grad final */
+    /* matrix product h3_grad = logits_grad . w4: M = n (b), N = 1024 (k), K = 10 (o) */
+    cannl_sgemm(m->gemm, n, 1024, 10, 1.0f, logits_grad, 10, 1, w4, 1024, 1, h3_grad, 1024, 1, 1);
+
+    /* line 23: backward: h3 = relu(w3 * p2 + b3) */
+    set_h3_mm_grad(n, h3_mm_grad, h3_grad, h3);
+    sum_b3_grad(n, b3_grad, h3_mm_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 52096, 1024); /* b3_grad final */
+    /* matrix product w3_grad = h3_mm_grad . p2: M = 1024 (o), N = 3136 (k0, k1_, k2_), K = n (b) */
+    cannl_sgemm(m->gemm, 1024, 3136, n, 1.0f, h3_mm_grad, 1, 1024, p2, 3136, 1, w3_grad, 3136, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 53120, 3211264); /* w3_grad final */
+    /* matrix product p2_grad = h3_mm_grad . w3: M = n (b), N = 3136 (k0, k1_, k2_), K = 1024 (o) */
+    cannl_sgemm(m->gemm, n, 3136, 1024, 1.0f, h3_mm_grad, 1024, 1, w3, 3136, 1, p2_grad, 3136, 1, 1);
+
+    /* line 22: backward: p2 = max_pool2d(a2, size = 2) */
+    add_a2_grad(n, a2_grad, p2_grad, p2_arg);
+
+    /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
+    set_a2_conv_grad(n, a2_conv_grad, a2_grad, a2_conv, c2);
+    sum_c2_grad(n, c2_grad, a2_conv_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 52032, 64); /* c2_grad final */
+    /* matrix product a2_col_grad = a2_conv_grad . k2: M = n * 196 (b, y, x_), N = 800 (ky, kx, c), K = 64 (d) */
+    cannl_sgemm(m->gemm, n * 196, 800, 64, 1.0f, a2_conv_grad, 64, 1, k2, 800, 1, a2_col_grad, 800, 1, 1);
+    /* matrix product k2_grad = a2_conv_grad . a2_col: M = 64 (d), N = 800 (ky, kx, c), K = n * 196 (b, y, x_) */
+    cannl_sgemm(m->gemm, 64, 800, n * 196, 1.0f, a2_conv_grad, 1, 64, a2_col, 800, 1, k2_grad, 800, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 800, 51200); /* k2_grad final */
+    add_p1_grad(n, p1_grad, a2_col_grad);
+
+    /* line 20: backward: p1 = max_pool2d(a1, size = 2) */
+    add_a1_grad(n, a1_grad, p1_grad, p1_arg);
+
+    /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
+    set_a1_conv_grad(n, a1_conv_grad, a1_grad, a1_conv, c1);
+    sum_c1_grad(n, c1_grad, a1_conv_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 52000, 32); /* c1_grad final */
+    /* matrix product k1_grad = a1_conv_grad . a1_col: M = 32 (d), N = 25 (ky, kx), K = n * 784 (b, y, x_) */
+    cannl_sgemm(m->gemm, 32, 25, n * 784, 1.0f, a1_conv_grad, 1, 32, a1_col, 25, 1, k1_grad, 25, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 0, 800); /* k1_grad final */
+
+    return (double)loss_[0];
+}
+
+/* routine train_update */
+static void train_update(struct fashion_cnn *m) {
+    real *const k1 = m->k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
+    real *const k2 = m->k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
+    real *const c1 = m->c1; /* [32] c1 : [32] */
+    real *const c2 = m->c2; /* [64] c2 : [64] */
+    real *const b3 = m->b3; /* [1024] b3 : [1024] */
+    real *const w3 = m->w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
+    real *const w4 = m->w4; /* [10, 1024] w4 : [1024 -> 10] */
+    real *const b4 = m->b4; /* [10] b4 : [10] */
+    real *const b4_grad = m->b4_grad; /* [10] gradient of b4 */
+    real *const w4_grad = m->w4_grad; /* [10, 1024] gradient of w4 */
+    real *const b3_grad = m->b3_grad; /* [1024] gradient of b3 */
+    real *const w3_grad = m->w3_grad; /* [1024, 7, 7, 64] gradient of w3 */
+    real *const c2_grad = m->c2_grad; /* [64] gradient of c2 */
+    real *const k2_grad = m->k2_grad; /* [64, 5, 5, 32] gradient of k2 */
+    real *const c1_grad = m->c1_grad; /* [32] gradient of c1 */
+    real *const k1_grad = m->k1_grad; /* [32, 5, 5, 1] gradient of k1 */
+    real *const k1_exp_avg = m->k1_exp_avg; /* [32, 5, 5, 1] exp_avg of k1 */
+    real *const k1_exp_avg_sq = m->k1_exp_avg_sq; /* [32, 5, 5, 1] exp_avg_sq of k1 */
+    real *const k2_exp_avg = m->k2_exp_avg; /* [64, 5, 5, 32] exp_avg of k2 */
+    real *const k2_exp_avg_sq = m->k2_exp_avg_sq; /* [64, 5, 5, 32] exp_avg_sq of k2 */
+    real *const c1_exp_avg = m->c1_exp_avg; /* [32] exp_avg of c1 */
+    real *const c1_exp_avg_sq = m->c1_exp_avg_sq; /* [32] exp_avg_sq of c1 */
+    real *const c2_exp_avg = m->c2_exp_avg; /* [64] exp_avg of c2 */
+    real *const c2_exp_avg_sq = m->c2_exp_avg_sq; /* [64] exp_avg_sq of c2 */
+    real *const b3_exp_avg = m->b3_exp_avg; /* [1024] exp_avg of b3 */
+    real *const b3_exp_avg_sq = m->b3_exp_avg_sq; /* [1024] exp_avg_sq of b3 */
+    real *const w3_exp_avg = m->w3_exp_avg; /* [1024, 7, 7, 64] exp_avg of w3 */
+    real *const w3_exp_avg_sq = m->w3_exp_avg_sq; /* [1024, 7, 7, 64] exp_avg_sq of w3 */
+    real *const w4_exp_avg = m->w4_exp_avg; /* [10, 1024] exp_avg of w4 */
+    real *const w4_exp_avg_sq = m->w4_exp_avg_sq; /* [10, 1024] exp_avg_sq of w4 */
+    real *const b4_exp_avg = m->b4_exp_avg; /* [10] exp_avg of b4 */
+    real *const b4_exp_avg_sq = m->b4_exp_avg_sq; /* [10] exp_avg_sq of b4 */
+    const int64_t step = ++m->step;
+    const real lr = (real)m->lr;
+    const real bc1 = (real)(1.0 - pow(0.9, step));
+    const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+
+    /* line 29: adam update of k1 */
+    if (m->update_first <= 0 && 0 < m->update_last) {
+        set_k1_exp_avg_2(k1_exp_avg, k1_exp_avg_sq, k1, k1_grad, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 29: adam update of k2 */
+    if (m->update_first <= 1 && 1 < m->update_last) {
+        set_k2_exp_avg_2(k2_exp_avg, k2_exp_avg_sq, k2, k2_grad, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 29: adam update of c1 */
+    if (m->update_first <= 2 && 2 < m->update_last) {
+        set_c1_exp_avg(c1_exp_avg, c1_exp_avg_sq, c1, c1_grad, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 29: adam update of c2 */
+    if (m->update_first <= 3 && 3 < m->update_last) {
+        set_c2_exp_avg(c2_exp_avg, c2_exp_avg_sq, c2, c2_grad, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 29: adam update of b3 */
+    if (m->update_first <= 4 && 4 < m->update_last) {
+        set_b3_exp_avg(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 29: adam update of w3 */
+    if (m->update_first <= 5 && 5 < m->update_last) {
+        set_w3_exp_avg_2(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 29: adam update of w4 */
+    if (m->update_first <= 6 && 6 < m->update_last) {
+        set_w4_exp_avg_2(w4_exp_avg, w4_exp_avg_sq, w4, w4_grad, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 29: adam update of b4 */
+    if (m->update_first <= 7 && 7 < m->update_last) {
+        set_b4_exp_avg(b4_exp_avg, b4_exp_avg_sq, b4, b4_grad, bc1, lr, sqrt_bc2);
+    }
+}
+
 
 /* ------------------------------------------------------------------------------ C API */
 
@@ -1175,14 +1413,14 @@ static void bind_buffers(struct fashion_cnn *m) {
     m->w3 = (real *)(base + 212480);
     m->w4 = (real *)(base + 13057536);
     m->b4 = (real *)(base + 13098496);
-    m->b4_grad = (real *)(base + 470657984);
-    m->w4_grad = (real *)(base + 470612672);
-    m->b3_grad = (real *)(base + 470653632);
-    m->w3_grad = (real *)(base + 431872704);
-    m->c2_grad = (real *)(base + 470657728);
-    m->k2_grad = (real *)(base + 470407872);
-    m->c1_grad = (real *)(base + 64988992);
-    m->k1_grad = (real *)(base + 64985792);
+    m->b4_grad = (real *)(base + 52394176);
+    m->w4_grad = (real *)(base + 52353216);
+    m->b3_grad = (real *)(base + 39504064);
+    m->w3_grad = (real *)(base + 39508160);
+    m->c2_grad = (real *)(base + 39503808);
+    m->k2_grad = (real *)(base + 39298880);
+    m->c1_grad = (real *)(base + 39503680);
+    m->k1_grad = (real *)(base + 39295680);
     m->k1_exp_avg = (real *)(base + 13098560);
     m->k1_exp_avg_sq = (real *)(base + 13101760);
     m->k2_exp_avg = (real *)(base + 13104960);
@@ -1205,7 +1443,7 @@ static void bind_buffers(struct fashion_cnn *m) {
 struct fashion_cnn *fashion_cnn_create(uint64_t seed) {
     struct fashion_cnn *m = (struct fashion_cnn *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(470658112);
+    m->arena = cannl_alloc(470661440);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -1237,11 +1475,37 @@ void fashion_cnn_init(struct fashion_cnn *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.001;
     m->schedule = 1;
+    m->update_first = 0;
+    m->update_last = FASHION_CNN_NUM_PARAMS;
+    m->update_norm_sq = -1;
 }
 
 double fashion_cnn_train_step(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
     if (n < 1 || n > FASHION_CNN_MAX_BATCH) return NAN;
     return train_step(m, inputs, n);
+}
+
+double fashion_cnn_train_grads(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
+    if (n < 1 || n > FASHION_CNN_MAX_BATCH) return NAN;
+    return train_grads(m, inputs, n);
+}
+
+void fashion_cnn_train_update(struct fashion_cnn *m) { train_update(m); }
+
+void fashion_cnn_set_grad_hook(struct fashion_cnn *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    m->grad_hook = hook;
+    m->grad_hook_ctx = ctx;
+}
+
+void fashion_cnn_set_update_shard(struct fashion_cnn *m, int32_t first, int32_t last, double norm_sq) {
+    m->update_first = first;
+    m->update_last = last;
+    m->update_norm_sq = norm_sq;
+}
+
+fashion_cnn_real *fashion_cnn_grad_block(struct fashion_cnn *m, int64_t *count) {
+    if (count) *count = 3274640;
+    return (fashion_cnn_real *)(void *)((char *)m->arena + 39295680);
 }
 
 void fashion_cnn_forward(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n,
@@ -1410,6 +1674,19 @@ static void api_destroy_fn(void *m) { fashion_cnn_destroy((struct fashion_cnn *)
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return fashion_cnn_train_step((struct fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n);
 }
+static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) {
+    return fashion_cnn_train_grads((struct fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n);
+}
+static void api_train_update_fn(void *m) { fashion_cnn_train_update((struct fashion_cnn *)m); }
+static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_cnn_grad_block((struct fashion_cnn *)m, count); }
+static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    fashion_cnn_set_grad_hook((struct fashion_cnn *)m, hook, ctx);
+}
+static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
+    fashion_cnn_set_update_shard((struct fashion_cnn *)m, first, last, norm_sq);
+}
+/* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
+static const int64_t grad_offsets[] = { 0, 800, 52000, 52032, 52096, 53120, 3264384, 3274624 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     fashion_cnn_eval((struct fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n, loss, metrics);
 }
@@ -1442,4 +1719,5 @@ const cannl_model_api fashion_cnn_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
+    grad_offsets, api_set_update_shard_fn};

@@ -69,6 +69,27 @@ void fashion_cnn_init(struct fashion_cnn *m, uint64_t seed);
 /* One optimisation step on n examples (1 <= n <= FASHION_CNN_MAX_BATCH): forward, backward and
    update. Returns the loss computed before the update (NaN, and nothing done, for a bad n). */
 double fashion_cnn_train_step(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n);
+/* The step in two halves, for data-parallel training (as one train_step when called in
+   turn): train_grads runs forward and backward on n examples and returns the loss (NaN, and
+   nothing done, for a bad n), leaving every param's gradient in the grad block; the caller
+   may change the block (average it over processes); train_update applies the optimiser
+   update from it and counts the step. The grad block: `*count` elements (when count is not
+   NULL), the gradients in param order (fashion_cnn_grad points into it), each aligned, the
+   padding between them zero. */
+double fashion_cnn_train_grads(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n);
+void fashion_cnn_train_update(struct fashion_cnn *m);
+fashion_cnn_real *fashion_cnn_grad_block(struct fashion_cnn *m, int64_t *count);
+/* During train_grads, hook(ctx, offset, count) as soon as a param's gradient is final (no
+   later part of the backward pass writes it): its `count` elements at `offset` in the grad
+   block, which the hook may read and change (scale, start sending) but must not need back
+   before train_grads returns. NULL (the default): none. */
+void fashion_cnn_set_grad_hook(struct fashion_cnn *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx);
+/* Data-parallel training with sharded optimiser state (ZeRO-1): train_update then updates
+   only the params first..last-1 (in FASHION_CNN_NUM_PARAMS order), reading only their
+   gradients and optimiser state, and takes clip_grad_norm's squared norm (the sum over every
+   gradient) as norm_sq instead of summing the block, when norm_sq >= 0. The default:
+   0, FASHION_CNN_NUM_PARAMS, -1 (everything). */
+void fashion_cnn_set_update_shard(struct fashion_cnn *m, int32_t first, int32_t last, double norm_sq);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
 void fashion_cnn_forward(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n,
@@ -82,8 +103,8 @@ void fashion_cnn_eval(struct fashion_cnn *m, const fashion_cnn_real *const input
 fashion_cnn_real *fashion_cnn_param(struct fashion_cnn *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. It lives in the work memory the routines share: valid until the next train_step,
-   forward or eval on this state (copy it to keep it). */
+   on it. It lives in the grad block: valid until the next train_step or train_grads on
+   this state (copy it to keep it). */
 fashion_cnn_real *fashion_cnn_grad(struct fashion_cnn *m, const char *name, int64_t *count);
 int64_t fashion_cnn_get_step(const struct fashion_cnn *m);
 void fashion_cnn_set_step(struct fashion_cnn *m, int64_t step);

@@ -7,4 +7,12 @@
 #define FASHION_CNN_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "fashion_cnn.h"
 
-int main(int argc, char **argv) { return cannl_train_main(&fashion_cnn_api, argc, argv); }
+/* CANNL_HAVE_MPI (cannl_add_model defines it when CMake finds MPI): the same program runs alone
+   or under mpirun, data-parallel (runtime-lib/train_dist_mpi.c). */
+int main(int argc, char **argv) {
+#ifdef CANNL_HAVE_MPI
+    return cannl_train_main_mpi(&fashion_cnn_api, argc, argv);
+#else
+    return cannl_train_main(&fashion_cnn_api, argc, argv);
+#endif
+}

@@ -9,6 +9,8 @@
  *   train_step    forward, backward and the adamw update in one pass
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
+ *   train_grads   train_step's forward and backward: the param gradients in the grad block
+ *   train_update  train_step's adamw update from the grad block
  * Every buffer is a flat array indexed with its strides baked in; loops over the batch axis
  * run to the run-time count n <= 256. Loops marked parallel write disjoint
  * elements, so results do not depend on the number of threads. Sums accumulate in a local
@@ -50,7 +52,14 @@ struct fashion_einsum {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 5387584 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 5390656 bytes */
+    /* train_grads calls it as each param's gradient is final (NULL: none) */
+    void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
+    void *grad_hook_ctx;
+    /* train_update updates the params [update_first, update_last) (api order) only, with
+       clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
+    int32_t update_first, update_last;
+    double update_norm_sq;
     /* params */
     real *w1; /* [256, 28, 28] w1 : [28, 28 -> 256] */
     real *gain; /* [256] gain : [256] */
@@ -556,6 +565,67 @@ static void sum_mean_ce(int64_t n, real *restrict mean_ce, const real *restrict 
     mean_ce[0] = acc;
 }
 
+/* line 20: backward: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
+CANNL_MULTIVERSION
+static void set_w1_grad_2(real *restrict w1_grad, const real *restrict w1) {
+    CANNL_PRAGMA("omp parallel for if(200704 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o = 0; o < 256; ++o) {
+        for (int64_t i0 = 0; i0 < 28; ++i0) {
+            for (int64_t i1 = 0; i1 < 28; ++i1)
+                w1_grad[o * 784 + i0 * 28 + i1] = (w1[o * 784 + i0 * 28 + i1] + w1[o * 784 + i0 * 28 + i1]) * 0.0001f;
+        }
+    }
+}
+
+/* line 25: adamw update of w1 */
+CANNL_MULTIVERSION
+static void set_w1_2(real *restrict w1, real *restrict w1_exp_avg, real *restrict w1_exp_avg_sq, const real *restrict w1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+    CANNL_PRAGMA("omp parallel for if(200704 >= CANNL_PARALLEL_MIN)")
+    for (int64_t j0 = 0; j0 < 256; ++j0) {
+        for (int64_t j1 = 0; j1 < 28; ++j1) {
+            for (int64_t j2 = 0; j2 < 28; ++j2) {
+                w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] * (1.0f - lr * 0.01f);
+                w1_exp_avg[j0 * 784 + j1 * 28 + j2] = w1_exp_avg[j0 * 784 + j1 * 28 + j2] * 0.9f + w1_grad[j0 * 784 + j1 * 28 + j2] * 0.1f;
+                w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] = w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] * 0.999f + w1_grad[j0 * 784 + j1 * 28 + j2] * w1_grad[j0 * 784 + j1 * 28 + j2] * 0.001f;
+                w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1 * 28 + j2] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2]) / sqrt_bc2 + 1e-08f));
+            }
+        }
+    }
+}
+
+/* line 25: adamw update of gain */
+CANNL_MULTIVERSION
+static void set_gain_3(real *restrict gain, real *restrict gain_exp_avg, real *restrict gain_exp_avg_sq, const real *restrict gain_grad, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 256; ++j) {
+        gain[j] = gain[j] * (1.0f - lr * 0.01f);
+        gain_exp_avg[j] = gain_exp_avg[j] * 0.9f + gain_grad[j] * 0.1f;
+        gain_exp_avg_sq[j] = gain_exp_avg_sq[j] * 0.999f + gain_grad[j] * gain_grad[j] * 0.001f;
+        gain[j] = gain[j] - lr / bc1 * (gain_exp_avg[j] / (sqrtf(gain_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 25: adamw update of b1 */
+CANNL_MULTIVERSION
+static void set_b1(real *restrict b1, real *restrict b1_exp_avg, real *restrict b1_exp_avg_sq, const real *restrict b1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 256; ++j) {
+        b1[j] = b1[j] * (1.0f - lr * 0.01f);
+        b1_exp_avg[j] = b1_exp_avg[j] * 0.9f + b1_grad[j] * 0.1f;
+        b1_exp_avg_sq[j] = b1_exp_avg_sq[j] * 0.999f + b1_grad[j] * b1_grad[j] * 0.001f;
+        b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 25: adamw update of bias */
+CANNL_MULTIVERSION
+static void set_bias(real *restrict bias, real *restrict bias_exp_avg, real *restrict bias_exp_avg_sq, const real *restrict bias_grad, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 256; ++j) {
+        bias[j] = bias[j] * (1.0f - lr * 0.01f);
+        bias_exp_avg[j] = bias_exp_avg[j] * 0.9f + bias_grad[j] * 0.1f;
+        bias_exp_avg_sq[j] = bias_exp_avg_sq[j] * 0.999f + bias_grad[j] * bias_grad[j] * 0.001f;
+        bias[j] = bias[j] - lr / bc1 * (bias_exp_avg[j] / (sqrtf(bias_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
 
 /* ----------------------------------------------------------------------------- routines */
 
@@ -617,6 +687,12 @@ static double train_step(struct fashion_einsum *m, const real *const inputs[], i
     real *const bias = m->bias; /* [256] bias : [256] */
     real *const w2 = m->w2; /* [10, 256] w2 : [256 -> 10] */
     real *const b2 = m->b2; /* [10] b2 : [10] */
+    real *const w1_grad = m->w1_grad; /* [256, 28, 28] gradient of w1 */
+    real *const b2_grad = m->b2_grad; /* [10] gradient of b2 */
+    real *const w2_grad = m->w2_grad; /* [10, 256] gradient of w2 */
+    real *const gain_grad = m->gain_grad; /* [256] gradient of gain */
+    real *const bias_grad = m->bias_grad; /* [256] gradient of bias */
+    real *const b1_grad = m->b1_grad; /* [256] gradient of b1 */
     real *const w1_exp_avg = m->w1_exp_avg; /* [256, 28, 28] exp_avg of w1 */
     real *const w1_exp_avg_sq = m->w1_exp_avg_sq; /* [256, 28, 28] exp_avg_sq of w1 */
     real *const gain_exp_avg = m->gain_exp_avg; /* [256] exp_avg of gain */
@@ -629,33 +705,27 @@ static double train_step(struct fashion_einsum *m, const real *const inputs[], i
     real *const w2_exp_avg_sq = m->w2_exp_avg_sq; /* [10, 256] exp_avg_sq of w2 */
     real *const b2_exp_avg = m->b2_exp_avg; /* [10] exp_avg of b2 */
     real *const b2_exp_avg_sq = m->b2_exp_avg_sq; /* [10] exp_avg_sq of b2 */
-    char *const work = (char *)m->arena + 2448576; /* the work region: this routine's 2939008 bytes */
+    char *const work = (char *)m->arena + 3264768; /* the work region: this routine's 2125888 bytes */
     real *const x = (real *)(work + 0); /* [batch, 28, 28] x : [batch | 28, 28] */
-    real *const ce = (real *)(work + 802816); /* [batch] ce : [batch | ] */
-    real *const w1_grad = (real *)(work + 802816); /* [256, 28, 28] gradient of w1 */
-    real *const loss_sum = (real *)(work + 803840); /* [] [] */
-    real *const loss_sum2 = (real *)(work + 803904); /* [] [] */
-    real *const z1_ein = (real *)(work + 1605632); /* [batch, 256] [batch | 256] */
-    real *const b1_grad = (real *)(work + 1605632); /* [256] gradient of b1 */
-    real *const h1_ln = (real *)(work + 1867776); /* [batch, 256] [batch | 256] */
-    real *const z1_grad = (real *)(work + 1867776); /* [batch, 256] gradient of z1 */
-    real *const h1 = (real *)(work + 2129920); /* [batch, 256] h1 : [batch | 256] */
-    real *const h1_mean_grad = (real *)(work + 2129920); /* [batch] gradient of h1_mean */
-    real *const h1_var_grad = (real *)(work + 2130944); /* [batch] gradient of h1_var */
-    real *const logits_ein = (real *)(work + 2392064); /* [batch, 10] [batch | 10] */
-    real *const h1_grad = (real *)(work + 2392064); /* [batch, 256] gradient of h1 */
-    real *const ce_max = (real *)(work + 2402304); /* [batch] [batch | ] */
-    real *const ce_sumexp = (real *)(work + 2403328); /* [batch] [batch | ] */
-    real *const ce_sumexp_grad = (real *)(work + 2404352); /* [batch] gradient of ce_sumexp */
-    real *const h1_ln_grad = (real *)(work + 2654208); /* [batch, 256] gradient of h1_ln */
-    real *const logits_grad = (real *)(work + 2916352); /* [batch, 10] gradient of logits */
-    real *const gain_grad = (real *)(work + 2916352); /* [256] gradient of gain */
-    real *const bias_grad = (real *)(work + 2917376); /* [256] gradient of bias */
-    real *const w2_grad = (real *)(work + 2926592); /* [10, 256] gradient of w2 */
-    real *const h1_mean = (real *)(work + 2936832); /* [batch] [batch | ] */
-    real *const h1_var = (real *)(work + 2937856); /* [batch] [batch | ] */
-    real *const b2_grad = (real *)(work + 2938880); /* [10] gradient of b2 */
-    real *const loss_ = (real *)(work + 2938944); /* [] loss : [] */
+    real *const z1_ein = (real *)(work + 802816); /* [batch, 256] [batch | 256] */
+    real *const h1_ln = (real *)(work + 1064960); /* [batch, 256] [batch | 256] */
+    real *const z1_grad = (real *)(work + 1064960); /* [batch, 256] gradient of z1 */
+    real *const h1 = (real *)(work + 1327104); /* [batch, 256] h1 : [batch | 256] */
+    real *const h1_mean_grad = (real *)(work + 1327104); /* [batch] gradient of h1_mean */
+    real *const h1_var_grad = (real *)(work + 1328128); /* [batch] gradient of h1_var */
+    real *const logits_ein = (real *)(work + 1589248); /* [batch, 10] [batch | 10] */
+    real *const h1_grad = (real *)(work + 1589248); /* [batch, 256] gradient of h1 */
+    real *const ce_max = (real *)(work + 1599488); /* [batch] [batch | ] */
+    real *const ce_sumexp = (real *)(work + 1600512); /* [batch] [batch | ] */
+    real *const ce = (real *)(work + 1601536); /* [batch] ce : [batch | ] */
+    real *const ce_sumexp_grad = (real *)(work + 1601536); /* [batch] gradient of ce_sumexp */
+    real *const loss_sum = (real *)(work + 1602560); /* [] [] */
+    real *const loss_sum2 = (real *)(work + 1602624); /* [] [] */
+    real *const h1_ln_grad = (real *)(work + 1851392); /* [batch, 256] gradient of h1_ln */
+    real *const logits_grad = (real *)(work + 2113536); /* [batch, 10] gradient of logits */
+    real *const h1_mean = (real *)(work + 2123776); /* [batch] [batch | ] */
+    real *const h1_var = (real *)(work + 2124800); /* [batch] [batch | ] */
+    real *const loss_ = (real *)(work + 2125824); /* [] loss : [] */
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -739,7 +809,7 @@ static void forward(struct fashion_einsum *m, const real *const inputs[], int64_
     real *const bias = m->bias; /* [256] bias : [256] */
     real *const w2 = m->w2; /* [10, 256] w2 : [256 -> 10] */
     real *const b2 = m->b2; /* [10] b2 : [10] */
-    char *const work = (char *)m->arena + 2448576; /* the work region: this routine's 1064960 bytes */
+    char *const work = (char *)m->arena + 3264768; /* the work region: this routine's 1064960 bytes */
     real *const x = (real *)(work + 0); /* [batch, 28, 28] x : [batch | 28, 28] */
     real *const h1_mean = (real *)(work + 0); /* [batch] [batch | ] */
     real *const logits = (real *)(work + 0); /* [batch, 10] logits : [batch | 10] */
@@ -778,7 +848,7 @@ static void eval_metrics(struct fashion_einsum *m, const real *const inputs[], i
     real *const bias = m->bias; /* [256] bias : [256] */
     real *const w2 = m->w2; /* [10, 256] w2 : [256 -> 10] */
     real *const b2 = m->b2; /* [10] b2 : [10] */
-    char *const work = (char *)m->arena + 2448576; /* the work region: this routine's 1064960 bytes */
+    char *const work = (char *)m->arena + 3264768; /* the work region: this routine's 1064960 bytes */
     real *const x = (real *)(work + 0); /* [batch, 28, 28] x : [batch | 28, 28] */
     real *const h1_mean = (real *)(work + 0); /* [batch] [batch | ] */
     real *const ce_max = (real *)(work + 0); /* [batch] [batch | ] */
@@ -839,6 +909,169 @@ static void eval_metrics(struct fashion_einsum *m, const real *const inputs[], i
     metrics[1] = (double)mean_ce[0];
 }
 
+/* routine train_grads */
+static double train_grads(struct fashion_einsum *m, const real *const inputs[], int64_t n) {
+    const real *const image = inputs[0]; /* [batch, 28, 28] image : [batch | 28, 28] */
+    const real *const label = inputs[1]; /* [batch, 10] label : [batch | 10] */
+    real *const w1 = m->w1; /* [256, 28, 28] w1 : [28, 28 -> 256] */
+    real *const gain = m->gain; /* [256] gain : [256] */
+    real *const b1 = m->b1; /* [256] b1 : [256] */
+    real *const bias = m->bias; /* [256] bias : [256] */
+    real *const w2 = m->w2; /* [10, 256] w2 : [256 -> 10] */
+    real *const b2 = m->b2; /* [10] b2 : [10] */
+    real *const w1_grad = m->w1_grad; /* [256, 28, 28] gradient of w1 */
+    real *const b2_grad = m->b2_grad; /* [10] gradient of b2 */
+    real *const w2_grad = m->w2_grad; /* [10, 256] gradient of w2 */
+    real *const gain_grad = m->gain_grad; /* [256] gradient of gain */
+    real *const bias_grad = m->bias_grad; /* [256] gradient of bias */
+    real *const b1_grad = m->b1_grad; /* [256] gradient of b1 */
+    char *const work = (char *)m->arena + 3264768; /* the work region: this routine's 2125888 bytes */
+    real *const x = (real *)(work + 0); /* [batch, 28, 28] x : [batch | 28, 28] */
+    real *const z1_ein = (real *)(work + 802816); /* [batch, 256] [batch | 256] */
+    real *const h1_ln = (real *)(work + 1064960); /* [batch, 256] [batch | 256] */
+    real *const z1_grad = (real *)(work + 1064960); /* [batch, 256] gradient of z1 */
+    real *const h1 = (real *)(work + 1327104); /* [batch, 256] h1 : [batch | 256] */
+    real *const h1_mean_grad = (real *)(work + 1327104); /* [batch] gradient of h1_mean */
+    real *const h1_var_grad = (real *)(work + 1328128); /* [batch] gradient of h1_var */
+    real *const logits_ein = (real *)(work + 1589248); /* [batch, 10] [batch | 10] */
+    real *const h1_grad = (real *)(work + 1589248); /* [batch, 256] gradient of h1 */
+    real *const ce_max = (real *)(work + 1599488); /* [batch] [batch | ] */
+    real *const ce_sumexp = (real *)(work + 1600512); /* [batch] [batch | ] */
+    real *const ce = (real *)(work + 1601536); /* [batch] ce : [batch | ] */
+    real *const ce_sumexp_grad = (real *)(work + 1601536); /* [batch] gradient of ce_sumexp */
+    real *const loss_sum = (real *)(work + 1602560); /* [] [] */
+    real *const loss_sum2 = (real *)(work + 1602624); /* [] [] */
+    real *const h1_ln_grad = (real *)(work + 1851392); /* [batch, 256] gradient of h1_ln */
+    real *const logits_grad = (real *)(work + 2113536); /* [batch, 10] gradient of logits */
+    real *const h1_mean = (real *)(work + 2123776); /* [batch] [batch | ] */
+    real *const h1_var = (real *)(work + 2124800); /* [batch] [batch | ] */
+    real *const loss_ = (real *)(work + 2125824); /* [] loss : [] */
+
+    /* line 14: x = image / 255 */
+    set_x(n, x, image);
+
+    /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
+    /* matrix product z1_ein = x . w1: M = n (b), N = 256 (h), K = 784 (r, c) */
+    cannl_sgemm(m->gemm, n, 256, 784, 1.0f, x, 784, 1, w1, 1, 784, z1_ein, 256, 1, 1);
+
+    /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
+    sum_h1_mean(n, h1_mean, z1_ein, b1);
+    sum_h1_var(n, h1_var, z1_ein, b1, h1_mean);
+    set_h1_ln(n, h1_ln, h1, z1_ein, b1, h1_mean, h1_var, gain, bias);
+
+    /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
+    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i) */
+    cannl_sgemm(m->gemm, 10, n, 256, 1.0f, w2, 256, 1, h1, 1, 256, logits_ein, 1, 10, 1);
+
+    /* line 19: ce = cross_entropy(logits, label) */
+    max_ce_max(n, ce_max, logits_ein, b2);
+    sum_ce_sumexp(n, ce_sumexp, logits_ein, b2, ce_max);
+    sum_ce(n, ce, label, logits_ein, b2, ce_max, ce_sumexp);
+
+    /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
+    sum_loss_sum(loss_sum, w1);
+    sum_loss_sum2(n, loss_sum2, ce);
+    set_loss_(loss_, loss_sum2, loss_sum);
+
+    /* line 20: backward: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
+    set_w1_grad_2(w1_grad, w1);
+
+    /* line 19: backward: ce = cross_entropy(logits, label) */
+    sum_ce_sumexp_grad(n, ce_sumexp_grad, label, ce_sumexp);
+    set_logits_grad(n, logits_grad, label, ce_sumexp_grad, logits_ein, b2, ce_max);
+
+    /* line 18: backward: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
+    sum_b2_grad(n, b2_grad, logits_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 204032, 10); /* b2_grad final */
+    /* matrix product w2_grad = logits_grad . h1: M = 10 (o), N = 256 (i), K = n (e1) */
+    cannl_sgemm(m->gemm, 10, 256, n, 1.0f, logits_grad, 1, 10, h1, 256, 1, w2_grad, 256, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 201472, 2560); /* w2_grad final */
+    /* matrix product h1_grad = logits_grad . w2: M = n (e1), N = 256 (i), K = 10 (o) */
+    cannl_sgemm(m->gemm, n, 256, 10, 1.0f, logits_grad, 10, 1, w2, 256, 1, h1_grad, 256, 1, 1);
+
+    /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
+    sum_gain_grad(n, gain_grad, h1_grad, h1, h1_ln);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 200704, 256); /* gain_grad final */
+    set_h1_ln_grad(n, h1_ln_grad, z1_grad, h1_grad, h1, gain, h1_var);
+    sum_bias_grad(n, bias_grad, h1_grad, h1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 201216, 256); /* bias_grad final */
+    sum_h1_mean_grad(n, h1_mean_grad, h1_ln_grad, h1_var);
+    sum_h1_var_grad(n, h1_var_grad, h1_ln_grad, z1_ein, b1, h1_mean, h1_var);
+    sum_h1_mean_grad_2(n, h1_mean_grad, h1_var_grad, z1_ein, b1, h1_mean);
+    add_z1_grad(n, z1_grad, h1_var_grad, z1_ein, b1, h1_mean, h1_mean_grad);
+
+    /* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
+    sum_b1_grad(n, b1_grad, z1_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 200960, 256); /* b1_grad final */
+    /* matrix product w1_grad += z1_grad . x: M = 256 (h), N = 784 (r, c), K = n (b) */
+    cannl_sgemm(m->gemm, 256, 784, n, 1.0f, z1_grad, 1, 256, x, 784, 1, w1_grad, 784, 1, 0);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 0, 200704); /* w1_grad final */
+
+    return (double)loss_[0];
+}
+
+/* routine train_update */
+static void train_update(struct fashion_einsum *m) {
+    real *const w1 = m->w1; /* [256, 28, 28] w1 : [28, 28 -> 256] */
+    real *const gain = m->gain; /* [256] gain : [256] */
+    real *const b1 = m->b1; /* [256] b1 : [256] */
+    real *const bias = m->bias; /* [256] bias : [256] */
+    real *const w2 = m->w2; /* [10, 256] w2 : [256 -> 10] */
+    real *const b2 = m->b2; /* [10] b2 : [10] */
+    real *const w1_grad = m->w1_grad; /* [256, 28, 28] gradient of w1 */
+    real *const b2_grad = m->b2_grad; /* [10] gradient of b2 */
+    real *const w2_grad = m->w2_grad; /* [10, 256] gradient of w2 */
+    real *const gain_grad = m->gain_grad; /* [256] gradient of gain */
+    real *const bias_grad = m->bias_grad; /* [256] gradient of bias */
+    real *const b1_grad = m->b1_grad; /* [256] gradient of b1 */
+    real *const w1_exp_avg = m->w1_exp_avg; /* [256, 28, 28] exp_avg of w1 */
+    real *const w1_exp_avg_sq = m->w1_exp_avg_sq; /* [256, 28, 28] exp_avg_sq of w1 */
+    real *const gain_exp_avg = m->gain_exp_avg; /* [256] exp_avg of gain */
+    real *const gain_exp_avg_sq = m->gain_exp_avg_sq; /* [256] exp_avg_sq of gain */
+    real *const b1_exp_avg = m->b1_exp_avg; /* [256] exp_avg of b1 */
+    real *const b1_exp_avg_sq = m->b1_exp_avg_sq; /* [256] exp_avg_sq of b1 */
+    real *const bias_exp_avg = m->bias_exp_avg; /* [256] exp_avg of bias */
+    real *const bias_exp_avg_sq = m->bias_exp_avg_sq; /* [256] exp_avg_sq of bias */
+    real *const w2_exp_avg = m->w2_exp_avg; /* [10, 256] exp_avg of w2 */
+    real *const w2_exp_avg_sq = m->w2_exp_avg_sq; /* [10, 256] exp_avg_sq of w2 */
+    real *const b2_exp_avg = m->b2_exp_avg; /* [10] exp_avg of b2 */
+    real *const b2_exp_avg_sq = m->b2_exp_avg_sq; /* [10] exp_avg_sq of b2 */
+    const int64_t step = ++m->step;
+    const real lr = (real)m->lr;
+    const real bc1 = (real)(1.0 - pow(0.9, step));
+    const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+
+    /* line 25: adamw update of w1 */
+    if (m->update_first <= 0 && 0 < m->update_last) {
+        set_w1_2(w1, w1_exp_avg, w1_exp_avg_sq, w1_grad, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 25: adamw update of gain */
+    if (m->update_first <= 1 && 1 < m->update_last) {
+        set_gain_3(gain, gain_exp_avg, gain_exp_avg_sq, gain_grad, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 25: adamw update of b1 */
+    if (m->update_first <= 2 && 2 < m->update_last) {
+        set_b1(b1, b1_exp_avg, b1_exp_avg_sq, b1_grad, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 25: adamw update of bias */
+    if (m->update_first <= 3 && 3 < m->update_last) {
+        set_bias(bias, bias_exp_avg, bias_exp_avg_sq, bias_grad, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 25: adamw update of w2 */
+    if (m->update_first <= 4 && 4 < m->update_last) {
+        set_w2_2(w2, w2_exp_avg, w2_exp_avg_sq, w2_grad, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 25: adamw update of b2 */
+    if (m->update_first <= 5 && 5 < m->update_last) {
+        set_b2_2(b2, b2_exp_avg, b2_exp_avg_sq, b2_grad, bc1, lr, sqrt_bc2);
+    }
+}
+
 
 /* ------------------------------------------------------------------------------ C API */
 
@@ -850,12 +1083,12 @@ static void bind_buffers(struct fashion_einsum *m) {
     m->bias = (real *)(base + 804864);
     m->w2 = (real *)(base + 805888);
     m->b2 = (real *)(base + 816128);
-    m->w1_grad = (real *)(base + 3251392);
-    m->b2_grad = (real *)(base + 5387456);
-    m->w2_grad = (real *)(base + 5375168);
-    m->gain_grad = (real *)(base + 5364928);
-    m->bias_grad = (real *)(base + 5365952);
-    m->b1_grad = (real *)(base + 4054208);
+    m->w1_grad = (real *)(base + 2448576);
+    m->b2_grad = (real *)(base + 3264704);
+    m->w2_grad = (real *)(base + 3254464);
+    m->gain_grad = (real *)(base + 3251392);
+    m->bias_grad = (real *)(base + 3253440);
+    m->b1_grad = (real *)(base + 3252416);
     m->w1_exp_avg = (real *)(base + 816192);
     m->w1_exp_avg_sq = (real *)(base + 1619008);
     m->gain_exp_avg = (real *)(base + 2421824);
@@ -874,7 +1107,7 @@ static void bind_buffers(struct fashion_einsum *m) {
 struct fashion_einsum *fashion_einsum_create(uint64_t seed) {
     struct fashion_einsum *m = (struct fashion_einsum *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(5387584);
+    m->arena = cannl_alloc(5390656);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -906,11 +1139,37 @@ void fashion_einsum_init(struct fashion_einsum *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.002;
     m->schedule = 1;
+    m->update_first = 0;
+    m->update_last = FASHION_EINSUM_NUM_PARAMS;
+    m->update_norm_sq = -1;
 }
 
 double fashion_einsum_train_step(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
     if (n < 1 || n > FASHION_EINSUM_MAX_BATCH) return NAN;
     return train_step(m, inputs, n);
+}
+
+double fashion_einsum_train_grads(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
+    if (n < 1 || n > FASHION_EINSUM_MAX_BATCH) return NAN;
+    return train_grads(m, inputs, n);
+}
+
+void fashion_einsum_train_update(struct fashion_einsum *m) { train_update(m); }
+
+void fashion_einsum_set_grad_hook(struct fashion_einsum *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    m->grad_hook = hook;
+    m->grad_hook_ctx = ctx;
+}
+
+void fashion_einsum_set_update_shard(struct fashion_einsum *m, int32_t first, int32_t last, double norm_sq) {
+    m->update_first = first;
+    m->update_last = last;
+    m->update_norm_sq = norm_sq;
+}
+
+fashion_einsum_real *fashion_einsum_grad_block(struct fashion_einsum *m, int64_t *count) {
+    if (count) *count = 204048;
+    return (fashion_einsum_real *)(void *)((char *)m->arena + 2448576);
 }
 
 void fashion_einsum_forward(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n,
@@ -1056,6 +1315,19 @@ static void api_destroy_fn(void *m) { fashion_einsum_destroy((struct fashion_ein
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return fashion_einsum_train_step((struct fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n);
 }
+static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) {
+    return fashion_einsum_train_grads((struct fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n);
+}
+static void api_train_update_fn(void *m) { fashion_einsum_train_update((struct fashion_einsum *)m); }
+static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_einsum_grad_block((struct fashion_einsum *)m, count); }
+static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    fashion_einsum_set_grad_hook((struct fashion_einsum *)m, hook, ctx);
+}
+static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
+    fashion_einsum_set_update_shard((struct fashion_einsum *)m, first, last, norm_sq);
+}
+/* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
+static const int64_t grad_offsets[] = { 0, 200704, 200960, 201216, 201472, 204032 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     fashion_einsum_eval((struct fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n, loss, metrics);
 }
@@ -1088,4 +1360,5 @@ const cannl_model_api fashion_einsum_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
+    grad_offsets, api_set_update_shard_fn};

@@ -9,6 +9,8 @@
  *   train_step    forward, backward and the sgd update in one pass
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
+ *   train_grads   train_step's forward and backward: the param gradients in the grad block
+ *   train_update  train_step's sgd update from the grad block
  * Every buffer is a flat array indexed with its strides baked in; loops over the batch axis
  * run to the run-time count n <= 256. Loops marked parallel write disjoint
  * elements, so results do not depend on the number of threads. Sums accumulate in a local
@@ -50,7 +52,14 @@ struct fashion_mlp {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 9363712 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 10422528 bytes */
+    /* train_grads calls it as each param's gradient is final (NULL: none) */
+    void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
+    void *grad_hook_ctx;
+    /* train_update updates the params [update_first, update_last) (api order) only, with
+       clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
+    int32_t update_first, update_last;
+    double update_norm_sq;
     /* params */
     real *w1; /* [512, 784] w1 : [784 -> 512] */
     real *w2; /* [512, 512] w2 : [512 -> 512] */
@@ -272,7 +281,7 @@ static void sum_b2_grad(int64_t n, real *restrict b2_grad, const real *restrict 
 
 /* line 14: backward: h1 = relu(w1 * x + b1) */
 CANNL_MULTIVERSION
-static void set_h1_mm_grad(int64_t n, real *restrict h1_mm_grad, const real *restrict h1_grad, const real *restrict h1) {
+static void set_h1_mm_grad(int64_t n, real *h1_mm_grad, const real *restrict h1_grad, const real *h1) {
     CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 512; ++o)
@@ -435,6 +444,24 @@ static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restric
     accuracy[0] = acc;
 }
 
+/* line 21: sgd update of b1 */
+CANNL_MULTIVERSION
+static void set_b1_momentum_buffer_2(real *restrict b1_momentum_buffer, real *restrict b1, const real *restrict b1_grad, const real lr, const real step) {
+    for (int64_t j = 0; j < 512; ++j) {
+        b1_momentum_buffer[j] = step == 1.0f ? b1_grad[j] : b1_momentum_buffer[j] * 0.9f + b1_grad[j];
+        b1[j] = b1[j] - lr * b1_momentum_buffer[j];
+    }
+}
+
+/* line 21: sgd update of b2 */
+CANNL_MULTIVERSION
+static void set_b2_momentum_buffer(real *restrict b2_momentum_buffer, real *restrict b2, const real *restrict b2_grad, const real lr, const real step) {
+    for (int64_t j = 0; j < 512; ++j) {
+        b2_momentum_buffer[j] = step == 1.0f ? b2_grad[j] : b2_momentum_buffer[j] * 0.9f + b2_grad[j];
+        b2[j] = b2[j] - lr * b2_momentum_buffer[j];
+    }
+}
+
 
 /* ----------------------------------------------------------------------------- routines */
 
@@ -490,35 +517,35 @@ static double train_step(struct fashion_mlp *m, const real *const inputs[], int6
     real *const b3 = m->b3; /* [10] b3 : [10] */
     real *const b1 = m->b1; /* [512] b1 : [512] */
     real *const b2 = m->b2; /* [512] b2 : [512] */
+    real *const b3_grad = m->b3_grad; /* [10] gradient of b3 */
+    real *const w3_grad = m->w3_grad; /* [10, 512] gradient of w3 */
+    real *const b2_grad = m->b2_grad; /* [512] gradient of b2 */
+    real *const w2_grad = m->w2_grad; /* [512, 512] gradient of w2 */
+    real *const b1_grad = m->b1_grad; /* [512] gradient of b1 */
+    real *const w1_grad = m->w1_grad; /* [512, 784] gradient of w1 */
     real *const w1_momentum_buffer = m->w1_momentum_buffer; /* [512, 784] momentum_buffer of w1 */
     real *const w2_momentum_buffer = m->w2_momentum_buffer; /* [512, 512] momentum_buffer of w2 */
     real *const w3_momentum_buffer = m->w3_momentum_buffer; /* [10, 512] momentum_buffer of w3 */
     real *const b3_momentum_buffer = m->b3_momentum_buffer; /* [10] momentum_buffer of b3 */
     real *const b1_momentum_buffer = m->b1_momentum_buffer; /* [512] momentum_buffer of b1 */
     real *const b2_momentum_buffer = m->b2_momentum_buffer; /* [512] momentum_buffer of b2 */
-    char *const work = (char *)m->arena + 5357696; /* the work region: this routine's 4006016 bytes */
-    real *const h1 = (real *)(work + 0); /* [batch, 512] h1 : [batch | 512] */
-    real *const h1_mm = (real *)(work + 0); /* [batch, 512] [batch | 512] */
-    real *const w1_grad = (real *)(work + 0); /* [512, 784] gradient of w1 */
-    real *const h2 = (real *)(work + 524288); /* [batch, 512] h2 : [batch | 512] */
-    real *const h2_mm = (real *)(work + 524288); /* [batch, 512] [batch | 512] */
-    real *const h2_mm_grad = (real *)(work + 524288); /* [batch, 512] gradient of h2_mm */
-    real *const logits_mm = (real *)(work + 1048576); /* [batch, 10] [batch | 10] */
-    real *const h2_grad = (real *)(work + 1048576); /* [batch, 512] gradient of h2 */
-    real *const h1_grad = (real *)(work + 1048576); /* [batch, 512] gradient of h1 */
-    real *const loss_max = (real *)(work + 1058816); /* [batch] [batch | ] */
-    real *const loss_sumexp = (real *)(work + 1059840); /* [batch] [batch | ] */
-    real *const loss_ce = (real *)(work + 1060864); /* [batch] [batch | ] */
-    real *const loss_sumexp_grad = (real *)(work + 1060864); /* [batch] gradient of loss_sumexp */
-    real *const logits_grad = (real *)(work + 1572864); /* [batch, 10] gradient of logits */
-    real *const w2_grad = (real *)(work + 1605632); /* [512, 512] gradient of w2 */
-    real *const x = (real *)(work + 2654208); /* [batch, 784] x : [batch | 784] */
-    real *const h1_mm_grad = (real *)(work + 3457024); /* [batch, 512] gradient of h1_mm */
-    real *const w3_grad = (real *)(work + 3981312); /* [10, 512] gradient of w3 */
-    real *const b2_grad = (real *)(work + 4001792); /* [512] gradient of b2 */
-    real *const b1_grad = (real *)(work + 4003840); /* [512] gradient of b1 */
-    real *const b3_grad = (real *)(work + 4005888); /* [10] gradient of b3 */
-    real *const loss_ = (real *)(work + 4005952); /* [] loss : [] */
+    char *const work = (char *)m->arena + 8036544; /* the work region: this routine's 2385984 bytes */
+    real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
+    real *const h1 = (real *)(work + 802816); /* [batch, 512] h1 : [batch | 512] */
+    real *const h1_mm = (real *)(work + 802816); /* [batch, 512] [batch | 512] */
+    real *const h1_mm_grad = (real *)(work + 802816); /* [batch, 512] gradient of h1_mm */
+    real *const h2 = (real *)(work + 1327104); /* [batch, 512] h2 : [batch | 512] */
+    real *const h2_mm = (real *)(work + 1327104); /* [batch, 512] [batch | 512] */
+    real *const h2_mm_grad = (real *)(work + 1327104); /* [batch, 512] gradient of h2_mm */
+    real *const logits_mm = (real *)(work + 1851392); /* [batch, 10] [batch | 10] */
+    real *const h2_grad = (real *)(work + 1851392); /* [batch, 512] gradient of h2 */
+    real *const h1_grad = (real *)(work + 1851392); /* [batch, 512] gradient of h1 */
+    real *const loss_max = (real *)(work + 1861632); /* [batch] [batch | ] */
+    real *const loss_sumexp = (real *)(work + 1862656); /* [batch] [batch | ] */
+    real *const loss_ce = (real *)(work + 1863680); /* [batch] [batch | ] */
+    real *const loss_sumexp_grad = (real *)(work + 1863680); /* [batch] gradient of loss_sumexp */
+    real *const logits_grad = (real *)(work + 2375680); /* [batch, 10] gradient of logits */
+    real *const loss_ = (real *)(work + 2385920); /* [] loss : [] */
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
 
@@ -597,7 +624,7 @@ static void forward(struct fashion_mlp *m, const real *const inputs[], int64_t n
     real *const b3 = m->b3; /* [10] b3 : [10] */
     real *const b1 = m->b1; /* [512] b1 : [512] */
     real *const b2 = m->b2; /* [512] b2 : [512] */
-    char *const work = (char *)m->arena + 5357696; /* the work region: this routine's 1327104 bytes */
+    char *const work = (char *)m->arena + 8036544; /* the work region: this routine's 1327104 bytes */
     real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
     real *const h1 = (real *)(work + 0); /* [batch, 512] h1 : [batch | 512] */
     real *const h2 = (real *)(work + 0); /* [batch, 512] h2 : [batch | 512] */
@@ -637,7 +664,7 @@ static void eval_metrics(struct fashion_mlp *m, const real *const inputs[], int6
     real *const b3 = m->b3; /* [10] b3 : [10] */
     real *const b1 = m->b1; /* [512] b1 : [512] */
     real *const b2 = m->b2; /* [512] b2 : [512] */
-    char *const work = (char *)m->arena + 5357696; /* the work region: this routine's 1327104 bytes */
+    char *const work = (char *)m->arena + 8036544; /* the work region: this routine's 1327104 bytes */
     real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
     real *const h1 = (real *)(work + 0); /* [batch, 512] h1 : [batch | 512] */
     real *const h2 = (real *)(work + 0); /* [batch, 512] h2 : [batch | 512] */
@@ -688,6 +715,151 @@ static void eval_metrics(struct fashion_mlp *m, const real *const inputs[], int6
     metrics[0] = (double)accuracy[0];
 }
 
+/* routine train_grads */
+static double train_grads(struct fashion_mlp *m, const real *const inputs[], int64_t n) {
+    const real *const image = inputs[0]; /* [batch, 784] image : [batch | 784] */
+    const real *const label = inputs[1]; /* [batch, 10] label : [batch | 10] */
+    real *const w1 = m->w1; /* [512, 784] w1 : [784 -> 512] */
+    real *const w2 = m->w2; /* [512, 512] w2 : [512 -> 512] */
+    real *const w3 = m->w3; /* [10, 512] w3 : [512 -> 10] */
+    real *const b3 = m->b3; /* [10] b3 : [10] */
+    real *const b1 = m->b1; /* [512] b1 : [512] */
+    real *const b2 = m->b2; /* [512] b2 : [512] */
+    real *const b3_grad = m->b3_grad; /* [10] gradient of b3 */
+    real *const w3_grad = m->w3_grad; /* [10, 512] gradient of w3 */
+    real *const b2_grad = m->b2_grad; /* [512] gradient of b2 */
+    real *const w2_grad = m->w2_grad; /* [512, 512] gradient of w2 */
+    real *const b1_grad = m->b1_grad; /* [512] gradient of b1 */
+    real *const w1_grad = m->w1_grad; /* [512, 784] gradient of w1 */
+    char *const work = (char *)m->arena + 8036544; /* the work region: this routine's 2385984 bytes */
+    real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
+    real *const h1 = (real *)(work + 802816); /* [batch, 512] h1 : [batch | 512] */
+    real *const h1_mm = (real *)(work + 802816); /* [batch, 512] [batch | 512] */
+    real *const h1_mm_grad = (real *)(work + 802816); /* [batch, 512] gradient of h1_mm */
+    real *const h2 = (real *)(work + 1327104); /* [batch, 512] h2 : [batch | 512] */
+    real *const h2_mm = (real *)(work + 1327104); /* [batch, 512] [batch | 512] */
+    real *const h2_mm_grad = (real *)(work + 1327104); /* [batch, 512] gradient of h2_mm */
+    real *const logits_mm = (real *)(work + 1851392); /* [batch, 10] [batch | 10] */
+    real *const h2_grad = (real *)(work + 1851392); /* [batch, 512] gradient of h2 */
+    real *const h1_grad = (real *)(work + 1851392); /* [batch, 512] gradient of h1 */
+    real *const loss_max = (real *)(work + 1861632); /* [batch] [batch | ] */
+    real *const loss_sumexp = (real *)(work + 1862656); /* [batch] [batch | ] */
+    real *const loss_ce = (real *)(work + 1863680); /* [batch] [batch | ] */
+    real *const loss_sumexp_grad = (real *)(work + 1863680); /* [batch] gradient of loss_sumexp */
+    real *const logits_grad = (real *)(work + 2375680); /* [batch, 10] gradient of logits */
+    real *const loss_ = (real *)(work + 2385920); /* [] loss : [] */
+
+    /* line 13: x = image / 255 */
+    set_x(n, x, image);
+
+    /* line 14: h1 = relu(w1 * x + b1) */
+    /* matrix product h1_mm = x . w1: M = n (b), N = 512 (o), K = 784 (k) */
+    cannl_sgemm(m->gemm, n, 512, 784, 1.0f, x, 784, 1, w1, 1, 784, h1_mm, 512, 1, 1);
+    set_h1(n, h1, h1_mm, b1);
+
+    /* line 15: h2 = relu(w2 * h1 + b2) */
+    /* matrix product h2_mm = h1 . w2: M = n (b), N = 512 (o), K = 512 (k) */
+    cannl_sgemm(m->gemm, n, 512, 512, 1.0f, h1, 512, 1, w2, 1, 512, h2_mm, 512, 1, 1);
+    set_h2(n, h2, h2_mm, b2);
+
+    /* line 16: logits = w3 * h2 + b3 */
+    /* matrix product logits_mm = w3 . h2: M = 10 (o), N = n (b), K = 512 (k) */
+    cannl_sgemm(m->gemm, 10, n, 512, 1.0f, w3, 512, 1, h2, 1, 512, logits_mm, 1, 10, 1);
+
+    /* line 17: loss = mean(cross_entropy(logits, label)) */
+    max_loss_max(n, loss_max, logits_mm, b3);
+    sum_loss_sumexp(n, loss_sumexp, logits_mm, b3, loss_max);
+    sum_loss_ce(n, loss_ce, label, logits_mm, b3, loss_max, loss_sumexp);
+    sum_loss_(n, loss_, loss_ce);
+
+    /* line 17: backward: loss = mean(cross_entropy(logits, label)) */
+    sum_loss_sumexp_grad(n, loss_sumexp_grad, label, loss_sumexp);
+    set_logits_grad(n, logits_grad, label, loss_sumexp_grad, logits_mm, b3, loss_max);
+
+    /* line 16: backward: logits = w3 * h2 + b3 */
+    sum_b3_grad(n, b3_grad, logits_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 668672, 10); /* b3_grad final */
+    /* matrix product w3_grad = logits_grad . h2: M = 10 (o), N = 512 (k), K = n (b) */
+    cannl_sgemm(m->gemm, 10, 512, n, 1.0f, logits_grad, 1, 10, h2, 512, 1, w3_grad, 512, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 663552, 5120); /* w3_grad final */
+    /* matrix product h2_grad = logits_grad . w3: M = n (b), N = 512 (k), K = 10 (o) */
+    cannl_sgemm(m->gemm, n, 512, 10, 1.0f, logits_grad, 10, 1, w3, 512, 1, h2_grad, 512, 1, 1);
+
+    /* line 15: backward: h2 = relu(w2 * h1 + b2) */
+    set_h2_mm_grad(n, h2_mm_grad, h2_grad, h2);
+    sum_b2_grad(n, b2_grad, h2_mm_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 669200, 512); /* b2_grad final */
+    /* matrix product w2_grad = h2_mm_grad . h1: M = 512 (o), N = 512 (k), K = n (b) */
+    cannl_sgemm(m->gemm, 512, 512, n, 1.0f, h2_mm_grad, 1, 512, h1, 512, 1, w2_grad, 512, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 401408, 262144); /* w2_grad final */
+    /* matrix product h1_grad = h2_mm_grad . w2: M = n (b), N = 512 (k), K = 512 (o) */
+    cannl_sgemm(m->gemm, n, 512, 512, 1.0f, h2_mm_grad, 512, 1, w2, 512, 1, h1_grad, 512, 1, 1);
+
+    /* line 14: backward: h1 = relu(w1 * x + b1) */
+    set_h1_mm_grad(n, h1_mm_grad, h1_grad, h1);
+    sum_b1_grad(n, b1_grad, h1_mm_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 668688, 512); /* b1_grad final */
+    /* matrix product w1_grad = h1_mm_grad . x: M = 512 (o), N = 784 (k), K = n (b) */
+    cannl_sgemm(m->gemm, 512, 784, n, 1.0f, h1_mm_grad, 1, 512, x, 784, 1, w1_grad, 784, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 0, 401408); /* w1_grad final */
+
+    return (double)loss_[0];
+}
+
+/* routine train_update */
+static void train_update(struct fashion_mlp *m) {
+    real *const w1 = m->w1; /* [512, 784] w1 : [784 -> 512] */
+    real *const w2 = m->w2; /* [512, 512] w2 : [512 -> 512] */
+    real *const w3 = m->w3; /* [10, 512] w3 : [512 -> 10] */
+    real *const b3 = m->b3; /* [10] b3 : [10] */
+    real *const b1 = m->b1; /* [512] b1 : [512] */
+    real *const b2 = m->b2; /* [512] b2 : [512] */
+    real *const b3_grad = m->b3_grad; /* [10] gradient of b3 */
+    real *const w3_grad = m->w3_grad; /* [10, 512] gradient of w3 */
+    real *const b2_grad = m->b2_grad; /* [512] gradient of b2 */
+    real *const w2_grad = m->w2_grad; /* [512, 512] gradient of w2 */
+    real *const b1_grad = m->b1_grad; /* [512] gradient of b1 */
+    real *const w1_grad = m->w1_grad; /* [512, 784] gradient of w1 */
+    real *const w1_momentum_buffer = m->w1_momentum_buffer; /* [512, 784] momentum_buffer of w1 */
+    real *const w2_momentum_buffer = m->w2_momentum_buffer; /* [512, 512] momentum_buffer of w2 */
+    real *const w3_momentum_buffer = m->w3_momentum_buffer; /* [10, 512] momentum_buffer of w3 */
+    real *const b3_momentum_buffer = m->b3_momentum_buffer; /* [10] momentum_buffer of b3 */
+    real *const b1_momentum_buffer = m->b1_momentum_buffer; /* [512] momentum_buffer of b1 */
+    real *const b2_momentum_buffer = m->b2_momentum_buffer; /* [512] momentum_buffer of b2 */
+    const int64_t step = ++m->step;
+    const real lr = (real)m->lr;
+
+    /* line 21: sgd update of w1 */
+    if (m->update_first <= 0 && 0 < m->update_last) {
+        set_w1_momentum_buffer(w1_momentum_buffer, w1, w1_grad, lr, step);
+    }
+
+    /* line 21: sgd update of w2 */
+    if (m->update_first <= 1 && 1 < m->update_last) {
+        set_w2_momentum_buffer(w2_momentum_buffer, w2, w2_grad, lr, step);
+    }
+
+    /* line 21: sgd update of w3 */
+    if (m->update_first <= 2 && 2 < m->update_last) {
+        set_w3_momentum_buffer(w3_momentum_buffer, w3, w3_grad, lr, step);
+    }
+
+    /* line 21: sgd update of b3 */
+    if (m->update_first <= 3 && 3 < m->update_last) {
+        set_b3_momentum_buffer(b3_momentum_buffer, b3, b3_grad, lr, step);
+    }
+
+    /* line 21: sgd update of b1 */
+    if (m->update_first <= 4 && 4 < m->update_last) {
+        set_b1_momentum_buffer_2(b1_momentum_buffer, b1, b1_grad, lr, step);
+    }
+
+    /* line 21: sgd update of b2 */
+    if (m->update_first <= 5 && 5 < m->update_last) {
+        set_b2_momentum_buffer(b2_momentum_buffer, b2, b2_grad, lr, step);
+    }
+}
+
 
 /* ------------------------------------------------------------------------------ C API */
 
@@ -699,11 +871,11 @@ static void bind_buffers(struct fashion_mlp *m) {
     m->b3 = (real *)(base + 2674688);
     m->b1 = (real *)(base + 2674752);
     m->b2 = (real *)(base + 2676800);
-    m->b3_grad = (real *)(base + 9363584);
-    m->w3_grad = (real *)(base + 9339008);
-    m->b2_grad = (real *)(base + 9359488);
+    m->b3_grad = (real *)(base + 8032384);
+    m->w3_grad = (real *)(base + 8011904);
+    m->b2_grad = (real *)(base + 8034496);
     m->w2_grad = (real *)(base + 6963328);
-    m->b1_grad = (real *)(base + 9361536);
+    m->b1_grad = (real *)(base + 8032448);
     m->w1_grad = (real *)(base + 5357696);
     m->w1_momentum_buffer = (real *)(base + 2678848);
     m->w2_momentum_buffer = (real *)(base + 4284480);
@@ -717,7 +889,7 @@ static void bind_buffers(struct fashion_mlp *m) {
 struct fashion_mlp *fashion_mlp_create(uint64_t seed) {
     struct fashion_mlp *m = (struct fashion_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(9363712);
+    m->arena = cannl_alloc(10422528);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -749,11 +921,37 @@ void fashion_mlp_init(struct fashion_mlp *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.1;
     m->schedule = 1;
+    m->update_first = 0;
+    m->update_last = FASHION_MLP_NUM_PARAMS;
+    m->update_norm_sq = -1;
 }
 
 double fashion_mlp_train_step(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n) {
     if (n < 1 || n > FASHION_MLP_MAX_BATCH) return NAN;
     return train_step(m, inputs, n);
+}
+
+double fashion_mlp_train_grads(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n) {
+    if (n < 1 || n > FASHION_MLP_MAX_BATCH) return NAN;
+    return train_grads(m, inputs, n);
+}
+
+void fashion_mlp_train_update(struct fashion_mlp *m) { train_update(m); }
+
+void fashion_mlp_set_grad_hook(struct fashion_mlp *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    m->grad_hook = hook;
+    m->grad_hook_ctx = ctx;
+}
+
+void fashion_mlp_set_update_shard(struct fashion_mlp *m, int32_t first, int32_t last, double norm_sq) {
+    m->update_first = first;
+    m->update_last = last;
+    m->update_norm_sq = norm_sq;
+}
+
+fashion_mlp_real *fashion_mlp_grad_block(struct fashion_mlp *m, int64_t *count) {
+    if (count) *count = 669712;
+    return (fashion_mlp_real *)(void *)((char *)m->arena + 5357696);
 }
 
 void fashion_mlp_forward(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n,
@@ -892,6 +1090,19 @@ static void api_destroy_fn(void *m) { fashion_mlp_destroy((struct fashion_mlp *)
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return fashion_mlp_train_step((struct fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n);
 }
+static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) {
+    return fashion_mlp_train_grads((struct fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n);
+}
+static void api_train_update_fn(void *m) { fashion_mlp_train_update((struct fashion_mlp *)m); }
+static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_mlp_grad_block((struct fashion_mlp *)m, count); }
+static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    fashion_mlp_set_grad_hook((struct fashion_mlp *)m, hook, ctx);
+}
+static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
+    fashion_mlp_set_update_shard((struct fashion_mlp *)m, first, last, norm_sq);
+}
+/* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
+static const int64_t grad_offsets[] = { 0, 401408, 663552, 668672, 668688, 669200 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     fashion_mlp_eval((struct fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n, loss, metrics);
 }
@@ -924,4 +1135,5 @@ const cannl_model_api fashion_mlp_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
+    grad_offsets, api_set_update_shard_fn};

@@ -9,6 +9,8 @@
  *   train_step    forward, backward and the adamw update in one pass
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
+ *   train_grads   train_step's forward and backward: the param gradients in the grad block
+ *   train_update  train_step's adamw update from the grad block
  * Every buffer is a flat array indexed with its strides baked in; loops over the batch axis
  * run to the run-time count n <= 256. Loops marked parallel write disjoint
  * elements, so results do not depend on the number of threads. Sums accumulate in a local
@@ -51,7 +53,14 @@ struct gpt_tiny {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 272161344 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 273119296 bytes */
+    /* train_grads calls it as each param's gradient is final (NULL: none) */
+    void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
+    void *grad_hook_ctx;
+    /* train_update updates the params [update_first, update_last) (api order) only, with
+       clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
+    int32_t update_first, update_last;
+    double update_norm_sq;
     /* params */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [64, 128] wpe : [128 -> 64] */
@@ -1377,6 +1386,86 @@ static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restric
     accuracy[0] = acc;
 }
 
+/* line 41: adamw update of ln1_g */
+CANNL_MULTIVERSION
+static void set_ln1_g_exp_avg_3(real *restrict ln1_g_exp_avg, real *restrict ln1_g_exp_avg_sq, real *restrict ln1_g, const real *restrict ln1_g_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        ln1_g_exp_avg[j] = ln1_g_exp_avg[j] * 0.9f + ln1_g_grad[j] * clip_coef[0] * 0.1f;
+        ln1_g_exp_avg_sq[j] = ln1_g_exp_avg_sq[j] * 0.95f + ln1_g_grad[j] * clip_coef[0] * (ln1_g_grad[j] * clip_coef[0]) * 0.05f;
+        ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 41: adamw update of ln1_b */
+CANNL_MULTIVERSION
+static void set_ln1_b_exp_avg(real *restrict ln1_b_exp_avg, real *restrict ln1_b_exp_avg_sq, real *restrict ln1_b, const real *restrict ln1_b_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        ln1_b_exp_avg[j] = ln1_b_exp_avg[j] * 0.9f + ln1_b_grad[j] * clip_coef[0] * 0.1f;
+        ln1_b_exp_avg_sq[j] = ln1_b_exp_avg_sq[j] * 0.95f + ln1_b_grad[j] * clip_coef[0] * (ln1_b_grad[j] * clip_coef[0]) * 0.05f;
+        ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 41: adamw update of b_o */
+CANNL_MULTIVERSION
+static void set_b_o_exp_avg_2(real *restrict b_o_exp_avg, real *restrict b_o_exp_avg_sq, real *restrict b_o, const real *restrict b_o_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        b_o_exp_avg[j] = b_o_exp_avg[j] * 0.9f + b_o_grad[j] * clip_coef[0] * 0.1f;
+        b_o_exp_avg_sq[j] = b_o_exp_avg_sq[j] * 0.95f + b_o_grad[j] * clip_coef[0] * (b_o_grad[j] * clip_coef[0]) * 0.05f;
+        b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 41: adamw update of ln2_g */
+CANNL_MULTIVERSION
+static void set_ln2_g_exp_avg(real *restrict ln2_g_exp_avg, real *restrict ln2_g_exp_avg_sq, real *restrict ln2_g, const real *restrict ln2_g_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        ln2_g_exp_avg[j] = ln2_g_exp_avg[j] * 0.9f + ln2_g_grad[j] * clip_coef[0] * 0.1f;
+        ln2_g_exp_avg_sq[j] = ln2_g_exp_avg_sq[j] * 0.95f + ln2_g_grad[j] * clip_coef[0] * (ln2_g_grad[j] * clip_coef[0]) * 0.05f;
+        ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 41: adamw update of ln2_b */
+CANNL_MULTIVERSION
+static void set_ln2_b_exp_avg_2(real *restrict ln2_b_exp_avg, real *restrict ln2_b_exp_avg_sq, real *restrict ln2_b, const real *restrict ln2_b_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        ln2_b_exp_avg[j] = ln2_b_exp_avg[j] * 0.9f + ln2_b_grad[j] * clip_coef[0] * 0.1f;
+        ln2_b_exp_avg_sq[j] = ln2_b_exp_avg_sq[j] * 0.95f + ln2_b_grad[j] * clip_coef[0] * (ln2_b_grad[j] * clip_coef[0]) * 0.05f;
+        ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 41: adamw update of b_pr */
+CANNL_MULTIVERSION
+static void set_b_pr_exp_avg(real *restrict b_pr_exp_avg, real *restrict b_pr_exp_avg_sq, real *restrict b_pr, const real *restrict b_pr_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        b_pr_exp_avg[j] = b_pr_exp_avg[j] * 0.9f + b_pr_grad[j] * clip_coef[0] * 0.1f;
+        b_pr_exp_avg_sq[j] = b_pr_exp_avg_sq[j] * 0.95f + b_pr_grad[j] * clip_coef[0] * (b_pr_grad[j] * clip_coef[0]) * 0.05f;
+        b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 41: adamw update of lnf_g */
+CANNL_MULTIVERSION
+static void set_lnf_g_exp_avg_2(real *restrict lnf_g_exp_avg, real *restrict lnf_g_exp_avg_sq, real *restrict lnf_g, const real *restrict lnf_g_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        lnf_g_exp_avg[j] = lnf_g_exp_avg[j] * 0.9f + lnf_g_grad[j] * clip_coef[0] * 0.1f;
+        lnf_g_exp_avg_sq[j] = lnf_g_exp_avg_sq[j] * 0.95f + lnf_g_grad[j] * clip_coef[0] * (lnf_g_grad[j] * clip_coef[0]) * 0.05f;
+        lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
+/* line 41: adamw update of lnf_b */
+CANNL_MULTIVERSION
+static void set_lnf_b_exp_avg(real *restrict lnf_b_exp_avg, real *restrict lnf_b_exp_avg_sq, real *restrict lnf_b, const real *restrict lnf_b_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    for (int64_t j = 0; j < 128; ++j) {
+        lnf_b_exp_avg[j] = lnf_b_exp_avg[j] * 0.9f + lnf_b_grad[j] * clip_coef[0] * 0.1f;
+        lnf_b_exp_avg_sq[j] = lnf_b_exp_avg_sq[j] * 0.95f + lnf_b_grad[j] * clip_coef[0] * (lnf_b_grad[j] * clip_coef[0]) * 0.05f;
+        lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    }
+}
+
 
 /* ----------------------------------------------------------------------------- routines */
 
@@ -1514,6 +1603,22 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
+    real *const wte_grad = m->wte_grad; /* [256, 128] gradient of wte */
+    real *const lnf_g_grad = m->lnf_g_grad; /* [128] gradient of lnf_g */
+    real *const lnf_b_grad = m->lnf_b_grad; /* [128] gradient of lnf_b */
+    real *const b_pr_grad = m->b_pr_grad; /* [128] gradient of b_pr */
+    real *const w_pr_grad = m->w_pr_grad; /* [128, 512] gradient of w_pr */
+    real *const b_fc_grad = m->b_fc_grad; /* [512] gradient of b_fc */
+    real *const w_fc_grad = m->w_fc_grad; /* [512, 128] gradient of w_fc */
+    real *const ln2_g_grad = m->ln2_g_grad; /* [128] gradient of ln2_g */
+    real *const ln2_b_grad = m->ln2_b_grad; /* [128] gradient of ln2_b */
+    real *const b_o_grad = m->b_o_grad; /* [128] gradient of b_o */
+    real *const w_o_grad = m->w_o_grad; /* [128, 4, 32] gradient of w_o */
+    real *const b_qkv_grad = m->b_qkv_grad; /* [3, 4, 32] gradient of b_qkv */
+    real *const w_qkv_grad = m->w_qkv_grad; /* [3, 4, 32, 128] gradient of w_qkv */
+    real *const ln1_g_grad = m->ln1_g_grad; /* [128] gradient of ln1_g */
+    real *const ln1_b_grad = m->ln1_b_grad; /* [128] gradient of ln1_b */
+    real *const wpe_grad = m->wpe_grad; /* [64, 128] gradient of wpe */
     real *const wte_exp_avg = m->wte_exp_avg; /* [256, 128] exp_avg of wte */
     real *const wte_exp_avg_sq = m->wte_exp_avg_sq; /* [256, 128] exp_avg_sq of wte */
     real *const wpe_exp_avg = m->wpe_exp_avg; /* [64, 128] exp_avg of wpe */
@@ -1546,7 +1651,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq; /* [128] exp_avg_sq of lnf_g */
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg; /* [128] exp_avg of lnf_b */
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq; /* [128] exp_avg_sq of lnf_b */
-    char *const work = (char *)m->arena + 2873856; /* the work region: this routine's 269287488 bytes */
+    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 269287488 bytes */
     real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
     real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
@@ -1560,34 +1665,18 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const x0_emb_grad = (real *)(work + 8388608); /* [batch, 64, 128] gradient of x0_emb */
     real *const h2_var_grad = (real *)(work + 8454144); /* [batch, 64] gradient of h2_var */
     real *const y_delta = (real *)(work + 16777216); /* [batch, 4, 64] scratch of the attention backward: dout . o per query */
-    real *const w_qkv_grad = (real *)(work + 16777216); /* [3, 4, 32, 128] gradient of w_qkv */
-    real *const h1_mean_grad = (real *)(work + 16973824); /* [batch, 64] gradient of h1_mean */
-    real *const wpe_grad = (real *)(work + 16973824); /* [64, 128] gradient of wpe */
-    real *const w_o_grad = (real *)(work + 17039360); /* [128, 4, 32] gradient of w_o */
-    real *const h1_var_grad = (real *)(work + 17104896); /* [batch, 64] gradient of h1_var */
-    real *const b_qkv_grad = (real *)(work + 17170432); /* [3, 4, 32] gradient of b_qkv */
-    real *const ln2_g_grad = (real *)(work + 17171968); /* [128] gradient of ln2_g */
-    real *const ln2_b_grad = (real *)(work + 17172480); /* [128] gradient of ln2_b */
-    real *const b_o_grad = (real *)(work + 17172992); /* [128] gradient of b_o */
-    real *const ln1_g_grad = (real *)(work + 17173504); /* [128] gradient of ln1_g */
-    real *const ln1_b_grad = (real *)(work + 17174016); /* [128] gradient of ln1_b */
+    real *const h1_mean_grad = (real *)(work + 16777216); /* [batch, 64] gradient of h1_mean */
+    real *const h1_var_grad = (real *)(work + 16842752); /* [batch, 64] gradient of h1_var */
     real *const x2_v = (real *)(work + 33554432); /* [batch, 64, 512] [batch, 64 | 512] */
     real *const x2_v_grad = (real *)(work + 33554432); /* [batch, 64, 512] gradient of x2_v */
     real *const h2_grad = (real *)(work + 33554432); /* [batch, 64, 128] gradient of h2 */
-    real *const w_fc_grad = (real *)(work + 41943040); /* [512, 128] gradient of w_fc */
-    real *const b_fc_grad = (real *)(work + 42205184); /* [512] gradient of b_fc */
     real *const loss_ce = (real *)(work + 67108864); /* [batch, 64] [batch, 64 | ] */
     real *const qkv_grad = (real *)(work + 67108864); /* [batch, 64, 3, 4, 32] gradient of qkv */
     real *const logits = (real *)(work + 92274688); /* [batch, 64, 256] logits : [batch, 64 | 256] */
     real *const logits_v_grad = (real *)(work + 92274688); /* [batch, 64, 128] gradient of logits_v */
     real *const x1_grad = (real *)(work + 92274688); /* [batch, 64, 128] gradient of x1 */
     real *const logits_mean_grad = (real *)(work + 100663296); /* [batch, 64] gradient of logits_mean */
-    real *const w_pr_grad = (real *)(work + 100663296); /* [128, 512] gradient of w_pr */
     real *const logits_var_grad = (real *)(work + 100728832); /* [batch, 64] gradient of logits_var */
-    real *const wte_grad = (real *)(work + 100925440); /* [256, 128] gradient of wte */
-    real *const lnf_g_grad = (real *)(work + 101056512); /* [128] gradient of lnf_g */
-    real *const lnf_b_grad = (real *)(work + 101057024); /* [128] gradient of lnf_b */
-    real *const b_pr_grad = (real *)(work + 101057536); /* [128] gradient of b_pr */
     real *const logits_grad = (real *)(work + 109051904); /* [batch, 64, 256] gradient of logits */
     real *const x0_emb = (real *)(work + 125829120); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const h1_ln = (real *)(work + 134217728); /* [batch, 64, 128] [batch, 64 | 128] */
@@ -1854,7 +1943,7 @@ static void forward(struct gpt_tiny *m, const real *const inputs[], int64_t n, r
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 2873856; /* the work region: this routine's 58720256 bytes */
+    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 58720256 bytes */
     real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
     real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
     real *const y = (real *)(work + 0); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
@@ -1957,7 +2046,7 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 2873856; /* the work region: this routine's 58720256 bytes */
+    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 58720256 bytes */
     real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
     real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
     real *const y = (real *)(work + 0); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
@@ -2059,6 +2148,457 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     metrics[0] = (double)accuracy[0];
 }
 
+/* routine train_grads */
+static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_t n) {
+    const int32_t *const tokens = (const int32_t *)(const void *)inputs[0]; /* [batch, 64] tokens : [batch, 64 | ] */
+    const int32_t *const next = (const int32_t *)(const void *)inputs[1]; /* [batch, 64] next : [batch, 64 | ] */
+    real *const wte = m->wte; /* [256, 128] wte : [128 -> 256] */
+    real *const wpe = m->wpe; /* [64, 128] wpe : [128 -> 64] */
+    real *const ln1_g = m->ln1_g; /* [128] ln1_g : [128] */
+    real *const ln1_b = m->ln1_b; /* [128] ln1_b : [128] */
+    real *const w_qkv = m->w_qkv; /* [3, 4, 32, 128] w_qkv : [128 -> 3, 4, 32] */
+    real *const b_qkv = m->b_qkv; /* [3, 4, 32] b_qkv : [3, 4, 32] */
+    real *const w_o = m->w_o; /* [128, 4, 32] w_o : [4, 32 -> 128] */
+    real *const b_o = m->b_o; /* [128] b_o : [128] */
+    real *const ln2_g = m->ln2_g; /* [128] ln2_g : [128] */
+    real *const ln2_b = m->ln2_b; /* [128] ln2_b : [128] */
+    real *const w_fc = m->w_fc; /* [512, 128] w_fc : [128 -> 512] */
+    real *const b_fc = m->b_fc; /* [512] b_fc : [512] */
+    real *const w_pr = m->w_pr; /* [128, 512] w_pr : [512 -> 128] */
+    real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
+    real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
+    real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
+    real *const wte_grad = m->wte_grad; /* [256, 128] gradient of wte */
+    real *const lnf_g_grad = m->lnf_g_grad; /* [128] gradient of lnf_g */
+    real *const lnf_b_grad = m->lnf_b_grad; /* [128] gradient of lnf_b */
+    real *const b_pr_grad = m->b_pr_grad; /* [128] gradient of b_pr */
+    real *const w_pr_grad = m->w_pr_grad; /* [128, 512] gradient of w_pr */
+    real *const b_fc_grad = m->b_fc_grad; /* [512] gradient of b_fc */
+    real *const w_fc_grad = m->w_fc_grad; /* [512, 128] gradient of w_fc */
+    real *const ln2_g_grad = m->ln2_g_grad; /* [128] gradient of ln2_g */
+    real *const ln2_b_grad = m->ln2_b_grad; /* [128] gradient of ln2_b */
+    real *const b_o_grad = m->b_o_grad; /* [128] gradient of b_o */
+    real *const w_o_grad = m->w_o_grad; /* [128, 4, 32] gradient of w_o */
+    real *const b_qkv_grad = m->b_qkv_grad; /* [3, 4, 32] gradient of b_qkv */
+    real *const w_qkv_grad = m->w_qkv_grad; /* [3, 4, 32, 128] gradient of w_qkv */
+    real *const ln1_g_grad = m->ln1_g_grad; /* [128] gradient of ln1_g */
+    real *const ln1_b_grad = m->ln1_b_grad; /* [128] gradient of ln1_b */
+    real *const wpe_grad = m->wpe_grad; /* [64, 128] gradient of wpe */
+    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 269287488 bytes */
+    real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
+    real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_mm2_grad = (real *)(work + 0); /* [batch, 64, 512] gradient of x2_mm2 */
+    real *const x0_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0 */
+    real *const h2_mean_grad = (real *)(work + 8388608); /* [batch, 64] gradient of h2_mean */
+    real *const y_grad = (real *)(work + 8388608); /* [batch, 64, 4, 32] gradient of y */
+    real *const h1_grad = (real *)(work + 8388608); /* [batch, 64, 128] gradient of h1 */
+    real *const x0_emb_grad = (real *)(work + 8388608); /* [batch, 64, 128] gradient of x0_emb */
+    real *const h2_var_grad = (real *)(work + 8454144); /* [batch, 64] gradient of h2_var */
+    real *const y_delta = (real *)(work + 16777216); /* [batch, 4, 64] scratch of the attention backward: dout . o per query */
+    real *const h1_mean_grad = (real *)(work + 16777216); /* [batch, 64] gradient of h1_mean */
+    real *const h1_var_grad = (real *)(work + 16842752); /* [batch, 64] gradient of h1_var */
+    real *const x2_v = (real *)(work + 33554432); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_v_grad = (real *)(work + 33554432); /* [batch, 64, 512] gradient of x2_v */
+    real *const h2_grad = (real *)(work + 33554432); /* [batch, 64, 128] gradient of h2 */
+    real *const loss_ce = (real *)(work + 67108864); /* [batch, 64] [batch, 64 | ] */
+    real *const qkv_grad = (real *)(work + 67108864); /* [batch, 64, 3, 4, 32] gradient of qkv */
+    real *const logits = (real *)(work + 92274688); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const logits_v_grad = (real *)(work + 92274688); /* [batch, 64, 128] gradient of logits_v */
+    real *const x1_grad = (real *)(work + 92274688); /* [batch, 64, 128] gradient of x1 */
+    real *const logits_mean_grad = (real *)(work + 100663296); /* [batch, 64] gradient of logits_mean */
+    real *const logits_var_grad = (real *)(work + 100728832); /* [batch, 64] gradient of logits_var */
+    real *const logits_grad = (real *)(work + 109051904); /* [batch, 64, 256] gradient of logits */
+    real *const x0_emb = (real *)(work + 125829120); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h1_ln = (real *)(work + 134217728); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h1 = (real *)(work + 142606336); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
+    real *const y_q = (real *)(work + 150994944); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y_k = (real *)(work + 159383552); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y_v = (real *)(work + 167772160); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y = (real *)(work + 176160768); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const x1 = (real *)(work + 184549376); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const h2_ln = (real *)(work + 192937984); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h2 = (real *)(work + 201326592); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
+    real *const x2_mm = (real *)(work + 209715200); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_ln = (real *)(work + 218103808); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_v = (real *)(work + 226492416); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const y_q_grad = (real *)(work + 234881024); /* [batch, 64, 4, 32] gradient of y_q */
+    real *const y_k_grad = (real *)(work + 243269632); /* [batch, 64, 4, 32] gradient of y_k */
+    real *const y_v_grad = (real *)(work + 251658240); /* [batch, 64, 4, 32] gradient of y_v */
+    real *const x2_grad = (real *)(work + 260046848); /* [batch, 64, 128] gradient of x2 */
+    real *const y_lse = (real *)(work + 268435456); /* [batch, 4, 64] log-sum-exp of each query's scores */
+    real *const h1_mean = (real *)(work + 268697600); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_var = (real *)(work + 268763136); /* [batch, 64] [batch, 64 | ] */
+    real *const h2_mean = (real *)(work + 268828672); /* [batch, 64] [batch, 64 | ] */
+    real *const h2_var = (real *)(work + 268894208); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_mean = (real *)(work + 268959744); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_var = (real *)(work + 269025280); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_max = (real *)(work + 269090816); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_sumexp = (real *)(work + 269156352); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_sumexp_grad = (real *)(work + 269221888); /* [batch, 64] gradient of loss_sumexp */
+    real *const loss_ = (real *)(work + 269287424); /* [] loss : [] */
+
+    /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
+    {
+        const int64_t cannl_n = n * 64; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+            const int32_t cannl_id = tokens[cannl_p];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 256;
+            for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
+                x0_emb[cannl_p * 128 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+        }
+    }
+
+    /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
+    sum_h1_mean(n, h1_mean, x0_emb, wpe);
+    sum_h1_var(n, h1_var, x0_emb, wpe, h1_mean);
+    set_h1_ln(n, h1_ln, h1, x0_emb, wpe, h1_mean, h1_var, ln1_g, ln1_b);
+
+    /* line 31: qkv = w_qkv * h1 + b_qkv */
+    /* matrix product qkv_mm = h1 . w_qkv: M = n * 64 (b0, b1), N = 384 (o0, o1, o2), K = 128 (k) */
+    cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
+
+    /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
+    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
+    {
+        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
+        CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
+            const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
+            cannl_attention_forward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
+        }
+    }
+
+    /* line 33: x1 = x0 + (w_o * y + b_o) */
+    /* matrix product x1_mm = y . w_o: M = n * 64 (b0, b1), N = 128 (o), K = 128 (k0, k1) */
+    cannl_sgemm(m->gemm, n * 64, 128, 128, 1.0f, y, 128, 1, w_o, 1, 128, x1_mm, 128, 1, 1);
+    set_x1(n, x1, x0_emb, wpe, x1_mm, b_o);
+
+    /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
+    sum_h2_mean(n, h2_mean, x1);
+    sum_h2_var(n, h2_var, x1, h2_mean);
+    set_h2_ln(n, h2_ln, h2, x1, h2_mean, h2_var, ln2_g, ln2_b);
+
+    /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
+    /* matrix product x2_mm2 = h2 . w_fc: M = n * 64 (b0, b1), N = 512 (o), K = 128 (k) */
+    cannl_sgemm(m->gemm, n * 64, 512, 128, 1.0f, h2, 128, 1, w_fc, 1, 128, x2_mm2, 512, 1, 1);
+    set_x2_v(n, x2_v, x2_mm2, b_fc);
+    /* matrix product x2_mm = x2_v . w_pr: M = n * 64 (b0, b1), N = 128 (o), K = 512 (k) */
+    cannl_sgemm(m->gemm, n * 64, 128, 512, 1.0f, x2_v, 512, 1, w_pr, 1, 512, x2_mm, 128, 1, 1);
+
+    /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
+    sum_logits_mean(n, logits_mean, x1, x2_mm, b_pr);
+    sum_logits_var(n, logits_var, x1, x2_mm, b_pr, logits_mean);
+    set_logits_ln(n, logits_ln, logits_v, x1, x2_mm, b_pr, logits_mean, logits_var, lnf_g, lnf_b);
+    /* matrix product logits = logits_v . wte: M = n * 64 (b0, b1), N = 256 (o), K = 128 (k) */
+    cannl_sgemm(m->gemm, n * 64, 256, 128, 1.0f, logits_v, 128, 1, wte, 1, 128, logits, 256, 1, 1);
+
+    /* line 37: loss = mean(cross_entropy(logits, next)) */
+    max_loss_max(n, loss_max, logits);
+    sum_loss_sumexp(n, loss_sumexp, logits, loss_max);
+    sum_loss_ce(n, loss_ce, next, logits, loss_max, loss_sumexp);
+    sum_loss_(n, loss_, loss_ce);
+
+    /* zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v */
+    set_y_q_grad(n, y_q_grad, y_k_grad, y_v_grad);
+
+    /* zero the gradient of qkv */
+    fill_qkv_grad(n, qkv_grad);
+
+    /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
+    set_logits_grad(n, logits_grad, next);
+    sum_loss_sumexp_grad(n, loss_sumexp_grad, next, loss_sumexp);
+    add_logits_grad(n, logits_grad, loss_sumexp_grad, logits, loss_max);
+
+    /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
+    /* matrix product wte_grad = logits_grad . logits_v: M = 256 (o), N = 128 (k), K = n * 64 (b0, b1) */
+    cannl_sgemm(m->gemm, 256, 128, n * 64, 1.0f, logits_grad, 1, 256, logits_v, 128, 1, wte_grad, 128, 1, 1);
+    /* matrix product logits_v_grad = logits_grad . wte: M = n * 64 (b0, b1), N = 128 (k), K = 256 (o) */
+    cannl_sgemm(m->gemm, n * 64, 128, 256, 1.0f, logits_grad, 256, 1, wte, 128, 1, logits_v_grad, 128, 1, 1);
+    sum_lnf_g_grad(n, lnf_g_grad, logits_v_grad, logits_ln);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 239232, 128); /* lnf_g_grad final */
+    sum_lnf_b_grad(n, lnf_b_grad, logits_v_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 239360, 128); /* lnf_b_grad final */
+    sum_logits_mean_grad(n, logits_mean_grad, logits_v_grad, lnf_g, logits_var);
+    sum_logits_var_grad(n, logits_var_grad, logits_v_grad, lnf_g, x1, x2_mm, b_pr, logits_mean, logits_var);
+    sum_logits_mean_grad_2(n, logits_mean_grad, logits_var_grad, x1, x2_mm, b_pr, logits_mean);
+
+    /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b); backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
+    set_x2_grad(n, x2_grad, x1_grad, logits_v_grad, lnf_g, logits_var, logits_var_grad, x1, x2_mm, b_pr, logits_mean, logits_mean_grad);
+
+    /* line 35: backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
+    sum_b_pr_grad(n, b_pr_grad, x2_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 239104, 128); /* b_pr_grad final */
+    /* matrix product w_pr_grad = x2_grad . x2_v: M = 128 (o), N = 512 (k), K = n * 64 (b0, b1) */
+    cannl_sgemm(m->gemm, 128, 512, n * 64, 1.0f, x2_grad, 1, 128, x2_v, 512, 1, w_pr_grad, 512, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 173568, 65536); /* w_pr_grad final */
+    /* matrix product x2_v_grad = x2_grad . w_pr: M = n * 64 (b0, b1), N = 512 (k), K = 128 (o) */
+    cannl_sgemm(m->gemm, n * 64, 512, 128, 1.0f, x2_grad, 128, 1, w_pr, 512, 1, x2_v_grad, 512, 1, 1);
+    set_x2_mm2_grad(n, x2_mm2_grad, x2_v_grad, x2_mm2, b_fc);
+    sum_b_fc_grad(n, b_fc_grad, x2_mm2_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 173056, 512); /* b_fc_grad final */
+    /* matrix product w_fc_grad = x2_mm2_grad . h2: M = 512 (o), N = 128 (k), K = n * 64 (b0, b1) */
+    cannl_sgemm(m->gemm, 512, 128, n * 64, 1.0f, x2_mm2_grad, 1, 512, h2, 128, 1, w_fc_grad, 128, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 107520, 65536); /* w_fc_grad final */
+    /* matrix product h2_grad = x2_mm2_grad . w_fc: M = n * 64 (b0, b1), N = 128 (k), K = 512 (o) */
+    cannl_sgemm(m->gemm, n * 64, 128, 512, 1.0f, x2_mm2_grad, 512, 1, w_fc, 128, 1, h2_grad, 128, 1, 1);
+
+    /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
+    sum_ln2_g_grad(n, ln2_g_grad, h2_grad, h2_ln);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 107264, 128); /* ln2_g_grad final */
+    sum_ln2_b_grad(n, ln2_b_grad, h2_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 107392, 128); /* ln2_b_grad final */
+    sum_h2_mean_grad(n, h2_mean_grad, h2_grad, ln2_g, h2_var);
+    sum_h2_var_grad(n, h2_var_grad, h2_grad, ln2_g, x1, h2_mean, h2_var);
+    sum_h2_mean_grad_2(n, h2_mean_grad, h2_var_grad, x1, h2_mean);
+
+    /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b; backward: x1 = x0 + (w_o * y + b_o) */
+    add_x1_grad(n, x1_grad, x0_grad, h2_grad, ln2_g, h2_var, h2_var_grad, x1, h2_mean, h2_mean_grad);
+
+    /* line 33: backward: x1 = x0 + (w_o * y + b_o) */
+    sum_b_o_grad(n, b_o_grad, x1_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 107136, 128); /* b_o_grad final */
+    /* matrix product w_o_grad = x1_grad . y: M = 128 (o), N = 128 (k0, k1), K = n * 64 (b0, b1) */
+    cannl_sgemm(m->gemm, 128, 128, n * 64, 1.0f, x1_grad, 1, 128, y, 128, 1, w_o_grad, 128, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 90752, 16384); /* w_o_grad final */
+    /* matrix product y_grad = x1_grad . w_o: M = n * 64 (b0, b1), N = 128 (k0, k1), K = 128 (o) */
+    cannl_sgemm(m->gemm, n * 64, 128, 128, 1.0f, x1_grad, 128, 1, w_o, 128, 1, y_grad, 128, 1, 1);
+
+    /* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
+    {
+        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
+        CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
+            const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
+            cannl_attention_backward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_grad + (cannl_s * 256 + cannl_h) * 32, 128,
+                y_lse + cannl_p * 64, y_delta + cannl_p * 64, y_q_grad + (cannl_s * 256 + cannl_h) * 32, 128, y_k_grad + (cannl_s * 256 + cannl_h) * 32, 128, y_v_grad + (cannl_s * 256 + cannl_h) * 32, 128);
+        }
+    }
+    add_qkv_grad(n, qkv_grad, y_v_grad);
+    add_qkv_grad_2(n, qkv_grad, y_k_grad);
+    add_qkv_grad_3(n, qkv_grad, y_q_grad);
+
+    /* line 31: backward: qkv = w_qkv * h1 + b_qkv */
+    sum_b_qkv_grad(n, b_qkv_grad, qkv_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 90368, 384); /* b_qkv_grad final */
+    /* matrix product w_qkv_grad = qkv_grad . h1: M = 384 (o0, o1, o2), N = 128 (k), K = n * 64 (b0, b1) */
+    cannl_sgemm(m->gemm, 384, 128, n * 64, 1.0f, qkv_grad, 1, 384, h1, 128, 1, w_qkv_grad, 128, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 41216, 49152); /* w_qkv_grad final */
+    /* matrix product h1_grad = qkv_grad . w_qkv: M = n * 64 (b0, b1), N = 128 (k), K = 384 (o0, o1, o2) */
+    cannl_sgemm(m->gemm, n * 64, 128, 384, 1.0f, qkv_grad, 384, 1, w_qkv, 128, 1, h1_grad, 128, 1, 1);
+
+    /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
+    sum_ln1_g_grad(n, ln1_g_grad, h1_grad, h1_ln);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 40960, 128); /* ln1_g_grad final */
+    sum_ln1_b_grad(n, ln1_b_grad, h1_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 41088, 128); /* ln1_b_grad final */
+    sum_h1_mean_grad(n, h1_mean_grad, h1_grad, ln1_g, h1_var);
+    sum_h1_var_grad(n, h1_var_grad, h1_grad, ln1_g, x0_emb, wpe, h1_mean, h1_var);
+    sum_h1_mean_grad_2(n, h1_mean_grad, h1_var_grad, x0_emb, wpe, h1_mean);
+
+    /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b; backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
+    add_x0_grad(n, x0_grad, x0_emb_grad, h1_grad, ln1_g, h1_var, h1_var_grad, x0_emb, wpe, h1_mean, h1_mean_grad);
+
+    /* line 29: backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
+    sum_wpe_grad(n, wpe_grad, x0_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 32768, 8192); /* wpe_grad final */
+    {
+        const int64_t cannl_n = n * 64; /* positions */
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        for (int64_t cannl_b = 0; cannl_b < 128; cannl_b += 64)
+            for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
+                const int32_t cannl_id = tokens[cannl_p];
+                if (cannl_id < 0 || cannl_id >= 256) continue;
+                for (int64_t cannl_j = cannl_b; cannl_j < cannl_b + 64 && cannl_j < 128; ++cannl_j)
+                    wte_grad[(int64_t)cannl_id * 128 + cannl_j] += x0_emb_grad[cannl_p * 128 + cannl_j];
+            }
+    }
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 0, 32768); /* wte_grad final */
+
+    return (double)loss_[0];
+}
+
+/* routine train_update */
+static void train_update(struct gpt_tiny *m) {
+    real *const wte = m->wte; /* [256, 128] wte : [128 -> 256] */
+    real *const wpe = m->wpe; /* [64, 128] wpe : [128 -> 64] */
+    real *const ln1_g = m->ln1_g; /* [128] ln1_g : [128] */
+    real *const ln1_b = m->ln1_b; /* [128] ln1_b : [128] */
+    real *const w_qkv = m->w_qkv; /* [3, 4, 32, 128] w_qkv : [128 -> 3, 4, 32] */
+    real *const b_qkv = m->b_qkv; /* [3, 4, 32] b_qkv : [3, 4, 32] */
+    real *const w_o = m->w_o; /* [128, 4, 32] w_o : [4, 32 -> 128] */
+    real *const b_o = m->b_o; /* [128] b_o : [128] */
+    real *const ln2_g = m->ln2_g; /* [128] ln2_g : [128] */
+    real *const ln2_b = m->ln2_b; /* [128] ln2_b : [128] */
+    real *const w_fc = m->w_fc; /* [512, 128] w_fc : [128 -> 512] */
+    real *const b_fc = m->b_fc; /* [512] b_fc : [512] */
+    real *const w_pr = m->w_pr; /* [128, 512] w_pr : [512 -> 128] */
+    real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
+    real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
+    real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
+    real *const wte_grad = m->wte_grad; /* [256, 128] gradient of wte */
+    real *const lnf_g_grad = m->lnf_g_grad; /* [128] gradient of lnf_g */
+    real *const lnf_b_grad = m->lnf_b_grad; /* [128] gradient of lnf_b */
+    real *const b_pr_grad = m->b_pr_grad; /* [128] gradient of b_pr */
+    real *const w_pr_grad = m->w_pr_grad; /* [128, 512] gradient of w_pr */
+    real *const b_fc_grad = m->b_fc_grad; /* [512] gradient of b_fc */
+    real *const w_fc_grad = m->w_fc_grad; /* [512, 128] gradient of w_fc */
+    real *const ln2_g_grad = m->ln2_g_grad; /* [128] gradient of ln2_g */
+    real *const ln2_b_grad = m->ln2_b_grad; /* [128] gradient of ln2_b */
+    real *const b_o_grad = m->b_o_grad; /* [128] gradient of b_o */
+    real *const w_o_grad = m->w_o_grad; /* [128, 4, 32] gradient of w_o */
+    real *const b_qkv_grad = m->b_qkv_grad; /* [3, 4, 32] gradient of b_qkv */
+    real *const w_qkv_grad = m->w_qkv_grad; /* [3, 4, 32, 128] gradient of w_qkv */
+    real *const ln1_g_grad = m->ln1_g_grad; /* [128] gradient of ln1_g */
+    real *const ln1_b_grad = m->ln1_b_grad; /* [128] gradient of ln1_b */
+    real *const wpe_grad = m->wpe_grad; /* [64, 128] gradient of wpe */
+    real *const wte_exp_avg = m->wte_exp_avg; /* [256, 128] exp_avg of wte */
+    real *const wte_exp_avg_sq = m->wte_exp_avg_sq; /* [256, 128] exp_avg_sq of wte */
+    real *const wpe_exp_avg = m->wpe_exp_avg; /* [64, 128] exp_avg of wpe */
+    real *const wpe_exp_avg_sq = m->wpe_exp_avg_sq; /* [64, 128] exp_avg_sq of wpe */
+    real *const ln1_g_exp_avg = m->ln1_g_exp_avg; /* [128] exp_avg of ln1_g */
+    real *const ln1_g_exp_avg_sq = m->ln1_g_exp_avg_sq; /* [128] exp_avg_sq of ln1_g */
+    real *const ln1_b_exp_avg = m->ln1_b_exp_avg; /* [128] exp_avg of ln1_b */
+    real *const ln1_b_exp_avg_sq = m->ln1_b_exp_avg_sq; /* [128] exp_avg_sq of ln1_b */
+    real *const w_qkv_exp_avg = m->w_qkv_exp_avg; /* [3, 4, 32, 128] exp_avg of w_qkv */
+    real *const w_qkv_exp_avg_sq = m->w_qkv_exp_avg_sq; /* [3, 4, 32, 128] exp_avg_sq of w_qkv */
+    real *const b_qkv_exp_avg = m->b_qkv_exp_avg; /* [3, 4, 32] exp_avg of b_qkv */
+    real *const b_qkv_exp_avg_sq = m->b_qkv_exp_avg_sq; /* [3, 4, 32] exp_avg_sq of b_qkv */
+    real *const w_o_exp_avg = m->w_o_exp_avg; /* [128, 4, 32] exp_avg of w_o */
+    real *const w_o_exp_avg_sq = m->w_o_exp_avg_sq; /* [128, 4, 32] exp_avg_sq of w_o */
+    real *const b_o_exp_avg = m->b_o_exp_avg; /* [128] exp_avg of b_o */
+    real *const b_o_exp_avg_sq = m->b_o_exp_avg_sq; /* [128] exp_avg_sq of b_o */
+    real *const ln2_g_exp_avg = m->ln2_g_exp_avg; /* [128] exp_avg of ln2_g */
+    real *const ln2_g_exp_avg_sq = m->ln2_g_exp_avg_sq; /* [128] exp_avg_sq of ln2_g */
+    real *const ln2_b_exp_avg = m->ln2_b_exp_avg; /* [128] exp_avg of ln2_b */
+    real *const ln2_b_exp_avg_sq = m->ln2_b_exp_avg_sq; /* [128] exp_avg_sq of ln2_b */
+    real *const w_fc_exp_avg = m->w_fc_exp_avg; /* [512, 128] exp_avg of w_fc */
+    real *const w_fc_exp_avg_sq = m->w_fc_exp_avg_sq; /* [512, 128] exp_avg_sq of w_fc */
+    real *const b_fc_exp_avg = m->b_fc_exp_avg; /* [512] exp_avg of b_fc */
+    real *const b_fc_exp_avg_sq = m->b_fc_exp_avg_sq; /* [512] exp_avg_sq of b_fc */
+    real *const w_pr_exp_avg = m->w_pr_exp_avg; /* [128, 512] exp_avg of w_pr */
+    real *const w_pr_exp_avg_sq = m->w_pr_exp_avg_sq; /* [128, 512] exp_avg_sq of w_pr */
+    real *const b_pr_exp_avg = m->b_pr_exp_avg; /* [128] exp_avg of b_pr */
+    real *const b_pr_exp_avg_sq = m->b_pr_exp_avg_sq; /* [128] exp_avg_sq of b_pr */
+    real *const lnf_g_exp_avg = m->lnf_g_exp_avg; /* [128] exp_avg of lnf_g */
+    real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq; /* [128] exp_avg_sq of lnf_g */
+    real *const lnf_b_exp_avg = m->lnf_b_exp_avg; /* [128] exp_avg of lnf_b */
+    real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq; /* [128] exp_avg_sq of lnf_b */
+    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 64 bytes */
+    real *const grad_norm = (real *)(work + 0); /* [] the sum of the squares of every gradient */
+    real *const clip_coef = (real *)(work + 0); /* [] the factor of every gradient: min(1, max_norm / (norm + 1e-6)) */
+    const int64_t step = ++m->step;
+    const real lr = (real)m->lr;
+    const real bc1 = (real)(1.0 - pow(0.9, step));
+    const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.95, step)));
+
+    /* line 41: clip_grad_norm(max_norm = 1): the squared norm */
+    if (m->update_norm_sq < 0) {
+        sum_grad_norm(grad_norm, wte_grad);
+        sum_grad_norm_2(grad_norm, wpe_grad);
+        sum_grad_norm_3(grad_norm, ln1_g_grad);
+        sum_grad_norm_4(grad_norm, ln1_b_grad);
+        sum_grad_norm_5(grad_norm, w_qkv_grad);
+        sum_grad_norm_6(grad_norm, b_qkv_grad);
+        sum_grad_norm_7(grad_norm, w_o_grad);
+        sum_grad_norm_8(grad_norm, b_o_grad);
+        sum_grad_norm_9(grad_norm, ln2_g_grad);
+        sum_grad_norm_10(grad_norm, ln2_b_grad);
+        sum_grad_norm_11(grad_norm, w_fc_grad);
+        sum_grad_norm_12(grad_norm, b_fc_grad);
+        sum_grad_norm_13(grad_norm, w_pr_grad);
+        sum_grad_norm_14(grad_norm, b_pr_grad);
+        sum_grad_norm_15(grad_norm, lnf_g_grad);
+        sum_grad_norm_16(grad_norm, lnf_b_grad);
+    } else {
+        grad_norm[0] = (real)m->update_norm_sq;
+    }
+
+    /* line 41: clip_grad_norm(max_norm = 1): the factor */
+    set_clip_coef(clip_coef, grad_norm);
+
+    /* line 41: adamw update of wte */
+    if (m->update_first <= 0 && 0 < m->update_last) {
+        set_wte_2(wte, wte_exp_avg, wte_exp_avg_sq, wte_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of wpe */
+    if (m->update_first <= 1 && 1 < m->update_last) {
+        set_wpe_2(wpe, wpe_exp_avg, wpe_exp_avg_sq, wpe_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of ln1_g */
+    if (m->update_first <= 2 && 2 < m->update_last) {
+        set_ln1_g_exp_avg_3(ln1_g_exp_avg, ln1_g_exp_avg_sq, ln1_g, ln1_g_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of ln1_b */
+    if (m->update_first <= 3 && 3 < m->update_last) {
+        set_ln1_b_exp_avg(ln1_b_exp_avg, ln1_b_exp_avg_sq, ln1_b, ln1_b_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of w_qkv */
+    if (m->update_first <= 4 && 4 < m->update_last) {
+        set_w_qkv_2(w_qkv, w_qkv_exp_avg, w_qkv_exp_avg_sq, w_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of b_qkv */
+    if (m->update_first <= 5 && 5 < m->update_last) {
+        set_b_qkv_exp_avg(b_qkv_exp_avg, b_qkv_exp_avg_sq, b_qkv, b_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of w_o */
+    if (m->update_first <= 6 && 6 < m->update_last) {
+        set_w_o_2(w_o, w_o_exp_avg, w_o_exp_avg_sq, w_o_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of b_o */
+    if (m->update_first <= 7 && 7 < m->update_last) {
+        set_b_o_exp_avg_2(b_o_exp_avg, b_o_exp_avg_sq, b_o, b_o_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of ln2_g */
+    if (m->update_first <= 8 && 8 < m->update_last) {
+        set_ln2_g_exp_avg(ln2_g_exp_avg, ln2_g_exp_avg_sq, ln2_g, ln2_g_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of ln2_b */
+    if (m->update_first <= 9 && 9 < m->update_last) {
+        set_ln2_b_exp_avg_2(ln2_b_exp_avg, ln2_b_exp_avg_sq, ln2_b, ln2_b_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of w_fc */
+    if (m->update_first <= 10 && 10 < m->update_last) {
+        set_w_fc_2(w_fc, w_fc_exp_avg, w_fc_exp_avg_sq, w_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of b_fc */
+    if (m->update_first <= 11 && 11 < m->update_last) {
+        set_b_fc_exp_avg(b_fc_exp_avg, b_fc_exp_avg_sq, b_fc, b_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of w_pr */
+    if (m->update_first <= 12 && 12 < m->update_last) {
+        set_w_pr_2(w_pr, w_pr_exp_avg, w_pr_exp_avg_sq, w_pr_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of b_pr */
+    if (m->update_first <= 13 && 13 < m->update_last) {
+        set_b_pr_exp_avg(b_pr_exp_avg, b_pr_exp_avg_sq, b_pr, b_pr_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of lnf_g */
+    if (m->update_first <= 14 && 14 < m->update_last) {
+        set_lnf_g_exp_avg_2(lnf_g_exp_avg, lnf_g_exp_avg_sq, lnf_g, lnf_g_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+
+    /* line 41: adamw update of lnf_b */
+    if (m->update_first <= 15 && 15 < m->update_last) {
+        set_lnf_b_exp_avg(lnf_b_exp_avg, lnf_b_exp_avg_sq, lnf_b, lnf_b_grad, clip_coef, bc1, lr, sqrt_bc2);
+    }
+}
+
 
 /* ------------------------------------------------------------------------------ C API */
 
@@ -2080,22 +2620,22 @@ static void bind_buffers(struct gpt_tiny *m) {
     m->b_pr = (real *)(base + 956416);
     m->lnf_g = (real *)(base + 956928);
     m->lnf_b = (real *)(base + 957440);
-    m->wte_grad = (real *)(base + 103799296);
-    m->lnf_g_grad = (real *)(base + 103930368);
-    m->lnf_b_grad = (real *)(base + 103930880);
-    m->b_pr_grad = (real *)(base + 103931392);
-    m->w_pr_grad = (real *)(base + 103537152);
-    m->b_fc_grad = (real *)(base + 45079040);
-    m->w_fc_grad = (real *)(base + 44816896);
-    m->ln2_g_grad = (real *)(base + 20045824);
-    m->ln2_b_grad = (real *)(base + 20046336);
-    m->b_o_grad = (real *)(base + 20046848);
-    m->w_o_grad = (real *)(base + 19913216);
-    m->b_qkv_grad = (real *)(base + 20044288);
-    m->w_qkv_grad = (real *)(base + 19651072);
-    m->ln1_g_grad = (real *)(base + 20047360);
-    m->ln1_b_grad = (real *)(base + 20047872);
-    m->wpe_grad = (real *)(base + 19847680);
+    m->wte_grad = (real *)(base + 2873856);
+    m->lnf_g_grad = (real *)(base + 3830784);
+    m->lnf_b_grad = (real *)(base + 3831296);
+    m->b_pr_grad = (real *)(base + 3830272);
+    m->w_pr_grad = (real *)(base + 3568128);
+    m->b_fc_grad = (real *)(base + 3566080);
+    m->w_fc_grad = (real *)(base + 3303936);
+    m->ln2_g_grad = (real *)(base + 3302912);
+    m->ln2_b_grad = (real *)(base + 3303424);
+    m->b_o_grad = (real *)(base + 3302400);
+    m->w_o_grad = (real *)(base + 3236864);
+    m->b_qkv_grad = (real *)(base + 3235328);
+    m->w_qkv_grad = (real *)(base + 3038720);
+    m->ln1_g_grad = (real *)(base + 3037696);
+    m->ln1_b_grad = (real *)(base + 3038208);
+    m->wpe_grad = (real *)(base + 3004928);
     m->wte_exp_avg = (real *)(base + 957952);
     m->wte_exp_avg_sq = (real *)(base + 1089024);
     m->wpe_exp_avg = (real *)(base + 1220096);
@@ -2134,7 +2674,7 @@ static void bind_buffers(struct gpt_tiny *m) {
 struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
     struct gpt_tiny *m = (struct gpt_tiny *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(272161344);
+    m->arena = cannl_alloc(273119296);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -2166,11 +2706,37 @@ void gpt_tiny_init(struct gpt_tiny *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.0003;
     m->schedule = 1;
+    m->update_first = 0;
+    m->update_last = GPT_TINY_NUM_PARAMS;
+    m->update_norm_sq = -1;
 }
 
 double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n) {
     if (n < 1 || n > GPT_TINY_MAX_BATCH) return NAN;
     return train_step(m, inputs, n);
+}
+
+double gpt_tiny_train_grads(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n) {
+    if (n < 1 || n > GPT_TINY_MAX_BATCH) return NAN;
+    return train_grads(m, inputs, n);
+}
+
+void gpt_tiny_train_update(struct gpt_tiny *m) { train_update(m); }
+
+void gpt_tiny_set_grad_hook(struct gpt_tiny *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    m->grad_hook = hook;
+    m->grad_hook_ctx = ctx;
+}
+
+void gpt_tiny_set_update_shard(struct gpt_tiny *m, int32_t first, int32_t last, double norm_sq) {
+    m->update_first = first;
+    m->update_last = last;
+    m->update_norm_sq = norm_sq;
+}
+
+gpt_tiny_real *gpt_tiny_grad_block(struct gpt_tiny *m, int64_t *count) {
+    if (count) *count = 239488;
+    return (gpt_tiny_real *)(void *)((char *)m->arena + 2873856);
 }
 
 void gpt_tiny_forward(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n,
@@ -2435,6 +3001,19 @@ static void api_destroy_fn(void *m) { gpt_tiny_destroy((struct gpt_tiny *)m); }
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return gpt_tiny_train_step((struct gpt_tiny *)m, (const gpt_tiny_real *const *)inputs, n);
 }
+static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) {
+    return gpt_tiny_train_grads((struct gpt_tiny *)m, (const gpt_tiny_real *const *)inputs, n);
+}
+static void api_train_update_fn(void *m) { gpt_tiny_train_update((struct gpt_tiny *)m); }
+static void *api_grad_block_fn(void *m, int64_t *count) { return gpt_tiny_grad_block((struct gpt_tiny *)m, count); }
+static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    gpt_tiny_set_grad_hook((struct gpt_tiny *)m, hook, ctx);
+}
+static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
+    gpt_tiny_set_update_shard((struct gpt_tiny *)m, first, last, norm_sq);
+}
+/* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
+static const int64_t grad_offsets[] = { 0, 32768, 40960, 41088, 41216, 90368, 90752, 107136, 107264, 107392, 107520, 173056, 173568, 239104, 239232, 239360 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     gpt_tiny_eval((struct gpt_tiny *)m, (const gpt_tiny_real *const *)inputs, n, loss, metrics);
 }
@@ -2467,4 +3046,5 @@ const cannl_model_api gpt_tiny_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
+    grad_offsets, api_set_update_shard_fn};

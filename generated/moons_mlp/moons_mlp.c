@@ -9,6 +9,8 @@
  *   train_step    forward, backward and the sgd update in one pass
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
+ *   train_grads   train_step's forward and backward: the param gradients in the grad block
+ *   train_update  train_step's sgd update from the grad block
  * Every buffer is a flat array indexed with its strides baked in; loops over the batch axis
  * run to the run-time count n <= 256. Loops marked parallel write disjoint
  * elements, so results do not depend on the number of threads. Sums accumulate in a local
@@ -49,7 +51,14 @@ struct moons_mlp {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 53248 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 54464 bytes */
+    /* train_grads calls it as each param's gradient is final (NULL: none) */
+    void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
+    void *grad_hook_ctx;
+    /* train_update updates the params [update_first, update_last) (api order) only, with
+       clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
+    int32_t update_first, update_last;
+    double update_norm_sq;
     /* params */
     real *w1; /* [16, 2] w1 : [2 -> 16] */
     real *w2; /* [16, 16] w2 : [16 -> 16] */
@@ -310,6 +319,24 @@ static void sum_mse(int64_t n, real *restrict mse, const real *restrict err_) {
     mse[0] = acc;
 }
 
+/* line 20: sgd update of b1 */
+CANNL_MULTIVERSION
+static void set_b1_momentum_buffer_2(real *restrict b1_momentum_buffer, real *restrict b1, const real *restrict b1_grad, const real lr, const real step) {
+    for (int64_t j = 0; j < 16; ++j) {
+        b1_momentum_buffer[j] = step == 1.0f ? b1_grad[j] : b1_momentum_buffer[j] * 0.9f + b1_grad[j];
+        b1[j] = b1[j] - lr * b1_momentum_buffer[j];
+    }
+}
+
+/* line 20: sgd update of b2 */
+CANNL_MULTIVERSION
+static void set_b2_momentum_buffer(real *restrict b2_momentum_buffer, real *restrict b2, const real *restrict b2_grad, const real lr, const real step) {
+    for (int64_t j = 0; j < 16; ++j) {
+        b2_momentum_buffer[j] = step == 1.0f ? b2_grad[j] : b2_momentum_buffer[j] * 0.9f + b2_grad[j];
+        b2[j] = b2[j] - lr * b2_momentum_buffer[j];
+    }
+}
+
 
 /* ----------------------------------------------------------------------------- routines */
 
@@ -365,31 +392,31 @@ static double train_step(struct moons_mlp *m, const real *const inputs[], int64_
     real *const b1 = m->b1; /* [16] b1 : [16] */
     real *const b2 = m->b2; /* [16] b2 : [16] */
     real *const b3 = m->b3; /* [1] b3 : [1] */
+    real *const b3_grad = m->b3_grad; /* [1] gradient of b3 */
+    real *const w3_grad = m->w3_grad; /* [1, 16] gradient of w3 */
+    real *const b2_grad = m->b2_grad; /* [16] gradient of b2 */
+    real *const w2_grad = m->w2_grad; /* [16, 16] gradient of w2 */
+    real *const b1_grad = m->b1_grad; /* [16] gradient of b1 */
+    real *const w1_grad = m->w1_grad; /* [16, 2] gradient of w1 */
     real *const w1_momentum_buffer = m->w1_momentum_buffer; /* [16, 2] momentum_buffer of w1 */
     real *const w2_momentum_buffer = m->w2_momentum_buffer; /* [16, 16] momentum_buffer of w2 */
     real *const w3_momentum_buffer = m->w3_momentum_buffer; /* [1, 16] momentum_buffer of w3 */
     real *const b1_momentum_buffer = m->b1_momentum_buffer; /* [16] momentum_buffer of b1 */
     real *const b2_momentum_buffer = m->b2_momentum_buffer; /* [16] momentum_buffer of b2 */
     real *const b3_momentum_buffer = m->b3_momentum_buffer; /* [1] momentum_buffer of b3 */
-    char *const work = (char *)m->arena + 2816; /* the work region: this routine's 50432 bytes */
+    char *const work = (char *)m->arena + 4224; /* the work region: this routine's 50240 bytes */
     real *const h1 = (real *)(work + 0); /* [batch, 16] h1 : [batch | 16] */
     real *const h1_mm = (real *)(work + 0); /* [batch, 16] [batch | 16] */
     real *const h1_mm_grad = (real *)(work + 0); /* [batch, 16] gradient of h1_mm */
     real *const h2 = (real *)(work + 16384); /* [batch, 16] h2 : [batch | 16] */
     real *const h2_mm = (real *)(work + 16384); /* [batch, 16] [batch | 16] */
     real *const h2_mm_grad = (real *)(work + 16384); /* [batch, 16] gradient of h2_mm */
-    real *const w1_grad = (real *)(work + 16384); /* [16, 2] gradient of w1 */
-    real *const b1_grad = (real *)(work + 16512); /* [16] gradient of b1 */
     real *const prob_mm = (real *)(work + 32768); /* [batch, 1] [batch | 1] */
     real *const h2_grad = (real *)(work + 32768); /* [batch, 16] gradient of h2 */
     real *const h1_grad = (real *)(work + 32768); /* [batch, 16] gradient of h1 */
     real *const prob = (real *)(work + 33792); /* [batch, 1] prob : [batch | 1] */
     real *const prob_mm_grad = (real *)(work + 49152); /* [batch, 1] gradient of prob_mm */
-    real *const w2_grad = (real *)(work + 49152); /* [16, 16] gradient of w2 */
-    real *const w3_grad = (real *)(work + 50176); /* [1, 16] gradient of w3 */
-    real *const b2_grad = (real *)(work + 50240); /* [16] gradient of b2 */
-    real *const loss_ = (real *)(work + 50304); /* [] loss : [] */
-    real *const b3_grad = (real *)(work + 50368); /* [1] gradient of b3 */
+    real *const loss_ = (real *)(work + 50176); /* [] loss : [] */
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
 
@@ -461,7 +488,7 @@ static void forward(struct moons_mlp *m, const real *const inputs[], int64_t n, 
     real *const b1 = m->b1; /* [16] b1 : [16] */
     real *const b2 = m->b2; /* [16] b2 : [16] */
     real *const b3 = m->b3; /* [1] b3 : [1] */
-    char *const work = (char *)m->arena + 2816; /* the work region: this routine's 32768 bytes */
+    char *const work = (char *)m->arena + 4224; /* the work region: this routine's 32768 bytes */
     real *const h1 = (real *)(work + 0); /* [batch, 16] h1 : [batch | 16] */
     real *const h1_mm = (real *)(work + 0); /* [batch, 16] [batch | 16] */
     real *const h2 = (real *)(work + 0); /* [batch, 16] h2 : [batch | 16] */
@@ -497,7 +524,7 @@ static void eval_metrics(struct moons_mlp *m, const real *const inputs[], int64_
     real *const b1 = m->b1; /* [16] b1 : [16] */
     real *const b2 = m->b2; /* [16] b2 : [16] */
     real *const b3 = m->b3; /* [1] b3 : [1] */
-    char *const work = (char *)m->arena + 2816; /* the work region: this routine's 32768 bytes */
+    char *const work = (char *)m->arena + 4224; /* the work region: this routine's 32768 bytes */
     real *const h1 = (real *)(work + 0); /* [batch, 16] h1 : [batch | 16] */
     real *const h1_mm = (real *)(work + 0); /* [batch, 16] [batch | 16] */
     real *const h2 = (real *)(work + 0); /* [batch, 16] h2 : [batch | 16] */
@@ -534,6 +561,140 @@ static void eval_metrics(struct moons_mlp *m, const real *const inputs[], int64_
     metrics[0] = (double)mse[0];
 }
 
+/* routine train_grads */
+static double train_grads(struct moons_mlp *m, const real *const inputs[], int64_t n) {
+    const real *const point = inputs[0]; /* [batch, 2] point : [batch | 2] */
+    const real *const target = inputs[1]; /* [batch, 1] target : [batch | 1] */
+    real *const w1 = m->w1; /* [16, 2] w1 : [2 -> 16] */
+    real *const w2 = m->w2; /* [16, 16] w2 : [16 -> 16] */
+    real *const w3 = m->w3; /* [1, 16] w3 : [16 -> 1] */
+    real *const b1 = m->b1; /* [16] b1 : [16] */
+    real *const b2 = m->b2; /* [16] b2 : [16] */
+    real *const b3 = m->b3; /* [1] b3 : [1] */
+    real *const b3_grad = m->b3_grad; /* [1] gradient of b3 */
+    real *const w3_grad = m->w3_grad; /* [1, 16] gradient of w3 */
+    real *const b2_grad = m->b2_grad; /* [16] gradient of b2 */
+    real *const w2_grad = m->w2_grad; /* [16, 16] gradient of w2 */
+    real *const b1_grad = m->b1_grad; /* [16] gradient of b1 */
+    real *const w1_grad = m->w1_grad; /* [16, 2] gradient of w1 */
+    char *const work = (char *)m->arena + 4224; /* the work region: this routine's 50240 bytes */
+    real *const h1 = (real *)(work + 0); /* [batch, 16] h1 : [batch | 16] */
+    real *const h1_mm = (real *)(work + 0); /* [batch, 16] [batch | 16] */
+    real *const h1_mm_grad = (real *)(work + 0); /* [batch, 16] gradient of h1_mm */
+    real *const h2 = (real *)(work + 16384); /* [batch, 16] h2 : [batch | 16] */
+    real *const h2_mm = (real *)(work + 16384); /* [batch, 16] [batch | 16] */
+    real *const h2_mm_grad = (real *)(work + 16384); /* [batch, 16] gradient of h2_mm */
+    real *const prob_mm = (real *)(work + 32768); /* [batch, 1] [batch | 1] */
+    real *const h2_grad = (real *)(work + 32768); /* [batch, 16] gradient of h2 */
+    real *const h1_grad = (real *)(work + 32768); /* [batch, 16] gradient of h1 */
+    real *const prob = (real *)(work + 33792); /* [batch, 1] prob : [batch | 1] */
+    real *const prob_mm_grad = (real *)(work + 49152); /* [batch, 1] gradient of prob_mm */
+    real *const loss_ = (real *)(work + 50176); /* [] loss : [] */
+
+    /* line 12: h1 = tanh(w1 * point + b1) */
+    /* matrix product h1_mm = point . w1: M = n (b), N = 16 (o), K = 2 (k) */
+    cannl_sgemm(m->gemm, n, 16, 2, 1.0f, point, 2, 1, w1, 1, 2, h1_mm, 16, 1, 1);
+    set_h1(n, h1, h1_mm, b1);
+
+    /* line 13: h2 = tanh(w2 * h1 + b2) */
+    /* matrix product h2_mm = h1 . w2: M = n (b), N = 16 (o), K = 16 (k) */
+    cannl_sgemm(m->gemm, n, 16, 16, 1.0f, h1, 16, 1, w2, 1, 16, h2_mm, 16, 1, 1);
+    set_h2(n, h2, h2_mm, b2);
+
+    /* line 14: prob = sigmoid(w3 * h2 + b3) */
+    /* matrix product prob_mm = w3 . h2: M = 1 (o), N = n (b), K = 16 (k) */
+    cannl_sgemm(m->gemm, 1, n, 16, 1.0f, w3, 16, 1, h2, 1, 16, prob_mm, 1, 1, 1);
+
+    /* line 14: prob = sigmoid(w3 * h2 + b3); backward: prob = sigmoid(w3 * h2 + b3) */
+    set_prob(n, prob, prob_mm_grad, prob_mm, b3, target);
+
+    /* line 16: loss = mean(err ** 2) */
+    sum_loss_(n, loss_, prob, target);
+
+    /* line 14: backward: prob = sigmoid(w3 * h2 + b3) */
+    sum_b3_grad(n, b3_grad, prob_mm_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 336, 1); /* b3_grad final */
+    /* matrix product w3_grad = prob_mm_grad . h2: M = 1 (o), N = 16 (k), K = n (b) */
+    cannl_sgemm(m->gemm, 1, 16, n, 1.0f, prob_mm_grad, 1, 1, h2, 16, 1, w3_grad, 16, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 288, 16); /* w3_grad final */
+    /* matrix product h2_grad = prob_mm_grad . w3: M = n (b), N = 16 (k), K = 1 (o) */
+    cannl_sgemm(m->gemm, n, 16, 1, 1.0f, prob_mm_grad, 1, 1, w3, 16, 1, h2_grad, 16, 1, 1);
+
+    /* line 13: backward: h2 = tanh(w2 * h1 + b2) */
+    set_h2_mm_grad(n, h2_mm_grad, h2_grad, h2);
+    sum_b2_grad(n, b2_grad, h2_mm_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 320, 16); /* b2_grad final */
+    /* matrix product w2_grad = h2_mm_grad . h1: M = 16 (o), N = 16 (k), K = n (b) */
+    cannl_sgemm(m->gemm, 16, 16, n, 1.0f, h2_mm_grad, 1, 16, h1, 16, 1, w2_grad, 16, 1, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 32, 256); /* w2_grad final */
+    /* matrix product h1_grad = h2_mm_grad . w2: M = n (b), N = 16 (k), K = 16 (o) */
+    cannl_sgemm(m->gemm, n, 16, 16, 1.0f, h2_mm_grad, 16, 1, w2, 16, 1, h1_grad, 16, 1, 1);
+
+    /* line 12: backward: h1 = tanh(w1 * point + b1) */
+    set_h1_mm_grad(n, h1_mm_grad, h1_grad, h1);
+    sum_b1_grad(n, b1_grad, h1_mm_grad);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 304, 16); /* b1_grad final */
+    /* matrix product w1_grad = point . h1_mm_grad: M = 2 (k), N = 16 (o), K = n (b) */
+    cannl_sgemm(m->gemm, 2, 16, n, 1.0f, point, 1, 2, h1_mm_grad, 16, 1, w1_grad, 1, 2, 1);
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 0, 32); /* w1_grad final */
+
+    return (double)loss_[0];
+}
+
+/* routine train_update */
+static void train_update(struct moons_mlp *m) {
+    real *const w1 = m->w1; /* [16, 2] w1 : [2 -> 16] */
+    real *const w2 = m->w2; /* [16, 16] w2 : [16 -> 16] */
+    real *const w3 = m->w3; /* [1, 16] w3 : [16 -> 1] */
+    real *const b1 = m->b1; /* [16] b1 : [16] */
+    real *const b2 = m->b2; /* [16] b2 : [16] */
+    real *const b3 = m->b3; /* [1] b3 : [1] */
+    real *const b3_grad = m->b3_grad; /* [1] gradient of b3 */
+    real *const w3_grad = m->w3_grad; /* [1, 16] gradient of w3 */
+    real *const b2_grad = m->b2_grad; /* [16] gradient of b2 */
+    real *const w2_grad = m->w2_grad; /* [16, 16] gradient of w2 */
+    real *const b1_grad = m->b1_grad; /* [16] gradient of b1 */
+    real *const w1_grad = m->w1_grad; /* [16, 2] gradient of w1 */
+    real *const w1_momentum_buffer = m->w1_momentum_buffer; /* [16, 2] momentum_buffer of w1 */
+    real *const w2_momentum_buffer = m->w2_momentum_buffer; /* [16, 16] momentum_buffer of w2 */
+    real *const w3_momentum_buffer = m->w3_momentum_buffer; /* [1, 16] momentum_buffer of w3 */
+    real *const b1_momentum_buffer = m->b1_momentum_buffer; /* [16] momentum_buffer of b1 */
+    real *const b2_momentum_buffer = m->b2_momentum_buffer; /* [16] momentum_buffer of b2 */
+    real *const b3_momentum_buffer = m->b3_momentum_buffer; /* [1] momentum_buffer of b3 */
+    const int64_t step = ++m->step;
+    const real lr = (real)m->lr;
+
+    /* line 20: sgd update of w1 */
+    if (m->update_first <= 0 && 0 < m->update_last) {
+        set_w1_momentum_buffer(w1_momentum_buffer, w1, w1_grad, lr, step);
+    }
+
+    /* line 20: sgd update of w2 */
+    if (m->update_first <= 1 && 1 < m->update_last) {
+        set_w2_momentum_buffer(w2_momentum_buffer, w2, w2_grad, lr, step);
+    }
+
+    /* line 20: sgd update of w3 */
+    if (m->update_first <= 2 && 2 < m->update_last) {
+        set_w3_momentum_buffer(w3_momentum_buffer, w3, w3_grad, lr, step);
+    }
+
+    /* line 20: sgd update of b1 */
+    if (m->update_first <= 3 && 3 < m->update_last) {
+        set_b1_momentum_buffer_2(b1_momentum_buffer, b1, b1_grad, lr, step);
+    }
+
+    /* line 20: sgd update of b2 */
+    if (m->update_first <= 4 && 4 < m->update_last) {
+        set_b2_momentum_buffer(b2_momentum_buffer, b2, b2_grad, lr, step);
+    }
+
+    /* line 20: sgd update of b3 */
+    if (m->update_first <= 5 && 5 < m->update_last) {
+        set_b3_momentum_buffer(b3_momentum_buffer, b3, b3_grad, lr, step);
+    }
+}
+
 
 /* ------------------------------------------------------------------------------ C API */
 
@@ -545,12 +706,12 @@ static void bind_buffers(struct moons_mlp *m) {
     m->b1 = (real *)(base + 1216);
     m->b2 = (real *)(base + 1280);
     m->b3 = (real *)(base + 1344);
-    m->b3_grad = (real *)(base + 53184);
-    m->w3_grad = (real *)(base + 52992);
-    m->b2_grad = (real *)(base + 53056);
-    m->w2_grad = (real *)(base + 51968);
-    m->b1_grad = (real *)(base + 19328);
-    m->w1_grad = (real *)(base + 19200);
+    m->b3_grad = (real *)(base + 4160);
+    m->w3_grad = (real *)(base + 3968);
+    m->b2_grad = (real *)(base + 4096);
+    m->w2_grad = (real *)(base + 2944);
+    m->b1_grad = (real *)(base + 4032);
+    m->w1_grad = (real *)(base + 2816);
     m->w1_momentum_buffer = (real *)(base + 1408);
     m->w2_momentum_buffer = (real *)(base + 1536);
     m->w3_momentum_buffer = (real *)(base + 2560);
@@ -563,7 +724,7 @@ static void bind_buffers(struct moons_mlp *m) {
 struct moons_mlp *moons_mlp_create(uint64_t seed) {
     struct moons_mlp *m = (struct moons_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(53248);
+    m->arena = cannl_alloc(54464);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -595,11 +756,37 @@ void moons_mlp_init(struct moons_mlp *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.5;
     m->schedule = 1;
+    m->update_first = 0;
+    m->update_last = MOONS_MLP_NUM_PARAMS;
+    m->update_norm_sq = -1;
 }
 
 double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
     if (n < 1 || n > MOONS_MLP_MAX_BATCH) return NAN;
     return train_step(m, inputs, n);
+}
+
+double moons_mlp_train_grads(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
+    if (n < 1 || n > MOONS_MLP_MAX_BATCH) return NAN;
+    return train_grads(m, inputs, n);
+}
+
+void moons_mlp_train_update(struct moons_mlp *m) { train_update(m); }
+
+void moons_mlp_set_grad_hook(struct moons_mlp *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    m->grad_hook = hook;
+    m->grad_hook_ctx = ctx;
+}
+
+void moons_mlp_set_update_shard(struct moons_mlp *m, int32_t first, int32_t last, double norm_sq) {
+    m->update_first = first;
+    m->update_last = last;
+    m->update_norm_sq = norm_sq;
+}
+
+moons_mlp_real *moons_mlp_grad_block(struct moons_mlp *m, int64_t *count) {
+    if (count) *count = 352;
+    return (moons_mlp_real *)(void *)((char *)m->arena + 2816);
 }
 
 void moons_mlp_forward(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n,
@@ -738,6 +925,19 @@ static void api_destroy_fn(void *m) { moons_mlp_destroy((struct moons_mlp *)m); 
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return moons_mlp_train_step((struct moons_mlp *)m, (const moons_mlp_real *const *)inputs, n);
 }
+static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) {
+    return moons_mlp_train_grads((struct moons_mlp *)m, (const moons_mlp_real *const *)inputs, n);
+}
+static void api_train_update_fn(void *m) { moons_mlp_train_update((struct moons_mlp *)m); }
+static void *api_grad_block_fn(void *m, int64_t *count) { return moons_mlp_grad_block((struct moons_mlp *)m, count); }
+static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx) {
+    moons_mlp_set_grad_hook((struct moons_mlp *)m, hook, ctx);
+}
+static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
+    moons_mlp_set_update_shard((struct moons_mlp *)m, first, last, norm_sq);
+}
+/* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
+static const int64_t grad_offsets[] = { 0, 32, 288, 304, 320, 336 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
     moons_mlp_eval((struct moons_mlp *)m, (const moons_mlp_real *const *)inputs, n, loss, metrics);
 }
@@ -770,4 +970,5 @@ const cannl_model_api moons_mlp_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
+    grad_offsets, api_set_update_shard_fn};

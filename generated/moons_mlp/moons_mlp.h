@@ -67,6 +67,27 @@ void moons_mlp_init(struct moons_mlp *m, uint64_t seed);
 /* One optimisation step on n examples (1 <= n <= MOONS_MLP_MAX_BATCH): forward, backward and
    update. Returns the loss computed before the update (NaN, and nothing done, for a bad n). */
 double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n);
+/* The step in two halves, for data-parallel training (as one train_step when called in
+   turn): train_grads runs forward and backward on n examples and returns the loss (NaN, and
+   nothing done, for a bad n), leaving every param's gradient in the grad block; the caller
+   may change the block (average it over processes); train_update applies the optimiser
+   update from it and counts the step. The grad block: `*count` elements (when count is not
+   NULL), the gradients in param order (moons_mlp_grad points into it), each aligned, the
+   padding between them zero. */
+double moons_mlp_train_grads(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n);
+void moons_mlp_train_update(struct moons_mlp *m);
+moons_mlp_real *moons_mlp_grad_block(struct moons_mlp *m, int64_t *count);
+/* During train_grads, hook(ctx, offset, count) as soon as a param's gradient is final (no
+   later part of the backward pass writes it): its `count` elements at `offset` in the grad
+   block, which the hook may read and change (scale, start sending) but must not need back
+   before train_grads returns. NULL (the default): none. */
+void moons_mlp_set_grad_hook(struct moons_mlp *m, void (*hook)(void *ctx, int64_t offset, int64_t count), void *ctx);
+/* Data-parallel training with sharded optimiser state (ZeRO-1): train_update then updates
+   only the params first..last-1 (in MOONS_MLP_NUM_PARAMS order), reading only their
+   gradients and optimiser state, and takes clip_grad_norm's squared norm (the sum over every
+   gradient) as norm_sq instead of summing the block, when norm_sq >= 0. The default:
+   0, MOONS_MLP_NUM_PARAMS, -1 (everything). */
+void moons_mlp_set_update_shard(struct moons_mlp *m, int32_t first, int32_t last, double norm_sq);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
 void moons_mlp_forward(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n,
@@ -80,8 +101,8 @@ void moons_mlp_eval(struct moons_mlp *m, const moons_mlp_real *const inputs[], i
 moons_mlp_real *moons_mlp_param(struct moons_mlp *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. It lives in the work memory the routines share: valid until the next train_step,
-   forward or eval on this state (copy it to keep it). */
+   on it. It lives in the grad block: valid until the next train_step or train_grads on
+   this state (copy it to keep it). */
 moons_mlp_real *moons_mlp_grad(struct moons_mlp *m, const char *name, int64_t *count);
 int64_t moons_mlp_get_step(const struct moons_mlp *m);
 void moons_mlp_set_step(struct moons_mlp *m, int64_t step);

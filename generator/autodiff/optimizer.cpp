@@ -129,6 +129,7 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
     ir::Stmt zero = ir::nest({}, {norm, {}}, ir::Accum::Set, num(0));
     zero.line = line;
     zero.what = what + ": the squared norm";
+    zero.update_of = ir::kUpdateNorm;
     out.push_back(zero);
     for (int param : p.params) {
       const int g = p.grad(param);
@@ -137,6 +138,7 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
       ExprP gv = ir::load_all(s, g);
       s.only() = {{norm, {}}, ir::Accum::Add, mul(gv, gv)};
       s.line = line;
+      s.update_of = ir::kUpdateNorm;
       out.push_back(std::move(s));
     }
     ExprP ratio = div(num(options.clip_grad_norm), add(ir::call("sqrt", {ir::load({norm, {}})}), num(1e-6)));
@@ -147,7 +149,8 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
     clip = ir::load({coef, {}});
   }
 
-  for (int param : p.params) {
+  for (size_t k = 0; k < p.params.size(); ++k) {
+    const int param = p.params[k];
     const int g = p.grad(param);
     if (g < 0) continue;  // not used by the loss: no gradient, no update (as PyTorch)
     const double wd = options.no_decay.count(param) ? 0.0 : weight_decay;
@@ -156,6 +159,7 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
       ir::Stmt s = ir::elementwise(p, buf, fmt::format("{} update of {}", kind, name));
       s.only().body = std::move(body);
       s.line = line;
+      s.update_of = static_cast<int>(k);
       out.push_back(std::move(s));
     };
     ir::Stmt shape = ir::elementwise(p, param, "");
@@ -218,7 +222,19 @@ void add_optimizer(ir::Program& p, const Model& m, const ShapeInfo& shapes, cons
     }
   ir::Routine& train = *p.routine(ir::RoutineKind::TrainStep);
   const int minimize_line = static_cast<int>(file.line_col(m.loss_range.begin).line);
-  for (auto& s : update_nests(p, train, *m.optimizer, topt, minimize_line)) train.stmts.push_back(std::move(s));
+  // The halves of a data-parallel step: train_grads, the forward and backward so far;
+  // train_update, the update nests and their scalars.
+  ir::Routine grads = train;
+  grads.kind = ir::RoutineKind::TrainGrads;
+  ir::Routine update{ir::RoutineKind::TrainUpdate};
+  update.stmts = update_nests(p, train, *m.optimizer, topt, minimize_line);
+  update.scalars = train.scalars;
+  for (ir::Stmt s : update.stmts) {  // train_step fuses the updates of every param
+    s.update_of = -1;
+    train.stmts.push_back(std::move(s));
+  }
+  p.routines.push_back(std::move(grads));
+  p.routines.push_back(std::move(update));
 
   ir::Routine& init = *p.routine(ir::RoutineKind::Init);
   for (size_t b = 0; b < p.buffers.size(); ++b)

@@ -7,7 +7,9 @@
 // elementwise nests per param that has a gradient, optimiser state buffers named
 // `<param>_<state>` and saved as `<param>.<state>` (momentum_buffer, exp_avg, exp_avg_sq),
 // zeroed at the end of init, and the run-time scalars they use (lr, step, bias corrections)
-// declared on `train_step`.
+// declared on `train_step`. The same split in two routines for data-parallel training:
+// `train_grads` (train_step's forward and backward: the loss, the param gradients kept) and
+// `train_update` (the update nests and their scalars), appended to the program's routines.
 // Training options: with a `schedule`, the updates use the scalar `lr_t`, the schedule's
 // learning rate of the current step computed from the model's base lr and the step count (and
 // switchable off at run time, `<model>_set_schedule`); with `clip_grad_norm`, nests first sum

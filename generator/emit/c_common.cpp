@@ -165,7 +165,7 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
 }
 
 std::string scalar_prologue(const ir::Routine& r, const std::set<std::string>& used, CExpr& x) {
-  if (r.kind != ir::RoutineKind::TrainStep) return "";
+  if (r.kind != ir::RoutineKind::TrainStep && r.kind != ir::RoutineKind::TrainUpdate) return "";
   std::string pro;
   const bool step_used = used.count("step") > 0 || used.count("rng_key") > 0 || !r.scalars.empty();
   pro += step_used ? "    const int64_t step = ++m->step;\n" : "    ++m->step;\n";

@@ -54,6 +54,15 @@ public:
     d.set("kernels", train.kernels);
     d.set("routines", train.routines);
     d.set("arena_bytes", std::to_string(train.arena->bytes));
+    d.set("grad_block_offset", std::to_string(std::max(train.arena->grads, 0L)));
+    d.set("grad_block_count", std::to_string(train.arena->grads_bytes / elem()));
+    std::string offsets;
+    for (int param : p_.params) {
+      const int g = p_.grad(param);
+      const long at = g < 0 ? -1 : (train.arena->field[static_cast<size_t>(g)] - train.arena->grads) / elem();
+      offsets += (offsets.empty() ? "" : ", ") + std::to_string(at);
+    }
+    d.set("grad_offsets", offsets.empty() ? "-1" : offsets);  // C has no empty initialiser
     data bufs{data::type::list};
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
       if (train.arena->field[i] < 0) continue;
@@ -549,6 +558,39 @@ private:
     return out + "    }\n";
   }
 
+  // The gradient hook's calls after a nest of train_grads that finishes param gradients: each
+  // one's place in the grad block, in elements.
+  std::string grads_final(const ir::Stmt& s) const {
+    std::string out;
+    const ir::Arena& t = p_.layout.training;
+    for (int g : s.grads_final)
+      out += fmt::format("    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, {}, {}); /* {} final */\n",
+                         (t.field[static_cast<size_t>(g)] - t.grads) / elem(), buf(g).elements(), name(g));
+    return out;
+  }
+
+  // A nest of train_update for a shard of the params (set_update_shard): a param's update runs
+  // when the param is in [update_first, update_last); the squared norm of clip_grad_norm is
+  // summed here unless the caller gave it (update_norm_sq >= 0: the sum over every rank's shard).
+  std::string update_shard(const ir::Routine& r, const ir::Stmt& s, const std::string& text) const {
+    if (s.update_of == -1) return text;
+    std::string inner;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (i == 0 || text[i - 1] == '\n') inner += "    ";
+      inner += text[i];
+    }
+    if (s.update_of >= 0)
+      return fmt::format("    if (m->update_first <= {0} && {0} < m->update_last) {{\n{1}    }}\n", s.update_of, inner);
+    // The norm's nests (one run of them): under one condition, then the caller's sum, when given.
+    const auto it = std::find_if(r.stmts.begin(), r.stmts.end(), [&](const ir::Stmt& t) { return &t == &s; });
+    const bool first = it == r.stmts.begin() || (it - 1)->update_of != ir::kUpdateNorm;
+    const bool last = it + 1 == r.stmts.end() || (it + 1)->update_of != ir::kUpdateNorm;
+    std::string out = (first ? "    if (m->update_norm_sq < 0) {\n" : "") + inner;
+    if (last)
+      out += fmt::format("    }} else {{\n        {}[0] = (real)m->update_norm_sq;\n    }}\n", name(s.assigns.back().out.buf));
+    return out;
+  }
+
   static std::string what(const ir::Stmt& s) { return s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what; }
 
   // A routine: its buffers named once at its top (the inputs, the state's fields, the work
@@ -559,8 +601,11 @@ private:
     const std::set<int> bufs = routine_buffers(r, scalars);
     const ir::Arena& a = *u.arena;
     const bool is_init = r.kind == ir::RoutineKind::Init;
+    const bool no_batch = is_init || r.kind == ir::RoutineKind::TrainUpdate;  // no inputs, no n
     std::string sig, pro, epi;
-    if (is_init) {
+    if (r.kind == ir::RoutineKind::TrainUpdate) {
+      sig = fmt::format("static void {}({} *m)", r.name(), u.state);
+    } else if (is_init) {
       sig = fmt::format("static void init_params({} *m, uint64_t seed)", u.state);
       bool rng = false;
       for (const auto& s : r.stmts) rng |= s.sequential;
@@ -568,9 +613,9 @@ private:
     } else {
       std::string extra = r.kind == ir::RoutineKind::Forward || r.io.position ? ", real *const outputs[]"
                           : r.kind == ir::RoutineKind::Eval ? ", double *loss, double metrics[]" : "";
-      sig = fmt::format("static {} {}({} *m, const real *const inputs[], int64_t {}{})",
-                        r.kind == ir::RoutineKind::TrainStep ? "double" : "void", r.name(), u.state,
-                        r.io.position ? "pos" : "n", extra);
+      const bool loss = r.kind == ir::RoutineKind::TrainStep || r.kind == ir::RoutineKind::TrainGrads;
+      sig = fmt::format("static {} {}({} *m, const real *const inputs[], int64_t {}{})", loss ? "double" : "void",
+                        r.name(), u.state, r.io.position ? "pos" : "n", extra);
     }
     bool inputs_used = false, n_used = scalars.count("n") > 0;
     // The buffers: the caller's inputs, the state's own fields, the work region's.
@@ -625,7 +670,7 @@ private:
         epi += fmt::format("    metrics[{}] = (double){}[0];\n", k - 1, name(r.io.values[k]));
       if (r.io.values.size() == 1) epi += "    (void)metrics;\n";
     }
-    if (r.kind == ir::RoutineKind::TrainStep) epi += fmt::format("    return (double){}[0];\n", name(r.io.values[0]));
+    if (r.kind == ir::RoutineKind::TrainStep || r.kind == ir::RoutineKind::TrainGrads) epi += fmt::format("    return (double){}[0];\n", name(r.io.values[0]));
 
     // Names a matrix product's loops must not take: the routine's locals.
     std::set<std::string> taken = {"m", "n", "pos", "inputs", "outputs", "loss", "metrics", "work", "seed", "rng"};
@@ -639,7 +684,7 @@ private:
         text = call_text(*s.call, n_used);
         if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
         last = what(s);
-        body += text;
+        body += text + grads_final(s);
         continue;
       }
       x_.begin_nest(s, taken);
@@ -651,9 +696,10 @@ private:
       }
       if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
       last = what(s);
-      body += text;
+      if (r.kind == ir::RoutineKind::TrainUpdate) text = update_shard(r, s, text);
+      body += text + grads_final(s);
     }
-    if (!is_init) {
+    if (!no_batch) {
       if (!inputs_used) pro += "    (void)inputs;\n";
       if (r.io.position && n_used) CANNL_BUG("the decode routine uses the batch count");
       if (!n_used && !r.io.position) pro += "    (void)n;\n";

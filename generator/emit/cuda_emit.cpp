@@ -44,6 +44,8 @@ public:
   std::vector<OutputFile> run() {
     std::string kernels, routines;
     for (const auto& r : p_.routines) {
+      // The halves of train_step (data-parallel training) are the C target's only.
+      if (r.kind == ir::RoutineKind::TrainGrads || r.kind == ir::RoutineKind::TrainUpdate) continue;
       if (r.kind == ir::RoutineKind::Init) routines += init_routine(r) + "\n";
       else if (r.kind == ir::RoutineKind::Decode) continue;  // generation on the GPU: not yet (the C target's)
       else routine(r, kernels, routines);
@@ -73,7 +75,7 @@ public:
     }
     d.set("buffers", bufs);
     // Host pointers of the params and the state tensors (the pinned mirror of the arena's
-    // state prefix), and of the params' gradients: train_step keeps them in its work region,
+    // state prefix), and of the params' gradients: train_step leaves them in the grad block,
     // downloaded into a pinned array of their own (packed, in param order) with the mirror.
     auto host = [&](int buf) { return fmt::format("(real *)(m->host + {})", arena_.field[static_cast<size_t>(buf)]); };
     const ir::Routine* train = p_.routine(ir::RoutineKind::TrainStep);

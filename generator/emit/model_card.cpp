@@ -104,6 +104,16 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   json inference = nullptr;
   if (info.inference_state) inference = p.layout.inference.bytes;
   c["arena_bytes"] = {{"training_state", p.layout.training.bytes}, {"inference_state", inference}};
+  // The grad block (data-parallel training all-reduces it): each param gradient's place.
+  json grad_params = json::array();
+  for (int b : p.params)
+    if (const int g = p.grad(b); g >= 0)
+      grad_params.push_back({{"param", p.buffers[static_cast<size_t>(b)].state_name},
+                             {"offset_bytes", p.layout.training.field[static_cast<size_t>(g)] - p.layout.training.grads},
+                             {"elements", p.buffers[static_cast<size_t>(g)].elements()}});
+  c["grad_block"] = {{"arena_offset_bytes", p.layout.training.grads},
+                     {"bytes", p.layout.training.grads_bytes},
+                     {"params", grad_params}};
   json routines = json::array();
   json per_example;
   for (const auto& r : p.routines) {

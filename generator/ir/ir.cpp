@@ -207,6 +207,8 @@ const char* routine_name(RoutineKind k) {
     case RoutineKind::Forward: return "forward";
     case RoutineKind::Eval: return "eval_metrics";
     case RoutineKind::Decode: return "decode";
+    case RoutineKind::TrainGrads: return "train_grads";
+    case RoutineKind::TrainUpdate: return "train_update";
   }
   return "?";
 }

@@ -202,6 +202,16 @@ struct Stmt {
   int line = 0;             // spec line it comes from (0: none)
   std::string what;         // "h1 = relu(w1 * x + b1)", "d loss / d w1", "sgd update of w1"
   bool sequential = false;  // must run in order (random initialisation)
+  // Set by passes/plan_layout.cpp in train_grads: the param gradients this nest finishes (no
+  // later nest writes them), in the grad block's order; the emitter hands each to the
+  // caller's gradient hook right after the nest, so their all-reduce overlaps the rest of
+  // the backward pass.
+  std::vector<int> grads_final = {};
+  // Set by autodiff/optimizer.cpp in train_update only: the param (its place in
+  // Program::params) whose update this nest is, kUpdateNorm for a part of clip_grad_norm's
+  // squared norm, -1 otherwise. Nests of different params are not fused, so that the emitted
+  // update can run for a range of params alone (ZeRO-1: each rank updates its shard).
+  int update_of = -1;
   int parallel = -1;        // set by loop ordering: the loop run in parallel, or -1
   // Set by passes/mark_contractions.cpp, read by the C emitter's matrix-product calls, cuBLAS
   // and the cost model alike (none before that pass).
@@ -213,6 +223,9 @@ struct Stmt {
   const Assign& only() const;
   Assign& only();
 };
+
+// Stmt::update_of of the nests that sum clip_grad_norm's squared norm.
+constexpr int kUpdateNorm = -2;
 
 // A nest of one assignment.
 Stmt nest(std::vector<Iter> iters, Access out, Accum accum, ExprP body);
@@ -226,9 +239,15 @@ enum class RoutineKind {
   Eval,       // the loss and the metrics of a batch
   Decode,     // generation's step (passes/decode.cpp): the first output at one new position
               // `pos` of one sequence, keys and values of earlier positions kept in caches
-  // Kinds to come: the gradient-only and update-only halves of a data-parallel training step.
+  // The two halves of train_step, for data-parallel training (a caller all-reduces the
+  // gradients in between): TrainGrads is its forward and backward (hands out the loss, keeps
+  // the param gradients, in the grad block of the layout), TrainUpdate its optimiser update
+  // (no batch; counts the step up first, as train_step does).
+  TrainGrads,
+  TrainUpdate,
 };
-// The one place that names routines: "init", "train_step", "forward", "eval_metrics", "decode".
+// The one place that names routines: "init", "train_step", "forward", "eval_metrics", "decode",
+// "train_grads", "train_update".
 const char* routine_name(RoutineKind k);
 
 // What a routine exchanges with its caller, besides the state (params and optimiser state,
@@ -290,6 +309,12 @@ struct Arena {
   long state = 0;              // bytes of the prefix holding the params and the optimiser state
   long work = -1;              // byte offset of the work region (-1: none)
   long work_bytes = 0;
+  // The grad block: the params' gradients (those the loss depends on), contiguous, in param
+  // order, each aligned, right after the state prefix (own storage, which every training
+  // routine writes or reads there), so that a data-parallel trainer reduces them as one
+  // array. -1 and 0 in an arena without gradients (the inference state).
+  long grads = -1;
+  long grads_bytes = 0;
   // Where buffer b is while routine r runs (-1: nowhere in this arena).
   long address(const struct Routine& r, int b) const;
 };

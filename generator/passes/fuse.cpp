@@ -10,6 +10,8 @@
 //   - the nests between them can all move below B's new place or above A's (independent);
 //   - B is among the next 128 nests after A, and the two make at most 32 assignments (bounds
 //     that keep the pass linear and a fused nest's kernel small).
+//   - they update the same param or none (Stmt::update_of: train_update's nests of different
+//     params stay apart, so that it can run for a range of params, ZeRO-1's shard).
 // Guarantees: one nest in A's loops doing A's assignments then B's (B's `+=` into the cell A
 // has just assigned is merged:  c = x; c += y  ->  c = x + y). Optimiser updates of one param
 // (moment, then param), the two contributions to a gradient, bias + activation chains of
@@ -93,7 +95,7 @@ bool same_cells(const std::multimap<int, Access>& written, const std::multimap<i
 }
 
 bool can_fuse(const ir::Stmt& a, const Accesses& xa, const ir::Stmt& b, const Accesses& xb) {
-  return same_loops(a, b) && same_cells(xa.written, xb.all) && same_cells(xb.written, xa.all);
+  return a.update_of == b.update_of && same_loops(a, b) && same_cells(xa.written, xb.all) && same_cells(xb.written, xa.all);
 }
 
 // B's assignments after A's; true when they were appended (not merged into A's last one).

@@ -3,18 +3,22 @@
 // Takes: a Program after the other passes (Routine::offsets and arena_bytes where
 // plan_memory ran), the element size and the target's alignment. Guarantees:
 // Program::layout, decided once here and only printed by the emitters and the model card:
-//   training   (the state every routine but decode runs on) the params, then the optimiser state (the
-//              model's state proper, a prefix: Arena::state), then every buffer a routine uses
-//              outside its memory plan (all of them at -O0), in buffer order, each with bytes of
-//              its own; then one work region as large as the largest routine's plan, which every
-//              planned routine lays its buffers out in (a state runs one routine at a time). A
-//              buffer a routine keeps for the caller (train_step's param gradients) has a field
-//              pointing at its place in that routine's plan: valid until the next call.
+//   training   (the state every routine but decode runs on) the params, then the optimiser
+//              state (the model's state proper, a prefix: Arena::state), then the grad block (the
+//              params' gradients, contiguous, in param order, Arena::grads: train_step and
+//              train_grads write them there, train_update reads them, a data-parallel trainer
+//              all-reduces the block in between), then every other buffer a routine uses outside
+//              its memory plan (all of them at -O0), in buffer order, each with bytes of its own;
+//              then one work region as large as the largest routine's plan, which every planned
+//              routine lays its buffers out in (a state runs one routine at a time). A buffer a
+//              routine keeps for the caller in its plan has a field pointing at its place there:
+//              valid until the next call.
 //   inference  (the C target's forward-only state: forward, eval_metrics and decode) the params,
 //              then the buffers those routines use outside their plans (decode's caches among
 //              them: they outlive its calls), then their work region.
 // Every offset and size is a multiple of the alignment; an arena is at least one alignment
-// unit. Inputs are never in an arena (the caller's arrays).
+// unit. Inputs are never in an arena (the caller's arrays). In train_grads, each param
+// gradient is listed on the nest after which no nest writes it (Stmt::grads_final).
 #include <algorithm>
 
 #include "passes/pipeline.h"
@@ -37,10 +41,10 @@ std::set<int> used_by(const ir::Routine& r) {
   return bufs;
 }
 
-// An arena for the routines `rs`: `first` (in order) own storage first, then what the routines
-// use unplanned, then the work region.
+// An arena for the routines `rs`: `first` (in order) own storage first, then `grads` (in
+// order, the grad block), then what the routines use unplanned, then the work region.
 ir::Arena arena(const ir::Program& p, const std::vector<const ir::Routine*>& rs, const std::vector<int>& first,
-                long align, long elem) {
+                const std::vector<int>& grads, long align, long elem) {
   const size_t n = p.buffers.size();
   ir::Arena a;
   a.field.assign(n, -1);
@@ -55,6 +59,11 @@ ir::Arena arena(const ir::Program& p, const std::vector<const ir::Routine*>& rs,
   };
   for (int b : first) place(b);
   a.state = off;
+  if (!grads.empty()) {
+    a.grads = off;
+    for (int b : grads) place(b);
+    a.grads_bytes = off - a.grads;
+  }
   std::set<int> unplanned;
   for (const ir::Routine* r : rs)
     for (int b : used_by(*r))
@@ -85,12 +94,27 @@ void plan_layout(ir::Program& p, const PassOptions& o) {
   std::vector<const ir::Routine*> all;
   for (const ir::Routine& r : p.routines)
     if (r.kind != ir::RoutineKind::Decode) all.push_back(&r);
-  l.training = arena(p, all, state, o.align, o.elem_bytes);
+  std::vector<int> grads;  // the grad block: each param's gradient the loss depends on
+  for (int b : p.params)
+    if (p.grad(b) >= 0) grads.push_back(p.grad(b));
+  l.training = arena(p, all, state, grads, o.align, o.elem_bytes);
   std::vector<const ir::Routine*> inference;
   for (const ir::Routine& r : p.routines)
     if (r.kind == ir::RoutineKind::Forward || r.kind == ir::RoutineKind::Eval || r.kind == ir::RoutineKind::Decode)
       inference.push_back(&r);
-  l.inference = arena(p, inference, p.params, o.align, o.elem_bytes);
+  l.inference = arena(p, inference, p.params, {}, o.align, o.elem_bytes);
+  if (ir::Routine* r = p.routine(ir::RoutineKind::TrainGrads)) {
+    for (ir::Stmt& s : r->stmts) s.grads_final.clear();
+    for (int g : grads) {
+      for (size_t i = r->stmts.size(); i-- > 0;) {
+        const ir::Stmt& s = r->stmts[i];
+        std::vector<int> w = s.call ? ir::call_writes(*s.call) : ir::written_buffers(s);
+        if (std::find(w.begin(), w.end(), g) == w.end()) continue;
+        r->stmts[i].grads_final.push_back(g);
+        break;
+      }
+    }
+  }
 }
 
 }  // namespace cannl

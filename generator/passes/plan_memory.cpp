@@ -13,9 +13,11 @@
 // the last time only at the very cells it assigns B (same shape, same offset), as
 // `h_mm_grad = h_grad * step(h)` over h_grad. Placement is first fit, the better of two
 // orders (by first use, by size; by first use alone past 512 buffers). Each routine has its
-// own arena: what one routine leaves in its buffers (the gradients `<model>_grad` returns) no
-// other routine touches.
+// own arena: what one routine leaves in its buffers no other routine touches. The params'
+// gradients are not planned: they live in the layout's grad block (plan_layout.cpp), which
+// train_grads fills and train_update reads.
 #include <algorithm>
+#include <set>
 
 #include "passes/pipeline.h"
 #include "passes/rewrite.h"
@@ -141,6 +143,9 @@ long place(std::vector<Life>& lives, const std::vector<int>& order, bool by_firs
 }  // namespace
 
 void plan_memory(ir::Program& p, const PassOptions& o) {
+  std::set<int> param_grads;
+  for (int b : p.params)
+    if (p.grad(b) >= 0) param_grads.insert(p.grad(b));
   for (ir::Routine& r : p.routines) {
     r.offsets.assign(p.buffers.size(), -1);
     r.arena_bytes = 0;
@@ -148,7 +153,7 @@ void plan_memory(ir::Program& p, const PassOptions& o) {
     std::vector<Life> lives;
     std::vector<int> at(p.buffers.size(), -1);
     auto touch = [&](int b, long k, bool read_first) {
-      if (!passes::in_arena(p.buffers[static_cast<size_t>(b)])) return;
+      if (!passes::in_arena(p.buffers[static_cast<size_t>(b)]) || param_grads.count(b)) return;
       if (at[static_cast<size_t>(b)] < 0) {
         at[static_cast<size_t>(b)] = static_cast<int>(lives.size());
         lives.push_back({b, p.buffers[static_cast<size_t>(b)].elements() * o.elem_bytes, read_first ? -1 : k, k});

@@ -230,6 +230,21 @@ TEST_CASE("fuse: pointwise nests over the same loops become one", "[passes]") {
         "for b < n, o < 2:  lg[b, o] = x[b, o] + s[b] * x[b, o]\n");
 }
 
+TEST_CASE("fuse: not the updates of different params in train_update (update_of)", "[passes]") {
+  Frag f;
+  int u = f.buf("u", {{3, false}}, ir::Role::Param), v = f.buf("v", {{3, false}}, ir::Role::Param);
+  f.loops({{"j", 3}});
+  f.nest(u, {0}, ir::Accum::Set, mul(Frag::ld(u, {0}), c(0.5)));
+  f.nest(v, {0}, ir::Accum::Set, mul(Frag::ld(v, {0}), c(0.5)));
+  auto& st = f.p.routines[0].stmts;
+  st[0].update_of = 0;
+  st[1].update_of = 1;
+  const std::string apart = f.text();
+  CHECK(f.run(fuse) == apart);
+  st[1].update_of = 0;  // the same param's nests still fuse
+  CHECK(f.run(fuse) == "for j < 3:  u[j] = u[j] * 0.5;  v[j] = v[j] * 0.5\n");
+}
+
 TEST_CASE("fuse: not when a nest reads another cell of what the other writes", "[passes]") {
   Frag f;
   int x = f.buf("x", {{4, true}, {2, false}}, ir::Role::Input), a = f.buf("a", {{4, true}, {2, false}});
@@ -261,7 +276,7 @@ TEST_CASE("dce: unread gradients go, param gradients and the loss stay", "[passe
         "for o < 3, b < n:  w_grad[o] += x[b, o]\n");
 }
 
-TEST_CASE("plan_memory: dead buffers' bytes reused, in place, gradients kept apart", "[passes]") {
+TEST_CASE("plan_memory: dead buffers' bytes reused, in place, param gradients left to the grad block", "[passes]") {
   Frag f;
   int x = f.buf("x", {{4, true}, {16, false}}, ir::Role::Input), w = f.buf("w", {{16, false}}, ir::Role::Param);
   int a = f.buf("a", {{4, true}, {16, false}}), b = f.buf("b", {{4, true}, {16, false}});
@@ -282,18 +297,29 @@ TEST_CASE("plan_memory: dead buffers' bytes reused, in place, gradients kept apa
   plan_memory(f.p, o);
   const auto& r = f.p.routines[0];
   // b in place over a (nest 1 reads a only at the cells it writes b), c in place over b;
-  // w_grad lives to the end and shares with nothing.
+  // w_grad, a param's gradient, is not planned: it lives in the layout's grad block.
   CHECK(r.offsets[static_cast<size_t>(c2)] == r.offsets[static_cast<size_t>(b)]);
   CHECK(r.offsets[static_cast<size_t>(x)] == -1);
   CHECK(r.offsets[static_cast<size_t>(w)] == -1);
-  const long wg_off = r.offsets[static_cast<size_t>(wg)];
-  for (int other : {a, b, c2, loss})
-    CHECK((wg_off + 64 <= r.offsets[static_cast<size_t>(other)] ||
-           r.offsets[static_cast<size_t>(other)] + f.p.buffers[static_cast<size_t>(other)].elements() * 4 <= wg_off));
-  // 4 x 16 floats = 256 bytes per tensor; a, b, c share 256 bytes; w_grad 64; loss 64 (it
-  // is live while c is read by nest 4, and to the end).
-  CHECK(r.arena_bytes == 256 + 64 + 64);
-  CHECK(ir::routine_stats(f.p, r, 4, 4).arena_bytes == 384);
+  CHECK(r.offsets[static_cast<size_t>(wg)] == -1);
+  // 4 x 16 floats = 256 bytes per tensor; a, b, c share 256 bytes; loss 64 (it is live while
+  // c is read by nest 4, and to the end).
+  CHECK(r.arena_bytes == 256 + 64);
+  CHECK(ir::routine_stats(f.p, r, 4, 4).arena_bytes == 320);
+  // The layout puts w_grad in the grad block, right after the state (w).
+  o.align = 64;
+  plan_layout(f.p, o);
+  const ir::Arena& t = f.p.layout.training;
+  CHECK(t.grads == t.state);
+  CHECK(t.grads_bytes == 64);
+  CHECK(t.own[static_cast<size_t>(wg)]);
+  CHECK(t.field[static_cast<size_t>(wg)] == t.grads);
+  // In train_grads the nest that last writes w_grad (nest 3) hands it to the gradient hook.
+  CHECK(f.p.routines[0].stmts[3].grads_final.empty());
+  f.p.routines[0].kind = ir::RoutineKind::TrainGrads;
+  plan_layout(f.p, o);
+  for (size_t i = 0; i < f.p.routines[0].stmts.size(); ++i)
+    CHECK(f.p.routines[0].stmts[i].grads_final == (i == 3 ? std::vector<int>{wg} : std::vector<int>{}));
 }
 
 TEST_CASE("plan_memory: the printed IR shows the work region and the buffers at each offset",

@@ -11,10 +11,10 @@
  * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
- * Memory: every buffer lives in one device arena (470658112 bytes), laid out as the C target's
+ * Memory: every buffer lives in one device arena (470661440 bytes), laid out as the C target's
  * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
  * routine's work buffers in one region). Its first 39295680 bytes (params, optimiser state)
- * are mirrored in pinned host memory, and the params' gradients (in train_step's work region)
+ * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
  * copied into a pinned array of their own, only when the host needs them (checkpoints,
  * fashion_cnn_grad) or changed them (init, load): params stay on the device for a whole training run. Once a caller takes pointers into the mirror
  * (fashion_cnn_param, _grad, _state_tensors) the state keeps it current as the C target does:
@@ -809,6 +809,14 @@ static void train_step(struct fashion_cnn *m, const real *const in_[], int64_t n
     real *const w3 = m->w3;
     real *const w4 = m->w4;
     real *const b4 = m->b4;
+    real *const b4_grad = m->b4_grad;
+    real *const w4_grad = m->w4_grad;
+    real *const b3_grad = m->b3_grad;
+    real *const w3_grad = m->w3_grad;
+    real *const c2_grad = m->c2_grad;
+    real *const k2_grad = m->k2_grad;
+    real *const c1_grad = m->c1_grad;
+    real *const k1_grad = m->k1_grad;
     real *const k1_exp_avg = m->k1_exp_avg;
     real *const k1_exp_avg_sq = m->k1_exp_avg_sq;
     real *const k2_exp_avg = m->k2_exp_avg;
@@ -825,12 +833,10 @@ static void train_step(struct fashion_cnn *m, const real *const in_[], int64_t n
     real *const w4_exp_avg_sq = m->w4_exp_avg_sq;
     real *const b4_exp_avg = m->b4_exp_avg;
     real *const b4_exp_avg_sq = m->b4_exp_avg_sq;
-    char *const work = m->dev + 39295680; /* the work region: this routine's 431362432 bytes */
+    char *const work = m->dev + 52394240; /* the work region: this routine's 418267200 bytes */
     real *const x = (real *)(work + 0);
     real *const a2_col = (real *)(work + 0);
     real *const a1_conv_grad = (real *)(work + 0);
-    real *const k1_grad = (real *)(work + 25690112);
-    real *const c1_grad = (real *)(work + 25693312);
     real *const a2_conv = (real *)(work + 160563200);
     real *const a2_col_grad = (real *)(work + 160563200);
     real *const h3_mm = (real *)(work + 173408256);
@@ -851,16 +857,10 @@ static void train_step(struct fashion_cnn *m, const real *const in_[], int64_t n
     real *const a1_conv = (real *)(work + 321126400);
     real *const a1_grad = (real *)(work + 346816512);
     real *const a1_col = (real *)(work + 372506624);
-    real *const w3_grad = (real *)(work + 392577024);
-    real *const a2_conv_grad = (real *)(work + 405422080);
-    real *const p1_grad = (real *)(work + 418267136);
-    real *const p1_arg = (real *)(work + 424689664);
-    real *const k2_grad = (real *)(work + 431112192);
-    real *const w4_grad = (real *)(work + 431316992);
-    real *const b3_grad = (real *)(work + 431357952);
-    real *const c2_grad = (real *)(work + 431362048);
-    real *const b4_grad = (real *)(work + 431362304);
-    real *const loss_ = (real *)(work + 431362368);
+    real *const a2_conv_grad = (real *)(work + 392577024);
+    real *const p1_grad = (real *)(work + 405422080);
+    real *const p1_arg = (real *)(work + 411844608);
+    real *const loss_ = (real *)(work + 418267136);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -1016,7 +1016,7 @@ static void forward(struct fashion_cnn *m, const real *const in_[], int64_t n) {
     real *const w3 = m->w3;
     real *const w4 = m->w4;
     real *const b4 = m->b4;
-    char *const work = m->dev + 39295680; /* the work region: this routine's 173408256 bytes */
+    char *const work = m->dev + 52394240; /* the work region: this routine's 173408256 bytes */
     real *const x = (real *)(work + 0);
     real *const a1_conv = (real *)(work + 0);
     real *const a2_col = (real *)(work + 0);
@@ -1075,7 +1075,7 @@ static void eval_metrics(struct fashion_cnn *m, const real *const in_[], int64_t
     real *const w3 = m->w3;
     real *const w4 = m->w4;
     real *const b4 = m->b4;
-    char *const work = m->dev + 39295680; /* the work region: this routine's 173408256 bytes */
+    char *const work = m->dev + 52394240; /* the work region: this routine's 173408256 bytes */
     real *const x = (real *)(work + 0);
     real *const a1_conv = (real *)(work + 0);
     real *const a2_col = (real *)(work + 0);
@@ -1166,14 +1166,14 @@ static void to_host(struct fashion_cnn *m) {
     cannl_error e;
     if (m->device_newer && !m->failed) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 39295680, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 64985792, 800 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 800, m->dev + 470407872, 51200 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52000, m->dev + 64988992, 32 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52032, m->dev + 470657728, 64 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52096, m->dev + 470653632, 1024 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 53120, m->dev + 431872704, 3211264 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3264384, m->dev + 470612672, 10240 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3274624, m->dev + 470657984, 10 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 39295680, 800 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 800, m->dev + 39298880, 51200 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52000, m->dev + 39503680, 32 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52032, m->dev + 39503808, 64 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52096, m->dev + 39504064, 1024 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 53120, m->dev + 39508160, 3211264 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3264384, m->dev + 52353216, 10240 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3274624, m->dev + 52394176, 10 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_sync(m->compute, &e));
     }
     m->device_newer = 0;
@@ -1186,14 +1186,14 @@ static void finish(struct fashion_cnn *m) {
     cannl_error e;
     if (m->host_view) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 39295680, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 64985792, 800 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 800, m->dev + 470407872, 51200 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52000, m->dev + 64988992, 32 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52032, m->dev + 470657728, 64 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52096, m->dev + 470653632, 1024 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 53120, m->dev + 431872704, 3211264 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3264384, m->dev + 470612672, 10240 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3274624, m->dev + 470657984, 10 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 39295680, 800 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 800, m->dev + 39298880, 51200 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52000, m->dev + 39503680, 32 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52032, m->dev + 39503808, 64 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52096, m->dev + 39504064, 1024 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 53120, m->dev + 39508160, 3211264 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3264384, m->dev + 52353216, 10240 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3274624, m->dev + 52394176, 10 * sizeof(real), &e));
     }
     CANNL_TRY(cannl_stream_sync(m->compute, &e));
     m->device_newer = !m->host_view;
@@ -1273,14 +1273,14 @@ static void bind_buffers(struct fashion_cnn *m) {
     m->w3 = (real *)(m->dev + 212480);
     m->w4 = (real *)(m->dev + 13057536);
     m->b4 = (real *)(m->dev + 13098496);
-    m->b4_grad = (real *)(m->dev + 470657984);
-    m->w4_grad = (real *)(m->dev + 470612672);
-    m->b3_grad = (real *)(m->dev + 470653632);
-    m->w3_grad = (real *)(m->dev + 431872704);
-    m->c2_grad = (real *)(m->dev + 470657728);
-    m->k2_grad = (real *)(m->dev + 470407872);
-    m->c1_grad = (real *)(m->dev + 64988992);
-    m->k1_grad = (real *)(m->dev + 64985792);
+    m->b4_grad = (real *)(m->dev + 52394176);
+    m->w4_grad = (real *)(m->dev + 52353216);
+    m->b3_grad = (real *)(m->dev + 39504064);
+    m->w3_grad = (real *)(m->dev + 39508160);
+    m->c2_grad = (real *)(m->dev + 39503808);
+    m->k2_grad = (real *)(m->dev + 39298880);
+    m->c1_grad = (real *)(m->dev + 39503680);
+    m->k1_grad = (real *)(m->dev + 39295680);
     m->k1_exp_avg = (real *)(m->dev + 13098560);
     m->k1_exp_avg_sq = (real *)(m->dev + 13101760);
     m->k2_exp_avg = (real *)(m->dev + 13104960);
@@ -1303,7 +1303,7 @@ struct fashion_cnn *fashion_cnn_create(uint64_t seed) {
     struct fashion_cnn *m = (struct fashion_cnn *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(470658112, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(470661440, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(39295680, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(3274634 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
@@ -1377,7 +1377,7 @@ double fashion_cnn_train_step(struct fashion_cnn *m, const fashion_cnn_real *con
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 470658048)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 470661376)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -1391,7 +1391,7 @@ void fashion_cnn_forward(struct fashion_cnn *m, const fashion_cnn_real *const in
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 39295680)), (size_t)n * 10 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 52394240)), (size_t)n * 10 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
@@ -1407,8 +1407,8 @@ void fashion_cnn_eval(struct fashion_cnn *m, const fashion_cnn_real *const input
     eval_metrics(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 39298752)), sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 39295680)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 52397312)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 52394240)), sizeof(real), &e));
 
     finish(m);
     *loss = m->failed ? NAN : (double)m->scalars[0];
@@ -1631,11 +1631,11 @@ const cannl_model_api fashion_cnn_api = {
     FASHION_CNN_NUM_OUTPUTS, output_info,
     FASHION_CNN_NUM_PARAMS, param_info,
     FASHION_CNN_NUM_METRICS, metric_names,
-    "((real *)(m->dev + 470658048))", 0.001,
+    "((real *)(m->dev + 470661376))", 0.001,
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads};
+    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
 
 /* Prefetching and the error message, for cannl_train_main_ext (fashion_cnn_train.cu). */
 extern "C" const cannl_model_ext fashion_cnn_cuda_ext = {api_prefetch_fn, api_error_fn};

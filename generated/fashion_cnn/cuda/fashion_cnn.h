@@ -76,8 +76,8 @@ void fashion_cnn_eval(struct fashion_cnn *m, const fashion_cnn_real *const input
 fashion_cnn_real *fashion_cnn_param(struct fashion_cnn *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. It lives in the work memory the routines share: valid until the next train_step,
-   forward or eval on this state (copy it to keep it). */
+   on it. It lives in the grad block: valid until the next train_step or train_grads on
+   this state (copy it to keep it). */
 fashion_cnn_real *fashion_cnn_grad(struct fashion_cnn *m, const char *name, int64_t *count);
 int64_t fashion_cnn_get_step(const struct fashion_cnn *m);
 void fashion_cnn_set_step(struct fashion_cnn *m, int64_t step);

@@ -11,10 +11,10 @@
  * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
- * Memory: every buffer lives in one device arena (5387584 bytes), laid out as the C target's
+ * Memory: every buffer lives in one device arena (5390656 bytes), laid out as the C target's
  * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
  * routine's work buffers in one region). Its first 2448576 bytes (params, optimiser state)
- * are mirrored in pinned host memory, and the params' gradients (in train_step's work region)
+ * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
  * copied into a pinned array of their own, only when the host needs them (checkpoints,
  * fashion_einsum_grad) or changed them (init, load): params stay on the device for a whole training run. Once a caller takes pointers into the mirror
  * (fashion_einsum_param, _grad, _state_tensors) the state keeps it current as the C target does:
@@ -658,6 +658,12 @@ static void train_step(struct fashion_einsum *m, const real *const in_[], int64_
     real *const bias = m->bias;
     real *const w2 = m->w2;
     real *const b2 = m->b2;
+    real *const w1_grad = m->w1_grad;
+    real *const b2_grad = m->b2_grad;
+    real *const w2_grad = m->w2_grad;
+    real *const gain_grad = m->gain_grad;
+    real *const bias_grad = m->bias_grad;
+    real *const b1_grad = m->b1_grad;
     real *const w1_exp_avg = m->w1_exp_avg;
     real *const w1_exp_avg_sq = m->w1_exp_avg_sq;
     real *const gain_exp_avg = m->gain_exp_avg;
@@ -670,33 +676,27 @@ static void train_step(struct fashion_einsum *m, const real *const in_[], int64_
     real *const w2_exp_avg_sq = m->w2_exp_avg_sq;
     real *const b2_exp_avg = m->b2_exp_avg;
     real *const b2_exp_avg_sq = m->b2_exp_avg_sq;
-    char *const work = m->dev + 2448576; /* the work region: this routine's 2939008 bytes */
+    char *const work = m->dev + 3264768; /* the work region: this routine's 2125888 bytes */
     real *const x = (real *)(work + 0);
-    real *const ce = (real *)(work + 802816);
-    real *const w1_grad = (real *)(work + 802816);
-    real *const loss_sum = (real *)(work + 803840);
-    real *const loss_sum2 = (real *)(work + 803904);
-    real *const z1_ein = (real *)(work + 1605632);
-    real *const b1_grad = (real *)(work + 1605632);
-    real *const h1_ln = (real *)(work + 1867776);
-    real *const z1_grad = (real *)(work + 1867776);
-    real *const h1 = (real *)(work + 2129920);
-    real *const h1_mean_grad = (real *)(work + 2129920);
-    real *const h1_var_grad = (real *)(work + 2130944);
-    real *const logits_ein = (real *)(work + 2392064);
-    real *const h1_grad = (real *)(work + 2392064);
-    real *const ce_max = (real *)(work + 2402304);
-    real *const ce_sumexp = (real *)(work + 2403328);
-    real *const ce_sumexp_grad = (real *)(work + 2404352);
-    real *const h1_ln_grad = (real *)(work + 2654208);
-    real *const logits_grad = (real *)(work + 2916352);
-    real *const gain_grad = (real *)(work + 2916352);
-    real *const bias_grad = (real *)(work + 2917376);
-    real *const w2_grad = (real *)(work + 2926592);
-    real *const h1_mean = (real *)(work + 2936832);
-    real *const h1_var = (real *)(work + 2937856);
-    real *const b2_grad = (real *)(work + 2938880);
-    real *const loss_ = (real *)(work + 2938944);
+    real *const z1_ein = (real *)(work + 802816);
+    real *const h1_ln = (real *)(work + 1064960);
+    real *const z1_grad = (real *)(work + 1064960);
+    real *const h1 = (real *)(work + 1327104);
+    real *const h1_mean_grad = (real *)(work + 1327104);
+    real *const h1_var_grad = (real *)(work + 1328128);
+    real *const logits_ein = (real *)(work + 1589248);
+    real *const h1_grad = (real *)(work + 1589248);
+    real *const ce_max = (real *)(work + 1599488);
+    real *const ce_sumexp = (real *)(work + 1600512);
+    real *const ce = (real *)(work + 1601536);
+    real *const ce_sumexp_grad = (real *)(work + 1601536);
+    real *const loss_sum = (real *)(work + 1602560);
+    real *const loss_sum2 = (real *)(work + 1602624);
+    real *const h1_ln_grad = (real *)(work + 1851392);
+    real *const logits_grad = (real *)(work + 2113536);
+    real *const h1_mean = (real *)(work + 2123776);
+    real *const h1_var = (real *)(work + 2124800);
+    real *const loss_ = (real *)(work + 2125824);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -799,7 +799,7 @@ static void forward(struct fashion_einsum *m, const real *const in_[], int64_t n
     real *const bias = m->bias;
     real *const w2 = m->w2;
     real *const b2 = m->b2;
-    char *const work = m->dev + 2448576; /* the work region: this routine's 1064960 bytes */
+    char *const work = m->dev + 3264768; /* the work region: this routine's 1064960 bytes */
     real *const x = (real *)(work + 0);
     real *const h1_mean = (real *)(work + 0);
     real *const logits = (real *)(work + 0);
@@ -840,7 +840,7 @@ static void eval_metrics(struct fashion_einsum *m, const real *const in_[], int6
     real *const bias = m->bias;
     real *const w2 = m->w2;
     real *const b2 = m->b2;
-    char *const work = m->dev + 2448576; /* the work region: this routine's 1064960 bytes */
+    char *const work = m->dev + 3264768; /* the work region: this routine's 1064960 bytes */
     real *const x = (real *)(work + 0);
     real *const h1_mean = (real *)(work + 0);
     real *const ce_max = (real *)(work + 0);
@@ -927,12 +927,12 @@ static void to_host(struct fashion_einsum *m) {
     cannl_error e;
     if (m->device_newer && !m->failed) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2448576, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 3251392, 200704 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200704, m->dev + 5364928, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200960, m->dev + 4054208, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201216, m->dev + 5365952, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201472, m->dev + 5375168, 2560 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 204032, m->dev + 5387456, 10 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2448576, 200704 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200704, m->dev + 3251392, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200960, m->dev + 3252416, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201216, m->dev + 3253440, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201472, m->dev + 3254464, 2560 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 204032, m->dev + 3264704, 10 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_sync(m->compute, &e));
     }
     m->device_newer = 0;
@@ -945,12 +945,12 @@ static void finish(struct fashion_einsum *m) {
     cannl_error e;
     if (m->host_view) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2448576, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 3251392, 200704 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200704, m->dev + 5364928, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200960, m->dev + 4054208, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201216, m->dev + 5365952, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201472, m->dev + 5375168, 2560 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 204032, m->dev + 5387456, 10 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2448576, 200704 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200704, m->dev + 3251392, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200960, m->dev + 3252416, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201216, m->dev + 3253440, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201472, m->dev + 3254464, 2560 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 204032, m->dev + 3264704, 10 * sizeof(real), &e));
     }
     CANNL_TRY(cannl_stream_sync(m->compute, &e));
     m->device_newer = !m->host_view;
@@ -1028,12 +1028,12 @@ static void bind_buffers(struct fashion_einsum *m) {
     m->bias = (real *)(m->dev + 804864);
     m->w2 = (real *)(m->dev + 805888);
     m->b2 = (real *)(m->dev + 816128);
-    m->w1_grad = (real *)(m->dev + 3251392);
-    m->b2_grad = (real *)(m->dev + 5387456);
-    m->w2_grad = (real *)(m->dev + 5375168);
-    m->gain_grad = (real *)(m->dev + 5364928);
-    m->bias_grad = (real *)(m->dev + 5365952);
-    m->b1_grad = (real *)(m->dev + 4054208);
+    m->w1_grad = (real *)(m->dev + 2448576);
+    m->b2_grad = (real *)(m->dev + 3264704);
+    m->w2_grad = (real *)(m->dev + 3254464);
+    m->gain_grad = (real *)(m->dev + 3251392);
+    m->bias_grad = (real *)(m->dev + 3253440);
+    m->b1_grad = (real *)(m->dev + 3252416);
     m->w1_exp_avg = (real *)(m->dev + 816192);
     m->w1_exp_avg_sq = (real *)(m->dev + 1619008);
     m->gain_exp_avg = (real *)(m->dev + 2421824);
@@ -1052,7 +1052,7 @@ struct fashion_einsum *fashion_einsum_create(uint64_t seed) {
     struct fashion_einsum *m = (struct fashion_einsum *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(5387584, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(5390656, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(2448576, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(204042 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((2 + 1) * sizeof(real), &e)) != NULL &&
@@ -1126,7 +1126,7 @@ double fashion_einsum_train_step(struct fashion_einsum *m, const fashion_einsum_
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 5387520)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 5390592)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -1140,7 +1140,7 @@ void fashion_einsum_forward(struct fashion_einsum *m, const fashion_einsum_real 
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 2448576)), (size_t)n * 10 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 3264768)), (size_t)n * 10 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
@@ -1156,9 +1156,9 @@ void fashion_einsum_eval(struct fashion_einsum *m, const fashion_einsum_real *co
     eval_metrics(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 2448576)), sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 2448640)), sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[2], ((real *)(m->dev + 2448704)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 3264768)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 3264832)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[2], ((real *)(m->dev + 3264896)), sizeof(real), &e));
 
     finish(m);
     *loss = m->failed ? NAN : (double)m->scalars[0];
@@ -1354,11 +1354,11 @@ const cannl_model_api fashion_einsum_api = {
     FASHION_EINSUM_NUM_OUTPUTS, output_info,
     FASHION_EINSUM_NUM_PARAMS, param_info,
     FASHION_EINSUM_NUM_METRICS, metric_names,
-    "((real *)(m->dev + 5387520))", 0.002,
+    "((real *)(m->dev + 5390592))", 0.002,
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads};
+    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
 
 /* Prefetching and the error message, for cannl_train_main_ext (fashion_einsum_train.cu). */
 extern "C" const cannl_model_ext fashion_einsum_cuda_ext = {api_prefetch_fn, api_error_fn};

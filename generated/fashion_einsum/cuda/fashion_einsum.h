@@ -75,8 +75,8 @@ void fashion_einsum_eval(struct fashion_einsum *m, const fashion_einsum_real *co
 fashion_einsum_real *fashion_einsum_param(struct fashion_einsum *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. It lives in the work memory the routines share: valid until the next train_step,
-   forward or eval on this state (copy it to keep it). */
+   on it. It lives in the grad block: valid until the next train_step or train_grads on
+   this state (copy it to keep it). */
 fashion_einsum_real *fashion_einsum_grad(struct fashion_einsum *m, const char *name, int64_t *count);
 int64_t fashion_einsum_get_step(const struct fashion_einsum *m);
 void fashion_einsum_set_step(struct fashion_einsum *m, int64_t step);

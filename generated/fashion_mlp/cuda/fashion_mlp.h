@@ -74,8 +74,8 @@ void fashion_mlp_eval(struct fashion_mlp *m, const fashion_mlp_real *const input
 fashion_mlp_real *fashion_mlp_param(struct fashion_mlp *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. It lives in the work memory the routines share: valid until the next train_step,
-   forward or eval on this state (copy it to keep it). */
+   on it. It lives in the grad block: valid until the next train_step or train_grads on
+   this state (copy it to keep it). */
 fashion_mlp_real *fashion_mlp_grad(struct fashion_mlp *m, const char *name, int64_t *count);
 int64_t fashion_mlp_get_step(const struct fashion_mlp *m);
 void fashion_mlp_set_step(struct fashion_mlp *m, int64_t step);

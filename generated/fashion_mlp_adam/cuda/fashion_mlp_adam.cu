@@ -11,10 +11,10 @@
  * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
- * Memory: every buffer lives in one device arena (12042560 bytes), laid out as the C target's
+ * Memory: every buffer lives in one device arena (13101376 bytes), laid out as the C target's
  * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
  * routine's work buffers in one region). Its first 8036544 bytes (params, optimiser state)
- * are mirrored in pinned host memory, and the params' gradients (in train_step's work region)
+ * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
  * copied into a pinned array of their own, only when the host needs them (checkpoints,
  * fashion_mlp_adam_grad) or changed them (init, load): params stay on the device for a whole training run. Once a caller takes pointers into the mirror
  * (fashion_mlp_adam_param, _grad, _state_tensors) the state keeps it current as the C target does:
@@ -276,7 +276,7 @@ static __global__ void __launch_bounds__(256) sum_b2_grad(real *__restrict__ b2_
 }
 
 /* line 14: backward: h1 = relu(w1 * x + b1) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_h1_mm_grad(real *__restrict__ h1_mm_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_h1_mm_grad(real *h1_mm_grad, const real *__restrict__ h1_grad, const real *h1, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 512) return;
     const int64_t b = i_ / 512;
@@ -550,6 +550,12 @@ static void train_step(struct fashion_mlp_adam *m, const real *const in_[], int6
     real *const b3 = m->b3;
     real *const b1 = m->b1;
     real *const b2 = m->b2;
+    real *const b3_grad = m->b3_grad;
+    real *const w3_grad = m->w3_grad;
+    real *const b2_grad = m->b2_grad;
+    real *const w2_grad = m->w2_grad;
+    real *const b1_grad = m->b1_grad;
+    real *const w1_grad = m->w1_grad;
     real *const w1_exp_avg = m->w1_exp_avg;
     real *const w1_exp_avg_sq = m->w1_exp_avg_sq;
     real *const w2_exp_avg = m->w2_exp_avg;
@@ -562,29 +568,23 @@ static void train_step(struct fashion_mlp_adam *m, const real *const in_[], int6
     real *const b1_exp_avg_sq = m->b1_exp_avg_sq;
     real *const b2_exp_avg = m->b2_exp_avg;
     real *const b2_exp_avg_sq = m->b2_exp_avg_sq;
-    char *const work = m->dev + 8036544; /* the work region: this routine's 4006016 bytes */
-    real *const h1 = (real *)(work + 0);
-    real *const h1_mm = (real *)(work + 0);
-    real *const w1_grad = (real *)(work + 0);
-    real *const h2 = (real *)(work + 524288);
-    real *const h2_mm = (real *)(work + 524288);
-    real *const h2_mm_grad = (real *)(work + 524288);
-    real *const logits_mm = (real *)(work + 1048576);
-    real *const h2_grad = (real *)(work + 1048576);
-    real *const h1_grad = (real *)(work + 1048576);
-    real *const loss_max = (real *)(work + 1058816);
-    real *const loss_sumexp = (real *)(work + 1059840);
-    real *const loss_ce = (real *)(work + 1060864);
-    real *const loss_sumexp_grad = (real *)(work + 1060864);
-    real *const logits_grad = (real *)(work + 1572864);
-    real *const w2_grad = (real *)(work + 1605632);
-    real *const x = (real *)(work + 2654208);
-    real *const h1_mm_grad = (real *)(work + 3457024);
-    real *const w3_grad = (real *)(work + 3981312);
-    real *const b2_grad = (real *)(work + 4001792);
-    real *const b1_grad = (real *)(work + 4003840);
-    real *const b3_grad = (real *)(work + 4005888);
-    real *const loss_ = (real *)(work + 4005952);
+    char *const work = m->dev + 10715392; /* the work region: this routine's 2385984 bytes */
+    real *const x = (real *)(work + 0);
+    real *const h1 = (real *)(work + 802816);
+    real *const h1_mm = (real *)(work + 802816);
+    real *const h1_mm_grad = (real *)(work + 802816);
+    real *const h2 = (real *)(work + 1327104);
+    real *const h2_mm = (real *)(work + 1327104);
+    real *const h2_mm_grad = (real *)(work + 1327104);
+    real *const logits_mm = (real *)(work + 1851392);
+    real *const h2_grad = (real *)(work + 1851392);
+    real *const h1_grad = (real *)(work + 1851392);
+    real *const loss_max = (real *)(work + 1861632);
+    real *const loss_sumexp = (real *)(work + 1862656);
+    real *const loss_ce = (real *)(work + 1863680);
+    real *const loss_sumexp_grad = (real *)(work + 1863680);
+    real *const logits_grad = (real *)(work + 2375680);
+    real *const loss_ = (real *)(work + 2385920);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -675,7 +675,7 @@ static void forward(struct fashion_mlp_adam *m, const real *const in_[], int64_t
     real *const b3 = m->b3;
     real *const b1 = m->b1;
     real *const b2 = m->b2;
-    char *const work = m->dev + 8036544; /* the work region: this routine's 1327104 bytes */
+    char *const work = m->dev + 10715392; /* the work region: this routine's 1327104 bytes */
     real *const x = (real *)(work + 0);
     real *const h1 = (real *)(work + 0);
     real *const h2 = (real *)(work + 0);
@@ -715,7 +715,7 @@ static void eval_metrics(struct fashion_mlp_adam *m, const real *const in_[], in
     real *const b3 = m->b3;
     real *const b1 = m->b1;
     real *const b2 = m->b2;
-    char *const work = m->dev + 8036544; /* the work region: this routine's 1327104 bytes */
+    char *const work = m->dev + 10715392; /* the work region: this routine's 1327104 bytes */
     real *const x = (real *)(work + 0);
     real *const h1 = (real *)(work + 0);
     real *const h2 = (real *)(work + 0);
@@ -791,10 +791,10 @@ static void to_host(struct fashion_mlp_adam *m) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 8036544, &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 8036544, 401408 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 401408, m->dev + 9642176, 262144 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 663552, m->dev + 12017856, 5120 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668672, m->dev + 12042432, 10 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668682, m->dev + 12040384, 512 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 669194, m->dev + 12038336, 512 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 663552, m->dev + 10690752, 5120 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668672, m->dev + 10711232, 10 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668682, m->dev + 10711296, 512 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 669194, m->dev + 10713344, 512 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_sync(m->compute, &e));
     }
     m->device_newer = 0;
@@ -809,10 +809,10 @@ static void finish(struct fashion_mlp_adam *m) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 8036544, &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 8036544, 401408 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 401408, m->dev + 9642176, 262144 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 663552, m->dev + 12017856, 5120 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668672, m->dev + 12042432, 10 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668682, m->dev + 12040384, 512 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 669194, m->dev + 12038336, 512 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 663552, m->dev + 10690752, 5120 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668672, m->dev + 10711232, 10 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668682, m->dev + 10711296, 512 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 669194, m->dev + 10713344, 512 * sizeof(real), &e));
     }
     CANNL_TRY(cannl_stream_sync(m->compute, &e));
     m->device_newer = !m->host_view;
@@ -890,11 +890,11 @@ static void bind_buffers(struct fashion_mlp_adam *m) {
     m->b3 = (real *)(m->dev + 2674688);
     m->b1 = (real *)(m->dev + 2674752);
     m->b2 = (real *)(m->dev + 2676800);
-    m->b3_grad = (real *)(m->dev + 12042432);
-    m->w3_grad = (real *)(m->dev + 12017856);
-    m->b2_grad = (real *)(m->dev + 12038336);
+    m->b3_grad = (real *)(m->dev + 10711232);
+    m->w3_grad = (real *)(m->dev + 10690752);
+    m->b2_grad = (real *)(m->dev + 10713344);
     m->w2_grad = (real *)(m->dev + 9642176);
-    m->b1_grad = (real *)(m->dev + 12040384);
+    m->b1_grad = (real *)(m->dev + 10711296);
     m->w1_grad = (real *)(m->dev + 8036544);
     m->w1_exp_avg = (real *)(m->dev + 2678848);
     m->w1_exp_avg_sq = (real *)(m->dev + 4284480);
@@ -914,7 +914,7 @@ struct fashion_mlp_adam *fashion_mlp_adam_create(uint64_t seed) {
     struct fashion_mlp_adam *m = (struct fashion_mlp_adam *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(12042560, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(13101376, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(8036544, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(669706 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
@@ -988,7 +988,7 @@ double fashion_mlp_adam_train_step(struct fashion_mlp_adam *m, const fashion_mlp
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 12042496)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 13101312)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -1002,7 +1002,7 @@ void fashion_mlp_adam_forward(struct fashion_mlp_adam *m, const fashion_mlp_adam
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 8036544)), (size_t)n * 10 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 10715392)), (size_t)n * 10 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
@@ -1018,8 +1018,8 @@ void fashion_mlp_adam_eval(struct fashion_mlp_adam *m, const fashion_mlp_adam_re
     eval_metrics(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 8036544)), sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 8036608)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 10715392)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 10715456)), sizeof(real), &e));
 
     finish(m);
     *loss = m->failed ? NAN : (double)m->scalars[0];
@@ -1214,11 +1214,11 @@ const cannl_model_api fashion_mlp_adam_api = {
     FASHION_MLP_ADAM_NUM_OUTPUTS, output_info,
     FASHION_MLP_ADAM_NUM_PARAMS, param_info,
     FASHION_MLP_ADAM_NUM_METRICS, metric_names,
-    "((real *)(m->dev + 12042496))", 0.001,
+    "((real *)(m->dev + 13101312))", 0.001,
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads};
+    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
 
 /* Prefetching and the error message, for cannl_train_main_ext (fashion_mlp_adam_train.cu). */
 extern "C" const cannl_model_ext fashion_mlp_adam_cuda_ext = {api_prefetch_fn, api_error_fn};

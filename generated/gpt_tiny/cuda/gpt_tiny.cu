@@ -11,10 +11,10 @@
  * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
- * Memory: every buffer lives in one device arena (272161344 bytes), laid out as the C target's
+ * Memory: every buffer lives in one device arena (273119296 bytes), laid out as the C target's
  * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
  * routine's work buffers in one region). Its first 2873856 bytes (params, optimiser state)
- * are mirrored in pinned host memory, and the params' gradients (in train_step's work region)
+ * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
  * copied into a pinned array of their own, only when the host needs them (checkpoints,
  * gpt_tiny_grad) or changed them (init, load): params stay on the device for a whole training run. Once a caller takes pointers into the mirror
  * (gpt_tiny_param, _grad, _state_tensors) the state keeps it current as the C target does:
@@ -1315,6 +1315,22 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const b_pr = m->b_pr;
     real *const lnf_g = m->lnf_g;
     real *const lnf_b = m->lnf_b;
+    real *const wte_grad = m->wte_grad;
+    real *const lnf_g_grad = m->lnf_g_grad;
+    real *const lnf_b_grad = m->lnf_b_grad;
+    real *const b_pr_grad = m->b_pr_grad;
+    real *const w_pr_grad = m->w_pr_grad;
+    real *const b_fc_grad = m->b_fc_grad;
+    real *const w_fc_grad = m->w_fc_grad;
+    real *const ln2_g_grad = m->ln2_g_grad;
+    real *const ln2_b_grad = m->ln2_b_grad;
+    real *const b_o_grad = m->b_o_grad;
+    real *const w_o_grad = m->w_o_grad;
+    real *const b_qkv_grad = m->b_qkv_grad;
+    real *const w_qkv_grad = m->w_qkv_grad;
+    real *const ln1_g_grad = m->ln1_g_grad;
+    real *const ln1_b_grad = m->ln1_b_grad;
+    real *const wpe_grad = m->wpe_grad;
     real *const wte_exp_avg = m->wte_exp_avg;
     real *const wte_exp_avg_sq = m->wte_exp_avg_sq;
     real *const wpe_exp_avg = m->wpe_exp_avg;
@@ -1347,7 +1363,7 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq;
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg;
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq;
-    char *const work = m->dev + 2873856; /* the work region: this routine's 269287488 bytes */
+    char *const work = m->dev + 3831808; /* the work region: this routine's 269287488 bytes */
     real *const qkv_mm = (real *)(work + 0);
     real *const x1_mm = (real *)(work + 0);
     real *const x2_mm2 = (real *)(work + 0);
@@ -1361,34 +1377,18 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const x0_emb_grad = (real *)(work + 8388608);
     real *const h2_var_grad = (real *)(work + 8454144);
     real *const y_delta = (real *)(work + 16777216);
-    real *const w_qkv_grad = (real *)(work + 16777216);
-    real *const h1_mean_grad = (real *)(work + 16973824);
-    real *const wpe_grad = (real *)(work + 16973824);
-    real *const w_o_grad = (real *)(work + 17039360);
-    real *const h1_var_grad = (real *)(work + 17104896);
-    real *const b_qkv_grad = (real *)(work + 17170432);
-    real *const ln2_g_grad = (real *)(work + 17171968);
-    real *const ln2_b_grad = (real *)(work + 17172480);
-    real *const b_o_grad = (real *)(work + 17172992);
-    real *const ln1_g_grad = (real *)(work + 17173504);
-    real *const ln1_b_grad = (real *)(work + 17174016);
+    real *const h1_mean_grad = (real *)(work + 16777216);
+    real *const h1_var_grad = (real *)(work + 16842752);
     real *const x2_v = (real *)(work + 33554432);
     real *const x2_v_grad = (real *)(work + 33554432);
     real *const h2_grad = (real *)(work + 33554432);
-    real *const w_fc_grad = (real *)(work + 41943040);
-    real *const b_fc_grad = (real *)(work + 42205184);
     real *const loss_ce = (real *)(work + 67108864);
     real *const qkv_grad = (real *)(work + 67108864);
     real *const logits = (real *)(work + 92274688);
     real *const logits_v_grad = (real *)(work + 92274688);
     real *const x1_grad = (real *)(work + 92274688);
     real *const logits_mean_grad = (real *)(work + 100663296);
-    real *const w_pr_grad = (real *)(work + 100663296);
     real *const logits_var_grad = (real *)(work + 100728832);
-    real *const wte_grad = (real *)(work + 100925440);
-    real *const lnf_g_grad = (real *)(work + 101056512);
-    real *const lnf_b_grad = (real *)(work + 101057024);
-    real *const b_pr_grad = (real *)(work + 101057536);
     real *const logits_grad = (real *)(work + 109051904);
     real *const x0_emb = (real *)(work + 125829120);
     real *const h1_ln = (real *)(work + 134217728);
@@ -1665,7 +1665,7 @@ static void forward(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const b_pr = m->b_pr;
     real *const lnf_g = m->lnf_g;
     real *const lnf_b = m->lnf_b;
-    char *const work = m->dev + 2873856; /* the work region: this routine's 58720256 bytes */
+    char *const work = m->dev + 3831808; /* the work region: this routine's 58720256 bytes */
     real *const h1_mean = (real *)(work + 0);
     real *const qkv_mm = (real *)(work + 0);
     real *const y = (real *)(work + 0);
@@ -1760,7 +1760,7 @@ static void eval_metrics(struct gpt_tiny *m, const real *const in_[], int64_t n)
     real *const b_pr = m->b_pr;
     real *const lnf_g = m->lnf_g;
     real *const lnf_b = m->lnf_b;
-    char *const work = m->dev + 2873856; /* the work region: this routine's 58720256 bytes */
+    char *const work = m->dev + 3831808; /* the work region: this routine's 58720256 bytes */
     real *const h1_mean = (real *)(work + 0);
     real *const qkv_mm = (real *)(work + 0);
     real *const y = (real *)(work + 0);
@@ -1876,22 +1876,22 @@ static void to_host(struct gpt_tiny *m) {
     cannl_error e;
     if (m->device_newer && !m->failed) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2873856, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 103799296, 32768 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32768, m->dev + 19847680, 8192 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 40960, m->dev + 20047360, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41088, m->dev + 20047872, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41216, m->dev + 19651072, 49152 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 90368, m->dev + 20044288, 384 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 90752, m->dev + 19913216, 16384 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107136, m->dev + 20046848, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107264, m->dev + 20045824, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107392, m->dev + 20046336, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107520, m->dev + 44816896, 65536 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 173056, m->dev + 45079040, 512 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 173568, m->dev + 103537152, 65536 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239104, m->dev + 103931392, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239232, m->dev + 103930368, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239360, m->dev + 103930880, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2873856, 32768 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32768, m->dev + 3004928, 8192 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 40960, m->dev + 3037696, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41088, m->dev + 3038208, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41216, m->dev + 3038720, 49152 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 90368, m->dev + 3235328, 384 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 90752, m->dev + 3236864, 16384 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107136, m->dev + 3302400, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107264, m->dev + 3302912, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107392, m->dev + 3303424, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107520, m->dev + 3303936, 65536 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 173056, m->dev + 3566080, 512 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 173568, m->dev + 3568128, 65536 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239104, m->dev + 3830272, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239232, m->dev + 3830784, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239360, m->dev + 3831296, 128 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_sync(m->compute, &e));
     }
     m->device_newer = 0;
@@ -1904,22 +1904,22 @@ static void finish(struct gpt_tiny *m) {
     cannl_error e;
     if (m->host_view) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2873856, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 103799296, 32768 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32768, m->dev + 19847680, 8192 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 40960, m->dev + 20047360, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41088, m->dev + 20047872, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41216, m->dev + 19651072, 49152 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 90368, m->dev + 20044288, 384 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 90752, m->dev + 19913216, 16384 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107136, m->dev + 20046848, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107264, m->dev + 20045824, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107392, m->dev + 20046336, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107520, m->dev + 44816896, 65536 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 173056, m->dev + 45079040, 512 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 173568, m->dev + 103537152, 65536 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239104, m->dev + 103931392, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239232, m->dev + 103930368, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239360, m->dev + 103930880, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2873856, 32768 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32768, m->dev + 3004928, 8192 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 40960, m->dev + 3037696, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41088, m->dev + 3038208, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41216, m->dev + 3038720, 49152 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 90368, m->dev + 3235328, 384 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 90752, m->dev + 3236864, 16384 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107136, m->dev + 3302400, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107264, m->dev + 3302912, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107392, m->dev + 3303424, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107520, m->dev + 3303936, 65536 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 173056, m->dev + 3566080, 512 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 173568, m->dev + 3568128, 65536 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239104, m->dev + 3830272, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239232, m->dev + 3830784, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239360, m->dev + 3831296, 128 * sizeof(real), &e));
     }
     CANNL_TRY(cannl_stream_sync(m->compute, &e));
     m->device_newer = !m->host_view;
@@ -2007,22 +2007,22 @@ static void bind_buffers(struct gpt_tiny *m) {
     m->b_pr = (real *)(m->dev + 956416);
     m->lnf_g = (real *)(m->dev + 956928);
     m->lnf_b = (real *)(m->dev + 957440);
-    m->wte_grad = (real *)(m->dev + 103799296);
-    m->lnf_g_grad = (real *)(m->dev + 103930368);
-    m->lnf_b_grad = (real *)(m->dev + 103930880);
-    m->b_pr_grad = (real *)(m->dev + 103931392);
-    m->w_pr_grad = (real *)(m->dev + 103537152);
-    m->b_fc_grad = (real *)(m->dev + 45079040);
-    m->w_fc_grad = (real *)(m->dev + 44816896);
-    m->ln2_g_grad = (real *)(m->dev + 20045824);
-    m->ln2_b_grad = (real *)(m->dev + 20046336);
-    m->b_o_grad = (real *)(m->dev + 20046848);
-    m->w_o_grad = (real *)(m->dev + 19913216);
-    m->b_qkv_grad = (real *)(m->dev + 20044288);
-    m->w_qkv_grad = (real *)(m->dev + 19651072);
-    m->ln1_g_grad = (real *)(m->dev + 20047360);
-    m->ln1_b_grad = (real *)(m->dev + 20047872);
-    m->wpe_grad = (real *)(m->dev + 19847680);
+    m->wte_grad = (real *)(m->dev + 2873856);
+    m->lnf_g_grad = (real *)(m->dev + 3830784);
+    m->lnf_b_grad = (real *)(m->dev + 3831296);
+    m->b_pr_grad = (real *)(m->dev + 3830272);
+    m->w_pr_grad = (real *)(m->dev + 3568128);
+    m->b_fc_grad = (real *)(m->dev + 3566080);
+    m->w_fc_grad = (real *)(m->dev + 3303936);
+    m->ln2_g_grad = (real *)(m->dev + 3302912);
+    m->ln2_b_grad = (real *)(m->dev + 3303424);
+    m->b_o_grad = (real *)(m->dev + 3302400);
+    m->w_o_grad = (real *)(m->dev + 3236864);
+    m->b_qkv_grad = (real *)(m->dev + 3235328);
+    m->w_qkv_grad = (real *)(m->dev + 3038720);
+    m->ln1_g_grad = (real *)(m->dev + 3037696);
+    m->ln1_b_grad = (real *)(m->dev + 3038208);
+    m->wpe_grad = (real *)(m->dev + 3004928);
     m->wte_exp_avg = (real *)(m->dev + 957952);
     m->wte_exp_avg_sq = (real *)(m->dev + 1089024);
     m->wpe_exp_avg = (real *)(m->dev + 1220096);
@@ -2061,7 +2061,7 @@ struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
     struct gpt_tiny *m = (struct gpt_tiny *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(272161344, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(273119296, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(2873856, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(239488 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
@@ -2135,7 +2135,7 @@ double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 272161280)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 273119232)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -2149,7 +2149,7 @@ void gpt_tiny_forward(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], i
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 2873856)), (size_t)n * 16384 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 3831808)), (size_t)n * 16384 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
@@ -2165,8 +2165,8 @@ void gpt_tiny_eval(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int6
     eval_metrics(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 19847680)), sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 2873856)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 20805632)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 3831808)), sizeof(real), &e));
 
     finish(m);
     *loss = m->failed ? NAN : (double)m->scalars[0];
@@ -2501,11 +2501,11 @@ const cannl_model_api gpt_tiny_api = {
     GPT_TINY_NUM_OUTPUTS, output_info,
     GPT_TINY_NUM_PARAMS, param_info,
     GPT_TINY_NUM_METRICS, metric_names,
-    "((real *)(m->dev + 272161280))", 0.0003,
+    "((real *)(m->dev + 273119232))", 0.0003,
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads};
+    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
 
 /* Prefetching and the error message, for cannl_train_main_ext (gpt_tiny_train.cu). */
 extern "C" const cannl_model_ext gpt_tiny_cuda_ext = {api_prefetch_fn, api_error_fn};

@@ -84,8 +84,8 @@ void gpt_tiny_eval(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int6
 gpt_tiny_real *gpt_tiny_param(struct gpt_tiny *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. It lives in the work memory the routines share: valid until the next train_step,
-   forward or eval on this state (copy it to keep it). */
+   on it. It lives in the grad block: valid until the next train_step or train_grads on
+   this state (copy it to keep it). */
 gpt_tiny_real *gpt_tiny_grad(struct gpt_tiny *m, const char *name, int64_t *count);
 int64_t gpt_tiny_get_step(const struct gpt_tiny *m);
 void gpt_tiny_set_step(struct gpt_tiny *m, int64_t step);

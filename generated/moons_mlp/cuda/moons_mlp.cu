@@ -11,10 +11,10 @@
  * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
- * Memory: every buffer lives in one device arena (53248 bytes), laid out as the C target's
+ * Memory: every buffer lives in one device arena (54464 bytes), laid out as the C target's
  * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
  * routine's work buffers in one region). Its first 2816 bytes (params, optimiser state)
- * are mirrored in pinned host memory, and the params' gradients (in train_step's work region)
+ * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
  * copied into a pinned array of their own, only when the host needs them (checkpoints,
  * moons_mlp_grad) or changed them (init, load): params stay on the device for a whole training run. Once a caller takes pointers into the mirror
  * (moons_mlp_param, _grad, _state_tensors) the state keeps it current as the C target does:
@@ -413,31 +413,31 @@ static void train_step(struct moons_mlp *m, const real *const in_[], int64_t n) 
     real *const b1 = m->b1;
     real *const b2 = m->b2;
     real *const b3 = m->b3;
+    real *const b3_grad = m->b3_grad;
+    real *const w3_grad = m->w3_grad;
+    real *const b2_grad = m->b2_grad;
+    real *const w2_grad = m->w2_grad;
+    real *const b1_grad = m->b1_grad;
+    real *const w1_grad = m->w1_grad;
     real *const w1_momentum_buffer = m->w1_momentum_buffer;
     real *const w2_momentum_buffer = m->w2_momentum_buffer;
     real *const w3_momentum_buffer = m->w3_momentum_buffer;
     real *const b1_momentum_buffer = m->b1_momentum_buffer;
     real *const b2_momentum_buffer = m->b2_momentum_buffer;
     real *const b3_momentum_buffer = m->b3_momentum_buffer;
-    char *const work = m->dev + 2816; /* the work region: this routine's 50432 bytes */
+    char *const work = m->dev + 4224; /* the work region: this routine's 50240 bytes */
     real *const h1 = (real *)(work + 0);
     real *const h1_mm = (real *)(work + 0);
     real *const h1_mm_grad = (real *)(work + 0);
     real *const h2 = (real *)(work + 16384);
     real *const h2_mm = (real *)(work + 16384);
     real *const h2_mm_grad = (real *)(work + 16384);
-    real *const w1_grad = (real *)(work + 16384);
-    real *const b1_grad = (real *)(work + 16512);
     real *const prob_mm = (real *)(work + 32768);
     real *const h2_grad = (real *)(work + 32768);
     real *const h1_grad = (real *)(work + 32768);
     real *const prob = (real *)(work + 33792);
     real *const prob_mm_grad = (real *)(work + 49152);
-    real *const w2_grad = (real *)(work + 49152);
-    real *const w3_grad = (real *)(work + 50176);
-    real *const b2_grad = (real *)(work + 50240);
-    real *const loss_ = (real *)(work + 50304);
-    real *const b3_grad = (real *)(work + 50368);
+    real *const loss_ = (real *)(work + 50176);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
@@ -514,7 +514,7 @@ static void forward(struct moons_mlp *m, const real *const in_[], int64_t n) {
     real *const b1 = m->b1;
     real *const b2 = m->b2;
     real *const b3 = m->b3;
-    char *const work = m->dev + 2816; /* the work region: this routine's 32768 bytes */
+    char *const work = m->dev + 4224; /* the work region: this routine's 32768 bytes */
     real *const h1 = (real *)(work + 0);
     real *const h1_mm = (real *)(work + 0);
     real *const h2 = (real *)(work + 0);
@@ -549,7 +549,7 @@ static void eval_metrics(struct moons_mlp *m, const real *const in_[], int64_t n
     real *const b1 = m->b1;
     real *const b2 = m->b2;
     real *const b3 = m->b3;
-    char *const work = m->dev + 2816; /* the work region: this routine's 32768 bytes */
+    char *const work = m->dev + 4224; /* the work region: this routine's 32768 bytes */
     real *const h1 = (real *)(work + 0);
     real *const h1_mm = (real *)(work + 0);
     real *const h2 = (real *)(work + 0);
@@ -602,12 +602,12 @@ static void to_host(struct moons_mlp *m) {
     cannl_error e;
     if (m->device_newer && !m->failed) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2816, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 19200, 32 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32, m->dev + 51968, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 288, m->dev + 52992, 16 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 304, m->dev + 19328, 16 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 320, m->dev + 53056, 16 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 336, m->dev + 53184, 1 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2816, 32 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32, m->dev + 2944, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 288, m->dev + 3968, 16 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 304, m->dev + 4032, 16 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 320, m->dev + 4096, 16 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 336, m->dev + 4160, 1 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_sync(m->compute, &e));
     }
     m->device_newer = 0;
@@ -620,12 +620,12 @@ static void finish(struct moons_mlp *m) {
     cannl_error e;
     if (m->host_view) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2816, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 19200, 32 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32, m->dev + 51968, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 288, m->dev + 52992, 16 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 304, m->dev + 19328, 16 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 320, m->dev + 53056, 16 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 336, m->dev + 53184, 1 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2816, 32 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32, m->dev + 2944, 256 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 288, m->dev + 3968, 16 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 304, m->dev + 4032, 16 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 320, m->dev + 4096, 16 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 336, m->dev + 4160, 1 * sizeof(real), &e));
     }
     CANNL_TRY(cannl_stream_sync(m->compute, &e));
     m->device_newer = !m->host_view;
@@ -703,12 +703,12 @@ static void bind_buffers(struct moons_mlp *m) {
     m->b1 = (real *)(m->dev + 1216);
     m->b2 = (real *)(m->dev + 1280);
     m->b3 = (real *)(m->dev + 1344);
-    m->b3_grad = (real *)(m->dev + 53184);
-    m->w3_grad = (real *)(m->dev + 52992);
-    m->b2_grad = (real *)(m->dev + 53056);
-    m->w2_grad = (real *)(m->dev + 51968);
-    m->b1_grad = (real *)(m->dev + 19328);
-    m->w1_grad = (real *)(m->dev + 19200);
+    m->b3_grad = (real *)(m->dev + 4160);
+    m->w3_grad = (real *)(m->dev + 3968);
+    m->b2_grad = (real *)(m->dev + 4096);
+    m->w2_grad = (real *)(m->dev + 2944);
+    m->b1_grad = (real *)(m->dev + 4032);
+    m->w1_grad = (real *)(m->dev + 2816);
     m->w1_momentum_buffer = (real *)(m->dev + 1408);
     m->w2_momentum_buffer = (real *)(m->dev + 1536);
     m->w3_momentum_buffer = (real *)(m->dev + 2560);
@@ -721,7 +721,7 @@ struct moons_mlp *moons_mlp_create(uint64_t seed) {
     struct moons_mlp *m = (struct moons_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(53248, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(54464, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(2816, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(337 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
@@ -795,7 +795,7 @@ double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inp
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 53120)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 54400)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -809,7 +809,7 @@ void moons_mlp_forward(struct moons_mlp *m, const moons_mlp_real *const inputs[]
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 2816)), (size_t)n * 1 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 4224)), (size_t)n * 1 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
@@ -825,8 +825,8 @@ void moons_mlp_eval(struct moons_mlp *m, const moons_mlp_real *const inputs[], i
     eval_metrics(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 3840)), sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 3904)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 5248)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 5312)), sizeof(real), &e));
 
     finish(m);
     *loss = m->failed ? NAN : (double)m->scalars[0];
@@ -1015,11 +1015,11 @@ const cannl_model_api moons_mlp_api = {
     MOONS_MLP_NUM_OUTPUTS, output_info,
     MOONS_MLP_NUM_PARAMS, param_info,
     MOONS_MLP_NUM_METRICS, metric_names,
-    "((real *)(m->dev + 53120))", 0.5,
+    "((real *)(m->dev + 54400))", 0.5,
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads};
+    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
 
 /* Prefetching and the error message, for cannl_train_main_ext (moons_mlp_train.cu). */
 extern "C" const cannl_model_ext moons_mlp_cuda_ext = {api_prefetch_fn, api_error_fn};

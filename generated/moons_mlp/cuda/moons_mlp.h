@@ -74,8 +74,8 @@ void moons_mlp_eval(struct moons_mlp *m, const moons_mlp_real *const inputs[], i
 moons_mlp_real *moons_mlp_param(struct moons_mlp *m, const char *name, int64_t *count);
 /* The gradient of the loss with respect to param `name` computed by the last train_step
    (before its update), or NULL when there is no such param or the loss does not depend
-   on it. It lives in the work memory the routines share: valid until the next train_step,
-   forward or eval on this state (copy it to keep it). */
+   on it. It lives in the grad block: valid until the next train_step or train_grads on
+   this state (copy it to keep it). */
 moons_mlp_real *moons_mlp_grad(struct moons_mlp *m, const char *name, int64_t *count);
 int64_t moons_mlp_get_step(const struct moons_mlp *m);
 void moons_mlp_set_step(struct moons_mlp *m, int64_t step);
