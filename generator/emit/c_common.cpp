@@ -165,6 +165,9 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
 }
 
 std::string scalar_prologue(const ir::Routine& r, const std::set<std::string>& used, CExpr& x) {
+  // train_grads runs before train_update counts the step up: its step is the one to come.
+  if (r.kind == ir::RoutineKind::TrainGrads)
+    return used.count("rng_key") ? "    const uint64_t rng_key = cannl_dropout_key(m->seed, m->step + 1);\n" : "";
   if (r.kind != ir::RoutineKind::TrainStep && r.kind != ir::RoutineKind::TrainUpdate) return "";
   std::string pro;
   const bool step_used = used.count("step") > 0 || used.count("rng_key") > 0 || !r.scalars.empty();
