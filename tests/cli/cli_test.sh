@@ -274,7 +274,7 @@ if command -v dot > /dev/null; then
   dot -Tsvg "$tmp/out" -o "$tmp/g.svg" && grep -q '<svg' "$tmp/g.svg" && ok || bad "dot:train_step renders"
 fi
 expect_rc 2 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=dot:backward
-grep -qF "cannl: error: --dump=dot:backward: the program has no routine 'backward' (it has init, train_step, forward, eval_metrics)" "$tmp/err" \
+grep -qF "cannl: error: --dump=dot:backward: the program has no routine 'backward' (it has init, train_step, forward, eval_metrics, train_grads, train_update)" "$tmp/err" \
   && ok || bad "dot:ROUTINE: unknown routine"
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --max-batch 128 --stats --json
 for k in arena_bytes loop_nests flops bytes_moved; do

@@ -66,9 +66,12 @@ def run(cmd, what):
     return r.stdout
 
 
+NOISY = []  # NAME=TOL: tensors whose gradient is rounding noise (--noisy)
+
+
 def compare(a, b, tol, what):
     dir_ = os.path.dirname(os.path.abspath(__file__))
-    r = subprocess.run([sys.executable, os.path.join(dir_, "compare.py"), a, b, str(tol)], stdout=subprocess.PIPE,
+    r = subprocess.run([sys.executable, os.path.join(dir_, "compare.py"), a, b, str(tol)] + NOISY, stdout=subprocess.PIPE,
                        text=True)
     print(f"{what}: {r.stdout.strip()}", flush=True)
     return r.returncode == 0
@@ -324,7 +327,11 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--tol", type=float, default=1e-12)
     ap.add_argument("--stream", action="store_true")
+    ap.add_argument("--noisy", action="append", default=[], metavar="NAME=TOL",
+                    help="hold NAME (and its optimiser state) to TOL: a tensor whose gradient is zero "
+                         "in exact arithmetic, rounding noise that depends on the order of the sums")
     a = ap.parse_args()
+    NOISY.extend(a.noisy)
     global MPIRUN
     MPIRUN = shutil.which("mpirun")
     if not MPIRUN:
