@@ -558,14 +558,26 @@ static int write_record(trainer *t, size_t n) {
 }
 
 /* Evaluate the test set in order, in batches; averages weighted by n. */
+/* Evaluation over ranks: rank r takes the batches k with k % P == r (eval_first, then every
+   eval_stride-th); sum_over_ranks then adds up the ranks' sums in place (reporting a failure:
+   nonzero). One process: every batch, and the sums stay. */
+static int64_t eval_first(const trainer *t) { return t->dist ? (int64_t)t->dist->rank : 0; }
+static int64_t eval_stride(const trainer *t) { return t->dist ? (int64_t)t->dist->size : 1; }
+
+static int sum_over_ranks(trainer *t, double *sum, int32_t count) {
+    char msg[256];
+    if (!t->dist || t->dist->sum(t->dist, sum, count, msg, sizeof msg) == 0) return 0;
+    report(t, CANNL__EXIT_FAIL, "%s", msg);
+    return 1;
+}
+
 static int evaluate(trainer *t) {
     const cannl_model_api *api = t->api;
     double loss_sum = 0;
-    double *sum = calloc((size_t)api->num_metrics + 2, sizeof *sum);
+    double *sum = calloc((size_t)api->num_metrics + 1, sizeof *sum); /* the metrics, then the loss */
     if (!sum) return report(t, CANNL__EXIT_FAIL, "out of memory");
     cannl_error err;
-    /* Over ranks: rank r evaluates the batches k with k % P == r; the sums are then reduced. */
-    const int64_t stride = t->dist ? (int64_t)t->dist->size : 1, first = t->dist ? (int64_t)t->dist->rank : 0;
+    const int64_t first = eval_first(t), stride = eval_stride(t);
     for (int64_t start = first * t->batch; start < t->ntest; start += stride * t->batch) {
         int64_t n = t->ntest - start < t->batch ? t->ntest - start : t->batch;
         for (int64_t j = 0; j < n; j++) t->idx[j] = start + j;
@@ -583,14 +595,11 @@ static int evaluate(trainer *t) {
         for (int32_t k = 0; k < api->num_metrics; k++) sum[k] += t->metrics[k] * (double)n;
     }
     sum[api->num_metrics] = loss_sum;
-    if (t->dist) {
-        char msg[256];
-        if (t->dist->sum(t->dist, sum, api->num_metrics + 1, msg, sizeof msg)) {
-            free(sum);
-            return report(t, CANNL__EXIT_FAIL, "%s", msg);
-        }
-        loss_sum = sum[api->num_metrics];
+    if (sum_over_ranks(t, sum, api->num_metrics + 1)) {
+        free(sum);
+        return CANNL__EXIT_FAIL;
     }
+    loss_sum = sum[api->num_metrics];
     t->test_loss = loss_sum / (double)t->ntest;
     for (int32_t k = 0; k < api->num_metrics; k++) t->metrics[k] = sum[k] / (double)t->ntest;
     free(sum);
@@ -672,10 +681,9 @@ static int validate(trainer *t) {
     const cannl_model_api *api = t->api;
     const int64_t batches = t->o.eval_batches, n = t->batch;
     double loss_sum = 0;
-    double *sum = calloc((size_t)api->num_metrics + 2, sizeof *sum);
+    double *sum = calloc((size_t)api->num_metrics + 1, sizeof *sum); /* the metrics, then the loss */
     if (!sum) return report(t, CANNL__EXIT_FAIL, "out of memory");
-    /* Over ranks: rank r evaluates the batches k with k % P == r; the sums are then reduced. */
-    const int64_t stride = t->dist ? (int64_t)t->dist->size : 1, first = t->dist ? (int64_t)t->dist->rank : 0;
+    const int64_t first = eval_first(t), stride = eval_stride(t);
     for (int64_t k = first; k < batches; k += stride) {
         cannl__stream_val_batch(&t->val, batches, n, k, t->bufs);
         double loss = 0;
@@ -688,14 +696,11 @@ static int validate(trainer *t) {
         for (int32_t j = 0; j < api->num_metrics; j++) sum[j] += t->val_metrics[j];
     }
     sum[api->num_metrics] = loss_sum;
-    if (t->dist) {
-        char msg[256];
-        if (t->dist->sum(t->dist, sum, api->num_metrics + 1, msg, sizeof msg)) {
-            free(sum);
-            return report(t, CANNL__EXIT_FAIL, "%s", msg);
-        }
-        loss_sum = sum[api->num_metrics];
+    if (sum_over_ranks(t, sum, api->num_metrics + 1)) {
+        free(sum);
+        return CANNL__EXIT_FAIL;
     }
+    loss_sum = sum[api->num_metrics];
     t->val_loss = loss_sum / (double)batches;
     for (int32_t j = 0; j < api->num_metrics; j++) t->val_metrics[j] = sum[j] / (double)batches;
     free(sum);
