@@ -424,6 +424,23 @@ typedef struct cannl_model_api {
        < 0: summed over the block). Default 0, num_params, -1. */
     const int64_t *grad_offsets;
     void (*set_update_shard)(void *m, int32_t first, int32_t last, double norm_sq);
+    /* ZeRO-1's memory (NULL: none): the optimiser state is a block of its own, each param's
+       contiguous, in param order: param i's bytes [opt_state_start[i], opt_state_start[i + 1])
+       (num_params + 1 entries; the last, the whole block's size). shard_opt_state(m, first,
+       last) keeps the state of params [first, last) only, in a block of their size (what it
+       held of them kept, the rest zero), and returns 0 (-1: out of memory or a bad range, m
+       unchanged); the others' optimiser-state tensors then have data NULL in state_tensors,
+       train_step returns NaN, and train_update updates the held params only (also sets the
+       update shard to [first, last)). (m, 0, num_params): everything again. opt_state: the
+       held block (param i's state at opt_state_start[i] - opt_state_start[first]), or NULL
+       when empty. */
+    const int64_t *opt_state_start;
+    int (*shard_opt_state)(void *m, int32_t first, int32_t last);
+    void *(*opt_state)(void *m);
+    /* Data-parallel dropout (NULL: none): the examples train_grads gets are the global batch's
+       from index `first` on (default 0); dropout's masks are drawn by that index, so a rank's
+       slice gets the masks one process draws for the same examples. */
+    void (*set_example_offset)(void *m, int64_t first);
 } cannl_model_api;
 
 /* Metadata key holding the optimiser step count in a model checkpoint. */

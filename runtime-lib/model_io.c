@@ -55,6 +55,14 @@ static cannl_status list_state(const cannl_model_api *api, void *m, const char *
             return st;
         }
     }
+    for (size_t i = 0; i < count; i++)
+        if (!t[i].data) { /* a ZeRO-1 shard (shard_opt_state) holds only some params' state */
+            cannl_status st = cannl__fail(err, CANNL_E_ARG, path, "model '%s': state tensor '%s' is not held by this "
+                                          "state (its optimiser state is sharded)", api->name,
+                                          t[i].name ? t[i].name : "(null)");
+            free(t);
+            return st;
+        }
     *out = t;
     *n = count;
     return CANNL_OK;

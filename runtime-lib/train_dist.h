@@ -30,11 +30,13 @@ struct cannl__dist {
        ranks into this rank's part only, [start[rank], start[rank + 1]) of the P + 1 element
        boundaries `start`; the rest of the block keeps this rank's values. bcast: `count`
        elements at buf from rank `root` to every rank (a param from the rank that updated it).
-       to_root: `count` elements at buf from rank `from` to rank 0 (optimiser state for the
-       checkpoint; nothing when from is 0). */
+       gather: each rank's part of a block of `dtype` elements to rank 0, for the checkpoint
+       (the optimiser state): rank r's [start[r], start[r + 1]) at `mine`, into `all` (rank 0,
+       whose own part is there already; the others pass NULL). */
     int (*reduce_scatter)(cannl__dist *d, void *block, cannl_dtype dtype, const int64_t *start, char *msg, size_t cap);
     int (*bcast)(cannl__dist *d, void *buf, int64_t count, cannl_dtype dtype, int root, char *msg, size_t cap);
-    int (*to_root)(cannl__dist *d, void *buf, int64_t count, cannl_dtype dtype, int from, char *msg, size_t cap);
+    int (*gather)(cannl__dist *d, const void *mine, void *all, cannl_dtype dtype, const int64_t *start, char *msg,
+                  size_t cap);
     /* Sum `count` doubles over the ranks, in place (blocking). */
     int (*sum)(cannl__dist *d, double *v, int count, char *msg, size_t cap);
     /* The largest of every rank's `v` (blocking), for agreeing on an exit status. */

@@ -163,17 +163,29 @@ static int mpi_bcast(cannl__dist *d, void *buf, int64_t count, cannl_dtype dtype
     return 0;
 }
 
-static int mpi_to_root(cannl__dist *d, void *buf, int64_t count, cannl_dtype dtype, int from, char *msg, size_t cap) {
-    if (from == 0 || (d->rank != 0 && d->rank != from)) return 0;
-    const size_t elem = cannl_dtype_size(dtype);
-    for (int64_t lo = 0; lo < count; lo += INT32_MAX) {
-        const int k = (int)(count - lo < INT32_MAX ? count - lo : INT32_MAX);
-        void *p = (char *)buf + (size_t)lo * elem;
-        const int rc = d->rank == 0 ? MPI_Recv(p, k, mpi_type(dtype), from, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE)
-                                    : MPI_Send(p, k, mpi_type(dtype), 0, 0, MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS) return fail(d, rc, "gathering the optimiser state (MPI_Send/MPI_Recv)", msg, cap);
+static int mpi_gather(cannl__dist *d, const void *mine, void *all, cannl_dtype dtype, const int64_t *start, char *msg,
+                      size_t cap) {
+    int *counts = malloc(2 * (size_t)d->size * sizeof *counts);
+    if (!counts) {
+        snprintf(msg, cap, "rank %d of %d: out of memory", d->rank, d->size);
+        return -1;
     }
-    return 0;
+    int *displs = counts + d->size;
+    for (int r = 0; r < d->size; r++) {
+        if (start[r + 1] > INT32_MAX) {
+            free(counts);
+            snprintf(msg, cap, "rank %d of %d: %" PRId64 " elements of optimiser state are more than MPI's int count",
+                     d->rank, d->size, start[r + 1]);
+            return -1;
+        }
+        counts[r] = (int)(start[r + 1] - start[r]);
+        displs[r] = (int)start[r];
+    }
+    const MPI_Datatype type = mpi_type(dtype);
+    const int rc = d->rank == 0 ? MPI_Gatherv(MPI_IN_PLACE, 0, type, all, counts, displs, type, 0, MPI_COMM_WORLD)
+                                : MPI_Gatherv(mine, counts[d->rank], type, NULL, NULL, NULL, type, 0, MPI_COMM_WORLD);
+    free(counts);
+    return rc == MPI_SUCCESS ? 0 : fail(d, rc, "MPI_Gatherv of the optimiser state", msg, cap);
 }
 
 static int mpi_sum(cannl__dist *d, double *v, int count, char *msg, size_t cap) {
@@ -220,7 +232,7 @@ int cannl_train_main_mpi(const cannl_model_api *api, int argc, char **argv) {
     d.reduce_end = mpi_reduce_end;
     d.reduce_scatter = mpi_reduce_scatter;
     d.bcast = mpi_bcast;
-    d.to_root = mpi_to_root;
+    d.gather = mpi_gather;
     d.sum = mpi_sum;
     d.max = mpi_max;
     d.abort = mpi_abort;

@@ -104,6 +104,7 @@ typedef struct trainer {
     int32_t *shard;
     int64_t *shard_start;
     int checkpointing;             /* rank 0 writes checkpoints: with ZeRO-1 every rank gathers for them */
+    double *opt_bytes;             /* data-parallel: the optimiser-state bytes each rank holds (P) */
 } trainer;
 
 /* The signal that stops the run, or 0: this process's, or with ranks the one they agreed on
@@ -465,6 +466,7 @@ static int check_state(trainer *t) {
     if (t->ext && t->ext->error && t->ext->error(t->m)) return report(t, CANNL__EXIT_FAIL, "%s", t->ext->error(t->m));
     for (size_t i = 0; i < t->nstate; i++) {
         const cannl_tensor *x = &t->state[i];
+        if (!x->data) continue; /* ZeRO-1: optimiser state another rank holds */
         int64_t count = 1;
         for (int32_t d = 0; d < x->ndims; d++) count *= x->shape[d];
         const int64_t bad = cannl__first_nonfinite(x->data, (size_t)count, x->dtype);
@@ -481,47 +483,52 @@ static int check_state(trainer *t) {
 
 /* ------------------------------------------------------------ training */
 
-static int zero_shards(trainer *t);
-
-/* ZeRO-1: the owners of the optimiser state send it to rank 0, whose checkpoint then holds
-   what one process's would (every rank calls it at every save). */
+/* ZeRO-1: every rank's optimiser state to rank 0, which holds all of it for the checkpoint
+   (which then holds what one process's would); every rank calls it at every save, and rank 0
+   calls zero_hold after the save. */
 static int gather_state(trainer *t) {
     const cannl_model_api *api = t->api;
+    cannl__dist *d = t->dist;
+    const int32_t np = api->num_params;
+    const int64_t elem = (int64_t)cannl_dtype_size(api->dtype);
     char msg[256];
-    int rc = zero_shards(t);
-    if (rc) return rc;
-    for (size_t i = (size_t)api->num_params; i < t->nstate; i++) {
-        const cannl_tensor *x = &t->state[i];
-        int32_t param = -1; /* the param "<param>.<state>" belongs to: the longest name that prefixes it */
-        size_t best = 0;
-        for (int32_t j = 0; j < api->num_params; j++) {
-            const size_t len = strlen(api->params[j].name);
-            if (len > best && strncmp(x->name, api->params[j].name, len) == 0 && x->name[len] == '.') {
-                param = j;
-                best = len;
-            }
-        }
-        if (param < 0)
-            return report(t, CANNL__EXIT_FAIL, "model '%s': state tensor '%s' belongs to no param", api->name, x->name);
-        int owner = 0;
-        while (owner + 1 < t->dist->size && t->shard[owner + 1] <= param) owner++;
-        int64_t count = 1;
-        for (int32_t k = 0; k < x->ndims; k++) count *= x->shape[k];
-        if (t->dist->to_root(t->dist, x->data, count, api->dtype, owner, msg, sizeof msg))
-            return report(t, CANNL__EXIT_FAIL, "%s", msg);
-    }
+    if (d->rank == 0 && api->shard_opt_state(t->m, 0, np))
+        return report(t, CANNL__EXIT_FAIL, "out of memory gathering the optimiser state (%" PRId64 " bytes)",
+                      api->opt_state_start[np]);
+    int64_t *start = calloc((size_t)d->size + 1, sizeof *start); /* each rank's part, in elements */
+    if (!start) return report(t, CANNL__EXIT_FAIL, "out of memory");
+    for (int r = 0; r <= d->size; r++) start[r] = api->opt_state_start[t->shard[r]] / elem;
+    const int rc = d->gather(d, api->opt_state(t->m), d->rank == 0 ? api->opt_state(t->m) : NULL, api->dtype, start, msg,
+                             sizeof msg);
+    free(start);
+    return rc ? report(t, CANNL__EXIT_FAIL, "%s", msg) : CANNL__EXIT_OK;
+}
+
+/* ZeRO-1: this rank's optimiser state only, that of the params it updates. */
+static int zero_hold(trainer *t) {
+    const int r = t->dist->rank;
+    if (t->api->shard_opt_state(t->m, t->shard[r], t->shard[r + 1]))
+        return report(t, CANNL__EXIT_FAIL, "out of memory sharding the optimiser state");
     return CANNL__EXIT_OK;
 }
+
+static int save_checkpoint_now(trainer *t);
 
 static int save_checkpoint(trainer *t) {
     if (t->dist && t->o.zero && t->checkpointing) {
         int rc = gather_state(t);
-        if (rc) return rc;
-        if (!t->o.checkpoint) {
-            t->saved_step = t->step; /* as rank 0's: every rank gathers at the same saves */
-            return CANNL__EXIT_OK;
+        if (!rc) rc = save_checkpoint_now(t);
+        if (t->dist->rank == 0) { /* back to its shard, saved or not */
+            const int held = zero_hold(t);
+            if (!rc) rc = held;
         }
+        if (!rc) t->saved_step = t->step; /* as rank 0's: every rank gathers at the same saves */
+        return rc;
     }
+    return save_checkpoint_now(t);
+}
+
+static int save_checkpoint_now(trainer *t) {
     if (!t->o.checkpoint) return CANNL__EXIT_OK;
     int rc = check_state(t); /* a diverged state never replaces the last good checkpoint */
     if (rc) return rc;
@@ -827,11 +834,30 @@ static int zero_shards(trainer *t) {
     return CANNL__EXIT_OK;
 }
 
+/* ZeRO-1 under way: the shards, and this rank's optimiser state cut to its own. */
+static int setup_zero(trainer *t) {
+    int rc = zero_shards(t);
+    return rc ? rc : zero_hold(t);
+}
+
+/* Data-parallel: the optimiser-state bytes each rank holds, for the summary. */
+static int count_opt_bytes(trainer *t) {
+    const cannl_model_api *api = t->api;
+    cannl__dist *d = t->dist;
+    char msg[256];
+    if (!api->opt_state_start) return CANNL__EXIT_OK;
+    if (!(t->opt_bytes = calloc((size_t)d->size, sizeof *t->opt_bytes))) return report(t, CANNL__EXIT_FAIL, "out of memory");
+    const int32_t first = t->o.zero ? t->shard[d->rank] : 0, last = t->o.zero ? t->shard[d->rank + 1] : api->num_params;
+    t->opt_bytes[d->rank] = (double)(api->opt_state_start[last] - api->opt_state_start[first]);
+    if (d->sum(d, t->opt_bytes, d->size, msg, sizeof msg)) return report(t, CANNL__EXIT_FAIL, "%s", msg);
+    return CANNL__EXIT_OK;
+}
+
 /* A ZeRO-1 step: the weighted gradients reduce-scattered (each rank receives the sum of its
    shard), clip_grad_norm's squared norm summed over the shards, each rank's update of its
    params (reading and writing only their optimiser state), then each param broadcast from the
    rank that updated it. */
-static int zero_step(trainer *t, int64_t count, int64_t n, double *loss) {
+static int zero_step(trainer *t, int64_t first, int64_t count, int64_t n, double *loss) {
     const cannl_model_api *api = t->api;
     cannl__dist *d = t->dist;
     char msg[256];
@@ -841,6 +867,7 @@ static int zero_step(trainer *t, int64_t count, int64_t n, double *loss) {
     void *block = api->grad_block(t->m, &elems);
     const double w = (double)count / (double)n;
     double local = 0;
+    if (api->set_example_offset) api->set_example_offset(t->m, first); /* dropout's masks: one process's */
     if (count > 0)
         local = api->train_grads(t->m, (const void *const *)t->bufs, count);
     else
@@ -878,8 +905,8 @@ static int zero_step(trainer *t, int64_t count, int64_t n, double *loss) {
     return CANNL__EXIT_OK;
 }
 
-static int dist_step(trainer *t, int64_t count, int64_t n, double *loss) {
-    if (t->o.zero) return zero_step(t, count, n, loss);
+static int dist_step(trainer *t, int64_t lo, int64_t count, int64_t n, double *loss) {
+    if (t->o.zero) return zero_step(t, lo, count, n, loss);
     const cannl_model_api *api = t->api;
     char msg[256];
     double local = 0;
@@ -894,6 +921,7 @@ static int dist_step(trainer *t, int64_t count, int64_t n, double *loss) {
        backward pass to send them from (every rank decides alike, from n and P). */
     const int hooked = api->set_grad_hook != NULL && n >= d->size;
     if (hooked) api->set_grad_hook(t->m, grad_ready, d);
+    if (api->set_example_offset) api->set_example_offset(t->m, lo); /* dropout's masks: one process's */
     if (count > 0)
         local = api->train_grads(t->m, (const void *const *)t->bufs, count);
     else
@@ -972,7 +1000,7 @@ static int train(trainer *t) {
                 api->set_lr(t->m, t->base_lr * 0.5 * (1 + cos(M_PI_VALUE * (double)t->step / (double)t->horizon)));
             double loss = NAN;
             if (t->dist) {
-                int rc = dist_step(t, count, n, &loss);
+                int rc = dist_step(t, lo, count, n, &loss);
                 if (rc) {
                     t->dist->abort(t->dist, rc);
                     return rc;
@@ -1050,6 +1078,13 @@ static int finish(trainer *t) {
                t->o.zero ? " (ZeRO-1)" : "", t->dist->size, t->dist->bytes_reduced / t->steps_run,
                t->o.zero ? "reduce-scattered" : "all-reduced", 1e3 * t->dist->reduce_s / (double)t->steps_run,
                t->o.zero ? "reduce-scatter" : "all-reduce", el > 0 ? 100 * t->dist->reduce_s / el : 0.0);
+    if (t->opt_bytes) { /* what each rank holds: all of it, or with ZeRO-1 its shard's */
+        const int64_t all = t->api->opt_state_start[t->api->num_params];
+        printf("optimiser state: %.0f bytes on this rank of %" PRId64 "%s", t->opt_bytes[0], all,
+               t->o.zero ? " (ZeRO-1; per rank:" : " (each rank holds all of it)\n");
+        for (int r = 0; t->o.zero && r < t->dist->size; r++)
+            printf(" %.0f%s", t->opt_bytes[r], r + 1 < t->dist->size ? "" : ")\n");
+    }
     fflush(stdout);
     return CANNL__EXIT_OK;
 }
@@ -1064,11 +1099,13 @@ static int run(trainer *t) {
     if (!rc) rc = setup_data(t);
     if (!rc) rc = check_checkpoint_dir(t);
     if (!rc) rc = setup_run(t);
+    if (!rc && t->dist && t->o.zero) rc = setup_zero(t);
     if (t->dist) { /* every rank goes on, or none (the one that failed said why) */
         char msg[256];
         int worst = rc;
         if (t->dist->max(t->dist, &worst, msg, sizeof msg)) return report(t, CANNL__EXIT_FAIL, "%s", msg);
         if (!rc) rc = worst;
+        if (!rc) rc = count_opt_bytes(t);
     }
     if (rc) return rc;
     if (t->step >= t->target && !t->o.quiet)
@@ -1123,6 +1160,7 @@ static void cleanup(trainer *t) {
     free(t->state);
     free(t->shard);
     free(t->shard_start);
+    free(t->opt_bytes);
     cannl__train_opts_free(&t->o);
 }
 
@@ -1142,7 +1180,8 @@ static int setup_rank(trainer *t) {
         return report(t, CANNL__EXIT_USAGE, "model '%s' cannot train data-parallel (its table has no train_grads)",
                       api->name);
     if (t->ext) return report(t, CANNL__EXIT_USAGE, "model '%s': data-parallel training is for the C target", api->name);
-    if (t->o.zero && (!api->grad_offsets || !api->set_update_shard))
+    if (t->o.zero && (!api->grad_offsets || !api->set_update_shard || !api->shard_opt_state || !api->opt_state_start ||
+                      !api->opt_state))
         return report(t, CANNL__EXIT_USAGE, "--zero 1: model '%s' cannot shard its optimiser state (regenerate it)",
                       api->name);
     t->checkpointing = t->o.checkpoint != NULL;

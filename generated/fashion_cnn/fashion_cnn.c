@@ -52,7 +52,7 @@ struct fashion_cnn {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 470661440 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 444464320 bytes */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
@@ -60,6 +60,13 @@ struct fashion_cnn {
        clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
     int32_t update_first, update_last;
     double update_norm_sq;
+    /* the optimiser state of params [opt_first, opt_last) (api order; all of it by default:
+       26197120 bytes), its pointers below NULL for the others (shard_opt_state; ZeRO-1) */
+    void *opt_state;
+    int32_t opt_first, opt_last;
+    /* train_grads' first example's index in the global batch (set_example_offset): dropout's
+       masks are drawn by that index, so a data-parallel rank's are one process's */
+    int64_t example_offset;
     /* params */
     real *k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
     real *k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
@@ -123,31 +130,22 @@ static void set_k2(cannl_rng *rng, real *restrict k2) {
     }
 }
 
-/* line 13: c1 = zeros; zero c1_exp_avg; zero c1_exp_avg_sq */
-static void set_c1(real *restrict c1, real *restrict c1_exp_avg, real *restrict c1_exp_avg_sq) {
-    for (int64_t j = 0; j < 32; ++j) {
+/* line 13: c1 = zeros */
+static void fill_c1(real *restrict c1) {
+    for (int64_t j = 0; j < 32; ++j)
         c1[j] = 0.0f;
-        c1_exp_avg[j] = 0.0f;
-        c1_exp_avg_sq[j] = 0.0f;
-    }
 }
 
-/* line 14: c2 = zeros; zero c2_exp_avg; zero c2_exp_avg_sq */
-static void set_c2(real *restrict c2, real *restrict c2_exp_avg, real *restrict c2_exp_avg_sq) {
-    for (int64_t j = 0; j < 64; ++j) {
+/* line 14: c2 = zeros */
+static void fill_c2(real *restrict c2) {
+    for (int64_t j = 0; j < 64; ++j)
         c2[j] = 0.0f;
-        c2_exp_avg[j] = 0.0f;
-        c2_exp_avg_sq[j] = 0.0f;
-    }
 }
 
-/* line 15: b3 = zeros; zero b3_exp_avg; zero b3_exp_avg_sq */
-static void set_b3(real *restrict b3, real *restrict b3_exp_avg, real *restrict b3_exp_avg_sq) {
-    for (int64_t j = 0; j < 1024; ++j) {
+/* line 15: b3 = zeros */
+static void fill_b3(real *restrict b3) {
+    for (int64_t j = 0; j < 1024; ++j)
         b3[j] = 0.0f;
-        b3_exp_avg[j] = 0.0f;
-        b3_exp_avg_sq[j] = 0.0f;
-    }
 }
 
 /* line 16: w3 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
@@ -170,13 +168,10 @@ static void set_w4(cannl_rng *rng, real *restrict w4) {
     }
 }
 
-/* line 16: b4 = zeros; zero b4_exp_avg; zero b4_exp_avg_sq */
-static void set_b4(real *restrict b4, real *restrict b4_exp_avg, real *restrict b4_exp_avg_sq) {
-    for (int64_t j = 0; j < 10; ++j) {
+/* line 16: b4 = zeros */
+static void fill_b4(real *restrict b4) {
+    for (int64_t j = 0; j < 10; ++j)
         b4[j] = 0.0f;
-        b4_exp_avg[j] = 0.0f;
-        b4_exp_avg_sq[j] = 0.0f;
-    }
 }
 
 /* zero k1_exp_avg; zero k1_exp_avg_sq */
@@ -206,6 +201,30 @@ static void set_k2_exp_avg(real *restrict k2_exp_avg, real *restrict k2_exp_avg_
     }
 }
 
+/* zero c1_exp_avg; zero c1_exp_avg_sq */
+static void set_c1_exp_avg(real *restrict c1_exp_avg, real *restrict c1_exp_avg_sq) {
+    for (int64_t j = 0; j < 32; ++j) {
+        c1_exp_avg[j] = 0.0f;
+        c1_exp_avg_sq[j] = 0.0f;
+    }
+}
+
+/* zero c2_exp_avg; zero c2_exp_avg_sq */
+static void set_c2_exp_avg(real *restrict c2_exp_avg, real *restrict c2_exp_avg_sq) {
+    for (int64_t j = 0; j < 64; ++j) {
+        c2_exp_avg[j] = 0.0f;
+        c2_exp_avg_sq[j] = 0.0f;
+    }
+}
+
+/* zero b3_exp_avg; zero b3_exp_avg_sq */
+static void set_b3_exp_avg(real *restrict b3_exp_avg, real *restrict b3_exp_avg_sq) {
+    for (int64_t j = 0; j < 1024; ++j) {
+        b3_exp_avg[j] = 0.0f;
+        b3_exp_avg_sq[j] = 0.0f;
+    }
+}
+
 /* zero w3_exp_avg; zero w3_exp_avg_sq */
 static void set_w3_exp_avg(real *restrict w3_exp_avg, real *restrict w3_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(3211264 >= CANNL_PARALLEL_MIN)")
@@ -228,6 +247,14 @@ static void set_w4_exp_avg(real *restrict w4_exp_avg, real *restrict w4_exp_avg_
             w4_exp_avg[j0 * 1024 + j1] = 0.0f;
             w4_exp_avg_sq[j0 * 1024 + j1] = 0.0f;
         }
+    }
+}
+
+/* zero b4_exp_avg; zero b4_exp_avg_sq */
+static void set_b4_exp_avg(real *restrict b4_exp_avg, real *restrict b4_exp_avg_sq) {
+    for (int64_t j = 0; j < 10; ++j) {
+        b4_exp_avg[j] = 0.0f;
+        b4_exp_avg_sq[j] = 0.0f;
     }
 }
 
@@ -646,7 +673,7 @@ static void set_k2_exp_avg_2(real *restrict k2_exp_avg, real *restrict k2_exp_av
 
 /* line 29: adam update of c1 */
 CANNL_MULTIVERSION
-static void set_c1_exp_avg(real *restrict c1_exp_avg, real *restrict c1_exp_avg_sq, real *restrict c1, const real *restrict c1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_c1_exp_avg_2(real *restrict c1_exp_avg, real *restrict c1_exp_avg_sq, real *restrict c1, const real *restrict c1_grad, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 32; ++j) {
         c1_exp_avg[j] = c1_exp_avg[j] * 0.9f + c1_grad[j] * 0.1f;
         c1_exp_avg_sq[j] = c1_exp_avg_sq[j] * 0.999f + c1_grad[j] * c1_grad[j] * 0.001f;
@@ -656,7 +683,7 @@ static void set_c1_exp_avg(real *restrict c1_exp_avg, real *restrict c1_exp_avg_
 
 /* line 29: adam update of c2 */
 CANNL_MULTIVERSION
-static void set_c2_exp_avg(real *restrict c2_exp_avg, real *restrict c2_exp_avg_sq, real *restrict c2, const real *restrict c2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_c2_exp_avg_2(real *restrict c2_exp_avg, real *restrict c2_exp_avg_sq, real *restrict c2, const real *restrict c2_grad, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 64; ++j) {
         c2_exp_avg[j] = c2_exp_avg[j] * 0.9f + c2_grad[j] * 0.1f;
         c2_exp_avg_sq[j] = c2_exp_avg_sq[j] * 0.999f + c2_grad[j] * c2_grad[j] * 0.001f;
@@ -666,7 +693,7 @@ static void set_c2_exp_avg(real *restrict c2_exp_avg, real *restrict c2_exp_avg_
 
 /* line 29: adam update of b3 */
 CANNL_MULTIVERSION
-static void set_b3_exp_avg(real *restrict b3_exp_avg, real *restrict b3_exp_avg_sq, real *restrict b3, const real *restrict b3_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_b3_exp_avg_2(real *restrict b3_exp_avg, real *restrict b3_exp_avg_sq, real *restrict b3, const real *restrict b3_grad, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 1024; ++j) {
         b3_exp_avg[j] = b3_exp_avg[j] * 0.9f + b3_grad[j] * 0.1f;
         b3_exp_avg_sq[j] = b3_exp_avg_sq[j] * 0.999f + b3_grad[j] * b3_grad[j] * 0.001f;
@@ -705,7 +732,7 @@ static void set_w4_exp_avg_2(real *restrict w4_exp_avg, real *restrict w4_exp_av
 
 /* line 29: adam update of b4 */
 CANNL_MULTIVERSION
-static void set_b4_exp_avg(real *restrict b4_exp_avg, real *restrict b4_exp_avg_sq, real *restrict b4, const real *restrict b4_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_b4_exp_avg_2(real *restrict b4_exp_avg, real *restrict b4_exp_avg_sq, real *restrict b4, const real *restrict b4_grad, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 10; ++j) {
         b4_exp_avg[j] = b4_exp_avg[j] * 0.9f + b4_grad[j] * 0.1f;
         b4_exp_avg_sq[j] = b4_exp_avg_sq[j] * 0.999f + b4_grad[j] * b4_grad[j] * 0.001f;
@@ -821,14 +848,14 @@ static void init_params(struct fashion_cnn *m, uint64_t seed) {
     /* line 12: k2 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     set_k2(&rng, k2);
 
-    /* line 13: c1 = zeros; zero c1_exp_avg; zero c1_exp_avg_sq */
-    set_c1(c1, c1_exp_avg, c1_exp_avg_sq);
+    /* line 13: c1 = zeros */
+    fill_c1(c1);
 
-    /* line 14: c2 = zeros; zero c2_exp_avg; zero c2_exp_avg_sq */
-    set_c2(c2, c2_exp_avg, c2_exp_avg_sq);
+    /* line 14: c2 = zeros */
+    fill_c2(c2);
 
-    /* line 15: b3 = zeros; zero b3_exp_avg; zero b3_exp_avg_sq */
-    set_b3(b3, b3_exp_avg, b3_exp_avg_sq);
+    /* line 15: b3 = zeros */
+    fill_b3(b3);
 
     /* line 16: w3 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     set_w3(&rng, w3);
@@ -836,20 +863,48 @@ static void init_params(struct fashion_cnn *m, uint64_t seed) {
     /* line 16: w4 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     set_w4(&rng, w4);
 
-    /* line 16: b4 = zeros; zero b4_exp_avg; zero b4_exp_avg_sq */
-    set_b4(b4, b4_exp_avg, b4_exp_avg_sq);
+    /* line 16: b4 = zeros */
+    fill_b4(b4);
 
     /* zero k1_exp_avg; zero k1_exp_avg_sq */
-    set_k1_exp_avg(k1_exp_avg, k1_exp_avg_sq);
+    if (m->opt_first <= 0 && 0 < m->opt_last) {
+        set_k1_exp_avg(k1_exp_avg, k1_exp_avg_sq);
+    }
 
     /* zero k2_exp_avg; zero k2_exp_avg_sq */
-    set_k2_exp_avg(k2_exp_avg, k2_exp_avg_sq);
+    if (m->opt_first <= 1 && 1 < m->opt_last) {
+        set_k2_exp_avg(k2_exp_avg, k2_exp_avg_sq);
+    }
+
+    /* zero c1_exp_avg; zero c1_exp_avg_sq */
+    if (m->opt_first <= 2 && 2 < m->opt_last) {
+        set_c1_exp_avg(c1_exp_avg, c1_exp_avg_sq);
+    }
+
+    /* zero c2_exp_avg; zero c2_exp_avg_sq */
+    if (m->opt_first <= 3 && 3 < m->opt_last) {
+        set_c2_exp_avg(c2_exp_avg, c2_exp_avg_sq);
+    }
+
+    /* zero b3_exp_avg; zero b3_exp_avg_sq */
+    if (m->opt_first <= 4 && 4 < m->opt_last) {
+        set_b3_exp_avg(b3_exp_avg, b3_exp_avg_sq);
+    }
 
     /* zero w3_exp_avg; zero w3_exp_avg_sq */
-    set_w3_exp_avg(w3_exp_avg, w3_exp_avg_sq);
+    if (m->opt_first <= 5 && 5 < m->opt_last) {
+        set_w3_exp_avg(w3_exp_avg, w3_exp_avg_sq);
+    }
 
     /* zero w4_exp_avg; zero w4_exp_avg_sq */
-    set_w4_exp_avg(w4_exp_avg, w4_exp_avg_sq);
+    if (m->opt_first <= 6 && 6 < m->opt_last) {
+        set_w4_exp_avg(w4_exp_avg, w4_exp_avg_sq);
+    }
+
+    /* zero b4_exp_avg; zero b4_exp_avg_sq */
+    if (m->opt_first <= 7 && 7 < m->opt_last) {
+        set_b4_exp_avg(b4_exp_avg, b4_exp_avg_sq);
+    }
 }
 
 /* routine train_step */
@@ -888,7 +943,7 @@ static double train_step(struct fashion_cnn *m, const real *const inputs[], int6
     real *const w4_exp_avg_sq = m->w4_exp_avg_sq; /* [10, 1024] exp_avg_sq of w4 */
     real *const b4_exp_avg = m->b4_exp_avg; /* [10] exp_avg of b4 */
     real *const b4_exp_avg_sq = m->b4_exp_avg_sq; /* [10] exp_avg_sq of b4 */
-    char *const work = (char *)m->arena + 52394240; /* the work region: this routine's 418267200 bytes */
+    char *const work = (char *)m->arena + 26197120; /* the work region: this routine's 418267200 bytes */
     real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
     real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
     real *const a1_conv_grad = (real *)(work + 0); /* [batch, 28, 28, 32] gradient of a1_conv */
@@ -1017,13 +1072,13 @@ static double train_step(struct fashion_cnn *m, const real *const inputs[], int6
     set_k2_exp_avg_2(k2_exp_avg, k2_exp_avg_sq, k2, k2_grad, bc1, lr, sqrt_bc2);
 
     /* line 29: adam update of c1 */
-    set_c1_exp_avg(c1_exp_avg, c1_exp_avg_sq, c1, c1_grad, bc1, lr, sqrt_bc2);
+    set_c1_exp_avg_2(c1_exp_avg, c1_exp_avg_sq, c1, c1_grad, bc1, lr, sqrt_bc2);
 
     /* line 29: adam update of c2 */
-    set_c2_exp_avg(c2_exp_avg, c2_exp_avg_sq, c2, c2_grad, bc1, lr, sqrt_bc2);
+    set_c2_exp_avg_2(c2_exp_avg, c2_exp_avg_sq, c2, c2_grad, bc1, lr, sqrt_bc2);
 
     /* line 29: adam update of b3 */
-    set_b3_exp_avg(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
+    set_b3_exp_avg_2(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
 
     /* line 29: adam update of w3 */
     set_w3_exp_avg_2(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
@@ -1032,7 +1087,7 @@ static double train_step(struct fashion_cnn *m, const real *const inputs[], int6
     set_w4_exp_avg_2(w4_exp_avg, w4_exp_avg_sq, w4, w4_grad, bc1, lr, sqrt_bc2);
 
     /* line 29: adam update of b4 */
-    set_b4_exp_avg(b4_exp_avg, b4_exp_avg_sq, b4, b4_grad, bc1, lr, sqrt_bc2);
+    set_b4_exp_avg_2(b4_exp_avg, b4_exp_avg_sq, b4, b4_grad, bc1, lr, sqrt_bc2);
 
     return (double)loss_[0];
 }
@@ -1048,7 +1103,7 @@ static void forward(struct fashion_cnn *m, const real *const inputs[], int64_t n
     real *const w3 = m->w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
     real *const w4 = m->w4; /* [10, 1024] w4 : [1024 -> 10] */
     real *const b4 = m->b4; /* [10] b4 : [10] */
-    char *const work = (char *)m->arena + 52394240; /* the work region: this routine's 173408256 bytes */
+    char *const work = (char *)m->arena + 26197120; /* the work region: this routine's 173408256 bytes */
     real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
     real *const a1_conv = (real *)(work + 0); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
     real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
@@ -1105,7 +1160,7 @@ static void eval_metrics(struct fashion_cnn *m, const real *const inputs[], int6
     real *const w3 = m->w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
     real *const w4 = m->w4; /* [10, 1024] w4 : [1024 -> 10] */
     real *const b4 = m->b4; /* [10] b4 : [10] */
-    char *const work = (char *)m->arena + 52394240; /* the work region: this routine's 173408256 bytes */
+    char *const work = (char *)m->arena + 26197120; /* the work region: this routine's 173408256 bytes */
     real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
     real *const a1_conv = (real *)(work + 0); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
     real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
@@ -1191,7 +1246,7 @@ static double train_grads(struct fashion_cnn *m, const real *const inputs[], int
     real *const k2_grad = m->k2_grad; /* [64, 5, 5, 32] gradient of k2 */
     real *const c1_grad = m->c1_grad; /* [32] gradient of c1 */
     real *const k1_grad = m->k1_grad; /* [32, 5, 5, 1] gradient of k1 */
-    char *const work = (char *)m->arena + 52394240; /* the work region: this routine's 418267200 bytes */
+    char *const work = (char *)m->arena + 26197120; /* the work region: this routine's 418267200 bytes */
     real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
     real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
     real *const a1_conv_grad = (real *)(work + 0); /* [batch, 28, 28, 32] gradient of a1_conv */
@@ -1371,17 +1426,17 @@ static void train_update(struct fashion_cnn *m) {
 
     /* line 29: adam update of c1 */
     if (m->update_first <= 2 && 2 < m->update_last) {
-        set_c1_exp_avg(c1_exp_avg, c1_exp_avg_sq, c1, c1_grad, bc1, lr, sqrt_bc2);
+        set_c1_exp_avg_2(c1_exp_avg, c1_exp_avg_sq, c1, c1_grad, bc1, lr, sqrt_bc2);
     }
 
     /* line 29: adam update of c2 */
     if (m->update_first <= 3 && 3 < m->update_last) {
-        set_c2_exp_avg(c2_exp_avg, c2_exp_avg_sq, c2, c2_grad, bc1, lr, sqrt_bc2);
+        set_c2_exp_avg_2(c2_exp_avg, c2_exp_avg_sq, c2, c2_grad, bc1, lr, sqrt_bc2);
     }
 
     /* line 29: adam update of b3 */
     if (m->update_first <= 4 && 4 < m->update_last) {
-        set_b3_exp_avg(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
+        set_b3_exp_avg_2(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
     }
 
     /* line 29: adam update of w3 */
@@ -1396,7 +1451,7 @@ static void train_update(struct fashion_cnn *m) {
 
     /* line 29: adam update of b4 */
     if (m->update_first <= 7 && 7 < m->update_last) {
-        set_b4_exp_avg(b4_exp_avg, b4_exp_avg_sq, b4, b4_grad, bc1, lr, sqrt_bc2);
+        set_b4_exp_avg_2(b4_exp_avg, b4_exp_avg_sq, b4, b4_grad, bc1, lr, sqrt_bc2);
     }
 }
 
@@ -1413,42 +1468,59 @@ static void bind_buffers(struct fashion_cnn *m) {
     m->w3 = (real *)(base + 212480);
     m->w4 = (real *)(base + 13057536);
     m->b4 = (real *)(base + 13098496);
-    m->b4_grad = (real *)(base + 52394176);
-    m->w4_grad = (real *)(base + 52353216);
-    m->b3_grad = (real *)(base + 39504064);
-    m->w3_grad = (real *)(base + 39508160);
-    m->c2_grad = (real *)(base + 39503808);
-    m->k2_grad = (real *)(base + 39298880);
-    m->c1_grad = (real *)(base + 39503680);
-    m->k1_grad = (real *)(base + 39295680);
-    m->k1_exp_avg = (real *)(base + 13098560);
-    m->k1_exp_avg_sq = (real *)(base + 13101760);
-    m->k2_exp_avg = (real *)(base + 13104960);
-    m->k2_exp_avg_sq = (real *)(base + 13309760);
-    m->c1_exp_avg = (real *)(base + 13514560);
-    m->c1_exp_avg_sq = (real *)(base + 13514688);
-    m->c2_exp_avg = (real *)(base + 13514816);
-    m->c2_exp_avg_sq = (real *)(base + 13515072);
-    m->b3_exp_avg = (real *)(base + 13515328);
-    m->b3_exp_avg_sq = (real *)(base + 13519424);
-    m->w3_exp_avg = (real *)(base + 13523520);
-    m->w3_exp_avg_sq = (real *)(base + 26368576);
-    m->w4_exp_avg = (real *)(base + 39213632);
-    m->w4_exp_avg_sq = (real *)(base + 39254592);
-    m->b4_exp_avg = (real *)(base + 39295552);
-    m->b4_exp_avg_sq = (real *)(base + 39295616);
+    m->b4_grad = (real *)(base + 26197056);
+    m->w4_grad = (real *)(base + 26156096);
+    m->b3_grad = (real *)(base + 13306944);
+    m->w3_grad = (real *)(base + 13311040);
+    m->c2_grad = (real *)(base + 13306688);
+    m->k2_grad = (real *)(base + 13101760);
+    m->c1_grad = (real *)(base + 13306560);
+    m->k1_grad = (real *)(base + 13098560);
 
+}
+
+/* Param i's optimiser state: bytes [opt_state_start[i], opt_state_start[i + 1]) of the whole block. */
+static const int64_t opt_state_start[] = { 0, 6400, 416000, 416256, 416768, 424960, 26115072, 26196992, 26197120 };
+
+/* The optimiser state's pointers: into the block of params [opt_first, opt_last), NULL for the others. */
+static void bind_opt_state(struct fashion_cnn *m) {
+    char *const base = (char *)m->opt_state;
+    const int64_t at = opt_state_start[m->opt_first];
+    m->k1_exp_avg = m->opt_first <= 0 && 0 < m->opt_last ? (real *)(base + (0 - at)) : NULL;
+    m->k1_exp_avg_sq = m->opt_first <= 0 && 0 < m->opt_last ? (real *)(base + (3200 - at)) : NULL;
+    m->k2_exp_avg = m->opt_first <= 1 && 1 < m->opt_last ? (real *)(base + (6400 - at)) : NULL;
+    m->k2_exp_avg_sq = m->opt_first <= 1 && 1 < m->opt_last ? (real *)(base + (211200 - at)) : NULL;
+    m->c1_exp_avg = m->opt_first <= 2 && 2 < m->opt_last ? (real *)(base + (416000 - at)) : NULL;
+    m->c1_exp_avg_sq = m->opt_first <= 2 && 2 < m->opt_last ? (real *)(base + (416128 - at)) : NULL;
+    m->c2_exp_avg = m->opt_first <= 3 && 3 < m->opt_last ? (real *)(base + (416256 - at)) : NULL;
+    m->c2_exp_avg_sq = m->opt_first <= 3 && 3 < m->opt_last ? (real *)(base + (416512 - at)) : NULL;
+    m->b3_exp_avg = m->opt_first <= 4 && 4 < m->opt_last ? (real *)(base + (416768 - at)) : NULL;
+    m->b3_exp_avg_sq = m->opt_first <= 4 && 4 < m->opt_last ? (real *)(base + (420864 - at)) : NULL;
+    m->w3_exp_avg = m->opt_first <= 5 && 5 < m->opt_last ? (real *)(base + (424960 - at)) : NULL;
+    m->w3_exp_avg_sq = m->opt_first <= 5 && 5 < m->opt_last ? (real *)(base + (13270016 - at)) : NULL;
+    m->w4_exp_avg = m->opt_first <= 6 && 6 < m->opt_last ? (real *)(base + (26115072 - at)) : NULL;
+    m->w4_exp_avg_sq = m->opt_first <= 6 && 6 < m->opt_last ? (real *)(base + (26156032 - at)) : NULL;
+    m->b4_exp_avg = m->opt_first <= 7 && 7 < m->opt_last ? (real *)(base + (26196992 - at)) : NULL;
+    m->b4_exp_avg_sq = m->opt_first <= 7 && 7 < m->opt_last ? (real *)(base + (26197056 - at)) : NULL;
+    (void)base;
+    (void)at;
 }
 
 struct fashion_cnn *fashion_cnn_create(uint64_t seed) {
     struct fashion_cnn *m = (struct fashion_cnn *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(470661440);
-    if (!m->arena) {
+    m->arena = cannl_alloc(444464320);
+    m->opt_state = cannl_alloc(26197120);
+    if (!m->arena || !m->opt_state) {
+        cannl_free(m->arena);
+        cannl_free(m->opt_state);
         free(m);
         return NULL;
     }
+    m->opt_first = 0;
+    m->opt_last = FASHION_CNN_NUM_PARAMS;
     bind_buffers(m);
+    bind_opt_state(m);
 #ifdef _OPENMP
     m->gemm = cannl_gemm_create(CANNL_F32, omp_get_max_threads());
 #else
@@ -1456,6 +1528,7 @@ struct fashion_cnn *fashion_cnn_create(uint64_t seed) {
 #endif
     if (!m->gemm) {
         cannl_free(m->arena);
+        cannl_free(m->opt_state);
         free(m);
         return NULL;
     }
@@ -1466,6 +1539,7 @@ struct fashion_cnn *fashion_cnn_create(uint64_t seed) {
 void fashion_cnn_destroy(struct fashion_cnn *m) {
     if (!m) return;
     cannl_free(m->arena);
+    cannl_free(m->opt_state);
     cannl_gemm_free(m->gemm);
     free(m);
 }
@@ -1475,13 +1549,13 @@ void fashion_cnn_init(struct fashion_cnn *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.001;
     m->schedule = 1;
-    m->update_first = 0;
-    m->update_last = FASHION_CNN_NUM_PARAMS;
+    m->update_first = m->opt_first;
+    m->update_last = m->opt_last;
     m->update_norm_sq = -1;
 }
 
 double fashion_cnn_train_step(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_CNN_MAX_BATCH) return NAN;
+    if (n < 1 || n > FASHION_CNN_MAX_BATCH || m->opt_first != 0 || m->opt_last != FASHION_CNN_NUM_PARAMS) return NAN;
     return train_step(m, inputs, n);
 }
 
@@ -1498,14 +1572,41 @@ void fashion_cnn_set_grad_hook(struct fashion_cnn *m, void (*hook)(void *ctx, in
 }
 
 void fashion_cnn_set_update_shard(struct fashion_cnn *m, int32_t first, int32_t last, double norm_sq) {
-    m->update_first = first;
-    m->update_last = last;
+    m->update_first = first > m->opt_first ? first : m->opt_first; /* the params whose state is held */
+    m->update_last = last < m->opt_last ? last : m->opt_last;
     m->update_norm_sq = norm_sq;
 }
 
+int fashion_cnn_shard_opt_state(struct fashion_cnn *m, int32_t first, int32_t last) {
+    if (first < 0 || last > FASHION_CNN_NUM_PARAMS || first > last) return -1;
+    const int64_t lo = opt_state_start[first], hi = opt_state_start[last];
+    char *block = NULL;
+    if (hi > lo) {
+        if (!(block = (char *)cannl_alloc((size_t)(hi - lo)))) return -1;
+        memset(block, 0, (size_t)(hi - lo));
+        /* what is held before and after */
+        const int32_t a = first > m->opt_first ? first : m->opt_first, b = last < m->opt_last ? last : m->opt_last;
+        if (a < b)
+            memcpy(block + (opt_state_start[a] - lo), (char *)m->opt_state + (opt_state_start[a] - opt_state_start[m->opt_first]),
+                   (size_t)(opt_state_start[b] - opt_state_start[a]));
+    }
+    cannl_free(m->opt_state);
+    m->opt_state = block;
+    m->opt_first = first;
+    m->opt_last = last;
+    bind_opt_state(m);
+    m->update_first = first;
+    m->update_last = last;
+    return 0;
+}
+
+void *fashion_cnn_opt_state(struct fashion_cnn *m) { return m->opt_state; }
+
+void fashion_cnn_set_example_offset(struct fashion_cnn *m, int64_t first) { m->example_offset = first; }
+
 fashion_cnn_real *fashion_cnn_grad_block(struct fashion_cnn *m, int64_t *count) {
     if (count) *count = 3274640;
-    return (fashion_cnn_real *)(void *)((char *)m->arena + 39295680);
+    return (fashion_cnn_real *)(void *)((char *)m->arena + 13098560);
 }
 
 void fashion_cnn_forward(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n,
@@ -1685,6 +1786,11 @@ static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset
 static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
     fashion_cnn_set_update_shard((struct fashion_cnn *)m, first, last, norm_sq);
 }
+static int api_shard_opt_state_fn(void *m, int32_t first, int32_t last) {
+    return fashion_cnn_shard_opt_state((struct fashion_cnn *)m, first, last);
+}
+static void *api_opt_state_fn(void *m) { return fashion_cnn_opt_state((struct fashion_cnn *)m); }
+static void api_set_example_offset_fn(void *m, int64_t first) { fashion_cnn_set_example_offset((struct fashion_cnn *)m, first); }
 /* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
 static const int64_t grad_offsets[] = { 0, 800, 52000, 52032, 52096, 53120, 3264384, 3274624 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
@@ -1720,4 +1826,5 @@ const cannl_model_api fashion_cnn_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
-    grad_offsets, api_set_update_shard_fn};
+    grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
+    api_set_example_offset_fn};

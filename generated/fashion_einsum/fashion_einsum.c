@@ -52,7 +52,7 @@ struct fashion_einsum {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 5390656 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 3758272 bytes */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
@@ -60,6 +60,13 @@ struct fashion_einsum {
        clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
     int32_t update_first, update_last;
     double update_norm_sq;
+    /* the optimiser state of params [opt_first, opt_last) (api order; all of it by default:
+       1632384 bytes), its pointers below NULL for the others (shard_opt_state; ZeRO-1) */
+    void *opt_state;
+    int32_t opt_first, opt_last;
+    /* train_grads' first example's index in the global batch (set_example_offset): dropout's
+       masks are drawn by that index, so a data-parallel rank's are one process's */
+    int64_t example_offset;
     /* params */
     real *w1; /* [256, 28, 28] w1 : [28, 28 -> 256] */
     real *gain; /* [256] gain : [256] */
@@ -103,13 +110,12 @@ static void set_w1(cannl_rng *rng, real *restrict w1) {
     }
 }
 
-/* line 11: gain = ones; b1 = zeros; bias = zeros; zero gain_exp_avg */
-static void set_gain(real *restrict gain, real *restrict b1, real *restrict bias, real *restrict gain_exp_avg) {
+/* line 11: gain = ones; b1 = zeros; bias = zeros */
+static void set_gain(real *restrict gain, real *restrict b1, real *restrict bias) {
     for (int64_t j = 0; j < 256; ++j) {
         gain[j] = 1.0f;
         b1[j] = 0.0f;
         bias[j] = 0.0f;
-        gain_exp_avg[j] = 0.0f;
     }
 }
 
@@ -121,13 +127,10 @@ static void set_w2(cannl_rng *rng, real *restrict w2) {
     }
 }
 
-/* line 12: b2 = zeros; zero b2_exp_avg; zero b2_exp_avg_sq */
-static void set_b2(real *restrict b2, real *restrict b2_exp_avg, real *restrict b2_exp_avg_sq) {
-    for (int64_t j = 0; j < 10; ++j) {
+/* line 12: b2 = zeros */
+static void fill_b2(real *restrict b2) {
+    for (int64_t j = 0; j < 10; ++j)
         b2[j] = 0.0f;
-        b2_exp_avg[j] = 0.0f;
-        b2_exp_avg_sq[j] = 0.0f;
-    }
 }
 
 /* zero w1_exp_avg; zero w1_exp_avg_sq */
@@ -143,20 +146,28 @@ static void set_w1_exp_avg(real *restrict w1_exp_avg, real *restrict w1_exp_avg_
     }
 }
 
-/* zero gain_exp_avg_sq; zero b1_exp_avg; zero b1_exp_avg_sq; zero bias_exp_avg */
-static void set_gain_exp_avg_sq(real *restrict gain_exp_avg_sq, real *restrict b1_exp_avg, real *restrict b1_exp_avg_sq, real *restrict bias_exp_avg) {
+/* zero gain_exp_avg; zero gain_exp_avg_sq */
+static void set_gain_exp_avg(real *restrict gain_exp_avg, real *restrict gain_exp_avg_sq) {
     for (int64_t j = 0; j < 256; ++j) {
+        gain_exp_avg[j] = 0.0f;
         gain_exp_avg_sq[j] = 0.0f;
-        b1_exp_avg[j] = 0.0f;
-        b1_exp_avg_sq[j] = 0.0f;
-        bias_exp_avg[j] = 0.0f;
     }
 }
 
-/* zero bias_exp_avg_sq */
-static void fill_bias_exp_avg_sq(real *restrict bias_exp_avg_sq) {
-    for (int64_t j = 0; j < 256; ++j)
+/* zero b1_exp_avg; zero b1_exp_avg_sq */
+static void set_b1_exp_avg(real *restrict b1_exp_avg, real *restrict b1_exp_avg_sq) {
+    for (int64_t j = 0; j < 256; ++j) {
+        b1_exp_avg[j] = 0.0f;
+        b1_exp_avg_sq[j] = 0.0f;
+    }
+}
+
+/* zero bias_exp_avg; zero bias_exp_avg_sq */
+static void set_bias_exp_avg(real *restrict bias_exp_avg, real *restrict bias_exp_avg_sq) {
+    for (int64_t j = 0; j < 256; ++j) {
+        bias_exp_avg[j] = 0.0f;
         bias_exp_avg_sq[j] = 0.0f;
+    }
 }
 
 /* zero w2_exp_avg; zero w2_exp_avg_sq */
@@ -166,6 +177,14 @@ static void set_w2_exp_avg(real *restrict w2_exp_avg, real *restrict w2_exp_avg_
             w2_exp_avg[j0 * 256 + j1] = 0.0f;
             w2_exp_avg_sq[j0 * 256 + j1] = 0.0f;
         }
+    }
+}
+
+/* zero b2_exp_avg; zero b2_exp_avg_sq */
+static void set_b2_exp_avg(real *restrict b2_exp_avg, real *restrict b2_exp_avg_sq) {
+    for (int64_t j = 0; j < 10; ++j) {
+        b2_exp_avg[j] = 0.0f;
+        b2_exp_avg_sq[j] = 0.0f;
     }
 }
 
@@ -461,7 +480,7 @@ static void set_w2_2(real *restrict w2, real *restrict w2_exp_avg, real *restric
 
 /* line 25: adamw update of b2 */
 CANNL_MULTIVERSION
-static void set_b2_2(real *restrict b2, real *restrict b2_exp_avg, real *restrict b2_exp_avg_sq, const real *restrict b2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_b2(real *restrict b2, real *restrict b2_exp_avg, real *restrict b2_exp_avg_sq, const real *restrict b2_grad, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 10; ++j) {
         b2[j] = b2[j] * (1.0f - lr * 0.01f);
         b2_exp_avg[j] = b2_exp_avg[j] * 0.9f + b2_grad[j] * 0.1f;
@@ -655,26 +674,44 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
     /* line 10: w1 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     set_w1(&rng, w1);
 
-    /* line 11: gain = ones; b1 = zeros; bias = zeros; zero gain_exp_avg */
-    set_gain(gain, b1, bias, gain_exp_avg);
+    /* line 11: gain = ones; b1 = zeros; bias = zeros */
+    set_gain(gain, b1, bias);
 
     /* line 12: w2 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     set_w2(&rng, w2);
 
-    /* line 12: b2 = zeros; zero b2_exp_avg; zero b2_exp_avg_sq */
-    set_b2(b2, b2_exp_avg, b2_exp_avg_sq);
+    /* line 12: b2 = zeros */
+    fill_b2(b2);
 
     /* zero w1_exp_avg; zero w1_exp_avg_sq */
-    set_w1_exp_avg(w1_exp_avg, w1_exp_avg_sq);
+    if (m->opt_first <= 0 && 0 < m->opt_last) {
+        set_w1_exp_avg(w1_exp_avg, w1_exp_avg_sq);
+    }
 
-    /* zero gain_exp_avg_sq; zero b1_exp_avg; zero b1_exp_avg_sq; zero bias_exp_avg */
-    set_gain_exp_avg_sq(gain_exp_avg_sq, b1_exp_avg, b1_exp_avg_sq, bias_exp_avg);
+    /* zero gain_exp_avg; zero gain_exp_avg_sq */
+    if (m->opt_first <= 1 && 1 < m->opt_last) {
+        set_gain_exp_avg(gain_exp_avg, gain_exp_avg_sq);
+    }
 
-    /* zero bias_exp_avg_sq */
-    fill_bias_exp_avg_sq(bias_exp_avg_sq);
+    /* zero b1_exp_avg; zero b1_exp_avg_sq */
+    if (m->opt_first <= 2 && 2 < m->opt_last) {
+        set_b1_exp_avg(b1_exp_avg, b1_exp_avg_sq);
+    }
+
+    /* zero bias_exp_avg; zero bias_exp_avg_sq */
+    if (m->opt_first <= 3 && 3 < m->opt_last) {
+        set_bias_exp_avg(bias_exp_avg, bias_exp_avg_sq);
+    }
 
     /* zero w2_exp_avg; zero w2_exp_avg_sq */
-    set_w2_exp_avg(w2_exp_avg, w2_exp_avg_sq);
+    if (m->opt_first <= 4 && 4 < m->opt_last) {
+        set_w2_exp_avg(w2_exp_avg, w2_exp_avg_sq);
+    }
+
+    /* zero b2_exp_avg; zero b2_exp_avg_sq */
+    if (m->opt_first <= 5 && 5 < m->opt_last) {
+        set_b2_exp_avg(b2_exp_avg, b2_exp_avg_sq);
+    }
 }
 
 /* routine train_step */
@@ -705,7 +742,7 @@ static double train_step(struct fashion_einsum *m, const real *const inputs[], i
     real *const w2_exp_avg_sq = m->w2_exp_avg_sq; /* [10, 256] exp_avg_sq of w2 */
     real *const b2_exp_avg = m->b2_exp_avg; /* [10] exp_avg of b2 */
     real *const b2_exp_avg_sq = m->b2_exp_avg_sq; /* [10] exp_avg_sq of b2 */
-    char *const work = (char *)m->arena + 3264768; /* the work region: this routine's 2125888 bytes */
+    char *const work = (char *)m->arena + 1632384; /* the work region: this routine's 2125888 bytes */
     real *const x = (real *)(work + 0); /* [batch, 28, 28] x : [batch | 28, 28] */
     real *const z1_ein = (real *)(work + 802816); /* [batch, 256] [batch | 256] */
     real *const h1_ln = (real *)(work + 1064960); /* [batch, 256] [batch | 256] */
@@ -795,7 +832,7 @@ static double train_step(struct fashion_einsum *m, const real *const inputs[], i
     set_w2_2(w2, w2_exp_avg, w2_exp_avg_sq, w2_grad, bc1, lr, sqrt_bc2);
 
     /* line 25: adamw update of b2 */
-    set_b2_2(b2, b2_exp_avg, b2_exp_avg_sq, b2_grad, bc1, lr, sqrt_bc2);
+    set_b2(b2, b2_exp_avg, b2_exp_avg_sq, b2_grad, bc1, lr, sqrt_bc2);
 
     return (double)loss_[0];
 }
@@ -809,7 +846,7 @@ static void forward(struct fashion_einsum *m, const real *const inputs[], int64_
     real *const bias = m->bias; /* [256] bias : [256] */
     real *const w2 = m->w2; /* [10, 256] w2 : [256 -> 10] */
     real *const b2 = m->b2; /* [10] b2 : [10] */
-    char *const work = (char *)m->arena + 3264768; /* the work region: this routine's 1064960 bytes */
+    char *const work = (char *)m->arena + 1632384; /* the work region: this routine's 1064960 bytes */
     real *const x = (real *)(work + 0); /* [batch, 28, 28] x : [batch | 28, 28] */
     real *const h1_mean = (real *)(work + 0); /* [batch] [batch | ] */
     real *const logits = (real *)(work + 0); /* [batch, 10] logits : [batch | 10] */
@@ -848,7 +885,7 @@ static void eval_metrics(struct fashion_einsum *m, const real *const inputs[], i
     real *const bias = m->bias; /* [256] bias : [256] */
     real *const w2 = m->w2; /* [10, 256] w2 : [256 -> 10] */
     real *const b2 = m->b2; /* [10] b2 : [10] */
-    char *const work = (char *)m->arena + 3264768; /* the work region: this routine's 1064960 bytes */
+    char *const work = (char *)m->arena + 1632384; /* the work region: this routine's 1064960 bytes */
     real *const x = (real *)(work + 0); /* [batch, 28, 28] x : [batch | 28, 28] */
     real *const h1_mean = (real *)(work + 0); /* [batch] [batch | ] */
     real *const ce_max = (real *)(work + 0); /* [batch] [batch | ] */
@@ -925,7 +962,7 @@ static double train_grads(struct fashion_einsum *m, const real *const inputs[], 
     real *const gain_grad = m->gain_grad; /* [256] gradient of gain */
     real *const bias_grad = m->bias_grad; /* [256] gradient of bias */
     real *const b1_grad = m->b1_grad; /* [256] gradient of b1 */
-    char *const work = (char *)m->arena + 3264768; /* the work region: this routine's 2125888 bytes */
+    char *const work = (char *)m->arena + 1632384; /* the work region: this routine's 2125888 bytes */
     real *const x = (real *)(work + 0); /* [batch, 28, 28] x : [batch | 28, 28] */
     real *const z1_ein = (real *)(work + 802816); /* [batch, 256] [batch | 256] */
     real *const h1_ln = (real *)(work + 1064960); /* [batch, 256] [batch | 256] */
@@ -1068,7 +1105,7 @@ static void train_update(struct fashion_einsum *m) {
 
     /* line 25: adamw update of b2 */
     if (m->update_first <= 5 && 5 < m->update_last) {
-        set_b2_2(b2, b2_exp_avg, b2_exp_avg_sq, b2_grad, bc1, lr, sqrt_bc2);
+        set_b2(b2, b2_exp_avg, b2_exp_avg_sq, b2_grad, bc1, lr, sqrt_bc2);
     }
 }
 
@@ -1083,36 +1120,53 @@ static void bind_buffers(struct fashion_einsum *m) {
     m->bias = (real *)(base + 804864);
     m->w2 = (real *)(base + 805888);
     m->b2 = (real *)(base + 816128);
-    m->w1_grad = (real *)(base + 2448576);
-    m->b2_grad = (real *)(base + 3264704);
-    m->w2_grad = (real *)(base + 3254464);
-    m->gain_grad = (real *)(base + 3251392);
-    m->bias_grad = (real *)(base + 3253440);
-    m->b1_grad = (real *)(base + 3252416);
-    m->w1_exp_avg = (real *)(base + 816192);
-    m->w1_exp_avg_sq = (real *)(base + 1619008);
-    m->gain_exp_avg = (real *)(base + 2421824);
-    m->gain_exp_avg_sq = (real *)(base + 2422848);
-    m->b1_exp_avg = (real *)(base + 2423872);
-    m->b1_exp_avg_sq = (real *)(base + 2424896);
-    m->bias_exp_avg = (real *)(base + 2425920);
-    m->bias_exp_avg_sq = (real *)(base + 2426944);
-    m->w2_exp_avg = (real *)(base + 2427968);
-    m->w2_exp_avg_sq = (real *)(base + 2438208);
-    m->b2_exp_avg = (real *)(base + 2448448);
-    m->b2_exp_avg_sq = (real *)(base + 2448512);
+    m->w1_grad = (real *)(base + 816192);
+    m->b2_grad = (real *)(base + 1632320);
+    m->w2_grad = (real *)(base + 1622080);
+    m->gain_grad = (real *)(base + 1619008);
+    m->bias_grad = (real *)(base + 1621056);
+    m->b1_grad = (real *)(base + 1620032);
 
+}
+
+/* Param i's optimiser state: bytes [opt_state_start[i], opt_state_start[i + 1]) of the whole block. */
+static const int64_t opt_state_start[] = { 0, 1605632, 1607680, 1609728, 1611776, 1632256, 1632384 };
+
+/* The optimiser state's pointers: into the block of params [opt_first, opt_last), NULL for the others. */
+static void bind_opt_state(struct fashion_einsum *m) {
+    char *const base = (char *)m->opt_state;
+    const int64_t at = opt_state_start[m->opt_first];
+    m->w1_exp_avg = m->opt_first <= 0 && 0 < m->opt_last ? (real *)(base + (0 - at)) : NULL;
+    m->w1_exp_avg_sq = m->opt_first <= 0 && 0 < m->opt_last ? (real *)(base + (802816 - at)) : NULL;
+    m->gain_exp_avg = m->opt_first <= 1 && 1 < m->opt_last ? (real *)(base + (1605632 - at)) : NULL;
+    m->gain_exp_avg_sq = m->opt_first <= 1 && 1 < m->opt_last ? (real *)(base + (1606656 - at)) : NULL;
+    m->b1_exp_avg = m->opt_first <= 2 && 2 < m->opt_last ? (real *)(base + (1607680 - at)) : NULL;
+    m->b1_exp_avg_sq = m->opt_first <= 2 && 2 < m->opt_last ? (real *)(base + (1608704 - at)) : NULL;
+    m->bias_exp_avg = m->opt_first <= 3 && 3 < m->opt_last ? (real *)(base + (1609728 - at)) : NULL;
+    m->bias_exp_avg_sq = m->opt_first <= 3 && 3 < m->opt_last ? (real *)(base + (1610752 - at)) : NULL;
+    m->w2_exp_avg = m->opt_first <= 4 && 4 < m->opt_last ? (real *)(base + (1611776 - at)) : NULL;
+    m->w2_exp_avg_sq = m->opt_first <= 4 && 4 < m->opt_last ? (real *)(base + (1622016 - at)) : NULL;
+    m->b2_exp_avg = m->opt_first <= 5 && 5 < m->opt_last ? (real *)(base + (1632256 - at)) : NULL;
+    m->b2_exp_avg_sq = m->opt_first <= 5 && 5 < m->opt_last ? (real *)(base + (1632320 - at)) : NULL;
+    (void)base;
+    (void)at;
 }
 
 struct fashion_einsum *fashion_einsum_create(uint64_t seed) {
     struct fashion_einsum *m = (struct fashion_einsum *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(5390656);
-    if (!m->arena) {
+    m->arena = cannl_alloc(3758272);
+    m->opt_state = cannl_alloc(1632384);
+    if (!m->arena || !m->opt_state) {
+        cannl_free(m->arena);
+        cannl_free(m->opt_state);
         free(m);
         return NULL;
     }
+    m->opt_first = 0;
+    m->opt_last = FASHION_EINSUM_NUM_PARAMS;
     bind_buffers(m);
+    bind_opt_state(m);
 #ifdef _OPENMP
     m->gemm = cannl_gemm_create(CANNL_F32, omp_get_max_threads());
 #else
@@ -1120,6 +1174,7 @@ struct fashion_einsum *fashion_einsum_create(uint64_t seed) {
 #endif
     if (!m->gemm) {
         cannl_free(m->arena);
+        cannl_free(m->opt_state);
         free(m);
         return NULL;
     }
@@ -1130,6 +1185,7 @@ struct fashion_einsum *fashion_einsum_create(uint64_t seed) {
 void fashion_einsum_destroy(struct fashion_einsum *m) {
     if (!m) return;
     cannl_free(m->arena);
+    cannl_free(m->opt_state);
     cannl_gemm_free(m->gemm);
     free(m);
 }
@@ -1139,13 +1195,13 @@ void fashion_einsum_init(struct fashion_einsum *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.002;
     m->schedule = 1;
-    m->update_first = 0;
-    m->update_last = FASHION_EINSUM_NUM_PARAMS;
+    m->update_first = m->opt_first;
+    m->update_last = m->opt_last;
     m->update_norm_sq = -1;
 }
 
 double fashion_einsum_train_step(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_EINSUM_MAX_BATCH) return NAN;
+    if (n < 1 || n > FASHION_EINSUM_MAX_BATCH || m->opt_first != 0 || m->opt_last != FASHION_EINSUM_NUM_PARAMS) return NAN;
     return train_step(m, inputs, n);
 }
 
@@ -1162,14 +1218,41 @@ void fashion_einsum_set_grad_hook(struct fashion_einsum *m, void (*hook)(void *c
 }
 
 void fashion_einsum_set_update_shard(struct fashion_einsum *m, int32_t first, int32_t last, double norm_sq) {
-    m->update_first = first;
-    m->update_last = last;
+    m->update_first = first > m->opt_first ? first : m->opt_first; /* the params whose state is held */
+    m->update_last = last < m->opt_last ? last : m->opt_last;
     m->update_norm_sq = norm_sq;
 }
 
+int fashion_einsum_shard_opt_state(struct fashion_einsum *m, int32_t first, int32_t last) {
+    if (first < 0 || last > FASHION_EINSUM_NUM_PARAMS || first > last) return -1;
+    const int64_t lo = opt_state_start[first], hi = opt_state_start[last];
+    char *block = NULL;
+    if (hi > lo) {
+        if (!(block = (char *)cannl_alloc((size_t)(hi - lo)))) return -1;
+        memset(block, 0, (size_t)(hi - lo));
+        /* what is held before and after */
+        const int32_t a = first > m->opt_first ? first : m->opt_first, b = last < m->opt_last ? last : m->opt_last;
+        if (a < b)
+            memcpy(block + (opt_state_start[a] - lo), (char *)m->opt_state + (opt_state_start[a] - opt_state_start[m->opt_first]),
+                   (size_t)(opt_state_start[b] - opt_state_start[a]));
+    }
+    cannl_free(m->opt_state);
+    m->opt_state = block;
+    m->opt_first = first;
+    m->opt_last = last;
+    bind_opt_state(m);
+    m->update_first = first;
+    m->update_last = last;
+    return 0;
+}
+
+void *fashion_einsum_opt_state(struct fashion_einsum *m) { return m->opt_state; }
+
+void fashion_einsum_set_example_offset(struct fashion_einsum *m, int64_t first) { m->example_offset = first; }
+
 fashion_einsum_real *fashion_einsum_grad_block(struct fashion_einsum *m, int64_t *count) {
     if (count) *count = 204048;
-    return (fashion_einsum_real *)(void *)((char *)m->arena + 2448576);
+    return (fashion_einsum_real *)(void *)((char *)m->arena + 816192);
 }
 
 void fashion_einsum_forward(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n,
@@ -1326,6 +1409,11 @@ static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset
 static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
     fashion_einsum_set_update_shard((struct fashion_einsum *)m, first, last, norm_sq);
 }
+static int api_shard_opt_state_fn(void *m, int32_t first, int32_t last) {
+    return fashion_einsum_shard_opt_state((struct fashion_einsum *)m, first, last);
+}
+static void *api_opt_state_fn(void *m) { return fashion_einsum_opt_state((struct fashion_einsum *)m); }
+static void api_set_example_offset_fn(void *m, int64_t first) { fashion_einsum_set_example_offset((struct fashion_einsum *)m, first); }
 /* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
 static const int64_t grad_offsets[] = { 0, 200704, 200960, 201216, 201472, 204032 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
@@ -1361,4 +1449,5 @@ const cannl_model_api fashion_einsum_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
-    grad_offsets, api_set_update_shard_fn};
+    grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
+    api_set_example_offset_fn};

@@ -52,7 +52,7 @@ struct fashion_mlp {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 10422528 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 7743680 bytes */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
@@ -60,6 +60,13 @@ struct fashion_mlp {
        clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
     int32_t update_first, update_last;
     double update_norm_sq;
+    /* the optimiser state of params [opt_first, opt_last) (api order; all of it by default:
+       2678848 bytes), its pointers below NULL for the others (shard_opt_state; ZeRO-1) */
+    void *opt_state;
+    int32_t opt_first, opt_last;
+    /* train_grads' first example's index in the global batch (set_example_offset): dropout's
+       masks are drawn by that index, so a data-parallel rank's are one process's */
+    int64_t example_offset;
     /* params */
     real *w1; /* [512, 784] w1 : [784 -> 512] */
     real *w2; /* [512, 512] w2 : [512 -> 512] */
@@ -111,21 +118,17 @@ static void set_w3(cannl_rng *rng, real *restrict w3) {
     }
 }
 
-/* line 9: b3 = zeros; zero b3_momentum_buffer */
-static void set_b3(real *restrict b3, real *restrict b3_momentum_buffer) {
-    for (int64_t j = 0; j < 10; ++j) {
+/* line 9: b3 = zeros */
+static void fill_b3(real *restrict b3) {
+    for (int64_t j = 0; j < 10; ++j)
         b3[j] = 0.0f;
-        b3_momentum_buffer[j] = 0.0f;
-    }
 }
 
-/* line 10: b1 = zeros; b2 = zeros; zero b1_momentum_buffer; zero b2_momentum_buffer */
-static void set_b1(real *restrict b1, real *restrict b2, real *restrict b1_momentum_buffer, real *restrict b2_momentum_buffer) {
+/* line 10: b1 = zeros; b2 = zeros */
+static void set_b1(real *restrict b1, real *restrict b2) {
     for (int64_t j = 0; j < 512; ++j) {
         b1[j] = 0.0f;
         b2[j] = 0.0f;
-        b1_momentum_buffer[j] = 0.0f;
-        b2_momentum_buffer[j] = 0.0f;
     }
 }
 
@@ -153,6 +156,24 @@ static void fill_w3_momentum_buffer(real *restrict w3_momentum_buffer) {
         for (int64_t j1 = 0; j1 < 512; ++j1)
             w3_momentum_buffer[j0 * 512 + j1] = 0.0f;
     }
+}
+
+/* zero b3_momentum_buffer */
+static void fill_b3_momentum_buffer(real *restrict b3_momentum_buffer) {
+    for (int64_t j = 0; j < 10; ++j)
+        b3_momentum_buffer[j] = 0.0f;
+}
+
+/* zero b1_momentum_buffer */
+static void fill_b1_momentum_buffer(real *restrict b1_momentum_buffer) {
+    for (int64_t j = 0; j < 512; ++j)
+        b1_momentum_buffer[j] = 0.0f;
+}
+
+/* zero b2_momentum_buffer */
+static void fill_b2_momentum_buffer(real *restrict b2_momentum_buffer) {
+    for (int64_t j = 0; j < 512; ++j)
+        b2_momentum_buffer[j] = 0.0f;
 }
 
 /* line 13: x = image / 255 */
@@ -491,20 +512,41 @@ static void init_params(struct fashion_mlp *m, uint64_t seed) {
     /* line 9: w3 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     set_w3(&rng, w3);
 
-    /* line 9: b3 = zeros; zero b3_momentum_buffer */
-    set_b3(b3, b3_momentum_buffer);
+    /* line 9: b3 = zeros */
+    fill_b3(b3);
 
-    /* line 10: b1 = zeros; b2 = zeros; zero b1_momentum_buffer; zero b2_momentum_buffer */
-    set_b1(b1, b2, b1_momentum_buffer, b2_momentum_buffer);
+    /* line 10: b1 = zeros; b2 = zeros */
+    set_b1(b1, b2);
 
     /* zero w1_momentum_buffer */
-    fill_w1_momentum_buffer(w1_momentum_buffer);
+    if (m->opt_first <= 0 && 0 < m->opt_last) {
+        fill_w1_momentum_buffer(w1_momentum_buffer);
+    }
 
     /* zero w2_momentum_buffer */
-    fill_w2_momentum_buffer(w2_momentum_buffer);
+    if (m->opt_first <= 1 && 1 < m->opt_last) {
+        fill_w2_momentum_buffer(w2_momentum_buffer);
+    }
 
     /* zero w3_momentum_buffer */
-    fill_w3_momentum_buffer(w3_momentum_buffer);
+    if (m->opt_first <= 2 && 2 < m->opt_last) {
+        fill_w3_momentum_buffer(w3_momentum_buffer);
+    }
+
+    /* zero b3_momentum_buffer */
+    if (m->opt_first <= 3 && 3 < m->opt_last) {
+        fill_b3_momentum_buffer(b3_momentum_buffer);
+    }
+
+    /* zero b1_momentum_buffer */
+    if (m->opt_first <= 4 && 4 < m->opt_last) {
+        fill_b1_momentum_buffer(b1_momentum_buffer);
+    }
+
+    /* zero b2_momentum_buffer */
+    if (m->opt_first <= 5 && 5 < m->opt_last) {
+        fill_b2_momentum_buffer(b2_momentum_buffer);
+    }
 }
 
 /* routine train_step */
@@ -529,7 +571,7 @@ static double train_step(struct fashion_mlp *m, const real *const inputs[], int6
     real *const b3_momentum_buffer = m->b3_momentum_buffer; /* [10] momentum_buffer of b3 */
     real *const b1_momentum_buffer = m->b1_momentum_buffer; /* [512] momentum_buffer of b1 */
     real *const b2_momentum_buffer = m->b2_momentum_buffer; /* [512] momentum_buffer of b2 */
-    char *const work = (char *)m->arena + 8036544; /* the work region: this routine's 2385984 bytes */
+    char *const work = (char *)m->arena + 5357696; /* the work region: this routine's 2385984 bytes */
     real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
     real *const h1 = (real *)(work + 802816); /* [batch, 512] h1 : [batch | 512] */
     real *const h1_mm = (real *)(work + 802816); /* [batch, 512] [batch | 512] */
@@ -624,7 +666,7 @@ static void forward(struct fashion_mlp *m, const real *const inputs[], int64_t n
     real *const b3 = m->b3; /* [10] b3 : [10] */
     real *const b1 = m->b1; /* [512] b1 : [512] */
     real *const b2 = m->b2; /* [512] b2 : [512] */
-    char *const work = (char *)m->arena + 8036544; /* the work region: this routine's 1327104 bytes */
+    char *const work = (char *)m->arena + 5357696; /* the work region: this routine's 1327104 bytes */
     real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
     real *const h1 = (real *)(work + 0); /* [batch, 512] h1 : [batch | 512] */
     real *const h2 = (real *)(work + 0); /* [batch, 512] h2 : [batch | 512] */
@@ -664,7 +706,7 @@ static void eval_metrics(struct fashion_mlp *m, const real *const inputs[], int6
     real *const b3 = m->b3; /* [10] b3 : [10] */
     real *const b1 = m->b1; /* [512] b1 : [512] */
     real *const b2 = m->b2; /* [512] b2 : [512] */
-    char *const work = (char *)m->arena + 8036544; /* the work region: this routine's 1327104 bytes */
+    char *const work = (char *)m->arena + 5357696; /* the work region: this routine's 1327104 bytes */
     real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
     real *const h1 = (real *)(work + 0); /* [batch, 512] h1 : [batch | 512] */
     real *const h2 = (real *)(work + 0); /* [batch, 512] h2 : [batch | 512] */
@@ -731,7 +773,7 @@ static double train_grads(struct fashion_mlp *m, const real *const inputs[], int
     real *const w2_grad = m->w2_grad; /* [512, 512] gradient of w2 */
     real *const b1_grad = m->b1_grad; /* [512] gradient of b1 */
     real *const w1_grad = m->w1_grad; /* [512, 784] gradient of w1 */
-    char *const work = (char *)m->arena + 8036544; /* the work region: this routine's 2385984 bytes */
+    char *const work = (char *)m->arena + 5357696; /* the work region: this routine's 2385984 bytes */
     real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
     real *const h1 = (real *)(work + 802816); /* [batch, 512] h1 : [batch | 512] */
     real *const h1_mm = (real *)(work + 802816); /* [batch, 512] [batch | 512] */
@@ -871,30 +913,47 @@ static void bind_buffers(struct fashion_mlp *m) {
     m->b3 = (real *)(base + 2674688);
     m->b1 = (real *)(base + 2674752);
     m->b2 = (real *)(base + 2676800);
-    m->b3_grad = (real *)(base + 8032384);
-    m->w3_grad = (real *)(base + 8011904);
-    m->b2_grad = (real *)(base + 8034496);
-    m->w2_grad = (real *)(base + 6963328);
-    m->b1_grad = (real *)(base + 8032448);
-    m->w1_grad = (real *)(base + 5357696);
-    m->w1_momentum_buffer = (real *)(base + 2678848);
-    m->w2_momentum_buffer = (real *)(base + 4284480);
-    m->w3_momentum_buffer = (real *)(base + 5333056);
-    m->b3_momentum_buffer = (real *)(base + 5353536);
-    m->b1_momentum_buffer = (real *)(base + 5353600);
-    m->b2_momentum_buffer = (real *)(base + 5355648);
+    m->b3_grad = (real *)(base + 5353536);
+    m->w3_grad = (real *)(base + 5333056);
+    m->b2_grad = (real *)(base + 5355648);
+    m->w2_grad = (real *)(base + 4284480);
+    m->b1_grad = (real *)(base + 5353600);
+    m->w1_grad = (real *)(base + 2678848);
 
+}
+
+/* Param i's optimiser state: bytes [opt_state_start[i], opt_state_start[i + 1]) of the whole block. */
+static const int64_t opt_state_start[] = { 0, 1605632, 2654208, 2674688, 2674752, 2676800, 2678848 };
+
+/* The optimiser state's pointers: into the block of params [opt_first, opt_last), NULL for the others. */
+static void bind_opt_state(struct fashion_mlp *m) {
+    char *const base = (char *)m->opt_state;
+    const int64_t at = opt_state_start[m->opt_first];
+    m->w1_momentum_buffer = m->opt_first <= 0 && 0 < m->opt_last ? (real *)(base + (0 - at)) : NULL;
+    m->w2_momentum_buffer = m->opt_first <= 1 && 1 < m->opt_last ? (real *)(base + (1605632 - at)) : NULL;
+    m->w3_momentum_buffer = m->opt_first <= 2 && 2 < m->opt_last ? (real *)(base + (2654208 - at)) : NULL;
+    m->b3_momentum_buffer = m->opt_first <= 3 && 3 < m->opt_last ? (real *)(base + (2674688 - at)) : NULL;
+    m->b1_momentum_buffer = m->opt_first <= 4 && 4 < m->opt_last ? (real *)(base + (2674752 - at)) : NULL;
+    m->b2_momentum_buffer = m->opt_first <= 5 && 5 < m->opt_last ? (real *)(base + (2676800 - at)) : NULL;
+    (void)base;
+    (void)at;
 }
 
 struct fashion_mlp *fashion_mlp_create(uint64_t seed) {
     struct fashion_mlp *m = (struct fashion_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(10422528);
-    if (!m->arena) {
+    m->arena = cannl_alloc(7743680);
+    m->opt_state = cannl_alloc(2678848);
+    if (!m->arena || !m->opt_state) {
+        cannl_free(m->arena);
+        cannl_free(m->opt_state);
         free(m);
         return NULL;
     }
+    m->opt_first = 0;
+    m->opt_last = FASHION_MLP_NUM_PARAMS;
     bind_buffers(m);
+    bind_opt_state(m);
 #ifdef _OPENMP
     m->gemm = cannl_gemm_create(CANNL_F32, omp_get_max_threads());
 #else
@@ -902,6 +961,7 @@ struct fashion_mlp *fashion_mlp_create(uint64_t seed) {
 #endif
     if (!m->gemm) {
         cannl_free(m->arena);
+        cannl_free(m->opt_state);
         free(m);
         return NULL;
     }
@@ -912,6 +972,7 @@ struct fashion_mlp *fashion_mlp_create(uint64_t seed) {
 void fashion_mlp_destroy(struct fashion_mlp *m) {
     if (!m) return;
     cannl_free(m->arena);
+    cannl_free(m->opt_state);
     cannl_gemm_free(m->gemm);
     free(m);
 }
@@ -921,13 +982,13 @@ void fashion_mlp_init(struct fashion_mlp *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.1;
     m->schedule = 1;
-    m->update_first = 0;
-    m->update_last = FASHION_MLP_NUM_PARAMS;
+    m->update_first = m->opt_first;
+    m->update_last = m->opt_last;
     m->update_norm_sq = -1;
 }
 
 double fashion_mlp_train_step(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_MLP_MAX_BATCH) return NAN;
+    if (n < 1 || n > FASHION_MLP_MAX_BATCH || m->opt_first != 0 || m->opt_last != FASHION_MLP_NUM_PARAMS) return NAN;
     return train_step(m, inputs, n);
 }
 
@@ -944,14 +1005,41 @@ void fashion_mlp_set_grad_hook(struct fashion_mlp *m, void (*hook)(void *ctx, in
 }
 
 void fashion_mlp_set_update_shard(struct fashion_mlp *m, int32_t first, int32_t last, double norm_sq) {
-    m->update_first = first;
-    m->update_last = last;
+    m->update_first = first > m->opt_first ? first : m->opt_first; /* the params whose state is held */
+    m->update_last = last < m->opt_last ? last : m->opt_last;
     m->update_norm_sq = norm_sq;
 }
 
+int fashion_mlp_shard_opt_state(struct fashion_mlp *m, int32_t first, int32_t last) {
+    if (first < 0 || last > FASHION_MLP_NUM_PARAMS || first > last) return -1;
+    const int64_t lo = opt_state_start[first], hi = opt_state_start[last];
+    char *block = NULL;
+    if (hi > lo) {
+        if (!(block = (char *)cannl_alloc((size_t)(hi - lo)))) return -1;
+        memset(block, 0, (size_t)(hi - lo));
+        /* what is held before and after */
+        const int32_t a = first > m->opt_first ? first : m->opt_first, b = last < m->opt_last ? last : m->opt_last;
+        if (a < b)
+            memcpy(block + (opt_state_start[a] - lo), (char *)m->opt_state + (opt_state_start[a] - opt_state_start[m->opt_first]),
+                   (size_t)(opt_state_start[b] - opt_state_start[a]));
+    }
+    cannl_free(m->opt_state);
+    m->opt_state = block;
+    m->opt_first = first;
+    m->opt_last = last;
+    bind_opt_state(m);
+    m->update_first = first;
+    m->update_last = last;
+    return 0;
+}
+
+void *fashion_mlp_opt_state(struct fashion_mlp *m) { return m->opt_state; }
+
+void fashion_mlp_set_example_offset(struct fashion_mlp *m, int64_t first) { m->example_offset = first; }
+
 fashion_mlp_real *fashion_mlp_grad_block(struct fashion_mlp *m, int64_t *count) {
     if (count) *count = 669712;
-    return (fashion_mlp_real *)(void *)((char *)m->arena + 5357696);
+    return (fashion_mlp_real *)(void *)((char *)m->arena + 2678848);
 }
 
 void fashion_mlp_forward(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n,
@@ -1101,6 +1189,11 @@ static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset
 static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
     fashion_mlp_set_update_shard((struct fashion_mlp *)m, first, last, norm_sq);
 }
+static int api_shard_opt_state_fn(void *m, int32_t first, int32_t last) {
+    return fashion_mlp_shard_opt_state((struct fashion_mlp *)m, first, last);
+}
+static void *api_opt_state_fn(void *m) { return fashion_mlp_opt_state((struct fashion_mlp *)m); }
+static void api_set_example_offset_fn(void *m, int64_t first) { fashion_mlp_set_example_offset((struct fashion_mlp *)m, first); }
 /* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
 static const int64_t grad_offsets[] = { 0, 401408, 663552, 668672, 668688, 669200 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
@@ -1136,4 +1229,5 @@ const cannl_model_api fashion_mlp_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
-    grad_offsets, api_set_update_shard_fn};
+    grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
+    api_set_example_offset_fn};

@@ -98,6 +98,21 @@ void gpt_tiny_set_grad_hook(struct gpt_tiny *m, void (*hook)(void *ctx, int64_t 
    gradient) as norm_sq instead of summing the block, when norm_sq >= 0. The default:
    0, GPT_TINY_NUM_PARAMS, -1 (everything). */
 void gpt_tiny_set_update_shard(struct gpt_tiny *m, int32_t first, int32_t last, double norm_sq);
+/* ZeRO-1's memory: keep the optimiser state of params first..last-1 only (1915904
+   bytes for all of them, in a block of its own), in a block of their size: what the state
+   held of them is kept, the rest zeroed. The other params' state tensors are then NULL in
+   state_tensors, train_step refuses (returns NaN), train_update updates the held params
+   only (within set_update_shard's range) and init zeroes the held state. 0, GPT_TINY_NUM_PARAMS
+   holds everything again. Returns 0, or -1 when out of memory or the range is bad (the state
+   unchanged). */
+int gpt_tiny_shard_opt_state(struct gpt_tiny *m, int32_t first, int32_t last);
+/* The block of optimiser state held (NULL when empty); param i's state lies from byte
+   opt_state_start[i] - opt_state_start[first] of it (cannl_model_api.opt_state_start). */
+void *gpt_tiny_opt_state(struct gpt_tiny *m);
+/* Data-parallel training: the examples train_grads gets are the global batch's from index
+   `first` on (default 0), which dropout draws its masks by, so that a process training on a
+   slice draws the masks one process training on the whole batch would. */
+void gpt_tiny_set_example_offset(struct gpt_tiny *m, int64_t first);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
 void gpt_tiny_forward(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n,

@@ -51,7 +51,7 @@ struct moons_mlp {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 54464 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 53056 bytes */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
@@ -59,6 +59,13 @@ struct moons_mlp {
        clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
     int32_t update_first, update_last;
     double update_norm_sq;
+    /* the optimiser state of params [opt_first, opt_last) (api order; all of it by default:
+       1408 bytes), its pointers below NULL for the others (shard_opt_state; ZeRO-1) */
+    void *opt_state;
+    int32_t opt_first, opt_last;
+    /* train_grads' first example's index in the global batch (set_example_offset): dropout's
+       masks are drawn by that index, so a data-parallel rank's are one process's */
+    int64_t example_offset;
     /* params */
     real *w1; /* [16, 2] w1 : [2 -> 16] */
     real *w2; /* [16, 16] w2 : [16 -> 16] */
@@ -108,20 +115,17 @@ static void set_w3(cannl_rng *rng, real *restrict w3) {
         w3[j1] = (real)(-0.25 + 0.5 * cannl_rng_uniform(rng));
 }
 
-/* line 10: b1 = zeros; b2 = zeros; zero b1_momentum_buffer; zero b2_momentum_buffer */
-static void set_b1(real *restrict b1, real *restrict b2, real *restrict b1_momentum_buffer, real *restrict b2_momentum_buffer) {
+/* line 10: b1 = zeros; b2 = zeros */
+static void set_b1(real *restrict b1, real *restrict b2) {
     for (int64_t j = 0; j < 16; ++j) {
         b1[j] = 0.0f;
         b2[j] = 0.0f;
-        b1_momentum_buffer[j] = 0.0f;
-        b2_momentum_buffer[j] = 0.0f;
     }
 }
 
-/* line 10: b3 = zeros; zero b3_momentum_buffer */
-static void set_b3(real *restrict b3, real *restrict b3_momentum_buffer) {
+/* line 10: b3 = zeros */
+static void fill_b3(real *restrict b3) {
     b3[0] = 0.0f;
-    b3_momentum_buffer[0] = 0.0f;
 }
 
 /* zero w1_momentum_buffer */
@@ -144,6 +148,23 @@ static void fill_w2_momentum_buffer(real *restrict w2_momentum_buffer) {
 static void fill_w3_momentum_buffer(real *restrict w3_momentum_buffer) {
     for (int64_t j1 = 0; j1 < 16; ++j1)
         w3_momentum_buffer[j1] = 0.0f;
+}
+
+/* zero b1_momentum_buffer */
+static void fill_b1_momentum_buffer(real *restrict b1_momentum_buffer) {
+    for (int64_t j = 0; j < 16; ++j)
+        b1_momentum_buffer[j] = 0.0f;
+}
+
+/* zero b2_momentum_buffer */
+static void fill_b2_momentum_buffer(real *restrict b2_momentum_buffer) {
+    for (int64_t j = 0; j < 16; ++j)
+        b2_momentum_buffer[j] = 0.0f;
+}
+
+/* zero b3_momentum_buffer */
+static void fill_b3_momentum_buffer(real *restrict b3_momentum_buffer) {
+    b3_momentum_buffer[0] = 0.0f;
 }
 
 /* line 12: h1 = tanh(w1 * point + b1) */
@@ -366,20 +387,41 @@ static void init_params(struct moons_mlp *m, uint64_t seed) {
     /* line 10: w3 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     set_w3(&rng, w3);
 
-    /* line 10: b1 = zeros; b2 = zeros; zero b1_momentum_buffer; zero b2_momentum_buffer */
-    set_b1(b1, b2, b1_momentum_buffer, b2_momentum_buffer);
+    /* line 10: b1 = zeros; b2 = zeros */
+    set_b1(b1, b2);
 
-    /* line 10: b3 = zeros; zero b3_momentum_buffer */
-    set_b3(b3, b3_momentum_buffer);
+    /* line 10: b3 = zeros */
+    fill_b3(b3);
 
     /* zero w1_momentum_buffer */
-    fill_w1_momentum_buffer(w1_momentum_buffer);
+    if (m->opt_first <= 0 && 0 < m->opt_last) {
+        fill_w1_momentum_buffer(w1_momentum_buffer);
+    }
 
     /* zero w2_momentum_buffer */
-    fill_w2_momentum_buffer(w2_momentum_buffer);
+    if (m->opt_first <= 1 && 1 < m->opt_last) {
+        fill_w2_momentum_buffer(w2_momentum_buffer);
+    }
 
     /* zero w3_momentum_buffer */
-    fill_w3_momentum_buffer(w3_momentum_buffer);
+    if (m->opt_first <= 2 && 2 < m->opt_last) {
+        fill_w3_momentum_buffer(w3_momentum_buffer);
+    }
+
+    /* zero b1_momentum_buffer */
+    if (m->opt_first <= 3 && 3 < m->opt_last) {
+        fill_b1_momentum_buffer(b1_momentum_buffer);
+    }
+
+    /* zero b2_momentum_buffer */
+    if (m->opt_first <= 4 && 4 < m->opt_last) {
+        fill_b2_momentum_buffer(b2_momentum_buffer);
+    }
+
+    /* zero b3_momentum_buffer */
+    if (m->opt_first <= 5 && 5 < m->opt_last) {
+        fill_b3_momentum_buffer(b3_momentum_buffer);
+    }
 }
 
 /* routine train_step */
@@ -404,7 +446,7 @@ static double train_step(struct moons_mlp *m, const real *const inputs[], int64_
     real *const b1_momentum_buffer = m->b1_momentum_buffer; /* [16] momentum_buffer of b1 */
     real *const b2_momentum_buffer = m->b2_momentum_buffer; /* [16] momentum_buffer of b2 */
     real *const b3_momentum_buffer = m->b3_momentum_buffer; /* [1] momentum_buffer of b3 */
-    char *const work = (char *)m->arena + 4224; /* the work region: this routine's 50240 bytes */
+    char *const work = (char *)m->arena + 2816; /* the work region: this routine's 50240 bytes */
     real *const h1 = (real *)(work + 0); /* [batch, 16] h1 : [batch | 16] */
     real *const h1_mm = (real *)(work + 0); /* [batch, 16] [batch | 16] */
     real *const h1_mm_grad = (real *)(work + 0); /* [batch, 16] gradient of h1_mm */
@@ -488,7 +530,7 @@ static void forward(struct moons_mlp *m, const real *const inputs[], int64_t n, 
     real *const b1 = m->b1; /* [16] b1 : [16] */
     real *const b2 = m->b2; /* [16] b2 : [16] */
     real *const b3 = m->b3; /* [1] b3 : [1] */
-    char *const work = (char *)m->arena + 4224; /* the work region: this routine's 32768 bytes */
+    char *const work = (char *)m->arena + 2816; /* the work region: this routine's 32768 bytes */
     real *const h1 = (real *)(work + 0); /* [batch, 16] h1 : [batch | 16] */
     real *const h1_mm = (real *)(work + 0); /* [batch, 16] [batch | 16] */
     real *const h2 = (real *)(work + 0); /* [batch, 16] h2 : [batch | 16] */
@@ -524,7 +566,7 @@ static void eval_metrics(struct moons_mlp *m, const real *const inputs[], int64_
     real *const b1 = m->b1; /* [16] b1 : [16] */
     real *const b2 = m->b2; /* [16] b2 : [16] */
     real *const b3 = m->b3; /* [1] b3 : [1] */
-    char *const work = (char *)m->arena + 4224; /* the work region: this routine's 32768 bytes */
+    char *const work = (char *)m->arena + 2816; /* the work region: this routine's 32768 bytes */
     real *const h1 = (real *)(work + 0); /* [batch, 16] h1 : [batch | 16] */
     real *const h1_mm = (real *)(work + 0); /* [batch, 16] [batch | 16] */
     real *const h2 = (real *)(work + 0); /* [batch, 16] h2 : [batch | 16] */
@@ -577,7 +619,7 @@ static double train_grads(struct moons_mlp *m, const real *const inputs[], int64
     real *const w2_grad = m->w2_grad; /* [16, 16] gradient of w2 */
     real *const b1_grad = m->b1_grad; /* [16] gradient of b1 */
     real *const w1_grad = m->w1_grad; /* [16, 2] gradient of w1 */
-    char *const work = (char *)m->arena + 4224; /* the work region: this routine's 50240 bytes */
+    char *const work = (char *)m->arena + 2816; /* the work region: this routine's 50240 bytes */
     real *const h1 = (real *)(work + 0); /* [batch, 16] h1 : [batch | 16] */
     real *const h1_mm = (real *)(work + 0); /* [batch, 16] [batch | 16] */
     real *const h1_mm_grad = (real *)(work + 0); /* [batch, 16] gradient of h1_mm */
@@ -706,30 +748,47 @@ static void bind_buffers(struct moons_mlp *m) {
     m->b1 = (real *)(base + 1216);
     m->b2 = (real *)(base + 1280);
     m->b3 = (real *)(base + 1344);
-    m->b3_grad = (real *)(base + 4160);
-    m->w3_grad = (real *)(base + 3968);
-    m->b2_grad = (real *)(base + 4096);
-    m->w2_grad = (real *)(base + 2944);
-    m->b1_grad = (real *)(base + 4032);
-    m->w1_grad = (real *)(base + 2816);
-    m->w1_momentum_buffer = (real *)(base + 1408);
-    m->w2_momentum_buffer = (real *)(base + 1536);
-    m->w3_momentum_buffer = (real *)(base + 2560);
-    m->b1_momentum_buffer = (real *)(base + 2624);
-    m->b2_momentum_buffer = (real *)(base + 2688);
-    m->b3_momentum_buffer = (real *)(base + 2752);
+    m->b3_grad = (real *)(base + 2752);
+    m->w3_grad = (real *)(base + 2560);
+    m->b2_grad = (real *)(base + 2688);
+    m->w2_grad = (real *)(base + 1536);
+    m->b1_grad = (real *)(base + 2624);
+    m->w1_grad = (real *)(base + 1408);
 
+}
+
+/* Param i's optimiser state: bytes [opt_state_start[i], opt_state_start[i + 1]) of the whole block. */
+static const int64_t opt_state_start[] = { 0, 128, 1152, 1216, 1280, 1344, 1408 };
+
+/* The optimiser state's pointers: into the block of params [opt_first, opt_last), NULL for the others. */
+static void bind_opt_state(struct moons_mlp *m) {
+    char *const base = (char *)m->opt_state;
+    const int64_t at = opt_state_start[m->opt_first];
+    m->w1_momentum_buffer = m->opt_first <= 0 && 0 < m->opt_last ? (real *)(base + (0 - at)) : NULL;
+    m->w2_momentum_buffer = m->opt_first <= 1 && 1 < m->opt_last ? (real *)(base + (128 - at)) : NULL;
+    m->w3_momentum_buffer = m->opt_first <= 2 && 2 < m->opt_last ? (real *)(base + (1152 - at)) : NULL;
+    m->b1_momentum_buffer = m->opt_first <= 3 && 3 < m->opt_last ? (real *)(base + (1216 - at)) : NULL;
+    m->b2_momentum_buffer = m->opt_first <= 4 && 4 < m->opt_last ? (real *)(base + (1280 - at)) : NULL;
+    m->b3_momentum_buffer = m->opt_first <= 5 && 5 < m->opt_last ? (real *)(base + (1344 - at)) : NULL;
+    (void)base;
+    (void)at;
 }
 
 struct moons_mlp *moons_mlp_create(uint64_t seed) {
     struct moons_mlp *m = (struct moons_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(54464);
-    if (!m->arena) {
+    m->arena = cannl_alloc(53056);
+    m->opt_state = cannl_alloc(1408);
+    if (!m->arena || !m->opt_state) {
+        cannl_free(m->arena);
+        cannl_free(m->opt_state);
         free(m);
         return NULL;
     }
+    m->opt_first = 0;
+    m->opt_last = MOONS_MLP_NUM_PARAMS;
     bind_buffers(m);
+    bind_opt_state(m);
 #ifdef _OPENMP
     m->gemm = cannl_gemm_create(CANNL_F32, omp_get_max_threads());
 #else
@@ -737,6 +796,7 @@ struct moons_mlp *moons_mlp_create(uint64_t seed) {
 #endif
     if (!m->gemm) {
         cannl_free(m->arena);
+        cannl_free(m->opt_state);
         free(m);
         return NULL;
     }
@@ -747,6 +807,7 @@ struct moons_mlp *moons_mlp_create(uint64_t seed) {
 void moons_mlp_destroy(struct moons_mlp *m) {
     if (!m) return;
     cannl_free(m->arena);
+    cannl_free(m->opt_state);
     cannl_gemm_free(m->gemm);
     free(m);
 }
@@ -756,13 +817,13 @@ void moons_mlp_init(struct moons_mlp *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.5;
     m->schedule = 1;
-    m->update_first = 0;
-    m->update_last = MOONS_MLP_NUM_PARAMS;
+    m->update_first = m->opt_first;
+    m->update_last = m->opt_last;
     m->update_norm_sq = -1;
 }
 
 double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
-    if (n < 1 || n > MOONS_MLP_MAX_BATCH) return NAN;
+    if (n < 1 || n > MOONS_MLP_MAX_BATCH || m->opt_first != 0 || m->opt_last != MOONS_MLP_NUM_PARAMS) return NAN;
     return train_step(m, inputs, n);
 }
 
@@ -779,14 +840,41 @@ void moons_mlp_set_grad_hook(struct moons_mlp *m, void (*hook)(void *ctx, int64_
 }
 
 void moons_mlp_set_update_shard(struct moons_mlp *m, int32_t first, int32_t last, double norm_sq) {
-    m->update_first = first;
-    m->update_last = last;
+    m->update_first = first > m->opt_first ? first : m->opt_first; /* the params whose state is held */
+    m->update_last = last < m->opt_last ? last : m->opt_last;
     m->update_norm_sq = norm_sq;
 }
 
+int moons_mlp_shard_opt_state(struct moons_mlp *m, int32_t first, int32_t last) {
+    if (first < 0 || last > MOONS_MLP_NUM_PARAMS || first > last) return -1;
+    const int64_t lo = opt_state_start[first], hi = opt_state_start[last];
+    char *block = NULL;
+    if (hi > lo) {
+        if (!(block = (char *)cannl_alloc((size_t)(hi - lo)))) return -1;
+        memset(block, 0, (size_t)(hi - lo));
+        /* what is held before and after */
+        const int32_t a = first > m->opt_first ? first : m->opt_first, b = last < m->opt_last ? last : m->opt_last;
+        if (a < b)
+            memcpy(block + (opt_state_start[a] - lo), (char *)m->opt_state + (opt_state_start[a] - opt_state_start[m->opt_first]),
+                   (size_t)(opt_state_start[b] - opt_state_start[a]));
+    }
+    cannl_free(m->opt_state);
+    m->opt_state = block;
+    m->opt_first = first;
+    m->opt_last = last;
+    bind_opt_state(m);
+    m->update_first = first;
+    m->update_last = last;
+    return 0;
+}
+
+void *moons_mlp_opt_state(struct moons_mlp *m) { return m->opt_state; }
+
+void moons_mlp_set_example_offset(struct moons_mlp *m, int64_t first) { m->example_offset = first; }
+
 moons_mlp_real *moons_mlp_grad_block(struct moons_mlp *m, int64_t *count) {
     if (count) *count = 352;
-    return (moons_mlp_real *)(void *)((char *)m->arena + 2816);
+    return (moons_mlp_real *)(void *)((char *)m->arena + 1408);
 }
 
 void moons_mlp_forward(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n,
@@ -936,6 +1024,11 @@ static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset
 static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
     moons_mlp_set_update_shard((struct moons_mlp *)m, first, last, norm_sq);
 }
+static int api_shard_opt_state_fn(void *m, int32_t first, int32_t last) {
+    return moons_mlp_shard_opt_state((struct moons_mlp *)m, first, last);
+}
+static void *api_opt_state_fn(void *m) { return moons_mlp_opt_state((struct moons_mlp *)m); }
+static void api_set_example_offset_fn(void *m, int64_t first) { moons_mlp_set_example_offset((struct moons_mlp *)m, first); }
 /* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
 static const int64_t grad_offsets[] = { 0, 32, 288, 304, 320, 336 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
@@ -971,4 +1064,5 @@ const cannl_model_api moons_mlp_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
-    grad_offsets, api_set_update_shard_fn};
+    grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
+    api_set_example_offset_fn};

@@ -1,6 +1,7 @@
 // optimizer.cpp — optimiser updates as elementwise nests (see optimizer.h).
 #include "autodiff/optimizer.h"
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
@@ -36,6 +37,7 @@ int state_buffer(ir::Program& p, int param, const std::string& state) {
   b.name = pname + "_" + state;
   b.state_name = pname + "." + state;
   b.role = ir::Role::OptState;
+  b.state_of = param;
   b.tensor = -1;
   b.shape = state + " of " + pname;
   p.buffers.push_back(b);
@@ -236,10 +238,14 @@ void add_optimizer(ir::Program& p, const Model& m, const ShapeInfo& shapes, cons
   p.routines.push_back(std::move(grads));
   p.routines.push_back(std::move(update));
 
+  // init zeroes the optimiser state, each param's apart (a ZeRO-1 rank holds some params' only).
   ir::Routine& init = *p.routine(ir::RoutineKind::Init);
   for (size_t b = 0; b < p.buffers.size(); ++b)
-    if (p.buffers[b].role == ir::Role::OptState)
-      init.stmts.push_back(ir::elementwise(p, static_cast<int>(b), "zero " + p.buffers[b].name));
+    if (p.buffers[b].role == ir::Role::OptState) {
+      ir::Stmt s = ir::elementwise(p, static_cast<int>(b), "zero " + p.buffers[b].name);
+      s.update_of = static_cast<int>(std::find(p.params.begin(), p.params.end(), p.buffers[b].state_of) - p.params.begin());
+      init.stmts.push_back(std::move(s));
+    }
 }
 
 }  // namespace cannl

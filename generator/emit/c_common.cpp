@@ -166,8 +166,12 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
 
 std::string scalar_prologue(const ir::Routine& r, const std::set<std::string>& used, CExpr& x) {
   // train_grads runs before train_update counts the step up: its step is the one to come.
+  // Its dropout numbers the examples from example_offset (x.example_offset): the masks of a
+  // data-parallel rank's slice are those one process draws for the same examples.
   if (r.kind == ir::RoutineKind::TrainGrads)
-    return used.count("rng_key") ? "    const uint64_t rng_key = cannl_dropout_key(m->seed, m->step + 1);\n" : "";
+    return used.count("rng_key") ? std::string("    const uint64_t rng_key = cannl_dropout_key(m->seed, m->step + 1);\n") +
+                                       (x.example_offset ? "    const int64_t rng_first = m->example_offset;\n" : "")
+                                 : "";
   if (r.kind != ir::RoutineKind::TrainStep && r.kind != ir::RoutineKind::TrainUpdate) return "";
   std::string pro;
   const bool step_used = used.count("step") > 0 || used.count("rng_key") > 0 || !r.scalars.empty();
@@ -345,8 +349,11 @@ std::string CExpr::expr(const ir::Expr& e) {
     case Op::Keep: {  // dropout's draw: kept when the hash's high 32 bits reach p 2^32
       helpers.insert("keep");
       const double t = std::min(std::round(e.value * 4294967296.0), 4294967295.0);
-      return fmt::format("cannl_keep({}, (uint64_t)({}), {}u)", expr(*e.args[0]), affine(e.access.index[0]),
-                         static_cast<unsigned long>(t));
+      std::string counter = affine(e.access.index[0]);
+      if (rng_first)  // the example's index in the global batch: the batch loop's variable + rng_first
+        for (const auto& term : e.access.index[0].terms)
+          if (stmt->iters[static_cast<size_t>(term.iter)].batch) counter += fmt::format(" + rng_first * {}", term.coef);
+      return fmt::format("cannl_keep({}, (uint64_t)({}), {}u)", expr(*e.args[0]), counter, static_cast<unsigned long>(t));
     }
     case Op::Load: {
       std::string cond = in_range(e.access);

@@ -59,6 +59,11 @@ struct CExpr {
                               // (an at_pos loop's term is the routine's `pos`)
   const ir::Stmt* stmt = nullptr;
   std::set<std::string> helpers;  // helper functions used so far
+  // The C target: train_grads' dropout numbers its examples from the state's example_offset
+  // (a data-parallel rank's slice starts there in the global batch), as the run-time scalar
+  // `rng_first`; rng_first: the nest being printed is one of train_grads'.
+  bool example_offset = false;
+  bool rng_first = false;
 
   std::string real() const { return f64 ? "double" : "float"; }
   std::string fn(const char* base) const { return f64 ? base : std::string(base) + "f"; }

@@ -37,6 +37,7 @@ public:
     x_.p = &p;
     x_.names = names_.buffer;
     x_.f64 = o.f64;
+    x_.example_offset = true;
   }
 
   std::vector<OutputFile> run() {
@@ -63,6 +64,23 @@ public:
       offsets += (offsets.empty() ? "" : ", ") + std::to_string(at);
     }
     d.set("grad_offsets", offsets.empty() ? "-1" : offsets);  // C has no empty initialiser
+    // The optimiser-state block (ZeRO-1's shards): each param's start, each buffer's place.
+    const ir::OptBlock& ob = p_.layout.opt_state;
+    std::string starts;
+    for (long at : ob.param_start) starts += (starts.empty() ? "" : ", ") + std::to_string(at);
+    d.set("opt_state_start", starts.empty() ? "0" : starts);
+    d.set("opt_state_bytes", std::to_string(ob.bytes));
+    d.set("has_opt_state", ob.bytes > 0);
+    data opt{data::type::list};
+    for (size_t i = 0; i < ob.field.size(); ++i) {
+      if (ob.field[i] < 0) continue;
+      data b;
+      b.set("name", names_.buffer[i]);
+      b.set("offset", std::to_string(ob.field[i]));
+      b.set("param", std::to_string(std::find(p_.params.begin(), p_.params.end(), p_.buffers[i].state_of) - p_.params.begin()));
+      opt.push_back(b);
+    }
+    d.set("opt_buffers", opt);
     data bufs{data::type::list};
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
       if (train.arena->field[i] < 0) continue;
@@ -135,12 +153,18 @@ private:
     return fmt::format("    {} *{}; /* {} */\n", ctype(b), name(b), shape_comment(b));
   }
 
+  // Buffer b lives in the optimiser-state block (a field of the training state).
+  bool in_opt_block(int b) const {
+    const auto& f = p_.layout.opt_state.field;
+    return static_cast<size_t>(b) < f.size() && f[static_cast<size_t>(b)] >= 0;
+  }
+
   // The training state's fields (the layout's, passes/plan_layout.cpp), by role.
   std::string fields() {
     std::string s;
     ir::Role last = ir::Role::Input;
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
-      if (p_.layout.training.field[i] < 0) continue;
+      if (p_.layout.training.field[i] < 0 && !in_opt_block(static_cast<int>(i))) continue;
       const auto& b = p_.buffers[i];
       if (b.role != last) s += fmt::format("    /* {} */\n", b.role == ir::Role::Temp ? "temporaries" : plural(b.role));
       last = b.role;
@@ -451,10 +475,14 @@ private:
       args.push_back(sc);
       taken.insert(sc);
     }
+    // train_grads' dropout: the slice's first example in the global batch (scalar_prologue)
+    x_.rng_first = r.kind == ir::RoutineKind::TrainGrads && scalars.count("rng_key") > 0;
+    if (x_.rng_first) params.push_back("const int64_t rng_first"), args.push_back("rng_first"), taken.insert("rng_first");
     std::string plist, alist;
     for (const auto& x : params) plist += (plist.empty() ? "" : ", ") + x;
     for (const auto& x : args) alist += (alist.empty() ? "" : ", ") + x;
     const std::string text = fmt::format("({}) {{\n{}}}\n", plist.empty() ? "void" : plist, nest(s, taken));
+    x_.rng_first = false;
     auto it = kernel_by_text_.find(text);
     if (it == kernel_by_text_.end()) it = kernel_by_text_.emplace(text, names_.kernel(p_, s)).first;
     const std::string& kname = it->second;
@@ -591,6 +619,17 @@ private:
     return out;
   }
 
+  // A nest of init zeroing a param's optimiser state: it runs when the state holds the
+  // param's (shard_opt_state).
+  static std::string held_state(const ir::Stmt& s, const std::string& text) {
+    std::string inner;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (i == 0 || text[i - 1] == '\n') inner += "    ";
+      inner += text[i];
+    }
+    return fmt::format("    if (m->opt_first <= {0} && {0} < m->opt_last) {{\n{1}    }}\n", s.update_of, inner);
+  }
+
   static std::string what(const ir::Stmt& s) { return s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what; }
 
   // A routine: its buffers named once at its top (the inputs, the state's fields, the work
@@ -629,7 +668,7 @@ private:
                              name(b), k, shape_comment(b));
         else
           pro += fmt::format("    const real *const {} = inputs[{}]; /* {} */\n", name(b), k, shape_comment(b));
-      } else if (a.own[static_cast<size_t>(b)]) {
+      } else if (a.own[static_cast<size_t>(b)] || (&a == &p_.layout.training && in_opt_block(b))) {
         pro += fmt::format("    {} *const {} = m->{}; /* {} */\n", ctype(b), name(b), name(b), shape_comment(b));
       } else {
         if (a.address(r, b) < 0) CANNL_BUG("a buffer outside the state: " + buf(b).name);
@@ -697,6 +736,7 @@ private:
       if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
       last = what(s);
       if (r.kind == ir::RoutineKind::TrainUpdate) text = update_shard(r, s, text);
+      if (is_init && s.update_of >= 0 && !p_.layout.opt_state.param_start.empty()) text = held_state(s, text);
       body += text + grads_final(s);
     }
     if (!no_batch) {

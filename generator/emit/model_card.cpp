@@ -114,6 +114,15 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   c["grad_block"] = {{"arena_offset_bytes", p.layout.training.grads},
                      {"bytes", p.layout.training.grads_bytes},
                      {"params", grad_params}};
+  // The optimiser-state block (the C target; ZeRO-1 shards it by param): each state tensor's place.
+  if (const ir::OptBlock& ob = p.layout.opt_state; !ob.field.empty()) {
+    json tensors = json::array();
+    for (size_t b = 0; b < ob.field.size(); ++b)
+      if (ob.field[b] >= 0)
+        tensors.push_back({{"name", p.buffers[b].state_name}, {"offset_bytes", ob.field[b]},
+                           {"elements", p.buffers[b].elements()}});
+    c["opt_state_block"] = {{"bytes", ob.bytes}, {"tensors", tensors}};
+  }
   json routines = json::array();
   json per_example;
   for (const auto& r : p.routines) {

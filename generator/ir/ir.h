@@ -40,6 +40,7 @@ struct Buffer {
   std::string shape;     // the spec shape, as written in §4 notation, for comments
   std::string state_name;  // in checkpoints: the param name, or "w1.exp_avg" (PyTorch's names)
   bool frozen = false;     // a param the spec freezes (`frozen`, or a `buffer`): no gradient
+  int state_of = -1;       // optimiser state: the param (buffer index) it belongs to
   // 0: values of the element type. > 0: integer ids (an `int` input, position(...)), stored
   // as int32_t, that must lie in [0, ids): the row count of the embedding table they index or
   // the class count of the cross_entropy they are the target of, the smallest such bound
@@ -207,10 +208,11 @@ struct Stmt {
   // caller's gradient hook right after the nest, so their all-reduce overlaps the rest of
   // the backward pass.
   std::vector<int> grads_final = {};
-  // Set by autodiff/optimizer.cpp in train_update only: the param (its place in
-  // Program::params) whose update this nest is, kUpdateNorm for a part of clip_grad_norm's
-  // squared norm, -1 otherwise. Nests of different params are not fused, so that the emitted
-  // update can run for a range of params alone (ZeRO-1: each rank updates its shard).
+  // Set by autodiff/optimizer.cpp in train_update and init only: the param (its place in
+  // Program::params) whose update this nest is (in init: whose optimiser state it zeroes),
+  // kUpdateNorm for a part of clip_grad_norm's squared norm, -1 otherwise. Nests of different
+  // params are not fused, so that the emitted update can run for a range of params alone
+  // (ZeRO-1: each rank updates its shard) and init zero only the optimiser state a rank holds.
   int update_of = -1;
   int parallel = -1;        // set by loop ordering: the loop run in parallel, or -1
   // Set by passes/mark_contractions.cpp, read by the C emitter's matrix-product calls, cuBLAS
@@ -319,6 +321,18 @@ struct Arena {
   long address(const struct Routine& r, int b) const;
 };
 
+// The optimiser-state block (the C target's, PassOptions::opt_block): every optimiser-state
+// buffer in an allocation of its own, outside the training arena, in param order, each param's
+// state contiguous, so that a ZeRO-1 rank keeps only the part of the params it updates
+// (`<model>_shard_opt_state`). bytes 0: none (no optimiser state, or the CUDA target's, which
+// keeps it in the arena's state prefix).
+struct OptBlock {
+  long bytes = 0;
+  std::vector<long> field;        // per buffer: its byte offset in the block, or -1
+  std::vector<long> param_start;  // per param (Program::params order), then the end: the byte
+                                  // offset of its first state buffer (its state: up to the next)
+};
+
 // The memory layout of the program's states (passes/plan_layout.cpp); emitters and the model
 // card only print it.
 struct Layout {
@@ -327,6 +341,7 @@ struct Layout {
   Arena training;       // the training state: every routine
   Arena inference;      // the forward-only state (the C target's <model>_infer): forward, eval_metrics,
                         // decode (its caches with storage of their own)
+  OptBlock opt_state;   // the optimiser state outside the training arena (the C target)
 };
 
 struct Program {

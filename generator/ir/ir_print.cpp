@@ -183,6 +183,13 @@ std::string print_layout(const Program& p) {
     if (a.work >= 0) s += fmt::format("    @ +{:<10} the routines' work region: {} bytes\n", a.work, a.work_bytes);
   };
   arena("training state", l.training);
+  if (l.opt_state.bytes > 0) {
+    s += fmt::format("  optimiser state: {} bytes (a block of its own)\n", l.opt_state.bytes);
+    std::map<long, std::string> at;
+    for (size_t b = 0; b < l.opt_state.field.size(); ++b)
+      if (l.opt_state.field[b] >= 0) at[l.opt_state.field[b]] = p.buffers[b].name;
+    for (const auto& [offset, name] : at) s += fmt::format("    @ +{:<10} {}\n", offset, name);
+  }
   arena("inference state", l.inference);
   return s;
 }

@@ -23,6 +23,7 @@ struct PassOptions {
   std::set<std::string> disabled;    // pass names
   int elem_bytes = 4;                // bytes of an element (memory planning)
   int align = 64;                    // the target's alignment of every buffer (memory planning, layout)
+  bool opt_block = false;            // the optimiser state in a block of its own (layout; the C target)
 };
 
 struct PassInfo {

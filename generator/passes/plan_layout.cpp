@@ -4,7 +4,8 @@
 // plan_memory ran), the element size and the target's alignment. Guarantees:
 // Program::layout, decided once here and only printed by the emitters and the model card:
 //   training   (the state every routine but decode runs on) the params, then the optimiser
-//              state (the model's state proper, a prefix: Arena::state), then the grad block (the
+//              state (the model's state proper, a prefix: Arena::state; with
+//              PassOptions::opt_block, the C target's, the params only), then the grad block (the
 //              params' gradients, contiguous, in param order, Arena::grads: train_step and
 //              train_grads write them there, train_update reads them, a data-parallel trainer
 //              all-reduces the block in between), then every other buffer a routine uses outside
@@ -13,6 +14,9 @@
 //              routine lays its buffers out in (a state runs one routine at a time). A buffer a
 //              routine keeps for the caller in its plan has a field pointing at its place there:
 //              valid until the next call.
+//   opt_state  (PassOptions::opt_block) the optimiser state in a block of its own, in param
+//              order (each param's state buffers together, in buffer order), for ZeRO-1's
+//              shards (Layout::opt_state).
 //   inference  (the C target's forward-only state: forward, eval_metrics and decode) the params,
 //              then the buffers those routines use outside their plans (decode's caches among
 //              them: they outlive its calls), then their work region.
@@ -42,9 +46,10 @@ std::set<int> used_by(const ir::Routine& r) {
 }
 
 // An arena for the routines `rs`: `first` (in order) own storage first, then `grads` (in
-// order, the grad block), then what the routines use unplanned, then the work region.
+// order, the grad block), then what the routines use unplanned (optimiser state only
+// without `opt_block`), then the work region.
 ir::Arena arena(const ir::Program& p, const std::vector<const ir::Routine*>& rs, const std::vector<int>& first,
-                const std::vector<int>& grads, long align, long elem) {
+                const std::vector<int>& grads, long align, long elem, bool opt_block) {
   const size_t n = p.buffers.size();
   ir::Arena a;
   a.field.assign(n, -1);
@@ -52,7 +57,7 @@ ir::Arena arena(const ir::Program& p, const std::vector<const ir::Routine*>& rs,
   long off = 0;
   auto place = [&](int b) {
     const auto i = static_cast<size_t>(b);
-    if (a.own[i] || p.buffers[i].role == ir::Role::Input) return;
+    if (a.own[i] || p.buffers[i].role == ir::Role::Input || (opt_block && p.buffers[i].role == ir::Role::OptState)) return;
     a.field[i] = off;
     a.own[i] = true;
     off += align_up(p.buffers[i].elements() * elem, align);
@@ -89,20 +94,41 @@ void plan_layout(ir::Program& p, const PassOptions& o) {
   l.align = o.align;
   l.elem_bytes = o.elem_bytes;
   std::vector<int> state = p.params;  // the model's state proper: params, then optimiser state
+  std::vector<int> opt;                // the optimiser state in param order
+  for (int param : p.params)
+    for (size_t b = 0; b < p.buffers.size(); ++b)
+      if (p.buffers[b].role == ir::Role::OptState && p.buffers[b].state_of == param) opt.push_back(static_cast<int>(b));
   for (size_t b = 0; b < p.buffers.size(); ++b)
-    if (p.buffers[b].role == ir::Role::OptState) state.push_back(static_cast<int>(b));
+    if (p.buffers[b].role == ir::Role::OptState && std::find(opt.begin(), opt.end(), static_cast<int>(b)) == opt.end())
+      opt.push_back(static_cast<int>(b));  // (none: every optimiser-state buffer belongs to a param)
+  ir::OptBlock& ob = l.opt_state;
+  ob = {};
+  if (o.opt_block) {
+    ob.field.assign(p.buffers.size(), -1);
+    for (int param : p.params) {
+      ob.param_start.push_back(ob.bytes);
+      for (int b : opt)
+        if (p.buffers[static_cast<size_t>(b)].state_of == param) {
+          ob.field[static_cast<size_t>(b)] = ob.bytes;
+          ob.bytes += align_up(p.buffers[static_cast<size_t>(b)].elements() * o.elem_bytes, o.align);
+        }
+    }
+    ob.param_start.push_back(ob.bytes);
+  } else {
+    state.insert(state.end(), opt.begin(), opt.end());
+  }
   std::vector<const ir::Routine*> all;
   for (const ir::Routine& r : p.routines)
     if (r.kind != ir::RoutineKind::Decode) all.push_back(&r);
   std::vector<int> grads;  // the grad block: each param's gradient the loss depends on
   for (int b : p.params)
     if (p.grad(b) >= 0) grads.push_back(p.grad(b));
-  l.training = arena(p, all, state, grads, o.align, o.elem_bytes);
+  l.training = arena(p, all, state, grads, o.align, o.elem_bytes, o.opt_block);
   std::vector<const ir::Routine*> inference;
   for (const ir::Routine& r : p.routines)
     if (r.kind == ir::RoutineKind::Forward || r.kind == ir::RoutineKind::Eval || r.kind == ir::RoutineKind::Decode)
       inference.push_back(&r);
-  l.inference = arena(p, inference, p.params, {}, o.align, o.elem_bytes);
+  l.inference = arena(p, inference, p.params, {}, o.align, o.elem_bytes, o.opt_block);
   if (ir::Routine* r = p.routine(ir::RoutineKind::TrainGrads)) {
     for (ir::Stmt& s : r->stmts) s.grads_final.clear();
     for (int g : grads) {

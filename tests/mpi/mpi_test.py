@@ -13,6 +13,11 @@
           every tensor the program alone saves); 2 ZeRO-1 ranks to step 5, then the program
           alone resumes to step 10; the program alone to step 5, then 2 ZeRO-1 ranks resume
           to step 10: both equal 10 steps alone
+  memory  ZeRO-1 saves memory: on 1, 2 and 3 ranks with --zero 1, the optimiser-state bytes
+          each rank holds (the summary line) add up to the model card's opt_state_block.bytes,
+          and each is at most 1/P of it plus the largest param's state (shards are whole
+          params); on 2 and 3 ranks every rank holds less than all of it; without --zero every
+          rank holds all of it
   resume  2 ranks to step 5 (checkpointed), then 1 rank resumes to step 10: equals 10 steps
           alone
   kill    kill -9 of rank 1 mid-run: mpirun and every rank end non-zero within seconds, the
@@ -26,6 +31,7 @@ Exit 77 (skipped) when mpirun or the data is missing."""
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -145,6 +151,57 @@ def cmd_zero(a):
                                           "--checkpoint", f"{w}/zero_b.st"], "-np 2 --zero 1 resuming")
     ok = compare(f"{w}/zero_b.st", f"{w}/alone.st", a.tol, "alone then 2 ZeRO-1 ranks vs alone") and ok
     return 0 if ok else 1
+
+
+def opt_block(trainer):
+    """The model card's optimiser-state block: its bytes and the largest param's state (bytes,
+    its tensors' extents with their alignment padding)."""
+    model = os.path.basename(trainer)[:-len("_train")]
+    d = os.path.join(os.path.dirname(trainer), "cannl", model)
+    cards = [f for f in os.listdir(d) if f.endswith(".json")] if os.path.isdir(d) else []
+    if len(cards) != 1:
+        print(f"FAIL: no model card in {d}")
+        sys.exit(1)
+    block = json.load(open(os.path.join(d, cards[0])))["opt_state_block"]
+    ts = sorted(block["tensors"], key=lambda t: t["offset_bytes"])
+    per_param = {}
+    for i, t in enumerate(ts):
+        end = ts[i + 1]["offset_bytes"] if i + 1 < len(ts) else block["bytes"]
+        param = t["name"].rsplit(".", 1)[0]
+        per_param[param] = per_param.get(param, 0) + end - t["offset_bytes"]
+    return block["bytes"], max(per_param.values(), default=0)
+
+
+def held(out, p, zero):
+    """The per-rank bytes of the summary line "optimiser state: X bytes on this rank of Y ..."."""
+    m = re.search(r"optimiser state: (\d+) bytes on this rank of (\d+) \((.*)\)", out)
+    if not m:
+        print(f"FAIL: -np {p}: no optimiser-state line in the summary")
+        sys.exit(1)
+    total = int(m.group(2))
+    if not zero:
+        return total, [int(m.group(1))] * p if m.group(3) == "each rank holds all of it" else []
+    per = [int(x) for x in m.group(3).split(":", 1)[1].split()]
+    return total, per
+
+
+def cmd_memory(a):
+    data = stream_args(a) if a.stream else fashion_args(a)
+    base = [a.trainer] + data + ["--batch", "128", "--seed", "3", "--steps", "1", "--quiet"]
+    total, largest = opt_block(a.trainer)
+    print(f"model card: optimiser state {total} bytes, the largest param's {largest}")
+    ok = total > 0
+    for p in (1, 2, 3):
+        got_total, per = held(run(mpirun(p) + base + ["--zero", "1"], f"mpirun -np {p} --zero 1"), p, True)
+        bound = total / p + largest
+        good = (got_total == total and len(per) == p and sum(per) == total and max(per) <= bound
+                and (p == 1 or max(per) < total))
+        print(f"-np {p} --zero 1: per rank {per} of {got_total} (at most {bound:.0f} each): {'ok' if good else 'FAIL'}")
+        ok = ok and good
+    got_total, per = held(run(mpirun(2) + base, "mpirun -np 2"), 2, False)
+    good = got_total == total and per == [total, total]
+    print(f"-np 2 without --zero: per rank {per}: {'ok' if good else 'FAIL'}")
+    return 0 if ok and good else 1
 
 
 def last_test(path):
@@ -321,7 +378,7 @@ def cmd_hosts(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["equal", "zero", "uneven", "resume", "kill", "hosts"])
+    ap.add_argument("what", choices=["equal", "zero", "memory", "uneven", "resume", "kill", "hosts"])
     ap.add_argument("--trainer", required=True)
     ap.add_argument("--fashion", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--work", required=True)
@@ -341,7 +398,7 @@ def main():
     r = subprocess.run(mpirun(1) + ["true"], env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         skip(f"mpirun cannot start a process here: {r.stdout.strip()[:300]}")
-    return {"equal": cmd_equal, "zero": cmd_zero, "uneven": cmd_uneven, "resume": cmd_resume, "kill": cmd_kill, "hosts": cmd_hosts}[a.what](a)
+    return {"equal": cmd_equal, "zero": cmd_zero, "memory": cmd_memory, "uneven": cmd_uneven, "resume": cmd_resume, "kill": cmd_kill, "hosts": cmd_hosts}[a.what](a)
 
 
 MPIRUN = None

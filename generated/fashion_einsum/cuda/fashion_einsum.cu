@@ -595,13 +595,12 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
             for (int64_t j2 = 0; j2 < 28; ++j2)
                 w1[j0 * 784 + j1 * 28 + j2] = (real)(-0.03571428571428571 + 0.07142857142857142 * cannl_rng_uniform(rng));
 
-    /* line 11: gain = ones; b1 = zeros; bias = zeros; zero gain_exp_avg */
+    /* line 11: gain = ones; b1 = zeros; bias = zeros */
     for (int64_t j = 0; j < 256; ++j)
         {
             gain[j] = 1.0f;
             b1[j] = 0.0f;
             bias[j] = 0.0f;
-            gain_exp_avg[j] = 0.0f;
         }
 
     /* line 12: w2 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
@@ -609,13 +608,9 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
         for (int64_t j1 = 0; j1 < 256; ++j1)
             w2[j0 * 256 + j1] = (real)(-0.0625 + 0.125 * cannl_rng_uniform(rng));
 
-    /* line 12: b2 = zeros; zero b2_exp_avg; zero b2_exp_avg_sq */
+    /* line 12: b2 = zeros */
     for (int64_t j = 0; j < 10; ++j)
-        {
-            b2[j] = 0.0f;
-            b2_exp_avg[j] = 0.0f;
-            b2_exp_avg_sq[j] = 0.0f;
-        }
+        b2[j] = 0.0f;
 
     /* zero w1_exp_avg; zero w1_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 256; ++j0)
@@ -626,18 +621,26 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
                     w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] = 0.0f;
                 }
 
-    /* zero gain_exp_avg_sq; zero b1_exp_avg; zero b1_exp_avg_sq; zero bias_exp_avg */
+    /* zero gain_exp_avg; zero gain_exp_avg_sq */
     for (int64_t j = 0; j < 256; ++j)
         {
+            gain_exp_avg[j] = 0.0f;
             gain_exp_avg_sq[j] = 0.0f;
-            b1_exp_avg[j] = 0.0f;
-            b1_exp_avg_sq[j] = 0.0f;
-            bias_exp_avg[j] = 0.0f;
         }
 
-    /* zero bias_exp_avg_sq */
+    /* zero b1_exp_avg; zero b1_exp_avg_sq */
     for (int64_t j = 0; j < 256; ++j)
-        bias_exp_avg_sq[j] = 0.0f;
+        {
+            b1_exp_avg[j] = 0.0f;
+            b1_exp_avg_sq[j] = 0.0f;
+        }
+
+    /* zero bias_exp_avg; zero bias_exp_avg_sq */
+    for (int64_t j = 0; j < 256; ++j)
+        {
+            bias_exp_avg[j] = 0.0f;
+            bias_exp_avg_sq[j] = 0.0f;
+        }
 
     /* zero w2_exp_avg; zero w2_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 10; ++j0)
@@ -646,6 +649,13 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
                 w2_exp_avg[j0 * 256 + j1] = 0.0f;
                 w2_exp_avg_sq[j0 * 256 + j1] = 0.0f;
             }
+
+    /* zero b2_exp_avg; zero b2_exp_avg_sq */
+    for (int64_t j = 0; j < 10; ++j)
+        {
+            b2_exp_avg[j] = 0.0f;
+            b2_exp_avg_sq[j] = 0.0f;
+        }
 }
 
 /* routine train_step: 25 kernels, 6 cuBLAS products, queued on the compute stream */
@@ -1358,7 +1368,7 @@ const cannl_model_api fashion_einsum_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
+    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
 
 /* Prefetching and the error message, for cannl_train_main_ext (fashion_einsum_train.cu). */
 extern "C" const cannl_model_ext fashion_einsum_cuda_ext = {api_prefetch_fn, api_error_fn};

@@ -491,21 +491,15 @@ static void init_params(struct fashion_mlp_adam *m, uint64_t seed) {
         for (int64_t j1 = 0; j1 < 512; ++j1)
             w3[j0 * 512 + j1] = (real)(-0.044194173824159216 + 0.08838834764831843 * cannl_rng_uniform(rng));
 
-    /* line 9: b3 = zeros; zero b3_exp_avg; zero b3_exp_avg_sq */
+    /* line 9: b3 = zeros */
     for (int64_t j = 0; j < 10; ++j)
-        {
-            b3[j] = 0.0f;
-            b3_exp_avg[j] = 0.0f;
-            b3_exp_avg_sq[j] = 0.0f;
-        }
+        b3[j] = 0.0f;
 
-    /* line 10: b1 = zeros; b2 = zeros; zero b1_exp_avg; zero b1_exp_avg_sq */
+    /* line 10: b1 = zeros; b2 = zeros */
     for (int64_t j = 0; j < 512; ++j)
         {
             b1[j] = 0.0f;
             b2[j] = 0.0f;
-            b1_exp_avg[j] = 0.0f;
-            b1_exp_avg_sq[j] = 0.0f;
         }
 
     /* zero w1_exp_avg; zero w1_exp_avg_sq */
@@ -531,6 +525,20 @@ static void init_params(struct fashion_mlp_adam *m, uint64_t seed) {
                 w3_exp_avg[j0 * 512 + j1] = 0.0f;
                 w3_exp_avg_sq[j0 * 512 + j1] = 0.0f;
             }
+
+    /* zero b3_exp_avg; zero b3_exp_avg_sq */
+    for (int64_t j = 0; j < 10; ++j)
+        {
+            b3_exp_avg[j] = 0.0f;
+            b3_exp_avg_sq[j] = 0.0f;
+        }
+
+    /* zero b1_exp_avg; zero b1_exp_avg_sq */
+    for (int64_t j = 0; j < 512; ++j)
+        {
+            b1_exp_avg[j] = 0.0f;
+            b1_exp_avg_sq[j] = 0.0f;
+        }
 
     /* zero b2_exp_avg; zero b2_exp_avg_sq */
     for (int64_t j = 0; j < 512; ++j)
@@ -1218,7 +1226,7 @@ const cannl_model_api fashion_mlp_adam_api = {
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
+    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
 
 /* Prefetching and the error message, for cannl_train_main_ext (fashion_mlp_adam_train.cu). */
 extern "C" const cannl_model_ext fashion_mlp_adam_cuda_ext = {api_prefetch_fn, api_error_fn};
