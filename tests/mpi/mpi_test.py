@@ -18,6 +18,9 @@
           and each is at most 1/P of it plus the largest param's state (shards are whole
           params); on 2 and 3 ranks every rank holds less than all of it; without --zero every
           rank holds all of it
+  dropout a model with dropout (p = 0.5): 10 steps at global batch 128 on 2 and 3 ranks
+          (slices 43/43/42), plain and ZeRO-1, equal the program alone: each rank draws the
+          masks one process draws for the same examples (by their index in the global batch)
   resume  2 ranks to step 5 (checkpointed), then 1 rank resumes to step 10: equals 10 steps
           alone
   kill    kill -9 of rank 1 mid-run: mpirun and every rank end non-zero within seconds, the
@@ -204,6 +207,24 @@ def cmd_memory(a):
     return 0 if ok and good else 1
 
 
+def cmd_dropout(a):
+    w = a.work
+    rng = np.random.default_rng(11)
+    x, y = os.path.join(w, "x.npy"), os.path.join(w, "y.npy")
+    np.save(x, rng.standard_normal((640, 6)))
+    np.save(y, rng.integers(0, 3, 640).astype(np.int64))
+    base = [a.trainer, "--data", f"x={x}", "--data", f"y={y}", "--steps", "10", "--batch", "128", "--seed", "3",
+            "--quiet"]
+    run(base + ["--checkpoint", f"{w}/alone.st"], "the program alone")
+    ok = True
+    for p, zero in ((2, False), (3, False), (2, True), (3, True)):
+        flags = ["--zero", "1"] if zero else []
+        what = f"-np {p}" + (" --zero 1" if zero else "")
+        run(mpirun(p) + base + flags + ["--checkpoint", f"{w}/np{p}{zero}.st"], f"mpirun {what}")
+        ok = compare(f"{w}/np{p}{zero}.st", f"{w}/alone.st", a.tol, f"{what} vs alone") and ok
+    return 0 if ok else 1
+
+
 def last_test(path):
     recs = [json.loads(line) for line in open(path) if line.strip()]
     recs = [r for r in recs if "test_loss" in r]
@@ -378,7 +399,7 @@ def cmd_hosts(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["equal", "zero", "memory", "uneven", "resume", "kill", "hosts"])
+    ap.add_argument("what", choices=["equal", "zero", "memory", "dropout", "uneven", "resume", "kill", "hosts"])
     ap.add_argument("--trainer", required=True)
     ap.add_argument("--fashion", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--work", required=True)
@@ -398,7 +419,7 @@ def main():
     r = subprocess.run(mpirun(1) + ["true"], env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         skip(f"mpirun cannot start a process here: {r.stdout.strip()[:300]}")
-    return {"equal": cmd_equal, "zero": cmd_zero, "memory": cmd_memory, "uneven": cmd_uneven, "resume": cmd_resume, "kill": cmd_kill, "hosts": cmd_hosts}[a.what](a)
+    return {"equal": cmd_equal, "zero": cmd_zero, "memory": cmd_memory, "dropout": cmd_dropout, "uneven": cmd_uneven, "resume": cmd_resume, "kill": cmd_kill, "hosts": cmd_hosts}[a.what](a)
 
 
 MPIRUN = None
