@@ -9,7 +9,9 @@
 #   package  `cmake --install` of this build tree into a scratch prefix, then
 #            package_consumer/: find_package(cannl). Runs the program and mymodel_train
 #            --help, and touches the installed generator to check that the model is
-#            regenerated.
+#            regenerated. With cannl built with MPI (lib/libcannl_rt_mpi.a installed), also
+#            cannl_add_model(... MPI): its training program under `mpirun -np 2` (when mpirun
+#            runs here) trains data-parallel.
 #   fresh    the README's install commands from a fresh clone: the source tree as a clone has it
 #            (the files git knows, no build/) copied to a scratch directory, `cmake --install`
 #            before building refused with nothing written, then `cmake --preset release
@@ -121,6 +123,11 @@ package | fresh)
            lib/cmake/cannl/Cannl.cmake; do
     [ -f "$prefix/$f" ] || fail "not installed: $f"
   done
+  mpi=0
+  if [ -f "$build_tree/runtime-lib/libcannl_rt_mpi.a" ]; then  # built with MPI
+    [ -f "$prefix/lib/libcannl_rt_mpi.a" ] || fail "not installed: lib/libcannl_rt_mpi.a"
+    mpi=1
+  fi
   if [ -f "$build_tree/runtime-lib/cuda/libcannl_cuda_rt.a" ]; then  # built with the CUDA toolkit
     for f in lib/libcannl_cuda_rt.a include/cannl/cannl_cuda.h; do
       [ -f "$prefix/$f" ] || fail "not installed: $f"
@@ -129,7 +136,7 @@ package | fresh)
   # Models built by cannl's own build (examples, tests) are not part of the install.
   extra=$(cd "$prefix" && find bin include lib -mindepth 1 -maxdepth 1 \
              ! -path bin/cannl ! -path include/cannl ! -path lib/libcannl_rt.a ! -path lib/cmake \
-             ! -path lib/libcannl_cuda_rt.a)  # the CUDA part of the runtime, when built
+             ! -path lib/libcannl_cuda_rt.a ! -path lib/libcannl_rt_mpi.a)  # CUDA, MPI parts when built
   [ -z "$extra" ] || fail "installed besides cannl: $extra"
   step "configure package_consumer: find_package(cannl) in $prefix, build, run"
   configure package_consumer -DCMAKE_PREFIX_PATH="$prefix"
@@ -138,6 +145,20 @@ package | fresh)
   run_model 32
   "$build/mymodel_train" --help >"$log" 2>&1 || fail "mymodel_train --help"
   grep -q "usage: mymodel_train" "$log" || fail "mymodel_train --help: no usage line"
+  if [ "$mpi" = 1 ]; then
+    [ -x "$build/mymodel_mpi_train" ] || fail "cannl_add_model(... MPI) built no mymodel_mpi_train"
+    if command -v mpirun >/dev/null && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+         mpirun --oversubscribe -np 1 true >/dev/null 2>&1; then
+      step "mpirun -np 2 mymodel_mpi_train: data-parallel"
+      for i in $(seq 0 63); do echo "$((i % 5)),$((i % 3)),$((i % 7)),$((i % 2)),$((i % 3))"; done >"$work/d.csv"
+      OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 \
+        mpirun --oversubscribe -np 2 "$build/mymodel_mpi_train" --data "x=$work/d.csv:0-3" \
+        --data "label=$work/d.csv:4" --batch 16 --steps 4 --quiet >"$log" 2>&1 || fail "mpirun -np 2 mymodel_mpi_train"
+      grep -q "data-parallel: 2 ranks" "$log" || fail "mymodel_mpi_train under mpirun -np 2 did not train data-parallel"
+    else
+      step "mpirun cannot run here: mymodel_mpi_train built, not run"
+    fi
+  fi
   step "the installed generator changed: regenerated"
   touch "$prefix/bin/cannl"
   build_it

@@ -13,8 +13,9 @@
 namespace cannl::test {
 
 inline ir::Program program(const std::string& text, long max_batch = 256, int level = 0,
-                           const std::string& path = "t.cannl") {
+                           const std::string& path = "t.cannl", const std::string& target = "c") {
   CompileOptions o;
+  o.target = target;  // its layout (passes/plan_layout.cpp)
   o.max_batch = max_batch;
   o.opt_level = level;
   o.emit = false;

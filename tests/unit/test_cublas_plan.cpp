@@ -24,10 +24,10 @@ using namespace cannl;
 
 namespace {
 
-ir::Program program(const std::string& path, long max_batch, int level = 2) {
+ir::Program program(const std::string& path, long max_batch, int level = 2, const std::string& target = "c") {
   std::string text, error;
   REQUIRE(read_file(path, text, error));
-  return test::program(text, max_batch, level, path);
+  return test::program(text, max_batch, level, path, target);
 }
 
 long flat(const ir::Program& p, const ir::Access& a, const std::vector<long>& iv) {
@@ -186,7 +186,7 @@ TEST_CASE("fashion_mlp: every matrix product is a GEMM", "[contraction]") {
 TEST_CASE("the CUDA emitter: kernels, reductions, atomics, cuBLAS", "[cuda]") {
   // `edit` changes the program before it is emitted (-O2's).
   auto cu = [](const std::string& spec, const std::function<void(ir::Program&)>& edit = {}) {
-    ir::Program p = program(std::string(CANNL_SOURCE_DIR) + "/specs/" + spec + ".cannl", 256);
+    ir::Program p = program(std::string(CANNL_SOURCE_DIR) + "/specs/" + spec + ".cannl", 256, 2, "cuda");
     if (edit) edit(p);
     CudaOptions o;
     o.spec = spec + ".cannl";

@@ -322,6 +322,43 @@ TEST_CASE("plan_memory: dead buffers' bytes reused, in place, param gradients le
     CHECK(f.p.routines[0].stmts[i].grads_final == (i == 3 ? std::vector<int>{wg} : std::vector<int>{}));
 }
 
+TEST_CASE("plan_layout: the optimiser state in a block of its own, in param order (opt_block)", "[passes]") {
+  Frag f;
+  int u = f.buf("u", {{3, false}}, ir::Role::Param), v = f.buf("v", {{20, false}}, ir::Role::Param);
+  // Buffer order v's state first: the block follows the params' order.
+  int vm = f.buf("v_m", {{20, false}}, ir::Role::OptState), um = f.buf("u_m", {{3, false}}, ir::Role::OptState);
+  int uv = f.buf("u_v", {{3, false}}, ir::Role::OptState);
+  f.p.buffers[static_cast<size_t>(vm)].state_of = v;
+  f.p.buffers[static_cast<size_t>(um)].state_of = u;
+  f.p.buffers[static_cast<size_t>(uv)].state_of = u;
+  f.loops({{"j", 3}});
+  f.nest(um, {0}, ir::Accum::Set, Frag::ld(u, {0}));
+  PassOptions o;
+  o.elem_bytes = 4;
+  o.align = 64;
+  o.opt_block = true;
+  plan_layout(f.p, o);
+  const ir::OptBlock& ob = f.p.layout.opt_state;
+  const ir::Arena& t = f.p.layout.training;
+  // u's state (12 bytes each, 64 aligned), then v's (80 bytes: 128).
+  CHECK(ob.param_start == std::vector<long>{0, 128, 256});
+  CHECK(ob.bytes == 256);
+  CHECK(ob.field[static_cast<size_t>(um)] == 0);
+  CHECK(ob.field[static_cast<size_t>(uv)] == 64);
+  CHECK(ob.field[static_cast<size_t>(vm)] == 128);
+  CHECK(ob.field[static_cast<size_t>(u)] == -1);
+  for (int b : {vm, um, uv}) CHECK(t.field[static_cast<size_t>(b)] == -1);  // not in the arena
+  CHECK(t.state == 64 + 128);  // the params only
+  // Without (the CUDA target): the state prefix holds it, after the params, in param order.
+  o.opt_block = false;
+  plan_layout(f.p, o);
+  CHECK(f.p.layout.opt_state.bytes == 0);
+  CHECK(f.p.layout.training.field[static_cast<size_t>(um)] == 192);
+  CHECK(f.p.layout.training.field[static_cast<size_t>(uv)] == 256);
+  CHECK(f.p.layout.training.field[static_cast<size_t>(vm)] == 320);
+  CHECK(f.p.layout.training.state == 448);
+}
+
 TEST_CASE("plan_memory: the printed IR shows the work region and the buffers at each offset",
           "[passes][print]") {
   Frag f;
