@@ -523,6 +523,7 @@ static int save_checkpoint(trainer *t) {
             if (!rc) rc = held;
         }
         if (!rc) t->saved_step = t->step; /* as rank 0's: every rank gathers at the same saves */
+        if (rc) t->dist->abort(t->dist, rc); /* the others would wait for this rank at the next collective */
         return rc;
     }
     return save_checkpoint_now(t);
