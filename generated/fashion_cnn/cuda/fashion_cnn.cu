@@ -1642,6 +1642,7 @@ fashion_cnn_real *fashion_cnn_grad_block(struct fashion_cnn *m, int64_t *count) 
 
 /* The grad block zeroed, queued on the compute stream (a data-parallel rank without examples). */
 static void fashion_cnn_zero_grads(struct fashion_cnn *m) {
+    to_device(m); /* (a mirror larger than the state may reach into the block: upload it first) */
     CUDA_CHECK(cudaMemsetAsync(m->dev + 39295680, 0, 3274640 * sizeof(real),
                                cannl_stream_cuda(m->compute)));
 }

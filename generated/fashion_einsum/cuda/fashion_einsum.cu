@@ -1385,6 +1385,7 @@ fashion_einsum_real *fashion_einsum_grad_block(struct fashion_einsum *m, int64_t
 
 /* The grad block zeroed, queued on the compute stream (a data-parallel rank without examples). */
 static void fashion_einsum_zero_grads(struct fashion_einsum *m) {
+    to_device(m); /* (a mirror larger than the state may reach into the block: upload it first) */
     CUDA_CHECK(cudaMemsetAsync(m->dev + 2448576, 0, 204048 * sizeof(real),
                                cannl_stream_cuda(m->compute)));
 }

@@ -1132,6 +1132,7 @@ fashion_mlp_real *fashion_mlp_grad_block(struct fashion_mlp *m, int64_t *count) 
 
 /* The grad block zeroed, queued on the compute stream (a data-parallel rank without examples). */
 static void fashion_mlp_zero_grads(struct fashion_mlp *m) {
+    to_device(m); /* (a mirror larger than the state may reach into the block: upload it first) */
     CUDA_CHECK(cudaMemsetAsync(m->dev + 5357696, 0, 669712 * sizeof(real),
                                cannl_stream_cuda(m->compute)));
 }

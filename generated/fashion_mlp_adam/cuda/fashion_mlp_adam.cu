@@ -1191,6 +1191,7 @@ fashion_mlp_adam_real *fashion_mlp_adam_grad_block(struct fashion_mlp_adam *m, i
 
 /* The grad block zeroed, queued on the compute stream (a data-parallel rank without examples). */
 static void fashion_mlp_adam_zero_grads(struct fashion_mlp_adam *m) {
+    to_device(m); /* (a mirror larger than the state may reach into the block: upload it first) */
     CUDA_CHECK(cudaMemsetAsync(m->dev + 8036544, 0, 669712 * sizeof(real),
                                cannl_stream_cuda(m->compute)));
 }

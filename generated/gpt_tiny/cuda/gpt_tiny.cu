@@ -2668,6 +2668,7 @@ gpt_tiny_real *gpt_tiny_grad_block(struct gpt_tiny *m, int64_t *count) {
 
 /* The grad block zeroed, queued on the compute stream (a data-parallel rank without examples). */
 static void gpt_tiny_zero_grads(struct gpt_tiny *m) {
+    to_device(m); /* (a mirror larger than the state may reach into the block: upload it first) */
     CUDA_CHECK(cudaMemsetAsync(m->dev + 2873856, 0, 239488 * sizeof(real),
                                cannl_stream_cuda(m->compute)));
 }

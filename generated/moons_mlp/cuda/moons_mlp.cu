@@ -972,6 +972,7 @@ moons_mlp_real *moons_mlp_grad_block(struct moons_mlp *m, int64_t *count) {
 
 /* The grad block zeroed, queued on the compute stream (a data-parallel rank without examples). */
 static void moons_mlp_zero_grads(struct moons_mlp *m) {
+    to_device(m); /* (a mirror larger than the state may reach into the block: upload it first) */
     CUDA_CHECK(cudaMemsetAsync(m->dev + 2816, 0, 352 * sizeof(real),
                                cannl_stream_cuda(m->compute)));
 }
