@@ -37,7 +37,7 @@ typedef struct device_reduce {
     ncclComm_t comm;
 #endif
     int failed;
-    char msg[512]; /* the first failure */
+    char msg[800]; /* the first failure (with room for a cannl_error message) */
 } device_reduce;
 
 static void fail_msg(cannl__dist *d, device_reduce *s, const char *what, const char *why) {
@@ -75,13 +75,13 @@ static int nccl_ok(cannl__dist *d, device_reduce *s, ncclResult_t rc, const char
 }
 
 /* In place on the model's stream: sum over the ranks of scale * x (the scale applied by
-   NCCL as it reads this rank's part). */
+   NCCL as it reads this rank's part). Every rank uses such an operator, whatever its scale
+   (1 when alone: x * 1 is x), so that all of them call the collective alike. */
 static void nccl_part(cannl__dist *d, device_reduce *s, char *p, int64_t count) {
     const ncclDataType_t type = s->dtype == CANNL_F64 ? ncclFloat64 : ncclFloat32;
     float f = (float)s->scale;
-    ncclRedOp_t op = ncclSum;
-    if (s->scale != 1 &&
-        !nccl_ok(d, s,
+    ncclRedOp_t op;
+    if (!nccl_ok(d, s,
                  ncclRedOpCreatePreMulSum(&op, s->dtype == CANNL_F64 ? (void *)&s->scale : (void *)&f, type,
                                           ncclScalarHostImmediate, s->comm),
                  "ncclRedOpCreatePreMulSum"))
@@ -89,7 +89,7 @@ static void nccl_part(cannl__dist *d, device_reduce *s, char *p, int64_t count) 
     nccl_ok(d, s, ncclAllReduce(p, p, (size_t)count, type, op, s->comm, (cudaStream_t)d->stream),
             "ncclAllReduce of the gradients");
     /* (an operator may go as soon as the last call given it has returned) */
-    if (op != ncclSum) nccl_ok(d, s, ncclRedOpDestroy(op, s->comm), "ncclRedOpDestroy");
+    nccl_ok(d, s, ncclRedOpDestroy(op, s->comm), "ncclRedOpDestroy");
 }
 #endif
 
