@@ -138,6 +138,7 @@ public:
     // The halves of train_step (data-parallel training): train_grads' loss; the grad block, as
     // the C target's (the params' gradients, contiguous in param order, in the device arena).
     const ir::Routine* grads = p_.routine(ir::RoutineKind::TrainGrads);
+    if (!grads) CANNL_BUG("a training program without train_grads (autodiff/optimizer.cpp makes it)");
     d.set("grads_loss_dev", device(*grads, grads->io.values[0]));
     d.set("grad_block_offset", std::to_string(std::max(arena_.grads, 0L)));
     d.set("grad_block_count", std::to_string(arena_.grads_bytes / elem()));
