@@ -1,7 +1,7 @@
 # Cannl.cmake — build models from cannl specs in a CMake project.
 #
 #   cannl_add_model(NAME SPEC [TARGET c|cuda] [DTYPE f32|f64] [MAX_BATCH N] [WEIGHTS CKPT] [BLAS]
-#                   [NO_INSTALL] [MPI|NO_MPI] [DIMS NAME=VALUE...] [GEN_ARGS arg...])
+#                   [NO_INSTALL] [MPI|NO_MPI] [NO_NCCL] [DIMS NAME=VALUE...] [GEN_ARGS arg...])
 #
 # DIMS NAME=VALUE... overrides the spec's `dim NAME` with VALUE (`cannl gen --dim`), e.g. a
 # shorter context for a CPU build of a large model: DIMS ctx=64 layers=2.
@@ -35,7 +35,10 @@
 # CANNL_CUDA_FLAGS, e.g. -Werror all-warnings), linked to cannl::cuda_rt, cuBLAS and the CUDA
 # runtime. Needs the CUDA language enabled (project(... CUDA) or enable_language(CUDA), with
 # CMAKE_CUDA_ARCHITECTURES set as you need) and the target cannl::cuda_rt. It writes no inference
-# program or model card and takes no WEIGHTS.
+# program or model card and takes no WEIGHTS. Its training program is data-parallel under mpirun
+# as the C target's (MPI and NO_MPI alike), one GPU per rank: the gradients all-reduced on the
+# GPUs by NCCL when cannl found NCCL (cannl::cuda_rt_nccl), else, or with NO_NCCL, through MPI
+# on host buffers (cannl::cuda_rt_mpi; docs/distributed.md, "GPUs").
 #
 # Getting it into a project, either
 #   add_subdirectory(path/to/cannl)   # builds the generator and the runtime with the project
@@ -62,7 +65,7 @@ set(CANNL_GENERATOR "" CACHE FILEPATH
     "A cannl executable for cannl_add_model to run instead of the target cannl::cannl")
 
 function(cannl_add_model name spec)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL;BLAS;MPI;NO_MPI" "TARGET;DTYPE;MAX_BATCH;WEIGHTS" "GEN_ARGS;DIMS")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL;BLAS;MPI;NO_MPI;NO_NCCL" "TARGET;DTYPE;MAX_BATCH;WEIGHTS" "GEN_ARGS;DIMS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "cannl_add_model(${name}): unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
@@ -153,6 +156,19 @@ function(cannl_add_model name spec)
     target_link_libraries(${name}_train PRIVATE ${name})
     target_compile_options(${name}_train PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${CANNL_CUDA_FLAGS}>)
     set_target_properties(${name}_train PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF)
+    set(dist "")
+    if(TARGET cannl::cuda_rt_nccl AND NOT ARG_NO_NCCL)
+      set(dist cannl::cuda_rt_nccl)
+    elseif(TARGET cannl::cuda_rt_mpi)
+      set(dist cannl::cuda_rt_mpi)
+    endif()
+    if(ARG_MPI AND NOT dist)
+      message(FATAL_ERROR "cannl_add_model(${name}): MPI needs cannl::cuda_rt_mpi (cannl built where CMake finds MPI)")
+    endif()
+    if(dist AND NOT ARG_NO_MPI)
+      target_link_libraries(${name}_train PRIVATE ${dist})
+      target_compile_definitions(${name}_train PRIVATE CANNL_HAVE_MPI)
+    endif()
     if(NOT ARG_NO_INSTALL AND (NOT DEFINED CANNL_INSTALL_MODELS OR CANNL_INSTALL_MODELS))
       install(TARGETS ${name} ${name}_train
               RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}

@@ -530,6 +530,13 @@ typedef struct cannl_model_ext {
     /* NULL while the model works; after a failure (a device error) the one-line message of
        the first one. The training program then stops with it (exit status 1). */
     const char *(*error)(const void *m);
+    /* Data-parallel training of a model whose grad block (cannl_model_api.grad_block) is
+       device memory (the CUDA target's; NULL: host memory): device_stream gives the stream (a
+       cudaStream_t) train_grads queued its work on and train_update will queue its own on,
+       where the all-reduce goes in between; zero_grads queues the block's zeroing there (a
+       rank without examples in a step). */
+    void *(*device_stream)(void *m);
+    void (*zero_grads)(void *m);
 } cannl_model_ext;
 
 /* cannl_train_main with the model's extras (ext may be NULL: then the two are the same). */
@@ -540,6 +547,12 @@ int cannl_train_main_ext(const cannl_model_api *api, const cannl_model_ext *ext,
    gradients are averaged over the ranks before the one update all of them apply; alone, it is
    cannl_train_main. docs/distributed.md describes it. The model needs train_grads. */
 int cannl_train_main_mpi(const cannl_model_api *api, int argc, char **argv);
+
+/* The same for a CUDA model (the library cannl_cuda_rt_mpi, or cannl_cuda_rt_nccl where CMake
+   finds NCCL; declared here, defined in runtime-lib/cuda/train_dist_cuda.c): each rank on a GPU
+   of its node, the grad block all-reduced on the device with NCCL, or through MPI on pinned
+   host buffers. docs/distributed.md, "GPUs". */
+int cannl_cuda_train_main_mpi(const cannl_model_api *api, const cannl_model_ext *ext, int argc, char **argv);
 
 #ifdef __cplusplus
 }

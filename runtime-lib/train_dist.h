@@ -47,7 +47,19 @@ struct cannl__dist {
     int64_t bytes_reduced; /* gradient bytes this rank all-reduced, for the summary */
     double reduce_s;       /* seconds spent in allreduce (scaling, sending, waiting) */
     void *impl;
+    /* A CUDA model's ranks (runtime-lib/cuda/train_dist_cuda.c): the gradient all-reduce takes
+       the grad block in device memory, queued on `stream` (the model's, cannl_model_ext's
+       device_stream, set by the trainer before reduce_begin). 0 and NULL: host memory. */
+    int device;
+    void *stream;
+    const char *how;       /* how the gradients travel, for the summary ("NCCL"), or NULL */
 };
+
+/* For another runtime library over MPI (train_dist_cuda.c): rank, size and every operation
+   but the gradient all-reduce, in d, once MPI is initialised (MPI_ERRORS_RETURN set); and
+   whether a launcher started this process (else MPI is not to be initialised). */
+void cannl__dist_mpi_ops(cannl__dist *d);
+int cannl__dist_mpi_launched(void);
 
 /* cannl_train_main_ext over the ranks of `dist` (NULL: one process). */
 int cannl__train_main_dist(const cannl_model_api *api, const cannl_model_ext *ext, cannl__dist *dist, int argc,

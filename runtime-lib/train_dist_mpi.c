@@ -243,3 +243,16 @@ int cannl_train_main_mpi(const cannl_model_api *api, int argc, char **argv) {
     MPI_Finalize();
     return rc;
 }
+
+void cannl__dist_mpi_ops(cannl__dist *d) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &d->size);
+    d->reduce_scatter = mpi_reduce_scatter;
+    d->bcast = mpi_bcast;
+    d->to_root = mpi_to_root;
+    d->sum = mpi_sum;
+    d->max = mpi_max;
+    d->abort = mpi_abort;
+}
+
+int cannl__dist_mpi_launched(void) { return launched(); }

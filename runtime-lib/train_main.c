@@ -390,9 +390,11 @@ static int setup_run(trainer *t) {
     t->record = calloc((size_t)api->num_metrics * 2 + 8, sizeof *t->record);
     t->val_metrics = calloc((size_t)api->num_metrics + 1, sizeof *t->val_metrics);
     t->offsets = malloc((size_t)t->batch * sizeof *t->offsets);
-    if (t->ext && t->ext->prefetch) t->next = calloc((size_t)nin + 1, sizeof *t->next);
+    /* (not on data-parallel ranks: they gather their slice of each step, not the batch) */
+    const int prefetching = t->ext && t->ext->prefetch && !t->dist;
+    if (prefetching) t->next = calloc((size_t)nin + 1, sizeof *t->next);
     int oom = !t->bufs || !t->idx || !t->perm || !t->metrics || !t->record || !t->val_metrics || !t->offsets ||
-              (t->ext && t->ext->prefetch && !t->next);
+              (prefetching && !t->next);
     for (int32_t i = 0; i < nin && !oom; i++) {
         size_t bytes = (size_t)t->batch * (size_t)api->inputs[i].size * cannl__input_elem_size(api, i);
         oom = !(t->bufs[i] = cannl_alloc(bytes)) || (t->next && !(t->next[i] = cannl_alloc(bytes)));
@@ -915,6 +917,7 @@ static int dist_step(trainer *t, int64_t lo, int64_t count, int64_t n, double *l
     void *block = api->grad_block(t->m, &elems);
     const double w = (double)count / (double)n;
     cannl__dist *d = t->dist;
+    if (d->device) d->stream = t->ext->device_stream(t->m);
     d->reduce_begin(d, block, api->dtype, w);
     /* With the model's hook each gradient goes out as the backward pass finishes it (the
        same gradients in the same order on every rank); else the block after the pass: also
@@ -925,6 +928,8 @@ static int dist_step(trainer *t, int64_t lo, int64_t count, int64_t n, double *l
     if (api->set_example_offset) api->set_example_offset(t->m, lo); /* dropout's masks: one process's */
     if (count > 0)
         local = api->train_grads(t->m, (const void *const *)t->bufs, count);
+    else if (d->device)
+        t->ext->zero_grads(t->m);
     else
         memset(block, 0, (size_t)elems * cannl_dtype_size(api->dtype));
     if (hooked) api->set_grad_hook(t->m, NULL, NULL);
@@ -1014,8 +1019,11 @@ static int train(trainer *t) {
                 t->bufs = t->next;
                 t->next = swap;
             }
-            if (t->ext && t->ext->error && t->ext->error(t->m))
-                return report(t, CANNL__EXIT_FAIL, "%s", t->ext->error(t->m));
+            if (t->ext && t->ext->error && t->ext->error(t->m)) {
+                report(t, CANNL__EXIT_FAIL, "%s", t->ext->error(t->m));
+                if (t->dist) t->dist->abort(t->dist, CANNL__EXIT_FAIL); /* the others wait for this rank */
+                return CANNL__EXIT_FAIL;
+            }
             t->step++;
             if (!isfinite(loss)) {
                 char what[64];
@@ -1074,10 +1082,11 @@ static int finish(trainer *t) {
     printf("trained to step %" PRId64 " in %.2f s (%.1f ex/s)\n", t->step, el,
            el > 0 ? (double)t->examples_run / el : 0.0);
     if (t->dist && t->steps_run > 0)
-        printf("data-parallel%s: %d ranks, %" PRId64 " gradient bytes %s per step, %.2f ms per step in the "
+        printf("data-parallel%s: %d ranks, %" PRId64 " gradient bytes %s per step%s%s%s, %.2f ms per step in the "
                "%s (rank 0: %.1f%% of the time)\n",
                t->o.zero ? " (ZeRO-1)" : "", t->dist->size, t->dist->bytes_reduced / t->steps_run,
-               t->o.zero ? "reduce-scattered" : "all-reduced", 1e3 * t->dist->reduce_s / (double)t->steps_run,
+               t->o.zero ? "reduce-scattered" : "all-reduced", t->dist->how ? " (" : "",
+               t->dist->how ? t->dist->how : "", t->dist->how ? ")" : "", 1e3 * t->dist->reduce_s / (double)t->steps_run,
                t->o.zero ? "reduce-scatter" : "all-reduce", el > 0 ? 100 * t->dist->reduce_s / el : 0.0);
     if (t->opt_bytes) { /* what each rank holds: all of it, or with ZeRO-1 its shard's */
         const int64_t all = t->api->opt_state_start[t->api->num_params];
@@ -1180,7 +1189,14 @@ static int setup_rank(trainer *t) {
     if (!api->train_grads || !api->train_update || !api->grad_block)
         return report(t, CANNL__EXIT_USAGE, "model '%s' cannot train data-parallel (its table has no train_grads)",
                       api->name);
-    if (t->ext) return report(t, CANNL__EXIT_USAGE, "model '%s': data-parallel training is for the C target", api->name);
+    const int device = t->ext && t->ext->device_stream && t->ext->zero_grads; /* gradients on a GPU */
+    if (device != (t->dist->device != 0))
+        return report(t, CANNL__EXIT_USAGE, "model '%s' keeps its gradients in %s memory, but this program's ranks reduce "
+                      "them in %s memory (link the CUDA model with cannl_cuda_rt_mpi, a C model with cannl_rt_mpi)",
+                      api->name, device ? "device" : "host", device ? "host" : "device");
+    if (device && t->o.zero)
+        return report(t, CANNL__EXIT_USAGE, "--zero 1: not for a CUDA model (its optimiser state is not sharded): "
+                      "run without it");
     if (t->o.zero && (!api->grad_offsets || !api->set_update_shard || !api->shard_opt_state || !api->opt_state_start ||
                       !api->opt_state))
         return report(t, CANNL__EXIT_USAGE, "--zero 1: model '%s' cannot shard its optimiser state (regenerate it)",

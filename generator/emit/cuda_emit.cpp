@@ -44,8 +44,6 @@ public:
   std::vector<OutputFile> run() {
     std::string kernels, routines;
     for (const auto& r : p_.routines) {
-      // The halves of train_step (data-parallel training) are the C target's only.
-      if (r.kind == ir::RoutineKind::TrainGrads || r.kind == ir::RoutineKind::TrainUpdate) continue;
       if (r.kind == ir::RoutineKind::Init) routines += init_routine(r) + "\n";
       else if (r.kind == ir::RoutineKind::Decode) continue;  // generation on the GPU: not yet (the C target's)
       else routine(r, kernels, routines);
@@ -136,7 +134,14 @@ public:
     d.set("in_elems", std::to_string(std::max(in_off, 1L)));
     d.set("forward_copy", forward_copy());
     d.set("eval_copy", eval_copy());
-    d.set("loss", device(*train, train->io.values[0]));
+    d.set("loss_dev", device(*train, train->io.values[0]));
+    // The halves of train_step (data-parallel training): train_grads' loss; the grad block, as
+    // the C target's (the params' gradients, contiguous in param order, in the device arena).
+    const ir::Routine* grads = p_.routine(ir::RoutineKind::TrainGrads);
+    if (!grads) CANNL_BUG("a training program without train_grads (autodiff/optimizer.cpp makes it)");
+    d.set("grads_loss_dev", device(*grads, grads->io.values[0]));
+    d.set("grad_block_offset", std::to_string(std::max(arena_.grads, 0L)));
+    d.set("grad_block_count", std::to_string(arena_.grads_bytes / elem()));
 
     std::vector<OutputFile> files;
     files.push_back({p_.model + ".h", render_template("c/model.h.mustache", d)});

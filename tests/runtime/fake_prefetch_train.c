@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
     g_base = which && strcmp(which, "bigram") == 0 ? &fake_bigram_api : &fake_softmax_api;
     g_api = *g_base;
     g_api.train_step = train_step;
-    const cannl_model_ext ext = {prefetch, error};
+    const cannl_model_ext ext = {prefetch, error, NULL, NULL}; /* grads on the host */
     int rc = cannl_train_main_ext(&g_api, &ext, argc, argv);
     g_bad += g_nrec; /* prefetched, never trained on */
     fprintf(stderr, "prefetch: %lld prefetched, %lld steps, %lld matched, %lld bad\n", (long long)g_prefetched,

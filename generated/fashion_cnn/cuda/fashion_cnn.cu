@@ -5,6 +5,8 @@
  * Routines, as in the C target, each a sequence of loop nests commented with their spec line:
  *   init_params   on the host, with the C target's random streams (a seed gives the same params)
  *   train_step    forward, backward and the adam update, queued on the compute stream
+ *   train_grads   train_step's forward and backward: the param gradients in the grad block
+ *   train_update  train_step's adam update from the grad block
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
  * Each nest is one kernel with its bounds, strides and launch geometry as constants (loops over
@@ -715,17 +717,29 @@ static void init_params(struct fashion_cnn *m, uint64_t seed) {
                 for (int64_t j3 = 0; j3 < 32; ++j3)
                     k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = (real)(-0.035355339059327376 + 0.07071067811865475 * cannl_rng_uniform(rng));
 
-    /* line 13: c1 = zeros */
+    /* line 13: c1 = zeros; zero c1_exp_avg; zero c1_exp_avg_sq */
     for (int64_t j = 0; j < 32; ++j)
-        c1[j] = 0.0f;
+        {
+            c1[j] = 0.0f;
+            c1_exp_avg[j] = 0.0f;
+            c1_exp_avg_sq[j] = 0.0f;
+        }
 
-    /* line 14: c2 = zeros */
+    /* line 14: c2 = zeros; zero c2_exp_avg; zero c2_exp_avg_sq */
     for (int64_t j = 0; j < 64; ++j)
-        c2[j] = 0.0f;
+        {
+            c2[j] = 0.0f;
+            c2_exp_avg[j] = 0.0f;
+            c2_exp_avg_sq[j] = 0.0f;
+        }
 
-    /* line 15: b3 = zeros */
+    /* line 15: b3 = zeros; zero b3_exp_avg; zero b3_exp_avg_sq */
     for (int64_t j = 0; j < 1024; ++j)
-        b3[j] = 0.0f;
+        {
+            b3[j] = 0.0f;
+            b3_exp_avg[j] = 0.0f;
+            b3_exp_avg_sq[j] = 0.0f;
+        }
 
     /* line 16: w3 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     for (int64_t j0 = 0; j0 < 1024; ++j0)
@@ -739,9 +753,13 @@ static void init_params(struct fashion_cnn *m, uint64_t seed) {
         for (int64_t j1 = 0; j1 < 1024; ++j1)
             w4[j0 * 1024 + j1] = (real)(-0.03125 + 0.0625 * cannl_rng_uniform(rng));
 
-    /* line 16: b4 = zeros */
+    /* line 16: b4 = zeros; zero b4_exp_avg; zero b4_exp_avg_sq */
     for (int64_t j = 0; j < 10; ++j)
-        b4[j] = 0.0f;
+        {
+            b4[j] = 0.0f;
+            b4_exp_avg[j] = 0.0f;
+            b4_exp_avg_sq[j] = 0.0f;
+        }
 
     /* zero k1_exp_avg; zero k1_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 32; ++j0)
@@ -762,27 +780,6 @@ static void init_params(struct fashion_cnn *m, uint64_t seed) {
                         k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] = 0.0f;
                     }
 
-    /* zero c1_exp_avg; zero c1_exp_avg_sq */
-    for (int64_t j = 0; j < 32; ++j)
-        {
-            c1_exp_avg[j] = 0.0f;
-            c1_exp_avg_sq[j] = 0.0f;
-        }
-
-    /* zero c2_exp_avg; zero c2_exp_avg_sq */
-    for (int64_t j = 0; j < 64; ++j)
-        {
-            c2_exp_avg[j] = 0.0f;
-            c2_exp_avg_sq[j] = 0.0f;
-        }
-
-    /* zero b3_exp_avg; zero b3_exp_avg_sq */
-    for (int64_t j = 0; j < 1024; ++j)
-        {
-            b3_exp_avg[j] = 0.0f;
-            b3_exp_avg_sq[j] = 0.0f;
-        }
-
     /* zero w3_exp_avg; zero w3_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 1024; ++j0)
         for (int64_t j1 = 0; j1 < 7; ++j1)
@@ -800,13 +797,6 @@ static void init_params(struct fashion_cnn *m, uint64_t seed) {
                 w4_exp_avg[j0 * 1024 + j1] = 0.0f;
                 w4_exp_avg_sq[j0 * 1024 + j1] = 0.0f;
             }
-
-    /* zero b4_exp_avg; zero b4_exp_avg_sq */
-    for (int64_t j = 0; j < 10; ++j)
-        {
-            b4_exp_avg[j] = 0.0f;
-            b4_exp_avg_sq[j] = 0.0f;
-        }
 }
 
 /* routine train_step: 35 kernels, 11 cuBLAS products, queued on the compute stream */
@@ -1162,6 +1152,237 @@ static void eval_metrics(struct fashion_cnn *m, const real *const in_[], int64_t
     CUDA_CHECK(cudaGetLastError());
 }
 
+/* routine train_grads: 27 kernels, 11 cuBLAS products, queued on the compute stream */
+static void train_grads(struct fashion_cnn *m, const real *const in_[], int64_t n) {
+    const real *const image = in_[0];
+    const real *const label = in_[1];
+    real *const k1 = m->k1;
+    real *const k2 = m->k2;
+    real *const c1 = m->c1;
+    real *const c2 = m->c2;
+    real *const b3 = m->b3;
+    real *const w3 = m->w3;
+    real *const w4 = m->w4;
+    real *const b4 = m->b4;
+    real *const b4_grad = m->b4_grad;
+    real *const w4_grad = m->w4_grad;
+    real *const b3_grad = m->b3_grad;
+    real *const w3_grad = m->w3_grad;
+    real *const c2_grad = m->c2_grad;
+    real *const k2_grad = m->k2_grad;
+    real *const c1_grad = m->c1_grad;
+    real *const k1_grad = m->k1_grad;
+    char *const work = m->dev + 52394240; /* the work region: this routine's 418267200 bytes */
+    real *const x = (real *)(work + 0);
+    real *const a2_col = (real *)(work + 0);
+    real *const a1_conv_grad = (real *)(work + 0);
+    real *const a2_conv = (real *)(work + 160563200);
+    real *const a2_col_grad = (real *)(work + 160563200);
+    real *const h3_mm = (real *)(work + 173408256);
+    real *const loss_ce = (real *)(work + 173408256);
+    real *const a2_grad = (real *)(work + 173408256);
+    real *const p1 = (real *)(work + 186253312);
+    real *const loss_sumexp_grad = (real *)(work + 186253312);
+    real *const h3_grad = (real *)(work + 186253312);
+    real *const p2_grad = (real *)(work + 186253312);
+    real *const logits_grad = (real *)(work + 187301888);
+    real *const h3_mm_grad = (real *)(work + 189464576);
+    real *const p2 = (real *)(work + 192675840);
+    real *const p2_arg = (real *)(work + 195887104);
+    real *const h3 = (real *)(work + 199098368);
+    real *const logits_mm = (real *)(work + 200146944);
+    real *const loss_max = (real *)(work + 200157184);
+    real *const loss_sumexp = (real *)(work + 200158208);
+    real *const a1_conv = (real *)(work + 321126400);
+    real *const a1_grad = (real *)(work + 346816512);
+    real *const a1_col = (real *)(work + 372506624);
+    real *const a2_conv_grad = (real *)(work + 392577024);
+    real *const p1_grad = (real *)(work + 405422080);
+    real *const p1_arg = (real *)(work + 411844608);
+    real *const loss_ = (real *)(work + 418267136);
+    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
+
+    /* line 18: x = image / 255 */
+    set_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
+    set_a1_col<<<(unsigned)((n * 19600 + 255) / 256), 256, 0, stream_>>>(a1_col, x, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 32, n * 784, 25, 1.0f, k1, 25, 0, a1_col, 25, 0, 0.0f, a1_conv, 32, 0, 1);
+
+    /* line 20: p1 = max_pool2d(a1, size = 2) */
+    max_p1<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1, a1_conv, c1, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
+    set_a2_col<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(a2_col, p1, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 64, n * 196, 800, 1.0f, k2, 800, 0, a2_col, 800, 0, 0.0f, a2_conv, 64, 0, 1);
+
+    /* line 22: p2 = max_pool2d(a2, size = 2) */
+    max_p2<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2, a2_conv, c2, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 23: h3 = relu(w3 * p2 + b3) */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 1024, n, 3136, 1.0f, w3, 3136, 0, p2, 3136, 0, 0.0f, h3_mm, 1024, 0, 1);
+    set_h3<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3, h3_mm, b3, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 24: logits = w4 * h3 + b4 */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 1024, 1.0f, w4, 1024, 0, h3, 1024, 0, 0.0f, logits_mm, 10, 0, 1);
+
+    /* line 25: loss = mean(cross_entropy(logits, label)) */
+    max_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b4, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b4, loss_max, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b4, loss_max, loss_sumexp, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 22: first extremum: p2 = max_pool2d(a2, size = 2) */
+    min_p2_arg<<<(unsigned)((n * 3136 + 255) / 256), 256, 0, stream_>>>(p2_arg, a2_conv, c2, p2, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* zero the gradient of a2 */
+    fill_a2_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* zero the gradient of p1 */
+    fill_p1_grad<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 20: first extremum: p1 = max_pool2d(a1, size = 2) */
+    min_p1_arg<<<(unsigned)((n * 6272 + 255) / 256), 256, 0, stream_>>>(p1_arg, a1_conv, c1, p1, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* zero the gradient of a1 */
+    fill_a1_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 25: backward: loss = mean(cross_entropy(logits, label)) */
+    sum_loss_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, label, loss_sumexp, n);
+    CUDA_CHECK(cudaGetLastError());
+    set_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, loss_sumexp_grad, logits_mm, b4, loss_max, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 24: backward: logits = w4 * h3 + b4 */
+    sum_b4_grad<<<2, 256, 0, stream_>>>(b4_grad, logits_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 1024, 10, n, 1.0f, h3, 1024, 0, logits_grad, 10, 0, 0.0f, w4_grad, 1024, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1024, n, 10, 1.0f, w4, 1024, 0, logits_grad, 10, 0, 0.0f, h3_grad, 1024, 0, 1);
+
+    /* line 23: backward: h3 = relu(w3 * p2 + b3) */
+    set_h3_mm_grad<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3_mm_grad, h3_grad, h3, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_b3_grad<<<128, 256, 0, stream_>>>(b3_grad, h3_mm_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 3136, 1024, n, 1.0f, p2, 3136, 0, h3_mm_grad, 1024, 0, 0.0f, w3_grad, 3136, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 3136, n, 1024, 1.0f, w3, 3136, 0, h3_mm_grad, 1024, 0, 0.0f, p2_grad, 3136, 0, 1);
+
+    /* line 22: backward: p2 = max_pool2d(a2, size = 2) */
+    add_a2_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_grad, p2_grad, p2_arg, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
+    set_a2_conv_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_conv_grad, a2_grad, a2_conv, c2, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_c2_grad<<<64, 256, 0, stream_>>>(c2_grad, a2_conv_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 800, n * 196, 64, 1.0f, k2, 800, 0, a2_conv_grad, 64, 0, 0.0f, a2_col_grad, 800, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 800, 64, n * 196, 1.0f, a2_col, 800, 0, a2_conv_grad, 64, 0, 0.0f, k2_grad, 800, 0, 1);
+    add_p1_grad<<<(unsigned)((n * 156800 + 255) / 256), 256, 0, stream_>>>(p1_grad, a2_col_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 20: backward: p1 = max_pool2d(a1, size = 2) */
+    add_a1_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_grad, p1_grad, p1_arg, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
+    set_a1_conv_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_conv_grad, a1_grad, a1_conv, c1, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_c1_grad<<<32, 256, 0, stream_>>>(c1_grad, a1_conv_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 25, 32, n * 784, 1.0f, a1_col, 25, 0, a1_conv_grad, 32, 0, 0.0f, k1_grad, 25, 0, 1);
+}
+
+/* routine train_update: 8 kernels, 0 cuBLAS products, queued on the compute stream */
+static void train_update(struct fashion_cnn *m, const real *const in_[], int64_t n) {
+    real *const k1 = m->k1;
+    real *const k2 = m->k2;
+    real *const c1 = m->c1;
+    real *const c2 = m->c2;
+    real *const b3 = m->b3;
+    real *const w3 = m->w3;
+    real *const w4 = m->w4;
+    real *const b4 = m->b4;
+    real *const b4_grad = m->b4_grad;
+    real *const w4_grad = m->w4_grad;
+    real *const b3_grad = m->b3_grad;
+    real *const w3_grad = m->w3_grad;
+    real *const c2_grad = m->c2_grad;
+    real *const k2_grad = m->k2_grad;
+    real *const c1_grad = m->c1_grad;
+    real *const k1_grad = m->k1_grad;
+    real *const k1_exp_avg = m->k1_exp_avg;
+    real *const k1_exp_avg_sq = m->k1_exp_avg_sq;
+    real *const k2_exp_avg = m->k2_exp_avg;
+    real *const k2_exp_avg_sq = m->k2_exp_avg_sq;
+    real *const c1_exp_avg = m->c1_exp_avg;
+    real *const c1_exp_avg_sq = m->c1_exp_avg_sq;
+    real *const c2_exp_avg = m->c2_exp_avg;
+    real *const c2_exp_avg_sq = m->c2_exp_avg_sq;
+    real *const b3_exp_avg = m->b3_exp_avg;
+    real *const b3_exp_avg_sq = m->b3_exp_avg_sq;
+    real *const w3_exp_avg = m->w3_exp_avg;
+    real *const w3_exp_avg_sq = m->w3_exp_avg_sq;
+    real *const w4_exp_avg = m->w4_exp_avg;
+    real *const w4_exp_avg_sq = m->w4_exp_avg_sq;
+    real *const b4_exp_avg = m->b4_exp_avg;
+    real *const b4_exp_avg_sq = m->b4_exp_avg_sq;
+    const int64_t step = ++m->step;
+    const real lr = (real)m->lr;
+    const real bc1 = (real)(1.0 - pow(0.9, step));
+    const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+    (void)in_;
+    (void)n;
+    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
+
+    /* line 29: adam update of k1 */
+    set_k1_exp_avg<<<4, 256, 0, stream_>>>(k1_exp_avg, k1_exp_avg_sq, k1, k1_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 29: adam update of k2 */
+    set_k2_exp_avg<<<200, 256, 0, stream_>>>(k2_exp_avg, k2_exp_avg_sq, k2, k2_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 29: adam update of c1 */
+    set_c1_exp_avg<<<1, 256, 0, stream_>>>(c1_exp_avg, c1_exp_avg_sq, c1, c1_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 29: adam update of c2 */
+    set_c2_exp_avg<<<1, 256, 0, stream_>>>(c2_exp_avg, c2_exp_avg_sq, c2, c2_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 29: adam update of b3 */
+    set_b3_exp_avg<<<4, 256, 0, stream_>>>(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 29: adam update of w3 */
+    set_w3_exp_avg<<<12544, 256, 0, stream_>>>(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 29: adam update of w4 */
+    set_w4_exp_avg<<<40, 256, 0, stream_>>>(w4_exp_avg, w4_exp_avg_sq, w4, w4_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 29: adam update of b4 */
+    set_b4_exp_avg<<<1, 256, 0, stream_>>>(b4_exp_avg, b4_exp_avg_sq, b4, b4_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 
 /* ------------------------------------------------------------------------------ memory */
 
@@ -1392,6 +1613,38 @@ double fashion_cnn_train_step(struct fashion_cnn *m, const fashion_cnn_real *con
     CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 470661376)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
+}
+
+double fashion_cnn_train_grads(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
+    if (n < 1 || n > FASHION_CNN_MAX_BATCH || m->failed) return NAN;
+    const real *in[2 + 1];
+    const int s = inputs_on_device(m, inputs, n, in);
+    to_device(m);
+    train_grads(m, in, n);
+    release(m, s);
+    cannl_error e;
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 470661376)), sizeof(real), &e));
+    finish(m);
+    return m->failed ? NAN : (double)m->scalars[0];
+}
+
+void fashion_cnn_train_update(struct fashion_cnn *m) {
+    if (m->failed) return;
+    to_device(m);
+    train_update(m, NULL, 0);
+    finish(m);
+}
+
+fashion_cnn_real *fashion_cnn_grad_block(struct fashion_cnn *m, int64_t *count) {
+    if (count) *count = 3274640;
+    return (fashion_cnn_real *)(void *)(m->dev + 39295680);
+}
+
+/* The grad block zeroed, queued on the compute stream (a data-parallel rank without examples). */
+static void fashion_cnn_zero_grads(struct fashion_cnn *m) {
+    to_device(m); /* (a mirror larger than the state may reach into the block: upload it first) */
+    CUDA_CHECK(cudaMemsetAsync(m->dev + 39295680, 0, 3274640 * sizeof(real),
+                               cannl_stream_cuda(m->compute)));
 }
 
 void fashion_cnn_forward(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n,
@@ -1632,6 +1885,13 @@ static void api_set_schedule_fn(void *m, int on) { fashion_cnn_set_schedule((str
 static void api_prefetch_fn(void *m, const void *const *inputs, int64_t n) {
     fashion_cnn_prefetch((struct fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n);
 }
+static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) {
+    return fashion_cnn_train_grads((struct fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n);
+}
+static void api_train_update_fn(void *m) { fashion_cnn_train_update((struct fashion_cnn *)m); }
+static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_cnn_grad_block((struct fashion_cnn *)m, count); }
+static void *api_device_stream_fn(void *m) { return (void *)cannl_stream_cuda(((struct fashion_cnn *)m)->compute); }
+static void api_zero_grads_fn(void *m) { fashion_cnn_zero_grads((struct fashion_cnn *)m); }
 static const char *api_error_fn(const void *m) {
     const struct fashion_cnn *s = (const struct fashion_cnn *)m;
     return s->failed ? s->error.msg : NULL;
@@ -1643,11 +1903,14 @@ const cannl_model_api fashion_cnn_api = {
     FASHION_CNN_NUM_OUTPUTS, output_info,
     FASHION_CNN_NUM_PARAMS, param_info,
     FASHION_CNN_NUM_METRICS, metric_names,
-    "((real *)(m->dev + 470661376))", 0.001,
+    "loss", 0.001,
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
+    NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */};
 
-/* Prefetching and the error message, for cannl_train_main_ext (fashion_cnn_train.cu). */
-extern "C" const cannl_model_ext fashion_cnn_cuda_ext = {api_prefetch_fn, api_error_fn};
+/* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
+   cannl_cuda_train_main_mpi (fashion_cnn_train.cu). */
+extern "C" const cannl_model_ext fashion_cnn_cuda_ext = {api_prefetch_fn, api_error_fn, api_device_stream_fn,
+                                                       api_zero_grads_fn};

@@ -5,6 +5,8 @@
  * Routines, as in the C target, each a sequence of loop nests commented with their spec line:
  *   init_params   on the host, with the C target's random streams (a seed gives the same params)
  *   train_step    forward, backward and the adamw update, queued on the compute stream
+ *   train_grads   train_step's forward and backward: the param gradients in the grad block
+ *   train_update  train_step's adamw update from the grad block
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
  * Each nest is one kernel with its bounds, strides and launch geometry as constants (loops over
@@ -561,6 +563,62 @@ static __global__ void __launch_bounds__(256) sum_mean_ce(real *__restrict__ mea
     if (lane_ == 0) mean_ce[0] = acc;
 }
 
+/* line 20: backward: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) (one thread per element) */
+static __global__ void __launch_bounds__(256) set_w1_grad_2(real *__restrict__ w1_grad, const real *__restrict__ w1) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 200704) return;
+    const int64_t o = i_ / 784;
+    const int64_t i0 = (i_ / 28) % 28;
+    const int64_t i1 = i_ % 28;
+    w1_grad[o * 784 + i0 * 28 + i1] = (w1[o * 784 + i0 * 28 + i1] + w1[o * 784 + i0 * 28 + i1]) * 0.0001f;
+}
+
+/* line 25: adamw update of w1 (one thread per element) */
+static __global__ void __launch_bounds__(256) set_w1(real *__restrict__ w1, real *__restrict__ w1_exp_avg, real *__restrict__ w1_exp_avg_sq, const real *__restrict__ w1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 200704) return;
+    const int64_t j0 = i_ / 784;
+    const int64_t j1 = (i_ / 28) % 28;
+    const int64_t j2 = i_ % 28;
+    w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] * (1.0f - lr * 0.01f);
+    w1_exp_avg[j0 * 784 + j1 * 28 + j2] = w1_exp_avg[j0 * 784 + j1 * 28 + j2] * 0.9f + w1_grad[j0 * 784 + j1 * 28 + j2] * 0.1f;
+    w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] = w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] * 0.999f + w1_grad[j0 * 784 + j1 * 28 + j2] * w1_grad[j0 * 784 + j1 * 28 + j2] * 0.001f;
+    w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1 * 28 + j2] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2]) / sqrt_bc2 + 1e-08f));
+}
+
+/* line 25: adamw update of gain (one thread per element) */
+static __global__ void __launch_bounds__(256) set_gain_2(real *__restrict__ gain, real *__restrict__ gain_exp_avg, real *__restrict__ gain_exp_avg_sq, const real *__restrict__ gain_grad, const real bc1, const real lr, const real sqrt_bc2) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 256) return;
+    const int64_t j = i_;
+    gain[j] = gain[j] * (1.0f - lr * 0.01f);
+    gain_exp_avg[j] = gain_exp_avg[j] * 0.9f + gain_grad[j] * 0.1f;
+    gain_exp_avg_sq[j] = gain_exp_avg_sq[j] * 0.999f + gain_grad[j] * gain_grad[j] * 0.001f;
+    gain[j] = gain[j] - lr / bc1 * (gain_exp_avg[j] / (sqrtf(gain_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+}
+
+/* line 25: adamw update of b1 (one thread per element) */
+static __global__ void __launch_bounds__(256) set_b1(real *__restrict__ b1, real *__restrict__ b1_exp_avg, real *__restrict__ b1_exp_avg_sq, const real *__restrict__ b1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 256) return;
+    const int64_t j = i_;
+    b1[j] = b1[j] * (1.0f - lr * 0.01f);
+    b1_exp_avg[j] = b1_exp_avg[j] * 0.9f + b1_grad[j] * 0.1f;
+    b1_exp_avg_sq[j] = b1_exp_avg_sq[j] * 0.999f + b1_grad[j] * b1_grad[j] * 0.001f;
+    b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+}
+
+/* line 25: adamw update of bias (one thread per element) */
+static __global__ void __launch_bounds__(256) set_bias(real *__restrict__ bias, real *__restrict__ bias_exp_avg, real *__restrict__ bias_exp_avg_sq, const real *__restrict__ bias_grad, const real bc1, const real lr, const real sqrt_bc2) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 256) return;
+    const int64_t j = i_;
+    bias[j] = bias[j] * (1.0f - lr * 0.01f);
+    bias_exp_avg[j] = bias_exp_avg[j] * 0.9f + bias_grad[j] * 0.1f;
+    bias_exp_avg_sq[j] = bias_exp_avg_sq[j] * 0.999f + bias_grad[j] * bias_grad[j] * 0.001f;
+    bias[j] = bias[j] - lr / bc1 * (bias_exp_avg[j] / (sqrtf(bias_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+}
+
 
 /* ----------------------------------------------------------------------------- routines */
 
@@ -595,12 +653,13 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
             for (int64_t j2 = 0; j2 < 28; ++j2)
                 w1[j0 * 784 + j1 * 28 + j2] = (real)(-0.03571428571428571 + 0.07142857142857142 * cannl_rng_uniform(rng));
 
-    /* line 11: gain = ones; b1 = zeros; bias = zeros */
+    /* line 11: gain = ones; b1 = zeros; bias = zeros; zero gain_exp_avg */
     for (int64_t j = 0; j < 256; ++j)
         {
             gain[j] = 1.0f;
             b1[j] = 0.0f;
             bias[j] = 0.0f;
+            gain_exp_avg[j] = 0.0f;
         }
 
     /* line 12: w2 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
@@ -608,9 +667,13 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
         for (int64_t j1 = 0; j1 < 256; ++j1)
             w2[j0 * 256 + j1] = (real)(-0.0625 + 0.125 * cannl_rng_uniform(rng));
 
-    /* line 12: b2 = zeros */
+    /* line 12: b2 = zeros; zero b2_exp_avg; zero b2_exp_avg_sq */
     for (int64_t j = 0; j < 10; ++j)
-        b2[j] = 0.0f;
+        {
+            b2[j] = 0.0f;
+            b2_exp_avg[j] = 0.0f;
+            b2_exp_avg_sq[j] = 0.0f;
+        }
 
     /* zero w1_exp_avg; zero w1_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 256; ++j0)
@@ -621,26 +684,18 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
                     w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] = 0.0f;
                 }
 
-    /* zero gain_exp_avg; zero gain_exp_avg_sq */
+    /* zero gain_exp_avg_sq; zero b1_exp_avg; zero b1_exp_avg_sq; zero bias_exp_avg */
     for (int64_t j = 0; j < 256; ++j)
         {
-            gain_exp_avg[j] = 0.0f;
             gain_exp_avg_sq[j] = 0.0f;
-        }
-
-    /* zero b1_exp_avg; zero b1_exp_avg_sq */
-    for (int64_t j = 0; j < 256; ++j)
-        {
             b1_exp_avg[j] = 0.0f;
             b1_exp_avg_sq[j] = 0.0f;
+            bias_exp_avg[j] = 0.0f;
         }
 
-    /* zero bias_exp_avg; zero bias_exp_avg_sq */
+    /* zero bias_exp_avg_sq */
     for (int64_t j = 0; j < 256; ++j)
-        {
-            bias_exp_avg[j] = 0.0f;
-            bias_exp_avg_sq[j] = 0.0f;
-        }
+        bias_exp_avg_sq[j] = 0.0f;
 
     /* zero w2_exp_avg; zero w2_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 10; ++j0)
@@ -649,13 +704,6 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
                 w2_exp_avg[j0 * 256 + j1] = 0.0f;
                 w2_exp_avg_sq[j0 * 256 + j1] = 0.0f;
             }
-
-    /* zero b2_exp_avg; zero b2_exp_avg_sq */
-    for (int64_t j = 0; j < 10; ++j)
-        {
-            b2_exp_avg[j] = 0.0f;
-            b2_exp_avg_sq[j] = 0.0f;
-        }
 }
 
 /* routine train_step: 25 kernels, 6 cuBLAS products, queued on the compute stream */
@@ -921,6 +969,175 @@ static void eval_metrics(struct fashion_einsum *m, const real *const in_[], int6
     CUDA_CHECK(cudaGetLastError());
 }
 
+/* routine train_grads: 21 kernels, 6 cuBLAS products, queued on the compute stream */
+static void train_grads(struct fashion_einsum *m, const real *const in_[], int64_t n) {
+    const real *const image = in_[0];
+    const real *const label = in_[1];
+    real *const w1 = m->w1;
+    real *const gain = m->gain;
+    real *const b1 = m->b1;
+    real *const bias = m->bias;
+    real *const w2 = m->w2;
+    real *const b2 = m->b2;
+    real *const w1_grad = m->w1_grad;
+    real *const b2_grad = m->b2_grad;
+    real *const w2_grad = m->w2_grad;
+    real *const gain_grad = m->gain_grad;
+    real *const bias_grad = m->bias_grad;
+    real *const b1_grad = m->b1_grad;
+    char *const work = m->dev + 3264768; /* the work region: this routine's 2125888 bytes */
+    real *const x = (real *)(work + 0);
+    real *const z1_ein = (real *)(work + 802816);
+    real *const h1_ln = (real *)(work + 1064960);
+    real *const z1_grad = (real *)(work + 1064960);
+    real *const h1 = (real *)(work + 1327104);
+    real *const h1_mean_grad = (real *)(work + 1327104);
+    real *const h1_var_grad = (real *)(work + 1328128);
+    real *const logits_ein = (real *)(work + 1589248);
+    real *const h1_grad = (real *)(work + 1589248);
+    real *const ce_max = (real *)(work + 1599488);
+    real *const ce_sumexp = (real *)(work + 1600512);
+    real *const ce = (real *)(work + 1601536);
+    real *const ce_sumexp_grad = (real *)(work + 1601536);
+    real *const loss_sum = (real *)(work + 1602560);
+    real *const loss_sum2 = (real *)(work + 1602624);
+    real *const h1_ln_grad = (real *)(work + 1851392);
+    real *const logits_grad = (real *)(work + 2113536);
+    real *const h1_mean = (real *)(work + 2123776);
+    real *const h1_var = (real *)(work + 2124800);
+    real *const loss_ = (real *)(work + 2125824);
+    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
+
+    /* line 14: x = image / 255 */
+    set_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 16: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, z1_ein, 256, 0, 1);
+
+    /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
+    sum_h1_mean<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, z1_ein, b1, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_h1_var<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, z1_ein, b1, h1_mean, n);
+    CUDA_CHECK(cudaGetLastError());
+    set_h1_ln<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1_ln, h1, z1_ein, b1, h1_mean, h1_var, gain, bias, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 256, 1.0f, w2, 256, 0, h1, 256, 0, 0.0f, logits_ein, 10, 0, 1);
+
+    /* line 19: ce = cross_entropy(logits, label) */
+    max_ce_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_max, logits_ein, b2, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_ce_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp, logits_ein, b2, ce_max, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce, label, logits_ein, b2, ce_max, ce_sumexp, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 200704, 1.0f, w1, 1, 0, w1, 200704, 0, 0.0f, loss_sum, 1, 0, 1);
+    sum_loss_sum2<<<1, 256, 0, stream_>>>(loss_sum2, ce, n);
+    CUDA_CHECK(cudaGetLastError());
+    set_loss_<<<1, 256, 0, stream_>>>(loss_, loss_sum2, loss_sum);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 20: backward: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
+    set_w1_grad_2<<<784, 256, 0, stream_>>>(w1_grad, w1);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 19: backward: ce = cross_entropy(logits, label) */
+    sum_ce_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(ce_sumexp_grad, label, ce_sumexp, n);
+    CUDA_CHECK(cudaGetLastError());
+    set_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, ce_sumexp_grad, logits_ein, b2, ce_max, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 18: backward: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
+    sum_b2_grad<<<2, 256, 0, stream_>>>(b2_grad, logits_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 256, 10, n, 1.0f, h1, 256, 0, logits_grad, 10, 0, 0.0f, w2_grad, 256, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 256, n, 10, 1.0f, w2, 256, 0, logits_grad, 10, 0, 0.0f, h1_grad, 256, 0, 1);
+
+    /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
+    sum_gain_grad<<<32, 256, 0, stream_>>>(gain_grad, h1_grad, h1, h1_ln, n);
+    CUDA_CHECK(cudaGetLastError());
+    set_h1_ln_grad<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1_ln_grad, z1_grad, h1_grad, h1, gain, h1_var, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_bias_grad<<<32, 256, 0, stream_>>>(bias_grad, h1_grad, h1, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_h1_mean_grad<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_ln_grad, h1_var, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_h1_var_grad<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var_grad, h1_ln_grad, z1_ein, b1, h1_mean, h1_var, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_h1_mean_grad_2<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_var_grad, z1_ein, b1, h1_mean, n);
+    CUDA_CHECK(cudaGetLastError());
+    add_z1_grad<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(z1_grad, h1_var_grad, z1_ein, b1, h1_mean, h1_mean_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
+    sum_b1_grad<<<32, 256, 0, stream_>>>(b1_grad, z1_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 784, 256, n, 1.0f, x, 784, 0, z1_grad, 256, 0, 1.0f, w1_grad, 784, 0, 1);
+}
+
+/* routine train_update: 6 kernels, 0 cuBLAS products, queued on the compute stream */
+static void train_update(struct fashion_einsum *m, const real *const in_[], int64_t n) {
+    real *const w1 = m->w1;
+    real *const gain = m->gain;
+    real *const b1 = m->b1;
+    real *const bias = m->bias;
+    real *const w2 = m->w2;
+    real *const b2 = m->b2;
+    real *const w1_grad = m->w1_grad;
+    real *const b2_grad = m->b2_grad;
+    real *const w2_grad = m->w2_grad;
+    real *const gain_grad = m->gain_grad;
+    real *const bias_grad = m->bias_grad;
+    real *const b1_grad = m->b1_grad;
+    real *const w1_exp_avg = m->w1_exp_avg;
+    real *const w1_exp_avg_sq = m->w1_exp_avg_sq;
+    real *const gain_exp_avg = m->gain_exp_avg;
+    real *const gain_exp_avg_sq = m->gain_exp_avg_sq;
+    real *const b1_exp_avg = m->b1_exp_avg;
+    real *const b1_exp_avg_sq = m->b1_exp_avg_sq;
+    real *const bias_exp_avg = m->bias_exp_avg;
+    real *const bias_exp_avg_sq = m->bias_exp_avg_sq;
+    real *const w2_exp_avg = m->w2_exp_avg;
+    real *const w2_exp_avg_sq = m->w2_exp_avg_sq;
+    real *const b2_exp_avg = m->b2_exp_avg;
+    real *const b2_exp_avg_sq = m->b2_exp_avg_sq;
+    const int64_t step = ++m->step;
+    const real lr = (real)m->lr;
+    const real bc1 = (real)(1.0 - pow(0.9, step));
+    const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+    (void)in_;
+    (void)n;
+    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
+
+    /* line 25: adamw update of w1 */
+    set_w1<<<784, 256, 0, stream_>>>(w1, w1_exp_avg, w1_exp_avg_sq, w1_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 25: adamw update of gain */
+    set_gain_2<<<1, 256, 0, stream_>>>(gain, gain_exp_avg, gain_exp_avg_sq, gain_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 25: adamw update of b1 */
+    set_b1<<<1, 256, 0, stream_>>>(b1, b1_exp_avg, b1_exp_avg_sq, b1_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 25: adamw update of bias */
+    set_bias<<<1, 256, 0, stream_>>>(bias, bias_exp_avg, bias_exp_avg_sq, bias_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 25: adamw update of w2 */
+    set_w2<<<10, 256, 0, stream_>>>(w2, w2_exp_avg, w2_exp_avg_sq, w2_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 25: adamw update of b2 */
+    set_b2<<<1, 256, 0, stream_>>>(b2, b2_exp_avg, b2_exp_avg_sq, b2_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 
 /* ------------------------------------------------------------------------------ memory */
 
@@ -1141,6 +1358,38 @@ double fashion_einsum_train_step(struct fashion_einsum *m, const fashion_einsum_
     return m->failed ? NAN : (double)m->scalars[0];
 }
 
+double fashion_einsum_train_grads(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
+    if (n < 1 || n > FASHION_EINSUM_MAX_BATCH || m->failed) return NAN;
+    const real *in[2 + 1];
+    const int s = inputs_on_device(m, inputs, n, in);
+    to_device(m);
+    train_grads(m, in, n);
+    release(m, s);
+    cannl_error e;
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 5390592)), sizeof(real), &e));
+    finish(m);
+    return m->failed ? NAN : (double)m->scalars[0];
+}
+
+void fashion_einsum_train_update(struct fashion_einsum *m) {
+    if (m->failed) return;
+    to_device(m);
+    train_update(m, NULL, 0);
+    finish(m);
+}
+
+fashion_einsum_real *fashion_einsum_grad_block(struct fashion_einsum *m, int64_t *count) {
+    if (count) *count = 204048;
+    return (fashion_einsum_real *)(void *)(m->dev + 2448576);
+}
+
+/* The grad block zeroed, queued on the compute stream (a data-parallel rank without examples). */
+static void fashion_einsum_zero_grads(struct fashion_einsum *m) {
+    to_device(m); /* (a mirror larger than the state may reach into the block: upload it first) */
+    CUDA_CHECK(cudaMemsetAsync(m->dev + 2448576, 0, 204048 * sizeof(real),
+                               cannl_stream_cuda(m->compute)));
+}
+
 void fashion_einsum_forward(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n,
                     fashion_einsum_real *const outputs[]) {
     if (n < 1 || n > FASHION_EINSUM_MAX_BATCH || m->failed) return;
@@ -1353,6 +1602,13 @@ static void api_set_schedule_fn(void *m, int on) { fashion_einsum_set_schedule((
 static void api_prefetch_fn(void *m, const void *const *inputs, int64_t n) {
     fashion_einsum_prefetch((struct fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n);
 }
+static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) {
+    return fashion_einsum_train_grads((struct fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n);
+}
+static void api_train_update_fn(void *m) { fashion_einsum_train_update((struct fashion_einsum *)m); }
+static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_einsum_grad_block((struct fashion_einsum *)m, count); }
+static void *api_device_stream_fn(void *m) { return (void *)cannl_stream_cuda(((struct fashion_einsum *)m)->compute); }
+static void api_zero_grads_fn(void *m) { fashion_einsum_zero_grads((struct fashion_einsum *)m); }
 static const char *api_error_fn(const void *m) {
     const struct fashion_einsum *s = (const struct fashion_einsum *)m;
     return s->failed ? s->error.msg : NULL;
@@ -1364,11 +1620,14 @@ const cannl_model_api fashion_einsum_api = {
     FASHION_EINSUM_NUM_OUTPUTS, output_info,
     FASHION_EINSUM_NUM_PARAMS, param_info,
     FASHION_EINSUM_NUM_METRICS, metric_names,
-    "((real *)(m->dev + 5390592))", 0.002,
+    "loss", 0.002,
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
+    NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */};
 
-/* Prefetching and the error message, for cannl_train_main_ext (fashion_einsum_train.cu). */
-extern "C" const cannl_model_ext fashion_einsum_cuda_ext = {api_prefetch_fn, api_error_fn};
+/* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
+   cannl_cuda_train_main_mpi (fashion_einsum_train.cu). */
+extern "C" const cannl_model_ext fashion_einsum_cuda_ext = {api_prefetch_fn, api_error_fn, api_device_stream_fn,
+                                                       api_zero_grads_fn};

@@ -5,6 +5,8 @@
  * Routines, as in the C target, each a sequence of loop nests commented with their spec line:
  *   init_params   on the host, with the C target's random streams (a seed gives the same params)
  *   train_step    forward, backward and the sgd update, queued on the compute stream
+ *   train_grads   train_step's forward and backward: the param gradients in the grad block
+ *   train_update  train_step's sgd update from the grad block
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
  * Each nest is one kernel with its bounds, strides and launch geometry as constants (loops over
@@ -436,6 +438,24 @@ static __global__ void __launch_bounds__(256) sum_accuracy(real *__restrict__ ac
     if (lane_ == 0) accuracy[0] = acc;
 }
 
+/* line 21: sgd update of b1 (one thread per element) */
+static __global__ void __launch_bounds__(256) set_b1_momentum_buffer_2(real *__restrict__ b1_momentum_buffer, real *__restrict__ b1, const real *__restrict__ b1_grad, const real lr, const real step) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 512) return;
+    const int64_t j = i_;
+    b1_momentum_buffer[j] = step == 1.0f ? b1_grad[j] : b1_momentum_buffer[j] * 0.9f + b1_grad[j];
+    b1[j] = b1[j] - lr * b1_momentum_buffer[j];
+}
+
+/* line 21: sgd update of b2 (one thread per element) */
+static __global__ void __launch_bounds__(256) set_b2_momentum_buffer(real *__restrict__ b2_momentum_buffer, real *__restrict__ b2, const real *__restrict__ b2_grad, const real lr, const real step) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 512) return;
+    const int64_t j = i_;
+    b2_momentum_buffer[j] = step == 1.0f ? b2_grad[j] : b2_momentum_buffer[j] * 0.9f + b2_grad[j];
+    b2[j] = b2[j] - lr * b2_momentum_buffer[j];
+}
+
 
 /* ----------------------------------------------------------------------------- routines */
 
@@ -473,15 +493,20 @@ static void init_params(struct fashion_mlp *m, uint64_t seed) {
         for (int64_t j1 = 0; j1 < 512; ++j1)
             w3[j0 * 512 + j1] = (real)(-0.044194173824159216 + 0.08838834764831843 * cannl_rng_uniform(rng));
 
-    /* line 9: b3 = zeros */
+    /* line 9: b3 = zeros; zero b3_momentum_buffer */
     for (int64_t j = 0; j < 10; ++j)
-        b3[j] = 0.0f;
+        {
+            b3[j] = 0.0f;
+            b3_momentum_buffer[j] = 0.0f;
+        }
 
-    /* line 10: b1 = zeros; b2 = zeros */
+    /* line 10: b1 = zeros; b2 = zeros; zero b1_momentum_buffer; zero b2_momentum_buffer */
     for (int64_t j = 0; j < 512; ++j)
         {
             b1[j] = 0.0f;
             b2[j] = 0.0f;
+            b1_momentum_buffer[j] = 0.0f;
+            b2_momentum_buffer[j] = 0.0f;
         }
 
     /* zero w1_momentum_buffer */
@@ -498,18 +523,6 @@ static void init_params(struct fashion_mlp *m, uint64_t seed) {
     for (int64_t j0 = 0; j0 < 10; ++j0)
         for (int64_t j1 = 0; j1 < 512; ++j1)
             w3_momentum_buffer[j0 * 512 + j1] = 0.0f;
-
-    /* zero b3_momentum_buffer */
-    for (int64_t j = 0; j < 10; ++j)
-        b3_momentum_buffer[j] = 0.0f;
-
-    /* zero b1_momentum_buffer */
-    for (int64_t j = 0; j < 512; ++j)
-        b1_momentum_buffer[j] = 0.0f;
-
-    /* zero b2_momentum_buffer */
-    for (int64_t j = 0; j < 512; ++j)
-        b2_momentum_buffer[j] = 0.0f;
 }
 
 /* routine train_step: 19 kernels, 8 cuBLAS products, queued on the compute stream */
@@ -737,6 +750,147 @@ static void eval_metrics(struct fashion_mlp *m, const real *const in_[], int64_t
     CUDA_CHECK(cudaGetLastError());
 }
 
+/* routine train_grads: 14 kernels, 8 cuBLAS products, queued on the compute stream */
+static void train_grads(struct fashion_mlp *m, const real *const in_[], int64_t n) {
+    const real *const image = in_[0];
+    const real *const label = in_[1];
+    real *const w1 = m->w1;
+    real *const w2 = m->w2;
+    real *const w3 = m->w3;
+    real *const b3 = m->b3;
+    real *const b1 = m->b1;
+    real *const b2 = m->b2;
+    real *const b3_grad = m->b3_grad;
+    real *const w3_grad = m->w3_grad;
+    real *const b2_grad = m->b2_grad;
+    real *const w2_grad = m->w2_grad;
+    real *const b1_grad = m->b1_grad;
+    real *const w1_grad = m->w1_grad;
+    char *const work = m->dev + 8036544; /* the work region: this routine's 2385984 bytes */
+    real *const x = (real *)(work + 0);
+    real *const h1 = (real *)(work + 802816);
+    real *const h1_mm = (real *)(work + 802816);
+    real *const h1_mm_grad = (real *)(work + 802816);
+    real *const h2 = (real *)(work + 1327104);
+    real *const h2_mm = (real *)(work + 1327104);
+    real *const h2_mm_grad = (real *)(work + 1327104);
+    real *const logits_mm = (real *)(work + 1851392);
+    real *const h2_grad = (real *)(work + 1851392);
+    real *const h1_grad = (real *)(work + 1851392);
+    real *const loss_max = (real *)(work + 1861632);
+    real *const loss_sumexp = (real *)(work + 1862656);
+    real *const loss_ce = (real *)(work + 1863680);
+    real *const loss_sumexp_grad = (real *)(work + 1863680);
+    real *const logits_grad = (real *)(work + 2375680);
+    real *const loss_ = (real *)(work + 2385920);
+    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
+
+    /* line 13: x = image / 255 */
+    set_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 14: h1 = relu(w1 * x + b1) */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, h1_mm, 512, 0, 1);
+    set_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 15: h2 = relu(w2 * h1 + b2) */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h1, 512, 0, 0.0f, h2_mm, 512, 0, 1);
+    set_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 16: logits = w3 * h2 + b3 */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 512, 1.0f, w3, 512, 0, h2, 512, 0, 0.0f, logits_mm, 10, 0, 1);
+
+    /* line 17: loss = mean(cross_entropy(logits, label)) */
+    max_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b3, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b3, loss_max, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b3, loss_max, loss_sumexp, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 17: backward: loss = mean(cross_entropy(logits, label)) */
+    sum_loss_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, label, loss_sumexp, n);
+    CUDA_CHECK(cudaGetLastError());
+    set_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, loss_sumexp_grad, logits_mm, b3, loss_max, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 16: backward: logits = w3 * h2 + b3 */
+    sum_b3_grad<<<2, 256, 0, stream_>>>(b3_grad, logits_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 512, 10, n, 1.0f, h2, 512, 0, logits_grad, 10, 0, 0.0f, w3_grad, 512, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 512, n, 10, 1.0f, w3, 512, 0, logits_grad, 10, 0, 0.0f, h2_grad, 512, 0, 1);
+
+    /* line 15: backward: h2 = relu(w2 * h1 + b2) */
+    set_h2_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2_mm_grad, h2_grad, h2, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_b2_grad<<<64, 256, 0, stream_>>>(b2_grad, h2_mm_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 512, 512, n, 1.0f, h1, 512, 0, h2_mm_grad, 512, 0, 0.0f, w2_grad, 512, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h2_mm_grad, 512, 0, 0.0f, h1_grad, 512, 0, 1);
+
+    /* line 14: backward: h1 = relu(w1 * x + b1) */
+    set_h1_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1_mm_grad, h1_grad, h1, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_b1_grad<<<64, 256, 0, stream_>>>(b1_grad, h1_mm_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 784, 512, n, 1.0f, x, 784, 0, h1_mm_grad, 512, 0, 0.0f, w1_grad, 784, 0, 1);
+}
+
+/* routine train_update: 6 kernels, 0 cuBLAS products, queued on the compute stream */
+static void train_update(struct fashion_mlp *m, const real *const in_[], int64_t n) {
+    real *const w1 = m->w1;
+    real *const w2 = m->w2;
+    real *const w3 = m->w3;
+    real *const b3 = m->b3;
+    real *const b1 = m->b1;
+    real *const b2 = m->b2;
+    real *const b3_grad = m->b3_grad;
+    real *const w3_grad = m->w3_grad;
+    real *const b2_grad = m->b2_grad;
+    real *const w2_grad = m->w2_grad;
+    real *const b1_grad = m->b1_grad;
+    real *const w1_grad = m->w1_grad;
+    real *const w1_momentum_buffer = m->w1_momentum_buffer;
+    real *const w2_momentum_buffer = m->w2_momentum_buffer;
+    real *const w3_momentum_buffer = m->w3_momentum_buffer;
+    real *const b3_momentum_buffer = m->b3_momentum_buffer;
+    real *const b1_momentum_buffer = m->b1_momentum_buffer;
+    real *const b2_momentum_buffer = m->b2_momentum_buffer;
+    const int64_t step = ++m->step;
+    const real lr = (real)m->lr;
+    (void)in_;
+    (void)n;
+    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
+
+    /* line 21: sgd update of w1 */
+    set_w1_momentum_buffer<<<1568, 256, 0, stream_>>>(w1_momentum_buffer, w1, w1_grad, lr, step);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 21: sgd update of w2 */
+    set_w2_momentum_buffer<<<1024, 256, 0, stream_>>>(w2_momentum_buffer, w2, w2_grad, lr, step);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 21: sgd update of w3 */
+    set_w3_momentum_buffer<<<20, 256, 0, stream_>>>(w3_momentum_buffer, w3, w3_grad, lr, step);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 21: sgd update of b3 */
+    set_b3_momentum_buffer<<<1, 256, 0, stream_>>>(b3_momentum_buffer, b3, b3_grad, lr, step);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 21: sgd update of b1 */
+    set_b1_momentum_buffer_2<<<2, 256, 0, stream_>>>(b1_momentum_buffer, b1, b1_grad, lr, step);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 21: sgd update of b2 */
+    set_b2_momentum_buffer<<<2, 256, 0, stream_>>>(b2_momentum_buffer, b2, b2_grad, lr, step);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 
 /* ------------------------------------------------------------------------------ memory */
 
@@ -951,6 +1105,38 @@ double fashion_mlp_train_step(struct fashion_mlp *m, const fashion_mlp_real *con
     return m->failed ? NAN : (double)m->scalars[0];
 }
 
+double fashion_mlp_train_grads(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n) {
+    if (n < 1 || n > FASHION_MLP_MAX_BATCH || m->failed) return NAN;
+    const real *in[2 + 1];
+    const int s = inputs_on_device(m, inputs, n, in);
+    to_device(m);
+    train_grads(m, in, n);
+    release(m, s);
+    cannl_error e;
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 10422464)), sizeof(real), &e));
+    finish(m);
+    return m->failed ? NAN : (double)m->scalars[0];
+}
+
+void fashion_mlp_train_update(struct fashion_mlp *m) {
+    if (m->failed) return;
+    to_device(m);
+    train_update(m, NULL, 0);
+    finish(m);
+}
+
+fashion_mlp_real *fashion_mlp_grad_block(struct fashion_mlp *m, int64_t *count) {
+    if (count) *count = 669712;
+    return (fashion_mlp_real *)(void *)(m->dev + 5357696);
+}
+
+/* The grad block zeroed, queued on the compute stream (a data-parallel rank without examples). */
+static void fashion_mlp_zero_grads(struct fashion_mlp *m) {
+    to_device(m); /* (a mirror larger than the state may reach into the block: upload it first) */
+    CUDA_CHECK(cudaMemsetAsync(m->dev + 5357696, 0, 669712 * sizeof(real),
+                               cannl_stream_cuda(m->compute)));
+}
+
 void fashion_mlp_forward(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n,
                  fashion_mlp_real *const outputs[]) {
     if (n < 1 || n > FASHION_MLP_MAX_BATCH || m->failed) return;
@@ -1155,6 +1341,13 @@ static void api_set_schedule_fn(void *m, int on) { fashion_mlp_set_schedule((str
 static void api_prefetch_fn(void *m, const void *const *inputs, int64_t n) {
     fashion_mlp_prefetch((struct fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n);
 }
+static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) {
+    return fashion_mlp_train_grads((struct fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n);
+}
+static void api_train_update_fn(void *m) { fashion_mlp_train_update((struct fashion_mlp *)m); }
+static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_mlp_grad_block((struct fashion_mlp *)m, count); }
+static void *api_device_stream_fn(void *m) { return (void *)cannl_stream_cuda(((struct fashion_mlp *)m)->compute); }
+static void api_zero_grads_fn(void *m) { fashion_mlp_zero_grads((struct fashion_mlp *)m); }
 static const char *api_error_fn(const void *m) {
     const struct fashion_mlp *s = (const struct fashion_mlp *)m;
     return s->failed ? s->error.msg : NULL;
@@ -1166,11 +1359,14 @@ const cannl_model_api fashion_mlp_api = {
     FASHION_MLP_NUM_OUTPUTS, output_info,
     FASHION_MLP_NUM_PARAMS, param_info,
     FASHION_MLP_NUM_METRICS, metric_names,
-    "((real *)(m->dev + 10422464))", 0.1,
+    "loss", 0.1,
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
+    NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */};
 
-/* Prefetching and the error message, for cannl_train_main_ext (fashion_mlp_train.cu). */
-extern "C" const cannl_model_ext fashion_mlp_cuda_ext = {api_prefetch_fn, api_error_fn};
+/* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
+   cannl_cuda_train_main_mpi (fashion_mlp_train.cu). */
+extern "C" const cannl_model_ext fashion_mlp_cuda_ext = {api_prefetch_fn, api_error_fn, api_device_stream_fn,
+                                                       api_zero_grads_fn};

@@ -5,6 +5,8 @@
  * Routines, as in the C target, each a sequence of loop nests commented with their spec line:
  *   init_params   on the host, with the C target's random streams (a seed gives the same params)
  *   train_step    forward, backward and the adam update, queued on the compute stream
+ *   train_grads   train_step's forward and backward: the param gradients in the grad block
+ *   train_update  train_step's adam update from the grad block
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
  * Each nest is one kernel with its bounds, strides and launch geometry as constants (loops over
@@ -448,6 +450,26 @@ static __global__ void __launch_bounds__(256) sum_accuracy(real *__restrict__ ac
     if (lane_ == 0) accuracy[0] = acc;
 }
 
+/* line 21: adam update of b1 (one thread per element) */
+static __global__ void __launch_bounds__(256) set_b1_exp_avg_2(real *__restrict__ b1_exp_avg, real *__restrict__ b1_exp_avg_sq, real *__restrict__ b1, const real *__restrict__ b1_grad, const real bc1, const real lr, const real sqrt_bc2) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 512) return;
+    const int64_t j = i_;
+    b1_exp_avg[j] = b1_exp_avg[j] * 0.9f + b1_grad[j] * 0.1f;
+    b1_exp_avg_sq[j] = b1_exp_avg_sq[j] * 0.999f + b1_grad[j] * b1_grad[j] * 0.001f;
+    b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+}
+
+/* line 21: adam update of b2 (one thread per element) */
+static __global__ void __launch_bounds__(256) set_b2_exp_avg(real *__restrict__ b2_exp_avg, real *__restrict__ b2_exp_avg_sq, real *__restrict__ b2, const real *__restrict__ b2_grad, const real bc1, const real lr, const real sqrt_bc2) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 512) return;
+    const int64_t j = i_;
+    b2_exp_avg[j] = b2_exp_avg[j] * 0.9f + b2_grad[j] * 0.1f;
+    b2_exp_avg_sq[j] = b2_exp_avg_sq[j] * 0.999f + b2_grad[j] * b2_grad[j] * 0.001f;
+    b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+}
+
 
 /* ----------------------------------------------------------------------------- routines */
 
@@ -491,15 +513,21 @@ static void init_params(struct fashion_mlp_adam *m, uint64_t seed) {
         for (int64_t j1 = 0; j1 < 512; ++j1)
             w3[j0 * 512 + j1] = (real)(-0.044194173824159216 + 0.08838834764831843 * cannl_rng_uniform(rng));
 
-    /* line 9: b3 = zeros */
+    /* line 9: b3 = zeros; zero b3_exp_avg; zero b3_exp_avg_sq */
     for (int64_t j = 0; j < 10; ++j)
-        b3[j] = 0.0f;
+        {
+            b3[j] = 0.0f;
+            b3_exp_avg[j] = 0.0f;
+            b3_exp_avg_sq[j] = 0.0f;
+        }
 
-    /* line 10: b1 = zeros; b2 = zeros */
+    /* line 10: b1 = zeros; b2 = zeros; zero b1_exp_avg; zero b1_exp_avg_sq */
     for (int64_t j = 0; j < 512; ++j)
         {
             b1[j] = 0.0f;
             b2[j] = 0.0f;
+            b1_exp_avg[j] = 0.0f;
+            b1_exp_avg_sq[j] = 0.0f;
         }
 
     /* zero w1_exp_avg; zero w1_exp_avg_sq */
@@ -525,20 +553,6 @@ static void init_params(struct fashion_mlp_adam *m, uint64_t seed) {
                 w3_exp_avg[j0 * 512 + j1] = 0.0f;
                 w3_exp_avg_sq[j0 * 512 + j1] = 0.0f;
             }
-
-    /* zero b3_exp_avg; zero b3_exp_avg_sq */
-    for (int64_t j = 0; j < 10; ++j)
-        {
-            b3_exp_avg[j] = 0.0f;
-            b3_exp_avg_sq[j] = 0.0f;
-        }
-
-    /* zero b1_exp_avg; zero b1_exp_avg_sq */
-    for (int64_t j = 0; j < 512; ++j)
-        {
-            b1_exp_avg[j] = 0.0f;
-            b1_exp_avg_sq[j] = 0.0f;
-        }
 
     /* zero b2_exp_avg; zero b2_exp_avg_sq */
     for (int64_t j = 0; j < 512; ++j)
@@ -781,6 +795,155 @@ static void eval_metrics(struct fashion_mlp_adam *m, const real *const in_[], in
     CUDA_CHECK(cudaGetLastError());
 }
 
+/* routine train_grads: 14 kernels, 8 cuBLAS products, queued on the compute stream */
+static void train_grads(struct fashion_mlp_adam *m, const real *const in_[], int64_t n) {
+    const real *const image = in_[0];
+    const real *const label = in_[1];
+    real *const w1 = m->w1;
+    real *const w2 = m->w2;
+    real *const w3 = m->w3;
+    real *const b3 = m->b3;
+    real *const b1 = m->b1;
+    real *const b2 = m->b2;
+    real *const b3_grad = m->b3_grad;
+    real *const w3_grad = m->w3_grad;
+    real *const b2_grad = m->b2_grad;
+    real *const w2_grad = m->w2_grad;
+    real *const b1_grad = m->b1_grad;
+    real *const w1_grad = m->w1_grad;
+    char *const work = m->dev + 10715392; /* the work region: this routine's 2385984 bytes */
+    real *const x = (real *)(work + 0);
+    real *const h1 = (real *)(work + 802816);
+    real *const h1_mm = (real *)(work + 802816);
+    real *const h1_mm_grad = (real *)(work + 802816);
+    real *const h2 = (real *)(work + 1327104);
+    real *const h2_mm = (real *)(work + 1327104);
+    real *const h2_mm_grad = (real *)(work + 1327104);
+    real *const logits_mm = (real *)(work + 1851392);
+    real *const h2_grad = (real *)(work + 1851392);
+    real *const h1_grad = (real *)(work + 1851392);
+    real *const loss_max = (real *)(work + 1861632);
+    real *const loss_sumexp = (real *)(work + 1862656);
+    real *const loss_ce = (real *)(work + 1863680);
+    real *const loss_sumexp_grad = (real *)(work + 1863680);
+    real *const logits_grad = (real *)(work + 2375680);
+    real *const loss_ = (real *)(work + 2385920);
+    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
+
+    /* line 13: x = image / 255 */
+    set_x<<<(unsigned)((n * 784 + 255) / 256), 256, 0, stream_>>>(x, image, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 14: h1 = relu(w1 * x + b1) */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 784, 1.0f, w1, 784, 0, x, 784, 0, 0.0f, h1_mm, 512, 0, 1);
+    set_h1<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 15: h2 = relu(w2 * h1 + b2) */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h1, 512, 0, 0.0f, h2_mm, 512, 0, 1);
+    set_h2<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 16: logits = w3 * h2 + b3 */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 10, n, 512, 1.0f, w3, 512, 0, h2, 512, 0, 0.0f, logits_mm, 10, 0, 1);
+
+    /* line 17: loss = mean(cross_entropy(logits, label)) */
+    max_loss_max<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_max, logits_mm, b3, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_loss_sumexp<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits_mm, b3, loss_max, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_loss_ce<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_ce, label, logits_mm, b3, loss_max, loss_sumexp, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 17: backward: loss = mean(cross_entropy(logits, label)) */
+    sum_loss_sumexp_grad<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, label, loss_sumexp, n);
+    CUDA_CHECK(cudaGetLastError());
+    set_logits_grad<<<(unsigned)((n * 10 + 255) / 256), 256, 0, stream_>>>(logits_grad, label, loss_sumexp_grad, logits_mm, b3, loss_max, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 16: backward: logits = w3 * h2 + b3 */
+    sum_b3_grad<<<2, 256, 0, stream_>>>(b3_grad, logits_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 512, 10, n, 1.0f, h2, 512, 0, logits_grad, 10, 0, 0.0f, w3_grad, 512, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 512, n, 10, 1.0f, w3, 512, 0, logits_grad, 10, 0, 0.0f, h2_grad, 512, 0, 1);
+
+    /* line 15: backward: h2 = relu(w2 * h1 + b2) */
+    set_h2_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2_mm_grad, h2_grad, h2, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_b2_grad<<<64, 256, 0, stream_>>>(b2_grad, h2_mm_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 512, 512, n, 1.0f, h1, 512, 0, h2_mm_grad, 512, 0, 0.0f, w2_grad, 512, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h2_mm_grad, 512, 0, 0.0f, h1_grad, 512, 0, 1);
+
+    /* line 14: backward: h1 = relu(w1 * x + b1) */
+    set_h1_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1_mm_grad, h1_grad, h1, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_b1_grad<<<64, 256, 0, stream_>>>(b1_grad, h1_mm_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 784, 512, n, 1.0f, x, 784, 0, h1_mm_grad, 512, 0, 0.0f, w1_grad, 784, 0, 1);
+}
+
+/* routine train_update: 6 kernels, 0 cuBLAS products, queued on the compute stream */
+static void train_update(struct fashion_mlp_adam *m, const real *const in_[], int64_t n) {
+    real *const w1 = m->w1;
+    real *const w2 = m->w2;
+    real *const w3 = m->w3;
+    real *const b3 = m->b3;
+    real *const b1 = m->b1;
+    real *const b2 = m->b2;
+    real *const b3_grad = m->b3_grad;
+    real *const w3_grad = m->w3_grad;
+    real *const b2_grad = m->b2_grad;
+    real *const w2_grad = m->w2_grad;
+    real *const b1_grad = m->b1_grad;
+    real *const w1_grad = m->w1_grad;
+    real *const w1_exp_avg = m->w1_exp_avg;
+    real *const w1_exp_avg_sq = m->w1_exp_avg_sq;
+    real *const w2_exp_avg = m->w2_exp_avg;
+    real *const w2_exp_avg_sq = m->w2_exp_avg_sq;
+    real *const w3_exp_avg = m->w3_exp_avg;
+    real *const w3_exp_avg_sq = m->w3_exp_avg_sq;
+    real *const b3_exp_avg = m->b3_exp_avg;
+    real *const b3_exp_avg_sq = m->b3_exp_avg_sq;
+    real *const b1_exp_avg = m->b1_exp_avg;
+    real *const b1_exp_avg_sq = m->b1_exp_avg_sq;
+    real *const b2_exp_avg = m->b2_exp_avg;
+    real *const b2_exp_avg_sq = m->b2_exp_avg_sq;
+    const int64_t step = ++m->step;
+    const real lr = (real)m->lr;
+    const real bc1 = (real)(1.0 - pow(0.9, step));
+    const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+    (void)in_;
+    (void)n;
+    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
+
+    /* line 21: adam update of w1 */
+    set_w1_exp_avg<<<1568, 256, 0, stream_>>>(w1_exp_avg, w1_exp_avg_sq, w1, w1_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 21: adam update of w2 */
+    set_w2_exp_avg<<<1024, 256, 0, stream_>>>(w2_exp_avg, w2_exp_avg_sq, w2, w2_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 21: adam update of w3 */
+    set_w3_exp_avg<<<20, 256, 0, stream_>>>(w3_exp_avg, w3_exp_avg_sq, w3, w3_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 21: adam update of b3 */
+    set_b3_exp_avg<<<1, 256, 0, stream_>>>(b3_exp_avg, b3_exp_avg_sq, b3, b3_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 21: adam update of b1 */
+    set_b1_exp_avg_2<<<2, 256, 0, stream_>>>(b1_exp_avg, b1_exp_avg_sq, b1, b1_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 21: adam update of b2 */
+    set_b2_exp_avg<<<2, 256, 0, stream_>>>(b2_exp_avg, b2_exp_avg_sq, b2, b2_grad, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 
 /* ------------------------------------------------------------------------------ memory */
 
@@ -1001,6 +1164,38 @@ double fashion_mlp_adam_train_step(struct fashion_mlp_adam *m, const fashion_mlp
     return m->failed ? NAN : (double)m->scalars[0];
 }
 
+double fashion_mlp_adam_train_grads(struct fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n) {
+    if (n < 1 || n > FASHION_MLP_ADAM_MAX_BATCH || m->failed) return NAN;
+    const real *in[2 + 1];
+    const int s = inputs_on_device(m, inputs, n, in);
+    to_device(m);
+    train_grads(m, in, n);
+    release(m, s);
+    cannl_error e;
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 13101312)), sizeof(real), &e));
+    finish(m);
+    return m->failed ? NAN : (double)m->scalars[0];
+}
+
+void fashion_mlp_adam_train_update(struct fashion_mlp_adam *m) {
+    if (m->failed) return;
+    to_device(m);
+    train_update(m, NULL, 0);
+    finish(m);
+}
+
+fashion_mlp_adam_real *fashion_mlp_adam_grad_block(struct fashion_mlp_adam *m, int64_t *count) {
+    if (count) *count = 669712;
+    return (fashion_mlp_adam_real *)(void *)(m->dev + 8036544);
+}
+
+/* The grad block zeroed, queued on the compute stream (a data-parallel rank without examples). */
+static void fashion_mlp_adam_zero_grads(struct fashion_mlp_adam *m) {
+    to_device(m); /* (a mirror larger than the state may reach into the block: upload it first) */
+    CUDA_CHECK(cudaMemsetAsync(m->dev + 8036544, 0, 669712 * sizeof(real),
+                               cannl_stream_cuda(m->compute)));
+}
+
 void fashion_mlp_adam_forward(struct fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n,
                       fashion_mlp_adam_real *const outputs[]) {
     if (n < 1 || n > FASHION_MLP_ADAM_MAX_BATCH || m->failed) return;
@@ -1211,6 +1406,13 @@ static void api_set_schedule_fn(void *m, int on) { fashion_mlp_adam_set_schedule
 static void api_prefetch_fn(void *m, const void *const *inputs, int64_t n) {
     fashion_mlp_adam_prefetch((struct fashion_mlp_adam *)m, (const fashion_mlp_adam_real *const *)inputs, n);
 }
+static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) {
+    return fashion_mlp_adam_train_grads((struct fashion_mlp_adam *)m, (const fashion_mlp_adam_real *const *)inputs, n);
+}
+static void api_train_update_fn(void *m) { fashion_mlp_adam_train_update((struct fashion_mlp_adam *)m); }
+static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_mlp_adam_grad_block((struct fashion_mlp_adam *)m, count); }
+static void *api_device_stream_fn(void *m) { return (void *)cannl_stream_cuda(((struct fashion_mlp_adam *)m)->compute); }
+static void api_zero_grads_fn(void *m) { fashion_mlp_adam_zero_grads((struct fashion_mlp_adam *)m); }
 static const char *api_error_fn(const void *m) {
     const struct fashion_mlp_adam *s = (const struct fashion_mlp_adam *)m;
     return s->failed ? s->error.msg : NULL;
@@ -1222,11 +1424,14 @@ const cannl_model_api fashion_mlp_adam_api = {
     FASHION_MLP_ADAM_NUM_OUTPUTS, output_info,
     FASHION_MLP_ADAM_NUM_PARAMS, param_info,
     FASHION_MLP_ADAM_NUM_METRICS, metric_names,
-    "((real *)(m->dev + 13101312))", 0.001,
+    "loss", 0.001,
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
+    NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */};
 
-/* Prefetching and the error message, for cannl_train_main_ext (fashion_mlp_adam_train.cu). */
-extern "C" const cannl_model_ext fashion_mlp_adam_cuda_ext = {api_prefetch_fn, api_error_fn};
+/* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
+   cannl_cuda_train_main_mpi (fashion_mlp_adam_train.cu). */
+extern "C" const cannl_model_ext fashion_mlp_adam_cuda_ext = {api_prefetch_fn, api_error_fn, api_device_stream_fn,
+                                                       api_zero_grads_fn};

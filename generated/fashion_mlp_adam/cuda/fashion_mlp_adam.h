@@ -61,6 +61,18 @@ void fashion_mlp_adam_init(struct fashion_mlp_adam *m, uint64_t seed);
 /* One optimisation step on n examples (1 <= n <= FASHION_MLP_ADAM_MAX_BATCH): forward, backward and
    update. Returns the loss computed before the update (NaN, and nothing done, for a bad n). */
 double fashion_mlp_adam_train_step(struct fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n);
+/* The step in two halves, for data-parallel training (as one train_step when called in
+   turn): train_grads runs forward and backward on n examples and returns the loss (NaN, and
+   nothing done, for a bad n), leaving every param's gradient in the grad block; the caller
+   may change the block (average it over processes); train_update applies the optimiser
+   update from it and counts the step. The grad block: `*count` elements (when count is not
+   NULL), the gradients in param order (fashion_mlp_adam_grad points into it), each aligned, the
+   padding between them zero. Here the block is device memory (for CUDA calls: cudaMemcpy,
+   NCCL; fashion_mlp_adam_grad gives a host copy); train_grads and train_update return once the GPU has
+   done their work. */
+double fashion_mlp_adam_train_grads(struct fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n);
+void fashion_mlp_adam_train_update(struct fashion_mlp_adam *m);
+fashion_mlp_adam_real *fashion_mlp_adam_grad_block(struct fashion_mlp_adam *m, int64_t *count);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
 void fashion_mlp_adam_forward(struct fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n,

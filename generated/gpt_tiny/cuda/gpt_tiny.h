@@ -71,6 +71,18 @@ void gpt_tiny_init(struct gpt_tiny *m, uint64_t seed);
 /* One optimisation step on n examples (1 <= n <= GPT_TINY_MAX_BATCH): forward, backward and
    update. Returns the loss computed before the update (NaN, and nothing done, for a bad n). */
 double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n);
+/* The step in two halves, for data-parallel training (as one train_step when called in
+   turn): train_grads runs forward and backward on n examples and returns the loss (NaN, and
+   nothing done, for a bad n), leaving every param's gradient in the grad block; the caller
+   may change the block (average it over processes); train_update applies the optimiser
+   update from it and counts the step. The grad block: `*count` elements (when count is not
+   NULL), the gradients in param order (gpt_tiny_grad points into it), each aligned, the
+   padding between them zero. Here the block is device memory (for CUDA calls: cudaMemcpy,
+   NCCL; gpt_tiny_grad gives a host copy); train_grads and train_update return once the GPU has
+   done their work. */
+double gpt_tiny_train_grads(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n);
+void gpt_tiny_train_update(struct gpt_tiny *m);
+gpt_tiny_real *gpt_tiny_grad_block(struct gpt_tiny *m, int64_t *count);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
 void gpt_tiny_forward(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n,

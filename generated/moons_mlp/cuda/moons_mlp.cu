@@ -5,6 +5,8 @@
  * Routines, as in the C target, each a sequence of loop nests commented with their spec line:
  *   init_params   on the host, with the C target's random streams (a seed gives the same params)
  *   train_step    forward, backward and the sgd update, queued on the compute stream
+ *   train_grads   train_step's forward and backward: the param gradients in the grad block
+ *   train_update  train_step's sgd update from the grad block
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
  * Each nest is one kernel with its bounds, strides and launch geometry as constants (loops over
@@ -337,6 +339,24 @@ static __global__ void __launch_bounds__(256) sum_mse(real *__restrict__ mse, co
     if (lane_ == 0) mse[0] = acc;
 }
 
+/* line 20: sgd update of b1 (one thread per element) */
+static __global__ void __launch_bounds__(256) set_b1_momentum_buffer_2(real *__restrict__ b1_momentum_buffer, real *__restrict__ b1, const real *__restrict__ b1_grad, const real lr, const real step) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 16) return;
+    const int64_t j = i_;
+    b1_momentum_buffer[j] = step == 1.0f ? b1_grad[j] : b1_momentum_buffer[j] * 0.9f + b1_grad[j];
+    b1[j] = b1[j] - lr * b1_momentum_buffer[j];
+}
+
+/* line 20: sgd update of b2 (one thread per element) */
+static __global__ void __launch_bounds__(256) set_b2_momentum_buffer(real *__restrict__ b2_momentum_buffer, real *__restrict__ b2, const real *__restrict__ b2_grad, const real lr, const real step) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 16) return;
+    const int64_t j = i_;
+    b2_momentum_buffer[j] = step == 1.0f ? b2_grad[j] : b2_momentum_buffer[j] * 0.9f + b2_grad[j];
+    b2[j] = b2[j] - lr * b2_momentum_buffer[j];
+}
+
 
 /* ----------------------------------------------------------------------------- routines */
 
@@ -373,15 +393,20 @@ static void init_params(struct moons_mlp *m, uint64_t seed) {
     for (int64_t j1 = 0; j1 < 16; ++j1)
         w3[j1] = (real)(-0.25 + 0.5 * cannl_rng_uniform(rng));
 
-    /* line 10: b1 = zeros; b2 = zeros */
+    /* line 10: b1 = zeros; b2 = zeros; zero b1_momentum_buffer; zero b2_momentum_buffer */
     for (int64_t j = 0; j < 16; ++j)
         {
             b1[j] = 0.0f;
             b2[j] = 0.0f;
+            b1_momentum_buffer[j] = 0.0f;
+            b2_momentum_buffer[j] = 0.0f;
         }
 
-    /* line 10: b3 = zeros */
-    b3[0] = 0.0f;
+    /* line 10: b3 = zeros; zero b3_momentum_buffer */
+    {
+        b3[0] = 0.0f;
+        b3_momentum_buffer[0] = 0.0f;
+    }
 
     /* zero w1_momentum_buffer */
     for (int64_t j0 = 0; j0 < 16; ++j0)
@@ -396,17 +421,6 @@ static void init_params(struct moons_mlp *m, uint64_t seed) {
     /* zero w3_momentum_buffer */
     for (int64_t j1 = 0; j1 < 16; ++j1)
         w3_momentum_buffer[j1] = 0.0f;
-
-    /* zero b1_momentum_buffer */
-    for (int64_t j = 0; j < 16; ++j)
-        b1_momentum_buffer[j] = 0.0f;
-
-    /* zero b2_momentum_buffer */
-    for (int64_t j = 0; j < 16; ++j)
-        b2_momentum_buffer[j] = 0.0f;
-
-    /* zero b3_momentum_buffer */
-    b3_momentum_buffer[0] = 0.0f;
 }
 
 /* routine train_step: 14 kernels, 8 cuBLAS products, queued on the compute stream */
@@ -589,6 +603,131 @@ static void eval_metrics(struct moons_mlp *m, const real *const in_[], int64_t n
 
     /* line 19: metric mse = mean(err ** 2) */
     sum_mse<<<1, 256, 0, stream_>>>(mse, err_, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+/* routine train_grads: 9 kernels, 8 cuBLAS products, queued on the compute stream */
+static void train_grads(struct moons_mlp *m, const real *const in_[], int64_t n) {
+    const real *const point = in_[0];
+    const real *const target = in_[1];
+    real *const w1 = m->w1;
+    real *const w2 = m->w2;
+    real *const w3 = m->w3;
+    real *const b1 = m->b1;
+    real *const b2 = m->b2;
+    real *const b3 = m->b3;
+    real *const b3_grad = m->b3_grad;
+    real *const w3_grad = m->w3_grad;
+    real *const b2_grad = m->b2_grad;
+    real *const w2_grad = m->w2_grad;
+    real *const b1_grad = m->b1_grad;
+    real *const w1_grad = m->w1_grad;
+    char *const work = m->dev + 4224; /* the work region: this routine's 50240 bytes */
+    real *const h1 = (real *)(work + 0);
+    real *const h1_mm = (real *)(work + 0);
+    real *const h1_mm_grad = (real *)(work + 0);
+    real *const h2 = (real *)(work + 16384);
+    real *const h2_mm = (real *)(work + 16384);
+    real *const h2_mm_grad = (real *)(work + 16384);
+    real *const prob_mm = (real *)(work + 32768);
+    real *const h2_grad = (real *)(work + 32768);
+    real *const h1_grad = (real *)(work + 32768);
+    real *const prob = (real *)(work + 33792);
+    real *const prob_mm_grad = (real *)(work + 49152);
+    real *const loss_ = (real *)(work + 50176);
+    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
+
+    /* line 12: h1 = tanh(w1 * point + b1) */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 16, n, 2, 1.0f, w1, 2, 0, point, 2, 0, 0.0f, h1_mm, 16, 0, 1);
+    set_h1<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h1, h1_mm, b1, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 13: h2 = tanh(w2 * h1 + b2) */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 16, n, 16, 1.0f, w2, 16, 0, h1, 16, 0, 0.0f, h2_mm, 16, 0, 1);
+    set_h2<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h2, h2_mm, b2, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 14: prob = sigmoid(w3 * h2 + b3) */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, n, 16, 1.0f, w3, 1, 0, h2, 16, 0, 0.0f, prob_mm, 1, 0, 1);
+
+    /* line 14: prob = sigmoid(w3 * h2 + b3); backward: prob = sigmoid(w3 * h2 + b3) */
+    set_prob<<<(unsigned)((n + 255) / 256), 256, 0, stream_>>>(prob, prob_mm_grad, prob_mm, b3, target, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 16: loss = mean(err ** 2) */
+    sum_loss_<<<1, 256, 0, stream_>>>(loss_, prob, target, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 14: backward: prob = sigmoid(w3 * h2 + b3) */
+    sum_b3_grad<<<1, 256, 0, stream_>>>(b3_grad, prob_mm_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 1, 16, n, 1.0f, prob_mm_grad, 1, 0, h2, 16, 0, 0.0f, w3_grad, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 16, n, 1, 1.0f, w3, 16, 0, prob_mm_grad, 1, 0, 0.0f, h2_grad, 16, 0, 1);
+
+    /* line 13: backward: h2 = tanh(w2 * h1 + b2) */
+    set_h2_mm_grad<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h2_mm_grad, h2_grad, h2, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_b2_grad<<<2, 256, 0, stream_>>>(b2_grad, h2_mm_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 16, 16, n, 1.0f, h1, 16, 0, h2_mm_grad, 16, 0, 0.0f, w2_grad, 16, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 16, n, 16, 1.0f, w2, 16, 0, h2_mm_grad, 16, 0, 0.0f, h1_grad, 16, 0, 1);
+
+    /* line 12: backward: h1 = tanh(w1 * point + b1) */
+    set_h1_mm_grad<<<(unsigned)((n * 16 + 255) / 256), 256, 0, stream_>>>(h1_mm_grad, h1_grad, h1, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_b1_grad<<<2, 256, 0, stream_>>>(b1_grad, h1_mm_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 2, 16, n, 1.0f, point, 2, 0, h1_mm_grad, 16, 0, 0.0f, w1_grad, 2, 0, 1);
+}
+
+/* routine train_update: 6 kernels, 0 cuBLAS products, queued on the compute stream */
+static void train_update(struct moons_mlp *m, const real *const in_[], int64_t n) {
+    real *const w1 = m->w1;
+    real *const w2 = m->w2;
+    real *const w3 = m->w3;
+    real *const b1 = m->b1;
+    real *const b2 = m->b2;
+    real *const b3 = m->b3;
+    real *const b3_grad = m->b3_grad;
+    real *const w3_grad = m->w3_grad;
+    real *const b2_grad = m->b2_grad;
+    real *const w2_grad = m->w2_grad;
+    real *const b1_grad = m->b1_grad;
+    real *const w1_grad = m->w1_grad;
+    real *const w1_momentum_buffer = m->w1_momentum_buffer;
+    real *const w2_momentum_buffer = m->w2_momentum_buffer;
+    real *const w3_momentum_buffer = m->w3_momentum_buffer;
+    real *const b1_momentum_buffer = m->b1_momentum_buffer;
+    real *const b2_momentum_buffer = m->b2_momentum_buffer;
+    real *const b3_momentum_buffer = m->b3_momentum_buffer;
+    const int64_t step = ++m->step;
+    const real lr = (real)m->lr;
+    (void)in_;
+    (void)n;
+    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
+
+    /* line 20: sgd update of w1 */
+    set_w1_momentum_buffer<<<1, 256, 0, stream_>>>(w1_momentum_buffer, w1, w1_grad, lr, step);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 20: sgd update of w2 */
+    set_w2_momentum_buffer<<<1, 256, 0, stream_>>>(w2_momentum_buffer, w2, w2_grad, lr, step);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 20: sgd update of w3 */
+    set_w3_momentum_buffer<<<1, 256, 0, stream_>>>(w3_momentum_buffer, w3, w3_grad, lr, step);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 20: sgd update of b1 */
+    set_b1_momentum_buffer_2<<<1, 256, 0, stream_>>>(b1_momentum_buffer, b1, b1_grad, lr, step);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 20: sgd update of b2 */
+    set_b2_momentum_buffer<<<1, 256, 0, stream_>>>(b2_momentum_buffer, b2, b2_grad, lr, step);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 20: sgd update of b3 */
+    set_b3_momentum_buffer<<<1, 256, 0, stream_>>>(b3_momentum_buffer, b3, b3_grad, lr, step);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -806,6 +945,38 @@ double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inp
     return m->failed ? NAN : (double)m->scalars[0];
 }
 
+double moons_mlp_train_grads(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
+    if (n < 1 || n > MOONS_MLP_MAX_BATCH || m->failed) return NAN;
+    const real *in[2 + 1];
+    const int s = inputs_on_device(m, inputs, n, in);
+    to_device(m);
+    train_grads(m, in, n);
+    release(m, s);
+    cannl_error e;
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 54400)), sizeof(real), &e));
+    finish(m);
+    return m->failed ? NAN : (double)m->scalars[0];
+}
+
+void moons_mlp_train_update(struct moons_mlp *m) {
+    if (m->failed) return;
+    to_device(m);
+    train_update(m, NULL, 0);
+    finish(m);
+}
+
+moons_mlp_real *moons_mlp_grad_block(struct moons_mlp *m, int64_t *count) {
+    if (count) *count = 352;
+    return (moons_mlp_real *)(void *)(m->dev + 2816);
+}
+
+/* The grad block zeroed, queued on the compute stream (a data-parallel rank without examples). */
+static void moons_mlp_zero_grads(struct moons_mlp *m) {
+    to_device(m); /* (a mirror larger than the state may reach into the block: upload it first) */
+    CUDA_CHECK(cudaMemsetAsync(m->dev + 2816, 0, 352 * sizeof(real),
+                               cannl_stream_cuda(m->compute)));
+}
+
 void moons_mlp_forward(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n,
                moons_mlp_real *const outputs[]) {
     if (n < 1 || n > MOONS_MLP_MAX_BATCH || m->failed) return;
@@ -1010,6 +1181,13 @@ static void api_set_schedule_fn(void *m, int on) { moons_mlp_set_schedule((struc
 static void api_prefetch_fn(void *m, const void *const *inputs, int64_t n) {
     moons_mlp_prefetch((struct moons_mlp *)m, (const moons_mlp_real *const *)inputs, n);
 }
+static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) {
+    return moons_mlp_train_grads((struct moons_mlp *)m, (const moons_mlp_real *const *)inputs, n);
+}
+static void api_train_update_fn(void *m) { moons_mlp_train_update((struct moons_mlp *)m); }
+static void *api_grad_block_fn(void *m, int64_t *count) { return moons_mlp_grad_block((struct moons_mlp *)m, count); }
+static void *api_device_stream_fn(void *m) { return (void *)cannl_stream_cuda(((struct moons_mlp *)m)->compute); }
+static void api_zero_grads_fn(void *m) { moons_mlp_zero_grads((struct moons_mlp *)m); }
 static const char *api_error_fn(const void *m) {
     const struct moons_mlp *s = (const struct moons_mlp *)m;
     return s->failed ? s->error.msg : NULL;
@@ -1021,11 +1199,14 @@ const cannl_model_api moons_mlp_api = {
     MOONS_MLP_NUM_OUTPUTS, output_info,
     MOONS_MLP_NUM_PARAMS, param_info,
     MOONS_MLP_NUM_METRICS, metric_names,
-    "((real *)(m->dev + 54400))", 0.5,
+    "loss", 0.5,
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
+    NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */};
 
-/* Prefetching and the error message, for cannl_train_main_ext (moons_mlp_train.cu). */
-extern "C" const cannl_model_ext moons_mlp_cuda_ext = {api_prefetch_fn, api_error_fn};
+/* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
+   cannl_cuda_train_main_mpi (moons_mlp_train.cu). */
+extern "C" const cannl_model_ext moons_mlp_cuda_ext = {api_prefetch_fn, api_error_fn, api_device_stream_fn,
+                                                       api_zero_grads_fn};

@@ -10,4 +10,12 @@
 
 extern "C" const cannl_model_ext moons_mlp_cuda_ext; /* moons_mlp.cu */
 
-int main(int argc, char **argv) { return cannl_train_main_ext(&moons_mlp_api, &moons_mlp_cuda_ext, argc, argv); }
+/* CANNL_HAVE_MPI (cannl_add_model defines it when cannl was built with MPI): the same program
+   runs alone or under mpirun, data-parallel, a GPU per rank (runtime-lib/cuda/train_dist_cuda.c). */
+int main(int argc, char **argv) {
+#ifdef CANNL_HAVE_MPI
+    return cannl_cuda_train_main_mpi(&moons_mlp_api, &moons_mlp_cuda_ext, argc, argv);
+#else
+    return cannl_train_main_ext(&moons_mlp_api, &moons_mlp_cuda_ext, argc, argv);
+#endif
+}
