@@ -717,29 +717,17 @@ static void init_params(struct fashion_cnn *m, uint64_t seed) {
                 for (int64_t j3 = 0; j3 < 32; ++j3)
                     k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = (real)(-0.035355339059327376 + 0.07071067811865475 * cannl_rng_uniform(rng));
 
-    /* line 13: c1 = zeros; zero c1_exp_avg; zero c1_exp_avg_sq */
+    /* line 13: c1 = zeros */
     for (int64_t j = 0; j < 32; ++j)
-        {
-            c1[j] = 0.0f;
-            c1_exp_avg[j] = 0.0f;
-            c1_exp_avg_sq[j] = 0.0f;
-        }
+        c1[j] = 0.0f;
 
-    /* line 14: c2 = zeros; zero c2_exp_avg; zero c2_exp_avg_sq */
+    /* line 14: c2 = zeros */
     for (int64_t j = 0; j < 64; ++j)
-        {
-            c2[j] = 0.0f;
-            c2_exp_avg[j] = 0.0f;
-            c2_exp_avg_sq[j] = 0.0f;
-        }
+        c2[j] = 0.0f;
 
-    /* line 15: b3 = zeros; zero b3_exp_avg; zero b3_exp_avg_sq */
+    /* line 15: b3 = zeros */
     for (int64_t j = 0; j < 1024; ++j)
-        {
-            b3[j] = 0.0f;
-            b3_exp_avg[j] = 0.0f;
-            b3_exp_avg_sq[j] = 0.0f;
-        }
+        b3[j] = 0.0f;
 
     /* line 16: w3 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     for (int64_t j0 = 0; j0 < 1024; ++j0)
@@ -753,13 +741,9 @@ static void init_params(struct fashion_cnn *m, uint64_t seed) {
         for (int64_t j1 = 0; j1 < 1024; ++j1)
             w4[j0 * 1024 + j1] = (real)(-0.03125 + 0.0625 * cannl_rng_uniform(rng));
 
-    /* line 16: b4 = zeros; zero b4_exp_avg; zero b4_exp_avg_sq */
+    /* line 16: b4 = zeros */
     for (int64_t j = 0; j < 10; ++j)
-        {
-            b4[j] = 0.0f;
-            b4_exp_avg[j] = 0.0f;
-            b4_exp_avg_sq[j] = 0.0f;
-        }
+        b4[j] = 0.0f;
 
     /* zero k1_exp_avg; zero k1_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 32; ++j0)
@@ -780,6 +764,27 @@ static void init_params(struct fashion_cnn *m, uint64_t seed) {
                         k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] = 0.0f;
                     }
 
+    /* zero c1_exp_avg; zero c1_exp_avg_sq */
+    for (int64_t j = 0; j < 32; ++j)
+        {
+            c1_exp_avg[j] = 0.0f;
+            c1_exp_avg_sq[j] = 0.0f;
+        }
+
+    /* zero c2_exp_avg; zero c2_exp_avg_sq */
+    for (int64_t j = 0; j < 64; ++j)
+        {
+            c2_exp_avg[j] = 0.0f;
+            c2_exp_avg_sq[j] = 0.0f;
+        }
+
+    /* zero b3_exp_avg; zero b3_exp_avg_sq */
+    for (int64_t j = 0; j < 1024; ++j)
+        {
+            b3_exp_avg[j] = 0.0f;
+            b3_exp_avg_sq[j] = 0.0f;
+        }
+
     /* zero w3_exp_avg; zero w3_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 1024; ++j0)
         for (int64_t j1 = 0; j1 < 7; ++j1)
@@ -797,6 +802,13 @@ static void init_params(struct fashion_cnn *m, uint64_t seed) {
                 w4_exp_avg[j0 * 1024 + j1] = 0.0f;
                 w4_exp_avg_sq[j0 * 1024 + j1] = 0.0f;
             }
+
+    /* zero b4_exp_avg; zero b4_exp_avg_sq */
+    for (int64_t j = 0; j < 10; ++j)
+        {
+            b4_exp_avg[j] = 0.0f;
+            b4_exp_avg_sq[j] = 0.0f;
+        }
 }
 
 /* routine train_step: 35 kernels, 11 cuBLAS products, queued on the compute stream */
@@ -1908,7 +1920,7 @@ const cannl_model_api fashion_cnn_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */};
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1, no example offset (the C target's) */};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_cnn_train.cu). */

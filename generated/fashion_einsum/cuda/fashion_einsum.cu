@@ -653,13 +653,12 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
             for (int64_t j2 = 0; j2 < 28; ++j2)
                 w1[j0 * 784 + j1 * 28 + j2] = (real)(-0.03571428571428571 + 0.07142857142857142 * cannl_rng_uniform(rng));
 
-    /* line 11: gain = ones; b1 = zeros; bias = zeros; zero gain_exp_avg */
+    /* line 11: gain = ones; b1 = zeros; bias = zeros */
     for (int64_t j = 0; j < 256; ++j)
         {
             gain[j] = 1.0f;
             b1[j] = 0.0f;
             bias[j] = 0.0f;
-            gain_exp_avg[j] = 0.0f;
         }
 
     /* line 12: w2 = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
@@ -667,13 +666,9 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
         for (int64_t j1 = 0; j1 < 256; ++j1)
             w2[j0 * 256 + j1] = (real)(-0.0625 + 0.125 * cannl_rng_uniform(rng));
 
-    /* line 12: b2 = zeros; zero b2_exp_avg; zero b2_exp_avg_sq */
+    /* line 12: b2 = zeros */
     for (int64_t j = 0; j < 10; ++j)
-        {
-            b2[j] = 0.0f;
-            b2_exp_avg[j] = 0.0f;
-            b2_exp_avg_sq[j] = 0.0f;
-        }
+        b2[j] = 0.0f;
 
     /* zero w1_exp_avg; zero w1_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 256; ++j0)
@@ -684,18 +679,26 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
                     w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] = 0.0f;
                 }
 
-    /* zero gain_exp_avg_sq; zero b1_exp_avg; zero b1_exp_avg_sq; zero bias_exp_avg */
+    /* zero gain_exp_avg; zero gain_exp_avg_sq */
     for (int64_t j = 0; j < 256; ++j)
         {
+            gain_exp_avg[j] = 0.0f;
             gain_exp_avg_sq[j] = 0.0f;
-            b1_exp_avg[j] = 0.0f;
-            b1_exp_avg_sq[j] = 0.0f;
-            bias_exp_avg[j] = 0.0f;
         }
 
-    /* zero bias_exp_avg_sq */
+    /* zero b1_exp_avg; zero b1_exp_avg_sq */
     for (int64_t j = 0; j < 256; ++j)
-        bias_exp_avg_sq[j] = 0.0f;
+        {
+            b1_exp_avg[j] = 0.0f;
+            b1_exp_avg_sq[j] = 0.0f;
+        }
+
+    /* zero bias_exp_avg; zero bias_exp_avg_sq */
+    for (int64_t j = 0; j < 256; ++j)
+        {
+            bias_exp_avg[j] = 0.0f;
+            bias_exp_avg_sq[j] = 0.0f;
+        }
 
     /* zero w2_exp_avg; zero w2_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 10; ++j0)
@@ -704,6 +707,13 @@ static void init_params(struct fashion_einsum *m, uint64_t seed) {
                 w2_exp_avg[j0 * 256 + j1] = 0.0f;
                 w2_exp_avg_sq[j0 * 256 + j1] = 0.0f;
             }
+
+    /* zero b2_exp_avg; zero b2_exp_avg_sq */
+    for (int64_t j = 0; j < 10; ++j)
+        {
+            b2_exp_avg[j] = 0.0f;
+            b2_exp_avg_sq[j] = 0.0f;
+        }
 }
 
 /* routine train_step: 25 kernels, 6 cuBLAS products, queued on the compute stream */
@@ -1625,7 +1635,7 @@ const cannl_model_api fashion_einsum_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */};
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1, no example offset (the C target's) */};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_einsum_train.cu). */

@@ -493,20 +493,15 @@ static void init_params(struct fashion_mlp *m, uint64_t seed) {
         for (int64_t j1 = 0; j1 < 512; ++j1)
             w3[j0 * 512 + j1] = (real)(-0.044194173824159216 + 0.08838834764831843 * cannl_rng_uniform(rng));
 
-    /* line 9: b3 = zeros; zero b3_momentum_buffer */
+    /* line 9: b3 = zeros */
     for (int64_t j = 0; j < 10; ++j)
-        {
-            b3[j] = 0.0f;
-            b3_momentum_buffer[j] = 0.0f;
-        }
+        b3[j] = 0.0f;
 
-    /* line 10: b1 = zeros; b2 = zeros; zero b1_momentum_buffer; zero b2_momentum_buffer */
+    /* line 10: b1 = zeros; b2 = zeros */
     for (int64_t j = 0; j < 512; ++j)
         {
             b1[j] = 0.0f;
             b2[j] = 0.0f;
-            b1_momentum_buffer[j] = 0.0f;
-            b2_momentum_buffer[j] = 0.0f;
         }
 
     /* zero w1_momentum_buffer */
@@ -523,6 +518,18 @@ static void init_params(struct fashion_mlp *m, uint64_t seed) {
     for (int64_t j0 = 0; j0 < 10; ++j0)
         for (int64_t j1 = 0; j1 < 512; ++j1)
             w3_momentum_buffer[j0 * 512 + j1] = 0.0f;
+
+    /* zero b3_momentum_buffer */
+    for (int64_t j = 0; j < 10; ++j)
+        b3_momentum_buffer[j] = 0.0f;
+
+    /* zero b1_momentum_buffer */
+    for (int64_t j = 0; j < 512; ++j)
+        b1_momentum_buffer[j] = 0.0f;
+
+    /* zero b2_momentum_buffer */
+    for (int64_t j = 0; j < 512; ++j)
+        b2_momentum_buffer[j] = 0.0f;
 }
 
 /* routine train_step: 19 kernels, 8 cuBLAS products, queued on the compute stream */
@@ -1364,7 +1371,7 @@ const cannl_model_api fashion_mlp_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */};
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1, no example offset (the C target's) */};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_mlp_train.cu). */

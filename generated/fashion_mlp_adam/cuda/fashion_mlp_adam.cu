@@ -513,21 +513,15 @@ static void init_params(struct fashion_mlp_adam *m, uint64_t seed) {
         for (int64_t j1 = 0; j1 < 512; ++j1)
             w3[j0 * 512 + j1] = (real)(-0.044194173824159216 + 0.08838834764831843 * cannl_rng_uniform(rng));
 
-    /* line 9: b3 = zeros; zero b3_exp_avg; zero b3_exp_avg_sq */
+    /* line 9: b3 = zeros */
     for (int64_t j = 0; j < 10; ++j)
-        {
-            b3[j] = 0.0f;
-            b3_exp_avg[j] = 0.0f;
-            b3_exp_avg_sq[j] = 0.0f;
-        }
+        b3[j] = 0.0f;
 
-    /* line 10: b1 = zeros; b2 = zeros; zero b1_exp_avg; zero b1_exp_avg_sq */
+    /* line 10: b1 = zeros; b2 = zeros */
     for (int64_t j = 0; j < 512; ++j)
         {
             b1[j] = 0.0f;
             b2[j] = 0.0f;
-            b1_exp_avg[j] = 0.0f;
-            b1_exp_avg_sq[j] = 0.0f;
         }
 
     /* zero w1_exp_avg; zero w1_exp_avg_sq */
@@ -553,6 +547,20 @@ static void init_params(struct fashion_mlp_adam *m, uint64_t seed) {
                 w3_exp_avg[j0 * 512 + j1] = 0.0f;
                 w3_exp_avg_sq[j0 * 512 + j1] = 0.0f;
             }
+
+    /* zero b3_exp_avg; zero b3_exp_avg_sq */
+    for (int64_t j = 0; j < 10; ++j)
+        {
+            b3_exp_avg[j] = 0.0f;
+            b3_exp_avg_sq[j] = 0.0f;
+        }
+
+    /* zero b1_exp_avg; zero b1_exp_avg_sq */
+    for (int64_t j = 0; j < 512; ++j)
+        {
+            b1_exp_avg[j] = 0.0f;
+            b1_exp_avg_sq[j] = 0.0f;
+        }
 
     /* zero b2_exp_avg; zero b2_exp_avg_sq */
     for (int64_t j = 0; j < 512; ++j)
@@ -1429,7 +1437,7 @@ const cannl_model_api fashion_mlp_adam_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */};
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1, no example offset (the C target's) */};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_mlp_adam_train.cu). */

@@ -1246,15 +1246,11 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
                 for (int64_t j3 = 0; j3 < 128; ++j3)
                     w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = (real)(0.0 + 0.02 * cannl_rng_normal(rng));
 
-    /* line 17: b_qkv = zeros; zero b_qkv_exp_avg; zero b_qkv_exp_avg_sq */
+    /* line 17: b_qkv = zeros */
     for (int64_t j0 = 0; j0 < 3; ++j0)
         for (int64_t j1 = 0; j1 < 4; ++j1)
             for (int64_t j2 = 0; j2 < 32; ++j2)
-                {
-                    b_qkv[j0 * 128 + j1 * 32 + j2] = 0.0f;
-                    b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] = 0.0f;
-                    b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = 0.0f;
-                }
+                b_qkv[j0 * 128 + j1 * 32 + j2] = 0.0f;
 
     /* line 18: w_o = normal */
     for (int64_t j0 = 0; j0 < 128; ++j0)
@@ -1276,13 +1272,9 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
         for (int64_t j1 = 0; j1 < 128; ++j1)
             w_fc[j0 * 128 + j1] = (real)(0.0 + 0.02 * cannl_rng_normal(rng));
 
-    /* line 23: b_fc = zeros; zero b_fc_exp_avg; zero b_fc_exp_avg_sq */
+    /* line 23: b_fc = zeros */
     for (int64_t j = 0; j < 512; ++j)
-        {
-            b_fc[j] = 0.0f;
-            b_fc_exp_avg[j] = 0.0f;
-            b_fc_exp_avg_sq[j] = 0.0f;
-        }
+        b_fc[j] = 0.0f;
 
     /* line 24: w_pr = normal */
     for (int64_t j0 = 0; j0 < 128; ++j0)
@@ -1305,11 +1297,16 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
                 wpe_exp_avg_sq[j0 * 128 + j1] = 0.0f;
             }
 
-    /* zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq; zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq */
+    /* zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq */
     for (int64_t j = 0; j < 128; ++j)
         {
             ln1_g_exp_avg[j] = 0.0f;
             ln1_g_exp_avg_sq[j] = 0.0f;
+        }
+
+    /* zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq */
+    for (int64_t j = 0; j < 128; ++j)
+        {
             ln1_b_exp_avg[j] = 0.0f;
             ln1_b_exp_avg_sq[j] = 0.0f;
         }
@@ -1324,6 +1321,15 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
                         w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = 0.0f;
                     }
 
+    /* zero b_qkv_exp_avg; zero b_qkv_exp_avg_sq */
+    for (int64_t j0 = 0; j0 < 3; ++j0)
+        for (int64_t j1 = 0; j1 < 4; ++j1)
+            for (int64_t j2 = 0; j2 < 32; ++j2)
+                {
+                    b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] = 0.0f;
+                    b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = 0.0f;
+                }
+
     /* zero w_o_exp_avg; zero w_o_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 128; ++j0)
         for (int64_t j1 = 0; j1 < 4; ++j1)
@@ -1333,22 +1339,25 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
                     w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = 0.0f;
                 }
 
-    /* zero b_o_exp_avg; zero b_o_exp_avg_sq; zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq */
+    /* zero b_o_exp_avg; zero b_o_exp_avg_sq */
     for (int64_t j = 0; j < 128; ++j)
         {
             b_o_exp_avg[j] = 0.0f;
             b_o_exp_avg_sq[j] = 0.0f;
+        }
+
+    /* zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq */
+    for (int64_t j = 0; j < 128; ++j)
+        {
             ln2_g_exp_avg[j] = 0.0f;
             ln2_g_exp_avg_sq[j] = 0.0f;
         }
 
-    /* zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq; zero b_pr_exp_avg; zero b_pr_exp_avg_sq */
+    /* zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq */
     for (int64_t j = 0; j < 128; ++j)
         {
             ln2_b_exp_avg[j] = 0.0f;
             ln2_b_exp_avg_sq[j] = 0.0f;
-            b_pr_exp_avg[j] = 0.0f;
-            b_pr_exp_avg_sq[j] = 0.0f;
         }
 
     /* zero w_fc_exp_avg; zero w_fc_exp_avg_sq */
@@ -1359,6 +1368,13 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
                 w_fc_exp_avg_sq[j0 * 128 + j1] = 0.0f;
             }
 
+    /* zero b_fc_exp_avg; zero b_fc_exp_avg_sq */
+    for (int64_t j = 0; j < 512; ++j)
+        {
+            b_fc_exp_avg[j] = 0.0f;
+            b_fc_exp_avg_sq[j] = 0.0f;
+        }
+
     /* zero w_pr_exp_avg; zero w_pr_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 128; ++j0)
         for (int64_t j1 = 0; j1 < 512; ++j1)
@@ -1367,11 +1383,23 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
                 w_pr_exp_avg_sq[j0 * 512 + j1] = 0.0f;
             }
 
-    /* zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq; zero lnf_b_exp_avg; zero lnf_b_exp_avg_sq */
+    /* zero b_pr_exp_avg; zero b_pr_exp_avg_sq */
+    for (int64_t j = 0; j < 128; ++j)
+        {
+            b_pr_exp_avg[j] = 0.0f;
+            b_pr_exp_avg_sq[j] = 0.0f;
+        }
+
+    /* zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq */
     for (int64_t j = 0; j < 128; ++j)
         {
             lnf_g_exp_avg[j] = 0.0f;
             lnf_g_exp_avg_sq[j] = 0.0f;
+        }
+
+    /* zero lnf_b_exp_avg; zero lnf_b_exp_avg_sq */
+    for (int64_t j = 0; j < 128; ++j)
+        {
             lnf_b_exp_avg[j] = 0.0f;
             lnf_b_exp_avg_sq[j] = 0.0f;
         }
@@ -3046,7 +3074,7 @@ const cannl_model_api gpt_tiny_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */};
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1, no example offset (the C target's) */};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (gpt_tiny_train.cu). */

@@ -393,20 +393,15 @@ static void init_params(struct moons_mlp *m, uint64_t seed) {
     for (int64_t j1 = 0; j1 < 16; ++j1)
         w3[j1] = (real)(-0.25 + 0.5 * cannl_rng_uniform(rng));
 
-    /* line 10: b1 = zeros; b2 = zeros; zero b1_momentum_buffer; zero b2_momentum_buffer */
+    /* line 10: b1 = zeros; b2 = zeros */
     for (int64_t j = 0; j < 16; ++j)
         {
             b1[j] = 0.0f;
             b2[j] = 0.0f;
-            b1_momentum_buffer[j] = 0.0f;
-            b2_momentum_buffer[j] = 0.0f;
         }
 
-    /* line 10: b3 = zeros; zero b3_momentum_buffer */
-    {
-        b3[0] = 0.0f;
-        b3_momentum_buffer[0] = 0.0f;
-    }
+    /* line 10: b3 = zeros */
+    b3[0] = 0.0f;
 
     /* zero w1_momentum_buffer */
     for (int64_t j0 = 0; j0 < 16; ++j0)
@@ -421,6 +416,17 @@ static void init_params(struct moons_mlp *m, uint64_t seed) {
     /* zero w3_momentum_buffer */
     for (int64_t j1 = 0; j1 < 16; ++j1)
         w3_momentum_buffer[j1] = 0.0f;
+
+    /* zero b1_momentum_buffer */
+    for (int64_t j = 0; j < 16; ++j)
+        b1_momentum_buffer[j] = 0.0f;
+
+    /* zero b2_momentum_buffer */
+    for (int64_t j = 0; j < 16; ++j)
+        b2_momentum_buffer[j] = 0.0f;
+
+    /* zero b3_momentum_buffer */
+    b3_momentum_buffer[0] = 0.0f;
 }
 
 /* routine train_step: 14 kernels, 8 cuBLAS products, queued on the compute stream */
@@ -1204,7 +1210,7 @@ const cannl_model_api moons_mlp_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */};
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1, no example offset (the C target's) */};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (moons_mlp_train.cu). */
