@@ -75,6 +75,46 @@ static int grow(cannl_gemm *g, int threads) {
     return 1;
 }
 
+/* The dot-product path (kernel `dots`) for C = A B with both operands contiguous along K, at
+ * most this many rows or columns and K >= 256: the tiled path would pack the larger operand by
+ * transposes for that few uses of it. A classifier's logits on AVX-512, GFLOP/s by CPU time:
+ * 10 x 64 x 1024 65 -> 98-102, 10 x 64 x 256 65 -> 89-93, 10 x 128 x 512 67 -> 99 (OpenBLAS
+ * 102, 99, 46). Shorter K or more rows (12 x 300 x 300, 10 x 50 x 100) are slower this way:
+ * the lanes' sums cost as much as a short dot. */
+#define CANNL__GEMM_DOTS_ROWS 10
+
+/* C (=|+=) alpha A B by the kernel's dot products, the smaller of M and N as the blocks' rows;
+ * the larger split between threads (every element's sum the same for any split). */
+static void dots(cannl_gemm *g, size_t es, long M, long N, long K, double alpha, const char *A, long a_m,
+                 const char *B, long b_n, char *C, long c_m, long c_n, int overwrite) {
+    if (N < M) { /* C^T = B^T A^T */
+        const char *t = A;
+        A = B, B = t;
+        long x = M;
+        M = N, N = x;
+        x = a_m, a_m = b_n, b_n = x;
+        x = c_m, c_m = c_n, c_n = x;
+    }
+    int threads = 1;
+#ifdef _OPENMP
+    if (2.0 * (double)M * (double)N * (double)K >= CANNL__GEMM_PARALLEL_FLOPS && !omp_in_parallel())
+        threads = omp_get_max_threads();
+    if (threads > N / 16) threads = (int)(N / 16);
+    if (threads > 1) {
+#pragma omp parallel num_threads(threads)
+        {
+            const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+            const long j0 = N * t / nt, j1 = N * (t + 1) / nt;
+            if (j1 > j0)
+                g->kernel->dots(M, j1 - j0, K, alpha, A, a_m, B + (size_t)(j0 * b_n) * es, b_n,
+                                C + (size_t)(j0 * c_n) * es, c_m, c_n, overwrite);
+        }
+        return;
+    }
+#endif
+    g->kernel->dots(M, N, K, alpha, A, a_m, B, b_n, C, c_m, c_n, overwrite);
+}
+
 /* C (=|+=) alpha A B, elements of `es` bytes; C is split between threads in whole tiles. */
 static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alpha, const char *A, long a_m,
                     long a_k, const char *B, long b_k, long b_n, char *C, long c_m, long c_n, int overwrite) {
@@ -82,6 +122,10 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
     const cannl__gemm_kernel *k = g->kernel;
     /* Columns are computed NR at a time (a partial last tile wastes its padding); rows have
        tiles of every height. */
+    if (a_k == 1 && b_k == 1 && (M < N ? M : N) <= CANNL__GEMM_DOTS_ROWS && K >= 256) {
+        dots(g, es, M, N, K, alpha, A, a_m, B, b_n, C, c_m, c_n, overwrite);
+        return;
+    }
     const double pad_m = (double)((M + k->nr - 1) / k->nr * k->nr) / (double)M;
     const double pad_n = (double)((N + k->nr - 1) / k->nr * k->nr) / (double)N;
     if ((c_n != 1 && c_m == 1 && pad_m <= 1.15 * pad_n) || (c_n == 1 && K >= 256 && pad_n > 1.15 * pad_m) ||
