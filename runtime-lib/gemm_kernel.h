@@ -19,7 +19,8 @@
  * (all undefined again at the end of this file)
  *
  *   for each NC-column panel of B
- *     for each K block (K cut into equal blocks of at most KC: 784 = 4 x 196)
+ *     for each K block (K cut into equal blocks of at most kmax, KC or more (gemm.c):
+ *                       784 = 4 x 196 for KC 256)
  *       pack the kc x NC panel of B into slivers of NR columns (kc x NR, row-major; a
  *       row-major B is read in place instead when A has at most two slivers of rows)
  *       for each MC-row block of A
@@ -259,8 +260,8 @@ static void GK_FN(dots)(long M, long N, long K, double alpha_d, const void *A_, 
         }
 }
 
-static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, long a_m, long a_k, const void *B_,
-                       long b_k, long b_n, void *C_, long c_m, long c_n, int overwrite, void *slot) {
+static void GK_FN(run)(long M, long N, long K, long kmax, double alpha_d, const void *A_, long a_m, long a_k,
+                       const void *B_, long b_k, long b_n, void *C_, long c_m, long c_n, int overwrite, void *slot) {
     const GK_REAL *A = (const GK_REAL *)A_, *B = (const GK_REAL *)B_;
     GK_REAL *C = (GK_REAL *)C_;
     const GK_REAL alpha = (GK_REAL)alpha_d;
@@ -271,7 +272,7 @@ static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, l
                 for (long j = 0; j < N; ++j) C[i * c_m + j * c_n] = 0;
         return;
     }
-    const long kblocks = (K + GK_KC - 1) / GK_KC;
+    const long kblocks = (K + kmax - 1) / kmax;
     const long kb = (K + kblocks - 1) / kblocks;
     /* Few rows (one or two slivers of A): the tiles read whole slivers of a row-major B in place
        (packing would cost as much as the products that use it); the last, partial one is packed
