@@ -129,7 +129,7 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
     const double pad_m = (double)((M + k->nr - 1) / k->nr * k->nr) / (double)M;
     const double pad_n = (double)((N + k->nr - 1) / k->nr * k->nr) / (double)N;
     if ((c_n != 1 && c_m == 1 && pad_m <= 1.15 * pad_n) || (c_n == 1 && K >= 256 && pad_n > 1.15 * pad_m) ||
-        (c_n == 1 && K >= 2048 && M <= 64 && N >= 2 * M && (size_t)c_m * es % 4096 != 0)) {
+        (c_n == 1 && K >= 2048 && M <= 64 && N >= 2 * M && ((size_t)c_m * es % 4096 != 0 || M <= 2 * k->nr))) {
         /* C's rows are its strided axis: compute C^T = B^T A^T, so that the tiles' vector stores
            run along C's contiguous axis (the same sums; each product's factors swapped), unless
            M is so far from a multiple of NR that the padding costs more than scalar stores.
@@ -140,7 +140,9 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
            place instead of packed (CPU time 75 -> 78 and 92 -> 94-98 GFLOP/s on AVX-512, 70
            -> 73-80 on AVX2). The tiles then store through a buffer, once per K block; not at a
            row stride of 4 KiB, where a column of stores falls into one L1 set (64 x 1024 x
-           3136 fell from 80 to 34). */
+           3136 fell from 80 to 34 with K blocks of 256), unless the new B has at most two
+           slivers and K is then cut into blocks of up to 2048 (below): two passes of such
+           stores over C, and 64 x 1024 x 3136 rose from 79 to 89 on AVX-512. */
         const char *t = A;
         A = B, B = t;
         long x = M;
