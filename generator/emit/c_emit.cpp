@@ -316,8 +316,10 @@ private:
     };
     const int outer_loops = depth - red;
     const bool braced = !s.single();  // several assignments in the innermost loop
+    const bool simd = !reduce_inner && independent_inner(s, loops);
     for (int j = 0; j < outer_loops; ++j) {
       if (loops[static_cast<size_t>(j)] == s.parallel) out += ind(j) + parallel_for(s, loops[static_cast<size_t>(j)]);
+      if (simd && j + 1 == outer_loops) out += ind(j) + "CANNL_PRAGMA(\"omp simd\")\n";
       out += ind(j) + loop(j) + (j + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
     }
     // A zero_first sum times a constant,  out = 0 += x * c : the constant multiplies the
@@ -352,6 +354,24 @@ private:
       out += fill_first(s, v, "*= " + scale);
     }
     return out;
+  }
+
+  // The innermost loop of a parallel nest is marked `omp simd` when its iterations are
+  // independent: every assignment writes a cell that the loop indexes (no two iterations write
+  // the same cell), and the nest reads what it writes only at the cell written. The outlined
+  // function of `omp parallel` loses the kernel's `restrict`, and GCC 12 then leaves a loop
+  // storing two buffers (layer_norm's x_ln and its affine image) scalar.
+  static bool independent_inner(const ir::Stmt& s, const std::vector<int>& loops) {
+    if (s.parallel < 0 || s.sequential || loops.empty() || loops.back() == s.parallel) return false;
+    const int inner = loops.back();
+    for (const ir::Assign& a : s.assigns)
+      if (!uses_iter(a.out, inner) || (a.accum != ir::Accum::Set && a.accum != ir::Accum::Add)) return false;
+    std::vector<const ir::Expr*> loads;
+    ir::collect_loads(s, loads);
+    for (const ir::Expr* l : loads)
+      for (const ir::Assign& a : s.assigns)
+        if (l->access.buf == a.out.buf && !(l->access == a.out)) return false;
+    return true;
   }
 
   // `omp parallel for` over loops doing `count` iterations: threads only when that pays for

@@ -80,7 +80,7 @@ TEST_CASE("pass list and levels", "[passes]") {
   std::vector<std::string> names;
   for (const auto& p : pass_list()) names.push_back(p.name);
   CHECK(names == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "reuse_values", "inline_virtual",
-                                          "fuse", "dce", "decode", "plan_memory", "mark_contractions", "plan_layout"});
+                                          "order_sums", "fuse", "dce", "decode", "plan_memory", "mark_contractions", "plan_layout"});
   Frag f;
   int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input), y = f.buf("y", {{4, true}, {3, false}});
   f.loops({{"b", 4}, {"o", 3}});
