@@ -140,6 +140,7 @@ static void set_b1(real *restrict b1, real *restrict b2, real *restrict b1_exp_a
 static void set_w1_exp_avg(real *restrict w1_exp_avg, real *restrict w1_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(401408 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t j1 = 0; j1 < 784; ++j1) {
             w1_exp_avg[j0 * 784 + j1] = 0.0f;
             w1_exp_avg_sq[j0 * 784 + j1] = 0.0f;
@@ -151,6 +152,7 @@ static void set_w1_exp_avg(real *restrict w1_exp_avg, real *restrict w1_exp_avg_
 static void set_w2_exp_avg(real *restrict w2_exp_avg, real *restrict w2_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(262144 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t j1 = 0; j1 < 512; ++j1) {
             w2_exp_avg[j0 * 512 + j1] = 0.0f;
             w2_exp_avg_sq[j0 * 512 + j1] = 0.0f;
@@ -181,6 +183,7 @@ CANNL_MULTIVERSION
 static void set_x(int64_t n, real *restrict x, const real *restrict image) {
     CANNL_PRAGMA("omp parallel for if(n * 784 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t o = 0; o < 784; ++o)
             x[b * 784 + o] = (real)((double)image[b * 784 + o] * 0.0039215686274509803);
     }
@@ -191,6 +194,7 @@ CANNL_MULTIVERSION
 static void set_h1(int64_t n, real *h1, const real *h1_mm, const real *restrict b1) {
     CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t o = 0; o < 512; ++o)
             h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
     }
@@ -201,6 +205,7 @@ CANNL_MULTIVERSION
 static void set_h2(int64_t n, real *h2, const real *h2_mm, const real *restrict b2) {
     CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t o = 0; o < 512; ++o)
             h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
     }
@@ -285,6 +290,7 @@ CANNL_MULTIVERSION
 static void set_h2_mm_grad(int64_t n, real *h2_mm_grad, const real *restrict h2_grad, const real *h2) {
     CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t o = 0; o < 512; ++o)
             h2_mm_grad[b * 512 + o] = h2_grad[b * 512 + o] * cannl_step(h2[b * 512 + o]);
     }
@@ -305,6 +311,7 @@ CANNL_MULTIVERSION
 static void set_h1_mm_grad(int64_t n, real *h1_mm_grad, const real *restrict h1_grad, const real *h1) {
     CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t o = 0; o < 512; ++o)
             h1_mm_grad[b * 512 + o] = h1_grad[b * 512 + o] * cannl_step(h1[b * 512 + o]);
     }
@@ -325,6 +332,7 @@ CANNL_MULTIVERSION
 static void set_w1_exp_avg_2(real *restrict w1_exp_avg, real *restrict w1_exp_avg_sq, real *restrict w1, const real *restrict w1_grad, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(401408 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t j1 = 0; j1 < 784; ++j1) {
             w1_exp_avg[j0 * 784 + j1] = w1_exp_avg[j0 * 784 + j1] * 0.9f + w1_grad[j0 * 784 + j1] * 0.1f;
             w1_exp_avg_sq[j0 * 784 + j1] = w1_exp_avg_sq[j0 * 784 + j1] * 0.999f + w1_grad[j0 * 784 + j1] * w1_grad[j0 * 784 + j1] * 0.001f;
@@ -338,6 +346,7 @@ CANNL_MULTIVERSION
 static void set_w2_exp_avg_2(real *restrict w2_exp_avg, real *restrict w2_exp_avg_sq, real *restrict w2, const real *restrict w2_grad, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(262144 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t j1 = 0; j1 < 512; ++j1) {
             w2_exp_avg[j0 * 512 + j1] = w2_exp_avg[j0 * 512 + j1] * 0.9f + w2_grad[j0 * 512 + j1] * 0.1f;
             w2_exp_avg_sq[j0 * 512 + j1] = w2_exp_avg_sq[j0 * 512 + j1] * 0.999f + w2_grad[j0 * 512 + j1] * w2_grad[j0 * 512 + j1] * 0.001f;
@@ -386,6 +395,7 @@ CANNL_MULTIVERSION
 static void set_h1_2(int64_t n, real *restrict h1, const real *restrict h1_mm, const real *restrict b1) {
     CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t o = 0; o < 512; ++o)
             h1[b * 512 + o] = cannl_relu(h1_mm[b * 512 + o] + b1[o]);
     }
@@ -396,6 +406,7 @@ CANNL_MULTIVERSION
 static void set_h2_2(int64_t n, real *restrict h2, const real *restrict h2_mm, const real *restrict b2) {
     CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t o = 0; o < 512; ++o)
             h2[b * 512 + o] = cannl_relu(h2_mm[b * 512 + o] + b2[o]);
     }

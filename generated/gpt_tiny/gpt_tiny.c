@@ -234,6 +234,7 @@ static void set_w_pr(cannl_rng *rng, real *restrict w_pr) {
 static void set_wte_exp_avg(real *restrict wte_exp_avg, real *restrict wte_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 256; ++j0) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             wte_exp_avg[j0 * 128 + j1] = 0.0f;
             wte_exp_avg_sq[j0 * 128 + j1] = 0.0f;
@@ -267,6 +268,7 @@ static void set_w_qkv_exp_avg(real *restrict w_qkv_exp_avg, real *restrict w_qkv
     for (int64_t j0 = 0; j0 < 3; ++j0) {
         for (int64_t j1 = 0; j1 < 4; ++j1) {
             for (int64_t j2 = 0; j2 < 32; ++j2) {
+                CANNL_PRAGMA("omp simd")
                 for (int64_t j3 = 0; j3 < 128; ++j3) {
                     w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = 0.0f;
                     w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = 0.0f;
@@ -312,6 +314,7 @@ static void set_ln2_b_exp_avg(real *restrict ln2_b_exp_avg, real *restrict ln2_b
 static void set_w_fc_exp_avg(real *restrict w_fc_exp_avg, real *restrict w_fc_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             w_fc_exp_avg[j0 * 128 + j1] = 0.0f;
             w_fc_exp_avg_sq[j0 * 128 + j1] = 0.0f;
@@ -323,6 +326,7 @@ static void set_w_fc_exp_avg(real *restrict w_fc_exp_avg, real *restrict w_fc_ex
 static void set_w_pr_exp_avg(real *restrict w_pr_exp_avg, real *restrict w_pr_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 128; ++j0) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t j1 = 0; j1 < 512; ++j1) {
             w_pr_exp_avg[j0 * 512 + j1] = 0.0f;
             w_pr_exp_avg_sq[j0 * 512 + j1] = 0.0f;
@@ -357,17 +361,15 @@ static void sum_h1_mean(int64_t n, real *restrict h1_mean, const real *restrict 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_var(int64_t n, real *restrict h1_var, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h1_var[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h1_var[b0 * 64 + b1] += powf(x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1], 2.0f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += powf(x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1], 2.0f);
+            h1_var[b0 * 64 + b1] = acc * 0.0078125f;
         }
     }
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h1_var[i] *= 0.0078125f;
 }
 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
@@ -376,6 +378,7 @@ static void set_h1_ln(int64_t n, real *restrict h1_ln, real *restrict h1, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 128; ++o) {
                 h1_ln[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f);
                 h1[b0 * 8192 + b1 * 128 + o] = h1_ln[b0 * 8192 + b1 * 128 + o] * ln1_g[o] + ln1_b[o];
@@ -391,6 +394,7 @@ static void set_y_q(int64_t n, real *restrict y_q, real *restrict y_k, real *res
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             for (int64_t o0 = 0; o0 < 4; ++o0) {
+                CANNL_PRAGMA("omp simd")
                 for (int64_t o1 = 0; o1 < 32; ++o1) {
                     y_q[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + o0 * 32 + o1] + b_qkv[o0 * 32 + o1];
                     y_k[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 1 * 128 + o0 * 32 + o1] + b_qkv[1 * 128 + o0 * 32 + o1];
@@ -407,6 +411,7 @@ static void set_x1(int64_t n, real *restrict x1, const real *restrict x0_emb, co
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 128; ++o)
                 x1[b0 * 8192 + b1 * 128 + o] = x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] + (x1_mm[b0 * 8192 + b1 * 128 + o] + b_o[o]);
         }
@@ -430,17 +435,15 @@ static void sum_h2_mean(int64_t n, real *restrict h2_mean, const real *restrict 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_var(int64_t n, real *restrict h2_var, const real *restrict x1, const real *restrict h2_mean) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h2_var[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h2_var[b0 * 64 + b1] += powf(x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1], 2.0f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += powf(x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1], 2.0f);
+            h2_var[b0 * 64 + b1] = acc * 0.0078125f;
         }
     }
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h2_var[i] *= 0.0078125f;
 }
 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
@@ -449,6 +452,7 @@ static void set_h2_ln(int64_t n, real *restrict h2_ln, real *restrict h2, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 128; ++o) {
                 h2_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f);
                 h2[b0 * 8192 + b1 * 128 + o] = h2_ln[b0 * 8192 + b1 * 128 + o] * ln2_g[o] + ln2_b[o];
@@ -463,6 +467,7 @@ static void set_x2_v(int64_t n, real *restrict x2_v, const real *restrict x2_mm2
     CANNL_PRAGMA("omp parallel for if(n * 32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 512; ++o)
                 x2_v[b0 * 32768 + b1 * 512 + o] = cannl_gelu(x2_mm2[b0 * 32768 + b1 * 512 + o] + b_fc[o]);
         }
@@ -486,17 +491,15 @@ static void sum_logits_mean(int64_t n, real *restrict logits_mean, const real *r
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_var(int64_t n, real *restrict logits_var, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) logits_var[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                logits_var[b0 * 64 + b1] += powf(x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1], 2.0f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += powf(x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1], 2.0f);
+            logits_var[b0 * 64 + b1] = acc * 0.0078125f;
         }
     }
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) logits_var[i] *= 0.0078125f;
 }
 
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
@@ -505,6 +508,7 @@ static void set_logits_ln(int64_t n, real *restrict logits_ln, real *restrict lo
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 128; ++o) {
                 logits_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f);
                 logits_v[b0 * 8192 + b1 * 128 + o] = logits_ln[b0 * 8192 + b1 * 128 + o] * lnf_g[o] + lnf_b[o];
@@ -530,13 +534,13 @@ static void max_loss_max(int64_t n, real *restrict loss_max, const real *restric
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void sum_loss_sumexp(int64_t n, real *restrict loss_sumexp, const real *restrict logits, const real *restrict loss_max) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) loss_sumexp[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                loss_sumexp[b0 * 64 + b1] += expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
+            loss_sumexp[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -549,6 +553,7 @@ static void sum_loss_ce(int64_t n, real *restrict loss_ce, const int32_t *restri
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t o = 0; o < 256; ++o) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t b1 = 0; b1 < 64; ++b1)
                 loss_ce[b0 * 64 + b1] += -(((real)(next[b0 * 64 + b1] == (real)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
         }
@@ -572,6 +577,7 @@ static void set_y_q_grad(int64_t n, real *restrict y_q_grad, real *restrict y_k_
     for (int64_t j0 = 0; j0 < n; ++j0) {
         for (int64_t j1 = 0; j1 < 64; ++j1) {
             for (int64_t j2 = 0; j2 < 4; ++j2) {
+                CANNL_PRAGMA("omp simd")
                 for (int64_t j3 = 0; j3 < 32; ++j3) {
                     y_q_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
                     y_k_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
@@ -590,6 +596,7 @@ static void fill_qkv_grad(int64_t n, real *restrict qkv_grad) {
         for (int64_t j1 = 0; j1 < 64; ++j1) {
             for (int64_t j2 = 0; j2 < 3; ++j2) {
                 for (int64_t j3 = 0; j3 < 4; ++j3) {
+                    CANNL_PRAGMA("omp simd")
                     for (int64_t j4 = 0; j4 < 32; ++j4)
                         qkv_grad[j0 * 24576 + j1 * 384 + j2 * 128 + j3 * 32 + j4] = 0.0f;
                 }
@@ -604,6 +611,7 @@ static void set_logits_grad(int64_t n, real *restrict logits_grad, const int32_t
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t o = 0; o < 256; ++o) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t b1 = 0; b1 < 64; ++b1)
                 logits_grad[b0 * 16384 + b1 * 256 + o] = -(1.0f / ((real)n * 64.0f) * ((real)(next[b0 * 64 + b1] == (real)(o))));
         }
@@ -618,6 +626,7 @@ static void sum_loss_sumexp_grad(int64_t n, real *restrict loss_sumexp_grad, con
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t o = 0; o < 256; ++o) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t b1 = 0; b1 < 64; ++b1)
                 loss_sumexp_grad[b0 * 64 + b1] += 1.0f / ((real)n * 64.0f) * (((real)(next[b0 * 64 + b1] == (real)(o))) * (1.0f / loss_sumexp[b0 * 64 + b1]));
         }
@@ -630,6 +639,7 @@ static void add_logits_grad(int64_t n, real *restrict logits_grad, const real *r
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 256; ++o)
                 logits_grad[b0 * 16384 + b1 * 256 + o] += loss_sumexp_grad[b0 * 64 + b1] * expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
         }
@@ -663,13 +673,13 @@ static void sum_lnf_b_grad(int64_t n, real *restrict lnf_b_grad, const real *res
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_mean_grad(int64_t n, real *restrict logits_mean_grad, const real *restrict logits_v_grad, const real *restrict lnf_g, const real *restrict logits_var) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) logits_mean_grad[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                logits_mean_grad[b0 * 64 + b1] += logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * (-1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f));
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * (-1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f));
+            logits_mean_grad[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -677,13 +687,13 @@ static void sum_logits_mean_grad(int64_t n, real *restrict logits_mean_grad, con
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_var_grad(int64_t n, real *restrict logits_var_grad, const real *restrict logits_v_grad, const real *restrict lnf_g, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_var) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) logits_var_grad[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                logits_var_grad[b0 * 64 + b1] += -(logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * sqrtf(logits_var[b0 * 64 + b1] + 1e-05f))));
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += -(logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * sqrtf(logits_var[b0 * 64 + b1] + 1e-05f))));
+            logits_var_grad[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -693,9 +703,11 @@ CANNL_MULTIVERSION
 static void sum_logits_mean_grad_2(int64_t n, real *restrict logits_mean_grad, const real *restrict logits_var_grad, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                logits_mean_grad[b0 * 64 + b1] += -(logits_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * 0.015625f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += -(logits_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * 0.015625f);
+            logits_mean_grad[b0 * 64 + b1] += acc;
         }
     }
 }
@@ -706,6 +718,7 @@ static void set_x2_grad(int64_t n, real *restrict x2_grad, real *x1_grad, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 128; ++o) {
                 x2_grad[b0 * 8192 + b1 * 128 + o] = logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * (1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f)) + logits_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * 0.015625f + logits_mean_grad[b0 * 64 + b1] * 0.0078125f;
                 x1_grad[b0 * 8192 + b1 * 128 + o] = x2_grad[b0 * 8192 + b1 * 128 + o];
@@ -732,6 +745,7 @@ static void set_x2_mm2_grad(int64_t n, real *x2_mm2_grad, const real *restrict x
     CANNL_PRAGMA("omp parallel for if(n * 32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 512; ++o)
                 x2_mm2_grad[b0 * 32768 + b1 * 512 + o] = x2_v_grad[b0 * 32768 + b1 * 512 + o] * cannl_gelu_grad(x2_mm2[b0 * 32768 + b1 * 512 + o] + b_fc[o]);
         }
@@ -777,13 +791,13 @@ static void sum_ln2_b_grad(int64_t n, real *restrict ln2_b_grad, const real *res
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_mean_grad(int64_t n, real *restrict h2_mean_grad, const real *restrict h2_grad, const real *restrict ln2_g, const real *restrict h2_var) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h2_mean_grad[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h2_mean_grad[b0 * 64 + b1] += h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * (-1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f));
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * (-1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f));
+            h2_mean_grad[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -791,13 +805,13 @@ static void sum_h2_mean_grad(int64_t n, real *restrict h2_mean_grad, const real 
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_var_grad(int64_t n, real *restrict h2_var_grad, const real *restrict h2_grad, const real *restrict ln2_g, const real *restrict x1, const real *restrict h2_mean, const real *restrict h2_var) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h2_var_grad[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h2_var_grad[b0 * 64 + b1] += -(h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h2_var[b0 * 64 + b1] + 1e-05f))));
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += -(h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h2_var[b0 * 64 + b1] + 1e-05f))));
+            h2_var_grad[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -807,9 +821,11 @@ CANNL_MULTIVERSION
 static void sum_h2_mean_grad_2(int64_t n, real *restrict h2_mean_grad, const real *restrict h2_var_grad, const real *restrict x1, const real *restrict h2_mean) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h2_mean_grad[b0 * 64 + b1] += -(h2_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * 0.015625f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += -(h2_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * 0.015625f);
+            h2_mean_grad[b0 * 64 + b1] += acc;
         }
     }
 }
@@ -820,6 +836,7 @@ static void add_x1_grad(int64_t n, real *restrict x1_grad, real *restrict x0_gra
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 128; ++o) {
                 x1_grad[b0 * 8192 + b1 * 128 + o] += h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * (1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f));
                 x1_grad[b0 * 8192 + b1 * 128 + o] += h2_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * 0.015625f;
@@ -849,6 +866,7 @@ static void add_qkv_grad(int64_t n, real *restrict qkv_grad, const real *restric
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             for (int64_t o0 = 0; o0 < 4; ++o0) {
+                CANNL_PRAGMA("omp simd")
                 for (int64_t o1 = 0; o1 < 32; ++o1)
                     qkv_grad[b0 * 24576 + b1 * 384 + 2 * 128 + o0 * 32 + o1] += y_v_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1];
             }
@@ -863,6 +881,7 @@ static void add_qkv_grad_2(int64_t n, real *restrict qkv_grad, const real *restr
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             for (int64_t o0 = 0; o0 < 4; ++o0) {
+                CANNL_PRAGMA("omp simd")
                 for (int64_t o1 = 0; o1 < 32; ++o1)
                     qkv_grad[b0 * 24576 + b1 * 384 + 1 * 128 + o0 * 32 + o1] += y_k_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1];
             }
@@ -877,6 +896,7 @@ static void add_qkv_grad_3(int64_t n, real *restrict qkv_grad, const real *restr
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             for (int64_t o0 = 0; o0 < 4; ++o0) {
+                CANNL_PRAGMA("omp simd")
                 for (int64_t o1 = 0; o1 < 32; ++o1)
                     qkv_grad[b0 * 24576 + b1 * 384 + o0 * 32 + o1] += y_q_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1];
             }
@@ -894,6 +914,7 @@ static void sum_b_qkv_grad(int64_t n, real *restrict b_qkv_grad, const real *res
         for (int64_t o1 = 0; o1 < 4; ++o1) {
             for (int64_t b0 = 0; b0 < n; ++b0) {
                 for (int64_t b1 = 0; b1 < 64; ++b1) {
+                    CANNL_PRAGMA("omp simd")
                     for (int64_t o2 = 0; o2 < 32; ++o2)
                         b_qkv_grad[o0 * 128 + o1 * 32 + o2] += qkv_grad[b0 * 24576 + b1 * 384 + o0 * 128 + o1 * 32 + o2];
                 }
@@ -929,13 +950,13 @@ static void sum_ln1_b_grad(int64_t n, real *restrict ln1_b_grad, const real *res
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_mean_grad(int64_t n, real *restrict h1_mean_grad, const real *restrict h1_grad, const real *restrict ln1_g, const real *restrict h1_var) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h1_mean_grad[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h1_mean_grad[b0 * 64 + b1] += h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * (-1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f));
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * (-1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f));
+            h1_mean_grad[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -943,13 +964,13 @@ static void sum_h1_mean_grad(int64_t n, real *restrict h1_mean_grad, const real 
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_var_grad(int64_t n, real *restrict h1_var_grad, const real *restrict h1_grad, const real *restrict ln1_g, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_var) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h1_var_grad[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h1_var_grad[b0 * 64 + b1] += -(h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * ((x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h1_var[b0 * 64 + b1] + 1e-05f))));
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += -(h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * ((x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h1_var[b0 * 64 + b1] + 1e-05f))));
+            h1_var_grad[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -959,9 +980,11 @@ CANNL_MULTIVERSION
 static void sum_h1_mean_grad_2(int64_t n, real *restrict h1_mean_grad, const real *restrict h1_var_grad, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h1_mean_grad[b0 * 64 + b1] += -(h1_var_grad[b0 * 64 + b1] * (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * 0.015625f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += -(h1_var_grad[b0 * 64 + b1] * (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * 0.015625f);
+            h1_mean_grad[b0 * 64 + b1] += acc;
         }
     }
 }
@@ -972,6 +995,7 @@ static void add_x0_grad(int64_t n, real *restrict x0_grad, real *x0_emb_grad, co
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 128; ++o) {
                 x0_grad[b0 * 8192 + b1 * 128 + o] += h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f));
                 x0_grad[b0 * 8192 + b1 * 128 + o] += h1_var_grad[b0 * 64 + b1] * (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * 0.015625f;
@@ -990,6 +1014,7 @@ static void sum_wpe_grad(int64_t n, real *restrict wpe_grad, const real *restric
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b1 = 0; b1 < 64; ++b1) {
         for (int64_t b0 = 0; b0 < n; ++b0) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 128; ++o)
                 wpe_grad[b1 * 128 + o] += x0_grad[b0 * 8192 + b1 * 128 + o];
         }
@@ -1162,6 +1187,7 @@ CANNL_MULTIVERSION
 static void set_wte_2(real *restrict wte, real *restrict wte_exp_avg, real *restrict wte_exp_avg_sq, const real *restrict wte_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 256; ++j0) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             wte[j0 * 128 + j1] = wte[j0 * 128 + j1] * (1.0f - lr * 0.1f);
             wte_exp_avg[j0 * 128 + j1] = wte_exp_avg[j0 * 128 + j1] * 0.9f + wte_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
@@ -1222,6 +1248,7 @@ static void set_w_qkv_2(real *restrict w_qkv, real *restrict w_qkv_exp_avg, real
     for (int64_t j0 = 0; j0 < 3; ++j0) {
         for (int64_t j1 = 0; j1 < 4; ++j1) {
             for (int64_t j2 = 0; j2 < 32; ++j2) {
+                CANNL_PRAGMA("omp simd")
                 for (int64_t j3 = 0; j3 < 128; ++j3) {
                     w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * (1.0f - lr * 0.1f);
                     w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.9f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0] * 0.1f;
@@ -1267,6 +1294,7 @@ CANNL_MULTIVERSION
 static void set_w_fc_2(real *restrict w_fc, real *restrict w_fc_exp_avg, real *restrict w_fc_exp_avg_sq, const real *restrict w_fc_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] * (1.0f - lr * 0.1f);
             w_fc_exp_avg[j0 * 128 + j1] = w_fc_exp_avg[j0 * 128 + j1] * 0.9f + w_fc_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
@@ -1291,6 +1319,7 @@ CANNL_MULTIVERSION
 static void set_w_pr_2(real *restrict w_pr, real *restrict w_pr_exp_avg, real *restrict w_pr_exp_avg_sq, const real *restrict w_pr_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 128; ++j0) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t j1 = 0; j1 < 512; ++j1) {
             w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] * (1.0f - lr * 0.1f);
             w_pr_exp_avg[j0 * 512 + j1] = w_pr_exp_avg[j0 * 512 + j1] * 0.9f + w_pr_grad[j0 * 512 + j1] * clip_coef[0] * 0.1f;
@@ -1306,6 +1335,7 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, co
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 128; ++o)
                 h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * ln1_g[o] + ln1_b[o];
         }
@@ -1318,6 +1348,7 @@ static void set_h2(int64_t n, real *restrict h2, const real *restrict x1, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 128; ++o)
                 h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * ln2_g[o] + ln2_b[o];
         }
@@ -1330,6 +1361,7 @@ static void set_x2_v_2(int64_t n, real *x2_v, const real *x2_mm2, const real *re
     CANNL_PRAGMA("omp parallel for if(n * 32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 512; ++o)
                 x2_v[b0 * 32768 + b1 * 512 + o] = cannl_gelu(x2_mm2[b0 * 32768 + b1 * 512 + o] + b_fc[o]);
         }
@@ -1342,6 +1374,7 @@ static void set_logits_v(int64_t n, real *restrict logits_v, const real *restric
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 128; ++o)
                 logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * lnf_g[o] + lnf_b[o];
         }

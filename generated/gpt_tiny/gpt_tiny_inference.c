@@ -76,17 +76,15 @@ static void sum_h1_mean(int64_t n, real *restrict h1_mean, const real *restrict 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_var(int64_t n, real *restrict h1_var, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h1_var[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h1_var[b0 * 64 + b1] += powf(x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1], 2.0f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += powf(x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1], 2.0f);
+            h1_var[b0 * 64 + b1] = acc * 0.0078125f;
         }
     }
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h1_var[i] *= 0.0078125f;
 }
 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
@@ -95,6 +93,7 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, co
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 128; ++o)
                 h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * ln1_g[o] + ln1_b[o];
         }
@@ -108,6 +107,7 @@ static void set_y_q(int64_t n, real *restrict y_q, real *restrict y_k, real *res
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             for (int64_t o0 = 0; o0 < 4; ++o0) {
+                CANNL_PRAGMA("omp simd")
                 for (int64_t o1 = 0; o1 < 32; ++o1) {
                     y_q[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + o0 * 32 + o1] + b_qkv[o0 * 32 + o1];
                     y_k[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 1 * 128 + o0 * 32 + o1] + b_qkv[1 * 128 + o0 * 32 + o1];
@@ -124,6 +124,7 @@ static void set_x1(int64_t n, real *restrict x1, const real *restrict x0_emb, co
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 128; ++o)
                 x1[b0 * 8192 + b1 * 128 + o] = x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] + (x1_mm[b0 * 8192 + b1 * 128 + o] + b_o[o]);
         }
@@ -147,17 +148,15 @@ static void sum_h2_mean(int64_t n, real *restrict h2_mean, const real *restrict 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_var(int64_t n, real *restrict h2_var, const real *restrict x1, const real *restrict h2_mean) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h2_var[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h2_var[b0 * 64 + b1] += powf(x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1], 2.0f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += powf(x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1], 2.0f);
+            h2_var[b0 * 64 + b1] = acc * 0.0078125f;
         }
     }
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h2_var[i] *= 0.0078125f;
 }
 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
@@ -166,6 +165,7 @@ static void set_h2(int64_t n, real *restrict h2, const real *restrict x1, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 128; ++o)
                 h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * ln2_g[o] + ln2_b[o];
         }
@@ -178,6 +178,7 @@ static void set_x2_v_2(int64_t n, real *x2_v, const real *x2_mm2, const real *re
     CANNL_PRAGMA("omp parallel for if(n * 32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 512; ++o)
                 x2_v[b0 * 32768 + b1 * 512 + o] = cannl_gelu(x2_mm2[b0 * 32768 + b1 * 512 + o] + b_fc[o]);
         }
@@ -201,17 +202,15 @@ static void sum_logits_mean(int64_t n, real *restrict logits_mean, const real *r
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_var(int64_t n, real *restrict logits_var, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) logits_var[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                logits_var[b0 * 64 + b1] += powf(x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1], 2.0f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += powf(x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1], 2.0f);
+            logits_var[b0 * 64 + b1] = acc * 0.0078125f;
         }
     }
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) logits_var[i] *= 0.0078125f;
 }
 
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
@@ -220,6 +219,7 @@ static void set_logits_v(int64_t n, real *restrict logits_v, const real *restric
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t o = 0; o < 128; ++o)
                 logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * lnf_g[o] + lnf_b[o];
         }
@@ -243,13 +243,13 @@ static void max_loss_max(int64_t n, real *restrict loss_max, const real *restric
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void sum_loss_sumexp(int64_t n, real *restrict loss_sumexp, const real *restrict logits, const real *restrict loss_max) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) loss_sumexp[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                loss_sumexp[b0 * 64 + b1] += expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
+            loss_sumexp[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -262,6 +262,7 @@ static void sum_loss_ce(int64_t n, real *restrict loss_ce, const int32_t *restri
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t o = 0; o < 256; ++o) {
+            CANNL_PRAGMA("omp simd")
             for (int64_t b1 = 0; b1 < 64; ++b1)
                 loss_ce[b0 * 64 + b1] += -(((real)(next[b0 * 64 + b1] == (real)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
         }
@@ -337,6 +338,7 @@ static void sum_h1_var_2(int64_t pos, real *restrict h1_var, const real *restric
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void set_h1_2(int64_t pos, real *restrict h1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict ln1_g, const real *restrict ln1_b) {
+    CANNL_PRAGMA("omp simd")
     for (int64_t o = 0; o < 128; ++o)
         h1[pos * 128 + o] = (x0_emb[pos * 128 + o] + wpe[pos * 128 + o] - h1_mean[pos]) / sqrtf(h1_var[pos] + 1e-05f) * ln1_g[o] + ln1_b[o];
 }
@@ -345,6 +347,7 @@ static void set_h1_2(int64_t pos, real *restrict h1, const real *restrict x0_emb
 CANNL_MULTIVERSION
 static void set_y_q_2(int64_t pos, real *restrict y_q, real *restrict y_k_cache, real *restrict y_v_cache, const real *restrict qkv_mm, const real *restrict b_qkv) {
     for (int64_t o0 = 0; o0 < 4; ++o0) {
+        CANNL_PRAGMA("omp simd")
         for (int64_t o1 = 0; o1 < 32; ++o1) {
             y_q[pos * 128 + o0 * 32 + o1] = qkv_mm[pos * 384 + o0 * 32 + o1] + b_qkv[o0 * 32 + o1];
             y_k_cache[pos * 128 + o0 * 32 + o1] = qkv_mm[pos * 384 + 1 * 128 + o0 * 32 + o1] + b_qkv[1 * 128 + o0 * 32 + o1];
@@ -356,6 +359,7 @@ static void set_y_q_2(int64_t pos, real *restrict y_q, real *restrict y_k_cache,
 /* line 33: x1 = x0 + (w_o * y + b_o) */
 CANNL_MULTIVERSION
 static void set_x1_2(int64_t pos, real *restrict x1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict x1_mm, const real *restrict b_o) {
+    CANNL_PRAGMA("omp simd")
     for (int64_t o = 0; o < 128; ++o)
         x1[pos * 128 + o] = x0_emb[pos * 128 + o] + wpe[pos * 128 + o] + (x1_mm[pos * 128 + o] + b_o[o]);
 }
@@ -381,6 +385,7 @@ static void sum_h2_var_2(int64_t pos, real *restrict h2_var, const real *restric
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void set_h2_2(int64_t pos, real *restrict h2, const real *restrict x1, const real *restrict h2_mean, const real *restrict h2_var, const real *restrict ln2_g, const real *restrict ln2_b) {
+    CANNL_PRAGMA("omp simd")
     for (int64_t o = 0; o < 128; ++o)
         h2[pos * 128 + o] = (x1[pos * 128 + o] - h2_mean[pos]) / sqrtf(h2_var[pos] + 1e-05f) * ln2_g[o] + ln2_b[o];
 }
@@ -388,6 +393,7 @@ static void set_h2_2(int64_t pos, real *restrict h2, const real *restrict x1, co
 /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
 CANNL_MULTIVERSION
 static void set_x2_v_3(int64_t pos, real *x2_v, const real *x2_mm2, const real *restrict b_fc) {
+    CANNL_PRAGMA("omp simd")
     for (int64_t o = 0; o < 512; ++o)
         x2_v[pos * 512 + o] = cannl_gelu(x2_mm2[pos * 512 + o] + b_fc[o]);
 }
@@ -413,6 +419,7 @@ static void sum_logits_var_2(int64_t pos, real *restrict logits_var, const real 
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void set_logits_v_2(int64_t pos, real *restrict logits_v, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_var, const real *restrict lnf_g, const real *restrict lnf_b) {
+    CANNL_PRAGMA("omp simd")
     for (int64_t o = 0; o < 128; ++o)
         logits_v[pos * 128 + o] = (x1[pos * 128 + o] + (x2_mm[pos * 128 + o] + b_pr[o]) - logits_mean[pos]) / sqrtf(logits_var[pos] + 1e-05f) * lnf_g[o] + lnf_b[o];
 }
