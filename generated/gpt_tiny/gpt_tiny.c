@@ -520,13 +520,15 @@ static void set_logits_ln(int64_t n, real *restrict logits_ln, real *restrict lo
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void max_loss_max(int64_t n, real *restrict loss_max, const real *restrict logits) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) loss_max[i] = -INFINITY;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                { const real v = logits[b0 * 16384 + b1 * 256 + o]; if (v > loss_max[b0 * 64 + b1]) loss_max[b0 * 64 + b1] = v; }
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 256; ++o) {
+                const real v = logits[b0 * 16384 + b1 * 256 + o];
+                acc = v > acc ? v : acc;
+            }
+            loss_max[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -548,14 +550,13 @@ static void sum_loss_sumexp(int64_t n, real *restrict loss_sumexp, const real *r
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void sum_loss_ce(int64_t n, real *restrict loss_ce, const int32_t *restrict next, const real *restrict logits, const real *restrict loss_max, const real *restrict loss_sumexp) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) loss_ce[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            CANNL_PRAGMA("omp simd")
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                loss_ce[b0 * 64 + b1] += -(((real)(next[b0 * 64 + b1] == (real)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += -(((real)(next[b0 * 64 + b1] == (real)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
+            loss_ce[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -1384,13 +1385,15 @@ static void set_logits_v(int64_t n, real *restrict logits_v, const real *restric
 /* line 40: metric accuracy = accuracy(logits, next) */
 CANNL_MULTIVERSION
 static void max_accuracy_pred_max(int64_t n, real *restrict accuracy_pred_max, const real *restrict logits) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) accuracy_pred_max[i] = -INFINITY;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                { const real v = logits[b0 * 16384 + b1 * 256 + o]; if (v > accuracy_pred_max[b0 * 64 + b1]) accuracy_pred_max[b0 * 64 + b1] = v; }
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 256; ++o) {
+                const real v = logits[b0 * 16384 + b1 * 256 + o];
+                acc = v > acc ? v : acc;
+            }
+            accuracy_pred_max[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -1398,13 +1401,15 @@ static void max_accuracy_pred_max(int64_t n, real *restrict accuracy_pred_max, c
 /* line 40: metric accuracy = accuracy(logits, next) */
 CANNL_MULTIVERSION
 static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_argmax, const real *restrict logits, const real *restrict accuracy_pred_max) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) accuracy_pred_argmax[i] = INFINITY;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                { const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(o) : INFINITY; if (v < accuracy_pred_argmax[b0 * 64 + b1]) accuracy_pred_argmax[b0 * 64 + b1] = v; }
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = INFINITY;
+            for (int64_t o = 0; o < 256; ++o) {
+                const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(o) : INFINITY;
+                acc = v < acc ? v : acc;
+            }
+            accuracy_pred_argmax[b0 * 64 + b1] = acc;
         }
     }
 }
