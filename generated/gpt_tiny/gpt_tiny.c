@@ -53,7 +53,7 @@ struct gpt_tiny {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 273119296 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 247953472 bytes */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
@@ -387,18 +387,17 @@ static void set_h1_ln(int64_t n, real *restrict h1_ln, real *restrict h1, const 
     }
 }
 
-/* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
+/* line 31: qkv = w_qkv * h1 + b_qkv */
 CANNL_MULTIVERSION
-static void set_y_q(int64_t n, real *restrict y_q, real *restrict y_k, real *restrict y_v, const real *restrict qkv_mm, const real *restrict b_qkv) {
-    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
+static void set_qkv(int64_t n, real *qkv, const real *qkv_mm, const real *restrict b_qkv) {
+    CANNL_PRAGMA("omp parallel for if(n * 24576 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o0 = 0; o0 < 4; ++o0) {
-                CANNL_PRAGMA("omp simd")
-                for (int64_t o1 = 0; o1 < 32; ++o1) {
-                    y_q[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + o0 * 32 + o1] + b_qkv[o0 * 32 + o1];
-                    y_k[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 1 * 128 + o0 * 32 + o1] + b_qkv[1 * 128 + o0 * 32 + o1];
-                    y_v[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 2 * 128 + o0 * 32 + o1] + b_qkv[2 * 128 + o0 * 32 + o1];
+            for (int64_t o0 = 0; o0 < 3; ++o0) {
+                for (int64_t o1 = 0; o1 < 4; ++o1) {
+                    CANNL_PRAGMA("omp simd")
+                    for (int64_t o2 = 0; o2 < 32; ++o2)
+                        qkv[b0 * 24576 + b1 * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[b0 * 24576 + b1 * 384 + o0 * 128 + o1 * 32 + o2] + b_qkv[o0 * 128 + o1 * 32 + o2];
                 }
             }
         }
@@ -407,7 +406,7 @@ static void set_y_q(int64_t n, real *restrict y_q, real *restrict y_k, real *res
 
 /* line 33: x1 = x0 + (w_o * y + b_o) */
 CANNL_MULTIVERSION
-static void set_x1(int64_t n, real *restrict x1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict x1_mm, const real *restrict b_o) {
+static void set_x1(int64_t n, real *x1, const real *restrict x0_emb, const real *restrict wpe, const real *x1_mm, const real *restrict b_o) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
@@ -571,24 +570,6 @@ static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss
     loss_[0] = acc;
 }
 
-/* zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v */
-CANNL_MULTIVERSION
-static void set_y_q_grad(int64_t n, real *restrict y_q_grad, real *restrict y_k_grad, real *restrict y_v_grad) {
-    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 64; ++j1) {
-            for (int64_t j2 = 0; j2 < 4; ++j2) {
-                CANNL_PRAGMA("omp simd")
-                for (int64_t j3 = 0; j3 < 32; ++j3) {
-                    y_q_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
-                    y_k_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
-                    y_v_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
-                }
-            }
-        }
-    }
-}
-
 /* zero the gradient of qkv */
 CANNL_MULTIVERSION
 static void fill_qkv_grad(int64_t n, real *restrict qkv_grad) {
@@ -715,7 +696,7 @@ static void sum_logits_mean_grad_2(int64_t n, real *restrict logits_mean_grad, c
 
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b); backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
 CANNL_MULTIVERSION
-static void set_x2_grad(int64_t n, real *restrict x2_grad, real *x1_grad, const real *logits_v_grad, const real *restrict lnf_g, const real *restrict logits_var, const real *restrict logits_var_grad, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_mean_grad) {
+static void set_x2_grad(int64_t n, real *restrict x2_grad, real *x1_grad, const real *restrict logits_v_grad, const real *restrict lnf_g, const real *restrict logits_var, const real *restrict logits_var_grad, const real *restrict x1, const real *x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_mean_grad) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
@@ -833,7 +814,7 @@ static void sum_h2_mean_grad_2(int64_t n, real *restrict h2_mean_grad, const rea
 
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b; backward: x1 = x0 + (w_o * y + b_o) */
 CANNL_MULTIVERSION
-static void add_x1_grad(int64_t n, real *restrict x1_grad, real *restrict x0_grad, const real *restrict h2_grad, const real *restrict ln2_g, const real *restrict h2_var, const real *restrict h2_var_grad, const real *restrict x1, const real *restrict h2_mean, const real *restrict h2_mean_grad) {
+static void add_x1_grad(int64_t n, real *restrict x1_grad, real *x0_grad, const real *restrict h2_grad, const real *restrict ln2_g, const real *restrict h2_var, const real *restrict h2_var_grad, const real *x1, const real *restrict h2_mean, const real *restrict h2_mean_grad) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
@@ -856,51 +837,6 @@ static void sum_b_o_grad(int64_t n, real *restrict b_o_grad, const real *restric
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             for (int64_t o = 0; o < 128; ++o)
                 b_o_grad[o] += x1_grad[b0 * 8192 + b1 * 128 + o];
-        }
-    }
-}
-
-/* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-CANNL_MULTIVERSION
-static void add_qkv_grad(int64_t n, real *restrict qkv_grad, const real *restrict y_v_grad) {
-    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o0 = 0; o0 < 4; ++o0) {
-                CANNL_PRAGMA("omp simd")
-                for (int64_t o1 = 0; o1 < 32; ++o1)
-                    qkv_grad[b0 * 24576 + b1 * 384 + 2 * 128 + o0 * 32 + o1] += y_v_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1];
-            }
-        }
-    }
-}
-
-/* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-CANNL_MULTIVERSION
-static void add_qkv_grad_2(int64_t n, real *restrict qkv_grad, const real *restrict y_k_grad) {
-    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o0 = 0; o0 < 4; ++o0) {
-                CANNL_PRAGMA("omp simd")
-                for (int64_t o1 = 0; o1 < 32; ++o1)
-                    qkv_grad[b0 * 24576 + b1 * 384 + 1 * 128 + o0 * 32 + o1] += y_k_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1];
-            }
-        }
-    }
-}
-
-/* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-CANNL_MULTIVERSION
-static void add_qkv_grad_3(int64_t n, real *restrict qkv_grad, const real *restrict y_q_grad) {
-    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o0 = 0; o0 < 4; ++o0) {
-                CANNL_PRAGMA("omp simd")
-                for (int64_t o1 = 0; o1 < 32; ++o1)
-                    qkv_grad[b0 * 24576 + b1 * 384 + o0 * 32 + o1] += y_q_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1];
-            }
         }
     }
 }
@@ -992,7 +928,7 @@ static void sum_h1_mean_grad_2(int64_t n, real *restrict h1_mean_grad, const rea
 
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b; backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
 CANNL_MULTIVERSION
-static void add_x0_grad(int64_t n, real *restrict x0_grad, real *x0_emb_grad, const real *h1_grad, const real *restrict ln1_g, const real *restrict h1_var, const real *restrict h1_var_grad, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_mean_grad) {
+static void add_x0_grad(int64_t n, real *restrict x0_grad, real *x0_emb_grad, const real *restrict h1_grad, const real *restrict ln1_g, const real *restrict h1_var, const real *restrict h1_var_grad, const real *x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_mean_grad) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
@@ -1343,6 +1279,19 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, co
     }
 }
 
+/* line 33: x1 = x0 + (w_o * y + b_o) */
+CANNL_MULTIVERSION
+static void set_x1_2(int64_t n, real *restrict x1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict x1_mm, const real *restrict b_o) {
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_PRAGMA("omp simd")
+            for (int64_t o = 0; o < 128; ++o)
+                x1[b0 * 8192 + b1 * 128 + o] = x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] + (x1_mm[b0 * 8192 + b1 * 128 + o] + b_o[o]);
+        }
+    }
+}
+
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void set_h2(int64_t n, real *restrict h2, const real *restrict x1, const real *restrict h2_mean, const real *restrict h2_var, const real *restrict ln2_g, const real *restrict ln2_b) {
@@ -1689,61 +1638,56 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq; /* [128] exp_avg_sq of lnf_g */
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg; /* [128] exp_avg of lnf_b */
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq; /* [128] exp_avg_sq of lnf_b */
-    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 269287488 bytes */
-    real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_mm2_grad = (real *)(work + 0); /* [batch, 64, 512] gradient of x2_mm2 */
-    real *const x0_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0 */
+    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 244121664 bytes */
+    real *const x0_emb = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_emb_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0_emb */
     real *const grad_norm = (real *)(work + 0); /* [] the sum of the squares of every gradient */
     real *const clip_coef = (real *)(work + 0); /* [] the factor of every gradient: min(1, max_norm / (norm + 1e-6)) */
-    real *const h2_mean_grad = (real *)(work + 8388608); /* [batch, 64] gradient of h2_mean */
-    real *const y_grad = (real *)(work + 8388608); /* [batch, 64, 4, 32] gradient of y */
-    real *const h1_grad = (real *)(work + 8388608); /* [batch, 64, 128] gradient of h1 */
-    real *const x0_emb_grad = (real *)(work + 8388608); /* [batch, 64, 128] gradient of x0_emb */
-    real *const h2_var_grad = (real *)(work + 8454144); /* [batch, 64] gradient of h2_var */
-    real *const y_delta = (real *)(work + 16777216); /* [batch, 4, 64] scratch of the attention backward: dout . o per query */
-    real *const h1_mean_grad = (real *)(work + 16777216); /* [batch, 64] gradient of h1_mean */
-    real *const h1_var_grad = (real *)(work + 16842752); /* [batch, 64] gradient of h1_var */
-    real *const x2_v = (real *)(work + 33554432); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_v_grad = (real *)(work + 33554432); /* [batch, 64, 512] gradient of x2_v */
-    real *const h2_grad = (real *)(work + 33554432); /* [batch, 64, 128] gradient of h2 */
-    real *const loss_ce = (real *)(work + 67108864); /* [batch, 64] [batch, 64 | ] */
-    real *const qkv_grad = (real *)(work + 67108864); /* [batch, 64, 3, 4, 32] gradient of qkv */
-    real *const logits = (real *)(work + 92274688); /* [batch, 64, 256] logits : [batch, 64 | 256] */
-    real *const logits_v_grad = (real *)(work + 92274688); /* [batch, 64, 128] gradient of logits_v */
-    real *const x1_grad = (real *)(work + 92274688); /* [batch, 64, 128] gradient of x1 */
-    real *const logits_mean_grad = (real *)(work + 100663296); /* [batch, 64] gradient of logits_mean */
-    real *const logits_var_grad = (real *)(work + 100728832); /* [batch, 64] gradient of logits_var */
-    real *const logits_grad = (real *)(work + 109051904); /* [batch, 64, 256] gradient of logits */
-    real *const x0_emb = (real *)(work + 125829120); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h1_ln = (real *)(work + 134217728); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h1 = (real *)(work + 142606336); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const y_q = (real *)(work + 150994944); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
-    real *const y_k = (real *)(work + 159383552); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
-    real *const y_v = (real *)(work + 167772160); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
-    real *const y = (real *)(work + 176160768); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
-    real *const x1 = (real *)(work + 184549376); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const h2_ln = (real *)(work + 192937984); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h2 = (real *)(work + 201326592); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
-    real *const x2_mm = (real *)(work + 209715200); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_ln = (real *)(work + 218103808); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_v = (real *)(work + 226492416); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const y_q_grad = (real *)(work + 234881024); /* [batch, 64, 4, 32] gradient of y_q */
-    real *const y_k_grad = (real *)(work + 243269632); /* [batch, 64, 4, 32] gradient of y_k */
-    real *const y_v_grad = (real *)(work + 251658240); /* [batch, 64, 4, 32] gradient of y_v */
-    real *const x2_grad = (real *)(work + 260046848); /* [batch, 64, 128] gradient of x2 */
-    real *const y_lse = (real *)(work + 268435456); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const h1_mean = (real *)(work + 268697600); /* [batch, 64] [batch, 64 | ] */
-    real *const h1_var = (real *)(work + 268763136); /* [batch, 64] [batch, 64 | ] */
-    real *const h2_mean = (real *)(work + 268828672); /* [batch, 64] [batch, 64 | ] */
-    real *const h2_var = (real *)(work + 268894208); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_mean = (real *)(work + 268959744); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_var = (real *)(work + 269025280); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_max = (real *)(work + 269090816); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_sumexp = (real *)(work + 269156352); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_sumexp_grad = (real *)(work + 269221888); /* [batch, 64] gradient of loss_sumexp */
-    real *const loss_ = (real *)(work + 269287424); /* [] loss : [] */
+    real *const h1_mean = (real *)(work + 8388608); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_var = (real *)(work + 8454144); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_ln = (real *)(work + 8519680); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h1_mean_grad = (real *)(work + 8519680); /* [batch, 64] gradient of h1_mean */
+    real *const h1_var_grad = (real *)(work + 8585216); /* [batch, 64] gradient of h1_var */
+    real *const h1 = (real *)(work + 16908288); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
+    real *const h1_grad = (real *)(work + 16908288); /* [batch, 64, 128] gradient of h1 */
+    real *const qkv = (real *)(work + 25296896); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    real *const qkv_mm = (real *)(work + 25296896); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
+    real *const y = (real *)(work + 50462720); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const y_lse = (real *)(work + 58851328); /* [batch, 4, 64] log-sum-exp of each query's scores */
+    real *const x1 = (real *)(work + 59113472); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const x1_mm = (real *)(work + 59113472); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_grad = (real *)(work + 59113472); /* [batch, 64, 128] gradient of x0 */
+    real *const h2_mean = (real *)(work + 67502080); /* [batch, 64] [batch, 64 | ] */
+    real *const y_grad = (real *)(work + 67502080); /* [batch, 64, 4, 32] gradient of y */
+    real *const h2_var = (real *)(work + 67567616); /* [batch, 64] [batch, 64 | ] */
+    real *const h2_ln = (real *)(work + 67633152); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h2_mean_grad = (real *)(work + 67633152); /* [batch, 64] gradient of h2_mean */
+    real *const h2_var_grad = (real *)(work + 67698688); /* [batch, 64] gradient of h2_var */
+    real *const y_delta = (real *)(work + 75890688); /* [batch, 4, 64] scratch of the attention backward: dout . o per query */
+    real *const h2 = (real *)(work + 76021760); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
+    real *const h2_grad = (real *)(work + 76021760); /* [batch, 64, 128] gradient of h2 */
+    real *const x2_mm2 = (real *)(work + 84410368); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_mm2_grad = (real *)(work + 84410368); /* [batch, 64, 512] gradient of x2_mm2 */
+    real *const x2_v = (real *)(work + 117964800); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_v_grad = (real *)(work + 117964800); /* [batch, 64, 512] gradient of x2_v */
+    real *const x2_mm = (real *)(work + 151519232); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x1_grad = (real *)(work + 151519232); /* [batch, 64, 128] gradient of x1 */
+    real *const logits_mean = (real *)(work + 159907840); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_var = (real *)(work + 159973376); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_ln = (real *)(work + 160038912); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_mean_grad = (real *)(work + 160038912); /* [batch, 64] gradient of logits_mean */
+    real *const logits_var_grad = (real *)(work + 160104448); /* [batch, 64] gradient of logits_var */
+    real *const logits_v = (real *)(work + 168427520); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_v_grad = (real *)(work + 168427520); /* [batch, 64, 128] gradient of logits_v */
+    real *const logits = (real *)(work + 176816128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const loss_max = (real *)(work + 193593344); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_sumexp = (real *)(work + 193658880); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_ce = (real *)(work + 193724416); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_sumexp_grad = (real *)(work + 193724416); /* [batch, 64] gradient of loss_sumexp */
+    real *const loss_ = (real *)(work + 193789952); /* [] loss : [] */
+    real *const qkv_grad = (real *)(work + 193790016); /* [batch, 64, 3, 4, 32] gradient of qkv */
+    real *const logits_grad = (real *)(work + 218955840); /* [batch, 64, 256] gradient of logits */
+    real *const x2_grad = (real *)(work + 235733056); /* [batch, 64, 128] gradient of x2 */
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -1769,15 +1713,15 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     /* line 31: qkv = w_qkv * h1 + b_qkv */
     /* matrix product qkv_mm = h1 . w_qkv: M = n * 64 (b0, b1), N = 384 (o0, o1, o2), K = 128 (k) */
     cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
+    set_qkv(n, qkv, qkv_mm, b_qkv);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
-            cannl_attention_forward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
+            cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
         }
     }
 
@@ -1810,9 +1754,6 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     sum_loss_sumexp(n, loss_sumexp, logits, loss_max);
     sum_loss_ce(n, loss_ce, next, logits, loss_max, loss_sumexp);
     sum_loss_(n, loss_, loss_ce);
-
-    /* zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v */
-    set_y_q_grad(n, y_q_grad, y_k_grad, y_v_grad);
 
     /* zero the gradient of qkv */
     fill_qkv_grad(n, qkv_grad);
@@ -1872,13 +1813,10 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
-            cannl_attention_backward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_grad + (cannl_s * 256 + cannl_h) * 32, 128,
-                y_lse + cannl_p * 64, y_delta + cannl_p * 64, y_q_grad + (cannl_s * 256 + cannl_h) * 32, 128, y_k_grad + (cannl_s * 256 + cannl_h) * 32, 128, y_v_grad + (cannl_s * 256 + cannl_h) * 32, 128);
+            cannl_attention_backward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_grad + (cannl_s * 256 + cannl_h) * 32, 128,
+                y_lse + cannl_p * 64, y_delta + cannl_p * 64, qkv_grad + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv_grad + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv_grad + 256 + cannl_s * 24576 + cannl_h * 32, 384);
         }
     }
-    add_qkv_grad(n, qkv_grad, y_v_grad);
-    add_qkv_grad_2(n, qkv_grad, y_k_grad);
-    add_qkv_grad_3(n, qkv_grad, y_q_grad);
 
     /* line 31: backward: qkv = w_qkv * h1 + b_qkv */
     sum_b_qkv_grad(n, b_qkv_grad, qkv_grad);
@@ -1981,10 +1919,11 @@ static void forward(struct gpt_tiny *m, const real *const inputs[], int64_t n, r
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 58720256 bytes */
+    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 50331648 bytes */
     real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
+    real *const qkv = (real *)(work + 0); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
     real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const y = (real *)(work + 0); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const h2_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
     real *const x2_v = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
     real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
@@ -1993,17 +1932,14 @@ static void forward(struct gpt_tiny *m, const real *const inputs[], int64_t n, r
     real *const h1_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
     real *const h2_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
     real *const logits_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const y_lse = (real *)(work + 8388608); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const x1_mm = (real *)(work + 8388608); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const logits_v = (real *)(work + 16777216); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const x0_emb = (real *)(work + 25165824); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const h1 = (real *)(work + 33554432); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const y_q = (real *)(work + 33554432); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y = (real *)(work + 33554432); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
     real *const x1 = (real *)(work + 33554432); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const y_k = (real *)(work + 41943040); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y_lse = (real *)(work + 41943040); /* [batch, 4, 64] log-sum-exp of each query's scores */
     real *const h2 = (real *)(work + 41943040); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
     real *const x2_mm = (real *)(work + 41943040); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const y_v = (real *)(work + 50331648); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -2025,22 +1961,22 @@ static void forward(struct gpt_tiny *m, const real *const inputs[], int64_t n, r
     /* line 31: qkv = w_qkv * h1 + b_qkv */
     /* matrix product qkv_mm = h1 . w_qkv: M = n * 64 (b0, b1), N = 384 (o0, o1, o2), K = 128 (k) */
     cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
+    set_qkv(n, qkv, qkv_mm, b_qkv);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
-            cannl_attention_forward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
+            cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
         }
     }
 
     /* line 33: x1 = x0 + (w_o * y + b_o) */
     /* matrix product x1_mm = y . w_o: M = n * 64 (b0, b1), N = 128 (o), K = 128 (k0, k1) */
     cannl_sgemm(m->gemm, n * 64, 128, 128, 1.0f, y, 128, 1, w_o, 1, 128, x1_mm, 128, 1, 1);
-    set_x1(n, x1, x0_emb, wpe, x1_mm, b_o);
+    set_x1_2(n, x1, x0_emb, wpe, x1_mm, b_o);
 
     /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
     sum_h2_mean(n, h2_mean, x1);
@@ -2084,10 +2020,11 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 58720256 bytes */
+    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 50331648 bytes */
     real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
+    real *const qkv = (real *)(work + 0); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
     real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const y = (real *)(work + 0); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const h2_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
     real *const x2_v = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
     real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
@@ -2097,8 +2034,6 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const h1_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
     real *const h2_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
     real *const logits_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const y_lse = (real *)(work + 8388608); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const x1_mm = (real *)(work + 8388608); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const logits_v = (real *)(work + 16777216); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const loss_max = (real *)(work + 16777216); /* [batch, 64] [batch, 64 | ] */
     real *const accuracy_pred_max = (real *)(work + 16777216); /* [batch, 64] [batch, 64 | ] */
@@ -2108,12 +2043,11 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const loss_ = (real *)(work + 16973824); /* [] loss : [] */
     real *const x0_emb = (real *)(work + 25165824); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const h1 = (real *)(work + 33554432); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const y_q = (real *)(work + 33554432); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y = (real *)(work + 33554432); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
     real *const x1 = (real *)(work + 33554432); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const y_k = (real *)(work + 41943040); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y_lse = (real *)(work + 41943040); /* [batch, 4, 64] log-sum-exp of each query's scores */
     real *const h2 = (real *)(work + 41943040); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
     real *const x2_mm = (real *)(work + 41943040); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const y_v = (real *)(work + 50331648); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -2135,22 +2069,22 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     /* line 31: qkv = w_qkv * h1 + b_qkv */
     /* matrix product qkv_mm = h1 . w_qkv: M = n * 64 (b0, b1), N = 384 (o0, o1, o2), K = 128 (k) */
     cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
+    set_qkv(n, qkv, qkv_mm, b_qkv);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
-            cannl_attention_forward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
+            cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
         }
     }
 
     /* line 33: x1 = x0 + (w_o * y + b_o) */
     /* matrix product x1_mm = y . w_o: M = n * 64 (b0, b1), N = 128 (o), K = 128 (k0, k1) */
     cannl_sgemm(m->gemm, n * 64, 128, 128, 1.0f, y, 128, 1, w_o, 1, 128, x1_mm, 128, 1, 1);
-    set_x1(n, x1, x0_emb, wpe, x1_mm, b_o);
+    set_x1_2(n, x1, x0_emb, wpe, x1_mm, b_o);
 
     /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
     sum_h2_mean(n, h2_mean, x1);
@@ -2222,59 +2156,54 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     real *const ln1_g_grad = m->ln1_g_grad; /* [128] gradient of ln1_g */
     real *const ln1_b_grad = m->ln1_b_grad; /* [128] gradient of ln1_b */
     real *const wpe_grad = m->wpe_grad; /* [64, 128] gradient of wpe */
-    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 269287488 bytes */
-    real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_mm2_grad = (real *)(work + 0); /* [batch, 64, 512] gradient of x2_mm2 */
-    real *const x0_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0 */
-    real *const h2_mean_grad = (real *)(work + 8388608); /* [batch, 64] gradient of h2_mean */
-    real *const y_grad = (real *)(work + 8388608); /* [batch, 64, 4, 32] gradient of y */
-    real *const h1_grad = (real *)(work + 8388608); /* [batch, 64, 128] gradient of h1 */
-    real *const x0_emb_grad = (real *)(work + 8388608); /* [batch, 64, 128] gradient of x0_emb */
-    real *const h2_var_grad = (real *)(work + 8454144); /* [batch, 64] gradient of h2_var */
-    real *const y_delta = (real *)(work + 16777216); /* [batch, 4, 64] scratch of the attention backward: dout . o per query */
-    real *const h1_mean_grad = (real *)(work + 16777216); /* [batch, 64] gradient of h1_mean */
-    real *const h1_var_grad = (real *)(work + 16842752); /* [batch, 64] gradient of h1_var */
-    real *const x2_v = (real *)(work + 33554432); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_v_grad = (real *)(work + 33554432); /* [batch, 64, 512] gradient of x2_v */
-    real *const h2_grad = (real *)(work + 33554432); /* [batch, 64, 128] gradient of h2 */
-    real *const loss_ce = (real *)(work + 67108864); /* [batch, 64] [batch, 64 | ] */
-    real *const qkv_grad = (real *)(work + 67108864); /* [batch, 64, 3, 4, 32] gradient of qkv */
-    real *const logits = (real *)(work + 92274688); /* [batch, 64, 256] logits : [batch, 64 | 256] */
-    real *const logits_v_grad = (real *)(work + 92274688); /* [batch, 64, 128] gradient of logits_v */
-    real *const x1_grad = (real *)(work + 92274688); /* [batch, 64, 128] gradient of x1 */
-    real *const logits_mean_grad = (real *)(work + 100663296); /* [batch, 64] gradient of logits_mean */
-    real *const logits_var_grad = (real *)(work + 100728832); /* [batch, 64] gradient of logits_var */
-    real *const logits_grad = (real *)(work + 109051904); /* [batch, 64, 256] gradient of logits */
-    real *const x0_emb = (real *)(work + 125829120); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h1_ln = (real *)(work + 134217728); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h1 = (real *)(work + 142606336); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const y_q = (real *)(work + 150994944); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
-    real *const y_k = (real *)(work + 159383552); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
-    real *const y_v = (real *)(work + 167772160); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
-    real *const y = (real *)(work + 176160768); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
-    real *const x1 = (real *)(work + 184549376); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const h2_ln = (real *)(work + 192937984); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h2 = (real *)(work + 201326592); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
-    real *const x2_mm = (real *)(work + 209715200); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_ln = (real *)(work + 218103808); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_v = (real *)(work + 226492416); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const y_q_grad = (real *)(work + 234881024); /* [batch, 64, 4, 32] gradient of y_q */
-    real *const y_k_grad = (real *)(work + 243269632); /* [batch, 64, 4, 32] gradient of y_k */
-    real *const y_v_grad = (real *)(work + 251658240); /* [batch, 64, 4, 32] gradient of y_v */
-    real *const x2_grad = (real *)(work + 260046848); /* [batch, 64, 128] gradient of x2 */
-    real *const y_lse = (real *)(work + 268435456); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const h1_mean = (real *)(work + 268697600); /* [batch, 64] [batch, 64 | ] */
-    real *const h1_var = (real *)(work + 268763136); /* [batch, 64] [batch, 64 | ] */
-    real *const h2_mean = (real *)(work + 268828672); /* [batch, 64] [batch, 64 | ] */
-    real *const h2_var = (real *)(work + 268894208); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_mean = (real *)(work + 268959744); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_var = (real *)(work + 269025280); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_max = (real *)(work + 269090816); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_sumexp = (real *)(work + 269156352); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_sumexp_grad = (real *)(work + 269221888); /* [batch, 64] gradient of loss_sumexp */
-    real *const loss_ = (real *)(work + 269287424); /* [] loss : [] */
+    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 244121664 bytes */
+    real *const x0_emb = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_emb_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0_emb */
+    real *const h1_mean = (real *)(work + 8388608); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_var = (real *)(work + 8454144); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_ln = (real *)(work + 8519680); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h1_mean_grad = (real *)(work + 8519680); /* [batch, 64] gradient of h1_mean */
+    real *const h1_var_grad = (real *)(work + 8585216); /* [batch, 64] gradient of h1_var */
+    real *const h1 = (real *)(work + 16908288); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
+    real *const h1_grad = (real *)(work + 16908288); /* [batch, 64, 128] gradient of h1 */
+    real *const qkv = (real *)(work + 25296896); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    real *const qkv_mm = (real *)(work + 25296896); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
+    real *const y = (real *)(work + 50462720); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const y_lse = (real *)(work + 58851328); /* [batch, 4, 64] log-sum-exp of each query's scores */
+    real *const x1 = (real *)(work + 59113472); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const x1_mm = (real *)(work + 59113472); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_grad = (real *)(work + 59113472); /* [batch, 64, 128] gradient of x0 */
+    real *const h2_mean = (real *)(work + 67502080); /* [batch, 64] [batch, 64 | ] */
+    real *const y_grad = (real *)(work + 67502080); /* [batch, 64, 4, 32] gradient of y */
+    real *const h2_var = (real *)(work + 67567616); /* [batch, 64] [batch, 64 | ] */
+    real *const h2_ln = (real *)(work + 67633152); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h2_mean_grad = (real *)(work + 67633152); /* [batch, 64] gradient of h2_mean */
+    real *const h2_var_grad = (real *)(work + 67698688); /* [batch, 64] gradient of h2_var */
+    real *const y_delta = (real *)(work + 75890688); /* [batch, 4, 64] scratch of the attention backward: dout . o per query */
+    real *const h2 = (real *)(work + 76021760); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
+    real *const h2_grad = (real *)(work + 76021760); /* [batch, 64, 128] gradient of h2 */
+    real *const x2_mm2 = (real *)(work + 84410368); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_mm2_grad = (real *)(work + 84410368); /* [batch, 64, 512] gradient of x2_mm2 */
+    real *const x2_v = (real *)(work + 117964800); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_v_grad = (real *)(work + 117964800); /* [batch, 64, 512] gradient of x2_v */
+    real *const x2_mm = (real *)(work + 151519232); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x1_grad = (real *)(work + 151519232); /* [batch, 64, 128] gradient of x1 */
+    real *const logits_mean = (real *)(work + 159907840); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_var = (real *)(work + 159973376); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_ln = (real *)(work + 160038912); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_mean_grad = (real *)(work + 160038912); /* [batch, 64] gradient of logits_mean */
+    real *const logits_var_grad = (real *)(work + 160104448); /* [batch, 64] gradient of logits_var */
+    real *const logits_v = (real *)(work + 168427520); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_v_grad = (real *)(work + 168427520); /* [batch, 64, 128] gradient of logits_v */
+    real *const logits = (real *)(work + 176816128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const loss_max = (real *)(work + 193593344); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_sumexp = (real *)(work + 193658880); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_ce = (real *)(work + 193724416); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_sumexp_grad = (real *)(work + 193724416); /* [batch, 64] gradient of loss_sumexp */
+    real *const loss_ = (real *)(work + 193789952); /* [] loss : [] */
+    real *const qkv_grad = (real *)(work + 193790016); /* [batch, 64, 3, 4, 32] gradient of qkv */
+    real *const logits_grad = (real *)(work + 218955840); /* [batch, 64, 256] gradient of logits */
+    real *const x2_grad = (real *)(work + 235733056); /* [batch, 64, 128] gradient of x2 */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -2296,15 +2225,15 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     /* line 31: qkv = w_qkv * h1 + b_qkv */
     /* matrix product qkv_mm = h1 . w_qkv: M = n * 64 (b0, b1), N = 384 (o0, o1, o2), K = 128 (k) */
     cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
+    set_qkv(n, qkv, qkv_mm, b_qkv);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
-            cannl_attention_forward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
+            cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
         }
     }
 
@@ -2337,9 +2266,6 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     sum_loss_sumexp(n, loss_sumexp, logits, loss_max);
     sum_loss_ce(n, loss_ce, next, logits, loss_max, loss_sumexp);
     sum_loss_(n, loss_, loss_ce);
-
-    /* zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v */
-    set_y_q_grad(n, y_q_grad, y_k_grad, y_v_grad);
 
     /* zero the gradient of qkv */
     fill_qkv_grad(n, qkv_grad);
@@ -2409,13 +2335,10 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
-            cannl_attention_backward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_grad + (cannl_s * 256 + cannl_h) * 32, 128,
-                y_lse + cannl_p * 64, y_delta + cannl_p * 64, y_q_grad + (cannl_s * 256 + cannl_h) * 32, 128, y_k_grad + (cannl_s * 256 + cannl_h) * 32, 128, y_v_grad + (cannl_s * 256 + cannl_h) * 32, 128);
+            cannl_attention_backward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_grad + (cannl_s * 256 + cannl_h) * 32, 128,
+                y_lse + cannl_p * 64, y_delta + cannl_p * 64, qkv_grad + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv_grad + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv_grad + 256 + cannl_s * 24576 + cannl_h * 32, 384);
         }
     }
-    add_qkv_grad(n, qkv_grad, y_v_grad);
-    add_qkv_grad_2(n, qkv_grad, y_k_grad);
-    add_qkv_grad_3(n, qkv_grad, y_q_grad);
 
     /* line 31: backward: qkv = w_qkv * h1 + b_qkv */
     sum_b_qkv_grad(n, b_qkv_grad, qkv_grad);
@@ -2712,7 +2635,7 @@ static void bind_buffers(struct gpt_tiny *m) {
 struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
     struct gpt_tiny *m = (struct gpt_tiny *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(273119296);
+    m->arena = cannl_alloc(247953472);
     if (!m->arena) {
         free(m);
         return NULL;

@@ -11,7 +11,7 @@
  * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
- * Memory: every buffer lives in one device arena (273119296 bytes), laid out as the C target's
+ * Memory: every buffer lives in one device arena (247953472 bytes), laid out as the C target's
  * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
  * routine's work buffers in one region). Its first 2873856 bytes (params, optimiser state)
  * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
@@ -269,21 +269,20 @@ static __global__ void __launch_bounds__(256) set_h1_ln(real *__restrict__ h1_ln
     h1[b0 * 8192 + b1 * 128 + o] = h1_ln[b0 * 8192 + b1 * 128 + o] * ln1_g[o] + ln1_b[o];
 }
 
-/* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_y_q(real *__restrict__ y_q, real *__restrict__ y_k, real *__restrict__ y_v, const real *__restrict__ qkv_mm, const real *__restrict__ b_qkv, const int64_t n) {
+/* line 31: qkv = w_qkv * h1 + b_qkv (one thread per element) */
+static __global__ void __launch_bounds__(256) set_qkv(real *qkv, const real *qkv_mm, const real *__restrict__ b_qkv, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 8192) return;
-    const int64_t b0 = i_ / 8192;
-    const int64_t b1 = (i_ / 128) % 64;
-    const int64_t o0 = (i_ / 32) % 4;
-    const int64_t o1 = i_ % 32;
-    y_q[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + o0 * 32 + o1] + b_qkv[o0 * 32 + o1];
-    y_k[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 1 * 128 + o0 * 32 + o1] + b_qkv[1 * 128 + o0 * 32 + o1];
-    y_v[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 2 * 128 + o0 * 32 + o1] + b_qkv[2 * 128 + o0 * 32 + o1];
+    if (i_ >= n * 24576) return;
+    const int64_t b0 = i_ / 24576;
+    const int64_t b1 = (i_ / 384) % 64;
+    const int64_t o0 = (i_ / 128) % 3;
+    const int64_t o1 = (i_ / 32) % 4;
+    const int64_t o2 = i_ % 32;
+    qkv[b0 * 24576 + b1 * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[b0 * 24576 + b1 * 384 + o0 * 128 + o1 * 32 + o2] + b_qkv[o0 * 128 + o1 * 32 + o2];
 }
 
 /* line 33: x1 = x0 + (w_o * y + b_o) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_x1(real *__restrict__ x1, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const real *__restrict__ x1_mm, const real *__restrict__ b_o, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_x1(real *x1, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const real *x1_mm, const real *__restrict__ b_o, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 8192) return;
     const int64_t b0 = i_ / 8192;
@@ -450,19 +449,6 @@ static __global__ void __launch_bounds__(256) sum_loss_(real *__restrict__ loss_
     if (lane_ == 0) loss_[0] = acc;
 }
 
-/* zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v (one thread per element) */
-static __global__ void __launch_bounds__(256) set_y_q_grad(real *__restrict__ y_q_grad, real *__restrict__ y_k_grad, real *__restrict__ y_v_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 8192) return;
-    const int64_t j0 = i_ / 8192;
-    const int64_t j1 = (i_ / 128) % 64;
-    const int64_t j2 = (i_ / 32) % 4;
-    const int64_t j3 = i_ % 32;
-    y_q_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
-    y_k_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
-    y_v_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
-}
-
 /* zero the gradient of qkv (one thread per element) */
 static __global__ void __launch_bounds__(256) fill_qkv_grad(real *__restrict__ qkv_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -575,7 +561,7 @@ static __global__ void __launch_bounds__(256) sum_logits_mean_grad_2(real *__res
 }
 
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b); backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_x2_grad(real *__restrict__ x2_grad, real *x1_grad, const real *logits_v_grad, const real *__restrict__ lnf_g, const real *__restrict__ logits_var, const real *__restrict__ logits_var_grad, const real *__restrict__ x1, const real *__restrict__ x2_mm, const real *__restrict__ b_pr, const real *__restrict__ logits_mean, const real *__restrict__ logits_mean_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_x2_grad(real *__restrict__ x2_grad, real *x1_grad, const real *__restrict__ logits_v_grad, const real *__restrict__ lnf_g, const real *__restrict__ logits_var, const real *__restrict__ logits_var_grad, const real *__restrict__ x1, const real *x2_mm, const real *__restrict__ b_pr, const real *__restrict__ logits_mean, const real *__restrict__ logits_mean_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 8192) return;
     const int64_t b0 = i_ / 8192;
@@ -689,7 +675,7 @@ static __global__ void __launch_bounds__(256) sum_h2_mean_grad_2(real *__restric
 }
 
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b; backward: x1 = x0 + (w_o * y + b_o) (one thread per element) */
-static __global__ void __launch_bounds__(256) add_x1_grad(real *__restrict__ x1_grad, real *__restrict__ x0_grad, const real *__restrict__ h2_grad, const real *__restrict__ ln2_g, const real *__restrict__ h2_var, const real *__restrict__ h2_var_grad, const real *__restrict__ x1, const real *__restrict__ h2_mean, const real *__restrict__ h2_mean_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) add_x1_grad(real *__restrict__ x1_grad, real *x0_grad, const real *__restrict__ h2_grad, const real *__restrict__ ln2_g, const real *__restrict__ h2_var, const real *__restrict__ h2_var_grad, const real *x1, const real *__restrict__ h2_mean, const real *__restrict__ h2_mean_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 8192) return;
     const int64_t b0 = i_ / 8192;
@@ -714,39 +700,6 @@ static __global__ void __launch_bounds__(256) sum_b_o_grad(real *__restrict__ b_
     }
     acc = cannl_block_sum(acc);
     if (lane_ == 0) b_o_grad[o] = acc;
-}
-
-/* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) (one thread per element) */
-static __global__ void __launch_bounds__(256) add_qkv_grad(real *__restrict__ qkv_grad, const real *__restrict__ y_v_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 8192) return;
-    const int64_t b0 = i_ / 8192;
-    const int64_t b1 = (i_ / 128) % 64;
-    const int64_t o0 = (i_ / 32) % 4;
-    const int64_t o1 = i_ % 32;
-    qkv_grad[b0 * 24576 + b1 * 384 + 2 * 128 + o0 * 32 + o1] += y_v_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1];
-}
-
-/* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) (one thread per element) */
-static __global__ void __launch_bounds__(256) add_qkv_grad_2(real *__restrict__ qkv_grad, const real *__restrict__ y_k_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 8192) return;
-    const int64_t b0 = i_ / 8192;
-    const int64_t b1 = (i_ / 128) % 64;
-    const int64_t o0 = (i_ / 32) % 4;
-    const int64_t o1 = i_ % 32;
-    qkv_grad[b0 * 24576 + b1 * 384 + 1 * 128 + o0 * 32 + o1] += y_k_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1];
-}
-
-/* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) (one thread per element) */
-static __global__ void __launch_bounds__(256) add_qkv_grad_3(real *__restrict__ qkv_grad, const real *__restrict__ y_q_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 8192) return;
-    const int64_t b0 = i_ / 8192;
-    const int64_t b1 = (i_ / 128) % 64;
-    const int64_t o0 = (i_ / 32) % 4;
-    const int64_t o1 = i_ % 32;
-    qkv_grad[b0 * 24576 + b1 * 384 + o0 * 32 + o1] += y_q_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1];
 }
 
 /* line 31: backward: qkv = w_qkv * h1 + b_qkv (one block per element, reducing its n * 64 terms with shuffles and shared memory, assigning the sums (zero_first)) */
@@ -830,7 +783,7 @@ static __global__ void __launch_bounds__(256) sum_h1_mean_grad_2(real *__restric
 }
 
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b; backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) (one thread per element) */
-static __global__ void __launch_bounds__(256) add_x0_grad(real *__restrict__ x0_grad, real *x0_emb_grad, const real *h1_grad, const real *__restrict__ ln1_g, const real *__restrict__ h1_var, const real *__restrict__ h1_var_grad, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const real *__restrict__ h1_mean, const real *__restrict__ h1_mean_grad, const int64_t n) {
+static __global__ void __launch_bounds__(256) add_x0_grad(real *__restrict__ x0_grad, real *x0_emb_grad, const real *__restrict__ h1_grad, const real *__restrict__ ln1_g, const real *__restrict__ h1_var, const real *__restrict__ h1_var_grad, const real *x0_emb, const real *__restrict__ wpe, const real *__restrict__ h1_mean, const real *__restrict__ h1_mean_grad, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 8192) return;
     const int64_t b0 = i_ / 8192;
@@ -1001,6 +954,16 @@ static __global__ void __launch_bounds__(256) set_h1(real *__restrict__ h1, cons
     const int64_t b1 = (i_ / 128) % 64;
     const int64_t o = i_ % 128;
     h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * ln1_g[o] + ln1_b[o];
+}
+
+/* line 33: x1 = x0 + (w_o * y + b_o) (one thread per element) */
+static __global__ void __launch_bounds__(256) set_x1_2(real *__restrict__ x1, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const real *__restrict__ x1_mm, const real *__restrict__ b_o, const int64_t n) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= n * 8192) return;
+    const int64_t b0 = i_ / 8192;
+    const int64_t b1 = (i_ / 128) % 64;
+    const int64_t o = i_ % 128;
+    x1[b0 * 8192 + b1 * 128 + o] = x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] + (x1_mm[b0 * 8192 + b1 * 128 + o] + b_o[o]);
 }
 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b (one thread per element) */
@@ -1295,7 +1258,7 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
         }
 }
 
-/* routine train_step: 59 kernels, 34 cuBLAS products, queued on the compute stream */
+/* routine train_step: 55 kernels, 34 cuBLAS products, queued on the compute stream */
 static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     const int32_t *const tokens = (const int32_t *)(const void *)in_[0];
     const int32_t *const next = (const int32_t *)(const void *)in_[1];
@@ -1363,61 +1326,56 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq;
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg;
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq;
-    char *const work = m->dev + 3831808; /* the work region: this routine's 269287488 bytes */
-    real *const qkv_mm = (real *)(work + 0);
-    real *const x1_mm = (real *)(work + 0);
-    real *const x2_mm2 = (real *)(work + 0);
-    real *const x2_mm2_grad = (real *)(work + 0);
-    real *const x0_grad = (real *)(work + 0);
+    char *const work = m->dev + 3831808; /* the work region: this routine's 244121664 bytes */
+    real *const x0_emb = (real *)(work + 0);
+    real *const x0_emb_grad = (real *)(work + 0);
     real *const grad_norm = (real *)(work + 0);
     real *const clip_coef = (real *)(work + 0);
-    real *const h2_mean_grad = (real *)(work + 8388608);
-    real *const y_grad = (real *)(work + 8388608);
-    real *const h1_grad = (real *)(work + 8388608);
-    real *const x0_emb_grad = (real *)(work + 8388608);
-    real *const h2_var_grad = (real *)(work + 8454144);
-    real *const y_delta = (real *)(work + 16777216);
-    real *const h1_mean_grad = (real *)(work + 16777216);
-    real *const h1_var_grad = (real *)(work + 16842752);
-    real *const x2_v = (real *)(work + 33554432);
-    real *const x2_v_grad = (real *)(work + 33554432);
-    real *const h2_grad = (real *)(work + 33554432);
-    real *const loss_ce = (real *)(work + 67108864);
-    real *const qkv_grad = (real *)(work + 67108864);
-    real *const logits = (real *)(work + 92274688);
-    real *const logits_v_grad = (real *)(work + 92274688);
-    real *const x1_grad = (real *)(work + 92274688);
-    real *const logits_mean_grad = (real *)(work + 100663296);
-    real *const logits_var_grad = (real *)(work + 100728832);
-    real *const logits_grad = (real *)(work + 109051904);
-    real *const x0_emb = (real *)(work + 125829120);
-    real *const h1_ln = (real *)(work + 134217728);
-    real *const h1 = (real *)(work + 142606336);
-    real *const y_q = (real *)(work + 150994944);
-    real *const y_k = (real *)(work + 159383552);
-    real *const y_v = (real *)(work + 167772160);
-    real *const y = (real *)(work + 176160768);
-    real *const x1 = (real *)(work + 184549376);
-    real *const h2_ln = (real *)(work + 192937984);
-    real *const h2 = (real *)(work + 201326592);
-    real *const x2_mm = (real *)(work + 209715200);
-    real *const logits_ln = (real *)(work + 218103808);
-    real *const logits_v = (real *)(work + 226492416);
-    real *const y_q_grad = (real *)(work + 234881024);
-    real *const y_k_grad = (real *)(work + 243269632);
-    real *const y_v_grad = (real *)(work + 251658240);
-    real *const x2_grad = (real *)(work + 260046848);
-    real *const y_lse = (real *)(work + 268435456);
-    real *const h1_mean = (real *)(work + 268697600);
-    real *const h1_var = (real *)(work + 268763136);
-    real *const h2_mean = (real *)(work + 268828672);
-    real *const h2_var = (real *)(work + 268894208);
-    real *const logits_mean = (real *)(work + 268959744);
-    real *const logits_var = (real *)(work + 269025280);
-    real *const loss_max = (real *)(work + 269090816);
-    real *const loss_sumexp = (real *)(work + 269156352);
-    real *const loss_sumexp_grad = (real *)(work + 269221888);
-    real *const loss_ = (real *)(work + 269287424);
+    real *const h1_mean = (real *)(work + 8388608);
+    real *const h1_var = (real *)(work + 8454144);
+    real *const h1_ln = (real *)(work + 8519680);
+    real *const h1_mean_grad = (real *)(work + 8519680);
+    real *const h1_var_grad = (real *)(work + 8585216);
+    real *const h1 = (real *)(work + 16908288);
+    real *const h1_grad = (real *)(work + 16908288);
+    real *const qkv = (real *)(work + 25296896);
+    real *const qkv_mm = (real *)(work + 25296896);
+    real *const y = (real *)(work + 50462720);
+    real *const y_lse = (real *)(work + 58851328);
+    real *const x1 = (real *)(work + 59113472);
+    real *const x1_mm = (real *)(work + 59113472);
+    real *const x0_grad = (real *)(work + 59113472);
+    real *const h2_mean = (real *)(work + 67502080);
+    real *const y_grad = (real *)(work + 67502080);
+    real *const h2_var = (real *)(work + 67567616);
+    real *const h2_ln = (real *)(work + 67633152);
+    real *const h2_mean_grad = (real *)(work + 67633152);
+    real *const h2_var_grad = (real *)(work + 67698688);
+    real *const y_delta = (real *)(work + 75890688);
+    real *const h2 = (real *)(work + 76021760);
+    real *const h2_grad = (real *)(work + 76021760);
+    real *const x2_mm2 = (real *)(work + 84410368);
+    real *const x2_mm2_grad = (real *)(work + 84410368);
+    real *const x2_v = (real *)(work + 117964800);
+    real *const x2_v_grad = (real *)(work + 117964800);
+    real *const x2_mm = (real *)(work + 151519232);
+    real *const x1_grad = (real *)(work + 151519232);
+    real *const logits_mean = (real *)(work + 159907840);
+    real *const logits_var = (real *)(work + 159973376);
+    real *const logits_ln = (real *)(work + 160038912);
+    real *const logits_mean_grad = (real *)(work + 160038912);
+    real *const logits_var_grad = (real *)(work + 160104448);
+    real *const logits_v = (real *)(work + 168427520);
+    real *const logits_v_grad = (real *)(work + 168427520);
+    real *const logits = (real *)(work + 176816128);
+    real *const loss_max = (real *)(work + 193593344);
+    real *const loss_sumexp = (real *)(work + 193658880);
+    real *const loss_ce = (real *)(work + 193724416);
+    real *const loss_sumexp_grad = (real *)(work + 193724416);
+    real *const loss_ = (real *)(work + 193789952);
+    real *const qkv_grad = (real *)(work + 193790016);
+    real *const logits_grad = (real *)(work + 218955840);
+    real *const x2_grad = (real *)(work + 235733056);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -1438,11 +1396,11 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
 
     /* line 31: qkv = w_qkv * h1 + b_qkv */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 384, n * 64, 128, 1.0f, w_qkv, 128, 0, h1, 128, 0, 0.0f, qkv_mm, 384, 0, 1);
+    set_qkv<<<(unsigned)((n * 24576 + 255) / 256), 256, 0, stream_>>>(qkv, qkv_mm, b_qkv, n);
+    CUDA_CHECK(cudaGetLastError());
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(y_q, y_k, y_v, qkv_mm, b_qkv, n);
-    CUDA_CHECK(cudaGetLastError());
-    cannl_attention_forward<real, 32, 32>(stream_, (int)n, 4, 64, 64, 0, 1, (real)0.17677669529663687, y_q, cannl_attn_view{8192, 32, 128}, y_k, cannl_attn_view{8192, 32, 128}, y_v, cannl_attn_view{8192, 32, 128}, y, cannl_attn_view{8192, 32, 128}, y_lse);
+    cannl_attention_forward<real, 32, 32>(stream_, (int)n, 4, 64, 64, 0, 1, (real)0.17677669529663687, qkv + 0, cannl_attn_view{24576, 32, 384}, qkv + 128, cannl_attn_view{24576, 32, 384}, qkv + 256, cannl_attn_view{24576, 32, 384}, y, cannl_attn_view{8192, 32, 128}, y_lse);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 33: x1 = x0 + (w_o * y + b_o) */
@@ -1481,10 +1439,6 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     sum_loss_ce<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(loss_ce, next, logits, loss_max, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
     sum_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
-    CUDA_CHECK(cudaGetLastError());
-
-    /* zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v */
-    set_y_q_grad<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(y_q_grad, y_k_grad, y_v_grad, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* zero the gradient of qkv */
@@ -1550,14 +1504,8 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 128, n * 64, 128, 1.0f, w_o, 128, 0, x1_grad, 128, 0, 0.0f, y_grad, 128, 0, 1);
 
     /* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    cannl_attention_backward<real, 32, 32>(stream_, (int)n, 4, 64, 64, 0, 1, (real)0.17677669529663687, y_q, cannl_attn_view{8192, 32, 128}, y_k, cannl_attn_view{8192, 32, 128}, y_v, cannl_attn_view{8192, 32, 128}, y, cannl_attn_view{8192, 32, 128},
-        y_grad, cannl_attn_view{8192, 32, 128}, y_lse, y_delta, y_q_grad, cannl_attn_view{8192, 32, 128}, y_k_grad, cannl_attn_view{8192, 32, 128}, y_v_grad, cannl_attn_view{8192, 32, 128});
-    CUDA_CHECK(cudaGetLastError());
-    add_qkv_grad<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(qkv_grad, y_v_grad, n);
-    CUDA_CHECK(cudaGetLastError());
-    add_qkv_grad_2<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(qkv_grad, y_k_grad, n);
-    CUDA_CHECK(cudaGetLastError());
-    add_qkv_grad_3<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(qkv_grad, y_q_grad, n);
+    cannl_attention_backward<real, 32, 32>(stream_, (int)n, 4, 64, 64, 0, 1, (real)0.17677669529663687, qkv + 0, cannl_attn_view{24576, 32, 384}, qkv + 128, cannl_attn_view{24576, 32, 384}, qkv + 256, cannl_attn_view{24576, 32, 384}, y, cannl_attn_view{8192, 32, 128},
+        y_grad, cannl_attn_view{8192, 32, 128}, y_lse, y_delta, qkv_grad + 0, cannl_attn_view{24576, 32, 384}, qkv_grad + 128, cannl_attn_view{24576, 32, 384}, qkv_grad + 256, cannl_attn_view{24576, 32, 384});
     CUDA_CHECK(cudaGetLastError());
 
     /* line 31: backward: qkv = w_qkv * h1 + b_qkv */
@@ -1665,10 +1613,11 @@ static void forward(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const b_pr = m->b_pr;
     real *const lnf_g = m->lnf_g;
     real *const lnf_b = m->lnf_b;
-    char *const work = m->dev + 3831808; /* the work region: this routine's 58720256 bytes */
+    char *const work = m->dev + 3831808; /* the work region: this routine's 50331648 bytes */
     real *const h1_mean = (real *)(work + 0);
+    real *const qkv = (real *)(work + 0);
     real *const qkv_mm = (real *)(work + 0);
-    real *const y = (real *)(work + 0);
+    real *const x1_mm = (real *)(work + 0);
     real *const h2_mean = (real *)(work + 0);
     real *const x2_v = (real *)(work + 0);
     real *const x2_mm2 = (real *)(work + 0);
@@ -1677,17 +1626,14 @@ static void forward(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const h1_var = (real *)(work + 65536);
     real *const h2_var = (real *)(work + 65536);
     real *const logits_var = (real *)(work + 65536);
-    real *const y_lse = (real *)(work + 8388608);
-    real *const x1_mm = (real *)(work + 8388608);
     real *const logits_v = (real *)(work + 16777216);
     real *const x0_emb = (real *)(work + 25165824);
     real *const h1 = (real *)(work + 33554432);
-    real *const y_q = (real *)(work + 33554432);
+    real *const y = (real *)(work + 33554432);
     real *const x1 = (real *)(work + 33554432);
-    real *const y_k = (real *)(work + 41943040);
+    real *const y_lse = (real *)(work + 41943040);
     real *const h2 = (real *)(work + 41943040);
     real *const x2_mm = (real *)(work + 41943040);
-    real *const y_v = (real *)(work + 50331648);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -1704,16 +1650,16 @@ static void forward(struct gpt_tiny *m, const real *const in_[], int64_t n) {
 
     /* line 31: qkv = w_qkv * h1 + b_qkv */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 384, n * 64, 128, 1.0f, w_qkv, 128, 0, h1, 128, 0, 0.0f, qkv_mm, 384, 0, 1);
+    set_qkv<<<(unsigned)((n * 24576 + 255) / 256), 256, 0, stream_>>>(qkv, qkv_mm, b_qkv, n);
+    CUDA_CHECK(cudaGetLastError());
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(y_q, y_k, y_v, qkv_mm, b_qkv, n);
-    CUDA_CHECK(cudaGetLastError());
-    cannl_attention_forward<real, 32, 32>(stream_, (int)n, 4, 64, 64, 0, 1, (real)0.17677669529663687, y_q, cannl_attn_view{8192, 32, 128}, y_k, cannl_attn_view{8192, 32, 128}, y_v, cannl_attn_view{8192, 32, 128}, y, cannl_attn_view{8192, 32, 128}, y_lse);
+    cannl_attention_forward<real, 32, 32>(stream_, (int)n, 4, 64, 64, 0, 1, (real)0.17677669529663687, qkv + 0, cannl_attn_view{24576, 32, 384}, qkv + 128, cannl_attn_view{24576, 32, 384}, qkv + 256, cannl_attn_view{24576, 32, 384}, y, cannl_attn_view{8192, 32, 128}, y_lse);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 33: x1 = x0 + (w_o * y + b_o) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 128, n * 64, 128, 1.0f, w_o, 128, 0, y, 128, 0, 0.0f, x1_mm, 128, 0, 1);
-    set_x1<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(x1, x0_emb, wpe, x1_mm, b_o, n);
+    set_x1_2<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(x1, x0_emb, wpe, x1_mm, b_o, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
@@ -1760,10 +1706,11 @@ static void eval_metrics(struct gpt_tiny *m, const real *const in_[], int64_t n)
     real *const b_pr = m->b_pr;
     real *const lnf_g = m->lnf_g;
     real *const lnf_b = m->lnf_b;
-    char *const work = m->dev + 3831808; /* the work region: this routine's 58720256 bytes */
+    char *const work = m->dev + 3831808; /* the work region: this routine's 50331648 bytes */
     real *const h1_mean = (real *)(work + 0);
+    real *const qkv = (real *)(work + 0);
     real *const qkv_mm = (real *)(work + 0);
-    real *const y = (real *)(work + 0);
+    real *const x1_mm = (real *)(work + 0);
     real *const h2_mean = (real *)(work + 0);
     real *const x2_v = (real *)(work + 0);
     real *const x2_mm2 = (real *)(work + 0);
@@ -1773,8 +1720,6 @@ static void eval_metrics(struct gpt_tiny *m, const real *const in_[], int64_t n)
     real *const h1_var = (real *)(work + 65536);
     real *const h2_var = (real *)(work + 65536);
     real *const logits_var = (real *)(work + 65536);
-    real *const y_lse = (real *)(work + 8388608);
-    real *const x1_mm = (real *)(work + 8388608);
     real *const logits_v = (real *)(work + 16777216);
     real *const loss_max = (real *)(work + 16777216);
     real *const accuracy_pred_max = (real *)(work + 16777216);
@@ -1784,12 +1729,11 @@ static void eval_metrics(struct gpt_tiny *m, const real *const in_[], int64_t n)
     real *const loss_ = (real *)(work + 16973824);
     real *const x0_emb = (real *)(work + 25165824);
     real *const h1 = (real *)(work + 33554432);
-    real *const y_q = (real *)(work + 33554432);
+    real *const y = (real *)(work + 33554432);
     real *const x1 = (real *)(work + 33554432);
-    real *const y_k = (real *)(work + 41943040);
+    real *const y_lse = (real *)(work + 41943040);
     real *const h2 = (real *)(work + 41943040);
     real *const x2_mm = (real *)(work + 41943040);
-    real *const y_v = (real *)(work + 50331648);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -1806,16 +1750,16 @@ static void eval_metrics(struct gpt_tiny *m, const real *const in_[], int64_t n)
 
     /* line 31: qkv = w_qkv * h1 + b_qkv */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 384, n * 64, 128, 1.0f, w_qkv, 128, 0, h1, 128, 0, 0.0f, qkv_mm, 384, 0, 1);
+    set_qkv<<<(unsigned)((n * 24576 + 255) / 256), 256, 0, stream_>>>(qkv, qkv_mm, b_qkv, n);
+    CUDA_CHECK(cudaGetLastError());
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(y_q, y_k, y_v, qkv_mm, b_qkv, n);
-    CUDA_CHECK(cudaGetLastError());
-    cannl_attention_forward<real, 32, 32>(stream_, (int)n, 4, 64, 64, 0, 1, (real)0.17677669529663687, y_q, cannl_attn_view{8192, 32, 128}, y_k, cannl_attn_view{8192, 32, 128}, y_v, cannl_attn_view{8192, 32, 128}, y, cannl_attn_view{8192, 32, 128}, y_lse);
+    cannl_attention_forward<real, 32, 32>(stream_, (int)n, 4, 64, 64, 0, 1, (real)0.17677669529663687, qkv + 0, cannl_attn_view{24576, 32, 384}, qkv + 128, cannl_attn_view{24576, 32, 384}, qkv + 256, cannl_attn_view{24576, 32, 384}, y, cannl_attn_view{8192, 32, 128}, y_lse);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 33: x1 = x0 + (w_o * y + b_o) */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 128, n * 64, 128, 1.0f, w_o, 128, 0, y, 128, 0, 0.0f, x1_mm, 128, 0, 1);
-    set_x1<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(x1, x0_emb, wpe, x1_mm, b_o, n);
+    set_x1_2<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(x1, x0_emb, wpe, x1_mm, b_o, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
@@ -2061,7 +2005,7 @@ struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
     struct gpt_tiny *m = (struct gpt_tiny *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(273119296, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(247953472, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(2873856, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(239488 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
@@ -2135,7 +2079,7 @@ double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 273119232)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 197621760)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -2501,7 +2445,7 @@ const cannl_model_api gpt_tiny_api = {
     GPT_TINY_NUM_OUTPUTS, output_info,
     GPT_TINY_NUM_PARAMS, param_info,
     GPT_TINY_NUM_METRICS, metric_names,
-    "((real *)(m->dev + 273119232))", 0.0003,
+    "((real *)(m->dev + 197621760))", 0.0003,
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
