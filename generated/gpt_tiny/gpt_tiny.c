@@ -43,6 +43,14 @@ __attribute__((__simd__("notinbranch"))) extern float powf(float, float);
 #else
 #define CANNL_PRAGMA(x)
 #endif
+/* The inner loop of a parallel nest whose iterations are independent: GCC's outlined function
+ * of `omp parallel` loses restrict and would leave it scalar; clang vectorises it unmarked
+ * (and warns where a marked loop cannot be). */
+#if defined(_OPENMP) && defined(__GNUC__) && !defined(__clang__)
+#define CANNL_SIMD _Pragma("omp simd")
+#else
+#define CANNL_SIMD
+#endif
 
 typedef gpt_tiny_real real;
 
@@ -234,7 +242,7 @@ static void set_w_pr(cannl_rng *rng, real *restrict w_pr) {
 static void set_wte_exp_avg(real *restrict wte_exp_avg, real *restrict wte_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 256; ++j0) {
-        CANNL_PRAGMA("omp simd")
+        CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             wte_exp_avg[j0 * 128 + j1] = 0.0f;
             wte_exp_avg_sq[j0 * 128 + j1] = 0.0f;
@@ -268,7 +276,7 @@ static void set_w_qkv_exp_avg(real *restrict w_qkv_exp_avg, real *restrict w_qkv
     for (int64_t j0 = 0; j0 < 3; ++j0) {
         for (int64_t j1 = 0; j1 < 4; ++j1) {
             for (int64_t j2 = 0; j2 < 32; ++j2) {
-                CANNL_PRAGMA("omp simd")
+                CANNL_SIMD
                 for (int64_t j3 = 0; j3 < 128; ++j3) {
                     w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = 0.0f;
                     w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = 0.0f;
@@ -314,7 +322,7 @@ static void set_ln2_b_exp_avg(real *restrict ln2_b_exp_avg, real *restrict ln2_b
 static void set_w_fc_exp_avg(real *restrict w_fc_exp_avg, real *restrict w_fc_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
-        CANNL_PRAGMA("omp simd")
+        CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             w_fc_exp_avg[j0 * 128 + j1] = 0.0f;
             w_fc_exp_avg_sq[j0 * 128 + j1] = 0.0f;
@@ -326,7 +334,7 @@ static void set_w_fc_exp_avg(real *restrict w_fc_exp_avg, real *restrict w_fc_ex
 static void set_w_pr_exp_avg(real *restrict w_pr_exp_avg, real *restrict w_pr_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 128; ++j0) {
-        CANNL_PRAGMA("omp simd")
+        CANNL_SIMD
         for (int64_t j1 = 0; j1 < 512; ++j1) {
             w_pr_exp_avg[j0 * 512 + j1] = 0.0f;
             w_pr_exp_avg_sq[j0 * 512 + j1] = 0.0f;
@@ -378,7 +386,7 @@ static void set_h1_ln(int64_t n, real *restrict h1_ln, real *restrict h1, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
                 h1_ln[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f);
                 h1[b0 * 8192 + b1 * 128 + o] = h1_ln[b0 * 8192 + b1 * 128 + o] * ln1_g[o] + ln1_b[o];
@@ -395,7 +403,7 @@ static void set_qkv(int64_t n, real *qkv, const real *qkv_mm, const real *restri
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             for (int64_t o0 = 0; o0 < 3; ++o0) {
                 for (int64_t o1 = 0; o1 < 4; ++o1) {
-                    CANNL_PRAGMA("omp simd")
+                    CANNL_SIMD
                     for (int64_t o2 = 0; o2 < 32; ++o2)
                         qkv[b0 * 24576 + b1 * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[b0 * 24576 + b1 * 384 + o0 * 128 + o1 * 32 + o2] + b_qkv[o0 * 128 + o1 * 32 + o2];
                 }
@@ -410,7 +418,7 @@ static void set_x1(int64_t n, real *x1, const real *restrict x0_emb, const real 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
                 x1[b0 * 8192 + b1 * 128 + o] = x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] + (x1_mm[b0 * 8192 + b1 * 128 + o] + b_o[o]);
         }
@@ -451,7 +459,7 @@ static void set_h2_ln(int64_t n, real *restrict h2_ln, real *restrict h2, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
                 h2_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f);
                 h2[b0 * 8192 + b1 * 128 + o] = h2_ln[b0 * 8192 + b1 * 128 + o] * ln2_g[o] + ln2_b[o];
@@ -466,7 +474,7 @@ static void set_x2_v(int64_t n, real *restrict x2_v, const real *restrict x2_mm2
     CANNL_PRAGMA("omp parallel for if(n * 32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 512; ++o)
                 x2_v[b0 * 32768 + b1 * 512 + o] = cannl_gelu(x2_mm2[b0 * 32768 + b1 * 512 + o] + b_fc[o]);
         }
@@ -507,7 +515,7 @@ static void set_logits_ln(int64_t n, real *restrict logits_ln, real *restrict lo
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
                 logits_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f);
                 logits_v[b0 * 8192 + b1 * 128 + o] = logits_ln[b0 * 8192 + b1 * 128 + o] * lnf_g[o] + lnf_b[o];
@@ -578,7 +586,7 @@ static void fill_qkv_grad(int64_t n, real *restrict qkv_grad) {
         for (int64_t j1 = 0; j1 < 64; ++j1) {
             for (int64_t j2 = 0; j2 < 3; ++j2) {
                 for (int64_t j3 = 0; j3 < 4; ++j3) {
-                    CANNL_PRAGMA("omp simd")
+                    CANNL_SIMD
                     for (int64_t j4 = 0; j4 < 32; ++j4)
                         qkv_grad[j0 * 24576 + j1 * 384 + j2 * 128 + j3 * 32 + j4] = 0.0f;
                 }
@@ -593,7 +601,7 @@ static void set_logits_grad(int64_t n, real *restrict logits_grad, const int32_t
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t o = 0; o < 256; ++o) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t b1 = 0; b1 < 64; ++b1)
                 logits_grad[b0 * 16384 + b1 * 256 + o] = -(1.0f / ((real)n * 64.0f) * ((real)(next[b0 * 64 + b1] == (real)(o))));
         }
@@ -608,7 +616,7 @@ static void sum_loss_sumexp_grad(int64_t n, real *restrict loss_sumexp_grad, con
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t o = 0; o < 256; ++o) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t b1 = 0; b1 < 64; ++b1)
                 loss_sumexp_grad[b0 * 64 + b1] += 1.0f / ((real)n * 64.0f) * (((real)(next[b0 * 64 + b1] == (real)(o))) * (1.0f / loss_sumexp[b0 * 64 + b1]));
         }
@@ -621,7 +629,7 @@ static void add_logits_grad(int64_t n, real *restrict logits_grad, const real *r
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 256; ++o)
                 logits_grad[b0 * 16384 + b1 * 256 + o] += loss_sumexp_grad[b0 * 64 + b1] * expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
         }
@@ -700,7 +708,7 @@ static void set_x2_grad(int64_t n, real *restrict x2_grad, real *x1_grad, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
                 x2_grad[b0 * 8192 + b1 * 128 + o] = logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * (1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f)) + logits_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * 0.015625f + logits_mean_grad[b0 * 64 + b1] * 0.0078125f;
                 x1_grad[b0 * 8192 + b1 * 128 + o] = x2_grad[b0 * 8192 + b1 * 128 + o];
@@ -727,7 +735,7 @@ static void set_x2_mm2_grad(int64_t n, real *x2_mm2_grad, const real *restrict x
     CANNL_PRAGMA("omp parallel for if(n * 32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 512; ++o)
                 x2_mm2_grad[b0 * 32768 + b1 * 512 + o] = x2_v_grad[b0 * 32768 + b1 * 512 + o] * cannl_gelu_grad(x2_mm2[b0 * 32768 + b1 * 512 + o] + b_fc[o]);
         }
@@ -818,7 +826,7 @@ static void add_x1_grad(int64_t n, real *restrict x1_grad, real *x0_grad, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
                 x1_grad[b0 * 8192 + b1 * 128 + o] += h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * (1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f));
                 x1_grad[b0 * 8192 + b1 * 128 + o] += h2_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * 0.015625f;
@@ -851,7 +859,7 @@ static void sum_b_qkv_grad(int64_t n, real *restrict b_qkv_grad, const real *res
         for (int64_t o1 = 0; o1 < 4; ++o1) {
             for (int64_t b0 = 0; b0 < n; ++b0) {
                 for (int64_t b1 = 0; b1 < 64; ++b1) {
-                    CANNL_PRAGMA("omp simd")
+                    CANNL_SIMD
                     for (int64_t o2 = 0; o2 < 32; ++o2)
                         b_qkv_grad[o0 * 128 + o1 * 32 + o2] += qkv_grad[b0 * 24576 + b1 * 384 + o0 * 128 + o1 * 32 + o2];
                 }
@@ -932,7 +940,7 @@ static void add_x0_grad(int64_t n, real *restrict x0_grad, real *x0_emb_grad, co
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
                 x0_grad[b0 * 8192 + b1 * 128 + o] += h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f));
                 x0_grad[b0 * 8192 + b1 * 128 + o] += h1_var_grad[b0 * 64 + b1] * (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * 0.015625f;
@@ -951,7 +959,7 @@ static void sum_wpe_grad(int64_t n, real *restrict wpe_grad, const real *restric
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b1 = 0; b1 < 64; ++b1) {
         for (int64_t b0 = 0; b0 < n; ++b0) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
                 wpe_grad[b1 * 128 + o] += x0_grad[b0 * 8192 + b1 * 128 + o];
         }
@@ -1124,7 +1132,7 @@ CANNL_MULTIVERSION
 static void set_wte_2(real *restrict wte, real *restrict wte_exp_avg, real *restrict wte_exp_avg_sq, const real *restrict wte_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 256; ++j0) {
-        CANNL_PRAGMA("omp simd")
+        CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             wte[j0 * 128 + j1] = wte[j0 * 128 + j1] * (1.0f - lr * 0.1f);
             wte_exp_avg[j0 * 128 + j1] = wte_exp_avg[j0 * 128 + j1] * 0.9f + wte_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
@@ -1185,7 +1193,7 @@ static void set_w_qkv_2(real *restrict w_qkv, real *restrict w_qkv_exp_avg, real
     for (int64_t j0 = 0; j0 < 3; ++j0) {
         for (int64_t j1 = 0; j1 < 4; ++j1) {
             for (int64_t j2 = 0; j2 < 32; ++j2) {
-                CANNL_PRAGMA("omp simd")
+                CANNL_SIMD
                 for (int64_t j3 = 0; j3 < 128; ++j3) {
                     w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * (1.0f - lr * 0.1f);
                     w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.9f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0] * 0.1f;
@@ -1231,7 +1239,7 @@ CANNL_MULTIVERSION
 static void set_w_fc_2(real *restrict w_fc, real *restrict w_fc_exp_avg, real *restrict w_fc_exp_avg_sq, const real *restrict w_fc_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
-        CANNL_PRAGMA("omp simd")
+        CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] * (1.0f - lr * 0.1f);
             w_fc_exp_avg[j0 * 128 + j1] = w_fc_exp_avg[j0 * 128 + j1] * 0.9f + w_fc_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
@@ -1256,7 +1264,7 @@ CANNL_MULTIVERSION
 static void set_w_pr_2(real *restrict w_pr, real *restrict w_pr_exp_avg, real *restrict w_pr_exp_avg_sq, const real *restrict w_pr_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 128; ++j0) {
-        CANNL_PRAGMA("omp simd")
+        CANNL_SIMD
         for (int64_t j1 = 0; j1 < 512; ++j1) {
             w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] * (1.0f - lr * 0.1f);
             w_pr_exp_avg[j0 * 512 + j1] = w_pr_exp_avg[j0 * 512 + j1] * 0.9f + w_pr_grad[j0 * 512 + j1] * clip_coef[0] * 0.1f;
@@ -1272,7 +1280,7 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, co
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
                 h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * ln1_g[o] + ln1_b[o];
         }
@@ -1285,7 +1293,7 @@ static void set_x1_2(int64_t n, real *restrict x1, const real *restrict x0_emb, 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
                 x1[b0 * 8192 + b1 * 128 + o] = x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] + (x1_mm[b0 * 8192 + b1 * 128 + o] + b_o[o]);
         }
@@ -1298,7 +1306,7 @@ static void set_h2(int64_t n, real *restrict h2, const real *restrict x1, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
                 h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * ln2_g[o] + ln2_b[o];
         }
@@ -1311,7 +1319,7 @@ static void set_x2_v_2(int64_t n, real *x2_v, const real *x2_mm2, const real *re
     CANNL_PRAGMA("omp parallel for if(n * 32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 512; ++o)
                 x2_v[b0 * 32768 + b1 * 512 + o] = cannl_gelu(x2_mm2[b0 * 32768 + b1 * 512 + o] + b_fc[o]);
         }
@@ -1324,7 +1332,7 @@ static void set_logits_v(int64_t n, real *restrict logits_v, const real *restric
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            CANNL_PRAGMA("omp simd")
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
                 logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * lnf_g[o] + lnf_b[o];
         }

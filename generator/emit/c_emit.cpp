@@ -319,7 +319,7 @@ private:
     const bool simd = !reduce_inner && independent_inner(s, loops);
     for (int j = 0; j < outer_loops; ++j) {
       if (loops[static_cast<size_t>(j)] == s.parallel) out += ind(j) + parallel_for(s, loops[static_cast<size_t>(j)]);
-      if (simd && j + 1 == outer_loops) out += ind(j) + "CANNL_PRAGMA(\"omp simd\")\n";
+      if (simd && j + 1 == outer_loops) out += ind(j) + "CANNL_SIMD\n";
       out += ind(j) + loop(j) + (j + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
     }
     // A zero_first sum times a constant,  out = 0 += x * c : the constant multiplies the
@@ -356,14 +356,17 @@ private:
     return out;
   }
 
-  // The innermost loop of a parallel nest is marked `omp simd` when its iterations are
-  // independent: every assignment writes a cell that the loop indexes (no two iterations write
-  // the same cell), assignments to one buffer write the same cell, and the nest reads what it
-  // writes only at the cell written (buffers sharing bytes do so in place: plan_memory.cpp). The outlined
-  // function of `omp parallel` loses the kernel's `restrict`, and GCC 12 then leaves a loop
-  // storing two buffers (layer_norm's x_ln and its affine image) scalar.
+  // The innermost loop of a parallel nest is marked `omp simd` (CANNL_SIMD: GCC only) when
+  // its iterations are independent: every assignment writes a cell that the loop indexes (no
+  // two iterations write the same cell), assignments to one buffer write the same cell, and
+  // the nest reads what it writes only at the cell written (buffers sharing bytes do so in
+  // place: plan_memory.cpp). The outlined function of `omp parallel` loses the kernel's
+  // `restrict`, and GCC 12 then leaves a loop storing two buffers (layer_norm's x_ln and its
+  // affine image) scalar.
   static bool independent_inner(const ir::Stmt& s, const std::vector<int>& loops) {
-    if (s.parallel < 0 || s.sequential || loops.empty() || loops.back() == s.parallel) return false;
+    if (s.parallel < 0 || s.sequential || loops.empty() || loops.back() == s.parallel ||
+        std::find(loops.begin(), loops.end(), s.parallel) == loops.end())  // (decode: run once)
+      return false;
     const int inner = loops.back();
     for (const ir::Assign& a : s.assigns) {
       if (!uses_iter(a.out, inner) || (a.accum != ir::Accum::Set && a.accum != ir::Accum::Add)) return false;

@@ -268,7 +268,7 @@ loss = mean(y *. y)
 minimize loss with sgd(lr = 0.1)
 )", 256, 2);
   const std::string c = emit_c(p, COptions{})[1].text;
-  CHECK(has(c, "    for (int64_t b = 0; b < n; ++b) {\n        CANNL_PRAGMA(\"omp simd\")\n        for (int64_t o = 0; o < 256; ++o) {\n"
+  CHECK(has(c, "    for (int64_t b = 0; b < n; ++b) {\n        CANNL_SIMD\n        for (int64_t o = 0; o < 256; ++o) {\n"
                "            y_ln[b * 256 + o] = (x[b * 256 + o] - y_mean[b]) / sqrtf(y_var[b] + 1e-05f);\n"
                "            y_grad[b * 256 + o] ="));
 }
