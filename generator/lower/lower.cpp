@@ -458,10 +458,6 @@ private:
     return copy;
   }
 
-  // attention(q : [B.., t | H.., e], k : [B.., s | H.., e], v : [B.., s | H.., f]): an opaque
-  // call of the runtime's flash-style kernel (runtime-lib/cannl_attention.h) per sequence and
-  // head, which saves the log-sum-exp of each query's scores for the backward call; no T x S
-  // buffer exists.
   // An operand x[i] of a stored tensor x : [B.. | m, H.., w] (no input axes) is read in place:
   // the buffer of x at offset i * (H.. w) with rows of m * H.. * w (ir::Call's views).
   struct View {
@@ -482,6 +478,10 @@ private:
                 xo[0].size * inner};
   }
 
+  // attention(q : [B.., t | H.., e], k : [B.., s | H.., e], v : [B.., s | H.., f]): an opaque
+  // call of the runtime's flash-style kernel (runtime-lib/cannl_attention.h) per sequence and
+  // head, which saves the log-sum-exp of each query's scores for the backward call; no T x S
+  // buffer exists.
   void lower_attention(const BoundCall& c, int r) {
     const Expr *qe = c.tensors[0], *ke = c.tensors[1], *ve = c.tensors[2];
     ir::Call call;

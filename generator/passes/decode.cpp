@@ -272,7 +272,6 @@ bool build(ir::Program& p, ir::Routine& dec) {
       if (s.zero_first && p.buffers[static_cast<size_t>(s.assigns[0].out.buf)].role == ir::Role::Cache) {
         dec.stmts.push_back(fill_at_pos(s));
         s.zero_first = false;
-        s.scaled_sum.reset();  // (the scale then multiplies each term)
       }
     }
     dec.stmts.push_back(std::move(s));
