@@ -43,6 +43,14 @@ __attribute__((__simd__("notinbranch"))) extern float powf(float, float);
 #else
 #define CANNL_PRAGMA(x)
 #endif
+/* The inner loop of a parallel nest whose iterations are independent: GCC's outlined function
+ * of `omp parallel` loses restrict and would leave it scalar; clang vectorises it unmarked
+ * (and warns where a marked loop cannot be). */
+#if defined(_OPENMP) && defined(__GNUC__) && !defined(__clang__)
+#define CANNL_SIMD _Pragma("omp simd")
+#else
+#define CANNL_SIMD
+#endif
 
 typedef gpt_tiny_real real;
 
@@ -53,7 +61,7 @@ struct gpt_tiny {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 271203392 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 247953472 bytes */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
@@ -61,13 +69,6 @@ struct gpt_tiny {
        clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
     int32_t update_first, update_last;
     double update_norm_sq;
-    /* the optimiser state of params [opt_first, opt_last) (api order; all of it by default:
-       1915904 bytes), its pointers below NULL for the others (shard_opt_state; ZeRO-1) */
-    void *opt_state;
-    int32_t opt_first, opt_last;
-    /* train_grads' first example's index in the global batch (set_example_offset): dropout's
-       masks are drawn by that index, so a data-parallel rank's are one process's */
-    int64_t example_offset;
     /* params */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [64, 128] wpe : [128 -> 64] */
@@ -179,12 +180,15 @@ static void set_w_qkv(cannl_rng *rng, real *restrict w_qkv) {
     }
 }
 
-/* line 17: b_qkv = zeros */
-static void fill_b_qkv(real *restrict b_qkv) {
+/* line 17: b_qkv = zeros; zero b_qkv_exp_avg; zero b_qkv_exp_avg_sq */
+static void set_b_qkv(real *restrict b_qkv, real *restrict b_qkv_exp_avg, real *restrict b_qkv_exp_avg_sq) {
     for (int64_t j0 = 0; j0 < 3; ++j0) {
         for (int64_t j1 = 0; j1 < 4; ++j1) {
-            for (int64_t j2 = 0; j2 < 32; ++j2)
+            for (int64_t j2 = 0; j2 < 32; ++j2) {
                 b_qkv[j0 * 128 + j1 * 32 + j2] = 0.0f;
+                b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] = 0.0f;
+                b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = 0.0f;
+            }
         }
     }
 }
@@ -217,10 +221,13 @@ static void set_w_fc(cannl_rng *rng, real *restrict w_fc) {
     }
 }
 
-/* line 23: b_fc = zeros */
-static void fill_b_fc(real *restrict b_fc) {
-    for (int64_t j = 0; j < 512; ++j)
+/* line 23: b_fc = zeros; zero b_fc_exp_avg; zero b_fc_exp_avg_sq */
+static void set_b_fc(real *restrict b_fc, real *restrict b_fc_exp_avg, real *restrict b_fc_exp_avg_sq) {
+    for (int64_t j = 0; j < 512; ++j) {
         b_fc[j] = 0.0f;
+        b_fc_exp_avg[j] = 0.0f;
+        b_fc_exp_avg_sq[j] = 0.0f;
+    }
 }
 
 /* line 24: w_pr = normal */
@@ -235,6 +242,7 @@ static void set_w_pr(cannl_rng *rng, real *restrict w_pr) {
 static void set_wte_exp_avg(real *restrict wte_exp_avg, real *restrict wte_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 256; ++j0) {
+        CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             wte_exp_avg[j0 * 128 + j1] = 0.0f;
             wte_exp_avg_sq[j0 * 128 + j1] = 0.0f;
@@ -252,17 +260,11 @@ static void set_wpe_exp_avg(real *restrict wpe_exp_avg, real *restrict wpe_exp_a
     }
 }
 
-/* zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq */
-static void set_ln1_g_exp_avg(real *restrict ln1_g_exp_avg, real *restrict ln1_g_exp_avg_sq) {
+/* zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq; zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq */
+static void set_ln1_g_exp_avg(real *restrict ln1_g_exp_avg, real *restrict ln1_g_exp_avg_sq, real *restrict ln1_b_exp_avg, real *restrict ln1_b_exp_avg_sq) {
     for (int64_t j = 0; j < 128; ++j) {
         ln1_g_exp_avg[j] = 0.0f;
         ln1_g_exp_avg_sq[j] = 0.0f;
-    }
-}
-
-/* zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq */
-static void set_ln1_b_exp_avg(real *restrict ln1_b_exp_avg, real *restrict ln1_b_exp_avg_sq) {
-    for (int64_t j = 0; j < 128; ++j) {
         ln1_b_exp_avg[j] = 0.0f;
         ln1_b_exp_avg_sq[j] = 0.0f;
     }
@@ -274,22 +276,11 @@ static void set_w_qkv_exp_avg(real *restrict w_qkv_exp_avg, real *restrict w_qkv
     for (int64_t j0 = 0; j0 < 3; ++j0) {
         for (int64_t j1 = 0; j1 < 4; ++j1) {
             for (int64_t j2 = 0; j2 < 32; ++j2) {
+                CANNL_SIMD
                 for (int64_t j3 = 0; j3 < 128; ++j3) {
                     w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = 0.0f;
                     w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = 0.0f;
                 }
-            }
-        }
-    }
-}
-
-/* zero b_qkv_exp_avg; zero b_qkv_exp_avg_sq */
-static void set_b_qkv_exp_avg(real *restrict b_qkv_exp_avg, real *restrict b_qkv_exp_avg_sq) {
-    for (int64_t j0 = 0; j0 < 3; ++j0) {
-        for (int64_t j1 = 0; j1 < 4; ++j1) {
-            for (int64_t j2 = 0; j2 < 32; ++j2) {
-                b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] = 0.0f;
-                b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = 0.0f;
             }
         }
     }
@@ -307,27 +298,23 @@ static void set_w_o_exp_avg(real *restrict w_o_exp_avg, real *restrict w_o_exp_a
     }
 }
 
-/* zero b_o_exp_avg; zero b_o_exp_avg_sq */
-static void set_b_o_exp_avg(real *restrict b_o_exp_avg, real *restrict b_o_exp_avg_sq) {
+/* zero b_o_exp_avg; zero b_o_exp_avg_sq; zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq */
+static void set_b_o_exp_avg(real *restrict b_o_exp_avg, real *restrict b_o_exp_avg_sq, real *restrict ln2_g_exp_avg, real *restrict ln2_g_exp_avg_sq) {
     for (int64_t j = 0; j < 128; ++j) {
         b_o_exp_avg[j] = 0.0f;
         b_o_exp_avg_sq[j] = 0.0f;
-    }
-}
-
-/* zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq */
-static void set_ln2_g_exp_avg(real *restrict ln2_g_exp_avg, real *restrict ln2_g_exp_avg_sq) {
-    for (int64_t j = 0; j < 128; ++j) {
         ln2_g_exp_avg[j] = 0.0f;
         ln2_g_exp_avg_sq[j] = 0.0f;
     }
 }
 
-/* zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq */
-static void set_ln2_b_exp_avg(real *restrict ln2_b_exp_avg, real *restrict ln2_b_exp_avg_sq) {
+/* zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq; zero b_pr_exp_avg; zero b_pr_exp_avg_sq */
+static void set_ln2_b_exp_avg(real *restrict ln2_b_exp_avg, real *restrict ln2_b_exp_avg_sq, real *restrict b_pr_exp_avg, real *restrict b_pr_exp_avg_sq) {
     for (int64_t j = 0; j < 128; ++j) {
         ln2_b_exp_avg[j] = 0.0f;
         ln2_b_exp_avg_sq[j] = 0.0f;
+        b_pr_exp_avg[j] = 0.0f;
+        b_pr_exp_avg_sq[j] = 0.0f;
     }
 }
 
@@ -335,6 +322,7 @@ static void set_ln2_b_exp_avg(real *restrict ln2_b_exp_avg, real *restrict ln2_b
 static void set_w_fc_exp_avg(real *restrict w_fc_exp_avg, real *restrict w_fc_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
+        CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             w_fc_exp_avg[j0 * 128 + j1] = 0.0f;
             w_fc_exp_avg_sq[j0 * 128 + j1] = 0.0f;
@@ -342,18 +330,11 @@ static void set_w_fc_exp_avg(real *restrict w_fc_exp_avg, real *restrict w_fc_ex
     }
 }
 
-/* zero b_fc_exp_avg; zero b_fc_exp_avg_sq */
-static void set_b_fc_exp_avg(real *restrict b_fc_exp_avg, real *restrict b_fc_exp_avg_sq) {
-    for (int64_t j = 0; j < 512; ++j) {
-        b_fc_exp_avg[j] = 0.0f;
-        b_fc_exp_avg_sq[j] = 0.0f;
-    }
-}
-
 /* zero w_pr_exp_avg; zero w_pr_exp_avg_sq */
 static void set_w_pr_exp_avg(real *restrict w_pr_exp_avg, real *restrict w_pr_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 128; ++j0) {
+        CANNL_SIMD
         for (int64_t j1 = 0; j1 < 512; ++j1) {
             w_pr_exp_avg[j0 * 512 + j1] = 0.0f;
             w_pr_exp_avg_sq[j0 * 512 + j1] = 0.0f;
@@ -361,25 +342,11 @@ static void set_w_pr_exp_avg(real *restrict w_pr_exp_avg, real *restrict w_pr_ex
     }
 }
 
-/* zero b_pr_exp_avg; zero b_pr_exp_avg_sq */
-static void set_b_pr_exp_avg(real *restrict b_pr_exp_avg, real *restrict b_pr_exp_avg_sq) {
-    for (int64_t j = 0; j < 128; ++j) {
-        b_pr_exp_avg[j] = 0.0f;
-        b_pr_exp_avg_sq[j] = 0.0f;
-    }
-}
-
-/* zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq */
-static void set_lnf_g_exp_avg(real *restrict lnf_g_exp_avg, real *restrict lnf_g_exp_avg_sq) {
+/* zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq; zero lnf_b_exp_avg; zero lnf_b_exp_avg_sq */
+static void set_lnf_g_exp_avg(real *restrict lnf_g_exp_avg, real *restrict lnf_g_exp_avg_sq, real *restrict lnf_b_exp_avg, real *restrict lnf_b_exp_avg_sq) {
     for (int64_t j = 0; j < 128; ++j) {
         lnf_g_exp_avg[j] = 0.0f;
         lnf_g_exp_avg_sq[j] = 0.0f;
-    }
-}
-
-/* zero lnf_b_exp_avg; zero lnf_b_exp_avg_sq */
-static void set_lnf_b_exp_avg(real *restrict lnf_b_exp_avg, real *restrict lnf_b_exp_avg_sq) {
-    for (int64_t j = 0; j < 128; ++j) {
         lnf_b_exp_avg[j] = 0.0f;
         lnf_b_exp_avg_sq[j] = 0.0f;
     }
@@ -402,17 +369,15 @@ static void sum_h1_mean(int64_t n, real *restrict h1_mean, const real *restrict 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_var(int64_t n, real *restrict h1_var, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h1_var[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h1_var[b0 * 64 + b1] += powf(x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1], 2.0f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += powf(x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1], 2.0f);
+            h1_var[b0 * 64 + b1] = acc * 0.0078125f;
         }
     }
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h1_var[i] *= 0.0078125f;
 }
 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
@@ -421,6 +386,7 @@ static void set_h1_ln(int64_t n, real *restrict h1_ln, real *restrict h1, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
                 h1_ln[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f);
                 h1[b0 * 8192 + b1 * 128 + o] = h1_ln[b0 * 8192 + b1 * 128 + o] * ln1_g[o] + ln1_b[o];
@@ -429,17 +395,17 @@ static void set_h1_ln(int64_t n, real *restrict h1_ln, real *restrict h1, const 
     }
 }
 
-/* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
+/* line 31: qkv = w_qkv * h1 + b_qkv */
 CANNL_MULTIVERSION
-static void set_y_q(int64_t n, real *restrict y_q, real *restrict y_k, real *restrict y_v, const real *restrict qkv_mm, const real *restrict b_qkv) {
-    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
+static void set_qkv(int64_t n, real *qkv, const real *qkv_mm, const real *restrict b_qkv) {
+    CANNL_PRAGMA("omp parallel for if(n * 24576 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o0 = 0; o0 < 4; ++o0) {
-                for (int64_t o1 = 0; o1 < 32; ++o1) {
-                    y_q[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + o0 * 32 + o1] + b_qkv[o0 * 32 + o1];
-                    y_k[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 1 * 128 + o0 * 32 + o1] + b_qkv[1 * 128 + o0 * 32 + o1];
-                    y_v[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 2 * 128 + o0 * 32 + o1] + b_qkv[2 * 128 + o0 * 32 + o1];
+            for (int64_t o0 = 0; o0 < 3; ++o0) {
+                for (int64_t o1 = 0; o1 < 4; ++o1) {
+                    CANNL_SIMD
+                    for (int64_t o2 = 0; o2 < 32; ++o2)
+                        qkv[b0 * 24576 + b1 * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[b0 * 24576 + b1 * 384 + o0 * 128 + o1 * 32 + o2] + b_qkv[o0 * 128 + o1 * 32 + o2];
                 }
             }
         }
@@ -448,10 +414,11 @@ static void set_y_q(int64_t n, real *restrict y_q, real *restrict y_k, real *res
 
 /* line 33: x1 = x0 + (w_o * y + b_o) */
 CANNL_MULTIVERSION
-static void set_x1(int64_t n, real *restrict x1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict x1_mm, const real *restrict b_o) {
+static void set_x1(int64_t n, real *x1, const real *restrict x0_emb, const real *restrict wpe, const real *x1_mm, const real *restrict b_o) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
                 x1[b0 * 8192 + b1 * 128 + o] = x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] + (x1_mm[b0 * 8192 + b1 * 128 + o] + b_o[o]);
         }
@@ -475,17 +442,15 @@ static void sum_h2_mean(int64_t n, real *restrict h2_mean, const real *restrict 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_var(int64_t n, real *restrict h2_var, const real *restrict x1, const real *restrict h2_mean) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h2_var[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h2_var[b0 * 64 + b1] += powf(x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1], 2.0f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += powf(x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1], 2.0f);
+            h2_var[b0 * 64 + b1] = acc * 0.0078125f;
         }
     }
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h2_var[i] *= 0.0078125f;
 }
 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
@@ -494,6 +459,7 @@ static void set_h2_ln(int64_t n, real *restrict h2_ln, real *restrict h2, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
                 h2_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f);
                 h2[b0 * 8192 + b1 * 128 + o] = h2_ln[b0 * 8192 + b1 * 128 + o] * ln2_g[o] + ln2_b[o];
@@ -508,6 +474,7 @@ static void set_x2_v(int64_t n, real *restrict x2_v, const real *restrict x2_mm2
     CANNL_PRAGMA("omp parallel for if(n * 32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 512; ++o)
                 x2_v[b0 * 32768 + b1 * 512 + o] = cannl_gelu(x2_mm2[b0 * 32768 + b1 * 512 + o] + b_fc[o]);
         }
@@ -531,17 +498,15 @@ static void sum_logits_mean(int64_t n, real *restrict logits_mean, const real *r
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_var(int64_t n, real *restrict logits_var, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) logits_var[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                logits_var[b0 * 64 + b1] += powf(x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1], 2.0f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += powf(x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1], 2.0f);
+            logits_var[b0 * 64 + b1] = acc * 0.0078125f;
         }
     }
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) logits_var[i] *= 0.0078125f;
 }
 
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
@@ -550,6 +515,7 @@ static void set_logits_ln(int64_t n, real *restrict logits_ln, real *restrict lo
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
                 logits_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f);
                 logits_v[b0 * 8192 + b1 * 128 + o] = logits_ln[b0 * 8192 + b1 * 128 + o] * lnf_g[o] + lnf_b[o];
@@ -561,13 +527,15 @@ static void set_logits_ln(int64_t n, real *restrict logits_ln, real *restrict lo
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void max_loss_max(int64_t n, real *restrict loss_max, const real *restrict logits) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) loss_max[i] = -INFINITY;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                { const real v = logits[b0 * 16384 + b1 * 256 + o]; if (v > loss_max[b0 * 64 + b1]) loss_max[b0 * 64 + b1] = v; }
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 256; ++o) {
+                const real v = logits[b0 * 16384 + b1 * 256 + o];
+                acc = v > acc ? v : acc;
+            }
+            loss_max[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -575,13 +543,13 @@ static void max_loss_max(int64_t n, real *restrict loss_max, const real *restric
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void sum_loss_sumexp(int64_t n, real *restrict loss_sumexp, const real *restrict logits, const real *restrict loss_max) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) loss_sumexp[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                loss_sumexp[b0 * 64 + b1] += expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
+            loss_sumexp[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -589,13 +557,13 @@ static void sum_loss_sumexp(int64_t n, real *restrict loss_sumexp, const real *r
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void sum_loss_ce(int64_t n, real *restrict loss_ce, const int32_t *restrict next, const real *restrict logits, const real *restrict loss_max, const real *restrict loss_sumexp) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) loss_ce[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                loss_ce[b0 * 64 + b1] += -(((real)(next[b0 * 64 + b1] == (real)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += -(((real)(next[b0 * 64 + b1] == (real)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
+            loss_ce[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -610,23 +578,6 @@ static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss
     loss_[0] = acc;
 }
 
-/* zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v */
-CANNL_MULTIVERSION
-static void set_y_q_grad(int64_t n, real *restrict y_q_grad, real *restrict y_k_grad, real *restrict y_v_grad) {
-    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t j0 = 0; j0 < n; ++j0) {
-        for (int64_t j1 = 0; j1 < 64; ++j1) {
-            for (int64_t j2 = 0; j2 < 4; ++j2) {
-                for (int64_t j3 = 0; j3 < 32; ++j3) {
-                    y_q_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
-                    y_k_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
-                    y_v_grad[j0 * 8192 + j1 * 128 + j2 * 32 + j3] = 0.0f;
-                }
-            }
-        }
-    }
-}
-
 /* zero the gradient of qkv */
 CANNL_MULTIVERSION
 static void fill_qkv_grad(int64_t n, real *restrict qkv_grad) {
@@ -635,6 +586,7 @@ static void fill_qkv_grad(int64_t n, real *restrict qkv_grad) {
         for (int64_t j1 = 0; j1 < 64; ++j1) {
             for (int64_t j2 = 0; j2 < 3; ++j2) {
                 for (int64_t j3 = 0; j3 < 4; ++j3) {
+                    CANNL_SIMD
                     for (int64_t j4 = 0; j4 < 32; ++j4)
                         qkv_grad[j0 * 24576 + j1 * 384 + j2 * 128 + j3 * 32 + j4] = 0.0f;
                 }
@@ -649,6 +601,7 @@ static void set_logits_grad(int64_t n, real *restrict logits_grad, const int32_t
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t o = 0; o < 256; ++o) {
+            CANNL_SIMD
             for (int64_t b1 = 0; b1 < 64; ++b1)
                 logits_grad[b0 * 16384 + b1 * 256 + o] = -(1.0f / ((real)n * 64.0f) * ((real)(next[b0 * 64 + b1] == (real)(o))));
         }
@@ -663,6 +616,7 @@ static void sum_loss_sumexp_grad(int64_t n, real *restrict loss_sumexp_grad, con
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t o = 0; o < 256; ++o) {
+            CANNL_SIMD
             for (int64_t b1 = 0; b1 < 64; ++b1)
                 loss_sumexp_grad[b0 * 64 + b1] += 1.0f / ((real)n * 64.0f) * (((real)(next[b0 * 64 + b1] == (real)(o))) * (1.0f / loss_sumexp[b0 * 64 + b1]));
         }
@@ -675,6 +629,7 @@ static void add_logits_grad(int64_t n, real *restrict logits_grad, const real *r
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 256; ++o)
                 logits_grad[b0 * 16384 + b1 * 256 + o] += loss_sumexp_grad[b0 * 64 + b1] * expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
         }
@@ -708,13 +663,13 @@ static void sum_lnf_b_grad(int64_t n, real *restrict lnf_b_grad, const real *res
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_mean_grad(int64_t n, real *restrict logits_mean_grad, const real *restrict logits_v_grad, const real *restrict lnf_g, const real *restrict logits_var) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) logits_mean_grad[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                logits_mean_grad[b0 * 64 + b1] += logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * (-1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f));
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * (-1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f));
+            logits_mean_grad[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -722,13 +677,13 @@ static void sum_logits_mean_grad(int64_t n, real *restrict logits_mean_grad, con
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_var_grad(int64_t n, real *restrict logits_var_grad, const real *restrict logits_v_grad, const real *restrict lnf_g, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_var) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) logits_var_grad[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                logits_var_grad[b0 * 64 + b1] += -(logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * sqrtf(logits_var[b0 * 64 + b1] + 1e-05f))));
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += -(logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * sqrtf(logits_var[b0 * 64 + b1] + 1e-05f))));
+            logits_var_grad[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -738,19 +693,22 @@ CANNL_MULTIVERSION
 static void sum_logits_mean_grad_2(int64_t n, real *restrict logits_mean_grad, const real *restrict logits_var_grad, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                logits_mean_grad[b0 * 64 + b1] += -(logits_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * 0.015625f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += -(logits_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * 0.015625f);
+            logits_mean_grad[b0 * 64 + b1] += acc;
         }
     }
 }
 
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b); backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
 CANNL_MULTIVERSION
-static void set_x2_grad(int64_t n, real *restrict x2_grad, real *x1_grad, const real *logits_v_grad, const real *restrict lnf_g, const real *restrict logits_var, const real *restrict logits_var_grad, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_mean_grad) {
+static void set_x2_grad(int64_t n, real *restrict x2_grad, real *x1_grad, const real *restrict logits_v_grad, const real *restrict lnf_g, const real *restrict logits_var, const real *restrict logits_var_grad, const real *restrict x1, const real *x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_mean_grad) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
                 x2_grad[b0 * 8192 + b1 * 128 + o] = logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * (1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f)) + logits_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * 0.015625f + logits_mean_grad[b0 * 64 + b1] * 0.0078125f;
                 x1_grad[b0 * 8192 + b1 * 128 + o] = x2_grad[b0 * 8192 + b1 * 128 + o];
@@ -777,6 +735,7 @@ static void set_x2_mm2_grad(int64_t n, real *x2_mm2_grad, const real *restrict x
     CANNL_PRAGMA("omp parallel for if(n * 32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 512; ++o)
                 x2_mm2_grad[b0 * 32768 + b1 * 512 + o] = x2_v_grad[b0 * 32768 + b1 * 512 + o] * cannl_gelu_grad(x2_mm2[b0 * 32768 + b1 * 512 + o] + b_fc[o]);
         }
@@ -822,13 +781,13 @@ static void sum_ln2_b_grad(int64_t n, real *restrict ln2_b_grad, const real *res
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_mean_grad(int64_t n, real *restrict h2_mean_grad, const real *restrict h2_grad, const real *restrict ln2_g, const real *restrict h2_var) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h2_mean_grad[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h2_mean_grad[b0 * 64 + b1] += h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * (-1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f));
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * (-1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f));
+            h2_mean_grad[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -836,13 +795,13 @@ static void sum_h2_mean_grad(int64_t n, real *restrict h2_mean_grad, const real 
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_var_grad(int64_t n, real *restrict h2_var_grad, const real *restrict h2_grad, const real *restrict ln2_g, const real *restrict x1, const real *restrict h2_mean, const real *restrict h2_var) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h2_var_grad[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h2_var_grad[b0 * 64 + b1] += -(h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h2_var[b0 * 64 + b1] + 1e-05f))));
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += -(h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h2_var[b0 * 64 + b1] + 1e-05f))));
+            h2_var_grad[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -852,19 +811,22 @@ CANNL_MULTIVERSION
 static void sum_h2_mean_grad_2(int64_t n, real *restrict h2_mean_grad, const real *restrict h2_var_grad, const real *restrict x1, const real *restrict h2_mean) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h2_mean_grad[b0 * 64 + b1] += -(h2_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * 0.015625f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += -(h2_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * 0.015625f);
+            h2_mean_grad[b0 * 64 + b1] += acc;
         }
     }
 }
 
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b; backward: x1 = x0 + (w_o * y + b_o) */
 CANNL_MULTIVERSION
-static void add_x1_grad(int64_t n, real *restrict x1_grad, real *restrict x0_grad, const real *restrict h2_grad, const real *restrict ln2_g, const real *restrict h2_var, const real *restrict h2_var_grad, const real *restrict x1, const real *restrict h2_mean, const real *restrict h2_mean_grad) {
+static void add_x1_grad(int64_t n, real *restrict x1_grad, real *x0_grad, const real *restrict h2_grad, const real *restrict ln2_g, const real *restrict h2_var, const real *restrict h2_var_grad, const real *x1, const real *restrict h2_mean, const real *restrict h2_mean_grad) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
                 x1_grad[b0 * 8192 + b1 * 128 + o] += h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * (1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f));
                 x1_grad[b0 * 8192 + b1 * 128 + o] += h2_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * 0.015625f;
@@ -887,48 +849,6 @@ static void sum_b_o_grad(int64_t n, real *restrict b_o_grad, const real *restric
     }
 }
 
-/* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-CANNL_MULTIVERSION
-static void add_qkv_grad(int64_t n, real *restrict qkv_grad, const real *restrict y_v_grad) {
-    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o0 = 0; o0 < 4; ++o0) {
-                for (int64_t o1 = 0; o1 < 32; ++o1)
-                    qkv_grad[b0 * 24576 + b1 * 384 + 2 * 128 + o0 * 32 + o1] += y_v_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1];
-            }
-        }
-    }
-}
-
-/* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-CANNL_MULTIVERSION
-static void add_qkv_grad_2(int64_t n, real *restrict qkv_grad, const real *restrict y_k_grad) {
-    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o0 = 0; o0 < 4; ++o0) {
-                for (int64_t o1 = 0; o1 < 32; ++o1)
-                    qkv_grad[b0 * 24576 + b1 * 384 + 1 * 128 + o0 * 32 + o1] += y_k_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1];
-            }
-        }
-    }
-}
-
-/* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-CANNL_MULTIVERSION
-static void add_qkv_grad_3(int64_t n, real *restrict qkv_grad, const real *restrict y_q_grad) {
-    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o0 = 0; o0 < 4; ++o0) {
-                for (int64_t o1 = 0; o1 < 32; ++o1)
-                    qkv_grad[b0 * 24576 + b1 * 384 + o0 * 32 + o1] += y_q_grad[b0 * 8192 + b1 * 128 + o0 * 32 + o1];
-            }
-        }
-    }
-}
-
 /* line 31: backward: qkv = w_qkv * h1 + b_qkv */
 CANNL_MULTIVERSION
 static void sum_b_qkv_grad(int64_t n, real *restrict b_qkv_grad, const real *restrict qkv_grad) {
@@ -939,6 +859,7 @@ static void sum_b_qkv_grad(int64_t n, real *restrict b_qkv_grad, const real *res
         for (int64_t o1 = 0; o1 < 4; ++o1) {
             for (int64_t b0 = 0; b0 < n; ++b0) {
                 for (int64_t b1 = 0; b1 < 64; ++b1) {
+                    CANNL_SIMD
                     for (int64_t o2 = 0; o2 < 32; ++o2)
                         b_qkv_grad[o0 * 128 + o1 * 32 + o2] += qkv_grad[b0 * 24576 + b1 * 384 + o0 * 128 + o1 * 32 + o2];
                 }
@@ -974,13 +895,13 @@ static void sum_ln1_b_grad(int64_t n, real *restrict ln1_b_grad, const real *res
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_mean_grad(int64_t n, real *restrict h1_mean_grad, const real *restrict h1_grad, const real *restrict ln1_g, const real *restrict h1_var) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h1_mean_grad[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h1_mean_grad[b0 * 64 + b1] += h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * (-1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f));
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * (-1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f));
+            h1_mean_grad[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -988,13 +909,13 @@ static void sum_h1_mean_grad(int64_t n, real *restrict h1_mean_grad, const real 
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_var_grad(int64_t n, real *restrict h1_var_grad, const real *restrict h1_grad, const real *restrict ln1_g, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_var) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h1_var_grad[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h1_var_grad[b0 * 64 + b1] += -(h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * ((x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h1_var[b0 * 64 + b1] + 1e-05f))));
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += -(h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * ((x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h1_var[b0 * 64 + b1] + 1e-05f))));
+            h1_var_grad[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -1004,19 +925,22 @@ CANNL_MULTIVERSION
 static void sum_h1_mean_grad_2(int64_t n, real *restrict h1_mean_grad, const real *restrict h1_var_grad, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h1_mean_grad[b0 * 64 + b1] += -(h1_var_grad[b0 * 64 + b1] * (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * 0.015625f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += -(h1_var_grad[b0 * 64 + b1] * (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * 0.015625f);
+            h1_mean_grad[b0 * 64 + b1] += acc;
         }
     }
 }
 
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b; backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
 CANNL_MULTIVERSION
-static void add_x0_grad(int64_t n, real *restrict x0_grad, real *x0_emb_grad, const real *h1_grad, const real *restrict ln1_g, const real *restrict h1_var, const real *restrict h1_var_grad, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_mean_grad) {
+static void add_x0_grad(int64_t n, real *restrict x0_grad, real *x0_emb_grad, const real *restrict h1_grad, const real *restrict ln1_g, const real *restrict h1_var, const real *restrict h1_var_grad, const real *x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_mean_grad) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
                 x0_grad[b0 * 8192 + b1 * 128 + o] += h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f));
                 x0_grad[b0 * 8192 + b1 * 128 + o] += h1_var_grad[b0 * 64 + b1] * (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * 0.015625f;
@@ -1035,6 +959,7 @@ static void sum_wpe_grad(int64_t n, real *restrict wpe_grad, const real *restric
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b1 = 0; b1 < 64; ++b1) {
         for (int64_t b0 = 0; b0 < n; ++b0) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
                 wpe_grad[b1 * 128 + o] += x0_grad[b0 * 8192 + b1 * 128 + o];
         }
@@ -1207,6 +1132,7 @@ CANNL_MULTIVERSION
 static void set_wte_2(real *restrict wte, real *restrict wte_exp_avg, real *restrict wte_exp_avg_sq, const real *restrict wte_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 256; ++j0) {
+        CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             wte[j0 * 128 + j1] = wte[j0 * 128 + j1] * (1.0f - lr * 0.1f);
             wte_exp_avg[j0 * 128 + j1] = wte_exp_avg[j0 * 128 + j1] * 0.9f + wte_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
@@ -1267,6 +1193,7 @@ static void set_w_qkv_2(real *restrict w_qkv, real *restrict w_qkv_exp_avg, real
     for (int64_t j0 = 0; j0 < 3; ++j0) {
         for (int64_t j1 = 0; j1 < 4; ++j1) {
             for (int64_t j2 = 0; j2 < 32; ++j2) {
+                CANNL_SIMD
                 for (int64_t j3 = 0; j3 < 128; ++j3) {
                     w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * (1.0f - lr * 0.1f);
                     w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.9f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0] * 0.1f;
@@ -1280,7 +1207,7 @@ static void set_w_qkv_2(real *restrict w_qkv, real *restrict w_qkv_exp_avg, real
 
 /* line 41: adamw update of b_qkv */
 CANNL_MULTIVERSION
-static void set_b_qkv_exp_avg_2(real *restrict b_qkv_exp_avg, real *restrict b_qkv_exp_avg_sq, real *restrict b_qkv, const real *restrict b_qkv_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_b_qkv_exp_avg(real *restrict b_qkv_exp_avg, real *restrict b_qkv_exp_avg_sq, real *restrict b_qkv, const real *restrict b_qkv_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j0 = 0; j0 < 3; ++j0) {
         for (int64_t j1 = 0; j1 < 4; ++j1) {
             for (int64_t j2 = 0; j2 < 32; ++j2) {
@@ -1312,6 +1239,7 @@ CANNL_MULTIVERSION
 static void set_w_fc_2(real *restrict w_fc, real *restrict w_fc_exp_avg, real *restrict w_fc_exp_avg_sq, const real *restrict w_fc_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
+        CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] * (1.0f - lr * 0.1f);
             w_fc_exp_avg[j0 * 128 + j1] = w_fc_exp_avg[j0 * 128 + j1] * 0.9f + w_fc_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
@@ -1323,7 +1251,7 @@ static void set_w_fc_2(real *restrict w_fc, real *restrict w_fc_exp_avg, real *r
 
 /* line 41: adamw update of b_fc */
 CANNL_MULTIVERSION
-static void set_b_fc_exp_avg_2(real *restrict b_fc_exp_avg, real *restrict b_fc_exp_avg_sq, real *restrict b_fc, const real *restrict b_fc_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_b_fc_exp_avg(real *restrict b_fc_exp_avg, real *restrict b_fc_exp_avg_sq, real *restrict b_fc, const real *restrict b_fc_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 512; ++j) {
         b_fc_exp_avg[j] = b_fc_exp_avg[j] * 0.9f + b_fc_grad[j] * clip_coef[0] * 0.1f;
         b_fc_exp_avg_sq[j] = b_fc_exp_avg_sq[j] * 0.95f + b_fc_grad[j] * clip_coef[0] * (b_fc_grad[j] * clip_coef[0]) * 0.05f;
@@ -1336,6 +1264,7 @@ CANNL_MULTIVERSION
 static void set_w_pr_2(real *restrict w_pr, real *restrict w_pr_exp_avg, real *restrict w_pr_exp_avg_sq, const real *restrict w_pr_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 128; ++j0) {
+        CANNL_SIMD
         for (int64_t j1 = 0; j1 < 512; ++j1) {
             w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] * (1.0f - lr * 0.1f);
             w_pr_exp_avg[j0 * 512 + j1] = w_pr_exp_avg[j0 * 512 + j1] * 0.9f + w_pr_grad[j0 * 512 + j1] * clip_coef[0] * 0.1f;
@@ -1351,8 +1280,22 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, co
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
                 h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * ln1_g[o] + ln1_b[o];
+        }
+    }
+}
+
+/* line 33: x1 = x0 + (w_o * y + b_o) */
+CANNL_MULTIVERSION
+static void set_x1_2(int64_t n, real *restrict x1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict x1_mm, const real *restrict b_o) {
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
+            for (int64_t o = 0; o < 128; ++o)
+                x1[b0 * 8192 + b1 * 128 + o] = x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] + (x1_mm[b0 * 8192 + b1 * 128 + o] + b_o[o]);
         }
     }
 }
@@ -1363,6 +1306,7 @@ static void set_h2(int64_t n, real *restrict h2, const real *restrict x1, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
                 h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * ln2_g[o] + ln2_b[o];
         }
@@ -1375,6 +1319,7 @@ static void set_x2_v_2(int64_t n, real *x2_v, const real *x2_mm2, const real *re
     CANNL_PRAGMA("omp parallel for if(n * 32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 512; ++o)
                 x2_v[b0 * 32768 + b1 * 512 + o] = cannl_gelu(x2_mm2[b0 * 32768 + b1 * 512 + o] + b_fc[o]);
         }
@@ -1387,6 +1332,7 @@ static void set_logits_v(int64_t n, real *restrict logits_v, const real *restric
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
                 logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * lnf_g[o] + lnf_b[o];
         }
@@ -1396,13 +1342,15 @@ static void set_logits_v(int64_t n, real *restrict logits_v, const real *restric
 /* line 40: metric accuracy = accuracy(logits, next) */
 CANNL_MULTIVERSION
 static void max_accuracy_pred_max(int64_t n, real *restrict accuracy_pred_max, const real *restrict logits) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) accuracy_pred_max[i] = -INFINITY;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                { const real v = logits[b0 * 16384 + b1 * 256 + o]; if (v > accuracy_pred_max[b0 * 64 + b1]) accuracy_pred_max[b0 * 64 + b1] = v; }
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 256; ++o) {
+                const real v = logits[b0 * 16384 + b1 * 256 + o];
+                acc = v > acc ? v : acc;
+            }
+            accuracy_pred_max[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -1410,13 +1358,15 @@ static void max_accuracy_pred_max(int64_t n, real *restrict accuracy_pred_max, c
 /* line 40: metric accuracy = accuracy(logits, next) */
 CANNL_MULTIVERSION
 static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_argmax, const real *restrict logits, const real *restrict accuracy_pred_max) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) accuracy_pred_argmax[i] = INFINITY;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                { const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(o) : INFINITY; if (v < accuracy_pred_argmax[b0 * 64 + b1]) accuracy_pred_argmax[b0 * 64 + b1] = v; }
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = INFINITY;
+            for (int64_t o = 0; o < 256; ++o) {
+                const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(o) : INFINITY;
+                acc = v < acc ? v : acc;
+            }
+            accuracy_pred_argmax[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -1443,7 +1393,7 @@ static void set_ln1_g_exp_avg_3(real *restrict ln1_g_exp_avg, real *restrict ln1
 
 /* line 41: adamw update of ln1_b */
 CANNL_MULTIVERSION
-static void set_ln1_b_exp_avg_2(real *restrict ln1_b_exp_avg, real *restrict ln1_b_exp_avg_sq, real *restrict ln1_b, const real *restrict ln1_b_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_ln1_b_exp_avg(real *restrict ln1_b_exp_avg, real *restrict ln1_b_exp_avg_sq, real *restrict ln1_b, const real *restrict ln1_b_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 128; ++j) {
         ln1_b_exp_avg[j] = ln1_b_exp_avg[j] * 0.9f + ln1_b_grad[j] * clip_coef[0] * 0.1f;
         ln1_b_exp_avg_sq[j] = ln1_b_exp_avg_sq[j] * 0.95f + ln1_b_grad[j] * clip_coef[0] * (ln1_b_grad[j] * clip_coef[0]) * 0.05f;
@@ -1463,7 +1413,7 @@ static void set_b_o_exp_avg_2(real *restrict b_o_exp_avg, real *restrict b_o_exp
 
 /* line 41: adamw update of ln2_g */
 CANNL_MULTIVERSION
-static void set_ln2_g_exp_avg_2(real *restrict ln2_g_exp_avg, real *restrict ln2_g_exp_avg_sq, real *restrict ln2_g, const real *restrict ln2_g_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_ln2_g_exp_avg(real *restrict ln2_g_exp_avg, real *restrict ln2_g_exp_avg_sq, real *restrict ln2_g, const real *restrict ln2_g_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 128; ++j) {
         ln2_g_exp_avg[j] = ln2_g_exp_avg[j] * 0.9f + ln2_g_grad[j] * clip_coef[0] * 0.1f;
         ln2_g_exp_avg_sq[j] = ln2_g_exp_avg_sq[j] * 0.95f + ln2_g_grad[j] * clip_coef[0] * (ln2_g_grad[j] * clip_coef[0]) * 0.05f;
@@ -1483,7 +1433,7 @@ static void set_ln2_b_exp_avg_2(real *restrict ln2_b_exp_avg, real *restrict ln2
 
 /* line 41: adamw update of b_pr */
 CANNL_MULTIVERSION
-static void set_b_pr_exp_avg_2(real *restrict b_pr_exp_avg, real *restrict b_pr_exp_avg_sq, real *restrict b_pr, const real *restrict b_pr_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_b_pr_exp_avg(real *restrict b_pr_exp_avg, real *restrict b_pr_exp_avg_sq, real *restrict b_pr, const real *restrict b_pr_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 128; ++j) {
         b_pr_exp_avg[j] = b_pr_exp_avg[j] * 0.9f + b_pr_grad[j] * clip_coef[0] * 0.1f;
         b_pr_exp_avg_sq[j] = b_pr_exp_avg_sq[j] * 0.95f + b_pr_grad[j] * clip_coef[0] * (b_pr_grad[j] * clip_coef[0]) * 0.05f;
@@ -1503,7 +1453,7 @@ static void set_lnf_g_exp_avg_2(real *restrict lnf_g_exp_avg, real *restrict lnf
 
 /* line 41: adamw update of lnf_b */
 CANNL_MULTIVERSION
-static void set_lnf_b_exp_avg_2(real *restrict lnf_b_exp_avg, real *restrict lnf_b_exp_avg_sq, real *restrict lnf_b, const real *restrict lnf_b_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_lnf_b_exp_avg(real *restrict lnf_b_exp_avg, real *restrict lnf_b_exp_avg_sq, real *restrict lnf_b, const real *restrict lnf_b_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 128; ++j) {
         lnf_b_exp_avg[j] = lnf_b_exp_avg[j] * 0.9f + lnf_b_grad[j] * clip_coef[0] * 0.1f;
         lnf_b_exp_avg_sq[j] = lnf_b_exp_avg_sq[j] * 0.95f + lnf_b_grad[j] * clip_coef[0] * (lnf_b_grad[j] * clip_coef[0]) * 0.05f;
@@ -1579,8 +1529,8 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
     /* line 16: w_qkv = normal */
     set_w_qkv(&rng, w_qkv);
 
-    /* line 17: b_qkv = zeros */
-    fill_b_qkv(b_qkv);
+    /* line 17: b_qkv = zeros; zero b_qkv_exp_avg; zero b_qkv_exp_avg_sq */
+    set_b_qkv(b_qkv, b_qkv_exp_avg, b_qkv_exp_avg_sq);
 
     /* line 18: w_o = normal */
     set_w_o(&rng, w_o);
@@ -1591,91 +1541,41 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
     /* line 22: w_fc = normal */
     set_w_fc(&rng, w_fc);
 
-    /* line 23: b_fc = zeros */
-    fill_b_fc(b_fc);
+    /* line 23: b_fc = zeros; zero b_fc_exp_avg; zero b_fc_exp_avg_sq */
+    set_b_fc(b_fc, b_fc_exp_avg, b_fc_exp_avg_sq);
 
     /* line 24: w_pr = normal */
     set_w_pr(&rng, w_pr);
 
     /* zero wte_exp_avg; zero wte_exp_avg_sq */
-    if (m->opt_first <= 0 && 0 < m->opt_last) {
-        set_wte_exp_avg(wte_exp_avg, wte_exp_avg_sq);
-    }
+    set_wte_exp_avg(wte_exp_avg, wte_exp_avg_sq);
 
     /* zero wpe_exp_avg; zero wpe_exp_avg_sq */
-    if (m->opt_first <= 1 && 1 < m->opt_last) {
-        set_wpe_exp_avg(wpe_exp_avg, wpe_exp_avg_sq);
-    }
+    set_wpe_exp_avg(wpe_exp_avg, wpe_exp_avg_sq);
 
-    /* zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq */
-    if (m->opt_first <= 2 && 2 < m->opt_last) {
-        set_ln1_g_exp_avg(ln1_g_exp_avg, ln1_g_exp_avg_sq);
-    }
-
-    /* zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq */
-    if (m->opt_first <= 3 && 3 < m->opt_last) {
-        set_ln1_b_exp_avg(ln1_b_exp_avg, ln1_b_exp_avg_sq);
-    }
+    /* zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq; zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq */
+    set_ln1_g_exp_avg(ln1_g_exp_avg, ln1_g_exp_avg_sq, ln1_b_exp_avg, ln1_b_exp_avg_sq);
 
     /* zero w_qkv_exp_avg; zero w_qkv_exp_avg_sq */
-    if (m->opt_first <= 4 && 4 < m->opt_last) {
-        set_w_qkv_exp_avg(w_qkv_exp_avg, w_qkv_exp_avg_sq);
-    }
-
-    /* zero b_qkv_exp_avg; zero b_qkv_exp_avg_sq */
-    if (m->opt_first <= 5 && 5 < m->opt_last) {
-        set_b_qkv_exp_avg(b_qkv_exp_avg, b_qkv_exp_avg_sq);
-    }
+    set_w_qkv_exp_avg(w_qkv_exp_avg, w_qkv_exp_avg_sq);
 
     /* zero w_o_exp_avg; zero w_o_exp_avg_sq */
-    if (m->opt_first <= 6 && 6 < m->opt_last) {
-        set_w_o_exp_avg(w_o_exp_avg, w_o_exp_avg_sq);
-    }
+    set_w_o_exp_avg(w_o_exp_avg, w_o_exp_avg_sq);
 
-    /* zero b_o_exp_avg; zero b_o_exp_avg_sq */
-    if (m->opt_first <= 7 && 7 < m->opt_last) {
-        set_b_o_exp_avg(b_o_exp_avg, b_o_exp_avg_sq);
-    }
+    /* zero b_o_exp_avg; zero b_o_exp_avg_sq; zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq */
+    set_b_o_exp_avg(b_o_exp_avg, b_o_exp_avg_sq, ln2_g_exp_avg, ln2_g_exp_avg_sq);
 
-    /* zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq */
-    if (m->opt_first <= 8 && 8 < m->opt_last) {
-        set_ln2_g_exp_avg(ln2_g_exp_avg, ln2_g_exp_avg_sq);
-    }
-
-    /* zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq */
-    if (m->opt_first <= 9 && 9 < m->opt_last) {
-        set_ln2_b_exp_avg(ln2_b_exp_avg, ln2_b_exp_avg_sq);
-    }
+    /* zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq; zero b_pr_exp_avg; zero b_pr_exp_avg_sq */
+    set_ln2_b_exp_avg(ln2_b_exp_avg, ln2_b_exp_avg_sq, b_pr_exp_avg, b_pr_exp_avg_sq);
 
     /* zero w_fc_exp_avg; zero w_fc_exp_avg_sq */
-    if (m->opt_first <= 10 && 10 < m->opt_last) {
-        set_w_fc_exp_avg(w_fc_exp_avg, w_fc_exp_avg_sq);
-    }
-
-    /* zero b_fc_exp_avg; zero b_fc_exp_avg_sq */
-    if (m->opt_first <= 11 && 11 < m->opt_last) {
-        set_b_fc_exp_avg(b_fc_exp_avg, b_fc_exp_avg_sq);
-    }
+    set_w_fc_exp_avg(w_fc_exp_avg, w_fc_exp_avg_sq);
 
     /* zero w_pr_exp_avg; zero w_pr_exp_avg_sq */
-    if (m->opt_first <= 12 && 12 < m->opt_last) {
-        set_w_pr_exp_avg(w_pr_exp_avg, w_pr_exp_avg_sq);
-    }
+    set_w_pr_exp_avg(w_pr_exp_avg, w_pr_exp_avg_sq);
 
-    /* zero b_pr_exp_avg; zero b_pr_exp_avg_sq */
-    if (m->opt_first <= 13 && 13 < m->opt_last) {
-        set_b_pr_exp_avg(b_pr_exp_avg, b_pr_exp_avg_sq);
-    }
-
-    /* zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq */
-    if (m->opt_first <= 14 && 14 < m->opt_last) {
-        set_lnf_g_exp_avg(lnf_g_exp_avg, lnf_g_exp_avg_sq);
-    }
-
-    /* zero lnf_b_exp_avg; zero lnf_b_exp_avg_sq */
-    if (m->opt_first <= 15 && 15 < m->opt_last) {
-        set_lnf_b_exp_avg(lnf_b_exp_avg, lnf_b_exp_avg_sq);
-    }
+    /* zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq; zero lnf_b_exp_avg; zero lnf_b_exp_avg_sq */
+    set_lnf_g_exp_avg(lnf_g_exp_avg, lnf_g_exp_avg_sq, lnf_b_exp_avg, lnf_b_exp_avg_sq);
 }
 
 /* routine train_step */
@@ -1746,61 +1646,56 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq; /* [128] exp_avg_sq of lnf_g */
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg; /* [128] exp_avg of lnf_b */
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq; /* [128] exp_avg_sq of lnf_b */
-    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 269287488 bytes */
-    real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_mm2_grad = (real *)(work + 0); /* [batch, 64, 512] gradient of x2_mm2 */
-    real *const x0_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0 */
+    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 244121664 bytes */
+    real *const x0_emb = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_emb_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0_emb */
     real *const grad_norm = (real *)(work + 0); /* [] the sum of the squares of every gradient */
     real *const clip_coef = (real *)(work + 0); /* [] the factor of every gradient: min(1, max_norm / (norm + 1e-6)) */
-    real *const h2_mean_grad = (real *)(work + 8388608); /* [batch, 64] gradient of h2_mean */
-    real *const y_grad = (real *)(work + 8388608); /* [batch, 64, 4, 32] gradient of y */
-    real *const h1_grad = (real *)(work + 8388608); /* [batch, 64, 128] gradient of h1 */
-    real *const x0_emb_grad = (real *)(work + 8388608); /* [batch, 64, 128] gradient of x0_emb */
-    real *const h2_var_grad = (real *)(work + 8454144); /* [batch, 64] gradient of h2_var */
-    real *const y_delta = (real *)(work + 16777216); /* [batch, 4, 64] scratch of the attention backward: dout . o per query */
-    real *const h1_mean_grad = (real *)(work + 16777216); /* [batch, 64] gradient of h1_mean */
-    real *const h1_var_grad = (real *)(work + 16842752); /* [batch, 64] gradient of h1_var */
-    real *const x2_v = (real *)(work + 33554432); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_v_grad = (real *)(work + 33554432); /* [batch, 64, 512] gradient of x2_v */
-    real *const h2_grad = (real *)(work + 33554432); /* [batch, 64, 128] gradient of h2 */
-    real *const loss_ce = (real *)(work + 67108864); /* [batch, 64] [batch, 64 | ] */
-    real *const qkv_grad = (real *)(work + 67108864); /* [batch, 64, 3, 4, 32] gradient of qkv */
-    real *const logits = (real *)(work + 92274688); /* [batch, 64, 256] logits : [batch, 64 | 256] */
-    real *const logits_v_grad = (real *)(work + 92274688); /* [batch, 64, 128] gradient of logits_v */
-    real *const x1_grad = (real *)(work + 92274688); /* [batch, 64, 128] gradient of x1 */
-    real *const logits_mean_grad = (real *)(work + 100663296); /* [batch, 64] gradient of logits_mean */
-    real *const logits_var_grad = (real *)(work + 100728832); /* [batch, 64] gradient of logits_var */
-    real *const logits_grad = (real *)(work + 109051904); /* [batch, 64, 256] gradient of logits */
-    real *const x0_emb = (real *)(work + 125829120); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h1_ln = (real *)(work + 134217728); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h1 = (real *)(work + 142606336); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const y_q = (real *)(work + 150994944); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
-    real *const y_k = (real *)(work + 159383552); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
-    real *const y_v = (real *)(work + 167772160); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
-    real *const y = (real *)(work + 176160768); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
-    real *const x1 = (real *)(work + 184549376); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const h2_ln = (real *)(work + 192937984); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h2 = (real *)(work + 201326592); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
-    real *const x2_mm = (real *)(work + 209715200); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_ln = (real *)(work + 218103808); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_v = (real *)(work + 226492416); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const y_q_grad = (real *)(work + 234881024); /* [batch, 64, 4, 32] gradient of y_q */
-    real *const y_k_grad = (real *)(work + 243269632); /* [batch, 64, 4, 32] gradient of y_k */
-    real *const y_v_grad = (real *)(work + 251658240); /* [batch, 64, 4, 32] gradient of y_v */
-    real *const x2_grad = (real *)(work + 260046848); /* [batch, 64, 128] gradient of x2 */
-    real *const y_lse = (real *)(work + 268435456); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const h1_mean = (real *)(work + 268697600); /* [batch, 64] [batch, 64 | ] */
-    real *const h1_var = (real *)(work + 268763136); /* [batch, 64] [batch, 64 | ] */
-    real *const h2_mean = (real *)(work + 268828672); /* [batch, 64] [batch, 64 | ] */
-    real *const h2_var = (real *)(work + 268894208); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_mean = (real *)(work + 268959744); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_var = (real *)(work + 269025280); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_max = (real *)(work + 269090816); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_sumexp = (real *)(work + 269156352); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_sumexp_grad = (real *)(work + 269221888); /* [batch, 64] gradient of loss_sumexp */
-    real *const loss_ = (real *)(work + 269287424); /* [] loss : [] */
+    real *const h1_mean = (real *)(work + 8388608); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_var = (real *)(work + 8454144); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_ln = (real *)(work + 8519680); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h1_mean_grad = (real *)(work + 8519680); /* [batch, 64] gradient of h1_mean */
+    real *const h1_var_grad = (real *)(work + 8585216); /* [batch, 64] gradient of h1_var */
+    real *const h1 = (real *)(work + 16908288); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
+    real *const h1_grad = (real *)(work + 16908288); /* [batch, 64, 128] gradient of h1 */
+    real *const qkv = (real *)(work + 25296896); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    real *const qkv_mm = (real *)(work + 25296896); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
+    real *const y = (real *)(work + 50462720); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const y_lse = (real *)(work + 58851328); /* [batch, 4, 64] log-sum-exp of each query's scores */
+    real *const x1 = (real *)(work + 59113472); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const x1_mm = (real *)(work + 59113472); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_grad = (real *)(work + 59113472); /* [batch, 64, 128] gradient of x0 */
+    real *const h2_mean = (real *)(work + 67502080); /* [batch, 64] [batch, 64 | ] */
+    real *const y_grad = (real *)(work + 67502080); /* [batch, 64, 4, 32] gradient of y */
+    real *const h2_var = (real *)(work + 67567616); /* [batch, 64] [batch, 64 | ] */
+    real *const h2_ln = (real *)(work + 67633152); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h2_mean_grad = (real *)(work + 67633152); /* [batch, 64] gradient of h2_mean */
+    real *const h2_var_grad = (real *)(work + 67698688); /* [batch, 64] gradient of h2_var */
+    real *const y_delta = (real *)(work + 75890688); /* [batch, 4, 64] scratch of the attention backward: dout . o per query */
+    real *const h2 = (real *)(work + 76021760); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
+    real *const h2_grad = (real *)(work + 76021760); /* [batch, 64, 128] gradient of h2 */
+    real *const x2_mm2 = (real *)(work + 84410368); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_mm2_grad = (real *)(work + 84410368); /* [batch, 64, 512] gradient of x2_mm2 */
+    real *const x2_v = (real *)(work + 117964800); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_v_grad = (real *)(work + 117964800); /* [batch, 64, 512] gradient of x2_v */
+    real *const x2_mm = (real *)(work + 151519232); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x1_grad = (real *)(work + 151519232); /* [batch, 64, 128] gradient of x1 */
+    real *const logits_mean = (real *)(work + 159907840); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_var = (real *)(work + 159973376); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_ln = (real *)(work + 160038912); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_mean_grad = (real *)(work + 160038912); /* [batch, 64] gradient of logits_mean */
+    real *const logits_var_grad = (real *)(work + 160104448); /* [batch, 64] gradient of logits_var */
+    real *const logits_v = (real *)(work + 168427520); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_v_grad = (real *)(work + 168427520); /* [batch, 64, 128] gradient of logits_v */
+    real *const logits = (real *)(work + 176816128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const loss_max = (real *)(work + 193593344); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_sumexp = (real *)(work + 193658880); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_ce = (real *)(work + 193724416); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_sumexp_grad = (real *)(work + 193724416); /* [batch, 64] gradient of loss_sumexp */
+    real *const loss_ = (real *)(work + 193789952); /* [] loss : [] */
+    real *const qkv_grad = (real *)(work + 193790016); /* [batch, 64, 3, 4, 32] gradient of qkv */
+    real *const logits_grad = (real *)(work + 218955840); /* [batch, 64, 256] gradient of logits */
+    real *const x2_grad = (real *)(work + 235733056); /* [batch, 64, 128] gradient of x2 */
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -1826,15 +1721,15 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     /* line 31: qkv = w_qkv * h1 + b_qkv */
     /* matrix product qkv_mm = h1 . w_qkv: M = n * 64 (b0, b1), N = 384 (o0, o1, o2), K = 128 (k) */
     cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
+    set_qkv(n, qkv, qkv_mm, b_qkv);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
-            cannl_attention_forward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
+            cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
         }
     }
 
@@ -1867,9 +1762,6 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     sum_loss_sumexp(n, loss_sumexp, logits, loss_max);
     sum_loss_ce(n, loss_ce, next, logits, loss_max, loss_sumexp);
     sum_loss_(n, loss_, loss_ce);
-
-    /* zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v */
-    set_y_q_grad(n, y_q_grad, y_k_grad, y_v_grad);
 
     /* zero the gradient of qkv */
     fill_qkv_grad(n, qkv_grad);
@@ -1929,13 +1821,10 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
-            cannl_attention_backward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_grad + (cannl_s * 256 + cannl_h) * 32, 128,
-                y_lse + cannl_p * 64, y_delta + cannl_p * 64, y_q_grad + (cannl_s * 256 + cannl_h) * 32, 128, y_k_grad + (cannl_s * 256 + cannl_h) * 32, 128, y_v_grad + (cannl_s * 256 + cannl_h) * 32, 128);
+            cannl_attention_backward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_grad + (cannl_s * 256 + cannl_h) * 32, 128,
+                y_lse + cannl_p * 64, y_delta + cannl_p * 64, qkv_grad + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv_grad + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv_grad + 256 + cannl_s * 24576 + cannl_h * 32, 384);
         }
     }
-    add_qkv_grad(n, qkv_grad, y_v_grad);
-    add_qkv_grad_2(n, qkv_grad, y_k_grad);
-    add_qkv_grad_3(n, qkv_grad, y_q_grad);
 
     /* line 31: backward: qkv = w_qkv * h1 + b_qkv */
     sum_b_qkv_grad(n, b_qkv_grad, qkv_grad);
@@ -2002,7 +1891,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     set_w_qkv_2(w_qkv, w_qkv_exp_avg, w_qkv_exp_avg_sq, w_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
 
     /* line 41: adamw update of b_qkv */
-    set_b_qkv_exp_avg_2(b_qkv_exp_avg, b_qkv_exp_avg_sq, b_qkv, b_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
+    set_b_qkv_exp_avg(b_qkv_exp_avg, b_qkv_exp_avg_sq, b_qkv, b_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
 
     /* line 41: adamw update of w_o */
     set_w_o_2(w_o, w_o_exp_avg, w_o_exp_avg_sq, w_o_grad, clip_coef, bc1, lr, sqrt_bc2);
@@ -2011,7 +1900,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     set_w_fc_2(w_fc, w_fc_exp_avg, w_fc_exp_avg_sq, w_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
 
     /* line 41: adamw update of b_fc */
-    set_b_fc_exp_avg_2(b_fc_exp_avg, b_fc_exp_avg_sq, b_fc, b_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
+    set_b_fc_exp_avg(b_fc_exp_avg, b_fc_exp_avg_sq, b_fc, b_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
 
     /* line 41: adamw update of w_pr */
     set_w_pr_2(w_pr, w_pr_exp_avg, w_pr_exp_avg_sq, w_pr_grad, clip_coef, bc1, lr, sqrt_bc2);
@@ -2038,10 +1927,11 @@ static void forward(struct gpt_tiny *m, const real *const inputs[], int64_t n, r
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 58720256 bytes */
+    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 50331648 bytes */
     real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
+    real *const qkv = (real *)(work + 0); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
     real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const y = (real *)(work + 0); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const h2_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
     real *const x2_v = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
     real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
@@ -2050,17 +1940,14 @@ static void forward(struct gpt_tiny *m, const real *const inputs[], int64_t n, r
     real *const h1_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
     real *const h2_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
     real *const logits_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const y_lse = (real *)(work + 8388608); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const x1_mm = (real *)(work + 8388608); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const logits_v = (real *)(work + 16777216); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const x0_emb = (real *)(work + 25165824); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const h1 = (real *)(work + 33554432); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const y_q = (real *)(work + 33554432); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y = (real *)(work + 33554432); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
     real *const x1 = (real *)(work + 33554432); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const y_k = (real *)(work + 41943040); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y_lse = (real *)(work + 41943040); /* [batch, 4, 64] log-sum-exp of each query's scores */
     real *const h2 = (real *)(work + 41943040); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
     real *const x2_mm = (real *)(work + 41943040); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const y_v = (real *)(work + 50331648); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -2082,22 +1969,22 @@ static void forward(struct gpt_tiny *m, const real *const inputs[], int64_t n, r
     /* line 31: qkv = w_qkv * h1 + b_qkv */
     /* matrix product qkv_mm = h1 . w_qkv: M = n * 64 (b0, b1), N = 384 (o0, o1, o2), K = 128 (k) */
     cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
+    set_qkv(n, qkv, qkv_mm, b_qkv);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
-            cannl_attention_forward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
+            cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
         }
     }
 
     /* line 33: x1 = x0 + (w_o * y + b_o) */
     /* matrix product x1_mm = y . w_o: M = n * 64 (b0, b1), N = 128 (o), K = 128 (k0, k1) */
     cannl_sgemm(m->gemm, n * 64, 128, 128, 1.0f, y, 128, 1, w_o, 1, 128, x1_mm, 128, 1, 1);
-    set_x1(n, x1, x0_emb, wpe, x1_mm, b_o);
+    set_x1_2(n, x1, x0_emb, wpe, x1_mm, b_o);
 
     /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
     sum_h2_mean(n, h2_mean, x1);
@@ -2141,10 +2028,11 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 58720256 bytes */
+    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 50331648 bytes */
     real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
+    real *const qkv = (real *)(work + 0); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
     real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const y = (real *)(work + 0); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const h2_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
     real *const x2_v = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
     real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
@@ -2154,8 +2042,6 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const h1_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
     real *const h2_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
     real *const logits_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const y_lse = (real *)(work + 8388608); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const x1_mm = (real *)(work + 8388608); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const logits_v = (real *)(work + 16777216); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const loss_max = (real *)(work + 16777216); /* [batch, 64] [batch, 64 | ] */
     real *const accuracy_pred_max = (real *)(work + 16777216); /* [batch, 64] [batch, 64 | ] */
@@ -2165,12 +2051,11 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const loss_ = (real *)(work + 16973824); /* [] loss : [] */
     real *const x0_emb = (real *)(work + 25165824); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const h1 = (real *)(work + 33554432); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const y_q = (real *)(work + 33554432); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y = (real *)(work + 33554432); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
     real *const x1 = (real *)(work + 33554432); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const y_k = (real *)(work + 41943040); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y_lse = (real *)(work + 41943040); /* [batch, 4, 64] log-sum-exp of each query's scores */
     real *const h2 = (real *)(work + 41943040); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
     real *const x2_mm = (real *)(work + 41943040); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const y_v = (real *)(work + 50331648); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -2192,22 +2077,22 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     /* line 31: qkv = w_qkv * h1 + b_qkv */
     /* matrix product qkv_mm = h1 . w_qkv: M = n * 64 (b0, b1), N = 384 (o0, o1, o2), K = 128 (k) */
     cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
+    set_qkv(n, qkv, qkv_mm, b_qkv);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
-            cannl_attention_forward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
+            cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
         }
     }
 
     /* line 33: x1 = x0 + (w_o * y + b_o) */
     /* matrix product x1_mm = y . w_o: M = n * 64 (b0, b1), N = 128 (o), K = 128 (k0, k1) */
     cannl_sgemm(m->gemm, n * 64, 128, 128, 1.0f, y, 128, 1, w_o, 1, 128, x1_mm, 128, 1, 1);
-    set_x1(n, x1, x0_emb, wpe, x1_mm, b_o);
+    set_x1_2(n, x1, x0_emb, wpe, x1_mm, b_o);
 
     /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
     sum_h2_mean(n, h2_mean, x1);
@@ -2279,59 +2164,54 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     real *const ln1_g_grad = m->ln1_g_grad; /* [128] gradient of ln1_g */
     real *const ln1_b_grad = m->ln1_b_grad; /* [128] gradient of ln1_b */
     real *const wpe_grad = m->wpe_grad; /* [64, 128] gradient of wpe */
-    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 269287488 bytes */
-    real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_mm2_grad = (real *)(work + 0); /* [batch, 64, 512] gradient of x2_mm2 */
-    real *const x0_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0 */
-    real *const h2_mean_grad = (real *)(work + 8388608); /* [batch, 64] gradient of h2_mean */
-    real *const y_grad = (real *)(work + 8388608); /* [batch, 64, 4, 32] gradient of y */
-    real *const h1_grad = (real *)(work + 8388608); /* [batch, 64, 128] gradient of h1 */
-    real *const x0_emb_grad = (real *)(work + 8388608); /* [batch, 64, 128] gradient of x0_emb */
-    real *const h2_var_grad = (real *)(work + 8454144); /* [batch, 64] gradient of h2_var */
-    real *const y_delta = (real *)(work + 16777216); /* [batch, 4, 64] scratch of the attention backward: dout . o per query */
-    real *const h1_mean_grad = (real *)(work + 16777216); /* [batch, 64] gradient of h1_mean */
-    real *const h1_var_grad = (real *)(work + 16842752); /* [batch, 64] gradient of h1_var */
-    real *const x2_v = (real *)(work + 33554432); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_v_grad = (real *)(work + 33554432); /* [batch, 64, 512] gradient of x2_v */
-    real *const h2_grad = (real *)(work + 33554432); /* [batch, 64, 128] gradient of h2 */
-    real *const loss_ce = (real *)(work + 67108864); /* [batch, 64] [batch, 64 | ] */
-    real *const qkv_grad = (real *)(work + 67108864); /* [batch, 64, 3, 4, 32] gradient of qkv */
-    real *const logits = (real *)(work + 92274688); /* [batch, 64, 256] logits : [batch, 64 | 256] */
-    real *const logits_v_grad = (real *)(work + 92274688); /* [batch, 64, 128] gradient of logits_v */
-    real *const x1_grad = (real *)(work + 92274688); /* [batch, 64, 128] gradient of x1 */
-    real *const logits_mean_grad = (real *)(work + 100663296); /* [batch, 64] gradient of logits_mean */
-    real *const logits_var_grad = (real *)(work + 100728832); /* [batch, 64] gradient of logits_var */
-    real *const logits_grad = (real *)(work + 109051904); /* [batch, 64, 256] gradient of logits */
-    real *const x0_emb = (real *)(work + 125829120); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h1_ln = (real *)(work + 134217728); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h1 = (real *)(work + 142606336); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const y_q = (real *)(work + 150994944); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
-    real *const y_k = (real *)(work + 159383552); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
-    real *const y_v = (real *)(work + 167772160); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
-    real *const y = (real *)(work + 176160768); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
-    real *const x1 = (real *)(work + 184549376); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const h2_ln = (real *)(work + 192937984); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h2 = (real *)(work + 201326592); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
-    real *const x2_mm = (real *)(work + 209715200); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_ln = (real *)(work + 218103808); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_v = (real *)(work + 226492416); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const y_q_grad = (real *)(work + 234881024); /* [batch, 64, 4, 32] gradient of y_q */
-    real *const y_k_grad = (real *)(work + 243269632); /* [batch, 64, 4, 32] gradient of y_k */
-    real *const y_v_grad = (real *)(work + 251658240); /* [batch, 64, 4, 32] gradient of y_v */
-    real *const x2_grad = (real *)(work + 260046848); /* [batch, 64, 128] gradient of x2 */
-    real *const y_lse = (real *)(work + 268435456); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const h1_mean = (real *)(work + 268697600); /* [batch, 64] [batch, 64 | ] */
-    real *const h1_var = (real *)(work + 268763136); /* [batch, 64] [batch, 64 | ] */
-    real *const h2_mean = (real *)(work + 268828672); /* [batch, 64] [batch, 64 | ] */
-    real *const h2_var = (real *)(work + 268894208); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_mean = (real *)(work + 268959744); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_var = (real *)(work + 269025280); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_max = (real *)(work + 269090816); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_sumexp = (real *)(work + 269156352); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_sumexp_grad = (real *)(work + 269221888); /* [batch, 64] gradient of loss_sumexp */
-    real *const loss_ = (real *)(work + 269287424); /* [] loss : [] */
+    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 244121664 bytes */
+    real *const x0_emb = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_emb_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0_emb */
+    real *const h1_mean = (real *)(work + 8388608); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_var = (real *)(work + 8454144); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_ln = (real *)(work + 8519680); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h1_mean_grad = (real *)(work + 8519680); /* [batch, 64] gradient of h1_mean */
+    real *const h1_var_grad = (real *)(work + 8585216); /* [batch, 64] gradient of h1_var */
+    real *const h1 = (real *)(work + 16908288); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
+    real *const h1_grad = (real *)(work + 16908288); /* [batch, 64, 128] gradient of h1 */
+    real *const qkv = (real *)(work + 25296896); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    real *const qkv_mm = (real *)(work + 25296896); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
+    real *const y = (real *)(work + 50462720); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const y_lse = (real *)(work + 58851328); /* [batch, 4, 64] log-sum-exp of each query's scores */
+    real *const x1 = (real *)(work + 59113472); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const x1_mm = (real *)(work + 59113472); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_grad = (real *)(work + 59113472); /* [batch, 64, 128] gradient of x0 */
+    real *const h2_mean = (real *)(work + 67502080); /* [batch, 64] [batch, 64 | ] */
+    real *const y_grad = (real *)(work + 67502080); /* [batch, 64, 4, 32] gradient of y */
+    real *const h2_var = (real *)(work + 67567616); /* [batch, 64] [batch, 64 | ] */
+    real *const h2_ln = (real *)(work + 67633152); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h2_mean_grad = (real *)(work + 67633152); /* [batch, 64] gradient of h2_mean */
+    real *const h2_var_grad = (real *)(work + 67698688); /* [batch, 64] gradient of h2_var */
+    real *const y_delta = (real *)(work + 75890688); /* [batch, 4, 64] scratch of the attention backward: dout . o per query */
+    real *const h2 = (real *)(work + 76021760); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
+    real *const h2_grad = (real *)(work + 76021760); /* [batch, 64, 128] gradient of h2 */
+    real *const x2_mm2 = (real *)(work + 84410368); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_mm2_grad = (real *)(work + 84410368); /* [batch, 64, 512] gradient of x2_mm2 */
+    real *const x2_v = (real *)(work + 117964800); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_v_grad = (real *)(work + 117964800); /* [batch, 64, 512] gradient of x2_v */
+    real *const x2_mm = (real *)(work + 151519232); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x1_grad = (real *)(work + 151519232); /* [batch, 64, 128] gradient of x1 */
+    real *const logits_mean = (real *)(work + 159907840); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_var = (real *)(work + 159973376); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_ln = (real *)(work + 160038912); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_mean_grad = (real *)(work + 160038912); /* [batch, 64] gradient of logits_mean */
+    real *const logits_var_grad = (real *)(work + 160104448); /* [batch, 64] gradient of logits_var */
+    real *const logits_v = (real *)(work + 168427520); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_v_grad = (real *)(work + 168427520); /* [batch, 64, 128] gradient of logits_v */
+    real *const logits = (real *)(work + 176816128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const loss_max = (real *)(work + 193593344); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_sumexp = (real *)(work + 193658880); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_ce = (real *)(work + 193724416); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_sumexp_grad = (real *)(work + 193724416); /* [batch, 64] gradient of loss_sumexp */
+    real *const loss_ = (real *)(work + 193789952); /* [] loss : [] */
+    real *const qkv_grad = (real *)(work + 193790016); /* [batch, 64, 3, 4, 32] gradient of qkv */
+    real *const logits_grad = (real *)(work + 218955840); /* [batch, 64, 256] gradient of logits */
+    real *const x2_grad = (real *)(work + 235733056); /* [batch, 64, 128] gradient of x2 */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -2353,15 +2233,15 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     /* line 31: qkv = w_qkv * h1 + b_qkv */
     /* matrix product qkv_mm = h1 . w_qkv: M = n * 64 (b0, b1), N = 384 (o0, o1, o2), K = 128 (k) */
     cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
+    set_qkv(n, qkv, qkv_mm, b_qkv);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
-            cannl_attention_forward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
+            cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
         }
     }
 
@@ -2394,9 +2274,6 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     sum_loss_sumexp(n, loss_sumexp, logits, loss_max);
     sum_loss_ce(n, loss_ce, next, logits, loss_max, loss_sumexp);
     sum_loss_(n, loss_, loss_ce);
-
-    /* zero the gradient of y_q; zero the gradient of y_k; zero the gradient of y_v */
-    set_y_q_grad(n, y_q_grad, y_k_grad, y_v_grad);
 
     /* zero the gradient of qkv */
     fill_qkv_grad(n, qkv_grad);
@@ -2466,13 +2343,10 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
-            cannl_attention_backward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_grad + (cannl_s * 256 + cannl_h) * 32, 128,
-                y_lse + cannl_p * 64, y_delta + cannl_p * 64, y_q_grad + (cannl_s * 256 + cannl_h) * 32, 128, y_k_grad + (cannl_s * 256 + cannl_h) * 32, 128, y_v_grad + (cannl_s * 256 + cannl_h) * 32, 128);
+            cannl_attention_backward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_grad + (cannl_s * 256 + cannl_h) * 32, 128,
+                y_lse + cannl_p * 64, y_delta + cannl_p * 64, qkv_grad + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv_grad + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv_grad + 256 + cannl_s * 24576 + cannl_h * 32, 384);
         }
     }
-    add_qkv_grad(n, qkv_grad, y_v_grad);
-    add_qkv_grad_2(n, qkv_grad, y_k_grad);
-    add_qkv_grad_3(n, qkv_grad, y_q_grad);
 
     /* line 31: backward: qkv = w_qkv * h1 + b_qkv */
     sum_b_qkv_grad(n, b_qkv_grad, qkv_grad);
@@ -2580,7 +2454,7 @@ static void train_update(struct gpt_tiny *m) {
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq; /* [128] exp_avg_sq of lnf_g */
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg; /* [128] exp_avg of lnf_b */
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq; /* [128] exp_avg_sq of lnf_b */
-    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 64 bytes */
+    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 64 bytes */
     real *const grad_norm = (real *)(work + 0); /* [] the sum of the squares of every gradient */
     real *const clip_coef = (real *)(work + 0); /* [] the factor of every gradient: min(1, max_norm / (norm + 1e-6)) */
     const int64_t step = ++m->step;
@@ -2630,7 +2504,7 @@ static void train_update(struct gpt_tiny *m) {
 
     /* line 41: adamw update of ln1_b */
     if (m->update_first <= 3 && 3 < m->update_last) {
-        set_ln1_b_exp_avg_2(ln1_b_exp_avg, ln1_b_exp_avg_sq, ln1_b, ln1_b_grad, clip_coef, bc1, lr, sqrt_bc2);
+        set_ln1_b_exp_avg(ln1_b_exp_avg, ln1_b_exp_avg_sq, ln1_b, ln1_b_grad, clip_coef, bc1, lr, sqrt_bc2);
     }
 
     /* line 41: adamw update of w_qkv */
@@ -2640,7 +2514,7 @@ static void train_update(struct gpt_tiny *m) {
 
     /* line 41: adamw update of b_qkv */
     if (m->update_first <= 5 && 5 < m->update_last) {
-        set_b_qkv_exp_avg_2(b_qkv_exp_avg, b_qkv_exp_avg_sq, b_qkv, b_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
+        set_b_qkv_exp_avg(b_qkv_exp_avg, b_qkv_exp_avg_sq, b_qkv, b_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
     }
 
     /* line 41: adamw update of w_o */
@@ -2655,7 +2529,7 @@ static void train_update(struct gpt_tiny *m) {
 
     /* line 41: adamw update of ln2_g */
     if (m->update_first <= 8 && 8 < m->update_last) {
-        set_ln2_g_exp_avg_2(ln2_g_exp_avg, ln2_g_exp_avg_sq, ln2_g, ln2_g_grad, clip_coef, bc1, lr, sqrt_bc2);
+        set_ln2_g_exp_avg(ln2_g_exp_avg, ln2_g_exp_avg_sq, ln2_g, ln2_g_grad, clip_coef, bc1, lr, sqrt_bc2);
     }
 
     /* line 41: adamw update of ln2_b */
@@ -2670,7 +2544,7 @@ static void train_update(struct gpt_tiny *m) {
 
     /* line 41: adamw update of b_fc */
     if (m->update_first <= 11 && 11 < m->update_last) {
-        set_b_fc_exp_avg_2(b_fc_exp_avg, b_fc_exp_avg_sq, b_fc, b_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
+        set_b_fc_exp_avg(b_fc_exp_avg, b_fc_exp_avg_sq, b_fc, b_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
     }
 
     /* line 41: adamw update of w_pr */
@@ -2680,7 +2554,7 @@ static void train_update(struct gpt_tiny *m) {
 
     /* line 41: adamw update of b_pr */
     if (m->update_first <= 13 && 13 < m->update_last) {
-        set_b_pr_exp_avg_2(b_pr_exp_avg, b_pr_exp_avg_sq, b_pr, b_pr_grad, clip_coef, bc1, lr, sqrt_bc2);
+        set_b_pr_exp_avg(b_pr_exp_avg, b_pr_exp_avg_sq, b_pr, b_pr_grad, clip_coef, bc1, lr, sqrt_bc2);
     }
 
     /* line 41: adamw update of lnf_g */
@@ -2690,7 +2564,7 @@ static void train_update(struct gpt_tiny *m) {
 
     /* line 41: adamw update of lnf_b */
     if (m->update_first <= 15 && 15 < m->update_last) {
-        set_lnf_b_exp_avg_2(lnf_b_exp_avg, lnf_b_exp_avg_sq, lnf_b, lnf_b_grad, clip_coef, bc1, lr, sqrt_bc2);
+        set_lnf_b_exp_avg(lnf_b_exp_avg, lnf_b_exp_avg_sq, lnf_b, lnf_b_grad, clip_coef, bc1, lr, sqrt_bc2);
     }
 }
 
@@ -2715,83 +2589,66 @@ static void bind_buffers(struct gpt_tiny *m) {
     m->b_pr = (real *)(base + 956416);
     m->lnf_g = (real *)(base + 956928);
     m->lnf_b = (real *)(base + 957440);
-    m->wte_grad = (real *)(base + 957952);
-    m->lnf_g_grad = (real *)(base + 1914880);
-    m->lnf_b_grad = (real *)(base + 1915392);
-    m->b_pr_grad = (real *)(base + 1914368);
-    m->w_pr_grad = (real *)(base + 1652224);
-    m->b_fc_grad = (real *)(base + 1650176);
-    m->w_fc_grad = (real *)(base + 1388032);
-    m->ln2_g_grad = (real *)(base + 1387008);
-    m->ln2_b_grad = (real *)(base + 1387520);
-    m->b_o_grad = (real *)(base + 1386496);
-    m->w_o_grad = (real *)(base + 1320960);
-    m->b_qkv_grad = (real *)(base + 1319424);
-    m->w_qkv_grad = (real *)(base + 1122816);
-    m->ln1_g_grad = (real *)(base + 1121792);
-    m->ln1_b_grad = (real *)(base + 1122304);
-    m->wpe_grad = (real *)(base + 1089024);
+    m->wte_grad = (real *)(base + 2873856);
+    m->lnf_g_grad = (real *)(base + 3830784);
+    m->lnf_b_grad = (real *)(base + 3831296);
+    m->b_pr_grad = (real *)(base + 3830272);
+    m->w_pr_grad = (real *)(base + 3568128);
+    m->b_fc_grad = (real *)(base + 3566080);
+    m->w_fc_grad = (real *)(base + 3303936);
+    m->ln2_g_grad = (real *)(base + 3302912);
+    m->ln2_b_grad = (real *)(base + 3303424);
+    m->b_o_grad = (real *)(base + 3302400);
+    m->w_o_grad = (real *)(base + 3236864);
+    m->b_qkv_grad = (real *)(base + 3235328);
+    m->w_qkv_grad = (real *)(base + 3038720);
+    m->ln1_g_grad = (real *)(base + 3037696);
+    m->ln1_b_grad = (real *)(base + 3038208);
+    m->wpe_grad = (real *)(base + 3004928);
+    m->wte_exp_avg = (real *)(base + 957952);
+    m->wte_exp_avg_sq = (real *)(base + 1089024);
+    m->wpe_exp_avg = (real *)(base + 1220096);
+    m->wpe_exp_avg_sq = (real *)(base + 1252864);
+    m->ln1_g_exp_avg = (real *)(base + 1285632);
+    m->ln1_g_exp_avg_sq = (real *)(base + 1286144);
+    m->ln1_b_exp_avg = (real *)(base + 1286656);
+    m->ln1_b_exp_avg_sq = (real *)(base + 1287168);
+    m->w_qkv_exp_avg = (real *)(base + 1287680);
+    m->w_qkv_exp_avg_sq = (real *)(base + 1484288);
+    m->b_qkv_exp_avg = (real *)(base + 1680896);
+    m->b_qkv_exp_avg_sq = (real *)(base + 1682432);
+    m->w_o_exp_avg = (real *)(base + 1683968);
+    m->w_o_exp_avg_sq = (real *)(base + 1749504);
+    m->b_o_exp_avg = (real *)(base + 1815040);
+    m->b_o_exp_avg_sq = (real *)(base + 1815552);
+    m->ln2_g_exp_avg = (real *)(base + 1816064);
+    m->ln2_g_exp_avg_sq = (real *)(base + 1816576);
+    m->ln2_b_exp_avg = (real *)(base + 1817088);
+    m->ln2_b_exp_avg_sq = (real *)(base + 1817600);
+    m->w_fc_exp_avg = (real *)(base + 1818112);
+    m->w_fc_exp_avg_sq = (real *)(base + 2080256);
+    m->b_fc_exp_avg = (real *)(base + 2342400);
+    m->b_fc_exp_avg_sq = (real *)(base + 2344448);
+    m->w_pr_exp_avg = (real *)(base + 2346496);
+    m->w_pr_exp_avg_sq = (real *)(base + 2608640);
+    m->b_pr_exp_avg = (real *)(base + 2870784);
+    m->b_pr_exp_avg_sq = (real *)(base + 2871296);
+    m->lnf_g_exp_avg = (real *)(base + 2871808);
+    m->lnf_g_exp_avg_sq = (real *)(base + 2872320);
+    m->lnf_b_exp_avg = (real *)(base + 2872832);
+    m->lnf_b_exp_avg_sq = (real *)(base + 2873344);
 
-}
-
-/* Param i's optimiser state: bytes [opt_state_start[i], opt_state_start[i + 1]) of the whole block. */
-static const int64_t opt_state_start[] = { 0, 262144, 327680, 328704, 329728, 722944, 726016, 857088, 858112, 859136, 860160, 1384448, 1388544, 1912832, 1913856, 1914880, 1915904 };
-
-/* The optimiser state's pointers: into the block of params [opt_first, opt_last), NULL for the others. */
-static void bind_opt_state(struct gpt_tiny *m) {
-    char *const base = (char *)m->opt_state;
-    const int64_t at = opt_state_start[m->opt_first];
-    m->wte_exp_avg = m->opt_first <= 0 && 0 < m->opt_last ? (real *)(base + (0 - at)) : NULL;
-    m->wte_exp_avg_sq = m->opt_first <= 0 && 0 < m->opt_last ? (real *)(base + (131072 - at)) : NULL;
-    m->wpe_exp_avg = m->opt_first <= 1 && 1 < m->opt_last ? (real *)(base + (262144 - at)) : NULL;
-    m->wpe_exp_avg_sq = m->opt_first <= 1 && 1 < m->opt_last ? (real *)(base + (294912 - at)) : NULL;
-    m->ln1_g_exp_avg = m->opt_first <= 2 && 2 < m->opt_last ? (real *)(base + (327680 - at)) : NULL;
-    m->ln1_g_exp_avg_sq = m->opt_first <= 2 && 2 < m->opt_last ? (real *)(base + (328192 - at)) : NULL;
-    m->ln1_b_exp_avg = m->opt_first <= 3 && 3 < m->opt_last ? (real *)(base + (328704 - at)) : NULL;
-    m->ln1_b_exp_avg_sq = m->opt_first <= 3 && 3 < m->opt_last ? (real *)(base + (329216 - at)) : NULL;
-    m->w_qkv_exp_avg = m->opt_first <= 4 && 4 < m->opt_last ? (real *)(base + (329728 - at)) : NULL;
-    m->w_qkv_exp_avg_sq = m->opt_first <= 4 && 4 < m->opt_last ? (real *)(base + (526336 - at)) : NULL;
-    m->b_qkv_exp_avg = m->opt_first <= 5 && 5 < m->opt_last ? (real *)(base + (722944 - at)) : NULL;
-    m->b_qkv_exp_avg_sq = m->opt_first <= 5 && 5 < m->opt_last ? (real *)(base + (724480 - at)) : NULL;
-    m->w_o_exp_avg = m->opt_first <= 6 && 6 < m->opt_last ? (real *)(base + (726016 - at)) : NULL;
-    m->w_o_exp_avg_sq = m->opt_first <= 6 && 6 < m->opt_last ? (real *)(base + (791552 - at)) : NULL;
-    m->b_o_exp_avg = m->opt_first <= 7 && 7 < m->opt_last ? (real *)(base + (857088 - at)) : NULL;
-    m->b_o_exp_avg_sq = m->opt_first <= 7 && 7 < m->opt_last ? (real *)(base + (857600 - at)) : NULL;
-    m->ln2_g_exp_avg = m->opt_first <= 8 && 8 < m->opt_last ? (real *)(base + (858112 - at)) : NULL;
-    m->ln2_g_exp_avg_sq = m->opt_first <= 8 && 8 < m->opt_last ? (real *)(base + (858624 - at)) : NULL;
-    m->ln2_b_exp_avg = m->opt_first <= 9 && 9 < m->opt_last ? (real *)(base + (859136 - at)) : NULL;
-    m->ln2_b_exp_avg_sq = m->opt_first <= 9 && 9 < m->opt_last ? (real *)(base + (859648 - at)) : NULL;
-    m->w_fc_exp_avg = m->opt_first <= 10 && 10 < m->opt_last ? (real *)(base + (860160 - at)) : NULL;
-    m->w_fc_exp_avg_sq = m->opt_first <= 10 && 10 < m->opt_last ? (real *)(base + (1122304 - at)) : NULL;
-    m->b_fc_exp_avg = m->opt_first <= 11 && 11 < m->opt_last ? (real *)(base + (1384448 - at)) : NULL;
-    m->b_fc_exp_avg_sq = m->opt_first <= 11 && 11 < m->opt_last ? (real *)(base + (1386496 - at)) : NULL;
-    m->w_pr_exp_avg = m->opt_first <= 12 && 12 < m->opt_last ? (real *)(base + (1388544 - at)) : NULL;
-    m->w_pr_exp_avg_sq = m->opt_first <= 12 && 12 < m->opt_last ? (real *)(base + (1650688 - at)) : NULL;
-    m->b_pr_exp_avg = m->opt_first <= 13 && 13 < m->opt_last ? (real *)(base + (1912832 - at)) : NULL;
-    m->b_pr_exp_avg_sq = m->opt_first <= 13 && 13 < m->opt_last ? (real *)(base + (1913344 - at)) : NULL;
-    m->lnf_g_exp_avg = m->opt_first <= 14 && 14 < m->opt_last ? (real *)(base + (1913856 - at)) : NULL;
-    m->lnf_g_exp_avg_sq = m->opt_first <= 14 && 14 < m->opt_last ? (real *)(base + (1914368 - at)) : NULL;
-    m->lnf_b_exp_avg = m->opt_first <= 15 && 15 < m->opt_last ? (real *)(base + (1914880 - at)) : NULL;
-    m->lnf_b_exp_avg_sq = m->opt_first <= 15 && 15 < m->opt_last ? (real *)(base + (1915392 - at)) : NULL;
-    (void)base;
-    (void)at;
 }
 
 struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
     struct gpt_tiny *m = (struct gpt_tiny *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(271203392);
-    m->opt_state = cannl_alloc(1915904);
-    if (!m->arena || !m->opt_state) {
-        cannl_free(m->arena);
-        cannl_free(m->opt_state);
+    m->arena = cannl_alloc(247953472);
+    if (!m->arena) {
         free(m);
         return NULL;
     }
-    m->opt_first = 0;
-    m->opt_last = GPT_TINY_NUM_PARAMS;
     bind_buffers(m);
-    bind_opt_state(m);
 #ifdef _OPENMP
     m->gemm = cannl_gemm_create(CANNL_F32, omp_get_max_threads());
 #else
@@ -2799,7 +2656,6 @@ struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
 #endif
     if (!m->gemm) {
         cannl_free(m->arena);
-        cannl_free(m->opt_state);
         free(m);
         return NULL;
     }
@@ -2810,7 +2666,6 @@ struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
 void gpt_tiny_destroy(struct gpt_tiny *m) {
     if (!m) return;
     cannl_free(m->arena);
-    cannl_free(m->opt_state);
     cannl_gemm_free(m->gemm);
     free(m);
 }
@@ -2820,13 +2675,13 @@ void gpt_tiny_init(struct gpt_tiny *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.0003;
     m->schedule = 1;
-    m->update_first = m->opt_first;
-    m->update_last = m->opt_last;
+    m->update_first = 0;
+    m->update_last = GPT_TINY_NUM_PARAMS;
     m->update_norm_sq = -1;
 }
 
 double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n) {
-    if (n < 1 || n > GPT_TINY_MAX_BATCH || m->opt_first != 0 || m->opt_last != GPT_TINY_NUM_PARAMS) return NAN;
+    if (n < 1 || n > GPT_TINY_MAX_BATCH) return NAN;
     return train_step(m, inputs, n);
 }
 
@@ -2843,41 +2698,14 @@ void gpt_tiny_set_grad_hook(struct gpt_tiny *m, void (*hook)(void *ctx, int64_t 
 }
 
 void gpt_tiny_set_update_shard(struct gpt_tiny *m, int32_t first, int32_t last, double norm_sq) {
-    m->update_first = first > m->opt_first ? first : m->opt_first; /* the params whose state is held */
-    m->update_last = last < m->opt_last ? last : m->opt_last;
+    m->update_first = first;
+    m->update_last = last;
     m->update_norm_sq = norm_sq;
 }
 
-int gpt_tiny_shard_opt_state(struct gpt_tiny *m, int32_t first, int32_t last) {
-    if (first < 0 || last > GPT_TINY_NUM_PARAMS || first > last) return -1;
-    const int64_t lo = opt_state_start[first], hi = opt_state_start[last];
-    char *block = NULL;
-    if (hi > lo) {
-        if (!(block = (char *)cannl_alloc((size_t)(hi - lo)))) return -1;
-        memset(block, 0, (size_t)(hi - lo));
-        /* what is held before and after */
-        const int32_t a = first > m->opt_first ? first : m->opt_first, b = last < m->opt_last ? last : m->opt_last;
-        if (a < b)
-            memcpy(block + (opt_state_start[a] - lo), (char *)m->opt_state + (opt_state_start[a] - opt_state_start[m->opt_first]),
-                   (size_t)(opt_state_start[b] - opt_state_start[a]));
-    }
-    cannl_free(m->opt_state);
-    m->opt_state = block;
-    m->opt_first = first;
-    m->opt_last = last;
-    bind_opt_state(m);
-    m->update_first = first;
-    m->update_last = last;
-    return 0;
-}
-
-void *gpt_tiny_opt_state(struct gpt_tiny *m) { return m->opt_state; }
-
-void gpt_tiny_set_example_offset(struct gpt_tiny *m, int64_t first) { m->example_offset = first; }
-
 gpt_tiny_real *gpt_tiny_grad_block(struct gpt_tiny *m, int64_t *count) {
     if (count) *count = 239488;
-    return (gpt_tiny_real *)(void *)((char *)m->arena + 957952);
+    return (gpt_tiny_real *)(void *)((char *)m->arena + 2873856);
 }
 
 void gpt_tiny_forward(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n,
@@ -3153,11 +2981,6 @@ static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset
 static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
     gpt_tiny_set_update_shard((struct gpt_tiny *)m, first, last, norm_sq);
 }
-static int api_shard_opt_state_fn(void *m, int32_t first, int32_t last) {
-    return gpt_tiny_shard_opt_state((struct gpt_tiny *)m, first, last);
-}
-static void *api_opt_state_fn(void *m) { return gpt_tiny_opt_state((struct gpt_tiny *)m); }
-static void api_set_example_offset_fn(void *m, int64_t first) { gpt_tiny_set_example_offset((struct gpt_tiny *)m, first); }
 /* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
 static const int64_t grad_offsets[] = { 0, 32768, 40960, 41088, 41216, 90368, 90752, 107136, 107264, 107392, 107520, 173056, 173568, 239104, 239232, 239360 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
@@ -3193,5 +3016,4 @@ const cannl_model_api gpt_tiny_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
-    grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
-    api_set_example_offset_fn};
+    grad_offsets, api_set_update_shard_fn};

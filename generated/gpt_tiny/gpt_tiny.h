@@ -158,7 +158,7 @@ extern const cannl_model_api gpt_tiny_api;
  *   gpt_tiny_infer_destroy(s);
  *
  * Buffers hold n examples back to back, each in storage order (the sizes above). The state
- * owns its params and work buffers (59743744 bytes, one allocation) and keeps
+ * owns its params and work buffers (51387904 bytes, one allocation) and keeps
  * no pointer to the caller's buffers. Thread safety: a call writes the state's work buffers,
  * so one thread at a time uses a state; for concurrent inference give each thread its own
  * state (created, then loaded, set or made with _create_embedded). Calls on different states

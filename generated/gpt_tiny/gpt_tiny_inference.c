@@ -6,7 +6,7 @@
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
  *   decode        generation: one position's logits, the keys and values kept in caches
- * in one arena of 59743744 bytes; no gradients, no optimiser state, no training code
+ * in one arena of 51387904 bytes; no gradients, no optimiser state, no training code
  * (a program that calls only gpt_tiny_infer_* links only this file of the library). The
  * routines are those of gpt_tiny.c, printed from the same loop nests, so they give the
  * same results.
@@ -27,13 +27,21 @@
 #else
 #define CANNL_PRAGMA(x)
 #endif
+/* The inner loop of a parallel nest whose iterations are independent: GCC's outlined function
+ * of `omp parallel` loses restrict and would leave it scalar; clang vectorises it unmarked
+ * (and warns where a marked loop cannot be). */
+#if defined(_OPENMP) && defined(__GNUC__) && !defined(__clang__)
+#define CANNL_SIMD _Pragma("omp simd")
+#else
+#define CANNL_SIMD
+#endif
 
 typedef gpt_tiny_real real;
 
 static inline float cannl_gelu(float x) { return 0.5f * x * (1 + erff(x * 0.70710677f)); }
 
 struct gpt_tiny_infer {
-    void *arena; /* the buffers below, then the work region of forward and eval: 59743744 bytes */
+    void *arena; /* the buffers below, then the work region of forward and eval: 51387904 bytes */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [64, 128] wpe : [128 -> 64] */
     real *ln1_g; /* [128] ln1_g : [128] */
@@ -50,8 +58,7 @@ struct gpt_tiny_infer {
     real *b_pr; /* [128] b_pr : [128] */
     real *lnf_g; /* [128] lnf_g : [128] */
     real *lnf_b; /* [128] lnf_b : [128] */
-    real *y_k_cache; /* [1, 64, 4, 32] [batch, 64 | 4, 32] */
-    real *y_v_cache; /* [1, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *qkv_cache; /* [1, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
     int64_t decode_len; /* ids in the KV cache (decode) */
     int32_t decode_ids[64]; /* the ids at positions 0 .. decode_len - 1 */
     cannl_gemm *gemm; /* the matrix products' kernel and packing workspace (runtime-lib/gemm.c) */
@@ -76,17 +83,15 @@ static void sum_h1_mean(int64_t n, real *restrict h1_mean, const real *restrict 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_var(int64_t n, real *restrict h1_var, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h1_var[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h1_var[b0 * 64 + b1] += powf(x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1], 2.0f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += powf(x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1], 2.0f);
+            h1_var[b0 * 64 + b1] = acc * 0.0078125f;
         }
     }
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h1_var[i] *= 0.0078125f;
 }
 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
@@ -95,23 +100,24 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, co
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
                 h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * ln1_g[o] + ln1_b[o];
         }
     }
 }
 
-/* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
+/* line 31: qkv = w_qkv * h1 + b_qkv */
 CANNL_MULTIVERSION
-static void set_y_q(int64_t n, real *restrict y_q, real *restrict y_k, real *restrict y_v, const real *restrict qkv_mm, const real *restrict b_qkv) {
-    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
+static void set_qkv(int64_t n, real *qkv, const real *qkv_mm, const real *restrict b_qkv) {
+    CANNL_PRAGMA("omp parallel for if(n * 24576 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o0 = 0; o0 < 4; ++o0) {
-                for (int64_t o1 = 0; o1 < 32; ++o1) {
-                    y_q[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + o0 * 32 + o1] + b_qkv[o0 * 32 + o1];
-                    y_k[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 1 * 128 + o0 * 32 + o1] + b_qkv[1 * 128 + o0 * 32 + o1];
-                    y_v[b0 * 8192 + b1 * 128 + o0 * 32 + o1] = qkv_mm[b0 * 24576 + b1 * 384 + 2 * 128 + o0 * 32 + o1] + b_qkv[2 * 128 + o0 * 32 + o1];
+            for (int64_t o0 = 0; o0 < 3; ++o0) {
+                for (int64_t o1 = 0; o1 < 4; ++o1) {
+                    CANNL_SIMD
+                    for (int64_t o2 = 0; o2 < 32; ++o2)
+                        qkv[b0 * 24576 + b1 * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[b0 * 24576 + b1 * 384 + o0 * 128 + o1 * 32 + o2] + b_qkv[o0 * 128 + o1 * 32 + o2];
                 }
             }
         }
@@ -120,10 +126,11 @@ static void set_y_q(int64_t n, real *restrict y_q, real *restrict y_k, real *res
 
 /* line 33: x1 = x0 + (w_o * y + b_o) */
 CANNL_MULTIVERSION
-static void set_x1(int64_t n, real *restrict x1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict x1_mm, const real *restrict b_o) {
+static void set_x1_2(int64_t n, real *restrict x1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict x1_mm, const real *restrict b_o) {
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
                 x1[b0 * 8192 + b1 * 128 + o] = x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] + (x1_mm[b0 * 8192 + b1 * 128 + o] + b_o[o]);
         }
@@ -147,17 +154,15 @@ static void sum_h2_mean(int64_t n, real *restrict h2_mean, const real *restrict 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_var(int64_t n, real *restrict h2_var, const real *restrict x1, const real *restrict h2_mean) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h2_var[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                h2_var[b0 * 64 + b1] += powf(x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1], 2.0f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += powf(x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1], 2.0f);
+            h2_var[b0 * 64 + b1] = acc * 0.0078125f;
         }
     }
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) h2_var[i] *= 0.0078125f;
 }
 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
@@ -166,6 +171,7 @@ static void set_h2(int64_t n, real *restrict h2, const real *restrict x1, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
                 h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * ln2_g[o] + ln2_b[o];
         }
@@ -178,6 +184,7 @@ static void set_x2_v_2(int64_t n, real *x2_v, const real *x2_mm2, const real *re
     CANNL_PRAGMA("omp parallel for if(n * 32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 512; ++o)
                 x2_v[b0 * 32768 + b1 * 512 + o] = cannl_gelu(x2_mm2[b0 * 32768 + b1 * 512 + o] + b_fc[o]);
         }
@@ -201,17 +208,15 @@ static void sum_logits_mean(int64_t n, real *restrict logits_mean, const real *r
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_var(int64_t n, real *restrict logits_var, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) logits_var[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 128; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                logits_var[b0 * 64 + b1] += powf(x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1], 2.0f);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 128; ++o)
+                acc += powf(x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1], 2.0f);
+            logits_var[b0 * 64 + b1] = acc * 0.0078125f;
         }
     }
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) logits_var[i] *= 0.0078125f;
 }
 
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
@@ -220,6 +225,7 @@ static void set_logits_v(int64_t n, real *restrict logits_v, const real *restric
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
                 logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * lnf_g[o] + lnf_b[o];
         }
@@ -229,13 +235,15 @@ static void set_logits_v(int64_t n, real *restrict logits_v, const real *restric
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void max_loss_max(int64_t n, real *restrict loss_max, const real *restrict logits) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) loss_max[i] = -INFINITY;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                { const real v = logits[b0 * 16384 + b1 * 256 + o]; if (v > loss_max[b0 * 64 + b1]) loss_max[b0 * 64 + b1] = v; }
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 256; ++o) {
+                const real v = logits[b0 * 16384 + b1 * 256 + o];
+                acc = v > acc ? v : acc;
+            }
+            loss_max[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -243,13 +251,13 @@ static void max_loss_max(int64_t n, real *restrict loss_max, const real *restric
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void sum_loss_sumexp(int64_t n, real *restrict loss_sumexp, const real *restrict logits, const real *restrict loss_max) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) loss_sumexp[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                loss_sumexp[b0 * 64 + b1] += expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
+            loss_sumexp[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -257,13 +265,13 @@ static void sum_loss_sumexp(int64_t n, real *restrict loss_sumexp, const real *r
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void sum_loss_ce(int64_t n, real *restrict loss_ce, const int32_t *restrict next, const real *restrict logits, const real *restrict loss_max, const real *restrict loss_sumexp) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) loss_ce[i] = 0.0f;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                loss_ce[b0 * 64 + b1] += -(((real)(next[b0 * 64 + b1] == (real)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = 0.0f;
+            for (int64_t o = 0; o < 256; ++o)
+                acc += -(((real)(next[b0 * 64 + b1] == (real)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
+            loss_ce[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -281,13 +289,15 @@ static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss
 /* line 40: metric accuracy = accuracy(logits, next) */
 CANNL_MULTIVERSION
 static void max_accuracy_pred_max(int64_t n, real *restrict accuracy_pred_max, const real *restrict logits) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) accuracy_pred_max[i] = -INFINITY;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                { const real v = logits[b0 * 16384 + b1 * 256 + o]; if (v > accuracy_pred_max[b0 * 64 + b1]) accuracy_pred_max[b0 * 64 + b1] = v; }
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = -INFINITY;
+            for (int64_t o = 0; o < 256; ++o) {
+                const real v = logits[b0 * 16384 + b1 * 256 + o];
+                acc = v > acc ? v : acc;
+            }
+            accuracy_pred_max[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -295,13 +305,15 @@ static void max_accuracy_pred_max(int64_t n, real *restrict accuracy_pred_max, c
 /* line 40: metric accuracy = accuracy(logits, next) */
 CANNL_MULTIVERSION
 static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_argmax, const real *restrict logits, const real *restrict accuracy_pred_max) {
-    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
-    for (int64_t i = 0; i < n * 64; ++i) accuracy_pred_argmax[i] = INFINITY;
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                { const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(o) : INFINITY; if (v < accuracy_pred_argmax[b0 * 64 + b1]) accuracy_pred_argmax[b0 * 64 + b1] = v; }
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            real acc = INFINITY;
+            for (int64_t o = 0; o < 256; ++o) {
+                const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(o) : INFINITY;
+                acc = v < acc ? v : acc;
+            }
+            accuracy_pred_argmax[b0 * 64 + b1] = acc;
         }
     }
 }
@@ -341,21 +353,20 @@ static void set_h1_2(int64_t pos, real *restrict h1, const real *restrict x0_emb
         h1[pos * 128 + o] = (x0_emb[pos * 128 + o] + wpe[pos * 128 + o] - h1_mean[pos]) / sqrtf(h1_var[pos] + 1e-05f) * ln1_g[o] + ln1_b[o];
 }
 
-/* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
+/* line 31: qkv = w_qkv * h1 + b_qkv */
 CANNL_MULTIVERSION
-static void set_y_q_2(int64_t pos, real *restrict y_q, real *restrict y_k_cache, real *restrict y_v_cache, const real *restrict qkv_mm, const real *restrict b_qkv) {
-    for (int64_t o0 = 0; o0 < 4; ++o0) {
-        for (int64_t o1 = 0; o1 < 32; ++o1) {
-            y_q[pos * 128 + o0 * 32 + o1] = qkv_mm[pos * 384 + o0 * 32 + o1] + b_qkv[o0 * 32 + o1];
-            y_k_cache[pos * 128 + o0 * 32 + o1] = qkv_mm[pos * 384 + 1 * 128 + o0 * 32 + o1] + b_qkv[1 * 128 + o0 * 32 + o1];
-            y_v_cache[pos * 128 + o0 * 32 + o1] = qkv_mm[pos * 384 + 2 * 128 + o0 * 32 + o1] + b_qkv[2 * 128 + o0 * 32 + o1];
+static void set_qkv_cache(int64_t pos, real *restrict qkv_cache, const real *restrict qkv_mm, const real *restrict b_qkv) {
+    for (int64_t o0 = 0; o0 < 3; ++o0) {
+        for (int64_t o1 = 0; o1 < 4; ++o1) {
+            for (int64_t o2 = 0; o2 < 32; ++o2)
+                qkv_cache[pos * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[pos * 384 + o0 * 128 + o1 * 32 + o2] + b_qkv[o0 * 128 + o1 * 32 + o2];
         }
     }
 }
 
 /* line 33: x1 = x0 + (w_o * y + b_o) */
 CANNL_MULTIVERSION
-static void set_x1_2(int64_t pos, real *restrict x1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict x1_mm, const real *restrict b_o) {
+static void set_x1_3(int64_t pos, real *restrict x1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict x1_mm, const real *restrict b_o) {
     for (int64_t o = 0; o < 128; ++o)
         x1[pos * 128 + o] = x0_emb[pos * 128 + o] + wpe[pos * 128 + o] + (x1_mm[pos * 128 + o] + b_o[o]);
 }
@@ -439,10 +450,11 @@ static void forward(struct gpt_tiny_infer *m, const real *const inputs[], int64_
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 1023488; /* the work region: this routine's 58720256 bytes */
+    char *const work = (char *)m->arena + 1056256; /* the work region: this routine's 50331648 bytes */
     real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
+    real *const qkv = (real *)(work + 0); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
     real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const y = (real *)(work + 0); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const h2_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
     real *const x2_v = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
     real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
@@ -451,17 +463,14 @@ static void forward(struct gpt_tiny_infer *m, const real *const inputs[], int64_
     real *const h1_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
     real *const h2_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
     real *const logits_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const y_lse = (real *)(work + 8388608); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const x1_mm = (real *)(work + 8388608); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const logits_v = (real *)(work + 16777216); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const x0_emb = (real *)(work + 25165824); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const h1 = (real *)(work + 33554432); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const y_q = (real *)(work + 33554432); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y = (real *)(work + 33554432); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
     real *const x1 = (real *)(work + 33554432); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const y_k = (real *)(work + 41943040); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y_lse = (real *)(work + 41943040); /* [batch, 4, 64] log-sum-exp of each query's scores */
     real *const h2 = (real *)(work + 41943040); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
     real *const x2_mm = (real *)(work + 41943040); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const y_v = (real *)(work + 50331648); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -483,22 +492,22 @@ static void forward(struct gpt_tiny_infer *m, const real *const inputs[], int64_
     /* line 31: qkv = w_qkv * h1 + b_qkv */
     /* matrix product qkv_mm = h1 . w_qkv: M = n * 64 (b0, b1), N = 384 (o0, o1, o2), K = 128 (k) */
     cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
+    set_qkv(n, qkv, qkv_mm, b_qkv);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
-            cannl_attention_forward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
+            cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
         }
     }
 
     /* line 33: x1 = x0 + (w_o * y + b_o) */
     /* matrix product x1_mm = y . w_o: M = n * 64 (b0, b1), N = 128 (o), K = 128 (k0, k1) */
     cannl_sgemm(m->gemm, n * 64, 128, 128, 1.0f, y, 128, 1, w_o, 1, 128, x1_mm, 128, 1, 1);
-    set_x1(n, x1, x0_emb, wpe, x1_mm, b_o);
+    set_x1_2(n, x1, x0_emb, wpe, x1_mm, b_o);
 
     /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
     sum_h2_mean(n, h2_mean, x1);
@@ -542,10 +551,11 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 1023488; /* the work region: this routine's 58720256 bytes */
+    char *const work = (char *)m->arena + 1056256; /* the work region: this routine's 50331648 bytes */
     real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
+    real *const qkv = (real *)(work + 0); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
     real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const y = (real *)(work + 0); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const h2_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
     real *const x2_v = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
     real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
@@ -555,8 +565,6 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
     real *const h1_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
     real *const h2_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
     real *const logits_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const y_lse = (real *)(work + 8388608); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const x1_mm = (real *)(work + 8388608); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const logits_v = (real *)(work + 16777216); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const loss_max = (real *)(work + 16777216); /* [batch, 64] [batch, 64 | ] */
     real *const accuracy_pred_max = (real *)(work + 16777216); /* [batch, 64] [batch, 64 | ] */
@@ -566,12 +574,11 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
     real *const loss_ = (real *)(work + 16973824); /* [] loss : [] */
     real *const x0_emb = (real *)(work + 25165824); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const h1 = (real *)(work + 33554432); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const y_q = (real *)(work + 33554432); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y = (real *)(work + 33554432); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
     real *const x1 = (real *)(work + 33554432); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const y_k = (real *)(work + 41943040); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
+    real *const y_lse = (real *)(work + 41943040); /* [batch, 4, 64] log-sum-exp of each query's scores */
     real *const h2 = (real *)(work + 41943040); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
     real *const x2_mm = (real *)(work + 41943040); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const y_v = (real *)(work + 50331648); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -593,22 +600,22 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
     /* line 31: qkv = w_qkv * h1 + b_qkv */
     /* matrix product qkv_mm = h1 . w_qkv: M = n * 64 (b0, b1), N = 384 (o0, o1, o2), K = 128 (k) */
     cannl_sgemm(m->gemm, n * 64, 384, 128, 1.0f, h1, 128, 1, w_qkv, 1, 128, qkv_mm, 384, 1, 1);
+    set_qkv(n, qkv, qkv_mm, b_qkv);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q(n, y_q, y_k, y_v, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
-            cannl_attention_forward_f32(&cannl_d, y_q + (cannl_s * 256 + cannl_h) * 32, 128, y_k + (cannl_s * 256 + cannl_h) * 32, 128, y_v + (cannl_s * 256 + cannl_h) * 32, 128, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
+            cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
         }
     }
 
     /* line 33: x1 = x0 + (w_o * y + b_o) */
     /* matrix product x1_mm = y . w_o: M = n * 64 (b0, b1), N = 128 (o), K = 128 (k0, k1) */
     cannl_sgemm(m->gemm, n * 64, 128, 128, 1.0f, y, 128, 1, w_o, 1, 128, x1_mm, 128, 1, 1);
-    set_x1(n, x1, x0_emb, wpe, x1_mm, b_o);
+    set_x1_2(n, x1, x0_emb, wpe, x1_mm, b_o);
 
     /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
     sum_h2_mean(n, h2_mean, x1);
@@ -663,9 +670,8 @@ static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    real *const y_k_cache = m->y_k_cache; /* [1, 64, 4, 32] [batch, 64 | 4, 32] */
-    real *const y_v_cache = m->y_v_cache; /* [1, 64, 4, 32] [batch, 64 | 4, 32] */
-    char *const work = (char *)m->arena + 1023488; /* the work region: this routine's 50331648 bytes */
+    real *const qkv_cache = m->qkv_cache; /* [1, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    char *const work = (char *)m->arena + 1056256; /* the work region: this routine's 50331648 bytes */
     real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
     real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
     real *const y = (real *)(work + 0); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
@@ -682,7 +688,6 @@ static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t
     real *const logits_v = (real *)(work + 16777216); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const x0_emb = (real *)(work + 25165824); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const h1 = (real *)(work + 33554432); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const y_q = (real *)(work + 33554432); /* [batch, 64, 4, 32] [batch, 64 | 4, 32] */
     real *const x1 = (real *)(work + 33554432); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
     real *const h2 = (real *)(work + 41943040); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
     real *const x2_mm = (real *)(work + 41943040); /* [batch, 64, 128] [batch, 64 | 128] */
@@ -703,19 +708,19 @@ static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t
     /* line 31: qkv = w_qkv * h1 + b_qkv */
     /* matrix product qkv_mm = h1 . w_qkv: M = 1 (b0), N = 384 (o0, o1, o2), K = 128 (k) */
     cannl_sgemm(m->gemm, 1, 384, 128, 1.0f, h1 + pos * 128, 8192, 1, w_qkv, 1, 128, qkv_mm + pos * 384, 24576, 1, 1);
+    set_qkv_cache(pos, qkv_cache, qkv_mm, b_qkv);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    set_y_q_2(pos, y_q, y_k_cache, y_v_cache, qkv_mm, b_qkv);
     {
         const cannl_attn_dims cannl_d = {1, 64, 32, 32, pos, 1, 0.17677669529663687};
         for (int64_t cannl_h = 0; cannl_h < 4; ++cannl_h)
-            cannl_attention_forward_f32(&cannl_d, y_q + (pos * 4 + cannl_h) * 32, 128, y_k_cache + (0 * 4 + cannl_h) * 32, 128, y_v_cache + (0 * 4 + cannl_h) * 32, 128, y + (pos * 4 + cannl_h) * 32, 128, y_lse + cannl_h * 64 + pos);
+            cannl_attention_forward_f32(&cannl_d, qkv_cache + 0 + pos * 384 + cannl_h * 32, 384, qkv_cache + 128 + 0 * 384 + cannl_h * 32, 384, qkv_cache + 256 + 0 * 384 + cannl_h * 32, 384, y + (pos * 4 + cannl_h) * 32, 128, y_lse + cannl_h * 64 + pos);
     }
 
     /* line 33: x1 = x0 + (w_o * y + b_o) */
     /* matrix product x1_mm = y . w_o: M = 1 (b0), N = 128 (o), K = 128 (k0, k1) */
     cannl_sgemm(m->gemm, 1, 128, 128, 1.0f, y + pos * 128, 8192, 1, w_o, 1, 128, x1_mm + pos * 128, 8192, 1, 1);
-    set_x1_2(pos, x1, x0_emb, wpe, x1_mm, b_o);
+    set_x1_3(pos, x1, x0_emb, wpe, x1_mm, b_o);
 
     /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
     sum_h2_mean_2(pos, h2_mean, x1);
@@ -760,15 +765,14 @@ static void bind_buffers(struct gpt_tiny_infer *m) {
     m->b_pr = (real *)(base + 956416);
     m->lnf_g = (real *)(base + 956928);
     m->lnf_b = (real *)(base + 957440);
-    m->y_k_cache = (real *)(base + 957952);
-    m->y_v_cache = (real *)(base + 990720);
+    m->qkv_cache = (real *)(base + 957952);
 
 }
 
 struct gpt_tiny_infer *gpt_tiny_infer_create(void) {
     struct gpt_tiny_infer *m = (struct gpt_tiny_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(59743744);
+    m->arena = cannl_alloc(51387904);
     if (!m->arena) {
         free(m);
         return NULL;

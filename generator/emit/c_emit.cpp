@@ -340,8 +340,10 @@ private:
     };
     const int outer_loops = depth - red;
     const bool braced = !s.single();  // several assignments in the innermost loop
+    const bool simd = !reduce_inner && independent_inner(s, loops);
     for (int j = 0; j < outer_loops; ++j) {
       if (loops[static_cast<size_t>(j)] == s.parallel) out += ind(j) + parallel_for(s, loops[static_cast<size_t>(j)]);
+      if (simd && j + 1 == outer_loops) out += ind(j) + "CANNL_SIMD\n";
       out += ind(j) + loop(j) + (j + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
     }
     // A zero_first sum times a constant,  out = 0 += x * c : the constant multiplies the
@@ -376,6 +378,31 @@ private:
       out += fill_first(s, v, "*= " + scale);
     }
     return out;
+  }
+
+  // The innermost loop of a parallel nest is marked `omp simd` (CANNL_SIMD: GCC only) when
+  // its iterations are independent: every assignment writes a cell that the loop indexes (no
+  // two iterations write the same cell), assignments to one buffer write the same cell, and
+  // the nest reads what it writes only at the cell written (buffers sharing bytes do so in
+  // place: plan_memory.cpp). The outlined function of `omp parallel` loses the kernel's
+  // `restrict`, and GCC 12 then leaves a loop storing two buffers (layer_norm's x_ln and its
+  // affine image) scalar.
+  static bool independent_inner(const ir::Stmt& s, const std::vector<int>& loops) {
+    if (s.parallel < 0 || s.sequential || loops.empty() || loops.back() == s.parallel ||
+        std::find(loops.begin(), loops.end(), s.parallel) == loops.end())  // (decode: run once)
+      return false;
+    const int inner = loops.back();
+    for (const ir::Assign& a : s.assigns) {
+      if (!uses_iter(a.out, inner) || (a.accum != ir::Accum::Set && a.accum != ir::Accum::Add)) return false;
+      for (const ir::Assign& b : s.assigns)
+        if (b.out.buf == a.out.buf && !(b.out == a.out)) return false;
+    }
+    std::vector<const ir::Expr*> loads;
+    ir::collect_loads(s, loads);
+    for (const ir::Expr* l : loads)
+      for (const ir::Assign& a : s.assigns)
+        if (l->access.buf == a.out.buf && !(l->access == a.out)) return false;
+    return true;
   }
 
   // `omp parallel for` over loops doing `count` iterations: threads only when that pays for
@@ -507,9 +534,12 @@ private:
     const long pairs = c.seqs * c.heads;
     const std::string count = c.batch ? (pairs == 1 ? std::string("n") : fmt::format("n * {}", pairs)) : std::to_string(pairs);
     const std::string t = o_.f64 ? "f64" : "f32";
-    // row 0 of pair (s, h) in a buffer [B.., T, H.., w] and its row stride
-    auto at = [&](int b, long rows, long width) {
-      return fmt::format("{} + (cannl_s * {} + cannl_h) * {}, {}", name(b), rows * c.heads, width, c.heads * width);
+    // row 0 of pair (s, h) in a buffer [B.., T, H.., w] and its row stride; a view (q, k, v
+    // in place in a fused buffer, ir::Call): at `off`, rows of `row` elements
+    auto at = [&](int b, long rows, long width, long off = 0, long row = 0) {
+      if (off == 0 && row == 0)
+        return fmt::format("{} + (cannl_s * {} + cannl_h) * {}, {}", name(b), rows * c.heads, width, c.heads * width);
+      return fmt::format("{} + {} + cannl_s * {} + cannl_h * {}, {}", name(b), off, rows * row, width, row);
     };
     std::string out = "    {\n";
     out += fmt::format("        const cannl_attn_dims cannl_d = {{{}, {}, {}, {}, 0, {}, {}}};\n", c.tq, c.tk, c.e, c.f,
@@ -521,13 +551,15 @@ private:
     out += fmt::format("            const int64_t cannl_s = cannl_p / {}, cannl_h = cannl_p % {};\n", c.heads, c.heads);
     if (c.kind == ir::Call::Kind::AttentionForward)
       out += fmt::format("            cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {} + cannl_p * {});\n", t,
-                         at(c.q, c.tq, c.e), at(c.k, c.tk, c.e), at(c.v, c.tk, c.f), at(c.o, c.tq, c.f), name(c.lse), c.tq);
+                         at(c.q, c.tq, c.e, c.q_off, c.q_row), at(c.k, c.tk, c.e, c.k_off, c.k_row),
+                         at(c.v, c.tk, c.f, c.v_off, c.v_row), at(c.o, c.tq, c.f), name(c.lse), c.tq);
     else
       out += fmt::format("            cannl_attention_backward_{}(&cannl_d, {}, {}, {}, {}, {},\n"
                          "                {} + cannl_p * {}, {} + cannl_p * {}, {}, {}, {});\n",
-                         t, at(c.q, c.tq, c.e), at(c.k, c.tk, c.e), at(c.v, c.tk, c.f), at(c.o, c.tq, c.f),
-                         at(c.dout, c.tq, c.f), name(c.lse), c.tq, name(c.delta), c.tq, at(c.dq, c.tq, c.e),
-                         at(c.dk, c.tk, c.e), at(c.dv, c.tk, c.f));
+                         t, at(c.q, c.tq, c.e, c.q_off, c.q_row), at(c.k, c.tk, c.e, c.k_off, c.k_row),
+                         at(c.v, c.tk, c.f, c.v_off, c.v_row), at(c.o, c.tq, c.f), at(c.dout, c.tq, c.f), name(c.lse),
+                         c.tq, name(c.delta), c.tq, at(c.dq, c.tq, c.e, c.q_off, c.q_row),
+                         at(c.dk, c.tk, c.e, c.k_off, c.k_row), at(c.dv, c.tk, c.f, c.v_off, c.v_row));
     return out + "        }\n    }\n";
   }
 
@@ -535,15 +567,18 @@ private:
   // keys and values of positions 0 .. pos (cannl_attention.h's q_offset), one sequence.
   std::string attention_at_pos(const ir::Call& c) {
     const std::string t = o_.f64 ? "f64" : "f32";
-    auto row = [&](int b, const std::string& at, long width) {
-      return fmt::format("{} + ({} * {} + cannl_h) * {}, {}", name(b), at, c.heads, width, c.heads * width);
+    auto row = [&](int b, const std::string& at, long width, long off = 0, long row = 0) {
+      if (off == 0 && row == 0)
+        return fmt::format("{} + ({} * {} + cannl_h) * {}, {}", name(b), at, c.heads, width, c.heads * width);
+      return fmt::format("{} + {} + {} * {} + cannl_h * {}, {}", name(b), off, at, row, width, row);
     };
     std::string out = "    {\n";
     out += fmt::format("        const cannl_attn_dims cannl_d = {{1, {}, {}, {}, pos, {}, {}}};\n", c.tk, c.e, c.f,
                        c.causal ? 1 : 0, num_double(c.scale));
     out += fmt::format("        for (int64_t cannl_h = 0; cannl_h < {}; ++cannl_h)\n", c.heads);
     out += fmt::format("            cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {} + cannl_h * {} + pos);\n", t,
-                       row(c.q, "pos", c.e), row(c.k, "0", c.e), row(c.v, "0", c.f), row(c.o, "pos", c.f), name(c.lse),
+                       row(c.q, "pos", c.e, c.q_off, c.q_row), row(c.k, "0", c.e, c.k_off, c.k_row),
+                       row(c.v, "0", c.f, c.v_off, c.v_row), row(c.o, "pos", c.f), name(c.lse),
                        c.tq);
     return out + "    }\n";
   }

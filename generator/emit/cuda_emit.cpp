@@ -803,8 +803,11 @@ private:
       return embedding_text(c);
     attention_ = true;
     // a buffer [B.., T, H.., w] as a view over (sequence, head, position)
-    auto view = [&](int b, long rows, long width) {
-      return fmt::format("{}, cannl_attn_view{{{}, {}, {}}}", name(b), rows * c.heads * width, width, c.heads * width);
+    // (q, k, v in place in a fused buffer: at `off`, rows of `row` elements; ir::Call's views)
+    auto view = [&](int b, long rows, long width, long off = 0, long row = 0) {
+      if (off == 0 && row == 0)
+        return fmt::format("{}, cannl_attn_view{{{}, {}, {}}}", name(b), rows * c.heads * width, width, c.heads * width);
+      return fmt::format("{} + {}, cannl_attn_view{{{}, {}, {}}}", name(b), off, rows * row, width, row);
     };
     const std::string seqs = c.batch ? (c.seqs == 1 ? std::string("(int)n") : fmt::format("(int)(n * {})", c.seqs))
                                      : std::to_string(c.seqs);
@@ -812,13 +815,15 @@ private:
                                          c.heads, c.tq, c.tk, c.causal ? 1 : 0, num_double(c.scale));
     std::string out;
     if (c.kind == ir::Call::Kind::AttentionForward)
-      out = fmt::format("    cannl_attention_forward{}{}, {}, {}, {}, {});\n", head, view(c.q, c.tq, c.e),
-                        view(c.k, c.tk, c.e), view(c.v, c.tk, c.f), view(c.o, c.tq, c.f), name(c.lse));
+      out = fmt::format("    cannl_attention_forward{}{}, {}, {}, {}, {});\n", head, view(c.q, c.tq, c.e, c.q_off, c.q_row),
+                        view(c.k, c.tk, c.e, c.k_off, c.k_row), view(c.v, c.tk, c.f, c.v_off, c.v_row),
+                        view(c.o, c.tq, c.f), name(c.lse));
     else
       out = fmt::format("    cannl_attention_backward{}{}, {}, {}, {},\n        {}, {}, {}, {}, {}, {});\n", head,
-                        view(c.q, c.tq, c.e), view(c.k, c.tk, c.e), view(c.v, c.tk, c.f), view(c.o, c.tq, c.f),
-                        view(c.dout, c.tq, c.f), name(c.lse), name(c.delta), view(c.dq, c.tq, c.e),
-                        view(c.dk, c.tk, c.e), view(c.dv, c.tk, c.f));
+                        view(c.q, c.tq, c.e, c.q_off, c.q_row), view(c.k, c.tk, c.e, c.k_off, c.k_row),
+                        view(c.v, c.tk, c.f, c.v_off, c.v_row), view(c.o, c.tq, c.f), view(c.dout, c.tq, c.f),
+                        name(c.lse), name(c.delta), view(c.dq, c.tq, c.e, c.q_off, c.q_row),
+                        view(c.dk, c.tk, c.e, c.k_off, c.k_row), view(c.dv, c.tk, c.f, c.v_off, c.v_row));
     return out + "    CUDA_CHECK(cudaGetLastError());\n";
   }
 

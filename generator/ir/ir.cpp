@@ -1,7 +1,9 @@
 // ir.cpp — constructors and small queries of the loop IR.
 #include "ir/ir.h"
 
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "support/diagnostic.h"
 
@@ -286,10 +288,20 @@ void collect_loads(const Stmt& s, std::vector<const Expr*>& out) {
   for (const Assign& a : s.assigns) collect_loads(a.body, out);
 }
 
+namespace {
+// Each buffer once, in order of first mention (q, k and v may be views of one buffer).
+std::vector<int> distinct(std::initializer_list<int> bufs) {
+  std::vector<int> out;
+  for (int b : bufs)
+    if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+  return out;
+}
+}  // namespace
+
 std::vector<int> call_reads(const Call& c) {
   switch (c.kind) {
-    case Call::Kind::AttentionForward: return {c.q, c.k, c.v};
-    case Call::Kind::AttentionBackward: return {c.q, c.k, c.v, c.o, c.dout, c.lse, c.dq, c.dk, c.dv};
+    case Call::Kind::AttentionForward: return distinct({c.q, c.k, c.v});
+    case Call::Kind::AttentionBackward: return distinct({c.q, c.k, c.v, c.o, c.dout, c.lse, c.dq, c.dk, c.dv});
     case Call::Kind::EmbeddingForward: return {c.table, c.ids};
     case Call::Kind::EmbeddingBackward: return {c.ids, c.dout, c.dtable};
   }
@@ -299,7 +311,7 @@ std::vector<int> call_reads(const Call& c) {
 std::vector<int> call_writes(const Call& c) {
   switch (c.kind) {
     case Call::Kind::AttentionForward: return {c.o, c.lse};
-    case Call::Kind::AttentionBackward: return {c.delta, c.dq, c.dk, c.dv};
+    case Call::Kind::AttentionBackward: return distinct({c.delta, c.dq, c.dk, c.dv});
     case Call::Kind::EmbeddingForward: return {c.o};
     case Call::Kind::EmbeddingBackward: return {c.dtable};
   }

@@ -175,6 +175,13 @@ struct Call {
   long seqs = 1, heads = 1, tq = 1, tk = 1, e = 1, f = 1;
   bool causal = false;
   double scale = 1;
+  // Views: q, k and v may be parts of one buffer, as attention(qkv[0], qkv[1], qkv[2]) reads
+  // a fused projection [B.., T | 3, H.., e] in place: operand X's row t of pair (s, h) starts
+  // at element X_off + (s * T + t) * X_row + h * width (X_row 0: heads * width, the whole
+  // buffer). dq, dk and dv (gradients of the same buffers, the same layout) share q's, k's and
+  // v's views; o, lse and dout are whole buffers.
+  long q_off = 0, k_off = 0, v_off = 0;
+  long q_row = 0, k_row = 0, v_row = 0;
   // Embedding: ids [B..] (int32), table [rows, width], o and dout [B.., width], dtable like
   // table; the positions are the sequences above (`batch`, `seqs`).
   int table = -1, ids = -1, dtable = -1;

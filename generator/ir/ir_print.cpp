@@ -97,9 +97,16 @@ std::string print_stmt(const Stmt& s, const Program& p) {
       return fmt::format("{}({} -> {}; {}{} positions, {} rows of {}{})", call_name(c.kind), names(call_reads(c)),
                          names(call_writes(c)), c.batch ? "n x " : "", c.seqs, c.rows, c.width,
                          c.at_pos ? "; at pos" : "");
-    return fmt::format("{}({} -> {}; {}{} sequences x {} heads, {} x {} positions, e {}, f {}{}, scale {}{})",
+    std::string views;  // q, k, v read in place from a larger buffer: their offset and row
+    auto view = [&](const char* x, long off, long row) {
+      if (off != 0 || row != 0) views += fmt::format("; {} at +{} row {}", x, off, row);
+    };
+    view("q", c.q_off, c.q_row);
+    view("k", c.k_off, c.k_row);
+    view("v", c.v_off, c.v_row);
+    return fmt::format("{}({} -> {}; {}{} sequences x {} heads, {} x {} positions, e {}, f {}{}, scale {}{}{})",
                        call_name(c.kind), names(call_reads(c)), names(call_writes(c)), c.batch ? "n x " : "", c.seqs,
-                       c.heads, c.tq, c.tk, c.e, c.f, c.causal ? ", causal" : "", c.scale,
+                       c.heads, c.tq, c.tk, c.e, c.f, c.causal ? ", causal" : "", c.scale, views,
                        c.at_pos ? "; the query at pos" : "");
   }
   std::string loops;

@@ -6,7 +6,10 @@
 #include <fmt/format.h>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include "ir/prims.h"
 #include "ops/op_table.h"
@@ -455,6 +458,26 @@ private:
     return copy;
   }
 
+  // An operand x[i] of a stored tensor x : [B.. | m, H.., w] (no input axes) is read in place:
+  // the buffer of x at offset i * (H.. w) with rows of m * H.. * w (ir::Call's views).
+  struct View {
+    int buf = -1;
+    long off = 0, row = 0;
+  };
+  std::optional<View> in_place(const Expr* e) {
+    if (e->kind != ExprKind::Index) return std::nullopt;
+    const Expr* x = e->operands[0].get();
+    if (x->kind != ExprKind::Name || !m_.index.count(x->name)) return std::nullopt;
+    const Shape &xs = shape(x), &es = shape(e);
+    const auto& xo = xs.row(AxisKind::Output);
+    if (!xs.row(AxisKind::Input).empty() || xo.size() < 2 || !(xs.row(AxisKind::Batch) == es.row(AxisKind::Batch)))
+      return std::nullopt;
+    long inner = 1;
+    for (size_t i = 1; i < xo.size(); ++i) inner *= xo[i].size;
+    return View{out_.tensor_buf[static_cast<size_t>(m_.index.at(x->name))], static_cast<long>(e->number) * inner,
+                xo[0].size * inner};
+  }
+
   // attention(q : [B.., t | H.., e], k : [B.., s | H.., e], v : [B.., s | H.., f]): an opaque
   // call of the runtime's flash-style kernel (runtime-lib/cannl_attention.h) per sequence and
   // head, which saves the log-sum-exp of each query's scores for the backward call; no T x S
@@ -462,9 +485,19 @@ private:
   void lower_attention(const BoundCall& c, int r) {
     const Expr *qe = c.tensors[0], *ke = c.tensors[1], *ve = c.tensors[2];
     ir::Call call;
-    call.q = stored(qe, "q", {});
-    call.k = stored(ke, "k", {call.q});
-    call.v = stored(ve, "v", {call.q, call.k});
+    // q, k and v in place when they are parts of one stored tensor (a fused qkv projection);
+    // otherwise each its own buffer (a copy when one would be another's).
+    auto qv = in_place(qe), kv = in_place(ke), vv = in_place(ve);
+    if (qv && kv && vv && qv->buf == kv->buf && kv->buf == vv->buf) {
+      call.q = call.k = call.v = qv->buf;
+      std::tie(call.q_off, call.q_row) = std::pair(qv->off, qv->row);
+      std::tie(call.k_off, call.k_row) = std::pair(kv->off, kv->row);
+      std::tie(call.v_off, call.v_row) = std::pair(vv->off, vv->row);
+    } else {
+      call.q = stored(qe, "q", {});
+      call.k = stored(ke, "k", {call.q});
+      call.v = stored(ve, "v", {call.q, call.k});
+    }
     call.o = r;
     const Shape &qs = shape(qe), &ks = shape(ke), &vs = shape(ve);
     const auto& qb = qs.row(AxisKind::Batch);

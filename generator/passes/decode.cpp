@@ -10,10 +10,13 @@
 //   - the sequence loop (the loop over the T positions) at one position, the run-time `pos`
 //     (Iter::at_pos), and the embedding and attention calls likewise (Call::at_pos);
 //   - the keys and values of each attention written to and read from a cache buffer
-//     `<k>_cache` (Role::Cache, [1, T, ...]) that the routine keeps across calls: after calls
+//     `<k>_cache` (Role::Cache, [1, T, ...]; q, k and v read in place from one fused buffer
+//     share its cache, queries included) that the routine keeps across calls: after calls
 //     at positions 0 .. p of a sequence, the output at p equals forward's at p (the same
 //     nests, the same order of sums: within float rounding, the matrix products' blocking
 //     aside).
+// A zero_first sum writing a cache (a projection straight into the fused qkv buffer) becomes a
+// fill of the position's cells and the accumulation.
 // A model that is not a causal language model of this form gets no decode routine (nothing
 // changes); so does one where a nest mixes positions otherwise (a sum over positions, a shift)
 // or reads the batch count.
@@ -52,6 +55,27 @@ void index_iters(const ir::Expr& e, std::set<int>& out) {
   if (e.op == ir::Op::Index)
     for (const auto& t : e.access.index[0].terms) out.insert(t.iter);
   for (const auto& a : e.args) index_iters(*a, out);
+}
+
+// Zeros in the cells a zero_first sum `s` writes: a nest over the loops its written cell
+// names (the position's among them), of one assignment `= 0`.
+ir::Stmt fill_at_pos(const ir::Stmt& s) {
+  const ir::Access& out = s.assigns[0].out;
+  std::vector<int> new_pos(s.iters.size(), -1);
+  ir::Stmt f;
+  for (size_t k = 0; k < s.iters.size(); ++k)
+    for (const ir::Affine& a : out.index)
+      if (uses(a, static_cast<int>(k)) && new_pos[k] < 0) {
+        new_pos[k] = static_cast<int>(f.iters.size());
+        f.iters.push_back(s.iters[k]);
+      }
+  ir::Access at = out;
+  for (ir::Affine& a : at.index)
+    for (auto& t : a.terms) t.iter = new_pos[static_cast<size_t>(t.iter)];
+  f.assigns.push_back({at, ir::Accum::Set, ir::cnst(0)});
+  f.line = s.line;
+  f.what = s.what;
+  return f;
 }
 
 // The sequence loop of nest s (-1: none), or false when s mixes positions.
@@ -205,12 +229,14 @@ bool build(ir::Program& p, ir::Routine& dec) {
     seq_iter[i] = seq;
   }
   if (!causal || pl.seqdim[static_cast<size_t>(fwd->io.outputs[0])] != 1) return false;
-  // A cache written by a zero_first nest would be filled whole: not one position.
+  // A cache written by a zero_first nest would be filled whole, not at one position: a sum
+  // (a projection straight into a fused qkv buffer) becomes a fill at the position and the
+  // accumulation (below); another reduction gets no decode routine.
   for (size_t i : keep) {
     const ir::Stmt& s = fwd->stmts[i];
     if (s.call || !s.zero_first) continue;
     for (int w : passes::writes(s))
-      if (pl.cache_of.count(w)) return false;
+      if (pl.cache_of.count(w) && !(s.single() && s.assigns[0].accum == ir::Accum::Add)) return false;
   }
 
   dec.kind = ir::RoutineKind::Decode;
@@ -243,6 +269,10 @@ bool build(ir::Program& p, ir::Routine& dec) {
         rename(s.product->b, pl.cache_of);
       }
       if (s.scaled_sum) s.scaled_sum->summand = rename(s.scaled_sum->summand, pl.cache_of);
+      if (s.zero_first && p.buffers[static_cast<size_t>(s.assigns[0].out.buf)].role == ir::Role::Cache) {
+        dec.stmts.push_back(fill_at_pos(s));
+        s.zero_first = false;
+      }
     }
     dec.stmts.push_back(std::move(s));
   }

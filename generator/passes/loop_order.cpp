@@ -6,13 +6,19 @@
 //     when the nest is large enough and not sequential (results do not depend on the
 //     thread count: each element is accumulated by one thread, in loop order);
 //   innermost, the loop with the most unit-stride accesses (the write counting double but in
-//     a sum; on a tie the reduction loop, which the C emitter turns into a vectorised dot
-//     product);
+//     a reduction (+=, max=, min=), where each access walking the loop at another stride, a
+//     gather, counts -3; on a tie the reduction loop, which the C emitter turns into a
+//     vectorised dot product);
 //   in between, the other written-index loops, then the remaining reduction loops;
 //   except a sum into at most 4096 cells (no batch axis) along their own unit-stride loop
 //   when no reduction loop has a unit stride (a bias gradient): the reduction loops outside,
 //   the written loops inside (rows added into the cells, vectorised), on one thread.
+// order_sums (pass `order_sums`, after inline_virtual) applies the same rules again to the
+// reductions only, whose reads inlining has changed: layer_norm's backward row sums read x,
+// dy and the gain along the row once their virtual factors are inlined, and cross_entropy's
+// row max and picked log-probability read the logits along the row.
 #include <algorithm>
+#include <limits>
 
 #include "passes/pipeline.h"
 
@@ -88,21 +94,32 @@ void order_nest(const ir::Program& p, ir::Stmt& s) {
     for (const Affine& a : out.index)
       if (outer < 0 && a.terms.size() == 1 && s.iters[static_cast<size_t>(a.terms[0].iter)].size > 1) outer = a.terms[0].iter;
   }
-  // Innermost: the most unit-stride accesses. In a sum (`+=` over a loop the written cell
+  // Innermost: the most unit-stride accesses. In a sum (`+=`, `max=`, `min=` over a loop the written cell
   // does not name) the write does not count double: its cells stay put while the reads
   // stream, so a row mean or variance (mean[b, t] += x[b, t, o]) reads its rows along o, a
   // vectorised dot, instead of walking x's columns at the row stride.
-  const bool sum = s.single() && s.assigns[0].accum == ir::Accum::Add && [&] {
+  const bool sum = s.single() && s.assigns[0].accum != ir::Accum::Set && [&] {
     for (int i = 0; i < n; ++i)
       if (!in_access(out, i) && s.iters[static_cast<size_t>(i)].size > 1) return true;
     return false;
   }();
-  int inner = -1, best = -1;
+  int inner = -1, best = std::numeric_limits<int>::min();
   if (!s.sequential && n > 1) {
     for (int i = 0; i < n; ++i) {
       if (i == outer || s.iters[static_cast<size_t>(i)].size == 1) continue;
       int score = (sum ? 1 : 2) * (stride_of(p, out, i) == 1);
       for (const auto& r : reads) score += stride_of(p, r, i) == 1;
+      // In a reduction, an access walking the loop at a stride (a gather) costs more than a
+      // contiguous one gains: layer_norm's backward row sums (d var[b, t] += dy[b, t, o] *
+      // (x[b, t, o] - mean[b, t]) ...) read their rows along o, not x's columns along t.
+      if (sum) {
+        const long so = stride_of(p, out, i);
+        score -= 3 * (so != 0 && so != 1);
+        for (const auto& r : reads) {
+          const long sr = stride_of(p, r, i);
+          score -= 3 * (sr != 0 && sr != 1);
+        }
+      }
       bool reduction = !in_access(out, i);
       int key = 2 * score + reduction;
       if (key > best) best = key, inner = i;
@@ -165,6 +182,12 @@ void order_loops(ir::Program& p, const PassOptions&) {
   for (ir::Routine& r : p.routines)
     for (ir::Stmt& s : r.stmts)
       if (!s.call) order_nest(p, s);
+}
+
+void order_sums(ir::Program& p, const PassOptions&) {
+  for (ir::Routine& r : p.routines)
+    for (ir::Stmt& s : r.stmts)
+      if (!s.call && s.single() && s.assigns[0].accum != ir::Accum::Set) order_nest(p, s);
 }
 
 }  // namespace cannl

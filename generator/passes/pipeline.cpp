@@ -11,6 +11,7 @@ const std::vector<PassInfo>& pass_list() {
       {"fold_fills", 1, "a fill followed by an accumulation becomes one nest that starts from zero", fold_fills},
       {"reuse_values", 2, "values a stored tensor already holds are loaded, not recomputed (relu masks)", reuse_values},
       {"inline_virtual", 2, "virtual nodes: cheap or read-once tensors inlined into their readers", inline_virtual},
+      {"order_sums", 2, "the loop order of reductions again, on what inlining put in them (loop_order's rules)", order_sums},
       {"fuse", 2, "producer/consumer pointwise nests over the same loops become one nest", fuse},
       {"dce", 1, "nests whose results nobody reads (gradients included) are removed", dce},
       {"decode", 0, "generation's decode routine: forward at one position, keys and values kept in caches (causal LMs)",

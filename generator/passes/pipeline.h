@@ -49,6 +49,7 @@ void simplify(ir::Program& p, const PassOptions& o);
 void fold_fills(ir::Program& p, const PassOptions& o);
 void reuse_values(ir::Program& p, const PassOptions& o);
 void inline_virtual(ir::Program& p, const PassOptions& o);
+void order_sums(ir::Program& p, const PassOptions& o);
 void fuse(ir::Program& p, const PassOptions& o);
 void dce(ir::Program& p, const PassOptions& o);
 void make_decode(ir::Program& p, const PassOptions& o);

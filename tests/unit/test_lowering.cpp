@@ -180,6 +180,39 @@ minimize loss with sgd(lr = 0.1)
   CHECK(has(t, "for parallel b < n, o < 256, k < 256:  loss_mm[b, o] += w[o, k] * x[b, k]"));
 }
 
+TEST_CASE("attention reads q, k and v in place from a fused projection", "[lower]") {
+  Gen g(R"(dim ctx = 4
+input x : [ctx | 8]
+param w : [8 -> 3, 2, 4]
+qkv = w * x
+att = attention(qkv[0], qkv[1], qkv[2], causal = true)
+loss = mean(att *. att)
+minimize loss with sgd(lr = 0.1)
+)");
+  const std::string t = g.routine(ir::RoutineKind::TrainStep);
+  // no copies in: views of qkv [batch, 4 | 3, 2, 4], rows of 24 elements; the backward adds
+  // into qkv's gradient through the same views
+  CHECK(has(t, "attention_forward(qkv -> att, att_lse; n x 1 sequences x 2 heads, 4 x 4 positions, e 4, f 4, causal, "
+               "scale 0.5; q at +0 row 24; k at +8 row 24; v at +16 row 24)"));
+  CHECK(has(t, "attention_backward(qkv, att, att_grad, att_lse, qkv_grad -> att_delta, qkv_grad;"));
+  CHECK_FALSE(has(t, "att_q"));
+  const std::string c = emit_c(g.p, COptions{})[1].text;
+  CHECK(has(c, "cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 96 + cannl_h * 4, 24, qkv + 8 + cannl_s * 96 + "
+               "cannl_h * 4, 24, qkv + 16 + cannl_s * 96 + cannl_h * 4, 24, att + (cannl_s * 8 + cannl_h) * 4, 8,"));
+  // parts of different tensors: each its own buffer
+  Gen h(R"(dim ctx = 4
+input x : [ctx | 8]
+param w : [8 -> 3, 2, 4]
+param u : [8 -> 3, 2, 4]
+qkv = w * x
+kv = u * x
+att = attention(qkv[0], kv[1], kv[2])
+loss = mean(att *. att)
+minimize loss with sgd(lr = 0.1)
+)");
+  CHECK(has(h.routine(ir::RoutineKind::TrainStep), "attention_forward(att_q, att_k, att_v -> att, att_lse;"));
+}
+
 TEST_CASE("convolution reads are guarded -- its input gradient is a scatter", "[lower]") {
   Gen g(R"(input x0 : [8, 8, 2]
 param s : [2]
@@ -220,6 +253,24 @@ TEST_CASE("the C emitter: constants, typed math, the API", "[emit]") {
   CHECK(has(f64[1].text, "exp("));
   CHECK_FALSE(has(f64[1].text, "expf("));
   CHECK(has(files[2].text, "cannl_train_main(&t_api, argc, argv)"));
+}
+
+TEST_CASE("the C emitter: omp simd on the independent inner loop of a parallel nest", "[emit]") {
+  // layer_norm's normalised value and a value computed from it (the loss gradient), stored by
+  // one fused nest (-O2): the outlined function of omp parallel loses restrict, and GCC 12
+  // leaves such a loop scalar without it.
+  const ir::Program p = test::program(R"(model t
+input x : [256]
+param g : [256]
+param c : [256]
+y = layer_norm(x) *. g + c
+loss = mean(y *. y)
+minimize loss with sgd(lr = 0.1)
+)", 256, 2);
+  const std::string c = emit_c(p, COptions{})[1].text;
+  CHECK(has(c, "    for (int64_t b = 0; b < n; ++b) {\n        CANNL_SIMD\n        for (int64_t o = 0; o < 256; ++o) {\n"
+               "            y_ln[b * 256 + o] = (x[b * 256 + o] - y_mean[b]) / sqrtf(y_var[b] + 1e-05f);\n"
+               "            y_grad[b * 256 + o] ="));
 }
 
 TEST_CASE("the inference unit: forward and eval over params and their buffers only", "[emit]") {
