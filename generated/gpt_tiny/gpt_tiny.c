@@ -61,7 +61,7 @@ struct gpt_tiny {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 247953472 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 246037568 bytes */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
@@ -69,6 +69,13 @@ struct gpt_tiny {
        clip_grad_norm's squared norm update_norm_sq when >= 0 (set_update_shard; ZeRO-1) */
     int32_t update_first, update_last;
     double update_norm_sq;
+    /* the optimiser state of params [opt_first, opt_last) (api order; all of it by default:
+       1915904 bytes), its pointers below NULL for the others (shard_opt_state; ZeRO-1) */
+    void *opt_state;
+    int32_t opt_first, opt_last;
+    /* train_grads' first example's index in the global batch (set_example_offset): dropout's
+       masks are drawn by that index, so a data-parallel rank's are one process's */
+    int64_t example_offset;
     /* params */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [64, 128] wpe : [128 -> 64] */
@@ -180,15 +187,12 @@ static void set_w_qkv(cannl_rng *rng, real *restrict w_qkv) {
     }
 }
 
-/* line 17: b_qkv = zeros; zero b_qkv_exp_avg; zero b_qkv_exp_avg_sq */
-static void set_b_qkv(real *restrict b_qkv, real *restrict b_qkv_exp_avg, real *restrict b_qkv_exp_avg_sq) {
+/* line 17: b_qkv = zeros */
+static void fill_b_qkv(real *restrict b_qkv) {
     for (int64_t j0 = 0; j0 < 3; ++j0) {
         for (int64_t j1 = 0; j1 < 4; ++j1) {
-            for (int64_t j2 = 0; j2 < 32; ++j2) {
+            for (int64_t j2 = 0; j2 < 32; ++j2)
                 b_qkv[j0 * 128 + j1 * 32 + j2] = 0.0f;
-                b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] = 0.0f;
-                b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = 0.0f;
-            }
         }
     }
 }
@@ -221,13 +225,10 @@ static void set_w_fc(cannl_rng *rng, real *restrict w_fc) {
     }
 }
 
-/* line 23: b_fc = zeros; zero b_fc_exp_avg; zero b_fc_exp_avg_sq */
-static void set_b_fc(real *restrict b_fc, real *restrict b_fc_exp_avg, real *restrict b_fc_exp_avg_sq) {
-    for (int64_t j = 0; j < 512; ++j) {
+/* line 23: b_fc = zeros */
+static void fill_b_fc(real *restrict b_fc) {
+    for (int64_t j = 0; j < 512; ++j)
         b_fc[j] = 0.0f;
-        b_fc_exp_avg[j] = 0.0f;
-        b_fc_exp_avg_sq[j] = 0.0f;
-    }
 }
 
 /* line 24: w_pr = normal */
@@ -260,11 +261,17 @@ static void set_wpe_exp_avg(real *restrict wpe_exp_avg, real *restrict wpe_exp_a
     }
 }
 
-/* zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq; zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq */
-static void set_ln1_g_exp_avg(real *restrict ln1_g_exp_avg, real *restrict ln1_g_exp_avg_sq, real *restrict ln1_b_exp_avg, real *restrict ln1_b_exp_avg_sq) {
+/* zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq */
+static void set_ln1_g_exp_avg(real *restrict ln1_g_exp_avg, real *restrict ln1_g_exp_avg_sq) {
     for (int64_t j = 0; j < 128; ++j) {
         ln1_g_exp_avg[j] = 0.0f;
         ln1_g_exp_avg_sq[j] = 0.0f;
+    }
+}
+
+/* zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq */
+static void set_ln1_b_exp_avg(real *restrict ln1_b_exp_avg, real *restrict ln1_b_exp_avg_sq) {
+    for (int64_t j = 0; j < 128; ++j) {
         ln1_b_exp_avg[j] = 0.0f;
         ln1_b_exp_avg_sq[j] = 0.0f;
     }
@@ -286,6 +293,18 @@ static void set_w_qkv_exp_avg(real *restrict w_qkv_exp_avg, real *restrict w_qkv
     }
 }
 
+/* zero b_qkv_exp_avg; zero b_qkv_exp_avg_sq */
+static void set_b_qkv_exp_avg(real *restrict b_qkv_exp_avg, real *restrict b_qkv_exp_avg_sq) {
+    for (int64_t j0 = 0; j0 < 3; ++j0) {
+        for (int64_t j1 = 0; j1 < 4; ++j1) {
+            for (int64_t j2 = 0; j2 < 32; ++j2) {
+                b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] = 0.0f;
+                b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = 0.0f;
+            }
+        }
+    }
+}
+
 /* zero w_o_exp_avg; zero w_o_exp_avg_sq */
 static void set_w_o_exp_avg(real *restrict w_o_exp_avg, real *restrict w_o_exp_avg_sq) {
     for (int64_t j0 = 0; j0 < 128; ++j0) {
@@ -298,23 +317,27 @@ static void set_w_o_exp_avg(real *restrict w_o_exp_avg, real *restrict w_o_exp_a
     }
 }
 
-/* zero b_o_exp_avg; zero b_o_exp_avg_sq; zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq */
-static void set_b_o_exp_avg(real *restrict b_o_exp_avg, real *restrict b_o_exp_avg_sq, real *restrict ln2_g_exp_avg, real *restrict ln2_g_exp_avg_sq) {
+/* zero b_o_exp_avg; zero b_o_exp_avg_sq */
+static void set_b_o_exp_avg(real *restrict b_o_exp_avg, real *restrict b_o_exp_avg_sq) {
     for (int64_t j = 0; j < 128; ++j) {
         b_o_exp_avg[j] = 0.0f;
         b_o_exp_avg_sq[j] = 0.0f;
+    }
+}
+
+/* zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq */
+static void set_ln2_g_exp_avg(real *restrict ln2_g_exp_avg, real *restrict ln2_g_exp_avg_sq) {
+    for (int64_t j = 0; j < 128; ++j) {
         ln2_g_exp_avg[j] = 0.0f;
         ln2_g_exp_avg_sq[j] = 0.0f;
     }
 }
 
-/* zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq; zero b_pr_exp_avg; zero b_pr_exp_avg_sq */
-static void set_ln2_b_exp_avg(real *restrict ln2_b_exp_avg, real *restrict ln2_b_exp_avg_sq, real *restrict b_pr_exp_avg, real *restrict b_pr_exp_avg_sq) {
+/* zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq */
+static void set_ln2_b_exp_avg(real *restrict ln2_b_exp_avg, real *restrict ln2_b_exp_avg_sq) {
     for (int64_t j = 0; j < 128; ++j) {
         ln2_b_exp_avg[j] = 0.0f;
         ln2_b_exp_avg_sq[j] = 0.0f;
-        b_pr_exp_avg[j] = 0.0f;
-        b_pr_exp_avg_sq[j] = 0.0f;
     }
 }
 
@@ -330,6 +353,14 @@ static void set_w_fc_exp_avg(real *restrict w_fc_exp_avg, real *restrict w_fc_ex
     }
 }
 
+/* zero b_fc_exp_avg; zero b_fc_exp_avg_sq */
+static void set_b_fc_exp_avg(real *restrict b_fc_exp_avg, real *restrict b_fc_exp_avg_sq) {
+    for (int64_t j = 0; j < 512; ++j) {
+        b_fc_exp_avg[j] = 0.0f;
+        b_fc_exp_avg_sq[j] = 0.0f;
+    }
+}
+
 /* zero w_pr_exp_avg; zero w_pr_exp_avg_sq */
 static void set_w_pr_exp_avg(real *restrict w_pr_exp_avg, real *restrict w_pr_exp_avg_sq) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
@@ -342,11 +373,25 @@ static void set_w_pr_exp_avg(real *restrict w_pr_exp_avg, real *restrict w_pr_ex
     }
 }
 
-/* zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq; zero lnf_b_exp_avg; zero lnf_b_exp_avg_sq */
-static void set_lnf_g_exp_avg(real *restrict lnf_g_exp_avg, real *restrict lnf_g_exp_avg_sq, real *restrict lnf_b_exp_avg, real *restrict lnf_b_exp_avg_sq) {
+/* zero b_pr_exp_avg; zero b_pr_exp_avg_sq */
+static void set_b_pr_exp_avg(real *restrict b_pr_exp_avg, real *restrict b_pr_exp_avg_sq) {
+    for (int64_t j = 0; j < 128; ++j) {
+        b_pr_exp_avg[j] = 0.0f;
+        b_pr_exp_avg_sq[j] = 0.0f;
+    }
+}
+
+/* zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq */
+static void set_lnf_g_exp_avg(real *restrict lnf_g_exp_avg, real *restrict lnf_g_exp_avg_sq) {
     for (int64_t j = 0; j < 128; ++j) {
         lnf_g_exp_avg[j] = 0.0f;
         lnf_g_exp_avg_sq[j] = 0.0f;
+    }
+}
+
+/* zero lnf_b_exp_avg; zero lnf_b_exp_avg_sq */
+static void set_lnf_b_exp_avg(real *restrict lnf_b_exp_avg, real *restrict lnf_b_exp_avg_sq) {
+    for (int64_t j = 0; j < 128; ++j) {
         lnf_b_exp_avg[j] = 0.0f;
         lnf_b_exp_avg_sq[j] = 0.0f;
     }
@@ -1207,7 +1252,7 @@ static void set_w_qkv_2(real *restrict w_qkv, real *restrict w_qkv_exp_avg, real
 
 /* line 41: adamw update of b_qkv */
 CANNL_MULTIVERSION
-static void set_b_qkv_exp_avg(real *restrict b_qkv_exp_avg, real *restrict b_qkv_exp_avg_sq, real *restrict b_qkv, const real *restrict b_qkv_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_b_qkv_exp_avg_2(real *restrict b_qkv_exp_avg, real *restrict b_qkv_exp_avg_sq, real *restrict b_qkv, const real *restrict b_qkv_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j0 = 0; j0 < 3; ++j0) {
         for (int64_t j1 = 0; j1 < 4; ++j1) {
             for (int64_t j2 = 0; j2 < 32; ++j2) {
@@ -1251,7 +1296,7 @@ static void set_w_fc_2(real *restrict w_fc, real *restrict w_fc_exp_avg, real *r
 
 /* line 41: adamw update of b_fc */
 CANNL_MULTIVERSION
-static void set_b_fc_exp_avg(real *restrict b_fc_exp_avg, real *restrict b_fc_exp_avg_sq, real *restrict b_fc, const real *restrict b_fc_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_b_fc_exp_avg_2(real *restrict b_fc_exp_avg, real *restrict b_fc_exp_avg_sq, real *restrict b_fc, const real *restrict b_fc_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 512; ++j) {
         b_fc_exp_avg[j] = b_fc_exp_avg[j] * 0.9f + b_fc_grad[j] * clip_coef[0] * 0.1f;
         b_fc_exp_avg_sq[j] = b_fc_exp_avg_sq[j] * 0.95f + b_fc_grad[j] * clip_coef[0] * (b_fc_grad[j] * clip_coef[0]) * 0.05f;
@@ -1393,7 +1438,7 @@ static void set_ln1_g_exp_avg_3(real *restrict ln1_g_exp_avg, real *restrict ln1
 
 /* line 41: adamw update of ln1_b */
 CANNL_MULTIVERSION
-static void set_ln1_b_exp_avg(real *restrict ln1_b_exp_avg, real *restrict ln1_b_exp_avg_sq, real *restrict ln1_b, const real *restrict ln1_b_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_ln1_b_exp_avg_2(real *restrict ln1_b_exp_avg, real *restrict ln1_b_exp_avg_sq, real *restrict ln1_b, const real *restrict ln1_b_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 128; ++j) {
         ln1_b_exp_avg[j] = ln1_b_exp_avg[j] * 0.9f + ln1_b_grad[j] * clip_coef[0] * 0.1f;
         ln1_b_exp_avg_sq[j] = ln1_b_exp_avg_sq[j] * 0.95f + ln1_b_grad[j] * clip_coef[0] * (ln1_b_grad[j] * clip_coef[0]) * 0.05f;
@@ -1413,7 +1458,7 @@ static void set_b_o_exp_avg_2(real *restrict b_o_exp_avg, real *restrict b_o_exp
 
 /* line 41: adamw update of ln2_g */
 CANNL_MULTIVERSION
-static void set_ln2_g_exp_avg(real *restrict ln2_g_exp_avg, real *restrict ln2_g_exp_avg_sq, real *restrict ln2_g, const real *restrict ln2_g_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_ln2_g_exp_avg_2(real *restrict ln2_g_exp_avg, real *restrict ln2_g_exp_avg_sq, real *restrict ln2_g, const real *restrict ln2_g_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 128; ++j) {
         ln2_g_exp_avg[j] = ln2_g_exp_avg[j] * 0.9f + ln2_g_grad[j] * clip_coef[0] * 0.1f;
         ln2_g_exp_avg_sq[j] = ln2_g_exp_avg_sq[j] * 0.95f + ln2_g_grad[j] * clip_coef[0] * (ln2_g_grad[j] * clip_coef[0]) * 0.05f;
@@ -1433,7 +1478,7 @@ static void set_ln2_b_exp_avg_2(real *restrict ln2_b_exp_avg, real *restrict ln2
 
 /* line 41: adamw update of b_pr */
 CANNL_MULTIVERSION
-static void set_b_pr_exp_avg(real *restrict b_pr_exp_avg, real *restrict b_pr_exp_avg_sq, real *restrict b_pr, const real *restrict b_pr_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_b_pr_exp_avg_2(real *restrict b_pr_exp_avg, real *restrict b_pr_exp_avg_sq, real *restrict b_pr, const real *restrict b_pr_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 128; ++j) {
         b_pr_exp_avg[j] = b_pr_exp_avg[j] * 0.9f + b_pr_grad[j] * clip_coef[0] * 0.1f;
         b_pr_exp_avg_sq[j] = b_pr_exp_avg_sq[j] * 0.95f + b_pr_grad[j] * clip_coef[0] * (b_pr_grad[j] * clip_coef[0]) * 0.05f;
@@ -1453,7 +1498,7 @@ static void set_lnf_g_exp_avg_2(real *restrict lnf_g_exp_avg, real *restrict lnf
 
 /* line 41: adamw update of lnf_b */
 CANNL_MULTIVERSION
-static void set_lnf_b_exp_avg(real *restrict lnf_b_exp_avg, real *restrict lnf_b_exp_avg_sq, real *restrict lnf_b, const real *restrict lnf_b_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+static void set_lnf_b_exp_avg_2(real *restrict lnf_b_exp_avg, real *restrict lnf_b_exp_avg_sq, real *restrict lnf_b, const real *restrict lnf_b_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     for (int64_t j = 0; j < 128; ++j) {
         lnf_b_exp_avg[j] = lnf_b_exp_avg[j] * 0.9f + lnf_b_grad[j] * clip_coef[0] * 0.1f;
         lnf_b_exp_avg_sq[j] = lnf_b_exp_avg_sq[j] * 0.95f + lnf_b_grad[j] * clip_coef[0] * (lnf_b_grad[j] * clip_coef[0]) * 0.05f;
@@ -1529,8 +1574,8 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
     /* line 16: w_qkv = normal */
     set_w_qkv(&rng, w_qkv);
 
-    /* line 17: b_qkv = zeros; zero b_qkv_exp_avg; zero b_qkv_exp_avg_sq */
-    set_b_qkv(b_qkv, b_qkv_exp_avg, b_qkv_exp_avg_sq);
+    /* line 17: b_qkv = zeros */
+    fill_b_qkv(b_qkv);
 
     /* line 18: w_o = normal */
     set_w_o(&rng, w_o);
@@ -1541,41 +1586,91 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
     /* line 22: w_fc = normal */
     set_w_fc(&rng, w_fc);
 
-    /* line 23: b_fc = zeros; zero b_fc_exp_avg; zero b_fc_exp_avg_sq */
-    set_b_fc(b_fc, b_fc_exp_avg, b_fc_exp_avg_sq);
+    /* line 23: b_fc = zeros */
+    fill_b_fc(b_fc);
 
     /* line 24: w_pr = normal */
     set_w_pr(&rng, w_pr);
 
     /* zero wte_exp_avg; zero wte_exp_avg_sq */
-    set_wte_exp_avg(wte_exp_avg, wte_exp_avg_sq);
+    if (m->opt_first <= 0 && 0 < m->opt_last) {
+        set_wte_exp_avg(wte_exp_avg, wte_exp_avg_sq);
+    }
 
     /* zero wpe_exp_avg; zero wpe_exp_avg_sq */
-    set_wpe_exp_avg(wpe_exp_avg, wpe_exp_avg_sq);
+    if (m->opt_first <= 1 && 1 < m->opt_last) {
+        set_wpe_exp_avg(wpe_exp_avg, wpe_exp_avg_sq);
+    }
 
-    /* zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq; zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq */
-    set_ln1_g_exp_avg(ln1_g_exp_avg, ln1_g_exp_avg_sq, ln1_b_exp_avg, ln1_b_exp_avg_sq);
+    /* zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq */
+    if (m->opt_first <= 2 && 2 < m->opt_last) {
+        set_ln1_g_exp_avg(ln1_g_exp_avg, ln1_g_exp_avg_sq);
+    }
+
+    /* zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq */
+    if (m->opt_first <= 3 && 3 < m->opt_last) {
+        set_ln1_b_exp_avg(ln1_b_exp_avg, ln1_b_exp_avg_sq);
+    }
 
     /* zero w_qkv_exp_avg; zero w_qkv_exp_avg_sq */
-    set_w_qkv_exp_avg(w_qkv_exp_avg, w_qkv_exp_avg_sq);
+    if (m->opt_first <= 4 && 4 < m->opt_last) {
+        set_w_qkv_exp_avg(w_qkv_exp_avg, w_qkv_exp_avg_sq);
+    }
+
+    /* zero b_qkv_exp_avg; zero b_qkv_exp_avg_sq */
+    if (m->opt_first <= 5 && 5 < m->opt_last) {
+        set_b_qkv_exp_avg(b_qkv_exp_avg, b_qkv_exp_avg_sq);
+    }
 
     /* zero w_o_exp_avg; zero w_o_exp_avg_sq */
-    set_w_o_exp_avg(w_o_exp_avg, w_o_exp_avg_sq);
+    if (m->opt_first <= 6 && 6 < m->opt_last) {
+        set_w_o_exp_avg(w_o_exp_avg, w_o_exp_avg_sq);
+    }
 
-    /* zero b_o_exp_avg; zero b_o_exp_avg_sq; zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq */
-    set_b_o_exp_avg(b_o_exp_avg, b_o_exp_avg_sq, ln2_g_exp_avg, ln2_g_exp_avg_sq);
+    /* zero b_o_exp_avg; zero b_o_exp_avg_sq */
+    if (m->opt_first <= 7 && 7 < m->opt_last) {
+        set_b_o_exp_avg(b_o_exp_avg, b_o_exp_avg_sq);
+    }
 
-    /* zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq; zero b_pr_exp_avg; zero b_pr_exp_avg_sq */
-    set_ln2_b_exp_avg(ln2_b_exp_avg, ln2_b_exp_avg_sq, b_pr_exp_avg, b_pr_exp_avg_sq);
+    /* zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq */
+    if (m->opt_first <= 8 && 8 < m->opt_last) {
+        set_ln2_g_exp_avg(ln2_g_exp_avg, ln2_g_exp_avg_sq);
+    }
+
+    /* zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq */
+    if (m->opt_first <= 9 && 9 < m->opt_last) {
+        set_ln2_b_exp_avg(ln2_b_exp_avg, ln2_b_exp_avg_sq);
+    }
 
     /* zero w_fc_exp_avg; zero w_fc_exp_avg_sq */
-    set_w_fc_exp_avg(w_fc_exp_avg, w_fc_exp_avg_sq);
+    if (m->opt_first <= 10 && 10 < m->opt_last) {
+        set_w_fc_exp_avg(w_fc_exp_avg, w_fc_exp_avg_sq);
+    }
+
+    /* zero b_fc_exp_avg; zero b_fc_exp_avg_sq */
+    if (m->opt_first <= 11 && 11 < m->opt_last) {
+        set_b_fc_exp_avg(b_fc_exp_avg, b_fc_exp_avg_sq);
+    }
 
     /* zero w_pr_exp_avg; zero w_pr_exp_avg_sq */
-    set_w_pr_exp_avg(w_pr_exp_avg, w_pr_exp_avg_sq);
+    if (m->opt_first <= 12 && 12 < m->opt_last) {
+        set_w_pr_exp_avg(w_pr_exp_avg, w_pr_exp_avg_sq);
+    }
 
-    /* zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq; zero lnf_b_exp_avg; zero lnf_b_exp_avg_sq */
-    set_lnf_g_exp_avg(lnf_g_exp_avg, lnf_g_exp_avg_sq, lnf_b_exp_avg, lnf_b_exp_avg_sq);
+    /* zero b_pr_exp_avg; zero b_pr_exp_avg_sq */
+    if (m->opt_first <= 13 && 13 < m->opt_last) {
+        set_b_pr_exp_avg(b_pr_exp_avg, b_pr_exp_avg_sq);
+    }
+
+    /* zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq */
+    if (m->opt_first <= 14 && 14 < m->opt_last) {
+        set_lnf_g_exp_avg(lnf_g_exp_avg, lnf_g_exp_avg_sq);
+    }
+
+    /* zero lnf_b_exp_avg; zero lnf_b_exp_avg_sq */
+    if (m->opt_first <= 15 && 15 < m->opt_last) {
+        set_lnf_b_exp_avg(lnf_b_exp_avg, lnf_b_exp_avg_sq);
+    }
 }
 
 /* routine train_step */
@@ -1646,7 +1741,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq; /* [128] exp_avg_sq of lnf_g */
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg; /* [128] exp_avg of lnf_b */
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq; /* [128] exp_avg_sq of lnf_b */
-    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 244121664 bytes */
+    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 244121664 bytes */
     real *const x0_emb = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const x0_emb_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0_emb */
     real *const grad_norm = (real *)(work + 0); /* [] the sum of the squares of every gradient */
@@ -1891,7 +1986,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     set_w_qkv_2(w_qkv, w_qkv_exp_avg, w_qkv_exp_avg_sq, w_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
 
     /* line 41: adamw update of b_qkv */
-    set_b_qkv_exp_avg(b_qkv_exp_avg, b_qkv_exp_avg_sq, b_qkv, b_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
+    set_b_qkv_exp_avg_2(b_qkv_exp_avg, b_qkv_exp_avg_sq, b_qkv, b_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
 
     /* line 41: adamw update of w_o */
     set_w_o_2(w_o, w_o_exp_avg, w_o_exp_avg_sq, w_o_grad, clip_coef, bc1, lr, sqrt_bc2);
@@ -1900,7 +1995,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     set_w_fc_2(w_fc, w_fc_exp_avg, w_fc_exp_avg_sq, w_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
 
     /* line 41: adamw update of b_fc */
-    set_b_fc_exp_avg(b_fc_exp_avg, b_fc_exp_avg_sq, b_fc, b_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
+    set_b_fc_exp_avg_2(b_fc_exp_avg, b_fc_exp_avg_sq, b_fc, b_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
 
     /* line 41: adamw update of w_pr */
     set_w_pr_2(w_pr, w_pr_exp_avg, w_pr_exp_avg_sq, w_pr_grad, clip_coef, bc1, lr, sqrt_bc2);
@@ -1927,7 +2022,7 @@ static void forward(struct gpt_tiny *m, const real *const inputs[], int64_t n, r
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 50331648 bytes */
+    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 50331648 bytes */
     real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
     real *const qkv = (real *)(work + 0); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
     real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
@@ -2028,7 +2123,7 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 50331648 bytes */
+    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 50331648 bytes */
     real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
     real *const qkv = (real *)(work + 0); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
     real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
@@ -2164,7 +2259,7 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     real *const ln1_g_grad = m->ln1_g_grad; /* [128] gradient of ln1_g */
     real *const ln1_b_grad = m->ln1_b_grad; /* [128] gradient of ln1_b */
     real *const wpe_grad = m->wpe_grad; /* [64, 128] gradient of wpe */
-    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 244121664 bytes */
+    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 244121664 bytes */
     real *const x0_emb = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const x0_emb_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0_emb */
     real *const h1_mean = (real *)(work + 8388608); /* [batch, 64] [batch, 64 | ] */
@@ -2454,7 +2549,7 @@ static void train_update(struct gpt_tiny *m) {
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq; /* [128] exp_avg_sq of lnf_g */
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg; /* [128] exp_avg of lnf_b */
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq; /* [128] exp_avg_sq of lnf_b */
-    char *const work = (char *)m->arena + 3831808; /* the work region: this routine's 64 bytes */
+    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 64 bytes */
     real *const grad_norm = (real *)(work + 0); /* [] the sum of the squares of every gradient */
     real *const clip_coef = (real *)(work + 0); /* [] the factor of every gradient: min(1, max_norm / (norm + 1e-6)) */
     const int64_t step = ++m->step;
@@ -2504,7 +2599,7 @@ static void train_update(struct gpt_tiny *m) {
 
     /* line 41: adamw update of ln1_b */
     if (m->update_first <= 3 && 3 < m->update_last) {
-        set_ln1_b_exp_avg(ln1_b_exp_avg, ln1_b_exp_avg_sq, ln1_b, ln1_b_grad, clip_coef, bc1, lr, sqrt_bc2);
+        set_ln1_b_exp_avg_2(ln1_b_exp_avg, ln1_b_exp_avg_sq, ln1_b, ln1_b_grad, clip_coef, bc1, lr, sqrt_bc2);
     }
 
     /* line 41: adamw update of w_qkv */
@@ -2514,7 +2609,7 @@ static void train_update(struct gpt_tiny *m) {
 
     /* line 41: adamw update of b_qkv */
     if (m->update_first <= 5 && 5 < m->update_last) {
-        set_b_qkv_exp_avg(b_qkv_exp_avg, b_qkv_exp_avg_sq, b_qkv, b_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
+        set_b_qkv_exp_avg_2(b_qkv_exp_avg, b_qkv_exp_avg_sq, b_qkv, b_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
     }
 
     /* line 41: adamw update of w_o */
@@ -2529,7 +2624,7 @@ static void train_update(struct gpt_tiny *m) {
 
     /* line 41: adamw update of ln2_g */
     if (m->update_first <= 8 && 8 < m->update_last) {
-        set_ln2_g_exp_avg(ln2_g_exp_avg, ln2_g_exp_avg_sq, ln2_g, ln2_g_grad, clip_coef, bc1, lr, sqrt_bc2);
+        set_ln2_g_exp_avg_2(ln2_g_exp_avg, ln2_g_exp_avg_sq, ln2_g, ln2_g_grad, clip_coef, bc1, lr, sqrt_bc2);
     }
 
     /* line 41: adamw update of ln2_b */
@@ -2544,7 +2639,7 @@ static void train_update(struct gpt_tiny *m) {
 
     /* line 41: adamw update of b_fc */
     if (m->update_first <= 11 && 11 < m->update_last) {
-        set_b_fc_exp_avg(b_fc_exp_avg, b_fc_exp_avg_sq, b_fc, b_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
+        set_b_fc_exp_avg_2(b_fc_exp_avg, b_fc_exp_avg_sq, b_fc, b_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
     }
 
     /* line 41: adamw update of w_pr */
@@ -2554,7 +2649,7 @@ static void train_update(struct gpt_tiny *m) {
 
     /* line 41: adamw update of b_pr */
     if (m->update_first <= 13 && 13 < m->update_last) {
-        set_b_pr_exp_avg(b_pr_exp_avg, b_pr_exp_avg_sq, b_pr, b_pr_grad, clip_coef, bc1, lr, sqrt_bc2);
+        set_b_pr_exp_avg_2(b_pr_exp_avg, b_pr_exp_avg_sq, b_pr, b_pr_grad, clip_coef, bc1, lr, sqrt_bc2);
     }
 
     /* line 41: adamw update of lnf_g */
@@ -2564,7 +2659,7 @@ static void train_update(struct gpt_tiny *m) {
 
     /* line 41: adamw update of lnf_b */
     if (m->update_first <= 15 && 15 < m->update_last) {
-        set_lnf_b_exp_avg(lnf_b_exp_avg, lnf_b_exp_avg_sq, lnf_b, lnf_b_grad, clip_coef, bc1, lr, sqrt_bc2);
+        set_lnf_b_exp_avg_2(lnf_b_exp_avg, lnf_b_exp_avg_sq, lnf_b, lnf_b_grad, clip_coef, bc1, lr, sqrt_bc2);
     }
 }
 
@@ -2589,66 +2684,83 @@ static void bind_buffers(struct gpt_tiny *m) {
     m->b_pr = (real *)(base + 956416);
     m->lnf_g = (real *)(base + 956928);
     m->lnf_b = (real *)(base + 957440);
-    m->wte_grad = (real *)(base + 2873856);
-    m->lnf_g_grad = (real *)(base + 3830784);
-    m->lnf_b_grad = (real *)(base + 3831296);
-    m->b_pr_grad = (real *)(base + 3830272);
-    m->w_pr_grad = (real *)(base + 3568128);
-    m->b_fc_grad = (real *)(base + 3566080);
-    m->w_fc_grad = (real *)(base + 3303936);
-    m->ln2_g_grad = (real *)(base + 3302912);
-    m->ln2_b_grad = (real *)(base + 3303424);
-    m->b_o_grad = (real *)(base + 3302400);
-    m->w_o_grad = (real *)(base + 3236864);
-    m->b_qkv_grad = (real *)(base + 3235328);
-    m->w_qkv_grad = (real *)(base + 3038720);
-    m->ln1_g_grad = (real *)(base + 3037696);
-    m->ln1_b_grad = (real *)(base + 3038208);
-    m->wpe_grad = (real *)(base + 3004928);
-    m->wte_exp_avg = (real *)(base + 957952);
-    m->wte_exp_avg_sq = (real *)(base + 1089024);
-    m->wpe_exp_avg = (real *)(base + 1220096);
-    m->wpe_exp_avg_sq = (real *)(base + 1252864);
-    m->ln1_g_exp_avg = (real *)(base + 1285632);
-    m->ln1_g_exp_avg_sq = (real *)(base + 1286144);
-    m->ln1_b_exp_avg = (real *)(base + 1286656);
-    m->ln1_b_exp_avg_sq = (real *)(base + 1287168);
-    m->w_qkv_exp_avg = (real *)(base + 1287680);
-    m->w_qkv_exp_avg_sq = (real *)(base + 1484288);
-    m->b_qkv_exp_avg = (real *)(base + 1680896);
-    m->b_qkv_exp_avg_sq = (real *)(base + 1682432);
-    m->w_o_exp_avg = (real *)(base + 1683968);
-    m->w_o_exp_avg_sq = (real *)(base + 1749504);
-    m->b_o_exp_avg = (real *)(base + 1815040);
-    m->b_o_exp_avg_sq = (real *)(base + 1815552);
-    m->ln2_g_exp_avg = (real *)(base + 1816064);
-    m->ln2_g_exp_avg_sq = (real *)(base + 1816576);
-    m->ln2_b_exp_avg = (real *)(base + 1817088);
-    m->ln2_b_exp_avg_sq = (real *)(base + 1817600);
-    m->w_fc_exp_avg = (real *)(base + 1818112);
-    m->w_fc_exp_avg_sq = (real *)(base + 2080256);
-    m->b_fc_exp_avg = (real *)(base + 2342400);
-    m->b_fc_exp_avg_sq = (real *)(base + 2344448);
-    m->w_pr_exp_avg = (real *)(base + 2346496);
-    m->w_pr_exp_avg_sq = (real *)(base + 2608640);
-    m->b_pr_exp_avg = (real *)(base + 2870784);
-    m->b_pr_exp_avg_sq = (real *)(base + 2871296);
-    m->lnf_g_exp_avg = (real *)(base + 2871808);
-    m->lnf_g_exp_avg_sq = (real *)(base + 2872320);
-    m->lnf_b_exp_avg = (real *)(base + 2872832);
-    m->lnf_b_exp_avg_sq = (real *)(base + 2873344);
+    m->wte_grad = (real *)(base + 957952);
+    m->lnf_g_grad = (real *)(base + 1914880);
+    m->lnf_b_grad = (real *)(base + 1915392);
+    m->b_pr_grad = (real *)(base + 1914368);
+    m->w_pr_grad = (real *)(base + 1652224);
+    m->b_fc_grad = (real *)(base + 1650176);
+    m->w_fc_grad = (real *)(base + 1388032);
+    m->ln2_g_grad = (real *)(base + 1387008);
+    m->ln2_b_grad = (real *)(base + 1387520);
+    m->b_o_grad = (real *)(base + 1386496);
+    m->w_o_grad = (real *)(base + 1320960);
+    m->b_qkv_grad = (real *)(base + 1319424);
+    m->w_qkv_grad = (real *)(base + 1122816);
+    m->ln1_g_grad = (real *)(base + 1121792);
+    m->ln1_b_grad = (real *)(base + 1122304);
+    m->wpe_grad = (real *)(base + 1089024);
 
+}
+
+/* Param i's optimiser state: bytes [opt_state_start[i], opt_state_start[i + 1]) of the whole block. */
+static const int64_t opt_state_start[] = { 0, 262144, 327680, 328704, 329728, 722944, 726016, 857088, 858112, 859136, 860160, 1384448, 1388544, 1912832, 1913856, 1914880, 1915904 };
+
+/* The optimiser state's pointers: into the block of params [opt_first, opt_last), NULL for the others. */
+static void bind_opt_state(struct gpt_tiny *m) {
+    char *const base = (char *)m->opt_state;
+    const int64_t at = opt_state_start[m->opt_first];
+    m->wte_exp_avg = m->opt_first <= 0 && 0 < m->opt_last ? (real *)(base + (0 - at)) : NULL;
+    m->wte_exp_avg_sq = m->opt_first <= 0 && 0 < m->opt_last ? (real *)(base + (131072 - at)) : NULL;
+    m->wpe_exp_avg = m->opt_first <= 1 && 1 < m->opt_last ? (real *)(base + (262144 - at)) : NULL;
+    m->wpe_exp_avg_sq = m->opt_first <= 1 && 1 < m->opt_last ? (real *)(base + (294912 - at)) : NULL;
+    m->ln1_g_exp_avg = m->opt_first <= 2 && 2 < m->opt_last ? (real *)(base + (327680 - at)) : NULL;
+    m->ln1_g_exp_avg_sq = m->opt_first <= 2 && 2 < m->opt_last ? (real *)(base + (328192 - at)) : NULL;
+    m->ln1_b_exp_avg = m->opt_first <= 3 && 3 < m->opt_last ? (real *)(base + (328704 - at)) : NULL;
+    m->ln1_b_exp_avg_sq = m->opt_first <= 3 && 3 < m->opt_last ? (real *)(base + (329216 - at)) : NULL;
+    m->w_qkv_exp_avg = m->opt_first <= 4 && 4 < m->opt_last ? (real *)(base + (329728 - at)) : NULL;
+    m->w_qkv_exp_avg_sq = m->opt_first <= 4 && 4 < m->opt_last ? (real *)(base + (526336 - at)) : NULL;
+    m->b_qkv_exp_avg = m->opt_first <= 5 && 5 < m->opt_last ? (real *)(base + (722944 - at)) : NULL;
+    m->b_qkv_exp_avg_sq = m->opt_first <= 5 && 5 < m->opt_last ? (real *)(base + (724480 - at)) : NULL;
+    m->w_o_exp_avg = m->opt_first <= 6 && 6 < m->opt_last ? (real *)(base + (726016 - at)) : NULL;
+    m->w_o_exp_avg_sq = m->opt_first <= 6 && 6 < m->opt_last ? (real *)(base + (791552 - at)) : NULL;
+    m->b_o_exp_avg = m->opt_first <= 7 && 7 < m->opt_last ? (real *)(base + (857088 - at)) : NULL;
+    m->b_o_exp_avg_sq = m->opt_first <= 7 && 7 < m->opt_last ? (real *)(base + (857600 - at)) : NULL;
+    m->ln2_g_exp_avg = m->opt_first <= 8 && 8 < m->opt_last ? (real *)(base + (858112 - at)) : NULL;
+    m->ln2_g_exp_avg_sq = m->opt_first <= 8 && 8 < m->opt_last ? (real *)(base + (858624 - at)) : NULL;
+    m->ln2_b_exp_avg = m->opt_first <= 9 && 9 < m->opt_last ? (real *)(base + (859136 - at)) : NULL;
+    m->ln2_b_exp_avg_sq = m->opt_first <= 9 && 9 < m->opt_last ? (real *)(base + (859648 - at)) : NULL;
+    m->w_fc_exp_avg = m->opt_first <= 10 && 10 < m->opt_last ? (real *)(base + (860160 - at)) : NULL;
+    m->w_fc_exp_avg_sq = m->opt_first <= 10 && 10 < m->opt_last ? (real *)(base + (1122304 - at)) : NULL;
+    m->b_fc_exp_avg = m->opt_first <= 11 && 11 < m->opt_last ? (real *)(base + (1384448 - at)) : NULL;
+    m->b_fc_exp_avg_sq = m->opt_first <= 11 && 11 < m->opt_last ? (real *)(base + (1386496 - at)) : NULL;
+    m->w_pr_exp_avg = m->opt_first <= 12 && 12 < m->opt_last ? (real *)(base + (1388544 - at)) : NULL;
+    m->w_pr_exp_avg_sq = m->opt_first <= 12 && 12 < m->opt_last ? (real *)(base + (1650688 - at)) : NULL;
+    m->b_pr_exp_avg = m->opt_first <= 13 && 13 < m->opt_last ? (real *)(base + (1912832 - at)) : NULL;
+    m->b_pr_exp_avg_sq = m->opt_first <= 13 && 13 < m->opt_last ? (real *)(base + (1913344 - at)) : NULL;
+    m->lnf_g_exp_avg = m->opt_first <= 14 && 14 < m->opt_last ? (real *)(base + (1913856 - at)) : NULL;
+    m->lnf_g_exp_avg_sq = m->opt_first <= 14 && 14 < m->opt_last ? (real *)(base + (1914368 - at)) : NULL;
+    m->lnf_b_exp_avg = m->opt_first <= 15 && 15 < m->opt_last ? (real *)(base + (1914880 - at)) : NULL;
+    m->lnf_b_exp_avg_sq = m->opt_first <= 15 && 15 < m->opt_last ? (real *)(base + (1915392 - at)) : NULL;
+    (void)base;
+    (void)at;
 }
 
 struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
     struct gpt_tiny *m = (struct gpt_tiny *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(247953472);
-    if (!m->arena) {
+    m->arena = cannl_alloc(246037568);
+    m->opt_state = cannl_alloc(1915904);
+    if (!m->arena || !m->opt_state) {
+        cannl_free(m->arena);
+        cannl_free(m->opt_state);
         free(m);
         return NULL;
     }
+    m->opt_first = 0;
+    m->opt_last = GPT_TINY_NUM_PARAMS;
     bind_buffers(m);
+    bind_opt_state(m);
 #ifdef _OPENMP
     m->gemm = cannl_gemm_create(CANNL_F32, omp_get_max_threads());
 #else
@@ -2656,6 +2768,7 @@ struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
 #endif
     if (!m->gemm) {
         cannl_free(m->arena);
+        cannl_free(m->opt_state);
         free(m);
         return NULL;
     }
@@ -2666,6 +2779,7 @@ struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
 void gpt_tiny_destroy(struct gpt_tiny *m) {
     if (!m) return;
     cannl_free(m->arena);
+    cannl_free(m->opt_state);
     cannl_gemm_free(m->gemm);
     free(m);
 }
@@ -2675,13 +2789,13 @@ void gpt_tiny_init(struct gpt_tiny *m, uint64_t seed) {
     m->step = 0;
     m->lr = 0.0003;
     m->schedule = 1;
-    m->update_first = 0;
-    m->update_last = GPT_TINY_NUM_PARAMS;
+    m->update_first = m->opt_first;
+    m->update_last = m->opt_last;
     m->update_norm_sq = -1;
 }
 
 double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n) {
-    if (n < 1 || n > GPT_TINY_MAX_BATCH) return NAN;
+    if (n < 1 || n > GPT_TINY_MAX_BATCH || m->opt_first != 0 || m->opt_last != GPT_TINY_NUM_PARAMS) return NAN;
     return train_step(m, inputs, n);
 }
 
@@ -2698,14 +2812,41 @@ void gpt_tiny_set_grad_hook(struct gpt_tiny *m, void (*hook)(void *ctx, int64_t 
 }
 
 void gpt_tiny_set_update_shard(struct gpt_tiny *m, int32_t first, int32_t last, double norm_sq) {
-    m->update_first = first;
-    m->update_last = last;
+    m->update_first = first > m->opt_first ? first : m->opt_first; /* the params whose state is held */
+    m->update_last = last < m->opt_last ? last : m->opt_last;
     m->update_norm_sq = norm_sq;
 }
 
+int gpt_tiny_shard_opt_state(struct gpt_tiny *m, int32_t first, int32_t last) {
+    if (first < 0 || last > GPT_TINY_NUM_PARAMS || first > last) return -1;
+    const int64_t lo = opt_state_start[first], hi = opt_state_start[last];
+    char *block = NULL;
+    if (hi > lo) {
+        if (!(block = (char *)cannl_alloc((size_t)(hi - lo)))) return -1;
+        memset(block, 0, (size_t)(hi - lo));
+        /* what is held before and after */
+        const int32_t a = first > m->opt_first ? first : m->opt_first, b = last < m->opt_last ? last : m->opt_last;
+        if (a < b)
+            memcpy(block + (opt_state_start[a] - lo), (char *)m->opt_state + (opt_state_start[a] - opt_state_start[m->opt_first]),
+                   (size_t)(opt_state_start[b] - opt_state_start[a]));
+    }
+    cannl_free(m->opt_state);
+    m->opt_state = block;
+    m->opt_first = first;
+    m->opt_last = last;
+    bind_opt_state(m);
+    m->update_first = first;
+    m->update_last = last;
+    return 0;
+}
+
+void *gpt_tiny_opt_state(struct gpt_tiny *m) { return m->opt_state; }
+
+void gpt_tiny_set_example_offset(struct gpt_tiny *m, int64_t first) { m->example_offset = first; }
+
 gpt_tiny_real *gpt_tiny_grad_block(struct gpt_tiny *m, int64_t *count) {
     if (count) *count = 239488;
-    return (gpt_tiny_real *)(void *)((char *)m->arena + 2873856);
+    return (gpt_tiny_real *)(void *)((char *)m->arena + 957952);
 }
 
 void gpt_tiny_forward(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n,
@@ -2981,6 +3122,11 @@ static void api_set_grad_hook_fn(void *m, void (*hook)(void *ctx, int64_t offset
 static void api_set_update_shard_fn(void *m, int32_t first, int32_t last, double norm_sq) {
     gpt_tiny_set_update_shard((struct gpt_tiny *)m, first, last, norm_sq);
 }
+static int api_shard_opt_state_fn(void *m, int32_t first, int32_t last) {
+    return gpt_tiny_shard_opt_state((struct gpt_tiny *)m, first, last);
+}
+static void *api_opt_state_fn(void *m) { return gpt_tiny_opt_state((struct gpt_tiny *)m); }
+static void api_set_example_offset_fn(void *m, int64_t first) { gpt_tiny_set_example_offset((struct gpt_tiny *)m, first); }
 /* Each param's gradient: its offset in the grad block in elements (-1: it has none). */
 static const int64_t grad_offsets[] = { 0, 32768, 40960, 41088, 41216, 90368, 90752, 107136, 107264, 107392, 107520, 173056, 173568, 239104, 239232, 239360 };
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
@@ -3016,4 +3162,5 @@ const cannl_model_api gpt_tiny_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
-    grad_offsets, api_set_update_shard_fn};
+    grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
+    api_set_example_offset_fn};

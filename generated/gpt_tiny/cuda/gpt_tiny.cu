@@ -5,6 +5,8 @@
  * Routines, as in the C target, each a sequence of loop nests commented with their spec line:
  *   init_params   on the host, with the C target's random streams (a seed gives the same params)
  *   train_step    forward, backward and the adamw update, queued on the compute stream
+ *   train_grads   train_step's forward and backward: the param gradients in the grad block
+ *   train_update  train_step's adamw update from the grad block
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
  * Each nest is one kernel with its bounds, strides and launch geometry as constants (loops over
@@ -1043,6 +1045,86 @@ static __global__ void __launch_bounds__(256) sum_accuracy(real *__restrict__ ac
     if (lane_ == 0) accuracy[0] = acc;
 }
 
+/* line 41: adamw update of ln1_g (one thread per element) */
+static __global__ void __launch_bounds__(256) set_ln1_g_exp_avg_2(real *__restrict__ ln1_g_exp_avg, real *__restrict__ ln1_g_exp_avg_sq, real *__restrict__ ln1_g, const real *__restrict__ ln1_g_grad, const real *__restrict__ clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 128) return;
+    const int64_t j = i_;
+    ln1_g_exp_avg[j] = ln1_g_exp_avg[j] * 0.9f + ln1_g_grad[j] * clip_coef[0] * 0.1f;
+    ln1_g_exp_avg_sq[j] = ln1_g_exp_avg_sq[j] * 0.95f + ln1_g_grad[j] * clip_coef[0] * (ln1_g_grad[j] * clip_coef[0]) * 0.05f;
+    ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+}
+
+/* line 41: adamw update of ln1_b (one thread per element) */
+static __global__ void __launch_bounds__(256) set_ln1_b_exp_avg(real *__restrict__ ln1_b_exp_avg, real *__restrict__ ln1_b_exp_avg_sq, real *__restrict__ ln1_b, const real *__restrict__ ln1_b_grad, const real *__restrict__ clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 128) return;
+    const int64_t j = i_;
+    ln1_b_exp_avg[j] = ln1_b_exp_avg[j] * 0.9f + ln1_b_grad[j] * clip_coef[0] * 0.1f;
+    ln1_b_exp_avg_sq[j] = ln1_b_exp_avg_sq[j] * 0.95f + ln1_b_grad[j] * clip_coef[0] * (ln1_b_grad[j] * clip_coef[0]) * 0.05f;
+    ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+}
+
+/* line 41: adamw update of b_o (one thread per element) */
+static __global__ void __launch_bounds__(256) set_b_o_exp_avg(real *__restrict__ b_o_exp_avg, real *__restrict__ b_o_exp_avg_sq, real *__restrict__ b_o, const real *__restrict__ b_o_grad, const real *__restrict__ clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 128) return;
+    const int64_t j = i_;
+    b_o_exp_avg[j] = b_o_exp_avg[j] * 0.9f + b_o_grad[j] * clip_coef[0] * 0.1f;
+    b_o_exp_avg_sq[j] = b_o_exp_avg_sq[j] * 0.95f + b_o_grad[j] * clip_coef[0] * (b_o_grad[j] * clip_coef[0]) * 0.05f;
+    b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+}
+
+/* line 41: adamw update of ln2_g (one thread per element) */
+static __global__ void __launch_bounds__(256) set_ln2_g_exp_avg(real *__restrict__ ln2_g_exp_avg, real *__restrict__ ln2_g_exp_avg_sq, real *__restrict__ ln2_g, const real *__restrict__ ln2_g_grad, const real *__restrict__ clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 128) return;
+    const int64_t j = i_;
+    ln2_g_exp_avg[j] = ln2_g_exp_avg[j] * 0.9f + ln2_g_grad[j] * clip_coef[0] * 0.1f;
+    ln2_g_exp_avg_sq[j] = ln2_g_exp_avg_sq[j] * 0.95f + ln2_g_grad[j] * clip_coef[0] * (ln2_g_grad[j] * clip_coef[0]) * 0.05f;
+    ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+}
+
+/* line 41: adamw update of ln2_b (one thread per element) */
+static __global__ void __launch_bounds__(256) set_ln2_b_exp_avg(real *__restrict__ ln2_b_exp_avg, real *__restrict__ ln2_b_exp_avg_sq, real *__restrict__ ln2_b, const real *__restrict__ ln2_b_grad, const real *__restrict__ clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 128) return;
+    const int64_t j = i_;
+    ln2_b_exp_avg[j] = ln2_b_exp_avg[j] * 0.9f + ln2_b_grad[j] * clip_coef[0] * 0.1f;
+    ln2_b_exp_avg_sq[j] = ln2_b_exp_avg_sq[j] * 0.95f + ln2_b_grad[j] * clip_coef[0] * (ln2_b_grad[j] * clip_coef[0]) * 0.05f;
+    ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+}
+
+/* line 41: adamw update of b_pr (one thread per element) */
+static __global__ void __launch_bounds__(256) set_b_pr_exp_avg(real *__restrict__ b_pr_exp_avg, real *__restrict__ b_pr_exp_avg_sq, real *__restrict__ b_pr, const real *__restrict__ b_pr_grad, const real *__restrict__ clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 128) return;
+    const int64_t j = i_;
+    b_pr_exp_avg[j] = b_pr_exp_avg[j] * 0.9f + b_pr_grad[j] * clip_coef[0] * 0.1f;
+    b_pr_exp_avg_sq[j] = b_pr_exp_avg_sq[j] * 0.95f + b_pr_grad[j] * clip_coef[0] * (b_pr_grad[j] * clip_coef[0]) * 0.05f;
+    b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+}
+
+/* line 41: adamw update of lnf_g (one thread per element) */
+static __global__ void __launch_bounds__(256) set_lnf_g_exp_avg(real *__restrict__ lnf_g_exp_avg, real *__restrict__ lnf_g_exp_avg_sq, real *__restrict__ lnf_g, const real *__restrict__ lnf_g_grad, const real *__restrict__ clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 128) return;
+    const int64_t j = i_;
+    lnf_g_exp_avg[j] = lnf_g_exp_avg[j] * 0.9f + lnf_g_grad[j] * clip_coef[0] * 0.1f;
+    lnf_g_exp_avg_sq[j] = lnf_g_exp_avg_sq[j] * 0.95f + lnf_g_grad[j] * clip_coef[0] * (lnf_g_grad[j] * clip_coef[0]) * 0.05f;
+    lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+}
+
+/* line 41: adamw update of lnf_b (one thread per element) */
+static __global__ void __launch_bounds__(256) set_lnf_b_exp_avg(real *__restrict__ lnf_b_exp_avg, real *__restrict__ lnf_b_exp_avg_sq, real *__restrict__ lnf_b, const real *__restrict__ lnf_b_grad, const real *__restrict__ clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 128) return;
+    const int64_t j = i_;
+    lnf_b_exp_avg[j] = lnf_b_exp_avg[j] * 0.9f + lnf_b_grad[j] * clip_coef[0] * 0.1f;
+    lnf_b_exp_avg_sq[j] = lnf_b_exp_avg_sq[j] * 0.95f + lnf_b_grad[j] * clip_coef[0] * (lnf_b_grad[j] * clip_coef[0]) * 0.05f;
+    lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+}
+
 
 /* ----------------------------------------------------------------------------- routines */
 
@@ -1127,15 +1209,11 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
                 for (int64_t j3 = 0; j3 < 128; ++j3)
                     w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = (real)(0.0 + 0.02 * cannl_rng_normal(rng));
 
-    /* line 17: b_qkv = zeros; zero b_qkv_exp_avg; zero b_qkv_exp_avg_sq */
+    /* line 17: b_qkv = zeros */
     for (int64_t j0 = 0; j0 < 3; ++j0)
         for (int64_t j1 = 0; j1 < 4; ++j1)
             for (int64_t j2 = 0; j2 < 32; ++j2)
-                {
-                    b_qkv[j0 * 128 + j1 * 32 + j2] = 0.0f;
-                    b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] = 0.0f;
-                    b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = 0.0f;
-                }
+                b_qkv[j0 * 128 + j1 * 32 + j2] = 0.0f;
 
     /* line 18: w_o = normal */
     for (int64_t j0 = 0; j0 < 128; ++j0)
@@ -1157,13 +1235,9 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
         for (int64_t j1 = 0; j1 < 128; ++j1)
             w_fc[j0 * 128 + j1] = (real)(0.0 + 0.02 * cannl_rng_normal(rng));
 
-    /* line 23: b_fc = zeros; zero b_fc_exp_avg; zero b_fc_exp_avg_sq */
+    /* line 23: b_fc = zeros */
     for (int64_t j = 0; j < 512; ++j)
-        {
-            b_fc[j] = 0.0f;
-            b_fc_exp_avg[j] = 0.0f;
-            b_fc_exp_avg_sq[j] = 0.0f;
-        }
+        b_fc[j] = 0.0f;
 
     /* line 24: w_pr = normal */
     for (int64_t j0 = 0; j0 < 128; ++j0)
@@ -1186,11 +1260,16 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
                 wpe_exp_avg_sq[j0 * 128 + j1] = 0.0f;
             }
 
-    /* zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq; zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq */
+    /* zero ln1_g_exp_avg; zero ln1_g_exp_avg_sq */
     for (int64_t j = 0; j < 128; ++j)
         {
             ln1_g_exp_avg[j] = 0.0f;
             ln1_g_exp_avg_sq[j] = 0.0f;
+        }
+
+    /* zero ln1_b_exp_avg; zero ln1_b_exp_avg_sq */
+    for (int64_t j = 0; j < 128; ++j)
+        {
             ln1_b_exp_avg[j] = 0.0f;
             ln1_b_exp_avg_sq[j] = 0.0f;
         }
@@ -1205,6 +1284,15 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
                         w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = 0.0f;
                     }
 
+    /* zero b_qkv_exp_avg; zero b_qkv_exp_avg_sq */
+    for (int64_t j0 = 0; j0 < 3; ++j0)
+        for (int64_t j1 = 0; j1 < 4; ++j1)
+            for (int64_t j2 = 0; j2 < 32; ++j2)
+                {
+                    b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] = 0.0f;
+                    b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = 0.0f;
+                }
+
     /* zero w_o_exp_avg; zero w_o_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 128; ++j0)
         for (int64_t j1 = 0; j1 < 4; ++j1)
@@ -1214,22 +1302,25 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
                     w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = 0.0f;
                 }
 
-    /* zero b_o_exp_avg; zero b_o_exp_avg_sq; zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq */
+    /* zero b_o_exp_avg; zero b_o_exp_avg_sq */
     for (int64_t j = 0; j < 128; ++j)
         {
             b_o_exp_avg[j] = 0.0f;
             b_o_exp_avg_sq[j] = 0.0f;
+        }
+
+    /* zero ln2_g_exp_avg; zero ln2_g_exp_avg_sq */
+    for (int64_t j = 0; j < 128; ++j)
+        {
             ln2_g_exp_avg[j] = 0.0f;
             ln2_g_exp_avg_sq[j] = 0.0f;
         }
 
-    /* zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq; zero b_pr_exp_avg; zero b_pr_exp_avg_sq */
+    /* zero ln2_b_exp_avg; zero ln2_b_exp_avg_sq */
     for (int64_t j = 0; j < 128; ++j)
         {
             ln2_b_exp_avg[j] = 0.0f;
             ln2_b_exp_avg_sq[j] = 0.0f;
-            b_pr_exp_avg[j] = 0.0f;
-            b_pr_exp_avg_sq[j] = 0.0f;
         }
 
     /* zero w_fc_exp_avg; zero w_fc_exp_avg_sq */
@@ -1240,6 +1331,13 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
                 w_fc_exp_avg_sq[j0 * 128 + j1] = 0.0f;
             }
 
+    /* zero b_fc_exp_avg; zero b_fc_exp_avg_sq */
+    for (int64_t j = 0; j < 512; ++j)
+        {
+            b_fc_exp_avg[j] = 0.0f;
+            b_fc_exp_avg_sq[j] = 0.0f;
+        }
+
     /* zero w_pr_exp_avg; zero w_pr_exp_avg_sq */
     for (int64_t j0 = 0; j0 < 128; ++j0)
         for (int64_t j1 = 0; j1 < 512; ++j1)
@@ -1248,11 +1346,23 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
                 w_pr_exp_avg_sq[j0 * 512 + j1] = 0.0f;
             }
 
-    /* zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq; zero lnf_b_exp_avg; zero lnf_b_exp_avg_sq */
+    /* zero b_pr_exp_avg; zero b_pr_exp_avg_sq */
+    for (int64_t j = 0; j < 128; ++j)
+        {
+            b_pr_exp_avg[j] = 0.0f;
+            b_pr_exp_avg_sq[j] = 0.0f;
+        }
+
+    /* zero lnf_g_exp_avg; zero lnf_g_exp_avg_sq */
     for (int64_t j = 0; j < 128; ++j)
         {
             lnf_g_exp_avg[j] = 0.0f;
             lnf_g_exp_avg_sq[j] = 0.0f;
+        }
+
+    /* zero lnf_b_exp_avg; zero lnf_b_exp_avg_sq */
+    for (int64_t j = 0; j < 128; ++j)
+        {
             lnf_b_exp_avg[j] = 0.0f;
             lnf_b_exp_avg_sq[j] = 0.0f;
         }
@@ -1804,6 +1914,410 @@ static void eval_metrics(struct gpt_tiny *m, const real *const in_[], int64_t n)
     CUDA_CHECK(cudaGetLastError());
 }
 
+/* routine train_grads: 45 kernels, 18 cuBLAS products, queued on the compute stream */
+static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) {
+    const int32_t *const tokens = (const int32_t *)(const void *)in_[0];
+    const int32_t *const next = (const int32_t *)(const void *)in_[1];
+    real *const wte = m->wte;
+    real *const wpe = m->wpe;
+    real *const ln1_g = m->ln1_g;
+    real *const ln1_b = m->ln1_b;
+    real *const w_qkv = m->w_qkv;
+    real *const b_qkv = m->b_qkv;
+    real *const w_o = m->w_o;
+    real *const b_o = m->b_o;
+    real *const ln2_g = m->ln2_g;
+    real *const ln2_b = m->ln2_b;
+    real *const w_fc = m->w_fc;
+    real *const b_fc = m->b_fc;
+    real *const w_pr = m->w_pr;
+    real *const b_pr = m->b_pr;
+    real *const lnf_g = m->lnf_g;
+    real *const lnf_b = m->lnf_b;
+    real *const wte_grad = m->wte_grad;
+    real *const lnf_g_grad = m->lnf_g_grad;
+    real *const lnf_b_grad = m->lnf_b_grad;
+    real *const b_pr_grad = m->b_pr_grad;
+    real *const w_pr_grad = m->w_pr_grad;
+    real *const b_fc_grad = m->b_fc_grad;
+    real *const w_fc_grad = m->w_fc_grad;
+    real *const ln2_g_grad = m->ln2_g_grad;
+    real *const ln2_b_grad = m->ln2_b_grad;
+    real *const b_o_grad = m->b_o_grad;
+    real *const w_o_grad = m->w_o_grad;
+    real *const b_qkv_grad = m->b_qkv_grad;
+    real *const w_qkv_grad = m->w_qkv_grad;
+    real *const ln1_g_grad = m->ln1_g_grad;
+    real *const ln1_b_grad = m->ln1_b_grad;
+    real *const wpe_grad = m->wpe_grad;
+    char *const work = m->dev + 3831808; /* the work region: this routine's 244121664 bytes */
+    real *const x0_emb = (real *)(work + 0);
+    real *const x0_emb_grad = (real *)(work + 0);
+    real *const h1_mean = (real *)(work + 8388608);
+    real *const h1_var = (real *)(work + 8454144);
+    real *const h1_ln = (real *)(work + 8519680);
+    real *const h1_mean_grad = (real *)(work + 8519680);
+    real *const h1_var_grad = (real *)(work + 8585216);
+    real *const h1 = (real *)(work + 16908288);
+    real *const h1_grad = (real *)(work + 16908288);
+    real *const qkv = (real *)(work + 25296896);
+    real *const qkv_mm = (real *)(work + 25296896);
+    real *const y = (real *)(work + 50462720);
+    real *const y_lse = (real *)(work + 58851328);
+    real *const x1 = (real *)(work + 59113472);
+    real *const x1_mm = (real *)(work + 59113472);
+    real *const x0_grad = (real *)(work + 59113472);
+    real *const h2_mean = (real *)(work + 67502080);
+    real *const y_grad = (real *)(work + 67502080);
+    real *const h2_var = (real *)(work + 67567616);
+    real *const h2_ln = (real *)(work + 67633152);
+    real *const h2_mean_grad = (real *)(work + 67633152);
+    real *const h2_var_grad = (real *)(work + 67698688);
+    real *const y_delta = (real *)(work + 75890688);
+    real *const h2 = (real *)(work + 76021760);
+    real *const h2_grad = (real *)(work + 76021760);
+    real *const x2_mm2 = (real *)(work + 84410368);
+    real *const x2_mm2_grad = (real *)(work + 84410368);
+    real *const x2_v = (real *)(work + 117964800);
+    real *const x2_v_grad = (real *)(work + 117964800);
+    real *const x2_mm = (real *)(work + 151519232);
+    real *const x1_grad = (real *)(work + 151519232);
+    real *const logits_mean = (real *)(work + 159907840);
+    real *const logits_var = (real *)(work + 159973376);
+    real *const logits_ln = (real *)(work + 160038912);
+    real *const logits_mean_grad = (real *)(work + 160038912);
+    real *const logits_var_grad = (real *)(work + 160104448);
+    real *const logits_v = (real *)(work + 168427520);
+    real *const logits_v_grad = (real *)(work + 168427520);
+    real *const logits = (real *)(work + 176816128);
+    real *const loss_max = (real *)(work + 193593344);
+    real *const loss_sumexp = (real *)(work + 193658880);
+    real *const loss_ce = (real *)(work + 193724416);
+    real *const loss_sumexp_grad = (real *)(work + 193724416);
+    real *const loss_ = (real *)(work + 193789952);
+    real *const qkv_grad = (real *)(work + 193790016);
+    real *const logits_grad = (real *)(work + 218955840);
+    real *const x2_grad = (real *)(work + 235733056);
+    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
+
+    /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
+    cannl_embedding_forward<real><<<(unsigned)(((n * 64) * 128 + 255) / 256), 256, 0, stream_>>>((n * 64), 128, 256, tokens, wte, x0_emb);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
+    sum_h1_mean<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(h1_mean, x0_emb, wpe, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_h1_var<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(h1_var, x0_emb, wpe, h1_mean, n);
+    CUDA_CHECK(cudaGetLastError());
+    set_h1_ln<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(h1_ln, h1, x0_emb, wpe, h1_mean, h1_var, ln1_g, ln1_b, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 31: qkv = w_qkv * h1 + b_qkv */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 384, n * 64, 128, 1.0f, w_qkv, 128, 0, h1, 128, 0, 0.0f, qkv_mm, 384, 0, 1);
+    set_qkv<<<(unsigned)((n * 24576 + 255) / 256), 256, 0, stream_>>>(qkv, qkv_mm, b_qkv, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
+    cannl_attention_forward<real, 32, 32>(stream_, (int)n, 4, 64, 64, 0, 1, (real)0.17677669529663687, qkv + 0, cannl_attn_view{24576, 32, 384}, qkv + 128, cannl_attn_view{24576, 32, 384}, qkv + 256, cannl_attn_view{24576, 32, 384}, y, cannl_attn_view{8192, 32, 128}, y_lse);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 33: x1 = x0 + (w_o * y + b_o) */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 128, n * 64, 128, 1.0f, w_o, 128, 0, y, 128, 0, 0.0f, x1_mm, 128, 0, 1);
+    set_x1<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(x1, x0_emb, wpe, x1_mm, b_o, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
+    sum_h2_mean<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(h2_mean, x1, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_h2_var<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(h2_var, x1, h2_mean, n);
+    CUDA_CHECK(cudaGetLastError());
+    set_h2_ln<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(h2_ln, h2, x1, h2_mean, h2_var, ln2_g, ln2_b, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n * 64, 128, 1.0f, w_fc, 128, 0, h2, 128, 0, 0.0f, x2_mm2, 512, 0, 1);
+    set_x2_v<<<(unsigned)((n * 32768 + 255) / 256), 256, 0, stream_>>>(x2_v, x2_mm2, b_fc, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 128, n * 64, 512, 1.0f, w_pr, 512, 0, x2_v, 512, 0, 0.0f, x2_mm, 128, 0, 1);
+
+    /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
+    sum_logits_mean<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(logits_mean, x1, x2_mm, b_pr, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_logits_var<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(logits_var, x1, x2_mm, b_pr, logits_mean, n);
+    CUDA_CHECK(cudaGetLastError());
+    set_logits_ln<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(logits_ln, logits_v, x1, x2_mm, b_pr, logits_mean, logits_var, lnf_g, lnf_b, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, n * 64, 128, 1.0f, wte, 128, 0, logits_v, 128, 0, 0.0f, logits, 256, 0, 1);
+
+    /* line 37: loss = mean(cross_entropy(logits, next)) */
+    max_loss_max<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(loss_max, logits, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_loss_sumexp<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(loss_sumexp, logits, loss_max, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_loss_ce<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(loss_ce, next, logits, loss_max, loss_sumexp, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_loss_<<<1, 256, 0, stream_>>>(loss_, loss_ce, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* zero the gradient of qkv */
+    fill_qkv_grad<<<(unsigned)((n * 24576 + 255) / 256), 256, 0, stream_>>>(qkv_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
+    set_logits_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(logits_grad, next, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_loss_sumexp_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, next, loss_sumexp, n);
+    CUDA_CHECK(cudaGetLastError());
+    add_logits_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(logits_grad, loss_sumexp_grad, logits, loss_max, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 128, 256, n * 64, 1.0f, logits_v, 128, 0, logits_grad, 256, 0, 0.0f, wte_grad, 128, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 128, n * 64, 256, 1.0f, wte, 128, 0, logits_grad, 256, 0, 0.0f, logits_v_grad, 128, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 1, 1, n * 64, 1.0f, logits_v_grad, 128, 1, logits_ln, 128, 1, 0.0f, lnf_g_grad, 1, 1, 128);
+    sum_lnf_b_grad<<<128, 256, 0, stream_>>>(lnf_b_grad, logits_v_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_logits_mean_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(logits_mean_grad, logits_v_grad, lnf_g, logits_var, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_logits_var_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(logits_var_grad, logits_v_grad, lnf_g, x1, x2_mm, b_pr, logits_mean, logits_var, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_logits_mean_grad_2<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(logits_mean_grad, logits_var_grad, x1, x2_mm, b_pr, logits_mean, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b); backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
+    set_x2_grad<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(x2_grad, x1_grad, logits_v_grad, lnf_g, logits_var, logits_var_grad, x1, x2_mm, b_pr, logits_mean, logits_mean_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 35: backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
+    sum_b_pr_grad<<<128, 256, 0, stream_>>>(b_pr_grad, x2_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 512, 128, n * 64, 1.0f, x2_v, 512, 0, x2_grad, 128, 0, 0.0f, w_pr_grad, 512, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 512, n * 64, 128, 1.0f, w_pr, 512, 0, x2_grad, 128, 0, 0.0f, x2_v_grad, 512, 0, 1);
+    set_x2_mm2_grad<<<(unsigned)((n * 32768 + 255) / 256), 256, 0, stream_>>>(x2_mm2_grad, x2_v_grad, x2_mm2, b_fc, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_b_fc_grad<<<512, 256, 0, stream_>>>(b_fc_grad, x2_mm2_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 128, 512, n * 64, 1.0f, h2, 128, 0, x2_mm2_grad, 512, 0, 0.0f, w_fc_grad, 128, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 128, n * 64, 512, 1.0f, w_fc, 128, 0, x2_mm2_grad, 512, 0, 0.0f, h2_grad, 128, 0, 1);
+
+    /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 1, 1, n * 64, 1.0f, h2_grad, 128, 1, h2_ln, 128, 1, 0.0f, ln2_g_grad, 1, 1, 128);
+    sum_ln2_b_grad<<<128, 256, 0, stream_>>>(ln2_b_grad, h2_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_h2_mean_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(h2_mean_grad, h2_grad, ln2_g, h2_var, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_h2_var_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(h2_var_grad, h2_grad, ln2_g, x1, h2_mean, h2_var, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_h2_mean_grad_2<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(h2_mean_grad, h2_var_grad, x1, h2_mean, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b; backward: x1 = x0 + (w_o * y + b_o) */
+    add_x1_grad<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(x1_grad, x0_grad, h2_grad, ln2_g, h2_var, h2_var_grad, x1, h2_mean, h2_mean_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 33: backward: x1 = x0 + (w_o * y + b_o) */
+    sum_b_o_grad<<<128, 256, 0, stream_>>>(b_o_grad, x1_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 128, 128, n * 64, 1.0f, y, 128, 0, x1_grad, 128, 0, 0.0f, w_o_grad, 128, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 128, n * 64, 128, 1.0f, w_o, 128, 0, x1_grad, 128, 0, 0.0f, y_grad, 128, 0, 1);
+
+    /* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
+    cannl_attention_backward<real, 32, 32>(stream_, (int)n, 4, 64, 64, 0, 1, (real)0.17677669529663687, qkv + 0, cannl_attn_view{24576, 32, 384}, qkv + 128, cannl_attn_view{24576, 32, 384}, qkv + 256, cannl_attn_view{24576, 32, 384}, y, cannl_attn_view{8192, 32, 128},
+        y_grad, cannl_attn_view{8192, 32, 128}, y_lse, y_delta, qkv_grad + 0, cannl_attn_view{24576, 32, 384}, qkv_grad + 128, cannl_attn_view{24576, 32, 384}, qkv_grad + 256, cannl_attn_view{24576, 32, 384});
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 31: backward: qkv = w_qkv * h1 + b_qkv */
+    sum_b_qkv_grad<<<384, 256, 0, stream_>>>(b_qkv_grad, qkv_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 128, 384, n * 64, 1.0f, h1, 128, 0, qkv_grad, 384, 0, 0.0f, w_qkv_grad, 128, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 128, n * 64, 384, 1.0f, w_qkv, 128, 0, qkv_grad, 384, 0, 0.0f, h1_grad, 128, 0, 1);
+
+    /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 1, 1, n * 64, 1.0f, h1_grad, 128, 1, h1_ln, 128, 1, 0.0f, ln1_g_grad, 1, 1, 128);
+    sum_ln1_b_grad<<<128, 256, 0, stream_>>>(ln1_b_grad, h1_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_h1_mean_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_grad, ln1_g, h1_var, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_h1_var_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(h1_var_grad, h1_grad, ln1_g, x0_emb, wpe, h1_mean, h1_var, n);
+    CUDA_CHECK(cudaGetLastError());
+    sum_h1_mean_grad_2<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_var_grad, x0_emb, wpe, h1_mean, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b; backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
+    add_x0_grad<<<(unsigned)((n * 8192 + 255) / 256), 256, 0, stream_>>>(x0_grad, x0_emb_grad, h1_grad, ln1_g, h1_var, h1_var_grad, x0_emb, wpe, h1_mean, h1_mean_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 29: backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
+    sum_wpe_grad<<<1024, 256, 0, stream_>>>(wpe_grad, x0_grad, n);
+    CUDA_CHECK(cudaGetLastError());
+    cannl_embedding_backward<real><<<1, 256, 0, stream_>>>((n * 64), 128, 256, tokens, x0_emb_grad, wte_grad);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+/* routine train_update: 17 kernels, 16 cuBLAS products, queued on the compute stream */
+static void train_update(struct gpt_tiny *m, const real *const in_[], int64_t n) {
+    real *const wte = m->wte;
+    real *const wpe = m->wpe;
+    real *const ln1_g = m->ln1_g;
+    real *const ln1_b = m->ln1_b;
+    real *const w_qkv = m->w_qkv;
+    real *const b_qkv = m->b_qkv;
+    real *const w_o = m->w_o;
+    real *const b_o = m->b_o;
+    real *const ln2_g = m->ln2_g;
+    real *const ln2_b = m->ln2_b;
+    real *const w_fc = m->w_fc;
+    real *const b_fc = m->b_fc;
+    real *const w_pr = m->w_pr;
+    real *const b_pr = m->b_pr;
+    real *const lnf_g = m->lnf_g;
+    real *const lnf_b = m->lnf_b;
+    real *const wte_grad = m->wte_grad;
+    real *const lnf_g_grad = m->lnf_g_grad;
+    real *const lnf_b_grad = m->lnf_b_grad;
+    real *const b_pr_grad = m->b_pr_grad;
+    real *const w_pr_grad = m->w_pr_grad;
+    real *const b_fc_grad = m->b_fc_grad;
+    real *const w_fc_grad = m->w_fc_grad;
+    real *const ln2_g_grad = m->ln2_g_grad;
+    real *const ln2_b_grad = m->ln2_b_grad;
+    real *const b_o_grad = m->b_o_grad;
+    real *const w_o_grad = m->w_o_grad;
+    real *const b_qkv_grad = m->b_qkv_grad;
+    real *const w_qkv_grad = m->w_qkv_grad;
+    real *const ln1_g_grad = m->ln1_g_grad;
+    real *const ln1_b_grad = m->ln1_b_grad;
+    real *const wpe_grad = m->wpe_grad;
+    real *const wte_exp_avg = m->wte_exp_avg;
+    real *const wte_exp_avg_sq = m->wte_exp_avg_sq;
+    real *const wpe_exp_avg = m->wpe_exp_avg;
+    real *const wpe_exp_avg_sq = m->wpe_exp_avg_sq;
+    real *const ln1_g_exp_avg = m->ln1_g_exp_avg;
+    real *const ln1_g_exp_avg_sq = m->ln1_g_exp_avg_sq;
+    real *const ln1_b_exp_avg = m->ln1_b_exp_avg;
+    real *const ln1_b_exp_avg_sq = m->ln1_b_exp_avg_sq;
+    real *const w_qkv_exp_avg = m->w_qkv_exp_avg;
+    real *const w_qkv_exp_avg_sq = m->w_qkv_exp_avg_sq;
+    real *const b_qkv_exp_avg = m->b_qkv_exp_avg;
+    real *const b_qkv_exp_avg_sq = m->b_qkv_exp_avg_sq;
+    real *const w_o_exp_avg = m->w_o_exp_avg;
+    real *const w_o_exp_avg_sq = m->w_o_exp_avg_sq;
+    real *const b_o_exp_avg = m->b_o_exp_avg;
+    real *const b_o_exp_avg_sq = m->b_o_exp_avg_sq;
+    real *const ln2_g_exp_avg = m->ln2_g_exp_avg;
+    real *const ln2_g_exp_avg_sq = m->ln2_g_exp_avg_sq;
+    real *const ln2_b_exp_avg = m->ln2_b_exp_avg;
+    real *const ln2_b_exp_avg_sq = m->ln2_b_exp_avg_sq;
+    real *const w_fc_exp_avg = m->w_fc_exp_avg;
+    real *const w_fc_exp_avg_sq = m->w_fc_exp_avg_sq;
+    real *const b_fc_exp_avg = m->b_fc_exp_avg;
+    real *const b_fc_exp_avg_sq = m->b_fc_exp_avg_sq;
+    real *const w_pr_exp_avg = m->w_pr_exp_avg;
+    real *const w_pr_exp_avg_sq = m->w_pr_exp_avg_sq;
+    real *const b_pr_exp_avg = m->b_pr_exp_avg;
+    real *const b_pr_exp_avg_sq = m->b_pr_exp_avg_sq;
+    real *const lnf_g_exp_avg = m->lnf_g_exp_avg;
+    real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq;
+    real *const lnf_b_exp_avg = m->lnf_b_exp_avg;
+    real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq;
+    char *const work = m->dev + 3831808; /* the work region: this routine's 64 bytes */
+    real *const grad_norm = (real *)(work + 0);
+    real *const clip_coef = (real *)(work + 0);
+    const int64_t step = ++m->step;
+    const real lr = (real)m->lr;
+    const real bc1 = (real)(1.0 - pow(0.9, step));
+    const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.95, step)));
+    (void)in_;
+    (void)n;
+    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
+
+    /* line 41: clip_grad_norm(max_norm = 1): the squared norm */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 32768, 1.0f, wte_grad, 1, 0, wte_grad, 32768, 0, 0.0f, grad_norm, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 8192, 1.0f, wpe_grad, 1, 0, wpe_grad, 8192, 0, 1.0f, grad_norm, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 128, 1.0f, ln1_g_grad, 1, 0, ln1_g_grad, 128, 0, 1.0f, grad_norm, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 128, 1.0f, ln1_b_grad, 1, 0, ln1_b_grad, 128, 0, 1.0f, grad_norm, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 49152, 1.0f, w_qkv_grad, 1, 0, w_qkv_grad, 49152, 0, 1.0f, grad_norm, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 384, 1.0f, b_qkv_grad, 1, 0, b_qkv_grad, 384, 0, 1.0f, grad_norm, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 16384, 1.0f, w_o_grad, 1, 0, w_o_grad, 16384, 0, 1.0f, grad_norm, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 128, 1.0f, b_o_grad, 1, 0, b_o_grad, 128, 0, 1.0f, grad_norm, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 128, 1.0f, ln2_g_grad, 1, 0, ln2_g_grad, 128, 0, 1.0f, grad_norm, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 128, 1.0f, ln2_b_grad, 1, 0, ln2_b_grad, 128, 0, 1.0f, grad_norm, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 65536, 1.0f, w_fc_grad, 1, 0, w_fc_grad, 65536, 0, 1.0f, grad_norm, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 512, 1.0f, b_fc_grad, 1, 0, b_fc_grad, 512, 0, 1.0f, grad_norm, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 65536, 1.0f, w_pr_grad, 1, 0, w_pr_grad, 65536, 0, 1.0f, grad_norm, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 128, 1.0f, b_pr_grad, 1, 0, b_pr_grad, 128, 0, 1.0f, grad_norm, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 128, 1.0f, lnf_g_grad, 1, 0, lnf_g_grad, 128, 0, 1.0f, grad_norm, 1, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 128, 1.0f, lnf_b_grad, 1, 0, lnf_b_grad, 128, 0, 1.0f, grad_norm, 1, 0, 1);
+
+    /* line 41: clip_grad_norm(max_norm = 1): the factor */
+    set_clip_coef<<<1, 256, 0, stream_>>>(clip_coef, grad_norm);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of wte */
+    set_wte<<<128, 256, 0, stream_>>>(wte, wte_exp_avg, wte_exp_avg_sq, wte_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of wpe */
+    set_wpe<<<32, 256, 0, stream_>>>(wpe, wpe_exp_avg, wpe_exp_avg_sq, wpe_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of ln1_g */
+    set_ln1_g_exp_avg_2<<<1, 256, 0, stream_>>>(ln1_g_exp_avg, ln1_g_exp_avg_sq, ln1_g, ln1_g_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of ln1_b */
+    set_ln1_b_exp_avg<<<1, 256, 0, stream_>>>(ln1_b_exp_avg, ln1_b_exp_avg_sq, ln1_b, ln1_b_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of w_qkv */
+    set_w_qkv<<<192, 256, 0, stream_>>>(w_qkv, w_qkv_exp_avg, w_qkv_exp_avg_sq, w_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of b_qkv */
+    set_b_qkv_exp_avg<<<2, 256, 0, stream_>>>(b_qkv_exp_avg, b_qkv_exp_avg_sq, b_qkv, b_qkv_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of w_o */
+    set_w_o<<<64, 256, 0, stream_>>>(w_o, w_o_exp_avg, w_o_exp_avg_sq, w_o_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of b_o */
+    set_b_o_exp_avg<<<1, 256, 0, stream_>>>(b_o_exp_avg, b_o_exp_avg_sq, b_o, b_o_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of ln2_g */
+    set_ln2_g_exp_avg<<<1, 256, 0, stream_>>>(ln2_g_exp_avg, ln2_g_exp_avg_sq, ln2_g, ln2_g_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of ln2_b */
+    set_ln2_b_exp_avg<<<1, 256, 0, stream_>>>(ln2_b_exp_avg, ln2_b_exp_avg_sq, ln2_b, ln2_b_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of w_fc */
+    set_w_fc<<<256, 256, 0, stream_>>>(w_fc, w_fc_exp_avg, w_fc_exp_avg_sq, w_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of b_fc */
+    set_b_fc_exp_avg<<<2, 256, 0, stream_>>>(b_fc_exp_avg, b_fc_exp_avg_sq, b_fc, b_fc_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of w_pr */
+    set_w_pr<<<256, 256, 0, stream_>>>(w_pr, w_pr_exp_avg, w_pr_exp_avg_sq, w_pr_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of b_pr */
+    set_b_pr_exp_avg<<<1, 256, 0, stream_>>>(b_pr_exp_avg, b_pr_exp_avg_sq, b_pr, b_pr_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of lnf_g */
+    set_lnf_g_exp_avg<<<1, 256, 0, stream_>>>(lnf_g_exp_avg, lnf_g_exp_avg_sq, lnf_g, lnf_g_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 41: adamw update of lnf_b */
+    set_lnf_b_exp_avg<<<1, 256, 0, stream_>>>(lnf_b_exp_avg, lnf_b_exp_avg_sq, lnf_b, lnf_b_grad, clip_coef, bc1, lr, sqrt_bc2);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 
 /* ------------------------------------------------------------------------------ memory */
 
@@ -2082,6 +2596,38 @@ double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs
     CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 197621760)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
+}
+
+double gpt_tiny_train_grads(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n) {
+    if (n < 1 || n > GPT_TINY_MAX_BATCH || m->failed) return NAN;
+    const real *in[2 + 1];
+    const int s = inputs_on_device(m, inputs, n, in);
+    to_device(m);
+    train_grads(m, in, n);
+    release(m, s);
+    cannl_error e;
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 197621760)), sizeof(real), &e));
+    finish(m);
+    return m->failed ? NAN : (double)m->scalars[0];
+}
+
+void gpt_tiny_train_update(struct gpt_tiny *m) {
+    if (m->failed) return;
+    to_device(m);
+    train_update(m, NULL, 0);
+    finish(m);
+}
+
+gpt_tiny_real *gpt_tiny_grad_block(struct gpt_tiny *m, int64_t *count) {
+    if (count) *count = 239488;
+    return (gpt_tiny_real *)(void *)(m->dev + 2873856);
+}
+
+/* The grad block zeroed, queued on the compute stream (a data-parallel rank without examples). */
+static void gpt_tiny_zero_grads(struct gpt_tiny *m) {
+    to_device(m); /* (a mirror larger than the state may reach into the block: upload it first) */
+    CUDA_CHECK(cudaMemsetAsync(m->dev + 2873856, 0, 239488 * sizeof(real),
+                               cannl_stream_cuda(m->compute)));
 }
 
 void gpt_tiny_forward(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n,
@@ -2434,6 +2980,13 @@ static void api_set_schedule_fn(void *m, int on) { gpt_tiny_set_schedule((struct
 static void api_prefetch_fn(void *m, const void *const *inputs, int64_t n) {
     gpt_tiny_prefetch((struct gpt_tiny *)m, (const gpt_tiny_real *const *)inputs, n);
 }
+static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) {
+    return gpt_tiny_train_grads((struct gpt_tiny *)m, (const gpt_tiny_real *const *)inputs, n);
+}
+static void api_train_update_fn(void *m) { gpt_tiny_train_update((struct gpt_tiny *)m); }
+static void *api_grad_block_fn(void *m, int64_t *count) { return gpt_tiny_grad_block((struct gpt_tiny *)m, count); }
+static void *api_device_stream_fn(void *m) { return (void *)cannl_stream_cuda(((struct gpt_tiny *)m)->compute); }
+static void api_zero_grads_fn(void *m) { gpt_tiny_zero_grads((struct gpt_tiny *)m); }
 static const char *api_error_fn(const void *m) {
     const struct gpt_tiny *s = (const struct gpt_tiny *)m;
     return s->failed ? s->error.msg : NULL;
@@ -2445,11 +2998,14 @@ const cannl_model_api gpt_tiny_api = {
     GPT_TINY_NUM_OUTPUTS, output_info,
     GPT_TINY_NUM_PARAMS, param_info,
     GPT_TINY_NUM_METRICS, metric_names,
-    "((real *)(m->dev + 197621760))", 0.0003,
+    "loss", 0.0003,
     api_create_fn, api_destroy_fn, api_train_step_fn, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
-    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL /* data-parallel training: the C target only */};
+    forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
+    NULL, NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1, no example offset (the C target's) */};
 
-/* Prefetching and the error message, for cannl_train_main_ext (gpt_tiny_train.cu). */
-extern "C" const cannl_model_ext gpt_tiny_cuda_ext = {api_prefetch_fn, api_error_fn};
+/* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
+   cannl_cuda_train_main_mpi (gpt_tiny_train.cu). */
+extern "C" const cannl_model_ext gpt_tiny_cuda_ext = {api_prefetch_fn, api_error_fn, api_device_stream_fn,
+                                                       api_zero_grads_fn};
