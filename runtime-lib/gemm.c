@@ -75,46 +75,6 @@ static int grow(cannl_gemm *g, int threads) {
     return 1;
 }
 
-/* The dot-product path (kernel `dots`) for C = A B with both operands contiguous along K, at
- * most this many rows or columns and K >= 256: the tiled path would pack the larger operand by
- * transposes for that few uses of it. A classifier's logits on AVX-512, GFLOP/s by CPU time:
- * 10 x 64 x 1024 65 -> 98-102, 10 x 64 x 256 65 -> 89-93, 10 x 128 x 512 67 -> 99 (OpenBLAS
- * 102, 99, 46). Shorter K or more rows (12 x 300 x 300, 10 x 50 x 100) are slower this way:
- * the lanes' sums cost as much as a short dot. */
-#define CANNL__GEMM_DOTS_ROWS 10
-
-/* C (=|+=) alpha A B by the kernel's dot products, the smaller of M and N as the blocks' rows;
- * the larger split between threads (every element's sum the same for any split). */
-static void dots(cannl_gemm *g, size_t es, long M, long N, long K, double alpha, const char *A, long a_m,
-                 const char *B, long b_n, char *C, long c_m, long c_n, int overwrite) {
-    if (N < M) { /* C^T = B^T A^T */
-        const char *t = A;
-        A = B, B = t;
-        long x = M;
-        M = N, N = x;
-        x = a_m, a_m = b_n, b_n = x;
-        x = c_m, c_m = c_n, c_n = x;
-    }
-    int threads = 1;
-#ifdef _OPENMP
-    if (2.0 * (double)M * (double)N * (double)K >= CANNL__GEMM_PARALLEL_FLOPS && !omp_in_parallel())
-        threads = omp_get_max_threads();
-    if (threads > N / 16) threads = (int)(N / 16);
-    if (threads > 1) {
-#pragma omp parallel num_threads(threads)
-        {
-            const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-            const long j0 = N * t / nt, j1 = N * (t + 1) / nt;
-            if (j1 > j0)
-                g->kernel->dots(M, j1 - j0, K, alpha, A, a_m, B + (size_t)(j0 * b_n) * es, b_n,
-                                C + (size_t)(j0 * c_n) * es, c_m, c_n, overwrite);
-        }
-        return;
-    }
-#endif
-    g->kernel->dots(M, N, K, alpha, A, a_m, B, b_n, C, c_m, c_n, overwrite);
-}
-
 /* C (=|+=) alpha A B, elements of `es` bytes; C is split between threads in whole tiles. */
 static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alpha, const char *A, long a_m,
                     long a_k, const char *B, long b_k, long b_n, char *C, long c_m, long c_n, int overwrite) {
@@ -122,14 +82,10 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
     const cannl__gemm_kernel *k = g->kernel;
     /* Columns are computed NR at a time (a partial last tile wastes its padding); rows have
        tiles of every height. */
-    if (a_k == 1 && b_k == 1 && (M < N ? M : N) <= CANNL__GEMM_DOTS_ROWS && K >= 256) {
-        dots(g, es, M, N, K, alpha, A, a_m, B, b_n, C, c_m, c_n, overwrite);
-        return;
-    }
     const double pad_m = (double)((M + k->nr - 1) / k->nr * k->nr) / (double)M;
     const double pad_n = (double)((N + k->nr - 1) / k->nr * k->nr) / (double)N;
     if ((c_n != 1 && c_m == 1 && pad_m <= 1.15 * pad_n) || (c_n == 1 && K >= 256 && pad_n > 1.15 * pad_m) ||
-        (c_n == 1 && K >= 2048 && M <= 64 && N >= 2 * M && ((size_t)c_m * es % 4096 != 0 || M <= 2 * k->nr))) {
+        (c_n == 1 && K >= 2048 && M <= 64 && N >= 2 * M && (size_t)c_m * es % 4096 != 0)) {
         /* C's rows are its strided axis: compute C^T = B^T A^T, so that the tiles' vector stores
            run along C's contiguous axis (the same sums; each product's factors swapped), unless
            M is so far from a multiple of NR that the padding costs more than scalar stores.
@@ -140,9 +96,7 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
            place instead of packed (CPU time 75 -> 78 and 92 -> 94-98 GFLOP/s on AVX-512, 70
            -> 73-80 on AVX2). The tiles then store through a buffer, once per K block; not at a
            row stride of 4 KiB, where a column of stores falls into one L1 set (64 x 1024 x
-           3136 fell from 80 to 34 with K blocks of 256), unless the new B has at most two
-           slivers and K is then cut into blocks of up to 2048 (below): two passes of such
-           stores over C, and 64 x 1024 x 3136 rose from 79 to 89 on AVX-512. */
+           3136 fell from 80 to 34). */
         const char *t = A;
         A = B, B = t;
         long x = M;
@@ -158,15 +112,6 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
         if (threads > g->slots && !grow(g, threads)) threads = g->slots;
     }
 #endif
-    /* K blocks: of at most KC (a packed sliver of B in L1, a packed block of A in L2), but
-       when B has at most two slivers of columns and the tiles read A in place (the kernel's
-       direct_a, true of every thread's part then), as long as B's packed slivers fill the
-       workspace of a panel (kc x nc elements: K 2048 for AVX-512), so that C is read and
-       written once instead of once per K block: 12544 x 64 x 800 (a convolution's forward
-       product) 85 -> 104 GFLOP/s, 6272 x 32 x 2400 73 -> 106 (CPU time, AVX-512). Decided for
-       the whole product: the blocks set the order of every element's sums. */
-    long kmax = k->kc;
-    if (N <= 2 * k->nr && !(a_m == 1 && a_k * (long)es >= 1024)) kmax = k->kc * (k->nc / (2 * k->nr));
     /* Split the columns (each thread then packs all of A, M x K) or the rows (all of B, K x N),
        whichever packs less twice and has a tile for every thread. */
     const long mtiles = (M + k->mr - 1) / k->mr, ntiles = (N + k->nr - 1) / k->nr;
@@ -174,7 +119,7 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
     const long tiles = by_cols ? ntiles : mtiles;
     if (threads > tiles) threads = (int)tiles;
     if (threads <= 1) {
-        k->run(M, N, K, kmax, alpha, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite, g->ws);
+        k->run(M, N, K, alpha, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite, g->ws);
         return;
     }
 #ifdef _OPENMP
@@ -186,12 +131,12 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
         if (by_cols) {
             const long j0 = lo * k->nr, j1 = hi * k->nr < N ? hi * k->nr : N;
             if (j1 > j0)
-                k->run(M, j1 - j0, K, kmax, alpha, A, a_m, a_k, B + (size_t)(j0 * b_n) * es, b_k, b_n,
+                k->run(M, j1 - j0, K, alpha, A, a_m, a_k, B + (size_t)(j0 * b_n) * es, b_k, b_n,
                        C + (size_t)(j0 * c_n) * es, c_m, c_n, overwrite, slot);
         } else {
             const long i0 = lo * k->mr, i1 = hi * k->mr < M ? hi * k->mr : M;
             if (i1 > i0)
-                k->run(i1 - i0, N, K, kmax, alpha, A + (size_t)(i0 * a_m) * es, a_m, a_k, B, b_k, b_n,
+                k->run(i1 - i0, N, K, alpha, A + (size_t)(i0 * a_m) * es, a_m, a_k, B, b_k, b_n,
                        C + (size_t)(i0 * c_m) * es, c_m, c_n, overwrite, slot);
         }
     }

@@ -11,17 +11,6 @@
 
 #include "gemm_transpose.h"
 
-/* The sums of a vector's lanes (the dot-product path's last step). */
-static inline float hsum_f32(__m256 v) {
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
-}
-static inline double hsum_f64(__m256d v) {
-    const __m128d x = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
-    return _mm_cvtsd_f64(_mm_add_sd(x, _mm_unpackhi_pd(x, x)));
-}
-
 /* Tile sizes (docs/gemm-tiles.md; bench/tile_search.sh overrides the float ones through -D). */
 #ifndef CANNL_MR
 #define CANNL_MR 6
@@ -59,7 +48,6 @@ static inline double hsum_f64(__m256d v) {
 #define GK_TRANSPOSE(s, ls, d, ld) cannl__transpose8_f32(s, ls, d, ld)
 #define GK_TB2 4
 #define GK_TRANSPOSE2(s, ls, d, ld) cannl__transpose4_f32(s, ls, d, ld)
-#define GK_VHSUM(v) hsum_f32(v)
 #include "gemm_kernel.h"
 
 #define GK_REAL double
@@ -82,5 +70,4 @@ static inline double hsum_f64(__m256d v) {
 #define GK_TRANSPOSE(s, ls, d, ld) cannl__transpose4_f64(s, ls, d, ld)
 #define GK_TB2 2
 #define GK_TRANSPOSE2(s, ls, d, ld) cannl__transpose2_f64(s, ls, d, ld)
-#define GK_VHSUM(v) hsum_f64(v)
 #include "gemm_kernel.h"

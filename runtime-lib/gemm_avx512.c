@@ -49,9 +49,6 @@
 #define GK_TRANSPOSE(s, ls, d, ld) cannl__transpose8_f32(s, ls, d, ld)
 #define GK_TB2 4
 #define GK_TRANSPOSE2(s, ls, d, ld) cannl__transpose4_f32(s, ls, d, ld)
-#define GK_DR 5
-#define GK_DS 4
-#define GK_VHSUM(v) _mm512_reduce_add_ps(v)
 #include "gemm_kernel.h"
 
 #define GK_REAL double
@@ -74,7 +71,4 @@
 #define GK_TRANSPOSE(s, ls, d, ld) cannl__transpose4_f64(s, ls, d, ld)
 #define GK_TB2 2
 #define GK_TRANSPOSE2(s, ls, d, ld) cannl__transpose2_f64(s, ls, d, ld)
-#define GK_DR 5
-#define GK_DS 4
-#define GK_VHSUM(v) _mm512_reduce_add_pd(v)
 #include "gemm_kernel.h"

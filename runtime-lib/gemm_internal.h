@@ -12,16 +12,11 @@
 typedef struct cannl__gemm_kernel {
     long mr, nr;        /* register tile of C: mr rows x nr columns */
     long kc, mc, nc;    /* cache blocks: K blocks of at most kc, A blocks of mc rows, B panels of nc columns */
-    /* C[0:M, 0:N] (=|+=) alpha A B, K in equal blocks of at most kmax (>= kc; the same for
-       every thread's part of a product: the blocks set the order of the sums), with one
-       thread's workspace `slot` (mc kc elements, and kc times nc rounded up to a multiple of
-       nr); A, B and C point to float or double, the kernel's element type. */
-    void (*run)(long M, long N, long K, long kmax, double alpha, const void *A, long a_m, long a_k, const void *B,
-                long b_k, long b_n, void *C, long c_m, long c_n, int overwrite, void *slot);
-    /* The same for A and B contiguous along K (a_k = b_k = 1), without packing: for few rows
-       (gemm.c chooses, for the whole product, so that every thread sums alike). */
-    void (*dots)(long M, long N, long K, double alpha, const void *A, long a_m, const void *B, long b_n, void *C,
-                 long c_m, long c_n, int overwrite);
+    /* C[0:M, 0:N] (=|+=) alpha A B with one thread's workspace `slot` (mc kc elements, and kc
+       times nc rounded up to a multiple of nr);
+       A, B and C point to float or double, the kernel's element type. */
+    void (*run)(long M, long N, long K, double alpha, const void *A, long a_m, long a_k, const void *B, long b_k,
+                long b_n, void *C, long c_m, long c_n, int overwrite, void *slot);
 } cannl__gemm_kernel;
 
 /* gemm_base.c: baseline x86-64 (SSE2), or portable C elsewhere. */

@@ -13,14 +13,10 @@
  *                                shuffles, d[p * ld + j] = s[j * ls + p] (p, j < TB), for the
  *                                packing of operands whose K axis is contiguous
  *   GK_TB2, GK_TRANSPOSE2        optional: the same for smaller blocks, for the rows left over
- *   GK_DR, GK_DS                 optional: the block of C of the dot-product path (GK_FN(dots)):
- *                                DR rows x DS columns, DR DS accumulators (default 3 x 3)
- *   GK_VHSUM(v)                  optional: the sum of v's lanes (default: stored, added in order)
  * (all undefined again at the end of this file)
  *
  *   for each NC-column panel of B
- *     for each K block (K cut into equal blocks of at most kmax, KC or more (gemm.c):
- *                       784 = 4 x 196 for KC 256)
+ *     for each K block (K cut into equal blocks of at most KC: 784 = 4 x 196)
  *       pack the kc x NC panel of B into slivers of NR columns (kc x NR, row-major; a
  *       row-major B is read in place instead when A has at most two slivers of rows)
  *       for each MC-row block of A
@@ -36,13 +32,6 @@
  * added to C. */
 
 #include <string.h>
-
-#ifndef GK_DR
-#define GK_DR 3
-#endif
-#ifndef GK_DS
-#define GK_DS 3
-#endif
 
 #define GK_CAT_(a, b) a##_##b
 #define GK_CAT(a, b) GK_CAT_(a, b)
@@ -197,71 +186,8 @@ static void GK_FN(pack_b)(long kc, long nc, const GK_REAL *restrict B, long b_k,
     }
 }
 
-/* The lanes of v summed (GK_VHSUM when the instruction set defines it, else in lane order). */
-static inline GK_REAL GK_FN(lane_sum)(GK_VEC v) {
-#ifdef GK_VHSUM
-    return GK_VHSUM(v);
-#else
-    GK_REAL t[GK_VL], s = 0;
-    GK_VSTORE(t, v);
-    for (int l = 0; l < GK_VL; ++l) s += t[l];
-    return s;
-#endif
-}
-
-/* C (=|+=) alpha A B for A and B both contiguous along K (a_k = b_k = 1: rows of A against
- * rows of B^T) and few rows: every element a dot product of two contiguous rows, summed in
- * vectors along K (the K % VL last terms zero-padded), then across the lanes; DR x DS elements at a
- * time (DR + DS loads for DR DS FMAs; the last rows and columns of C repeat the last ones
- * and are not stored). No packing: the tiled path packs B by transposes, work that only M
- * rows share. Each element's sum is the same whatever block of C a thread is handed. */
-static void GK_FN(dots)(long M, long N, long K, double alpha_d, const void *A_, long a_m, const void *B_, long b_n,
-                        void *C_, long c_m, long c_n, int overwrite) {
-    const GK_REAL *A = (const GK_REAL *)A_, *B = (const GK_REAL *)B_;
-    GK_REAL *C = (GK_REAL *)C_;
-    const GK_REAL alpha = (GK_REAL)alpha_d;
-    const long kv = K / GK_VL * GK_VL;
-    for (long i0 = 0; i0 < M; i0 += GK_DR)
-        for (long j0 = 0; j0 < N; j0 += GK_DS) {
-            const GK_REAL *a[GK_DR], *b[GK_DS];
-            GK_UNROLL for (int i = 0; i < GK_DR; ++i) a[i] = A + (i0 + i < M ? i0 + i : M - 1) * a_m;
-            GK_UNROLL for (int j = 0; j < GK_DS; ++j) b[j] = B + (j0 + j < N ? j0 + j : N - 1) * b_n;
-            GK_VEC acc[GK_DR][GK_DS];
-            GK_UNROLL for (int i = 0; i < GK_DR; ++i)
-                GK_UNROLL for (int j = 0; j < GK_DS; ++j) acc[i][j] = GK_VSET1(0);
-            for (long p = 0; p < kv; p += GK_VL) {
-                GK_VEC bv[GK_DS];
-                GK_UNROLL for (int j = 0; j < GK_DS; ++j) bv[j] = GK_VLOAD(b[j] + p);
-                GK_UNROLL for (int i = 0; i < GK_DR; ++i) {
-                    const GK_VEC av = GK_VLOAD(a[i] + p);
-                    GK_UNROLL for (int j = 0; j < GK_DS; ++j) acc[i][j] = GK_VFMA(av, bv[j], acc[i][j]);
-                }
-            }
-            if (kv < K) { /* the last K % VL terms, as one more vector of each row zero-padded */
-                GK_REAL ta[GK_DR][GK_VL] = {{0}}, tb[GK_DS][GK_VL] = {{0}};
-                for (long p = kv; p < K; ++p) {
-                    GK_UNROLL for (int i = 0; i < GK_DR; ++i) ta[i][p - kv] = a[i][p];
-                    GK_UNROLL for (int j = 0; j < GK_DS; ++j) tb[j][p - kv] = b[j][p];
-                }
-                GK_VEC bv[GK_DS];
-                GK_UNROLL for (int j = 0; j < GK_DS; ++j) bv[j] = GK_VLOAD(tb[j]);
-                GK_UNROLL for (int i = 0; i < GK_DR; ++i) {
-                    const GK_VEC av = GK_VLOAD(ta[i]);
-                    GK_UNROLL for (int j = 0; j < GK_DS; ++j) acc[i][j] = GK_VFMA(av, bv[j], acc[i][j]);
-                }
-            }
-            GK_UNROLL for (int i = 0; i < GK_DR; ++i)
-                GK_UNROLL for (int j = 0; j < GK_DS; ++j) {
-                    if (i0 + i >= M || j0 + j >= N) continue;
-                    const GK_REAL s = GK_FN(lane_sum)(acc[i][j]);
-                    GK_REAL *cij = C + (i0 + i) * c_m + (j0 + j) * c_n;
-                    *cij = overwrite ? alpha * s : *cij + alpha * s;
-                }
-        }
-}
-
-static void GK_FN(run)(long M, long N, long K, long kmax, double alpha_d, const void *A_, long a_m, long a_k,
-                       const void *B_, long b_k, long b_n, void *C_, long c_m, long c_n, int overwrite, void *slot) {
+static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, long a_m, long a_k, const void *B_,
+                       long b_k, long b_n, void *C_, long c_m, long c_n, int overwrite, void *slot) {
     const GK_REAL *A = (const GK_REAL *)A_, *B = (const GK_REAL *)B_;
     GK_REAL *C = (GK_REAL *)C_;
     const GK_REAL alpha = (GK_REAL)alpha_d;
@@ -272,15 +198,15 @@ static void GK_FN(run)(long M, long N, long K, long kmax, double alpha_d, const 
                 for (long j = 0; j < N; ++j) C[i * c_m + j * c_n] = 0;
         return;
     }
-    const long kblocks = (K + kmax - 1) / kmax;
+    const long kblocks = (K + GK_KC - 1) / GK_KC;
     const long kb = (K + kblocks - 1) / kblocks;
     /* Few rows (one or two slivers of A): the tiles read whole slivers of a row-major B in place
        (packing would cost as much as the products that use it); the last, partial one is packed
        (zero-padded). Few columns (one or two slivers of B): the tiles read A in place, unless
        A's rows are its contiguous axis and a step along K jumps 1 KiB or more (a transposed
        im2col operand, 800 x 64 x n*196 for a weight gradient: each tile would then touch a
-       new cache line and page at every p, both slivers of B again; packing reads each line
-       once, 76 -> 81 GFLOP/s on AVX-512). */
+       new cache line and page at every p, for both slivers of B; packing reads each line
+       once, 76 -> 81 GFLOP/s on AVX-512). The sums are the same either way. */
     const int direct_b = b_n == 1 && M <= 2 * GK_MR;
     const int direct_a = N <= 2 * GK_NR && !(a_m == 1 && a_k * (long)sizeof(GK_REAL) >= 1024);
     for (long j0 = 0; j0 < N; j0 += GK_NC) {
@@ -309,7 +235,7 @@ static void GK_FN(run)(long M, long N, long K, long kmax, double alpha_d, const 
     }
 }
 
-const cannl__gemm_kernel GK_NAME = {GK_MR, GK_NR, GK_KC, GK_MC, GK_NC, GK_FN(run), GK_FN(dots)};
+const cannl__gemm_kernel GK_NAME = {GK_MR, GK_NR, GK_KC, GK_MC, GK_NC, GK_FN(run)};
 
 /* The parameters are consumed: the next inclusion defines its own. */
 #undef GK_NR
@@ -339,6 +265,3 @@ const cannl__gemm_kernel GK_NAME = {GK_MR, GK_NR, GK_KC, GK_MC, GK_NC, GK_FN(run
 #undef GK_TRANSPOSE
 #undef GK_TB2
 #undef GK_TRANSPOSE2
-#undef GK_DR
-#undef GK_DS
-#undef GK_VHSUM
