@@ -37,6 +37,7 @@ public:
     x_.names = names_;
     x_.f64 = o.f64;
     x_.cuda = true;
+    x_.example_offset = true;
   }
 
   bool attention_ = false;  // some routine calls cannl_attention.cuh
@@ -513,6 +514,13 @@ private:
     for (const auto& sc : scalars) {
       params += (sc == "rng_key" ? ", const uint64_t " : ", const real ") + sc;
       args += ", " + sc;
+    }
+    // train_grads' dropout: the slice's first example in the global batch (scalar_prologue); the
+    // flag holds for this kernel's body, generated next
+    x_.rng_first = r.kind == ir::RoutineKind::TrainGrads && scalars.count("rng_key") > 0;
+    if (x_.rng_first) {
+      params += ", const int64_t rng_first";
+      args += ", rng_first";
     }
     if (uses_n) {
       params += ", const int64_t n";

@@ -65,6 +65,7 @@ static __device__ __forceinline__ float cannl_block_sum(float v) {
 
 struct fashion_cnn {
     int64_t step;     /* optimiser steps taken */
+    int64_t example_offset; /* train_grads' first example in the global batch: dropout's masks by it */
     double lr;        /* learning rate: the spec's, unless set */
     int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
@@ -1796,6 +1797,7 @@ fashion_cnn_real *fashion_cnn_grad(struct fashion_cnn *m, const char *name, int6
 
 int64_t fashion_cnn_get_step(const struct fashion_cnn *m) { return m->step; }
 void fashion_cnn_set_step(struct fashion_cnn *m, int64_t step) { m->step = step; }
+void fashion_cnn_set_example_offset(struct fashion_cnn *m, int64_t first) { m->example_offset = first; }
 double fashion_cnn_get_lr(const struct fashion_cnn *m) { return m->lr; }
 void fashion_cnn_set_lr(struct fashion_cnn *m, double lr) { m->lr = lr; }
 void fashion_cnn_set_schedule(struct fashion_cnn *m, int on) { m->schedule = on != 0; }
@@ -1902,6 +1904,7 @@ static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) 
 }
 static void api_train_update_fn(void *m) { fashion_cnn_train_update((struct fashion_cnn *)m); }
 static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_cnn_grad_block((struct fashion_cnn *)m, count); }
+static void api_set_example_offset_fn(void *m, int64_t first) { fashion_cnn_set_example_offset((struct fashion_cnn *)m, first); }
 static void *api_device_stream_fn(void *m) { return (void *)cannl_stream_cuda(((struct fashion_cnn *)m)->compute); }
 static void api_zero_grads_fn(void *m) { fashion_cnn_zero_grads((struct fashion_cnn *)m); }
 static const char *api_error_fn(const void *m) {
@@ -1920,7 +1923,7 @@ const cannl_model_api fashion_cnn_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1, no example offset (the C target's) */};
+    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_cnn_train.cu). */

@@ -75,6 +75,10 @@ double fashion_cnn_train_step(struct fashion_cnn *m, const fashion_cnn_real *con
 double fashion_cnn_train_grads(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n);
 void fashion_cnn_train_update(struct fashion_cnn *m);
 fashion_cnn_real *fashion_cnn_grad_block(struct fashion_cnn *m, int64_t *count);
+/* Data-parallel training: the examples train_grads gets are the global batch's from index
+   `first` on (default 0), which dropout draws its masks by, so that a process training on a
+   slice draws the masks one process training on the whole batch would. */
+void fashion_cnn_set_example_offset(struct fashion_cnn *m, int64_t first);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
 void fashion_cnn_forward(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n,

@@ -55,6 +55,7 @@ static __device__ __forceinline__ float cannl_warp_sum(float v) {
 
 struct fashion_einsum {
     int64_t step;     /* optimiser steps taken */
+    int64_t example_offset; /* train_grads' first example in the global batch: dropout's masks by it */
     double lr;        /* learning rate: the spec's, unless set */
     int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
@@ -1518,6 +1519,7 @@ fashion_einsum_real *fashion_einsum_grad(struct fashion_einsum *m, const char *n
 
 int64_t fashion_einsum_get_step(const struct fashion_einsum *m) { return m->step; }
 void fashion_einsum_set_step(struct fashion_einsum *m, int64_t step) { m->step = step; }
+void fashion_einsum_set_example_offset(struct fashion_einsum *m, int64_t first) { m->example_offset = first; }
 double fashion_einsum_get_lr(const struct fashion_einsum *m) { return m->lr; }
 void fashion_einsum_set_lr(struct fashion_einsum *m, double lr) { m->lr = lr; }
 void fashion_einsum_set_schedule(struct fashion_einsum *m, int on) { m->schedule = on != 0; }
@@ -1617,6 +1619,7 @@ static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) 
 }
 static void api_train_update_fn(void *m) { fashion_einsum_train_update((struct fashion_einsum *)m); }
 static void *api_grad_block_fn(void *m, int64_t *count) { return fashion_einsum_grad_block((struct fashion_einsum *)m, count); }
+static void api_set_example_offset_fn(void *m, int64_t first) { fashion_einsum_set_example_offset((struct fashion_einsum *)m, first); }
 static void *api_device_stream_fn(void *m) { return (void *)cannl_stream_cuda(((struct fashion_einsum *)m)->compute); }
 static void api_zero_grads_fn(void *m) { fashion_einsum_zero_grads((struct fashion_einsum *)m); }
 static const char *api_error_fn(const void *m) {
@@ -1635,7 +1638,7 @@ const cannl_model_api fashion_einsum_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1, no example offset (the C target's) */};
+    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_einsum_train.cu). */

@@ -74,6 +74,10 @@ double fashion_einsum_train_step(struct fashion_einsum *m, const fashion_einsum_
 double fashion_einsum_train_grads(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n);
 void fashion_einsum_train_update(struct fashion_einsum *m);
 fashion_einsum_real *fashion_einsum_grad_block(struct fashion_einsum *m, int64_t *count);
+/* Data-parallel training: the examples train_grads gets are the global batch's from index
+   `first` on (default 0), which dropout draws its masks by, so that a process training on a
+   slice draws the masks one process training on the whole batch would. */
+void fashion_einsum_set_example_offset(struct fashion_einsum *m, int64_t first);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
 void fashion_einsum_forward(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n,

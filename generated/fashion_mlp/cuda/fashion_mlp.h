@@ -73,6 +73,10 @@ double fashion_mlp_train_step(struct fashion_mlp *m, const fashion_mlp_real *con
 double fashion_mlp_train_grads(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n);
 void fashion_mlp_train_update(struct fashion_mlp *m);
 fashion_mlp_real *fashion_mlp_grad_block(struct fashion_mlp *m, int64_t *count);
+/* Data-parallel training: the examples train_grads gets are the global batch's from index
+   `first` on (default 0), which dropout draws its masks by, so that a process training on a
+   slice draws the masks one process training on the whole batch would. */
+void fashion_mlp_set_example_offset(struct fashion_mlp *m, int64_t first);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
 void fashion_mlp_forward(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n,

@@ -73,6 +73,10 @@ double fashion_mlp_adam_train_step(struct fashion_mlp_adam *m, const fashion_mlp
 double fashion_mlp_adam_train_grads(struct fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n);
 void fashion_mlp_adam_train_update(struct fashion_mlp_adam *m);
 fashion_mlp_adam_real *fashion_mlp_adam_grad_block(struct fashion_mlp_adam *m, int64_t *count);
+/* Data-parallel training: the examples train_grads gets are the global batch's from index
+   `first` on (default 0), which dropout draws its masks by, so that a process training on a
+   slice draws the masks one process training on the whole batch would. */
+void fashion_mlp_adam_set_example_offset(struct fashion_mlp_adam *m, int64_t first);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
 void fashion_mlp_adam_forward(struct fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n,

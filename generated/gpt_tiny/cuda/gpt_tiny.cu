@@ -101,6 +101,7 @@ static __device__ __forceinline__ float cannl_warp_min(float v) {
 
 struct gpt_tiny {
     int64_t step;     /* optimiser steps taken */
+    int64_t example_offset; /* train_grads' first example in the global batch: dropout's masks by it */
     double lr;        /* learning rate: the spec's, unless set */
     int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
@@ -2847,6 +2848,7 @@ gpt_tiny_real *gpt_tiny_grad(struct gpt_tiny *m, const char *name, int64_t *coun
 
 int64_t gpt_tiny_get_step(const struct gpt_tiny *m) { return m->step; }
 void gpt_tiny_set_step(struct gpt_tiny *m, int64_t step) { m->step = step; }
+void gpt_tiny_set_example_offset(struct gpt_tiny *m, int64_t first) { m->example_offset = first; }
 double gpt_tiny_get_lr(const struct gpt_tiny *m) { return m->lr; }
 void gpt_tiny_set_lr(struct gpt_tiny *m, double lr) { m->lr = lr; }
 void gpt_tiny_set_schedule(struct gpt_tiny *m, int on) { m->schedule = on != 0; }
@@ -2985,6 +2987,7 @@ static double api_train_grads_fn(void *m, const void *const *inputs, int64_t n) 
 }
 static void api_train_update_fn(void *m) { gpt_tiny_train_update((struct gpt_tiny *)m); }
 static void *api_grad_block_fn(void *m, int64_t *count) { return gpt_tiny_grad_block((struct gpt_tiny *)m, count); }
+static void api_set_example_offset_fn(void *m, int64_t first) { gpt_tiny_set_example_offset((struct gpt_tiny *)m, first); }
 static void *api_device_stream_fn(void *m) { return (void *)cannl_stream_cuda(((struct gpt_tiny *)m)->compute); }
 static void api_zero_grads_fn(void *m) { gpt_tiny_zero_grads((struct gpt_tiny *)m); }
 static const char *api_error_fn(const void *m) {
@@ -3003,7 +3006,7 @@ const cannl_model_api gpt_tiny_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1, no example offset (the C target's) */};
+    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (gpt_tiny_train.cu). */

@@ -73,6 +73,10 @@ double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inp
 double moons_mlp_train_grads(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n);
 void moons_mlp_train_update(struct moons_mlp *m);
 moons_mlp_real *moons_mlp_grad_block(struct moons_mlp *m, int64_t *count);
+/* Data-parallel training: the examples train_grads gets are the global batch's from index
+   `first` on (default 0), which dropout draws its masks by, so that a process training on a
+   slice draws the masks one process training on the whole batch would. */
+void moons_mlp_set_example_offset(struct moons_mlp *m, int64_t first);
 /* Inference: fills outputs[k] with n examples of output k. Inputs the outputs do not
    depend on may be NULL. */
 void moons_mlp_forward(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n,
