@@ -55,10 +55,11 @@ struct cannl__dist {
     const char *how;       /* how the gradients travel, for the summary ("NCCL"), or NULL */
 };
 
-/* For another runtime library over MPI (train_dist_cuda.c): rank, size and every operation
-   but the gradient all-reduce, in d, once MPI is initialised (MPI_ERRORS_RETURN set); and
-   whether a launcher started this process (else MPI is not to be initialised). */
-void cannl__dist_mpi_ops(cannl__dist *d);
+/* MPI initialised (errors returned, not fatal) and d filled with the rank, the size and every
+   operation but the gradient all-reduce (reduce_begin/part/end: the caller's, host or device
+   memory); -1 with a message on stderr when MPI_Init fails. And whether a launcher started
+   this process (else MPI is not to be initialised). */
+int cannl__dist_mpi_init(cannl__dist *d, int *argc, char ***argv);
 int cannl__dist_mpi_launched(void);
 
 /* cannl_train_main_ext over the ranks of `dist` (NULL: one process). */

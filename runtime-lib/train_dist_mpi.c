@@ -215,14 +215,8 @@ static int launched(void) {
 
 int cannl_train_main_mpi(const cannl_model_api *api, int argc, char **argv) {
     if (!launched()) return cannl_train_main(api, argc, argv);
-    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
-        fprintf(stderr, "%s: error: MPI_Init failed\n", argc > 0 ? argv[0] : "cannl_train");
-        return CANNL__EXIT_FAIL;
-    }
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     cannl__dist d;
-    memset(&d, 0, sizeof d);
-    cannl__dist_mpi_ops(&d);
+    if (cannl__dist_mpi_init(&d, &argc, &argv)) return CANNL__EXIT_FAIL;
     reduce_state rs;
     memset(&rs, 0, sizeof rs);
     d.impl = &rs;
@@ -237,7 +231,13 @@ int cannl_train_main_mpi(const cannl_model_api *api, int argc, char **argv) {
     return rc;
 }
 
-void cannl__dist_mpi_ops(cannl__dist *d) {
+int cannl__dist_mpi_init(cannl__dist *d, int *argc, char ***argv) {
+    if (MPI_Init(argc, argv) != MPI_SUCCESS) {
+        fprintf(stderr, "%s: error: MPI_Init failed\n", *argc > 0 ? (*argv)[0] : "cannl_train");
+        return -1;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    memset(d, 0, sizeof *d);
     MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &d->size);
     d->reduce_scatter = mpi_reduce_scatter;
@@ -246,6 +246,7 @@ void cannl__dist_mpi_ops(cannl__dist *d) {
     d->sum = mpi_sum;
     d->max = mpi_max;
     d->abort = mpi_abort;
+    return 0;
 }
 
 int cannl__dist_mpi_launched(void) { return launched(); }

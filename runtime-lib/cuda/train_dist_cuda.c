@@ -232,14 +232,8 @@ static void nccl_setup(const char *prog, cannl__dist *d, device_reduce *s) {
 int cannl_cuda_train_main_mpi(const cannl_model_api *api, const cannl_model_ext *ext, int argc, char **argv) {
     if (!cannl__dist_mpi_launched()) return cannl_train_main_ext(api, ext, argc, argv);
     const char *prog = argc > 0 ? argv[0] : "cannl_train";
-    if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
-        fprintf(stderr, "%s: error: MPI_Init failed\n", prog);
-        return CANNL__EXIT_FAIL;
-    }
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     cannl__dist d;
-    memset(&d, 0, sizeof d);
-    cannl__dist_mpi_ops(&d);
+    if (cannl__dist_mpi_init(&d, &argc, &argv)) return CANNL__EXIT_FAIL;
     device_reduce s;
     memset(&s, 0, sizeof s);
     int shared = 0;
