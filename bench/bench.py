@@ -49,8 +49,8 @@ HERE = Path(__file__).resolve().parent
 
 # model: spec, [(batch, warmup steps, timed steps, trainer lengths S1 S2 or None)]
 MODELS = {
-    "fashion_mlp": ("specs/fashion_mlp.cannl", [(128, 10, 60, (20, 220))]),
-    "fashion_mlp_adam": ("specs/fashion_mlp_adam.cannl", [(128, 10, 60, (20, 220))]),
+    "fashion_mlp": ("specs/fashion_mlp.cannl", [(128, 20, 300, (20, 220))]),
+    "fashion_mlp_adam": ("specs/fashion_mlp_adam.cannl", [(128, 20, 300, (20, 220))]),
     "moons_mlp": ("specs/moons_mlp.cannl", [(32, 200, 3000, None)]),
     "fashion_cnn": ("specs/fashion_cnn.cannl", [(64, 1, 5, (3, 18)), (256, 1, 3, (2, 7))]),
     "cnn_dense256": ("bench/specs/cnn_dense256.cannl", [(64, 1, 5, (3, 18))]),
