@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 /* glibc's vector expf / logf (libmvec, linked through libm), declared as <math.h> declares them
  * under -ffast-math: the exponentials of a tile of scores vectorise (the generated models do
  * the same). */
@@ -20,12 +21,14 @@ __attribute__((__simd__("notinbranch"))) extern float expf(float);
 #define CANNL_ATTN_MULTIVERSION
 #endif
 
-/* Keys are visited in tiles of at most this many (a multiple of 8). */
-#define CANNL_ATTN_TILE 64
-/* Queries handled together (each row of a tile loaded once for the four). */
-#define QB 4
-/* Elements of a stack buffer holding a transposed tile of keys (or values). */
-#define CANNL_ATTN_BUF 4096
+/* Keys per tile, queries per chunk of a tile (the stack buffers of scores hold ATTN_QC x ATTN_KB),
+ * rows per register block, columns of a key row packed at a time (the packed tile holds
+ * ATTN_XB x ATTN_KB), bytes per vector. */
+#define ATTN_KB 64
+#define ATTN_QC 64
+#define ATTN_MR 4
+#define ATTN_XB 64
+#define ATTN_VBYTES 32
 
 /* How many keys query t sees. */
 static inline int64_t cannl__attn_keys_seen(const cannl_attn_dims *d, int64_t t) {
@@ -39,13 +42,6 @@ static inline int64_t attn_first_query(const cannl_attn_dims *d, int64_t s0) {
   if (!d->causal) return 0;
   const int64_t t = s0 - d->q_offset;
   return t < 0 ? 0 : t > d->tq ? d->tq : t;
-}
-
-/* Keys per tile for rows of width w: as many as a transposed tile of CANNL_ATTN_BUF elements
- * holds (a multiple of 8, at most CANNL_ATTN_TILE); CANNL_ATTN_TILE, untransposed, when not 8. */
-static inline int64_t attn_tile(int64_t w) {
-  const int64_t kb = w > 0 ? (CANNL_ATTN_BUF / w) & ~(int64_t)7 : CANNL_ATTN_TILE;
-  return kb < 8 || kb > CANNL_ATTN_TILE ? CANNL_ATTN_TILE : kb;
 }
 
 #define R float
@@ -67,4 +63,8 @@ static inline int64_t attn_tile(int64_t w) {
 #undef SFX
 #undef EXP
 #undef LOG
-#undef QB
+#undef ATTN_KB
+#undef ATTN_QC
+#undef ATTN_MR
+#undef ATTN_XB
+#undef ATTN_VBYTES
