@@ -4,7 +4,6 @@
 
 #include <math.h>
 #include <stddef.h>
-#include <string.h>
 /* glibc's vector expf / logf (libmvec, linked through libm), declared as <math.h> declares them
  * under -ffast-math: the exponentials of a tile of scores vectorise (the generated models do
  * the same). */
@@ -26,7 +25,7 @@ __attribute__((__simd__("notinbranch"))) extern float expf(float);
  * ATTN_XB x ATTN_KB), bytes per vector. */
 #define ATTN_KB 64
 #define ATTN_QC 64
-#define ATTN_MR 4
+#define ATTN_MR 6
 #define ATTN_XB 64
 #define ATTN_VBYTES 32
 

@@ -21,11 +21,13 @@
 #define CANNL__CAT(a, b) CANNL__CAT2(a, b)
 #define FN(name) CANNL__CAT(cannl_attention_##name##_, SFX)
 #define VEC CANNL__CAT(attn_vec_, SFX)
+#define VECU CANNL__CAT(attn_vecu_, SFX)
 #define TILE CANNL__CAT(attn_tile_, SFX)
 #define ROWS CANNL__CAT(attn_rows_, SFX)
 #define GEMM CANNL__CAT(attn_gemm_, SFX)
 #define PACK CANNL__CAT(attn_pack_, SFX)
 #define SCORES CANNL__CAT(attn_scores_, SFX)
+#define ROWMAX CANNL__CAT(attn_rowmax_, SFX)
 
 /* One vector of R (32 bytes: 8 floats or 4 doubles); a generic vector, lowered to what the
  * clone's instruction set has. */
@@ -33,10 +35,10 @@ typedef R VEC __attribute__((vector_size(ATTN_VBYTES)));
 enum { CANNL__CAT(attn_vn_, SFX) = ATTN_VBYTES / sizeof(R) };
 #define VN CANNL__CAT(attn_vn_, SFX)
 
-/* Unaligned loads and stores of a vector (macros: a function returning a vector would change
- * its ABI with the instruction set). */
-#define VLOAD(dst, p) memcpy(&(dst), (p), sizeof(VEC))
-#define VSTORE(p, src) memcpy((p), &(src), sizeof(VEC))
+/* The same, at any element's address (unaligned loads and stores, as __m256_u). */
+typedef R VECU __attribute__((vector_size(ATTN_VBYTES), aligned(sizeof(R)), may_alias));
+#define VLOAD(p) ((VEC) * (const VECU *)(p))
+#define VSTORE(p, v) (*(VECU *)(p) = (v))
 
 /* c[i * c_rs + y] (= or +=) sum_{x < kd} a[i * a_rs + x * a_cs] b[x * b_rs + y] for i < mr,
  * y < nv * VN; mr and nv are constants where this is inlined (the accumulators in registers). */
@@ -45,13 +47,10 @@ static inline __attribute__((always_inline)) void TILE(const int mr, const int n
                                                        int64_t c_rs, int acc) {
   VEC cv[ATTN_MR][2];
   for (int i = 0; i < mr; ++i)
-    for (int u = 0; u < nv; ++u) {
-      cv[i][u] = (VEC){0};
-      if (acc) VLOAD(cv[i][u], c + i * c_rs + u * VN);
-    }
+    for (int u = 0; u < nv; ++u) cv[i][u] = acc ? VLOAD(c + i * c_rs + u * VN) : (VEC){0};
   for (int64_t x = 0; x < kd; ++x) {
     VEC bv[2];
-    for (int u = 0; u < nv; ++u) VLOAD(bv[u], b + x * b_rs + u * VN);
+    for (int u = 0; u < nv; ++u) bv[u] = VLOAD(b + x * b_rs + u * VN);
     for (int i = 0; i < mr; ++i) {
       const VEC ai = (VEC){0} + a[i * a_rs + x * a_cs];
       for (int u = 0; u < nv; ++u) cv[i][u] += ai * bv[u];
@@ -85,12 +84,10 @@ static void GEMM(int64_t m, int64_t n, int64_t kd, const R *a, int64_t a_rs, int
   int64_t i = 0;
   for (; i + ATTN_MR <= m; i += ATTN_MR)
     ROWS(ATTN_MR, n, kd, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs, c_rs, acc);
-  switch (m - i) {
-  case 3: ROWS(3, n, kd, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs, c_rs, acc); break;
-  case 2: ROWS(2, n, kd, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs, c_rs, acc); break;
-  case 1: ROWS(1, n, kd, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs, c_rs, acc); break;
-  default: break;
-  }
+  /* the last m - i < ATTN_MR (at most 7) rows: blocks of 4, 2, 1 */
+  if ((m - i) & 4) ROWS(4, n, kd, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs, c_rs, acc), i += 4;
+  if ((m - i) & 2) ROWS(2, n, kd, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs, c_rs, acc), i += 2;
+  if ((m - i) & 1) ROWS(1, n, kd, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs, c_rs, acc);
 }
 
 /* Columns x0 .. x0 + w of rows 0 .. n of a (row stride st) into t[x * ATTN_KB + j], rows n .. np
@@ -122,59 +119,85 @@ static void SCORES(R *s, const cannl_attn_dims *d, int64_t t0, int64_t s0, int64
   }
 }
 
+/* The largest of s[0 .. n) (n > 0), a vector at a time. */
+static inline R ROWMAX(const R *s, int64_t n) {
+  R mx = s[0];
+  int64_t j = 0;
+  if (n >= VN) {
+    VEC mv = VLOAD(s);
+    for (j = VN; j + VN <= n; j += VN) {
+      const VEC x = VLOAD(s + j);
+      const __typeof__(x > mv) gt = x > mv;
+      mv = (VEC)((gt & (__typeof__(gt))x) | (~gt & (__typeof__(gt))mv));
+    }
+    for (int u = 0; u < VN; ++u) mx = mv[u] > mx ? mv[u] : mx;
+  }
+  for (; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
+  return mx;
+}
+
 CANNL_ATTN_MULTIVERSION
 void FN(forward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k, int64_t k_st,
                  const R *v, int64_t v_st, R *o, int64_t o_st, R *lse) {
   const R scale = (R)d->scale;
   const int64_t e = d->e, f = d->f;
-  R kt[ATTN_XB * ATTN_KB], s[ATTN_QC * ATTN_KB];
-  for (int64_t t = 0; t < d->tq; ++t) {
-    lse[t] = -INFINITY;
-    for (int64_t y = 0; y < f; ++y) o[t * o_st + y] = 0;
-  }
-  for (int64_t s0 = 0; s0 < d->tk; s0 += ATTN_KB) {
-    const int64_t nb = d->tk - s0 < ATTN_KB ? d->tk - s0 : ATTN_KB;
-    for (int64_t t0 = attn_first_query(d, s0); t0 < d->tq; t0 += ATTN_QC) {
-      const int64_t m = d->tq - t0 < ATTN_QC ? d->tq - t0 : ATTN_QC;
-      int64_t most = cannl__attn_keys_seen(d, t0 + m - 1) - s0;
-      most = most < nb ? most : nb;
-      SCORES(s, d, t0, s0, m, q + t0 * q_st, q_st, k + s0 * k_st, k_st, most, (most + VN - 1) / VN * VN, e, kt);
-      for (int64_t i = 0; i < m; ++i) {
+  R kt[ATTN_XB * ATTN_KB], s[ATTN_QC * ATTN_KB], mx[ATTN_QC], l[ATTN_QC];
+  for (int64_t t0 = 0; t0 < d->tq; t0 += ATTN_QC) {
+    const int64_t m = d->tq - t0 < ATTN_QC ? d->tq - t0 : ATTN_QC;
+    /* per query: the running maximum of the scores, the sum of their exponentials less it, and
+     * o = sum_j e^(s_j - mx) v_j */
+    for (int64_t i = 0; i < m; ++i) {
+      mx[i] = -INFINITY, l[i] = 0;
+      for (int64_t y = 0; y < f; ++y) o[(t0 + i) * o_st + y] = 0;
+    }
+    const int64_t keys = cannl__attn_keys_seen(d, t0 + m - 1);
+    for (int64_t s0 = 0; s0 < keys; s0 += ATTN_KB) {
+      const int64_t nb = d->tk - s0 < ATTN_KB ? d->tk - s0 : ATTN_KB;
+      const int64_t most = keys - s0 < nb ? keys - s0 : nb;
+      /* the chunk's queries from i1 see the tile */
+      const int64_t i1 = attn_first_query(d, s0) > t0 ? attn_first_query(d, s0) - t0 : 0;
+      SCORES(s + i1 * ATTN_KB, d, t0 + i1, s0, m - i1, q + (t0 + i1) * q_st, q_st, k + s0 * k_st, k_st, most,
+             (most + VN - 1) / VN * VN, e, kt);
+      for (int64_t i = i1; i < m; ++i) {
         const int64_t t = t0 + i;
         int64_t n = cannl__attn_keys_seen(d, t) - s0;
-        n = n < 0 ? 0 : n < nb ? n : nb;
+        n = n < nb ? n : nb;
         /* the keys the row's block reads in P V: those its last query sees */
-        const int64_t ib = i / ATTN_MR * ATTN_MR + ATTN_MR - 1 < m ? i / ATTN_MR * ATTN_MR + ATTN_MR - 1 : m - 1;
+        const int64_t ib = i1 + (i - i1) / ATTN_MR * ATTN_MR + ATTN_MR - 1 < m ? i1 + (i - i1) / ATTN_MR * ATTN_MR + ATTN_MR - 1 : m - 1;
         int64_t lim = cannl__attn_keys_seen(d, t0 + ib) - s0;
         lim = lim < nb ? lim : nb;
         R *si = s + i * ATTN_KB;
+        for (int64_t j = 0; j < n; ++j) si[j] *= scale;
+        const R mb = ROWMAX(si, n), mnew = mb > mx[i] ? mb : mx[i];
+        R sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          si[j] = EXP(si[j] - mnew);
+          sum += si[j];
+        }
         for (int64_t j = n; j < lim; ++j) si[j] = 0;
-        if (n == 0) continue;
-        R mb = -INFINITY, l = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          si[j] *= scale;
-          mb = si[j] > mb ? si[j] : mb;
+        if (mnew > mx[i]) {
+          const R alpha = mx[i] == -INFINITY ? 0 : EXP(mx[i] - mnew);
+          R *ot = o + t * o_st;
+          for (int64_t y = 0; y < f; ++y) ot[y] *= alpha;
+          l[i] *= alpha;
+          mx[i] = mnew;
         }
-        for (int64_t j = 0; j < n; ++j) {
-          si[j] = EXP(si[j] - mb);
-          l += si[j];
-        }
-        /* merge: L' = logaddexp(L, mb + log l) */
-        const R lb = mb + LOG(l), la = lse[t];
-        const R hi = la > lb ? la : lb, lo = la > lb ? lb : la;
-        const R nl = lo == -INFINITY ? hi : hi + LOG((R)1 + EXP(lo - hi));
-        const R alpha = la == -INFINITY ? 0 : EXP(la - nl), beta = EXP(mb - nl);
-        lse[t] = nl;
-        for (int64_t j = 0; j < n; ++j) si[j] *= beta;
-        R *ot = o + t * o_st;
-        for (int64_t y = 0; y < f; ++y) ot[y] *= alpha;
+        l[i] += sum;
       }
-      for (int64_t i = 0; i < m; i += ATTN_MR) {
+      for (int64_t i = i1; i < m; i += ATTN_MR) {
         const int64_t mr = m - i < ATTN_MR ? m - i : ATTN_MR;
         int64_t lim = cannl__attn_keys_seen(d, t0 + i + mr - 1) - s0;
         lim = lim < nb ? lim : nb;
         GEMM(mr, f, lim, s + i * ATTN_KB, ATTN_KB, 1, v + s0 * v_st, v_st, o + (t0 + i) * o_st, o_st, 1);
       }
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      R *ot = o + (t0 + i) * o_st;
+      if (l[i] > 0) {
+        const R r = 1 / l[i];
+        for (int64_t y = 0; y < f; ++y) ot[y] *= r;
+      }
+      lse[t0 + i] = l[i] > 0 ? mx[i] + LOG(l[i]) : -INFINITY;
     }
   }
 }
@@ -237,6 +260,9 @@ void FN(backward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k
 #undef VN
 #undef FN
 #undef VEC
+#undef VECU
+#undef VLOAD
+#undef VSTORE
 #undef VLOAD
 #undef VSTORE
 #undef TILE
@@ -244,5 +270,6 @@ void FN(backward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k
 #undef GEMM
 #undef PACK
 #undef SCORES
+#undef ROWMAX
 #undef CANNL__CAT
 #undef CANNL__CAT2
