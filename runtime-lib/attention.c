@@ -20,13 +20,12 @@ __attribute__((__simd__("notinbranch"))) extern float expf(float);
 #define CANNL_ATTN_MULTIVERSION
 #endif
 
-/* Keys per tile, queries per chunk of a tile (the stack buffers of scores hold ATTN_QC x ATTN_KB),
- * rows per register block, columns of a key row packed at a time (the packed tile holds
- * ATTN_XB x ATTN_KB), bytes per vector. */
-#define ATTN_KB 64
-#define ATTN_QC 64
+/* Per element type (defined before each inclusion of attention_impl.h): ATTN_KB keys per tile,
+ * ATTN_QC queries per chunk of a tile (the stack blocks of scores hold ATTN_QC x ATTN_KB),
+ * ATTN_XB columns of a key row packed at a time (and the widest rows copied into contiguous
+ * blocks); ATTN_MR rows per register block, ATTN_VBYTES bytes per vector. float: 64, 64, 64
+ * (144 KiB of stack in the backward pass); double, whose speed matters less: 32, 32, 32. */
 #define ATTN_MR 6
-#define ATTN_XB 64
 #define ATTN_VBYTES 32
 
 /* How many keys query t sees. */
@@ -43,6 +42,9 @@ static inline int64_t attn_first_query(const cannl_attn_dims *d, int64_t s0) {
   return t < 0 ? 0 : t > d->tq ? d->tq : t;
 }
 
+#define ATTN_KB 64
+#define ATTN_QC 64
+#define ATTN_XB 64
 #define R float
 #define SFX f32
 #define EXP expf
@@ -52,7 +54,13 @@ static inline int64_t attn_first_query(const cannl_attn_dims *d, int64_t s0) {
 #undef SFX
 #undef EXP
 #undef LOG
+#undef ATTN_KB
+#undef ATTN_QC
+#undef ATTN_XB
 
+#define ATTN_KB 32
+#define ATTN_QC 32
+#define ATTN_XB 32
 #define R double
 #define SFX f64
 #define EXP exp

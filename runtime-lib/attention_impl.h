@@ -28,6 +28,8 @@
 #define PACK CANNL__CAT(attn_pack_, SFX)
 #define SCORES CANNL__CAT(attn_scores_, SFX)
 #define ROWMAX CANNL__CAT(attn_rowmax_, SFX)
+#define COPY CANNL__CAT(attn_copy_, SFX)
+#define ADDBACK CANNL__CAT(attn_addback_, SFX)
 
 /* One vector of R (32 bytes: 8 floats or 4 doubles); a generic vector, lowered to what the
  * clone's instruction set has. */
@@ -136,35 +138,58 @@ static inline R ROWMAX(const R *s, int64_t n) {
   return mx;
 }
 
+/* dst[r * w + x] = src[r * st + x] for r < n, x < w: rows into a contiguous block. */
+static inline void COPY(R *restrict dst, const R *restrict src, int64_t st, int64_t n, int64_t w) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t x = 0; x < w; ++x) dst[r * w + x] = src[r * st + x];
+}
+
+/* dst[r * st + x] += src[r * w + x]. */
+static inline void ADDBACK(R *restrict dst, int64_t st, const R *restrict src, int64_t n, int64_t w) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t x = 0; x < w; ++x) dst[r * st + x] += src[r * w + x];
+}
+
+/* Rows of widths up to ATTN_XB (`local`) are worked on in contiguous stack blocks (a chunk's
+ * queries and output rows, a tile's values): the strided rows of a fused qkv buffer share a few
+ * cache sets. Wider rows are read and written in place. */
 CANNL_ATTN_MULTIVERSION
 void FN(forward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k, int64_t k_st,
                  const R *v, int64_t v_st, R *o, int64_t o_st, R *lse) {
   const R scale = (R)d->scale;
   const int64_t e = d->e, f = d->f;
+  const int local = e <= ATTN_XB && f <= ATTN_XB;
   R kt[ATTN_XB * ATTN_KB], s[ATTN_QC * ATTN_KB], mx[ATTN_QC], l[ATTN_QC];
+  R qc[ATTN_QC * ATTN_XB], vc[ATTN_KB * ATTN_XB], oc[ATTN_QC * ATTN_XB];
   for (int64_t t0 = 0; t0 < d->tq; t0 += ATTN_QC) {
     const int64_t m = d->tq - t0 < ATTN_QC ? d->tq - t0 : ATTN_QC;
+    const R *qa = local ? qc : q + t0 * q_st;
+    const int64_t qa_st = local ? e : q_st, oa_st = local ? f : o_st;
+    R *oa = local ? oc : o + t0 * o_st;
+    if (local) COPY(qc, q + t0 * q_st, q_st, m, e);
     /* per query: the running maximum of the scores, the sum of their exponentials less it, and
-     * o = sum_j e^(s_j - mx) v_j */
+     * oa = sum_j e^(s_j - mx) v_j */
     for (int64_t i = 0; i < m; ++i) {
       mx[i] = -INFINITY, l[i] = 0;
-      for (int64_t y = 0; y < f; ++y) o[(t0 + i) * o_st + y] = 0;
+      for (int64_t y = 0; y < f; ++y) oa[i * oa_st + y] = 0;
     }
     const int64_t keys = cannl__attn_keys_seen(d, t0 + m - 1);
     for (int64_t s0 = 0; s0 < keys; s0 += ATTN_KB) {
       const int64_t nb = d->tk - s0 < ATTN_KB ? d->tk - s0 : ATTN_KB;
       const int64_t most = keys - s0 < nb ? keys - s0 : nb;
+      const R *va = local ? vc : v + s0 * v_st;
+      const int64_t va_st = local ? f : v_st;
+      if (local) COPY(vc, v + s0 * v_st, v_st, most, f);
       /* the chunk's queries from i1 see the tile */
       const int64_t i1 = attn_first_query(d, s0) > t0 ? attn_first_query(d, s0) - t0 : 0;
-      SCORES(s + i1 * ATTN_KB, d, t0 + i1, s0, m - i1, q + (t0 + i1) * q_st, q_st, k + s0 * k_st, k_st, most,
+      SCORES(s + i1 * ATTN_KB, d, t0 + i1, s0, m - i1, qa + i1 * qa_st, qa_st, k + s0 * k_st, k_st, most,
              (most + VN - 1) / VN * VN, e, kt);
       for (int64_t i = i1; i < m; ++i) {
-        const int64_t t = t0 + i;
-        int64_t n = cannl__attn_keys_seen(d, t) - s0;
+        int64_t n = cannl__attn_keys_seen(d, t0 + i) - s0;
         n = n < nb ? n : nb;
         /* the keys the row's block reads in P V: those its last query sees */
-        const int64_t ib = i1 + (i - i1) / ATTN_MR * ATTN_MR + ATTN_MR - 1 < m ? i1 + (i - i1) / ATTN_MR * ATTN_MR + ATTN_MR - 1 : m - 1;
-        int64_t lim = cannl__attn_keys_seen(d, t0 + ib) - s0;
+        const int64_t last = i1 + (i - i1) / ATTN_MR * ATTN_MR + ATTN_MR - 1;
+        int64_t lim = cannl__attn_keys_seen(d, t0 + (last < m ? last : m - 1)) - s0;
         lim = lim < nb ? lim : nb;
         R *si = s + i * ATTN_KB;
         for (int64_t j = 0; j < n; ++j) si[j] *= scale;
@@ -177,7 +202,7 @@ void FN(forward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k,
         for (int64_t j = n; j < lim; ++j) si[j] = 0;
         if (mnew > mx[i]) {
           const R alpha = mx[i] == -INFINITY ? 0 : EXP(mx[i] - mnew);
-          R *ot = o + t * o_st;
+          R *ot = oa + i * oa_st;
           for (int64_t y = 0; y < f; ++y) ot[y] *= alpha;
           l[i] *= alpha;
           mx[i] = mnew;
@@ -188,15 +213,14 @@ void FN(forward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k,
         const int64_t mr = m - i < ATTN_MR ? m - i : ATTN_MR;
         int64_t lim = cannl__attn_keys_seen(d, t0 + i + mr - 1) - s0;
         lim = lim < nb ? lim : nb;
-        GEMM(mr, f, lim, s + i * ATTN_KB, ATTN_KB, 1, v + s0 * v_st, v_st, o + (t0 + i) * o_st, o_st, 1);
+        GEMM(mr, f, lim, s + i * ATTN_KB, ATTN_KB, 1, va, va_st, oa + i * oa_st, oa_st, 1);
       }
     }
     for (int64_t i = 0; i < m; ++i) {
+      const R r = l[i] > 0 ? 1 / l[i] : 0;
       R *ot = o + (t0 + i) * o_st;
-      if (l[i] > 0) {
-        const R r = 1 / l[i];
-        for (int64_t y = 0; y < f; ++y) ot[y] *= r;
-      }
+      const R *src = oa + i * oa_st;
+      for (int64_t y = 0; y < f; ++y) ot[y] = src[y] * r;
       lse[t0 + i] = l[i] > 0 ? mx[i] + LOG(l[i]) : -INFINITY;
     }
   }
@@ -209,22 +233,43 @@ void FN(backward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k
                   int64_t dv_st) {
   const R scale = (R)d->scale;
   const int64_t e = d->e, f = d->f;
+  const int local = e <= ATTN_XB && f <= ATTN_XB;
   R buf[ATTN_XB * ATTN_KB], p[ATTN_QC * ATTN_KB], ds[ATTN_QC * ATTN_KB];
+  R kc[ATTN_KB * ATTN_XB], dkc[ATTN_KB * ATTN_XB], dvc[ATTN_KB * ATTN_XB];
+  R qc[ATTN_QC * ATTN_XB], gc[ATTN_QC * ATTN_XB], dqc[ATTN_QC * ATTN_XB];
   for (int64_t t = 0; t < d->tq; ++t) {
     const R *gt = dout + t * do_st, *ot = o + t * o_st;
     R acc = 0;
     for (int64_t y = 0; y < f; ++y) acc += gt[y] * ot[y];
     delta[t] = acc;
   }
-  for (int64_t s0 = 0; s0 < d->tk; s0 += ATTN_KB) {
+  const int64_t keys = d->tq > 0 ? cannl__attn_keys_seen(d, d->tq - 1) : 0;
+  for (int64_t s0 = 0; s0 < keys; s0 += ATTN_KB) {
     const int64_t nb = d->tk - s0 < ATTN_KB ? d->tk - s0 : ATTN_KB;
+    const int64_t nt = keys - s0 < nb ? keys - s0 : nb; /* the tile's keys some query sees */
+    const R *ka = local ? kc : k + s0 * k_st;
+    R *dka = local ? dkc : dk + s0 * dk_st, *dva = local ? dvc : dv + s0 * dv_st;
+    const int64_t ka_st = local ? e : k_st, dka_st = local ? e : dk_st, dva_st = local ? f : dv_st;
+    if (local) {
+      COPY(kc, k + s0 * k_st, k_st, nt, e);
+      for (int64_t j = 0; j < nt * e; ++j) dkc[j] = 0;
+      for (int64_t j = 0; j < nt * f; ++j) dvc[j] = 0;
+    }
     for (int64_t t0 = attn_first_query(d, s0); t0 < d->tq; t0 += ATTN_QC) {
       const int64_t m = d->tq - t0 < ATTN_QC ? d->tq - t0 : ATTN_QC;
       int64_t most = cannl__attn_keys_seen(d, t0 + m - 1) - s0;
       most = most < nb ? most : nb;
       const int64_t np = (most + VN - 1) / VN * VN;
-      SCORES(p, d, t0, s0, m, q + t0 * q_st, q_st, k + s0 * k_st, k_st, most, np, e, buf);
-      SCORES(ds, d, t0, s0, m, dout + t0 * do_st, do_st, v + s0 * v_st, v_st, most, np, f, buf);
+      const R *qa = local ? qc : q + t0 * q_st, *ga = local ? gc : dout + t0 * do_st;
+      R *dqa = local ? dqc : dq + t0 * dq_st;
+      const int64_t qa_st = local ? e : q_st, ga_st = local ? f : do_st, dqa_st = local ? e : dq_st;
+      if (local) {
+        COPY(qc, q + t0 * q_st, q_st, m, e);
+        COPY(gc, dout + t0 * do_st, do_st, m, f);
+        for (int64_t j = 0; j < m * e; ++j) dqc[j] = 0;
+      }
+      SCORES(p, d, t0, s0, m, qa, qa_st, ka, ka_st, most, np, e, buf);
+      SCORES(ds, d, t0, s0, m, ga, ga_st, v + s0 * v_st, v_st, most, np, f, buf);
       for (int64_t i = 0; i < m; ++i) {
         const int64_t t = t0 + i;
         int64_t n = cannl__attn_keys_seen(d, t) - s0;
@@ -241,18 +286,21 @@ void FN(backward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k
         const int64_t mr = most - j < ATTN_MR ? most - j : ATTN_MR;
         const int64_t i0 = attn_first_query(d, s0 + j) - t0 > 0 ? attn_first_query(d, s0 + j) - t0 : 0;
         if (i0 >= m) continue;
-        GEMM(mr, f, m - i0, p + i0 * ATTN_KB + j, 1, ATTN_KB, dout + (t0 + i0) * do_st, do_st,
-             dv + (s0 + j) * dv_st, dv_st, 1);
-        GEMM(mr, e, m - i0, ds + i0 * ATTN_KB + j, 1, ATTN_KB, q + (t0 + i0) * q_st, q_st, dk + (s0 + j) * dk_st,
-             dk_st, 1);
+        GEMM(mr, f, m - i0, p + i0 * ATTN_KB + j, 1, ATTN_KB, ga + i0 * ga_st, ga_st, dva + j * dva_st, dva_st, 1);
+        GEMM(mr, e, m - i0, ds + i0 * ATTN_KB + j, 1, ATTN_KB, qa + i0 * qa_st, qa_st, dka + j * dka_st, dka_st, 1);
       }
       /* dq[i] += sum_j ds[i][j] k[j] */
       for (int64_t i = 0; i < m; i += ATTN_MR) {
         const int64_t mr = m - i < ATTN_MR ? m - i : ATTN_MR;
         int64_t lim = cannl__attn_keys_seen(d, t0 + i + mr - 1) - s0;
         lim = lim < nb ? lim : nb;
-        GEMM(mr, e, lim, ds + i * ATTN_KB, ATTN_KB, 1, k + s0 * k_st, k_st, dq + (t0 + i) * dq_st, dq_st, 1);
+        GEMM(mr, e, lim, ds + i * ATTN_KB, ATTN_KB, 1, ka, ka_st, dqa + i * dqa_st, dqa_st, 1);
       }
+      if (local) ADDBACK(dq + t0 * dq_st, dq_st, dqc, m, e);
+    }
+    if (local) {
+      ADDBACK(dk + s0 * dk_st, dk_st, dkc, nt, e);
+      ADDBACK(dv + s0 * dv_st, dv_st, dvc, nt, f);
     }
   }
 }
@@ -271,5 +319,7 @@ void FN(backward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k
 #undef PACK
 #undef SCORES
 #undef ROWMAX
+#undef COPY
+#undef ADDBACK
 #undef CANNL__CAT
 #undef CANNL__CAT2
