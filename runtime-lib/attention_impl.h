@@ -1,20 +1,23 @@
 /* attention_impl.h - the body of cannl_attention.h's functions for one element type. Included by
  * attention.c once per type with R (float or double), SFX (f32 or f64), EXP and LOG defined.
  *
- * Both passes walk the keys in tiles of ATTN_KB and, inside a tile, the queries that see it in
- * chunks of ATTN_QC; every product of a (key tile, query chunk) pair is a small matrix product
- * (GEMM below: blocks of ATTN_MR rows x one or two vectors of columns, the accumulators in
- * registers, the reduction index outermost). The scores Q K^T (and, backward, dO V^T) read the
- * tile's keys packed transposed into a stack buffer (ATTN_XB of their columns at a time,
- * zero-padded to whole vectors); the other products read the rows in place. Causal masking
- * trims each block of ATTN_MR rows to the keys its last query sees (and dk, dv's blocks of keys
- * to the queries that see them); masked scores become p = 0.
+ * Every product of a (tile of ATTN_KB keys, chunk of ATTN_QC queries) pair is a small matrix
+ * product (GEMM below: blocks of ATTN_MR rows x one or two vectors of columns, the accumulators
+ * in registers, the reduction index outermost). The scores Q K^T (and, backward, dO V^T) read
+ * the tile's keys packed transposed into a stack buffer (ATTN_XB of their columns at a time,
+ * zero-padded to whole vectors). Rows up to ATTN_XB wide are copied into contiguous stack
+ * blocks first (a chunk's queries, dO rows and outputs; a tile's keys and values) and dq, dk,
+ * dv summed there, then added back once: rows of a fused qkv buffer lie a few KiB apart and
+ * share a few cache sets. Wider rows are read and written in place. Causal masking trims each
+ * block of ATTN_MR rows to the keys its last query sees (and dk, dv's blocks of keys to the
+ * queries that see them); masked scores become p = 0.
  *
- * Forward keeps, per query, the output row normalised so far and the running log-sum-exp in
- * lse[t] (no other state): a tile's scores s with maximum mb and sum l = sum exp(s - mb) merge
- * as L' = logaddexp(L, mb + log l), o' = o e^(L - L') + sum_j p_j v_j with p_j = e^(s_j - mb) e^(mb - L').
- * Backward recomputes p = exp(scale q.k - lse), dP = dO V^T, dS = p (dP - delta) scale, then
- * dv += P^T dO, dk += dS^T Q, dq += dS K, adding into the rows in place.
+ * Forward walks the query chunks, and within one the key tiles, with a running maximum mx and
+ * sum l = sum_j e^(s_j - mx) per query and o = sum_j e^(s_j - mx) v_j (rescaled by e^(mx - mx')
+ * when the maximum grows); at the end o /= l and lse = mx + log l.
+ * Backward walks the key tiles, and within one the query chunks that see it: it recomputes
+ * p = exp(scale q.k - lse), dP = dO V^T, dS = p (dP - delta) scale, then dv += P^T dO,
+ * dk += dS^T Q, dq += dS K.
  * Every sum runs in one fixed order per (sequence, head) pair: thread-count independent. */
 
 #define CANNL__CAT2(a, b) a##b
@@ -39,7 +42,7 @@ enum { CANNL__CAT(attn_vn_, SFX) = ATTN_VBYTES / sizeof(R) };
 
 /* The same, at any element's address (unaligned loads and stores, as __m256_u). */
 typedef R VECU __attribute__((vector_size(ATTN_VBYTES), aligned(sizeof(R)), may_alias));
-#define VLOAD(p) ((VEC) * (const VECU *)(p))
+#define VLOAD(p) ((VEC)(*(const VECU *)(p)))
 #define VSTORE(p, v) (*(VECU *)(p) = (v))
 
 /* c[i * c_rs + y] (= or +=) sum_{x < kd} a[i * a_rs + x * a_cs] b[x * b_rs + y] for i < mr,
@@ -87,6 +90,7 @@ static void GEMM(int64_t m, int64_t n, int64_t kd, const R *a, int64_t a_rs, int
   for (; i + ATTN_MR <= m; i += ATTN_MR)
     ROWS(ATTN_MR, n, kd, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs, c_rs, acc);
   /* the last m - i < ATTN_MR (at most 7) rows: blocks of 4, 2, 1 */
+  _Static_assert(ATTN_MR >= 4 && ATTN_MR <= 8, "GEMM's tail takes blocks of 4, 2 and 1 rows");
   if ((m - i) & 4) ROWS(4, n, kd, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs, c_rs, acc), i += 4;
   if ((m - i) & 2) ROWS(2, n, kd, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs, c_rs, acc), i += 2;
   if ((m - i) & 1) ROWS(1, n, kd, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs, c_rs, acc);
