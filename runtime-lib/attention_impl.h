@@ -169,6 +169,9 @@ void FN(forward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k,
     const int64_t m = d->tq - t0 < ATTN_QC ? d->tq - t0 : ATTN_QC;
     const R *qa = local ? qc : q + t0 * q_st;
     const int64_t qa_st = local ? e : q_st, oa_st = local ? f : o_st;
+    /* a tile's values are copied when more than one block of queries reads them (not in a
+     * decode step) */
+    const int vlocal = local && m > ATTN_MR;
     R *oa = local ? oc : o + t0 * o_st;
     if (local) COPY(qc, q + t0 * q_st, q_st, m, e);
     /* per query: the running maximum of the scores, the sum of their exponentials less it, and
@@ -181,9 +184,9 @@ void FN(forward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k,
     for (int64_t s0 = 0; s0 < keys; s0 += ATTN_KB) {
       const int64_t nb = d->tk - s0 < ATTN_KB ? d->tk - s0 : ATTN_KB;
       const int64_t most = keys - s0 < nb ? keys - s0 : nb;
-      const R *va = local ? vc : v + s0 * v_st;
-      const int64_t va_st = local ? f : v_st;
-      if (local) COPY(vc, v + s0 * v_st, v_st, most, f);
+      const R *va = vlocal ? vc : v + s0 * v_st;
+      const int64_t va_st = vlocal ? f : v_st;
+      if (vlocal) COPY(vc, v + s0 * v_st, v_st, most, f);
       /* the chunk's queries from i1 see the tile */
       const int64_t i1 = attn_first_query(d, s0) > t0 ? attn_first_query(d, s0) - t0 : 0;
       SCORES(s + i1 * ATTN_KB, d, t0 + i1, s0, m - i1, qa + i1 * qa_st, qa_st, k + s0 * k_st, k_st, most,
