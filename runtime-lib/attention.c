@@ -20,12 +20,13 @@ __attribute__((__simd__("notinbranch"))) extern float expf(float);
 #define CANNL_ATTN_MULTIVERSION
 #endif
 
-/* Keys are visited in tiles of at most this many (a multiple of 8). */
-#define CANNL_ATTN_TILE 64
-/* Queries handled together (each row of a tile loaded once for the four). */
-#define QB 4
-/* Elements of a stack buffer holding a transposed tile of keys (or values). */
-#define CANNL_ATTN_BUF 4096
+/* Per element type (defined before each inclusion of attention_impl.h): ATTN_KB keys per tile,
+ * ATTN_QC queries per chunk of a tile (the stack blocks of scores hold ATTN_QC x ATTN_KB),
+ * ATTN_XB columns of a key row packed at a time (and the widest rows copied into contiguous
+ * blocks); ATTN_MR rows per register block, ATTN_VBYTES bytes per vector. float: 64, 64, 64
+ * (144 KiB of stack in the backward pass); double, whose speed matters less: 32, 32, 32. */
+#define ATTN_MR 6
+#define ATTN_VBYTES 32
 
 /* How many keys query t sees. */
 static inline int64_t cannl__attn_keys_seen(const cannl_attn_dims *d, int64_t t) {
@@ -41,13 +42,9 @@ static inline int64_t attn_first_query(const cannl_attn_dims *d, int64_t s0) {
   return t < 0 ? 0 : t > d->tq ? d->tq : t;
 }
 
-/* Keys per tile for rows of width w: as many as a transposed tile of CANNL_ATTN_BUF elements
- * holds (a multiple of 8, at most CANNL_ATTN_TILE); CANNL_ATTN_TILE, untransposed, when not 8. */
-static inline int64_t attn_tile(int64_t w) {
-  const int64_t kb = w > 0 ? (CANNL_ATTN_BUF / w) & ~(int64_t)7 : CANNL_ATTN_TILE;
-  return kb < 8 || kb > CANNL_ATTN_TILE ? CANNL_ATTN_TILE : kb;
-}
-
+#define ATTN_KB 64
+#define ATTN_QC 64
+#define ATTN_XB 64
 #define R float
 #define SFX f32
 #define EXP expf
@@ -57,7 +54,13 @@ static inline int64_t attn_tile(int64_t w) {
 #undef SFX
 #undef EXP
 #undef LOG
+#undef ATTN_KB
+#undef ATTN_QC
+#undef ATTN_XB
 
+#define ATTN_KB 32
+#define ATTN_QC 32
+#define ATTN_XB 32
 #define R double
 #define SFX f64
 #define EXP exp
@@ -67,4 +70,8 @@ static inline int64_t attn_tile(int64_t w) {
 #undef SFX
 #undef EXP
 #undef LOG
-#undef QB
+#undef ATTN_KB
+#undef ATTN_QC
+#undef ATTN_MR
+#undef ATTN_XB
+#undef ATTN_VBYTES

@@ -1,176 +1,234 @@
 /* attention_impl.h - the body of cannl_attention.h's functions for one element type. Included by
  * attention.c once per type with R (float or double), SFX (f32 or f64), EXP and LOG defined.
  *
- * Both passes walk the keys in tiles of KB (attn_tile): a tile of K (and, backward, of V) is
- * copied transposed into a stack buffer, zero-padded to a multiple of 8 keys, once per tile;
- * then, for each block of QB (4) queries that see the tile, their scores against the tile's keys
- * are one loop over the key index (q[t][x] broadcast times a row of the transposed tile:
- * vectorised across keys, no horizontal sums, each row loaded once for the block), and so are
- * the exponentials (vector exp); P V and the dk, dv updates likewise read each key's row once
- * per block. Forward keeps, per query, the
- * output row normalised so far and the running log-sum-exp in lse[t] (no other state): a new
- * tile of log-sum-exp Lb merges as L' = logaddexp(L, Lb), o' = o e^(L - L') + (sum p v) e^(mb - L').
- * Backward recomputes p = exp(scale q.k - lse) and adds into dq, dk and dv rows in place.
+ * Every product of a (tile of ATTN_KB keys, chunk of ATTN_QC queries) pair is a small matrix
+ * product (GEMM below: blocks of ATTN_MR rows x one or two vectors of columns, the accumulators
+ * in registers, the reduction index outermost). The scores Q K^T (and, backward, dO V^T) read
+ * the tile's keys packed transposed into a stack buffer (ATTN_XB of their columns at a time,
+ * zero-padded to whole vectors). Rows up to ATTN_XB wide are copied into contiguous stack
+ * blocks first (a chunk's queries, dO rows and outputs; a tile's keys and values) and dq, dk,
+ * dv summed there, then added back once: rows of a fused qkv buffer lie a few KiB apart and
+ * share a few cache sets. Wider rows are read and written in place. Causal masking trims each
+ * block of ATTN_MR rows to the keys its last query sees (and dk, dv's blocks of keys to the
+ * queries that see them); masked scores become p = 0.
+ *
+ * Forward walks the query chunks, and within one the key tiles, with a running maximum mx and
+ * sum l = sum_j e^(s_j - mx) per query and o = sum_j e^(s_j - mx) v_j (rescaled by e^(mx - mx')
+ * when the maximum grows); at the end o /= l and lse = mx + log l.
+ * Backward walks the key tiles, and within one the query chunks that see it: it recomputes
+ * p = exp(scale q.k - lse), dP = dO V^T, dS = p (dP - delta) scale, then dv += P^T dO,
+ * dk += dS^T Q, dq += dS K.
  * Every sum runs in one fixed order per (sequence, head) pair: thread-count independent. */
 
 #define CANNL__CAT2(a, b) a##b
 #define CANNL__CAT(a, b) CANNL__CAT2(a, b)
 #define FN(name) CANNL__CAT(cannl_attention_##name##_, SFX)
-#define DOT CANNL__CAT(attn_dot_, SFX)
-#define TRANSPOSE CANNL__CAT(attn_transpose_, SFX)
+#define VEC CANNL__CAT(attn_vec_, SFX)
+#define VECU CANNL__CAT(attn_vecu_, SFX)
+#define TILE CANNL__CAT(attn_tile_, SFX)
+#define ROWS CANNL__CAT(attn_rows_, SFX)
+#define GEMM CANNL__CAT(attn_gemm_, SFX)
+#define PACK CANNL__CAT(attn_pack_, SFX)
 #define SCORES CANNL__CAT(attn_scores_, SFX)
+#define ROWMAX CANNL__CAT(attn_rowmax_, SFX)
+#define COPY CANNL__CAT(attn_copy_, SFX)
+#define ADDBACK CANNL__CAT(attn_addback_, SFX)
 
-/* x . y over n values. */
-static inline R DOT(const R *x, const R *y, int64_t n) {
-  R acc = 0;
-  for (int64_t i = 0; i < n; ++i) acc += x[i] * y[i];
-  return acc;
+/* One vector of R (32 bytes: 8 floats or 4 doubles); a generic vector, lowered to what the
+ * clone's instruction set has. */
+typedef R VEC __attribute__((vector_size(ATTN_VBYTES)));
+enum { CANNL__CAT(attn_vn_, SFX) = ATTN_VBYTES / sizeof(R) };
+#define VN CANNL__CAT(attn_vn_, SFX)
+
+/* The same, at any element's address (unaligned loads and stores, as __m256_u). */
+typedef R VECU __attribute__((vector_size(ATTN_VBYTES), aligned(sizeof(R)), may_alias));
+#define VLOAD(p) ((VEC)(*(const VECU *)(p)))
+#define VSTORE(p, v) (*(VECU *)(p) = (v))
+
+/* c[i * c_rs + y] (= or +=) sum_{x < kd} a[i * a_rs + x * a_cs] b[x * b_rs + y] for i < mr,
+ * y < nv * VN; mr and nv are constants where this is inlined (the accumulators in registers). */
+static inline __attribute__((always_inline)) void TILE(const int mr, const int nv, int64_t kd, const R *a,
+                                                       int64_t a_rs, int64_t a_cs, const R *b, int64_t b_rs, R *c,
+                                                       int64_t c_rs, int acc) {
+  VEC cv[ATTN_MR][2];
+  for (int i = 0; i < mr; ++i)
+    for (int u = 0; u < nv; ++u) cv[i][u] = acc ? VLOAD(c + i * c_rs + u * VN) : (VEC){0};
+  for (int64_t x = 0; x < kd; ++x) {
+    VEC bv[2];
+    for (int u = 0; u < nv; ++u) bv[u] = VLOAD(b + x * b_rs + u * VN);
+    for (int i = 0; i < mr; ++i) {
+      const VEC ai = (VEC){0} + a[i * a_rs + x * a_cs];
+      for (int u = 0; u < nv; ++u) cv[i][u] += ai * bv[u];
+    }
+  }
+  for (int i = 0; i < mr; ++i)
+    for (int u = 0; u < nv; ++u) VSTORE(c + i * c_rs + u * VN, cv[i][u]);
 }
 
-/* Rows s0 .. s0 + nb of a (row stride st, width w) into t[x * kb + j], keys nb .. nb8 zero. */
-static inline void TRANSPOSE(R *restrict t, const R *restrict a, int64_t st, int64_t w, int64_t s0, int64_t nb,
-                             int64_t nb8, int64_t kb) {
-  for (int64_t j = 0; j < nb; ++j) {
-    const R *row = a + (s0 + j) * st;
-    for (int64_t x = 0; x < w; ++x) t[x * kb + j] = row[x];
+/* TILE's product for mr (constant) rows and n columns: blocks of two vectors, one vector, then
+ * the columns past the last whole vector one at a time. */
+static inline __attribute__((always_inline)) void ROWS(const int mr, int64_t n, int64_t kd, const R *a, int64_t a_rs,
+                                                       int64_t a_cs, const R *b, int64_t b_rs, R *c, int64_t c_rs,
+                                                       int acc) {
+  int64_t y = 0;
+  for (; y + 2 * VN <= n; y += 2 * VN) TILE(mr, 2, kd, a, a_rs, a_cs, b + y, b_rs, c + y, c_rs, acc);
+  for (; y + VN <= n; y += VN) TILE(mr, 1, kd, a, a_rs, a_cs, b + y, b_rs, c + y, c_rs, acc);
+  for (; y < n; ++y)
+    for (int i = 0; i < mr; ++i) {
+      R sum = acc ? c[i * c_rs + y] : 0;
+      for (int64_t x = 0; x < kd; ++x) sum += a[i * a_rs + x * a_cs] * b[x * b_rs + y];
+      c[i * c_rs + y] = sum;
+    }
+}
+
+/* C (= or +=) A B: C is m x n (rows c + i * c_rs), A is m x kd (element (i, x) at
+ * a[i * a_rs + x * a_cs]: a row-major block or a transposed one), B is kd x n (rows b + x * b_rs). */
+CANNL_ATTN_MULTIVERSION
+static void GEMM(int64_t m, int64_t n, int64_t kd, const R *a, int64_t a_rs, int64_t a_cs, const R *b, int64_t b_rs,
+                 R *c, int64_t c_rs, int acc) {
+  int64_t i = 0;
+  for (; i + ATTN_MR <= m; i += ATTN_MR)
+    ROWS(ATTN_MR, n, kd, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs, c_rs, acc);
+  /* the last m - i < ATTN_MR (at most 7) rows: blocks of 4, 2, 1 */
+  _Static_assert(ATTN_MR >= 4 && ATTN_MR <= 8, "GEMM's tail takes blocks of 4, 2 and 1 rows");
+  if ((m - i) & 4) ROWS(4, n, kd, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs, c_rs, acc), i += 4;
+  if ((m - i) & 2) ROWS(2, n, kd, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs, c_rs, acc), i += 2;
+  if ((m - i) & 1) ROWS(1, n, kd, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs, c_rs, acc);
+}
+
+/* Columns x0 .. x0 + w of rows 0 .. n of a (row stride st) into t[x * ATTN_KB + j], rows n .. np
+ * zero. */
+static inline void PACK(R *restrict t, const R *restrict a, int64_t st, int64_t x0, int64_t w, int64_t n, int64_t np) {
+  for (int64_t j = 0; j < n; ++j) {
+    const R *row = a + j * st + x0;
+    for (int64_t x = 0; x < w; ++x) t[x * ATTN_KB + j] = row[x];
   }
   for (int64_t x = 0; x < w; ++x)
-    for (int64_t j = nb; j < nb8; ++j) t[x * kb + j] = 0;
+    for (int64_t j = n; j < np; ++j) t[x * ATTN_KB + j] = 0;
 }
 
-/* s[j] = row . key j for j < n8: from the transposed tile t when there is one, else from the
- * key rows k + j * k_st (widths beyond the stack buffer). */
-static inline void SCORES(R *restrict s, const R *restrict row, const R *restrict t, int64_t kb, const R *k,
-                          int64_t k_st, int64_t w, int64_t n8) {
-  if (!t) {
-    for (int64_t j = 0; j < n8; ++j) s[j] = DOT(row, k + j * k_st, w);
-    return;
-  }
-  for (int64_t j = 0; j < n8; ++j) s[j] = 0;
-  for (int64_t x = 0; x < w; ++x) {
-    const R rx = row[x];
-    const R *restrict tx = t + x * kb;
-    for (int64_t j = 0; j < n8; ++j) s[j] += rx * tx[j];
-  }
-}
-
-/* Scores of a block of QB queries (rows r[i]) against the tile: s[i * CANNL_ATTN_TILE + j] for
- * j < n8 (a transposed tile t: each of its rows loaded once for the QB queries). */
-static inline void CANNL__CAT(attn_scores4_, SFX)(R *restrict s, const R *const r[QB], const R *restrict t, int64_t kb,
-                                                 const R *k, int64_t k_st, int64_t w, int64_t n8) {
-  if (!t) {
-    for (int i = 0; i < QB; ++i) SCORES(s + i * CANNL_ATTN_TILE, r[i], NULL, kb, k, k_st, w, n8);
-    return;
-  }
-  R *restrict s0 = s, *restrict s1 = s + CANNL_ATTN_TILE, *restrict s2 = s + 2 * CANNL_ATTN_TILE,
-    *restrict s3 = s + 3 * CANNL_ATTN_TILE;
-  for (int64_t j = 0; j < n8; ++j) s0[j] = s1[j] = s2[j] = s3[j] = 0;
-  for (int64_t x = 0; x < w; ++x) {
-    const R a0 = r[0][x], a1 = r[1][x], a2 = r[2][x], a3 = r[3][x];
-    const R *restrict tx = t + x * kb;
-    for (int64_t j = 0; j < n8; ++j) {
-      const R kx = tx[j];
-      s0[j] += a0 * kx;
-      s1[j] += a1 * kx;
-      s2[j] += a2 * kx;
-      s3[j] += a3 * kx;
+/* s[i * ATTN_KB + j] = a row (t0 + i) . b row j over w columns, for the m queries of a chunk
+ * (rows a + i * a_st) and the keys j of the tile each block of ATTN_MR queries sees (the
+ * tile's rows b + j * b_st; each block's count rounded up to whole vectors, at most np). */
+CANNL_ATTN_MULTIVERSION
+static void SCORES(R *s, const cannl_attn_dims *d, int64_t t0, int64_t s0, int64_t m, const R *a, int64_t a_st,
+                   const R *b, int64_t b_st, int64_t n, int64_t np, int64_t w, R *buf) {
+  for (int64_t x0 = 0; x0 < w || x0 == 0; x0 += ATTN_XB) {
+    const int64_t xw = w - x0 < ATTN_XB ? w - x0 : ATTN_XB;
+    PACK(buf, b, b_st, x0, xw, n, np);
+    for (int64_t i = 0; i < m; i += ATTN_MR) {
+      const int64_t mr = m - i < ATTN_MR ? m - i : ATTN_MR;
+      int64_t nk = cannl__attn_keys_seen(d, t0 + i + mr - 1) - s0;
+      nk = nk < n ? (nk + VN - 1) / VN * VN : np;
+      GEMM(mr, nk, xw, a + i * a_st + x0, a_st, 1, buf, ATTN_KB, s + i * ATTN_KB, ATTN_KB, x0 > 0);
     }
   }
 }
-#define SCORES4 CANNL__CAT(attn_scores4_, SFX)
 
-/* The queries of a block: QB rows from t (the last one repeated past tq, with no keys), and
- * how many keys of the tile at s0 (of nb) each sees; returns the most. */
-static inline int64_t CANNL__CAT(attn_block_, SFX)(const cannl_attn_dims *d, int64_t t, int64_t s0, int64_t nb,
-                                                  int64_t n[QB]) {
-  int64_t most = 0;
-  for (int i = 0; i < QB; ++i) {
-    int64_t seen = t + i < d->tq ? cannl__attn_keys_seen(d, t + i) - s0 : 0;
-    n[i] = seen < 0 ? 0 : seen < nb ? seen : nb;
-    most = n[i] > most ? n[i] : most;
+/* The largest of s[0 .. n) (n > 0), a vector at a time. */
+static inline R ROWMAX(const R *s, int64_t n) {
+  R mx = s[0];
+  int64_t j = 0;
+  if (n >= VN) {
+    VEC mv = VLOAD(s);
+    for (j = VN; j + VN <= n; j += VN) {
+      const VEC x = VLOAD(s + j);
+      const __typeof__(x > mv) gt = x > mv;
+      mv = (VEC)((gt & (__typeof__(gt))x) | (~gt & (__typeof__(gt))mv));
+    }
+    for (int u = 0; u < VN; ++u) mx = mv[u] > mx ? mv[u] : mx;
   }
-  return most;
+  for (; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
+  return mx;
 }
-#define BLOCK CANNL__CAT(attn_block_, SFX)
 
+/* dst[r * w + x] = src[r * st + x] for r < n, x < w: rows into a contiguous block. */
+static inline void COPY(R *restrict dst, const R *restrict src, int64_t st, int64_t n, int64_t w) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t x = 0; x < w; ++x) dst[r * w + x] = src[r * st + x];
+}
+
+/* dst[r * st + x] += src[r * w + x]. */
+static inline void ADDBACK(R *restrict dst, int64_t st, const R *restrict src, int64_t n, int64_t w) {
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t x = 0; x < w; ++x) dst[r * st + x] += src[r * w + x];
+}
+
+/* Rows of widths up to ATTN_XB (`local`) are worked on in contiguous stack blocks (a chunk's
+ * queries and output rows, a tile's values): the strided rows of a fused qkv buffer share a few
+ * cache sets. Wider rows are read and written in place. */
 CANNL_ATTN_MULTIVERSION
 void FN(forward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k, int64_t k_st,
                  const R *v, int64_t v_st, R *o, int64_t o_st, R *lse) {
   const R scale = (R)d->scale;
-  const int64_t e = d->e, f = d->f, kb = attn_tile(e);
-  R kt[CANNL_ATTN_BUF], s[QB * CANNL_ATTN_TILE], acc[CANNL_ATTN_BUF];
-  const int use_acc = QB * f <= CANNL_ATTN_BUF;
-  for (int64_t t = 0; t < d->tq; ++t) {
-    lse[t] = -INFINITY;
-    for (int64_t y = 0; y < f; ++y) o[t * o_st + y] = 0;
-  }
-  for (int64_t s0 = 0; s0 < d->tk; s0 += kb) {
-    const int64_t nb = d->tk - s0 < kb ? d->tk - s0 : kb;
-    const int64_t first = attn_first_query(d, s0);
-    if (first >= d->tq) continue;
-    const int use_t = e * kb <= CANNL_ATTN_BUF;
-    if (use_t) TRANSPOSE(kt, k, k_st, e, s0, nb, (nb + 7) & ~(int64_t)7, kb);
-    for (int64_t t = first; t < d->tq; t += QB) {
-      int64_t n[QB];
-      const int64_t most = BLOCK(d, t, s0, nb, n);
-      const int64_t n8 = use_t ? (most + 7) & ~(int64_t)7 : most;
-      const R *r[QB];
-      for (int i = 0; i < QB; ++i) r[i] = q + (t + i < d->tq ? t + i : t) * q_st;
-      SCORES4(s, r, use_t ? kt : NULL, kb, k + s0 * k_st, k_st, e, n8);
-      R alpha[QB], beta[QB];
-      for (int i = 0; i < QB; ++i) {
-        R *si = s + i * CANNL_ATTN_TILE;
-        R mb = -INFINITY, l = 0;
-        for (int64_t j = 0; j < n[i]; ++j) {
-          si[j] *= scale;
-          mb = si[j] > mb ? si[j] : mb;
+  const int64_t e = d->e, f = d->f;
+  const int local = e <= ATTN_XB && f <= ATTN_XB;
+  R kt[ATTN_XB * ATTN_KB], s[ATTN_QC * ATTN_KB], mx[ATTN_QC], l[ATTN_QC];
+  R qc[ATTN_QC * ATTN_XB], vc[ATTN_KB * ATTN_XB], oc[ATTN_QC * ATTN_XB];
+  for (int64_t t0 = 0; t0 < d->tq; t0 += ATTN_QC) {
+    const int64_t m = d->tq - t0 < ATTN_QC ? d->tq - t0 : ATTN_QC;
+    const R *qa = local ? qc : q + t0 * q_st;
+    const int64_t qa_st = local ? e : q_st, oa_st = local ? f : o_st;
+    /* a tile's values are copied when more than one block of queries reads them (not in a
+     * decode step) */
+    const int vlocal = local && m > ATTN_MR;
+    R *oa = local ? oc : o + t0 * o_st;
+    if (local) COPY(qc, q + t0 * q_st, q_st, m, e);
+    /* per query: the running maximum of the scores, the sum of their exponentials less it, and
+     * oa = sum_j e^(s_j - mx) v_j */
+    for (int64_t i = 0; i < m; ++i) {
+      mx[i] = -INFINITY, l[i] = 0;
+      for (int64_t y = 0; y < f; ++y) oa[i * oa_st + y] = 0;
+    }
+    const int64_t keys = cannl__attn_keys_seen(d, t0 + m - 1);
+    for (int64_t s0 = 0; s0 < keys; s0 += ATTN_KB) {
+      const int64_t nb = d->tk - s0 < ATTN_KB ? d->tk - s0 : ATTN_KB;
+      const int64_t most = keys - s0 < nb ? keys - s0 : nb;
+      const R *va = vlocal ? vc : v + s0 * v_st;
+      const int64_t va_st = vlocal ? f : v_st;
+      if (vlocal) COPY(vc, v + s0 * v_st, v_st, most, f);
+      /* the chunk's queries from i1 see the tile */
+      const int64_t i1 = attn_first_query(d, s0) > t0 ? attn_first_query(d, s0) - t0 : 0;
+      SCORES(s + i1 * ATTN_KB, d, t0 + i1, s0, m - i1, qa + i1 * qa_st, qa_st, k + s0 * k_st, k_st, most,
+             (most + VN - 1) / VN * VN, e, kt);
+      for (int64_t i = i1; i < m; ++i) {
+        int64_t n = cannl__attn_keys_seen(d, t0 + i) - s0;
+        n = n < nb ? n : nb;
+        /* the keys the row's block reads in P V: those its last query sees */
+        const int64_t last = i1 + (i - i1) / ATTN_MR * ATTN_MR + ATTN_MR - 1;
+        int64_t lim = cannl__attn_keys_seen(d, t0 + (last < m ? last : m - 1)) - s0;
+        lim = lim < nb ? lim : nb;
+        R *si = s + i * ATTN_KB;
+        for (int64_t j = 0; j < n; ++j) si[j] *= scale;
+        const R mb = ROWMAX(si, n), mnew = mb > mx[i] ? mb : mx[i];
+        R sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          si[j] = EXP(si[j] - mnew);
+          sum += si[j];
         }
-        for (int64_t j = 0; j < n[i]; ++j) {
-          si[j] = EXP(si[j] - mb);
-          l += si[j];
+        for (int64_t j = n; j < lim; ++j) si[j] = 0;
+        if (mnew > mx[i]) {
+          const R alpha = mx[i] == -INFINITY ? 0 : EXP(mx[i] - mnew);
+          R *ot = oa + i * oa_st;
+          for (int64_t y = 0; y < f; ++y) ot[y] *= alpha;
+          l[i] *= alpha;
+          mx[i] = mnew;
         }
-        for (int64_t j = n[i]; j < most; ++j) si[j] = 0;
-        alpha[i] = 0, beta[i] = 0;
-        if (n[i] == 0) continue;
-        /* merge: L' = logaddexp(L, Lb) */
-        const R lb = mb + LOG(l), la = lse[t + i];
-        const R hi = la > lb ? la : lb, lo = la > lb ? lb : la;
-        const R nl = lo == -INFINITY ? hi : hi + LOG((R)1 + EXP(lo - hi));
-        alpha[i] = la == -INFINITY ? 0 : EXP(la - nl);
-        beta[i] = EXP(mb - nl);
-        lse[t + i] = nl;
+        l[i] += sum;
       }
-      if (use_acc) {
-        R *restrict a0 = acc, *restrict a1 = acc + f, *restrict a2 = acc + 2 * f, *restrict a3 = acc + 3 * f;
-        for (int64_t y = 0; y < f; ++y) a0[y] = a1[y] = a2[y] = a3[y] = 0;
-        for (int64_t j = 0; j < most; ++j) {
-          const R p0 = s[j], p1 = s[CANNL_ATTN_TILE + j], p2 = s[2 * CANNL_ATTN_TILE + j], p3 = s[3 * CANNL_ATTN_TILE + j];
-          const R *restrict vj = v + (s0 + j) * v_st;
-          for (int64_t y = 0; y < f; ++y) {
-            const R vy = vj[y];
-            a0[y] += p0 * vy;
-            a1[y] += p1 * vy;
-            a2[y] += p2 * vy;
-            a3[y] += p3 * vy;
-          }
-        }
-        for (int i = 0; i < QB; ++i) {
-          if (n[i] == 0) continue;
-          R *ot = o + (t + i) * o_st;
-          for (int64_t y = 0; y < f; ++y) ot[y] = alpha[i] * ot[y] + beta[i] * acc[i * f + y];
-        }
-      } else {
-        for (int i = 0; i < QB; ++i) {
-          if (n[i] == 0) continue;
-          R *ot = o + (t + i) * o_st;
-          const R *si = s + i * CANNL_ATTN_TILE;
-          for (int64_t y = 0; y < f; ++y) {
-            R a = 0;
-            for (int64_t j = 0; j < n[i]; ++j) a += si[j] * v[(s0 + j) * v_st + y];
-            ot[y] = alpha[i] * ot[y] + beta[i] * a;
-          }
-        }
+      for (int64_t i = i1; i < m; i += ATTN_MR) {
+        const int64_t mr = m - i < ATTN_MR ? m - i : ATTN_MR;
+        int64_t lim = cannl__attn_keys_seen(d, t0 + i + mr - 1) - s0;
+        lim = lim < nb ? lim : nb;
+        GEMM(mr, f, lim, s + i * ATTN_KB, ATTN_KB, 1, va, va_st, oa + i * oa_st, oa_st, 1);
       }
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      const R r = l[i] > 0 ? 1 / l[i] : 0;
+      R *ot = o + (t0 + i) * o_st;
+      const R *src = oa + i * oa_st;
+      for (int64_t y = 0; y < f; ++y) ot[y] = src[y] * r;
+      lse[t0 + i] = l[i] > 0 ? mx[i] + LOG(l[i]) : -INFINITY;
     }
   }
 }
@@ -181,68 +239,104 @@ void FN(backward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k
                   const R *lse, R *delta, R *dq, int64_t dq_st, R *dk, int64_t dk_st, R *dv,
                   int64_t dv_st) {
   const R scale = (R)d->scale;
-  const int64_t e = d->e, f = d->f, kb = attn_tile(e > f ? e : f);
-  R kt[CANNL_ATTN_BUF], vt[CANNL_ATTN_BUF], p[QB * CANNL_ATTN_TILE], ds[QB * CANNL_ATTN_TILE];
-  for (int64_t t = 0; t < d->tq; ++t) delta[t] = DOT(dout + t * do_st, o + t * o_st, f);
-  for (int64_t s0 = 0; s0 < d->tk; s0 += kb) {
-    const int64_t nb = d->tk - s0 < kb ? d->tk - s0 : kb, nb8 = (nb + 7) & ~(int64_t)7;
-    const int64_t first = attn_first_query(d, s0);
-    if (first >= d->tq) continue;
-    const int use_t = (e > f ? e : f) * kb <= CANNL_ATTN_BUF;
-    if (use_t) {
-      TRANSPOSE(kt, k, k_st, e, s0, nb, nb8, kb);
-      TRANSPOSE(vt, v, v_st, f, s0, nb, nb8, kb);
+  const int64_t e = d->e, f = d->f;
+  const int local = e <= ATTN_XB && f <= ATTN_XB;
+  R buf[ATTN_XB * ATTN_KB], p[ATTN_QC * ATTN_KB], ds[ATTN_QC * ATTN_KB];
+  R kc[ATTN_KB * ATTN_XB], dkc[ATTN_KB * ATTN_XB], dvc[ATTN_KB * ATTN_XB];
+  R qc[ATTN_QC * ATTN_XB], gc[ATTN_QC * ATTN_XB], dqc[ATTN_QC * ATTN_XB];
+  for (int64_t t = 0; t < d->tq; ++t) {
+    const R *gt = dout + t * do_st, *ot = o + t * o_st;
+    R acc = 0;
+    for (int64_t y = 0; y < f; ++y) acc += gt[y] * ot[y];
+    delta[t] = acc;
+    /* meanwhile, the rows of q, k, v and their gradients towards the cache (the first and last
+     * line of each row: a pair's rows are usually cold; a few per cent of the backward pass) */
+    __builtin_prefetch(q + t * q_st, 0, 2), __builtin_prefetch(q + t * q_st + e - 1, 0, 2);
+    __builtin_prefetch(dq + t * dq_st, 1, 2), __builtin_prefetch(dq + t * dq_st + e - 1, 1, 2);
+    if (t < d->tk) {
+      __builtin_prefetch(k + t * k_st, 0, 2), __builtin_prefetch(k + t * k_st + e - 1, 0, 2);
+      __builtin_prefetch(v + t * v_st, 0, 2), __builtin_prefetch(v + t * v_st + f - 1, 0, 2);
+      __builtin_prefetch(dk + t * dk_st, 1, 2), __builtin_prefetch(dk + t * dk_st + e - 1, 1, 2);
+      __builtin_prefetch(dv + t * dv_st, 1, 2), __builtin_prefetch(dv + t * dv_st + f - 1, 1, 2);
     }
-    for (int64_t t = first; t < d->tq; t += QB) {
-      int64_t n[QB];
-      const int64_t most = BLOCK(d, t, s0, nb, n);
-      const int64_t n8 = use_t ? (most + 7) & ~(int64_t)7 : most;
-      const R *qr[QB], *dr[QB];
-      for (int i = 0; i < QB; ++i) {
-        const int64_t ti = t + i < d->tq ? t + i : t;
-        qr[i] = q + ti * q_st, dr[i] = dout + ti * do_st;
+  }
+  const int64_t keys = d->tq > 0 ? cannl__attn_keys_seen(d, d->tq - 1) : 0;
+  for (int64_t s0 = 0; s0 < keys; s0 += ATTN_KB) {
+    const int64_t nb = d->tk - s0 < ATTN_KB ? d->tk - s0 : ATTN_KB;
+    const int64_t nt = keys - s0 < nb ? keys - s0 : nb; /* the tile's keys some query sees */
+    const R *ka = local ? kc : k + s0 * k_st;
+    R *dka = local ? dkc : dk + s0 * dk_st, *dva = local ? dvc : dv + s0 * dv_st;
+    const int64_t ka_st = local ? e : k_st, dka_st = local ? e : dk_st, dva_st = local ? f : dv_st;
+    if (local) {
+      COPY(kc, k + s0 * k_st, k_st, nt, e);
+      for (int64_t j = 0; j < nt * e; ++j) dkc[j] = 0;
+      for (int64_t j = 0; j < nt * f; ++j) dvc[j] = 0;
+    }
+    for (int64_t t0 = attn_first_query(d, s0); t0 < d->tq; t0 += ATTN_QC) {
+      const int64_t m = d->tq - t0 < ATTN_QC ? d->tq - t0 : ATTN_QC;
+      int64_t most = cannl__attn_keys_seen(d, t0 + m - 1) - s0;
+      most = most < nb ? most : nb;
+      const int64_t np = (most + VN - 1) / VN * VN;
+      const R *qa = local ? qc : q + t0 * q_st, *ga = local ? gc : dout + t0 * do_st;
+      R *dqa = local ? dqc : dq + t0 * dq_st;
+      const int64_t qa_st = local ? e : q_st, ga_st = local ? f : do_st, dqa_st = local ? e : dq_st;
+      if (local) {
+        COPY(qc, q + t0 * q_st, q_st, m, e);
+        COPY(gc, dout + t0 * do_st, do_st, m, f);
+        for (int64_t j = 0; j < m * e; ++j) dqc[j] = 0;
       }
-      SCORES4(p, qr, use_t ? kt : NULL, kb, k + s0 * k_st, k_st, e, n8);
-      SCORES4(ds, dr, use_t ? vt : NULL, kb, v + s0 * v_st, v_st, f, n8);
-      for (int i = 0; i < QB; ++i) {
-        R *pi = p + i * CANNL_ATTN_TILE, *dsi = ds + i * CANNL_ATTN_TILE;
-        const R lt = n[i] ? lse[t + i] : 0, dt = n[i] ? delta[t + i] : 0;
-        for (int64_t j = 0; j < n[i]; ++j) pi[j] = EXP(scale * pi[j] - lt);
-        for (int64_t j = n[i]; j < n8; ++j) pi[j] = 0;
-        for (int64_t j = 0; j < n8; ++j) dsi[j] = pi[j] * (dsi[j] - dt) * scale;
+      SCORES(p, d, t0, s0, m, qa, qa_st, ka, ka_st, most, np, e, buf);
+      SCORES(ds, d, t0, s0, m, ga, ga_st, v + s0 * v_st, v_st, most, np, f, buf);
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t t = t0 + i;
+        int64_t n = cannl__attn_keys_seen(d, t) - s0;
+        n = n < 0 ? 0 : n < nb ? n : nb;
+        R *pi = p + i * ATTN_KB, *dsi = ds + i * ATTN_KB;
+        const R lt = n ? lse[t] : 0, dt = n ? delta[t] : 0;
+        for (int64_t j = 0; j < n; ++j) pi[j] = EXP(scale * pi[j] - lt);
+        for (int64_t j = 0; j < n; ++j) dsi[j] = pi[j] * (dsi[j] - dt) * scale;
+        for (int64_t j = n; j < most; ++j) pi[j] = dsi[j] = 0;
       }
-      /* dv[j] += sum_i p[i][j] dout[i], dk[j] += sum_i ds[i][j] q[i] (keys no query of the block
-       * sees have p = ds = 0 for all: skipped) */
-      for (int64_t j = 0; j < most; ++j) {
-        const R p0 = p[j], p1 = p[CANNL_ATTN_TILE + j], p2 = p[2 * CANNL_ATTN_TILE + j], p3 = p[3 * CANNL_ATTN_TILE + j];
-        const R g0 = ds[j], g1 = ds[CANNL_ATTN_TILE + j], g2 = ds[2 * CANNL_ATTN_TILE + j], g3 = ds[3 * CANNL_ATTN_TILE + j];
-        R *restrict dvj = dv + (s0 + j) * dv_st;
-        R *restrict dkj = dk + (s0 + j) * dk_st;
-        for (int64_t y = 0; y < f; ++y) dvj[y] += p0 * dr[0][y] + p1 * dr[1][y] + p2 * dr[2][y] + p3 * dr[3][y];
-        for (int64_t x = 0; x < e; ++x) dkj[x] += g0 * qr[0][x] + g1 * qr[1][x] + g2 * qr[2][x] + g3 * qr[3][x];
+      /* dv[j] += sum_i p[i][j] dout[i], dk[j] += sum_i ds[i][j] q[i], over the queries that see
+       * the block of keys j */
+      for (int64_t j = 0; j < most; j += ATTN_MR) {
+        const int64_t mr = most - j < ATTN_MR ? most - j : ATTN_MR;
+        const int64_t i0 = attn_first_query(d, s0 + j) - t0 > 0 ? attn_first_query(d, s0 + j) - t0 : 0;
+        if (i0 >= m) continue;
+        GEMM(mr, f, m - i0, p + i0 * ATTN_KB + j, 1, ATTN_KB, ga + i0 * ga_st, ga_st, dva + j * dva_st, dva_st, 1);
+        GEMM(mr, e, m - i0, ds + i0 * ATTN_KB + j, 1, ATTN_KB, qa + i0 * qa_st, qa_st, dka + j * dka_st, dka_st, 1);
       }
-      for (int i = 0; i < QB; ++i) {
-        if (n[i] == 0) continue;
-        const R *dsi = ds + i * CANNL_ATTN_TILE;
-        R *dqt = dq + (t + i) * dq_st;
-        if (use_t) {
-          for (int64_t x = 0; x < e; ++x) dqt[x] += DOT(dsi, kt + x * kb, n8);
-        } else {
-          for (int64_t j = 0; j < n[i]; ++j) {
-            const R *kj = k + (s0 + j) * k_st;
-            for (int64_t x = 0; x < e; ++x) dqt[x] += dsi[j] * kj[x];
-          }
-        }
+      /* dq[i] += sum_j ds[i][j] k[j] */
+      for (int64_t i = 0; i < m; i += ATTN_MR) {
+        const int64_t mr = m - i < ATTN_MR ? m - i : ATTN_MR;
+        int64_t lim = cannl__attn_keys_seen(d, t0 + i + mr - 1) - s0;
+        lim = lim < nb ? lim : nb;
+        GEMM(mr, e, lim, ds + i * ATTN_KB, ATTN_KB, 1, ka, ka_st, dqa + i * dqa_st, dqa_st, 1);
       }
+      if (local) ADDBACK(dq + t0 * dq_st, dq_st, dqc, m, e);
+    }
+    if (local) {
+      ADDBACK(dk + s0 * dk_st, dk_st, dkc, nt, e);
+      ADDBACK(dv + s0 * dv_st, dv_st, dvc, nt, f);
     }
   }
 }
 
-#undef SCORES4
-#undef BLOCK
+#undef VN
 #undef FN
-#undef DOT
-#undef TRANSPOSE
+#undef VEC
+#undef VECU
+#undef VLOAD
+#undef VSTORE
+#undef VLOAD
+#undef VSTORE
+#undef TILE
+#undef ROWS
+#undef GEMM
+#undef PACK
 #undef SCORES
+#undef ROWMAX
+#undef COPY
+#undef ADDBACK
 #undef CANNL__CAT
 #undef CANNL__CAT2

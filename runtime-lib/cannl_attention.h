@@ -4,6 +4,13 @@
  * log-sum-exp). Generated models call these from their own loop over sequences and heads, so
  * the threading is the caller's (one pair per thread: results do not depend on thread count).
  *
+ * Speed (runtime-lib/attention_impl.h): each (tile of keys, chunk of queries) is a handful of
+ * small matrix products - Q K^T and P V forward; Q K^T, dO V^T, P^T dO, dS^T Q and dS K
+ * backward - run by one register-blocked kernel (6 rows x 8 or 16 columns of float, the sums in
+ * registers, AVX2 + FMA where the CPU has it), the keys packed transposed for the scores, the
+ * rows copied into contiguous blocks, causal blocks trimmed to the keys they see. No heap: the
+ * tiles live on the stack (up to 144 KiB for the float backward pass, 72 KiB for double).
+ *
  * Layout: row t of q is q[t * q_st + 0 .. e), row s of k is k[s * k_st + 0 .. e), row s of v is
  * v[s * v_st + 0 .. f), row t of the output o[t * o_st + 0 .. f): rows may be strided (a view
  * of a fused qkv buffer), a row is contiguous.

@@ -166,6 +166,8 @@ int main(void) {
       {{200, 200, 64, 64, 0, 1, 0.125}, 192, 192, 192, 64}, /* GPT-like */
       {{90, 90, 100, 72, 0, 1, 0.1}, 100, 100, 72, 72},     /* tiles of 40 keys (wide rows) */
       {{70, 70, 600, 520, 0, 1, 0.04}, 600, 600, 520, 520}, /* rows too wide to transpose */
+      {{150, 140, 40, 24, 0, 0, 0.2}, 120, 120, 120, 24},   /* not causal, several tiles and chunks */
+      {{70, 130, 32, 32, 60, 1, 0.2}, 96, 96, 96, 32},      /* a prefill at 60, across tiles */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     double e64 = run(&cases[i], 0, 1000 + i), e32 = run(&cases[i], 1, 2000 + i);
