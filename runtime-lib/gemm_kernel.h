@@ -25,6 +25,9 @@
  *         when B has at most two slivers of columns)
  *         for each NR sliver, for each row sliver: a register tile of C (its rows x NR)
  *         updated by kc rank-1 products, then added to (or stored in) C
+ * When A is read in place and the panel's K blocks all fit the workspace's B part, they are all
+ * packed first and the K loop goes innermost (row sliver, K block, NR sliver): the same blocks,
+ * C's tile kept in L1 between them.
  * Operands whose K axis is contiguous are packed with vector transposes (GK_TRANSPOSE).
  *
  * Every element of C is summed in the same order whatever the blocks of M and N a caller
