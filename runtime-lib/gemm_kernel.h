@@ -25,6 +25,9 @@
  *         when B has at most two slivers of columns)
  *         for each NR sliver, for each row sliver: a register tile of C (its rows x NR)
  *         updated by kc rank-1 products, then added to (or stored in) C
+ * When A is read in place and the panel's K blocks all fit the workspace's B part, they are all
+ * packed first and the K loop goes innermost (row sliver, K block, NR sliver): the same blocks,
+ * C's tile kept in L1 between them.
  * Operands whose K axis is contiguous are packed with vector transposes (GK_TRANSPOSE).
  *
  * Every element of C is summed in the same order whatever the blocks of M and N a caller
@@ -212,6 +215,33 @@ static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, l
     for (long j0 = 0; j0 < N; j0 += GK_NC) {
         const long nc = N - j0 < GK_NC ? N - j0 : GK_NC;
         const long nfull = direct_b ? nc / GK_NR * GK_NR : 0;
+        const long npack = (nc - nfull + GK_NR - 1) / GK_NR * GK_NR; /* columns packed, padded */
+        if (direct_a && K * npack <= (long)GK_KC * GK_NC) {
+            /* A read in place and every K block of the B panel fits the workspace (a convolution,
+               12544 x 64 x 800): the K blocks are the innermost loop, C's tile stays in L1
+               between them, and a tile's rows of A are read once, front to back. The blocks and
+               sums are the same as below. */
+            for (long p0 = 0; p0 < K; p0 += kb) {
+                const long kc = K - p0 < kb ? K - p0 : kb;
+                GK_FN(pack_b)(kc, nc - nfull, B + p0 * b_k + (j0 + nfull) * b_n, b_k, b_n, pb + p0 * npack);
+            }
+            for (long i0 = 0; i0 < M; i0 += GK_MC) {
+                const long mc = M - i0 < GK_MC ? M - i0 : GK_MC;
+                for (long ir = 0, mr; ir < mc; ir += mr) {
+                    mr = GK_FN(sliver)(mc, ir);
+                    for (long p0 = 0; p0 < K; p0 += kb) {
+                        const long kc = K - p0 < kb ? K - p0 : kb;
+                        for (long jr = 0; jr < nc; jr += GK_NR) {
+                            const GK_REAL *bs = jr < nfull ? B + p0 * b_k + (j0 + jr) * b_n : pb + p0 * npack + (jr - nfull) * kc;
+                            GK_FN(micro)(kc, A + (i0 + ir) * a_m + p0 * a_k, 1, a_m, a_k, bs, jr < nfull ? b_k : GK_NR,
+                                         alpha, C + (i0 + ir) * c_m + (j0 + jr) * c_n, c_m, c_n, mr,
+                                         nc - jr < GK_NR ? nc - jr : GK_NR, overwrite && p0 == 0);
+                        }
+                    }
+                }
+            }
+            continue;
+        }
         for (long p0 = 0; p0 < K; p0 += kb) {
             const long kc = K - p0 < kb ? K - p0 : kb;
             const GK_REAL *Bp = B + p0 * b_k + j0 * b_n;

@@ -309,8 +309,9 @@ static void max_p1(int64_t n, real *restrict p1, const real *restrict a1_conv, c
             for (int64_t x = 0; x < 14; ++x) {
                 for (int64_t ky = 0; ky < 2; ++ky) {
                     for (int64_t kx = 0; kx < 2; ++kx) {
+                        CANNL_SIMD
                         for (int64_t c = 0; c < 32; ++c)
-                            { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x + kx) * 32 + c] + c1[c]); if (v > p1[b * 6272 + y * 448 + x * 32 + c]) p1[b * 6272 + y * 448 + x * 32 + c] = v; }
+                            { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x + kx) * 32 + c] + c1[c]); p1[b * 6272 + y * 448 + x * 32 + c] = v > p1[b * 6272 + y * 448 + x * 32 + c] ? v : p1[b * 6272 + y * 448 + x * 32 + c]; }
                     }
                 }
             }
@@ -348,8 +349,9 @@ static void max_p2(int64_t n, real *restrict p2, const real *restrict a2_conv, c
             for (int64_t x = 0; x < 7; ++x) {
                 for (int64_t ky = 0; ky < 2; ++ky) {
                     for (int64_t kx = 0; kx < 2; ++kx) {
+                        CANNL_SIMD
                         for (int64_t c = 0; c < 64; ++c)
-                            { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x + kx) * 64 + c] + c2[c]); if (v > p2[b * 3136 + y * 448 + x * 64 + c]) p2[b * 3136 + y * 448 + x * 64 + c] = v; }
+                            { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x + kx) * 64 + c] + c2[c]); p2[b * 3136 + y * 448 + x * 64 + c] = v > p2[b * 3136 + y * 448 + x * 64 + c] ? v : p2[b * 3136 + y * 448 + x * 64 + c]; }
                     }
                 }
             }
@@ -423,8 +425,9 @@ static void min_p2_arg(int64_t n, real *restrict p2_arg, const real *restrict a2
             for (int64_t x = 0; x < 7; ++x) {
                 for (int64_t ky = 0; ky < 2; ++ky) {
                     for (int64_t kx = 0; kx < 2; ++kx) {
+                        CANNL_SIMD
                         for (int64_t c = 0; c < 64; ++c)
-                            { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x + kx) * 64 + c] + c2[c]) == p2[b * 3136 + y * 448 + x * 64 + c] ? (real)(2 * ky + kx) : INFINITY; if (v < p2_arg[b * 3136 + y * 448 + x * 64 + c]) p2_arg[b * 3136 + y * 448 + x * 64 + c] = v; }
+                            { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x + kx) * 64 + c] + c2[c]) == p2[b * 3136 + y * 448 + x * 64 + c] ? (real)(2 * ky + kx) : INFINITY; p2_arg[b * 3136 + y * 448 + x * 64 + c] = v < p2_arg[b * 3136 + y * 448 + x * 64 + c] ? v : p2_arg[b * 3136 + y * 448 + x * 64 + c]; }
                     }
                 }
             }
@@ -473,8 +476,9 @@ static void min_p1_arg(int64_t n, real *restrict p1_arg, const real *restrict a1
             for (int64_t x = 0; x < 14; ++x) {
                 for (int64_t ky = 0; ky < 2; ++ky) {
                     for (int64_t kx = 0; kx < 2; ++kx) {
+                        CANNL_SIMD
                         for (int64_t c = 0; c < 32; ++c)
-                            { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x * 32 + c] ? (real)(2 * ky + kx) : INFINITY; if (v < p1_arg[b * 6272 + y * 448 + x * 32 + c]) p1_arg[b * 6272 + y * 448 + x * 32 + c] = v; }
+                            { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x * 32 + c] ? (real)(2 * ky + kx) : INFINITY; p1_arg[b * 6272 + y * 448 + x * 32 + c] = v < p1_arg[b * 6272 + y * 448 + x * 32 + c] ? v : p1_arg[b * 6272 + y * 448 + x * 32 + c]; }
                     }
                 }
             }
@@ -605,9 +609,11 @@ static void add_p1_grad(int64_t n, real *restrict p1_grad, const real *restrict 
             for (int64_t ky = 0; ky < 5; ++ky) {
                 for (int64_t x = 0; x < 14; ++x) {
                     for (int64_t kx = 0; kx < 5; ++kx) {
-                        CANNL_SIMD
-                        for (int64_t c = 0; c < 32; ++c)
-                            if (y + ky - 2 >= 0 && y + ky - 2 < 14 && x + kx - 2 >= 0 && x + kx - 2 < 14) p1_grad[b * 6272 + (y + ky - 2) * 448 + (x + kx - 2) * 32 + c] += a2_col_grad[b * 156800 + y * 11200 + x * 800 + ky * 160 + kx * 32 + c];
+                        if (y + ky - 2 >= 0 && y + ky - 2 < 14 && x + kx - 2 >= 0 && x + kx - 2 < 14) {
+                            CANNL_SIMD
+                            for (int64_t c = 0; c < 32; ++c)
+                                p1_grad[b * 6272 + (y + ky - 2) * 448 + (x + kx - 2) * 32 + c] += a2_col_grad[b * 156800 + y * 11200 + x * 800 + ky * 160 + kx * 32 + c];
+                        }
                     }
                 }
             }

@@ -95,8 +95,9 @@ static void max_p1(int64_t n, real *restrict p1, const real *restrict a1_conv, c
             for (int64_t x = 0; x < 14; ++x) {
                 for (int64_t ky = 0; ky < 2; ++ky) {
                     for (int64_t kx = 0; kx < 2; ++kx) {
+                        CANNL_SIMD
                         for (int64_t c = 0; c < 32; ++c)
-                            { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x + kx) * 32 + c] + c1[c]); if (v > p1[b * 6272 + y * 448 + x * 32 + c]) p1[b * 6272 + y * 448 + x * 32 + c] = v; }
+                            { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x + kx) * 32 + c] + c1[c]); p1[b * 6272 + y * 448 + x * 32 + c] = v > p1[b * 6272 + y * 448 + x * 32 + c] ? v : p1[b * 6272 + y * 448 + x * 32 + c]; }
                     }
                 }
             }
@@ -134,8 +135,9 @@ static void max_p2(int64_t n, real *restrict p2, const real *restrict a2_conv, c
             for (int64_t x = 0; x < 7; ++x) {
                 for (int64_t ky = 0; ky < 2; ++ky) {
                     for (int64_t kx = 0; kx < 2; ++kx) {
+                        CANNL_SIMD
                         for (int64_t c = 0; c < 64; ++c)
-                            { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x + kx) * 64 + c] + c2[c]); if (v > p2[b * 3136 + y * 448 + x * 64 + c]) p2[b * 3136 + y * 448 + x * 64 + c] = v; }
+                            { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x + kx) * 64 + c] + c2[c]); p2[b * 3136 + y * 448 + x * 64 + c] = v > p2[b * 3136 + y * 448 + x * 64 + c] ? v : p2[b * 3136 + y * 448 + x * 64 + c]; }
                     }
                 }
             }

@@ -277,24 +277,41 @@ std::string CExpr::flat_index(const ir::Access& a) const {
   return s.empty() ? "0" : s;
 }
 
+// Whether index f of a dim of `size` cells can fall outside it: below 0 (lo), past the end (hi).
+static std::pair<bool, bool> may_leave(const ir::Affine& f, long size, const ir::Stmt& stmt) {
+  long lo = f.offset, hi = f.offset;
+  for (const auto& t : f.terms) {
+    long top = t.coef * (stmt.iters[static_cast<size_t>(t.iter)].size - 1);
+    lo += std::min(0L, top);
+    hi += std::max(0L, top);
+  }
+  return {lo < 0, hi > size - 1};
+}
+
 std::string CExpr::in_range(const ir::Access& a) const {
   const auto& dims = p->buffers[static_cast<size_t>(a.buf)].dims;
   std::vector<std::string> conds;
   for (size_t d = 0; d < dims.size(); ++d) {
     const ir::Affine& f = a.index[d];
-    long lo = f.offset, hi = f.offset;
-    for (const auto& t : f.terms) {
-      long top = t.coef * (stmt->iters[static_cast<size_t>(t.iter)].size - 1);
-      lo += std::min(0L, top);
-      hi += std::max(0L, top);
-    }
+    const auto [below, past] = may_leave(f, dims[d].size, *stmt);
     std::string e = affine(f);
-    if (lo < 0) conds.push_back(fmt::format("{} >= 0", e));
-    if (hi > dims[d].size - 1) conds.push_back(fmt::format("{} < {}", e, dims[d].size));
+    if (below) conds.push_back(fmt::format("{} >= 0", e));
+    if (past) conds.push_back(fmt::format("{} < {}", e, dims[d].size));
   }
   std::string s;
   for (const auto& c : conds) s += (s.empty() ? "" : " && ") + c;
   return s;
+}
+
+bool CExpr::in_range_uses(const ir::Access& a, int iter) const {
+  const auto& dims = p->buffers[static_cast<size_t>(a.buf)].dims;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const auto [below, past] = may_leave(a.index[d], dims[d].size, *stmt);
+    if (below || past)
+      for (const auto& t : a.index[d].terms)
+        if (t.iter == iter) return true;
+  }
+  return false;
 }
 
 std::string CExpr::access(const ir::Access& a) const {

@@ -72,6 +72,7 @@ struct CExpr {
   bool is_zero(const ir::Affine& a) const;  // 0 at every point (its loops all dropped, no offset)
   std::string flat_index(const ir::Access& a) const;
   std::string in_range(const ir::Access& a) const;  // "" when always inside
+  bool in_range_uses(const ir::Access& a, int iter) const;  // whether in_range(a) tests loop `iter`
   std::string access(const ir::Access& a) const;    // name[flat index]
   std::string expr(const ir::Expr& e);
   // A run-time scalar's formula (ir.h ScalarDef) in double precision, over the state's

@@ -312,7 +312,17 @@ private:
                          it.batch ? std::string("n") : std::to_string(it.size));
     };
     const std::string target = access(a0.out);
-    const std::string guard = in_range(a0.out);
+    const int outer_loops = depth - red;
+    // The bounds check of the cells written (a padded convolution's input gradient) goes
+    // around the innermost loop when that loop's index is not in it: one test per row of
+    // channels, and a branch-free loop the compiler vectorises.
+    bool hoist = !reduce_inner && outer_loops > 0 && loops.back() != s.parallel && !in_range(a0.out).empty();
+    for (const ir::Assign& a : s.assigns)
+      hoist = hoist && in_range(a.out) == in_range(a0.out) && !x_.in_range_uses(a.out, loops.back());
+    const std::string guard = hoist ? std::string() : in_range(a0.out);
+    const int shift = hoist ? 1 : 0;  // the innermost loop and its body one level in
+    // A running extremum is a select (`t = v > t ? v : t`, the same value as `if (v > t) t = v`):
+    // no conditional store, so a loop of them vectorises.
     auto store_to = [&](const std::string& target, const std::string& guard, ir::Accum accum,
                         const std::string& value, int level) {
       std::string st;
@@ -321,8 +331,8 @@ private:
         case ir::Accum::Add: st = fmt::format("{} += {};", target, value); break;
         case ir::Accum::Max: case ir::Accum::Min: {
           const char* cmp = accum == ir::Accum::Max ? ">" : "<";
-          st = value == "acc" ? fmt::format("if (acc {} {}) {} = acc;", cmp, target, target)
-                              : fmt::format("{{ const real v = {}; if (v {} {}) {} = v; }}", value, cmp, target, target);
+          st = value == "acc" ? fmt::format("{0} = acc {1} {0} ? acc : {0};", target, cmp)
+                              : fmt::format("{{ const real v = {1}; {0} = v {2} {0} ? v : {0}; }}", target, value, cmp);
           break;
         }
       }
@@ -334,17 +344,18 @@ private:
       std::string st = store_to(target, guard, a0.accum, value, level);
       for (size_t i = 1; i < s.assigns.size(); ++i) {
         const ir::Assign& a = s.assigns[i];
-        st += store_to(access(a.out), in_range(a.out), a.accum, expr(*a.body), level);
+        st += store_to(access(a.out), hoist ? std::string() : in_range(a.out), a.accum, expr(*a.body), level);
       }
       return st;
     };
-    const int outer_loops = depth - red;
     const bool braced = !s.single();  // several assignments in the innermost loop
     const bool simd = !reduce_inner && independent_inner(s, loops);
     for (int j = 0; j < outer_loops; ++j) {
+      const bool inner = j + 1 == outer_loops;
       if (loops[static_cast<size_t>(j)] == s.parallel) out += ind(j) + parallel_for(s, loops[static_cast<size_t>(j)]);
-      if (simd && j + 1 == outer_loops) out += ind(j) + "CANNL_SIMD\n";
-      out += ind(j) + loop(j) + (j + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
+      if (hoist && inner) out += ind(j) + fmt::format("if ({}) {{\n", in_range(a0.out));
+      if (simd && inner) out += ind(j + shift) + "CANNL_SIMD\n";
+      out += ind(j + (inner ? shift : 0)) + loop(j) + (j + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
     }
     // A zero_first sum times a constant,  out = 0 += x * c : the constant multiplies the
     // finished sums once (sum(x) * c), not every term.
@@ -370,9 +381,13 @@ private:
       }
       out += store(scale.empty() || !assign_acc ? "acc" : "acc * " + scale, k);
     } else {
-      out += store(body, depth);
+      out += store(body, depth + shift);
     }
-    for (int k = outer_loops - (reduce_inner || braced ? 0 : 1); k-- > 0;) out += ind(k) + "}\n";
+    if (hoist) {
+      if (braced) out += ind(outer_loops) + "}\n";
+      out += ind(outer_loops - 1) + "}\n";  // the bounds check
+    }
+    for (int k = outer_loops - (reduce_inner || braced || hoist ? 0 : 1) - (hoist ? 1 : 0); k-- > 0;) out += ind(k) + "}\n";
     if (!scale.empty() && !assign_acc) {
       const std::string v = fresh_name("i", taken);
       out += fill_first(s, v, "*= " + scale);
@@ -393,7 +408,7 @@ private:
       return false;
     const int inner = loops.back();
     for (const ir::Assign& a : s.assigns) {
-      if (!uses_iter(a.out, inner) || (a.accum != ir::Accum::Set && a.accum != ir::Accum::Add)) return false;
+      if (!uses_iter(a.out, inner)) return false;  // (an extremum is a select: store_to)
       for (const ir::Assign& b : s.assigns)
         if (b.out.buf == a.out.buf && !(b.out == a.out)) return false;
     }
