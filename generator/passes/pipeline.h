@@ -5,7 +5,7 @@
 // not disabled run once each, in the order of pass_list(); every routine computes what it
 // computed before (same values up to float rounding: reassociated constants, sums in another
 // order), the buffers each routine hands out or keeps (ir.h live_out) included.
-//   -O0  loop_order, decode, mark_contractions, plan_layout;  -O1  also simplify, fold_fills, dce,
+//   -O0  loop_order, decode, mark_contractions, weigh_nests, plan_layout;  -O1  also simplify, fold_fills, dce,
 //   plan_memory;  -O2  all of them.
 #pragma once
 
@@ -55,6 +55,7 @@ void dce(ir::Program& p, const PassOptions& o);
 void make_decode(ir::Program& p, const PassOptions& o);
 void plan_memory(ir::Program& p, const PassOptions& o);
 void mark_contractions(ir::Program& p, const PassOptions& o);
+void weigh_nests(ir::Program& p, const PassOptions& o);
 void plan_layout(ir::Program& p, const PassOptions& o);
 
 }  // namespace cannl
