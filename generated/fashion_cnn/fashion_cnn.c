@@ -541,10 +541,15 @@ static void set_h3_mm_grad(int64_t n, real *restrict h3_mm_grad, const real *res
 /* line 23: backward: h3 = relu(w3 * p2 + b3) */
 CANNL_MULTIVERSION
 static void sum_b3_grad(int64_t n, real *restrict b3_grad, const real *restrict h3_mm_grad) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 32) if(1024 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 1024; ++i) b3_grad[i] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 1024; ++o)
-            b3_grad[o] += h3_mm_grad[b * 1024 + o];
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 1024 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o_blk = 0; o_blk < 32; ++o_blk) {
+        for (int64_t b = 0; b < n; ++b) {
+            CANNL_SIMD
+            for (int64_t o = 0; o < 32; ++o)
+                b3_grad[32 * o_blk + o] += h3_mm_grad[b * 1024 + 32 * o_blk + o];
+        }
     }
 }
 
@@ -585,12 +590,17 @@ static void set_a2_conv_grad(int64_t n, real *restrict a2_conv_grad, const real 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
 CANNL_MULTIVERSION
 static void sum_c2_grad(int64_t n, real *restrict c2_grad, const real *restrict a2_conv_grad) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 2) if(64 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 64; ++i) c2_grad[i] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o0 = 0; o0 < 14; ++o0) {
-            for (int64_t o1 = 0; o1 < 14; ++o1) {
-                for (int64_t o2 = 0; o2 < 64; ++o2)
-                    c2_grad[o2] += a2_conv_grad[b * 12544 + o0 * 896 + o1 * 64 + o2];
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 12544 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o2_blk = 0; o2_blk < 2; ++o2_blk) {
+        for (int64_t b = 0; b < n; ++b) {
+            for (int64_t o0 = 0; o0 < 14; ++o0) {
+                for (int64_t o1 = 0; o1 < 14; ++o1) {
+                    CANNL_SIMD
+                    for (int64_t o2 = 0; o2 < 32; ++o2)
+                        c2_grad[32 * o2_blk + o2] += a2_conv_grad[b * 12544 + o0 * 896 + o1 * 64 + 32 * o2_blk + o2];
+                }
             }
         }
     }

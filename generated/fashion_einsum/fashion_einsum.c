@@ -356,10 +356,15 @@ static void sum_b2_grad(int64_t n, real *restrict b2_grad, const real *restrict 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void sum_gain_grad(int64_t n, real *restrict gain_grad, const real *restrict h1_grad, const real *restrict h1, const real *restrict h1_ln) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 8) if(256 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 256; ++i) gain_grad[i] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            gain_grad[o] += h1_grad[b * 256 + o] * (cannl_step(h1[b * 256 + o]) * h1_ln[b * 256 + o]);
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 256 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o_blk = 0; o_blk < 8; ++o_blk) {
+        for (int64_t b = 0; b < n; ++b) {
+            CANNL_SIMD
+            for (int64_t o = 0; o < 32; ++o)
+                gain_grad[32 * o_blk + o] += h1_grad[b * 256 + 32 * o_blk + o] * (cannl_step(h1[b * 256 + 32 * o_blk + o]) * h1_ln[b * 256 + 32 * o_blk + o]);
+        }
     }
 }
 
@@ -379,10 +384,15 @@ static void set_h1_ln_grad(int64_t n, real *restrict h1_ln_grad, real *restrict 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void sum_bias_grad(int64_t n, real *restrict bias_grad, const real *restrict h1_grad, const real *restrict h1) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 8) if(256 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 256; ++i) bias_grad[i] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            bias_grad[o] += h1_grad[b * 256 + o] * cannl_step(h1[b * 256 + o]);
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 256 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o_blk = 0; o_blk < 8; ++o_blk) {
+        for (int64_t b = 0; b < n; ++b) {
+            CANNL_SIMD
+            for (int64_t o = 0; o < 32; ++o)
+                bias_grad[32 * o_blk + o] += h1_grad[b * 256 + 32 * o_blk + o] * cannl_step(h1[b * 256 + 32 * o_blk + o]);
+        }
     }
 }
 
@@ -438,10 +448,15 @@ static void add_z1_grad(int64_t n, real *restrict z1_grad, const real *restrict 
 /* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
 CANNL_MULTIVERSION
 static void sum_b1_grad(int64_t n, real *restrict b1_grad, const real *restrict z1_grad) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 8) if(256 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 256; ++i) b1_grad[i] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            b1_grad[o] += z1_grad[b * 256 + o];
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 256 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o_blk = 0; o_blk < 8; ++o_blk) {
+        for (int64_t b = 0; b < n; ++b) {
+            CANNL_SIMD
+            for (int64_t o = 0; o < 32; ++o)
+                b1_grad[32 * o_blk + o] += z1_grad[b * 256 + 32 * o_blk + o];
+        }
     }
 }
 

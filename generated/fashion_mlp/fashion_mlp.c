@@ -307,10 +307,15 @@ static void set_h2_mm_grad(int64_t n, real *h2_mm_grad, const real *restrict h2_
 /* line 15: backward: h2 = relu(w2 * h1 + b2) */
 CANNL_MULTIVERSION
 static void sum_b2_grad(int64_t n, real *restrict b2_grad, const real *restrict h2_mm_grad) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 16) if(512 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 512; ++i) b2_grad[i] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            b2_grad[o] += h2_mm_grad[b * 512 + o];
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 512 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o_blk = 0; o_blk < 16; ++o_blk) {
+        for (int64_t b = 0; b < n; ++b) {
+            CANNL_SIMD
+            for (int64_t o = 0; o < 32; ++o)
+                b2_grad[32 * o_blk + o] += h2_mm_grad[b * 512 + 32 * o_blk + o];
+        }
     }
 }
 
@@ -328,10 +333,15 @@ static void set_h1_mm_grad(int64_t n, real *h1_mm_grad, const real *restrict h1_
 /* line 14: backward: h1 = relu(w1 * x + b1) */
 CANNL_MULTIVERSION
 static void sum_b1_grad(int64_t n, real *restrict b1_grad, const real *restrict h1_mm_grad) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 16) if(512 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 512; ++i) b1_grad[i] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 512; ++o)
-            b1_grad[o] += h1_mm_grad[b * 512 + o];
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 512 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o_blk = 0; o_blk < 16; ++o_blk) {
+        for (int64_t b = 0; b < n; ++b) {
+            CANNL_SIMD
+            for (int64_t o = 0; o < 32; ++o)
+                b1_grad[32 * o_blk + o] += h1_mm_grad[b * 512 + 32 * o_blk + o];
+        }
     }
 }
 

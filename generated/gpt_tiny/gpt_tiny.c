@@ -684,11 +684,16 @@ static void add_logits_grad(int64_t n, real *restrict logits_grad, const real *r
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_lnf_g_grad(int64_t n, real *restrict lnf_g_grad, const real *restrict logits_v_grad, const real *restrict logits_ln) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) lnf_g_grad[i] = 0.0f;
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o = 0; o < 128; ++o)
-                lnf_g_grad[o] += logits_v_grad[b0 * 8192 + b1 * 128 + o] * logits_ln[b0 * 8192 + b1 * 128 + o];
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
+        for (int64_t b0 = 0; b0 < n; ++b0) {
+            for (int64_t b1 = 0; b1 < 64; ++b1) {
+                CANNL_SIMD
+                for (int64_t o = 0; o < 32; ++o)
+                    lnf_g_grad[32 * o_blk + o] += logits_v_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o] * logits_ln[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
+            }
         }
     }
 }
@@ -696,11 +701,16 @@ static void sum_lnf_g_grad(int64_t n, real *restrict lnf_g_grad, const real *res
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_lnf_b_grad(int64_t n, real *restrict lnf_b_grad, const real *restrict logits_v_grad) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) lnf_b_grad[i] = 0.0f;
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o = 0; o < 128; ++o)
-                lnf_b_grad[o] += logits_v_grad[b0 * 8192 + b1 * 128 + o];
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
+        for (int64_t b0 = 0; b0 < n; ++b0) {
+            for (int64_t b1 = 0; b1 < 64; ++b1) {
+                CANNL_SIMD
+                for (int64_t o = 0; o < 32; ++o)
+                    lnf_b_grad[32 * o_blk + o] += logits_v_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
+            }
         }
     }
 }
@@ -765,11 +775,16 @@ static void set_x2_grad(int64_t n, real *restrict x2_grad, real *x1_grad, const 
 /* line 35: backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
 CANNL_MULTIVERSION
 static void sum_b_pr_grad(int64_t n, real *restrict b_pr_grad, const real *restrict x2_grad) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) b_pr_grad[i] = 0.0f;
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o = 0; o < 128; ++o)
-                b_pr_grad[o] += x2_grad[b0 * 8192 + b1 * 128 + o];
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
+        for (int64_t b0 = 0; b0 < n; ++b0) {
+            for (int64_t b1 = 0; b1 < 64; ++b1) {
+                CANNL_SIMD
+                for (int64_t o = 0; o < 32; ++o)
+                    b_pr_grad[32 * o_blk + o] += x2_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
+            }
         }
     }
 }
@@ -790,11 +805,16 @@ static void set_x2_mm2_grad(int64_t n, real *x2_mm2_grad, const real *restrict x
 /* line 35: backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
 CANNL_MULTIVERSION
 static void sum_b_fc_grad(int64_t n, real *restrict b_fc_grad, const real *restrict x2_mm2_grad) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 16) if(512 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 512; ++i) b_fc_grad[i] = 0.0f;
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o = 0; o < 512; ++o)
-                b_fc_grad[o] += x2_mm2_grad[b0 * 32768 + b1 * 512 + o];
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 32768 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o_blk = 0; o_blk < 16; ++o_blk) {
+        for (int64_t b0 = 0; b0 < n; ++b0) {
+            for (int64_t b1 = 0; b1 < 64; ++b1) {
+                CANNL_SIMD
+                for (int64_t o = 0; o < 32; ++o)
+                    b_fc_grad[32 * o_blk + o] += x2_mm2_grad[b0 * 32768 + b1 * 512 + 32 * o_blk + o];
+            }
         }
     }
 }
@@ -802,11 +822,16 @@ static void sum_b_fc_grad(int64_t n, real *restrict b_fc_grad, const real *restr
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_ln2_g_grad(int64_t n, real *restrict ln2_g_grad, const real *restrict h2_grad, const real *restrict h2_ln) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) ln2_g_grad[i] = 0.0f;
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o = 0; o < 128; ++o)
-                ln2_g_grad[o] += h2_grad[b0 * 8192 + b1 * 128 + o] * h2_ln[b0 * 8192 + b1 * 128 + o];
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
+        for (int64_t b0 = 0; b0 < n; ++b0) {
+            for (int64_t b1 = 0; b1 < 64; ++b1) {
+                CANNL_SIMD
+                for (int64_t o = 0; o < 32; ++o)
+                    ln2_g_grad[32 * o_blk + o] += h2_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o] * h2_ln[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
+            }
         }
     }
 }
@@ -814,11 +839,16 @@ static void sum_ln2_g_grad(int64_t n, real *restrict ln2_g_grad, const real *res
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_ln2_b_grad(int64_t n, real *restrict ln2_b_grad, const real *restrict h2_grad) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) ln2_b_grad[i] = 0.0f;
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o = 0; o < 128; ++o)
-                ln2_b_grad[o] += h2_grad[b0 * 8192 + b1 * 128 + o];
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
+        for (int64_t b0 = 0; b0 < n; ++b0) {
+            for (int64_t b1 = 0; b1 < 64; ++b1) {
+                CANNL_SIMD
+                for (int64_t o = 0; o < 32; ++o)
+                    ln2_b_grad[32 * o_blk + o] += h2_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
+            }
         }
     }
 }
@@ -885,11 +915,16 @@ static void add_x1_grad(int64_t n, real *restrict x1_grad, real *x0_grad, const 
 /* line 33: backward: x1 = x0 + (w_o * y + b_o) */
 CANNL_MULTIVERSION
 static void sum_b_o_grad(int64_t n, real *restrict b_o_grad, const real *restrict x1_grad) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) b_o_grad[i] = 0.0f;
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o = 0; o < 128; ++o)
-                b_o_grad[o] += x1_grad[b0 * 8192 + b1 * 128 + o];
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
+        for (int64_t b0 = 0; b0 < n; ++b0) {
+            for (int64_t b1 = 0; b1 < 64; ++b1) {
+                CANNL_SIMD
+                for (int64_t o = 0; o < 32; ++o)
+                    b_o_grad[32 * o_blk + o] += x1_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
+            }
         }
     }
 }
@@ -916,11 +951,16 @@ static void sum_b_qkv_grad(int64_t n, real *restrict b_qkv_grad, const real *res
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_ln1_g_grad(int64_t n, real *restrict ln1_g_grad, const real *restrict h1_grad, const real *restrict h1_ln) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) ln1_g_grad[i] = 0.0f;
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o = 0; o < 128; ++o)
-                ln1_g_grad[o] += h1_grad[b0 * 8192 + b1 * 128 + o] * h1_ln[b0 * 8192 + b1 * 128 + o];
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
+        for (int64_t b0 = 0; b0 < n; ++b0) {
+            for (int64_t b1 = 0; b1 < 64; ++b1) {
+                CANNL_SIMD
+                for (int64_t o = 0; o < 32; ++o)
+                    ln1_g_grad[32 * o_blk + o] += h1_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o] * h1_ln[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
+            }
         }
     }
 }
@@ -928,11 +968,16 @@ static void sum_ln1_g_grad(int64_t n, real *restrict ln1_g_grad, const real *res
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_ln1_b_grad(int64_t n, real *restrict ln1_b_grad, const real *restrict h1_grad) {
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) ln1_b_grad[i] = 0.0f;
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 64; ++b1) {
-            for (int64_t o = 0; o < 128; ++o)
-                ln1_b_grad[o] += h1_grad[b0 * 8192 + b1 * 128 + o];
+    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
+        for (int64_t b0 = 0; b0 < n; ++b0) {
+            for (int64_t b1 = 0; b1 < 64; ++b1) {
+                CANNL_SIMD
+                for (int64_t o = 0; o < 32; ++o)
+                    ln1_b_grad[32 * o_blk + o] += h1_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
+            }
         }
     }
 }

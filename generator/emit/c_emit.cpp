@@ -417,7 +417,7 @@ private:
     return "CANNL_PRAGMA(\"omp parallel for schedule(dynamic, " + chunk + ") if(" + work + " >= CANNL_PARALLEL_MIN)\")\n";
   }
   static std::string parallel_for(const std::string& count) { return parallel_for(count, count); }
-  // A nest's: its points from the parallel loop in, times the work of a point (weigh_nests.cpp).
+  // A nest's: its points from the parallel loop in, times the work of a point (split_threads.cpp).
   static std::string parallel_for(const ir::Stmt& s, int from) {
     long per = s.point_work;
     bool batch = false;

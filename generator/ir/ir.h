@@ -222,7 +222,7 @@ struct Stmt {
   // (ZeRO-1: each rank updates its shard) and init zero only the optimiser state a rank holds.
   int update_of = -1;
   int parallel = -1;        // set by loop ordering: the loop run in parallel, or -1
-  // Set by passes/weigh_nests.cpp on nests with a parallel loop: work units per point (1, or
+  // Set by passes/split_threads.cpp on nests with a parallel loop: work units per point (1, or
   // the arithmetic of the bodies in transcendental functions when more); the C target runs
   // the nest on threads when its points times this reach CANNL_PARALLEL_MIN.
   long point_work = 1;
