@@ -8,8 +8,8 @@
 //     at least 64 cells in whole blocks of 32) has its written loop split in two, blocks of 32
 //     cells outermost and parallel, the 32 cells of a block innermost: each thread sums whole
 //     columns, every cell in the same order as before (the same bits on any thread count);
-//     gpt_char's eight layer-norm gain and bias gradients and four b_fc gradients took 60-110
-//     us each on one thread;
+//     gpt_char has 30 (its layer norms' gains and biases, b_fc, b_o, b_pr), up to 110 us each
+//     on one thread;
 //   - every nest with a parallel loop carries Stmt::point_work, the work of one point of its
 //     loops in units of a plain point (a load or two, an operation, a store): 1, or the
 //     arithmetic of its bodies in units of a transcendental function or division (rewrite.h
