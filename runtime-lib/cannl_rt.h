@@ -109,11 +109,9 @@ void cannl_dgemm(cannl_gemm *g, int64_t M, int64_t N, int64_t K, double alpha, c
                  int64_t a_k, const double *B, int64_t b_k, int64_t b_n, double *C, int64_t c_m, int64_t c_n,
                  int overwrite);
 
-/* Generated loops run on several threads only when they do at least this much work (points
- * times the work of a point, 1 for a plain one: the generator's passes/split_threads.cpp):
- * waking a thread costs microseconds (7-30 us a parallel region under OMP_WAIT_POLICY=PASSIVE
- * on a 2-core VM), which a smaller loop does not win back (define it on the compiler's
- * command line to change it). */
+/* Generated loops run on several threads only when they do at least this many iterations:
+ * waking a thread costs microseconds, which a smaller loop does not win back (define it on
+ * the compiler's command line to change it). */
 #ifndef CANNL_PARALLEL_MIN
 #define CANNL_PARALLEL_MIN 131072
 #endif

@@ -196,7 +196,7 @@ static void set_k1_exp_avg(real *restrict k1_exp_avg, real *restrict k1_exp_avg_
 
 /* zero k2_exp_avg; zero k2_exp_avg_sq */
 static void set_k2_exp_avg(real *restrict k2_exp_avg, real *restrict k2_exp_avg_sq) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 2) if(51200 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(51200 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 64; ++j0) {
         for (int64_t j1 = 0; j1 < 5; ++j1) {
             for (int64_t j2 = 0; j2 < 5; ++j2) {
@@ -236,7 +236,7 @@ static void set_b3_exp_avg(real *restrict b3_exp_avg, real *restrict b3_exp_avg_
 
 /* zero w3_exp_avg; zero w3_exp_avg_sq */
 static void set_w3_exp_avg(real *restrict w3_exp_avg, real *restrict w3_exp_avg_sq) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 32) if(3211264 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(3211264 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 1024; ++j0) {
         for (int64_t j1 = 0; j1 < 7; ++j1) {
             for (int64_t j2 = 0; j2 < 7; ++j2) {
@@ -271,7 +271,7 @@ static void set_b4_exp_avg(real *restrict b4_exp_avg, real *restrict b4_exp_avg_
 /* line 18: x = image / 255 */
 CANNL_MULTIVERSION
 static void set_x(int64_t n, real *restrict x, const real *restrict image) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 784 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 784 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o0 = 0; o0 < 28; ++o0) {
             CANNL_SIMD
@@ -284,7 +284,7 @@ static void set_x(int64_t n, real *restrict x, const real *restrict image) {
 /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
 CANNL_MULTIVERSION
 static void set_a1_col(int64_t n, real *restrict a1_col, const real *restrict x) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 19600 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 19600 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 28; ++y) {
             for (int64_t x_ = 0; x_ < 28; ++x_) {
@@ -301,9 +301,9 @@ static void set_a1_col(int64_t n, real *restrict a1_col, const real *restrict x)
 /* line 20: p1 = max_pool2d(a1, size = 2) */
 CANNL_MULTIVERSION
 static void max_p1(int64_t n, real *restrict p1, const real *restrict a1_conv, const real *restrict c1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n * 6272 + 31) / 32) if(n * 6272 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 6272 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 25088 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 25088 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 14; ++y) {
             for (int64_t x = 0; x < 14; ++x) {
@@ -321,7 +321,7 @@ static void max_p1(int64_t n, real *restrict p1, const real *restrict a1_conv, c
 /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
 CANNL_MULTIVERSION
 static void set_a2_col(int64_t n, real *restrict a2_col, const real *restrict p1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 156800 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 156800 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 14; ++y) {
             for (int64_t x = 0; x < 14; ++x) {
@@ -340,9 +340,9 @@ static void set_a2_col(int64_t n, real *restrict a2_col, const real *restrict p1
 /* line 22: p2 = max_pool2d(a2, size = 2) */
 CANNL_MULTIVERSION
 static void max_p2(int64_t n, real *restrict p2, const real *restrict a2_conv, const real *restrict c2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n * 3136 + 31) / 32) if(n * 3136 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 3136 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 12544 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 12544 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 7; ++y) {
             for (int64_t x = 0; x < 7; ++x) {
@@ -360,7 +360,7 @@ static void max_p2(int64_t n, real *restrict p2, const real *restrict a2_conv, c
 /* line 23: h3 = relu(w3 * p2 + b3) */
 CANNL_MULTIVERSION
 static void set_h3(int64_t n, real *restrict h3, const real *restrict h3_mm, const real *restrict b3) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 1024 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 1024 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 1024; ++o)
@@ -415,9 +415,9 @@ static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss
 /* line 22: first extremum: p2 = max_pool2d(a2, size = 2) */
 CANNL_MULTIVERSION
 static void min_p2_arg(int64_t n, real *restrict p2_arg, const real *restrict a2_conv, const real *restrict c2, const real *restrict p2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n * 3136 + 31) / 32) if(n * 3136 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 3136 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < n * 3136; ++i) p2_arg[i] = INFINITY;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 12544 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 12544 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 7; ++y) {
             for (int64_t x = 0; x < 7; ++x) {
@@ -435,7 +435,7 @@ static void min_p2_arg(int64_t n, real *restrict p2_arg, const real *restrict a2
 /* zero the gradient of a2 */
 CANNL_MULTIVERSION
 static void fill_a2_grad(int64_t n, real *restrict a2_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 12544 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 12544 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < n; ++j0) {
         for (int64_t j1 = 0; j1 < 14; ++j1) {
             for (int64_t j2 = 0; j2 < 14; ++j2) {
@@ -450,7 +450,7 @@ static void fill_a2_grad(int64_t n, real *restrict a2_grad) {
 /* zero the gradient of p1 */
 CANNL_MULTIVERSION
 static void fill_p1_grad(int64_t n, real *restrict p1_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 6272 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 6272 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < n; ++j0) {
         for (int64_t j1 = 0; j1 < 14; ++j1) {
             for (int64_t j2 = 0; j2 < 14; ++j2) {
@@ -465,9 +465,9 @@ static void fill_p1_grad(int64_t n, real *restrict p1_grad) {
 /* line 20: first extremum: p1 = max_pool2d(a1, size = 2) */
 CANNL_MULTIVERSION
 static void min_p1_arg(int64_t n, real *restrict p1_arg, const real *restrict a1_conv, const real *restrict c1, const real *restrict p1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n * 6272 + 31) / 32) if(n * 6272 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 6272 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < n * 6272; ++i) p1_arg[i] = INFINITY;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 25088 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 25088 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 14; ++y) {
             for (int64_t x = 0; x < 14; ++x) {
@@ -485,7 +485,7 @@ static void min_p1_arg(int64_t n, real *restrict p1_arg, const real *restrict a1
 /* zero the gradient of a1 */
 CANNL_MULTIVERSION
 static void fill_a1_grad(int64_t n, real *restrict a1_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 25088 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 25088 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < n; ++j0) {
         for (int64_t j1 = 0; j1 < 28; ++j1) {
             for (int64_t j2 = 0; j2 < 28; ++j2) {
@@ -530,7 +530,7 @@ static void sum_b4_grad(int64_t n, real *restrict b4_grad, const real *restrict 
 /* line 23: backward: h3 = relu(w3 * p2 + b3) */
 CANNL_MULTIVERSION
 static void set_h3_mm_grad(int64_t n, real *restrict h3_mm_grad, const real *restrict h3_grad, const real *restrict h3) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 1024 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 1024 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 1024; ++o)
@@ -541,22 +541,17 @@ static void set_h3_mm_grad(int64_t n, real *restrict h3_mm_grad, const real *res
 /* line 23: backward: h3 = relu(w3 * p2 + b3) */
 CANNL_MULTIVERSION
 static void sum_b3_grad(int64_t n, real *restrict b3_grad, const real *restrict h3_mm_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 32) if(1024 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 1024; ++i) b3_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 1024 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o_blk = 0; o_blk < 32; ++o_blk) {
-        for (int64_t b = 0; b < n; ++b) {
-            CANNL_SIMD
-            for (int64_t o = 0; o < 32; ++o)
-                b3_grad[32 * o_blk + o] += h3_mm_grad[b * 1024 + 32 * o_blk + o];
-        }
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 1024; ++o)
+            b3_grad[o] += h3_mm_grad[b * 1024 + o];
     }
 }
 
 /* line 22: backward: p2 = max_pool2d(a2, size = 2) */
 CANNL_MULTIVERSION
 static void add_a2_grad(int64_t n, real *restrict a2_grad, const real *restrict p2_grad, const real *restrict p2_arg) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 12544 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 12544 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 7; ++y) {
             for (int64_t ky = 0; ky < 2; ++ky) {
@@ -575,7 +570,7 @@ static void add_a2_grad(int64_t n, real *restrict a2_grad, const real *restrict 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
 CANNL_MULTIVERSION
 static void set_a2_conv_grad(int64_t n, real *restrict a2_conv_grad, const real *restrict a2_grad, const real *restrict a2_conv, const real *restrict c2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 12544 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 12544 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o0 = 0; o0 < 14; ++o0) {
             for (int64_t o1 = 0; o1 < 14; ++o1) {
@@ -590,17 +585,12 @@ static void set_a2_conv_grad(int64_t n, real *restrict a2_conv_grad, const real 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
 CANNL_MULTIVERSION
 static void sum_c2_grad(int64_t n, real *restrict c2_grad, const real *restrict a2_conv_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 2) if(64 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 64; ++i) c2_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 12544 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o2_blk = 0; o2_blk < 2; ++o2_blk) {
-        for (int64_t b = 0; b < n; ++b) {
-            for (int64_t o0 = 0; o0 < 14; ++o0) {
-                for (int64_t o1 = 0; o1 < 14; ++o1) {
-                    CANNL_SIMD
-                    for (int64_t o2 = 0; o2 < 32; ++o2)
-                        c2_grad[32 * o2_blk + o2] += a2_conv_grad[b * 12544 + o0 * 896 + o1 * 64 + 32 * o2_blk + o2];
-                }
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o0 = 0; o0 < 14; ++o0) {
+            for (int64_t o1 = 0; o1 < 14; ++o1) {
+                for (int64_t o2 = 0; o2 < 64; ++o2)
+                    c2_grad[o2] += a2_conv_grad[b * 12544 + o0 * 896 + o1 * 64 + o2];
             }
         }
     }
@@ -609,7 +599,7 @@ static void sum_c2_grad(int64_t n, real *restrict c2_grad, const real *restrict 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
 CANNL_MULTIVERSION
 static void add_p1_grad(int64_t n, real *restrict p1_grad, const real *restrict a2_col_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 156800 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 156800 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 14; ++y) {
             for (int64_t ky = 0; ky < 5; ++ky) {
@@ -628,7 +618,7 @@ static void add_p1_grad(int64_t n, real *restrict p1_grad, const real *restrict 
 /* line 20: backward: p1 = max_pool2d(a1, size = 2) */
 CANNL_MULTIVERSION
 static void add_a1_grad(int64_t n, real *restrict a1_grad, const real *restrict p1_grad, const real *restrict p1_arg) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 25088 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 25088 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 14; ++y) {
             for (int64_t ky = 0; ky < 2; ++ky) {
@@ -647,7 +637,7 @@ static void add_a1_grad(int64_t n, real *restrict a1_grad, const real *restrict 
 /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
 CANNL_MULTIVERSION
 static void set_a1_conv_grad(int64_t n, real *restrict a1_conv_grad, const real *restrict a1_grad, const real *restrict a1_conv, const real *restrict c1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 25088 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 25088 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o0 = 0; o0 < 28; ++o0) {
             for (int64_t o1 = 0; o1 < 28; ++o1) {
@@ -690,7 +680,7 @@ static void set_k1_exp_avg_2(real *restrict k1_exp_avg, real *restrict k1_exp_av
 /* line 29: adam update of k2 */
 CANNL_MULTIVERSION
 static void set_k2_exp_avg_2(real *restrict k2_exp_avg, real *restrict k2_exp_avg_sq, real *restrict k2, const real *restrict k2_grad, const real bc1, const real lr, const real sqrt_bc2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 2) if(307200 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(51200 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 64; ++j0) {
         for (int64_t j1 = 0; j1 < 5; ++j1) {
             for (int64_t j2 = 0; j2 < 5; ++j2) {
@@ -738,7 +728,7 @@ static void set_b3_exp_avg_2(real *restrict b3_exp_avg, real *restrict b3_exp_av
 /* line 29: adam update of w3 */
 CANNL_MULTIVERSION
 static void set_w3_exp_avg_2(real *restrict w3_exp_avg, real *restrict w3_exp_avg_sq, real *restrict w3, const real *restrict w3_grad, const real bc1, const real lr, const real sqrt_bc2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 32) if(19267584 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(3211264 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 1024; ++j0) {
         for (int64_t j1 = 0; j1 < 7; ++j1) {
             for (int64_t j2 = 0; j2 < 7; ++j2) {

@@ -57,7 +57,7 @@ struct fashion_cnn_infer {
 /* line 18: x = image / 255 */
 CANNL_MULTIVERSION
 static void set_x(int64_t n, real *restrict x, const real *restrict image) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 784 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 784 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o0 = 0; o0 < 28; ++o0) {
             CANNL_SIMD
@@ -70,7 +70,7 @@ static void set_x(int64_t n, real *restrict x, const real *restrict image) {
 /* line 19: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
 CANNL_MULTIVERSION
 static void set_a1_col(int64_t n, real *restrict a1_col, const real *restrict x) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 19600 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 19600 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 28; ++y) {
             for (int64_t x_ = 0; x_ < 28; ++x_) {
@@ -87,9 +87,9 @@ static void set_a1_col(int64_t n, real *restrict a1_col, const real *restrict x)
 /* line 20: p1 = max_pool2d(a1, size = 2) */
 CANNL_MULTIVERSION
 static void max_p1(int64_t n, real *restrict p1, const real *restrict a1_conv, const real *restrict c1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n * 6272 + 31) / 32) if(n * 6272 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 6272 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < n * 6272; ++i) p1[i] = -INFINITY;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 25088 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 25088 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 14; ++y) {
             for (int64_t x = 0; x < 14; ++x) {
@@ -107,7 +107,7 @@ static void max_p1(int64_t n, real *restrict p1, const real *restrict a1_conv, c
 /* line 21: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
 CANNL_MULTIVERSION
 static void set_a2_col(int64_t n, real *restrict a2_col, const real *restrict p1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 156800 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 156800 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 14; ++y) {
             for (int64_t x = 0; x < 14; ++x) {
@@ -126,9 +126,9 @@ static void set_a2_col(int64_t n, real *restrict a2_col, const real *restrict p1
 /* line 22: p2 = max_pool2d(a2, size = 2) */
 CANNL_MULTIVERSION
 static void max_p2(int64_t n, real *restrict p2, const real *restrict a2_conv, const real *restrict c2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n * 3136 + 31) / 32) if(n * 3136 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 3136 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < n * 3136; ++i) p2[i] = -INFINITY;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 12544 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 12544 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 7; ++y) {
             for (int64_t x = 0; x < 7; ++x) {
@@ -146,7 +146,7 @@ static void max_p2(int64_t n, real *restrict p2, const real *restrict a2_conv, c
 /* line 23: h3 = relu(w3 * p2 + b3) */
 CANNL_MULTIVERSION
 static void set_h3(int64_t n, real *restrict h3, const real *restrict h3_mm, const real *restrict b3) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 1024 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 1024 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 1024; ++o)

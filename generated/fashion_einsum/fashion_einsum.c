@@ -143,7 +143,7 @@ static void fill_b2(real *restrict b2) {
 
 /* zero w1_exp_avg; zero w1_exp_avg_sq */
 static void set_w1_exp_avg(real *restrict w1_exp_avg, real *restrict w1_exp_avg_sq) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 8) if(200704 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(200704 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 256; ++j0) {
         for (int64_t j1 = 0; j1 < 28; ++j1) {
             CANNL_SIMD
@@ -200,7 +200,7 @@ static void set_b2_exp_avg(real *restrict b2_exp_avg, real *restrict b2_exp_avg_
 /* line 14: x = image / 255 */
 CANNL_MULTIVERSION
 static void set_x(int64_t n, real *restrict x, const real *restrict image) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 784 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 784 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o0 = 0; o0 < 28; ++o0) {
             CANNL_SIMD
@@ -213,7 +213,7 @@ static void set_x(int64_t n, real *restrict x, const real *restrict image) {
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void sum_h1_mean(int64_t n, real *restrict h1_mean, const real *restrict z1_ein, const real *restrict b1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 256 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         real acc = 0.0f;
         for (int64_t o = 0; o < 256; ++o)
@@ -225,7 +225,7 @@ static void sum_h1_mean(int64_t n, real *restrict h1_mean, const real *restrict 
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void sum_h1_var(int64_t n, real *restrict h1_var, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 512 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         real acc = 0.0f;
         for (int64_t o = 0; o < 256; ++o)
@@ -237,7 +237,7 @@ static void sum_h1_var(int64_t n, real *restrict h1_var, const real *restrict z1
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void set_h1_ln(int64_t n, real *restrict h1_ln, real *restrict h1, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict gain, const real *restrict bias) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 1024 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o) {
@@ -311,7 +311,7 @@ static void set_loss_(real *restrict loss_, const real *restrict loss_sum2, cons
 /* line 20: backward: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1); adamw update of w1 */
 CANNL_MULTIVERSION
 static void set_w1_grad(real *restrict w1_grad, real *restrict w1, const real lr) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 8) if(200704 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(200704 >= CANNL_PARALLEL_MIN)")
     for (int64_t o = 0; o < 256; ++o) {
         for (int64_t i0 = 0; i0 < 28; ++i0) {
             CANNL_SIMD
@@ -356,22 +356,17 @@ static void sum_b2_grad(int64_t n, real *restrict b2_grad, const real *restrict 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void sum_gain_grad(int64_t n, real *restrict gain_grad, const real *restrict h1_grad, const real *restrict h1, const real *restrict h1_ln) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 8) if(256 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 256; ++i) gain_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 256 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o_blk = 0; o_blk < 8; ++o_blk) {
-        for (int64_t b = 0; b < n; ++b) {
-            CANNL_SIMD
-            for (int64_t o = 0; o < 32; ++o)
-                gain_grad[32 * o_blk + o] += h1_grad[b * 256 + 32 * o_blk + o] * (cannl_step(h1[b * 256 + 32 * o_blk + o]) * h1_ln[b * 256 + 32 * o_blk + o]);
-        }
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 256; ++o)
+            gain_grad[o] += h1_grad[b * 256 + o] * (cannl_step(h1[b * 256 + o]) * h1_ln[b * 256 + o]);
     }
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void set_h1_ln_grad(int64_t n, real *restrict h1_ln_grad, real *restrict z1_grad, const real *restrict h1_grad, const real *restrict h1, const real *restrict gain, const real *restrict h1_var) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 768 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o) {
@@ -384,22 +379,17 @@ static void set_h1_ln_grad(int64_t n, real *restrict h1_ln_grad, real *restrict 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void sum_bias_grad(int64_t n, real *restrict bias_grad, const real *restrict h1_grad, const real *restrict h1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 8) if(256 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 256; ++i) bias_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 256 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o_blk = 0; o_blk < 8; ++o_blk) {
-        for (int64_t b = 0; b < n; ++b) {
-            CANNL_SIMD
-            for (int64_t o = 0; o < 32; ++o)
-                bias_grad[32 * o_blk + o] += h1_grad[b * 256 + 32 * o_blk + o] * cannl_step(h1[b * 256 + 32 * o_blk + o]);
-        }
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 256; ++o)
+            bias_grad[o] += h1_grad[b * 256 + o] * cannl_step(h1[b * 256 + o]);
     }
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void sum_h1_mean_grad(int64_t n, real *restrict h1_mean_grad, const real *restrict h1_ln_grad, const real *restrict h1_var) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 768 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         real acc = 0.0f;
         for (int64_t o = 0; o < 256; ++o)
@@ -411,7 +401,7 @@ static void sum_h1_mean_grad(int64_t n, real *restrict h1_mean_grad, const real 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void sum_h1_var_grad(int64_t n, real *restrict h1_var_grad, const real *restrict h1_ln_grad, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean, const real *restrict h1_var) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 2048 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         real acc = 0.0f;
         for (int64_t o = 0; o < 256; ++o)
@@ -423,7 +413,7 @@ static void sum_h1_var_grad(int64_t n, real *restrict h1_var_grad, const real *r
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void sum_h1_mean_grad_2(int64_t n, real *restrict h1_mean_grad, const real *restrict h1_var_grad, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 256 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         real acc = 0.0f;
         for (int64_t o = 0; o < 256; ++o)
@@ -435,7 +425,7 @@ static void sum_h1_mean_grad_2(int64_t n, real *restrict h1_mean_grad, const rea
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void add_z1_grad(int64_t n, real *restrict z1_grad, const real *restrict h1_var_grad, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean, const real *restrict h1_mean_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 256 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o) {
@@ -448,22 +438,17 @@ static void add_z1_grad(int64_t n, real *restrict z1_grad, const real *restrict 
 /* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
 CANNL_MULTIVERSION
 static void sum_b1_grad(int64_t n, real *restrict b1_grad, const real *restrict z1_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 8) if(256 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 256; ++i) b1_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 256 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o_blk = 0; o_blk < 8; ++o_blk) {
-        for (int64_t b = 0; b < n; ++b) {
-            CANNL_SIMD
-            for (int64_t o = 0; o < 32; ++o)
-                b1_grad[32 * o_blk + o] += z1_grad[b * 256 + 32 * o_blk + o];
-        }
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 256; ++o)
+            b1_grad[o] += z1_grad[b * 256 + o];
     }
 }
 
 /* line 25: adamw update of w1 */
 CANNL_MULTIVERSION
 static void set_w1_exp_avg_2(real *restrict w1_exp_avg, real *restrict w1_exp_avg_sq, real *restrict w1, const real *restrict w1_grad, const real bc1, const real lr, const real sqrt_bc2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 8) if(1204224 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(200704 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 256; ++j0) {
         for (int64_t j1 = 0; j1 < 28; ++j1) {
             CANNL_SIMD
@@ -522,7 +507,7 @@ static void set_b2(real *restrict b2, real *restrict b2_exp_avg, real *restrict 
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void set_h1(int64_t n, real *restrict h1, const real *restrict gain, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict bias) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 1024 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o)
@@ -618,7 +603,7 @@ static void sum_mean_ce(int64_t n, real *restrict mean_ce, const real *restrict 
 /* line 20: backward: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
 CANNL_MULTIVERSION
 static void set_w1_grad_2(real *restrict w1_grad, const real *restrict w1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 8) if(200704 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(200704 >= CANNL_PARALLEL_MIN)")
     for (int64_t o = 0; o < 256; ++o) {
         for (int64_t i0 = 0; i0 < 28; ++i0) {
             CANNL_SIMD
@@ -631,7 +616,7 @@ static void set_w1_grad_2(real *restrict w1_grad, const real *restrict w1) {
 /* line 25: adamw update of w1 */
 CANNL_MULTIVERSION
 static void set_w1_2(real *restrict w1, real *restrict w1_exp_avg, real *restrict w1_exp_avg_sq, const real *restrict w1_grad, const real bc1, const real lr, const real sqrt_bc2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 8) if(1204224 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(200704 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 256; ++j0) {
         for (int64_t j1 = 0; j1 < 28; ++j1) {
             CANNL_SIMD

@@ -55,7 +55,7 @@ struct fashion_einsum_infer {
 /* line 14: x = image / 255 */
 CANNL_MULTIVERSION
 static void set_x(int64_t n, real *restrict x, const real *restrict image) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 784 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 784 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o0 = 0; o0 < 28; ++o0) {
             CANNL_SIMD
@@ -68,7 +68,7 @@ static void set_x(int64_t n, real *restrict x, const real *restrict image) {
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void sum_h1_mean(int64_t n, real *restrict h1_mean, const real *restrict z1_ein, const real *restrict b1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 256 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         real acc = 0.0f;
         for (int64_t o = 0; o < 256; ++o)
@@ -80,7 +80,7 @@ static void sum_h1_mean(int64_t n, real *restrict h1_mean, const real *restrict 
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void sum_h1_var(int64_t n, real *restrict h1_var, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 512 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         real acc = 0.0f;
         for (int64_t o = 0; o < 256; ++o)
@@ -92,7 +92,7 @@ static void sum_h1_var(int64_t n, real *restrict h1_var, const real *restrict z1
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
 static void set_h1(int64_t n, real *restrict h1, const real *restrict gain, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict bias) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 1024 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o)

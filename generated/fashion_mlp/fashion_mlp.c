@@ -142,7 +142,7 @@ static void set_b1(real *restrict b1, real *restrict b2) {
 
 /* zero w1_momentum_buffer */
 static void fill_w1_momentum_buffer(real *restrict w1_momentum_buffer) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 16) if(401408 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(401408 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 784; ++j1)
@@ -152,7 +152,7 @@ static void fill_w1_momentum_buffer(real *restrict w1_momentum_buffer) {
 
 /* zero w2_momentum_buffer */
 static void fill_w2_momentum_buffer(real *restrict w2_momentum_buffer) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 16) if(262144 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(262144 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 512; ++j1)
@@ -189,7 +189,7 @@ static void fill_b2_momentum_buffer(real *restrict b2_momentum_buffer) {
 /* line 13: x = image / 255 */
 CANNL_MULTIVERSION
 static void set_x(int64_t n, real *restrict x, const real *restrict image) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 784 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 784 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 784; ++o)
@@ -200,7 +200,7 @@ static void set_x(int64_t n, real *restrict x, const real *restrict image) {
 /* line 14: h1 = relu(w1 * x + b1) */
 CANNL_MULTIVERSION
 static void set_h1(int64_t n, real *h1, const real *h1_mm, const real *restrict b1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 512 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 512; ++o)
@@ -211,7 +211,7 @@ static void set_h1(int64_t n, real *h1, const real *h1_mm, const real *restrict 
 /* line 15: h2 = relu(w2 * h1 + b2) */
 CANNL_MULTIVERSION
 static void set_h2(int64_t n, real *h2, const real *h2_mm, const real *restrict b2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 512 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 512; ++o)
@@ -296,7 +296,7 @@ static void sum_b3_grad(int64_t n, real *restrict b3_grad, const real *restrict 
 /* line 15: backward: h2 = relu(w2 * h1 + b2) */
 CANNL_MULTIVERSION
 static void set_h2_mm_grad(int64_t n, real *h2_mm_grad, const real *restrict h2_grad, const real *h2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 512 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 512; ++o)
@@ -307,22 +307,17 @@ static void set_h2_mm_grad(int64_t n, real *h2_mm_grad, const real *restrict h2_
 /* line 15: backward: h2 = relu(w2 * h1 + b2) */
 CANNL_MULTIVERSION
 static void sum_b2_grad(int64_t n, real *restrict b2_grad, const real *restrict h2_mm_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 16) if(512 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 512; ++i) b2_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 512 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o_blk = 0; o_blk < 16; ++o_blk) {
-        for (int64_t b = 0; b < n; ++b) {
-            CANNL_SIMD
-            for (int64_t o = 0; o < 32; ++o)
-                b2_grad[32 * o_blk + o] += h2_mm_grad[b * 512 + 32 * o_blk + o];
-        }
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 512; ++o)
+            b2_grad[o] += h2_mm_grad[b * 512 + o];
     }
 }
 
 /* line 14: backward: h1 = relu(w1 * x + b1) */
 CANNL_MULTIVERSION
 static void set_h1_mm_grad(int64_t n, real *h1_mm_grad, const real *restrict h1_grad, const real *h1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 512 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 512; ++o)
@@ -333,22 +328,17 @@ static void set_h1_mm_grad(int64_t n, real *h1_mm_grad, const real *restrict h1_
 /* line 14: backward: h1 = relu(w1 * x + b1) */
 CANNL_MULTIVERSION
 static void sum_b1_grad(int64_t n, real *restrict b1_grad, const real *restrict h1_mm_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 16) if(512 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 512; ++i) b1_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 512 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o_blk = 0; o_blk < 16; ++o_blk) {
-        for (int64_t b = 0; b < n; ++b) {
-            CANNL_SIMD
-            for (int64_t o = 0; o < 32; ++o)
-                b1_grad[32 * o_blk + o] += h1_mm_grad[b * 512 + 32 * o_blk + o];
-        }
+    for (int64_t b = 0; b < n; ++b) {
+        for (int64_t o = 0; o < 512; ++o)
+            b1_grad[o] += h1_mm_grad[b * 512 + o];
     }
 }
 
 /* line 21: sgd update of w1 */
 CANNL_MULTIVERSION
 static void set_w1_momentum_buffer(real *restrict w1_momentum_buffer, real *restrict w1, const real *restrict w1_grad, const real lr, const real step) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 16) if(401408 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(401408 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 784; ++j1) {
@@ -361,7 +351,7 @@ static void set_w1_momentum_buffer(real *restrict w1_momentum_buffer, real *rest
 /* line 21: sgd update of w2 */
 CANNL_MULTIVERSION
 static void set_w2_momentum_buffer(real *restrict w2_momentum_buffer, real *restrict w2, const real *restrict w2_grad, const real lr, const real step) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 16) if(262144 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(262144 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 512; ++j1) {
@@ -405,7 +395,7 @@ static void set_b1_momentum_buffer(real *restrict b1_momentum_buffer, real *rest
 /* line 14: h1 = relu(w1 * x + b1) */
 CANNL_MULTIVERSION
 static void set_h1_2(int64_t n, real *restrict h1, const real *restrict h1_mm, const real *restrict b1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 512 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 512; ++o)
@@ -416,7 +406,7 @@ static void set_h1_2(int64_t n, real *restrict h1, const real *restrict h1_mm, c
 /* line 15: h2 = relu(w2 * h1 + b2) */
 CANNL_MULTIVERSION
 static void set_h2_2(int64_t n, real *restrict h2, const real *restrict h2_mm, const real *restrict b2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 512 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 512; ++o)

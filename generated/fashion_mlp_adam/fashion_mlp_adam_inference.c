@@ -55,7 +55,7 @@ struct fashion_mlp_adam_infer {
 /* line 13: x = image / 255 */
 CANNL_MULTIVERSION
 static void set_x(int64_t n, real *restrict x, const real *restrict image) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 784 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 784 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 784; ++o)
@@ -66,7 +66,7 @@ static void set_x(int64_t n, real *restrict x, const real *restrict image) {
 /* line 14: h1 = relu(w1 * x + b1) */
 CANNL_MULTIVERSION
 static void set_h1_2(int64_t n, real *restrict h1, const real *restrict h1_mm, const real *restrict b1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 512 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 512; ++o)
@@ -77,7 +77,7 @@ static void set_h1_2(int64_t n, real *restrict h1, const real *restrict h1_mm, c
 /* line 15: h2 = relu(w2 * h1 + b2) */
 CANNL_MULTIVERSION
 static void set_h2_2(int64_t n, real *restrict h2, const real *restrict h2_mm, const real *restrict b2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 512 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 512; ++o)

@@ -241,7 +241,7 @@ static void set_w_pr(cannl_rng *rng, real *restrict w_pr) {
 
 /* zero wte_exp_avg; zero wte_exp_avg_sq */
 static void set_wte_exp_avg(real *restrict wte_exp_avg, real *restrict wte_exp_avg_sq) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 8) if(32768 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 256; ++j0) {
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
@@ -279,7 +279,7 @@ static void set_ln1_b_exp_avg(real *restrict ln1_b_exp_avg, real *restrict ln1_b
 
 /* zero w_qkv_exp_avg; zero w_qkv_exp_avg_sq */
 static void set_w_qkv_exp_avg(real *restrict w_qkv_exp_avg, real *restrict w_qkv_exp_avg_sq) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(49152 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(49152 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 3; ++j0) {
         for (int64_t j1 = 0; j1 < 4; ++j1) {
             for (int64_t j2 = 0; j2 < 32; ++j2) {
@@ -343,7 +343,7 @@ static void set_ln2_b_exp_avg(real *restrict ln2_b_exp_avg, real *restrict ln2_b
 
 /* zero w_fc_exp_avg; zero w_fc_exp_avg_sq */
 static void set_w_fc_exp_avg(real *restrict w_fc_exp_avg, real *restrict w_fc_exp_avg_sq) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 16) if(65536 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
@@ -363,7 +363,7 @@ static void set_b_fc_exp_avg(real *restrict b_fc_exp_avg, real *restrict b_fc_ex
 
 /* zero w_pr_exp_avg; zero w_pr_exp_avg_sq */
 static void set_w_pr_exp_avg(real *restrict w_pr_exp_avg, real *restrict w_pr_exp_avg_sq) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(65536 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 128; ++j0) {
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 512; ++j1) {
@@ -400,7 +400,7 @@ static void set_lnf_b_exp_avg(real *restrict lnf_b_exp_avg, real *restrict lnf_b
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_mean(int64_t n, real *restrict h1_mean, const real *restrict x0_emb, const real *restrict wpe) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -414,7 +414,7 @@ static void sum_h1_mean(int64_t n, real *restrict h1_mean, const real *restrict 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_var(int64_t n, real *restrict h1_var, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -428,7 +428,7 @@ static void sum_h1_var(int64_t n, real *restrict h1_var, const real *restrict x0
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void set_h1_ln(int64_t n, real *restrict h1_ln, real *restrict h1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict ln1_g, const real *restrict ln1_b) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 24576 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -443,7 +443,7 @@ static void set_h1_ln(int64_t n, real *restrict h1_ln, real *restrict h1, const 
 /* line 31: qkv = w_qkv * h1 + b_qkv */
 CANNL_MULTIVERSION
 static void set_qkv(int64_t n, real *qkv, const real *qkv_mm, const real *restrict b_qkv) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 24576 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 24576 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             for (int64_t o0 = 0; o0 < 3; ++o0) {
@@ -460,7 +460,7 @@ static void set_qkv(int64_t n, real *qkv, const real *qkv_mm, const real *restri
 /* line 33: x1 = x0 + (w_o * y + b_o) */
 CANNL_MULTIVERSION
 static void set_x1(int64_t n, real *x1, const real *restrict x0_emb, const real *restrict wpe, const real *x1_mm, const real *restrict b_o) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -473,7 +473,7 @@ static void set_x1(int64_t n, real *x1, const real *restrict x0_emb, const real 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_mean(int64_t n, real *restrict h2_mean, const real *restrict x1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -487,7 +487,7 @@ static void sum_h2_mean(int64_t n, real *restrict h2_mean, const real *restrict 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_var(int64_t n, real *restrict h2_var, const real *restrict x1, const real *restrict h2_mean) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -501,7 +501,7 @@ static void sum_h2_var(int64_t n, real *restrict h2_var, const real *restrict x1
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void set_h2_ln(int64_t n, real *restrict h2_ln, real *restrict h2, const real *restrict x1, const real *restrict h2_mean, const real *restrict h2_var, const real *restrict ln2_g, const real *restrict ln2_b) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 24576 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -516,7 +516,7 @@ static void set_h2_ln(int64_t n, real *restrict h2_ln, real *restrict h2, const 
 /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
 CANNL_MULTIVERSION
 static void set_x2_v(int64_t n, real *restrict x2_v, const real *restrict x2_mm2, const real *restrict b_fc) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 32768 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -529,7 +529,7 @@ static void set_x2_v(int64_t n, real *restrict x2_v, const real *restrict x2_mm2
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_mean(int64_t n, real *restrict logits_mean, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -543,7 +543,7 @@ static void sum_logits_mean(int64_t n, real *restrict logits_mean, const real *r
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_var(int64_t n, real *restrict logits_var, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -557,7 +557,7 @@ static void sum_logits_var(int64_t n, real *restrict logits_var, const real *res
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void set_logits_ln(int64_t n, real *restrict logits_ln, real *restrict logits_v, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_var, const real *restrict lnf_g, const real *restrict lnf_b) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 32768 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -572,7 +572,7 @@ static void set_logits_ln(int64_t n, real *restrict logits_ln, real *restrict lo
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void max_loss_max(int64_t n, real *restrict loss_max, const real *restrict logits) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = -INFINITY;
@@ -588,7 +588,7 @@ static void max_loss_max(int64_t n, real *restrict loss_max, const real *restric
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void sum_loss_sumexp(int64_t n, real *restrict loss_sumexp, const real *restrict logits, const real *restrict loss_max) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -602,7 +602,7 @@ static void sum_loss_sumexp(int64_t n, real *restrict loss_sumexp, const real *r
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void sum_loss_ce(int64_t n, real *restrict loss_ce, const int32_t *restrict next, const real *restrict logits, const real *restrict loss_max, const real *restrict loss_sumexp) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 32768 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -626,7 +626,7 @@ static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss
 /* zero the gradient of qkv */
 CANNL_MULTIVERSION
 static void fill_qkv_grad(int64_t n, real *restrict qkv_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 24576 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 24576 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < n; ++j0) {
         for (int64_t j1 = 0; j1 < 64; ++j1) {
             for (int64_t j2 = 0; j2 < 3; ++j2) {
@@ -643,7 +643,7 @@ static void fill_qkv_grad(int64_t n, real *restrict qkv_grad) {
 /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void set_logits_grad(int64_t n, real *restrict logits_grad, const int32_t *restrict next) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t o = 0; o < 256; ++o) {
             CANNL_SIMD
@@ -656,9 +656,9 @@ static void set_logits_grad(int64_t n, real *restrict logits_grad, const int32_t
 /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void sum_loss_sumexp_grad(int64_t n, real *restrict loss_sumexp_grad, const int32_t *restrict next, const real *restrict loss_sumexp) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n * 64 + 31) / 32) if(n * 64 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < n * 64; ++i) loss_sumexp_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 32768 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t o = 0; o < 256; ++o) {
             CANNL_SIMD
@@ -671,7 +671,7 @@ static void sum_loss_sumexp_grad(int64_t n, real *restrict loss_sumexp_grad, con
 /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void add_logits_grad(int64_t n, real *restrict logits_grad, const real *restrict loss_sumexp_grad, const real *restrict logits, const real *restrict loss_max) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 32768 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -684,16 +684,11 @@ static void add_logits_grad(int64_t n, real *restrict logits_grad, const real *r
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_lnf_g_grad(int64_t n, real *restrict lnf_g_grad, const real *restrict logits_v_grad, const real *restrict logits_ln) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) lnf_g_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
-        for (int64_t b0 = 0; b0 < n; ++b0) {
-            for (int64_t b1 = 0; b1 < 64; ++b1) {
-                CANNL_SIMD
-                for (int64_t o = 0; o < 32; ++o)
-                    lnf_g_grad[32 * o_blk + o] += logits_v_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o] * logits_ln[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
-            }
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            for (int64_t o = 0; o < 128; ++o)
+                lnf_g_grad[o] += logits_v_grad[b0 * 8192 + b1 * 128 + o] * logits_ln[b0 * 8192 + b1 * 128 + o];
         }
     }
 }
@@ -701,16 +696,11 @@ static void sum_lnf_g_grad(int64_t n, real *restrict lnf_g_grad, const real *res
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_lnf_b_grad(int64_t n, real *restrict lnf_b_grad, const real *restrict logits_v_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) lnf_b_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
-        for (int64_t b0 = 0; b0 < n; ++b0) {
-            for (int64_t b1 = 0; b1 < 64; ++b1) {
-                CANNL_SIMD
-                for (int64_t o = 0; o < 32; ++o)
-                    lnf_b_grad[32 * o_blk + o] += logits_v_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
-            }
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            for (int64_t o = 0; o < 128; ++o)
+                lnf_b_grad[o] += logits_v_grad[b0 * 8192 + b1 * 128 + o];
         }
     }
 }
@@ -718,7 +708,7 @@ static void sum_lnf_b_grad(int64_t n, real *restrict lnf_b_grad, const real *res
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_mean_grad(int64_t n, real *restrict logits_mean_grad, const real *restrict logits_v_grad, const real *restrict lnf_g, const real *restrict logits_var) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 24576 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -732,7 +722,7 @@ static void sum_logits_mean_grad(int64_t n, real *restrict logits_mean_grad, con
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_var_grad(int64_t n, real *restrict logits_var_grad, const real *restrict logits_v_grad, const real *restrict lnf_g, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_var) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 65536 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -746,7 +736,7 @@ static void sum_logits_var_grad(int64_t n, real *restrict logits_var_grad, const
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_mean_grad_2(int64_t n, real *restrict logits_mean_grad, const real *restrict logits_var_grad, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -760,7 +750,7 @@ static void sum_logits_mean_grad_2(int64_t n, real *restrict logits_mean_grad, c
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b); backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
 CANNL_MULTIVERSION
 static void set_x2_grad(int64_t n, real *restrict x2_grad, real *x1_grad, const real *restrict logits_v_grad, const real *restrict lnf_g, const real *restrict logits_var, const real *restrict logits_var_grad, const real *restrict x1, const real *x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_mean_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 40960 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -775,16 +765,11 @@ static void set_x2_grad(int64_t n, real *restrict x2_grad, real *x1_grad, const 
 /* line 35: backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
 CANNL_MULTIVERSION
 static void sum_b_pr_grad(int64_t n, real *restrict b_pr_grad, const real *restrict x2_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) b_pr_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
-        for (int64_t b0 = 0; b0 < n; ++b0) {
-            for (int64_t b1 = 0; b1 < 64; ++b1) {
-                CANNL_SIMD
-                for (int64_t o = 0; o < 32; ++o)
-                    b_pr_grad[32 * o_blk + o] += x2_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
-            }
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            for (int64_t o = 0; o < 128; ++o)
+                b_pr_grad[o] += x2_grad[b0 * 8192 + b1 * 128 + o];
         }
     }
 }
@@ -792,7 +777,7 @@ static void sum_b_pr_grad(int64_t n, real *restrict b_pr_grad, const real *restr
 /* line 35: backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
 CANNL_MULTIVERSION
 static void set_x2_mm2_grad(int64_t n, real *x2_mm2_grad, const real *restrict x2_v_grad, const real *x2_mm2, const real *restrict b_fc) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 65536 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -805,16 +790,11 @@ static void set_x2_mm2_grad(int64_t n, real *x2_mm2_grad, const real *restrict x
 /* line 35: backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
 CANNL_MULTIVERSION
 static void sum_b_fc_grad(int64_t n, real *restrict b_fc_grad, const real *restrict x2_mm2_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 16) if(512 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 512; ++i) b_fc_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 32768 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o_blk = 0; o_blk < 16; ++o_blk) {
-        for (int64_t b0 = 0; b0 < n; ++b0) {
-            for (int64_t b1 = 0; b1 < 64; ++b1) {
-                CANNL_SIMD
-                for (int64_t o = 0; o < 32; ++o)
-                    b_fc_grad[32 * o_blk + o] += x2_mm2_grad[b0 * 32768 + b1 * 512 + 32 * o_blk + o];
-            }
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            for (int64_t o = 0; o < 512; ++o)
+                b_fc_grad[o] += x2_mm2_grad[b0 * 32768 + b1 * 512 + o];
         }
     }
 }
@@ -822,16 +802,11 @@ static void sum_b_fc_grad(int64_t n, real *restrict b_fc_grad, const real *restr
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_ln2_g_grad(int64_t n, real *restrict ln2_g_grad, const real *restrict h2_grad, const real *restrict h2_ln) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) ln2_g_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
-        for (int64_t b0 = 0; b0 < n; ++b0) {
-            for (int64_t b1 = 0; b1 < 64; ++b1) {
-                CANNL_SIMD
-                for (int64_t o = 0; o < 32; ++o)
-                    ln2_g_grad[32 * o_blk + o] += h2_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o] * h2_ln[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
-            }
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            for (int64_t o = 0; o < 128; ++o)
+                ln2_g_grad[o] += h2_grad[b0 * 8192 + b1 * 128 + o] * h2_ln[b0 * 8192 + b1 * 128 + o];
         }
     }
 }
@@ -839,16 +814,11 @@ static void sum_ln2_g_grad(int64_t n, real *restrict ln2_g_grad, const real *res
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_ln2_b_grad(int64_t n, real *restrict ln2_b_grad, const real *restrict h2_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) ln2_b_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
-        for (int64_t b0 = 0; b0 < n; ++b0) {
-            for (int64_t b1 = 0; b1 < 64; ++b1) {
-                CANNL_SIMD
-                for (int64_t o = 0; o < 32; ++o)
-                    ln2_b_grad[32 * o_blk + o] += h2_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
-            }
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            for (int64_t o = 0; o < 128; ++o)
+                ln2_b_grad[o] += h2_grad[b0 * 8192 + b1 * 128 + o];
         }
     }
 }
@@ -856,7 +826,7 @@ static void sum_ln2_b_grad(int64_t n, real *restrict ln2_b_grad, const real *res
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_mean_grad(int64_t n, real *restrict h2_mean_grad, const real *restrict h2_grad, const real *restrict ln2_g, const real *restrict h2_var) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 24576 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -870,7 +840,7 @@ static void sum_h2_mean_grad(int64_t n, real *restrict h2_mean_grad, const real 
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_var_grad(int64_t n, real *restrict h2_var_grad, const real *restrict h2_grad, const real *restrict ln2_g, const real *restrict x1, const real *restrict h2_mean, const real *restrict h2_var) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 65536 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -884,7 +854,7 @@ static void sum_h2_var_grad(int64_t n, real *restrict h2_var_grad, const real *r
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_mean_grad_2(int64_t n, real *restrict h2_mean_grad, const real *restrict h2_var_grad, const real *restrict x1, const real *restrict h2_mean) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -898,7 +868,7 @@ static void sum_h2_mean_grad_2(int64_t n, real *restrict h2_mean_grad, const rea
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b; backward: x1 = x0 + (w_o * y + b_o) */
 CANNL_MULTIVERSION
 static void add_x1_grad(int64_t n, real *restrict x1_grad, real *x0_grad, const real *restrict h2_grad, const real *restrict ln2_g, const real *restrict h2_var, const real *restrict h2_var_grad, const real *x1, const real *restrict h2_mean, const real *restrict h2_mean_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 32768 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -915,16 +885,11 @@ static void add_x1_grad(int64_t n, real *restrict x1_grad, real *x0_grad, const 
 /* line 33: backward: x1 = x0 + (w_o * y + b_o) */
 CANNL_MULTIVERSION
 static void sum_b_o_grad(int64_t n, real *restrict b_o_grad, const real *restrict x1_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) b_o_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
-        for (int64_t b0 = 0; b0 < n; ++b0) {
-            for (int64_t b1 = 0; b1 < 64; ++b1) {
-                CANNL_SIMD
-                for (int64_t o = 0; o < 32; ++o)
-                    b_o_grad[32 * o_blk + o] += x1_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
-            }
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            for (int64_t o = 0; o < 128; ++o)
+                b_o_grad[o] += x1_grad[b0 * 8192 + b1 * 128 + o];
         }
     }
 }
@@ -932,9 +897,9 @@ static void sum_b_o_grad(int64_t n, real *restrict b_o_grad, const real *restric
 /* line 31: backward: qkv = w_qkv * h1 + b_qkv */
 CANNL_MULTIVERSION
 static void sum_b_qkv_grad(int64_t n, real *restrict b_qkv_grad, const real *restrict qkv_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 12) if(384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(384 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 384; ++i) b_qkv_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 24576 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 24576 >= CANNL_PARALLEL_MIN)")
     for (int64_t o0 = 0; o0 < 3; ++o0) {
         for (int64_t o1 = 0; o1 < 4; ++o1) {
             for (int64_t b0 = 0; b0 < n; ++b0) {
@@ -951,16 +916,11 @@ static void sum_b_qkv_grad(int64_t n, real *restrict b_qkv_grad, const real *res
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_ln1_g_grad(int64_t n, real *restrict ln1_g_grad, const real *restrict h1_grad, const real *restrict h1_ln) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) ln1_g_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
-        for (int64_t b0 = 0; b0 < n; ++b0) {
-            for (int64_t b1 = 0; b1 < 64; ++b1) {
-                CANNL_SIMD
-                for (int64_t o = 0; o < 32; ++o)
-                    ln1_g_grad[32 * o_blk + o] += h1_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o] * h1_ln[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
-            }
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            for (int64_t o = 0; o < 128; ++o)
+                ln1_g_grad[o] += h1_grad[b0 * 8192 + b1 * 128 + o] * h1_ln[b0 * 8192 + b1 * 128 + o];
         }
     }
 }
@@ -968,16 +928,11 @@ static void sum_ln1_g_grad(int64_t n, real *restrict ln1_g_grad, const real *res
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_ln1_b_grad(int64_t n, real *restrict ln1_b_grad, const real *restrict h1_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(128 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 128; ++i) ln1_b_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(n * 8192 >= CANNL_PARALLEL_MIN)")
-    for (int64_t o_blk = 0; o_blk < 4; ++o_blk) {
-        for (int64_t b0 = 0; b0 < n; ++b0) {
-            for (int64_t b1 = 0; b1 < 64; ++b1) {
-                CANNL_SIMD
-                for (int64_t o = 0; o < 32; ++o)
-                    ln1_b_grad[32 * o_blk + o] += h1_grad[b0 * 8192 + b1 * 128 + 32 * o_blk + o];
-            }
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        for (int64_t b1 = 0; b1 < 64; ++b1) {
+            for (int64_t o = 0; o < 128; ++o)
+                ln1_b_grad[o] += h1_grad[b0 * 8192 + b1 * 128 + o];
         }
     }
 }
@@ -985,7 +940,7 @@ static void sum_ln1_b_grad(int64_t n, real *restrict ln1_b_grad, const real *res
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_mean_grad(int64_t n, real *restrict h1_mean_grad, const real *restrict h1_grad, const real *restrict ln1_g, const real *restrict h1_var) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 24576 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -999,7 +954,7 @@ static void sum_h1_mean_grad(int64_t n, real *restrict h1_mean_grad, const real 
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_var_grad(int64_t n, real *restrict h1_var_grad, const real *restrict h1_grad, const real *restrict ln1_g, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_var) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 65536 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -1013,7 +968,7 @@ static void sum_h1_var_grad(int64_t n, real *restrict h1_var_grad, const real *r
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_mean_grad_2(int64_t n, real *restrict h1_mean_grad, const real *restrict h1_var_grad, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -1027,7 +982,7 @@ static void sum_h1_mean_grad_2(int64_t n, real *restrict h1_mean_grad, const rea
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b; backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
 CANNL_MULTIVERSION
 static void add_x0_grad(int64_t n, real *restrict x0_grad, real *x0_emb_grad, const real *restrict h1_grad, const real *restrict ln1_g, const real *restrict h1_var, const real *restrict h1_var_grad, const real *x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_mean_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 32768 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -1044,9 +999,9 @@ static void add_x0_grad(int64_t n, real *restrict x0_grad, real *x0_emb_grad, co
 /* line 29: backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
 CANNL_MULTIVERSION
 static void sum_wpe_grad(int64_t n, real *restrict wpe_grad, const real *restrict x0_grad) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 256) if(8192 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < 8192; ++i) wpe_grad[i] = 0.0f;
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 2) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b1 = 0; b1 < 64; ++b1) {
         for (int64_t b0 = 0; b0 < n; ++b0) {
             CANNL_SIMD
@@ -1220,7 +1175,7 @@ static void set_clip_coef(real *clip_coef, const real *grad_norm) {
 /* line 41: adamw update of wte */
 CANNL_MULTIVERSION
 static void set_wte_2(real *restrict wte, real *restrict wte_exp_avg, real *restrict wte_exp_avg_sq, const real *restrict wte_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 8) if(229376 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 256; ++j0) {
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
@@ -1279,7 +1234,7 @@ static void set_ln1_g_exp_avg_2(real *restrict ln1_g_exp_avg, real *restrict ln1
 /* line 41: adamw update of w_qkv */
 CANNL_MULTIVERSION
 static void set_w_qkv_2(real *restrict w_qkv, real *restrict w_qkv_exp_avg, real *restrict w_qkv_exp_avg_sq, const real *restrict w_qkv_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(344064 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(49152 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 3; ++j0) {
         for (int64_t j1 = 0; j1 < 4; ++j1) {
             for (int64_t j2 = 0; j2 < 32; ++j2) {
@@ -1327,7 +1282,7 @@ static void set_w_o_2(real *restrict w_o, real *restrict w_o_exp_avg, real *rest
 /* line 41: adamw update of w_fc */
 CANNL_MULTIVERSION
 static void set_w_fc_2(real *restrict w_fc, real *restrict w_fc_exp_avg, real *restrict w_fc_exp_avg_sq, const real *restrict w_fc_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 16) if(458752 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
@@ -1352,7 +1307,7 @@ static void set_b_fc_exp_avg_2(real *restrict b_fc_exp_avg, real *restrict b_fc_
 /* line 41: adamw update of w_pr */
 CANNL_MULTIVERSION
 static void set_w_pr_2(real *restrict w_pr, real *restrict w_pr_exp_avg, real *restrict w_pr_exp_avg_sq, const real *restrict w_pr_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, 4) if(458752 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 128; ++j0) {
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 512; ++j1) {
@@ -1367,7 +1322,7 @@ static void set_w_pr_2(real *restrict w_pr, real *restrict w_pr_exp_avg, real *r
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict ln1_g, const real *restrict ln1_b) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 24576 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -1380,7 +1335,7 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, co
 /* line 33: x1 = x0 + (w_o * y + b_o) */
 CANNL_MULTIVERSION
 static void set_x1_2(int64_t n, real *restrict x1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict x1_mm, const real *restrict b_o) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -1393,7 +1348,7 @@ static void set_x1_2(int64_t n, real *restrict x1, const real *restrict x0_emb, 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void set_h2(int64_t n, real *restrict h2, const real *restrict x1, const real *restrict h2_mean, const real *restrict h2_var, const real *restrict ln2_g, const real *restrict ln2_b) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 24576 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -1406,7 +1361,7 @@ static void set_h2(int64_t n, real *restrict h2, const real *restrict x1, const 
 /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
 CANNL_MULTIVERSION
 static void set_x2_v_2(int64_t n, real *x2_v, const real *x2_mm2, const real *restrict b_fc) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 32768 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -1419,7 +1374,7 @@ static void set_x2_v_2(int64_t n, real *x2_v, const real *x2_mm2, const real *re
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void set_logits_v(int64_t n, real *restrict logits_v, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_var, const real *restrict lnf_g, const real *restrict lnf_b) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 32768 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -1432,7 +1387,7 @@ static void set_logits_v(int64_t n, real *restrict logits_v, const real *restric
 /* line 40: metric accuracy = accuracy(logits, next) */
 CANNL_MULTIVERSION
 static void max_accuracy_pred_max(int64_t n, real *restrict accuracy_pred_max, const real *restrict logits) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = -INFINITY;
@@ -1448,7 +1403,7 @@ static void max_accuracy_pred_max(int64_t n, real *restrict accuracy_pred_max, c
 /* line 40: metric accuracy = accuracy(logits, next) */
 CANNL_MULTIVERSION
 static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_argmax, const real *restrict logits, const real *restrict accuracy_pred_max) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = INFINITY;
@@ -1844,7 +1799,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
         const int64_t cannl_n = n * 64; /* positions */
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, (cannl_n + 31) / 32) if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
             const int32_t cannl_id = tokens[cannl_p];
             const int cannl_in = cannl_id >= 0 && cannl_id < 256;
@@ -1866,7 +1821,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, (n * 4 + 31) / 32) if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
             cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
@@ -1958,7 +1913,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     /* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, (n * 4 + 31) / 32) if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
             cannl_attention_backward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_grad + (cannl_s * 256 + cannl_h) * 32, 128,
@@ -1987,7 +1942,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     sum_wpe_grad(n, wpe_grad, x0_grad);
     {
         const int64_t cannl_n = n * 64; /* positions */
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_b = 0; cannl_b < 128; cannl_b += 64)
             for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
                 const int32_t cannl_id = tokens[cannl_p];
@@ -2092,7 +2047,7 @@ static void forward(struct gpt_tiny *m, const real *const inputs[], int64_t n, r
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
         const int64_t cannl_n = n * 64; /* positions */
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, (cannl_n + 31) / 32) if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
             const int32_t cannl_id = tokens[cannl_p];
             const int cannl_in = cannl_id >= 0 && cannl_id < 256;
@@ -2114,7 +2069,7 @@ static void forward(struct gpt_tiny *m, const real *const inputs[], int64_t n, r
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, (n * 4 + 31) / 32) if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
             cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
@@ -2200,7 +2155,7 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
         const int64_t cannl_n = n * 64; /* positions */
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, (cannl_n + 31) / 32) if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
             const int32_t cannl_id = tokens[cannl_p];
             const int cannl_in = cannl_id >= 0 && cannl_id < 256;
@@ -2222,7 +2177,7 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, (n * 4 + 31) / 32) if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
             cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
@@ -2356,7 +2311,7 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
         const int64_t cannl_n = n * 64; /* positions */
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, (cannl_n + 31) / 32) if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
             const int32_t cannl_id = tokens[cannl_p];
             const int cannl_in = cannl_id >= 0 && cannl_id < 256;
@@ -2378,7 +2333,7 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, (n * 4 + 31) / 32) if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
             cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
@@ -2480,7 +2435,7 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     /* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, (n * 4 + 31) / 32) if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
             cannl_attention_backward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_grad + (cannl_s * 256 + cannl_h) * 32, 128,
@@ -2514,7 +2469,7 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 32768, 8192); /* wpe_grad final */
     {
         const int64_t cannl_n = n * 64; /* positions */
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, 1) if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_b = 0; cannl_b < 128; cannl_b += 64)
             for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
                 const int32_t cannl_id = tokens[cannl_p];

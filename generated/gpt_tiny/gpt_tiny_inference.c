@@ -69,7 +69,7 @@ struct gpt_tiny_infer {
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_mean(int64_t n, real *restrict h1_mean, const real *restrict x0_emb, const real *restrict wpe) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -83,7 +83,7 @@ static void sum_h1_mean(int64_t n, real *restrict h1_mean, const real *restrict 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void sum_h1_var(int64_t n, real *restrict h1_var, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -97,7 +97,7 @@ static void sum_h1_var(int64_t n, real *restrict h1_var, const real *restrict x0
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
 static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict ln1_g, const real *restrict ln1_b) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 24576 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -110,7 +110,7 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, co
 /* line 31: qkv = w_qkv * h1 + b_qkv */
 CANNL_MULTIVERSION
 static void set_qkv(int64_t n, real *qkv, const real *qkv_mm, const real *restrict b_qkv) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 24576 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 24576 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             for (int64_t o0 = 0; o0 < 3; ++o0) {
@@ -127,7 +127,7 @@ static void set_qkv(int64_t n, real *qkv, const real *qkv_mm, const real *restri
 /* line 33: x1 = x0 + (w_o * y + b_o) */
 CANNL_MULTIVERSION
 static void set_x1_2(int64_t n, real *restrict x1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict x1_mm, const real *restrict b_o) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -140,7 +140,7 @@ static void set_x1_2(int64_t n, real *restrict x1, const real *restrict x0_emb, 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_mean(int64_t n, real *restrict h2_mean, const real *restrict x1) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -154,7 +154,7 @@ static void sum_h2_mean(int64_t n, real *restrict h2_mean, const real *restrict 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void sum_h2_var(int64_t n, real *restrict h2_var, const real *restrict x1, const real *restrict h2_mean) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -168,7 +168,7 @@ static void sum_h2_var(int64_t n, real *restrict h2_var, const real *restrict x1
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
 static void set_h2(int64_t n, real *restrict h2, const real *restrict x1, const real *restrict h2_mean, const real *restrict h2_var, const real *restrict ln2_g, const real *restrict ln2_b) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 24576 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -181,7 +181,7 @@ static void set_h2(int64_t n, real *restrict h2, const real *restrict x1, const 
 /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
 CANNL_MULTIVERSION
 static void set_x2_v_2(int64_t n, real *x2_v, const real *x2_mm2, const real *restrict b_fc) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 32768 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -194,7 +194,7 @@ static void set_x2_v_2(int64_t n, real *x2_v, const real *x2_mm2, const real *re
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_mean(int64_t n, real *restrict logits_mean, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 8192 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -208,7 +208,7 @@ static void sum_logits_mean(int64_t n, real *restrict logits_mean, const real *r
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void sum_logits_var(int64_t n, real *restrict logits_var, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -222,7 +222,7 @@ static void sum_logits_var(int64_t n, real *restrict logits_var, const real *res
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
 static void set_logits_v(int64_t n, real *restrict logits_v, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_var, const real *restrict lnf_g, const real *restrict lnf_b) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 32768 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
@@ -235,7 +235,7 @@ static void set_logits_v(int64_t n, real *restrict logits_v, const real *restric
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void max_loss_max(int64_t n, real *restrict loss_max, const real *restrict logits) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = -INFINITY;
@@ -251,7 +251,7 @@ static void max_loss_max(int64_t n, real *restrict loss_max, const real *restric
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void sum_loss_sumexp(int64_t n, real *restrict loss_sumexp, const real *restrict logits, const real *restrict loss_max) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -265,7 +265,7 @@ static void sum_loss_sumexp(int64_t n, real *restrict loss_sumexp, const real *r
 /* line 37: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
 static void sum_loss_ce(int64_t n, real *restrict loss_ce, const int32_t *restrict next, const real *restrict logits, const real *restrict loss_max, const real *restrict loss_sumexp) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 32768 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
@@ -289,7 +289,7 @@ static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss
 /* line 40: metric accuracy = accuracy(logits, next) */
 CANNL_MULTIVERSION
 static void max_accuracy_pred_max(int64_t n, real *restrict accuracy_pred_max, const real *restrict logits) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = -INFINITY;
@@ -305,7 +305,7 @@ static void max_accuracy_pred_max(int64_t n, real *restrict accuracy_pred_max, c
 /* line 40: metric accuracy = accuracy(logits, next) */
 CANNL_MULTIVERSION
 static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_argmax, const real *restrict logits, const real *restrict accuracy_pred_max) {
-    CANNL_PRAGMA("omp parallel for schedule(dynamic, (n + 31) / 32) if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = INFINITY;
@@ -475,7 +475,7 @@ static void forward(struct gpt_tiny_infer *m, const real *const inputs[], int64_
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
         const int64_t cannl_n = n * 64; /* positions */
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, (cannl_n + 31) / 32) if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
             const int32_t cannl_id = tokens[cannl_p];
             const int cannl_in = cannl_id >= 0 && cannl_id < 256;
@@ -497,7 +497,7 @@ static void forward(struct gpt_tiny_infer *m, const real *const inputs[], int64_
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, (n * 4 + 31) / 32) if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
             cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);
@@ -583,7 +583,7 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
         const int64_t cannl_n = n * 64; /* positions */
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, (cannl_n + 31) / 32) if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(cannl_n * 128 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {
             const int32_t cannl_id = tokens[cannl_p];
             const int cannl_in = cannl_id >= 0 && cannl_id < 256;
@@ -605,7 +605,7 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
         const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
-        CANNL_PRAGMA("omp parallel for schedule(dynamic, (n * 4 + 31) / 32) if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
+        CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
             cannl_attention_forward_f32(&cannl_d, qkv + 0 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 128 + cannl_s * 24576 + cannl_h * 32, 384, qkv + 256 + cannl_s * 24576 + cannl_h * 32, 384, y + (cannl_s * 256 + cannl_h) * 32, 128, y_lse + cannl_p * 64);

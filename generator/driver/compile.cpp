@@ -160,7 +160,6 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     po.elem_bytes = o.f64 ? 8 : 4;
     po.align = target_align(o.target);
     po.opt_block = o.target != "cuda";
-    po.cpu_threads = o.target != "cuda";
     for (const PassInfo& pass : pass_list()) {
       if (!pass_runs(pass, po)) continue;
       pass.run(p, po);

@@ -405,29 +405,19 @@ private:
     return true;
   }
 
-  // `omp parallel for` over a loop of `trip` iterations doing `work` units in all: threads only
-  // when that pays for waking them (CANNL_PARALLEL_MIN, cannl_rt.h). The iterations go out in
-  // at most 32 chunks, each to the first thread free: a thread that wakes late (a futex wake
-  // under OMP_WAIT_POLICY=PASSIVE, a core taken by another process) takes fewer instead of
-  // holding the others at the loop's end. Each iteration computes the same elements in the
-  // same order on any thread, and the chunks do not depend on the thread count.
-  static std::string parallel_for(const std::string& work, const std::string& trip) {
-    const bool constant = trip.find_first_not_of("0123456789") == std::string::npos;
-    const std::string chunk = constant ? std::to_string((std::stol(trip) + 31) / 32) : "(" + trip + " + 31) / 32";
-    return "CANNL_PRAGMA(\"omp parallel for schedule(dynamic, " + chunk + ") if(" + work + " >= CANNL_PARALLEL_MIN)\")\n";
+  // `omp parallel for` over loops doing `count` iterations: threads only when that pays for
+  // waking them (CANNL_PARALLEL_MIN, cannl_rt.h).
+  static std::string parallel_for(const std::string& count) {
+    return "CANNL_PRAGMA(\"omp parallel for if(" + count + " >= CANNL_PARALLEL_MIN)\")\n";
   }
-  static std::string parallel_for(const std::string& count) { return parallel_for(count, count); }
-  // A nest's: its points from the parallel loop in, times the work of a point (split_threads.cpp).
   static std::string parallel_for(const ir::Stmt& s, int from) {
-    long per = s.point_work;
+    long per = 1;
     bool batch = false;
     for (size_t k = static_cast<size_t>(from); k < s.iters.size(); ++k) {
       batch = batch || s.iters[k].batch;
       if (!s.iters[k].batch) per *= s.iters[k].size;
     }
-    const ir::Iter& it = s.iters[static_cast<size_t>(from)];
-    return parallel_for(batch ? (per == 1 ? std::string("n") : fmt::format("n * {}", per)) : std::to_string(per),
-                        it.batch ? std::string("n") : std::to_string(it.size));
+    return parallel_for(batch ? (per == 1 ? std::string("n") : fmt::format("n * {}", per)) : std::to_string(per));
   }
 
   // A loop over every cell of a zero_first nest's out buffer (the out access covers the
@@ -556,7 +546,7 @@ private:
                        c.causal ? 1 : 0, num_double(c.scale));
     // threads when the pairs' multiply-adds (half the scores when causal) are worth waking them
     const long per_pair = std::max(1L, c.tq * c.tk * (c.e + c.f) / (c.causal ? 2 : 1));
-    out += "        " + parallel_for(per_pair == 1 ? count : fmt::format("{} * {}", count, per_pair), count);
+    out += "        " + parallel_for(per_pair == 1 ? count : fmt::format("{} * {}", count, per_pair));
     out += fmt::format("        for (int64_t cannl_p = 0; cannl_p < {}; ++cannl_p) {{\n", count);
     out += fmt::format("            const int64_t cannl_s = cannl_p / {}, cannl_h = cannl_p % {};\n", c.heads, c.heads);
     if (c.kind == ir::Call::Kind::AttentionForward)
@@ -608,7 +598,7 @@ private:
     }
     out += fmt::format("        const int64_t cannl_n = {}; /* positions */\n", count);
     if (c.kind == ir::Call::Kind::EmbeddingForward) {
-      out += "        " + parallel_for(fmt::format("cannl_n * {}", c.width), "cannl_n");
+      out += "        " + parallel_for(fmt::format("cannl_n * {}", c.width));
       out += "        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {\n";
       out += fmt::format("            const int32_t cannl_id = {}[cannl_p];\n", name(c.ids));
       out += fmt::format("            const int cannl_in = cannl_id >= 0 && cannl_id < {};\n", c.rows);
@@ -617,7 +607,7 @@ private:
                          name(c.o), c.width, name(c.table), c.width);
       out += "        }\n";
     } else {
-      out += "        " + parallel_for(fmt::format("cannl_n * {}", c.width), std::to_string((c.width + 63) / 64));
+      out += "        " + parallel_for(fmt::format("cannl_n * {}", c.width));
       out += fmt::format("        for (int64_t cannl_b = 0; cannl_b < {}; cannl_b += 64)\n", c.width);
       out += "            for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {\n";
       out += fmt::format("                const int32_t cannl_id = {}[cannl_p];\n", name(c.ids));

@@ -222,10 +222,6 @@ struct Stmt {
   // (ZeRO-1: each rank updates its shard) and init zero only the optimiser state a rank holds.
   int update_of = -1;
   int parallel = -1;        // set by loop ordering: the loop run in parallel, or -1
-  // Set by passes/split_threads.cpp on nests with a parallel loop: work units per point (1, or
-  // the arithmetic of the bodies in transcendental functions when more); the C target runs
-  // the nest on threads when its points times this reach CANNL_PARALLEL_MIN.
-  long point_work = 1;
   // Set by passes/mark_contractions.cpp, read by the C emitter's matrix-product calls, cuBLAS
   // and the cost model alike (none before that pass).
   std::optional<Product> product = {};

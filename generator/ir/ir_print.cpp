@@ -127,7 +127,6 @@ std::string print_stmt(const Stmt& s, const Program& p) {
     text += (i ? ";  " : "") + print_access(a.out, p, s.iters) + " " + first + accum_symbol(a.accum) + " " +
             print_expr(*a.body, p, s.iters);
   }
-  if (s.point_work != 1) text += fmt::format("   (work {} per point)", s.point_work);
   return text + (s.sequential ? "   (in order)" : "");
 }
 

@@ -20,8 +20,6 @@ const std::vector<PassInfo>& pass_list() {
        plan_memory},
       {"mark_contractions", 0, "contractions (matrix products) and scaled sums marked for the emitters and the cost model",
        mark_contractions},
-      {"split_threads", 0, "column sums split into blocks of columns for the threads; each parallel nest's work per point (its arithmetic, at least 1)",
-       split_threads},
       {"plan_layout", 0, "the memory layout: each state's arena, its fields and its work region (the emitters print it)",
        plan_layout},
   };

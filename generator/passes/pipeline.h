@@ -5,7 +5,7 @@
 // not disabled run once each, in the order of pass_list(); every routine computes what it
 // computed before (same values up to float rounding: reassociated constants, sums in another
 // order), the buffers each routine hands out or keeps (ir.h live_out) included.
-//   -O0  loop_order, decode, mark_contractions, split_threads, plan_layout;  -O1  also simplify, fold_fills, dce,
+//   -O0  loop_order, decode, mark_contractions, plan_layout;  -O1  also simplify, fold_fills, dce,
 //   plan_memory;  -O2  all of them.
 #pragma once
 
@@ -24,7 +24,6 @@ struct PassOptions {
   int elem_bytes = 4;                // bytes of an element (memory planning)
   int align = 64;                    // the target's alignment of every buffer (memory planning, layout)
   bool opt_block = false;            // the optimiser state in a block of its own (layout; the C target)
-  bool cpu_threads = true;           // nests run on CPU threads (split_threads' column blocks; not CUDA)
 };
 
 struct PassInfo {
@@ -56,7 +55,6 @@ void dce(ir::Program& p, const PassOptions& o);
 void make_decode(ir::Program& p, const PassOptions& o);
 void plan_memory(ir::Program& p, const PassOptions& o);
 void mark_contractions(ir::Program& p, const PassOptions& o);
-void split_threads(ir::Program& p, const PassOptions& o);
 void plan_layout(ir::Program& p, const PassOptions& o);
 
 }  // namespace cannl

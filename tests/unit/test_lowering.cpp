@@ -271,8 +271,6 @@ minimize loss with sgd(lr = 0.1)
   CHECK(has(c, "    for (int64_t b = 0; b < n; ++b) {\n        CANNL_SIMD\n        for (int64_t o = 0; o < 256; ++o) {\n"
                "            y_ln[b * 256 + o] = (x[b * 256 + o] - y_mean[b]) / sqrtf(y_var[b] + 1e-05f);\n"
                "            y_grad[b * 256 + o] ="));
-  // the rows handed out in chunks as threads ask; the work counted in points times their arithmetic
-  CHECK(has(c, "CANNL_PRAGMA(\"omp parallel for schedule(dynamic, (n + 31) / 32) if(n * "));
 }
 
 TEST_CASE("the inference unit: forward and eval over params and their buffers only", "[emit]") {

@@ -82,8 +82,7 @@ TEST_CASE("pass list and levels", "[passes]") {
   std::vector<std::string> names;
   for (const auto& p : pass_list()) names.push_back(p.name);
   CHECK(names == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "reuse_values", "inline_virtual",
-                                          "order_sums", "fuse", "dce", "decode", "plan_memory", "mark_contractions", "split_threads",
-                                          "plan_layout"});
+                                          "order_sums", "fuse", "dce", "decode", "plan_memory", "mark_contractions", "plan_layout"});
   Frag f;
   int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input), y = f.buf("y", {{4, true}, {3, false}});
   f.loops({{"b", 4}, {"o", 3}});
@@ -93,14 +92,14 @@ TEST_CASE("pass list and levels", "[passes]") {
   PassOptions o;
   o.level = 0;
   run_passes(f.p, o, [&](const std::string& n, const ir::Program&) { ran.push_back(n); });
-  CHECK(ran == std::vector<std::string>{"loop_order", "decode", "mark_contractions", "split_threads", "plan_layout"});  // -O0
+  CHECK(ran == std::vector<std::string>{"loop_order", "decode", "mark_contractions", "plan_layout"});  // -O0
   CHECK(f.text() == before);
   ran.clear();
   o.level = 1;
   o.disabled = {"dce"};
   run_passes(f.p, o, [&](const std::string& n, const ir::Program&) { ran.push_back(n); });
   CHECK(ran == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "decode", "plan_memory", "mark_contractions",
-                                        "split_threads", "plan_layout"});
+                                        "plan_layout"});
 }
 
 TEST_CASE("simplify: division by a constant, constant factors, identities", "[passes]") {
@@ -231,40 +230,6 @@ TEST_CASE("fuse: pointwise nests over the same loops become one", "[passes]") {
         "for j0 < 2, j1 < 3:  w_mb[j0, j1] = w_mb[j0, j1] * 0.9 + w_grad[j0, j1];  w[j0, j1] = w[j0, j1] - w_mb[j0, j1]\n"
         "for b < n, o < 2:  s[b] += x[b, o]\n"
         "for b < n, o < 2:  lg[b, o] = x[b, o] + s[b] * x[b, o]\n");
-}
-
-TEST_CASE("split_threads: a parallel nest's work per point is its arithmetic, at least 1", "[passes]") {
-  Frag f;
-  int x = f.buf("x", {{64, true}, {1024, false}}, ir::Role::Input), y = f.buf("y", {{64, true}, {1024, false}});
-  int z = f.buf("z", {{64, true}, {1024, false}}), t = f.buf("t", {{4, false}, {3, false}});
-  f.loops({{"b", 64}, {"o", 1024}});
-  f.nest(y, {0, 1}, ir::Accum::Set, add(Frag::ld(x, {0, 1}), c(1)));
-  // sqrt(x) / (exp(x) + 1): 4 + 4 + 4 + 1 = 13, in transcendental units 3
-  f.nest(z, {0, 1}, ir::Accum::Set,
-         div(ir::call("sqrt", {Frag::ld(x, {0, 1})}), add(ir::call("exp", {Frag::ld(x, {0, 1})}), c(1))));
-  f.loops({{"i", 4}, {"j", 3}});
-  f.nest(t, {0, 1}, ir::Accum::Set, ir::call("exp", {Frag::ld(t, {0, 1})}));  // too small to be parallel
-  order_loops(f.p, PassOptions{});
-  CHECK(f.run(split_threads) ==
-        "for parallel b < n, o < 1024:  y[b, o] = x[b, o] + 1\n"
-        "for parallel b < n, o < 1024:  z[b, o] = sqrt(x[b, o]) / (exp(x[b, o]) + 1)   (work 3 per point)\n"
-        "for i < 4, j < 3:  t[i, j] = exp(t[i, j])\n");
-}
-
-TEST_CASE("split_threads: a column sum goes to threads in blocks of 32 columns", "[passes]") {
-  Frag f;
-  int g = f.buf("g", {{64, true}, {16, false}, {128, false}}, ir::Role::Input), c1 = f.buf("c1", {{128, false}});
-  int c2 = f.buf("c2", {{48, false}}), g2 = f.buf("g2", {{64, true}, {16, false}, {48, false}}, ir::Role::Input);
-  f.loops({{"b", 64}, {"t", 16}, {"o", 128}});
-  f.nest(c1, {2}, ir::Accum::Add, mul(Frag::ld(g, {0, 1, 2}), Frag::ld(g, {0, 1, 2})));
-  f.loops({{"b", 64}, {"t", 16}, {"o", 48}});
-  f.nest(c2, {2}, ir::Accum::Add, Frag::ld(g2, {0, 1, 2}));  // 48 columns: not whole blocks, one thread
-  order_loops(f.p, PassOptions{});
-  CHECK(f.text() == "for b < n, t < 16, o < 128:  c1[o] += g[b, t, o] * g[b, t, o]\n"
-                    "for b < n, t < 16, o < 48:  c2[o] += g2[b, t, o]\n");
-  CHECK(f.run(split_threads) ==
-        "for parallel o_blk < 4, b < n, t < 16, o < 32:  c1[32*o_blk + o] += g[b, t, 32*o_blk + o] * g[b, t, 32*o_blk + o]\n"
-        "for b < n, t < 16, o < 48:  c2[o] += g2[b, t, o]\n");
 }
 
 TEST_CASE("fuse: not the updates of different params in train_update (update_of)", "[passes]") {
