@@ -1,7 +1,7 @@
 # Cannl.cmake — build models from cannl specs in a CMake project.
 #
-#   cannl_add_model(NAME SPEC [TARGET c|cuda] [DTYPE f32|f64] [MAX_BATCH N] [WEIGHTS CKPT] [BLAS]
-#                   [NO_INSTALL] [MPI|NO_MPI] [NO_NCCL] [DIMS NAME=VALUE...] [GEN_ARGS arg...])
+#   cannl_add_model(NAME SPEC [TARGET c|cuda] [DTYPE f32|f64] [PRECISION fp32|tf32|bf16] [MAX_BATCH N]
+#                   [WEIGHTS CKPT] [BLAS] [NO_INSTALL] [MPI|NO_MPI] [NO_NCCL] [DIMS NAME=VALUE...] [GEN_ARGS arg...])
 #
 # DIMS NAME=VALUE... overrides the spec's `dim NAME` with VALUE (`cannl gen --dim`), e.g. a
 # shorter context for a CPU build of a large model: DIMS ctx=64 layers=2.
@@ -35,7 +35,9 @@
 # CANNL_CUDA_FLAGS, e.g. -Werror all-warnings), linked to cannl::cuda_rt, cuBLAS and the CUDA
 # runtime. Needs the CUDA language enabled (project(... CUDA) or enable_language(CUDA), with
 # CMAKE_CUDA_ARCHITECTURES set as you need) and the target cannl::cuda_rt. It writes no inference
-# program or model card and takes no WEIGHTS. Its training program is data-parallel under mpirun
+# program and takes no WEIGHTS. PRECISION (TARGET cuda, DTYPE f32 only) is `cannl gen
+# --precision`: the matrix products on the CUDA cores in fp32 (the default), or on the tensor
+# cores in TF32 or bf16 with fp32 accumulation; params, optimiser state and checkpoints stay fp32. Its training program is data-parallel under mpirun
 # as the C target's (MPI and NO_MPI alike), one GPU per rank: the gradients all-reduced on the
 # GPUs by NCCL when cannl found NCCL (cannl::cuda_rt_nccl), else, or with NO_NCCL, through MPI
 # on host buffers (cannl::cuda_rt_mpi; docs/distributed.md, "GPUs").
@@ -65,7 +67,7 @@ set(CANNL_GENERATOR "" CACHE FILEPATH
     "A cannl executable for cannl_add_model to run instead of the target cannl::cannl")
 
 function(cannl_add_model name spec)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL;BLAS;MPI;NO_MPI;NO_NCCL" "TARGET;DTYPE;MAX_BATCH;WEIGHTS" "GEN_ARGS;DIMS")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL;BLAS;MPI;NO_MPI;NO_NCCL" "TARGET;DTYPE;PRECISION;MAX_BATCH;WEIGHTS" "GEN_ARGS;DIMS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "cannl_add_model(${name}): unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
@@ -91,6 +93,15 @@ function(cannl_add_model name spec)
   endif()
   if(NOT ARG_DTYPE)
     set(ARG_DTYPE f32)
+  endif()
+  if(ARG_PRECISION)
+    if(NOT ARG_PRECISION MATCHES "^(fp32|tf32|bf16)$")
+      message(FATAL_ERROR "cannl_add_model(${name}): PRECISION ${ARG_PRECISION} is not supported (use fp32, tf32 or bf16)")
+    endif()
+    if(NOT ARG_TARGET STREQUAL "cuda" OR NOT ARG_DTYPE STREQUAL "f32")
+      message(FATAL_ERROR "cannl_add_model(${name}): PRECISION is for TARGET cuda with DTYPE f32 only")
+    endif()
+    list(APPEND ARG_GEN_ARGS --precision ${ARG_PRECISION})
   endif()
   if(NOT ARG_MAX_BATCH)
     set(ARG_MAX_BATCH 256)

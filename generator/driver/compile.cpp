@@ -177,7 +177,9 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     if (o.target == "cuda") {
       CudaOptions co;
       co.f64 = o.f64;
+      co.precision = o.precision;
       co.spec = card.spec_file;
+      card.precision = o.f64 ? "" : o.precision;
       out.files = emit_cuda(p, co);
       card.inference_state = false;
     } else {

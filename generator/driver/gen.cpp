@@ -61,6 +61,7 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
   CompileOptions co;
   co.target = opt.target;
   co.f64 = opt.dtype == "f64";
+  if (!opt.precision.empty()) co.precision = opt.precision;
   co.max_batch = opt.max_batch;
   co.opt_level = opt.opt_level;
   co.blas = opt.blas;

@@ -54,6 +54,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "f64"}));
   g->add_option("--target", gen.target, "back end: c (default; plain C11) or cuda (CUDA C++ and cuBLAS for one NVIDIA GPU)")
       ->check(CLI::IsMember({"c", "cuda"}));
+  g->add_option("--precision", gen.precision,
+                "with --target cuda and --dtype f32: the matrix products' arithmetic: fp32 (default), tf32 "
+                "(TF32 tensor cores) or bf16 (bf16 tensor cores, fp32 accumulation); params, optimiser "
+                "state and checkpoints stay fp32")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   g->add_option("--max-batch", gen.max_batch, "largest batch the generated code accepts (default 256)")
       ->check(CLI::Range(1L, 1L << 24));
   g->add_flag("--blas", gen.blas, "contractions call cblas_sgemm/dgemm (OpenBLAS) instead of the generated kernel");
@@ -94,6 +99,10 @@ int main(int argc, char** argv) {
     if (!*out_opt && !*dump_opt && !gen.stats) throw CLI::RequiredError("-o,--output");
     if (gen.json && !gen.stats) throw CLI::ValidationError("--json", "only with --stats");
     if (gen.embed && gen.target == "cuda") throw CLI::ValidationError("--embed", "only with --target c");
+    if (!gen.precision.empty() && gen.target != "cuda")
+      throw CLI::ValidationError("--precision", "only with --target cuda");
+    if (!gen.precision.empty() && gen.dtype != "f32")
+      throw CLI::ValidationError("--precision", "needs --dtype f32 (params and optimiser state in fp32)");
     if (gen.blas && gen.target == "cuda") throw CLI::ValidationError("--blas", "only with --target c (CUDA uses cuBLAS)");
   });
 

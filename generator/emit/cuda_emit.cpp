@@ -63,7 +63,8 @@ public:
     d.set("uses_gemm", data{gemms_ > 0 ? data::type::bool_true : data::type::bool_false});
     d.set("attention_include", attention_ ? "#include \"cannl_attention.cuh\"\n" : "");
     d.set("cuda_type", o_.f64 ? "CUDA_R_64F" : "CUDA_R_32F");
-    d.set("blas_compute", o_.f64 ? "CUBLAS_COMPUTE_64F" : "CUBLAS_COMPUTE_32F");
+    d.set("blas_compute", blas_compute());
+    d.set("precision_note", precision_note());
     data bufs{data::type::list};
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
       if (arena_.field[i] < 0) continue;
@@ -207,6 +208,27 @@ private:
   const std::string& name(int b) const { return names_[static_cast<size_t>(b)]; }
   // The element type of buffer b: real, or int32_t for ids.
   const char* ctype(int b) const { return buf(b).ids > 0 ? "int32_t" : "real"; }
+
+  // The cuBLAS compute type of the products (CudaOptions::precision): fp32 on the CUDA cores;
+  // tf32 and bf16 on the tensor cores, operands rounded to TF32 or bf16 inside cuBLAS,
+  // accumulated and stored in fp32.
+  const char* blas_compute() const {
+    if (o_.f64) return "CUBLAS_COMPUTE_64F";
+    if (o_.precision == "tf32") return "CUBLAS_COMPUTE_32F_FAST_TF32";
+    if (o_.precision == "bf16") return "CUBLAS_COMPUTE_32F_FAST_16BF";
+    return "CUBLAS_COMPUTE_32F";
+  }
+  // The header comment's line on the products' arithmetic.
+  std::string precision_note() const {
+    if (o_.f64) return "float64 (CUBLAS_COMPUTE_64F)";
+    if (o_.precision == "tf32")
+      return "TF32 tensor cores (--precision tf32): operands rounded to TF32, fp32 accumulation;\n"
+             " * every buffer stays fp32";
+    if (o_.precision == "bf16")
+      return "bf16 tensor cores (--precision bf16): operands rounded to bf16, fp32 accumulation;\n"
+             " * every buffer (params, optimiser state, activations) stays fp32, checkpoints interchangeable with fp32 runs'";
+    return "fp32 on the CUDA cores (--precision fp32)";
+  }
 
   // ---- memory ----------------------------------------------------------------------------
 

@@ -26,6 +26,10 @@ namespace cannl {
 
 struct CudaOptions {
   bool f64 = false;  // element type double instead of float (cuBLAS in double too)
+  // The matrix products' arithmetic (f32 only): "fp32" (CUDA cores), "tf32" (TF32 tensor cores)
+  // or "bf16" (operands rounded to bf16 on the tensor cores, fp32 accumulation); every buffer
+  // stays in the element type either way.
+  std::string precision = "fp32";
   std::string spec;  // the spec's path as shown in comments
 };
 

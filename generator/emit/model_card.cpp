@@ -79,6 +79,7 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   c["spec"] = {{"file", info.spec_file}, {"sha256", sha256_hex(info.spec_text)}};
   c["generator"] = std::string("cannl ") + CANNL_VERSION;
   c["dtype"] = info.f64 ? "float64" : "float32";
+  if (!info.precision.empty()) c["precision"] = info.precision;  // the products' arithmetic
   c["max_batch"] = p.max_batch;
   c["layout"] = "row-major; a batch is n examples back to back (1 <= n <= max_batch), each in storage order "
                 "(output axes, then input axes); a param [a -> b] is stored [b, a]";

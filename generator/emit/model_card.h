@@ -22,6 +22,7 @@ struct CardInfo {
   std::string spec_file;   // the spec's file name
   std::string spec_text;   // its bytes (hashed)
   bool f64 = false;
+  std::string precision;        // the CUDA target's products (fp32, tf32, bf16); "" for none
   bool inference_state = true;  // the target has the forward-only state (the C target)
   const EmbeddedWeights* weights = nullptr;
 };

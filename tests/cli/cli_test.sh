@@ -189,6 +189,24 @@ PY
 grep -qF "char *dev;        /* the device arena" "$tmp/gen/cnn_cuda/fashion_cnn.cu" \
   && grep -qF "cannl_device_alloc($(python3 -c "import json; print(json.load(open('$tmp/gen/cnn_cuda/fashion_cnn.json'))['arena_bytes']['training_state'])")," "$tmp/gen/cnn_cuda/fashion_cnn.cu" \
   && ok || bad "the CUDA source allocates the card's arena"
+# --precision (issue 18): the CUDA products' arithmetic, written in the source and the card;
+# only with --target cuda and --dtype f32, any other combination a usage error, nothing written.
+for p in fp32 tf32 bf16; do
+  expect_rc 0 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_$p" --target cuda --precision $p
+  [ "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['precision'])" "$tmp/gen/prec_$p/gpt_tiny.json")" = $p ] \
+    && ok || bad "--precision $p: the model card's precision"
+done
+grep -q 'CUBLAS_COMPUTE_32F,' "$tmp/gen/prec_fp32/gpt_tiny.cu" && grep -q 'CUBLAS_COMPUTE_32F_FAST_TF32,' "$tmp/gen/prec_tf32/gpt_tiny.cu" \
+  && grep -q 'CUBLAS_COMPUTE_32F_FAST_16BF,' "$tmp/gen/prec_bf16/gpt_tiny.cu" && ok || bad "--precision: the products' compute type"
+expect_rc 0 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_default" --target cuda
+cmp -s "$tmp/gen/prec_default/gpt_tiny.cu" "$tmp/gen/prec_fp32/gpt_tiny.cu" && ok || bad "--precision fp32 is the default"
+expect_rc 2 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_c" --precision bf16
+grep -q -- '--precision: only with --target cuda' "$tmp/err" && [ ! -e "$tmp/gen/prec_c" ] && ok || bad "--precision with --target c"
+expect_rc 2 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_c" --target c --precision fp32
+expect_rc 2 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_f64" --target cuda --dtype f64 --precision tf32
+grep -q -- '--precision: needs --dtype f32' "$tmp/err" && [ ! -e "$tmp/gen/prec_f64" ] && ok || bad "--precision with --dtype f64"
+expect_rc 2 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_x" --target cuda --precision fp16
+[ ! -e "$tmp/gen/prec_x" ] && ok || bad "--precision fp16 left a directory"
 # A file-size limit while writing: one error line naming the file, no directory left.
 ( ulimit -f 30; "$cannl" gen "$src/specs/fashion_mlp.cannl" -o "$tmp/gen/limited" >"$tmp/out" 2>"$tmp/err" ); rc=$?
 [ "$rc" -eq 2 ] && grep -q "cannot write .*limited/fashion_mlp.*: File too large" "$tmp/err" && [ ! -e "$tmp/gen/limited" ] \

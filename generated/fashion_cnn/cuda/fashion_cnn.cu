@@ -13,6 +13,8 @@
  * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
+ * Products: fp32 on the CUDA cores (--precision fp32).
+ *
  * Memory: every buffer lives in one device arena (470661440 bytes), laid out as the C target's
  * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
  * routine's work buffers in one region). Its first 39295680 bytes (params, optimiser state)
