@@ -34,8 +34,9 @@
 # on one NVIDIA GPU: <model>.cu and <model>_train.cu compiled by nvcc (-O3 and the list
 # CANNL_CUDA_FLAGS, e.g. -Werror all-warnings), linked to cannl::cuda_rt, cuBLAS and the CUDA
 # runtime. Needs the CUDA language enabled (project(... CUDA) or enable_language(CUDA), with
-# CMAKE_CUDA_ARCHITECTURES set as you need) and the target cannl::cuda_rt. It writes no inference
-# program and takes no WEIGHTS. PRECISION (TARGET cuda, DTYPE f32 only) is `cannl gen
+# CMAKE_CUDA_ARCHITECTURES set as you need) and the target cannl::cuda_rt. NAME_infer runs the
+# model forward on the GPU (`--generate` re-runs the forward pass per token: no KV cache on the
+# GPU yet); it takes no WEIGHTS (nothing compiled in). PRECISION (TARGET cuda, DTYPE f32 only) is `cannl gen
 # --precision`: the matrix products on the CUDA cores in fp32 (the default), or on the tensor
 # cores in TF32 or bf16 with fp32 accumulation; params, optimiser state and checkpoints stay fp32. Its training program is data-parallel under mpirun
 # as the C target's (MPI and NO_MPI alike), one GPU per rank: the gradients all-reduced on the
@@ -147,7 +148,7 @@ function(cannl_add_model name spec)
     if(ARG_WEIGHTS)
       message(FATAL_ERROR "cannl_add_model(${name}): WEIGHTS is for TARGET c only")
     endif()
-    set(outputs ${dir}/${model}.h ${dir}/${model}.cu ${dir}/${model}_train.cu)
+    set(outputs ${dir}/${model}.h ${dir}/${model}.cu ${dir}/${model}_train.cu ${dir}/${model}_infer.cu)
     add_custom_command(
       OUTPUT ${outputs}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
@@ -167,6 +168,10 @@ function(cannl_add_model name spec)
     target_link_libraries(${name}_train PRIVATE ${name})
     target_compile_options(${name}_train PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${CANNL_CUDA_FLAGS}>)
     set_target_properties(${name}_train PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF)
+    add_executable(${name}_infer ${dir}/${model}_infer.cu)
+    target_link_libraries(${name}_infer PRIVATE ${name})
+    target_compile_options(${name}_infer PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:${CANNL_CUDA_FLAGS}>)
+    set_target_properties(${name}_infer PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF)
     set(dist "")
     if(TARGET cannl::cuda_rt_nccl AND NOT ARG_NO_NCCL)
       set(dist cannl::cuda_rt_nccl)
@@ -181,7 +186,7 @@ function(cannl_add_model name spec)
       target_compile_definitions(${name}_train PRIVATE CANNL_HAVE_MPI)
     endif()
     if(NOT ARG_NO_INSTALL AND (NOT DEFINED CANNL_INSTALL_MODELS OR CANNL_INSTALL_MODELS))
-      install(TARGETS ${name} ${name}_train
+      install(TARGETS ${name} ${name}_train ${name}_infer
               RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
               ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
               PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -58,7 +58,7 @@ std::string pass_listing();
 // `cannl gen SPEC -o DIR`: writes DIR/<model>.h, <model>.c, <model>_inference.c,
 // <model>_train.c, <model>_infer.c, <model>.json (the model card), CMakeLists.txt and, with
 // --weights CKPT --embed, <model>_weights.c (--target cuda: <model>.h, <model>.cu, <model>_train.cu,
-// CMakeLists.txt). Nothing is written when the spec has errors or
+// <model>_infer.cu, CMakeLists.txt). Nothing is written when the spec has errors or
 // the checkpoint does not fit it (exit status 1); files are replaced atomically (a new
 // directory appears whole).
 int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, std::ostream& err);

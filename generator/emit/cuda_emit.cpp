@@ -151,6 +151,7 @@ public:
     if (p_.model == "real") cu = rename_real(cu);
     files.push_back({p_.model + ".cu", cu});
     files.push_back({p_.model + "_train.cu", render_template("cuda/train.cu.mustache", d)});
+    files.push_back({p_.model + "_infer.cu", render_template("cuda/infer.cu.mustache", d)});
     files.push_back({"CMakeLists.txt", render_template("cuda/CMakeLists.txt.mustache", d)});
     return files;
   }

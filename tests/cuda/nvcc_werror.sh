@@ -5,7 +5,7 @@
 # every gpu test.
 #   nvcc_werror.sh SPEC WORK CANNL NVCC ARCH FILES [GEN_ARGS...]
 #     cannl gen SPEC --target cuda GEN_ARGS into WORK, then nvcc -c of the model's .cu (FILES
-#     model) or of it and the training program's (FILES all) for the one GPU architecture ARCH
+#     model) or of it and the training and inference programs' (FILES all) for the one GPU architecture ARCH
 #     (90: sm_90), with the flags of the build (CANNL_CUDA_FLAGS, CMakeLists.txt). Without nvcc
 #     (NVCC empty or not found) it says so and exits 77: skipped.
 set -euo pipefail
@@ -22,7 +22,7 @@ mkdir -p "$work"
 "$cannl" gen "$spec" -o "$work/gen" --target cuda "$@"
 model=$(basename "$(ls "$work"/gen/*_train.cu)" _train.cu)
 sources=("$work/gen/$model.cu")
-[ "$files" = all ] && sources+=("$work/gen/${model}_train.cu")
+[ "$files" = all ] && sources+=("$work/gen/${model}_train.cu" "$work/gen/${model}_infer.cu")
 status=0
 for f in "${sources[@]}"; do
   cmd=("$nvcc" -std=c++17 -O3 -gencode "arch=compute_$arch,code=sm_$arch" -Werror all-warnings
