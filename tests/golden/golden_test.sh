@@ -13,7 +13,7 @@
 #   golden_test.sh cuda SRC WORK NVCC ARCHS RT_LIB CUDA_RT_LIB
 #       compiles every generated/<model>/cuda/*.cu once with NVCC for the architectures ARCHS
 #       (a CMake list: 90;80), nvcc and host warnings as errors, links each training program
-#       with the runtime libraries and cuBLAS, and runs its --help (no GPU needed)
+#       and inference program with the runtime libraries and cuBLAS, and runs their --help (no GPU needed)
 set -euo pipefail
 mode=$1
 src=$2
@@ -102,8 +102,12 @@ cuda)
     [ $status -eq 0 ] || continue
     cmd=("$nvcc" "${gencode[@]}" -o "$work/${m}_train" "$work/${m}_train.o" "$work/$m.o" "$cuda_rt" "$rt" -lcublas -lz -lm -lpthread)
     "${cmd[@]}" || { echo "FAIL: ${cmd[*]}" >&2; status=1; continue; }
-    "$work/${m}_train" --help >"$work/help.log" 2>&1 && grep -q "usage: ${m}_train" "$work/help.log" \
-      || { cat "$work/help.log" >&2; echo "FAIL: ${m}_train --help" >&2; status=1; }
+    cmd=("$nvcc" "${gencode[@]}" -o "$work/${m}_infer" "$work/${m}_infer.o" "$work/$m.o" "$cuda_rt" "$rt" -lcublas -lz -lm -lpthread)
+    "${cmd[@]}" || { echo "FAIL: ${cmd[*]}" >&2; status=1; continue; }
+    for prog in train infer; do
+      "$work/${m}_$prog" --help >"$work/help.log" 2>&1 && grep -q "usage: ${m}_$prog" "$work/help.log" \
+        || { cat "$work/help.log" >&2; echo "FAIL: ${m}_$prog --help" >&2; status=1; }
+    done
     echo "$m: compiled and linked in $((SECONDS - start)) s"
   done
   [ $status -eq 0 ] && echo "ok: ${models[*]} with $nvcc for $archs"
