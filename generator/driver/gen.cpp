@@ -152,6 +152,7 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
     so.passes = c.passes;
     so.elem_bytes = co.f64 ? 8 : 4;
     so.dtype = opt.dtype;
+    so.target = opt.target;
     out << (opt.json ? stats_json(c.before, c.prog, so) : stats_text(c.before, c.prog, so));
     return 0;
   }

@@ -7,6 +7,8 @@
 #include <set>
 
 #include "emit/c_names.h"
+#include "emit/contraction.h"
+#include "emit/cublas_plan.h"
 
 #include "ir/stats.h"
 
@@ -88,6 +90,24 @@ std::string list(const std::vector<std::string>& passes) {
   return s.empty() ? "no passes" : s;
 }
 
+// How a routine's nests run on the target: matrix products (the C target's GEMM kernel, or one
+// cuBLAS call each), runtime calls (attention), and the rest (C loop nests, CUDA kernels).
+struct TargetCounts {
+  int nests = 0, products = 0, calls = 0;
+};
+TargetCounts target_counts(const ir::Program& p, const ir::Routine& r, const std::string& target) {
+  TargetCounts c;
+  for (const auto& s : r.stmts) {
+    if (s.call)
+      ++c.calls;
+    else if (target == "cuda" ? plan_cublas_gemm(p, s).has_value() : recognise_contraction(p, s).has_value())
+      ++c.products;
+    else
+      ++c.nests;
+  }
+  return c;
+}
+
 }  // namespace
 
 std::string stats_text(const ir::Program& before, const ir::Program& after, const StatsOptions& o) {
@@ -115,6 +135,18 @@ std::string stats_text(const ir::Program& before, const ir::Program& after, cons
                      ratio(static_cast<double>(a.arena_bytes), static_cast<double>(b.arena_bytes)),
                      ratio(a.loop_nests, b.loop_nests), ratio(a.flops, b.flops), ratio(a.bytes_moved, b.bytes_moved));
   }
+  const ir::Layout& l = after.layout;
+  if (const auto* t = after.routine(train); t && l.align > 0) {
+    const TargetCounts c = target_counts(after, *t, o.target);
+    const bool cuda = o.target == "cuda";
+    s += fmt::format("  --target {}: {} runs {} {}, {} {} products, {} runtime calls\n", o.target, t->name(), c.nests,
+                     cuda ? "kernels" : "loop nests", c.products, cuda ? "cuBLAS" : "GEMM-kernel", c.calls);
+    s += fmt::format("  --target {}: training state {} bytes{} ({} {}, grad block {}, work region {})", o.target,
+                     l.training.bytes, cuda ? ", one device arena" : "", cuda ? "params and optimiser state" : "params",
+                     l.training.state, l.training.grads_bytes, l.training.work_bytes);
+    if (!cuda) s += fmt::format(", optimiser-state block {} bytes, forward-only state {} bytes", l.opt_state.bytes, l.inference.bytes);
+    s += "\n";
+  }
   return s;
 }
 
@@ -137,6 +169,19 @@ std::string stats_json(const ir::Program& before, const ir::Program& after, cons
     // The training step at the chosen level, also at the top level (the keys a script reads).
     j[t->name()] = to_json(ir::routine_stats(after, *t, after.max_batch, o.elem_bytes));
     for (const char* k : {"arena_bytes", "loop_nests", "flops", "bytes_moved"}) j[k] = j[t->name()][k];
+  }
+  if (const auto* t = after.routine(ir::RoutineKind::TrainStep); t && after.layout.align > 0) {
+    const ir::Layout& l = after.layout;
+    const TargetCounts c = target_counts(after, *t, o.target);
+    nlohmann::json tj = {{"name", o.target},
+                         {"train_step", {{"nests", c.nests}, {"products", c.products}, {"calls", c.calls}}},
+                         {"training_state_bytes", l.training.bytes},
+                         {"state_prefix_bytes", l.training.state},
+                         {"grad_block_bytes", l.training.grads_bytes},
+                         {"work_region_bytes", l.training.work_bytes}};
+    tj["opt_state_block_bytes"] = o.target == "cuda" ? nlohmann::json(nullptr) : nlohmann::json(l.opt_state.bytes);
+    tj["inference_state_bytes"] = o.target == "cuda" ? nlohmann::json(nullptr) : nlohmann::json(l.inference.bytes);
+    j["target"] = tj;
   }
   return j.dump(2) + "\n";
 }

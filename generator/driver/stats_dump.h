@@ -17,10 +17,15 @@ struct StatsOptions {
   std::vector<std::string> passes;  // the passes that ran, in order
   int elem_bytes = 4;
   std::string dtype = "f32";
+  std::string target = "c";  // the back end whose layout and nests the last line describes
 };
 
 // Per routine: buffers, arena bytes, loop nests, FLOPs and bytes moved per call at the
-// max batch, before and after the passes (routine_stats of ir/stats.h).
+// max batch, before and after the passes (routine_stats of ir/stats.h); then the target's
+// view (`--target`): how train_step's nests run there (generated loop nests or kernels,
+// matrix products of the GEMM kernel or cuBLAS, runtime calls) and the memory layout its
+// states are allocated by (the model card's arena bytes: the training state, on CUDA one
+// device arena; the C target's optimiser-state block and forward-only state).
 std::string stats_text(const ir::Program& before, const ir::Program& after, const StatsOptions& o);
 // The same as JSON; its top-level "train_step" object holds the training step at the chosen
 // level: arena_bytes, loop_nests, flops, bytes_moved, buffers.

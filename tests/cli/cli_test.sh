@@ -207,6 +207,21 @@ expect_rc 2 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_f64" --ta
 grep -q -- '--precision: needs --dtype f32' "$tmp/err" && [ ! -e "$tmp/gen/prec_f64" ] && ok || bad "--precision with --dtype f64"
 expect_rc 2 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_x" --target cuda --precision fp16
 [ ! -e "$tmp/gen/prec_x" ] && ok || bad "--precision fp16 left a directory"
+# --stats --target: the target's view (nests, products, layout), the card's training state.
+expect_rc 0 "$cannl" gen "$src/specs/fashion_cnn.cannl" --stats --target cuda
+grep -q '^  --target cuda: train_step runs [0-9]* kernels, [1-9][0-9]* cuBLAS products' "$tmp/out" \
+  && grep -q "^  --target cuda: training state $(python3 -c "import json; print(json.load(open('$tmp/gen/cnn_cuda/fashion_cnn.json'))['arena_bytes']['training_state'])") bytes, one device arena" "$tmp/out" \
+  && ok || bad "--stats --target cuda: $(tail -2 "$tmp/out")"
+expect_rc 0 "$cannl" gen "$src/specs/fashion_cnn.cannl" --stats --json
+python3 - "$tmp/out" "$tmp/gen/cnn_c/fashion_cnn.json" <<'PY' && ok || bad "--stats --json: target"
+import json, sys
+s, card = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+t = s["target"]
+assert t["name"] == "c" and t["train_step"]["products"] > 0, t
+assert t["training_state_bytes"] == card["arena_bytes"]["training_state"], (t, card["arena_bytes"])
+assert t["inference_state_bytes"] == card["arena_bytes"]["inference_state"], (t, card["arena_bytes"])
+assert t["opt_state_block_bytes"] == card["opt_state_block"]["bytes"], t
+PY
 # A file-size limit while writing: one error line naming the file, no directory left.
 ( ulimit -f 30; "$cannl" gen "$src/specs/fashion_mlp.cannl" -o "$tmp/gen/limited" >"$tmp/out" 2>"$tmp/err" ); rc=$?
 [ "$rc" -eq 2 ] && grep -q "cannot write .*limited/fashion_mlp.*: File too large" "$tmp/err" && [ ! -e "$tmp/gen/limited" ] \
