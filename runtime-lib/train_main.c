@@ -714,6 +714,11 @@ static int validate(trainer *t) {
     t->val_loss = loss_sum / (double)batches;
     for (int32_t j = 0; j < api->num_metrics; j++) t->val_metrics[j] = sum[j] / (double)batches;
     free(sum);
+    if (!isfinite(t->val_loss)) { /* params so large that the forward pass overflows: diverged */
+        char what[64];
+        snprintf(what, sizeof what, "the validation loss is %s", cannl__nonfinite_name(t->val_loss));
+        return diverged(t, what);
+    }
     t->validated_step = t->step;
     return CANNL__EXIT_OK;
 }
