@@ -1244,6 +1244,12 @@ int cannl__train_main_dist(const cannl_model_api *api, const cannl_model_ext *ex
         rc = cannl__stream_bind(api, "--stream", t.o.stream, &t.stream, msg, sizeof msg);
         if (rc == CANNL__EXIT_OK && t.o.val_stream)
             rc = cannl__stream_bind(api, "--val-stream", t.o.val_stream, &t.val, msg, sizeof msg);
+        if (rc == CANNL__EXIT_OK && t.o.val_stream && (t.val.input != t.stream.input || t.val.target != t.stream.target)) {
+            snprintf(msg, sizeof msg, "--val-stream %s: binds %s,%s but --stream binds %s,%s (validation feeds the inputs "
+                     "training feeds)", t.o.val_stream, api->inputs[t.val.input].name, api->inputs[t.val.target].name,
+                     api->inputs[t.stream.input].name, api->inputs[t.stream.target].name);
+            rc = CANNL__EXIT_USAGE;
+        }
     } else if (rc == CANNL__EXIT_OK) {
         rc = cannl__bind_check(api, t.o.data, t.o.ndata, "--data", msg, sizeof msg);
         if (rc == CANNL__EXIT_OK && t.o.ntest > 0)

@@ -160,7 +160,9 @@ for args, needle in [(["--stream", "tokens,next=train.txt"], "--steps"),
                      (["--stream", "tokens,next=train.txt", "--steps", "2", "--eval-every", "2"], "--val-stream"),
                      (["--val-stream", "tokens,next=train.txt", "--steps", "2"], "--stream"),
                      (["--stream", "tokens,nxt=train.txt", "--steps", "2"], "no input 'nxt'"),
-                     (["--stream", "tokens=train.txt", "--steps", "2"], "INPUT,TARGET=PATH")]:
+                     (["--stream", "tokens=train.txt", "--steps", "2"], "INPUT,TARGET=PATH"),
+                     (["--stream", "tokens,next=train.txt", "--val-stream", "next,tokens=train.txt", "--steps", "2"],
+                      "binds next,tokens but --stream binds tokens,next")]:
     rc, out, err = run(*args)
     check(rc == 2 and needle in err, f"{' '.join(args)}: expected usage error with {needle!r}, got {rc}: {err}")
 
