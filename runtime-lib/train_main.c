@@ -214,8 +214,8 @@ static int resume_settings(trainer *t, const cannl_checkpoint *ck) {
     if (r < 0) return report(t, CANNL__EXIT_FAIL, "%s: metadata \"seed\" is not an integer", path);
     if (r == 0 && !t->o.seed_set) t->seed = v;
     if (r == 0 && t->o.seed_set && t->o.seed != v)
-        warn(t, "--seed %" PRIu64 " differs from the checkpoint's seed %" PRIu64 "; shuffling with %" PRIu64, t->o.seed,
-             v, t->o.seed);
+        warn(t, "--seed %" PRIu64 " differs from the checkpoint's seed %" PRIu64 "; %s with %" PRIu64, t->o.seed, v,
+             t->o.stream ? "drawing the stream's windows" : "shuffling", t->o.seed);
     r = meta_u64(ck, "shuffle", &v);
     if (r < 0 || (r == 0 && v > 1)) return report(t, CANNL__EXIT_FAIL, "%s: metadata \"shuffle\" is not 0 or 1", path);
     if (r == 0 && !t->o.no_shuffle) t->shuffle = (int)v;

@@ -116,6 +116,11 @@ if rc == 0:
     check(strip(records("a.jsonl")) == strip(resumed), "resumed log = uninterrupted log")
     check([r["step"] for r in resumed] == [4, 8, 12, 13, 16, 20], f"resumed log steps {[r['step'] for r in resumed]}")
 
+# Resumed with another --seed: a warning that the windows now come from that seed.
+rc, out, err = run(*base, "--steps", "21", "--seed", "9", "--resume", "r.ck", "--checkpoint", "r9.ck")
+check(rc == 0 and "--seed 9 differs from the checkpoint's seed 0; drawing the stream's windows with 9" in err,
+      f"resumed with another seed: {rc} {err}")
+
 # A model that prefetches (as CUDA models do) gets every step's windows before the step, but for
 # the first and those after a validation (20 - 1 - 2), and trains the same bits.
 if prefetch_train:
