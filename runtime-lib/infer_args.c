@@ -8,6 +8,7 @@
 #include "rt_internal.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +109,15 @@ static int apply(const cannl_model_api *api, const flag_def *f, const char *v, c
             o->name_map = v;
         else
             o->weights = v;
+    } else if (f->kind == F_INT && strcmp(n, "--seed") == 0) {
+        /* Any uint64 value, as the training program's --seed. */
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (!*v || *end || *v < '0' || *v > '9')
+            return cannl__usage_error(msg, cap, "--seed: '%s' is not a non-negative integer", v);
+        if (errno == ERANGE) return cannl__usage_error(msg, cap, "--seed: '%s' is too large", v);
+        o->seed = (uint64_t)x;
     } else if (f->kind == F_INT) {
         int64_t x;
         int rc = cannl__parse_int(n, v, f->min, &x, msg, cap);
@@ -120,8 +130,6 @@ static int apply(const cannl_model_api *api, const flag_def *f, const char *v, c
             o->generate_set = 1;
         } else if (strcmp(n, "--top-k") == 0) {
             o->top_k = x;
-        } else if (strcmp(n, "--seed") == 0) {
-            o->seed = (uint64_t)x;
         } else {
             if (x > 4096) return cannl__usage_error(msg, cap, "%s: %s threads is too many", n, v);
             o->threads = (int)x;

@@ -5,14 +5,17 @@
  * With the model's decode steps (cannl_decode_api: a causal language model of the C target)
  * the window lives in the model's KV cache: the prompt is prefilled once, then each new
  * token costs one single-position step. Past ctx tokens the window becomes the last ctx/2
- * tokens, prefilled again. Without them (or with CANNL_GENERATE_FULL_FORWARD=1 in the
- * environment: the reference the tests and bench/generate_bench.sh compare against), every
- * new token runs the model's forward on one example, the window's ids left-aligned in the
- * ctx positions and the rest filled with id 0 (causal attention keeps later positions out of
- * earlier ones' logits): the same logits within float rounding.
- * Sampling: T = 0 is argmax (the lowest id among equal maxima); else softmax(logits / T)
- * over all ids, or over the K most likely with --top-k (ties broken by the lower id), drawn
- * with cannl_rng seeded by --seed. */
+ * tokens (the last one when ctx is 1), prefilled again. Without them (or with
+ * CANNL_GENERATE_FULL_FORWARD=1 in the environment: the reference the tests and
+ * bench/generate_bench.sh compare against), every new token runs the model's forward on one
+ * example, the window's ids left-aligned in the ctx positions and the rest filled with id 0
+ * (causal attention keeps later positions out of earlier ones' logits): the same logits
+ * within float rounding.
+ * Sampling: T = 0 is argmax (the lowest id among equal maxima); else softmax(logits / T),
+ * computed as softmax((logits - max) / T) so that no T overflows it, over all ids, or over
+ * the K most likely with --top-k (ties broken by the lower id), drawn with cannl_rng seeded
+ * by --seed. Logits that are not finite (weights so large that they overflow) stop
+ * generation with an error: no token is drawn from them. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "infer_internal.h"
@@ -98,22 +101,25 @@ static int cmp_order(const void *a, const void *b) {
     return i < j ? -1 : i > j;
 }
 
-/* One id from the logits row (n values of dtype at row). */
-static int32_t sample(gen *g, const void *row, cannl_dtype dt, const cannl__infer_opts *o, cannl_rng *rng) {
-    int64_t n = g->n;
-    for (int64_t i = 0; i < n; i++)
-        g->score[i] = dt == CANNL_F64 ? ((const double *)row)[i] : (double)((const float *)row)[i];
-    if (o->temperature == 0) {
-        int64_t best = 0;
-        for (int64_t i = 1; i < n; i++)
-            if (g->score[i] > g->score[best]) best = i;
-        return (int32_t)best;
-    }
-    double mx = -INFINITY;
+/* One id from the logits row (n values of dtype at row) into *id; -1 (nothing drawn) when a
+   logit is not finite, its index into *id. */
+static int sample(gen *g, const void *row, cannl_dtype dt, const cannl__infer_opts *o, cannl_rng *rng, int32_t *id) {
+    int64_t n = g->n, best = 0;
     for (int64_t i = 0; i < n; i++) {
-        g->score[i] /= o->temperature;
-        if (g->score[i] > mx) mx = g->score[i];
+        g->score[i] = dt == CANNL_F64 ? ((const double *)row)[i] : (double)((const float *)row)[i];
+        if (!isfinite(g->score[i])) {
+            *id = (int32_t)i;
+            return -1;
+        }
+        if (g->score[i] > g->score[best]) best = i;
     }
+    if (o->temperature == 0) {
+        *id = (int32_t)best;
+        return 0;
+    }
+    /* (logit - max) / T: 0 for the largest, so a tiny T cannot make inf - inf. */
+    const double top = g->score[best];
+    for (int64_t i = 0; i < n; i++) g->score[i] = (g->score[i] - top) / o->temperature;
     int64_t k = n;
     for (int64_t i = 0; i < n; i++) g->order[i] = (int32_t)i;
     if (o->top_k > 0 && o->top_k < n) {
@@ -122,13 +128,17 @@ static int32_t sample(gen *g, const void *row, cannl_dtype dt, const cannl__infe
         k = o->top_k;
     }
     double total = 0;
-    for (int64_t j = 0; j < k; j++) total += exp(g->score[g->order[j]] - mx);
+    for (int64_t j = 0; j < k; j++) total += exp(g->score[g->order[j]]);
     double u = cannl_rng_uniform(rng) * total, acc = 0;
     for (int64_t j = 0; j < k; j++) {
-        acc += exp(g->score[g->order[j]] - mx);
-        if (u < acc) return g->order[j];
+        acc += exp(g->score[g->order[j]]);
+        if (u < acc) {
+            *id = g->order[j];
+            return 0;
+        }
     }
-    return g->order[k - 1]; /* u rounded up to the total */
+    *id = g->order[k - 1]; /* u rounded up to the total */
+    return 0;
 }
 
 int cannl__infer_generate(const cannl_infer_model *model, void *m, const cannl__infer_opts *o) {
@@ -174,7 +184,7 @@ int cannl__infer_generate(const cannl_infer_model *model, void *m, const cannl__
     int64_t cached = 0; /* with decode steps: toks[start, start + cached) are in the KV cache */
     for (int64_t step = 0; step < o->generate; step++) {
         if (g.len - start > g.ctx) {
-            start = g.len - g.ctx / 2;
+            start = g.len - (g.ctx > 1 ? g.ctx / 2 : 1); /* the last ctx/2 tokens (one when ctx is 1) */
             cached = 0;
         }
         int64_t w = g.len - start;
@@ -197,7 +207,14 @@ int cannl__infer_generate(const cannl_infer_model *model, void *m, const cannl__
             api->forward(m, (const void *const *)ins, 1, outs);
             row = (const char *)outs[0] + (size_t)(w - 1) * (size_t)g.n * es;
         }
-        int32_t t = sample(&g, row, api->dtype, o, &rng);
+        int32_t t = 0;
+        if (sample(&g, row, api->dtype, o, &rng, &t) != 0) {
+            fflush(stdout);
+            rc = fail(&g, CANNL__EXIT_FAIL, "the logits for token %" PRId64 " (at the window's position %" PRId64
+                      ") are not finite: logit %" PRId32 " is %s; nothing is sampled from them",
+                      g.len, w - 1, t, isnan(g.score[t]) ? "nan" : g.score[t] > 0 ? "inf" : "-inf");
+            goto done;
+        }
         g.toks[g.len++] = t;
         put_token(&g, t);
         if (fflush(stdout) != 0) break;

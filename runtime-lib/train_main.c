@@ -214,8 +214,8 @@ static int resume_settings(trainer *t, const cannl_checkpoint *ck) {
     if (r < 0) return report(t, CANNL__EXIT_FAIL, "%s: metadata \"seed\" is not an integer", path);
     if (r == 0 && !t->o.seed_set) t->seed = v;
     if (r == 0 && t->o.seed_set && t->o.seed != v)
-        warn(t, "--seed %" PRIu64 " differs from the checkpoint's seed %" PRIu64 "; shuffling with %" PRIu64, t->o.seed,
-             v, t->o.seed);
+        warn(t, "--seed %" PRIu64 " differs from the checkpoint's seed %" PRIu64 "; %s with %" PRIu64, t->o.seed, v,
+             t->o.stream ? "drawing the stream's windows" : "shuffling", t->o.seed);
     r = meta_u64(ck, "shuffle", &v);
     if (r < 0 || (r == 0 && v > 1)) return report(t, CANNL__EXIT_FAIL, "%s: metadata \"shuffle\" is not 0 or 1", path);
     if (r == 0 && !t->o.no_shuffle) t->shuffle = (int)v;
@@ -714,6 +714,11 @@ static int validate(trainer *t) {
     t->val_loss = loss_sum / (double)batches;
     for (int32_t j = 0; j < api->num_metrics; j++) t->val_metrics[j] = sum[j] / (double)batches;
     free(sum);
+    if (!isfinite(t->val_loss)) { /* params so large that the forward pass overflows: diverged */
+        char what[64];
+        snprintf(what, sizeof what, "the validation loss is %s", cannl__nonfinite_name(t->val_loss));
+        return diverged(t, what);
+    }
     t->validated_step = t->step;
     return CANNL__EXIT_OK;
 }
@@ -758,11 +763,13 @@ static void print_validation(trainer *t) {
     fflush(stdout);
 }
 
-/* After a step of a stream run: the finiteness check and the record every --log-every steps,
-   the validation when it is due. */
+/* After a step of a stream run: the finiteness check and the record every --log-every steps
+   and after the last, the validation when it is due. */
 static int stream_step_done(trainer *t) {
     int rc;
-    const int log = t->o.log_every > 0 && t->step % t->o.log_every == 0, val = validation_due(t, t->step);
+    /* The last step of the run is logged too: a run shorter than --log-every has a record. */
+    const int log = (t->o.log_every > 0 && t->step % t->o.log_every == 0) || t->step == t->target;
+    const int val = validation_due(t, t->step);
     if (log && (rc = check_state(t))) return rc;
     if (val) {
         if ((rc = validate(t))) return rc;
@@ -1239,6 +1246,12 @@ int cannl__train_main_dist(const cannl_model_api *api, const cannl_model_ext *ex
         rc = cannl__stream_bind(api, "--stream", t.o.stream, &t.stream, msg, sizeof msg);
         if (rc == CANNL__EXIT_OK && t.o.val_stream)
             rc = cannl__stream_bind(api, "--val-stream", t.o.val_stream, &t.val, msg, sizeof msg);
+        if (rc == CANNL__EXIT_OK && t.o.val_stream && (t.val.input != t.stream.input || t.val.target != t.stream.target)) {
+            snprintf(msg, sizeof msg, "--val-stream %s: binds %s,%s but --stream binds %s,%s (validation feeds the inputs "
+                     "training feeds)", t.o.val_stream, api->inputs[t.val.input].name, api->inputs[t.val.target].name,
+                     api->inputs[t.stream.input].name, api->inputs[t.stream.target].name);
+            rc = CANNL__EXIT_USAGE;
+        }
     } else if (rc == CANNL__EXIT_OK) {
         rc = cannl__bind_check(api, t.o.data, t.o.ndata, "--data", msg, sizeof msg);
         if (rc == CANNL__EXIT_OK && t.o.ntest > 0)

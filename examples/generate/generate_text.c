@@ -77,8 +77,8 @@ int main(int argc, char **argv) {
     fputs(prompt, stdout);
     int64_t len = len0, start = 0, cached = 0; /* the window text[start, len), cached of it in the cache */
     for (long step = 0; step < n; step++) {
-        if (len - start > ctx) { /* past ctx: the last ctx/2 bytes, prefilled again */
-            start = len - ctx / 2;
+        if (len - start > ctx) { /* past ctx: the last ctx/2 bytes (1 if ctx is 1), prefilled again */
+            start = len - (ctx > 1 ? ctx / 2 : 1);
             cached = 0;
         }
         cannl_status st = cached == 0 ? API(_decode_prefill)(s, text + start, len - start, logits)

@@ -49,6 +49,8 @@ json interface(const ir::Program& p, const std::vector<int>& bufs, const ir::Rou
   std::set<int> read;
   if (reader)
     for (const auto& s : reader->stmts) {
+      if (s.call)  // an opaque step (embedding's gather, attention) reads its operands too
+        for (int b : ir::call_reads(*s.call)) read.insert(b);
       std::vector<const ir::Expr*> loads;
       ir::collect_loads(s, loads);
       for (const auto* l : loads) read.insert(l->access.buf);

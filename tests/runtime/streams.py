@@ -87,6 +87,14 @@ if rc == 0:
     check(recs[-1]["val_loss"] < recs[1]["val_loss"], "validation loss falls")
     check(all(r["lr"] == 1 for r in recs), "lr logged")
 
+# A run shorter than --log-every (default 100), without validation: its last step is logged.
+rc, out, err = run("--stream", "tokens,next=train.txt", "--batch", "8", "--steps", "6", "--metrics", "short.jsonl")
+check(rc == 0, f"short stream run: rc {rc}: {err}")
+if rc == 0:
+    recs = records("short.jsonl")
+    check([sorted(r) for r in recs] == [["elapsed", "lr", "step", "train_loss"]] and recs[0]["step"] == 6,
+          f"a 6-step run's records: {recs}")
+
 # The same seed gives the same windows (checkpoint); another seed others.
 rc, out, err = run(*base, "--steps", "20", "--eval-every", "8", "--checkpoint", "b.ck")
 check(rc == 0 and table_bytes("a.ck") == table_bytes("b.ck"), "same seed, same run")
@@ -107,6 +115,11 @@ if rc == 0:
     resumed = records("r.jsonl")
     check(strip(records("a.jsonl")) == strip(resumed), "resumed log = uninterrupted log")
     check([r["step"] for r in resumed] == [4, 8, 12, 13, 16, 20], f"resumed log steps {[r['step'] for r in resumed]}")
+
+# Resumed with another --seed: a warning that the windows now come from that seed.
+rc, out, err = run(*base, "--steps", "21", "--seed", "9", "--resume", "r.ck", "--checkpoint", "r9.ck")
+check(rc == 0 and "--seed 9 differs from the checkpoint's seed 0; drawing the stream's windows with 9" in err,
+      f"resumed with another seed: {rc} {err}")
 
 # A model that prefetches (as CUDA models do) gets every step's windows before the step, but for
 # the first and those after a validation (20 - 1 - 2), and trains the same bits.
@@ -160,7 +173,9 @@ for args, needle in [(["--stream", "tokens,next=train.txt"], "--steps"),
                      (["--stream", "tokens,next=train.txt", "--steps", "2", "--eval-every", "2"], "--val-stream"),
                      (["--val-stream", "tokens,next=train.txt", "--steps", "2"], "--stream"),
                      (["--stream", "tokens,nxt=train.txt", "--steps", "2"], "no input 'nxt'"),
-                     (["--stream", "tokens=train.txt", "--steps", "2"], "INPUT,TARGET=PATH")]:
+                     (["--stream", "tokens=train.txt", "--steps", "2"], "INPUT,TARGET=PATH"),
+                     (["--stream", "tokens,next=train.txt", "--val-stream", "next,tokens=train.txt", "--steps", "2"],
+                      "binds next,tokens but --stream binds tokens,next")]:
     rc, out, err = run(*args)
     check(rc == 2 and needle in err, f"{' '.join(args)}: expected usage error with {needle!r}, got {rc}: {err}")
 

@@ -100,3 +100,27 @@ minimize loss with sgd(lr = 0.1)
   w.step = "12x";
   CHECK(nlohmann::json::parse(model_card(p, info))["embedded_weights"]["step"].is_null());
 }
+
+TEST_CASE("model card: ids that forward reads through an embedding are read_by_forward", "[card]") {
+  // embedding is an opaque step of the IR (a call), not a load: the card must count its
+  // operands as the generated <model>_api.forward_reads does.
+  const std::string text = R"(model t
+dim ctx = 4
+input tokens : [ctx |] int
+input next : [ctx |] int
+param wte : [8 -> 16] = normal(0, 0.02)
+logits = wte * embedding(wte, tokens)
+loss = mean(cross_entropy(logits, next))
+output logits
+minimize loss with sgd(lr = 0.1)
+)";
+  ir::Program p = test::program(text, 4);
+  CardInfo info;
+  info.spec_file = "t.cannl";
+  info.spec_text = text;
+  auto c = nlohmann::json::parse(model_card(p, info));
+  CHECK(c["inputs"][0]["name"] == "tokens");
+  CHECK(c["inputs"][0]["dtype"] == "int32");
+  CHECK(c["inputs"][0]["read_by_forward"] == true);
+  CHECK(c["inputs"][1]["read_by_forward"] == false);
+}
