@@ -763,13 +763,11 @@ static void print_validation(trainer *t) {
     fflush(stdout);
 }
 
-/* After a step of a stream run: the finiteness check and the record every --log-every steps
-   and after the last, the validation when it is due. */
+/* After a step of a stream run: the finiteness check and the record every --log-every steps,
+   the validation when it is due. */
 static int stream_step_done(trainer *t) {
     int rc;
-    /* The last step of the run is logged too: a run shorter than --log-every has a record. */
-    const int log = (t->o.log_every > 0 && t->step % t->o.log_every == 0) || t->step == t->target;
-    const int val = validation_due(t, t->step);
+    const int log = t->o.log_every > 0 && t->step % t->o.log_every == 0, val = validation_due(t, t->step);
     if (log && (rc = check_state(t))) return rc;
     if (val) {
         if ((rc = validate(t))) return rc;
