@@ -60,6 +60,22 @@ rc, out, err = run(train, *common, "--val-stream=tokens,next=text.txt", "--steps
                    "--resume=good.safetensors")
 check(rc == 1 and "validation loss is nan" in err, f"no --checkpoint: rc {rc}, stdout {out!r}, stderr {err!r}")
 
+# A run stopped at --steps 15 and resumed to --steps 30 logs what the uninterrupted run logs
+# (--log-every 10: steps 10, 20, 30; no record for the step the first run stopped at).
+def log_of(path):
+    with open(path) as f:
+        return [{k: v for k, v in json.loads(line).items() if k != "elapsed"} for line in f if line.strip()]
+
+
+rc1, _, err1 = run(train, *common, "--steps=30", "--log-every=10", "--metrics=whole.jsonl")
+rc2, _, err2 = run(train, *common, "--steps=15", "--log-every=10", "--metrics=part.jsonl", "--checkpoint=part.safetensors")
+rc3, _, err3 = run(train, *common, "--steps=30", "--log-every=10", "--metrics=part.jsonl", "--checkpoint=part.safetensors",
+                   "--resume=part.safetensors")
+check(rc1 == rc2 == rc3 == 0, f"resume by --steps: rc {rc1} {rc2} {rc3}: {err1}{err2}{err3}")
+if rc1 == rc2 == rc3 == 0:
+    whole, part = log_of("whole.jsonl"), log_of("part.jsonl")
+    check([r["step"] for r in whole] == [10, 20, 30] and whole == part, f"resumed log {part} vs {whole}")
+
 if failures:
     print(f"{len(failures)} failure(s)")
     sys.exit(1)
