@@ -613,6 +613,11 @@ static int evaluate(trainer *t) {
     t->test_loss = loss_sum / (double)t->ntest;
     for (int32_t k = 0; k < api->num_metrics; k++) t->metrics[k] = sum[k] / (double)t->ntest;
     free(sum);
+    if (!isfinite(t->test_loss)) { /* params so large that the forward pass overflows: diverged */
+        char what[64];
+        snprintf(what, sizeof what, "the test loss is %s", cannl__nonfinite_name(t->test_loss));
+        return diverged(t, what);
+    }
     t->tested_step = t->step;
     return CANNL__EXIT_OK;
 }

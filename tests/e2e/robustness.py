@@ -4,7 +4,8 @@
   robustness.py --case CASE --trainer BIN --fashion DIR --work DIR [--small]
 
   diverge       --resume good --checkpoint good --lr 1e6: exit 1, "training diverged", the good
-                checkpoint byte-identical (and the metrics log cut back on the next resume)
+                checkpoint byte-identical (and the metrics log cut back on the next resume); a
+                test loss that turns nan (params finite but overflowing) likewise
   nan_data      one nan pixel in an .npy file, inf and 1e999 in a CSV file, a nan in a float32
                 IDX file, a nan param in --init: each refused with exit 1, naming the file, the
                 example and the value, before anything is trained or written
@@ -62,7 +63,7 @@ def wait_for_step(p, step, spe):
     raise u.Failure(f"the trainer ended before step {step}: exit {p.wait()}\n{p.stderr.read()}")
 
 
-def case_diverge(opt, common, work):
+def case_diverge(opt, common, work, paths):
     good = os.path.join(work, "good.safetensors")
     metrics = os.path.join(work, "good.jsonl")
     u.run(common + ["--epochs", "1", "--checkpoint", good, "--metrics", metrics])
@@ -81,6 +82,18 @@ def case_diverge(opt, common, work):
     steps = [r["step"] for r in records if "loss" in r]  # the per-step records
     u.check(steps == sorted(set(steps)), f"a step is logged twice: {steps}")
     print(f"metrics log: {n_logged} lines after the diverged run; {len(records)} after the resumed one")
+    # An epoch of one batch at lr 1e30: its step's loss is finite (computed before the update),
+    # the params after it finite but so large that the test set's loss is nan: diverged too,
+    # exit 1, the good checkpoint kept (it used to end with exit 0, 'test loss: nan', the
+    # checkpoint overwritten).
+    one = u.fashion_subset(paths, u.fresh_dir(os.path.join(work, "one")), 64, 100)
+    base = [opt.trainer] + u.data_flags(one) + ["--batch", "64", "--seed", "3", "--quiet", "--threads", "1"]
+    good1 = os.path.join(work, "one", "good.safetensors")
+    u.run(base + ["--steps", "2", "--checkpoint", good1])
+    before = read_bytes(good1)
+    _, err = u.run(base + ["--resume", good1, "--checkpoint", good1, "--epochs", "4", "--lr", "1e30"], expect_rc=1)
+    print(error_line(err, "training diverged at step 3: the test loss is nan", f"{good1} keeps step 2"))
+    u.check(read_bytes(good1) == before, "the good checkpoint changed (test loss nan)")
 
 
 def case_nan_data(opt, paths, work, n):
@@ -231,7 +244,7 @@ def main():
     common = [opt.trainer] + u.data_flags(files, test=False) + ["--batch", str(batch), "--seed", "3",
                                                                  "--log-every", "1", "--quiet", "--threads", "1"]
     if opt.case == "diverge":
-        case_diverge(opt, common, work)
+        case_diverge(opt, common, work, paths)
     elif opt.case == "sigterm":
         case_sigterm(opt, common, work, spe)
     else:
