@@ -159,6 +159,19 @@ grep -q "o.cannl:6:11: error: output 'b' : \[3\] has no batch axis" "$tmp/err" &
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/switch"
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/switch" --target cuda
 [ "$(ls "$tmp/gen/switch" | tr '\n' ' ')" = "CMakeLists.txt moons_mlp.cu moons_mlp.h moons_mlp.json moons_mlp_train.cu " ] && ok || bad "stale files after a target switch: $(ls "$tmp/gen/switch")"
+# A file of the user's where gen writes one of its own (a project's CMakeLists.txt) is an
+# error, and nothing is written; cannl's own files are replaced, and only they are removed.
+mkdir -p "$tmp/gen/mine"
+echo 'project(mine)' > "$tmp/gen/mine/CMakeLists.txt"
+expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/mine"
+grep -qF "cannl: error: $tmp/gen/mine/CMakeLists.txt exists and was not written by cannl" "$tmp/err" && ok || bad "user's CMakeLists.txt: $(cat "$tmp/err")"
+[ "$(cat "$tmp/gen/mine/CMakeLists.txt")" = "project(mine)" ] && [ "$(ls "$tmp/gen/mine")" = "CMakeLists.txt" ] \
+  && ok || bad "user's CMakeLists.txt replaced or files written: $(ls "$tmp/gen/mine")"
+rm "$tmp/gen/mine/CMakeLists.txt"
+echo '/* my own */' > "$tmp/gen/mine/moons_mlp.cu"
+expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/mine"
+[ "$(cat "$tmp/gen/mine/moons_mlp.cu")" = "/* my own */" ] && ok || bad "gen removed the user's moons_mlp.cu"
+expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/mine" --dtype f64  # its own files: replaced
 # A killed `cannl gen` leaves its temporaries (DIR.cannl-tmp-<pid>/, DIR/<file>.cannl-tmp-<pid>);
 # the next run into DIR removes those of processes that no longer run, and only those.
 dead=$(sh -c 'echo $$')
