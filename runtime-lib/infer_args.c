@@ -306,9 +306,21 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
         }
     for (int32_t k = 0; k < api->num_outputs; k++)
         for (int32_t j = 0; j < k; j++)
-            if (o->out_paths[k] && o->out_paths[j] && strcmp(o->out_paths[k], o->out_paths[j]) == 0)
+            if (o->out_paths[k] && o->out_paths[j] && cannl__same_file(o->out_paths[k], o->out_paths[j]))
                 return cannl__usage_error(msg, cap, "--output: outputs '%s' and '%s' would both be written to %s",
                             api->outputs[j].name, api->outputs[k].name, o->out_paths[k]);
+    /* An output written over a file the program reads (an input, the weights) is refused. */
+    for (int32_t k = 0; k < api->num_outputs; k++) {
+        const char *out = o->out_paths[k];
+        if (!out) continue;
+        for (int b = 0; b < o->ninputs; b++)
+            if (cannl__reads_file(o->inputs[b].path, out))
+                return cannl__usage_error(msg, cap, "--output %s would overwrite the file of --input %.*s", out,
+                                          (int)o->inputs[b].name_len, o->inputs[b].name);
+        if ((o->weights && cannl__same_file(o->weights, out)) || (o->name_map && cannl__same_file(o->name_map, out)))
+            return cannl__usage_error(msg, cap, "--output %s would overwrite the %s file", out,
+                                      o->weights && cannl__same_file(o->weights, out) ? "--weights" : "--name-map");
+    }
     return CANNL__EXIT_OK;
 }
 

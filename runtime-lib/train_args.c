@@ -192,6 +192,39 @@ static void set_bool(const flag_def *f, cannl__train_opts *o) {
     if (strcmp(f->name, "--help") == 0) o->help = 1;
 }
 
+/* An output (--checkpoint, --metrics) that names a file the run reads would overwrite it
+   (training data, --init params, the name map) or mix with the other output: a usage error.
+   --checkpoint may name the --resume file: the run continues it in place. */
+static int check_outputs(const cannl__train_opts *o, char *msg, size_t cap) {
+    if (o->checkpoint && o->metrics && cannl__same_file(o->checkpoint, o->metrics))
+        return cannl__usage_error(msg, cap, "--checkpoint and --metrics name the same file (%s)", o->metrics);
+    const char *flags[2] = {"--checkpoint", "--metrics"}, *outs[2] = {o->checkpoint, o->metrics};
+    for (int k = 0; k < 2; k++) {
+        const char *out = outs[k];
+        if (!out) continue;
+        for (int pass = 0; pass < 2; pass++) {
+            const cannl__binding *b = pass ? o->test : o->data;
+            for (int i = 0; i < (pass ? o->ntest : o->ndata); i++)
+                if (cannl__reads_file(b[i].path, out))
+                    return cannl__usage_error(msg, cap, "%s %s would overwrite the file of %s %.*s", flags[k], out,
+                                              pass ? "--test" : "--data", (int)b[i].name_len, b[i].name);
+        }
+        const char *streams[2] = {o->stream, o->val_stream};
+        for (int i = 0; i < 2; i++) {
+            const char *eq = streams[i] ? strchr(streams[i], '=') : NULL;
+            if (eq && cannl__same_file(eq + 1, out))
+                return cannl__usage_error(msg, cap, "%s %s would overwrite the token stream of %s", flags[k], out,
+                                          i ? "--val-stream" : "--stream");
+        }
+        const char *reads[3] = {o->init, k == 1 ? o->resume : NULL, o->name_map};
+        const char *names[3] = {"--init", "--resume", "--name-map"};
+        for (int i = 0; i < 3; i++)
+            if (reads[i] && cannl__same_file(reads[i], out))
+                return cannl__usage_error(msg, cap, "%s %s would overwrite the %s file", flags[k], out, names[i]);
+    }
+    return CANNL__EXIT_OK;
+}
+
 int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl__train_opts *o, char *msg,
                        size_t cap) {
     memset(o, 0, sizeof *o);
@@ -262,7 +295,7 @@ int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl_
         return cannl__usage_error(msg, cap, "%s needs --val-stream", o->eval_every_set ? "--eval-every" : "--eval-batches");
     if (api->num_inputs == 0 && !o->steps_set)
         return cannl__usage_error(msg, cap, "model '%s' has no inputs: pass --steps N", api->name);
-    return CANNL__EXIT_OK;
+    return check_outputs(o, msg, cap);
 }
 
 void cannl__train_opts_free(cannl__train_opts *o) {

@@ -258,6 +258,13 @@ static void case_cli(void) {
     EXPECT(RUN(g_infer, "--weights", "--input=x=a.npy", "--output", W("o.npy")), 2, NULL,
            "--weights needs a value: --weights PATH, found the flag '--input=x=a.npy'");
     CHECK(!rt_exists("--metric") && !rt_exists("--input=x=a.npy"));
+    /* An output over a file the program reads: refused before anything is read or written. */
+    EXPECT(RUN(g_infer, CK, X_IN, "--output", W("x.npy")), 2, NULL,
+           F("--output %s would overwrite the file of --input x", W("x.npy")));
+    EXPECT(RUN(g_infer, CK, X_IN, "--output", W("ck.safetensors")), 2, NULL,
+           F("--output %s would overwrite the --weights file", W("ck.safetensors")));
+    EXPECT(RUN(g_infer, CK, X_IN, Y_IN, "--metric", "--output", F("%s/../%s/y.npy", g_dir, strrchr(g_dir, '/') + 1)), 2,
+           NULL, "would overwrite the file of --input y");
     CHECK(!rt_exists(W("o.npy")) && !rt_exists(W("a.npy")) && !rt_exists(W("b.npy")));
 }
 

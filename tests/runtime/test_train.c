@@ -336,6 +336,19 @@ static void case_cli(void) {
     EXPECT(TRAIN("--steps", "1", "--lr", "0.1", "--lr", "0.2"), 2, NULL, "--lr given twice (0.1 and 0.2)");
     EXPECT(TRAIN("--steps", "1", "--quiet", "--quiet"), 2, NULL, "--quiet given twice");
     EXPECT(RUN(g_fake, "-h", "--help"), 0, "--data NAME=PATH", NULL);
+    /* An output (--checkpoint, --metrics) over a file the run reads, or both on one file:
+     * refused before anything is read or written. --checkpoint may be the --resume file. */
+    EXPECT(TRAIN("--steps", "1", "--checkpoint", W("x.npy")), 2, NULL,
+           F("--checkpoint %s would overwrite the file of --data x", W("x.npy")));
+    EXPECT(TRAIN("--steps", "1", "--metrics", W("y.csv")), 2, NULL,
+           F("--metrics %s would overwrite the file of --data y", W("y.csv")));
+    EXPECT(TRAIN("--steps", "1", TEST_ARGS, "--metrics", W("tx.csv")), 2, NULL,
+           F("--metrics %s would overwrite the file of --test x", W("tx.csv")));
+    EXPECT(TRAIN("--steps", "1", "--init", W("ty.npy"), "--metrics", F("%s/./ty.npy", g_dir)), 2, NULL,
+           "would overwrite the --init file");
+    EXPECT(TRAIN("--steps", "1", "--checkpoint", W("same.out"), "--metrics", F("%s/./same.out", g_dir)), 2, NULL,
+           "--checkpoint and --metrics name the same file");
+    CHECK(!rt_exists(W("same.out")));
     /* Binding names. */
     EXPECT(RUN(g_fake, "--data", "z=foo.npy"), 2, NULL, "--data z=...: model 'fake_softmax' has no input 'z' (its inputs: x, y)");
     EXPECT(RUN(g_fake, "--data", X_ARG), 2, NULL, "no data for input 'y': pass --data y=PATH");
