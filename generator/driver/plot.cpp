@@ -195,6 +195,11 @@ void draw_panel(std::string& svg, const std::string& title, const std::vector<co
 int plot_file(const PlotOptions& opt, std::ostream& err) {
   namespace fs = std::filesystem;
   std::string text, error;
+  std::error_code same_ec;
+  if (fs::equivalent(opt.log, opt.out, same_ec)) {  // the SVG would replace the log
+    err << "cannl: error: -o " << opt.out << " is the metrics log itself: write the plot to another file\n";
+    return 2;
+  }
   if (!read_file(opt.log, text, error)) {
     err << "cannl: error: " << error << "\n";
     return 2;

@@ -96,6 +96,12 @@ check(r.returncode == 2 and "missing.jsonl" in r.stderr, f"missing log: {r.retur
 r = run(log, "-o", os.path.join(work, "no", "such", "dir", "x.svg"))
 check(r.returncode == 2 and "cannot write" in r.stderr, f"unwritable output: {r.returncode} {r.stderr}")
 check(not [n for n in os.listdir(work) if "cannl-tmp" in n], "no temporary files left")
+with open(log, "rb") as f:
+    before = f.read()
+r = run(log, "-o", os.path.join(work, ".", "lm.jsonl"))
+check(r.returncode == 2 and "is the metrics log itself" in r.stderr, f"-o the log itself: {r.returncode} {r.stderr}")
+with open(log, "rb") as f:
+    check(f.read() == before, "-o the log itself replaced the log")
 r = subprocess.run([cannl, "plot", log], capture_output=True, text=True)
 check(r.returncode == 2, "missing -o is a usage error")
 
