@@ -159,6 +159,15 @@ grep -q "o.cannl:6:11: error: output 'b' : \[3\] has no batch axis" "$tmp/err" &
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/switch"
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/switch" --target cuda
 [ "$(ls "$tmp/gen/switch" | tr '\n' ' ')" = "CMakeLists.txt moons_mlp.cu moons_mlp.h moons_mlp.json moons_mlp_train.cu " ] && ok || bad "stale files after a target switch: $(ls "$tmp/gen/switch")"
+# A path option followed by another option lacks its value: not a directory named '--stats'.
+mkdir -p "$tmp/cwd"
+cd "$tmp/cwd"
+expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o --stats
+grep -qF -- "--output: expected a path, found the option '--stats'" "$tmp/err" && ok || bad "gen -o --stats: $(cat "$tmp/err")"
+expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" --weights --embed -o x
+expect_rc 2 "$cannl" plot "$src/specs/moons_mlp.cannl" -o --title
+cd - >/dev/null
+[ -z "$(ls -A "$tmp/cwd")" ] && ok || bad "options taken as paths wrote: $(ls -A "$tmp/cwd")"
 # A file of the user's where gen writes one of its own (a project's CMakeLists.txt) is an
 # error, and nothing is written; cannl's own files are replaced, and only they are removed.
 mkdir -p "$tmp/gen/mine"
