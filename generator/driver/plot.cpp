@@ -62,6 +62,7 @@ bool read_log(const std::string& path, const std::string& text, std::vector<Seri
       continue;
     }
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() && end == text.size() && line_no > 1) break;  // a line still being written
     if (j.is_discarded() || !j.is_object()) {
       error = fmt::format("{}:{}: not a JSON object (a metrics log has one object per line)", path, line_no);
       return false;
