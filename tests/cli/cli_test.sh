@@ -195,14 +195,16 @@ mkdir -p "$tmp/gen/stale/z.cannl-tmp-$dead"
 expect_rc 0 "$cannl" gen "$src/specs/moons_mlp.cannl" -o "$tmp/gen/stale/z"
 [ ! -e "$tmp/gen/stale/z.cannl-tmp-$dead" ] && [ -e "$tmp/gen/stale/z/moons_mlp.c" ] && ok || bad "stale temporary beside a new directory"
 # --target cuda writes a model card too, from the same memory layout: its device arena (the
-# training state, the optimiser state in it) is no larger than the C target's arena and
-# optimiser-state block together.
+# training state, the optimiser state in it) is no larger than the C target's training state
+# (its arena and its optimiser-state block).
 expect_rc 0 "$cannl" gen "$src/specs/fashion_cnn.cannl" -o "$tmp/gen/cnn_c"
 expect_rc 0 "$cannl" gen "$src/specs/fashion_cnn.cannl" -o "$tmp/gen/cnn_cuda" --target cuda
 python3 - "$tmp/gen/cnn_c/fashion_cnn.json" "$tmp/gen/cnn_cuda/fashion_cnn.json" <<'PY' && ok || bad "CUDA model card: training_state"
 import json, sys
 c, g = (json.load(open(f)) for f in sys.argv[1:3])
-c_state = c["arena_bytes"]["training_state"] + c["opt_state_block"]["bytes"]
+# Issue 14's check as written: the CUDA card's training_state at most the C card's. The C
+# state's optimiser state is an allocation of its own (ZeRO-1); its training_state counts it.
+c_state = c["arena_bytes"]["training_state"]
 assert "opt_state_block" not in g and c["opt_state_block"]["bytes"] > 0
 assert 0 < g["arena_bytes"]["training_state"] <= c_state, (g["arena_bytes"], c_state)
 assert g["arena_bytes"]["inference_state"] is None and c["arena_bytes"]["inference_state"] > 0

@@ -13,7 +13,7 @@ def main():
     text = open(doc, encoding="utf-8").read()
     card = json.load(open(card_path, encoding="utf-8"))
     m = re.search(r"For `fashion_mlp` \(float32, max batch (\d+)\): (\d+) params \((\d+) bytes\); arenas (\d+)\s+"
-                  r"bytes \(training state\) and (\d+) bytes \(inference state\); (\d+) flops per example for\s+"
+                  r"bytes \(training state[^)]*\) and (\d+) bytes \(inference state\); (\d+)\s+flops per example for\s+"
                   r"`forward`, (\d+) for `train_step`", text)
     if not m:
         print(f"{doc}: the fashion_mlp paragraph is missing or reworded")
