@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   // the option as the path (a directory named `--stats`).
   const CLI::Validator a_path(
       [](const std::string& v) {
+        if (v.empty()) return std::string("expected a path, got an empty one");
         return v.size() > 1 && v[0] == '-'
                    ? "expected a path, found the option '" + v + "' (write ./" + v + " for a file of that name)"
                    : std::string();

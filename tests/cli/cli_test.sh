@@ -166,6 +166,8 @@ expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o --stats
 grep -qF -- "--output: expected a path, found the option '--stats'" "$tmp/err" && ok || bad "gen -o --stats: $(cat "$tmp/err")"
 expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" --weights --embed -o x
 expect_rc 2 "$cannl" plot "$src/specs/moons_mlp.cannl" -o --title
+expect_rc 2 "$cannl" gen "$src/specs/moons_mlp.cannl" -o ""
+grep -qF -- "--output: expected a path, got an empty one" "$tmp/err" && ok || bad "gen -o '': $(cat "$tmp/err")"
 cd - >/dev/null
 [ -z "$(ls -A "$tmp/cwd")" ] && ok || bad "options taken as paths wrote: $(ls -A "$tmp/cwd")"
 # A file of the user's where gen writes one of its own (a project's CMakeLists.txt) is an
