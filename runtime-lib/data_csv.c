@@ -4,11 +4,11 @@
  * spaces around them, a leading UTF-8 byte-order mark is skipped. Numbers
  * are decimal (number.c: no hexadecimal floats, nan or inf) and must fit the
  * dtype. The first non-blank line is a header (skipped) when declared
- * (PATH:header) or when none of its fields is a number; a first line mixing numbers and text is an error (a typo would
- * otherwise silently drop the first example). Ids (CANNL_I32) are written as
- * integers ([+-]digits, within int32). All rows must have the same
- * number of fields. strtod converts, i.e. the C locale is assumed for
- * LC_NUMERIC. */
+ * (PATH:header) or when none of its fields is a number; a first line mixing
+ * numbers and text is an error (a typo would otherwise silently drop the
+ * first example). Ids (CANNL_I32) are written as integers ([+-]digits,
+ * within int32). All rows must have the same number of fields. strtod
+ * converts, i.e. the C locale is assumed for LC_NUMERIC. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "rt_internal.h"
