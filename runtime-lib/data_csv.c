@@ -1,14 +1,14 @@
 /* data_csv.c - CSV reader: one example per line, comma-separated numbers.
  *
  * Blank lines are skipped, "\r\n" endings are accepted, fields may carry
- * spaces around them. Numbers are decimal (number.c: no hexadecimal floats,
- * nan or inf) and must fit the dtype. The first non-blank line is a header
- * (skipped) when declared (PATH:header) or when none of its fields is a
- * number; a first line mixing numbers and text is an error (a typo would
- * otherwise silently drop the first example). Ids (CANNL_I32) are written as
- * integers ([+-]digits, within int32). All rows must have the same
- * number of fields. strtod converts, i.e. the C locale is assumed for
- * LC_NUMERIC. */
+ * spaces around them, a leading UTF-8 byte-order mark is skipped. Numbers
+ * are decimal (number.c: no hexadecimal floats, nan or inf) and must fit the
+ * dtype. The first non-blank line is a header (skipped) when declared
+ * (PATH:header) or when none of its fields is a number; a first line mixing
+ * numbers and text is an error (a typo would otherwise silently drop the
+ * first example). Ids (CANNL_I32) are written as integers ([+-]digits,
+ * within int32). All rows must have the same number of fields. strtod
+ * converts, i.e. the C locale is assumed for LC_NUMERIC. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "rt_internal.h"
@@ -205,11 +205,13 @@ cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dt
         if (r < 0) goto done;
         if (r == 0) break;
         lineno++;
-        if (is_blank(lb.p)) continue;
+        char *line = lb.p;
+        if (lineno == 1 && strncmp(line, "\xEF\xBB\xBF", 3) == 0) line += 3; /* UTF-8 BOM (Excel's "CSV UTF-8") */
+        if (is_blank(line)) continue;
         int64_t bad, numbers;
         field_kind kind = FIELD_NUMBER;
         const char *bad_text = NULL;
-        const int64_t nf = split_fields(lb.p, &fs);
+        const int64_t nf = split_fields(line, &fs);
         for (int64_t j = 0; j < nsel && nf >= 0; j++)
             if (sel[j] >= nf) {
                 st = cannl__fail(err, CANNL_E_FORMAT, path,

@@ -1,7 +1,7 @@
 /* infer_args.c - the inference program's command line: flags, the binding of
  * files to inputs and outputs, the output naming scheme, and --help. Only
  * --input and --output may be repeated (once per name); any other flag given
- * twice is a usage error. */
+ * twice is a usage error, and so is a flag where a value belongs (`--output --metric`). */
 #define _POSIX_C_SOURCE 200809L
 
 #include "infer_internal.h"
@@ -46,6 +46,21 @@ static int flag_index(const char *name) {
     for (int k = 0; k < NFLAGS; k++)
         if (strcmp(FLAGS[k].name, name) == 0) return k;
     return 0;
+}
+
+static const flag_def *find_flag(const char *a, size_t len) {
+    for (int k = 0; k < NFLAGS; k++)
+        if (strlen(FLAGS[k].name) == len && strncmp(FLAGS[k].name, a, len) == 0) return &FLAGS[k];
+    return NULL;
+}
+
+/* s is one of this program's flags (--name or --name=value, or -h): the value a flag
+ * before it lacks, not a value of that flag (a file named so is written --flag=--name). */
+static int is_flag(const char *s) {
+    if (strcmp(s, "-h") == 0) return 1;
+    if (strncmp(s, "--", 2) != 0) return 0;
+    const char *eq = strchr(s, '=');
+    return find_flag(s, eq ? (size_t)(eq - s) : strlen(s)) != NULL;
 }
 
 static int find(const cannl_tensor_info *t, int32_t n, const char *name, size_t len) {
@@ -217,14 +232,13 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
         if (strncmp(a, "--", 2) != 0 || !a[2]) return cannl__usage_error(msg, cap, "unexpected argument '%s' (see --help)", a);
         const char *eq = strchr(a, '=');
         size_t len = eq ? (size_t)(eq - a) : strlen(a);
-        const flag_def *f = NULL;
-        for (int k = 0; k < NFLAGS && !f; k++)
-            if (strlen(FLAGS[k].name) == len && strncmp(FLAGS[k].name, a, len) == 0) f = &FLAGS[k];
+        const flag_def *f = find_flag(a, len);
         if (!f) return cannl__usage_error(msg, cap, "unknown flag '%.*s' (see --help)", (int)len, a);
         int once = f->kind != F_INPUT && f->kind != F_OUTPUT; /* --input/--output repeat, checked per name */
         if (f->kind == F_BOOL) {
             if (eq) return cannl__usage_error(msg, cap, "%s takes no value", f->name);
-            if (seen[f - FLAGS]) return cannl__usage_error(msg, cap, "%s given twice", f->name);
+            if (seen[f - FLAGS] && strcmp(f->name, "--help") != 0) /* -h --help is fine */
+                return cannl__usage_error(msg, cap, "%s given twice", f->name);
             seen[f - FLAGS] = "";
             if (strcmp(f->name, "--metric") == 0) o->metric = 1;
             if (strcmp(f->name, "--help") == 0) o->help = 1;
@@ -233,6 +247,9 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
         const char *v = eq ? eq + 1 : NULL;
         if (!v) {
             if (i + 1 >= argc) return cannl__usage_error(msg, cap, "%s needs a value: %s %s", f->name, f->name, f->meta);
+            if (is_flag(argv[i + 1]))
+                return cannl__usage_error(msg, cap, "%s needs a value: %s %s, found the flag '%s'", f->name, f->name,
+                                          f->meta, argv[i + 1]);
             v = argv[++i];
         }
         if (once && seen[f - FLAGS])
@@ -297,9 +314,21 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
         }
     for (int32_t k = 0; k < api->num_outputs; k++)
         for (int32_t j = 0; j < k; j++)
-            if (o->out_paths[k] && o->out_paths[j] && strcmp(o->out_paths[k], o->out_paths[j]) == 0)
+            if (o->out_paths[k] && o->out_paths[j] && cannl__same_file(o->out_paths[k], o->out_paths[j]))
                 return cannl__usage_error(msg, cap, "--output: outputs '%s' and '%s' would both be written to %s",
                             api->outputs[j].name, api->outputs[k].name, o->out_paths[k]);
+    /* An output written over a file the program reads (an input, the weights) is refused. */
+    for (int32_t k = 0; k < api->num_outputs; k++) {
+        const char *out = o->out_paths[k];
+        if (!out) continue;
+        for (int b = 0; b < o->ninputs; b++)
+            if (cannl__reads_file(o->inputs[b].path, out))
+                return cannl__usage_error(msg, cap, "--output %s would overwrite the file of --input %.*s", out,
+                                          (int)o->inputs[b].name_len, o->inputs[b].name);
+        if ((o->weights && cannl__same_file(o->weights, out)) || (o->name_map && cannl__same_file(o->name_map, out)))
+            return cannl__usage_error(msg, cap, "--output %s would overwrite the %s file", out,
+                                      o->weights && cannl__same_file(o->weights, out) ? "--weights" : "--name-map");
+    }
     return CANNL__EXIT_OK;
 }
 

@@ -60,6 +60,8 @@ cannl_status cannl__name_map_load(const char *path, cannl__name_map **out, cannl
             st = cannl__fail(err, CANNL_E_FORMAT, path, "line %d is longer than %zu bytes", lineno, sizeof line - 2);
             break;
         }
+        if (lineno == 1 && strncmp(line, "\xEF\xBB\xBF", 3) == 0) /* a UTF-8 byte-order mark (a Windows editor's) */
+            memmove(line, line + 3, len - 2);
         char *hash = strchr(line, '#');
         if (hash) *hash = '\0';
         len = strcspn(line, "\n");

@@ -187,6 +187,15 @@ cannl_status cannl__name_map_check(const cannl_model_api *api, void *m, const ca
 cannl_status cannl__metrics_trim(const char *path, int64_t step, int64_t steps_per_epoch, int64_t *removed,
                                  cannl_error *err);
 
+/* same_file.c --------------------------------------------------------- */
+
+/* a and b name one file: the same inode when both exist, the same resolved name when neither
+ * does (a file the program will create); 0 when only one exists. */
+int cannl__same_file(const char *a, const char *b);
+
+/* The data binding PATH[:header][:COLUMNS] reads the file out names. */
+int cannl__reads_file(const char *binding, const char *out);
+
 /* tmp_file.c ---------------------------------------------------------- */
 
 /* Create PATH.tmp.<pid> (or .1, .2, ... after it) exclusively for writing: *f the open file,

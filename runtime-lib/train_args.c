@@ -1,5 +1,7 @@
 /* train_args.c - the training program's command line: `--flag value` and
- * `--flag=value` forms, number checking, and the --help text. */
+ * `--flag=value` forms, number checking, and the --help text. Only --data and
+ * --test may be repeated (once per input); any other flag given twice is a usage
+ * error, and so is a flag where a value belongs (`--checkpoint --quiet`). */
 #define _POSIX_C_SOURCE 200809L
 
 #include "rt_internal.h"
@@ -169,10 +171,58 @@ static int apply(const flag_def *f, const char *v, cannl__train_opts *o, char *m
     return rc;
 }
 
+static const flag_def *find_flag(const char *a, size_t len) {
+    for (int k = 0; k < NFLAGS; k++)
+        if (strlen(FLAGS[k].name) == len && strncmp(FLAGS[k].name, a, len) == 0) return &FLAGS[k];
+    return NULL;
+}
+
+/* s is one of this program's flags (--name or --name=value, or -h): the value a flag
+ * before it lacks, not a value of that flag (a file named so is written --flag=--name). */
+static int is_flag(const char *s) {
+    if (strcmp(s, "-h") == 0) return 1;
+    if (strncmp(s, "--", 2) != 0) return 0;
+    const char *eq = strchr(s, '=');
+    return find_flag(s, eq ? (size_t)(eq - s) : strlen(s)) != NULL;
+}
+
 static void set_bool(const flag_def *f, cannl__train_opts *o) {
     if (strcmp(f->name, "--no-shuffle") == 0) o->no_shuffle = 1;
     if (strcmp(f->name, "--quiet") == 0) o->quiet = 1;
     if (strcmp(f->name, "--help") == 0) o->help = 1;
+}
+
+/* An output (--checkpoint, --metrics) that names a file the run reads would overwrite it
+   (training data, --init params, the name map) or mix with the other output: a usage error.
+   --checkpoint may name the --resume file: the run continues it in place. */
+static int check_outputs(const cannl__train_opts *o, char *msg, size_t cap) {
+    if (o->checkpoint && o->metrics && cannl__same_file(o->checkpoint, o->metrics))
+        return cannl__usage_error(msg, cap, "--checkpoint and --metrics name the same file (%s)", o->metrics);
+    const char *flags[2] = {"--checkpoint", "--metrics"}, *outs[2] = {o->checkpoint, o->metrics};
+    for (int k = 0; k < 2; k++) {
+        const char *out = outs[k];
+        if (!out) continue;
+        for (int pass = 0; pass < 2; pass++) {
+            const cannl__binding *b = pass ? o->test : o->data;
+            for (int i = 0; i < (pass ? o->ntest : o->ndata); i++)
+                if (cannl__reads_file(b[i].path, out))
+                    return cannl__usage_error(msg, cap, "%s %s would overwrite the file of %s %.*s", flags[k], out,
+                                              pass ? "--test" : "--data", (int)b[i].name_len, b[i].name);
+        }
+        const char *streams[2] = {o->stream, o->val_stream};
+        for (int i = 0; i < 2; i++) {
+            const char *eq = streams[i] ? strchr(streams[i], '=') : NULL;
+            if (eq && cannl__same_file(eq + 1, out))
+                return cannl__usage_error(msg, cap, "%s %s would overwrite the token stream of %s", flags[k], out,
+                                          i ? "--val-stream" : "--stream");
+        }
+        const char *reads[3] = {o->init, k == 1 ? o->resume : NULL, o->name_map};
+        const char *names[3] = {"--init", "--resume", "--name-map"};
+        for (int i = 0; i < 3; i++)
+            if (reads[i] && cannl__same_file(reads[i], out))
+                return cannl__usage_error(msg, cap, "%s %s would overwrite the %s file", flags[k], out, names[i]);
+    }
+    return CANNL__EXIT_OK;
 }
 
 int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl__train_opts *o, char *msg,
@@ -190,6 +240,7 @@ int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl_
     o->test = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->test);
     if (!o->data || !o->test) return cannl__usage_error(msg, cap, "out of memory");
 
+    const char *seen[NFLAGS] = {0}; /* the value of a flag that is given once */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0) a = "--help";
@@ -197,20 +248,28 @@ int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl_
             return cannl__usage_error(msg, cap, "unexpected argument '%s' (see --help)", a);
         const char *eq = strchr(a, '=');
         size_t len = eq ? (size_t)(eq - a) : strlen(a);
-        const flag_def *f = NULL;
-        for (int k = 0; k < NFLAGS && !f; k++)
-            if (strlen(FLAGS[k].name) == len && strncmp(FLAGS[k].name, a, len) == 0) f = &FLAGS[k];
+        const flag_def *f = find_flag(a, len);
         if (!f) return cannl__usage_error(msg, cap, "unknown flag '%.*s' (see --help)", (int)len, a);
+        const int once = f->kind != F_BIND; /* --data/--test repeat, once per input (train_data.c) */
         if (f->kind == F_BOOL) {
             if (eq) return cannl__usage_error(msg, cap, "%s takes no value", f->name);
+            if (seen[f - FLAGS] && strcmp(f->name, "--help") != 0) /* -h --help is fine */
+                return cannl__usage_error(msg, cap, "%s given twice", f->name);
+            seen[f - FLAGS] = "";
             set_bool(f, o);
             continue;
         }
         const char *v = eq ? eq + 1 : NULL;
         if (!v) {
             if (i + 1 >= argc) return cannl__usage_error(msg, cap, "%s needs a value: %s %s", f->name, f->name, f->meta);
+            if (is_flag(argv[i + 1]))
+                return cannl__usage_error(msg, cap, "%s needs a value: %s %s, found the flag '%s'", f->name, f->name,
+                                          f->meta, argv[i + 1]);
             v = argv[++i];
         }
+        if (once && seen[f - FLAGS])
+            return cannl__usage_error(msg, cap, "%s given twice (%s and %s)", f->name, seen[f - FLAGS], v);
+        if (once) seen[f - FLAGS] = v;
         int rc = apply(f, v, o, msg, cap);
         if (rc) return rc;
     }
@@ -236,7 +295,7 @@ int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl_
         return cannl__usage_error(msg, cap, "%s needs --val-stream", o->eval_every_set ? "--eval-every" : "--eval-batches");
     if (api->num_inputs == 0 && !o->steps_set)
         return cannl__usage_error(msg, cap, "model '%s' has no inputs: pass --steps N", api->name);
-    return CANNL__EXIT_OK;
+    return check_outputs(o, msg, cap);
 }
 
 void cannl__train_opts_free(cannl__train_opts *o) {

@@ -22,11 +22,24 @@ out=build/release/lm
 mkdir -p "$out"
 echo "== generated C: build/release/cannl/gpt_char/ (the spec: specs/gpt_char.cannl)"
 start=$(date +%s.%N)
-build/release/gpt_char_train \
-  --stream tokens,next=data/kjv/train.txt --val-stream tokens,next=data/kjv/val.txt \
-  --steps "${STEPS:-600}" --batch 32 --lr-schedule cosine --eval-every 100 --eval-batches 10 \
-  --seed 1 --threads 2 --log-every 50 \
-  --checkpoint "$out/gpt_char.safetensors" --metrics "$out/gpt_char.jsonl" "$@"
+# The defaults, each left out when the extra arguments give the flag (the training program
+# refuses a flag given twice).
+args=()
+set_default() {  # set_default FLAG VALUE
+  local a
+  for a in "${extra[@]}"; do
+    [ "$a" = "$1" ] || [ "${a%%=*}" = "$1" ] && return
+  done
+  args+=("$1" "$2")
+}
+extra=("$@")
+for kv in "--stream tokens,next=data/kjv/train.txt" "--val-stream tokens,next=data/kjv/val.txt" \
+          "--steps ${STEPS:-600}" "--batch 32" "--lr-schedule cosine" "--eval-every 100" "--eval-batches 10" \
+          "--seed 1" "--threads 2" "--log-every 50" "--checkpoint $out/gpt_char.safetensors" \
+          "--metrics $out/gpt_char.jsonl"; do
+  set_default "${kv%% *}" "${kv#* }"
+done
+build/release/gpt_char_train "${args[@]}" "$@"
 end=$(date +%s.%N)
 echo "== training wall time: $(awk "BEGIN { printf \"%.1f\", $end - $start }") s"
 echo "== checkpoint: $out/gpt_char.safetensors   metrics: $out/gpt_char.jsonl"

@@ -18,6 +18,17 @@ int main(int argc, char** argv) {
   app.add_flag("--version", version, "print the version and exit");
   app.require_subcommand(0, 1);
 
+  // A path option followed by another option (`-o --stats`) lacks its value: CLI11 would take
+  // the option as the path (a directory named `--stats`).
+  const CLI::Validator a_path(
+      [](const std::string& v) {
+        if (v.empty()) return std::string("expected a path, got an empty one");
+        return v.size() > 1 && v[0] == '-'
+                   ? "expected a path, found the option '" + v + "' (write ./" + v + " for a file of that name)"
+                   : std::string();
+      },
+      "PATH");
+
   cannl::CheckOptions check;
   std::string check_spec;
   auto* c = app.add_subcommand("check", "Parse SPEC and infer shapes; print every tensor's shape");
@@ -49,7 +60,7 @@ int main(int argc, char** argv) {
                                     "per call at the max batch, before and after the passes (no files written)");
   g->add_flag("--json", gen.json, "with --stats: print JSON");
   g->add_flag("--time", gen.time_stages, "print each stage's time (front end, lowering, every pass, emission) on stderr");
-  auto* out_opt = g->add_option("-o,--output", gen.out_dir, "output directory (created if missing)");
+  auto* out_opt = g->add_option("-o,--output", gen.out_dir, "output directory (created if missing)")->check(a_path);
   g->add_option("--dtype", gen.dtype, "element type: f32 (default) or f64")
       ->check(CLI::IsMember({"f32", "f64"}));
   g->add_option("--target", gen.target, "back end: c (default; plain C11) or cuda (CUDA C++ and cuBLAS for one NVIDIA GPU)")
@@ -78,19 +89,21 @@ int main(int argc, char** argv) {
                    : "must be tokens, ast, shapes, graph, ir, ir:STAGE, dot or dot:ROUTINE";
       });
   dump_opt->excludes(stats_opt);
-  auto* weights_opt = g->add_option("--weights", gen.weights, "a safetensors checkpoint of the model (with --embed)");
+  auto* weights_opt =
+      g->add_option("--weights", gen.weights, "a safetensors checkpoint of the model (with --embed)")->check(a_path);
   auto* embed_opt = g->add_flag("--embed", gen.embed,
                                 "compile the --weights params into the generated code (<model>_weights.c)");
   auto* name_map_opt = g->add_option("--name-map", gen.name_map,
                                      "the params' names in the --weights file: lines 'cannl_name = pytorch.key' "
-                                     "(# comments), as the training and inference programs take it");
+                                     "(# comments), as the training and inference programs take it")
+                           ->check(a_path);
   embed_opt->needs(weights_opt);
   weights_opt->needs(embed_opt);
   name_map_opt->needs(weights_opt);
   cannl::PlotOptions plot;
   auto* pl = app.add_subcommand("plot", "Draw the loss and metric curves of a training run's metrics log as SVG");
   pl->add_option("METRICS", plot.log, "the JSONL log a training program wrote (--metrics)")->required();
-  pl->add_option("-o,--output", plot.out, "the SVG file to write")->required();
+  pl->add_option("-o,--output", plot.out, "the SVG file to write")->required()->check(a_path);
   pl->add_option("--title", plot.title, "the title above the curves (default: the log's file name)");
 
   g->callback([&] {

@@ -62,6 +62,7 @@ bool read_log(const std::string& path, const std::string& text, std::vector<Seri
       continue;
     }
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() && end == text.size() && line_no > 1) break;  // a line still being written
     if (j.is_discarded() || !j.is_object()) {
       error = fmt::format("{}:{}: not a JSON object (a metrics log has one object per line)", path, line_no);
       return false;
@@ -195,6 +196,11 @@ void draw_panel(std::string& svg, const std::string& title, const std::vector<co
 int plot_file(const PlotOptions& opt, std::ostream& err) {
   namespace fs = std::filesystem;
   std::string text, error;
+  std::error_code same_ec;
+  if (fs::equivalent(opt.log, opt.out, same_ec)) {  // the SVG would replace the log
+    err << "cannl: error: -o " << opt.out << " is the metrics log itself: write the plot to another file\n";
+    return 2;
+  }
   if (!read_file(opt.log, text, error)) {
     err << "cannl: error: " << error << "\n";
     return 2;

@@ -31,6 +31,7 @@ bool read_name_map(const ir::Program& p, const std::string& path, std::map<std::
   for (int b : p.params) params.insert(p.buffers[static_cast<size_t>(b)].state_name);
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
+    if (n == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a UTF-8 byte-order mark
     const std::string text = trim(line.substr(0, line.find('#')));
     if (text.empty()) continue;
     const size_t eq = text.find('=');

@@ -62,6 +62,14 @@ if r.returncode == 0:
     for name, v in want.items():
         check(values.get(name) == {v}, f"{name}: compiled-in values {values.get(name)}, expected {v}")
 
+# The same map saved with a UTF-8 byte-order mark and CRLF line ends (a Windows editor's).
+with open("map.txt", "rb") as f:
+    plain = f.read()
+with open("bom.txt", "wb") as f:
+    f.write(b"\xef\xbb\xbf" + plain.replace(b"\n", b"\r\n"))
+r = gen("-o", "out_bom", "--weights", "torch.safetensors", "--name-map", "bom.txt", "--embed")
+check(r.returncode == 0, f"gen --name-map with a byte-order mark: {r.returncode} {r.stderr}")
+
 r = gen("-o", "out2", "--weights", "torch.safetensors", "--embed")
 check(r.returncode == 1 and "no tensor 'w1'" in r.stderr, f"without the map: {r.returncode} {r.stderr}")
 with open("wrong.txt", "w") as f:

@@ -87,6 +87,17 @@ with open(bad, "w") as f:
 r = run(bad, "-o", os.path.join(work, "bad.svg"))
 check(r.returncode == 1 and "bad.jsonl:2:" in r.stderr, f"malformed line: {r.returncode} {r.stderr}")
 check(not os.path.exists(os.path.join(work, "bad.svg")), "nothing written for a bad log")
+# A log being written (or cut by a kill): its last line, without a newline, is not a whole
+# record yet and is left out; the records before it are drawn.
+live = os.path.join(work, "live.jsonl")
+with open(live, "w") as f:
+    f.write('{"step": 1, "loss": 2}\n{"step": 2, "loss": 1.5}\n{"step": 3, "lo')
+r = run(live, "-o", os.path.join(work, "live.svg"))
+check(r.returncode == 0, f"log with a partial last line: {r.returncode} {r.stderr}")
+if r.returncode == 0:
+    root = ET.parse(os.path.join(work, "live.svg")).getroot()
+    pts = [p for p in root.iter(SVG + "polyline") if p.get("data-series") == "loss"]
+    check(len(pts) == 1 and len(pts[0].get("points").split()) == 2, "partial last line: two loss points")
 empty = os.path.join(work, "empty.jsonl")
 open(empty, "w").close()
 r = run(empty, "-o", os.path.join(work, "empty.svg"))
@@ -96,6 +107,12 @@ check(r.returncode == 2 and "missing.jsonl" in r.stderr, f"missing log: {r.retur
 r = run(log, "-o", os.path.join(work, "no", "such", "dir", "x.svg"))
 check(r.returncode == 2 and "cannot write" in r.stderr, f"unwritable output: {r.returncode} {r.stderr}")
 check(not [n for n in os.listdir(work) if "cannl-tmp" in n], "no temporary files left")
+with open(log, "rb") as f:
+    before = f.read()
+r = run(log, "-o", os.path.join(work, ".", "lm.jsonl"))
+check(r.returncode == 2 and "is the metrics log itself" in r.stderr, f"-o the log itself: {r.returncode} {r.stderr}")
+with open(log, "rb") as f:
+    check(f.read() == before, "-o the log itself replaced the log")
 r = subprocess.run([cannl, "plot", log], capture_output=True, text=True)
 check(r.returncode == 2, "missing -o is a usage error")
 

@@ -215,8 +215,7 @@ def case_crash_resume(opt, common, work, spe):
     logged = [r["step"] for r in u.read_jsonl(b_m) if "loss" in r]
     print(f"SIGKILL at step {max(logged)}: checkpoint at step {step}")
     u.check(max(logged) > step, "the crash did not come after the checkpoint")
-    out, _ = u.run(common + ["--resume", b_ck, "--epochs", "2", "--checkpoint", b_ck, "--metrics", b_m,
-                             "--log-every", "1"])
+    out, _ = u.run(common + ["--resume", b_ck, "--epochs", "2", "--checkpoint", b_ck, "--metrics", b_m])
     steps = [r["step"] for r in u.read_jsonl(b_m) if "loss" in r]
     u.check(steps == sorted(set(steps)), f"a step is logged twice: {steps}")
     u.check(u.log_lines(a_m) == u.log_lines(b_m), "the metrics log differs from the uninterrupted run's")

@@ -97,6 +97,12 @@ rc, out, err = run(train, *stream, "--steps", "1", "--init", "torch.safetensors"
 check(rc == 1 and "missing tensor 'embedding.weight' (param 'table' through the name map); the file holds: emb.weight"
       in err, f"mapped name missing: {err}")
 
+# A map saved with a UTF-8 byte-order mark (a Windows editor's) reads the same.
+with open("bom.txt", "wb") as f:
+    f.write(b"\xef\xbb\xbftable = emb.weight\r\n")
+rc, out, err = run(train, *stream, "--steps", "0", "--init", "torch.safetensors", "--name-map", "bom.txt")
+check(rc == 0, f"name map with a byte-order mark: {rc} {err}")
+
 # The inference program reads --weights through the map.
 with open("tok.csv", "w") as f:
     f.write("97,98,99,100,101,102,103,104\n")

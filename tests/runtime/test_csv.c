@@ -85,6 +85,20 @@ int main(int argc, char **argv) {
     }
     cannl_dataset_free(&ds);
 
+    /* A leading UTF-8 byte-order mark (Excel's "CSV UTF-8") is skipped, before data or a header;
+     * one anywhere else is text. */
+    write_text(rt_path(p, sizeof p, dir, "bom.csv"), "\xEF\xBB\xBF" "1.5,2\n3,4\n");
+    CHECK_OK(cannl_dataset_load(&ds, p, CANNL_FMT_AUTO, CANNL_F64, &err));
+    CHECK(ds.count == 2 && ds.elems == 2 && ((double *)ds.data)[0] == 1.5 && ((double *)ds.data)[3] == 4.0);
+    cannl_dataset_free(&ds);
+    write_text(rt_path(p, sizeof p, dir, "bomhdr.csv"), "\xEF\xBB\xBF" "a,b\n1,2\n");
+    CHECK_OK(cannl_dataset_load(&ds, p, CANNL_FMT_AUTO, CANNL_F64, &err));
+    CHECK(ds.count == 1 && ds.elems == 2 && ((double *)ds.data)[1] == 2.0);
+    cannl_dataset_free(&ds);
+    write_text(rt_path(p, sizeof p, dir, "bom2.csv"), "1,2\n\xEF\xBB\xBF" "3,4\n");
+    CHECK_ERR(cannl_dataset_load(&ds, p, CANNL_FMT_AUTO, CANNL_F64, &err), CANNL_E_FORMAT, "bom2.csv: line 2:",
+              "is not a number");
+
     /* Bad one-hot labels: out of range, negative, not an integer. The
      * dataset is left unchanged after a failure. */
     write_text(rt_path(p, sizeof p, dir, "badlab.csv"), "0\n1\n10\n");

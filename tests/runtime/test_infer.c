@@ -251,6 +251,20 @@ static void case_cli(void) {
     EXPECT(RUN(g_infer, CK, X_IN, "--threads", "1", "--threads", "1", "--output", W("o.npy")), 2, NULL,
            "--threads given twice (1 and 1)");
     EXPECT(RUN(g_infer, CK, X_IN, Y_IN, "--metric", "--metric"), 2, NULL, "--metric given twice");
+    EXPECT(RUN(g_infer, "-h", "--help"), 0, "--weights PATH", NULL);
+    /* A flag where a value belongs is a missing value, not a file named '--metric'. */
+    EXPECT(RUN(g_infer, CK, X_IN, Y_IN, "--output", "--metric"), 2, NULL,
+           "--output needs a value: --output PATH, found the flag '--metric'");
+    EXPECT(RUN(g_infer, "--weights", "--input=x=a.npy", "--output", W("o.npy")), 2, NULL,
+           "--weights needs a value: --weights PATH, found the flag '--input=x=a.npy'");
+    CHECK(!rt_exists("--metric") && !rt_exists("--input=x=a.npy"));
+    /* An output over a file the program reads: refused before anything is read or written. */
+    EXPECT(RUN(g_infer, CK, X_IN, "--output", W("x.npy")), 2, NULL,
+           F("--output %s would overwrite the file of --input x", W("x.npy")));
+    EXPECT(RUN(g_infer, CK, X_IN, "--output", W("ck.safetensors")), 2, NULL,
+           F("--output %s would overwrite the --weights file", W("ck.safetensors")));
+    EXPECT(RUN(g_infer, CK, X_IN, Y_IN, "--metric", "--output", F("%s/../%s/y.npy", g_dir, strrchr(g_dir, '/') + 1)), 2,
+           NULL, "would overwrite the file of --input y");
     CHECK(!rt_exists(W("o.npy")) && !rt_exists(W("a.npy")) && !rt_exists(W("b.npy")));
 }
 

@@ -322,6 +322,33 @@ static void case_cli(void) {
     EXPECT(RUN(g_fake, "--data", "x.npy"), 2, NULL, "--data expects NAME=PATH, got 'x.npy'");
     EXPECT(RUN(g_fake, "--data", "=x.npy"), 2, NULL, "--data expects NAME=PATH");
     EXPECT(RUN(g_fake, "--init", "a", "--resume", "b"), 2, NULL, "--init and --resume cannot be used together");
+    /* A flag where a value belongs is a missing value (not a checkpoint named '--quiet');
+     * only --data and --test repeat (once per input): any other flag twice is a usage error. */
+    EXPECT(TRAIN("--steps", "1", "--checkpoint", "--quiet"), 2, NULL,
+           "--checkpoint needs a value: --checkpoint PATH, found the flag '--quiet'");
+    EXPECT(TRAIN("--metrics", "--log-every=1", "--steps", "1"), 2, NULL,
+           "--metrics needs a value: --metrics PATH, found the flag '--log-every=1'");
+    CHECK(!rt_exists("--quiet") && !rt_exists("--log-every=1"));
+    EXPECT(TRAIN("--steps", "1", "--checkpoint", W("a.safetensors"), "--checkpoint", W("b.safetensors")), 2, NULL,
+           F("--checkpoint given twice (%s and %s)", W("a.safetensors"), W("b.safetensors")));
+    CHECK(!rt_exists(W("a.safetensors")) && !rt_exists(W("b.safetensors")));
+    EXPECT(TRAIN("--epochs", "1", "--epochs=2"), 2, NULL, "--epochs given twice (1 and 2)");
+    EXPECT(TRAIN("--steps", "1", "--lr", "0.1", "--lr", "0.2"), 2, NULL, "--lr given twice (0.1 and 0.2)");
+    EXPECT(TRAIN("--steps", "1", "--quiet", "--quiet"), 2, NULL, "--quiet given twice");
+    EXPECT(RUN(g_fake, "-h", "--help"), 0, "--data NAME=PATH", NULL);
+    /* An output (--checkpoint, --metrics) over a file the run reads, or both on one file:
+     * refused before anything is read or written. --checkpoint may be the --resume file. */
+    EXPECT(TRAIN("--steps", "1", "--checkpoint", W("x.npy")), 2, NULL,
+           F("--checkpoint %s would overwrite the file of --data x", W("x.npy")));
+    EXPECT(TRAIN("--steps", "1", "--metrics", W("y.csv")), 2, NULL,
+           F("--metrics %s would overwrite the file of --data y", W("y.csv")));
+    EXPECT(TRAIN("--steps", "1", TEST_ARGS, "--metrics", W("tx.csv")), 2, NULL,
+           F("--metrics %s would overwrite the file of --test x", W("tx.csv")));
+    EXPECT(TRAIN("--steps", "1", "--init", W("ty.npy"), "--metrics", F("%s/./ty.npy", g_dir)), 2, NULL,
+           "would overwrite the --init file");
+    EXPECT(TRAIN("--steps", "1", "--checkpoint", W("same.out"), "--metrics", F("%s/./same.out", g_dir)), 2, NULL,
+           "--checkpoint and --metrics name the same file");
+    CHECK(!rt_exists(W("same.out")));
     /* Binding names. */
     EXPECT(RUN(g_fake, "--data", "z=foo.npy"), 2, NULL, "--data z=...: model 'fake_softmax' has no input 'z' (its inputs: x, y)");
     EXPECT(RUN(g_fake, "--data", X_ARG), 2, NULL, "no data for input 'y': pass --data y=PATH");
@@ -465,7 +492,9 @@ static void case_metrics(void) {
     EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--metrics", W("s1.jsonl")), 0, NULL, NULL);
     EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--metrics", W("s2.jsonl")), 0, NULL, NULL);
     EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--metrics", W("s3.jsonl"), "--no-shuffle"), 0, NULL, NULL);
-    EXPECT(TRAIN("--epochs", "2", "--log-every", "1", "--metrics", W("s4.jsonl"), "--seed", "8"), 0, NULL, NULL);
+    EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--batch", "8", "--seed", "8", "--epochs", "2", "--log-every", "1",
+               "--metrics", W("s4.jsonl")),
+           0, NULL, NULL);
     CHECK(same_file(W("s1.jsonl"), W("s2.jsonl")));
     CHECK(!same_file(W("s1.jsonl"), W("s3.jsonl")));
     CHECK(!same_file(W("s1.jsonl"), W("s4.jsonl")));
