@@ -356,11 +356,12 @@ void cannl__infer_usage(const cannl_infer_model *model, const char *prog, FILE *
         fprintf(out, "  %-12s ", api->inputs[i].name);
         cannl__print_dims(out, &api->inputs[i]);
         if (api->inputs[i].ids > 0)
-            fprintf(out, "  int: %" PRId64 " ids per example, each in [0, %" PRId64 ")%s\n", api->inputs[i].size,
-                    api->inputs[i].ids, model->forward_reads[i] ? "" : "  only for --metric");
-        else
-            fprintf(out, "  (%" PRId64 " values per example)%s\n", api->inputs[i].size,
+            fprintf(out, "  int: %" PRId64 " id%s per example, each in [0, %" PRId64 ")%s\n", api->inputs[i].size,
+                    api->inputs[i].size == 1 ? "" : "s", api->inputs[i].ids,
                     model->forward_reads[i] ? "" : "  only for --metric");
+        else
+            fprintf(out, "  (%" PRId64 " value%s per example)%s\n", api->inputs[i].size,
+                    api->inputs[i].size == 1 ? "" : "s", model->forward_reads[i] ? "" : "  only for --metric");
     }
     fprintf(out, "Outputs (written as .npy arrays [examples, dims...], or CSV with one line per example):\n");
     for (int32_t k = 0; k < api->num_outputs; k++) {

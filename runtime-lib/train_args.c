@@ -324,10 +324,10 @@ void cannl__train_usage(const cannl_model_api *api, const char *prog, FILE *out)
         fprintf(out, "  %-12s ", api->inputs[i].name);
         cannl__print_dims(out, &api->inputs[i]);
         if (api->inputs[i].ids > 0)
-            fprintf(out, "  int: %" PRId64 " ids per example, each in [0, %" PRId64 ")\n", api->inputs[i].size,
-                    api->inputs[i].ids);
+            fprintf(out, "  int: %" PRId64 " id%s per example, each in [0, %" PRId64 ")\n", api->inputs[i].size,
+                    api->inputs[i].size == 1 ? "" : "s", api->inputs[i].ids);
         else
-            fprintf(out, "  (%" PRId64 " values per example)\n", api->inputs[i].size);
+            fprintf(out, "  (%" PRId64 " value%s per example)\n", api->inputs[i].size, api->inputs[i].size == 1 ? "" : "s");
     }
     fprintf(out, "\nFlags (also --flag=value):\n");
     for (int k = 0; k < NFLAGS; k++) {
