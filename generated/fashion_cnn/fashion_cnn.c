@@ -427,7 +427,7 @@ static void min_p2_arg(int64_t n, real *restrict p2_arg, const real *restrict a2
                     for (int64_t kx = 0; kx < 2; ++kx) {
                         CANNL_SIMD
                         for (int64_t c = 0; c < 64; ++c)
-                            { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x + kx) * 64 + c] + c2[c]) == p2[b * 3136 + y * 448 + x * 64 + c] ? (real)(2 * ky + kx) : INFINITY; p2_arg[b * 3136 + y * 448 + x * 64 + c] = v < p2_arg[b * 3136 + y * 448 + x * 64 + c] ? v : p2_arg[b * 3136 + y * 448 + x * 64 + c]; }
+                            { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x + kx) * 64 + c] + c2[c]) == p2[b * 3136 + y * 448 + x * 64 + c] ? (real)(int32_t)(2 * ky + kx) : INFINITY; p2_arg[b * 3136 + y * 448 + x * 64 + c] = v < p2_arg[b * 3136 + y * 448 + x * 64 + c] ? v : p2_arg[b * 3136 + y * 448 + x * 64 + c]; }
                     }
                 }
             }
@@ -478,7 +478,7 @@ static void min_p1_arg(int64_t n, real *restrict p1_arg, const real *restrict a1
                     for (int64_t kx = 0; kx < 2; ++kx) {
                         CANNL_SIMD
                         for (int64_t c = 0; c < 32; ++c)
-                            { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x * 32 + c] ? (real)(2 * ky + kx) : INFINITY; p1_arg[b * 6272 + y * 448 + x * 32 + c] = v < p1_arg[b * 6272 + y * 448 + x * 32 + c] ? v : p1_arg[b * 6272 + y * 448 + x * 32 + c]; }
+                            { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x * 32 + c] ? (real)(int32_t)(2 * ky + kx) : INFINITY; p1_arg[b * 6272 + y * 448 + x * 32 + c] = v < p1_arg[b * 6272 + y * 448 + x * 32 + c] ? v : p1_arg[b * 6272 + y * 448 + x * 32 + c]; }
                     }
                 }
             }
@@ -563,7 +563,7 @@ static void add_a2_grad(int64_t n, real *restrict a2_grad, const real *restrict 
                     for (int64_t kx = 0; kx < 2; ++kx) {
                         CANNL_SIMD
                         for (int64_t c = 0; c < 64; ++c)
-                            a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x * 64 + c] * ((real)((real)(2 * ky + kx) == p2_arg[b * 3136 + y * 448 + x * 64 + c]));
+                            a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x * 64 + c] * ((real)((real)(int32_t)(2 * ky + kx) == p2_arg[b * 3136 + y * 448 + x * 64 + c]));
                     }
                 }
             }
@@ -632,7 +632,7 @@ static void add_a1_grad(int64_t n, real *restrict a1_grad, const real *restrict 
                     for (int64_t kx = 0; kx < 2; ++kx) {
                         CANNL_SIMD
                         for (int64_t c = 0; c < 32; ++c)
-                            a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x * 32 + c] * ((real)((real)(2 * ky + kx) == p1_arg[b * 6272 + y * 448 + x * 32 + c]));
+                            a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x * 32 + c] * ((real)((real)(int32_t)(2 * ky + kx) == p1_arg[b * 6272 + y * 448 + x * 32 + c]));
                     }
                 }
             }
@@ -799,7 +799,7 @@ static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_arg
     for (int64_t b = 0; b < n; ++b) {
         real acc = INFINITY;
         for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits_mm[b * 10 + o] + b4[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+            const real v = logits_mm[b * 10 + o] + b4[o] == accuracy_pred_max[b] ? (real)(int32_t)(o) : INFINITY;
             acc = v < acc ? v : acc;
         }
         accuracy_pred_argmax[b] = acc;
@@ -825,7 +825,7 @@ static void min_accuracy_true_argmax(int64_t n, real *restrict accuracy_true_arg
     for (int64_t b = 0; b < n; ++b) {
         real acc = INFINITY;
         for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(int32_t)(o) : INFINITY;
             acc = v < acc ? v : acc;
         }
         accuracy_true_argmax[b] = acc;

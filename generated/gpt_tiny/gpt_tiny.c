@@ -61,7 +61,7 @@ struct gpt_tiny {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 246037568 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 229260352 bytes */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
@@ -607,7 +607,7 @@ static void sum_loss_ce(int64_t n, real *restrict loss_ce, const int32_t *restri
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 256; ++o)
-                acc += -(((real)(next[b0 * 64 + b1] == (real)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
+                acc += -(((real)(next[b0 * 64 + b1] == (real)(int32_t)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
             loss_ce[b0 * 64 + b1] = acc;
         }
     }
@@ -642,19 +642,6 @@ static void fill_qkv_grad(int64_t n, real *restrict qkv_grad) {
 
 /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
-static void set_logits_grad(int64_t n, real *restrict logits_grad, const int32_t *restrict next) {
-    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            CANNL_SIMD
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                logits_grad[b0 * 16384 + b1 * 256 + o] = -(1.0f / ((real)n * 64.0f) * ((real)(next[b0 * 64 + b1] == (real)(o))));
-        }
-    }
-}
-
-/* line 37: backward: loss = mean(cross_entropy(logits, next)) */
-CANNL_MULTIVERSION
 static void sum_loss_sumexp_grad(int64_t n, real *restrict loss_sumexp_grad, const int32_t *restrict next, const real *restrict loss_sumexp) {
     CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < n * 64; ++i) loss_sumexp_grad[i] = 0.0f;
@@ -663,20 +650,20 @@ static void sum_loss_sumexp_grad(int64_t n, real *restrict loss_sumexp_grad, con
         for (int64_t o = 0; o < 256; ++o) {
             CANNL_SIMD
             for (int64_t b1 = 0; b1 < 64; ++b1)
-                loss_sumexp_grad[b0 * 64 + b1] += 1.0f / ((real)n * 64.0f) * (((real)(next[b0 * 64 + b1] == (real)(o))) * (1.0f / loss_sumexp[b0 * 64 + b1]));
+                loss_sumexp_grad[b0 * 64 + b1] += 1.0f / ((real)n * 64.0f) * (((real)(next[b0 * 64 + b1] == (real)(int32_t)(o))) * (1.0f / loss_sumexp[b0 * 64 + b1]));
         }
     }
 }
 
 /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
-static void add_logits_grad(int64_t n, real *restrict logits_grad, const real *restrict loss_sumexp_grad, const real *restrict logits, const real *restrict loss_max) {
+static void set_logits_grad(int64_t n, real *logits_grad, const int32_t *restrict next, const real *restrict loss_sumexp_grad, const real *logits, const real *restrict loss_max) {
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
             for (int64_t o = 0; o < 256; ++o)
-                logits_grad[b0 * 16384 + b1 * 256 + o] += loss_sumexp_grad[b0 * 64 + b1] * expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
+                logits_grad[b0 * 16384 + b1 * 256 + o] = -(1.0f / ((real)n * 64.0f) * ((real)(next[b0 * 64 + b1] == (real)(int32_t)(o)))) + loss_sumexp_grad[b0 * 64 + b1] * expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
         }
     }
 }
@@ -1408,7 +1395,7 @@ static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_arg
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = INFINITY;
             for (int64_t o = 0; o < 256; ++o) {
-                const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(o) : INFINITY;
+                const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(int32_t)(o) : INFINITY;
                 acc = v < acc ? v : acc;
             }
             accuracy_pred_argmax[b0 * 64 + b1] = acc;
@@ -1741,7 +1728,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq; /* [128] exp_avg_sq of lnf_g */
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg; /* [128] exp_avg of lnf_b */
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq; /* [128] exp_avg_sq of lnf_b */
-    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 244121664 bytes */
+    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 227344448 bytes */
     real *const x0_emb = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const x0_emb_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0_emb */
     real *const grad_norm = (real *)(work + 0); /* [] the sum of the squares of every gradient */
@@ -1783,14 +1770,14 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const logits_v = (real *)(work + 168427520); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const logits_v_grad = (real *)(work + 168427520); /* [batch, 64, 128] gradient of logits_v */
     real *const logits = (real *)(work + 176816128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const logits_grad = (real *)(work + 176816128); /* [batch, 64, 256] gradient of logits */
     real *const loss_max = (real *)(work + 193593344); /* [batch, 64] [batch, 64 | ] */
     real *const loss_sumexp = (real *)(work + 193658880); /* [batch, 64] [batch, 64 | ] */
     real *const loss_ce = (real *)(work + 193724416); /* [batch, 64] [batch, 64 | ] */
     real *const loss_sumexp_grad = (real *)(work + 193724416); /* [batch, 64] gradient of loss_sumexp */
     real *const loss_ = (real *)(work + 193789952); /* [] loss : [] */
     real *const qkv_grad = (real *)(work + 193790016); /* [batch, 64, 3, 4, 32] gradient of qkv */
-    real *const logits_grad = (real *)(work + 218955840); /* [batch, 64, 256] gradient of logits */
-    real *const x2_grad = (real *)(work + 235733056); /* [batch, 64, 128] gradient of x2 */
+    real *const x2_grad = (real *)(work + 218955840); /* [batch, 64, 128] gradient of x2 */
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -1862,9 +1849,8 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     fill_qkv_grad(n, qkv_grad);
 
     /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
-    set_logits_grad(n, logits_grad, next);
     sum_loss_sumexp_grad(n, loss_sumexp_grad, next, loss_sumexp);
-    add_logits_grad(n, logits_grad, loss_sumexp_grad, logits, loss_max);
+    set_logits_grad(n, logits_grad, next, loss_sumexp_grad, logits, loss_max);
 
     /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
     /* matrix product wte_grad = logits_grad . logits_v: M = 256 (o), N = 128 (k), K = n * 64 (b0, b1) */
@@ -2259,7 +2245,7 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     real *const ln1_g_grad = m->ln1_g_grad; /* [128] gradient of ln1_g */
     real *const ln1_b_grad = m->ln1_b_grad; /* [128] gradient of ln1_b */
     real *const wpe_grad = m->wpe_grad; /* [64, 128] gradient of wpe */
-    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 244121664 bytes */
+    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 227344448 bytes */
     real *const x0_emb = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const x0_emb_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0_emb */
     real *const h1_mean = (real *)(work + 8388608); /* [batch, 64] [batch, 64 | ] */
@@ -2299,14 +2285,14 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     real *const logits_v = (real *)(work + 168427520); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const logits_v_grad = (real *)(work + 168427520); /* [batch, 64, 128] gradient of logits_v */
     real *const logits = (real *)(work + 176816128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const logits_grad = (real *)(work + 176816128); /* [batch, 64, 256] gradient of logits */
     real *const loss_max = (real *)(work + 193593344); /* [batch, 64] [batch, 64 | ] */
     real *const loss_sumexp = (real *)(work + 193658880); /* [batch, 64] [batch, 64 | ] */
     real *const loss_ce = (real *)(work + 193724416); /* [batch, 64] [batch, 64 | ] */
     real *const loss_sumexp_grad = (real *)(work + 193724416); /* [batch, 64] gradient of loss_sumexp */
     real *const loss_ = (real *)(work + 193789952); /* [] loss : [] */
     real *const qkv_grad = (real *)(work + 193790016); /* [batch, 64, 3, 4, 32] gradient of qkv */
-    real *const logits_grad = (real *)(work + 218955840); /* [batch, 64, 256] gradient of logits */
-    real *const x2_grad = (real *)(work + 235733056); /* [batch, 64, 128] gradient of x2 */
+    real *const x2_grad = (real *)(work + 218955840); /* [batch, 64, 128] gradient of x2 */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -2374,9 +2360,8 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     fill_qkv_grad(n, qkv_grad);
 
     /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
-    set_logits_grad(n, logits_grad, next);
     sum_loss_sumexp_grad(n, loss_sumexp_grad, next, loss_sumexp);
-    add_logits_grad(n, logits_grad, loss_sumexp_grad, logits, loss_max);
+    set_logits_grad(n, logits_grad, next, loss_sumexp_grad, logits, loss_max);
 
     /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
     /* matrix product wte_grad = logits_grad . logits_v: M = 256 (o), N = 128 (k), K = n * 64 (b0, b1) */
@@ -2749,7 +2734,7 @@ static void bind_opt_state(struct gpt_tiny *m) {
 struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
     struct gpt_tiny *m = (struct gpt_tiny *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(246037568);
+    m->arena = cannl_alloc(229260352);
     m->opt_state = cannl_alloc(1915904);
     if (!m->arena || !m->opt_state) {
         cannl_free(m->arena);

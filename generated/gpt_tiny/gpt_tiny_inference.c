@@ -270,7 +270,7 @@ static void sum_loss_ce(int64_t n, real *restrict loss_ce, const int32_t *restri
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 256; ++o)
-                acc += -(((real)(next[b0 * 64 + b1] == (real)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
+                acc += -(((real)(next[b0 * 64 + b1] == (real)(int32_t)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
             loss_ce[b0 * 64 + b1] = acc;
         }
     }
@@ -310,7 +310,7 @@ static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_arg
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = INFINITY;
             for (int64_t o = 0; o < 256; ++o) {
-                const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(o) : INFINITY;
+                const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(int32_t)(o) : INFINITY;
                 acc = v < acc ? v : acc;
             }
             accuracy_pred_argmax[b0 * 64 + b1] = acc;

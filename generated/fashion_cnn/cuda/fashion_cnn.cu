@@ -299,7 +299,7 @@ static __global__ void __launch_bounds__(256) min_p2_arg(real *__restrict__ p2_a
     real acc = INFINITY;
     for (int64_t ky = 0; ky < 2; ++ky)
     for (int64_t kx = 0; kx < 2; ++kx) {
-        const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]) == p2[b * 3136 + y * 448 + x_ * 64 + c] ? (real)(2 * ky + kx) : INFINITY;
+        const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]) == p2[b * 3136 + y * 448 + x_ * 64 + c] ? (real)(int32_t)(2 * ky + kx) : INFINITY;
         acc = v < acc ? v : acc;
     }
     p2_arg[b * 3136 + y * 448 + x_ * 64 + c] = acc;
@@ -338,7 +338,7 @@ static __global__ void __launch_bounds__(256) min_p1_arg(real *__restrict__ p1_a
     real acc = INFINITY;
     for (int64_t ky = 0; ky < 2; ++ky)
     for (int64_t kx = 0; kx < 2; ++kx) {
-        const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x_ * 32 + c] ? (real)(2 * ky + kx) : INFINITY;
+        const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x_ * 32 + c] ? (real)(int32_t)(2 * ky + kx) : INFINITY;
         acc = v < acc ? v : acc;
     }
     p1_arg[b * 6272 + y * 448 + x_ * 32 + c] = acc;
@@ -424,7 +424,7 @@ static __global__ void __launch_bounds__(256) add_a2_grad(real *__restrict__ a2_
     const int64_t x_ = (i_ / 128) % 7;
     const int64_t kx = (i_ / 64) % 2;
     const int64_t c = i_ % 64;
-    a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x_ * 64 + c] * ((real)((real)(2 * ky + kx) == p2_arg[b * 3136 + y * 448 + x_ * 64 + c]));
+    a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x_ * 64 + c] * ((real)((real)(int32_t)(2 * ky + kx) == p2_arg[b * 3136 + y * 448 + x_ * 64 + c]));
 }
 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element) */
@@ -477,7 +477,7 @@ static __global__ void __launch_bounds__(256) add_a1_grad(real *__restrict__ a1_
     const int64_t x_ = (i_ / 64) % 14;
     const int64_t kx = (i_ / 32) % 2;
     const int64_t c = i_ % 32;
-    a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x_ * 32 + c] * ((real)((real)(2 * ky + kx) == p1_arg[b * 6272 + y * 448 + x_ * 32 + c]));
+    a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x_ * 32 + c] * ((real)((real)(int32_t)(2 * ky + kx) == p1_arg[b * 6272 + y * 448 + x_ * 32 + c]));
 }
 
 /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one thread per element) */
@@ -625,7 +625,7 @@ static __global__ void __launch_bounds__(256) min_accuracy_pred_argmax(real *__r
     const int64_t b = i_;
     real acc = INFINITY;
     for (int64_t o = 0; o < 10; ++o) {
-        const real v = logits_mm[b * 10 + o] + b4[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+        const real v = logits_mm[b * 10 + o] + b4[o] == accuracy_pred_max[b] ? (real)(int32_t)(o) : INFINITY;
         acc = v < acc ? v : acc;
     }
     accuracy_pred_argmax[b] = acc;
@@ -651,7 +651,7 @@ static __global__ void __launch_bounds__(256) min_accuracy_true_argmax(real *__r
     const int64_t b = i_;
     real acc = INFINITY;
     for (int64_t o = 0; o < 10; ++o) {
-        const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+        const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(int32_t)(o) : INFINITY;
         acc = v < acc ? v : acc;
     }
     accuracy_true_argmax[b] = acc;

@@ -504,7 +504,7 @@ static __global__ void __launch_bounds__(256) min_accuracy_pred_argmax(real *__r
     const int64_t b = i_;
     real acc = INFINITY;
     for (int64_t o = 0; o < 10; ++o) {
-        const real v = logits_ein[b * 10 + o] + b2[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+        const real v = logits_ein[b * 10 + o] + b2[o] == accuracy_pred_max[b] ? (real)(int32_t)(o) : INFINITY;
         acc = v < acc ? v : acc;
     }
     accuracy_pred_argmax[b] = acc;
@@ -530,7 +530,7 @@ static __global__ void __launch_bounds__(256) min_accuracy_true_argmax(real *__r
     const int64_t b = i_;
     real acc = INFINITY;
     for (int64_t o = 0; o < 10; ++o) {
-        const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+        const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(int32_t)(o) : INFINITY;
         acc = v < acc ? v : acc;
     }
     accuracy_true_argmax[b] = acc;

@@ -13,7 +13,7 @@
  * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
- * Memory: every buffer lives in one device arena (247953472 bytes), laid out as the C target's
+ * Memory: every buffer lives in one device arena (231176256 bytes), laid out as the C target's
  * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
  * routine's work buffers in one region). Its first 2873856 bytes (params, optimiser state)
  * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
@@ -433,7 +433,7 @@ static __global__ void __launch_bounds__(256) sum_loss_ce(real *__restrict__ los
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 256; r_ += 32) {
         const int64_t o = r_;
-        acc += -(((real)(next[b0 * 64 + b1] == (real)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
+        acc += -(((real)(next[b0 * 64 + b1] == (real)(int32_t)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) loss_ce[b0 * 64 + b1] = acc;
@@ -464,16 +464,6 @@ static __global__ void __launch_bounds__(256) fill_qkv_grad(real *__restrict__ q
     qkv_grad[j0 * 24576 + j1 * 384 + j2 * 128 + j3 * 32 + j4] = 0.0f;
 }
 
-/* line 37: backward: loss = mean(cross_entropy(logits, next)) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_logits_grad(real *__restrict__ logits_grad, const int32_t *__restrict__ next, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 16384) return;
-    const int64_t b0 = i_ / 16384;
-    const int64_t b1 = (i_ / 256) % 64;
-    const int64_t o = i_ % 256;
-    logits_grad[b0 * 16384 + b1 * 256 + o] = -(1.0f / ((real)n * 64.0f) * ((real)(next[b0 * 64 + b1] == (real)(o))));
-}
-
 /* line 37: backward: loss = mean(cross_entropy(logits, next)) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_loss_sumexp_grad(real *__restrict__ loss_sumexp_grad, const int32_t *__restrict__ next, const real *__restrict__ loss_sumexp, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -484,20 +474,20 @@ static __global__ void __launch_bounds__(256) sum_loss_sumexp_grad(real *__restr
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 256; r_ += 32) {
         const int64_t o = r_;
-        acc += 1.0f / ((real)n * 64.0f) * (((real)(next[b0 * 64 + b1] == (real)(o))) * (1.0f / loss_sumexp[b0 * 64 + b1]));
+        acc += 1.0f / ((real)n * 64.0f) * (((real)(next[b0 * 64 + b1] == (real)(int32_t)(o))) * (1.0f / loss_sumexp[b0 * 64 + b1]));
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) loss_sumexp_grad[b0 * 64 + b1] = acc;
 }
 
 /* line 37: backward: loss = mean(cross_entropy(logits, next)) (one thread per element) */
-static __global__ void __launch_bounds__(256) add_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ loss_sumexp_grad, const real *__restrict__ logits, const real *__restrict__ loss_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_logits_grad(real *logits_grad, const int32_t *__restrict__ next, const real *__restrict__ loss_sumexp_grad, const real *logits, const real *__restrict__ loss_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 16384) return;
     const int64_t b0 = i_ / 16384;
     const int64_t b1 = (i_ / 256) % 64;
     const int64_t o = i_ % 256;
-    logits_grad[b0 * 16384 + b1 * 256 + o] += loss_sumexp_grad[b0 * 64 + b1] * expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
+    logits_grad[b0 * 16384 + b1 * 256 + o] = -(1.0f / ((real)n * 64.0f) * ((real)(next[b0 * 64 + b1] == (real)(int32_t)(o)))) + loss_sumexp_grad[b0 * 64 + b1] * expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
 }
 
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) (one block per element, reducing its n * 64 terms with shuffles and shared memory, assigning the sums (zero_first)) */
@@ -1026,7 +1016,7 @@ static __global__ void __launch_bounds__(256) min_accuracy_pred_argmax(real *__r
     real acc = INFINITY;
     for (int64_t r_ = lane_; r_ < 256; r_ += 32) {
         const int64_t o = r_;
-        const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(o) : INFINITY;
+        const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(int32_t)(o) : INFINITY;
         acc = v < acc ? v : acc;
     }
     acc = cannl_warp_min(acc);
@@ -1369,7 +1359,7 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
         }
 }
 
-/* routine train_step: 55 kernels, 34 cuBLAS products, queued on the compute stream */
+/* routine train_step: 54 kernels, 34 cuBLAS products, queued on the compute stream */
 static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     const int32_t *const tokens = (const int32_t *)(const void *)in_[0];
     const int32_t *const next = (const int32_t *)(const void *)in_[1];
@@ -1437,7 +1427,7 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq;
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg;
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq;
-    char *const work = m->dev + 3831808; /* the work region: this routine's 244121664 bytes */
+    char *const work = m->dev + 3831808; /* the work region: this routine's 227344448 bytes */
     real *const x0_emb = (real *)(work + 0);
     real *const x0_emb_grad = (real *)(work + 0);
     real *const grad_norm = (real *)(work + 0);
@@ -1479,14 +1469,14 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const logits_v = (real *)(work + 168427520);
     real *const logits_v_grad = (real *)(work + 168427520);
     real *const logits = (real *)(work + 176816128);
+    real *const logits_grad = (real *)(work + 176816128);
     real *const loss_max = (real *)(work + 193593344);
     real *const loss_sumexp = (real *)(work + 193658880);
     real *const loss_ce = (real *)(work + 193724416);
     real *const loss_sumexp_grad = (real *)(work + 193724416);
     real *const loss_ = (real *)(work + 193789952);
     real *const qkv_grad = (real *)(work + 193790016);
-    real *const logits_grad = (real *)(work + 218955840);
-    real *const x2_grad = (real *)(work + 235733056);
+    real *const x2_grad = (real *)(work + 218955840);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -1557,11 +1547,9 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     CUDA_CHECK(cudaGetLastError());
 
     /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
-    set_logits_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(logits_grad, next, n);
-    CUDA_CHECK(cudaGetLastError());
     sum_loss_sumexp_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, next, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    add_logits_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(logits_grad, loss_sumexp_grad, logits, loss_max, n);
+    set_logits_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(logits_grad, next, loss_sumexp_grad, logits, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
@@ -1915,7 +1903,7 @@ static void eval_metrics(struct gpt_tiny *m, const real *const in_[], int64_t n)
     CUDA_CHECK(cudaGetLastError());
 }
 
-/* routine train_grads: 45 kernels, 18 cuBLAS products, queued on the compute stream */
+/* routine train_grads: 44 kernels, 18 cuBLAS products, queued on the compute stream */
 static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     const int32_t *const tokens = (const int32_t *)(const void *)in_[0];
     const int32_t *const next = (const int32_t *)(const void *)in_[1];
@@ -1951,7 +1939,7 @@ static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) 
     real *const ln1_g_grad = m->ln1_g_grad;
     real *const ln1_b_grad = m->ln1_b_grad;
     real *const wpe_grad = m->wpe_grad;
-    char *const work = m->dev + 3831808; /* the work region: this routine's 244121664 bytes */
+    char *const work = m->dev + 3831808; /* the work region: this routine's 227344448 bytes */
     real *const x0_emb = (real *)(work + 0);
     real *const x0_emb_grad = (real *)(work + 0);
     real *const h1_mean = (real *)(work + 8388608);
@@ -1991,14 +1979,14 @@ static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) 
     real *const logits_v = (real *)(work + 168427520);
     real *const logits_v_grad = (real *)(work + 168427520);
     real *const logits = (real *)(work + 176816128);
+    real *const logits_grad = (real *)(work + 176816128);
     real *const loss_max = (real *)(work + 193593344);
     real *const loss_sumexp = (real *)(work + 193658880);
     real *const loss_ce = (real *)(work + 193724416);
     real *const loss_sumexp_grad = (real *)(work + 193724416);
     real *const loss_ = (real *)(work + 193789952);
     real *const qkv_grad = (real *)(work + 193790016);
-    real *const logits_grad = (real *)(work + 218955840);
-    real *const x2_grad = (real *)(work + 235733056);
+    real *const x2_grad = (real *)(work + 218955840);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -2065,11 +2053,9 @@ static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) 
     CUDA_CHECK(cudaGetLastError());
 
     /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
-    set_logits_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(logits_grad, next, n);
-    CUDA_CHECK(cudaGetLastError());
     sum_loss_sumexp_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, next, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    add_logits_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(logits_grad, loss_sumexp_grad, logits, loss_max, n);
+    set_logits_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(logits_grad, next, loss_sumexp_grad, logits, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
@@ -2520,7 +2506,7 @@ struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
     struct gpt_tiny *m = (struct gpt_tiny *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(247953472, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(231176256, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(2873856, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(239488 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
