@@ -410,7 +410,7 @@ CANNL_MULTIVERSION
 static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss_ce) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += loss_ce[b] / (real)n;
+        acc += loss_ce[b] * (1.0f / (real)n);
     loss_[0] = acc;
 }
 
@@ -677,7 +677,7 @@ static void set_k1_exp_avg_2(real *restrict k1_exp_avg, real *restrict k1_exp_av
             for (int64_t j2 = 0; j2 < 5; ++j2) {
                 k1_exp_avg[j0 * 25 + j1 * 5 + j2] = k1_exp_avg[j0 * 25 + j1 * 5 + j2] * 0.9f + k1_grad[j0 * 25 + j1 * 5 + j2] * 0.1f;
                 k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2] = k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2] * 0.999f + k1_grad[j0 * 25 + j1 * 5 + j2] * k1_grad[j0 * 25 + j1 * 5 + j2] * 0.001f;
-                k1[j0 * 25 + j1 * 5 + j2] = k1[j0 * 25 + j1 * 5 + j2] - lr / bc1 * (k1_exp_avg[j0 * 25 + j1 * 5 + j2] / (sqrtf(k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2]) / sqrt_bc2 + 1e-08f));
+                k1[j0 * 25 + j1 * 5 + j2] = k1[j0 * 25 + j1 * 5 + j2] - lr / bc1 * (k1_exp_avg[j0 * 25 + j1 * 5 + j2] / (sqrtf(k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
             }
         }
     }
@@ -694,7 +694,7 @@ static void set_k2_exp_avg_2(real *restrict k2_exp_avg, real *restrict k2_exp_av
                 for (int64_t j3 = 0; j3 < 32; ++j3) {
                     k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.9f + k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.1f;
                     k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.999f + k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.001f;
-                    k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] - lr / bc1 * (k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] / (sqrtf(k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3]) / sqrt_bc2 + 1e-08f));
+                    k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] - lr / bc1 * (k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] / (sqrtf(k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3]) * (1.0f / sqrt_bc2) + 1e-08f));
                 }
             }
         }
@@ -707,7 +707,7 @@ static void set_c1_exp_avg_2(real *restrict c1_exp_avg, real *restrict c1_exp_av
     for (int64_t j = 0; j < 32; ++j) {
         c1_exp_avg[j] = c1_exp_avg[j] * 0.9f + c1_grad[j] * 0.1f;
         c1_exp_avg_sq[j] = c1_exp_avg_sq[j] * 0.999f + c1_grad[j] * c1_grad[j] * 0.001f;
-        c1[j] = c1[j] - lr / bc1 * (c1_exp_avg[j] / (sqrtf(c1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        c1[j] = c1[j] - lr / bc1 * (c1_exp_avg[j] / (sqrtf(c1_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -717,7 +717,7 @@ static void set_c2_exp_avg_2(real *restrict c2_exp_avg, real *restrict c2_exp_av
     for (int64_t j = 0; j < 64; ++j) {
         c2_exp_avg[j] = c2_exp_avg[j] * 0.9f + c2_grad[j] * 0.1f;
         c2_exp_avg_sq[j] = c2_exp_avg_sq[j] * 0.999f + c2_grad[j] * c2_grad[j] * 0.001f;
-        c2[j] = c2[j] - lr / bc1 * (c2_exp_avg[j] / (sqrtf(c2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        c2[j] = c2[j] - lr / bc1 * (c2_exp_avg[j] / (sqrtf(c2_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -727,7 +727,7 @@ static void set_b3_exp_avg_2(real *restrict b3_exp_avg, real *restrict b3_exp_av
     for (int64_t j = 0; j < 1024; ++j) {
         b3_exp_avg[j] = b3_exp_avg[j] * 0.9f + b3_grad[j] * 0.1f;
         b3_exp_avg_sq[j] = b3_exp_avg_sq[j] * 0.999f + b3_grad[j] * b3_grad[j] * 0.001f;
-        b3[j] = b3[j] - lr / bc1 * (b3_exp_avg[j] / (sqrtf(b3_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b3[j] = b3[j] - lr / bc1 * (b3_exp_avg[j] / (sqrtf(b3_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -742,7 +742,7 @@ static void set_w3_exp_avg_2(real *restrict w3_exp_avg, real *restrict w3_exp_av
                 for (int64_t j3 = 0; j3 < 64; ++j3) {
                     w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.9f + w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.1f;
                     w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.999f + w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.001f;
-                    w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] - lr / bc1 * (w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] / (sqrtf(w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3]) / sqrt_bc2 + 1e-08f));
+                    w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] - lr / bc1 * (w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] / (sqrtf(w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3]) * (1.0f / sqrt_bc2) + 1e-08f));
                 }
             }
         }
@@ -756,7 +756,7 @@ static void set_w4_exp_avg_2(real *restrict w4_exp_avg, real *restrict w4_exp_av
         for (int64_t j1 = 0; j1 < 1024; ++j1) {
             w4_exp_avg[j0 * 1024 + j1] = w4_exp_avg[j0 * 1024 + j1] * 0.9f + w4_grad[j0 * 1024 + j1] * 0.1f;
             w4_exp_avg_sq[j0 * 1024 + j1] = w4_exp_avg_sq[j0 * 1024 + j1] * 0.999f + w4_grad[j0 * 1024 + j1] * w4_grad[j0 * 1024 + j1] * 0.001f;
-            w4[j0 * 1024 + j1] = w4[j0 * 1024 + j1] - lr / bc1 * (w4_exp_avg[j0 * 1024 + j1] / (sqrtf(w4_exp_avg_sq[j0 * 1024 + j1]) / sqrt_bc2 + 1e-08f));
+            w4[j0 * 1024 + j1] = w4[j0 * 1024 + j1] - lr / bc1 * (w4_exp_avg[j0 * 1024 + j1] / (sqrtf(w4_exp_avg_sq[j0 * 1024 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
 }
@@ -767,7 +767,7 @@ static void set_b4_exp_avg_2(real *restrict b4_exp_avg, real *restrict b4_exp_av
     for (int64_t j = 0; j < 10; ++j) {
         b4_exp_avg[j] = b4_exp_avg[j] * 0.9f + b4_grad[j] * 0.1f;
         b4_exp_avg_sq[j] = b4_exp_avg_sq[j] * 0.999f + b4_grad[j] * b4_grad[j] * 0.001f;
-        b4[j] = b4[j] - lr / bc1 * (b4_exp_avg[j] / (sqrtf(b4_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b4[j] = b4[j] - lr / bc1 * (b4_exp_avg[j] / (sqrtf(b4_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -837,7 +837,7 @@ CANNL_MULTIVERSION
 static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restrict accuracy_pred_argmax, const real *restrict accuracy_true_argmax) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) * (1.0f / (real)n);
     accuracy[0] = acc;
 }
 

@@ -205,7 +205,7 @@ CANNL_MULTIVERSION
 static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss_ce) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += loss_ce[b] / (real)n;
+        acc += loss_ce[b] * (1.0f / (real)n);
     loss_[0] = acc;
 }
 
@@ -266,7 +266,7 @@ CANNL_MULTIVERSION
 static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restrict accuracy_pred_argmax, const real *restrict accuracy_true_argmax) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) * (1.0f / (real)n);
     accuracy[0] = acc;
 }
 

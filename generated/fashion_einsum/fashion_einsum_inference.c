@@ -96,7 +96,7 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict gain, cons
     for (int64_t b = 0; b < n; ++b) {
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o)
-            h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f)) + bias[o]);
+            h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) * (1.0f / sqrtf(h1_var[b] + 1e-05f))) + bias[o]);
     }
 }
 
@@ -227,7 +227,7 @@ CANNL_MULTIVERSION
 static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restrict accuracy_pred_argmax, const real *restrict accuracy_true_argmax) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) * (1.0f / (real)n);
     accuracy[0] = acc;
 }
 
@@ -236,7 +236,7 @@ CANNL_MULTIVERSION
 static void sum_mean_ce(int64_t n, real *restrict mean_ce, const real *restrict ce) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += ce[b] / (real)n;
+        acc += ce[b] * (1.0f / (real)n);
     mean_ce[0] = acc;
 }
 

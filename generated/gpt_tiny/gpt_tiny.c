@@ -433,7 +433,7 @@ static void set_h1_ln(int64_t n, real *restrict h1_ln, real *restrict h1, const 
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
-                h1_ln[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f);
+                h1_ln[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f));
                 h1[b0 * 8192 + b1 * 128 + o] = h1_ln[b0 * 8192 + b1 * 128 + o] * ln1_g[o] + ln1_b[o];
             }
         }
@@ -506,7 +506,7 @@ static void set_h2_ln(int64_t n, real *restrict h2_ln, real *restrict h2, const 
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
-                h2_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f);
+                h2_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f));
                 h2[b0 * 8192 + b1 * 128 + o] = h2_ln[b0 * 8192 + b1 * 128 + o] * ln2_g[o] + ln2_b[o];
             }
         }
@@ -562,7 +562,7 @@ static void set_logits_ln(int64_t n, real *restrict logits_ln, real *restrict lo
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
-                logits_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f);
+                logits_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f));
                 logits_v[b0 * 8192 + b1 * 128 + o] = logits_ln[b0 * 8192 + b1 * 128 + o] * lnf_g[o] + lnf_b[o];
             }
         }
@@ -619,7 +619,7 @@ static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss
     real acc = 0.0f;
     for (int64_t b0 = 0; b0 < n; ++b0)
     for (int64_t b1 = 0; b1 < 64; ++b1)
-        acc += loss_ce[b0 * 64 + b1] / ((real)n * 64.0f);
+        acc += loss_ce[b0 * 64 + b1] * (1.0f / ((real)n * 64.0f));
     loss_[0] = acc;
 }
 
@@ -714,7 +714,7 @@ static void sum_logits_var_grad(int64_t n, real *restrict logits_var_grad, const
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 128; ++o)
-                acc += -(logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * sqrtf(logits_var[b0 * 64 + b1] + 1e-05f))));
+                acc += -(logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * sqrtf(logits_var[b0 * 64 + b1] + 1e-05f)))));
             logits_var_grad[b0 * 64 + b1] = acc;
         }
     }
@@ -832,7 +832,7 @@ static void sum_h2_var_grad(int64_t n, real *restrict h2_var_grad, const real *r
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 128; ++o)
-                acc += -(h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h2_var[b0 * 64 + b1] + 1e-05f))));
+                acc += -(h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h2_var[b0 * 64 + b1] + 1e-05f)))));
             h2_var_grad[b0 * 64 + b1] = acc;
         }
     }
@@ -946,7 +946,7 @@ static void sum_h1_var_grad(int64_t n, real *restrict h1_var_grad, const real *r
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 128; ++o)
-                acc += -(h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * ((x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h1_var[b0 * 64 + b1] + 1e-05f))));
+                acc += -(h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * ((x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h1_var[b0 * 64 + b1] + 1e-05f)))));
             h1_var_grad[b0 * 64 + b1] = acc;
         }
     }
@@ -1169,7 +1169,7 @@ static void set_wte_2(real *restrict wte, real *restrict wte_exp_avg, real *rest
             wte[j0 * 128 + j1] = wte[j0 * 128 + j1] * (1.0f - lr * 0.1f);
             wte_exp_avg[j0 * 128 + j1] = wte_exp_avg[j0 * 128 + j1] * 0.9f + wte_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
             wte_exp_avg_sq[j0 * 128 + j1] = wte_exp_avg_sq[j0 * 128 + j1] * 0.95f + wte_grad[j0 * 128 + j1] * clip_coef[0] * (wte_grad[j0 * 128 + j1] * clip_coef[0]) * 0.05f;
-            wte[j0 * 128 + j1] = wte[j0 * 128 + j1] - lr / bc1 * (wte_exp_avg[j0 * 128 + j1] / (sqrtf(wte_exp_avg_sq[j0 * 128 + j1]) / sqrt_bc2 + 1e-08f));
+            wte[j0 * 128 + j1] = wte[j0 * 128 + j1] - lr / bc1 * (wte_exp_avg[j0 * 128 + j1] / (sqrtf(wte_exp_avg_sq[j0 * 128 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
 }
@@ -1182,7 +1182,7 @@ static void set_wpe_2(real *restrict wpe, real *restrict wpe_exp_avg, real *rest
             wpe[j0 * 128 + j1] = wpe[j0 * 128 + j1] * (1.0f - lr * 0.1f);
             wpe_exp_avg[j0 * 128 + j1] = wpe_exp_avg[j0 * 128 + j1] * 0.9f + wpe_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
             wpe_exp_avg_sq[j0 * 128 + j1] = wpe_exp_avg_sq[j0 * 128 + j1] * 0.95f + wpe_grad[j0 * 128 + j1] * clip_coef[0] * (wpe_grad[j0 * 128 + j1] * clip_coef[0]) * 0.05f;
-            wpe[j0 * 128 + j1] = wpe[j0 * 128 + j1] - lr / bc1 * (wpe_exp_avg[j0 * 128 + j1] / (sqrtf(wpe_exp_avg_sq[j0 * 128 + j1]) / sqrt_bc2 + 1e-08f));
+            wpe[j0 * 128 + j1] = wpe[j0 * 128 + j1] - lr / bc1 * (wpe_exp_avg[j0 * 128 + j1] / (sqrtf(wpe_exp_avg_sq[j0 * 128 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
 }
@@ -1193,28 +1193,28 @@ static void set_ln1_g_exp_avg_2(real *restrict ln1_g_exp_avg, real *restrict ln1
     for (int64_t j = 0; j < 128; ++j) {
         ln1_g_exp_avg[j] = ln1_g_exp_avg[j] * 0.9f + ln1_g_grad[j] * clip_coef[0] * 0.1f;
         ln1_g_exp_avg_sq[j] = ln1_g_exp_avg_sq[j] * 0.95f + ln1_g_grad[j] * clip_coef[0] * (ln1_g_grad[j] * clip_coef[0]) * 0.05f;
-        ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         ln1_b_exp_avg[j] = ln1_b_exp_avg[j] * 0.9f + ln1_b_grad[j] * clip_coef[0] * 0.1f;
         ln1_b_exp_avg_sq[j] = ln1_b_exp_avg_sq[j] * 0.95f + ln1_b_grad[j] * clip_coef[0] * (ln1_b_grad[j] * clip_coef[0]) * 0.05f;
-        ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         b_o_exp_avg[j] = b_o_exp_avg[j] * 0.9f + b_o_grad[j] * clip_coef[0] * 0.1f;
         b_o_exp_avg_sq[j] = b_o_exp_avg_sq[j] * 0.95f + b_o_grad[j] * clip_coef[0] * (b_o_grad[j] * clip_coef[0]) * 0.05f;
-        b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         ln2_g_exp_avg[j] = ln2_g_exp_avg[j] * 0.9f + ln2_g_grad[j] * clip_coef[0] * 0.1f;
         ln2_g_exp_avg_sq[j] = ln2_g_exp_avg_sq[j] * 0.95f + ln2_g_grad[j] * clip_coef[0] * (ln2_g_grad[j] * clip_coef[0]) * 0.05f;
-        ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         ln2_b_exp_avg[j] = ln2_b_exp_avg[j] * 0.9f + ln2_b_grad[j] * clip_coef[0] * 0.1f;
         ln2_b_exp_avg_sq[j] = ln2_b_exp_avg_sq[j] * 0.95f + ln2_b_grad[j] * clip_coef[0] * (ln2_b_grad[j] * clip_coef[0]) * 0.05f;
-        ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         b_pr_exp_avg[j] = b_pr_exp_avg[j] * 0.9f + b_pr_grad[j] * clip_coef[0] * 0.1f;
         b_pr_exp_avg_sq[j] = b_pr_exp_avg_sq[j] * 0.95f + b_pr_grad[j] * clip_coef[0] * (b_pr_grad[j] * clip_coef[0]) * 0.05f;
-        b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         lnf_g_exp_avg[j] = lnf_g_exp_avg[j] * 0.9f + lnf_g_grad[j] * clip_coef[0] * 0.1f;
         lnf_g_exp_avg_sq[j] = lnf_g_exp_avg_sq[j] * 0.95f + lnf_g_grad[j] * clip_coef[0] * (lnf_g_grad[j] * clip_coef[0]) * 0.05f;
-        lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         lnf_b_exp_avg[j] = lnf_b_exp_avg[j] * 0.9f + lnf_b_grad[j] * clip_coef[0] * 0.1f;
         lnf_b_exp_avg_sq[j] = lnf_b_exp_avg_sq[j] * 0.95f + lnf_b_grad[j] * clip_coef[0] * (lnf_b_grad[j] * clip_coef[0]) * 0.05f;
-        lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1230,7 +1230,7 @@ static void set_w_qkv_2(real *restrict w_qkv, real *restrict w_qkv_exp_avg, real
                     w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * (1.0f - lr * 0.1f);
                     w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.9f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0] * 0.1f;
                     w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.95f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0] * (w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0]) * 0.05f;
-                    w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] - lr / bc1 * (w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] / (sqrtf(w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3]) / sqrt_bc2 + 1e-08f));
+                    w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] - lr / bc1 * (w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] / (sqrtf(w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3]) * (1.0f / sqrt_bc2) + 1e-08f));
                 }
             }
         }
@@ -1245,7 +1245,7 @@ static void set_b_qkv_exp_avg_2(real *restrict b_qkv_exp_avg, real *restrict b_q
             for (int64_t j2 = 0; j2 < 32; ++j2) {
                 b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] = b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] * 0.9f + b_qkv_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * 0.1f;
                 b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] * 0.95f + b_qkv_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * (b_qkv_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0]) * 0.05f;
-                b_qkv[j0 * 128 + j1 * 32 + j2] = b_qkv[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) / sqrt_bc2 + 1e-08f));
+                b_qkv[j0 * 128 + j1 * 32 + j2] = b_qkv[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
             }
         }
     }
@@ -1260,7 +1260,7 @@ static void set_w_o_2(real *restrict w_o, real *restrict w_o_exp_avg, real *rest
                 w_o[j0 * 128 + j1 * 32 + j2] = w_o[j0 * 128 + j1 * 32 + j2] * (1.0f - lr * 0.1f);
                 w_o_exp_avg[j0 * 128 + j1 * 32 + j2] = w_o_exp_avg[j0 * 128 + j1 * 32 + j2] * 0.9f + w_o_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * 0.1f;
                 w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2] * 0.95f + w_o_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * (w_o_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0]) * 0.05f;
-                w_o[j0 * 128 + j1 * 32 + j2] = w_o[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (w_o_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) / sqrt_bc2 + 1e-08f));
+                w_o[j0 * 128 + j1 * 32 + j2] = w_o[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (w_o_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
             }
         }
     }
@@ -1276,7 +1276,7 @@ static void set_w_fc_2(real *restrict w_fc, real *restrict w_fc_exp_avg, real *r
             w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] * (1.0f - lr * 0.1f);
             w_fc_exp_avg[j0 * 128 + j1] = w_fc_exp_avg[j0 * 128 + j1] * 0.9f + w_fc_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
             w_fc_exp_avg_sq[j0 * 128 + j1] = w_fc_exp_avg_sq[j0 * 128 + j1] * 0.95f + w_fc_grad[j0 * 128 + j1] * clip_coef[0] * (w_fc_grad[j0 * 128 + j1] * clip_coef[0]) * 0.05f;
-            w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] - lr / bc1 * (w_fc_exp_avg[j0 * 128 + j1] / (sqrtf(w_fc_exp_avg_sq[j0 * 128 + j1]) / sqrt_bc2 + 1e-08f));
+            w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] - lr / bc1 * (w_fc_exp_avg[j0 * 128 + j1] / (sqrtf(w_fc_exp_avg_sq[j0 * 128 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
 }
@@ -1287,7 +1287,7 @@ static void set_b_fc_exp_avg_2(real *restrict b_fc_exp_avg, real *restrict b_fc_
     for (int64_t j = 0; j < 512; ++j) {
         b_fc_exp_avg[j] = b_fc_exp_avg[j] * 0.9f + b_fc_grad[j] * clip_coef[0] * 0.1f;
         b_fc_exp_avg_sq[j] = b_fc_exp_avg_sq[j] * 0.95f + b_fc_grad[j] * clip_coef[0] * (b_fc_grad[j] * clip_coef[0]) * 0.05f;
-        b_fc[j] = b_fc[j] - lr / bc1 * (b_fc_exp_avg[j] / (sqrtf(b_fc_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b_fc[j] = b_fc[j] - lr / bc1 * (b_fc_exp_avg[j] / (sqrtf(b_fc_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1301,7 +1301,7 @@ static void set_w_pr_2(real *restrict w_pr, real *restrict w_pr_exp_avg, real *r
             w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] * (1.0f - lr * 0.1f);
             w_pr_exp_avg[j0 * 512 + j1] = w_pr_exp_avg[j0 * 512 + j1] * 0.9f + w_pr_grad[j0 * 512 + j1] * clip_coef[0] * 0.1f;
             w_pr_exp_avg_sq[j0 * 512 + j1] = w_pr_exp_avg_sq[j0 * 512 + j1] * 0.95f + w_pr_grad[j0 * 512 + j1] * clip_coef[0] * (w_pr_grad[j0 * 512 + j1] * clip_coef[0]) * 0.05f;
-            w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] - lr / bc1 * (w_pr_exp_avg[j0 * 512 + j1] / (sqrtf(w_pr_exp_avg_sq[j0 * 512 + j1]) / sqrt_bc2 + 1e-08f));
+            w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] - lr / bc1 * (w_pr_exp_avg[j0 * 512 + j1] / (sqrtf(w_pr_exp_avg_sq[j0 * 512 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
 }
@@ -1314,7 +1314,7 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, co
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
-                h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * ln1_g[o] + ln1_b[o];
+                h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f)) * ln1_g[o] + ln1_b[o];
         }
     }
 }
@@ -1340,7 +1340,7 @@ static void set_h2(int64_t n, real *restrict h2, const real *restrict x1, const 
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
-                h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * ln2_g[o] + ln2_b[o];
+                h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f)) * ln2_g[o] + ln2_b[o];
         }
     }
 }
@@ -1366,7 +1366,7 @@ static void set_logits_v(int64_t n, real *restrict logits_v, const real *restric
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
-                logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * lnf_g[o] + lnf_b[o];
+                logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f)) * lnf_g[o] + lnf_b[o];
         }
     }
 }
@@ -1409,7 +1409,7 @@ static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restric
     real acc = 0.0f;
     for (int64_t b0 = 0; b0 < n; ++b0)
     for (int64_t b1 = 0; b1 < 64; ++b1)
-        acc += ((real)(accuracy_pred_argmax[b0 * 64 + b1] == next[b0 * 64 + b1])) / ((real)n * 64.0f);
+        acc += ((real)(accuracy_pred_argmax[b0 * 64 + b1] == next[b0 * 64 + b1])) * (1.0f / ((real)n * 64.0f));
     accuracy[0] = acc;
 }
 
@@ -1419,7 +1419,7 @@ static void set_ln1_g_exp_avg_3(real *restrict ln1_g_exp_avg, real *restrict ln1
     for (int64_t j = 0; j < 128; ++j) {
         ln1_g_exp_avg[j] = ln1_g_exp_avg[j] * 0.9f + ln1_g_grad[j] * clip_coef[0] * 0.1f;
         ln1_g_exp_avg_sq[j] = ln1_g_exp_avg_sq[j] * 0.95f + ln1_g_grad[j] * clip_coef[0] * (ln1_g_grad[j] * clip_coef[0]) * 0.05f;
-        ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1429,7 +1429,7 @@ static void set_ln1_b_exp_avg_2(real *restrict ln1_b_exp_avg, real *restrict ln1
     for (int64_t j = 0; j < 128; ++j) {
         ln1_b_exp_avg[j] = ln1_b_exp_avg[j] * 0.9f + ln1_b_grad[j] * clip_coef[0] * 0.1f;
         ln1_b_exp_avg_sq[j] = ln1_b_exp_avg_sq[j] * 0.95f + ln1_b_grad[j] * clip_coef[0] * (ln1_b_grad[j] * clip_coef[0]) * 0.05f;
-        ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1439,7 +1439,7 @@ static void set_b_o_exp_avg_2(real *restrict b_o_exp_avg, real *restrict b_o_exp
     for (int64_t j = 0; j < 128; ++j) {
         b_o_exp_avg[j] = b_o_exp_avg[j] * 0.9f + b_o_grad[j] * clip_coef[0] * 0.1f;
         b_o_exp_avg_sq[j] = b_o_exp_avg_sq[j] * 0.95f + b_o_grad[j] * clip_coef[0] * (b_o_grad[j] * clip_coef[0]) * 0.05f;
-        b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1449,7 +1449,7 @@ static void set_ln2_g_exp_avg_2(real *restrict ln2_g_exp_avg, real *restrict ln2
     for (int64_t j = 0; j < 128; ++j) {
         ln2_g_exp_avg[j] = ln2_g_exp_avg[j] * 0.9f + ln2_g_grad[j] * clip_coef[0] * 0.1f;
         ln2_g_exp_avg_sq[j] = ln2_g_exp_avg_sq[j] * 0.95f + ln2_g_grad[j] * clip_coef[0] * (ln2_g_grad[j] * clip_coef[0]) * 0.05f;
-        ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1459,7 +1459,7 @@ static void set_ln2_b_exp_avg_2(real *restrict ln2_b_exp_avg, real *restrict ln2
     for (int64_t j = 0; j < 128; ++j) {
         ln2_b_exp_avg[j] = ln2_b_exp_avg[j] * 0.9f + ln2_b_grad[j] * clip_coef[0] * 0.1f;
         ln2_b_exp_avg_sq[j] = ln2_b_exp_avg_sq[j] * 0.95f + ln2_b_grad[j] * clip_coef[0] * (ln2_b_grad[j] * clip_coef[0]) * 0.05f;
-        ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1469,7 +1469,7 @@ static void set_b_pr_exp_avg_2(real *restrict b_pr_exp_avg, real *restrict b_pr_
     for (int64_t j = 0; j < 128; ++j) {
         b_pr_exp_avg[j] = b_pr_exp_avg[j] * 0.9f + b_pr_grad[j] * clip_coef[0] * 0.1f;
         b_pr_exp_avg_sq[j] = b_pr_exp_avg_sq[j] * 0.95f + b_pr_grad[j] * clip_coef[0] * (b_pr_grad[j] * clip_coef[0]) * 0.05f;
-        b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1479,7 +1479,7 @@ static void set_lnf_g_exp_avg_2(real *restrict lnf_g_exp_avg, real *restrict lnf
     for (int64_t j = 0; j < 128; ++j) {
         lnf_g_exp_avg[j] = lnf_g_exp_avg[j] * 0.9f + lnf_g_grad[j] * clip_coef[0] * 0.1f;
         lnf_g_exp_avg_sq[j] = lnf_g_exp_avg_sq[j] * 0.95f + lnf_g_grad[j] * clip_coef[0] * (lnf_g_grad[j] * clip_coef[0]) * 0.05f;
-        lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1489,7 +1489,7 @@ static void set_lnf_b_exp_avg_2(real *restrict lnf_b_exp_avg, real *restrict lnf
     for (int64_t j = 0; j < 128; ++j) {
         lnf_b_exp_avg[j] = lnf_b_exp_avg[j] * 0.9f + lnf_b_grad[j] * clip_coef[0] * 0.1f;
         lnf_b_exp_avg_sq[j] = lnf_b_exp_avg_sq[j] * 0.95f + lnf_b_grad[j] * clip_coef[0] * (lnf_b_grad[j] * clip_coef[0]) * 0.05f;
-        lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 

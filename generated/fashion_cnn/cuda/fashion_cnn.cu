@@ -282,7 +282,7 @@ static __global__ void __launch_bounds__(256) sum_loss_(real *__restrict__ loss_
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += loss_ce[b] / (real)n;
+        acc += loss_ce[b] * (1.0f / (real)n);
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) loss_[0] = acc;
@@ -516,7 +516,7 @@ static __global__ void __launch_bounds__(256) set_k1_exp_avg(real *__restrict__ 
     const int64_t j2 = i_ % 5;
     k1_exp_avg[j0 * 25 + j1 * 5 + j2] = k1_exp_avg[j0 * 25 + j1 * 5 + j2] * 0.9f + k1_grad[j0 * 25 + j1 * 5 + j2] * 0.1f;
     k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2] = k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2] * 0.999f + k1_grad[j0 * 25 + j1 * 5 + j2] * k1_grad[j0 * 25 + j1 * 5 + j2] * 0.001f;
-    k1[j0 * 25 + j1 * 5 + j2] = k1[j0 * 25 + j1 * 5 + j2] - lr / bc1 * (k1_exp_avg[j0 * 25 + j1 * 5 + j2] / (sqrtf(k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2]) / sqrt_bc2 + 1e-08f));
+    k1[j0 * 25 + j1 * 5 + j2] = k1[j0 * 25 + j1 * 5 + j2] - lr / bc1 * (k1_exp_avg[j0 * 25 + j1 * 5 + j2] / (sqrtf(k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 29: adam update of k2 (one thread per element) */
@@ -529,7 +529,7 @@ static __global__ void __launch_bounds__(256) set_k2_exp_avg(real *__restrict__ 
     const int64_t j3 = i_ % 32;
     k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.9f + k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.1f;
     k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.999f + k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.001f;
-    k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] - lr / bc1 * (k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] / (sqrtf(k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3]) / sqrt_bc2 + 1e-08f));
+    k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] - lr / bc1 * (k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] / (sqrtf(k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 29: adam update of c1 (one thread per element) */
@@ -539,7 +539,7 @@ static __global__ void __launch_bounds__(256) set_c1_exp_avg(real *__restrict__ 
     const int64_t j = i_;
     c1_exp_avg[j] = c1_exp_avg[j] * 0.9f + c1_grad[j] * 0.1f;
     c1_exp_avg_sq[j] = c1_exp_avg_sq[j] * 0.999f + c1_grad[j] * c1_grad[j] * 0.001f;
-    c1[j] = c1[j] - lr / bc1 * (c1_exp_avg[j] / (sqrtf(c1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    c1[j] = c1[j] - lr / bc1 * (c1_exp_avg[j] / (sqrtf(c1_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 29: adam update of c2 (one thread per element) */
@@ -549,7 +549,7 @@ static __global__ void __launch_bounds__(256) set_c2_exp_avg(real *__restrict__ 
     const int64_t j = i_;
     c2_exp_avg[j] = c2_exp_avg[j] * 0.9f + c2_grad[j] * 0.1f;
     c2_exp_avg_sq[j] = c2_exp_avg_sq[j] * 0.999f + c2_grad[j] * c2_grad[j] * 0.001f;
-    c2[j] = c2[j] - lr / bc1 * (c2_exp_avg[j] / (sqrtf(c2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    c2[j] = c2[j] - lr / bc1 * (c2_exp_avg[j] / (sqrtf(c2_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 29: adam update of b3 (one thread per element) */
@@ -559,7 +559,7 @@ static __global__ void __launch_bounds__(256) set_b3_exp_avg(real *__restrict__ 
     const int64_t j = i_;
     b3_exp_avg[j] = b3_exp_avg[j] * 0.9f + b3_grad[j] * 0.1f;
     b3_exp_avg_sq[j] = b3_exp_avg_sq[j] * 0.999f + b3_grad[j] * b3_grad[j] * 0.001f;
-    b3[j] = b3[j] - lr / bc1 * (b3_exp_avg[j] / (sqrtf(b3_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b3[j] = b3[j] - lr / bc1 * (b3_exp_avg[j] / (sqrtf(b3_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 29: adam update of w3 (one thread per element) */
@@ -572,7 +572,7 @@ static __global__ void __launch_bounds__(256) set_w3_exp_avg(real *__restrict__ 
     const int64_t j3 = i_ % 64;
     w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.9f + w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.1f;
     w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.999f + w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.001f;
-    w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] - lr / bc1 * (w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] / (sqrtf(w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3]) / sqrt_bc2 + 1e-08f));
+    w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] - lr / bc1 * (w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] / (sqrtf(w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 29: adam update of w4 (one thread per element) */
@@ -583,7 +583,7 @@ static __global__ void __launch_bounds__(256) set_w4_exp_avg(real *__restrict__ 
     const int64_t j1 = i_ % 1024;
     w4_exp_avg[j0 * 1024 + j1] = w4_exp_avg[j0 * 1024 + j1] * 0.9f + w4_grad[j0 * 1024 + j1] * 0.1f;
     w4_exp_avg_sq[j0 * 1024 + j1] = w4_exp_avg_sq[j0 * 1024 + j1] * 0.999f + w4_grad[j0 * 1024 + j1] * w4_grad[j0 * 1024 + j1] * 0.001f;
-    w4[j0 * 1024 + j1] = w4[j0 * 1024 + j1] - lr / bc1 * (w4_exp_avg[j0 * 1024 + j1] / (sqrtf(w4_exp_avg_sq[j0 * 1024 + j1]) / sqrt_bc2 + 1e-08f));
+    w4[j0 * 1024 + j1] = w4[j0 * 1024 + j1] - lr / bc1 * (w4_exp_avg[j0 * 1024 + j1] / (sqrtf(w4_exp_avg_sq[j0 * 1024 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 29: adam update of b4 (one thread per element) */
@@ -593,7 +593,7 @@ static __global__ void __launch_bounds__(256) set_b4_exp_avg(real *__restrict__ 
     const int64_t j = i_;
     b4_exp_avg[j] = b4_exp_avg[j] * 0.9f + b4_grad[j] * 0.1f;
     b4_exp_avg_sq[j] = b4_exp_avg_sq[j] * 0.999f + b4_grad[j] * b4_grad[j] * 0.001f;
-    b4[j] = b4[j] - lr / bc1 * (b4_exp_avg[j] / (sqrtf(b4_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b4[j] = b4[j] - lr / bc1 * (b4_exp_avg[j] / (sqrtf(b4_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 24: logits = w4 * h3 + b4 (one thread per element) */
@@ -665,7 +665,7 @@ static __global__ void __launch_bounds__(256) sum_accuracy(real *__restrict__ ac
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) * (1.0f / (real)n);
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) accuracy[0] = acc;

@@ -207,7 +207,7 @@ static __global__ void __launch_bounds__(256) sum_loss_(real *__restrict__ loss_
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += loss_ce[b] / (real)n;
+        acc += loss_ce[b] * (1.0f / (real)n);
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) loss_[0] = acc;
@@ -433,7 +433,7 @@ static __global__ void __launch_bounds__(256) sum_accuracy(real *__restrict__ ac
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) * (1.0f / (real)n);
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) accuracy[0] = acc;

@@ -268,7 +268,7 @@ static __global__ void __launch_bounds__(256) set_h1_ln(real *__restrict__ h1_ln
     const int64_t b0 = i_ / 8192;
     const int64_t b1 = (i_ / 128) % 64;
     const int64_t o = i_ % 128;
-    h1_ln[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f);
+    h1_ln[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f));
     h1[b0 * 8192 + b1 * 128 + o] = h1_ln[b0 * 8192 + b1 * 128 + o] * ln1_g[o] + ln1_b[o];
 }
 
@@ -333,7 +333,7 @@ static __global__ void __launch_bounds__(256) set_h2_ln(real *__restrict__ h2_ln
     const int64_t b0 = i_ / 8192;
     const int64_t b1 = (i_ / 128) % 64;
     const int64_t o = i_ % 128;
-    h2_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f);
+    h2_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f));
     h2[b0 * 8192 + b1 * 128 + o] = h2_ln[b0 * 8192 + b1 * 128 + o] * ln2_g[o] + ln2_b[o];
 }
 
@@ -386,7 +386,7 @@ static __global__ void __launch_bounds__(256) set_logits_ln(real *__restrict__ l
     const int64_t b0 = i_ / 8192;
     const int64_t b1 = (i_ / 128) % 64;
     const int64_t o = i_ % 128;
-    logits_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f);
+    logits_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f));
     logits_v[b0 * 8192 + b1 * 128 + o] = logits_ln[b0 * 8192 + b1 * 128 + o] * lnf_g[o] + lnf_b[o];
 }
 
@@ -446,7 +446,7 @@ static __global__ void __launch_bounds__(256) sum_loss_(real *__restrict__ loss_
     for (int64_t r_ = lane_; r_ < n * 64; r_ += 256) {
         const int64_t b0 = r_ / 64;
         const int64_t b1 = r_ % 64;
-        acc += loss_ce[b0 * 64 + b1] / ((real)n * 64.0f);
+        acc += loss_ce[b0 * 64 + b1] * (1.0f / ((real)n * 64.0f));
     }
     acc = cannl_block_sum(acc);
     if (lane_ == 0) loss_[0] = acc;
@@ -531,7 +531,7 @@ static __global__ void __launch_bounds__(256) sum_logits_var_grad(real *__restri
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += -(logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * sqrtf(logits_var[b0 * 64 + b1] + 1e-05f))));
+        acc += -(logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * sqrtf(logits_var[b0 * 64 + b1] + 1e-05f)))));
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) logits_var_grad[b0 * 64 + b1] = acc;
@@ -645,7 +645,7 @@ static __global__ void __launch_bounds__(256) sum_h2_var_grad(real *__restrict__
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += -(h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h2_var[b0 * 64 + b1] + 1e-05f))));
+        acc += -(h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h2_var[b0 * 64 + b1] + 1e-05f)))));
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) h2_var_grad[b0 * 64 + b1] = acc;
@@ -753,7 +753,7 @@ static __global__ void __launch_bounds__(256) sum_h1_var_grad(real *__restrict__
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += -(h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * ((x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h1_var[b0 * 64 + b1] + 1e-05f))));
+        acc += -(h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * ((x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h1_var[b0 * 64 + b1] + 1e-05f)))));
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) h1_var_grad[b0 * 64 + b1] = acc;
@@ -820,7 +820,7 @@ static __global__ void __launch_bounds__(256) set_wte(real *__restrict__ wte, re
     wte[j0 * 128 + j1] = wte[j0 * 128 + j1] * (1.0f - lr * 0.1f);
     wte_exp_avg[j0 * 128 + j1] = wte_exp_avg[j0 * 128 + j1] * 0.9f + wte_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
     wte_exp_avg_sq[j0 * 128 + j1] = wte_exp_avg_sq[j0 * 128 + j1] * 0.95f + wte_grad[j0 * 128 + j1] * clip_coef[0] * (wte_grad[j0 * 128 + j1] * clip_coef[0]) * 0.05f;
-    wte[j0 * 128 + j1] = wte[j0 * 128 + j1] - lr / bc1 * (wte_exp_avg[j0 * 128 + j1] / (sqrtf(wte_exp_avg_sq[j0 * 128 + j1]) / sqrt_bc2 + 1e-08f));
+    wte[j0 * 128 + j1] = wte[j0 * 128 + j1] - lr / bc1 * (wte_exp_avg[j0 * 128 + j1] / (sqrtf(wte_exp_avg_sq[j0 * 128 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of wpe (one thread per element) */
@@ -832,7 +832,7 @@ static __global__ void __launch_bounds__(256) set_wpe(real *__restrict__ wpe, re
     wpe[j0 * 128 + j1] = wpe[j0 * 128 + j1] * (1.0f - lr * 0.1f);
     wpe_exp_avg[j0 * 128 + j1] = wpe_exp_avg[j0 * 128 + j1] * 0.9f + wpe_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
     wpe_exp_avg_sq[j0 * 128 + j1] = wpe_exp_avg_sq[j0 * 128 + j1] * 0.95f + wpe_grad[j0 * 128 + j1] * clip_coef[0] * (wpe_grad[j0 * 128 + j1] * clip_coef[0]) * 0.05f;
-    wpe[j0 * 128 + j1] = wpe[j0 * 128 + j1] - lr / bc1 * (wpe_exp_avg[j0 * 128 + j1] / (sqrtf(wpe_exp_avg_sq[j0 * 128 + j1]) / sqrt_bc2 + 1e-08f));
+    wpe[j0 * 128 + j1] = wpe[j0 * 128 + j1] - lr / bc1 * (wpe_exp_avg[j0 * 128 + j1] / (sqrtf(wpe_exp_avg_sq[j0 * 128 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of ln1_g; adamw update of ln1_b; adamw update of b_o; adamw update of ln2_g; adamw update of ln2_b; adamw update of b_pr; adamw update of lnf_g; adamw update of lnf_b (one thread per element) */
@@ -842,28 +842,28 @@ static __global__ void __launch_bounds__(256) set_ln1_g_exp_avg(real *__restrict
     const int64_t j = i_;
     ln1_g_exp_avg[j] = ln1_g_exp_avg[j] * 0.9f + ln1_g_grad[j] * clip_coef[0] * 0.1f;
     ln1_g_exp_avg_sq[j] = ln1_g_exp_avg_sq[j] * 0.95f + ln1_g_grad[j] * clip_coef[0] * (ln1_g_grad[j] * clip_coef[0]) * 0.05f;
-    ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     ln1_b_exp_avg[j] = ln1_b_exp_avg[j] * 0.9f + ln1_b_grad[j] * clip_coef[0] * 0.1f;
     ln1_b_exp_avg_sq[j] = ln1_b_exp_avg_sq[j] * 0.95f + ln1_b_grad[j] * clip_coef[0] * (ln1_b_grad[j] * clip_coef[0]) * 0.05f;
-    ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     b_o_exp_avg[j] = b_o_exp_avg[j] * 0.9f + b_o_grad[j] * clip_coef[0] * 0.1f;
     b_o_exp_avg_sq[j] = b_o_exp_avg_sq[j] * 0.95f + b_o_grad[j] * clip_coef[0] * (b_o_grad[j] * clip_coef[0]) * 0.05f;
-    b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     ln2_g_exp_avg[j] = ln2_g_exp_avg[j] * 0.9f + ln2_g_grad[j] * clip_coef[0] * 0.1f;
     ln2_g_exp_avg_sq[j] = ln2_g_exp_avg_sq[j] * 0.95f + ln2_g_grad[j] * clip_coef[0] * (ln2_g_grad[j] * clip_coef[0]) * 0.05f;
-    ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     ln2_b_exp_avg[j] = ln2_b_exp_avg[j] * 0.9f + ln2_b_grad[j] * clip_coef[0] * 0.1f;
     ln2_b_exp_avg_sq[j] = ln2_b_exp_avg_sq[j] * 0.95f + ln2_b_grad[j] * clip_coef[0] * (ln2_b_grad[j] * clip_coef[0]) * 0.05f;
-    ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     b_pr_exp_avg[j] = b_pr_exp_avg[j] * 0.9f + b_pr_grad[j] * clip_coef[0] * 0.1f;
     b_pr_exp_avg_sq[j] = b_pr_exp_avg_sq[j] * 0.95f + b_pr_grad[j] * clip_coef[0] * (b_pr_grad[j] * clip_coef[0]) * 0.05f;
-    b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     lnf_g_exp_avg[j] = lnf_g_exp_avg[j] * 0.9f + lnf_g_grad[j] * clip_coef[0] * 0.1f;
     lnf_g_exp_avg_sq[j] = lnf_g_exp_avg_sq[j] * 0.95f + lnf_g_grad[j] * clip_coef[0] * (lnf_g_grad[j] * clip_coef[0]) * 0.05f;
-    lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     lnf_b_exp_avg[j] = lnf_b_exp_avg[j] * 0.9f + lnf_b_grad[j] * clip_coef[0] * 0.1f;
     lnf_b_exp_avg_sq[j] = lnf_b_exp_avg_sq[j] * 0.95f + lnf_b_grad[j] * clip_coef[0] * (lnf_b_grad[j] * clip_coef[0]) * 0.05f;
-    lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of w_qkv (one thread per element) */
@@ -877,7 +877,7 @@ static __global__ void __launch_bounds__(256) set_w_qkv(real *__restrict__ w_qkv
     w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * (1.0f - lr * 0.1f);
     w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.9f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0] * 0.1f;
     w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.95f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0] * (w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0]) * 0.05f;
-    w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] - lr / bc1 * (w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] / (sqrtf(w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3]) / sqrt_bc2 + 1e-08f));
+    w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] - lr / bc1 * (w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] / (sqrtf(w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of b_qkv (one thread per element) */
@@ -889,7 +889,7 @@ static __global__ void __launch_bounds__(256) set_b_qkv_exp_avg(real *__restrict
     const int64_t j2 = i_ % 32;
     b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] = b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] * 0.9f + b_qkv_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * 0.1f;
     b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] * 0.95f + b_qkv_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * (b_qkv_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0]) * 0.05f;
-    b_qkv[j0 * 128 + j1 * 32 + j2] = b_qkv[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) / sqrt_bc2 + 1e-08f));
+    b_qkv[j0 * 128 + j1 * 32 + j2] = b_qkv[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of w_o (one thread per element) */
@@ -902,7 +902,7 @@ static __global__ void __launch_bounds__(256) set_w_o(real *__restrict__ w_o, re
     w_o[j0 * 128 + j1 * 32 + j2] = w_o[j0 * 128 + j1 * 32 + j2] * (1.0f - lr * 0.1f);
     w_o_exp_avg[j0 * 128 + j1 * 32 + j2] = w_o_exp_avg[j0 * 128 + j1 * 32 + j2] * 0.9f + w_o_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * 0.1f;
     w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2] * 0.95f + w_o_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * (w_o_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0]) * 0.05f;
-    w_o[j0 * 128 + j1 * 32 + j2] = w_o[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (w_o_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) / sqrt_bc2 + 1e-08f));
+    w_o[j0 * 128 + j1 * 32 + j2] = w_o[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (w_o_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of w_fc (one thread per element) */
@@ -914,7 +914,7 @@ static __global__ void __launch_bounds__(256) set_w_fc(real *__restrict__ w_fc, 
     w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] * (1.0f - lr * 0.1f);
     w_fc_exp_avg[j0 * 128 + j1] = w_fc_exp_avg[j0 * 128 + j1] * 0.9f + w_fc_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
     w_fc_exp_avg_sq[j0 * 128 + j1] = w_fc_exp_avg_sq[j0 * 128 + j1] * 0.95f + w_fc_grad[j0 * 128 + j1] * clip_coef[0] * (w_fc_grad[j0 * 128 + j1] * clip_coef[0]) * 0.05f;
-    w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] - lr / bc1 * (w_fc_exp_avg[j0 * 128 + j1] / (sqrtf(w_fc_exp_avg_sq[j0 * 128 + j1]) / sqrt_bc2 + 1e-08f));
+    w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] - lr / bc1 * (w_fc_exp_avg[j0 * 128 + j1] / (sqrtf(w_fc_exp_avg_sq[j0 * 128 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of b_fc (one thread per element) */
@@ -924,7 +924,7 @@ static __global__ void __launch_bounds__(256) set_b_fc_exp_avg(real *__restrict_
     const int64_t j = i_;
     b_fc_exp_avg[j] = b_fc_exp_avg[j] * 0.9f + b_fc_grad[j] * clip_coef[0] * 0.1f;
     b_fc_exp_avg_sq[j] = b_fc_exp_avg_sq[j] * 0.95f + b_fc_grad[j] * clip_coef[0] * (b_fc_grad[j] * clip_coef[0]) * 0.05f;
-    b_fc[j] = b_fc[j] - lr / bc1 * (b_fc_exp_avg[j] / (sqrtf(b_fc_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b_fc[j] = b_fc[j] - lr / bc1 * (b_fc_exp_avg[j] / (sqrtf(b_fc_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of w_pr (one thread per element) */
@@ -936,7 +936,7 @@ static __global__ void __launch_bounds__(256) set_w_pr(real *__restrict__ w_pr, 
     w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] * (1.0f - lr * 0.1f);
     w_pr_exp_avg[j0 * 512 + j1] = w_pr_exp_avg[j0 * 512 + j1] * 0.9f + w_pr_grad[j0 * 512 + j1] * clip_coef[0] * 0.1f;
     w_pr_exp_avg_sq[j0 * 512 + j1] = w_pr_exp_avg_sq[j0 * 512 + j1] * 0.95f + w_pr_grad[j0 * 512 + j1] * clip_coef[0] * (w_pr_grad[j0 * 512 + j1] * clip_coef[0]) * 0.05f;
-    w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] - lr / bc1 * (w_pr_exp_avg[j0 * 512 + j1] / (sqrtf(w_pr_exp_avg_sq[j0 * 512 + j1]) / sqrt_bc2 + 1e-08f));
+    w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] - lr / bc1 * (w_pr_exp_avg[j0 * 512 + j1] / (sqrtf(w_pr_exp_avg_sq[j0 * 512 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b (one thread per element) */
@@ -946,7 +946,7 @@ static __global__ void __launch_bounds__(256) set_h1(real *__restrict__ h1, cons
     const int64_t b0 = i_ / 8192;
     const int64_t b1 = (i_ / 128) % 64;
     const int64_t o = i_ % 128;
-    h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * ln1_g[o] + ln1_b[o];
+    h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f)) * ln1_g[o] + ln1_b[o];
 }
 
 /* line 33: x1 = x0 + (w_o * y + b_o) (one thread per element) */
@@ -966,7 +966,7 @@ static __global__ void __launch_bounds__(256) set_h2(real *__restrict__ h2, cons
     const int64_t b0 = i_ / 8192;
     const int64_t b1 = (i_ / 128) % 64;
     const int64_t o = i_ % 128;
-    h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * ln2_g[o] + ln2_b[o];
+    h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f)) * ln2_g[o] + ln2_b[o];
 }
 
 /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) (one thread per element) */
@@ -986,7 +986,7 @@ static __global__ void __launch_bounds__(256) set_logits_v(real *__restrict__ lo
     const int64_t b0 = i_ / 8192;
     const int64_t b1 = (i_ / 128) % 64;
     const int64_t o = i_ % 128;
-    logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * lnf_g[o] + lnf_b[o];
+    logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f)) * lnf_g[o] + lnf_b[o];
 }
 
 /* line 40: metric accuracy = accuracy(logits, next) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
@@ -1030,7 +1030,7 @@ static __global__ void __launch_bounds__(256) sum_accuracy(real *__restrict__ ac
     for (int64_t r_ = lane_; r_ < n * 64; r_ += 256) {
         const int64_t b0 = r_ / 64;
         const int64_t b1 = r_ % 64;
-        acc += ((real)(accuracy_pred_argmax[b0 * 64 + b1] == next[b0 * 64 + b1])) / ((real)n * 64.0f);
+        acc += ((real)(accuracy_pred_argmax[b0 * 64 + b1] == next[b0 * 64 + b1])) * (1.0f / ((real)n * 64.0f));
     }
     acc = cannl_block_sum(acc);
     if (lane_ == 0) accuracy[0] = acc;
@@ -1043,7 +1043,7 @@ static __global__ void __launch_bounds__(256) set_ln1_g_exp_avg_2(real *__restri
     const int64_t j = i_;
     ln1_g_exp_avg[j] = ln1_g_exp_avg[j] * 0.9f + ln1_g_grad[j] * clip_coef[0] * 0.1f;
     ln1_g_exp_avg_sq[j] = ln1_g_exp_avg_sq[j] * 0.95f + ln1_g_grad[j] * clip_coef[0] * (ln1_g_grad[j] * clip_coef[0]) * 0.05f;
-    ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of ln1_b (one thread per element) */
@@ -1053,7 +1053,7 @@ static __global__ void __launch_bounds__(256) set_ln1_b_exp_avg(real *__restrict
     const int64_t j = i_;
     ln1_b_exp_avg[j] = ln1_b_exp_avg[j] * 0.9f + ln1_b_grad[j] * clip_coef[0] * 0.1f;
     ln1_b_exp_avg_sq[j] = ln1_b_exp_avg_sq[j] * 0.95f + ln1_b_grad[j] * clip_coef[0] * (ln1_b_grad[j] * clip_coef[0]) * 0.05f;
-    ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of b_o (one thread per element) */
@@ -1063,7 +1063,7 @@ static __global__ void __launch_bounds__(256) set_b_o_exp_avg(real *__restrict__
     const int64_t j = i_;
     b_o_exp_avg[j] = b_o_exp_avg[j] * 0.9f + b_o_grad[j] * clip_coef[0] * 0.1f;
     b_o_exp_avg_sq[j] = b_o_exp_avg_sq[j] * 0.95f + b_o_grad[j] * clip_coef[0] * (b_o_grad[j] * clip_coef[0]) * 0.05f;
-    b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of ln2_g (one thread per element) */
@@ -1073,7 +1073,7 @@ static __global__ void __launch_bounds__(256) set_ln2_g_exp_avg(real *__restrict
     const int64_t j = i_;
     ln2_g_exp_avg[j] = ln2_g_exp_avg[j] * 0.9f + ln2_g_grad[j] * clip_coef[0] * 0.1f;
     ln2_g_exp_avg_sq[j] = ln2_g_exp_avg_sq[j] * 0.95f + ln2_g_grad[j] * clip_coef[0] * (ln2_g_grad[j] * clip_coef[0]) * 0.05f;
-    ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of ln2_b (one thread per element) */
@@ -1083,7 +1083,7 @@ static __global__ void __launch_bounds__(256) set_ln2_b_exp_avg(real *__restrict
     const int64_t j = i_;
     ln2_b_exp_avg[j] = ln2_b_exp_avg[j] * 0.9f + ln2_b_grad[j] * clip_coef[0] * 0.1f;
     ln2_b_exp_avg_sq[j] = ln2_b_exp_avg_sq[j] * 0.95f + ln2_b_grad[j] * clip_coef[0] * (ln2_b_grad[j] * clip_coef[0]) * 0.05f;
-    ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of b_pr (one thread per element) */
@@ -1093,7 +1093,7 @@ static __global__ void __launch_bounds__(256) set_b_pr_exp_avg(real *__restrict_
     const int64_t j = i_;
     b_pr_exp_avg[j] = b_pr_exp_avg[j] * 0.9f + b_pr_grad[j] * clip_coef[0] * 0.1f;
     b_pr_exp_avg_sq[j] = b_pr_exp_avg_sq[j] * 0.95f + b_pr_grad[j] * clip_coef[0] * (b_pr_grad[j] * clip_coef[0]) * 0.05f;
-    b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of lnf_g (one thread per element) */
@@ -1103,7 +1103,7 @@ static __global__ void __launch_bounds__(256) set_lnf_g_exp_avg(real *__restrict
     const int64_t j = i_;
     lnf_g_exp_avg[j] = lnf_g_exp_avg[j] * 0.9f + lnf_g_grad[j] * clip_coef[0] * 0.1f;
     lnf_g_exp_avg_sq[j] = lnf_g_exp_avg_sq[j] * 0.95f + lnf_g_grad[j] * clip_coef[0] * (lnf_g_grad[j] * clip_coef[0]) * 0.05f;
-    lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of lnf_b (one thread per element) */
@@ -1113,7 +1113,7 @@ static __global__ void __launch_bounds__(256) set_lnf_b_exp_avg(real *__restrict
     const int64_t j = i_;
     lnf_b_exp_avg[j] = lnf_b_exp_avg[j] * 0.9f + lnf_b_grad[j] * clip_coef[0] * 0.1f;
     lnf_b_exp_avg_sq[j] = lnf_b_exp_avg_sq[j] * 0.95f + lnf_b_grad[j] * clip_coef[0] * (lnf_b_grad[j] * clip_coef[0]) * 0.05f;
-    lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 
