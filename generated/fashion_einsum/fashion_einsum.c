@@ -239,9 +239,11 @@ CANNL_MULTIVERSION
 static void set_h1_ln(int64_t n, real *restrict h1_ln, real *restrict h1, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict gain, const real *restrict bias) {
     CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        const real h1_mean_row = h1_mean[b];
+        const real h1_var_row = h1_var[b];
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o) {
-            h1_ln[b * 256 + o] = (z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) * (1.0f / sqrtf(h1_var[b] + 1e-05f));
+            h1_ln[b * 256 + o] = (z1_ein[b * 256 + o] + b1[o] - h1_mean_row) * (1.0f / sqrtf(h1_var_row + 1e-05f));
             h1[b * 256 + o] = cannl_relu(gain[o] * h1_ln[b * 256 + o] + bias[o]);
         }
     }
@@ -368,10 +370,11 @@ CANNL_MULTIVERSION
 static void set_h1_ln_grad(int64_t n, real *restrict h1_ln_grad, real *restrict z1_grad, const real *restrict h1_grad, const real *restrict h1, const real *restrict gain, const real *restrict h1_var) {
     CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        const real h1_var_row = h1_var[b];
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o) {
             h1_ln_grad[b * 256 + o] = h1_grad[b * 256 + o] * (cannl_step(h1[b * 256 + o]) * gain[o]);
-            z1_grad[b * 256 + o] = h1_ln_grad[b * 256 + o] * (1.0f / sqrtf(h1_var[b] + 1e-05f));
+            z1_grad[b * 256 + o] = h1_ln_grad[b * 256 + o] * (1.0f / sqrtf(h1_var_row + 1e-05f));
         }
     }
 }
@@ -427,10 +430,13 @@ CANNL_MULTIVERSION
 static void add_z1_grad(int64_t n, real *restrict z1_grad, const real *restrict h1_var_grad, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean, const real *restrict h1_mean_grad) {
     CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        const real h1_var_grad_row = h1_var_grad[b];
+        const real h1_mean_row = h1_mean[b];
+        const real h1_mean_grad_row = h1_mean_grad[b];
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o) {
-            z1_grad[b * 256 + o] += h1_var_grad[b] * (z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) * 0.0078125f;
-            z1_grad[b * 256 + o] += h1_mean_grad[b] * 0.00390625f;
+            z1_grad[b * 256 + o] += h1_var_grad_row * (z1_ein[b * 256 + o] + b1[o] - h1_mean_row) * 0.0078125f;
+            z1_grad[b * 256 + o] += h1_mean_grad_row * 0.00390625f;
         }
     }
 }
@@ -509,9 +515,11 @@ CANNL_MULTIVERSION
 static void set_h1(int64_t n, real *restrict h1, const real *restrict gain, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict bias) {
     CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        const real h1_mean_row = h1_mean[b];
+        const real h1_var_row = h1_var[b];
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o)
-            h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) * (1.0f / sqrtf(h1_var[b] + 1e-05f))) + bias[o]);
+            h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean_row) * (1.0f / sqrtf(h1_var_row + 1e-05f))) + bias[o]);
     }
 }
 

@@ -94,9 +94,11 @@ CANNL_MULTIVERSION
 static void set_h1(int64_t n, real *restrict h1, const real *restrict gain, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict bias) {
     CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        const real h1_mean_row = h1_mean[b];
+        const real h1_var_row = h1_var[b];
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o)
-            h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) * (1.0f / sqrtf(h1_var[b] + 1e-05f))) + bias[o]);
+            h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean_row) * (1.0f / sqrtf(h1_var_row + 1e-05f))) + bias[o]);
     }
 }
 

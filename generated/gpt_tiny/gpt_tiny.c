@@ -431,9 +431,11 @@ static void set_h1_ln(int64_t n, real *restrict h1_ln, real *restrict h1, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h1_mean_row = h1_mean[b0 * 64 + b1];
+            const real h1_var_row = h1_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
-                h1_ln[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f));
+                h1_ln[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean_row) * (1.0f / sqrtf(h1_var_row + 1e-05f));
                 h1[b0 * 8192 + b1 * 128 + o] = h1_ln[b0 * 8192 + b1 * 128 + o] * ln1_g[o] + ln1_b[o];
             }
         }
@@ -504,9 +506,11 @@ static void set_h2_ln(int64_t n, real *restrict h2_ln, real *restrict h2, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h2_mean_row = h2_mean[b0 * 64 + b1];
+            const real h2_var_row = h2_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
-                h2_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f));
+                h2_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean_row) * (1.0f / sqrtf(h2_var_row + 1e-05f));
                 h2[b0 * 8192 + b1 * 128 + o] = h2_ln[b0 * 8192 + b1 * 128 + o] * ln2_g[o] + ln2_b[o];
             }
         }
@@ -560,9 +564,11 @@ static void set_logits_ln(int64_t n, real *restrict logits_ln, real *restrict lo
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real logits_mean_row = logits_mean[b0 * 64 + b1];
+            const real logits_var_row = logits_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
-                logits_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f));
+                logits_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean_row) * (1.0f / sqrtf(logits_var_row + 1e-05f));
                 logits_v[b0 * 8192 + b1 * 128 + o] = logits_ln[b0 * 8192 + b1 * 128 + o] * lnf_g[o] + lnf_b[o];
             }
         }
@@ -661,9 +667,11 @@ static void set_logits_grad(int64_t n, real *logits_grad, const int32_t *restric
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real loss_sumexp_grad_row = loss_sumexp_grad[b0 * 64 + b1];
+            const real loss_max_row = loss_max[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 256; ++o)
-                logits_grad[b0 * 16384 + b1 * 256 + o] = -(1.0f / ((real)n * 64.0f) * ((real)(next[b0 * 64 + b1] == (real)(int32_t)(o)))) + loss_sumexp_grad[b0 * 64 + b1] * expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
+                logits_grad[b0 * 16384 + b1 * 256 + o] = -(1.0f / ((real)n * 64.0f) * ((real)(next[b0 * 64 + b1] == (real)(int32_t)(o)))) + loss_sumexp_grad_row * expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max_row);
         }
     }
 }
@@ -740,9 +748,13 @@ static void set_x2_grad(int64_t n, real *restrict x2_grad, real *x1_grad, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real logits_var_row = logits_var[b0 * 64 + b1];
+            const real logits_var_grad_row = logits_var_grad[b0 * 64 + b1];
+            const real logits_mean_row = logits_mean[b0 * 64 + b1];
+            const real logits_mean_grad_row = logits_mean_grad[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
-                x2_grad[b0 * 8192 + b1 * 128 + o] = logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * (1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f)) + logits_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * 0.015625f + logits_mean_grad[b0 * 64 + b1] * 0.0078125f;
+                x2_grad[b0 * 8192 + b1 * 128 + o] = logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * (1.0f / sqrtf(logits_var_row + 1e-05f)) + logits_var_grad_row * (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean_row) * 0.015625f + logits_mean_grad_row * 0.0078125f;
                 x1_grad[b0 * 8192 + b1 * 128 + o] = x2_grad[b0 * 8192 + b1 * 128 + o];
             }
         }
@@ -858,11 +870,15 @@ static void add_x1_grad(int64_t n, real *restrict x1_grad, real *x0_grad, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h2_var_row = h2_var[b0 * 64 + b1];
+            const real h2_var_grad_row = h2_var_grad[b0 * 64 + b1];
+            const real h2_mean_row = h2_mean[b0 * 64 + b1];
+            const real h2_mean_grad_row = h2_mean_grad[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
-                x1_grad[b0 * 8192 + b1 * 128 + o] += h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * (1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f));
-                x1_grad[b0 * 8192 + b1 * 128 + o] += h2_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * 0.015625f;
-                x1_grad[b0 * 8192 + b1 * 128 + o] += h2_mean_grad[b0 * 64 + b1] * 0.0078125f;
+                x1_grad[b0 * 8192 + b1 * 128 + o] += h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * (1.0f / sqrtf(h2_var_row + 1e-05f));
+                x1_grad[b0 * 8192 + b1 * 128 + o] += h2_var_grad_row * (x1[b0 * 8192 + b1 * 128 + o] - h2_mean_row) * 0.015625f;
+                x1_grad[b0 * 8192 + b1 * 128 + o] += h2_mean_grad_row * 0.0078125f;
                 x0_grad[b0 * 8192 + b1 * 128 + o] = x1_grad[b0 * 8192 + b1 * 128 + o];
             }
         }
@@ -972,11 +988,15 @@ static void add_x0_grad(int64_t n, real *restrict x0_grad, real *x0_emb_grad, co
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h1_var_row = h1_var[b0 * 64 + b1];
+            const real h1_var_grad_row = h1_var_grad[b0 * 64 + b1];
+            const real h1_mean_row = h1_mean[b0 * 64 + b1];
+            const real h1_mean_grad_row = h1_mean_grad[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
-                x0_grad[b0 * 8192 + b1 * 128 + o] += h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f));
-                x0_grad[b0 * 8192 + b1 * 128 + o] += h1_var_grad[b0 * 64 + b1] * (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * 0.015625f;
-                x0_grad[b0 * 8192 + b1 * 128 + o] += h1_mean_grad[b0 * 64 + b1] * 0.0078125f;
+                x0_grad[b0 * 8192 + b1 * 128 + o] += h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * (1.0f / sqrtf(h1_var_row + 1e-05f));
+                x0_grad[b0 * 8192 + b1 * 128 + o] += h1_var_grad_row * (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean_row) * 0.015625f;
+                x0_grad[b0 * 8192 + b1 * 128 + o] += h1_mean_grad_row * 0.0078125f;
                 x0_emb_grad[b0 * 8192 + b1 * 128 + o] = x0_grad[b0 * 8192 + b1 * 128 + o];
             }
         }
@@ -1164,11 +1184,12 @@ CANNL_MULTIVERSION
 static void set_wte_2(real *restrict wte, real *restrict wte_exp_avg, real *restrict wte_exp_avg_sq, const real *restrict wte_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 256; ++j0) {
+        const real clip_coef_row = clip_coef[0];
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             wte[j0 * 128 + j1] = wte[j0 * 128 + j1] * (1.0f - lr * 0.1f);
-            wte_exp_avg[j0 * 128 + j1] = wte_exp_avg[j0 * 128 + j1] * 0.9f + wte_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
-            wte_exp_avg_sq[j0 * 128 + j1] = wte_exp_avg_sq[j0 * 128 + j1] * 0.95f + wte_grad[j0 * 128 + j1] * clip_coef[0] * (wte_grad[j0 * 128 + j1] * clip_coef[0]) * 0.05f;
+            wte_exp_avg[j0 * 128 + j1] = wte_exp_avg[j0 * 128 + j1] * 0.9f + wte_grad[j0 * 128 + j1] * clip_coef_row * 0.1f;
+            wte_exp_avg_sq[j0 * 128 + j1] = wte_exp_avg_sq[j0 * 128 + j1] * 0.95f + wte_grad[j0 * 128 + j1] * clip_coef_row * (wte_grad[j0 * 128 + j1] * clip_coef_row) * 0.05f;
             wte[j0 * 128 + j1] = wte[j0 * 128 + j1] - lr / bc1 * (wte_exp_avg[j0 * 128 + j1] / (sqrtf(wte_exp_avg_sq[j0 * 128 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
@@ -1225,11 +1246,12 @@ static void set_w_qkv_2(real *restrict w_qkv, real *restrict w_qkv_exp_avg, real
     for (int64_t j0 = 0; j0 < 3; ++j0) {
         for (int64_t j1 = 0; j1 < 4; ++j1) {
             for (int64_t j2 = 0; j2 < 32; ++j2) {
+                const real clip_coef_row = clip_coef[0];
                 CANNL_SIMD
                 for (int64_t j3 = 0; j3 < 128; ++j3) {
                     w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * (1.0f - lr * 0.1f);
-                    w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.9f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0] * 0.1f;
-                    w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.95f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0] * (w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0]) * 0.05f;
+                    w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.9f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef_row * 0.1f;
+                    w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.95f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef_row * (w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef_row) * 0.05f;
                     w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] - lr / bc1 * (w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] / (sqrtf(w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3]) * (1.0f / sqrt_bc2) + 1e-08f));
                 }
             }
@@ -1271,11 +1293,12 @@ CANNL_MULTIVERSION
 static void set_w_fc_2(real *restrict w_fc, real *restrict w_fc_exp_avg, real *restrict w_fc_exp_avg_sq, const real *restrict w_fc_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
+        const real clip_coef_row = clip_coef[0];
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] * (1.0f - lr * 0.1f);
-            w_fc_exp_avg[j0 * 128 + j1] = w_fc_exp_avg[j0 * 128 + j1] * 0.9f + w_fc_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
-            w_fc_exp_avg_sq[j0 * 128 + j1] = w_fc_exp_avg_sq[j0 * 128 + j1] * 0.95f + w_fc_grad[j0 * 128 + j1] * clip_coef[0] * (w_fc_grad[j0 * 128 + j1] * clip_coef[0]) * 0.05f;
+            w_fc_exp_avg[j0 * 128 + j1] = w_fc_exp_avg[j0 * 128 + j1] * 0.9f + w_fc_grad[j0 * 128 + j1] * clip_coef_row * 0.1f;
+            w_fc_exp_avg_sq[j0 * 128 + j1] = w_fc_exp_avg_sq[j0 * 128 + j1] * 0.95f + w_fc_grad[j0 * 128 + j1] * clip_coef_row * (w_fc_grad[j0 * 128 + j1] * clip_coef_row) * 0.05f;
             w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] - lr / bc1 * (w_fc_exp_avg[j0 * 128 + j1] / (sqrtf(w_fc_exp_avg_sq[j0 * 128 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
@@ -1296,11 +1319,12 @@ CANNL_MULTIVERSION
 static void set_w_pr_2(real *restrict w_pr, real *restrict w_pr_exp_avg, real *restrict w_pr_exp_avg_sq, const real *restrict w_pr_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 128; ++j0) {
+        const real clip_coef_row = clip_coef[0];
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 512; ++j1) {
             w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] * (1.0f - lr * 0.1f);
-            w_pr_exp_avg[j0 * 512 + j1] = w_pr_exp_avg[j0 * 512 + j1] * 0.9f + w_pr_grad[j0 * 512 + j1] * clip_coef[0] * 0.1f;
-            w_pr_exp_avg_sq[j0 * 512 + j1] = w_pr_exp_avg_sq[j0 * 512 + j1] * 0.95f + w_pr_grad[j0 * 512 + j1] * clip_coef[0] * (w_pr_grad[j0 * 512 + j1] * clip_coef[0]) * 0.05f;
+            w_pr_exp_avg[j0 * 512 + j1] = w_pr_exp_avg[j0 * 512 + j1] * 0.9f + w_pr_grad[j0 * 512 + j1] * clip_coef_row * 0.1f;
+            w_pr_exp_avg_sq[j0 * 512 + j1] = w_pr_exp_avg_sq[j0 * 512 + j1] * 0.95f + w_pr_grad[j0 * 512 + j1] * clip_coef_row * (w_pr_grad[j0 * 512 + j1] * clip_coef_row) * 0.05f;
             w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] - lr / bc1 * (w_pr_exp_avg[j0 * 512 + j1] / (sqrtf(w_pr_exp_avg_sq[j0 * 512 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
@@ -1312,9 +1336,11 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, co
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h1_mean_row = h1_mean[b0 * 64 + b1];
+            const real h1_var_row = h1_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
-                h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f)) * ln1_g[o] + ln1_b[o];
+                h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean_row) * (1.0f / sqrtf(h1_var_row + 1e-05f)) * ln1_g[o] + ln1_b[o];
         }
     }
 }
@@ -1338,9 +1364,11 @@ static void set_h2(int64_t n, real *restrict h2, const real *restrict x1, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h2_mean_row = h2_mean[b0 * 64 + b1];
+            const real h2_var_row = h2_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
-                h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f)) * ln2_g[o] + ln2_b[o];
+                h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean_row) * (1.0f / sqrtf(h2_var_row + 1e-05f)) * ln2_g[o] + ln2_b[o];
         }
     }
 }
@@ -1364,9 +1392,11 @@ static void set_logits_v(int64_t n, real *restrict logits_v, const real *restric
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real logits_mean_row = logits_mean[b0 * 64 + b1];
+            const real logits_var_row = logits_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
-                logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f)) * lnf_g[o] + lnf_b[o];
+                logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean_row) * (1.0f / sqrtf(logits_var_row + 1e-05f)) * lnf_g[o] + lnf_b[o];
         }
     }
 }

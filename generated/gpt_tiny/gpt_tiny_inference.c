@@ -100,9 +100,11 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, co
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h1_mean_row = h1_mean[b0 * 64 + b1];
+            const real h1_var_row = h1_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
-                h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f)) * ln1_g[o] + ln1_b[o];
+                h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean_row) * (1.0f / sqrtf(h1_var_row + 1e-05f)) * ln1_g[o] + ln1_b[o];
         }
     }
 }
@@ -171,9 +173,11 @@ static void set_h2(int64_t n, real *restrict h2, const real *restrict x1, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h2_mean_row = h2_mean[b0 * 64 + b1];
+            const real h2_var_row = h2_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
-                h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f)) * ln2_g[o] + ln2_b[o];
+                h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean_row) * (1.0f / sqrtf(h2_var_row + 1e-05f)) * ln2_g[o] + ln2_b[o];
         }
     }
 }
@@ -225,9 +229,11 @@ static void set_logits_v(int64_t n, real *restrict logits_v, const real *restric
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real logits_mean_row = logits_mean[b0 * 64 + b1];
+            const real logits_var_row = logits_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
-                logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f)) * lnf_g[o] + lnf_b[o];
+                logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean_row) * (1.0f / sqrtf(logits_var_row + 1e-05f)) * lnf_g[o] + lnf_b[o];
         }
     }
 }

@@ -197,6 +197,7 @@ bool uses_iter(const ir::Access& a, int iter) {
 
 void CExpr::begin_nest(const ir::Stmt& s, const std::set<std::string>& taken, const std::set<std::string>& reserved) {
   stmt = &s;
+  locals.clear();
   vars.clear();
   dropped.clear();
   for (const auto& it : s.iters) {
@@ -386,6 +387,8 @@ std::string CExpr::expr(const ir::Expr& e) {
     }
     case Op::Load: {
       std::string cond = in_range(e.access);
+      if (cond.empty())
+        if (auto l = locals.find(access(e.access)); l != locals.end()) return l->second;
       return cond.empty() ? access(e.access) : "(" + cond + " ? " + access(e.access) + " : 0)";
     }
     case Op::Neg: return "-" + sub(*e.args[0], 6);
