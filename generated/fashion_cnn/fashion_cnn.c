@@ -410,7 +410,7 @@ CANNL_MULTIVERSION
 static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss_ce) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += loss_ce[b] / (real)n;
+        acc += loss_ce[b] * (1.0f / (real)n);
     loss_[0] = acc;
 }
 
@@ -427,7 +427,7 @@ static void min_p2_arg(int64_t n, real *restrict p2_arg, const real *restrict a2
                     for (int64_t kx = 0; kx < 2; ++kx) {
                         CANNL_SIMD
                         for (int64_t c = 0; c < 64; ++c)
-                            { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x + kx) * 64 + c] + c2[c]) == p2[b * 3136 + y * 448 + x * 64 + c] ? (real)(2 * ky + kx) : INFINITY; p2_arg[b * 3136 + y * 448 + x * 64 + c] = v < p2_arg[b * 3136 + y * 448 + x * 64 + c] ? v : p2_arg[b * 3136 + y * 448 + x * 64 + c]; }
+                            { const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x + kx) * 64 + c] + c2[c]) == p2[b * 3136 + y * 448 + x * 64 + c] ? (real)(int32_t)(2 * ky + kx) : INFINITY; p2_arg[b * 3136 + y * 448 + x * 64 + c] = v < p2_arg[b * 3136 + y * 448 + x * 64 + c] ? v : p2_arg[b * 3136 + y * 448 + x * 64 + c]; }
                     }
                 }
             }
@@ -478,7 +478,7 @@ static void min_p1_arg(int64_t n, real *restrict p1_arg, const real *restrict a1
                     for (int64_t kx = 0; kx < 2; ++kx) {
                         CANNL_SIMD
                         for (int64_t c = 0; c < 32; ++c)
-                            { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x * 32 + c] ? (real)(2 * ky + kx) : INFINITY; p1_arg[b * 6272 + y * 448 + x * 32 + c] = v < p1_arg[b * 6272 + y * 448 + x * 32 + c] ? v : p1_arg[b * 6272 + y * 448 + x * 32 + c]; }
+                            { const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x * 32 + c] ? (real)(int32_t)(2 * ky + kx) : INFINITY; p1_arg[b * 6272 + y * 448 + x * 32 + c] = v < p1_arg[b * 6272 + y * 448 + x * 32 + c] ? v : p1_arg[b * 6272 + y * 448 + x * 32 + c]; }
                     }
                 }
             }
@@ -563,7 +563,7 @@ static void add_a2_grad(int64_t n, real *restrict a2_grad, const real *restrict 
                     for (int64_t kx = 0; kx < 2; ++kx) {
                         CANNL_SIMD
                         for (int64_t c = 0; c < 64; ++c)
-                            a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x * 64 + c] * ((real)((real)(2 * ky + kx) == p2_arg[b * 3136 + y * 448 + x * 64 + c]));
+                            a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x * 64 + c] * ((real)((real)(int32_t)(2 * ky + kx) == p2_arg[b * 3136 + y * 448 + x * 64 + c]));
                     }
                 }
             }
@@ -632,7 +632,7 @@ static void add_a1_grad(int64_t n, real *restrict a1_grad, const real *restrict 
                     for (int64_t kx = 0; kx < 2; ++kx) {
                         CANNL_SIMD
                         for (int64_t c = 0; c < 32; ++c)
-                            a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x * 32 + c] * ((real)((real)(2 * ky + kx) == p1_arg[b * 6272 + y * 448 + x * 32 + c]));
+                            a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x * 32 + c] * ((real)((real)(int32_t)(2 * ky + kx) == p1_arg[b * 6272 + y * 448 + x * 32 + c]));
                     }
                 }
             }
@@ -677,7 +677,7 @@ static void set_k1_exp_avg_2(real *restrict k1_exp_avg, real *restrict k1_exp_av
             for (int64_t j2 = 0; j2 < 5; ++j2) {
                 k1_exp_avg[j0 * 25 + j1 * 5 + j2] = k1_exp_avg[j0 * 25 + j1 * 5 + j2] * 0.9f + k1_grad[j0 * 25 + j1 * 5 + j2] * 0.1f;
                 k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2] = k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2] * 0.999f + k1_grad[j0 * 25 + j1 * 5 + j2] * k1_grad[j0 * 25 + j1 * 5 + j2] * 0.001f;
-                k1[j0 * 25 + j1 * 5 + j2] = k1[j0 * 25 + j1 * 5 + j2] - lr / bc1 * (k1_exp_avg[j0 * 25 + j1 * 5 + j2] / (sqrtf(k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2]) / sqrt_bc2 + 1e-08f));
+                k1[j0 * 25 + j1 * 5 + j2] = k1[j0 * 25 + j1 * 5 + j2] - lr / bc1 * (k1_exp_avg[j0 * 25 + j1 * 5 + j2] / (sqrtf(k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
             }
         }
     }
@@ -694,7 +694,7 @@ static void set_k2_exp_avg_2(real *restrict k2_exp_avg, real *restrict k2_exp_av
                 for (int64_t j3 = 0; j3 < 32; ++j3) {
                     k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.9f + k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.1f;
                     k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.999f + k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.001f;
-                    k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] - lr / bc1 * (k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] / (sqrtf(k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3]) / sqrt_bc2 + 1e-08f));
+                    k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] - lr / bc1 * (k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] / (sqrtf(k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3]) * (1.0f / sqrt_bc2) + 1e-08f));
                 }
             }
         }
@@ -707,7 +707,7 @@ static void set_c1_exp_avg_2(real *restrict c1_exp_avg, real *restrict c1_exp_av
     for (int64_t j = 0; j < 32; ++j) {
         c1_exp_avg[j] = c1_exp_avg[j] * 0.9f + c1_grad[j] * 0.1f;
         c1_exp_avg_sq[j] = c1_exp_avg_sq[j] * 0.999f + c1_grad[j] * c1_grad[j] * 0.001f;
-        c1[j] = c1[j] - lr / bc1 * (c1_exp_avg[j] / (sqrtf(c1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        c1[j] = c1[j] - lr / bc1 * (c1_exp_avg[j] / (sqrtf(c1_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -717,7 +717,7 @@ static void set_c2_exp_avg_2(real *restrict c2_exp_avg, real *restrict c2_exp_av
     for (int64_t j = 0; j < 64; ++j) {
         c2_exp_avg[j] = c2_exp_avg[j] * 0.9f + c2_grad[j] * 0.1f;
         c2_exp_avg_sq[j] = c2_exp_avg_sq[j] * 0.999f + c2_grad[j] * c2_grad[j] * 0.001f;
-        c2[j] = c2[j] - lr / bc1 * (c2_exp_avg[j] / (sqrtf(c2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        c2[j] = c2[j] - lr / bc1 * (c2_exp_avg[j] / (sqrtf(c2_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -727,7 +727,7 @@ static void set_b3_exp_avg_2(real *restrict b3_exp_avg, real *restrict b3_exp_av
     for (int64_t j = 0; j < 1024; ++j) {
         b3_exp_avg[j] = b3_exp_avg[j] * 0.9f + b3_grad[j] * 0.1f;
         b3_exp_avg_sq[j] = b3_exp_avg_sq[j] * 0.999f + b3_grad[j] * b3_grad[j] * 0.001f;
-        b3[j] = b3[j] - lr / bc1 * (b3_exp_avg[j] / (sqrtf(b3_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b3[j] = b3[j] - lr / bc1 * (b3_exp_avg[j] / (sqrtf(b3_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -742,7 +742,7 @@ static void set_w3_exp_avg_2(real *restrict w3_exp_avg, real *restrict w3_exp_av
                 for (int64_t j3 = 0; j3 < 64; ++j3) {
                     w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.9f + w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.1f;
                     w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.999f + w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.001f;
-                    w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] - lr / bc1 * (w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] / (sqrtf(w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3]) / sqrt_bc2 + 1e-08f));
+                    w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] - lr / bc1 * (w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] / (sqrtf(w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3]) * (1.0f / sqrt_bc2) + 1e-08f));
                 }
             }
         }
@@ -756,7 +756,7 @@ static void set_w4_exp_avg_2(real *restrict w4_exp_avg, real *restrict w4_exp_av
         for (int64_t j1 = 0; j1 < 1024; ++j1) {
             w4_exp_avg[j0 * 1024 + j1] = w4_exp_avg[j0 * 1024 + j1] * 0.9f + w4_grad[j0 * 1024 + j1] * 0.1f;
             w4_exp_avg_sq[j0 * 1024 + j1] = w4_exp_avg_sq[j0 * 1024 + j1] * 0.999f + w4_grad[j0 * 1024 + j1] * w4_grad[j0 * 1024 + j1] * 0.001f;
-            w4[j0 * 1024 + j1] = w4[j0 * 1024 + j1] - lr / bc1 * (w4_exp_avg[j0 * 1024 + j1] / (sqrtf(w4_exp_avg_sq[j0 * 1024 + j1]) / sqrt_bc2 + 1e-08f));
+            w4[j0 * 1024 + j1] = w4[j0 * 1024 + j1] - lr / bc1 * (w4_exp_avg[j0 * 1024 + j1] / (sqrtf(w4_exp_avg_sq[j0 * 1024 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
 }
@@ -767,7 +767,7 @@ static void set_b4_exp_avg_2(real *restrict b4_exp_avg, real *restrict b4_exp_av
     for (int64_t j = 0; j < 10; ++j) {
         b4_exp_avg[j] = b4_exp_avg[j] * 0.9f + b4_grad[j] * 0.1f;
         b4_exp_avg_sq[j] = b4_exp_avg_sq[j] * 0.999f + b4_grad[j] * b4_grad[j] * 0.001f;
-        b4[j] = b4[j] - lr / bc1 * (b4_exp_avg[j] / (sqrtf(b4_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b4[j] = b4[j] - lr / bc1 * (b4_exp_avg[j] / (sqrtf(b4_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -799,7 +799,7 @@ static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_arg
     for (int64_t b = 0; b < n; ++b) {
         real acc = INFINITY;
         for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits_mm[b * 10 + o] + b4[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+            const real v = logits_mm[b * 10 + o] + b4[o] == accuracy_pred_max[b] ? (real)(int32_t)(o) : INFINITY;
             acc = v < acc ? v : acc;
         }
         accuracy_pred_argmax[b] = acc;
@@ -825,7 +825,7 @@ static void min_accuracy_true_argmax(int64_t n, real *restrict accuracy_true_arg
     for (int64_t b = 0; b < n; ++b) {
         real acc = INFINITY;
         for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(int32_t)(o) : INFINITY;
             acc = v < acc ? v : acc;
         }
         accuracy_true_argmax[b] = acc;
@@ -837,7 +837,7 @@ CANNL_MULTIVERSION
 static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restrict accuracy_pred_argmax, const real *restrict accuracy_true_argmax) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) * (1.0f / (real)n);
     accuracy[0] = acc;
 }
 

@@ -239,9 +239,11 @@ CANNL_MULTIVERSION
 static void set_h1_ln(int64_t n, real *restrict h1_ln, real *restrict h1, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict gain, const real *restrict bias) {
     CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        const real h1_mean_row = h1_mean[b];
+        const real h1_var_row = h1_var[b];
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o) {
-            h1_ln[b * 256 + o] = (z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f);
+            h1_ln[b * 256 + o] = (z1_ein[b * 256 + o] + b1[o] - h1_mean_row) * (1.0f / sqrtf(h1_var_row + 1e-05f));
             h1[b * 256 + o] = cannl_relu(gain[o] * h1_ln[b * 256 + o] + bias[o]);
         }
     }
@@ -368,10 +370,11 @@ CANNL_MULTIVERSION
 static void set_h1_ln_grad(int64_t n, real *restrict h1_ln_grad, real *restrict z1_grad, const real *restrict h1_grad, const real *restrict h1, const real *restrict gain, const real *restrict h1_var) {
     CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        const real h1_var_row = h1_var[b];
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o) {
             h1_ln_grad[b * 256 + o] = h1_grad[b * 256 + o] * (cannl_step(h1[b * 256 + o]) * gain[o]);
-            z1_grad[b * 256 + o] = h1_ln_grad[b * 256 + o] * (1.0f / sqrtf(h1_var[b] + 1e-05f));
+            z1_grad[b * 256 + o] = h1_ln_grad[b * 256 + o] * (1.0f / sqrtf(h1_var_row + 1e-05f));
         }
     }
 }
@@ -405,7 +408,7 @@ static void sum_h1_var_grad(int64_t n, real *restrict h1_var_grad, const real *r
     for (int64_t b = 0; b < n; ++b) {
         real acc = 0.0f;
         for (int64_t o = 0; o < 256; ++o)
-            acc += -(h1_ln_grad[b * 256 + o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) * (1.0f / (sqrtf(h1_var[b] + 1e-05f) * 2.0f)) / (sqrtf(h1_var[b] + 1e-05f) * sqrtf(h1_var[b] + 1e-05f))));
+            acc += -(h1_ln_grad[b * 256 + o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) * (1.0f / (sqrtf(h1_var[b] + 1e-05f) * 2.0f)) * (1.0f / (sqrtf(h1_var[b] + 1e-05f) * sqrtf(h1_var[b] + 1e-05f)))));
         h1_var_grad[b] = acc;
     }
 }
@@ -427,10 +430,13 @@ CANNL_MULTIVERSION
 static void add_z1_grad(int64_t n, real *restrict z1_grad, const real *restrict h1_var_grad, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean, const real *restrict h1_mean_grad) {
     CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        const real h1_var_grad_row = h1_var_grad[b];
+        const real h1_mean_row = h1_mean[b];
+        const real h1_mean_grad_row = h1_mean_grad[b];
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o) {
-            z1_grad[b * 256 + o] += h1_var_grad[b] * (z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) * 0.0078125f;
-            z1_grad[b * 256 + o] += h1_mean_grad[b] * 0.00390625f;
+            z1_grad[b * 256 + o] += h1_var_grad_row * (z1_ein[b * 256 + o] + b1[o] - h1_mean_row) * 0.0078125f;
+            z1_grad[b * 256 + o] += h1_mean_grad_row * 0.00390625f;
         }
     }
 }
@@ -455,7 +461,7 @@ static void set_w1_exp_avg_2(real *restrict w1_exp_avg, real *restrict w1_exp_av
             for (int64_t j2 = 0; j2 < 28; ++j2) {
                 w1_exp_avg[j0 * 784 + j1 * 28 + j2] = w1_exp_avg[j0 * 784 + j1 * 28 + j2] * 0.9f + w1_grad[j0 * 784 + j1 * 28 + j2] * 0.1f;
                 w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] = w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] * 0.999f + w1_grad[j0 * 784 + j1 * 28 + j2] * w1_grad[j0 * 784 + j1 * 28 + j2] * 0.001f;
-                w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1 * 28 + j2] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2]) / sqrt_bc2 + 1e-08f));
+                w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1 * 28 + j2] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
             }
         }
     }
@@ -468,15 +474,15 @@ static void set_gain_2(real *restrict gain, real *restrict gain_exp_avg, real *r
         gain[j] = gain[j] * (1.0f - lr * 0.01f);
         gain_exp_avg[j] = gain_exp_avg[j] * 0.9f + gain_grad[j] * 0.1f;
         gain_exp_avg_sq[j] = gain_exp_avg_sq[j] * 0.999f + gain_grad[j] * gain_grad[j] * 0.001f;
-        gain[j] = gain[j] - lr / bc1 * (gain_exp_avg[j] / (sqrtf(gain_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        gain[j] = gain[j] - lr / bc1 * (gain_exp_avg[j] / (sqrtf(gain_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         b1[j] = b1[j] * (1.0f - lr * 0.01f);
         b1_exp_avg[j] = b1_exp_avg[j] * 0.9f + b1_grad[j] * 0.1f;
         b1_exp_avg_sq[j] = b1_exp_avg_sq[j] * 0.999f + b1_grad[j] * b1_grad[j] * 0.001f;
-        b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         bias[j] = bias[j] * (1.0f - lr * 0.01f);
         bias_exp_avg[j] = bias_exp_avg[j] * 0.9f + bias_grad[j] * 0.1f;
         bias_exp_avg_sq[j] = bias_exp_avg_sq[j] * 0.999f + bias_grad[j] * bias_grad[j] * 0.001f;
-        bias[j] = bias[j] - lr / bc1 * (bias_exp_avg[j] / (sqrtf(bias_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        bias[j] = bias[j] - lr / bc1 * (bias_exp_avg[j] / (sqrtf(bias_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -488,7 +494,7 @@ static void set_w2_2(real *restrict w2, real *restrict w2_exp_avg, real *restric
             w2[j0 * 256 + j1] = w2[j0 * 256 + j1] * (1.0f - lr * 0.01f);
             w2_exp_avg[j0 * 256 + j1] = w2_exp_avg[j0 * 256 + j1] * 0.9f + w2_grad[j0 * 256 + j1] * 0.1f;
             w2_exp_avg_sq[j0 * 256 + j1] = w2_exp_avg_sq[j0 * 256 + j1] * 0.999f + w2_grad[j0 * 256 + j1] * w2_grad[j0 * 256 + j1] * 0.001f;
-            w2[j0 * 256 + j1] = w2[j0 * 256 + j1] - lr / bc1 * (w2_exp_avg[j0 * 256 + j1] / (sqrtf(w2_exp_avg_sq[j0 * 256 + j1]) / sqrt_bc2 + 1e-08f));
+            w2[j0 * 256 + j1] = w2[j0 * 256 + j1] - lr / bc1 * (w2_exp_avg[j0 * 256 + j1] / (sqrtf(w2_exp_avg_sq[j0 * 256 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
 }
@@ -500,7 +506,7 @@ static void set_b2(real *restrict b2, real *restrict b2_exp_avg, real *restrict 
         b2[j] = b2[j] * (1.0f - lr * 0.01f);
         b2_exp_avg[j] = b2_exp_avg[j] * 0.9f + b2_grad[j] * 0.1f;
         b2_exp_avg_sq[j] = b2_exp_avg_sq[j] * 0.999f + b2_grad[j] * b2_grad[j] * 0.001f;
-        b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -509,9 +515,11 @@ CANNL_MULTIVERSION
 static void set_h1(int64_t n, real *restrict h1, const real *restrict gain, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict bias) {
     CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        const real h1_mean_row = h1_mean[b];
+        const real h1_var_row = h1_var[b];
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o)
-            h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f)) + bias[o]);
+            h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean_row) * (1.0f / sqrtf(h1_var_row + 1e-05f))) + bias[o]);
     }
 }
 
@@ -549,7 +557,7 @@ static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_arg
     for (int64_t b = 0; b < n; ++b) {
         real acc = INFINITY;
         for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits_ein[b * 10 + o] + b2[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+            const real v = logits_ein[b * 10 + o] + b2[o] == accuracy_pred_max[b] ? (real)(int32_t)(o) : INFINITY;
             acc = v < acc ? v : acc;
         }
         accuracy_pred_argmax[b] = acc;
@@ -575,7 +583,7 @@ static void min_accuracy_true_argmax(int64_t n, real *restrict accuracy_true_arg
     for (int64_t b = 0; b < n; ++b) {
         real acc = INFINITY;
         for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(int32_t)(o) : INFINITY;
             acc = v < acc ? v : acc;
         }
         accuracy_true_argmax[b] = acc;
@@ -587,7 +595,7 @@ CANNL_MULTIVERSION
 static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restrict accuracy_pred_argmax, const real *restrict accuracy_true_argmax) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) * (1.0f / (real)n);
     accuracy[0] = acc;
 }
 
@@ -596,7 +604,7 @@ CANNL_MULTIVERSION
 static void sum_mean_ce(int64_t n, real *restrict mean_ce, const real *restrict ce) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += ce[b] / (real)n;
+        acc += ce[b] * (1.0f / (real)n);
     mean_ce[0] = acc;
 }
 
@@ -624,7 +632,7 @@ static void set_w1_2(real *restrict w1, real *restrict w1_exp_avg, real *restric
                 w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] * (1.0f - lr * 0.01f);
                 w1_exp_avg[j0 * 784 + j1 * 28 + j2] = w1_exp_avg[j0 * 784 + j1 * 28 + j2] * 0.9f + w1_grad[j0 * 784 + j1 * 28 + j2] * 0.1f;
                 w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] = w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] * 0.999f + w1_grad[j0 * 784 + j1 * 28 + j2] * w1_grad[j0 * 784 + j1 * 28 + j2] * 0.001f;
-                w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1 * 28 + j2] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2]) / sqrt_bc2 + 1e-08f));
+                w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1 * 28 + j2] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
             }
         }
     }
@@ -637,7 +645,7 @@ static void set_gain_3(real *restrict gain, real *restrict gain_exp_avg, real *r
         gain[j] = gain[j] * (1.0f - lr * 0.01f);
         gain_exp_avg[j] = gain_exp_avg[j] * 0.9f + gain_grad[j] * 0.1f;
         gain_exp_avg_sq[j] = gain_exp_avg_sq[j] * 0.999f + gain_grad[j] * gain_grad[j] * 0.001f;
-        gain[j] = gain[j] - lr / bc1 * (gain_exp_avg[j] / (sqrtf(gain_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        gain[j] = gain[j] - lr / bc1 * (gain_exp_avg[j] / (sqrtf(gain_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -648,7 +656,7 @@ static void set_b1(real *restrict b1, real *restrict b1_exp_avg, real *restrict 
         b1[j] = b1[j] * (1.0f - lr * 0.01f);
         b1_exp_avg[j] = b1_exp_avg[j] * 0.9f + b1_grad[j] * 0.1f;
         b1_exp_avg_sq[j] = b1_exp_avg_sq[j] * 0.999f + b1_grad[j] * b1_grad[j] * 0.001f;
-        b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -659,7 +667,7 @@ static void set_bias(real *restrict bias, real *restrict bias_exp_avg, real *res
         bias[j] = bias[j] * (1.0f - lr * 0.01f);
         bias_exp_avg[j] = bias_exp_avg[j] * 0.9f + bias_grad[j] * 0.1f;
         bias_exp_avg_sq[j] = bias_exp_avg_sq[j] * 0.999f + bias_grad[j] * bias_grad[j] * 0.001f;
-        bias[j] = bias[j] - lr / bc1 * (bias_exp_avg[j] / (sqrtf(bias_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        bias[j] = bias[j] - lr / bc1 * (bias_exp_avg[j] / (sqrtf(bias_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 

@@ -94,9 +94,11 @@ CANNL_MULTIVERSION
 static void set_h1(int64_t n, real *restrict h1, const real *restrict gain, const real *restrict z1_ein, const real *restrict b1, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict bias) {
     CANNL_PRAGMA("omp parallel for if(n * 256 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
+        const real h1_mean_row = h1_mean[b];
+        const real h1_var_row = h1_var[b];
         CANNL_SIMD
         for (int64_t o = 0; o < 256; ++o)
-            h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f)) + bias[o]);
+            h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean_row) * (1.0f / sqrtf(h1_var_row + 1e-05f))) + bias[o]);
     }
 }
 
@@ -189,7 +191,7 @@ static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_arg
     for (int64_t b = 0; b < n; ++b) {
         real acc = INFINITY;
         for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits_ein[b * 10 + o] + b2[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+            const real v = logits_ein[b * 10 + o] + b2[o] == accuracy_pred_max[b] ? (real)(int32_t)(o) : INFINITY;
             acc = v < acc ? v : acc;
         }
         accuracy_pred_argmax[b] = acc;
@@ -215,7 +217,7 @@ static void min_accuracy_true_argmax(int64_t n, real *restrict accuracy_true_arg
     for (int64_t b = 0; b < n; ++b) {
         real acc = INFINITY;
         for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(int32_t)(o) : INFINITY;
             acc = v < acc ? v : acc;
         }
         accuracy_true_argmax[b] = acc;
@@ -227,7 +229,7 @@ CANNL_MULTIVERSION
 static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restrict accuracy_pred_argmax, const real *restrict accuracy_true_argmax) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) * (1.0f / (real)n);
     accuracy[0] = acc;
 }
 
@@ -236,7 +238,7 @@ CANNL_MULTIVERSION
 static void sum_mean_ce(int64_t n, real *restrict mean_ce, const real *restrict ce) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += ce[b] / (real)n;
+        acc += ce[b] * (1.0f / (real)n);
     mean_ce[0] = acc;
 }
 

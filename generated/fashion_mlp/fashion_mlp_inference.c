@@ -134,7 +134,7 @@ CANNL_MULTIVERSION
 static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss_ce) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += loss_ce[b] / (real)n;
+        acc += loss_ce[b] * (1.0f / (real)n);
     loss_[0] = acc;
 }
 
@@ -157,7 +157,7 @@ static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_arg
     for (int64_t b = 0; b < n; ++b) {
         real acc = INFINITY;
         for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits_mm[b * 10 + o] + b3[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+            const real v = logits_mm[b * 10 + o] + b3[o] == accuracy_pred_max[b] ? (real)(int32_t)(o) : INFINITY;
             acc = v < acc ? v : acc;
         }
         accuracy_pred_argmax[b] = acc;
@@ -183,7 +183,7 @@ static void min_accuracy_true_argmax(int64_t n, real *restrict accuracy_true_arg
     for (int64_t b = 0; b < n; ++b) {
         real acc = INFINITY;
         for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(int32_t)(o) : INFINITY;
             acc = v < acc ? v : acc;
         }
         accuracy_true_argmax[b] = acc;
@@ -195,7 +195,7 @@ CANNL_MULTIVERSION
 static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restrict accuracy_pred_argmax, const real *restrict accuracy_true_argmax) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) * (1.0f / (real)n);
     accuracy[0] = acc;
 }
 

@@ -277,7 +277,7 @@ CANNL_MULTIVERSION
 static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss_ce) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += loss_ce[b] / (real)n;
+        acc += loss_ce[b] * (1.0f / (real)n);
     loss_[0] = acc;
 }
 
@@ -362,7 +362,7 @@ static void set_w1_exp_avg_2(real *restrict w1_exp_avg, real *restrict w1_exp_av
         for (int64_t j1 = 0; j1 < 784; ++j1) {
             w1_exp_avg[j0 * 784 + j1] = w1_exp_avg[j0 * 784 + j1] * 0.9f + w1_grad[j0 * 784 + j1] * 0.1f;
             w1_exp_avg_sq[j0 * 784 + j1] = w1_exp_avg_sq[j0 * 784 + j1] * 0.999f + w1_grad[j0 * 784 + j1] * w1_grad[j0 * 784 + j1] * 0.001f;
-            w1[j0 * 784 + j1] = w1[j0 * 784 + j1] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1]) / sqrt_bc2 + 1e-08f));
+            w1[j0 * 784 + j1] = w1[j0 * 784 + j1] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
 }
@@ -376,7 +376,7 @@ static void set_w2_exp_avg_2(real *restrict w2_exp_avg, real *restrict w2_exp_av
         for (int64_t j1 = 0; j1 < 512; ++j1) {
             w2_exp_avg[j0 * 512 + j1] = w2_exp_avg[j0 * 512 + j1] * 0.9f + w2_grad[j0 * 512 + j1] * 0.1f;
             w2_exp_avg_sq[j0 * 512 + j1] = w2_exp_avg_sq[j0 * 512 + j1] * 0.999f + w2_grad[j0 * 512 + j1] * w2_grad[j0 * 512 + j1] * 0.001f;
-            w2[j0 * 512 + j1] = w2[j0 * 512 + j1] - lr / bc1 * (w2_exp_avg[j0 * 512 + j1] / (sqrtf(w2_exp_avg_sq[j0 * 512 + j1]) / sqrt_bc2 + 1e-08f));
+            w2[j0 * 512 + j1] = w2[j0 * 512 + j1] - lr / bc1 * (w2_exp_avg[j0 * 512 + j1] / (sqrtf(w2_exp_avg_sq[j0 * 512 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
 }
@@ -388,7 +388,7 @@ static void set_w3_exp_avg_2(real *restrict w3_exp_avg, real *restrict w3_exp_av
         for (int64_t j1 = 0; j1 < 512; ++j1) {
             w3_exp_avg[j0 * 512 + j1] = w3_exp_avg[j0 * 512 + j1] * 0.9f + w3_grad[j0 * 512 + j1] * 0.1f;
             w3_exp_avg_sq[j0 * 512 + j1] = w3_exp_avg_sq[j0 * 512 + j1] * 0.999f + w3_grad[j0 * 512 + j1] * w3_grad[j0 * 512 + j1] * 0.001f;
-            w3[j0 * 512 + j1] = w3[j0 * 512 + j1] - lr / bc1 * (w3_exp_avg[j0 * 512 + j1] / (sqrtf(w3_exp_avg_sq[j0 * 512 + j1]) / sqrt_bc2 + 1e-08f));
+            w3[j0 * 512 + j1] = w3[j0 * 512 + j1] - lr / bc1 * (w3_exp_avg[j0 * 512 + j1] / (sqrtf(w3_exp_avg_sq[j0 * 512 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
 }
@@ -399,7 +399,7 @@ static void set_b3_exp_avg_2(real *restrict b3_exp_avg, real *restrict b3_exp_av
     for (int64_t j = 0; j < 10; ++j) {
         b3_exp_avg[j] = b3_exp_avg[j] * 0.9f + b3_grad[j] * 0.1f;
         b3_exp_avg_sq[j] = b3_exp_avg_sq[j] * 0.999f + b3_grad[j] * b3_grad[j] * 0.001f;
-        b3[j] = b3[j] - lr / bc1 * (b3_exp_avg[j] / (sqrtf(b3_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b3[j] = b3[j] - lr / bc1 * (b3_exp_avg[j] / (sqrtf(b3_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -409,10 +409,10 @@ static void set_b1_exp_avg_2(real *restrict b1_exp_avg, real *restrict b1_exp_av
     for (int64_t j = 0; j < 512; ++j) {
         b1_exp_avg[j] = b1_exp_avg[j] * 0.9f + b1_grad[j] * 0.1f;
         b1_exp_avg_sq[j] = b1_exp_avg_sq[j] * 0.999f + b1_grad[j] * b1_grad[j] * 0.001f;
-        b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         b2_exp_avg[j] = b2_exp_avg[j] * 0.9f + b2_grad[j] * 0.1f;
         b2_exp_avg_sq[j] = b2_exp_avg_sq[j] * 0.999f + b2_grad[j] * b2_grad[j] * 0.001f;
-        b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -466,7 +466,7 @@ static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_arg
     for (int64_t b = 0; b < n; ++b) {
         real acc = INFINITY;
         for (int64_t o = 0; o < 10; ++o) {
-            const real v = logits_mm[b * 10 + o] + b3[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+            const real v = logits_mm[b * 10 + o] + b3[o] == accuracy_pred_max[b] ? (real)(int32_t)(o) : INFINITY;
             acc = v < acc ? v : acc;
         }
         accuracy_pred_argmax[b] = acc;
@@ -492,7 +492,7 @@ static void min_accuracy_true_argmax(int64_t n, real *restrict accuracy_true_arg
     for (int64_t b = 0; b < n; ++b) {
         real acc = INFINITY;
         for (int64_t o = 0; o < 10; ++o) {
-            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+            const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(int32_t)(o) : INFINITY;
             acc = v < acc ? v : acc;
         }
         accuracy_true_argmax[b] = acc;
@@ -504,7 +504,7 @@ CANNL_MULTIVERSION
 static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restrict accuracy_pred_argmax, const real *restrict accuracy_true_argmax) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) * (1.0f / (real)n);
     accuracy[0] = acc;
 }
 
@@ -514,7 +514,7 @@ static void set_b1_exp_avg_3(real *restrict b1_exp_avg, real *restrict b1_exp_av
     for (int64_t j = 0; j < 512; ++j) {
         b1_exp_avg[j] = b1_exp_avg[j] * 0.9f + b1_grad[j] * 0.1f;
         b1_exp_avg_sq[j] = b1_exp_avg_sq[j] * 0.999f + b1_grad[j] * b1_grad[j] * 0.001f;
-        b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -524,7 +524,7 @@ static void set_b2_exp_avg_2(real *restrict b2_exp_avg, real *restrict b2_exp_av
     for (int64_t j = 0; j < 512; ++j) {
         b2_exp_avg[j] = b2_exp_avg[j] * 0.9f + b2_grad[j] * 0.1f;
         b2_exp_avg_sq[j] = b2_exp_avg_sq[j] * 0.999f + b2_grad[j] * b2_grad[j] * 0.001f;
-        b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 

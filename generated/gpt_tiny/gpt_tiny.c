@@ -61,7 +61,7 @@ struct gpt_tiny {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 246037568 bytes */
+    void *arena;  /* the buffers below, then each routine's work region: 229260352 bytes */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
@@ -431,9 +431,11 @@ static void set_h1_ln(int64_t n, real *restrict h1_ln, real *restrict h1, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h1_mean_row = h1_mean[b0 * 64 + b1];
+            const real h1_var_row = h1_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
-                h1_ln[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f);
+                h1_ln[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean_row) * (1.0f / sqrtf(h1_var_row + 1e-05f));
                 h1[b0 * 8192 + b1 * 128 + o] = h1_ln[b0 * 8192 + b1 * 128 + o] * ln1_g[o] + ln1_b[o];
             }
         }
@@ -504,9 +506,11 @@ static void set_h2_ln(int64_t n, real *restrict h2_ln, real *restrict h2, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h2_mean_row = h2_mean[b0 * 64 + b1];
+            const real h2_var_row = h2_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
-                h2_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f);
+                h2_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean_row) * (1.0f / sqrtf(h2_var_row + 1e-05f));
                 h2[b0 * 8192 + b1 * 128 + o] = h2_ln[b0 * 8192 + b1 * 128 + o] * ln2_g[o] + ln2_b[o];
             }
         }
@@ -560,9 +564,11 @@ static void set_logits_ln(int64_t n, real *restrict logits_ln, real *restrict lo
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real logits_mean_row = logits_mean[b0 * 64 + b1];
+            const real logits_var_row = logits_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
-                logits_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f);
+                logits_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean_row) * (1.0f / sqrtf(logits_var_row + 1e-05f));
                 logits_v[b0 * 8192 + b1 * 128 + o] = logits_ln[b0 * 8192 + b1 * 128 + o] * lnf_g[o] + lnf_b[o];
             }
         }
@@ -607,7 +613,7 @@ static void sum_loss_ce(int64_t n, real *restrict loss_ce, const int32_t *restri
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 256; ++o)
-                acc += -(((real)(next[b0 * 64 + b1] == (real)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
+                acc += -(((real)(next[b0 * 64 + b1] == (real)(int32_t)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
             loss_ce[b0 * 64 + b1] = acc;
         }
     }
@@ -619,7 +625,7 @@ static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss
     real acc = 0.0f;
     for (int64_t b0 = 0; b0 < n; ++b0)
     for (int64_t b1 = 0; b1 < 64; ++b1)
-        acc += loss_ce[b0 * 64 + b1] / ((real)n * 64.0f);
+        acc += loss_ce[b0 * 64 + b1] * (1.0f / ((real)n * 64.0f));
     loss_[0] = acc;
 }
 
@@ -642,19 +648,6 @@ static void fill_qkv_grad(int64_t n, real *restrict qkv_grad) {
 
 /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
-static void set_logits_grad(int64_t n, real *restrict logits_grad, const int32_t *restrict next) {
-    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t o = 0; o < 256; ++o) {
-            CANNL_SIMD
-            for (int64_t b1 = 0; b1 < 64; ++b1)
-                logits_grad[b0 * 16384 + b1 * 256 + o] = -(1.0f / ((real)n * 64.0f) * ((real)(next[b0 * 64 + b1] == (real)(o))));
-        }
-    }
-}
-
-/* line 37: backward: loss = mean(cross_entropy(logits, next)) */
-CANNL_MULTIVERSION
 static void sum_loss_sumexp_grad(int64_t n, real *restrict loss_sumexp_grad, const int32_t *restrict next, const real *restrict loss_sumexp) {
     CANNL_PRAGMA("omp parallel for if(n * 64 >= CANNL_PARALLEL_MIN)")
     for (int64_t i = 0; i < n * 64; ++i) loss_sumexp_grad[i] = 0.0f;
@@ -663,20 +656,22 @@ static void sum_loss_sumexp_grad(int64_t n, real *restrict loss_sumexp_grad, con
         for (int64_t o = 0; o < 256; ++o) {
             CANNL_SIMD
             for (int64_t b1 = 0; b1 < 64; ++b1)
-                loss_sumexp_grad[b0 * 64 + b1] += 1.0f / ((real)n * 64.0f) * (((real)(next[b0 * 64 + b1] == (real)(o))) * (1.0f / loss_sumexp[b0 * 64 + b1]));
+                loss_sumexp_grad[b0 * 64 + b1] += 1.0f / ((real)n * 64.0f) * (((real)(next[b0 * 64 + b1] == (real)(int32_t)(o))) * (1.0f / loss_sumexp[b0 * 64 + b1]));
         }
     }
 }
 
 /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
 CANNL_MULTIVERSION
-static void add_logits_grad(int64_t n, real *restrict logits_grad, const real *restrict loss_sumexp_grad, const real *restrict logits, const real *restrict loss_max) {
+static void set_logits_grad(int64_t n, real *logits_grad, const int32_t *restrict next, const real *restrict loss_sumexp_grad, const real *logits, const real *restrict loss_max) {
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real loss_sumexp_grad_row = loss_sumexp_grad[b0 * 64 + b1];
+            const real loss_max_row = loss_max[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 256; ++o)
-                logits_grad[b0 * 16384 + b1 * 256 + o] += loss_sumexp_grad[b0 * 64 + b1] * expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
+                logits_grad[b0 * 16384 + b1 * 256 + o] = -(1.0f / ((real)n * 64.0f) * ((real)(next[b0 * 64 + b1] == (real)(int32_t)(o)))) + loss_sumexp_grad_row * expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max_row);
         }
     }
 }
@@ -727,7 +722,7 @@ static void sum_logits_var_grad(int64_t n, real *restrict logits_var_grad, const
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 128; ++o)
-                acc += -(logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * sqrtf(logits_var[b0 * 64 + b1] + 1e-05f))));
+                acc += -(logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * sqrtf(logits_var[b0 * 64 + b1] + 1e-05f)))));
             logits_var_grad[b0 * 64 + b1] = acc;
         }
     }
@@ -753,9 +748,13 @@ static void set_x2_grad(int64_t n, real *restrict x2_grad, real *x1_grad, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real logits_var_row = logits_var[b0 * 64 + b1];
+            const real logits_var_grad_row = logits_var_grad[b0 * 64 + b1];
+            const real logits_mean_row = logits_mean[b0 * 64 + b1];
+            const real logits_mean_grad_row = logits_mean_grad[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
-                x2_grad[b0 * 8192 + b1 * 128 + o] = logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * (1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f)) + logits_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * 0.015625f + logits_mean_grad[b0 * 64 + b1] * 0.0078125f;
+                x2_grad[b0 * 8192 + b1 * 128 + o] = logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * (1.0f / sqrtf(logits_var_row + 1e-05f)) + logits_var_grad_row * (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean_row) * 0.015625f + logits_mean_grad_row * 0.0078125f;
                 x1_grad[b0 * 8192 + b1 * 128 + o] = x2_grad[b0 * 8192 + b1 * 128 + o];
             }
         }
@@ -845,7 +844,7 @@ static void sum_h2_var_grad(int64_t n, real *restrict h2_var_grad, const real *r
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 128; ++o)
-                acc += -(h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h2_var[b0 * 64 + b1] + 1e-05f))));
+                acc += -(h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h2_var[b0 * 64 + b1] + 1e-05f)))));
             h2_var_grad[b0 * 64 + b1] = acc;
         }
     }
@@ -871,11 +870,15 @@ static void add_x1_grad(int64_t n, real *restrict x1_grad, real *x0_grad, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h2_var_row = h2_var[b0 * 64 + b1];
+            const real h2_var_grad_row = h2_var_grad[b0 * 64 + b1];
+            const real h2_mean_row = h2_mean[b0 * 64 + b1];
+            const real h2_mean_grad_row = h2_mean_grad[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
-                x1_grad[b0 * 8192 + b1 * 128 + o] += h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * (1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f));
-                x1_grad[b0 * 8192 + b1 * 128 + o] += h2_var_grad[b0 * 64 + b1] * (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * 0.015625f;
-                x1_grad[b0 * 8192 + b1 * 128 + o] += h2_mean_grad[b0 * 64 + b1] * 0.0078125f;
+                x1_grad[b0 * 8192 + b1 * 128 + o] += h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * (1.0f / sqrtf(h2_var_row + 1e-05f));
+                x1_grad[b0 * 8192 + b1 * 128 + o] += h2_var_grad_row * (x1[b0 * 8192 + b1 * 128 + o] - h2_mean_row) * 0.015625f;
+                x1_grad[b0 * 8192 + b1 * 128 + o] += h2_mean_grad_row * 0.0078125f;
                 x0_grad[b0 * 8192 + b1 * 128 + o] = x1_grad[b0 * 8192 + b1 * 128 + o];
             }
         }
@@ -959,7 +962,7 @@ static void sum_h1_var_grad(int64_t n, real *restrict h1_var_grad, const real *r
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 128; ++o)
-                acc += -(h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * ((x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h1_var[b0 * 64 + b1] + 1e-05f))));
+                acc += -(h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * ((x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h1_var[b0 * 64 + b1] + 1e-05f)))));
             h1_var_grad[b0 * 64 + b1] = acc;
         }
     }
@@ -985,11 +988,15 @@ static void add_x0_grad(int64_t n, real *restrict x0_grad, real *x0_emb_grad, co
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h1_var_row = h1_var[b0 * 64 + b1];
+            const real h1_var_grad_row = h1_var_grad[b0 * 64 + b1];
+            const real h1_mean_row = h1_mean[b0 * 64 + b1];
+            const real h1_mean_grad_row = h1_mean_grad[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o) {
-                x0_grad[b0 * 8192 + b1 * 128 + o] += h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f));
-                x0_grad[b0 * 8192 + b1 * 128 + o] += h1_var_grad[b0 * 64 + b1] * (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * 0.015625f;
-                x0_grad[b0 * 8192 + b1 * 128 + o] += h1_mean_grad[b0 * 64 + b1] * 0.0078125f;
+                x0_grad[b0 * 8192 + b1 * 128 + o] += h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * (1.0f / sqrtf(h1_var_row + 1e-05f));
+                x0_grad[b0 * 8192 + b1 * 128 + o] += h1_var_grad_row * (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean_row) * 0.015625f;
+                x0_grad[b0 * 8192 + b1 * 128 + o] += h1_mean_grad_row * 0.0078125f;
                 x0_emb_grad[b0 * 8192 + b1 * 128 + o] = x0_grad[b0 * 8192 + b1 * 128 + o];
             }
         }
@@ -1177,12 +1184,13 @@ CANNL_MULTIVERSION
 static void set_wte_2(real *restrict wte, real *restrict wte_exp_avg, real *restrict wte_exp_avg_sq, const real *restrict wte_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(32768 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 256; ++j0) {
+        const real clip_coef_row = clip_coef[0];
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             wte[j0 * 128 + j1] = wte[j0 * 128 + j1] * (1.0f - lr * 0.1f);
-            wte_exp_avg[j0 * 128 + j1] = wte_exp_avg[j0 * 128 + j1] * 0.9f + wte_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
-            wte_exp_avg_sq[j0 * 128 + j1] = wte_exp_avg_sq[j0 * 128 + j1] * 0.95f + wte_grad[j0 * 128 + j1] * clip_coef[0] * (wte_grad[j0 * 128 + j1] * clip_coef[0]) * 0.05f;
-            wte[j0 * 128 + j1] = wte[j0 * 128 + j1] - lr / bc1 * (wte_exp_avg[j0 * 128 + j1] / (sqrtf(wte_exp_avg_sq[j0 * 128 + j1]) / sqrt_bc2 + 1e-08f));
+            wte_exp_avg[j0 * 128 + j1] = wte_exp_avg[j0 * 128 + j1] * 0.9f + wte_grad[j0 * 128 + j1] * clip_coef_row * 0.1f;
+            wte_exp_avg_sq[j0 * 128 + j1] = wte_exp_avg_sq[j0 * 128 + j1] * 0.95f + wte_grad[j0 * 128 + j1] * clip_coef_row * (wte_grad[j0 * 128 + j1] * clip_coef_row) * 0.05f;
+            wte[j0 * 128 + j1] = wte[j0 * 128 + j1] - lr / bc1 * (wte_exp_avg[j0 * 128 + j1] / (sqrtf(wte_exp_avg_sq[j0 * 128 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
 }
@@ -1195,7 +1203,7 @@ static void set_wpe_2(real *restrict wpe, real *restrict wpe_exp_avg, real *rest
             wpe[j0 * 128 + j1] = wpe[j0 * 128 + j1] * (1.0f - lr * 0.1f);
             wpe_exp_avg[j0 * 128 + j1] = wpe_exp_avg[j0 * 128 + j1] * 0.9f + wpe_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
             wpe_exp_avg_sq[j0 * 128 + j1] = wpe_exp_avg_sq[j0 * 128 + j1] * 0.95f + wpe_grad[j0 * 128 + j1] * clip_coef[0] * (wpe_grad[j0 * 128 + j1] * clip_coef[0]) * 0.05f;
-            wpe[j0 * 128 + j1] = wpe[j0 * 128 + j1] - lr / bc1 * (wpe_exp_avg[j0 * 128 + j1] / (sqrtf(wpe_exp_avg_sq[j0 * 128 + j1]) / sqrt_bc2 + 1e-08f));
+            wpe[j0 * 128 + j1] = wpe[j0 * 128 + j1] - lr / bc1 * (wpe_exp_avg[j0 * 128 + j1] / (sqrtf(wpe_exp_avg_sq[j0 * 128 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
 }
@@ -1206,28 +1214,28 @@ static void set_ln1_g_exp_avg_2(real *restrict ln1_g_exp_avg, real *restrict ln1
     for (int64_t j = 0; j < 128; ++j) {
         ln1_g_exp_avg[j] = ln1_g_exp_avg[j] * 0.9f + ln1_g_grad[j] * clip_coef[0] * 0.1f;
         ln1_g_exp_avg_sq[j] = ln1_g_exp_avg_sq[j] * 0.95f + ln1_g_grad[j] * clip_coef[0] * (ln1_g_grad[j] * clip_coef[0]) * 0.05f;
-        ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         ln1_b_exp_avg[j] = ln1_b_exp_avg[j] * 0.9f + ln1_b_grad[j] * clip_coef[0] * 0.1f;
         ln1_b_exp_avg_sq[j] = ln1_b_exp_avg_sq[j] * 0.95f + ln1_b_grad[j] * clip_coef[0] * (ln1_b_grad[j] * clip_coef[0]) * 0.05f;
-        ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         b_o_exp_avg[j] = b_o_exp_avg[j] * 0.9f + b_o_grad[j] * clip_coef[0] * 0.1f;
         b_o_exp_avg_sq[j] = b_o_exp_avg_sq[j] * 0.95f + b_o_grad[j] * clip_coef[0] * (b_o_grad[j] * clip_coef[0]) * 0.05f;
-        b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         ln2_g_exp_avg[j] = ln2_g_exp_avg[j] * 0.9f + ln2_g_grad[j] * clip_coef[0] * 0.1f;
         ln2_g_exp_avg_sq[j] = ln2_g_exp_avg_sq[j] * 0.95f + ln2_g_grad[j] * clip_coef[0] * (ln2_g_grad[j] * clip_coef[0]) * 0.05f;
-        ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         ln2_b_exp_avg[j] = ln2_b_exp_avg[j] * 0.9f + ln2_b_grad[j] * clip_coef[0] * 0.1f;
         ln2_b_exp_avg_sq[j] = ln2_b_exp_avg_sq[j] * 0.95f + ln2_b_grad[j] * clip_coef[0] * (ln2_b_grad[j] * clip_coef[0]) * 0.05f;
-        ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         b_pr_exp_avg[j] = b_pr_exp_avg[j] * 0.9f + b_pr_grad[j] * clip_coef[0] * 0.1f;
         b_pr_exp_avg_sq[j] = b_pr_exp_avg_sq[j] * 0.95f + b_pr_grad[j] * clip_coef[0] * (b_pr_grad[j] * clip_coef[0]) * 0.05f;
-        b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         lnf_g_exp_avg[j] = lnf_g_exp_avg[j] * 0.9f + lnf_g_grad[j] * clip_coef[0] * 0.1f;
         lnf_g_exp_avg_sq[j] = lnf_g_exp_avg_sq[j] * 0.95f + lnf_g_grad[j] * clip_coef[0] * (lnf_g_grad[j] * clip_coef[0]) * 0.05f;
-        lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
         lnf_b_exp_avg[j] = lnf_b_exp_avg[j] * 0.9f + lnf_b_grad[j] * clip_coef[0] * 0.1f;
         lnf_b_exp_avg_sq[j] = lnf_b_exp_avg_sq[j] * 0.95f + lnf_b_grad[j] * clip_coef[0] * (lnf_b_grad[j] * clip_coef[0]) * 0.05f;
-        lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1238,12 +1246,13 @@ static void set_w_qkv_2(real *restrict w_qkv, real *restrict w_qkv_exp_avg, real
     for (int64_t j0 = 0; j0 < 3; ++j0) {
         for (int64_t j1 = 0; j1 < 4; ++j1) {
             for (int64_t j2 = 0; j2 < 32; ++j2) {
+                const real clip_coef_row = clip_coef[0];
                 CANNL_SIMD
                 for (int64_t j3 = 0; j3 < 128; ++j3) {
                     w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * (1.0f - lr * 0.1f);
-                    w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.9f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0] * 0.1f;
-                    w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.95f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0] * (w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0]) * 0.05f;
-                    w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] - lr / bc1 * (w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] / (sqrtf(w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3]) / sqrt_bc2 + 1e-08f));
+                    w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.9f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef_row * 0.1f;
+                    w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.95f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef_row * (w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef_row) * 0.05f;
+                    w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] - lr / bc1 * (w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] / (sqrtf(w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3]) * (1.0f / sqrt_bc2) + 1e-08f));
                 }
             }
         }
@@ -1258,7 +1267,7 @@ static void set_b_qkv_exp_avg_2(real *restrict b_qkv_exp_avg, real *restrict b_q
             for (int64_t j2 = 0; j2 < 32; ++j2) {
                 b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] = b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] * 0.9f + b_qkv_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * 0.1f;
                 b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] * 0.95f + b_qkv_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * (b_qkv_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0]) * 0.05f;
-                b_qkv[j0 * 128 + j1 * 32 + j2] = b_qkv[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) / sqrt_bc2 + 1e-08f));
+                b_qkv[j0 * 128 + j1 * 32 + j2] = b_qkv[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
             }
         }
     }
@@ -1273,7 +1282,7 @@ static void set_w_o_2(real *restrict w_o, real *restrict w_o_exp_avg, real *rest
                 w_o[j0 * 128 + j1 * 32 + j2] = w_o[j0 * 128 + j1 * 32 + j2] * (1.0f - lr * 0.1f);
                 w_o_exp_avg[j0 * 128 + j1 * 32 + j2] = w_o_exp_avg[j0 * 128 + j1 * 32 + j2] * 0.9f + w_o_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * 0.1f;
                 w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2] * 0.95f + w_o_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * (w_o_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0]) * 0.05f;
-                w_o[j0 * 128 + j1 * 32 + j2] = w_o[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (w_o_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) / sqrt_bc2 + 1e-08f));
+                w_o[j0 * 128 + j1 * 32 + j2] = w_o[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (w_o_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
             }
         }
     }
@@ -1284,12 +1293,13 @@ CANNL_MULTIVERSION
 static void set_w_fc_2(real *restrict w_fc, real *restrict w_fc_exp_avg, real *restrict w_fc_exp_avg_sq, const real *restrict w_fc_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 512; ++j0) {
+        const real clip_coef_row = clip_coef[0];
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 128; ++j1) {
             w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] * (1.0f - lr * 0.1f);
-            w_fc_exp_avg[j0 * 128 + j1] = w_fc_exp_avg[j0 * 128 + j1] * 0.9f + w_fc_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
-            w_fc_exp_avg_sq[j0 * 128 + j1] = w_fc_exp_avg_sq[j0 * 128 + j1] * 0.95f + w_fc_grad[j0 * 128 + j1] * clip_coef[0] * (w_fc_grad[j0 * 128 + j1] * clip_coef[0]) * 0.05f;
-            w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] - lr / bc1 * (w_fc_exp_avg[j0 * 128 + j1] / (sqrtf(w_fc_exp_avg_sq[j0 * 128 + j1]) / sqrt_bc2 + 1e-08f));
+            w_fc_exp_avg[j0 * 128 + j1] = w_fc_exp_avg[j0 * 128 + j1] * 0.9f + w_fc_grad[j0 * 128 + j1] * clip_coef_row * 0.1f;
+            w_fc_exp_avg_sq[j0 * 128 + j1] = w_fc_exp_avg_sq[j0 * 128 + j1] * 0.95f + w_fc_grad[j0 * 128 + j1] * clip_coef_row * (w_fc_grad[j0 * 128 + j1] * clip_coef_row) * 0.05f;
+            w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] - lr / bc1 * (w_fc_exp_avg[j0 * 128 + j1] / (sqrtf(w_fc_exp_avg_sq[j0 * 128 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
 }
@@ -1300,7 +1310,7 @@ static void set_b_fc_exp_avg_2(real *restrict b_fc_exp_avg, real *restrict b_fc_
     for (int64_t j = 0; j < 512; ++j) {
         b_fc_exp_avg[j] = b_fc_exp_avg[j] * 0.9f + b_fc_grad[j] * clip_coef[0] * 0.1f;
         b_fc_exp_avg_sq[j] = b_fc_exp_avg_sq[j] * 0.95f + b_fc_grad[j] * clip_coef[0] * (b_fc_grad[j] * clip_coef[0]) * 0.05f;
-        b_fc[j] = b_fc[j] - lr / bc1 * (b_fc_exp_avg[j] / (sqrtf(b_fc_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b_fc[j] = b_fc[j] - lr / bc1 * (b_fc_exp_avg[j] / (sqrtf(b_fc_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1309,12 +1319,13 @@ CANNL_MULTIVERSION
 static void set_w_pr_2(real *restrict w_pr, real *restrict w_pr_exp_avg, real *restrict w_pr_exp_avg_sq, const real *restrict w_pr_grad, const real *restrict clip_coef, const real bc1, const real lr, const real sqrt_bc2) {
     CANNL_PRAGMA("omp parallel for if(65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t j0 = 0; j0 < 128; ++j0) {
+        const real clip_coef_row = clip_coef[0];
         CANNL_SIMD
         for (int64_t j1 = 0; j1 < 512; ++j1) {
             w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] * (1.0f - lr * 0.1f);
-            w_pr_exp_avg[j0 * 512 + j1] = w_pr_exp_avg[j0 * 512 + j1] * 0.9f + w_pr_grad[j0 * 512 + j1] * clip_coef[0] * 0.1f;
-            w_pr_exp_avg_sq[j0 * 512 + j1] = w_pr_exp_avg_sq[j0 * 512 + j1] * 0.95f + w_pr_grad[j0 * 512 + j1] * clip_coef[0] * (w_pr_grad[j0 * 512 + j1] * clip_coef[0]) * 0.05f;
-            w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] - lr / bc1 * (w_pr_exp_avg[j0 * 512 + j1] / (sqrtf(w_pr_exp_avg_sq[j0 * 512 + j1]) / sqrt_bc2 + 1e-08f));
+            w_pr_exp_avg[j0 * 512 + j1] = w_pr_exp_avg[j0 * 512 + j1] * 0.9f + w_pr_grad[j0 * 512 + j1] * clip_coef_row * 0.1f;
+            w_pr_exp_avg_sq[j0 * 512 + j1] = w_pr_exp_avg_sq[j0 * 512 + j1] * 0.95f + w_pr_grad[j0 * 512 + j1] * clip_coef_row * (w_pr_grad[j0 * 512 + j1] * clip_coef_row) * 0.05f;
+            w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] - lr / bc1 * (w_pr_exp_avg[j0 * 512 + j1] / (sqrtf(w_pr_exp_avg_sq[j0 * 512 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
         }
     }
 }
@@ -1325,9 +1336,11 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, co
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h1_mean_row = h1_mean[b0 * 64 + b1];
+            const real h1_var_row = h1_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
-                h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * ln1_g[o] + ln1_b[o];
+                h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean_row) * (1.0f / sqrtf(h1_var_row + 1e-05f)) * ln1_g[o] + ln1_b[o];
         }
     }
 }
@@ -1351,9 +1364,11 @@ static void set_h2(int64_t n, real *restrict h2, const real *restrict x1, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h2_mean_row = h2_mean[b0 * 64 + b1];
+            const real h2_var_row = h2_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
-                h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * ln2_g[o] + ln2_b[o];
+                h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean_row) * (1.0f / sqrtf(h2_var_row + 1e-05f)) * ln2_g[o] + ln2_b[o];
         }
     }
 }
@@ -1377,9 +1392,11 @@ static void set_logits_v(int64_t n, real *restrict logits_v, const real *restric
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real logits_mean_row = logits_mean[b0 * 64 + b1];
+            const real logits_var_row = logits_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
-                logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * lnf_g[o] + lnf_b[o];
+                logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean_row) * (1.0f / sqrtf(logits_var_row + 1e-05f)) * lnf_g[o] + lnf_b[o];
         }
     }
 }
@@ -1408,7 +1425,7 @@ static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_arg
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = INFINITY;
             for (int64_t o = 0; o < 256; ++o) {
-                const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(o) : INFINITY;
+                const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(int32_t)(o) : INFINITY;
                 acc = v < acc ? v : acc;
             }
             accuracy_pred_argmax[b0 * 64 + b1] = acc;
@@ -1422,7 +1439,7 @@ static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restric
     real acc = 0.0f;
     for (int64_t b0 = 0; b0 < n; ++b0)
     for (int64_t b1 = 0; b1 < 64; ++b1)
-        acc += ((real)(accuracy_pred_argmax[b0 * 64 + b1] == next[b0 * 64 + b1])) / ((real)n * 64.0f);
+        acc += ((real)(accuracy_pred_argmax[b0 * 64 + b1] == next[b0 * 64 + b1])) * (1.0f / ((real)n * 64.0f));
     accuracy[0] = acc;
 }
 
@@ -1432,7 +1449,7 @@ static void set_ln1_g_exp_avg_3(real *restrict ln1_g_exp_avg, real *restrict ln1
     for (int64_t j = 0; j < 128; ++j) {
         ln1_g_exp_avg[j] = ln1_g_exp_avg[j] * 0.9f + ln1_g_grad[j] * clip_coef[0] * 0.1f;
         ln1_g_exp_avg_sq[j] = ln1_g_exp_avg_sq[j] * 0.95f + ln1_g_grad[j] * clip_coef[0] * (ln1_g_grad[j] * clip_coef[0]) * 0.05f;
-        ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1442,7 +1459,7 @@ static void set_ln1_b_exp_avg_2(real *restrict ln1_b_exp_avg, real *restrict ln1
     for (int64_t j = 0; j < 128; ++j) {
         ln1_b_exp_avg[j] = ln1_b_exp_avg[j] * 0.9f + ln1_b_grad[j] * clip_coef[0] * 0.1f;
         ln1_b_exp_avg_sq[j] = ln1_b_exp_avg_sq[j] * 0.95f + ln1_b_grad[j] * clip_coef[0] * (ln1_b_grad[j] * clip_coef[0]) * 0.05f;
-        ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1452,7 +1469,7 @@ static void set_b_o_exp_avg_2(real *restrict b_o_exp_avg, real *restrict b_o_exp
     for (int64_t j = 0; j < 128; ++j) {
         b_o_exp_avg[j] = b_o_exp_avg[j] * 0.9f + b_o_grad[j] * clip_coef[0] * 0.1f;
         b_o_exp_avg_sq[j] = b_o_exp_avg_sq[j] * 0.95f + b_o_grad[j] * clip_coef[0] * (b_o_grad[j] * clip_coef[0]) * 0.05f;
-        b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1462,7 +1479,7 @@ static void set_ln2_g_exp_avg_2(real *restrict ln2_g_exp_avg, real *restrict ln2
     for (int64_t j = 0; j < 128; ++j) {
         ln2_g_exp_avg[j] = ln2_g_exp_avg[j] * 0.9f + ln2_g_grad[j] * clip_coef[0] * 0.1f;
         ln2_g_exp_avg_sq[j] = ln2_g_exp_avg_sq[j] * 0.95f + ln2_g_grad[j] * clip_coef[0] * (ln2_g_grad[j] * clip_coef[0]) * 0.05f;
-        ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1472,7 +1489,7 @@ static void set_ln2_b_exp_avg_2(real *restrict ln2_b_exp_avg, real *restrict ln2
     for (int64_t j = 0; j < 128; ++j) {
         ln2_b_exp_avg[j] = ln2_b_exp_avg[j] * 0.9f + ln2_b_grad[j] * clip_coef[0] * 0.1f;
         ln2_b_exp_avg_sq[j] = ln2_b_exp_avg_sq[j] * 0.95f + ln2_b_grad[j] * clip_coef[0] * (ln2_b_grad[j] * clip_coef[0]) * 0.05f;
-        ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1482,7 +1499,7 @@ static void set_b_pr_exp_avg_2(real *restrict b_pr_exp_avg, real *restrict b_pr_
     for (int64_t j = 0; j < 128; ++j) {
         b_pr_exp_avg[j] = b_pr_exp_avg[j] * 0.9f + b_pr_grad[j] * clip_coef[0] * 0.1f;
         b_pr_exp_avg_sq[j] = b_pr_exp_avg_sq[j] * 0.95f + b_pr_grad[j] * clip_coef[0] * (b_pr_grad[j] * clip_coef[0]) * 0.05f;
-        b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1492,7 +1509,7 @@ static void set_lnf_g_exp_avg_2(real *restrict lnf_g_exp_avg, real *restrict lnf
     for (int64_t j = 0; j < 128; ++j) {
         lnf_g_exp_avg[j] = lnf_g_exp_avg[j] * 0.9f + lnf_g_grad[j] * clip_coef[0] * 0.1f;
         lnf_g_exp_avg_sq[j] = lnf_g_exp_avg_sq[j] * 0.95f + lnf_g_grad[j] * clip_coef[0] * (lnf_g_grad[j] * clip_coef[0]) * 0.05f;
-        lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1502,7 +1519,7 @@ static void set_lnf_b_exp_avg_2(real *restrict lnf_b_exp_avg, real *restrict lnf
     for (int64_t j = 0; j < 128; ++j) {
         lnf_b_exp_avg[j] = lnf_b_exp_avg[j] * 0.9f + lnf_b_grad[j] * clip_coef[0] * 0.1f;
         lnf_b_exp_avg_sq[j] = lnf_b_exp_avg_sq[j] * 0.95f + lnf_b_grad[j] * clip_coef[0] * (lnf_b_grad[j] * clip_coef[0]) * 0.05f;
-        lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+        lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     }
 }
 
@@ -1741,7 +1758,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq; /* [128] exp_avg_sq of lnf_g */
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg; /* [128] exp_avg of lnf_b */
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq; /* [128] exp_avg_sq of lnf_b */
-    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 244121664 bytes */
+    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 227344448 bytes */
     real *const x0_emb = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const x0_emb_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0_emb */
     real *const grad_norm = (real *)(work + 0); /* [] the sum of the squares of every gradient */
@@ -1783,14 +1800,14 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const logits_v = (real *)(work + 168427520); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const logits_v_grad = (real *)(work + 168427520); /* [batch, 64, 128] gradient of logits_v */
     real *const logits = (real *)(work + 176816128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const logits_grad = (real *)(work + 176816128); /* [batch, 64, 256] gradient of logits */
     real *const loss_max = (real *)(work + 193593344); /* [batch, 64] [batch, 64 | ] */
     real *const loss_sumexp = (real *)(work + 193658880); /* [batch, 64] [batch, 64 | ] */
     real *const loss_ce = (real *)(work + 193724416); /* [batch, 64] [batch, 64 | ] */
     real *const loss_sumexp_grad = (real *)(work + 193724416); /* [batch, 64] gradient of loss_sumexp */
     real *const loss_ = (real *)(work + 193789952); /* [] loss : [] */
     real *const qkv_grad = (real *)(work + 193790016); /* [batch, 64, 3, 4, 32] gradient of qkv */
-    real *const logits_grad = (real *)(work + 218955840); /* [batch, 64, 256] gradient of logits */
-    real *const x2_grad = (real *)(work + 235733056); /* [batch, 64, 128] gradient of x2 */
+    real *const x2_grad = (real *)(work + 218955840); /* [batch, 64, 128] gradient of x2 */
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -1862,9 +1879,8 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     fill_qkv_grad(n, qkv_grad);
 
     /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
-    set_logits_grad(n, logits_grad, next);
     sum_loss_sumexp_grad(n, loss_sumexp_grad, next, loss_sumexp);
-    add_logits_grad(n, logits_grad, loss_sumexp_grad, logits, loss_max);
+    set_logits_grad(n, logits_grad, next, loss_sumexp_grad, logits, loss_max);
 
     /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
     /* matrix product wte_grad = logits_grad . logits_v: M = 256 (o), N = 128 (k), K = n * 64 (b0, b1) */
@@ -2259,7 +2275,7 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     real *const ln1_g_grad = m->ln1_g_grad; /* [128] gradient of ln1_g */
     real *const ln1_b_grad = m->ln1_b_grad; /* [128] gradient of ln1_b */
     real *const wpe_grad = m->wpe_grad; /* [64, 128] gradient of wpe */
-    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 244121664 bytes */
+    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 227344448 bytes */
     real *const x0_emb = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const x0_emb_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0_emb */
     real *const h1_mean = (real *)(work + 8388608); /* [batch, 64] [batch, 64 | ] */
@@ -2299,14 +2315,14 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     real *const logits_v = (real *)(work + 168427520); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const logits_v_grad = (real *)(work + 168427520); /* [batch, 64, 128] gradient of logits_v */
     real *const logits = (real *)(work + 176816128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const logits_grad = (real *)(work + 176816128); /* [batch, 64, 256] gradient of logits */
     real *const loss_max = (real *)(work + 193593344); /* [batch, 64] [batch, 64 | ] */
     real *const loss_sumexp = (real *)(work + 193658880); /* [batch, 64] [batch, 64 | ] */
     real *const loss_ce = (real *)(work + 193724416); /* [batch, 64] [batch, 64 | ] */
     real *const loss_sumexp_grad = (real *)(work + 193724416); /* [batch, 64] gradient of loss_sumexp */
     real *const loss_ = (real *)(work + 193789952); /* [] loss : [] */
     real *const qkv_grad = (real *)(work + 193790016); /* [batch, 64, 3, 4, 32] gradient of qkv */
-    real *const logits_grad = (real *)(work + 218955840); /* [batch, 64, 256] gradient of logits */
-    real *const x2_grad = (real *)(work + 235733056); /* [batch, 64, 128] gradient of x2 */
+    real *const x2_grad = (real *)(work + 218955840); /* [batch, 64, 128] gradient of x2 */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -2374,9 +2390,8 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     fill_qkv_grad(n, qkv_grad);
 
     /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
-    set_logits_grad(n, logits_grad, next);
     sum_loss_sumexp_grad(n, loss_sumexp_grad, next, loss_sumexp);
-    add_logits_grad(n, logits_grad, loss_sumexp_grad, logits, loss_max);
+    set_logits_grad(n, logits_grad, next, loss_sumexp_grad, logits, loss_max);
 
     /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
     /* matrix product wte_grad = logits_grad . logits_v: M = 256 (o), N = 128 (k), K = n * 64 (b0, b1) */
@@ -2749,7 +2764,7 @@ static void bind_opt_state(struct gpt_tiny *m) {
 struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
     struct gpt_tiny *m = (struct gpt_tiny *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(246037568);
+    m->arena = cannl_alloc(229260352);
     m->opt_state = cannl_alloc(1915904);
     if (!m->arena || !m->opt_state) {
         cannl_free(m->arena);

@@ -100,9 +100,11 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict x0_emb, co
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h1_mean_row = h1_mean[b0 * 64 + b1];
+            const real h1_var_row = h1_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
-                h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * ln1_g[o] + ln1_b[o];
+                h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean_row) * (1.0f / sqrtf(h1_var_row + 1e-05f)) * ln1_g[o] + ln1_b[o];
         }
     }
 }
@@ -171,9 +173,11 @@ static void set_h2(int64_t n, real *restrict h2, const real *restrict x1, const 
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real h2_mean_row = h2_mean[b0 * 64 + b1];
+            const real h2_var_row = h2_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
-                h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * ln2_g[o] + ln2_b[o];
+                h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean_row) * (1.0f / sqrtf(h2_var_row + 1e-05f)) * ln2_g[o] + ln2_b[o];
         }
     }
 }
@@ -225,9 +229,11 @@ static void set_logits_v(int64_t n, real *restrict logits_v, const real *restric
     CANNL_PRAGMA("omp parallel for if(n * 8192 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 64; ++b1) {
+            const real logits_mean_row = logits_mean[b0 * 64 + b1];
+            const real logits_var_row = logits_var[b0 * 64 + b1];
             CANNL_SIMD
             for (int64_t o = 0; o < 128; ++o)
-                logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * lnf_g[o] + lnf_b[o];
+                logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean_row) * (1.0f / sqrtf(logits_var_row + 1e-05f)) * lnf_g[o] + lnf_b[o];
         }
     }
 }
@@ -270,7 +276,7 @@ static void sum_loss_ce(int64_t n, real *restrict loss_ce, const int32_t *restri
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = 0.0f;
             for (int64_t o = 0; o < 256; ++o)
-                acc += -(((real)(next[b0 * 64 + b1] == (real)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
+                acc += -(((real)(next[b0 * 64 + b1] == (real)(int32_t)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
             loss_ce[b0 * 64 + b1] = acc;
         }
     }
@@ -282,7 +288,7 @@ static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict loss
     real acc = 0.0f;
     for (int64_t b0 = 0; b0 < n; ++b0)
     for (int64_t b1 = 0; b1 < 64; ++b1)
-        acc += loss_ce[b0 * 64 + b1] / ((real)n * 64.0f);
+        acc += loss_ce[b0 * 64 + b1] * (1.0f / ((real)n * 64.0f));
     loss_[0] = acc;
 }
 
@@ -310,7 +316,7 @@ static void min_accuracy_pred_argmax(int64_t n, real *restrict accuracy_pred_arg
         for (int64_t b1 = 0; b1 < 64; ++b1) {
             real acc = INFINITY;
             for (int64_t o = 0; o < 256; ++o) {
-                const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(o) : INFINITY;
+                const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(int32_t)(o) : INFINITY;
                 acc = v < acc ? v : acc;
             }
             accuracy_pred_argmax[b0 * 64 + b1] = acc;
@@ -324,7 +330,7 @@ static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restric
     real acc = 0.0f;
     for (int64_t b0 = 0; b0 < n; ++b0)
     for (int64_t b1 = 0; b1 < 64; ++b1)
-        acc += ((real)(accuracy_pred_argmax[b0 * 64 + b1] == next[b0 * 64 + b1])) / ((real)n * 64.0f);
+        acc += ((real)(accuracy_pred_argmax[b0 * 64 + b1] == next[b0 * 64 + b1])) * (1.0f / ((real)n * 64.0f));
     accuracy[0] = acc;
 }
 
@@ -350,7 +356,7 @@ static void sum_h1_var_2(int64_t pos, real *restrict h1_var, const real *restric
 CANNL_MULTIVERSION
 static void set_h1_2(int64_t pos, real *restrict h1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict ln1_g, const real *restrict ln1_b) {
     for (int64_t o = 0; o < 128; ++o)
-        h1[pos * 128 + o] = (x0_emb[pos * 128 + o] + wpe[pos * 128 + o] - h1_mean[pos]) / sqrtf(h1_var[pos] + 1e-05f) * ln1_g[o] + ln1_b[o];
+        h1[pos * 128 + o] = (x0_emb[pos * 128 + o] + wpe[pos * 128 + o] - h1_mean[pos]) * (1.0f / sqrtf(h1_var[pos] + 1e-05f)) * ln1_g[o] + ln1_b[o];
 }
 
 /* line 31: qkv = w_qkv * h1 + b_qkv */
@@ -393,7 +399,7 @@ static void sum_h2_var_2(int64_t pos, real *restrict h2_var, const real *restric
 CANNL_MULTIVERSION
 static void set_h2_2(int64_t pos, real *restrict h2, const real *restrict x1, const real *restrict h2_mean, const real *restrict h2_var, const real *restrict ln2_g, const real *restrict ln2_b) {
     for (int64_t o = 0; o < 128; ++o)
-        h2[pos * 128 + o] = (x1[pos * 128 + o] - h2_mean[pos]) / sqrtf(h2_var[pos] + 1e-05f) * ln2_g[o] + ln2_b[o];
+        h2[pos * 128 + o] = (x1[pos * 128 + o] - h2_mean[pos]) * (1.0f / sqrtf(h2_var[pos] + 1e-05f)) * ln2_g[o] + ln2_b[o];
 }
 
 /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
@@ -425,7 +431,7 @@ static void sum_logits_var_2(int64_t pos, real *restrict logits_var, const real 
 CANNL_MULTIVERSION
 static void set_logits_v_2(int64_t pos, real *restrict logits_v, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_var, const real *restrict lnf_g, const real *restrict lnf_b) {
     for (int64_t o = 0; o < 128; ++o)
-        logits_v[pos * 128 + o] = (x1[pos * 128 + o] + (x2_mm[pos * 128 + o] + b_pr[o]) - logits_mean[pos]) / sqrtf(logits_var[pos] + 1e-05f) * lnf_g[o] + lnf_b[o];
+        logits_v[pos * 128 + o] = (x1[pos * 128 + o] + (x2_mm[pos * 128 + o] + b_pr[o]) - logits_mean[pos]) * (1.0f / sqrtf(logits_var[pos] + 1e-05f)) * lnf_g[o] + lnf_b[o];
 }
 
 

@@ -207,7 +207,7 @@ CANNL_MULTIVERSION
 static void sum_loss_(int64_t n, real *restrict loss_, const real *restrict prob, const real *restrict target) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += powf(prob[b] - target[b], 2.0f) / (real)n;
+        acc += powf(prob[b] - target[b], 2.0f) * (1.0f / (real)n);
     loss_[0] = acc;
 }
 
@@ -335,7 +335,7 @@ CANNL_MULTIVERSION
 static void sum_loss__2(int64_t n, real *restrict loss_, const real *restrict err_) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += err_[b] * err_[b] / (real)n;
+        acc += err_[b] * err_[b] * (1.0f / (real)n);
     loss_[0] = acc;
 }
 
@@ -344,7 +344,7 @@ CANNL_MULTIVERSION
 static void sum_mse(int64_t n, real *restrict mse, const real *restrict err_) {
     real acc = 0.0f;
     for (int64_t b = 0; b < n; ++b)
-        acc += err_[b] * err_[b] / (real)n;
+        acc += err_[b] * err_[b] * (1.0f / (real)n);
     mse[0] = acc;
 }
 

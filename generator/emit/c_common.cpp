@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <fmt/format.h>
 
 #include "driver/version.h"
@@ -195,6 +197,7 @@ bool uses_iter(const ir::Access& a, int iter) {
 
 void CExpr::begin_nest(const ir::Stmt& s, const std::set<std::string>& taken, const std::set<std::string>& reserved) {
   stmt = &s;
+  locals.clear();
   vars.clear();
   dropped.clear();
   for (const auto& it : s.iters) {
@@ -278,13 +281,19 @@ std::string CExpr::flat_index(const ir::Access& a) const {
 }
 
 // Whether index f of a dim of `size` cells can fall outside it: below 0 (lo), past the end (hi).
-static std::pair<bool, bool> may_leave(const ir::Affine& f, long size, const ir::Stmt& stmt) {
+// The least and the greatest value of `f` over the nest's loops (batch loops at their maximum).
+static std::pair<long, long> value_range(const ir::Affine& f, const ir::Stmt& stmt) {
   long lo = f.offset, hi = f.offset;
   for (const auto& t : f.terms) {
     long top = t.coef * (stmt.iters[static_cast<size_t>(t.iter)].size - 1);
     lo += std::min(0L, top);
     hi += std::max(0L, top);
   }
+  return {lo, hi};
+}
+
+static std::pair<bool, bool> may_leave(const ir::Affine& f, long size, const ir::Stmt& stmt) {
+  const auto [lo, hi] = value_range(f, stmt);
   return {lo < 0, hi > size - 1};
 }
 
@@ -362,7 +371,11 @@ std::string CExpr::expr(const ir::Expr& e) {
         return e.name == "n" ? "(double)n" : e.name;
       }
       return e.name == "n" ? "(real)n" : e.name;
-    case Op::Index: return "(real)(" + affine(e.access.index[0]) + ")";
+    case Op::Index: {  // through int32_t when it fits: x86 vectorises int32 -> float, int64 -> float only with AVX-512
+      const auto [lo, hi] = stmt ? value_range(e.access.index[0], *stmt) : std::pair<long, long>{-1L << 40, 0};
+      const bool narrow = lo >= std::numeric_limits<int32_t>::min() && hi <= std::numeric_limits<int32_t>::max();
+      return (narrow ? "(real)(int32_t)(" : "(real)(") + affine(e.access.index[0]) + ")";
+    }
     case Op::Keep: {  // dropout's draw: kept when the hash's high 32 bits reach p 2^32
       helpers.insert("keep");
       const double t = std::min(std::round(e.value * 4294967296.0), 4294967295.0);
@@ -374,6 +387,8 @@ std::string CExpr::expr(const ir::Expr& e) {
     }
     case Op::Load: {
       std::string cond = in_range(e.access);
+      if (cond.empty())
+        if (auto l = locals.find(access(e.access)); l != locals.end()) return l->second;
       return cond.empty() ? access(e.access) : "(" + cond + " ? " + access(e.access) + " : 0)";
     }
     case Op::Neg: return "-" + sub(*e.args[0], 6);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <kainjow/mustache.hpp>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -58,6 +59,9 @@ struct CExpr {
   std::vector<bool> dropped;  // per loop: one iteration (not the batch loop), so no loop and no index term
                               // (an at_pos loop's term is the routine's `pos`)
   const ir::Stmt* stmt = nullptr;
+  // Loads printed as a local that holds them (access text -> local name): the C emitter's
+  // row values, read once before an innermost loop they do not change in.
+  std::map<std::string, std::string> locals;
   std::set<std::string> helpers;  // helper functions used so far
   // The C target: train_grads' dropout numbers its examples from the state's example_offset
   // (a data-parallel rank's slice starts there in the global batch), as the run-time scalar

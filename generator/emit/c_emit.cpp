@@ -350,9 +350,11 @@ private:
     };
     const bool braced = !s.single();  // several assignments in the innermost loop
     const bool simd = !reduce_inner && independent_inner(s, loops);
+    const std::string row_values = simd && !hoist ? row_locals(s, loops.back(), taken, ind(outer_loops - 1)) : "";
     for (int j = 0; j < outer_loops; ++j) {
       const bool inner = j + 1 == outer_loops;
       if (loops[static_cast<size_t>(j)] == s.parallel) out += ind(j) + parallel_for(s, loops[static_cast<size_t>(j)]);
+      if (inner) out += row_values;
       if (hoist && inner) out += ind(j) + fmt::format("if ({}) {{\n", in_range(a0.out));
       if (simd && inner) out += ind(j + shift) + "CANNL_SIMD\n";
       out += ind(j + (inner ? shift : 0)) + loop(j) + (j + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
@@ -391,6 +393,33 @@ private:
     if (!scale.empty() && !assign_acc) {
       const std::string v = fresh_name("i", taken);
       out += fill_first(s, v, "*= " + scale);
+    }
+    return out;
+  }
+
+  // The values an `omp simd` innermost loop reads but does not change along it (a row's mean
+  // and variance: var[b, t] in layer_norm's (x - mean) * (1 / sqrt(var + eps))), each read
+  // once into a local before the loop: the outlined function of `omp parallel` loses
+  // `restrict`, and GCC then reloads them after every store of the unrolled loop and
+  // recomputes what depends on them (a square root and a division per vector). Sets
+  // x_.locals; returns the declarations, indented by `indent`.
+  std::string row_locals(const ir::Stmt& s, int inner, const std::set<std::string>& taken, const std::string& indent) {
+    std::vector<const ir::Expr*> loads;
+    ir::collect_loads(s, loads);
+    std::set<std::string> used = taken;
+    used.insert(x_.vars.begin(), x_.vars.end());
+    std::string out;
+    for (const ir::Expr* l : loads) {
+      const ir::Buffer& b = buf(l->access.buf);
+      bool written = false;
+      for (const ir::Assign& a : s.assigns) written = written || a.out.buf == l->access.buf;
+      if (written || b.ids > 0 || uses_iter(l->access, inner) || !x_.in_range(l->access).empty()) continue;
+      const std::string text = x_.access(l->access);
+      if (x_.locals.count(text)) continue;
+      const std::string v = fresh_name(b.name + "_row", used);
+      used.insert(v);
+      x_.locals[text] = v;
+      out += indent + fmt::format("const real {} = {};\n", v, text);
     }
     return out;
   }

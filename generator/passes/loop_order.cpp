@@ -8,7 +8,7 @@
 //   innermost, the loop with the most unit-stride accesses (the write counting double but in
 //     a reduction (+=, max=, min=), where each access walking the loop at another stride, a
 //     gather, counts -3; on a tie the reduction loop, which the C emitter turns into a
-//     vectorised dot product);
+//     vectorised dot product, then the loop the write walks at unit stride);
 //   in between, the other written-index loops, then the remaining reduction loops;
 //   except a sum into at most 4096 cells (no batch axis) along their own unit-stride loop
 //   when no reduction loop has a unit stride (a bias gradient): the reduction loops outside,
@@ -120,8 +120,11 @@ void order_nest(const ir::Program& p, ir::Stmt& s) {
           score -= 3 * (sr != 0 && sr != 1);
         }
       }
+      // On a tie the reduction loop, then the loop the write walks at unit stride: a store
+      // at a row's stride costs more than a read (cross_entropy's gradient, logits_grad[b, t, o]
+      // = -(next[b, t] == o) / N, reads next along t but writes along o).
       bool reduction = !in_access(out, i);
-      int key = 2 * score + reduction;
+      int key = 4 * score + 2 * reduction + (stride_of(p, out, i) == 1);
       if (key > best) best = key, inner = i;
     }
   }

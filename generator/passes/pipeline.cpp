@@ -13,6 +13,8 @@ const std::vector<PassInfo>& pass_list() {
       {"inline_virtual", 2, "virtual nodes: cheap or read-once tensors inlined into their readers", inline_virtual},
       {"order_sums", 2, "the loop order of reductions again, on what inlining put in them (loop_order's rules)", order_sums},
       {"fuse", 2, "producer/consumer pointwise nests over the same loops become one nest", fuse},
+      {"hoist_divisions", 1, "a division by what the innermost loop does not change: a product with its reciprocal",
+       hoist_divisions},
       {"dce", 1, "nests whose results nobody reads (gradients included) are removed", dce},
       {"decode", 0, "generation's decode routine: forward at one position, keys and values kept in caches (causal LMs)",
        make_decode},

@@ -51,6 +51,7 @@ void reuse_values(ir::Program& p, const PassOptions& o);
 void inline_virtual(ir::Program& p, const PassOptions& o);
 void order_sums(ir::Program& p, const PassOptions& o);
 void fuse(ir::Program& p, const PassOptions& o);
+void hoist_divisions(ir::Program& p, const PassOptions& o);
 void dce(ir::Program& p, const PassOptions& o);
 void make_decode(ir::Program& p, const PassOptions& o);
 void plan_memory(ir::Program& p, const PassOptions& o);

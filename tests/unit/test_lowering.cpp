@@ -268,8 +268,13 @@ loss = mean(y *. y)
 minimize loss with sgd(lr = 0.1)
 )", 256, 2);
   const std::string c = emit_c(p, COptions{})[1].text;
-  CHECK(has(c, "    for (int64_t b = 0; b < n; ++b) {\n        CANNL_SIMD\n        for (int64_t o = 0; o < 256; ++o) {\n"
-               "            y_ln[b * 256 + o] = (x[b * 256 + o] - y_mean[b]) / sqrtf(y_var[b] + 1e-05f);\n"
+  // The row's mean and variance are read into locals before the loop (GCC would reload them
+  // after each store, and recompute 1 / sqrt per vector); hoist_divisions made the division
+  // a product with the reciprocal.
+  CHECK(has(c, "    for (int64_t b = 0; b < n; ++b) {\n"
+               "        const real y_mean_row = y_mean[b];\n        const real y_var_row = y_var[b];\n"
+               "        CANNL_SIMD\n        for (int64_t o = 0; o < 256; ++o) {\n"
+               "            y_ln[b * 256 + o] = (x[b * 256 + o] - y_mean_row) * (1.0f / sqrtf(y_var_row + 1e-05f));\n"
                "            y_grad[b * 256 + o] ="));
 }
 

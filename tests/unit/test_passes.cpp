@@ -82,7 +82,7 @@ TEST_CASE("pass list and levels", "[passes]") {
   std::vector<std::string> names;
   for (const auto& p : pass_list()) names.push_back(p.name);
   CHECK(names == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "reuse_values", "inline_virtual",
-                                          "order_sums", "fuse", "dce", "decode", "plan_memory", "mark_contractions", "plan_layout"});
+                                          "order_sums", "fuse", "hoist_divisions", "dce", "decode", "plan_memory", "mark_contractions", "plan_layout"});
   Frag f;
   int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input), y = f.buf("y", {{4, true}, {3, false}});
   f.loops({{"b", 4}, {"o", 3}});
@@ -98,8 +98,8 @@ TEST_CASE("pass list and levels", "[passes]") {
   o.level = 1;
   o.disabled = {"dce"};
   run_passes(f.p, o, [&](const std::string& n, const ir::Program&) { ran.push_back(n); });
-  CHECK(ran == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "decode", "plan_memory", "mark_contractions",
-                                        "plan_layout"});
+  CHECK(ran == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "hoist_divisions", "decode", "plan_memory",
+                                        "mark_contractions", "plan_layout"});
 }
 
 TEST_CASE("simplify: division by a constant, constant factors, identities", "[passes]") {
@@ -295,6 +295,20 @@ TEST_CASE("order_sums: a reduction reads its rows along the summed loop, not col
         "for b < n, t < 8, o < 16:  dv[b, t] += g[o] * (x[b, t, o] - m[b, t]) * m[b, t]\n"
         "for b < n, t < 8, o < 16:  mx[b, t] max= x[b, t, o] - m[b, t]\n"
         "for b < n, t < 8, o < 16:  gg[o] += x[b, t, o] * m[b, t]\n");
+}
+
+TEST_CASE("hoist_divisions: a division by a value the innermost loop does not change", "[passes]") {
+  Frag f;
+  int x = f.buf("x", {{4, true}, {8, false}}, ir::Role::Input), v = f.buf("v", {{4, true}}, ir::Role::Input);
+  int y = f.buf("y", {{4, true}, {8, false}}), z = f.buf("z", {{4, true}, {8, false}}), w = f.buf("w", {{4, true}, {8, false}});
+  f.loops({{"b", 4}, {"o", 8}});
+  f.nest(y, {0, 1}, ir::Accum::Set, div(Frag::ld(x, {0, 1}), add(Frag::ld(v, {0}), c(1))));  // per row: hoisted
+  f.nest(z, {0, 1}, ir::Accum::Set, div(Frag::ld(v, {0}), Frag::ld(x, {0, 1})));              // divisor along o: kept
+  f.nest(w, {0, 1}, ir::Accum::Set, div(Frag::ld(x, {0, 1}), c(3)));                          // a constant: kept
+  CHECK(f.run(hoist_divisions) ==
+        "for b < n, o < 8:  y[b, o] = x[b, o] * (1 / (v[b] + 1))\n"
+        "for b < n, o < 8:  z[b, o] = v[b] / x[b, o]\n"
+        "for b < n, o < 8:  w[b, o] = x[b, o] / 3\n");
 }
 
 TEST_CASE("dce: unread gradients go, param gradients and the loss stay", "[passes]") {

@@ -284,7 +284,7 @@ static __global__ void __launch_bounds__(256) sum_loss_(real *__restrict__ loss_
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += loss_ce[b] / (real)n;
+        acc += loss_ce[b] * (1.0f / (real)n);
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) loss_[0] = acc;
@@ -301,7 +301,7 @@ static __global__ void __launch_bounds__(256) min_p2_arg(real *__restrict__ p2_a
     real acc = INFINITY;
     for (int64_t ky = 0; ky < 2; ++ky)
     for (int64_t kx = 0; kx < 2; ++kx) {
-        const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]) == p2[b * 3136 + y * 448 + x_ * 64 + c] ? (real)(2 * ky + kx) : INFINITY;
+        const real v = cannl_relu(a2_conv[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] + c2[c]) == p2[b * 3136 + y * 448 + x_ * 64 + c] ? (real)(int32_t)(2 * ky + kx) : INFINITY;
         acc = v < acc ? v : acc;
     }
     p2_arg[b * 3136 + y * 448 + x_ * 64 + c] = acc;
@@ -340,7 +340,7 @@ static __global__ void __launch_bounds__(256) min_p1_arg(real *__restrict__ p1_a
     real acc = INFINITY;
     for (int64_t ky = 0; ky < 2; ++ky)
     for (int64_t kx = 0; kx < 2; ++kx) {
-        const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x_ * 32 + c] ? (real)(2 * ky + kx) : INFINITY;
+        const real v = cannl_relu(a1_conv[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] + c1[c]) == p1[b * 6272 + y * 448 + x_ * 32 + c] ? (real)(int32_t)(2 * ky + kx) : INFINITY;
         acc = v < acc ? v : acc;
     }
     p1_arg[b * 6272 + y * 448 + x_ * 32 + c] = acc;
@@ -426,7 +426,7 @@ static __global__ void __launch_bounds__(256) add_a2_grad(real *__restrict__ a2_
     const int64_t x_ = (i_ / 128) % 7;
     const int64_t kx = (i_ / 64) % 2;
     const int64_t c = i_ % 64;
-    a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x_ * 64 + c] * ((real)((real)(2 * ky + kx) == p2_arg[b * 3136 + y * 448 + x_ * 64 + c]));
+    a2_grad[b * 12544 + (2 * y + ky) * 896 + (2 * x_ + kx) * 64 + c] += p2_grad[b * 3136 + y * 448 + x_ * 64 + c] * ((real)((real)(int32_t)(2 * ky + kx) == p2_arg[b * 3136 + y * 448 + x_ * 64 + c]));
 }
 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element) */
@@ -479,7 +479,7 @@ static __global__ void __launch_bounds__(256) add_a1_grad(real *__restrict__ a1_
     const int64_t x_ = (i_ / 64) % 14;
     const int64_t kx = (i_ / 32) % 2;
     const int64_t c = i_ % 32;
-    a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x_ * 32 + c] * ((real)((real)(2 * ky + kx) == p1_arg[b * 6272 + y * 448 + x_ * 32 + c]));
+    a1_grad[b * 25088 + (2 * y + ky) * 896 + (2 * x_ + kx) * 32 + c] += p1_grad[b * 6272 + y * 448 + x_ * 32 + c] * ((real)((real)(int32_t)(2 * ky + kx) == p1_arg[b * 6272 + y * 448 + x_ * 32 + c]));
 }
 
 /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one thread per element) */
@@ -518,7 +518,7 @@ static __global__ void __launch_bounds__(256) set_k1_exp_avg(real *__restrict__ 
     const int64_t j2 = i_ % 5;
     k1_exp_avg[j0 * 25 + j1 * 5 + j2] = k1_exp_avg[j0 * 25 + j1 * 5 + j2] * 0.9f + k1_grad[j0 * 25 + j1 * 5 + j2] * 0.1f;
     k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2] = k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2] * 0.999f + k1_grad[j0 * 25 + j1 * 5 + j2] * k1_grad[j0 * 25 + j1 * 5 + j2] * 0.001f;
-    k1[j0 * 25 + j1 * 5 + j2] = k1[j0 * 25 + j1 * 5 + j2] - lr / bc1 * (k1_exp_avg[j0 * 25 + j1 * 5 + j2] / (sqrtf(k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2]) / sqrt_bc2 + 1e-08f));
+    k1[j0 * 25 + j1 * 5 + j2] = k1[j0 * 25 + j1 * 5 + j2] - lr / bc1 * (k1_exp_avg[j0 * 25 + j1 * 5 + j2] / (sqrtf(k1_exp_avg_sq[j0 * 25 + j1 * 5 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 29: adam update of k2 (one thread per element) */
@@ -531,7 +531,7 @@ static __global__ void __launch_bounds__(256) set_k2_exp_avg(real *__restrict__ 
     const int64_t j3 = i_ % 32;
     k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.9f + k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.1f;
     k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.999f + k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * k2_grad[j0 * 800 + j1 * 160 + j2 * 32 + j3] * 0.001f;
-    k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] - lr / bc1 * (k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] / (sqrtf(k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3]) / sqrt_bc2 + 1e-08f));
+    k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] = k2[j0 * 800 + j1 * 160 + j2 * 32 + j3] - lr / bc1 * (k2_exp_avg[j0 * 800 + j1 * 160 + j2 * 32 + j3] / (sqrtf(k2_exp_avg_sq[j0 * 800 + j1 * 160 + j2 * 32 + j3]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 29: adam update of c1 (one thread per element) */
@@ -541,7 +541,7 @@ static __global__ void __launch_bounds__(256) set_c1_exp_avg(real *__restrict__ 
     const int64_t j = i_;
     c1_exp_avg[j] = c1_exp_avg[j] * 0.9f + c1_grad[j] * 0.1f;
     c1_exp_avg_sq[j] = c1_exp_avg_sq[j] * 0.999f + c1_grad[j] * c1_grad[j] * 0.001f;
-    c1[j] = c1[j] - lr / bc1 * (c1_exp_avg[j] / (sqrtf(c1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    c1[j] = c1[j] - lr / bc1 * (c1_exp_avg[j] / (sqrtf(c1_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 29: adam update of c2 (one thread per element) */
@@ -551,7 +551,7 @@ static __global__ void __launch_bounds__(256) set_c2_exp_avg(real *__restrict__ 
     const int64_t j = i_;
     c2_exp_avg[j] = c2_exp_avg[j] * 0.9f + c2_grad[j] * 0.1f;
     c2_exp_avg_sq[j] = c2_exp_avg_sq[j] * 0.999f + c2_grad[j] * c2_grad[j] * 0.001f;
-    c2[j] = c2[j] - lr / bc1 * (c2_exp_avg[j] / (sqrtf(c2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    c2[j] = c2[j] - lr / bc1 * (c2_exp_avg[j] / (sqrtf(c2_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 29: adam update of b3 (one thread per element) */
@@ -561,7 +561,7 @@ static __global__ void __launch_bounds__(256) set_b3_exp_avg(real *__restrict__ 
     const int64_t j = i_;
     b3_exp_avg[j] = b3_exp_avg[j] * 0.9f + b3_grad[j] * 0.1f;
     b3_exp_avg_sq[j] = b3_exp_avg_sq[j] * 0.999f + b3_grad[j] * b3_grad[j] * 0.001f;
-    b3[j] = b3[j] - lr / bc1 * (b3_exp_avg[j] / (sqrtf(b3_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b3[j] = b3[j] - lr / bc1 * (b3_exp_avg[j] / (sqrtf(b3_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 29: adam update of w3 (one thread per element) */
@@ -574,7 +574,7 @@ static __global__ void __launch_bounds__(256) set_w3_exp_avg(real *__restrict__ 
     const int64_t j3 = i_ % 64;
     w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.9f + w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.1f;
     w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.999f + w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * w3_grad[j0 * 3136 + j1 * 448 + j2 * 64 + j3] * 0.001f;
-    w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] - lr / bc1 * (w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] / (sqrtf(w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3]) / sqrt_bc2 + 1e-08f));
+    w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] = w3[j0 * 3136 + j1 * 448 + j2 * 64 + j3] - lr / bc1 * (w3_exp_avg[j0 * 3136 + j1 * 448 + j2 * 64 + j3] / (sqrtf(w3_exp_avg_sq[j0 * 3136 + j1 * 448 + j2 * 64 + j3]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 29: adam update of w4 (one thread per element) */
@@ -585,7 +585,7 @@ static __global__ void __launch_bounds__(256) set_w4_exp_avg(real *__restrict__ 
     const int64_t j1 = i_ % 1024;
     w4_exp_avg[j0 * 1024 + j1] = w4_exp_avg[j0 * 1024 + j1] * 0.9f + w4_grad[j0 * 1024 + j1] * 0.1f;
     w4_exp_avg_sq[j0 * 1024 + j1] = w4_exp_avg_sq[j0 * 1024 + j1] * 0.999f + w4_grad[j0 * 1024 + j1] * w4_grad[j0 * 1024 + j1] * 0.001f;
-    w4[j0 * 1024 + j1] = w4[j0 * 1024 + j1] - lr / bc1 * (w4_exp_avg[j0 * 1024 + j1] / (sqrtf(w4_exp_avg_sq[j0 * 1024 + j1]) / sqrt_bc2 + 1e-08f));
+    w4[j0 * 1024 + j1] = w4[j0 * 1024 + j1] - lr / bc1 * (w4_exp_avg[j0 * 1024 + j1] / (sqrtf(w4_exp_avg_sq[j0 * 1024 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 29: adam update of b4 (one thread per element) */
@@ -595,7 +595,7 @@ static __global__ void __launch_bounds__(256) set_b4_exp_avg(real *__restrict__ 
     const int64_t j = i_;
     b4_exp_avg[j] = b4_exp_avg[j] * 0.9f + b4_grad[j] * 0.1f;
     b4_exp_avg_sq[j] = b4_exp_avg_sq[j] * 0.999f + b4_grad[j] * b4_grad[j] * 0.001f;
-    b4[j] = b4[j] - lr / bc1 * (b4_exp_avg[j] / (sqrtf(b4_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b4[j] = b4[j] - lr / bc1 * (b4_exp_avg[j] / (sqrtf(b4_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 24: logits = w4 * h3 + b4 (one thread per element) */
@@ -627,7 +627,7 @@ static __global__ void __launch_bounds__(256) min_accuracy_pred_argmax(real *__r
     const int64_t b = i_;
     real acc = INFINITY;
     for (int64_t o = 0; o < 10; ++o) {
-        const real v = logits_mm[b * 10 + o] + b4[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+        const real v = logits_mm[b * 10 + o] + b4[o] == accuracy_pred_max[b] ? (real)(int32_t)(o) : INFINITY;
         acc = v < acc ? v : acc;
     }
     accuracy_pred_argmax[b] = acc;
@@ -653,7 +653,7 @@ static __global__ void __launch_bounds__(256) min_accuracy_true_argmax(real *__r
     const int64_t b = i_;
     real acc = INFINITY;
     for (int64_t o = 0; o < 10; ++o) {
-        const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+        const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(int32_t)(o) : INFINITY;
         acc = v < acc ? v : acc;
     }
     accuracy_true_argmax[b] = acc;
@@ -667,7 +667,7 @@ static __global__ void __launch_bounds__(256) sum_accuracy(real *__restrict__ ac
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) * (1.0f / (real)n);
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) accuracy[0] = acc;

@@ -191,7 +191,7 @@ static __global__ void __launch_bounds__(256) set_h1_ln(real *__restrict__ h1_ln
     if (i_ >= n * 256) return;
     const int64_t b = i_ / 256;
     const int64_t o = i_ % 256;
-    h1_ln[b * 256 + o] = (z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f);
+    h1_ln[b * 256 + o] = (z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) * (1.0f / sqrtf(h1_var[b] + 1e-05f));
     h1[b * 256 + o] = cannl_relu(gain[o] * h1_ln[b * 256 + o] + bias[o]);
 }
 
@@ -361,7 +361,7 @@ static __global__ void __launch_bounds__(256) sum_h1_var_grad(real *__restrict__
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 256; r_ += 32) {
         const int64_t o = r_;
-        acc += -(h1_ln_grad[b * 256 + o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) * (1.0f / (sqrtf(h1_var[b] + 1e-05f) * 2.0f)) / (sqrtf(h1_var[b] + 1e-05f) * sqrtf(h1_var[b] + 1e-05f))));
+        acc += -(h1_ln_grad[b * 256 + o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) * (1.0f / (sqrtf(h1_var[b] + 1e-05f) * 2.0f)) * (1.0f / (sqrtf(h1_var[b] + 1e-05f) * sqrtf(h1_var[b] + 1e-05f)))));
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) h1_var_grad[b] = acc;
@@ -416,7 +416,7 @@ static __global__ void __launch_bounds__(256) set_w1_exp_avg(real *__restrict__ 
     const int64_t j2 = i_ % 28;
     w1_exp_avg[j0 * 784 + j1 * 28 + j2] = w1_exp_avg[j0 * 784 + j1 * 28 + j2] * 0.9f + w1_grad[j0 * 784 + j1 * 28 + j2] * 0.1f;
     w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] = w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] * 0.999f + w1_grad[j0 * 784 + j1 * 28 + j2] * w1_grad[j0 * 784 + j1 * 28 + j2] * 0.001f;
-    w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1 * 28 + j2] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2]) / sqrt_bc2 + 1e-08f));
+    w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1 * 28 + j2] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 25: adamw update of gain; adamw update of b1; adamw update of bias (one thread per element) */
@@ -427,15 +427,15 @@ static __global__ void __launch_bounds__(256) set_gain(real *__restrict__ gain, 
     gain[j] = gain[j] * (1.0f - lr * 0.01f);
     gain_exp_avg[j] = gain_exp_avg[j] * 0.9f + gain_grad[j] * 0.1f;
     gain_exp_avg_sq[j] = gain_exp_avg_sq[j] * 0.999f + gain_grad[j] * gain_grad[j] * 0.001f;
-    gain[j] = gain[j] - lr / bc1 * (gain_exp_avg[j] / (sqrtf(gain_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    gain[j] = gain[j] - lr / bc1 * (gain_exp_avg[j] / (sqrtf(gain_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     b1[j] = b1[j] * (1.0f - lr * 0.01f);
     b1_exp_avg[j] = b1_exp_avg[j] * 0.9f + b1_grad[j] * 0.1f;
     b1_exp_avg_sq[j] = b1_exp_avg_sq[j] * 0.999f + b1_grad[j] * b1_grad[j] * 0.001f;
-    b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     bias[j] = bias[j] * (1.0f - lr * 0.01f);
     bias_exp_avg[j] = bias_exp_avg[j] * 0.9f + bias_grad[j] * 0.1f;
     bias_exp_avg_sq[j] = bias_exp_avg_sq[j] * 0.999f + bias_grad[j] * bias_grad[j] * 0.001f;
-    bias[j] = bias[j] - lr / bc1 * (bias_exp_avg[j] / (sqrtf(bias_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    bias[j] = bias[j] - lr / bc1 * (bias_exp_avg[j] / (sqrtf(bias_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 25: adamw update of w2 (one thread per element) */
@@ -447,7 +447,7 @@ static __global__ void __launch_bounds__(256) set_w2(real *__restrict__ w2, real
     w2[j0 * 256 + j1] = w2[j0 * 256 + j1] * (1.0f - lr * 0.01f);
     w2_exp_avg[j0 * 256 + j1] = w2_exp_avg[j0 * 256 + j1] * 0.9f + w2_grad[j0 * 256 + j1] * 0.1f;
     w2_exp_avg_sq[j0 * 256 + j1] = w2_exp_avg_sq[j0 * 256 + j1] * 0.999f + w2_grad[j0 * 256 + j1] * w2_grad[j0 * 256 + j1] * 0.001f;
-    w2[j0 * 256 + j1] = w2[j0 * 256 + j1] - lr / bc1 * (w2_exp_avg[j0 * 256 + j1] / (sqrtf(w2_exp_avg_sq[j0 * 256 + j1]) / sqrt_bc2 + 1e-08f));
+    w2[j0 * 256 + j1] = w2[j0 * 256 + j1] - lr / bc1 * (w2_exp_avg[j0 * 256 + j1] / (sqrtf(w2_exp_avg_sq[j0 * 256 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 25: adamw update of b2 (one thread per element) */
@@ -458,7 +458,7 @@ static __global__ void __launch_bounds__(256) set_b2(real *__restrict__ b2, real
     b2[j] = b2[j] * (1.0f - lr * 0.01f);
     b2_exp_avg[j] = b2_exp_avg[j] * 0.9f + b2_grad[j] * 0.1f;
     b2_exp_avg_sq[j] = b2_exp_avg_sq[j] * 0.999f + b2_grad[j] * b2_grad[j] * 0.001f;
-    b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 17: h1 = relu(gain *. layer_norm(z1) + bias) (one thread per element) */
@@ -467,7 +467,7 @@ static __global__ void __launch_bounds__(256) set_h1(real *__restrict__ h1, cons
     if (i_ >= n * 256) return;
     const int64_t b = i_ / 256;
     const int64_t o = i_ % 256;
-    h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) / sqrtf(h1_var[b] + 1e-05f)) + bias[o]);
+    h1[b * 256 + o] = cannl_relu(gain[o] * ((z1_ein[b * 256 + o] + b1[o] - h1_mean[b]) * (1.0f / sqrtf(h1_var[b] + 1e-05f))) + bias[o]);
 }
 
 /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 (one thread per element) */
@@ -506,7 +506,7 @@ static __global__ void __launch_bounds__(256) min_accuracy_pred_argmax(real *__r
     const int64_t b = i_;
     real acc = INFINITY;
     for (int64_t o = 0; o < 10; ++o) {
-        const real v = logits_ein[b * 10 + o] + b2[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+        const real v = logits_ein[b * 10 + o] + b2[o] == accuracy_pred_max[b] ? (real)(int32_t)(o) : INFINITY;
         acc = v < acc ? v : acc;
     }
     accuracy_pred_argmax[b] = acc;
@@ -532,7 +532,7 @@ static __global__ void __launch_bounds__(256) min_accuracy_true_argmax(real *__r
     const int64_t b = i_;
     real acc = INFINITY;
     for (int64_t o = 0; o < 10; ++o) {
-        const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+        const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(int32_t)(o) : INFINITY;
         acc = v < acc ? v : acc;
     }
     accuracy_true_argmax[b] = acc;
@@ -546,7 +546,7 @@ static __global__ void __launch_bounds__(256) sum_accuracy(real *__restrict__ ac
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) * (1.0f / (real)n);
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) accuracy[0] = acc;
@@ -560,7 +560,7 @@ static __global__ void __launch_bounds__(256) sum_mean_ce(real *__restrict__ mea
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += ce[b] / (real)n;
+        acc += ce[b] * (1.0f / (real)n);
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) mean_ce[0] = acc;
@@ -586,7 +586,7 @@ static __global__ void __launch_bounds__(256) set_w1(real *__restrict__ w1, real
     w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] * (1.0f - lr * 0.01f);
     w1_exp_avg[j0 * 784 + j1 * 28 + j2] = w1_exp_avg[j0 * 784 + j1 * 28 + j2] * 0.9f + w1_grad[j0 * 784 + j1 * 28 + j2] * 0.1f;
     w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] = w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2] * 0.999f + w1_grad[j0 * 784 + j1 * 28 + j2] * w1_grad[j0 * 784 + j1 * 28 + j2] * 0.001f;
-    w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1 * 28 + j2] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2]) / sqrt_bc2 + 1e-08f));
+    w1[j0 * 784 + j1 * 28 + j2] = w1[j0 * 784 + j1 * 28 + j2] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1 * 28 + j2] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1 * 28 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 25: adamw update of gain (one thread per element) */
@@ -597,7 +597,7 @@ static __global__ void __launch_bounds__(256) set_gain_2(real *__restrict__ gain
     gain[j] = gain[j] * (1.0f - lr * 0.01f);
     gain_exp_avg[j] = gain_exp_avg[j] * 0.9f + gain_grad[j] * 0.1f;
     gain_exp_avg_sq[j] = gain_exp_avg_sq[j] * 0.999f + gain_grad[j] * gain_grad[j] * 0.001f;
-    gain[j] = gain[j] - lr / bc1 * (gain_exp_avg[j] / (sqrtf(gain_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    gain[j] = gain[j] - lr / bc1 * (gain_exp_avg[j] / (sqrtf(gain_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 25: adamw update of b1 (one thread per element) */
@@ -608,7 +608,7 @@ static __global__ void __launch_bounds__(256) set_b1(real *__restrict__ b1, real
     b1[j] = b1[j] * (1.0f - lr * 0.01f);
     b1_exp_avg[j] = b1_exp_avg[j] * 0.9f + b1_grad[j] * 0.1f;
     b1_exp_avg_sq[j] = b1_exp_avg_sq[j] * 0.999f + b1_grad[j] * b1_grad[j] * 0.001f;
-    b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 25: adamw update of bias (one thread per element) */
@@ -619,7 +619,7 @@ static __global__ void __launch_bounds__(256) set_bias(real *__restrict__ bias, 
     bias[j] = bias[j] * (1.0f - lr * 0.01f);
     bias_exp_avg[j] = bias_exp_avg[j] * 0.9f + bias_grad[j] * 0.1f;
     bias_exp_avg_sq[j] = bias_exp_avg_sq[j] * 0.999f + bias_grad[j] * bias_grad[j] * 0.001f;
-    bias[j] = bias[j] - lr / bc1 * (bias_exp_avg[j] / (sqrtf(bias_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    bias[j] = bias[j] - lr / bc1 * (bias_exp_avg[j] / (sqrtf(bias_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 

@@ -209,7 +209,7 @@ static __global__ void __launch_bounds__(256) sum_loss_(real *__restrict__ loss_
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += loss_ce[b] / (real)n;
+        acc += loss_ce[b] * (1.0f / (real)n);
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) loss_[0] = acc;
@@ -395,7 +395,7 @@ static __global__ void __launch_bounds__(256) min_accuracy_pred_argmax(real *__r
     const int64_t b = i_;
     real acc = INFINITY;
     for (int64_t o = 0; o < 10; ++o) {
-        const real v = logits_mm[b * 10 + o] + b3[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+        const real v = logits_mm[b * 10 + o] + b3[o] == accuracy_pred_max[b] ? (real)(int32_t)(o) : INFINITY;
         acc = v < acc ? v : acc;
     }
     accuracy_pred_argmax[b] = acc;
@@ -421,7 +421,7 @@ static __global__ void __launch_bounds__(256) min_accuracy_true_argmax(real *__r
     const int64_t b = i_;
     real acc = INFINITY;
     for (int64_t o = 0; o < 10; ++o) {
-        const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+        const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(int32_t)(o) : INFINITY;
         acc = v < acc ? v : acc;
     }
     accuracy_true_argmax[b] = acc;
@@ -435,7 +435,7 @@ static __global__ void __launch_bounds__(256) sum_accuracy(real *__restrict__ ac
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) * (1.0f / (real)n);
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) accuracy[0] = acc;

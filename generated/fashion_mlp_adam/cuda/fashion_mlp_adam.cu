@@ -215,7 +215,7 @@ static __global__ void __launch_bounds__(256) sum_loss_(real *__restrict__ loss_
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += loss_ce[b] / (real)n;
+        acc += loss_ce[b] * (1.0f / (real)n);
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) loss_[0] = acc;
@@ -312,7 +312,7 @@ static __global__ void __launch_bounds__(256) set_w1_exp_avg(real *__restrict__ 
     const int64_t j1 = i_ % 784;
     w1_exp_avg[j0 * 784 + j1] = w1_exp_avg[j0 * 784 + j1] * 0.9f + w1_grad[j0 * 784 + j1] * 0.1f;
     w1_exp_avg_sq[j0 * 784 + j1] = w1_exp_avg_sq[j0 * 784 + j1] * 0.999f + w1_grad[j0 * 784 + j1] * w1_grad[j0 * 784 + j1] * 0.001f;
-    w1[j0 * 784 + j1] = w1[j0 * 784 + j1] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1]) / sqrt_bc2 + 1e-08f));
+    w1[j0 * 784 + j1] = w1[j0 * 784 + j1] - lr / bc1 * (w1_exp_avg[j0 * 784 + j1] / (sqrtf(w1_exp_avg_sq[j0 * 784 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 21: adam update of w2 (one thread per element) */
@@ -323,7 +323,7 @@ static __global__ void __launch_bounds__(256) set_w2_exp_avg(real *__restrict__ 
     const int64_t j1 = i_ % 512;
     w2_exp_avg[j0 * 512 + j1] = w2_exp_avg[j0 * 512 + j1] * 0.9f + w2_grad[j0 * 512 + j1] * 0.1f;
     w2_exp_avg_sq[j0 * 512 + j1] = w2_exp_avg_sq[j0 * 512 + j1] * 0.999f + w2_grad[j0 * 512 + j1] * w2_grad[j0 * 512 + j1] * 0.001f;
-    w2[j0 * 512 + j1] = w2[j0 * 512 + j1] - lr / bc1 * (w2_exp_avg[j0 * 512 + j1] / (sqrtf(w2_exp_avg_sq[j0 * 512 + j1]) / sqrt_bc2 + 1e-08f));
+    w2[j0 * 512 + j1] = w2[j0 * 512 + j1] - lr / bc1 * (w2_exp_avg[j0 * 512 + j1] / (sqrtf(w2_exp_avg_sq[j0 * 512 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 21: adam update of w3 (one thread per element) */
@@ -334,7 +334,7 @@ static __global__ void __launch_bounds__(256) set_w3_exp_avg(real *__restrict__ 
     const int64_t j1 = i_ % 512;
     w3_exp_avg[j0 * 512 + j1] = w3_exp_avg[j0 * 512 + j1] * 0.9f + w3_grad[j0 * 512 + j1] * 0.1f;
     w3_exp_avg_sq[j0 * 512 + j1] = w3_exp_avg_sq[j0 * 512 + j1] * 0.999f + w3_grad[j0 * 512 + j1] * w3_grad[j0 * 512 + j1] * 0.001f;
-    w3[j0 * 512 + j1] = w3[j0 * 512 + j1] - lr / bc1 * (w3_exp_avg[j0 * 512 + j1] / (sqrtf(w3_exp_avg_sq[j0 * 512 + j1]) / sqrt_bc2 + 1e-08f));
+    w3[j0 * 512 + j1] = w3[j0 * 512 + j1] - lr / bc1 * (w3_exp_avg[j0 * 512 + j1] / (sqrtf(w3_exp_avg_sq[j0 * 512 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 21: adam update of b3 (one thread per element) */
@@ -344,7 +344,7 @@ static __global__ void __launch_bounds__(256) set_b3_exp_avg(real *__restrict__ 
     const int64_t j = i_;
     b3_exp_avg[j] = b3_exp_avg[j] * 0.9f + b3_grad[j] * 0.1f;
     b3_exp_avg_sq[j] = b3_exp_avg_sq[j] * 0.999f + b3_grad[j] * b3_grad[j] * 0.001f;
-    b3[j] = b3[j] - lr / bc1 * (b3_exp_avg[j] / (sqrtf(b3_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b3[j] = b3[j] - lr / bc1 * (b3_exp_avg[j] / (sqrtf(b3_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 21: adam update of b1; adam update of b2 (one thread per element) */
@@ -354,10 +354,10 @@ static __global__ void __launch_bounds__(256) set_b1_exp_avg(real *__restrict__ 
     const int64_t j = i_;
     b1_exp_avg[j] = b1_exp_avg[j] * 0.9f + b1_grad[j] * 0.1f;
     b1_exp_avg_sq[j] = b1_exp_avg_sq[j] * 0.999f + b1_grad[j] * b1_grad[j] * 0.001f;
-    b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     b2_exp_avg[j] = b2_exp_avg[j] * 0.9f + b2_grad[j] * 0.1f;
     b2_exp_avg_sq[j] = b2_exp_avg_sq[j] * 0.999f + b2_grad[j] * b2_grad[j] * 0.001f;
-    b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 14: h1 = relu(w1 * x + b1) (one thread per element) */
@@ -407,7 +407,7 @@ static __global__ void __launch_bounds__(256) min_accuracy_pred_argmax(real *__r
     const int64_t b = i_;
     real acc = INFINITY;
     for (int64_t o = 0; o < 10; ++o) {
-        const real v = logits_mm[b * 10 + o] + b3[o] == accuracy_pred_max[b] ? (real)(o) : INFINITY;
+        const real v = logits_mm[b * 10 + o] + b3[o] == accuracy_pred_max[b] ? (real)(int32_t)(o) : INFINITY;
         acc = v < acc ? v : acc;
     }
     accuracy_pred_argmax[b] = acc;
@@ -433,7 +433,7 @@ static __global__ void __launch_bounds__(256) min_accuracy_true_argmax(real *__r
     const int64_t b = i_;
     real acc = INFINITY;
     for (int64_t o = 0; o < 10; ++o) {
-        const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(o) : INFINITY;
+        const real v = label[b * 10 + o] == accuracy_true_max[b] ? (real)(int32_t)(o) : INFINITY;
         acc = v < acc ? v : acc;
     }
     accuracy_true_argmax[b] = acc;
@@ -447,7 +447,7 @@ static __global__ void __launch_bounds__(256) sum_accuracy(real *__restrict__ ac
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) / (real)n;
+        acc += ((real)(accuracy_pred_argmax[b] == accuracy_true_argmax[b])) * (1.0f / (real)n);
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) accuracy[0] = acc;
@@ -460,7 +460,7 @@ static __global__ void __launch_bounds__(256) set_b1_exp_avg_2(real *__restrict_
     const int64_t j = i_;
     b1_exp_avg[j] = b1_exp_avg[j] * 0.9f + b1_grad[j] * 0.1f;
     b1_exp_avg_sq[j] = b1_exp_avg_sq[j] * 0.999f + b1_grad[j] * b1_grad[j] * 0.001f;
-    b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b1[j] = b1[j] - lr / bc1 * (b1_exp_avg[j] / (sqrtf(b1_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 21: adam update of b2 (one thread per element) */
@@ -470,7 +470,7 @@ static __global__ void __launch_bounds__(256) set_b2_exp_avg(real *__restrict__ 
     const int64_t j = i_;
     b2_exp_avg[j] = b2_exp_avg[j] * 0.9f + b2_grad[j] * 0.1f;
     b2_exp_avg_sq[j] = b2_exp_avg_sq[j] * 0.999f + b2_grad[j] * b2_grad[j] * 0.001f;
-    b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b2[j] = b2[j] - lr / bc1 * (b2_exp_avg[j] / (sqrtf(b2_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 

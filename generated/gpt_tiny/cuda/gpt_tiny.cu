@@ -15,7 +15,7 @@
  *
  * Products: fp32 on the CUDA cores (--precision fp32).
  *
- * Memory: every buffer lives in one device arena (247953472 bytes), laid out as the C target's
+ * Memory: every buffer lives in one device arena (231176256 bytes), laid out as the C target's
  * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
  * routine's work buffers in one region). Its first 2873856 bytes (params, optimiser state)
  * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
@@ -270,7 +270,7 @@ static __global__ void __launch_bounds__(256) set_h1_ln(real *__restrict__ h1_ln
     const int64_t b0 = i_ / 8192;
     const int64_t b1 = (i_ / 128) % 64;
     const int64_t o = i_ % 128;
-    h1_ln[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f);
+    h1_ln[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f));
     h1[b0 * 8192 + b1 * 128 + o] = h1_ln[b0 * 8192 + b1 * 128 + o] * ln1_g[o] + ln1_b[o];
 }
 
@@ -335,7 +335,7 @@ static __global__ void __launch_bounds__(256) set_h2_ln(real *__restrict__ h2_ln
     const int64_t b0 = i_ / 8192;
     const int64_t b1 = (i_ / 128) % 64;
     const int64_t o = i_ % 128;
-    h2_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f);
+    h2_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f));
     h2[b0 * 8192 + b1 * 128 + o] = h2_ln[b0 * 8192 + b1 * 128 + o] * ln2_g[o] + ln2_b[o];
 }
 
@@ -388,7 +388,7 @@ static __global__ void __launch_bounds__(256) set_logits_ln(real *__restrict__ l
     const int64_t b0 = i_ / 8192;
     const int64_t b1 = (i_ / 128) % 64;
     const int64_t o = i_ % 128;
-    logits_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f);
+    logits_ln[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f));
     logits_v[b0 * 8192 + b1 * 128 + o] = logits_ln[b0 * 8192 + b1 * 128 + o] * lnf_g[o] + lnf_b[o];
 }
 
@@ -435,7 +435,7 @@ static __global__ void __launch_bounds__(256) sum_loss_ce(real *__restrict__ los
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 256; r_ += 32) {
         const int64_t o = r_;
-        acc += -(((real)(next[b0 * 64 + b1] == (real)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
+        acc += -(((real)(next[b0 * 64 + b1] == (real)(int32_t)(o))) * (logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1] - logf(loss_sumexp[b0 * 64 + b1])));
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) loss_ce[b0 * 64 + b1] = acc;
@@ -448,7 +448,7 @@ static __global__ void __launch_bounds__(256) sum_loss_(real *__restrict__ loss_
     for (int64_t r_ = lane_; r_ < n * 64; r_ += 256) {
         const int64_t b0 = r_ / 64;
         const int64_t b1 = r_ % 64;
-        acc += loss_ce[b0 * 64 + b1] / ((real)n * 64.0f);
+        acc += loss_ce[b0 * 64 + b1] * (1.0f / ((real)n * 64.0f));
     }
     acc = cannl_block_sum(acc);
     if (lane_ == 0) loss_[0] = acc;
@@ -466,16 +466,6 @@ static __global__ void __launch_bounds__(256) fill_qkv_grad(real *__restrict__ q
     qkv_grad[j0 * 24576 + j1 * 384 + j2 * 128 + j3 * 32 + j4] = 0.0f;
 }
 
-/* line 37: backward: loss = mean(cross_entropy(logits, next)) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_logits_grad(real *__restrict__ logits_grad, const int32_t *__restrict__ next, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= n * 16384) return;
-    const int64_t b0 = i_ / 16384;
-    const int64_t b1 = (i_ / 256) % 64;
-    const int64_t o = i_ % 256;
-    logits_grad[b0 * 16384 + b1 * 256 + o] = -(1.0f / ((real)n * 64.0f) * ((real)(next[b0 * 64 + b1] == (real)(o))));
-}
-
 /* line 37: backward: loss = mean(cross_entropy(logits, next)) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_loss_sumexp_grad(real *__restrict__ loss_sumexp_grad, const int32_t *__restrict__ next, const real *__restrict__ loss_sumexp, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -486,20 +476,20 @@ static __global__ void __launch_bounds__(256) sum_loss_sumexp_grad(real *__restr
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 256; r_ += 32) {
         const int64_t o = r_;
-        acc += 1.0f / ((real)n * 64.0f) * (((real)(next[b0 * 64 + b1] == (real)(o))) * (1.0f / loss_sumexp[b0 * 64 + b1]));
+        acc += 1.0f / ((real)n * 64.0f) * (((real)(next[b0 * 64 + b1] == (real)(int32_t)(o))) * (1.0f / loss_sumexp[b0 * 64 + b1]));
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) loss_sumexp_grad[b0 * 64 + b1] = acc;
 }
 
 /* line 37: backward: loss = mean(cross_entropy(logits, next)) (one thread per element) */
-static __global__ void __launch_bounds__(256) add_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ loss_sumexp_grad, const real *__restrict__ logits, const real *__restrict__ loss_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_logits_grad(real *logits_grad, const int32_t *__restrict__ next, const real *__restrict__ loss_sumexp_grad, const real *logits, const real *__restrict__ loss_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 16384) return;
     const int64_t b0 = i_ / 16384;
     const int64_t b1 = (i_ / 256) % 64;
     const int64_t o = i_ % 256;
-    logits_grad[b0 * 16384 + b1 * 256 + o] += loss_sumexp_grad[b0 * 64 + b1] * expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
+    logits_grad[b0 * 16384 + b1 * 256 + o] = -(1.0f / ((real)n * 64.0f) * ((real)(next[b0 * 64 + b1] == (real)(int32_t)(o)))) + loss_sumexp_grad[b0 * 64 + b1] * expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
 }
 
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) (one block per element, reducing its n * 64 terms with shuffles and shared memory, assigning the sums (zero_first)) */
@@ -543,7 +533,7 @@ static __global__ void __launch_bounds__(256) sum_logits_var_grad(real *__restri
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += -(logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * sqrtf(logits_var[b0 * 64 + b1] + 1e-05f))));
+        acc += -(logits_v_grad[b0 * 8192 + b1 * 128 + o] * lnf_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) * (1.0f / (sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * sqrtf(logits_var[b0 * 64 + b1] + 1e-05f)))));
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) logits_var_grad[b0 * 64 + b1] = acc;
@@ -657,7 +647,7 @@ static __global__ void __launch_bounds__(256) sum_h2_var_grad(real *__restrict__
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += -(h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h2_var[b0 * 64 + b1] + 1e-05f))));
+        acc += -(h2_grad[b0 * 8192 + b1 * 128 + o] * ln2_g[o] * ((x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) * (1.0f / (sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h2_var[b0 * 64 + b1] + 1e-05f)))));
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) h2_var_grad[b0 * 64 + b1] = acc;
@@ -765,7 +755,7 @@ static __global__ void __launch_bounds__(256) sum_h1_var_grad(real *__restrict__
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += -(h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * ((x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h1_var[b0 * 64 + b1] + 1e-05f))));
+        acc += -(h1_grad[b0 * 8192 + b1 * 128 + o] * ln1_g[o] * ((x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * 2.0f)) * (1.0f / (sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * sqrtf(h1_var[b0 * 64 + b1] + 1e-05f)))));
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) h1_var_grad[b0 * 64 + b1] = acc;
@@ -832,7 +822,7 @@ static __global__ void __launch_bounds__(256) set_wte(real *__restrict__ wte, re
     wte[j0 * 128 + j1] = wte[j0 * 128 + j1] * (1.0f - lr * 0.1f);
     wte_exp_avg[j0 * 128 + j1] = wte_exp_avg[j0 * 128 + j1] * 0.9f + wte_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
     wte_exp_avg_sq[j0 * 128 + j1] = wte_exp_avg_sq[j0 * 128 + j1] * 0.95f + wte_grad[j0 * 128 + j1] * clip_coef[0] * (wte_grad[j0 * 128 + j1] * clip_coef[0]) * 0.05f;
-    wte[j0 * 128 + j1] = wte[j0 * 128 + j1] - lr / bc1 * (wte_exp_avg[j0 * 128 + j1] / (sqrtf(wte_exp_avg_sq[j0 * 128 + j1]) / sqrt_bc2 + 1e-08f));
+    wte[j0 * 128 + j1] = wte[j0 * 128 + j1] - lr / bc1 * (wte_exp_avg[j0 * 128 + j1] / (sqrtf(wte_exp_avg_sq[j0 * 128 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of wpe (one thread per element) */
@@ -844,7 +834,7 @@ static __global__ void __launch_bounds__(256) set_wpe(real *__restrict__ wpe, re
     wpe[j0 * 128 + j1] = wpe[j0 * 128 + j1] * (1.0f - lr * 0.1f);
     wpe_exp_avg[j0 * 128 + j1] = wpe_exp_avg[j0 * 128 + j1] * 0.9f + wpe_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
     wpe_exp_avg_sq[j0 * 128 + j1] = wpe_exp_avg_sq[j0 * 128 + j1] * 0.95f + wpe_grad[j0 * 128 + j1] * clip_coef[0] * (wpe_grad[j0 * 128 + j1] * clip_coef[0]) * 0.05f;
-    wpe[j0 * 128 + j1] = wpe[j0 * 128 + j1] - lr / bc1 * (wpe_exp_avg[j0 * 128 + j1] / (sqrtf(wpe_exp_avg_sq[j0 * 128 + j1]) / sqrt_bc2 + 1e-08f));
+    wpe[j0 * 128 + j1] = wpe[j0 * 128 + j1] - lr / bc1 * (wpe_exp_avg[j0 * 128 + j1] / (sqrtf(wpe_exp_avg_sq[j0 * 128 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of ln1_g; adamw update of ln1_b; adamw update of b_o; adamw update of ln2_g; adamw update of ln2_b; adamw update of b_pr; adamw update of lnf_g; adamw update of lnf_b (one thread per element) */
@@ -854,28 +844,28 @@ static __global__ void __launch_bounds__(256) set_ln1_g_exp_avg(real *__restrict
     const int64_t j = i_;
     ln1_g_exp_avg[j] = ln1_g_exp_avg[j] * 0.9f + ln1_g_grad[j] * clip_coef[0] * 0.1f;
     ln1_g_exp_avg_sq[j] = ln1_g_exp_avg_sq[j] * 0.95f + ln1_g_grad[j] * clip_coef[0] * (ln1_g_grad[j] * clip_coef[0]) * 0.05f;
-    ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     ln1_b_exp_avg[j] = ln1_b_exp_avg[j] * 0.9f + ln1_b_grad[j] * clip_coef[0] * 0.1f;
     ln1_b_exp_avg_sq[j] = ln1_b_exp_avg_sq[j] * 0.95f + ln1_b_grad[j] * clip_coef[0] * (ln1_b_grad[j] * clip_coef[0]) * 0.05f;
-    ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     b_o_exp_avg[j] = b_o_exp_avg[j] * 0.9f + b_o_grad[j] * clip_coef[0] * 0.1f;
     b_o_exp_avg_sq[j] = b_o_exp_avg_sq[j] * 0.95f + b_o_grad[j] * clip_coef[0] * (b_o_grad[j] * clip_coef[0]) * 0.05f;
-    b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     ln2_g_exp_avg[j] = ln2_g_exp_avg[j] * 0.9f + ln2_g_grad[j] * clip_coef[0] * 0.1f;
     ln2_g_exp_avg_sq[j] = ln2_g_exp_avg_sq[j] * 0.95f + ln2_g_grad[j] * clip_coef[0] * (ln2_g_grad[j] * clip_coef[0]) * 0.05f;
-    ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     ln2_b_exp_avg[j] = ln2_b_exp_avg[j] * 0.9f + ln2_b_grad[j] * clip_coef[0] * 0.1f;
     ln2_b_exp_avg_sq[j] = ln2_b_exp_avg_sq[j] * 0.95f + ln2_b_grad[j] * clip_coef[0] * (ln2_b_grad[j] * clip_coef[0]) * 0.05f;
-    ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     b_pr_exp_avg[j] = b_pr_exp_avg[j] * 0.9f + b_pr_grad[j] * clip_coef[0] * 0.1f;
     b_pr_exp_avg_sq[j] = b_pr_exp_avg_sq[j] * 0.95f + b_pr_grad[j] * clip_coef[0] * (b_pr_grad[j] * clip_coef[0]) * 0.05f;
-    b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     lnf_g_exp_avg[j] = lnf_g_exp_avg[j] * 0.9f + lnf_g_grad[j] * clip_coef[0] * 0.1f;
     lnf_g_exp_avg_sq[j] = lnf_g_exp_avg_sq[j] * 0.95f + lnf_g_grad[j] * clip_coef[0] * (lnf_g_grad[j] * clip_coef[0]) * 0.05f;
-    lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
     lnf_b_exp_avg[j] = lnf_b_exp_avg[j] * 0.9f + lnf_b_grad[j] * clip_coef[0] * 0.1f;
     lnf_b_exp_avg_sq[j] = lnf_b_exp_avg_sq[j] * 0.95f + lnf_b_grad[j] * clip_coef[0] * (lnf_b_grad[j] * clip_coef[0]) * 0.05f;
-    lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of w_qkv (one thread per element) */
@@ -889,7 +879,7 @@ static __global__ void __launch_bounds__(256) set_w_qkv(real *__restrict__ w_qkv
     w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * (1.0f - lr * 0.1f);
     w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.9f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0] * 0.1f;
     w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * 0.95f + w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0] * (w_qkv_grad[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] * clip_coef[0]) * 0.05f;
-    w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] - lr / bc1 * (w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] / (sqrtf(w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3]) / sqrt_bc2 + 1e-08f));
+    w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] = w_qkv[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] - lr / bc1 * (w_qkv_exp_avg[j0 * 16384 + j1 * 4096 + j2 * 128 + j3] / (sqrtf(w_qkv_exp_avg_sq[j0 * 16384 + j1 * 4096 + j2 * 128 + j3]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of b_qkv (one thread per element) */
@@ -901,7 +891,7 @@ static __global__ void __launch_bounds__(256) set_b_qkv_exp_avg(real *__restrict
     const int64_t j2 = i_ % 32;
     b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] = b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] * 0.9f + b_qkv_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * 0.1f;
     b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2] * 0.95f + b_qkv_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * (b_qkv_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0]) * 0.05f;
-    b_qkv[j0 * 128 + j1 * 32 + j2] = b_qkv[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) / sqrt_bc2 + 1e-08f));
+    b_qkv[j0 * 128 + j1 * 32 + j2] = b_qkv[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (b_qkv_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(b_qkv_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of w_o (one thread per element) */
@@ -914,7 +904,7 @@ static __global__ void __launch_bounds__(256) set_w_o(real *__restrict__ w_o, re
     w_o[j0 * 128 + j1 * 32 + j2] = w_o[j0 * 128 + j1 * 32 + j2] * (1.0f - lr * 0.1f);
     w_o_exp_avg[j0 * 128 + j1 * 32 + j2] = w_o_exp_avg[j0 * 128 + j1 * 32 + j2] * 0.9f + w_o_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * 0.1f;
     w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2] = w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2] * 0.95f + w_o_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0] * (w_o_grad[j0 * 128 + j1 * 32 + j2] * clip_coef[0]) * 0.05f;
-    w_o[j0 * 128 + j1 * 32 + j2] = w_o[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (w_o_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) / sqrt_bc2 + 1e-08f));
+    w_o[j0 * 128 + j1 * 32 + j2] = w_o[j0 * 128 + j1 * 32 + j2] - lr / bc1 * (w_o_exp_avg[j0 * 128 + j1 * 32 + j2] / (sqrtf(w_o_exp_avg_sq[j0 * 128 + j1 * 32 + j2]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of w_fc (one thread per element) */
@@ -926,7 +916,7 @@ static __global__ void __launch_bounds__(256) set_w_fc(real *__restrict__ w_fc, 
     w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] * (1.0f - lr * 0.1f);
     w_fc_exp_avg[j0 * 128 + j1] = w_fc_exp_avg[j0 * 128 + j1] * 0.9f + w_fc_grad[j0 * 128 + j1] * clip_coef[0] * 0.1f;
     w_fc_exp_avg_sq[j0 * 128 + j1] = w_fc_exp_avg_sq[j0 * 128 + j1] * 0.95f + w_fc_grad[j0 * 128 + j1] * clip_coef[0] * (w_fc_grad[j0 * 128 + j1] * clip_coef[0]) * 0.05f;
-    w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] - lr / bc1 * (w_fc_exp_avg[j0 * 128 + j1] / (sqrtf(w_fc_exp_avg_sq[j0 * 128 + j1]) / sqrt_bc2 + 1e-08f));
+    w_fc[j0 * 128 + j1] = w_fc[j0 * 128 + j1] - lr / bc1 * (w_fc_exp_avg[j0 * 128 + j1] / (sqrtf(w_fc_exp_avg_sq[j0 * 128 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of b_fc (one thread per element) */
@@ -936,7 +926,7 @@ static __global__ void __launch_bounds__(256) set_b_fc_exp_avg(real *__restrict_
     const int64_t j = i_;
     b_fc_exp_avg[j] = b_fc_exp_avg[j] * 0.9f + b_fc_grad[j] * clip_coef[0] * 0.1f;
     b_fc_exp_avg_sq[j] = b_fc_exp_avg_sq[j] * 0.95f + b_fc_grad[j] * clip_coef[0] * (b_fc_grad[j] * clip_coef[0]) * 0.05f;
-    b_fc[j] = b_fc[j] - lr / bc1 * (b_fc_exp_avg[j] / (sqrtf(b_fc_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b_fc[j] = b_fc[j] - lr / bc1 * (b_fc_exp_avg[j] / (sqrtf(b_fc_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of w_pr (one thread per element) */
@@ -948,7 +938,7 @@ static __global__ void __launch_bounds__(256) set_w_pr(real *__restrict__ w_pr, 
     w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] * (1.0f - lr * 0.1f);
     w_pr_exp_avg[j0 * 512 + j1] = w_pr_exp_avg[j0 * 512 + j1] * 0.9f + w_pr_grad[j0 * 512 + j1] * clip_coef[0] * 0.1f;
     w_pr_exp_avg_sq[j0 * 512 + j1] = w_pr_exp_avg_sq[j0 * 512 + j1] * 0.95f + w_pr_grad[j0 * 512 + j1] * clip_coef[0] * (w_pr_grad[j0 * 512 + j1] * clip_coef[0]) * 0.05f;
-    w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] - lr / bc1 * (w_pr_exp_avg[j0 * 512 + j1] / (sqrtf(w_pr_exp_avg_sq[j0 * 512 + j1]) / sqrt_bc2 + 1e-08f));
+    w_pr[j0 * 512 + j1] = w_pr[j0 * 512 + j1] - lr / bc1 * (w_pr_exp_avg[j0 * 512 + j1] / (sqrtf(w_pr_exp_avg_sq[j0 * 512 + j1]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b (one thread per element) */
@@ -958,7 +948,7 @@ static __global__ void __launch_bounds__(256) set_h1(real *__restrict__ h1, cons
     const int64_t b0 = i_ / 8192;
     const int64_t b1 = (i_ / 128) % 64;
     const int64_t o = i_ % 128;
-    h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f) * ln1_g[o] + ln1_b[o];
+    h1[b0 * 8192 + b1 * 128 + o] = (x0_emb[b0 * 8192 + b1 * 128 + o] + wpe[b1 * 128 + o] - h1_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h1_var[b0 * 64 + b1] + 1e-05f)) * ln1_g[o] + ln1_b[o];
 }
 
 /* line 33: x1 = x0 + (w_o * y + b_o) (one thread per element) */
@@ -978,7 +968,7 @@ static __global__ void __launch_bounds__(256) set_h2(real *__restrict__ h2, cons
     const int64_t b0 = i_ / 8192;
     const int64_t b1 = (i_ / 128) % 64;
     const int64_t o = i_ % 128;
-    h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f) * ln2_g[o] + ln2_b[o];
+    h2[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] - h2_mean[b0 * 64 + b1]) * (1.0f / sqrtf(h2_var[b0 * 64 + b1] + 1e-05f)) * ln2_g[o] + ln2_b[o];
 }
 
 /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) (one thread per element) */
@@ -998,7 +988,7 @@ static __global__ void __launch_bounds__(256) set_logits_v(real *__restrict__ lo
     const int64_t b0 = i_ / 8192;
     const int64_t b1 = (i_ / 128) % 64;
     const int64_t o = i_ % 128;
-    logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f) * lnf_g[o] + lnf_b[o];
+    logits_v[b0 * 8192 + b1 * 128 + o] = (x1[b0 * 8192 + b1 * 128 + o] + (x2_mm[b0 * 8192 + b1 * 128 + o] + b_pr[o]) - logits_mean[b0 * 64 + b1]) * (1.0f / sqrtf(logits_var[b0 * 64 + b1] + 1e-05f)) * lnf_g[o] + lnf_b[o];
 }
 
 /* line 40: metric accuracy = accuracy(logits, next) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
@@ -1028,7 +1018,7 @@ static __global__ void __launch_bounds__(256) min_accuracy_pred_argmax(real *__r
     real acc = INFINITY;
     for (int64_t r_ = lane_; r_ < 256; r_ += 32) {
         const int64_t o = r_;
-        const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(o) : INFINITY;
+        const real v = logits[b0 * 16384 + b1 * 256 + o] == accuracy_pred_max[b0 * 64 + b1] ? (real)(int32_t)(o) : INFINITY;
         acc = v < acc ? v : acc;
     }
     acc = cannl_warp_min(acc);
@@ -1042,7 +1032,7 @@ static __global__ void __launch_bounds__(256) sum_accuracy(real *__restrict__ ac
     for (int64_t r_ = lane_; r_ < n * 64; r_ += 256) {
         const int64_t b0 = r_ / 64;
         const int64_t b1 = r_ % 64;
-        acc += ((real)(accuracy_pred_argmax[b0 * 64 + b1] == next[b0 * 64 + b1])) / ((real)n * 64.0f);
+        acc += ((real)(accuracy_pred_argmax[b0 * 64 + b1] == next[b0 * 64 + b1])) * (1.0f / ((real)n * 64.0f));
     }
     acc = cannl_block_sum(acc);
     if (lane_ == 0) accuracy[0] = acc;
@@ -1055,7 +1045,7 @@ static __global__ void __launch_bounds__(256) set_ln1_g_exp_avg_2(real *__restri
     const int64_t j = i_;
     ln1_g_exp_avg[j] = ln1_g_exp_avg[j] * 0.9f + ln1_g_grad[j] * clip_coef[0] * 0.1f;
     ln1_g_exp_avg_sq[j] = ln1_g_exp_avg_sq[j] * 0.95f + ln1_g_grad[j] * clip_coef[0] * (ln1_g_grad[j] * clip_coef[0]) * 0.05f;
-    ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln1_g[j] = ln1_g[j] - lr / bc1 * (ln1_g_exp_avg[j] / (sqrtf(ln1_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of ln1_b (one thread per element) */
@@ -1065,7 +1055,7 @@ static __global__ void __launch_bounds__(256) set_ln1_b_exp_avg(real *__restrict
     const int64_t j = i_;
     ln1_b_exp_avg[j] = ln1_b_exp_avg[j] * 0.9f + ln1_b_grad[j] * clip_coef[0] * 0.1f;
     ln1_b_exp_avg_sq[j] = ln1_b_exp_avg_sq[j] * 0.95f + ln1_b_grad[j] * clip_coef[0] * (ln1_b_grad[j] * clip_coef[0]) * 0.05f;
-    ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln1_b[j] = ln1_b[j] - lr / bc1 * (ln1_b_exp_avg[j] / (sqrtf(ln1_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of b_o (one thread per element) */
@@ -1075,7 +1065,7 @@ static __global__ void __launch_bounds__(256) set_b_o_exp_avg(real *__restrict__
     const int64_t j = i_;
     b_o_exp_avg[j] = b_o_exp_avg[j] * 0.9f + b_o_grad[j] * clip_coef[0] * 0.1f;
     b_o_exp_avg_sq[j] = b_o_exp_avg_sq[j] * 0.95f + b_o_grad[j] * clip_coef[0] * (b_o_grad[j] * clip_coef[0]) * 0.05f;
-    b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b_o[j] = b_o[j] - lr / bc1 * (b_o_exp_avg[j] / (sqrtf(b_o_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of ln2_g (one thread per element) */
@@ -1085,7 +1075,7 @@ static __global__ void __launch_bounds__(256) set_ln2_g_exp_avg(real *__restrict
     const int64_t j = i_;
     ln2_g_exp_avg[j] = ln2_g_exp_avg[j] * 0.9f + ln2_g_grad[j] * clip_coef[0] * 0.1f;
     ln2_g_exp_avg_sq[j] = ln2_g_exp_avg_sq[j] * 0.95f + ln2_g_grad[j] * clip_coef[0] * (ln2_g_grad[j] * clip_coef[0]) * 0.05f;
-    ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln2_g[j] = ln2_g[j] - lr / bc1 * (ln2_g_exp_avg[j] / (sqrtf(ln2_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of ln2_b (one thread per element) */
@@ -1095,7 +1085,7 @@ static __global__ void __launch_bounds__(256) set_ln2_b_exp_avg(real *__restrict
     const int64_t j = i_;
     ln2_b_exp_avg[j] = ln2_b_exp_avg[j] * 0.9f + ln2_b_grad[j] * clip_coef[0] * 0.1f;
     ln2_b_exp_avg_sq[j] = ln2_b_exp_avg_sq[j] * 0.95f + ln2_b_grad[j] * clip_coef[0] * (ln2_b_grad[j] * clip_coef[0]) * 0.05f;
-    ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    ln2_b[j] = ln2_b[j] - lr / bc1 * (ln2_b_exp_avg[j] / (sqrtf(ln2_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of b_pr (one thread per element) */
@@ -1105,7 +1095,7 @@ static __global__ void __launch_bounds__(256) set_b_pr_exp_avg(real *__restrict_
     const int64_t j = i_;
     b_pr_exp_avg[j] = b_pr_exp_avg[j] * 0.9f + b_pr_grad[j] * clip_coef[0] * 0.1f;
     b_pr_exp_avg_sq[j] = b_pr_exp_avg_sq[j] * 0.95f + b_pr_grad[j] * clip_coef[0] * (b_pr_grad[j] * clip_coef[0]) * 0.05f;
-    b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    b_pr[j] = b_pr[j] - lr / bc1 * (b_pr_exp_avg[j] / (sqrtf(b_pr_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of lnf_g (one thread per element) */
@@ -1115,7 +1105,7 @@ static __global__ void __launch_bounds__(256) set_lnf_g_exp_avg(real *__restrict
     const int64_t j = i_;
     lnf_g_exp_avg[j] = lnf_g_exp_avg[j] * 0.9f + lnf_g_grad[j] * clip_coef[0] * 0.1f;
     lnf_g_exp_avg_sq[j] = lnf_g_exp_avg_sq[j] * 0.95f + lnf_g_grad[j] * clip_coef[0] * (lnf_g_grad[j] * clip_coef[0]) * 0.05f;
-    lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    lnf_g[j] = lnf_g[j] - lr / bc1 * (lnf_g_exp_avg[j] / (sqrtf(lnf_g_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 /* line 41: adamw update of lnf_b (one thread per element) */
@@ -1125,7 +1115,7 @@ static __global__ void __launch_bounds__(256) set_lnf_b_exp_avg(real *__restrict
     const int64_t j = i_;
     lnf_b_exp_avg[j] = lnf_b_exp_avg[j] * 0.9f + lnf_b_grad[j] * clip_coef[0] * 0.1f;
     lnf_b_exp_avg_sq[j] = lnf_b_exp_avg_sq[j] * 0.95f + lnf_b_grad[j] * clip_coef[0] * (lnf_b_grad[j] * clip_coef[0]) * 0.05f;
-    lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) / sqrt_bc2 + 1e-08f));
+    lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
 
@@ -1371,7 +1361,7 @@ static void init_params(struct gpt_tiny *m, uint64_t seed) {
         }
 }
 
-/* routine train_step: 55 kernels, 34 cuBLAS products, queued on the compute stream */
+/* routine train_step: 54 kernels, 34 cuBLAS products, queued on the compute stream */
 static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     const int32_t *const tokens = (const int32_t *)(const void *)in_[0];
     const int32_t *const next = (const int32_t *)(const void *)in_[1];
@@ -1439,7 +1429,7 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq;
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg;
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq;
-    char *const work = m->dev + 3831808; /* the work region: this routine's 244121664 bytes */
+    char *const work = m->dev + 3831808; /* the work region: this routine's 227344448 bytes */
     real *const x0_emb = (real *)(work + 0);
     real *const x0_emb_grad = (real *)(work + 0);
     real *const grad_norm = (real *)(work + 0);
@@ -1481,14 +1471,14 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const logits_v = (real *)(work + 168427520);
     real *const logits_v_grad = (real *)(work + 168427520);
     real *const logits = (real *)(work + 176816128);
+    real *const logits_grad = (real *)(work + 176816128);
     real *const loss_max = (real *)(work + 193593344);
     real *const loss_sumexp = (real *)(work + 193658880);
     real *const loss_ce = (real *)(work + 193724416);
     real *const loss_sumexp_grad = (real *)(work + 193724416);
     real *const loss_ = (real *)(work + 193789952);
     real *const qkv_grad = (real *)(work + 193790016);
-    real *const logits_grad = (real *)(work + 218955840);
-    real *const x2_grad = (real *)(work + 235733056);
+    real *const x2_grad = (real *)(work + 218955840);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -1559,11 +1549,9 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     CUDA_CHECK(cudaGetLastError());
 
     /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
-    set_logits_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(logits_grad, next, n);
-    CUDA_CHECK(cudaGetLastError());
     sum_loss_sumexp_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, next, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    add_logits_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(logits_grad, loss_sumexp_grad, logits, loss_max, n);
+    set_logits_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(logits_grad, next, loss_sumexp_grad, logits, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
@@ -1917,7 +1905,7 @@ static void eval_metrics(struct gpt_tiny *m, const real *const in_[], int64_t n)
     CUDA_CHECK(cudaGetLastError());
 }
 
-/* routine train_grads: 45 kernels, 18 cuBLAS products, queued on the compute stream */
+/* routine train_grads: 44 kernels, 18 cuBLAS products, queued on the compute stream */
 static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     const int32_t *const tokens = (const int32_t *)(const void *)in_[0];
     const int32_t *const next = (const int32_t *)(const void *)in_[1];
@@ -1953,7 +1941,7 @@ static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) 
     real *const ln1_g_grad = m->ln1_g_grad;
     real *const ln1_b_grad = m->ln1_b_grad;
     real *const wpe_grad = m->wpe_grad;
-    char *const work = m->dev + 3831808; /* the work region: this routine's 244121664 bytes */
+    char *const work = m->dev + 3831808; /* the work region: this routine's 227344448 bytes */
     real *const x0_emb = (real *)(work + 0);
     real *const x0_emb_grad = (real *)(work + 0);
     real *const h1_mean = (real *)(work + 8388608);
@@ -1993,14 +1981,14 @@ static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) 
     real *const logits_v = (real *)(work + 168427520);
     real *const logits_v_grad = (real *)(work + 168427520);
     real *const logits = (real *)(work + 176816128);
+    real *const logits_grad = (real *)(work + 176816128);
     real *const loss_max = (real *)(work + 193593344);
     real *const loss_sumexp = (real *)(work + 193658880);
     real *const loss_ce = (real *)(work + 193724416);
     real *const loss_sumexp_grad = (real *)(work + 193724416);
     real *const loss_ = (real *)(work + 193789952);
     real *const qkv_grad = (real *)(work + 193790016);
-    real *const logits_grad = (real *)(work + 218955840);
-    real *const x2_grad = (real *)(work + 235733056);
+    real *const x2_grad = (real *)(work + 218955840);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -2067,11 +2055,9 @@ static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) 
     CUDA_CHECK(cudaGetLastError());
 
     /* line 37: backward: loss = mean(cross_entropy(logits, next)) */
-    set_logits_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(logits_grad, next, n);
-    CUDA_CHECK(cudaGetLastError());
     sum_loss_sumexp_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(loss_sumexp_grad, next, loss_sumexp, n);
     CUDA_CHECK(cudaGetLastError());
-    add_logits_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(logits_grad, loss_sumexp_grad, logits, loss_max, n);
+    set_logits_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(logits_grad, next, loss_sumexp_grad, logits, loss_max, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
@@ -2522,7 +2508,7 @@ struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
     struct gpt_tiny *m = (struct gpt_tiny *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(247953472, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(231176256, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(2873856, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(239488 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&

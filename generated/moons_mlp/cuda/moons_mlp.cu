@@ -173,7 +173,7 @@ static __global__ void __launch_bounds__(256) sum_loss_(real *__restrict__ loss_
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += powf(prob[b] - target[b], 2.0f) / (real)n;
+        acc += powf(prob[b] - target[b], 2.0f) * (1.0f / (real)n);
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) loss_[0] = acc;
@@ -322,7 +322,7 @@ static __global__ void __launch_bounds__(256) sum_loss__2(real *__restrict__ los
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += err_[b] * err_[b] / (real)n;
+        acc += err_[b] * err_[b] * (1.0f / (real)n);
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) loss_[0] = acc;
@@ -336,7 +336,7 @@ static __global__ void __launch_bounds__(256) sum_mse(real *__restrict__ mse, co
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
-        acc += err_[b] * err_[b] / (real)n;
+        acc += err_[b] * err_[b] * (1.0f / (real)n);
     }
     acc = cannl_warp_sum(acc);
     if (lane_ == 0) mse[0] = acc;
