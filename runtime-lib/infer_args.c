@@ -49,19 +49,10 @@ static int flag_index(const char *name) {
 }
 
 static const flag_def *find_flag(const char *a, size_t len) {
-    for (int k = 0; k < NFLAGS; k++)
-        if (strlen(FLAGS[k].name) == len && strncmp(FLAGS[k].name, a, len) == 0) return &FLAGS[k];
-    return NULL;
+    return (const flag_def *)cannl__flag_find(FLAGS, sizeof FLAGS[0], NFLAGS, a, len);
 }
 
-/* s is one of this program's flags (--name or --name=value, or -h): the value a flag
- * before it lacks, not a value of that flag (a file named so is written --flag=--name). */
-static int is_flag(const char *s) {
-    if (strcmp(s, "-h") == 0) return 1;
-    if (strncmp(s, "--", 2) != 0) return 0;
-    const char *eq = strchr(s, '=');
-    return find_flag(s, eq ? (size_t)(eq - s) : strlen(s)) != NULL;
-}
+static int is_flag(const char *s) { return cannl__is_flag(FLAGS, sizeof FLAGS[0], NFLAGS, s); }
 
 static int find(const cannl_tensor_info *t, int32_t n, const char *name, size_t len) {
     for (int32_t i = 0; i < n; i++)

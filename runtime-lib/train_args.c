@@ -171,20 +171,27 @@ static int apply(const flag_def *f, const char *v, cannl__train_opts *o, char *m
     return rc;
 }
 
-static const flag_def *find_flag(const char *a, size_t len) {
-    for (int k = 0; k < NFLAGS; k++)
-        if (strlen(FLAGS[k].name) == len && strncmp(FLAGS[k].name, a, len) == 0) return &FLAGS[k];
+const void *cannl__flag_find(const void *table, size_t stride, int n, const char *a, size_t len) {
+    for (int k = 0; k < n; k++) {
+        const void *row = (const char *)table + (size_t)k * stride;
+        const char *name = *(const char *const *)row;
+        if (strlen(name) == len && strncmp(name, a, len) == 0) return row;
+    }
     return NULL;
 }
 
-/* s is one of this program's flags (--name or --name=value, or -h): the value a flag
- * before it lacks, not a value of that flag (a file named so is written --flag=--name). */
-static int is_flag(const char *s) {
+int cannl__is_flag(const void *table, size_t stride, int n, const char *s) {
     if (strcmp(s, "-h") == 0) return 1;
     if (strncmp(s, "--", 2) != 0) return 0;
     const char *eq = strchr(s, '=');
-    return find_flag(s, eq ? (size_t)(eq - s) : strlen(s)) != NULL;
+    return cannl__flag_find(table, stride, n, s, eq ? (size_t)(eq - s) : strlen(s)) != NULL;
 }
+
+static const flag_def *find_flag(const char *a, size_t len) {
+    return (const flag_def *)cannl__flag_find(FLAGS, sizeof FLAGS[0], NFLAGS, a, len);
+}
+
+static int is_flag(const char *s) { return cannl__is_flag(FLAGS, sizeof FLAGS[0], NFLAGS, s); }
 
 static void set_bool(const flag_def *f, cannl__train_opts *o) {
     if (strcmp(f->name, "--no-shuffle") == 0) o->no_shuffle = 1;
