@@ -461,6 +461,15 @@ static int diverged(const trainer *t, const char *what) {
                   ck);
 }
 
+/* A loss (`which`: "loss", "test loss", "validation loss") that is nan or inf: the run
+   diverged (params so large that the forward pass overflows, or a step's nan). */
+static int check_loss(const trainer *t, const char *which, double loss) {
+    if (isfinite(loss)) return CANNL__EXIT_OK;
+    char what[64];
+    snprintf(what, sizeof what, "the %s is %s", which, cannl__nonfinite_name(loss));
+    return diverged(t, what);
+}
+
 /* Every state tensor (params, then optimiser state) must be finite. */
 static int check_state(trainer *t) {
     if (t->api->state_tensors(t->m, t->state, t->nstate) != t->nstate)
@@ -613,11 +622,8 @@ static int evaluate(trainer *t) {
     t->test_loss = loss_sum / (double)t->ntest;
     for (int32_t k = 0; k < api->num_metrics; k++) t->metrics[k] = sum[k] / (double)t->ntest;
     free(sum);
-    if (!isfinite(t->test_loss)) { /* params so large that the forward pass overflows: diverged */
-        char what[64];
-        snprintf(what, sizeof what, "the test loss is %s", cannl__nonfinite_name(t->test_loss));
-        return diverged(t, what);
-    }
+    const int rc = check_loss(t, "test loss", t->test_loss);
+    if (rc) return rc;
     t->tested_step = t->step;
     return CANNL__EXIT_OK;
 }
@@ -719,11 +725,8 @@ static int validate(trainer *t) {
     t->val_loss = loss_sum / (double)batches;
     for (int32_t j = 0; j < api->num_metrics; j++) t->val_metrics[j] = sum[j] / (double)batches;
     free(sum);
-    if (!isfinite(t->val_loss)) { /* params so large that the forward pass overflows: diverged */
-        char what[64];
-        snprintf(what, sizeof what, "the validation loss is %s", cannl__nonfinite_name(t->val_loss));
-        return diverged(t, what);
-    }
+    const int rc = check_loss(t, "validation loss", t->val_loss);
+    if (rc) return rc;
     t->validated_step = t->step;
     return CANNL__EXIT_OK;
 }
@@ -1035,11 +1038,8 @@ static int train(trainer *t) {
                 return CANNL__EXIT_FAIL;
             }
             t->step++;
-            if (!isfinite(loss)) {
-                char what[64];
-                snprintf(what, sizeof what, "the loss is %s", cannl__nonfinite_name(loss));
-                return diverged(t, what);
-            }
+            const int rc_loss = check_loss(t, "loss", loss);
+            if (rc_loss) return rc_loss;
             t->steps_run++;
             t->examples_run += n;
             t->ep_loss += loss * (double)n;
