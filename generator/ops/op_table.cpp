@@ -17,6 +17,11 @@ ArgSig integer(const char* n, double def, double min = -1e300) {
 }
 ArgSig number(const char* n, double def) { return {n, ArgType::Number, false, def}; }
 ArgSig required_number(const char* n) { return {n, ArgType::Number, true, 0}; }
+ArgSig positive_number(const char* n, double def) {
+  ArgSig a{n, ArgType::Number, false, def, 0.0};
+  a.positive = true;
+  return a;
+}
 
 void pointwise(ShapeContext& c, const BoundCall& b) {
   c.same_shape(b.tensors[0], fmt::format("in {} of", b.call->name));
@@ -299,8 +304,8 @@ void add_losses(std::vector<OpInfo>& t) {
   t.push_back({"l1_loss", {tensor("x"), tensor("y"), reduction_arg()}, pointwise_loss, false,
                "abs(x - y), reduced (reduction = \"mean\", \"sum\" or \"none\")",
                binary_loss([](const ExprP& d, const BoundCall&) { return ir::call("abs", {d}); })});
-  t.push_back({"huber_loss", {tensor("x"), tensor("y"), number("delta", 1.0), reduction_arg()}, pointwise_loss,
-               false, "0.5 (x - y) ** 2 where |x - y| < delta, else delta (|x - y| - 0.5 delta), reduced",
+  t.push_back({"huber_loss", {tensor("x"), tensor("y"), positive_number("delta", 1.0), reduction_arg()},
+               pointwise_loss, false, "0.5 (x - y) ** 2 where |x - y| < delta, else delta (|x - y| - 0.5 delta), reduced",
                binary_loss([](const ExprP& d, const BoundCall& c) {
                  const double delta = c.values.at("delta");
                  const ExprP a = ir::call("abs", {d});

@@ -38,6 +38,7 @@ struct ArgSig {
   // An optional Number with no fixed default: shown like this in signatures and left out of
   // BoundCall::values when not given (attention's scale = 1/sqrt(e)).
   std::string default_text = {};
+  bool positive = false;  // Number: min_value is 0 and 0 itself is rejected too (huber_loss's delta)
 };
 
 // A call after binding its arguments to the signature.

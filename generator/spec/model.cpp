@@ -956,6 +956,12 @@ bool bind_args(const Expr& call, const std::vector<ArgSig>& sig, const Model& m,
           ok = false;
           break;
         }
+        if (s.positive && value <= 0) {
+          diags.error(v->range, fmt::format("argument '{}' of '{}' must be positive, not {}", s.name, call.name,
+                                            value));
+          ok = false;
+          break;
+        }
         if (value < s.min_value) {
           diags.error(v->range, fmt::format("argument '{}' of '{}' must be at least {}, not {}",
                                             s.name, call.name, s.min_value, value));
