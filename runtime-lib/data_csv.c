@@ -199,6 +199,7 @@ cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dt
     size_t store_cap = 0, store_len = 0;
     const size_t es = cannl_dtype_size(dtype);
     int64_t rows = 0, lineno = 0;
+    int64_t header_fields = -1, header_line = 0; /* a detected header: its field count, its line */
     int seen_first = 0;
     for (;;) {
         int r = read_line(&s, &lb, &st, err);
@@ -212,6 +213,10 @@ cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dt
         field_kind kind = FIELD_NUMBER;
         const char *bad_text = NULL;
         const int64_t nf = split_fields(line, &fs);
+        if (!seen_first && header == CANNL__CSV_HEADER && nf >= 0) { /* declared: skipped whatever it holds */
+            seen_first = 1;
+            continue;
+        }
         for (int64_t j = 0; j < nsel && nf >= 0; j++)
             if (sel[j] >= nf) {
                 st = cannl__fail(err, CANNL_E_FORMAT, path,
@@ -227,9 +232,14 @@ cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dt
         }
         if (!seen_first) {
             seen_first = 1;
-            /* The first row is a header when declared (PATH:header), or when none of its fields
-               is a number. One mixing numbers and text is neither: most likely a typo. */
-            if (header == CANNL__CSV_HEADER || numbers == 0) continue;
+            /* The first row is a header when declared (PATH:header, skipped above), or when none
+               of its fields is a number. One mixing numbers and text is neither: most likely a
+               typo. A detected header names the columns: the data rows have as many. */
+            if (numbers == 0) {
+                header_fields = nf;
+                header_line = lineno;
+                continue;
+            }
             if (bad && kind == FIELD_TEXT) {
                 st = cannl__fail(err, CANNL_E_FORMAT, path,
                                  "line %" PRId64 ": field %" PRId64 " ('%.40s') is not a number, but the row has "
@@ -241,6 +251,13 @@ cannl_status cannl__load_csv(cannl_dataset *ds, const char *path, cannl_dtype dt
         }
         if (bad) {
             st = field_error(err, path, lineno, bad, kind, bad_text, dtype);
+            goto done;
+        }
+        if (width < 0 && header_fields >= 0 && nf != header_fields) {
+            st = cannl__fail(err, CANNL_E_FORMAT, path,
+                             "line %" PRId64 ": %" PRId64 " values, but the header (line %" PRId64 ") names %" PRId64
+                             " column%s (declare the first row a header with %s:header to skip it whatever it holds)",
+                             lineno, nf, header_line, header_fields, header_fields == 1 ? "" : "s", path);
             goto done;
         }
         if (width < 0) {

@@ -170,6 +170,24 @@ int main(int argc, char **argv) {
         cannl_dataset_free(&ds);
         snprintf(ph, sizeof ph, "%s/missing.csv:header", dir);
         CHECK_ERR(cannl__dataset_load_bound(&ds, ph, CANNL_F32, &err), CANNL_E_IO, "missing.csv: cannot open", "");
+        /* ... its columns too: a declared title line shorter than the columns taken is skipped. */
+        write_text(rt_path(p, sizeof p, dir, "title.csv"), "house prices\n1,2,3\n4,5,6\n");
+        snprintf(ph, sizeof ph, "%s:header:2", p);
+        CHECK_OK(cannl__dataset_load_bound(&ds, ph, CANNL_F32, &err));
+        CHECK(ds.count == 2 && ds.elems == 1 && ds.data && ((float *)ds.data)[1] == 6);
+        cannl_dataset_free(&ds);
+        /* A detected header names the columns: data rows with another field count are an error
+           (a header of 4 names over rows of 3 read silently before), whatever the columns taken. */
+        write_text(rt_path(p, sizeof p, dir, "longhead.csv"), "a,b,c,d\n1,2,3\n4,5,6\n");
+        CHECK_ERR(cannl_dataset_load(&ds, p, CANNL_FMT_AUTO, CANNL_F32, &err), CANNL_E_FORMAT,
+                  "longhead.csv: line 2: 3 values, but the header (line 1) names 4 columns", ":header to skip it");
+        snprintf(ph, sizeof ph, "%s:0-1", p);
+        CHECK_ERR(cannl__dataset_load_bound(&ds, ph, CANNL_F32, &err), CANNL_E_FORMAT,
+                  "longhead.csv: line 2: 3 values, but the header (line 1) names 4 columns", "");
+        snprintf(ph, sizeof ph, "%s:header:0-1", p); /* declared: skipped whatever it holds */
+        CHECK_OK(cannl__dataset_load_bound(&ds, ph, CANNL_F32, &err));
+        CHECK(ds.count == 2 && ds.elems == 2);
+        cannl_dataset_free(&ds);
     }
     /* Numbers are decimal and finite, and must fit the dtype: no hexadecimal floats, nan, inf
        or overflow (1e999, or 1e39 for float32); an underflow to 0 is fine. */
