@@ -36,10 +36,15 @@ int main(int argc, char **argv) {
         printf("%d xor %d = %d   (logits %+.3f %+.3f)\n", a, b, cls, (double)logits[2 * i], (double)logits[2 * i + 1]);
         wrong += cls != (a ^ b);
     }
-    /* A batch count outside 1..XOR_MAX_BATCH is refused, nothing written. */
+    /* A batch count outside 1..XOR_MAX_BATCH, or a NULL where forward needs a buffer (the
+       input `bits`, an output), is refused, nothing written. */
+    const xor_real *no_bits[XOR_NUM_INPUTS] = {NULL};
+    xor_real *no_logits[XOR_NUM_OUTPUTS] = {NULL};
     if (xor_infer_forward(s, inputs, 0, outputs) != CANNL_E_ARG ||
-        xor_infer_forward(s, inputs, XOR_MAX_BATCH + 1, outputs) != CANNL_E_ARG) {
-        fprintf(stderr, "classify: a bad batch count was accepted\n");
+        xor_infer_forward(s, inputs, XOR_MAX_BATCH + 1, outputs) != CANNL_E_ARG ||
+        xor_infer_forward(s, no_bits, N, outputs) != CANNL_E_ARG || xor_infer_forward(s, inputs, N, no_logits) != CANNL_E_ARG ||
+        xor_infer_forward(s, NULL, N, outputs) != CANNL_E_ARG || xor_infer_forward(s, inputs, N, NULL) != CANNL_E_ARG) {
+        fprintf(stderr, "classify: a bad batch count or a missing buffer was accepted\n");
         wrong++;
     }
 

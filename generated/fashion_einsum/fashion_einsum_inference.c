@@ -413,6 +413,7 @@ cannl_status fashion_einsum_infer_load(struct fashion_einsum_infer *m, const cha
 }
 
 const fashion_einsum_real *fashion_einsum_infer_param(const struct fashion_einsum_infer *m, const char *name, int64_t *count) {
+    if (!m || !name) return NULL;
     if (strcmp(name, "w1") == 0) {
         if (count) *count = 200704;
         return m->w1;
@@ -443,16 +444,31 @@ const fashion_einsum_real *fashion_einsum_infer_param(const struct fashion_einsu
     return NULL;
 }
 
+/* Per input, 1 when forward reads it (the others, targets, only eval). */
+static const unsigned char forward_reads[] = { 1, 0, 0};
+
+/* Whether the caller gave the pointers a call uses: each input forward reads (every input
+   when every_input) and, when outputs is checked, each output. */
+static int pointers_given(const real *const inputs[], int every_input, real *const outputs[], int check_outputs) {
+    for (int i = 0; i < FASHION_EINSUM_NUM_INPUTS; i++)
+        if ((every_input || forward_reads[i]) && (!inputs || !inputs[i])) return 0;
+    for (int k = 0; check_outputs && k < FASHION_EINSUM_NUM_OUTPUTS; k++)
+        if (!outputs || !outputs[k]) return 0;
+    return 1;
+}
+
 cannl_status fashion_einsum_infer_forward(struct fashion_einsum_infer *m, const fashion_einsum_real *const inputs[], int64_t n,
     fashion_einsum_real *const outputs[]) {
-    if (!m || n < 1 || n > FASHION_EINSUM_MAX_BATCH) return CANNL_E_ARG;
+    if (!m || n < 1 || n > FASHION_EINSUM_MAX_BATCH || !pointers_given(inputs, 0, outputs, 1)) return CANNL_E_ARG;
     forward(m, inputs, n, outputs);
     return CANNL_OK;
 }
 
 cannl_status fashion_einsum_infer_eval(struct fashion_einsum_infer *m, const fashion_einsum_real *const inputs[], int64_t n,
     double *loss, double metrics[]) {
-    if (!m || n < 1 || n > FASHION_EINSUM_MAX_BATCH) return CANNL_E_ARG;
+    if (!m || n < 1 || n > FASHION_EINSUM_MAX_BATCH || !loss || (FASHION_EINSUM_NUM_METRICS > 0 && !metrics) ||
+        !pointers_given(inputs, 1, NULL, 0))
+        return CANNL_E_ARG;
     eval_metrics(m, inputs, n, loss, metrics);
     return CANNL_OK;
 }
@@ -541,8 +557,6 @@ static void api_set_threads_fn(int n) {
     (void)n;
 #endif
 }
-
-static const unsigned char forward_reads[] = { 1, 0, 0};
 
 const cannl_model_api fashion_einsum_infer_api = {
     "fashion_einsum", CANNL_F32, FASHION_EINSUM_MAX_BATCH,

@@ -361,6 +361,7 @@ cannl_status fashion_mlp_infer_load(struct fashion_mlp_infer *m, const char *pat
 }
 
 const fashion_mlp_real *fashion_mlp_infer_param(const struct fashion_mlp_infer *m, const char *name, int64_t *count) {
+    if (!m || !name) return NULL;
     if (strcmp(name, "w1") == 0) {
         if (count) *count = 401408;
         return m->w1;
@@ -391,16 +392,31 @@ const fashion_mlp_real *fashion_mlp_infer_param(const struct fashion_mlp_infer *
     return NULL;
 }
 
+/* Per input, 1 when forward reads it (the others, targets, only eval). */
+static const unsigned char forward_reads[] = { 1, 0, 0};
+
+/* Whether the caller gave the pointers a call uses: each input forward reads (every input
+   when every_input) and, when outputs is checked, each output. */
+static int pointers_given(const real *const inputs[], int every_input, real *const outputs[], int check_outputs) {
+    for (int i = 0; i < FASHION_MLP_NUM_INPUTS; i++)
+        if ((every_input || forward_reads[i]) && (!inputs || !inputs[i])) return 0;
+    for (int k = 0; check_outputs && k < FASHION_MLP_NUM_OUTPUTS; k++)
+        if (!outputs || !outputs[k]) return 0;
+    return 1;
+}
+
 cannl_status fashion_mlp_infer_forward(struct fashion_mlp_infer *m, const fashion_mlp_real *const inputs[], int64_t n,
     fashion_mlp_real *const outputs[]) {
-    if (!m || n < 1 || n > FASHION_MLP_MAX_BATCH) return CANNL_E_ARG;
+    if (!m || n < 1 || n > FASHION_MLP_MAX_BATCH || !pointers_given(inputs, 0, outputs, 1)) return CANNL_E_ARG;
     forward(m, inputs, n, outputs);
     return CANNL_OK;
 }
 
 cannl_status fashion_mlp_infer_eval(struct fashion_mlp_infer *m, const fashion_mlp_real *const inputs[], int64_t n,
     double *loss, double metrics[]) {
-    if (!m || n < 1 || n > FASHION_MLP_MAX_BATCH) return CANNL_E_ARG;
+    if (!m || n < 1 || n > FASHION_MLP_MAX_BATCH || !loss || (FASHION_MLP_NUM_METRICS > 0 && !metrics) ||
+        !pointers_given(inputs, 1, NULL, 0))
+        return CANNL_E_ARG;
     eval_metrics(m, inputs, n, loss, metrics);
     return CANNL_OK;
 }
@@ -482,8 +498,6 @@ static void api_set_threads_fn(int n) {
     (void)n;
 #endif
 }
-
-static const unsigned char forward_reads[] = { 1, 0, 0};
 
 const cannl_model_api fashion_mlp_infer_api = {
     "fashion_mlp", CANNL_F32, FASHION_MLP_MAX_BATCH,

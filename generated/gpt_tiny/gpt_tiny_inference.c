@@ -830,6 +830,7 @@ cannl_status gpt_tiny_infer_load(struct gpt_tiny_infer *m, const char *path, can
 }
 
 const gpt_tiny_real *gpt_tiny_infer_param(const struct gpt_tiny_infer *m, const char *name, int64_t *count) {
+    if (!m || !name) return NULL;
     if (strcmp(name, "wte") == 0) {
         if (count) *count = 32768;
         return m->wte;
@@ -900,16 +901,31 @@ const gpt_tiny_real *gpt_tiny_infer_param(const struct gpt_tiny_infer *m, const 
     return NULL;
 }
 
+/* Per input, 1 when forward reads it (the others, targets, only eval). */
+static const unsigned char forward_reads[] = { 1, 0, 0};
+
+/* Whether the caller gave the pointers a call uses: each input forward reads (every input
+   when every_input) and, when outputs is checked, each output. */
+static int pointers_given(const real *const inputs[], int every_input, real *const outputs[], int check_outputs) {
+    for (int i = 0; i < GPT_TINY_NUM_INPUTS; i++)
+        if ((every_input || forward_reads[i]) && (!inputs || !inputs[i])) return 0;
+    for (int k = 0; check_outputs && k < GPT_TINY_NUM_OUTPUTS; k++)
+        if (!outputs || !outputs[k]) return 0;
+    return 1;
+}
+
 cannl_status gpt_tiny_infer_forward(struct gpt_tiny_infer *m, const gpt_tiny_real *const inputs[], int64_t n,
     gpt_tiny_real *const outputs[]) {
-    if (!m || n < 1 || n > GPT_TINY_MAX_BATCH) return CANNL_E_ARG;
+    if (!m || n < 1 || n > GPT_TINY_MAX_BATCH || !pointers_given(inputs, 0, outputs, 1)) return CANNL_E_ARG;
     forward(m, inputs, n, outputs);
     return CANNL_OK;
 }
 
 cannl_status gpt_tiny_infer_eval(struct gpt_tiny_infer *m, const gpt_tiny_real *const inputs[], int64_t n,
     double *loss, double metrics[]) {
-    if (!m || n < 1 || n > GPT_TINY_MAX_BATCH) return CANNL_E_ARG;
+    if (!m || n < 1 || n > GPT_TINY_MAX_BATCH || !loss || (GPT_TINY_NUM_METRICS > 0 && !metrics) ||
+        !pointers_given(inputs, 1, NULL, 0))
+        return CANNL_E_ARG;
     eval_metrics(m, inputs, n, loss, metrics);
     return CANNL_OK;
 }
@@ -1069,8 +1085,6 @@ static void api_set_threads_fn(int n) {
     (void)n;
 #endif
 }
-
-static const unsigned char forward_reads[] = { 1, 0, 0};
 
 const cannl_model_api gpt_tiny_infer_api = {
     "gpt_tiny", CANNL_F32, GPT_TINY_MAX_BATCH,

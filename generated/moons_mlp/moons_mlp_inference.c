@@ -246,6 +246,7 @@ cannl_status moons_mlp_infer_load(struct moons_mlp_infer *m, const char *path, c
 }
 
 const moons_mlp_real *moons_mlp_infer_param(const struct moons_mlp_infer *m, const char *name, int64_t *count) {
+    if (!m || !name) return NULL;
     if (strcmp(name, "w1") == 0) {
         if (count) *count = 32;
         return m->w1;
@@ -276,16 +277,31 @@ const moons_mlp_real *moons_mlp_infer_param(const struct moons_mlp_infer *m, con
     return NULL;
 }
 
+/* Per input, 1 when forward reads it (the others, targets, only eval). */
+static const unsigned char forward_reads[] = { 1, 0, 0};
+
+/* Whether the caller gave the pointers a call uses: each input forward reads (every input
+   when every_input) and, when outputs is checked, each output. */
+static int pointers_given(const real *const inputs[], int every_input, real *const outputs[], int check_outputs) {
+    for (int i = 0; i < MOONS_MLP_NUM_INPUTS; i++)
+        if ((every_input || forward_reads[i]) && (!inputs || !inputs[i])) return 0;
+    for (int k = 0; check_outputs && k < MOONS_MLP_NUM_OUTPUTS; k++)
+        if (!outputs || !outputs[k]) return 0;
+    return 1;
+}
+
 cannl_status moons_mlp_infer_forward(struct moons_mlp_infer *m, const moons_mlp_real *const inputs[], int64_t n,
     moons_mlp_real *const outputs[]) {
-    if (!m || n < 1 || n > MOONS_MLP_MAX_BATCH) return CANNL_E_ARG;
+    if (!m || n < 1 || n > MOONS_MLP_MAX_BATCH || !pointers_given(inputs, 0, outputs, 1)) return CANNL_E_ARG;
     forward(m, inputs, n, outputs);
     return CANNL_OK;
 }
 
 cannl_status moons_mlp_infer_eval(struct moons_mlp_infer *m, const moons_mlp_real *const inputs[], int64_t n,
     double *loss, double metrics[]) {
-    if (!m || n < 1 || n > MOONS_MLP_MAX_BATCH) return CANNL_E_ARG;
+    if (!m || n < 1 || n > MOONS_MLP_MAX_BATCH || !loss || (MOONS_MLP_NUM_METRICS > 0 && !metrics) ||
+        !pointers_given(inputs, 1, NULL, 0))
+        return CANNL_E_ARG;
     eval_metrics(m, inputs, n, loss, metrics);
     return CANNL_OK;
 }
@@ -367,8 +383,6 @@ static void api_set_threads_fn(int n) {
     (void)n;
 #endif
 }
-
-static const unsigned char forward_reads[] = { 1, 0, 0};
 
 const cannl_model_api moons_mlp_infer_api = {
     "moons_mlp", CANNL_F32, MOONS_MLP_MAX_BATCH,
