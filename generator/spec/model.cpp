@@ -56,12 +56,17 @@ std::string unknown_function_hint(const std::string& name, const std::vector<std
       {"transpose", "there is no transpose: write the product the other way round, or einsum(\"i -> o => o -> i\", w)"},
       {"pow", "the power is the operator '**': x ** 2"},
       {"argmax", "argmax is not differentiable; accuracy(logits, target) is a metric"},
+      {"binary_cross_entropy_with_logits", "PyTorch's binary_cross_entropy_with_logits is bce_with_logits(x, y)"},
+      {"smooth_l1_loss", "smooth_l1_loss(x, y, beta) is huber_loss(x, y, delta = beta) / beta"},
+      {"BatchNorm1d", "batch norm is batch_norm(x) (no affine part: multiply and add params)"},
+      {"BatchNorm2d", "batch norm is batch_norm(x) over channels-last maps (no affine part: multiply and add params)"},
   };
   if (auto it = torch.find(name); it != torch.end()) return fmt::format(" ({})", it->second);
   std::vector<std::pair<size_t, std::string>> near;
   const size_t limit = std::max<size_t>(2, name.size() / 3);
   for (const std::string& c : builtins) {
-    size_t d = swap_distance(name, c);
+    // A prefix of a built-in's words (mse -> mse_loss, nll -> nll_loss) is as near as one edit.
+    size_t d = c.rfind(name + "_", 0) == 0 ? 1 : swap_distance(name, c);
     if (d <= limit && d < c.size()) near.push_back({d, c});
   }
   std::stable_sort(near.begin(), near.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
