@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "cannl_rt.h"
@@ -56,6 +57,31 @@ bool read_name_map(const ir::Program& p, const std::string& path, std::map<std::
   return true;
 }
 
+// The tensor names a safetensors file holds, in the file's order, for an error about a missing
+// one (as the programs' loader lists them); empty when the header cannot be read (the reader
+// has read it already, so only a file changed meanwhile).
+std::string held_names(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  unsigned char len[8] = {};
+  if (!f.read(reinterpret_cast<char*>(len), 8)) return "";
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
+  if (n > (uint64_t{100} << 20)) return "";
+  std::string head(static_cast<size_t>(n), '\0');
+  if (!f.read(head.data(), static_cast<std::streamsize>(n))) return "";
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(head, nullptr, false);
+  if (!j.is_object()) return "";
+  std::string list;
+  size_t count = 0;
+  for (const auto& [name, v] : j.items()) {
+    if (name == "__metadata__") continue;
+    if (++count <= 24) list += (list.empty() ? "" : ", ") + name;
+  }
+  if (count == 0) return "no tensors";
+  if (count > 24) list += fmt::format(", ... ({} in all)", count);
+  return list;
+}
+
 }  // namespace
 
 bool read_weights(const ir::Program& p, const std::string& path, const std::string& name_map, EmbeddedWeights& out,
@@ -99,6 +125,8 @@ bool read_weights(const ir::Program& p, const std::string& path, const std::stri
       error = err.msg;
       if (st == CANNL_E_NOTFOUND && mapped != names.end())
         error += fmt::format(" (param '{}' through the name map {})", buf.state_name, name_map);
+      if (const std::string held = st == CANNL_E_NOTFOUND ? held_names(path) : ""; !held.empty())
+        error += "; the file holds: " + held;
       return false;
     }
     for (size_t k = 0; k < values.size(); ++k)

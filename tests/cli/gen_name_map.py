@@ -72,11 +72,14 @@ check(r.returncode == 0, f"gen --name-map with a byte-order mark: {r.returncode}
 
 r = gen("-o", "out2", "--weights", "torch.safetensors", "--embed")
 check(r.returncode == 1 and "no tensor 'w1'" in r.stderr, f"without the map: {r.returncode} {r.stderr}")
+# The error lists what the file holds (issue 20 item 5), as the programs' --weights does.
+check("; the file holds: net.0.weight, net.0.bias, net.2.weight" in r.stderr,
+      f"without the map: the error does not list the file's tensors: {r.stderr}")
 with open("wrong.txt", "w") as f:
     f.write("w1 = net.0.weights\n")
 r = gen("-o", "out3", "--weights", "torch.safetensors", "--embed", "--name-map", "wrong.txt")
-check(r.returncode == 1 and "net.0.weights" in r.stderr and "param 'w1' through the name map" in r.stderr,
-      f"a mapped name missing: {r.stderr}")
+check(r.returncode == 1 and "net.0.weights" in r.stderr and "param 'w1' through the name map" in r.stderr
+      and "the file holds: net.0.weight, " in r.stderr, f"a mapped name missing: {r.stderr}")
 for content, needle in [("w9 = x\n", "bad.txt: line 1: 'w9' is no param of model 'moons_mlp'"),
                         ("w1 net.0.weight\n", "bad.txt: line 1: expected 'cannl_name = file.key'"),
                         ("w1 = a\nw1 = b\n", "bad.txt: line 2: 'w1' is mapped twice")]:
