@@ -1239,9 +1239,12 @@ int cannl__train_main_dist(const cannl_model_api *api, const cannl_model_ext *ex
     t.ext = ext;
     t.dist = dist;
     char msg[512];
+    /* Under mpirun every rank has the same command line: rank 0 alone prints the help and
+       what is wrong with the flags (a bad CANNL_ISA, from a host's environment, every rank). */
+    const int speaks = !dist || dist->rank == 0;
     int rc = cannl__train_parse(api, argc, argv, &t.o, msg, sizeof msg);
     if (rc == CANNL__EXIT_OK && t.o.help) {
-        cannl__train_usage(api, t.o.prog, stdout);
+        if (speaks) cannl__train_usage(api, t.o.prog, stdout);
         cannl__train_opts_free(&t.o);
         return CANNL__EXIT_OK;
     }
@@ -1262,12 +1265,17 @@ int cannl__train_main_dist(const cannl_model_api *api, const cannl_model_ext *ex
     }
     cannl_isa isa;
     cannl_error isa_err;
+    int isa_bad = 0;
     if (rc == CANNL__EXIT_OK && cannl_isa_select(&isa, &isa_err) != CANNL_OK) { /* a bad CANNL_ISA */
         snprintf(msg, sizeof msg, "%s", isa_err.msg);
         rc = CANNL__EXIT_USAGE;
+        isa_bad = 1;
     }
     if (rc != CANNL__EXIT_OK) {
-        fprintf(stderr, "%s: error: %s\n", t.o.prog, msg);
+        if (speaks)
+            fprintf(stderr, "%s: error: %s\n", t.o.prog, msg);
+        else if (isa_bad)
+            fprintf(stderr, "%s (rank %d): error: %s\n", t.o.prog, dist->rank, msg);
         cannl__train_opts_free(&t.o);
         return rc;
     }

@@ -25,6 +25,8 @@
           alone
   kill    kill -9 of rank 1 mid-run: mpirun and every rank end non-zero within seconds, the
           output names rank 1, the checkpoint on disk loads (a run resumes from it)
+  usage   a bad flag (--zero 2, an unknown one, --data of no input) under mpirun -np 3: every
+          rank exits non-zero and the error is printed once, not once per rank; --help once
   hosts   two "hosts": two network namespaces joined by a veth pair, one rank in each,
           mpirun over TCP between them (its remote launcher an `ip netns exec` script in
           place of ssh): 10 steps equal the program alone (skipped where namespaces cannot
@@ -269,6 +271,25 @@ def cmd_resume(a):
     return 0 if compare(f"{w}/resumed.st", f"{w}/alone.st", 1e-12, "2 ranks then 1 vs alone") else 1
 
 
+def cmd_usage(a):
+    ok = True
+    data = fashion_args(a)
+    cases = [(["--zero", "2"], 2, "--zero: stage 2 is not supported"),
+             (["--bogus"], 2, "--bogus"),
+             (["--data", "nope=x.npy"], 2, "nope"),
+             (["--help"], 0, "usage: ")]
+    for flags, want_rc, needle in cases:
+        cmd = mpirun(3) + [a.trainer] + data + ["--steps", "1", "--quiet"] + flags
+        print("$", " ".join(cmd), flush=True)
+        r = subprocess.run(cmd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        print(r.stdout, end="", flush=True)
+        said = [line for line in r.stdout.splitlines() if needle in line and ("error" in line or needle == "usage: ")]
+        if (r.returncode == 0) != (want_rc == 0) or len(said) != 1:
+            print(f"FAIL: {flags}: exit {r.returncode}, '{needle}' said {len(said)} times (once expected)")
+            ok = False
+    return 0 if ok else 1
+
+
 def ranks_of(pid):
     """The processes below pid (mpirun's ranks) with their OMPI_COMM_WORLD_RANK."""
     out = {}
@@ -409,7 +430,8 @@ def cmd_hosts(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["equal", "zero", "memory", "dropout", "uneven", "resume", "kill", "hosts"])
+    ap.add_argument("what", choices=["equal", "zero", "memory", "dropout", "uneven", "resume", "kill", "usage",
+                                       "hosts"])
     ap.add_argument("--trainer", required=True)
     ap.add_argument("--fashion", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--work", required=True)
@@ -429,7 +451,8 @@ def main():
     r = subprocess.run(mpirun(1) + ["true"], env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         skip(f"mpirun cannot start a process here: {r.stdout.strip()[:300]}")
-    return {"equal": cmd_equal, "zero": cmd_zero, "memory": cmd_memory, "dropout": cmd_dropout, "uneven": cmd_uneven, "resume": cmd_resume, "kill": cmd_kill, "hosts": cmd_hosts}[a.what](a)
+    return {"equal": cmd_equal, "zero": cmd_zero, "memory": cmd_memory, "dropout": cmd_dropout, "uneven": cmd_uneven, "resume": cmd_resume, "kill": cmd_kill, "usage": cmd_usage,
+            "hosts": cmd_hosts}[a.what](a)
 
 
 MPIRUN = None
