@@ -2,6 +2,7 @@
 #include "driver/weights.h"
 
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>

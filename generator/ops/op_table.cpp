@@ -305,7 +305,8 @@ void add_losses(std::vector<OpInfo>& t) {
                "abs(x - y), reduced (reduction = \"mean\", \"sum\" or \"none\")",
                binary_loss([](const ExprP& d, const BoundCall&) { return ir::call("abs", {d}); })});
   t.push_back({"huber_loss", {tensor("x"), tensor("y"), positive_number("delta", 1.0), reduction_arg()},
-               pointwise_loss, false, "0.5 (x - y) ** 2 where |x - y| < delta, else delta (|x - y| - 0.5 delta), reduced",
+               pointwise_loss, false,
+               "0.5 (x - y) ** 2 where |x - y| < delta (> 0), else delta (|x - y| - 0.5 delta), reduced",
                binary_loss([](const ExprP& d, const BoundCall& c) {
                  const double delta = c.values.at("delta");
                  const ExprP a = ir::call("abs", {d});

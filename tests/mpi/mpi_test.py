@@ -451,8 +451,8 @@ def main():
     r = subprocess.run(mpirun(1) + ["true"], env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         skip(f"mpirun cannot start a process here: {r.stdout.strip()[:300]}")
-    return {"equal": cmd_equal, "zero": cmd_zero, "memory": cmd_memory, "dropout": cmd_dropout, "uneven": cmd_uneven, "resume": cmd_resume, "kill": cmd_kill, "usage": cmd_usage,
-            "hosts": cmd_hosts}[a.what](a)
+    return {"equal": cmd_equal, "zero": cmd_zero, "memory": cmd_memory, "dropout": cmd_dropout, "uneven": cmd_uneven, "resume": cmd_resume, "kill": cmd_kill,
+            "usage": cmd_usage, "hosts": cmd_hosts}[a.what](a)
 
 
 MPIRUN = None
