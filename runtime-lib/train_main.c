@@ -914,6 +914,9 @@ static int zero_step(trainer *t, int64_t first, int64_t count, int64_t n, double
     api->train_update(t->m);
     for (int32_t i = 0, owner = 0; i < api->num_params; i++) {
         while (owner + 1 < d->size && t->shard[owner + 1] <= i) owner++;
+        /* Only what the update changed: not a frozen param or a buffer (the same everywhere),
+           nor batch_norm's running statistics (each rank's own, as without ZeRO-1). */
+        if (api->grad_offsets[i] < 0) continue;
         if (d->bcast(d, t->state[i].data, api->params[i].size, api->dtype, owner, msg, sizeof msg))
             return report(t, CANNL__EXIT_FAIL, "%s", msg);
     }

@@ -21,6 +21,9 @@
   dropout a model with dropout (p = 0.5): 10 steps at global batch 128 on 2 and 3 ranks
           (slices 43/43/42), plain and ZeRO-1, equal the program alone: each rank draws the
           masks one process draws for the same examples (by their index in the global batch)
+  bn      a model with batch_norm (each rank normalises with its slice's statistics and keeps
+          its own running statistics, as DDP without SyncBatchNorm; rank 0's are saved): on 2 and
+          3 ranks, --zero 1 equals the plain all-reduce, running statistics included
   resume  2 ranks to step 5 (checkpointed), then 1 rank resumes to step 10: equals 10 steps
           alone
   kill    kill -9 of rank 1 mid-run: mpirun and every rank end non-zero within seconds, the
@@ -227,6 +230,22 @@ def cmd_dropout(a):
     return 0 if ok else 1
 
 
+def cmd_bn(a):
+    w = a.work
+    rng = np.random.default_rng(12)
+    x, y = os.path.join(w, "x.npy"), os.path.join(w, "y.npy")
+    np.save(x, rng.standard_normal((640, 6)) * 2 + 1)
+    np.save(y, rng.integers(0, 3, 640).astype(np.int64))
+    base = [a.trainer, "--data", f"x={x}", "--data", f"y={y}", "--steps", "10", "--batch", "128", "--seed", "3",
+            "--quiet"]
+    ok = True
+    for p in (2, 3):
+        run(mpirun(p) + base + ["--checkpoint", f"{w}/np{p}.st"], f"mpirun -np {p}")
+        run(mpirun(p) + base + ["--zero", "1", "--checkpoint", f"{w}/np{p}_zero.st"], f"mpirun -np {p} --zero 1")
+        ok = compare(f"{w}/np{p}_zero.st", f"{w}/np{p}.st", a.tol, f"-np {p} --zero 1 vs -np {p}") and ok
+    return 0 if ok else 1
+
+
 def last_test(path):
     recs = [json.loads(line) for line in open(path) if line.strip()]
     recs = [r for r in recs if "test_loss" in r]
@@ -430,8 +449,8 @@ def cmd_hosts(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["equal", "zero", "memory", "dropout", "uneven", "resume", "kill", "usage",
-                                       "hosts"])
+    ap.add_argument("what", choices=["equal", "zero", "memory", "dropout", "bn", "uneven", "resume", "kill",
+                                       "usage", "hosts"])
     ap.add_argument("--trainer", required=True)
     ap.add_argument("--fashion", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--work", required=True)
@@ -451,7 +470,7 @@ def main():
     r = subprocess.run(mpirun(1) + ["true"], env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         skip(f"mpirun cannot start a process here: {r.stdout.strip()[:300]}")
-    return {"equal": cmd_equal, "zero": cmd_zero, "memory": cmd_memory, "dropout": cmd_dropout, "uneven": cmd_uneven, "resume": cmd_resume, "kill": cmd_kill,
+    return {"equal": cmd_equal, "zero": cmd_zero, "memory": cmd_memory, "dropout": cmd_dropout, "bn": cmd_bn, "uneven": cmd_uneven, "resume": cmd_resume, "kill": cmd_kill,
             "usage": cmd_usage, "hosts": cmd_hosts}[a.what](a)
 
 
