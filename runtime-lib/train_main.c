@@ -590,8 +590,28 @@ static int sum_over_ranks(trainer *t, double *sum, int32_t count) {
     return 1;
 }
 
+/* Data-parallel: the state no gradient moves set to rank 0's on every rank (batch_norm's
+   running statistics, which each rank updates from its own slices; buffers and frozen params
+   are the same everywhere), so that an evaluation split over the ranks is that of the
+   checkpoint rank 0 writes. Not for a CUDA model (its state is device memory). */
+static int sync_untrained(trainer *t) {
+    const cannl_model_api *api = t->api;
+    cannl__dist *d = t->dist;
+    char msg[256];
+    if (!d || d->size == 1 || d->device || !api->grad_offsets) return CANNL__EXIT_OK;
+    if (api->state_tensors(t->m, t->state, t->nstate) != t->nstate)
+        return report(t, CANNL__EXIT_FAIL, "model '%s': state_tensors returned inconsistent counts", api->name);
+    for (int32_t i = 0; i < api->num_params; i++)
+        if (api->grad_offsets[i] < 0 &&
+            d->bcast(d, t->state[i].data, api->params[i].size, api->dtype, 0, msg, sizeof msg))
+            return report(t, CANNL__EXIT_FAIL, "%s", msg);
+    return CANNL__EXIT_OK;
+}
+
 static int evaluate(trainer *t) {
     const cannl_model_api *api = t->api;
+    const int synced = sync_untrained(t);
+    if (synced) return synced;
     double loss_sum = 0;
     double *sum = calloc((size_t)api->num_metrics + 1, sizeof *sum); /* the metrics, then the loss */
     if (!sum) return report(t, CANNL__EXIT_FAIL, "out of memory");
@@ -700,6 +720,8 @@ static int validation_due(const trainer *t, int64_t step) {
 /* val_loss and val_<metric> over --eval-batches fixed batches of --batch windows of --val-stream. */
 static int validate(trainer *t) {
     const cannl_model_api *api = t->api;
+    const int synced = sync_untrained(t);
+    if (synced) return synced;
     const int64_t batches = t->o.eval_batches, n = t->batch;
     double loss_sum = 0;
     double *sum = calloc((size_t)api->num_metrics + 1, sizeof *sum); /* the metrics, then the loss */

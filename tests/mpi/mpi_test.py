@@ -23,7 +23,8 @@
           masks one process draws for the same examples (by their index in the global batch)
   bn      a model with batch_norm (each rank normalises with its slice's statistics and keeps
           its own running statistics, as DDP without SyncBatchNorm; rank 0's are saved): on 2 and
-          3 ranks, --zero 1 equals the plain all-reduce, running statistics included
+          3 ranks, --zero 1 equals the plain all-reduce, running statistics included, and the
+          test loss the ranks report is the checkpoint's (the program alone evaluating it)
   resume  2 ranks to step 5 (checkpointed), then 1 rank resumes to step 10: equals 10 steps
           alone
   kill    kill -9 of rank 1 mid-run: mpirun and every rank end non-zero within seconds, the
@@ -234,15 +235,30 @@ def cmd_bn(a):
     w = a.work
     rng = np.random.default_rng(12)
     x, y = os.path.join(w, "x.npy"), os.path.join(w, "y.npy")
+    tx, ty = os.path.join(w, "tx.npy"), os.path.join(w, "ty.npy")
     np.save(x, rng.standard_normal((640, 6)) * 2 + 1)
     np.save(y, rng.integers(0, 3, 640).astype(np.int64))
-    base = [a.trainer, "--data", f"x={x}", "--data", f"y={y}", "--steps", "10", "--batch", "128", "--seed", "3",
-            "--quiet"]
+    np.save(tx, rng.standard_normal((400, 6)) * 2 + 1)  # 4 batches: split over the ranks
+    np.save(ty, rng.integers(0, 3, 400).astype(np.int64))
+    data = [a.trainer, "--data", f"x={x}", "--data", f"y={y}", "--test", f"x={tx}", "--test", f"y={ty}"]
+    base = data + ["--steps", "10", "--batch", "128", "--seed", "3", "--quiet"]
     ok = True
     for p in (2, 3):
-        run(mpirun(p) + base + ["--checkpoint", f"{w}/np{p}.st"], f"mpirun -np {p}")
+        for f in (f"{w}/np{p}.jsonl", f"{w}/alone{p}.jsonl"):
+            if os.path.exists(f):
+                os.remove(f)
+        run(mpirun(p) + base + ["--checkpoint", f"{w}/np{p}.st", "--metrics", f"{w}/np{p}.jsonl"], f"mpirun -np {p}")
         run(mpirun(p) + base + ["--zero", "1", "--checkpoint", f"{w}/np{p}_zero.st"], f"mpirun -np {p} --zero 1")
         ok = compare(f"{w}/np{p}_zero.st", f"{w}/np{p}.st", a.tol, f"-np {p} --zero 1 vs -np {p}") and ok
+        # The test loss the ranks report is that of the checkpoint (rank 0's running statistics),
+        # as the program alone evaluates it.
+        run(data + ["--resume", f"{w}/np{p}.st", "--steps", "10", "--quiet", "--metrics", f"{w}/alone{p}.jsonl"],
+            "the program alone evaluating the checkpoint")
+        got, want = last_test(f"{w}/np{p}.jsonl")["test_loss"], last_test(f"{w}/alone{p}.jsonl")["test_loss"]
+        print(f"-np {p}: test loss {got!r}, the checkpoint's {want!r}", flush=True)
+        if abs(got - want) > a.tol * abs(want):
+            print(f"FAIL: -np {p}: the test loss is not the checkpoint's")
+            ok = False
     return 0 if ok else 1
 
 
