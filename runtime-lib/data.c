@@ -385,8 +385,9 @@ enum { MAX_COLUMNS = 1 << 20 };
 
 /* A column selection "0-5", "6", "0,2,4-7" (0-based, ranges inclusive) into *cols (malloc'd,
  * *n entries). 1: s is no selection (other characters); -1: it looks like one but is not
- * well formed (a reversed or open range, too many columns); -2: out of memory. */
-static int parse_columns(const char *s, int64_t **cols, int64_t *n) {
+ * well formed (an open range, too many columns); -2: out of memory; -3: a reversed range
+ * (its ends in rev[0], rev[1]). */
+static int parse_columns(const char *s, int64_t **cols, int64_t *n, long long rev[2]) {
     if (!*s || strspn(s, "0123456789,-") != strlen(s)) return 1;
     *cols = NULL;
     *n = 0;
@@ -403,7 +404,15 @@ static int parse_columns(const char *s, int64_t **cols, int64_t *n) {
             b = strtoll(p + 1, &end, 10);
             p = end;
         }
-        if (errno || b < a || b - a >= MAX_COLUMNS || *n + (b - a + 1) > MAX_COLUMNS) goto bad;
+        if (!errno && b < a) {
+            rev[0] = a;
+            rev[1] = b;
+            free(*cols);
+            *cols = NULL;
+            *n = 0;
+            return -3;
+        }
+        if (errno || b - a >= MAX_COLUMNS || *n + (b - a + 1) > MAX_COLUMNS) goto bad;
         for (long long c = a; c <= b; c++) {
             if ((size_t)*n == cap) {
                 cap = cap ? cap * 2 : 16;
@@ -455,9 +464,14 @@ cannl_status cannl__dataset_load_bound(cannl_dataset *ds, const char *path_spec,
             continue;
         }
         if (cols) break;
-        const int r = parse_columns(colon + 1, &cols, &ncols);
+        long long rev[2] = {0, 0};
+        const int r = parse_columns(colon + 1, &cols, &ncols, rev);
         if (r == 1) break;
         if (r == -2) st = cannl__fail(err, CANNL_E_NOMEM, path_spec, "out of memory");
+        if (r == -3)
+            st = cannl__fail(err, CANNL_E_ARG, path_spec,
+                             "bad column selection '%s': the range %lld-%lld is reversed (ranges count up: %lld-%lld)",
+                             colon + 1, rev[0], rev[1], rev[1], rev[0]);
         if (r == -1)
             st = cannl__fail(err, CANNL_E_ARG, path_spec,
                              "bad column selection '%s' (0-based columns: N, N-M or a comma-separated list of them, "

@@ -419,7 +419,11 @@ static void case_binding(void) {
         EXPECT(RUN(g_fake, "--data", F("x=%s:0-3", W("all.csv")), "--data", F("y=%s:5", W("all.csv"))), 1, NULL,
                "all.csv: line 1: column 5 was asked for, but the line has 5 fields (columns 0-4)");
         EXPECT(RUN(g_fake, "--data", F("x=%s:3-0", W("all.csv")), "--data", F("y=%s:4", W("all.csv"))), 1, NULL,
-               "all.csv:3-0: bad column selection '3-0'");
+               "all.csv:3-0: bad column selection '3-0': the range 3-0 is reversed (ranges count up: 0-3)");
+        EXPECT(RUN(g_fake, "--data", F("x=%s:0,5-2", W("all.csv")), "--data", F("y=%s:4", W("all.csv"))), 1, NULL,
+               "bad column selection '0,5-2': the range 5-2 is reversed");
+        EXPECT(RUN(g_fake, "--data", F("x=%s:0-", W("all.csv")), "--data", F("y=%s:4", W("all.csv"))), 1, NULL,
+               "all.csv:0-: bad column selection '0-' (0-based columns");
         EXPECT(RUN(g_fake, "--data", F("x=%s/x.npy:0-3", g_dir), "--data", Y_ARG), 1, NULL,
                "x.npy: ':0-3' selects columns of a CSV file, but this is a .npy file");
         EXPECT(RUN(g_fake, "--data", F("x=%s:0-2", W("all.csv")), "--data", F("y=%s:4", W("all.csv"))), 1, NULL,
