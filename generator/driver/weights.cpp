@@ -74,7 +74,8 @@ std::string held_names(const std::string& path) {
   if (!j.is_object()) return "";
   std::string list;
   size_t count = 0;
-  for (const auto& [name, v] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& name = item.key();
     if (name == "__metadata__") continue;
     if (++count <= 24) list += (list.empty() ? "" : ", ") + name;
   }
