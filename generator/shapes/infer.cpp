@@ -182,8 +182,12 @@ public:
 private:
   void report(const Origin& o, const std::string& detail) {
     std::string msg = o.describe() + ": " + detail;
+    // The same fault twice, or a second fault of a call that already failed: the first
+    // leaves the call's axes unsolved, and what follows from them (a window larger than a
+    // dropped axis) only restates it.
+    std::string prefix = o.describe() + ": ";
     for (const Diagnostic& d : diags_.all())
-      if (d.range.begin == o.at.begin && d.message == msg) return;  // the same fault twice
+      if (d.range.begin == o.at.begin && d.message.compare(0, prefix.size(), prefix) == 0) return;
     Diagnostic& d = diags_.error(o.at, msg);
     if (o.tensor >= 0) note_instance(d, m_.tensors[static_cast<size_t>(o.tensor)]);
     if (o.hint)
