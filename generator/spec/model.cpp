@@ -691,7 +691,18 @@ private:
   }
 
   std::optional<CallConfig> initializer(const Expr& e) {
-    return config(e, find_initializer(e.name), "initialiser", initializer_names());
+    auto c = config(e, find_initializer(e.name), "initialiser", initializer_names());
+    if (c) check_initializer(*c);
+    return c;
+  }
+  // The ranges torch.nn.init accepts (uniform_ raises "expects to return a [from, to) range",
+  // normal_ "expects std >= 0.0").
+  void check_initializer(const CallConfig& c) {
+    if (c.name == "uniform" && !(c.args.at("lo") <= c.args.at("hi")))
+      diags_.error(c.range, fmt::format("uniform's 'lo' ({}) must not be larger than its 'hi' ({})",
+                                        c.args.at("lo"), c.args.at("hi")));
+    if (c.name == "normal" && !(c.args.at("std") >= 0))
+      diags_.error(c.range, fmt::format("normal's 'std' must be >= 0, not {}", c.args.at("std")));
   }
   std::optional<CallConfig> optimizer(const Expr& e) {
     return config(e, find_optimizer(e.name), "optimiser", optimizer_names());
