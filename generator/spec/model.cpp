@@ -640,10 +640,13 @@ private:
     for (size_t i = 0; i < bc.tensors.size(); ++i) {
       const Expr& v = *bc.tensors[i];
       const ArgSig& sig = *bc.tensor_args[i];
+      int before = diags_.error_count();
       DType d = expr(v, in_metric);
       if (d == DType::Int32 && sig.elem == Elem::Float)
         int_misuse(v, fmt::format("the argument '{}' of {}", sig.name, e.name));
-      if (d == DType::Float && sig.elem == Elem::Int)
+      // An argument that was itself wrong (ids used in arithmetic: embedding(e, t *. 1)) was
+      // reported; its being float now is that error, not a second one.
+      if (d == DType::Float && sig.elem == Elem::Int && diags_.error_count() == before)
         diags_.error(v.range, fmt::format("the {} of {} must be integers, but '{}' holds floats (declare "
                                           "the input 'int': input tokens : [ctx |] int)",
                                           sig.name, e.name, name_text(v)));
