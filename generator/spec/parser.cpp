@@ -93,11 +93,14 @@ private:
   void remember_broken_names(Spec& spec, size_t start) const {
     size_t i = start;
     Tok first = toks_[i].kind;
-    if (first == Tok::Ident) {
+    // `buffer NAME, ...` (a contextual word: `buffer = ...` defines a tensor called buffer)
+    bool buffer = first == Tok::Ident && toks_[i].text == "buffer" && i + 1 < toks_.size() &&
+                  toks_[i + 1].kind == Tok::Ident;
+    if (first == Tok::Ident && !buffer) {
       spec.broken_names.insert(toks_[i].text);
       return;
     }
-    if (first != Tok::KwParam && first != Tok::KwInput && first != Tok::KwDim && first != Tok::KwMetric)
+    if (!buffer && first != Tok::KwParam && first != Tok::KwInput && first != Tok::KwDim && first != Tok::KwMetric)
       return;
     for (++i; i < toks_.size() && toks_[i].kind == Tok::Ident; i += 2) {
       spec.broken_names.insert(toks_[i].text);
