@@ -113,6 +113,13 @@ TEST_CASE("infer: one mistake gives one error, not what follows from it", "[infe
   CHECK(r.err().message.find("cannot add 'f *. f' : [batch | 5, 3, 2] and 'e *. 0' : [4, 2, 2]") == 0);
   // A call whose operand has too few axes says so once (not also "the window (2) is larger
   // than the padded input (1 + 2*0)" about the axes it could not find).
+  // A statement that reads a tensor whose definition failed is not reported against the
+  // shape that tensor was left with; an independent mistake still is.
+  Run u("input x : [3]\ninput y : [4]\nu = x + y\nv = u + y\nw = x *. y\n");
+  INFO(u.rendered());
+  CHECK(u.errors() == 2);
+  CHECK_FALSE(u.any_error_has("cannot add 'u'"));
+  CHECK(u.any_error_has("cannot multiply pointwise 'x'"));
   for (const char* call : {"max_pool2d(x)", "avg_pool2d(x)", "conv2d(x, k)"}) {
     Run c(std::string("input x : [4]\nparam k : [3, 3, 1 -> 2]\ny = ") + call + "\n");
     INFO(c.rendered());
