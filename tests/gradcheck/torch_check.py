@@ -708,6 +708,17 @@ def _(P, X):
     return (torch.tanh(y) * P["c"]).sum() + q.sum() + (torch.sin(w) * P["g"]).sum()
 
 
+@ref("matmul_bcast")
+def _(P, X):
+    a, b = X["a"], X["b"]                                           # [n, 3, 4, 2], [n, 1, 2, 3]
+    y = a @ b                                                       # [n, 3, 4, 3]: batch 3 vs 1 broadcast
+    z = torch.einsum("pqo,ntoi->ntpqi", P["w"], y)                  # w stored [2, 2, 4]
+    cz = P["c"]                                                     # [3 -> 2, 2] stored [2, 2, 3]
+    pb = torch.einsum("ko,ntoi->ntki", P["p"], b)                   # p stored [3, 2]
+    xq = F.pad(X["x"] * P["q"], (2, 2))                             # [n, 8]: reads at h - 2, zeros outside
+    return (torch.tanh(z) * cz).sum() + torch.sin(pb).sum() + (xq * P["d"]).sum()
+
+
 @ref("index")
 def _(P, X):
     h = torch.einsum("bti,oqki->btoqk", X["x"], P["w"])            # [n, ctx, 3, 2, 4]
