@@ -262,6 +262,15 @@ std::string c_model_name_problem(const std::string& model, bool cxx) {
   std::string lower = model;
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (has_prefix(lower, "cannl")) return "names beginning with 'cannl' are the runtime's";
+  // The model's header <model>.h is on the include path of everything that links the model:
+  // named after a header that the generated sources or the runtime's headers they include take
+  // from the system, it would hide that one (a model math: <math.h>).
+  static const std::set<std::string> system_headers = {
+      "math", "stdarg", "stddef", "stdint", "stdio", "stdlib", "string", "unistd", "omp", "cblas", "zlib",
+      "cublas_v2", "cuda_runtime", "cuda_runtime_api"};
+  if (system_headers.count(model))
+    return fmt::format("its header {0}.h would hide the system header <{0}.h> that the generated sources include",
+                       model);
   // The state is `struct <model>` in the generated sources: a struct the headers they include
   // already define cannot be defined again (the C library's, the CUDA runtime's).
   static const std::set<std::string> tags = {"tm", "timespec", "timeval", "itimerspec", "sigevent", "sched_param",

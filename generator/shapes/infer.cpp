@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "shapes/shape_context.h"
 
 namespace cannl {
@@ -182,12 +184,32 @@ public:
 private:
   void report(const Origin& o, const std::string& detail) {
     std::string msg = o.describe() + ": " + detail;
+    // The same fault twice, or a second fault of a call that already failed: the first
+    // leaves the call's axes unsolved, and what follows from them (a window larger than a
+    // dropped axis) only restates it.
+    std::string prefix = o.describe() + ": ";
     for (const Diagnostic& d : diags_.all())
-      if (d.range.begin == o.at.begin && d.message == msg) return;  // the same fault twice
+      if (d.range.begin == o.at.begin && d.message.compare(0, prefix.size(), prefix) == 0) return;
+    // Nor is a statement that reads a tensor whose definition failed (u = x + y failed; then
+    // v = u + y would fail for the shape u was left with, not for a mistake of its own).
+    if (o.tensor >= 0) {
+      if (reads_failed(m_.tensors[static_cast<size_t>(o.tensor)].expr)) return;
+      failed_.insert(o.tensor);
+    }
     Diagnostic& d = diags_.error(o.at, msg);
     if (o.tensor >= 0) note_instance(d, m_.tensors[static_cast<size_t>(o.tensor)]);
     if (o.hint)
       if (std::string h = o.hint(); !h.empty()) DiagEngine::note(d, o.at, h);
+  }
+  bool reads_failed(const Expr* e) const {
+    if (!e) return false;
+    if (e->kind == ExprKind::Name)
+      if (auto it = m_.index.find(e->name); it != m_.index.end() && failed_.count(it->second)) return true;
+    for (const ExprPtr& x : e->operands)
+      if (reads_failed(x.get())) return true;
+    for (const Arg& a : e->args)
+      if (reads_failed(a.value.get())) return true;
+    return false;
   }
   // The repeat-block instance a diagnostic comes from (its statements share their source).
   void note_instance(Diagnostic& d, const Tensor& t) {
@@ -439,6 +461,7 @@ private:
   std::vector<ShapeT> tensor_shapes_;
   std::map<const Expr*, ShapeT> expr_shapes_;
   const Expr* current_ = nullptr;
+  std::set<int> failed_;  // tensors whose definition had a shape error
   int current_tensor_ = -1;  // the tensor whose definition is being walked
   std::map<const Expr*, const EinsumSpec*> readings_;  // calls whose spec is read as words
   std::vector<std::pair<Origin, std::function<std::string()>>> after_solving_;

@@ -278,6 +278,17 @@ bool Solver::step_sum(Affine& c) {
 void Solver::fail(Bcast& c, const std::string& detail) {
   c.done = true;
   on_error_(c.origin, detail);
+  // Recovery: a result row still open takes the longest operand's axes, so that the
+  // constraints after this one see a plausible shape instead of one whose free axes are later
+  // dropped (which would report a second, bogus error: "[5, 3, 2] vs []" for a scalar).
+  RowT R = resolve(c.result);
+  if (R.is_closed()) return;
+  const RowT* longest = nullptr;
+  std::vector<RowT> ops;
+  for (const RowT& op : c.operands) ops.push_back(resolve(op));
+  for (const RowT& op : ops)
+    if (op.is_closed() && (!longest || op.right.size() > longest->right.size())) longest = &op;
+  if (longest) (void)unify_rows(R, *longest);
 }
 
 bool Solver::step_broadcast(Bcast& c) {

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <set>
 
+#include "support/utf8.h"
+
 namespace cannl {
 
 const char* axis_kind_name(AxisKind k) {
@@ -94,8 +96,9 @@ private:
     size_t b = p;
     if (p >= e || !is_name_start(s_[p])) {
       if (p >= e) fail(p, 0, "expected an axis name");
-      fail(p, 1, fmt::format("unexpected '{}' in einsum spec (expected an axis name, '...', "
-                             "or an index expression like 2*h+i)", s_[p]));
+      size_t n = utf8_char_length(s_, p);  // a whole character, shown printably
+      fail(p, n, fmt::format("unexpected '{}' in einsum spec (expected an axis name, '...', "
+                             "or an index expression like 2*h+i)", printable_char(std::string_view(s_).substr(p, n))));
     }
     if (!words_) {
       ++p;

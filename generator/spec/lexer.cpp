@@ -57,14 +57,6 @@ std::string describe(const Token& t) {
   }
 }
 
-namespace {
-
-const std::unordered_map<std::string_view, Tok> kKeywords = {
-    {"model", Tok::KwModel},   {"dim", Tok::KwDim},       {"input", Tok::KwInput},
-    {"param", Tok::KwParam},   {"output", Tok::KwOutput}, {"metric", Tok::KwMetric},
-    {"minimize", Tok::KwMinimize}, {"with", Tok::KwWith},
-};
-
 // After these tokens a newline does not end the statement (contract §2).
 bool continues_line(Tok t) {
   switch (t) {
@@ -75,6 +67,15 @@ bool continues_line(Tok t) {
       return false;
   }
 }
+
+namespace {
+
+const std::unordered_map<std::string_view, Tok> kKeywords = {
+    {"model", Tok::KwModel},   {"dim", Tok::KwDim},       {"input", Tok::KwInput},
+    {"param", Tok::KwParam},   {"output", Tok::KwOutput}, {"metric", Tok::KwMetric},
+    {"minimize", Tok::KwMinimize}, {"with", Tok::KwWith},
+};
+
 
 class Lexer {
 public:

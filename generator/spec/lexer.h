@@ -15,4 +15,8 @@ namespace cannl {
 
 std::vector<Token> lex(const SourceFile& file, DiagEngine& diags);
 
+// After a token of this kind a newline does not end the statement (contract §2: a trailing
+// binary operator or ','; also '=', '->' and '|').
+bool continues_line(Tok t);
+
 }  // namespace cannl

@@ -645,10 +645,13 @@ private:
     for (size_t i = 0; i < bc.tensors.size(); ++i) {
       const Expr& v = *bc.tensors[i];
       const ArgSig& sig = *bc.tensor_args[i];
+      int before = diags_.error_count();
       DType d = expr(v, in_metric);
       if (d == DType::Int32 && sig.elem == Elem::Float)
         int_misuse(v, fmt::format("the argument '{}' of {}", sig.name, e.name));
-      if (d == DType::Float && sig.elem == Elem::Int)
+      // An argument that was itself wrong (ids used in arithmetic: embedding(e, t *. 1)) was
+      // reported; its being float now is that error, not a second one.
+      if (d == DType::Float && sig.elem == Elem::Int && diags_.error_count() == before)
         diags_.error(v.range, fmt::format("the {} of {} must be integers, but '{}' holds floats (declare "
                                           "the input 'int': input tokens : [ctx |] int)",
                                           sig.name, e.name, name_text(v)));
@@ -696,7 +699,18 @@ private:
   }
 
   std::optional<CallConfig> initializer(const Expr& e) {
-    return config(e, find_initializer(e.name), "initialiser", initializer_names());
+    auto c = config(e, find_initializer(e.name), "initialiser", initializer_names());
+    if (c) check_initializer(*c);
+    return c;
+  }
+  // The ranges torch.nn.init accepts (uniform_ raises "expects to return a [from, to) range",
+  // normal_ "expects std >= 0.0").
+  void check_initializer(const CallConfig& c) {
+    if (c.name == "uniform" && !(c.args.at("lo") <= c.args.at("hi")))
+      diags_.error(c.range, fmt::format("uniform's 'lo' ({}) must not be larger than its 'hi' ({})",
+                                        c.args.at("lo"), c.args.at("hi")));
+    if (c.name == "normal" && !(c.args.at("std") >= 0))
+      diags_.error(c.range, fmt::format("normal's 'std' must be >= 0, not {}", c.args.at("std")));
   }
   std::optional<CallConfig> optimizer(const Expr& e) {
     return config(e, find_optimizer(e.name), "optimiser", optimizer_names());

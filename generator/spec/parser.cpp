@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "ops/op_table.h"
+#include "spec/lexer.h"
 
 namespace cannl {
 
@@ -93,11 +94,14 @@ private:
   void remember_broken_names(Spec& spec, size_t start) const {
     size_t i = start;
     Tok first = toks_[i].kind;
-    if (first == Tok::Ident) {
+    // `buffer NAME, ...` (a contextual word: `buffer = ...` defines a tensor called buffer)
+    bool buffer = first == Tok::Ident && toks_[i].text == "buffer" && i + 1 < toks_.size() &&
+                  toks_[i + 1].kind == Tok::Ident;
+    if (first == Tok::Ident && !buffer) {
       spec.broken_names.insert(toks_[i].text);
       return;
     }
-    if (first != Tok::KwParam && first != Tok::KwInput && first != Tok::KwDim && first != Tok::KwMetric)
+    if (!buffer && first != Tok::KwParam && first != Tok::KwInput && first != Tok::KwDim && first != Tok::KwMetric)
       return;
     for (++i; i < toks_.size() && toks_[i].kind == Tok::Ident; i += 2) {
       spec.broken_names.insert(toks_[i].text);
@@ -132,8 +136,23 @@ private:
   }
   // Reports a syntax error, unless the statement holds a lexical error (already reported).
   [[noreturn]] void fail(const Token& at, std::string msg) {
-    if (!statement_has_lexical_error()) diags_.error(at.range, std::move(msg));
+    if (!statement_has_lexical_error()) {
+      Diagnostic& d = diags_.error(at.range, std::move(msg));
+      note_continuation(d, at);
+    }
     throw SyntaxError{};
+  }
+  // An error on a line that the statement reached because the line before ended in '=', an
+  // operator or ',' (param w : [3 -> 2] = <newline> y = w * x): a note at that token.
+  void note_continuation(Diagnostic& d, const Token& at) const {
+    if (&at < toks_.data() + stmt_start_ || &at >= toks_.data() + toks_.size()) return;
+    auto line = [&](const Token& t) { return diags_.file().line_col(t.range.begin).line; };
+    size_t i = static_cast<size_t>(&at - toks_.data());
+    while (i > stmt_start_ && line(toks_[i - 1]) == line(at)) --i;  // the first token of at's line
+    if (i == stmt_start_ || !continues_line(toks_[i - 1].kind)) return;
+    const Token& prev = toks_[i - 1];
+    DiagEngine::note(d, prev.range, fmt::format("the statement goes on to the next line after this trailing {}",
+                                                tok_name(prev.kind)));
   }
   // A bracket left open: the error is at the token found instead of the closing one, with a
   // note at the bracket (clang's "to match this '('").

@@ -674,6 +674,51 @@ def _(P, X):
     return ce_.mean() + (ce_ * X["d"]).sum()
 
 
+@ref("bcast_batch")
+def _(P, X):
+    a, s = X["a"], X["s"]                                           # [n, 3, 2, 1], [n, 1, 4]
+    p, q, c = P["p"], P["q"], P["c"]                                # [1, 4], [2, 1], [2, 4]
+    s4 = s[:, :, None, :]                                           # [n, 1, 1, 4]: s's 4 is the last output axis
+    y = a / (s4 * s4 + p)
+    z = (s4 - a) * q
+    u = p / (a * a + 1) - q
+    v = q - s4
+    return (torch.tanh(y) * c).sum() + (z * z * c).sum() + (torch.sin(u) * c).sum() + (v * v).sum()
+
+
+@ref("norm_odd")
+def _(P, X):
+    h = X["m"] * P["u"]                                             # [n, 3, 1, 2]: outputs 3, 1; input 2
+    c, d = P["c"], P["d"]
+    p = softmax_out(h, 2, 1)
+    l = log_softmax_out(h, 2, 1)
+    nrm = layer_norm_out(h, 2, 1)
+    t = softmax_out(X["m"], 2, 1)
+    ce_ = -(t * log_softmax_out(h, 2, 1)).sum(dim=(1, 2))          # [n, 2]
+    r = h.amax(dim=(1, 2))                                          # [n, 2]
+    s = (h * h).mean()
+    return (p * c).sum() + (l * l * c).sum() + (nrm * c).sum() + (ce_ * d).sum() + (r * d).sum() + s
+
+
+@ref("conv_odd")
+def _(P, X):
+    y = conv(X["image"], P["k"], stride=2, padding=1)              # [n, 2, 3, 1]
+    q = avg_pool(X["f"] * X["f"] + 1, 2, 1) * P["e"]               # [n, 4, 2, 2]
+    w = (X["t"] * P["g"]).mean(dim=1)                               # [n, 3]
+    return (torch.tanh(y) * P["c"]).sum() + q.sum() + (torch.sin(w) * P["g"]).sum()
+
+
+@ref("matmul_bcast")
+def _(P, X):
+    a, b = X["a"], X["b"]                                           # [n, 3, 4, 2], [n, 1, 2, 3]
+    y = a @ b                                                       # [n, 3, 4, 3]: batch 3 vs 1 broadcast
+    z = torch.einsum("pqo,ntoi->ntpqi", P["w"], y)                  # w stored [2, 2, 4]
+    cz = P["c"]                                                     # [3 -> 2, 2] stored [2, 2, 3]
+    pb = torch.einsum("ko,ntoi->ntki", P["p"], b)                   # p stored [3, 2]
+    xq = F.pad(X["x"] * P["q"], (2, 2))                             # [n, 8]: reads at h - 2, zeros outside
+    return (torch.tanh(z) * cz).sum() + torch.sin(pb).sum() + (xq * P["d"]).sum()
+
+
 @ref("index")
 def _(P, X):
     h = torch.einsum("bti,oqki->btoqk", X["x"], P["w"])            # [n, ctx, 3, 2, 4]

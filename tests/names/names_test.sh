@@ -63,7 +63,8 @@ generate() {  # generate SPEC DIR MODEL: C and CUDA, each compiled
 accepted=(m n s e loss real api main sqrt exp free inputs outputs metrics step lr work forward train_step
           eval_metrics init_params init fail gemm restrict_ x j0 log2 memcpy malloc assert
           __metadata__ acc v seed rng state)
-refused=(int NULL size_t stdout FILE cannl_model_api float4 dim3 uint64_t cudaStream M_PI errno INFINITY)
+refused=(int NULL size_t stdout FILE cannl_model_api float4 dim3 uint64_t cudaStream M_PI errno INFINITY
+         math stdio string omp zlib cblas)
 # C++ keywords: a C model (examples/embed is `model xor`), refused for the CUDA target.
 cxx=(class new xor)
 for name in "${accepted[@]}"; do

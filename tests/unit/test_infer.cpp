@@ -103,6 +103,31 @@ TEST_CASE("infer: a mismatch in the input kind says so", "[infer][broadcast][err
   CHECK(r.err().message.find("their input axes do not broadcast") != std::string::npos);
 }
 
+TEST_CASE("infer: one mistake gives one error, not what follows from it", "[infer][broadcast][errors]") {
+  // A failed broadcast leaves its result's axes to the first operand's: neither '+ 1' (a
+  // scalar broadcasts to anything) nor the pooling window is reported against a dropped row.
+  Run r("input f : [5, 3, 2]\nparam e : [4, 2, 2]\nq = avg_pool2d(f *. f + e *. 0 + 1, size = 2, stride = 1)\n");
+  REQUIRE_FALSE(r.ok());
+  INFO(r.rendered());
+  CHECK(r.errors() == 1);
+  CHECK(r.err().message.find("cannot add 'f *. f' : [batch | 5, 3, 2] and 'e *. 0' : [4, 2, 2]") == 0);
+  // A call whose operand has too few axes says so once (not also "the window (2) is larger
+  // than the padded input (1 + 2*0)" about the axes it could not find).
+  // A statement that reads a tensor whose definition failed is not reported against the
+  // shape that tensor was left with; an independent mistake still is.
+  Run u("input x : [3]\ninput y : [4]\nu = x + y\nv = u + y\nw = x *. y\n");
+  INFO(u.rendered());
+  CHECK(u.errors() == 2);
+  CHECK_FALSE(u.any_error_has("cannot add 'u'"));
+  CHECK(u.any_error_has("cannot multiply pointwise 'x'"));
+  for (const char* call : {"max_pool2d(x)", "avg_pool2d(x)", "conv2d(x, k)"}) {
+    Run c(std::string("input x : [4]\nparam k : [3, 3, 1 -> 2]\ny = ") + call + "\n");
+    INFO(c.rendered());
+    CHECK(c.errors() == 1);
+    CHECK_FALSE(c.any_error_has("larger than the padded input"));
+  }
+}
+
 TEST_CASE("infer: a param written with a size-1 axis broadcasts like data", "[infer][broadcast]") {
   Run r("input x : [5]\nparam s : [1]\ny = x *. s\n");
   REQUIRE_OK(r);
