@@ -596,6 +596,17 @@ bool Solver::default_kernels(const std::set<int>& pdims) {
   return progress;
 }
 
+bool Solver::survives_drop(const Deferred& d) {
+  const size_t mark = trail_.size();
+  std::set<int> dims, rows;
+  free_vars(d.a, dims, rows);
+  free_vars(d.b, dims, rows);
+  for (int v : rows) bind_row(v, RowT::closed({}));
+  const bool ok = !unify_rows(d.a, d.b);
+  rollback(mark);
+  return ok;
+}
+
 bool Solver::default_drop_free(const std::set<int>& pdims, const std::set<int>& prows) {
   bool progress = false;
   for (int v = 0; v < static_cast<int>(row_binding_.size()); ++v) {
@@ -621,7 +632,15 @@ void Solver::solve(const std::function<std::vector<ShapeT>()>& protected_shapes)
     if (default_params(pdims, prows)) continue;
     if (default_self_broadcasts()) continue;
     if (default_kernels(pdims)) continue;
-    if (default_drop_free(pdims, prows)) continue;
+    // Free rows become [] and free dims 1, except the variables of a deferred equality that
+    // would then fail ([2, ..r] = [..s, 5] as [2] = [5]): forced below, it gives [2, 5].
+    std::set<int> ddims = pdims, drows = prows;
+    for (const Deferred& d : deferred_)
+      if (!survives_drop(d)) {
+        free_vars(d.a, ddims, drows);
+        free_vars(d.b, ddims, drows);
+      }
+    if (default_drop_free(ddims, drows)) continue;
     if (!deferred_.empty() && retry_deferred(true)) continue;
     break;
   }

@@ -115,6 +115,8 @@ private:
   bool default_self_broadcasts();
   bool default_kernels(const std::set<int>& pdims);
   bool default_drop_free(const std::set<int>& pdims, const std::set<int>& prows);
+  // Whether deferred equality d still holds with its free rows dropped to [] (a dry run).
+  bool survives_drop(const Deferred& d);
   void fail(Bcast& c, const std::string& detail);
   bool retry_deferred(bool force);
   bool duplicates_deferred(size_t count_before) const;

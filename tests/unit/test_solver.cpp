@@ -182,11 +182,8 @@ TEST_CASE("solver: a deferred equality that turns out false is reported once",
   CHECK(f.errors[0].find("rows must agree") != std::string::npos);
 }
 
-// BUG: Solver::solve runs default_drop_free (stage 4: free rows become []) before the
-// last-resort retry_deferred(true), so a still-deferred [2, ..r] = [..s, 5] whose variables
-// nothing else fixes is turned into [2] = [5] and reported, although [2, 5] satisfies it.
 TEST_CASE("solver: an ambiguous equality nothing else fixes is resolved without overlap",
-          "[solver][unify][deferred][!shouldfail]") {
+          "[solver][unify][deferred]") {
   Fx f;
   RowT a = f.open({Fx::k(2)}, {});
   RowT b = f.open({}, {Fx::k(5)});
