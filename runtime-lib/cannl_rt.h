@@ -441,6 +441,9 @@ typedef struct cannl_model_api {
        from index `first` on (default 0); dropout's masks are drawn by that index, so a rank's
        slice gets the masks one process draws for the same examples. */
     void (*set_example_offset)(void *m, int64_t first);
+    /* the learning rate the last optimiser step used (the schedule's when it applies), 0
+       before the state's first step; NULL: use get_lr */
+    double (*get_last_lr)(const void *m);
 } cannl_model_api;
 
 /* Metadata key holding the optimiser step count in a model checkpoint. */

@@ -648,6 +648,13 @@ static int evaluate(trainer *t) {
     return CANNL__EXIT_OK;
 }
 
+/* A record's "lr": the learning rate the last step used (the spec's schedule applied), or, with
+   no step taken by this process yet or a model that cannot say, the lr as set. */
+static double record_lr(const trainer *t) {
+    if (t->api->get_last_lr && t->steps_run > 0) return t->api->get_last_lr(t->m);
+    return t->api->get_lr ? t->api->get_lr(t->m) : t->base_lr;
+}
+
 /* The record of an epoch's end (train_loss: its mean training loss), or of the final test
    evaluation of a run that stopped mid-epoch (train_loss NaN: left out): epoch, step,
    train_loss, lr, test_loss and the metrics when there is a test set, elapsed seconds. */
@@ -656,7 +663,7 @@ static int log_epoch(trainer *t, int64_t epoch, double train_loss, int tested) {
     t->record[n++] = (cannl_metric)CANNL_METRIC_INT("epoch", epoch);
     t->record[n++] = (cannl_metric)CANNL_METRIC_INT("step", t->step);
     if (!isnan(train_loss)) t->record[n++] = (cannl_metric)CANNL_METRIC("train_loss", train_loss);
-    t->record[n++] = (cannl_metric)CANNL_METRIC("lr", t->api->get_lr ? t->api->get_lr(t->m) : t->base_lr);
+    t->record[n++] = (cannl_metric)CANNL_METRIC("lr", record_lr(t));
     if (tested) {
         t->record[n++] = (cannl_metric)CANNL_METRIC("test_loss", t->test_loss);
         for (int32_t k = 0; k < t->api->num_metrics; k++)
@@ -762,7 +769,7 @@ static int stream_record(trainer *t, int validated) {
     t->record[n++] = (cannl_metric)CANNL_METRIC_INT("step", t->step);
     t->record[n++] =
         (cannl_metric)CANNL_METRIC("train_loss", t->ep_examples > 0 ? t->ep_loss / (double)t->ep_examples : NAN);
-    t->record[n++] = (cannl_metric)CANNL_METRIC("lr", api->get_lr ? api->get_lr(t->m) : t->base_lr);
+    t->record[n++] = (cannl_metric)CANNL_METRIC("lr", record_lr(t));
     char (*keys)[72] = NULL;
     if (validated) {
         keys = calloc((size_t)api->num_metrics + 1, sizeof *keys);

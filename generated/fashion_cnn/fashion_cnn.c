@@ -59,6 +59,7 @@ static inline float cannl_step(float x) { return x > 0 ? 1 : 0; }
 struct fashion_cnn {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
+    double last_lr; /* the learning rate the last optimiser step used (0 before the first) */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     void *arena;  /* the buffers below, then each routine's work region: 444464320 bytes */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
@@ -1006,6 +1007,7 @@ static double train_step(struct fashion_cnn *m, const real *const inputs[], int6
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+    m->last_lr = (double)lr;
 
     /* line 18: x = image / 255 */
     set_x(n, x, image);
@@ -1444,6 +1446,7 @@ static void train_update(struct fashion_cnn *m) {
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+    m->last_lr = (double)lr;
 
     /* line 29: adam update of k1 */
     if (m->update_first <= 0 && 0 < m->update_last) {
@@ -1733,6 +1736,7 @@ fashion_cnn_real *fashion_cnn_grad(struct fashion_cnn *m, const char *name, int6
 int64_t fashion_cnn_get_step(const struct fashion_cnn *m) { return m->step; }
 void fashion_cnn_set_step(struct fashion_cnn *m, int64_t step) { m->step = step; }
 double fashion_cnn_get_lr(const struct fashion_cnn *m) { return m->lr; }
+double fashion_cnn_get_last_lr(const struct fashion_cnn *m) { return m->last_lr; }
 void fashion_cnn_set_lr(struct fashion_cnn *m, double lr) { m->lr = lr; }
 void fashion_cnn_set_schedule(struct fashion_cnn *m, int on) { m->schedule = on != 0; }
 
@@ -1836,6 +1840,7 @@ static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
 static int64_t api_get_step_fn(const void *m) { return fashion_cnn_get_step((const struct fashion_cnn *)m); }
 static void api_set_step_fn(void *m, int64_t step) { fashion_cnn_set_step((struct fashion_cnn *)m, step); }
 static double api_get_lr_fn(const void *m) { return fashion_cnn_get_lr((const struct fashion_cnn *)m); }
+static double api_get_last_lr_fn(const void *m) { return fashion_cnn_get_last_lr((const struct fashion_cnn *)m); }
 static void api_set_lr_fn(void *m, double lr) { fashion_cnn_set_lr((struct fashion_cnn *)m, lr); }
 static void api_set_schedule_fn(void *m, int on) { fashion_cnn_set_schedule((struct fashion_cnn *)m, on); }
 static void api_set_threads_fn(int n) {
@@ -1858,4 +1863,4 @@ const cannl_model_api fashion_cnn_api = {
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
     grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
-    api_set_example_offset_fn};
+    api_set_example_offset_fn, api_get_last_lr_fn};

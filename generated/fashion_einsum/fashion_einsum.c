@@ -59,6 +59,7 @@ static inline float cannl_step(float x) { return x > 0 ? 1 : 0; }
 struct fashion_einsum {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
+    double last_lr; /* the learning rate the last optimiser step used (0 before the first) */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     void *arena;  /* the buffers below, then each routine's work region: 3758272 bytes */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
@@ -793,6 +794,7 @@ static double train_step(struct fashion_einsum *m, const real *const inputs[], i
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+    m->last_lr = (double)lr;
 
     /* line 14: x = image / 255 */
     set_x(n, x, image);
@@ -1103,6 +1105,7 @@ static void train_update(struct fashion_einsum *m) {
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+    m->last_lr = (double)lr;
 
     /* line 25: adamw update of w1 */
     if (m->update_first <= 0 && 0 < m->update_last) {
@@ -1358,6 +1361,7 @@ fashion_einsum_real *fashion_einsum_grad(struct fashion_einsum *m, const char *n
 int64_t fashion_einsum_get_step(const struct fashion_einsum *m) { return m->step; }
 void fashion_einsum_set_step(struct fashion_einsum *m, int64_t step) { m->step = step; }
 double fashion_einsum_get_lr(const struct fashion_einsum *m) { return m->lr; }
+double fashion_einsum_get_last_lr(const struct fashion_einsum *m) { return m->last_lr; }
 void fashion_einsum_set_lr(struct fashion_einsum *m, double lr) { m->lr = lr; }
 void fashion_einsum_set_schedule(struct fashion_einsum *m, int on) { m->schedule = on != 0; }
 
@@ -1454,6 +1458,7 @@ static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
 static int64_t api_get_step_fn(const void *m) { return fashion_einsum_get_step((const struct fashion_einsum *)m); }
 static void api_set_step_fn(void *m, int64_t step) { fashion_einsum_set_step((struct fashion_einsum *)m, step); }
 static double api_get_lr_fn(const void *m) { return fashion_einsum_get_lr((const struct fashion_einsum *)m); }
+static double api_get_last_lr_fn(const void *m) { return fashion_einsum_get_last_lr((const struct fashion_einsum *)m); }
 static void api_set_lr_fn(void *m, double lr) { fashion_einsum_set_lr((struct fashion_einsum *)m, lr); }
 static void api_set_schedule_fn(void *m, int on) { fashion_einsum_set_schedule((struct fashion_einsum *)m, on); }
 static void api_set_threads_fn(int n) {
@@ -1476,4 +1481,4 @@ const cannl_model_api fashion_einsum_api = {
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
     grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
-    api_set_example_offset_fn};
+    api_set_example_offset_fn, api_get_last_lr_fn};

@@ -123,6 +123,9 @@ fashion_einsum_real *fashion_einsum_grad(struct fashion_einsum *m, const char *n
 int64_t fashion_einsum_get_step(const struct fashion_einsum *m);
 void fashion_einsum_set_step(struct fashion_einsum *m, int64_t step);
 double fashion_einsum_get_lr(const struct fashion_einsum *m);
+/* The learning rate the last optimiser step used: the schedule's when it applies, else the
+   base lr (0 before this state's first step; a loaded state's starts at 0 again). */
+double fashion_einsum_get_last_lr(const struct fashion_einsum *m);
 void fashion_einsum_set_lr(struct fashion_einsum *m, double lr);
 /* on = 1 (the default): train_step derives each step's lr from the base lr above and the
    step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */

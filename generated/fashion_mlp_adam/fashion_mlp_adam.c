@@ -59,6 +59,7 @@ static inline float cannl_step(float x) { return x > 0 ? 1 : 0; }
 struct fashion_mlp_adam {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
+    double last_lr; /* the learning rate the last optimiser step used (0 before the first) */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     void *arena;  /* the buffers below, then each routine's work region: 7743680 bytes */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
@@ -649,6 +650,7 @@ static double train_step(struct fashion_mlp_adam *m, const real *const inputs[],
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+    m->last_lr = (double)lr;
 
     /* line 13: x = image / 255 */
     set_x(n, x, image);
@@ -937,6 +939,7 @@ static void train_update(struct fashion_mlp_adam *m) {
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+    m->last_lr = (double)lr;
 
     /* line 21: adam update of w1 */
     if (m->update_first <= 0 && 0 < m->update_last) {
@@ -1192,6 +1195,7 @@ fashion_mlp_adam_real *fashion_mlp_adam_grad(struct fashion_mlp_adam *m, const c
 int64_t fashion_mlp_adam_get_step(const struct fashion_mlp_adam *m) { return m->step; }
 void fashion_mlp_adam_set_step(struct fashion_mlp_adam *m, int64_t step) { m->step = step; }
 double fashion_mlp_adam_get_lr(const struct fashion_mlp_adam *m) { return m->lr; }
+double fashion_mlp_adam_get_last_lr(const struct fashion_mlp_adam *m) { return m->last_lr; }
 void fashion_mlp_adam_set_lr(struct fashion_mlp_adam *m, double lr) { m->lr = lr; }
 void fashion_mlp_adam_set_schedule(struct fashion_mlp_adam *m, int on) { m->schedule = on != 0; }
 
@@ -1287,6 +1291,7 @@ static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
 static int64_t api_get_step_fn(const void *m) { return fashion_mlp_adam_get_step((const struct fashion_mlp_adam *)m); }
 static void api_set_step_fn(void *m, int64_t step) { fashion_mlp_adam_set_step((struct fashion_mlp_adam *)m, step); }
 static double api_get_lr_fn(const void *m) { return fashion_mlp_adam_get_lr((const struct fashion_mlp_adam *)m); }
+static double api_get_last_lr_fn(const void *m) { return fashion_mlp_adam_get_last_lr((const struct fashion_mlp_adam *)m); }
 static void api_set_lr_fn(void *m, double lr) { fashion_mlp_adam_set_lr((struct fashion_mlp_adam *)m, lr); }
 static void api_set_schedule_fn(void *m, int on) { fashion_mlp_adam_set_schedule((struct fashion_mlp_adam *)m, on); }
 static void api_set_threads_fn(int n) {
@@ -1309,4 +1314,4 @@ const cannl_model_api fashion_mlp_adam_api = {
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
     grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
-    api_set_example_offset_fn};
+    api_set_example_offset_fn, api_get_last_lr_fn};

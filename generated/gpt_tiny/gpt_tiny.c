@@ -60,6 +60,7 @@ static inline float cannl_gelu_grad(float x) { return 0.5f * (1 + erff(x * 0.707
 struct gpt_tiny {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
+    double last_lr; /* the learning rate the last optimiser step used (0 before the first) */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     void *arena;  /* the buffers below, then each routine's work region: 229260352 bytes */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
@@ -1812,6 +1813,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.95, step)));
+    m->last_lr = (double)lr;
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -2571,6 +2573,7 @@ static void train_update(struct gpt_tiny *m) {
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.95, step)));
+    m->last_lr = (double)lr;
 
     /* line 41: clip_grad_norm(max_norm = 1): the squared norm */
     if (m->update_norm_sq < 0) {
@@ -3021,6 +3024,7 @@ gpt_tiny_real *gpt_tiny_grad(struct gpt_tiny *m, const char *name, int64_t *coun
 int64_t gpt_tiny_get_step(const struct gpt_tiny *m) { return m->step; }
 void gpt_tiny_set_step(struct gpt_tiny *m, int64_t step) { m->step = step; }
 double gpt_tiny_get_lr(const struct gpt_tiny *m) { return m->lr; }
+double gpt_tiny_get_last_lr(const struct gpt_tiny *m) { return m->last_lr; }
 void gpt_tiny_set_lr(struct gpt_tiny *m, double lr) { m->lr = lr; }
 void gpt_tiny_set_schedule(struct gpt_tiny *m, int on) { m->schedule = on != 0; }
 
@@ -3156,6 +3160,7 @@ static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
 static int64_t api_get_step_fn(const void *m) { return gpt_tiny_get_step((const struct gpt_tiny *)m); }
 static void api_set_step_fn(void *m, int64_t step) { gpt_tiny_set_step((struct gpt_tiny *)m, step); }
 static double api_get_lr_fn(const void *m) { return gpt_tiny_get_lr((const struct gpt_tiny *)m); }
+static double api_get_last_lr_fn(const void *m) { return gpt_tiny_get_last_lr((const struct gpt_tiny *)m); }
 static void api_set_lr_fn(void *m, double lr) { gpt_tiny_set_lr((struct gpt_tiny *)m, lr); }
 static void api_set_schedule_fn(void *m, int on) { gpt_tiny_set_schedule((struct gpt_tiny *)m, on); }
 static void api_set_threads_fn(int n) {
@@ -3178,4 +3183,4 @@ const cannl_model_api gpt_tiny_api = {
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
     grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
-    api_set_example_offset_fn};
+    api_set_example_offset_fn, api_get_last_lr_fn};

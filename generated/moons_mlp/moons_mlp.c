@@ -58,6 +58,7 @@ static inline float cannl_sigmoid(float x) { return 1 / (1 + expf(-x)); }
 struct moons_mlp {
     int64_t step; /* optimiser steps taken */
     double lr;    /* learning rate: the spec's, unless set */
+    double last_lr; /* the learning rate the last optimiser step used (0 before the first) */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     void *arena;  /* the buffers below, then each routine's work region: 53056 bytes */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
@@ -469,6 +470,7 @@ static double train_step(struct moons_mlp *m, const real *const inputs[], int64_
     real *const loss_ = (real *)(work + 50176); /* [] loss : [] */
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
+    m->last_lr = (double)lr;
 
     /* line 12: h1 = tanh(w1 * point + b1) */
     /* matrix product h1_mm = point . w1: M = n (b), N = 16 (o), K = 2 (k) */
@@ -713,6 +715,7 @@ static void train_update(struct moons_mlp *m) {
     real *const b3_momentum_buffer = m->b3_momentum_buffer; /* [1] momentum_buffer of b3 */
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
+    m->last_lr = (double)lr;
 
     /* line 20: sgd update of w1 */
     if (m->update_first <= 0 && 0 < m->update_last) {
@@ -962,6 +965,7 @@ moons_mlp_real *moons_mlp_grad(struct moons_mlp *m, const char *name, int64_t *c
 int64_t moons_mlp_get_step(const struct moons_mlp *m) { return m->step; }
 void moons_mlp_set_step(struct moons_mlp *m, int64_t step) { m->step = step; }
 double moons_mlp_get_lr(const struct moons_mlp *m) { return m->lr; }
+double moons_mlp_get_last_lr(const struct moons_mlp *m) { return m->last_lr; }
 void moons_mlp_set_lr(struct moons_mlp *m, double lr) { m->lr = lr; }
 void moons_mlp_set_schedule(struct moons_mlp *m, int on) { m->schedule = on != 0; }
 
@@ -1051,6 +1055,7 @@ static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
 static int64_t api_get_step_fn(const void *m) { return moons_mlp_get_step((const struct moons_mlp *)m); }
 static void api_set_step_fn(void *m, int64_t step) { moons_mlp_set_step((struct moons_mlp *)m, step); }
 static double api_get_lr_fn(const void *m) { return moons_mlp_get_lr((const struct moons_mlp *)m); }
+static double api_get_last_lr_fn(const void *m) { return moons_mlp_get_last_lr((const struct moons_mlp *)m); }
 static void api_set_lr_fn(void *m, double lr) { moons_mlp_set_lr((struct moons_mlp *)m, lr); }
 static void api_set_schedule_fn(void *m, int on) { moons_mlp_set_schedule((struct moons_mlp *)m, on); }
 static void api_set_threads_fn(int n) {
@@ -1073,4 +1078,4 @@ const cannl_model_api moons_mlp_api = {
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
     grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
-    api_set_example_offset_fn};
+    api_set_example_offset_fn, api_get_last_lr_fn};

@@ -394,4 +394,4 @@ const cannl_model_api moons_mlp_infer_api = {
     api_create_fn, api_destroy_fn, NULL, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, NULL, /* no training: no schedule */
-    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};

@@ -119,6 +119,7 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
     const ExprP lr = ir::scalar("lr");
     train_step.scalars.push_back({lr_name, ir::select(ir::scalar("schedule"), schedule_lr(*options.schedule, lr), lr)});
   }
+  train_step.lr_scalar = lr_name;
   auto LR = [&] { return ir::scalar(lr_name); };
 
   std::vector<ir::Stmt> out;
@@ -231,6 +232,7 @@ void add_optimizer(ir::Program& p, const Model& m, const ShapeInfo& shapes, cons
   ir::Routine update{ir::RoutineKind::TrainUpdate};
   update.stmts = update_nests(p, train, *m.optimizer, topt, minimize_line);
   update.scalars = train.scalars;
+  update.lr_scalar = train.lr_scalar;
   for (ir::Stmt s : update.stmts) {  // train_step fuses the updates of every param
     s.update_of = -1;
     train.stmts.push_back(std::move(s));

@@ -183,6 +183,10 @@ std::string scalar_prologue(const ir::Routine& r, const std::set<std::string>& u
   if (used.count("lr")) pro += "    const real lr = (real)m->lr;\n";
   for (const auto& d : r.scalars)
     if (used.count(d.name)) pro += fmt::format("    const real {} = (real)({});\n", d.name, x.formula(*d.value));
+  // the learning rate this step's updates use, as <model>_get_last_lr reports it
+  if (!r.lr_scalar.empty())
+    pro += used.count(r.lr_scalar) ? fmt::format("    m->last_lr = (double){};\n", r.lr_scalar)
+                                   : std::string("    m->last_lr = m->lr;\n");
   return pro;
 }
 

@@ -188,7 +188,7 @@ std::set<std::string> c_public_names(const ir::Program& p) {
   std::set<std::string> s = {x};
   for (const char* suffix :
        {"real", "create", "destroy", "init", "train_step", "forward", "eval", "param", "grad", "get_step", "set_step",
-        "get_lr", "set_lr", "set_schedule", "state_tensors", "save", "load", "api", "infer", "infer_api", "infer_create",
+        "get_lr", "get_last_lr", "set_lr", "set_schedule", "state_tensors", "save", "load", "api", "infer", "infer_api", "infer_create",
         "infer_create_embedded", "infer_destroy", "infer_eval", "infer_forward", "infer_load", "infer_param",
         "infer_set_params", "embedded_params", "prefetch", "cuda_ext"})
     s.insert(x + "_" + suffix);

@@ -293,6 +293,10 @@ struct Routine {
   RoutineKind kind = RoutineKind::Init;
   Interface io = {};
   std::vector<ScalarDef> scalars = {};  // in order
+  // The scalar holding the learning rate this routine's updates use (`lr`, or the schedule's
+  // `lr_t` among `scalars`), recorded as the model's last lr (`<model>_get_last_lr`); empty:
+  // the routine updates no param.
+  std::string lr_scalar = {};
   std::vector<Stmt> stmts = {};
   long arena_bytes = 0;     // set by memory planning: the routine's arena at max_batch (0: none)
   // Set with arena_bytes: the byte offset of each buffer (by index) in the routine's arena,

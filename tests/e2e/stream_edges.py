@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stream run (--stream / --val-stream, contract v1 §6) whose validation loss turns nan.
 
-usage: stream_edges.py WORKDIR TRAIN           (TRAIN: gpt_tiny_train)
+usage: stream_edges.py WORKDIR TRAIN [SCHEDULED]   (TRAIN: gpt_tiny_train; SCHEDULED: gpt_char_train)
 
 Two steps at lr 3e-4 make a good checkpoint; a resumed run at lr 1e30 then takes one more
 step whose training loss (computed before the update) is finite but whose params (finite,
@@ -9,14 +9,19 @@ about 1e30) overflow the forward pass: the validation after that step is nan. Th
 diverged run (docs: a run whose loss turns nan stops with exit status 1 and saves nothing
 over the last checkpoint): exit 1, one line "training diverged at step 3: the validation
 loss is nan", the good checkpoint byte-identical, no metrics record with a null val_loss;
-without --checkpoint too (it used to end with exit 0 and "val loss: nan")."""
+without --checkpoint too (it used to end with exit 0 and "val loss: nan"). A run stopped by
+--steps and resumed logs what the uninterrupted run logs. With SCHEDULED (a model whose spec
+has a schedule: gpt_char's cosine with 100 warm-up steps from lr 1e-3), each record's lr is
+the lr that step used (the warm-up's 1e-5, 2e-5, 3e-5 in float32), not the base lr."""
 import json
 import os
+import struct
 import shutil
 import subprocess
 import sys
 
 work, train = sys.argv[1:3]
+scheduled = sys.argv[3] if len(sys.argv) > 3 else None
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 os.chdir(work)
@@ -75,6 +80,15 @@ check(rc1 == rc2 == rc3 == 0, f"resume by --steps: rc {rc1} {rc2} {rc3}: {err1}{
 if rc1 == rc2 == rc3 == 0:
     whole, part = log_of("whole.jsonl"), log_of("part.jsonl")
     check([r["step"] for r in whole] == [10, 20, 30] and whole == part, f"resumed log {part} vs {whole}")
+
+# A spec schedule's lr in the records: the rate each step used.
+if scheduled:
+    rc, _, err = run(scheduled, *common, "--steps=3", "--log-every=1", "--metrics=sched.jsonl")
+    check(rc == 0, f"scheduled run: rc {rc}: {err}")
+    if rc == 0:
+        f32 = lambda x: struct.unpack("<f", struct.pack("<f", x))[0]
+        lrs = [r["lr"] for r in log_of("sched.jsonl")]
+        check(lrs == [f32(1e-3 * s / 100) for s in (1, 2, 3)], f"scheduled lr in the records: {lrs}")
 
 if failures:
     print(f"{len(failures)} failure(s)")

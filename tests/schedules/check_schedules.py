@@ -4,7 +4,7 @@
 usage: check_schedules.py NAME=TRACER...
 
 TRACER is lr_trace.c linked with the model of specs/NAME.cannl (float64); it prints the lr of
-each step. The same sequence comes from PyTorch: torch.optim.SGD on one param, the scheduler
+each step, as the param moved and as the model's get_last_lr reports it (both are checked). The same sequence comes from PyTorch: torch.optim.SGD on one param, the scheduler
 of the same name, `scheduler.step()` after every `optimizer.step()`, the lr read before each
 step. They must agree within 1e-12 relative. Exit 77 (skipped) without torch.
 """
@@ -58,9 +58,12 @@ def main(args):
         name, tracer = arg.split("=", 1)
         base, steps, make = CASES[name]
         text = subprocess.run([tracer, str(steps)], check=True, capture_output=True, text=True).stdout
-        ours = [float(line.split()[2]) for line in text.splitlines() if line.startswith("lr ")]
+        rows = [line.split() for line in text.splitlines() if line.startswith("lr ")]
+        ours = [float(r[2]) for r in rows]
         ref = torch_lrs(base, steps, make)
         bad = [(s, a, b) for s, (a, b) in enumerate(zip(ours, ref)) if abs(a - b) > 1e-12 * max(1e-3, abs(b))]
+        bad += [(s, float(r[3]), b) for s, (r, b) in enumerate(zip(rows, ref))
+                if abs(float(r[3]) - b) > 1e-12 * max(1e-3, abs(b))]
         if len(ours) != steps or bad:
             failed += 1
             print(f"{name}: FAIL ({len(ours)} of {steps} steps)")

@@ -69,6 +69,7 @@ struct fashion_cnn {
     int64_t step;     /* optimiser steps taken */
     int64_t example_offset; /* train_grads' first example in the global batch: dropout's masks by it */
     double lr;        /* learning rate: the spec's, unless set */
+    double last_lr;   /* the learning rate the last optimiser step used (0 before the first) */
     int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
     char *host;       /* pinned mirror of the arena's first 39295680 bytes */
@@ -882,6 +883,7 @@ static void train_step(struct fashion_cnn *m, const real *const in_[], int64_t n
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+    m->last_lr = (double)lr;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 18: x = image / 255 */
@@ -1361,6 +1363,7 @@ static void train_update(struct fashion_cnn *m, const real *const in_[], int64_t
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+    m->last_lr = (double)lr;
     (void)in_;
     (void)n;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
@@ -1801,6 +1804,7 @@ int64_t fashion_cnn_get_step(const struct fashion_cnn *m) { return m->step; }
 void fashion_cnn_set_step(struct fashion_cnn *m, int64_t step) { m->step = step; }
 void fashion_cnn_set_example_offset(struct fashion_cnn *m, int64_t first) { m->example_offset = first; }
 double fashion_cnn_get_lr(const struct fashion_cnn *m) { return m->lr; }
+double fashion_cnn_get_last_lr(const struct fashion_cnn *m) { return m->last_lr; }
 void fashion_cnn_set_lr(struct fashion_cnn *m, double lr) { m->lr = lr; }
 void fashion_cnn_set_schedule(struct fashion_cnn *m, int on) { m->schedule = on != 0; }
 
@@ -1895,6 +1899,7 @@ static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
 static int64_t api_get_step_fn(const void *m) { return fashion_cnn_get_step((const struct fashion_cnn *)m); }
 static void api_set_step_fn(void *m, int64_t step) { fashion_cnn_set_step((struct fashion_cnn *)m, step); }
 static double api_get_lr_fn(const void *m) { return fashion_cnn_get_lr((const struct fashion_cnn *)m); }
+static double api_get_last_lr_fn(const void *m) { return fashion_cnn_get_last_lr((const struct fashion_cnn *)m); }
 static void api_set_lr_fn(void *m, double lr) { fashion_cnn_set_lr((struct fashion_cnn *)m, lr); }
 static void api_set_threads_fn(int n) { (void)n; /* host threads do not matter here */ }
 static void api_set_schedule_fn(void *m, int on) { fashion_cnn_set_schedule((struct fashion_cnn *)m, on); }
@@ -1925,7 +1930,7 @@ const cannl_model_api fashion_cnn_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn};
+    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_cnn_train.cu). */

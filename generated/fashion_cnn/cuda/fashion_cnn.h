@@ -98,6 +98,9 @@ fashion_cnn_real *fashion_cnn_grad(struct fashion_cnn *m, const char *name, int6
 int64_t fashion_cnn_get_step(const struct fashion_cnn *m);
 void fashion_cnn_set_step(struct fashion_cnn *m, int64_t step);
 double fashion_cnn_get_lr(const struct fashion_cnn *m);
+/* The learning rate the last optimiser step used: the schedule's when it applies, else the
+   base lr (0 before this state's first step; a loaded state's starts at 0 again). */
+double fashion_cnn_get_last_lr(const struct fashion_cnn *m);
 void fashion_cnn_set_lr(struct fashion_cnn *m, double lr);
 /* on = 1 (the default): train_step derives each step's lr from the base lr above and the
    step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */

@@ -59,6 +59,7 @@ struct fashion_einsum {
     int64_t step;     /* optimiser steps taken */
     int64_t example_offset; /* train_grads' first example in the global batch: dropout's masks by it */
     double lr;        /* learning rate: the spec's, unless set */
+    double last_lr;   /* the learning rate the last optimiser step used (0 before the first) */
     int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
     char *host;       /* pinned mirror of the arena's first 2448576 bytes */
@@ -772,6 +773,7 @@ static void train_step(struct fashion_einsum *m, const real *const in_[], int64_
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+    m->last_lr = (double)lr;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 14: x = image / 255 */
@@ -1122,6 +1124,7 @@ static void train_update(struct fashion_einsum *m, const real *const in_[], int6
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+    m->last_lr = (double)lr;
     (void)in_;
     (void)n;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
@@ -1523,6 +1526,7 @@ int64_t fashion_einsum_get_step(const struct fashion_einsum *m) { return m->step
 void fashion_einsum_set_step(struct fashion_einsum *m, int64_t step) { m->step = step; }
 void fashion_einsum_set_example_offset(struct fashion_einsum *m, int64_t first) { m->example_offset = first; }
 double fashion_einsum_get_lr(const struct fashion_einsum *m) { return m->lr; }
+double fashion_einsum_get_last_lr(const struct fashion_einsum *m) { return m->last_lr; }
 void fashion_einsum_set_lr(struct fashion_einsum *m, double lr) { m->lr = lr; }
 void fashion_einsum_set_schedule(struct fashion_einsum *m, int on) { m->schedule = on != 0; }
 
@@ -1610,6 +1614,7 @@ static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
 static int64_t api_get_step_fn(const void *m) { return fashion_einsum_get_step((const struct fashion_einsum *)m); }
 static void api_set_step_fn(void *m, int64_t step) { fashion_einsum_set_step((struct fashion_einsum *)m, step); }
 static double api_get_lr_fn(const void *m) { return fashion_einsum_get_lr((const struct fashion_einsum *)m); }
+static double api_get_last_lr_fn(const void *m) { return fashion_einsum_get_last_lr((const struct fashion_einsum *)m); }
 static void api_set_lr_fn(void *m, double lr) { fashion_einsum_set_lr((struct fashion_einsum *)m, lr); }
 static void api_set_threads_fn(int n) { (void)n; /* host threads do not matter here */ }
 static void api_set_schedule_fn(void *m, int on) { fashion_einsum_set_schedule((struct fashion_einsum *)m, on); }
@@ -1640,7 +1645,7 @@ const cannl_model_api fashion_einsum_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn};
+    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_einsum_train.cu). */

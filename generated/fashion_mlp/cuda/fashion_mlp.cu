@@ -59,6 +59,7 @@ struct fashion_mlp {
     int64_t step;     /* optimiser steps taken */
     int64_t example_offset; /* train_grads' first example in the global batch: dropout's masks by it */
     double lr;        /* learning rate: the spec's, unless set */
+    double last_lr;   /* the learning rate the last optimiser step used (0 before the first) */
     int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
     char *host;       /* pinned mirror of the arena's first 5357696 bytes */
@@ -576,6 +577,7 @@ static void train_step(struct fashion_mlp *m, const real *const in_[], int64_t n
     real *const loss_ = (real *)(work + 2385920);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
+    m->last_lr = (double)lr;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 13: x = image / 255 */
@@ -872,6 +874,7 @@ static void train_update(struct fashion_mlp *m, const real *const in_[], int64_t
     real *const b2_momentum_buffer = m->b2_momentum_buffer;
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
+    m->last_lr = (double)lr;
     (void)in_;
     (void)n;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
@@ -1266,6 +1269,7 @@ int64_t fashion_mlp_get_step(const struct fashion_mlp *m) { return m->step; }
 void fashion_mlp_set_step(struct fashion_mlp *m, int64_t step) { m->step = step; }
 void fashion_mlp_set_example_offset(struct fashion_mlp *m, int64_t first) { m->example_offset = first; }
 double fashion_mlp_get_lr(const struct fashion_mlp *m) { return m->lr; }
+double fashion_mlp_get_last_lr(const struct fashion_mlp *m) { return m->last_lr; }
 void fashion_mlp_set_lr(struct fashion_mlp *m, double lr) { m->lr = lr; }
 void fashion_mlp_set_schedule(struct fashion_mlp *m, int on) { m->schedule = on != 0; }
 
@@ -1346,6 +1350,7 @@ static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
 static int64_t api_get_step_fn(const void *m) { return fashion_mlp_get_step((const struct fashion_mlp *)m); }
 static void api_set_step_fn(void *m, int64_t step) { fashion_mlp_set_step((struct fashion_mlp *)m, step); }
 static double api_get_lr_fn(const void *m) { return fashion_mlp_get_lr((const struct fashion_mlp *)m); }
+static double api_get_last_lr_fn(const void *m) { return fashion_mlp_get_last_lr((const struct fashion_mlp *)m); }
 static void api_set_lr_fn(void *m, double lr) { fashion_mlp_set_lr((struct fashion_mlp *)m, lr); }
 static void api_set_threads_fn(int n) { (void)n; /* host threads do not matter here */ }
 static void api_set_schedule_fn(void *m, int on) { fashion_mlp_set_schedule((struct fashion_mlp *)m, on); }
@@ -1376,7 +1381,7 @@ const cannl_model_api fashion_mlp_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn};
+    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_mlp_train.cu). */

@@ -96,6 +96,9 @@ fashion_mlp_real *fashion_mlp_grad(struct fashion_mlp *m, const char *name, int6
 int64_t fashion_mlp_get_step(const struct fashion_mlp *m);
 void fashion_mlp_set_step(struct fashion_mlp *m, int64_t step);
 double fashion_mlp_get_lr(const struct fashion_mlp *m);
+/* The learning rate the last optimiser step used: the schedule's when it applies, else the
+   base lr (0 before this state's first step; a loaded state's starts at 0 again). */
+double fashion_mlp_get_last_lr(const struct fashion_mlp *m);
 void fashion_mlp_set_lr(struct fashion_mlp *m, double lr);
 /* on = 1 (the default): train_step derives each step's lr from the base lr above and the
    step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */

@@ -59,6 +59,7 @@ struct fashion_mlp_adam {
     int64_t step;     /* optimiser steps taken */
     int64_t example_offset; /* train_grads' first example in the global batch: dropout's masks by it */
     double lr;        /* learning rate: the spec's, unless set */
+    double last_lr;   /* the learning rate the last optimiser step used (0 before the first) */
     int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
     char *host;       /* pinned mirror of the arena's first 8036544 bytes */
@@ -622,6 +623,7 @@ static void train_step(struct fashion_mlp_adam *m, const real *const in_[], int6
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+    m->last_lr = (double)lr;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 13: x = image / 255 */
@@ -926,6 +928,7 @@ static void train_update(struct fashion_mlp_adam *m, const real *const in_[], in
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.999, step)));
+    m->last_lr = (double)lr;
     (void)in_;
     (void)n;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
@@ -1326,6 +1329,7 @@ int64_t fashion_mlp_adam_get_step(const struct fashion_mlp_adam *m) { return m->
 void fashion_mlp_adam_set_step(struct fashion_mlp_adam *m, int64_t step) { m->step = step; }
 void fashion_mlp_adam_set_example_offset(struct fashion_mlp_adam *m, int64_t first) { m->example_offset = first; }
 double fashion_mlp_adam_get_lr(const struct fashion_mlp_adam *m) { return m->lr; }
+double fashion_mlp_adam_get_last_lr(const struct fashion_mlp_adam *m) { return m->last_lr; }
 void fashion_mlp_adam_set_lr(struct fashion_mlp_adam *m, double lr) { m->lr = lr; }
 void fashion_mlp_adam_set_schedule(struct fashion_mlp_adam *m, int on) { m->schedule = on != 0; }
 
@@ -1412,6 +1416,7 @@ static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
 static int64_t api_get_step_fn(const void *m) { return fashion_mlp_adam_get_step((const struct fashion_mlp_adam *)m); }
 static void api_set_step_fn(void *m, int64_t step) { fashion_mlp_adam_set_step((struct fashion_mlp_adam *)m, step); }
 static double api_get_lr_fn(const void *m) { return fashion_mlp_adam_get_lr((const struct fashion_mlp_adam *)m); }
+static double api_get_last_lr_fn(const void *m) { return fashion_mlp_adam_get_last_lr((const struct fashion_mlp_adam *)m); }
 static void api_set_lr_fn(void *m, double lr) { fashion_mlp_adam_set_lr((struct fashion_mlp_adam *)m, lr); }
 static void api_set_threads_fn(int n) { (void)n; /* host threads do not matter here */ }
 static void api_set_schedule_fn(void *m, int on) { fashion_mlp_adam_set_schedule((struct fashion_mlp_adam *)m, on); }
@@ -1442,7 +1447,7 @@ const cannl_model_api fashion_mlp_adam_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn};
+    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_mlp_adam_train.cu). */

@@ -96,6 +96,9 @@ fashion_mlp_adam_real *fashion_mlp_adam_grad(struct fashion_mlp_adam *m, const c
 int64_t fashion_mlp_adam_get_step(const struct fashion_mlp_adam *m);
 void fashion_mlp_adam_set_step(struct fashion_mlp_adam *m, int64_t step);
 double fashion_mlp_adam_get_lr(const struct fashion_mlp_adam *m);
+/* The learning rate the last optimiser step used: the schedule's when it applies, else the
+   base lr (0 before this state's first step; a loaded state's starts at 0 again). */
+double fashion_mlp_adam_get_last_lr(const struct fashion_mlp_adam *m);
 void fashion_mlp_adam_set_lr(struct fashion_mlp_adam *m, double lr);
 /* on = 1 (the default): train_step derives each step's lr from the base lr above and the
    step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */

@@ -105,6 +105,7 @@ struct gpt_tiny {
     int64_t step;     /* optimiser steps taken */
     int64_t example_offset; /* train_grads' first example in the global batch: dropout's masks by it */
     double lr;        /* learning rate: the spec's, unless set */
+    double last_lr;   /* the learning rate the last optimiser step used (0 before the first) */
     int schedule;     /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     char *dev;        /* the device arena: all the buffers below */
     char *host;       /* pinned mirror of the arena's first 2873856 bytes */
@@ -1483,6 +1484,7 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.95, step)));
+    m->last_lr = (double)lr;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -2216,6 +2218,7 @@ static void train_update(struct gpt_tiny *m, const real *const in_[], int64_t n)
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.95, step)));
+    m->last_lr = (double)lr;
     (void)in_;
     (void)n;
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
@@ -2838,6 +2841,7 @@ int64_t gpt_tiny_get_step(const struct gpt_tiny *m) { return m->step; }
 void gpt_tiny_set_step(struct gpt_tiny *m, int64_t step) { m->step = step; }
 void gpt_tiny_set_example_offset(struct gpt_tiny *m, int64_t first) { m->example_offset = first; }
 double gpt_tiny_get_lr(const struct gpt_tiny *m) { return m->lr; }
+double gpt_tiny_get_last_lr(const struct gpt_tiny *m) { return m->last_lr; }
 void gpt_tiny_set_lr(struct gpt_tiny *m, double lr) { m->lr = lr; }
 void gpt_tiny_set_schedule(struct gpt_tiny *m, int on) { m->schedule = on != 0; }
 
@@ -2964,6 +2968,7 @@ static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
 static int64_t api_get_step_fn(const void *m) { return gpt_tiny_get_step((const struct gpt_tiny *)m); }
 static void api_set_step_fn(void *m, int64_t step) { gpt_tiny_set_step((struct gpt_tiny *)m, step); }
 static double api_get_lr_fn(const void *m) { return gpt_tiny_get_lr((const struct gpt_tiny *)m); }
+static double api_get_last_lr_fn(const void *m) { return gpt_tiny_get_last_lr((const struct gpt_tiny *)m); }
 static void api_set_lr_fn(void *m, double lr) { gpt_tiny_set_lr((struct gpt_tiny *)m, lr); }
 static void api_set_threads_fn(int n) { (void)n; /* host threads do not matter here */ }
 static void api_set_schedule_fn(void *m, int on) { gpt_tiny_set_schedule((struct gpt_tiny *)m, on); }
@@ -2994,7 +2999,7 @@ const cannl_model_api gpt_tiny_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn};
+    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (gpt_tiny_train.cu). */

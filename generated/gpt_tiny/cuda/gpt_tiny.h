@@ -106,6 +106,9 @@ gpt_tiny_real *gpt_tiny_grad(struct gpt_tiny *m, const char *name, int64_t *coun
 int64_t gpt_tiny_get_step(const struct gpt_tiny *m);
 void gpt_tiny_set_step(struct gpt_tiny *m, int64_t step);
 double gpt_tiny_get_lr(const struct gpt_tiny *m);
+/* The learning rate the last optimiser step used: the schedule's when it applies, else the
+   base lr (0 before this state's first step; a loaded state's starts at 0 again). */
+double gpt_tiny_get_last_lr(const struct gpt_tiny *m);
 void gpt_tiny_set_lr(struct gpt_tiny *m, double lr);
 /* on = 1 (the default): train_step derives each step's lr from the base lr above and the
    step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */

@@ -96,6 +96,9 @@ moons_mlp_real *moons_mlp_grad(struct moons_mlp *m, const char *name, int64_t *c
 int64_t moons_mlp_get_step(const struct moons_mlp *m);
 void moons_mlp_set_step(struct moons_mlp *m, int64_t step);
 double moons_mlp_get_lr(const struct moons_mlp *m);
+/* The learning rate the last optimiser step used: the schedule's when it applies, else the
+   base lr (0 before this state's first step; a loaded state's starts at 0 again). */
+double moons_mlp_get_last_lr(const struct moons_mlp *m);
 void moons_mlp_set_lr(struct moons_mlp *m, double lr);
 /* on = 1 (the default): train_step derives each step's lr from the base lr above and the
    step count by the spec's schedule (this model has none); on = 0: it uses the base lr as set. */
