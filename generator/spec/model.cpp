@@ -773,7 +773,8 @@ private:
     if (c.name == "linear") {
       whole("steps", 1);
       for (const char* k : {"start_factor", "end_factor"})
-        if (!(c.args.at(k) >= 0)) diags_.error(c.range, fmt::format("linear's '{}' must be >= 0", k));
+        if (!(c.args.at(k) >= 0 && c.args.at(k) <= 1))  // LinearLR's rule
+          diags_.error(c.range, fmt::format("linear's '{}' must be between 0 and 1, not {}", k, c.args.at(k)));
     }
     if (c.name == "onecycle") {
       if (!(c.args.at("max_lr") > 0)) diags_.error(c.range, "onecycle's 'max_lr' must be positive");
