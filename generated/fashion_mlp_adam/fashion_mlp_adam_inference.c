@@ -405,9 +405,14 @@ static int pointers_given(const real *const inputs[], int every_input, real *con
     return 1;
 }
 
+/* Whether every id of the integer inputs the call reads (every input when every_input) lies in
+   [0, bound): an embedding's row or a class (defined below the tables). */
+static int ids_in_range(const real *const inputs[], int64_t n, int every_input);
+
 cannl_status fashion_mlp_adam_infer_forward(struct fashion_mlp_adam_infer *m, const fashion_mlp_adam_real *const inputs[], int64_t n,
     fashion_mlp_adam_real *const outputs[]) {
-    if (!m || n < 1 || n > FASHION_MLP_ADAM_MAX_BATCH || !pointers_given(inputs, 0, outputs, 1)) return CANNL_E_ARG;
+    if (!m || n < 1 || n > FASHION_MLP_ADAM_MAX_BATCH || !pointers_given(inputs, 0, outputs, 1) || !ids_in_range(inputs, n, 0))
+        return CANNL_E_ARG;
     forward(m, inputs, n, outputs);
     return CANNL_OK;
 }
@@ -415,7 +420,7 @@ cannl_status fashion_mlp_adam_infer_forward(struct fashion_mlp_adam_infer *m, co
 cannl_status fashion_mlp_adam_infer_eval(struct fashion_mlp_adam_infer *m, const fashion_mlp_adam_real *const inputs[], int64_t n,
     double *loss, double metrics[]) {
     if (!m || n < 1 || n > FASHION_MLP_ADAM_MAX_BATCH || !loss || (FASHION_MLP_ADAM_NUM_METRICS > 0 && !metrics) ||
-        !pointers_given(inputs, 1, NULL, 0))
+        !pointers_given(inputs, 1, NULL, 0) || !ids_in_range(inputs, n, 1))
         return CANNL_E_ARG;
     eval_metrics(m, inputs, n, loss, metrics);
     return CANNL_OK;
@@ -427,6 +432,15 @@ static const cannl_tensor_info input_info[] = {
     {"image", 1, { 784 }, 784, 0},
     {"label", 1, { 10 }, 10, 0},
     {NULL, 0, {0}, 0, 0}};
+static int ids_in_range(const real *const inputs[], int64_t n, int every_input) {
+    for (int i = 0; i < FASHION_MLP_ADAM_NUM_INPUTS; i++) {
+        if (input_info[i].ids <= 0 || !(every_input || forward_reads[i])) continue;
+        const int32_t *id = (const int32_t *)(const void *)inputs[i];
+        for (int64_t j = 0; j < n * input_info[i].size; j++)
+            if (id[j] < 0 || id[j] >= input_info[i].ids) return 0;
+    }
+    return 1;
+}
 static const cannl_tensor_info output_info[] = {
     {"logits", 1, { 10 }, 10, 0},
     {NULL, 0, {0}, 0, 0}};

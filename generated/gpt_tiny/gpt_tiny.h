@@ -188,12 +188,14 @@ void gpt_tiny_infer_set_params(struct gpt_tiny_infer *s, const gpt_tiny_real *co
    NULL when there is none. */
 const gpt_tiny_real *gpt_tiny_infer_param(const struct gpt_tiny_infer *s, const char *name, int64_t *count);
 /* Fill outputs[k] with n examples of output k. Inputs the outputs do not depend on (targets)
-   may be NULL. CANNL_E_ARG, and nothing done, unless 1 <= n <= GPT_TINY_MAX_BATCH and every
-   output and every input the outputs depend on is given (not NULL). */
+   may be NULL. CANNL_E_ARG, and nothing done, unless 1 <= n <= GPT_TINY_MAX_BATCH, every
+   output and every input the outputs depend on is given (not NULL) and their integer ids are
+   in range (an embedding's rows). */
 cannl_status gpt_tiny_infer_forward(struct gpt_tiny_infer *s, const gpt_tiny_real *const inputs[], int64_t n,
     gpt_tiny_real *const outputs[]);
 /* The loss and each metric on n examples (every input needed). CANNL_E_ARG, and nothing
-   done, for a bad n or a NULL input, loss or (with metrics) metrics. */
+   done, for a bad n, a NULL input, loss or (with metrics) metrics, or an integer id out of
+   range (an embedding's rows, a cross_entropy's classes). */
 cannl_status gpt_tiny_infer_eval(struct gpt_tiny_infer *s, const gpt_tiny_real *const inputs[], int64_t n,
     double *loss, double metrics[]);
 

@@ -290,9 +290,14 @@ static int pointers_given(const real *const inputs[], int every_input, real *con
     return 1;
 }
 
+/* Whether every id of the integer inputs the call reads (every input when every_input) lies in
+   [0, bound): an embedding's row or a class (defined below the tables). */
+static int ids_in_range(const real *const inputs[], int64_t n, int every_input);
+
 cannl_status moons_mlp_infer_forward(struct moons_mlp_infer *m, const moons_mlp_real *const inputs[], int64_t n,
     moons_mlp_real *const outputs[]) {
-    if (!m || n < 1 || n > MOONS_MLP_MAX_BATCH || !pointers_given(inputs, 0, outputs, 1)) return CANNL_E_ARG;
+    if (!m || n < 1 || n > MOONS_MLP_MAX_BATCH || !pointers_given(inputs, 0, outputs, 1) || !ids_in_range(inputs, n, 0))
+        return CANNL_E_ARG;
     forward(m, inputs, n, outputs);
     return CANNL_OK;
 }
@@ -300,7 +305,7 @@ cannl_status moons_mlp_infer_forward(struct moons_mlp_infer *m, const moons_mlp_
 cannl_status moons_mlp_infer_eval(struct moons_mlp_infer *m, const moons_mlp_real *const inputs[], int64_t n,
     double *loss, double metrics[]) {
     if (!m || n < 1 || n > MOONS_MLP_MAX_BATCH || !loss || (MOONS_MLP_NUM_METRICS > 0 && !metrics) ||
-        !pointers_given(inputs, 1, NULL, 0))
+        !pointers_given(inputs, 1, NULL, 0) || !ids_in_range(inputs, n, 1))
         return CANNL_E_ARG;
     eval_metrics(m, inputs, n, loss, metrics);
     return CANNL_OK;
@@ -312,6 +317,15 @@ static const cannl_tensor_info input_info[] = {
     {"point", 1, { 2 }, 2, 0},
     {"target", 1, { 1 }, 1, 0},
     {NULL, 0, {0}, 0, 0}};
+static int ids_in_range(const real *const inputs[], int64_t n, int every_input) {
+    for (int i = 0; i < MOONS_MLP_NUM_INPUTS; i++) {
+        if (input_info[i].ids <= 0 || !(every_input || forward_reads[i])) continue;
+        const int32_t *id = (const int32_t *)(const void *)inputs[i];
+        for (int64_t j = 0; j < n * input_info[i].size; j++)
+            if (id[j] < 0 || id[j] >= input_info[i].ids) return 0;
+    }
+    return 1;
+}
 static const cannl_tensor_info output_info[] = {
     {"prob", 1, { 1 }, 1, 0},
     {NULL, 0, {0}, 0, 0}};

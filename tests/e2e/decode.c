@@ -11,7 +11,8 @@
  *      length, the logits of the window's last position equal forward's on the window
  *      (left-aligned, the rest id 0);
  *   4. bad calls: a step past ctx, an id out of range, prefill of 0 or ctx + 1 ids
- *      (CANNL_E_ARG, and the cache length as documented).
+ *      (CANNL_E_ARG, and the cache length as documented); infer_forward and infer_eval given an
+ *      id out of range (V or -1 among the tokens, V among the targets): CANNL_E_ARG.
  * Tolerance: |decode - forward| <= tol * max(1, |forward|), tol 1e-12 (f64) or 1e-5 (f32). */
 #include "gpt_tiny.h"
 
@@ -104,6 +105,25 @@ int main(void) {
     if (gpt_tiny_decode_prefill(s, ids, 3, NULL) != CANNL_OK || gpt_tiny_decode_step(s, V, dec) != CANNL_E_ARG ||
         gpt_tiny_decode_step(s, -1, dec) != CANNL_E_ARG || gpt_tiny_decode_length(s) != 3)
         ++failures, fprintf(stderr, "FAIL ids out of range\n");
+    {
+        static int32_t good[CTX], bad[CTX];
+        const real *in[GPT_TINY_NUM_INPUTS] = {0};
+        real *out[GPT_TINY_NUM_OUTPUTS] = {fwd};
+        double loss = 0, metrics[GPT_TINY_NUM_METRICS];
+        for (int32_t bad_id = -1; bad_id <= V; bad_id += V + 1) {
+            memcpy(bad, good, sizeof bad);
+            bad[CTX - 1] = bad_id;
+            in[GPT_TINY_INPUT_TOKENS] = (const real *)(const void *)bad, in[GPT_TINY_INPUT_NEXT] = NULL;
+            if (gpt_tiny_infer_forward(s, in, 1, out) != CANNL_E_ARG)
+                ++failures, fprintf(stderr, "FAIL forward with token %d\n", (int)bad_id);
+            in[GPT_TINY_INPUT_TOKENS] = (const real *)(const void *)good, in[GPT_TINY_INPUT_NEXT] = (const real *)(const void *)bad;
+            if (gpt_tiny_infer_eval(s, in, 1, &loss, metrics) != CANNL_E_ARG)
+                ++failures, fprintf(stderr, "FAIL eval with target %d\n", (int)bad_id);
+        }
+        in[GPT_TINY_INPUT_NEXT] = (const real *)(const void *)good;
+        if (gpt_tiny_infer_forward(s, in, 1, out) != CANNL_OK || gpt_tiny_infer_eval(s, in, 1, &loss, metrics) != CANNL_OK)
+            ++failures, fprintf(stderr, "FAIL forward or eval with ids in range\n");
+    }
 
     /* 2. prefill of k ids */
     for (long k = 1; k <= CTX; k += 9) {
