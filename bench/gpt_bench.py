@@ -44,6 +44,11 @@ MODELS = {
 
 def env_for(threads):
     env = dict(os.environ)
+    # PyTorch runs its own best kernels, as bench/bench.py's best path does: a machine may set
+    # OPENBLAS_CORETYPE (some images pin Haswell's AVX2 kernels for CPUs OpenBLAS 0.3.21 does
+    # not know), which would hand PyTorch slower products than its own detection picks.
+    for k in ("ATEN_CPU_CAPABILITY", "DNNL_MAX_CPU_ISA", "OPENBLAS_CORETYPE"):
+        env.pop(k, None)
     env["OMP_NUM_THREADS"] = str(threads)
     env["OPENBLAS_NUM_THREADS"] = str(threads)
     if threads > 1:
@@ -77,13 +82,14 @@ def steps_table(bench, models, threads, reps):
                 d["ratio"].append(c["median_us"] / p["median_us"])
                 d["cpu_ratio"].append(c["cpu_us"] / p["cpu_us"])
                 d["isa"] = c["isa"]
+                d["openblas"] = p["openblas"]
                 print(f"  rep {r + 1}/{reps} {m} {t} thread(s): cannl {fmt_ms(c['median_us'])} ms, "
                       f"PyTorch {fmt_ms(p['median_us'])} ms", file=sys.stderr, flush=True)
     print(f"\n### Training step, cannl vs PyTorch 1.13 ({reps} interleaved pairs of fresh processes; "
           "median, min-max)\n")
     print("| model | batch x ctx | threads | cannl ms | PyTorch ms | cannl / PyTorch (median of pairs) "
-          "| CPU time ratio | ISA |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| CPU time ratio | ISA | PyTorch's OpenBLAS |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for m in models:
         ctx, batch = MODELS[m][:2]
         for t in threads:
@@ -91,7 +97,7 @@ def steps_table(bench, models, threads, reps):
             cell = lambda v: f"{fmt_ms(statistics.median(v))} ({fmt_ms(min(v))}-{fmt_ms(max(v))})"  # noqa: E731
             print(f"| {m} | {batch} x {ctx} | {t} | {cell(d['cannl'])} | {cell(d['torch'])} | "
                   f"**{statistics.median(d['ratio']):.2f}** ({min(d['ratio']):.2f}-{max(d['ratio']):.2f}) | "
-                  f"{statistics.median(d['cpu_ratio']):.2f} | {d['isa']} |")
+                  f"{statistics.median(d['cpu_ratio']):.2f} | {d['isa']} | {d['openblas']} |")
 
 
 def windows(path, count, ctx, rng, spaced=False):

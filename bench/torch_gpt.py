@@ -25,6 +25,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+sys.dont_write_bytecode = True
+import torch_step  # noqa: E402  (bench/, beside this file)
+
 # model: vocab, d, heads, layers, lr, betas, w_o / w_pr init std
 CONFIGS = {
     "gpt_char": (256, 128, 4, 4, 1e-3, (0.9, 0.99), 0.00707),
@@ -151,7 +154,8 @@ def main():
         times.sort()
         print(json.dumps({"model": model, "batch": batch, "threads": threads, "steps": steps,
                           "median_us": times[steps // 2], "p10_us": times[steps // 10],
-                          "p90_us": times[steps * 9 // 10], "cpu_us": cpu_us, "loss": loss}))
+                          "p90_us": times[steps * 9 // 10], "cpu_us": cpu_us, "loss": loss,
+                          "openblas": torch_step.openblas_core()}))
     elif len(a) == 10 and a[0] == "train":
         model, ctx, init, tok, nxt, vtok, vnxt = a[1], int(a[2]), *a[3:8]
         batch, threads = int(a[8]), int(a[9])
