@@ -29,6 +29,9 @@
  * packed first and the K loop goes innermost (row sliver, K block, NR sliver): the same blocks,
  * C's tile kept in L1 between them.
  * Operands whose K axis is contiguous are packed with vector transposes (GK_TRANSPOSE).
+ * A K block shorter than GK_SHORT_K takes the row slivers outermost (the tiles then store along
+ * C's rows). A product of one row packs GK_ROW_SLIVERS slivers of B at a time, just before the
+ * one-row tile that reads them (each sliver is used once).
  *
  * Every element of C is summed in the same order whatever the blocks of M and N a caller
  * hands a thread: the K blocks in order, each summed by p (from the first product), then
@@ -120,12 +123,57 @@ static void GK_FN(micro)(long kc, const GK_REAL *restrict a, int strided, long a
 #undef GK_CASE
 }
 
+/* C[0, 0:nr] (=|+=) alpha * one row of A (a[p * aks]) * GK_ROW_SLIVERS packed b-slivers one
+ * after another (kc x NR each), nr <= GK_ROW_SLIVERS NR: the tile of a single row of C (one
+ * position decoded), as wide as that many slivers so that enough accumulators are in flight
+ * to hide the FMA's latency (tile 1 has NV). Each element's sum is tile 1's. */
+#define GK_ROW_SLIVERS 4
+static void GK_FN(row_tile)(long kc, const GK_REAL *restrict a, long aks, const GK_REAL *restrict b, GK_REAL alpha,
+                            GK_REAL *restrict c, long c_n, long nr, int overwrite) {
+    GK_VEC acc[GK_ROW_SLIVERS][GK_NV];
+    {
+        const GK_VEC ai = GK_VSET1(a[0]);
+        GK_UNROLL for (int s = 0; s < GK_ROW_SLIVERS; ++s)
+            GK_UNROLL for (int v = 0; v < GK_NV; ++v) acc[s][v] = GK_VMUL(ai, GK_VLOAD(b + s * kc * GK_NR + v * GK_VL));
+    }
+    for (long p = 1; p < kc; ++p) {
+        const GK_VEC ai = GK_VSET1(a[p * aks]);
+        GK_UNROLL for (int s = 0; s < GK_ROW_SLIVERS; ++s)
+            GK_UNROLL for (int v = 0; v < GK_NV; ++v)
+                acc[s][v] = GK_VFMA(ai, GK_VLOAD(b + s * kc * GK_NR + p * GK_NR + v * GK_VL), acc[s][v]);
+    }
+    if (alpha != 1) {
+        const GK_VEC va = GK_VSET1(alpha);
+        GK_UNROLL for (int s = 0; s < GK_ROW_SLIVERS; ++s)
+            GK_UNROLL for (int v = 0; v < GK_NV; ++v) acc[s][v] = GK_VMUL(va, acc[s][v]);
+    }
+    if (nr == GK_ROW_SLIVERS * GK_NR && c_n == 1) {
+        GK_UNROLL for (int s = 0; s < GK_ROW_SLIVERS; ++s)
+            GK_UNROLL for (int v = 0; v < GK_NV; ++v) {
+                GK_REAL *cv = c + s * GK_NR + v * GK_VL;
+                GK_VSTORE(cv, overwrite ? acc[s][v] : GK_VADD(GK_VLOAD(cv), acc[s][v]));
+            }
+        return;
+    }
+    GK_REAL t[GK_ROW_SLIVERS * GK_NR];
+    GK_UNROLL for (int s = 0; s < GK_ROW_SLIVERS; ++s)
+        GK_UNROLL for (int v = 0; v < GK_NV; ++v) GK_VSTORE(t + s * GK_NR + v * GK_VL, acc[s][v]);
+    for (long j = 0; j < nr; ++j) c[j * c_n] = overwrite ? t[j] : c[j * c_n] + t[j];
+}
+
 /* The height of the row sliver of a block of mc rows that starts at row i: the fewest slivers
  * of at most MR rows, as equal as possible (128 = 18 x 6 + 4 x 5 for MR 6, 10 = 5 + 5 for
  * MR 8: taller tiles keep more of the FMA units busy than a short last one). */
 static inline long GK_FN(sliver)(long mc, long i) {
     const long n = (mc + GK_MR - 1) / GK_MR, q = mc / n, r = mc % n;
     return i < r * (q + 1) ? q + 1 : q;
+}
+
+/* The number of those slivers, and the first row of the s-th. */
+static inline long GK_FN(slivers)(long mc) { return (mc + GK_MR - 1) / GK_MR; }
+static inline long GK_FN(sliver_start)(long mc, long s) {
+    const long n = GK_FN(slivers)(mc), q = mc / n, r = mc % n;
+    return s < r ? s * (q + 1) : r * (q + 1) + (s - r) * q;
 }
 
 /* dst[p * ld + j] = src[j * ls + p] for j < rows, p < kc: `rows` rows of an operand whose K
@@ -242,6 +290,23 @@ static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, l
             }
             continue;
         }
+        if (M == 1 && nfull == 0 && GK_NC >= GK_ROW_SLIVERS * GK_NR) {
+            /* One row (a position decoded, 1 x 50304 x 768 against weights stored [out, in]):
+               each sliver of B is used once, so GK_ROW_SLIVERS of them are packed just before
+               their tile and read back from L1 (not packed with the whole panel into L2
+               first), by the row tile. The blocks and sums are tile 1's. */
+            for (long p0 = 0; p0 < K; p0 += kb) {
+                const long kc = K - p0 < kb ? K - p0 : kb;
+                for (long jr = 0; jr < nc; jr += GK_ROW_SLIVERS * GK_NR) {
+                    const long nr = nc - jr < GK_ROW_SLIVERS * GK_NR ? nc - jr : GK_ROW_SLIVERS * GK_NR;
+                    GK_FN(pack_b)(kc, nr, B + p0 * b_k + (j0 + jr) * b_n, b_k, b_n, pb);
+                    for (long t = (nr + GK_NR - 1) / GK_NR * GK_NR * kc; t < GK_ROW_SLIVERS * GK_NR * kc; ++t)
+                        pb[t] = 0; /* the slivers past the last column */
+                    GK_FN(row_tile)(kc, A + p0 * a_k, a_k, pb, alpha, C + (j0 + jr) * c_n, c_n, nr, overwrite && p0 == 0);
+                }
+            }
+            continue;
+        }
         for (long p0 = 0; p0 < K; p0 += kb) {
             const long kc = K - p0 < kb ? K - p0 : kb;
             const GK_REAL *Bp = B + p0 * b_k + j0 * b_n;
@@ -250,16 +315,22 @@ static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, l
                 const long mc = M - i0 < GK_MC ? M - i0 : GK_MC;
                 const GK_REAL *Ap = A + i0 * a_m + p0 * a_k;
                 if (!direct_a) GK_FN(pack_a)(mc, kc, Ap, a_m, a_k, pa);
-                for (long jr = 0; jr < nc; jr += GK_NR) {
-                    const GK_REAL *bs = jr < nfull ? Bp + jr : pb + (jr - nfull) * kc;
-                    const long ldb = jr < nfull ? b_k : GK_NR;
-                    for (long ir = 0, mr; ir < mc; ir += mr) {
-                        mr = GK_FN(sliver)(mc, ir);
-                        GK_FN(micro)(kc, direct_a ? Ap + ir * a_m : pa + ir * kc, direct_a, a_m, a_k, bs, ldb, alpha,
-                                     C + (i0 + ir) * c_m + (j0 + jr) * c_n, c_m, c_n, mr,
-                                     nc - jr < GK_NR ? nc - jr : GK_NR, overwrite && p0 == 0);
+                /* A short K block (64 x 1024 x 10, an input gradient) makes the tiles little more
+                   than their stores: the row slivers then go outermost, so that consecutive tiles
+                   store along C's rows rather than down a column of C (at a row stride of 4 KiB
+                   such a column falls into one L1 set: 53 -> GFLOP/s on Zen 5). The packed blocks
+                   are small enough to stay in L1 either way; the sums are the same. */
+                const int rows_outer = kc < GK_SHORT_K && c_n == 1;
+                const long nj = (nc + GK_NR - 1) / GK_NR, ni = GK_FN(slivers)(mc);
+                for (long outer = 0; outer < (rows_outer ? ni : nj); ++outer)
+                    for (long inner = 0; inner < (rows_outer ? nj : ni); ++inner) {
+                        const long jr = (rows_outer ? inner : outer) * GK_NR, s = rows_outer ? outer : inner;
+                        const long ir = GK_FN(sliver_start)(mc, s), mr = GK_FN(sliver)(mc, ir);
+                        const GK_REAL *bs = jr < nfull ? Bp + jr : pb + (jr - nfull) * kc;
+                        GK_FN(micro)(kc, direct_a ? Ap + ir * a_m : pa + ir * kc, direct_a, a_m, a_k, bs,
+                                     jr < nfull ? b_k : GK_NR, alpha, C + (i0 + ir) * c_m + (j0 + jr) * c_n, c_m, c_n,
+                                     mr, nc - jr < GK_NR ? nc - jr : GK_NR, overwrite && p0 == 0);
                     }
-                }
             }
         }
     }
@@ -269,6 +340,7 @@ const cannl__gemm_kernel GK_NAME = {GK_MR, GK_NR, GK_KC, GK_MC, GK_NC, GK_FN(run
 
 /* The parameters are consumed: the next inclusion defines its own. */
 #undef GK_NR
+#undef GK_ROW_SLIVERS
 #undef GK_SHORT_K
 #undef GK_UNROLL
 #undef GK_PREFETCH

@@ -1,7 +1,8 @@
 /* test_gemm.c - the runtime's matrix products (gemm.c) against a plain triple loop, for every
  * instruction set this CPU has (CANNL_ISA lowers the choice), float and double, shapes at and
  * around the tile and block sizes, transposed and strided operands, alpha, = and +=; the same
- * bits for 1, 2 and 3 threads (a context made for one); CANNL_ISA's checks. */
+ * bits for 1, 2 and 3 threads (a context made for one), and for a row computed alone as among
+ * others; CANNL_ISA's checks. */
 #include "rt_test.h"
 
 #include <math.h>
@@ -101,6 +102,55 @@ static long c_size(const gcase *c) {
     return n;
 }
 
+/* A row of C computed alone (M = 1: a position decoded, an example inferred by itself) has the
+ * bits it has among M rows (each example's outputs are its own), for B in layout lb and C in
+ * lc, for each row r. Returns the rows that differ. */
+static int row_alone_case(cannl_gemm *g, int f64, long M, long N, long K, int lb, int lc, double alpha, int overwrite) {
+    long a0, a1, na, b0, b1, nb, c0, c1, nc;
+    strides(0, M, K, &a0, &a1, &na);
+    strides(lb, K, N, &b0, &b1, &nb);
+    strides(lc, M, N, &c0, &c1, &nc);
+    const size_t es = f64 ? sizeof(double) : sizeof(float);
+    char *A = malloc(es * (size_t)na), *B = malloc(es * (size_t)nb), *C0 = malloc(es * (size_t)nc);
+    char *Cm = malloc(es * (size_t)nc), *C1 = malloc(es * (size_t)nc);
+    if (!A || !B || !C0 || !Cm || !C1) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (long i = 0; i < na + nb + nc; ++i) {
+        const double v = next_value();
+        char *dst = i < na ? A + es * (size_t)i : i < na + nb ? B + es * (size_t)(i - na) : C0 + es * (size_t)(i - na - nb);
+        if (f64)
+            memcpy(dst, &v, es);
+        else {
+            const float f = (float)v;
+            memcpy(dst, &f, es);
+        }
+    }
+#define CANNL_TEST_PRODUCT(rows, a, c)                                                                              \
+    (f64 ? cannl_dgemm(g, rows, N, K, alpha, (const double *)(a), a0, a1, (const double *)B, b0, b1, (double *)(c), c0, \
+                       c1, overwrite)                                                                               \
+         : cannl_sgemm(g, rows, N, K, (float)alpha, (const float *)(a), a0, a1, (const float *)B, b0, b1, (float *)(c), \
+                       c0, c1, overwrite))
+    memcpy(Cm, C0, es * (size_t)nc);
+    CANNL_TEST_PRODUCT(M, A, Cm);
+    int bad = 0;
+    for (long r = 0; r < M; ++r) {
+        memcpy(C1, C0, es * (size_t)nc);
+        CANNL_TEST_PRODUCT(1, A + es * (size_t)(r * a0), C1 + es * (size_t)(r * c0));
+        for (long j = 0; j < N; ++j)
+            if (memcmp(C1 + es * (size_t)(r * c0 + j * c1), Cm + es * (size_t)(r * c0 + j * c1), es) != 0) {
+                fprintf(stderr, "%s %ldx%ldx%ld layouts 0%d%d alpha %g overwrite %d: row %ld alone differs at %ld\n",
+                        f64 ? "f64" : "f32", M, N, K, lb, lc, alpha, overwrite, r, j);
+                ++bad;
+                break;
+            }
+    }
+#undef CANNL_TEST_PRODUCT
+    free(A), free(B), free(C0), free(Cm), free(C1);
+    return bad;
+}
+
 int main(void) {
     cannl_error err;
     /* CANNL_ISA: a bad name is refused; a name only lowers the CPU's best. */
@@ -121,7 +171,8 @@ int main(void) {
     const long sizes[][3] = {{1, 1, 1},    {0, 5, 3},     {4, 0, 3},     {3, 4, 0},    {7, 13, 5},
                              {12, 32, 64}, {13, 33, 65},  {16, 48, 31},  {37, 100, 1}, {100, 37, 300},
                              {128, 10, 512}, {10, 128, 512}, {130, 530, 520}, {64, 600, 70}, {300, 40, 784},
-                             {32, 25, 1500}, {40, 200, 2100}};  /* the last two computed as C^T (gemm.c) */
+                             {32, 25, 1500}, {40, 200, 2100},  /* these two computed as C^T (gemm.c) */
+                             {1, 300, 70}, {1, 129, 513}, {64, 1024, 10}};  /* one row; a short K, rows 4 KiB apart */
     const int nsizes = (int)(sizeof sizes / sizeof sizes[0]);
     int cases = 0;
     for (int isa = CANNL_ISA_SSE2; isa <= (int)best; ++isa) {
@@ -156,7 +207,26 @@ int main(void) {
             cannl_gemm_free(g);
         }
     }
+    /* Each row alone: the one-row tile (B's K axis contiguous, a layer's weights [out, in]) and
+       the other paths, widths around its 4 slivers, K blocks of every kind. */
+    const long rows_alone[][3] = {{5, 384, 128}, {3, 129, 513}, {4, 50, 600}, {6, 300, 70}, {2, 1000, 10}, {9, 16, 3}};
+    int alone = 0;
+    for (int isa = CANNL_ISA_SSE2; isa <= (int)best; ++isa) {
+        setenv("CANNL_ISA", cannl_isa_name((cannl_isa)isa), 1);
+        for (int f64 = 0; f64 <= 1; ++f64) {
+            cannl_gemm *g = cannl_gemm_create(f64 ? CANNL_F64 : CANNL_F32, 1);
+            CHECK(g != NULL);
+            if (!g) continue;
+            for (int s = 0; s < (int)(sizeof rows_alone / sizeof rows_alone[0]); ++s)
+                for (int layout = 0; layout < 6; ++layout) {
+                    CHECK(row_alone_case(g, f64, rows_alone[s][0], rows_alone[s][1], rows_alone[s][2], layout % 2,
+                                         layout / 2, layout == 3 ? 0.5 : 1.0, (layout + s) % 2) == 0);
+                    ++alone;
+                }
+            cannl_gemm_free(g);
+        }
+    }
     unsetenv("CANNL_ISA");
-    printf("%d cases\n", cases);
+    printf("%d cases, %d of rows alone\n", cases, alone);
     return rt_failures ? 1 : 0;
 }
