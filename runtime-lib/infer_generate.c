@@ -93,12 +93,44 @@ static void put_token(const gen *g, int32_t t) {
 /* qsort has no context argument: the scores it compares, set just before each sort. */
 static const double *g_sort_scores;
 
-/* Descending score, then ascending id. */
+/* Whether id i comes before id j in the order of top-k: descending score, then ascending id
+   (a total order: every top-k has one answer). */
+static int before(const double *s, int32_t i, int32_t j) { return s[i] != s[j] ? s[i] > s[j] : i < j; }
+
 static int cmp_order(const void *a, const void *b) {
     int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
-    const double *s = g_sort_scores;
-    if (s[i] != s[j]) return s[i] > s[j] ? -1 : 1;
-    return i < j ? -1 : i > j;
+    return before(g_sort_scores, i, j) ? -1 : before(g_sort_scores, j, i);
+}
+
+/* order[0:k] = the first k ids of n in that order, in order: a heap of the k first so far whose
+   root is the last of them, then the k sorted (n log k per token, not a sort of the whole
+   vocabulary: 50304 ids for GPT-2). */
+static void top_k(const double *s, int64_t n, int64_t k, int32_t *order) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t pos;
+        if (i < k) { /* insert: up while the parent comes before it */
+            pos = i;
+            while (pos > 0 && before(s, order[(pos - 1) / 2], (int32_t)i)) {
+                order[pos] = order[(pos - 1) / 2];
+                pos = (pos - 1) / 2;
+            }
+        } else if (before(s, (int32_t)i, order[0])) { /* replace the last: down past children after it */
+            pos = 0;
+            for (;;) {
+                int64_t c = 2 * pos + 1;
+                if (c >= k) break;
+                if (c + 1 < k && before(s, order[c], order[c + 1])) c++;
+                if (!before(s, (int32_t)i, order[c])) break;
+                order[pos] = order[c];
+                pos = c;
+            }
+        } else {
+            continue;
+        }
+        order[pos] = (int32_t)i;
+    }
+    g_sort_scores = s;
+    qsort(order, (size_t)k, sizeof *order, cmp_order);
 }
 
 /* One id from the logits row (n values of dtype at row) into *id; -1 (nothing drawn) when a
@@ -121,11 +153,11 @@ static int sample(gen *g, const void *row, cannl_dtype dt, const cannl__infer_op
     const double top = g->score[best];
     for (int64_t i = 0; i < n; i++) g->score[i] = (g->score[i] - top) / o->temperature;
     int64_t k = n;
-    for (int64_t i = 0; i < n; i++) g->order[i] = (int32_t)i;
     if (o->top_k > 0 && o->top_k < n) {
-        g_sort_scores = g->score;
-        qsort(g->order, (size_t)n, sizeof *g->order, cmp_order);
         k = o->top_k;
+        top_k(g->score, n, k, g->order);
+    } else {
+        for (int64_t i = 0; i < n; i++) g->order[i] = (int32_t)i;
     }
     double total = 0;
     for (int64_t j = 0; j < k; j++) total += exp(g->score[g->order[j]]);
