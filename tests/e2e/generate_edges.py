@@ -11,7 +11,10 @@ width), whose window past ctx can keep only one token. Checks:
 - a temperature so small that logits / T overflow (1e-320) is argmax, as T = 0;
 - --seed takes any uint64 (18446744073709551615), as the training program's --seed;
 - logits that are not finite (weights that overflow float32) are an error (exit 1, one line
-  saying so), not bytes drawn from nan.
+  saying so), not bytes drawn from nan;
+- ties: with the final layer norm's gain and bias zeroed every logit is 0, and --top-k k keeps
+  the k lowest ids (descending score, then ascending id): every byte drawn is below k, each of
+  them drawn, with the KV cache and with the full forward pass.
 Plain Python (no NumPy): the checkpoint is edited with struct."""
 import json
 import os
@@ -93,6 +96,21 @@ for flags in (["--temperature=0"], ["--seed=1"]):
         rc, out, err = run(infer, "--weights=big.safetensors", "--generate=10", "--prompt=In", *flags, env=env)
         check(rc == 1 and out == b"In" and "not finite" in err and err.count("\n") == 1,
               f"overflowing logits, {flags}, {env}: rc {rc}, stdout {out!r}, stderr {err!r}")
+
+# --- ties: lnf_g and lnf_b zeroed make every logit 0; top-k keeps the k lowest ids.
+data = bytearray(blob[8 + n:])
+for name in ("lnf_g", "lnf_b"):
+    lo, hi = header[name]["data_offsets"]
+    data[lo:hi] = bytes(hi - lo)
+with open("flat.safetensors", "wb") as f:
+    f.write(blob[:8 + n] + bytes(data))
+for k in (1, 3, 40):
+    for env in (None, FULL):
+        rc, out, err = run(infer, "--weights=flat.safetensors", "--generate=200", "--prompt=In", f"--top-k={k}",
+                           "--seed=7", env=env)
+        drawn = set(out[2:])
+        check(rc == 0 and len(out) == 202 and drawn == set(range(k)),
+              f"tied logits, --top-k {k}, {env}: rc {rc}, bytes drawn {sorted(drawn)} (want 0..{k - 1}): {err.strip()}")
 
 if failures:
     print(f"{len(failures)} failure(s)")
