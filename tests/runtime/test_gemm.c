@@ -174,7 +174,10 @@ int main(void) {
                              {32, 25, 1500}, {40, 200, 2100},  /* these two computed as C^T (gemm.c) */
                              {1, 300, 70}, {1, 129, 513}, {64, 1024, 10}};  /* one row; a short K, rows 4 KiB apart */
     const int nsizes = (int)(sizeof sizes / sizeof sizes[0]);
-    int cases = 0;
+    /* Each row alone: the one-row tile (B's K axis contiguous, a layer's weights [out, in]) and
+       the other paths, widths around its 4 slivers, K blocks of every kind. */
+    const long rows_alone[][3] = {{5, 384, 128}, {3, 129, 513}, {4, 50, 600}, {6, 300, 70}, {2, 1000, 10}, {9, 16, 3}};
+    int cases = 0, alone = 0;
     for (int isa = CANNL_ISA_SSE2; isa <= (int)best; ++isa) {
         setenv("CANNL_ISA", cannl_isa_name((cannl_isa)isa), 1);
         for (int f64 = 0; f64 <= 1; ++f64) {
@@ -204,19 +207,6 @@ int main(void) {
                     free(C1), free(C2);
                     ++cases;
                 }
-            cannl_gemm_free(g);
-        }
-    }
-    /* Each row alone: the one-row tile (B's K axis contiguous, a layer's weights [out, in]) and
-       the other paths, widths around its 4 slivers, K blocks of every kind. */
-    const long rows_alone[][3] = {{5, 384, 128}, {3, 129, 513}, {4, 50, 600}, {6, 300, 70}, {2, 1000, 10}, {9, 16, 3}};
-    int alone = 0;
-    for (int isa = CANNL_ISA_SSE2; isa <= (int)best; ++isa) {
-        setenv("CANNL_ISA", cannl_isa_name((cannl_isa)isa), 1);
-        for (int f64 = 0; f64 <= 1; ++f64) {
-            cannl_gemm *g = cannl_gemm_create(f64 ? CANNL_F64 : CANNL_F32, 1);
-            CHECK(g != NULL);
-            if (!g) continue;
             for (int s = 0; s < (int)(sizeof rows_alone / sizeof rows_alone[0]); ++s)
                 for (int layout = 0; layout < 6; ++layout) {
                     CHECK(row_alone_case(g, f64, rows_alone[s][0], rows_alone[s][1], rows_alone[s][2], layout % 2,
