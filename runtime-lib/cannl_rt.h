@@ -109,6 +109,16 @@ void cannl_dgemm(cannl_gemm *g, int64_t M, int64_t N, int64_t K, double alpha, c
                  int64_t a_k, const double *B, int64_t b_k, int64_t b_n, double *C, int64_t c_m, int64_t c_n,
                  int overwrite);
 
+/* The same product when A's rows and B's columns are contiguous along K (a_k = b_k = 1), as dot
+ * products: each element's sum split over the vector lanes, then the lanes added (runtime-lib/
+ * gemm_dot.h). Its sums are in another order than cannl_sgemm's, the same for every element
+ * whatever M, N and the thread count: the generator calls it where one side of the product is a
+ * small constant (10 classes, `w3 . h2`), so that the choice does not change with the batch. */
+void cannl_sgemm_dot(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t a_m,
+                     const float *B, int64_t b_n, float *C, int64_t c_m, int64_t c_n, int overwrite);
+void cannl_dgemm_dot(cannl_gemm *g, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t a_m,
+                     const double *B, int64_t b_n, double *C, int64_t c_m, int64_t c_n, int overwrite);
+
 /* Generated loops run on several threads only when they do at least this many iterations:
  * waking a thread costs microseconds, which a smaller loop does not win back (define it on
  * the compiler's command line to change it). */

@@ -143,6 +143,42 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
 #endif
 }
 
+/* C (=|+=) alpha A B as dot products (gemm_dot.h), split between threads by blocks of 4 of the
+   longer of M and N. */
+static void product_dot(cannl_gemm *g, size_t es, long M, long N, long K, double alpha, const char *A, long a_m,
+                        const char *B, long b_n, char *C, long c_m, long c_n, int overwrite) {
+    if (M <= 0 || N <= 0) return;
+    const cannl__gemm_kernel *k = g->kernel;
+    int threads = 1;
+#ifdef _OPENMP
+    if (2.0 * (double)M * (double)N * (double)K >= CANNL__GEMM_PARALLEL_FLOPS && !omp_in_parallel())
+        threads = omp_get_max_threads();
+#endif
+    const int by_cols = N >= M;
+    const long blocks = ((by_cols ? N : M) + 3) / 4;
+    if (threads > blocks) threads = (int)blocks;
+    if (threads <= 1) {
+        k->dot(M, N, K, alpha, A, a_m, B, b_n, C, c_m, c_n, overwrite);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+    {
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        const long lo = blocks * t / nt * 4, hi = blocks * (t + 1) / nt * 4;
+        const long end = by_cols ? (hi < N ? hi : N) : (hi < M ? hi : M);
+        if (end > lo) {
+            if (by_cols)
+                k->dot(M, end - lo, K, alpha, A, a_m, B + (size_t)(lo * b_n) * es, b_n, C + (size_t)(lo * c_n) * es,
+                       c_m, c_n, overwrite);
+            else
+                k->dot(end - lo, N, K, alpha, A + (size_t)(lo * a_m) * es, a_m, B, b_n, C + (size_t)(lo * c_m) * es,
+                       c_m, c_n, overwrite);
+        }
+    }
+#endif
+}
+
 void cannl_sgemm(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t a_m,
                  int64_t a_k, const float *B, int64_t b_k, int64_t b_n, float *C, int64_t c_m, int64_t c_n,
                  int overwrite) {
@@ -157,4 +193,18 @@ void cannl_dgemm(cannl_gemm *g, int64_t M, int64_t N, int64_t K, double alpha, c
     if (!g || g->dtype != CANNL_F64) return;
     product(g, sizeof(double), (long)M, (long)N, (long)K, alpha, (const char *)A, (long)a_m, (long)a_k,
             (const char *)B, (long)b_k, (long)b_n, (char *)C, (long)c_m, (long)c_n, overwrite);
+}
+
+void cannl_sgemm_dot(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t a_m,
+                     const float *B, int64_t b_n, float *C, int64_t c_m, int64_t c_n, int overwrite) {
+    if (!g || g->dtype != CANNL_F32) return;
+    product_dot(g, sizeof(float), (long)M, (long)N, (long)K, alpha, (const char *)A, (long)a_m, (const char *)B,
+                (long)b_n, (char *)C, (long)c_m, (long)c_n, overwrite);
+}
+
+void cannl_dgemm_dot(cannl_gemm *g, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t a_m,
+                     const double *B, int64_t b_n, double *C, int64_t c_m, int64_t c_n, int overwrite) {
+    if (!g || g->dtype != CANNL_F64) return;
+    product_dot(g, sizeof(double), (long)M, (long)N, (long)K, alpha, (const char *)A, (long)a_m, (const char *)B,
+                (long)b_n, (char *)C, (long)c_m, (long)c_n, overwrite);
 }

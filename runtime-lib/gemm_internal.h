@@ -17,6 +17,10 @@ typedef struct cannl__gemm_kernel {
        A, B and C point to float or double, the kernel's element type. */
     void (*run)(long M, long N, long K, double alpha, const void *A, long a_m, long a_k, const void *B, long b_k,
                 long b_n, void *C, long c_m, long c_n, int overwrite, void *slot);
+    /* The same for A[i, p] at A[i * a_m + p] and B[p, j] at B[j * b_n + p], as dot products
+       (gemm_dot.h: an order of their own) */
+    void (*dot)(long M, long N, long K, double alpha, const void *A, long a_m, const void *B, long b_n, void *C,
+                long c_m, long c_n, int overwrite);
 } cannl__gemm_kernel;
 
 /* gemm_base.c: baseline x86-64 (SSE2), or portable C elsewhere. */

@@ -8,6 +8,7 @@
  *   GK_VEC, GK_VLOAD(p), GK_VSTORE(p, v), GK_VSET1(x), GK_VFMA(a, b, c) = a b + c,
  *   GK_VMUL(a, b), GK_VADD(a, b) the vector type and its operations (unaligned loads/stores)
  *   GK_MR, GK_NV                 the register tile: MR rows x NV vectors (NR = NV VL columns)
+ *   GK_MR1                       optional: a block of at most MR1 rows is one sliver (MR1 > MR)
  *   GK_KC, GK_MC, GK_NC          the cache blocks (docs/gemm-tiles.md)
  *   GK_TB, GK_TRANSPOSE(s, ls, d, ld)  optional: a TB x TB block transposed with vector
  *                                shuffles, d[p * ld + j] = s[j * ls + p] (p, j < TB), for the
@@ -39,6 +40,10 @@
 
 #include <string.h>
 
+#ifndef GK_MR1
+#define GK_MR1 GK_MR
+#endif
+
 #define GK_CAT_(a, b) a##_##b
 #define GK_CAT(a, b) GK_CAT_(a, b)
 #define GK_FN(name) GK_CAT(name, GK_TAG)
@@ -57,70 +62,25 @@
 
 /* The register tiles of 1 to MR rows, each function's loops of constant bounds (kept in
  * registers): A packed, and A read in place. */
+#define GK_TMR (GK_MR1 > GK_MR ? GK_MR1 : GK_MR)
 #define GK_STRIDED_A 0
 #include "gemm_tiles.h"
 #undef GK_STRIDED_A
 #define GK_STRIDED_A 1
 #include "gemm_tiles.h"
 #undef GK_STRIDED_A
+#undef GK_TMR
 
 /* C[0:mr, 0:nr] (=|+=) alpha * mr rows of A (an a-sliver: kc x mr, row-major; or, with
  * `strided`, A in place: A[i, p] at a[i * ars + p * aks]) * a b-sliver (kc x NR, rows ldb
  * apart), by the tile of mr rows. */
-static void GK_FN(micro)(long kc, const GK_REAL *restrict a, int strided, long ars, long aks, const GK_REAL *restrict b,
-                         long ldb, GK_REAL alpha, GK_REAL *restrict c, long c_m, long c_n, long mr, long nr,
-                         int overwrite) {
-#define GK_CASE(r)                                                                                                  \
-    case r:                                                                                                         \
-        if (strided)                                                                                                \
-            GK_CAT(GK_CAT(tiles, r), GK_TAG)(kc, a, ars, aks, b, ldb, alpha, c, c_m, c_n, nr, overwrite);         \
-        else                                                                                                        \
-            GK_CAT(GK_CAT(tile, r), GK_TAG)(kc, a, ars, aks, b, ldb, alpha, c, c_m, c_n, nr, overwrite);          \
-        break;
-    switch (mr) {
-        GK_CASE(1)
-#if GK_MR >= 2
-        GK_CASE(2)
-#endif
-#if GK_MR >= 3
-        GK_CASE(3)
-#endif
-#if GK_MR >= 4
-        GK_CASE(4)
-#endif
-#if GK_MR >= 5
-        GK_CASE(5)
-#endif
-#if GK_MR >= 6
-        GK_CASE(6)
-#endif
-#if GK_MR >= 7
-        GK_CASE(7)
-#endif
-#if GK_MR >= 8
-        GK_CASE(8)
-#endif
-#if GK_MR >= 9
-        GK_CASE(9)
-#endif
-#if GK_MR >= 10
-        GK_CASE(10)
-#endif
-#if GK_MR >= 11
-        GK_CASE(11)
-#endif
-#if GK_MR >= 12
-        GK_CASE(12)
-#endif
-#if GK_MR >= 13
-        GK_CASE(13)
-#endif
-#if GK_MR >= 14
-        GK_CASE(14)
-#endif
-        default: break;
-    }
-#undef GK_CASE
+static inline void GK_FN(micro)(long kc, const GK_REAL *restrict a, int strided, long ars, long aks,
+                                const GK_REAL *restrict b, long ldb, GK_REAL alpha, GK_REAL *restrict c, long c_m,
+                                long c_n, long mr, long nr, int overwrite) {
+    if (strided)
+        GK_FN(tiles)(mr, kc, a, ars, aks, b, ldb, alpha, c, c_m, c_n, nr, overwrite);
+    else
+        GK_FN(tile)(mr, kc, a, ars, aks, b, ldb, alpha, c, c_m, c_n, nr, overwrite);
 }
 
 /* C[0, 0:nr] (=|+=) alpha * one row of A (a[p * aks]) * GK_ROW_SLIVERS packed b-slivers one
@@ -161,16 +121,18 @@ static void GK_FN(row_tile)(long kc, const GK_REAL *restrict a, long aks, const 
     for (long j = 0; j < nr; ++j) c[j * c_n] = overwrite ? t[j] : c[j * c_n] + t[j];
 }
 
-/* The height of the row sliver of a block of mc rows that starts at row i: the fewest slivers
- * of at most MR rows, as equal as possible (128 = 18 x 6 + 4 x 5 for MR 6, 10 = 5 + 5 for
- * MR 8: taller tiles keep more of the FMA units busy than a short last one). */
+/* The number of row slivers of a block of mc rows, and the height of the one that starts at
+ * row i: one sliver when mc <= MR1 (10 classes for MR1 12: each sliver of B is then read
+ * once, not twice), else the fewest slivers of at most MR rows, as equal as possible (128 =
+ * 18 x 6 + 4 x 5 for MR 6: taller tiles keep more of the FMA units busy than a short last
+ * one). */
+static inline long GK_FN(slivers)(long mc) { return mc <= GK_MR1 ? 1 : (mc + GK_MR - 1) / GK_MR; }
 static inline long GK_FN(sliver)(long mc, long i) {
-    const long n = (mc + GK_MR - 1) / GK_MR, q = mc / n, r = mc % n;
+    const long n = GK_FN(slivers)(mc), q = mc / n, r = mc % n;
     return i < r * (q + 1) ? q + 1 : q;
 }
 
-/* The number of those slivers, and the first row of the s-th. */
-static inline long GK_FN(slivers)(long mc) { return (mc + GK_MR - 1) / GK_MR; }
+/* The first row of the s-th. */
 static inline long GK_FN(sliver_start)(long mc, long s) {
     const long n = GK_FN(slivers)(mc), q = mc / n, r = mc % n;
     return s < r ? s * (q + 1) : r * (q + 1) + (s - r) * q;
@@ -337,7 +299,9 @@ static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, l
     }
 }
 
-const cannl__gemm_kernel GK_NAME = {GK_MR, GK_NR, GK_KC, GK_MC, GK_NC, GK_FN(run)};
+#include "gemm_dot.h"
+
+const cannl__gemm_kernel GK_NAME = {GK_MR, GK_NR, GK_KC, GK_MC, GK_NC, GK_FN(run), GK_FN(dot)};
 
 /* The parameters are consumed: the next inclusion defines its own. */
 #undef GK_NR
@@ -360,6 +324,7 @@ const cannl__gemm_kernel GK_NAME = {GK_MR, GK_NR, GK_KC, GK_MC, GK_NC, GK_FN(run
 #undef GK_VMUL
 #undef GK_VADD
 #undef GK_MR
+#undef GK_MR1
 #undef GK_NV
 #undef GK_KC
 #undef GK_MC

@@ -1,20 +1,18 @@
-/* gemm_tile.h - one register tile of gemm_kernel.h: GK_R rows (a constant, 1 to MR) of
+/* gemm_tile.h - one register tile of gemm_kernel.h: GK_R rows (a constant, 1 to GK_TMR) of
  * NV vectors; not installed. Included by gemm_tiles.h once per row count, which defines GK_R
- * first (undefined again at the end), and GK_STRIDED_A 0 or 1. Defines
+ * first (undefined again at the end), GK_STRIDED_A 0 or 1 and GK_TILE_NAME(r). Defines
  *   tile<R>_<tag>:  C[0:R, 0:nr] (=|+=) alpha * an a-sliver (kc x R, row-major, packed)
  *                   * a b-sliver (kc x NR, rows ldb apart), kc >= 1 (ars, aks unused);
  *   tiles<R>_<tag>: the same with A read in place, A[i, p] at a[i * ars + p * aks]
  *                   (GK_STRIDED_A 1). */
 #if GK_STRIDED_A
-#define GK_TILE_NAME GK_CAT(GK_CAT(tiles, GK_R), GK_TAG)
 #define GK_AI(i) a[(i) * ars]
 #define GK_ANEXT aks
 #else
-#define GK_TILE_NAME GK_CAT(GK_CAT(tile, GK_R), GK_TAG)
 #define GK_AI(i) a[i]
 #define GK_ANEXT GK_R
 #endif
-static inline void GK_TILE_NAME(long kc, const GK_REAL *restrict a, long ars, long aks, const GK_REAL *restrict b,
+static inline void GK_TILE_NAME(GK_R)(long kc, const GK_REAL *restrict a, long ars, long aks, const GK_REAL *restrict b,
                                 long ldb, GK_REAL alpha, GK_REAL *restrict c, long c_m, long c_n, long nr,
                                 int overwrite) {
 #if !GK_STRIDED_A
@@ -74,6 +72,5 @@ static inline void GK_TILE_NAME(long kc, const GK_REAL *restrict a, long ars, lo
 }
 
 #undef GK_R
-#undef GK_TILE_NAME
 #undef GK_AI
 #undef GK_ANEXT

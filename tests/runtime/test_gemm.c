@@ -2,7 +2,7 @@
  * instruction set this CPU has (CANNL_ISA lowers the choice), float and double, shapes at and
  * around the tile and block sizes, transposed and strided operands, alpha, = and +=; the same
  * bits for 1, 2 and 3 threads (a context made for one), and for a row computed alone as among
- * others; CANNL_ISA's checks. */
+ * others; the dot-product variant's exact order of sums; CANNL_ISA's checks. */
 #include "rt_test.h"
 
 #include <math.h>
@@ -151,6 +151,102 @@ static int row_alone_case(cannl_gemm *g, int f64, long M, long N, long K, int lb
     return bad;
 }
 
+/* cannl_sgemm_dot / cannl_dgemm_dot (gemm_dot.h): each element of C must have exactly the bits
+ * of the order promised there, computed here one element at a time: lane l of the path's vl
+ * lanes sums the p = l mod vl from 0 (an FMA, or on SSE2 a product then a sum), a last partial
+ * vector zero-padded, then the lanes by halves; alpha, then = or +=. Whatever M, N, the
+ * strides and the thread count: an element's bits never depend on the others. */
+static float dot_f32(const float *a, const float *b, long K, int vl, int fma) {
+    float lane[16];
+    for (int l = 0; l < vl; ++l) {
+        float acc = 0;
+        for (long p = l; p < (K + vl - 1) / vl * vl; p += vl) {
+            const float x = p < K ? a[p] : 0, y = p < K ? b[p] : 0;
+            if (fma)
+                acc = fmaf(x, y, acc);
+            else {
+                const float t = x * y;
+                acc = t + acc;
+            }
+        }
+        lane[l] = acc;
+    }
+    for (int w = vl / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; ++l) lane[l] = lane[l] + lane[l + w];
+    return lane[0];
+}
+static double dot_f64(const double *a, const double *b, long K, int vl, int fma_) {
+    double lane[16];
+    for (int l = 0; l < vl; ++l) {
+        double acc = 0;
+        for (long p = l; p < (K + vl - 1) / vl * vl; p += vl) {
+            const double x = p < K ? a[p] : 0, y = p < K ? b[p] : 0;
+            if (fma_)
+                acc = fma(x, y, acc);
+            else {
+                const double t = x * y;
+                acc = t + acc;
+            }
+        }
+        lane[l] = acc;
+    }
+    for (int w = vl / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; ++l) lane[l] = lane[l] + lane[l + w];
+    return lane[0];
+}
+
+/* One dot case on `threads` threads: 0 when every element has the promised bits. */
+static int dot_case(cannl_gemm *g, int f64, cannl_isa isa, long M, long N, long K, int c_rows, double alpha,
+                    int overwrite, int threads) {
+#if defined(__x86_64__) || defined(_M_X64)
+    const int vl = (isa == CANNL_ISA_AVX512 ? 16 : isa == CANNL_ISA_AVX2 ? 8 : 4) / (f64 ? 2 : 1);
+    const int fma_ = isa != CANNL_ISA_SSE2;
+#else
+    const int vl = 1, fma_ = 0;
+    (void)isa;
+#endif
+    const long a_m = K + 3, b_n = K + 1; /* padded rows: the strides are honoured */
+    const long c_m = c_rows ? N + 2 : 1, c_n = c_rows ? 1 : M + 2;
+    const long na = M * a_m + 1, nb = N * b_n + 1, nc = M * N * 2 + 4 * (M + N) + 8;
+    double *A = malloc(sizeof(double) * (size_t)na), *B = malloc(sizeof(double) * (size_t)nb);
+    double *C = malloc(sizeof(double) * (size_t)nc), *E = malloc(sizeof(double) * (size_t)nc);
+    float *Af = malloc(sizeof(float) * (size_t)na), *Bf = malloc(sizeof(float) * (size_t)nb);
+    float *Cf = malloc(sizeof(float) * (size_t)nc), *Ef = malloc(sizeof(float) * (size_t)nc);
+    if (!A || !B || !C || !E || !Af || !Bf || !Cf || !Ef) return 1;
+    for (long i = 0; i < na; ++i) Af[i] = (float)(A[i] = (float)next_value());
+    for (long i = 0; i < nb; ++i) Bf[i] = (float)(B[i] = (float)next_value());
+    for (long i = 0; i < nc; ++i) Cf[i] = Ef[i] = (float)(C[i] = E[i] = (float)next_value());
+    for (long i = 0; i < M; ++i)
+        for (long j = 0; j < N; ++j) {
+            const long at = i * c_m + j * c_n;
+            if (f64) {
+                double x = dot_f64(A + i * a_m, B + j * b_n, K, vl, fma_);
+                if (alpha != 1) x = alpha * x;
+                E[at] = overwrite ? x : E[at] + x;
+            } else {
+                float x = dot_f32(Af + i * a_m, Bf + j * b_n, K, vl, fma_);
+                if (alpha != 1) x = (float)alpha * x;
+                Ef[at] = overwrite ? x : Ef[at] + x;
+            }
+        }
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    if (f64)
+        cannl_dgemm_dot(g, M, N, K, alpha, A, a_m, B, b_n, C, c_m, c_n, overwrite);
+    else
+        cannl_sgemm_dot(g, M, N, K, (float)alpha, Af, a_m, Bf, b_n, Cf, c_m, c_n, overwrite);
+    const int bad = f64 ? memcmp(C, E, sizeof(double) * (size_t)nc) : memcmp(Cf, Ef, sizeof(float) * (size_t)nc);
+    if (bad)
+        fprintf(stderr, "dot %s %s %ldx%ldx%ld C %s alpha %g overwrite %d threads %d: not the promised bits\n",
+                cannl_isa_name(isa), f64 ? "f64" : "f32", M, N, K, c_rows ? "by rows" : "by columns", alpha, overwrite,
+                threads);
+    free(A), free(B), free(C), free(E), free(Af), free(Bf), free(Cf), free(Ef);
+    return bad != 0;
+}
+
 int main(void) {
     cannl_error err;
     /* CANNL_ISA: a bad name is refused; a name only lowers the CPU's best. */
@@ -177,7 +273,11 @@ int main(void) {
     /* Each row alone: the one-row tile (B's K axis contiguous, a layer's weights [out, in]) and
        the other paths, widths around its 4 slivers, K blocks of every kind. */
     const long rows_alone[][3] = {{5, 384, 128}, {3, 129, 513}, {4, 50, 600}, {6, 300, 70}, {2, 1000, 10}, {9, 16, 3}};
-    int cases = 0, alone = 0;
+    /* Dot products: blocks of 4 x 4 and 5 x 3 and their edges, K below, at and around the lanes,
+       a product large enough for threads (10 x 600 x 1030: 12 MFLOP), empty ones. */
+    const long dots[][3] = {{1, 1, 1},   {10, 64, 1024}, {10, 7, 513}, {3, 5, 17},  {16, 33, 300}, {5, 3, 16},
+                            {10, 1, 20}, {4, 4, 0},      {0, 3, 5},    {9, 13, 15}, {10, 600, 1030}};
+    int cases = 0, alone = 0, dotted = 0;
     for (int isa = CANNL_ISA_SSE2; isa <= (int)best; ++isa) {
         setenv("CANNL_ISA", cannl_isa_name((cannl_isa)isa), 1);
         for (int f64 = 0; f64 <= 1; ++f64) {
@@ -207,6 +307,12 @@ int main(void) {
                     free(C1), free(C2);
                     ++cases;
                 }
+            for (int s = 0; s < (int)(sizeof dots / sizeof dots[0]); ++s)
+                for (int v = 0; v < 4; ++v) {
+                    CHECK(dot_case(g, f64, (cannl_isa)isa, dots[s][0], dots[s][1], dots[s][2], v % 2,
+                                   v == 2 ? 0.5 : 1.0, v < 2, 1 + (s + v) % 3) == 0);
+                    ++dotted;
+                }
             for (int s = 0; s < (int)(sizeof rows_alone / sizeof rows_alone[0]); ++s)
                 for (int layout = 0; layout < 6; ++layout) {
                     CHECK(row_alone_case(g, f64, rows_alone[s][0], rows_alone[s][1], rows_alone[s][2], layout % 2,
@@ -217,6 +323,6 @@ int main(void) {
         }
     }
     unsetenv("CANNL_ISA");
-    printf("%d cases, %d of rows alone\n", cases, alone);
+    printf("%d cases, %d of rows alone, %d dot products\n", cases, alone, dotted);
     return rt_failures ? 1 : 0;
 }
