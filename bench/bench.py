@@ -15,7 +15,7 @@ lowered alike. Every table says the path it measured.
 
 FMA peak: bench/fma_peak.c built for each path, 1 and 2 threads.
 
-Products: every `cannl_sgemm(...)` call of the generated models (fashion_mlp at batch 128,
+Products: every `cannl_sgemm(...)` and `cannl_sgemm_dot(...)` call of the generated models (fashion_mlp at batch 128,
 fashion_cnn at 64 and 256, cnn_dense256 at 64; the calls of forward and eval are train_step's)
 timed by gemm_bench (the runtime's kernel) next to cblas_sgemm at the same shape, transposes
 and beta, and next to the FMA peak.
@@ -100,20 +100,23 @@ def cases(models):
 # ---------------------------------------------------------------- products
 
 def gemm_calls(source, batch):
-    """The distinct cannl_sgemm calls of a generated source, n replaced by the batch:
-    ((M, N, K, a_m, a_k, b_k, b_n, c_m, c_n, overwrite), label)."""
+    """The distinct cannl_sgemm and cannl_sgemm_dot calls of a generated source, n replaced by
+    the batch: ((M, N, K, a_m, a_k, b_k, b_n, c_m, c_n, overwrite), label, dot)."""
     calls = []
-    for m in re.finditer(r"/\* matrix product ([^:]*):[^\n]*\n(?:[^\n]*for \([^\n]*\n)*\s*cannl_sgemm\(([^;]*)\);",
+    for m in re.finditer(r"/\* matrix product ([^:]*):[^\n]*\n(?:[^\n]*for \([^\n]*\n)*\s*cannl_sgemm(_dot)?\(([^;]*)\);",
                          source):
-        args = [a.strip() for a in m.group(2).split(",")]
-        if len(args) != 15:
+        args = [a.strip() for a in m.group(3).split(",")]
+        dot = m.group(2) is not None
+        if len(args) != (13 if dot else 15):
             continue
+        if dot:  # (g, M, N, K, alpha, A, a_m, B, b_n, C, c_m, c_n, overwrite): a_k = b_k = 1
+            args = args[:7] + ["1"] + args[7:8] + ["1"] + args[8:]
 
         def val(e):
             return eval(re.sub(r"\bn\b", str(batch), e), {})  # sizes are `512`, `n`, `n * 16`
         shape = tuple(val(args[i]) for i in (1, 2, 3)) + tuple(int(args[i]) for i in (6, 7, 9, 10, 12, 13, 14))
-        if all(shape != s for s, _ in calls):
-            calls.append((shape, m.group(1)))
+        if all(shape != s for s, _, _ in calls):
+            calls.append((shape, m.group(1), dot))
     return calls
 
 
@@ -132,12 +135,12 @@ def gemm_table(bench, isa, best, threads_list, models):
     for model in [m for m in GEMM_MODELS if m in models]:
         src = (bench / isa / model / f"{model}.c").read_text()
         for batch, *_ in MODELS[model][1]:
-            for shape, label in gemm_calls(src, batch):
+            for shape, label, dot in gemm_calls(src, batch):
                 for t in threads_list:
-                    r = run_json([str(bench / isa / "gemm_bench")] + [str(x) for x in shape] + [str(t)],
-                                 env_for(t, isa, best))
+                    r = run_json([str(bench / isa / "gemm_bench")] + [str(x) for x in shape] + [str(t)] +
+                                 (["dot"] if dot else []), env_for(t, isa, best))
                     ob, c = r["openblas_gflops"], r["cannl_gflops"]
-                    row = (f"| {model}, {batch} | `{label}` | {shape[0]} x {shape[1]} x {shape[2]} | {t} | {c:.1f} | "
+                    row = (f"| {model}, {batch} | `{label}`{' (dot)' if dot else ''} | {shape[0]} x {shape[1]} x {shape[2]} | {t} | {c:.1f} | "
                            f"{ob:.1f} | {c / ob if ob > 0 else 0:.2f} | {c / peak[t]['peak_gflops']:.2f} |")
                     if t == 1:  # one core, while the product had it
                         cc, oc = r["cannl_gflops_cpu"], r["openblas_gflops_cpu"]

@@ -2,9 +2,10 @@
  * runtime-lib/gemm.c, on the instruction set cannl_isa_select picks: set CANNL_ISA to lower
  * it) against OpenBLAS's cblas_sgemm at the same shape.
  *
- * Usage: gemm_bench M N K a_m a_k b_k b_n c_m c_n OVERWRITE THREADS
+ * Usage: gemm_bench M N K a_m a_k b_k b_n c_m c_n OVERWRITE THREADS [dot]
  * with the arguments of a `cannl_sgemm` call of a model (bench.py reads them from the
- * generated .c, the batch count n replaced by the batch). Times C = A B (OVERWRITE 1; cblas
+ * generated .c, the batch count n replaced by the batch); `dot` times `cannl_sgemm_dot` (a_k
+ * and b_k 1: the call the generator writes for `w3 . h2`, docs/gemm-tiles.md) instead. Times C = A B (OVERWRITE 1; cblas
  * with beta 0) or C += A B (0; beta 1) with each, the best of three rounds of repeats, and
  * prints one JSON line: both GFLOP/s by the wall clock, and by the process's CPU time (on one
  * thread, the speed while it had a core: steadier on a shared machine), and the kernel's ISA.
@@ -13,6 +14,7 @@
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -34,14 +36,19 @@ typedef struct stamp {
 static stamp now(void) { return (stamp){clock_s(CLOCK_MONOTONIC), clock_s(CLOCK_PROCESS_CPUTIME_ID)}; }
 
 int main(int argc, char **argv) {
-    if (argc != 12) {
-        fprintf(stderr, "usage: %s M N K a_m a_k b_k b_n c_m c_n OVERWRITE THREADS\n", argv[0]);
+    const int dot = argc == 13 && strcmp(argv[12], "dot") == 0;
+    if (argc != 12 && !dot) {
+        fprintf(stderr, "usage: %s M N K a_m a_k b_k b_n c_m c_n OVERWRITE THREADS [dot]\n", argv[0]);
         return 2;
     }
     long v[9];
     for (int i = 0; i < 9; ++i) v[i] = atol(argv[i + 1]);
     const long M = v[0], N = v[1], K = v[2], a_m = v[3], a_k = v[4], b_k = v[5], b_n = v[6], c_m = v[7], c_n = v[8];
     const int overwrite = atoi(argv[10]) != 0, threads = atoi(argv[11]);
+    if (dot && (a_k != 1 || b_k != 1)) {
+        fprintf(stderr, "%s: dot needs a_k and b_k 1\n", argv[0]);
+        return 2;
+    }
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #endif
@@ -69,7 +76,11 @@ int main(int argc, char **argv) {
     const int ta = x_c != 1, tb = y_c != 1;
     for (int round = 0; round < 3; ++round) {
         stamp t0 = now(), t1;
-        for (int r = 0; r < reps; ++r) cannl_sgemm(g, M, N, K, 1.f, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite);
+        for (int r = 0; r < reps; ++r)
+            if (dot)
+                cannl_sgemm_dot(g, M, N, K, 1.f, A, a_m, B, b_n, C, c_m, c_n, overwrite);
+            else
+                cannl_sgemm(g, M, N, K, 1.f, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite);
         t1 = now();
         if ((t1.wall - t0.wall) / reps < best.wall) best.wall = (t1.wall - t0.wall) / reps;
         if ((t1.cpu - t0.cpu) / reps < best.cpu) best.cpu = (t1.cpu - t0.cpu) / reps;

@@ -1034,8 +1034,8 @@ static double train_step(struct fashion_cnn *m, const real *const inputs[], int6
     set_h3(n, h3, h3_mm, b3);
 
     /* line 24: logits = w4 * h3 + b4 */
-    /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k) */
-    cannl_sgemm(m->gemm, 10, n, 1024, 1.0f, w4, 1024, 1, h3, 1, 1024, logits_mm, 1, 10, 1);
+    /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k), as dot products */
+    cannl_sgemm_dot(m->gemm, 10, n, 1024, 1.0f, w4, 1024, h3, 1024, logits_mm, 1, 10, 1);
 
     /* line 25: loss = mean(cross_entropy(logits, label)) */
     max_loss_max(n, loss_max, logits_mm, b4);
@@ -1174,8 +1174,8 @@ static void forward(struct fashion_cnn *m, const real *const inputs[], int64_t n
     set_h3(n, h3, h3_mm, b3);
 
     /* line 24: logits = w4 * h3 + b4 */
-    /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k) */
-    cannl_sgemm(m->gemm, 10, n, 1024, 1.0f, w4, 1024, 1, h3, 1, 1024, logits_mm, 1, 10, 1);
+    /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k), as dot products */
+    cannl_sgemm_dot(m->gemm, 10, n, 1024, 1.0f, w4, 1024, h3, 1024, logits_mm, 1, 10, 1);
     set_logits(n, logits, logits_mm, b4);
 
     memcpy(outputs[0], logits, (size_t)n * 10 * sizeof(real));
@@ -1239,8 +1239,8 @@ static void eval_metrics(struct fashion_cnn *m, const real *const inputs[], int6
     set_h3(n, h3, h3_mm, b3);
 
     /* line 24: logits = w4 * h3 + b4 */
-    /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k) */
-    cannl_sgemm(m->gemm, 10, n, 1024, 1.0f, w4, 1024, 1, h3, 1, 1024, logits_mm, 1, 10, 1);
+    /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k), as dot products */
+    cannl_sgemm_dot(m->gemm, 10, n, 1024, 1.0f, w4, 1024, h3, 1024, logits_mm, 1, 10, 1);
 
     /* line 25: loss = mean(cross_entropy(logits, label)) */
     max_loss_max(n, loss_max, logits_mm, b4);
@@ -1333,8 +1333,8 @@ static double train_grads(struct fashion_cnn *m, const real *const inputs[], int
     set_h3(n, h3, h3_mm, b3);
 
     /* line 24: logits = w4 * h3 + b4 */
-    /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k) */
-    cannl_sgemm(m->gemm, 10, n, 1024, 1.0f, w4, 1024, 1, h3, 1, 1024, logits_mm, 1, 10, 1);
+    /* matrix product logits_mm = w4 . h3: M = 10 (o), N = n (b), K = 1024 (k), as dot products */
+    cannl_sgemm_dot(m->gemm, 10, n, 1024, 1.0f, w4, 1024, h3, 1024, logits_mm, 1, 10, 1);
 
     /* line 25: loss = mean(cross_entropy(logits, label)) */
     max_loss_max(n, loss_max, logits_mm, b4);

@@ -809,8 +809,8 @@ static double train_step(struct fashion_einsum *m, const real *const inputs[], i
     set_h1_ln(n, h1_ln, h1, z1_ein, b1, h1_mean, h1_var, gain, bias);
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i) */
-    cannl_sgemm(m->gemm, 10, n, 256, 1.0f, w2, 256, 1, h1, 1, 256, logits_ein, 1, 10, 1);
+    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i), as dot products */
+    cannl_sgemm_dot(m->gemm, 10, n, 256, 1.0f, w2, 256, h1, 256, logits_ein, 1, 10, 1);
 
     /* line 19: ce = cross_entropy(logits, label) */
     max_ce_max(n, ce_max, logits_ein, b2);
@@ -896,8 +896,8 @@ static void forward(struct fashion_einsum *m, const real *const inputs[], int64_
     set_h1(n, h1, gain, z1_ein, b1, h1_mean, h1_var, bias);
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i) */
-    cannl_sgemm(m->gemm, 10, n, 256, 1.0f, w2, 256, 1, h1, 1, 256, logits_ein, 1, 10, 1);
+    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i), as dot products */
+    cannl_sgemm_dot(m->gemm, 10, n, 256, 1.0f, w2, 256, h1, 256, logits_ein, 1, 10, 1);
     set_logits(n, logits, logits_ein, b2);
 
     memcpy(outputs[0], logits, (size_t)n * 10 * sizeof(real));
@@ -946,8 +946,8 @@ static void eval_metrics(struct fashion_einsum *m, const real *const inputs[], i
     set_h1(n, h1, gain, z1_ein, b1, h1_mean, h1_var, bias);
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i) */
-    cannl_sgemm(m->gemm, 10, n, 256, 1.0f, w2, 256, 1, h1, 1, 256, logits_ein, 1, 10, 1);
+    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i), as dot products */
+    cannl_sgemm_dot(m->gemm, 10, n, 256, 1.0f, w2, 256, h1, 256, logits_ein, 1, 10, 1);
 
     /* line 19: ce = cross_entropy(logits, label) */
     max_ce_max(n, ce_max, logits_ein, b2);
@@ -1025,8 +1025,8 @@ static double train_grads(struct fashion_einsum *m, const real *const inputs[], 
     set_h1_ln(n, h1_ln, h1, z1_ein, b1, h1_mean, h1_var, gain, bias);
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i) */
-    cannl_sgemm(m->gemm, 10, n, 256, 1.0f, w2, 256, 1, h1, 1, 256, logits_ein, 1, 10, 1);
+    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i), as dot products */
+    cannl_sgemm_dot(m->gemm, 10, n, 256, 1.0f, w2, 256, h1, 256, logits_ein, 1, 10, 1);
 
     /* line 19: ce = cross_entropy(logits, label) */
     max_ce_max(n, ce_max, logits_ein, b2);

@@ -276,8 +276,8 @@ static void forward(struct fashion_einsum_infer *m, const real *const inputs[], 
     set_h1(n, h1, gain, z1_ein, b1, h1_mean, h1_var, bias);
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i) */
-    cannl_sgemm(m->gemm, 10, n, 256, 1.0f, w2, 256, 1, h1, 1, 256, logits_ein, 1, 10, 1);
+    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i), as dot products */
+    cannl_sgemm_dot(m->gemm, 10, n, 256, 1.0f, w2, 256, h1, 256, logits_ein, 1, 10, 1);
     set_logits(n, logits, logits_ein, b2);
 
     memcpy(outputs[0], logits, (size_t)n * 10 * sizeof(real));
@@ -326,8 +326,8 @@ static void eval_metrics(struct fashion_einsum_infer *m, const real *const input
     set_h1(n, h1, gain, z1_ein, b1, h1_mean, h1_var, bias);
 
     /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
-    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i) */
-    cannl_sgemm(m->gemm, 10, n, 256, 1.0f, w2, 256, 1, h1, 1, 256, logits_ein, 1, 10, 1);
+    /* matrix product logits_ein = w2 . h1: M = 10 (o), N = n (e1), K = 256 (i), as dot products */
+    cannl_sgemm_dot(m->gemm, 10, n, 256, 1.0f, w2, 256, h1, 256, logits_ein, 1, 10, 1);
 
     /* line 19: ce = cross_entropy(logits, label) */
     max_ce_max(n, ce_max, logits_ein, b2);

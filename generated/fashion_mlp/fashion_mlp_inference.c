@@ -234,8 +234,8 @@ static void forward(struct fashion_mlp_infer *m, const real *const inputs[], int
     set_h2_2(n, h2, h2_mm, b2);
 
     /* line 16: logits = w3 * h2 + b3 */
-    /* matrix product logits_mm = w3 . h2: M = 10 (o), N = n (b), K = 512 (k) */
-    cannl_sgemm(m->gemm, 10, n, 512, 1.0f, w3, 512, 1, h2, 1, 512, logits_mm, 1, 10, 1);
+    /* matrix product logits_mm = w3 . h2: M = 10 (o), N = n (b), K = 512 (k), as dot products */
+    cannl_sgemm_dot(m->gemm, 10, n, 512, 1.0f, w3, 512, h2, 512, logits_mm, 1, 10, 1);
     set_logits(n, logits, logits_mm, b3);
 
     memcpy(outputs[0], logits, (size_t)n * 10 * sizeof(real));
@@ -282,8 +282,8 @@ static void eval_metrics(struct fashion_mlp_infer *m, const real *const inputs[]
     set_h2_2(n, h2, h2_mm, b2);
 
     /* line 16: logits = w3 * h2 + b3 */
-    /* matrix product logits_mm = w3 . h2: M = 10 (o), N = n (b), K = 512 (k) */
-    cannl_sgemm(m->gemm, 10, n, 512, 1.0f, w3, 512, 1, h2, 1, 512, logits_mm, 1, 10, 1);
+    /* matrix product logits_mm = w3 . h2: M = 10 (o), N = n (b), K = 512 (k), as dot products */
+    cannl_sgemm_dot(m->gemm, 10, n, 512, 1.0f, w3, 512, h2, 512, logits_mm, 1, 10, 1);
 
     /* line 17: loss = mean(cross_entropy(logits, label)) */
     max_loss_max(n, loss_max, logits_mm, b3);

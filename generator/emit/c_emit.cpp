@@ -272,7 +272,7 @@ private:
     }
     GemmSite site{&names_.buffer, x_.vars, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas};
     std::string text = pre + emit_gemm(p_, s, *g, site, overwrite);
-    (text.find("gemm(m->gemm,") != std::string::npos ? gemm_kernel_ : gemm_blas_) = true;
+    (text.find("(m->gemm,") != std::string::npos ? gemm_kernel_ : gemm_blas_) = true;
     return text;
   }
 

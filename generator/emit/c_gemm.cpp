@@ -85,12 +85,15 @@ std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, co
     return names.empty() ? ax.size : fmt::format("{} ({})", ax.size, names);
   };
   const auto& bn = *site.buffer_names;
+  const std::string a = pointer(p, g.a, g, site), b = pointer(p, g.b, g, site), c = pointer(p, s.only().out, g, site);
+  const std::string blas = site.blas ? blas_call(g, a, b, c, site, overwrite) : "";
   std::string loops;
   for (int it : g.outer)
     if (!one_pass(g, it)) loops += (loops.empty() ? ", for each " : ", ") + site.vars[static_cast<size_t>(it)];
-  std::string out = fmt::format("    /* matrix product {} {} {} . {}: M = {}, N = {}, K = {}{} */\n",
+  std::string out = fmt::format("    /* matrix product {} {} {} . {}: M = {}, N = {}, K = {}{}{} */\n",
                                 bn[static_cast<size_t>(s.only().out.buf)], overwrite ? "=" : "+=", bn[static_cast<size_t>(g.a.buf)],
-                                bn[static_cast<size_t>(g.b.buf)], role(g.m), role(g.n), role(g.k), loops);
+                                bn[static_cast<size_t>(g.b.buf)], role(g.m), role(g.n), role(g.k), loops,
+                                g.dot && blas.empty() ? ", as dot products" : "");
   int depth = 0;
   for (int it : g.outer) {
     if (one_pass(g, it)) continue;
@@ -101,11 +104,12 @@ std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, co
     ++depth;
   }
   const std::string ind(static_cast<size_t>(4 * (depth + 1)), ' ');
-  const std::string a = pointer(p, g.a, g, site), b = pointer(p, g.b, g, site), c = pointer(p, s.only().out, g, site);
-  if (site.blas) {
-    std::string call = blas_call(g, a, b, c, site, overwrite);
-    if (!call.empty()) return out + ind + call + "\n";
-  }
+  if (!blas.empty()) return out + ind + blas + "\n";
+  if (g.dot)
+    return out + ind +
+           fmt::format("cannl_{}gemm_dot(m->gemm, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});\n",
+                       site.f64 ? "d" : "s", g.m.size, g.n.size, g.k.size, site.alpha, a, g.m.stride_a, b,
+                       g.n.stride_b, c, g.m.stride_c, g.n.stride_c, overwrite ? 1 : 0);
   out += ind + fmt::format("cannl_{}gemm(m->gemm, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});\n",
                            site.f64 ? "d" : "s", g.m.size, g.n.size, g.k.size, site.alpha, a, g.m.stride_a, g.k.stride_a,
                            b, g.k.stride_b, g.n.stride_b, c, g.m.stride_c, g.n.stride_c, overwrite ? 1 : 0);

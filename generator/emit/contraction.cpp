@@ -144,6 +144,20 @@ std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& 
     };
     if (!best || score(g) < score(*best)) best = g;
   }
+  if (best && which == Products::Tiled) {
+    // Both operands contiguous along K (`w3 . h2`: weights [out, in] against activations [b, in])
+    // and one side a constant of 2 to 16 (10 classes), K of 64 or more: dot products
+    // (runtime-lib/gemm_dot.h), where the tiles would transpose both operands into their packed
+    // slivers. Their order of sums is not the tiles', so the choice must not depend on the run
+    // (the batch): it is made here, once, on the constant side; one row (a decoded position,
+    // M = 1) keeps the tiles and with them the forward pass's bits.
+    auto small = [](const Gemm::Axis& ax) {
+      const bool constant = std::all_of(ax.size.begin(), ax.size.end(), [](char c) { return c >= '0' && c <= '9'; });
+      return constant && ax.max_size >= 2 && ax.max_size <= 16;
+    };
+    const Gemm& g = *best;
+    best->dot = g.k.stride_a == 1 && g.k.stride_b == 1 && g.k.max_size >= 64 && (small(g.m) || small(g.n));
+  }
   return best;
 }
 

@@ -12,7 +12,8 @@
 // other loop (batch loops, loops that do not merge) an outer loop around the product with
 // its pointer offsets. B is the operand that carries the written buffer's unit-stride axis
 // when it can (so the register tile is stored with vector stores), unless that makes N
-// narrow (< 16) against a wider M (then the roles swap). Anything else (a loop in
+// narrow (< 16) against a wider M (then the roles swap); `dot` when both operands are
+// contiguous along K and one side is a small constant (the runtime's dot products). Anything else (a loop in
 // one operand only, an empty K, a loop in out alone) is not a contraction: nullopt, and the
 // nest is printed as loops (Products below: what a library call takes besides).
 #pragma once
@@ -41,6 +42,7 @@ struct Gemm {
   bool outer_k = false;     // some K loop is an outer loop (calls accumulate into C)
   std::vector<bool> one_pass;  // per loop: one iteration and not the batch loop (no loop to print)
   std::vector<bool> at_pos;    // per loop: the decode routine's position (its variable is `pos`; ir.h)
+  bool dot = false;            // tiled only: summed as dot products (cannl_sgemm_dot; recognise_contraction)
   long flops() const { return 2 * m.max_size * n.max_size * k.max_size; }
 };
 

@@ -1,6 +1,10 @@
 // emit/contraction: which nests are matrix products, and the strides, roles and batch loops
-// of the product each maps to; and the cannl_sgemm calls the C emitter prints for them.
+// of the product each maps to (and which are summed as dot products); and the cannl_sgemm
+// calls the C emitter prints for them.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <utility>
 
 #include "driver/frontend.h"
 #include "emit/c_emit.h"
@@ -144,6 +148,39 @@ minimize loss with sgd(lr = 0.1)
   CHECK(m->m.size == "4");
   CHECK(m->n.size == "n");
   CHECK((m->m.stride_c == 1 && m->n.stride_c == 4));  // the tile is stored element by element
+}
+
+TEST_CASE("few outputs (2 to 16, a constant) over a K of 64 or more, both operands along K: dot products") {
+  auto layer = [](int in, int out) {
+    return fmt::format(R"(input x : [{0}]
+input y : [{1}]
+param w : [{0} -> {1}] = uniform(-1, 1)
+h = w * x
+loss = mean((h - y) ** 2)
+minimize loss with sgd(lr = 0.1)
+)", in, out);
+  };
+  Prog g(layer(256, 10));
+  auto m = recognise_contraction(g.p, g.accumulating("h"));
+  REQUIRE(m);
+  CHECK(m->dot);
+  CHECK(g.c_source().find("cannl_sgemm_dot(m->gemm, 10, n, 256, 1.0f, w, 256, x, 256, h, 1, 10, 1);") !=
+        std::string::npos);
+  // The backward's products read an operand along another axis: the tiles.
+  for (const auto& s : g.p.routine(ir::RoutineKind::TrainStep)->stmts)
+    if (auto b = recognise_contraction(g.p, s); b && g.name(s.only().out.buf) != "h") CHECK(!b->dot);
+  // The side of 10 is the choice's (a side of n, the batch, never is): not 32 or 17 outputs,
+  // not a K under 64.
+  Prog wide(kLayer);
+  auto w = recognise_contraction(wide.p, wide.accumulating("h"));
+  REQUIRE(w);
+  CHECK(!w->dot);
+  for (auto [in, out] : {std::pair{32, 10}, std::pair{256, 17}}) {
+    Prog q(layer(in, out));
+    auto r = recognise_contraction(q.p, q.accumulating("h"));
+    REQUIRE(r);
+    CHECK(!r->dot);
+  }
 }
 
 TEST_CASE("a convolution over one channel is one product: K = kh kw (the channel loop of one pass)") {
