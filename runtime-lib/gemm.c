@@ -85,18 +85,22 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
     const double pad_m = (double)((M + k->nr - 1) / k->nr * k->nr) / (double)M;
     const double pad_n = (double)((N + k->nr - 1) / k->nr * k->nr) / (double)N;
     if ((c_n != 1 && c_m == 1 && pad_m <= 1.15 * pad_n) || (c_n == 1 && K >= 256 && pad_n > 1.15 * pad_m) ||
-        (c_n == 1 && K >= 2048 && M <= 64 && N >= 2 * M && (size_t)c_m * es % 4096 != 0)) {
+        (c_n == 1 && K >= 2048 && M <= 64 && N >= 2 * M && (size_t)c_m * es % 4096 != 0 &&
+                      !(b_n == 1 && b_k * (long)es >= 1024))) {
         /* C's rows are its strided axis: compute C^T = B^T A^T, so that the tiles' vector stores
            run along C's contiguous axis (the same sums; each product's factors swapped), unless
            M is so far from a multiple of NR that the padding costs more than scalar stores.
            Likewise the other way when N wastes much of its last column tile and K is long (a
            convolution's weight gradient, 32 x 25 x n*784: 25 columns in a tile of 32), and
-           when few rows meet many columns over a long K (a weight gradient, 64 x 800 x 12544;
-           a layer of 64 examples, 64 x 256 x 3136): the large operand then becomes A, read in
+           when few rows meet many columns over a long K (a layer of 64 examples, 64 x 256 x
+           3136, its weights stored [out, in]): the large operand then becomes A, read in
            place instead of packed (CPU time 75 -> 78 and 92 -> 94-98 GFLOP/s on AVX-512, 70
            -> 73-80 on AVX2). The tiles then store through a buffer, once per K block; not at a
            row stride of 4 KiB, where a column of stores falls into one L1 set (64 x 1024 x
-           3136 fell from 80 to 34). */
+           3136 fell from 80 to 34), and not when the large operand is a row-major B with rows
+           1 KiB or more apart (a convolution's weight gradient, 64 x 800 x n*196 against the
+           im2col rows): as A it would be packed anyway (gemm_kernel.h), and C stored element
+           by element for nothing (100-122 -> 115-133 GFLOP/s, OpenBLAS 113-137). */
         const char *t = A;
         A = B, B = t;
         long x = M;
