@@ -156,44 +156,29 @@ static int row_alone_case(cannl_gemm *g, int f64, long M, long N, long K, int lb
  * lanes sums the p = l mod vl from 0 (an FMA, or on SSE2 a product then a sum), a last partial
  * vector zero-padded, then the lanes by halves; alpha, then = or +=. Whatever M, N, the
  * strides and the thread count: an element's bits never depend on the others. */
-static float dot_f32(const float *a, const float *b, long K, int vl, int fma) {
-    float lane[16];
-    for (int l = 0; l < vl; ++l) {
-        float acc = 0;
-        for (long p = l; p < (K + vl - 1) / vl * vl; p += vl) {
-            const float x = p < K ? a[p] : 0, y = p < K ? b[p] : 0;
-            if (fma)
-                acc = fmaf(x, y, acc);
-            else {
-                const float t = x * y;
-                acc = t + acc;
-            }
-        }
-        lane[l] = acc;
+#define DOT_EXPECT(name, T, FMA)                                                 \
+    static T name(const T *a, const T *b, long K, int vl, int fma_) {            \
+        T lane[16];                                                              \
+        for (int l = 0; l < vl; ++l) {                                           \
+            T acc = 0;                                                           \
+            for (long p = l; p < (K + vl - 1) / vl * vl; p += vl) {              \
+                const T x = p < K ? a[p] : 0, y = p < K ? b[p] : 0;              \
+                if (fma_)                                                        \
+                    acc = FMA(x, y, acc);                                        \
+                else {                                                           \
+                    const T t = x * y;                                           \
+                    acc = t + acc;                                               \
+                }                                                                \
+            }                                                                    \
+            lane[l] = acc;                                                       \
+        }                                                                        \
+        for (int w = vl / 2; w >= 1; w /= 2)                                     \
+            for (int l = 0; l < w; ++l) lane[l] = lane[l] + lane[l + w];         \
+        return lane[0];                                                          \
     }
-    for (int w = vl / 2; w >= 1; w /= 2)
-        for (int l = 0; l < w; ++l) lane[l] = lane[l] + lane[l + w];
-    return lane[0];
-}
-static double dot_f64(const double *a, const double *b, long K, int vl, int fma_) {
-    double lane[16];
-    for (int l = 0; l < vl; ++l) {
-        double acc = 0;
-        for (long p = l; p < (K + vl - 1) / vl * vl; p += vl) {
-            const double x = p < K ? a[p] : 0, y = p < K ? b[p] : 0;
-            if (fma_)
-                acc = fma(x, y, acc);
-            else {
-                const double t = x * y;
-                acc = t + acc;
-            }
-        }
-        lane[l] = acc;
-    }
-    for (int w = vl / 2; w >= 1; w /= 2)
-        for (int l = 0; l < w; ++l) lane[l] = lane[l] + lane[l + w];
-    return lane[0];
-}
+DOT_EXPECT(dot_f32, float, fmaf)
+DOT_EXPECT(dot_f64, double, fma)
+#undef DOT_EXPECT
 
 /* One dot case on `threads` threads: 0 when every element has the promised bits. */
 static int dot_case(cannl_gemm *g, int f64, cannl_isa isa, long M, long N, long K, int c_rows, double alpha,
