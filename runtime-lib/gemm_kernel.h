@@ -60,8 +60,8 @@
 #define GK_PREFETCH(p) ((void)(p))
 #endif
 
-/* The register tiles of 1 to MR rows, each function's loops of constant bounds (kept in
- * registers): A packed, and A read in place. */
+/* The register tiles of 1 to max(MR, MR1) rows, each function's loops of constant bounds
+ * (kept in registers): A packed, and A read in place. */
 #define GK_TMR (GK_MR1 > GK_MR ? GK_MR1 : GK_MR)
 #define GK_STRIDED_A 0
 #include "gemm_tiles.h"

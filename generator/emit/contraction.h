@@ -13,9 +13,10 @@
 // its pointer offsets. B is the operand that carries the written buffer's unit-stride axis
 // when it can (so the register tile is stored with vector stores), unless that makes N
 // narrow (< 16) against a wider M (then the roles swap); `dot` when both operands are
-// contiguous along K and one side is a small constant (the runtime's dot products). Anything else (a loop in
-// one operand only, an empty K, a loop in out alone) is not a contraction: nullopt, and the
-// nest is printed as loops (Products below: what a library call takes besides).
+// contiguous along K and one side is a small constant (the runtime's dot products). Anything
+// else (a loop in one operand only, an empty K, a loop in out alone) is not a contraction:
+// nullopt, and the nest is printed as loops (Products below: what a library call takes
+// besides).
 #pragma once
 
 #include <optional>
