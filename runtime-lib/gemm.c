@@ -75,6 +75,18 @@ static int grow(cannl_gemm *g, int threads) {
     return 1;
 }
 
+/* The threads a product of M x N x K may use: OpenMP's count when it is large enough and not
+   already inside a parallel region, else 1. */
+static int product_threads(long M, long N, long K) {
+#ifdef _OPENMP
+    if (2.0 * (double)M * (double)N * (double)K >= CANNL__GEMM_PARALLEL_FLOPS && !omp_in_parallel())
+        return omp_get_max_threads();
+#else
+    (void)M, (void)N, (void)K;
+#endif
+    return 1;
+}
+
 /* C (=|+=) alpha A B, elements of `es` bytes; C is split between threads in whole tiles. */
 static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alpha, const char *A, long a_m,
                     long a_k, const char *B, long b_k, long b_n, char *C, long c_m, long c_n, int overwrite) {
@@ -109,13 +121,8 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
         x = a_k, a_k = b_k, b_k = x;
         x = c_m, c_m = c_n, c_n = x;
     }
-    int threads = 1;
-#ifdef _OPENMP
-    if (2.0 * (double)M * (double)N * (double)K >= CANNL__GEMM_PARALLEL_FLOPS && !omp_in_parallel()) {
-        threads = omp_get_max_threads();
-        if (threads > g->slots && !grow(g, threads)) threads = g->slots;
-    }
-#endif
+    int threads = product_threads(M, N, K);
+    if (threads > g->slots && !grow(g, threads)) threads = g->slots;
     /* Split the columns (each thread then packs all of A, M x K) or the rows (all of B, K x N),
        whichever packs less twice and has a tile for every thread. */
     const long mtiles = (M + k->mr - 1) / k->mr, ntiles = (N + k->nr - 1) / k->nr;
@@ -153,11 +160,7 @@ static void product_dot(cannl_gemm *g, size_t es, long M, long N, long K, double
                         const char *B, long b_n, char *C, long c_m, long c_n, int overwrite) {
     if (M <= 0 || N <= 0) return;
     const cannl__gemm_kernel *k = g->kernel;
-    int threads = 1;
-#ifdef _OPENMP
-    if (2.0 * (double)M * (double)N * (double)K >= CANNL__GEMM_PARALLEL_FLOPS && !omp_in_parallel())
-        threads = omp_get_max_threads();
-#endif
+    int threads = product_threads(M, N, K);
     const int by_cols = N >= M;
     const long blocks = ((by_cols ? N : M) + 3) / 4;
     if (threads > blocks) threads = (int)blocks;
@@ -180,6 +183,8 @@ static void product_dot(cannl_gemm *g, size_t es, long M, long N, long K, double
                        c_m, c_n, overwrite);
         }
     }
+#else
+    (void)es; /* product_threads is 1 without OpenMP */
 #endif
 }
 

@@ -151,8 +151,9 @@ std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& 
     // slivers. Their order of sums is not the tiles', so the choice must not depend on the run
     // (the batch): it is made here, once, on the constant side; one row (a decoded position,
     // M = 1) keeps the tiles and with them the forward pass's bits.
-    auto small = [](const Gemm::Axis& ax) {
-      const bool constant = std::all_of(ax.size.begin(), ax.size.end(), [](char c) { return c >= '0' && c <= '9'; });
+    auto small = [&](const Gemm::Axis& ax) {
+      const bool constant =
+          std::none_of(ax.iters.begin(), ax.iters.end(), [&](int it) { return s.iters[static_cast<size_t>(it)].batch; });
       return constant && ax.max_size >= 2 && ax.max_size <= 16;
     };
     const Gemm& g = *best;
