@@ -9,6 +9,9 @@
 #            cmake.install_fresh (the README's install commands in a fresh copy of the tree)
 #   fuzz     clang + libFuzzer: each harness of tests/fuzz fuzzes for CANNL_FUZZ_SECONDS
 #            (default 10) from its seed corpus
+# The tests labelled `once` compile code whose text and flags do not depend on the preset (the
+# committed generated/ with the models' own flags, consumer projects, the CUDA sources with
+# nvcc): the first preset runs them, the later ones leave them out.
 #   scripts/test.sh                every preset, in that order
 #   scripts/test.sh dev release    some of them
 # CANNL_SKIP_LONG=1 leaves out the tests labelled `long` (the accuracy runs, whose results sit
@@ -27,6 +30,7 @@ for p in "${presets[@]}"; do
   exclude=()
   [ -n "${CANNL_SKIP_LONG:-}" ] && exclude+=(long)
   [ "$p" = release ] && exclude+=(nvcc)
+  [ ${#summary[@]} -gt 0 ] && exclude+=(once)
   if [ ${#exclude[@]} -gt 0 ]; then
     ctest --preset "$p" -LE "$(IFS='|'; echo "${exclude[*]}")"
   else
