@@ -147,8 +147,15 @@ def gemm_table(bench, isa, best, threads_list, models):
         for batch, *_ in MODELS[model][1]:
             for shape, label, dot in gemm_calls(src, batch):
                 for t in threads_list:
+                    # OpenBLAS's idle threads spin for a while after each call (its THREAD_TIMEOUT),
+                    # in the one process that times both: two-thread figures then ranged from 94 to
+                    # 187 GFLOP/s from process to process, for either side, at 512 x 512 x 128.
+                    # With the shortest timeout both measure steadily (cannl 164-174, OpenBLAS
+                    # 159-167 in four processes each).
+                    env = env_for(t, isa, best)
+                    env["OPENBLAS_THREAD_TIMEOUT"] = "4"
                     r = run_json([str(bench / isa / "gemm_bench")] + [str(x) for x in shape] + [str(t)] +
-                                 (["dot"] if dot else []), env_for(t, isa, best))
+                                 (["dot"] if dot else []), env)
                     ob, c = r["openblas_gflops"], r["cannl_gflops"]
                     row = (f"| {model}, {batch} | `{label}`{' (dot)' if dot else ''} | {shape[0]} x {shape[1]} x {shape[2]} | {t} | {c:.1f} | "
                            f"{ob:.1f} | {c / ob if ob > 0 else 0:.2f} | {c / peak[t]['peak_gflops']:.2f} |")
