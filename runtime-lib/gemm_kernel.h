@@ -31,7 +31,7 @@
  * C's tile kept in L1 between them.
  * Operands whose K axis is contiguous are packed with vector transposes (GK_TRANSPOSE).
  * A K block shorter than GK_SHORT_K takes the row slivers outermost (the tiles then store along
- * C's rows). A product of one row packs GK_ROW_SLIVERS slivers of B at a time, just before the
+ * C's rows), and a K that short reads a row-major B in place. A product of one row packs GK_ROW_SLIVERS slivers of B at a time, just before the
  * one-row tile that reads them (each sliver is used once).
  *
  * Every element of C is summed in the same order whatever the blocks of M and N a caller
@@ -48,7 +48,7 @@
 #define GK_CAT(a, b) GK_CAT_(a, b)
 #define GK_FN(name) GK_CAT(name, GK_TAG)
 #define GK_NR (GK_NV * GK_VL)
-#define GK_SHORT_K 32 /* K blocks shorter than this: C is not prefetched (no time to hide it) */
+#define GK_SHORT_K 32 /* K (blocks) shorter than this: C not prefetched, B read in place, rows outermost */
 
 /* Loops over the rows and vectors of a tile are unrolled before the compiler decides what
  * stays in registers: the accumulators then never touch memory. */
@@ -213,13 +213,10 @@ static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, l
     }
     const long kblocks = (K + GK_KC - 1) / GK_KC;
     const long kb = (K + kblocks - 1) / kblocks;
-    /* Few rows (one or two slivers of A), or a K shorter than GK_SHORT_K (10 classes behind an
-       input gradient, 64 x 1024 x 10: each packed element would be used by few tiles): the
-       tiles read whole slivers of a row-major B in place (packing would cost as much as the
-       products that use it; 0.95 -> 0.97-0.98 of OpenBLAS at 128 x 512 x 10 and 64 x 1024 x 10,
-       1.9 -> 2.2 at 256 x 1024 x 10, AVX-512, one core; reading A in place too measured no
-       better); the last, partial one is packed
-       (zero-padded). Few columns (one or two slivers of B): the tiles read A in place, unless
+    /* Few rows (one or two slivers of A), or a K shorter than GK_SHORT_K (an input gradient
+       behind 10 classes, 64 x 1024 x 10; docs/gemm-tiles.md has the figures): the tiles read
+       whole slivers of a row-major B in place (packing would cost as much as the products that
+       use it); the last, partial one is packed (zero-padded). Few columns (one or two slivers of B): the tiles read A in place, unless
        A's rows are its contiguous axis and a step along K jumps 1 KiB or more (a transposed
        im2col operand, 800 x 64 x n*196 for a weight gradient: each tile would then touch a
        new cache line and page at every p, for both slivers of B; packing reads each line
