@@ -31,8 +31,9 @@
  * C's tile kept in L1 between them.
  * Operands whose K axis is contiguous are packed with vector transposes (GK_TRANSPOSE).
  * A K block shorter than GK_SHORT_K takes the row slivers outermost (the tiles then store along
- * C's rows), and a K that short reads a row-major B in place. A product of one row packs GK_ROW_SLIVERS slivers of B at a time, just before the
- * one-row tile that reads them (each sliver is used once).
+ * C's rows), and a K that short reads a row-major B in place. A product of one row packs
+ * GK_ROW_SLIVERS slivers of B at a time, just before the one-row tile that reads them (each
+ * sliver is used once).
  *
  * Every element of C is summed in the same order whatever the blocks of M and N a caller
  * hands a thread: the K blocks in order, each summed by p (from the first product), then
