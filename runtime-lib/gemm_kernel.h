@@ -19,16 +19,17 @@
  *   for each NC-column panel of B
  *     for each K block (K cut into equal blocks of at most KC: 784 = 4 x 196)
  *       pack the kc x NC panel of B into slivers of NR columns (kc x NR, row-major; a
- *       row-major B is read in place instead when A has at most two slivers of rows)
+ *       row-major B is read in place instead when A has at most two slivers of rows, or
+ *       when A is read in place and B's rows are close together)
  *       for each MC-row block of A
  *         pack the MC x kc block of A into slivers of at most MR rows, as equal as
  *         possible (kc x height, row-major: 10 = 5 + 5 for MR 8; A is read in place instead
- *         when B has at most two slivers of columns)
+ *         when B has at most GK_DIRECT_A_COLS columns)
  *         for each NR sliver, for each row sliver: a register tile of C (its rows x NR)
  *         updated by kc rank-1 products, then added to (or stored in) C
- * When A is read in place and the panel's K blocks all fit the workspace's B part, they are all
- * packed first and the K loop goes innermost (row sliver, K block, NR sliver): the same blocks,
- * C's tile kept in L1 between them.
+ * When A is read in place and the whole K x NC panel of B (packed or not) fits the workspace's B
+ * part, its packed blocks are all packed first and the K loop goes innermost (row sliver, K
+ * block, NR sliver): the same blocks, C's tile kept in L1 between them.
  * Operands whose K axis is contiguous are packed with vector transposes (GK_TRANSPOSE).
  * A K block shorter than GK_SHORT_K takes the row slivers outermost (the tiles then store along
  * C's rows), and a K that short reads a row-major B in place. A product of one row packs
@@ -50,6 +51,7 @@
 #define GK_FN(name) GK_CAT(name, GK_TAG)
 #define GK_NR (GK_NV * GK_VL)
 #define GK_SHORT_K 32 /* K (blocks) shorter than this: C not prefetched, B read in place, rows outermost */
+#define GK_DIRECT_A_COLS 64 /* products of at most this many columns read A in place */
 
 /* Loops over the rows and vectors of a tile are unrolled before the compiler decides what
  * stays in registers: the accumulators then never touch memory. */
@@ -214,23 +216,31 @@ static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, l
     }
     const long kblocks = (K + GK_KC - 1) / GK_KC;
     const long kb = (K + kblocks - 1) / kblocks;
-    /* Few rows (one or two slivers of A), or a K shorter than GK_SHORT_K (an input gradient
-       behind 10 classes, 64 x 1024 x 10; docs/gemm-tiles.md has the figures): the tiles read
-       whole slivers of a row-major B in place (packing would cost as much as the products that
-       use it); the last, partial one is packed (zero-padded). Few columns (one or two slivers of B): the tiles read A in place, unless
-       A's rows are its contiguous axis and a step along K jumps 1 KiB or more (a transposed
-       im2col operand, 800 x 64 x n*196 for a weight gradient: each tile would then touch a
-       new cache line and page at every p, for both slivers of B; packing reads each line
-       once, 76 -> 81 GFLOP/s on AVX-512). The sums are the same either way. */
-    const int direct_b = b_n == 1 && (M <= 2 * GK_MR || K < GK_SHORT_K);
-    const int direct_a = N <= 2 * GK_NR && !(a_m == 1 && a_k * (long)sizeof(GK_REAL) >= 1024);
+    /* Few columns (at most GK_DIRECT_A_COLS: a convolution's d output channels): the tiles
+       read A in place, its rows of a K block staying in L1 while they meet every sliver of B
+       (12544 x 64 x 800 on AVX2, four slivers of 16: 28 -> 37 GFLOP/s, packed A against in
+       place, on a Zen 1), unless A's rows are its contiguous axis and a step along K jumps
+       1 KiB or more (a transposed im2col operand, 800 x 64 x n*196 for a weight gradient: each
+       tile would then touch a new cache line and page at every p, for each sliver of B;
+       packing reads each line once, 76 -> 81 GFLOP/s on AVX-512).
+       Few rows (one or two slivers of A), a K shorter than GK_SHORT_K (an input gradient
+       behind 10 classes, 64 x 1024 x 10), or A read in place and B's rows close together (a
+       convolution's first weight gradient as C^T, 25 x 32 x n*784: nothing is then packed,
+       26 -> 29 GFLOP/s on the Zen 1): the tiles read whole slivers of a row-major B in place;
+       the last, partial one is packed (zero-padded). docs/gemm-tiles.md has the figures. The
+       sums are the same either way. */
+    const int direct_a = N <= GK_DIRECT_A_COLS && !(a_m == 1 && a_k * (long)sizeof(GK_REAL) >= 1024);
+    const int direct_b = b_n == 1 && (M <= 2 * GK_MR || K < GK_SHORT_K ||
+                                      (direct_a && b_k * (long)sizeof(GK_REAL) < 1024));
     for (long j0 = 0; j0 < N; j0 += GK_NC) {
         const long nc = N - j0 < GK_NC ? N - j0 : GK_NC;
         const long nfull = direct_b ? nc / GK_NR * GK_NR : 0;
         const long npack = (nc - nfull + GK_NR - 1) / GK_NR * GK_NR; /* columns packed, padded */
-        if (direct_a && K * npack <= (long)GK_KC * GK_NC) {
-            /* A read in place and every K block of the B panel fits the workspace (a convolution,
-               12544 x 64 x 800): the K blocks are the innermost loop, C's tile stays in L1
+        if (direct_a && K * ((nc + GK_NR - 1) / GK_NR * GK_NR) <= (long)GK_KC * GK_NC) {
+            /* A read in place and the whole K x nc panel of B fits the workspace (a convolution,
+               12544 x 64 x 800; a panel read in place counts as well: it is read again for each
+               row sliver, and a larger one would come from memory each time, as 25 x 32 x n*784
+               would): the K blocks are the innermost loop, C's tile stays in L1
                between them, and a tile's rows of A are read once, front to back. The blocks and
                sums are the same as below. */
             for (long p0 = 0; p0 < K; p0 += kb) {
@@ -309,6 +319,7 @@ const cannl__gemm_kernel GK_NAME = {GK_MR, GK_NR, GK_KC, GK_MC, GK_NC, GK_FN(run
 #undef GK_NR
 #undef GK_ROW_SLIVERS
 #undef GK_SHORT_K
+#undef GK_DIRECT_A_COLS
 #undef GK_UNROLL
 #undef GK_PREFETCH
 #undef GK_FN

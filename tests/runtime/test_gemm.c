@@ -253,7 +253,9 @@ int main(void) {
                              {12, 32, 64}, {13, 33, 65},  {16, 48, 31},  {37, 100, 1}, {100, 37, 300},
                              {128, 10, 512}, {10, 128, 512}, {130, 530, 520}, {64, 600, 70}, {300, 40, 784},
                              {32, 25, 1500}, {40, 200, 2100},  /* these two computed as C^T (gemm.c) */
-                             {1, 300, 70}, {1, 129, 513}, {64, 1024, 10}};  /* one row; a short K, rows 4 KiB apart */
+                             {1, 300, 70}, {1, 129, 513}, {64, 1024, 10},  /* one row; a short K, rows 4 KiB apart */
+                             {200, 64, 800}, {70, 60, 3000},  /* A in place, up to 64 columns; its panel too large */
+                             {32, 25, 5000}};  /* as C^T, A and B in place, K blocks outermost */
     const int nsizes = (int)(sizeof sizes / sizeof sizes[0]);
     /* Each row alone: the one-row tile (B's K axis contiguous, a layer's weights [out, in]) and
        the other paths, widths around its 4 slivers, K blocks of every kind. */
