@@ -236,7 +236,7 @@ static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, l
         const long nc = N - j0 < GK_NC ? N - j0 : GK_NC;
         const long nfull = direct_b ? nc / GK_NR * GK_NR : 0;
         const long npack = (nc - nfull + GK_NR - 1) / GK_NR * GK_NR; /* columns packed, padded */
-        if (direct_a && K * ((nc + GK_NR - 1) / GK_NR * GK_NR) <= (long)GK_KC * GK_NC) {
+        if (direct_a && K * (nfull + npack) <= (long)GK_KC * GK_NC) { /* nfull + npack: nc padded */
             /* A read in place and the whole K x nc panel of B fits the workspace (a convolution,
                12544 x 64 x 800; a panel read in place counts as well: it is read again for each
                row sliver, and a larger one would come from memory each time, as 25 x 32 x n*784
