@@ -7,6 +7,7 @@
  * bytes, little-endian and row-major, offsets relative to the data start. */
 #define _POSIX_C_SOURCE 200809L
 
+#include "data_source.h" /* cannl__decode: F32 <-> F64 on reading */
 #include "json_min.h"
 #include "rt_internal.h"
 

@@ -11,6 +11,8 @@
  * converts, i.e. the C locale is assumed for LC_NUMERIC. */
 #define _POSIX_C_SOURCE 200809L
 
+#include "data_readers.h"
+#include "data_source.h"
 #include "rt_internal.h"
 
 #include <errno.h>

@@ -5,6 +5,8 @@
  * 0x0D f32, 0x0E f64. The first axis is the example axis. */
 #define _POSIX_C_SOURCE 200809L
 
+#include "data_readers.h"
+#include "data_source.h"
 #include "rt_internal.h"
 
 #include <inttypes.h>

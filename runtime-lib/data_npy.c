@@ -6,6 +6,8 @@
  * and the raw C-order elements. Supported dtypes: <f4 <f8 |u1 <i4 <i8. */
 #define _POSIX_C_SOURCE 200809L
 
+#include "data_readers.h"
+#include "data_source.h"
 #include "rt_internal.h"
 
 #include <inttypes.h>

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h> /* truncate */
 
 struct cannl_metrics_log {
     FILE *f;
