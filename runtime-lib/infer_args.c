@@ -1,6 +1,6 @@
-/* infer_args.c - the inference program's command line: flags, the binding of
- * files to inputs and outputs, the output naming scheme, and --help. Only
- * --input and --output may be repeated (once per name); any other flag given
+/* infer_args.c - the inference program's command line: its flag table (parsed by
+ * cli_flags.c), the binding of files to inputs and outputs, the output naming scheme, and
+ * --help. Only --input and --output may be repeated (once per name); any other flag given
  * twice is a usage error, and so is a flag where a value belongs (`--output --metric`). */
 #define _POSIX_C_SOURCE 200809L
 
@@ -14,31 +14,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { F_BOOL, F_INT, F_PATH, F_INPUT, F_OUTPUT, F_TEXT, F_REAL } flag_kind;
+typedef enum { F_BOOL = CANNL__FLAG_SWITCH, F_INT, F_PATH, F_INPUT, F_OUTPUT, F_TEXT, F_REAL } flag_kind;
+enum { ONCE = CANNL__FLAG_ONCE, MANY = CANNL__FLAG_REPEAT };
 
-typedef struct flag_def {
-    const char *name;
-    flag_kind kind;
-    int64_t min;          /* F_INT: smallest value accepted */
-    const char *meta;     /* for --help */
-    const char *help;
-} flag_def;
-
-static const flag_def FLAGS[] = {
-    {"--weights", F_PATH, 0, "PATH", "params from a safetensors file (a checkpoint of this model, or any file with the params)"},
-    {"--name-map", F_PATH, 0, "FILE", "tensor names in the --weights file: lines 'cannl_name = pytorch.key' (# comments)"},
-    {"--input", F_INPUT, 0, "NAME=PATH", "data for input NAME (one per input; .npy, .csv, IDX, maybe .gz)"},
-    {"--data", F_INPUT, 0, "NAME=PATH", "the same as --input (the training program's spelling)"},
-    {"--output", F_OUTPUT, 0, "PATH", "write the outputs: CSV if PATH ends in .csv, else .npy (several: see below)"},
-    {"--batch", F_INT, 1, "N", "examples per forward call (default 128, or the model's maximum if smaller)"},
-    {"--threads", F_INT, 1, "N", "OpenMP threads"},
-    {"--metric", F_BOOL, 0, NULL, "evaluate the loss and the metrics (needs every input, targets too)"},
-    {"--generate", F_INT, 0, "N", "sample N tokens after --prompt and write them to stdout (language models; see below)"},
-    {"--prompt", F_TEXT, 0, "TEXT", "the text generation starts from (bytes, or whitespace-separated ids)"},
-    {"--temperature", F_REAL, 0, "T", "sampling temperature (default 1; 0: always the most likely token)"},
-    {"--top-k", F_INT, 1, "K", "sample among the K most likely tokens only (default: all)"},
-    {"--seed", F_INT, 0, "S", "seed of the sampling (default 0; the same seed gives the same text)"},
-    {"--help", F_BOOL, 0, NULL, "show this help"},
+static const cannl__flag FLAGS[] = {
+    {"--weights", F_PATH, ONCE, 0, "PATH", "params from a safetensors file (a checkpoint of this model, or any file with the params)"},
+    {"--name-map", F_PATH, ONCE, 0, "FILE", "tensor names in the --weights file: lines 'cannl_name = pytorch.key' (# comments)"},
+    {"--input", F_INPUT, MANY, 0, "NAME=PATH", "data for input NAME (one per input; .npy, .csv, IDX, maybe .gz)"},
+    {"--data", F_INPUT, MANY, 0, "NAME=PATH", "the same as --input (the training program's spelling)"},
+    {"--output", F_OUTPUT, MANY, 0, "PATH", "write the outputs: CSV if PATH ends in .csv, else .npy (several: see below)"},
+    {"--batch", F_INT, ONCE, 1, "N", "examples per forward call (default 128, or the model's maximum if smaller)"},
+    {"--threads", F_INT, ONCE, 1, "N", "OpenMP threads"},
+    {"--metric", F_BOOL, ONCE, 0, NULL, "evaluate the loss and the metrics (needs every input, targets too)"},
+    {"--generate", F_INT, ONCE, 0, "N", "sample N tokens after --prompt and write them to stdout (language models; see below)"},
+    {"--prompt", F_TEXT, ONCE, 0, "TEXT", "the text generation starts from (bytes, or whitespace-separated ids)"},
+    {"--temperature", F_REAL, ONCE, 0, "T", "sampling temperature (default 1; 0: always the most likely token)"},
+    {"--top-k", F_INT, ONCE, 1, "K", "sample among the K most likely tokens only (default: all)"},
+    {"--seed", F_INT, ONCE, 0, "S", "seed of the sampling (default 0; the same seed gives the same text)"},
+    {"--help", F_BOOL, ONCE, 0, NULL, "show this help"},
 };
 enum { NFLAGS = sizeof FLAGS / sizeof FLAGS[0] };
 
@@ -47,12 +40,6 @@ static int flag_index(const char *name) {
         if (strcmp(FLAGS[k].name, name) == 0) return k;
     return 0;
 }
-
-static const flag_def *find_flag(const char *a, size_t len) {
-    return (const flag_def *)cannl__flag_find(FLAGS, sizeof FLAGS[0], NFLAGS, a, len);
-}
-
-static int is_flag(const char *s) { return cannl__is_flag(FLAGS, sizeof FLAGS[0], NFLAGS, s); }
 
 static int find(const cannl_tensor_info *t, int32_t n, const char *name, size_t len) {
     for (int32_t i = 0; i < n; i++)
@@ -75,10 +62,22 @@ static void name_list(const cannl_tensor_info *t, int32_t n, char *buf, size_t c
     for (int32_t i = 0; i < n && k < cap; i++) k += (size_t)snprintf(buf + k, cap - k, "%s%s", i ? ", " : "", t[i].name);
 }
 
-static int apply(const cannl_model_api *api, const flag_def *f, const char *v, cannl__infer_opts *o, char *msg,
-                 size_t cap) {
+/* What apply stores into, and checks against. */
+typedef struct parse_ctx {
+    const cannl_model_api *api;
+    cannl__infer_opts *o;
+} parse_ctx;
+
+/* Store one flag's value into the options. */
+static int apply(void *ctx, const cannl__flag *f, const char *v, char *msg, size_t cap) {
+    const cannl_model_api *api = ((parse_ctx *)ctx)->api;
+    cannl__infer_opts *o = ((parse_ctx *)ctx)->o;
     const char *n = f->name;
-    if (f->kind == F_INPUT) {
+    if (f->kind == F_INPUT && api->num_inputs == 0) return cannl__usage_error(msg, cap, "model '%s' has no inputs", api->name);
+    if (f->kind == F_BOOL) {
+        if (strcmp(n, "--metric") == 0) o->metric = 1;
+        if (strcmp(n, "--help") == 0) o->help = 1;
+    } else if (f->kind == F_INPUT) {
         const char *eq = strchr(v, '=');
         if (!eq || eq == v || !eq[1]) return cannl__usage_error(msg, cap, "--input expects NAME=PATH, got '%s'", v);
         o->inputs[o->ninputs++] = (cannl__binding){v, (size_t)(eq - v), eq + 1};
@@ -116,14 +115,7 @@ static int apply(const cannl_model_api *api, const flag_def *f, const char *v, c
         else
             o->weights = v;
     } else if (f->kind == F_INT && strcmp(n, "--seed") == 0) {
-        /* Any uint64 value, as the training program's --seed. */
-        char *end;
-        errno = 0;
-        unsigned long long x = strtoull(v, &end, 10);
-        if (!*v || *end || *v < '0' || *v > '9')
-            return cannl__usage_error(msg, cap, "--seed: '%s' is not a non-negative integer", v);
-        if (errno == ERANGE) return cannl__usage_error(msg, cap, "--seed: '%s' is too large", v);
-        o->seed = (uint64_t)x;
+        return cannl__parse_u64(n, v, &o->seed, msg, cap); /* any uint64, as the training program's --seed */
     } else if (f->kind == F_INT) {
         int64_t x;
         int rc = cannl__parse_int(n, v, f->min, &x, msg, cap);
@@ -206,9 +198,7 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
                        size_t cap) {
     const cannl_model_api *api = model->api;
     memset(o, 0, sizeof *o);
-    const char *argv0 = argc > 0 && argv[0] && argv[0][0] ? argv[0] : "infer";
-    const char *slash = strrchr(argv0, '/');
-    o->prog = slash ? slash + 1 : argv0;
+    o->prog = cannl__prog_name(argc, argv, "infer");
     o->inputs = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->inputs);
     o->out_paths = calloc((size_t)api->num_outputs + 1, sizeof *o->out_paths);
     o->derived = calloc((size_t)api->num_outputs + 1, sizeof *o->derived);
@@ -217,39 +207,9 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
     o->temperature = 1;
 
     const char *seen[NFLAGS] = {0}; /* the value a flag that takes one only once was given */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0) a = "--help";
-        if (strncmp(a, "--", 2) != 0 || !a[2]) return cannl__usage_error(msg, cap, "unexpected argument '%s' (see --help)", a);
-        const char *eq = strchr(a, '=');
-        size_t len = eq ? (size_t)(eq - a) : strlen(a);
-        const flag_def *f = find_flag(a, len);
-        if (!f) return cannl__usage_error(msg, cap, "unknown flag '%.*s' (see --help)", (int)len, a);
-        int once = f->kind != F_INPUT && f->kind != F_OUTPUT; /* --input/--output repeat, checked per name */
-        if (f->kind == F_BOOL) {
-            if (eq) return cannl__usage_error(msg, cap, "%s takes no value", f->name);
-            if (seen[f - FLAGS] && strcmp(f->name, "--help") != 0) /* -h --help is fine */
-                return cannl__usage_error(msg, cap, "%s given twice", f->name);
-            seen[f - FLAGS] = "";
-            if (strcmp(f->name, "--metric") == 0) o->metric = 1;
-            if (strcmp(f->name, "--help") == 0) o->help = 1;
-            continue;
-        }
-        const char *v = eq ? eq + 1 : NULL;
-        if (!v) {
-            if (i + 1 >= argc) return cannl__usage_error(msg, cap, "%s needs a value: %s %s", f->name, f->name, f->meta);
-            if (is_flag(argv[i + 1]))
-                return cannl__usage_error(msg, cap, "%s needs a value: %s %s, found the flag '%s'", f->name, f->name,
-                                          f->meta, argv[i + 1]);
-            v = argv[++i];
-        }
-        if (once && seen[f - FLAGS])
-            return cannl__usage_error(msg, cap, "%s given twice (%s and %s)", f->name, seen[f - FLAGS], v);
-        if (once) seen[f - FLAGS] = v;
-        if (f->kind == F_INPUT && api->num_inputs == 0) return cannl__usage_error(msg, cap, "model '%s' has no inputs", api->name);
-        int rc = apply(api, f, v, o, msg, cap);
-        if (rc) return rc;
-    }
+    parse_ctx ctx = {api, o};
+    int rc = cannl__flags_parse(FLAGS, NFLAGS, argc, argv, seen, apply, &ctx, msg, cap);
+    if (rc) return rc;
     if (o->help) return CANNL__EXIT_OK;
     if (o->generate_set) return generate_checks(model, o, msg, cap);
     if (o->prompt || seen[flag_index("--temperature")] || o->top_k || seen[flag_index("--seed")])
@@ -360,12 +320,7 @@ void cannl__infer_usage(const cannl_infer_model *model, const char *prog, FILE *
         cannl__print_dims(out, &api->outputs[k]);
         fputc('\n', out);
     }
-    fprintf(out, "\nFlags (also --flag=value):\n");
-    for (int k = 0; k < NFLAGS; k++) {
-        char left[40];
-        snprintf(left, sizeof left, "%s%s%s", FLAGS[k].name, FLAGS[k].meta ? " " : "", FLAGS[k].meta ? FLAGS[k].meta : "");
-        fprintf(out, "  %-24s %s\n", left, FLAGS[k].help);
-    }
+    cannl__flags_help(out, FLAGS, NFLAGS);
     fprintf(out, "\n--output PATH writes the only output to PATH; with several outputs, output NAME goes to PATH\n"
                  "with its .npy or .csv replaced by .NAME.npy or .NAME.csv (out.npy: out.logits.npy, ...;\n"
                  "no such suffix: PATH.NAME.npy). --output NAME=PATH writes output NAME to PATH (repeatable;\n"

@@ -1,7 +1,8 @@
-/* train_args.c - the training program's command line: `--flag value` and
- * `--flag=value` forms, number checking, and the --help text. Only --data and
- * --test may be repeated (once per input); any other flag given twice is a usage
- * error, and so is a flag where a value belongs (`--checkpoint --quiet`). */
+/* train_args.c - the training program's command line: its flag table (parsed by
+ * cli_flags.c: `--flag value` and `--flag=value`), the values stored and checked, the
+ * combinations that need no file, and the --help text. Only --data and --test may be
+ * repeated (once per input); any other flag given twice is a usage error, and so is a flag
+ * where a value belongs (`--checkpoint --quiet`). */
 #define _POSIX_C_SOURCE 200809L
 
 #include "rt_internal.h"
@@ -15,80 +16,42 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { F_BOOL, F_INT, F_U64, F_REAL, F_PATH, F_BIND, F_STREAM } flag_kind;
+typedef enum { F_BOOL = CANNL__FLAG_SWITCH, F_INT, F_U64, F_REAL, F_PATH, F_BIND, F_STREAM } flag_kind;
+enum { ONCE = CANNL__FLAG_ONCE, MANY = CANNL__FLAG_REPEAT };
 
-typedef struct flag_def {
-    const char *name;
-    flag_kind kind;
-    int64_t min;          /* F_INT: smallest value accepted */
-    const char *meta;     /* for --help */
-    const char *help;
-} flag_def;
-
-static const flag_def FLAGS[] = {
-    {"--data", F_BIND, 0, "NAME=PATH", "training data for input NAME (one per input; .npy, .csv, IDX, maybe .gz; "
-                                       "PATH:header: a CSV whose first row is a header; PATH:0-5: columns of a CSV)"},
-    {"--test", F_BIND, 0, "NAME=PATH", "test data for input NAME (evaluated after every epoch)"},
-    {"--stream", F_STREAM, 0, "IN,TGT=PATH", "train a language model on a token stream: windows of ctx + 1 tokens at "
-                                              "random offsets (seeded by --seed and the step) feed integer inputs IN "
-                                              "(the first ctx) and TGT (the last ctx); an llm.c token shard or raw bytes; "
-                                              "needs --steps"},
-    {"--val-stream", F_STREAM, 0, "IN,TGT=PATH", "validation stream: val_loss and val_<metric> over --eval-batches fixed "
-                                                  "batches, every --eval-every steps and at the end"},
-    {"--eval-every", F_INT, 1, "N", "steps between validations of --val-stream (default: at the end only)"},
-    {"--eval-batches", F_INT, 1, "K", "batches of --batch windows per validation (default 10)"},
-    {"--epochs", F_INT, 0, "N", "epochs to train (default 1; unlimited when only --steps is given)"},
-    {"--steps", F_INT, 0, "N", "stop after N optimisation steps in total (resumed steps included)"},
-    {"--batch", F_INT, 1, "N", "examples per step (default 128, or the model's maximum if smaller)"},
-    {"--lr", F_REAL, 0, "X", "learning rate (default: the spec's)"},
-    {"--lr-schedule", F_PATH, 0, "NAME", "constant or cosine: lr * (1 + cos(pi * step / steps)) / 2 (default: the spec's schedule)"},
-    {"--seed", F_U64, 0, "N", "seed of the initial params and the shuffling (default 0)"},
-    {"--no-shuffle", F_BOOL, 0, NULL, "visit the examples in file order"},
-    {"--threads", F_INT, 1, "N", "OpenMP threads"},
-    {"--zero", F_INT, 0, "N", "under mpirun: 1 shards the optimiser state over the ranks (ZeRO-1); 0 (default) does not"},
-    {"--init", F_PATH, 0, "PATH", "initial params from a safetensors file (PyTorch's or a checkpoint)"},
-    {"--checkpoint", F_PATH, 0, "PATH", "save the whole state after every epoch and at exit (never a diverged one)"},
-    {"--resume", F_PATH, 0, "PATH", "continue the run saved in this checkpoint"},
-    {"--name-map", F_PATH, 0, "FILE", "tensor names in --init, --resume and --checkpoint files: lines "
-                                      "'cannl_name = pytorch.key' (# comments); optimiser state follows its param"},
-    {"--metrics", F_PATH, 0, "PATH", "write JSON lines with the loss and the test metrics (with --resume: cut back to "
-                                     "the checkpoint's step, then appended to)"},
-    {"--log-every", F_INT, 0, "N", "steps between logged losses and checks that params are finite (default 100; 0 = never)"},
-    {"--quiet", F_BOOL, 0, NULL, "no progress or per-epoch lines"},
-    {"--help", F_BOOL, 0, NULL, "show this help"},
+static const cannl__flag FLAGS[] = {
+    {"--data", F_BIND, MANY, 0, "NAME=PATH", "training data for input NAME (one per input; .npy, .csv, IDX, maybe .gz; "
+                                             "PATH:header: a CSV whose first row is a header; PATH:0-5: columns of a CSV)"},
+    {"--test", F_BIND, MANY, 0, "NAME=PATH", "test data for input NAME (evaluated after every epoch)"},
+    {"--stream", F_STREAM, ONCE, 0, "IN,TGT=PATH", "train a language model on a token stream: windows of ctx + 1 tokens at "
+                                                   "random offsets (seeded by --seed and the step) feed integer inputs IN "
+                                                   "(the first ctx) and TGT (the last ctx); an llm.c token shard or raw bytes; "
+                                                   "needs --steps"},
+    {"--val-stream", F_STREAM, ONCE, 0, "IN,TGT=PATH", "validation stream: val_loss and val_<metric> over --eval-batches fixed "
+                                                       "batches, every --eval-every steps and at the end"},
+    {"--eval-every", F_INT, ONCE, 1, "N", "steps between validations of --val-stream (default: at the end only)"},
+    {"--eval-batches", F_INT, ONCE, 1, "K", "batches of --batch windows per validation (default 10)"},
+    {"--epochs", F_INT, ONCE, 0, "N", "epochs to train (default 1; unlimited when only --steps is given)"},
+    {"--steps", F_INT, ONCE, 0, "N", "stop after N optimisation steps in total (resumed steps included)"},
+    {"--batch", F_INT, ONCE, 1, "N", "examples per step (default 128, or the model's maximum if smaller)"},
+    {"--lr", F_REAL, ONCE, 0, "X", "learning rate (default: the spec's)"},
+    {"--lr-schedule", F_PATH, ONCE, 0, "NAME", "constant or cosine: lr * (1 + cos(pi * step / steps)) / 2 (default: the spec's schedule)"},
+    {"--seed", F_U64, ONCE, 0, "N", "seed of the initial params and the shuffling (default 0)"},
+    {"--no-shuffle", F_BOOL, ONCE, 0, NULL, "visit the examples in file order"},
+    {"--threads", F_INT, ONCE, 1, "N", "OpenMP threads"},
+    {"--zero", F_INT, ONCE, 0, "N", "under mpirun: 1 shards the optimiser state over the ranks (ZeRO-1); 0 (default) does not"},
+    {"--init", F_PATH, ONCE, 0, "PATH", "initial params from a safetensors file (PyTorch's or a checkpoint)"},
+    {"--checkpoint", F_PATH, ONCE, 0, "PATH", "save the whole state after every epoch and at exit (never a diverged one)"},
+    {"--resume", F_PATH, ONCE, 0, "PATH", "continue the run saved in this checkpoint"},
+    {"--name-map", F_PATH, ONCE, 0, "FILE", "tensor names in --init, --resume and --checkpoint files: lines "
+                                            "'cannl_name = pytorch.key' (# comments); optimiser state follows its param"},
+    {"--metrics", F_PATH, ONCE, 0, "PATH", "write JSON lines with the loss and the test metrics (with --resume: cut back to "
+                                           "the checkpoint's step, then appended to)"},
+    {"--log-every", F_INT, ONCE, 0, "N", "steps between logged losses and checks that params are finite (default 100; 0 = never)"},
+    {"--quiet", F_BOOL, ONCE, 0, NULL, "no progress or per-epoch lines"},
+    {"--help", F_BOOL, ONCE, 0, NULL, "show this help"},
 };
 enum { NFLAGS = sizeof FLAGS / sizeof FLAGS[0] };
-
-int cannl__usage_error(char *msg, size_t cap, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
-    va_end(ap);
-    return CANNL__EXIT_USAGE;
-}
-
-int cannl__parse_int(const char *flag, const char *v, int64_t min, int64_t *out, char *msg, size_t cap) {
-    errno = 0;
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (!*v || *end || (*v != '-' && (*v < '0' || *v > '9')))
-        return cannl__usage_error(msg, cap, "%s: '%s' is not an integer", flag, v);
-    if (errno == ERANGE) return cannl__usage_error(msg, cap, "%s: '%s' is too large", flag, v);
-    if (x < min) return cannl__usage_error(msg, cap, "%s: %s must be at least %" PRId64, flag, v, min);
-    *out = (int64_t)x;
-    return CANNL__EXIT_OK;
-}
-
-static int parse_u64(const char *flag, const char *v, uint64_t *out, char *msg, size_t cap) {
-    errno = 0;
-    char *end;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (!*v || *end || *v < '0' || *v > '9')
-        return cannl__usage_error(msg, cap, "%s: '%s' is not a non-negative integer", flag, v);
-    if (errno == ERANGE) return cannl__usage_error(msg, cap, "%s: '%s' is too large", flag, v);
-    *out = (uint64_t)x;
-    return CANNL__EXIT_OK;
-}
 
 static int parse_real(const char *flag, const char *v, double *out, char *msg, size_t cap) {
     double x = 0;
@@ -100,11 +63,16 @@ static int parse_real(const char *flag, const char *v, double *out, char *msg, s
     return CANNL__EXIT_OK;
 }
 
-/* Store one flag's value into o. */
-static int apply(const flag_def *f, const char *v, cannl__train_opts *o, char *msg, size_t cap) {
+/* Store one flag's value into o (a cannl__train_opts). */
+static int apply(void *ctx, const cannl__flag *f, const char *v, char *msg, size_t cap) {
+    cannl__train_opts *o = ctx;
     const char *n = f->name;
     int rc = CANNL__EXIT_OK;
-    if (f->kind == F_BIND) {
+    if (f->kind == F_BOOL) {
+        if (strcmp(n, "--no-shuffle") == 0) o->no_shuffle = 1;
+        if (strcmp(n, "--quiet") == 0) o->quiet = 1;
+        if (strcmp(n, "--help") == 0) o->help = 1;
+    } else if (f->kind == F_BIND) {
         const char *eq = strchr(v, '=');
         if (!eq || eq == v || !eq[1]) return cannl__usage_error(msg, cap, "%s expects NAME=PATH, got '%s'", n, v);
         cannl__binding b = {v, (size_t)(eq - v), eq + 1};
@@ -162,41 +130,13 @@ static int apply(const flag_def *f, const char *v, cannl__train_opts *o, char *m
             o->zero = (int)x;
         }
     } else if (f->kind == F_U64) {
-        rc = parse_u64(n, v, &o->seed, msg, cap);
+        rc = cannl__parse_u64(n, v, &o->seed, msg, cap);
         o->seed_set = 1;
     } else if (f->kind == F_REAL) {
         rc = parse_real(n, v, &o->lr, msg, cap);
         o->lr_set = 1;
     }
     return rc;
-}
-
-const void *cannl__flag_find(const void *table, size_t stride, int n, const char *a, size_t len) {
-    for (int k = 0; k < n; k++) {
-        const void *row = (const char *)table + (size_t)k * stride;
-        const char *name = *(const char *const *)row;
-        if (strlen(name) == len && strncmp(name, a, len) == 0) return row;
-    }
-    return NULL;
-}
-
-int cannl__is_flag(const void *table, size_t stride, int n, const char *s) {
-    if (strcmp(s, "-h") == 0) return 1;
-    if (strncmp(s, "--", 2) != 0) return 0;
-    const char *eq = strchr(s, '=');
-    return cannl__flag_find(table, stride, n, s, eq ? (size_t)(eq - s) : strlen(s)) != NULL;
-}
-
-static const flag_def *find_flag(const char *a, size_t len) {
-    return (const flag_def *)cannl__flag_find(FLAGS, sizeof FLAGS[0], NFLAGS, a, len);
-}
-
-static int is_flag(const char *s) { return cannl__is_flag(FLAGS, sizeof FLAGS[0], NFLAGS, s); }
-
-static void set_bool(const flag_def *f, cannl__train_opts *o) {
-    if (strcmp(f->name, "--no-shuffle") == 0) o->no_shuffle = 1;
-    if (strcmp(f->name, "--quiet") == 0) o->quiet = 1;
-    if (strcmp(f->name, "--help") == 0) o->help = 1;
 }
 
 /* An output (--checkpoint, --metrics) that names a file the run reads would overwrite it
@@ -235,9 +175,7 @@ static int check_outputs(const cannl__train_opts *o, char *msg, size_t cap) {
 int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl__train_opts *o, char *msg,
                        size_t cap) {
     memset(o, 0, sizeof *o);
-    const char *argv0 = argc > 0 && argv[0] && argv[0][0] ? argv[0] : "train";
-    const char *slash = strrchr(argv0, '/');
-    o->prog = slash ? slash + 1 : argv0;
+    o->prog = cannl__prog_name(argc, argv, "train");
     o->epochs = CANNL__DEFAULT_EPOCHS;
     o->batch = CANNL__DEFAULT_BATCH;
     o->lr = NAN;
@@ -248,38 +186,8 @@ int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl_
     if (!o->data || !o->test) return cannl__usage_error(msg, cap, "out of memory");
 
     const char *seen[NFLAGS] = {0}; /* the value of a flag that is given once */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0) a = "--help";
-        if (strncmp(a, "--", 2) != 0 || !a[2])
-            return cannl__usage_error(msg, cap, "unexpected argument '%s' (see --help)", a);
-        const char *eq = strchr(a, '=');
-        size_t len = eq ? (size_t)(eq - a) : strlen(a);
-        const flag_def *f = find_flag(a, len);
-        if (!f) return cannl__usage_error(msg, cap, "unknown flag '%.*s' (see --help)", (int)len, a);
-        const int once = f->kind != F_BIND; /* --data/--test repeat, once per input (train_data.c) */
-        if (f->kind == F_BOOL) {
-            if (eq) return cannl__usage_error(msg, cap, "%s takes no value", f->name);
-            if (seen[f - FLAGS] && strcmp(f->name, "--help") != 0) /* -h --help is fine */
-                return cannl__usage_error(msg, cap, "%s given twice", f->name);
-            seen[f - FLAGS] = "";
-            set_bool(f, o);
-            continue;
-        }
-        const char *v = eq ? eq + 1 : NULL;
-        if (!v) {
-            if (i + 1 >= argc) return cannl__usage_error(msg, cap, "%s needs a value: %s %s", f->name, f->name, f->meta);
-            if (is_flag(argv[i + 1]))
-                return cannl__usage_error(msg, cap, "%s needs a value: %s %s, found the flag '%s'", f->name, f->name,
-                                          f->meta, argv[i + 1]);
-            v = argv[++i];
-        }
-        if (once && seen[f - FLAGS])
-            return cannl__usage_error(msg, cap, "%s given twice (%s and %s)", f->name, seen[f - FLAGS], v);
-        if (once) seen[f - FLAGS] = v;
-        int rc = apply(f, v, o, msg, cap);
-        if (rc) return rc;
-    }
+    int rc = cannl__flags_parse(FLAGS, NFLAGS, argc, argv, seen, apply, o, msg, cap);
+    if (rc) return rc;
     if (o->help) return CANNL__EXIT_OK;
 
     if (o->init && o->resume)
@@ -312,12 +220,6 @@ void cannl__train_opts_free(cannl__train_opts *o) {
     o->data = o->test = NULL;
 }
 
-void cannl__print_dims(FILE *out, const cannl_tensor_info *t) {
-    fputc('[', out);
-    for (int32_t d = 0; d < t->ndims; d++) fprintf(out, "%s%" PRId64, d ? ", " : "", t->dims[d]);
-    fputc(']', out);
-}
-
 void cannl__train_usage(const cannl_model_api *api, const char *prog, FILE *out) {
     fprintf(out, "usage: %s [flags]\n\nTrains model '%s' (%s, spec learning rate %g, batch at most %" PRId64 ").\n",
             prog, api->name, api->dtype == CANNL_F64 ? "float64" : "float32", api->lr, api->max_batch);
@@ -336,13 +238,7 @@ void cannl__train_usage(const cannl_model_api *api, const char *prog, FILE *out)
         else
             fprintf(out, "  (%" PRId64 " value%s per example)\n", api->inputs[i].size, api->inputs[i].size == 1 ? "" : "s");
     }
-    fprintf(out, "\nFlags (also --flag=value):\n");
-    for (int k = 0; k < NFLAGS; k++) {
-        char left[40];
-        snprintf(left, sizeof left, "%s%s%s", FLAGS[k].name, FLAGS[k].meta ? " " : "",
-                 FLAGS[k].meta ? FLAGS[k].meta : "");
-        fprintf(out, "  %-24s %s\n", left, FLAGS[k].help);
-    }
+    cannl__flags_help(out, FLAGS, NFLAGS);
     fprintf(out, "\nExit status: 0 done, 1 bad data, file or checkpoint, or training diverged (a nan or inf loss or "
                  "param; nothing saved), 2 bad usage, 128 + the signal after SIGINT (130), SIGTERM (143) or SIGHUP "
                  "(129): the step finishes and the checkpoint is saved.\n");

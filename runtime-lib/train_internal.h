@@ -4,33 +4,18 @@
 #define CANNL_TRAIN_INTERNAL_H
 
 #include "cannl_rt.h"
+#include "cli_flags.h" /* exit statuses, the flag parser */
 #include "rt_internal.h"
 
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 
-/* Exit statuses of the training program. */
-enum { CANNL__EXIT_OK = 0, CANNL__EXIT_FAIL = 1, CANNL__EXIT_USAGE = 2 }; /* after SIGINT, SIGTERM, SIGHUP: 128 + it */
-
 /* Defaults of the command line. */
 #define CANNL__DEFAULT_EPOCHS 1
 #define CANNL__DEFAULT_BATCH 128
 #define CANNL__DEFAULT_LOG_EVERY 100
 #define CANNL__DEFAULT_EVAL_BATCHES 10
-
-/* Command-line helpers of the training and inference programs (train_args.c):
- * a usage error (the message into msg, returns CANNL__EXIT_USAGE); an integer flag value of
- * at least min; a tensor's dims as [d0, d1, ...] for --help. */
-int cannl__usage_error(char *msg, size_t cap, const char *fmt, ...) CANNL__PRINTF(3, 4);
-int cannl__parse_int(const char *flag, const char *v, int64_t min, int64_t *out, char *msg, size_t cap);
-/* Flag tables (train_args.c, infer_args.c): `n` rows of `stride` bytes, each beginning with the
-   flag's name (const char *). The row of the flag spelled a[0 .. len), or NULL. */
-const void *cannl__flag_find(const void *table, size_t stride, int n, const char *a, size_t len);
-/* s is one of the table's flags (--name or --name=value, or -h): the value a flag before it
-   lacks, not a value of that flag (a file named so is written --flag=--name). */
-int cannl__is_flag(const void *table, size_t stride, int n, const char *s);
-void cannl__print_dims(FILE *out, const cannl_tensor_info *t);
 
 /* Bytes per element of input i's buffers: int32 ids for an integer input, else the model's dtype. */
 static inline size_t cannl__input_elem_size(const cannl_model_api *api, int32_t i) {
