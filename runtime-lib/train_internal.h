@@ -1,5 +1,7 @@
-/* train_internal.h - the pieces of cannl_train_main shared between its files
- * (train_args.c, train_data.c, train_main.c); not installed. */
+/* train_internal.h - the pieces of cannl_train_main that need no running trainer, shared with
+ * the inference program and the data-parallel libraries: the parsed command line
+ * (train_args.c), the data bindings (train_data.c), the token streams (train_stream.c). The
+ * running trainer is trainer.h's. Not installed. */
 #ifndef CANNL_TRAIN_INTERNAL_H
 #define CANNL_TRAIN_INTERNAL_H
 
@@ -22,7 +24,7 @@ static inline size_t cannl__input_elem_size(const cannl_model_api *api, int32_t 
     return api->inputs[i].ids > 0 ? sizeof(int32_t) : cannl_dtype_size(api->dtype);
 }
 
-/* "<prog>: <kind>: <message>" on stderr, stdout flushed first (train_main.c). */
+/* "<prog>: <kind>: <message>" on stderr, stdout flushed first (train_output.c). */
 void cannl__vmessage(const char *prog, const char *kind, const char *fmt, va_list ap);
 
 /* One NAME=PATH of --data / --test (pointers into argv). */

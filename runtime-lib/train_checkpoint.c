@@ -1,0 +1,134 @@
+/* train_checkpoint.c - checkpoints, and the divergence checks that keep a bad state out of
+ * them. A --checkpoint that cannot be written is reported before training. The loss of every
+ * step is checked (it is returned anyway), and every state tensor (params and optimiser state)
+ * at each --log-every step and before every save: a nan or inf stops the run with exit status
+ * 1 before anything is saved, so the last checkpoint stays good. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "trainer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A checkpoint that cannot be written is reported before training, not after an epoch; the
+   temporary files of saves a killed run left behind are removed. */
+int cannl__train_check_checkpoint_dir(const cannl__trainer *t) {
+    const char *p = t->o.checkpoint;
+    if (!p) return CANNL__EXIT_OK;
+    struct stat sb;
+    if (stat(p, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return cannl__train_report(t, CANNL__EXIT_FAIL, "%s: cannot write the checkpoint: %s", p,
+                                   S_ISDIR(sb.st_mode) ? "it is a directory (--checkpoint names a file)"
+                                                       : "not a regular file");
+    const char *slash = strrchr(p, '/');
+    char dir[1024];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == p ? 1 : (int)(slash - p), p);
+    if (access(dir, W_OK) != 0) {
+        char eb[128];
+        return cannl__train_report(t, CANNL__EXIT_FAIL, "%s: cannot write the checkpoint in %s: %s", p, dir,
+                                   cannl__strerror(errno, eb, sizeof eb));
+    }
+    const int stale = cannl__tmp_clean_stale(p);
+    if (stale > 0)
+        cannl__train_warn(t, "removed %d temporary file%s of %s left by an interrupted save (%s.tmp.<pid>)", stale,
+                          stale == 1 ? "" : "s", p, p);
+    return CANNL__EXIT_OK;
+}
+
+/* Stop a diverged run: one line naming the step and the value, and what became of the
+   checkpoint (nothing is saved after this). */
+static int diverged(const cannl__trainer *t, const char *what) {
+    char ck[1200] = "";
+    if (t->o.checkpoint && t->saved_step >= 0)
+        snprintf(ck, sizeof ck, "; %s keeps step %" PRId64, t->o.checkpoint, t->saved_step);
+    else if (t->o.checkpoint && t->resumed_step >= 0 && strcmp(t->o.checkpoint, t->o.resume) == 0)
+        snprintf(ck, sizeof ck, "; %s keeps step %" PRId64, t->o.checkpoint, t->resumed_step);
+    else if (t->o.checkpoint)
+        snprintf(ck, sizeof ck, "; %s was not written", t->o.checkpoint);
+    return cannl__train_report(t, CANNL__EXIT_FAIL, "training diverged at step %" PRId64 ": %s (try a lower --lr)%s",
+                               t->step, what, ck);
+}
+
+/* A loss (`which`: "loss", "test loss", "validation loss") that is nan or inf: the run
+   diverged (params so large that the forward pass overflows, or a step's nan). */
+int cannl__train_check_loss(const cannl__trainer *t, const char *which, double loss) {
+    if (isfinite(loss)) return CANNL__EXIT_OK;
+    char what[64];
+    snprintf(what, sizeof what, "the %s is %s", which, cannl__nonfinite_name(loss));
+    return diverged(t, what);
+}
+
+/* Every state tensor (params, then optimiser state) must be finite. */
+int cannl__train_check_state(cannl__trainer *t) {
+    if (t->api->state_tensors(t->m, t->state, t->nstate) != t->nstate)
+        return cannl__train_report(t, CANNL__EXIT_FAIL, "model '%s': state_tensors returned inconsistent counts",
+                                   t->api->name);
+    if (t->ext && t->ext->error && t->ext->error(t->m))
+        return cannl__train_report(t, CANNL__EXIT_FAIL, "%s", t->ext->error(t->m));
+    for (size_t i = 0; i < t->nstate; i++) {
+        const cannl_tensor *x = &t->state[i];
+        if (!x->data) continue; /* ZeRO-1: optimiser state another rank holds */
+        int64_t count = 1;
+        for (int32_t d = 0; d < x->ndims; d++) count *= x->shape[d];
+        const int64_t bad = cannl__first_nonfinite(x->data, (size_t)count, x->dtype);
+        if (bad >= 0) {
+            const double v = x->dtype == CANNL_F32 ? (double)((const float *)x->data)[bad] : ((const double *)x->data)[bad];
+            char what[256];
+            snprintf(what, sizeof what, "%s '%s' holds %s at element %" PRId64,
+                     i < (size_t)t->api->num_params ? "param" : "state tensor", x->name, cannl__nonfinite_name(v), bad);
+            return diverged(t, what);
+        }
+    }
+    return CANNL__EXIT_OK;
+}
+
+/* Checkpoint metadata "lr_schedule": "spec" while the spec's schedule drives the lr, else
+   what --lr-schedule chose ("constant" also for a model without a schedule). */
+static const char *lr_schedule_name(const cannl__trainer *t) {
+    if (t->cosine) return "cosine";
+    return t->api->schedule && !t->override ? "spec" : "constant";
+}
+
+/* Save now (every rank calls it): with ZeRO-1 the optimiser state is gathered first. */
+int cannl__train_save(cannl__trainer *t) {
+    if (t->dist && t->o.zero && t->checkpointing) return cannl__train_zero_save(t);
+    return cannl__train_save_now(t);
+}
+
+/* The save itself: the state checked, then the checkpoint with the run's metadata. */
+int cannl__train_save_now(cannl__trainer *t) {
+    if (!t->o.checkpoint) return CANNL__EXIT_OK;
+    int rc = cannl__train_check_state(t); /* a diverged state never replaces the last good checkpoint */
+    if (rc) return rc;
+    char seed[32], batch[32], epoch[32], lr[40], examples[32], ep_loss[40], ep_examples[32];
+    snprintf(seed, sizeof seed, "%" PRIu64, t->seed);
+    snprintf(batch, sizeof batch, "%" PRId64, t->batch);
+    snprintf(epoch, sizeof epoch, "%" PRId64, t->has_inputs && !t->streamed ? t->step / t->spe : 0);
+    snprintf(lr, sizeof lr, "%.17g", t->base_lr);
+    snprintf(examples, sizeof examples, "%" PRId64, t->ntrain);
+    snprintf(ep_loss, sizeof ep_loss, "%.17g", t->ep_loss);
+    snprintf(ep_examples, sizeof ep_examples, "%" PRId64, t->ep_examples);
+    cannl_meta meta[9] = {{"seed", seed}, {"batch", batch}, {"epoch", epoch}, {"shuffle", t->shuffle ? "1" : "0"},
+                          {"lr", lr}, {"lr_schedule", lr_schedule_name(t)}};
+    size_t nmeta = 6;
+    if (t->has_inputs && !t->streamed) meta[nmeta++] = (cannl_meta){"examples", examples};
+    /* Mid-epoch (a stream run: between records), the sums behind the next record's train_loss,
+       so that a resumed run logs the same. */
+    if (t->has_inputs && (t->streamed ? t->ep_examples > 0 : t->step % t->spe != 0)) {
+        meta[nmeta++] = (cannl_meta){"epoch_loss_sum", ep_loss};
+        meta[nmeta++] = (cannl_meta){"epoch_loss_examples", ep_examples};
+    }
+    cannl_error err;
+    if (cannl__model_save_named(t->api, t->m, t->o.checkpoint, meta, nmeta, t->names, &err) != CANNL_OK)
+        return cannl__train_report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+    t->saved_step = t->step;
+    return CANNL__EXIT_OK;
+}
