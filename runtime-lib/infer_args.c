@@ -312,6 +312,9 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
     for (int32_t k = 0; k < api->num_outputs; k++) {
         const char *out = o->out_paths[k];
         if (!out) continue;
+        char why[64];
+        if (!cannl__tmp_replaceable(out, why, sizeof why))
+            return cannl__usage_error(msg, cap, "--output %s: it %s (cannl replaces only regular files you own)", out, why);
         for (int b = 0; b < o->ninputs; b++)
             if (cannl__reads_file(o->inputs[b].path, out))
                 return cannl__usage_error(msg, cap, "--output %s would overwrite the file of --input %.*s", out,

@@ -205,12 +205,20 @@ int cannl__reads_file(const char *binding, const char *out);
 
 /* tmp_file.c ---------------------------------------------------------- */
 
+/* Whether path may be replaced by a file renamed over it: 1 when nothing is there (or lstat
+ * fails otherwise: the write reports it) or it is a regular file this user (euid) owns; else
+ * 0 and why ("is a FIFO", "is a symbolic link", ...) in why[0..cap). Links are not followed:
+ * as root, a checkpoint or output path naming /dev/null would replace the device. */
+int cannl__tmp_replaceable(const char *path, char *why, size_t cap);
+
 /* Create PATH.tmp.<pid> (or .1, .2, ... after it) exclusively for writing: *f the open file,
- * *tmp its malloc'd name (both NULL on failure). */
+ * *tmp its malloc'd name (both NULL on failure). Fails when PATH is not replaceable
+ * (cannl__tmp_replaceable), as cannl__tmp_commit does. */
 cannl_status cannl__tmp_create(const char *path, FILE **f, char **tmp, cannl_error *err);
 
 /* Remove the temporary files of path (PATH.tmp.<pid>[.<n>]) that a killed process left: those
- * whose pid is not running, or is this process's (call it before this process writes path).
+ * whose pid is not running, or is this process's (call it before this process writes path),
+ * and only regular files this user owns.
  * Returns how many were removed; best effort, errors are ignored. */
 int cannl__tmp_clean_stale(const char *path);
 
