@@ -7,21 +7,19 @@
 // on one page: losses (names containing "loss": train_loss, test_loss, val_loss), other metrics
 // (accuracy, val_accuracy, ...), and the learning rate when it varies. Bookkeeping fields
 // (epoch, elapsed seconds) are not drawn. The SVG is self-contained (no scripts, no fonts to
-// fetch) and written atomically.
+// fetch) and written atomically, never over anything but a regular file of this user's.
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <unistd.h>
 
 #include "driver/commands.h"
+#include "driver/out_file.h"
 
 namespace cannl {
 
@@ -249,27 +247,9 @@ int plot_file(const PlotOptions& opt, std::ostream& err) {
     top += panel_h + gap;
   }
   svg += "</svg>\n";
-  // Atomically: a temporary beside the target, renamed over it.
-  fs::path out = opt.out, tmp = out.string() + ".cannl-tmp-" + std::to_string(getpid());
-  {
-    errno = 0;
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << svg;
-    f.flush();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      err << "cannl: error: cannot write " << out.string() << (errno ? std::string(": ") + std::strerror(errno) : "")
-          << "\n";
-      return 2;
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, out, ec);
-  if (ec) {
-    std::string why = ec.message();
-    fs::remove(tmp, ec);
-    err << "cannl: error: cannot write " << out.string() << ": " << why << "\n";
+  // Atomically, and only over a regular file of this user's (out_file.h).
+  if (!replace_file(opt.out, svg, error)) {
+    err << "cannl: error: " << error << "\n";
     return 2;
   }
   return 0;
