@@ -166,5 +166,45 @@ with open(victim) as f:
 check(not os.path.exists(out), "the SVG was written through a planted link")
 
 
+# Any finite input ends (issue 36): x values one ulp apart near 1e20 looped forever in the tick
+# loop; values near the largest doubles overflowed the ranges into NaN coordinates.
+def finite_svg(name, records):
+    path = os.path.join(work, name + ".jsonl")
+    with open(path, "w") as f:
+        for rec in records:
+            f.write(json.dumps(rec) + "\n")
+    svg = os.path.join(work, name + ".svg")
+    try:
+        r = subprocess.run([cannl, "plot", path, "-o", svg], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        check(False, f"{name}: cannl plot did not end")
+        return
+    check(r.returncode == 0, f"{name}: exit {r.returncode} {r.stderr}")
+    if r.returncode != 0:
+        return
+    bad = []
+    for e in ET.parse(svg).getroot().iter():
+        for k, v in e.attrib.items():
+            nums = v.replace(",", " ").split() if k == "points" else [v]
+            for x in nums:
+                try:
+                    if not math.isfinite(float(x)):
+                        bad.append(f"{k}={v[:40]}")
+                except ValueError:
+                    pass
+        if e.text and e.text.strip().lower() in ("nan", "inf", "-inf"):
+            bad.append(f"text {e.text}")
+    check(not bad, f"{name}: non-finite coordinates {bad[:5]}")
+
+
+big = 1e20
+finite_svg("ulp_x", [{"step": big, "loss": 1.0}, {"step": math.nextafter(big, math.inf), "loss": 0.5}])
+finite_svg("ulp_y", [{"step": 1, "loss": big}, {"step": 2, "loss": math.nextafter(big, math.inf)}])
+finite_svg("huge_y", [{"step": 1, "loss": -1.7e308}, {"step": 2, "loss": 1.7e308}, {"step": 3, "loss": 0.0}])
+finite_svg("huge_x", [{"step": -1.7e308, "loss": 1.0}, {"step": 1.7e308, "loss": 2.0}])
+finite_svg("max_both", [{"step": -1.7976931348623157e308, "loss": 1.7976931348623157e308},
+                        {"step": 1.7976931348623157e308, "loss": -1.7976931348623157e308}])
+finite_svg("tiny", [{"step": 1, "loss": 5e-324}, {"step": 2, "loss": 1e-323}, {"step": 3, "loss": -5e-324}])
+
 print(f"plot_test: {'all checks passed' if not failures else f'{len(failures)} failed'}")
 sys.exit(1 if failures else 0)
