@@ -75,6 +75,7 @@ int cannl__parse_int(const char *flag, const char *v, int64_t min, int64_t *out,
         return cannl__usage_error(msg, cap, "%s: '%s' is not an integer", flag, v);
     if (errno == ERANGE) return cannl__usage_error(msg, cap, "%s: '%s' is too large", flag, v);
     if (x < min) return cannl__usage_error(msg, cap, "%s: %s must be at least %" PRId64, flag, v, min);
+    if (x > CANNL__MAX_COUNT) return cannl__usage_error(msg, cap, "%s: %s is too large (at most %d)", flag, v, CANNL__MAX_COUNT);
     *out = (int64_t)x;
     return CANNL__EXIT_OK;
 }
@@ -150,6 +151,8 @@ static int apply(const flag_def *f, const char *v, cannl__train_opts *o, char *m
             o->eval_every_set = 1;
         }
         if (strcmp(n, "--eval-batches") == 0) {
+            if (x > CANNL__MAX_EVAL_BATCHES)
+                return cannl__usage_error(msg, cap, "%s: %s is too large (at most %d)", n, v, CANNL__MAX_EVAL_BATCHES);
             o->eval_batches = x;
             o->eval_batches_set = 1;
         }

@@ -18,10 +18,15 @@ enum { CANNL__EXIT_OK = 0, CANNL__EXIT_FAIL = 1, CANNL__EXIT_USAGE = 2 }; /* aft
 #define CANNL__DEFAULT_BATCH 128
 #define CANNL__DEFAULT_LOG_EVERY 100
 #define CANNL__DEFAULT_EVAL_BATCHES 10
+/* Upper bounds of the count flags (docs/generated-code.md, "Flag bounds"): any integer flag
+   (cannl__parse_int), --eval-batches, --generate; --threads 4096, --batch the model's maximum. */
+#define CANNL__MAX_COUNT 1000000000
+#define CANNL__MAX_EVAL_BATCHES 1000000
+#define CANNL__MAX_GENERATE 100000000
 
 /* Command-line helpers of the training and inference programs (train_args.c):
  * a usage error (the message into msg, returns CANNL__EXIT_USAGE); an integer flag value of
- * at least min; a tensor's dims as [d0, d1, ...] for --help. */
+ * at least min and at most CANNL__MAX_COUNT; a tensor's dims as [d0, d1, ...] for --help. */
 int cannl__usage_error(char *msg, size_t cap, const char *fmt, ...) CANNL__PRINTF(3, 4);
 int cannl__parse_int(const char *flag, const char *v, int64_t min, int64_t *out, char *msg, size_t cap);
 /* Flag tables (train_args.c, infer_args.c): `n` rows of `stride` bytes, each beginning with the
