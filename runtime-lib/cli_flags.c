@@ -27,6 +27,7 @@ int cannl__parse_int(const char *flag, const char *v, int64_t min, int64_t *out,
         return cannl__usage_error(msg, cap, "%s: '%s' is not an integer", flag, v);
     if (errno == ERANGE) return cannl__usage_error(msg, cap, "%s: '%s' is too large", flag, v);
     if (x < min) return cannl__usage_error(msg, cap, "%s: %s must be at least %" PRId64, flag, v, min);
+    if (x > CANNL__MAX_COUNT) return cannl__usage_error(msg, cap, "%s: %s is too large (at most %d)", flag, v, CANNL__MAX_COUNT);
     *out = (int64_t)x;
     return CANNL__EXIT_OK;
 }

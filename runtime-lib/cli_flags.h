@@ -50,7 +50,9 @@ const char *cannl__prog_name(int argc, char **argv, const char *fallback);
 
 /* A usage error: the message into msg, returns CANNL__EXIT_USAGE. */
 int cannl__usage_error(char *msg, size_t cap, const char *fmt, ...) CANNL__PRINTF(3, 4);
-/* An integer flag value of at least min; a non-negative integer that fits uint64 (--seed). */
+/* An integer flag value of at least min and at most CANNL__MAX_COUNT (every count flag's bound,
+   docs/generated-code.md, "Flag bounds"); a non-negative integer that fits uint64 (--seed). */
+#define CANNL__MAX_COUNT 1000000000
 int cannl__parse_int(const char *flag, const char *v, int64_t min, int64_t *out, char *msg, size_t cap);
 int cannl__parse_u64(const char *flag, const char *v, uint64_t *out, char *msg, size_t cap);
 

@@ -146,8 +146,8 @@ static int generate_checks(const cannl_infer_model *model, cannl__infer_opts *o,
         if (o->out_paths[k])
             return cannl__usage_error(msg, cap, "--generate writes text to stdout: it takes no --input, --output or --metric");
     if (o->batch_set) return cannl__usage_error(msg, cap, "--generate runs one sequence: it takes no --batch");
-    if (o->generate > INT32_MAX)
-        return cannl__usage_error(msg, cap, "--generate %" PRId64 ": at most %d tokens", o->generate, (int)INT32_MAX);
+    if (o->generate > CANNL__MAX_GENERATE)
+        return cannl__usage_error(msg, cap, "--generate %" PRId64 ": at most %d tokens", o->generate, CANNL__MAX_GENERATE);
     if (!o->prompt) return cannl__usage_error(msg, cap, "--generate needs --prompt TEXT");
     if (!o->prompt[0]) return cannl__usage_error(msg, cap, "--prompt: empty prompt");
     int32_t in = -1, reads = 0;
@@ -272,6 +272,9 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
     for (int32_t k = 0; k < api->num_outputs; k++) {
         const char *out = o->out_paths[k];
         if (!out) continue;
+        char why[64];
+        if (!cannl__tmp_replaceable(out, why, sizeof why))
+            return cannl__usage_error(msg, cap, "--output %s: it %s (cannl replaces only regular files you own)", out, why);
         for (int b = 0; b < o->ninputs; b++)
             if (cannl__reads_file(o->inputs[b].path, out))
                 return cannl__usage_error(msg, cap, "--output %s would overwrite the file of --input %.*s", out,

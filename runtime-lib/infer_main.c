@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 typedef struct runner {
     const cannl_infer_model *model;
@@ -157,11 +156,12 @@ static cannl_status write_outputs(runner *r) {
     /* Temporaries a killed earlier run left beside the targets go first. */
     for (int32_t k = 0; k < api->num_outputs; k++)
         if (r->o.out_paths[k]) cannl__tmp_clean_stale(r->o.out_paths[k]);
-    /* A directory in the way would only fail at its rename, after others were renamed. */
+    /* What is not replaced (a directory, a FIFO, a link ...: checked at start, but it may have
+       appeared since) would only fail at its rename, after others were renamed. */
     for (int32_t k = 0; k < api->num_outputs && st == CANNL_OK; k++) {
-        struct stat sb;
-        if (r->o.out_paths[k] && stat(r->o.out_paths[k], &sb) == 0 && S_ISDIR(sb.st_mode))
-            st = cannl__fail(&err, CANNL_E_IO, r->o.out_paths[k], "cannot write: is a directory");
+        char why[64];
+        if (r->o.out_paths[k] && !cannl__tmp_replaceable(r->o.out_paths[k], why, sizeof why))
+            st = cannl__fail(&err, CANNL_E_IO, r->o.out_paths[k], "cannot write: it %s", why);
     }
     for (int32_t k = 0; k < api->num_outputs && st == CANNL_OK; k++) {
         const char *path = r->o.out_paths[k];

@@ -74,6 +74,20 @@ static size_t utf8_length(const unsigned char *p, size_t n) {
     return len;
 }
 
+size_t cannl__utf8_invalid_at(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        if (p[i] < 0x80) {
+            i++;
+            continue;
+        }
+        const size_t len = utf8_length(p + i, n - i);
+        if (!len) return i;
+        i += len;
+    }
+    return n;
+}
+
 /* Decode a string starting at the opening quote into j->strings. */
 static int parse_string(parser *ps, const char **out, size_t *out_len) {
     char *dst = ps->j->strings + ps->j->strings_len, *d = dst;

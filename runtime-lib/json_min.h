@@ -58,4 +58,8 @@ void cannl__sb_printf(cannl__sbuf *b, const char *fmt, ...)
 /* Append s as a quoted JSON string (", \\ and control characters escaped). */
 void cannl__sb_json_string(cannl__sbuf *b, const char *s);
 
+/* The offset of the first byte of s[0..n) that is not part of well-formed UTF-8 (RFC 3629: no
+ * overlong forms, no surrogates, nothing above U+10FFFF), or n when all of it is. */
+size_t cannl__utf8_invalid_at(const char *s, size_t n);
+
 #endif /* CANNL_JSON_MIN_H */

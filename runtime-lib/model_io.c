@@ -116,15 +116,12 @@ cannl_status cannl__name_map_check(const cannl_model_api *api, void *m, const ca
         return cannl__fail(err, CANNL_E_NOMEM, map_path, "out of memory");
     }
     for (size_t i = 0; i < n; i++) names[i] = t[i].name;
-    const char *bad = cannl__name_map_unknown(map, names, n);
-    if (bad) {
-        char list[320];
-        size_t k = 0;
-        for (int32_t i = 0; i < api->num_params && k < sizeof list; i++)
-            k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "", api->params[i].name);
-        st = cannl__fail(err, CANNL_E_NOTFOUND, map_path, "'%s' is no tensor of model '%s' (its params: %s)", bad,
-                         api->name, list);
-    }
+    char list[320];
+    size_t k = 0;
+    list[0] = '\0';
+    for (int32_t i = 0; i < api->num_params && k < sizeof list; i++)
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "", api->params[i].name);
+    st = cannl__name_map_check_names(map, map_path, api->name, names, n, list, err);
     free(names);
     free(t);
     return st;

@@ -1,19 +1,70 @@
 /* name_map.c - --name-map FILE: the names a model's tensors have in safetensors files written
  * elsewhere (a PyTorch state_dict), one `cannl_name = pytorch.key` per line, `#` comments and
  * blank lines ignored. A param's mapping carries over to its optimiser state
- * ("w1.exp_avg" -> "fc1.weight.exp_avg" when w1 = fc1.weight). */
+ * ("w1.exp_avg" -> "fc1.weight.exp_avg" when w1 = fc1.weight).
+ *
+ * A map is checked whole before anything is read or trained (errors "FILE:LINE: ..."): each
+ * line's names are UTF-8 text without control characters, at most CANNL__NAME_MAP_MAX bytes;
+ * no name is mapped twice or onto the same name as another; nothing is mapped onto
+ * `__metadata__` or onto an optimiser-state name (`X.exp_avg`, `X.exp_avg_sq`,
+ * `X.momentum_buffer`: the name a param X's state has in a checkpoint) unless it is that
+ * state itself; and, against the model (cannl__name_map_check_names), every name mapped is a
+ * tensor of the model, none is mapped onto another tensor's name, and no two tensors end up
+ * with one name in the files. Otherwise the save at the end of a run fails (two tensors of
+ * one name) or writes a header that is not valid JSON. */
 #define _POSIX_C_SOURCE 200809L
 
+#include "json_min.h"
 #include "rt_internal.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct cannl__name_map {
     size_t n;
     char **from, **to;
+    int *line; /* the line of the file each mapping is on */
 };
+
+/* The suffixes of a param's optimiser state in checkpoints (generator/autodiff/optimizer.cpp:
+   "<param>.<suffix>", PyTorch's names). */
+static const char *const STATE_SUFFIXES[] = {"exp_avg", "exp_avg_sq", "momentum_buffer"};
+
+/* The optimiser-state suffix name ends with (".exp_avg"), or NULL. */
+static const char *state_suffix(const char *name) {
+    const size_t len = strlen(name);
+    for (size_t i = 0; i < sizeof STATE_SUFFIXES / sizeof STATE_SUFFIXES[0]; i++) {
+        const size_t k = strlen(STATE_SUFFIXES[i]);
+        if (len > k + 1 && name[len - k - 1] == '.' && strcmp(name + len - k, STATE_SUFFIXES[i]) == 0)
+            return STATE_SUFFIXES[i];
+    }
+    return NULL;
+}
+
+/* An error "PATH:LINE: message". */
+static cannl_status line_fail(cannl_error *err, cannl_status st, const char *path, int line, const char *fmt, ...)
+    CANNL__PRINTF(5, 6);
+static cannl_status line_fail(cannl_error *err, cannl_status st, const char *path, int line, const char *fmt, ...) {
+    char msg[sizeof err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return cannl__fail(err, st, NULL, "%s:%d: %s", path, line, msg);
+}
+
+/* The first control character of s[0..n) (C0 but tab, DEL, or C1: U+0080 to U+009F, which
+   UTF-8 writes C2 80 to C2 9F) as its code point, or -1. s is well-formed UTF-8. */
+static long control_char(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n; i++) {
+        if ((p[i] < 0x20 && p[i] != '\t') || p[i] == 0x7F) return p[i];
+        if (p[i] == 0xC2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9F) return p[i + 1];
+    }
+    return -1;
+}
 
 void cannl__name_map_free(cannl__name_map *map) {
     if (!map) return;
@@ -23,6 +74,7 @@ void cannl__name_map_free(cannl__name_map *map) {
     }
     free(map->from);
     free(map->to);
+    free(map->line);
     free(map);
 }
 
@@ -52,12 +104,18 @@ cannl_status cannl__name_map_load(const char *path, cannl__name_map **out, cannl
     if (!f) return cannl__fail(err, CANNL_E_IO, path, "cannot open the name map: %s", cannl__strerror(errno, eb, sizeof eb));
     cannl__name_map *map = calloc(1, sizeof *map);
     cannl_status st = map ? CANNL_OK : cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
-    size_t cap = 0;
-    char line[4096];
-    for (int lineno = 1; st == CANNL_OK && fgets(line, sizeof line, f); lineno++) {
-        size_t len = strlen(line);
-        if (len == sizeof line - 1 && line[len - 1] != '\n') {
-            st = cannl__fail(err, CANNL_E_FORMAT, path, "line %d is longer than %zu bytes", lineno, sizeof line - 2);
+    size_t cap = 0, line_cap = 0;
+    char *line = NULL;
+    ssize_t got;
+    for (int lineno = 1; st == CANNL_OK && (got = getline(&line, &line_cap, f)) >= 0; lineno++) {
+        size_t len = (size_t)got;
+        if (len > 4096) {
+            st = line_fail(err, CANNL_E_FORMAT, path, lineno, "the line is longer than 4096 bytes");
+            break;
+        }
+        if (memchr(line, '\0', len)) { /* which would end the line early */
+            st = line_fail(err, CANNL_E_FORMAT, path, lineno, "control character U+0000 in the line (names are "
+                           "printable text)");
             break;
         }
         if (lineno == 1 && strncmp(line, "\xEF\xBB\xBF", 3) == 0) /* a UTF-8 byte-order mark (a Windows editor's) */
@@ -65,22 +123,48 @@ cannl_status cannl__name_map_load(const char *path, cannl__name_map **out, cannl
         char *hash = strchr(line, '#');
         if (hash) *hash = '\0';
         len = strcspn(line, "\n");
+        while (len > 0 && line[len - 1] == '\r') len--; /* CRLF */
         line[len] = '\0';
-        if (strspn(line, " \t\r") == len) continue;
+        if (strspn(line, " \t") == len) continue;
+        /* Checked before the line is parsed or shown in a message: names go into JSON headers
+           (UTF-8) and into messages on a terminal. */
+        const size_t bad = cannl__utf8_invalid_at(line, len);
+        const long ctrl = bad == len ? control_char(line, len) : -1;
+        if (bad < len) {
+            st = line_fail(err, CANNL_E_FORMAT, path, lineno, "byte %zu (0x%02X) is not valid UTF-8 (names are UTF-8 text)",
+                           bad + 1, (unsigned char)line[bad]);
+            break;
+        }
+        if (ctrl >= 0) {
+            st = line_fail(err, CANNL_E_FORMAT, path, lineno, "control character U+%04lX in the line (names are printable text)",
+                           (unsigned long)ctrl);
+            break;
+        }
         char *eq = strchr(line, '=');
         char *from = eq ? trimmed(line, (size_t)(eq - line)) : NULL, *to = eq ? trimmed(eq + 1, strlen(eq + 1)) : NULL;
+        const char *suffix = to ? state_suffix(to) : NULL, *from_suffix = from ? state_suffix(from) : NULL;
         if (eq && (!from || !to)) {
             st = cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
         } else if (!eq || !valid_name(from) || !valid_name(to)) {
-            st = cannl__fail(err, CANNL_E_FORMAT, path, "line %d: expected 'cannl_name = file.key', got '%.60s'",
-                             lineno, line);
+            st = line_fail(err, CANNL_E_FORMAT, path, lineno, "expected 'cannl_name = file.key', got '%.60s'", line);
+        } else if (strlen(from) > CANNL__NAME_MAP_MAX || strlen(to) > CANNL__NAME_MAP_MAX) {
+            st = line_fail(err, CANNL_E_FORMAT, path, lineno, "'%.40s...' is longer than %d bytes",
+                           strlen(from) > CANNL__NAME_MAP_MAX ? from : to, CANNL__NAME_MAP_MAX);
+        } else if (strcmp(to, "__metadata__") == 0) {
+            st = line_fail(err, CANNL_E_FORMAT, path, lineno, "'%s' is mapped onto '__metadata__', the name of a "
+                           "safetensors file's metadata, which no tensor can have", from);
+        } else if (suffix && (!from_suffix || strcmp(suffix, from_suffix) != 0)) {
+            st = line_fail(err, CANNL_E_FORMAT, path, lineno, "'%s' is mapped onto '%s', the name a checkpoint gives "
+                           "the %s of a param '%.*s' (optimiser state follows its param's mapping)",
+                           from, to, suffix, (int)(strlen(to) - strlen(suffix) - 1), to);
         } else {
             for (size_t i = 0; i < map->n && st == CANNL_OK; i++) {
                 if (strcmp(map->from[i], from) == 0)
-                    st = cannl__fail(err, CANNL_E_FORMAT, path, "line %d: '%s' is mapped twice", lineno, from);
+                    st = line_fail(err, CANNL_E_FORMAT, path, lineno, "'%s' is mapped twice (line %d too)", from,
+                                   map->line[i]);
                 else if (strcmp(map->to[i], to) == 0)
-                    st = cannl__fail(err, CANNL_E_FORMAT, path, "line %d: '%s' and '%s' both map to '%s'", lineno,
-                                     map->from[i], from, to);
+                    st = line_fail(err, CANNL_E_FORMAT, path, lineno, "'%s' and '%s' both map to '%s' (line %d)",
+                                   map->from[i], from, to, map->line[i]);
             }
         }
         if (st == CANNL_OK && map->n == cap) {
@@ -89,10 +173,13 @@ cannl_status cannl__name_map_load(const char *path, cannl__name_map **out, cannl
             if (nf) map->from = nf;
             char **nt = nf ? realloc(map->to, cap * sizeof *nt) : NULL;
             if (nt) map->to = nt;
-            if (!nf || !nt) st = cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
+            int *nl = nt ? realloc(map->line, cap * sizeof *nl) : NULL;
+            if (nl) map->line = nl;
+            if (!nf || !nt || !nl) st = cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
         }
         if (st == CANNL_OK) {
             map->from[map->n] = from;
+            map->line[map->n] = lineno;
             map->to[map->n++] = to;
         } else {
             free(from);
@@ -100,6 +187,7 @@ cannl_status cannl__name_map_load(const char *path, cannl__name_map **out, cannl
         }
     }
     if (st == CANNL_OK && ferror(f)) st = cannl__fail(err, CANNL_E_IO, path, "read error");
+    free(line);
     fclose(f);
     if (st != CANNL_OK) {
         cannl__name_map_free(map);
@@ -109,13 +197,18 @@ cannl_status cannl__name_map_load(const char *path, cannl__name_map **out, cannl
     return CANNL_OK;
 }
 
-const char *cannl__name_map_apply(const cannl__name_map *map, const char *name, char *buf, size_t cap) {
+/* The name `name` has in files (see cannl__name_map_apply); *entry: the mapping that gave it, or -1. */
+static const char *apply(const cannl__name_map *map, const char *name, char *buf, size_t cap, long *entry) {
+    *entry = -1;
     if (!map) return name;
     size_t best = 0, best_len = 0;
     int found = 0;
     for (size_t i = 0; i < map->n; i++) {
         const size_t k = strlen(map->from[i]);
-        if (strcmp(map->from[i], name) == 0) return map->to[i];
+        if (strcmp(map->from[i], name) == 0) {
+            *entry = (long)i;
+            return map->to[i];
+        }
         /* "<from>.<suffix>": the longest such prefix */
         if (strncmp(map->from[i], name, k) == 0 && name[k] == '.' && k > best_len) {
             best = i;
@@ -124,15 +217,51 @@ const char *cannl__name_map_apply(const cannl__name_map *map, const char *name, 
         }
     }
     if (!found) return name;
+    *entry = (long)best;
     snprintf(buf, cap, "%s%s", map->to[best], name + best_len);
     return buf;
 }
 
-const char *cannl__name_map_unknown(const cannl__name_map *map, const char *const *names, size_t n) {
-    for (size_t i = 0; map && i < map->n; i++) {
+const char *cannl__name_map_apply(const cannl__name_map *map, const char *name, char *buf, size_t cap) {
+    long entry;
+    return apply(map, name, buf, cap, &entry);
+}
+
+cannl_status cannl__name_map_check_names(const cannl__name_map *map, const char *path, const char *model,
+                                         const char *const *names, size_t n, const char *params, cannl_error *err) {
+    if (!map) return CANNL_OK;
+    for (size_t i = 0; i < map->n; i++) {
         int known = 0;
         for (size_t j = 0; j < n && !known; j++) known = strcmp(map->from[i], names[j]) == 0;
-        if (!known) return map->from[i];
+        if (!known)
+            return line_fail(err, CANNL_E_NOTFOUND, path, map->line[i], "'%s' is no tensor of model '%s' (its params: %s)",
+                             map->from[i], model, params);
+        for (size_t j = 0; j < n; j++)
+            if (strcmp(map->to[i], names[j]) == 0 && strcmp(map->from[i], names[j]) != 0)
+                return line_fail(err, CANNL_E_FORMAT, path, map->line[i], "'%s' is mapped onto '%s', the name of another "
+                                 "tensor of model '%s' (a file cannot hold two tensors of one name)",
+                                 map->from[i], names[j], model);
     }
-    return NULL;
+    /* Whatever the rules above let through, no two tensors may share a name in the files. */
+    char **file = calloc(n + 1, sizeof *file);
+    long *entry = calloc(n + 1, sizeof *entry);
+    cannl_status st = file && entry ? CANNL_OK : cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
+    for (size_t i = 0; i < n && st == CANNL_OK; i++) {
+        char buf[2 * CANNL__NAME_MAP_MAX + 64];
+        const char *to = apply(map, names[i], buf, sizeof buf, &entry[i]);
+        if (!(file[i] = malloc(strlen(to) + 1))) st = cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
+        else memcpy(file[i], to, strlen(to) + 1);
+    }
+    for (size_t i = 0; i < n && st == CANNL_OK; i++)
+        for (size_t j = 0; j < i && st == CANNL_OK; j++)
+            if (strcmp(file[i], file[j]) == 0) {
+                /* the later line of the two mappings (one at least maps: the model's names differ) */
+                const int li = entry[i] >= 0 ? map->line[entry[i]] : 0, lj = entry[j] >= 0 ? map->line[entry[j]] : 0;
+                st = line_fail(err, CANNL_E_FORMAT, path, li > lj ? li : lj, "'%s' and '%s' would both be "
+                               "named '%s' in the files", names[j], names[i], file[i]);
+            }
+    for (size_t i = 0; file && i < n; i++) free(file[i]);
+    free(file);
+    free(entry);
+    return st;
 }

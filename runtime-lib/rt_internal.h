@@ -106,14 +106,21 @@ int cannl__checkpoint_tensor(const cannl_checkpoint *ck, size_t i, cannl_tensor 
 /* --name-map FILE: `cannl_name = file.key` per line (`#` comments, blank lines); a param's
  * name carries its optimiser state's with it ("w1.exp_avg" -> "fc1.weight.exp_avg"). */
 typedef struct cannl__name_map cannl__name_map;
-/* Read FILE (errors name it and the line). Free with cannl__name_map_free (NULL ignored). */
+/* The longest name a map may hold, in bytes. */
+#define CANNL__NAME_MAP_MAX 255
+/* Read FILE: every line checked on its own (UTF-8 without control characters, the syntax,
+ * nothing mapped twice, onto '__metadata__' or onto an optimiser-state name; errors
+ * "FILE:LINE: ..."). Free with cannl__name_map_free (NULL ignored). */
 cannl_status cannl__name_map_load(const char *path, cannl__name_map **out, cannl_error *err);
 void cannl__name_map_free(cannl__name_map *map);
 /* The name the tensor `name` has in files: its mapping, the mapping of the longest mapped
  * prefix "<from>." with the rest appended (written into buf), or name itself (map NULL too). */
 const char *cannl__name_map_apply(const cannl__name_map *map, const char *name, char *buf, size_t cap);
-/* The first cannl name of the map that is not among names[0..n), or NULL. */
-const char *cannl__name_map_unknown(const cannl__name_map *map, const char *const *names, size_t n);
+/* The map against a model whose state tensors are names[0..n): every name mapped is one of
+ * them, none is mapped onto another's name, and no two get one name in files. Errors
+ * "PATH:LINE: ..." name `model` and list `params` (its param names, for an unknown one). */
+cannl_status cannl__name_map_check_names(const cannl__name_map *map, const char *path, const char *model,
+                                         const char *const *names, size_t n, const char *params, cannl_error *err);
 
 /* model_io.c ---------------------------------------------------------- */
 
@@ -125,7 +132,7 @@ cannl_status cannl__model_load_named(const cannl_model_api *api, void *m, const 
                                      const cannl__name_map *map, cannl_checkpoint **keep_open_or_null,
                                      cannl_error *err);
 
-/* Every cannl name of map must be a state tensor of the model (errors name map_path). */
+/* cannl__name_map_check_names against the model's state tensors (errors name map_path). */
 cannl_status cannl__name_map_check(const cannl_model_api *api, void *m, const cannl__name_map *map, const char *map_path,
                                    cannl_error *err);
 
@@ -151,12 +158,20 @@ int cannl__reads_file(const char *binding, const char *out);
 
 /* tmp_file.c ---------------------------------------------------------- */
 
+/* Whether path may be replaced by a file renamed over it: 1 when nothing is there (or lstat
+ * fails otherwise: the write reports it) or it is a regular file this user (euid) owns; else
+ * 0 and why ("is a FIFO", "is a symbolic link", ...) in why[0..cap). Links are not followed:
+ * as root, a checkpoint or output path naming /dev/null would replace the device. */
+int cannl__tmp_replaceable(const char *path, char *why, size_t cap);
+
 /* Create PATH.tmp.<pid> (or .1, .2, ... after it) exclusively for writing: *f the open file,
- * *tmp its malloc'd name (both NULL on failure). */
+ * *tmp its malloc'd name (both NULL on failure). Fails when PATH is not replaceable
+ * (cannl__tmp_replaceable), as cannl__tmp_commit does. */
 cannl_status cannl__tmp_create(const char *path, FILE **f, char **tmp, cannl_error *err);
 
 /* Remove the temporary files of path (PATH.tmp.<pid>[.<n>]) that a killed process left: those
- * whose pid is not running, or is this process's (call it before this process writes path).
+ * whose pid is not running, or is this process's (call it before this process writes path),
+ * and only regular files this user owns.
  * Returns how many were removed; best effort, errors are ignored. */
 int cannl__tmp_clean_stale(const char *path);
 

@@ -2,7 +2,8 @@
  * exclusively, which is renamed over it when complete (checkpoints, the inference program's
  * outputs). A reader sees the old file or the new one, never a part. A process killed while
  * writing leaves its temporary behind; the next program writing the same file removes it
- * (cannl__tmp_clean_stale). */
+ * (cannl__tmp_clean_stale). Only a regular file of this user's is ever replaced or removed:
+ * never a device, a FIFO, a socket, a directory or a symbolic link. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "rt_internal.h"
@@ -17,9 +18,34 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+int cannl__tmp_replaceable(const char *path, char *why, size_t cap) {
+    struct stat sb;
+    const char *what = NULL;
+    if (lstat(path, &sb) != 0) return 1;
+    if (S_ISLNK(sb.st_mode)) what = "is a symbolic link";
+    else if (S_ISDIR(sb.st_mode)) what = "is a directory";
+    else if (S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode)) what = "is a device";
+    else if (S_ISFIFO(sb.st_mode)) what = "is a FIFO";
+    else if (S_ISSOCK(sb.st_mode)) what = "is a socket";
+    else if (!S_ISREG(sb.st_mode)) what = "is not a regular file";
+    else if (sb.st_uid != geteuid()) what = "belongs to another user";
+    if (!what) return 1;
+    snprintf(why, cap, "%s", what);
+    return 0;
+}
+
+/* An error when path is not replaceable. */
+static cannl_status check_replaceable(const char *path, cannl_error *err) {
+    char why[64];
+    if (cannl__tmp_replaceable(path, why, sizeof why)) return CANNL_OK;
+    return cannl__fail(err, CANNL_E_IO, path, "not replaced: it %s (cannl replaces only regular files you own)", why);
+}
+
 cannl_status cannl__tmp_create(const char *path, FILE **f_out, char **tmp_out, cannl_error *err) {
     *f_out = NULL;
     *tmp_out = NULL;
+    cannl_status st = check_replaceable(path, err);
+    if (st != CANNL_OK) return st;
     /* PATH.tmp.<pid>, or .1, .2, ... after it when that exists (a stale file, another thread,
        or a second output whose path names the same file differently). */
     const size_t cap = strlen(path) + 64;
@@ -73,8 +99,10 @@ static void sync_dir_of(const char *path) {
 }
 
 cannl_status cannl__tmp_commit(char *tmp, const char *path, cannl_error *err) {
-    cannl_status st = CANNL_OK;
-    if (rename(tmp, path) != 0) {
+    cannl_status st = check_replaceable(path, err); /* again: what appeared meanwhile is not replaced either */
+    if (st != CANNL_OK) {
+        remove(tmp);
+    } else if (rename(tmp, path) != 0) {
         char eb[128];
         int e = errno;
         remove(tmp);
@@ -128,7 +156,7 @@ int cannl__tmp_clean_stale(const char *path) {
         if (!full) break;
         snprintf(full, len, "%s%s%s", dir, slash ? "" : "/", e->d_name);
         struct stat sb;
-        if (lstat(full, &sb) == 0 && S_ISREG(sb.st_mode) && unlink(full) == 0) removed++;
+        if (lstat(full, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() && unlink(full) == 0) removed++;
         free(full);
     }
     if (d) closedir(d);

@@ -118,6 +118,8 @@ static int apply(void *ctx, const cannl__flag *f, const char *v, char *msg, size
             o->eval_every_set = 1;
         }
         if (strcmp(n, "--eval-batches") == 0) {
+            if (x > CANNL__MAX_EVAL_BATCHES)
+                return cannl__usage_error(msg, cap, "%s: %s is too large (at most %d)", n, v, CANNL__MAX_EVAL_BATCHES);
             o->eval_batches = x;
             o->eval_batches_set = 1;
         }
@@ -149,6 +151,9 @@ static int check_outputs(const cannl__train_opts *o, char *msg, size_t cap) {
     for (int k = 0; k < 2; k++) {
         const char *out = outs[k];
         if (!out) continue;
+        char why[64]; /* the checkpoint is renamed over its path (the metrics log is written in place) */
+        if (k == 0 && !cannl__tmp_replaceable(out, why, sizeof why))
+            return cannl__usage_error(msg, cap, "--checkpoint %s: it %s (cannl replaces only regular files you own)", out, why);
         for (int pass = 0; pass < 2; pass++) {
             const cannl__binding *b = pass ? o->test : o->data;
             for (int i = 0; i < (pass ? o->ntest : o->ndata); i++)

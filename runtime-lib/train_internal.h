@@ -18,6 +18,10 @@
 #define CANNL__DEFAULT_BATCH 128
 #define CANNL__DEFAULT_LOG_EVERY 100
 #define CANNL__DEFAULT_EVAL_BATCHES 10
+/* Upper bounds of count flags beyond cli_flags.h's CANNL__MAX_COUNT (docs/generated-code.md,
+   "Flag bounds"): --eval-batches, --generate; --threads 4096, --batch the model's maximum. */
+#define CANNL__MAX_EVAL_BATCHES 1000000
+#define CANNL__MAX_GENERATE 100000000
 
 /* Bytes per element of input i's buffers: int32 ids for an integer input, else the model's dtype. */
 static inline size_t cannl__input_elem_size(const cannl_model_api *api, int32_t i) {

@@ -7,21 +7,20 @@
 // on one page: losses (names containing "loss": train_loss, test_loss, val_loss), other metrics
 // (accuracy, val_accuracy, ...), and the learning rate when it varies. Bookkeeping fields
 // (epoch, elapsed seconds) are not drawn. The SVG is self-contained (no scripts, no fonts to
-// fetch) and written atomically.
+// fetch) and written atomically, never over anything but a regular file of this user's.
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <unistd.h>
 
 #include "driver/commands.h"
+#include "driver/out_file.h"
 
 namespace cannl {
 
@@ -76,7 +75,7 @@ bool read_log(const std::string& path, const std::string& text, std::vector<Seri
   bool have_x = false;
   for (size_t r = 0; r < records.size(); ++r) {
     const auto& j = records[r];
-    if (j.contains(xname) && j[xname].is_number()) {
+    if (j.contains(xname) && j[xname].is_number() && std::isfinite(j[xname].get<double>())) {
       x = j[xname].get<double>();
       have_x = true;
     } else if (!any_step && !j.contains("epoch")) {
@@ -99,18 +98,47 @@ bool read_log(const std::string& path, const std::string& text, std::vector<Seri
   return true;
 }
 
-// About `want` round tick values covering [lo, hi].
+// (v - lo) / (hi - lo) for lo < hi, without overflow: near the largest doubles the span is not
+// finite, the span of the halves is.
+double fraction(double v, double lo, double hi) {
+  const double span = hi - lo;
+  return std::isfinite(span) ? (v - lo) / span : (v / 2 - lo / 2) / (hi / 2 - lo / 2);
+}
+
+// [lo, hi] widened by 5% of its span on each side (a little around a single value), within the
+// finite doubles.
+void pad_range(double& lo, double& hi) {
+  const double half_span = hi / 2 - lo / 2;  // finite for finite lo and hi
+  const double pad = half_span < 0.5e-12 * std::max(1.0, std::abs(hi)) ? std::max(std::abs(hi) * 0.05, 1e-6)
+                                                                          : half_span * 0.1;
+  lo = std::max(lo - pad, -std::numeric_limits<double>::max());
+  hi = std::min(hi + pad, std::numeric_limits<double>::max());
+}
+
+// About `want` round tick values covering [lo, hi], increasing. Each is computed from its index
+// (never by adding steps, which stall where a step is below the values' precision: ticks one
+// ulp apart near 1e20 looped forever), at most 4 * want + 1 of them; none for a range that is
+// empty, not finite, or narrower than the doubles can step through.
 std::vector<double> ticks(double lo, double hi, int want) {
-  double span = hi - lo;
-  double raw = span / want, mag = std::pow(10.0, std::floor(std::log10(raw)));
+  std::vector<double> t;
+  if (!(lo < hi) || !std::isfinite(lo) || !std::isfinite(hi)) return t;
+  const double raw = hi / want - lo / want;  // the span / want, without overflow
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  if (!(mag > 0) || !std::isfinite(mag)) return t;
   double step = mag;
   for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
     if (m * mag >= raw) {
       step = m * mag;
       break;
     }
-  std::vector<double> t;
-  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
+  if (!std::isfinite(step)) step = 5.0 * mag;
+  const double first = std::ceil(lo / step), last = std::floor(hi / step + 1e-9);
+  if (!(last >= first && last - first <= 4.0 * want)) return t;
+  for (int i = 0; i <= 8 * want && first + i <= last; ++i) {  // (first + i rounds where first > 2^53)
+    const double v = (first + i) * step;
+    if (!std::isfinite(v) || (!t.empty() && v <= t.back())) continue;  // steps below the precision
+    t.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
+  }
   return t;
 }
 
@@ -140,15 +168,9 @@ void draw_panel(std::string& svg, const std::string& title, const std::vector<co
   double y0 = INFINITY, y1 = -INFINITY;
   for (const Series* s : ss)
     for (auto [x, y] : s->points) y0 = std::min(y0, y), y1 = std::max(y1, y);
-  if (y1 - y0 < 1e-12 * std::max(1.0, std::abs(y1))) {
-    double pad = std::max(std::abs(y1) * 0.05, 1e-6);
-    y0 -= pad, y1 += pad;
-  } else {
-    double pad = (y1 - y0) * 0.05;
-    y0 -= pad, y1 += pad;
-  }
-  auto px = [&](double x) { return left + (x1 > x0 ? (x - x0) / (x1 - x0) : 0.5) * width; };
-  auto py = [&](double y) { return bottom - (y - y0) / (y1 - y0) * height; };
+  pad_range(y0, y1);
+  auto px = [&](double x) { return left + (x1 > x0 ? fraction(x, x0, x1) : 0.5) * width; };
+  auto py = [&](double y) { return bottom - fraction(y, y0, y1) * height; };
   svg += fmt::format("<g class=\"panel\" data-panel=\"{}\">\n", escape(title));
   svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"14\" font-weight=\"bold\">{}</text>\n", left, top - 8,
                      escape(title));
@@ -249,27 +271,9 @@ int plot_file(const PlotOptions& opt, std::ostream& err) {
     top += panel_h + gap;
   }
   svg += "</svg>\n";
-  // Atomically: a temporary beside the target, renamed over it.
-  fs::path out = opt.out, tmp = out.string() + ".cannl-tmp-" + std::to_string(getpid());
-  {
-    errno = 0;
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << svg;
-    f.flush();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      err << "cannl: error: cannot write " << out.string() << (errno ? std::string(": ") + std::strerror(errno) : "")
-          << "\n";
-      return 2;
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, out, ec);
-  if (ec) {
-    std::string why = ec.message();
-    fs::remove(tmp, ec);
-    err << "cannl: error: cannot write " << out.string() << ": " << why << "\n";
+  // Atomically, and only over a regular file of this user's (out_file.h).
+  if (!replace_file(opt.out, svg, error)) {
+    err << "cannl: error: " << error << "\n";
     return 2;
   }
   return 0;

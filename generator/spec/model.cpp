@@ -137,6 +137,10 @@ bool mentions(const Expr& e, const std::map<std::string, std::string>& names) {
 // shape stage bounds whole tensors).
 constexpr long kMaxAxisSize = 1L << 40;
 
+// The largest count of a repeat block (docs/language.md §17): every instance is expanded into
+// statements of its own, so a count of 10^15 ran out of memory or for hours.
+constexpr long kMaxRepeat = 1024;
+
 class Builder {
 public:
   Builder(const Spec& s, DiagEngine& d, const std::map<std::string, long>& overrides)
@@ -385,6 +389,13 @@ private:
         return give_up();
       }
       count = it->second;
+    }
+    if (count > kMaxRepeat) {
+      diags_.error(b.count.range,
+                   fmt::format("the count of a repeat block must be at most {}, not {}{}: each instance is a copy of "
+                               "the block's params and tensors", kMaxRepeat, count,
+                               b.count.name.empty() ? "" : fmt::format(" (dim '{}')", b.count.name)));
+      return give_up();
     }
     bool ok = true;
     std::set<std::string> defined;

@@ -116,5 +116,95 @@ with open(log, "rb") as f:
 r = subprocess.run([cannl, "plot", log], capture_output=True, text=True)
 check(r.returncode == 2, "missing -o is a usage error")
 
+# Only a regular file of this user's is replaced (issue 36): as root, `-o /dev/null` replaced
+# the device with the SVG. A FIFO, a device node of our own, a directory and a symbolic link
+# are refused and left as they are (the link's target unwritten).
+import stat
+special = os.path.join(work, "special")
+os.makedirs(special, exist_ok=True)
+for n in os.listdir(special):
+    p = os.path.join(special, n)
+    os.rmdir(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)
+victim = os.path.join(special, "victim.svg")
+with open(victim, "w") as f:
+    f.write("keep me\n")
+targets = {"fifo": ("is a FIFO", stat.S_IFIFO), "dir": ("is a directory", stat.S_IFDIR),
+           "link": ("is a symbolic link", stat.S_IFLNK)}
+os.mkfifo(os.path.join(special, "fifo"))
+os.mkdir(os.path.join(special, "dir"))
+os.symlink("victim.svg", os.path.join(special, "link"))
+if os.geteuid() == 0:
+    os.mknod(os.path.join(special, "null"), 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    targets["null"] = ("is a device", stat.S_IFCHR)
+for name, (needle, keeps) in targets.items():
+    path = os.path.join(special, name)
+    try:
+        r = subprocess.run([cannl, "plot", log, "-o", path], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 2 and f"cannot write {path}: it {needle}" in r.stderr, f"-o {name}: {r.returncode} {r.stderr}")
+    except subprocess.TimeoutExpired:
+        check(False, f"-o {name}: hung")
+    check(stat.S_IFMT(os.lstat(path).st_mode) == keeps, f"-o {name} replaced it")
+with open(victim) as f:
+    check(f.read() == "keep me\n", "-o a link wrote its target")
+# The temporary is created exclusively, without following links: one planted under its name
+# (this pid's: the child plants it, then execs cannl) makes the write fail, never redirects it.
+out = os.path.join(special, "out.svg")
+err_path = os.path.join(special, "stderr.txt")
+pid = os.fork()
+if pid == 0:
+    os.symlink(victim, f"{out}.cannl-tmp-{os.getpid()}")
+    fd = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 2)
+    os.execv(cannl, [cannl, "plot", log, "-o", out])
+_, status = os.waitpid(pid, 0)
+with open(err_path) as f:
+    err_text = f.read()
+check(os.waitstatus_to_exitcode(status) == 2 and "cannot create" in err_text,
+      f"a planted temporary link: {os.waitstatus_to_exitcode(status)} {err_text}")
+with open(victim) as f:
+    check(f.read() == "keep me\n", "a planted temporary link redirected the SVG")
+check(not os.path.exists(out), "the SVG was written through a planted link")
+
+
+# Any finite input ends (issue 36): x values one ulp apart near 1e20 looped forever in the tick
+# loop; values near the largest doubles overflowed the ranges into NaN coordinates.
+def finite_svg(name, records):
+    path = os.path.join(work, name + ".jsonl")
+    with open(path, "w") as f:
+        for rec in records:
+            f.write(json.dumps(rec) + "\n")
+    svg = os.path.join(work, name + ".svg")
+    try:
+        r = subprocess.run([cannl, "plot", path, "-o", svg], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        check(False, f"{name}: cannl plot did not end")
+        return
+    check(r.returncode == 0, f"{name}: exit {r.returncode} {r.stderr}")
+    if r.returncode != 0:
+        return
+    bad = []
+    for e in ET.parse(svg).getroot().iter():
+        for k, v in e.attrib.items():
+            nums = v.replace(",", " ").split() if k == "points" else [v]
+            for x in nums:
+                try:
+                    if not math.isfinite(float(x)):
+                        bad.append(f"{k}={v[:40]}")
+                except ValueError:
+                    pass
+        if e.text and e.text.strip().lower() in ("nan", "inf", "-inf"):
+            bad.append(f"text {e.text}")
+    check(not bad, f"{name}: non-finite coordinates {bad[:5]}")
+
+
+big = 1e20
+finite_svg("ulp_x", [{"step": big, "loss": 1.0}, {"step": math.nextafter(big, math.inf), "loss": 0.5}])
+finite_svg("ulp_y", [{"step": 1, "loss": big}, {"step": 2, "loss": math.nextafter(big, math.inf)}])
+finite_svg("huge_y", [{"step": 1, "loss": -1.7e308}, {"step": 2, "loss": 1.7e308}, {"step": 3, "loss": 0.0}])
+finite_svg("huge_x", [{"step": -1.7e308, "loss": 1.0}, {"step": 1.7e308, "loss": 2.0}])
+finite_svg("max_both", [{"step": -1.7976931348623157e308, "loss": 1.7976931348623157e308},
+                        {"step": 1.7976931348623157e308, "loss": -1.7976931348623157e308}])
+finite_svg("tiny", [{"step": 1, "loss": 5e-324}, {"step": 2, "loss": 1e-323}, {"step": 3, "loss": -5e-324}])
+
 print(f"plot_test: {'all checks passed' if not failures else f'{len(failures)} failed'}")
 sys.exit(1 if failures else 0)

@@ -32,7 +32,7 @@ def check(cond, what):
 
 
 def run(*args):
-    p = subprocess.run(list(args), capture_output=True, text=True)
+    p = subprocess.run(list(args), capture_output=True, text=True, errors="replace")
     return p.returncode, p.stdout, p.stderr
 
 
@@ -131,14 +131,67 @@ if rc == 0:
     rc, out, err = run(softmax, *sm, "--epochs", "2", "--resume", "s.ck", "--checkpoint", "s.ck")
     check(rc == 0, f"softmax resume through the map: {rc} {err}")
 
-# Bad maps: errors naming the file and the line or the name.
-for content, needle in [("table emb.weight\n", "bad.txt: line 1: expected 'cannl_name = file.key'"),
-                        ("# x\ntabel = emb.weight\n", "bad.txt: 'tabel' is no tensor of model 'fake_bigram' (its params: table)"),
-                        ("table = a\ntable = b\n", "bad.txt: line 2: 'table' is mapped twice")]:
-    with open("bad.txt", "w") as f:
+# Bad maps: refused at start (nothing trained, nothing written) with one error naming the file
+# and the line.
+def refused(prog, args, content, needle, what):
+    with open("bad.txt", "wb") as f:
         f.write(content)
-    rc, out, err = run(train, *stream, "--steps", "1", "--name-map", "bad.txt")
-    check(rc == 1 and needle in err, f"bad map {content!r}: {rc} {err}")
+    for name in ("bad.ck",):
+        if os.path.exists(name):
+            os.remove(name)
+    rc, out, err = run(prog, *args, "--name-map", "bad.txt")
+    check(rc == 1 and needle in err and len(err.strip().splitlines()) == 1, f"{what} {content!r}: {rc} {err}")
+    check(not os.path.exists("bad.ck"), f"{what} {content!r}: a checkpoint was written")
+
+
+bigram = [*stream, "--steps", "2", "--checkpoint", "bad.ck"]
+for content, needle in [
+        (b"table emb.weight\n", "bad.txt:1: expected 'cannl_name = file.key'"),
+        (b"# x\ntabel = emb.weight\n", "bad.txt:2: 'tabel' is no tensor of model 'fake_bigram' (its params: table)"),
+        (b"table = a\ntable = b\n", "bad.txt:2: 'table' is mapped twice (line 1 too)"),
+        # issue 36: names that the checkpoint cannot hold, or that its header cannot carry
+        (b"table = __metadata__\n", "bad.txt:1: 'table' is mapped onto '__metadata__'"),
+        (b"# gpt\n\ntable = wpe.exp_avg\n", "bad.txt:3: 'table' is mapped onto 'wpe.exp_avg', the name a checkpoint "
+         "gives the exp_avg of a param 'wpe'"),
+        (b"table = emb.weight.exp_avg_sq\n", "bad.txt:1: 'table' is mapped onto 'emb.weight.exp_avg_sq'"),
+        (b"table = x.momentum_buffer  # SGD\n", "bad.txt:1: 'table' is mapped onto 'x.momentum_buffer'"),
+        (b"table = emb\xffweight\n", "bad.txt:1: byte 12 (0xFF) is not valid UTF-8"),
+        (b"t\xc3able = emb.weight\n", "bad.txt:1: byte 2 (0xC3) is not valid UTF-8"),
+        (b"table = \xed\xa0\x80\n", "bad.txt:1: byte 9 (0xED) is not valid UTF-8"),  # an encoded surrogate
+        (b"table = \xc0\xae\n", "bad.txt:1: byte 9 (0xC0) is not valid UTF-8"),  # an overlong '.'
+        (b"table = emb\x1b[31mweight\n", "bad.txt:1: control character U+001B"),
+        (b"table = emb\x7fweight\n", "bad.txt:1: control character U+007F"),
+        (b"table = emb\xc2\x85weight\n", "bad.txt:1: control character U+0085"),
+        (b"table\x00 = emb.weight\n", "bad.txt:1: control character U+0000")]:
+    refused(train, bigram, content, needle, "bad map")
+# fake_softmax (SGD with momentum): w, b and their momentum_buffer.
+sm_ck = ["--data", "x=x.npy", "--data", "y=y.npy", "--batch", "8", "--epochs", "1", "--checkpoint", "bad.ck"]
+for content, needle in [
+        (b"w = b\n", "bad.txt:1: 'w' is mapped onto 'b', the name of another tensor of model 'fake_softmax'"),
+        (b"w = lin.w\nb = w\n", "bad.txt:2: 'b' is mapped onto 'w', the name of another tensor"),
+        (b"b = w\nw = b\n", "bad.txt:1: 'b' is mapped onto 'w', the name of another tensor"),  # a swap
+        (b"w = b.momentum_buffer\n", "bad.txt:1: 'w' is mapped onto 'b.momentum_buffer'"),
+        (b"w = w.momentum_buffer\n", "bad.txt:1: 'w' is mapped onto 'w.momentum_buffer'"),
+        (b"w = lin.w\nw.momentum_buffer = lin.b.momentum_buffer\nb = lin.b\n",
+         "would both be named 'lin.b.momentum_buffer' in the files"),
+        (b"w.momentum_buffer = b.momentum_buffer\n", "bad.txt:1: 'w.momentum_buffer' is mapped onto "
+         "'b.momentum_buffer', the name of another tensor")]:
+    refused(softmax, sm_ck, content, needle, "bad softmax map")
+# A state mapped onto a state name of its own kind is fine.
+with open("state.txt", "w") as f:
+    f.write("w = lin.w\nw.momentum_buffer = lin.w.velocity.momentum_buffer\n")
+rc, out, err = run(softmax, "--data", "x=x.npy", "--data", "y=y.npy", "--batch", "8", "--epochs", "1",
+                   "--name-map", "state.txt", "--checkpoint", "state.ck")
+check(rc == 0, f"a state mapped onto its own kind of name: {rc} {err}")
+if rc == 0:
+    names = sorted(read_safetensors("state.ck"))
+    check(names == ["b", "b.momentum_buffer", "lin.w", "lin.w.velocity.momentum_buffer"], f"state names {names}")
+# The inference program checks the map as the training program does.
+with open("bad.txt", "wb") as f:
+    f.write(b"table = __metadata__\n")
+rc, out, err = run(infer, "--weights", "a.ck", "--name-map", "bad.txt", "--input", "tokens=tok.csv", "--output", "o2.npy")
+check(rc == 1 and "bad.txt:1: 'table' is mapped onto '__metadata__'" in err and not os.path.exists("o2.npy"),
+      f"inference with a bad map: {rc} {err}")
 rc, out, err = run(train, *stream, "--steps", "1", "--name-map", "none.txt")
 check(rc == 1 and "none.txt: cannot open the name map" in err, f"missing map: {err}")
 

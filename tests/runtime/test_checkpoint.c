@@ -159,11 +159,36 @@ int main(int argc, char **argv) {
         mkdir(target, 0755);
         CHECK(rt_write_file(rt_path(inner, sizeof inner, target, "keep"), "x", 1) == 0);
         CHECK_ERR(cannl_checkpoint_save(target, ts, 2, meta, 1, &err), CANNL_E_IO, "occupied.safetensors:",
-                  "cannot rename");
+                  "it is a directory");
         CHECK(rt_count_matching(dir, ".tmp.") == 0);
         CHECK(rt_exists(inner));
         unlink(inner);
         rmdir(target);
+
+        /* 2b. Only a regular file is replaced (issue 36): never a FIFO (a device as /dev/null the
+         *     same), nor a symbolic link (neither it nor its target is written). */
+        struct stat sb;
+        rt_path(target, sizeof target, dir, "fifo.safetensors");
+        CHECK(mkfifo(target, 0644) == 0);
+        CHECK_ERR(cannl_checkpoint_save(target, ts, 2, meta, 1, &err), CANNL_E_IO, "fifo.safetensors:",
+                  "it is a FIFO");
+        CHECK(lstat(target, &sb) == 0 && S_ISFIFO(sb.st_mode));
+        CHECK(rt_count_matching(dir, ".tmp.") == 0);
+        unlink(target);
+        rt_path(target, sizeof target, dir, "link.safetensors");
+        rt_path(inner, sizeof inner, dir, "link_target");
+        CHECK(rt_write_file(inner, "x", 1) == 0);
+        CHECK(symlink("link_target", target) == 0);
+        CHECK_ERR(cannl_checkpoint_save(target, ts, 2, meta, 1, &err), CANNL_E_IO, "link.safetensors:",
+                  "it is a symbolic link");
+        CHECK(lstat(target, &sb) == 0 && S_ISLNK(sb.st_mode));
+        size_t kept_len = 0;
+        char *kept = rt_read_file(inner, &kept_len);
+        CHECK(kept && kept_len == 1 && kept[0] == 'x');
+        free(kept);
+        CHECK(rt_count_matching(dir, ".tmp.") == 0);
+        unlink(target);
+        unlink(inner);
 
         /* 3. A write failure half way (file size limit, as on a full disk):
          *    the existing checkpoint is untouched and no temp file stays. */

@@ -317,6 +317,14 @@ static void case_cli(void) {
     EXPECT(RUN(g_fake, "--lr=nan"), 2, NULL, "--lr: 'nan' is not a number");
     EXPECT(RUN(g_fake, "--threads", "0"), 2, NULL, "--threads: 0 must be at least 1");
     EXPECT(RUN(g_fake, "--log-every", "-1"), 2, NULL, "--log-every: -1 must be at least 0");
+    /* Every count flag has an upper bound (issue 36; docs/generated-code.md, "Flag bounds"). */
+    EXPECT(RUN(g_fake, "--epochs", "1000000001"), 2, NULL, "--epochs: 1000000001 is too large (at most 1000000000)");
+    EXPECT(RUN(g_fake, "--steps", "999999999999999"), 2, NULL, "--steps: 999999999999999 is too large (at most 1000000000)");
+    EXPECT(RUN(g_fake, "--log-every", "9223372036854775807"), 2, NULL, "--log-every: 9223372036854775807 is too large");
+    EXPECT(RUN(g_fake, "--eval-every", "1000000001"), 2, NULL, "--eval-every: 1000000001 is too large");
+    EXPECT(RUN(g_fake, "--eval-batches", "1000001"), 2, NULL, "--eval-batches: 1000001 is too large (at most 1000000)");
+    EXPECT(RUN(g_fake, "--batch", "1000000001"), 2, NULL, "--batch: 1000000001 is too large");
+    EXPECT(RUN(g_fake, "--epochs", "1000000000"), 2, NULL, "no data for input"); /* the bound itself is fine */
     EXPECT(RUN(g_fake, "--quiet=1"), 2, NULL, "--quiet takes no value");
     EXPECT(RUN(g_fake, "--checkpoint="), 2, NULL, "--checkpoint: empty path");
     EXPECT(RUN(g_fake, "--data", "x.npy"), 2, NULL, "--data expects NAME=PATH, got 'x.npy'");
@@ -1088,7 +1096,7 @@ static void case_stale_tmp(void) {
     CHECK(mkdir(W("ckdir"), 0755) == 0 || errno == EEXIST);
     result r = TRAIN("--epochs", "1", "--checkpoint", W("ckdir"));
     CHECK(r.out && !strstr(r.out, "epoch 1/1"));
-    EXPECT(r, 1, NULL, F("%s: cannot write the checkpoint: it is a directory (--checkpoint names a file)", W("ckdir")));
+    EXPECT(r, 2, NULL, F("--checkpoint %s: it is a directory (cannl replaces only regular files you own)", W("ckdir")));
 }
 
 /* After a crash past the last checkpoint and --resume from it, the metrics JSONL holds every
