@@ -18,6 +18,7 @@
 #include "emit/cuda_emit.h"
 #include "emit/model_card.h"
 #include "ir/ir_print.h"
+#include "ir/verify.h"
 #include "lower/lower.h"
 #include "lower/routines.h"
 #include "passes/pipeline.h"
@@ -118,6 +119,10 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     return o.stop_after == name;
   };
   ir::Program& p = out.prog;
+  // After each IR stage: the verifier (an internal error naming the stage when it fails).
+  auto verify = [&](const std::string& name) {
+    if (o.verify_ir) ir::verify(p, name);
+  };
   try {
     // Front end: text -> tokens -> AST -> Model (names resolved) -> a shape for every tensor.
     auto fe = run_frontend(path, text, frontend_stop(o.stop_after), o.dims);
@@ -137,18 +142,22 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     // Lowering: every spec tensor as forward loop nests over buffers.
     Lowered low = lower_forward(m, fe->shapes, fe->file, o.max_batch);
     p = std::move(low.prog);
+    if (o.verify_ir) ir::verify_lowered(p, low.forward, low.train_updates, "lower");
     if (stage("lower", [&] { return ir::print_lowered(p, low.forward); })) return 0;
 
     // Routine assembly: init, train_step (forward so far), forward, eval_metrics.
     assemble_routines(p, low, m, fe->shapes, fe->file);
+    verify("routines");
     if (stage("routines", [&] { return ir::print_program(p); })) return 0;
 
     // Autodiff: the backward nests of train_step, and the param -> gradient map.
     differentiate(p);
+    verify("autodiff");
     if (stage("autodiff", [&] { return ir::print_program(p); })) return 0;
 
     // The optimiser: its updates at the end of train_step, its state zeroed by init.
     add_optimizer(p, m, fe->shapes, fe->file);
+    verify("optimizer");
     if (stage("optimizer", [&] { return ir::print_program(p); })) return 0;
     if (!check_nest_sizes(p, path, err)) return 1;
 
@@ -163,6 +172,7 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     for (const PassInfo& pass : pass_list()) {
       if (!pass_runs(pass, po)) continue;
       pass.run(p, po);
+      verify(std::string("pass ") + pass.name);
       out.passes.push_back(pass.name);
       if (stage(pass.name, [&] { return ir::print_program(p); })) return 0;
     }

@@ -5,7 +5,9 @@
 // Takes a spec's text and the generation options (already checked: driver/gen.cpp).
 // Guarantees: the files of the chosen target, or diagnostics and a non-zero status; after each
 // stage the hook sees the stage's name and a printer of its result (tokens, ast, shapes, then
-// the loop IR), so any stage can be dumped. Nothing is written to disk here.
+// the loop IR), so any stage can be dumped; with `verify_ir`, the IR verifier (ir/verify.h)
+// checks the program after every IR stage (lower, routines, autodiff, optimizer, each pass)
+// and a failure is an internal error naming the stage. Nothing is written to disk here.
 #pragma once
 
 #include <functional>
@@ -19,6 +21,14 @@
 #include "ir/ir.h"
 
 namespace cannl {
+
+// The IR verifier's default: on in debug builds, off in release ones (where `cannl gen
+// --verify-ir` or CANNL_VERIFY_IR=1 turns it on: driver/gen.cpp).
+#ifdef NDEBUG
+constexpr bool kVerifyIrByDefault = false;
+#else
+constexpr bool kVerifyIrByDefault = true;
+#endif
 
 struct CompileOptions {
   std::string target = "c";          // back end: "c" or "cuda"
@@ -34,6 +44,7 @@ struct CompileOptions {
   bool emit = true;                  // false: stop after the passes (--stats, --dump=graph/dot)
   bool keep_before = false;          // keep the program as it was before the passes
   std::map<std::string, long> dims;  // --dim NAME=VALUE: overrides of the spec's dims
+  bool verify_ir = kVerifyIrByDefault;  // run the IR verifier after every IR stage
 };
 
 struct Compiled {

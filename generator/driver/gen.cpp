@@ -2,6 +2,7 @@
 // the dump or the stats asked for, or writes the files (driver/output_dir.cpp).
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
 #include <ostream>
@@ -68,6 +69,9 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
   if (opt.embed) co.weights = opt.weights;
   if (opt.embed) co.name_map = opt.name_map;
   co.dims = opt.dims;
+  // The IR verifier: on in debug builds; CANNL_VERIFY_IR=1 (or 0) sets it, --verify-ir turns it on.
+  if (const char* v = std::getenv("CANNL_VERIFY_IR"); v && *v) co.verify_ir = std::string(v) != "0";
+  if (opt.verify_ir) co.verify_ir = true;
   for (const auto& name : opt.disabled_passes) {
     if (!find_pass(name)) {
       err << "cannl: error: --disable-pass: no pass called '" << name << "' (cannl gen --passes lists them)\n";
