@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "ir/prims.h"
+#include "lower/training_config.h"
 #include "ops/op_table.h"
 #include "support/diagnostic.h"
 
@@ -111,9 +112,13 @@ public:
       if (m_.tensors[i].kind == TensorKind::Input) p.inputs.push_back(b);
       if (m_.tensors[i].kind == TensorKind::Param) {
         p.params.push_back(b);
-        p.buffers[static_cast<size_t>(b)].state_name = m_.tensors[i].name;
+        ir::Buffer& buf = p.buffers[static_cast<size_t>(b)];
+        buf.state_name = m_.tensors[i].name;
+        buf.init = param_init(m_, sh_, file_, static_cast<int>(i));
+        buf.matrix = !sh_.tensors[i].row(AxisKind::Input).empty();
       }
     }
+    p.opt = optimizer_config(m_, file_);
     for (int b : bn_state_) p.params.push_back(b);  // checkpointed with the params, frozen
     for (int o : m_.outputs) p.outputs.push_back(out_.tensor_buf[static_cast<size_t>(o)]);
     for (int mt : m_.metrics) p.metrics.push_back(out_.tensor_buf[static_cast<size_t>(mt)]);
