@@ -134,6 +134,8 @@ void differentiate(ir::Program& p) {
     gb.role = ir::Role::Grad;
     gb.tensor = -1;
     gb.state_name.clear();  // gradients are not saved
+    gb.init.reset();        // nor initialised
+    gb.matrix = false;
     gb.shape = "gradient of " + p.buffers[static_cast<size_t>(buf)].name;
     p.buffers.push_back(gb);
     int gi = static_cast<int>(p.buffers.size()) - 1;

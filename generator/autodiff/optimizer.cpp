@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "ir/prims.h"
+#include "support/diagnostic.h"
 
 namespace cannl {
 
@@ -39,6 +40,8 @@ int state_buffer(ir::Program& p, int param, const std::string& state) {
   b.role = ir::Role::OptState;
   b.state_of = param;
   b.tensor = -1;
+  b.init.reset();
+  b.matrix = false;
   b.shape = state + " of " + pname;
   p.buffers.push_back(b);
   return static_cast<int>(p.buffers.size()) - 1;
@@ -46,7 +49,7 @@ int state_buffer(ir::Program& p, int param, const std::string& state) {
 
 }  // namespace
 
-ExprP schedule_lr(const CallConfig& c, const ExprP& base) {
+ExprP schedule_lr(const ir::Schedule& c, const ExprP& base) {
   auto a = [&](const char* k) { return c.args.at(k); };
   const double warmup = c.args.count("warmup") ? a("warmup") : 0;
   const ExprP s = sub(ir::scalar("step"), num(1));  // steps taken before this one
@@ -88,12 +91,12 @@ ExprP schedule_lr(const CallConfig& c, const ExprP& base) {
 namespace {
 
 struct TrainingOptions {
-  const CallConfig* schedule = nullptr;  // null: constant lr
-  double clip_grad_norm = 0;             // 0: no clipping
-  std::set<int> no_decay;                // params the weight decay skips (decay = "matrices": no input axes)
+  const ir::Schedule* schedule = nullptr;  // null: constant lr
+  double clip_grad_norm = 0;               // 0: no clipping
+  std::set<int> no_decay;                  // params the weight decay skips (decay = "matrices": no input axes)
 };
 
-std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, const CallConfig& opt,
+std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, const ir::OptimizerConfig& opt,
                                    const TrainingOptions& options, int line) {
   auto arg = [&](const char* k, double dflt) {
     auto it = opt.args.find(k);
@@ -197,40 +200,30 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
 
 }  // namespace
 
-void add_optimizer(ir::Program& p, const Model& m, const ShapeInfo& shapes, const SourceFile& file) {
-  auto one_line = [](std::string_view s) {
-    std::string out;
-    for (char c : s) {
-      bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
-      if (space && (out.empty() || out.back() == ' ')) continue;
-      out += space ? ' ' : c;
-    }
-    return out;
-  };
-  p.lr = m.optimizer->args.at("lr");
-  p.optimizer = std::string(file.slice(m.optimizer->range));
-  if (m.schedule) p.schedule = one_line(file.slice(m.schedule->range));
-  if (m.schedule) p.optimizer += ", schedule = " + p.schedule;
-  if (m.clip_grad_norm > 0) p.optimizer += fmt::format(", clip_grad_norm = {}", m.clip_grad_norm);
+void add_optimizer(ir::Program& p) {
+  const ir::OptimizerConfig& opt = p.opt;
+  if (opt.name.empty()) CANNL_BUG("a training program without an optimiser");
+  p.lr = opt.args.at("lr");
+  p.optimizer = opt.text;
+  if (opt.schedule) p.schedule = opt.schedule_text;
+  if (opt.schedule) p.optimizer += ", schedule = " + p.schedule;
+  if (opt.clip_grad_norm > 0) p.optimizer += fmt::format(", clip_grad_norm = {}", opt.clip_grad_norm);
 
   TrainingOptions topt;
-  topt.schedule = m.schedule ? &*m.schedule : nullptr;
-  topt.clip_grad_norm = m.clip_grad_norm;
+  topt.schedule = opt.schedule ? &*opt.schedule : nullptr;
+  topt.clip_grad_norm = opt.clip_grad_norm;
   // adamw(decay = "matrices"): weight decay only on params with input axes (weights, tables,
   // kernels), nanoGPT's and llm.c's rule in cannl's axis kinds; a bias does not decay.
-  if (auto d = m.optimizer->strings.find("decay"); d != m.optimizer->strings.end() && d->second == "matrices")
-    for (int b : p.params) {
-      const int t = p.buffers[static_cast<size_t>(b)].tensor;
-      if (shapes.tensors[static_cast<size_t>(t)].row(AxisKind::Input).empty()) topt.no_decay.insert(b);
-    }
+  if (auto d = opt.strings.find("decay"); d != opt.strings.end() && d->second == "matrices")
+    for (int b : p.params)
+      if (!p.buffers[static_cast<size_t>(b)].matrix) topt.no_decay.insert(b);
   ir::Routine& train = *p.routine(ir::RoutineKind::TrainStep);
-  const int minimize_line = static_cast<int>(file.line_col(m.loss_range.begin).line);
   // The halves of a data-parallel step: train_grads, the forward and backward so far;
   // train_update, the update nests and their scalars.
   ir::Routine grads = train;
   grads.kind = ir::RoutineKind::TrainGrads;
   ir::Routine update{ir::RoutineKind::TrainUpdate};
-  update.stmts = update_nests(p, train, *m.optimizer, topt, minimize_line);
+  update.stmts = update_nests(p, train, opt, topt, opt.line);
   update.scalars = train.scalars;
   update.lr_scalar = train.lr_scalar;
   for (ir::Stmt s : update.stmts) {  // train_step fuses the updates of every param

@@ -1,7 +1,8 @@
 // optimizer.h — the optimiser update as loop nests appended to the training step.
 //
-// Takes: a Program after autodiff (Program::grads) and the model's `minimize` statement.
-// Guarantees: the optimiser as the program records it (Program::lr, optimizer, schedule);
+// Takes: a Program after autodiff (Program::grads) with the minimize statement's optimiser
+// (Program::opt, set by lowering). Guarantees: the optimiser as the program records it for the
+// emitters (Program::lr, optimizer, schedule);
 // appended to train_step, PyTorch's update rules (torch.optim.SGD with momentum, dampening, nesterov and
 // weight_decay; Adam with L2 weight_decay; AdamW with decoupled weight decay), one group of
 // elementwise nests per param that has a gradient, optimiser state buffers named
@@ -19,15 +20,13 @@
 #pragma once
 
 #include "ir/ir.h"
-#include "shapes/infer.h"
-#include "spec/model.h"
 
 namespace cannl {
 
-void add_optimizer(ir::Program& p, const Model& m, const ShapeInfo& shapes, const SourceFile& file);
+void add_optimizer(ir::Program& p);
 
 // The learning rate of this step (Scalar `step`, 1-based) under a schedule, from the base
 // learning rate `base` (evaluated in double precision as a ScalarDef, ir.h).
-ir::ExprP schedule_lr(const CallConfig& schedule, const ir::ExprP& base);
+ir::ExprP schedule_lr(const ir::Schedule& schedule, const ir::ExprP& base);
 
 }  // namespace cannl

@@ -146,7 +146,7 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     if (stage("lower", [&] { return ir::print_lowered(p, low.forward); })) return 0;
 
     // Routine assembly: init, train_step (forward so far), forward, eval_metrics.
-    assemble_routines(p, low, m, fe->shapes, fe->file);
+    assemble_routines(p, low);
     verify("routines");
     if (stage("routines", [&] { return ir::print_program(p); })) return 0;
 
@@ -156,7 +156,7 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     if (stage("autodiff", [&] { return ir::print_program(p); })) return 0;
 
     // The optimiser: its updates at the end of train_step, its state zeroed by init.
-    add_optimizer(p, m, fe->shapes, fe->file);
+    add_optimizer(p);
     verify("optimizer");
     if (stage("optimizer", [&] { return ir::print_program(p); })) return 0;
     if (!check_nest_sizes(p, path, err)) return 1;

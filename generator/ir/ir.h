@@ -32,6 +32,18 @@ struct Dim {
 enum class Role { Input, Param, Computed, Temp, Grad, OptState, Cache };
 const char* role_name(Role r);
 
+// A spec param's initialiser (contract §8), set by lowering: its name as routine assembly
+// (lower/routines.cpp) reads it (the spec's, else "default" for a param with input axes,
+// "zeros" for one without), its arguments with their defaults, and the fans of its formulas
+// (kaiming, xavier, default): the products of the sizes of the param's input and of its
+// output axes.
+struct Init {
+  std::string name;                     // uniform, normal, zeros, ones, constant, kaiming_uniform, ...
+  std::map<std::string, double> args;   // lo, hi, mean, std, v, a, gain
+  long fan_in = 1, fan_out = 1;
+  int line = 0;                         // the param's spec line (0: none)
+};
+
 struct Buffer {
   std::string name;      // C identifier: w1, h1, h1_mm, w1_grad, w1_exp_avg
   std::vector<Dim> dims; // storage order (row-major): batch, output, input axes
@@ -47,6 +59,12 @@ struct Buffer {
   // (INT32_MAX when nothing bounds them); cannl_tensor_info.ids. Loads read ids as numbers,
   // and nothing differentiates them.
   long ids = 0;
+  // A spec param's initialiser (none for every other buffer: batch_norm's running statistics
+  // are set by init from Lowered::state_init).
+  std::optional<Init> init = std::nullopt;
+  // A spec param with input axes (a weight, an embedding table, a kernel; not a bias): the
+  // params adamw(decay = "matrices") decays.
+  bool matrix = false;
   long elements() const;  // with batch axes at their maximum
 };
 
@@ -355,6 +373,26 @@ struct Layout {
   OptBlock opt_state;   // the optimiser state outside the training arena (the C target)
 };
 
+// A learning-rate schedule of the minimize statement (docs/language.md §10), its arguments
+// with their defaults.
+struct Schedule {
+  std::string name;                     // constant, step, cosine, exponential, linear, onecycle
+  std::map<std::string, double> args;   // steps, warmup, gamma, ...
+};
+
+// The minimize statement's optimiser and training options, set by lowering and read by the
+// optimiser (autodiff/optimizer.cpp), which derives Program::lr, optimizer and schedule.
+struct OptimizerConfig {
+  std::string name;                             // sgd, adam, adamw ("": none)
+  std::map<std::string, double> args;           // with their defaults: lr, momentum, beta1, ...
+  std::map<std::string, std::string> strings;   // choices: adamw's decay ("all", "matrices")
+  std::optional<Schedule> schedule;             // absent: a constant learning rate
+  double clip_grad_norm = 0;                    // > 0: clip the gradients' global L2 norm
+  int line = 0;                                 // the minimize statement's line (of its loss)
+  std::string text;                             // the optimiser call as written: "sgd(lr = 0.1)"
+  std::string schedule_text;                    // the schedule as written, on one line
+};
+
 struct Program {
   std::string model;
   long max_batch = 256;
@@ -367,6 +405,8 @@ struct Program {
   // Set by autodiff: the gradient buffer of each buffer on a path from a param to the loss
   // (the params' among them).
   std::map<int, int> grads;
+  OptimizerConfig opt;       // set by lowering
+  // Set by the optimiser from `opt`, as the emitters print them:
   double lr = 0;             // the optimiser's learning rate in the spec
   std::string optimizer;     // "sgd(lr = 0.1, momentum = 0.9)", with its training options
   std::string schedule;      // the lr schedule as written, "cosine(steps = 4690)"; "" for none

@@ -7,7 +7,9 @@
 // must be stored (matrix products, reductions, the statistics of softmax and layer_norm);
 // pointwise sub-expressions are computed inline inside the nest that uses them. `forward`
 // lists every nest in spec order (metrics included); each buffer's nests are contiguous, a
-// fill (= 0 or = -inf) first when the others accumulate. Composite built-ins (softmax,
+// fill (= 0 or = -inf) first when the others accumulate. Each spec param's buffer carries its
+// initialiser (Buffer::init, and Buffer::matrix), and the Program the minimize statement's
+// optimiser and training options (Program::opt). Composite built-ins (softmax,
 // cross_entropy, layer_norm, mean, accuracy, conv2d, pools) become nests of primitives here,
 // so autodiff needs one rule per primitive only.
 #pragma once
@@ -15,27 +17,11 @@
 #include <vector>
 
 #include "ir/ir.h"
+#include "lower/lowered.h"
 #include "shapes/infer.h"
 #include "spec/model.h"
 
 namespace cannl {
-
-// Which routines a forward nest belongs to: dropout and batch_norm compute their value one way
-// in the training step and another in forward, eval_metrics and inference.
-enum class Phase { Both, Train, Infer };
-
-struct Lowered {
-  ir::Program prog;
-  std::vector<ir::Stmt> forward;
-  std::vector<Phase> phase;     // per nest of `forward`
-  std::vector<int> tensor_buf;  // spec tensor index -> buffer
-  // Training-step nests that the loss does not read: batch_norm's running statistics, updated
-  // from the batch's (after the forward nests, in spec order).
-  std::vector<ir::Stmt> train_updates;
-  // State that is not a spec param but lives in the checkpoint beside them (batch_norm's
-  // running statistics, frozen params of p.params): each buffer and its initial value.
-  std::vector<std::pair<int, double>> state_init;
-};
 
 Lowered lower_forward(const Model& m, const ShapeInfo& shapes, const SourceFile& file, long max_batch);
 

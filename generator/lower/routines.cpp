@@ -31,22 +31,17 @@ std::vector<ir::Stmt> needed(const std::vector<ir::Stmt>& fwd, std::set<int> tar
   return out;
 }
 
-long product(const std::vector<Axis>& row) {
-  long n = 1;
-  for (const Axis& a : row) n *= a.size;
-  return n;
-}
-
 // One param's initialisation (contract §8; PyTorch's formulas for kaiming and xavier).
-ir::Stmt init_param(const ir::Program& p, int buf, const Shape& shape, const CallConfig* init, int line) {
-  const double fan_in = static_cast<double>(product(shape.row(AxisKind::Input)));
-  const double fan_out = static_cast<double>(product(shape.row(AxisKind::Output)));
+ir::Stmt init_param(const ir::Program& p, int buf) {
+  const ir::Buffer& b = p.buffers[static_cast<size_t>(buf)];
+  const ir::Init& init = *b.init;
+  const double fan_in = static_cast<double>(init.fan_in);
+  const double fan_out = static_cast<double>(init.fan_out);
   auto arg = [&](const char* k, double d) {
-    if (!init) return d;
-    auto it = init->args.find(k);
-    return it == init->args.end() ? d : it->second;
+    auto it = init.args.find(k);
+    return it == init.args.end() ? d : it->second;
   };
-  std::string name = init ? init->name : (shape.row(AxisKind::Input).empty() ? "zeros" : "default");
+  const std::string& name = init.name;
   ir::ExprP body;
   auto uniform = [](double lo, double hi) { return ir::binary(ir::Op::Uniform, ir::cnst(lo), ir::cnst(hi)); };
   auto normal = [](double mean, double std) { return ir::binary(ir::Op::Normal, ir::cnst(mean), ir::cnst(std)); };
@@ -57,17 +52,16 @@ ir::Stmt init_param(const ir::Program& p, int buf, const Shape& shape, const Cal
   else if (name == "zeros") body = ir::cnst(0);
   else if (name == "ones") body = ir::cnst(1);
   else if (name == "constant") body = ir::cnst(arg("v", 0));
-  else if (name == "kaiming_uniform") { double b = gain() * std::sqrt(3 / fan_in); body = uniform(-b, b); }
+  else if (name == "kaiming_uniform") { double bound = gain() * std::sqrt(3 / fan_in); body = uniform(-bound, bound); }
   else if (name == "kaiming_normal") body = normal(0, gain() / std::sqrt(fan_in));
-  else if (name == "xavier_uniform") { double b = arg("gain", 1) * std::sqrt(6 / (fan_in + fan_out)); body = uniform(-b, b); }
+  else if (name == "xavier_uniform") { double bound = arg("gain", 1) * std::sqrt(6 / (fan_in + fan_out)); body = uniform(-bound, bound); }
   else if (name == "xavier_normal") body = normal(0, arg("gain", 1) * std::sqrt(2 / (fan_in + fan_out)));
   else CANNL_BUG("unknown initialiser " + name);
-  const std::string& pname = p.buffers[static_cast<size_t>(buf)].name;
-  ir::Stmt s = ir::elementwise(p, buf, name == "default" ? pname + " = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in))"
-                                                          : fmt::format("{} = {}", pname, name));
+  ir::Stmt s = ir::elementwise(p, buf, name == "default" ? b.name + " = uniform(-1/sqrt(fan_in), 1/sqrt(fan_in))"
+                                                          : fmt::format("{} = {}", b.name, name));
   s.only().body = body;
   s.sequential = body->op == ir::Op::Uniform || body->op == ir::Op::Normal;
-  s.line = line;
+  s.line = init.line;
   return s;
 }
 
@@ -83,16 +77,10 @@ std::vector<ir::Stmt> in_phase(const Lowered& low, Phase phase) {
 
 }  // namespace
 
-void assemble_routines(ir::Program& p, const Lowered& low, const Model& m, const ShapeInfo& shapes,
-                       const SourceFile& file) {
-  auto line_of = [&](const Stmt* st) { return st ? static_cast<int>(file.line_col(st->range.begin).line) : 0; };
+void assemble_routines(ir::Program& p, const Lowered& low) {
   ir::Routine init{ir::RoutineKind::Init};
-  for (size_t i = 0; i < m.tensors.size(); ++i) {
-    if (m.tensors[i].kind != TensorKind::Param) continue;
-    auto it = m.inits.find(static_cast<int>(i));
-    init.stmts.push_back(init_param(p, low.tensor_buf[i], shapes.tensors[i],
-                                    it == m.inits.end() ? nullptr : &it->second, line_of(m.tensors[i].stmt)));
-  }
+  for (int b : p.params)  // the spec params, in declaration order (then batch_norm's state)
+    if (p.buffers[static_cast<size_t>(b)].init) init.stmts.push_back(init_param(p, b));
   for (const auto& [buf, v] : low.state_init) {  // batch_norm's running statistics
     const ir::Buffer& b = p.buffers[static_cast<size_t>(buf)];
     ir::Stmt s = ir::elementwise(p, buf, fmt::format("{} = {}", b.name, v));

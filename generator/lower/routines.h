@@ -1,7 +1,8 @@
 // routines.h — routine assembly: the lowered forward nests grouped into the model's routines.
 //
-// Takes: the Program and forward nests of lower_forward (no routines yet). Guarantees: the
-// routines, each with its kind and interface (ir.h):
+// Takes: the Program and forward nests of lower_forward (no routines yet; the params'
+// initialisers on their buffers, ir::Init). Guarantees: the routines, each with its kind and
+// interface (ir.h):
 //   init          params from their initialisers (in declaration order, one random stream);
 //   train_step    the forward nests the loss needs (autodiff and the optimiser append theirs);
 //                 hands out the loss;
@@ -11,13 +12,10 @@
 #pragma once
 
 #include "ir/ir.h"
-#include "lower/lower.h"
-#include "shapes/infer.h"
-#include "spec/model.h"
+#include "lower/lowered.h"
 
 namespace cannl {
 
-void assemble_routines(ir::Program& p, const Lowered& low, const Model& m, const ShapeInfo& shapes,
-                       const SourceFile& file);
+void assemble_routines(ir::Program& p, const Lowered& low);
 
 }  // namespace cannl

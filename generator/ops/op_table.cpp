@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <fmt/format.h>
+#include <utility>
 
 #include "ir/prims.h"
+#include "lower/lowerings.h"
 #include "shapes/shape_context.h"
 
 namespace cannl {
@@ -322,10 +324,13 @@ void add_losses(std::vector<OpInfo>& t) {
                  return binary(Op::Sub, ir::call("log1pexp", {x[0]}), binary(Op::Mul, x[0], x[1]));
                }});
   t.push_back({"nll_loss", {tensor("logp"), shape_only("target"), reduction_arg()}, nll_loss, false,
-               "-sum over outputs(target *. logp) per example, reduced (mean over examples)"});
+               "-sum over outputs(target *. logp) per example, reduced (mean over examples)", {}, lower_nll_loss,
+               "nll"});
   t.push_back({"logsumexp", {tensor("x"), spec("spec", false)}, reduction, false,
-               "log(sum(exp(x))) over all axes or as a one-operand einsum spec says, computed stably"});
-  t.push_back({"concat", {tensor("a"), tensor("b")}, concat, false, "a and b joined along the last output axis"});
+               "log(sum(exp(x))) over all axes or as a one-operand einsum spec says, computed stably", {},
+               lower_logsumexp, "lse"});
+  t.push_back({"concat", {tensor("a"), tensor("b")}, concat, false, "a and b joined along the last output axis", {},
+               lower_concat, "cat"});
 }
 
 // ---- train and eval modes (issue 20) -----------------------------------------------------
@@ -354,12 +359,14 @@ void batch_norm(ShapeContext& c, const BoundCall& b) {
 void add_modes(std::vector<OpInfo>& t) {
   ArgSig p{"p", ArgType::Number, false, 0.5, 0.0};
   t.push_back({"dropout", {tensor("x"), p}, dropout, false,
-               "x *. mask / (1 - p) in the training step (mask 0 with probability p), x elsewhere"});
+               "x *. mask / (1 - p) in the training step (mask 0 with probability p), x elsewhere", {}, lower_dropout,
+               "drop"});
   ArgSig momentum{"momentum", ArgType::Number, false, 0.1, 0.0};
   ArgSig eps{"eps", ArgType::Number, false, 1e-5, 0.0};
   t.push_back({"batch_norm", {tensor("x"), eps, momentum}, batch_norm, false,
                "each index of the last output axis normalised over all other axes: batch statistics in "
-               "the training step, running statistics elsewhere"});
+               "the training step, running statistics elsewhere",
+               {}, lower_batch_norm, "bn"});
 }
 
 std::vector<OpInfo> make_table() {
@@ -407,37 +414,45 @@ std::vector<OpInfo> make_table() {
   t.push_back({"log1p", {tensor("x")}, pointwise, false, "log(1 + x), pointwise", prim("log1p")});
   t.push_back({"cos", {tensor("x")}, pointwise, false, "cosine, pointwise", prim("cos")});
   t.push_back({"sin", {tensor("x")}, pointwise, false, "sine, pointwise", prim("sin")});
-  for (const char* f : {"sum", "mean", "max"})
+  // Built-ins with nests of their own: each names its lowering (lower/lowerings.h) and the
+  // suffix of the temporary that holds its value.
+  for (const auto& [f, lower] : {std::pair<const char*, CallLowering>{"sum", lower_sum}, {"mean", lower_mean},
+                                 {"max", lower_max}})
     t.push_back({f, {tensor("x"), spec("spec", false)}, reduction, false,
-                 "over all axes (a scalar), or as a one-operand einsum spec says"});
-  for (const char* f : {"softmax", "log_softmax"})
-    t.push_back({f, {tensor("x")}, pointwise, false, "over the output axes"});
+                 "over all axes (a scalar), or as a one-operand einsum spec says", {}, lower});
+  for (const auto& [f, lower] :
+       {std::pair<const char*, CallLowering>{"softmax", lower_softmax}, {"log_softmax", lower_log_softmax}})
+    t.push_back({f, {tensor("x")}, pointwise, false, "over the output axes", {}, lower});
   t.push_back({"layer_norm", {tensor("x"), number("eps", 1e-5)}, pointwise, false,
-               "normalise over the output axes"});
+               "normalise over the output axes", {}, lower_layer_norm, "ln"});
   t.push_back({"cross_entropy", {tensor("logits"), tensor("target")},
                [](ShapeContext& c, const BoundCall& b) { per_example_pair(c, b, false); }, false,
-               "-sum over outputs(target *. log_softmax(logits)), one value per example"});
+               "-sum over outputs(target *. log_softmax(logits)), one value per example", {}, lower_cross_entropy,
+               "ce"});
   t.push_back({"accuracy", {tensor("logits"), tensor("target")},
                [](ShapeContext& c, const BoundCall& b) { per_example_pair(c, b, true); }, true,
-               "fraction of examples whose argmax over outputs agrees (metrics only)"});
+               "fraction of examples whose argmax over outputs agrees (metrics only)", {}, lower_accuracy, "acc"});
   t.push_back({"conv2d", {tensor("x"), tensor("k"), integer("stride", 1, 1), integer("padding", 0, 0)},
-               conv2d, false, "2-D convolution, [b | h, w, c] with [kh, kw, c -> d]"});
-  for (const char* f : {"max_pool2d", "avg_pool2d"})
+               conv2d, false, "2-D convolution, [b | h, w, c] with [kh, kw, c -> d]", {}, lower_conv2d, "conv"});
+  for (const auto& [f, lower] :
+       {std::pair<const char*, CallLowering>{"max_pool2d", lower_max_pool2d}, {"avg_pool2d", lower_avg_pool2d}})
     t.push_back({f, {tensor("x"), integer("size", 2, 1), integer("stride", 0, 0)}, pool2d, false,
-                 "pooling over the two leading output axes"});
+                 "pooling over the two leading output axes", {}, lower, "pool"});
   t.push_back({"einsum", {spec("spec"), tensor("a"), tensor("b", false)},
                [](ShapeContext& c, const BoundCall& b) {
                  c.einsum(*b.spec, b.tensors, "in einsum of");
                },
-               false, "generalised einsum"});
+               false, "generalised einsum", {}, lower_einsum, "ein"});
   // Contract v1 (sequence models and language models).
   t.push_back({"embedding", {tensor("table"), ids("ids")}, embedding, false,
-               "rows of a table [d -> n] selected by integer ids"});
+               "rows of a table [d -> n] selected by integer ids", {}, lower_embedding, "emb"});
+  // (always pointwise: lower/lower.cpp reads the position from the loop index)
   t.push_back({"position", {shape_only("x")}, position, false,
                "the index along the last batch axis, as ids (torch.arange(T))"});
   t.push_back({"attention", {tensor("q"), tensor("k"), tensor("v"), boolean("causal", false),
                              number_shown("scale", "1/sqrt(e)")},
-               attention, false, "scaled dot-product attention over the last batch axis"});
+               attention, false, "scaled dot-product attention over the last batch axis", {}, lower_attention,
+               "attn"});
   amend(t, "gelu", [](OpInfo& o) {
     o.args.push_back(choice("approximate", {"none", "tanh"}));
     o.lower = [](const std::vector<ir::ExprP>& x, const BoundCall& c) {

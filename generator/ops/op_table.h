@@ -1,10 +1,11 @@
 // op_table.h — every built-in function of the spec language, one entry each.
 //
 // An entry gives the call signature (tensor operands, integer/number options, an einsum spec
-// string), the shape rule and, for a pointwise built-in, its lowering: the loop IR expression
+// string), the shape rule and its lowering. A pointwise built-in's is the loop IR expression
 // of its value at one point, built from primitive functions (ir/prims.h), whose rows hold the
-// derivative, the C and CUDA spellings, the cost and the constant folding. So a pointwise
-// built-in is an entry here (and a row there when it needs a new primitive).
+// derivative, the C and CUDA spellings, the cost and the constant folding: so a pointwise
+// built-in is an entry here (and a row there when it needs a new primitive). Any other's names
+// a function of lower/lowerings.h that writes its nests.
 #pragma once
 
 #include <functional>
@@ -19,6 +20,7 @@
 namespace cannl {
 
 class ShapeContext;  // shapes/infer.cpp: the solver as seen by a shape rule
+class LowerContext;  // lower/lower_context.h: the Lowerer as seen by a built-in's lowering
 
 // Bool: true or false (a number also works: 0 is false); Choice: one of a few strings.
 enum class ArgType { Tensor, Int, Number, Spec, Bool, Choice };
@@ -57,6 +59,10 @@ using ShapeRule = std::function<void(ShapeContext&, const BoundCall&)>;
 // signature order) and its options (call.values).
 using PointwiseLowering = std::function<ir::ExprP(const std::vector<ir::ExprP>& x, const BoundCall& call)>;
 
+// Any other built-in's lowering (lower/lowerings.h): the nests that store the call's value in
+// buffer `r`.
+using CallLowering = std::function<void(LowerContext&, const BoundCall& call, int r)>;
+
 struct OpInfo {
   std::string name;
   std::vector<ArgSig> args;
@@ -64,9 +70,13 @@ struct OpInfo {
   bool metric_only = false;  // accuracy: not differentiable, only in metrics
   std::string summary;       // one line for --help and error messages
   // Pointwise built-ins: the lowering (computed inline in the nest that reads the value).
-  // Empty: lower/lower.cpp lowers the built-in to loop nests of its own (reductions,
-  // softmax, cross_entropy, layer_norm, accuracy, conv2d, pooling, einsum).
+  // A pointwise loss reduced to a scalar (reduction = "mean" or "sum") is summed by lower/.
   PointwiseLowering lower = {};
+  // The others: loop nests of their own (reductions, softmax, cross_entropy, layer_norm,
+  // accuracy, conv2d, pooling, einsum, ...) or a kernel call (attention, embedding), into the
+  // call's spec tensor or a temporary <tensor>_<temp_suffix> (empty: the built-in's name).
+  CallLowering lower_call = {};
+  std::string temp_suffix = {};
 };
 
 const OpInfo* find_op(const std::string& name);

@@ -1,0 +1,32 @@
+// lowered.h — what lowering hands to routine assembly: the Program and its forward nests.
+//
+// The Program carries everything later stages read of the spec (buffers with their
+// initialisers, the interface, the optimiser configuration: ir.h), so routine assembly, autodiff
+// and the optimiser see the IR only; Lowered adds the nests not yet grouped into routines.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "ir/ir.h"
+
+namespace cannl {
+
+// Which routines a forward nest belongs to: dropout and batch_norm compute their value one way
+// in the training step and another in forward, eval_metrics and inference.
+enum class Phase { Both, Train, Infer };
+
+struct Lowered {
+  ir::Program prog;
+  std::vector<ir::Stmt> forward;
+  std::vector<Phase> phase;     // per nest of `forward`
+  std::vector<int> tensor_buf;  // spec tensor index -> buffer
+  // Training-step nests that the loss does not read: batch_norm's running statistics, updated
+  // from the batch's (after the forward nests, in spec order).
+  std::vector<ir::Stmt> train_updates;
+  // State that is not a spec param but lives in the checkpoint beside them (batch_norm's
+  // running statistics, frozen params of p.params): each buffer and its initial value.
+  std::vector<std::pair<int, double>> state_init;
+};
+
+}  // namespace cannl
