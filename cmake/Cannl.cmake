@@ -60,6 +60,9 @@
 #                    build when cross-compiling, or a prebuilt one to save building it; with
 #                    add_subdirectory(path/to/cannl EXCLUDE_FROM_ALL) the generator is then
 #                    not built at all)
+# and the variable CANNL_MODEL_OPTIMIZE (default -O3): the optimisation level models' C is
+# compiled at (cannl's own sanitizer build sets -O1: its test models compile faster there, and
+# what the sanitizers look for does not depend on it).
 include_guard(GLOBAL)
 include(GNUInstallDirs)
 
@@ -236,7 +239,11 @@ function(cannl_add_model name spec)
   set_target_properties(${name} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF
                         PUBLIC_HEADER ${dir}/${model}.h)
   if(CMAKE_C_COMPILER_ID MATCHES "GNU|Clang")
-    target_compile_options(${name} PRIVATE -O3
+    set(opt -O3)
+    if(DEFINED CANNL_MODEL_OPTIMIZE)
+      set(opt ${CANNL_MODEL_OPTIMIZE})
+    endif()
+    target_compile_options(${name} PRIVATE ${opt}
       # Let the compiler reorder sums (vectorised reductions): results stay the same run to
       # run and for any thread count, but may differ in the last bits from another build.
       -fno-math-errno -fassociative-math -fno-signed-zeros -fno-trapping-math

@@ -16,7 +16,9 @@
 #            (the files git knows, no build/) copied to a scratch directory, `cmake --install`
 #            before building refused with nothing written, then `cmake --preset release
 #            -DCANNL_BUILD_TESTS=OFF -DCANNL_BUILD_EXAMPLES=OFF`, `cmake --build --preset release`,
-#            `cmake --install build/release --prefix P`, and package_consumer/ on P.
+#            `cmake --install build/release --prefix P`, and package_consumer/ on P. With
+#            CANNL_INSTALL_FRESH=configure (scripts/test.sh, when the last commit changed no
+#            build file) it stops after the refused install: no build.
 # The environment (from CMakeLists.txt) names the tools: CANNL_CMAKE, CANNL_CMAKE_GENERATOR,
 # CANNL_MAKE_PROGRAM, CANNL_CC, CANNL_CXX, CANNL_SRC (the source tree), CANNL_BUILD (this
 # build tree), CANNL_EXE (its generator), CANNL_WORK (a scratch directory) and
@@ -110,6 +112,12 @@ package | fresh)
     fi
     grep -q "Nothing was installed" "$log" || fail "cmake --install did not say what is missing"
     [ ! -e "$prefix" ] || fail "cmake --install of an unbuilt tree wrote $(cd "$prefix" && find . -type f | head -3)"
+    if [ "${CANNL_INSTALL_FRESH:-full}" = configure ]; then
+      # scripts/test.sh when the build files did not change in the last commit: the copy
+      # configures (every source file CMake names is in it) and refuses an early install.
+      step "CANNL_INSTALL_FRESH=configure: not built (the build files did not change)"
+      exit 0
+    fi
     step "cmake --build --preset release (the generator and the runtime only)"
     (cd "$clone" && "$CANNL_CMAKE" --build --preset release) >"$log" 2>&1 || fail "build"
     step "cmake --install build/release --prefix $prefix"
