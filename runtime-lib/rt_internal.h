@@ -132,6 +132,14 @@ cannl_status cannl__model_load_named(const cannl_model_api *api, void *m, const 
                                      const cannl__name_map *map, cannl_checkpoint **keep_open_or_null,
                                      cannl_error *err);
 
+/* CANNL_LOAD_PARAMS of the params the file holds (under the names map gives them): loaded[i]
+ * (num_params entries) says whether param i was read; the others keep their values (the
+ * training program's --init-partial: the spec's init). A param the file holds with another
+ * shape or a non-finite value is an error as for a full load, and so is a file holding none of
+ * them; all-or-nothing likewise. */
+cannl_status cannl__model_load_partial(const cannl_model_api *api, void *m, const char *path,
+                                       const cannl__name_map *map, unsigned char *loaded, cannl_error *err);
+
 /* cannl__name_map_check_names against the model's state tensors (errors name map_path). */
 cannl_status cannl__name_map_check(const cannl_model_api *api, void *m, const cannl__name_map *map, const char *map_path,
                                    cannl_error *err);

@@ -41,6 +41,8 @@ static const cannl__flag FLAGS[] = {
     {"--threads", F_INT, ONCE, 1, "N", "OpenMP threads"},
     {"--zero", F_INT, ONCE, 0, "N", "under mpirun: 1 shards the optimiser state over the ranks (ZeRO-1); 0 (default) does not"},
     {"--init", F_PATH, ONCE, 0, "PATH", "initial params from a safetensors file (PyTorch's or a checkpoint)"},
+    {"--init-partial", F_BOOL, ONCE, 0, NULL, "with --init: the params the file holds from it, the others from the spec's "
+                                              "init (each listed)"},
     {"--checkpoint", F_PATH, ONCE, 0, "PATH", "save the whole state after every epoch and at exit (never a diverged one)"},
     {"--resume", F_PATH, ONCE, 0, "PATH", "continue the run saved in this checkpoint"},
     {"--name-map", F_PATH, ONCE, 0, "FILE", "tensor names in --init, --resume and --checkpoint files: lines "
@@ -71,6 +73,7 @@ static int apply(void *ctx, const cannl__flag *f, const char *v, char *msg, size
     if (f->kind == F_BOOL) {
         if (strcmp(n, "--no-shuffle") == 0) o->no_shuffle = 1;
         if (strcmp(n, "--quiet") == 0) o->quiet = 1;
+        if (strcmp(n, "--init-partial") == 0) o->init_partial = 1;
         if (strcmp(n, "--help") == 0) o->help = 1;
     } else if (f->kind == F_BIND) {
         const char *eq = strchr(v, '=');
@@ -197,6 +200,7 @@ int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl_
 
     if (o->init && o->resume)
         return cannl__usage_error(msg, cap, "--init and --resume cannot be used together (a checkpoint already holds the params)");
+    if (o->init_partial && !o->init) return cannl__usage_error(msg, cap, "--init-partial needs --init FILE");
     if (o->batch_set && o->batch > api->max_batch)
         return cannl__usage_error(msg, cap,
                     "--batch %" PRId64 " is larger than the model's maximum batch %" PRId64

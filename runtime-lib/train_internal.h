@@ -53,6 +53,7 @@ typedef struct cannl__train_opts {
     int threads;                   /* 0: not given */
     int zero;                      /* --zero: 1 = ZeRO-1 (optimiser state sharded over MPI ranks) */
     const char *init, *checkpoint, *resume, *metrics;
+    int init_partial;                 /* --init-partial: params --init lacks keep the spec's init */
     const char *name_map;             /* --name-map FILE, or NULL */
     int64_t log_every;
     int quiet, help;

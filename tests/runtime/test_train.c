@@ -6,8 +6,8 @@
  *
  * Each CASE is one ctest test: cli, binding, metrics, resume, steps, sigint,
  * other_model, init, corrupt, no_inputs, prefetch, signals, diverge, metadata,
- * data_finite, stale_tmp, crash_resume. The data files (.npy, .csv, IDX) are
- * written by the test itself. */
+ * data_finite, stale_tmp, crash_resume, init_partial. The data files (.npy, .csv,
+ * IDX) are written by the test itself. */
 #include "rt_test.h"
 
 #include <fcntl.h>
@@ -1146,6 +1146,53 @@ static void case_crash_resume(void) {
 #undef RESUME
 }
 
+/* --init FILE --init-partial (issue 36 item 8): the params FILE holds from it, the others from
+   the spec's init (what create(seed) made), each listed; also through --name-map. Plain --init
+   stays strict. */
+static void case_init_partial(void) {
+    float w[12];
+    for (int i = 0; i < 12; i++) w[i] = (float)i * 0.25f - 1.0f;
+    const cannl_tensor only_w[] = {{"w", CANNL_F32, 2, {4, 3}, w}};
+    cannl_error err;
+    CHECK_OK(cannl_checkpoint_save(W("w.st"), only_w, 1, NULL, 0, &err));
+    EXPECT(TRAIN("--init-partial"), 2, NULL, "--init-partial needs --init FILE");
+    EXPECT(TRAIN("--init", W("w.st")), 1, NULL, "w.st: missing tensor 'b'");
+    EXPECT(TRAIN("--epochs", "0", "--checkpoint", W("seed.st")), 0, NULL, NULL);
+    result r = TRAIN("--init", W("w.st"), "--init-partial", "--epochs", "0", "--checkpoint", W("p.st"));
+    CHECK(r.out && strstr(r.out, F("--init-partial: 1 of 2 params from %s, 1 from the spec's init (seed 7):\n", W("w.st"))) &&
+          strstr(r.out, F("\n  w  from %s\n", W("w.st"))) &&
+          strstr(r.out, F("\n  b  from the spec's init (%s has no 'b')\n", W("w.st"))));
+    if (r.out) printf("%s", r.out);
+    EXPECT(r, 0, NULL, NULL);
+    double got[12] = {0}, want[3] = {0};
+    const int64_t ws[2] = {4, 3}, bs[1] = {3};
+    CHECK(read_tensor(W("p.st"), "w", 2, ws, got) == 0);
+    for (int i = 0; i < 12; i++) CHECK(got[i] == (double)w[i]);
+    CHECK(read_tensor(W("p.st"), "b", 1, bs, got) == 0 && read_tensor(W("seed.st"), "b", 1, bs, want) == 0);
+    CHECK(memcmp(got, want, sizeof want) == 0);
+    /* Through a name map: the file's keys are PyTorch's. */
+    const cannl_tensor fc[] = {{"fc.weight", CANNL_F32, 2, {4, 3}, w}, {"other", CANNL_F32, 1, {3}, w}};
+    CHECK_OK(cannl_checkpoint_save(W("fc.st"), fc, 2, NULL, 0, &err));
+    CHECK(rt_write_file(W("map.txt"), "w = fc.weight\nb = fc.bias\n", 26) == 0);
+    r = TRAIN("--init", W("fc.st"), "--init-partial", "--name-map", W("map.txt"), "--epochs", "0", "--checkpoint",
+              W("pm.st"));
+    CHECK(r.out && strstr(r.out, F("\n  w  from %s ('fc.weight')\n", W("fc.st"))) &&
+          strstr(r.out, F("\n  b  from the spec's init (%s has no 'fc.bias')\n", W("fc.st"))));
+    if (r.out) printf("%s", r.out);
+    EXPECT(r, 0, NULL, NULL);
+    CHECK(read_tensor(W("pm.st"), "fc.weight", 2, ws, got) == 0 && got[5] == (double)w[5]);
+    CHECK(read_tensor(W("pm.st"), "fc.bias", 1, bs, got) == 0 && memcmp(got, want, sizeof want) == 0);
+    /* --quiet: not listed. A file with none of the params, or one of another shape: errors. */
+    r = TRAIN("--init", W("w.st"), "--init-partial", "--epochs", "0", "--quiet");
+    CHECK(r.out && !strstr(r.out, "--init-partial"));
+    EXPECT(r, 0, NULL, NULL);
+    EXPECT(TRAIN("--init", W("fc.st"), "--init-partial"), 1, NULL,
+           "fc.st: holds none of the params of model 'fake_softmax'; the file holds: fc.weight, other");
+    const cannl_tensor wt[] = {{"w", CANNL_F32, 2, {3, 4}, w}};
+    CHECK_OK(cannl_checkpoint_save(W("wt.st"), wt, 1, NULL, 0, &err));
+    EXPECT(TRAIN("--init", W("wt.st"), "--init-partial"), 1, NULL, "wt.st: tensor 'w' has shape [3, 4], expected [4, 3]");
+}
+
 int main(int argc, char **argv) {
     if (argc < 5) {
         fprintf(stderr, "usage: test_train CASE WORKDIR FAKE_TRAIN FAKE_QUAD_TRAIN [FAKE_PREFETCH_TRAIN [FAKE_QUAD_INFER]]\n");
@@ -1172,7 +1219,8 @@ int main(int argc, char **argv) {
                  {"other_model", case_other_model}, {"init", case_init},    {"corrupt", case_corrupt},
                  {"no_inputs", case_no_inputs}, {"prefetch", case_prefetch}, {"signals", case_signals},
                  {"diverge", case_diverge}, {"metadata", case_metadata}, {"data_finite", case_data_finite},
-                 {"stale_tmp", case_stale_tmp}, {"crash_resume", case_crash_resume}};
+                 {"stale_tmp", case_stale_tmp}, {"crash_resume", case_crash_resume},
+                 {"init_partial", case_init_partial}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {
             cases[i].fn();
