@@ -154,6 +154,10 @@ cannl_status cannl__name_map_check(const cannl_model_api *api, void *m, const ca
  * *removed: the number of lines cut. */
 cannl_status cannl__metrics_trim(const char *path, int64_t step, int64_t steps_per_epoch, int64_t *removed,
                                  cannl_error *err);
+/* Whether the log at path holds a record of step `step` (its "step") with the key `key`
+ * (*found; a missing file holds none), for a run resumed at its end: its final validation or
+ * test record is not written a second time. */
+cannl_status cannl__metrics_has(const char *path, int64_t step, const char *key, int *found, cannl_error *err);
 
 /* same_file.c --------------------------------------------------------- */
 

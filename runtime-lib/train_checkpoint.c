@@ -108,7 +108,7 @@ int cannl__train_save_now(cannl__trainer *t) {
     if (!t->o.checkpoint) return CANNL__EXIT_OK;
     int rc = cannl__train_check_state(t); /* a diverged state never replaces the last good checkpoint */
     if (rc) return rc;
-    char seed[32], batch[32], epoch[32], lr[40], examples[32], ep_loss[40], ep_examples[32];
+    char seed[32], batch[32], epoch[32], lr[40], examples[32], ep_loss[40], ep_examples[32], last_lr[40];
     snprintf(seed, sizeof seed, "%" PRIu64, t->seed);
     snprintf(batch, sizeof batch, "%" PRId64, t->batch);
     snprintf(epoch, sizeof epoch, "%" PRId64, t->has_inputs && !t->streamed ? t->step / t->spe : 0);
@@ -116,9 +116,14 @@ int cannl__train_save_now(cannl__trainer *t) {
     snprintf(examples, sizeof examples, "%" PRId64, t->ntrain);
     snprintf(ep_loss, sizeof ep_loss, "%.17g", t->ep_loss);
     snprintf(ep_examples, sizeof ep_examples, "%" PRId64, t->ep_examples);
-    cannl_meta meta[9] = {{"seed", seed}, {"batch", batch}, {"epoch", epoch}, {"shuffle", t->shuffle ? "1" : "0"},
-                          {"lr", lr}, {"lr_schedule", lr_schedule_name(t)}};
+    cannl_meta meta[10] = {{"seed", seed}, {"batch", batch}, {"epoch", epoch}, {"shuffle", t->shuffle ? "1" : "0"},
+                           {"lr", lr}, {"lr_schedule", lr_schedule_name(t)}};
     size_t nmeta = 6;
+    /* The lr the last step used (the schedule applied, in the model's precision), so that a
+       record a resumed run writes before its first step says what the run's own did. */
+    const double used = t->api->get_last_lr && t->steps_run > 0 ? t->api->get_last_lr(t->m) : t->last_lr;
+    snprintf(last_lr, sizeof last_lr, "%.17g", used);
+    if (t->api->get_last_lr && t->step > 0 && isfinite(used) && used >= 0) meta[nmeta++] = (cannl_meta){"last_lr", last_lr};
     if (t->has_inputs && !t->streamed) meta[nmeta++] = (cannl_meta){"examples", examples};
     /* Mid-epoch (a stream run: between records), the sums behind the next record's train_loss,
        so that a resumed run logs the same. */

@@ -19,6 +19,7 @@
 #include "trainer.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,6 +190,7 @@ int cannl__train_main_dist(const cannl_model_api *api, const cannl_model_ext *ex
     t.override = t.o.schedule_set;
     t.batch = t.o.batch_set ? t.o.batch : (CANNL__DEFAULT_BATCH < api->max_batch ? CANNL__DEFAULT_BATCH : api->max_batch);
     t.saved_step = t.tested_step = t.resumed_step = t.validated_step = -1;
+    t.last_lr = NAN;
     t.tty = isatty(fileno(stdout));
     t.train = calloc((size_t)api->num_inputs + 1, sizeof *t.train);
     t.test = calloc((size_t)api->num_inputs + 1, sizeof *t.test);

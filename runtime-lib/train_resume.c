@@ -1,7 +1,7 @@
 /* train_resume.c - what a resumed run takes from its checkpoint's metadata (seed, batch,
  * shuffle, lr and its schedule, the example count, a mid-epoch's loss sums), each value read
- * as strictly as the flag it stands for, and checked against the flags given again and the
- * step (a different --batch is an error, a different --seed or --no-shuffle a warning). */
+ * as strictly as the flag it stands for (also the lr of its last step), and checked against the
+ * flags given again and the step (a different --batch is an error, a different --seed or --no-shuffle a warning). */
 #define _POSIX_C_SOURCE 200809L
 
 #include "trainer.h"
@@ -91,6 +91,11 @@ int cannl__train_resume_settings(cannl__trainer *t, const cannl_checkpoint *ck) 
         t->cosine = strcmp(sched, "cosine") == 0;
         t->override = strcmp(sched, "spec") != 0;
     }
+    r = meta_lr(ck, "last_lr", &t->last_lr);
+    if (r < 0)
+        return cannl__train_report(t, CANNL__EXIT_FAIL,
+                                   "%s: metadata \"last_lr\" is '%s', not a non-negative number (as --lr takes)", path,
+                                   cannl_checkpoint_meta(ck, "last_lr"));
     r = meta_u64(ck, "examples", &v);
     if (r < 0 || (r == 0 && (v < 1 || v > INT64_MAX || !t->has_inputs || t->streamed)))
         return cannl__train_report(t, CANNL__EXIT_FAIL, "%s: metadata \"examples\" is '%s', %s", path,

@@ -1,7 +1,8 @@
 /* train_setup.c - a run set up before its first step: the model table checked, the model
  * created (then --resume or --init, --lr, --threads, the schedule), the data loaded (files or
  * token streams), the steps per epoch and the step to stop at, the batch buffers, and the
- * metrics log (cut back to a resumed checkpoint's step). */
+ * metrics log (cut back to a resumed checkpoint's step; for a run resumed at its end, whether it
+ * holds the final evaluation's record already). */
 #define _POSIX_C_SOURCE 200809L
 
 #include "trainer.h"
@@ -180,6 +181,12 @@ int cannl__train_setup_run(cannl__trainer *t) {
         if (removed > 0 && !t->o.quiet)
             printf("%s: removed %" PRId64 " record%s after step %" PRId64 " (the checkpoint's) from %s\n", t->o.prog,
                    removed, removed == 1 ? "" : "s", t->step, t->o.metrics);
+        /* A run resumed at its end writes its final validation's or test's record only if the
+           log lacks it (each restart would add one more). */
+        if (t->o.resume && t->step >= t->target &&
+            ((t->val.path && cannl__metrics_has(t->o.metrics, t->step, "val_loss", &t->val_logged, &err)) ||
+             (t->o.ntest > 0 && cannl__metrics_has(t->o.metrics, t->step, "test_loss", &t->test_logged, &err))))
+            return cannl__train_report(t, CANNL__EXIT_FAIL, "%s", err.msg);
         if (cannl_metrics_open(t->o.metrics, t->o.resume != NULL, &t->log, &err) != CANNL_OK)
             return cannl__train_report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     }

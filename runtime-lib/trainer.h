@@ -50,6 +50,8 @@ typedef struct cannl__trainer {
     int cosine;                    /* cosine decay of the lr over the run's target steps */
     int override;                  /* --lr-schedule (or the resumed run's) replaces the spec's */
     int64_t saved_step;            /* step of the last checkpoint, -1: none */
+    double last_lr;                /* the lr the checkpoint's last step used (metadata "last_lr"), NAN: unknown */
+    int val_logged, test_logged;   /* a run resumed at its end: the log has the final validation's / test's record */
     int64_t resumed_step;          /* step of the --resume checkpoint, -1: none */
     int64_t tested_step;           /* step of the last test evaluation, -1: none */
     double test_loss;              /* results of that evaluation (metrics in ->metrics) */

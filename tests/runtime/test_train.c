@@ -6,8 +6,8 @@
  *
  * Each CASE is one ctest test: cli, binding, metrics, resume, steps, sigint,
  * other_model, init, corrupt, no_inputs, prefetch, signals, diverge, metadata,
- * data_finite, stale_tmp, crash_resume, init_partial. The data files (.npy, .csv,
- * IDX) are written by the test itself. */
+ * data_finite, stale_tmp, crash_resume, resume_end, init_partial. The data files
+ * (.npy, .csv, IDX) are written by the test itself. */
 #include "rt_test.h"
 
 #include <fcntl.h>
@@ -1146,6 +1146,40 @@ static void case_crash_resume(void) {
 #undef RESUME
 }
 
+/* A run resumed at its end (issue 36 item 5) writes no record a second time: not the last
+   epoch's test record, nor the final test evaluation of a run that stopped mid-epoch. A log
+   that lacks it gets it once (its epoch: the one the last step is in). */
+static void case_resume_end(void) {
+    static const char *const ends[][2] = {{"--epochs", "2"}, {"--steps", "7"}};
+    for (int i = 0; i < 2; i++) {
+        EXPECT(TRAIN(ends[i][0], ends[i][1], "--log-every", "2", "--checkpoint", W("e.st"), "--metrics", W("e.jsonl"),
+                     TEST_ARGS),
+               0, NULL, NULL);
+        size_t len;
+        char *before = rt_read_file(W("e.jsonl"), &len);
+        for (int again = 0; again < 2; again++)
+            EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("e.st"), ends[i][0], ends[i][1],
+                       "--log-every", "2", "--checkpoint", W("e.st"), "--metrics", W("e.jsonl"), TEST_ARGS),
+                   0, "nothing to train", NULL);
+        CHECK(holds(W("e.jsonl"), before, len));
+        if (!holds(W("e.jsonl"), before, len)) {
+            char *after = rt_read_file(W("e.jsonl"), NULL);
+            fprintf(stderr, "before:\n%safter:\n%s", before, after ? after : "(none)");
+            free(after);
+        }
+        free(before);
+    }
+    remove(W("n.jsonl"));
+    EXPECT(TRAIN("--epochs", "2", "--checkpoint", W("f.st"), TEST_ARGS), 0, NULL, NULL);
+    EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("f.st"), "--epochs", "2", "--metrics",
+               W("n.jsonl"), TEST_ARGS),
+           0, "nothing to train", NULL);
+    char *t = rt_read_file(W("n.jsonl"), NULL);
+    CHECK(t && strncmp(t, "{\"epoch\":2,\"step\":10,\"lr\":0.05,\"test_loss\":", 42) == 0 && count_lines(W("n.jsonl")) == 1);
+    if (t) printf("%s", t);
+    free(t);
+}
+
 /* --init FILE --init-partial (issue 36 item 8): the params FILE holds from it, the others from
    the spec's init (what create(seed) made), each listed; also through --name-map. Plain --init
    stays strict. */
@@ -1220,7 +1254,7 @@ int main(int argc, char **argv) {
                  {"no_inputs", case_no_inputs}, {"prefetch", case_prefetch}, {"signals", case_signals},
                  {"diverge", case_diverge}, {"metadata", case_metadata}, {"data_finite", case_data_finite},
                  {"stale_tmp", case_stale_tmp}, {"crash_resume", case_crash_resume},
-                 {"init_partial", case_init_partial}};
+                 {"resume_end", case_resume_end}, {"init_partial", case_init_partial}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {
             cases[i].fn();
