@@ -2,7 +2,12 @@
  * them. A --checkpoint that cannot be written is reported before training. The loss of every
  * step is checked (it is returned anyway), and every state tensor (params and optimiser state)
  * at each --log-every step and before every save: a nan or inf stops the run with exit status
- * 1 before anything is saved, so the last checkpoint stays good. */
+ * 1 before anything is saved, so the last checkpoint stays good.
+ *
+ * When: after every epoch, at the end (or a stop signal), and periodically, every
+ * --checkpoint-every steps or --checkpoint-minutes of training since the last save, whichever
+ * comes first (1000 steps or 10 minutes by default), so a run killed outright (kill -9, the
+ * OOM killer, a lost node) loses at most that much. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "trainer.h"
@@ -41,6 +46,19 @@ int cannl__train_check_checkpoint_dir(const cannl__trainer *t) {
         cannl__train_warn(t, "removed %d temporary file%s of %s left by an interrupted save (%s.tmp.<pid>)", stale,
                           stale == 1 ? "" : "s", p, p);
     return CANNL__EXIT_OK;
+}
+
+int cannl__train_clock_due(const cannl__trainer *t) {
+    return t->checkpointing && t->o.checkpoint_minutes > 0 &&
+           cannl__train_now() - t->saved_at >= t->o.checkpoint_minutes * 60.0;
+}
+
+int cannl__train_checkpoint_due(const cannl__trainer *t) {
+    if (!t->checkpointing) return 0;
+    if (t->o.checkpoint_every > 0 && t->step % t->o.checkpoint_every == 0) return 1;
+    /* Data-parallel: rank 0's clock, agreed on through the step's sums (the ZeRO-1 save is
+       collective, so every rank must decide alike). */
+    return t->dist ? t->time_due : cannl__train_clock_due(t);
 }
 
 /* Stop a diverged run: one line naming the step and the value, and what became of the
@@ -99,8 +117,9 @@ static const char *lr_schedule_name(const cannl__trainer *t) {
 
 /* Save now (every rank calls it): with ZeRO-1 the optimiser state is gathered first. */
 int cannl__train_save(cannl__trainer *t) {
-    if (t->dist && t->o.zero && t->checkpointing) return cannl__train_zero_save(t);
-    return cannl__train_save_now(t);
+    const int rc = t->dist && t->o.zero && t->checkpointing ? cannl__train_zero_save(t) : cannl__train_save_now(t);
+    if (!rc) t->saved_at = cannl__train_now();
+    return rc;
 }
 
 /* The save itself: the state checked, then the checkpoint with the run's metadata. */

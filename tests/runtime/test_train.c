@@ -6,8 +6,9 @@
  *
  * Each CASE is one ctest test: cli, binding, metrics, resume, steps, sigint,
  * other_model, init, corrupt, no_inputs, prefetch, signals, diverge, metadata,
- * data_finite, stale_tmp, crash_resume, resume_end, init_partial. The data files
- * (.npy, .csv, IDX) are written by the test itself. */
+ * data_finite, stale_tmp, crash_resume, periodic, resume_end,
+ * init_partial. The data files (.npy, .csv, IDX) are written by the test
+ * itself. */
 #include "rt_test.h"
 
 #include <fcntl.h>
@@ -1146,6 +1147,73 @@ static void case_crash_resume(void) {
 #undef RESUME
 }
 
+/* Periodic checkpoints (issue 36 item 3): --checkpoint-every N saves after every N steps (besides
+   every epoch's end), so a run killed outright (SIGKILL: no handler runs, nothing is saved at the
+   end) loses at most N steps, and --resume continues it to the uninterrupted run's checkpoint and
+   log, bit for bit. By default every 1000 steps or 10 minutes (--checkpoint-minutes), whichever
+   comes first. */
+static void case_periodic(void) {
+    EXPECT(TRAIN("--checkpoint-every", "3"), 2, NULL, "--checkpoint-every needs --checkpoint PATH");
+    EXPECT(TRAIN("--checkpoint-minutes", "5"), 2, NULL, "--checkpoint-minutes needs --checkpoint PATH");
+    EXPECT(TRAIN("--checkpoint", W("x.st"), "--checkpoint-every", "-1"), 2, NULL, "--checkpoint-every");
+    EXPECT(TRAIN("--checkpoint", W("x.st"), "--checkpoint-minutes", "-1"), 2, NULL,
+           "--checkpoint-minutes: -1 must not be negative");
+    EXPECT(TRAIN("--checkpoint", W("x.st"), "--checkpoint-minutes", "ten"), 2, NULL,
+           "--checkpoint-minutes: 'ten' is not a number");
+    EXPECT(TRAIN("--help"), 0, "--checkpoint-every N", NULL);
+    /* 4 epochs of 5 steps; killed at steps 4 and 14: saved at 3 (before the first epoch's end) and
+       at 12 (the epochs' ends save at 5 and 10). */
+    EXPECT(TRAIN("--epochs", "4", "--log-every", "1", "--checkpoint", W("a.st"), "--metrics", W("a.jsonl"), TEST_ARGS),
+           0, NULL, NULL);
+    static const char *const kills[][2] = {{"4:KILL", "3"}, {"14:KILL", "12"}};
+    for (int i = 0; i < 2; i++) {
+        remove(W("b.st"));
+        setenv("FAKE_SIGNAL_AT_STEP", kills[i][0], 1);
+        result r = TRAIN("--epochs", "4", "--log-every", "1", "--checkpoint", W("b.st"), "--checkpoint-every", "3",
+                         "--metrics", W("b.jsonl"), TEST_ARGS);
+        unsetenv("FAKE_SIGNAL_AT_STEP");
+        CHECK(r.code == 128 + SIGKILL);
+        free(r.out);
+        free(r.err);
+        printf("killed at step %.*s: the checkpoint holds step %s\n", (int)strcspn(kills[i][0], ":"), kills[i][0],
+               meta_of(W("b.st"), "step"));
+        CHECK(strcmp(meta_of(W("b.st"), "step"), kills[i][1]) == 0);
+        EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("b.st"), "--epochs", "4", "--log-every", "1",
+                   "--checkpoint", W("b.st"), "--checkpoint-every", "3", "--metrics", W("b.jsonl"), TEST_ARGS),
+               0, "trained to step 20 ", NULL);
+        CHECK(same_file(W("a.jsonl"), W("b.jsonl")));
+        CHECK(same_file(W("a.st"), W("b.st")));
+    }
+    /* The default: every 1000 steps (fake_quad, killed at step 1234). */
+    setenv("FAKE_SIGNAL_AT_STEP", "1234:KILL", 1);
+    result r = RUN(g_quad, "--steps", "1500", "--checkpoint", W("q.st"));
+    CHECK(r.code == 128 + SIGKILL);
+    free(r.out);
+    free(r.err);
+    CHECK(strcmp(meta_of(W("q.st"), "step"), "1000") == 0);
+    /* ... or every 10 minutes: here 0.002 minutes (0.12 s) of 20 ms steps, at least every 6 steps;
+       killed at step 40, it holds step 34 to 39. --checkpoint-every 0: by time alone. */
+    setenv("FAKE_STEP_DELAY_MS", "20", 1);
+    setenv("FAKE_SIGNAL_AT_STEP", "40:KILL", 1);
+    r = RUN(g_quad, "--steps", "100", "--checkpoint", W("t.st"), "--checkpoint-every", "0", "--checkpoint-minutes",
+            "0.002");
+    CHECK(r.code == 128 + SIGKILL);
+    free(r.out);
+    free(r.err);
+    const long at = atol(meta_of(W("t.st"), "step"));
+    printf("killed at step 40 with a save every 0.12 s (20 ms steps): the checkpoint holds step %ld\n", at);
+    CHECK(at >= 34 && at <= 39);
+    /* Both off: no periodic save, nothing on disk. */
+    r = RUN(g_quad, "--steps", "100", "--checkpoint", W("n.st"), "--checkpoint-every", "0", "--checkpoint-minutes", "0");
+    CHECK(r.code == 128 + SIGKILL);
+    free(r.out);
+    free(r.err);
+    CHECK(!rt_exists(W("n.st")));
+    unsetenv("FAKE_SIGNAL_AT_STEP");
+    unsetenv("FAKE_STEP_DELAY_MS");
+    CHECK(rt_count_matching(g_dir, ".tmp.") == 0);
+}
+
 /* A run resumed at its end (issue 36 item 5) writes no record a second time: not the last
    epoch's test record, nor the final test evaluation of a run that stopped mid-epoch. A log
    that lacks it gets it once (its epoch: the one the last step is in). */
@@ -1253,7 +1321,7 @@ int main(int argc, char **argv) {
                  {"other_model", case_other_model}, {"init", case_init},    {"corrupt", case_corrupt},
                  {"no_inputs", case_no_inputs}, {"prefetch", case_prefetch}, {"signals", case_signals},
                  {"diverge", case_diverge}, {"metadata", case_metadata}, {"data_finite", case_data_finite},
-                 {"stale_tmp", case_stale_tmp}, {"crash_resume", case_crash_resume},
+                 {"stale_tmp", case_stale_tmp}, {"crash_resume", case_crash_resume}, {"periodic", case_periodic},
                  {"resume_end", case_resume_end}, {"init_partial", case_init_partial}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {
