@@ -190,4 +190,13 @@ int cannl__tmp_clean_stale(const char *path);
 /* Rename tmp over path (removing tmp if that fails), sync the directory, free tmp. */
 cannl_status cannl__tmp_commit(char *tmp, const char *path, cannl_error *err);
 
+/* Make path a second name (hard link) of the file `from`, atomically: a link PATH.tmp.<pid>
+ * renamed over path (replaceable as for cannl__tmp_create). When the file system makes no
+ * hard links, CANNL_E_IO with *no_link set and nothing changed (the caller writes a copy). */
+cannl_status cannl__tmp_link(const char *from, const char *path, int *no_link, cannl_error *err);
+
+/* cannl__tmp_clean_stale for the step files of a checkpoint path (PATH.step<N>.tmp.<pid>[.<n>],
+ * the training program's --keep-last). */
+int cannl__tmp_clean_stale_steps(const char *path);
+
 #endif /* CANNL_RT_INTERNAL_H */

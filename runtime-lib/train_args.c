@@ -48,6 +48,8 @@ static const cannl__flag FLAGS[] = {
     {"--checkpoint-every", F_INT, ONCE, 0, "N", "also save every N steps (default 1000; 0: only after epochs and at exit)"},
     {"--checkpoint-minutes", F_REAL, ONCE, 0, "M", "also save after M minutes of training since the last save (default 10; "
                                                    "0: never by time)"},
+    {"--keep-last", F_INT, ONCE, 0, "K", "keep the K newest saves as PATH.stepN beside PATH, deleting older ones this run "
+                                         "wrote (default 0: none)"},
     {"--resume", F_PATH, ONCE, 0, "PATH", "continue the run saved in this checkpoint"},
     {"--name-map", F_PATH, ONCE, 0, "FILE", "tensor names in --init, --resume and --checkpoint files: lines "
                                             "'cannl_name = pytorch.key' (# comments); optimiser state follows its param"},
@@ -128,6 +130,7 @@ static int apply(void *ctx, const cannl__flag *f, const char *v, char *msg, size
         }
         if (strcmp(n, "--log-every") == 0) o->log_every = x;
         if (strcmp(n, "--checkpoint-every") == 0) o->checkpoint_every = x;
+        if (strcmp(n, "--keep-last") == 0) o->keep_last = x;
         if (strcmp(n, "--eval-every") == 0) {
             o->eval_every = x;
             o->eval_every_set = 1;
@@ -218,8 +221,8 @@ int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl_
         return cannl__usage_error(msg, cap, "--init and --resume cannot be used together (a checkpoint already holds the params)");
     if (o->init_partial && !o->init) return cannl__usage_error(msg, cap, "--init-partial needs --init FILE");
     if (!o->checkpoint) { /* the periodic saves' flags say how to save --checkpoint */
-        const char *names[2] = {"--checkpoint-every", "--checkpoint-minutes"};
-        for (int i = 0; i < 2; i++)
+        const char *names[3] = {"--checkpoint-every", "--checkpoint-minutes", "--keep-last"};
+        for (int i = 0; i < 3; i++)
             if (seen[flag_index(names[i])])
                 return cannl__usage_error(msg, cap, "%s needs --checkpoint PATH", names[i]);
     }

@@ -60,6 +60,7 @@ typedef struct cannl__train_opts {
     int init_partial;                 /* --init-partial: params --init lacks keep the spec's init */
     int64_t checkpoint_every;         /* --checkpoint-every N: a save every N steps (0: none) */
     double checkpoint_minutes;        /* --checkpoint-minutes M: a save after M minutes of training (0: none) */
+    int64_t keep_last;                /* --keep-last K: the K newest saves kept as PATH.stepN (0: none) */
     const char *name_map;             /* --name-map FILE, or NULL */
     int64_t log_every;
     int quiet, help;

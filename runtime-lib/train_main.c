@@ -113,6 +113,7 @@ static void cleanup(cannl__trainer *t) {
     free(t->shard);
     free(t->shard_start);
     free(t->opt_bytes);
+    free(t->kept);
     cannl__train_opts_free(&t->o);
 }
 

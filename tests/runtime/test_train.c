@@ -6,7 +6,7 @@
  *
  * Each CASE is one ctest test: cli, binding, metrics, resume, steps, sigint,
  * other_model, init, corrupt, no_inputs, prefetch, signals, diverge, metadata,
- * data_finite, stale_tmp, crash_resume, periodic, resume_end,
+ * data_finite, stale_tmp, crash_resume, periodic, keep_last, resume_end,
  * init_partial. The data files (.npy, .csv, IDX) are written by the test
  * itself. */
 #include "rt_test.h"
@@ -1154,12 +1154,14 @@ static void case_crash_resume(void) {
    comes first. */
 static void case_periodic(void) {
     EXPECT(TRAIN("--checkpoint-every", "3"), 2, NULL, "--checkpoint-every needs --checkpoint PATH");
+    EXPECT(TRAIN("--keep-last", "2"), 2, NULL, "--keep-last needs --checkpoint PATH");
     EXPECT(TRAIN("--checkpoint-minutes", "5"), 2, NULL, "--checkpoint-minutes needs --checkpoint PATH");
     EXPECT(TRAIN("--checkpoint", W("x.st"), "--checkpoint-every", "-1"), 2, NULL, "--checkpoint-every");
     EXPECT(TRAIN("--checkpoint", W("x.st"), "--checkpoint-minutes", "-1"), 2, NULL,
            "--checkpoint-minutes: -1 must not be negative");
     EXPECT(TRAIN("--checkpoint", W("x.st"), "--checkpoint-minutes", "ten"), 2, NULL,
            "--checkpoint-minutes: 'ten' is not a number");
+    EXPECT(TRAIN("--checkpoint", W("x.st"), "--keep-last", "2000000000"), 2, NULL, "--keep-last");
     EXPECT(TRAIN("--help"), 0, "--checkpoint-every N", NULL);
     /* 4 epochs of 5 steps; killed at steps 4 and 14: saved at 3 (before the first epoch's end) and
        at 12 (the epochs' ends save at 5 and 10). */
@@ -1212,6 +1214,60 @@ static void case_periodic(void) {
     unsetenv("FAKE_SIGNAL_AT_STEP");
     unsetenv("FAKE_STEP_DELAY_MS");
     CHECK(rt_count_matching(g_dir, ".tmp.") == 0);
+}
+
+/* --keep-last K: every save is kept as PATH.stepN beside PATH (a hard link), the K newest; the
+   older step files the run wrote are deleted, across a --resume of PATH or of a step file too,
+   and nothing else: not a step file of another run, not one replaced by a symbolic link. */
+static void case_keep_last(void) {
+    remove(W("k.st.step8")); /* the symbolic link of an earlier run (rt_fresh_dir removes regular files only) */
+    CHECK(rt_write_file(W("k.st.step3"), "not ours", 8) == 0); /* a file the run did not write */
+    EXPECT(RUN(g_quad, "--steps", "10", "--checkpoint", W("k.st"), "--checkpoint-every", "2", "--keep-last", "2"), 0, NULL, NULL);
+    CHECK(!rt_exists(W("k.st.step2")) && !rt_exists(W("k.st.step4")) && !rt_exists(W("k.st.step6")));
+    CHECK(strcmp(meta_of(W("k.st.step8"), "step"), "8") == 0);
+    CHECK(same_file(W("k.st.step10"), W("k.st")));
+    CHECK(strcmp(meta_of(W("k.st"), "step_files"), "8,10") == 0);
+    struct stat a, b;
+    CHECK(stat(W("k.st"), &a) == 0 && stat(W("k.st.step10"), &b) == 0 && a.st_ino == b.st_ino); /* no second write */
+    /* The step file holds what a run to step 8 saves. */
+    EXPECT(RUN(g_quad, "--steps", "8", "--checkpoint", W("e8.st")), 0, NULL, NULL);
+    double w8 = 0, w = 1;
+    CHECK(read_tensor(W("e8.st"), "w", 0, NULL, &w8) == 0 && read_tensor(W("k.st.step8"), "w", 0, NULL, &w) == 0 &&
+          w8 == w);
+    /* Resumed: the next saves delete 8 and 10, the run's own; a step file replaced by a symbolic
+       link is left (with a warning). */
+    CHECK(rename(W("k.st.step8"), W("k.st.step8.moved")) == 0 && symlink(W("k.st.step8.moved"), W("k.st.step8")) == 0);
+    EXPECT(RUN(g_quad, "--resume", W("k.st"), "--steps", "14", "--checkpoint", W("k.st"), "--checkpoint-every", "2", "--keep-last", "2"),
+           0, NULL, "--keep-last: ");
+    struct stat l;
+    CHECK(lstat(W("k.st.step8"), &l) == 0 && S_ISLNK(l.st_mode));
+    CHECK(!rt_exists(W("k.st.step10")) && rt_exists(W("k.st.step12")) && rt_exists(W("k.st.step14")));
+    CHECK(rt_exists(W("k.st.step3")));
+    CHECK(strcmp(meta_of(W("k.st"), "step_files"), "12,14") == 0);
+    /* Resumed from an older step file: its list carries on (14 is saved over again). */
+    EXPECT(RUN(g_quad, "--resume", W("k.st.step12"), "--steps", "16", "--checkpoint", W("k.st"), "--checkpoint-every", "2",
+               "--keep-last", "3"),
+           0, NULL, NULL);
+    CHECK(strcmp(meta_of(W("k.st"), "step_files"), "12,14,16") == 0 && rt_exists(W("k.st.step12")));
+    /* A fresh run (no --resume) deletes only what it wrote. */
+    EXPECT(RUN(g_quad, "--steps", "4", "--checkpoint", W("k.st"), "--checkpoint-every", "2", "--keep-last", "1"), 0, NULL, NULL);
+    CHECK(!rt_exists(W("k.st.step2")) && rt_exists(W("k.st.step4")));
+    CHECK(rt_exists(W("k.st.step12")) && rt_exists(W("k.st.step14")) && rt_exists(W("k.st.step16")));
+    /* A bad list in the metadata is an error naming the key. */
+    cannl_checkpoint *ck = NULL;
+    cannl_error err;
+    CHECK_OK(cannl_checkpoint_open(W("k.st"), NULL, &ck, &err));
+    double wv = 0, vv[2] = {0}, mw = 0, mv[2] = {0};
+    const cannl_tensor t[4] = {{"w", CANNL_F64, 0, {0}, &wv}, {"v", CANNL_F64, 1, {2}, vv},
+                               {"w.momentum_buffer", CANNL_F64, 0, {0}, &mw}, {"v.momentum_buffer", CANNL_F64, 1, {2}, mv}};
+    for (int i = 0; i < 4 && ck; i++) CHECK_OK(cannl_checkpoint_read(ck, &t[i], &err));
+    cannl_checkpoint_close(ck);
+    const cannl_meta bad[] = {{"model", "fake_quad"}, {"step", "4"}, {"step_files", "2,x"}};
+    CHECK_OK(cannl_checkpoint_save(W("bad.st"), t, 4, bad, 3, &err));
+    EXPECT(RUN(g_quad, "--resume", W("bad.st"), "--steps", "6", "--checkpoint", W("bad.st"), "--keep-last", "2"), 1,
+           NULL, "bad.st: metadata \"step_files\" is '2,x'");
+    CHECK(rt_count_matching(g_dir, ".tmp.") == 0);
+    remove(W("k.st.step8"));
 }
 
 /* A run resumed at its end (issue 36 item 5) writes no record a second time: not the last
@@ -1322,7 +1378,7 @@ int main(int argc, char **argv) {
                  {"no_inputs", case_no_inputs}, {"prefetch", case_prefetch}, {"signals", case_signals},
                  {"diverge", case_diverge}, {"metadata", case_metadata}, {"data_finite", case_data_finite},
                  {"stale_tmp", case_stale_tmp}, {"crash_resume", case_crash_resume}, {"periodic", case_periodic},
-                 {"resume_end", case_resume_end}, {"init_partial", case_init_partial}};
+                 {"keep_last", case_keep_last}, {"resume_end", case_resume_end}, {"init_partial", case_init_partial}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {
             cases[i].fn();
