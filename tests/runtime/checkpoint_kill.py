@@ -112,7 +112,8 @@ for trial in range(trials):
     same_log = p.returncode == 0 and strip(records("k.jsonl")) == full_log
     check(same_ck, f"trial {trial}: the resumed run's checkpoint differs from the uninterrupted run's")
     check(same_log, f"trial {trial}: the resumed run's log differs from the uninterrupted run's")
-    print(f"trial {trial}: resumed from step {saved} to {STEPS}: checkpoint {'identical' if same_ck else 'DIFFERS'},"
+    how = f"resumed from step {saved}" if resume else "no checkpoint yet: run again from the start"
+    print(f"trial {trial}: {how} to {STEPS}: checkpoint {'identical' if same_ck else 'DIFFERS'},"
           f" log {'identical' if same_log else 'DIFFERS'}", flush=True)
     check(not [f for f in os.listdir(".") if ".tmp." in f], f"trial {trial}: a temporary file was left")
 
