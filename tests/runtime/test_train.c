@@ -1222,7 +1222,8 @@ static void case_periodic(void) {
 static void case_keep_last(void) {
     remove(W("k.st.step8")); /* the symbolic link of an earlier run (rt_fresh_dir removes regular files only) */
     CHECK(rt_write_file(W("k.st.step3"), "not ours", 8) == 0); /* a file the run did not write */
-    EXPECT(RUN(g_quad, "--steps", "10", "--checkpoint", W("k.st"), "--checkpoint-every", "2", "--keep-last", "2"), 0, NULL, NULL);
+    EXPECT(RUN(g_quad, "--steps", "10", "--checkpoint", W("k.st"), "--checkpoint-every", "2", "--keep-last", "2"), 0,
+           NULL, NULL);
     CHECK(!rt_exists(W("k.st.step2")) && !rt_exists(W("k.st.step4")) && !rt_exists(W("k.st.step6")));
     CHECK(strcmp(meta_of(W("k.st.step8"), "step"), "8") == 0);
     CHECK(same_file(W("k.st.step10"), W("k.st")));
@@ -1237,7 +1238,8 @@ static void case_keep_last(void) {
     /* Resumed: the next saves delete 8 and 10, the run's own; a step file replaced by a symbolic
        link is left (with a warning). */
     CHECK(rename(W("k.st.step8"), W("k.st.step8.moved")) == 0 && symlink(W("k.st.step8.moved"), W("k.st.step8")) == 0);
-    EXPECT(RUN(g_quad, "--resume", W("k.st"), "--steps", "14", "--checkpoint", W("k.st"), "--checkpoint-every", "2", "--keep-last", "2"),
+    EXPECT(RUN(g_quad, "--resume", W("k.st"), "--steps", "14", "--checkpoint", W("k.st"), "--checkpoint-every", "2",
+               "--keep-last", "2"),
            0, NULL, "--keep-last: ");
     struct stat l;
     CHECK(lstat(W("k.st.step8"), &l) == 0 && S_ISLNK(l.st_mode));
@@ -1250,7 +1252,8 @@ static void case_keep_last(void) {
            0, NULL, NULL);
     CHECK(strcmp(meta_of(W("k.st"), "step_files"), "12,14,16") == 0 && rt_exists(W("k.st.step12")));
     /* A fresh run (no --resume) deletes only what it wrote. */
-    EXPECT(RUN(g_quad, "--steps", "4", "--checkpoint", W("k.st"), "--checkpoint-every", "2", "--keep-last", "1"), 0, NULL, NULL);
+    EXPECT(RUN(g_quad, "--steps", "4", "--checkpoint", W("k.st"), "--checkpoint-every", "2", "--keep-last", "1"), 0,
+           NULL, NULL);
     CHECK(!rt_exists(W("k.st.step2")) && rt_exists(W("k.st.step4")));
     CHECK(rt_exists(W("k.st.step12")) && rt_exists(W("k.st.step14")) && rt_exists(W("k.st.step16")));
     /* A bad list in the metadata is an error naming the key. */
