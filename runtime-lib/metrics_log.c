@@ -4,7 +4,8 @@
  * crashed run leaves at most the last line incomplete. Doubles are written
  * in the shortest form that reads back exactly; NaN/inf become null.
  * cannl__metrics_trim cuts a log back to a checkpoint's step before a
- * resumed run appends to it. */
+ * resumed run appends to it; cannl__metrics_has says whether it holds a
+ * record of a step with a key. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "json_min.h"
@@ -182,6 +183,40 @@ cannl_status cannl__metrics_trim(const char *path, int64_t step, int64_t steps_p
             st = cannl__fail(err, CANNL_E_IO, path, "cannot cut the metrics log back to step %" PRId64 ": %s", step,
                              cannl__strerror(errno, eb, sizeof eb));
     }
+    free(line);
+    fclose(f);
+    return st;
+}
+
+cannl_status cannl__metrics_has(const char *path, int64_t step, const char *key, int *found, cannl_error *err) {
+    *found = 0;
+    FILE *f = fopen(path, "rb");
+    char eb[128];
+    if (!f) {
+        if (errno == ENOENT) return CANNL_OK;
+        return cannl__fail(err, CANNL_E_IO, path, "cannot open metrics log: %s", cannl__strerror(errno, eb, sizeof eb));
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while (!*found && (len = getline(&line, &cap, f)) > 0) {
+        if (len < 2 || line[len - 1] != '\n') continue; /* a blank line, a last one cut short */
+        cannl__json j;
+        char why[160];
+        if (cannl__json_parse(&j, line, (size_t)len - 1, why, sizeof why)) continue;
+        const cannl__jnode *root = &j.nodes[0];
+        uint64_t at = 0;
+        int at_step = 0, has_key = 0;
+        for (int32_t c = root->type == CANNL__J_OBJ ? root->child : -1; c >= 0; c = j.nodes[c].next) {
+            if (strcmp(j.nodes[c].key, "step") == 0) at_step = !cannl__json_u64(&j.nodes[c], &at) && at == (uint64_t)step;
+            if (strcmp(j.nodes[c].key, key) == 0) has_key = 1;
+        }
+        *found = at_step && has_key;
+        cannl__json_free(&j);
+    }
+    cannl_status st = CANNL_OK;
+    if (ferror(f))
+        st = cannl__fail(err, CANNL_E_IO, path, "cannot read metrics log: %s", cannl__strerror(errno, eb, sizeof eb));
     free(line);
     fclose(f);
     return st;

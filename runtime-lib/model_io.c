@@ -5,7 +5,9 @@
  * (params, then optimiser state) with metadata "model" and "step". Loading
  * is all-or-nothing: every tensor is read into one scratch block first and
  * copied into the model only when all of them were read successfully and
- * hold finite values only. */
+ * hold finite values only. A partial load (the training program's
+ * --init-partial) takes the params the file holds and leaves the others as
+ * they are (the spec's init), saying which is which. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "rt_internal.h"
@@ -228,9 +230,26 @@ cannl_status cannl_model_load(const cannl_model_api *api, void *m, const char *p
     return cannl__model_load_named(api, m, path, what, NULL, keep_open_or_null, err);
 }
 
+static cannl_status load(const cannl_model_api *api, void *m, const char *path, cannl_load_what what,
+                         const cannl__name_map *map, unsigned char *loaded, cannl_checkpoint **keep_open_or_null,
+                         cannl_error *err);
+
 cannl_status cannl__model_load_named(const cannl_model_api *api, void *m, const char *path, cannl_load_what what,
                                      const cannl__name_map *map, cannl_checkpoint **keep_open_or_null,
                                      cannl_error *err) {
+    return load(api, m, path, what, map, NULL, keep_open_or_null, err);
+}
+
+cannl_status cannl__model_load_partial(const cannl_model_api *api, void *m, const char *path,
+                                       const cannl__name_map *map, unsigned char *loaded, cannl_error *err) {
+    if (!loaded) return cannl__fail(err, CANNL_E_ARG, "cannl__model_load_partial", "loaded is NULL");
+    return load(api, m, path, CANNL_LOAD_PARAMS, map, loaded, NULL, err);
+}
+
+/* The load; loaded (num_params entries), or NULL: every param required. */
+static cannl_status load(const cannl_model_api *api, void *m, const char *path, cannl_load_what what,
+                         const cannl__name_map *map, unsigned char *loaded, cannl_checkpoint **keep_open_or_null,
+                         cannl_error *err) {
     if (keep_open_or_null) *keep_open_or_null = NULL;
     cannl_status st = check_api(api, m, path, "cannl_model_load", err);
     if (st != CANNL_OK) return st;
@@ -280,6 +299,12 @@ cannl_status cannl__model_load_named(const cannl_model_api *api, void *m, const 
         want.data = scratch + off[i];
         if (names[i]) want.name = names[i];
         st = cannl_checkpoint_read(ck, &want, err);
+        if (loaded) loaded[i] = st == CANNL_OK;
+        if (loaded && st == CANNL_E_NOTFOUND) { /* a partial init: this param keeps its value */
+            st = CANNL_OK;
+            len[i] = 0;
+            continue;
+        }
         if (st == CANNL_E_NOTFOUND) {
             char held[320], how[160] = "";
             file_names(ck, held, sizeof held);
@@ -288,6 +313,17 @@ cannl_status cannl__model_load_named(const cannl_model_api *api, void *m, const 
             st = cannl__fail(err, st, path, "missing tensor '%s'%s; the file holds: %s", want.name, how, held);
         }
         if (st != CANNL_OK) goto done; /* the message names the file, the tensor and both shapes */
+    }
+    if (loaded) { /* a partial init of nothing is a wrong file (or name map), not an init */
+        size_t found = 0;
+        for (size_t i = 0; i < n; i++) found += loaded[i];
+        if (found == 0 && n > 0) {
+            char held[320];
+            file_names(ck, held, sizeof held);
+            st = cannl__fail(err, CANNL_E_NOTFOUND, path, "holds none of the params of model '%s'%s; the file holds: %s",
+                             api->name, map ? " (through the name map)" : "", held);
+            goto done;
+        }
     }
     /* A nan or inf would spread to every param through the first step: refuse it, as
        `cannl gen --embed` does. */

@@ -132,6 +132,14 @@ cannl_status cannl__model_load_named(const cannl_model_api *api, void *m, const 
                                      const cannl__name_map *map, cannl_checkpoint **keep_open_or_null,
                                      cannl_error *err);
 
+/* CANNL_LOAD_PARAMS of the params the file holds (under the names map gives them): loaded[i]
+ * (num_params entries) says whether param i was read; the others keep their values (the
+ * training program's --init-partial: the spec's init). A param the file holds with another
+ * shape or a non-finite value is an error as for a full load, and so is a file holding none of
+ * them; all-or-nothing likewise. */
+cannl_status cannl__model_load_partial(const cannl_model_api *api, void *m, const char *path,
+                                       const cannl__name_map *map, unsigned char *loaded, cannl_error *err);
+
 /* cannl__name_map_check_names against the model's state tensors (errors name map_path). */
 cannl_status cannl__name_map_check(const cannl_model_api *api, void *m, const cannl__name_map *map, const char *map_path,
                                    cannl_error *err);
@@ -146,6 +154,10 @@ cannl_status cannl__name_map_check(const cannl_model_api *api, void *m, const ca
  * *removed: the number of lines cut. */
 cannl_status cannl__metrics_trim(const char *path, int64_t step, int64_t steps_per_epoch, int64_t *removed,
                                  cannl_error *err);
+/* Whether the log at path holds a record of step `step` (its "step") with the key `key`
+ * (*found; a missing file holds none), for a run resumed at its end: its final validation or
+ * test record is not written a second time. */
+cannl_status cannl__metrics_has(const char *path, int64_t step, const char *key, int *found, cannl_error *err);
 
 /* same_file.c --------------------------------------------------------- */
 
@@ -177,5 +189,14 @@ int cannl__tmp_clean_stale(const char *path);
 
 /* Rename tmp over path (removing tmp if that fails), sync the directory, free tmp. */
 cannl_status cannl__tmp_commit(char *tmp, const char *path, cannl_error *err);
+
+/* Make path a second name (hard link) of the file `from`, atomically: a link PATH.tmp.<pid>
+ * renamed over path (replaceable as for cannl__tmp_create). When the file system makes no
+ * hard links, CANNL_E_IO with *no_link set and nothing changed (the caller writes a copy). */
+cannl_status cannl__tmp_link(const char *from, const char *path, int *no_link, cannl_error *err);
+
+/* cannl__tmp_clean_stale for the step files of a checkpoint path (PATH.step<N>.tmp.<pid>[.<n>],
+ * the training program's --keep-last). */
+int cannl__tmp_clean_stale_steps(const char *path);
 
 #endif /* CANNL_RT_INTERNAL_H */

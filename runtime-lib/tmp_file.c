@@ -114,10 +114,17 @@ cannl_status cannl__tmp_commit(char *tmp, const char *path, cannl_error *err) {
     return st;
 }
 
-/* The pid of a temporary file's name "<base>.tmp.<pid>" or "<base>.tmp.<pid>.<n>", or 0. */
-static long tmp_pid(const char *name, const char *base, size_t base_len) {
-    if (strncmp(name, base, base_len) != 0 || strncmp(name + base_len, ".tmp.", 5) != 0) return 0;
-    const char *p = name + base_len + 5;
+/* The pid of a temporary file's name "<base>.tmp.<pid>" or "<base>.tmp.<pid>.<n>" (steps: of a
+   step file's, "<base>.step<N>.tmp.<pid>[.<n>]"), or 0. */
+static long tmp_pid(const char *name, const char *base, size_t base_len, int steps) {
+    if (strncmp(name, base, base_len) != 0) return 0;
+    name += base_len;
+    if (steps) {
+        if (strncmp(name, ".step", 5) != 0 || name[5] < '0' || name[5] > '9') return 0;
+        for (name += 5; *name >= '0' && *name <= '9'; name++) continue;
+    }
+    if (strncmp(name, ".tmp.", 5) != 0) return 0;
+    const char *p = name + 5;
     long pid = 0;
     if (*p < '1' || *p > '9') return 0;
     for (; *p >= '0' && *p <= '9'; p++) {
@@ -131,7 +138,7 @@ static long tmp_pid(const char *name, const char *base, size_t base_len) {
     return *p ? 0 : pid;
 }
 
-int cannl__tmp_clean_stale(const char *path) {
+static int clean_stale(const char *path, int steps) {
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
     const size_t base_len = strlen(base);
@@ -146,7 +153,7 @@ int cannl__tmp_clean_stale(const char *path) {
     int removed = 0;
     struct dirent *e;
     while (d && (e = readdir(d))) {
-        const long pid = tmp_pid(e->d_name, base, base_len);
+        const long pid = tmp_pid(e->d_name, base, base_len, steps);
         /* Only a dead writer's file (or one named after this process, which has written
            nothing yet: a pid reused in a new container, say). A live process may be
            writing its own. */
@@ -162,4 +169,37 @@ int cannl__tmp_clean_stale(const char *path) {
     if (d) closedir(d);
     free(dir);
     return removed;
+}
+
+int cannl__tmp_clean_stale(const char *path) { return clean_stale(path, 0); }
+
+int cannl__tmp_clean_stale_steps(const char *path) { return clean_stale(path, 1); }
+
+cannl_status cannl__tmp_link(const char *from, const char *path, int *no_link, cannl_error *err) {
+    *no_link = 0;
+    cannl_status st = check_replaceable(path, err);
+    if (st != CANNL_OK) return st;
+    struct stat a, b;
+    if (stat(from, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return CANNL_OK; /* linked already (a rename of one name of a file over another does nothing) */
+    const size_t cap = strlen(path) + 64;
+    char *tmp = malloc(cap);
+    if (!tmp) return cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
+    int e = 0;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        if (attempt == 0)
+            snprintf(tmp, cap, "%s.tmp.%ld", path, (long)getpid());
+        else
+            snprintf(tmp, cap, "%s.tmp.%ld.%d", path, (long)getpid(), attempt);
+        e = link(from, tmp) == 0 ? 0 : errno;
+        if (e != EEXIST) break;
+    }
+    if (e) {
+        char eb[128];
+        *no_link = e != EEXIST;
+        st = cannl__fail(err, CANNL_E_IO, path, "cannot link %s to %s: %s", tmp, from, cannl__strerror(e, eb, sizeof eb));
+        free(tmp);
+        return st;
+    }
+    return cannl__tmp_commit(tmp, path, err);
 }

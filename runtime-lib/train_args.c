@@ -41,7 +41,15 @@ static const cannl__flag FLAGS[] = {
     {"--threads", F_INT, ONCE, 1, "N", "OpenMP threads"},
     {"--zero", F_INT, ONCE, 0, "N", "under mpirun: 1 shards the optimiser state over the ranks (ZeRO-1); 0 (default) does not"},
     {"--init", F_PATH, ONCE, 0, "PATH", "initial params from a safetensors file (PyTorch's or a checkpoint)"},
-    {"--checkpoint", F_PATH, ONCE, 0, "PATH", "save the whole state after every epoch and at exit (never a diverged one)"},
+    {"--init-partial", F_BOOL, ONCE, 0, NULL, "with --init: the params the file holds from it, the others from the spec's "
+                                              "init (each listed)"},
+    {"--checkpoint", F_PATH, ONCE, 0, "PATH", "save the whole state after every epoch, periodically and at exit (never a "
+                                              "diverged one)"},
+    {"--checkpoint-every", F_INT, ONCE, 0, "N", "also save every N steps (default 1000; 0: only after epochs and at exit)"},
+    {"--checkpoint-minutes", F_REAL, ONCE, 0, "M", "also save after M minutes of training since the last save (default 10; "
+                                                   "0: never by time)"},
+    {"--keep-last", F_INT, ONCE, 0, "K", "keep the K newest saves as PATH.stepN beside PATH, deleting older ones this run "
+                                         "wrote (default 0: none)"},
     {"--resume", F_PATH, ONCE, 0, "PATH", "continue the run saved in this checkpoint"},
     {"--name-map", F_PATH, ONCE, 0, "FILE", "tensor names in --init, --resume and --checkpoint files: lines "
                                             "'cannl_name = pytorch.key' (# comments); optimiser state follows its param"},
@@ -52,6 +60,13 @@ static const cannl__flag FLAGS[] = {
     {"--help", F_BOOL, ONCE, 0, NULL, "show this help"},
 };
 enum { NFLAGS = sizeof FLAGS / sizeof FLAGS[0] };
+
+/* The row of flag `name` in FLAGS. */
+static int flag_index(const char *name) {
+    for (int i = 0; i < NFLAGS; i++)
+        if (strcmp(FLAGS[i].name, name) == 0) return i;
+    return 0;
+}
 
 static int parse_real(const char *flag, const char *v, double *out, char *msg, size_t cap) {
     double x = 0;
@@ -71,6 +86,7 @@ static int apply(void *ctx, const cannl__flag *f, const char *v, char *msg, size
     if (f->kind == F_BOOL) {
         if (strcmp(n, "--no-shuffle") == 0) o->no_shuffle = 1;
         if (strcmp(n, "--quiet") == 0) o->quiet = 1;
+        if (strcmp(n, "--init-partial") == 0) o->init_partial = 1;
         if (strcmp(n, "--help") == 0) o->help = 1;
     } else if (f->kind == F_BIND) {
         const char *eq = strchr(v, '=');
@@ -113,6 +129,8 @@ static int apply(void *ctx, const cannl__flag *f, const char *v, char *msg, size
             o->batch_set = 1;
         }
         if (strcmp(n, "--log-every") == 0) o->log_every = x;
+        if (strcmp(n, "--checkpoint-every") == 0) o->checkpoint_every = x;
+        if (strcmp(n, "--keep-last") == 0) o->keep_last = x;
         if (strcmp(n, "--eval-every") == 0) {
             o->eval_every = x;
             o->eval_every_set = 1;
@@ -134,9 +152,11 @@ static int apply(void *ctx, const cannl__flag *f, const char *v, char *msg, size
     } else if (f->kind == F_U64) {
         rc = cannl__parse_u64(n, v, &o->seed, msg, cap);
         o->seed_set = 1;
-    } else if (f->kind == F_REAL) {
+    } else if (f->kind == F_REAL && strcmp(n, "--lr") == 0) {
         rc = parse_real(n, v, &o->lr, msg, cap);
         o->lr_set = 1;
+    } else if (f->kind == F_REAL) { /* --checkpoint-minutes */
+        rc = parse_real(n, v, &o->checkpoint_minutes, msg, cap);
     }
     return rc;
 }
@@ -185,6 +205,8 @@ int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl_
     o->batch = CANNL__DEFAULT_BATCH;
     o->lr = NAN;
     o->log_every = CANNL__DEFAULT_LOG_EVERY;
+    o->checkpoint_every = CANNL__DEFAULT_CHECKPOINT_EVERY;
+    o->checkpoint_minutes = CANNL__DEFAULT_CHECKPOINT_MINUTES;
     o->eval_batches = CANNL__DEFAULT_EVAL_BATCHES;
     o->data = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->data);
     o->test = calloc((size_t)(argc > 0 ? argc : 1), sizeof *o->test);
@@ -197,6 +219,13 @@ int cannl__train_parse(const cannl_model_api *api, int argc, char **argv, cannl_
 
     if (o->init && o->resume)
         return cannl__usage_error(msg, cap, "--init and --resume cannot be used together (a checkpoint already holds the params)");
+    if (o->init_partial && !o->init) return cannl__usage_error(msg, cap, "--init-partial needs --init FILE");
+    if (!o->checkpoint) { /* the periodic saves' flags say how to save --checkpoint */
+        const char *names[3] = {"--checkpoint-every", "--checkpoint-minutes", "--keep-last"};
+        for (int i = 0; i < 3; i++)
+            if (seen[flag_index(names[i])])
+                return cannl__usage_error(msg, cap, "%s needs --checkpoint PATH", names[i]);
+    }
     if (o->batch_set && o->batch > api->max_batch)
         return cannl__usage_error(msg, cap,
                     "--batch %" PRId64 " is larger than the model's maximum batch %" PRId64

@@ -18,6 +18,10 @@
 #define CANNL__DEFAULT_BATCH 128
 #define CANNL__DEFAULT_LOG_EVERY 100
 #define CANNL__DEFAULT_EVAL_BATCHES 10
+/* Periodic checkpoints (--checkpoint-every, --checkpoint-minutes): a save every 1000 steps or
+   10 minutes of training, whichever comes first. */
+#define CANNL__DEFAULT_CHECKPOINT_EVERY 1000
+#define CANNL__DEFAULT_CHECKPOINT_MINUTES 10.0
 /* Upper bounds of count flags beyond cli_flags.h's CANNL__MAX_COUNT (docs/generated-code.md,
    "Flag bounds"): --eval-batches, --generate; --threads 4096, --batch the model's maximum. */
 #define CANNL__MAX_EVAL_BATCHES 1000000
@@ -53,6 +57,10 @@ typedef struct cannl__train_opts {
     int threads;                   /* 0: not given */
     int zero;                      /* --zero: 1 = ZeRO-1 (optimiser state sharded over MPI ranks) */
     const char *init, *checkpoint, *resume, *metrics;
+    int init_partial;                 /* --init-partial: params --init lacks keep the spec's init */
+    int64_t checkpoint_every;         /* --checkpoint-every N: a save every N steps (0: none) */
+    double checkpoint_minutes;        /* --checkpoint-minutes M: a save after M minutes of training (0: none) */
+    int64_t keep_last;                /* --keep-last K: the K newest saves kept as PATH.stepN (0: none) */
     const char *name_map;             /* --name-map FILE, or NULL */
     int64_t log_every;
     int quiet, help;

@@ -1,6 +1,7 @@
 /* train_loop.c - the training loop: epochs of batches (or a stream run's steps), each step
  * on this process's batch or its rank's slice of it, the lr schedule, the records and checks
- * after a step, and what ends an epoch (test evaluation, its record and line, a checkpoint).
+ * after a step, the periodic checkpoints (--checkpoint-every, --checkpoint-minutes), and what ends
+ * an epoch (test evaluation, its record and line, a checkpoint).
  *
  * Step bookkeeping: the global step s counts optimisation steps since the start of the run
  * (including resumed ones). With spe = ceil(count / batch) steps per epoch, step s+1 is batch
@@ -169,6 +170,11 @@ int cannl__train_loop(cannl__trainer *t) {
                 if ((rc = cannl__train_check_state(t)) || (rc = cannl__train_log_step(t, epoch, loss))) return rc;
             }
             cannl__train_progress(t, epoch, b + 1, loss);
+            /* A periodic save, after the step's records (so a checkpoint at step S has every record
+               up to S behind it); not at an epoch's last step, whose end saves after its record. */
+            if (b + 1 < t->spe && t->saved_step != t->step && cannl__train_checkpoint_due(t) &&
+                (rc = cannl__train_save(t)))
+                return rc;
         }
         if (b == t->spe) {
             int rc = end_epoch(t, epoch, seen, t_epoch);

@@ -19,6 +19,7 @@
 #include "trainer.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,7 +72,7 @@ static int run(cannl__trainer *t) {
     sa.sa_flags = SA_RESETHAND | SA_RESTART;
     g_interrupted = 0;
     for (int i = 0; i < NSTOP; i++) sigaction(STOP_SIGNALS[i], &sa, &old[i]);
-    t->t_start = t->last_print = cannl__train_now();
+    t->t_start = t->last_print = t->saved_at = cannl__train_now();
     rc = cannl__train_loop(t);
     if (!rc && t->saved_step != t->step) rc = cannl__train_save(t);
     for (int i = 0; i < NSTOP; i++) sigaction(STOP_SIGNALS[i], &old[i], NULL);
@@ -112,6 +113,7 @@ static void cleanup(cannl__trainer *t) {
     free(t->shard);
     free(t->shard_start);
     free(t->opt_bytes);
+    free(t->kept);
     cannl__train_opts_free(&t->o);
 }
 
@@ -189,6 +191,8 @@ int cannl__train_main_dist(const cannl_model_api *api, const cannl_model_ext *ex
     t.override = t.o.schedule_set;
     t.batch = t.o.batch_set ? t.o.batch : (CANNL__DEFAULT_BATCH < api->max_batch ? CANNL__DEFAULT_BATCH : api->max_batch);
     t.saved_step = t.tested_step = t.resumed_step = t.validated_step = -1;
+    t.last_lr = NAN;
+    t.checkpointing = t.o.checkpoint != NULL; /* (also on ranks that do not write it: ZeRO-1 gathers for it) */
     t.tty = isatty(fileno(stdout));
     t.train = calloc((size_t)api->num_inputs + 1, sizeof *t.train);
     t.test = calloc((size_t)api->num_inputs + 1, sizeof *t.test);

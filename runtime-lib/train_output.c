@@ -50,10 +50,12 @@ static int write_record(cannl__trainer *t, size_t n) {
     return CANNL__EXIT_OK;
 }
 
-/* A record's "lr": the learning rate the last step used (the spec's schedule applied), or, with
-   no step taken by this process yet or a model that cannot say, the lr as set. */
+/* A record's "lr": the learning rate the last step used (the spec's schedule applied, in the
+   model's precision); before this process's first step, the resumed checkpoint's (its
+   "last_lr"); else (no step taken, or a model that cannot say) the lr as set. */
 static double record_lr(const cannl__trainer *t) {
     if (t->api->get_last_lr && t->steps_run > 0) return t->api->get_last_lr(t->m);
+    if (t->api->get_last_lr && !isnan(t->last_lr)) return t->last_lr;
     return t->api->get_lr ? t->api->get_lr(t->m) : t->base_lr;
 }
 
@@ -163,9 +165,9 @@ void cannl__train_print_validation(cannl__trainer *t) {
 int cannl__train_finish(cannl__trainer *t) {
     const cannl_model_api *api = t->api;
     if (t->val.path && !cannl__train_stopping(t)) {
-        if (t->validated_step != t->step) {
+        if (t->validated_step != t->step) { /* (its record unless a run resumed here logged it) */
             int rc = cannl__train_validate(t);
-            if (!rc) rc = cannl__train_stream_record(t, 1);
+            if (!rc && !t->val_logged) rc = cannl__train_stream_record(t, 1);
             if (rc) return rc;
         }
         printf("val loss: %.4f\n", t->val_loss);
@@ -174,7 +176,9 @@ int cannl__train_finish(cannl__trainer *t) {
     if (t->ntest > 0 && !cannl__train_stopping(t)) {
         if (t->tested_step != t->step) {
             int rc = cannl__train_evaluate(t);
-            if (!rc) rc = cannl__train_log_epoch(t, t->step / t->spe + 1, NAN, 1);
+            /* (epoch: the one the last step belongs to, also at an epoch's end a resumed run logs) */
+            const int64_t epoch = t->step > 0 ? (t->step - 1) / t->spe + 1 : 1;
+            if (!rc && !t->test_logged) rc = cannl__train_log_epoch(t, epoch, NAN, 1);
             if (rc) return rc;
         }
         printf("test loss: %.4f\n", t->test_loss);

@@ -33,7 +33,6 @@ int cannl__train_setup_rank(cannl__trainer *t) {
                       !api->opt_state))
         return cannl__train_report(t, CANNL__EXIT_USAGE,
                                    "--zero 1: model '%s' cannot shard its optimiser state (regenerate it)", api->name);
-    t->checkpointing = t->o.checkpoint != NULL;
     if (t->dist->rank == 0) return CANNL__EXIT_OK;
     snprintf(t->prog, sizeof t->prog, "%s (rank %d)", t->o.prog, t->dist->rank);
     t->o.prog = t->prog;
@@ -96,11 +95,13 @@ int cannl__train_dist_step(cannl__trainer *t, int64_t lo, int64_t count, int64_t
         memset(block, 0, (size_t)elems * cannl_dtype_size(api->dtype));
     if (hooked) api->set_grad_hook(t->m, NULL, NULL);
     const int sig = cannl__train_interrupted(); /* read once: a signal may come at any time */
-    double v[2] = {local * w, sig > 0 ? 1 : 0};
+    /* (and whether --checkpoint-minutes have passed on rank 0's clock: every rank saves alike) */
+    double v[3] = {local * w, sig > 0 ? 1 : 0, d->rank == 0 && cannl__train_clock_due(t) ? 1 : 0};
     if (!hooked) d->reduce_part(d, 0, elems);
-    if (d->reduce_end(d, msg, sizeof msg) || d->sum(d, v, 2, msg, sizeof msg))
+    if (d->reduce_end(d, msg, sizeof msg) || d->sum(d, v, 3, msg, sizeof msg))
         return cannl__train_report(t, CANNL__EXIT_FAIL, "%s", msg);
     if (v[1] > 0) t->stop = sig > 0 ? sig : SIGTERM; /* some rank was asked to stop: all stop after this step */
+    t->time_due = v[2] > 0;
     api->train_update(t->m);
     *loss = v[0];
     return CANNL__EXIT_OK;

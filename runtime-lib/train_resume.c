@@ -1,7 +1,8 @@
 /* train_resume.c - what a resumed run takes from its checkpoint's metadata (seed, batch,
  * shuffle, lr and its schedule, the example count, a mid-epoch's loss sums), each value read
- * as strictly as the flag it stands for, and checked against the flags given again and the
- * step (a different --batch is an error, a different --seed or --no-shuffle a warning). */
+ * as strictly as the flag it stands for (also the lr of its last step and, for --keep-last, the
+ * step files the run kept), and checked against the flags given again and the step (a
+ * different --batch is an error, a different --seed or --no-shuffle a warning). */
 #define _POSIX_C_SOURCE 200809L
 
 #include "trainer.h"
@@ -32,6 +33,45 @@ static int meta_lr(const cannl_checkpoint *ck, const char *key, double *out) {
     if (cannl__parse_decimal(s, &v) != CANNL__NUM_OK || v < 0) return -1;
     *out = v;
     return 0;
+}
+
+/* Whether the run resumes from its own --checkpoint: PATH itself, or its step file of the
+   resumed step, PATH.stepN. */
+static int resumes_own(const cannl__trainer *t, int64_t step) {
+    if (!t->o.checkpoint) return 0;
+    if (cannl__same_file(t->o.resume, t->o.checkpoint)) return 1;
+    const size_t cap = strlen(t->o.checkpoint) + 32;
+    char *name = malloc(cap);
+    if (!name) return 0;
+    snprintf(name, cap, "%s.step%" PRId64, t->o.checkpoint, step);
+    const int own = cannl__same_file(t->o.resume, name);
+    free(name);
+    return own;
+}
+
+/* --keep-last: the step files the run wrote before (metadata "step_files", "300,400,500"), when
+   it resumes from its own checkpoint; the oldest of them go as new ones are saved. */
+static int resume_step_files(cannl__trainer *t, const cannl_checkpoint *ck) {
+    const char *s = cannl_checkpoint_meta(ck, "step_files");
+    const int64_t step = t->api->get_step(t->m);
+    if (!s || t->o.keep_last <= 0 || !resumes_own(t, step)) return CANNL__EXIT_OK;
+    size_t n = 1;
+    for (const char *p = s; *p; p++) n += *p == ',';
+    if (!(t->kept = calloc(n, sizeof *t->kept))) return cannl__train_report(t, CANNL__EXIT_FAIL, "out of memory");
+    const char *p = s;
+    for (size_t i = 0; i < n; i++) {
+        char *end = (char *)p;
+        errno = 0;
+        const unsigned long long v = *p >= '0' && *p <= '9' ? strtoull(p, &end, 10) : 0;
+        if (end == p || errno || v > (unsigned long long)step || *end != (i + 1 < n ? ',' : '\0'))
+            return cannl__train_report(t, CANNL__EXIT_FAIL,
+                                       "%s: metadata \"step_files\" is '%s', not a list of steps up to the checkpoint's "
+                                       "%" PRId64 " (\"300,400,500\")", t->o.resume, s, step);
+        t->kept[i] = (int64_t)v;
+        p = end + 1;
+    }
+    t->nkept = n;
+    return CANNL__EXIT_OK;
 }
 
 /* The state is created with the run's seed, the checkpoint's: dropout's masks follow from it
@@ -91,6 +131,12 @@ int cannl__train_resume_settings(cannl__trainer *t, const cannl_checkpoint *ck) 
         t->cosine = strcmp(sched, "cosine") == 0;
         t->override = strcmp(sched, "spec") != 0;
     }
+    r = meta_lr(ck, "last_lr", &t->last_lr);
+    if (r < 0)
+        return cannl__train_report(t, CANNL__EXIT_FAIL,
+                                   "%s: metadata \"last_lr\" is '%s', not a non-negative number (as --lr takes)", path,
+                                   cannl_checkpoint_meta(ck, "last_lr"));
+    if ((r = resume_step_files(t, ck))) return r;
     r = meta_u64(ck, "examples", &v);
     if (r < 0 || (r == 0 && (v < 1 || v > INT64_MAX || !t->has_inputs || t->streamed)))
         return cannl__train_report(t, CANNL__EXIT_FAIL, "%s: metadata \"examples\" is '%s', %s", path,

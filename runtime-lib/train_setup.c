@@ -1,7 +1,8 @@
 /* train_setup.c - a run set up before its first step: the model table checked, the model
  * created (then --resume or --init, --lr, --threads, the schedule), the data loaded (files or
  * token streams), the steps per epoch and the step to stop at, the batch buffers, and the
- * metrics log (cut back to a resumed checkpoint's step). */
+ * metrics log (cut back to a resumed checkpoint's step; for a run resumed at its end, whether it
+ * holds the final evaluation's record already). */
 #define _POSIX_C_SOURCE 200809L
 
 #include "trainer.h"
@@ -21,6 +22,38 @@ int cannl__train_check_api(const cannl__trainer *t) {
     if (missing)
         return cannl__train_report(t, CANNL__EXIT_FAIL, "model '%s': the model table has no %s function", a->name,
                                    missing);
+    return CANNL__EXIT_OK;
+}
+
+/* --init FILE --init-partial: the params FILE holds from it, the others as create() made them
+   (the spec's init from the seed), one line each saying which (unless --quiet; rank 0 only). */
+static int init_partial(cannl__trainer *t) {
+    const cannl_model_api *api = t->api;
+    unsigned char *loaded = calloc((size_t)api->num_params + 1, 1);
+    if (!loaded) return cannl__train_report(t, CANNL__EXIT_FAIL, "out of memory");
+    cannl_error err;
+    if (cannl__model_load_partial(api, t->m, t->o.init, t->names, loaded, &err) != CANNL_OK) {
+        free(loaded);
+        return cannl__train_report(t, CANNL__EXIT_FAIL, "%s", err.msg);
+    }
+    int32_t from_file = 0;
+    for (int32_t i = 0; i < api->num_params; i++) from_file += loaded[i];
+    if (!t->o.quiet) {
+        printf("--init-partial: %d of %d params from %s, %d from the spec's init (seed %" PRIu64 "):\n", (int)from_file,
+               (int)api->num_params, t->o.init, (int)(api->num_params - from_file), t->seed);
+        for (int32_t i = 0; i < api->num_params; i++) {
+            char buf[512];
+            const char *name = api->params[i].name, *key = cannl__name_map_apply(t->names, name, buf, sizeof buf);
+            if (loaded[i] && key != name)
+                printf("  %s  from %s ('%s')\n", name, t->o.init, key);
+            else if (loaded[i])
+                printf("  %s  from %s\n", name, t->o.init);
+            else
+                printf("  %s  from the spec's init (%s has no '%s')\n", name, t->o.init, key);
+        }
+        fflush(stdout);
+    }
+    free(loaded);
     return CANNL__EXIT_OK;
 }
 
@@ -44,6 +77,9 @@ int cannl__train_setup_model(cannl__trainer *t) {
         cannl_checkpoint_close(ck);
         if (rc) return rc;
         t->step = t->resumed_step = api->get_step(t->m);
+    } else if (t->o.init_partial) {
+        int rc = init_partial(t);
+        if (rc) return rc;
     } else if (t->o.init) {
         if (cannl__model_load_named(api, t->m, t->o.init, CANNL_LOAD_PARAMS, t->names, NULL, &err) != CANNL_OK)
             return cannl__train_report(t, CANNL__EXIT_FAIL, "%s", err.msg);
@@ -145,6 +181,12 @@ int cannl__train_setup_run(cannl__trainer *t) {
         if (removed > 0 && !t->o.quiet)
             printf("%s: removed %" PRId64 " record%s after step %" PRId64 " (the checkpoint's) from %s\n", t->o.prog,
                    removed, removed == 1 ? "" : "s", t->step, t->o.metrics);
+        /* A run resumed at its end writes its final validation's or test's record only if the
+           log lacks it (each restart would add one more). */
+        if (t->o.resume && t->step >= t->target &&
+            ((t->val.path && cannl__metrics_has(t->o.metrics, t->step, "val_loss", &t->val_logged, &err)) ||
+             (t->o.ntest > 0 && cannl__metrics_has(t->o.metrics, t->step, "test_loss", &t->test_logged, &err))))
+            return cannl__train_report(t, CANNL__EXIT_FAIL, "%s", err.msg);
         if (cannl_metrics_open(t->o.metrics, t->o.resume != NULL, &t->log, &err) != CANNL_OK)
             return cannl__train_report(t, CANNL__EXIT_FAIL, "%s", err.msg);
     }

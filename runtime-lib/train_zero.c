@@ -148,9 +148,11 @@ int cannl__train_zero_step(cannl__trainer *t, int64_t first, int64_t count, int6
         for (int64_t i = lo; i < hi; i++) sq += (double)x[i] * x[i];
     }
     const int sig = cannl__train_interrupted(); /* read once: a signal may come at any time */
-    double v[3] = {local * w, sig > 0 ? 1 : 0, sq};
-    if (d->sum(d, v, 3, msg, sizeof msg)) return cannl__train_report(t, CANNL__EXIT_FAIL, "%s", msg);
+    /* (v[3]: --checkpoint-minutes passed on rank 0's clock; the gathering save is collective) */
+    double v[4] = {local * w, sig > 0 ? 1 : 0, sq, d->rank == 0 && cannl__train_clock_due(t) ? 1 : 0};
+    if (d->sum(d, v, 4, msg, sizeof msg)) return cannl__train_report(t, CANNL__EXIT_FAIL, "%s", msg);
     if (v[1] > 0) t->stop = sig > 0 ? sig : SIGTERM; /* some rank was asked to stop: all stop after this step */
+    t->time_due = v[3] > 0;
     api->set_update_shard(t->m, t->shard[d->rank], t->shard[d->rank + 1], v[2]);
     api->train_update(t->m);
     for (int32_t i = 0, owner = 0; i < api->num_params; i++) {

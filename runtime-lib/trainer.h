@@ -50,6 +50,12 @@ typedef struct cannl__trainer {
     int cosine;                    /* cosine decay of the lr over the run's target steps */
     int override;                  /* --lr-schedule (or the resumed run's) replaces the spec's */
     int64_t saved_step;            /* step of the last checkpoint, -1: none */
+    double saved_at;               /* when the last save ended (or training began), for --checkpoint-minutes */
+    int time_due;                  /* data-parallel: --checkpoint-minutes passed on rank 0's clock (agreed) */
+    int64_t *kept;                 /* --keep-last: the steps of the PATH.stepN files this run keeps, oldest first */
+    size_t nkept;
+    double last_lr;                /* the lr the checkpoint's last step used (metadata "last_lr"), NAN: unknown */
+    int val_logged, test_logged;   /* a run resumed at its end: the log has the final validation's / test's record */
     int64_t resumed_step;          /* step of the --resume checkpoint, -1: none */
     int64_t tested_step;           /* step of the last test evaluation, -1: none */
     double test_loss;              /* results of that evaluation (metrics in ->metrics) */
@@ -65,7 +71,7 @@ typedef struct cannl__trainer {
        gradients are the grad block's elements [shard_start[r], shard_start[r + 1]) */
     int32_t *shard;
     int64_t *shard_start;
-    int checkpointing;             /* rank 0 writes checkpoints: with ZeRO-1 every rank gathers for them */
+    int checkpointing;             /* --checkpoint given (every rank: rank 0 writes, with ZeRO-1 all gather) */
     double *opt_bytes;             /* data-parallel: the optimiser-state bytes each rank holds (P) */
 } cannl__trainer;
 
@@ -129,9 +135,15 @@ int cannl__train_check_checkpoint_dir(const cannl__trainer *t);
 int cannl__train_check_loss(const cannl__trainer *t, const char *which, double loss);
 int cannl__train_check_state(cannl__trainer *t);
 /* Save --checkpoint (if given) now: with ZeRO-1 through train_zero.c (every rank calls it);
-   train_save_now is the save itself (the state checked first). */
+   train_save_now is the save itself (the state checked first; with --keep-last the step file
+   PATH.stepN beside it, and older step files of the run's deleted). */
 int cannl__train_save(cannl__trainer *t);
 int cannl__train_save_now(cannl__trainer *t);
+/* Whether --checkpoint-minutes have passed since the last save, on this process's clock. */
+int cannl__train_clock_due(const cannl__trainer *t);
+/* Whether a periodic save is due after this step (--checkpoint-every, --checkpoint-minutes; every
+   rank decides alike). */
+int cannl__train_checkpoint_due(const cannl__trainer *t);
 
 /* train_eval.c --------------------------------------------------------- */
 

@@ -27,6 +27,9 @@
           test loss the ranks report is the checkpoint's (the program alone evaluating it)
   resume  2 ranks to step 5 (checkpointed), then 1 rank resumes to step 10: equals 10 steps
           alone
+  periodic periodic checkpoints under 2 ZeRO-1 ranks: --checkpoint-every 3 --keep-last 2 keeps
+          the saves of steps 6 and 8 (step 6 equal to the program alone), and saves due by rank
+          0's clock at every step are made by every rank alike
   kill    kill -9 of rank 1 mid-run: mpirun and every rank end non-zero within seconds, the
           output names rank 1, the checkpoint on disk loads (a run resumes from it)
   usage   a bad flag (--zero 2, an unknown one, --data of no input) under mpirun -np 3: every
@@ -306,6 +309,34 @@ def cmd_resume(a):
     return 0 if compare(f"{w}/resumed.st", f"{w}/alone.st", 1e-12, "2 ranks then 1 vs alone") else 1
 
 
+def cmd_periodic(a):
+    """Periodic checkpoints under 2 ZeRO-1 ranks (issue 36 item 3): every rank takes part in
+    every save (rank 0 gathers the optimiser state and writes), at the same steps. By steps
+    (--checkpoint-every 3 with --keep-last 2: the step files of steps 6 and 8, step 6's equal to
+    the program alone run to step 6) and by rank 0's clock (--checkpoint-minutes 0.00001, 0.6 ms:
+    due at every step, which the ranks must agree on, or the gather would hang or mismatch)."""
+    w = a.work
+    base = [a.trainer] + fashion_args(a) + ["--batch", "128", "--seed", "5", "--quiet"]
+    for f in os.listdir(w):
+        if f.startswith(("per.st", "clock.st")):
+            os.remove(os.path.join(w, f))
+    run(base + ["--steps", "6", "--checkpoint", f"{w}/alone6.st"], "the program alone to step 6")
+    run(mpirun(2) + base + ["--steps", "8", "--zero", "1", "--checkpoint", f"{w}/per.st", "--checkpoint-every", "3",
+                            "--keep-last", "2"], "mpirun -np 2 --zero 1 --checkpoint-every 3 --keep-last 2")
+    files = sorted(f for f in os.listdir(w) if f.startswith("per.st"))
+    ok = files == ["per.st", "per.st.step6", "per.st.step8"]
+    print(f"step files: {files}", flush=True)
+    ok = compare(f"{w}/per.st.step6", f"{w}/alone6.st", 1e-12, "step 6 of 2 ZeRO-1 ranks vs alone") and ok
+    run(mpirun(2) + base + ["--steps", "5", "--zero", "1", "--checkpoint", f"{w}/clock.st", "--checkpoint-every", "0",
+                            "--checkpoint-minutes", "0.00001", "--keep-last", "10"], "mpirun -np 2 --zero 1, by the clock")
+    files = sorted(f for f in os.listdir(w) if f.startswith("clock.st"))
+    print(f"step files: {files}", flush=True)
+    ok = files == ["clock.st"] + [f"clock.st.step{s}" for s in range(1, 6)] and ok
+    if not ok:
+        print("FAIL: periodic saves under ZeRO-1")
+    return 0 if ok else 1
+
+
 def cmd_usage(a):
     ok = True
     data = fashion_args(a)
@@ -466,7 +497,7 @@ def cmd_hosts(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["equal", "zero", "memory", "dropout", "bn", "uneven", "resume", "kill",
-                                       "usage", "hosts"])
+                                       "usage", "hosts", "periodic"])
     ap.add_argument("--trainer", required=True)
     ap.add_argument("--fashion", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--work", required=True)
@@ -487,7 +518,7 @@ def main():
     if r.returncode != 0:
         skip(f"mpirun cannot start a process here: {r.stdout.strip()[:300]}")
     return {"equal": cmd_equal, "zero": cmd_zero, "memory": cmd_memory, "dropout": cmd_dropout, "bn": cmd_bn, "uneven": cmd_uneven, "resume": cmd_resume, "kill": cmd_kill,
-            "usage": cmd_usage, "hosts": cmd_hosts}[a.what](a)
+            "usage": cmd_usage, "hosts": cmd_hosts, "periodic": cmd_periodic}[a.what](a)
 
 
 MPIRUN = None

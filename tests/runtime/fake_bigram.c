@@ -6,7 +6,8 @@
  * [0, 256); output logits [8, 256]; param table [256, 256] (row = the current token's logits of
  * the next), normal(0, 0.02) from the seed. loss = mean over examples and positions of the
  * cross-entropy of logits[t] against next[t]; metric accuracy (argmax == next, the same mean).
- * Plain SGD, lr 1.0, max batch 32. Sequential loops: the same bits on every run. */
+ * Plain SGD, lr 1.0 (used as a float, which get_last_lr reports, as generated code does), max
+ * batch 32. Sequential loops: the same bits on every run. */
 #include "fake_models.h"
 
 #include <math.h>
@@ -20,6 +21,7 @@ typedef struct bigram {
     float grad[V * V];
     int64_t step;
     double lr;
+    double last_lr; /* the lr the last step used, (float)lr; 0 before this state's first step */
 } bigram;
 
 static const cannl_tensor_info BG_INPUTS[] = {{"tokens", 1, {T}, T, V}, {"next", 1, {T}, T, V}};
@@ -67,6 +69,7 @@ static double bg_train_step(void *mp, const void *const *in, int64_t n) {
         for (int c = 0; c < V; c++) g[c] += (p[c] - (c == nxt[i])) * scale;
     }
     const float lr = (float)m->lr;
+    m->last_lr = (double)lr;
     for (int i = 0; i < V * V; i++) m->table[i] -= lr * m->grad[i];
     m->step++;
     return loss / (double)(n * T);
@@ -103,6 +106,7 @@ static int64_t bg_get_step(const void *m) { return ((const bigram *)m)->step; }
 static void bg_set_step(void *m, int64_t s) { ((bigram *)m)->step = s; }
 static double bg_get_lr(const void *m) { return ((const bigram *)m)->lr; }
 static void bg_set_lr(void *m, double lr) { ((bigram *)m)->lr = lr; }
+static double bg_get_last_lr(const void *m) { return ((const bigram *)m)->last_lr; }
 static void bg_set_threads(int n) { (void)n; }
 
 static const unsigned char BG_FORWARD_READS[] = {1, 0};
@@ -133,4 +137,5 @@ const cannl_model_api fake_bigram_api = {
     .set_lr = bg_set_lr,
     .set_threads = bg_set_threads,
     .forward_reads = BG_FORWARD_READS,
+    .get_last_lr = bg_get_last_lr,
 };

@@ -8,10 +8,11 @@ Checks: --stream tokens,next=PATH feeds windows (input = the first ctx tokens, t
 last ctx); --val-stream with --eval-every / --eval-batches prints and logs val_loss and
 val_accuracy; the metrics records carry step, train_loss, lr, val_loss, val_<metric>,
 elapsed; the windows follow --seed; a run interrupted and resumed equals the uninterrupted
-one bit for bit (checkpoint and log); llm.c shards train, and bad shards (version, short
-header, token count, token >= vocab) are errors naming the file; --steps is required. With
-CANNL: `cannl plot` draws the stream run's log (train_loss, val_loss, val_accuracy) and an epoch
-run's (loss, train_loss, test_loss, accuracy: issue 20 item 6)."""
+one bit for bit (checkpoint and log); a run resumed at its end logs nothing again, and a log
+lacking its last record gets it with the lr the run used; llm.c shards train, and bad shards
+(version, short header, token count, token >= vocab) are errors naming the file; --steps is
+required. With CANNL: `cannl plot` draws the stream run's log (train_loss, val_loss,
+val_accuracy) and an epoch run's (loss, train_loss, test_loss, accuracy: issue 20 item 6)."""
 import json
 import os
 import shutil
@@ -107,6 +108,27 @@ if rc == 0:
     resumed = records("r.jsonl")
     check(strip(records("a.jsonl")) == strip(resumed), "resumed log = uninterrupted log")
     check([r["step"] for r in resumed] == [4, 8, 12, 13, 16, 20], f"resumed log steps {[r['step'] for r in resumed]}")
+
+# Resumed at its end (issue 36 item 5): no second record of the last step, however often; a log
+# that lacks it gets it with the lr the run's last step used (the model's float32 lr, which
+# fake_bigram's get_last_lr reports as generated models do), not the lr as set.
+rc, out, err = run(*base, "--steps", "10", "--lr", "0.3", "--metrics", "end.jsonl", "--checkpoint", "end.ck")
+check(rc == 0, f"run to its end: {rc} {err}")
+with open("end.jsonl") as f:
+    before = f.read()
+for _ in range(2):
+    rc, out, err = run(*base, "--steps", "10", "--metrics", "end.jsonl", "--checkpoint", "end.ck", "--resume", "end.ck")
+    check(rc == 0 and "nothing to train" in out and "val loss: " in out, f"resumed at its end: {rc} {out} {err}")
+with open("end.jsonl") as f:
+    after = f.read()
+check(after == before, f"resumed at its end: the log gained records:\n{before}---\n{after}")
+rc, out, err = run(*base, "--steps", "10", "--metrics", "end2.jsonl", "--checkpoint", "end.ck", "--resume", "end.ck")
+check(rc == 0, f"resumed at its end, another log: {rc} {err}")
+if rc == 0:
+    last, again = records("end.jsonl")[-1], records("end2.jsonl")
+    check(len(again) == 1 and again[0]["step"] == 10 and again[0]["val_loss"] == last["val_loss"],
+          f"the final validation's record in a log that lacks it: {again}")
+    check(again[0]["lr"] == last["lr"] == 0.30000001192092896, f"lr {again[0]['lr']} vs the run's {last['lr']}")
 
 # Resumed with another --seed: a warning that the windows now come from that seed.
 rc, out, err = run(*base, "--steps", "21", "--seed", "9", "--resume", "r.ck", "--checkpoint", "r9.ck")

@@ -6,8 +6,9 @@
  *
  * Each CASE is one ctest test: cli, binding, metrics, resume, steps, sigint,
  * other_model, init, corrupt, no_inputs, prefetch, signals, diverge, metadata,
- * data_finite, stale_tmp, crash_resume. The data files (.npy, .csv, IDX) are
- * written by the test itself. */
+ * data_finite, stale_tmp, crash_resume, periodic, keep_last, resume_end,
+ * init_partial. The data files (.npy, .csv, IDX) are written by the test
+ * itself. */
 #include "rt_test.h"
 
 #include <fcntl.h>
@@ -1146,6 +1147,213 @@ static void case_crash_resume(void) {
 #undef RESUME
 }
 
+/* Periodic checkpoints (issue 36 item 3): --checkpoint-every N saves after every N steps (besides
+   every epoch's end), so a run killed outright (SIGKILL: no handler runs, nothing is saved at the
+   end) loses at most N steps, and --resume continues it to the uninterrupted run's checkpoint and
+   log, bit for bit. By default every 1000 steps or 10 minutes (--checkpoint-minutes), whichever
+   comes first. */
+static void case_periodic(void) {
+    EXPECT(TRAIN("--checkpoint-every", "3"), 2, NULL, "--checkpoint-every needs --checkpoint PATH");
+    EXPECT(TRAIN("--keep-last", "2"), 2, NULL, "--keep-last needs --checkpoint PATH");
+    EXPECT(TRAIN("--checkpoint-minutes", "5"), 2, NULL, "--checkpoint-minutes needs --checkpoint PATH");
+    EXPECT(TRAIN("--checkpoint", W("x.st"), "--checkpoint-every", "-1"), 2, NULL, "--checkpoint-every");
+    EXPECT(TRAIN("--checkpoint", W("x.st"), "--checkpoint-minutes", "-1"), 2, NULL,
+           "--checkpoint-minutes: -1 must not be negative");
+    EXPECT(TRAIN("--checkpoint", W("x.st"), "--checkpoint-minutes", "ten"), 2, NULL,
+           "--checkpoint-minutes: 'ten' is not a number");
+    EXPECT(TRAIN("--checkpoint", W("x.st"), "--keep-last", "2000000000"), 2, NULL, "--keep-last");
+    EXPECT(TRAIN("--help"), 0, "--checkpoint-every N", NULL);
+    /* 4 epochs of 5 steps; killed at steps 4 and 14: saved at 3 (before the first epoch's end) and
+       at 12 (the epochs' ends save at 5 and 10). */
+    EXPECT(TRAIN("--epochs", "4", "--log-every", "1", "--checkpoint", W("a.st"), "--metrics", W("a.jsonl"), TEST_ARGS),
+           0, NULL, NULL);
+    static const char *const kills[][2] = {{"4:KILL", "3"}, {"14:KILL", "12"}};
+    for (int i = 0; i < 2; i++) {
+        remove(W("b.st"));
+        setenv("FAKE_SIGNAL_AT_STEP", kills[i][0], 1);
+        result r = TRAIN("--epochs", "4", "--log-every", "1", "--checkpoint", W("b.st"), "--checkpoint-every", "3",
+                         "--metrics", W("b.jsonl"), TEST_ARGS);
+        unsetenv("FAKE_SIGNAL_AT_STEP");
+        CHECK(r.code == 128 + SIGKILL);
+        free(r.out);
+        free(r.err);
+        printf("killed at step %.*s: the checkpoint holds step %s\n", (int)strcspn(kills[i][0], ":"), kills[i][0],
+               meta_of(W("b.st"), "step"));
+        CHECK(strcmp(meta_of(W("b.st"), "step"), kills[i][1]) == 0);
+        EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("b.st"), "--epochs", "4", "--log-every", "1",
+                   "--checkpoint", W("b.st"), "--checkpoint-every", "3", "--metrics", W("b.jsonl"), TEST_ARGS),
+               0, "trained to step 20 ", NULL);
+        CHECK(same_file(W("a.jsonl"), W("b.jsonl")));
+        CHECK(same_file(W("a.st"), W("b.st")));
+    }
+    /* The default: every 1000 steps (fake_quad, killed at step 1234). */
+    setenv("FAKE_SIGNAL_AT_STEP", "1234:KILL", 1);
+    result r = RUN(g_quad, "--steps", "1500", "--checkpoint", W("q.st"));
+    CHECK(r.code == 128 + SIGKILL);
+    free(r.out);
+    free(r.err);
+    CHECK(strcmp(meta_of(W("q.st"), "step"), "1000") == 0);
+    /* ... or every 10 minutes: here 0.002 minutes (0.12 s) of 20 ms steps, at least every 6 steps;
+       killed at step 40, it holds step 34 to 39. --checkpoint-every 0: by time alone. */
+    setenv("FAKE_STEP_DELAY_MS", "20", 1);
+    setenv("FAKE_SIGNAL_AT_STEP", "40:KILL", 1);
+    r = RUN(g_quad, "--steps", "100", "--checkpoint", W("t.st"), "--checkpoint-every", "0", "--checkpoint-minutes",
+            "0.002");
+    CHECK(r.code == 128 + SIGKILL);
+    free(r.out);
+    free(r.err);
+    const long at = atol(meta_of(W("t.st"), "step"));
+    printf("killed at step 40 with a save every 0.12 s (20 ms steps): the checkpoint holds step %ld\n", at);
+    CHECK(at >= 34 && at <= 39);
+    /* Both off: no periodic save, nothing on disk. */
+    r = RUN(g_quad, "--steps", "100", "--checkpoint", W("n.st"), "--checkpoint-every", "0", "--checkpoint-minutes", "0");
+    CHECK(r.code == 128 + SIGKILL);
+    free(r.out);
+    free(r.err);
+    CHECK(!rt_exists(W("n.st")));
+    unsetenv("FAKE_SIGNAL_AT_STEP");
+    unsetenv("FAKE_STEP_DELAY_MS");
+    CHECK(rt_count_matching(g_dir, ".tmp.") == 0);
+}
+
+/* --keep-last K: every save is kept as PATH.stepN beside PATH (a hard link), the K newest; the
+   older step files the run wrote are deleted, across a --resume of PATH or of a step file too,
+   and nothing else: not a step file of another run, not one replaced by a symbolic link. */
+static void case_keep_last(void) {
+    remove(W("k.st.step8")); /* the symbolic link of an earlier run (rt_fresh_dir removes regular files only) */
+    CHECK(rt_write_file(W("k.st.step3"), "not ours", 8) == 0); /* a file the run did not write */
+    EXPECT(RUN(g_quad, "--steps", "10", "--checkpoint", W("k.st"), "--checkpoint-every", "2", "--keep-last", "2"), 0,
+           NULL, NULL);
+    CHECK(!rt_exists(W("k.st.step2")) && !rt_exists(W("k.st.step4")) && !rt_exists(W("k.st.step6")));
+    CHECK(strcmp(meta_of(W("k.st.step8"), "step"), "8") == 0);
+    CHECK(same_file(W("k.st.step10"), W("k.st")));
+    CHECK(strcmp(meta_of(W("k.st"), "step_files"), "8,10") == 0);
+    struct stat a, b;
+    CHECK(stat(W("k.st"), &a) == 0 && stat(W("k.st.step10"), &b) == 0 && a.st_ino == b.st_ino); /* no second write */
+    /* The step file holds what a run to step 8 saves. */
+    EXPECT(RUN(g_quad, "--steps", "8", "--checkpoint", W("e8.st")), 0, NULL, NULL);
+    double w8 = 0, w = 1;
+    CHECK(read_tensor(W("e8.st"), "w", 0, NULL, &w8) == 0 && read_tensor(W("k.st.step8"), "w", 0, NULL, &w) == 0 &&
+          w8 == w);
+    /* Resumed: the next saves delete 8 and 10, the run's own; a step file replaced by a symbolic
+       link is left (with a warning). */
+    CHECK(rename(W("k.st.step8"), W("k.st.step8.moved")) == 0 && symlink(W("k.st.step8.moved"), W("k.st.step8")) == 0);
+    EXPECT(RUN(g_quad, "--resume", W("k.st"), "--steps", "14", "--checkpoint", W("k.st"), "--checkpoint-every", "2",
+               "--keep-last", "2"),
+           0, NULL, "--keep-last: ");
+    struct stat l;
+    CHECK(lstat(W("k.st.step8"), &l) == 0 && S_ISLNK(l.st_mode));
+    CHECK(!rt_exists(W("k.st.step10")) && rt_exists(W("k.st.step12")) && rt_exists(W("k.st.step14")));
+    CHECK(rt_exists(W("k.st.step3")));
+    CHECK(strcmp(meta_of(W("k.st"), "step_files"), "12,14") == 0);
+    /* Resumed from an older step file: its list carries on (14 is saved over again). */
+    EXPECT(RUN(g_quad, "--resume", W("k.st.step12"), "--steps", "16", "--checkpoint", W("k.st"), "--checkpoint-every", "2",
+               "--keep-last", "3"),
+           0, NULL, NULL);
+    CHECK(strcmp(meta_of(W("k.st"), "step_files"), "12,14,16") == 0 && rt_exists(W("k.st.step12")));
+    /* A fresh run (no --resume) deletes only what it wrote. */
+    EXPECT(RUN(g_quad, "--steps", "4", "--checkpoint", W("k.st"), "--checkpoint-every", "2", "--keep-last", "1"), 0,
+           NULL, NULL);
+    CHECK(!rt_exists(W("k.st.step2")) && rt_exists(W("k.st.step4")));
+    CHECK(rt_exists(W("k.st.step12")) && rt_exists(W("k.st.step14")) && rt_exists(W("k.st.step16")));
+    /* A bad list in the metadata is an error naming the key. */
+    cannl_checkpoint *ck = NULL;
+    cannl_error err;
+    CHECK_OK(cannl_checkpoint_open(W("k.st"), NULL, &ck, &err));
+    double wv = 0, vv[2] = {0}, mw = 0, mv[2] = {0};
+    const cannl_tensor t[4] = {{"w", CANNL_F64, 0, {0}, &wv}, {"v", CANNL_F64, 1, {2}, vv},
+                               {"w.momentum_buffer", CANNL_F64, 0, {0}, &mw}, {"v.momentum_buffer", CANNL_F64, 1, {2}, mv}};
+    for (int i = 0; i < 4 && ck; i++) CHECK_OK(cannl_checkpoint_read(ck, &t[i], &err));
+    cannl_checkpoint_close(ck);
+    const cannl_meta bad[] = {{"model", "fake_quad"}, {"step", "4"}, {"step_files", "2,x"}};
+    CHECK_OK(cannl_checkpoint_save(W("bad.st"), t, 4, bad, 3, &err));
+    EXPECT(RUN(g_quad, "--resume", W("bad.st"), "--steps", "6", "--checkpoint", W("bad.st"), "--keep-last", "2"), 1,
+           NULL, "bad.st: metadata \"step_files\" is '2,x'");
+    CHECK(rt_count_matching(g_dir, ".tmp.") == 0);
+    remove(W("k.st.step8"));
+}
+
+/* A run resumed at its end (issue 36 item 5) writes no record a second time: not the last
+   epoch's test record, nor the final test evaluation of a run that stopped mid-epoch. A log
+   that lacks it gets it once (its epoch: the one the last step is in). */
+static void case_resume_end(void) {
+    static const char *const ends[][2] = {{"--epochs", "2"}, {"--steps", "7"}};
+    for (int i = 0; i < 2; i++) {
+        EXPECT(TRAIN(ends[i][0], ends[i][1], "--log-every", "2", "--checkpoint", W("e.st"), "--metrics", W("e.jsonl"),
+                     TEST_ARGS),
+               0, NULL, NULL);
+        size_t len;
+        char *before = rt_read_file(W("e.jsonl"), &len);
+        for (int again = 0; again < 2; again++)
+            EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("e.st"), ends[i][0], ends[i][1],
+                       "--log-every", "2", "--checkpoint", W("e.st"), "--metrics", W("e.jsonl"), TEST_ARGS),
+                   0, "nothing to train", NULL);
+        CHECK(holds(W("e.jsonl"), before, len));
+        if (!holds(W("e.jsonl"), before, len)) {
+            char *after = rt_read_file(W("e.jsonl"), NULL);
+            fprintf(stderr, "before:\n%safter:\n%s", before, after ? after : "(none)");
+            free(after);
+        }
+        free(before);
+    }
+    remove(W("n.jsonl"));
+    EXPECT(TRAIN("--epochs", "2", "--checkpoint", W("f.st"), TEST_ARGS), 0, NULL, NULL);
+    EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--resume", W("f.st"), "--epochs", "2", "--metrics",
+               W("n.jsonl"), TEST_ARGS),
+           0, "nothing to train", NULL);
+    char *t = rt_read_file(W("n.jsonl"), NULL);
+    CHECK(t && strncmp(t, "{\"epoch\":2,\"step\":10,\"lr\":0.05,\"test_loss\":", 42) == 0 && count_lines(W("n.jsonl")) == 1);
+    if (t) printf("%s", t);
+    free(t);
+}
+
+/* --init FILE --init-partial (issue 36 item 8): the params FILE holds from it, the others from
+   the spec's init (what create(seed) made), each listed; also through --name-map. Plain --init
+   stays strict. */
+static void case_init_partial(void) {
+    float w[12];
+    for (int i = 0; i < 12; i++) w[i] = (float)i * 0.25f - 1.0f;
+    const cannl_tensor only_w[] = {{"w", CANNL_F32, 2, {4, 3}, w}};
+    cannl_error err;
+    CHECK_OK(cannl_checkpoint_save(W("w.st"), only_w, 1, NULL, 0, &err));
+    EXPECT(TRAIN("--init-partial"), 2, NULL, "--init-partial needs --init FILE");
+    EXPECT(TRAIN("--init", W("w.st")), 1, NULL, "w.st: missing tensor 'b'");
+    EXPECT(TRAIN("--epochs", "0", "--checkpoint", W("seed.st")), 0, NULL, NULL);
+    result r = TRAIN("--init", W("w.st"), "--init-partial", "--epochs", "0", "--checkpoint", W("p.st"));
+    CHECK(r.out && strstr(r.out, F("--init-partial: 1 of 2 params from %s, 1 from the spec's init (seed 7):\n", W("w.st"))) &&
+          strstr(r.out, F("\n  w  from %s\n", W("w.st"))) &&
+          strstr(r.out, F("\n  b  from the spec's init (%s has no 'b')\n", W("w.st"))));
+    if (r.out) printf("%s", r.out);
+    EXPECT(r, 0, NULL, NULL);
+    double got[12] = {0}, want[3] = {0};
+    const int64_t ws[2] = {4, 3}, bs[1] = {3};
+    CHECK(read_tensor(W("p.st"), "w", 2, ws, got) == 0);
+    for (int i = 0; i < 12; i++) CHECK(got[i] == (double)w[i]);
+    CHECK(read_tensor(W("p.st"), "b", 1, bs, got) == 0 && read_tensor(W("seed.st"), "b", 1, bs, want) == 0);
+    CHECK(memcmp(got, want, sizeof want) == 0);
+    /* Through a name map: the file's keys are PyTorch's. */
+    const cannl_tensor fc[] = {{"fc.weight", CANNL_F32, 2, {4, 3}, w}, {"other", CANNL_F32, 1, {3}, w}};
+    CHECK_OK(cannl_checkpoint_save(W("fc.st"), fc, 2, NULL, 0, &err));
+    CHECK(rt_write_file(W("map.txt"), "w = fc.weight\nb = fc.bias\n", 26) == 0);
+    r = TRAIN("--init", W("fc.st"), "--init-partial", "--name-map", W("map.txt"), "--epochs", "0", "--checkpoint",
+              W("pm.st"));
+    CHECK(r.out && strstr(r.out, F("\n  w  from %s ('fc.weight')\n", W("fc.st"))) &&
+          strstr(r.out, F("\n  b  from the spec's init (%s has no 'fc.bias')\n", W("fc.st"))));
+    if (r.out) printf("%s", r.out);
+    EXPECT(r, 0, NULL, NULL);
+    CHECK(read_tensor(W("pm.st"), "fc.weight", 2, ws, got) == 0 && got[5] == (double)w[5]);
+    CHECK(read_tensor(W("pm.st"), "fc.bias", 1, bs, got) == 0 && memcmp(got, want, sizeof want) == 0);
+    /* --quiet: not listed. A file with none of the params, or one of another shape: errors. */
+    r = TRAIN("--init", W("w.st"), "--init-partial", "--epochs", "0", "--quiet");
+    CHECK(r.out && !strstr(r.out, "--init-partial"));
+    EXPECT(r, 0, NULL, NULL);
+    EXPECT(TRAIN("--init", W("fc.st"), "--init-partial"), 1, NULL,
+           "fc.st: holds none of the params of model 'fake_softmax'; the file holds: fc.weight, other");
+    const cannl_tensor wt[] = {{"w", CANNL_F32, 2, {3, 4}, w}};
+    CHECK_OK(cannl_checkpoint_save(W("wt.st"), wt, 1, NULL, 0, &err));
+    EXPECT(TRAIN("--init", W("wt.st"), "--init-partial"), 1, NULL, "wt.st: tensor 'w' has shape [3, 4], expected [4, 3]");
+}
+
 int main(int argc, char **argv) {
     if (argc < 5) {
         fprintf(stderr, "usage: test_train CASE WORKDIR FAKE_TRAIN FAKE_QUAD_TRAIN [FAKE_PREFETCH_TRAIN [FAKE_QUAD_INFER]]\n");
@@ -1172,7 +1380,8 @@ int main(int argc, char **argv) {
                  {"other_model", case_other_model}, {"init", case_init},    {"corrupt", case_corrupt},
                  {"no_inputs", case_no_inputs}, {"prefetch", case_prefetch}, {"signals", case_signals},
                  {"diverge", case_diverge}, {"metadata", case_metadata}, {"data_finite", case_data_finite},
-                 {"stale_tmp", case_stale_tmp}, {"crash_resume", case_crash_resume}};
+                 {"stale_tmp", case_stale_tmp}, {"crash_resume", case_crash_resume}, {"periodic", case_periodic},
+                 {"keep_last", case_keep_last}, {"resume_end", case_resume_end}, {"init_partial", case_init_partial}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {
             cases[i].fn();
