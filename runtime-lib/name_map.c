@@ -78,6 +78,14 @@ void cannl__name_map_free(cannl__name_map *map) {
     free(map);
 }
 
+int cannl__name_map_entry(const cannl__name_map *map, size_t i, const char **from, const char **to, int *line) {
+    if (!map || i >= map->n) return 0;
+    *from = map->from[i];
+    *to = map->to[i];
+    *line = map->line[i];
+    return 1;
+}
+
 /* s[0..n) without the spaces around it, as a new string; NULL when out of memory. */
 static char *trimmed(const char *s, size_t n) {
     while (n > 0 && (*s == ' ' || *s == '\t')) s++, n--;
