@@ -77,5 +77,10 @@ struct PlotOptions {
 // `cannl plot METRICS.jsonl -o curve.svg`: loss, metric and learning-rate curves over the steps of
 // a training run, as one SVG. 0 ok, 1 a malformed log (the line named), 2 unreadable or unwritable.
 int plot_file(const PlotOptions& opt, std::ostream& err);
+// What plot_file draws, from the log's text: 0 with the SVG, or 1 with `error` (one line
+// naming `path`: a line that is not a JSON object, or nothing to draw). `title` heads the
+// page (empty: the log's file name). No file is read or written (the fuzzing harness's entry).
+int plot_svg(const std::string& path, const std::string& text, const std::string& title, std::string& svg,
+             std::string& error);
 
 }  // namespace cannl
