@@ -183,6 +183,8 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     card.spec_file = std::filesystem::path(path).filename().string();
     card.spec_text = text;
     card.f64 = o.f64;
+    for (size_t i = 0; i < m.tensors.size(); ++i)
+      if (m.tensors[i].stmt && m.tensors[i].stmt->is_buffer) card.buffers.insert(static_cast<int>(i));
     EmbeddedWeights weights;
     if (o.target == "cuda") {
       CudaOptions co;
