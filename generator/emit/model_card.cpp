@@ -158,6 +158,8 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   c["tensors"] = tensors;
   if (info.weights)
     c["embedded_weights"] = {{"checkpoint", info.weights->source}, {"step", step_number(info.weights->step)}};
+  else if (info.embedded)  // <model>_weights.c written apart (cannl gen --weights-only): unknown here
+    c["embedded_weights"] = {{"checkpoint", nullptr}, {"step", nullptr}};
   else
     c["embedded_weights"] = nullptr;
   return c.dump(2) + "\n";

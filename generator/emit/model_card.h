@@ -26,6 +26,7 @@ struct CardInfo {
   std::string precision;        // the CUDA target's products (fp32, tf32, bf16); "" for none
   bool inference_state = true;  // the target has the forward-only state (the C target)
   const EmbeddedWeights* weights = nullptr;
+  bool embedded = false;  // params compiled in, from `weights` or from a file of another run's
   // The spec tensors declared `buffer` (Buffer::tensor): counted with batch_norm's running
   // statistics as buffers, apart from the params (frozen or not).
   std::set<int> buffers;
