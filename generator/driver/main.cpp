@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
     if (!*out_opt && !*dump_opt && !gen.stats) throw CLI::RequiredError("-o,--output");
     if (gen.json && !gen.stats) throw CLI::ValidationError("--json", "only with --stats");
     if (gen.embed && gen.target == "cuda") throw CLI::ValidationError("--embed", "only with --target c");
-    if (gen.weights_apart && gen.target == "cuda") throw CLI::ValidationError("--weights-apart", "only with --target c");
+    if (gen.weights_apart && gen.target == "cuda")
+      throw CLI::ValidationError("--weights-apart", "only with --target c");
     if (!gen.precision.empty() && gen.target != "cuda")
       throw CLI::ValidationError("--precision", "only with --target cuda");
     if (!gen.precision.empty() && gen.dtype != "f32")

@@ -242,10 +242,11 @@ private:
     const bool module = !toks_.empty() && toks_.back().kind == Tok::Ident && toks_.back().range.end == b &&
                         is_pytorch_module(toks_.back().text);
     if (module) {  // the rest of a dotted path: torch.nn.functional.gelu
+      auto word_char = [&](size_t i) { return std::isalnum(static_cast<unsigned char>(src_[i])) || src_[i] == '_'; };
       while (pos_ + 1 < src_.size() && src_[pos_] == '.' &&
              (std::isalpha(static_cast<unsigned char>(src_[pos_ + 1])) || src_[pos_ + 1] == '_')) {
         w = ++pos_;
-        while (pos_ < src_.size() && (std::isalnum(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_')) ++pos_;
+        while (pos_ < src_.size() && word_char(pos_)) ++pos_;
       }
     }
     const std::string word = src_.substr(w, pos_ - w);
