@@ -147,14 +147,23 @@ std::string number(double v) {
   return s;
 }
 
+// Text for the SVG's text and attributes: markup escaped, and what XML 1.0 does not allow in a
+// document (control characters, which a JSON key may hold as \u0001, and U+FFFE, U+FFFF) as
+// U+FFFD: a browser refuses the whole file for one of them.
 std::string escape(const std::string& s) {
   std::string o;
-  for (char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c == '<') o += "&lt;";
     else if (c == '>') o += "&gt;";
     else if (c == '&') o += "&amp;";
     else if (c == '"') o += "&quot;";
-    else o += c;
+    else if (c < 0x20 || c == 0x7F) o += "\xEF\xBF\xBD";  // U+FFFD
+    else if (c == 0xEF && s.compare(i, 2, "\xEF\xBF") == 0 && i + 2 < s.size() &&
+             (static_cast<unsigned char>(s[i + 2]) & 0xFE) == 0xBE) {
+      o += "\xEF\xBF\xBD";  // U+FFFD
+      i += 2;
+    } else o += s[i];
   }
   return o;
 }

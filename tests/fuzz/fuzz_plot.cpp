@@ -2,7 +2,8 @@
 // (generator/driver/plot.cpp, linking the generator's cannl_core): the input is one metrics
 // log (JSONL), drawn as plot_file draws it (cannl::plot_svg), without files. A drawn log must
 // give one SVG document whose coordinates are finite numbers and whose text is XML that a
-// browser reads (every '<' a tag, every '&' an entity, no control character); a refused one
+// browser reads (every '<' a tag, every '&' an entity, UTF-8 without a control character or
+// U+FFFE, U+FFFF); a refused one
 // says why in one line beginning with the log's name. No exception may escape.
 #include <cmath>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "driver/commands.h"
+#include "support/utf8.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -53,6 +55,13 @@ void check_svg(const std::string& svg) {
     }
   }
   if (in_tag || in_quote) fail("an unfinished tag", svg);
+  for (size_t i = 0; i < svg.size();) {  // UTF-8 of characters XML allows (not U+FFFE, U+FFFF)
+    const size_t n = cannl::utf8_sequence_length(svg, i);
+    if (n == 0) fail("a byte that is not UTF-8 in the SVG", svg);
+    if (n == 3 && svg.compare(i, 2, "\xEF\xBF") == 0 && (static_cast<unsigned char>(svg[i + 2]) & 0xFE) == 0xBE)
+      fail("U+FFFE or U+FFFF in the SVG", svg);
+    i += n;
+  }
   for (const char* attr : {" x=\"", " y=\"", " x1=\"", " y1=\"", " x2=\"", " y2=\"", " cx=\"", " cy=\"", " points=\"",
                            " height=\""}) {
     for (size_t at = svg.find(attr); at != std::string::npos; at = svg.find(attr, at + 1)) {
