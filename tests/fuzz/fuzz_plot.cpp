@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "driver/commands.h"
@@ -24,34 +25,61 @@ namespace {
   std::abort();
 }
 
+// An attribute's value of numbers ("12.5", "1.00,2.00 3.00,4.00"): each finite.
+void check_numbers(const std::string& value) {
+  const char* p = value.c_str();
+  while (*p) {
+    char* stop = nullptr;
+    const double v = std::strtod(p, &stop);
+    if (stop == p || !std::isfinite(v)) fail("a coordinate that is not a finite number", value);
+    p = stop;
+    while (*p == ',' || *p == ' ') ++p;
+  }
+}
+
 // The SVG's markup: balanced brackets outside the tags' quoted values, known entities, no
 // control characters, and each coordinate attribute a finite number (or a list of them).
 void check_svg(const std::string& svg) {
   if (svg.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg ", 0) != 0) fail("no SVG header", svg);
   if (svg.size() < 7 || svg.compare(svg.size() - 7, 7, "</svg>\n") != 0) fail("no </svg> at the end", svg);
+  static const std::set<std::string> coordinates = {"x",  "y",  "x1", "y1",     "x2",
+                                                     "y2", "cx", "cy", "points", "height"};
   bool in_tag = false, in_quote = false;
+  std::string attr, value;  // in a tag: the attribute being read, and its value
   for (size_t i = 0; i < svg.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(svg[i]);
     if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7F) fail("a control character in the SVG", svg);
-    if (in_quote) {
-      if (c == '"') in_quote = false;
-      else if (c == '<') fail("'<' in an attribute value", svg);
-      continue;
-    }
-    if (c == '<') {
-      if (in_tag) fail("'<' inside a tag", svg);
-      in_tag = true;
-    } else if (c == '>') {
-      if (!in_tag) fail("'>' outside a tag", svg);
-      in_tag = false;
-    } else if (c == '"' && in_tag) {
-      in_quote = true;
-    }
     if (c == '&') {
       static const char* const entities[] = {"&lt;", "&gt;", "&amp;", "&quot;"};
       bool known = false;
       for (const char* e : entities) known = known || svg.compare(i, std::strlen(e), e) == 0;
       if (!known) fail("a bare '&'", svg);
+    }
+    if (in_quote) {
+      if (c == '<') fail("'<' in an attribute value", svg);
+      if (c != '"') {
+        value += static_cast<char>(c);
+        continue;
+      }
+      in_quote = false;
+      if (coordinates.count(attr)) check_numbers(value);
+      attr.clear();
+      continue;
+    }
+    if (c == '<') {
+      if (in_tag) fail("'<' inside a tag", svg);
+      in_tag = true;
+      attr.clear();
+    } else if (c == '>') {
+      if (!in_tag) fail("'>' outside a tag", svg);
+      in_tag = false;
+    } else if (in_tag && c == '"') {
+      in_quote = true;
+      value.clear();
+    } else if (in_tag && c == ' ') {
+      attr.clear();
+    } else if (in_tag && c != '=') {
+      attr += static_cast<char>(c);
     }
   }
   if (in_tag || in_quote) fail("an unfinished tag", svg);
@@ -61,21 +89,6 @@ void check_svg(const std::string& svg) {
     if (n == 3 && svg.compare(i, 2, "\xEF\xBF") == 0 && (static_cast<unsigned char>(svg[i + 2]) & 0xFE) == 0xBE)
       fail("U+FFFE or U+FFFF in the SVG", svg);
     i += n;
-  }
-  for (const char* attr : {" x=\"", " y=\"", " x1=\"", " y1=\"", " x2=\"", " y2=\"", " cx=\"", " cy=\"", " points=\"",
-                           " height=\""}) {
-    for (size_t at = svg.find(attr); at != std::string::npos; at = svg.find(attr, at + 1)) {
-      const size_t begin = at + std::strlen(attr), end = svg.find('"', begin);
-      const std::string value = svg.substr(begin, end - begin);
-      const char* p = value.c_str();
-      while (*p) {
-        char* stop = nullptr;
-        const double v = std::strtod(p, &stop);
-        if (stop == p || !std::isfinite(v)) fail("a coordinate that is not a finite number", value);
-        p = stop;
-        while (*p == ',' || *p == ' ') ++p;
-      }
-    }
   }
 }
 
