@@ -183,6 +183,8 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     card.spec_file = std::filesystem::path(path).filename().string();
     card.spec_text = text;
     card.f64 = o.f64;
+    for (size_t i = 0; i < m.tensors.size(); ++i)
+      if (m.tensors[i].stmt && m.tensors[i].stmt->is_buffer) card.buffers.insert(static_cast<int>(i));
     EmbeddedWeights weights;
     if (o.target == "cuda") {
       CudaOptions co;
@@ -202,9 +204,11 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
       co.f64 = o.f64;
       co.spec = card.spec_file;
       co.weights = o.weights.empty() ? nullptr : &weights;
+      co.embed = o.embed;
       co.blas = o.blas;
       out.files = emit_c(p, co);
       card.weights = co.weights;
+      card.embedded = o.embed || co.weights;
     }
     stage("emit", [] { return std::string(); });
     out.files.push_back({p.model + ".json", model_card(p, card)});

@@ -126,17 +126,18 @@ private:
   // The data of every template (emit/c_common.h), and what only the C target's use.
   data common() {
     data d = model_template_data(p_, names_.buffer, o_.f64, o_.spec, "m->");
-    d.set("embedded", o_.weights != nullptr);
-    d.set("has_embedded", std::string(o_.weights ? "1" : "0"));
+    const bool embedded = o_.embed || o_.weights;
+    d.set("embedded", embedded);
+    d.set("has_embedded", std::string(embedded ? "1" : "0"));
     d.set("embedded_decls",
-          o_.weights ? fmt::format("/* A forward-only state holding the compiled-in params; NULL when out of memory. */\n"
+          embedded ? fmt::format("/* A forward-only state holding the compiled-in params; NULL when out of memory. */\n"
                                    "struct {0}_infer *{0}_infer_create_embedded(void);\n"
                                    "/* The compiled-in params, one array per param in the order listed above "
                                    "(read-only). */\n"
                                    "const {0}_real *const *{0}_embedded_params(void);\n",
                                    p_.model)
                      : std::string());
-    d.set("embedded_arg", o_.weights ? "(const void *const *)" + p_.model + "_embedded_params()" : std::string("NULL"));
+    d.set("embedded_arg", embedded ? "(const void *const *)" + p_.model + "_embedded_params()" : std::string("NULL"));
     return d;
   }
 
