@@ -438,6 +438,8 @@ struct Verifier {
     if (st.parallel < -1 || st.parallel >= static_cast<int>(st.iters.size())) fail(fmt::format("parallel loop {}", st.parallel));
     if (st.update_of != -1 && st.update_of != kUpdateNorm && (st.update_of < 0 || static_cast<size_t>(st.update_of) >= p.params.size()))
       fail(fmt::format("update_of {}", st.update_of));
+    if (st.update_count < 1 || (st.update_count > 1 && (st.update_of < 0 || static_cast<size_t>(st.update_of + st.update_count) > p.params.size())))
+      fail(fmt::format("update_count {} from param {}", st.update_count, st.update_of));
     const std::vector<int> w = written_buffers(st);
     for (int g : st.grads_final)
       if (std::find(w.begin(), w.end(), g) == w.end()) fail(fmt::format("grads_final lists {}, which it does not write", name(g)));

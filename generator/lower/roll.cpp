@@ -186,7 +186,6 @@ std::vector<Repeat> find_repeats(const Lowered& low, const Model& m) {
       in.bufs.push_back(static_cast<int>(b));
       in.local.insert(static_cast<int>(b));
     }
-  std::vector<bool> seen_nest;
   for (Repeat& r : reps)
     for (Instance& in : r.instances) in.nest_begin = in.nest_end = low.forward.size();
   for (size_t k = 0; k < low.nest_tensor.size(); ++k) {
