@@ -452,6 +452,36 @@ struct Verifier {
     }
   }
 
+  // A routine touches a stacked buffer's views only before any nest touches the stacked
+  // buffer itself (the optimiser's nests after the backward ones): the passes compare buffers,
+  // not bytes, so this order is what keeps them from moving a nest across its alias.
+  void views_then_stacks() {
+    about("routine " + rname);
+    std::vector<long> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
+    std::vector<const Expr*> loads;
+    for (size_t k = 0; k < r->stmts.size(); ++k) {
+      const Stmt& st = r->stmts[k];
+      std::vector<int> bufs = written_buffers(st);
+      if (st.call)
+        for (int b : call_reads(*st.call)) bufs.push_back(b);
+      loads.clear();
+      collect_loads(st, loads);
+      for (const Expr* l : loads) bufs.push_back(l->access.buf);
+      for (int b : bufs) {
+        if (!valid(b)) continue;
+        if (first[static_cast<size_t>(b)] < 0) first[static_cast<size_t>(b)] = static_cast<long>(k);
+        last[static_cast<size_t>(b)] = static_cast<long>(k);
+      }
+    }
+    for (size_t b = 0; b < p.buffers.size(); ++b) {
+      const int s = p.buffers[b].view_of;
+      if (!valid(s) || last[b] < 0 || first[static_cast<size_t>(s)] < 0) continue;
+      if (last[b] >= first[static_cast<size_t>(s)])
+        fail(fmt::format("nest {} uses the view '{}' after nest {} used its stacked buffer '{}'", last[b], p.buffers[b].name,
+                         first[static_cast<size_t>(s)], buf(s).name));
+    }
+  }
+
   // Every buffer the routine hands out is written by its end (or held on entry).
   void handed_out() {
     about("routine " + rname);
@@ -509,6 +539,7 @@ struct Verifier {
         std::find(scalars.begin(), scalars.end(), rt.lr_scalar) == scalars.end())
       fail(fmt::format("its lr scalar '{}' is not defined", rt.lr_scalar));
     for (size_t i = 0; i < rt.stmts.size(); ++i) nest(i, rt.stmts[i]);
+    views_then_stacks();
     handed_out();
     plan();
   }

@@ -368,4 +368,20 @@ TEST_CASE("the verifier checks blocks, bindings and views", "[roll][verify]") {
       if (b.formal == out) b = {out, p.find("x0"), 0, 0, -1, -1};
     CHECK(has(problems(l), "which its body writes"));
   }
+  SECTION("a nest using a view after one used its stacked buffer") {
+    ir::Program p = test::program(kResidual, 4);
+    ir::Routine& step = *p.routine(ir::RoutineKind::TrainStep);
+    const int view = p.find("w_0");
+    REQUIRE(view >= 0);
+    REQUIRE(p.buffers[static_cast<size_t>(view)].view_of == p.find("w"));
+    const ir::Stmt* reader = nullptr;  // a forward nest reading w_0
+    for (const ir::Stmt& s : step.stmts) {
+      std::vector<const ir::Expr*> loads;
+      ir::collect_loads(s, loads);
+      for (const ir::Expr* l : loads) reader = reader ? reader : l->access.buf == view ? &s : nullptr;
+    }
+    REQUIRE(reader);
+    step.stmts.push_back(*reader);  // again after the optimiser's update of w
+    CHECK(has(ir::verify_problems(p), "after nest"));
+  }
 }
