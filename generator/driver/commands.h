@@ -56,6 +56,7 @@ struct GenOptions {
   std::map<std::string, long> dims;  // --dim NAME=VALUE: overrides of the spec's dims
   bool time_stages = false;  // --time: each stage's wall time on stderr
   bool verify_ir = false;    // --verify-ir: the IR verifier after every stage (also CANNL_VERIFY_IR=1)
+  bool no_roll = false;      // --no-roll: every repeat block expanded instance by instance (lower/roll.h)
 };
 
 // `cannl gen --passes`: the passes in their order, with the level that runs each.

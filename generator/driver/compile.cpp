@@ -20,6 +20,7 @@
 #include "ir/ir_print.h"
 #include "ir/verify.h"
 #include "lower/lower.h"
+#include "lower/roll.h"
 #include "lower/routines.h"
 #include "passes/pipeline.h"
 #include "spec/ast_print.h"
@@ -139,11 +140,21 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     if (stage("shapes", [&] { return print_shapes(*fe); })) return 0;
     const Model& m = fe->model;
 
-    // Lowering: every spec tensor as forward loop nests over buffers.
-    Lowered low = lower_forward(m, fe->shapes, fe->file, o.max_batch);
+    // Lowering: every spec tensor as forward loop nests over buffers; repeat blocks whose
+    // instances lower alike rolled into block bodies, their params stacked (not yet for CUDA).
+    Lowered low = lower_forward(m, fe->shapes, fe->file, o.max_batch, o.roll && o.target != "cuda");
+    if (o.verify_ir) ir::verify_lowered(low.prog, low.forward, low.train_updates, "lower");
+    if (stage("lower", [&] { return ir::print_lowered(low.prog, low.forward); })) {
+      p = std::move(low.prog);
+      return 0;
+    }
+    // The bridge (issue 34): block calls expanded into their instances' nests over the stacked
+    // params' views, until the stages after lowering work on block bodies.
+    if (!low.prog.blocks.empty()) {
+      unroll_blocks(low);
+      if (o.verify_ir) ir::verify_lowered(low.prog, low.forward, low.train_updates, "unroll_blocks");
+    }
     p = std::move(low.prog);
-    if (o.verify_ir) ir::verify_lowered(p, low.forward, low.train_updates, "lower");
-    if (stage("lower", [&] { return ir::print_lowered(p, low.forward); })) return 0;
 
     // Routine assembly: init, train_step (forward so far), forward, eval_metrics.
     assemble_routines(p, low);

@@ -47,6 +47,7 @@ struct CompileOptions {
   bool keep_before = false;          // keep the program as it was before the passes
   std::map<std::string, long> dims;  // --dim NAME=VALUE: overrides of the spec's dims
   bool verify_ir = kVerifyIrByDefault;  // run the IR verifier after every IR stage
+  bool roll = true;                  // repeat blocks rolled (lower/roll.h; the C target only for now)
 };
 
 struct Compiled {

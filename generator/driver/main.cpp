@@ -60,6 +60,9 @@ int main(int argc, char** argv) {
                                     "per call at the max batch, before and after the passes (no files written)");
   g->add_flag("--json", gen.json, "with --stats: print JSON");
   g->add_flag("--time", gen.time_stages, "print each stage's time (front end, lowering, every pass, emission) on stderr");
+  g->add_flag("--no-roll", gen.no_roll,
+              "expand every repeat block instance by instance, its params unstacked (by default the instances "
+              "that lower alike share one body and their params are stacked [count, ...])");
   g->add_flag("--verify-ir", gen.verify_ir,
               "check the loop IR after every stage (ir/verify.h; on in debug builds, or with CANNL_VERIFY_IR=1)");
   auto* out_opt = g->add_option("-o,--output", gen.out_dir, "output directory (created if missing)")->check(a_path);

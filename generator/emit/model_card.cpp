@@ -130,7 +130,7 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   if (const ir::OptBlock& ob = p.layout.opt_state; !ob.field.empty()) {
     json tensors = json::array();
     for (size_t b = 0; b < ob.field.size(); ++b)
-      if (ob.field[b] >= 0)
+      if (ob.field[b] >= 0 && p.buffers[b].stack == 0)  // (a stacked state: its instances' views)
         tensors.push_back({{"name", p.buffers[b].state_name}, {"offset_bytes", ob.field[b]},
                            {"elements", p.buffers[b].elements()}});
     c["opt_state_block"] = {{"bytes", ob.bytes}, {"tensors", tensors}};
