@@ -80,7 +80,7 @@ public:
     for (int b : state_) p.params.push_back(b);  // checkpointed with the params, frozen
     for (int o : m_.outputs) p.outputs.push_back(out_.tensor_buf[static_cast<size_t>(o)]);
     for (int mt : m_.metrics) p.metrics.push_back(out_.tensor_buf[static_cast<size_t>(mt)]);
-    p.loss = out_.tensor_buf[static_cast<size_t>(m_.loss)];
+    if (m_.loss >= 0) p.loss = out_.tensor_buf[static_cast<size_t>(m_.loss)];  // inference-only specs have none
     for (const auto& [e, c] : m_.calls) {  // the range of each integer input (Buffer::ids)
       if (e->name == "embedding") bound_ids(c.tensors[1], shape(c.tensors[0]).row(AxisKind::Output).at(0).size);
       if ((e->name == "cross_entropy" || e->name == "accuracy" || e->name == "nll_loss") && m_.is_int(c.tensors[1]))
