@@ -13,6 +13,12 @@
 static int64_t eval_first(const cannl__trainer *t) { return t->dist ? (int64_t)t->dist->rank : 0; }
 static int64_t eval_stride(const cannl__trainer *t) { return t->dist ? (int64_t)t->dist->size : 1; }
 
+/* SIGINT, SIGTERM or SIGHUP during an evaluation of one process ends it after the batch in
+   hand (an evaluation of a large test set or many --eval-batches takes minutes): nothing is
+   recorded for it, tested_step / validated_step stay, and the run saves and stops. Ranks of a
+   data-parallel run sum their batches together, so they finish the evaluation and stop after it. */
+static int eval_cut(const cannl__trainer *t) { return !t->dist && cannl__train_interrupted(); }
+
 static int sum_over_ranks(cannl__trainer *t, double *sum, int32_t count) {
     char msg[256];
     if (!t->dist || t->dist->sum(t->dist, sum, count, msg, sizeof msg) == 0) return 0;
@@ -39,7 +45,8 @@ static int sync_untrained(cannl__trainer *t) {
     return CANNL__EXIT_OK;
 }
 
-/* Evaluate the test set in order, in batches; averages weighted by n. */
+/* Evaluate the test set in order, in batches; averages weighted by n. Sets tested_step unless
+   cut short by a signal (eval_cut). */
 int cannl__train_evaluate(cannl__trainer *t) {
     const cannl_model_api *api = t->api;
     const int synced = sync_untrained(t);
@@ -50,6 +57,10 @@ int cannl__train_evaluate(cannl__trainer *t) {
     cannl_error err;
     const int64_t first = eval_first(t), stride = eval_stride(t);
     for (int64_t start = first * t->batch; start < t->ntest; start += stride * t->batch) {
+        if (eval_cut(t)) {
+            free(sum);
+            return CANNL__EXIT_OK;
+        }
         int64_t n = t->ntest - start < t->batch ? t->ntest - start : t->batch;
         for (int64_t j = 0; j < n; j++) t->idx[j] = start + j;
         if (cannl__bind_gather(api, t->test, t->idx, n, t->bufs, &err) != CANNL_OK) {
@@ -80,7 +91,8 @@ int cannl__train_evaluate(cannl__trainer *t) {
     return CANNL__EXIT_OK;
 }
 
-/* val_loss and val_<metric> over --eval-batches fixed batches of --batch windows of --val-stream. */
+/* val_loss and val_<metric> over --eval-batches fixed batches of --batch windows of --val-stream.
+   Sets validated_step unless cut short by a signal (eval_cut). */
 int cannl__train_validate(cannl__trainer *t) {
     const cannl_model_api *api = t->api;
     const int synced = sync_untrained(t);
@@ -91,6 +103,10 @@ int cannl__train_validate(cannl__trainer *t) {
     if (!sum) return cannl__train_report(t, CANNL__EXIT_FAIL, "out of memory");
     const int64_t first = eval_first(t), stride = eval_stride(t);
     for (int64_t k = first; k < batches; k += stride) {
+        if (eval_cut(t)) {
+            free(sum);
+            return CANNL__EXIT_OK;
+        }
         cannl__stream_val_batch(&t->val, batches, n, k, t->bufs);
         double loss = 0;
         api->eval(t->m, (const void *const *)t->bufs, n, &loss, t->val_metrics);

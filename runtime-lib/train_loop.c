@@ -49,7 +49,7 @@ static int end_epoch(cannl__trainer *t, int64_t epoch, int64_t seen, double t_ep
     int rc;
     cannl__train_end_line(t);
     if (t->ntest > 0 && (rc = cannl__train_evaluate(t))) return rc;
-    if ((rc = cannl__train_log_epoch(t, epoch + 1, train_loss, t->ntest > 0))) return rc;
+    if ((rc = cannl__train_log_epoch(t, epoch + 1, train_loss, t->tested_step == t->step))) return rc;
     cannl__train_print_epoch(t, epoch, train_loss, seen, t_epoch);
     return cannl__train_save(t);
 }
@@ -58,11 +58,13 @@ static int end_epoch(cannl__trainer *t, int64_t epoch, int64_t seen, double t_ep
    the validation when it is due. */
 static int stream_step_done(cannl__trainer *t) {
     int rc;
-    const int log = t->o.log_every > 0 && t->step % t->o.log_every == 0, val = validation_due(t, t->step);
+    const int log = t->o.log_every > 0 && t->step % t->o.log_every == 0;
+    int val = validation_due(t, t->step);
     if (log && (rc = cannl__train_check_state(t))) return rc;
     if (val) {
         if ((rc = cannl__train_validate(t))) return rc;
-        cannl__train_print_validation(t);
+        val = t->validated_step == t->step; /* not when a signal cut it short */
+        if (val) cannl__train_print_validation(t);
     }
     return log || val ? cannl__train_stream_record(t, val) : CANNL__EXIT_OK;
 }

@@ -143,7 +143,7 @@ void cannl__train_print_epoch(cannl__trainer *t, int64_t epoch, double train_los
     if (t->o.quiet) return;
     double el = cannl__train_now() - t_epoch;
     printf("epoch %" PRId64 "/%" PRId64 "  train_loss %.4f", epoch + 1, t->epochs_total, train_loss);
-    if (t->ntest > 0) {
+    if (t->ntest > 0 && t->tested_step == t->step) {
         printf("  test_loss %.4f", t->test_loss);
         for (int32_t k = 0; k < t->api->num_metrics; k++) printf("  %s %.4f", t->api->metric_names[k], t->metrics[k]);
     }

@@ -15,10 +15,12 @@ typedef struct hooks {
     int signal;
     int64_t nan_at;     /* FAKE_NAN_AT_STEP=N */
     long delay_ms;      /* FAKE_STEP_DELAY_MS=N */
+    int64_t term_at_eval; /* FAKE_TERM_AT_EVAL=K: SIGTERM in the K-th eval call (1-based), each call printed */
+    int64_t evals;
 } hooks;
 
 static hooks read_hooks(void) {
-    hooks h = {-1, SIGINT, -1, 0};
+    hooks h = {-1, SIGINT, -1, 0, -1, 0};
     const char *s = getenv("FAKE_SIGNAL_AT_STEP");
     if (s) {
         char *end;
@@ -29,6 +31,7 @@ static hooks read_hooks(void) {
     }
     if ((s = getenv("FAKE_NAN_AT_STEP"))) h.nan_at = (int64_t)strtoll(s, NULL, 10);
     if ((s = getenv("FAKE_STEP_DELAY_MS"))) h.delay_ms = strtol(s, NULL, 10);
+    if ((s = getenv("FAKE_TERM_AT_EVAL"))) h.term_at_eval = (int64_t)strtoll(s, NULL, 10);
     return h;
 }
 
@@ -133,7 +136,11 @@ static double sm_train_step(void *mp, const void *const *in, int64_t n) {
 }
 
 static void sm_eval(void *mp, const void *const *in, int64_t n, double *loss, double *metrics) {
-    const softmax *m = mp;
+    softmax *m = mp;
+    if (m->hooks.term_at_eval > 0) {
+        printf("fake: eval %lld\n", (long long)++m->hooks.evals);
+        if (m->hooks.evals == m->hooks.term_at_eval) raise(SIGTERM);
+    }
     const float *x = in[0], *y = in[1];
     float p[C];
     double l = 0, hits = 0;

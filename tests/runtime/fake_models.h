@@ -14,6 +14,8 @@
  *   FAKE_NAN_AT_STEP=N    step N leaves a nan in the first element of the second param's
  *                         momentum buffer (b.momentum_buffer, v.momentum_buffer)
  *   FAKE_STEP_DELAY_MS=N  every step sleeps N ms (for tests that signal from outside)
+ *   FAKE_TERM_AT_EVAL=K   the K-th call of eval prints "fake: eval K" (each call does) and raises
+ *                         SIGTERM (a signal during an evaluation)
  * set_threads prints "fake: set_threads(N)". */
 #ifndef FAKE_MODELS_H
 #define FAKE_MODELS_H

@@ -1307,6 +1307,29 @@ static void case_resume_end(void) {
     free(t);
 }
 
+/* A signal during an evaluation (issue 36 item 4): a run of one process stops after the batch in
+   hand, not after the whole test set (20 batches of 1 here; 37 steps of 1 example trained), logs
+   no test result for the step, saves it and exits 128 + the signal; the resumed run evaluates
+   and logs it. */
+static void case_eval_signal(void) {
+    setenv("FAKE_TERM_AT_EVAL", "3", 1);
+    result r = RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--batch", "1", "--seed", "7", "--epochs", "1",
+                   "--checkpoint", W("v.st"), "--metrics", W("v.jsonl"), TEST_ARGS);
+    unsetenv("FAKE_TERM_AT_EVAL");
+    CHECK(r.out && strstr(r.out, "fake: eval 3\n") && !strstr(r.out, "fake: eval 4\n"));
+    CHECK(r.out && !strstr(r.out, "test_loss") && !strstr(r.out, "test loss"));
+    EXPECT(r, 143, NULL, F("interrupted by SIGTERM after step 37; checkpoint saved to %s", W("v.st")));
+    char *t = rt_read_file(W("v.jsonl"), NULL);
+    CHECK(t && strstr(t, "\"epoch\":1,") && !strstr(t, "test_loss"));
+    free(t);
+    EXPECT(RUN(g_fake, "--data", X_ARG, "--data", Y_ARG, "--batch", "1", "--resume", W("v.st"), "--epochs", "1",
+               "--checkpoint", W("v.st"), "--metrics", W("v.jsonl"), TEST_ARGS),
+           0, "test loss: ", NULL);
+    t = rt_read_file(W("v.jsonl"), NULL);
+    CHECK(t && strstr(t, "\"test_loss\":"));
+    free(t);
+}
+
 /* --init FILE --init-partial (issue 36 item 8): the params FILE holds from it, the others from
    the spec's init (what create(seed) made), each listed; also through --name-map. Plain --init
    stays strict. */
@@ -1381,7 +1404,8 @@ int main(int argc, char **argv) {
                  {"no_inputs", case_no_inputs}, {"prefetch", case_prefetch}, {"signals", case_signals},
                  {"diverge", case_diverge}, {"metadata", case_metadata}, {"data_finite", case_data_finite},
                  {"stale_tmp", case_stale_tmp}, {"crash_resume", case_crash_resume}, {"periodic", case_periodic},
-                 {"keep_last", case_keep_last}, {"resume_end", case_resume_end}, {"init_partial", case_init_partial}};
+                 {"keep_last", case_keep_last}, {"resume_end", case_resume_end}, {"init_partial", case_init_partial},
+                 {"eval_signal", case_eval_signal}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(argv[1], cases[i].name) == 0) {
             cases[i].fn();
