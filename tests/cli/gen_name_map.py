@@ -3,49 +3,21 @@
 names map onto the spec's params when they are compiled in; a missing mapped tensor, a map naming
 no param, and --name-map without --weights are errors.
     gen_name_map.py CANNL SPECS_DIR WORKDIR"""
-import json
 import os
 import re
-import shutil
-import struct
-import subprocess
 import sys
 
-cannl, specs, work = sys.argv[1], sys.argv[2], sys.argv[3]
-shutil.rmtree(work, ignore_errors=True)
-os.makedirs(work)
-os.chdir(work)
-spec = os.path.join(specs, "moons_mlp.cannl")
-failures = []
+from gen_common import GenTest, write_safetensors
 
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def gen(*args):
-    return subprocess.run([cannl, "gen", spec, *args], capture_output=True, text=True)
+t = GenTest(sys.argv)
+check, gen = t.check, t.gen
 
 
 # nn.Sequential(Linear(2, 16), ReLU, Linear(16, 16), ReLU, Linear(16, 1)) names; every value of
 # tensor i is 0.125 * (i + 1), float32.
 shapes = {"net.0.weight": (16, 2), "net.0.bias": (16,), "net.2.weight": (16, 16), "net.2.bias": (16,),
           "net.4.weight": (1, 16), "net.4.bias": (1,)}
-head, blobs, off = {}, [], 0
-for i, (k, sh) in enumerate(shapes.items()):
-    n = 1
-    for d in sh:
-        n *= d
-    b = struct.pack(f"<{n}f", *([0.125 * (i + 1)] * n))
-    head[k] = {"dtype": "F32", "shape": list(sh), "data_offsets": [off, off + len(b)]}
-    blobs.append(b)
-    off += len(b)
-h = json.dumps(head).encode()
-h += b" " * (-len(h) % 8)
-with open("torch.safetensors", "wb") as f:
-    f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+write_safetensors("torch.safetensors", shapes)
 with open("map.txt", "w") as f:
     f.write("# moons_mlp <- nn.Sequential\nw1 = net.0.weight\nb1 = net.0.bias   # first layer\n\n"
             "w2 = net.2.weight\nb2 = net.2.bias\nw3 = net.4.weight\nb3 = net.4.bias\n")
@@ -91,7 +63,4 @@ for content, needle in [("w9 = x\n", "bad.txt: line 1: 'w9' is no param of model
 r = gen("-o", "out5", "--name-map", "map.txt")
 check(r.returncode == 2 and "--name-map" in r.stderr, f"--name-map without --weights: {r.returncode} {r.stderr}")
 
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
-print("gen_name_map: all checks passed")
+t.finish("gen_name_map")

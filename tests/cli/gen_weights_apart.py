@@ -8,27 +8,12 @@ file but <model>_weights.c. Misused options are usage errors.
     gen_weights_apart.py CANNL SPECS_DIR WORKDIR"""
 import json
 import os
-import shutil
-import struct
-import subprocess
 import sys
 
-cannl, specs, work = sys.argv[1], sys.argv[2], sys.argv[3]
-shutil.rmtree(work, ignore_errors=True)
-os.makedirs(work)
-os.chdir(work)
-spec = os.path.join(specs, "moons_mlp.cannl")
-failures = []
+from gen_common import GenTest, write_safetensors
 
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def gen(*args):
-    return subprocess.run([cannl, "gen", spec, *args], capture_output=True, text=True)
+t = GenTest(sys.argv)
+check, gen = t.check, t.gen
 
 
 def files(d):
@@ -41,19 +26,7 @@ def files(d):
 
 # moons_mlp's params (2-16-16-1), every value of tensor i 0.125 * (i + 1), float32, step 7.
 shapes = {"w1": (16, 2), "b1": (16,), "w2": (16, 16), "b2": (16,), "w3": (1, 16), "b3": (1,)}
-head, blobs, off = {"__metadata__": {"model": "moons_mlp", "step": "7"}}, [], 0
-for i, (k, sh) in enumerate(shapes.items()):
-    n = 1
-    for d in sh:
-        n *= d
-    b = struct.pack(f"<{n}f", *([0.125 * (i + 1)] * n))
-    head[k] = {"dtype": "F32", "shape": list(sh), "data_offsets": [off, off + len(b)]}
-    blobs.append(b)
-    off += len(b)
-h = json.dumps(head).encode()
-h += b" " * (-len(h) % 8)
-with open("ck.safetensors", "wb") as f:
-    f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+write_safetensors("ck.safetensors", shapes, {"model": "moons_mlp", "step": "7"})
 
 r = gen("-o", "whole", "--weights", "ck.safetensors", "--embed")
 check(r.returncode == 0, f"gen --weights --embed: {r.returncode} {r.stderr}")
@@ -106,7 +79,4 @@ for args, needle in [(["--weights-only"], "--weights"),
     check(r.returncode == 2 and needle in r.stderr, f"{args}: {r.returncode} {r.stderr}")
     check(not os.path.exists("bad"), f"{args} wrote files")
 
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
-print("gen_weights_apart: all checks passed")
+t.finish("gen_weights_apart")
