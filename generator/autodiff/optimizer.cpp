@@ -2,6 +2,8 @@
 #include "autodiff/optimizer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -50,7 +52,8 @@ int state_buffer(ir::Program& p, int param, const std::string& state) {
 // A stacked param's optimiser state (lower/roll.h): one buffer [instances, kinds, dims...] so
 // that each instance's state is contiguous (ZeRO-1 shards by instance), each instance's state
 // of each kind a view named as a param's own (`w_qkv_3_exp_avg`, saved as w_qkv_3.exp_avg).
-int stacked_state(ir::Program& p, int stack, const std::vector<int>& views, const std::vector<std::string>& kinds) {
+int stacked_state(ir::Program& p, int stack, const std::vector<int>& views, const std::vector<std::string>& kinds,
+                  std::vector<int>* view_states = nullptr) {
   ir::Buffer s = p.buffers[static_cast<size_t>(stack)];
   const std::string sname = s.name;
   const long slice = s.elements() / s.stack;
@@ -71,6 +74,7 @@ int stacked_state(ir::Program& p, int stack, const std::vector<int>& views, cons
   for (size_t l = 0; l < views.size(); ++l)
     for (size_t k = 0; k < kinds.size(); ++k) {
       const int v = state_buffer(p, views[l], kinds[k]);
+      if (view_states) view_states->push_back(v);
       p.buffers[static_cast<size_t>(v)].view_of = si;
       p.buffers[static_cast<size_t>(v)].view_offset = static_cast<long>(l * kinds.size() + k) * slice;
     }
@@ -142,26 +146,121 @@ namespace {
 struct TrainingOptions {
   const ir::Schedule* schedule = nullptr;  // null: constant lr
   double clip_grad_norm = 0;               // 0: no clipping
-  std::set<int> no_decay;                  // params the weight decay skips (decay = "matrices": no input axes)
 };
+
+// A muon update of one param (or one instance of a stacked param), torch.optim.Muon's steps in
+// the param's own type: the momentum buffer, the update (Nesterov's or the buffer), divided by
+// its Frobenius norm (at least eps), ns_steps Newton-Schulz iterations on the matrix
+// [prod(output axes), prod(input axes)] of the param's storage (its transpose when it has more
+// rows than columns: X is always [r, c], r <= c), then decoupled weight decay and the step by
+// the adjusted lr. The matrix products are contractions (passes/mark_contractions.cpp): the
+// runtime's GEMM on C, cuBLAS on CUDA.
+struct MuonArgs {
+  double momentum = 0.95, weight_decay = 0.1, eps = 1e-7;
+  bool nesterov = true, match_rms_adamw = false;
+  int ns_steps = 5;
+};
+
+void muon_nests(ir::Program& p, std::vector<ir::Stmt>& out, int param, int grad, int buf, const ExprP& clip,
+                const ExprP& lr, const MuonArgs& a, int update_of, int line) {
+  const std::string name = p.buffers[static_cast<size_t>(param)].name;  // a copy: buffers grow below
+  const ir::Init& init = *p.buffers[static_cast<size_t>(param)].init;
+  const long rows = init.fan_out, cols = init.fan_in;
+  const bool transposed = rows > cols;
+  const long r = std::min(rows, cols), c = std::max(rows, cols);
+  auto emit = [&](ir::Stmt s, const std::string& what) {
+    s.line = line;
+    s.what = fmt::format("muon update of {}: {}", name, what);
+    s.update_of = update_of;
+    out.push_back(std::move(s));
+  };
+  auto temp = [&](const std::string& suffix, std::vector<ir::Dim> dims, const std::string& what) {
+    const int b = scalar_buffer(p, name + "_" + suffix, what);
+    p.buffers[static_cast<size_t>(b)].dims = std::move(dims);
+    return b;
+  };
+  const int x0 =
+      temp("ns_x", {{r, false}, {c, false}}, fmt::format("muon's orthogonalised update of {}: [{}, {}]", name, r, c));
+  const int x1 = temp("ns_y", {{r, false}, {c, false}}, fmt::format("muon's next Newton-Schulz iterate of {}", name));
+  const int gram = temp("ns_gram", {{r, false}, {r, false}}, fmt::format("X X^T of {}: [{}, {}]", name, r, r));
+  const int poly = temp("ns_poly", {{r, false}, {r, false}}, fmt::format("b A + c A A of {}", name));
+  const int norm = temp("ns_norm", {}, fmt::format("the squared Frobenius norm of {}'s update", name));
+
+  // The param's elements as the matrix [rows, cols]: its first dims (product rows) are the row.
+  ir::Stmt shape = ir::elementwise(p, param, "");
+  const auto& dims = p.buffers[static_cast<size_t>(param)].dims;
+  size_t split = 0;
+  for (long prod = 1; split < dims.size() && prod != rows; ++split) prod *= dims[split].size;
+  ir::Affine row, col;
+  for (size_t d = dims.size(); d-- > 0;) {
+    ir::Affine& f = d < split ? row : col;
+    const long stride = f.terms.empty() ? 1 : f.terms.back().coef * dims[d + 1].size;
+    f.terms.push_back({static_cast<int>(d), stride});
+  }
+  const ir::Access P_at = shape.only().out;
+  ir::Access B_at = P_at, X_at{x0, transposed ? std::vector<ir::Affine>{col, row} : std::vector<ir::Affine>{row, col}};
+  B_at.buf = buf;
+  ExprP g = ir::load_all(shape, grad);
+  if (clip) g = mul(g, clip);
+  auto at = [&](ir::Access to, ExprP body) {
+    ir::Stmt s = shape;
+    s.only() = {std::move(to), ir::Accum::Set, std::move(body)};
+    return s;
+  };
+  // buf <- buf + (1 - momentum) (g - buf); the update g + momentum (buf - g), or buf.
+  emit(at(B_at, add(ir::load(B_at), mul(num(1 - a.momentum), sub(g, ir::load(B_at))))), "the momentum buffer");
+  emit(at(X_at, a.nesterov ? add(g, mul(num(a.momentum), sub(ir::load(B_at), g))) : ir::load(B_at)),
+       transposed ? "the update, transposed" : "the update");
+  // X / max(||X||_F, eps)
+  auto mat = [&](int b, int i, int j) { return ir::Access{b, {ir::Affine::of(i), ir::Affine::of(j)}}; };
+  const std::vector<ir::Iter> rc = {{"i", r}, {"j", c}}, rr = {{"i", r}, {"i2", r}};
+  emit(ir::nest({}, {norm, {}}, ir::Accum::Set, num(0)), "the squared norm");
+  const ExprP x = ir::load(mat(x0, 0, 1));
+  emit(ir::nest(rc, {norm, {}}, ir::Accum::Add, mul(x, x)), "the squared norm");
+  const ExprP fro = ir::call("sqrt", {ir::load({norm, {}})});
+  emit(ir::nest(rc, mat(x0, 0, 1), ir::Accum::Set,
+                div(ir::load(mat(x0, 0, 1)), ir::select(ir::binary(Op::Gt, fro, num(a.eps)), fro, num(a.eps)))),
+       "divided by its Frobenius norm");
+  // Newton-Schulz: A = X X^T; X <- a X + (b A + c A A) X.
+  const double ka = 3.4445, kb = -4.7750, kc = 2.0315;
+  int cur = x0, nxt = x1;
+  for (int step = 1; step <= a.ns_steps; ++step, std::swap(cur, nxt)) {
+    const std::string it = fmt::format("Newton-Schulz step {}", step);
+    emit(ir::nest(rr, mat(gram, 0, 1), ir::Accum::Set, num(0)), it + ": A = X X^T");
+    emit(ir::nest({{"i", r}, {"i2", r}, {"j", c}}, mat(gram, 0, 1), ir::Accum::Add,
+                  mul(ir::load(mat(cur, 0, 2)), ir::load(mat(cur, 1, 2)))), it + ": A = X X^T");
+    emit(ir::nest(rr, mat(poly, 0, 1), ir::Accum::Set, mul(num(kb), ir::load(mat(gram, 0, 1)))), it + ": b A + c A A");
+    emit(ir::nest({{"i", r}, {"i2", r}, {"k", r}}, mat(poly, 0, 1), ir::Accum::Add,
+                  mul(num(kc), mul(ir::load(mat(gram, 0, 2)), ir::load(mat(gram, 2, 1))))), it + ": b A + c A A");
+    emit(ir::nest(rc, mat(nxt, 0, 1), ir::Accum::Set, mul(num(ka), ir::load(mat(cur, 0, 1)))),
+         it + ": a X + (b A + c A A) X");
+    emit(ir::nest({{"i", r}, {"j", c}, {"k", r}}, mat(nxt, 0, 1), ir::Accum::Add,
+                  mul(ir::load(mat(poly, 0, 2)), ir::load(mat(cur, 2, 1)))), it + ": a X + (b A + c A A) X");
+  }
+  X_at.buf = cur;
+  // p <- p (1 - lr weight_decay) - lr' X, lr' = lr max(1, rows/cols)^0.5 or lr 0.2 sqrt(max(rows, cols)).
+  const double ratio = a.match_rms_adamw
+                           ? 0.2 * std::sqrt(static_cast<double>(c))
+                           : std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols)));
+  ExprP decayed = ir::load(P_at);
+  if (a.weight_decay != 0) decayed = mul(decayed, sub(num(1), mul(lr, num(a.weight_decay))));
+  emit(at(P_at, sub(decayed, mul(mul(lr, num(ratio)), ir::load(X_at)))), "the step");
+}
 
 std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, const ir::OptimizerConfig& opt,
                                    const TrainingOptions& options, int line) {
-  auto arg = [&](const char* k, double dflt) {
-    auto it = opt.args.find(k);
-    return it == opt.args.end() ? dflt : it->second;
-  };
-  const std::string& kind = opt.name;
-  const double weight_decay = arg("weight_decay", kind == "adamw" ? 0.01 : 0.0);
-  const double momentum = arg("momentum", 0), dampening = arg("dampening", 0);
-  const bool nesterov = arg("nesterov", 0) != 0;
-  const double beta1 = arg("beta1", 0.9), beta2 = arg("beta2", 0.999), eps = arg("eps", 1e-8);
-
-  // Adam's bias corrections.
+  // Adam's bias corrections, per (beta1, beta2) of the groups (the first pair's bc1, sqrt_bc2).
   const ExprP step = ir::scalar("step");
-  if (kind == "adam" || kind == "adamw") {
-    train_step.scalars.push_back({"bc1", sub(num(1), ir::call("pow", {num(beta1), step}))});
-    train_step.scalars.push_back({"sqrt_bc2", ir::call("sqrt", {sub(num(1), ir::call("pow", {num(beta2), step}))})});
+  std::map<std::pair<double, double>, std::string> corrections;  // betas -> the suffix of bc1, sqrt_bc2
+  for (const ir::OptimizerGroup& grp : opt.groups) {
+    if (grp.name != "adam" && grp.name != "adamw") continue;
+    const std::pair<double, double> betas{grp.args.at("beta1"), grp.args.at("beta2")};
+    if (corrections.count(betas)) continue;
+    const std::string suffix = corrections.empty() ? "" : fmt::format("_{}", corrections.size() + 1);
+    corrections[betas] = suffix;
+    train_step.scalars.push_back({"bc1" + suffix, sub(num(1), ir::call("pow", {num(betas.first), step}))});
+    train_step.scalars.push_back(
+        {"sqrt_bc2" + suffix, ir::call("sqrt", {sub(num(1), ir::call("pow", {num(betas.second), step}))})});
   }
 
   // The learning rate of this step: the spec's schedule unless switched off at run time.
@@ -172,8 +271,22 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
     train_step.scalars.push_back({lr_name, ir::select(ir::scalar("schedule"), schedule_lr(*options.schedule, lr), lr)});
   }
   train_step.lr_scalar = lr_name;
-  auto LR = [&] { return ir::scalar(lr_name); };
-
+  // Each group's lr: the first group's is `lr` (<model>_set_lr), every other group's moves with
+  // it (lr * its lr / the first's) and the schedule multiplies each alike.
+  const double lr0 = opt.groups.front().args.at("lr");
+  std::vector<std::string> group_lr;
+  for (size_t g = 0; g < opt.groups.size(); ++g) {
+    const double lr_g = opt.groups[g].args.at("lr");
+    if (g == 0 || lr_g == lr0) {
+      group_lr.push_back(lr_name);
+      continue;
+    }
+    group_lr.push_back(fmt::format("lr_group{}", g + 1));
+    ExprP value = lr0 > 0 ? mul(ir::scalar(lr_name), num(lr_g / lr0)) : num(lr_g);
+    if (lr0 == 0 && options.schedule)
+      value = ir::select(ir::scalar("schedule"), schedule_lr(*options.schedule, num(lr_g)), num(lr_g));
+    train_step.scalars.push_back({group_lr.back(), value});
+  }
   std::vector<ir::Stmt> out;
   // Gradient clipping: the global L2 norm over every param's gradient.
   ExprP clip;
@@ -211,13 +324,50 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
   for (size_t k = 0; k < p.params.size(); ++k) {
     const int first = p.params[k];
     if (p.grad(first) < 0) continue;  // not used by the loss: no gradient, no update (as PyTorch)
+    size_t gi = 0;
+    while (gi < opt.groups.size() && !opt.groups[gi].params.count(first)) ++gi;
+    if (gi == opt.groups.size())
+      CANNL_BUG(fmt::format("the param {} is in no optimiser group", p.buffers[static_cast<size_t>(first)].name));
+    const ir::OptimizerGroup& grp = opt.groups[gi];
+    auto arg = [&](const char* key, double dflt) {
+      auto it = grp.args.find(key);
+      return it == grp.args.end() ? dflt : it->second;
+    };
+    const std::string& kind = grp.name;
+    auto LR = [&] { return ir::scalar(group_lr[gi]); };
     // A stacked param's instances (lower/roll.h) are updated by one nest over the stacked
     // buffers, its state [instance, kind, ...]: the same formulas, each instance's elements.
     const std::vector<int> run = stacked_run(p, k);
     const bool stacked = !run.empty();
     const int param = stacked ? p.buffers[static_cast<size_t>(first)].view_of : first;
     const int g = p.grad(param);
-    const double wd = options.no_decay.count(first) ? 0.0 : weight_decay;
+    if (kind == "muon") {  // per instance matrix; a stacked param's state stacked all the same
+      MuonArgs m;
+      m.momentum = arg("momentum", 0.95);
+      m.weight_decay = arg("weight_decay", 0.1);
+      m.eps = arg("eps", 1e-7);
+      m.nesterov = arg("nesterov", 1) != 0;
+      m.ns_steps = static_cast<int>(arg("ns_steps", 5));
+      m.match_rms_adamw = grp.strings.count("adjust_lr") && grp.strings.at("adjust_lr") == "match_rms_adamw";
+      std::vector<int> states;
+      if (stacked) stacked_state(p, param, run, {"momentum_buffer"}, &states);
+      else states.push_back(state_buffer(p, param, "momentum_buffer"));
+      const std::vector<int> views = stacked ? run : std::vector<int>{first};
+      for (size_t l = 0; l < views.size(); ++l)
+        muon_nests(p, out, views[l], p.grad(views[l]), states[l], clip, LR(), m, static_cast<int>(k + l), line);
+      k += views.size() - 1;
+      continue;
+    }
+    // adamw(decay = "matrices"): weight decay only on params with input axes (weights, tables,
+    // kernels), nanoGPT's and llm.c's rule in cannl's axis kinds; a bias does not decay.
+    const bool no_decay = grp.strings.count("decay") && grp.strings.at("decay") == "matrices" &&
+                          !p.buffers[static_cast<size_t>(first)].matrix;
+    const double weight_decay = arg("weight_decay", kind == "adamw" ? 0.01 : 0.0);
+    const double momentum = arg("momentum", 0), dampening = arg("dampening", 0);
+    const bool nesterov = arg("nesterov", 0) != 0;
+    const double beta1 = arg("beta1", 0.9), beta2 = arg("beta2", 0.999), eps = arg("eps", 1e-8);
+    const std::string bc = corrections.count({beta1, beta2}) ? corrections.at({beta1, beta2}) : "";
+    const double wd = no_decay ? 0.0 : weight_decay;
     const std::string name = p.buffers[static_cast<size_t>(param)].name;  // a copy: buffers grow below
     std::vector<std::string> kinds;
     if (kind == "sgd" && momentum != 0) kinds = {"momentum_buffer"};
@@ -270,8 +420,8 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
       ExprP M = ir::load(state[0]), V = ir::load(state[1]);
       nest(state[0], add(mul(num(beta1), M), mul(num(1 - beta1), grad)));
       nest(state[1], add(mul(num(beta2), V), mul(num(1 - beta2), mul(grad, grad))));
-      ExprP denom = add(div(ir::call("sqrt", {V}), ir::scalar("sqrt_bc2")), num(eps));
-      nest(P_at, sub(P(), mul(div(LR(), ir::scalar("bc1")), div(M, denom))));
+      ExprP denom = add(div(ir::call("sqrt", {V}), ir::scalar("sqrt_bc2" + bc)), num(eps));
+      nest(P_at, sub(P(), mul(div(LR(), ir::scalar("bc1" + bc)), div(M, denom))));
     }
     if (stacked) {
       out.push_back(std::move(update));
@@ -285,9 +435,11 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
 
 void add_optimizer(ir::Program& p) {
   const ir::OptimizerConfig& opt = p.opt;
-  if (opt.name.empty()) CANNL_BUG("a training program without an optimiser");
-  p.lr = opt.args.at("lr");
-  p.optimizer = opt.text;
+  if (opt.groups.empty()) CANNL_BUG("a training program without an optimiser");
+  p.lr = opt.groups.front().args.at("lr");
+  p.optimizer.clear();
+  for (const ir::OptimizerGroup& g : opt.groups)
+    p.optimizer += (p.optimizer.empty() ? "" : ", ") + g.text + (g.on.empty() ? "" : " on " + g.on);
   if (opt.schedule) p.schedule = opt.schedule_text;
   if (opt.schedule) p.optimizer += ", schedule = " + p.schedule;
   if (opt.clip_grad_norm > 0) p.optimizer += fmt::format(", clip_grad_norm = {}", opt.clip_grad_norm);
@@ -295,11 +447,6 @@ void add_optimizer(ir::Program& p) {
   TrainingOptions topt;
   topt.schedule = opt.schedule ? &*opt.schedule : nullptr;
   topt.clip_grad_norm = opt.clip_grad_norm;
-  // adamw(decay = "matrices"): weight decay only on params with input axes (weights, tables,
-  // kernels), nanoGPT's and llm.c's rule in cannl's axis kinds; a bias does not decay.
-  if (auto d = opt.strings.find("decay"); d != opt.strings.end() && d->second == "matrices")
-    for (int b : p.params)
-      if (!p.buffers[static_cast<size_t>(b)].matrix) topt.no_decay.insert(b);
   ir::Routine& train = *p.routine(ir::RoutineKind::TrainStep);
   // The halves of a data-parallel step: train_grads, the forward and backward so far;
   // train_update, the update nests and their scalars.

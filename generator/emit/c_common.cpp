@@ -101,7 +101,14 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
   d.set("dtype", dtype);
   d.set("max_batch", std::to_string(p.max_batch));
   d.set("optimizer", p.optimizer);
-  d.set("optimizer_name", p.optimizer.substr(0, p.optimizer.find('(')));
+  std::string optimizer_name;  // "adam"; with groups each optimiser once: "muon and adamw"
+  std::vector<std::string> seen;
+  for (const ir::OptimizerGroup& g : p.opt.groups)
+    if (std::find(seen.begin(), seen.end(), g.name) == seen.end()) {
+      optimizer_name += (seen.empty() ? "" : " and ") + g.name;
+      seen.push_back(g.name);
+    }
+  d.set("optimizer_name", p.opt.groups.empty() ? p.optimizer.substr(0, p.optimizer.find('(')) : optimizer_name);
   d.set("lr", num_double(p.lr));
   if (p.schedule.empty()) d.set("schedule", false);
   else d.set("schedule", p.schedule);

@@ -420,16 +420,23 @@ struct Schedule {
   std::map<std::string, double> args;   // steps, warmup, gamma, ...
 };
 
-// The minimize statement's optimiser and training options, set by lowering and read by the
+// One optimiser of the minimize statement and the params it updates (contract v2 §5).
+struct OptimizerGroup {
+  std::string name;                             // sgd, adam, adamw, muon
+  std::map<std::string, double> args;           // with their defaults: lr, momentum, beta1, ...
+  std::map<std::string, std::string> strings;   // choices: adamw's decay, muon's adjust_lr
+  std::string text;                             // the optimiser call as written: "sgd(lr = 0.1)"
+  std::string on;                               // its group as written ("matrices", "[w1, b1]"); "": every param
+  std::set<int> params;                         // the buffers of its params (Program::params' entries)
+};
+
+// The minimize statement's optimisers and training options, set by lowering and read by the
 // optimiser (autodiff/optimizer.cpp), which derives Program::lr, optimizer and schedule.
 struct OptimizerConfig {
-  std::string name;                             // sgd, adam, adamw ("": none)
-  std::map<std::string, double> args;           // with their defaults: lr, momentum, beta1, ...
-  std::map<std::string, std::string> strings;   // choices: adamw's decay ("all", "matrices")
+  std::vector<OptimizerGroup> groups;           // in the spec's order (none: no optimiser)
   std::optional<Schedule> schedule;             // absent: a constant learning rate
   double clip_grad_norm = 0;                    // > 0: clip the gradients' global L2 norm
   int line = 0;                                 // the minimize statement's line (of its loss)
-  std::string text;                             // the optimiser call as written: "sgd(lr = 0.1)"
   std::string schedule_text;                    // the schedule as written, on one line
 };
 

@@ -91,6 +91,11 @@ void remap_buffers(Program& p, const std::vector<int>& map, const std::vector<st
   list(p.outputs);
   list(p.params);
   list(p.metrics);
+  for (OptimizerGroup& g : p.opt.groups) {
+    std::set<int> params;
+    for (int b : g.params) params.insert(f(b));
+    g.params = std::move(params);
+  }
   opt(p.loss);
   std::map<int, int> grads;
   for (const auto& [b, g] : p.grads) grads[f(b)] = f(g);

@@ -76,7 +76,7 @@ public:
         buf.matrix = !sh_.tensors[i].row(AxisKind::Input).empty();
       }
     }
-    p.opt = optimizer_config(m_, file_);
+    p.opt = optimizer_config(m_, file_, out_.tensor_buf);
     for (int b : state_) p.params.push_back(b);  // checkpointed with the params, frozen
     for (int o : m_.outputs) p.outputs.push_back(out_.tensor_buf[static_cast<size_t>(o)]);
     for (int mt : m_.metrics) p.metrics.push_back(out_.tensor_buf[static_cast<size_t>(mt)]);

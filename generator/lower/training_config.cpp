@@ -43,13 +43,18 @@ ir::Init param_init(const Model& m, const ShapeInfo& shapes, const SourceFile& f
   return init;
 }
 
-ir::OptimizerConfig optimizer_config(const Model& m, const SourceFile& file) {
+ir::OptimizerConfig optimizer_config(const Model& m, const SourceFile& file, const std::vector<int>& tensor_buf) {
   ir::OptimizerConfig c;
-  if (!m.optimizer) return c;
-  c.name = m.optimizer->name;
-  c.args = m.optimizer->args;
-  c.strings = m.optimizer->strings;
-  c.text = std::string(file.slice(m.optimizer->range));
+  for (const OptGroupConfig& g : m.opt_groups) {
+    ir::OptimizerGroup o;
+    o.name = g.optimizer.name;
+    o.args = g.optimizer.args;
+    o.strings = g.optimizer.strings;
+    o.text = std::string(file.slice(g.optimizer.range));
+    if (g.word != "all") o.on = one_line(file.slice(g.range));
+    for (int t : g.params) o.params.insert(tensor_buf[static_cast<size_t>(t)]);
+    c.groups.push_back(std::move(o));
+  }
   if (m.schedule) {
     c.schedule = ir::Schedule{m.schedule->name, m.schedule->args};
     c.schedule_text = one_line(file.slice(m.schedule->range));

@@ -17,6 +17,6 @@ namespace cannl {
 ir::Init param_init(const Model& m, const ShapeInfo& shapes, const SourceFile& file, int tensor);
 
 // The minimize statement's optimiser and training options.
-ir::OptimizerConfig optimizer_config(const Model& m, const SourceFile& file);
+ir::OptimizerConfig optimizer_config(const Model& m, const SourceFile& file, const std::vector<int>& tensor_buf);
 
 }  // namespace cannl

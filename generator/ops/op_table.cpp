@@ -493,6 +493,10 @@ std::vector<CallSig> make_optimizers() {
                 number("eps", 1e-8), number("weight_decay", 0)}},
       {"adamw", {number("lr", 1e-3), number("beta1", 0.9), number("beta2", 0.999),
                  number("eps", 1e-8), number("weight_decay", 0.01), choice("decay", {"all", "matrices"})}},
+      // torch.optim.Muon (PyTorch >= 2.9; contract v2 §5), Newton-Schulz in the param's own type.
+      {"muon", {number("lr", 1e-3), number("weight_decay", 0.1), number("momentum", 0.95),
+                boolean("nesterov", true), number("ns_steps", 5), number("eps", 1e-7),
+                choice("adjust_lr", {"original", "match_rms_adamw"})}},
   };
 }
 

@@ -78,6 +78,17 @@ struct NameRef {
   SourceRange range;
 };
 
+// minimize: one optimiser and the params it updates (contract v2 §5): `OPT on GROUP`, GROUP a
+// word (matrices, embeddings, vectors, others) or a bracketed list of param names; without
+// `on`, every param (v0).
+struct OptGroup {
+  ExprPtr optimizer;
+  bool has_on = false;
+  NameRef word;                // the group's word ("" for a list or without `on`)
+  std::vector<NameRef> names;  // the list's names
+  SourceRange range;           // the group after `on` (empty without `on`)
+};
+
 struct Stmt {
   StmtKind kind = StmtKind::Model;
   SourceRange range;             // the whole statement (repeat: its first line)
@@ -94,7 +105,10 @@ struct Stmt {
   long dim_value = 0;            // dim
   SourceRange dim_value_range;
   ExprPtr expr;                  // define/metric: the value; param: the initialiser
-  ExprPtr optimizer;             // minimize: the optimiser call (or bare name)
+  // minimize: every optimiser with its group, in order (one without `on`: v0's form);
+  // `optimizer` is the first's call (or bare name).
+  std::vector<OptGroup> groups;
+  const Expr* optimizer = nullptr;
   // minimize: training options after the optimiser, `, NAME = EXPR` each
   // (schedule = cosine(...), clip_grad_norm = 1.0)
   std::vector<std::pair<NameRef, ExprPtr>> options;

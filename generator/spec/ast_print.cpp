@@ -147,7 +147,16 @@ void dump_stmts(std::string& out, const std::vector<Stmt>& stmts, const SourceFi
     }
     out += "\n";
     if (s.expr) dump_expr(out, *s.expr, file, indent + 1, s.kind == StmtKind::Param ? "init=" : "");
-    if (s.optimizer) dump_expr(out, *s.optimizer, file, indent + 1, "with=");
+    for (const OptGroup& g : s.groups) {
+      std::string on;
+      if (g.has_on && !g.word.name.empty()) on = " on=" + g.word.name;
+      if (g.has_on && g.word.name.empty()) {
+        on = " on=[";
+        for (const NameRef& n : g.names) on += (on.back() == '[' ? "" : ", ") + n.name;
+        on += "]";
+      }
+      dump_expr(out, *g.optimizer, file, indent + 1, "with" + on + "=");
+    }
     for (const auto& [opt, value] : s.options) dump_expr(out, *value, file, indent + 1, opt.name + "=");
     dump_stmts(out, s.body, file, indent + 1);
     out += pad + ")\n";

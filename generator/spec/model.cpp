@@ -332,8 +332,7 @@ private:
           return;
         }
         minimize_ = &s;
-        m_.optimizer = optimizer(*s.optimizer);
-        if (m_.optimizer) check_optimizer(*m_.optimizer);
+        opt_groups(s);
         training_options(s);
         return;
       case StmtKind::Repeat:
@@ -721,6 +720,37 @@ private:
     return config(e, find_optimizer(e.name), "optimiser", optimizer_names());
   }
 
+  // The optimisers of `minimize` and their groups (v2 §5); the params are resolved after shapes.
+  void opt_groups(const Stmt& s) {
+    static const std::vector<std::string> words = {"matrices", "embeddings", "vectors", "others"};
+    bool all = true;
+    std::vector<OptGroupConfig> out;
+    for (const OptGroup& g : s.groups) {
+      auto c = optimizer(*g.optimizer);
+      if (c) check_optimizer(*c);
+      if (!c) all = false;
+      if (!g.has_on && s.groups.size() > 1) {
+        diags_.error(g.optimizer->range, "with several optimisers, each needs its group: OPT on matrices, "
+                                         "embeddings, vectors, others or [NAME, ...]");
+        all = false;
+      }
+      if (g.has_on && !g.word.name.empty() && std::find(words.begin(), words.end(), g.word.name) == words.end()) {
+        diags_.error(g.word.range, fmt::format("unknown group '{}' (known: {}, or a list of params [NAME, ...]){}",
+                                               g.word.name, known_names(words), suggestion(g.word.name, words)));
+        all = false;
+      }
+      if (!c) continue;
+      OptGroupConfig oc;
+      oc.optimizer = *c;
+      oc.word = g.has_on ? g.word.name : "all";
+      oc.names = g.names;
+      oc.range = g.has_on ? g.range : g.optimizer->range;
+      out.push_back(std::move(oc));
+    }
+    if (!out.empty()) m_.optimizer = out.front().optimizer;
+    if (all) m_.opt_groups = std::move(out);
+  }
+
   // `, schedule = SCHEDULE(ARGS)` and `, clip_grad_norm = NUMBER` after the optimiser.
   void training_options(const Stmt& s) {
     static const std::vector<std::string> known = {"schedule", "clip_grad_norm"};
@@ -761,6 +791,13 @@ private:
     if (c.name == "sgd" && c.args.at("nesterov") != 0 &&
         !(c.args.at("momentum") > 0 && c.args.at("dampening") == 0))
       diags_.error(c.range, "sgd with nesterov needs a momentum > 0 and dampening = 0 (as torch.optim.SGD)");
+    if (c.name == "muon") {
+      const double ns = c.args.at("ns_steps");
+      if (!(ns >= 0 && ns == std::floor(ns) && ns <= 100))
+        diags_.error(c.range, fmt::format("muon's 'ns_steps' must be a whole number from 0 to 100, not {}", ns));
+      if (!(c.args.at("momentum") < 1))
+        diags_.error(c.range, fmt::format("muon's 'momentum' must be in [0, 1), not {}", c.args.at("momentum")));
+    }
   }
 
   void check_schedule(const CallConfig& c) {

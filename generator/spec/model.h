@@ -51,6 +51,17 @@ struct CallConfig {  // an initialiser or optimiser with its arguments resolved
   SourceRange range;
 };
 
+// An optimiser of the minimize statement and the params it updates (contract v2 §5).
+struct OptGroupConfig {
+  CallConfig optimizer;
+  std::string word;                    // matrices, embeddings, vectors, others; "" for a list;
+                                       // "all" without `on` (v0: every param)
+  std::vector<NameRef> names;          // a list's param names
+  SourceRange range;                   // the group after `on` (the optimiser's without `on`)
+  std::vector<int> params;             // its trainable params (tensor indices), set by
+                                       // resolve_opt_groups (shapes/opt_groups.h)
+};
+
 struct Model {
   std::string name;
   SourceRange name_range;
@@ -63,7 +74,8 @@ struct Model {
   std::vector<int> metrics;
   int loss = -1;  // minimize target
   SourceRange loss_range;  // the name after 'minimize'
-  std::optional<CallConfig> optimizer;
+  std::optional<CallConfig> optimizer;  // the first optimiser of `minimize`
+  std::vector<OptGroupConfig> opt_groups;  // every optimiser with its group (all resolved or none)
   // Training options of the minimize statement (docs/language.md §10).
   std::optional<CallConfig> schedule;  // absent: the learning rate stays constant
   double clip_grad_norm = 0;           // > 0: clip the global L2 norm of the gradients

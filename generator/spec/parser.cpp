@@ -109,6 +109,31 @@ private:
     }
   }
 
+  // An optimiser of `minimize` and its group: `OPT [on WORD | on [NAME, ...]]` (`on` contextual).
+  OptGroup opt_group() {
+    OptGroup g;
+    g.optimizer = expr();
+    if (g.optimizer->kind != ExprKind::Call && g.optimizer->kind != ExprKind::Name) {
+      diags_.error(g.optimizer->range, "expected an optimiser such as sgd(lr = 0.1) or "
+                                       "adam(lr = 1e-3) after 'with'");
+      throw SyntaxError{};
+    }
+    if (!(peek().kind == Tok::Ident && peek().text == "on")) return g;
+    next();
+    g.has_on = true;
+    const uint32_t begin = peek().range.begin;
+    if (accept(Tok::LBracket)) {
+      g.names.push_back(name("a param name in the group's list ([w1, w2])"));
+      while (accept(Tok::Comma)) g.names.push_back(name("a param name after ','"));
+      g.range = {begin, peek().range.end};
+      expect(Tok::RBracket, "']' closing the group's list of params");
+    } else {
+      g.word = name("a group after 'on': matrices, embeddings, vectors, others or [NAME, ...]");
+      g.range = g.word.range;
+    }
+    return g;
+  }
+
   // `repeat COUNT ...` (contextual: `repeat = ...` defines a tensor called repeat).
   bool starts_repeat(size_t i) const {
     return toks_[i].kind == Tok::Ident && toks_[i].text == "repeat" && i + 1 < toks_.size() &&
@@ -252,13 +277,14 @@ private:
         s.kind = StmtKind::Minimize;
         s.names.push_back(name("the name of the loss after 'minimize'"));
         expect(Tok::KwWith, "'with' and an optimiser (minimize loss with sgd(lr = 0.1))");
-        s.optimizer = expr();
-        if (s.optimizer->kind != ExprKind::Call && s.optimizer->kind != ExprKind::Name) {
-          diags_.error(s.optimizer->range, "expected an optimiser such as sgd(lr = 0.1) or "
-                                           "adam(lr = 1e-3) after 'with'");
-          throw SyntaxError{};
-        }
+        s.groups.push_back(opt_group());
+        s.optimizer = s.groups.front().optimizer.get();
         while (accept(Tok::Comma)) {
+          // `, OPT on GROUP` (v2 §5) until the first `, NAME = VALUE` option
+          if (s.options.empty() && !(peek().kind == Tok::Ident && peek(1).kind == Tok::Assign)) {
+            s.groups.push_back(opt_group());
+            continue;
+          }
           NameRef opt = name("a training option after ',' (schedule = ..., clip_grad_norm = ...)");
           expect(Tok::Assign, fmt::format("'=' after '{}' ({} = VALUE)", opt.name, opt.name).c_str());
           s.options.emplace_back(opt, expr());

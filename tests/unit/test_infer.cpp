@@ -743,3 +743,44 @@ TEST_CASE("repeat: errors in a block are reported once, with the instance", "[in
   CHECK(s.err().notes[0].message == "in instance 1 (of 3) of this repeat block");
   CHECK(s.fe->file.line_col(s.err().notes[0].range.begin).line == 4);
 }
+
+TEST_CASE("infer: optimiser groups take the params by kind, in order (contract v2 §5)", "[infer][v2]") {
+  const std::string body =
+      "dim vocab = 16\ninput tokens : [8 |] int\ninput next : [8 |] int\n"
+      "param wte : [4 -> vocab]\nparam w : [4 -> 4]\nparam g : [4] = ones\nparam w_head : [4 -> vocab]\n"
+      "param frozen_w : [4 -> 4] frozen\n"
+      "x = embedding(wte, tokens)\n"
+      "repeat 2 carry x\n  param u : [4 -> 4]\n  x = u * x\nend\n"
+      "logits = w_head * ((frozen_w * (w * x)) *. g)\nloss = mean(cross_entropy(logits, next))\n";
+  auto names = [](const Run& r, size_t g) {
+    std::string out;
+    for (int t : r.fe->model.opt_groups.at(g).params)
+      out += (out.empty() ? "" : " ") + r.fe->model.tensors[static_cast<size_t>(t)].name;
+    return out;
+  };
+  Run r(body + "minimize loss with muon on matrices, adamw on embeddings, sgd(lr = 1) on vectors\n");
+  INFO(r.rendered());
+  REQUIRE(r.ok());
+  REQUIRE(r.fe->model.opt_groups.size() == 3);
+  CHECK(names(r, 0) == "w w_head u.0 u.1");
+  CHECK(names(r, 1) == "wte");
+  CHECK(names(r, 2) == "g");
+  CHECK(r.fe->model.optimizer->name == "muon");
+  Run l(body + "minimize loss with muon on [u, w], adam on others\n");
+  INFO(l.rendered());
+  REQUIRE(l.ok());
+  CHECK(names(l, 0) == "w u.0 u.1");
+  CHECK(names(l, 1) == "wte g w_head");
+  Run v0(body + "minimize loss with adam\n");
+  REQUIRE(v0.ok());
+  CHECK(names(v0, 0) == "wte w g w_head u.0 u.1");
+  // A param in none, a param in two, muon on a vector, a frozen param listed.
+  Run none(body + "minimize loss with muon on matrices, adam on vectors\n");
+  CHECK(none.any_error_has("the param 'wte' is in no optimiser group"));
+  Run two(body + "minimize loss with adam on others, muon on matrices\n");
+  CHECK(two.any_error_has("the param 'w' is in two optimiser groups"));
+  Run vec(body + "minimize loss with muon on [g], adam on others\n");
+  CHECK(vec.any_error_has("muon updates matrices only, but the param 'g' has no input axes"));
+  Run fz(body + "minimize loss with muon on [frozen_w], adam on others\n");
+  CHECK(fz.any_error_has("'frozen_w' is frozen"));
+}

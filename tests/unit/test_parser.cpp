@@ -657,3 +657,36 @@ TEST_CASE("parser: an unclosed call at the end of a file without a final newline
   CHECK(p.err_at(0).line == 2);
   CHECK(p.err_at(0).col == 11);
 }
+
+TEST_CASE("parser: minimize with optimiser groups (contract v2 §5)", "[parser][statements]") {
+  Parsed p("minimize loss with muon(lr = 0.02) on matrices,\n    adamw(lr = 3e-3) on [w_head, wte], sgd on others,\n"
+           "    schedule = cosine(steps = 10), clip_grad_norm = 1\nminimize loss with adam");
+  INFO(p.dump());
+  REQUIRE_FALSE(p.diags.has_errors());
+  const auto& s = p.spec.stmts;
+  REQUIRE(s.size() == 2);
+  REQUIRE(s[0].groups.size() == 3);
+  CHECK(s[0].optimizer == s[0].groups[0].optimizer.get());
+  CHECK(print_expr(*s[0].groups[0].optimizer) == "muon(lr = 0.02)");
+  CHECK(s[0].groups[0].has_on);
+  CHECK(s[0].groups[0].word.name == "matrices");
+  CHECK(p.lc(s[0].groups[0].range).col == 39);
+  CHECK(s[0].groups[1].word.name.empty());
+  REQUIRE(s[0].groups[1].names.size() == 2);
+  CHECK(s[0].groups[1].names[1].name == "wte");
+  CHECK(p.text(s[0].groups[1].range) == "[w_head, wte]");
+  CHECK(s[0].groups[2].optimizer->kind == ExprKind::Name);
+  CHECK(s[0].groups[2].word.name == "others");
+  REQUIRE(s[0].options.size() == 2);
+  CHECK(s[0].options[1].first.name == "clip_grad_norm");
+  // One optimiser without `on`: v0's form.
+  REQUIRE(s[1].groups.size() == 1);
+  CHECK_FALSE(s[1].groups[0].has_on);
+}
+
+TEST_CASE("parser: a group after 'on' must be a word or a list", "[parser][statements]") {
+  Parsed p("minimize loss with muon on [w,");
+  CHECK(p.diags.has_errors());
+  Parsed q("minimize loss with muon on 3");
+  CHECK(q.diags.has_errors());
+}
