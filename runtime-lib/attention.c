@@ -35,10 +35,24 @@ static inline int64_t cannl__attn_keys_seen(const cannl_attn_dims *d, int64_t t)
   return last < 0 ? 0 : last > d->tk ? d->tk : last;
 }
 
+/* The first key query t sees (a sliding window's; 0 without one). */
+static inline int64_t attn_first_key(const cannl_attn_dims *d, int64_t t) {
+  if (!d->causal || d->window <= 0) return 0;
+  const int64_t s = d->q_offset + t - d->window + 1;
+  return s < 0 ? 0 : s;
+}
+
 /* The first query that sees key s0 (tq when none does; s0 < tk). */
 static inline int64_t attn_first_query(const cannl_attn_dims *d, int64_t s0) {
   if (!d->causal) return 0;
   const int64_t t = s0 - d->q_offset;
+  return t < 0 ? 0 : t > d->tq ? d->tq : t;
+}
+
+/* One past the last query that sees key s (a sliding window's; tq without one). */
+static inline int64_t attn_end_query(const cannl_attn_dims *d, int64_t s) {
+  if (!d->causal || d->window <= 0) return d->tq;
+  const int64_t t = s - d->q_offset + d->window;
   return t < 0 ? 0 : t > d->tq ? d->tq : t;
 }
 

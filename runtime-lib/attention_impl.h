@@ -18,6 +18,9 @@
  * Backward walks the key tiles, and within one the query chunks that see it: it recomputes
  * p = exp(scale q.k - lse), dP = dO V^T, dS = p (dP - delta) scale, then dv += P^T dO,
  * dk += dS^T Q, dq += dS K.
+ * A sliding window (cannl_attn_dims.window) starts each chunk's tiles at its first query's first
+ * key, zeroes the scores of the keys before each row's first, and ends each tile's walk of the
+ * query chunks at the last query that sees one of its keys.
  * Every sum runs in one fixed order per (sequence, head) pair: thread-count independent. */
 
 #define CANNL__CAT2(a, b) a##b
@@ -181,7 +184,7 @@ void FN(forward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k,
       for (int64_t y = 0; y < f; ++y) oa[i * oa_st + y] = 0;
     }
     const int64_t keys = cannl__attn_keys_seen(d, t0 + m - 1);
-    for (int64_t s0 = 0; s0 < keys; s0 += ATTN_KB) {
+    for (int64_t s0 = attn_first_key(d, t0); s0 < keys; s0 += ATTN_KB) {
       const int64_t nb = d->tk - s0 < ATTN_KB ? d->tk - s0 : ATTN_KB;
       const int64_t most = keys - s0 < nb ? keys - s0 : nb;
       const R *va = vlocal ? vc : v + s0 * v_st;
@@ -199,13 +202,21 @@ void FN(forward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k,
         int64_t lim = cannl__attn_keys_seen(d, t0 + (last < m ? last : m - 1)) - s0;
         lim = lim < nb ? lim : nb;
         R *si = s + i * ATTN_KB;
-        for (int64_t j = 0; j < n; ++j) si[j] *= scale;
-        const R mb = ROWMAX(si, n), mnew = mb > mx[i] ? mb : mx[i];
+        /* a sliding window: the row's keys from lo (those before: p = 0) */
+        int64_t lo = attn_first_key(d, t0 + i) - s0;
+        lo = lo < 0 ? 0 : lo;
+        if (lo >= n) {
+          for (int64_t j = 0; j < lim; ++j) si[j] = 0;
+          continue;
+        }
+        for (int64_t j = lo; j < n; ++j) si[j] *= scale;
+        const R mb = ROWMAX(si + lo, n - lo), mnew = mb > mx[i] ? mb : mx[i];
         R sum = 0;
-        for (int64_t j = 0; j < n; ++j) {
+        for (int64_t j = lo; j < n; ++j) {
           si[j] = EXP(si[j] - mnew);
           sum += si[j];
         }
+        for (int64_t j = 0; j < lo; ++j) si[j] = 0;
         for (int64_t j = n; j < lim; ++j) si[j] = 0;
         if (mnew > mx[i]) {
           const R alpha = mx[i] == -INFINITY ? 0 : EXP(mx[i] - mnew);
@@ -261,9 +272,10 @@ void FN(backward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k
     }
   }
   const int64_t keys = d->tq > 0 ? cannl__attn_keys_seen(d, d->tq - 1) : 0;
-  for (int64_t s0 = 0; s0 < keys; s0 += ATTN_KB) {
+  for (int64_t s0 = attn_first_key(d, 0); s0 < keys; s0 += ATTN_KB) {
     const int64_t nb = d->tk - s0 < ATTN_KB ? d->tk - s0 : ATTN_KB;
     const int64_t nt = keys - s0 < nb ? keys - s0 : nb; /* the tile's keys some query sees */
+    const int64_t tend = attn_end_query(d, s0 + nt - 1); /* past the last query that sees one */
     const R *ka = local ? kc : k + s0 * k_st;
     R *dka = local ? dkc : dk + s0 * dk_st, *dva = local ? dvc : dv + s0 * dv_st;
     const int64_t ka_st = local ? e : k_st, dka_st = local ? e : dk_st, dva_st = local ? f : dv_st;
@@ -272,8 +284,8 @@ void FN(backward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k
       for (int64_t j = 0; j < nt * e; ++j) dkc[j] = 0;
       for (int64_t j = 0; j < nt * f; ++j) dvc[j] = 0;
     }
-    for (int64_t t0 = attn_first_query(d, s0); t0 < d->tq; t0 += ATTN_QC) {
-      const int64_t m = d->tq - t0 < ATTN_QC ? d->tq - t0 : ATTN_QC;
+    for (int64_t t0 = attn_first_query(d, s0); t0 < tend; t0 += ATTN_QC) {
+      const int64_t m = tend - t0 < ATTN_QC ? tend - t0 : ATTN_QC;
       int64_t most = cannl__attn_keys_seen(d, t0 + m - 1) - s0;
       most = most < nb ? most : nb;
       const int64_t np = (most + VN - 1) / VN * VN;
@@ -291,10 +303,13 @@ void FN(backward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k
         const int64_t t = t0 + i;
         int64_t n = cannl__attn_keys_seen(d, t) - s0;
         n = n < 0 ? 0 : n < nb ? n : nb;
+        int64_t lo = attn_first_key(d, t) - s0; /* a sliding window: the keys from lo */
+        lo = lo < 0 ? 0 : lo > n ? n : lo;
         R *pi = p + i * ATTN_KB, *dsi = ds + i * ATTN_KB;
-        const R lt = n ? lse[t] : 0, dt = n ? delta[t] : 0;
-        for (int64_t j = 0; j < n; ++j) pi[j] = EXP(scale * pi[j] - lt);
-        for (int64_t j = 0; j < n; ++j) dsi[j] = pi[j] * (dsi[j] - dt) * scale;
+        const R lt = n > lo ? lse[t] : 0, dt = n > lo ? delta[t] : 0;
+        for (int64_t j = lo; j < n; ++j) pi[j] = EXP(scale * pi[j] - lt);
+        for (int64_t j = lo; j < n; ++j) dsi[j] = pi[j] * (dsi[j] - dt) * scale;
+        for (int64_t j = 0; j < lo; ++j) pi[j] = dsi[j] = 0;
         for (int64_t j = n; j < most; ++j) pi[j] = dsi[j] = 0;
       }
       /* dv[j] += sum_i p[i][j] dout[i], dk[j] += sum_i ds[i][j] q[i], over the queries that see
@@ -302,9 +317,10 @@ void FN(backward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k
       for (int64_t j = 0; j < most; j += ATTN_MR) {
         const int64_t mr = most - j < ATTN_MR ? most - j : ATTN_MR;
         const int64_t i0 = attn_first_query(d, s0 + j) - t0 > 0 ? attn_first_query(d, s0 + j) - t0 : 0;
-        if (i0 >= m) continue;
-        GEMM(mr, f, m - i0, p + i0 * ATTN_KB + j, 1, ATTN_KB, ga + i0 * ga_st, ga_st, dva + j * dva_st, dva_st, 1);
-        GEMM(mr, e, m - i0, ds + i0 * ATTN_KB + j, 1, ATTN_KB, qa + i0 * qa_st, qa_st, dka + j * dka_st, dka_st, 1);
+        const int64_t i9 = attn_end_query(d, s0 + j + mr - 1) - t0 < m ? attn_end_query(d, s0 + j + mr - 1) - t0 : m;
+        if (i0 >= i9) continue;
+        GEMM(mr, f, i9 - i0, p + i0 * ATTN_KB + j, 1, ATTN_KB, ga + i0 * ga_st, ga_st, dva + j * dva_st, dva_st, 1);
+        GEMM(mr, e, i9 - i0, ds + i0 * ATTN_KB + j, 1, ATTN_KB, qa + i0 * qa_st, qa_st, dka + j * dka_st, dka_st, 1);
       }
       /* dq[i] += sum_j ds[i][j] k[j] */
       for (int64_t i = 0; i < m; i += ATTN_MR) {
@@ -320,6 +336,36 @@ void FN(backward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k
       ADDBACK(dv + s0 * dv_st, dv_st, dvc, nt, f);
     }
   }
+}
+
+/* A decode step over a ring of cached keys (cannl_attention.h): the keys in position order,
+ * one at a time, with a running maximum and sum as forward's. */
+void FN(ring)(const cannl_attn_dims *d, const R *q, const R *k, int64_t k_st, const R *v, int64_t v_st, R *o,
+              R *lse) {
+  const R scale = (R)d->scale;
+  const int64_t pos = d->q_offset, e = d->e, f = d->f;
+  int64_t s = d->window > 0 ? pos - d->window + 1 : 0;
+  s = s < 0 ? 0 : s;
+  R mx = -INFINITY, l = 0;
+  for (int64_t y = 0; y < f; ++y) o[y] = 0;
+  for (; s <= pos; ++s) {
+    const R *kr = k + (s % d->tk) * k_st, *vr = v + (s % d->tk) * v_st;
+    R sc = 0;
+    for (int64_t x = 0; x < e; ++x) sc += q[x] * kr[x];
+    sc *= scale;
+    if (sc > mx) {
+      const R alpha = mx == -INFINITY ? 0 : EXP(mx - sc);
+      for (int64_t y = 0; y < f; ++y) o[y] *= alpha;
+      l *= alpha;
+      mx = sc;
+    }
+    const R p = EXP(sc - mx);
+    l += p;
+    for (int64_t y = 0; y < f; ++y) o[y] += p * vr[y];
+  }
+  const R r = l > 0 ? 1 / l : 0;
+  for (int64_t y = 0; y < f; ++y) o[y] *= r;
+  *lse = l > 0 ? mx + LOG(l) : -INFINITY;
 }
 
 #undef VN

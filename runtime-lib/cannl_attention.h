@@ -21,6 +21,16 @@
  * Causal masking: query t sits at position q_offset + t of the key sequence and sees the keys
  * s <= q_offset + t (q_offset = 0 and tq = tk in training; in a decode step tq = 1 and
  * q_offset = the position, the keys being the cache). A query that sees no key gets o = 0.
+ * A sliding window (window = W > 0, causal only) also hides the keys before the last W: query t
+ * sees the keys q_offset + t - W < s <= q_offset + t. Grouped-query attention (several query
+ * heads sharing one key/value head) is the caller's: it calls these once per query head with
+ * that head's key and value rows (the backward calls of one key/value head one after the
+ * other: they add into the same dk, dv).
+ *
+ * cannl_attention_ring_* is a decode step over a ring of cached keys: one query at position
+ * q_offset against the keys of positions max(0, q_offset - W + 1) .. q_offset (W = window, or
+ * every position from 0 when window is 0), that of position s in row s % tk of k and v (tk the
+ * ring's rows, at least W). The keys are visited in position order.
  *
  * The backward pass accumulates (+=) into dq, dk and dv (gradient buffers zeroed by the
  * caller), and needs `delta`, a scratch row of tq values.
@@ -42,6 +52,7 @@ typedef struct cannl_attn_dims {
   int64_t q_offset;  /* causal: position of query 0 among the keys */
   int causal;        /* 0: every query sees every key */
   double scale;      /* usually 1 / sqrt(e) */
+  int64_t window;    /* causal: > 0 sees only the last `window` keys (itself included); 0: all */
 } cannl_attn_dims;
 
 void cannl_attention_forward_f32(const cannl_attn_dims *d,
@@ -53,6 +64,11 @@ void cannl_attention_backward_f32(const cannl_attn_dims *d,
                                   const float *dout, int64_t do_st, const float *lse, float *delta,
                                   float *dq, int64_t dq_st, float *dk, int64_t dk_st,
                                   float *dv, int64_t dv_st);
+
+void cannl_attention_ring_f32(const cannl_attn_dims *d, const float *q, const float *k, int64_t k_st,
+                              const float *v, int64_t v_st, float *o, float *lse);
+void cannl_attention_ring_f64(const cannl_attn_dims *d, const double *q, const double *k, int64_t k_st,
+                              const double *v, int64_t v_st, double *o, double *lse);
 
 void cannl_attention_forward_f64(const cannl_attn_dims *d,
                                  const double *q, int64_t q_st, const double *k, int64_t k_st,

@@ -1840,7 +1840,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
-        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
+        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687, 0};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
@@ -1931,7 +1931,7 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
 
     /* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
-        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
+        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687, 0};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
@@ -2087,7 +2087,7 @@ static void forward(struct gpt_tiny *m, const real *const inputs[], int64_t n, r
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
-        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
+        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687, 0};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
@@ -2195,7 +2195,7 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
-        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
+        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687, 0};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
@@ -2351,7 +2351,7 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
-        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
+        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687, 0};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
@@ -2452,7 +2452,7 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
 
     /* line 32: backward: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
-        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
+        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687, 0};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;

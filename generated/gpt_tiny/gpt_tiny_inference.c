@@ -503,7 +503,7 @@ static void forward(struct gpt_tiny_infer *m, const real *const inputs[], int64_
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
-        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
+        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687, 0};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
@@ -611,7 +611,7 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
-        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687};
+        const cannl_attn_dims cannl_d = {64, 64, 32, 32, 0, 1, 0.17677669529663687, 0};
         CANNL_PRAGMA("omp parallel for if(n * 4 * 131072 >= CANNL_PARALLEL_MIN)")
         for (int64_t cannl_p = 0; cannl_p < n * 4; ++cannl_p) {
             const int64_t cannl_s = cannl_p / 4, cannl_h = cannl_p % 4;
@@ -719,7 +719,7 @@ static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
-        const cannl_attn_dims cannl_d = {1, 64, 32, 32, pos, 1, 0.17677669529663687};
+        const cannl_attn_dims cannl_d = {1, 64, 32, 32, pos, 1, 0.17677669529663687, 0};
         for (int64_t cannl_h = 0; cannl_h < 4; ++cannl_h)
             cannl_attention_forward_f32(&cannl_d, qkv_cache + 0 + pos * 384 + cannl_h * 32, 384, qkv_cache + 128 + 0 * 384 + cannl_h * 32, 384, qkv_cache + 256 + 0 * 384 + cannl_h * 32, 384, y + (pos * 4 + cannl_h) * 32, 128, y_lse + cannl_h * 64 + pos);
     }

@@ -252,7 +252,7 @@ std::string CExpr::helper_defs(const std::string& qualifier) const {
   return s;
 }
 
-std::string CExpr::affine(const ir::Affine& a) const {
+std::string CExpr::affine(const ir::Affine& a, const std::string& pos) const {
   std::string s;
   for (const auto& t : a.terms) {
     const bool at_pos = stmt->iters[static_cast<size_t>(t.iter)].at_pos;  // the variable is `pos`
@@ -266,7 +266,7 @@ std::string CExpr::affine(const ir::Affine& a) const {
       c = -c;
     }
     if (c != 1) s += fmt::format("{} * ", c);
-    s += at_pos ? std::string("pos") : vars[static_cast<size_t>(t.iter)];
+    s += at_pos ? pos : vars[static_cast<size_t>(t.iter)];
   }
   if (s.empty()) return std::to_string(a.offset);
   if (a.offset > 0) s += fmt::format(" + {}", a.offset);
@@ -276,13 +276,15 @@ std::string CExpr::affine(const ir::Affine& a) const {
 
 std::string CExpr::flat_index(const ir::Access& a) const {
   const auto& dims = p->buffers[static_cast<size_t>(a.buf)].dims;
+  const long ring = p->buffers[static_cast<size_t>(a.buf)].ring;  // a window's decode cache
+  const std::string pos = ring ? fmt::format("(pos % {})", ring) : std::string("pos");
   std::string s;
   long stride = 1;
   std::vector<std::string> parts;
   for (size_t d = dims.size(); d-- > 0;) {
     const ir::Affine& f = a.index[d];
     if (!is_zero(f)) {
-      std::string e = affine(f);
+      std::string e = affine(f, pos);
       size_t terms = 0;
       long coef = 1;
       for (const auto& t : f.terms)

@@ -72,7 +72,8 @@ struct CExpr {
   std::string real() const { return f64 ? "double" : "float"; }
   std::string fn(const char* base) const { return f64 ? base : std::string(base) + "f"; }
   std::string num(double v) const;  // an element-type literal: 0.5f, INFINITY
-  std::string affine(const ir::Affine& a) const;
+  // (`pos`: the decode position's text, "(pos % W)" in a ring cache's index: ir::Buffer::ring)
+  std::string affine(const ir::Affine& a, const std::string& pos = "pos") const;
   bool is_zero(const ir::Affine& a) const;  // 0 at every point (its loops all dropped, no offset)
   std::string flat_index(const ir::Access& a) const;
   std::string in_range(const ir::Access& a) const;  // "" when always inside

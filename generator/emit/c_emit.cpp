@@ -507,7 +507,9 @@ private:
     for (const ir::Iter& it : s.iters)
       if (it.at_pos) {  // decode: the cells of position pos only, the out [batch, T, ...] (passes/decode.cpp)
         const long per = buffer_size(b, true) / b.dims[1].size;
-        return fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[pos * {1} + {0}] {3};\n", v, per, name(out), op);
+        const std::string at = b.ring ? fmt::format("(pos % {})", b.ring) : std::string("pos");  // a window's ring
+        return fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{4} * {1} + {0}] {3};\n", v, per,
+                           name(out), op, at);
       }
     const bool batched = !b.dims.empty() && b.dims[0].batch;
     const long per = buffer_size(b, true);
@@ -608,62 +610,102 @@ private:
   }
 
   // A kernel call of the runtime (ir::Call): attention per (sequence, head) pair, the pairs in
-  // parallel (each writes its own rows: the same bits for any thread count).
+  // parallel (each writes its own rows: the same bits for any thread count). Grouped-query
+  // (group > 1): query head cannl_h reads key/value head cannl_g = cannl_h / group; the
+  // backward pass runs per (sequence, key/value head), its query heads one after the other
+  // (they add into the same dk, dv rows).
   std::string call_text(const ir::Call& c, bool& n_used) {
     n_used = n_used || c.batch;
     if (c.kind == ir::Call::Kind::EmbeddingForward || c.kind == ir::Call::Kind::EmbeddingBackward)
       return embedding_text(c);
     attention_ = true;
     if (c.at_pos) return attention_at_pos(c);
-    const long pairs = c.seqs * c.heads;
+    const bool grouped = c.group > 1, backward = c.kind == ir::Call::Kind::AttentionBackward;
+    const long kvh = c.heads / c.group;
+    const long pairs = c.seqs * (grouped && backward ? kvh : c.heads);
     const std::string count = c.batch ? (pairs == 1 ? std::string("n") : fmt::format("n * {}", pairs)) : std::to_string(pairs);
     const std::string t = o_.f64 ? "f64" : "f32";
     // row 0 of pair (s, h) in a buffer [B.., T, H.., w] and its row stride; a view (q, k, v
-    // in place in a fused buffer, ir::Call): at `off`, rows of `row` elements
-    auto at = [&](int b, long rows, long width, long off = 0, long row = 0) {
+    // in place in a fused buffer, ir::Call): at `off`, rows of `row` elements; the key/value
+    // operands at head cannl_g of kvh when grouped
+    auto at = [&](int b, long rows, long width, long off = 0, long row = 0, bool kv = false) {
+      const long heads = kv ? kvh : c.heads;
+      const char* h = kv && grouped ? "cannl_g" : "cannl_h";
       if (off == 0 && row == 0)
-        return fmt::format("{} + (cannl_s * {} + cannl_h) * {}, {}", name(b), rows * c.heads, width, c.heads * width);
-      return fmt::format("{} + {} + cannl_s * {} + cannl_h * {}, {}", name(b), off, rows * row, width, row);
+        return fmt::format("{} + (cannl_s * {} + {}) * {}, {}", name(b), rows * heads, h, width, heads * width);
+      return fmt::format("{} + {} + cannl_s * {} + {} * {}, {}", name(b), off, rows * row, h, width, row);
     };
     std::string out = "    {\n";
-    out += fmt::format("        const cannl_attn_dims cannl_d = {{{}, {}, {}, {}, 0, {}, {}}};\n", c.tq, c.tk, c.e, c.f,
-                       c.causal ? 1 : 0, num_double(c.scale));
+    out += fmt::format("        const cannl_attn_dims cannl_d = {{{}, {}, {}, {}, 0, {}, {}, {}}};\n", c.tq, c.tk, c.e,
+                       c.f, c.causal ? 1 : 0, num_double(c.scale), c.window);
     // threads when the pairs' multiply-adds (half the scores when causal) are worth waking them
-    const long per_pair = std::max(1L, c.tq * c.tk * (c.e + c.f) / (c.causal ? 2 : 1));
+    const long per_pair = std::max(1L, c.tq * std::min(c.tk, c.window > 0 ? c.window : c.tk) * (c.e + c.f) /
+                                           (c.causal && c.window == 0 ? 2 : 1) * (grouped && backward ? c.group : 1));
     out += "        " + parallel_for(per_pair == 1 ? count : fmt::format("{} * {}", count, per_pair));
     out += fmt::format("        for (int64_t cannl_p = 0; cannl_p < {}; ++cannl_p) {{\n", count);
-    out += fmt::format("            const int64_t cannl_s = cannl_p / {}, cannl_h = cannl_p % {};\n", c.heads, c.heads);
-    if (c.kind == ir::Call::Kind::AttentionForward)
-      out += fmt::format("            cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {} + cannl_p * {});\n", t,
-                         at(c.q, c.tq, c.e, c.q_off, c.q_row), at(c.k, c.tk, c.e, c.k_off, c.k_row),
-                         at(c.v, c.tk, c.f, c.v_off, c.v_row), at(c.o, c.tq, c.f), name(c.lse), c.tq);
+    std::string ind = "            ", lse = fmt::format("{} + cannl_p * {}", name(c.lse), c.tq),
+                delta = backward ? fmt::format("{} + cannl_p * {}", name(c.delta), c.tq) : "";
+    if (!grouped) {
+      out += fmt::format("{}const int64_t cannl_s = cannl_p / {}, cannl_h = cannl_p % {};\n", ind, c.heads, c.heads);
+    } else if (!backward) {
+      out += fmt::format("{}const int64_t cannl_s = cannl_p / {}, cannl_h = cannl_p % {}, cannl_g = cannl_h / {};\n",
+                         ind, c.heads, c.heads, c.group);
+    } else {
+      out += fmt::format("{}const int64_t cannl_s = cannl_p / {}, cannl_g = cannl_p % {};\n", ind, kvh, kvh);
+      out += fmt::format("{}for (int64_t cannl_h = cannl_g * {}; cannl_h < (cannl_g + 1) * {}; ++cannl_h) {{\n", ind,
+                         c.group, c.group);
+      ind += "    ";
+      lse = fmt::format("{} + (cannl_s * {} + cannl_h) * {}", name(c.lse), c.heads, c.tq);
+      delta = fmt::format("{} + (cannl_s * {} + cannl_h) * {}", name(c.delta), c.heads, c.tq);
+    }
+    if (!backward)
+      out += fmt::format("{}cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {});\n", ind, t,
+                         at(c.q, c.tq, c.e, c.q_off, c.q_row), at(c.k, c.tk, c.e, c.k_off, c.k_row, true),
+                         at(c.v, c.tk, c.f, c.v_off, c.v_row, true), at(c.o, c.tq, c.f), lse);
     else
-      out += fmt::format("            cannl_attention_backward_{}(&cannl_d, {}, {}, {}, {}, {},\n"
-                         "                {} + cannl_p * {}, {} + cannl_p * {}, {}, {}, {});\n",
-                         t, at(c.q, c.tq, c.e, c.q_off, c.q_row), at(c.k, c.tk, c.e, c.k_off, c.k_row),
-                         at(c.v, c.tk, c.f, c.v_off, c.v_row), at(c.o, c.tq, c.f), at(c.dout, c.tq, c.f), name(c.lse),
-                         c.tq, name(c.delta), c.tq, at(c.dq, c.tq, c.e, c.q_off, c.q_row),
-                         at(c.dk, c.tk, c.e, c.k_off, c.k_row), at(c.dv, c.tk, c.f, c.v_off, c.v_row));
+      out += fmt::format("{}cannl_attention_backward_{}(&cannl_d, {}, {}, {}, {}, {},\n"
+                         "{}    {}, {}, {}, {}, {});\n",
+                         ind, t, at(c.q, c.tq, c.e, c.q_off, c.q_row), at(c.k, c.tk, c.e, c.k_off, c.k_row, true),
+                         at(c.v, c.tk, c.f, c.v_off, c.v_row, true), at(c.o, c.tq, c.f), at(c.dout, c.tq, c.f), ind,
+                         lse, delta, at(c.dq, c.tq, c.e, c.q_off, c.q_row),
+                         at(c.dk, c.tk, c.e, c.k_off, c.k_row, true), at(c.dv, c.tk, c.f, c.v_off, c.v_row, true));
+    if (grouped && backward) out += "            }\n";
     return out + "        }\n    }\n";
   }
 
   // The decode routine's attention: per head, the query at position pos against the cached
-  // keys and values of positions 0 .. pos (cannl_attention.h's q_offset), one sequence.
+  // keys and values of positions 0 .. pos (cannl_attention.h's q_offset), one sequence; with
+  // a window whose caches are rings (ir::Call::ring), the last positions' keys from their rows
+  // pos % ring (cannl_attention_ring_*). Grouped-query: key/value head cannl_h / group.
   std::string attention_at_pos(const ir::Call& c) {
     const std::string t = o_.f64 ? "f64" : "f32";
-    auto row = [&](int b, const std::string& at, long width, long off = 0, long row = 0) {
+    const long kvh = c.heads / c.group;
+    // row `at` of head cannl_h (of key/value head cannl_h / group when kv), with its row stride
+    // when `stride`; a ring's position at its row pos % ring
+    auto row = [&](int b, const std::string& at, long width, long off, long row, bool kv, bool stride = true) {
+      const long heads = kv ? kvh : c.heads;
+      const std::string h = kv && c.group > 1 ? fmt::format("(cannl_h / {})", c.group) : "cannl_h";
+      const std::string r = at == "pos" && buf(b).ring ? fmt::format("(pos % {})", buf(b).ring) : at;
       if (off == 0 && row == 0)
-        return fmt::format("{} + ({} * {} + cannl_h) * {}, {}", name(b), at, c.heads, width, c.heads * width);
-      return fmt::format("{} + {} + {} * {} + cannl_h * {}, {}", name(b), off, at, row, width, row);
+        return fmt::format("{} + ({} * {} + {}) * {}", name(b), r, heads, h, width) +
+               (stride ? fmt::format(", {}", heads * width) : "");
+      return fmt::format("{} + {} + {} * {} + {} * {}", name(b), off, r, row, h, width) +
+             (stride ? fmt::format(", {}", row) : "");
     };
     std::string out = "    {\n";
-    out += fmt::format("        const cannl_attn_dims cannl_d = {{1, {}, {}, {}, pos, {}, {}}};\n", c.tk, c.e, c.f,
-                       c.causal ? 1 : 0, num_double(c.scale));
+    out += fmt::format("        const cannl_attn_dims cannl_d = {{1, {}, {}, {}, pos, {}, {}, {}}};\n", c.tk, c.e, c.f,
+                       c.causal ? 1 : 0, num_double(c.scale), c.window);
     out += fmt::format("        for (int64_t cannl_h = 0; cannl_h < {}; ++cannl_h)\n", c.heads);
-    out += fmt::format("            cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {} + cannl_h * {} + pos);\n", t,
-                       row(c.q, "pos", c.e, c.q_off, c.q_row), row(c.k, "0", c.e, c.k_off, c.k_row),
-                       row(c.v, "0", c.f, c.v_off, c.v_row), row(c.o, "pos", c.f), name(c.lse),
-                       c.tq);
+    if (c.ring)  // one query: no row strides for q and o
+      out += fmt::format("            cannl_attention_ring_{}(&cannl_d, {}, {}, {}, {}, {} + cannl_h * {} + pos);\n",
+                         t, row(c.q, "pos", c.e, c.q_off, c.q_row, false, false),
+                         row(c.k, "0", c.e, c.k_off, c.k_row, true), row(c.v, "0", c.f, c.v_off, c.v_row, true),
+                         row(c.o, "pos", c.f, 0, 0, false, false), name(c.lse), c.tq);
+    else
+      out += fmt::format("            cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {} + cannl_h * {} + pos);\n",
+                         t, row(c.q, "pos", c.e, c.q_off, c.q_row, false), row(c.k, "0", c.e, c.k_off, c.k_row, true),
+                         row(c.v, "0", c.f, c.v_off, c.v_row, true), row(c.o, "pos", c.f, 0, 0, false), name(c.lse),
+                         c.tq);
     return out + "    }\n";
   }
 

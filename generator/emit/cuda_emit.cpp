@@ -835,26 +835,31 @@ private:
     attention_ = true;
     // a buffer [B.., T, H.., w] as a view over (sequence, head, position)
     // (q, k, v in place in a fused buffer: at `off`, rows of `row` elements; ir::Call's views)
-    auto view = [&](int b, long rows, long width, long off = 0, long row = 0) {
+    // (k, v and their gradients over the key/value heads: heads / group of them)
+    auto view = [&](int b, long rows, long width, long off = 0, long row = 0, bool kv = false) {
+      const long heads = kv ? c.heads / c.group : c.heads;
       if (off == 0 && row == 0)
-        return fmt::format("{}, cannl_attn_view{{{}, {}, {}}}", name(b), rows * c.heads * width, width, c.heads * width);
+        return fmt::format("{}, cannl_attn_view{{{}, {}, {}}}", name(b), rows * heads * width, width, heads * width);
       return fmt::format("{} + {}, cannl_attn_view{{{}, {}, {}}}", name(b), off, rows * row, width, row);
     };
+    // grouped-query and the sliding window: the launchers' last arguments, when not 1 and 0
+    const std::string tail = c.group > 1 || c.window > 0 ? fmt::format(", {}, {}", c.group, c.window) : "";
     const std::string seqs = c.batch ? (c.seqs == 1 ? std::string("(int)n") : fmt::format("(int)(n * {})", c.seqs))
                                      : std::to_string(c.seqs);
     const std::string head = fmt::format("<real, {}, {}>(stream_, {}, {}, {}, {}, 0, {}, (real){}, ", c.e, c.f, seqs,
                                          c.heads, c.tq, c.tk, c.causal ? 1 : 0, num_double(c.scale));
     std::string out;
     if (c.kind == ir::Call::Kind::AttentionForward)
-      out = fmt::format("    cannl_attention_forward{}{}, {}, {}, {}, {});\n", head, view(c.q, c.tq, c.e, c.q_off, c.q_row),
-                        view(c.k, c.tk, c.e, c.k_off, c.k_row), view(c.v, c.tk, c.f, c.v_off, c.v_row),
-                        view(c.o, c.tq, c.f), name(c.lse));
+      out = fmt::format("    cannl_attention_forward{}{}, {}, {}, {}, {}{});\n", head,
+                        view(c.q, c.tq, c.e, c.q_off, c.q_row), view(c.k, c.tk, c.e, c.k_off, c.k_row, true),
+                        view(c.v, c.tk, c.f, c.v_off, c.v_row, true), view(c.o, c.tq, c.f), name(c.lse), tail);
     else
-      out = fmt::format("    cannl_attention_backward{}{}, {}, {}, {},\n        {}, {}, {}, {}, {}, {});\n", head,
-                        view(c.q, c.tq, c.e, c.q_off, c.q_row), view(c.k, c.tk, c.e, c.k_off, c.k_row),
-                        view(c.v, c.tk, c.f, c.v_off, c.v_row), view(c.o, c.tq, c.f), view(c.dout, c.tq, c.f),
+      out = fmt::format("    cannl_attention_backward{}{}, {}, {}, {},\n        {}, {}, {}, {}, {}, {}{});\n", head,
+                        view(c.q, c.tq, c.e, c.q_off, c.q_row), view(c.k, c.tk, c.e, c.k_off, c.k_row, true),
+                        view(c.v, c.tk, c.f, c.v_off, c.v_row, true), view(c.o, c.tq, c.f), view(c.dout, c.tq, c.f),
                         name(c.lse), name(c.delta), view(c.dq, c.tq, c.e, c.q_off, c.q_row),
-                        view(c.dk, c.tk, c.e, c.k_off, c.k_row), view(c.dv, c.tk, c.f, c.v_off, c.v_row));
+                        view(c.dk, c.tk, c.e, c.k_off, c.k_row, true), view(c.dv, c.tk, c.f, c.v_off, c.v_row, true),
+                        tail);
     return out + "    CUDA_CHECK(cudaGetLastError());\n";
   }
 

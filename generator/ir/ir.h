@@ -79,6 +79,9 @@ struct Buffer {
   // actual buffer per instance by the block's calls, or a local, the body's own.
   int block = -1;
   bool formal = false;
+  // A decode cache of a windowed attention (passes/decode.cpp) that keeps only the last `ring`
+  // positions: dims [1, ring, ...], position s in row s % ring (0: not a ring).
+  long ring = 0;
   long elements() const;  // with batch axes at their maximum
 };
 
@@ -212,14 +215,18 @@ struct Call {
     BlockForward,       // a rolled repeat block's instances, each its body's nests (Block::forward)
   };
   Kind kind = Kind::AttentionForward;
-  // Attention, per (sequence, head) pair. Storage: q [B.., tq, H.., e], k [B.., tk, H.., e],
-  // v [B.., tk, H.., f], o and dout [B.., tq, H.., f], lse and delta [B.., H.., tq] (B.. the
-  // sequences: the runner's batch axis when `batch`, then `seqs` more per example; H.. the heads).
+  // Attention, per (sequence, head) pair. Storage: q [B.., tq, H.., e], k [B.., tk, G.., e],
+  // v [B.., tk, G.., f], o and dout [B.., tq, H.., f], lse and delta [B.., H.., tq] (B.. the
+  // sequences: the runner's batch axis when `batch`, then `seqs` more per example; H.. the
+  // `heads` query heads, G.. the heads / group key/value heads: query head h reads key/value
+  // head h / group, grouped-query attention when group > 1).
   int q = -1, k = -1, v = -1, o = -1, lse = -1;
   int dout = -1, delta = -1, dq = -1, dk = -1, dv = -1;  // backward only
   bool batch = false;
   long seqs = 1, heads = 1, tq = 1, tk = 1, e = 1, f = 1;
+  long group = 1;
   bool causal = false;
+  long window = 0;  // causal: > 0 sees only the last `window` keys (the query's own included)
   double scale = 1;
   // Views: q, k and v may be parts of one buffer, as attention(qkv[0], qkv[1], qkv[2]) reads
   // a fused projection [B.., T | 3, H.., e] in place: operand X's row t of pair (s, h) starts
@@ -234,8 +241,10 @@ struct Call {
   long rows = 1, width = 1;
   // The decode routine's step: one position, `pos`, of a single sequence (batch false, seqs
   // the sequence's length). Embedding: that position's id and row. Attention: the query at
-  // pos against the keys and values of positions 0 .. pos (k and v the routine's caches).
+  // pos against the keys and values of positions 0 .. pos (k and v the routine's caches); with
+  // `ring`, k and v are rings of tk rows (Buffer::ring: a window's last positions).
   bool at_pos = false;
+  bool ring = false;
   // A block call (BlockForward): block `block`'s body run for instances l = 0 .. count-1 in
   // order, each formal bound to its actual by `binds` (one per formal); `reads` and `writes`
   // the outer buffers the instances read and write (what call_reads and call_writes return:

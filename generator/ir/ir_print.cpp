@@ -110,10 +110,11 @@ std::string print_stmt(const Stmt& s, const Program& p) {
     view("q", c.q_off, c.q_row);
     view("k", c.k_off, c.k_row);
     view("v", c.v_off, c.v_row);
-    return fmt::format("{}({} -> {}; {}{} sequences x {} heads, {} x {} positions, e {}, f {}{}, scale {}{}{})",
+    return fmt::format("{}({} -> {}; {}{} sequences x {} heads{}, {} x {} positions, e {}, f {}{}{}, scale {}{}{})",
                        call_name(c.kind), names(call_reads(c)), names(call_writes(c)), c.batch ? "n x " : "", c.seqs,
-                       c.heads, c.tq, c.tk, c.e, c.f, c.causal ? ", causal" : "", c.scale, views,
-                       c.at_pos ? "; the query at pos" : "");
+                       c.heads, c.group > 1 ? fmt::format(" in groups of {}", c.group) : "", c.tq, c.tk, c.e, c.f,
+                       c.causal ? ", causal" : "", c.window > 0 ? fmt::format(", window {}", c.window) : "", c.scale,
+                       views, c.at_pos ? (c.ring ? "; the query at pos, keys in rings" : "; the query at pos") : "");
   }
   std::string loops;
   for (size_t i = 0; i < s.iters.size(); ++i) {

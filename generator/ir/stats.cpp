@@ -48,7 +48,8 @@ RoutineStats routine_stats(const Program& p, const Routine& r, long batch, int e
         continue;
       }
       const double pairs = (c.batch ? static_cast<double>(batch) : 1.0) * static_cast<double>(c.seqs * c.heads);
-      const double scores = pairs * static_cast<double>(c.tq * c.tk) * (c.causal ? 0.5 : 1.0);
+      double scores = pairs * static_cast<double>(c.tq * c.tk) * (c.causal ? 0.5 : 1.0);
+      if (c.window > 0 && c.window < c.tk) scores = pairs * static_cast<double>(c.tq * c.window);  // about
       st.flops += scores * static_cast<double>(2 * c.e + 2 * c.f) * (c.kind == Call::Kind::AttentionForward ? 1 : 2);
       continue;
     }

@@ -346,8 +346,14 @@ struct Verifier {
       if (!valid(b)) ok = false, fail(fmt::format("{}: its {} is {}", call_name(c.kind), field, name(b)));
     for (int b : {c.q, c.k, c.v, c.o, c.lse, c.dout, c.delta, c.dq, c.dk, c.dv, c.table, c.ids, c.dtable})
       if (b != -1 && !valid(b)) ok = false, fail(fmt::format("{}: a field is {}", call_name(c.kind), name(b)));
-    for (long n : {c.seqs, c.heads, c.tq, c.tk, c.e, c.f, c.rows, c.width})
+    for (long n : {c.seqs, c.heads, c.tq, c.tk, c.e, c.f, c.rows, c.width, c.group})
       if (n < 1) ok = false, fail(fmt::format("{}: a size is {}", call_name(c.kind), n));
+    if (attention && c.heads % c.group != 0)
+      ok = false, fail(fmt::format("{}: {} heads in groups of {}", call_name(c.kind), c.heads, c.group));
+    if (attention && c.window < 0) fail(fmt::format("{}: window {}", call_name(c.kind), c.window));
+    if (attention && c.window > 0 && !c.causal) fail(fmt::format("{}: a window without causal", call_name(c.kind)));
+    if (c.ring && (!c.at_pos || c.window <= 0))
+      fail(fmt::format("{}: keys in rings outside decode, or without a window", call_name(c.kind)));
     if (c.at_pos && (c.batch || !decode())) fail(fmt::format("{} at pos outside decode, or on a batch", call_name(c.kind)));
     if (!ok) return;
     const long seqs = (c.batch ? p.max_batch : 1) * c.seqs;
@@ -361,10 +367,18 @@ struct Verifier {
     };
     if (attention) {
       // A view's last element: row (seqs * t - 1), head (heads - 1), width elements.
-      auto view = [&](long rows, long width, long off, long row) { return off + (rows - 1) * (row ? row : c.heads * width) + c.heads * width; };
-      holds("q", c.q, view(seqs * c.tq, c.e, c.q_off, c.q_row));
-      holds("k", c.k, view(seqs * c.tk, c.e, c.k_off, c.k_row));
-      holds("v", c.v, view(seqs * c.tk, c.f, c.v_off, c.v_row));
+      auto view = [&](long rows, long width, long off, long row, long heads) {
+        return off + (rows - 1) * (row ? row : heads * width) + heads * width;
+      };
+      const long kvh = c.heads / c.group;
+      // (decode: q in a window's ring too when it shares the fused buffer of k and v)
+      holds("q", c.q, view(buf(c.q).ring ? buf(c.q).ring : seqs * c.tq, c.e, c.q_off, c.q_row, c.heads));
+      holds("k", c.k, view(seqs * c.tk, c.e, c.k_off, c.k_row, kvh));
+      holds("v", c.v, view(seqs * c.tk, c.f, c.v_off, c.v_row, kvh));
+      if (c.ring)
+        for (int b : {c.k, c.v})
+          if (buf(b).ring != c.tk)
+            fail(fmt::format("{}: '{}' is not a ring of {} rows", call_name(c.kind), buf(b).name, c.tk));
       holds("o", c.o, seqs * c.tq * c.heads * c.f);
       holds("lse", c.lse, seqs * c.heads * c.tq);
       if (c.kind == K::AttentionBackward) {

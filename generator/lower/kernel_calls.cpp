@@ -35,10 +35,11 @@ std::optional<View> in_place(const LowerContext& c, const Expr* e) {
 
 }  // namespace
 
-// attention(q : [B.., t | H.., e], k : [B.., s | H.., e], v : [B.., s | H.., f]): an opaque
+// attention(q : [B.., t | H.., e], k : [B.., s | G.., e], v : [B.., s | G.., f]): an opaque
 // call of the runtime's flash-style kernel (runtime-lib/cannl_attention.h) per sequence and
-// head, which saves the log-sum-exp of each query's scores for the backward call; no T x S
-// buffer exists.
+// query head, which saves the log-sum-exp of each query's scores for the backward call; no
+// T x S buffer exists. Grouped-query (G.. a prefix of H..): query head h reads key/value head
+// h / group, group = H.. / G.. query heads per key/value head.
 void lower_attention(LowerContext& c, const BoundCall& bc, int r) {
   const Expr *qe = bc.tensors[0], *ke = bc.tensors[1], *ve = bc.tensors[2];
   ir::Call call;
@@ -64,10 +65,15 @@ void lower_attention(LowerContext& c, const BoundCall& bc, int r) {
   call.tk = ks.row(AxisKind::Batch).back().size;
   const auto& qo = qs.row(AxisKind::Output);
   for (size_t i = 0; i + 1 < qo.size(); ++i) call.heads *= qo[i].size;
+  const auto& ko = ks.row(AxisKind::Output);
+  long kv_heads = 1;
+  for (size_t i = 0; i + 1 < ko.size(); ++i) kv_heads *= ko[i].size;
+  call.group = call.heads / kv_heads;
   call.e = qo.back().size;
   call.f = vs.row(AxisKind::Output).back().size;
   auto option = [&](const char* k) { auto it = bc.values.find(k); return it == bc.values.end() ? 0.0 : it->second; };
   call.causal = option("causal") != 0;
+  call.window = static_cast<long>(option("window"));
   const double scale = option("scale");  // absent (its default): 1 / sqrt(e)
   call.scale = scale != 0 ? scale : 1 / std::sqrt(static_cast<double>(call.e));
   // lse [B.., H.., t]: the sequences, the heads, the queries

@@ -183,7 +183,9 @@ void position(ShapeContext& c, const BoundCall& b) {
   });
 }
 
-// attention(q : [B.., t | H.., e], k : [B.., s | H.., e], v : [B.., s | H.., f]) -> [B.., t | H.., f]
+// attention(q : [B.., t | H.., e], k : [B.., s | G.., e], v : [B.., s | G.., f]) -> [B.., t | H.., f],
+// the key/value heads G.. the query heads H.. or a prefix of them (grouped-query, contract v2:
+// H.. = G.., R..; told apart when the output axes of q and k are known at the call).
 void attention(ShapeContext& c, const BoundCall& b) {
   Solver& s = c.solver();
   const Expr* q = b.tensors[0];
@@ -192,7 +194,10 @@ void attention(ShapeContext& c, const BoundCall& b) {
   Origin o = c.origin("in attention of", {q, k, v});
   RowT B = s.fresh_row(), H = s.fresh_row();
   DimT T = s.fresh_dim(), S = s.fresh_dim(), E = s.fresh_dim(), F = s.fresh_dim();
-  auto then = [](const RowT& r, DimT d) { return RowT{{}, r.var, {d}}; };
+  auto then = [](RowT r, DimT d) {  // r's axes, then d
+    r.right.push_back(d);
+    return r;
+  };
   for (const Expr* x : {q, k, v})
     s.equal_rows(c.shape(x).row(AxisKind::Input), RowT::closed({}), o,
                  fmt::format("{} must have no input axes", c.name_of(x)));
@@ -205,11 +210,22 @@ void attention(ShapeContext& c, const BoundCall& b) {
                fmt::format("the values {} must have the keys' batch axes", c.name_of(v)));
   s.equal_rows(c.shape(q).row(AxisKind::Output), then(H, E), o,
                fmt::format("the queries {} need a last output axis, the head size", c.name_of(q)));
-  s.equal_rows(c.shape(k).row(AxisKind::Output), c.shape(q).row(AxisKind::Output), o,
-               fmt::format("the keys {} must have the queries' output axes (heads and head size)", c.name_of(k)));
-  s.equal_rows(c.shape(v).row(AxisKind::Output), then(H, F), o,
-               fmt::format("the values {} must have the queries' output axes but the last (the heads)",
-                           c.name_of(v)));
+  // The key/value heads: the query heads, or their first axes when k has fewer output axes.
+  RowT G = H;
+  const RowT qo = s.resolve(c.shape(q).row(AxisKind::Output)), ko = s.resolve(c.shape(k).row(AxisKind::Output));
+  if (qo.is_closed() && ko.is_closed() && !ko.right.empty() && ko.right.size() < qo.right.size())
+    G = RowT::closed({qo.right.begin(), qo.right.begin() + static_cast<long>(ko.right.size()) - 1});
+  s.equal_rows(c.shape(k).row(AxisKind::Output), then(G, E), o,
+               fmt::format("the keys {} must have the queries' head axes or their first ones (grouped-query: q : "
+                           "[B.., t | G.., R.., e] with k, v : [B.., s | G.., e]) and the queries' head size",
+                           c.name_of(k)));
+  s.equal_rows(c.shape(v).row(AxisKind::Output), then(G, F), o,
+               fmt::format("the values {} must have the keys' output axes but the last (the heads)", c.name_of(v)));
+  if (b.values.at("window") > 0 && b.values.at("causal") == 0)
+    c.check_after_solving(o, [w = b.values.at("window")] {
+      return fmt::format("a sliding window (window = {}) needs causal = true: each position sees the {} keys up "
+                         "to its own", static_cast<long>(w), static_cast<long>(w));
+    });
   if (b.values.at("causal") != 0)
     s.equal_dims(T, S, o, fmt::format("a causal attention needs as many keys as queries: the last batch axes "
                                       "of {} and {} must be equal", c.name_of(q), c.name_of(k)));
@@ -450,7 +466,7 @@ std::vector<OpInfo> make_table() {
   t.push_back({"position", {shape_only("x")}, position, false,
                "the index along the last batch axis, as ids (torch.arange(T))"});
   t.push_back({"attention", {tensor("q"), tensor("k"), tensor("v"), boolean("causal", false),
-                             number_shown("scale", "1/sqrt(e)")},
+                             number_shown("scale", "1/sqrt(e)"), integer("window", 0, 0)},
                attention, false, "scaled dot-product attention over the last batch axis", {}, lower_attention,
                "attn"});
   amend(t, "gelu", [](OpInfo& o) {

@@ -11,7 +11,10 @@
 //     (Iter::at_pos), and the embedding and attention calls likewise (Call::at_pos);
 //   - the keys and values of each attention written to and read from a cache buffer
 //     `<k>_cache` (Role::Cache, [1, T, ...]; q, k and v read in place from one fused buffer
-//     share its cache, queries included) that the routine keeps across calls: after calls
+//     share its cache, queries included) that the routine keeps across calls; a windowed
+//     attention's (window W < T) is a ring of the last W positions (Buffer::ring: [1, W, ...],
+//     position s in row s % W; Call::ring), grouped-query's holds the key/value heads only
+//     (the buffers' own layout); after calls
 //     at positions 0 .. p of a sequence, the output at p equals forward's at p (the same
 //     nests, the same order of sums: within float rounding, the matrix products' blocking
 //     aside).
@@ -201,18 +204,25 @@ bool build(ir::Program& p, ir::Routine& dec) {
         if (pl.seqdim[static_cast<size_t>(c.ids)] != 1 || p.buffers[static_cast<size_t>(c.ids)].dims.size() != 2) return false;
         pl.seqdim[static_cast<size_t>(c.o)] = 1;
       } else if (c.kind == ir::Call::Kind::AttentionForward) {
-        const long hd = static_cast<long>(p.buffers[static_cast<size_t>(c.q)].dims.size()) - 2;
-        if (!c.causal || c.tq != pl.T || c.tk != pl.T || !per_pos(c.q, hd) || !per_pos(c.k, hd) || !per_pos(c.v, hd))
+        // [batch, T, heads.., e]: the key/value heads fewer than q's when grouped-query
+        auto heads_dims = [&](int b) { return static_cast<long>(p.buffers[static_cast<size_t>(b)].dims.size()) - 2; };
+        if (!c.causal || c.tq != pl.T || c.tk != pl.T || !per_pos(c.q, heads_dims(c.q)) ||
+            !per_pos(c.k, heads_dims(c.k)) || !per_pos(c.v, heads_dims(c.v)) || heads_dims(c.k) < 1)
           return false;
         pl.seqdim[static_cast<size_t>(c.o)] = 1;
         pl.seqdim[static_cast<size_t>(c.lse)] = static_cast<int>(p.buffers[static_cast<size_t>(c.lse)].dims.size()) - 1;
         causal = true;
+        const long ring = c.window > 0 && c.window < pl.T ? c.window : 0;
         for (int b : {c.k, c.v}) {
-          if (pl.cache_of.count(b)) continue;
+          if (pl.cache_of.count(b)) {
+            if (p.buffers[static_cast<size_t>(pl.cache_of[b])].ring != ring) return false;  // two windows: not yet
+            continue;
+          }
           ir::Buffer cb = p.buffers[static_cast<size_t>(b)];
           cb.name += "_cache";
           cb.role = ir::Role::Cache;
           cb.dims[0] = ir::Dim{1, false};
+          if (ring) cb.dims[1] = ir::Dim{ring, false}, cb.ring = ring;
           cb.state_name.clear();
           cb.tensor = -1;
           pl.cache_of[b] = static_cast<int>(p.buffers.size());
@@ -254,6 +264,8 @@ bool build(ir::Program& p, ir::Routine& dec) {
         auto it = pl.cache_of.find(*b);
         if (it != pl.cache_of.end()) *b = it->second;
       }
+      if (c.kind == ir::Call::Kind::AttentionForward && p.buffers[static_cast<size_t>(c.k)].ring)
+        c.ring = true, c.tk = p.buffers[static_cast<size_t>(c.k)].ring;
     } else {
       for (size_t k = 0; k < s.iters.size(); ++k) {
         ir::Iter& it = s.iters[k];

@@ -53,7 +53,7 @@ const std::map<std::string, TorchName>& table() {
         ""}},
       {"repeat_interleave",
        {"repeating key/value heads for grouped-query attention is contract v2's attention(q, k, v), whose k and v "
-        "may have fewer heads than q; it is not there yet: today give k and v as many heads as q",
+        "may have fewer heads than q (their head axes the first of q's): pass them unrepeated",
         ""}},
       {"cumsum",
        {"there is no running sum yet: contract v2's recurrence will write one (repeat t in T carry s, with "

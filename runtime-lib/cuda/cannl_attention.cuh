@@ -6,7 +6,12 @@
  * a view is p[b * sb + h * sh + t * st + x], x contiguous (views of a fused qkv buffer are
  * fine). `lse` and `delta` are contiguous [B, H, T]. The semantics are cannl_attention.h's:
  * causal masking with the queries at q_offset among the keys, lse saved by the forward pass,
- * gradients accumulated (+=).
+ * gradients accumulated (+=), a sliding window (`window` > 0, causal: query t sees the keys
+ * q_offset + t - window < s <= q_offset + t).
+ *
+ * Grouped-query attention: H query heads over H / R key/value heads, query head h reading
+ * key/value head h / R (R = 1: one each). k, v, dk and dv are views over the key/value heads;
+ * the dk, dv kernel sums the R query heads of its key/value head in order (one writer).
  *
  * One warp per query row (forward, dq) or per key row (dk, dv): a row's sums run in a fixed
  * order and each output row has one writer, so results are the same bits on every run (no
@@ -41,11 +46,16 @@ __device__ __forceinline__ long long at(const cannl_attn_view& v, int b, int h, 
   return b * v.sb + h * v.sh + t * v.st;
 }
 
-// Keys seen by query t.
+// Keys seen by query t: from first_key to keys_seen (exclusive).
 __device__ __forceinline__ int keys_seen(int t, int S, int q_offset, int causal) {
   if (!causal) return S;
   int last = q_offset + t + 1;
   return last < 0 ? 0 : last > S ? S : last;
+}
+__device__ __forceinline__ int first_key(int t, int q_offset, int causal, int window) {
+  if (!causal || window <= 0) return 0;
+  int s = q_offset + t - window + 1;
+  return s < 0 ? 0 : s;
 }
 
 template <typename R, int N>
@@ -81,21 +91,21 @@ template <typename R, int E, int F>
 __global__ void __launch_bounds__(32 * kWarps)
 forward_kernel(int H, int T, int S, int q_offset, int causal, R scale, const R* __restrict__ q, cannl_attn_view qv,
                const R* __restrict__ k, cannl_attn_view kv, const R* __restrict__ v, cannl_attn_view vv,
-               R* __restrict__ o, cannl_attn_view ov, R* __restrict__ lse) {
+               R* __restrict__ o, cannl_attn_view ov, R* __restrict__ lse, int group, int window) {
   const int lane = threadIdx.x % 32, t = blockIdx.y * kWarps + threadIdx.x / 32;
-  const int b = blockIdx.x / H, h = blockIdx.x % H;
+  const int b = blockIdx.x / H, h = blockIdx.x % H, g = h / group;
   if (t >= T) return;
   R qr[(E + 31) / 32], acc[(F + 31) / 32];
   load_row<R, E>(qr, q + at(qv, b, h, t), lane);
 #pragma unroll
   for (int i = 0; i < (F + 31) / 32; ++i) acc[i] = 0;
   R m = -INFINITY, l = 0;
-  const int seen = keys_seen(t, S, q_offset, causal);
-  for (int j = 0; j < seen; ++j) {
-    const R s = scale * dot_row<R, E>(qr, k + at(kv, b, h, j), lane);
+  const int seen = keys_seen(t, S, q_offset, causal), j0 = first_key(t, q_offset, causal, window);
+  for (int j = j0; j < seen; ++j) {
+    const R s = scale * dot_row<R, E>(qr, k + at(kv, b, g, j), lane);
     const R mn = s > m ? s : m, alpha = exp_(m - mn), p = exp_(s - mn);
     l = l * alpha + p;
-    const R* vj = v + at(vv, b, h, j);
+    const R* vj = v + at(vv, b, g, j);
 #pragma unroll
     for (int i = 0; i < (F + 31) / 32; ++i) {
       int x = lane + 32 * i;
@@ -107,9 +117,9 @@ forward_kernel(int H, int T, int S, int q_offset, int causal, R scale, const R* 
 #pragma unroll
   for (int i = 0; i < (F + 31) / 32; ++i) {
     int x = lane + 32 * i;
-    if (x < F) ot[x] = seen ? acc[i] / l : R(0);
+    if (x < F) ot[x] = seen > j0 ? acc[i] / l : R(0);
   }
-  if (lane == 0) lse[(long long)blockIdx.x * T + t] = seen ? m + log_(l) : R(-INFINITY);
+  if (lane == 0) lse[(long long)blockIdx.x * T + t] = seen > j0 ? m + log_(l) : R(-INFINITY);
 }
 
 // dq for each query row, and delta = dout . o (read by dkdv_kernel).
@@ -118,9 +128,10 @@ __global__ void __launch_bounds__(32 * kWarps)
 dq_kernel(int H, int T, int S, int q_offset, int causal, R scale, const R* __restrict__ q, cannl_attn_view qv,
           const R* __restrict__ k, cannl_attn_view kv, const R* __restrict__ v, cannl_attn_view vv,
           const R* __restrict__ o, cannl_attn_view ov, const R* __restrict__ dout, cannl_attn_view dov,
-          const R* __restrict__ lse, R* __restrict__ delta, R* __restrict__ dq, cannl_attn_view dqv) {
+          const R* __restrict__ lse, R* __restrict__ delta, R* __restrict__ dq, cannl_attn_view dqv, int group,
+          int window) {
   const int lane = threadIdx.x % 32, t = blockIdx.y * kWarps + threadIdx.x / 32;
-  const int b = blockIdx.x / H, h = blockIdx.x % H;
+  const int b = blockIdx.x / H, h = blockIdx.x % H, g = h / group;
   if (t >= T) return;
   R qr[(E + 31) / 32], dor[(F + 31) / 32], dqr[(E + 31) / 32];
   load_row<R, E>(qr, q + at(qv, b, h, t), lane);
@@ -132,10 +143,10 @@ dq_kernel(int H, int T, int S, int q_offset, int causal, R scale, const R* __res
   for (int i = 0; i < (E + 31) / 32; ++i) dqr[i] = 0;
   const R lt = lse[row];
   const int seen = keys_seen(t, S, q_offset, causal);
-  for (int j = 0; j < seen; ++j) {
-    const R* kj = k + at(kv, b, h, j);
+  for (int j = first_key(t, q_offset, causal, window); j < seen; ++j) {
+    const R* kj = k + at(kv, b, g, j);
     const R p = exp_(scale * dot_row<R, E>(qr, kj, lane) - lt);
-    const R ds = p * (dot_row<R, F>(dor, v + at(vv, b, h, j), lane) - dl) * scale;
+    const R ds = p * (dot_row<R, F>(dor, v + at(vv, b, g, j), lane) - dl) * scale;
 #pragma unroll
     for (int i = 0; i < (E + 31) / 32; ++i) {
       int x = lane + 32 * i;
@@ -145,29 +156,33 @@ dq_kernel(int H, int T, int S, int q_offset, int causal, R scale, const R* __res
   add_row<R, E>(dq + at(dqv, b, h, t), dqr, lane);
 }
 
-// dk and dv for each key row, over the queries that see it.
+// dk and dv for each key row of each key/value head g (blockIdx.x = b * (H / group) + g), over
+// the queries of its query heads g * group .. (g + 1) * group - 1 that see it, in that order.
 template <typename R, int E, int F>
 __global__ void __launch_bounds__(32 * kWarps)
 dkdv_kernel(int H, int T, int S, int q_offset, int causal, R scale, const R* __restrict__ q, cannl_attn_view qv,
             const R* __restrict__ k, cannl_attn_view kv, const R* __restrict__ v, cannl_attn_view vv,
             const R* __restrict__ dout, cannl_attn_view dov, const R* __restrict__ lse,
             const R* __restrict__ delta, R* __restrict__ dk, cannl_attn_view dkv, R* __restrict__ dv,
-            cannl_attn_view dvv) {
+            cannl_attn_view dvv, int group, int window) {
   const int lane = threadIdx.x % 32, j = blockIdx.y * kWarps + threadIdx.x / 32;
-  const int b = blockIdx.x / H, h = blockIdx.x % H;
+  const int G = H / group, b = blockIdx.x / G, g = blockIdx.x % G;
   if (j >= S) return;
   R kr[(E + 31) / 32], vr[(F + 31) / 32], dkr[(E + 31) / 32], dvr[(F + 31) / 32];
-  load_row<R, E>(kr, k + at(kv, b, h, j), lane);
-  load_row<R, F>(vr, v + at(vv, b, h, j), lane);
+  load_row<R, E>(kr, k + at(kv, b, g, j), lane);
+  load_row<R, F>(vr, v + at(vv, b, g, j), lane);
 #pragma unroll
   for (int i = 0; i < (E + 31) / 32; ++i) dkr[i] = 0;
 #pragma unroll
   for (int i = 0; i < (F + 31) / 32; ++i) dvr[i] = 0;
-  // Query t sees key j when j < keys_seen(t): t >= j - q_offset.
-  int first = causal ? j - q_offset : 0;
+  // Query t sees key j when j < keys_seen(t): t >= j - q_offset; in a window, t < j - q_offset + window.
+  int first = causal ? j - q_offset : 0, end = causal && window > 0 ? j - q_offset + window : T;
   if (first < 0) first = 0;
-  for (int t = first; t < T; ++t) {
-    const long long row = (long long)blockIdx.x * T + t;
+  if (end > T) end = T;
+  const int n = end > first ? end - first : 0;
+  for (int u = 0; u < group * n; ++u) {  // query head g * group + u / n, query first + u % n
+    const int h = g * group + u / n, t = first + u % n;
+    const long long row = ((long long)b * H + h) * T + t;
     const R* qt = q + at(qv, b, h, t);
     const R* dot = dout + at(dov, b, h, t);
     const R p = exp_(scale * dot_row<R, E>(kr, qt, lane) - lse[row]);
@@ -183,20 +198,22 @@ dkdv_kernel(int H, int T, int S, int q_offset, int causal, R scale, const R* __r
       if (x < E) dkr[i] += ds * qt[x];
     }
   }
-  add_row<R, E>(dk + at(dkv, b, h, j), dkr, lane);
-  add_row<R, F>(dv + at(dvv, b, h, j), dvr, lane);
+  add_row<R, E>(dk + at(dkv, b, g, j), dkr, lane);
+  add_row<R, F>(dv + at(dvv, b, g, j), dvr, lane);
 }
 
 }  // namespace cannl_attn
 
-// Launches on `stream`; B sequences of H heads, T queries, S keys. Check cudaGetLastError after.
+// Launches on `stream`; B sequences of H query heads (H / group key/value heads), T queries, S
+// keys, a sliding window of `window` keys (0: none). Check cudaGetLastError after.
 template <typename R, int E, int F>
 static inline void cannl_attention_forward(cudaStream_t stream, int B, int H, int T, int S, int q_offset, int causal,
                                            R scale, const R* q, cannl_attn_view qv, const R* k, cannl_attn_view kv,
-                                           const R* v, cannl_attn_view vv, R* o, cannl_attn_view ov, R* lse) {
+                                           const R* v, cannl_attn_view vv, R* o, cannl_attn_view ov, R* lse,
+                                           int group = 1, int window = 0) {
   dim3 grid(B * H, (T + cannl_attn::kWarps - 1) / cannl_attn::kWarps);
   cannl_attn::forward_kernel<R, E, F><<<grid, 32 * cannl_attn::kWarps, 0, stream>>>(H, T, S, q_offset, causal, scale, q, qv,
-                                                                                   k, kv, v, vv, o, ov, lse);
+                                                                                   k, kv, v, vv, o, ov, lse, group, window);
 }
 
 // `delta` is scratch [B, H, T]; dq, dk, dv are accumulated.
@@ -206,14 +223,15 @@ static inline void cannl_attention_backward(cudaStream_t stream, int B, int H, i
                                             const R* v, cannl_attn_view vv, const R* o, cannl_attn_view ov,
                                             const R* dout, cannl_attn_view dov, const R* lse, R* delta, R* dq,
                                             cannl_attn_view dqv, R* dk, cannl_attn_view dkv, R* dv,
-                                            cannl_attn_view dvv) {
+                                            cannl_attn_view dvv, int group = 1, int window = 0) {
   dim3 gq(B * H, (T + cannl_attn::kWarps - 1) / cannl_attn::kWarps);
   cannl_attn::dq_kernel<R, E, F><<<gq, 32 * cannl_attn::kWarps, 0, stream>>>(H, T, S, q_offset, causal, scale, q, qv, k, kv,
-                                                                            v, vv, o, ov, dout, dov, lse, delta, dq, dqv);
-  dim3 gk(B * H, (S + cannl_attn::kWarps - 1) / cannl_attn::kWarps);
+                                                                            v, vv, o, ov, dout, dov, lse, delta, dq, dqv,
+                                                                            group, window);
+  dim3 gk(B * (H / group), (S + cannl_attn::kWarps - 1) / cannl_attn::kWarps);
   cannl_attn::dkdv_kernel<R, E, F><<<gk, 32 * cannl_attn::kWarps, 0, stream>>>(H, T, S, q_offset, causal, scale, q, qv, k,
                                                                               kv, v, vv, dout, dov, lse, delta, dk, dkv,
-                                                                              dv, dvv);
+                                                                              dv, dvv, group, window);
 }
 
 #endif

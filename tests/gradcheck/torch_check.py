@@ -741,13 +741,22 @@ def _(P, X):
     return (p * c).sum() + (lsm * lsm * c).sum() + (torch.tanh(nrm) * c).sum() + (m * m * c).sum()
 
 
-def sdpa(q, k, v, causal=False, scale=None):
-    """F.scaled_dot_product_attention (torch >= 2.0) over dim -2, written out for torch 1.13."""
+def sdpa(q, k, v, causal=False, scale=None, window=0):
+    """F.scaled_dot_product_attention (torch >= 2.0) over dim -2, written out for torch 1.13;
+    enable_gqa=True's grouped-query (k, v with fewer heads on dim -3: query head h reads
+    key/value head h // R, repeat_interleave) and a sliding window of `window` keys as a boolean
+    mask (query t sees the keys t - window < s <= t)."""
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if k.dim() >= 3 and k.shape[-3] != q.shape[-3]:
+        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)
+        v = v.repeat_interleave(q.shape[-3] // v.shape[-3], dim=-3)
     s = (q @ k.transpose(-2, -1)) * scale
     if causal:
         t = q.shape[-2]
-        s = s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+        hidden = torch.ones(t, t, dtype=torch.bool).triu(1)
+        if window > 0:
+            hidden = hidden | torch.ones(t, t, dtype=torch.bool).tril(-window)
+        s = s.masked_fill(hidden, float("-inf"))
     return torch.softmax(s, dim=-1) @ v
 
 
@@ -757,6 +766,28 @@ def _(P, X):
     q, k, v = (qkv[:, :, j].transpose(1, 2) for j in range(3))    # [n, heads, ctx, hd]
     y = sdpa(q, k, v, causal=True).transpose(1, 2)                # [n, ctx, heads, hd]
     z = sdpa(lin(P["w_q"], X["x"]), lin(P["w_k"], X["m"]), lin(P["w_v"], X["m"]), scale=0.7)
+    return (torch.tanh(y) * P["c"]).sum() + (z * z * P["d"]).sum()
+
+
+@ref("attention_gqa")
+def _(P, X):
+    q = torch.einsum("bti,grdi->btgrd", X["x"], P["w_q"]).flatten(2, 3).transpose(1, 2)  # [n, 4, ctx, hd]
+    k, v = (torch.einsum("bti,gdi->btgd", X["x"], P[w]).transpose(1, 2) for w in ("w_k", "w_v"))  # [n, 2, ctx, hd]
+    y = sdpa(q, k, v, causal=True).transpose(1, 2).reshape(q.shape[0], -1, 2, 2, 3)  # [n, ctx, kvh, group, hd]
+    q1 = torch.einsum("bti,hdi->bhtd", X["x"], P["w_q1"])                            # [n, 3, ctx, hd]
+    k1, v1 = lin(P["w_k1"], X["m"])[:, None], lin(P["w_v1"], X["m"])[:, None]       # one key/value head
+    z = sdpa(q1, k1, v1).transpose(1, 2)                                             # [n, ctx, 3, 2]
+    return (torch.tanh(y) * P["c"]).sum() + (z * z * P["d"]).sum()
+
+
+@ref("attention_window")
+def _(P, X):
+    qkv = torch.einsum("bti,jhdi->btjhd", X["x"], P["w_qkv"])     # [n, ctx, 3, 2, hd]
+    q, k, v = (qkv[:, :, j].transpose(1, 2) for j in range(3))    # [n, 2, ctx, hd]
+    y = sdpa(q, k, v, causal=True, window=3).transpose(1, 2)       # [n, ctx, 2, hd]
+    q = torch.einsum("bti,grdi->btgrd", X["x"], P["w_q"]).flatten(2, 3).transpose(1, 2)
+    k, v = (torch.einsum("bti,gdi->btgd", X["x"], P[w]).transpose(1, 2) for w in ("w_k", "w_v"))
+    z = sdpa(q, k, v, causal=True, window=4).transpose(1, 2).reshape(q.shape[0], -1, 2, 2, 3)
     return (torch.tanh(y) * P["c"]).sum() + (z * z * P["d"]).sum()
 
 

@@ -1,6 +1,7 @@
 /* test_attention.c - cannl_attention.h against a direct computation in long double (the full
  * score matrix, softmax, and its exact gradient), for float and double, causal or not, tiles
- * partly filled, strided rows, decode steps (one query at an offset) and keyless queries. */
+ * partly filled, strided rows, decode steps (one query at an offset), keyless queries and
+ * sliding windows; and the decode step over a ring of keys against the forward kernel. */
 #include "cannl_attention.h"
 #include "rt_test.h"
 
@@ -19,6 +20,12 @@ typedef struct {
   int64_t q_st, k_st, v_st, o_st;  /* row strides (>= row widths) */
 } Case;
 
+static int64_t first(const cannl_attn_dims *d, int64_t t) {
+  if (!d->causal || d->window <= 0) return 0;
+  int64_t s = d->q_offset + t - d->window + 1;
+  return s < 0 ? 0 : s;
+}
+
 static int64_t seen(const cannl_attn_dims *d, int64_t t) {
   if (!d->causal) return d->tk;
   int64_t last = d->q_offset + t + 1;
@@ -35,30 +42,30 @@ static void reference(const Case *c, const double *q, const double *k, const dou
   for (int64_t i = 0; i < d->tk * d->e; ++i) dk[i] = 0;
   for (int64_t i = 0; i < d->tk * d->f; ++i) dv[i] = 0;
   for (int64_t t = 0; t < d->tq; ++t) {
-    int64_t n = seen(d, t);
+    int64_t n = seen(d, t), j0 = first(d, t) < n ? first(d, t) : n;
     LD m = -INFINITY, sum = 0;
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = j0; j < n; ++j) {
       LD s = 0;
       for (int64_t x = 0; x < d->e; ++x) s += (LD)q[t * c->q_st + x] * k[j * c->k_st + x];
       p[j] = s * (LD)d->scale;
       if (p[j] > m) m = p[j];
     }
-    for (int64_t j = 0; j < n; ++j) sum += expl(p[j] - m);
-    lse[t] = n ? m + logl(sum) : -INFINITY;
-    for (int64_t j = 0; j < n; ++j) p[j] = expl(p[j] - m) / sum;
+    for (int64_t j = j0; j < n; ++j) sum += expl(p[j] - m);
+    lse[t] = n > j0 ? m + logl(sum) : -INFINITY;
+    for (int64_t j = j0; j < n; ++j) p[j] = expl(p[j] - m) / sum;
     for (int64_t x = 0; x < d->f; ++x) {
       LD acc = 0;
-      for (int64_t j = 0; j < n; ++j) acc += p[j] * v[j * c->v_st + x];
+      for (int64_t j = j0; j < n; ++j) acc += p[j] * v[j * c->v_st + x];
       o[t * d->f + x] = acc;
     }
     /* d/dp[j] = g . v[j]; softmax backward: ds[j] = p[j] (dp[j] - sum_i p[i] dp[i]). */
     LD mean = 0;
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = j0; j < n; ++j) {
       LD dp = 0;
       for (int64_t x = 0; x < d->f; ++x) dp += (LD)g[t * d->f + x] * v[j * c->v_st + x];
       mean += p[j] * dp;
     }
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = j0; j < n; ++j) {
       LD dp = 0;
       for (int64_t x = 0; x < d->f; ++x) {
         dp += (LD)g[t * d->f + x] * v[j * c->v_st + x];
@@ -151,30 +158,83 @@ static double run(const Case *c, int f32, uint64_t seed) {
   return worst;
 }
 
+/* The decode step over a ring (cannl_attention_ring_*): a query at each position pos of a
+ * sequence of `len` keys, the keys of positions 0 .. pos written into a ring of `rows` rows
+ * (position s in row s % rows), against the forward kernel on the whole sequence at q_offset
+ * pos. Returns the largest relative difference in double; *e32 that in float. */
+static double run_ring(int64_t len, int64_t rows, int64_t window, int64_t e, int64_t f, uint64_t seed, double *e32) {
+  double *q = malloc((size_t)(len * e) * 8), *k = malloc((size_t)(len * e) * 8), *v = malloc((size_t)(len * f) * 8);
+  double *rk = malloc((size_t)(rows * e) * 8), *rv = malloc((size_t)(rows * f) * 8);
+  float *fq = malloc((size_t)e * 4), *frk = malloc((size_t)(rows * e) * 4), *frv = malloc((size_t)(rows * f) * 4);
+  for (int64_t i = 0; i < len * e; ++i) q[i] = 2 * next_value(&seed), k[i] = 2 * next_value(&seed);
+  for (int64_t i = 0; i < len * f; ++i) v[i] = next_value(&seed);
+  double worst = 0, worst32 = 0, o[64], lse, ro[64], rlse;
+  float fo[64], flse;
+  for (int64_t pos = 0; pos < len; ++pos) {
+    for (int64_t x = 0; x < e; ++x) rk[(pos % rows) * e + x] = k[pos * e + x], frk[(pos % rows) * e + x] = (float)k[pos * e + x];
+    for (int64_t x = 0; x < f; ++x) rv[(pos % rows) * f + x] = v[pos * f + x], frv[(pos % rows) * f + x] = (float)v[pos * f + x];
+    for (int64_t x = 0; x < e; ++x) fq[x] = (float)q[pos * e + x];
+    const cannl_attn_dims full = {1, pos + 1, e, f, pos, 1, 0.4, window};
+    const cannl_attn_dims ring = {1, rows, e, f, pos, 1, 0.4, window};
+    cannl_attention_forward_f64(&full, q + pos * e, e, k, e, v, f, o, f, &lse);
+    cannl_attention_ring_f64(&ring, q + pos * e, rk, e, rv, f, ro, &rlse);
+    cannl_attention_ring_f32(&ring, fq, frk, e, frv, f, fo, &flse);
+    double d = fabs(rlse - lse) / fmax(1, fabs(lse)), d32 = fabs(flse - lse) / fmax(1, fabs(lse));
+    for (int64_t x = 0; x < f; ++x) {
+      d = fmax(d, fabs(ro[x] - o[x]) / fmax(1, fabs(o[x])));
+      d32 = fmax(d32, fabs(fo[x] - o[x]) / fmax(1, fabs(o[x])));
+    }
+    worst = fmax(worst, d), worst32 = fmax(worst32, d32);
+  }
+  *e32 = worst32;
+  free(q), free(k), free(v), free(rk), free(rv), free(fq), free(frk), free(frv);
+  return worst;
+}
+
 int main(void) {
-  /* tq, tk, e, f, q_offset, causal, scale; strides */
+  /* tq, tk, e, f, q_offset, causal, scale, window; strides */
   const Case cases[] = {
-      {{1, 1, 4, 4, 0, 1, 0.5}, 4, 4, 4, 4},
-      {{7, 7, 8, 8, 0, 1, 0.35355339059327373}, 8, 8, 8, 8},
-      {{64, 64, 16, 16, 0, 1, 0.25}, 16, 16, 16, 16},       /* exactly one tile */
-      {{65, 65, 16, 16, 0, 1, 0.25}, 16, 16, 16, 16},       /* one more than a tile */
-      {{130, 130, 12, 20, 0, 1, 0.3}, 36, 36, 36, 20},      /* strided rows (a qkv view), e != f */
-      {{33, 50, 9, 5, 0, 0, 0.4}, 9, 9, 5, 5},              /* not causal, tq != tk, odd widths */
-      {{1, 97, 16, 16, 96, 1, 0.25}, 16, 16, 16, 16},       /* a decode step at position 96 */
-      {{5, 40, 8, 8, 35, 1, 0.3}, 8, 8, 8, 8},              /* a prefill continuing at 35 */
-      {{6, 4, 8, 8, -3, 1, 0.3}, 8, 8, 8, 8},               /* the first queries see no key */
-      {{200, 200, 64, 64, 0, 1, 0.125}, 192, 192, 192, 64}, /* GPT-like */
-      {{90, 90, 100, 72, 0, 1, 0.1}, 100, 100, 72, 72},     /* tiles of 40 keys (wide rows) */
-      {{70, 70, 600, 520, 0, 1, 0.04}, 600, 600, 520, 520}, /* rows too wide to transpose */
-      {{150, 140, 40, 24, 0, 0, 0.2}, 120, 120, 120, 24},   /* not causal, several tiles and chunks */
-      {{70, 130, 32, 32, 60, 1, 0.2}, 96, 96, 96, 32},      /* a prefill at 60, across tiles */
+      {{1, 1, 4, 4, 0, 1, 0.5, 0}, 4, 4, 4, 4},
+      {{7, 7, 8, 8, 0, 1, 0.35355339059327373, 0}, 8, 8, 8, 8},
+      {{64, 64, 16, 16, 0, 1, 0.25, 0}, 16, 16, 16, 16},       /* exactly one tile */
+      {{65, 65, 16, 16, 0, 1, 0.25, 0}, 16, 16, 16, 16},       /* one more than a tile */
+      {{130, 130, 12, 20, 0, 1, 0.3, 0}, 36, 36, 36, 20},      /* strided rows (a qkv view), e != f */
+      {{33, 50, 9, 5, 0, 0, 0.4, 0}, 9, 9, 5, 5},              /* not causal, tq != tk, odd widths */
+      {{1, 97, 16, 16, 96, 1, 0.25, 0}, 16, 16, 16, 16},       /* a decode step at position 96 */
+      {{5, 40, 8, 8, 35, 1, 0.3, 0}, 8, 8, 8, 8},              /* a prefill continuing at 35 */
+      {{6, 4, 8, 8, -3, 1, 0.3, 0}, 8, 8, 8, 8},               /* the first queries see no key */
+      {{200, 200, 64, 64, 0, 1, 0.125, 0}, 192, 192, 192, 64}, /* GPT-like */
+      {{90, 90, 100, 72, 0, 1, 0.1, 0}, 100, 100, 72, 72},     /* tiles of 40 keys (wide rows) */
+      {{70, 70, 600, 520, 0, 1, 0.04, 0}, 600, 600, 520, 520}, /* rows too wide to transpose */
+      {{150, 140, 40, 24, 0, 0, 0.2, 0}, 120, 120, 120, 24},   /* not causal, several tiles and chunks */
+      {{70, 130, 32, 32, 60, 1, 0.2, 0}, 96, 96, 96, 32},      /* a prefill at 60, across tiles */
+      /* sliding windows: within a tile, across tiles and chunks, wider than the sequence, of one
+       * key, a prefill at 60, a decode step at 96, rows too wide to transpose */
+      {{9, 9, 8, 8, 0, 1, 0.3, 3}, 8, 8, 8, 8},
+      {{150, 150, 16, 12, 0, 1, 0.25, 40}, 48, 48, 48, 12},
+      {{70, 70, 16, 16, 0, 1, 0.25, 100}, 16, 16, 16, 16},
+      {{40, 40, 8, 8, 0, 1, 0.3, 1}, 8, 8, 8, 8},
+      {{70, 130, 32, 32, 60, 1, 0.2, 50}, 96, 96, 96, 32},
+      {{1, 97, 16, 16, 96, 1, 0.25, 20}, 16, 16, 16, 16},
+      {{70, 70, 600, 520, 0, 1, 0.04, 33}, 600, 600, 520, 520},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     double e64 = run(&cases[i], 0, 1000 + i), e32 = run(&cases[i], 1, 2000 + i);
-    printf("case %zu (tq %lld tk %lld e %lld f %lld causal %d): f64 %.2e, f32 %.2e\n", i,
+    printf("case %zu (tq %lld tk %lld e %lld f %lld causal %d window %lld): f64 %.2e, f32 %.2e\n", i,
            (long long)cases[i].d.tq, (long long)cases[i].d.tk, (long long)cases[i].d.e, (long long)cases[i].d.f,
-           cases[i].d.causal, e64, e32);
+           cases[i].d.causal, (long long)cases[i].d.window, e64, e32);
     CHECK(e64 < 1e-12);
+    CHECK(e32 < 2e-5);
+  }
+  /* decode over a ring: the whole sequence kept (rows = len), a window's ring (rows = W), a
+   * ring longer than the window */
+  const int64_t rings[][5] = {{30, 30, 0, 8, 8}, {30, 7, 7, 8, 5}, {40, 16, 9, 12, 12}};
+  for (size_t i = 0; i < sizeof rings / sizeof rings[0]; ++i) {
+    const int64_t *r = rings[i];
+    double e32 = 0, e = run_ring(r[0], r[1], r[2], r[3], r[4], 3000 + i, &e32);
+    printf("ring %zu (len %lld rows %lld window %lld): f64 %.2e, f32 %.2e\n", i, (long long)r[0], (long long)r[1],
+           (long long)r[2], e, e32);
+    CHECK(e < 1e-12);
     CHECK(e32 < 2e-5);
   }
   return rt_finish("test_attention");

@@ -1,6 +1,7 @@
 /* test_attention_cuda.cu - cannl_attention.cuh against cannl_attention.h (the CPU kernels, tested
  * against a long-double reference by test_attention.c) on the same cases, float and double, with
- * strided views and several sequences and heads. Exits 77 (skipped) without a CUDA device. */
+ * strided views and several sequences and heads, grouped-query heads and sliding windows. Exits
+ * 77 (skipped) without a CUDA device. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -64,11 +65,15 @@ static std::vector<R> host(const R* p, size_t n) {
   return h;
 }
 
-// B sequences, H heads, T = S positions (or a decode step), widths E = F = W; q, k, v interleaved
-// in one buffer [B, T, 3, H, W] as a qkv product lays them out.
+// B sequences, H query heads over G = H / R key/value heads (grouped-query when R > 1), T = S
+// positions (or a decode step), widths E = F = W, a sliding window of `window` keys (0: none);
+// q, k, v interleaved in one buffer [B, T, H + 2 G, W] as a fused product lays them out.
 template <typename R, int W>
-static void run(int B, int H, int T, int S, int q_offset, int causal, double tol, unsigned long long seed) {
-  const long long st = 3LL * H * W, sh = W, sb = (long long)S * st;  // S >= T rows per sequence
+static void run(int B, int H, int T, int S, int q_offset, int causal, double tol, unsigned long long seed, int R_ = 1,
+                int window = 0) {
+  const int G = H / R_;
+  const long long st = (long long)(H + 2 * G) * W, sh = W, sb = (long long)S * st;  // S >= T rows per sequence
+  const long long ko = (long long)H * W, vo = (long long)(H + G) * W;  // k's and v's heads in a row
   std::vector<R> qkv((size_t)(B * sb)), g((size_t)B * T * H * W);
   for (auto& x : qkv) x = (R)next_value(&seed);
   for (auto& x : g) x = (R)next_value(&seed);
@@ -76,33 +81,33 @@ static void run(int B, int H, int T, int S, int q_offset, int causal, double tol
   // CPU, per (b, h).
   std::vector<R> o((size_t)B * T * H * W), lse((size_t)B * H * T), delta((size_t)T);
   std::vector<R> dqkv(qkv.size(), R(0));
-  cannl_attn_dims d = {T, S, W, W, q_offset, causal, (double)scale};
+  cannl_attn_dims d = {T, S, W, W, q_offset, causal, (double)scale, window};
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
-      const R* base = qkv.data() + b * sb + h * sh;
+      const R *base = qkv.data() + b * sb + h * sh, *kv = qkv.data() + b * sb + (h / R_) * sh;
       R* ob = o.data() + (size_t)b * T * H * W + h * W;
-      cpu_forward<R>(&d, base, st, base + H * W, st, base + 2 * H * W, st, ob, (long long)H * W,
+      cpu_forward<R>(&d, base, st, kv + ko, st, kv + vo, st, ob, (long long)H * W,
                      lse.data() + ((size_t)b * H + h) * T);
     }
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
-      const R* base = qkv.data() + b * sb + h * sh;
-      R* db = dqkv.data() + b * sb + h * sh;
+      const R *base = qkv.data() + b * sb + h * sh, *kv = qkv.data() + b * sb + (h / R_) * sh;
+      R *db = dqkv.data() + b * sb + h * sh, *dkv = dqkv.data() + b * sb + (h / R_) * sh;
       size_t off = (size_t)b * T * H * W + h * W;
-      cpu_backward(&d, base, st, base + H * W, st, base + 2 * H * W, st, o.data() + off, (long long)H * W,
-                   g.data() + off, lse.data() + ((size_t)b * H + h) * T, delta.data(), db, db + H * W, db + 2 * H * W);
+      cpu_backward(&d, base, st, kv + ko, st, kv + vo, st, o.data() + off, (long long)H * W, g.data() + off,
+                   lse.data() + ((size_t)b * H + h) * T, delta.data(), db, dkv + ko, dkv + vo);
     }
   // GPU.
   R *d_qkv = dev(qkv), *d_g = dev(g), *d_dqkv = dev(std::vector<R>(qkv.size(), R(0)));
   R *d_o = dev(std::vector<R>(o.size(), R(0))), *d_lse = dev(std::vector<R>(lse.size(), R(0)));
   R* d_delta = dev(std::vector<R>(lse.size(), R(0)));
   cannl_attn_view qv = {sb, sh, st}, ov = {(long long)T * H * W, W, (long long)H * W};
-  cannl_attention_forward<R, W, W>(0, B, H, T, S, q_offset, causal, scale, d_qkv, qv, d_qkv + H * W, qv,
-                                   d_qkv + 2 * H * W, qv, d_o, ov, d_lse);
+  cannl_attention_forward<R, W, W>(0, B, H, T, S, q_offset, causal, scale, d_qkv, qv, d_qkv + ko, qv, d_qkv + vo, qv,
+                                   d_o, ov, d_lse, R_, window);
   CK(cudaGetLastError());
-  cannl_attention_backward<R, W, W>(0, B, H, T, S, q_offset, causal, scale, d_qkv, qv, d_qkv + H * W, qv,
-                                    d_qkv + 2 * H * W, qv, d_o, ov, d_g, ov, d_lse, d_delta, d_dqkv, qv,
-                                    d_dqkv + H * W, qv, d_dqkv + 2 * H * W, qv);
+  cannl_attention_backward<R, W, W>(0, B, H, T, S, q_offset, causal, scale, d_qkv, qv, d_qkv + ko, qv, d_qkv + vo, qv,
+                                    d_o, ov, d_g, ov, d_lse, d_delta, d_dqkv, qv, d_dqkv + ko, qv, d_dqkv + vo, qv, R_,
+                                    window);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   auto go = host(d_o, o.size()), gl = host(d_lse, lse.size()), gd = host(d_dqkv, dqkv.size());
@@ -115,8 +120,8 @@ static void run(int B, int H, int T, int S, int q_offset, int causal, double tol
   for (size_t i = 0; i < o.size(); ++i) track(go[i], o[i]);
   for (size_t i = 0; i < lse.size(); ++i) track(gl[i], lse[i]);
   for (size_t i = 0; i < dqkv.size(); ++i) track(gd[i], dqkv[i]);
-  printf("%s B %d H %d T %d S %d offset %d causal %d W %d: largest difference %.2e\n",
-         sizeof(R) == 4 ? "f32" : "f64", B, H, T, S, q_offset, causal, W, worst);
+  printf("%s B %d H %d (group %d) T %d S %d offset %d causal %d window %d W %d: largest difference %.2e\n",
+         sizeof(R) == 4 ? "f32" : "f64", B, H, R_, T, S, q_offset, causal, window, W, worst);
   if (!(worst <= tol)) {
     fprintf(stderr, "  more than %.1e\n", tol);
     ++failures;
@@ -136,6 +141,10 @@ int main() {
   run<float, 64>(2, 4, 200, 200, 0, 1, 2e-5, 4);
   run<float, 32>(3, 2, 33, 33, 0, 0, 2e-5, 5);
   run<float, 32>(1, 2, 5, 40, 35, 1, 2e-5, 6);
+  // grouped-query (4 query heads over 2 key/value heads), sliding windows
+  run<double, 16>(2, 4, 65, 65, 0, 1, 1e-12, 7, 2);
+  run<double, 16>(2, 2, 70, 70, 0, 1, 1e-12, 8, 1, 9);
+  run<float, 32>(2, 6, 100, 100, 0, 1, 2e-5, 9, 3, 40);
   if (failures) {
     fprintf(stderr, "test_attention_cuda: %d case(s) failed\n", failures);
     return 1;

@@ -634,10 +634,41 @@ TEST_CASE("infer: attention's shape rule", "[infer][v1]") {
   CHECK(causal.any_error_has("(9 vs 5)"));
   Run heads("input q : [9 | 4, 8]\ninput k : [9 | 3, 8]\ny = attention(q, k, k)\n");
   REQUIRE_FALSE(heads.ok());
-  CHECK(heads.any_error_has("the keys 'k' must have the queries' output axes"));
+  CHECK(heads.any_error_has("the keys 'k' must have the queries' head axes or their first ones"));
   Run outer("input q : [9 | 4, 8]\ninput k : [2, 9 | 4, 8]\ny = attention(q, k, k)\n");
   REQUIRE_FALSE(outer.ok());
   CHECK(outer.any_error_has("the keys 'k' must have the queries' batch axes but the last"));
+}
+
+TEST_CASE("infer: grouped-query attention and windows (contract v2)", "[infer][v2]") {
+  // q : [B.., t | G.., R.., e], k, v : [B.., s | G.., e]: the result has q's axes.
+  Run gqa("input q : [9 | 2, 3, 8]\ninput k : [9 | 2, 8]\ninput v : [9 | 2, 5]\n"
+          "y = attention(q, k, v, causal = true, window = 4)\n");
+  REQUIRE_OK(gqa);
+  CHECK(gqa.shape("y") == "[batch, 9 | 2, 3, 5]");
+  CHECK(gqa.fe->model.calls.at(gqa.fe->model.find("y")->expr).values.at("window") == 4);
+  // multi-query: keys and values without head axes
+  Run mqa("input q : [9 | 3, 8]\ninput k : [7 | 8]\ny = attention(q, k, k)\n");
+  REQUIRE_OK(mqa);
+  CHECK(mqa.shape("y") == "[batch, 9 | 3, 8]");
+  // the keys' heads must be the queries' first ones, the values' the keys'
+  Run first("input q : [9 | 2, 3, 8]\ninput k : [9 | 3, 8]\ny = attention(q, k, k)\n");
+  REQUIRE_FALSE(first.ok());
+  CHECK(first.any_error_has("the keys 'k' must have the queries' head axes or their first ones (grouped-query"));
+  Run values("input q : [9 | 2, 3, 8]\ninput k : [9 | 2, 8]\ninput v : [9 | 2, 3, 8]\ny = attention(q, k, v)\n");
+  REQUIRE_FALSE(values.ok());
+  CHECK(values.any_error_has("the values 'v' must have the keys' output axes but the last"));
+  Run size("input q : [9 | 2, 3, 8]\ninput k : [9 | 2, 4]\ny = attention(q, k, k)\n");
+  REQUIRE_FALSE(size.ok());
+  CHECK(size.any_error_has("the queries' head size"));
+  // a window needs causal = true, and is a whole number >= 0
+  Run window("input q : [9 | 2, 8]\ny = attention(q, q, q, window = 3)\n");
+  REQUIRE_FALSE(window.ok());
+  CHECK(window.any_error_has("a sliding window (window = 3) needs causal = true"));
+  CHECK(window.err_at().line == 3);  // after the "model t" line
+  CHECK(window.err_at().col == 5);
+  Run negative("input q : [9 | 2, 8]\ny = attention(q, q, q, causal = true, window = -1)\n");
+  REQUIRE_FALSE(negative.ok());
 }
 
 TEST_CASE("infer: cross_entropy and accuracy with integer targets", "[infer][v1]") {
