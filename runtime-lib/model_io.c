@@ -298,7 +298,9 @@ static cannl_status load(const cannl_model_api *api, void *m, const char *path, 
         cannl_tensor want = t[i];
         want.data = scratch + off[i];
         if (names[i]) want.name = names[i];
-        st = cannl_checkpoint_read(ck, &want, err);
+        /* A tensor read through the name map may have another shape of the same elements
+           (a PyTorch state_dict's, contract v2 §6). */
+        st = names[i] ? cannl_checkpoint_read_reshaped(ck, &want, err) : cannl_checkpoint_read(ck, &want, err);
         if (loaded) loaded[i] = st == CANNL_OK;
         if (loaded && st == CANNL_E_NOTFOUND) { /* a partial init: this param keeps its value */
             st = CANNL_OK;

@@ -123,7 +123,10 @@ bool read_weights(const ir::Program& p, const std::string& path, const std::stri
     want.ndims = static_cast<int32_t>(buf.dims.size());
     for (size_t d = 0; d < buf.dims.size(); ++d) want.shape[d] = buf.dims[d].size;
     want.data = values.data();
-    if (const cannl_status st = cannl_checkpoint_read(ck, &want, &err); st != CANNL_OK) {
+    // Through the name map, another shape of the same elements loads (contract v2 §6).
+    const cannl_status st =
+        mapped != names.end() ? cannl_checkpoint_read_reshaped(ck, &want, &err) : cannl_checkpoint_read(ck, &want, &err);
+    if (st != CANNL_OK) {
       error = err.msg;
       if (st == CANNL_E_NOTFOUND && mapped != names.end())
         error += fmt::format(" (param '{}' through the name map {})", buf.state_name, name_map);
