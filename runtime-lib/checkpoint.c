@@ -461,7 +461,7 @@ int cannl__checkpoint_tensor(const cannl_checkpoint *ck, size_t i, cannl_tensor 
     return 1;
 }
 
-static void format_shape(char *buf, size_t cap, int32_t nd, const int64_t *shape) {
+void cannl__format_shape(char *buf, size_t cap, int32_t nd, const int64_t *shape) {
     size_t n = 0;
     n += (size_t)snprintf(buf + n, cap - n, "[");
     for (int32_t i = 0; i < nd && n < cap; i++)
@@ -510,8 +510,8 @@ static cannl_status read_tensor(const cannl_checkpoint *ck, const cannl_tensor *
     const int64_t have_count = shape_count(t->ndims, t->shape), want_count = shape_count(want->ndims, want->shape);
     if (!same && !(reshape && have_count >= 0 && have_count == want_count)) {
         char a[160], b[160];
-        format_shape(a, sizeof a, t->ndims, t->shape);
-        format_shape(b, sizeof b, want->ndims < 0 || want->ndims > CANNL_MAX_DIMS ? 0 : want->ndims, want->shape);
+        cannl__format_shape(a, sizeof a, t->ndims, t->shape);
+        cannl__format_shape(b, sizeof b, want->ndims < 0 || want->ndims > CANNL_MAX_DIMS ? 0 : want->ndims, want->shape);
         if (reshape)
             return cannl__fail(err, CANNL_E_MISMATCH, path,
                                "tensor '%s' has shape %s (%" PRId64 " elements), expected %s (%" PRId64

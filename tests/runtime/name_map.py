@@ -110,6 +110,30 @@ rc, out, err = run(train, *stream, "--steps", "0", "--init", "plain.safetensors"
 check(rc == 1 and "tensor 'table' has shape [256, 16, 16], expected [256, 256]" in err,
       f"another shape without a map is refused: {rc} {err}")
 
+# A shape after the key is the one the files hold the tensor under: the checkpoint is written
+# so (PyTorch's shape, its optimiser state too) and read back from it; it must have the model's
+# element count, and be a shape.
+with open("shaped.txt", "w") as f:
+    f.write("table = emb.weight [256, 16, 16]   # as the state_dict has it\n")
+rc, out, err = run(train, *stream, "--steps", "2", "--init", "reshaped.safetensors", "--name-map", "shaped.txt",
+                   "--checkpoint", "shaped.ck")
+check(rc == 0, f"--checkpoint under a mapped shape: {rc} {err}")
+if rc == 0:
+    ck = read_safetensors("shaped.ck")
+    check(all(v.shape == (256, 16, 16) for v in ck.values()) and "emb.weight" in ck,
+          f"tensors written under the mapped shape: { {k: v.shape for k, v in ck.items()} }")
+    rc, out, err = run(train, *stream, "--steps", "3", "--resume", "shaped.ck", "--name-map", "shaped.txt",
+                       "--checkpoint", "shaped.ck")
+    check(rc == 0 and "trained to step 3" in out, f"--resume from a file of the mapped shape: {rc} {err}")
+for content, needle in (("table = emb.weight [256, 15]\n",
+                         "bad.txt:1: 'table' is [256, 256] (65536 elements): the shape [256, 15] given for the files "
+                         "has 3840"),
+                        ("table = emb.weight [256, x]\n", "bad.txt:1: expected a shape like [128, 128] after 'emb.weight'")):
+    with open("bad.txt", "w") as f:
+        f.write(content)
+    rc, out, err = run(train, *stream, "--steps", "1", "--name-map", "bad.txt", "--checkpoint", "bad.ck")
+    check(rc == 1 and needle in err and not os.path.exists("bad.ck"), f"map {content!r}: {rc} {err}")
+
 # Without the map the names do not match: the error lists what the file holds.
 for args in (["--init", "torch.safetensors"], ["--resume", "a.ck"]):
     rc, out, err = run(train, *stream, "--steps", "6", *args)
