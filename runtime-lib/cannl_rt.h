@@ -303,6 +303,13 @@ const char *cannl_checkpoint_meta(const cannl_checkpoint *ck, const char *key);
 cannl_status cannl_checkpoint_read(const cannl_checkpoint *ck, const cannl_tensor *want,
                                    cannl_error *err);
 
+/* As cannl_checkpoint_read, but a tensor of another shape with the same number of
+ * elements is read too, in its row-major order (the name map's reshape, contract
+ * v2 §6: an nn.Linear weight [128, 128] into a param [128 -> 2, 2, 32]); a
+ * different element count is CANNL_E_MISMATCH. Thread-safe. */
+cannl_status cannl_checkpoint_read_reshaped(const cannl_checkpoint *ck, const cannl_tensor *want,
+                                            cannl_error *err);
+
 /* Close; NULL is ignored. */
 void cannl_checkpoint_close(cannl_checkpoint *ck);
 

@@ -461,7 +461,7 @@ int cannl__checkpoint_tensor(const cannl_checkpoint *ck, size_t i, cannl_tensor 
     return 1;
 }
 
-static void format_shape(char *buf, size_t cap, int32_t nd, const int64_t *shape) {
+void cannl__format_shape(char *buf, size_t cap, int32_t nd, const int64_t *shape) {
     size_t n = 0;
     n += (size_t)snprintf(buf + n, cap - n, "[");
     for (int32_t i = 0; i < nd && n < cap; i++)
@@ -469,7 +469,26 @@ static void format_shape(char *buf, size_t cap, int32_t nd, const int64_t *shape
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
+/* The element count of a shape; -1 on a bad or overflowing one. */
+static int64_t shape_count(int32_t ndims, const int64_t *shape) {
+    if (ndims < 0 || ndims > CANNL_MAX_DIMS) return -1;
+    int64_t count = 1;
+    for (int32_t d = 0; d < ndims; d++)
+        if (shape[d] < 0 || cannl__mul_i64(count, shape[d], &count)) return -1;
+    return count;
+}
+
+static cannl_status read_tensor(const cannl_checkpoint *ck, const cannl_tensor *want, int reshape, cannl_error *err);
+
 cannl_status cannl_checkpoint_read(const cannl_checkpoint *ck, const cannl_tensor *want, cannl_error *err) {
+    return read_tensor(ck, want, 0, err);
+}
+
+cannl_status cannl_checkpoint_read_reshaped(const cannl_checkpoint *ck, const cannl_tensor *want, cannl_error *err) {
+    return read_tensor(ck, want, 1, err);
+}
+
+static cannl_status read_tensor(const cannl_checkpoint *ck, const cannl_tensor *want, int reshape, cannl_error *err) {
     if (!ck || !want || !want->name)
         return cannl__fail(err, CANNL_E_ARG, "cannl_checkpoint_read", "checkpoint, tensor or name is NULL");
     const char *path = ck->path;
@@ -488,10 +507,16 @@ cannl_status cannl_checkpoint_read(const cannl_checkpoint *ck, const cannl_tenso
                            t->name, (int)t->ndims, CANNL_MAX_DIMS);
     int same = want->ndims == t->ndims;
     for (int32_t d = 0; same && d < t->ndims; d++) same = want->shape[d] == t->shape[d];
-    if (!same) {
+    const int64_t have_count = shape_count(t->ndims, t->shape), want_count = shape_count(want->ndims, want->shape);
+    if (!same && !(reshape && have_count >= 0 && have_count == want_count)) {
         char a[160], b[160];
-        format_shape(a, sizeof a, t->ndims, t->shape);
-        format_shape(b, sizeof b, want->ndims < 0 || want->ndims > CANNL_MAX_DIMS ? 0 : want->ndims, want->shape);
+        cannl__format_shape(a, sizeof a, t->ndims, t->shape);
+        cannl__format_shape(b, sizeof b, want->ndims < 0 || want->ndims > CANNL_MAX_DIMS ? 0 : want->ndims, want->shape);
+        if (reshape)
+            return cannl__fail(err, CANNL_E_MISMATCH, path,
+                               "tensor '%s' has shape %s (%" PRId64 " elements), expected %s (%" PRId64
+                               " elements): another shape loads only with as many elements",
+                               t->name, a, have_count, b, want_count);
         return cannl__fail(err, CANNL_E_MISMATCH, path, "tensor '%s' has shape %s, expected %s", t->name, a, b);
     }
     const size_t count = (size_t)((t->end - t->begin) / t->esize);

@@ -124,6 +124,22 @@ cannl_status cannl__name_map_check(const cannl_model_api *api, void *m, const ca
     for (int32_t i = 0; i < api->num_params && k < sizeof list; i++)
         k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "", api->params[i].name);
     st = cannl__name_map_check_names(map, map_path, api->name, names, n, list, err);
+    for (size_t i = 0; i < n && st == CANNL_OK; i++) { /* a shape in the files: as many elements */
+        int32_t nd;
+        int64_t shape[CANNL_MAX_DIMS];
+        int line;
+        if (!cannl__name_map_shape(map, t[i].name, &nd, shape, &line)) continue;
+        int64_t a = 1, b = 1;
+        for (int32_t d = 0; d < t[i].ndims; d++) a *= t[i].shape[d];
+        for (int32_t d = 0; d < nd; d++) b = cannl__mul_i64(b, shape[d], &b) ? -1 : b;
+        if (a != b) {
+            char have[160], want[160];
+            cannl__format_shape(have, sizeof have, t[i].ndims, t[i].shape);
+            cannl__format_shape(want, sizeof want, nd, shape);
+            st = cannl__fail(err, CANNL_E_FORMAT, NULL, "%s:%d: '%s' is %s (%" PRId64 " elements): the shape %s given "
+                             "for the files has %" PRId64, map_path, line, t[i].name, have, a, want, b);
+        }
+    }
     free(names);
     free(t);
     return st;
@@ -150,8 +166,17 @@ cannl_status cannl__model_save_named(const cannl_model_api *api, void *m, const 
         free(t);
         return st;
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        int32_t nd;
+        int64_t shape[CANNL_MAX_DIMS];
+        int line;
+        /* written under the shape its mapping gives (checked against the model by cannl__name_map_check) */
+        if (names[i] && cannl__name_map_shape(map, t[i].name, &nd, shape, &line)) {
+            t[i].ndims = nd;
+            memcpy(t[i].shape, shape, sizeof shape);
+        }
         if (names[i]) t[i].name = names[i];
+    }
     cannl_meta *meta = calloc(nextra + 2, sizeof *meta);
     if (!meta) {
         free_names(names, n);
@@ -298,7 +323,9 @@ static cannl_status load(const cannl_model_api *api, void *m, const char *path, 
         cannl_tensor want = t[i];
         want.data = scratch + off[i];
         if (names[i]) want.name = names[i];
-        st = cannl_checkpoint_read(ck, &want, err);
+        /* A tensor read through the name map may have another shape of the same elements
+           (a PyTorch state_dict's, contract v2 §6). */
+        st = names[i] ? cannl_checkpoint_read_reshaped(ck, &want, err) : cannl_checkpoint_read(ck, &want, err);
         if (loaded) loaded[i] = st == CANNL_OK;
         if (loaded && st == CANNL_E_NOTFOUND) { /* a partial init: this param keeps its value */
             st = CANNL_OK;

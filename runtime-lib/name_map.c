@@ -1,7 +1,9 @@
 /* name_map.c - --name-map FILE: the names a model's tensors have in safetensors files written
  * elsewhere (a PyTorch state_dict), one `cannl_name = pytorch.key` per line, `#` comments and
  * blank lines ignored. A param's mapping carries over to its optimiser state
- * ("w1.exp_avg" -> "fc1.weight.exp_avg" when w1 = fc1.weight).
+ * ("w1.exp_avg" -> "fc1.weight.exp_avg" when w1 = fc1.weight). `cannl_name = key [d0, d1, ...]`
+ * also gives the shape the files hold the tensor (and its state) under, of as many elements as
+ * the model's (contract v2 §6: written so; a mapped tensor is read from any such shape).
  *
  * A map is checked whole before anything is read or trained (errors "FILE:LINE: ..."): each
  * line's names are UTF-8 text without control characters, at most CANNL__NAME_MAP_MAX bytes;
@@ -26,6 +28,10 @@ struct cannl__name_map {
     size_t n;
     char **from, **to;
     int *line; /* the line of the file each mapping is on */
+    /* The shape a mapping's tensor has in the files (`w_q.0 = q.weight [128, 128]`, contract v2
+       §6: written so, read from any shape of as many elements); ndims -1: the model's. */
+    int32_t *ndims;
+    int64_t *shape; /* CANNL_MAX_DIMS per mapping */
 };
 
 /* The suffixes of a param's optimiser state in checkpoints (generator/autodiff/optimizer.cpp:
@@ -85,6 +91,8 @@ void cannl__name_map_free(cannl__name_map *map) {
     free(map->from);
     free(map->to);
     free(map->line);
+    free(map->ndims);
+    free(map->shape);
     free(map);
 }
 
@@ -106,6 +114,31 @@ static char *trimmed(const char *s, size_t n) {
         r[n] = '\0';
     }
     return r;
+}
+
+/* "[d0, d1, ...]" (positive whole numbers, at most CANNL_MAX_DIMS): 0 and the shape, else 1. */
+static int parse_shape(const char *s, int32_t *ndims, int64_t *shape) {
+    *ndims = 0;
+    if (*s++ != '[') return 1;
+    while (*s == ' ' || *s == '\t') s++;
+    while (*s != ']') {
+        if (*ndims == CANNL_MAX_DIMS || *s < '0' || *s > '9') return 1;
+        errno = 0;
+        char *end;
+        const long long v = strtoll(s, &end, 10);
+        if (errno || v <= 0) return 1;
+        shape[(*ndims)++] = (int64_t)v;
+        s = end;
+        while (*s == ' ' || *s == '\t') s++;
+        if (*s == ',') {
+            s++;
+            while (*s == ' ' || *s == '\t') s++;
+            if (*s == ']') return 1;
+        } else if (*s != ']') {
+            return 1;
+        }
+    }
+    return s[1] != '\0' || *ndims == 0;
 }
 
 static int valid_name(const char *s) {
@@ -160,9 +193,24 @@ cannl_status cannl__name_map_load(const char *path, cannl__name_map **out, cannl
         }
         char *eq = strchr(line, '=');
         char *from = eq ? trimmed(line, (size_t)(eq - line)) : NULL, *to = eq ? trimmed(eq + 1, strlen(eq + 1)) : NULL;
+        /* `KEY [d0, d1, ...]`: the shape in the files (keys hold no spaces) */
+        int32_t nd = -1;
+        int64_t shape[CANNL_MAX_DIMS] = {0};
+        char *gap = to ? strpbrk(to, " \t") : NULL;
+        int bad_shape = 0;
+        if (gap) {
+            *gap = '\0';
+            char *rest = gap + 1;
+            while (*rest == ' ' || *rest == '\t') rest++;
+            bad_shape = *rest == '[' && parse_shape(rest, &nd, shape);
+            if (*rest != '[') *gap = ' '; /* not a shape: the line is reported whole below */
+        }
         const char *suffix = to ? state_suffix(to) : NULL, *from_suffix = from ? state_suffix(from) : NULL;
         if (eq && (!from || !to)) {
             st = cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
+        } else if (bad_shape) {
+            st = line_fail(err, CANNL_E_FORMAT, path, lineno, "expected a shape like [128, 128] after '%s' (at most "
+                           "%d positive sizes), got '%.*s'", to, CANNL_MAX_DIMS, utf8_prefix(gap + 1, 60), gap + 1);
         } else if (!eq || !valid_name(from) || !valid_name(to)) {
             st = line_fail(err, CANNL_E_FORMAT, path, lineno, "expected 'cannl_name = file.key', got '%.*s'",
                            utf8_prefix(line, 60), line);
@@ -195,11 +243,17 @@ cannl_status cannl__name_map_load(const char *path, cannl__name_map **out, cannl
             if (nt) map->to = nt;
             int *nl = nt ? realloc(map->line, cap * sizeof *nl) : NULL;
             if (nl) map->line = nl;
-            if (!nf || !nt || !nl) st = cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
+            int32_t *nd2 = nl ? realloc(map->ndims, cap * sizeof *nd2) : NULL;
+            if (nd2) map->ndims = nd2;
+            int64_t *ns = nd2 ? realloc(map->shape, cap * CANNL_MAX_DIMS * sizeof *ns) : NULL;
+            if (ns) map->shape = ns;
+            if (!nf || !nt || !nl || !nd2 || !ns) st = cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
         }
         if (st == CANNL_OK) {
             map->from[map->n] = from;
             map->line[map->n] = lineno;
+            map->ndims[map->n] = nd;
+            memcpy(map->shape + map->n * CANNL_MAX_DIMS, shape, sizeof shape);
             map->to[map->n++] = to;
         } else {
             free(from);
@@ -245,6 +299,17 @@ static const char *apply(const cannl__name_map *map, const char *name, char *buf
 const char *cannl__name_map_apply(const cannl__name_map *map, const char *name, char *buf, size_t cap) {
     long entry;
     return apply(map, name, buf, cap, &entry);
+}
+
+int cannl__name_map_shape(const cannl__name_map *map, const char *name, int32_t *ndims, int64_t *shape, int *line) {
+    char buf[2 * CANNL__NAME_MAP_MAX + 64];
+    long entry;
+    apply(map, name, buf, sizeof buf, &entry);
+    if (entry < 0 || map->ndims[entry] < 0) return 0;
+    *ndims = map->ndims[entry];
+    memcpy(shape, map->shape + entry * CANNL_MAX_DIMS, CANNL_MAX_DIMS * sizeof *shape);
+    *line = map->line[entry];
+    return 1;
 }
 
 cannl_status cannl__name_map_check_names(const cannl__name_map *map, const char *path, const char *model,

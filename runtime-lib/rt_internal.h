@@ -119,6 +119,11 @@ int cannl__name_map_entry(const cannl__name_map *map, size_t i, const char **fro
 /* The name the tensor `name` has in files: its mapping, the mapping of the longest mapped
  * prefix "<from>." with the rest appended (written into buf), or name itself (map NULL too). */
 const char *cannl__name_map_apply(const cannl__name_map *map, const char *name, char *buf, size_t cap);
+/* "[2, 2, 32, 128]" into buf (cut to cap). */
+void cannl__format_shape(char *buf, size_t cap, int32_t nd, const int64_t *shape);
+/* 1 and the shape tensor `name` (a param or its optimiser state) has in the files when its
+   mapping gives one (`w_q.0 = q.weight [128, 128]`), with the mapping's line; else 0. */
+int cannl__name_map_shape(const cannl__name_map *map, const char *name, int32_t *ndims, int64_t *shape, int *line);
 /* The map against a model whose state tensors are names[0..n): every name mapped is one of
  * them, none is mapped onto another's name, and no two get one name in files. Errors
  * "PATH:LINE: ..." name `model` and list `params` (its param names, for an unknown one). */

@@ -38,7 +38,12 @@ bool read_name_map(const ir::Program& p, const std::string& path, std::map<std::
     if (text.empty()) continue;
     const size_t eq = text.find('=');
     const std::string from = eq == std::string::npos ? "" : trim(text.substr(0, eq));
-    const std::string to = eq == std::string::npos ? "" : trim(text.substr(eq + 1));
+    std::string to = eq == std::string::npos ? "" : trim(text.substr(eq + 1));
+    // `KEY [d0, d1, ...]`: the shape the training program writes the tensor under; any shape of as many
+    // elements is read (contract v2 §6).
+    if (const size_t gap = to.find_first_of(" \t"); gap != std::string::npos && to.back() == ']' &&
+                                                     trim(to.substr(gap)).front() == '[')
+      to = to.substr(0, gap);
     if (from.empty() || to.empty() || from.find_first_of(" \t=") != std::string::npos ||
         to.find_first_of(" \t=") != std::string::npos) {
       error = fmt::format("{}: line {}: expected 'cannl_name = file.key', got '{}'", path, n, text);
@@ -123,7 +128,10 @@ bool read_weights(const ir::Program& p, const std::string& path, const std::stri
     want.ndims = static_cast<int32_t>(buf.dims.size());
     for (size_t d = 0; d < buf.dims.size(); ++d) want.shape[d] = buf.dims[d].size;
     want.data = values.data();
-    if (const cannl_status st = cannl_checkpoint_read(ck, &want, &err); st != CANNL_OK) {
+    // Through the name map, another shape of the same elements loads (contract v2 §6).
+    const cannl_status st =
+        mapped != names.end() ? cannl_checkpoint_read_reshaped(ck, &want, &err) : cannl_checkpoint_read(ck, &want, &err);
+    if (st != CANNL_OK) {
       error = err.msg;
       if (st == CANNL_E_NOTFOUND && mapped != names.end())
         error += fmt::format(" (param '{}' through the name map {})", buf.state_name, name_map);

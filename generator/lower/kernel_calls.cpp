@@ -20,7 +20,7 @@ struct View {
   long off = 0, row = 0;
 };
 std::optional<View> in_place(const LowerContext& c, const Expr* e) {
-  if (e->kind != ExprKind::Index) return std::nullopt;
+  if (e->kind != ExprKind::Index || e->slice_end > 0) return std::nullopt;
   const Expr* x = e->operands[0].get();
   const int xb = c.tensor_buffer(x);
   if (xb < 0) return std::nullopt;

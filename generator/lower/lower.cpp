@@ -121,14 +121,23 @@ public:
       case ExprKind::Mul: return ir::binary(Op::Mul, child(e->operands[0].get()), child(e->operands[1].get()));
       case ExprKind::Div: return ir::binary(Op::Div, child(e->operands[0].get()), child(e->operands[1].get()));
       case ExprKind::Pow: return ir::pow(child(e->operands[0].get()), *constant_value(*e->operands[1], m_.dims));
-      case ExprKind::Index: {  // x[i]: index i of x's first output axis
+      case ExprKind::Index: {  // x[i]: index i of x's first output axis; x[a:b]: a + j at j
         const Expr* x = e->operands[0].get();
         const Shape& xs = shape(x);
+        const bool slice = e->slice_end > 0;
         IndexMap xm;
         for (const FlatAxis& a : flat(xs)) {
-          if (a.kind != AxisKind::Output) xm.push_back(map[static_cast<size_t>(flat_index(s, a.kind, a.pos))]);
-          else if (a.pos == 0) xm.push_back(Affine::constant(static_cast<long>(e->number)));
-          else xm.push_back(map[static_cast<size_t>(flat_index(s, AxisKind::Output, a.pos - 1))]);
+          if (a.kind != AxisKind::Output) {
+            xm.push_back(map[static_cast<size_t>(flat_index(s, a.kind, a.pos))]);
+          } else if (slice) {
+            Affine f = map[static_cast<size_t>(flat_index(s, AxisKind::Output, a.pos))];
+            if (a.pos == 0) f.offset += static_cast<long>(e->number);
+            xm.push_back(std::move(f));
+          } else if (a.pos == 0) {
+            xm.push_back(Affine::constant(static_cast<long>(e->number)));
+          } else {
+            xm.push_back(map[static_cast<size_t>(flat_index(s, AxisKind::Output, a.pos - 1))]);
+          }
         }
         return value(x, xm);
       }

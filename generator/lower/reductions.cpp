@@ -116,14 +116,21 @@ void einsum_nests(LowerContext& c, const EinsumSpec& spec, const std::vector<con
     if (s.axis) return s.axis->name;
     return fmt::format("e{}", s.key.substr(s.key.find('#') + 1));
   };
+  // An offset v+c reads (or writes) at v's loop plus c: outside the axis, a read is 0 and a write skipped.
+  auto shifted = [](Affine f, const Slot& s) {
+    if (s.axis && s.axis->kind == EinAxis::Offset && !f.terms.empty()) f.offset += s.axis->offset;
+    return f;
+  };
   IndexMap rmap;
-  for (const Slot& s : expand(spec.result, rs)) rmap.push_back(Affine::of(get_iter(s.key, s.concrete, display(s))));
+  for (const Slot& s : expand(spec.result, rs))
+    rmap.push_back(shifted(Affine::of(get_iter(s.key, s.concrete, display(s))), s));
   size_t result_loops = n.iters.size();
   std::vector<std::vector<Slot>> slots;
   for (size_t i = 0; i < ops.size(); ++i) slots.push_back(expand(spec.operands[i], c.shape(ops[i])));
   for (const auto& os : slots)  // plain names first: they give the sizes
     for (const Slot& s : os)
-      if (!s.axis || s.axis->kind == EinAxis::Name) get_iter(s.key, s.concrete, display(s));
+      if (!s.axis || s.axis->kind == EinAxis::Name || s.axis->kind == EinAxis::Offset)
+        get_iter(s.key, s.concrete, display(s));
   std::vector<IndexMap> maps(ops.size());
   for (size_t i = 0; i < ops.size(); ++i)
     for (const Slot& s : slots[i]) {
@@ -139,13 +146,20 @@ void einsum_nests(LowerContext& c, const EinsumSpec& spec, const std::vector<con
       int it = iter_of.at(s.key);
       const ir::Iter& iv = n.iters[static_cast<size_t>(it)];
       bool bcast = !s.concrete.is_batch && s.concrete.size == 1 && (iv.batch || iv.size != 1);
-      maps[i].push_back(bcast ? Affine::constant(0) : Affine::of(it));
+      maps[i].push_back(bcast ? Affine::constant(0) : shifted(Affine::of(it), s));
     }
+  // A read that may fall outside its operand (an offset, a padded window) reads the operand
+  // stored: a pointwise expression inlined there would be computed at 0 (exp(0) = 1), not 0.
+  auto may_leave = [](const IndexMap& m) {
+    for (const Affine& f : m)
+      if (f.offset != 0 && !f.terms.empty()) return true;
+    return false;
+  };
   const int windowed = acc == ir::Accum::Add ? windowed_operand(maps) : -1;
   ExprP body;
   for (size_t i = 0; i < ops.size(); ++i) {
     ExprP v = static_cast<int>(i) == windowed ? gather_window(c, ops[i], maps[i], maps[1 - i], result_loops, n)
-              : ops.size() == 1                 ? c.value(ops[i], maps[i])
+              : ops.size() == 1 && !may_leave(maps[i]) ? c.value(ops[i], maps[i])
                                                 : c.operand(ops[i], maps[i]);
     body = body ? ir::binary(Op::Mul, body, v) : v;
   }

@@ -81,6 +81,16 @@ ShapeT ShapeContext::einsum_result(const EinsumSpec& given, const std::vector<co
           case EinAxis::Name:
             d = dim(a.name);
             break;
+          case EinAxis::Offset: {  // v+c: v's size; the runner's batch axis is not shifted
+            d = dim(a.name);
+            const std::string text = a.name;
+            check_after_solving(o, [&s, d, text]() -> std::string {
+              if (s.resolve(d).kind != DimT::Batch) return "";
+              return fmt::format("the index expression on '{}' shifts the batch axis: the examples of a batch are "
+                                 "independent, so an offset may shift any axis but that one", text);
+            });
+            break;
+          }
           case EinAxis::Affine: {
             d = s.fresh_dim();
             std::optional<DimT> kernel;
@@ -354,22 +364,37 @@ private:
     return expr_shapes_[e];
   }
 
-  // x[i]: drops x's first output axis, which must have more than i entries.
+  // x[i]: drops x's first output axis, which must have more than i entries. x[a:b] keeps it,
+  // of size b - a, and it must have at least b.
   void index(const Expr* e) {
     const Expr* x = e->operands[0].get();
-    Origin o = origin("cannot index", {x});
+    const bool slice = e->slice_end > 0;
+    Origin o = origin(slice ? "cannot slice" : "cannot index", {x});
     DimT first = solver_.fresh_dim();
     RowT rest = solver_.fresh_row();
     solver_.equal_rows(shape(x).row(AxisKind::Output), RowT{{first}, rest.var, {}}, o,
-                       fmt::format("{} needs an output axis to index (x[i] indexes the first one)", name_of(x)));
+                       slice ? fmt::format("{} needs an output axis to slice (x[a:b] slices the first one)", name_of(x))
+                             : fmt::format("{} needs an output axis to index (x[i] indexes the first one)", name_of(x)));
     ShapeT& r = expr_shapes_[e];
     for (AxisKind k : {AxisKind::Batch, AxisKind::Input}) r.row(k) = shape(x).row(k);
-    r.row(AxisKind::Output) = rest;
+    r.row(AxisKind::Output) = slice ? RowT{{DimT::known(e->slice_end - static_cast<long>(e->number))}, rest.var, {}} : rest;
     long i = static_cast<long>(e->number);
-    check_after_solving(o, [this, first, i, x]() -> std::string {
+    const long end = e->slice_end;
+    const std::string counter = e->name;  // the instance index, if any
+    check_after_solving(o, [this, first, i, end, counter, x]() -> std::string {
       DimT d = solver_.resolve(first);
-      if (d.kind == DimT::Batch) return "the first output axis of " + name_of(x) + " is the batch axis, which cannot be indexed";
-      if (d.kind == DimT::Known && i >= d.size)
+      const char* what = end > 0 ? "sliced" : "indexed";
+      if (d.kind == DimT::Batch)
+        return fmt::format("the first output axis of {} is the batch axis, which cannot be {}", name_of(x), what);
+      if (d.kind != DimT::Known) return "";
+      if (end > d.size)
+        return fmt::format("slice {}:{} is out of range: the first output axis of {} has size {} (a slice a:b needs "
+                           "b <= {})", i, end, name_of(x), d.size, d.size);
+      if (end == 0 && !counter.empty() && i == d.size)  // reported once, by the first instance out of range
+        return fmt::format("the instance index {} reaches {}, out of range: the first output axis of {} has size {} "
+                           "(indices 0 to {}); the block repeats more often than {} has rows", counter, i, name_of(x),
+                           d.size, d.size - 1, name_of(x));
+      if (end == 0 && counter.empty() && i >= d.size)
         return fmt::format("index {} is out of range: the first output axis of {} has size {} (indices 0 to {})", i,
                            name_of(x), d.size, d.size - 1);
       return "";

@@ -39,7 +39,9 @@ enum class ExprKind {
   Neg,      // -a
   Add, Sub, MatMul, Mul, Div, Pow,  // a + b, a - b, a * b, a *. b, a / b, a ** b
   Call,     // f(args, key = value)
-  Index,    // a[i]: `number` is i, `op_range` the index; one operand
+  Index,    // a[i]: `number` is i, `op_range` the index; one operand. a[a:b] (a slice, contract
+            // v2 §3): `slice_end` is b. a[t] (t the instance index of a repeat block, v2 §4): `name`
+            // is t, and `number` its value in the instance (set by name resolution, is_integer)
 };
 
 struct Expr;
@@ -57,7 +59,8 @@ struct Expr {
   SourceRange op_range;  // the operator token (binary/unary), or the callee name (Call)
   double number = 0;
   bool is_integer = false;
-  std::string name;      // Name, Call (callee), String (contents)
+  std::string name;      // Name, Call (callee), String (contents), Index (an instance index)
+  long slice_end = 0;    // Index: b of a slice a[a:b] (> number); 0 for a[i]
   std::vector<ExprPtr> operands;  // Neg: 1, binary: 2
   std::vector<Arg> args;          // Call
   std::optional<EinsumSpec> einsum;  // String arguments of einsum/sum/mean/max
@@ -112,9 +115,11 @@ struct Stmt {
   // minimize: training options after the optimiser, `, NAME = EXPR` each
   // (schedule = cosine(...), clip_grad_norm = 1.0)
   std::vector<std::pair<NameRef, ExprPtr>> options;
-  // repeat COUNT [carry NAME, ...] ... end: COUNT is a dim name (count.name) or a positive
-  // integer (dim_value); the block's statements, in order.
+  // repeat [INDEX in] COUNT [carry NAME, ...] ... end: COUNT is a dim name (count.name) or a
+  // positive integer (dim_value); INDEX (empty name when absent) the instance index; the
+  // block's statements, in order.
   NameRef count;
+  NameRef index;
   std::vector<Stmt> body;
   SourceRange end_range;  // the closing `end` (empty when it is missing)
   bool broken = false;    // repeat: its first line did not parse (the block only pairs `end`)

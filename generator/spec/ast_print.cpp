@@ -43,13 +43,21 @@ std::string print_shape_spec(const ShapeSpec& s) {
   return r + part(s.parts[2]) + "]";
 }
 
+// What is between the brackets of x[...]: i, a:b, or the instance index's name (its value
+// once resolved: t=3).
+static std::string index_text(const Expr& e) {
+  if (e.slice_end > 0) return fmt::format("{}:{}", e.number, e.slice_end);
+  if (e.name.empty()) return fmt::format("{}", e.number);
+  return e.is_integer ? fmt::format("{}={}", e.name, e.number) : e.name;
+}
+
 std::string print_expr(const Expr& e) {
   switch (e.kind) {
     case ExprKind::Number: return fmt::format("{}", e.number);
     case ExprKind::Name: return e.name;
     case ExprKind::String: return "\"" + e.name + "\"";
     case ExprKind::Neg: return "(-" + print_expr(*e.operands[0]) + ")";
-    case ExprKind::Index: return print_expr(*e.operands[0]) + fmt::format("[{}]", e.number);
+    case ExprKind::Index: return print_expr(*e.operands[0]) + "[" + index_text(e) + "]";
     case ExprKind::Call: {
       std::string s = e.name + "(";
       for (size_t i = 0; i < e.args.size(); ++i) {
@@ -97,7 +105,7 @@ void dump_expr(std::string& out, const Expr& e, const SourceFile& f, int indent,
       if (e.einsum) out += " einsum[" + print_einsum(*e.einsum) + "]";
       break;
     case ExprKind::Call: out += " " + e.name; break;
-    case ExprKind::Index: out += fmt::format(" [{}]", e.number); break;
+    case ExprKind::Index: out += " [" + index_text(e) + "]"; break;
     default: break;
   }
   if (e.operands.empty() && e.args.empty()) {
@@ -132,6 +140,7 @@ void dump_stmts(std::string& out, const std::vector<Stmt>& stmts, const SourceFi
     LineCol lc = file.line_col(s.range.begin);
     out += pad + fmt::format("({} @{}:{}", stmt_name(s.kind), lc.line, lc.col);
     if (s.kind == StmtKind::Repeat) {
+      if (!s.index.name.empty()) out += " " + s.index.name + " in";
       out += " " + (s.count.name.empty() ? std::to_string(s.dim_value) : s.count.name);
       if (!s.names.empty()) out += " carry";
     }

@@ -116,7 +116,8 @@ private:
     return std::stol(s_.substr(b, p - b));
   }
 
-  // One axis: "...", NAME, or an affine index [INT "*"] NAME ["+" NAME] ["-" INT].
+  // One axis: "...", NAME, an affine index [INT "*"] NAME ["+" NAME] ["-" INT], or an offset
+  // NAME ("+" | "-") INT.
   EinAxis axis(size_t& p, size_t e) {
     EinAxis a;
     size_t b = p;
@@ -127,14 +128,14 @@ private:
       return a;
     }
     if (p < e && s_[p] == '.') fail(p, 1, "expected '...' (a row variable)");
-    bool affine = false;
+    bool affine = false, strided = false;
     if (p < e && std::isdigit(static_cast<unsigned char>(s_[p]))) {
       a.stride = integer(p, e);
       skip_spaces(p, e);
       if (p >= e || s_[p] != '*') fail(p, 1, "expected '*' after the stride of an index expression");
       ++p;
       skip_spaces(p, e);
-      affine = true;
+      affine = strided = true;
       if (a.stride <= 0) fail(b, p - b, "the stride of an index expression must be positive");
     }
     a.name = name(p, e);
@@ -143,6 +144,12 @@ private:
     if (q < e && s_[q] == '+') {
       p = q + 1;
       skip_spaces(p, e);
+      if (!strided && p < e && std::isdigit(static_cast<unsigned char>(s_[p]))) {
+        a.offset = integer(p, e);  // v+c
+        a.kind = EinAxis::Offset;
+        a.range = range(b, p);
+        return a;
+      }
       a.kernel = name(p, e);
       affine = true;
       q = p;
@@ -155,6 +162,11 @@ private:
       affine = true;
     }
     if (affine) a.kind = EinAxis::Affine;
+    if (!strided && a.kernel.empty() && a.padding) {  // v-c
+      a.kind = EinAxis::Offset;
+      a.offset = -a.padding;
+      a.padding = 0;
+    }
     a.range = range(b, p);
     return a;
   }
@@ -254,7 +266,7 @@ void validate(const EinsumSpec& spec, uint32_t begin) {
         continue;
       }
       if (a.kind == EinAxis::Affine)
-        fail(a.range, "index expressions are not allowed in the result of an einsum");
+        fail(a.range, "index expressions are not allowed in the result of an einsum (but offsets like t+1)");
       if (!defined.count(a.name))
         fail(a.range, fmt::format("result axis '{}' does not appear in any operand", a.name));
       if (!seen.insert(a.name).second)
@@ -318,10 +330,11 @@ std::string print_einsum(const EinsumSpec& spec) {
     for (size_t i = 0; i < axes.size(); ++i) {
       const EinAxis& a = axes[i];
       if (i && words) s += ", ";
-      else if (i && (a.kind == EinAxis::Affine || axes[i - 1].kind == EinAxis::Affine)) s += " ";
+      else if (i && (a.kind >= EinAxis::Affine || axes[i - 1].kind >= EinAxis::Affine)) s += " ";
       if (a.kind == EinAxis::Ellipsis) { s += "..."; continue; }
-      if (a.kind == EinAxis::Affine && a.stride != 1) s += fmt::format("{}*", a.stride);
+      if (a.kind == EinAxis::Affine && (a.stride != 1 || a.kernel.empty())) s += fmt::format("{}*", a.stride);
       s += a.name;
+      if (a.kind == EinAxis::Offset) s += fmt::format("{:+}", a.offset);
       if (!a.kernel.empty()) s += "+" + a.kernel;
       if (a.padding) s += fmt::format("-{}", a.padding);
     }

@@ -10,7 +10,9 @@
 // b|inp") keeps its letter reading and carries the word reading in `words`; shape inference
 // (shapes/infer.cpp) takes the word reading when the operands' shapes rule out the letters.
 // "..." is a row variable of its axis kind; "s*v+k-p" is an affine index (first operand's
-// output part only). parse_einsum validates all of it and reports errors at the exact
+// output part only); "v+c" and "v-c" (no stride, no kernel axis) an offset, in any part of any
+// operand or of the result (contract v2 §3: reads outside an operand are 0, writes outside the
+// result skipped). parse_einsum validates all of it and reports errors at the exact
 // character inside the string.
 #pragma once
 
@@ -28,11 +30,12 @@ enum class AxisKind { Batch = 0, Input = 1, Output = 2 };
 const char* axis_kind_name(AxisKind k);  // "batch", "input", "output"
 
 struct EinAxis {
-  enum Kind { Name, Ellipsis, Affine } kind = Name;
-  std::string name;        // Name: the index; Affine: the output index v
+  enum Kind { Name, Ellipsis, Affine, Offset } kind = Name;
+  std::string name;        // Name: the index; Affine: the output index v; Offset: the index v
   long stride = 1;         // Affine: s
   std::string kernel;      // Affine: k (empty when there is no "+k")
   long padding = 0;        // Affine: p
+  long offset = 0;         // Offset: c of v+c (negative for v-c)
   SourceRange range;       // in the spec file
 };
 

@@ -95,8 +95,10 @@ std::string signature_text(const std::string& name, const std::vector<ArgSig>& s
   return s + ")";
 }
 
-// Copies an expression, renaming the tensor names `rename` maps (a repeat block's instance).
-ExprPtr clone_expr(const Expr& e, const std::map<std::string, std::string>& rename) {
+// Copies an expression, renaming the tensor names `rename` maps (a repeat block's instance)
+// and giving the instance index `index` (a block's `repeat t in ...`; empty: none) its value.
+ExprPtr clone_expr(const Expr& e, const std::map<std::string, std::string>& rename, const std::string& index = {},
+                   long value = 0) {
   auto c = std::make_unique<Expr>();
   c->kind = e.kind;
   c->range = e.range;
@@ -104,12 +106,18 @@ ExprPtr clone_expr(const Expr& e, const std::map<std::string, std::string>& rena
   c->number = e.number;
   c->is_integer = e.is_integer;
   c->name = e.name;
+  c->slice_end = e.slice_end;
   c->einsum = e.einsum;
   c->height = e.height;
   if (e.kind == ExprKind::Name)
     if (auto it = rename.find(e.name); it != rename.end()) c->name = it->second;
-  for (const auto& o : e.operands) c->operands.push_back(clone_expr(*o, rename));
-  for (const Arg& a : e.args) c->args.push_back(Arg{a.keyword, a.keyword_range, clone_expr(*a.value, rename)});
+  if (e.kind == ExprKind::Index && !e.name.empty() && !index.empty() && e.name == index) {
+    c->number = static_cast<double>(value);
+    c->is_integer = true;
+  }
+  for (const auto& o : e.operands) c->operands.push_back(clone_expr(*o, rename, index, value));
+  for (const Arg& a : e.args)
+    c->args.push_back(Arg{a.keyword, a.keyword_range, clone_expr(*a.value, rename, index, value)});
   return c;
 }
 
@@ -249,7 +257,7 @@ private:
     c->kind = s.kind;
     c->range = s.range;
     c->names = {name};
-    c->expr = clone_expr(*s.expr, rename_);
+    c->expr = clone_expr(*s.expr, rename_, block_ ? block_->index.name : std::string(), instance_);
     m_.expanded.push_back(std::move(c));
     return *m_.expanded.back();
   }
@@ -589,6 +597,15 @@ private:
       case ExprKind::Call:
         return call(e, in_metric);
       case ExprKind::Index: {
+        if (!e.name.empty() && !e.is_integer) {
+          if (block_ && !block_->index.name.empty())
+            diags_.error(e.op_range, fmt::format("unknown instance index '{}': this repeat block's is '{}'", e.name,
+                                                 block_->index.name));
+          else
+            diags_.error(e.op_range, fmt::format("'{}' is no instance index: x[{}] is allowed inside a block "
+                                                 "'repeat {} in COUNT' only (else an index is a whole number)",
+                                                 e.name, e.name, e.name));
+        }
         DType d = expr(*e.operands[0], in_metric);
         if (d == DType::Int32) m_.int_exprs.insert(&e);
         return d;
@@ -874,7 +891,7 @@ static bool normalisation_spec(const EinsumSpec& spec, const std::string& f, Dia
   bool reduces = false;
   for (const auto& part : spec.operands[0].parts)
     for (const EinAxis& a : part) {
-      if (a.kind == EinAxis::Affine) {
+      if (a.kind == EinAxis::Affine || a.kind == EinAxis::Offset) {
         diags.error(a.range, fmt::format("the spec of '{}' names the axes to normalise over: no index "
                                          "expressions", f));
         return false;

@@ -334,11 +334,16 @@ private:
     s.frozen = true;
   }
 
-  // repeat COUNT [carry NAME, ...]   (COUNT: a dim name or a positive integer)
+  // repeat [INDEX in] COUNT [carry NAME, ...]   (COUNT: a dim name or a positive integer)
   Stmt repeat_header() {
     Stmt s;
     s.kind = StmtKind::Repeat;
     next();  // 'repeat'
+    if (peek().kind == Tok::Ident && peek(1).kind == Tok::Ident && peek(1).text == "in") {
+      s.index = {peek().text, peek().range};  // repeat t in T: the instance index
+      next();
+      next();
+    }
     const Token& c = next();
     if (c.kind == Tok::Number) {
       if (!c.is_integer || c.number < 1)
@@ -580,21 +585,44 @@ private:
     }
   }
 
-  // a[i], a[i][j]: a whole-number index of the first output axis.
+  // a[i], a[i][j]: a whole-number index of the first output axis; a[a:b] a slice of it
+  // (whole numbers, a < b); a[t] the instance index t of the enclosing repeat block.
   ExprPtr indexed(ExprPtr base) {
     while (peek().kind == Tok::LBracket) {
       const Token& open = next();
       const Token& i = peek();
-      if (i.kind != Tok::Number || !i.is_integer)
+      const bool named = i.kind == Tok::Ident;
+      if (!named && (i.kind != Tok::Number || !i.is_integer))
         fail(i, fmt::format("expected an index (a whole number like 0) in '[ ]', found {}", describe(i)));
       next();
+      long end = 0;
+      SourceRange index_range = i.range;
+      if (peek().kind == Tok::Colon) {
+        next();
+        if (named) fail(i, "a slice takes whole numbers only (x[2:5]), not a name");
+        const Token& b = peek();
+        if (b.kind != Tok::Number || !b.is_integer)
+          fail(b, fmt::format("a slice takes whole numbers only (x[2:5]): expected a whole number after ':', "
+                              "found {}", describe(b)));
+        next();
+        if (b.number <= i.number)
+          fail(b, fmt::format("a slice x[a:b] needs a < b, not {}:{}", static_cast<long>(i.number),
+                              static_cast<long>(b.number)));
+        end = static_cast<long>(b.number);
+        index_range = SourceRange::join(i.range, b.range);
+      }
       if (peek().kind != Tok::RBracket)
         fail_unclosed(open, fmt::format("expected ']' after the index, found {}", describe(peek())));
       const Token& close = next();
       auto e = make(ExprKind::Index, SourceRange::join(base->range, close.range));
-      e->op_range = i.range;
-      e->number = i.number;
-      e->is_integer = true;
+      e->op_range = index_range;
+      if (named) {
+        e->name = i.text;  // resolved per instance (Model)
+      } else {
+        e->number = i.number;
+        e->is_integer = true;
+      }
+      e->slice_end = end;
       set_height(*e, open, base->height);
       e->operands.push_back(std::move(base));
       base = std::move(e);

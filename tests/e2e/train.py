@@ -27,6 +27,8 @@ cases:
                         test accuracy must be >= 0.3 (chance is 0.1). With --small:
                         fashion_einsum 10 steps at batch 16, the same checks; fashion_cnn
                         (~1 s a step when sanitised) 4 steps at batch 4, losses finite.
+  gru_rows, lstm_rows   recurrences over the image rows (contract v2 §4): as fashion_einsum
+                        (gru_rows 100 steps: raw pixels into its gates learn slower).
   moons_hinge           issue 13's specs (tests/e2e/specs/): number literals against axes of
   moons_unshaped_bias   unshaped params. 20 epochs on the two moons: the checkpoint has the
                         inferred shapes, the printed test metric equals the checkpoint's
@@ -165,6 +167,8 @@ def loss_goes_down(opt, work):
     steps, batch, n_test = 20, 16, 200
     if opt.small:
         steps, batch, n_test, learn = (4, 4, 16, False) if opt.case == "fashion_cnn" else (10, 16, 64, True)
+    if opt.case == "gru_rows":  # raw pixels into the gates (contract v2 §4's spec) and adam(1e-3): slower going
+        steps = 100
     files = u.fashion_subset(paths, work, steps * batch, n_test)
     metrics = os.path.join(work, "metrics.jsonl")
     out, _ = u.run([opt.trainer] + u.data_flags(files) +
@@ -190,7 +194,8 @@ def loss_goes_down(opt, work):
 CASES = {"fashion_mlp_accuracy": fashion_mlp_accuracy, "moons_mlp": moons_mlp,
          "fashion_cnn": loss_goes_down, "fashion_cnn_accuracy": fashion_cnn_accuracy,
          "fashion_cnn_threads": fashion_cnn_threads, "fashion_einsum": loss_goes_down,
-         "moons_hinge": moons_literals, "moons_unshaped_bias": moons_literals}
+         "moons_hinge": moons_literals, "moons_unshaped_bias": moons_literals,
+         "gru_rows": loss_goes_down, "lstm_rows": loss_goes_down}
 
 
 def main():

@@ -819,6 +819,47 @@ def _(P, X):
     y = F.gelu(v, approximate="tanh")
     return (y * P["c"]).sum() + (F.gelu(v) * y).sum()
 
+def shifted(a, k, dim):
+    """a read at index i + k along dim: zero where i + k falls outside (an einsum offset)."""
+    out = torch.zeros_like(a)
+    n = a.shape[dim]
+    if abs(k) >= n:
+        return out
+    src = a.narrow(dim, max(k, 0), n - abs(k))
+    out.narrow(dim, max(-k, 0), n - abs(k)).copy_(src)
+    return out
+
+
+@ref("offsets")
+def _(P, X):
+    h = torch.tanh(lin(P["w"], X["x"]))                             # [n, ctx, 3]
+    nxt = shifted(h, 1, 1)                                          # "b, t+1|f => b, t|f"
+    prv = shifted(h, -1, 1)                                         # "b, t|f => b, t+1|f"
+    pair = h * shifted(X["x"], -2, 1)
+    feat = shifted(h, -1, 2)                                        # "b, t|f-1 => b, t|f"
+    ex = shifted(torch.exp(h), 2, 1)                                # zeros outside, not exp(0)
+    c, d = P["c"], P["d"]
+    return (torch.tanh(nxt + 2 * prv) * c).sum() + (pair * d).sum() + (feat * feat * c).sum() + (ex * d).sum()
+
+
+@ref("slices")
+def _(P, X):
+    h = torch.einsum("bi,oki->bok", X["x"], P["w"])                # [n, 6, 2]
+    a = h[:, 1:4]
+    e = torch.exp(h)[:, 4:6]
+    return ((torch.tanh(a) * P["c"]).sum() + (e * h[:, 0:2]).sum() + (h[:, 5] * P["d"]).sum()
+            + (torch.sin(X["x"][:, 3:5]) * a[:, 0]).sum())
+
+
+@ref("recurrence")
+def _(P, X):
+    x = X["x"]                                                      # [n, steps, 2]
+    h = torch.tanh(lin(P["wx"], x[:, 0]) + P["b"])
+    for t in range(3):
+        h = torch.tanh(lin(P["wh"], h) + lin(P["wx"], x[:, t]) + P["b"]) * P[f"g.{t}"]
+    return (h * P["c"]).sum()
+
+
 # ---------------------------------------------------------------- the driver
 
 def load(directory, prefix):

@@ -2,7 +2,8 @@
 """--name-map FILE (issue 20 item 5): `cannl_name = pytorch.key` lines rename a model's tensors
 in the files the training program reads (--init, --resume) and writes (--checkpoint), and in
 the inference program's --weights; a param's optimiser state follows it; a missing tensor's
-error lists what the file holds.
+error lists what the file holds; a mapped tensor of another shape with the same elements loads
+(issue 35 item 4).
 
 usage: name_map.py WORKDIR BIGRAM_TRAIN BIGRAM_INFER SOFTMAX_TRAIN      (exit 77 without NumPy)"""
 import json
@@ -87,6 +88,52 @@ check(rc == 0, f"training from the state_dict: {rc} {err}")
 rc, out, err = run(train, *stream, "--steps", "5", "--resume", "a.ck", "--name-map", "map.txt", "--checkpoint", "a.ck")
 check(rc == 0 and "trained to step 5" in out, f"--resume with --name-map: {rc} {err}")
 
+# Through the map, a tensor of another shape with the same elements in the same row-major order
+# loads (contract v2 §6: an nn.Linear weight into a param of several output axes), for training
+# and inference; the checkpoint written keeps the model's shape. Another element count is refused.
+save_safetensors("reshaped.safetensors", {"emb.weight": emb.reshape(256, 16, 16)})
+rc, out, err = run(train, *stream, "--steps", "0", "--init", "reshaped.safetensors", "--name-map", "map.txt",
+                   "--checkpoint", "reshaped.ck")
+check(rc == 0, f"--init of another shape through the map: {rc} {err}")
+if rc == 0:
+    ck = read_safetensors("reshaped.ck")
+    check(ck["emb.weight"].shape == (256, 256) and np.array_equal(ck["emb.weight"], emb),
+          "--init read emb.weight [256, 16, 16] into table [256, 256] in row-major order")
+save_safetensors("short.safetensors", {"emb.weight": emb[:, :255]})
+rc, out, err = run(train, *stream, "--steps", "0", "--init", "short.safetensors", "--name-map", "map.txt")
+check(rc == 1 and "tensor 'emb.weight' has shape [256, 255] (65280 elements), expected [256, 256] (65536 elements)"
+      in err, f"another element count through the map: {rc} {err}")
+rc, out, err = run(train, *stream, "--steps", "0", "--init", "reshaped.safetensors")
+check(rc == 1 and "missing tensor 'table'" in err, f"without the map: {rc} {err}")
+save_safetensors("plain.safetensors", {"table": emb.reshape(256, 16, 16)})
+rc, out, err = run(train, *stream, "--steps", "0", "--init", "plain.safetensors")
+check(rc == 1 and "tensor 'table' has shape [256, 16, 16], expected [256, 256]" in err,
+      f"another shape without a map is refused: {rc} {err}")
+
+# A shape after the key is the one the files hold the tensor under: the checkpoint is written
+# so (PyTorch's shape, its optimiser state too) and read back from it; it must have the model's
+# element count, and be a shape.
+with open("shaped.txt", "w") as f:
+    f.write("table = emb.weight [256, 16, 16]   # as the state_dict has it\n")
+rc, out, err = run(train, *stream, "--steps", "2", "--init", "reshaped.safetensors", "--name-map", "shaped.txt",
+                   "--checkpoint", "shaped.ck")
+check(rc == 0, f"--checkpoint under a mapped shape: {rc} {err}")
+if rc == 0:
+    ck = read_safetensors("shaped.ck")
+    check(all(v.shape == (256, 16, 16) for v in ck.values()) and "emb.weight" in ck,
+          f"tensors written under the mapped shape: { {k: v.shape for k, v in ck.items()} }")
+    rc, out, err = run(train, *stream, "--steps", "3", "--resume", "shaped.ck", "--name-map", "shaped.txt",
+                       "--checkpoint", "shaped.ck")
+    check(rc == 0 and "trained to step 3" in out, f"--resume from a file of the mapped shape: {rc} {err}")
+for content, needle in (("table = emb.weight [256, 15]\n",
+                         "bad.txt:1: 'table' is [256, 256] (65536 elements): the shape [256, 15] given for the files "
+                         "has 3840"),
+                        ("table = emb.weight [256, x]\n", "bad.txt:1: expected a shape like [128, 128] after 'emb.weight'")):
+    with open("bad.txt", "w") as f:
+        f.write(content)
+    rc, out, err = run(train, *stream, "--steps", "1", "--name-map", "bad.txt", "--checkpoint", "bad.ck")
+    check(rc == 1 and needle in err and not os.path.exists("bad.ck"), f"map {content!r}: {rc} {err}")
+
 # Without the map the names do not match: the error lists what the file holds.
 for args in (["--init", "torch.safetensors"], ["--resume", "a.ck"]):
     rc, out, err = run(train, *stream, "--steps", "6", *args)
@@ -113,6 +160,10 @@ if rc == 0:
     check(np.array_equal(np.load("o.npy")[0], table[97:105]), "inference used the mapped table")
 rc, out, err = run(infer, "--weights", "a.ck", "--input", "tokens=tok.csv", "--output", "o.npy")
 check(rc == 1 and "missing tensor 'table'; the file holds: emb.weight" in err, f"inference without the map: {err}")
+rc, out, err = run(infer, "--weights", "reshaped.safetensors", "--name-map", "map.txt", "--input", "tokens=tok.csv",
+                   "--output", "o3.npy")
+check(rc == 0 and np.array_equal(np.load("o3.npy")[0], emb[97:105]) if rc == 0 else False,
+      f"inference with weights of another shape through the map: {rc} {err}")
 rc, out, err = run(infer, "--name-map", "map.txt", "--input", "tokens=tok.csv", "--output", "o.npy")
 check(rc == 2 and "--weights" in err, f"--name-map without --weights: {rc} {err}")
 

@@ -190,11 +190,28 @@ TEST_CASE("einsum: partial affine forms", "[einsum][affine]") {
   CHECK(b.kind == EinAxis::Affine);
   CHECK(b.stride == 2);
   CHECK(b.kernel.empty());
+  // Without a stride or a kernel axis, v-c and v+c are offsets (contract v2 §3): a shift.
   Ein p("b|h-2 => b|h");
   REQUIRE(p.ok());
   const EinAxis& c = p.op(0).part(AxisKind::Output)[0];
-  CHECK(c.kind == EinAxis::Affine);
-  CHECK(c.padding == 2);
+  CHECK(c.kind == EinAxis::Offset);
+  CHECK(c.offset == -2);
+  CHECK(c.padding == 0);
+  Ein pw("b|1*h-2 => b|h");  // a written stride keeps the window's padding
+  REQUIRE(pw.ok());
+  CHECK(pw.op(0).part(AxisKind::Output)[0].kind == EinAxis::Affine);
+  CHECK(pw.op(0).part(AxisKind::Output)[0].padding == 2);
+  Ein sh("b, t+1|f => b, t|f");
+  REQUIRE(sh.ok());
+  CHECK(sh.op(0).part(AxisKind::Batch)[1].kind == EinAxis::Offset);
+  CHECK(sh.op(0).part(AxisKind::Batch)[1].offset == 1);
+  CHECK(print_einsum(*sh.spec) == "b, t+1|f => b, t|f");
+  Ein rs("b, t|f => b, t-1|f");  // an offset in the result: writes outside it are skipped
+  REQUIRE(rs.ok());
+  CHECK(rs.spec->result.part(AxisKind::Batch)[1].offset == -1);
+  Ein two("b|t, f; t+2, f => b|t, f");  // and in any operand
+  REQUIRE(two.ok());
+  CHECK(two.op(1).part(AxisKind::Output)[0].offset == 2);
   // Spaces inside an index expression are allowed.
   Ein sp("b|3 * h + i - 1, c => b|h, c");
   REQUIRE(sp.ok());

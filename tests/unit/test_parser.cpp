@@ -531,9 +531,33 @@ TEST_CASE("parser: indexing binds tighter than every operator", "[parser][v1]") 
   CHECK(e.number == 2);
   CHECK(p.text(e.op_range) == "2");
   CHECK(p.text(e.range) == "qkv[2]");
-  Parsed q("y = x[a]");
+  Parsed q("y = x[0.5]");
   REQUIRE(q.diags.error_count() == 1);
-  CHECK(q.err(0).message == "expected an index (a whole number like 0) in '[ ]', found identifier 'a'");
+  CHECK(q.err(0).message == "expected an index (a whole number like 0) in '[ ]', found number 0.5");
+  // A name is a repeat block's instance index (contract v2 §4), resolved by the Model.
+  Parsed t("y = x[t]");
+  REQUIRE(t.diags.error_count() == 0);
+  const Expr& ti = *t.spec.stmts[0].expr;
+  CHECK(ti.name == "t");
+  CHECK(!ti.is_integer);
+  // A slice x[a:b] of whole numbers, a < b (contract v2 §3).
+  Parsed sl("y = x[1:4]");
+  REQUIRE(sl.diags.error_count() == 0);
+  const Expr& se = *sl.spec.stmts[0].expr;
+  CHECK(se.number == 1);
+  CHECK(se.slice_end == 4);
+  CHECK(sl.text(se.op_range) == "1:4");
+  Parsed bad("y = x[t:t+2]");
+  REQUIRE(bad.diags.error_count() == 1);
+  CHECK(bad.err(0).message == "a slice takes whole numbers only (x[2:5]), not a name");
+}
+
+TEST_CASE("parser: repeat t in T names the instance index", "[parser][repeat]") {
+  Parsed p("repeat t in rows carry h\n  h = h + x[t]\nend\nrepeat 3 carry h\n  h = h\nend\n");
+  REQUIRE(p.diags.error_count() == 0);
+  CHECK(p.spec.stmts[0].index.name == "t");
+  CHECK(p.spec.stmts[0].count.name == "rows");
+  CHECK(p.spec.stmts[1].index.name.empty());
 }
 
 TEST_CASE("parser: repeat blocks nest their statements", "[parser][v1][repeat]") {

@@ -270,6 +270,35 @@ output h
 )", true);
     CHECK(l.p().blocks.empty());
   }
+  SECTION("the instance index: each instance reads its own row x[t], none alike (contract v2 §4)") {
+    Lowering l = lower(R"(model rnn
+input x : [3, 4]
+param w : [4 -> 4]
+h = w * x[0]
+repeat t in 3 carry h
+  param g : [4] = ones
+  h = tanh(w * h + w * x[t]) *. g
+end
+output h
+)", true);
+    CHECK(l.p().blocks.empty());
+    CHECK(l.buf("g_1").view_of == -1);
+    CHECK(param_names(l.p()) == std::vector<std::string>{"w", "g.0", "g.1", "g.2"});
+  }
+  SECTION("without the index the same block rolls") {
+    Lowering l = lower(R"(model rnn_same
+input x : [3, 4]
+param w : [4 -> 4]
+h = w * x[0]
+repeat t in 3 carry h
+  param g : [4] = ones
+  h = tanh(w * h + w * x[1]) *. g
+end
+output h
+)", true);
+    REQUIRE(l.p().blocks.size() == 1);
+    CHECK(l.p().blocks[0].count == 3);
+  }
   SECTION("a block of one instance") {
     Lowering l = lower(R"(model one
 input x : [8]
