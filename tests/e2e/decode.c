@@ -1,5 +1,6 @@
 /* decode.c - the KV-cache decode steps of a generated GPT against its full forward pass
- * (issue 17, contract v1 §6), built against gpt_tiny in float32 and in float64.
+ * (issue 17, contract v1 §6), built against gpt_tiny in float32 and in float64, and against
+ * rope_tiny (contract v2: rms_norm, rope) in float32 and float64 (DECODE_MODEL).
  *
  * Random params (uniform, wide enough that attention is far from uniform). Checks:
  *   1. one sequence of ctx ids, prefilled one id and then stepped: the logits at every
@@ -14,17 +15,29 @@
  *      (CANNL_E_ARG, and the cache length as documented); infer_forward and infer_eval given an
  *      id out of range (V or -1 among the tokens, V among the targets): CANNL_E_ARG.
  * Tolerance: |decode - forward| <= tol * max(1, |forward|), tol 1e-12 (f64) or 1e-5 (f32). */
-#include "gpt_tiny.h"
+/* The model: gpt_tiny unless DECODE_MODEL (its C prefix) and DECODE_MODEL_UPPER (its macros'
+ * prefix) name another causal language model with inputs `tokens` and `next` (rope_tiny). */
+#ifndef DECODE_MODEL
+#define DECODE_MODEL gpt_tiny
+#define DECODE_MODEL_UPPER GPT_TINY
+#endif
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define FN(suffix) CAT(DECODE_MODEL, suffix)         /* gpt_tiny_infer_create, ... */
+#define MACRO(suffix) CAT(DECODE_MODEL_UPPER, suffix) /* GPT_TINY_DECODE_CTX, ... */
+#include STR(DECODE_MODEL.h)
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define CTX GPT_TINY_DECODE_CTX
-#define V GPT_TINY_DECODE_VOCAB
+#define CTX MACRO(_DECODE_CTX)
+#define V MACRO(_DECODE_VOCAB)
 
-typedef gpt_tiny_real real;
+typedef FN(_real) real;
 
 static int failures = 0;
 static double worst = 0;
@@ -52,30 +65,29 @@ static void compare(const real *dec, const real *fwd, const char *what, long at)
 }
 
 /* forward's logits of one example: ids[0 .. len) left-aligned, the rest 0. */
-static void forward(gpt_tiny_infer *s, const int32_t *ids, long len, real *logits) {
+static void forward(FN(_infer) *s, const int32_t *ids, long len, real *logits) {
     static int32_t window[CTX];
     memset(window, 0, sizeof window);
     memcpy(window, ids, (size_t)len * sizeof *ids);
-    const real *inputs[GPT_TINY_NUM_INPUTS] = {0};
-    inputs[GPT_TINY_INPUT_TOKENS] = (const real *)(const void *)window;
-    real *outputs[GPT_TINY_NUM_OUTPUTS] = {logits};
-    if (gpt_tiny_infer_forward(s, inputs, 1, outputs) != CANNL_OK) {
+    const real *inputs[MACRO(_NUM_INPUTS)] = {0};
+    inputs[MACRO(_INPUT_TOKENS)] = (const real *)(const void *)window;
+    real *outputs[MACRO(_NUM_OUTPUTS)] = {logits};
+    if (FN(_infer_forward)(s, inputs, 1, outputs) != CANNL_OK) {
         fprintf(stderr, "FAIL forward\n");
         exit(1);
     }
 }
 
 int main(void) {
-    gpt_tiny_infer *s = gpt_tiny_infer_create();
+    FN(_infer) *s = FN(_infer_create)();
     if (!s) return 1;
     /* random params */
-    const char *names[] = {"wte", "wpe", "ln1_g", "ln1_b", "w_qkv", "b_qkv", "w_o", "b_o", "ln2_g",
-                           "ln2_b", "w_fc", "b_fc", "w_pr", "b_pr", "lnf_g", "lnf_b"};
-    for (size_t k = 0; k < sizeof names / sizeof names[0]; ++k) {
+    for (int32_t k = 0; k < FN(_api).num_params; ++k) {
+        const char *name = FN(_api).params[k].name;
         int64_t count = 0;
-        real *p = (real *)gpt_tiny_infer_param(s, names[k], &count);
+        real *p = (real *)FN(_infer_param)(s, name, &count);
         if (!p) {
-            fprintf(stderr, "no param %s\n", names[k]);
+            fprintf(stderr, "no param %s\n", name);
             return 1;
         }
         for (int64_t i = 0; i < count; ++i) p[i] = (real)(uniform() - 0.5);
@@ -88,46 +100,46 @@ int main(void) {
 
     /* 1. every position of one window */
     forward(s, ids, CTX, fwd);
-    if (gpt_tiny_decode_prefill(s, ids, 1, dec) != CANNL_OK) ++failures;
+    if (FN(_decode_prefill)(s, ids, 1, dec) != CANNL_OK) ++failures;
     compare(dec, fwd, "step", 0);
     for (long t = 1; t < CTX; ++t) {
-        if (gpt_tiny_decode_step(s, ids[t], dec) != CANNL_OK) ++failures;
+        if (FN(_decode_step)(s, ids[t], dec) != CANNL_OK) ++failures;
         compare(dec, fwd + t * V, "step", t);
     }
-    if (gpt_tiny_decode_length(s) != CTX) ++failures, fprintf(stderr, "FAIL length after ctx steps\n");
+    if (FN(_decode_length)(s) != CTX) ++failures, fprintf(stderr, "FAIL length after ctx steps\n");
 
     /* 4. bad calls */
-    if (gpt_tiny_decode_step(s, 0, dec) != CANNL_E_ARG || gpt_tiny_decode_length(s) != CTX)
+    if (FN(_decode_step)(s, 0, dec) != CANNL_E_ARG || FN(_decode_length)(s) != CTX)
         ++failures, fprintf(stderr, "FAIL a step past ctx\n");
-    if (gpt_tiny_decode_prefill(s, ids, CTX + 1, dec) != CANNL_E_ARG || gpt_tiny_decode_length(s) != 0)
+    if (FN(_decode_prefill)(s, ids, CTX + 1, dec) != CANNL_E_ARG || FN(_decode_length)(s) != 0)
         ++failures, fprintf(stderr, "FAIL prefill of ctx + 1 ids\n");
-    if (gpt_tiny_decode_prefill(s, ids, 0, dec) != CANNL_E_ARG) ++failures, fprintf(stderr, "FAIL prefill of 0 ids\n");
-    if (gpt_tiny_decode_prefill(s, ids, 3, NULL) != CANNL_OK || gpt_tiny_decode_step(s, V, dec) != CANNL_E_ARG ||
-        gpt_tiny_decode_step(s, -1, dec) != CANNL_E_ARG || gpt_tiny_decode_length(s) != 3)
+    if (FN(_decode_prefill)(s, ids, 0, dec) != CANNL_E_ARG) ++failures, fprintf(stderr, "FAIL prefill of 0 ids\n");
+    if (FN(_decode_prefill)(s, ids, 3, NULL) != CANNL_OK || FN(_decode_step)(s, V, dec) != CANNL_E_ARG ||
+        FN(_decode_step)(s, -1, dec) != CANNL_E_ARG || FN(_decode_length)(s) != 3)
         ++failures, fprintf(stderr, "FAIL ids out of range\n");
     {
         static int32_t good[CTX], bad[CTX];
-        const real *in[GPT_TINY_NUM_INPUTS] = {0};
-        real *out[GPT_TINY_NUM_OUTPUTS] = {fwd};
-        double loss = 0, metrics[GPT_TINY_NUM_METRICS];
+        const real *in[MACRO(_NUM_INPUTS)] = {0};
+        real *out[MACRO(_NUM_OUTPUTS)] = {fwd};
+        double loss = 0, metrics[MACRO(_NUM_METRICS)];
         for (int32_t bad_id = -1; bad_id <= V; bad_id += V + 1) {
             memcpy(bad, good, sizeof bad);
             bad[CTX - 1] = bad_id;
-            in[GPT_TINY_INPUT_TOKENS] = (const real *)(const void *)bad, in[GPT_TINY_INPUT_NEXT] = NULL;
-            if (gpt_tiny_infer_forward(s, in, 1, out) != CANNL_E_ARG)
+            in[MACRO(_INPUT_TOKENS)] = (const real *)(const void *)bad, in[MACRO(_INPUT_NEXT)] = NULL;
+            if (FN(_infer_forward)(s, in, 1, out) != CANNL_E_ARG)
                 ++failures, fprintf(stderr, "FAIL forward with token %d\n", (int)bad_id);
-            in[GPT_TINY_INPUT_TOKENS] = (const real *)(const void *)good, in[GPT_TINY_INPUT_NEXT] = (const real *)(const void *)bad;
-            if (gpt_tiny_infer_eval(s, in, 1, &loss, metrics) != CANNL_E_ARG)
+            in[MACRO(_INPUT_TOKENS)] = (const real *)(const void *)good, in[MACRO(_INPUT_NEXT)] = (const real *)(const void *)bad;
+            if (FN(_infer_eval)(s, in, 1, &loss, metrics) != CANNL_E_ARG)
                 ++failures, fprintf(stderr, "FAIL eval with target %d\n", (int)bad_id);
         }
-        in[GPT_TINY_INPUT_NEXT] = (const real *)(const void *)good;
-        if (gpt_tiny_infer_forward(s, in, 1, out) != CANNL_OK || gpt_tiny_infer_eval(s, in, 1, &loss, metrics) != CANNL_OK)
+        in[MACRO(_INPUT_NEXT)] = (const real *)(const void *)good;
+        if (FN(_infer_forward)(s, in, 1, out) != CANNL_OK || FN(_infer_eval)(s, in, 1, &loss, metrics) != CANNL_OK)
             ++failures, fprintf(stderr, "FAIL forward or eval with ids in range\n");
     }
 
     /* 2. prefill of k ids */
     for (long k = 1; k <= CTX; k += 9) {
-        if (gpt_tiny_decode_prefill(s, ids + 7, k, dec) != CANNL_OK) ++failures;
+        if (FN(_decode_prefill)(s, ids + 7, k, dec) != CANNL_OK) ++failures;
         forward(s, ids + 7, k, fwd);
         compare(dec, fwd + (k - 1) * V, "prefill", k);
     }
@@ -140,16 +152,16 @@ int main(void) {
             cached = 0;
         }
         const long w = len - start;
-        cannl_status st = cached == 0 ? gpt_tiny_decode_prefill(s, ids + start, w, dec)
-                                      : gpt_tiny_decode_step(s, ids[start + w - 1], dec);
+        cannl_status st = cached == 0 ? FN(_decode_prefill)(s, ids + start, w, dec)
+                                      : FN(_decode_step)(s, ids[start + w - 1], dec);
         if (st != CANNL_OK) ++failures, fprintf(stderr, "FAIL decode at length %ld\n", len);
         cached = w;
         forward(s, ids + start, w, fwd);
         compare(dec, fwd + (w - 1) * V, "window", len);
     }
 
-    gpt_tiny_infer_destroy(s);
-    printf("decode vs forward (%s, ctx %d): worst relative difference %.3g over %d positions; %s\n",
-           sizeof(real) == 8 ? "f64" : "f32", CTX, worst, CTX + LEN, failures ? "FAILED" : "ok");
+    FN(_infer_destroy)(s);
+    printf("%s: decode vs forward (%s, ctx %d): worst relative difference %.3g over %d positions; %s\n",
+           STR(DECODE_MODEL), sizeof(real) == 8 ? "f64" : "f32", CTX, worst, CTX + LEN, failures ? "FAILED" : "ok");
     return failures ? 1 : 0;
 }
