@@ -841,6 +841,26 @@ def _(P, X):
             (y * c).sum())
 
 
+@ref("llama")
+def _(P, X):
+    """A Llama-style forward pass: RMSNorm, QK-norm, HF rotary embedding, SwiGLU, untied head."""
+    tokens, nxt = X["tokens"].long(), X["next"].long()
+    x = F.embedding(tokens, P["wte"])
+    for i in range(2):
+        p = {k: P[f"{k}.{i}"] for k in ("norm1", "norm2", "qn", "kn", "w_q", "w_k", "w_v", "w_o", "w_gate", "w_up",
+                                          "w_down")}
+        h = rms_norm_ref(x, (-1,), eps=1e-5) * p["norm1"]
+        heads = {k: torch.einsum("bti,hei->bthe", h, p[k]) for k in ("w_q", "w_k", "w_v")}  # [n, ctx, heads, hd]
+        q = rope_ref(rms_norm_ref(heads["w_q"], (-1,)) * p["qn"], theta=100.0)
+        k = rope_ref(rms_norm_ref(heads["w_k"], (-1,)) * p["kn"], theta=100.0)
+        att = sdpa(q.transpose(1, 2), k.transpose(1, 2), heads["w_v"].transpose(1, 2), causal=True).transpose(1, 2)
+        m = x + torch.einsum("bthe,dhe->btd", att, p["w_o"])              # w_o stored [d, heads, hd]
+        g = rms_norm_ref(m, (-1,), eps=1e-5) * p["norm2"]
+        x = m + lin(p["w_down"], F.silu(lin(p["w_gate"], g)) * lin(p["w_up"], g))
+    logits = lin(P["w_head"], rms_norm_ref(x, (-1,), eps=1e-5) * P["norm_f"])
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), nxt.reshape(-1))
+
+
 @ref("gelu_tanh")
 def _(P, X):
     v = lin(P["w"], X["x"])
