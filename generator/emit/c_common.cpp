@@ -239,8 +239,10 @@ std::string CExpr::helper_defs(const std::string& qualifier) const {
   for (const ir::Prim& f : ir::prims()) {
     if (!helpers.count(f.name)) continue;
     const auto body = cuda && f.cuda_helper ? f.cuda_helper : f.helper;
-    s += fmt::format("{} {} cannl_{}({} x{}) {{ {} }}\n", qualifier, r, f.name, r, f.arity == 2 ? ", " + r + " y" : "",
-                     body(ir::CSpell{f64}));
+    const std::string arg = f.wide ? "double" : r;
+    std::string params;
+    for (int k = 0; k < f.arity; ++k) params += fmt::format("{}{} {}", k ? ", " : "", arg, "xyzw"[k]);
+    s += fmt::format("{} {} cannl_{}({}) {{ {} }}\n", qualifier, r, f.name, params, body(ir::CSpell{f64}));
   }
   // Op::Keep's hash: splitmix64's finaliser of the key and the counter (a counter-based
   // generator: each element's draw depends on (seed, step, counter) only, in C and CUDA alike).
@@ -427,7 +429,8 @@ std::string CExpr::expr(const ir::Expr& e) {
     }
     case Op::Prim: {  // a math-library function or a helper (ir/prims.cpp)
       std::string args;
-      for (const ir::ExprP& a : e.args) args += (args.empty() ? "" : ", ") + expr(*a);
+      for (const ir::ExprP& a : e.args)  // a wide helper's constants in double (ir::Prim::wide)
+        args += (args.empty() ? "" : ", ") + (e.prim->wide && a->op == Op::Const ? num_double(a->value) : expr(*a));
       if (e.prim->libm) return fn(e.prim->libm) + "(" + args + ")";
       helpers.insert(e.prim->name);
       return "cannl_" + std::string(e.prim->name) + "(" + args + ")";

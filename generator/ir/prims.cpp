@@ -181,6 +181,25 @@ std::vector<Prim> make_prims() {
        .derivative = [](const Args& x, const ExprP&, const Args& dx) { return mul(call("sigmoid", {x[0]}), dx[0]); },
        .cost = 8,
        .fold = [](const double* x) { return (x[0] > 0 ? x[0] : 0) + std::log1p(std::exp(-std::fabs(x[0]))); }},
+      // rope's rotation (contract v2 §2): the cosine and sine of the angle of position x and pair
+      // y of a head of size w, x / z^(2y / w) (theta z), computed in double and rounded once; the
+      // angles do not depend on what is differentiated.
+      {.name = "rope_cos",
+       .arity = 4,
+       .helper = [](const CSpell& c) {
+         return fmt::format("return ({})cos(x / pow(z, 2 * y / w));", c.f64 ? "double" : "float");
+       },
+       .derivative = zero,
+       .cost = 8,
+       .wide = true},
+      {.name = "rope_sin",
+       .arity = 4,
+       .helper = [](const CSpell& c) {
+         return fmt::format("return ({})sin(x / pow(z, 2 * y / w));", c.f64 ? "double" : "float");
+       },
+       .derivative = zero,
+       .cost = 8,
+       .wide = true},
   };
 }
 

@@ -42,6 +42,10 @@ struct Prim {
   DerivativeRule derivative = nullptr;  // null: not differentiable (a bug if asked)
   double cost = 1;                      // per evaluation (passes' cost model): transcendentals 4
   double (*fold)(const double* x) = nullptr;  // the value on constant arguments; null: not folded
+  // The helper takes its arguments (x, y, z, w: up to four) in double, and constant arguments
+  // are printed as double literals: what it computes is rounded to the element type once, at
+  // the end (rope's angles, contract v2 §2).
+  bool wide = false;
 };
 
 // Every row, in a fixed order (the order helpers are defined in generated files).

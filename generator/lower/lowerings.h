@@ -24,12 +24,16 @@ void lower_max(LowerContext& c, const BoundCall& call, int r);
 void lower_einsum(LowerContext& c, const BoundCall& call, int r);
 void lower_logsumexp(LowerContext& c, const BoundCall& call, int r);
 
-// norms.cpp: softmax and log_softmax over the output axes (or a spec's); layer_norm;
-// batch_norm with its training-step and running statistics.
+// norms.cpp: softmax and log_softmax over the output axes (or a spec's); layer_norm and
+// rms_norm; batch_norm with its training-step and running statistics.
 void lower_softmax(LowerContext& c, const BoundCall& call, int r);
 void lower_log_softmax(LowerContext& c, const BoundCall& call, int r);
 void lower_layer_norm(LowerContext& c, const BoundCall& call, int r);
 void lower_batch_norm(LowerContext& c, const BoundCall& call, int r);
+void lower_rms_norm(LowerContext& c, const BoundCall& call, int r);
+
+// rotary.cpp: rope, a rotation of pairs of the last output axis by angles of the position.
+void lower_rope(LowerContext& c, const BoundCall& call, int r);
 
 // losses.cpp: cross_entropy and nll_loss (per example, or reduced), accuracy.
 void lower_cross_entropy(LowerContext& c, const BoundCall& call, int r);

@@ -1,5 +1,5 @@
-// norms.cpp — softmax, log_softmax, layer_norm and batch_norm as nests of primitives (see
-// lowerings.h).
+// norms.cpp — softmax, log_softmax, layer_norm, rms_norm and batch_norm as nests of primitives
+// (see lowerings.h).
 #include "lower/lowerings.h"
 
 #include <algorithm>
@@ -81,6 +81,20 @@ void lower_layer_norm(LowerContext& c, const BoundCall& call, int r) {
   StatNest sn = stat_nest(c, c.shape(x), call.spec);
   ExprP xv = c.value(x, sn.x);
   normalise(c, sn, xv, count_of(sn.n, sn.out_loops), call.values.at("eps"), r);
+}
+
+// rms_norm(x, "SPEC"?, eps): x / sqrt(mean(x ** 2) + eps) over layer_norm's axes, the mean
+// of the squares in <tensor>_ms (PyTorch's F.rms_norm, without its weight).
+void lower_rms_norm(LowerContext& c, const BoundCall& call, int r) {
+  const Expr* x = call.tensors[0];
+  StatNest sn = stat_nest(c, c.shape(x), call.spec);
+  ExprP xv = c.value(x, sn.x);
+  const int ms = c.temp("ms", sn.stat_shape);
+  c.fill_buffer(ms, 0, stat_names(sn));
+  c.emit(sn.n, ms, sn.stat, ir::Accum::Add, ir::binary(Op::Div, ir::pow(xv, 2), count_of(sn.n, sn.out_loops)));
+  c.emit(sn.n, r, sn.x, ir::Accum::Set,
+         ir::binary(Op::Div, xv,
+                    ir::call("sqrt", {ir::binary(Op::Add, ir::load({ms, sn.stat}), ir::cnst(call.values.at("eps")))})));
 }
 
 // batch_norm(x, eps, momentum): each index of x's last output axis normalised over all the

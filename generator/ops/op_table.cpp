@@ -385,6 +385,44 @@ void add_modes(std::vector<OpInfo>& t) {
                {}, lower_batch_norm, "bn"});
 }
 
+// ---- contract v2: the models the field trains now ----------------------------------------
+
+// rope(x, theta, interleaved): the shape of x, whose last output axis (the head size e, even)
+// is rotated in pairs at the position given by the index along x's last batch axis (a
+// declared one: the sequence, as attention's).
+void rope(ShapeContext& c, const BoundCall& b) {
+  Solver& s = c.solver();
+  const Expr* x = b.tensors[0];
+  Origin o = c.origin("in rope of", {x});
+  s.equal_rows(c.shape(x).row(AxisKind::Output), RowT{{}, s.fresh_row().var, {s.fresh_dim()}}, o,
+               fmt::format("{} needs a last output axis to rotate (the head size, even)", c.name_of(x)));
+  c.same_shape(x, "in rope of");
+  c.check_after_solving(o, [&c, x]() -> std::string {
+    const RowT batch = c.solver().resolve(c.shape(x).row(AxisKind::Batch));
+    if (batch.right.empty() || batch.right.back().kind == DimT::Batch)
+      return fmt::format("rope rotates at the position along the last batch axis, and {} has only the runner's "
+                         "batch axis (declare the positions on the input, e.g. input tokens : [ctx |] int)",
+                         c.name_of(x));
+    const RowT out = c.solver().resolve(c.shape(x).row(AxisKind::Output));
+    if (out.right.empty()) return "";
+    const DimT e = c.solver().resolve(out.right.back());
+    if (e.kind == DimT::Known && e.size % 2 != 0)
+      return fmt::format("rope rotates pairs of the last output axis, whose size must be even: {} has {}",
+                         c.name_of(x), e.size);
+    return "";
+  });
+}
+
+void add_v2(std::vector<OpInfo>& t) {
+  ArgSig eps{"eps", ArgType::Number, false, 1e-6, 0.0};
+  t.push_back({"rms_norm", {tensor("x"), spec("spec", false), eps}, normalised, false,
+               "x / sqrt(mean(x ** 2) + eps) over the output axes (or the axes a spec sums away)", {},
+               lower_rms_norm, "rms"});
+  t.push_back({"rope", {tensor("x"), positive_number("theta", 10000), boolean("interleaved", false)}, rope, false,
+               "rotary position embedding of the last output axis at the position along the last batch axis", {},
+               lower_rope, "rope"});
+}
+
 std::vector<OpInfo> make_table() {
   std::vector<OpInfo> t;
   for (const char* f : {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "gelu"})
@@ -484,6 +522,7 @@ std::vector<OpInfo> make_table() {
     amend(t, f, [](OpInfo& o) { o.args[1].elem = Elem::Either; });  // class indices or distributions
   add_losses(t);
   add_modes(t);
+  add_v2(t);
   return t;
 }
 

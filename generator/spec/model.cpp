@@ -1057,7 +1057,8 @@ bool bind_args(const Expr& call, const std::vector<ArgSig>& sig, const Model& m,
                                              call.name, out.spec->operands.size()));
     ok = false;
   }
-  if (ok && out.spec && (call.name == "softmax" || call.name == "log_softmax" || call.name == "layer_norm"))
+  if (ok && out.spec &&
+      (call.name == "softmax" || call.name == "log_softmax" || call.name == "layer_norm" || call.name == "rms_norm"))
     ok = normalisation_spec(*out.spec, call.name, diags);
   if (ok && out.spec && call.name == "einsum" && out.spec->operands.size() != out.tensors.size()) {
     diags.error(out.spec->range,

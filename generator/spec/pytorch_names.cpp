@@ -23,9 +23,11 @@ struct TorchName {
 
 const std::map<std::string, TorchName>& table() {
   static const char* const rms =
-      "rms_norm is a built-in of contract v2, not there yet: today write {1} / sqrt(mean({1} ** 2, "
-      "\"b, t | d => b, t |\") + 1e-6) for {2} : [batch, ctx | d] (the spec keeps the batch axes), then *. a gain "
-      "param = ones";
+      "RMSNorm is rms_norm({2}, eps = 1e-6) over the output axes (or rms_norm({2}, \"SPEC\") over the axes a "
+      "spec sums away), then *. a gain param = ones";
+  static const char* const rotary =
+      "the rotary embedding is rope({2}, theta = 10000) on the last output axis at the position along the last "
+      "batch axis (interleaved = true: Meta's pairs (2i, 2i+1))";
   static const std::map<std::string, TorchName> t = {
       {"matmul", {"the matrix product is the operator '*': w * x", ""}},
       {"mm", {"the matrix product is the operator '*': w * x", ""}},
@@ -44,8 +46,11 @@ const std::map<std::string, TorchName>& table() {
       {"BatchNorm1d", {"batch norm is batch_norm(x) (no affine part: multiply and add params)", ""}},
       {"BatchNorm2d",
        {"batch norm is batch_norm(x) over channels-last maps (no affine part: multiply and add params)", ""}},
-      {"rms_norm", {rms, ""}},
+      {"rms_norm", {rms, "rms_norm({2})"}},
       {"RMSNorm", {rms, ""}},
+      {"apply_rotary_pos_emb", {rotary, ""}},
+      {"rotate_half", {rotary, ""}},
+      {"RotaryEmbedding", {rotary, ""}},
       {"rsqrt", {"the reciprocal square root is 1 / sqrt({2}), or {1} ** -0.5", "1 / sqrt({2})"}},
       {"arange",
        {"PyTorch's arange(T) along a sequence is position(x): the index along the last batch axis of x, as ids "

@@ -1,7 +1,8 @@
 /* decode.c - the KV-cache decode steps of a generated causal language model against its full
  * forward pass (issue 17, contract v1 §6), built against gpt_tiny in float32 and in float64,
- * and against decode_gqa (tests/e2e/specs: grouped-query attention and sliding windows, whose
- * caches hold the key/value heads only and, windowed, the last W positions: contract v2 §2).
+ * against decode_gqa (tests/e2e/specs: grouped-query attention and sliding windows, whose
+ * caches hold the key/value heads only and, windowed, the last W positions: contract v2 §2),
+ * and against rope_tiny (rms_norm, rope: the step rotates at its run-time position).
  * The model is DECODE_MODEL (its C prefix; DECODE_MODEL_UC the constants' prefix, DECODE_HEADER
  * its header): inputs `tokens` and `next`, an output `logits`, one metric.
  *

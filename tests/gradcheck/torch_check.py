@@ -813,6 +813,85 @@ def _(P, X):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), nxt.reshape(-1))
 
 
+def rms_norm_ref(x, dims, eps=1e-6):
+    """F.rms_norm (torch >= 2.4) over storage dims `dims`, written out for torch 1.13."""
+    return x * torch.rsqrt((x * x).mean(dim=dims, keepdim=True) + eps)
+
+
+@ref("rms_norm")
+def _(P, X):
+    z = lin(P["w"], X["x"])
+    h = rms_norm_ref(z, (-1,)) * P["gain"]
+    h2 = rms_norm_ref(z, (-1,), eps=1e-3)
+    nrm = rms_norm_ref(X["m"] * P["u"], (1, 2))                      # [n, 3, 2 | 2]: the output axes
+    return (torch.tanh(h) * P["c"]).sum() + (h2 * h2 * P["c2"]).sum() + (nrm * P["e"]).sum()
+
+
+@ref("rms_norm_spec")
+def _(P, X):
+    z = X["x"] * P["u"]                                             # [n, ctx, 2, 4]
+    q = rms_norm_ref(z, (3,)) * P["gain"]                           # per head
+    p = rms_norm_ref(z, (1,), eps=1e-3)                             # over the positions
+    c = P["c"]
+    return (torch.tanh(q) * c).sum() + (p * p * c).sum()
+
+
+def rope_ref(x, theta=10000.0, interleaved=False):
+    """Rotary embedding of the last dim of x [n, T, heads.., e] at position t = dim 1: the Hugging
+    Face Llama apply_rotary_pos_emb (rotate_half: pairs (i, i + e/2)), or Meta's interleaved pairs
+    (2i, 2i + 1); the angles t / theta^(2i/e) in float64."""
+    T, e = x.shape[1], x.shape[-1]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, e, 2, dtype=torch.float64) / e))
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]   # [T, e/2]
+    shape = [1, T] + [1] * (x.dim() - 3) + [e // 2]
+    cos, sin = ang.cos().to(x.dtype).reshape(shape), ang.sin().to(x.dtype).reshape(shape)
+    if interleaved:
+        xe, xo = x[..., 0::2], x[..., 1::2]
+        return torch.stack((xe * cos - xo * sin, xo * cos + xe * sin), dim=-1).flatten(-2)
+    cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+
+    def rotate_half(v):
+        return torch.cat((-v[..., e // 2:], v[..., :e // 2]), dim=-1)
+    return x * cos + rotate_half(x) * sin
+
+
+@ref("rope")
+def _(P, X):
+    x = X["x"]                                                      # [n, ctx, 6]
+    wq = torch.einsum("bti,ghei->btghe", x, P["w_q"])               # [n, ctx, 2, 2, 4]
+    wk = torch.einsum("bti,hei->bthe", x, P["w_k"])                 # [n, ctx, 2, 4]
+    wv = torch.einsum("bti,ghei->btghe", x, P["w_v"])
+    wk2 = torch.einsum("bti,ghei->btghe", x, P["w_k2"])
+    q, k = rope_ref(wq), rope_ref(wk, theta=100.0)
+    qi, ki = rope_ref(wq, theta=3.0, interleaved=True), rope_ref(wk, interleaved=True)
+    n, t = x.shape[0], x.shape[1]
+    heads = lambda v: v.reshape(n, t, 4, 4).transpose(1, 2)         # [n, heads, ctx, hd]
+    y = sdpa(heads(q), heads(rope_ref(wk2)), heads(wv), causal=True).transpose(1, 2).reshape(n, t, 2, 2, 4)
+    c, d = P["c"], P["d"]
+    return ((torch.tanh(q) * c).sum() + (k * k * k * d).sum() + (qi * c * qi).sum() + (torch.sin(ki) * d).sum() +
+            (y * c).sum())
+
+
+@ref("llama")
+def _(P, X):
+    """A Llama-style forward pass: RMSNorm, QK-norm, HF rotary embedding, SwiGLU, untied head."""
+    tokens, nxt = X["tokens"].long(), X["next"].long()
+    x = F.embedding(tokens, P["wte"])
+    for i in range(2):
+        p = {k: P[f"{k}.{i}"] for k in ("norm1", "norm2", "qn", "kn", "w_q", "w_k", "w_v", "w_o", "w_gate", "w_up",
+                                          "w_down")}
+        h = rms_norm_ref(x, (-1,), eps=1e-5) * p["norm1"]
+        heads = {k: torch.einsum("bti,hei->bthe", h, p[k]) for k in ("w_q", "w_k", "w_v")}  # [n, ctx, heads, hd]
+        q = rope_ref(rms_norm_ref(heads["w_q"], (-1,)) * p["qn"], theta=100.0)
+        k = rope_ref(rms_norm_ref(heads["w_k"], (-1,)) * p["kn"], theta=100.0)
+        att = sdpa(q.transpose(1, 2), k.transpose(1, 2), heads["w_v"].transpose(1, 2), causal=True).transpose(1, 2)
+        m = x + torch.einsum("bthe,dhe->btd", att, p["w_o"])              # w_o stored [d, heads, hd]
+        g = rms_norm_ref(m, (-1,), eps=1e-5) * p["norm2"]
+        x = m + lin(p["w_down"], F.silu(lin(p["w_gate"], g)) * lin(p["w_up"], g))
+    logits = lin(P["w_head"], rms_norm_ref(x, (-1,), eps=1e-5) * P["norm_f"])
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), nxt.reshape(-1))
+
+
 @ref("gelu_tanh")
 def _(P, X):
     v = lin(P["w"], X["x"])

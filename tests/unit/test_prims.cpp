@@ -84,14 +84,33 @@ TEST_CASE("prims: calls of constants fold, C spells each row", "[prims]") {
     std::vector<ir::ExprP> args;
     for (int i = 0; i < f.arity; ++i) args.push_back(var(i));
     ir::Program p;
-    p.buffers.resize(2);
+    p.buffers.resize(4);
     CExpr c;
     c.p = &p;
-    c.names = {"x", "y"};
+    c.names = {"x", "y", "z", "w"};
     ir::Stmt s;
     c.begin_nest(s, {});
     const std::string text = c.expr(*ir::call(f, args));
     CHECK(text.find(f.libm ? std::string(f.libm) + "f(" : "cannl_" + std::string(f.name) + "(") == 0);
     if (f.helper) CHECK(c.helper_defs("static inline").find("cannl_" + std::string(f.name) + "(") != std::string::npos);
   }
+}
+
+TEST_CASE("prims: a wide row's helper computes in double", "[prims]") {
+  // rope's angles (contract v2 §2): in double, rounded to the element type once.
+  const ir::Prim& f = ir::prim("rope_cos");
+  CHECK(f.wide);
+  ir::Program p;
+  p.buffers.resize(2);
+  CExpr c;
+  c.p = &p;
+  c.names = {"x", "y"};
+  ir::Stmt s;
+  c.begin_nest(s, {});
+  const std::string text = c.expr(*ir::call(f, {var(0), var(1), ir::cnst(0.1), ir::cnst(8)}));
+  CHECK(text.find("0.1,") != std::string::npos);  // a double literal, not 0.1f
+  CHECK(text.find("0.1f") == std::string::npos);
+  const std::string defs = c.helper_defs("static inline");
+  CHECK(defs.find("float cannl_rope_cos(double x, double y, double z, double w)") != std::string::npos);
+  CHECK(defs.find("(float)cos(") != std::string::npos);
 }
