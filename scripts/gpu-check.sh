@@ -43,6 +43,7 @@
 #   train     60   each example trains a few steps (scripts/gpu-check/smoke.py, tests/e2e/train.py)
 #   precision 60   gpt_char with tf32 and bf16 products tracks fp32 over 300 steps (gpu.precision.*)
 #   memcheck  45   compute-sanitizer on fashion_mlp's trainer (skipped where it does not run)
+# shellcheck disable=SC2317 # (the part_* functions are called by name: _part)
 set -uo pipefail
 SELF=$(readlink -f "$0")
 ROOT=$(cd "$(dirname "$SELF")/.." && pwd)
@@ -57,7 +58,7 @@ die() {
 }
 
 usage() {
-  sed -n '2,/^set -uo/p' "$SELF" | sed '$d' | sed 's/^# \{0,1\}//'
+  awk 'NR == 1 || /shellcheck/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$SELF"
   exit "${1:-0}"
 }
 
@@ -99,7 +100,7 @@ CI_GC_SPECS="mlp;conv2d;dropout"      # gc_cuda_check_all's specs under --ci (dr
 CI_REF_CASES="fashion_mlp,gpt_tiny,infer"
 # Libraries a staged program may need from the device machine: the C library, the C++ runtime, and
 # cuBLAS from the CUDA toolkit there (everything else is linked statically).
-ALLOWED_LIBS='^(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux-x86-64|libcublas|libcublasLt)\.so'
+ALLOWED_LIBS='^(libc|libm|libmvec|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux-x86-64|libcublas|libcublasLt)\.so'
 
 stage() {
   local ci=0 stage_dir=$ROOT/build/gpu-stage build="" generator="" jobs=2
@@ -140,7 +141,11 @@ stage() {
     { tail -40 "$build.build.log"; die "stage: the build failed ($build.build.log)"; }
   local build_s=$((SECONDS - tb))
 
-  rm -rf "$stage_dir"
+  # (replaced only when it is an earlier staging, or empty)
+  if [ -e "$stage_dir" ] && [ ! -f "$stage_dir/MANIFEST" ] && [ -n "$(ls -A "$stage_dir" 2>/dev/null)" ]; then
+    die "stage: $stage_dir exists and is not a staging (no MANIFEST): not replacing it"
+  fi
+  rm -rf "${stage_dir:?}"
   mkdir -p "$stage_dir/bin" "$stage_dir/cards" "$stage_dir/data" "$stage_dir/refs" || die "stage: cannot create $stage_dir"
   local t f bad=""
   for t in "${cuda[@]}"; do
@@ -196,6 +201,12 @@ stage() {
     echo "not staged: $([ $ci = 1 ] && echo "the --ci subset: only ${cuda[*]}" || echo "nothing left out")"
   } >"$stage_dir/MANIFEST"
 
+  # The programs, packed: xz finds the CUDA runtime, cannl's runtime and each model's code repeated across
+  # them (48 MB of stripped programs become about 5); `run` unpacks them.
+  tar -C "$stage_dir" -cf - bin | xz -6 -T "$jobs" >"$stage_dir/bin.tar.xz" || die "stage: packing the programs failed"
+  rm -rf "${stage_dir:?}/bin"
+  echo "packed: bin.tar.xz, $(stat -c %s "$stage_dir/bin.tar.xz") bytes (run unpacks it)" >>"$stage_dir/MANIFEST"
+
   # Size: at most LIMIT_MIB, and with the working tree that travels too, under the device's 64 MiB.
   local bytes tree
   bytes=$(du -sb "$stage_dir" | cut -f1)
@@ -247,10 +258,11 @@ find_cublas() {
   return 1
 }
 
-# x CMD...: runs CMD, or under --dry-run prints it.
+# x CMD...: runs CMD, or under --dry-run prints it (and fails when CMD is a staged program that is missing).
 x() {
   if [ "$DRY" = 1 ]; then
     echo "would run: $*"
+    case $1 in "$BIN"/*) [ -x "$1" ] || { echo "FAIL: $(basename "$1") is not staged"; return 1; } ;; esac
     return 0
   fi
   "$@"
@@ -276,7 +288,7 @@ part_device() {
       bad=1
     fi
   done
-  [ $bad = 0 ] || return 1
+  [ "$bad" = 0 ] || return 1
   echo "every staged program's libraries resolve"
   x "$BIN/test_cuda_rt" probe || { echo "FAIL device: test_cuda_rt probe: no usable CUDA device"; return 1; }
 }
@@ -289,7 +301,7 @@ part_runtime() {
   else
     echo "skip runtime.attention_cuda: not staged"
   fi
-  return $rc
+  return "$rc"
 }
 
 part_gradcheck() {
@@ -327,56 +339,56 @@ part_gradcheck() {
 }
 
 part_parity() {
-  if [ "$DRY" = 1 ]; then "$PY" "$HELPERS/refs.py" list --stage "$STAGE"; return; fi
-  "$PY" "$HELPERS/refs.py" parity --stage "$STAGE" --work "$WORK/parity"
+  if [ "$DRY" = 1 ]; then "$PY" "$HELPERS/refs.py" list --stage "$STAGE" --bin "$BIN"; return; fi
+  "$PY" "$HELPERS/refs.py" parity --stage "$STAGE" --bin "$BIN" --work "$WORK/parity"
 }
 
 part_infer() {
-  if [ "$DRY" = 1 ]; then "$PY" "$HELPERS/refs.py" list --stage "$STAGE" | grep '^infer'; return 0; fi
-  "$PY" "$HELPERS/refs.py" infer --stage "$STAGE" --work "$WORK/infer"
+  if [ "$DRY" = 1 ]; then "$PY" "$HELPERS/refs.py" list --stage "$STAGE" --bin "$BIN" | grep '^infer'; return 0; fi
+  "$PY" "$HELPERS/refs.py" infer --stage "$STAGE" --bin "$BIN" --work "$WORK/infer"
 }
 
 part_generate() {
   local rc=0
   if [ "$DRY" = 1 ]; then
-    "$PY" "$HELPERS/refs.py" list --stage "$STAGE" | grep '^generate'
+    "$PY" "$HELPERS/refs.py" list --stage "$STAGE" --bin "$BIN" | grep '^generate'
     echo "would run: tests/e2e/generate.py on gpt_tiny_cuda_* and gpu_gpt_tiny_v100_cuda_*"
     return 0
   fi
-  "$PY" "$HELPERS/refs.py" generate --stage "$STAGE" || rc=1
+  "$PY" "$HELPERS/refs.py" generate --stage "$STAGE" --bin "$BIN" --work "$WORK/generate_refs" || rc=1
   if [ -x "$BIN/gpu_gpt_tiny_v100_cuda_infer" ]; then
     "$PY" "$ROOT/tests/e2e/generate.py" "$WORK/generate" "$BIN/gpt_tiny_cuda_train" "$BIN/gpt_tiny_cuda_infer" \
       "$BIN/gpu_gpt_tiny_v100_cuda_train" "$BIN/gpu_gpt_tiny_v100_cuda_infer" || { echo "FAIL gpu.generate"; rc=1; }
   else
     echo "skip gpu.generate: gpu_gpt_tiny_v100_cuda_* not staged"
   fi
-  return $rc
+  return "$rc"
 }
 
 part_bench() {
   local dry=()
   [ "$DRY" = 1 ] && dry=(--dry-run)
-  "$PY" "$HELPERS/bench.py" --stage "$STAGE" --work "$WORK/bench" --deadline "$PART_DEADLINE" \
+  "$PY" "$HELPERS/bench.py" --stage "$STAGE" --bin "$BIN" --work "$WORK/bench" --deadline "$PART_DEADLINE" \
     --lines "$WORK/bench.lines" --python "$PY" "${dry[@]}"
 }
 
 part_train() {
   local rc=0 m
   if [ "$DRY" = 1 ]; then
-    "$PY" "$HELPERS/smoke.py" --stage "$STAGE" --list
+    "$PY" "$HELPERS/smoke.py" --stage "$STAGE" --bin "$BIN" --list
     echo "would run: tests/e2e/train.py --case fashion_cnn, fashion_einsum, moons_mlp on their CUDA trainers"
     return 0
   fi
-  "$PY" "$HELPERS/smoke.py" --stage "$STAGE" --work "$WORK/train" || rc=1
+  "$PY" "$HELPERS/smoke.py" --stage "$STAGE" --bin "$BIN" --work "$WORK/train" || rc=1
   for m in fashion_cnn fashion_einsum moons_mlp; do
     if [ -x "$BIN/${m}_cuda_train" ]; then
-      "$PY" "$ROOT/tests/e2e/train.py" --case $m --trainer "$BIN/${m}_cuda_train" --fashion "$STAGE/data/fashion" \
+      "$PY" "$ROOT/tests/e2e/train.py" --case "$m" --trainer "$BIN/${m}_cuda_train" --fashion "$STAGE/data/fashion" \
         --work "$WORK/train_$m" || { echo "FAIL gpu.train.$m"; rc=1; }
     else
       echo "skip gpu.train.$m: not staged"
     fi
   done
-  return $rc
+  return "$rc"
 }
 
 part_precision() {
@@ -387,14 +399,15 @@ part_precision() {
       continue
     fi
     x "$PY" "$ROOT/tests/gpu/precision_track.py" --fp32 "$BIN/gpt_char_cuda_train" --other "$BIN/gpt_char_${p}_cuda_train" \
-      --precision $p --text-dir "$ROOT" --work "$WORK/precision_$p" || { echo "FAIL gpu.precision.$p"; rc=1; }
+      --precision "$p" --text-dir "$ROOT" --work "$WORK/precision_$p" || { echo "FAIL gpu.precision.$p"; rc=1; }
   done
-  return $rc
+  return "$rc"
 }
 
 part_memcheck() {
   local cs f=$STAGE/data/fashion
-  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
+    /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
   [ -n "$cs" ] || { echo "skip memcheck: no compute-sanitizer"; return 0; }
   [ "$DRY" = 1 ] && { echo "would run: $cs --tool memcheck fashion_mlp_cuda_train --steps 3"; return 0; }
   "$cs" --tool memcheck --error-exitcode 1 --leak-check full "$BIN/fashion_mlp_cuda_train" \
@@ -403,11 +416,11 @@ part_memcheck() {
     --steps 3 --batch 100 --quiet --checkpoint "$WORK/memcheck.safetensors" >"$WORK/memcheck.out" 2>&1
   local rc=$?
   tail -20 "$WORK/memcheck.out"
-  if [ $rc != 0 ] && grep -q 'Device not supported' "$WORK/memcheck.out"; then
+  if [ "$rc" != 0 ] && grep -q 'Device not supported' "$WORK/memcheck.out"; then
     echo "skip memcheck: compute-sanitizer does not support this device here (gVisor?)"
     return 0
   fi
-  return $rc
+  return "$rc"
 }
 
 # One part, in a process of its own under timeout; records STATUS_name, TIME_name.
@@ -527,8 +540,15 @@ run() {
   [ -f "$STAGE/MANIFEST" ] || die "run: $stage has no MANIFEST: stage it first (scripts/gpu-check.sh stage)"
   mkdir -p "$out" || die "run: cannot create $out"
   OUT=$(readlink -f "$out")
-  BIN=$STAGE/bin
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
+  BIN=$STAGE/bin
+  if [ ! -d "$BIN" ]; then  # the packed programs (stage)
+    BIN=$WORK/bin
+    [ -f "$STAGE/bin.tar.xz" ] || die "run: $stage has neither bin/ nor bin.tar.xz"
+    tar -C "$WORK" -xJf "$STAGE/bin.tar.xz" 2>/dev/null ||
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$STAGE/bin.tar.xz" "$WORK" ||
+      die "run: cannot unpack $STAGE/bin.tar.xz"
+  fi
   LOG=$OUT/gpu-check-log.txt
   DEADLINE=$(($(date +%s) + BUDGET))
   : >"$LOG"
@@ -561,8 +581,10 @@ run() {
     fi
   done
   local result
-  if [ "$DRY" = 1 ]; then
+  if [ "$DRY" = 1 ] && [ $failed = 0 ]; then
     result="dry run of a $(manifest_field kind) staging: nothing ran on a GPU"
+  elif [ "$DRY" = 1 ]; then
+    result="dry run of a $(manifest_field kind) staging: $failed of ${#PARTS[@]} parts would not run"
   elif [ $failed = 0 ]; then
     result="PASS: every part passed"
   else
@@ -608,13 +630,17 @@ land() {
 
 # ------------------------------------------------------------------------------------------- main
 
-case ${1:-} in
-  stage) shift; stage "$@" ;;
-  run) shift; run "$@" ;;
-  land) shift; land "$@" ;;
-  _part)  # internal: one part of run, in its own process (run_part)
-    declare -F "part_$2" >/dev/null || die "no part $2"
-    "part_$2" ;;
-  -h | --help | help) usage 0 ;;
-  *) usage 2 >&2 ;;
-esac
+main() {
+  case ${1:-} in
+    stage) shift; stage "$@" ;;
+    run) shift; run "$@" ;;
+    land) shift; land "$@" ;;
+    _part)  # internal: one part of run, in its own process (run_part)
+      declare -F "part_$2" >/dev/null || die "no part $2"
+      "part_$2" ;;
+    -h | --help | help) usage 0 ;;
+    *) usage 2 >&2 ;;
+  esac
+}
+# (one line: bash has read the whole script before running it, so editing it meanwhile is safe)
+main "$@"; exit $?

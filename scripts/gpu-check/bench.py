@@ -2,7 +2,7 @@
 """GPT-2 124M's training step on the GPU: cannl against PyTorch eager and torch.compile
 (scripts/gpu-check.sh, part `bench`), through bench/gpu/bench_gpt.py, within a deadline.
 
-  bench.py --stage DIR --work DIR --deadline UNIX_SECONDS [--lines FILE] [--dry-run]
+  bench.py --stage DIR --work DIR --deadline UNIX_SECONDS [--bin DIR] [--lines FILE] [--dry-run]
 
 Configurations, in this order (the first two are what the report must have): bf16 B=8, fp32 B=8,
 bf16 B=16, fp32 B=16, all at T=1024. Each is one bench_gpt.py process under `timeout`: cannl's
@@ -62,6 +62,7 @@ def line_of(precision, batch, res):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--stage", required=True)
+    ap.add_argument("--bin", help="the staged programs (default STAGE/bin)")
     ap.add_argument("--work", required=True)
     ap.add_argument("--deadline", type=float, required=True)
     ap.add_argument("--lines")
@@ -79,7 +80,7 @@ def main():
 
     ok = {}
     for precision, batch in CONFIGS:
-        trainer = os.path.join(opt.stage, "bin", TRAINER[precision])
+        trainer = os.path.join(opt.bin or os.path.join(opt.stage, "bin"), TRAINER[precision])
         card = os.path.join(opt.stage, "cards", TRAINER[precision].replace("_train", "") + ".json")
         left = opt.deadline - time.time()
         res = None

@@ -6,14 +6,15 @@
   refs.py infer    --stage DIR --work DIR                      there: CUDA forward against C's outputs
   refs.py generate --stage DIR --work DIR                      there: CUDA --generate at T = 0 against C's
   refs.py list     [--stage DIR]                               the cases (and which have refs)
+  (--bin DIR: the staged CUDA programs, default DIR/bin of --stage)
 
 Parity (one case a row of PARITY): the C trainer (found in --build) and the CUDA trainer (staged in
 DIR/bin) train the same spec from the same --seed (the host init draws the same params on both
 targets, docs/cuda.md) on the same staged data for the same steps, logging every step's loss.
 The reference DIR/refs/parity_CASE.npz holds the C run's losses and, for every state tensor of its
 final checkpoint (params and optimiser state: after step 1 Adam's exp_avg is 0.1 x the gradient),
-the l2 norm and the elements at a stride that keeps at most CAP of them (all of them when CAP is
-None). A CUDA run passes when every step's loss is within `loss` (relative) of C's, and for every
+the l2 norm and the elements at a stride that keeps at most the case's CAP of them (all of them
+when it is None). A CUDA run passes when every step's loss is within `loss` (relative) of C's, and for every
 tensor both the norm and the strided elements (l2 of the difference over l2 of C's) are within
 `state` (relative). The tolerances (TOL) are per arithmetic: fp32 products differ from C only in the
 order of sums; tf32 rounds the operands of the products to 10 mantissa bits, bf16 to 7. Adam moves
@@ -54,6 +55,7 @@ TOL = {
     "bf16": {"loss": 3e-2, "state": 1e-1},
 }
 CAP = 32768  # strided elements kept per tensor
+CAP_LARGE = 4096  # for GPT-2's 444 tensors (the staging must stay small)
 
 # data: fashion (IDX images and labels), text (KJV bytes, --stream), shard (KJV bytes as an llm.c
 # uint16 token shard, for GPT-2's vocabulary).
@@ -76,9 +78,9 @@ PARITY = {
     # GPT-2 124M: 2 steps of one 1024-token sequence, the constant lr 6e-4 (the spec's warm-up
     # would start at 8.6e-7, too small to move the params).
     "gpt2_124m": ("gpu_gpt2_124m_b1_train", "gpu_gpt2_124m_cuda_train", "shard",
-                  ["--steps", "2", "--batch", "1", "--lr-schedule", "constant"], "fp32-adam", CAP, None),
+                  ["--steps", "2", "--batch", "1", "--lr-schedule", "constant"], "fp32-adam", CAP_LARGE, None),
     "gpt2_124m_bf16": (None, "gpu_gpt2_124m_bf16_cuda_train", "shard",
-                       ["--steps", "2", "--batch", "1", "--lr-schedule", "constant"], "bf16", CAP, "gpt2_124m"),
+                       ["--steps", "2", "--batch", "1", "--lr-schedule", "constant"], "bf16", CAP_LARGE, "gpt2_124m"),
 }
 SPEC_OF = {"llama_char": "llama_char"}  # cases that exist only when their spec does
 # Generation: a few C training steps (the text is mostly "the the ...", but the argmax is clear-cut,
@@ -111,8 +113,8 @@ def find_c(build, name):
     u.check(False, f"{name} is not built in {build}")
 
 
-def staged(stage, name):
-    p = os.path.join(stage, "bin", name)
+def staged(bindir, name):
+    p = os.path.join(bindir, name)
     return p if os.path.isfile(p) else None
 
 
@@ -185,7 +187,7 @@ def make(opt):
         c_bin, cuda_bin, _, _, _, cap, ref_case = PARITY[case]
         if ref_case is not None:
             continue  # compared with another case's reference
-        if not staged(opt.stage, cuda_bin):
+        if not staged(opt.bin, cuda_bin):
             print(f"{case}: {cuda_bin} not staged: no reference", flush=True)
             continue
         t0 = time.monotonic()
@@ -210,7 +212,7 @@ def params_only(src, dst):
 
 def make_infer(opt, work, threads):
     import numpy as np
-    if not staged(opt.stage, "fashion_mlp_cuda_infer"):
+    if not staged(opt.bin, "fashion_mlp_cuda_infer"):
         print("infer: fashion_mlp_cuda_infer not staged: no reference", flush=True)
         return
     out = u.fresh_dir(os.path.join(opt.stage, "refs", "infer_fashion_mlp"))
@@ -232,7 +234,7 @@ def infer_inputs(stage):
 
 def make_generate(opt, work, threads, model):
     c_train, c_infer, cuda_infer, steps, batch, tokens = GENERATE[model]
-    if not staged(opt.stage, cuda_infer):
+    if not staged(opt.bin, cuda_infer):
         print(f"generate {model}: {cuda_infer} not staged: no reference", flush=True)
         return
     out = u.fresh_dir(os.path.join(opt.stage, "refs", f"generate_{model}"))
@@ -283,7 +285,7 @@ def parity(opt):
     for case in cases_here(opt.only):
         _, cuda_bin, _, _, tol_name, cap, ref_case = PARITY[case]
         ref = os.path.join(opt.stage, "refs", f"parity_{ref_case or case}.npz")
-        binary = staged(opt.stage, cuda_bin)
+        binary = staged(opt.bin, cuda_bin)
         if not binary or not os.path.isfile(ref):
             res.skip(case, f"{cuda_bin if not binary else ref} not staged")
             continue
@@ -324,7 +326,7 @@ def infer(opt):
     res = Results()
     work = u.fresh_dir(opt.work)
     ref = os.path.join(opt.stage, "refs", "infer_fashion_mlp")
-    binary = staged(opt.stage, "fashion_mlp_cuda_infer")
+    binary = staged(opt.bin, "fashion_mlp_cuda_infer")
     if not binary or not os.path.isdir(ref):
         res.skip("infer fashion_mlp", "fashion_mlp_cuda_infer or its reference not staged")
         return res.finish("infer")
@@ -354,7 +356,7 @@ def generate(opt):
     res = Results()
     for model, (_, _, cuda_infer, _, _, tokens) in GENERATE.items():
         ref = os.path.join(opt.stage, "refs", f"generate_{model}")
-        binary = staged(opt.stage, cuda_infer)
+        binary = staged(opt.bin, cuda_infer)
         if not binary or not os.path.isdir(ref):
             res.skip(f"generate {model}", f"{cuda_infer} or its reference not staged")
             continue
@@ -381,18 +383,18 @@ def list_cases(opt):
         have = ""
         if opt.stage:
             ref = os.path.join(opt.stage, "refs", f"parity_{ref_case or case}.npz")
-            have = "  [staged]" if staged(opt.stage, cuda_bin) and os.path.isfile(ref) else "  [not staged]"
+            have = "  [staged]" if staged(opt.bin, cuda_bin) and os.path.isfile(ref) else "  [not staged]"
         print(f"parity {case}: {cuda_bin} vs C {c_bin or PARITY[ref_case][0]} on {kind}, {' '.join(args)}, "
               f"tol {tol} {TOL[tol]}{have}")
     have = ""
     if opt.stage:
-        ok = staged(opt.stage, "fashion_mlp_cuda_infer") and os.path.isdir(os.path.join(opt.stage, "refs", "infer_fashion_mlp"))
+        ok = staged(opt.bin, "fashion_mlp_cuda_infer") and os.path.isdir(os.path.join(opt.stage, "refs", "infer_fashion_mlp"))
         have = "  [staged]" if ok else "  [not staged]"
     print(f"infer fashion_mlp: fashion_mlp_cuda_infer vs C's logits and test metrics{have}")
     for model, (_, _, cuda_infer, steps, _, tokens) in GENERATE.items():
         have = ""
         if opt.stage:
-            ok = staged(opt.stage, cuda_infer) and os.path.isdir(os.path.join(opt.stage, "refs", f"generate_{model}"))
+            ok = staged(opt.bin, cuda_infer) and os.path.isdir(os.path.join(opt.stage, "refs", f"generate_{model}"))
             have = "  [staged]" if ok else "  [not staged]"
         print(f"generate {model}: {cuda_infer} --generate {tokens} at T = 0 vs C's (trained {steps} steps by C){have}")
     return 0
@@ -402,6 +404,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("mode", choices=["make", "parity", "infer", "generate", "list"])
     ap.add_argument("--stage")
+    ap.add_argument("--bin", help="the staged programs (default STAGE/bin; `run` unpacks STAGE/bin.tar.xz elsewhere)")
     ap.add_argument("--build")
     ap.add_argument("--work")
     ap.add_argument("--only", type=lambda s: [c for c in s.split(",") if c], default=None)
@@ -413,6 +416,8 @@ def main():
         ap.error("make needs --build DIR (the C programs)")
     if opt.mode in ("parity", "infer", "generate") and not opt.work:
         ap.error(f"{opt.mode} needs --work DIR")
+    if opt.stage and not opt.bin:
+        opt.bin = os.path.join(opt.stage, "bin")
     if opt.mode != "list":
         u.need_numpy()
     try:

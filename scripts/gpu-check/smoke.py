@@ -2,7 +2,7 @@
 """Each example's CUDA trainer trains a few steps on the staged data (scripts/gpu-check.sh, part
 `train`; fashion_cnn, fashion_einsum and moons_mlp go through tests/e2e/train.py as gpu.train.*).
 
-  smoke.py --stage DIR --work DIR [--only CASE,...] [--list]
+  smoke.py --stage DIR --work DIR [--bin DIR] [--only CASE,...] [--list]
 
 Every step's loss is logged (--log-every 1, which also checks the state is finite); a case passes
 when every loss is finite and the mean of the last 3 is below the mean of the first 3 by the
@@ -39,10 +39,12 @@ CASES = {
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--stage", required=True)
+    ap.add_argument("--bin", help="the staged programs (default STAGE/bin)")
     ap.add_argument("--work")
     ap.add_argument("--only", type=lambda s: [c for c in s.split(",") if c], default=None)
     ap.add_argument("--list", action="store_true")
     opt = ap.parse_args()
+    opt.bin = opt.bin or os.path.join(opt.stage, "bin")
     res = Results()
     spec_dir = os.path.join(HERE, "..", "..", "specs")
     names = [c for c in CASES if (not opt.only or c in opt.only) and
@@ -51,13 +53,13 @@ def main():
         for c in names:
             binary, kind, args, factor = CASES[c]
             print(f"train {c}: {binary} on {kind}, {' '.join(args)}, last 3 losses <= {factor} x first 3"
-                  f"{'' if staged(opt.stage, binary) else '  [not staged]'}")
+                  f"{'' if staged(opt.bin, binary) else '  [not staged]'}")
         return 0
     u.check(opt.work, "--work DIR is needed")
     work = u.fresh_dir(opt.work)
     for case in names:
         binary, kind, args, factor = CASES[case]
-        path = staged(opt.stage, binary)
+        path = staged(opt.bin, binary)
         if not path:
             res.skip(case, f"{binary} not staged")
             continue
