@@ -13,14 +13,14 @@
 #       (fashion_mlp, gpt_tiny, three gradcheck specs; no GPT-2, whose nvcc compile takes minutes),
 #       what the ctest nvcc.gpu_check_stage stages. Build directory: build/gpu-sm90 (--ci:
 #       build/gpu-sm90-ci); --generator: a built `cannl` to use instead of building one there.
-#   scripts/gpu-check.sh run STAGE_DIR OUT_DIR [--dry-run] [--budget SECONDS]
+#   scripts/gpu-check.sh run STAGE_DIR OUT_DIR [--dry-run] [--budget SECONDS] [--parts NAME,...]
 #       There (the device machine: one GPU, the CUDA toolkit's shared cuBLAS, python3 with PyTorch).
 #       Runs the parts below in order, each under `timeout` (its guard, or what is left of the budget,
 #       default 470 s), writes ONE report, OUT_DIR/gpu-check-report.md, and the parts' whole output,
 #       OUT_DIR/gpu-check-log.txt; exits 0 only when every part passed. A failed part is reported and
 #       the next one runs; only `device` failing stops the run (no GPU, or a library missing).
 #       --dry-run: checks the staging and lists what each part would run, without a GPU; the report
-#       says so.
+#       says so. --parts: only these parts (a second call for the ones that failed).
 #   scripts/gpu-check.sh land OUT_DIR [--to DIR] [--allow-dry-run]
 #       Here. Copies OUT_DIR/gpu-check-report.md to bench/gpu/DATE-COMMIT-DEVICE.md (e.g.
 #       bench/gpu/2026-11-28-1a2b3c4-h200.md) for committing; a dry run's report only with
@@ -405,11 +405,14 @@ part_precision() {
 }
 
 part_memcheck() {
-  local cs f=$STAGE/data/fashion
-  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
-    /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+  local cs f
+  cs=$(command -v compute-sanitizer)
+  for f in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+    [ -n "$cs" ] || [ ! -x "$f" ] || cs=$f
+  done
   [ -n "$cs" ] || { echo "skip memcheck: no compute-sanitizer"; return 0; }
   [ "$DRY" = 1 ] && { echo "would run: $cs --tool memcheck fashion_mlp_cuda_train --steps 3"; return 0; }
+  f=$STAGE/data/fashion
   "$cs" --tool memcheck --error-exitcode 1 --leak-check full "$BIN/fashion_mlp_cuda_train" \
     "--data=image=$f/train-images-idx3-ubyte.gz" "--data=label=$f/train-labels-idx1-ubyte.gz" \
     "--test=image=$f/t10k-images-idx3-ubyte.gz" "--test=label=$f/t10k-labels-idx1-ubyte.gz" \
@@ -449,9 +452,9 @@ run_part() {
     *) STATUS[$name]="FAIL (exit $rc)" ;;
   esac
   echo "-- $name: ${STATUS[$name]} (${TIME[$name]} s)" | tee -a "$LOG"
-  if [ $rc != 0 ]; then
-    grep -E '^(FAIL|skip)' "$WORK/$name.log" | head -20
-    tail -8 "$WORK/$name.log" | sed 's/^/   | /'
+  if [ $rc != 0 ]; then  # (where: the part's failures, then its last lines)
+    grep -E '^(FAIL|skip)' "$WORK/$name.log" | head -12 | cut -c1-240
+    tail -5 "$WORK/$name.log" | cut -c1-240 | sed 's/^/   | /'
   fi
 }
 
@@ -461,7 +464,8 @@ manifest_field() {
 
 write_report() {
   local report=$1 total=$2 result=$3 device slug name
-  device=$(cat "$WORK/device.name" 2>/dev/null || echo "no device (dry run)")
+  device=$(cat "$WORK/device.name" 2>/dev/null ||
+    if [ "$DRY" = 1 ]; then echo "no device (dry run)"; else echo "no device (nvidia-smi found none)"; fi)
   slug=$(echo "$device" | tr '[:upper:]' '[:lower:]' | sed 's/nvidia//; s/[^a-z0-9]\+/-/g; s/^-//; s/-$//')
   [ -n "$slug" ] || slug=unknown
   [ "$DRY" = 1 ] && slug="dry-run"
@@ -503,10 +507,10 @@ write_report() {
       echo '```'
       # The summary lines of the part (its whole output is in gpu-check-log.txt).
       grep -E '^(pass|FAIL|skip|ok|PASS|  |[a-z0-9_. ]+: [0-9]+ passed|[0-9]+ of [0-9]+ passed|-- |would run|parity |infer |generate |train |gpt2_124m |cuBLAS|every staged)' \
-        "$WORK/$name.log" | head -60
+        "$WORK/$name.log" | head -60 | cut -c1-300
       if [[ ${STATUS[$name]:-} != pass && ${STATUS[$name]:-} != "dry run" ]]; then
         echo "... last lines:"
-        tail -15 "$WORK/$name.log"
+        tail -15 "$WORK/$name.log" | cut -c1-300
       fi
       echo '```'
     done
@@ -520,12 +524,13 @@ write_report() {
 }
 
 run() {
-  local stage="" out="" budget=$BUDGET
+  local stage="" out="" budget=$BUDGET parts_only=""
   DRY=0
   while [ $# -gt 0 ]; do
     case $1 in
       --dry-run) DRY=1; shift ;;
       --budget) budget=$2; shift 2 ;;
+      --parts) parts_only=,$2,; shift 2 ;;
       -h | --help) usage ;;
       -*) die "run: unknown option '$1'" ;;
       *) if [ -z "$stage" ]; then stage=$1; elif [ -z "$out" ]; then out=$1; else die "run: too many arguments"; fi; shift ;;
@@ -535,6 +540,11 @@ run() {
     die "run: usage: scripts/gpu-check.sh run STAGE_DIR OUT_DIR [--dry-run] [--budget S]"
   fi
   [[ $budget =~ ^[0-9]+$ ]] || die "run: --budget $budget: expected seconds"
+  local p known=,
+  for p in "${PARTS[@]}"; do known+=${p%%:*},; done
+  for p in ${parts_only//,/ }; do
+    [[ $known == *",$p,"* ]] || die "run: --parts: no part '$p' (the parts: ${known:1:-1})"
+  done
   BUDGET=$budget
   STAGE=$(readlink -f "$stage")
   [ -f "$STAGE/MANIFEST" ] || die "run: $stage has no MANIFEST: stage it first (scripts/gpu-check.sh stage)"
@@ -567,12 +577,14 @@ run() {
       sed 's/^/driver, memory, compute capability: /' >"$WORK/device.info"
     [ -s "$WORK/device.name" ] || rm -f "$WORK/device.name"
   fi
-  local t0=$SECONDS p name guard failed=0
+  local t0=$SECONDS name guard failed=0 ran=0
   ORDER=()
   for p in "${PARTS[@]}"; do
     name=${p%%:*}
     guard=${p#*:}
+    [ -z "$parts_only" ] || [[ $parts_only == *",$name,"* ]] || continue
     ORDER+=("$name")
+    ran=$((ran + 1))
     run_part "$name" "$guard"
     [ "${STATUS[$name]}" = pass ] || [ "${STATUS[$name]}" = "dry run" ] || failed=$((failed + 1))
     if [ "$name" = device ] && [ "${STATUS[$name]}" != pass ] && [ "${STATUS[$name]}" != "dry run" ]; then
@@ -584,11 +596,11 @@ run() {
   if [ "$DRY" = 1 ] && [ $failed = 0 ]; then
     result="dry run of a $(manifest_field kind) staging: nothing ran on a GPU"
   elif [ "$DRY" = 1 ]; then
-    result="dry run of a $(manifest_field kind) staging: $failed of ${#PARTS[@]} parts would not run"
+    result="dry run of a $(manifest_field kind) staging: $failed of $ran parts would not run"
   elif [ $failed = 0 ]; then
     result="PASS: every part passed"
   else
-    result="FAIL: $failed of ${#PARTS[@]} parts did not pass"
+    result="FAIL: $failed of $ran parts did not pass"
   fi
   write_report "$OUT/gpu-check-report.md" $((SECONDS - t0)) "$result"
   echo "== $result ($((SECONDS - t0)) s); report: $OUT/gpu-check-report.md"

@@ -117,7 +117,7 @@ def time_cannl(trainer, shard, batch, steps, seed=1, smi=False):
         p = subprocess.run(cmd, capture_output=True, text=True)
         dt = time.perf_counter() - t0
     if p.returncode != 0:
-        sys.exit(f"bench_gpt: {' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
     return dt, mem.bytes()
 
 
@@ -296,11 +296,19 @@ def main():
             json.dump(out, f, indent=1)
         os.replace(tmp, opt.json)
 
+    failed = set()  # cannl programs that failed: reported, not run again; the others still timed
     for run in range(opt.runs):
         for spec in opt.cannl:
             label, trainer = spec.split("=", 1)
-            t2, m2 = time_cannl(trainer, shard, opt.batch, s2, smi=opt.smi_memory)
-            t1, _ = time_cannl(trainer, shard, opt.batch, s1)
+            if label in failed:
+                continue
+            try:
+                t2, m2 = time_cannl(trainer, shard, opt.batch, s2, smi=opt.smi_memory)
+                t1, _ = time_cannl(trainer, shard, opt.batch, s1)
+            except RuntimeError as e:
+                print(f"bench_gpt: cannl {label} failed: {e}", flush=True)
+                failed.add(label)
+                continue
             rows.setdefault(f"cannl {label}", []).append((t2 - t1) / (s2 - s1))
             if arena:
                 peaks[f"cannl {label}"] = arena
@@ -335,6 +343,8 @@ def main():
         ratio = f"   {t / base:.2f}x torch.compile" if base else ""
         warm = f"   warm-up {statistics.median(compile_s[k]):.1f} s" if k in compile_s else ""
         print(f"{k:24s} {t * 1e3:9.2f} {tokens_per_step / t:11.0f} {100 * mfu:6.1f}% {mem:>11s}{ratio}{warm}")
+    if failed:
+        return 1
     return 0 if torch_ok or not opt.torch else 3
 
 

@@ -253,6 +253,20 @@ def make_generate(opt, work, threads, model):
 
 # --------------------------------------------------------------------------- there: checks
 
+def brief(e):
+    """A failure in a few lines: its first line (a failed command's program, not its whole command
+    line), then the last lines of the program's stderr when the message carries them."""
+    lines = str(e).splitlines() or [type(e).__name__]
+    first = lines[0]
+    if first.startswith("exit status") and " of: " in first:
+        head, cmd = first.split(" of: ", 1)
+        first = f"{head} of {os.path.basename(cmd.split()[0])}"
+    tail = []
+    if "--- stderr (tail)" in lines:
+        tail = [ln for ln in lines[lines.index("--- stderr (tail)") + 1:] if ln.strip()][-3:]
+    return "\n".join([first[:300]] + ["    " + ln[:300] for ln in tail])
+
+
 class Results:
     def __init__(self):
         self.failed, self.passed, self.skipped = [], [], []
@@ -266,7 +280,7 @@ class Results:
         try:
             fn()
         except (u.Failure, subprocess.TimeoutExpired, OSError) as e:
-            print(f"FAIL {case}: {e} [{time.monotonic() - t0:.1f} s]", flush=True)
+            print(f"FAIL {case}: {brief(e)} [{time.monotonic() - t0:.1f} s]", flush=True)
             self.failed.append(case)
             return
         print(f"pass {case} [{time.monotonic() - t0:.1f} s]", flush=True)
