@@ -312,7 +312,7 @@ def parity(opt):
             summary, _ = summarise(ck, cap)
             os.remove(ck)
             u.check(sorted(summary) == sorted(ref_sum), f"tensor names differ: {sorted(set(summary) ^ set(ref_sum))}")
-            worst, worst_name, bad = 0.0, "", []
+            worst, worst_name, bad = -1.0, "", []
             for name, (shape, norm, sample) in sorted(ref_sum.items()):
                 g_shape, g_norm, g_sample = summary[name]
                 u.check(g_shape == shape, f"{name}: shape {g_shape} vs {shape}")
