@@ -36,11 +36,11 @@
 #   parity    90   C against CUDA: losses and state after N steps from the same seed (refs.py parity;
 #                  fp32, tf32 and bf16 tolerances in refs.py)
 #   infer     20   the CUDA inference program's outputs and test metrics against C's
-#   generate  40   --generate at T = 0 against C's tokens (refs.py generate), and tests/e2e/generate.py
+#   generate  60   --generate at T = 0 against C's tokens (refs.py generate), and tests/e2e/generate.py
 #                  on the CUDA gpt_tiny (gpu.generate)
 #   bench     240  GPT-2 124M's step, B=8 (then 16) x T=1024, fp32 and bf16: cannl against PyTorch
 #                  eager and torch.compile (scripts/gpu-check/bench.py)
-#   train     60   each example trains a few steps (scripts/gpu-check/smoke.py, tests/e2e/train.py)
+#   train     75   each example trains a few steps (scripts/gpu-check/smoke.py, tests/e2e/train.py)
 #   precision 60   gpt_char with tf32 and bf16 products tracks fp32 over 300 steps (gpu.precision.*)
 #   memcheck  45   compute-sanitizer on fashion_mlp's trainer (skipped where it does not run)
 # shellcheck disable=SC2317 # (the part_* functions are called by name: _part)
@@ -50,7 +50,7 @@ ROOT=$(cd "$(dirname "$SELF")/.." && pwd)
 HELPERS=$ROOT/scripts/gpu-check
 LIMIT_MIB=60
 BUDGET=470
-PARTS=(device:20 runtime:30 gradcheck:60 parity:90 infer:20 generate:40 bench:240 train:60 precision:60 memcheck:45)
+PARTS=(device:20 runtime:30 gradcheck:60 parity:90 infer:20 generate:60 bench:240 train:75 precision:60 memcheck:45)
 
 die() {
   echo "gpu-check: $*" >&2

@@ -10,8 +10,10 @@ trainer (gpu_gpt2_124m_cuda_train for fp32, gpu_gpt2_124m_bf16_cuda_train for bf
 fp32 or bf16-operand products, fp32 everywhere else) against PyTorch 2.x eager and
 torch.compile with the same model, AdamW, clipping and batch (bf16: autocast; fp32: TF32 off).
 cannl's step is the steady state of two runs of S1 and S2 steps, PyTorch's the S2 - S1 steps
-after S1 warm-up steps (compilation among them); medians over the runs. The runs and steps shrink
-when little time is left, and a configuration is skipped, and said so, when less than a minute is.
+after S1 warm-up steps (compilation among them); medians over the runs. A 3-step probe of cannl's
+trainer first bounds its step time: the runs and steps (2 runs of 5 and 15 at best) shrink so that
+cannl takes about a third of the time left at most, and a configuration is skipped, and said so,
+when less than a minute is left. A trainer that fails its probe is left out; PyTorch is timed.
 
 For each configuration one line of this exact form goes to --lines (and stdout):
   gpt2_124m bf16 B=8 T=1024: cannl X ms, torch.compile Y ms, eager Z ms, ratio X/Y
@@ -59,6 +61,21 @@ def line_of(precision, batch, res):
     return main, detail, bool(x and y and z)
 
 
+def probe(trainer, shard, batch, timeout):
+    """(an upper bound of the seconds per step, from a 3-step run's wall time, start-up included;
+    or None and why it failed)."""
+    cmd = [trainer, "--stream", f"tokens,next={shard}", "--steps", "3", "--batch", str(batch), "--seed", "1",
+           "--quiet", "--log-every", "0"]
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"3 steps took over {timeout:.0f} s"
+    if p.returncode != 0:
+        return None, f"exit {p.returncode}: {p.stderr.strip()[-600:]}"
+    return (time.time() - t0) / 3, ""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--stage", required=True)
@@ -98,12 +115,28 @@ def main():
             # about a minute), else one.
             if batch == 8:
                 left = left / sum(1 for p, b in CONFIGS if b == 8 and (p, b) not in ok)
-            runs = 2 if left > 200 else 1
-            steps = ["5", "15"] if left > 90 else ["3", "8"]
+            # cannl's share of it: at most about a third, from a 3-step probe (a slow program
+            # gets fewer steps, not the whole budget); a program that fails is left out and
+            # PyTorch still timed.
+            t0 = time.time()
+            per_step, why = probe(trainer, os.path.join(opt.stage, "data", "kjv", "train.bin"), batch, left / 3)
+            cannl = []
+            if per_step is None:
+                print(f"bench {precision} B={batch}: cannl's probe failed ({why}): PyTorch only", flush=True)
+                say(f"gpt2_124m {precision} B={batch}: cannl's trainer failed its 3-step probe: {why.splitlines()[-1][:300]}")
+                runs, s1, s2 = 1, 3, 8
+            else:
+                left -= time.time() - t0
+                runs = 2 if left > 200 and 2 * 20 * per_step < 0.35 * left else 1
+                s1, s2 = next(((a, b) for a, b in ((5, 15), (3, 8), (3, 5)) if runs * (a + b) * per_step < 0.35 * left),
+                              (2, 3))
+                print(f"bench {precision} B={batch}: probe {per_step:.2f} s a step at most; {runs} run(s) of "
+                      f"{s1} and {s2} steps", flush=True)
+                cannl = ["--cannl", f"{precision}={trainer}"]
             js = os.path.join(opt.work, f"bench_{precision}_b{batch}.json")
-            cmd = [opt.python, BENCH, "--model", "gpt2_124m", "--batch", str(batch), "--ctx", str(T),
-                   "--cannl", f"{precision}={trainer}", "--precision", precision, "--runs", str(runs),
-                   "--steps", *steps, "--json", js, "--smi-memory", "--work", opt.work]
+            cmd = [opt.python, BENCH, "--model", "gpt2_124m", "--batch", str(batch), "--ctx", str(T), *cannl,
+                   "--precision", precision, "--runs", str(runs), "--steps", str(s1), str(s2), "--json", js,
+                   "--smi-memory", "--work", opt.work]
             if os.path.isfile(card):
                 cmd += ["--card", card]
             print("$ " + " ".join(cmd), flush=True)
