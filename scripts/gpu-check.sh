@@ -97,7 +97,7 @@ c_targets() {
   [ -f "$ROOT/specs/llama_char.cannl" ] && echo llama_char_train
 }
 CI_GC_SPECS="mlp;conv2d;dropout"      # gc_cuda_check_all's specs under --ci (dropout: training mode)
-CI_REF_CASES="fashion_mlp,gpt_tiny,infer"
+CI_REF_CASES="fashion_mlp,fashion_mlp_init,gpt_tiny,infer"
 # Libraries a staged program may need from the device machine: the C library, the C++ runtime, and
 # cuBLAS from the CUDA toolkit there (everything else is linked statically).
 ALLOWED_LIBS='^(libc|libm|libmvec|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux-x86-64|libcublas|libcublasLt)\.so'

@@ -63,6 +63,11 @@ PARITY = {
     # case: (C trainer, CUDA trainer, data, trainer args, tolerance, CAP or None, reference case)
     "fashion_mlp": ("fashion_mlp_train", "fashion_mlp_cuda_train", "fashion", ["--steps", "10", "--batch", "128"],
                     "fp32-sgd", None, None),
+    # From the params of infer's reference (fashion_mlp after 20 C steps) by --init: the CUDA
+    # program's loading of a params file, not only its seeded init.
+    "fashion_mlp_init": ("fashion_mlp_train", "fashion_mlp_cuda_train", "fashion",
+                         ["--steps", "10", "--batch", "128", "--init", "{stage}/refs/infer_fashion_mlp/weights.safetensors"],
+                         "fp32-sgd", CAP, None),
     "fashion_cnn": ("fashion_cnn_train", "fashion_cnn_cuda_train", "fashion", ["--steps", "4", "--batch", "16"],
                     "fp32-adam", CAP, None),
     "gpt_tiny": ("gpt_tiny_train", "gpt_tiny_cuda_train", "text", ["--steps", "5", "--batch", "4"],
@@ -120,6 +125,7 @@ def staged(bindir, name):
 
 def train(binary, stage, case, work, extra):
     _, _, kind, args, _, _, _ = PARITY[case]
+    args = [a.replace("{stage}", stage) for a in args]
     ck, metrics = os.path.join(work, f"{case}.safetensors"), os.path.join(work, f"{case}.jsonl")
     for p in (ck, metrics):
         if os.path.exists(p):
@@ -183,6 +189,8 @@ def make(opt):
     os.makedirs(refs, exist_ok=True)
     work = u.fresh_dir(opt.work or os.path.join(opt.build, "gpu-check-refs"))
     threads = ["--threads", str(opt.threads)]
+    if not opt.only or "infer" in opt.only:  # first: fashion_mlp_init starts from its params
+        make_infer(opt, work, threads)
     for case in cases_here(opt.only):
         c_bin, cuda_bin, _, _, _, cap, ref_case = PARITY[case]
         if ref_case is not None:
@@ -197,8 +205,6 @@ def make(opt):
         os.remove(ck)
         print(f"{case}: {len(losses)} losses ({losses[0]:.5f} .. {losses[-1]:.5f}), {len(summary)} tensors "
               f"[{time.monotonic() - t0:.1f} s]", flush=True)
-    if not opt.only or "infer" in opt.only:
-        make_infer(opt, work, threads)
     for model in GENERATE:
         if not opt.only or model in opt.only:
             make_generate(opt, work, threads, model)
