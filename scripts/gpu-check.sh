@@ -240,7 +240,7 @@ stage() {
 # directories, then the NVIDIA wheels PyTorch brings. Prints it (nothing when the loader finds it).
 find_cublas() {
   local want=$1 d cands=() sp
-  if ldconfig -p 2>/dev/null | grep -q "$want"; then
+  if grep -q "$want" <<<"$(ldconfig -p 2>/dev/null)"; then  # (not a pipe: grep -q would cut ldconfig off)
     return 0
   fi
   if command -v nvcc >/dev/null 2>&1; then
@@ -319,10 +319,11 @@ part_gradcheck() {
     echo "would run: gc_cuda_check_all SPEC [ARGS] for each line of: $(tr '\n' ',' <"$dir/jobs")"
     return 0
   fi
-  # Each job line: SPEC [ARGS]; its output in $dir/<SPEC_ARGS>.log (gc_log); one result line "RC SPEC ARGS".
+  # Each job line: SPEC [ARGS]; its output in $dir/<SPEC_ARGS>.log; one result line "RC SPEC ARGS" (124: it
+  # hung for 40 s).
   # shellcheck disable=SC2016 # (expanded by the inner bash)
   GC_BIN=$gc GC_DIR=$dir xargs -P 8 -L 1 bash -c \
-    '"$GC_BIN" "$0" "$@" >"$GC_DIR/$(printf "%s_" "$0" "$@" | tr -c "A-Za-z0-9_" "_").log" 2>&1; echo "$? $0 $*"' \
+    'timeout 40 "$GC_BIN" "$0" "$@" >"$GC_DIR/$(printf "%s_" "$0" "$@" | tr -c "A-Za-z0-9_" "_").log" 2>&1; echo "$? $0 $*"' \
     <"$dir/jobs" >"$dir/results" 2>&1
   local failed
   failed=$(awk '$1 != 0' "$dir/results")
@@ -500,11 +501,18 @@ write_report() {
     echo
     echo "## Parts"
     for name in "${ORDER[@]}"; do
-      if [ ! -f "$WORK/$name.log" ] || [ "$name" = bench ]; then continue; fi  # (bench: above)
+      [ -f "$WORK/$name.log" ] || continue
+      # (bench: above, unless it did not pass)
+      if [ "$name" = bench ] && [[ ${STATUS[$name]:-} == pass || ${STATUS[$name]:-} == "dry run" ]]; then continue; fi
       echo
       echo "### $name: ${STATUS[$name]:-not run}"
       echo
       echo '```'
+      if [ "$name" = device ]; then  # all of it: nvidia-smi, the versions, the libraries
+        head -60 "$WORK/$name.log" | cut -c1-300
+        echo '```'
+        continue
+      fi
       # The summary lines of the part (its whole output is in gpu-check-log.txt).
       grep -E '^(pass|FAIL|skip|ok|PASS|  |[a-z0-9_. ]+: [0-9]+ passed|[0-9]+ of [0-9]+ passed|-- |would run|parity |infer |generate |train |gpt2_124m |cuBLAS|every staged)' \
         "$WORK/$name.log" | head -60 | cut -c1-300
@@ -570,6 +578,7 @@ run() {
     export LD_LIBRARY_PATH=$CUBLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   fi
   export STAGE OUT BIN WORK PY DRY CUBLAS_DIR HELPERS ROOT
+  export PYTHONUNBUFFERED=1
   echo "gpu-check run: stage $STAGE (commit $(manifest_field commit), $(manifest_field kind)), out $OUT, work $WORK, budget $BUDGET s$([ "$DRY" = 1 ] && echo ', DRY RUN')" | tee -a "$LOG"
   if [ "$DRY" != 1 ] && command -v nvidia-smi >/dev/null 2>&1; then
     nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 >"$WORK/device.name"
