@@ -100,7 +100,8 @@ CI_GC_SPECS="mlp;conv2d;dropout"      # gc_cuda_check_all's specs under --ci (dr
 CI_REF_CASES="fashion_mlp,fashion_mlp_init,gpt_tiny,infer"
 # Libraries a staged program may need from the device machine: the C library, the C++ runtime, and
 # cuBLAS from the CUDA toolkit there (everything else is linked statically).
-ALLOWED_LIBS='^(libc|libm|libmvec|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux-x86-64|libcublas|libcublasLt)\.so'
+ALLOWED_LIBS='^(libc|libm|libmvec|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux-x86-64|libcublas|libcublasLt)'
+ALLOWED_LIBS+='\.so'
 
 stage() {
   local ci=0 stage_dir=$ROOT/build/gpu-stage build="" generator="" jobs=2
@@ -122,14 +123,17 @@ stage() {
   [ -x "$nvcc" ] || die "stage: nvcc not found (the CUDA toolkit; /usr/local/cuda/bin)"
   [ -z "$generator" ] || [ -x "$generator" ] || die "stage: --generator $generator is not an executable"
   case $stage_dir in /*) ;; *) stage_dir=$PWD/$stage_dir ;; esac
+  case $build in /*) ;; *) build=$PWD/$build ;; esac
 
   echo "== gpu-check stage: build $build, stage $stage_dir$([ $ci = 1 ] && echo ', --ci subset')"
   local cfg=(-S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
     -DCMAKE_CUDA_COMPILER="$nvcc" -DCANNL_CUDART=static -DCANNL_MPI=OFF -DZLIB_USE_STATIC_LIBS=ON
     -DCANNL_TEST_SET=all -DCANNL_BUILD_TESTS=ON -DCANNL_BUILD_EXAMPLES=ON -DCANNL_SKIP_EXAMPLES=
     "-DCANNL_GPU_CHECK_GC_SPECS=$([ $ci = 1 ] && echo "$CI_GC_SPECS")" "-DCANNL_GENERATOR=$generator")
-  cmake "${cfg[@]}" >"$build.configure.log" 2>&1 || { tail -30 "$build.configure.log"; die "stage: cmake configure failed ($build.configure.log)"; }
-  grep -q 'CANNL_CUDART:STRING=static' "$build/CMakeCache.txt" || die "stage: $build is not configured with CANNL_CUDART=static"
+  cmake "${cfg[@]}" >"$build.configure.log" 2>&1 ||
+    { tail -30 "$build.configure.log"; die "stage: cmake configure failed ($build.configure.log)"; }
+  grep -q 'CANNL_CUDART:STRING=static' "$build/CMakeCache.txt" ||
+    die "stage: $build is not configured with CANNL_CUDART=static"
   grep -q '^ZLIB_LIBRARY_RELEASE:FILEPATH=.*\.a$' "$build/CMakeCache.txt" ||
     echo "gpu-check: note: no static zlib (libz.a) found: the programs need the device's libz.so.1"
   local cuda c
@@ -146,7 +150,8 @@ stage() {
     die "stage: $stage_dir exists and is not a staging (no MANIFEST): not replacing it"
   fi
   rm -rf "${stage_dir:?}"
-  mkdir -p "$stage_dir/bin" "$stage_dir/cards" "$stage_dir/data" "$stage_dir/refs" || die "stage: cannot create $stage_dir"
+  mkdir -p "$stage_dir/bin" "$stage_dir/cards" "$stage_dir/data" "$stage_dir/refs" ||
+    die "stage: cannot create $stage_dir"
   local t f bad=""
   for t in "${cuda[@]}"; do
     f=$(find "$build" -maxdepth 3 -type f -name "$t" -perm -u+x | head -1)
@@ -180,7 +185,10 @@ stage() {
   local refs_s=$((SECONDS - tr))
 
   # The manifest: what was built, from which commit, for what.
-  local commit dirty=""
+  local commit dirty="" os cublas
+  os=$(sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release 2>/dev/null)
+  cublas=$(readelf -d "$stage_dir/bin/fashion_mlp_cuda_train" | sed -n 's/.*NEEDED.*\[\(libcublas[^]]*\)\].*/\1/p' |
+    paste -sd ' ')
   commit=$(git -C "$ROOT" rev-parse --short=7 HEAD 2>/dev/null || echo unknown)
   [ -z "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] || dirty="-dirty"
   {
@@ -188,16 +196,18 @@ stage() {
     echo "commit: $commit$dirty"
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "kind: $([ $ci = 1 ] && echo ci || echo full)"
-    echo "host: $(sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release 2>/dev/null), $(uname -m), $(nproc) cores"
+    echo "host: $os, $(uname -m), $(nproc) cores"
     echo "nvcc: $("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), sm_90 only (CMAKE_CUDA_ARCHITECTURES=90)"
-    echo "linking: libcudart_static, zlib static, no MPI; shared: cuBLAS ($(readelf -d "$stage_dir/bin/fashion_mlp_cuda_train" | sed -n 's/.*NEEDED.*\[\(libcublas[^]]*\)\].*/\1/p' | paste -sd ' ')), libstdc++, libc"
+    echo "linking: libcudart_static, zlib static, no MPI; shared: cuBLAS ($cublas), libstdc++, libc"
     echo "build: $build_s s, references: $refs_s s, total: $((SECONDS - t0)) s"
     echo "programs:"
     (cd "$stage_dir/bin" && for f in *; do printf '  %-34s %9d bytes\n' "$f" "$(stat -c %s "$f")"; done)
     echo "references:"
     (cd "$stage_dir/refs" && find . -type f | sort | sed 's|^\./|  |')
     echo "data:"
-    (cd "$stage_dir/data" && find . -type f | sort | while read -r f; do printf '  %-34s %9d bytes\n' "${f#./}" "$(stat -c %s "$f")"; done)
+    (cd "$stage_dir/data" && find . -type f | sort | while read -r f; do
+      printf '  %-34s %9d bytes\n' "${f#./}" "$(stat -c %s "$f")"
+    done)
     echo "not staged: $([ $ci = 1 ] && echo "the --ci subset: only ${cuda[*]}" || echo "nothing left out")"
   } >"$stage_dir/MANIFEST"
 
@@ -210,8 +220,10 @@ stage() {
   # Size: at most LIMIT_MIB, and with the working tree that travels too, under the device's 64 MiB.
   local bytes tree
   bytes=$(du -sb "$stage_dir" | cut -f1)
-  tree=$( (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1) || echo 0)
-  echo "size: $bytes bytes ($((bytes / 1048576)) MiB; limit $LIMIT_MIB MiB); the working tree besides: $tree bytes" >>"$stage_dir/MANIFEST"
+  tree=$( (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard |
+    du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1) || echo 0)
+  echo "size: $bytes bytes ($((bytes / 1048576)) MiB; limit $LIMIT_MIB MiB); the working tree besides: $tree bytes" \
+    >>"$stage_dir/MANIFEST"
   if [ "$bytes" -gt $((LIMIT_MIB * 1048576)) ]; then
     du -sb "$stage_dir"/* | sort -n
     die "stage: $stage_dir is $((bytes / 1048576)) MiB, over the $LIMIT_MIB MiB limit"
@@ -222,7 +234,8 @@ stage() {
   cat "$stage_dir/MANIFEST"
   local rel=${stage_dir#"$ROOT"/}
   if [ "$rel" = "$stage_dir" ]; then
-    echo "gpu-check: note: $stage_dir is outside the repository: only a staging inside it (and ignored by git, as build/ is) can be carried to the device"
+    echo "gpu-check: note: $stage_dir is outside the repository: only a staging inside it (and ignored by git, as"
+    echo "  build/ is) can be carried to the device"
   elif ! git -C "$ROOT" check-ignore -q "$rel"; then
     echo "gpu-check: note: $rel is not ignored by git: it would travel as part of the working tree"
   fi
@@ -251,7 +264,8 @@ find_cublas() {
   for d in "${cands[@]}"; do
     [ -e "$d/$want" ] && { readlink -f "$d"; return 0; }
   done
-  for sp in $(python3 -c 'import site, sys; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null); do
+  for sp in $(python3 -c 'import site; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' \
+    2>/dev/null); do
     d=$(find "$sp/nvidia" -name "$want" -printf '%h\n' 2>/dev/null | head -1)
     [ -n "$d" ] && { echo "$d"; return 0; }
   done
@@ -276,7 +290,9 @@ part_device() {
     nvidia-smi || { echo "FAIL device: nvidia-smi failed: no GPU driver here"; return 1; }
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,compute_cap --format=csv || true
     { command -v nvcc && nvcc --version | tail -2; } || echo "no nvcc on the PATH"
-    "$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "device", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)' ||
+    "$PY" -c 'import sys, torch; c = torch.cuda.is_available()
+print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda,
+      "device", torch.cuda.get_device_name(0) if c else None)' ||
       echo "PyTorch not importable: the bench part will time cannl only"
   fi
   echo "cuBLAS: ${CUBLAS_DIR:-found by the loader}"
@@ -399,7 +415,8 @@ part_precision() {
       echo "skip gpu.precision.$p: not staged"
       continue
     fi
-    x "$PY" "$ROOT/tests/gpu/precision_track.py" --fp32 "$BIN/gpt_char_cuda_train" --other "$BIN/gpt_char_${p}_cuda_train" \
+    x "$PY" "$ROOT/tests/gpu/precision_track.py" --fp32 "$BIN/gpt_char_cuda_train" \
+      --other "$BIN/gpt_char_${p}_cuda_train" \
       --precision "$p" --text-dir "$ROOT" --work "$WORK/precision_$p" || { echo "FAIL gpu.precision.$p"; rc=1; }
   done
   return "$rc"
@@ -475,8 +492,10 @@ write_report() {
     echo "# gpu-check report: $(manifest_field commit) on $device"
     echo
     echo "- result: **$result**"
-    echo "- run: $(date -u +%Y-%m-%dT%H:%M:%SZ), $total s of a $BUDGET s budget$([ "$DRY" = 1 ] && echo ', DRY RUN (nothing ran on a GPU)')"
-    echo "- staging: $(manifest_field kind), commit $(manifest_field commit), staged $(manifest_field date) on $(manifest_field host); $(manifest_field nvcc); $(manifest_field linking)"
+    echo "- run: $(date -u +%Y-%m-%dT%H:%M:%SZ), $total s of a $BUDGET s budget$([ "$DRY" = 1 ] &&
+      echo ', DRY RUN (nothing ran on a GPU)')"
+    echo "- staging: $(manifest_field kind), commit $(manifest_field commit), staged $(manifest_field date) on" \
+      "$(manifest_field host); $(manifest_field nvcc); $(manifest_field linking)"
     echo "- device: $device; $(cat "$WORK/device.info" 2>/dev/null || echo 'not read')"
     echo "- cuBLAS: ${CUBLAS_DIR:-found by the loader}; python: $PY"
     echo
@@ -514,7 +533,7 @@ write_report() {
         continue
       fi
       # The summary lines of the part (its whole output is in gpu-check-log.txt).
-      grep -E '^(pass|FAIL|skip|ok|PASS|  |[a-z0-9_. ]+: [0-9]+ passed|[0-9]+ of [0-9]+ passed|-- |would run|parity |infer |generate |train |gpt2_124m |cuBLAS|every staged)' \
+      grep -E '^(pass|FAIL|skip|ok|PASS|  |[a-z0-9_. ]+: [0-9]+ passed|[0-9]+ of [0-9]+ passed|-- |would run|(parity|infer|generate|train) [a-z0-9_]+: )' \
         "$WORK/$name.log" | head -60 | cut -c1-300
       if [[ ${STATUS[$name]:-} != pass && ${STATUS[$name]:-} != "dry run" ]]; then
         echo "... last lines:"
@@ -541,7 +560,9 @@ run() {
       --parts) parts_only=,$2,; shift 2 ;;
       -h | --help) usage ;;
       -*) die "run: unknown option '$1'" ;;
-      *) if [ -z "$stage" ]; then stage=$1; elif [ -z "$out" ]; then out=$1; else die "run: too many arguments"; fi; shift ;;
+      *)
+        if [ -z "$stage" ]; then stage=$1; elif [ -z "$out" ]; then out=$1; else die "run: too many arguments"; fi
+        shift ;;
     esac
   done
   if [ -z "$stage" ] || [ -z "$out" ]; then
@@ -579,7 +600,8 @@ run() {
   fi
   export STAGE OUT BIN WORK PY DRY CUBLAS_DIR HELPERS ROOT
   export PYTHONUNBUFFERED=1
-  echo "gpu-check run: stage $STAGE (commit $(manifest_field commit), $(manifest_field kind)), out $OUT, work $WORK, budget $BUDGET s$([ "$DRY" = 1 ] && echo ', DRY RUN')" | tee -a "$LOG"
+  echo "gpu-check run: stage $STAGE (commit $(manifest_field commit), $(manifest_field kind)), out $OUT," \
+    "work $WORK, budget $BUDGET s$([ "$DRY" = 1 ] && echo ', DRY RUN')" | tee -a "$LOG"
   if [ "$DRY" != 1 ] && command -v nvidia-smi >/dev/null 2>&1; then
     nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 >"$WORK/device.name"
     nvidia-smi --query-gpu=driver_version,memory.total,compute_cap --format=csv,noheader 2>/dev/null | head -1 |

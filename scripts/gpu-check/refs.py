@@ -10,13 +10,14 @@
 
 Parity (one case a row of PARITY): the C trainer (found in --build) and the CUDA trainer (staged in
 DIR/bin) train the same spec from the same --seed (the host init draws the same params on both
-targets, docs/cuda.md) on the same staged data for the same steps, logging every step's loss.
-The reference DIR/refs/parity_CASE.npz holds the C run's losses and, for every state tensor of its
-final checkpoint (params and optimiser state: after step 1 Adam's exp_avg is 0.1 x the gradient),
-the l2 norm and the elements at a stride that keeps at most the case's CAP of them (all of them
-when it is None). A CUDA run passes when every step's loss is within `loss` (relative) of C's, and for every
-tensor both the norm and the strided elements (l2 of the difference over l2 of C's) are within
-`state` (relative). The tolerances (TOL) are per arithmetic: fp32 products differ from C only in the
+targets, docs/cuda.md; fashion_mlp_init starts both from --init of a staged params file) on the
+same staged data for the same steps, logging every step's loss. The reference
+DIR/refs/parity_CASE.npz holds the C run's losses and, for every state tensor of its final
+checkpoint (params and optimiser state: after step 1 Adam's exp_avg is 0.1 x the gradient), the l2
+norm and the elements at a stride that keeps at most the case's CAP of them (all of them when it
+is None). A CUDA run passes when every step's loss is within `loss` (relative) of C's, and for
+every tensor both the norm and the strided elements (l2 of the difference over l2 of C's) are
+within `state` (relative). The tolerances (TOL) are per arithmetic: fp32 products differ from C only in the
 order of sums; tf32 rounds the operands of the products to 10 mantissa bits, bf16 to 7. Adam moves
 an element whose gradient is near 0 by up to 2 lr when rounding flips the gradient's sign, hence
 the looser fp32 bound for Adam.
