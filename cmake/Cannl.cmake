@@ -21,8 +21,9 @@
 # examples and test models stay out of `cmake --install`). DTYPE (default f32) and MAX_BATCH
 # (default 256) are `cannl gen --dtype` and `--max-batch`; GEN_ARGS are more `cannl gen`
 # options (e.g. -O0, --disable-pass=fuse); WEIGHTS CKPT (a safetensors checkpoint) compiles the trained params into the library
-# and NAME_infer (`cannl gen --weights CKPT --embed`; checked against the spec when
-# generating, regenerated when CKPT changes). BLAS is `cannl gen --blas`: the matrix products call
+# and NAME_infer (`cannl gen --weights CKPT --embed`, in two runs: the model compiled once
+# from the spec, `--weights-apart`, and the params into <model>_weights.c, `--weights-only`,
+# checked against the spec; a changed CKPT regenerates and recompiles that file alone). BLAS is `cannl gen --blas`: the matrix products call
 # cblas (OpenBLAS, found with find_package(BLAS) and BLA_VENDOR OpenBLAS; NAME then links BLAS::BLAS). A changed spec also re-runs CMake (the model's name may have changed). The model is
 # compiled as its generated CMakeLists.txt compiles it (templates/c/CMakeLists.txt.mustache):
 # -O3 with reassociation allowed, for any x86-64: the routines are compiled for AVX-512, AVX2 +
@@ -211,22 +212,48 @@ function(cannl_add_model name spec)
   set(outputs ${dir}/${model}.h ${dir}/${model}.c ${dir}/${model}_inference.c ${dir}/${model}_train.c
               ${dir}/${model}_infer.c ${dir}/${model}.json)
   set(sources ${dir}/${model}.c ${dir}/${model}_inference.c)
-  set(embed_args "")
-  set(embed_dep "")
+  # WEIGHTS: the model's files come from the spec alone (`cannl gen --weights-apart`) and are
+  # compiled once; the params from the checkpoint (`--weights CKPT --embed --weights-only`)
+  # into <model>_weights.c, an object of its own in the library, so that a new checkpoint
+  # regenerates and recompiles that one file and relinks. A --name-map of GEN_ARGS goes to the
+  # second run, which reads the checkpoint.
+  set(model_args ${ARG_GEN_ARGS})
+  set(weights_args "")
   if(ARG_WEIGHTS)
     get_filename_component(weights "${ARG_WEIGHTS}" ABSOLUTE)
-    set(embed_args --weights ${weights} --embed)
-    set(embed_dep ${weights})
-    list(APPEND outputs ${dir}/${model}_weights.c)
-    list(APPEND sources ${dir}/${model}_weights.c)
+    set(model_args --weights-apart)
+    set(map_next FALSE)
+    foreach(arg IN LISTS ARG_GEN_ARGS)
+      if(map_next OR arg MATCHES "^--name-map(=|$)")
+        list(APPEND weights_args ${arg})
+        set(map_next FALSE)
+        if(arg STREQUAL "--name-map")
+          set(map_next TRUE)
+        endif()
+      else()
+        list(APPEND model_args ${arg})
+      endif()
+    endforeach()
   endif()
   add_custom_command(
     OUTPUT ${outputs}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
-    COMMAND ${generator} gen ${spec} -o ${dir} --dtype ${ARG_DTYPE} --max-batch ${ARG_MAX_BATCH} ${embed_args} ${blas_flag} ${ARG_GEN_ARGS}
-    DEPENDS ${spec} ${generator_dep} ${embed_dep}
+    COMMAND ${generator} gen ${spec} -o ${dir} --dtype ${ARG_DTYPE} --max-batch ${ARG_MAX_BATCH} ${blas_flag} ${model_args}
+    DEPENDS ${spec} ${generator_dep}
     COMMENT "cannl: generating ${name} from ${spec}"
     VERBATIM)
+  if(ARG_WEIGHTS)
+    list(FILTER model_args EXCLUDE REGEX "^--weights-apart$")
+    add_custom_command(
+      OUTPUT ${dir}/${model}_weights.c
+      COMMAND ${generator} gen ${spec} -o ${dir} --dtype ${ARG_DTYPE} --max-batch ${ARG_MAX_BATCH} ${blas_flag} ${model_args}
+              --weights ${weights} --embed --weights-only ${weights_args}
+      # (after the model's files, which share the directory)
+      DEPENDS ${spec} ${generator_dep} ${weights} ${dir}/${model}.h
+      COMMENT "cannl: compiling the params of ${ARG_WEIGHTS} into ${name}"
+      VERBATIM)
+    list(APPEND sources ${dir}/${model}_weights.c)
+  endif()
 
   add_library(${name} STATIC ${sources} ${dir}/${model}.h)
   target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${dir}>

@@ -39,8 +39,19 @@ cannl_status cannl__fail(cannl_error *err, cannl_status st, const char *path, co
     if ((size_t)n >= cap) n = (int)cap - 1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->msg + n, cap - (size_t)n, fmt, ap);
+    const int full = vsnprintf(err->msg + n, cap - (size_t)n, fmt, ap);
     va_end(ap);
+    if (full >= 0 && (size_t)full >= cap - (size_t)n) {
+        /* Cut where a UTF-8 character begins, not inside one (names quoted in messages are
+           UTF-8): drop a last sequence that its lead byte says is longer than what is left. */
+        size_t len = strlen(err->msg), lead = len;
+        while (lead > 0 && len - lead < 4 && ((unsigned char)err->msg[lead - 1] & 0xC0) == 0x80) lead--;
+        if (lead > 0) {
+            const unsigned char c = (unsigned char)err->msg[lead - 1];
+            const size_t want = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+            if (c >= 0xC0 && len - (lead - 1) < want) err->msg[lead - 1] = '\0';
+        }
+    }
     /* Keep it one line. */
     for (char *c = err->msg; *c; c++)
         if (*c == '\n' || *c == '\r') *c = ' ';

@@ -43,6 +43,16 @@ static const char *state_suffix(const char *name) {
     return NULL;
 }
 
+/* The bytes of s's longest prefix of at most max bytes that ends between two characters (s is
+   UTF-8): the quote of a name or a line in a message, cut where a character begins. */
+static int utf8_prefix(const char *s, int max) {
+    int n = 0;
+    while (s[n] && n < max) n++;
+    if (s[n]) /* cut: not inside a sequence (before a continuation byte 10xxxxxx) */
+        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;
+    return n;
+}
+
 /* An error "PATH:LINE: message". */
 static cannl_status line_fail(cannl_error *err, cannl_status st, const char *path, int line, const char *fmt, ...)
     CANNL__PRINTF(5, 6);
@@ -76,6 +86,14 @@ void cannl__name_map_free(cannl__name_map *map) {
     free(map->to);
     free(map->line);
     free(map);
+}
+
+int cannl__name_map_entry(const cannl__name_map *map, size_t i, const char **from, const char **to, int *line) {
+    if (!map || i >= map->n) return 0;
+    *from = map->from[i];
+    *to = map->to[i];
+    *line = map->line[i];
+    return 1;
 }
 
 /* s[0..n) without the spaces around it, as a new string; NULL when out of memory. */
@@ -146,10 +164,12 @@ cannl_status cannl__name_map_load(const char *path, cannl__name_map **out, cannl
         if (eq && (!from || !to)) {
             st = cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
         } else if (!eq || !valid_name(from) || !valid_name(to)) {
-            st = line_fail(err, CANNL_E_FORMAT, path, lineno, "expected 'cannl_name = file.key', got '%.60s'", line);
+            st = line_fail(err, CANNL_E_FORMAT, path, lineno, "expected 'cannl_name = file.key', got '%.*s'",
+                           utf8_prefix(line, 60), line);
         } else if (strlen(from) > CANNL__NAME_MAP_MAX || strlen(to) > CANNL__NAME_MAP_MAX) {
-            st = line_fail(err, CANNL_E_FORMAT, path, lineno, "'%.40s...' is longer than %d bytes",
-                           strlen(from) > CANNL__NAME_MAP_MAX ? from : to, CANNL__NAME_MAP_MAX);
+            const char *name = strlen(from) > CANNL__NAME_MAP_MAX ? from : to;
+            st = line_fail(err, CANNL_E_FORMAT, path, lineno, "'%.*s...' is longer than %d bytes",
+                           utf8_prefix(name, 40), name, CANNL__NAME_MAP_MAX);
         } else if (strcmp(to, "__metadata__") == 0) {
             st = line_fail(err, CANNL_E_FORMAT, path, lineno, "'%s' is mapped onto '__metadata__', the name of a "
                            "safetensors file's metadata, which no tensor can have", from);

@@ -113,6 +113,9 @@ typedef struct cannl__name_map cannl__name_map;
  * "FILE:LINE: ..."). Free with cannl__name_map_free (NULL ignored). */
 cannl_status cannl__name_map_load(const char *path, cannl__name_map **out, cannl_error *err);
 void cannl__name_map_free(cannl__name_map *map);
+/* Mapping i (0-based, in file order): *from, *to and the line it is on. Returns 0 past the last.
+ * (For the fuzzing harness.) */
+int cannl__name_map_entry(const cannl__name_map *map, size_t i, const char **from, const char **to, int *line);
 /* The name the tensor `name` has in files: its mapping, the mapping of the longest mapped
  * prefix "<from>." with the rest appended (written into buf), or name itself (map NULL too). */
 const char *cannl__name_map_apply(const cannl__name_map *map, const char *name, char *buf, size_t cap);

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #define SHARD_MAGIC 20240520
 #define SHARD_HEADER_INTS 256
@@ -15,10 +16,15 @@ static cannl_status read_all(const char *path, unsigned char **data, int64_t *si
     FILE *f = fopen(path, "rb");
     if (!f) return cannl__fail(err, CANNL_E_IO, path, "cannot open: %s", cannl__strerror(errno, why, sizeof why));
     unsigned char *buf = NULL;
-    size_t len = 0, cap = 0;
+    size_t len = 0, cap = 0, first = (size_t)1 << 20;
+    /* A regular file's size and one byte more (the read that finds the end), so that it is read
+       in one allocation; a pipe's grows from 1 MB. */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= 0 && (uint64_t)sb.st_size < SIZE_MAX / 2)
+        first = (size_t)sb.st_size + 1;
     for (;;) {
         if (len == cap) {
-            size_t ncap = cap ? cap * 2 : (size_t)1 << 20;
+            size_t ncap = cap ? cap * 2 : first;
             unsigned char *nb = realloc(buf, ncap);
             if (!nb) {
                 free(buf);

@@ -54,7 +54,7 @@ def test_times(build_dir):
     name = None
     with open(path, errors="replace") as f:
         for line in f:
-            m = re.match(r"^\d+/\d+ Test: (\S+)", line)
+            m = re.match(r"^\d+/\d+ Test: (.+)$", line)
             if m:
                 name = m.group(1)
                 continue
@@ -66,8 +66,16 @@ def test_times(build_dir):
 
 
 def test_labels(build_dir):
-    out = subprocess.run(["ctest", "--test-dir", build_dir, "--show-only=json-v1"], capture_output=True,
-                         text=True, check=False).stdout
+    # `ctest --show-only` rewrites LastTest.log (as an empty run): keep the real one.
+    log = os.path.join(build_dir, "Testing", "Temporary", "LastTest.log")
+    kept = open(log, "rb").read() if os.path.exists(log) else None
+    try:
+        out = subprocess.run(["ctest", "--test-dir", build_dir, "--show-only=json-v1"], capture_output=True,
+                             text=True, check=False).stdout
+    finally:
+        if kept is not None:
+            with open(log, "wb") as f:
+                f.write(kept)
     labels = {}
     try:
         for t in json.loads(out).get("tests", []):

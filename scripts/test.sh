@@ -37,7 +37,7 @@ fi
 # the README's install commands do: it runs in full when the build system changed in the last
 # commit (or when this is not a git checkout); otherwise it checks the copy configures and
 # refuses to install before building, and builds nothing (CANNL_INSTALL_FRESH=configure).
-build_files='^(CMakeLists.txt|CMakePresets.json|cmake/|.*/CMakeLists.txt$|generator/templates.cmake|scripts/install-deps.sh)'
+build_files='^(CMakeLists.txt|CMakePresets.json|cmake/|generator/CMakeLists.txt|generator/templates.cmake|runtime-lib/CMakeLists.txt|runtime-lib/cuda/CMakeLists.txt|scripts/install-deps.sh)'
 install_fresh=full
 if [ $full = 0 ] && git rev-parse --verify -q HEAD~1 >/dev/null 2>&1 &&
    ! git diff --name-only HEAD~1 -- | grep -Eq "$build_files" &&

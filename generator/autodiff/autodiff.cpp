@@ -136,6 +136,9 @@ void differentiate(ir::Program& p) {
     gb.state_name.clear();  // gradients are not saved
     gb.init.reset();        // nor initialised
     gb.matrix = false;
+    gb.view_of = -1;        // a stacked param's view: its gradient is stacked below (stack_gradients)
+    gb.view_offset = 0;
+    gb.stack = 0;
     gb.shape = "gradient of " + p.buffers[static_cast<size_t>(buf)].name;
     p.buffers.push_back(gb);
     int gi = static_cast<int>(p.buffers.size()) - 1;
@@ -220,6 +223,42 @@ void differentiate(ir::Program& p) {
   p.grads = std::move(grads);
   for (int param : p.params)
     if (p.grad(param) >= 0) train.io.kept.push_back(p.grad(param));
+  stack_gradients(p);
+}
+
+void stack_gradients(ir::Program& p) {
+  for (size_t s = 0; s < p.buffers.size(); ++s) {
+    if (p.buffers[s].stack <= 0 || p.buffers[s].role != ir::Role::Param) continue;
+    std::vector<int> views;
+    size_t with_grad = 0;
+    for (int b : p.params)
+      if (p.buffers[static_cast<size_t>(b)].view_of == static_cast<int>(s)) {
+        views.push_back(b);
+        with_grad += p.grad(b) >= 0;
+      }
+    if (with_grad == 0) continue;  // frozen, or the loss reads none of its instances
+    if (with_grad < views.size()) {  // the loss reads some instances only: each its own param again
+      for (int v : views) p.buffers[static_cast<size_t>(v)].view_of = -1, p.buffers[static_cast<size_t>(v)].view_offset = 0;
+      continue;
+    }
+    ir::Buffer g = p.buffers[s];
+    g.name += "_grad";
+    for (int k = 2; p.find(g.name) >= 0; ++k) g.name = p.buffers[s].name + "_grad" + std::to_string(k);
+    g.role = ir::Role::Grad;
+    g.tensor = -1;
+    g.state_name.clear();
+    g.init.reset();
+    g.matrix = false;
+    g.shape = "gradient of " + p.buffers[s].name;
+    p.buffers.push_back(std::move(g));
+    const int gi = static_cast<int>(p.buffers.size()) - 1;
+    for (int v : views) {
+      ir::Buffer& vg = p.buffers[static_cast<size_t>(p.grad(v))];
+      vg.view_of = gi;
+      vg.view_offset = p.buffers[static_cast<size_t>(v)].view_offset;
+    }
+    p.grads[static_cast<int>(s)] = gi;
+  }
 }
 
 }  // namespace cannl

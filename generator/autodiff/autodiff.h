@@ -14,6 +14,11 @@
 // One rule per operation of the loop IR (`derivative`; a primitive function's is its row in
 // ir/prims.cpp), so every built-in gets its gradient from the nests lower_forward wrote for
 // it. Loads marked nograd are constants.
+// A stacked param's (lower/roll.h: Buffer::stack, its instances' params views of it) gradient
+// is stacked too: when the loss depends on every instance, one gradient buffer of the stacked
+// param's dims (Program::grads maps the stacked param to it), each instance's gradient a view of
+// it at the instance's slice; when it depends on some instances only, the views become params of
+// their own again (stack_gradients, at the end of differentiate).
 #pragma once
 
 #include "ir/ir.h"
@@ -21,6 +26,7 @@
 namespace cannl {
 
 void differentiate(ir::Program& p);
+void stack_gradients(ir::Program& p);  // (part of differentiate; see above)
 
 // d e / d x[wrt], x[wrt] one particular read (all loads of exactly that access).
 ir::ExprP derivative(const ir::ExprP& e, const ir::Access& wrt);

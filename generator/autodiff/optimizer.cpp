@@ -47,6 +47,55 @@ int state_buffer(ir::Program& p, int param, const std::string& state) {
   return static_cast<int>(p.buffers.size()) - 1;
 }
 
+// A stacked param's optimiser state (lower/roll.h): one buffer [instances, kinds, dims...] so
+// that each instance's state is contiguous (ZeRO-1 shards by instance), each instance's state
+// of each kind a view named as a param's own (`w_qkv_3_exp_avg`, saved as w_qkv_3.exp_avg).
+int stacked_state(ir::Program& p, int stack, const std::vector<int>& views, const std::vector<std::string>& kinds) {
+  ir::Buffer s = p.buffers[static_cast<size_t>(stack)];
+  const std::string sname = s.name;
+  const long slice = s.elements() / s.stack;
+  s.name = sname + "_state";
+  for (int i = 2; p.find(s.name) >= 0; ++i) s.name = fmt::format("{}_state{}", sname, i);
+  s.dims.insert(s.dims.begin() + 1, ir::Dim{static_cast<long>(kinds.size()), false});
+  s.state_name.clear();
+  s.role = ir::Role::OptState;
+  s.state_of = stack;
+  s.tensor = -1;
+  s.init.reset();
+  s.matrix = false;
+  std::string list;
+  for (const auto& k : kinds) list += (list.empty() ? "" : ", ") + k;
+  s.shape = fmt::format("optimiser state of {}: [instance, {{{}}}, ...]", sname, list);
+  p.buffers.push_back(std::move(s));
+  const int si = static_cast<int>(p.buffers.size()) - 1;
+  for (size_t l = 0; l < views.size(); ++l)
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      const int v = state_buffer(p, views[l], kinds[k]);
+      p.buffers[static_cast<size_t>(v)].view_of = si;
+      p.buffers[static_cast<size_t>(v)].view_offset = static_cast<long>(l * kinds.size() + k) * slice;
+    }
+  return si;
+}
+
+// The params whose updates are one nest: a stacked param whose instances all have gradients
+// (autodiff's stack_gradients), listed consecutively in Program::params in instance order.
+// Returns the instances' views (p.params[k] the first) or {} for a param of its own.
+std::vector<int> stacked_run(const ir::Program& p, size_t k) {
+  const int v = p.params[k];
+  const int s = p.buffers[static_cast<size_t>(v)].view_of;
+  if (s < 0 || p.grad(s) < 0) return {};
+  const long count = p.buffers[static_cast<size_t>(s)].stack, slice = p.buffers[static_cast<size_t>(v)].elements();
+  std::vector<int> views;
+  for (long l = 0; l < count; ++l) {
+    const size_t at = k + static_cast<size_t>(l);
+    if (at >= p.params.size() || p.buffers[static_cast<size_t>(p.params[at])].view_of != s ||
+        p.buffers[static_cast<size_t>(p.params[at])].view_offset != l * slice)
+      CANNL_BUG("a stacked param's instances are not consecutive params in instance order");
+    views.push_back(p.params[at]);
+  }
+  return views;
+}
+
 }  // namespace
 
 ExprP schedule_lr(const ir::Schedule& c, const ExprP& base) {
@@ -137,9 +186,13 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
     zero.what = what + ": the squared norm";
     zero.update_of = ir::kUpdateNorm;
     out.push_back(zero);
-    for (int param : p.params) {
-      const int g = p.grad(param);
+    for (size_t k = 0; k < p.params.size(); ++k) {
+      int g = p.grad(p.params[k]);
       if (g < 0) continue;
+      if (const std::vector<int> run = stacked_run(p, k); !run.empty()) {  // one nest over the stacked gradient
+        g = p.grad(p.buffers[static_cast<size_t>(p.params[k])].view_of);
+        k += run.size() - 1;
+      }
       ir::Stmt s = ir::elementwise(p, g, zero.what);
       ExprP gv = ir::load_all(s, g);
       s.only() = {{norm, {}}, ir::Accum::Add, mul(gv, gv)};
@@ -156,43 +209,73 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
   }
 
   for (size_t k = 0; k < p.params.size(); ++k) {
-    const int param = p.params[k];
+    const int first = p.params[k];
+    if (p.grad(first) < 0) continue;  // not used by the loss: no gradient, no update (as PyTorch)
+    // A stacked param's instances (lower/roll.h) are updated by one nest over the stacked
+    // buffers, its state [instance, kind, ...]: the same formulas, each instance's elements.
+    const std::vector<int> run = stacked_run(p, k);
+    const bool stacked = !run.empty();
+    const int param = stacked ? p.buffers[static_cast<size_t>(first)].view_of : first;
     const int g = p.grad(param);
-    if (g < 0) continue;  // not used by the loss: no gradient, no update (as PyTorch)
-    const double wd = options.no_decay.count(param) ? 0.0 : weight_decay;
+    const double wd = options.no_decay.count(first) ? 0.0 : weight_decay;
     const std::string name = p.buffers[static_cast<size_t>(param)].name;  // a copy: buffers grow below
-    auto nest = [&](int buf, ExprP body) {
-      ir::Stmt s = ir::elementwise(p, buf, fmt::format("{} update of {}", kind, name));
-      s.only().body = std::move(body);
+    std::vector<std::string> kinds;
+    if (kind == "sgd" && momentum != 0) kinds = {"momentum_buffer"};
+    if (kind == "adam" || kind == "adamw") kinds = {"exp_avg", "exp_avg_sq"};
+    const int stack_state = stacked && !kinds.empty() ? stacked_state(p, param, run, kinds) : -1;
+    ir::Stmt shape = ir::elementwise(p, param, "");
+    // The state of kind j at the nest's point: its own buffer, or the stacked state's [l, j, ...].
+    std::vector<ir::Access> state;
+    for (size_t j = 0; j < kinds.size(); ++j) {
+      if (!stacked) {
+        state.push_back(shape.only().out);
+        state.back().buf = state_buffer(p, param, kinds[j]);
+        continue;
+      }
+      ir::Access a = shape.only().out;
+      a.buf = stack_state;
+      a.index.insert(a.index.begin() + 1, ir::Affine::constant(static_cast<long>(j)));
+      state.push_back(a);
+    }
+    ir::Stmt update;  // a stacked param's: one nest of every assignment (its own: one nest each)
+    auto nest = [&](const ir::Access& to, ExprP body) {
+      ir::Stmt s = ir::elementwise(p, param, stacked ? fmt::format("{} update of {} ({} instances)", kind, name, run.size())
+                                                     : fmt::format("{} update of {}", kind, name));
+      s.only() = {to, ir::Accum::Set, std::move(body)};
       s.line = line;
       s.update_of = static_cast<int>(k);
-      out.push_back(std::move(s));
+      s.update_count = stacked ? static_cast<int>(run.size()) : 1;
+      if (!stacked) out.push_back(std::move(s));
+      else if (update.assigns.empty()) update = std::move(s);
+      else update.assigns.push_back(std::move(s.only()));
     };
-    ir::Stmt shape = ir::elementwise(p, param, "");
-    auto P = [&] { return ir::load_all(shape, param); };
+    const ir::Access P_at = shape.only().out;
+    auto P = [&] { return ir::load(P_at); };
     ExprP grad = ir::load_all(shape, g);
     if (clip) grad = mul(grad, clip);
     if (kind == "sgd") {
       if (wd != 0) grad = add(grad, mul(num(wd), P()));
-      ExprP update = grad;
+      ExprP update_value = grad;
       if (momentum != 0) {
-        int buf = state_buffer(p, param, "momentum_buffer");
-        ExprP B = ir::load_all(shape, buf);
+        ExprP B = ir::load(state[0]);
         // PyTorch: the first step sets the buffer to the gradient, undamped.
-        nest(buf, ir::select(ir::binary(Op::Eq, ir::scalar("step"), num(1)), grad,
-                             add(mul(num(momentum), B), mul(num(1 - dampening), grad))));
-        update = nesterov ? add(grad, mul(num(momentum), B)) : B;
+        nest(state[0], ir::select(ir::binary(Op::Eq, ir::scalar("step"), num(1)), grad,
+                                  add(mul(num(momentum), B), mul(num(1 - dampening), grad))));
+        update_value = nesterov ? add(grad, mul(num(momentum), B)) : B;
       }
-      nest(param, sub(P(), mul(LR(), update)));
+      nest(P_at, sub(P(), mul(LR(), update_value)));
     } else {  // adam, adamw
-      if (kind == "adamw" && wd != 0) nest(param, mul(P(), sub(num(1), mul(LR(), num(wd)))));
+      if (kind == "adamw" && wd != 0) nest(P_at, mul(P(), sub(num(1), mul(LR(), num(wd)))));
       if (kind == "adam" && wd != 0) grad = add(grad, mul(num(wd), P()));
-      int m = state_buffer(p, param, "exp_avg"), v = state_buffer(p, param, "exp_avg_sq");
-      ExprP M = ir::load_all(shape, m), V = ir::load_all(shape, v);
-      nest(m, add(mul(num(beta1), M), mul(num(1 - beta1), grad)));
-      nest(v, add(mul(num(beta2), V), mul(num(1 - beta2), mul(grad, grad))));
+      ExprP M = ir::load(state[0]), V = ir::load(state[1]);
+      nest(state[0], add(mul(num(beta1), M), mul(num(1 - beta1), grad)));
+      nest(state[1], add(mul(num(beta2), V), mul(num(1 - beta2), mul(grad, grad))));
       ExprP denom = add(div(ir::call("sqrt", {V}), ir::scalar("sqrt_bc2")), num(eps));
-      nest(param, sub(P(), mul(div(LR(), ir::scalar("bc1")), div(M, denom))));
+      nest(P_at, sub(P(), mul(div(LR(), ir::scalar("bc1")), div(M, denom))));
+    }
+    if (stacked) {
+      out.push_back(std::move(update));
+      k += run.size() - 1;
     }
   }
   return out;
@@ -228,17 +311,25 @@ void add_optimizer(ir::Program& p) {
   update.lr_scalar = train.lr_scalar;
   for (ir::Stmt s : update.stmts) {  // train_step fuses the updates of every param
     s.update_of = -1;
+    s.update_count = 1;
     train.stmts.push_back(std::move(s));
   }
   p.routines.push_back(std::move(grads));
   p.routines.push_back(std::move(update));
 
-  // init zeroes the optimiser state, each param's apart (a ZeRO-1 rank holds some params' only).
+  // init zeroes the optimiser state, each param's apart (a ZeRO-1 rank holds some params' only);
+  // a stacked param's in one nest over its instances (their views: nothing of their own).
   ir::Routine& init = *p.routine(ir::RoutineKind::Init);
   for (size_t b = 0; b < p.buffers.size(); ++b)
-    if (p.buffers[b].role == ir::Role::OptState) {
+    if (p.buffers[b].role == ir::Role::OptState && p.buffers[b].view_of < 0) {
       ir::Stmt s = ir::elementwise(p, static_cast<int>(b), "zero " + p.buffers[b].name);
-      s.update_of = static_cast<int>(std::find(p.params.begin(), p.params.end(), p.buffers[b].state_of) - p.params.begin());
+      int of = p.buffers[b].state_of;
+      if (p.buffers[b].stack > 0) {  // the stacked param's first instance, and their count
+        s.update_count = static_cast<int>(p.buffers[b].stack);
+        for (int v : p.params)
+          if (p.buffers[static_cast<size_t>(v)].view_of == of && p.buffers[static_cast<size_t>(v)].view_offset == 0) of = v;
+      }
+      s.update_of = static_cast<int>(std::find(p.params.begin(), p.params.end(), of) - p.params.begin());
       init.stmts.push_back(std::move(s));
     }
 }

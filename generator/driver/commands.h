@@ -42,6 +42,11 @@ struct GenOptions {
   std::string weights;     // with embed: a safetensors checkpoint to compile in
   std::string name_map;    // with weights: the params' names in it (`cannl_name = file.key` lines)
   bool embed = false;
+  // Params compiled in, the model and the weights written by two runs (cmake/Cannl.cmake's
+  // WEIGHTS), so that a new checkpoint recompiles one file: weights_apart writes every file
+  // but <model>_weights.c (no checkpoint read), weights_only (with weights and embed) that one.
+  bool weights_apart = false;
+  bool weights_only = false;
   bool color = false;
   int opt_level = 2;       // -O0, -O1, -O2 (passes/pipeline.h)
   std::vector<std::string> disabled_passes;  // --disable-pass=NAME
@@ -51,6 +56,7 @@ struct GenOptions {
   std::map<std::string, long> dims;  // --dim NAME=VALUE: overrides of the spec's dims
   bool time_stages = false;  // --time: each stage's wall time on stderr
   bool verify_ir = false;    // --verify-ir: the IR verifier after every stage (also CANNL_VERIFY_IR=1)
+  bool no_roll = false;      // --no-roll: every repeat block expanded instance by instance (lower/roll.h)
 };
 
 // `cannl gen --passes`: the passes in their order, with the level that runs each.
@@ -59,9 +65,10 @@ std::string pass_listing();
 // `cannl gen SPEC -o DIR`: writes DIR/<model>.h, <model>.c, <model>_inference.c,
 // <model>_train.c, <model>_infer.c, <model>.json (the model card), CMakeLists.txt and, with
 // --weights CKPT --embed, <model>_weights.c (--target cuda: <model>.h, <model>.cu, <model>_train.cu,
-// <model>_infer.cu, CMakeLists.txt). Nothing is written when the spec has errors or
-// the checkpoint does not fit it (exit status 1); files are replaced atomically (a new
-// directory appears whole).
+// <model>_infer.cu, CMakeLists.txt). --weights-apart writes all of the embedded model's files
+// but <model>_weights.c, which --weights CKPT --embed --weights-only writes alone; neither
+// removes the other's. Nothing is written when the spec has errors or the checkpoint does not
+// fit it (exit status 1); files are replaced atomically (a new directory appears whole).
 int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, std::ostream& err);
 
 }  // namespace cannl
@@ -77,5 +84,10 @@ struct PlotOptions {
 // `cannl plot METRICS.jsonl -o curve.svg`: loss, metric and learning-rate curves over the steps of
 // a training run, as one SVG. 0 ok, 1 a malformed log (the line named), 2 unreadable or unwritable.
 int plot_file(const PlotOptions& opt, std::ostream& err);
+// What plot_file draws, from the log's text: 0 with the SVG, or 1 with `error` (one line
+// naming `path`: a line that is not a JSON object, or nothing to draw). `title` heads the
+// page (empty: the log's file name). No file is read or written (the fuzzing harness's entry).
+int plot_svg(const std::string& path, const std::string& text, const std::string& title, std::string& svg,
+             std::string& error);
 
 }  // namespace cannl

@@ -20,6 +20,7 @@
 #include "ir/ir_print.h"
 #include "ir/verify.h"
 #include "lower/lower.h"
+#include "lower/roll.h"
 #include "lower/routines.h"
 #include "passes/pipeline.h"
 #include "spec/ast_print.h"
@@ -139,11 +140,21 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     if (stage("shapes", [&] { return print_shapes(*fe); })) return 0;
     const Model& m = fe->model;
 
-    // Lowering: every spec tensor as forward loop nests over buffers.
-    Lowered low = lower_forward(m, fe->shapes, fe->file, o.max_batch);
+    // Lowering: every spec tensor as forward loop nests over buffers; repeat blocks whose
+    // instances lower alike rolled into block bodies, their params stacked (not yet for CUDA).
+    Lowered low = lower_forward(m, fe->shapes, fe->file, o.max_batch, o.roll && o.target != "cuda");
+    if (o.verify_ir) ir::verify_lowered(low.prog, low.forward, low.train_updates, "lower");
+    if (stage("lower", [&] { return ir::print_lowered(low.prog, low.forward); })) {
+      p = std::move(low.prog);
+      return 0;
+    }
+    // The bridge (issue 34): block calls expanded into their instances' nests over the stacked
+    // params' views, until the stages after lowering work on block bodies.
+    if (!low.prog.blocks.empty()) {
+      unroll_blocks(low);
+      if (o.verify_ir) ir::verify_lowered(low.prog, low.forward, low.train_updates, "unroll_blocks");
+    }
     p = std::move(low.prog);
-    if (o.verify_ir) ir::verify_lowered(p, low.forward, low.train_updates, "lower");
-    if (stage("lower", [&] { return ir::print_lowered(p, low.forward); })) return 0;
 
     // Routine assembly: init, train_step (forward so far), forward, eval_metrics.
     assemble_routines(p, low);
@@ -183,6 +194,8 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     card.spec_file = std::filesystem::path(path).filename().string();
     card.spec_text = text;
     card.f64 = o.f64;
+    for (size_t i = 0; i < m.tensors.size(); ++i)
+      if (m.tensors[i].stmt && m.tensors[i].stmt->is_buffer) card.buffers.insert(static_cast<int>(i));
     EmbeddedWeights weights;
     if (o.target == "cuda") {
       CudaOptions co;
@@ -202,9 +215,11 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
       co.f64 = o.f64;
       co.spec = card.spec_file;
       co.weights = o.weights.empty() ? nullptr : &weights;
+      co.embed = o.embed;
       co.blas = o.blas;
       out.files = emit_c(p, co);
       card.weights = co.weights;
+      card.embedded = o.embed || co.weights;
     }
     stage("emit", [] { return std::string(); });
     out.files.push_back({p.model + ".json", model_card(p, card)});

@@ -39,12 +39,15 @@ struct CompileOptions {
   std::set<std::string> disabled;    // passes not to run
   bool blas = false;                 // C: contractions call cblas
   std::string weights;               // C: a checkpoint to compile in (--embed), "" for none
+  bool embed = false;                // C: the params compiled in (--embed): from `weights`, else
+                                     // from another run's <model>_weights.c (--weights-only)
   std::string name_map;              // the params' names in weights (--name-map), "" for their own
   std::string stop_after;            // "" or a stage: stop once it has run (a dump needs no more)
   bool emit = true;                  // false: stop after the passes (--stats, --dump=graph/dot)
   bool keep_before = false;          // keep the program as it was before the passes
   std::map<std::string, long> dims;  // --dim NAME=VALUE: overrides of the spec's dims
   bool verify_ir = kVerifyIrByDefault;  // run the IR verifier after every IR stage
+  bool roll = true;                  // repeat blocks rolled (lower/roll.h; the C target only for now)
 };
 
 struct Compiled {

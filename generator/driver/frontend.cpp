@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "shapes/size_limits.h"
+#include "shapes/zero_gain.h"
 #include "spec/lexer.h"
 #include "spec/parser.h"
 
@@ -32,6 +33,7 @@ std::unique_ptr<Frontend> run_frontend(std::string path, std::string text, Stage
   if (last == Stage::Model || !fe->ok()) return fe;
   fe->shapes = infer_shapes(fe->model, fe->file, fe->diags);
   if (fe->ok()) check_size_limits(fe->model, fe->shapes, fe->diags);
+  if (fe->ok()) warn_zero_gains(fe->model, fe->shapes, fe->diags);
   return fe;
 }
 

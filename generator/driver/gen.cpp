@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <ostream>
+#include <set>
 
 #include "driver/commands.h"
 #include "driver/compile.h"
@@ -68,7 +69,9 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
   co.blas = opt.blas;
   if (opt.embed) co.weights = opt.weights;
   if (opt.embed) co.name_map = opt.name_map;
+  co.embed = opt.embed || opt.weights_apart;
   co.dims = opt.dims;
+  co.roll = !opt.no_roll;
   // The IR verifier: on in debug builds; CANNL_VERIFY_IR=1 (or 0) sets it, --verify-ir turns it on.
   if (const char* v = std::getenv("CANNL_VERIFY_IR"); v && *v) co.verify_ir = std::string(v) != "0";
   if (opt.verify_ir) co.verify_ir = true;
@@ -160,7 +163,17 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
     out << (opt.json ? stats_json(c.before, c.prog, so) : stats_text(c.before, c.prog, so));
     return 0;
   }
-  if (!write_files(opt.out_dir, model, c.files, error)) {
+  // The two halves of an embedded model (--weights-apart, --weights-only) share a directory:
+  // neither run removes the files the other writes.
+  std::set<std::string> others;
+  std::vector<OutputFile> files;
+  for (OutputFile& f : c.files) {
+    const bool weights = f.name == model + "_weights.c";
+    if (opt.weights_only && !weights) others.insert(f.name);
+    else files.push_back(std::move(f));
+  }
+  if (opt.weights_apart) others.insert(model + "_weights.c");
+  if (!write_files(opt.out_dir, model, files, error, others)) {
     err << "cannl: error: " << error << "\n";
     return 2;
   }

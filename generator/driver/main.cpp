@@ -60,6 +60,9 @@ int main(int argc, char** argv) {
                                     "per call at the max batch, before and after the passes (no files written)");
   g->add_flag("--json", gen.json, "with --stats: print JSON");
   g->add_flag("--time", gen.time_stages, "print each stage's time (front end, lowering, every pass, emission) on stderr");
+  g->add_flag("--no-roll", gen.no_roll,
+              "expand every repeat block instance by instance, its params unstacked (by default the instances "
+              "that lower alike share one body and their params are stacked [count, ...])");
   g->add_flag("--verify-ir", gen.verify_ir,
               "check the loop IR after every stage (ir/verify.h; on in debug builds, or with CANNL_VERIFY_IR=1)");
   auto* out_opt = g->add_option("-o,--output", gen.out_dir, "output directory (created if missing)")->check(a_path);
@@ -99,9 +102,18 @@ int main(int argc, char** argv) {
                                      "the params' names in the --weights file: lines 'cannl_name = pytorch.key' "
                                      "(# comments), as the training and inference programs take it")
                            ->check(a_path);
+  auto* apart_opt = g->add_flag("--weights-apart", gen.weights_apart,
+                                "the files of --weights CKPT --embed but <model>_weights.c, which --weights-only "
+                                "writes: a new checkpoint recompiles that file alone (no checkpoint read)");
+  auto* only_opt = g->add_flag("--weights-only", gen.weights_only,
+                               "with --weights CKPT --embed: write <model>_weights.c alone, beside the files of "
+                               "--weights-apart");
   embed_opt->needs(weights_opt);
   weights_opt->needs(embed_opt);
   name_map_opt->needs(weights_opt);
+  only_opt->needs(weights_opt);
+  apart_opt->excludes(weights_opt);
+  apart_opt->excludes(only_opt);
   cannl::PlotOptions plot;
   auto* pl = app.add_subcommand("plot", "Draw the loss and metric curves of a training run's metrics log as SVG");
   pl->add_option("METRICS", plot.log, "the JSONL log a training program wrote (--metrics)")->required();
@@ -114,6 +126,8 @@ int main(int argc, char** argv) {
     if (!*out_opt && !*dump_opt && !gen.stats) throw CLI::RequiredError("-o,--output");
     if (gen.json && !gen.stats) throw CLI::ValidationError("--json", "only with --stats");
     if (gen.embed && gen.target == "cuda") throw CLI::ValidationError("--embed", "only with --target c");
+    if (gen.weights_apart && gen.target == "cuda")
+      throw CLI::ValidationError("--weights-apart", "only with --target c");
     if (!gen.precision.empty() && gen.target != "cuda")
       throw CLI::ValidationError("--precision", "only with --target cuda");
     if (!gen.precision.empty() && gen.dtype != "f32")

@@ -114,7 +114,7 @@ std::string gen_marker(const std::string& file) {
 }
 
 bool write_files(const fs::path& dir, const std::string& model, const std::vector<OutputFile>& files,
-                 std::string& error) {
+                 std::string& error, const std::set<std::string>& others) {
   std::error_code ec;
   const std::string tag = tmp_suffix();
   remove_stale_temporaries(dir);
@@ -210,7 +210,7 @@ bool write_files(const fs::path& dir, const std::string& model, const std::vecto
   for (const char* suffix : {".h", ".c", "_inference.c", "_train.c", "_infer.c", ".json", "_weights.c", ".cu",
                              "_train.cu", "_infer.cu"}) {
     const std::string name = model + suffix;
-    bool ours = false;
+    bool ours = others.count(name) > 0;  // another run's to write
     for (const auto& f : files) ours = ours || f.name == name;
     if (!ours) remove_if_ours(dir / name, name);
   }

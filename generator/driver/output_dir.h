@@ -16,6 +16,7 @@
 #pragma once
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,9 @@ namespace cannl {
 // sources, "# Written by cannl gen." in CMakeLists.txt; "" for a JSON model card).
 std::string gen_marker(const std::string& file);
 
+// `others`: files of the model that another run writes into the same directory (the two
+// halves of an embedded model, `cannl gen --weights-apart` and `--weights-only`): not removed.
 bool write_files(const std::filesystem::path& dir, const std::string& model, const std::vector<OutputFile>& files,
-                 std::string& error);
+                 std::string& error, const std::set<std::string>& others = {});
 
 }  // namespace cannl

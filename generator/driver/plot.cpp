@@ -147,14 +147,23 @@ std::string number(double v) {
   return s;
 }
 
+// Text for the SVG's text and attributes: markup escaped, and what XML 1.0 does not allow in a
+// document (control characters, which a JSON key may hold as \u0001, and U+FFFE, U+FFFF) as
+// U+FFFD: a browser refuses the whole file for one of them.
 std::string escape(const std::string& s) {
   std::string o;
-  for (char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c == '<') o += "&lt;";
     else if (c == '>') o += "&gt;";
     else if (c == '&') o += "&amp;";
     else if (c == '"') o += "&quot;";
-    else o += c;
+    else if (c < 0x20 || c == 0x7F) o += "\xEF\xBF\xBD";  // U+FFFD
+    else if (c == 0xEF && s.compare(i, 2, "\xEF\xBF") == 0 && i + 2 < s.size() &&
+             (static_cast<unsigned char>(s[i + 2]) & 0xFE) == 0xBE) {
+      o += "\xEF\xBF\xBD";  // U+FFFD
+      i += 2;
+    } else o += s[i];
   }
   return o;
 }
@@ -215,24 +224,11 @@ void draw_panel(std::string& svg, const std::string& title, const std::vector<co
 
 }  // namespace
 
-int plot_file(const PlotOptions& opt, std::ostream& err) {
-  namespace fs = std::filesystem;
-  std::string text, error;
-  std::error_code same_ec;
-  if (fs::equivalent(opt.log, opt.out, same_ec)) {  // the SVG would replace the log
-    err << "cannl: error: -o " << opt.out << " is the metrics log itself: write the plot to another file\n";
-    return 2;
-  }
-  if (!read_file(opt.log, text, error)) {
-    err << "cannl: error: " << error << "\n";
-    return 2;
-  }
+int plot_svg(const std::string& path, const std::string& text, const std::string& title, std::string& svg,
+             std::string& error) {
   std::vector<Series> series;
   std::string xname;
-  if (!read_log(opt.log, text, series, xname, error)) {
-    err << "cannl: error: " << error << "\n";
-    return 1;
-  }
+  if (!read_log(path, text, series, xname, error)) return 1;
   std::vector<const Series*> panels[3];
   for (const Series& s : series) {
     Panel p = panel_of(s.name);
@@ -244,8 +240,7 @@ int plot_file(const PlotOptions& opt, std::ostream& err) {
     panels[static_cast<int>(p)].push_back(&s);
   }
   if (panels[0].empty() && panels[1].empty() && panels[2].empty()) {
-    err << "cannl: error: " << opt.log << ": no numeric series to draw (expected records such as "
-        << "{\"step\": 100, \"train_loss\": 0.52})\n";
+    error = path + ": no numeric series to draw (expected records such as {\"step\": 100, \"train_loss\": 0.52})";
     return 1;
   }
   double x0 = INFINITY, x1 = -INFINITY;
@@ -257,13 +252,12 @@ int plot_file(const PlotOptions& opt, std::ostream& err) {
   int n = 0;
   for (const auto& p : panels) n += !p.empty();
   const double height = top0 + n * (panel_h + gap);
-  std::string title = opt.title.empty() ? fs::path(opt.log).filename().string() : opt.title;
-  std::string svg = fmt::format(
+  svg = fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"{0}\" viewBox=\"0 0 900 {0}\" "
       "font-family=\"sans-serif\">\n<rect width=\"900\" height=\"{0}\" fill=\"white\"/>\n"
       "<text x=\"450\" y=\"28\" font-size=\"16\" text-anchor=\"middle\">{1}</text>\n",
-      height, escape(title));
+      height, escape(title.empty() ? std::filesystem::path(path).filename().string() : title));
   double top = top0;
   for (int p = 0; p < 3; ++p) {
     if (panels[p].empty()) continue;
@@ -271,6 +265,25 @@ int plot_file(const PlotOptions& opt, std::ostream& err) {
     top += panel_h + gap;
   }
   svg += "</svg>\n";
+  return 0;
+}
+
+int plot_file(const PlotOptions& opt, std::ostream& err) {
+  namespace fs = std::filesystem;
+  std::string text, error, svg;
+  std::error_code same_ec;
+  if (fs::equivalent(opt.log, opt.out, same_ec)) {  // the SVG would replace the log
+    err << "cannl: error: -o " << opt.out << " is the metrics log itself: write the plot to another file\n";
+    return 2;
+  }
+  if (!read_file(opt.log, text, error)) {
+    err << "cannl: error: " << error << "\n";
+    return 2;
+  }
+  if (plot_svg(opt.log, text, opt.title, svg, error) != 0) {
+    err << "cannl: error: " << error << "\n";
+    return 1;
+  }
   // Atomically, and only over a regular file of this user's (out_file.h).
   if (!replace_file(opt.out, svg, error)) {
     err << "cannl: error: " << error << "\n";

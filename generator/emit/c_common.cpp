@@ -148,7 +148,15 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
   d.set("num_params", std::to_string(p.params.size()));
   d.set("num_metrics", std::to_string(p.metrics.size()));
   data state{data::type::list};
-  for (size_t i = 0; i < p.buffers.size(); ++i) {
+  // The params first, in Program::params order (model_io.c reads them so), then the optimiser
+  // state, in buffer order.
+  std::vector<size_t> order;
+  std::vector<bool> listed(p.buffers.size(), false);
+  for (int b : p.params)
+    if (!p.buffers[static_cast<size_t>(b)].state_name.empty()) order.push_back(static_cast<size_t>(b)), listed[static_cast<size_t>(b)] = true;
+  for (size_t i = 0; i < p.buffers.size(); ++i)
+    if (!listed[i]) order.push_back(i);
+  for (size_t i : order) {
     const auto& b = p.buffers[i];
     if (b.state_name.empty()) continue;
     data e;
@@ -160,8 +168,6 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
     e.set("dims", dims_list(b, false));
     state.push_back(e);
   }
-  // params first, then optimiser state (buffers come in that order already for params;
-  // optimiser state buffers are created after every param)
   d.set("state", state);
   return d;
 }

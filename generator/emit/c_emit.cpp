@@ -71,9 +71,21 @@ public:
     d.set("opt_state_start", starts.empty() ? "0" : starts);
     d.set("opt_state_bytes", std::to_string(ob.bytes));
     d.set("has_opt_state", ob.bytes > 0);
-    data opt{data::type::list};
+    data opt{data::type::list}, stacks{data::type::list};
     for (size_t i = 0; i < ob.field.size(); ++i) {
       if (ob.field[i] < 0) continue;
+      if (p_.buffers[i].stack > 0) {  // a stacked param's state: bound at its first instance held
+        const auto [first, count] = instances_of(p_.buffers[i].state_of);
+        data b;
+        b.set("name", names_.buffer[i]);
+        b.set("offset", std::to_string(ob.field[i]));
+        b.set("first", std::to_string(first));
+        b.set("end", std::to_string(first + count));
+        b.set("last", std::to_string(first + count - 1));
+        b.set("per", std::to_string(p_.buffers[i].elements() / p_.buffers[i].stack * elem()));
+        stacks.push_back(b);
+        continue;
+      }
       data b;
       b.set("name", names_.buffer[i]);
       b.set("offset", std::to_string(ob.field[i]));
@@ -81,6 +93,7 @@ public:
       opt.push_back(b);
     }
     d.set("opt_buffers", opt);
+    d.set("opt_stacks", stacks);
     data bufs{data::type::list};
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
       if (train.arena->field[i] < 0) continue;
@@ -120,23 +133,32 @@ private:
   const std::string& name(int b) const { return names_.buffer[static_cast<size_t>(b)]; }
   const ir::Buffer& buf(int b) const { return p_.buffers[static_cast<size_t>(b)]; }
   long elem() const { return o_.f64 ? 8 : 4; }
+  // A stacked buffer's instances among the params (lower/roll.h): the first's index in
+  // Program::params and their count (the views of `stack`, consecutive there).
+  std::pair<int, int> instances_of(int stack) const {
+    for (size_t k = 0; k < p_.params.size(); ++k)
+      if (buf(p_.params[k]).view_of == stack) return {static_cast<int>(k), static_cast<int>(buf(stack).stack)};
+    CANNL_BUG("a stacked buffer without instances among the params: " + buf(stack).name);
+  }
+
   // The C element type of buffer b: real, or int32_t for ids.
   const char* ctype(int b) const { return buf(b).ids > 0 ? "int32_t" : "real"; }
 
   // The data of every template (emit/c_common.h), and what only the C target's use.
   data common() {
     data d = model_template_data(p_, names_.buffer, o_.f64, o_.spec, "m->");
-    d.set("embedded", o_.weights != nullptr);
-    d.set("has_embedded", std::string(o_.weights ? "1" : "0"));
+    const bool embedded = o_.embed || o_.weights;
+    d.set("embedded", embedded);
+    d.set("has_embedded", std::string(embedded ? "1" : "0"));
     d.set("embedded_decls",
-          o_.weights ? fmt::format("/* A forward-only state holding the compiled-in params; NULL when out of memory. */\n"
+          embedded ? fmt::format("/* A forward-only state holding the compiled-in params; NULL when out of memory. */\n"
                                    "struct {0}_infer *{0}_infer_create_embedded(void);\n"
                                    "/* The compiled-in params, one array per param in the order listed above "
                                    "(read-only). */\n"
                                    "const {0}_real *const *{0}_embedded_params(void);\n",
                                    p_.model)
                      : std::string());
-    d.set("embedded_arg", o_.weights ? "(const void *const *)" + p_.model + "_embedded_params()" : std::string("NULL"));
+    d.set("embedded_arg", embedded ? "(const void *const *)" + p_.model + "_embedded_params()" : std::string("NULL"));
     return d;
   }
 
@@ -426,9 +448,10 @@ private:
 
   // The innermost loop of a parallel nest is marked `omp simd` (CANNL_SIMD: GCC only) when
   // its iterations are independent: every assignment writes a cell that the loop indexes (no
-  // two iterations write the same cell), assignments to one buffer write the same cell, and
-  // the nest reads what it writes only at the cell written (buffers sharing bytes do so in
-  // place: plan_memory.cpp). The outlined function of `omp parallel` loses the kernel's
+  // two iterations write the same cell), assignments to one buffer write the same cell or
+  // cells apart by a constant index (a stacked optimiser state's kinds, st[l, 0, j] and
+  // st[l, 1, j]), and the nest reads what it writes only at a cell it writes at that point
+  // (buffers sharing bytes do so in place: plan_memory.cpp). The outlined function of `omp parallel` loses the kernel's
   // `restrict`, and GCC 12 then leaves a loop storing two buffers (layer_norm's x_ln and its
   // affine image) scalar.
   static bool independent_inner(const ir::Stmt& s, const std::vector<int>& loops) {
@@ -436,16 +459,28 @@ private:
         std::find(loops.begin(), loops.end(), s.parallel) == loops.end())  // (decode: run once)
       return false;
     const int inner = loops.back();
+    // Two accesses of one buffer that a constant index keeps apart at every point.
+    auto apart = [](const ir::Access& a, const ir::Access& b) {
+      for (size_t d = 0; d < a.index.size() && d < b.index.size(); ++d)
+        if (a.index[d].terms.empty() && b.index[d].terms.empty() && a.index[d].offset != b.index[d].offset) return true;
+      return false;
+    };
     for (const ir::Assign& a : s.assigns) {
       if (!uses_iter(a.out, inner)) return false;  // (an extremum is a select: store_to)
       for (const ir::Assign& b : s.assigns)
-        if (b.out.buf == a.out.buf && !(b.out == a.out)) return false;
+        if (b.out.buf == a.out.buf && !(b.out == a.out) && !apart(a.out, b.out)) return false;
     }
     std::vector<const ir::Expr*> loads;
     ir::collect_loads(s, loads);
-    for (const ir::Expr* l : loads)
+    for (const ir::Expr* l : loads) {
+      bool written = false, at_a_written_cell = false;
       for (const ir::Assign& a : s.assigns)
-        if (l->access.buf == a.out.buf && !(l->access == a.out)) return false;
+        if (l->access.buf == a.out.buf) {
+          written = true;
+          at_a_written_cell = at_a_written_cell || l->access == a.out;
+        }
+      if (written && !at_a_written_cell) return false;
+    }
     return true;
   }
 
@@ -502,7 +537,8 @@ private:
   }
 
   // A nest as a call of its kernel, the kernel defined in the unit when it is new there.
-  std::string kernel_call(const ir::Routine& r, const ir::Stmt& s, Unit& u, bool& n_used) {
+  std::string kernel_call(const ir::Routine& r, const ir::Stmt& s, Unit& u, bool& n_used,
+                          const std::map<int, std::string>& arg_of = {}) {
     std::vector<int> written, read;
     for (int w : ir::written_buffers(s))
       if (std::find(written.begin(), written.end(), w) == written.end()) written.push_back(w);
@@ -539,8 +575,12 @@ private:
       params.push_back(fmt::format("{} *{}{}", ctype(b), shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
     for (int b : read)
       params.push_back(fmt::format("const {} *{}{}", ctype(b), shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
-    for (int b : written) args.push_back(name(b)), taken.insert(name(b));
-    for (int b : read) args.push_back(name(b)), taken.insert(name(b));
+    auto arg = [&](int b) {
+      auto it = arg_of.find(b);
+      return it == arg_of.end() ? name(b) : it->second;
+    };
+    for (int b : written) args.push_back(arg(b)), taken.insert(name(b));
+    for (int b : read) args.push_back(arg(b)), taken.insert(name(b));
     for (const std::string& sc : scalars) {
       params.push_back((sc == "rng_key" ? "const uint64_t " : "const real ") + sc);
       args.push_back(sc);
@@ -698,6 +738,42 @@ private:
     return out;
   }
 
+  // A nest over a stacked param's instances (Stmt::update_count > 1) for the instances in the
+  // params [lo_expr, hi_expr) only: the instance loop runs to n = hi - lo, each stacked buffer
+  // from instance lo (an optimiser-state one from its first held instance: bind_opt_state).
+  std::string stacked_range(const ir::Routine& r, const ir::Stmt& s, Unit& u, const std::string& first,
+                            const std::string& last) {
+    const int k = s.update_of, count = s.update_count;
+    ir::Stmt t = s;
+    const ir::Affine& at = t.assigns[0].out.index.at(0);
+    if (!at.is_single_iter()) CANNL_BUG("a stacked update whose instance index is not a loop");
+    t.iters[static_cast<size_t>(at.terms[0].iter)].batch = true;  // run to n, the instances in range
+    std::map<int, std::string> arg_of;
+    std::set<int> bufs;
+    std::set<std::string> unused;
+    stmt_uses(s, bufs, unused);
+    for (int b : bufs) {
+      if (buf(b).stack <= 0) continue;
+      const long slice = buf(b).elements() / buf(b).stack;
+      const std::string from = in_opt_block(b) ? fmt::format("(m->opt_first > {0} ? m->opt_first : {0})", k)
+                                               : std::to_string(k);
+      arg_of[b] = fmt::format("{} + (int64_t)(cannl_lo - {}) * {}", name(b), from, slice);
+    }
+    bool n_used = false;
+    std::string call = kernel_call(r, t, u, n_used, arg_of);
+    std::string inner;
+    for (size_t i = 0; i < call.size(); ++i) {
+      if (i == 0 || call[i - 1] == '\n') inner += "        ";
+      inner += call[i];
+    }
+    return fmt::format("    {{\n"
+                       "        const int32_t cannl_lo = {0} > {2} ? {0} : {2}, cannl_hi = {1} < {3} ? {1} : {3};\n"
+                       "        const int64_t n = cannl_hi - cannl_lo; /* the instances in range */\n"
+                       "        if (n > 0) {{\n{4}        }}\n"
+                       "    }}\n",
+                       first, last, k, k + count, inner);
+  }
+
   // A nest of init zeroing a param's optimiser state: it runs when the state holds the
   // param's (shard_opt_state).
   static std::string held_state(const ir::Stmt& s, const std::string& text) {
@@ -803,6 +879,15 @@ private:
         if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
         last = what(s);
         body += text + grads_final(s);
+        continue;
+      }
+      if (s.update_count > 1 && (r.kind == ir::RoutineKind::TrainUpdate || is_init)) {
+        // A stacked param's update (its state's zeroing): for the instances of the shard.
+        text = r.kind == ir::RoutineKind::TrainUpdate ? stacked_range(r, s, u, "m->update_first", "m->update_last")
+                                                      : stacked_range(r, s, u, "m->opt_first", "m->opt_last");
+        if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
+        last = what(s);
+        body += text;
         continue;
       }
       x_.begin_nest(s, taken);

@@ -30,6 +30,10 @@ struct COptions {
   bool f64 = false;       // element type double instead of float
   std::string spec;       // the spec's path as shown in comments
   const EmbeddedWeights* weights = nullptr;  // non-null: write <model>_weights.c
+  // The params compiled in (`--embed`; implied by weights): <model>.h declares
+  // <model>_infer_create_embedded and <model>_embedded_params, <model>_infer.c runs on them.
+  // Without weights their <model>_weights.c is another run's (`cannl gen --weights-only`).
+  bool embed = false;
   bool blas = false;      // contractions call cblas_?gemm instead of the generated kernel
 };
 

@@ -88,17 +88,23 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   c["inputs"] = interface(p, p.inputs, p.routine(ir::RoutineKind::Forward), info.f64);
   c["outputs"] = interface(p, p.outputs, nullptr, info.f64);
   json params = json::array();
-  long count = 0;
+  // As PyTorch counts them: the params with a gradient (model.parameters() that require it),
+  // the frozen ones, and the buffers (model.buffers(): `buffer` tensors, running statistics).
+  long trainable = 0, frozen = 0, buffers = 0;
   for (int b : p.params) {
     const auto& buf = p.buffers[static_cast<size_t>(b)];
     params.push_back({{"name", buf.state_name}, {"shape", dims(buf, false)}, {"spec_shape", spec_shape(buf)},
                       {"values", buf.elements()}});
     if (buf.frozen) params.back()["trainable"] = false;  // a frozen param or a buffer
-    count += buf.elements();
+    if (!buf.frozen) trainable += buf.elements();
+    else if (buf.tensor < 0 || info.buffers.count(buf.tensor)) buffers += buf.elements();  // (running stats: no tensor)
+    else frozen += buf.elements();
   }
   c["params"] = params;
-  c["parameter_count"] = count;
-  c["parameter_bytes"] = count * elem;
+  c["parameter_count"] = trainable;
+  c["parameter_bytes"] = trainable * elem;
+  c["frozen_parameter_count"] = frozen;
+  c["buffer_count"] = buffers;
   c["loss"] = p.buffers[static_cast<size_t>(p.loss)].name;
   json metrics = json::array();
   for (int m : p.metrics) metrics.push_back(p.buffers[static_cast<size_t>(m)].name);
@@ -124,7 +130,7 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   if (const ir::OptBlock& ob = p.layout.opt_state; !ob.field.empty()) {
     json tensors = json::array();
     for (size_t b = 0; b < ob.field.size(); ++b)
-      if (ob.field[b] >= 0)
+      if (ob.field[b] >= 0 && p.buffers[b].stack == 0)  // (a stacked state: its instances' views)
         tensors.push_back({{"name", p.buffers[b].state_name}, {"offset_bytes", ob.field[b]},
                            {"elements", p.buffers[b].elements()}});
     c["opt_state_block"] = {{"bytes", ob.bytes}, {"tensors", tensors}};
@@ -152,6 +158,8 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   c["tensors"] = tensors;
   if (info.weights)
     c["embedded_weights"] = {{"checkpoint", info.weights->source}, {"step", step_number(info.weights->step)}};
+  else if (info.embedded)  // <model>_weights.c written apart (cannl gen --weights-only): unknown here
+    c["embedded_weights"] = {{"checkpoint", nullptr}, {"step", nullptr}};
   else
     c["embedded_weights"] = nullptr;
   return c.dump(2) + "\n";

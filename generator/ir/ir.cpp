@@ -227,6 +227,11 @@ const Routine* Program::routine(RoutineKind k) const {
   return nullptr;
 }
 
+int storage(const Program& p, int buf) {
+  const int v = p.buffers[static_cast<size_t>(buf)].view_of;
+  return v >= 0 ? v : buf;
+}
+
 int Program::grad(int buf) const {
   auto it = grads.find(buf);
   return it == grads.end() ? -1 : it->second;
@@ -304,6 +309,7 @@ std::vector<int> call_reads(const Call& c) {
     case Call::Kind::AttentionBackward: return distinct({c.q, c.k, c.v, c.o, c.dout, c.lse, c.dq, c.dk, c.dv});
     case Call::Kind::EmbeddingForward: return {c.table, c.ids};
     case Call::Kind::EmbeddingBackward: return {c.ids, c.dout, c.dtable};
+    case Call::Kind::BlockForward: return c.reads;
   }
   return {};
 }
@@ -314,6 +320,7 @@ std::vector<int> call_writes(const Call& c) {
     case Call::Kind::AttentionBackward: return distinct({c.delta, c.dq, c.dk, c.dv});
     case Call::Kind::EmbeddingForward: return {c.o};
     case Call::Kind::EmbeddingBackward: return {c.dtable};
+    case Call::Kind::BlockForward: return c.writes;
   }
   return {};
 }
@@ -324,6 +331,7 @@ const char* call_name(Call::Kind k) {
     case Call::Kind::AttentionBackward: return "attention_backward";
     case Call::Kind::EmbeddingForward: return "embedding_forward";
     case Call::Kind::EmbeddingBackward: return "embedding_backward";
+    case Call::Kind::BlockForward: return "block_forward";
   }
   return "?";
 }

@@ -65,6 +65,20 @@ struct Buffer {
   // A spec param with input axes (a weight, an embedding table, a kernel; not a bias): the
   // params adamw(decay = "matrices") decays.
   bool matrix = false;
+  // Stacked storage (a rolled repeat block, lower/roll.h): `stack` > 0 marks a buffer of dims
+  // [stack, instance dims...] holding one tensor per instance (llm.c's layout: w_qkv
+  // [layers, 3 * C, C]); `view_of` >= 0 marks an instance's tensor (w_qkv_3, checkpoint name
+  // w_qkv.3) as a view with no storage of its own: elements [view_offset, + elements()) of
+  // buffer view_of. Params, their gradients and their optimiser state are stacked this way;
+  // nests read and write either the views or the stacked buffer, never both in one routine
+  // but the optimiser's.
+  long stack = 0;
+  int view_of = -1;
+  long view_offset = 0;
+  // A body buffer of Program::blocks[block] (-1: the program's): a formal, bound to an
+  // actual buffer per instance by the block's calls, or a local, the body's own.
+  int block = -1;
+  bool formal = false;
   long elements() const;  // with batch axes at their maximum
 };
 
@@ -173,6 +187,19 @@ struct ScaledSum {
   ExprP scale;  // a Const
 };
 
+// How a block call binds one formal of the body (Block, Buffer::formal) for instance l of
+// count: the whole buffer `first` when l == 0 and `first` >= 0, the whole buffer `last` when
+// l == count - 1 and `last` >= 0; else elements [offset + l * stride, + the formal's elements)
+// of `buf` (stride 0: the same buffer for every instance; a stacked param: its slice l);
+// with buf -1 there, a carried value between two instances, which whoever expands or assembles
+// the call places (Block::carried: the next instance's carried-in formal reads it).
+struct Binding {
+  int formal = -1;
+  int buf = -1;
+  long offset = 0, stride = 0;
+  int first = -1, last = -1;
+};
+
 // An opaque step: a kernel of the runtime called on whole buffers (Stmt::call), whose loops
 // are the runtime's own. Passes see the buffers it reads and writes (ir::call_reads,
 // call_writes, passes::reads and writes) and never move, fuse or inline into it.
@@ -182,6 +209,7 @@ struct Call {
     AttentionBackward,  // dq, dk, dv += from dout, o, lse; delta a scratch
     EmbeddingForward,   // o[p, j] = table[ids[p], j]  (0 for an id outside [0, rows))
     EmbeddingBackward,  // dtable[ids[p], j] += dout[p, j], each j's positions in order
+    BlockForward,       // a rolled repeat block's instances, each its body's nests (Block::forward)
   };
   Kind kind = Kind::AttentionForward;
   // Attention, per (sequence, head) pair. Storage: q [B.., tq, H.., e], k [B.., tk, H.., e],
@@ -208,6 +236,14 @@ struct Call {
   // the sequence's length). Embedding: that position's id and row. Attention: the query at
   // pos against the keys and values of positions 0 .. pos (k and v the routine's caches).
   bool at_pos = false;
+  // A block call (BlockForward): block `block`'s body run for instances l = 0 .. count-1 in
+  // order, each formal bound to its actual by `binds` (one per formal); `reads` and `writes`
+  // the outer buffers the instances read and write (what call_reads and call_writes return:
+  // the bindings are per-instance pointer arithmetic, so the lists are kept, not derived).
+  int block = -1;
+  long count = 0;
+  std::vector<Binding> binds = {};
+  std::vector<int> reads = {}, writes = {};
 };
 std::vector<int> call_reads(const Call& c);   // dq, dk, dv among them: the backward adds to them
 std::vector<int> call_writes(const Call& c);
@@ -239,6 +275,10 @@ struct Stmt {
   // params are not fused, so that the emitted update can run for a range of params alone
   // (ZeRO-1: each rank updates its shard) and init zero only the optimiser state a rank holds.
   int update_of = -1;
+  // A nest over a stacked param's instances (its update, its optimiser state's zeroing)
+  // updates the params [update_of, update_of + update_count) at once: its outermost index of
+  // the stacked buffers is the instance (emit/c_emit.cpp runs it for a shard's instances).
+  int update_count = 1;
   int parallel = -1;        // set by loop ordering: the loop run in parallel, or -1
   // Set by passes/mark_contractions.cpp, read by the C emitter's matrix-product calls, cuBLAS
   // and the cost model alike (none before that pass).
@@ -393,6 +433,27 @@ struct OptimizerConfig {
   std::string schedule_text;                    // the schedule as written, on one line
 };
 
+// A rolled repeat block (lower/roll.h): `count` consecutive instances of a repeat statement
+// whose nests are equal but for their buffers, lowered once. Its body is the first instance's
+// nests over body buffers (Buffer::block): formals, bound per instance by each call of the
+// block (Call::Kind::BlockForward, Binding), and locals, the body's own.
+struct Block {
+  std::string name;           // the count's dim ("layers"), else "block<line>" (unique in the program)
+  int line = 0;               // the repeat statement's spec line
+  long first = 0, count = 0;  // the instances [first, first + count) of the repeat statement
+  std::vector<int> formals;   // body buffers bound by the calls
+  std::vector<int> locals;    // body buffers of the body's own
+  // Per carried name: the formal reading the value carried in and the formal defining the
+  // value carried out (instance l > 0 reads what instance l - 1 defined).
+  std::vector<std::pair<int, int>> carried;
+  std::vector<Stmt> forward;  // the body's nests (lowering's forward nests, of every routine)
+  // Naming instance l's copies (ir/unroll_blocks.h): a local's (or carried-out formal's) name
+  // with "_<l>" inserted at name_at (-1: appended), its spec shape with ".<l>" at the same
+  // place when it names the tensor; its spec tensor tensor + l * tensor_step (-1: none).
+  std::map<int, int> name_at;
+  long tensor_step = 0;
+};
+
 struct Program {
   std::string model;
   long max_batch = 256;
@@ -411,11 +472,17 @@ struct Program {
   std::string optimizer;     // "sgd(lr = 0.1, momentum = 0.9)", with its training options
   std::string schedule;      // the lr schedule as written, "cosine(steps = 4690)"; "" for none
   Layout layout;             // set by passes/plan_layout.cpp
+  // Rolled repeat blocks (lower/roll.h); the unroll bridge (ir/unroll_blocks.h) empties it
+  // before routine assembly (issue 34: autodiff, the passes and the emitters on bodies come later).
+  std::vector<Block> blocks;
   int find(const std::string& name) const;  // buffer index or -1
   Routine* routine(RoutineKind k);          // null when the program has none of that kind
   const Routine* routine(RoutineKind k) const;
   int grad(int buf) const;                  // the gradient buffer of `buf`, or -1
 };
+
+// The buffer holding `buf`'s elements: its stacked buffer when it is a view, else itself.
+int storage(const Program& p, int buf);
 
 // The buffers a routine hands out or keeps past its end: the state (params, optimiser state)
 // and its interface's outputs, values and kept buffers.

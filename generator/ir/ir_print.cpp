@@ -93,6 +93,12 @@ std::string print_stmt(const Stmt& s, const Program& p) {
       return t;
     };
     const Call& c = *s.call;
+    if (c.kind == Call::Kind::BlockForward) {  // layers x12 (x, w_qkv, ... -> x_11)
+      const std::string name = c.block >= 0 && static_cast<size_t>(c.block) < p.blocks.size()
+                                   ? p.blocks[static_cast<size_t>(c.block)].name
+                                   : fmt::format("block #{}", c.block);
+      return fmt::format("{} forward x{} ({} -> {})", name, c.count, names(call_reads(c)), names(call_writes(c)));
+    }
     if (c.kind == Call::Kind::EmbeddingForward || c.kind == Call::Kind::EmbeddingBackward)
       return fmt::format("{}({} -> {}; {}{} positions, {} rows of {}{})", call_name(c.kind), names(call_reads(c)),
                          names(call_writes(c)), c.batch ? "n x " : "", c.seqs, c.rows, c.width,
@@ -139,10 +145,24 @@ static std::string dims_text(const Buffer& b) {
   return s + "]";
 }
 
+// What is particular to a buffer of stacked storage or of a block body ("" for the others).
+static std::string storage_text(const Program& p, const Buffer& b) {
+  std::string s;
+  if (b.stack > 0) s += fmt::format("   (stacked: {} instances)", b.stack);
+  if (b.view_of >= 0 && static_cast<size_t>(b.view_of) < p.buffers.size())
+    s += fmt::format("   (view of {} at +{})", p.buffers[static_cast<size_t>(b.view_of)].name, b.view_offset);
+  if (b.block >= 0) {
+    const std::string block = static_cast<size_t>(b.block) < p.blocks.size() ? p.blocks[static_cast<size_t>(b.block)].name
+                                                                              : fmt::format("#{}", b.block);
+    s += fmt::format("   (block {} {})", block, b.formal ? "formal" : "local");
+  }
+  return s;
+}
+
 std::string print_buffers(const Program& p) {
   std::string s = fmt::format("buffers (storage order; batch <= {})\n", p.max_batch);
   for (const Buffer& b : p.buffers)
-    s += fmt::format("  {:<22} {:<16} {:<20} {}\n", b.name, role_name(b.role), dims_text(b), b.shape);
+    s += fmt::format("  {:<22} {:<16} {:<20} {}{}\n", b.name, role_name(b.role), dims_text(b), b.shape, storage_text(p, b));
   return s;
 }
 
@@ -212,9 +232,46 @@ std::string print_program(const Program& p) {
   return s;
 }
 
+std::string print_blocks(const Program& p, const std::vector<Stmt>& calls) {
+  std::string s;
+  for (size_t k = 0; k < p.blocks.size(); ++k) {
+    const Block& bl = p.blocks[k];
+    s += fmt::format("\nblock {} (line {}: instances {}..{} of the repeat statement)\n", bl.name, bl.line, bl.first,
+                     bl.first + bl.count - 1);
+    auto name = [&](int b) { return b >= 0 && static_cast<size_t>(b) < p.buffers.size() ? p.buffers[static_cast<size_t>(b)].name : std::string("-"); };
+    std::vector<const Binding*> binds(p.buffers.size(), nullptr);  // the first call's bindings
+    for (const Stmt& st : calls)
+      if (st.call && st.call->kind == Call::Kind::BlockForward && st.call->block == static_cast<int>(k)) {
+        for (const Binding& bd : st.call->binds)
+          if (bd.formal >= 0 && static_cast<size_t>(bd.formal) < binds.size()) binds[static_cast<size_t>(bd.formal)] = &bd;
+        break;
+      }
+    for (int f : bl.formals) {
+      std::string how;
+      if (const Binding* bd = binds[static_cast<size_t>(f)]) {
+        if (bd->first >= 0) how += fmt::format("l = 0: {}", name(bd->first));
+        if (bd->last >= 0) how += fmt::format("{}l = {}: {}", how.empty() ? "" : "; ", bl.count - 1, name(bd->last));
+        if (bd->buf >= 0)
+          how += fmt::format("{}{}{}", how.empty() ? "" : "; else ", name(bd->buf),
+                             bd->stride ? fmt::format("{} + l * {}", bd->offset ? fmt::format(" + {}", bd->offset) : "", bd->stride)
+                                        : bd->offset ? fmt::format(" + {}", bd->offset) : std::string());
+        else if (bd->first < 0 || bd->last < 0)
+          how += std::string(how.empty() ? "" : "; else ") + "carried between instances";
+      }
+      s += fmt::format("  formal {:<16} {:<20} {}\n", name(f), dims_text(p.buffers[static_cast<size_t>(f)]), how);
+    }
+    for (const auto& [in, out] : bl.carried) s += fmt::format("  carried {} -> {}\n", name(out), name(in));
+    std::string locals;
+    for (int b : bl.locals) locals += (locals.empty() ? "" : ", ") + name(b);
+    s += fmt::format("  locals {}\n  body\n", locals.empty() ? "none" : locals);
+    s += print_nests(p, bl.forward);
+  }
+  return s;
+}
+
 std::string print_lowered(const Program& p, const std::vector<Stmt>& forward) {
   return fmt::format("model {}\n\n", p.model) + print_buffers(p) + "\nforward nests of every spec tensor\n" +
-         print_nests(p, forward);
+         print_nests(p, forward) + print_blocks(p, forward);
 }
 
 }  // namespace cannl::ir

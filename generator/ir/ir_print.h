@@ -27,7 +27,11 @@ std::string print_nests(const Program& p, const std::vector<Stmt>& stmts);  // "
 // The memory layout ("" before passes/plan_layout.cpp): each state's size and fields.
 std::string print_layout(const Program& p);
 std::string print_program(const Program& p);
-// After lowering: the buffers and the forward nests of every spec tensor (no routines yet).
+// Each rolled block (lower/roll.h): its formals with their bindings in the first call among
+// `calls` that calls it, its locals and its body's nests ("" when the program has none).
+std::string print_blocks(const Program& p, const std::vector<Stmt>& calls);
+// After lowering: the buffers and the forward nests of every spec tensor (no routines yet),
+// then the blocks.
 std::string print_lowered(const Program& p, const std::vector<Stmt>& forward);
 
 }  // namespace cannl::ir

@@ -48,7 +48,9 @@ struct Verifier {
       }
       if (b.role == Role::OptState && (!valid(b.state_of) || buf(b.state_of).role != Role::Param))
         fail(fmt::format("optimiser state '{}' belongs to {}, not a param", b.name, name(b.state_of)));
+      storage(b);
     }
+    blocks();
     auto list = [&](const char* what, const std::vector<int>& l, std::optional<Role> role) {
       for (int b : l)
         if (!valid(b) || (role && buf(b).role != *role)) fail(fmt::format("{} lists {}", what, name(b)));
@@ -67,8 +69,117 @@ struct Verifier {
     }
   }
 
+  // Stacked storage: a stacked buffer's first dim is its instances; a view lies inside its
+  // stacked buffer (not a view itself), inside one instance's slice, aligned to its own size.
+  void storage(const Buffer& b) {
+    if (b.stack < 0 || (b.stack > 0 && (b.dims.empty() || b.dims[0].size != b.stack || b.dims[0].batch)))
+      fail(fmt::format("'{}' is stacked {} times but its first dim is not", b.name, b.stack));
+    if (b.view_of == -1) return;
+    if (!valid(b.view_of) || buf(b.view_of).stack <= 0 || buf(b.view_of).view_of != -1) {
+      fail(fmt::format("'{}' is a view of {}, not of a stacked buffer", b.name, name(b.view_of)));
+      return;
+    }
+    if (b.stack > 0 || b.block != -1) fail(fmt::format("the view '{}' is stacked or a body buffer", b.name));
+    // (An instance's slice, or a part of it: one kind of a stacked optimiser state [l, kind, ...].)
+    const Buffer& s = buf(b.view_of);
+    const long slice = s.elements() / s.stack, e = b.elements();
+    if (slice % e || b.view_offset < 0 || b.view_offset % e || b.view_offset + e > s.elements())
+      fail(fmt::format("the view '{}' ({} elements at +{}) is not in a slice of '{}' ({} x {})", b.name, e,
+                       b.view_offset, s.name, s.stack, slice));
+  }
+
+  // Each block's buffers are its own (Buffer::block), the formals and locals listed once;
+  // its carried pairs are formals.
+  void blocks() {
+    std::vector<int> listed(p.buffers.size(), 0);
+    for (size_t k = 0; k < p.blocks.size(); ++k) {
+      const Block& bl = p.blocks[k];
+      about("block " + bl.name);
+      if (bl.count < 2 || bl.first < 0) fail(fmt::format("instances {} .. +{}", bl.first, bl.count));
+      for (const std::vector<int>* l : {&bl.formals, &bl.locals})
+        for (int b : *l) {
+          if (!valid(b) || buf(b).block != static_cast<int>(k) || buf(b).formal != (l == &bl.formals)) {
+            fail(fmt::format("lists {}, which is not its {}", name(b), l == &bl.formals ? "formal" : "local"));
+            continue;
+          }
+          if (++listed[static_cast<size_t>(b)] > 1) fail(fmt::format("lists {} twice", name(b)));
+        }
+      for (const auto& [in, out] : bl.carried)
+        if (std::find(bl.formals.begin(), bl.formals.end(), in) == bl.formals.end() ||
+            std::find(bl.formals.begin(), bl.formals.end(), out) == bl.formals.end() || !valid(in) || !valid(out) ||
+            buf(in).dims != buf(out).dims)
+          fail(fmt::format("carries {} into {}: not two formals of the same dims", name(out), name(in)));
+    }
+    about("program");
+    for (size_t b = 0; b < p.buffers.size(); ++b)
+      if (p.buffers[b].block != -1 && !listed[b])
+        fail(fmt::format("'{}' belongs to block {}, which does not list it", p.buffers[b].name, p.buffers[b].block));
+  }
+
+  // A call of block bl (Call::Kind::BlockForward): one binding per formal; each instance's
+  // actual a program buffer of the formal's dims (a whole buffer, or a slice inside a stacked
+  // one); the formals the body writes bound to no buffer another instance or formal writes.
+  void block_call(const Call& c) {
+    if (c.block < 0 || static_cast<size_t>(c.block) >= p.blocks.size()) {
+      fail(fmt::format("a block call of block #{}", c.block));
+      return;
+    }
+    const Block& bl = p.blocks[static_cast<size_t>(c.block)];
+    if (c.count != bl.count) fail(fmt::format("calls block {} for {} instances, not its {}", bl.name, c.count, bl.count));
+    std::set<int> written;
+    for (const Stmt& st : bl.forward)
+      for (int w : written_buffers(st)) written.insert(w);
+    std::map<int, int> bound;
+    std::set<int> written_actuals;
+    for (const Binding& bd : c.binds) {
+      if (!valid(bd.formal) || buf(bd.formal).block != c.block || !buf(bd.formal).formal) {
+        fail(fmt::format("binds {}, not a formal of block {}", name(bd.formal), bl.name));
+        continue;
+      }
+      if (++bound[bd.formal] > 1) fail(fmt::format("binds '{}' twice", buf(bd.formal).name));
+      const Buffer& f = buf(bd.formal);
+      const bool writes = written.count(bd.formal) > 0;
+      for (int whole : {bd.first, bd.last}) {
+        if (whole == -1) continue;
+        if (!valid(whole) || buf(whole).block != -1 || buf(whole).dims != f.dims)
+          fail(fmt::format("binds '{}' to {}, not a program buffer of its dims", f.name, name(whole)));
+        else if (writes && !written_actuals.insert(whole).second)
+          fail(fmt::format("'{}' is written through two formals", buf(whole).name));
+      }
+      if (bd.buf == -1) {
+        bool carried = false;
+        for (const auto& [in, out] : bl.carried) carried = carried || in == bd.formal || out == bd.formal;
+        if (!carried || (bd.first == -1 && bd.last == -1))
+          fail(fmt::format("binds '{}' to nothing, and it is not a carried value", f.name));
+        continue;
+      }
+      if (!valid(bd.buf) || buf(bd.buf).block != -1) {
+        fail(fmt::format("binds '{}' to {}", f.name, name(bd.buf)));
+        continue;
+      }
+      const Buffer& a = buf(bd.buf);
+      if (bd.stride == 0 && bd.offset == 0) {
+        if (a.dims != f.dims) fail(fmt::format("binds '{}' to '{}' of other dims", f.name, a.name));
+        if (writes) fail(fmt::format("binds '{}', which its body writes, to '{}' in every instance", f.name, a.name));
+        continue;
+      }
+      if (a.stack <= 0 || bd.offset < 0 || bd.stride < f.elements() ||
+          bd.offset + (c.count - 1) * bd.stride + f.elements() > a.elements() ||
+          std::vector<Dim>(a.dims.begin() + 1, a.dims.end()) != f.dims)
+        fail(fmt::format("binds '{}' to slices of '{}' (+{} + l * {}) outside it or of other dims", f.name, a.name,
+                         bd.offset, bd.stride));
+      if (writes && !written_actuals.insert(bd.buf).second) fail(fmt::format("'{}' is written through two formals", a.name));
+    }
+    for (int f : bl.formals)
+      if (!bound.count(f)) fail(fmt::format("leaves the formal '{}' of block {} unbound", buf(f).name, bl.name));
+    for (const std::vector<int>* l : {&c.reads, &c.writes})
+      for (int b : *l)
+        if (!valid(b) || buf(b).block != -1) fail(fmt::format("lists {} among what it reads or writes", name(b)));
+  }
+
   // -- nests ------------------------------------------------------------------------------
   const Routine* r = nullptr;  // the routine being checked
+  int block_ = -1;             // the block whose body it is (-1: an API routine, lowering's nests)
   std::string rname = {};      // its name in messages
   const Stmt* s = nullptr;     // the nest being checked
   std::vector<std::string> scalars = {};  // the routine's defined scalars so far
@@ -92,11 +203,20 @@ struct Verifier {
     return true;
   }
 
+  // The nests being checked use their own buffers: a block body its block's, everything
+  // else the program's.
+  void owned(int b, const char* what) {
+    if (valid(b) && buf(b).block != block_)
+      fail(fmt::format("{} '{}' of {}", what, buf(b).name,
+                       buf(b).block == -1 ? std::string("the program, in a block body") : fmt::format("block #{}", buf(b).block)));
+  }
+
   bool access(const Access& a, const char* what) {
     if (!valid(a.buf)) {
       fail(fmt::format("{} of {}", what, name(a.buf)));
       return false;
     }
+    owned(a.buf, what);
     if (a.index.size() != buf(a.buf).dims.size()) {
       fail(fmt::format("{} of '{}' has {} indices for {} dims", what, buf(a.buf).name, a.index.size(), buf(a.buf).dims.size()));
       return false;
@@ -206,6 +326,13 @@ struct Verifier {
 
   void call(const Call& c) {
     using K = Call::Kind;
+    for (const std::vector<int>& l : {call_reads(c), call_writes(c)})
+      for (int b : l) owned(b, call_name(c.kind));
+    if (c.kind == K::BlockForward) {
+      if (block_ != -1) fail("a block call inside a block body");
+      block_call(c);
+      return;
+    }
     const bool attention = c.kind == K::AttentionForward || c.kind == K::AttentionBackward;
     const bool backward = c.kind == K::AttentionBackward || c.kind == K::EmbeddingBackward;
     std::vector<std::pair<const char*, int>> need;
@@ -258,11 +385,16 @@ struct Verifier {
   // -- definedness: what the routine has on entry, then what its nests wrote so far ----------
   std::vector<bool> def = {};
 
+  // A view and its stacked buffer count as one buffer (a write of either defines both).
   void read(int b, const char* how) {
-    if (valid(b) && !def[static_cast<size_t>(b)]) fail(fmt::format("{} {}, which nothing wrote before", how, name(b)));
+    if (!valid(b) || def[static_cast<size_t>(b)]) return;
+    const int s = buf(b).view_of;
+    if (!valid(s) || !def[static_cast<size_t>(s)]) fail(fmt::format("{} {}, which nothing wrote before", how, name(b)));
   }
   void wrote(int b) {
-    if (valid(b)) def[static_cast<size_t>(b)] = true;
+    if (!valid(b)) return;
+    def[static_cast<size_t>(b)] = true;
+    if (valid(buf(b).view_of)) def[static_cast<size_t>(buf(b).view_of)] = true;
   }
 
   std::string at(size_t i) const {
@@ -306,6 +438,8 @@ struct Verifier {
     if (st.parallel < -1 || st.parallel >= static_cast<int>(st.iters.size())) fail(fmt::format("parallel loop {}", st.parallel));
     if (st.update_of != -1 && st.update_of != kUpdateNorm && (st.update_of < 0 || static_cast<size_t>(st.update_of) >= p.params.size()))
       fail(fmt::format("update_of {}", st.update_of));
+    if (st.update_count < 1 || (st.update_count > 1 && (st.update_of < 0 || static_cast<size_t>(st.update_of + st.update_count) > p.params.size())))
+      fail(fmt::format("update_count {} from param {}", st.update_count, st.update_of));
     const std::vector<int> w = written_buffers(st);
     for (int g : st.grads_final)
       if (std::find(w.begin(), w.end(), g) == w.end()) fail(fmt::format("grads_final lists {}, which it does not write", name(g)));
@@ -315,6 +449,36 @@ struct Verifier {
       if (role == Role::Input || (role == Role::Cache && !decode()) ||
           (inference() && (role == Role::Param || role == Role::OptState)))
         fail(fmt::format("writes the {} '{}'", role_name(role), buf(b).name));
+    }
+  }
+
+  // A routine touches a stacked buffer's views only before any nest touches the stacked
+  // buffer itself (the optimiser's nests after the backward ones): the passes compare buffers,
+  // not bytes, so this order is what keeps them from moving a nest across its alias.
+  void views_then_stacks() {
+    about("routine " + rname);
+    std::vector<long> first(p.buffers.size(), -1), last(p.buffers.size(), -1);
+    std::vector<const Expr*> loads;
+    for (size_t k = 0; k < r->stmts.size(); ++k) {
+      const Stmt& st = r->stmts[k];
+      std::vector<int> bufs = written_buffers(st);
+      if (st.call)
+        for (int b : call_reads(*st.call)) bufs.push_back(b);
+      loads.clear();
+      collect_loads(st, loads);
+      for (const Expr* l : loads) bufs.push_back(l->access.buf);
+      for (int b : bufs) {
+        if (!valid(b)) continue;
+        if (first[static_cast<size_t>(b)] < 0) first[static_cast<size_t>(b)] = static_cast<long>(k);
+        last[static_cast<size_t>(b)] = static_cast<long>(k);
+      }
+    }
+    for (size_t b = 0; b < p.buffers.size(); ++b) {
+      const int s = p.buffers[b].view_of;
+      if (!valid(s) || last[b] < 0 || first[static_cast<size_t>(s)] < 0) continue;
+      if (last[b] >= first[static_cast<size_t>(s)])
+        fail(fmt::format("nest {} uses the view '{}' after nest {} used its stacked buffer '{}'", last[b], p.buffers[b].name,
+                         first[static_cast<size_t>(s)], buf(s).name));
     }
   }
 
@@ -338,10 +502,18 @@ struct Verifier {
     if (r->io.batch || r->io.position)
       for (int b : p.inputs)
         if (valid(b)) e[static_cast<size_t>(b)] = true;
+    if (block_ >= 0) {  // a body: what its calls bind but the values it carries out
+      const Block& bl = p.blocks[static_cast<size_t>(block_)];
+      for (int f : bl.formals) e[static_cast<size_t>(f)] = true;
+      for (const auto& [in, out] : bl.carried) e[static_cast<size_t>(out)] = false;
+    }
     if (r->kind == RoutineKind::TrainUpdate)  // the gradients train_grads keeps (all-reduced by the caller)
       if (const Routine* g = p.routine(RoutineKind::TrainGrads))
         for (int b : g->io.kept)
-          if (valid(b)) e[static_cast<size_t>(b)] = true;
+          if (valid(b)) {
+            e[static_cast<size_t>(b)] = true;
+            if (valid(buf(b).view_of)) e[static_cast<size_t>(buf(b).view_of)] = true;
+          }
     return e;
   }
 
@@ -367,6 +539,7 @@ struct Verifier {
         std::find(scalars.begin(), scalars.end(), rt.lr_scalar) == scalars.end())
       fail(fmt::format("its lr scalar '{}' is not defined", rt.lr_scalar));
     for (size_t i = 0; i < rt.stmts.size(); ++i) nest(i, rt.stmts[i]);
+    views_then_stacks();
     handed_out();
     plan();
   }
@@ -398,6 +571,7 @@ struct Verifier {
   }
 
   long bytes(int b) const { return align_up(buf(b).elements() * p.layout.elem_bytes, p.layout.align); }
+  bool view(size_t b) const { return p.buffers[b].view_of >= 0; }
 
   void plan() {
     about("routine " + rname);
@@ -477,6 +651,12 @@ struct Verifier {
     if (reserved.second > reserved.first) spans.push_back(reserved);
     for (size_t b = 0; b < field.size(); ++b) {
       if (own ? !(*own)[b] : field[b] < 0) continue;
+      if (view(b)) {  // inside its stacked buffer, at its slice
+        const int s = p.buffers[b].view_of;
+        if (field[static_cast<size_t>(s)] < 0 || field[b] != field[static_cast<size_t>(s)] + p.buffers[b].view_offset * p.layout.elem_bytes)
+          fail(fmt::format("the view '{}' is at {}, not at its slice of '{}'", p.buffers[b].name, field[b], buf(s).name));
+        continue;
+      }
       const long at = field[b], end = at + bytes(static_cast<int>(b));
       if (at < 0 || at % p.layout.align || end > size) fail(fmt::format("'{}' at {} is unaligned or outside its {} bytes", p.buffers[b].name, at, size));
       spans.emplace_back(at, end);
@@ -501,6 +681,7 @@ struct Verifier {
     for (size_t b = 0; b < n; ++b) {
       const int bi = static_cast<int>(b);
       const bool state = p.buffers[b].role == Role::Param || p.buffers[b].role == Role::OptState;
+      if (view(b)) continue;  // (checked against its stacked buffer)
       if (a.own[b] && (state ? a.field[b] + bytes(bi) > a.state : a.field[b] < a.state))
         fail(fmt::format("'{}' is {} the state prefix", p.buffers[b].name, state ? "outside" : "inside"));
       if (!a.own[b] && a.field[b] >= 0 && (a.work < 0 || a.field[b] < a.work || a.field[b] + bytes(bi) > work_end))
@@ -509,8 +690,9 @@ struct Verifier {
     if (a.grads >= 0)
       for (int param : p.params) {
         const int g = p.grad(param);
+        const long span = g >= 0 && view(static_cast<size_t>(g)) ? buf(g).elements() * p.layout.elem_bytes : g >= 0 ? bytes(g) : 0;
         if (g >= 0 && (!a.own[static_cast<size_t>(g)] || a.field[static_cast<size_t>(g)] < a.grads ||
-                       a.field[static_cast<size_t>(g)] + bytes(g) > a.grads + a.grads_bytes))
+                       a.field[static_cast<size_t>(g)] + span > a.grads + a.grads_bytes))
           fail(fmt::format("the gradient '{}' is outside the grad block", buf(g).name));
       }
     for (const Routine& rt : p.routines) {
@@ -548,10 +730,23 @@ struct Verifier {
   // [first, last] instances stay in range, written formals' actuals do not overlap per
   // instance; a view lies inside its storage.
 
+  // Each block's body, as a routine on a batch of its own buffers.
+  void bodies() {
+    for (size_t k = 0; k < p.blocks.size(); ++k) {
+      Routine body{RoutineKind::TrainStep};
+      body.io.batch = true;
+      body.stmts = p.blocks[k].forward;
+      block_ = static_cast<int>(k);
+      routine(body, "block " + p.blocks[k].name + " body");
+      block_ = -1;
+    }
+  }
+
   void run() {
     program();
     if (!problems.empty()) return;  // later checks index buffers through these
     for (const Routine& rt : p.routines) routine(rt, rt.name());
+    bodies();
     layout();
   }
 };
@@ -581,7 +776,10 @@ std::vector<std::string> lowered_problems(const Program& p, const std::vector<St
   all.stmts.insert(all.stmts.end(), train_updates.begin(), train_updates.end());
   Verifier v{p};
   v.program();
-  if (v.problems.empty()) v.routine(all, "lowering's nests");
+  if (v.problems.empty()) {
+    v.routine(all, "lowering's nests");
+    v.bodies();
+  }
   return v.problems;
 }
 

@@ -16,6 +16,7 @@
 
 #include "ir/prims.h"
 #include "lower/lower_context.h"
+#include "lower/roll.h"
 #include "lower/training_config.h"
 #include "ops/op_table.h"
 #include "support/diagnostic.h"
@@ -47,6 +48,7 @@ public:
       // checkpoint keeps NAME.INDEX as the param's state_name).
       std::string bname = t.name;
       std::replace(bname.begin(), bname.end(), '.', '_');
+      tensor_ = static_cast<int>(i);
       int b = new_buffer(bname, sh_.tensors[i], role);
       out_.prog.buffers[static_cast<size_t>(b)].tensor = static_cast<int>(i);
       out_.prog.buffers[static_cast<size_t>(b)].frozen = t.frozen;
@@ -61,6 +63,7 @@ public:
       what_ = one_line(file_.slice(t.stmt->range));
       materialise(t.expr, b);
     }
+    tensor_ = -1;
     ir::Program& p = out_.prog;
     for (size_t i = 0; i < m_.tensors.size(); ++i) {
       const int b = out_.tensor_buf[i];
@@ -77,7 +80,7 @@ public:
     for (int b : state_) p.params.push_back(b);  // checkpointed with the params, frozen
     for (int o : m_.outputs) p.outputs.push_back(out_.tensor_buf[static_cast<size_t>(o)]);
     for (int mt : m_.metrics) p.metrics.push_back(out_.tensor_buf[static_cast<size_t>(mt)]);
-    p.loss = out_.tensor_buf[static_cast<size_t>(m_.loss)];
+    if (m_.loss >= 0) p.loss = out_.tensor_buf[static_cast<size_t>(m_.loss)];  // inference-only specs have none
     for (const auto& [e, c] : m_.calls) {  // the range of each integer input (Buffer::ids)
       if (e->name == "embedding") bound_ids(c.tensors[1], shape(c.tensors[0]).row(AxisKind::Output).at(0).size);
       if ((e->name == "cross_entropy" || e->name == "accuracy" || e->name == "nll_loss") && m_.is_int(c.tensors[1]))
@@ -228,6 +231,7 @@ private:
   const Expr* root_ = nullptr; // and its expression
   long streams_ = 0;           // random streams handed out so far (dropout: one per call)
   std::vector<int> state_;     // the state params' buffers (batch_norm's running statistics), in order
+  int tensor_ = -1;            // the spec tensor being lowered (Lowered::buffer_tensor, nest_tensor)
 
   // The inputs whose ids `ids` reads (through names of computed tensors and x[i]) must lie
   // in [0, n).
@@ -268,6 +272,7 @@ private:
     b.role = role;
     b.shape = std::move(shape);
     out_.prog.buffers.push_back(std::move(b));
+    out_.buffer_tensor.push_back(tensor_);
     return static_cast<int>(out_.prog.buffers.size()) - 1;
   }
 
@@ -275,10 +280,12 @@ private:
   void push(ir::Stmt s) {
     if (to_updates_) {
       out_.train_updates.push_back(std::move(s));
+      out_.update_tensor.push_back(tensor_);
       return;
     }
     out_.forward.push_back(std::move(s));
     out_.phase.push_back(phase_);
+    out_.nest_tensor.push_back(tensor_);
   }
 
   const BoundCall& call(const Expr* e) const { return m_.calls.at(e); }
@@ -430,8 +437,10 @@ std::vector<ir::Dim> storage_dims(const Shape& s, long max_batch) {
   return dims;
 }
 
-Lowered lower_forward(const Model& m, const ShapeInfo& shapes, const SourceFile& file, long max_batch) {
-  return Lowerer(m, shapes, file, max_batch).run();
+Lowered lower_forward(const Model& m, const ShapeInfo& shapes, const SourceFile& file, long max_batch, bool roll) {
+  Lowered low = Lowerer(m, shapes, file, max_batch).run();
+  if (roll) roll_blocks(low, m, file);
+  return low;
 }
 
 }  // namespace cannl

@@ -23,7 +23,10 @@
 
 namespace cannl {
 
-Lowered lower_forward(const Model& m, const ShapeInfo& shapes, const SourceFile& file, long max_batch);
+// With `roll`, repeat blocks whose instances lower alike are rolled (lower/roll.h): the
+// Program then has blocks, called from `forward`, and stacked params.
+Lowered lower_forward(const Model& m, const ShapeInfo& shapes, const SourceFile& file, long max_batch,
+                      bool roll = false);
 
 // Storage dims of a shape: batch row, then output row, then input row.
 std::vector<ir::Dim> storage_dims(const Shape& s, long max_batch);

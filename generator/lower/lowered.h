@@ -27,6 +27,10 @@ struct Lowered {
   // State that is not a spec param but lives in the checkpoint beside them (batch_norm's
   // running statistics, frozen params of p.params): each buffer and its initial value.
   std::vector<std::pair<int, double>> state_init;
+  // The spec tensor each buffer, each nest of `forward` and each nest of `train_updates` was
+  // made for (lowering it; -1: none): rolling (lower/roll.h) finds a repeat block's instances
+  // by them. Kept current by rolling and unrolling (-1 for the buffers and nests they make).
+  std::vector<int> buffer_tensor, nest_tensor, update_tensor;
 };
 
 }  // namespace cannl

@@ -1,6 +1,7 @@
 // routines.cpp — routine assembly (see routines.h).
 #include "lower/routines.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <set>
@@ -79,8 +80,16 @@ std::vector<ir::Stmt> in_phase(const Lowered& low, Phase phase) {
 
 void assemble_routines(ir::Program& p, const Lowered& low) {
   ir::Routine init{ir::RoutineKind::Init};
-  for (int b : p.params)  // the spec params, in declaration order (then batch_norm's state)
-    if (p.buffers[static_cast<size_t>(b)].init) init.stmts.push_back(init_param(p, b));
+  // The spec params in declaration order (their spec tensors' order: a rolled block's params
+  // are listed group-major in Program::params, lower/roll.h, but drawn instance by instance,
+  // as without rolling), one random stream.
+  std::vector<int> declared;
+  for (int b : p.params)
+    if (p.buffers[static_cast<size_t>(b)].init) declared.push_back(b);
+  std::stable_sort(declared.begin(), declared.end(), [&](int a, int b) {
+    return p.buffers[static_cast<size_t>(a)].tensor < p.buffers[static_cast<size_t>(b)].tensor;
+  });
+  for (int b : declared) init.stmts.push_back(init_param(p, b));
   for (const auto& [buf, v] : low.state_init) {  // batch_norm's running statistics
     const ir::Buffer& b = p.buffers[static_cast<size_t>(buf)];
     ir::Stmt s = ir::elementwise(p, buf, fmt::format("{} = {}", b.name, v));

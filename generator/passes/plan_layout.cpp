@@ -17,6 +17,11 @@
 //   opt_state  (PassOptions::opt_block) the optimiser state in a block of its own, in param
 //              order (each param's state buffers together, in buffer order), for ZeRO-1's
 //              shards (Layout::opt_state).
+// Stacked storage (lower/roll.h): a view's field is its stacked buffer's plus its offset, the
+// stacked buffer placed where its first view would be (the state prefix, the grad block, the
+// optimiser-state block: the instances are consecutive params, so memory order stays param
+// order); the instances' slices are contiguous, with no alignment between them (llm.c's
+// layout). A stacked param's instance l has its state at slice l of the stacked state.
 //   inference  (the C target's forward-only state: forward, eval_metrics and decode) the params,
 //              then the buffers those routines use outside their plans (decode's caches among
 //              them: they outlive its calls), then their work region.
@@ -24,6 +29,8 @@
 // unit. Inputs are never in an arena (the caller's arrays). In train_grads, each param
 // gradient is listed on the nest after which no nest writes it (Stmt::grads_final).
 #include <algorithm>
+#include <functional>
+#include <map>
 
 #include "passes/pipeline.h"
 
@@ -55,9 +62,15 @@ ir::Arena arena(const ir::Program& p, const std::vector<const ir::Routine*>& rs,
   a.field.assign(n, -1);
   a.own.assign(n, false);
   long off = 0;
-  auto place = [&](int b) {
+  std::function<void(int)> place = [&](int b) {
     const auto i = static_cast<size_t>(b);
     if (a.own[i] || p.buffers[i].role == ir::Role::Input || (opt_block && p.buffers[i].role == ir::Role::OptState)) return;
+    if (const int s = p.buffers[i].view_of; s >= 0) {  // inside its stacked buffer, placed with the first
+      place(s);
+      a.field[i] = a.field[static_cast<size_t>(s)] + p.buffers[i].view_offset * elem;
+      a.own[i] = true;
+      return;
+    }
     a.field[i] = off;
     a.own[i] = true;
     off += align_up(p.buffers[i].elements() * elem, align);
@@ -105,7 +118,26 @@ void plan_layout(ir::Program& p, const PassOptions& o) {
   ob = {};
   if (o.opt_block) {
     ob.field.assign(p.buffers.size(), -1);
+    std::map<int, int> stacked_state;  // a stacked param -> its stacked optimiser state
+    for (size_t b = 0; b < p.buffers.size(); ++b)
+      if (p.buffers[b].role == ir::Role::OptState && p.buffers[b].stack > 0)
+        stacked_state[p.buffers[b].state_of] = static_cast<int>(b);
     for (int param : p.params) {
+      const ir::Buffer& pb = p.buffers[static_cast<size_t>(param)];
+      if (auto it = stacked_state.find(pb.view_of); pb.view_of >= 0 && it != stacked_state.end()) {
+        // An instance of a stacked param: its state, [kinds, ...], is slice l of the stacked state.
+        const auto st = static_cast<size_t>(it->second);
+        if (ob.field[st] < 0) {
+          ob.field[st] = ob.bytes;
+          ob.bytes += align_up(p.buffers[st].elements() * o.elem_bytes, o.align);
+        }
+        const long per = p.buffers[st].elements() / p.buffers[st].stack;
+        ob.param_start.push_back(ob.field[st] + pb.view_offset / pb.elements() * per * o.elem_bytes);
+        for (int b : opt)
+          if (p.buffers[static_cast<size_t>(b)].state_of == param)
+            ob.field[static_cast<size_t>(b)] = ob.field[st] + p.buffers[static_cast<size_t>(b)].view_offset * o.elem_bytes;
+        continue;
+      }
       ob.param_start.push_back(ob.bytes);
       for (int b : opt)
         if (p.buffers[static_cast<size_t>(b)].state_of == param) {

@@ -44,7 +44,8 @@ std::set<int> writes(const ir::Stmt& s);
 bool independent(const ir::Stmt& a, const ir::Stmt& b);
 
 // The buffer holds run-time values only for the routine's computation (no API promise):
-// computed tensors, temporaries and gradients.
+// computed tensors, temporaries and gradients; not stacked storage (a stacked param's
+// gradient, in the grad block) nor a view into it.
 bool in_arena(const ir::Buffer& b);
 
 // Arithmetic cost of one evaluation (transcendental functions and divisions count 4; an

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <unordered_map>
 
+#include "spec/pytorch_names.h"
 #include "support/utf8.h"
 
 namespace cannl {
@@ -231,11 +232,23 @@ private:
   }
 
   // `x.T`, `x.mean()`: PyTorch's attributes and methods, which cannl spells otherwise. One
-  // error token for the dot, the word and an argument list `(...)` on the same line.
+  // error token for the dot, the word and an argument list `(...)` on the same line. After a
+  // PyTorch module (`torch.cat(a, b)`, `F.silu(x)`, `torch.nn.functional.gelu(x)`) the token
+  // takes the module names too, and the message the cannl spelling (spec/pytorch_names.h).
   void attribute() {
-    const size_t b = pos_++;
-    const size_t w = pos_;
+    size_t b = pos_++;
+    size_t w = pos_;
     while (pos_ < src_.size() && (std::isalnum(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_')) ++pos_;
+    const bool module = !toks_.empty() && toks_.back().kind == Tok::Ident && toks_.back().range.end == b &&
+                        is_pytorch_module(toks_.back().text);
+    if (module) {  // the rest of a dotted path: torch.nn.functional.gelu
+      auto word_char = [&](size_t i) { return std::isalnum(static_cast<unsigned char>(src_[i])) || src_[i] == '_'; };
+      while (pos_ + 1 < src_.size() && src_[pos_] == '.' &&
+             (std::isalpha(static_cast<unsigned char>(src_[pos_ + 1])) || src_[pos_ + 1] == '_')) {
+        w = ++pos_;
+        while (pos_ < src_.size() && word_char(pos_)) ++pos_;
+      }
+    }
     const std::string word = src_.substr(w, pos_ - w);
     bool method = pos_ < src_.size() && src_[pos_] == '(';
     if (method) {
@@ -249,7 +262,13 @@ private:
     }
     const std::string x = !toks_.empty() && toks_.back().kind == Tok::Ident ? toks_.back().text : "x";
     std::string msg;
-    if (word == "T" || word == "mT" || word == "t" || word == "transpose" || word == "permute")
+    if (module) {  // one token from the module's name on
+      b = toks_.back().range.begin;
+      toks_.pop_back();
+      const size_t open = method ? src_.find('(', w) : pos_;
+      msg = method ? pytorch_call_message(src_.substr(b, open - b), word, src_.substr(open + 1, pos_ - open - 2))
+                   : fmt::format("'{}' is PyTorch, not cannl: cannl has no modules", src_.substr(b, pos_ - b));
+    } else if (word == "T" || word == "mT" || word == "t" || word == "transpose" || word == "permute")
       msg = fmt::format("'.{}' is not cannl: there is no transpose; '*' contracts the left operand's input axes "
                         "with the right operand's output axes (w * x applies w : [i -> o]), so write the product "
                         "the other way round, or transpose with einsum(\"i -> o => o -> i\", {})", word, x);

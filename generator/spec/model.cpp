@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "spec/pytorch_names.h"
+
 namespace cannl {
 
 const char* tensor_kind_name(TensorKind k) {
@@ -43,25 +45,12 @@ size_t swap_distance(const std::string& a, const std::string& b) {
   return d[a.size()][b.size()];
 }
 
-// An unknown function: PyTorch's spelling of something cannl writes otherwise, else the
-// nearest built-ins (at most three, by edit distance).
-std::string unknown_function_hint(const std::string& name, const std::vector<std::string>& builtins) {
-  static const std::map<std::string, std::string> torch = {
-      {"matmul", "the matrix product is the operator '*': w * x"},
-      {"mm", "the matrix product is the operator '*': w * x"},
-      {"bmm", "the matrix product is the operator '*': w * x"},
-      {"linear", "a linear layer is w * x + b with param w : [in -> out] and b : [out]"},
-      {"mul", "the pointwise product is the operator '*.': x *. y"},
-      {"cat", "joining along the last output axis is concat(a, b)"},
-      {"transpose", "there is no transpose: write the product the other way round, or einsum(\"i -> o => o -> i\", w)"},
-      {"pow", "the power is the operator '**': x ** 2"},
-      {"argmax", "argmax is not differentiable; accuracy(logits, target) is a metric"},
-      {"binary_cross_entropy_with_logits", "PyTorch's binary_cross_entropy_with_logits is bce_with_logits(x, y)"},
-      {"smooth_l1_loss", "smooth_l1_loss(x, y, beta) is huber_loss(x, y, delta = beta) / beta"},
-      {"BatchNorm1d", "batch norm is batch_norm(x) (no affine part: multiply and add params)"},
-      {"BatchNorm2d", "batch norm is batch_norm(x) over channels-last maps (no affine part: multiply and add params)"},
-  };
-  if (auto it = torch.find(name); it != torch.end()) return fmt::format(" ({})", it->second);
+// An unknown function: PyTorch's spelling of something cannl writes otherwise
+// (spec/pytorch_names.h, with the call's arguments `args`), else the nearest built-ins (at most
+// three, by edit distance).
+std::string unknown_function_hint(const std::string& name, const std::string& args,
+                                  const std::vector<std::string>& builtins) {
+  if (std::string torch = pytorch_function_hint(name, args); !torch.empty()) return fmt::format(" ({})", torch);
   std::vector<std::pair<size_t, std::string>> near;
   const size_t limit = std::max<size_t>(2, name.size() / 3);
   for (const std::string& c : builtins) {
@@ -633,7 +622,12 @@ private:
       else {
         std::vector<std::string> names;
         for (const OpInfo& o : all_ops()) names.push_back(o.name);
-        diags_.error(e.op_range, fmt::format("unknown function '{}'{}", e.name, unknown_function_hint(e.name, names)));
+        std::string args;  // the text of the arguments, for a hint that repeats them
+        if (!e.args.empty())
+          args = diags_.file().slice({e.args.front().value->range.begin, e.args.back().value->range.end});
+        if (!e.args.empty() && !e.args.front().keyword.empty()) args.clear();
+        diags_.error(e.op_range,
+                     fmt::format("unknown function '{}'{}", e.name, unknown_function_hint(e.name, args, names)));
       }
       for (const Arg& a : e.args)
         if (maybe_tensor(*a.value)) expr(*a.value, in_metric);

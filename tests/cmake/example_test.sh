@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # example_test.sh — examples/embed configured (add_subdirectory of this source tree, with the
 # generator of this build), built (which trains the model and compiles its params in) and
-# run, by itself and through its own ctest (test cmake.example_embed). The environment is
-# consumer_test.sh's (see CMakeLists.txt here).
+# run, by itself and through its own ctest (test cmake.example_embed); then trained again:
+# the build after the new checkpoint generates and compiles xor_weights.c alone and relinks
+# (the model's sources are compiled once). The environment is consumer_test.sh's (see
+# CMakeLists.txt here).
 set -euo pipefail
 work=$CANNL_WORK
 rm -rf "$work"
@@ -34,4 +36,16 @@ step "xor_trained_infer runs without --weights"
 printf "0,1\n1,1\n" >"$work/in.csv"
 "$build/xor_trained_infer" --input bits="$work/in.csv" --output "$work/out.npy" >"$log" 2>&1 || fail "xor_trained_infer"
 [ -f "$work/out.npy" ] || fail "no out.npy"
+step "a new checkpoint: only xor_weights.c is generated and compiled again, the model is not"
+data="--data bits=$CANNL_SRC/examples/embed/bits.csv --data label=$CANNL_SRC/examples/embed/labels.csv"
+# shellcheck disable=SC2086
+"$build/xor_train" $data --steps 400 --batch 4 --quiet --checkpoint "$build/xor.safetensors" >"$log" 2>&1 ||
+  fail "training xor again"
+"$CANNL_CMAKE" --build "$build" >"$log" 2>&1 || fail "the build after a new checkpoint"
+cat "$log"
+grep -q "compiling the params of .*xor.safetensors into xor_trained" "$log" || fail "xor_weights.c not generated again"
+grep -q "xor_trained\.dir/.*xor_weights\.c\.o" "$log" || fail "xor_weights.c not compiled again"
+grep -q "generating xor_trained" "$log" && fail "the model's files were generated again"
+grep -Eq "xor_trained\.dir/.*/xor(_inference)?\.c\.o" "$log" && fail "the model's sources were compiled again"
+(cd "$work" && "$build/classify" "$build/xor.safetensors") >"$log" 2>&1 || fail "classify with the new params"
 step "ok"

@@ -5,7 +5,9 @@ usage: check_docs.py CANNL_BINARY MARKDOWN_FILE
 
 Fenced blocks are checked by their tag:
 
-  ```cannl         a complete spec: `cannl check` must accept it (exit status 0).
+  ```cannl         a complete spec: `cannl check` must accept it (exit status 0) without a
+                   warning.
+  ```cannl-warning a spec `cannl check` accepts (exit status 0) with a warning.
   ```cannl-error   a bad spec: `cannl check` must reject it (exit status 1).
 
 Either may be followed (blank lines allowed in between) by a ```text block whose first line
@@ -13,7 +15,8 @@ starts with `$ cannl check`. Options on that line (words starting with `--`) are
 `cannl check`; the last other word is only the file name shown to the reader. Then:
 
   * after a cannl block, the remaining lines must equal the tool's stdout exactly;
-  * after a cannl-error block, each remaining line must appear in stderr. Before comparing,
+  * after a cannl-error or cannl-warning block, each remaining line must appear in stderr
+    (and, after a cannl-warning block, stdout is not compared). Before comparing,
     every stderr line has its file-path prefix removed: everything up to the first
     `:LINE:COL:` (so `/tmp/x/spec.cannl:3:7: error: ...` becomes `3:7: error: ...`), and the
     path in the closing `PATH: N errors` line (it becomes `N errors`).
@@ -101,8 +104,8 @@ def check(cannl, md_path):
             if not tag.startswith("cannl"):
                 continue
             where = "%s:%d" % (md_path, b["line"])
-            if tag not in ("cannl", "cannl-error"):
-                failures.append("%s: unknown block tag '%s' (expected cannl or cannl-error)"
+            if tag not in ("cannl", "cannl-error", "cannl-warning"):
+                failures.append("%s: unknown block tag '%s' (expected cannl, cannl-warning or cannl-error)"
                                 % (where, tag))
                 continue
             expected = None
@@ -119,12 +122,24 @@ def check(cannl, md_path):
             if rc is None:
                 failures.append("%s: cannl check timed out" % where)
                 continue
-            if tag == "cannl":
+            warned = any(": warning: " in l for l in err.splitlines())
+            if tag in ("cannl", "cannl-warning"):
                 if rc != 0:
                     failures.append("%s: expected the spec to be accepted (exit 0), got exit %d:\n%s"
                                     % (where, rc, indent(err)))
                     continue
-                if expected is not None:
+                if warned != (tag == "cannl-warning"):
+                    failures.append("%s: %s:\n%s" % (where, "a warning in a cannl block (tag it cannl-warning)"
+                                                      if warned else "no warning", indent(err)))
+                    continue
+                if tag == "cannl-warning":
+                    have = set(normalise_stderr(err, path))
+                    missing = [l for l in expected or [] if l.strip() and l not in have]
+                    if missing:
+                        failures.append("%s: these lines are not in stderr:\n%s\n  stderr was:\n%s"
+                                        % (where, indent("\n".join(missing)),
+                                           indent("\n".join(normalise_stderr(err, path)))))
+                elif expected is not None:
                     got = [l.rstrip() for l in out.rstrip("\n").split("\n")] if out else []
                     while expected and not expected[-1]:
                         expected.pop()

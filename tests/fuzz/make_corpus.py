@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus of the runtime's fuzzers (corpus/{safetensors,idx,npy,csv}/): small
-valid files of every kind the readers accept, and a few near misses. Run it from anywhere;
-the files are committed (the spec fuzzer's seeds are the repository's specs)."""
+"""Writes the seed corpus of the fuzzers of files (corpus/{safetensors,idx,npy,csv,tokens,
+name_map,plot}/): small valid files of every kind the readers accept, and a few near misses. Run
+it from anywhere; the files are committed (the spec fuzzer's seeds are the repository's specs)."""
 import gzip
 import json
 import os
@@ -83,3 +83,46 @@ put("csv", "pandas_index", b",a,b\n0,1.5,2\n1,3,4.75\n")
 put("csv", "spaces", b" 1 , 2 \n+3,-4e-2\n")
 put("csv", "numeric_header", b"1,2,3\n4,5,6\n")
 put("csv", "gzip", gzip.compress(b"a,b\n1,2\n3,4\n", mtime=0))
+
+# Token streams (--stream, token_stream.c): llm.c shards (a header of 256 int32: magic 20240520,
+# version 1, token count; then uint16 tokens) and raw bytes, one token per byte.
+def shard(tokens, version=1, declared=None, header_ints=256):
+    h = struct.pack("<3i", 20240520, version, len(tokens) if declared is None else declared)
+    h += b"\0" * (4 * header_ints - len(h))
+    return h + struct.pack(f"<{len(tokens)}H", *tokens)
+put("tokens", "shard", shard([50256, 464, 3290, 318, 257, 3797, 13, 50256, 0, 65535]))
+put("tokens", "shard_one", shard([7]))
+put("tokens", "shard_empty", shard([]))
+put("tokens", "shard_v2", shard([1, 2, 3], version=2))
+put("tokens", "shard_count_off", shard([1, 2, 3], declared=4))
+put("tokens", "shard_short_header", shard([1, 2], header_ints=8))
+put("tokens", "shard_odd_bytes", shard([1, 2]) + b"\x05")
+put("tokens", "text", "In the beginning God created the heaven and the earth.\ncaf\u00e9\n".encode())
+put("tokens", "binary", bytes(range(256)))
+
+# Name maps (--name-map, name_map.c): `cannl_name = file.key` lines, `#` comments.
+put("name_map", "sequential", b"# moons_mlp <- nn.Sequential\nw1 = net.0.weight\nb1 = net.0.bias   # first layer\n\n"
+    b"w2 = net.2.weight\nb2 = net.2.bias\nw3 = net.4.weight\nb3 = net.4.bias\n")
+put("name_map", "bom_crlf_tabs", b"\xef\xbb\xbfw1\t=\tfc1.weight\r\n  \r\nb1 = fc1.bias\r\n")
+put("name_map", "state", b"w1 = fc1.weight\nw1.exp_avg = fc1.weight.exp_avg\nw1.exp_avg_sq = m.v\n"
+    b"w2.momentum_buffer = fc2.weight.momentum_buffer\n")
+put("name_map", "blocks", b"w_qkv.0 = h.0.attn.c_attn.weight\nw_qkv.1 = h.1.attn.c_attn.weight\n"
+    b"ln1_g.0 = h.0.ln_1.weight\n")
+put("name_map", "utf8", "poids = couche.\u00e9paisseur\n\u03b8 = \u4e2d\u6587.w\n".encode())
+put("name_map", "errors", b"w1 = a\nw1 = b\nw2 = a\nw3 = __metadata__\nw4 = x.exp_avg\nno equals\n")
+put("name_map", "long", b"w = " + b"k" * 300 + b"\n")
+
+# Metrics logs (`cannl plot`): one JSON object per line, numbers by name.
+put("plot", "lm", b"".join(json.dumps(r).encode() + b"\n" for r in [
+    {"step": s, "train_loss": 5.5 / (1 + s / 100), "lr": 3e-4 * (1 - s / 400), "elapsed": s * 0.1}
+    for s in range(10, 101, 10)] + [{"step": 100, "val_loss": 2.9, "val_accuracy": 0.41}]))
+put("plot", "epochs", b'{"epoch": 1, "train_loss": 0.52, "test_loss": 0.48, "accuracy": 0.83}\n'
+    b'{"epoch": 2, "train_loss": 0.41, "test_loss": 0.44, "accuracy": 0.85}\n')
+put("plot", "positions", b'{"loss": 3}\n{"loss": 2.5}\r\n\n{"loss": 2.25, "note": "x"}\n')
+put("plot", "before_first_step", b'{"epoch": 0, "test_loss": 1}\n{"step": 5, "train_loss": 0.5, "lr": 0.1}\n'
+    b'{"step": 6, "train_loss": 0.4, "lr": 0.1}\n{"step": 7, "train_lo')
+put("plot", "extremes", b'{"step": 1e308, "loss": -1.7e308, "acc": 5e-324}\n{"step": -1e308, "loss": 1.7e308, '
+    b'"acc": 0}\n{"step": 2, "loss": 1e400}\n')
+put("plot", "names", '{"step": 1, "<loss> & \\"q\\"": 1, "caf\u00e9": 2, "lr": 1}\n{"step": 2, "lr": 2}\n'.encode())
+put("plot", "not_object", b'{"step": 1, "loss": 1}\n[1, 2]\n')
+put("plot", "flat", b'{"step": 3, "loss": 2}\n{"step": 3, "loss": 2}\n')

@@ -149,7 +149,7 @@ Counts check_spec(const std::string& path, int level) {
 
 }  // namespace
 
-TEST_CASE("every contraction's GEMM computes its nest", "[contraction]") {
+TEST_CASE("every contraction's GEMM computes its nest", "[contraction][numeric]") {
   namespace fs = std::filesystem;
   const fs::path root = CANNL_SOURCE_DIR;
   int specs = 0;

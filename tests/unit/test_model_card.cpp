@@ -2,6 +2,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <sstream>
+
+#include "driver/compile.h"
 #include "driver/frontend.h"
 #include "emit/model_card.h"
 #include "program.h"
@@ -71,6 +74,37 @@ minimize loss with sgd(lr = 0.1)
   bool found_grad = false;
   for (const auto& t : c["tensors"]) found_grad |= t["role"] == "gradient";
   CHECK(found_grad);
+}
+
+TEST_CASE("model card: parameter_count counts trainable params, frozen params and buffers apart", "[card]") {
+  // As PyTorch would: 5 * 3 + 3 trainable (w, b), 3 * 3 frozen (emb), and the buffers: mean's
+  // 5 and batch_norm's running_mean, running_var (3 each) and num_batches_tracked (1).
+  const std::string text = R"(model t
+input x : [5]
+input y : [3]
+buffer mean : [5] = zeros
+param emb : [3 -> 3] = normal(std = 0.1) frozen
+param w : [5 -> 3]
+param b : [3]
+z = emb * batch_norm(w * (x - mean) + b)
+loss = mean(cross_entropy(z, y))
+output z
+minimize loss with sgd(lr = 0.1)
+)";
+  CompileOptions o;
+  o.max_batch = 4;
+  Compiled compiled;
+  std::ostringstream err;
+  REQUIRE(compile("t.cannl", text, o, compiled, err, false) == 0);
+  REQUIRE(compiled.files.back().name == "t.json");
+  auto c = nlohmann::json::parse(compiled.files.back().text);
+  CHECK(c["parameter_count"] == 18);
+  CHECK(c["parameter_bytes"] == 18 * 4);
+  CHECK(c["frozen_parameter_count"] == 9);
+  CHECK(c["buffer_count"] == 5 + 3 + 3 + 1);
+  long all = 0;
+  for (const auto& e : c["params"]) all += e["values"].get<long>();
+  CHECK(all == 18 + 9 + 12);
 }
 
 TEST_CASE("model card: embedded_weights.step is a JSON number", "[card]") {

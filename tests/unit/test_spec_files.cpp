@@ -1,13 +1,16 @@
-// Data-driven tests over tests/specs/: every shapes/*.cannl must check cleanly and print the
-// `# expect: NAME : SHAPE` lines it carries; every errors/*.cannl must fail with each
-// `# expect-error: LINE:COL: TEXT` it carries (TEXT a case-insensitive substring of the
-// message or of one of its notes), and with no other error. Each file is its own section, reported by name.
+// Data-driven tests over tests/specs/: every shapes/*.cannl must check cleanly (no warning)
+// and print the `# expect: NAME : SHAPE` lines it carries; every errors/*.cannl must fail with
+// each `# expect-error: LINE:COL: TEXT` it carries (TEXT a case-insensitive substring of the
+// message or of one of its notes), and with no other error; every warnings/*.cannl must check
+// with each `# expect-warning: LINE:COL: TEXT` it carries (several lines may name one warning:
+// its message, its note) and no other warning. Each file is its own section, reported by name.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <unistd.h>
@@ -50,6 +53,7 @@ TEST_CASE("shape inference: tests/specs/shapes", "[shapes][specs]") {
     int rc = check_text(f.filename().string(), text, opt, out, err);
     INFO(f.filename().string() << "\n" << err.str());
     CHECK(rc == 0);
+    CHECK(err.str().find(": warning: ") == std::string::npos);
     std::istringstream lines(text);
     std::string line, printed = "\n" + out.str();
     int expectations = 0;
@@ -102,6 +106,47 @@ TEST_CASE("diagnostics: tests/specs/errors", "[errors][specs]") {
     }
     CHECK(expected > 0);
     CHECK(fe->diags.error_count() == expected);
+  }
+}
+
+TEST_CASE("warnings: tests/specs/warnings", "[warnings][specs]") {
+  auto files = spec_files("tests/specs/warnings");
+  REQUIRE(files.size() >= 1);
+  std::regex expect_re(R"(# expect-warning: (\d+):(\d+): (.*))");
+  for (const fs::path& f : files) DYNAMIC_SECTION(f.filename().string()) {
+    std::string text = slurp(f);
+    auto fe = run_frontend(f.filename().string(), text);
+    std::ostringstream rendered;
+    fe->diags.render(rendered);
+    INFO(f.filename().string() << "\n" << rendered.str());
+    CHECK(fe->ok());
+    std::istringstream lines(text);
+    std::string line;
+    int expected = 0, warnings = 0;
+    std::set<std::pair<int, int>> where;  // several lines may name one warning (its message, its note)
+    for (const Diagnostic& d : fe->diags.all()) warnings += d.severity == Severity::Warning;
+    while (std::getline(lines, line)) {
+      std::smatch m;
+      if (!std::regex_search(line, m, expect_re)) continue;
+      ++expected;
+      int want_line = std::stoi(m[1]), want_col = std::stoi(m[2]);
+      where.insert({want_line, want_col});
+      std::string want_text = lower(m[3]);
+      while (!want_text.empty() && (want_text.back() == ' ' || want_text.back() == '\r')) want_text.pop_back();
+      bool found = false;
+      for (const Diagnostic& d : fe->diags.all()) {
+        if (d.severity != Severity::Warning) continue;
+        LineCol lc = fe->file.line_col(d.range.begin);
+        std::string text = d.message;  // with its notes (the fix)
+        for (const Diagnostic& n : d.notes) text += "\n" + n.message;
+        if (lc.line == want_line && lc.col == want_col && lower(text).find(want_text) != std::string::npos)
+          found = true;
+      }
+      INFO("expected " << want_line << ":" << want_col << ": " << want_text);
+      CHECK(found);
+    }
+    CHECK(expected > 0);
+    CHECK(warnings == static_cast<int>(where.size()));
   }
 }
 

@@ -1,0 +1,387 @@
+// Rolling repeat blocks (lower/roll.h) and the unroll bridge (ir/unroll_blocks.h): which
+// instances make a block, what stays expanded, stacked params and their views, the block's
+// bindings; rolling then unrolling gives lowering's program without rolling (up to buffer
+// renaming: the same nests, the same buffers); the verifier's checks of blocks and views.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "driver/frontend.h"
+#include "ir/ir_print.h"
+#include "ir/verify.h"
+#include "lower/lower.h"
+#include "lower/roll.h"
+#include "program.h"
+
+using namespace cannl;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string source(const std::string& rel) { return slurp(fs::path(CANNL_SOURCE_DIR) / rel); }
+
+// A spec lowered (rolled or not), its front end kept alive.
+struct Lowering {
+  std::unique_ptr<Frontend> fe;
+  Lowered low;
+  const ir::Program& p() const { return low.prog; }
+  int find(const std::string& name) const { return low.prog.find(name); }
+  const ir::Buffer& buf(const std::string& name) const {
+    const int b = find(name);
+    REQUIRE(b >= 0);
+    return low.prog.buffers[static_cast<size_t>(b)];
+  }
+  size_t calls() const {
+    size_t n = 0;
+    for (const ir::Stmt& s : low.forward) n += s.call && s.call->kind == ir::Call::Kind::BlockForward;
+    return n;
+  }
+};
+
+Lowering lower(const std::string& text, bool roll, const std::map<std::string, long>& dims = {}) {
+  Lowering l;
+  l.fe = run_frontend("t.cannl", text, Stage::Shapes, dims);
+  std::ostringstream err;
+  l.fe->diags.render(err, false);
+  INFO(err.str());
+  REQUIRE(l.fe->ok());
+  l.low = lower_forward(l.fe->model, l.fe->shapes, l.fe->file, 4, roll);
+  const auto problems = ir::lowered_problems(l.low.prog, l.low.forward, l.low.train_updates);
+  std::string all;
+  for (const auto& s : problems) all += "\n  " + s;
+  INFO(all);
+  CHECK(problems.empty());
+  return l;
+}
+
+std::vector<std::string> param_names(const ir::Program& p) {
+  std::vector<std::string> n;
+  for (int b : p.params) n.push_back(p.buffers[static_cast<size_t>(b)].state_name);
+  return n;
+}
+
+// Two lowerings' forward nests are equal up to a bijection of their buffers (each pair of the
+// same dims, role and checkpoint name), in the same phases; `names`: the buffers' names equal
+// too. The stacked params, which only the rolled one has, are no nest's.
+void isomorphic(const Lowered& a, const Lowered& b, bool names) {
+  REQUIRE(a.forward.size() == b.forward.size());
+  CHECK(a.phase == b.phase);
+  std::map<int, int> fwd, back;
+  auto map = [&](int x, int y) {
+    if (x < 0 || y < 0) return x == y;
+    auto it = fwd.find(x);
+    if (it != fwd.end()) return it->second == y;
+    if (back.count(y)) return false;
+    const ir::Buffer &bx = a.prog.buffers[static_cast<size_t>(x)], &by = b.prog.buffers[static_cast<size_t>(y)];
+    if (bx.dims != by.dims || bx.role != by.role || bx.state_name != by.state_name || bx.ids != by.ids) return false;
+    if (names && (bx.name != by.name || bx.shape != by.shape)) return false;
+    fwd[x] = y;
+    back[y] = x;
+    return true;
+  };
+  // The nests print alike once each buffer is named by its partner.
+  for (size_t k = 0; k < a.forward.size(); ++k) {
+    const ir::Stmt &x = a.forward[k], &y = b.forward[k];
+    std::vector<int> wx = ir::written_buffers(x), wy = ir::written_buffers(y);
+    std::vector<const ir::Expr*> lx, ly;
+    ir::collect_loads(x, lx);
+    ir::collect_loads(y, ly);
+    REQUIRE(wx.size() == wy.size());
+    REQUIRE(lx.size() == ly.size());
+    for (size_t i = 0; i < wx.size(); ++i) CHECK(map(wx[i], wy[i]));
+    for (size_t i = 0; i < lx.size(); ++i) CHECK(map(lx[i]->access.buf, ly[i]->access.buf));
+    if (x.call) {
+      const auto rx = ir::call_reads(*x.call), ry = ir::call_reads(*y.call);
+      REQUIRE(rx.size() == ry.size());
+      for (size_t i = 0; i < rx.size(); ++i) CHECK(map(rx[i], ry[i]));
+    }
+    // Printed with the partner's names, the nests are the same text.
+    const ir::Stmt renamed = [&] {
+      ir::Stmt s = x;
+      auto ren = [&](int bf) { return fwd.count(bf) ? fwd.at(bf) : bf; };
+      for (ir::Assign& as : s.assigns) {
+        as.out.buf = ren(as.out.buf);
+        std::function<ir::ExprP(const ir::ExprP&)> go = [&](const ir::ExprP& e) {
+          auto c = std::make_shared<ir::Expr>(*e);
+          if (c->op == ir::Op::Load) c->access.buf = ren(c->access.buf);
+          for (auto& arg : c->args) arg = go(arg);
+          return ir::ExprP(c);
+        };
+        as.body = go(as.body);
+      }
+      if (s.call) {
+        ir::Call& c = *s.call;
+        for (int* f : {&c.q, &c.k, &c.v, &c.o, &c.lse, &c.table, &c.ids})
+          if (*f >= 0) *f = ren(*f);
+      }
+      return s;
+    }();
+    CHECK(ir::print_stmt(renamed, b.prog) == ir::print_stmt(y, b.prog));
+  }
+  // Every buffer but the stacked params has its partner: the same buffers.
+  size_t stacked = 0;
+  for (const ir::Buffer& x : a.prog.buffers) stacked += x.stack > 0;
+  CHECK(a.prog.buffers.size() - stacked == b.prog.buffers.size());
+  std::vector<std::string> pa = param_names(a.prog), pb = param_names(b.prog);
+  std::sort(pa.begin(), pa.end());
+  std::sort(pb.begin(), pb.end());
+  CHECK(pa == pb);
+}
+
+const std::map<std::string, long> kCharDims = {{"ctx", 16}, {"d", 32}, {"hd", 8}, {"heads", 4}, {"layers", 3}};
+
+// A residual MLP stack: the simplest rolled block (a carried x, params of its own).
+const char* kResidual = R"(model residual_stack
+dim d = 8
+dim layers = 4
+input x0 : [d]
+input y : [d]
+x = x0
+repeat layers carry x
+  param w : [d -> d] = normal(0, 0.1)
+  param b : [d] = zeros
+  x = x + relu(w * x + b)
+end
+loss = mean((x - y) ** 2)
+output x
+minimize loss with adamw(lr = 0.01), clip_grad_norm = 1.0
+)";
+
+}  // namespace
+
+TEST_CASE("gc_gpt's two blocks roll into one block of two instances", "[roll]") {
+  Lowering l = lower(source("tests/gradcheck/specs/gpt.cannl"), true);
+  REQUIRE(l.p().blocks.size() == 1);
+  const ir::Block& bl = l.p().blocks[0];
+  CHECK(bl.name == "layers");
+  CHECK(bl.first == 0);
+  CHECK(bl.count == 2);
+  CHECK(l.calls() == 1);
+  CHECK(bl.carried.size() == 1);
+  // Stacked params [2, ...], each instance's param a view at its slice, named as before.
+  const ir::Buffer& w = l.buf("w_qkv");
+  CHECK(w.stack == 2);
+  CHECK(w.dims.size() == 5);
+  CHECK(w.dims[0].size == 2);
+  CHECK(w.state_name.empty());
+  CHECK(l.buf("w_qkv_1").view_of == l.find("w_qkv"));
+  CHECK(l.buf("w_qkv_1").view_offset == l.buf("w_qkv_1").elements());
+  CHECK(l.buf("w_qkv_1").state_name == "w_qkv.1");
+  // The API lists the block's params group-major.
+  const std::vector<std::string> want = {"wte", "wpe", "lnf_g", "lnf_b", "ln1_g.0", "ln1_g.1", "ln2_g.0", "ln2_g.1",
+                                         "ln1_b.0", "ln1_b.1", "ln2_b.0", "ln2_b.1", "w_qkv.0", "w_qkv.1",
+                                         "b_qkv.0", "b_qkv.1", "w_o.0", "w_o.1", "b_o.0", "b_o.1",
+                                         "w_fc.0", "w_fc.1", "b_fc.0", "b_fc.1", "w_pr.0", "w_pr.1", "b_pr.0", "b_pr.1"};
+  CHECK(param_names(l.p()) == want);
+  // The body: instance 0's nests over formals and locals named without the instance.
+  CHECK(l.find("qkv_0_mm") < 0);
+  CHECK(l.find("qkv_1_mm") < 0);
+  CHECK(l.buf("qkv_mm").block == 0);
+  CHECK(!l.buf("qkv_mm").formal);
+  CHECK(l.buf("x_1").block == -1);  // the last value carried out: the head reads it
+  const std::string dump = ir::print_lowered(l.p(), l.low.forward);
+  CHECK(dump.find("layers forward x2") != std::string::npos);
+  CHECK(dump.find("formal w_qkv") != std::string::npos);
+}
+
+TEST_CASE("roll then unroll is lowering without rolling, but for the stacked params", "[roll]") {
+  struct Case {
+    std::string name, text;
+    std::map<std::string, long> dims;
+  };
+  const std::vector<Case> cases = {{"gc_gpt", source("tests/gradcheck/specs/gpt.cannl"), {}},
+                                   {"gpt_char", source("specs/gpt_char.cannl"), kCharDims},
+                                   {"residual_stack", kResidual, {}}};
+  for (const Case& c : cases) {
+    INFO(c.name);
+    Lowering rolled = lower(c.text, true, c.dims);
+    CHECK(!rolled.p().blocks.empty());
+    unroll_blocks(rolled.low);
+    CHECK(rolled.p().blocks.empty());
+    CHECK(rolled.calls() == 0);
+    const auto problems = ir::lowered_problems(rolled.p(), rolled.low.forward, rolled.low.train_updates);
+    CHECK(problems.empty());
+    Lowering plain = lower(c.text, false, c.dims);
+    CHECK(plain.p().blocks.empty());
+    isomorphic(rolled.low, plain.low, true);
+    // Every spec tensor's buffer again (the unrolled instances' locals made anew).
+    REQUIRE(rolled.low.tensor_buf.size() == plain.low.tensor_buf.size());
+    for (size_t t = 0; t < plain.low.tensor_buf.size(); ++t)
+      CHECK(rolled.p().buffers[static_cast<size_t>(rolled.low.tensor_buf[t])].name ==
+            plain.p().buffers[static_cast<size_t>(plain.low.tensor_buf[t])].name);
+  }
+}
+
+TEST_CASE("instances that lower differently keep today's expansion", "[roll]") {
+  SECTION("a carried tensor that changes shape: no two instances alike") {
+    Lowering l = lower(source("tests/specs/shapes/134_repeat_changing_shapes.cannl"), true);
+    CHECK(l.p().blocks.empty());
+    CHECK(l.find("h_0") >= 0);
+    CHECK(l.find("h_1") >= 0);
+  }
+  SECTION("the first instance reads a broadcast value: the others make a group of their own") {
+    Lowering l = lower(R"(model split
+input x : [1]
+h = x
+repeat 4 carry h
+  param b : [4] = ones
+  h = relu(h + b)
+end
+output h
+)", true);
+    REQUIRE(l.p().blocks.size() == 1);
+    CHECK(l.p().blocks[0].first == 1);
+    CHECK(l.p().blocks[0].count == 3);
+    CHECK(l.buf("b_0").view_of == -1);  // instance 0: expanded, its own param
+    CHECK(l.buf("b_1").view_of == l.find("b"));
+    CHECK(param_names(l.p()) == std::vector<std::string>{"b.0", "b.1", "b.2", "b.3"});
+  }
+  SECTION("dropout: each instance draws its own stream") {
+    Lowering l = lower(R"(model drop
+input x : [8]
+h = x
+repeat 3 carry h
+  param w : [8 -> 8]
+  h = dropout(relu(w * h), p = 0.1)
+end
+output h
+)", true);
+    CHECK(l.p().blocks.empty());
+  }
+  SECTION("batch_norm: running statistics updated in training") {
+    Lowering l = lower(R"(model bn
+input x : [8]
+h = x
+repeat 3 carry h
+  param w : [8 -> 8]
+  h = batch_norm(w * h)
+end
+output h
+)", true);
+    CHECK(l.p().blocks.empty());
+  }
+  SECTION("a block of one instance") {
+    Lowering l = lower(R"(model one
+input x : [8]
+h = x
+repeat 1 carry h
+  param w : [8 -> 8]
+  h = relu(w * h)
+end
+output h
+)", true);
+    CHECK(l.p().blocks.empty());
+    CHECK(l.buf("w_0").view_of == -1);
+  }
+}
+
+TEST_CASE("what a block reads from outside: shared params, two carried names, a carried value reread", "[roll]") {
+  const char* spec = R"(model shared
+dim d = 6
+input x : [d]
+param w0 : [d -> d]
+h = x
+g = relu(x)
+repeat 3 carry h, g
+  param w : [d -> d]
+  h = relu(w * h + w0 * g)
+  g = g + h
+  y = h *. g
+end
+output h
+)";
+  Lowering l = lower(spec, true);
+  REQUIRE(l.p().blocks.size() == 1);
+  const ir::Block& bl = l.p().blocks[0];
+  CHECK(bl.count == 3);
+  CHECK(bl.carried.size() == 2);
+  REQUIRE(l.calls() == 1);
+  // w0 is a shared formal bound to the same buffer for every instance.
+  const ir::Call* call = nullptr;
+  for (const ir::Stmt& s : l.low.forward)
+    if (s.call && s.call->kind == ir::Call::Kind::BlockForward) call = &*s.call;
+  REQUIRE(call);
+  bool shared = false;
+  for (const ir::Binding& b : call->binds)
+    shared = shared || (b.buf == l.find("w0") && b.stride == 0);
+  CHECK(shared);
+  Lowering rolled = lower(spec, true), plain = lower(spec, false);
+  unroll_blocks(rolled.low);
+  isomorphic(rolled.low, plain.low, true);
+}
+
+TEST_CASE("the verifier checks blocks, bindings and views", "[roll][verify]") {
+  auto problems = [](const Lowering& l) { return ir::lowered_problems(l.p(), l.low.forward, l.low.train_updates); };
+  auto has = [](const std::vector<std::string>& ps, const std::string& part) {
+    for (const auto& s : ps)
+      if (s.find(part) != std::string::npos) return true;
+    std::string all;
+    for (const auto& s : ps) all += "\n  " + s;
+    WARN("no problem contains '" << part << "':" << all);
+    return false;
+  };
+  auto call_of = [](Lowering& l) -> ir::Call& {
+    for (ir::Stmt& s : l.low.forward)
+      if (s.call && s.call->kind == ir::Call::Kind::BlockForward) return *s.call;
+    FAIL("no block call");
+    throw 0;
+  };
+  SECTION("a binding's slices outside its stacked buffer") {
+    Lowering l = lower(kResidual, true);
+    for (ir::Binding& b : call_of(l).binds)
+      if (b.stride > 0) b.stride *= 2;
+    CHECK(has(problems(l), "outside it or of other dims"));
+  }
+  SECTION("an unbound formal") {
+    Lowering l = lower(kResidual, true);
+    call_of(l).binds.pop_back();
+    CHECK(has(problems(l), "unbound"));
+  }
+  SECTION("a view outside its stacked buffer") {
+    Lowering l = lower(kResidual, true);
+    ir::Program& p = l.low.prog;
+    p.buffers[static_cast<size_t>(p.find("w_3"))].view_offset += 1000;
+    CHECK(has(problems(l), "is not in a slice"));
+  }
+  SECTION("a program nest reading a body buffer") {
+    Lowering l = lower(kResidual, true);
+    ir::Program& p = l.low.prog;
+    const int local = p.blocks[0].locals.at(0);
+    l.low.forward.back().assigns[0].body = ir::load({local, std::vector<ir::Affine>(p.buffers[static_cast<size_t>(local)].dims.size(), ir::Affine::constant(0))});
+    CHECK(has(problems(l), "of block #0"));
+  }
+  SECTION("a body writing through one formal in every instance") {
+    Lowering l = lower(kResidual, true);
+    ir::Program& p = l.low.prog;
+    const auto [in, out] = p.blocks[0].carried.at(0);
+    for (ir::Binding& b : call_of(l).binds)
+      if (b.formal == out) b = {out, p.find("x0"), 0, 0, -1, -1};
+    CHECK(has(problems(l), "which its body writes"));
+  }
+  SECTION("a nest using a view after one used its stacked buffer") {
+    ir::Program p = test::program(kResidual, 4);
+    ir::Routine& step = *p.routine(ir::RoutineKind::TrainStep);
+    const int view = p.find("w_0");
+    REQUIRE(view >= 0);
+    REQUIRE(p.buffers[static_cast<size_t>(view)].view_of == p.find("w"));
+    const ir::Stmt* reader = nullptr;  // a forward nest reading w_0
+    for (const ir::Stmt& s : step.stmts) {
+      std::vector<const ir::Expr*> loads;
+      ir::collect_loads(s, loads);
+      for (const ir::Expr* l : loads) reader = reader ? reader : l->access.buf == view ? &s : nullptr;
+    }
+    REQUIRE(reader);
+    step.stmts.push_back(*reader);  // again after the optimiser's update of w
+    CHECK(has(ir::verify_problems(p), "after nest"));
+  }
+}
