@@ -197,7 +197,8 @@ stage() {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "kind: $([ $ci = 1 ] && echo ci || echo full)"
     echo "host: $os, $(uname -m), $(nproc) cores"
-    echo "nvcc: $("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), sm_90 only (CMAKE_CUDA_ARCHITECTURES=90)"
+    echo "nvcc: $("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'), sm_90 only" \
+      "(CMAKE_CUDA_ARCHITECTURES=90)"
     echo "linking: libcudart_static, zlib static, no MPI; shared: cuBLAS ($cublas), libstdc++, libc"
     echo "build: $build_s s, references: $refs_s s, total: $((SECONDS - t0)) s"
     echo "programs:"
@@ -213,7 +214,13 @@ stage() {
 
   # The programs, packed: xz finds the CUDA runtime, cannl's runtime and each model's code repeated across
   # them (48 MB of stripped programs become about 5); `run` unpacks them.
-  tar -C "$stage_dir" -cf - bin | xz -6 -T "$jobs" >"$stage_dir/bin.tar.xz" || die "stage: packing the programs failed"
+  # (xz, or Python's lzma where xz-utils is not installed: a minimal Debian lacks it)
+  if command -v xz >/dev/null 2>&1; then
+    tar -C "$stage_dir" -cf - bin | xz -6 -T "$jobs" >"$stage_dir/bin.tar.xz"
+  else
+    "$py" -c 'import sys, tarfile; tarfile.open(sys.argv[1], "w:xz").add(sys.argv[2], "bin")' \
+      "$stage_dir/bin.tar.xz" "$stage_dir/bin"
+  fi || die "stage: packing the programs failed"
   rm -rf "${stage_dir:?}/bin"
   echo "packed: bin.tar.xz, $(stat -c %s "$stage_dir/bin.tar.xz") bytes (run unpacks it)" >>"$stage_dir/MANIFEST"
 
@@ -241,9 +248,9 @@ stage() {
   fi
   echo
   echo "== staged in $((SECONDS - t0)) s: $rel ($((bytes / 1048576)) MiB). The device call (the run tool, one call):"
-  echo "   command:   bash scripts/gpu-check.sh run $rel \"\$OUT\""
-  echo "   carry:     [\"$rel\"]"
-  echo "   timeout_s: 540"
+  echo "   run(command='bash scripts/gpu-check.sh run $rel \"\$OUT\"', carry=[\"$rel\"], timeout_s=540)"
+  echo "   (at most 470 s of parts; rerun failed ones only at once, while the machine is warm:"
+  echo "   --parts a,b --budget S, timeout_s S + 60; else give_back)"
   echo "Then, here: scripts/gpu-check.sh land <the folder its files came back to>, and commit bench/gpu/*.md."
 }
 
@@ -339,7 +346,8 @@ part_gradcheck() {
   # hung for 40 s).
   # shellcheck disable=SC2016 # (expanded by the inner bash)
   GC_BIN=$gc GC_DIR=$dir xargs -P 8 -L 1 bash -c \
-    'timeout 40 "$GC_BIN" "$0" "$@" >"$GC_DIR/$(printf "%s_" "$0" "$@" | tr -c "A-Za-z0-9_" "_").log" 2>&1; echo "$? $0 $*"' \
+    'log=$GC_DIR/$(printf "%s_" "$0" "$@" | tr -c "A-Za-z0-9_" "_").log
+     timeout 40 "$GC_BIN" "$0" "$@" >"$log" 2>&1; echo "$? $0 $*"' \
     <"$dir/jobs" >"$dir/results" 2>&1
   local failed
   failed=$(awk '$1 != 0' "$dir/results")
@@ -533,8 +541,9 @@ write_report() {
         continue
       fi
       # The summary lines of the part (its whole output is in gpu-check-log.txt).
-      grep -E '^(pass|FAIL|skip|ok|PASS|  |[a-z0-9_. ]+: [0-9]+ passed|[0-9]+ of [0-9]+ passed|-- |would run|(parity|infer|generate|train) [a-z0-9_]+: )' \
-        "$WORK/$name.log" | head -60 | cut -c1-300
+      local summary='^(pass|FAIL|skip|ok|PASS|  |[a-z0-9_. ]+: [0-9]+ passed|[0-9]+ of [0-9]+ passed|-- |would run'
+      summary+='|(parity|infer|generate|train) [a-z0-9_]+: )'
+      grep -E "$summary" "$WORK/$name.log" | head -60 | cut -c1-300
       if [[ ${STATUS[$name]:-} != pass && ${STATUS[$name]:-} != "dry run" ]]; then
         echo "... last lines:"
         tail -15 "$WORK/$name.log" | cut -c1-300
@@ -603,9 +612,9 @@ run() {
   echo "gpu-check run: stage $STAGE (commit $(manifest_field commit), $(manifest_field kind)), out $OUT," \
     "work $WORK, budget $BUDGET s$([ "$DRY" = 1 ] && echo ', DRY RUN')" | tee -a "$LOG"
   if [ "$DRY" != 1 ] && command -v nvidia-smi >/dev/null 2>&1; then
-    nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 >"$WORK/device.name"
-    nvidia-smi --query-gpu=driver_version,memory.total,compute_cap --format=csv,noheader 2>/dev/null | head -1 |
-      sed 's/^/driver, memory, compute capability: /' >"$WORK/device.info"
+    timeout 20 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 >"$WORK/device.name"
+    timeout 20 nvidia-smi --query-gpu=driver_version,memory.total,compute_cap --format=csv,noheader 2>/dev/null |
+      head -1 | sed 's/^/driver, memory, compute capability: /' >"$WORK/device.info"
     [ -s "$WORK/device.name" ] || rm -f "$WORK/device.name"
   fi
   local t0=$SECONDS name guard failed=0 ran=0
@@ -634,6 +643,10 @@ run() {
     result="FAIL: $failed of $ran parts did not pass"
   fi
   write_report "$OUT/gpu-check-report.md" $((SECONDS - t0)) "$result"
+  # (the device tool brings back files of at most 16 MiB)
+  if [ "$(stat -c %s "$LOG")" -gt $((15 * 1048576)) ]; then
+    truncate -s 15M "$LOG" && echo "... (gpu-check: the log was cut at 15 MiB)" >>"$LOG"
+  fi
   echo "== $result ($((SECONDS - t0)) s); report: $OUT/gpu-check-report.md"
   [ -s "$WORK/bench.lines" ] && grep '^gpt2_124m' "$WORK/bench.lines"
   [ "${KEEP_WORK:-0}" = 1 ] || rm -rf "$WORK"

@@ -17,8 +17,10 @@ when less than a minute is left. A trainer that fails its probe is left out; PyT
 
 For each configuration one line of this exact form goes to --lines (and stdout):
   gpt2_124m bf16 B=8 T=1024: cannl X ms, torch.compile Y ms, eager Z ms, ratio X/Y
-with X/Y written as its value (n/a where a number is missing), then a line with the peak device
-memory of each and torch.compile's warm-up time. Exit status 0 when both B=8 lines have all three
+with X/Y written as its value (n/a where a number is missing: a dry run has only n/a), then a line
+with the peak device memory of each and torch.compile's warm-up time; a line saying why a number
+is missing comes before it, starting `gpt2_124m PRECISION B=N:` (no T=, so that only the line
+above starts `gpt2_124m PRECISION B=N T=1024:`). Exit status 0 when both B=8 lines have all three
 numbers, 1 otherwise.
 """
 import argparse
@@ -54,9 +56,11 @@ def line_of(precision, batch, res):
         rows.get(f"torch eager {precision}", {})
     warm = tc.get("warmup_s")
     detail = (f"  peak device memory: cannl {gib(c.get('smi_peak_bytes'))} (nvidia-smi, whole process; arena "
-              f"{gib(c.get('peak_bytes'))}), torch.compile {gib(tc.get('peak_bytes'))}, eager {gib(te.get('peak_bytes'))} "
+              f"{gib(c.get('peak_bytes'))}), torch.compile {gib(tc.get('peak_bytes'))}, "
+              f"eager {gib(te.get('peak_bytes'))} "
               f"(max_memory_allocated); torch.compile warm-up (compile + S1 steps) "
-              f"{', '.join(f'{w:.0f} s' for w in warm) if warm else 'n/a'}; runs {res.get('runs_done', 0) if res else 0}, "
+              f"{', '.join(f'{w:.0f} s' for w in warm) if warm else 'n/a'}; "
+              f"runs {res.get('runs_done', 0) if res else 0}, "
               f"steps {res.get('steps') if res else 'n/a'}")
     return main, detail, bool(x and y and z)
 
@@ -104,11 +108,10 @@ def main():
         if not os.path.isfile(trainer):
             say(f"gpt2_124m {precision} B={batch}: {TRAINER[precision]} not staged")
         elif opt.dry_run:
-            say(f"gpt2_124m {precision} B={batch} T={T}: would run bench_gpt.py (cannl {TRAINER[precision]}, "
+            say(f"gpt2_124m {precision} B={batch}: would run bench_gpt.py (cannl {TRAINER[precision]}, "
                 f"torch eager and torch.compile, --precision {precision})")
-            continue
         elif left < 60:
-            say(f"gpt2_124m {precision} B={batch} T={T}: skipped, {left:.0f} s left")
+            say(f"gpt2_124m {precision} B={batch}: skipped, {left:.0f} s left")
         else:
             # The B=8 configurations share what is left; B=16 gets what they leave. Two runs of
             # 5 and 15 steps when there is time for them (torch.compile's first compilation takes
@@ -123,7 +126,8 @@ def main():
             cannl = []
             if per_step is None:
                 print(f"bench {precision} B={batch}: cannl's probe failed ({why}): PyTorch only", flush=True)
-                say(f"gpt2_124m {precision} B={batch}: cannl's trainer failed its 3-step probe: {why.splitlines()[-1][:300]}")
+                say(f"gpt2_124m {precision} B={batch}: cannl's trainer failed its 3-step probe: "
+                    f"{why.splitlines()[-1][:300]}")
                 runs, s1, s2 = 1, 3, 8
             else:
                 left -= time.time() - t0

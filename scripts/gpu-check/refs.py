@@ -67,7 +67,8 @@ PARITY = {
     # From the params of infer's reference (fashion_mlp after 20 C steps) by --init: the CUDA
     # program's loading of a params file, not only its seeded init.
     "fashion_mlp_init": ("fashion_mlp_train", "fashion_mlp_cuda_train", "fashion",
-                         ["--steps", "10", "--batch", "128", "--init", "{stage}/refs/infer_fashion_mlp/weights.safetensors"],
+                         ["--steps", "10", "--batch", "128",
+                          "--init", "{stage}/refs/infer_fashion_mlp/weights.safetensors"],
                          "fp32-sgd", CAP, None),
     "fashion_cnn": ("fashion_cnn_train", "fashion_cnn_cuda_train", "fashion", ["--steps", "4", "--batch", "16"],
                     "fp32-adam", CAP, None),
@@ -132,7 +133,8 @@ def train(binary, stage, case, work, extra):
         if os.path.exists(p):
             os.remove(p)
     u.run([binary] + data_flags(stage, kind) + args +
-          ["--seed", "1", "--log-every", "1", "--quiet", "--metrics", metrics, "--checkpoint", ck] + extra, timeout=1800)
+          ["--seed", "1", "--log-every", "1", "--quiet", "--metrics", metrics, "--checkpoint", ck] + extra,
+          timeout=1800)
     records = u.read_jsonl(metrics)  # per step: "loss" (a data set) or "train_loss" (a stream, --log-every 1)
     losses = [r["loss"] for r in records if "loss" in r] or [r["train_loss"] for r in records if "train_loss" in r]
     u.check(losses, f"{case}: no per-step losses in {metrics}")
@@ -147,7 +149,8 @@ def summarise(ck, cap):
     for name, t in tensors.items():
         flat = t.reshape(-1)
         stride = 1 if cap is None else max(1, -(-flat.size // cap))
-        out[name] = (tuple(t.shape), float(np.linalg.norm(flat.astype(np.float64))), np.ascontiguousarray(flat[::stride]))
+        out[name] = (tuple(t.shape), float(np.linalg.norm(flat.astype(np.float64))),
+                     np.ascontiguousarray(flat[::stride]))
     return out, meta
 
 
@@ -247,7 +250,8 @@ def make_generate(opt, work, threads, model):
     out = u.fresh_dir(os.path.join(opt.stage, "refs", f"generate_{model}"))
     ck = os.path.join(work, f"generate_{model}.safetensors")
     u.run([find_c(opt.build, c_train)] + data_flags(opt.stage, "text") + threads +
-          ["--steps", str(steps), "--batch", str(batch), "--seed", "1", "--quiet", "--log-every", "0", "--checkpoint", ck])
+          ["--steps", str(steps), "--batch", str(batch), "--seed", "1", "--quiet", "--log-every", "0",
+           "--checkpoint", ck])
     weights = os.path.join(out, "weights.safetensors")
     params_only(ck, weights)
     p = subprocess.run([find_c(opt.build, c_infer), "--weights", weights, "--generate", str(tokens), "--prompt",
@@ -294,8 +298,9 @@ class Results:
         self.passed.append(case)
 
     def finish(self, what):
-        print(f"{what}: {len(self.passed)} passed, {len(self.failed)} failed{': ' + ', '.join(self.failed) if self.failed else ''}"
-              f", {len(self.skipped)} skipped", flush=True)
+        failed = ": " + ", ".join(self.failed) if self.failed else ""
+        print(f"{what}: {len(self.passed)} passed, {len(self.failed)} failed{failed}, {len(self.skipped)} skipped",
+              flush=True)
         return 1 if self.failed else 0
 
 
@@ -335,7 +340,8 @@ def parity(opt):
                   f"(tol {tol['loss']:.0e}); {len(summary)} tensors, worst state rel {worst:.2e} in {worst_name} "
                   f"(tol {tol['state']:.0e})", flush=True)
             u.check(math.isfinite(loss_rel) and loss_rel <= tol["loss"],
-                    f"losses: worst relative difference {loss_rel:.3e} > {tol['loss']:.0e}: cuda {losses} vs c {ref_losses}")
+                    f"losses: worst relative difference {loss_rel:.3e} > {tol['loss']:.0e}: "
+                    f"cuda {losses} vs c {ref_losses}")
             u.check(not bad, f"{len(bad)} tensors past {tol['state']:.0e}: {', '.join(bad[:8])}")
 
         res.run(case, one)
@@ -354,8 +360,8 @@ def infer(opt):
 
     def one():
         out = os.path.join(work, "cuda.npy")
-        printed, _ = u.run([binary, "--weights", os.path.join(ref, "weights.safetensors"), "--output", out, "--metric"] +
-                           infer_inputs(opt.stage))
+        printed, _ = u.run([binary, "--weights", os.path.join(ref, "weights.safetensors"), "--output", out,
+                            "--metric"] + infer_inputs(opt.stage))
         a, b = np.load(os.path.join(ref, "logits.npy")).astype(np.float64), np.load(out).astype(np.float64)
         u.check(a.shape == b.shape, f"logits shape {b.shape}, C's {a.shape}")
         rel = np.linalg.norm(a - b) / np.linalg.norm(a)
@@ -386,7 +392,8 @@ def generate(opt):
             with open(os.path.join(ref, "tokens.bin"), "rb") as f:
                 want = f.read()
             p = subprocess.run([binary, "--weights", os.path.join(ref, "weights.safetensors"), "--generate",
-                                str(tokens), "--prompt", PROMPT, "--temperature", "0"], capture_output=True, timeout=300)
+                                str(tokens), "--prompt", PROMPT, "--temperature", "0"],
+                               capture_output=True, timeout=300)
             u.check(p.returncode == 0, f"exit {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}")
             got = p.stdout
             same = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
@@ -409,7 +416,8 @@ def list_cases(opt):
               f"tol {tol} {TOL[tol]}{have}")
     have = ""
     if opt.stage:
-        ok = staged(opt.bin, "fashion_mlp_cuda_infer") and os.path.isdir(os.path.join(opt.stage, "refs", "infer_fashion_mlp"))
+        ok = (staged(opt.bin, "fashion_mlp_cuda_infer") and
+              os.path.isdir(os.path.join(opt.stage, "refs", "infer_fashion_mlp")))
         have = "  [staged]" if ok else "  [not staged]"
     print(f"infer fashion_mlp: fashion_mlp_cuda_infer vs C's logits and test metrics{have}")
     for model, (_, _, cuda_infer, steps, _, tokens) in GENERATE.items():

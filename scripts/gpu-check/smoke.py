@@ -30,7 +30,8 @@ CASES = {
     "llama_char": ("llama_char_cuda_train", "text", ["--steps", "60", "--batch", "16"], 0.9),
     # GPT-2 124M, 8 steps of 8 x 1024 KJV bytes at the constant lr 6e-4 (the spec's warm-up starts
     # near 0): the byte distribution alone takes the loss from ln 50304 = 10.8 well down.
-    "gpt2_124m": ("gpu_gpt2_124m_cuda_train", "shard", ["--steps", "8", "--batch", "8", "--lr-schedule", "constant"], 0.8),
+    "gpt2_124m": ("gpu_gpt2_124m_cuda_train", "shard",
+                  ["--steps", "8", "--batch", "8", "--lr-schedule", "constant"], 0.8),
     "gpt2_124m_bf16": ("gpu_gpt2_124m_bf16_cuda_train", "shard",
                        ["--steps", "8", "--batch", "8", "--lr-schedule", "constant"], 0.8),
 }
@@ -73,13 +74,15 @@ def main():
             u.run([path] + data_flags(opt.stage, kind) + extra + args +
                   ["--seed", "1", "--log-every", "1", "--quiet", "--metrics", metrics], timeout=600)
             records = u.read_jsonl(metrics)
-            losses = [r["loss"] for r in records if "loss" in r] or [r["train_loss"] for r in records if "train_loss" in r]
+            losses = ([r["loss"] for r in records if "loss" in r] or
+                      [r["train_loss"] for r in records if "train_loss" in r])
             u.check(len(losses) >= 6, f"{len(losses)} losses logged")
             u.check(all(v is not None and math.isfinite(v) for v in losses), f"a loss is not finite: {losses}")
             first, last = sum(losses[:3]) / 3, sum(losses[-3:]) / 3
             acc = [r["accuracy"] for r in records if "accuracy" in r]
             print(f"  {case}: {len(losses)} steps, loss {first:.4f} (first 3) -> {last:.4f} (last 3), "
-                  f"{last / first:.3f}x (at most {factor}){f'; test accuracy {acc[-1]:.4f}' if acc else ''}", flush=True)
+                  f"{last / first:.3f}x (at most {factor}){f'; test accuracy {acc[-1]:.4f}' if acc else ''}",
+                  flush=True)
             u.check(last <= factor * first, f"the loss did not go down enough: {[round(v, 4) for v in losses]}")
 
         res.run(f"train {case}", one)
