@@ -32,7 +32,7 @@
 #   runtime   30   runtime.cuda_gpu and runtime.attention_cuda: the CUDA runtime's buffers, streams,
 #                  events, and the attention kernels against the CPU ones
 #   gradcheck 60   every gradcheck spec's gradients on its CUDA model (float64) against finite
-#                  differences, 8 at a time, and the extra batch sizes and the harness's self-test
+#                  differences, 16 at a time (one a core), and the extra batch sizes and the harness's self-test
 #   parity    90   C against CUDA: losses and state after N steps from the same seed (refs.py parity;
 #                  fp32, tf32 and bf16 tolerances in refs.py)
 #   infer     20   the CUDA inference program's outputs and test metrics against C's
@@ -337,18 +337,18 @@ part_gradcheck() {
     grep -qx batch_mean "$dir/specs" && printf 'batch_mean --batch 2\nbatch_mean --batch 8\n'
     grep -qx mlp "$dir/specs" && printf 'mlp --batch 1\nmlp --selftest\n'
   } >"$dir/jobs"
-  echo "$(wc -l <"$dir/jobs") checks ($(wc -l <"$dir/specs") specs), 8 at a time"
+  echo "$(wc -l <"$dir/jobs") checks ($(wc -l <"$dir/specs") specs), 16 at a time"
   if [ "$DRY" = 1 ]; then
     echo "would run: gc_cuda_check_all SPEC [ARGS] for each line of: $(tr '\n' ',' <"$dir/jobs")"
     return 0
   fi
   # Each job line: SPEC [ARGS]; its output in $dir/<SPEC_ARGS>.log; one result line "RC SPEC ARGS" (124: it
-  # hung for 40 s).
+  # hung for 40 s), also printed as it comes (a part cut off by its guard still shows which ran).
   # shellcheck disable=SC2016 # (expanded by the inner bash)
-  GC_BIN=$gc GC_DIR=$dir xargs -P 8 -L 1 bash -c \
+  GC_BIN=$gc GC_DIR=$dir xargs -P 16 -L 1 bash -c \
     'log=$GC_DIR/$(printf "%s_" "$0" "$@" | tr -c "A-Za-z0-9_" "_").log
      timeout 40 "$GC_BIN" "$0" "$@" >"$log" 2>&1; echo "$? $0 $*"' \
-    <"$dir/jobs" >"$dir/results" 2>&1
+    <"$dir/jobs" 2>&1 | tee "$dir/results"
   local failed
   failed=$(awk '$1 != 0' "$dir/results")
   echo "$(awk '$1 == 0' "$dir/results" | wc -l) of $(wc -l <"$dir/jobs") passed"
