@@ -34,7 +34,8 @@
 # TARGET cuda (`cannl gen --target cuda`): the same library API and training program, running
 # on one NVIDIA GPU: <model>.cu and <model>_train.cu compiled by nvcc (-O3 and the list
 # CANNL_CUDA_FLAGS, e.g. -Werror all-warnings), linked to cannl::cuda_rt, cuBLAS and the CUDA
-# runtime. Needs the CUDA language enabled (project(... CUDA) or enable_language(CUDA), with
+# runtime (shared, or static when the variable CANNL_CUDART is `static`, as cannl's own build
+# option of that name; an installed cannl sets it to how it was built). Needs the CUDA language enabled (project(... CUDA) or enable_language(CUDA), with
 # CMAKE_CUDA_ARCHITECTURES set as you need) and the target cannl::cuda_rt. NAME_infer runs the
 # model forward on the GPU (`--generate` re-runs the forward pass per token: no KV cache on the
 # GPU yet); it takes no WEIGHTS (nothing compiled in). PRECISION (TARGET cuda, DTYPE f32 only) is `cannl gen
@@ -170,7 +171,11 @@ function(cannl_add_model name spec)
     add_library(${name} STATIC ${dir}/${model}.cu ${dir}/${model}.h)
     target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${dir}>
                                $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-    target_link_libraries(${name} PUBLIC cannl::rt cannl::cuda_rt CUDA::cublas CUDA::cudart)
+    set(cudart CUDA::cudart)
+    if(CANNL_CUDART STREQUAL "static")
+      set(cudart CUDA::cudart_static)
+    endif()
+    target_link_libraries(${name} PUBLIC cannl::rt cannl::cuda_rt CUDA::cublas ${cudart})
     target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-O3 ${CANNL_CUDA_FLAGS}>)
     set_target_properties(${name} PROPERTIES PUBLIC_HEADER ${dir}/${model}.h CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
                           CUDA_EXTENSIONS OFF)

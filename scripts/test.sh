@@ -17,7 +17,8 @@
 #     on the preset) in the first preset only, the nvcc ones not in release
 #   scripts/test.sh [--full] PRESET...   some of them
 #
-# CANNL_SKIP_LONG=1 leaves out the tests labelled `long` (the accuracy runs: CI does). Every
+# CANNL_SKIP_LONG=1 leaves out the tests labelled `long` (the accuracy runs, the GPU check's
+# staging: CI does). Every
 # preset's build directory is build/<preset>; `ctest --preset release -L LABEL` (or -R NAME)
 # runs part of the suite again after a build.
 set -euo pipefail

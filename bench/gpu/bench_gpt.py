@@ -6,7 +6,9 @@ the same GPU, in one run: ms per step, tokens per second, MFU, peak device memor
                          --cannl fp32=build/release/gpt2_124m_cuda_train --cannl bf16=PATH ...
                          [--card build/release/cannl/gpt2_124m_cuda/gpt2_124m.json]
                          [--steps 20 60] [--runs 3] [--peak-tflops 989] [--torch eager compile]
-  (bench/gpu/gpt.sh builds the trainers and runs this for gpt2_124m and gpt_char.)
+                         [--precision bf16|fp32] [--json OUT.json] [--smi-memory]
+  (bench/gpu/gpt.sh builds the trainers and runs this for gpt2_124m and gpt_char;
+  scripts/gpu-check.sh runs it for gpt2_124m at B = 8 and 16, bf16 and fp32.)
 
 Data: a token shard of random ids (llm.c's format: 256 int32 header, magic 20240520, version
 1, count; uint16 tokens), written once into --work; every program trains on random windows
@@ -18,11 +20,18 @@ S2 - S1 (start-up, cuBLAS initialisation and the first steps cancel out). Its de
 is the model card's training arena (`--card`: `arena_bytes.training_state`; the input slots and
 cuBLAS's workspace come on top).
 PyTorch: nanoGPT's structure written here (pre-LN blocks, tanh GELU, tied head,
-F.scaled_dot_product_attention with is_causal), AdamW (fused where available), bf16 autocast;
-`eager` and `compile` (torch.compile of the model), each timed over S2 - S1 steps after S1
-warm-up steps with the loss read back every step (loss.item(), as the cannl trainer reads its
-loss), peak memory from torch.cuda.max_memory_allocated. Runs interleave (cannl, torch, ...),
-medians reported.
+F.scaled_dot_product_attention with is_causal), the spec's AdamW (betas 0.9 and 0.95, eps 1e-8,
+weight decay 0.1 on the matrices only; fused where available) and gradient clipping at 1;
+`--precision bf16` (default): bf16 autocast; `fp32`: no autocast and TF32 off (matmul and cuDNN),
+as cannl's fp32 products; `eager` and `compile` (torch.compile of the model, default mode), each
+timed over S2 - S1 steps after S1 warm-up steps (torch.compile's compilation happens in those:
+their time is reported as "compile", not counted in the step) with the loss read back every step
+(loss.item(), as the cannl trainer reads its loss), peak memory from
+torch.cuda.max_memory_allocated. Runs interleave (cannl, torch, ...), medians over the runs
+reported. `--smi-memory`: also the peak of nvidia-smi's memory.used over the baseline during each
+cannl run (the whole process: arena, CUDA context, cuBLAS workspace). `--json`: every row's
+per-run times, median, peak memory and compile time, rewritten after every run (a run cut off
+by a time limit keeps the rows before it).
 MFU: (6 N + 12 L d T) flops per token (llm.c's count: N params, L layers, width d, T = ctx),
 times tokens per second, over --peak-tflops (H100 SXM bf16 dense: 989).
 
@@ -39,6 +48,7 @@ import random
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 # model: vocab (padded), d, heads, layers
@@ -59,15 +69,56 @@ def write_shard(path, vocab, count, seed):
         f.write(tokens.tobytes())
 
 
-def time_cannl(trainer, shard, batch, steps, seed=1):
+class SmiPeak:
+    """The peak of nvidia-smi's memory.used (MiB, GPU 0) over its value at the start, sampled
+    every 100 ms by one `nvidia-smi -lms 100` process while the block runs."""
+
+    def __init__(self, enabled):
+        self.enabled, self.peak, self.base, self.proc = enabled, None, None, None
+
+    def __enter__(self):
+        if not self.enabled:
+            return self
+        q = ["nvidia-smi", "-i", "0", "--query-gpu=memory.used", "--format=csv,noheader,nounits"]
+        try:
+            self.base = int(subprocess.run(q, capture_output=True, text=True, timeout=30).stdout.split()[0])
+            self.proc = subprocess.Popen(q + ["-lms", "100"], stdout=subprocess.PIPE, text=True)
+        except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+            self.proc = None
+            return self
+        self.peak = self.base
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+        return self
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                self.peak = max(self.peak, int(line.split()[0]))
+            except (ValueError, IndexError):
+                pass
+
+    def __exit__(self, *exc):
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait()
+            self.thread.join(timeout=2)
+
+    def bytes(self):
+        return (self.peak - self.base) * 2**20 if self.proc and self.peak is not None else None
+
+
+def time_cannl(trainer, shard, batch, steps, seed=1, smi=False):
+    """(wall seconds of a run of `steps` steps, peak device memory over the baseline or None)."""
     cmd = [trainer, "--stream", f"tokens,next={shard}", "--steps", str(steps), "--batch", str(batch),
            "--seed", str(seed), "--quiet", "--log-every", "0"]
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    dt = time.perf_counter() - t0
+    with SmiPeak(smi) as mem:
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        dt = time.perf_counter() - t0
     if p.returncode != 0:
-        sys.exit(f"bench_gpt: {' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
-    return dt
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
+    return dt, mem.bytes()
 
 
 def torch_model(model, ctx, device):
@@ -108,15 +159,23 @@ def torch_model(model, ctx, device):
     return GPT().to(device)
 
 
-def time_torch(model, ctx, batch, steps, kind, device, tokens, seed=1):
-    """(seconds for steps[1] - steps[0] steps after steps[0] warm-up steps, peak bytes)."""
+def time_torch(model, ctx, batch, steps, kind, device, tokens, precision="bf16", seed=1):
+    """(seconds for steps[1] - steps[0] steps after steps[0] warm-up steps, peak bytes, seconds of
+    the warm-up steps: torch.compile's compilation and steps[0] steps)."""
+    import contextlib
     import torch
+    if device == "cuda":  # fp32: no TF32 anywhere (cannl's fp32 products are CUBLAS_COMPUTE_32F)
+        torch.backends.cuda.matmul.allow_tf32 = precision != "fp32"
+        torch.backends.cudnn.allow_tf32 = precision != "fp32"
     torch.manual_seed(seed)
     net = torch_model(model, ctx, device)
+    # The spec's AdamW: weight decay on the matrices only.
+    groups = [{"params": [p for p in net.parameters() if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in net.parameters() if p.dim() < 2], "weight_decay": 0.0}]
     try:
-        opt = torch.optim.AdamW(net.parameters(), lr=6e-4, fused=(device == "cuda"))
+        opt = torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=(device == "cuda"))
     except TypeError:  # no fused AdamW in this PyTorch
-        opt = torch.optim.AdamW(net.parameters(), lr=6e-4)
+        opt = torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), eps=1e-8)
     step_fn = torch.compile(net) if kind == "compile" else net
     gen = torch.Generator(device="cpu").manual_seed(seed)
 
@@ -125,9 +184,14 @@ def time_torch(model, ctx, batch, steps, kind, device, tokens, seed=1):
         w = torch.stack([tokens[a:a + ctx + 1] for a in at.tolist()]).to(device, non_blocking=True)
         return w[:, :-1], w[:, 1:]
 
+    def autocast():
+        if precision == "bf16":
+            return torch.autocast(device_type=device, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def one():
         tok, nxt = batch_of()
-        with torch.autocast(device_type=device, dtype=torch.bfloat16):
+        with autocast():
             loss = step_fn(tok, nxt)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
@@ -135,11 +199,13 @@ def time_torch(model, ctx, batch, steps, kind, device, tokens, seed=1):
         opt.zero_grad(set_to_none=True)
         return loss.item()
 
+    t0 = time.perf_counter()
     for _ in range(steps[0]):
         one()
     if device == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
+    warm = time.perf_counter() - t0
     t0 = time.perf_counter()
     for _ in range(steps[1] - steps[0]):
         one()
@@ -147,7 +213,7 @@ def time_torch(model, ctx, batch, steps, kind, device, tokens, seed=1):
         torch.cuda.synchronize()
     dt = time.perf_counter() - t0
     peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
-    return dt, peak
+    return dt, peak, warm
 
 
 def main():
@@ -163,6 +229,11 @@ def main():
     ap.add_argument("--torch", nargs="*", default=["eager", "compile"], choices=["eager", "compile"])
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--work", default="build/bench/gpu")
+    ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
+                    help="PyTorch's arithmetic: bf16 autocast, or fp32 with TF32 off (default bf16)")
+    ap.add_argument("--json", help="write the results here (rewritten after every run)")
+    ap.add_argument("--smi-memory", action="store_true",
+                    help="cannl's peak device memory from nvidia-smi during its runs")
     opt = ap.parse_args()
     os.makedirs(opt.work, exist_ok=True)
     vocab, d, heads, layers = CONFIGS[opt.model]
@@ -197,36 +268,83 @@ def main():
         tokens = torch.tensor(ids, dtype=torch.int64)
 
     rows = {}  # label -> [seconds per step]
-    peaks = {}
-    s1, s2 = opt.steps
-    for run in range(opt.runs):
-        for spec in opt.cannl:
-            label, trainer = spec.split("=", 1)
-            t = (time_cannl(trainer, shard, opt.batch, s2) - time_cannl(trainer, shard, opt.batch, s1)) / (s2 - s1)
-            rows.setdefault(f"cannl {label}", []).append(t)
-        if torch_ok:
-            for kind in opt.torch:
-                dt, peak = time_torch(opt.model, opt.ctx, opt.batch, opt.steps, kind, opt.device, tokens)
-                rows.setdefault(f"torch {kind} bf16", []).append(dt / (s2 - s1))
-                peaks[f"torch {kind} bf16"] = peak
-        print(f"run {run + 1}/{opt.runs}: " + ", ".join(f"{k} {v[-1] * 1e3:.2f} ms" for k, v in rows.items()), flush=True)
-
+    peaks = {}  # label -> bytes (cannl: the card's arena, torch: max_memory_allocated)
+    smi = {}  # label -> bytes (cannl with --smi-memory: nvidia-smi's peak over the baseline)
+    compile_s = {}  # label -> [seconds of the warm-up steps]
+    arena = None
     if opt.card:
         with open(opt.card) as f:
             arena = json.load(f)["arena_bytes"]["training_state"]
-        for k in rows:
-            if k.startswith("cannl"):
-                peaks[k] = arena
+    s1, s2 = opt.steps
+
+    def dump():
+        if not opt.json:
+            return
+        out = {"model": opt.model, "batch": opt.batch, "ctx": opt.ctx, "precision": opt.precision,
+               "steps": opt.steps, "runs_done": len(next(iter(rows.values()), [])), "rows": {}}
+        if torch_ok:
+            import torch
+            out["torch"] = torch.__version__
+            if opt.device == "cuda":
+                out["device"] = torch.cuda.get_device_name(0)
+        for k, v in rows.items():
+            out["rows"][k] = {"ms": statistics.median(v) * 1e3, "runs_ms": [x * 1e3 for x in v],
+                              "peak_bytes": peaks.get(k), "smi_peak_bytes": smi.get(k),
+                              "warmup_s": compile_s.get(k)}
+        tmp = opt.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(out, f, indent=1)
+        os.replace(tmp, opt.json)
+
+    failed = set()  # cannl programs that failed: reported, not run again; the others still timed
+    for run in range(opt.runs):
+        for spec in opt.cannl:
+            label, trainer = spec.split("=", 1)
+            if label in failed:
+                continue
+            try:
+                t2, m2 = time_cannl(trainer, shard, opt.batch, s2, smi=opt.smi_memory)
+                t1, _ = time_cannl(trainer, shard, opt.batch, s1)
+            except RuntimeError as e:
+                print(f"bench_gpt: cannl {label} failed: {e}", flush=True)
+                failed.add(label)
+                continue
+            rows.setdefault(f"cannl {label}", []).append((t2 - t1) / (s2 - s1))
+            if arena:
+                peaks[f"cannl {label}"] = arena
+            if m2 is not None:
+                smi[f"cannl {label}"] = max(m2, smi.get(f"cannl {label}", 0))
+            dump()
+        if torch_ok:
+            for kind in opt.torch:
+                label = f"torch {kind} {opt.precision}"
+                dt, peak, warm = time_torch(opt.model, opt.ctx, opt.batch, opt.steps, kind, opt.device, tokens,
+                                            opt.precision)
+                if opt.device == "cuda":  # the run's model and optimiser state are garbage now
+                    import gc
+                    gc.collect()
+                    torch.cuda.empty_cache()
+                rows.setdefault(label, []).append(dt / (s2 - s1))
+                peaks[label] = peak
+                compile_s.setdefault(label, []).append(warm)
+                dump()
+        print(f"run {run + 1}/{opt.runs}: " + ", ".join(f"{k} {v[-1] * 1e3:.2f} ms" for k, v in rows.items()), flush=True)
     print(f"\n{opt.model}, batch {opt.batch} x ctx {opt.ctx} ({tokens_per_step} tokens/step), {n_params / 1e6:.1f} M params, "
           f"{flops_per_token * tokens_per_step / 1e12:.3f} TFLOP/step, peak {opt.peak_tflops} TFLOP/s, device {opt.device}")
     print(f"{'program':24s} {'ms/step':>9s} {'tokens/s':>11s} {'MFU':>7s} {'memory GiB':>11s}")
-    base = statistics.median(rows["torch compile bf16"]) if "torch compile bf16" in rows else None
+    base_label = f"torch compile {opt.precision}"
+    base = statistics.median(rows[base_label]) if base_label in rows else None
     for k, v in rows.items():
         t = statistics.median(v)
         mfu = flops_per_token * tokens_per_step / t / (opt.peak_tflops * 1e12)
         mem = f"{peaks[k] / 2**30:.2f}" if peaks.get(k) else "-"
+        if smi.get(k):
+            mem += f" (smi {smi[k] / 2**30:.2f})"
         ratio = f"   {t / base:.2f}x torch.compile" if base else ""
-        print(f"{k:24s} {t * 1e3:9.2f} {tokens_per_step / t:11.0f} {100 * mfu:6.1f}% {mem:>11s}{ratio}")
+        warm = f"   warm-up {statistics.median(compile_s[k]):.1f} s" if k in compile_s else ""
+        print(f"{k:24s} {t * 1e3:9.2f} {tokens_per_step / t:11.0f} {100 * mfu:6.1f}% {mem:>11s}{ratio}{warm}")
+    if failed:
+        return 1
     return 0 if torch_ok or not opt.torch else 3
 
 

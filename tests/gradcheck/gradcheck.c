@@ -5,6 +5,9 @@
  *   -DGC_MODEL=<model>      the model name (the spec's `model` statement): the C symbols
  *                           <model>_api, <model>_param, <model>_grad and the header <model>.h
  *   -DGC_SPEC_NAME=<name>   the spec's file name without .cannl (for messages only)
+ *   -DGC_MAIN=<function>    optional: the entry point is this function instead of main (tests/gpu
+ *                           links every spec's harness into one program, gc_cuda_check_all, whose
+ *                           main, tests/gpu/gc_all.c.in, calls the one named on its command line)
  *
  * What it does:
  *   1. creates the state (seed GC_SEED: the spec's initialisers) and fills every input with
@@ -170,6 +173,10 @@ static void usage(void) {
     exit(2);
 }
 
+#ifdef GC_MAIN
+int GC_MAIN(int argc, char **argv);
+#define main GC_MAIN
+#endif
 int main(int argc, char **argv) {
     const char *dump_dir = NULL;
     int do_fd = 1, quiet = 0, selftest = 0;
