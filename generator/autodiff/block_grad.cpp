@@ -129,13 +129,24 @@ private:
   ir::Block& block() { return p_.blocks[static_cast<size_t>(k_)]; }
   const ir::Buffer& buf(int b) const { return p_.buffers[static_cast<size_t>(b)]; }
 
+  // A body buffer of the block's, named after the body buffer its name starts with (`att_grad`
+  // after `att`): its instances are named as that one's (`att_3_grad`, Block::name_at), as
+  // autodiff names them without rolling.
   int add(ir::Buffer b, bool formal) {
     b.block = k_;
     b.formal = formal;
+    int at = -1;
+    size_t longest = 0;
+    for (const auto& [src, pos] : block().name_at) {
+      const std::string& n = buf(src).name;
+      if (n.size() > longest && b.name.size() > n.size() && b.name.compare(0, n.size(), n) == 0 && b.name[n.size()] == '_')
+        longest = n.size(), at = pos;
+    }
     b.name = body_name(p_, k_, b.name);
     p_.buffers.push_back(std::move(b));
     const int i = static_cast<int>(p_.buffers.size()) - 1;
     (formal ? block().formals : block().locals).push_back(i);
+    if (at >= 0) block().name_at[i] = at;
     return i;
   }
 
