@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "autodiff/block_grad.h"
+#include "autodiff/reverse.h"
 #include "ir/prims.h"
 #include "support/diagnostic.h"
 
@@ -45,65 +47,6 @@ ExprP derivative(const ExprP& e, const ir::Access& wrt) {
   CANNL_BUG("no derivative rule for this operation");
 }
 
-// Replaces every sub-expression equal to `target` by `with`.
-static ExprP substitute(const ExprP& e, const ir::Expr& target, const ExprP& with) {
-  if (ir::same_expr(*e, target)) return with;
-  if (e->args.empty()) return e;
-  bool changed = false;
-  std::vector<ExprP> args;
-  for (const auto& a : e->args) {
-    args.push_back(substitute(a, target, with));
-    changed |= args.back() != a;
-  }
-  if (!changed) return e;
-  auto copy = std::make_shared<ir::Expr>(*e);
-  copy->args = std::move(args);
-  return copy;
-}
-
-// For a max= or min= nest: a buffer holding, per written element, the row-major position
-// (over the reduced loops, in nest order) of the first element equal to the result, and the
-// nests filling it. The gradient then goes to that one element: ties to the first, as
-// PyTorch's max_pool2d and max do.
-static ir::Affine reduced_position(const ir::Stmt& s) {
-  std::vector<bool> written(s.iters.size(), false);
-  for (const ir::Affine& a : s.only().out.index)
-    for (const auto& t : a.terms) written[static_cast<size_t>(t.iter)] = true;
-  ir::Affine pos;
-  long stride = 1;
-  for (size_t i = s.iters.size(); i-- > 0;) {
-    if (written[i] || s.iters[i].size == 1) continue;
-    pos.terms.insert(pos.terms.begin(), {static_cast<int>(i), stride});
-    stride *= s.iters[i].size;
-  }
-  return pos;
-}
-
-static int first_extremum(ir::Program& p, const ir::Stmt& s, std::vector<ir::Stmt>& nests) {
-  const ir::Assign& a = s.only();
-  ir::Buffer ab = p.buffers[static_cast<size_t>(a.out.buf)];
-  const std::string of = ab.name;
-  ab.name = of + "_arg";
-  ab.role = ir::Role::Temp;
-  ab.tensor = -1;
-  ab.state_name.clear();
-  ab.shape = "position of the first extremum of " + of;
-  p.buffers.push_back(ab);
-  const int arg = static_cast<int>(p.buffers.size()) - 1;
-  ir::Stmt fill = ir::elementwise(p, arg, "first extremum of " + of);
-  fill.only().body = ir::cnst(INFINITY);
-  fill.line = s.line;
-  nests.push_back(std::move(fill));
-  ir::Stmt find = s;
-  find.only().out.buf = arg;
-  find.only().accum = ir::Accum::Min;
-  find.only().body = ir::select(ir::binary(Op::Eq, a.body, ir::load(a.out)), ir::index_value(reduced_position(s)),
-                                ir::cnst(INFINITY));
-  find.what = "first extremum: " + s.what;
-  nests.push_back(std::move(find));
-  return arg;
-}
-
 void differentiate(ir::Program& p) {
   ir::Routine& train = *p.routine(ir::RoutineKind::TrainStep);
   const std::vector<ir::Stmt> forward = train.stmts;
@@ -111,22 +54,13 @@ void differentiate(ir::Program& p) {
   // Which buffers depend on a param (only those get gradients).
   std::vector<bool> needs(p.buffers.size(), false);
   for (size_t i = 0; i < p.buffers.size(); ++i) needs[i] = p.buffers[i].role == ir::Role::Param && !p.buffers[i].frozen;
-  for (const ir::Stmt& s : forward) {
-    if (s.call) {
-      bool any = false;
-      for (int b : ir::call_reads(*s.call)) any = any || needs[static_cast<size_t>(b)];
-      for (int w : ir::call_writes(*s.call)) needs[static_cast<size_t>(w)] = needs[static_cast<size_t>(w)] || any;
-      continue;
-    }
-    std::vector<const ir::Expr*> loads;
-    ir::collect_loads(s, loads);
-    for (const ir::Expr* l : loads)
-      if (!l->nograd && needs[static_cast<size_t>(l->access.buf)]) needs[static_cast<size_t>(s.only().out.buf)] = true;
-  }
+  propagate_needs(forward, needs);
 
   std::map<int, int> grads;  // buffer -> its gradient
   std::vector<ir::Stmt> zero_fills, contributions;
-  auto gradient = [&](int buf, double init, std::vector<ir::Stmt>& fills) {
+  // The gradient of `buf`, made on first use: its zero fill (the loss's: 1) among the fills
+  // unless `fill` is off (a block's backward writes it first: autodiff/block_grad.h).
+  auto gradient = [&](int buf, double init, bool fill) {
     auto it = grads.find(buf);
     if (it != grads.end()) return it->second;
     ir::Buffer gb = p.buffers[static_cast<size_t>(buf)];
@@ -143,80 +77,28 @@ void differentiate(ir::Program& p) {
     p.buffers.push_back(gb);
     int gi = static_cast<int>(p.buffers.size()) - 1;
     grads[buf] = gi;
+    if (!fill) return gi;
     const std::string& name = p.buffers[static_cast<size_t>(buf)].name;
-    ir::Stmt fill = ir::elementwise(p, gi, init == 1 ? "d " + name + " / d " + name : "zero the gradient of " + name);
-    fill.only().body = ir::cnst(init);
-    fills.push_back(std::move(fill));
+    ir::Stmt f = ir::elementwise(p, gi, init == 1 ? "d " + name + " / d " + name : "zero the gradient of " + name);
+    f.only().body = ir::cnst(init);
+    zero_fills.push_back(std::move(f));
     return gi;
   };
+  Reverse rv{p, needs, grads, [&](int b) { return gradient(b, 0, true); },
+             [&](ir::Buffer b) {
+               p.buffers.push_back(std::move(b));
+               return static_cast<int>(p.buffers.size()) - 1;
+             },
+             zero_fills, contributions};
+  BlockOuter outer{needs, grads, [&](int b) { return gradient(b, 0, true); }, [&](int b) { return gradient(b, 0, false); }};
 
-  gradient(loss, 1, zero_fills);
+  gradient(loss, 1, true);
   for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
-    const ir::Stmt& s = *it;
-    if (s.call && s.call->kind == ir::Call::Kind::EmbeddingForward) {  // the scatter-add
-      auto og = grads.find(s.call->o);
-      if (og == grads.end() || !needs[static_cast<size_t>(s.call->table)]) continue;
-      ir::Call back = *s.call;
-      back.kind = ir::Call::Kind::EmbeddingBackward;
-      back.dout = og->second;
-      back.dtable = gradient(s.call->table, 0, zero_fills);
-      ir::Stmt c;
-      c.call = back;
-      c.line = s.line;
-      c.what = "backward: " + s.what;
-      contributions.push_back(std::move(c));
+    if (it->call && it->call->kind == ir::Call::Kind::BlockForward) {  // a rolled block: its body once, a call
+      for (ir::Stmt& back : block_backward(p, *it, outer)) contributions.push_back(std::move(back));
       continue;
     }
-    if (s.call) {  // attention: the runtime's backward call, from the saved log-sum-exp
-      auto og = grads.find(s.call->o);
-      if (og == grads.end()) continue;
-      ir::Call back = *s.call;
-      back.kind = ir::Call::Kind::AttentionBackward;
-      back.dout = og->second;
-      ir::Buffer delta = p.buffers[static_cast<size_t>(s.call->lse)];
-      delta.name = p.buffers[static_cast<size_t>(s.call->o)].name + "_delta";
-      delta.shape = "scratch of the attention backward: dout . o per query";
-      p.buffers.push_back(delta);
-      back.delta = static_cast<int>(p.buffers.size()) - 1;
-      back.dq = gradient(s.call->q, 0, zero_fills);
-      back.dk = gradient(s.call->k, 0, zero_fills);
-      back.dv = gradient(s.call->v, 0, zero_fills);
-      ir::Stmt c;
-      c.call = back;
-      c.line = s.line;
-      c.what = "backward: " + s.what;
-      contributions.push_back(std::move(c));
-      continue;
-    }
-    const ir::Assign& a = s.only();
-    auto og = grads.find(a.out.buf);
-    if (og == grads.end()) continue;
-    std::vector<const ir::Expr*> loads;
-    ir::collect_loads(a.body, loads);
-    std::vector<ir::Access> seen;
-    int arg = -1;  // max=/min=: the first extremum's position
-    for (const ir::Expr* l : loads) {
-      if (l->nograd || !needs[static_cast<size_t>(l->access.buf)]) continue;
-      bool dup = false;
-      for (const auto& a : seen) dup |= a == l->access;
-      if (dup) continue;
-      seen.push_back(l->access);
-      ExprP db = derivative(a.body, l->access);
-      if (ir::is_const(db, 0)) continue;
-      ExprP out_value = ir::load(a.out);
-      if (a.accum == ir::Accum::Set) db = substitute(db, *a.body, out_value);
-      if (a.accum == ir::Accum::Max || a.accum == ir::Accum::Min) {
-        if (arg < 0) arg = first_extremum(p, s, zero_fills);
-        ir::ExprP first = ir::binary(Op::Eq, ir::index_value(reduced_position(s)), ir::load({arg, a.out.index}));
-        db = ir::binary(Op::Mul, first, db);
-      }
-      int target = gradient(l->access.buf, 0, zero_fills);
-      ir::Stmt c = ir::nest(s.iters, {target, l->access.index}, ir::Accum::Add,
-                            ir::binary(Op::Mul, ir::load({og->second, a.out.index}), db));
-      c.line = s.line;
-      c.what = "backward: " + s.what;
-      contributions.push_back(std::move(c));
-    }
+    rv.nest(*it);
   }
   for (auto& f : zero_fills) train.stmts.push_back(std::move(f));
   for (auto& c : contributions) train.stmts.push_back(std::move(c));
@@ -228,7 +110,7 @@ void differentiate(ir::Program& p) {
 
 void stack_gradients(ir::Program& p) {
   for (size_t s = 0; s < p.buffers.size(); ++s) {
-    if (p.buffers[s].stack <= 0 || p.buffers[s].role != ir::Role::Param) continue;
+    if (p.buffers[s].stack <= 0 || p.buffers[s].role != ir::Role::Param || p.grad(static_cast<int>(s)) >= 0) continue;
     std::vector<int> views;
     size_t with_grad = 0;
     for (int b : p.params)

@@ -18,6 +18,7 @@
 #include "emit/cuda_emit.h"
 #include "emit/model_card.h"
 #include "ir/ir_print.h"
+#include "ir/unroll_blocks.h"
 #include "ir/verify.h"
 #include "lower/lower.h"
 #include "lower/roll.h"
@@ -82,8 +83,8 @@ void check_generatable(Frontend& fe, const CompileOptions& o) {
 // tensors are bounded by the front end, but a contraction multiplies the sizes of all its axes.
 bool check_nest_sizes(const ir::Program& p, const std::string& path, std::ostream& err) {
   constexpr long kMaxIterations = 1L << 56;
-  for (const auto& r : p.routines)
-    for (const auto& st : r.stmts) {
+  for (const ir::Routine* r : ir::all_routines(p))
+    for (const auto& st : r->stmts) {
       long n = 1;
       bool over = false;
       for (const auto& it : st.iters) over = over || __builtin_mul_overflow(n, it.size, &n) || n > kMaxIterations;
@@ -148,12 +149,6 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
       p = std::move(low.prog);
       return 0;
     }
-    // The bridge (issue 34): block calls expanded into their instances' nests over the stacked
-    // params' views, until the stages after lowering work on block bodies.
-    if (!low.prog.blocks.empty()) {
-      unroll_blocks(low);
-      if (o.verify_ir) ir::verify_lowered(low.prog, low.forward, low.train_updates, "unroll_blocks");
-    }
     p = std::move(low.prog);
 
     // Routine assembly: init, train_step (forward so far), forward, eval_metrics.
@@ -165,6 +160,12 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     differentiate(p);
     verify("autodiff");
     if (stage("autodiff", [&] { return ir::print_program(p); })) return 0;
+    // The bridge (issue 34): block calls expanded into their instances' nests over the stacked
+    // params' and gradients' views, until the passes and the emitters work on block bodies.
+    if (!p.blocks.empty()) {
+      ir::unroll_routines(p);
+      verify("unroll_blocks");
+    }
 
     // The optimiser: its updates at the end of train_step, its state zeroed by init.
     add_optimizer(p);

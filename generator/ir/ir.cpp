@@ -211,6 +211,11 @@ const char* routine_name(RoutineKind k) {
     case RoutineKind::Decode: return "decode";
     case RoutineKind::TrainGrads: return "train_grads";
     case RoutineKind::TrainUpdate: return "train_update";
+    case RoutineKind::BlockTrain: return "train body";
+    case RoutineKind::BlockInfer: return "inference body";
+    case RoutineKind::BlockInit: return "init body";
+    case RoutineKind::BlockNorm: return "norm body";
+    case RoutineKind::BlockDecode: return "decode body";
   }
   return "?";
 }
@@ -248,8 +253,72 @@ std::set<int> live_out(const Program& p, const Routine& r) {
   std::set<int> live;
   for (size_t i = 0; i < p.buffers.size(); ++i)
     if (p.buffers[i].role == Role::Param || p.buffers[i].role == Role::OptState) live.insert(static_cast<int>(i));
-  for (const std::vector<int>* l : {&r.io.outputs, &r.io.values, &r.io.kept}) live.insert(l->begin(), l->end());
+  for (const std::vector<int>* l : {&r.io.outputs, &r.io.values, &r.io.kept})
+    for (int b : *l) {
+      live.insert(b);
+      live.insert(storage(p, b));  // a view kept: what writes it writes its stacked buffer (a block call)
+    }
   return live;
+}
+
+std::vector<Routine*> all_routines(Program& p) {
+  std::vector<Routine*> out;
+  for (Block& bl : p.blocks)
+    for (Routine* r : {&bl.train, &bl.infer, &bl.init, &bl.norm, &bl.decode})
+      if (!r->stmts.empty()) out.push_back(r);
+  for (Routine& r : p.routines) out.push_back(&r);
+  return out;
+}
+
+std::vector<const Routine*> all_routines(const Program& p) {
+  std::vector<const Routine*> out;
+  for (Routine* r : all_routines(const_cast<Program&>(p))) out.push_back(r);
+  return out;
+}
+
+int block_of(const Program& p, const Routine& r) {
+  for (size_t k = 0; k < p.blocks.size(); ++k) {
+    const Block& bl = p.blocks[k];
+    for (const Routine* b : {&bl.train, &bl.infer, &bl.init, &bl.norm, &bl.decode})
+      if (b == &r) return static_cast<int>(k);
+  }
+  return -1;
+}
+
+Routine& body_of(Block& bl, Call::Kind k) {
+  switch (k) {
+    case Call::Kind::BlockForward: case Call::Kind::BlockBackward: return bl.train;
+    case Call::Kind::BlockInfer: return bl.infer;
+    case Call::Kind::BlockInit: return bl.init;
+    case Call::Kind::BlockNorm: return bl.norm;
+    case Call::Kind::BlockDecode: return bl.decode;
+    default: break;
+  }
+  CANNL_BUG("the body of a call that calls no block");
+}
+
+const Routine& body_of(const Block& bl, Call::Kind k) { return body_of(const_cast<Block&>(bl), k); }
+
+size_t barrier_at(const Routine& body) {
+  for (size_t i = 0; i < body.stmts.size(); ++i)
+    if (body.stmts[i].call && body.stmts[i].call->kind == Call::Kind::BlockRest) return i;
+  return body.stmts.size();
+}
+
+std::pair<size_t, size_t> body_span(const Block& bl, Call::Kind k) {
+  const Routine& r = body_of(bl, k);
+  if (k == Call::Kind::BlockForward) return {0, barrier_at(r)};
+  if (k == Call::Kind::BlockBackward) return {std::min(barrier_at(r) + 1, r.stmts.size()), r.stmts.size()};
+  return {0, r.stmts.size()};
+}
+
+bool is_block_call(Call::Kind k) {
+  switch (k) {
+    case Call::Kind::BlockForward: case Call::Kind::BlockBackward: case Call::Kind::BlockInfer:
+    case Call::Kind::BlockInit: case Call::Kind::BlockNorm: case Call::Kind::BlockDecode:
+      return true;
+    default: return false;
+  }
 }
 
 const Assign& Stmt::only() const {
@@ -309,9 +378,8 @@ std::vector<int> call_reads(const Call& c) {
     case Call::Kind::AttentionBackward: return distinct({c.q, c.k, c.v, c.o, c.dout, c.lse, c.dq, c.dk, c.dv});
     case Call::Kind::EmbeddingForward: return {c.table, c.ids};
     case Call::Kind::EmbeddingBackward: return {c.ids, c.dout, c.dtable};
-    case Call::Kind::BlockForward: return c.reads;
+    default: return c.reads;  // a block call, the barrier
   }
-  return {};
 }
 
 std::vector<int> call_writes(const Call& c) {
@@ -320,9 +388,8 @@ std::vector<int> call_writes(const Call& c) {
     case Call::Kind::AttentionBackward: return distinct({c.delta, c.dq, c.dk, c.dv});
     case Call::Kind::EmbeddingForward: return {c.o};
     case Call::Kind::EmbeddingBackward: return {c.dtable};
-    case Call::Kind::BlockForward: return c.writes;
+    default: return c.writes;
   }
-  return {};
 }
 
 const char* call_name(Call::Kind k) {
@@ -332,6 +399,12 @@ const char* call_name(Call::Kind k) {
     case Call::Kind::EmbeddingForward: return "embedding_forward";
     case Call::Kind::EmbeddingBackward: return "embedding_backward";
     case Call::Kind::BlockForward: return "block_forward";
+    case Call::Kind::BlockBackward: return "block_backward";
+    case Call::Kind::BlockInfer: return "block_infer";
+    case Call::Kind::BlockInit: return "block_init";
+    case Call::Kind::BlockNorm: return "block_norm";
+    case Call::Kind::BlockDecode: return "block_decode";
+    case Call::Kind::BlockRest: return "rest_of_model";
   }
   return "?";
 }

@@ -192,15 +192,33 @@ struct ScaledSum {
 
 // How a block call binds one formal of the body (Block, Buffer::formal) for instance l of
 // count: the whole buffer `first` when l == 0 and `first` >= 0, the whole buffer `last` when
-// l == count - 1 and `last` >= 0; else elements [offset + l * stride, + the formal's elements)
-// of `buf` (stride 0: the same buffer for every instance; a stacked param: its slice l);
-// with buf -1 there, a carried value between two instances, which whoever expands or assembles
-// the call places (Block::carried: the next instance's carried-in formal reads it).
+// l == count - 1 and `last` >= 0; else elements [offset + slot * stride, + the formal's
+// elements) of `buf`, slot = l + shift, or (l + shift) mod `modulo` (0 .. modulo - 1) when
+// modulo > 0: a ping-pong pair of slots (stride 0: the same buffer for every instance; a
+// stacked param: its slice l; a stack of values kept per instance: its slot l, or l - 1 for
+// the value carried in). With buf -1 (lowering's calls only), a carried value between two
+// instances, which routine assembly places (Block::carried: the next instance's carried-in
+// formal reads it).
 struct Binding {
   int formal = -1;
   int buf = -1;
   long offset = 0, stride = 0;
   int first = -1, last = -1;
+  int modulo = 0;
+  long shift = 0;
+  // The slot instance l uses (meaningful when neither first nor last applies).
+  long slot(long l) const {
+    const long s = l + shift;
+    return modulo > 0 ? ((s % modulo) + modulo) % modulo : s;
+  }
+  // The actual of instance l of count: a whole buffer (first, last, or buf with no stride), or
+  // -1 for a slice of buf at element offset `at`.
+  int whole(long l, long count) const {
+    if (l == 0 && first >= 0) return first;
+    if (l == count - 1 && last >= 0) return last;
+    return stride == 0 && offset == 0 ? buf : -1;
+  }
+  long at(long l) const { return offset + slot(l) * stride; }
 };
 
 // An opaque step: a kernel of the runtime called on whole buffers (Stmt::call), whose loops
@@ -212,7 +230,24 @@ struct Call {
     AttentionBackward,  // dq, dk, dv += from dout, o, lse; delta a scratch
     EmbeddingForward,   // o[p, j] = table[ids[p], j]  (0 for an id outside [0, rows))
     EmbeddingBackward,  // dtable[ids[p], j] += dout[p, j], each j's positions in order
-    BlockForward,       // a rolled repeat block's instances, each its body's nests (Block::forward)
+    // A rolled repeat block's instances (Block), each its body's nests for the instance's
+    // actuals (`binds`): the forward half of the training body (the nests before its barrier,
+    // which is not run), instances 0 .. count-1; the backward half (after the barrier),
+    // instances count-1 .. 0; the inference body; the initialiser body (params drawn instance
+    // after instance); clip_grad_norm's squared norm of the gradients, instance after instance;
+    // the decode body.
+    BlockForward,
+    BlockBackward,
+    BlockInfer,
+    BlockInit,
+    BlockNorm,
+    BlockDecode,
+    // Inside a training body only, between its halves: the barrier, standing for the rest of
+    // the model between an instance's forward and its backward (what the other instances and
+    // the model around the block do meanwhile): it reads the values the instance carries out and
+    // writes what others write into its formals (the gradients arriving for the carried values,
+    // the gradient carried in, shared gradients), so that no pass moves a nest across it.
+    BlockRest,
   };
   Kind kind = Kind::AttentionForward;
   // Attention, per (sequence, head) pair. Storage: q [B.., tq, H.., e], k [B.., tk, G.., e],
@@ -249,11 +284,16 @@ struct Call {
   // order, each formal bound to its actual by `binds` (one per formal); `reads` and `writes`
   // the outer buffers the instances read and write (what call_reads and call_writes return:
   // the bindings are per-instance pointer arithmetic, so the lists are kept, not derived).
+  // The body's scratch (its locals at the body's memory plan: Block's Routine::offsets),
+  // an outer buffer among reads and writes (-1: none; for the planning of bodies, issue 34's
+  // next step: nothing sets it yet).
   int block = -1;
   long count = 0;
   std::vector<Binding> binds = {};
   std::vector<int> reads = {}, writes = {};
+  int scratch = -1;
 };
+bool is_block_call(Call::Kind k);  // BlockForward .. BlockDecode (not BlockRest)
 std::vector<int> call_reads(const Call& c);   // dq, dk, dv among them: the backward adds to them
 std::vector<int> call_writes(const Call& c);
 const char* call_name(Call::Kind k);          // "attention_forward"
@@ -321,6 +361,13 @@ enum class RoutineKind {
   // (no batch; counts the step up first, as train_step does).
   TrainGrads,
   TrainUpdate,
+  // A rolled repeat block's bodies (Block): one instance's nests over the block's buffers,
+  // run by the block calls of the routines above (Call::Kind::BlockForward ...).
+  BlockTrain,   // forward half, the barrier (Call::Kind::BlockRest), backward half
+  BlockInfer,   // forward (forward, eval_metrics)
+  BlockInit,    // the params' initialisers (init)
+  BlockNorm,    // clip_grad_norm's part of the squared norm (train_step, train_update)
+  BlockDecode,  // decode's step
 };
 // The one place that names routines: "init", "train_step", "forward", "eval_metrics", "decode",
 // "train_grads", "train_update".
@@ -452,7 +499,7 @@ struct OptimizerConfig {
 // A rolled repeat block (lower/roll.h): `count` consecutive instances of a repeat statement
 // whose nests are equal but for their buffers, lowered once. Its body is the first instance's
 // nests over body buffers (Buffer::block): formals, bound per instance by each call of the
-// block (Call::Kind::BlockForward, Binding), and locals, the body's own.
+// block (Call::Kind::BlockForward ..., Binding), and locals, the body's own.
 struct Block {
   std::string name;           // the count's dim ("layers"), else "block<line>" (unique in the program)
   int line = 0;               // the repeat statement's spec line
@@ -462,13 +509,31 @@ struct Block {
   // Per carried name: the formal reading the value carried in and the formal defining the
   // value carried out (instance l > 0 reads what instance l - 1 defined).
   std::vector<std::pair<int, int>> carried;
-  std::vector<Stmt> forward;  // the body's nests (lowering's forward nests, of every routine)
+  std::vector<Stmt> forward;  // the body's nests as lowering made them (of every routine)
+  // The bodies, routines of kinds BlockTrain (autodiff makes it), BlockInfer and BlockInit
+  // (routine assembly), empty when none; BlockNorm and BlockDecode are for the optimiser and
+  // the decode pass, which do not make them yet. The passes run over each once (ir.h
+  // all_routines). Their interface's `kept` lists the formals they write.
+  Routine train = {RoutineKind::BlockTrain}, infer = {RoutineKind::BlockInfer}, init = {RoutineKind::BlockInit},
+          norm = {RoutineKind::BlockNorm}, decode = {RoutineKind::BlockDecode};
+  // The training body's locals used on both sides of its barrier (the saved activations),
+  // which its calls bind to a stack of one slot per instance; in the other bodies they are
+  // locals as any (for the planning of bodies, issue 34's next step: nothing sets it yet).
+  std::vector<int> saved;
   // Naming instance l's copies (ir/unroll_blocks.h): a local's (or carried-out formal's) name
   // with "_<l>" inserted at name_at (-1: appended), its spec shape with ".<l>" at the same
   // place when it names the tensor; its spec tensor tensor + l * tensor_step (-1: none).
   std::map<int, int> name_at;
   long tensor_step = 0;
 };
+
+// The body a block call runs (its routine), and the nests of it that the call runs: the
+// training body's halves before and after its barrier for BlockForward and BlockBackward.
+const Routine& body_of(const Block& bl, Call::Kind k);
+Routine& body_of(Block& bl, Call::Kind k);
+std::pair<size_t, size_t> body_span(const Block& bl, Call::Kind k);
+// The index of a training body's barrier (its stmts' size when it has none).
+size_t barrier_at(const Routine& body);
 
 struct Program {
   std::string model;
@@ -488,8 +553,8 @@ struct Program {
   std::string optimizer;     // "sgd(lr = 0.1, momentum = 0.9)", with its training options
   std::string schedule;      // the lr schedule as written, "cosine(steps = 4690)"; "" for none
   Layout layout;             // set by passes/plan_layout.cpp
-  // Rolled repeat blocks (lower/roll.h); the unroll bridge (ir/unroll_blocks.h) empties it
-  // before routine assembly (issue 34: autodiff, the passes and the emitters on bodies come later).
+  // Rolled repeat blocks (lower/roll.h), with their bodies; the unroll bridge
+  // (ir/unroll_blocks.h) empties it right after lowering where a target does not run bodies.
   std::vector<Block> blocks;
   int find(const std::string& name) const;  // buffer index or -1
   Routine* routine(RoutineKind k);          // null when the program has none of that kind
@@ -499,6 +564,13 @@ struct Program {
 
 // The buffer holding `buf`'s elements: its stacked buffer when it is a view, else itself.
 int storage(const Program& p, int buf);
+
+// Every routine the passes run over: each block's bodies that have nests (train, infer, init,
+// norm, decode), then the API routines (Program::routines).
+std::vector<Routine*> all_routines(Program& p);
+std::vector<const Routine*> all_routines(const Program& p);
+// The block whose body `r` is (-1: an API routine).
+int block_of(const Program& p, const Routine& r);
 
 // The buffers a routine hands out or keeps past its end: the state (params, optimiser state)
 // and its interface's outputs, values and kept buffers.

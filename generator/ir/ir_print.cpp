@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <set>
 
 namespace cannl::ir {
 
@@ -93,12 +94,19 @@ std::string print_stmt(const Stmt& s, const Program& p) {
       return t;
     };
     const Call& c = *s.call;
-    if (c.kind == Call::Kind::BlockForward) {  // layers x12 (x, w_qkv, ... -> x_11)
+    if (is_block_call(c.kind)) {  // layers forward x12 (x, w_qkv, ... -> x_11)
       const std::string name = c.block >= 0 && static_cast<size_t>(c.block) < p.blocks.size()
                                    ? p.blocks[static_cast<size_t>(c.block)].name
                                    : fmt::format("block #{}", c.block);
-      return fmt::format("{} forward x{} ({} -> {})", name, c.count, names(call_reads(c)), names(call_writes(c)));
+      const char* half = c.kind == Call::Kind::BlockForward ? "forward" : c.kind == Call::Kind::BlockBackward ? "backward"
+                         : c.kind == Call::Kind::BlockInfer ? "infer" : c.kind == Call::Kind::BlockInit ? "init"
+                         : c.kind == Call::Kind::BlockNorm ? "norm" : "decode";
+      return fmt::format("{} {} x{}{} ({} -> {})", name, half, c.count,
+                         c.kind == Call::Kind::BlockBackward ? " (last instance first)" : "", names(call_reads(c)),
+                         names(call_writes(c)));
     }
+    if (c.kind == Call::Kind::BlockRest)
+      return fmt::format("rest of the model ({} -> {})", names(call_reads(c)), names(call_writes(c)));
     if (c.kind == Call::Kind::EmbeddingForward || c.kind == Call::Kind::EmbeddingBackward)
       return fmt::format("{}({} -> {}; {}{} positions, {} rows of {}{})", call_name(c.kind), names(call_reads(c)),
                          names(call_writes(c)), c.batch ? "n x " : "", c.seqs, c.rows, c.width,
@@ -230,7 +238,11 @@ std::string print_program(const Program& p) {
     for (const ScalarDef& d : r.scalars) s += fmt::format("  scalar {} = {}\n", d.name, print_expr(*d.value, p, {}));
     s += print_nests(p, r.stmts);
   }
-  return s;
+  std::vector<Stmt> calls;
+  for (const Routine& r : p.routines)
+    for (const Stmt& st : r.stmts)
+      if (st.call && is_block_call(st.call->kind)) calls.push_back(st);
+  return s + print_blocks(p, calls);
 }
 
 std::string print_blocks(const Program& p, const std::vector<Stmt>& calls) {
@@ -240,32 +252,59 @@ std::string print_blocks(const Program& p, const std::vector<Stmt>& calls) {
     s += fmt::format("\nblock {} (line {}: instances {}..{} of the repeat statement)\n", bl.name, bl.line, bl.first,
                      bl.first + bl.count - 1);
     auto name = [&](int b) { return b >= 0 && static_cast<size_t>(b) < p.buffers.size() ? p.buffers[static_cast<size_t>(b)].name : std::string("-"); };
-    std::vector<const Binding*> binds(p.buffers.size(), nullptr);  // the first call's bindings
+    // How each call kind binds each formal (the first call of the kind).
+    std::vector<std::vector<std::pair<Call::Kind, const Binding*>>> binds(p.buffers.size());
+    std::set<Call::Kind> seen;
     for (const Stmt& st : calls)
-      if (st.call && st.call->kind == Call::Kind::BlockForward && st.call->block == static_cast<int>(k)) {
+      if (st.call && is_block_call(st.call->kind) && st.call->block == static_cast<int>(k) && seen.insert(st.call->kind).second)
         for (const Binding& bd : st.call->binds)
-          if (bd.formal >= 0 && static_cast<size_t>(bd.formal) < binds.size()) binds[static_cast<size_t>(bd.formal)] = &bd;
-        break;
+          if (bd.formal >= 0 && static_cast<size_t>(bd.formal) < binds.size())
+            binds[static_cast<size_t>(bd.formal)].push_back({st.call->kind, &bd});
+    auto how = [&](const Binding& bd) {
+      std::string h;
+      if (bd.first >= 0) h += fmt::format("l = 0: {}", name(bd.first));
+      if (bd.last >= 0) h += fmt::format("{}l = {}: {}", h.empty() ? "" : "; ", bl.count - 1, name(bd.last));
+      if (bd.buf >= 0) {
+        std::string slot = bd.shift ? fmt::format("(l {} {})", bd.shift < 0 ? "-" : "+", bd.shift < 0 ? -bd.shift : bd.shift) : "l";
+        if (bd.modulo) slot = fmt::format("({} mod {})", slot, bd.modulo);
+        h += fmt::format("{}{}{}", h.empty() ? "" : "; else ", name(bd.buf),
+                         bd.stride ? fmt::format("{} + {} * {}", bd.offset ? fmt::format(" + {}", bd.offset) : "", slot, bd.stride)
+                                   : bd.offset ? fmt::format(" + {}", bd.offset) : std::string());
+      } else if (bd.first < 0 || bd.last < 0) {
+        h += std::string(h.empty() ? "" : "; else ") + "carried between instances";
       }
-    for (int f : bl.formals) {
-      std::string how;
-      if (const Binding* bd = binds[static_cast<size_t>(f)]) {
-        if (bd->first >= 0) how += fmt::format("l = 0: {}", name(bd->first));
-        if (bd->last >= 0) how += fmt::format("{}l = {}: {}", how.empty() ? "" : "; ", bl.count - 1, name(bd->last));
-        if (bd->buf >= 0)
-          how += fmt::format("{}{}{}", how.empty() ? "" : "; else ", name(bd->buf),
-                             bd->stride ? fmt::format("{} + l * {}", bd->offset ? fmt::format(" + {}", bd->offset) : "", bd->stride)
-                                        : bd->offset ? fmt::format(" + {}", bd->offset) : std::string());
-        else if (bd->first < 0 || bd->last < 0)
-          how += std::string(how.empty() ? "" : "; else ") + "carried between instances";
+      return h;
+    };
+    auto formal = [&](int f) {
+      std::string h;
+      const auto& list = binds[static_cast<size_t>(f)];
+      for (const auto& [kind, bd] : list) {
+        bool dup = false;  // the same binding in another kind of call: said once
+        for (const auto& [k2, b2] : list) {
+          if (b2 == bd) break;
+          dup = dup || how(*b2) == how(*bd);
+        }
+        if (dup) continue;
+        h += (h.empty() ? "" : "   ") + (list.size() > 1 ? std::string(call_name(kind)).substr(6) + ": " : "") + how(*bd);
       }
-      s += fmt::format("  formal {:<16} {:<20} {}\n", name(f), dims_text(p.buffers[static_cast<size_t>(f)]), how);
-    }
+      s += fmt::format("  formal {:<16} {:<20} {}\n", name(f), dims_text(p.buffers[static_cast<size_t>(f)]), h);
+    };
+    for (int f : bl.formals) formal(f);
     for (const auto& [in, out] : bl.carried) s += fmt::format("  carried {} -> {}\n", name(out), name(in));
-    std::string locals;
+    std::string locals, saved;
     for (int b : bl.locals) locals += (locals.empty() ? "" : ", ") + name(b);
-    s += fmt::format("  locals {}\n  body\n", locals.empty() ? "none" : locals);
-    s += print_nests(p, bl.forward);
+    for (int b : bl.saved) saved += (saved.empty() ? "" : ", ") + name(b);
+    s += fmt::format("  locals {}\n", locals.empty() ? "none" : locals);
+    if (!saved.empty()) s += fmt::format("  saved (train body: a slot per instance) {}\n", saved);
+    bool bodies = false;
+    for (const Routine* r : {&bl.train, &bl.infer, &bl.init, &bl.norm, &bl.decode}) {
+      if (r->stmts.empty()) continue;
+      bodies = true;
+      s += fmt::format("  {}\n", r->name());
+      s += print_plan(*r, p);
+      s += print_nests(p, r->stmts);
+    }
+    if (!bodies) s += "  body\n" + print_nests(p, bl.forward);
   }
   return s;
 }

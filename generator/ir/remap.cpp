@@ -34,6 +34,7 @@ Stmt remap_stmt(const Stmt& s, const BufferMap& f) {
     }
     for (int& b : c.reads) m(b);
     for (int& b : c.writes) m(b);
+    m(c.scratch);
   }
   if (t.product) {
     m(t.product->a.buf);
@@ -100,13 +101,17 @@ void remap_buffers(Program& p, const std::vector<int>& map, const std::vector<st
   std::map<int, int> grads;
   for (const auto& [b, g] : p.grads) grads[f(b)] = f(g);
   p.grads = std::move(grads);
-  for (Routine& r : p.routines) {
-    for (Stmt& s : r.stmts) s = remap_stmt(s, f);
-    list(r.io.outputs);
-    list(r.io.values);
-    list(r.io.kept);
-    opt(r.io.ids);
-    permute(r.offsets, -1L);
+  std::vector<Routine*> routines;
+  for (Block& bl : p.blocks)
+    for (Routine* r : {&bl.train, &bl.infer, &bl.init, &bl.norm, &bl.decode}) routines.push_back(r);
+  for (Routine& r : p.routines) routines.push_back(&r);
+  for (Routine* r : routines) {
+    for (Stmt& s : r->stmts) s = remap_stmt(s, f);
+    list(r->io.outputs);
+    list(r->io.values);
+    list(r->io.kept);
+    opt(r->io.ids);
+    permute(r->offsets, -1L);
   }
   for (Arena* a : {&p.layout.training, &p.layout.inference}) {
     permute(a->field, -1L);
@@ -117,6 +122,7 @@ void remap_buffers(Program& p, const std::vector<int>& map, const std::vector<st
     list(bl.formals);
     list(bl.locals);
     for (auto& [in, out] : bl.carried) in = f(in), out = f(out);
+    list(bl.saved);
     for (Stmt& s : bl.forward) s = remap_stmt(s, f);
     std::map<int, int> at;
     for (const auto& [b, pos] : bl.name_at) at[f(b)] = pos;

@@ -106,33 +106,138 @@ std::vector<size_t> unroll_calls(Program& p, std::vector<Stmt>& nests) {
   return from;
 }
 
-std::vector<int> drop_blocks(Program& p, const std::vector<std::vector<Stmt>*>& lists) {
+namespace {
+
+// The blocks dropped, their body buffers and the buffers in `also` with them; the buffers from
+// `made` on (made while unrolling) take the place of the first dropped body buffer.
+std::vector<int> drop(Program& p, const std::vector<std::vector<Stmt>*>& lists, size_t made, const std::set<int>& also) {
   const size_t n = p.buffers.size();
-  // The first body buffer of each block: where the buffers made after the bodies go (in order).
   std::vector<size_t> order;
-  size_t body_end = n;  // buffers from here on were made by unroll_calls (after every body buffer)
-  for (size_t b = n; b-- > 0;)
-    if (p.buffers[b].block >= 0) {
-      body_end = b + 1;
-      break;
-    }
   bool placed_new = false;
-  for (size_t b = 0; b < body_end; ++b) {
-    if (p.buffers[b].block >= 0) {
+  for (size_t b = 0; b < made; ++b) {
+    if (p.buffers[b].block >= 0 || also.count(static_cast<int>(b))) {
       if (!placed_new)
-        for (size_t x = body_end; x < n; ++x) order.push_back(x);
+        for (size_t x = made; x < n; ++x) order.push_back(x);
       placed_new = true;
       continue;
     }
     order.push_back(b);
   }
   if (!placed_new)
-    for (size_t x = body_end; x < n; ++x) order.push_back(x);
+    for (size_t x = made; x < n; ++x) order.push_back(x);
   std::vector<int> map(n, -1);
   for (size_t k = 0; k < order.size(); ++k) map[order[k]] = static_cast<int>(k);
   p.blocks.clear();
   remap_buffers(p, map, lists);
   return map;
+}
+
+}  // namespace
+
+std::vector<int> drop_blocks(Program& p, const std::vector<std::vector<Stmt>*>& lists) {
+  // Buffers after the last body buffer were made by unroll_calls (after every body buffer).
+  size_t body_end = p.buffers.size();
+  for (size_t b = p.buffers.size(); b-- > 0;)
+    if (p.buffers[b].block >= 0) {
+      body_end = b + 1;
+      break;
+    }
+  return drop(p, lists, body_end, {});
+}
+
+void unroll_routines(Program& p) {
+  if (p.blocks.empty()) return;
+  const size_t made = p.buffers.size();
+  std::set<std::string> names;
+  for (const Buffer& b : p.buffers)
+    if (b.block == -1) names.insert(b.name);
+  std::map<std::pair<int, long>, int> view_at;  // (stacked buffer, offset) -> its view
+  for (size_t b = 0; b < p.buffers.size(); ++b)
+    if (p.buffers[b].view_of >= 0) view_at[{p.buffers[b].view_of, p.buffers[b].view_offset}] = static_cast<int>(b);
+  // A buffer of carried values (slot s: instance s's value) -> the formal naming its values:
+  // the value carried out (routine assembly's stack and pair of one carried name are one
+  // value per instance), else the formal its calls bind to slot l in instance l.
+  std::map<int, int> names_of;
+  for (const Routine& r : p.routines)
+    for (const Stmt& s : r.stmts) {
+      if (!s.call || !is_block_call(s.call->kind)) continue;
+      const Block& bl = p.blocks[static_cast<size_t>(s.call->block)];
+      for (const Binding& bd : s.call->binds) {
+        if (bd.buf < 0 || bd.stride == 0 || view_at.count({bd.buf, bd.offset})) continue;
+        for (const auto& [in, out] : bl.carried)
+          if (bd.formal == in || bd.formal == out) names_of[bd.buf] = out;
+        if (bd.shift == 0) names_of.emplace(bd.buf, bd.formal);
+      }
+    }
+  // (body local, or the formal naming carried values, instance) -> the instance's buffer
+  std::map<std::pair<int, long>, int> own;
+  auto own_buffer = [&](const Block& bl, int key, int like, long l) {
+    auto it = own.find({key, l});
+    if (it != own.end()) return it->second;
+    Buffer x = instance_copy(p, bl, like, bl.first + l, names);
+    p.buffers.push_back(std::move(x));
+    const int b = static_cast<int>(p.buffers.size()) - 1;
+    own[{key, l}] = b;
+    return b;
+  };
+  std::set<int> slots;  // buffers of carried values, replaced by the instances' own
+  for (Routine& r : p.routines) {
+    std::vector<Stmt> out;
+    for (Stmt& s : r.stmts) {
+      if (!s.call || !is_block_call(s.call->kind)) {
+        out.push_back(std::move(s));
+        continue;
+      }
+      const Call c = *s.call;
+      const Block& bl = p.blocks[static_cast<size_t>(c.block)];
+      const Routine& body = body_of(bl, c.kind);
+      std::vector<Stmt> nests;  // what each instance runs
+      if (body.stmts.empty() && (c.kind == Call::Kind::BlockForward || c.kind == Call::Kind::BlockInfer)) {
+        nests = bl.forward;  // no training body (nothing needs the block's gradients): its nests
+      } else {
+        const auto [lo, hi] = body_span(bl, c.kind);
+        nests.assign(body.stmts.begin() + static_cast<long>(lo), body.stmts.begin() + static_cast<long>(hi));
+      }
+      std::map<int, const Binding*> bind;
+      for (const Binding& bd : c.binds) bind[bd.formal] = &bd;
+      for (long k = 0; k < c.count; ++k) {
+        const long l = c.kind == Call::Kind::BlockBackward ? c.count - 1 - k : k;
+        std::map<int, int> act;
+        auto actual = [&](int b) {
+          if (auto it = act.find(b); it != act.end()) return it->second;
+          const bool formal = p.buffers[static_cast<size_t>(b)].formal;
+          if (p.buffers[static_cast<size_t>(b)].block != c.block)
+            CANNL_BUG(fmt::format("block {}: its body uses '{}', not its own", bl.name, p.buffers[static_cast<size_t>(b)].name));
+          int a = -1;
+          if (!formal) {
+            a = own_buffer(bl, b, b, l);
+          } else {
+            auto bi = bind.find(b);
+            if (bi != bind.end()) a = bi->second->whole(l, c.count);
+            if (a < 0 && (bi == bind.end() || bi->second->buf < 0))
+              CANNL_BUG(fmt::format("block {}: formal '{}' unbound in its {}", bl.name, p.buffers[static_cast<size_t>(b)].name,
+                                    call_name(c.kind)));
+            if (a < 0) {
+              const Binding& bd = *bi->second;
+              if (auto v = view_at.find({bd.buf, bd.at(l)}); v != view_at.end()) {
+                a = v->second;
+              } else {
+                auto nm = names_of.find(bd.buf);
+                const int value = nm == names_of.end() ? b : nm->second;
+                a = own_buffer(bl, value, value, l + bd.shift);
+                slots.insert(bd.buf);
+              }
+            }
+          }
+          act[b] = a;
+          return a;
+        };
+        for (const Stmt& st : nests) out.push_back(remap_stmt(st, actual));
+      }
+    }
+    r.stmts = std::move(out);
+  }
+  drop(p, {}, made, slots);
 }
 
 }  // namespace cannl::ir

@@ -13,6 +13,21 @@
 // buffers: ir/remap.h, which renumbers the Program and the lists given) and returns the map
 // from old buffer indices to new ones (-1: a body buffer). The stacked params and their views
 // stay: the result is the program lowering makes without rolling, its params stacked.
+//
+// unroll_routines does the same after autodiff, on routines: it takes a Program whose API
+// routines call blocks (BlockForward and BlockBackward in train_step, the halves of the
+// block's training body before and after its barrier; BlockInfer in forward and eval_metrics;
+// BlockInit in init) and replaces each call by its body's nests for each instance (the
+// backward in reverse instance order), over the instance's actuals: a whole buffer, a view of
+// a stacked param or gradient, or, for a slot of a buffer of carried values (routine
+// assembly's stack and pairs, autodiff's pairs of gradients), a buffer of the producing
+// instance's own (named as lowering names it: x_3); every local a buffer of the instance's
+// own, the same in every routine (an instance's forward values are one buffer in train_step
+// and forward, as without rolling). Then the blocks, their body buffers and the buffers of
+// carried values are dropped (ir/remap.h). Guarantees: every routine's nests are those of the
+// program autodiff makes without rolling, up to buffer names and the place of zero fills
+// (each instance's gradients zeroed at the start of its backward: the same values), its
+// params and param gradients stacked.
 #pragma once
 
 #include <vector>
@@ -23,5 +38,6 @@ namespace cannl::ir {
 
 std::vector<size_t> unroll_calls(Program& p, std::vector<Stmt>& nests);
 std::vector<int> drop_blocks(Program& p, const std::vector<std::vector<Stmt>*>& lists);
+void unroll_routines(Program& p);
 
 }  // namespace cannl::ir

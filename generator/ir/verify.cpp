@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "ir/prims.h"
 #include "support/diagnostic.h"
@@ -116,9 +117,12 @@ struct Verifier {
         fail(fmt::format("'{}' belongs to block {}, which does not list it", p.buffers[b].name, p.buffers[b].block));
   }
 
-  // A call of block bl (Call::Kind::BlockForward): one binding per formal; each instance's
-  // actual a program buffer of the formal's dims (a whole buffer, or a slice inside a stacked
-  // one); the formals the body writes bound to no buffer another instance or formal writes.
+  // A call of block bl (Call::Kind::BlockForward ...): the half of the body it runs (ir.h
+  // body_span) is not empty; every formal it uses bound once (a training body's saved locals
+  // too, by the calls of its halves); each instance's actual a program buffer of the formal's
+  // dims (a whole buffer, or a slot of one whose first dim is its slots), inside it; a formal
+  // the half writes bound to the same buffer in every instance only when the half only adds
+  // into it (a shared gradient, the norm); the formals it writes never overlap in an instance.
   void block_call(const Call& c) {
     if (c.block < 0 || static_cast<size_t>(c.block) >= p.blocks.size()) {
       fail(fmt::format("a block call of block #{}", c.block));
@@ -126,31 +130,49 @@ struct Verifier {
     }
     const Block& bl = p.blocks[static_cast<size_t>(c.block)];
     if (c.count != bl.count) fail(fmt::format("calls block {} for {} instances, not its {}", bl.name, c.count, bl.count));
-    std::set<int> written;
-    for (const Stmt& st : bl.forward)
-      for (int w : written_buffers(st)) written.insert(w);
-    std::map<int, int> bound;
-    std::set<int> written_actuals;
+    const Routine& body = body_of(bl, c.kind);
+    auto [lo, hi] = body_span(bl, c.kind);
+    const std::vector<Stmt>& nests = body.stmts.empty() && c.kind == Call::Kind::BlockForward ? bl.forward : body.stmts;
+    if (body.stmts.empty()) lo = 0, hi = nests.size();
+    if (lo >= hi) fail(fmt::format("calls block {}'s {}, which has no nests", bl.name, call_name(c.kind)));
+    const bool train_half = c.kind == Call::Kind::BlockForward || c.kind == Call::Kind::BlockBackward;
+    const std::set<int> saved(bl.saved.begin(), bl.saved.end());
+    std::set<int> used, written, added;  // added: written only by accumulation
+    std::set<int> set_written;
+    std::vector<const Expr*> loads;
+    for (size_t i = lo; i < hi && i < nests.size(); ++i) {
+      const Stmt& st = nests[i];
+      for (int w : written_buffers(st)) used.insert(w), written.insert(w);
+      if (st.call)
+        for (int b : call_reads(*st.call)) used.insert(b);
+      loads.clear();
+      collect_loads(st, loads);
+      for (const Expr* l : loads) used.insert(l->access.buf);
+      for (const Assign& a : st.assigns)
+        if (a.accum == Accum::Set || st.zero_first) set_written.insert(a.out.buf);
+      if (st.call)
+        for (int w : call_writes(*st.call)) set_written.insert(w);
+    }
+    std::map<int, const Binding*> bound;
     for (const Binding& bd : c.binds) {
-      if (!valid(bd.formal) || buf(bd.formal).block != c.block || !buf(bd.formal).formal) {
+      const bool saved_formal = train_half && saved.count(bd.formal) > 0;
+      if (!valid(bd.formal) || buf(bd.formal).block != c.block || !(buf(bd.formal).formal || saved_formal)) {
         fail(fmt::format("binds {}, not a formal of block {}", name(bd.formal), bl.name));
         continue;
       }
-      if (++bound[bd.formal] > 1) fail(fmt::format("binds '{}' twice", buf(bd.formal).name));
+      if (bound.count(bd.formal)) fail(fmt::format("binds '{}' twice", buf(bd.formal).name));
+      bound[bd.formal] = &bd;
       const Buffer& f = buf(bd.formal);
-      const bool writes = written.count(bd.formal) > 0;
       for (int whole : {bd.first, bd.last}) {
         if (whole == -1) continue;
         if (!valid(whole) || buf(whole).block != -1 || buf(whole).dims != f.dims)
           fail(fmt::format("binds '{}' to {}, not a program buffer of its dims", f.name, name(whole)));
-        else if (writes && !written_actuals.insert(whole).second)
-          fail(fmt::format("'{}' is written through two formals", buf(whole).name));
       }
       if (bd.buf == -1) {
         bool carried = false;
         for (const auto& [in, out] : bl.carried) carried = carried || in == bd.formal || out == bd.formal;
-        if (!carried || (bd.first == -1 && bd.last == -1))
-          fail(fmt::format("binds '{}' to nothing, and it is not a carried value", f.name));
+        if (!carried || (bd.first == -1 && bd.last == -1) || !body.stmts.empty())
+          fail(fmt::format("binds '{}' to nothing, and it is not a value carried between lowering's instances", f.name));
         continue;
       }
       if (!valid(bd.buf) || buf(bd.buf).block != -1) {
@@ -158,23 +180,59 @@ struct Verifier {
         continue;
       }
       const Buffer& a = buf(bd.buf);
-      if (bd.stride == 0 && bd.offset == 0) {
+      if (bd.stride == 0 && bd.offset == 0 && bd.modulo == 0 && bd.shift == 0) {
         if (a.dims != f.dims) fail(fmt::format("binds '{}' to '{}' of other dims", f.name, a.name));
-        if (writes) fail(fmt::format("binds '{}', which its body writes, to '{}' in every instance", f.name, a.name));
+        if (set_written.count(bd.formal))
+          fail(fmt::format("binds '{}', which its body writes (not only adding into it), to '{}' in every instance", f.name,
+                           a.name));
         continue;
       }
-      if (a.stack <= 0 || bd.offset < 0 || bd.stride < f.elements() ||
-          bd.offset + (c.count - 1) * bd.stride + f.elements() > a.elements() ||
-          std::vector<Dim>(a.dims.begin() + 1, a.dims.end()) != f.dims)
-        fail(fmt::format("binds '{}' to slices of '{}' (+{} + l * {}) outside it or of other dims", f.name, a.name,
+      const long slots = a.dims.empty() ? 0 : a.dims[0].size;
+      bool inside = !a.dims.empty() && !a.dims[0].batch && bd.stride >= f.elements() &&
+                    std::vector<Dim>(a.dims.begin() + 1, a.dims.end()) == f.dims;
+      for (long l = 0; l < c.count && inside; ++l) {
+        if (bd.whole(l, c.count) >= 0) continue;
+        const long slot = bd.slot(l);
+        inside = slot >= 0 && slot < slots && bd.at(l) >= 0 && bd.at(l) + f.elements() <= a.elements();
+      }
+      if (!inside)
+        fail(fmt::format("binds '{}' to slots of '{}' (+{} + slot * {}) outside it or of other dims", f.name, a.name,
                          bd.offset, bd.stride));
-      if (writes && !written_actuals.insert(bd.buf).second) fail(fmt::format("'{}' is written through two formals", a.name));
     }
-    for (int f : bl.formals)
-      if (!bound.count(f)) fail(fmt::format("leaves the formal '{}' of block {} unbound", buf(f).name, bl.name));
+    for (int u : used) {
+      if (!valid(u) || buf(u).block != c.block) continue;
+      const bool needs_binding = buf(u).formal || (train_half && saved.count(u));
+      if (needs_binding && !bound.count(u))
+        fail(fmt::format("leaves '{}' of block {} unbound, which its {} uses", buf(u).name, bl.name, call_name(c.kind)));
+    }
+    // The written formals' actuals apart in each instance (a few instances are enough to see
+    // every pattern: the first two, the last two).
+    for (long l = 0; l < c.count; ++l) {
+      if (l >= 2 && l + 2 < c.count) continue;
+      std::vector<std::tuple<int, long, long, int>> spans;  // buffer, start, end, formal
+      for (int w : written) {
+        auto it = bound.find(w);
+        if (it == bound.end()) continue;
+        const Binding& bd = *it->second;
+        const long e = buf(w).elements();
+        const int whole = bd.whole(l, c.count);
+        if (whole >= 0) spans.emplace_back(whole, 0L, e, w);
+        else if (bd.buf >= 0) spans.emplace_back(bd.buf, bd.at(l), bd.at(l) + e, w);
+      }
+      for (size_t i = 0; i < spans.size(); ++i)
+        for (size_t j = i + 1; j < spans.size(); ++j) {
+          const auto& [b1, s1, e1, f1] = spans[i];
+          const auto& [b2, s2, e2, f2] = spans[j];
+          if (b1 == b2 && s1 < e2 && s2 < e1)
+            fail(fmt::format("instance {}: '{}' and '{}' are written into the same elements of '{}'", l, buf(f1).name,
+                             buf(f2).name, buf(b1).name));
+        }
+    }
     for (const std::vector<int>* l : {&c.reads, &c.writes})
       for (int b : *l)
         if (!valid(b) || buf(b).block != -1) fail(fmt::format("lists {} among what it reads or writes", name(b)));
+    if (c.scratch != -1 && (!valid(c.scratch) || std::find(c.writes.begin(), c.writes.end(), c.scratch) == c.writes.end()))
+      fail(fmt::format("its scratch {} is not among what it writes", name(c.scratch)));
   }
 
   // -- nests ------------------------------------------------------------------------------
@@ -184,9 +242,11 @@ struct Verifier {
   const Stmt* s = nullptr;     // the nest being checked
   std::vector<std::string> scalars = {};  // the routine's defined scalars so far
 
-  bool decode() const { return r->kind == RoutineKind::Decode; }
+  bool decode() const { return r->kind == RoutineKind::Decode || r->kind == RoutineKind::BlockDecode; }
   // A routine of the inference state (no optimiser state there).
-  bool inference() const { return r->kind == RoutineKind::Forward || r->kind == RoutineKind::Eval || decode(); }
+  bool inference() const {
+    return r->kind == RoutineKind::Forward || r->kind == RoutineKind::Eval || r->kind == RoutineKind::BlockInfer || decode();
+  }
 
   void affine(const Affine& a, const char* what) {
     for (const auto& t : a.terms)
@@ -328,9 +388,13 @@ struct Verifier {
     using K = Call::Kind;
     for (const std::vector<int>& l : {call_reads(c), call_writes(c)})
       for (int b : l) owned(b, call_name(c.kind));
-    if (c.kind == K::BlockForward) {
+    if (is_block_call(c.kind)) {
       if (block_ != -1) fail("a block call inside a block body");
       block_call(c);
+      return;
+    }
+    if (c.kind == K::BlockRest) {
+      if (block_ == -1 || r->kind != RoutineKind::BlockTrain) fail("the barrier of a training body outside one");
       return;
     }
     const bool attention = c.kind == K::AttentionForward || c.kind == K::AttentionBackward;
@@ -456,7 +520,8 @@ struct Verifier {
       fail(fmt::format("update_count {} from param {}", st.update_count, st.update_of));
     const std::vector<int> w = written_buffers(st);
     for (int g : st.grads_final)
-      if (std::find(w.begin(), w.end(), g) == w.end()) fail(fmt::format("grads_final lists {}, which it does not write", name(g)));
+      if (std::find(w.begin(), w.end(), g) == w.end() && (!valid(g) || std::find(w.begin(), w.end(), ir::storage(p, g)) == w.end()))
+        fail(fmt::format("grads_final lists {}, which it does not write", name(g)));
     for (int b : w) {
       if (!valid(b)) continue;
       const Role role = buf(b).role;
@@ -502,7 +567,8 @@ struct Verifier {
     for (const std::vector<int>* l : {&r->io.outputs, &r->io.values, &r->io.kept})
       for (int b : *l) {
         if (!valid(b)) fail(fmt::format("its interface lists {}", name(b)));
-        else if (!def[static_cast<size_t>(b)]) fail(fmt::format("hands out {}, which it never writes", name(b)));
+        else if (!def[static_cast<size_t>(b)] && !(valid(buf(b).view_of) && def[static_cast<size_t>(buf(b).view_of)]))
+          fail(fmt::format("hands out {}, which it never writes", name(b)));
       }
   }
 
@@ -744,14 +810,24 @@ struct Verifier {
   // [first, last] instances stay in range, written formals' actuals do not overlap per
   // instance; a view lies inside its storage.
 
-  // Each block's body, as a routine on a batch of its own buffers.
+  // Each block's bodies (its nests as lowering made them before routine assembly), as routines
+  // of its own buffers.
   void bodies() {
     for (size_t k = 0; k < p.blocks.size(); ++k) {
-      Routine body{RoutineKind::TrainStep};
-      body.io.batch = true;
-      body.stmts = p.blocks[k].forward;
+      const Block& bl = p.blocks[k];
       block_ = static_cast<int>(k);
-      routine(body, "block " + p.blocks[k].name + " body");
+      bool any = false;
+      for (const Routine* b : {&bl.train, &bl.infer, &bl.init, &bl.norm, &bl.decode})
+        if (!b->stmts.empty()) {
+          any = true;
+          routine(*b, fmt::format("block {} {}", bl.name, b->name()));
+        }
+      if (!any) {
+        Routine body{RoutineKind::BlockInfer};
+        body.io.batch = true;
+        body.stmts = bl.forward;
+        routine(body, "block " + bl.name + " body");
+      }
       block_ = -1;
     }
   }

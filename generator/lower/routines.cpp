@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <map>
 #include <set>
 
 #include "support/diagnostic.h"
@@ -76,6 +77,96 @@ std::vector<ir::Stmt> in_phase(const Lowered& low, Phase phase) {
   return out;
 }
 
+// `base`, or base2 ...: a name no program buffer has.
+std::string program_name(const ir::Program& p, const std::string& base) {
+  auto taken = [&](const std::string& n) {
+    for (const ir::Buffer& b : p.buffers)
+      if (b.block == -1 && b.name == n) return true;
+    return false;
+  };
+  std::string name = base;
+  for (int k = 2; taken(name); ++k) name = fmt::format("{}{}", base, k);
+  return name;
+}
+
+// A program buffer of `slots` slots, each of formal f's dims: the values a block's call keeps
+// between instances.
+int slots_of(ir::Program& p, int f, long slots, const std::string& name, const std::string& shape) {
+  ir::Buffer b = p.buffers[static_cast<size_t>(f)];
+  b.name = program_name(p, name);
+  b.dims.insert(b.dims.begin(), ir::Dim{slots, false});
+  b.role = ir::Role::Computed;
+  b.tensor = -1;
+  b.state_name.clear();
+  b.init.reset();
+  b.block = -1;
+  b.formal = false;
+  b.shape = shape;
+  p.buffers.push_back(std::move(b));
+  return static_cast<int>(p.buffers.size()) - 1;
+}
+
+// A routine's block calls with their carried values placed: in train_step a stack of the
+// values of every instance but the last, in the inference routines a ping-pong pair.
+void place_carried(ir::Program& p, std::vector<ir::Stmt>& stmts, bool train, std::map<int, int>& made) {
+  for (ir::Stmt& s : stmts) {
+    if (!s.call || s.call->kind != ir::Call::Kind::BlockForward) continue;
+    ir::Call& c = *s.call;
+    const ir::Block& bl = p.blocks[static_cast<size_t>(c.block)];
+    if (!train) c.kind = ir::Call::Kind::BlockInfer;
+    for (const auto& [in, out] : bl.carried) {
+      auto it = made.find(out);
+      if (it == made.end()) {
+        const std::string& x = p.buffers[static_cast<size_t>(out)].name;
+        const int b = train ? slots_of(p, out, bl.count - 1, bl.name + "_" + x,
+                                       fmt::format("{} of instances 0 .. {} of block {} (slot l)", x, bl.count - 2, bl.name))
+                            : slots_of(p, out, std::min(2L, bl.count - 1), bl.name + "_" + x + "_pp",
+                                       fmt::format("{} between two instances of block {} (slot l mod 2)", x, bl.name));
+        it = made.emplace(out, b).first;
+      }
+      const long slots = p.buffers[static_cast<size_t>(it->second)].dims[0].size;
+      const long size = p.buffers[static_cast<size_t>(out)].elements();
+      for (ir::Binding& bd : c.binds) {
+        if (bd.formal != in && bd.formal != out) continue;
+        bd.buf = it->second;
+        bd.stride = size;
+        bd.modulo = train ? 0 : static_cast<int>(slots);
+        bd.shift = bd.formal == in ? -1 : 0;
+      }
+      if (train) c.writes.push_back(it->second);
+    }
+  }
+}
+
+// The init body of block k (its params' initialisers over the param formals) and the call
+// drawing the params of each instance in turn.
+ir::Stmt block_init(ir::Program& p, const ir::Call& fwd) {
+  ir::Block& bl = p.blocks[static_cast<size_t>(fwd.block)];
+  ir::Call c;
+  c.kind = ir::Call::Kind::BlockInit;
+  c.block = fwd.block;
+  c.count = fwd.count;
+  for (const ir::Binding& bd : fwd.binds) {
+    const ir::Buffer& f = p.buffers[static_cast<size_t>(bd.formal)];
+    if (f.role != ir::Role::Param || bd.buf < 0 || p.buffers[static_cast<size_t>(bd.buf)].stack <= 0) continue;
+    int view = -1;  // the first instance's param: its initialiser
+    for (int v : p.params)
+      if (p.buffers[static_cast<size_t>(v)].view_of == bd.buf && p.buffers[static_cast<size_t>(v)].view_offset == bd.offset)
+        view = v;
+    if (view < 0 || !p.buffers[static_cast<size_t>(view)].init) CANNL_BUG("a stacked param without its first instance");
+    p.buffers[static_cast<size_t>(bd.formal)].init = p.buffers[static_cast<size_t>(view)].init;
+    bl.init.stmts.push_back(init_param(p, bd.formal));
+    c.binds.push_back(bd);
+    c.writes.push_back(bd.buf);
+  }
+  ir::Stmt s;
+  s.call = c;
+  s.line = bl.line;
+  s.what = fmt::format("the params of block {} (instances {}..{}), instance after instance", bl.name, bl.first,
+                       bl.first + bl.count - 1);
+  return s;
+}
+
 }  // namespace
 
 void assemble_routines(ir::Program& p, const Lowered& low) {
@@ -89,7 +180,22 @@ void assemble_routines(ir::Program& p, const Lowered& low) {
   std::stable_sort(declared.begin(), declared.end(), [&](int a, int b) {
     return p.buffers[static_cast<size_t>(a)].tensor < p.buffers[static_cast<size_t>(b)].tensor;
   });
-  for (int b : declared) init.stmts.push_back(init_param(p, b));
+  // A rolled block's params: its init body, called where its first instance's first param was.
+  std::map<int, const ir::Call*> call_of_stack;  // stacked param -> its block's call
+  for (const ir::Stmt& s : low.forward)
+    if (s.call && s.call->kind == ir::Call::Kind::BlockForward)
+      for (const ir::Binding& bd : s.call->binds)
+        if (bd.buf >= 0 && p.buffers[static_cast<size_t>(bd.buf)].stack > 0) call_of_stack[bd.buf] = &*s.call;
+  std::set<int> drawn;  // blocks whose init call is placed
+  for (int b : declared) {
+    const int s = p.buffers[static_cast<size_t>(b)].view_of;
+    auto it = s >= 0 ? call_of_stack.find(s) : call_of_stack.end();
+    if (it == call_of_stack.end()) {
+      init.stmts.push_back(init_param(p, b));
+      continue;
+    }
+    if (drawn.insert(it->second->block).second) init.stmts.push_back(block_init(p, *it->second));
+  }
   for (const auto& [buf, v] : low.state_init) {  // batch_norm's running statistics
     const ir::Buffer& b = p.buffers[static_cast<size_t>(buf)];
     ir::Stmt s = ir::elementwise(p, buf, fmt::format("{} = {}", b.name, v));
@@ -109,6 +215,8 @@ void assemble_routines(ir::Program& p, const Lowered& low) {
   }
   train.stmts = needed(train_fwd, train_targets);
   train.stmts.insert(train.stmts.end(), low.train_updates.begin(), low.train_updates.end());
+  std::map<int, int> stacks, pairs;  // carried formal -> its stack (train_step), its pair (inference)
+  place_carried(p, train.stmts, true, stacks);
 
   ir::Routine forward{ir::RoutineKind::Forward};
   forward.io.batch = true;
@@ -120,6 +228,15 @@ void assemble_routines(ir::Program& p, const Lowered& low) {
   eval.io.values = {p.loss};
   eval.io.values.insert(eval.io.values.end(), p.metrics.begin(), p.metrics.end());
   eval.stmts = needed(infer_fwd, std::set<int>(eval.io.values.begin(), eval.io.values.end()));
+  place_carried(p, forward.stmts, false, pairs);
+  place_carried(p, eval.stmts, false, pairs);
+  // Each block's inference body: its nests (a rolled instance's run in every routine).
+  for (ir::Block& bl : p.blocks) {
+    bl.infer.stmts = bl.forward;
+    bl.infer.io.batch = true;
+    bl.infer.io.kept.clear();
+    for (const auto& [in, out] : bl.carried) bl.infer.io.kept.push_back(out);
+  }
 
   p.routines = {std::move(init), std::move(train), std::move(forward), std::move(eval)};
 }

@@ -11,7 +11,8 @@
 namespace cannl {
 
 void dce(ir::Program& p, const PassOptions&) {
-  for (ir::Routine& r : p.routines) {
+  for (ir::Routine* rp : ir::all_routines(p)) {
+    ir::Routine& r = *rp;
     std::set<int> needed = ir::live_out(p, r);
     std::vector<bool> keep(r.stmts.size(), false);
     for (size_t i = r.stmts.size(); i-- > 0;) {

@@ -37,7 +37,8 @@ bool is_fill(const ir::Program& p, const ir::Stmt& s) {
 }  // namespace
 
 void fold_fills(ir::Program& p, const PassOptions&) {
-  for (ir::Routine& r : p.routines) {
+  for (ir::Routine* rp : ir::all_routines(p)) {
+    ir::Routine& r = *rp;
     std::vector<bool> drop(r.stmts.size(), false);
     // The nests touching each buffer, in order (folding does not change which nests do).
     std::vector<std::vector<size_t>> touching(p.buffers.size());

@@ -10,6 +10,7 @@
 //   - the nests between them can all move below B's new place or above A's (independent);
 //   - B is among the next 128 nests after A, and the two make at most 32 assignments (bounds
 //     that keep the pass linear and a fused nest's kernel small).
+//   - no block body's barrier (Call::Kind::BlockRest) lies between them;
 //   - they update the same param or none (Stmt::update_of: train_update's nests of different
 //     params stay apart, so that it can run for a range of params, ZeRO-1's shard).
 // Guarantees: one nest in A's loops doing A's assignments then B's (B's `+=` into the cell A
@@ -121,7 +122,8 @@ bool merge(ir::Stmt& a, ir::Stmt&& b) {
 }  // namespace
 
 void fuse(ir::Program& p, const PassOptions&) {
-  for (ir::Routine& r : p.routines) {
+  for (ir::Routine* rp : ir::all_routines(p)) {
+    ir::Routine& r = *rp;
     auto& st = r.stmts;
     const size_t n = st.size();
     // Each nest's accesses, kept current as nests merge; merged-away nests are marked gone
@@ -143,6 +145,7 @@ void fuse(ir::Program& p, const PassOptions&) {
       size_t scanned = 0;
       for (size_t j = i + 1; j < n && scanned < kWindow; ++j) {
         if (gone[j]) continue;
+        if (st[j].call && st[j].call->kind == ir::Call::Kind::BlockRest) break;  // nothing crosses a body's barrier
         ++scanned;
         ir::Stmt& a = st[i];
         ir::Stmt& b = st[j];

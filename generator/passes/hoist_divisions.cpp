@@ -40,8 +40,8 @@ ir::ExprP hoist(const ir::ExprP& e, int inner) {
 }  // namespace
 
 void hoist_divisions(ir::Program& p, const PassOptions&) {
-  for (ir::Routine& r : p.routines)
-    for (ir::Stmt& s : r.stmts) {
+  for (ir::Routine* r : ir::all_routines(p))
+    for (ir::Stmt& s : r->stmts) {
       if (s.call || s.iters.empty()) continue;
       const int inner = static_cast<int>(s.iters.size()) - 1;
       if (s.iters.back().size == 1) continue;

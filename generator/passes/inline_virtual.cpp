@@ -160,7 +160,8 @@ bool try_inline(ir::Program& p, ir::Routine& r, size_t i, const std::set<int>& l
 }  // namespace
 
 void inline_virtual(ir::Program& p, const PassOptions&) {
-  for (ir::Routine& r : p.routines) {
+  for (ir::Routine* rp : ir::all_routines(p)) {
+    ir::Routine& r = *rp;
     const std::set<int> live = ir::live_out(p, r);
     Index x(p, r);
     for (size_t i = 0; i < r.stmts.size(); ++i)

@@ -182,14 +182,14 @@ void order_nest(const ir::Program& p, ir::Stmt& s) {
 }  // namespace
 
 void order_loops(ir::Program& p, const PassOptions&) {
-  for (ir::Routine& r : p.routines)
-    for (ir::Stmt& s : r.stmts)
+  for (ir::Routine* r : ir::all_routines(p))
+    for (ir::Stmt& s : r->stmts)
       if (!s.call) order_nest(p, s);
 }
 
 void order_sums(ir::Program& p, const PassOptions&) {
-  for (ir::Routine& r : p.routines)
-    for (ir::Stmt& s : r.stmts)
+  for (ir::Routine* r : ir::all_routines(p))
+    for (ir::Stmt& s : r->stmts)
       if (!s.call && s.single() && s.assigns[0].accum != ir::Accum::Set) order_nest(p, s);
 }
 

@@ -81,8 +81,8 @@ std::optional<ir::ScaledSum> scaled_sum(const ir::Stmt& s) {
 }  // namespace
 
 void mark_contractions(ir::Program& p, const PassOptions&) {
-  for (ir::Routine& r : p.routines)
-    for (ir::Stmt& s : r.stmts) {
+  for (ir::Routine* r : ir::all_routines(p))
+    for (ir::Stmt& s : r->stmts) {
       s.product = product(p, s);
       s.scaled_sum = scaled_sum(s);
     }

@@ -109,7 +109,8 @@ bool candidate(const ir::Program& p, const ir::Stmt& s) {
 }  // namespace
 
 void reuse_values(ir::Program& p, const PassOptions&) {
-  for (ir::Routine& r : p.routines) {
+  for (ir::Routine* rp : ir::all_routines(p)) {
+    ir::Routine& r = *rp;
     const size_t n = r.stmts.size();
     // The nests that load and that write each buffer, by position. A match of e loads what e
     // loads, so only those nests can hold one; `loaders` grows as matches become loads of B.

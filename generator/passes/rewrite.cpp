@@ -215,7 +215,7 @@ bool independent(const ir::Stmt& a, const ir::Stmt& b) {
 
 bool in_arena(const ir::Buffer& b) {
   return (b.role == ir::Role::Computed || b.role == ir::Role::Temp || b.role == ir::Role::Grad) && b.stack == 0 &&
-         b.view_of < 0;
+         b.view_of < 0 && !b.formal;
 }
 
 static bool invariant(const Expr& e) {

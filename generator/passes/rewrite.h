@@ -45,7 +45,8 @@ bool independent(const ir::Stmt& a, const ir::Stmt& b);
 
 // The buffer holds run-time values only for the routine's computation (no API promise):
 // computed tensors, temporaries and gradients; not stacked storage (a stacked param's
-// gradient, in the grad block) nor a view into it.
+// gradient, in the grad block) nor a view into it, nor a block body's formal (bound to a
+// buffer of the caller's by each call).
 bool in_arena(const ir::Buffer& b);
 
 // Arithmetic cost of one evaluation (transcendental functions and divisions count 4; an

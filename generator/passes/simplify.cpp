@@ -14,8 +14,8 @@
 namespace cannl {
 
 void simplify(ir::Program& p, const PassOptions&) {
-  for (ir::Routine& r : p.routines)
-    for (ir::Stmt& s : r.stmts)
+  for (ir::Routine* r : ir::all_routines(p))
+    for (ir::Stmt& s : r->stmts)
       for (ir::Assign& a : s.assigns) a.body = passes::simplify_expr(a.body);
 }
 
