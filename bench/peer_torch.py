@@ -9,8 +9,9 @@ layers, PyTorch's default init, optimiser, synthetic batch) and bench/torch_gpt.
 init, random token windows, AdamW with clipping), imported, not rewritten. Under torch.compile the loss
 (forward and loss; AOTAutograd compiles the backward with it) and the optimiser step (gpt_char: the
 gradient clipping with it) are compiled, PyTorch's recipe for a compiled training step; compilation
-happens in the first warm-up steps, whose wall time is reported apart (compile_s: the first step,
-warmup_s: all warm-up steps) and excluded from the step times. Prints one JSON line like
+happens in the warm-up steps (the first, and a recompile when the optimiser's state appears), whose
+wall time is reported apart (compile_s: all warm-up steps, compiling or not; 0 in eager mode) and excluded
+from the step times. Prints one JSON line like
 bench/step_bench.c (median, 10th / 90th percentile in us, CPU time per step) and the kernel libraries
 this torch was built with.
 """
@@ -101,7 +102,7 @@ def main():
     print(json.dumps({"model": name, "batch": batch, "threads": threads, "steps": steps, "mode": mode,
                       "median_us": times[steps // 2], "p10_us": times[steps // 10], "p90_us": times[steps * 9 // 10],
                       "cpu_us": cpu_us, "loss": float(loss.detach()),
-                      "compile_s": warm[0] if warm and MODES[mode] else 0.0,
+                      "compile_s": sum(warm) if MODES[mode] else 0.0,
                       "warmup_s": sum(warm), "torch": torch.__version__, "threads_used": torch.get_num_threads(),
                       "kernels": kernels(mode)}))
 

@@ -26,6 +26,7 @@ lives in BENCH_DIR/inductor-cache (the first process of a model compiles cold, l
 the compile column gives the range).
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -99,6 +100,10 @@ def main():
                                                     "gpt_char"])
     ap.add_argument("--peers", nargs="+", default=["cannl"] + list(PEERS))
     ap.add_argument("--quick", action="store_true", help="smoke run: a tenth of the steps, no fashion_cnn 256")
+    ap.add_argument("--save", help="write the measurements to this JSON file")
+    ap.add_argument("--load", nargs="+", default=[],
+                    help="measurements of earlier runs (--save) to tabulate with this run's (then not interleaved: "
+                         "the table says so)")
     a = ap.parse_args()
     bench = Path(a.bench_dir)
     for m in a.models:
@@ -108,7 +113,14 @@ def main():
         if p != "cannl" and p not in PEERS:
             raise SystemExit(f"peers.py: unknown peer '{p}' (known: cannl {' '.join(PEERS)})")
     peak = {t: run_json([str(bench / "fma_peak"), str(t)], env_for(t)) for t in a.threads}
-    res, info, isa = {}, {}, "?"
+    res, info, isa, loaded = {}, {}, "?", set()
+    for f in a.load:
+        saved = json.loads(Path(f).read_text())
+        for model, batch, t, p, d in saved["results"]:
+            res[(model, batch, t, p)] = d
+            loaded.add(p)
+        info.update(saved["info"])
+        isa = saved["isa"] if saved["isa"] != "?" else isa
     all_cases = list(cases(a.models, a.quick))
     for rep in range(a.reps):
         for t in a.threads:
@@ -133,9 +145,14 @@ def main():
                     print(f"  rep {rep + 1}/{a.reps} {model} b{batch} {t}T {p}: {r['median_us'] / 1000:.3f} ms"
                           + (f" (compile {r['compile_s']:.1f} s)" if r.get("compile_s") else ""),
                           file=sys.stderr, flush=True)
-    peers = [p for p in a.peers if p != "cannl"]
+    if a.save:
+        Path(a.save).write_text(json.dumps({"results": [list(k) + [d] for k, d in res.items()], "info": info,
+                                            "isa": isa}))
+    peers = [p for p in PEERS if p in a.peers or p in loaded]
     print(f"### cannl against PyTorch 2 and JAX: {a.reps} interleaved repetitions of fresh processes"
-          f"{' (smoke run: --quick)' if a.quick else ''}\n")
+          f"{' (smoke run: --quick)' if a.quick else ''}"
+          f"{f'; tabulated with the measurements of {len(a.load)} earlier run(s), not interleaved' if a.load else ''}"
+          "\n")
     print(f"CPU: {cpu_name()}; load before the run: {os.getloadavg()[0]:.1f}. FMA peak (bench/fma_peak.c, "
           f"{peak[a.threads[0]].get('isa', '?')}): " +
           ", ".join(f"{t} thread{'s' if t > 1 else ''} {peak[t]['peak_gflops']:.1f} GFLOP/s" for t in a.threads) +
@@ -159,8 +176,8 @@ def main():
                     comp.append(f"{min(d['compile']):.1f}-{max(d['compile']):.1f}")
             print("| " + " | ".join(row + ratios + [", ".join(comp) or "-"]) + " |")
     print("\nms: median over the processes of each process's median step (min-max of those medians); cannl / peer: "
-          "median of the per-repetition ratios; compile s: torch.compile's first step (compiling the loss, its "
-          "backward and the optimiser step; cold cache in the first process, warm after), JAX's "
+          "median of the per-repetition ratios; compile s: torch.compile's warm-up steps (compiling the loss, its "
+          "backward and the optimiser step; cold Inductor cache in the first process, warm after), JAX's "
           "lower().compile(), min-max over the processes; never part of a step.")
 
 
