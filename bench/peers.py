@@ -112,6 +112,7 @@ def main():
     for p in a.peers:
         if p != "cannl" and p not in PEERS:
             raise SystemExit(f"peers.py: unknown peer '{p}' (known: cannl {' '.join(PEERS)})")
+    load0 = os.getloadavg()[0]
     peak = {t: run_json([str(bench / "fma_peak"), str(t)], env_for(t)) for t in a.threads}
     res, info, isa, loaded = {}, {}, "?", set()
     for f in a.load:
@@ -138,10 +139,11 @@ def main():
                         r = run_json(cmd, peer_env(t, bench, jax=p == "jax"))
                         info[p] = r.get("kernels", "?") + (f"; torch {r['torch']}" if "torch" in r else "") + \
                             (f"; jax {r['jax']}" if "jax" in r else "")
-                    d = res.setdefault((model, batch, t, p), {"us": [], "compile": [], "loss": []})
+                    d = res.setdefault((model, batch, t, p), {"us": [], "cpu": [], "compile": [], "loss": []})
                     d["us"].append(r["median_us"])
                     d["compile"].append(r.get("compile_s", 0.0))
                     d["loss"].append(r.get("loss", float("nan")))
+                    d["cpu"].append(r["cpu_us"])
                     print(f"  rep {rep + 1}/{a.reps} {model} b{batch} {t}T {p}: {r['median_us'] / 1000:.3f} ms"
                           + (f" (compile {r['compile_s']:.1f} s)" if r.get("compile_s") else ""),
                           file=sys.stderr, flush=True)
@@ -153,30 +155,37 @@ def main():
           f"{' (smoke run: --quick)' if a.quick else ''}"
           f"{f'; tabulated with the measurements of {len(a.load)} earlier run(s), not interleaved' if a.load else ''}"
           "\n")
-    print(f"CPU: {cpu_name()}; load before the run: {os.getloadavg()[0]:.1f}. FMA peak (bench/fma_peak.c, "
+    print(f"CPU: {cpu_name()}; load average at the start: {load0:.1f}, at the end: {os.getloadavg()[0]:.1f}. "
+          "FMA peak (bench/fma_peak.c, "
           f"{peak[a.threads[0]].get('isa', '?')}): " +
           ", ".join(f"{t} thread{'s' if t > 1 else ''} {peak[t]['peak_gflops']:.1f} GFLOP/s" for t in a.threads) +
+          (f"; by CPU time, one core: {peak[1]['peak_gflops_cpu']:.1f}" if 1 in peak else "") +
           f". cannl's kernels: {isa}.\n")
     for p in peers:
         print(f"- {PEERS[p][0]}: {info.get(p, '?')}")
-    print("\n| model | batch | threads | cannl ms | " + " | ".join(f"{PEERS[p][0]} ms" for p in peers) + " | " +
-          " | ".join(f"cannl / {PEERS[p][0]}" for p in peers) + " | compile s (" +
-          ", ".join(PEERS[p][0] for p in peers if p != "eager") + ") |")
-    print("| --- | --- | --- | --- | " + " | ".join("---" for _ in range(2 * len(peers))) + " | --- |")
+    head = (["model", "batch", "threads", "cannl ms"] + [f"{PEERS[p][0]} ms" for p in peers] +
+            [f"cannl / {PEERS[p][0]}" for p in peers] + [f"CPU time, 1 thread: cannl / {PEERS[p][0]}" for p in peers] +
+            ["compile s (" + ", ".join(PEERS[p][0] for p in peers if p != "eager") + ")"])
+    print("\n| " + " | ".join(head) + " |")
+    print("| --- | --- | --- | --- | " + " | ".join("---" for _ in range(3 * len(peers))) + " | --- |")
     for model, batch, _, _ in all_cases:
         for t in a.threads:
             c = res.get((model, batch, t, "cannl"))
             row = [model, str(batch), str(t), fmt_ms(c["us"]) if c else "-"]
-            ratios, comp = [], []
+            ratios, cpus, comp = [], [], []
             for p in peers:
                 d = res.get((model, batch, t, p))
                 row.append(fmt_ms(d["us"]) if d else "-")
                 ratios.append(f"{statistics.median(x / y for x, y in zip(c['us'], d['us'])):.2f}" if c and d else "-")
+                cpus.append(f"{statistics.median(x / y for x, y in zip(c['cpu'], d['cpu'])):.2f}"
+                            if t == 1 and c and d else "-")
                 if p != "eager" and d:
                     comp.append(f"{min(d['compile']):.1f}-{max(d['compile']):.1f}")
-            print("| " + " | ".join(row + ratios + [", ".join(comp) or "-"]) + " |")
+            print("| " + " | ".join(row + ratios + cpus + [", ".join(comp) or "-"]) + " |")
     print("\nms: median over the processes of each process's median step (min-max of those medians); cannl / peer: "
-          "median of the per-repetition ratios; compile s: torch.compile's warm-up steps (compiling the loss, its "
+          "median of the per-repetition ratios; CPU time (one thread): the same ratio of the processes' CPU time per "
+          "timed step, the step's cost while it had the core, which other jobs on the machine inflate less; "
+          "compile s: torch.compile's warm-up steps (compiling the loss, its "
           "backward and the optimiser step; cold Inductor cache in the first process, warm after), JAX's "
           "lower().compile(), min-max over the processes; never part of a step.")
 
