@@ -151,7 +151,8 @@ def main():
         Path(a.save).write_text(json.dumps({"results": [list(k) + [d] for k, d in res.items()], "info": info,
                                             "isa": isa}))
     peers = [p for p in PEERS if p in a.peers or p in loaded]
-    print(f"### cannl against PyTorch 2 and JAX: {a.reps} interleaved repetitions of fresh processes"
+    print("### cannl against PyTorch 2 and JAX: " +
+          (f"{a.reps} interleaved repetitions of fresh processes" if a.reps else "no measurements of this run") +
           f"{' (smoke run: --quick)' if a.quick else ''}"
           f"{f'; tabulated with the measurements of {len(a.load)} earlier run(s), not interleaved' if a.load else ''}"
           "\n")
