@@ -168,7 +168,7 @@ def main():
             [f"cannl / {PEERS[p][0]}" for p in peers] + [f"CPU time, 1 thread: cannl / {PEERS[p][0]}" for p in peers] +
             ["compile s (" + ", ".join(PEERS[p][0] for p in peers if p != "eager") + ")"])
     print("\n| " + " | ".join(head) + " |")
-    print("| --- | --- | --- | --- | " + " | ".join("---" for _ in range(3 * len(peers))) + " | --- |")
+    print("|" + " --- |" * len(head))
     for model, batch, _, _ in all_cases:
         for t in a.threads:
             c = res.get((model, batch, t, "cannl"))
