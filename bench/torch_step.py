@@ -70,12 +70,17 @@ def soft_ce(logits, label):  # mean(cross_entropy(logits, one-hot label))
     return -(label * F.log_softmax(logits, dim=1)).sum(1).mean()
 
 
+def image_batch(name, batch, g):
+    """The synthetic batch of an image classifier: pixels 0..255 and one-hot labels (bench/peer_jax.py too)."""
+    cnn = name in ("fashion_cnn", "cnn_dense256")
+    shape = (batch, 1, 28, 28) if cnn else (batch, 784)
+    image = torch.rand(shape, generator=g) * 255
+    return image, F.one_hot(torch.randint(0, 10, (batch,), generator=g), 10).float()
+
+
 def setup(name, batch, g):
     if name in MODELS:
-        cnn = name in ("fashion_cnn", "cnn_dense256")
-        shape = (batch, 1, 28, 28) if cnn else (batch, 784)
-        image = torch.rand(shape, generator=g) * 255
-        label = F.one_hot(torch.randint(0, 10, (batch,), generator=g), 10).float()
+        image, label = image_batch(name, batch, g)
         model = make_model(name)
         return model, make_optimizer(name, model), lambda: soft_ce(model(image), label)
     if name == "moons_mlp":
