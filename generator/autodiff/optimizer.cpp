@@ -299,13 +299,21 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
     zero.what = what + ": the squared norm";
     zero.update_of = ir::kUpdateNorm;
     out.push_back(zero);
+    // Muon reads each instance's gradient through its view (one matrix each), so its params' norms
+    // are summed view by view too: a view may not be read after a nest over its stacked buffer.
+    auto muon = [&](int param) {
+      for (const ir::OptimizerGroup& grp : opt.groups)
+        if (grp.params.count(param)) return grp.name == "muon";
+      return false;
+    };
     for (size_t k = 0; k < p.params.size(); ++k) {
       int g = p.grad(p.params[k]);
       if (g < 0) continue;
-      if (const std::vector<int> run = stacked_run(p, k); !run.empty()) {  // one nest over the stacked gradient
-        g = p.grad(p.buffers[static_cast<size_t>(p.params[k])].view_of);
-        k += run.size() - 1;
-      }
+      if (!muon(p.params[k]))
+        if (const std::vector<int> run = stacked_run(p, k); !run.empty()) {  // one nest over the stacked gradient
+          g = p.grad(p.buffers[static_cast<size_t>(p.params[k])].view_of);
+          k += run.size() - 1;
+        }
       ir::Stmt s = ir::elementwise(p, g, zero.what);
       ExprP gv = ir::load_all(s, g);
       s.only() = {{norm, {}}, ir::Accum::Add, mul(gv, gv)};
