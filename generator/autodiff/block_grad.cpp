@@ -12,30 +12,6 @@ namespace cannl {
 
 namespace {
 
-// `base`, or base2, base3 ...: a name no program buffer has.
-std::string program_name(const ir::Program& p, const std::string& base) {
-  auto taken = [&](const std::string& n) {
-    for (const ir::Buffer& b : p.buffers)
-      if (b.block == -1 && b.name == n) return true;
-    return false;
-  };
-  std::string name = base;
-  for (int k = 2; taken(name); ++k) name = fmt::format("{}{}", base, k);
-  return name;
-}
-
-// `base`, or base2 ...: a name no buffer of block k has.
-std::string body_name(const ir::Program& p, int k, const std::string& base) {
-  auto taken = [&](const std::string& n) {
-    for (const ir::Buffer& b : p.buffers)
-      if (b.block == k && b.name == n) return true;
-    return false;
-  };
-  std::string name = base;
-  for (int j = 2; taken(name); ++j) name = fmt::format("{}{}", base, j);
-  return name;
-}
-
 // A gradient buffer like `of` (dims, batch), named and placed by the caller.
 ir::Buffer gradient_like(const ir::Buffer& of) {
   ir::Buffer g = of;
@@ -142,7 +118,7 @@ private:
       if (n.size() > longest && b.name.size() > n.size() && b.name.compare(0, n.size(), n) == 0 && b.name[n.size()] == '_')
         longest = n.size(), at = pos;
     }
-    b.name = body_name(p_, k_, b.name);
+    b.name = p_.unique_name(b.name, k_);
     p_.buffers.push_back(std::move(b));
     const int i = static_cast<int>(p_.buffers.size()) - 1;
     (formal ? block().formals : block().locals).push_back(i);
@@ -204,7 +180,7 @@ private:
     auto it = pairs_.find(out);
     if (it != pairs_.end()) return it->second;
     ir::Buffer g = gradient_like(buf(out));
-    g.name = program_name(p_, block().name + "_" + buf(out).name + "_grad");
+    g.name = p_.unique_name(block().name + "_" + buf(out).name + "_grad");
     g.dims.insert(g.dims.begin(), ir::Dim{2, false});
     g.role = ir::Role::Grad;
     g.shape = fmt::format("the gradient of {} between two instances of block {} (slot l mod 2)", buf(out).name,
@@ -261,7 +237,7 @@ private:
         if (first >= 0 && static_cast<size_t>(first) < o_.needs.size() && o_.needs[static_cast<size_t>(first)]) {
           if (o_.grads.count(first)) {  // the model after the block reads it too: a buffer of the call's, added after
             ir::Buffer gin = gradient_like(buf(first));
-            gin.name = program_name(p_, buf(first).name + "_grad_in");
+            gin.name = p_.unique_name(buf(first).name + "_grad_in");
             gin.shape = fmt::format("the gradient of {} from block {}", buf(first).name, block().name);
             p_.buffers.push_back(std::move(gin));
             bd.first = static_cast<int>(p_.buffers.size()) - 1;
@@ -299,7 +275,7 @@ private:
   int stacked_gradient(int s) {
     if (auto it = o_.grads.find(s); it != o_.grads.end()) return it->second;
     ir::Buffer g = gradient_like(buf(s));
-    g.name = program_name(p_, buf(s).name + "_grad");
+    g.name = p_.unique_name(buf(s).name + "_grad");
     g.stack = buf(s).stack;
     p_.buffers.push_back(std::move(g));
     const int gi = static_cast<int>(p_.buffers.size()) - 1;
@@ -307,7 +283,7 @@ private:
     for (int v : p_.params)
       if (buf(v).view_of == s) {
         ir::Buffer vg = gradient_like(buf(v));
-        vg.name = program_name(p_, buf(v).name + "_grad");
+        vg.name = p_.unique_name(buf(v).name + "_grad");
         vg.view_of = gi;
         vg.view_offset = buf(v).view_offset;
         p_.buffers.push_back(std::move(vg));

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <initializer_list>
 
+#include <fmt/format.h>
+
 #include "support/diagnostic.h"
 
 namespace cannl::ir {
@@ -194,6 +196,17 @@ bool same_expr(const Expr& a, const Expr& b) {
   for (size_t i = 0; i < a.args.size(); ++i)
     if (!same_expr(*a.args[i], *b.args[i])) return false;
   return true;
+}
+
+std::string Program::unique_name(const std::string& base, int block) const {
+  auto taken = [&](const std::string& n) {
+    for (const Buffer& b : buffers)
+      if (b.block == block && b.name == n) return true;
+    return false;
+  };
+  std::string name = base;
+  for (int k = 2; taken(name); ++k) name = fmt::format("{}{}", base, k);
+  return name;
 }
 
 int Program::find(const std::string& name) const {

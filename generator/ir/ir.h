@@ -557,6 +557,9 @@ struct Program {
   // (ir/unroll_blocks.h) empties it right after lowering where a target does not run bodies.
   std::vector<Block> blocks;
   int find(const std::string& name) const;  // buffer index or -1
+  // `base`, or base2, base3 ...: a name no buffer of the program (block -1) or of block `block`'s
+  // body has (the bodies' names are their own).
+  std::string unique_name(const std::string& base, int block = -1) const;
   Routine* routine(RoutineKind k);          // null when the program has none of that kind
   const Routine* routine(RoutineKind k) const;
   int grad(int buf) const;                  // the gradient buffer of `buf`, or -1

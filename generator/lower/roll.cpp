@@ -334,18 +334,6 @@ private:
     return static_cast<size_t>(p_.params.end() - at) >= params.size() && std::equal(params.begin(), params.end(), at);
   }
 
-  // `base`, or base2, base3 ...: a name no program buffer has (body buffers have their own).
-  std::string unique_name(const std::string& base) const {
-    auto taken = [&](const std::string& n) {
-      for (const ir::Buffer& b : p_.buffers)
-        if (b.block == -1 && b.name == n) return true;
-      return false;
-    };
-    std::string name = base;
-    for (int k = 2; taken(name); ++k) name = fmt::format("{}{}", base, k);
-    return name;
-  }
-
   int add_buffer(ir::Buffer b, double key) {
     p_.buffers.push_back(std::move(b));
     low_.buffer_tensor.push_back(-1);
@@ -431,7 +419,7 @@ private:
       const int formal = body_buffer(pr, "", true);
       ir::Buffer s = buf(pr);
       const std::string stem = buf(formal).name;
-      s.name = unique_name(stem);
+      s.name = p_.unique_name(stem);
       s.dims.insert(s.dims.begin(), ir::Dim{count, false});
       s.stack = count;
       s.state_name.clear();

@@ -77,23 +77,11 @@ std::vector<ir::Stmt> in_phase(const Lowered& low, Phase phase) {
   return out;
 }
 
-// `base`, or base2 ...: a name no program buffer has.
-std::string program_name(const ir::Program& p, const std::string& base) {
-  auto taken = [&](const std::string& n) {
-    for (const ir::Buffer& b : p.buffers)
-      if (b.block == -1 && b.name == n) return true;
-    return false;
-  };
-  std::string name = base;
-  for (int k = 2; taken(name); ++k) name = fmt::format("{}{}", base, k);
-  return name;
-}
-
 // A program buffer of `slots` slots, each of formal f's dims: the values a block's call keeps
 // between instances.
 int slots_of(ir::Program& p, int f, long slots, const std::string& name, const std::string& shape) {
   ir::Buffer b = p.buffers[static_cast<size_t>(f)];
-  b.name = program_name(p, name);
+  b.name = p.unique_name(name);
   b.dims.insert(b.dims.begin(), ir::Dim{slots, false});
   b.role = ir::Role::Computed;
   b.tensor = -1;
