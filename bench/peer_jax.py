@@ -71,6 +71,44 @@ def layer_norm(x, g, b):  # F.layer_norm, eps 1e-5
     return (x - mu) * jax.lax.rsqrt(var + 1e-5) * g + b
 
 
+def conv_bn(p, st, name, x, stride=1):
+    """torch_step.ResNet's conv_bn in training mode: Conv2d (no bias, padding k // 2), BatchNorm2d with the batch's
+    statistics; returns the output and the updated running statistics (momentum 0.1, unbiased variance)."""
+    w = p[name + ".0.weight"]
+    pad = w.shape[-1] // 2
+    y = jax.lax.conv_general_dilated(x, w, (stride, stride), ((pad, pad), (pad, pad)),
+                                     dimension_numbers=("NCHW", "OIHW", "NCHW"))
+    mu, var = y.mean((0, 2, 3)), y.var((0, 2, 3))
+    m = y.size // y.shape[1]
+    st = dict(st)
+    st[name + ".mean"] = 0.9 * st[name + ".mean"] + 0.1 * jax.lax.stop_gradient(mu)
+    st[name + ".var"] = 0.9 * st[name + ".var"] + 0.1 * jax.lax.stop_gradient(var) * m / (m - 1)
+    y = (y - mu[None, :, None, None]) * jax.lax.rsqrt(var + 1e-5)[None, :, None, None]
+    return y * p[name + ".1.weight"][None, :, None, None] + p[name + ".1.bias"][None, :, None, None], st
+
+
+def resnet(p, st, image):
+    relu = jax.nn.relu
+    h, st = conv_bn(p, st, "stem", image / 255)
+    h = relu(h)
+    for blk, stride in (("1", 1), ("2", 2), ("3", 2)):
+        a, st = conv_bn(p, st, "a" + blk, h, stride)
+        b, st = conv_bn(p, st, "b" + blk, relu(a))
+        s, st = (h, st) if stride == 1 else conv_bn(p, st, "s" + blk, h, stride)
+        h = relu(b + s)
+    return dense(p, "fc", h.mean((2, 3))), st
+
+
+def mlp_ln(p, st, image):  # torch_step.MLPLN in training mode: dropout 0.1 from a key carried in the state
+    key, k1, k2 = jax.random.split(st["key"], 3)
+
+    def drop(k, x):
+        return jnp.where(jax.random.bernoulli(k, 0.9, x.shape), x / 0.9, 0.0)
+    h = drop(k1, jax.nn.gelu(layer_norm(dense(p, "l1", image / 255), p["n1.weight"], p["n1.bias"]), approximate=False))
+    h = drop(k2, jax.nn.gelu(layer_norm(dense(p, "l2", h), p["n2.weight"], p["n2.bias"]), approximate=False))
+    return dense(p, "l3", h), {"key": key}
+
+
 def gpt_loss(model, p, tok, nxt):  # torch_gpt.GPT.logits and loss
     vocab, d, h, layers = torch_gpt.CONFIGS[model][:4]
     hd, (n, t) = d // h, tok.shape
@@ -97,7 +135,7 @@ def arrays(tensors):
 
 
 def setup(name, batch):
-    """(params, optimiser, loss(params, *batch), next_batch() -> batch args)."""
+    """(params, optimiser, state, loss(params, state, *batch) -> (loss, state), next_batch() -> batch args)."""
     g = torch.Generator().manual_seed(0)
     if name in GPT_SHAPES:
         ctx = GPT_SHAPES[name][0]
@@ -113,14 +151,25 @@ def setup(name, batch):
         def next_batch():
             count[0] += 1
             return data[count[0] % 8][0], data[count[0] % 8][1]
-        return params, tx, lambda p, tok, nxt: gpt_loss(name, p, tok, nxt), next_batch
+        return params, tx, {}, lambda p, st, tok, nxt: (gpt_loss(name, p, tok, nxt), st), next_batch
     if name not in torch_step.MODELS:
         raise SystemExit(f"peer_jax.py: no JAX model for '{name}'")
     image, label = (jnp.asarray(a.numpy()) for a in torch_step.image_batch(name, batch, g))
-    params = arrays(dict(torch_step.make_model(name).named_parameters()))
-    tx = optax.sgd(0.1, momentum=0.9) if name == "fashion_mlp" else optax.adam(1e-3)  # torch_step.make_optimizer
+    model = torch_step.make_model(name)
+    params = arrays(dict(model.named_parameters()))
+    tx = {"fashion_mlp": optax.sgd(0.1, momentum=0.9),  # torch_step.make_optimizer
+          "resnet_bn": optax.chain(optax.add_decayed_weights(5e-4), optax.sgd(0.05, momentum=0.9)),
+          "mlp_ln_dropout": optax.adamw(1e-3, weight_decay=0.01)}.get(name, optax.adam(1e-3))
+    if name == "resnet_bn":  # the batch norms' running statistics
+        st = {k[:-len(".1" + end)] + s: jnp.asarray(v.numpy()) for k, v in model.named_buffers()
+              for s, end in ((".mean", ".running_mean"), (".var", ".running_var")) if k.endswith(".1" + end)}
+        return params, tx, st, lambda p, st: (lambda out: (soft_ce(out[0], label), out[1]))(resnet(p, st, image)), \
+            lambda: ()
+    if name == "mlp_ln_dropout":
+        return params, tx, {"key": jax.random.PRNGKey(0)}, \
+            lambda p, st: (lambda out: (soft_ce(out[0], label), out[1]))(mlp_ln(p, st, image)), lambda: ()
     fwd = cnn if name in ("fashion_cnn", "cnn_dense256") else mlp
-    return params, tx, lambda p: soft_ce(fwd(p, image), label), lambda: ()
+    return params, tx, {}, lambda p, st: (soft_ce(fwd(p, image), label), st), lambda: ()
 
 
 def kernels(hlo):
@@ -140,28 +189,28 @@ def main():
         raise SystemExit(__doc__)
     name = sys.argv[1]
     batch, warmup, steps, threads = map(int, sys.argv[2:6])
-    params, tx, loss_fn, next_batch = setup(name, batch)
+    params, tx, state, loss_fn, next_batch = setup(name, batch)
     opt_state = tx.init(params)
 
-    def train_step(params, opt_state, *b):
-        loss, grads = jax.value_and_grad(loss_fn)(params, *b)
+    def train_step(params, opt_state, state, *b):  # state: batch norms' running statistics, dropout's key
+        (loss, state), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, state, *b)
         updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        return optax.apply_updates(params, updates), opt_state, state, loss
 
     t0 = time.perf_counter()
-    step = jax.jit(train_step, donate_argnums=(0, 1)).lower(params, opt_state, *next_batch()).compile()
+    step = jax.jit(train_step, donate_argnums=(0, 1, 2)).lower(params, opt_state, state, *next_batch()).compile()
     compile_s = time.perf_counter() - t0
     hlo = step.as_text() or ""
     t0 = time.perf_counter()
     for _ in range(warmup):
-        params, opt_state, loss = jax.block_until_ready(step(params, opt_state, *next_batch()))
+        params, opt_state, state, loss = jax.block_until_ready(step(params, opt_state, state, *next_batch()))
     warmup_s = time.perf_counter() - t0
     times = []
     c0 = time.process_time()
     for _ in range(steps):
         b = next_batch()
         t0 = time.perf_counter()
-        params, opt_state, loss = jax.block_until_ready(step(params, opt_state, *b))
+        params, opt_state, state, loss = jax.block_until_ready(step(params, opt_state, state, *b))
         times.append((time.perf_counter() - t0) * 1e6)
     cpu_us = (time.process_time() - c0) / steps * 1e6
     times.sort()

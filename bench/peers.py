@@ -97,7 +97,7 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--models", nargs="+", default=["fashion_mlp", "fashion_mlp_adam", "fashion_cnn", "cnn_dense256",
-                                                    "gpt_char"])
+                                                    "gpt_char", "resnet_bn", "mlp_ln_dropout"])
     ap.add_argument("--peers", nargs="+", default=["cannl"] + list(PEERS))
     ap.add_argument("--quick", action="store_true", help="smoke run: a tenth of the steps, no fashion_cnn 256")
     ap.add_argument("--save", help="write the measurements to this JSON file")

@@ -49,7 +49,7 @@ out=build/bench/peers
 mkdir -p "$out"
 cc=${CC:-cc}
 cflags=(-std=c11 -O3 -fno-math-errno -fassociative-math -fno-signed-zeros -fno-trapping-math -fopenmp -Iruntime-lib)
-for model in fashion_mlp fashion_mlp_adam fashion_cnn cnn_dense256 gpt_char; do
+for model in fashion_mlp fashion_mlp_adam fashion_cnn cnn_dense256 gpt_char resnet_bn mlp_ln_dropout; do
   spec=specs/$model.cannl
   [ -f "$spec" ] || spec=bench/specs/$model.cannl
   g=$out/$model

@@ -51,18 +51,57 @@ class CNN(nn.Module):  # fashion_cnn: conv5x5(32)-pool-conv5x5(64)-pool-1024-10;
         return self.l4(F.relu(self.l3(x.flatten(1))))
 
 
+class ResNet(nn.Module):  # bench/specs/resnet_bn.cannl: stem, a basic block, two downsampling blocks, GAP
+    def __init__(self):
+        super().__init__()
+
+        def conv_bn(i, o, k=3, stride=1):
+            return nn.Sequential(nn.Conv2d(i, o, k, stride=stride, padding=k // 2, bias=False), nn.BatchNorm2d(o))
+        self.stem = conv_bn(1, 16)
+        self.a1, self.b1 = conv_bn(16, 16), conv_bn(16, 16)
+        self.a2, self.b2, self.s2 = conv_bn(16, 32, stride=2), conv_bn(32, 32), conv_bn(16, 32, 1, 2)
+        self.a3, self.b3, self.s3 = conv_bn(32, 64, stride=2), conv_bn(64, 64), conv_bn(32, 64, 1, 2)
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, image):
+        h = F.relu(self.stem(image / 255))
+        h = F.relu(self.b1(F.relu(self.a1(h))) + h)
+        h = F.relu(self.b2(F.relu(self.a2(h))) + self.s2(h))
+        h = F.relu(self.b3(F.relu(self.a3(h))) + self.s3(h))
+        return self.fc(h.mean((2, 3)))
+
+
+class MLPLN(nn.Module):  # bench/specs/mlp_ln_dropout.cannl: 784-512-256-10, layer norm, gelu, dropout 0.1
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2, self.l3 = nn.Linear(784, 512), nn.Linear(512, 256), nn.Linear(256, 10)
+        self.n1, self.n2 = nn.LayerNorm(512), nn.LayerNorm(256)
+
+    def forward(self, image):
+        h = F.dropout(F.gelu(self.n1(self.l1(image / 255))), 0.1, self.training)
+        h = F.dropout(F.gelu(self.n2(self.l2(h))), 0.1, self.training)
+        return self.l3(h)
+
+
 # The models of fashion_mlp.cannl, fashion_mlp_adam.cannl, fashion_cnn.cannl and
-# bench/specs/cnn_dense256.cannl (the image classifiers; bench/torch_train.py uses them too).
-MODELS = ("fashion_mlp", "fashion_mlp_adam", "fashion_cnn", "cnn_dense256")
+# bench/specs/cnn_dense256.cannl (the image classifiers; bench/torch_train.py uses them too), and the
+# model zoo's image classifiers (bench/specs/resnet_bn.cannl, mlp_ln_dropout.cannl; bench/peers.sh).
+MODELS = ("fashion_mlp", "fashion_mlp_adam", "fashion_cnn", "cnn_dense256", "resnet_bn", "mlp_ln_dropout")
+CONV_MODELS = ("fashion_cnn", "cnn_dense256", "resnet_bn")  # images as [batch, 1, 28, 28]
 
 
 def make_model(name):
-    return {"fashion_cnn": lambda: CNN(), "cnn_dense256": lambda: CNN(256)}.get(name, MLP)()
+    return {"fashion_cnn": lambda: CNN(), "cnn_dense256": lambda: CNN(256), "resnet_bn": ResNet,
+            "mlp_ln_dropout": MLPLN}.get(name, MLP)()
 
 
 def make_optimizer(name, model):
     if name == "fashion_mlp":
         return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    if name == "resnet_bn":
+        return torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    if name == "mlp_ln_dropout":
+        return torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     return torch.optim.Adam(model.parameters(), lr=1e-3)
 
 
@@ -72,7 +111,7 @@ def soft_ce(logits, label):  # mean(cross_entropy(logits, one-hot label))
 
 def image_batch(name, batch, g):
     """The synthetic batch of an image classifier: pixels 0..255 and one-hot labels (bench/peer_jax.py too)."""
-    cnn = name in ("fashion_cnn", "cnn_dense256")
+    cnn = name in CONV_MODELS
     shape = (batch, 1, 28, 28) if cnn else (batch, 784)
     image = torch.rand(shape, generator=g) * 255
     return image, F.one_hot(torch.randint(0, 10, (batch,), generator=g), 10).float()

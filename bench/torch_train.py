@@ -44,7 +44,7 @@ def main():
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     images = torch.from_numpy(read_idx(os.path.join(fashion, "train-images-idx3-ubyte.gz")).astype(np.float32))
-    images = images.reshape(-1, 1, 28, 28) if name in ("fashion_cnn", "cnn_dense256") else images.reshape(-1, 784)
+    images = images.reshape(-1, 1, 28, 28) if name in torch_step.CONV_MODELS else images.reshape(-1, 784)
     labels = F.one_hot(torch.from_numpy(read_idx(os.path.join(fashion, "train-labels-idx1-ubyte.gz")).astype(np.int64)),
                        10).float()
     model = torch_step.make_model(name)
