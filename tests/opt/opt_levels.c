@@ -3,9 +3,8 @@
  *
  * Compiled once per (spec, level) against that model with
  *   -DOL_MODEL=<model>   the spec's model name (<model>.h, <model>_api, <model>_grad)
- * It creates the state from a fixed seed, fills every input with n examples of deterministic
- * pseudo-random values in [0, 1) (an `int` input: ids in [0, min(ids, 1000))) (splitmix64: the
- * same data at every level), and prints
+ * It creates the state and n examples of deterministic inputs (ol_common.h: the same data at
+ * every level), and prints
  *   loss <step> <value>         for 10 train_steps
  *   grad <param> <sum |g|>      after the last step (<model>_grad, the API's promise)
  *   eval <loss>                 <model>_eval after training
@@ -13,54 +12,16 @@
  *   param <name> <sum>          the params after training
  * every number with 17 significant digits. Exit status 0, or 2 when out of memory.
  */
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-
-#define OL_STR_(x) #x
-#define OL_STR(x) OL_STR_(x)
-#define OL_CAT_(a, b) a##b
-#define OL_CAT(a, b) OL_CAT_(a, b)
-
-#ifndef OL_MODEL
-#error "compile with -DOL_MODEL=<model name>"
-#endif
-#include OL_STR(OL_MODEL.h)
-
-#define OL_API OL_CAT(OL_MODEL, _api)
-#define OL_GRAD OL_CAT(OL_MODEL, _grad)
-#define OL_PARAM OL_CAT(OL_MODEL, _param)
-typedef OL_CAT(OL_MODEL, _real) ol_real;
+#include "ol_common.h"
 
 #define OL_STEPS 10
-#define OL_BATCH 4
-
-static uint64_t rng_state = 0x243F6A8885A308D3u;
-static double rng_uniform(void) {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15u);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-    z ^= z >> 31;
-    return (double)(z >> 11) * (1.0 / 9007199254740992.0);
-}
 
 int main(void) {
     const cannl_model_api *api = &OL_API;
-    const int64_t n = api->num_inputs == 0 ? 1 : (api->max_batch < OL_BATCH ? api->max_batch : OL_BATCH);
-    void *m = api->create(20261121u);
-    ol_real *inputs[16] = {0};
-    if (!m || api->num_inputs > 16) return 2;
-    for (int32_t i = 0; i < api->num_inputs; ++i) {
-        const int64_t count = n * api->inputs[i].size;
-        inputs[i] = (ol_real *)malloc((size_t)count * sizeof(ol_real)); /* int32_t fits in either */
-        if (!inputs[i]) return 2;
-        const int64_t ids = api->inputs[i].ids; /* an `int` input: ids in [0, ids) */
-        for (int64_t k = 0; k < count; ++k) {
-            if (ids > 0) ((int32_t *)(void *)inputs[i])[k] = (int32_t)(rng_uniform() * (double)(ids < 1000 ? ids : 1000));
-            else inputs[i][k] = (ol_real)rng_uniform();
-        }
-    }
+    void *m = NULL;
+    ol_real *inputs[OL_MAX_INPUTS] = {0};
+    int64_t n = 0;
+    if (ol_setup(api, &m, inputs, &n)) return 2;
     const void *const *in = (const void *const *)inputs;
     for (int s = 1; s <= OL_STEPS; ++s) printf("loss %d %.17g\n", s, api->train_step(m, in, n));
     for (int32_t p = 0; p < api->num_params; ++p) {
