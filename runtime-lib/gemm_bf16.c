@@ -58,7 +58,9 @@
 #endif
 
 /* The bits of x rounded to bf16 in their upper half (to nearest, ties to even; a NaN stays a
- * quiet NaN), as tests/runtime/test_gemm_bf16.c rounds its reference's operands. */
+ * quiet NaN), as vcvtne2ps2bf16 rounds (which reads a subnormal as zero; vdpbf16ps reads
+ * subnormal operands as zero either way) and tests/runtime/test_gemm_bf16.c rounds its
+ * reference's operands: for the scalar ends of rows. */
 static inline uint32_t round_bits(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
@@ -69,32 +71,22 @@ static inline uint32_t round_bits(float x) {
 /* The 32-bit word of a pair: lo's bf16 in the low half, hi's in the high half. */
 static inline uint32_t pair(float lo, float hi) { return (round_bits(lo) >> 16) | (round_bits(hi) & 0xFFFF0000u); }
 
-static inline __m512i vround(__m512 x) {
-    const __m512i u = _mm512_castps_si512(x);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb));
-    const __mmask16 nan =
-        _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-    return _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
-}
-
-/* 16 words pair(lo[l], hi[l]). */
+/* 16 words pair(lo[l], hi[l]): both rounded by one vcvtne2ps2bf16 (lo's in the low 16 halves,
+ * hi's in the high), then interleaved. */
 static inline __m512i vpair(__m512 lo, __m512 hi) {
-    return _mm512_or_si512(_mm512_srli_epi32(vround(lo), 16),
-                           _mm512_and_si512(vround(hi), _mm512_set1_epi32((int)0xFFFF0000u)));
+    static const short interleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                         8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    return _mm512_permutexvar_epi16(_mm512_loadu_si512(interleave), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
 /* dst[q] = pair(src[2q], src[2q + 1]) for q < (kc + 1) / 2, src[kc] read as 0 when kc is odd:
- * a row of an operand whose K axis is contiguous. 32 floats at a time give 16 words: the odd
- * 16-bit halves of the rounded words, in order. */
+ * a row of an operand whose K axis is contiguous. 32 floats at a time give 16 words, their
+ * bf16 in order: one vcvtne2ps2bf16. */
 static void pack_kline(long kc, const float *restrict src, uint32_t *restrict dst) {
     long q = 0;
-    static const short odd[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31,
-                                  33, 35, 37, 39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
-    const __m512i idx = _mm512_loadu_si512(odd);
     for (; 2 * q + 32 <= kc; q += 16)
-        _mm512_storeu_si512(dst + q, _mm512_permutex2var_epi16(vround(_mm512_loadu_ps(src + 2 * q)), idx,
-                                                                vround(_mm512_loadu_ps(src + 2 * q + 16))));
+        _mm512_storeu_si512(dst + q, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + 2 * q + 16),
+                                                                   _mm512_loadu_ps(src + 2 * q)));
     for (; 2 * q < kc; ++q) dst[q] = pair(src[2 * q], 2 * q + 1 < kc ? src[2 * q + 1] : 0.f);
 }
 
@@ -120,7 +112,17 @@ static inline __mmask16 lanes(long n) {
 /* A[0:mc, 0:kc] as row slivers of at most MR rows, each (kc + 1) / 2 rows of its height in words. */
 static void pack_a(long mc, long kc, const float *restrict A, long a_m, long a_k, uint32_t *restrict pa) {
     const long kc2 = (kc + 1) / 2;
-    for (long i0 = 0; i0 < mc; i0 += BF_MR, pa += kc2 * BF_MR) {
+    long i0 = 0;
+    if (a_m == 1 && BF_MR == 8) /* two whole slivers at a time: a vector of 16 words, 8 for each */
+        for (; i0 + 16 <= mc; i0 += 16, pa += kc2 * 16)
+            for (long q = 0; q < kc2; ++q) {
+                const float *r0 = A + i0 + 2 * q * a_k;
+                const __m512 hi = 2 * q + 1 < kc ? _mm512_loadu_ps(r0 + a_k) : _mm512_setzero_ps();
+                const __m512i w = vpair(_mm512_loadu_ps(r0), hi);
+                _mm256_storeu_si256((__m256i *)(pa + q * 8), _mm512_castsi512_si256(w));
+                _mm256_storeu_si256((__m256i *)(pa + kc2 * 8 + q * 8), _mm512_extracti64x4_epi64(w, 1));
+            }
+    for (; i0 < mc; i0 += BF_MR, pa += kc2 * BF_MR) {
         const long mr = mc - i0 < BF_MR ? mc - i0 : BF_MR;
         if (a_m == 1) { /* A's rows contiguous: two rows of A^T make a row of words */
             const __mmask16 m = lanes(mr);
