@@ -3,6 +3,10 @@
 #   cannl_add_model(NAME SPEC [TARGET c|cuda] [DTYPE f32|f64] [PRECISION fp32|tf32|bf16] [MAX_BATCH N]
 #                   [WEIGHTS CKPT] [BLAS] [NO_INSTALL] [MPI|NO_MPI] [NO_NCCL] [DIMS NAME=VALUE...] [GEN_ARGS arg...])
 #
+# PRECISION (DTYPE f32) is `cannl gen --precision`: bf16 for TARGET c runs the training state's
+# matrix products in bf16 with fp32 sums on a CPU with AVX512_BF16 (fp32 elsewhere, said at start);
+# TARGET cuda below.
+#
 # DIMS NAME=VALUE... overrides the spec's `dim NAME` with VALUE (`cannl gen --dim`), e.g. a
 # shorter context for a CPU build of a large model: DIMS ctx=64 layers=2.
 #
@@ -107,8 +111,8 @@ function(cannl_add_model name spec)
     if(NOT ARG_PRECISION MATCHES "^(fp32|tf32|bf16)$")
       message(FATAL_ERROR "cannl_add_model(${name}): PRECISION ${ARG_PRECISION} is not supported (use fp32, tf32 or bf16)")
     endif()
-    if(NOT ARG_TARGET STREQUAL "cuda" OR NOT ARG_DTYPE STREQUAL "f32")
-      message(FATAL_ERROR "cannl_add_model(${name}): PRECISION is for TARGET cuda with DTYPE f32 only")
+    if(NOT ARG_DTYPE STREQUAL "f32" OR (ARG_PRECISION STREQUAL "tf32" AND NOT ARG_TARGET STREQUAL "cuda"))
+      message(FATAL_ERROR "cannl_add_model(${name}): PRECISION is for DTYPE f32 only, tf32 for TARGET cuda only")
     endif()
     list(APPEND ARG_GEN_ARGS --precision ${ARG_PRECISION})
   endif()

@@ -95,6 +95,18 @@ void cannl_gemm_free(cannl_gemm *g);
 /* The instruction set g's kernel uses. */
 cannl_isa cannl_gemm_isa(const cannl_gemm *g);
 
+/* The arithmetic of a float context's products (`cannl gen --precision`, docs/cuda.md). */
+typedef enum cannl_precision {
+    CANNL_PRECISION_FP32 = 0, /* fp32 products, fp32 sums (the default) */
+    CANNL_PRECISION_BF16 = 1  /* A and B rounded to bf16 (to nearest even), fp32 sums: AVX512_BF16 */
+} cannl_precision;
+
+/* Asks for precision p in g's float products (cannl_sgemm, cannl_sgemm_dot) and returns the
+ * one they run in: bf16 needs a CANNL_F32 context on the AVX-512 kernels (CANNL_ISA unset or
+ * avx512) of a CPU with AVX512_BF16, else they stay fp32 (the caller says so). Chosen once;
+ * asking for fp32 restores the fp32 kernel. Not during a product. */
+cannl_precision cannl_gemm_set_precision(cannl_gemm *g, cannl_precision p);
+
 /* C[i, j] = (overwrite ? 0 : C[i, j]) + alpha * sum over p of A[i, p] B[p, j], for i < M, j < N,
  * p < K, where A[i, p] is A[i * a_m + p * a_k], B[p, j] is B[p * b_k + j * b_n] and C[i, j] is
  * C[i * c_m + j * c_n] (strides in elements: a transposed operand is read in place). Runs on

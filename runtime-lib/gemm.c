@@ -20,6 +20,7 @@ struct cannl_gemm {
     cannl_dtype dtype;
     cannl_isa isa;
     const cannl__gemm_kernel *kernel;
+    int bf16;           /* kernel is gemm_bf16.c's (cannl_gemm_set_precision) */
     int slots;          /* threads that have a workspace slot */
     size_t slot_bytes;  /* a multiple of 64 */
     unsigned char *ws;  /* slots x slot_bytes */
@@ -63,6 +64,33 @@ void cannl_gemm_free(cannl_gemm *g) {
 }
 
 cannl_isa cannl_gemm_isa(const cannl_gemm *g) { return g->isa; }
+
+cannl_precision cannl_gemm_set_precision(cannl_gemm *g, cannl_precision p) {
+    if (!g) return CANNL_PRECISION_FP32;
+    g->kernel = kernel_for(g->isa, g->dtype);
+    g->bf16 = 0;
+#if defined(CANNL_GEMM_X86) && defined(CANNL_GEMM_BF16) && (defined(__GNUC__) || defined(__clang__))
+    if (p == CANNL_PRECISION_BF16 && g->dtype == CANNL_F32 && g->isa == CANNL_ISA_AVX512) {
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512bf16")) {
+            const size_t bytes = ((size_t)cannl__gemm_bf16_slot_words * 4 + 63) / 64 * 64;
+            if (bytes > g->slot_bytes) { /* more than the fp32 kernel's: a new workspace */
+                unsigned char *ws = cannl_alloc(bytes * (size_t)g->slots);
+                if (!ws) return CANNL_PRECISION_FP32;
+                cannl_free(g->ws);
+                g->ws = ws;
+                g->slot_bytes = bytes;
+            }
+            g->kernel = &cannl__gemm_avx512bf16_f32;
+            g->bf16 = 1;
+            return CANNL_PRECISION_BF16;
+        }
+    }
+#else
+    (void)p;
+#endif
+    return CANNL_PRECISION_FP32;
+}
 
 /* Workspace for `threads` threads (more than at creation: omp_set_num_threads since); false,
  * and the workspace as it was, when out of memory. */
@@ -207,6 +235,11 @@ void cannl_dgemm(cannl_gemm *g, int64_t M, int64_t N, int64_t K, double alpha, c
 void cannl_sgemm_dot(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t a_m,
                      const float *B, int64_t b_n, float *C, int64_t c_m, int64_t c_n, int overwrite) {
     if (!g || g->dtype != CANNL_F32) return;
+    if (g->bf16) { /* the bf16 kernel has one form: A[i, p] at A[i * a_m + p], B[p, j] at B[j * b_n + p] */
+        product(g, sizeof(float), (long)M, (long)N, (long)K, alpha, (const char *)A, (long)a_m, 1, (const char *)B, 1,
+                (long)b_n, (char *)C, (long)c_m, (long)c_n, overwrite);
+        return;
+    }
     product_dot(g, sizeof(float), (long)M, (long)N, (long)K, alpha, (const char *)A, (long)a_m, (const char *)B,
                 (long)b_n, (char *)C, (long)c_m, (long)c_n, overwrite);
 }

@@ -29,6 +29,11 @@ extern const cannl__gemm_kernel cannl__gemm_base_f32, cannl__gemm_base_f64;
 /* gemm_avx2.c (AVX2 + FMA) and gemm_avx512.c (AVX-512F), built with their own -march. */
 extern const cannl__gemm_kernel cannl__gemm_avx2_f32, cannl__gemm_avx2_f64;
 extern const cannl__gemm_kernel cannl__gemm_avx512_f32, cannl__gemm_avx512_f64;
+/* gemm_bf16.c (AVX-512 + AVX512_BF16): float products in bf16 with fp32 accumulation, for a
+   context set to CANNL_PRECISION_BF16; no dot form (gemm.c calls run). Its workspace, in
+   4-byte words per thread. */
+extern const cannl__gemm_kernel cannl__gemm_avx512bf16_f32;
+extern const long cannl__gemm_bf16_slot_words;
 #endif
 
 #endif /* CANNL_GEMM_INTERNAL_H */

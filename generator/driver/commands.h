@@ -36,7 +36,7 @@ struct GenOptions {
   std::string out_dir;     // where the files go (may be empty with `dump`)
   std::string dtype = "f32";
   std::string target = "c";  // back end: c or cuda
-  std::string precision;   // --precision (cuda, f32): fp32, tf32 or bf16 products; "" = not given (fp32)
+  std::string precision;   // --precision (f32): fp32, tf32 (cuda) or bf16 products; "" = not given (fp32)
   long max_batch = 256;
   std::string dump;        // "", or a stage to print: tokens, ast, shapes, graph, ir, ir:STAGE, dot
   std::string weights;     // with embed: a safetensors checkpoint to compile in

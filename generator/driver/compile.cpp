@@ -218,6 +218,8 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
       co.weights = o.weights.empty() ? nullptr : &weights;
       co.embed = o.embed;
       co.blas = o.blas;
+      co.precision = o.f64 ? "fp32" : o.precision;
+      card.precision = o.f64 || o.precision == "fp32" ? "" : o.precision;
       out.files = emit_c(p, co);
       card.weights = co.weights;
       card.embedded = o.embed || co.weights;

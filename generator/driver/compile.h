@@ -33,7 +33,7 @@ constexpr bool kVerifyIrByDefault = true;
 struct CompileOptions {
   std::string target = "c";          // back end: "c" or "cuda"
   bool f64 = false;                  // element type double
-  std::string precision = "fp32";    // CUDA, f32: the products' arithmetic: fp32, tf32 or bf16
+  std::string precision = "fp32";    // f32: the products' arithmetic: fp32, tf32 (CUDA) or bf16
   long max_batch = 256;
   int opt_level = 2;                 // -O0, -O1, -O2 (passes/pipeline.h)
   std::set<std::string> disabled;    // passes not to run

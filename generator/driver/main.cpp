@@ -71,9 +71,10 @@ int main(int argc, char** argv) {
   g->add_option("--target", gen.target, "back end: c (default; plain C11) or cuda (CUDA C++ and cuBLAS for one NVIDIA GPU)")
       ->check(CLI::IsMember({"c", "cuda"}));
   g->add_option("--precision", gen.precision,
-                "with --target cuda and --dtype f32: the matrix products' arithmetic: fp32 (default), tf32 "
-                "(TF32 tensor cores) or bf16 (bf16 tensor cores, fp32 accumulation); params, optimiser "
-                "state and checkpoints stay fp32")
+                "with --dtype f32: the matrix products' arithmetic: fp32 (default), tf32 (--target cuda: "
+                "TF32 tensor cores) or bf16 (bf16 operands, fp32 accumulation: the tensor cores, or on the "
+                "C target AVX512_BF16 where the CPU has it, fp32 elsewhere); params, optimiser state and "
+                "checkpoints stay fp32")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   g->add_option("--max-batch", gen.max_batch, "largest batch the generated code accepts (default 256)")
       ->check(CLI::Range(1L, 1L << 24));
@@ -128,8 +129,10 @@ int main(int argc, char** argv) {
     if (gen.embed && gen.target == "cuda") throw CLI::ValidationError("--embed", "only with --target c");
     if (gen.weights_apart && gen.target == "cuda")
       throw CLI::ValidationError("--weights-apart", "only with --target c");
-    if (!gen.precision.empty() && gen.target != "cuda")
-      throw CLI::ValidationError("--precision", "only with --target cuda");
+    if (gen.precision == "tf32" && gen.target != "cuda")
+      throw CLI::ValidationError("--precision", "tf32 only with --target cuda (the C target: fp32 or bf16)");
+    if (gen.precision == "bf16" && gen.blas)
+      throw CLI::ValidationError("--precision", "bf16 not with --blas (cblas_sgemm is fp32)");
     if (!gen.precision.empty() && gen.dtype != "f32")
       throw CLI::ValidationError("--precision", "needs --dtype f32 (params and optimiser state in fp32)");
     if (gen.blas && gen.target == "cuda") throw CLI::ValidationError("--blas", "only with --target c (CUDA uses cuBLAS)");

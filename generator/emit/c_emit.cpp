@@ -48,6 +48,7 @@ public:
     d.set("helpers", helpers());
     d.set("f64", o_.f64);
     d.set("has_gemm", gemm_kernel_);
+    d.set("bf16", gemm_kernel_ && o_.precision == "bf16");
     d.set("dropout", x_.helpers.count("keep") > 0);  // the state keeps its seed (Op::Keep's key)
     d.set("attention_include", attention_ ? "#include \"cannl_attention.h\"\n" : "");
     d.set("blas", gemm_blas_);

@@ -35,6 +35,9 @@ struct COptions {
   // Without weights their <model>_weights.c is another run's (`cannl gen --weights-only`).
   bool embed = false;
   bool blas = false;      // contractions call cblas_?gemm instead of the generated kernel
+  // The products' arithmetic (`--precision`, f32): "fp32", or "bf16": the runtime's bf16 kernel
+  // where the CPU has AVX512_BF16 (cannl_gemm_set_precision), fp32 elsewhere, said on stderr.
+  std::string precision = "fp32";
 };
 
 struct OutputFile {

@@ -295,7 +295,7 @@ grep -qF "char *dev;        /* the device arena" "$tmp/gen/cnn_cuda/fashion_cnn.
   && grep -qF "cannl_device_alloc($(python3 -c "import json; print(json.load(open('$tmp/gen/cnn_cuda/fashion_cnn.json'))['arena_bytes']['training_state'])")," "$tmp/gen/cnn_cuda/fashion_cnn.cu" \
   && ok || bad "the CUDA source allocates the card's arena"
 # --precision (issue 18): the CUDA products' arithmetic, written in the source and the card;
-# only with --target cuda and --dtype f32, any other combination a usage error, nothing written.
+# only with --dtype f32 (tf32 only with --target cuda), any other combination a usage error, nothing written.
 for p in fp32 tf32 bf16; do
   expect_rc 0 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_$p" --target cuda --precision $p
   [ "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['precision'])" "$tmp/gen/prec_$p/gpt_tiny.json")" = $p ] \
@@ -305,9 +305,21 @@ grep -q 'CUBLAS_COMPUTE_32F,' "$tmp/gen/prec_fp32/gpt_tiny.cu" && grep -q 'CUBLA
   && grep -q 'CUBLAS_COMPUTE_32F_FAST_16BF,' "$tmp/gen/prec_bf16/gpt_tiny.cu" && ok || bad "--precision: the products' compute type"
 expect_rc 0 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_default" --target cuda
 cmp -s "$tmp/gen/prec_default/gpt_tiny.cu" "$tmp/gen/prec_fp32/gpt_tiny.cu" && ok || bad "--precision fp32 is the default"
-expect_rc 2 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_c" --precision bf16
-grep -q -- '--precision: only with --target cuda' "$tmp/err" && [ ! -e "$tmp/gen/prec_c" ] && ok || bad "--precision with --target c"
-expect_rc 2 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_c" --target c --precision fp32
+# The C target (issue 38): bf16 asks the runtime for its bf16 products (fp32 where the CPU lacks
+# them, said on stderr), in the card; fp32 is the default's output; tf32 and --blas refused.
+expect_rc 0 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_c_bf16" --precision bf16
+[ "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('precision'))" "$tmp/gen/prec_c_bf16/gpt_tiny.json")" = bf16 ] \
+  && grep -q 'cannl_gemm_set_precision(m->gemm, CANNL_PRECISION_BF16)' "$tmp/gen/prec_c_bf16/gpt_tiny.c" \
+  && ok || bad "--target c --precision bf16: the card and the runtime's bf16 products"
+expect_rc 0 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_c_fp32" --precision fp32
+expect_rc 0 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_c_default"
+cmp -s "$tmp/gen/prec_c_default/gpt_tiny.c" "$tmp/gen/prec_c_fp32/gpt_tiny.c" \
+  && cmp -s "$tmp/gen/prec_c_default/gpt_tiny.json" "$tmp/gen/prec_c_fp32/gpt_tiny.json" \
+  && ! grep -q 'cannl_gemm_set_precision' "$tmp/gen/prec_c_fp32/gpt_tiny.c" && ok || bad "--target c --precision fp32 is the default"
+expect_rc 2 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_c" --precision tf32
+grep -q -- '--precision: tf32 only with --target cuda' "$tmp/err" && [ ! -e "$tmp/gen/prec_c" ] && ok || bad "--precision tf32 with --target c"
+expect_rc 2 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_c" --precision bf16 --blas
+grep -q -- '--precision: bf16 not with --blas' "$tmp/err" && [ ! -e "$tmp/gen/prec_c" ] && ok || bad "--precision bf16 with --blas"
 expect_rc 2 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_f64" --target cuda --dtype f64 --precision tf32
 grep -q -- '--precision: needs --dtype f32' "$tmp/err" && [ ! -e "$tmp/gen/prec_f64" ] && ok || bad "--precision with --dtype f64"
 expect_rc 2 "$cannl" gen "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/prec_x" --target cuda --precision fp16

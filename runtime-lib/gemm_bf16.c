@@ -1,0 +1,266 @@
+/* gemm_bf16.c - the float matrix product in bf16 with fp32 accumulation, for models generated
+ * with `cannl gen --precision bf16` (docs/cuda.md, "Precision": the CUDA target's contract,
+ * on the CPU). A and B are rounded to bf16 (to nearest, ties to even) while they are packed,
+ * pairs of them along K are multiplied and summed into fp32 accumulators by AVX512_BF16's
+ * vdpbf16ps (32 products per instruction, twice the fp32 FMA's), and C stays fp32.
+ * CMakeLists.txt compiles this file alone with -march=x86-64-v4 -mavx512bf16; gemm.c
+ * calls it only in a context set to bf16 (cannl_gemm_set_precision) on a CPU that has
+ * AVX512_BF16.
+ *
+ *   for each NC-column panel of B
+ *     for each K block (K cut into equal blocks of at most KC, each an even length but
+ *     perhaps the last)
+ *       pack the kc x NC panel of B into slivers of NR columns: kc/2 rows of NR 32-bit
+ *       words, word j of row q the pair (B[2q, j], B[2q + 1, j]) in bf16 (low half first;
+ *       an odd kc's last pair ends in a zero)
+ *       for each MC-row block of A
+ *         pack it into slivers of at most MR rows: kc/2 rows of `height` words (A[i, 2q],
+ *         A[i, 2q + 1])
+ *         for each NR sliver, for each row sliver: a register tile of C updated by kc/2
+ *         vdpbf16ps steps, then added to (or stored in) C
+ *
+ * Every element of C is summed in the same order whatever the blocks of M and N a caller
+ * hands a thread (the K blocks in order, each from zero, then added to C), so the results do
+ * not depend on the thread count. */
+#include "gemm_internal.h"
+
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512BF16__)
+#error "gemm_bf16.c is compiled with -march=x86-64-v4 -mavx512bf16 (runtime-lib/CMakeLists.txt)"
+#endif
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gemm_transpose.h"
+
+#ifndef BF_MR
+#define BF_MR 8             /* rows of a register tile (at most 12) */
+#endif
+#ifndef BF_NV
+#define BF_NV 2             /* vectors of a register tile's row */
+#endif
+#define BF_NR (BF_NV * 16)  /* its columns */
+#ifndef BF_KC
+#define BF_KC 256           /* K elements of a block (128 pairs: a b-sliver of 16 KiB stays in L1) */
+#endif
+#ifndef BF_MC
+#define BF_MC 128
+#endif
+#define BF_NC 512
+
+#if defined(__GNUC__) || defined(__clang__)
+#define BF_UNROLL _Pragma("GCC unroll 16")
+#define BF_INLINE static inline __attribute__((always_inline))
+#else
+#define BF_UNROLL
+#define BF_INLINE static inline
+#endif
+
+/* The bits of x rounded to bf16 in their upper half (to nearest, ties to even; a NaN stays a
+ * quiet NaN), as vcvtne2ps2bf16 rounds (which reads a subnormal as zero; vdpbf16ps reads
+ * subnormal operands as zero either way) and tests/runtime/test_gemm_bf16.c rounds its
+ * reference's operands: for the scalar ends of rows. */
+static inline uint32_t round_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return u | 0x00400000u;
+    return u + 0x7FFFu + ((u >> 16) & 1u);
+}
+
+/* The 32-bit word of a pair: lo's bf16 in the low half, hi's in the high half. */
+static inline uint32_t pair(float lo, float hi) { return (round_bits(lo) >> 16) | (round_bits(hi) & 0xFFFF0000u); }
+
+/* 16 words pair(lo[l], hi[l]): both rounded by one vcvtne2ps2bf16 (lo's in the low 16 halves,
+ * hi's in the high), then interleaved. */
+static inline __m512i vpair(__m512 lo, __m512 hi) {
+    static const short interleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                         8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    return _mm512_permutexvar_epi16(_mm512_loadu_si512(interleave), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+/* dst[q] = pair(src[2q], src[2q + 1]) for q < (kc + 1) / 2, src[kc] read as 0 when kc is odd:
+ * a row of an operand whose K axis is contiguous. 32 floats at a time give 16 words, their
+ * bf16 in order: one vcvtne2ps2bf16. */
+static void pack_kline(long kc, const float *restrict src, uint32_t *restrict dst) {
+    long q = 0;
+    for (; 2 * q + 32 <= kc; q += 16)
+        _mm512_storeu_si512(dst + q, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + 2 * q + 16),
+                                                                   _mm512_loadu_ps(src + 2 * q)));
+    for (; 2 * q < kc; ++q) dst[q] = pair(src[2 * q], 2 * q + 1 < kc ? src[2 * q + 1] : 0.f);
+}
+
+/* dst[q * ld + j] = pair(src[j * ls + 2q], src[j * ls + 2q + 1]) for j < n (at most 8) and
+ * q < (kc + 1) / 2 (kc at most KC): n rows of an operand whose K axis is contiguous, each made
+ * into words along K first, then 8 rows at a time transposed by 8 x 8 blocks of words. */
+static void pack_krows(long n, long kc, const float *restrict src, long ls, uint32_t *restrict dst, long ld) {
+    uint32_t rows[8 * (BF_KC / 2)];
+    const long kc2 = (kc + 1) / 2;
+    for (long j = 0; j < n; ++j) pack_kline(kc, src + j * ls, rows + j * kc2);
+    long q = 0;
+    if (n == 8)
+        for (; q + 8 <= kc2; q += 8) cannl__transpose8_f32((const float *)(rows + q), kc2, (float *)(dst + q * ld), ld);
+    for (; q < kc2; ++q)
+        for (long j = 0; j < n; ++j) dst[q * ld + j] = rows[j * kc2 + q];
+}
+
+/* The lanes below n (0 to 16). */
+static inline __mmask16 lanes(long n) {
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+/* A[0:mc, 0:kc] as row slivers of at most MR rows, each (kc + 1) / 2 rows of its height in words. */
+static void pack_a(long mc, long kc, const float *restrict A, long a_m, long a_k, uint32_t *restrict pa) {
+    const long kc2 = (kc + 1) / 2;
+    long i0 = 0;
+    if (a_m == 1 && BF_MR == 8) /* two whole slivers at a time: a vector of 16 words, 8 for each */
+        for (; i0 + 16 <= mc; i0 += 16, pa += kc2 * 16)
+            for (long q = 0; q < kc2; ++q) {
+                const float *r0 = A + i0 + 2 * q * a_k;
+                const __m512 hi = 2 * q + 1 < kc ? _mm512_loadu_ps(r0 + a_k) : _mm512_setzero_ps();
+                const __m512i w = vpair(_mm512_loadu_ps(r0), hi);
+                _mm256_storeu_si256((__m256i *)(pa + q * 8), _mm512_castsi512_si256(w));
+                _mm256_storeu_si256((__m256i *)(pa + kc2 * 8 + q * 8), _mm512_extracti64x4_epi64(w, 1));
+            }
+    for (; i0 < mc; i0 += BF_MR, pa += kc2 * BF_MR) {
+        const long mr = mc - i0 < BF_MR ? mc - i0 : BF_MR;
+        if (a_m == 1) { /* A's rows contiguous: two rows of A^T make a row of words */
+            const __mmask16 m = lanes(mr);
+            for (long q = 0; q < kc2; ++q) {
+                const float *r0 = A + i0 + 2 * q * a_k;
+                const __m512 lo = _mm512_maskz_loadu_ps(m, r0);
+                const __m512 hi = 2 * q + 1 < kc ? _mm512_maskz_loadu_ps(m, r0 + a_k) : _mm512_setzero_ps();
+                _mm512_mask_storeu_epi32(pa + q * mr, m, vpair(lo, hi));
+            }
+        } else if (a_k == 1) {
+            for (long i = 0; i < mr; i += 8)
+                pack_krows(mr - i < 8 ? mr - i : 8, kc, A + (i0 + i) * a_m, a_m, pa + i, mr);
+        } else {
+            for (long q = 0; q < kc2; ++q)
+                for (long i = 0; i < mr; ++i) {
+                    const float *a = A + (i0 + i) * a_m + 2 * q * a_k;
+                    pa[q * mr + i] = pair(a[0], 2 * q + 1 < kc ? a[a_k] : 0.f);
+                }
+        }
+    }
+}
+
+/* B[0:kc, 0:nc] as slivers of NR columns, each (kc + 1) / 2 rows of NR words, zero-padded. */
+static void pack_b(long kc, long nc, const float *restrict B, long b_k, long b_n, uint32_t *restrict pb) {
+    const long kc2 = (kc + 1) / 2;
+    for (long j0 = 0; j0 < nc; j0 += BF_NR, pb += kc2 * BF_NR) {
+        const long nr = nc - j0 < BF_NR ? nc - j0 : BF_NR;
+        if (b_n == 1) {
+            for (long q = 0; q < kc2; ++q) {
+                const float *r0 = B + 2 * q * b_k + j0;
+                BF_UNROLL for (int v = 0; v < BF_NV; ++v) {
+                    const __mmask16 m = lanes(nr - 16 * v);
+                    const __m512 lo = _mm512_maskz_loadu_ps(m, r0 + 16 * v);
+                    const __m512 hi =
+                        2 * q + 1 < kc ? _mm512_maskz_loadu_ps(m, r0 + b_k + 16 * v) : _mm512_setzero_ps();
+                    _mm512_storeu_si512(pb + q * BF_NR + 16 * v, vpair(lo, hi));
+                }
+            }
+            continue;
+        }
+        if (nr < BF_NR)
+            for (long t = 0; t < kc2 * BF_NR; ++t) pb[t] = 0;
+        if (b_k == 1) {
+            for (long j = 0; j < nr; j += 8)
+                pack_krows(nr - j < 8 ? nr - j : 8, kc, B + (j0 + j) * b_n, b_n, pb + j, BF_NR);
+        } else {
+            for (long q = 0; q < kc2; ++q)
+                for (long j = 0; j < nr; ++j) {
+                    const float *b = B + 2 * q * b_k + (j0 + j) * b_n;
+                    pb[q * BF_NR + j] = pair(b[0], 2 * q + 1 < kc ? b[b_k] : 0.f);
+                }
+        }
+    }
+}
+
+/* C[0:R, 0:nr] (=|+=) alpha * an a-sliver (kc2 x R words) * a b-sliver (kc2 x NR words). */
+BF_INLINE void tile(const int R, long kc2, const uint32_t *restrict a, const uint32_t *restrict b, float alpha,
+                    float *restrict c, long c_m, long c_n, long nr, int overwrite) {
+    __m512 acc[BF_MR][BF_NV];
+    BF_UNROLL for (int i = 0; i < R; ++i) BF_UNROLL for (int v = 0; v < BF_NV; ++v) acc[i][v] = _mm512_setzero_ps();
+    for (long q = 0; q < kc2; ++q) {
+        __m512bh bv[BF_NV];
+        BF_UNROLL for (int v = 0; v < BF_NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + q * BF_NR + 16 * v);
+        BF_UNROLL for (int i = 0; i < R; ++i) {
+            const __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[q * R + i]);
+            BF_UNROLL for (int v = 0; v < BF_NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
+        }
+    }
+    if (alpha != 1) {
+        const __m512 va = _mm512_set1_ps(alpha);
+        BF_UNROLL for (int i = 0; i < R; ++i) BF_UNROLL for (int v = 0; v < BF_NV; ++v) acc[i][v] =
+            _mm512_mul_ps(va, acc[i][v]);
+    }
+    if (nr == BF_NR && c_n == 1) { /* whole rows: vector stores */
+        BF_UNROLL for (int i = 0; i < R; ++i) BF_UNROLL for (int v = 0; v < BF_NV; ++v) {
+            float *cv = c + i * c_m + 16 * v;
+            _mm512_storeu_ps(cv, overwrite ? acc[i][v] : _mm512_add_ps(_mm512_loadu_ps(cv), acc[i][v]));
+        }
+        return;
+    }
+    float t[BF_MR * BF_NR];
+    BF_UNROLL for (int i = 0; i < R; ++i) BF_UNROLL for (int v = 0; v < BF_NV; ++v)
+        _mm512_storeu_ps(t + i * BF_NR + 16 * v, acc[i][v]);
+    for (int i = 0; i < R; ++i)
+        for (long j = 0; j < nr; ++j) {
+            float *cij = c + i * c_m + j * c_n;
+            *cij = overwrite ? t[i * BF_NR + j] : *cij + t[i * BF_NR + j];
+        }
+}
+
+/* The tile of mr rows (1 to MR), each with constant loop bounds. */
+static void micro(long mr, long kc2, const uint32_t *a, const uint32_t *b, float alpha, float *c, long c_m, long c_n,
+                  long nr, int overwrite) {
+    switch (mr) {
+#define BF_CASE(r) \
+    case r: tile(r < BF_MR ? r : BF_MR, kc2, a, b, alpha, c, c_m, c_n, nr, overwrite); break;
+        BF_CASE(1) BF_CASE(2) BF_CASE(3) BF_CASE(4) BF_CASE(5) BF_CASE(6) BF_CASE(7) BF_CASE(8) BF_CASE(9)
+        BF_CASE(10) BF_CASE(11)
+#undef BF_CASE
+        default: tile(BF_MR, kc2, a, b, alpha, c, c_m, c_n, nr, overwrite); break;
+    }
+}
+
+static void run(long M, long N, long K, double alpha_d, const void *A_, long a_m, long a_k, const void *B_, long b_k,
+                long b_n, void *C_, long c_m, long c_n, int overwrite, void *slot) {
+    const float *A = (const float *)A_, *B = (const float *)B_;
+    float *C = (float *)C_;
+    const float alpha = (float)alpha_d;
+    uint32_t *pa = (uint32_t *)slot, *pb = pa + (long)BF_MC * (BF_KC / 2);
+    if (K == 0) {
+        if (overwrite)
+            for (long i = 0; i < M; ++i)
+                for (long j = 0; j < N; ++j) C[i * c_m + j * c_n] = 0;
+        return;
+    }
+    const long kblocks = (K + BF_KC - 1) / BF_KC;
+    const long kb = ((K + kblocks - 1) / kblocks + 1) / 2 * 2; /* even: only the last block pads a zero */
+    for (long j0 = 0; j0 < N; j0 += BF_NC) {
+        const long nc = N - j0 < BF_NC ? N - j0 : BF_NC;
+        for (long p0 = 0; p0 < K; p0 += kb) {
+            const long kc = K - p0 < kb ? K - p0 : kb, kc2 = (kc + 1) / 2;
+            pack_b(kc, nc, B + p0 * b_k + j0 * b_n, b_k, b_n, pb);
+            for (long i0 = 0; i0 < M; i0 += BF_MC) {
+                const long mc = M - i0 < BF_MC ? M - i0 : BF_MC;
+                pack_a(mc, kc, A + i0 * a_m + p0 * a_k, a_m, a_k, pa);
+                for (long jr = 0; jr < nc; jr += BF_NR)
+                    for (long ir = 0; ir < mc; ir += BF_MR) {
+                        const long mr = mc - ir < BF_MR ? mc - ir : BF_MR;
+                        micro(mr, kc2, pa + ir * kc2, pb + jr * kc2, alpha, C + (i0 + ir) * c_m + (j0 + jr) * c_n, c_m,
+                              c_n, nc - jr < BF_NR ? nc - jr : BF_NR, overwrite && p0 == 0);
+                    }
+            }
+        }
+    }
+}
+
+/* The workspace a thread needs: a packed block of A and a packed panel of B, in words. */
+const long cannl__gemm_bf16_slot_words = (long)BF_MC * (BF_KC / 2) + (long)BF_KC / 2 * BF_NC;
+
+/* No dot-product form: gemm.c hands cannl_sgemm_dot's products to run. */
+const cannl__gemm_kernel cannl__gemm_avx512bf16_f32 = {BF_MR, BF_NR, BF_KC, BF_MC, BF_NC, run, NULL};
