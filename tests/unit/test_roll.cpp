@@ -555,3 +555,41 @@ TEST_CASE("the unroll bridge leaves no stack of saved activations and no scratch
     }
   }
 }
+
+TEST_CASE("a block nothing differentiates still gets a training body for the passes", "[roll][passes]") {
+  const std::string frozen = R"(model frozen_stack
+dim d = 8
+dim layers = 3
+input x0 : [d]
+input y : [d]
+param w0 : [d -> d] = normal(0, 0.1)
+x = x0
+repeat layers carry x
+  param w : [d -> d] = normal(0, 0.1) frozen
+  param b : [d] = zeros frozen
+  x = x + relu(w * x + b)
+end
+h = w0 * x
+loss = mean((h - y) ** 2)
+output h
+minimize loss with adamw(lr = 0.01)
+)";
+  for (int level : {0, 2}) {
+    INFO("-O" << level);
+    const ir::Program p = compiled_until(frozen, "plan_blocks", level);
+    REQUIRE(p.blocks.size() == 1);
+    const ir::Routine& train = p.blocks[0].train;
+    CHECK(!train.stmts.empty());
+    CHECK(ir::barrier_at(train) == train.stmts.size());  // the forward half only, no barrier
+    CHECK(p.blocks[0].saved.empty());
+    int forward = 0, backward = 0;
+    for (const ir::Stmt& s : p.routine(ir::RoutineKind::TrainStep)->stmts) {
+      forward += s.call && s.call->kind == ir::Call::Kind::BlockForward;
+      backward += s.call && s.call->kind == ir::Call::Kind::BlockBackward;
+    }
+    CHECK(forward == 1);
+    CHECK(backward == 0);
+    // Through the bridge: the whole pipeline, every nest loop-ordered as any.
+    CHECK(test::program(frozen, 4, level).blocks.empty());
+  }
+}
