@@ -41,8 +41,11 @@ public:
     ir::Block& bl = block();
     bool any = false;
     for (const auto& [in, out] : bl.carried) any = any || o_.grads.count(bind_.at(out).last) > 0;
-    if (!any) return {};
     if (!bl.train.stmts.empty()) CANNL_BUG("block " + bl.name + " is called twice in train_step");
+    if (!any) {  // no gradient flows through the block: a training body of its forward half only
+      forward_only();
+      return {};
+    }
     body_needs();
     // The gradients arriving for the values carried out (the loss depends on the last one).
     for (const auto& [in, out] : bl.carried)
@@ -104,6 +107,21 @@ private:
 
   ir::Block& block() { return p_.blocks[static_cast<size_t>(k_)]; }
   const ir::Buffer& buf(int b) const { return p_.buffers[static_cast<size_t>(b)]; }
+
+  // The training body of a block nothing differentiates (its params frozen, nothing before it
+  // trained): its nests, no barrier and no backward half (the forward call runs them all), so
+  // that the passes run over what its forward call runs.
+  void forward_only() {
+    ir::Routine& train = block().train;
+    train.io.batch = true;
+    train.stmts = block().forward;
+    std::set<int> written;
+    for (const ir::Stmt& s : train.stmts)
+      for (int w : ir::written_buffers(s)) written.insert(w);
+    train.io.kept.clear();
+    for (int f : block().formals)
+      if (written.count(f)) train.io.kept.push_back(f);
+  }
 
   // A body buffer of the block's, named after the body buffer its name starts with (`att_grad`
   // after `att`): its instances are named as that one's (`att_3_grad`, Block::name_at), as

@@ -81,6 +81,27 @@ int stacked_state(ir::Program& p, int stack, const std::vector<int>& views, cons
   return si;
 }
 
+// Buffer b's elements at `index` (one affine per dim of b). When b is an instance's view (a
+// stacked param's, gradient's or state's, ir.h Buffer::view_of), the stacked buffer's, its
+// leading dims at the view's constant slice: the optimiser's nests come after the block calls,
+// which use the stacked buffers, and a routine may not use a view after its stacked buffer
+// (the passes compare buffers, not bytes). The same elements, the same values.
+ir::Access slice_of(const ir::Program& p, int b, std::vector<ir::Affine> index) {
+  const ir::Buffer& v = p.buffers[static_cast<size_t>(b)];
+  if (v.view_of < 0) return {b, std::move(index)};
+  const std::vector<ir::Dim>& sd = p.buffers[static_cast<size_t>(v.view_of)].dims;
+  const long n = v.elements();
+  if (n <= 0 || v.view_offset % n != 0 || sd.size() <= v.dims.size() ||
+      !std::equal(v.dims.begin(), v.dims.end(), sd.end() - static_cast<long>(v.dims.size())))
+    CANNL_BUG(fmt::format("the view {} is not a slice of its stacked buffer", v.name));
+  long q = v.view_offset / n;
+  for (size_t d = sd.size() - v.dims.size(); d-- > 0;) {
+    index.insert(index.begin(), ir::Affine::constant(q % sd[d].size));
+    q /= sd[d].size;
+  }
+  return {v.view_of, std::move(index)};
+}
+
 // The params whose updates are one nest: a stacked param whose instances all have gradients
 // (autodiff's stack_gradients), listed consecutively in Program::params in instance order.
 // Returns the instances' views (p.params[k] the first) or {} for a param of its own.
@@ -197,10 +218,10 @@ void muon_nests(ir::Program& p, std::vector<ir::Stmt>& out, int param, int grad,
     const long stride = f.terms.empty() ? 1 : f.terms.back().coef * dims[d + 1].size;
     f.terms.push_back({static_cast<int>(d), stride});
   }
-  const ir::Access P_at = shape.only().out;
-  ir::Access B_at = P_at, X_at{x0, transposed ? std::vector<ir::Affine>{col, row} : std::vector<ir::Affine>{row, col}};
-  B_at.buf = buf;
-  ExprP g = ir::load_all(shape, grad);
+  const std::vector<ir::Affine>& idx = shape.only().out.index;
+  const ir::Access P_at = slice_of(p, param, idx), B_at = slice_of(p, buf, idx);
+  ir::Access X_at{x0, transposed ? std::vector<ir::Affine>{col, row} : std::vector<ir::Affine>{row, col}};
+  ExprP g = ir::load(slice_of(p, grad, idx));
   if (clip) g = mul(g, clip);
   auto at = [&](ir::Access to, ExprP body) {
     ir::Stmt s = shape;
@@ -299,8 +320,8 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
     zero.what = what + ": the squared norm";
     zero.update_of = ir::kUpdateNorm;
     out.push_back(zero);
-    // Muon reads each instance's gradient through its view (one matrix each), so its params' norms
-    // are summed view by view too: a view may not be read after a nest over its stacked buffer.
+    // Muon updates each instance's matrix apart, so its params' norms are summed instance by
+    // instance too (each instance's slice of the stacked gradient: slice_of).
     auto muon = [&](int param) {
       for (const ir::OptimizerGroup& grp : opt.groups)
         if (grp.params.count(param)) return grp.name == "muon";
@@ -315,7 +336,7 @@ std::vector<ir::Stmt> update_nests(ir::Program& p, ir::Routine& train_step, cons
           k += run.size() - 1;
         }
       ir::Stmt s = ir::elementwise(p, g, zero.what);
-      ExprP gv = ir::load_all(s, g);
+      ExprP gv = ir::load(slice_of(p, g, s.only().out.index));
       s.only() = {{norm, {}}, ir::Accum::Add, mul(gv, gv)};
       s.line = line;
       s.update_of = ir::kUpdateNorm;

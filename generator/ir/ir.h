@@ -285,8 +285,7 @@ struct Call {
   // the outer buffers the instances read and write (what call_reads and call_writes return:
   // the bindings are per-instance pointer arithmetic, so the lists are kept, not derived).
   // The body's scratch (its locals at the body's memory plan: Block's Routine::offsets),
-  // an outer buffer among reads and writes (-1: none; for the planning of bodies, issue 34's
-  // next step: nothing sets it yet).
+  // an outer buffer among its writes (-1: none), set by passes/plan_blocks.cpp.
   int block = -1;
   long count = 0;
   std::vector<Binding> binds = {};
@@ -510,7 +509,8 @@ struct Block {
   // value carried out (instance l > 0 reads what instance l - 1 defined).
   std::vector<std::pair<int, int>> carried;
   std::vector<Stmt> forward;  // the body's nests as lowering made them (of every routine)
-  // The bodies, routines of kinds BlockTrain (autodiff makes it), BlockInfer and BlockInit
+  // The bodies, routines of kinds BlockTrain (autodiff makes it; only the forward nests, no
+  // barrier, when nothing differentiates the block), BlockInfer and BlockInit
   // (routine assembly), empty when none; BlockNorm and BlockDecode are for the optimiser and
   // the decode pass, which do not make them yet. The passes run over each once (ir.h
   // all_routines). Their interface's `kept` lists the formals they write.
@@ -518,7 +518,7 @@ struct Block {
           norm = {RoutineKind::BlockNorm}, decode = {RoutineKind::BlockDecode};
   // The training body's locals used on both sides of its barrier (the saved activations),
   // which its calls bind to a stack of one slot per instance; in the other bodies they are
-  // locals as any (for the planning of bodies, issue 34's next step: nothing sets it yet).
+  // locals as any. Set by passes/plan_blocks.cpp.
   std::vector<int> saved;
   // Naming instance l's copies (ir/unroll_blocks.h): a local's (or carried-out formal's) name
   // with "_<l>" inserted at name_at (-1: appended), its spec shape with ".<l>" at the same
@@ -554,7 +554,7 @@ struct Program {
   std::string schedule;      // the lr schedule as written, "cosine(steps = 4690)"; "" for none
   Layout layout;             // set by passes/plan_layout.cpp
   // Rolled repeat blocks (lower/roll.h), with their bodies; the unroll bridge
-  // (ir/unroll_blocks.h) empties it right after lowering where a target does not run bodies.
+  // (ir/unroll_blocks.h) empties it after the passes up to plan_blocks (driver/compile.cpp).
   std::vector<Block> blocks;
   int find(const std::string& name) const;  // buffer index or -1
   // `base`, or base2, base3 ...: a name no buffer of the program (block -1) or of block `block`'s

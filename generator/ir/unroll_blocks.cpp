@@ -199,7 +199,12 @@ void unroll_routines(Program& p) {
         nests.assign(body.stmts.begin() + static_cast<long>(lo), body.stmts.begin() + static_cast<long>(hi));
       }
       std::map<int, const Binding*> bind;
-      for (const Binding& bd : c.binds) bind[bd.formal] = &bd;
+      for (const Binding& bd : c.binds) {
+        bind[bd.formal] = &bd;
+        // A saved activation's stack (passes/plan_blocks.cpp): each instance's own buffer instead.
+        if (!p.buffers[static_cast<size_t>(bd.formal)].formal && bd.buf >= 0) slots.insert(bd.buf);
+      }
+      if (c.scratch >= 0) slots.insert(c.scratch);  // the body's locals: each instance's own buffers
       for (long k = 0; k < c.count; ++k) {
         const long l = c.kind == Call::Kind::BlockBackward ? c.count - 1 - k : k;
         std::map<int, int> act;

@@ -23,8 +23,10 @@
 // assembly's stack and pairs, autodiff's pairs of gradients), a buffer of the producing
 // instance's own (named as lowering names it: x_3); every local a buffer of the instance's
 // own, the same in every routine (an instance's forward values are one buffer in train_step
-// and forward, as without rolling). Then the blocks, their body buffers and the buffers of
-// carried values are dropped (ir/remap.h). Guarantees: every routine's nests are those of the
+// and forward, as without rolling; a saved activation, which the training body's calls bind
+// to a slot of a stack, too: passes/plan_blocks.cpp). Then the blocks, their body buffers, the
+// buffers of carried values, the stacks of saved activations and the calls' scratch buffers
+// are dropped (ir/remap.h). Guarantees: every routine's nests are those of the
 // program autodiff makes without rolling, up to buffer names and the place of zero fills
 // (each instance's gradients zeroed at the start of its backward: the same values), its
 // params and param gradients stacked.

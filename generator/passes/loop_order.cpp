@@ -87,12 +87,21 @@ void order_nest(const ir::Program& p, ir::Stmt& s) {
   // Outermost: a loop that alone indexes a written axis (of the first assignment), the batch
   // loop first.
   const ir::Access& out = s.assigns[0].out;
+  // A nest over a stacked buffer's instances (an optimiser update over [l, ...]): the instance
+  // loop outermost, run in order, the parallel loop inside it (a few instances would leave
+  // threads idle; an instance's elements are plenty).
+  int inst = -1;
+  if (!s.sequential && p.buffers[static_cast<size_t>(out.buf)].stack > 0 && !out.index.empty() &&
+      out.index[0].is_single_iter() && n > 1)
+    inst = out.index[0].terms[0].iter;
   int outer = -1;
   if (!s.sequential) {
     for (int i = 0; i < n && outer < 0; ++i)
-      if (s.iters[static_cast<size_t>(i)].batch && writes_alone(out, i)) outer = i;
+      if (i != inst && s.iters[static_cast<size_t>(i)].batch && writes_alone(out, i)) outer = i;
     for (const Affine& a : out.index)
-      if (outer < 0 && a.terms.size() == 1 && s.iters[static_cast<size_t>(a.terms[0].iter)].size > 1) outer = a.terms[0].iter;
+      if (outer < 0 && a.terms.size() == 1 && a.terms[0].iter != inst &&
+          s.iters[static_cast<size_t>(a.terms[0].iter)].size > 1)
+        outer = a.terms[0].iter;
   }
   // Innermost: the most unit-stride accesses. In a sum (`+=`, `max=`, `min=` over a loop the written cell
   // does not name) the write does not count double: its cells stay put while the reads
@@ -162,6 +171,10 @@ void order_nest(const ir::Program& p, ir::Stmt& s) {
   if (s.sequential) {  // keep the written order: the random stream fills in storage order
     order.clear();
     for (int i = 0; i < n; ++i) order.push_back(i);
+  }
+  if (inst >= 0) {
+    order.erase(std::find(order.begin(), order.end(), inst));
+    order.insert(order.begin(), inst);
   }
 
   std::vector<int> new_pos(static_cast<size_t>(n));

@@ -5,8 +5,10 @@
 // not disabled run once each, in the order of pass_list(); every routine computes what it
 // computed before (same values up to float rounding: reassociated constants, sums in another
 // order), the buffers each routine hands out or keeps (ir.h live_out) included.
-//   -O0  loop_order, decode, mark_contractions, plan_layout;  -O1  also simplify, fold_fills, dce,
-//   plan_memory;  -O2  all of them.
+//   -O0  loop_order, plan_blocks, decode, mark_contractions, plan_layout;  -O1  also simplify,
+//   fold_fills, dce, plan_memory;  -O2  all of them.
+// The passes run over every routine, each block's bodies included (ir.h all_routines), each
+// body once for all its instances.
 #pragma once
 
 #include <functional>
@@ -54,7 +56,13 @@ void fuse(ir::Program& p, const PassOptions& o);
 void hoist_divisions(ir::Program& p, const PassOptions& o);
 void dce(ir::Program& p, const PassOptions& o);
 void make_decode(ir::Program& p, const PassOptions& o);
+void plan_blocks(ir::Program& p, const PassOptions& o);
 void plan_memory(ir::Program& p, const PassOptions& o);
+// plan_memory's plan of one routine: the buffers `planned` accepts, each at an offset of the
+// routine's arena (Routine::offsets, arena_bytes); sharing bytes where lifetimes allow when
+// `share`, else each its own (in order of first use).
+void plan_routine(const ir::Program& p, ir::Routine& r, const PassOptions& o, const std::function<bool(int)>& planned,
+                  bool share);
 void mark_contractions(ir::Program& p, const PassOptions& o);
 void plan_layout(ir::Program& p, const PassOptions& o);
 

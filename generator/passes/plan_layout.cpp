@@ -27,7 +27,9 @@
 //              them: they outlive its calls), then their work region.
 // Every offset and size is a multiple of the alignment; an arena is at least one alignment
 // unit. Inputs are never in an arena (the caller's arrays). In train_grads, each param
-// gradient is listed on the nest after which no nest writes it (Stmt::grads_final).
+// gradient is listed on the nest after which no nest writes it (Stmt::grads_final; a rolled
+// block's instances' on its backward call, which hands each instance's over as it finishes).
+// Block bodies' locals live in their calls' scratch buffers (passes/plan_blocks.cpp).
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -44,6 +46,8 @@ std::set<int> used_by(const ir::Routine& r) {
   std::set<int> bufs;
   for (const ir::Stmt& s : r.stmts) {
     for (int w : ir::written_buffers(s)) bufs.insert(w);
+    if (s.call)
+      for (int b : ir::call_reads(*s.call)) bufs.insert(b);
     std::vector<const ir::Expr*> loads;
     ir::collect_loads(s, loads);
     for (const ir::Expr* l : loads) bufs.insert(l->access.buf);
@@ -167,7 +171,9 @@ void plan_layout(ir::Program& p, const PassOptions& o) {
       for (size_t i = r->stmts.size(); i-- > 0;) {
         const ir::Stmt& s = r->stmts[i];
         std::vector<int> w = s.call ? ir::call_writes(*s.call) : ir::written_buffers(s);
-        if (std::find(w.begin(), w.end(), g) == w.end()) continue;
+        // (a view's storage: a block's backward call writes a stacked gradient's instances)
+        if (std::find(w.begin(), w.end(), g) == w.end() && std::find(w.begin(), w.end(), ir::storage(p, g)) == w.end())
+          continue;
         r->stmts[i].grads_final.push_back(g);
         break;
       }

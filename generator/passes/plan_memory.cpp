@@ -15,8 +15,10 @@
 // orders (by first use, by size; by first use alone past 512 buffers). Each routine has its
 // own arena: what one routine leaves in its buffers no other routine touches. The params'
 // gradients are not planned: they live in the layout's grad block (plan_layout.cpp), which
-// train_grads fills and train_update reads.
+// train_grads fills and train_update reads. Block bodies are planned by plan_blocks
+// (passes/plan_blocks.cpp, with plan_routine below); what their calls use here are outer buffers.
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "passes/pipeline.h"
@@ -142,50 +144,66 @@ long place(std::vector<Life>& lives, const std::vector<int>& order, bool by_firs
 
 }  // namespace
 
+void plan_routine(const ir::Program& p, ir::Routine& r, const PassOptions& o, const std::function<bool(int)>& planned,
+                  bool share) {
+  r.offsets.assign(p.buffers.size(), -1);
+  r.arena_bytes = 0;
+  const long n = static_cast<long>(r.stmts.size());
+  std::vector<Life> lives;
+  std::vector<int> at(p.buffers.size(), -1);
+  auto touch = [&](int b, long k, bool read_first) {
+    if (!planned(b)) return;
+    if (at[static_cast<size_t>(b)] < 0) {
+      at[static_cast<size_t>(b)] = static_cast<int>(lives.size());
+      lives.push_back({b, p.buffers[static_cast<size_t>(b)].elements() * o.elem_bytes, read_first ? -1 : k, k});
+    }
+    lives[static_cast<size_t>(at[static_cast<size_t>(b)])].last = k;
+  };
+  for (long k = 0; k < n; ++k) {
+    const ir::Stmt& s = r.stmts[static_cast<size_t>(k)];
+    std::set<int> rs = passes::reads(s);
+    for (int b : rs) touch(b, k, true);
+    for (int b : passes::writes(s)) touch(b, k, false);
+  }
+  for (int b : ir::live_out(p, r))
+    if (at[static_cast<size_t>(b)] >= 0) lives[static_cast<size_t>(at[static_cast<size_t>(b)])].last = n;
+  if (lives.empty()) return;
+  if (!share) {  // each buffer its own bytes, in order of first use
+    long top = 0;
+    for (Life& l : lives) {
+      l.offset = top;
+      top += align_up(l.bytes, o.align);
+    }
+    for (const Life& l : lives) r.offsets[static_cast<size_t>(l.buf)] = l.offset;
+    r.arena_bytes = top;
+    return;
+  }
+  std::vector<int> by_first(lives.size()), by_size(lives.size());
+  for (size_t i = 0; i < lives.size(); ++i) by_first[i] = by_size[i] = static_cast<int>(i);
+  std::stable_sort(by_size.begin(), by_size.end(),
+                   [&](int a, int b) { return lives[static_cast<size_t>(a)].bytes > lives[static_cast<size_t>(b)].bytes; });
+  long best = place(lives, by_first, true, p, r, o.align);
+  if (lives.size() <= kBothOrders) {
+    std::vector<long> offsets;
+    for (const Life& l : lives) offsets.push_back(l.offset);
+    long other = place(lives, by_size, false, p, r, o.align);
+    if (best <= other)
+      for (size_t i = 0; i < lives.size(); ++i) lives[i].offset = offsets[i];
+    else
+      best = other;
+  }
+  for (const Life& l : lives) r.offsets[static_cast<size_t>(l.buf)] = l.offset;
+  r.arena_bytes = best;
+}
+
 void plan_memory(ir::Program& p, const PassOptions& o) {
   std::set<int> param_grads;
   for (int b : p.params)
     if (p.grad(b) >= 0) param_grads.insert(p.grad(b));
-  for (ir::Routine& r : p.routines) {
-    r.offsets.assign(p.buffers.size(), -1);
-    r.arena_bytes = 0;
-    const long n = static_cast<long>(r.stmts.size());
-    std::vector<Life> lives;
-    std::vector<int> at(p.buffers.size(), -1);
-    auto touch = [&](int b, long k, bool read_first) {
-      if (!passes::in_arena(p.buffers[static_cast<size_t>(b)]) || param_grads.count(b)) return;
-      if (at[static_cast<size_t>(b)] < 0) {
-        at[static_cast<size_t>(b)] = static_cast<int>(lives.size());
-        lives.push_back({b, p.buffers[static_cast<size_t>(b)].elements() * o.elem_bytes, read_first ? -1 : k, k});
-      }
-      lives[static_cast<size_t>(at[static_cast<size_t>(b)])].last = k;
-    };
-    for (long k = 0; k < n; ++k) {
-      const ir::Stmt& s = r.stmts[static_cast<size_t>(k)];
-      std::set<int> rs = passes::reads(s);
-      for (int b : rs) touch(b, k, true);
-      for (int b : passes::writes(s)) touch(b, k, false);
-    }
-    for (int b : ir::live_out(p, r))
-      if (at[static_cast<size_t>(b)] >= 0) lives[static_cast<size_t>(at[static_cast<size_t>(b)])].last = n;
-    if (lives.empty()) continue;
-    std::vector<int> by_first(lives.size()), by_size(lives.size());
-    for (size_t i = 0; i < lives.size(); ++i) by_first[i] = by_size[i] = static_cast<int>(i);
-    std::stable_sort(by_size.begin(), by_size.end(),
-                     [&](int a, int b) { return lives[static_cast<size_t>(a)].bytes > lives[static_cast<size_t>(b)].bytes; });
-    long best = place(lives, by_first, true, p, r, o.align);
-    if (lives.size() <= kBothOrders) {
-      std::vector<long> offsets;
-      for (const Life& l : lives) offsets.push_back(l.offset);
-      long other = place(lives, by_size, false, p, r, o.align);
-      if (best <= other)
-        for (size_t i = 0; i < lives.size(); ++i) lives[i].offset = offsets[i];
-      else
-        best = other;
-    }
-    for (const Life& l : lives) r.offsets[static_cast<size_t>(l.buf)] = l.offset;
-    r.arena_bytes = best;
-  }
+  for (ir::Routine& r : p.routines)
+    plan_routine(
+        p, r, o, [&](int b) { return passes::in_arena(p.buffers[static_cast<size_t>(b)]) && !param_grads.count(b); },
+        true);
 }
 
 }  // namespace cannl

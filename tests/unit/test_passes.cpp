@@ -82,7 +82,8 @@ TEST_CASE("pass list and levels", "[passes]") {
   std::vector<std::string> names;
   for (const auto& p : pass_list()) names.push_back(p.name);
   CHECK(names == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "reuse_values", "inline_virtual",
-                                          "order_sums", "fuse", "hoist_divisions", "dce", "decode", "plan_memory", "mark_contractions", "plan_layout"});
+                                          "order_sums", "fuse", "hoist_divisions", "dce", "plan_blocks", "decode", "plan_memory",
+                                          "mark_contractions", "plan_layout"});
   Frag f;
   int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input), y = f.buf("y", {{4, true}, {3, false}});
   f.loops({{"b", 4}, {"o", 3}});
@@ -92,14 +93,14 @@ TEST_CASE("pass list and levels", "[passes]") {
   PassOptions o;
   o.level = 0;
   run_passes(f.p, o, [&](const std::string& n, const ir::Program&) { ran.push_back(n); });
-  CHECK(ran == std::vector<std::string>{"loop_order", "decode", "mark_contractions", "plan_layout"});  // -O0
+  CHECK(ran == std::vector<std::string>{"loop_order", "plan_blocks", "decode", "mark_contractions", "plan_layout"});  // -O0
   CHECK(f.text() == before);
   ran.clear();
   o.level = 1;
   o.disabled = {"dce"};
   run_passes(f.p, o, [&](const std::string& n, const ir::Program&) { ran.push_back(n); });
-  CHECK(ran == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "hoist_divisions", "decode", "plan_memory",
-                                        "mark_contractions", "plan_layout"});
+  CHECK(ran == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "hoist_divisions", "plan_blocks", "decode",
+                                        "plan_memory", "mark_contractions", "plan_layout"});
 }
 
 TEST_CASE("simplify: division by a constant, constant factors, identities", "[passes]") {

@@ -4,9 +4,11 @@
 // renaming: the same nests, the same buffers); the verifier's checks of blocks and views.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "driver/frontend.h"
@@ -14,6 +16,7 @@
 #include "ir/verify.h"
 #include "lower/lower.h"
 #include "lower/roll.h"
+#include "passes/rewrite.h"
 #include "program.h"
 
 using namespace cannl;
@@ -412,5 +415,181 @@ TEST_CASE("the verifier checks blocks, bindings and views", "[roll][verify]") {
     REQUIRE(reader);
     step.stmts.push_back(*reader);  // again after the optimiser's update of w
     CHECK(has(ir::verify_problems(p), "after nest"));
+  }
+}
+
+namespace {
+
+// A spec compiled through pass `stop` at -O`level` (the blocks' bodies as the passes leave them,
+// before the unroll bridge), the IR verifier on.
+ir::Program compiled_until(const std::string& text, const std::string& stop, int level,
+                           const std::map<std::string, long>& dims = {}) {
+  CompileOptions o;
+  o.max_batch = 4;
+  o.opt_level = level;
+  o.emit = false;
+  o.stop_after = stop;
+  o.dims = dims;
+  o.verify_ir = true;
+  Compiled c;
+  std::ostringstream err;
+  const int rc = compile("t.cannl", text, o, c, err, false);
+  INFO(err.str());
+  REQUIRE(rc == 0);
+  return std::move(c.prog);
+}
+
+std::set<int> touched(const ir::Stmt& s) {
+  std::set<int> t = passes::reads(s);
+  for (int w : passes::writes(s)) t.insert(w);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("passes over block bodies: nothing crosses the barrier, saved = live across it", "[roll][passes]") {
+  struct Case {
+    std::string name, text;
+    std::map<std::string, long> dims;
+  };
+  const std::vector<Case> cases = {{"gc_gpt", source("tests/gradcheck/specs/gpt.cannl"), {}},
+                                   {"gpt_char", source("specs/gpt_char.cannl"), kCharDims},
+                                   {"residual_stack", kResidual, {}}};
+  for (const Case& c : cases)
+    for (int level : {0, 1, 2}) {
+      INFO(c.name << " -O" << level);
+      const ir::Program p = compiled_until(c.text, "plan_blocks", level, c.dims);
+      REQUIRE(p.blocks.size() == 1);
+      const ir::Block& bl = p.blocks[0];
+      const ir::Routine& train = bl.train;
+      const size_t bar = ir::barrier_at(train);
+      REQUIRE(bar < train.stmts.size());
+      const ir::Call& rest = *train.stmts[bar].call;
+      const std::vector<int> rw = ir::call_writes(rest), rr = ir::call_reads(rest);
+      const std::set<int> rest_writes(rw.begin(), rw.end()), rest_reads(rr.begin(), rr.end());
+      CHECK(!rest_writes.empty());  // the gradients arriving, the one carried in (dx_in)
+      std::set<int> before, after;
+      for (size_t i = 0; i < train.stmts.size(); ++i) {
+        if (i == bar) continue;
+        const ir::Stmt& s = train.stmts[i];
+        INFO("nest " << i << ": " << ir::print_stmt(s, p));
+        if (i < bar) {
+          // Nothing before the barrier reads or writes what the rest of the model writes: no
+          // gradient (no fill of dx_in either) hoisted above it.
+          for (int b : touched(s)) CHECK(!rest_writes.count(b));
+        } else {
+          // Nothing after it writes what the rest of the model reads (the values carried out).
+          for (int w : passes::writes(s)) CHECK(!rest_reads.count(w));
+        }
+        const std::set<int> t = touched(s);
+        (i < bar ? before : after).insert(t.begin(), t.end());
+      }
+      // The saved activations: the body's locals used on both sides, each bound to a stack
+      // [count, dims...] (slot l for instance l) that the forward call writes and the backward reads.
+      std::set<int> want;
+      for (int b : before)
+        if (after.count(b) && p.buffers[static_cast<size_t>(b)].block == 0 && !p.buffers[static_cast<size_t>(b)].formal)
+          want.insert(b);
+      CHECK(std::set<int>(bl.saved.begin(), bl.saved.end()) == want);
+      CHECK(!want.empty());
+      // Attention's backward reads its forward's output and log-sum-exp: both saved.
+      for (const ir::Stmt& s : train.stmts)
+        if (s.call && s.call->kind == ir::Call::Kind::AttentionForward) {
+          CHECK(want.count(s.call->o));
+          CHECK(want.count(s.call->lse));
+        }
+      const ir::Routine& step = *p.routine(ir::RoutineKind::TrainStep);
+      int calls = 0;
+      for (const ir::Stmt& s : step.stmts) {
+        if (!s.call || (s.call->kind != ir::Call::Kind::BlockForward && s.call->kind != ir::Call::Kind::BlockBackward))
+          continue;
+        ++calls;
+        const ir::Call& call = *s.call;
+        const bool fwd = call.kind == ir::Call::Kind::BlockForward;
+        for (int sv : bl.saved) {
+          const ir::Buffer& local = p.buffers[static_cast<size_t>(sv)];
+          const ir::Binding* bd = nullptr;
+          for (const ir::Binding& x : call.binds) bd = x.formal == sv ? &x : bd;
+          REQUIRE(bd);
+          const ir::Buffer& stack = p.buffers[static_cast<size_t>(bd->buf)];
+          CHECK(stack.block == -1);
+          REQUIRE(stack.dims.size() == local.dims.size() + 1);
+          CHECK(stack.dims[0] == ir::Dim{bl.count, false});
+          CHECK(std::vector<ir::Dim>(stack.dims.begin() + 1, stack.dims.end()) == local.dims);
+          CHECK(bd->stride == local.elements());
+          const std::vector<int>& list = fwd ? call.writes : call.reads;
+          CHECK(std::find(list.begin(), list.end(), bd->buf) != list.end());
+        }
+        // The body's other locals: planned once in the body's arena, a scratch buffer of the call's.
+        bool locals = false;
+        for (int b : fwd ? before : after)
+          locals = locals || (p.buffers[static_cast<size_t>(b)].block == 0 && !p.buffers[static_cast<size_t>(b)].formal &&
+                              !want.count(b));
+        CHECK((call.scratch >= 0) == locals);
+      }
+      CHECK(calls == 2);
+      for (int b : bl.locals) {
+        const bool used = before.count(b) || after.count(b);
+        if (!used) continue;
+        CHECK(train.planned(b) == !want.count(b));
+      }
+    }
+}
+
+TEST_CASE("the unroll bridge leaves no stack of saved activations and no scratch of a body", "[roll][passes]") {
+  for (int level : {0, 2}) {
+    INFO("-O" << level);
+    const ir::Program p = test::program(kResidual, 4, level);
+    CHECK(p.blocks.empty());
+    std::set<int> used;
+    for (const ir::Routine& r : p.routines)
+      for (const ir::Stmt& s : r.stmts) {
+        const std::set<int> t = touched(s);
+        used.insert(t.begin(), t.end());
+      }
+    for (size_t b = 0; b < p.buffers.size(); ++b) {
+      const ir::Buffer& x = p.buffers[b];
+      INFO(x.name);
+      CHECK(x.block == -1);
+      if (x.role == ir::Role::Computed || x.role == ir::Role::Temp) CHECK(used.count(static_cast<int>(b)));
+    }
+  }
+}
+
+TEST_CASE("a block nothing differentiates still gets a training body for the passes", "[roll][passes]") {
+  const std::string frozen = R"(model frozen_stack
+dim d = 8
+dim layers = 3
+input x0 : [d]
+input y : [d]
+param w0 : [d -> d] = normal(0, 0.1)
+x = x0
+repeat layers carry x
+  param w : [d -> d] = normal(0, 0.1) frozen
+  param b : [d] = zeros frozen
+  x = x + relu(w * x + b)
+end
+h = w0 * x
+loss = mean((h - y) ** 2)
+output h
+minimize loss with adamw(lr = 0.01)
+)";
+  for (int level : {0, 2}) {
+    INFO("-O" << level);
+    const ir::Program p = compiled_until(frozen, "plan_blocks", level);
+    REQUIRE(p.blocks.size() == 1);
+    const ir::Routine& train = p.blocks[0].train;
+    CHECK(!train.stmts.empty());
+    CHECK(ir::barrier_at(train) == train.stmts.size());  // the forward half only, no barrier
+    CHECK(p.blocks[0].saved.empty());
+    int forward = 0, backward = 0;
+    for (const ir::Stmt& s : p.routine(ir::RoutineKind::TrainStep)->stmts) {
+      forward += s.call && s.call->kind == ir::Call::Kind::BlockForward;
+      backward += s.call && s.call->kind == ir::Call::Kind::BlockBackward;
+    }
+    CHECK(forward == 1);
+    CHECK(backward == 0);
+    // Through the bridge: the whole pipeline, every nest loop-ordered as any.
+    CHECK(test::program(frozen, 4, level).blocks.empty());
   }
 }
