@@ -98,6 +98,9 @@
 /* C[0:mr, 0:nr] (=|+=) alpha * mr rows of A (an a-sliver: kc x mr, row-major; or, with
  * `strided`, A in place: A[i, p] at a[i * ars + p * aks]) * a b-sliver (kc x NR, rows ldb
  * apart), by the tile of mr rows: a half tile when nr <= NR / 2 (the same sums). */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((always_inline)) /* in run's loops, as before the half tiles: a short K's tiles are mostly call */
+#endif
 static inline void GK_FN(micro)(long kc, const GK_REAL *restrict a, int strided, long ars, long aks,
                                 const GK_REAL *restrict b, long ldb, GK_REAL alpha, GK_REAL *restrict c, long c_m,
                                 long c_n, long mr, long nr, int overwrite) {
