@@ -7,6 +7,8 @@
  *   GK_VL                        lanes of a vector (1: scalar C)
  *   GK_VEC, GK_VLOAD(p), GK_VSTORE(p, v), GK_VSET1(x), GK_VFMA(a, b, c) = a b + c,
  *   GK_VMUL(a, b), GK_VADD(a, b) the vector type and its operations (unaligned loads/stores)
+ *   GK_VSTREAM(p, v), GK_SFENCE()  optional: a 64-byte aligned store that bypasses the caches,
+ *                                and the fence that orders such stores before the product returns
  *   GK_MR, GK_NV                 the register tile: MR rows x NV vectors (NR = NV VL columns)
  *   GK_MR1                       optional: a block of at most MR1 rows is one sliver (MR1 > MR)
  *   GK_KC, GK_MC, GK_NC          the cache blocks (docs/gemm-tiles.md)
@@ -40,6 +42,7 @@
  * hands a thread: the K blocks in order, each summed by p (from the first product), then
  * added to C. */
 
+#include <stdint.h>
 #include <string.h>
 
 #ifndef GK_MR1
@@ -272,6 +275,17 @@ static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, l
     const int direct_a = N <= GK_DIRECT_A_COLS && !(a_m == 1 && a_k * (long)sizeof(GK_REAL) >= 1024);
     const int direct_b = b_n == 1 && (M <= 2 * GK_MR || K < GK_SHORT_K ||
                                       (direct_a && b_k * (long)sizeof(GK_REAL) < 1024));
+    /* A short K overwriting a C larger than the caches (an input gradient behind 16 channels,
+       50176 x 144 x 16: 29 MB of C for 231 MFLOP) is bound by C's stores: whole rows of tiles
+       then go to memory without reading C's lines first (GK_VSTREAM; C's rows and slivers
+       64-byte aligned). The same values. */
+#ifdef GK_VSTREAM
+    const int stream = overwrite && c_n == 1 && K < GK_SHORT_K && (double)M * (double)N * sizeof(GK_REAL) >= 8e6 &&
+                       (uintptr_t)C % 64 == 0 && c_m * (long)sizeof(GK_REAL) % 64 == 0 &&
+                       GK_NR * sizeof(GK_REAL) % 64 == 0 && GK_NC % GK_NR == 0;
+#else
+    const int stream = 0;
+#endif
     for (long j0 = 0; j0 < N; j0 += GK_NC) {
         const long nc = N - j0 < GK_NC ? N - j0 : GK_NC;
         /* Columns read in place: the whole slivers, and a last one of exactly NR / 2 columns,
@@ -347,11 +361,14 @@ static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, l
                         const GK_REAL *bs = jr < nfull ? Bp + jr : pb + (jr - nfull) * kc;
                         GK_FN(micro)(kc, direct_a ? Ap + ir * a_m : pa + ir * kc, direct_a, a_m, a_k, bs,
                                      jr < nfull ? b_k : GK_NR, alpha, C + (i0 + ir) * c_m + (j0 + jr) * c_n, c_m, c_n,
-                                     mr, nc - jr < GK_NR ? nc - jr : GK_NR, overwrite && p0 == 0);
+                                     mr, nc - jr < GK_NR ? nc - jr : GK_NR, overwrite && p0 == 0 ? 1 + stream : 0);
                     }
             }
         }
     }
+#ifdef GK_VSTREAM
+    if (stream) GK_SFENCE();
+#endif
 }
 
 #include "gemm_dot.h"
@@ -382,6 +399,8 @@ const cannl__gemm_kernel GK_NAME = {GK_MR, GK_NR, GK_KC, GK_MC, GK_NC, GK_FN(run
 #undef GK_VFMA
 #undef GK_VMUL
 #undef GK_VADD
+#undef GK_VSTREAM
+#undef GK_SFENCE
 #undef GK_MR
 #undef GK_MR1
 #undef GK_NV

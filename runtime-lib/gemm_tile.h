@@ -64,6 +64,12 @@ static inline void GK_TILE_NAME(GK_R)(long kc, const GK_REAL *restrict a, long a
             GK_REAL *ci = c + i * c_m;
             GK_UNROLL for (int v = 0; v < GK_TNV; ++v) {
                 GK_VEC x = acc[i][v];
+#ifdef GK_VSTREAM
+                if (overwrite == 2) { /* C to memory (run: `stream`) */
+                    GK_VSTREAM(ci + v * GK_VL, x);
+                    continue;
+                }
+#endif
                 if (!overwrite) x = GK_VADD(GK_VLOAD(ci + v * GK_VL), x);
                 GK_VSTORE(ci + v * GK_VL, x);
             }

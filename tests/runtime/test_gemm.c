@@ -2,7 +2,7 @@
  * instruction set this CPU has (CANNL_ISA lowers the choice), float and double, shapes at and
  * around the tile and block sizes, transposed and strided operands, alpha, = and +=; the same
  * bits for 1, 2 and 3 threads (a context made for one), and for a row or a band of columns
- * computed alone as among others; the dot-product variant's exact order of sums; CANNL_ISA's checks. */
+ * computed alone as among others, and into a C large enough to be streamed to memory; the dot-product variant's exact order of sums; CANNL_ISA's checks. */
 #include "rt_test.h"
 
 #include <math.h>
@@ -203,6 +203,54 @@ static int cols_alone_case(cannl_gemm *g, int f64, long M, long N, long K, int l
     return bad;
 }
 
+/* A short K overwriting a C of 8 MB or more, 64-byte aligned, streams C's stores to memory
+ * (gemm_kernel.h): the same bits as into a C one element off (not aligned: stored as usual),
+ * and each element the triple loop's within rounding, for rows of C 4 KiB apart. */
+static int stream_case(cannl_gemm *g, int f64) {
+    const long M = f64 ? 1030 : 2050, N = 1024, K = 7;
+    const size_t es = f64 ? sizeof(double) : sizeof(float);
+    char *A = malloc(es * (size_t)(M * K)), *B = malloc(es * (size_t)(K * N));
+    char *Ca = cannl_alloc(es * (size_t)(M * N)), *Cu = malloc(es * (size_t)(M * N + 1));
+    if (!A || !B || !Ca || !Cu) return 1;
+#ifdef _OPENMP
+    omp_set_num_threads(1); /* all of C one thread's: split, each part would be under 8 MB */
+#endif
+    for (long i = 0; i < M * K + K * N; ++i) {
+        const double v = next_value();
+        char *dst = i < M * K ? A + es * (size_t)i : B + es * (size_t)(i - M * K);
+        if (f64)
+            memcpy(dst, &v, es);
+        else {
+            const float f = (float)v;
+            memcpy(dst, &f, es);
+        }
+    }
+    for (int k = 0; k < 2; ++k) {
+        char *C = k ? Cu + es : Ca;
+        memset(C, 0x7f, es * (size_t)(M * N)); /* overwritten */
+        if (f64)
+            cannl_dgemm(g, M, N, K, 1.0, (const double *)A, K, 1, (const double *)B, N, 1, (double *)C, N, 1, 1);
+        else
+            cannl_sgemm(g, M, N, K, 1.0f, (const float *)A, K, 1, (const float *)B, N, 1, (float *)C, N, 1, 1);
+    }
+    int bad = memcmp(Ca, Cu + es, es * (size_t)(M * N)) != 0;
+    for (long i = 0; i < M; i += 97)
+        for (long j = 0; j < N; ++j) {
+            double want = 0, mag = 0;
+            for (long p = 0; p < K; ++p) {
+                const double t = f64 ? ((double *)A)[i * K + p] * ((double *)B)[p * N + j]
+                                     : (double)((float *)A)[i * K + p] * ((float *)B)[p * N + j];
+                want += t, mag += fabs(t);
+            }
+            const double got = f64 ? ((double *)Ca)[i * N + j] : ((float *)Ca)[i * N + j];
+            if (fabs(got - want) > (f64 ? 1e-13 : 2e-6) * (mag + 1e-30)) bad = 1;
+        }
+    if (bad) fprintf(stderr, "%s %ldx%ldx%ld into an aligned C: wrong, or not the bits of an unaligned one\n",
+                     f64 ? "f64" : "f32", M, N, K);
+    free(A), free(B), cannl_free(Ca), free(Cu);
+    return bad;
+}
+
 /* cannl_sgemm_dot / cannl_dgemm_dot (gemm_dot.h): each element of C must have exactly the bits
  * of the order promised there, computed here one element at a time: lane l of the path's vl
  * lanes sums the p = l mod vl from 0 (an FMA, or on SSE2 a product then a sum), a last partial
@@ -362,6 +410,7 @@ int main(void) {
                                          layout / 2, layout == 3 ? 0.5 : 1.0, (layout + s) % 2) == 0);
                     ++alone;
                 }
+            CHECK(stream_case(g, f64) == 0);
             for (int s = 0; s < (int)(sizeof cols_alone / sizeof cols_alone[0]); ++s)
                 for (int layout = 0; layout < 4; ++layout) {
                     CHECK(cols_alone_case(g, f64, cols_alone[s][0], cols_alone[s][1], cols_alone[s][2], layout % 2,
