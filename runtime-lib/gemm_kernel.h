@@ -38,6 +38,9 @@
  * GK_ROW_SLIVERS slivers of B at a time, just before the one-row tile that reads them (each
  * sliver is used once).
  *
+ * A sliver of at most NR / 2 columns is computed by a half tile (NV / 2 vectors, the same sums),
+ * and a short K overwriting a large, aligned C stores it with GK_VSTREAM where defined.
+ *
  * Every element of C is summed in the same order whatever the blocks of M and N a caller
  * hands a thread: the K blocks in order, each summed by p (from the first product), then
  * added to C. */

@@ -2,7 +2,8 @@
  * instruction set this CPU has (CANNL_ISA lowers the choice), float and double, shapes at and
  * around the tile and block sizes, transposed and strided operands, alpha, = and +=; the same
  * bits for 1, 2 and 3 threads (a context made for one), and for a row or a band of columns
- * computed alone as among others, and into a C large enough to be streamed to memory; the dot-product variant's exact order of sums; CANNL_ISA's checks. */
+ * computed alone as among others, and into a C large enough to be streamed to memory; the
+ * dot-product variant's exact order of sums; CANNL_ISA's checks. */
 #include "rt_test.h"
 
 #include <math.h>
