@@ -65,6 +65,8 @@ static inline void dot_sum16(const __m512 *v, float *s) {
 #define GK_VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define GK_VMUL(a, b) _mm512_mul_ps(a, b)
 #define GK_VADD(a, b) _mm512_add_ps(a, b)
+#define GK_VSTREAM(p, v) _mm512_stream_ps(p, v)
+#define GK_SFENCE() _mm_sfence()
 #define GK_MR CANNL_MR
 #define GK_MR1 CANNL_MR1
 #define GK_NV CANNL_NV
@@ -89,6 +91,8 @@ static inline void dot_sum16(const __m512 *v, float *s) {
 #define GK_VFMA(a, b, c) _mm512_fmadd_pd(a, b, c)
 #define GK_VMUL(a, b) _mm512_mul_pd(a, b)
 #define GK_VADD(a, b) _mm512_add_pd(a, b)
+#define GK_VSTREAM(p, v) _mm512_stream_pd(p, v)
+#define GK_SFENCE() _mm_sfence()
 #define GK_MR 8
 #define GK_NV 2
 #define GK_KC 256

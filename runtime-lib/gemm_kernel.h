@@ -7,6 +7,8 @@
  *   GK_VL                        lanes of a vector (1: scalar C)
  *   GK_VEC, GK_VLOAD(p), GK_VSTORE(p, v), GK_VSET1(x), GK_VFMA(a, b, c) = a b + c,
  *   GK_VMUL(a, b), GK_VADD(a, b) the vector type and its operations (unaligned loads/stores)
+ *   GK_VSTREAM(p, v), GK_SFENCE()  optional: a 64-byte aligned store that bypasses the caches,
+ *                                and the fence that orders such stores before the product returns
  *   GK_MR, GK_NV                 the register tile: MR rows x NV vectors (NR = NV VL columns)
  *   GK_MR1                       optional: a block of at most MR1 rows is one sliver (MR1 > MR)
  *   GK_KC, GK_MC, GK_NC          the cache blocks (docs/gemm-tiles.md)
@@ -36,10 +38,14 @@
  * GK_ROW_SLIVERS slivers of B at a time, just before the one-row tile that reads them (each
  * sliver is used once).
  *
+ * A sliver of at most NR / 2 columns is computed by a half tile (NV / 2 vectors, the same sums),
+ * and a short K overwriting a large, aligned C stores it with GK_VSTREAM where defined.
+ *
  * Every element of C is summed in the same order whatever the blocks of M and N a caller
  * hands a thread: the K blocks in order, each summed by p (from the first product), then
  * added to C. */
 
+#include <stdint.h>
 #include <string.h>
 
 #ifndef GK_MR1
@@ -58,28 +64,61 @@
 #if defined(__GNUC__) || defined(__clang__)
 #define GK_UNROLL _Pragma("GCC unroll 32")
 #define GK_PREFETCH(p) __builtin_prefetch(p, 1, 3)
+#define GK_PREFETCH_R(p) __builtin_prefetch(p, 0, 3)
 #else
 #define GK_UNROLL
 #define GK_PREFETCH(p) ((void)(p))
+#define GK_PREFETCH_R(p) ((void)(p))
+#endif
+#ifndef GK_A_AHEAD
+#define GK_A_AHEAD 24
 #endif
 
 /* The register tiles of 1 to max(MR, MR1) rows, each function's loops of constant bounds
  * (kept in registers): A packed, and A read in place. */
 #define GK_TMR (GK_MR1 > GK_MR ? GK_MR1 : GK_MR)
+#define GK_HALF 0
 #define GK_STRIDED_A 0
 #include "gemm_tiles.h"
 #undef GK_STRIDED_A
 #define GK_STRIDED_A 1
 #include "gemm_tiles.h"
 #undef GK_STRIDED_A
+#undef GK_HALF
+/* The half tiles (NV / 2 vectors) for a sliver of at most NR / 2 columns: the last of N (N = 16
+ * output channels against NR = 32 on AVX-512, or 144 = 4 x 32 + 16) would otherwise spend half
+ * of its FMAs on zero padding and store through a buffer. */
+#define GK_HALF_TILES (GK_NV % 2 == 0)
+#if GK_HALF_TILES
+#define GK_HALF 1
+#define GK_STRIDED_A 0
+#include "gemm_tiles.h"
+#undef GK_STRIDED_A
+#define GK_STRIDED_A 1
+#include "gemm_tiles.h"
+#undef GK_STRIDED_A
+#undef GK_HALF
+#endif
 #undef GK_TMR
 
 /* C[0:mr, 0:nr] (=|+=) alpha * mr rows of A (an a-sliver: kc x mr, row-major; or, with
  * `strided`, A in place: A[i, p] at a[i * ars + p * aks]) * a b-sliver (kc x NR, rows ldb
- * apart), by the tile of mr rows. */
+ * apart), by the tile of mr rows: a half tile when nr <= NR / 2 (the same sums). */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((always_inline)) /* in run's loops, as before the half tiles: a short K's tiles are mostly call */
+#endif
 static inline void GK_FN(micro)(long kc, const GK_REAL *restrict a, int strided, long ars, long aks,
                                 const GK_REAL *restrict b, long ldb, GK_REAL alpha, GK_REAL *restrict c, long c_m,
                                 long c_n, long mr, long nr, int overwrite) {
+#if GK_HALF_TILES
+    if (nr <= GK_NR / 2) {
+        if (strided)
+            GK_FN(htiles)(mr, kc, a, ars, aks, b, ldb, alpha, c, c_m, c_n, nr, overwrite);
+        else
+            GK_FN(htile)(mr, kc, a, ars, aks, b, ldb, alpha, c, c_m, c_n, nr, overwrite);
+        return;
+    }
+#endif
     if (strided)
         GK_FN(tiles)(mr, kc, a, ars, aks, b, ldb, alpha, c, c_m, c_n, nr, overwrite);
     else
@@ -191,6 +230,13 @@ static void GK_FN(pack_b)(long kc, long nc, const GK_REAL *restrict B, long b_k,
                 memcpy(pb + p * GK_NR, B + p * b_k + j0, GK_NR * sizeof(GK_REAL));
             continue;
         }
+        if (b_n == 1) { /* a last, partial sliver of a row-major B: each row copied, then its padding */
+            for (long p = 0; p < kc; ++p) {
+                memcpy(pb + p * GK_NR, B + p * b_k + j0, (size_t)nr * sizeof(GK_REAL));
+                for (long j = nr; j < GK_NR; ++j) pb[p * GK_NR + j] = 0;
+            }
+            continue;
+        }
         if (nr < GK_NR)
             for (long t = 0; t < kc * GK_NR; ++t) pb[t] = 0;
         if (b_k == 1) {
@@ -232,9 +278,23 @@ static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, l
     const int direct_a = N <= GK_DIRECT_A_COLS && !(a_m == 1 && a_k * (long)sizeof(GK_REAL) >= 1024);
     const int direct_b = b_n == 1 && (M <= 2 * GK_MR || K < GK_SHORT_K ||
                                       (direct_a && b_k * (long)sizeof(GK_REAL) < 1024));
+    /* A short K overwriting a C larger than the caches (an input gradient behind 16 channels,
+       50176 x 144 x 16: 29 MB of C for 231 MFLOP) is bound by C's stores: whole rows of tiles
+       then go to memory without reading C's lines first (GK_VSTREAM; C's rows and slivers
+       64-byte aligned). The same values. */
+#ifdef GK_VSTREAM
+    const int stream = overwrite && c_n == 1 && K < GK_SHORT_K && (double)M * (double)N * sizeof(GK_REAL) >= 8e6 &&
+                       (uintptr_t)C % 64 == 0 && c_m * (long)sizeof(GK_REAL) % 64 == 0 &&
+                       GK_NR * sizeof(GK_REAL) % 64 == 0 && GK_NC % GK_NR == 0;
+#else
+    const int stream = 0;
+#endif
     for (long j0 = 0; j0 < N; j0 += GK_NC) {
         const long nc = N - j0 < GK_NC ? N - j0 : GK_NC;
-        const long nfull = direct_b ? nc / GK_NR * GK_NR : 0;
+        /* Columns read in place: the whole slivers, and a last one of exactly NR / 2 columns,
+           which the half tile reads without going past them (a 16-channel output gradient). */
+        const long nfull = direct_b ? nc / GK_NR * GK_NR + (GK_HALF_TILES && nc % GK_NR == GK_NR / 2 ? GK_NR / 2 : 0)
+                                    : 0;
         const long npack = (nc - nfull + GK_NR - 1) / GK_NR * GK_NR; /* columns packed, padded */
         if (direct_a && K * (nfull + npack) <= (long)GK_KC * GK_NC) { /* nfull + npack: nc padded */
             /* A read in place and the whole K x nc panel of B fits the workspace (a convolution,
@@ -304,11 +364,14 @@ static void GK_FN(run)(long M, long N, long K, double alpha_d, const void *A_, l
                         const GK_REAL *bs = jr < nfull ? Bp + jr : pb + (jr - nfull) * kc;
                         GK_FN(micro)(kc, direct_a ? Ap + ir * a_m : pa + ir * kc, direct_a, a_m, a_k, bs,
                                      jr < nfull ? b_k : GK_NR, alpha, C + (i0 + ir) * c_m + (j0 + jr) * c_n, c_m, c_n,
-                                     mr, nc - jr < GK_NR ? nc - jr : GK_NR, overwrite && p0 == 0);
+                                     mr, nc - jr < GK_NR ? nc - jr : GK_NR, overwrite && p0 == 0 ? 1 + stream : 0);
                     }
             }
         }
     }
+#ifdef GK_VSTREAM
+    if (stream) GK_SFENCE();
+#endif
 }
 
 #include "gemm_dot.h"
@@ -318,10 +381,13 @@ const cannl__gemm_kernel GK_NAME = {GK_MR, GK_NR, GK_KC, GK_MC, GK_NC, GK_FN(run
 /* The parameters are consumed: the next inclusion defines its own. */
 #undef GK_NR
 #undef GK_ROW_SLIVERS
+#undef GK_HALF_TILES
 #undef GK_SHORT_K
 #undef GK_DIRECT_A_COLS
 #undef GK_UNROLL
 #undef GK_PREFETCH
+#undef GK_PREFETCH_R
+#undef GK_A_AHEAD
 #undef GK_FN
 #undef GK_CAT
 #undef GK_CAT_
@@ -336,6 +402,8 @@ const cannl__gemm_kernel GK_NAME = {GK_MR, GK_NR, GK_KC, GK_MC, GK_NC, GK_FN(run
 #undef GK_VFMA
 #undef GK_VMUL
 #undef GK_VADD
+#undef GK_VSTREAM
+#undef GK_SFENCE
 #undef GK_MR
 #undef GK_MR1
 #undef GK_NV

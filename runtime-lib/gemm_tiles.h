@@ -1,11 +1,22 @@
 /* gemm_tiles.h - the register tiles of gemm_kernel.h, 1 to GK_TMR rows: gemm_tile.h once per
  * row count, then the function that calls the tile of a given height; not installed. Included
- * twice by gemm_kernel.h, with GK_STRIDED_A 0 (A packed: tile<R>_<tag>, tile_<tag>) and 1 (A
- * read in place: tiles<R>_<tag>, tiles_<tag>). */
+ * by gemm_kernel.h with GK_STRIDED_A 0 (A packed: tile<R>_<tag>, tile_<tag>) and 1 (A read in
+ * place: tiles<R>_<tag>, tiles_<tag>), each with GK_HALF 0 (NV vectors) and, when NV is even,
+ * GK_HALF 1 (NV / 2 vectors: htile..., htiles...). */
+#if GK_HALF
+#define GK_TNV (GK_NV / 2)
+#if GK_STRIDED_A
+#define GK_TILE_BASE htiles
+#else
+#define GK_TILE_BASE htile
+#endif
+#else
+#define GK_TNV GK_NV
 #if GK_STRIDED_A
 #define GK_TILE_BASE tiles
 #else
 #define GK_TILE_BASE tile
+#endif
 #endif
 #define GK_TILE_NAME(r) GK_CAT(GK_CAT(GK_TILE_BASE, r), GK_TAG)
 #define GK_R 1
@@ -122,3 +133,4 @@ static inline void GK_CAT(GK_TILE_BASE, GK_TAG)(long mr, long kc, const GK_REAL 
 
 #undef GK_TILE_BASE
 #undef GK_TILE_NAME
+#undef GK_TNV

@@ -1,8 +1,9 @@
 /* test_gemm.c - the runtime's matrix products (gemm.c) against a plain triple loop, for every
  * instruction set this CPU has (CANNL_ISA lowers the choice), float and double, shapes at and
  * around the tile and block sizes, transposed and strided operands, alpha, = and +=; the same
- * bits for 1, 2 and 3 threads (a context made for one), and for a row computed alone as among
- * others; the dot-product variant's exact order of sums; CANNL_ISA's checks. */
+ * bits for 1, 2 and 3 threads (a context made for one), and for a row or a band of columns
+ * computed alone as among others, and into a C large enough to be streamed to memory; the
+ * dot-product variant's exact order of sums; CANNL_ISA's checks. */
 #include "rt_test.h"
 
 #include <math.h>
@@ -151,6 +152,106 @@ static int row_alone_case(cannl_gemm *g, int f64, long M, long N, long K, int lb
     return bad;
 }
 
+/* A band of columns of C computed alone has the bits it has among N columns: a band of 16 or
+ * fewer (a half tile, gemm_kernel.h) against the same columns in whole tiles, for B in layout lb
+ * and C in lc. Returns the bands that differ. */
+static int cols_alone_case(cannl_gemm *g, int f64, long M, long N, long K, int lb, int lc, int overwrite) {
+    long a0, a1, na, b0, b1, nb, c0, c1, nc;
+    strides(0, M, K, &a0, &a1, &na);
+    strides(lb, K, N, &b0, &b1, &nb);
+    strides(lc, M, N, &c0, &c1, &nc);
+    const size_t es = f64 ? sizeof(double) : sizeof(float);
+    char *A = malloc(es * (size_t)na), *B = malloc(es * (size_t)nb), *C0 = malloc(es * (size_t)nc);
+    char *Cm = malloc(es * (size_t)nc), *C1 = malloc(es * (size_t)nc);
+    if (!A || !B || !C0 || !Cm || !C1) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (long i = 0; i < na + nb + nc; ++i) {
+        const double v = next_value();
+        char *dst = i < na ? A + es * (size_t)i : i < na + nb ? B + es * (size_t)(i - na) : C0 + es * (size_t)(i - na - nb);
+        if (f64)
+            memcpy(dst, &v, es);
+        else {
+            const float f = (float)v;
+            memcpy(dst, &f, es);
+        }
+    }
+#define CANNL_TEST_PRODUCT(cols, b, c)                                                                             \
+    (f64 ? cannl_dgemm(g, M, cols, K, 1.0, (const double *)A, a0, a1, (const double *)(b), b0, b1, (double *)(c), c0, \
+                       c1, overwrite)                                                                              \
+         : cannl_sgemm(g, M, cols, K, 1.0f, (const float *)A, a0, a1, (const float *)(b), b0, b1, (float *)(c), c0, \
+                       c1, overwrite))
+    memcpy(Cm, C0, es * (size_t)nc);
+    CANNL_TEST_PRODUCT(N, B, Cm);
+    const long bands[][2] = {{0, 16}, {16, 16}, {40, 9}, {N - 16, 16}, {3, 8}}; /* first column, width */
+    int bad = 0;
+    for (int k = 0; k < 5; ++k) {
+        const long j0 = bands[k][0], w = bands[k][1];
+        memcpy(C1, C0, es * (size_t)nc);
+        CANNL_TEST_PRODUCT(w, B + es * (size_t)(j0 * b1), C1 + es * (size_t)(j0 * c1));
+        for (long i = 0; i < M && !(i > 0 && bad); ++i)
+            for (long j = j0; j < j0 + w; ++j)
+                if (memcmp(C1 + es * (size_t)(i * c0 + j * c1), Cm + es * (size_t)(i * c0 + j * c1), es) != 0) {
+                    fprintf(stderr, "%s %ldx%ldx%ld layouts 0%d%d: columns %ld-%ld alone differ at (%ld, %ld)\n",
+                            f64 ? "f64" : "f32", M, N, K, lb, lc, j0, j0 + w - 1, i, j);
+                    ++bad;
+                    break;
+                }
+    }
+#undef CANNL_TEST_PRODUCT
+    free(A), free(B), free(C0), free(Cm), free(C1);
+    return bad;
+}
+
+/* A short K overwriting a C of 8 MB or more, 64-byte aligned, streams C's stores to memory
+ * (gemm_kernel.h): the same bits as into a C one element off (not aligned: stored as usual),
+ * and each element the triple loop's within rounding, for rows of C 4 KiB apart. */
+static int stream_case(cannl_gemm *g, int f64) {
+    const long M = f64 ? 1030 : 2050, N = 1024, K = 7;
+    const size_t es = f64 ? sizeof(double) : sizeof(float);
+    char *A = malloc(es * (size_t)(M * K)), *B = malloc(es * (size_t)(K * N));
+    char *Ca = cannl_alloc(es * (size_t)(M * N)), *Cu = malloc(es * (size_t)(M * N + 1));
+    if (!A || !B || !Ca || !Cu) return 1;
+#ifdef _OPENMP
+    omp_set_num_threads(1); /* all of C one thread's: split, each part would be under 8 MB */
+#endif
+    for (long i = 0; i < M * K + K * N; ++i) {
+        const double v = next_value();
+        char *dst = i < M * K ? A + es * (size_t)i : B + es * (size_t)(i - M * K);
+        if (f64)
+            memcpy(dst, &v, es);
+        else {
+            const float f = (float)v;
+            memcpy(dst, &f, es);
+        }
+    }
+    for (int k = 0; k < 2; ++k) {
+        char *C = k ? Cu + es : Ca;
+        memset(C, 0x7f, es * (size_t)(M * N)); /* overwritten */
+        if (f64)
+            cannl_dgemm(g, M, N, K, 1.0, (const double *)A, K, 1, (const double *)B, N, 1, (double *)C, N, 1, 1);
+        else
+            cannl_sgemm(g, M, N, K, 1.0f, (const float *)A, K, 1, (const float *)B, N, 1, (float *)C, N, 1, 1);
+    }
+    int bad = memcmp(Ca, Cu + es, es * (size_t)(M * N)) != 0;
+    for (long i = 0; i < M; i += 97)
+        for (long j = 0; j < N; ++j) {
+            double want = 0, mag = 0;
+            for (long p = 0; p < K; ++p) {
+                const double t = f64 ? ((double *)A)[i * K + p] * ((double *)B)[p * N + j]
+                                     : (double)((float *)A)[i * K + p] * ((float *)B)[p * N + j];
+                want += t, mag += fabs(t);
+            }
+            const double got = f64 ? ((double *)Ca)[i * N + j] : ((float *)Ca)[i * N + j];
+            if (fabs(got - want) > (f64 ? 1e-13 : 2e-6) * (mag + 1e-30)) bad = 1;
+        }
+    if (bad) fprintf(stderr, "%s %ldx%ldx%ld into an aligned C: wrong, or not the bits of an unaligned one\n",
+                     f64 ? "f64" : "f32", M, N, K);
+    free(A), free(B), cannl_free(Ca), free(Cu);
+    return bad;
+}
+
 /* cannl_sgemm_dot / cannl_dgemm_dot (gemm_dot.h): each element of C must have exactly the bits
  * of the order promised there, computed here one element at a time: lane l of the path's vl
  * lanes sums the p = l mod vl from 0 (an FMA, or on SSE2 a product then a sum), a last partial
@@ -255,7 +356,9 @@ int main(void) {
                              {32, 25, 1500}, {40, 200, 2100},  /* these two computed as C^T (gemm.c) */
                              {1, 300, 70}, {1, 129, 513}, {64, 1024, 10},  /* one row; a short K, rows 4 KiB apart */
                              {200, 64, 800}, {70, 60, 3000},  /* A in place, up to 64 columns; its panel too large */
-                             {32, 25, 5000}};  /* as C^T, A and B in place, K blocks outermost */
+                             {32, 25, 5000},  /* as C^T, A and B in place, K blocks outermost */
+                             /* 16 or 9 columns, or 16 past whole slivers: the half tiles, B's 16 read in place */
+                             {50, 16, 9}, {37, 16, 3000}, {13, 144, 40}, {9, 16, 2500}, {16, 144, 2100}, {30, 9, 600}};
     const int nsizes = (int)(sizeof sizes / sizeof sizes[0]);
     /* Each row alone: the one-row tile (B's K axis contiguous, a layer's weights [out, in]) and
        the other paths, widths around its 4 slivers, K blocks of every kind. */
@@ -264,6 +367,8 @@ int main(void) {
        a product large enough for threads (10 x 600 x 1030: 12 MFLOP), empty ones. */
     const long dots[][3] = {{1, 1, 1},   {10, 64, 1024}, {10, 7, 513}, {3, 5, 17},  {16, 33, 300}, {5, 3, 16},
                             {10, 1, 20}, {4, 4, 0},      {0, 3, 5},    {9, 13, 15}, {10, 600, 1030}};
+    /* Bands of columns alone: half tiles against whole ones, K short and long (blocks). */
+    const long cols_alone[][3] = {{21, 64, 9}, {19, 64, 700}, {8, 64, 40}};
     int cases = 0, alone = 0, dotted = 0;
     for (int isa = CANNL_ISA_SSE2; isa <= (int)best; ++isa) {
         setenv("CANNL_ISA", cannl_isa_name((cannl_isa)isa), 1);
@@ -306,10 +411,17 @@ int main(void) {
                                          layout / 2, layout == 3 ? 0.5 : 1.0, (layout + s) % 2) == 0);
                     ++alone;
                 }
+            CHECK(stream_case(g, f64) == 0);
+            for (int s = 0; s < (int)(sizeof cols_alone / sizeof cols_alone[0]); ++s)
+                for (int layout = 0; layout < 4; ++layout) {
+                    CHECK(cols_alone_case(g, f64, cols_alone[s][0], cols_alone[s][1], cols_alone[s][2], layout % 2,
+                                          layout / 2, (layout + s) % 2) == 0);
+                    ++alone;
+                }
             cannl_gemm_free(g);
         }
     }
     unsetenv("CANNL_ISA");
-    printf("%d cases, %d of rows alone, %d dot products\n", cases, alone, dotted);
+    printf("%d cases, %d of rows or columns alone, %d dot products\n", cases, alone, dotted);
     return rt_failures ? 1 : 0;
 }
