@@ -181,6 +181,7 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     po.elem_bytes = o.f64 ? 8 : 4;
     po.align = target_align(o.target);
     po.opt_block = o.target != "cuda";
+    po.decode_in_training = o.target == "cuda";  // (its one device state runs generation too)
     for (const PassInfo& pass : pass_list()) {
       if (!pass_runs(pass, po)) continue;
       pass.run(p, po);
