@@ -719,7 +719,8 @@ private:
     auto at = [&](int b, long pos_stride) {
       if (pos_stride == 0) return name(b);
       const std::string pos = buf(b).ring ? fmt::format("(pos % {})", buf(b).ring) : std::string("pos");
-      return pos_stride == 1 ? fmt::format("{} + {}", name(b), pos) : fmt::format("{} + {} * {}", name(b), pos, pos_stride);
+      return pos_stride == 1 ? fmt::format("{} + {}", name(b), pos)
+                             : fmt::format("{} + {} * {}", name(b), pos, pos_stride);
     };
     return fmt::format("gemm(m, __FILE__, __LINE__, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});",
                        op(g.trans_a), op(g.trans_b), g.m.str(), g.n.str(), g.k.str(), alpha, at(g.a, g.pos_a), g.lda,
@@ -908,12 +909,12 @@ private:
     };
     const long k_st = c.k_off == 0 && c.k_row == 0 ? kvh * c.e : c.k_row;
     const long v_st = c.v_off == 0 && c.v_row == 0 ? kvh * c.f : c.v_row;
-    return fmt::format("    cannl_attention_decode<real, {}, {}>(stream_, {}, {}, (int)pos, {}, {}, (real){}, {}, {}, {}, {}, {}, {}, {} + pos, {});\n"
-                       "    CUDA_CHECK(cudaGetLastError());\n",
+    return fmt::format("    cannl_attention_decode<real, {}, {}>(stream_, {}, {}, (int)pos, {}, {}, (real){}, "
+                       "{}, {}, {}, {}, {}, {}, {} + pos, {});\n    CUDA_CHECK(cudaGetLastError());\n",
                        c.e, c.f, c.heads, c.group, c.tk, c.window, num_double(c.scale),
                        row(c.q, "pos", c.heads, c.e, c.q_off, c.q_row), row(c.k, "0", kvh, c.e, c.k_off, c.k_row), k_st,
-                       row(c.v, "0", kvh, c.f, c.v_off, c.v_row), v_st, row(c.o, "pos", c.heads, c.f, 0, 0), name(c.lse),
-                       c.tq);
+                       row(c.v, "0", kvh, c.f, c.v_off, c.v_row), v_st, row(c.o, "pos", c.heads, c.f, 0, 0),
+                       name(c.lse), c.tq);
   }
 
   // Embedding: the gather, a thread per element; the scatter-add, a thread per feature adding
@@ -942,7 +943,8 @@ static __global__ void __launch_bounds__(256) cannl_embedding_backward(int64_t p
     const std::string count = c.batch ? (c.seqs == 1 ? std::string("n") : fmt::format("(n * {})", c.seqs)) : std::to_string(c.seqs);
     std::string out;
     if (c.at_pos)  // decode: the row of the id at position pos
-      out = fmt::format("    cannl_embedding_forward<real><<<{}, 256, 0, stream_>>>(1, {}, {}, {} + pos, {}, {} + pos * {});\n",
+      out = fmt::format("    cannl_embedding_forward<real><<<{}, 256, 0, stream_>>>(1, {}, {}, {} + pos, {}, "
+                        "{} + pos * {});\n",
                         (c.width + 255) / 256, c.width, c.rows, name(c.ids), name(c.table), name(c.o), c.width);
     else if (c.kind == ir::Call::Kind::EmbeddingForward)
       out = fmt::format("    cannl_embedding_forward<real><<<(unsigned)(({} * {} + 255) / 256), 256, 0, stream_>>>({}, {}, {}, {}, {}, {});\n",
