@@ -36,8 +36,9 @@
 #   parity    90   C against CUDA: losses and state after N steps from the same seed (refs.py parity;
 #                  fp32, tf32 and bf16 tolerances in refs.py)
 #   infer     20   the CUDA inference program's outputs and test metrics against C's
-#   generate  60   --generate at T = 0 against C's tokens (refs.py generate), and tests/e2e/generate.py
-#                  on the CUDA gpt_tiny (gpu.generate)
+#   generate  75   --generate at T = 0 against C's tokens (refs.py generate), tests/e2e/generate.py
+#                  on the CUDA gpt_tiny (gpu.generate), and the KV-cache decode steps on the GPU against
+#                  the full forward pass at every position (gpu.decode.*: tests/e2e/decode.c, 1e-4 in f32)
 #   bench     240  GPT-2 124M's step, B=8 (then 16) x T=1024, fp32 and bf16: cannl against PyTorch
 #                  eager and torch.compile (scripts/gpu-check/bench.py)
 #   train     75   each example trains a few steps (scripts/gpu-check/smoke.py, tests/e2e/train.py)
@@ -50,7 +51,7 @@ ROOT=$(cd "$(dirname "$SELF")/.." && pwd)
 HELPERS=$ROOT/scripts/gpu-check
 LIMIT_MIB=60
 BUDGET=470
-PARTS=(device:20 runtime:30 gradcheck:60 parity:90 infer:20 generate:60 bench:240 train:75 precision:60 memcheck:45)
+PARTS=(device:20 runtime:30 gradcheck:60 parity:90 infer:20 generate:75 bench:240 train:75 precision:60 memcheck:45)
 
 die() {
   echo "gpu-check: $*" >&2
@@ -87,7 +88,14 @@ cuda_targets() {
     gpu_gpt_tiny_v100_cuda_train gpu_gpt_tiny_v100_cuda_infer \
     gpt_char_cuda_train gpt_char_cuda_infer gpt_char_tf32_cuda_train gpt_char_bf16_cuda_train \
     gpu_gpt2_124m_cuda_train gpu_gpt2_124m_bf16_cuda_train test_attention_cuda
+  decode_checks
   [ -f "$ROOT/specs/llama_char.cannl" ] && echo llama_char_cuda_train llama_char_cuda_infer
+}
+# gpu.decode.*'s programs (tests/gpu/CMakeLists.txt): decode = full forward on the GPU.
+decode_checks() {
+  local m
+  for m in gpt_tiny rope_tiny decode_gqa decode_gqa_f64; do echo "gpu_decode_${m}_cuda_check"; done
+  [ -f "$ROOT/specs/llama_char.cannl" ] && echo gpu_decode_llama_char_cuda_check
 }
 c_targets() {
   local ci=$1
@@ -373,11 +381,29 @@ part_infer() {
   "$PY" "$HELPERS/refs.py" infer --stage "$STAGE" --bin "$BIN" --work "$WORK/infer"
 }
 
+# decode = full forward at every position, after prefills and past ctx (tests/e2e/decode.c on the GPU)
+run_decode_checks() {
+  local t name rc=0
+  for t in $(decode_checks); do
+    name=${t#gpu_decode_}
+    name=${name%_cuda_check}
+    if [ ! -x "$BIN/$t" ]; then
+      echo "skip gpu.decode.$name: not staged"
+    elif [ "$DRY" = 1 ]; then
+      echo "would run: $t"
+    else
+      timeout 30 "$BIN/$t" || { echo "FAIL gpu.decode.$name"; rc=1; }
+    fi
+  done
+  return "$rc"
+}
+
 part_generate() {
   local rc=0
   if [ "$DRY" = 1 ]; then
     "$PY" "$HELPERS/refs.py" list --stage "$STAGE" --bin "$BIN" | grep '^generate'
     echo "would run: tests/e2e/generate.py on gpt_tiny_cuda_* and gpu_gpt_tiny_v100_cuda_*"
+    run_decode_checks
     return 0
   fi
   "$PY" "$HELPERS/refs.py" generate --stage "$STAGE" --bin "$BIN" --work "$WORK/generate_refs" || rc=1
@@ -387,6 +413,7 @@ part_generate() {
   else
     echo "skip gpu.generate: gpu_gpt_tiny_v100_cuda_* not staged"
   fi
+  run_decode_checks || rc=1
   return "$rc"
 }
 

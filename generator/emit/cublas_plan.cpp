@@ -132,6 +132,12 @@ std::optional<GemmPlan> plan_cublas_gemm(const ir::Program& p, const ir::Stmt& s
     plan.b = (transposed ? g->a : g->b).buf;
     plan.stride_a = bs[transposed ? 2 : 1];
     plan.stride_b = bs[transposed ? 1 : 2];
+    for (size_t it = 0; it < s.iters.size(); ++it)
+      if (s.iters[it].at_pos) {
+        plan.pos_a = iter_stride(p, transposed ? g->b : g->a, static_cast<int>(it));
+        plan.pos_b = iter_stride(p, transposed ? g->a : g->b, static_cast<int>(it));
+        plan.pos_c = iter_stride(p, s.only().out, static_cast<int>(it));
+      }
     const auto ra = transposed ? rows.stride_b : rows.stride_a, ka = transposed ? g->k.stride_b : g->k.stride_a;
     const auto kb = transposed ? g->k.stride_a : g->k.stride_b, cb = transposed ? cols.stride_a : cols.stride_b;
     return layout(R, ra, K, ka, plan.trans_a, plan.lda) && layout(K, kb, C, cb, plan.trans_b, plan.ldb);

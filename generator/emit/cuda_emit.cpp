@@ -46,7 +46,6 @@ public:
     std::string kernels, routines;
     for (const auto& r : p_.routines) {
       if (r.kind == ir::RoutineKind::Init) routines += init_routine(r) + "\n";
-      else if (r.kind == ir::RoutineKind::Decode) continue;  // generation on the GPU: not yet (the C target's)
       else routine(r, kernels, routines);
     }
     data d = model_template_data(p_, names_, o_.f64, o_.spec, "");
@@ -144,6 +143,7 @@ public:
     d.set("grads_loss_dev", device(*grads, grads->io.values[0]));
     d.set("grad_block_offset", std::to_string(std::max(arena_.grads, 0L)));
     d.set("grad_block_count", std::to_string(arena_.grads_bytes / elem()));
+    decode_data(d);
 
     std::vector<OutputFile> files;
     files.push_back({p_.model + ".h", render_template("c/model.h.mustache", d)});
@@ -478,11 +478,18 @@ private:
         "    if (i_ < count) p[i_] = v;\n"
         "}}\n",
         kBlock, r));
-    const Extent e = elements(s.assigns[0].out.buf);
+    const int out = s.assigns[0].out.buf;
+    Extent e = elements(out);
+    std::string at = name(out);
+    if (at_pos(s)) {  // decode: the cells of position pos only, the out [batch, T, ...] (as the C target's fill_first)
+      const ir::Buffer& b = buf(out);
+      e = Extent{buffer_size(b, true) / b.dims[1].size, false};
+      at = fmt::format("{} + {} * {}", name(out), b.ring ? fmt::format("(pos % {})", b.ring) : std::string("pos"), e.c);
+    }
     const std::string grid = e.n ? fmt::format("(unsigned)(({} + {}) / {})", e.str(), kBlock - 1, kBlock)
                                  : std::to_string((e.c + kBlock - 1) / kBlock);
     return fmt::format("cannl_fill<<<{}, {}, 0, stream_>>>({}, {}, {});\n    CUDA_CHECK(cudaGetLastError());\n    ",
-                       grid, kBlock, name(s.assigns[0].out.buf), e.str(), identity(s.assigns[0].accum));
+                       grid, kBlock, at, e.str(), identity(s.assigns[0].accum));
   }
 
   // A zero_first sum times a constant (out = 0 += x * c) whose sums are complete in one
@@ -549,6 +556,16 @@ private:
       params += ", const int64_t n";
       args += ", n";
     }
+    if (at_pos(s)) {  // the decode routine's position (its at_pos loop's variable: CExpr prints `pos`)
+      params += ", const int64_t pos";
+      args += ", pos";
+    }
+  }
+
+  static bool at_pos(const ir::Stmt& s) {
+    for (const ir::Iter& it : s.iters)
+      if (it.at_pos) return true;
+    return false;
   }
 
   // The nest's kernel, named kUnnamed (routine() names it: emit/c_names.h), and its launch.
@@ -698,10 +715,17 @@ private:
       const std::string sc = g.alpha_scalar == "n" ? "(real)n" : g.alpha_scalar;
       alpha = g.alpha == 1 ? sc : sc + " * " + alpha;
     }
+    // decode: each operand from its row at the position (a window's ring cache: pos % ring)
+    auto at = [&](int b, long pos_stride) {
+      if (pos_stride == 0) return name(b);
+      const std::string pos = buf(b).ring ? fmt::format("(pos % {})", buf(b).ring) : std::string("pos");
+      return pos_stride == 1 ? fmt::format("{} + {}", name(b), pos)
+                             : fmt::format("{} + {} * {}", name(b), pos, pos_stride);
+    };
     return fmt::format("gemm(m, __FILE__, __LINE__, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});",
-                       op(g.trans_a), op(g.trans_b), g.m.str(), g.n.str(), g.k.str(), alpha, name(g.a), g.lda,
-                       g.stride_a, name(g.b), g.ldb, g.stride_b, g.overwrite ? x_.num(0) : x_.num(1), name(g.c),
-                       g.ldc, g.stride_c, g.count.str());
+                       op(g.trans_a), op(g.trans_b), g.m.str(), g.n.str(), g.k.str(), alpha, at(g.a, g.pos_a), g.lda,
+                       g.stride_a, at(g.b, g.pos_b), g.ldb, g.stride_b, g.overwrite ? x_.num(0) : x_.num(1),
+                       at(g.c, g.pos_c), g.ldc, g.stride_c, g.count.str());
   }
 
   // ---- routines --------------------------------------------------------------------------
@@ -758,6 +782,8 @@ private:
     std::set<std::string> taken;
     for (int b : bufs) taken.insert(name(b));
     for (const auto& sc : r.scalars) taken.insert(sc.name);
+    const bool decode = r.io.position;  // generation's step: at position pos of one sequence, no n
+    if (decode) taken.insert("pos");
 
     std::string body, last;
     int nk = 0, ng = 0;
@@ -818,12 +844,14 @@ private:
     }
     pro += scalar_prologue(r, scalars, x_);
     if (!inputs_used) pro += "    (void)in_;\n";
-    if (!n_used) pro += "    (void)n;\n";
+    if (decode && n_used) CANNL_BUG("the decode routine uses the batch count");
+    if (!n_used && !decode) pro += "    (void)n;\n";
     pro += "    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);\n";
     if (nk == 0) pro += "    (void)stream_;\n";
     std::string head = fmt::format("/* routine {}: {} kernels, {} cuBLAS products, queued on the compute stream */\n",
                                    r.name(), nk, ng);
-    head += fmt::format("static void {}(struct {} *m, const real *const in_[], int64_t n) {{\n", r.name(), p_.model);
+    head += fmt::format("static void {}(struct {} *m, const real *const in_[], int64_t {}) {{\n", r.name(), p_.model,
+                        decode ? "pos" : "n");
     routines += head + pro + body + "}\n\n";
   }
 
@@ -833,6 +861,7 @@ private:
     if (c.kind == ir::Call::Kind::EmbeddingForward || c.kind == ir::Call::Kind::EmbeddingBackward)
       return embedding_text(c);
     attention_ = true;
+    if (c.at_pos) return attention_at_pos(c);
     // a buffer [B.., T, H.., w] as a view over (sequence, head, position)
     // (q, k, v in place in a fused buffer: at `off`, rows of `row` elements; ir::Call's views)
     // (k, v and their gradients over the key/value heads: heads / group of them)
@@ -863,6 +892,31 @@ private:
     return out + "    CUDA_CHECK(cudaGetLastError());\n";
   }
 
+  // The decode routine's attention (ir::Call::at_pos), as the C target's attention_at_pos: the
+  // query of each head at position pos against the cached keys and values (cannl_attention.cuh's
+  // cannl_attention_decode, a warp per head), key/value head h / group; a window's caches are
+  // rings of c.tk rows (the key of position s in row s % tk), the others hold every position
+  // (tk = T, s % T = s).
+  std::string attention_at_pos(const ir::Call& c) {
+    const long kvh = c.heads / c.group;
+    // row `at` of buffer b, head 0 (a view of a fused buffer: at `off`, rows of `row` elements;
+    // else rows of heads * width); a ring's position at its row pos % ring
+    auto row = [&](int b, const std::string& at, long heads, long width, long off, long row) {
+      if (at == "0") return off == 0 ? name(b) : fmt::format("{} + {}", name(b), off);
+      const std::string r = buf(b).ring ? fmt::format("(pos % {})", buf(b).ring) : at;
+      if (off == 0 && row == 0) return fmt::format("{} + {} * {}", name(b), r, heads * width);
+      return fmt::format("{} + {} + {} * {}", name(b), off, r, row);
+    };
+    const long k_st = c.k_off == 0 && c.k_row == 0 ? kvh * c.e : c.k_row;
+    const long v_st = c.v_off == 0 && c.v_row == 0 ? kvh * c.f : c.v_row;
+    return fmt::format("    cannl_attention_decode<real, {}, {}>(stream_, {}, {}, (int)pos, {}, {}, (real){}, "
+                       "{}, {}, {}, {}, {}, {}, {} + pos, {});\n    CUDA_CHECK(cudaGetLastError());\n",
+                       c.e, c.f, c.heads, c.group, c.tk, c.window, num_double(c.scale),
+                       row(c.q, "pos", c.heads, c.e, c.q_off, c.q_row), row(c.k, "0", kvh, c.e, c.k_off, c.k_row), k_st,
+                       row(c.v, "0", kvh, c.f, c.v_off, c.v_row), v_st, row(c.o, "pos", c.heads, c.f, 0, 0),
+                       name(c.lse), c.tq);
+  }
+
   // Embedding: the gather, a thread per element; the scatter-add, a thread per feature adding
   // its positions in order (no atomics: the same bits on every run).
   std::string embedding_text(const ir::Call& c) {
@@ -888,7 +942,11 @@ static __global__ void __launch_bounds__(256) cannl_embedding_backward(int64_t p
 )");
     const std::string count = c.batch ? (c.seqs == 1 ? std::string("n") : fmt::format("(n * {})", c.seqs)) : std::to_string(c.seqs);
     std::string out;
-    if (c.kind == ir::Call::Kind::EmbeddingForward)
+    if (c.at_pos)  // decode: the row of the id at position pos
+      out = fmt::format("    cannl_embedding_forward<real><<<{}, 256, 0, stream_>>>(1, {}, {}, {} + pos, {}, "
+                        "{} + pos * {});\n",
+                        (c.width + 255) / 256, c.width, c.rows, name(c.ids), name(c.table), name(c.o), c.width);
+    else if (c.kind == ir::Call::Kind::EmbeddingForward)
       out = fmt::format("    cannl_embedding_forward<real><<<(unsigned)(({} * {} + 255) / 256), 256, 0, stream_>>>({}, {}, {}, {}, {}, {});\n",
                         count, c.width, count, c.width, c.rows, name(c.ids), name(c.table), name(c.o));
     else
@@ -911,6 +969,25 @@ static __global__ void __launch_bounds__(256) cannl_embedding_backward(int64_t p
     }
     return s;
   }
+  // Generation (passes/decode.cpp): the C API's decode functions over the routine decode, as
+  // the C target's forward-only state has them (templates/c/inference.c.mustache), on the
+  // device state: its output at position pos copied back after each step.
+  void decode_data(data& d) const {
+    const ir::Routine* dec = p_.routine(ir::RoutineKind::Decode);
+    d.set("cuda_decode", data{dec ? data::type::bool_true : data::type::bool_false});
+    d.set("decode_arg", dec ? "&" + p_.model + "_decode_api" : std::string("NULL"));
+    if (!dec) return;
+    const int out = dec->io.outputs[0];
+    const long per = buffer_size(buf(out), true) / dec->io.seq_len;  // [batch, T, ...]: one position's
+    const long tokens = std::find(p_.inputs.begin(), p_.inputs.end(), dec->io.ids) - p_.inputs.begin();
+    d.set("decode_ctx", std::to_string(dec->io.seq_len));
+    d.set("decode_vocab", std::to_string(per));
+    d.set("decode_input", std::to_string(tokens));
+    d.set("decode_ids", std::to_string(buf(dec->io.ids).ids));
+    d.set("decode_output", name(out));
+    d.set("decode_output_dev", fmt::format("({} + pos * {})", device(*dec, out), per));
+  }
+
   // eval: the loss and the metrics into the pinned scalars m->scalars[0..].
   std::string eval_copy() const {
     const ir::Routine& r = *p_.routine(ir::RoutineKind::Eval);

@@ -26,6 +26,8 @@ struct PassOptions {
   int elem_bytes = 4;                // bytes of an element (memory planning)
   int align = 64;                    // the target's alignment of every buffer (memory planning, layout)
   bool opt_block = false;            // the optimiser state in a block of its own (layout; the C target)
+  bool decode_in_training = false;   // the decode routine runs on the training state (layout; the CUDA
+                                     // target, which has no forward-only state)
 };
 
 struct PassInfo {

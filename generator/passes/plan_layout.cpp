@@ -3,7 +3,8 @@
 // Takes: a Program after the other passes (Routine::offsets and arena_bytes where
 // plan_memory ran), the element size and the target's alignment. Guarantees:
 // Program::layout, decided once here and only printed by the emitters and the model card:
-//   training   (the state every routine but decode runs on) the params, then the optimiser
+//   training   (the state every routine but decode runs on; decode too with
+//              PassOptions::decode_in_training, the CUDA target's) the params, then the optimiser
 //              state (the model's state proper, a prefix: Arena::state; with
 //              PassOptions::opt_block, the C target's, the params only), then the grad block (the
 //              params' gradients, contiguous, in param order, Arena::grads: train_step and
@@ -155,7 +156,7 @@ void plan_layout(ir::Program& p, const PassOptions& o) {
   }
   std::vector<const ir::Routine*> all;
   for (const ir::Routine& r : p.routines)
-    if (r.kind != ir::RoutineKind::Decode) all.push_back(&r);
+    if (r.kind != ir::RoutineKind::Decode || o.decode_in_training) all.push_back(&r);
   std::vector<int> grads;  // the grad block: each param's gradient the loss depends on
   for (int b : p.params)
     if (p.grad(b) >= 0) grads.push_back(p.grad(b));

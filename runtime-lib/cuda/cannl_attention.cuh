@@ -202,6 +202,48 @@ dkdv_kernel(int H, int T, int S, int q_offset, int causal, R scale, const R* __r
   add_row<R, F>(dv + at(dvv, b, g, j), dvr, lane);
 }
 
+// A decode step (cannl_attention.h's cannl_attention_ring_*): the one query of each head h at
+// position pos against the cached keys of positions max(0, pos - window + 1) .. pos (window 0:
+// from 0), that of position s in row s % rows of k and v (rows: the cache's, a ring of the
+// last `rows` positions or the whole sequence), in position order with forward_kernel's
+// running maximum and sum. A warp per head: q and o rows of head h at q + h * E, o + h * F;
+// key/value head h / group at k + row * k_st + (h / group) * E, likewise v; lse[h * lse_sh].
+template <typename R, int E, int F>
+__global__ void __launch_bounds__(32 * kWarps)
+decode_kernel(int H, int group, int pos, int rows, int window, R scale, const R* __restrict__ q,
+              const R* __restrict__ k, long long k_st, const R* __restrict__ v, long long v_st, R* __restrict__ o,
+              R* __restrict__ lse, long long lse_sh) {
+  const int lane = threadIdx.x % 32, h = blockIdx.x * kWarps + threadIdx.x / 32;
+  if (h >= H) return;
+  const int g = h / group;
+  R qr[(E + 31) / 32], acc[(F + 31) / 32];
+  load_row<R, E>(qr, q + (long long)h * E, lane);
+#pragma unroll
+  for (int i = 0; i < (F + 31) / 32; ++i) acc[i] = 0;
+  R m = -INFINITY, l = 0;
+  const int j0 = first_key(0, pos, 1, window);
+  for (int j = j0; j <= pos; ++j) {
+    const long long row = j % rows;
+    const R s = scale * dot_row<R, E>(qr, k + row * k_st + (long long)g * E, lane);
+    const R mn = s > m ? s : m, alpha = exp_(m - mn), p = exp_(s - mn);
+    l = l * alpha + p;
+    const R* vj = v + row * v_st + (long long)g * F;
+#pragma unroll
+    for (int i = 0; i < (F + 31) / 32; ++i) {
+      int x = lane + 32 * i;
+      acc[i] = acc[i] * alpha + (x < F ? p * vj[x] : R(0));
+    }
+    m = mn;
+  }
+  R* ot = o + (long long)h * F;
+#pragma unroll
+  for (int i = 0; i < (F + 31) / 32; ++i) {
+    int x = lane + 32 * i;
+    if (x < F) ot[x] = acc[i] / l;
+  }
+  if (lane == 0) lse[(long long)h * lse_sh] = m + log_(l);
+}
+
 }  // namespace cannl_attn
 
 // Launches on `stream`; B sequences of H query heads (H / group key/value heads), T queries, S
@@ -232,6 +274,17 @@ static inline void cannl_attention_backward(cudaStream_t stream, int B, int H, i
   cannl_attn::dkdv_kernel<R, E, F><<<gk, 32 * cannl_attn::kWarps, 0, stream>>>(H, T, S, q_offset, causal, scale, q, qv, k,
                                                                               kv, v, vv, dout, dov, lse, delta, dk, dkv,
                                                                               dv, dvv, group, window);
+}
+
+// A decode step (decode_kernel): H query heads at position pos, one sequence. Check
+// cudaGetLastError after.
+template <typename R, int E, int F>
+static inline void cannl_attention_decode(cudaStream_t stream, int H, int group, int pos, int rows, int window, R scale,
+                                          const R* q, const R* k, long long k_st, const R* v, long long v_st, R* o,
+                                          R* lse, long long lse_sh) {
+  const int blocks = (H + cannl_attn::kWarps - 1) / cannl_attn::kWarps;
+  cannl_attn::decode_kernel<R, E, F><<<blocks, 32 * cannl_attn::kWarps, 0, stream>>>(H, group, pos, rows, window, scale, q, k,
+                                                                                   k_st, v, v_st, o, lse, lse_sh);
 }
 
 #endif

@@ -176,6 +176,114 @@ TEST_CASE("every contraction's GEMM computes its nest", "[contraction][numeric]"
   CHECK(o2.scaled > 0);       // and scales into them (alpha)
 }
 
+// The decode routine's nests (passes/decode.cpp) at position `pos`: an at_pos loop's variable
+// is pos, and an index of a window's ring cache (ir::Buffer::ring) by it is pos % ring.
+long flat_at(const ir::Program& p, const ir::Stmt& s, const ir::Access& a, const std::vector<long>& iv, long pos) {
+  const ir::Buffer& b = p.buffers[static_cast<size_t>(a.buf)];
+  long off = 0, stride = 1;
+  for (size_t d = b.dims.size(); d-- > 0;) {
+    long v = a.index[d].offset;
+    bool at_pos = false;
+    for (const auto& t : a.index[d].terms) {
+      at_pos = at_pos || s.iters[static_cast<size_t>(t.iter)].at_pos;
+      v += t.coef * (s.iters[static_cast<size_t>(t.iter)].at_pos ? pos : iv[static_cast<size_t>(t.iter)]);
+    }
+    if (at_pos && b.ring) v %= b.ring;
+    off += v * stride;
+    stride *= b.dims[d].size;
+  }
+  return off;
+}
+
+TEST_CASE("decode: every contraction's GEMM computes its nest at the position", "[contraction][numeric][decode]") {
+  // The CUDA emitter starts each operand at pos times the plan's pos stride (pos % ring for a ring
+  // cache): the keys and values of a window in their ring rows, the caches of grouped-query
+  // attention, a fused qkv's ring (decode_gqa), RoPE's model (rope_tiny), gpt_tiny's.
+  const std::string root = CANNL_SOURCE_DIR;
+  int matched = 0, at_pos = 0, ring = 0;
+  for (const std::string& spec : {root + "/tests/e2e/specs/decode_gqa.cannl", root + "/tests/e2e/specs/rope_tiny.cannl",
+                                  root + "/specs/gpt_tiny.cannl"}) {
+    const ir::Program p = program(spec, 2, 2, "cuda");
+    const ir::Routine* d = p.routine(ir::RoutineKind::Decode);
+    REQUIRE(d != nullptr);
+    std::mt19937_64 rng(11);
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (const ir::Stmt& s : d->stmts) {
+      const auto g = plan_cublas_gemm(p, s);
+      if (!g) continue;
+      ++matched;
+      at_pos += g->pos_a != 0 || g->pos_b != 0 || g->pos_c != 0;
+      for (int b : {g->a, g->b, g->c}) ring += p.buffers[static_cast<size_t>(b)].ring > 0;
+      for (long pos : {0L, 4L, 7L, d->io.seq_len - 1}) {
+        std::vector<std::vector<double>> a(p.buffers.size());
+        std::vector<const ir::Expr*> loads;
+        ir::collect_loads(s, loads);
+        std::vector<int> touched = {s.only().out.buf};
+        for (const auto* l : loads) touched.push_back(l->access.buf);
+        for (int i : touched) {
+          auto& v = a[static_cast<size_t>(i)];
+          v.resize(static_cast<size_t>(p.buffers[static_cast<size_t>(i)].elements()));
+          for (auto& x : v) x = u(rng);
+        }
+        auto b = a;
+        // the nest at pos (its loops of one iteration at 0, the position's at pos)
+        for (int pass = s.zero_first ? 0 : 1; pass < 2; ++pass) {
+          std::vector<long> iv(s.iters.size(), 0);
+          while (true) {
+            std::function<double(const ir::Expr&)> ev = [&](const ir::Expr& e) -> double {
+              switch (e.op) {
+                case ir::Op::Load: return a[static_cast<size_t>(e.access.buf)][static_cast<size_t>(flat_at(p, s, e.access, iv, pos))];
+                case ir::Op::Const: return e.value;
+                case ir::Op::Scalar: return 0.75;
+                case ir::Op::Neg: return -ev(*e.args[0]);
+                case ir::Op::Mul: return ev(*e.args[0]) * ev(*e.args[1]);
+                case ir::Op::Div: return ev(*e.args[0]) / ev(*e.args[1]);
+                default: FAIL("not a contraction's body"); return 0;
+              }
+            };
+            const double v = pass == 0 ? 0 : ev(*s.only().body);
+            double& out = a[static_cast<size_t>(s.only().out.buf)][static_cast<size_t>(flat_at(p, s, s.only().out, iv, pos))];
+            out = pass == 0 ? 0 : out + v;
+            size_t k = iv.size();
+            while (k-- > 0) {
+              if (++iv[k] < s.iters[k].size) break;
+              iv[k] = 0;
+            }
+            if (k == static_cast<size_t>(-1)) break;
+          }
+        }
+        // the GEMM with its operands from the position's rows
+        auto row = [&](int buf) { const long r = p.buffers[static_cast<size_t>(buf)].ring; return r ? pos % r : pos; };
+        GemmPlan h = *g;
+        REQUIRE_FALSE((h.m.n || h.n.n || h.k.n || h.count.n));  // one sequence: no batch count
+        std::vector<std::vector<double>> shifted = b;
+        // (run_gemm indexes from element 0: move each operand so that element 0 is its start)
+        auto shift = [&](int buf, long by) {
+          auto& v = shifted[static_cast<size_t>(buf)];
+          v.erase(v.begin(), v.begin() + by);
+        };
+        const long oa = h.pos_a * row(h.a), ob = h.pos_b * row(h.b), oc = h.pos_c * row(h.c);
+        REQUIRE((h.a != h.c && h.b != h.c));
+        if (h.a == h.b) REQUIRE(oa == ob);
+        shift(h.a, oa);
+        if (h.b != h.a) shift(h.b, ob);
+        shift(h.c, oc);
+        run_gemm(h, 1, shifted);
+        auto& c = b[static_cast<size_t>(h.c)];
+        std::copy(shifted[static_cast<size_t>(h.c)].begin(), shifted[static_cast<size_t>(h.c)].end(), c.begin() + oc);
+        INFO(spec << ": " << s.what << " -> " << p.buffers[static_cast<size_t>(h.c)].name << " at pos " << pos);
+        const auto& x = a[static_cast<size_t>(h.c)];
+        double worst = 0;
+        for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - c[i]) / std::max(1.0, std::abs(x[i])));
+        REQUIRE(worst < 1e-12);
+      }
+    }
+  }
+  CHECK(matched >= 20);
+  CHECK(at_pos == matched);  // every product of decode is at the position
+  CHECK(ring > 0);           // some into a window's ring cache
+}
+
 TEST_CASE("fashion_mlp: every matrix product is a GEMM", "[contraction]") {
   ir::Program p = program(std::string(CANNL_SOURCE_DIR) + "/specs/fashion_mlp.cannl", 256);
   int gemms = 0;

@@ -6,8 +6,7 @@
  * cannl_infer_main, as for the C target; run `fashion_mlp_infer --help`. It runs the model's
  * state (fashion_mlp.cu) forward: params from --weights (a checkpoint of either target, or
  * PyTorch's safetensors), inputs uploaded per batch, outputs copied back. Generation re-runs
- * the forward pass over the window for each new token (the KV-cache decode routine is the C
- * target's so far).
+ * the forward pass over the window for each new token (the model has no decode routine).
  */
 #define FASHION_MLP_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "fashion_mlp.h"

@@ -10,13 +10,14 @@
  *   train_update  train_step's adamw update from the grad block
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
+ *   decode        generation: one position's logits, the keys and values kept in device caches
  * Each nest is one kernel with its bounds, strides and launch geometry as constants (loops over
  * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
  * Products: fp32 on the CUDA cores (--precision fp32).
  *
- * Memory: every buffer lives in one device arena (231176256 bytes), laid out as the C target's
+ * Memory: every buffer lives in one device arena (231274560 bytes), laid out as the C target's
  * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
  * routine's work buffers in one region). Its first 2873856 bytes (params, optimiser state)
  * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
@@ -126,6 +127,8 @@ struct gpt_tiny {
     int ready[2];               /* slot holds a prefetched batch not yet trained on */
     int next_slot;
     real *scalars;              /* pinned: the loss and the metrics read back */
+    int32_t *decode_ids;        /* device: the ids at positions 0 .. decode_len - 1 (decode) */
+    int64_t decode_len;         /* ids in the KV cache */
     int failed;
     cannl_error error;          /* the first failure */
     /* ---- mirrored on the host */
@@ -194,6 +197,7 @@ struct gpt_tiny {
     real *ln1_g_grad; /* [128] gradient of ln1_g */
     real *ln1_b_grad; /* [128] gradient of ln1_b */
     real *wpe_grad; /* [64, 128] gradient of wpe */
+    real *qkv_cache; /* [1, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
 
 };
 
@@ -1120,6 +1124,140 @@ static __global__ void __launch_bounds__(256) set_lnf_b_exp_avg(real *__restrict
     lnf_b[j] = lnf_b[j] - lr / bc1 * (lnf_b_exp_avg[j] / (sqrtf(lnf_b_exp_avg_sq[j]) * (1.0f / sqrt_bc2) + 1e-08f));
 }
 
+/* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
+static __global__ void __launch_bounds__(256) sum_h1_mean_2(real *__restrict__ h1_mean, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const int64_t pos) {
+    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane_ = threadIdx.x % 32;
+    if (i_ >= 1) return; /* the whole warp */
+    real acc = 0.0f;
+    for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
+        const int64_t o = r_;
+        acc += x0_emb[pos * 128 + o] + wpe[pos * 128 + o];
+    }
+    acc = cannl_warp_sum(acc);
+    if (lane_ == 0) h1_mean[pos] = acc * 0.0078125f;
+}
+
+/* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
+static __global__ void __launch_bounds__(256) sum_h1_var_2(real *__restrict__ h1_var, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const real *__restrict__ h1_mean, const int64_t pos) {
+    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane_ = threadIdx.x % 32;
+    if (i_ >= 1) return; /* the whole warp */
+    real acc = 0.0f;
+    for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
+        const int64_t o = r_;
+        acc += powf(x0_emb[pos * 128 + o] + wpe[pos * 128 + o] - h1_mean[pos], 2.0f);
+    }
+    acc = cannl_warp_sum(acc);
+    if (lane_ == 0) h1_var[pos] = acc * 0.0078125f;
+}
+
+/* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b (one thread per element) */
+static __global__ void __launch_bounds__(256) set_h1_2(real *__restrict__ h1, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const real *__restrict__ ln1_g, const real *__restrict__ ln1_b, const int64_t pos) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 128) return;
+    const int64_t o = i_;
+    h1[pos * 128 + o] = (x0_emb[pos * 128 + o] + wpe[pos * 128 + o] - h1_mean[pos]) * (1.0f / sqrtf(h1_var[pos] + 1e-05f)) * ln1_g[o] + ln1_b[o];
+}
+
+/* line 31: qkv = w_qkv * h1 + b_qkv (one thread per element) */
+static __global__ void __launch_bounds__(256) set_qkv_cache(real *__restrict__ qkv_cache, const real *__restrict__ qkv_mm, const real *__restrict__ b_qkv, const int64_t pos) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 384) return;
+    const int64_t o0 = i_ / 128;
+    const int64_t o1 = (i_ / 32) % 4;
+    const int64_t o2 = i_ % 32;
+    qkv_cache[pos * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[pos * 384 + o0 * 128 + o1 * 32 + o2] + b_qkv[o0 * 128 + o1 * 32 + o2];
+}
+
+/* line 33: x1 = x0 + (w_o * y + b_o) (one thread per element) */
+static __global__ void __launch_bounds__(256) set_x1_3(real *__restrict__ x1, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const real *__restrict__ x1_mm, const real *__restrict__ b_o, const int64_t pos) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 128) return;
+    const int64_t o = i_;
+    x1[pos * 128 + o] = x0_emb[pos * 128 + o] + wpe[pos * 128 + o] + (x1_mm[pos * 128 + o] + b_o[o]);
+}
+
+/* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
+static __global__ void __launch_bounds__(256) sum_h2_mean_2(real *__restrict__ h2_mean, const real *__restrict__ x1, const int64_t pos) {
+    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane_ = threadIdx.x % 32;
+    if (i_ >= 1) return; /* the whole warp */
+    real acc = 0.0f;
+    for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
+        const int64_t o = r_;
+        acc += x1[pos * 128 + o];
+    }
+    acc = cannl_warp_sum(acc);
+    if (lane_ == 0) h2_mean[pos] = acc * 0.0078125f;
+}
+
+/* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
+static __global__ void __launch_bounds__(256) sum_h2_var_2(real *__restrict__ h2_var, const real *__restrict__ x1, const real *__restrict__ h2_mean, const int64_t pos) {
+    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane_ = threadIdx.x % 32;
+    if (i_ >= 1) return; /* the whole warp */
+    real acc = 0.0f;
+    for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
+        const int64_t o = r_;
+        acc += powf(x1[pos * 128 + o] - h2_mean[pos], 2.0f);
+    }
+    acc = cannl_warp_sum(acc);
+    if (lane_ == 0) h2_var[pos] = acc * 0.0078125f;
+}
+
+/* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b (one thread per element) */
+static __global__ void __launch_bounds__(256) set_h2_2(real *__restrict__ h2, const real *__restrict__ x1, const real *__restrict__ h2_mean, const real *__restrict__ h2_var, const real *__restrict__ ln2_g, const real *__restrict__ ln2_b, const int64_t pos) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 128) return;
+    const int64_t o = i_;
+    h2[pos * 128 + o] = (x1[pos * 128 + o] - h2_mean[pos]) * (1.0f / sqrtf(h2_var[pos] + 1e-05f)) * ln2_g[o] + ln2_b[o];
+}
+
+/* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) (one thread per element) */
+static __global__ void __launch_bounds__(256) set_x2_v_3(real *x2_v, const real *x2_mm2, const real *__restrict__ b_fc, const int64_t pos) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 512) return;
+    const int64_t o = i_;
+    x2_v[pos * 512 + o] = cannl_gelu(x2_mm2[pos * 512 + o] + b_fc[o]);
+}
+
+/* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
+static __global__ void __launch_bounds__(256) sum_logits_mean_2(real *__restrict__ logits_mean, const real *__restrict__ x1, const real *__restrict__ x2_mm, const real *__restrict__ b_pr, const int64_t pos) {
+    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane_ = threadIdx.x % 32;
+    if (i_ >= 1) return; /* the whole warp */
+    real acc = 0.0f;
+    for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
+        const int64_t o = r_;
+        acc += x1[pos * 128 + o] + (x2_mm[pos * 128 + o] + b_pr[o]);
+    }
+    acc = cannl_warp_sum(acc);
+    if (lane_ == 0) logits_mean[pos] = acc * 0.0078125f;
+}
+
+/* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
+static __global__ void __launch_bounds__(256) sum_logits_var_2(real *__restrict__ logits_var, const real *__restrict__ x1, const real *__restrict__ x2_mm, const real *__restrict__ b_pr, const real *__restrict__ logits_mean, const int64_t pos) {
+    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane_ = threadIdx.x % 32;
+    if (i_ >= 1) return; /* the whole warp */
+    real acc = 0.0f;
+    for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
+        const int64_t o = r_;
+        acc += powf(x1[pos * 128 + o] + (x2_mm[pos * 128 + o] + b_pr[o]) - logits_mean[pos], 2.0f);
+    }
+    acc = cannl_warp_sum(acc);
+    if (lane_ == 0) logits_var[pos] = acc * 0.0078125f;
+}
+
+/* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) (one thread per element) */
+static __global__ void __launch_bounds__(256) set_logits_v_2(real *__restrict__ logits_v, const real *__restrict__ x1, const real *__restrict__ x2_mm, const real *__restrict__ b_pr, const real *__restrict__ logits_mean, const real *__restrict__ logits_var, const real *__restrict__ lnf_g, const real *__restrict__ lnf_b, const int64_t pos) {
+    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i_ >= 128) return;
+    const int64_t o = i_;
+    logits_v[pos * 128 + o] = (x1[pos * 128 + o] + (x2_mm[pos * 128 + o] + b_pr[o]) - logits_mean[pos]) * (1.0f / sqrtf(logits_var[pos] + 1e-05f)) * lnf_g[o] + lnf_b[o];
+}
+
 
 /* ----------------------------------------------------------------------------- routines */
 
@@ -1431,7 +1569,7 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq;
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg;
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq;
-    char *const work = m->dev + 3831808; /* the work region: this routine's 227344448 bytes */
+    char *const work = m->dev + 3930112; /* the work region: this routine's 227344448 bytes */
     real *const x0_emb = (real *)(work + 0);
     real *const x0_emb_grad = (real *)(work + 0);
     real *const grad_norm = (real *)(work + 0);
@@ -1717,7 +1855,7 @@ static void forward(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const b_pr = m->b_pr;
     real *const lnf_g = m->lnf_g;
     real *const lnf_b = m->lnf_b;
-    char *const work = m->dev + 3831808; /* the work region: this routine's 50331648 bytes */
+    char *const work = m->dev + 3930112; /* the work region: this routine's 50331648 bytes */
     real *const h1_mean = (real *)(work + 0);
     real *const qkv = (real *)(work + 0);
     real *const qkv_mm = (real *)(work + 0);
@@ -1810,7 +1948,7 @@ static void eval_metrics(struct gpt_tiny *m, const real *const in_[], int64_t n)
     real *const b_pr = m->b_pr;
     real *const lnf_g = m->lnf_g;
     real *const lnf_b = m->lnf_b;
-    char *const work = m->dev + 3831808; /* the work region: this routine's 50331648 bytes */
+    char *const work = m->dev + 3930112; /* the work region: this routine's 50331648 bytes */
     real *const h1_mean = (real *)(work + 0);
     real *const qkv = (real *)(work + 0);
     real *const qkv_mm = (real *)(work + 0);
@@ -1944,7 +2082,7 @@ static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) 
     real *const ln1_g_grad = m->ln1_g_grad;
     real *const ln1_b_grad = m->ln1_b_grad;
     real *const wpe_grad = m->wpe_grad;
-    char *const work = m->dev + 3831808; /* the work region: this routine's 227344448 bytes */
+    char *const work = m->dev + 3930112; /* the work region: this routine's 227344448 bytes */
     real *const x0_emb = (real *)(work + 0);
     real *const x0_emb_grad = (real *)(work + 0);
     real *const h1_mean = (real *)(work + 8388608);
@@ -2212,7 +2350,7 @@ static void train_update(struct gpt_tiny *m, const real *const in_[], int64_t n)
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq;
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg;
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq;
-    char *const work = m->dev + 3831808; /* the work region: this routine's 64 bytes */
+    char *const work = m->dev + 3930112; /* the work region: this routine's 64 bytes */
     real *const grad_norm = (real *)(work + 0);
     real *const clip_coef = (real *)(work + 0);
     const int64_t step = ++m->step;
@@ -2309,6 +2447,98 @@ static void train_update(struct gpt_tiny *m, const real *const in_[], int64_t n)
     /* line 41: adamw update of lnf_b */
     set_lnf_b_exp_avg<<<1, 256, 0, stream_>>>(lnf_b_exp_avg, lnf_b_exp_avg_sq, lnf_b, lnf_b_grad, clip_coef, bc1, lr, sqrt_bc2);
     CUDA_CHECK(cudaGetLastError());
+}
+
+/* routine decode: 14 kernels, 5 cuBLAS products, queued on the compute stream */
+static void decode(struct gpt_tiny *m, const real *const in_[], int64_t pos) {
+    const int32_t *const tokens = (const int32_t *)(const void *)in_[0];
+    real *const wte = m->wte;
+    real *const wpe = m->wpe;
+    real *const ln1_g = m->ln1_g;
+    real *const ln1_b = m->ln1_b;
+    real *const w_qkv = m->w_qkv;
+    real *const b_qkv = m->b_qkv;
+    real *const w_o = m->w_o;
+    real *const b_o = m->b_o;
+    real *const ln2_g = m->ln2_g;
+    real *const ln2_b = m->ln2_b;
+    real *const w_fc = m->w_fc;
+    real *const b_fc = m->b_fc;
+    real *const w_pr = m->w_pr;
+    real *const b_pr = m->b_pr;
+    real *const lnf_g = m->lnf_g;
+    real *const lnf_b = m->lnf_b;
+    real *const qkv_cache = m->qkv_cache;
+    char *const work = m->dev + 3930112; /* the work region: this routine's 50331648 bytes */
+    real *const h1_mean = (real *)(work + 0);
+    real *const qkv_mm = (real *)(work + 0);
+    real *const y = (real *)(work + 0);
+    real *const h2_mean = (real *)(work + 0);
+    real *const x2_v = (real *)(work + 0);
+    real *const x2_mm2 = (real *)(work + 0);
+    real *const logits = (real *)(work + 0);
+    real *const logits_mean = (real *)(work + 0);
+    real *const h1_var = (real *)(work + 65536);
+    real *const h2_var = (real *)(work + 65536);
+    real *const logits_var = (real *)(work + 65536);
+    real *const y_lse = (real *)(work + 8388608);
+    real *const x1_mm = (real *)(work + 8388608);
+    real *const logits_v = (real *)(work + 16777216);
+    real *const x0_emb = (real *)(work + 25165824);
+    real *const h1 = (real *)(work + 33554432);
+    real *const x1 = (real *)(work + 33554432);
+    real *const h2 = (real *)(work + 41943040);
+    real *const x2_mm = (real *)(work + 41943040);
+    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
+
+    /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
+    cannl_embedding_forward<real><<<1, 256, 0, stream_>>>(1, 128, 256, tokens + pos, wte, x0_emb + pos * 128);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
+    sum_h1_mean_2<<<1, 256, 0, stream_>>>(h1_mean, x0_emb, wpe, pos);
+    CUDA_CHECK(cudaGetLastError());
+    sum_h1_var_2<<<1, 256, 0, stream_>>>(h1_var, x0_emb, wpe, h1_mean, pos);
+    CUDA_CHECK(cudaGetLastError());
+    set_h1_2<<<1, 256, 0, stream_>>>(h1, x0_emb, wpe, h1_mean, h1_var, ln1_g, ln1_b, pos);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 31: qkv = w_qkv * h1 + b_qkv */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 384, 1, 128, 1.0f, w_qkv, 128, 0, h1 + pos * 128, 128, 0, 0.0f, qkv_mm + pos * 384, 384, 0, 1);
+    set_qkv_cache<<<2, 256, 0, stream_>>>(qkv_cache, qkv_mm, b_qkv, pos);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
+    cannl_attention_decode<real, 32, 32>(stream_, 4, 1, (int)pos, 64, 0, (real)0.17677669529663687, qkv_cache + 0 + pos * 384, qkv_cache + 128, 384, qkv_cache + 256, 384, y + pos * 128, y_lse + pos, 64);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 33: x1 = x0 + (w_o * y + b_o) */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 128, 1, 128, 1.0f, w_o, 128, 0, y + pos * 128, 128, 0, 0.0f, x1_mm + pos * 128, 128, 0, 1);
+    set_x1_3<<<1, 256, 0, stream_>>>(x1, x0_emb, wpe, x1_mm, b_o, pos);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
+    sum_h2_mean_2<<<1, 256, 0, stream_>>>(h2_mean, x1, pos);
+    CUDA_CHECK(cudaGetLastError());
+    sum_h2_var_2<<<1, 256, 0, stream_>>>(h2_var, x1, h2_mean, pos);
+    CUDA_CHECK(cudaGetLastError());
+    set_h2_2<<<1, 256, 0, stream_>>>(h2, x1, h2_mean, h2_var, ln2_g, ln2_b, pos);
+    CUDA_CHECK(cudaGetLastError());
+
+    /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, 1, 128, 1.0f, w_fc, 128, 0, h2 + pos * 128, 128, 0, 0.0f, x2_mm2 + pos * 512, 512, 0, 1);
+    set_x2_v_3<<<2, 256, 0, stream_>>>(x2_v, x2_mm2, b_fc, pos);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 128, 1, 512, 1.0f, w_pr, 512, 0, x2_v + pos * 512, 512, 0, 0.0f, x2_mm + pos * 128, 128, 0, 1);
+
+    /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
+    sum_logits_mean_2<<<1, 256, 0, stream_>>>(logits_mean, x1, x2_mm, b_pr, pos);
+    CUDA_CHECK(cudaGetLastError());
+    sum_logits_var_2<<<1, 256, 0, stream_>>>(logits_var, x1, x2_mm, b_pr, logits_mean, pos);
+    CUDA_CHECK(cudaGetLastError());
+    set_logits_v_2<<<1, 256, 0, stream_>>>(logits_v, x1, x2_mm, b_pr, logits_mean, logits_var, lnf_g, lnf_b, pos);
+    CUDA_CHECK(cudaGetLastError());
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, 1, 128, 1.0f, wte, 128, 0, logits_v + pos * 128, 128, 0, 0.0f, logits + pos * 256, 256, 0, 1);
 }
 
 
@@ -2506,17 +2736,19 @@ static void bind_buffers(struct gpt_tiny *m) {
     m->lnf_g_exp_avg_sq = (real *)(m->dev + 2872320);
     m->lnf_b_exp_avg = (real *)(m->dev + 2872832);
     m->lnf_b_exp_avg_sq = (real *)(m->dev + 2873344);
+    m->qkv_cache = (real *)(m->dev + 3831808);
 }
 
 struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
     struct gpt_tiny *m = (struct gpt_tiny *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(231176256, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(231274560, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(2873856, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(239488 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
              cannl_stream_create(&m->compute, &e) == CANNL_OK && cannl_stream_create(&m->copy, &e) == CANNL_OK;
+    ok = ok && (m->decode_ids = (int32_t *)cannl_device_alloc(64 * sizeof(int32_t), &e)) != NULL;
     for (int s = 0; s < 2 && ok; ++s)
         ok = (m->in_host[s] = (real *)cannl_pinned_alloc(32768 * sizeof(real), &e)) != NULL &&
              (m->in_dev[s] = (real *)cannl_device_alloc(32768 * sizeof(real), &e)) != NULL &&
@@ -2564,6 +2796,7 @@ void gpt_tiny_destroy(struct gpt_tiny *m) {
     cannl_pinned_free(m->host);
     cannl_pinned_free(m->grads_host);
     cannl_device_free(m->dev);
+    cannl_device_free(m->decode_ids);
     free(m);
 }
 
@@ -2586,7 +2819,7 @@ double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 197621760)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 197720064)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -2599,7 +2832,7 @@ double gpt_tiny_train_grads(struct gpt_tiny *m, const gpt_tiny_real *const input
     train_grads(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 197621760)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 197720064)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -2632,7 +2865,7 @@ void gpt_tiny_forward(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], i
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 3831808)), (size_t)n * 16384 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 3930112)), (size_t)n * 16384 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
@@ -2648,13 +2881,62 @@ void gpt_tiny_eval(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int6
     eval_metrics(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 20805632)), sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 3831808)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 20903936)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 3930112)), sizeof(real), &e));
 
     finish(m);
     *loss = m->failed ? NAN : (double)m->scalars[0];
     for (int k = 0; k < 1; ++k) metrics[k] = m->failed ? NAN : (double)m->scalars[k + 1];
 }
+
+/* Generation, as the C target's forward-only state has it: the routine decode at position pos, its
+   ids on the device (decode_ids), the keys and values in the arena's caches; the output at pos
+   into logits unless it is NULL. Queued, then waited for. */
+static void decode_at(struct gpt_tiny *m, int64_t pos, gpt_tiny_real *logits) {
+    const real *in[2 + 1] = {NULL};
+    in[0] = (const real *)(const void *)m->decode_ids;
+    decode(m, in, pos);
+    cannl_error e;
+    if (logits) CANNL_TRY(cannl_stream_copy(m->compute, logits, (((real *)(m->dev + 3930112)) + pos * 256), 256 * sizeof(real), &e));
+}
+
+cannl_status gpt_tiny_decode_step(struct gpt_tiny *m, int32_t id, gpt_tiny_real *logits) {
+    if (!m || id < 0 || id >= 256 || m->decode_len >= 64) return CANNL_E_ARG;
+    if (m->failed) return CANNL_E_DEVICE;
+    cannl_error e;
+    to_device(m);
+    CANNL_TRY(cannl_stream_copy(m->compute, m->decode_ids + m->decode_len, &id, sizeof id, &e));
+    decode_at(m, m->decode_len, logits);
+    finish(m);
+    m->decode_len++;
+    return m->failed ? CANNL_E_DEVICE : CANNL_OK;
+}
+
+cannl_status gpt_tiny_decode_prefill(struct gpt_tiny *m, const int32_t *ids, int64_t count, gpt_tiny_real *logits) {
+    if (!m) return CANNL_E_ARG;
+    m->decode_len = 0;
+    if (!ids || count < 1 || count > 64) return CANNL_E_ARG;
+    for (int64_t i = 0; i < count; ++i)
+        if (ids[i] < 0 || ids[i] >= 256) return CANNL_E_ARG;
+    if (m->failed) return CANNL_E_DEVICE;
+    cannl_error e;
+    to_device(m);
+    CANNL_TRY(cannl_stream_copy(m->compute, m->decode_ids, ids, (size_t)count * sizeof *ids, &e));
+    for (int64_t i = 0; i < count; ++i) decode_at(m, i, i + 1 == count ? logits : NULL);
+    finish(m);
+    m->decode_len = count;
+    return m->failed ? CANNL_E_DEVICE : CANNL_OK;
+}
+
+int64_t gpt_tiny_decode_length(const struct gpt_tiny *m) { return m ? m->decode_len : 0; }
+
+static cannl_status api_decode_prefill_fn(void *m, const int32_t *ids, int64_t count, void *logits) {
+    return gpt_tiny_decode_prefill((struct gpt_tiny *)m, ids, count, (gpt_tiny_real *)logits);
+}
+static cannl_status api_decode_step_fn(void *m, int32_t id, void *logits) {
+    return gpt_tiny_decode_step((struct gpt_tiny *)m, id, (gpt_tiny_real *)logits);
+}
+const cannl_decode_api gpt_tiny_decode_api = { 64, api_decode_prefill_fn, api_decode_step_fn};
 
 /* A prefetched batch: staged now, trained on by the next train_step with these inputs. */
 static void gpt_tiny_prefetch(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n) {

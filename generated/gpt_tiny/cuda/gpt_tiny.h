@@ -125,6 +125,30 @@ cannl_status gpt_tiny_load(struct gpt_tiny *m, const char *path, cannl_load_what
 /* The model as the generic training program (cannl_train_main) sees it. */
 extern const cannl_model_api gpt_tiny_api;
 
+/* ----------------------------------------------------------------------------- generation
+ * A causal language model: the state also keeps a KV cache on the device (the keys and values
+ * of every attention at the positions so far, 64 at most), so generating a token costs one
+ * position's work, not a forward pass over the window; used as the C target's
+ * gpt_tiny_decode_* on its forward-only state. The logits at position t equal those of
+ * gpt_tiny_forward at t for the same ids (within float rounding). forward, eval, training
+ * and load leave the cache as it is: re-prefill after changing the params. CANNL_E_DEVICE
+ * after a GPU failure.
+ */
+#define GPT_TINY_DECODE_CTX 64   /* positions the cache holds (the model's ctx) */
+#define GPT_TINY_DECODE_VOCAB 256 /* logits per position (output logits) */
+/* Reset the cache and run ids[0 .. count) through it at positions 0 .. count - 1
+   (1 <= count <= GPT_TINY_DECODE_CTX, each id in [0, 256)); the logits of the last
+   position into logits (GPT_TINY_DECODE_VOCAB values) unless it is NULL. CANNL_E_ARG, and
+   the cache left empty, for a bad count or id. */
+cannl_status gpt_tiny_decode_prefill(struct gpt_tiny *s, const int32_t *ids, int64_t count, gpt_tiny_real *logits);
+/* Add id at the next position; the logits of that position into logits (NULL: not wanted).
+   CANNL_E_ARG, and nothing done, for a bad id or a full cache (GPT_TINY_DECODE_CTX ids). */
+cannl_status gpt_tiny_decode_step(struct gpt_tiny *s, int32_t id, gpt_tiny_real *logits);
+/* The ids in the cache: positions 0 .. length - 1. */
+int64_t gpt_tiny_decode_length(const struct gpt_tiny *s);
+/* The two above for the inference program's --generate (cannl_infer_main). */
+extern const cannl_decode_api gpt_tiny_decode_api;
+
 #ifdef __cplusplus
 }
 #endif

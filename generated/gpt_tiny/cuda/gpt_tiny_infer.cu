@@ -5,9 +5,9 @@
  * The command line (weights, data files, outputs, metrics, --generate) is the runtime's
  * cannl_infer_main, as for the C target; run `gpt_tiny_infer --help`. It runs the model's
  * state (gpt_tiny.cu) forward: params from --weights (a checkpoint of either target, or
- * PyTorch's safetensors), inputs uploaded per batch, outputs copied back. Generation re-runs
- * the forward pass over the window for each new token (the KV-cache decode routine is the C
- * target's so far).
+ * PyTorch's safetensors), inputs uploaded per batch, outputs copied back. Generation
+ * (--generate) runs the KV-cache decode steps on the device (gpt_tiny_decode_api): one position's
+ * work per new token.
  */
 #define GPT_TINY_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "gpt_tiny.h"
@@ -15,6 +15,6 @@
 int main(int argc, char **argv) {
     /* 1 where forward reads the input (the others are needed only by --metric) */
     static const unsigned char forward_reads[] = { 1, 0, 0};
-    const cannl_infer_model model = {&gpt_tiny_api, forward_reads, NULL, NULL};
+    const cannl_infer_model model = {&gpt_tiny_api, forward_reads, NULL, &gpt_tiny_decode_api};
     return cannl_infer_main(&model, argc, argv);
 }
