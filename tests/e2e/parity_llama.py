@@ -154,6 +154,28 @@ def build_model(torch, D):
     return Llama().double()
 
 
+def name_map(D, state):
+    """The --name-map lines that give the spec's params the keys of build_model's state_dict (the
+    stacked projections with nn.Linear's shape, for the files)."""
+    lines = ["wte = emb.weight", "w_head = head.weight", "norm_f = norm_f.weight"]
+    for layer in range(D["layers"]):
+        for norm in ("norm1", "norm2"):
+            lines.append(f"{norm}.{layer} = layers.{layer}.{norm}.weight")
+        for lin in LINEARS:
+            key = f"layers.{layer}.{lin}.weight"
+            lines.append(f"{SPEC_NAME[lin]}.{layer} = {key} [{', '.join(map(str, state[key].shape))}]")
+    return lines
+
+
+def optimizers(torch, model, muon_step):
+    """The spec's groups: Muon on the matrices (every nn.Linear weight: params with input axes but
+    the embedding's table), AdamW on the others (the embedding, the norms' gains)."""
+    matrices = [p for name, p in model.named_parameters() if name.endswith(".weight") and p.dim() == 2
+                and not name.startswith("emb.")]
+    others = [p for p in model.parameters() if all(p is not q for q in matrices)]
+    return [make_muon(torch, muon_step)(matrices, **MUON), torch.optim.AdamW(others, **ADAMW)]
+
+
 def make_muon(torch, muon_step):
     class Muon(torch.optim.Optimizer):
         """torch.optim.Muon (torch >= 2.9) for torch 1.13: the same arguments and defaults, each
@@ -207,13 +229,7 @@ def main():
     state = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
     init_path = os.path.join(work, "init.safetensors")
     u.write_safetensors(init_path, state, {"note": "e2e llama_char parity init (the nn model's state_dict)"})
-    lines = ["wte = emb.weight", "w_head = head.weight", "norm_f = norm_f.weight"]
-    for layer in range(D["layers"]):
-        for norm in ("norm1", "norm2"):
-            lines.append(f"{norm}.{layer} = layers.{layer}.{norm}.weight")
-        for lin in LINEARS:
-            key = f"layers.{layer}.{lin}.weight"
-            lines.append(f"{SPEC_NAME[lin]}.{layer} = {key} [{', '.join(map(str, state[key].shape))}]")
+    lines = name_map(D, state)
     map_path = os.path.join(work, "map.txt")
     with open(map_path, "w") as f:
         f.write("# llama_char <- the nn.Module Llama of parity_llama.py, nn.Linear weights in their own shape\n")
@@ -241,11 +257,7 @@ def main():
     u.check([s for s, _ in got_losses] == list(range(1, steps + 1)), f"metrics log steps {got_losses}")
 
     # --- PyTorch float64
-    Muon = make_muon(torch, muon_step)
-    matrices = [p for name, p in model.named_parameters() if name.endswith(".weight") and p.dim() == 2
-                and not name.startswith("emb.")]
-    others = [p for name, p in model.named_parameters() if all(p is not q for q in matrices)]
-    optims = [Muon(matrices, **MUON), torch.optim.AdamW(others, **ADAMW)]
+    optims = optimizers(torch, model, muon_step)
     scheds = [torch.optim.lr_scheduler.LambdaLR(o, cosine(*COSINE)) for o in optims]
     want_losses, clipped = [], 0
     for s in range(steps):
