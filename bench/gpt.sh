@@ -2,9 +2,10 @@
 # bench/gpt.sh — the GPT specs' training step, cannl vs PyTorch 1.13 (not part of the test suite;
 # takes about ten minutes on 2 cores).
 #
-#   bench/gpt.sh                                   gpt_char (batch 8, ctx 128) and gpt2_124m at
-#                                                  ctx 64 (batch 4), 7 interleaved repetitions,
-#                                                  1 and 2 threads, then the loss comparison
+#   bench/gpt.sh                                   gpt_char (batch 8, ctx 128), gpt2_124m at ctx
+#                                                  64 (batch 4) and llama_char (batch 8, ctx 128),
+#                                                  7 interleaved repetitions, 1 and 2 threads,
+#                                                  then the loss comparison
 #   bench/gpt.sh --reps 3 --models gpt_char --no-loss
 #
 # Builds `cannl` and the runtime (release preset); generates each model into build/bench/gpt/
@@ -26,8 +27,8 @@ out=build/bench/gpt
 mkdir -p "$out"
 cc=${CC:-cc}
 cflags=(-std=c11 -O3 -fno-math-errno -fassociative-math -fno-signed-zeros -fno-trapping-math -fopenmp -Iruntime-lib)
-declare -A gen_args=([gpt_char]="" [gpt2_124m]="--dim ctx=64")
-for model in gpt_char gpt2_124m; do
+declare -A gen_args=([gpt_char]="" [gpt2_124m]="--dim ctx=64" [llama_char]="")
+for model in gpt_char gpt2_124m llama_char; do
   g=$out/$model/src
   rm -rf "$g"
   read -r -a extra <<<"${gen_args[$model]}"

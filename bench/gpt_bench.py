@@ -3,10 +3,11 @@
 bench/gpt.sh, which builds the programs it runs into BENCH_DIR).
 
 Usage: gpt_bench.py BENCH_DIR --text TRAIN.txt --val VAL.txt [--reps R] [--threads 1 2]
-                    [--models gpt_char gpt2_124m] [--no-steps] [--no-loss]
+                    [--models gpt_char gpt2_124m llama_char] [--no-steps] [--no-loss]
 
 Models (BENCH_DIR/<model>/: `cannl gen`, gpt2_124m with --dim ctx=64): gpt_char at batch 8
-(ctx 128), gpt2_124m at batch 4 (ctx 64, llm.c's CPU configuration B=4, T=64).
+(ctx 128), gpt2_124m at batch 4 (ctx 64, llm.c's CPU configuration B=4, T=64), llama_char at
+batch 8 (ctx 128; Muon + AdamW, the PyTorch side tests/e2e/parity_llama.py's nn model).
 
 Step times: for each repetition, for each thread count, for each model, a fresh process of
 the generated code (bench/step_bench.c: the bare train_step on random token windows) and one of
@@ -19,7 +20,8 @@ OMP_WAIT_POLICY=PASSIVE at 2 threads.
 
 Losses: both sides start from the same params (torch_gpt.py init: the spec's distributions,
 written as safetensors and given to the trainer with --init) and take the same AdamW steps
-(constant lr, the trainer's --lr-schedule constant) on the same windows of ctx + 1 bytes of
+(constant lr, the trainer's --lr-schedule constant; llama_char: Muon + AdamW, its init under
+the nn model's names through --name-map) on the same windows of ctx + 1 bytes of
 TRAIN.txt (.npy files in file order: --no-shuffle, one thread); then the mean loss over the
 same fixed windows of VAL.txt: the trainer's test_loss (--test) against PyTorch's. Tokens are
 bytes (gpt2_124m's vocabulary holds them; no GPT-2 tokenizer here). Criterion: within 0.02
@@ -41,6 +43,7 @@ from bench import MALLOC_TUNABLES  # noqa: E402  (the malloc settings every benc
 MODELS = {
     "gpt_char": (128, 8, (3, 20), 60, 64),
     "gpt2_124m": (64, 4, (1, 4), 12, 16),
+    "llama_char": (128, 8, (3, 20), 60, 64),
 }
 
 
@@ -135,10 +138,12 @@ def loss_table(bench, models, text, val):
         env = env_for(1)
         subprocess.run([sys.executable, HERE / "torch_gpt.py", "init", m, str(ctx), init], env=env, check=True)
         metrics = work / "metrics.jsonl"
+        name_map = Path(str(init) + ".map")  # the init under PyTorch's names (llama_char)
         subprocess.run([bench / m / "train", f"--data=tokens={files['train'][0]}", f"--data=next={files['train'][1]}",
                         f"--test=tokens={files['val'][0]}", f"--test=next={files['val'][1]}",
                         "--steps", str(steps), "--batch", str(batch), "--no-shuffle", "--threads", "1",
-                        "--lr-schedule", "constant", "--init", init, "--metrics", metrics, "--quiet"],
+                        "--lr-schedule", "constant", "--init", init, "--metrics", metrics, "--quiet"]
+                       + (["--name-map", name_map] if name_map.exists() else []),
                        env=env, check=True, stdout=subprocess.DEVNULL)
         recs = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
         got = [r["test_loss"] for r in recs if "test_loss" in r][-1]
@@ -146,7 +151,7 @@ def loss_table(bench, models, text, val):
                          batch, 1], env)
         rows.append((m, batch, ctx, steps, nval, got, want["val_loss"], want["first_loss"]))
     print("\n### Validation loss after the same steps from the same init and windows (nats per byte)\n")
-    print("| model | batch x ctx | AdamW steps | val windows | initial loss | cannl | PyTorch | difference | within 0.02 |")
+    print("| model | batch x ctx | steps | val windows | initial loss | cannl | PyTorch | difference | within 0.02 |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     ok = True
     for m, batch, ctx, steps, nval, got, want, first in rows:

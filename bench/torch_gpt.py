@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""torch_gpt.py — the GPT specs (specs/gpt_char.cannl, specs/gpt2_124m.cannl) in PyTorch 1.13, for
-bench/gpt_bench.py.
+"""torch_gpt.py — the GPT specs (specs/gpt_char.cannl, specs/gpt2_124m.cannl) and the Llama-style
+specs/llama_char.cannl in PyTorch 1.13, for bench/gpt_bench.py.
 
   torch_gpt.py step MODEL CTX BATCH WARMUP STEPS THREADS
       times STEPS training steps (after WARMUP untimed) on random token windows and prints one
@@ -9,17 +9,26 @@ bench/gpt_bench.py.
       from the params of the safetensors file INIT, one AdamW step per BATCH windows of the
       .npy files TOKENS / NEXT in file order (constant lr: the trainer's --lr-schedule constant),
       then prints one JSON line with the mean loss over the windows of VAL_TOKENS / VAL_NEXT
+  torch_gpt.py init MODEL CTX INIT
+      writes the spec's random init to INIT (llama_char: under the nn model's names, with the
+      trainer's --name-map beside it, INIT.map)
 
 The model is written on the params in cannl's storage layout and names (contract §9; blocks
 `w_qkv.0` ...), nanoGPT's structure as PyTorch 1.13 runs it (no fused attention kernel before
 2.0: softmax of the masked score matrix), float32. The optimiser is the spec's: AdamW, weight
 decay on the params with input axes only, gradient clipping at norm 1.
+
+llama_char is the Llama of torch.nn layers of tests/e2e/parity_llama.py (its float64 parity
+test) in float32: nn.Embedding, nn.Linear, RMSNorm, the HF rotary embedding, grouped-query
+attention by repeat_interleave, SwiGLU; Muon (torch.optim.Muon's algorithm, tests/muon/
+check_muon.py's update, float32) on the matrices and AdamW on the rest, clipping at norm 1.
 """
 import json
 import math
 import struct
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,6 +36,9 @@ import torch.nn.functional as F
 
 sys.dont_write_bytecode = True
 import torch_step  # noqa: E402  (bench/, beside this file)
+
+ROOT = Path(__file__).resolve().parent.parent
+LLAMAS = ("llama_char",)  # specs written as tests/e2e/parity_llama.py's nn model
 
 # model: vocab, d, heads, layers, lr, betas, w_o / w_pr init std
 CONFIGS = {
@@ -134,12 +146,62 @@ class GPT:
         return float(loss)
 
 
+def llama_parts(model, ctx):
+    """tests/e2e/parity_llama.py (the nn model, its optimisers, the name map), Muon's update and
+    the spec's dims at context ctx."""
+    sys.path[:0] = [str(ROOT / "tests" / "e2e"), str(ROOT / "tests" / "muon")]
+    import parity_llama
+    from check_muon import muon_step
+    dims = parity_llama.spec_dims((ROOT / "specs" / f"{model}.cannl").read_text(), [f"ctx={ctx}"])
+    return parity_llama, muon_step, dims
+
+
+def llama_init(model, ctx, seed):
+    """The spec's init (every matrix and the embedding normal(0, 0.02), the gains ones) as the
+    nn model's state_dict, and the trainer's --name-map lines for it."""
+    pl, _, dims = llama_parts(model, ctx)
+    g = torch.Generator().manual_seed(seed)
+    net = pl.build_model(torch, dims).float()
+    state = {k: (torch.ones(v.shape) if "norm" in k else torch.randn(v.shape, generator=g) * 0.02)
+             for k, v in net.state_dict().items()}
+    return state, pl.name_map(dims, state)
+
+
+class Llama:
+    def __init__(self, model, ctx, params):
+        pl, muon_step, dims = llama_parts(model, ctx)
+        self.vocab = dims["vocab"]
+        self.net = pl.build_model(torch, dims).float()
+        self.net.load_state_dict(params)
+        self.opts = pl.optimizers(torch, self.net, muon_step)
+        self.opt = self.opts[1]  # (train sets each group's lr: the spec's, constant)
+
+    def loss(self, tok, nxt):
+        return F.cross_entropy(self.net(tok).reshape(-1, self.vocab), nxt.reshape(-1))
+
+    def step(self, tok, nxt):
+        for o in self.opts:
+            o.zero_grad(set_to_none=True)
+        loss = self.loss(tok, nxt)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(self.net.parameters()), 1.0)
+        for o in self.opts:
+            o.step()
+        return float(loss)
+
+
+def make(model, ctx, params=None):
+    if model in LLAMAS:
+        return Llama(model, ctx, params if params is not None else llama_init(model, ctx, 0)[0])
+    return GPT(model, ctx, params if params is not None else random_init(model, ctx, 0))
+
+
 def main():
     a = sys.argv[1:]
     if len(a) == 7 and a[0] == "step":
         model, ctx, batch, warmup, steps, threads = a[1], *map(int, a[2:])
         torch.set_num_threads(threads)
-        m = GPT(model, ctx, random_init(model, ctx, 0))
+        m = make(model, ctx)
         g = torch.Generator().manual_seed(1)
         data = [torch.randint(0, m.vocab, (2, batch, ctx), generator=g) for _ in range(8)]
         for i in range(warmup):
@@ -160,9 +222,10 @@ def main():
         model, ctx, init, tok, nxt, vtok, vnxt = a[1], int(a[2]), *a[3:8]
         batch, threads = int(a[8]), int(a[9])
         torch.set_num_threads(threads)
-        m = GPT(model, ctx, read_safetensors(init))
-        for g in m.opt.param_groups:
-            g["lr"] = CONFIGS[model][4]
+        m = make(model, ctx, read_safetensors(init))
+        if model not in LLAMAS:  # (the Llama's optimisers keep the spec's lrs: constant)
+            for g in m.opt.param_groups:
+                g["lr"] = CONFIGS[model][4]
         tok, nxt = torch.from_numpy(np.load(tok)).long(), torch.from_numpy(np.load(nxt)).long()
         losses = [m.step(tok[i:i + batch], nxt[i:i + batch]) for i in range(0, tok.shape[0] - batch + 1, batch)]
         vt, vn = torch.from_numpy(np.load(vtok)).long(), torch.from_numpy(np.load(vnxt)).long()
@@ -171,6 +234,10 @@ def main():
                       for i in range(0, vt.shape[0], batch))
         print(json.dumps({"model": model, "steps": len(losses), "first_loss": losses[0], "last_loss": losses[-1],
                           "val_loss": tot / vt.shape[0]}))
+    elif len(a) == 4 and a[0] == "init" and a[1] in LLAMAS:
+        state, lines = llama_init(a[1], int(a[2]), 0)
+        write_safetensors(a[3], state)
+        Path(a[3] + ".map").write_text("".join(line + "\n" for line in lines))
     elif len(a) == 4 and a[0] == "init":
         write_safetensors(a[3], random_init(a[1], int(a[2]), 0))
     else:

@@ -1,7 +1,8 @@
 /* name_map.c - --name-map FILE: the names a model's tensors have in safetensors files written
  * elsewhere (a PyTorch state_dict), one `cannl_name = pytorch.key` per line, `#` comments and
  * blank lines ignored. A param's mapping carries over to its optimiser state
- * ("w1.exp_avg" -> "fc1.weight.exp_avg" when w1 = fc1.weight). `cannl_name = key [d0, d1, ...]`
+ * ("w1.exp_avg" -> "fc1.weight.exp_avg" when w1 = fc1.weight; a repeat block's "w_q_0.exp_avg"
+ * -> "q.weight.exp_avg" when w_q.0 = q.weight). `cannl_name = key [d0, d1, ...]`
  * also gives the shape the files hold the tensor (and its state) under, of as many elements as
  * the model's (contract v2 §6: written so; a mapped tensor is read from any such shape).
  *
@@ -290,10 +291,27 @@ static const char *apply(const cannl__name_map *map, const char *name, char *buf
             found = 1;
         }
     }
-    if (!found) return name;
-    *entry = (long)best;
-    snprintf(buf, cap, "%s%s", map->to[best], name + best_len);
-    return buf;
+    if (found) {
+        *entry = (long)best;
+        snprintf(buf, cap, "%s%s", map->to[best], name + best_len);
+        return buf;
+    }
+    /* The state of a repeat block's param `w.3` is `w_3.exp_avg` in checkpoints (its C name, as
+       checkpoints have named it since contract v1): the mapping of `w.3` carries over to it. */
+    const char *suffix = state_suffix(name);
+    if (!suffix) return name;
+    const size_t base = strlen(name) - strlen(suffix) - 1;
+    for (size_t i = 0; i < map->n; i++) {
+        const char *from = map->from[i];
+        if (!strchr(from, '.') || strlen(from) != base) continue;
+        size_t j = 0;
+        while (j < base && (from[j] == name[j] || (from[j] == '.' && name[j] == '_'))) j++;
+        if (j < base) continue;
+        *entry = (long)i;
+        snprintf(buf, cap, "%s.%s", map->to[i], suffix);
+        return buf;
+    }
+    return name;
 }
 
 const char *cannl__name_map_apply(const cannl__name_map *map, const char *name, char *buf, size_t cap) {

@@ -5,6 +5,7 @@ are read and written here directly. A test that cannot run here (no NumPy, no Py
 Fashion-MNIST) exits with SKIP (77), which ctest reports as skipped.
 """
 
+import argparse
 import gzip
 import json
 import os
@@ -59,6 +60,33 @@ def need_fashion(d):
     if missing:
         skip(f"Fashion-MNIST not found: {missing[0]}")
     return paths
+
+
+def parity_parser(seed, *paths, small=None):
+    """The parity scripts' command line: --trainer and --work, each of `paths` ("--spec",
+    "--fashion", "--infer": required), --seed (default `seed`) and, where `small` says what it
+    runs, --small (sanitiser builds). Returns the parser, for a script's own flags."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trainer", required=True)
+    for flag in paths:
+        ap.add_argument(flag, required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--seed", type=int, default=seed)
+    if small:
+        ap.add_argument("--small", action="store_true", help=small)
+    return ap
+
+
+def torch_one_thread():
+    """Skips (77) without NumPy or PyTorch; else returns torch on one thread, NumPy's BLAS on one
+    too: the comparison is about values, the trainers run --threads 1, and CI has two cores."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    need_numpy()
+    need_torch()
+    import torch
+    torch.set_num_threads(1)
+    return torch
 
 
 def fresh_dir(path):

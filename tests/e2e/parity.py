@@ -50,7 +50,6 @@ to 1e-4 in the max norm, PyTorch's float32 neither:
     float32 rounding (cancellation over the batch) moves by +-lr either way.
 """
 
-import argparse
 import os
 import re
 import sys
@@ -173,26 +172,13 @@ def rel_err(a, b, norm="max"):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--trainer", required=True)
-    ap.add_argument("--spec", required=True)
-    ap.add_argument("--fashion", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--small", action="store_true", help="4 steps of 64 (sanitiser builds)")
-    opt = ap.parse_args()
+    opt = u.parity_parser(1234, "--spec", "--fashion", small="4 steps of 64 (sanitiser builds)").parse_args()
     opt.steps, opt.batch = (4, 64) if opt.small else (10, 128)
 
-    u.need_numpy()
-    # One BLAS thread: the comparison is about values, and the CI machine has two cores.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    u.need_torch()
+    torch = u.torch_one_thread()
     paths = u.need_fashion(opt.fashion)
     import numpy as np
-    import torch
     import torch.nn.functional as F
-    torch.set_num_threads(1)
 
     opt_name, opt_args = parse_optimizer(opt.spec)
     schedule, clip = parse_options(opt.spec)

@@ -31,7 +31,6 @@ trainer and to the inference program, so every file below is in PyTorch's names.
    blends a variance of 0 into running_var: 0.9 times the initial one, nothing infinite.
 """
 
-import argparse
 import os
 import sys
 
@@ -87,19 +86,11 @@ def make_net(torch):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--trainer", required=True)
-    ap.add_argument("--infer", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--seed", type=int, default=2020)
-    opt = ap.parse_args()
+    opt = u.parity_parser(2020, "--infer").parse_args()
     steps, batch = 6, 32
 
-    u.need_numpy()
-    u.need_torch()
+    torch = u.torch_one_thread()
     import numpy as np
-    import torch
-    torch.set_num_threads(1)
     work = u.fresh_dir(opt.work)
     rng = np.random.default_rng(opt.seed)
 

@@ -18,7 +18,6 @@ trainer (DTYPE f64 build) every param, exp_avg and exp_avg_sq and every loss wit
 the rest printed, with PyTorch float32's own error beside it for scale.
 """
 
-import argparse
 import os
 import sys
 
@@ -33,24 +32,13 @@ FAN_IN = {"k1": 25, "k2": 800, "c1": 25, "c2": 800, "b3": 3136, "w3": 3136, "w4"
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--trainer", required=True)
-    ap.add_argument("--fashion", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--seed", type=int, default=4321)
-    ap.add_argument("--small", action="store_true", help="3 steps of 4 (sanitiser builds)")
-    opt = ap.parse_args()
+    opt = u.parity_parser(4321, "--fashion", small="3 steps of 4 (sanitiser builds)").parse_args()
     steps, batch = (3, 4) if opt.small else (5, 8)
 
-    u.need_numpy()
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    u.need_torch()
+    torch = u.torch_one_thread()
     paths = u.need_fashion(opt.fashion)
     import numpy as np
-    import torch
     import torch.nn.functional as F
-    torch.set_num_threads(1)
     work = u.fresh_dir(opt.work)
 
     rng = np.random.default_rng(opt.seed)

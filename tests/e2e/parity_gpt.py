@@ -17,7 +17,6 @@ loss within 1e-9; a float32 trainer every loss within 1e-5 (relative), its param
 --small (sanitiser builds): 3 steps of 2.
 """
 
-import argparse
 import math
 import os
 import sys
@@ -37,23 +36,12 @@ LR, BETAS, EPS, WEIGHT_DECAY, CLIP = 3e-4, (0.9, 0.95), 1e-8, 0.1, 1.0
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--trainer", required=True)
-    ap.add_argument("--spec", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--seed", type=int, default=2024)
-    ap.add_argument("--small", action="store_true", help="3 steps of 2 (sanitiser builds)")
-    opt = ap.parse_args()
+    opt = u.parity_parser(2024, "--spec", small="3 steps of 2 (sanitiser builds)").parse_args()
     steps, batch = (3, 2) if opt.small else (5, 4)
 
-    u.need_numpy()
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    u.need_torch()
+    torch = u.torch_one_thread()
     import numpy as np
-    import torch
     import torch.nn.functional as F
-    torch.set_num_threads(1)
     work = u.fresh_dir(opt.work)
     spec = open(opt.spec).read()
     u.check("adamw(lr = 3e-4, beta2 = 0.95, weight_decay = 0.1, decay = \"matrices\"), clip_grad_norm = 1.0" in spec,

@@ -16,7 +16,6 @@ the first 5 batches of 8 training images in file order (--no-shuffle, --threads 
 exp_avg and exp_avg_sq within 1e-9 (max norm, relative); float32: losses within 1e-4.
 """
 
-import argparse
 import os
 import sys
 
@@ -30,24 +29,13 @@ GATES = "rzn"  # nn.GRU's order of the gates in its stacked weights
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--trainer", required=True)
-    ap.add_argument("--fashion", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--seed", type=int, default=35)
-    ap.add_argument("--small", action="store_true", help="3 steps of 4 (sanitiser builds)")
-    opt = ap.parse_args()
+    opt = u.parity_parser(35, "--fashion", small="3 steps of 4 (sanitiser builds)").parse_args()
     steps, batch = (3, 4) if opt.small else (5, 8)
 
-    u.need_numpy()
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    u.need_torch()
+    torch = u.torch_one_thread()
     paths = u.need_fashion(opt.fashion)
     import numpy as np
-    import torch
     import torch.nn.functional as F
-    torch.set_num_threads(1)
     torch.manual_seed(opt.seed)
     work = u.fresh_dir(opt.work)
 

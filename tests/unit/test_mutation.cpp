@@ -147,7 +147,7 @@ TEST_CASE("mutated specs never crash the generator", "[mutation]") {
 // rejected.
 TEST_CASE("mutated language-model specs never crash", "[mutation]") {
   std::vector<std::string> seeds = example_specs("tests/specs/lm");
-  for (const std::string& s : example_specs())  // specs/gpt_tiny, gpt_char, gpt2_124m
+  for (const std::string& s : example_specs())  // specs/gpt_tiny, gpt_char, gpt2_124m, llama_char, speedrun_char
     if (s.find("input tokens : [ctx |] int") != std::string::npos) seeds.push_back(s);
   REQUIRE(seeds.size() >= 4);
   fs::path dir = fs::temp_directory_path() / ("cannl_mutation_lm_" + std::to_string(::getpid()));
