@@ -171,6 +171,34 @@ def rel_err(a, b, norm="max"):
     return diff / scale
 
 
+def loss_failures(got_losses, want_losses, tol):
+    """cannl's losses ((step, value) pairs) against the reference's, each within tol relative:
+    (the failures, the worst relative error)."""
+    failures, worst = [], 0.0
+    for (step, a), b in zip(got_losses, want_losses):
+        e = abs(a - b) / abs(b)
+        worst = max(worst, e)
+        if not e <= tol:
+            failures.append(f"loss at step {step}: cannl {a!r}, torch {b!r} (relative {e:.3g})")
+    return failures, worst
+
+
+def paired_tensors(got, want, failures):
+    """(name, cannl's, the reference's) for each tensor of want (in name order) that the checkpoint
+    got holds in the same shape; a failure for each one missing or of another shape, and, once every
+    pair is taken, for the checkpoint's tensors the reference does not have."""
+    for name in sorted(want):
+        if name not in got:
+            failures.append(f"checkpoint has no tensor {name}")
+        elif tuple(got[name].shape) != tuple(want[name].shape):
+            failures.append(f"{name}: shape {tuple(got[name].shape)}, torch {tuple(want[name].shape)}")
+        else:
+            yield name, got[name], want[name]
+    extra = sorted(set(got) - set(want))
+    if extra:
+        failures.append(f"checkpoint tensors PyTorch does not have: {extra}")
+
+
 def main():
     opt = u.parity_parser(1234, "--spec", "--fashion", small="4 steps of 64 (sanitiser builds)").parse_args()
     opt.steps, opt.batch = (4, 64) if opt.small else (10, 128)
@@ -250,27 +278,14 @@ def main():
     t32 = None if f64 else pytorch(torch.float32)[0]
 
     # --- compare
-    failures = []
-    worst = 0.0
-    for (step, a), b in zip(got_losses, want_losses):
-        e = abs(a - b) / abs(b)
-        worst = max(worst, e)
-        if not e <= (TOL_F64 if f64 else TOL_F32_LOSS):
-            failures.append(f"loss at step {step}: cannl {a!r}, torch {b!r} (relative {e:.3g})")
+    failures, worst = loss_failures(got_losses, want_losses, TOL_F64 if f64 else TOL_F32_LOSS)
     head = f"{'':<20} {'max|a-b|/max|b|':>16} {'||a-b||/||b||':>16}"
     if not f64:
         head += f"   PyTorch float32: {'max':>9} {'l2':>9}"
     print(f"cannl {header['w1']['dtype']} vs PyTorch float64 (b)\n{head}")
     print(f"{'losses':<20} {worst:>16.3e}")
     max_param = {"max": 0.0, "l2": 0.0}
-    for tname, b in want.items():
-        if tname not in got:
-            failures.append(f"checkpoint has no tensor {tname} (it has {sorted(got)})")
-            continue
-        a = got[tname]
-        if tuple(a.shape) != tuple(b.shape):
-            failures.append(f"{tname}: shape {tuple(a.shape)}, torch {tuple(b.shape)}")
-            continue
+    for tname, a, b in paired_tensors(got, want, failures):
         e = {n: rel_err(a, b, n) for n in ("max", "l2")}
         is_param = tname in init
         if is_param:
@@ -284,9 +299,6 @@ def main():
             failures.append(f"{tname}: relative error (max norm) {e['max']:.3g} > {TOL_F64}")
         if not f64 and is_param and not e["l2"] <= TOL_F32_PARAM_L2:
             failures.append(f"{tname}: relative error (l2 norm) {e['l2']:.3g} > {TOL_F32_PARAM_L2}")
-    extra = sorted(set(got) - set(want))
-    if extra:
-        failures.append(f"checkpoint tensors PyTorch does not have: {extra}")
     # Sanity: the params moved, so the comparison is not passed by a trainer that does nothing.
     moved = max(rel_err(got[k], init[k]) for k in init if k in got)
     print(f"params moved from their init by up to {moved:.3e} (max norm)")

@@ -37,7 +37,7 @@ import sys
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util as u  # noqa: E402
-from parity import TOL_F32_LOSS, TOL_F32_PARAM_L2, TOL_F64, rel_err  # noqa: E402
+from parity import TOL_F32_LOSS, TOL_F32_PARAM_L2, TOL_F64, loss_failures, paired_tensors, rel_err  # noqa: E402
 
 NAME_MAP = """# cannl name = PyTorch state_dict key
 w1 = l1.weight
@@ -149,24 +149,11 @@ def main():
     for name, p in ref.named_parameters():
         want[f"{name}.momentum_buffer"] = optim.state[p]["momentum_buffer"].numpy()
 
-    failures = []
-    worst = 0.0
-    for (step, a), b in zip(got_losses, want_losses):
-        e = abs(a - b) / abs(b)
-        worst = max(worst, e)
-        if not e <= (TOL_F64 if f64 else TOL_F32_LOSS):
-            failures.append(f"loss at step {step}: cannl {a!r}, torch {b!r} (relative {e:.3g})")
+    failures, worst = loss_failures(got_losses, want_losses, TOL_F64 if f64 else TOL_F32_LOSS)
     print(f"cannl {header['l1.weight']['dtype']} vs PyTorch float64 (train mode); losses: cannl "
           f"{[round(v, 6) for _, v in got_losses]}, torch {[round(v, 6) for v in want_losses]}, worst {worst:.3e}")
     print(f"{'':<34} {'max|a-b|/max|b|':>16} {'||a-b||/||b||':>16}")
-    for tname, b in want.items():
-        if tname not in got:
-            failures.append(f"checkpoint has no tensor {tname}")
-            continue
-        a = got[tname]
-        if tuple(a.shape) != tuple(b.shape):
-            failures.append(f"{tname}: shape {tuple(a.shape)}, torch {tuple(b.shape)}")
-            continue
+    for tname, a, b in paired_tensors(got, want, failures):
         if float(np.max(np.abs(b))) < NOISE:  # b1's, b2's gradients (see NOISE): absolute errors
             d = float(np.max(np.abs(np.asarray(a, np.float64) - b)))
             print(f"{tname:<34} {'|a-b| ' + format(d, '.3e'):>16} {'(zero in exact arithmetic)':>16}")
@@ -179,9 +166,6 @@ def main():
             failures.append(f"{tname}: relative error (max norm) {e['max']:.3g} > {TOL_F64}")
         if not f64 and not e["l2"] <= TOL_F32_PARAM_L2:
             failures.append(f"{tname}: relative error (l2 norm) {e['l2']:.3g} > {TOL_F32_PARAM_L2}")
-    extra = sorted(set(got) - set(want))
-    if extra:
-        failures.append(f"checkpoint tensors PyTorch does not have: {extra}")
     moved = rel_err(got["bn1.running_mean"], init["bn1.running_mean"])
     u.check(moved > 1e-2, f"the running mean barely moved ({moved:.3g}): nothing was compared")
     if failures:

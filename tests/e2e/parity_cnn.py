@@ -24,7 +24,7 @@ import sys
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util as u  # noqa: E402
-from parity import TOL_F32_LOSS, TOL_F32_PARAM_L2, TOL_F64, rel_err  # noqa: E402
+from parity import TOL_F32_LOSS, TOL_F32_PARAM_L2, TOL_F64, loss_failures, paired_tensors, rel_err  # noqa: E402
 
 SHAPES = {"k1": (32, 5, 5, 1), "k2": (64, 5, 5, 32), "c1": (32,), "c2": (64,), "b3": (1024,),
           "w3": (1024, 7, 7, 64), "w4": (10, 1024), "b4": (10,)}
@@ -91,24 +91,11 @@ def main():
     want, want_losses = pytorch(torch.float64)
     t32 = None if f64 else pytorch(torch.float32)[0]
 
-    failures = []
-    worst = 0.0
-    for (step, a), b in zip(got_losses, want_losses):
-        e = abs(a - b) / abs(b)
-        worst = max(worst, e)
-        if not e <= (TOL_F64 if f64 else TOL_F32_LOSS):
-            failures.append(f"loss at step {step}: cannl {a!r}, torch {b!r} (relative {e:.3g})")
+    failures, worst = loss_failures(got_losses, want_losses, TOL_F64 if f64 else TOL_F32_LOSS)
     print(f"cannl {header['k1']['dtype']} vs PyTorch float64; losses: cannl {[round(v, 6) for _, v in got_losses]}, "
           f"torch {[round(v, 6) for v in want_losses]}, worst relative error {worst:.3e}")
     print(f"{'':<16} {'max|a-b|/max|b|':>16} {'||a-b||/||b||':>16}" + ("" if f64 else "   PyTorch float32: max, l2"))
-    for tname, b in want.items():
-        if tname not in got:
-            failures.append(f"checkpoint has no tensor {tname}")
-            continue
-        a = got[tname]
-        if tuple(a.shape) != tuple(b.shape):
-            failures.append(f"{tname}: shape {tuple(a.shape)}, torch {tuple(b.shape)}")
-            continue
+    for tname, a, b in paired_tensors(got, want, failures):
         e = {k: rel_err(a, b, k) for k in ("max", "l2")}
         line = f"{tname:<16} {e['max']:>16.3e} {e['l2']:>16.3e}"
         if t32 is not None:
@@ -118,9 +105,6 @@ def main():
             failures.append(f"{tname}: relative error (max norm) {e['max']:.3g} > {TOL_F64}")
         if not f64 and tname in init and not e["l2"] <= TOL_F32_PARAM_L2:
             failures.append(f"{tname}: relative error (l2 norm) {e['l2']:.3g} > {TOL_F32_PARAM_L2}")
-    extra = sorted(set(got) - set(want))
-    if extra:
-        failures.append(f"checkpoint tensors PyTorch does not have: {extra}")
     moved = max(rel_err(got[k], init[k]) for k in init if k in got)
     u.check(moved > 1e-3, f"the params barely moved from their init ({moved:.3g}): nothing was compared")
     if failures:

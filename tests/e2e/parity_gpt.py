@@ -24,7 +24,7 @@ import sys
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util as u  # noqa: E402
-from parity import TOL_F64, rel_err  # noqa: E402
+from parity import TOL_F64, loss_failures, paired_tensors, rel_err  # noqa: E402
 
 TOL_F32_LOSS = 1e-5
 VOCAB, CTX, D, HEADS, HD = 256, 64, 128, 4, 32
@@ -120,32 +120,16 @@ def main():
                 want[f"{name}.{key}"] = val.detach().numpy()
 
     # --- compare
-    failures = []
-    worst = 0.0
-    for (step, a), b in zip(got_losses, want_losses):
-        e = abs(a - b) / abs(b)
-        worst = max(worst, e)
-        if not e <= (TOL_F64 if f64 else TOL_F32_LOSS):
-            failures.append(f"loss at step {step}: cannl {a!r}, torch {b!r} (relative {e:.3g})")
+    failures, worst = loss_failures(got_losses, want_losses, TOL_F64 if f64 else TOL_F32_LOSS)
     print(f"cannl {header['wte']['dtype']} vs PyTorch float64: losses {[round(x, 6) for x in want_losses]}, "
           f"worst relative error {worst:.3e}")
     worst_t = 0.0
-    for tname, b in want.items():
-        if tname not in got:
-            failures.append(f"checkpoint has no tensor {tname}")
-            continue
-        a = got[tname]
-        if tuple(a.shape) != tuple(b.shape):
-            failures.append(f"{tname}: shape {tuple(a.shape)}, torch {tuple(b.shape)}")
-            continue
+    for tname, a, b in paired_tensors(got, want, failures):
         e = rel_err(a, b, "max")
         worst_t = max(worst_t, e)
         print(f"  {tname:<20} {e:.3e}")
         if f64 and not e <= TOL_F64:
             failures.append(f"{tname}: relative error (max norm) {e:.3g} > {TOL_F64}")
-    extra = sorted(set(got) - set(want))
-    if extra:
-        failures.append(f"checkpoint tensors PyTorch does not have: {extra}")
     moved = max(rel_err(got[k], init[k]) for k in init if k in got)
     print(f"params moved from their init by up to {moved:.3e} (max norm, relative)")
     u.check(moved > 1e-3, f"the params barely moved from their init ({moved:.3g}): nothing was compared")

@@ -22,7 +22,7 @@ import sys
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_util as u  # noqa: E402
-from parity import TOL_F32_LOSS, TOL_F64, rel_err  # noqa: E402
+from parity import TOL_F32_LOSS, TOL_F64, loss_failures, paired_tensors, rel_err  # noqa: E402
 
 ROWS, COLS, HID = 28, 28, 64
 GATES = "rzn"  # nn.GRU's order of the gates in its stacked weights
@@ -115,31 +115,15 @@ def main():
         elif base.startswith("out."):
             want[key] = v.detach().numpy()
 
-    failures = []
-    worst = 0.0
-    for (step, a), b in zip(got_losses, want_losses):
-        e = abs(a - b) / abs(b)
-        worst = max(worst, e)
-        if not e <= (TOL_F64 if f64 else TOL_F32_LOSS):
-            failures.append(f"loss at step {step}: cannl {a!r}, torch {b!r} (relative {e:.3g})")
+    failures, worst = loss_failures(got_losses, want_losses, TOL_F64 if f64 else TOL_F32_LOSS)
     print(f"cannl {header['out.weight']['dtype']} vs nn.GRU float64; losses: cannl "
           f"{[round(v, 6) for _, v in got_losses]}, torch {[round(v, 6) for v in want_losses]}, "
           f"worst relative error {worst:.3e}")
-    for tname, b in sorted(want.items()):
-        if tname not in got:
-            failures.append(f"checkpoint has no tensor {tname}")
-            continue
-        a = got[tname]
-        if tuple(a.shape) != tuple(b.shape):
-            failures.append(f"{tname}: shape {tuple(a.shape)}, torch {tuple(b.shape)}")
-            continue
+    for tname, a, b in paired_tensors(got, want, failures):
         e = rel_err(a, b, "max")
         print(f"{tname:<34} {e:.3e}")
         if f64 and not e <= TOL_F64:
             failures.append(f"{tname}: relative error (max norm) {e:.3g} > {TOL_F64}")
-    extra = sorted(set(got) - set(want))
-    if extra:
-        failures.append(f"checkpoint tensors PyTorch does not have: {extra}")
     moved = max(rel_err(got[k], init[k]) for k in init if k in got)
     u.check(moved > 1e-4, f"the params barely moved from their init ({moved:.3g}): nothing was compared")
     if failures:

@@ -32,7 +32,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import e2e_util as u  # noqa: E402
-from parity import TOL_F32_LOSS, TOL_F64, rel_err  # noqa: E402
+from parity import TOL_F32_LOSS, TOL_F64, loss_failures, paired_tensors, rel_err  # noqa: E402
 
 # The spec's text this reference mirrors (whitespace-normalised); a change to any of them fails
 # the test rather than comparing against another model.
@@ -284,33 +284,17 @@ def main():
                     want[f"{name}.{key}"] = val.detach().numpy()
 
     # --- compare
-    failures = []
-    worst = 0.0
-    for (step, a), b in zip(got_losses, want_losses):
-        e = abs(a - b) / abs(b)
-        worst = max(worst, e)
-        if not e <= (TOL_F64 if f64 else TOL_F32_LOSS):
-            failures.append(f"loss at step {step}: cannl {a!r}, torch {b!r} (relative {e:.3g})")
+    failures, worst = loss_failures(got_losses, want_losses, TOL_F64 if f64 else TOL_F32_LOSS)
     print(f"cannl {header['head.weight']['dtype']} vs PyTorch float64; losses: cannl "
           f"{[round(v, 6) for _, v in got_losses]}, torch {[round(v, 6) for v in want_losses]}, "
           f"worst relative error {worst:.3e}")
     worst_t = 0.0
-    for tname, b in sorted(want.items()):
-        if tname not in got:
-            failures.append(f"checkpoint has no tensor {tname}")
-            continue
-        a = got[tname]
-        if tuple(a.shape) != tuple(b.shape):
-            failures.append(f"{tname}: shape {tuple(a.shape)}, torch {tuple(b.shape)}")
-            continue
+    for tname, a, b in paired_tensors(got, want, failures):
         e = rel_err(a, b, "max")
         worst_t = max(worst_t, e)
         print(f"  {tname:<40} {e:.3e}")
         if f64 and not e <= TOL_F64:
             failures.append(f"{tname}: relative error (max norm) {e:.3g} > {TOL_F64}")
-    extra = sorted(set(got) - set(want))
-    if extra:
-        failures.append(f"checkpoint tensors PyTorch does not have: {extra}")
     kinds = {k.rsplit(".", 1)[1] for k in want if k.endswith(("momentum_buffer", "exp_avg", "exp_avg_sq"))}
     u.check(kinds == {"momentum_buffer", "exp_avg", "exp_avg_sq"}, f"optimiser states compared: {sorted(kinds)}")
     moved = max(rel_err(got[k], state[k]) for k in state if k in got)
