@@ -139,7 +139,8 @@ int main(int argc, char** argv) {
       throw CLI::ValidationError("--precision", "needs --dtype f32 (params and optimiser state in fp32)");
     if (gen.blas && gen.target == "cuda") throw CLI::ValidationError("--blas", "only with --target c (CUDA uses cuBLAS)");
     if (!gen.quantize.empty() && (gen.target == "cuda" || gen.dtype != "f32" || gen.blas))
-      throw CLI::ValidationError("--quantize", "only with --target c, --dtype f32 and the generated kernel (not --blas)");
+      throw CLI::ValidationError("--quantize",
+                                 "only with --target c, --dtype f32 and the generated kernel (not --blas)");
   });
 
   try {

@@ -276,8 +276,8 @@ private:
       e.set("at", std::to_string(buf(b).int8_at));
       e.set("scale_at", std::to_string(buf(b).int8_at + (n + 63) / 64 * 64));
       list.push_back(e);
-      quantize += fmt::format("    cannl_quantize_rows_q8(m->{0}, {1}, {2}, m->int8.{0}, m->int8_scale.{0});\n", name(b), r,
-                              buf(b).int8_row);
+      quantize += fmt::format("    cannl_quantize_rows_q8(m->{0}, {1}, {2}, m->int8.{0}, m->int8_scale.{0});\n",
+                              name(b), r, buf(b).int8_row);
       create += fmt::format("\n    m->int8.{0} = (int8_t *)((char *)m->int8_block + {1});\n"
                             "    m->int8_scale.{0} = (float *)(void *)((char *)m->int8_block + {2});",
                             name(b), buf(b).int8_at, buf(b).int8_at + (n + 63) / 64 * 64);
@@ -289,9 +289,9 @@ private:
                           rows, scales, p_.int8_bytes);
     d.set("int8_list", list);
     d.set("int8_quantize",
-          fmt::format("\n/* int8 weights (cannl gen --quantize int8; cannl_quantize_rows_q8): each weight the routines\n"
-                      "   read as int8 rows, quantised again from its float param whenever the params may have changed\n"
-                      "   (set_params, a checkpoint loaded, the tensors handed out by state_tensors). */\n"
+          fmt::format("\n/* int8 weights (cannl gen --quantize int8; cannl_quantize_rows_q8): each weight the\n"
+                      "   routines read as int8 rows, quantised again from its float param whenever the params\n"
+                      "   may have changed (set_params, a checkpoint loaded, the tensors state_tensors hands out). */\n"
                       "static void quantize_int8(struct {}_infer *m) {{\n{}    m->int8_stale = 0;\n}}\n",
                       p_.model, quantize));
     d.set("int8_create", fmt::format("\n    m->int8_block = cannl_alloc({});\n"
@@ -302,7 +302,8 @@ private:
     d.set("int8_free_first", std::string("cannl_free(m->int8_block);\n        "));
     d.set("int8_set", std::string("\n    quantize_int8(m);"));
     d.set("int8_check", std::string("\n    if (m->int8_stale) quantize_int8(m);"));
-    d.set("int8_stale", std::string("\n    if (cap > 0) s->int8_stale = 1; /* the caller may write the params through these pointers */"));
+    d.set("int8_stale", std::string("\n    if (cap > 0) s->int8_stale = 1; /* the caller may write the params "
+                                    "through these pointers */"));
     std::string per;
     for (int b : p_.params) per += (per.empty() ? "" : ", ") + std::to_string(buf(b).int8_row);
     d.set("int8_rows", per);

@@ -97,7 +97,8 @@ std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, co
                                 bn[static_cast<size_t>(s.only().out.buf)], overwrite ? "=" : "+=", bn[static_cast<size_t>(g.a.buf)],
                                 bn[static_cast<size_t>(g.b.buf)], role(g.m), role(g.n), role(g.k), loops,
                                 g.dot && blas.empty() && site.int8 < 0 ? ", as dot products" : "",
-                                site.int8 >= 0 ? fmt::format(", {} as int8 rows", bn[static_cast<size_t>(site.int8)]) : "");
+                                site.int8 >= 0 ? fmt::format(", {} as int8 rows", bn[static_cast<size_t>(site.int8)])
+                                               : "");
   int depth = 0;
   for (int it : g.outer) {
     if (one_pass(g, it)) continue;
@@ -113,7 +114,8 @@ std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, co
     const std::string& w = bn[static_cast<size_t>(site.int8)];
     const Gemm::Axis &xr = w_is_a ? g.n : g.m, &wr = w_is_a ? g.m : g.n;
     return out + ind +
-           fmt::format("cannl_sgemm_q8(m->gemm, {}, {}, {}, {}, {}, {}, {}, m->int8.{}, {}, m->int8_scale.{}, {}, {}, {}, {});\n",
+           fmt::format("cannl_sgemm_q8(m->gemm, {}, {}, {}, {}, {}, {}, {}, m->int8.{}, {}, m->int8_scale.{}, "
+                       "{}, {}, {}, {});\n",
                        xr.size, wr.size, g.k.size, site.alpha, w_is_a ? b : a, w_is_a ? g.n.stride_b : g.m.stride_a,
                        w_is_a ? g.k.stride_b : g.k.stride_a, w, g.k.max_size, w, c, xr.stride_c, wr.stride_c,
                        overwrite ? 1 : 0);
