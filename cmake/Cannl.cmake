@@ -1,7 +1,11 @@
 # Cannl.cmake — build models from cannl specs in a CMake project.
 #
 #   cannl_add_model(NAME SPEC [TARGET c|cuda] [DTYPE f32|f64] [PRECISION fp32|tf32|bf16] [MAX_BATCH N]
-#                   [WEIGHTS CKPT] [BLAS] [NO_INSTALL] [MPI|NO_MPI] [NO_NCCL] [DIMS NAME=VALUE...] [GEN_ARGS arg...])
+#                   [WEIGHTS CKPT] [QUANTIZE int8] [BLAS] [NO_INSTALL] [MPI|NO_MPI] [NO_NCCL] [DIMS NAME=VALUE...] [GEN_ARGS arg...])
+#
+# QUANTIZE int8 (`cannl gen --quantize int8`; TARGET c, DTYPE f32): the inference and decode
+# routines read the weight matrices and embedding tables as int8 rows with a float scale per
+# row, quantised from the params when they are loaded (with WEIGHTS: compiled in as int8).
 #
 # PRECISION (DTYPE f32) is `cannl gen --precision`: bf16 for TARGET c runs the training state's
 # matrix products in bf16 with fp32 sums on a CPU with AVX512_BF16 (fp32 elsewhere, said at start);
@@ -77,7 +81,7 @@ set(CANNL_GENERATOR "" CACHE FILEPATH
     "A cannl executable for cannl_add_model to run instead of the target cannl::cannl")
 
 function(cannl_add_model name spec)
-  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL;BLAS;MPI;NO_MPI;NO_NCCL" "TARGET;DTYPE;PRECISION;MAX_BATCH;WEIGHTS" "GEN_ARGS;DIMS")
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "NO_INSTALL;BLAS;MPI;NO_MPI;NO_NCCL" "TARGET;DTYPE;PRECISION;MAX_BATCH;WEIGHTS;QUANTIZE" "GEN_ARGS;DIMS")
   if(ARG_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "cannl_add_model(${name}): unknown arguments: ${ARG_UNPARSED_ARGUMENTS}")
   endif()
@@ -115,6 +119,15 @@ function(cannl_add_model name spec)
       message(FATAL_ERROR "cannl_add_model(${name}): PRECISION is for DTYPE f32 only, tf32 for TARGET cuda only")
     endif()
     list(APPEND ARG_GEN_ARGS --precision ${ARG_PRECISION})
+  endif()
+  if(ARG_QUANTIZE)
+    if(NOT ARG_QUANTIZE STREQUAL "int8")
+      message(FATAL_ERROR "cannl_add_model(${name}): QUANTIZE ${ARG_QUANTIZE} is not supported (use int8)")
+    endif()
+    if(NOT ARG_TARGET STREQUAL "c" OR NOT ARG_DTYPE STREQUAL "f32" OR ARG_BLAS)
+      message(FATAL_ERROR "cannl_add_model(${name}): QUANTIZE is for TARGET c with DTYPE f32, without BLAS")
+    endif()
+    list(APPEND ARG_GEN_ARGS --quantize ${ARG_QUANTIZE})
   endif()
   if(NOT DEFINED ARG_MAX_BATCH)  # (MAX_BATCH 0 is an error, not the default)
     set(ARG_MAX_BATCH 256)

@@ -131,6 +131,23 @@ void cannl_sgemm_dot(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha
 void cannl_dgemm_dot(cannl_gemm *g, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t a_m,
                      const double *B, int64_t b_n, double *C, int64_t c_m, int64_t c_n, int overwrite);
 
+/* int8 weights (`cannl gen --quantize int8`; docs/generated-code.md, "int8 weights"): a
+ * rows x cols float matrix as rows of int8 with one float scale per row, symmetric:
+ * scale[r] = max_k |w[r, k]| / 127 (0 for a row of zeros), q[r, k] = roundf(w[r, k] / scale[r])
+ * (halves away from zero; in [-127, 127]). Dequantised, w[r, k] = q[r, k] * scale[r]. */
+void cannl_quantize_rows_q8(const float *w, int64_t rows, int64_t cols, int8_t *q, float *scale);
+void cannl_dequantize_rows_q8(const int8_t *q, const float *scale, int64_t rows, int64_t cols, float *w);
+
+/* C[i * c_x + j * c_w] = (overwrite ? 0 : C[...]) + alpha * scale[j] * sum over k of
+ * X[i * x_r + k * x_k] * W[j * w_r + k], for i < M, j < N, k < K: float rows X against int8
+ * weight rows W (their scales), the weights widened to floats in registers (the kernel of g's
+ * instruction set, cannl_gemm_isa; g NULL: plain C). The weight rows are split between OpenMP
+ * threads (each weight read once per call: a decoded position's product streams the matrix);
+ * each element is summed in the same order whatever M, N and the thread count. */
+void cannl_sgemm_q8(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha, const float *X, int64_t x_r,
+                    int64_t x_k, const int8_t *W, int64_t w_r, const float *scale, float *C, int64_t c_x, int64_t c_w,
+                    int overwrite);
+
 /* Generated loops run on several threads only when they do at least this many iterations:
  * waking a thread costs microseconds, which a smaller loop does not win back (define it on
  * the compiler's command line to change it). */

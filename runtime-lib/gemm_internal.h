@@ -36,4 +36,17 @@ extern const cannl__gemm_kernel cannl__gemm_avx512bf16_f32;
 extern const long cannl__gemm_bf16_slot_words;
 #endif
 
+/* The int8-weight product of one thread (quant_kernel.h; quant.c splits it between threads):
+   C[i * c_x + j * c_w] (=|+=) alpha * scale[j] * sum_k X[i * x_r + k] * W[j * w_r + k]. */
+typedef void (*cannl__q8_kernel)(long M, long N, long K, float alpha, const float *X, long x_r, const int8_t *W,
+                                 long w_r, const float *scale, float *C, long c_x, long c_w, int overwrite);
+void cannl__q8_base(long M, long N, long K, float alpha, const float *X, long x_r, const int8_t *W, long w_r,
+                    const float *scale, float *C, long c_x, long c_w, int overwrite);
+#ifdef CANNL_GEMM_X86
+void cannl__q8_avx2(long M, long N, long K, float alpha, const float *X, long x_r, const int8_t *W, long w_r,
+                    const float *scale, float *C, long c_x, long c_w, int overwrite);
+void cannl__q8_avx512(long M, long N, long K, float alpha, const float *X, long x_r, const int8_t *W, long w_r,
+                      const float *scale, float *C, long c_x, long c_w, int overwrite);
+#endif
+
 #endif /* CANNL_GEMM_INTERNAL_H */

@@ -57,6 +57,7 @@ struct GenOptions {
   bool time_stages = false;  // --time: each stage's wall time on stderr
   bool verify_ir = false;    // --verify-ir: the IR verifier after every stage (also CANNL_VERIFY_IR=1)
   bool no_roll = false;      // --no-roll: every repeat block expanded instance by instance (lower/roll.h)
+  std::string quantize;      // --quantize int8: the forward-only state's weights as int8 rows ("" none)
 };
 
 // `cannl gen --passes`: the passes in their order, with the level that runs each.

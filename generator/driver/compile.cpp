@@ -24,6 +24,7 @@
 #include "lower/roll.h"
 #include "lower/routines.h"
 #include "passes/pipeline.h"
+#include "passes/quantize.h"
 #include "spec/ast_print.h"
 #include "support/diagnostic.h"
 
@@ -191,6 +192,8 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
       out.passes.push_back(pass.name);
       if (stage(pass.name, [&] { return ir::print_program(p); })) return 0;
     }
+    // int8 weights (--quantize int8): the params the forward-only state reads as int8 rows.
+    if (o.quantize == "int8") quantize_weights(p);
     if (!o.emit) return 0;
 
     // Emission: the target's files, then the model card.

@@ -48,6 +48,7 @@ struct CompileOptions {
   std::map<std::string, long> dims;  // --dim NAME=VALUE: overrides of the spec's dims
   bool verify_ir = kVerifyIrByDefault;  // run the IR verifier after every IR stage
   bool roll = true;                  // repeat blocks rolled (lower/roll.h; the C target only for now)
+  std::string quantize;              // C, f32: "int8" keeps the forward-only state's weights as int8 rows
 };
 
 struct Compiled {

@@ -72,6 +72,7 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
   co.embed = opt.embed || opt.weights_apart;
   co.dims = opt.dims;
   co.roll = !opt.no_roll;
+  co.quantize = opt.quantize;
   // The IR verifier: on in debug builds; CANNL_VERIFY_IR=1 (or 0) sets it, --verify-ir turns it on.
   if (const char* v = std::getenv("CANNL_VERIFY_IR"); v && *v) co.verify_ir = std::string(v) != "0";
   if (opt.verify_ir) co.verify_ir = true;

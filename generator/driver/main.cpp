@@ -79,6 +79,11 @@ int main(int argc, char** argv) {
   g->add_option("--max-batch", gen.max_batch, "largest batch the generated code accepts (default 256)")
       ->check(CLI::Range(1L, 1L << 24));
   g->add_flag("--blas", gen.blas, "contractions call cblas_sgemm/dgemm (OpenBLAS) instead of the generated kernel");
+  g->add_option("--quantize", gen.quantize,
+                "int8: the inference and decode routines read the weight matrices and embedding tables as "
+                "int8 rows with one float scale per row (docs/generated-code.md, \"int8 weights\"); training "
+                "stays float")
+      ->check(CLI::IsMember({"int8"}));
   g->add_option("--dim", gen_dims, "NAME=VALUE: use VALUE for the spec's dim NAME (repeatable), e.g. a shorter ctx")
       ->type_size(1)
       ->allow_extra_args(false);
@@ -136,6 +141,9 @@ int main(int argc, char** argv) {
     if (!gen.precision.empty() && gen.dtype != "f32")
       throw CLI::ValidationError("--precision", "needs --dtype f32 (params and optimiser state in fp32)");
     if (gen.blas && gen.target == "cuda") throw CLI::ValidationError("--blas", "only with --target c (CUDA uses cuBLAS)");
+    if (!gen.quantize.empty() && (gen.target == "cuda" || gen.dtype != "f32" || gen.blas))
+      throw CLI::ValidationError("--quantize",
+                                 "only with --target c, --dtype f32 and the generated kernel (not --blas)");
   });
 
   try {

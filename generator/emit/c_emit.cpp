@@ -12,6 +12,7 @@
 #include "emit/c_gemm.h"
 #include "emit/c_names.h"
 #include "emit/contraction.h"
+#include "passes/quantize.h"
 #include "support/diagnostic.h"
 
 namespace cannl {
@@ -124,6 +125,7 @@ private:
   bool gemm_kernel_ = false;  // some contraction calls the runtime's kernel (cannl_sgemm, cannl_dgemm)
   bool gemm_blas_ = false;    // some contraction calls cblas
   bool attention_ = false;    // some routine calls the runtime's attention (cannl_attention.h)
+  bool int8_unit_ = false;    // printing the forward-only state's routines: int8 params read as such
   // Kernels by their text (the name left out): a nest that forward, eval_metrics and
   // train_step all run is one function, with one name in both files.
   std::map<std::string, std::string> kernel_by_text_;
@@ -224,8 +226,11 @@ private:
       bufs.push_back(e);
     }
     x_.helpers.clear();
+    int8_unit_ = p_.int8_bytes > 0;
     for (ir::RoutineKind k : {ir::RoutineKind::Forward, ir::RoutineKind::Eval, ir::RoutineKind::Decode})
       if (const ir::Routine* r = p_.routine(k)) u.routines += routine(*r, u) + "\n";
+    int8_unit_ = false;
+    int8_data(d, fields);
     // Generation (passes/decode.cpp): the C API's decode functions over the routine.
     const ir::Routine* dec = p_.routine(ir::RoutineKind::Decode);
     d.set("has_decode", dec != nullptr);
@@ -247,13 +252,97 @@ private:
     d.set("infer_arena_bytes", std::to_string(u.arena->bytes));
   }
 
+  // int8 weights (passes/quantize.h): the forward-only state's int8 block, its rows and scales
+  // per param as the pass laid them out, and the data of the templates' int8 parts.
+  void int8_data(data& d, std::string& fields) {
+    d.set("has_int8", p_.int8_bytes > 0);
+    for (const char* k : {"int8_quantize", "int8_create", "int8_free", "int8_free_first", "int8_set", "int8_check",
+                          "int8_stale"})
+      d.set(k, std::string());
+    if (p_.int8_bytes == 0) return;
+    std::string quantize, create;
+    std::string rows, scales;
+    data list{data::type::list};
+    for (size_t k = 0; k < p_.params.size(); ++k) {
+      const int b = p_.params[k];
+      if (buf(b).int8_row == 0) continue;
+      const long n = buf(b).elements(), r = n / buf(b).int8_row;
+      rows += fmt::format("        int8_t *{}; /* [{}, {}] */\n", name(b), r, buf(b).int8_row);
+      scales += fmt::format("        float *{}; /* [{}] */\n", name(b), r);
+      data e;
+      e.set("name", name(b));
+      e.set("index", std::to_string(k));
+      e.set("rows", std::to_string(r));
+      e.set("cols", std::to_string(buf(b).int8_row));
+      e.set("at", std::to_string(buf(b).int8_at));
+      e.set("scale_at", std::to_string(buf(b).int8_at + (n + 63) / 64 * 64));
+      list.push_back(e);
+      quantize += fmt::format("    cannl_quantize_rows_q8(m->{0}, {1}, {2}, m->int8.{0}, m->int8_scale.{0});\n",
+                              name(b), r, buf(b).int8_row);
+      create += fmt::format("\n    m->int8.{0} = (int8_t *)((char *)m->int8_block + {1});\n"
+                            "    m->int8_scale.{0} = (float *)(void *)((char *)m->int8_block + {2});",
+                            name(b), buf(b).int8_at, buf(b).int8_at + (n + 63) / 64 * 64);
+    }
+    fields += fmt::format("    struct {{\n{}    }} int8; /* int8 rows of the weights (cannl gen --quantize int8) */\n"
+                          "    struct {{\n{}    }} int8_scale; /* their scales, one per row */\n"
+                          "    void *int8_block; /* the rows and scales above: {} bytes */\n"
+                          "    int int8_stale; /* the float params changed since they were quantised */\n",
+                          rows, scales, p_.int8_bytes);
+    d.set("int8_list", list);
+    d.set("int8_quantize",
+          fmt::format("\n/* int8 weights (cannl gen --quantize int8; cannl_quantize_rows_q8): each weight the\n"
+                      "   routines read as int8 rows, quantised again from its float param whenever the params\n"
+                      "   may have changed (set_params, a checkpoint loaded, the tensors state_tensors hands out). */\n"
+                      "static void quantize_int8(struct {}_infer *m) {{\n{}    m->int8_stale = 0;\n}}\n",
+                      p_.model, quantize));
+    d.set("int8_create", fmt::format("\n    m->int8_block = cannl_alloc({});\n"
+                                     "    if (!m->int8_block) {{\n        cannl_free(m->arena);\n        free(m);\n"
+                                     "        return NULL;\n    }}{}\n    m->int8_stale = 1;",
+                                     p_.int8_bytes, create));
+    d.set("int8_free", std::string("\n    cannl_free(m->int8_block);"));
+    d.set("int8_free_first", std::string("cannl_free(m->int8_block);\n        "));
+    d.set("int8_set", std::string("\n    quantize_int8(m);"));
+    d.set("int8_check", std::string("\n    if (m->int8_stale) quantize_int8(m);"));
+    d.set("int8_stale", std::string("\n    if (cap > 0) s->int8_stale = 1; /* the caller may write the params "
+                                    "through these pointers */"));
+    std::string per;
+    for (int b : p_.params) per += (per.empty() ? "" : ", ") + std::to_string(buf(b).int8_row);
+    d.set("int8_rows", per);
+  }
+
   // <model>_weights.c: each param's trained values as a static const array.
   std::string weights(data d) {
     std::string arrays;
     data list{data::type::list};
+    data int8_list{data::type::list};
     for (size_t i = 0; i < p_.params.size(); ++i) {
       const auto& b = buf(p_.params[i]);
       const auto& v = o_.weights->values[i];
+      if (b.int8_row > 0) {  // int8 rows and their scales (passes/quantize.h), quantised here as the runtime does
+        const long cols = b.int8_row, rows = static_cast<long>(v.size()) / cols;
+        std::vector<float> w(v.begin(), v.end());
+        std::vector<int8_t> q;
+        std::vector<float> sc;
+        quantize_rows_q8(w, rows, cols, q, sc);
+        const std::string nm = name(p_.params[i]);
+        arrays += fmt::format("\n/* {} stored [{}] as int8 rows [{}, {}] (cannl gen --quantize int8) */\n"
+                              "static const int8_t {}_int8[{}] = {{",
+                              b.shape, dims_list(b, false), rows, cols, nm, q.size());
+        for (size_t k = 0; k < q.size(); ++k) arrays += (k % 16 ? " " : "\n    ") + std::to_string(q[k]) + ",";
+        arrays += fmt::format("\n}};\nstatic const float {}_int8_scale[{}] = {{", nm, sc.size());
+        for (size_t k = 0; k < sc.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(sc[k]) + ",";
+        arrays += "\n};\n";
+        data e;
+        e.set("name", std::string("NULL"));
+        list.push_back(e);
+        data q8;
+        q8.set("name", nm);
+        q8.set("index", std::to_string(i));
+        q8.set("rows", std::to_string(rows));
+        q8.set("cols", std::to_string(cols));
+        int8_list.push_back(q8);
+        continue;
+      }
       std::string array = name(p_.params[i]) + "_values";
       arrays += fmt::format("\n/* {} stored [{}] */\nstatic const real {}[{}] = {{", b.shape, dims_list(b, false), array,
                             v.size());
@@ -265,9 +354,10 @@ private:
     }
     d.set("arrays", arrays);
     d.set("embedded_list", list);
+    d.set("int8_embedded", int8_list);
     d.set("checkpoint", o_.weights->source);
     d.set("checkpoint_step", o_.weights->step.empty() ? std::string("unknown") : o_.weights->step);
-    return render("c/weights.c.mustache", d);
+    return render(p_.int8_bytes > 0 ? "c/weights_int8.c.mustache" : "c/weights.c.mustache", d);
   }
 
   std::string helpers() {
@@ -294,6 +384,8 @@ private:
       pre = fill_first(s, v, "= " + num(0));
     }
     GemmSite site{&names_.buffer, x_.vars, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas};
+    if (int8_unit_ && buf(g->a.buf).int8_row > 0) site.int8 = g->a.buf;
+    if (int8_unit_ && buf(g->b.buf).int8_row > 0) site.int8 = g->b.buf;
     std::string text = pre + emit_gemm(p_, s, *g, site, overwrite);
     (text.find("(m->gemm,") != std::string::npos ? gemm_kernel_ : gemm_blas_) = true;
     return text;
@@ -715,12 +807,17 @@ private:
   std::string embedding_text(const ir::Call& c) {
     const std::string count = c.batch ? (c.seqs == 1 ? std::string("n") : fmt::format("n * {}", c.seqs)) : std::to_string(c.seqs);
     std::string out = "    {\n";
+    // the table's element of row cannl_id, column cannl_j (int8 rows times their scale: passes/quantize.h)
+    const bool int8 = int8_unit_ && buf(c.table).int8_row > 0;
+    const std::string elem =
+        int8 ? fmt::format("(real)m->int8.{0}[(int64_t)cannl_id * {1} + cannl_j] * m->int8_scale.{0}[cannl_id]",
+                           name(c.table), c.width)
+             : fmt::format("{}[(int64_t)cannl_id * {} + cannl_j]", name(c.table), c.width);
     if (c.at_pos) {  // decode: the row of the id at position pos
       out += fmt::format("        const int32_t cannl_id = {}[pos];\n", name(c.ids));
       out += fmt::format("        const int cannl_in = cannl_id >= 0 && cannl_id < {};\n", c.rows);
       out += fmt::format("        for (int64_t cannl_j = 0; cannl_j < {}; ++cannl_j)\n", c.width);
-      out += fmt::format("            {}[pos * {} + cannl_j] = cannl_in ? {}[(int64_t)cannl_id * {} + cannl_j] : 0;\n",
-                         name(c.o), c.width, name(c.table), c.width);
+      out += fmt::format("            {}[pos * {} + cannl_j] = cannl_in ? {} : 0;\n", name(c.o), c.width, elem);
       return out + "    }\n";
     }
     out += fmt::format("        const int64_t cannl_n = {}; /* positions */\n", count);
@@ -730,8 +827,7 @@ private:
       out += fmt::format("            const int32_t cannl_id = {}[cannl_p];\n", name(c.ids));
       out += fmt::format("            const int cannl_in = cannl_id >= 0 && cannl_id < {};\n", c.rows);
       out += fmt::format("            for (int64_t cannl_j = 0; cannl_j < {}; ++cannl_j)\n", c.width);
-      out += fmt::format("                {}[cannl_p * {} + cannl_j] = cannl_in ? {}[(int64_t)cannl_id * {} + cannl_j] : 0;\n",
-                         name(c.o), c.width, name(c.table), c.width);
+      out += fmt::format("                {}[cannl_p * {} + cannl_j] = cannl_in ? {} : 0;\n", name(c.o), c.width, elem);
       out += "        }\n";
     } else {
       out += "        " + parallel_for(fmt::format("cannl_n * {}", c.width));
@@ -858,6 +954,7 @@ private:
     // The buffers: the caller's inputs, the state's own fields, the work region's.
     std::vector<std::pair<long, int>> work;
     for (int b : bufs) {
+      if (int8_unit_ && buf(b).int8_row > 0) continue;  // read as m->int8.<name> (passes/quantize.h)
       if (buf(b).role == ir::Role::Input) {
         inputs_used = true;
         const auto k = std::find(p_.inputs.begin(), p_.inputs.end(), b) - p_.inputs.begin();

@@ -93,10 +93,12 @@ std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, co
   std::string loops;
   for (int it : g.outer)
     if (!one_pass(g, it)) loops += (loops.empty() ? ", for each " : ", ") + site.vars[static_cast<size_t>(it)];
-  std::string out = fmt::format("    /* matrix product {} {} {} . {}: M = {}, N = {}, K = {}{}{} */\n",
+  std::string out = fmt::format("    /* matrix product {} {} {} . {}: M = {}, N = {}, K = {}{}{}{} */\n",
                                 bn[static_cast<size_t>(s.only().out.buf)], overwrite ? "=" : "+=", bn[static_cast<size_t>(g.a.buf)],
                                 bn[static_cast<size_t>(g.b.buf)], role(g.m), role(g.n), role(g.k), loops,
-                                g.dot && blas.empty() ? ", as dot products" : "");
+                                g.dot && blas.empty() && site.int8 < 0 ? ", as dot products" : "",
+                                site.int8 >= 0 ? fmt::format(", {} as int8 rows", bn[static_cast<size_t>(site.int8)])
+                                               : "");
   int depth = 0;
   for (int it : g.outer) {
     if (one_pass(g, it)) continue;
@@ -107,6 +109,17 @@ std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, co
     ++depth;
   }
   const std::string ind(static_cast<size_t>(4 * (depth + 1)), ' ');
+  if (site.int8 >= 0) {  // the weights as int8 rows (passes/quantize.h): X's rows against them
+    const bool w_is_a = g.a.buf == site.int8;
+    const std::string& w = bn[static_cast<size_t>(site.int8)];
+    const Gemm::Axis &xr = w_is_a ? g.n : g.m, &wr = w_is_a ? g.m : g.n;
+    return out + ind +
+           fmt::format("cannl_sgemm_q8(m->gemm, {}, {}, {}, {}, {}, {}, {}, m->int8.{}, {}, m->int8_scale.{}, "
+                       "{}, {}, {}, {});\n",
+                       xr.size, wr.size, g.k.size, site.alpha, w_is_a ? b : a, w_is_a ? g.n.stride_b : g.m.stride_a,
+                       w_is_a ? g.k.stride_b : g.k.stride_a, w, g.k.max_size, w, c, xr.stride_c, wr.stride_c,
+                       overwrite ? 1 : 0);
+  }
   if (!blas.empty()) return out + ind + blas + "\n";
   if (g.dot)
     return out + ind +

@@ -8,6 +8,7 @@
 // cblas_sgemm/cblas_dgemm (row-major, lda/ldb/ldc and transposes derived from the strides;
 // a product whose operands have no unit stride falls back to the generated kernel).
 // `overwrite` makes the product assign instead of accumulate (its zero-fill was dropped).
+// With GemmSite::int8, a call of cannl_sgemm_q8 (runtime-lib/quant.c) instead.
 #pragma once
 
 #include <string>
@@ -24,6 +25,10 @@ struct GemmSite {
   std::string alpha;                                       // alpha as C ("1.0f")
   bool f64 = false;
   bool blas = false;
+  // The operand read as int8 rows (passes/quantize.h; -1: none): then the product is a call
+  // of cannl_sgemm_q8 on `m->int8.<name>` and `m->int8_scale.<name>`, the other operand's
+  // rows against the weight rows.
+  int int8 = -1;
 };
 
 std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, const GemmSite& site, bool overwrite);

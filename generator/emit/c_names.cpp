@@ -123,7 +123,9 @@ const std::set<std::string>& own_names() {
       "blas", "in_host", "in_dev", "staged", "consumed", "staged_ptr", "staged_n", "ready", "next_slot", "scalars",
       "failed", "error",
       // generation: the decode routine, its position, the inference state's sequence
-      "decode", "pos", "decode_len", "decode_ids"};
+      "decode", "pos", "decode_len", "decode_ids",
+      // int8 weights (passes/quantize.h): the inference state's int8 rows and scales
+      "int8", "int8_scale", "int8_block", "int8_stale", "quantize_int8"};
   return o;
 }
 

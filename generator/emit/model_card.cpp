@@ -162,6 +162,33 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
     c["embedded_weights"] = {{"checkpoint", nullptr}, {"step", nullptr}};
   else
     c["embedded_weights"] = nullptr;
+  // int8 weights (cannl gen --quantize int8; passes/quantize.h): what the forward-only state's
+  // routines read of each param, in bytes, and the total against the float params'.
+  if (p.int8_bytes > 0) {
+    json weights = json::array();
+    long total = 0, floats = 0;
+    for (int b : p.params) {
+      const auto& buf = p.buffers[static_cast<size_t>(b)];
+      const long n = buf.elements();
+      json w = {{"name", buf.state_name}};
+      long bytes = n * elem;
+      if (buf.int8_row > 0) {
+        const long rows = n / buf.int8_row;
+        bytes = n + rows * 4;
+        w["int8_rows"] = {rows, buf.int8_row};
+        w["int8_bytes"] = n;
+        w["scale_bytes"] = rows * 4;
+      }
+      w["bytes"] = bytes;
+      total += bytes;
+      floats += n * elem;
+      weights.push_back(w);
+    }
+    c["quantized"] = {{"scheme", "int8 rows, one float32 scale per row: scale = max|w| / 127, q = round(w / scale)"},
+                      {"weights", weights},
+                      {"bytes", total},
+                      {"float_bytes", floats}};
+  }
   return c.dump(2) + "\n";
 }
 

@@ -82,6 +82,13 @@ struct Buffer {
   // A decode cache of a windowed attention (passes/decode.cpp) that keeps only the last `ring`
   // positions: dims [1, ring, ...], position s in row s % ring (0: not a ring).
   long ring = 0;
+  // int8 weights (`cannl gen --quantize int8`, passes/quantize.h): > 0 on a param the
+  // forward-only state also keeps as int8 rows of `int8_row` elements with one float scale per
+  // row (runtime-lib/quant.c's scheme), which its routines read instead of the floats; the
+  // rows at byte `int8_at` of the state's int8 block (Program::int8_bytes), the scales right
+  // after them (each part 64-byte aligned).
+  long int8_row = 0;
+  long int8_at = 0;
   long elements() const;  // with batch axes at their maximum
 };
 
@@ -553,6 +560,7 @@ struct Program {
   std::string optimizer;     // "sgd(lr = 0.1, momentum = 0.9)", with its training options
   std::string schedule;      // the lr schedule as written, "cosine(steps = 4690)"; "" for none
   Layout layout;             // set by passes/plan_layout.cpp
+  long int8_bytes = 0;       // the forward-only state's int8 block (passes/quantize.h; 0: none)
   // Rolled repeat blocks (lower/roll.h), with their bodies; the unroll bridge
   // (ir/unroll_blocks.h) empties it after the passes up to plan_blocks (driver/compile.cpp).
   std::vector<Block> blocks;

@@ -66,6 +66,14 @@ expect_rc 2 "$cannl" check --dim ctx=8 --dim ctx=9 "$src/specs/gpt_tiny.cannl"
 expect_rc 2 "$cannl" gen --dim vocab=0 "$src/specs/gpt_tiny.cannl" -o "$tmp/gen/none"
 expect_rc 2 "$cannl" gen --dim hiden=8 "$src/specs/fashion_mlp.cannl" -o "$tmp/gen/none"
 grep -qF "the spec has no dim 'hiden' (its dims: hidden)" "$tmp/err" && ok || bad "gen --dim: unknown dim"
+# --quantize int8: the C target in float32 with the generated kernel only; a card that lists the int8 bytes
+for bad_q in "--quantize int4" "--quantize int8 --target cuda" "--quantize int8 --dtype f64" "--quantize int8 --blas"; do
+  # shellcheck disable=SC2086
+  expect_rc 2 "$cannl" gen $bad_q "$src/specs/fashion_mlp.cannl" -o "$tmp/q8none"
+done
+expect_rc 0 "$cannl" gen --quantize int8 "$src/specs/fashion_mlp.cannl" -o "$tmp/q8"
+grep -q '"quantized"' "$tmp/q8/fashion_mlp.json" && grep -q 'cannl_sgemm_q8' "$tmp/q8/fashion_mlp_inference.c" \
+  && ! grep -q 'cannl_sgemm_q8' "$tmp/q8/fashion_mlp.c" && ok || bad "--quantize int8: card and inference products"
 expect_rc 0 "$cannl" gen --dim hidden=32 "$src/specs/fashion_mlp.cannl" --dump=shapes
 grep -qF 'w1 : [784 -> 32]' "$tmp/out" && ok || bad "gen --dim hidden=32"
 # gen on a language model (contract v1): the attention calls of the runtime, ids as int32_t.

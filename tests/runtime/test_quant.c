@@ -1,0 +1,147 @@
+/* test_quant.c - int8 weights (runtime-lib/quant.c): the quantiser's documented rounding on
+ * known rows, the round trip within half a scale, and cannl_sgemm_q8 of every instruction set
+ * this CPU has (CANNL_ISA lowers the choice) against a double-precision loop over the same
+ * int8 weights and against the portable path; the same bits for 1, 2 and 3 threads and for a
+ * row computed alone as among others. */
+#include "rt_test.h"
+
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static uint64_t rng_state = 777;
+static float next_value(void) {
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2 - 1);
+}
+
+static void set_threads(int t) {
+#ifdef _OPENMP
+    omp_set_num_threads(t);
+#else
+    (void)t;
+#endif
+}
+
+/* C (M x N at strides c_x, c_w) = product of X (x_k 1: rows contiguous; else transposed) and
+   the int8 weights, with context g on `threads` threads. */
+static void run(cannl_gemm *g, long M, long N, long K, int transposed, float alpha, int overwrite, const float *X,
+                const int8_t *W, const float *scale, float *C, int threads) {
+    set_threads(threads);
+    const long x_r = transposed ? 1 : K, x_k = transposed ? M : 1;
+    cannl_sgemm_q8(g, M, N, K, alpha, X, x_r, x_k, W, K + 3, scale, C, 1, M + 1, overwrite);
+}
+
+int main(void) {
+    /* The scheme on known rows: scale = max|w| / 127, halves away from zero. */
+    const float w[8] = {0.0f, 1.0f, -2.0f, 0.5f, 0.0f, 0.0f, 0.0f, 0.0f};
+    int8_t q[8];
+    float s[2], back[8];
+    cannl_quantize_rows_q8(w, 2, 4, q, s);
+    CHECK(s[0] == 2.0f / 127.0f && s[1] == 0.0f);
+    CHECK(q[0] == 0 && q[1] == 64 && q[2] == -127 && q[3] == 32); /* 63.5 -> 64, 31.75 -> 32 */
+    CHECK(q[4] == 0 && q[5] == 0 && q[6] == 0 && q[7] == 0);
+    cannl_dequantize_rows_q8(q, s, 2, 4, back);
+    for (int k = 0; k < 8; ++k) CHECK(fabsf(back[k] - w[k]) <= s[k / 4] / 2);
+
+    /* Random weights: the round trip within half a scale per row. */
+    enum { R = 37, KMAX = 131 };
+    static float wr[R * KMAX], wb[R * KMAX];
+    static int8_t qr[R * (KMAX + 3)];
+    static float sr[R];
+    for (int i = 0; i < R * KMAX; ++i) wr[i] = next_value() * (float)(1 + i % 5);
+    cannl_quantize_rows_q8(wr, R, KMAX, qr, sr);
+    cannl_dequantize_rows_q8(qr, sr, R, KMAX, wb);
+    for (int r = 0; r < R; ++r)
+        for (int k = 0; k < KMAX; ++k) CHECK(fabsf(wb[r * KMAX + k] - wr[r * KMAX + k]) <= sr[r] * 0.5001f);
+
+    /* Products: weight rows at a stride of K + 3 (padding left random). */
+    static int8_t W[R * (KMAX + 3)];
+    for (int i = 0; i < R * (KMAX + 3); ++i) W[i] = (int8_t)((int)(next_value() * 127.0f));
+    static float X[9 * KMAX], C[(9 + 1) * R], C1[(9 + 1) * R], Cp[(9 + 1) * R], Crow[(9 + 1) * R];
+    for (int i = 0; i < 9 * KMAX; ++i) X[i] = next_value();
+    const long Ms[] = {1, 2, 3, 5, 9}, Ns[] = {1, 3, 4, 7, 33, 37}, Ks[] = {1, 7, 8, 16, 17, 100, 131};
+    cannl_gemm *base = NULL;
+    setenv("CANNL_ISA", "sse2", 1);
+    base = cannl_gemm_create(CANNL_F32, 1);
+    CHECK(base && cannl_gemm_isa(base) == CANNL_ISA_SSE2);
+    int tested = 0;
+    for (int isa = CANNL_ISA_SSE2; isa <= CANNL_ISA_AVX512; ++isa) {
+        setenv("CANNL_ISA", cannl_isa_name((cannl_isa)isa), 1);
+        cannl_gemm *g = cannl_gemm_create(CANNL_F32, 3);
+        if (!g || cannl_gemm_isa(g) != (cannl_isa)isa) { /* this CPU has not got it */
+            cannl_gemm_free(g);
+            continue;
+        }
+        tested++;
+        for (size_t a = 0; a < sizeof Ms / sizeof *Ms; ++a)
+            for (size_t b = 0; b < sizeof Ns / sizeof *Ns; ++b)
+                for (size_t c = 0; c < sizeof Ks / sizeof *Ks; ++c)
+                    for (int t = 0; t < 2; ++t) {
+                        const long M = Ms[a], N = Ns[b], K = Ks[c];
+                        const int overwrite = (int)((a + b + c) % 2);
+                        const float alpha = overwrite ? 1.0f : -0.5f;
+                        for (long i = 0; i < (M + 1) * N; ++i) C[i] = C1[i] = Cp[i] = Crow[i] = (float)i * 0.25f;
+                        run(g, M, N, K, t, alpha, overwrite, X, W, sr, C, 1);
+                        run(g, M, N, K, t, alpha, overwrite, X, W, sr, C1, 3);
+                        run(base, M, N, K, t, alpha, overwrite, X, W, sr, Cp, 1);
+                        /* row 0 alone (its X row, contiguous) */
+                        {
+                            float x0[KMAX];
+                            for (long k = 0; k < K; ++k) x0[k] = t ? X[k * M] : X[k];
+                            set_threads(2);
+                            cannl_sgemm_q8(g, 1, N, K, alpha, x0, K, 1, W, K + 3, sr, Crow, 1, M + 1, overwrite);
+                        }
+                        for (long i = 0; i < M; ++i)
+                            for (long j = 0; j < N; ++j) {
+                                double ref = 0, mag = 0;
+                                for (long k = 0; k < K; ++k) {
+                                    const double x = t ? X[k * M + i] : X[i * K + k];
+                                    ref += x * W[j * (K + 3) + k];
+                                    mag += fabs(x * W[j * (K + 3) + k]);
+                                }
+                                const long at = i + j * (M + 1);
+                                const double c0 = (double)at * 0.25;
+                                ref = (overwrite ? 0 : c0) + alpha * sr[j] * ref;
+                                const double tol = 1e-5 * (fabs(alpha) * sr[j] * mag + fabs(c0)) + 1e-30;
+                                CHECK(fabs(C[at] - ref) <= tol);
+                                CHECK(fabs(Cp[at] - ref) <= tol);
+                                CHECK(memcmp(&C[at], &C1[at], sizeof(float)) == 0); /* threads */
+                                if (i == 0) CHECK(memcmp(&C[at], &Crow[at], sizeof(float)) == 0); /* alone */
+                            }
+                        for (long j = 0; j < N; ++j) CHECK(C[M + j * (M + 1)] == (float)(M + j * (M + 1)) * 0.25f);
+                    }
+        /* Large enough for threads (N * K >= 128 KiB): one row and three rows, 1 and 3 threads. */
+        {
+            enum { BN = 300, BK = 512 };
+            int8_t *bw = malloc((size_t)BN * BK);
+            float *bs = malloc(sizeof(float) * BN), *bx = malloc(sizeof(float) * 3 * BK);
+            float *b1 = malloc(sizeof(float) * 3 * BN), *b3 = malloc(sizeof(float) * 3 * BN);
+            CHECK(bw && bs && bx && b1 && b3);
+            if (bw && bs && bx && b1 && b3) {
+                for (long i = 0; i < (long)BN * BK; ++i) bw[i] = (int8_t)((int)(next_value() * 127.0f));
+                for (long j = 0; j < BN; ++j) bs[j] = 0.01f * (1.0f + (float)(j % 7));
+                for (long i = 0; i < 3 * BK; ++i) bx[i] = next_value();
+                for (long m = 1; m <= 3; m += 2) {
+                    set_threads(1);
+                    cannl_sgemm_q8(g, m, BN, BK, 1.0f, bx, BK, 1, bw, BK, bs, b1, BN, 1, 1);
+                    set_threads(3);
+                    cannl_sgemm_q8(g, m, BN, BK, 1.0f, bx, BK, 1, bw, BK, bs, b3, BN, 1, 1);
+                    CHECK(memcmp(b1, b3, sizeof(float) * (size_t)(m * BN)) == 0);
+                    for (long j = 0; j < BN; ++j) {
+                        double ref = 0, mag = 0;
+                        for (long k = 0; k < BK; ++k) ref += (double)bx[k] * bw[j * BK + k], mag += fabs((double)bx[k] * bw[j * BK + k]);
+                        CHECK(fabs(b1[j] - bs[j] * ref) <= 1e-5 * bs[j] * mag);
+                    }
+                }
+            }
+            free(bw), free(bs), free(bx), free(b1), free(b3);
+        }
+        cannl_gemm_free(g);
+    }
+    CHECK(tested >= 1);
+    cannl_gemm_free(base);
+    if (rt_failures) fprintf(stderr, "%d failure(s)\n", rt_failures);
+    return rt_failures ? 1 : 0;
+}
