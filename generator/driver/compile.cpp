@@ -181,13 +181,22 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
       // then the block calls are expanded into their instances' nests (a saved activation and
       // a local become an instance's own buffer), until decode and the emitters work on
       // bodies. Values as with --no-roll up to rounding: inline_virtual does not inline a
-      // carried value into the next instance's nests any more (tests/opt: roll_parity).
+      // carried value into the next instance's nests any more (tests/opt: roll_parity). The C
+      // target's train_step, train_grads, eval_metrics and init keep their calls (its emitter
+      // prints the blocks' functions, called in a loop over the instances), and forward gets
+      // its calls back once the decode pass has read its unrolled nests. With --quantize int8
+      // every call is unrolled: passes/quantize.h decides on the instances' own reads.
+      std::optional<ir::Routine> rolled_forward;
       if (std::string(pass.name) == "decode" && !p.blocks.empty()) {
-        ir::unroll_routines(p);
+        const bool keep_calls = o.target == "c" && o.quantize.empty();
+        if (keep_calls && p.routine(ir::RoutineKind::Forward)) rolled_forward = *p.routine(ir::RoutineKind::Forward);
+        ir::unroll_routines(p, keep_calls);
         verify("unroll_blocks");
+        if (p.blocks.empty()) rolled_forward.reset();  // (every block call unrolled: buffers renumbered)
       }
       if (!pass_runs(pass, po)) continue;
       pass.run(p, po);
+      if (rolled_forward) *p.routine(ir::RoutineKind::Forward) = std::move(*rolled_forward);
       verify(std::string("pass ") + pass.name);
       out.passes.push_back(pass.name);
       if (stage(pass.name, [&] { return ir::print_program(p); })) return 0;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <kainjow/mustache.hpp>
 #include <map>
@@ -611,10 +612,20 @@ private:
            fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{0}] {3};\n", v, count, name(out), op);
   }
 
-  // The buffers a routine reads or writes, the interface buffers it hands out included.
-  static std::set<int> routine_buffers(const ir::Routine& r, std::set<std::string>& scalars) {
+  // The buffers a routine reads or writes, the interface buffers it hands out included (a
+  // block call's: the buffers its bindings slice, and the run-time scalars of its body's nests).
+  std::set<int> routine_buffers(const ir::Routine& r, std::set<std::string>& scalars) const {
     std::set<int> bufs;
-    for (const auto& s : r.stmts) stmt_uses(s, bufs, scalars);
+    for (const auto& s : r.stmts) {
+      stmt_uses(s, bufs, scalars);
+      if (!s.call || !ir::is_block_call(s.call->kind)) continue;
+      for (const ir::Binding& bd : s.call->binds)
+        for (int b : {bd.buf, bd.first, bd.last})
+          if (b >= 0) bufs.insert(b);
+      if (s.call->scratch >= 0) bufs.insert(s.call->scratch);
+      std::set<int> unused;
+      for (const ir::Stmt* t : span(*s.call)) stmt_uses(*t, unused, scalars);
+    }
     for (const std::vector<int>* l : {&r.io.outputs, &r.io.values, &r.io.kept}) bufs.insert(l->begin(), l->end());
     return bufs;
   }
@@ -697,7 +708,8 @@ private:
     // only call kernels and the runtime.
     if (u.defined.insert(kname).second)
       u.kernels += fmt::format("/* {} */\n{}static void {}{}\n", comment_safe(what(s)),
-                               r.kind == ir::RoutineKind::Init ? "" : "CANNL_MULTIVERSION\n", kname, text);
+                               r.kind == ir::RoutineKind::Init || r.kind == ir::RoutineKind::BlockInit
+                                   ? "" : "CANNL_MULTIVERSION\n", kname, text);
     n_used = n_used || uses_n;
     return fmt::format("    {}({});\n", kname, alist);
   }
@@ -926,6 +938,193 @@ private:
 
   static std::string what(const ir::Stmt& s) { return s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what; }
 
+  // ---- rolled repeat blocks (ir.h Block) ------------------------------------------------
+
+  // The nests of its block's body a block call runs.
+  std::vector<const ir::Stmt*> span(const ir::Call& c) const {
+    const ir::Block& bl = p_.blocks[static_cast<size_t>(c.block)];
+    const ir::Routine& body = ir::body_of(bl, c.kind);
+    const auto [lo, hi] = ir::body_span(bl, c.kind);
+    std::vector<const ir::Stmt*> out;
+    for (size_t i = lo; i < hi; ++i) out.push_back(&body.stmts[i]);
+    return out;
+  }
+
+  // What a block function takes besides the state and n: the buffers its calls bind that the
+  // half uses (formals, and saved activations: a slot of their stack), written ones first, each
+  // in buffer order; and the run-time scalars its nests read.
+  struct BlockSig {
+    std::vector<int> written, read;
+    std::vector<std::string> scalars;
+  };
+  BlockSig block_sig(const ir::Call& c) const {
+    std::set<int> bound;
+    for (const ir::Binding& bd : c.binds) bound.insert(bd.formal);
+    std::set<int> w, used;
+    std::set<std::string> sc;
+    for (const ir::Stmt* t : span(c)) {
+      stmt_uses(*t, used, sc);
+      for (int b : t->call ? ir::call_writes(*t->call) : ir::written_buffers(*t)) w.insert(b);
+    }
+    BlockSig sig;
+    for (int b : used)
+      if (bound.count(b)) (w.count(b) ? sig.written : sig.read).push_back(b);
+    for (const std::string& x : sc)
+      if (x != "n") sig.scalars.push_back(x);
+    return sig;
+  }
+
+  // The block function a block call runs (<block>_forward, <block>_backward, <block>_infer,
+  // <block>_init), defined in the unit the first time: one instance's half of the training body
+  // (its inference body, its init body) over its parameters, its locals at their offsets of the
+  // body's plan in the scratch the caller gives, each nest a kernel call (kernels shared by every
+  // instance) or a matrix product. The init body draws from the caller's random stream.
+  const std::string& block_function(const ir::Call& c, Unit& u) {
+    const bool fwd = c.kind == ir::Call::Kind::BlockForward, infer = c.kind == ir::Call::Kind::BlockInfer,
+               init = c.kind == ir::Call::Kind::BlockInit;
+    if (!fwd && !infer && !init && c.kind != ir::Call::Kind::BlockBackward)
+      CANNL_BUG(std::string("the C target does not emit a block's ") + ir::call_name(c.kind));
+    const std::string& fname = names_.block[static_cast<size_t>(4 * c.block + (fwd ? 0 : infer ? 2 : init ? 3 : 1))];
+    if (!u.defined.insert(fname).second) return fname;
+    const ir::Block& bl = p_.blocks[static_cast<size_t>(c.block)];
+    const ir::Routine& body = ir::body_of(bl, c.kind);
+    const BlockSig sig = block_sig(c);
+    const std::vector<const ir::Stmt*> nests = span(c);
+    std::set<std::string> scalars;
+    std::set<int> bufs;
+    for (const ir::Stmt* t : nests) stmt_uses(*t, bufs, scalars);
+    std::string params = init ? fmt::format("{} *m, cannl_rng *cannl_rng_in, char *cannl_scratch", u.state)
+                              : fmt::format("{} *m, int64_t n, char *cannl_scratch", u.state);
+    for (const std::string& x : sig.scalars) params += fmt::format(", const real {}", x);
+    for (int b : sig.written) params += fmt::format(", {} *restrict {}", ctype(b), name(b));
+    for (int b : sig.read) params += fmt::format(", const {} *restrict {}", ctype(b), name(b));
+    std::string pro;
+    std::vector<std::pair<long, int>> locals;
+    for (int b : bufs)
+      if (body.planned(b)) locals.push_back({body.offsets[static_cast<size_t>(b)], b});
+      else if (std::find(sig.written.begin(), sig.written.end(), b) == sig.written.end() &&
+               std::find(sig.read.begin(), sig.read.end(), b) == sig.read.end())
+        CANNL_BUG(fmt::format("block {}: '{}' neither bound nor planned", bl.name, buf(b).name));
+    std::sort(locals.begin(), locals.end());
+    for (const auto& [offset, b] : locals)
+      pro += fmt::format("    {0} *const {1} = ({0} *)(cannl_scratch + {2}); /* {3} */\n", ctype(b), name(b), offset,
+                         shape_comment(b));
+    if (locals.empty()) pro += "    (void)cannl_scratch;\n";
+    std::set<std::string> taken = {"m", "n", "cannl_scratch"};
+    for (int b : bufs) taken.insert(name(b));
+    taken.insert(sig.scalars.begin(), sig.scalars.end());
+    bool n_used = false;
+    std::string text, last;
+    for (const ir::Stmt* t : nests) {
+      const ir::Stmt& st = *t;
+      std::string one;
+      if (st.call) {
+        one = call_text(*st.call, n_used);
+      } else {
+        x_.begin_nest(st, taken);
+        one = gemm_nest(st, recognise_contraction(p_, st), taken);
+        if (!one.empty()) {
+          for (const ir::Iter& it : st.iters) n_used = n_used || it.batch;
+        } else {
+          one = kernel_call(body, st, u, n_used);
+        }
+      }
+      if (what(st) != last) text += "\n    /* " + comment_safe(what(st)) + " */\n";
+      last = what(st);
+      text += one;
+    }
+    if (!n_used && !init) pro = "    (void)n;\n" + pro;
+    if ((pro + text).find("m->") == std::string::npos) pro = "    (void)m;\n" + pro;
+    if (init) {  // the stream in a local, as init_params keeps it (its kernels take &rng)
+      pro += "    cannl_rng rng = *cannl_rng_in;\n";
+      text += "    *cannl_rng_in = rng;\n";
+    }
+    const std::string what = infer ? "instance l's inference body, for each l in order"
+                             : init ? "instance l's params drawn from their initialisers, for each l in order"
+                             : fmt::format("the {} half of instance l's training body, for each l {}",
+                                           fwd ? "forward" : "backward", fwd ? "in order" : "in reverse order");
+    // (the parameters a line each: a block binds dozens)
+    std::string plist;
+    size_t start = 0;
+    for (size_t i = 0; i <= params.size(); ++i)
+      if (i == params.size() || params.compare(i, 2, ", ") == 0) {
+        plist += (start ? ",\n    " : "") + params.substr(start, i - start);
+        start = i + 2;
+      }
+    u.kernels += fmt::format("/* block {} (line {}): {} */\nstatic void {}(\n    {}) {{\n{}{}}}\n\n", bl.name, bl.line,
+                             what, fname, plist, pro, text);
+    return fname;
+  }
+
+  // Binding bd's actual for instance cannl_l of count (ir.h Binding).
+  std::string actual(const ir::Binding& bd, long count) const {
+    std::string slice;
+    if (bd.buf >= 0) {
+      if (bd.stride == 0) {
+        slice = bd.offset == 0 ? name(bd.buf) : fmt::format("{} + {}", name(bd.buf), bd.offset);
+      } else {
+        std::string slot = "cannl_l";
+        if (bd.shift != 0) slot = fmt::format("(cannl_l {} {})", bd.shift < 0 ? '-' : '+', std::labs(bd.shift));
+        if (bd.modulo > 0)
+          slot = bd.shift < 0 ? fmt::format("(({} % {} + {}) % {})", slot, bd.modulo, bd.modulo, bd.modulo)
+                              : fmt::format("({} % {})", slot, bd.modulo);
+        slice = fmt::format("{} + {}{} * {}", name(bd.buf), bd.offset ? std::to_string(bd.offset) + " + " : "", slot,
+                            bd.stride);
+      }
+    }
+    std::string out = slice;
+    if (bd.last >= 0)
+      out = out.empty() ? name(bd.last) : fmt::format("cannl_l == {} ? {} : {}", count - 1, name(bd.last), out);
+    if (bd.first >= 0) out = out.empty() ? name(bd.first) : fmt::format("cannl_l == 0 ? {} : {}", name(bd.first), out);
+    if (out.empty()) CANNL_BUG("a binding to nothing");
+    return bd.first >= 0 || bd.last >= 0 ? "(" + out + ")" : out;
+  }
+
+  // A block call: its block's function for each instance (the backward in reverse instance
+  // order), each instance's slices of the stacked buffers; in train_grads, after each
+  // instance's backward, the gradient hook of the param gradients it finished (a stacked
+  // gradient's slice), after the loop those finished by the last instance (a shared one's).
+  std::string block_call(const ir::Stmt& s, Unit& u) {
+    const ir::Call& c = *s.call;
+    const std::string& fname = block_function(c, u);
+    const BlockSig sig = block_sig(c);
+    std::map<int, const ir::Binding*> bind;
+    for (const ir::Binding& bd : c.binds) bind[bd.formal] = &bd;
+    std::string args = fmt::format("m, {}, (char *){}", c.kind == ir::Call::Kind::BlockInit ? "&rng" : "n",
+                                   c.scratch >= 0 ? name(c.scratch) : "NULL");
+    for (const std::string& x : sig.scalars) args += ", " + x;
+    for (const std::vector<int>* l : {&sig.written, &sig.read})
+      for (int f : *l) args += ",\n            " + actual(*bind.at(f), c.count);
+    const bool back = c.kind == ir::Call::Kind::BlockBackward;
+    // The gradient hook: a view (an instance's param gradient) of a stacked gradient this call
+    // slices per instance is final after that instance; anything else after the loop.
+    const ir::Arena& t = p_.layout.training;
+    std::string each, after;
+    std::set<int> hooked_stacks;
+    for (int g : s.grads_final) {
+      const int st = ir::storage(p_, g);
+      const ir::Binding* per = nullptr;
+      for (const ir::Binding& bd : c.binds)
+        if (st != g && bd.buf == st && bd.stride > 0 && bd.first < 0 && bd.last < 0 && bd.modulo == 0) per = &bd;
+      if (per) {
+        if (!hooked_stacks.insert(st).second) continue;
+        const long base =
+            (t.field[static_cast<size_t>(st)] - t.grads) / elem() + per->offset + per->shift * per->stride;
+        each += fmt::format("        if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, {} + cannl_l * {}, {});"
+                            " /* {} final */\n", base, per->stride, buf(per->formal).elements(), name(st));
+        continue;
+      }
+      after += fmt::format("    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, {}, {}); /* {} final */\n",
+                           (t.field[static_cast<size_t>(g)] - t.grads) / elem(), buf(g).elements(), name(g));
+    }
+    const std::string loop = back ? fmt::format("for (int64_t cannl_l = {}; cannl_l >= 0; --cannl_l)", c.count - 1)
+                                  : fmt::format("for (int64_t cannl_l = 0; cannl_l < {}; ++cannl_l)", c.count);
+    std::string out = "    " + loop + (each.empty() ? "\n" : " {\n");
+    out += fmt::format("        {}({});\n", fname, args);
+    if (!each.empty()) out += each + "    }\n";
+    return out + after;
+  }
+
   // A routine: its buffers named once at its top (the inputs, the state's fields, the work
   // region's buffers at their offsets), its run-time scalars, then each nest a kernel call or
   // a matrix product, then what it hands out.
@@ -941,7 +1140,7 @@ private:
     } else if (is_init) {
       sig = fmt::format("static void init_params({} *m, uint64_t seed)", u.state);
       bool rng = false;
-      for (const auto& s : r.stmts) rng |= s.sequential;
+      for (const auto& s : r.stmts) rng |= s.sequential || (s.call && s.call->kind == ir::Call::Kind::BlockInit);
       pro += rng ? "    cannl_rng rng;\n    cannl_rng_seed(&rng, seed);\n" : "    (void)seed;\n";
     } else {
       std::string extra = r.kind == ir::RoutineKind::Forward || r.io.position ? ", real *const outputs[]"
@@ -953,8 +1152,14 @@ private:
     bool inputs_used = false, n_used = scalars.count("n") > 0;
     // The buffers: the caller's inputs, the state's own fields, the work region's.
     std::vector<std::pair<long, int>> work;
+    std::set<int> touched;  // (a view only kept, a param gradient whose block call writes its stack: not named)
+    {
+      std::set<std::string> unused;
+      for (const auto& s : r.stmts) stmt_uses(s, touched, unused);
+    }
     for (int b : bufs) {
       if (int8_unit_ && buf(b).int8_row > 0) continue;  // read as m->int8.<name> (passes/quantize.h)
+      if (buf(b).view_of >= 0 && !touched.count(b) && bufs.count(buf(b).view_of)) continue;
       if (buf(b).role == ir::Role::Input) {
         inputs_used = true;
         const auto k = std::find(p_.inputs.begin(), p_.inputs.end(), b) - p_.inputs.begin();
@@ -1014,6 +1219,14 @@ private:
     std::string last;
     for (const ir::Stmt& s : r.stmts) {
       std::string text;
+      if (s.call && ir::is_block_call(s.call->kind)) {
+        text = block_call(s, u);
+        n_used = true;
+        if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
+        last = what(s);
+        body += text;
+        continue;
+      }
       if (s.call) {
         text = call_text(*s.call, n_used);
         if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";

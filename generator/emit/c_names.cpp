@@ -208,11 +208,26 @@ CNames c_names(const ir::Program& p) {
   n.used = c_public_names(p);
   for (const ir::Routine& r : p.routines)
     for (const ir::ScalarDef& d : r.scalars) n.used.insert(d.name);
-  for (const ir::Buffer& b : p.buffers) {
-    const std::string id = free_name(b.name, [&](const std::string& x) { return c_reserved(x) || n.used.count(x) > 0; });
-    n.used.insert(id);
-    n.buffer.push_back(id);
-  }
+  // A rolled block's functions (emit/c_emit.cpp): <block>_forward, _backward, _infer, _init.
+  for (const ir::Block& bl : p.blocks)
+    for (const char* half : {"forward", "backward", "infer", "init"}) {
+      const std::string id =
+          free_name(bl.name + "_" + half, [&](const std::string& x) { return c_reserved(x) || n.used.count(x) > 0; });
+      n.used.insert(id);
+      n.block.push_back(id);
+    }
+  // The program's buffers first, then the bodies' (named inside their block's functions only:
+  // unique among all the same, so that the program's keep the names they have unrolled).
+  n.buffer.assign(p.buffers.size(), "");
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t i = 0; i < p.buffers.size(); ++i) {
+      const ir::Buffer& b = p.buffers[i];
+      if ((b.block >= 0) != (pass == 1)) continue;
+      const std::string id =
+          free_name(b.name, [&](const std::string& x) { return c_reserved(x) || n.used.count(x) > 0; });
+      n.used.insert(id);
+      n.buffer[i] = id;
+    }
   return n;
 }
 

@@ -43,6 +43,18 @@ RoutineStats routine_stats(const Program& p, const Routine& r, long batch, int e
       const Call& c = *s.call;
       for (int b : call_reads(c)) touched.insert(b);
       for (int b : call_writes(c)) touched.insert(b);
+      if (is_block_call(c.kind)) {  // a block's instances: the half of its body they run, count times
+        const Block& bl = p.blocks[static_cast<size_t>(c.block)];
+        const auto [lo, hi] = body_span(bl, c.kind);
+        Routine half;
+        half.stmts.assign(body_of(bl, c.kind).stmts.begin() + static_cast<long>(lo),
+                          body_of(bl, c.kind).stmts.begin() + static_cast<long>(hi));
+        const RoutineStats one = routine_stats(p, half, batch, elem_bytes);
+        st.loop_nests += static_cast<int>(c.count) * one.loop_nests - 1;
+        st.flops += static_cast<double>(c.count) * one.flops;
+        st.bytes_moved += static_cast<double>(c.count) * one.bytes_moved;
+        continue;
+      }
       if (c.kind == Call::Kind::EmbeddingForward || c.kind == Call::Kind::EmbeddingBackward) {
         st.flops += (c.batch ? static_cast<double>(batch) : 1.0) * static_cast<double>(c.seqs * c.width);
         continue;

@@ -659,14 +659,15 @@ struct Verifier {
       if (r->arena_bytes != 0) fail(fmt::format("an arena of {} bytes without offsets", r->arena_bytes));
       return;
     }
-    if (r->offsets.size() != p.buffers.size()) {
+    // (a block body's plan, made by plan_blocks, may predate buffers added since: none of them its)
+    if (r->offsets.size() != p.buffers.size() && (r->offsets.size() > p.buffers.size() || block_of(p, *r) < 0)) {
       fail(fmt::format("{} offsets for {} buffers", r->offsets.size(), p.buffers.size()));
       return;
     }
     std::vector<bool> u(p.buffers.size(), false);
     for (int b : used(*r)) u[static_cast<size_t>(b)] = true;
     for (size_t b = 0; b < p.buffers.size(); ++b) {
-      const long off = r->offsets[b];
+      const long off = b < r->offsets.size() ? r->offsets[b] : -1;
       if (off == -1) continue;
       const Role role = p.buffers[b].role;
       if (off < 0 || !u[b] || role == Role::Input || role == Role::Param ||
@@ -711,7 +712,8 @@ struct Verifier {
     };
     std::vector<Span> spans;
     for (size_t b = 0; b < nb; ++b)
-      if (r->offsets[b] >= 0 && first[b] >= 0) spans.push_back({r->offsets[b], r->offsets[b] + p.buffers[b].elements() * elem, b});
+      if (b < r->offsets.size() && r->offsets[b] >= 0 && first[b] >= 0)
+        spans.push_back({r->offsets[b], r->offsets[b] + p.buffers[b].elements() * elem, b});
     std::sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) { return x.lo < y.lo; });
     for (size_t i = 0; i < spans.size(); ++i)
       for (size_t j = i + 1; j < spans.size() && spans[j].lo < spans[i].hi; ++j) {

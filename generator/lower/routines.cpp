@@ -121,7 +121,7 @@ void place_carried(ir::Program& p, std::vector<ir::Stmt>& stmts, bool train, std
         bd.modulo = train ? 0 : static_cast<int>(slots);
         bd.shift = bd.formal == in ? -1 : 0;
       }
-      if (train) c.writes.push_back(it->second);
+      c.writes.push_back(it->second);  // (the inference's pair too: its bytes are the call's while it runs)
     }
   }
 }

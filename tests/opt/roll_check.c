@@ -10,8 +10,10 @@
  *   loss <step> <value>
  * then optionally saves a checkpoint, and prints per param (API order)
  *   param <name> <sum |x|> <sum x>      grad <name> <sum |g|>
- * --dump FILE writes every param's and gradient's values, binary: per tensor its name (a
- * 0-terminated string, "grad:" before a gradient's), an int64 count, count doubles.
+ * --dump FILE writes every param's and gradient's values, then forward's outputs and eval's
+ * loss and metrics on the same inputs after the steps (the inference routines), binary: per
+ * tensor its name (a 0-terminated string, "grad:" before a gradient's, "output:" before an
+ * output's, "eval:loss_and_metrics"), an int64 count, count doubles.
  * Exit status 0, 1 on a load/save error, 2 when out of memory.
  */
 #include <string.h>
@@ -70,7 +72,25 @@ int main(int argc, char **argv) {
             if (g) dump(f, "grad:", api->params[p].name, g, gcount);
         }
     }
-    if (f) fclose(f);
+    if (f) {  /* forward's outputs and eval's loss and metrics after the steps */
+        for (int32_t o = 0; o < api->num_outputs && o < OL_MAX_INPUTS; ++o) {
+            void *outs[OL_MAX_INPUTS] = {0};
+            for (int32_t k = 0; k < api->num_outputs && k < OL_MAX_INPUTS; ++k)
+                outs[k] = calloc((size_t)(n * api->outputs[k].size), sizeof(ol_real));
+            api->forward(m, in, n, outs);
+            dump(f, "output:", api->outputs[o].name, (const ol_real *)outs[o], n * api->outputs[o].size);
+            for (int32_t k = 0; k < api->num_outputs && k < OL_MAX_INPUTS; ++k) free(outs[k]);
+        }
+        double loss = 0, metrics[64] = {0};
+        if (api->num_metrics <= 64) {
+            api->eval(m, in, n, &loss, metrics);
+            ol_real v[65];
+            v[0] = (ol_real)loss;
+            for (int32_t k = 0; k < api->num_metrics; ++k) v[k + 1] = (ol_real)metrics[k];
+            dump(f, "eval:", "loss_and_metrics", v, 1 + api->num_metrics);
+        }
+        fclose(f);
+    }
     for (int32_t i = 0; i < api->num_inputs; ++i) free(inputs[i]);
     api->destroy(m);
     return 0;

@@ -7,7 +7,8 @@ ROLLED and NOROLL are roll_check.c linked with the same spec generated with and 
   - 10 training steps: every loss, and every param tensor by ||a - b|| / ||b|| (the measure of
     tests/mpi/compare.py; NAME=TOL2 holds NAME.* to TOL2: a tensor whose gradient is rounding
     noise, gpt's key bias), compared by name (the rolled build lists a block's params
-    group-major, the expanded one instance after instance);
+    group-major, the expanded one instance after instance), and so forward's outputs and
+    eval's loss and metrics after the steps (the inference bodies);
   - resume: NOROLL trains 5 steps and saves a checkpoint, ROLLED loads it and trains 5 more:
     its losses are NOROLL's steps 6 to 10 and its params NOROLL's after 10 steps (checkpoint
     names do not change);

@@ -13,6 +13,7 @@
 
 #include "driver/frontend.h"
 #include "ir/ir_print.h"
+#include "ir/unroll_blocks.h"
 #include "ir/verify.h"
 #include "lower/lower.h"
 #include "lower/roll.h"
@@ -401,7 +402,17 @@ TEST_CASE("the verifier checks blocks, bindings and views", "[roll][verify]") {
     CHECK(has(problems(l), "which its body writes"));
   }
   SECTION("a nest using a view after one used its stacked buffer") {
-    ir::Program p = test::program(kResidual, 4);
+    // (through the passes up to plan_blocks, then the whole unroll bridge: the C target keeps
+    // its block calls, and only unrolled nests use the views)
+    CompileOptions o;
+    o.max_batch = 4;
+    o.emit = false;
+    o.stop_after = "plan_blocks";
+    Compiled c;
+    std::ostringstream err;
+    REQUIRE(compile("t.cannl", kResidual, o, c, err, false) == 0);
+    ir::Program p = std::move(c.prog);
+    ir::unroll_routines(p);
     ir::Routine& step = *p.routine(ir::RoutineKind::TrainStep);
     const int view = p.find("w_0");
     REQUIRE(view >= 0);
@@ -539,7 +550,9 @@ TEST_CASE("passes over block bodies: nothing crosses the barrier, saved = live a
 TEST_CASE("the unroll bridge leaves no stack of saved activations and no scratch of a body", "[roll][passes]") {
   for (int level : {0, 2}) {
     INFO("-O" << level);
-    const ir::Program p = test::program(kResidual, 4, level);
+    ir::Program p = compiled_until(kResidual, "plan_blocks", level);
+    ir::unroll_routines(p);  // every routine (the C target's driver keeps the training routines' calls)
+    CHECK(ir::verify_problems(p).empty());
     CHECK(p.blocks.empty());
     std::set<int> used;
     for (const ir::Routine& r : p.routines)
@@ -589,7 +602,54 @@ minimize loss with adamw(lr = 0.01)
     }
     CHECK(forward == 1);
     CHECK(backward == 0);
-    // Through the bridge: the whole pipeline, every nest loop-ordered as any.
-    CHECK(test::program(frozen, 4, level).blocks.empty());
+    // Through the whole pipeline for the C target: the calls kept, the forward half run.
+    const ir::Program q = test::program(frozen, 4, level);
+    CHECK(q.blocks.size() == 1);
+    forward = 0;
+    for (const ir::Stmt& s : q.routine(ir::RoutineKind::TrainStep)->stmts)
+      forward += s.call && s.call->kind == ir::Call::Kind::BlockForward;
+    CHECK(forward == 1);
+  }
+}
+
+TEST_CASE("the C target keeps the block calls of every routine but decode, and they run their bodies",
+          "[roll][passes]") {
+  for (int level : {0, 2}) {
+    INFO("-O" << level);
+    const ir::Program p = test::program(kResidual, 4, level);
+    CHECK(ir::verify_problems(p).empty());
+    REQUIRE(p.blocks.size() == 1);
+    const ir::Block& bl = p.blocks[0];
+    std::map<ir::RoutineKind, std::multiset<ir::Call::Kind>> calls;
+    for (const ir::Routine& r : p.routines)
+      for (const ir::Stmt& s : r.stmts)
+        if (s.call && ir::is_block_call(s.call->kind)) {
+          calls[r.kind].insert(s.call->kind);
+          CHECK(s.call->count == bl.count);
+          // a body's locals live in the call's scratch, planned in the calling routine
+          if (s.call->scratch >= 0) CHECK(r.planned(s.call->scratch) == (level > 0));
+        }
+    using K = ir::Call::Kind;
+    CHECK(calls[ir::RoutineKind::TrainStep] == std::multiset<K>{K::BlockForward, K::BlockBackward});
+    CHECK(calls[ir::RoutineKind::TrainGrads] == std::multiset<K>{K::BlockForward, K::BlockBackward});
+    CHECK(calls[ir::RoutineKind::Forward] == std::multiset<K>{K::BlockInfer});
+    CHECK(calls[ir::RoutineKind::Eval] == std::multiset<K>{K::BlockInfer});
+    CHECK(calls[ir::RoutineKind::Init] == std::multiset<K>{K::BlockInit});
+    CHECK(!bl.train.stmts.empty());
+    CHECK(!bl.infer.stmts.empty());
+    CHECK(!bl.init.stmts.empty());
+    // Each saved activation has a stack the forward call writes and the backward call reads.
+    for (const ir::Routine& r : p.routines)
+      for (const ir::Stmt& s : r.stmts) {
+        if (!s.call || (s.call->kind != K::BlockForward && s.call->kind != K::BlockBackward)) continue;
+        for (int sv : bl.saved) {
+          int stack = -1;
+          for (const ir::Binding& bd : s.call->binds)
+            if (bd.formal == sv) stack = bd.buf;
+          REQUIRE(stack >= 0);
+          const std::vector<int> l = s.call->kind == K::BlockForward ? s.call->writes : s.call->reads;
+          CHECK(std::find(l.begin(), l.end(), stack) != l.end());
+        }
+      }
   }
 }
