@@ -143,8 +143,10 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     const Model& m = fe->model;
 
     // Lowering: every spec tensor as forward loop nests over buffers; repeat blocks whose
-    // instances lower alike rolled into block bodies, their params stacked (not yet for CUDA).
-    Lowered low = lower_forward(m, fe->shapes, fe->file, o.max_batch, o.roll && o.target != "cuda");
+    // instances lower alike rolled into block bodies, their params stacked (not yet for CUDA, nor
+    // with --quantize int8: passes/quantize.h decides per param buffer, and a stacked one is not).
+    const bool roll = o.roll && o.target != "cuda" && o.quantize.empty();
+    Lowered low = lower_forward(m, fe->shapes, fe->file, o.max_batch, roll);
     if (o.verify_ir) ir::verify_lowered(low.prog, low.forward, low.train_updates, "lower");
     if (stage("lower", [&] { return ir::print_lowered(low.prog, low.forward); })) {
       p = std::move(low.prog);

@@ -12,7 +12,8 @@
  *      outputs under 1% (each weight is within half its row's scale, scale = max|w| / 127).
  *   3. Thread count and batch: the int8 forward of the first example alone gives the same bits
  *      as within the batch, on 1 and 2 threads (each element summed in one order).
- *   4. At least one param is int8. */
+ *   4. At least one param is int8; and, where the model has repeat blocks, at least one of their
+ *      instances' params (`NAME.INDEX`): a model whose blocks are rolled quantises them too. */
 #include HEADER
 
 #include <math.h>
@@ -53,6 +54,11 @@ int main(void) {
     int quantised = 0;
     for (int k = 0; k < api->num_params; ++k) quantised += rows[k] > 0;
     if (!quantised) ++failures, fprintf(stderr, "FAIL no param is int8\n");
+    int instances = 0, instances_int8 = 0;
+    for (int k = 0; k < api->num_params; ++k)
+        if (strchr(api->params[k].name, '.')) ++instances, instances_int8 += rows[k] > 0;
+    if (instances && !instances_int8)
+        ++failures, fprintf(stderr, "FAIL none of the %d repeat-block instances' params is int8\n", instances);
 
     struct MODEL *t = M(create)(1);
     M(infer) *s = M(infer_create)();
