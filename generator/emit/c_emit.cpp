@@ -106,6 +106,7 @@ public:
       bufs.push_back(b);
     }
     d.set("buffers", bufs);
+    api_params(d);
     inference(d);
     std::vector<OutputFile> files;
     files.push_back({p_.model + ".h", render("c/model.h.mustache", d)});
@@ -143,6 +144,70 @@ private:
     for (size_t k = 0; k < p_.params.size(); ++k)
       if (buf(p_.params[k]).view_of == stack) return {static_cast<int>(k), static_cast<int>(buf(stack).stack)};
     CANNL_BUG("a stacked buffer without instances among the params: " + buf(stack).name);
+  }
+
+  // <model>_param and <model>_grad's params: `api_params`, each param looked up by its own
+  // name, and `param_groups`, a repeat block's stacked param whose instances (`w_qkv.0` to
+  // `w_qkv.47`, consecutive in Program::params) are found by one loop: instance l is elements
+  // off + l * per of the stacked buffer (and of the stacked gradient). A group whose instances
+  // do not follow that pattern is listed param by param.
+  void api_params(data& d) const {
+    data singles{data::type::list}, groups{data::type::list};
+    auto single = [&](int b) {
+      data e;
+      e.set("name", buf(b).state_name.empty() ? buf(b).name : buf(b).state_name);
+      e.set("size", std::to_string(buf(b).elements()));
+      e.set("field", name(b));
+      const int g = p_.grad(b);
+      e.set("grad", g >= 0 ? "m->" + name(g) : std::string("NULL"));
+      singles.push_back(e);
+    };
+    const auto& ps = p_.params;
+    for (size_t k = 0; k < ps.size();) {
+      const int s = buf(ps[k]).view_of;
+      size_t end = k + 1;
+      while (s >= 0 && end < ps.size() && buf(ps[end]).view_of == s) ++end;
+      const size_t count = end - k;
+      bool regular = s >= 0 && count >= 2;
+      const std::string& first = buf(ps[k]).state_name;
+      const std::string stem = first.size() > 2 && first.ends_with(".0") ? first.substr(0, first.size() - 2) : "";
+      regular = regular && !stem.empty();
+      const long off = buf(ps[k]).view_offset, per = regular ? buf(ps[k + 1]).view_offset - off : 0;
+      const int g0 = p_.grad(ps[k]);
+      const int gs = g0 >= 0 ? buf(g0).view_of : -1;
+      const long goff = g0 >= 0 ? buf(g0).view_offset : 0;
+      const long gper = regular && g0 >= 0 && p_.grad(ps[k + 1]) >= 0 ? buf(p_.grad(ps[k + 1])).view_offset - goff : 0;
+      regular = regular && (g0 < 0 || gs >= 0);
+      for (size_t l = 0; regular && l < count; ++l) {
+        const int b = ps[k + l], g = p_.grad(b);
+        const long ll = static_cast<long>(l);
+        regular = buf(b).state_name == stem + "." + std::to_string(l) && buf(b).view_offset == off + ll * per &&
+                  buf(b).elements() == buf(ps[k]).elements() && (g < 0) == (g0 < 0) &&
+                  (g < 0 || (buf(g).view_of == gs && buf(g).view_offset == goff + ll * gper));
+      }
+      if (!regular) {
+        for (size_t l = k; l < end; ++l) single(ps[l]);
+        k = end;
+        continue;
+      }
+      auto at = [](const std::string& field, long o, long step) {
+        return "m->" + field + " + " + (o ? "(" + std::to_string(o) + " + l * " : "l * ") + std::to_string(step) +
+               (o ? ")" : "");
+      };
+      data e;
+      e.set("stem", stem);
+      e.set("count", std::to_string(count));
+      e.set("last", std::to_string(count - 1));
+      e.set("size", std::to_string(buf(ps[k]).elements()));
+      e.set("param", at(name(s), off, per));
+      e.set("has_grad", g0 >= 0);
+      e.set("grad", g0 >= 0 ? at(name(gs), goff, gper) : std::string());
+      groups.push_back(e);
+      k = end;
+    }
+    d.set("api_params", singles);
+    d.set("param_groups", groups);
+    d.set("has_param_groups", !groups.is_empty_list());
   }
 
   // The C element type of buffer b: real, or int32_t for ids.
