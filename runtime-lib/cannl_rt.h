@@ -490,6 +490,11 @@ typedef struct cannl_model_api {
     /* the learning rate the last optimiser step used (the schedule's when it applies), 0
        before the state's first step; NULL: use get_lr */
     double (*get_last_lr)(const void *m);
+    /* create for batches of at most max_batch examples (1 <= max_batch <= the table's
+       max_batch; NULL outside that or on OOM): the state's work buffers are sized for that
+       batch, and its train_step, eval and forward refuse a larger n (NaN; nothing done).
+       create(seed) is create_batch(seed, max_batch of the table). NULL: create only. */
+    void *(*create_batch)(uint64_t seed, int64_t max_batch);
 } cannl_model_api;
 
 /* Metadata key holding the optimiser step count in a model checkpoint. */

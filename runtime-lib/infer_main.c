@@ -65,7 +65,9 @@ static int use_embedded(runner *r) {
 static int load_params(runner *r) {
     const cannl_model_api *api = r->api;
     cannl_error err;
-    r->m = api->create(0);
+    /* the state sized for the batches it runs: --batch, or one sequence for --generate */
+    const int64_t cap = r->o.generate_set ? 1 : r->o.batch;
+    r->m = api->create_batch ? api->create_batch(0, cap) : api->create(0);
     if (!r->m) return report(r, CANNL__EXIT_FAIL, "out of memory (creating the model)");
     if (r->o.weights) {
         cannl__name_map *names = NULL;

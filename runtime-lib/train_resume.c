@@ -82,7 +82,12 @@ void cannl__train_resume_seed(cannl__trainer *t) {
     cannl_error err;
     uint64_t v;
     if (cannl_checkpoint_open(t->o.resume, NULL, &ck, &err) == CANNL_OK) {
-        if (meta_u64(ck, "seed", &v) == 0) t->seed = v;
+        if (!t->o.seed_set && meta_u64(ck, "seed", &v) == 0) t->seed = v;
+        /* the state is created for the run's batch: the checkpoint's, which resume_settings
+           checks again once it is loaded */
+        if (!t->o.batch_set && t->has_inputs && meta_u64(ck, "batch", &v) == 0 && v >= 1 &&
+            v <= (uint64_t)t->api->max_batch)
+            t->batch = (int64_t)v;
         cannl_checkpoint_close(ck);
     }
 }

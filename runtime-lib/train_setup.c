@@ -60,8 +60,9 @@ static int init_partial(cannl__trainer *t) {
 /* Create the model, then --resume or --init. */
 int cannl__train_setup_model(cannl__trainer *t) {
     const cannl_model_api *api = t->api;
-    if (t->o.resume && !t->o.seed_set) cannl__train_resume_seed(t);
-    t->m = api->create(t->seed);
+    if (t->o.resume) cannl__train_resume_seed(t);
+    /* the state sized for the run's batch (its evaluations use the same), not the model's maximum */
+    t->m = api->create_batch ? api->create_batch(t->seed, t->batch) : api->create(t->seed);
     if (!t->m)
         return cannl__train_report(t, CANNL__EXIT_FAIL, "cannot create model '%s' (out of memory%s)", api->name,
                                    t->ext ? ", or its device failed: see above" : "");

@@ -120,8 +120,9 @@ int cannl__train_setup_run(cannl__trainer *t);
 
 /* train_resume.c ------------------------------------------------------- */
 
-/* A --resume run's seed, the checkpoint's unless --seed is given, for creating the model (any
-   problem with the file is left to the load that follows). */
+/* A --resume run's seed and batch, the checkpoint's unless --seed or --batch is given, for
+   creating the model (sized for the batch; any problem with the file is left to the load that
+   follows). */
 void cannl__train_resume_seed(cannl__trainer *t);
 /* The settings a resumed run takes from its checkpoint ck (unless given again), checked. */
 int cannl__train_resume_settings(cannl__trainer *t, const cannl_checkpoint *ck);

@@ -62,7 +62,8 @@ struct fashion_cnn {
     double lr;    /* learning rate: the spec's, unless set */
     double last_lr; /* the learning rate the last optimiser step used (0 before the first) */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 444464320 bytes */
+    int64_t max_batch; /* the largest batch this state takes (create_batch's; <= FASHION_CNN_MAX_BATCH) */
+    void *arena;  /* the buffers below, then each routine's work region: 26197248 bytes, then 1633856 per example of max_batch (444464384 at 256) */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
@@ -976,34 +977,34 @@ static double train_step(struct fashion_cnn *m, const real *const inputs[], int6
     real *const w4_exp_avg_sq = m->w4_exp_avg_sq; /* [10, 1024] exp_avg_sq of w4 */
     real *const b4_exp_avg = m->b4_exp_avg; /* [10] exp_avg of b4 */
     real *const b4_exp_avg_sq = m->b4_exp_avg_sq; /* [10] exp_avg_sq of b4 */
-    char *const work = (char *)m->arena + 26197120; /* the work region: this routine's 418267200 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
-    real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
-    real *const a1_conv_grad = (real *)(work + 0); /* [batch, 28, 28, 32] gradient of a1_conv */
-    real *const a2_conv = (real *)(work + 160563200); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
-    real *const a2_col_grad = (real *)(work + 160563200); /* [batch, 14, 14, 5, 5, 32] gradient of a2_col */
-    real *const h3_mm = (real *)(work + 173408256); /* [batch, 1024] [batch | 1024] */
-    real *const loss_ce = (real *)(work + 173408256); /* [batch] [batch | ] */
-    real *const a2_grad = (real *)(work + 173408256); /* [batch, 14, 14, 64] gradient of a2 */
-    real *const p1 = (real *)(work + 186253312); /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
-    real *const loss_sumexp_grad = (real *)(work + 186253312); /* [batch] gradient of loss_sumexp */
-    real *const h3_grad = (real *)(work + 186253312); /* [batch, 1024] gradient of h3 */
-    real *const p2_grad = (real *)(work + 186253312); /* [batch, 7, 7, 64] gradient of p2 */
-    real *const logits_grad = (real *)(work + 187301888); /* [batch, 10] gradient of logits */
-    real *const h3_mm_grad = (real *)(work + 189464576); /* [batch, 1024] gradient of h3_mm */
-    real *const p2 = (real *)(work + 192675840); /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
-    real *const p2_arg = (real *)(work + 195887104); /* [batch, 7, 7, 64] position of the first extremum of p2 */
-    real *const h3 = (real *)(work + 199098368); /* [batch, 1024] h3 : [batch | 1024] */
-    real *const logits_mm = (real *)(work + 200146944); /* [batch, 10] [batch | 10] */
-    real *const loss_max = (real *)(work + 200157184); /* [batch] [batch | ] */
-    real *const loss_sumexp = (real *)(work + 200158208); /* [batch] [batch | ] */
-    real *const a1_conv = (real *)(work + 321126400); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
-    real *const a1_grad = (real *)(work + 346816512); /* [batch, 28, 28, 32] gradient of a1 */
-    real *const a1_col = (real *)(work + 372506624); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
-    real *const a2_conv_grad = (real *)(work + 392577024); /* [batch, 14, 14, 64] gradient of a2_conv */
-    real *const p1_grad = (real *)(work + 405422080); /* [batch, 14, 14, 32] gradient of p1 */
-    real *const p1_arg = (real *)(work + 411844608); /* [batch, 14, 14, 32] position of the first extremum of p1 */
-    real *const loss_ = (real *)(work + 418267136); /* [] loss : [] */
+    char *const work = (char *)m->arena + 26197120; /* the work region: this routine's 64 bytes, then 1633856 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const x = (real *)(work + 128); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
+    real *const a2_col = (real *)(work + 128); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
+    real *const a1_conv_grad = (real *)(work + 128); /* [batch, 28, 28, 32] gradient of a1_conv */
+    real *const a2_conv = (real *)(work + 128 + 627200 * m->max_batch); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
+    real *const a2_col_grad = (real *)(work + 128 + 627200 * m->max_batch); /* [batch, 14, 14, 5, 5, 32] gradient of a2_col */
+    real *const h3_mm = (real *)(work + 128 + 677376 * m->max_batch); /* [batch, 1024] [batch | 1024] */
+    real *const loss_ce = (real *)(work + 128 + 677376 * m->max_batch); /* [batch] [batch | ] */
+    real *const a2_grad = (real *)(work + 128 + 677376 * m->max_batch); /* [batch, 14, 14, 64] gradient of a2 */
+    real *const p1 = (real *)(work + 128 + 727552 * m->max_batch); /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
+    real *const loss_sumexp_grad = (real *)(work + 128 + 727552 * m->max_batch); /* [batch] gradient of loss_sumexp */
+    real *const h3_grad = (real *)(work + 128 + 727552 * m->max_batch); /* [batch, 1024] gradient of h3 */
+    real *const p2_grad = (real *)(work + 128 + 727552 * m->max_batch); /* [batch, 7, 7, 64] gradient of p2 */
+    real *const logits_grad = (real *)(work + 128 + 731648 * m->max_batch); /* [batch, 10] gradient of logits */
+    real *const h3_mm_grad = (real *)(work + 128 + 740096 * m->max_batch); /* [batch, 1024] gradient of h3_mm */
+    real *const p2 = (real *)(work + 128 + 752640 * m->max_batch); /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
+    real *const p2_arg = (real *)(work + 128 + 765184 * m->max_batch); /* [batch, 7, 7, 64] position of the first extremum of p2 */
+    real *const h3 = (real *)(work + 128 + 777728 * m->max_batch); /* [batch, 1024] h3 : [batch | 1024] */
+    real *const logits_mm = (real *)(work + 128 + 781824 * m->max_batch); /* [batch, 10] [batch | 10] */
+    real *const loss_max = (real *)(work + 128 + 781888 * m->max_batch); /* [batch] [batch | ] */
+    real *const loss_sumexp = (real *)(work + 128 + 781952 * m->max_batch); /* [batch] [batch | ] */
+    real *const a1_conv = (real *)(work + 128 + 1254400 * m->max_batch); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
+    real *const a1_grad = (real *)(work + 128 + 1354752 * m->max_batch); /* [batch, 28, 28, 32] gradient of a1 */
+    real *const a1_col = (real *)(work + 128 + 1455104 * m->max_batch); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
+    real *const a2_conv_grad = (real *)(work + 128 + 1533504 * m->max_batch); /* [batch, 14, 14, 64] gradient of a2_conv */
+    real *const p1_grad = (real *)(work + 128 + 1583680 * m->max_batch); /* [batch, 14, 14, 32] gradient of p1 */
+    real *const p1_arg = (real *)(work + 128 + 1608768 * m->max_batch); /* [batch, 14, 14, 32] position of the first extremum of p1 */
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -1137,18 +1138,18 @@ static void forward(struct fashion_cnn *m, const real *const inputs[], int64_t n
     real *const w3 = m->w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
     real *const w4 = m->w4; /* [10, 1024] w4 : [1024 -> 10] */
     real *const b4 = m->b4; /* [10] b4 : [10] */
-    char *const work = (char *)m->arena + 26197120; /* the work region: this routine's 173408256 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
-    real *const a1_conv = (real *)(work + 0); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
-    real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
-    real *const p2 = (real *)(work + 0); /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
-    real *const h3 = (real *)(work + 0); /* [batch, 1024] h3 : [batch | 1024] */
-    real *const logits = (real *)(work + 0); /* [batch, 10] logits : [batch | 10] */
-    real *const logits_mm = (real *)(work + 1048576); /* [batch, 10] [batch | 10] */
-    real *const h3_mm = (real *)(work + 3211264); /* [batch, 1024] [batch | 1024] */
-    real *const a1_col = (real *)(work + 25690112); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
-    real *const p1 = (real *)(work + 160563200); /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
-    real *const a2_conv = (real *)(work + 160563200); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
+    char *const work = (char *)m->arena + 26197120; /* the work region: this routine's 677376 bytes per example of the state's max_batch */
+    real *const x = (real *)(work + 128); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
+    real *const a1_conv = (real *)(work + 128); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
+    real *const a2_col = (real *)(work + 128); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
+    real *const p2 = (real *)(work + 128); /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
+    real *const h3 = (real *)(work + 128); /* [batch, 1024] h3 : [batch | 1024] */
+    real *const logits = (real *)(work + 128); /* [batch, 10] logits : [batch | 10] */
+    real *const logits_mm = (real *)(work + 128 + 4096 * m->max_batch); /* [batch, 10] [batch | 10] */
+    real *const h3_mm = (real *)(work + 128 + 12544 * m->max_batch); /* [batch, 1024] [batch | 1024] */
+    real *const a1_col = (real *)(work + 128 + 100352 * m->max_batch); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
+    real *const p1 = (real *)(work + 128 + 627200 * m->max_batch); /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
+    real *const a2_conv = (real *)(work + 128 + 627200 * m->max_batch); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
 
     /* line 18: x = image / 255 */
     set_x(n, x, image);
@@ -1194,26 +1195,26 @@ static void eval_metrics(struct fashion_cnn *m, const real *const inputs[], int6
     real *const w3 = m->w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
     real *const w4 = m->w4; /* [10, 1024] w4 : [1024 -> 10] */
     real *const b4 = m->b4; /* [10] b4 : [10] */
-    char *const work = (char *)m->arena + 26197120; /* the work region: this routine's 173408256 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
-    real *const a1_conv = (real *)(work + 0); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
-    real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
-    real *const p2 = (real *)(work + 0); /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
-    real *const h3 = (real *)(work + 0); /* [batch, 1024] h3 : [batch | 1024] */
-    real *const loss_max = (real *)(work + 0); /* [batch] [batch | ] */
-    real *const accuracy = (real *)(work + 0); /* [] accuracy : [] */
-    real *const accuracy_pred_max = (real *)(work + 0); /* [batch] [batch | ] */
-    real *const accuracy_true_max = (real *)(work + 0); /* [batch] [batch | ] */
-    real *const loss_sumexp = (real *)(work + 1024); /* [batch] [batch | ] */
-    real *const accuracy_pred_argmax = (real *)(work + 1024); /* [batch] [batch | ] */
-    real *const loss_ce = (real *)(work + 2048); /* [batch] [batch | ] */
-    real *const accuracy_true_argmax = (real *)(work + 2048); /* [batch] [batch | ] */
-    real *const loss_ = (real *)(work + 3072); /* [] loss : [] */
-    real *const logits_mm = (real *)(work + 1048576); /* [batch, 10] [batch | 10] */
-    real *const h3_mm = (real *)(work + 3211264); /* [batch, 1024] [batch | 1024] */
-    real *const a1_col = (real *)(work + 25690112); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
-    real *const p1 = (real *)(work + 160563200); /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
-    real *const a2_conv = (real *)(work + 160563200); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
+    char *const work = (char *)m->arena + 26197120; /* the work region: this routine's 128 bytes, then 677376 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
+    real *const x = (real *)(work + 128); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
+    real *const a1_conv = (real *)(work + 128); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
+    real *const a2_col = (real *)(work + 128); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
+    real *const p2 = (real *)(work + 128); /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
+    real *const h3 = (real *)(work + 128); /* [batch, 1024] h3 : [batch | 1024] */
+    real *const loss_max = (real *)(work + 128); /* [batch] [batch | ] */
+    real *const accuracy_pred_max = (real *)(work + 128); /* [batch] [batch | ] */
+    real *const accuracy_true_max = (real *)(work + 128); /* [batch] [batch | ] */
+    real *const loss_sumexp = (real *)(work + 128 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const accuracy_pred_argmax = (real *)(work + 128 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const loss_ce = (real *)(work + 128 + 128 * m->max_batch); /* [batch] [batch | ] */
+    real *const accuracy_true_argmax = (real *)(work + 128 + 128 * m->max_batch); /* [batch] [batch | ] */
+    real *const logits_mm = (real *)(work + 128 + 4096 * m->max_batch); /* [batch, 10] [batch | 10] */
+    real *const h3_mm = (real *)(work + 128 + 12544 * m->max_batch); /* [batch, 1024] [batch | 1024] */
+    real *const a1_col = (real *)(work + 128 + 100352 * m->max_batch); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
+    real *const p1 = (real *)(work + 128 + 627200 * m->max_batch); /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
+    real *const a2_conv = (real *)(work + 128 + 627200 * m->max_batch); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
 
     /* line 18: x = image / 255 */
     set_x(n, x, image);
@@ -1280,34 +1281,34 @@ static double train_grads(struct fashion_cnn *m, const real *const inputs[], int
     real *const k2_grad = m->k2_grad; /* [64, 5, 5, 32] gradient of k2 */
     real *const c1_grad = m->c1_grad; /* [32] gradient of c1 */
     real *const k1_grad = m->k1_grad; /* [32, 5, 5, 1] gradient of k1 */
-    char *const work = (char *)m->arena + 26197120; /* the work region: this routine's 418267200 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
-    real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
-    real *const a1_conv_grad = (real *)(work + 0); /* [batch, 28, 28, 32] gradient of a1_conv */
-    real *const a2_conv = (real *)(work + 160563200); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
-    real *const a2_col_grad = (real *)(work + 160563200); /* [batch, 14, 14, 5, 5, 32] gradient of a2_col */
-    real *const h3_mm = (real *)(work + 173408256); /* [batch, 1024] [batch | 1024] */
-    real *const loss_ce = (real *)(work + 173408256); /* [batch] [batch | ] */
-    real *const a2_grad = (real *)(work + 173408256); /* [batch, 14, 14, 64] gradient of a2 */
-    real *const p1 = (real *)(work + 186253312); /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
-    real *const loss_sumexp_grad = (real *)(work + 186253312); /* [batch] gradient of loss_sumexp */
-    real *const h3_grad = (real *)(work + 186253312); /* [batch, 1024] gradient of h3 */
-    real *const p2_grad = (real *)(work + 186253312); /* [batch, 7, 7, 64] gradient of p2 */
-    real *const logits_grad = (real *)(work + 187301888); /* [batch, 10] gradient of logits */
-    real *const h3_mm_grad = (real *)(work + 189464576); /* [batch, 1024] gradient of h3_mm */
-    real *const p2 = (real *)(work + 192675840); /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
-    real *const p2_arg = (real *)(work + 195887104); /* [batch, 7, 7, 64] position of the first extremum of p2 */
-    real *const h3 = (real *)(work + 199098368); /* [batch, 1024] h3 : [batch | 1024] */
-    real *const logits_mm = (real *)(work + 200146944); /* [batch, 10] [batch | 10] */
-    real *const loss_max = (real *)(work + 200157184); /* [batch] [batch | ] */
-    real *const loss_sumexp = (real *)(work + 200158208); /* [batch] [batch | ] */
-    real *const a1_conv = (real *)(work + 321126400); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
-    real *const a1_grad = (real *)(work + 346816512); /* [batch, 28, 28, 32] gradient of a1 */
-    real *const a1_col = (real *)(work + 372506624); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
-    real *const a2_conv_grad = (real *)(work + 392577024); /* [batch, 14, 14, 64] gradient of a2_conv */
-    real *const p1_grad = (real *)(work + 405422080); /* [batch, 14, 14, 32] gradient of p1 */
-    real *const p1_arg = (real *)(work + 411844608); /* [batch, 14, 14, 32] position of the first extremum of p1 */
-    real *const loss_ = (real *)(work + 418267136); /* [] loss : [] */
+    char *const work = (char *)m->arena + 26197120; /* the work region: this routine's 64 bytes, then 1633856 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const x = (real *)(work + 128); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
+    real *const a2_col = (real *)(work + 128); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
+    real *const a1_conv_grad = (real *)(work + 128); /* [batch, 28, 28, 32] gradient of a1_conv */
+    real *const a2_conv = (real *)(work + 128 + 627200 * m->max_batch); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
+    real *const a2_col_grad = (real *)(work + 128 + 627200 * m->max_batch); /* [batch, 14, 14, 5, 5, 32] gradient of a2_col */
+    real *const h3_mm = (real *)(work + 128 + 677376 * m->max_batch); /* [batch, 1024] [batch | 1024] */
+    real *const loss_ce = (real *)(work + 128 + 677376 * m->max_batch); /* [batch] [batch | ] */
+    real *const a2_grad = (real *)(work + 128 + 677376 * m->max_batch); /* [batch, 14, 14, 64] gradient of a2 */
+    real *const p1 = (real *)(work + 128 + 727552 * m->max_batch); /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
+    real *const loss_sumexp_grad = (real *)(work + 128 + 727552 * m->max_batch); /* [batch] gradient of loss_sumexp */
+    real *const h3_grad = (real *)(work + 128 + 727552 * m->max_batch); /* [batch, 1024] gradient of h3 */
+    real *const p2_grad = (real *)(work + 128 + 727552 * m->max_batch); /* [batch, 7, 7, 64] gradient of p2 */
+    real *const logits_grad = (real *)(work + 128 + 731648 * m->max_batch); /* [batch, 10] gradient of logits */
+    real *const h3_mm_grad = (real *)(work + 128 + 740096 * m->max_batch); /* [batch, 1024] gradient of h3_mm */
+    real *const p2 = (real *)(work + 128 + 752640 * m->max_batch); /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
+    real *const p2_arg = (real *)(work + 128 + 765184 * m->max_batch); /* [batch, 7, 7, 64] position of the first extremum of p2 */
+    real *const h3 = (real *)(work + 128 + 777728 * m->max_batch); /* [batch, 1024] h3 : [batch | 1024] */
+    real *const logits_mm = (real *)(work + 128 + 781824 * m->max_batch); /* [batch, 10] [batch | 10] */
+    real *const loss_max = (real *)(work + 128 + 781888 * m->max_batch); /* [batch] [batch | ] */
+    real *const loss_sumexp = (real *)(work + 128 + 781952 * m->max_batch); /* [batch] [batch | ] */
+    real *const a1_conv = (real *)(work + 128 + 1254400 * m->max_batch); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
+    real *const a1_grad = (real *)(work + 128 + 1354752 * m->max_batch); /* [batch, 28, 28, 32] gradient of a1 */
+    real *const a1_col = (real *)(work + 128 + 1455104 * m->max_batch); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
+    real *const a2_conv_grad = (real *)(work + 128 + 1533504 * m->max_batch); /* [batch, 14, 14, 64] gradient of a2_conv */
+    real *const p1_grad = (real *)(work + 128 + 1583680 * m->max_batch); /* [batch, 14, 14, 32] gradient of p1 */
+    real *const p1_arg = (real *)(work + 128 + 1608768 * m->max_batch); /* [batch, 14, 14, 32] position of the first extremum of p1 */
 
     /* line 18: x = image / 255 */
     set_x(n, x, image);
@@ -1541,10 +1542,14 @@ static void bind_opt_state(struct fashion_cnn *m) {
     (void)at;
 }
 
-struct fashion_cnn *fashion_cnn_create(uint64_t seed) {
+struct fashion_cnn *fashion_cnn_create(uint64_t seed) { return fashion_cnn_create_batch(seed, FASHION_CNN_MAX_BATCH); }
+
+struct fashion_cnn *fashion_cnn_create_batch(uint64_t seed, int64_t max_batch) {
+    if (max_batch < 1 || max_batch > FASHION_CNN_MAX_BATCH) return NULL;
     struct fashion_cnn *m = (struct fashion_cnn *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(444464320);
+    m->max_batch = max_batch;
+    m->arena = cannl_alloc((size_t)26197248 + (size_t)1633856 * (size_t)max_batch);
     m->opt_state = cannl_alloc(26197120);
     if (!m->arena || !m->opt_state) {
         cannl_free(m->arena);
@@ -1590,12 +1595,12 @@ void fashion_cnn_init(struct fashion_cnn *m, uint64_t seed) {
 }
 
 double fashion_cnn_train_step(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_CNN_MAX_BATCH || m->opt_first != 0 || m->opt_last != FASHION_CNN_NUM_PARAMS) return NAN;
+    if (n < 1 || n > m->max_batch || m->opt_first != 0 || m->opt_last != FASHION_CNN_NUM_PARAMS) return NAN;
     return train_step(m, inputs, n);
 }
 
 double fashion_cnn_train_grads(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_CNN_MAX_BATCH) return NAN;
+    if (n < 1 || n > m->max_batch) return NAN;
     return train_grads(m, inputs, n);
 }
 
@@ -1646,13 +1651,13 @@ fashion_cnn_real *fashion_cnn_grad_block(struct fashion_cnn *m, int64_t *count) 
 
 void fashion_cnn_forward(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n,
                  fashion_cnn_real *const outputs[]) {
-    if (n < 1 || n > FASHION_CNN_MAX_BATCH) return;
+    if (n < 1 || n > m->max_batch) return;
     forward(m, inputs, n, outputs);
 }
 
 void fashion_cnn_eval(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n, double *loss,
                  double metrics[]) {
-    if (n < 1 || n > FASHION_CNN_MAX_BATCH) return;
+    if (n < 1 || n > m->max_batch) return;
     eval_metrics(m, inputs, n, loss, metrics);
 }
 
@@ -1807,6 +1812,7 @@ static const char *const metric_names[] = {
 static const unsigned char forward_reads[] = { 1, 0, 0};
 
 static void *api_create_fn(uint64_t seed) { return fashion_cnn_create(seed); }
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) { return fashion_cnn_create_batch(seed, max_batch); }
 static void api_destroy_fn(void *m) { fashion_cnn_destroy((struct fashion_cnn *)m); }
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return fashion_cnn_train_step((struct fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n);
@@ -1864,4 +1870,4 @@ const cannl_model_api fashion_cnn_api = {
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
     grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
-    api_set_example_offset_fn, api_get_last_lr_fn};
+    api_set_example_offset_fn, api_get_last_lr_fn, api_create_batch_fn};

@@ -6,7 +6,7 @@
  * params and the buffers of the routines
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
- * in one arena of 186506816 bytes; no gradients, no optimiser state, no training code
+ * in one arena of 13098688 bytes, then 677376 per example of max_batch (186506944 at 256); no gradients, no optimiser state, no training code
  * (a program that calls only fashion_cnn_infer_* links only this file of the library). The
  * routines are those of fashion_cnn.c, printed from the same loop nests, so they give the
  * same results.
@@ -40,7 +40,8 @@ typedef fashion_cnn_real real;
 static inline float cannl_relu(float x) { return x > 0 ? x : 0; }
 
 struct fashion_cnn_infer {
-    void *arena; /* the buffers below, then the work region of forward and eval: 186506816 bytes */
+    int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= FASHION_CNN_MAX_BATCH) */
+    void *arena; /* the buffers below, then the work region of forward and eval: 13098688 bytes, then 677376 per example of max_batch (186506944 at 256) */
     real *k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
     real *k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
     real *c1; /* [32] c1 : [32] */
@@ -285,18 +286,18 @@ static void forward(struct fashion_cnn_infer *m, const real *const inputs[], int
     real *const w3 = m->w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
     real *const w4 = m->w4; /* [10, 1024] w4 : [1024 -> 10] */
     real *const b4 = m->b4; /* [10] b4 : [10] */
-    char *const work = (char *)m->arena + 13098560; /* the work region: this routine's 173408256 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
-    real *const a1_conv = (real *)(work + 0); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
-    real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
-    real *const p2 = (real *)(work + 0); /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
-    real *const h3 = (real *)(work + 0); /* [batch, 1024] h3 : [batch | 1024] */
-    real *const logits = (real *)(work + 0); /* [batch, 10] logits : [batch | 10] */
-    real *const logits_mm = (real *)(work + 1048576); /* [batch, 10] [batch | 10] */
-    real *const h3_mm = (real *)(work + 3211264); /* [batch, 1024] [batch | 1024] */
-    real *const a1_col = (real *)(work + 25690112); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
-    real *const p1 = (real *)(work + 160563200); /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
-    real *const a2_conv = (real *)(work + 160563200); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
+    char *const work = (char *)m->arena + 13098560; /* the work region: this routine's 677376 bytes per example of the state's max_batch */
+    real *const x = (real *)(work + 128); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
+    real *const a1_conv = (real *)(work + 128); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
+    real *const a2_col = (real *)(work + 128); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
+    real *const p2 = (real *)(work + 128); /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
+    real *const h3 = (real *)(work + 128); /* [batch, 1024] h3 : [batch | 1024] */
+    real *const logits = (real *)(work + 128); /* [batch, 10] logits : [batch | 10] */
+    real *const logits_mm = (real *)(work + 128 + 4096 * m->max_batch); /* [batch, 10] [batch | 10] */
+    real *const h3_mm = (real *)(work + 128 + 12544 * m->max_batch); /* [batch, 1024] [batch | 1024] */
+    real *const a1_col = (real *)(work + 128 + 100352 * m->max_batch); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
+    real *const p1 = (real *)(work + 128 + 627200 * m->max_batch); /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
+    real *const a2_conv = (real *)(work + 128 + 627200 * m->max_batch); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
 
     /* line 18: x = image / 255 */
     set_x(n, x, image);
@@ -342,26 +343,26 @@ static void eval_metrics(struct fashion_cnn_infer *m, const real *const inputs[]
     real *const w3 = m->w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
     real *const w4 = m->w4; /* [10, 1024] w4 : [1024 -> 10] */
     real *const b4 = m->b4; /* [10] b4 : [10] */
-    char *const work = (char *)m->arena + 13098560; /* the work region: this routine's 173408256 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
-    real *const a1_conv = (real *)(work + 0); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
-    real *const a2_col = (real *)(work + 0); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
-    real *const p2 = (real *)(work + 0); /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
-    real *const h3 = (real *)(work + 0); /* [batch, 1024] h3 : [batch | 1024] */
-    real *const loss_max = (real *)(work + 0); /* [batch] [batch | ] */
-    real *const accuracy = (real *)(work + 0); /* [] accuracy : [] */
-    real *const accuracy_pred_max = (real *)(work + 0); /* [batch] [batch | ] */
-    real *const accuracy_true_max = (real *)(work + 0); /* [batch] [batch | ] */
-    real *const loss_sumexp = (real *)(work + 1024); /* [batch] [batch | ] */
-    real *const accuracy_pred_argmax = (real *)(work + 1024); /* [batch] [batch | ] */
-    real *const loss_ce = (real *)(work + 2048); /* [batch] [batch | ] */
-    real *const accuracy_true_argmax = (real *)(work + 2048); /* [batch] [batch | ] */
-    real *const loss_ = (real *)(work + 3072); /* [] loss : [] */
-    real *const logits_mm = (real *)(work + 1048576); /* [batch, 10] [batch | 10] */
-    real *const h3_mm = (real *)(work + 3211264); /* [batch, 1024] [batch | 1024] */
-    real *const a1_col = (real *)(work + 25690112); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
-    real *const p1 = (real *)(work + 160563200); /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
-    real *const a2_conv = (real *)(work + 160563200); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
+    char *const work = (char *)m->arena + 13098560; /* the work region: this routine's 128 bytes, then 677376 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
+    real *const x = (real *)(work + 128); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
+    real *const a1_conv = (real *)(work + 128); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
+    real *const a2_col = (real *)(work + 128); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
+    real *const p2 = (real *)(work + 128); /* [batch, 7, 7, 64] p2 : [batch | 7, 7, 64] */
+    real *const h3 = (real *)(work + 128); /* [batch, 1024] h3 : [batch | 1024] */
+    real *const loss_max = (real *)(work + 128); /* [batch] [batch | ] */
+    real *const accuracy_pred_max = (real *)(work + 128); /* [batch] [batch | ] */
+    real *const accuracy_true_max = (real *)(work + 128); /* [batch] [batch | ] */
+    real *const loss_sumexp = (real *)(work + 128 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const accuracy_pred_argmax = (real *)(work + 128 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const loss_ce = (real *)(work + 128 + 128 * m->max_batch); /* [batch] [batch | ] */
+    real *const accuracy_true_argmax = (real *)(work + 128 + 128 * m->max_batch); /* [batch] [batch | ] */
+    real *const logits_mm = (real *)(work + 128 + 4096 * m->max_batch); /* [batch, 10] [batch | 10] */
+    real *const h3_mm = (real *)(work + 128 + 12544 * m->max_batch); /* [batch, 1024] [batch | 1024] */
+    real *const a1_col = (real *)(work + 128 + 100352 * m->max_batch); /* [batch, 28, 28, 5, 5, 1] [batch | 28, 28, 5, 5, 1] */
+    real *const p1 = (real *)(work + 128 + 627200 * m->max_batch); /* [batch, 14, 14, 32] p1 : [batch | 14, 14, 32] */
+    real *const a2_conv = (real *)(work + 128 + 627200 * m->max_batch); /* [batch, 14, 14, 64] [batch | 14, 14, 64] */
 
     /* line 18: x = image / 255 */
     set_x(n, x, image);
@@ -424,10 +425,14 @@ static void bind_buffers(struct fashion_cnn_infer *m) {
 
 }
 
-struct fashion_cnn_infer *fashion_cnn_infer_create(void) {
+struct fashion_cnn_infer *fashion_cnn_infer_create(void) { return fashion_cnn_infer_create_batch(FASHION_CNN_MAX_BATCH); }
+
+struct fashion_cnn_infer *fashion_cnn_infer_create_batch(int64_t max_batch) {
+    if (max_batch < 1 || max_batch > FASHION_CNN_MAX_BATCH) return NULL;
     struct fashion_cnn_infer *m = (struct fashion_cnn_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(186506816);
+    m->max_batch = max_batch;
+    m->arena = cannl_alloc((size_t)13098688 + (size_t)677376 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -529,7 +534,7 @@ static int ids_in_range(const real *const inputs[], int64_t n, int every_input);
 
 cannl_status fashion_cnn_infer_forward(struct fashion_cnn_infer *m, const fashion_cnn_real *const inputs[], int64_t n,
     fashion_cnn_real *const outputs[]) {
-    if (!m || n < 1 || n > FASHION_CNN_MAX_BATCH || !pointers_given(inputs, 0, outputs, 1) || !ids_in_range(inputs, n, 0))
+    if (!m || n < 1 || n > m->max_batch || !pointers_given(inputs, 0, outputs, 1) || !ids_in_range(inputs, n, 0))
         return CANNL_E_ARG;
     forward(m, inputs, n, outputs);
     return CANNL_OK;
@@ -537,7 +542,7 @@ cannl_status fashion_cnn_infer_forward(struct fashion_cnn_infer *m, const fashio
 
 cannl_status fashion_cnn_infer_eval(struct fashion_cnn_infer *m, const fashion_cnn_real *const inputs[], int64_t n,
     double *loss, double metrics[]) {
-    if (!m || n < 1 || n > FASHION_CNN_MAX_BATCH || !loss || (FASHION_CNN_NUM_METRICS > 0 && !metrics) ||
+    if (!m || n < 1 || n > m->max_batch || !loss || (FASHION_CNN_NUM_METRICS > 0 && !metrics) ||
         !pointers_given(inputs, 1, NULL, 0) || !ids_in_range(inputs, n, 1))
         return CANNL_E_ARG;
     eval_metrics(m, inputs, n, loss, metrics);
@@ -579,6 +584,10 @@ static const char *const metric_names[] = {
 static void *api_create_fn(uint64_t seed) {
     (void)seed;
     return fashion_cnn_infer_create();
+}
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) {
+    (void)seed;
+    return fashion_cnn_infer_create_batch(max_batch);
 }
 static void api_destroy_fn(void *m) { fashion_cnn_infer_destroy((struct fashion_cnn_infer *)m); }
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
@@ -655,4 +664,4 @@ const cannl_model_api fashion_cnn_infer_api = {
     api_create_fn, api_destroy_fn, NULL, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, NULL, /* no training: no schedule */
-    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, api_create_batch_fn};

@@ -62,7 +62,8 @@ struct fashion_einsum {
     double lr;    /* learning rate: the spec's, unless set */
     double last_lr; /* the learning rate the last optimiser step used (0 before the first) */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 3758272 bytes */
+    int64_t max_batch; /* the largest batch this state takes (create_batch's; <= FASHION_EINSUM_MAX_BATCH) */
+    void *arena;  /* the buffers below, then each routine's work region: 1632576 bytes, then 8448 per example of max_batch (3795264 at 256) */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
@@ -308,7 +309,7 @@ static void sum_loss_sum2(int64_t n, real *restrict loss_sum2, const real *restr
 
 /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
 CANNL_MULTIVERSION
-static void set_loss_(real *restrict loss_, const real *restrict loss_sum2, const real *restrict loss_sum) {
+static void set_loss_(real *loss_, const real *restrict loss_sum2, const real *loss_sum) {
     loss_[0] = loss_sum2[0] * 0.015625f + loss_sum[0] * 0.0001f;
 }
 
@@ -340,7 +341,7 @@ static void sum_ce_sumexp_grad(int64_t n, real *restrict ce_sumexp_grad, const r
 
 /* line 19: backward: ce = cross_entropy(logits, label) */
 CANNL_MULTIVERSION
-static void set_logits_grad(int64_t n, real *restrict logits_grad, const real *restrict label, const real *restrict ce_sumexp_grad, const real *restrict logits_ein, const real *restrict b2, const real *restrict ce_max) {
+static void set_logits_grad(int64_t n, real *logits_grad, const real *restrict label, const real *restrict ce_sumexp_grad, const real *logits_ein, const real *restrict b2, const real *restrict ce_max) {
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits_grad[b * 10 + o] = -(label[b * 10 + o] * 0.015625f) + ce_sumexp_grad[b] * expf(logits_ein[b * 10 + o] + b2[o] - ce_max[b]);
@@ -527,17 +528,11 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict gain, cons
 
 /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
 CANNL_MULTIVERSION
-static void set_logits(int64_t n, real *restrict logits, const real *restrict logits_ein, const real *restrict b2) {
+static void set_logits(int64_t n, real *logits, const real *logits_ein, const real *restrict b2) {
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
     }
-}
-
-/* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
-CANNL_MULTIVERSION
-static void set_loss__2(real *loss_, const real *restrict loss_sum2, const real *loss_sum) {
-    loss_[0] = loss_sum2[0] * 0.015625f + loss_sum[0] * 0.0001f;
 }
 
 /* line 23: metric accuracy = accuracy(logits, label) */
@@ -770,27 +765,27 @@ static double train_step(struct fashion_einsum *m, const real *const inputs[], i
     real *const w2_exp_avg_sq = m->w2_exp_avg_sq; /* [10, 256] exp_avg_sq of w2 */
     real *const b2_exp_avg = m->b2_exp_avg; /* [10] exp_avg of b2 */
     real *const b2_exp_avg_sq = m->b2_exp_avg_sq; /* [10] exp_avg_sq of b2 */
-    char *const work = (char *)m->arena + 1632384; /* the work region: this routine's 2125888 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 28, 28] x : [batch | 28, 28] */
-    real *const z1_ein = (real *)(work + 802816); /* [batch, 256] [batch | 256] */
-    real *const h1_ln = (real *)(work + 1064960); /* [batch, 256] [batch | 256] */
-    real *const z1_grad = (real *)(work + 1064960); /* [batch, 256] gradient of z1 */
-    real *const h1 = (real *)(work + 1327104); /* [batch, 256] h1 : [batch | 256] */
-    real *const h1_mean_grad = (real *)(work + 1327104); /* [batch] gradient of h1_mean */
-    real *const h1_var_grad = (real *)(work + 1328128); /* [batch] gradient of h1_var */
-    real *const logits_ein = (real *)(work + 1589248); /* [batch, 10] [batch | 10] */
-    real *const h1_grad = (real *)(work + 1589248); /* [batch, 256] gradient of h1 */
-    real *const ce_max = (real *)(work + 1599488); /* [batch] [batch | ] */
-    real *const ce_sumexp = (real *)(work + 1600512); /* [batch] [batch | ] */
-    real *const ce = (real *)(work + 1601536); /* [batch] ce : [batch | ] */
-    real *const ce_sumexp_grad = (real *)(work + 1601536); /* [batch] gradient of ce_sumexp */
-    real *const loss_sum = (real *)(work + 1602560); /* [] [] */
-    real *const loss_sum2 = (real *)(work + 1602624); /* [] [] */
-    real *const h1_ln_grad = (real *)(work + 1851392); /* [batch, 256] gradient of h1_ln */
-    real *const logits_grad = (real *)(work + 2113536); /* [batch, 10] gradient of logits */
-    real *const h1_mean = (real *)(work + 2123776); /* [batch] [batch | ] */
-    real *const h1_var = (real *)(work + 2124800); /* [batch] [batch | ] */
-    real *const loss_ = (real *)(work + 2125824); /* [] loss : [] */
+    char *const work = (char *)m->arena + 1632384; /* the work region: this routine's 128 bytes, then 8448 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const loss_sum = (real *)(work + 0); /* [] [] */
+    real *const loss_sum2 = (real *)(work + 64); /* [] [] */
+    real *const x = (real *)(work + 192); /* [batch, 28, 28] x : [batch | 28, 28] */
+    real *const z1_ein = (real *)(work + 192 + 3136 * m->max_batch); /* [batch, 256] [batch | 256] */
+    real *const h1_mean = (real *)(work + 192 + 4160 * m->max_batch); /* [batch] [batch | ] */
+    real *const h1_var = (real *)(work + 192 + 4224 * m->max_batch); /* [batch] [batch | ] */
+    real *const h1_ln = (real *)(work + 192 + 4288 * m->max_batch); /* [batch, 256] [batch | 256] */
+    real *const z1_grad = (real *)(work + 192 + 4288 * m->max_batch); /* [batch, 256] gradient of z1 */
+    real *const h1 = (real *)(work + 192 + 5312 * m->max_batch); /* [batch, 256] h1 : [batch | 256] */
+    real *const h1_mean_grad = (real *)(work + 192 + 5312 * m->max_batch); /* [batch] gradient of h1_mean */
+    real *const h1_var_grad = (real *)(work + 192 + 5376 * m->max_batch); /* [batch] gradient of h1_var */
+    real *const logits_ein = (real *)(work + 192 + 6336 * m->max_batch); /* [batch, 10] [batch | 10] */
+    real *const logits_grad = (real *)(work + 192 + 6336 * m->max_batch); /* [batch, 10] gradient of logits */
+    real *const ce_max = (real *)(work + 192 + 6400 * m->max_batch); /* [batch] [batch | ] */
+    real *const h1_grad = (real *)(work + 192 + 6400 * m->max_batch); /* [batch, 256] gradient of h1 */
+    real *const ce_sumexp = (real *)(work + 192 + 6464 * m->max_batch); /* [batch] [batch | ] */
+    real *const ce = (real *)(work + 192 + 6528 * m->max_batch); /* [batch] ce : [batch | ] */
+    real *const ce_sumexp_grad = (real *)(work + 192 + 6528 * m->max_batch); /* [batch] gradient of ce_sumexp */
+    real *const h1_ln_grad = (real *)(work + 192 + 7424 * m->max_batch); /* [batch, 256] gradient of h1_ln */
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -875,14 +870,14 @@ static void forward(struct fashion_einsum *m, const real *const inputs[], int64_
     real *const bias = m->bias; /* [256] bias : [256] */
     real *const w2 = m->w2; /* [10, 256] w2 : [256 -> 10] */
     real *const b2 = m->b2; /* [10] b2 : [10] */
-    char *const work = (char *)m->arena + 1632384; /* the work region: this routine's 1064960 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 28, 28] x : [batch | 28, 28] */
-    real *const h1_mean = (real *)(work + 0); /* [batch] [batch | ] */
-    real *const logits = (real *)(work + 0); /* [batch, 10] logits : [batch | 10] */
-    real *const h1_var = (real *)(work + 1024); /* [batch] [batch | ] */
-    real *const h1 = (real *)(work + 2048); /* [batch, 256] h1 : [batch | 256] */
-    real *const logits_ein = (real *)(work + 264192); /* [batch, 10] [batch | 10] */
-    real *const z1_ein = (real *)(work + 802816); /* [batch, 256] [batch | 256] */
+    char *const work = (char *)m->arena + 1632384; /* the work region: this routine's 4160 bytes per example of the state's max_batch */
+    real *const x = (real *)(work + 192); /* [batch, 28, 28] x : [batch | 28, 28] */
+    real *const h1_mean = (real *)(work + 192); /* [batch] [batch | ] */
+    real *const logits = (real *)(work + 192); /* [batch, 10] logits : [batch | 10] */
+    real *const logits_ein = (real *)(work + 192); /* [batch, 10] [batch | 10] */
+    real *const h1_var = (real *)(work + 192 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const h1 = (real *)(work + 192 + 128 * m->max_batch); /* [batch, 256] h1 : [batch | 256] */
+    real *const z1_ein = (real *)(work + 192 + 3136 * m->max_batch); /* [batch, 256] [batch | 256] */
 
     /* line 14: x = image / 255 */
     set_x(n, x, image);
@@ -914,25 +909,25 @@ static void eval_metrics(struct fashion_einsum *m, const real *const inputs[], i
     real *const bias = m->bias; /* [256] bias : [256] */
     real *const w2 = m->w2; /* [10, 256] w2 : [256 -> 10] */
     real *const b2 = m->b2; /* [10] b2 : [10] */
-    char *const work = (char *)m->arena + 1632384; /* the work region: this routine's 1064960 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 28, 28] x : [batch | 28, 28] */
-    real *const h1_mean = (real *)(work + 0); /* [batch] [batch | ] */
-    real *const ce_max = (real *)(work + 0); /* [batch] [batch | ] */
+    char *const work = (char *)m->arena + 1632384; /* the work region: this routine's 192 bytes, then 4160 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const loss_sum = (real *)(work + 0); /* [] [] */
     real *const loss_sum2 = (real *)(work + 64); /* [] [] */
     real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
-    real *const accuracy_pred_max = (real *)(work + 64); /* [batch] [batch | ] */
-    real *const accuracy_true_max = (real *)(work + 64); /* [batch] [batch | ] */
     real *const mean_ce = (real *)(work + 128); /* [] mean_ce : [] */
-    real *const h1_var = (real *)(work + 1024); /* [batch] [batch | ] */
-    real *const ce_sumexp = (real *)(work + 1024); /* [batch] [batch | ] */
-    real *const h1 = (real *)(work + 2048); /* [batch, 256] h1 : [batch | 256] */
-    real *const ce = (real *)(work + 2048); /* [batch] ce : [batch | ] */
-    real *const accuracy_pred_argmax = (real *)(work + 3072); /* [batch] [batch | ] */
-    real *const accuracy_true_argmax = (real *)(work + 4096); /* [batch] [batch | ] */
-    real *const logits_ein = (real *)(work + 264192); /* [batch, 10] [batch | 10] */
-    real *const z1_ein = (real *)(work + 802816); /* [batch, 256] [batch | 256] */
+    real *const x = (real *)(work + 192); /* [batch, 28, 28] x : [batch | 28, 28] */
+    real *const h1_mean = (real *)(work + 192); /* [batch] [batch | ] */
+    real *const logits_ein = (real *)(work + 192); /* [batch, 10] [batch | 10] */
+    real *const accuracy_true_max = (real *)(work + 192); /* [batch] [batch | ] */
+    real *const h1_var = (real *)(work + 192 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const ce_max = (real *)(work + 192 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const accuracy_pred_max = (real *)(work + 192 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const accuracy_true_argmax = (real *)(work + 192 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const h1 = (real *)(work + 192 + 128 * m->max_batch); /* [batch, 256] h1 : [batch | 256] */
+    real *const ce_sumexp = (real *)(work + 192 + 128 * m->max_batch); /* [batch] [batch | ] */
+    real *const accuracy_pred_argmax = (real *)(work + 192 + 128 * m->max_batch); /* [batch] [batch | ] */
+    real *const ce = (real *)(work + 192 + 192 * m->max_batch); /* [batch] ce : [batch | ] */
+    real *const z1_ein = (real *)(work + 192 + 3136 * m->max_batch); /* [batch, 256] [batch | 256] */
 
     /* line 14: x = image / 255 */
     set_x(n, x, image);
@@ -958,7 +953,7 @@ static void eval_metrics(struct fashion_einsum *m, const real *const inputs[], i
     /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
     sum_loss_sum(loss_sum, w1);
     sum_loss_sum2(n, loss_sum2, ce);
-    set_loss__2(loss_, loss_sum2, loss_sum);
+    set_loss_(loss_, loss_sum2, loss_sum);
 
     /* line 23: metric accuracy = accuracy(logits, label) */
     max_accuracy_pred_max(n, accuracy_pred_max, logits_ein, b2);
@@ -991,27 +986,27 @@ static double train_grads(struct fashion_einsum *m, const real *const inputs[], 
     real *const gain_grad = m->gain_grad; /* [256] gradient of gain */
     real *const bias_grad = m->bias_grad; /* [256] gradient of bias */
     real *const b1_grad = m->b1_grad; /* [256] gradient of b1 */
-    char *const work = (char *)m->arena + 1632384; /* the work region: this routine's 2125888 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 28, 28] x : [batch | 28, 28] */
-    real *const z1_ein = (real *)(work + 802816); /* [batch, 256] [batch | 256] */
-    real *const h1_ln = (real *)(work + 1064960); /* [batch, 256] [batch | 256] */
-    real *const z1_grad = (real *)(work + 1064960); /* [batch, 256] gradient of z1 */
-    real *const h1 = (real *)(work + 1327104); /* [batch, 256] h1 : [batch | 256] */
-    real *const h1_mean_grad = (real *)(work + 1327104); /* [batch] gradient of h1_mean */
-    real *const h1_var_grad = (real *)(work + 1328128); /* [batch] gradient of h1_var */
-    real *const logits_ein = (real *)(work + 1589248); /* [batch, 10] [batch | 10] */
-    real *const h1_grad = (real *)(work + 1589248); /* [batch, 256] gradient of h1 */
-    real *const ce_max = (real *)(work + 1599488); /* [batch] [batch | ] */
-    real *const ce_sumexp = (real *)(work + 1600512); /* [batch] [batch | ] */
-    real *const ce = (real *)(work + 1601536); /* [batch] ce : [batch | ] */
-    real *const ce_sumexp_grad = (real *)(work + 1601536); /* [batch] gradient of ce_sumexp */
-    real *const loss_sum = (real *)(work + 1602560); /* [] [] */
-    real *const loss_sum2 = (real *)(work + 1602624); /* [] [] */
-    real *const h1_ln_grad = (real *)(work + 1851392); /* [batch, 256] gradient of h1_ln */
-    real *const logits_grad = (real *)(work + 2113536); /* [batch, 10] gradient of logits */
-    real *const h1_mean = (real *)(work + 2123776); /* [batch] [batch | ] */
-    real *const h1_var = (real *)(work + 2124800); /* [batch] [batch | ] */
-    real *const loss_ = (real *)(work + 2125824); /* [] loss : [] */
+    char *const work = (char *)m->arena + 1632384; /* the work region: this routine's 128 bytes, then 8448 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const loss_sum = (real *)(work + 0); /* [] [] */
+    real *const loss_sum2 = (real *)(work + 64); /* [] [] */
+    real *const x = (real *)(work + 192); /* [batch, 28, 28] x : [batch | 28, 28] */
+    real *const z1_ein = (real *)(work + 192 + 3136 * m->max_batch); /* [batch, 256] [batch | 256] */
+    real *const h1_mean = (real *)(work + 192 + 4160 * m->max_batch); /* [batch] [batch | ] */
+    real *const h1_var = (real *)(work + 192 + 4224 * m->max_batch); /* [batch] [batch | ] */
+    real *const h1_ln = (real *)(work + 192 + 4288 * m->max_batch); /* [batch, 256] [batch | 256] */
+    real *const z1_grad = (real *)(work + 192 + 4288 * m->max_batch); /* [batch, 256] gradient of z1 */
+    real *const h1 = (real *)(work + 192 + 5312 * m->max_batch); /* [batch, 256] h1 : [batch | 256] */
+    real *const h1_mean_grad = (real *)(work + 192 + 5312 * m->max_batch); /* [batch] gradient of h1_mean */
+    real *const h1_var_grad = (real *)(work + 192 + 5376 * m->max_batch); /* [batch] gradient of h1_var */
+    real *const logits_ein = (real *)(work + 192 + 6336 * m->max_batch); /* [batch, 10] [batch | 10] */
+    real *const logits_grad = (real *)(work + 192 + 6336 * m->max_batch); /* [batch, 10] gradient of logits */
+    real *const ce_max = (real *)(work + 192 + 6400 * m->max_batch); /* [batch] [batch | ] */
+    real *const h1_grad = (real *)(work + 192 + 6400 * m->max_batch); /* [batch, 256] gradient of h1 */
+    real *const ce_sumexp = (real *)(work + 192 + 6464 * m->max_batch); /* [batch] [batch | ] */
+    real *const ce = (real *)(work + 192 + 6528 * m->max_batch); /* [batch] ce : [batch | ] */
+    real *const ce_sumexp_grad = (real *)(work + 192 + 6528 * m->max_batch); /* [batch] gradient of ce_sumexp */
+    real *const h1_ln_grad = (real *)(work + 192 + 7424 * m->max_batch); /* [batch, 256] gradient of h1_ln */
 
     /* line 14: x = image / 255 */
     set_x(n, x, image);
@@ -1182,10 +1177,14 @@ static void bind_opt_state(struct fashion_einsum *m) {
     (void)at;
 }
 
-struct fashion_einsum *fashion_einsum_create(uint64_t seed) {
+struct fashion_einsum *fashion_einsum_create(uint64_t seed) { return fashion_einsum_create_batch(seed, FASHION_EINSUM_MAX_BATCH); }
+
+struct fashion_einsum *fashion_einsum_create_batch(uint64_t seed, int64_t max_batch) {
+    if (max_batch < 1 || max_batch > FASHION_EINSUM_MAX_BATCH) return NULL;
     struct fashion_einsum *m = (struct fashion_einsum *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(3758272);
+    m->max_batch = max_batch;
+    m->arena = cannl_alloc((size_t)1632576 + (size_t)8448 * (size_t)max_batch);
     m->opt_state = cannl_alloc(1632384);
     if (!m->arena || !m->opt_state) {
         cannl_free(m->arena);
@@ -1231,12 +1230,12 @@ void fashion_einsum_init(struct fashion_einsum *m, uint64_t seed) {
 }
 
 double fashion_einsum_train_step(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_EINSUM_MAX_BATCH || m->opt_first != 0 || m->opt_last != FASHION_EINSUM_NUM_PARAMS) return NAN;
+    if (n < 1 || n > m->max_batch || m->opt_first != 0 || m->opt_last != FASHION_EINSUM_NUM_PARAMS) return NAN;
     return train_step(m, inputs, n);
 }
 
 double fashion_einsum_train_grads(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_EINSUM_MAX_BATCH) return NAN;
+    if (n < 1 || n > m->max_batch) return NAN;
     return train_grads(m, inputs, n);
 }
 
@@ -1287,13 +1286,13 @@ fashion_einsum_real *fashion_einsum_grad_block(struct fashion_einsum *m, int64_t
 
 void fashion_einsum_forward(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n,
                     fashion_einsum_real *const outputs[]) {
-    if (n < 1 || n > FASHION_EINSUM_MAX_BATCH) return;
+    if (n < 1 || n > m->max_batch) return;
     forward(m, inputs, n, outputs);
 }
 
 void fashion_einsum_eval(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n, double *loss,
                     double metrics[]) {
-    if (n < 1 || n > FASHION_EINSUM_MAX_BATCH) return;
+    if (n < 1 || n > m->max_batch) return;
     eval_metrics(m, inputs, n, loss, metrics);
 }
 
@@ -1425,6 +1424,7 @@ static const char *const metric_names[] = {
 static const unsigned char forward_reads[] = { 1, 0, 0};
 
 static void *api_create_fn(uint64_t seed) { return fashion_einsum_create(seed); }
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) { return fashion_einsum_create_batch(seed, max_batch); }
 static void api_destroy_fn(void *m) { fashion_einsum_destroy((struct fashion_einsum *)m); }
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return fashion_einsum_train_step((struct fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n);
@@ -1482,4 +1482,4 @@ const cannl_model_api fashion_einsum_api = {
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
     grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
-    api_set_example_offset_fn, api_get_last_lr_fn};
+    api_set_example_offset_fn, api_get_last_lr_fn, api_create_batch_fn};

@@ -6,7 +6,7 @@
  * params and the buffers of the routines
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
- * in one arena of 1881152 bytes; no gradients, no optimiser state, no training code
+ * in one arena of 816384 bytes, then 4160 per example of max_batch (1881344 at 256); no gradients, no optimiser state, no training code
  * (a program that calls only fashion_einsum_infer_* links only this file of the library). The
  * routines are those of fashion_einsum.c, printed from the same loop nests, so they give the
  * same results.
@@ -40,7 +40,8 @@ typedef fashion_einsum_real real;
 static inline float cannl_relu(float x) { return x > 0 ? x : 0; }
 
 struct fashion_einsum_infer {
-    void *arena; /* the buffers below, then the work region of forward and eval: 1881152 bytes */
+    int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= FASHION_EINSUM_MAX_BATCH) */
+    void *arena; /* the buffers below, then the work region of forward and eval: 816384 bytes, then 4160 per example of max_batch (1881344 at 256) */
     real *w1; /* [256, 28, 28] w1 : [28, 28 -> 256] */
     real *gain; /* [256] gain : [256] */
     real *b1; /* [256] b1 : [256] */
@@ -105,7 +106,7 @@ static void set_h1(int64_t n, real *restrict h1, const real *restrict gain, cons
 
 /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 */
 CANNL_MULTIVERSION
-static void set_logits(int64_t n, real *restrict logits, const real *restrict logits_ein, const real *restrict b2) {
+static void set_logits(int64_t n, real *logits, const real *logits_ein, const real *restrict b2) {
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
@@ -169,7 +170,7 @@ static void sum_loss_sum2(int64_t n, real *restrict loss_sum2, const real *restr
 
 /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
 CANNL_MULTIVERSION
-static void set_loss__2(real *loss_, const real *restrict loss_sum2, const real *loss_sum) {
+static void set_loss_(real *loss_, const real *restrict loss_sum2, const real *loss_sum) {
     loss_[0] = loss_sum2[0] * 0.015625f + loss_sum[0] * 0.0001f;
 }
 
@@ -255,14 +256,14 @@ static void forward(struct fashion_einsum_infer *m, const real *const inputs[], 
     real *const bias = m->bias; /* [256] bias : [256] */
     real *const w2 = m->w2; /* [10, 256] w2 : [256 -> 10] */
     real *const b2 = m->b2; /* [10] b2 : [10] */
-    char *const work = (char *)m->arena + 816192; /* the work region: this routine's 1064960 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 28, 28] x : [batch | 28, 28] */
-    real *const h1_mean = (real *)(work + 0); /* [batch] [batch | ] */
-    real *const logits = (real *)(work + 0); /* [batch, 10] logits : [batch | 10] */
-    real *const h1_var = (real *)(work + 1024); /* [batch] [batch | ] */
-    real *const h1 = (real *)(work + 2048); /* [batch, 256] h1 : [batch | 256] */
-    real *const logits_ein = (real *)(work + 264192); /* [batch, 10] [batch | 10] */
-    real *const z1_ein = (real *)(work + 802816); /* [batch, 256] [batch | 256] */
+    char *const work = (char *)m->arena + 816192; /* the work region: this routine's 4160 bytes per example of the state's max_batch */
+    real *const x = (real *)(work + 192); /* [batch, 28, 28] x : [batch | 28, 28] */
+    real *const h1_mean = (real *)(work + 192); /* [batch] [batch | ] */
+    real *const logits = (real *)(work + 192); /* [batch, 10] logits : [batch | 10] */
+    real *const logits_ein = (real *)(work + 192); /* [batch, 10] [batch | 10] */
+    real *const h1_var = (real *)(work + 192 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const h1 = (real *)(work + 192 + 128 * m->max_batch); /* [batch, 256] h1 : [batch | 256] */
+    real *const z1_ein = (real *)(work + 192 + 3136 * m->max_batch); /* [batch, 256] [batch | 256] */
 
     /* line 14: x = image / 255 */
     set_x(n, x, image);
@@ -294,25 +295,25 @@ static void eval_metrics(struct fashion_einsum_infer *m, const real *const input
     real *const bias = m->bias; /* [256] bias : [256] */
     real *const w2 = m->w2; /* [10, 256] w2 : [256 -> 10] */
     real *const b2 = m->b2; /* [10] b2 : [10] */
-    char *const work = (char *)m->arena + 816192; /* the work region: this routine's 1064960 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 28, 28] x : [batch | 28, 28] */
-    real *const h1_mean = (real *)(work + 0); /* [batch] [batch | ] */
-    real *const ce_max = (real *)(work + 0); /* [batch] [batch | ] */
+    char *const work = (char *)m->arena + 816192; /* the work region: this routine's 192 bytes, then 4160 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const loss_sum = (real *)(work + 0); /* [] [] */
     real *const loss_sum2 = (real *)(work + 64); /* [] [] */
     real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
-    real *const accuracy_pred_max = (real *)(work + 64); /* [batch] [batch | ] */
-    real *const accuracy_true_max = (real *)(work + 64); /* [batch] [batch | ] */
     real *const mean_ce = (real *)(work + 128); /* [] mean_ce : [] */
-    real *const h1_var = (real *)(work + 1024); /* [batch] [batch | ] */
-    real *const ce_sumexp = (real *)(work + 1024); /* [batch] [batch | ] */
-    real *const h1 = (real *)(work + 2048); /* [batch, 256] h1 : [batch | 256] */
-    real *const ce = (real *)(work + 2048); /* [batch] ce : [batch | ] */
-    real *const accuracy_pred_argmax = (real *)(work + 3072); /* [batch] [batch | ] */
-    real *const accuracy_true_argmax = (real *)(work + 4096); /* [batch] [batch | ] */
-    real *const logits_ein = (real *)(work + 264192); /* [batch, 10] [batch | 10] */
-    real *const z1_ein = (real *)(work + 802816); /* [batch, 256] [batch | 256] */
+    real *const x = (real *)(work + 192); /* [batch, 28, 28] x : [batch | 28, 28] */
+    real *const h1_mean = (real *)(work + 192); /* [batch] [batch | ] */
+    real *const logits_ein = (real *)(work + 192); /* [batch, 10] [batch | 10] */
+    real *const accuracy_true_max = (real *)(work + 192); /* [batch] [batch | ] */
+    real *const h1_var = (real *)(work + 192 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const ce_max = (real *)(work + 192 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const accuracy_pred_max = (real *)(work + 192 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const accuracy_true_argmax = (real *)(work + 192 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const h1 = (real *)(work + 192 + 128 * m->max_batch); /* [batch, 256] h1 : [batch | 256] */
+    real *const ce_sumexp = (real *)(work + 192 + 128 * m->max_batch); /* [batch] [batch | ] */
+    real *const accuracy_pred_argmax = (real *)(work + 192 + 128 * m->max_batch); /* [batch] [batch | ] */
+    real *const ce = (real *)(work + 192 + 192 * m->max_batch); /* [batch] ce : [batch | ] */
+    real *const z1_ein = (real *)(work + 192 + 3136 * m->max_batch); /* [batch, 256] [batch | 256] */
 
     /* line 14: x = image / 255 */
     set_x(n, x, image);
@@ -338,7 +339,7 @@ static void eval_metrics(struct fashion_einsum_infer *m, const real *const input
     /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) */
     sum_loss_sum(loss_sum, w1);
     sum_loss_sum2(n, loss_sum2, ce);
-    set_loss__2(loss_, loss_sum2, loss_sum);
+    set_loss_(loss_, loss_sum2, loss_sum);
 
     /* line 23: metric accuracy = accuracy(logits, label) */
     max_accuracy_pred_max(n, accuracy_pred_max, logits_ein, b2);
@@ -369,10 +370,14 @@ static void bind_buffers(struct fashion_einsum_infer *m) {
 
 }
 
-struct fashion_einsum_infer *fashion_einsum_infer_create(void) {
+struct fashion_einsum_infer *fashion_einsum_infer_create(void) { return fashion_einsum_infer_create_batch(FASHION_EINSUM_MAX_BATCH); }
+
+struct fashion_einsum_infer *fashion_einsum_infer_create_batch(int64_t max_batch) {
+    if (max_batch < 1 || max_batch > FASHION_EINSUM_MAX_BATCH) return NULL;
     struct fashion_einsum_infer *m = (struct fashion_einsum_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(1881152);
+    m->max_batch = max_batch;
+    m->arena = cannl_alloc((size_t)816384 + (size_t)4160 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -464,7 +469,7 @@ static int ids_in_range(const real *const inputs[], int64_t n, int every_input);
 
 cannl_status fashion_einsum_infer_forward(struct fashion_einsum_infer *m, const fashion_einsum_real *const inputs[], int64_t n,
     fashion_einsum_real *const outputs[]) {
-    if (!m || n < 1 || n > FASHION_EINSUM_MAX_BATCH || !pointers_given(inputs, 0, outputs, 1) || !ids_in_range(inputs, n, 0))
+    if (!m || n < 1 || n > m->max_batch || !pointers_given(inputs, 0, outputs, 1) || !ids_in_range(inputs, n, 0))
         return CANNL_E_ARG;
     forward(m, inputs, n, outputs);
     return CANNL_OK;
@@ -472,7 +477,7 @@ cannl_status fashion_einsum_infer_forward(struct fashion_einsum_infer *m, const 
 
 cannl_status fashion_einsum_infer_eval(struct fashion_einsum_infer *m, const fashion_einsum_real *const inputs[], int64_t n,
     double *loss, double metrics[]) {
-    if (!m || n < 1 || n > FASHION_EINSUM_MAX_BATCH || !loss || (FASHION_EINSUM_NUM_METRICS > 0 && !metrics) ||
+    if (!m || n < 1 || n > m->max_batch || !loss || (FASHION_EINSUM_NUM_METRICS > 0 && !metrics) ||
         !pointers_given(inputs, 1, NULL, 0) || !ids_in_range(inputs, n, 1))
         return CANNL_E_ARG;
     eval_metrics(m, inputs, n, loss, metrics);
@@ -513,6 +518,10 @@ static const char *const metric_names[] = {
 static void *api_create_fn(uint64_t seed) {
     (void)seed;
     return fashion_einsum_infer_create();
+}
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) {
+    (void)seed;
+    return fashion_einsum_infer_create_batch(max_batch);
 }
 static void api_destroy_fn(void *m) { fashion_einsum_infer_destroy((struct fashion_einsum_infer *)m); }
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
@@ -583,4 +592,4 @@ const cannl_model_api fashion_einsum_infer_api = {
     api_create_fn, api_destroy_fn, NULL, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, NULL, /* no training: no schedule */
-    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, api_create_batch_fn};

@@ -62,7 +62,8 @@ struct fashion_mlp {
     double lr;    /* learning rate: the spec's, unless set */
     double last_lr; /* the learning rate the last optimiser step used (0 before the first) */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 7743680 bytes */
+    int64_t max_batch; /* the largest batch this state takes (create_batch's; <= FASHION_MLP_MAX_BATCH) */
+    void *arena;  /* the buffers below, then each routine's work region: 5357824 bytes, then 9344 per example of max_batch (7749888 at 256) */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
@@ -278,7 +279,7 @@ static void sum_loss_sumexp_grad(int64_t n, real *restrict loss_sumexp_grad, con
 
 /* line 17: backward: loss = mean(cross_entropy(logits, label)) */
 CANNL_MULTIVERSION
-static void set_logits_grad(int64_t n, real *restrict logits_grad, const real *restrict label, const real *restrict loss_sumexp_grad, const real *restrict logits_mm, const real *restrict b3, const real *restrict loss_max) {
+static void set_logits_grad(int64_t n, real *logits_grad, const real *restrict label, const real *restrict loss_sumexp_grad, const real *logits_mm, const real *restrict b3, const real *restrict loss_max) {
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t o = 0; o < 10; ++o)
             logits_grad[b * 10 + o] = -(1.0f / (real)n * label[b * 10 + o]) + loss_sumexp_grad[b] * expf(logits_mm[b * 10 + o] + b3[o] - loss_max[b]);
@@ -592,23 +593,23 @@ static double train_step(struct fashion_mlp *m, const real *const inputs[], int6
     real *const b3_momentum_buffer = m->b3_momentum_buffer; /* [10] momentum_buffer of b3 */
     real *const b1_momentum_buffer = m->b1_momentum_buffer; /* [512] momentum_buffer of b1 */
     real *const b2_momentum_buffer = m->b2_momentum_buffer; /* [512] momentum_buffer of b2 */
-    char *const work = (char *)m->arena + 5357696; /* the work region: this routine's 2385984 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
-    real *const h1 = (real *)(work + 802816); /* [batch, 512] h1 : [batch | 512] */
-    real *const h1_mm = (real *)(work + 802816); /* [batch, 512] [batch | 512] */
-    real *const h1_mm_grad = (real *)(work + 802816); /* [batch, 512] gradient of h1_mm */
-    real *const h2 = (real *)(work + 1327104); /* [batch, 512] h2 : [batch | 512] */
-    real *const h2_mm = (real *)(work + 1327104); /* [batch, 512] [batch | 512] */
-    real *const h2_mm_grad = (real *)(work + 1327104); /* [batch, 512] gradient of h2_mm */
-    real *const logits_mm = (real *)(work + 1851392); /* [batch, 10] [batch | 10] */
-    real *const h2_grad = (real *)(work + 1851392); /* [batch, 512] gradient of h2 */
-    real *const h1_grad = (real *)(work + 1851392); /* [batch, 512] gradient of h1 */
-    real *const loss_max = (real *)(work + 1861632); /* [batch] [batch | ] */
-    real *const loss_sumexp = (real *)(work + 1862656); /* [batch] [batch | ] */
-    real *const loss_ce = (real *)(work + 1863680); /* [batch] [batch | ] */
-    real *const loss_sumexp_grad = (real *)(work + 1863680); /* [batch] gradient of loss_sumexp */
-    real *const logits_grad = (real *)(work + 2375680); /* [batch, 10] gradient of logits */
-    real *const loss_ = (real *)(work + 2385920); /* [] loss : [] */
+    char *const work = (char *)m->arena + 5357696; /* the work region: this routine's 64 bytes, then 9344 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const x = (real *)(work + 128); /* [batch, 784] x : [batch | 784] */
+    real *const h1 = (real *)(work + 128 + 3136 * m->max_batch); /* [batch, 512] h1 : [batch | 512] */
+    real *const h1_mm = (real *)(work + 128 + 3136 * m->max_batch); /* [batch, 512] [batch | 512] */
+    real *const h1_mm_grad = (real *)(work + 128 + 3136 * m->max_batch); /* [batch, 512] gradient of h1_mm */
+    real *const h2 = (real *)(work + 128 + 5184 * m->max_batch); /* [batch, 512] h2 : [batch | 512] */
+    real *const h2_mm = (real *)(work + 128 + 5184 * m->max_batch); /* [batch, 512] [batch | 512] */
+    real *const h2_mm_grad = (real *)(work + 128 + 5184 * m->max_batch); /* [batch, 512] gradient of h2_mm */
+    real *const logits_mm = (real *)(work + 128 + 7232 * m->max_batch); /* [batch, 10] [batch | 10] */
+    real *const logits_grad = (real *)(work + 128 + 7232 * m->max_batch); /* [batch, 10] gradient of logits */
+    real *const h1_grad = (real *)(work + 128 + 7232 * m->max_batch); /* [batch, 512] gradient of h1 */
+    real *const loss_max = (real *)(work + 128 + 7296 * m->max_batch); /* [batch] [batch | ] */
+    real *const h2_grad = (real *)(work + 128 + 7296 * m->max_batch); /* [batch, 512] gradient of h2 */
+    real *const loss_sumexp = (real *)(work + 128 + 7360 * m->max_batch); /* [batch] [batch | ] */
+    real *const loss_ce = (real *)(work + 128 + 7424 * m->max_batch); /* [batch] [batch | ] */
+    real *const loss_sumexp_grad = (real *)(work + 128 + 7424 * m->max_batch); /* [batch] gradient of loss_sumexp */
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     m->last_lr = (double)lr;
@@ -688,14 +689,14 @@ static void forward(struct fashion_mlp *m, const real *const inputs[], int64_t n
     real *const b3 = m->b3; /* [10] b3 : [10] */
     real *const b1 = m->b1; /* [512] b1 : [512] */
     real *const b2 = m->b2; /* [512] b2 : [512] */
-    char *const work = (char *)m->arena + 5357696; /* the work region: this routine's 1327104 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
-    real *const h1 = (real *)(work + 0); /* [batch, 512] h1 : [batch | 512] */
-    real *const h2 = (real *)(work + 0); /* [batch, 512] h2 : [batch | 512] */
-    real *const logits = (real *)(work + 0); /* [batch, 10] logits : [batch | 10] */
-    real *const h2_mm = (real *)(work + 524288); /* [batch, 512] [batch | 512] */
-    real *const logits_mm = (real *)(work + 524288); /* [batch, 10] [batch | 10] */
-    real *const h1_mm = (real *)(work + 802816); /* [batch, 512] [batch | 512] */
+    char *const work = (char *)m->arena + 5357696; /* the work region: this routine's 5184 bytes per example of the state's max_batch */
+    real *const x = (real *)(work + 128); /* [batch, 784] x : [batch | 784] */
+    real *const h1 = (real *)(work + 128); /* [batch, 512] h1 : [batch | 512] */
+    real *const h2 = (real *)(work + 128); /* [batch, 512] h2 : [batch | 512] */
+    real *const logits = (real *)(work + 128); /* [batch, 10] logits : [batch | 10] */
+    real *const h2_mm = (real *)(work + 128 + 2048 * m->max_batch); /* [batch, 512] [batch | 512] */
+    real *const logits_mm = (real *)(work + 128 + 2048 * m->max_batch); /* [batch, 10] [batch | 10] */
+    real *const h1_mm = (real *)(work + 128 + 3136 * m->max_batch); /* [batch, 512] [batch | 512] */
 
     /* line 13: x = image / 255 */
     set_x(n, x, image);
@@ -728,22 +729,22 @@ static void eval_metrics(struct fashion_mlp *m, const real *const inputs[], int6
     real *const b3 = m->b3; /* [10] b3 : [10] */
     real *const b1 = m->b1; /* [512] b1 : [512] */
     real *const b2 = m->b2; /* [512] b2 : [512] */
-    char *const work = (char *)m->arena + 5357696; /* the work region: this routine's 1327104 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
-    real *const h1 = (real *)(work + 0); /* [batch, 512] h1 : [batch | 512] */
-    real *const h2 = (real *)(work + 0); /* [batch, 512] h2 : [batch | 512] */
+    char *const work = (char *)m->arena + 5357696; /* the work region: this routine's 128 bytes, then 5184 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
-    real *const loss_max = (real *)(work + 0); /* [batch] [batch | ] */
     real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
-    real *const accuracy_pred_max = (real *)(work + 64); /* [batch] [batch | ] */
-    real *const accuracy_true_max = (real *)(work + 64); /* [batch] [batch | ] */
-    real *const loss_sumexp = (real *)(work + 1024); /* [batch] [batch | ] */
-    real *const accuracy_pred_argmax = (real *)(work + 1088); /* [batch] [batch | ] */
-    real *const loss_ce = (real *)(work + 2048); /* [batch] [batch | ] */
-    real *const accuracy_true_argmax = (real *)(work + 2112); /* [batch] [batch | ] */
-    real *const h2_mm = (real *)(work + 524288); /* [batch, 512] [batch | 512] */
-    real *const logits_mm = (real *)(work + 524288); /* [batch, 10] [batch | 10] */
-    real *const h1_mm = (real *)(work + 802816); /* [batch, 512] [batch | 512] */
+    real *const x = (real *)(work + 128); /* [batch, 784] x : [batch | 784] */
+    real *const h1 = (real *)(work + 128); /* [batch, 512] h1 : [batch | 512] */
+    real *const h2 = (real *)(work + 128); /* [batch, 512] h2 : [batch | 512] */
+    real *const loss_max = (real *)(work + 128); /* [batch] [batch | ] */
+    real *const accuracy_pred_max = (real *)(work + 128); /* [batch] [batch | ] */
+    real *const accuracy_true_max = (real *)(work + 128); /* [batch] [batch | ] */
+    real *const loss_sumexp = (real *)(work + 128 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const accuracy_pred_argmax = (real *)(work + 128 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const loss_ce = (real *)(work + 128 + 128 * m->max_batch); /* [batch] [batch | ] */
+    real *const accuracy_true_argmax = (real *)(work + 128 + 128 * m->max_batch); /* [batch] [batch | ] */
+    real *const h2_mm = (real *)(work + 128 + 2048 * m->max_batch); /* [batch, 512] [batch | 512] */
+    real *const logits_mm = (real *)(work + 128 + 2048 * m->max_batch); /* [batch, 10] [batch | 10] */
+    real *const h1_mm = (real *)(work + 128 + 3136 * m->max_batch); /* [batch, 512] [batch | 512] */
 
     /* line 13: x = image / 255 */
     set_x(n, x, image);
@@ -795,23 +796,23 @@ static double train_grads(struct fashion_mlp *m, const real *const inputs[], int
     real *const w2_grad = m->w2_grad; /* [512, 512] gradient of w2 */
     real *const b1_grad = m->b1_grad; /* [512] gradient of b1 */
     real *const w1_grad = m->w1_grad; /* [512, 784] gradient of w1 */
-    char *const work = (char *)m->arena + 5357696; /* the work region: this routine's 2385984 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
-    real *const h1 = (real *)(work + 802816); /* [batch, 512] h1 : [batch | 512] */
-    real *const h1_mm = (real *)(work + 802816); /* [batch, 512] [batch | 512] */
-    real *const h1_mm_grad = (real *)(work + 802816); /* [batch, 512] gradient of h1_mm */
-    real *const h2 = (real *)(work + 1327104); /* [batch, 512] h2 : [batch | 512] */
-    real *const h2_mm = (real *)(work + 1327104); /* [batch, 512] [batch | 512] */
-    real *const h2_mm_grad = (real *)(work + 1327104); /* [batch, 512] gradient of h2_mm */
-    real *const logits_mm = (real *)(work + 1851392); /* [batch, 10] [batch | 10] */
-    real *const h2_grad = (real *)(work + 1851392); /* [batch, 512] gradient of h2 */
-    real *const h1_grad = (real *)(work + 1851392); /* [batch, 512] gradient of h1 */
-    real *const loss_max = (real *)(work + 1861632); /* [batch] [batch | ] */
-    real *const loss_sumexp = (real *)(work + 1862656); /* [batch] [batch | ] */
-    real *const loss_ce = (real *)(work + 1863680); /* [batch] [batch | ] */
-    real *const loss_sumexp_grad = (real *)(work + 1863680); /* [batch] gradient of loss_sumexp */
-    real *const logits_grad = (real *)(work + 2375680); /* [batch, 10] gradient of logits */
-    real *const loss_ = (real *)(work + 2385920); /* [] loss : [] */
+    char *const work = (char *)m->arena + 5357696; /* the work region: this routine's 64 bytes, then 9344 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const x = (real *)(work + 128); /* [batch, 784] x : [batch | 784] */
+    real *const h1 = (real *)(work + 128 + 3136 * m->max_batch); /* [batch, 512] h1 : [batch | 512] */
+    real *const h1_mm = (real *)(work + 128 + 3136 * m->max_batch); /* [batch, 512] [batch | 512] */
+    real *const h1_mm_grad = (real *)(work + 128 + 3136 * m->max_batch); /* [batch, 512] gradient of h1_mm */
+    real *const h2 = (real *)(work + 128 + 5184 * m->max_batch); /* [batch, 512] h2 : [batch | 512] */
+    real *const h2_mm = (real *)(work + 128 + 5184 * m->max_batch); /* [batch, 512] [batch | 512] */
+    real *const h2_mm_grad = (real *)(work + 128 + 5184 * m->max_batch); /* [batch, 512] gradient of h2_mm */
+    real *const logits_mm = (real *)(work + 128 + 7232 * m->max_batch); /* [batch, 10] [batch | 10] */
+    real *const logits_grad = (real *)(work + 128 + 7232 * m->max_batch); /* [batch, 10] gradient of logits */
+    real *const h1_grad = (real *)(work + 128 + 7232 * m->max_batch); /* [batch, 512] gradient of h1 */
+    real *const loss_max = (real *)(work + 128 + 7296 * m->max_batch); /* [batch] [batch | ] */
+    real *const h2_grad = (real *)(work + 128 + 7296 * m->max_batch); /* [batch, 512] gradient of h2 */
+    real *const loss_sumexp = (real *)(work + 128 + 7360 * m->max_batch); /* [batch] [batch | ] */
+    real *const loss_ce = (real *)(work + 128 + 7424 * m->max_batch); /* [batch] [batch | ] */
+    real *const loss_sumexp_grad = (real *)(work + 128 + 7424 * m->max_batch); /* [batch] gradient of loss_sumexp */
 
     /* line 13: x = image / 255 */
     set_x(n, x, image);
@@ -962,10 +963,14 @@ static void bind_opt_state(struct fashion_mlp *m) {
     (void)at;
 }
 
-struct fashion_mlp *fashion_mlp_create(uint64_t seed) {
+struct fashion_mlp *fashion_mlp_create(uint64_t seed) { return fashion_mlp_create_batch(seed, FASHION_MLP_MAX_BATCH); }
+
+struct fashion_mlp *fashion_mlp_create_batch(uint64_t seed, int64_t max_batch) {
+    if (max_batch < 1 || max_batch > FASHION_MLP_MAX_BATCH) return NULL;
     struct fashion_mlp *m = (struct fashion_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(7743680);
+    m->max_batch = max_batch;
+    m->arena = cannl_alloc((size_t)5357824 + (size_t)9344 * (size_t)max_batch);
     m->opt_state = cannl_alloc(2678848);
     if (!m->arena || !m->opt_state) {
         cannl_free(m->arena);
@@ -1011,12 +1016,12 @@ void fashion_mlp_init(struct fashion_mlp *m, uint64_t seed) {
 }
 
 double fashion_mlp_train_step(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_MLP_MAX_BATCH || m->opt_first != 0 || m->opt_last != FASHION_MLP_NUM_PARAMS) return NAN;
+    if (n < 1 || n > m->max_batch || m->opt_first != 0 || m->opt_last != FASHION_MLP_NUM_PARAMS) return NAN;
     return train_step(m, inputs, n);
 }
 
 double fashion_mlp_train_grads(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_MLP_MAX_BATCH) return NAN;
+    if (n < 1 || n > m->max_batch) return NAN;
     return train_grads(m, inputs, n);
 }
 
@@ -1067,13 +1072,13 @@ fashion_mlp_real *fashion_mlp_grad_block(struct fashion_mlp *m, int64_t *count) 
 
 void fashion_mlp_forward(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n,
                  fashion_mlp_real *const outputs[]) {
-    if (n < 1 || n > FASHION_MLP_MAX_BATCH) return;
+    if (n < 1 || n > m->max_batch) return;
     forward(m, inputs, n, outputs);
 }
 
 void fashion_mlp_eval(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n, double *loss,
                  double metrics[]) {
-    if (n < 1 || n > FASHION_MLP_MAX_BATCH) return;
+    if (n < 1 || n > m->max_batch) return;
     eval_metrics(m, inputs, n, loss, metrics);
 }
 
@@ -1198,6 +1203,7 @@ static const char *const metric_names[] = {
 static const unsigned char forward_reads[] = { 1, 0, 0};
 
 static void *api_create_fn(uint64_t seed) { return fashion_mlp_create(seed); }
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) { return fashion_mlp_create_batch(seed, max_batch); }
 static void api_destroy_fn(void *m) { fashion_mlp_destroy((struct fashion_mlp *)m); }
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return fashion_mlp_train_step((struct fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n);
@@ -1255,4 +1261,4 @@ const cannl_model_api fashion_mlp_api = {
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
     grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
-    api_set_example_offset_fn, api_get_last_lr_fn};
+    api_set_example_offset_fn, api_get_last_lr_fn, api_create_batch_fn};

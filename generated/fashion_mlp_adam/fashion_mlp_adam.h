@@ -59,13 +59,17 @@ typedef struct fashion_mlp_adam fashion_mlp_adam;
 #endif
 
 /* A new state with params initialised from `seed` (the spec's initialisers) and the
-   optimiser at step 0; NULL when out of memory. */
+   optimiser at step 0, for batches of up to max_batch examples (1 <= max_batch <=
+   FASHION_MLP_ADAM_MAX_BATCH): its work buffers are sized for that batch, and a call on a larger n
+   does nothing (NaN). NULL for a max_batch out of range or when out of memory. _create(seed)
+   is _create_batch(seed, FASHION_MLP_ADAM_MAX_BATCH). */
+struct fashion_mlp_adam *fashion_mlp_adam_create_batch(uint64_t seed, int64_t max_batch);
 struct fashion_mlp_adam *fashion_mlp_adam_create(uint64_t seed);
 void fashion_mlp_adam_destroy(struct fashion_mlp_adam *m);
 /* Re-initialise the params from `seed` and reset the optimiser (state and step count). */
 void fashion_mlp_adam_init(struct fashion_mlp_adam *m, uint64_t seed);
 
-/* One optimisation step on n examples (1 <= n <= FASHION_MLP_ADAM_MAX_BATCH): forward, backward and
+/* One optimisation step on n examples (1 <= n <= the state's max_batch): forward, backward and
    update. Returns the loss computed before the update (NaN, and nothing done, for a bad n). */
 double fashion_mlp_adam_train_step(struct fashion_mlp_adam *m, const fashion_mlp_adam_real *const inputs[], int64_t n);
 /* The step in two halves, for data-parallel training (as one train_step when called in
@@ -152,7 +156,8 @@ extern const cannl_model_api fashion_mlp_adam_api;
  *   fashion_mlp_adam_infer_destroy(s);
  *
  * Buffers hold n examples back to back, each in storage order (the sizes above). The state
- * owns its params and work buffers (4005952 bytes, one allocation) and keeps
+ * owns its params and work buffers (2678976 bytes, then 5184 per example of max_batch (4006080 at 256), one allocation; _infer_create_batch(b)
+ * sizes them for batches of at most b) and keeps
  * no pointer to the caller's buffers. Thread safety: a call writes the state's work buffers,
  * so one thread at a time uses a state; for concurrent inference give each thread its own
  * state (created, then loaded, set or made with _create_embedded). Calls on different states
@@ -166,7 +171,11 @@ typedef struct fashion_mlp_adam_infer fashion_mlp_adam_infer;
    fashion_mlp_adam_infer_create_embedded and fashion_mlp_adam_embedded_params exist. */
 #define FASHION_MLP_ADAM_EMBEDDED_WEIGHTS 0
 
-/* A forward-only state with every param zero; NULL when out of memory. */
+/* A forward-only state with every param zero, for batches of up to max_batch examples (1 <=
+   max_batch <= FASHION_MLP_ADAM_MAX_BATCH; its work buffers sized for that batch, a larger n refused
+   with CANNL_E_ARG); NULL for a max_batch out of range or when out of memory. _infer_create()
+   is _infer_create_batch(FASHION_MLP_ADAM_MAX_BATCH). */
+struct fashion_mlp_adam_infer *fashion_mlp_adam_infer_create_batch(int64_t max_batch);
 struct fashion_mlp_adam_infer *fashion_mlp_adam_infer_create(void);
 void fashion_mlp_adam_infer_destroy(struct fashion_mlp_adam_infer *s);
 /* The params from a safetensors file: a checkpoint of this model, or any file with tensors
@@ -179,7 +188,7 @@ void fashion_mlp_adam_infer_set_params(struct fashion_mlp_adam_infer *s, const f
    NULL when there is none. */
 const fashion_mlp_adam_real *fashion_mlp_adam_infer_param(const struct fashion_mlp_adam_infer *s, const char *name, int64_t *count);
 /* Fill outputs[k] with n examples of output k. Inputs the outputs do not depend on (targets)
-   may be NULL. CANNL_E_ARG, and nothing done, unless 1 <= n <= FASHION_MLP_ADAM_MAX_BATCH, every
+   may be NULL. CANNL_E_ARG, and nothing done, unless 1 <= n <= the state's max_batch, every
    output and every input the outputs depend on is given (not NULL) and their integer ids are
    in range (an embedding's rows). */
 cannl_status fashion_mlp_adam_infer_forward(struct fashion_mlp_adam_infer *s, const fashion_mlp_adam_real *const inputs[], int64_t n,

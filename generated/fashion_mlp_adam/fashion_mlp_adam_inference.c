@@ -6,7 +6,7 @@
  * params and the buffers of the routines
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
- * in one arena of 4005952 bytes; no gradients, no optimiser state, no training code
+ * in one arena of 2678976 bytes, then 5184 per example of max_batch (4006080 at 256); no gradients, no optimiser state, no training code
  * (a program that calls only fashion_mlp_adam_infer_* links only this file of the library). The
  * routines are those of fashion_mlp_adam.c, printed from the same loop nests, so they give the
  * same results.
@@ -40,7 +40,8 @@ typedef fashion_mlp_adam_real real;
 static inline float cannl_relu(float x) { return x > 0 ? x : 0; }
 
 struct fashion_mlp_adam_infer {
-    void *arena; /* the buffers below, then the work region of forward and eval: 4005952 bytes */
+    int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= FASHION_MLP_ADAM_MAX_BATCH) */
+    void *arena; /* the buffers below, then the work region of forward and eval: 2678976 bytes, then 5184 per example of max_batch (4006080 at 256) */
     real *w1; /* [512, 784] w1 : [784 -> 512] */
     real *w2; /* [512, 512] w2 : [512 -> 512] */
     real *w3; /* [10, 512] w3 : [512 -> 10] */
@@ -212,14 +213,14 @@ static void forward(struct fashion_mlp_adam_infer *m, const real *const inputs[]
     real *const b3 = m->b3; /* [10] b3 : [10] */
     real *const b1 = m->b1; /* [512] b1 : [512] */
     real *const b2 = m->b2; /* [512] b2 : [512] */
-    char *const work = (char *)m->arena + 2678848; /* the work region: this routine's 1327104 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
-    real *const h1 = (real *)(work + 0); /* [batch, 512] h1 : [batch | 512] */
-    real *const h2 = (real *)(work + 0); /* [batch, 512] h2 : [batch | 512] */
-    real *const logits = (real *)(work + 0); /* [batch, 10] logits : [batch | 10] */
-    real *const h2_mm = (real *)(work + 524288); /* [batch, 512] [batch | 512] */
-    real *const logits_mm = (real *)(work + 524288); /* [batch, 10] [batch | 10] */
-    real *const h1_mm = (real *)(work + 802816); /* [batch, 512] [batch | 512] */
+    char *const work = (char *)m->arena + 2678848; /* the work region: this routine's 5184 bytes per example of the state's max_batch */
+    real *const x = (real *)(work + 128); /* [batch, 784] x : [batch | 784] */
+    real *const h1 = (real *)(work + 128); /* [batch, 512] h1 : [batch | 512] */
+    real *const h2 = (real *)(work + 128); /* [batch, 512] h2 : [batch | 512] */
+    real *const logits = (real *)(work + 128); /* [batch, 10] logits : [batch | 10] */
+    real *const h2_mm = (real *)(work + 128 + 2048 * m->max_batch); /* [batch, 512] [batch | 512] */
+    real *const logits_mm = (real *)(work + 128 + 2048 * m->max_batch); /* [batch, 10] [batch | 10] */
+    real *const h1_mm = (real *)(work + 128 + 3136 * m->max_batch); /* [batch, 512] [batch | 512] */
 
     /* line 13: x = image / 255 */
     set_x(n, x, image);
@@ -252,22 +253,22 @@ static void eval_metrics(struct fashion_mlp_adam_infer *m, const real *const inp
     real *const b3 = m->b3; /* [10] b3 : [10] */
     real *const b1 = m->b1; /* [512] b1 : [512] */
     real *const b2 = m->b2; /* [512] b2 : [512] */
-    char *const work = (char *)m->arena + 2678848; /* the work region: this routine's 1327104 bytes */
-    real *const x = (real *)(work + 0); /* [batch, 784] x : [batch | 784] */
-    real *const h1 = (real *)(work + 0); /* [batch, 512] h1 : [batch | 512] */
-    real *const h2 = (real *)(work + 0); /* [batch, 512] h2 : [batch | 512] */
+    char *const work = (char *)m->arena + 2678848; /* the work region: this routine's 128 bytes, then 5184 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
-    real *const loss_max = (real *)(work + 0); /* [batch] [batch | ] */
     real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
-    real *const accuracy_pred_max = (real *)(work + 64); /* [batch] [batch | ] */
-    real *const accuracy_true_max = (real *)(work + 64); /* [batch] [batch | ] */
-    real *const loss_sumexp = (real *)(work + 1024); /* [batch] [batch | ] */
-    real *const accuracy_pred_argmax = (real *)(work + 1088); /* [batch] [batch | ] */
-    real *const loss_ce = (real *)(work + 2048); /* [batch] [batch | ] */
-    real *const accuracy_true_argmax = (real *)(work + 2112); /* [batch] [batch | ] */
-    real *const h2_mm = (real *)(work + 524288); /* [batch, 512] [batch | 512] */
-    real *const logits_mm = (real *)(work + 524288); /* [batch, 10] [batch | 10] */
-    real *const h1_mm = (real *)(work + 802816); /* [batch, 512] [batch | 512] */
+    real *const x = (real *)(work + 128); /* [batch, 784] x : [batch | 784] */
+    real *const h1 = (real *)(work + 128); /* [batch, 512] h1 : [batch | 512] */
+    real *const h2 = (real *)(work + 128); /* [batch, 512] h2 : [batch | 512] */
+    real *const loss_max = (real *)(work + 128); /* [batch] [batch | ] */
+    real *const accuracy_pred_max = (real *)(work + 128); /* [batch] [batch | ] */
+    real *const accuracy_true_max = (real *)(work + 128); /* [batch] [batch | ] */
+    real *const loss_sumexp = (real *)(work + 128 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const accuracy_pred_argmax = (real *)(work + 128 + 64 * m->max_batch); /* [batch] [batch | ] */
+    real *const loss_ce = (real *)(work + 128 + 128 * m->max_batch); /* [batch] [batch | ] */
+    real *const accuracy_true_argmax = (real *)(work + 128 + 128 * m->max_batch); /* [batch] [batch | ] */
+    real *const h2_mm = (real *)(work + 128 + 2048 * m->max_batch); /* [batch, 512] [batch | 512] */
+    real *const logits_mm = (real *)(work + 128 + 2048 * m->max_batch); /* [batch, 10] [batch | 10] */
+    real *const h1_mm = (real *)(work + 128 + 3136 * m->max_batch); /* [batch, 512] [batch | 512] */
 
     /* line 13: x = image / 255 */
     set_x(n, x, image);
@@ -317,10 +318,14 @@ static void bind_buffers(struct fashion_mlp_adam_infer *m) {
 
 }
 
-struct fashion_mlp_adam_infer *fashion_mlp_adam_infer_create(void) {
+struct fashion_mlp_adam_infer *fashion_mlp_adam_infer_create(void) { return fashion_mlp_adam_infer_create_batch(FASHION_MLP_ADAM_MAX_BATCH); }
+
+struct fashion_mlp_adam_infer *fashion_mlp_adam_infer_create_batch(int64_t max_batch) {
+    if (max_batch < 1 || max_batch > FASHION_MLP_ADAM_MAX_BATCH) return NULL;
     struct fashion_mlp_adam_infer *m = (struct fashion_mlp_adam_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(4005952);
+    m->max_batch = max_batch;
+    m->arena = cannl_alloc((size_t)2678976 + (size_t)5184 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -412,7 +417,7 @@ static int ids_in_range(const real *const inputs[], int64_t n, int every_input);
 
 cannl_status fashion_mlp_adam_infer_forward(struct fashion_mlp_adam_infer *m, const fashion_mlp_adam_real *const inputs[], int64_t n,
     fashion_mlp_adam_real *const outputs[]) {
-    if (!m || n < 1 || n > FASHION_MLP_ADAM_MAX_BATCH || !pointers_given(inputs, 0, outputs, 1) || !ids_in_range(inputs, n, 0))
+    if (!m || n < 1 || n > m->max_batch || !pointers_given(inputs, 0, outputs, 1) || !ids_in_range(inputs, n, 0))
         return CANNL_E_ARG;
     forward(m, inputs, n, outputs);
     return CANNL_OK;
@@ -420,7 +425,7 @@ cannl_status fashion_mlp_adam_infer_forward(struct fashion_mlp_adam_infer *m, co
 
 cannl_status fashion_mlp_adam_infer_eval(struct fashion_mlp_adam_infer *m, const fashion_mlp_adam_real *const inputs[], int64_t n,
     double *loss, double metrics[]) {
-    if (!m || n < 1 || n > FASHION_MLP_ADAM_MAX_BATCH || !loss || (FASHION_MLP_ADAM_NUM_METRICS > 0 && !metrics) ||
+    if (!m || n < 1 || n > m->max_batch || !loss || (FASHION_MLP_ADAM_NUM_METRICS > 0 && !metrics) ||
         !pointers_given(inputs, 1, NULL, 0) || !ids_in_range(inputs, n, 1))
         return CANNL_E_ARG;
     eval_metrics(m, inputs, n, loss, metrics);
@@ -460,6 +465,10 @@ static const char *const metric_names[] = {
 static void *api_create_fn(uint64_t seed) {
     (void)seed;
     return fashion_mlp_adam_infer_create();
+}
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) {
+    (void)seed;
+    return fashion_mlp_adam_infer_create_batch(max_batch);
 }
 static void api_destroy_fn(void *m) { fashion_mlp_adam_infer_destroy((struct fashion_mlp_adam_infer *)m); }
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
@@ -530,4 +539,4 @@ const cannl_model_api fashion_mlp_adam_infer_api = {
     api_create_fn, api_destroy_fn, NULL, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, NULL, /* no training: no schedule */
-    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, api_create_batch_fn};

@@ -63,7 +63,8 @@ struct gpt_tiny {
     double lr;    /* learning rate: the spec's, unless set */
     double last_lr; /* the learning rate the last optimiser step used (0 before the first) */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 229260352 bytes */
+    int64_t max_batch; /* the largest batch this state takes (create_batch's; <= GPT_TINY_MAX_BATCH) */
+    void *arena;  /* the buffers below, then each routine's work region: 1916032 bytes, then 888064 per example of max_batch (229260416 at 256) */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
@@ -1760,56 +1761,56 @@ static double train_step(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq; /* [128] exp_avg_sq of lnf_g */
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg; /* [128] exp_avg of lnf_b */
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq; /* [128] exp_avg_sq of lnf_b */
-    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 227344448 bytes */
-    real *const x0_emb = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const x0_emb_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0_emb */
-    real *const grad_norm = (real *)(work + 0); /* [] the sum of the squares of every gradient */
-    real *const clip_coef = (real *)(work + 0); /* [] the factor of every gradient: min(1, max_norm / (norm + 1e-6)) */
-    real *const h1_mean = (real *)(work + 8388608); /* [batch, 64] [batch, 64 | ] */
-    real *const h1_var = (real *)(work + 8454144); /* [batch, 64] [batch, 64 | ] */
-    real *const h1_ln = (real *)(work + 8519680); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h1_mean_grad = (real *)(work + 8519680); /* [batch, 64] gradient of h1_mean */
-    real *const h1_var_grad = (real *)(work + 8585216); /* [batch, 64] gradient of h1_var */
-    real *const h1 = (real *)(work + 16908288); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const h1_grad = (real *)(work + 16908288); /* [batch, 64, 128] gradient of h1 */
-    real *const qkv = (real *)(work + 25296896); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
-    real *const qkv_mm = (real *)(work + 25296896); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const y = (real *)(work + 50462720); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
-    real *const y_lse = (real *)(work + 58851328); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const x1 = (real *)(work + 59113472); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const x1_mm = (real *)(work + 59113472); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const x0_grad = (real *)(work + 59113472); /* [batch, 64, 128] gradient of x0 */
-    real *const h2_mean = (real *)(work + 67502080); /* [batch, 64] [batch, 64 | ] */
-    real *const y_grad = (real *)(work + 67502080); /* [batch, 64, 4, 32] gradient of y */
-    real *const h2_var = (real *)(work + 67567616); /* [batch, 64] [batch, 64 | ] */
-    real *const h2_ln = (real *)(work + 67633152); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h2_mean_grad = (real *)(work + 67633152); /* [batch, 64] gradient of h2_mean */
-    real *const h2_var_grad = (real *)(work + 67698688); /* [batch, 64] gradient of h2_var */
-    real *const y_delta = (real *)(work + 75890688); /* [batch, 4, 64] scratch of the attention backward: dout . o per query */
-    real *const h2 = (real *)(work + 76021760); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
-    real *const h2_grad = (real *)(work + 76021760); /* [batch, 64, 128] gradient of h2 */
-    real *const x2_mm2 = (real *)(work + 84410368); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_mm2_grad = (real *)(work + 84410368); /* [batch, 64, 512] gradient of x2_mm2 */
-    real *const x2_v = (real *)(work + 117964800); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_v_grad = (real *)(work + 117964800); /* [batch, 64, 512] gradient of x2_v */
-    real *const x2_mm = (real *)(work + 151519232); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const x1_grad = (real *)(work + 151519232); /* [batch, 64, 128] gradient of x1 */
-    real *const logits_mean = (real *)(work + 159907840); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_var = (real *)(work + 159973376); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_ln = (real *)(work + 160038912); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_mean_grad = (real *)(work + 160038912); /* [batch, 64] gradient of logits_mean */
-    real *const logits_var_grad = (real *)(work + 160104448); /* [batch, 64] gradient of logits_var */
-    real *const logits_v = (real *)(work + 168427520); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_v_grad = (real *)(work + 168427520); /* [batch, 64, 128] gradient of logits_v */
-    real *const logits = (real *)(work + 176816128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
-    real *const logits_grad = (real *)(work + 176816128); /* [batch, 64, 256] gradient of logits */
-    real *const loss_max = (real *)(work + 193593344); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_sumexp = (real *)(work + 193658880); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_ce = (real *)(work + 193724416); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_sumexp_grad = (real *)(work + 193724416); /* [batch, 64] gradient of loss_sumexp */
-    real *const loss_ = (real *)(work + 193789952); /* [] loss : [] */
-    real *const qkv_grad = (real *)(work + 193790016); /* [batch, 64, 3, 4, 32] gradient of qkv */
-    real *const x2_grad = (real *)(work + 218955840); /* [batch, 64, 128] gradient of x2 */
+    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 128 bytes, then 888064 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const grad_norm = (real *)(work + 64); /* [] the sum of the squares of every gradient */
+    real *const clip_coef = (real *)(work + 64); /* [] the factor of every gradient: min(1, max_norm / (norm + 1e-6)) */
+    real *const x0_emb = (real *)(work + 128); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_emb_grad = (real *)(work + 128); /* [batch, 64, 128] gradient of x0_emb */
+    real *const h1_mean = (real *)(work + 128 + 32768 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_var = (real *)(work + 128 + 33024 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_ln = (real *)(work + 128 + 33280 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h1_mean_grad = (real *)(work + 128 + 33280 * m->max_batch); /* [batch, 64] gradient of h1_mean */
+    real *const h1_var_grad = (real *)(work + 128 + 33536 * m->max_batch); /* [batch, 64] gradient of h1_var */
+    real *const h1 = (real *)(work + 128 + 66048 * m->max_batch); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
+    real *const h1_grad = (real *)(work + 128 + 66048 * m->max_batch); /* [batch, 64, 128] gradient of h1 */
+    real *const qkv = (real *)(work + 128 + 98816 * m->max_batch); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    real *const qkv_mm = (real *)(work + 128 + 98816 * m->max_batch); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
+    real *const y = (real *)(work + 128 + 197120 * m->max_batch); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const y_lse = (real *)(work + 128 + 229888 * m->max_batch); /* [batch, 4, 64] log-sum-exp of each query's scores */
+    real *const x1 = (real *)(work + 128 + 230912 * m->max_batch); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const x1_mm = (real *)(work + 128 + 230912 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_grad = (real *)(work + 128 + 230912 * m->max_batch); /* [batch, 64, 128] gradient of x0 */
+    real *const h2_mean = (real *)(work + 128 + 263680 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const y_grad = (real *)(work + 128 + 263680 * m->max_batch); /* [batch, 64, 4, 32] gradient of y */
+    real *const h2_var = (real *)(work + 128 + 263936 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const h2_ln = (real *)(work + 128 + 264192 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h2_mean_grad = (real *)(work + 128 + 264192 * m->max_batch); /* [batch, 64] gradient of h2_mean */
+    real *const h2_var_grad = (real *)(work + 128 + 264448 * m->max_batch); /* [batch, 64] gradient of h2_var */
+    real *const y_delta = (real *)(work + 128 + 296448 * m->max_batch); /* [batch, 4, 64] scratch of the attention backward: dout . o per query */
+    real *const h2 = (real *)(work + 128 + 296960 * m->max_batch); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
+    real *const h2_grad = (real *)(work + 128 + 296960 * m->max_batch); /* [batch, 64, 128] gradient of h2 */
+    real *const x2_mm2 = (real *)(work + 128 + 329728 * m->max_batch); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_mm2_grad = (real *)(work + 128 + 329728 * m->max_batch); /* [batch, 64, 512] gradient of x2_mm2 */
+    real *const x2_v = (real *)(work + 128 + 460800 * m->max_batch); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_v_grad = (real *)(work + 128 + 460800 * m->max_batch); /* [batch, 64, 512] gradient of x2_v */
+    real *const x2_mm = (real *)(work + 128 + 591872 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x1_grad = (real *)(work + 128 + 591872 * m->max_batch); /* [batch, 64, 128] gradient of x1 */
+    real *const logits_mean = (real *)(work + 128 + 624640 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_var = (real *)(work + 128 + 624896 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_ln = (real *)(work + 128 + 625152 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_mean_grad = (real *)(work + 128 + 625152 * m->max_batch); /* [batch, 64] gradient of logits_mean */
+    real *const logits_var_grad = (real *)(work + 128 + 625408 * m->max_batch); /* [batch, 64] gradient of logits_var */
+    real *const logits_v = (real *)(work + 128 + 657920 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_v_grad = (real *)(work + 128 + 657920 * m->max_batch); /* [batch, 64, 128] gradient of logits_v */
+    real *const logits = (real *)(work + 128 + 690688 * m->max_batch); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const logits_grad = (real *)(work + 128 + 690688 * m->max_batch); /* [batch, 64, 256] gradient of logits */
+    real *const loss_max = (real *)(work + 128 + 756224 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_sumexp = (real *)(work + 128 + 756480 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_ce = (real *)(work + 128 + 756736 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const qkv_grad = (real *)(work + 128 + 756736 * m->max_batch); /* [batch, 64, 3, 4, 32] gradient of qkv */
+    real *const loss_sumexp_grad = (real *)(work + 128 + 855040 * m->max_batch); /* [batch, 64] gradient of loss_sumexp */
+    real *const x2_grad = (real *)(work + 128 + 855296 * m->max_batch); /* [batch, 64, 128] gradient of x2 */
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -2041,27 +2042,27 @@ static void forward(struct gpt_tiny *m, const real *const inputs[], int64_t n, r
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 50331648 bytes */
-    real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
-    real *const qkv = (real *)(work + 0); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
-    real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h2_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
-    real *const x2_v = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const logits = (real *)(work + 0); /* [batch, 64, 256] logits : [batch, 64 | 256] */
-    real *const logits_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
-    real *const h1_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const h2_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_v = (real *)(work + 16777216); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const x0_emb = (real *)(work + 25165824); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h1 = (real *)(work + 33554432); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const y = (real *)(work + 33554432); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
-    real *const x1 = (real *)(work + 33554432); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const y_lse = (real *)(work + 41943040); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const h2 = (real *)(work + 41943040); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
-    real *const x2_mm = (real *)(work + 41943040); /* [batch, 64, 128] [batch, 64 | 128] */
+    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
+    real *const h1_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
+    real *const qkv = (real *)(work + 128); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    real *const qkv_mm = (real *)(work + 128); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
+    real *const x1_mm = (real *)(work + 128); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h2_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
+    real *const x2_v = (real *)(work + 128); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_mm2 = (real *)(work + 128); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const logits = (real *)(work + 128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const logits_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const h2_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_emb = (real *)(work + 128 + 98304 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h1 = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
+    real *const y = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const x1 = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const y_lse = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 4, 64] log-sum-exp of each query's scores */
+    real *const h2 = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
+    real *const x2_mm = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -2142,34 +2143,34 @@ static void eval_metrics(struct gpt_tiny *m, const real *const inputs[], int64_t
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 50331648 bytes */
-    real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
-    real *const qkv = (real *)(work + 0); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
-    real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h2_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
-    real *const x2_v = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const logits = (real *)(work + 0); /* [batch, 64, 256] logits : [batch, 64 | 256] */
-    real *const logits_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
-    real *const accuracy = (real *)(work + 0); /* [] accuracy : [] */
-    real *const h1_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const h2_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_v = (real *)(work + 16777216); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const loss_max = (real *)(work + 16777216); /* [batch, 64] [batch, 64 | ] */
-    real *const accuracy_pred_max = (real *)(work + 16777216); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_sumexp = (real *)(work + 16842752); /* [batch, 64] [batch, 64 | ] */
-    real *const accuracy_pred_argmax = (real *)(work + 16842752); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_ce = (real *)(work + 16908288); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_ = (real *)(work + 16973824); /* [] loss : [] */
-    real *const x0_emb = (real *)(work + 25165824); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h1 = (real *)(work + 33554432); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const y = (real *)(work + 33554432); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
-    real *const x1 = (real *)(work + 33554432); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const y_lse = (real *)(work + 41943040); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const h2 = (real *)(work + 41943040); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
-    real *const x2_mm = (real *)(work + 41943040); /* [batch, 64, 128] [batch, 64 | 128] */
+    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 128 bytes, then 196608 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
+    real *const h1_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
+    real *const qkv = (real *)(work + 128); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    real *const qkv_mm = (real *)(work + 128); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
+    real *const x1_mm = (real *)(work + 128); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h2_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
+    real *const x2_v = (real *)(work + 128); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_mm2 = (real *)(work + 128); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const logits = (real *)(work + 128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const logits_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const h2_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const loss_max = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const accuracy_pred_max = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_sumexp = (real *)(work + 128 + 65792 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const accuracy_pred_argmax = (real *)(work + 128 + 65792 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_ce = (real *)(work + 128 + 66048 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const x0_emb = (real *)(work + 128 + 98304 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h1 = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
+    real *const y = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const x1 = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const y_lse = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 4, 64] log-sum-exp of each query's scores */
+    real *const h2 = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
+    real *const x2_mm = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -2278,54 +2279,54 @@ static double train_grads(struct gpt_tiny *m, const real *const inputs[], int64_
     real *const ln1_g_grad = m->ln1_g_grad; /* [128] gradient of ln1_g */
     real *const ln1_b_grad = m->ln1_b_grad; /* [128] gradient of ln1_b */
     real *const wpe_grad = m->wpe_grad; /* [64, 128] gradient of wpe */
-    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 227344448 bytes */
-    real *const x0_emb = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const x0_emb_grad = (real *)(work + 0); /* [batch, 64, 128] gradient of x0_emb */
-    real *const h1_mean = (real *)(work + 8388608); /* [batch, 64] [batch, 64 | ] */
-    real *const h1_var = (real *)(work + 8454144); /* [batch, 64] [batch, 64 | ] */
-    real *const h1_ln = (real *)(work + 8519680); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h1_mean_grad = (real *)(work + 8519680); /* [batch, 64] gradient of h1_mean */
-    real *const h1_var_grad = (real *)(work + 8585216); /* [batch, 64] gradient of h1_var */
-    real *const h1 = (real *)(work + 16908288); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const h1_grad = (real *)(work + 16908288); /* [batch, 64, 128] gradient of h1 */
-    real *const qkv = (real *)(work + 25296896); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
-    real *const qkv_mm = (real *)(work + 25296896); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const y = (real *)(work + 50462720); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
-    real *const y_lse = (real *)(work + 58851328); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const x1 = (real *)(work + 59113472); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const x1_mm = (real *)(work + 59113472); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const x0_grad = (real *)(work + 59113472); /* [batch, 64, 128] gradient of x0 */
-    real *const h2_mean = (real *)(work + 67502080); /* [batch, 64] [batch, 64 | ] */
-    real *const y_grad = (real *)(work + 67502080); /* [batch, 64, 4, 32] gradient of y */
-    real *const h2_var = (real *)(work + 67567616); /* [batch, 64] [batch, 64 | ] */
-    real *const h2_ln = (real *)(work + 67633152); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h2_mean_grad = (real *)(work + 67633152); /* [batch, 64] gradient of h2_mean */
-    real *const h2_var_grad = (real *)(work + 67698688); /* [batch, 64] gradient of h2_var */
-    real *const y_delta = (real *)(work + 75890688); /* [batch, 4, 64] scratch of the attention backward: dout . o per query */
-    real *const h2 = (real *)(work + 76021760); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
-    real *const h2_grad = (real *)(work + 76021760); /* [batch, 64, 128] gradient of h2 */
-    real *const x2_mm2 = (real *)(work + 84410368); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_mm2_grad = (real *)(work + 84410368); /* [batch, 64, 512] gradient of x2_mm2 */
-    real *const x2_v = (real *)(work + 117964800); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_v_grad = (real *)(work + 117964800); /* [batch, 64, 512] gradient of x2_v */
-    real *const x2_mm = (real *)(work + 151519232); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const x1_grad = (real *)(work + 151519232); /* [batch, 64, 128] gradient of x1 */
-    real *const logits_mean = (real *)(work + 159907840); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_var = (real *)(work + 159973376); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_ln = (real *)(work + 160038912); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_mean_grad = (real *)(work + 160038912); /* [batch, 64] gradient of logits_mean */
-    real *const logits_var_grad = (real *)(work + 160104448); /* [batch, 64] gradient of logits_var */
-    real *const logits_v = (real *)(work + 168427520); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_v_grad = (real *)(work + 168427520); /* [batch, 64, 128] gradient of logits_v */
-    real *const logits = (real *)(work + 176816128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
-    real *const logits_grad = (real *)(work + 176816128); /* [batch, 64, 256] gradient of logits */
-    real *const loss_max = (real *)(work + 193593344); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_sumexp = (real *)(work + 193658880); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_ce = (real *)(work + 193724416); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_sumexp_grad = (real *)(work + 193724416); /* [batch, 64] gradient of loss_sumexp */
-    real *const loss_ = (real *)(work + 193789952); /* [] loss : [] */
-    real *const qkv_grad = (real *)(work + 193790016); /* [batch, 64, 3, 4, 32] gradient of qkv */
-    real *const x2_grad = (real *)(work + 218955840); /* [batch, 64, 128] gradient of x2 */
+    char *const work = (char *)m->arena + 1915904; /* the work region: this routine's 64 bytes, then 888064 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const x0_emb = (real *)(work + 128); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_emb_grad = (real *)(work + 128); /* [batch, 64, 128] gradient of x0_emb */
+    real *const h1_mean = (real *)(work + 128 + 32768 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_var = (real *)(work + 128 + 33024 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_ln = (real *)(work + 128 + 33280 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h1_mean_grad = (real *)(work + 128 + 33280 * m->max_batch); /* [batch, 64] gradient of h1_mean */
+    real *const h1_var_grad = (real *)(work + 128 + 33536 * m->max_batch); /* [batch, 64] gradient of h1_var */
+    real *const h1 = (real *)(work + 128 + 66048 * m->max_batch); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
+    real *const h1_grad = (real *)(work + 128 + 66048 * m->max_batch); /* [batch, 64, 128] gradient of h1 */
+    real *const qkv = (real *)(work + 128 + 98816 * m->max_batch); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    real *const qkv_mm = (real *)(work + 128 + 98816 * m->max_batch); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
+    real *const y = (real *)(work + 128 + 197120 * m->max_batch); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const y_lse = (real *)(work + 128 + 229888 * m->max_batch); /* [batch, 4, 64] log-sum-exp of each query's scores */
+    real *const x1 = (real *)(work + 128 + 230912 * m->max_batch); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const x1_mm = (real *)(work + 128 + 230912 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_grad = (real *)(work + 128 + 230912 * m->max_batch); /* [batch, 64, 128] gradient of x0 */
+    real *const h2_mean = (real *)(work + 128 + 263680 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const y_grad = (real *)(work + 128 + 263680 * m->max_batch); /* [batch, 64, 4, 32] gradient of y */
+    real *const h2_var = (real *)(work + 128 + 263936 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const h2_ln = (real *)(work + 128 + 264192 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h2_mean_grad = (real *)(work + 128 + 264192 * m->max_batch); /* [batch, 64] gradient of h2_mean */
+    real *const h2_var_grad = (real *)(work + 128 + 264448 * m->max_batch); /* [batch, 64] gradient of h2_var */
+    real *const y_delta = (real *)(work + 128 + 296448 * m->max_batch); /* [batch, 4, 64] scratch of the attention backward: dout . o per query */
+    real *const h2 = (real *)(work + 128 + 296960 * m->max_batch); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
+    real *const h2_grad = (real *)(work + 128 + 296960 * m->max_batch); /* [batch, 64, 128] gradient of h2 */
+    real *const x2_mm2 = (real *)(work + 128 + 329728 * m->max_batch); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_mm2_grad = (real *)(work + 128 + 329728 * m->max_batch); /* [batch, 64, 512] gradient of x2_mm2 */
+    real *const x2_v = (real *)(work + 128 + 460800 * m->max_batch); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_v_grad = (real *)(work + 128 + 460800 * m->max_batch); /* [batch, 64, 512] gradient of x2_v */
+    real *const x2_mm = (real *)(work + 128 + 591872 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x1_grad = (real *)(work + 128 + 591872 * m->max_batch); /* [batch, 64, 128] gradient of x1 */
+    real *const logits_mean = (real *)(work + 128 + 624640 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_var = (real *)(work + 128 + 624896 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_ln = (real *)(work + 128 + 625152 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_mean_grad = (real *)(work + 128 + 625152 * m->max_batch); /* [batch, 64] gradient of logits_mean */
+    real *const logits_var_grad = (real *)(work + 128 + 625408 * m->max_batch); /* [batch, 64] gradient of logits_var */
+    real *const logits_v = (real *)(work + 128 + 657920 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_v_grad = (real *)(work + 128 + 657920 * m->max_batch); /* [batch, 64, 128] gradient of logits_v */
+    real *const logits = (real *)(work + 128 + 690688 * m->max_batch); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const logits_grad = (real *)(work + 128 + 690688 * m->max_batch); /* [batch, 64, 256] gradient of logits */
+    real *const loss_max = (real *)(work + 128 + 756224 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_sumexp = (real *)(work + 128 + 756480 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_ce = (real *)(work + 128 + 756736 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const qkv_grad = (real *)(work + 128 + 756736 * m->max_batch); /* [batch, 64, 3, 4, 32] gradient of qkv */
+    real *const loss_sumexp_grad = (real *)(work + 128 + 855040 * m->max_batch); /* [batch, 64] gradient of loss_sumexp */
+    real *const x2_grad = (real *)(work + 128 + 855296 * m->max_batch); /* [batch, 64, 128] gradient of x2 */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -2765,10 +2766,14 @@ static void bind_opt_state(struct gpt_tiny *m) {
     (void)at;
 }
 
-struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
+struct gpt_tiny *gpt_tiny_create(uint64_t seed) { return gpt_tiny_create_batch(seed, GPT_TINY_MAX_BATCH); }
+
+struct gpt_tiny *gpt_tiny_create_batch(uint64_t seed, int64_t max_batch) {
+    if (max_batch < 1 || max_batch > GPT_TINY_MAX_BATCH) return NULL;
     struct gpt_tiny *m = (struct gpt_tiny *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(229260352);
+    m->max_batch = max_batch;
+    m->arena = cannl_alloc((size_t)1916032 + (size_t)888064 * (size_t)max_batch);
     m->opt_state = cannl_alloc(1915904);
     if (!m->arena || !m->opt_state) {
         cannl_free(m->arena);
@@ -2814,12 +2819,12 @@ void gpt_tiny_init(struct gpt_tiny *m, uint64_t seed) {
 }
 
 double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n) {
-    if (n < 1 || n > GPT_TINY_MAX_BATCH || m->opt_first != 0 || m->opt_last != GPT_TINY_NUM_PARAMS) return NAN;
+    if (n < 1 || n > m->max_batch || m->opt_first != 0 || m->opt_last != GPT_TINY_NUM_PARAMS) return NAN;
     return train_step(m, inputs, n);
 }
 
 double gpt_tiny_train_grads(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n) {
-    if (n < 1 || n > GPT_TINY_MAX_BATCH) return NAN;
+    if (n < 1 || n > m->max_batch) return NAN;
     return train_grads(m, inputs, n);
 }
 
@@ -2870,13 +2875,13 @@ gpt_tiny_real *gpt_tiny_grad_block(struct gpt_tiny *m, int64_t *count) {
 
 void gpt_tiny_forward(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n,
               gpt_tiny_real *const outputs[]) {
-    if (n < 1 || n > GPT_TINY_MAX_BATCH) return;
+    if (n < 1 || n > m->max_batch) return;
     forward(m, inputs, n, outputs);
 }
 
 void gpt_tiny_eval(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n, double *loss,
               double metrics[]) {
-    if (n < 1 || n > GPT_TINY_MAX_BATCH) return;
+    if (n < 1 || n > m->max_batch) return;
     eval_metrics(m, inputs, n, loss, metrics);
 }
 
@@ -3127,6 +3132,7 @@ static const char *const metric_names[] = {
 static const unsigned char forward_reads[] = { 1, 0, 0};
 
 static void *api_create_fn(uint64_t seed) { return gpt_tiny_create(seed); }
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) { return gpt_tiny_create_batch(seed, max_batch); }
 static void api_destroy_fn(void *m) { gpt_tiny_destroy((struct gpt_tiny *)m); }
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return gpt_tiny_train_step((struct gpt_tiny *)m, (const gpt_tiny_real *const *)inputs, n);
@@ -3184,4 +3190,4 @@ const cannl_model_api gpt_tiny_api = {
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
     grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
-    api_set_example_offset_fn, api_get_last_lr_fn};
+    api_set_example_offset_fn, api_get_last_lr_fn, api_create_batch_fn};

@@ -69,13 +69,17 @@ typedef struct gpt_tiny gpt_tiny;
 #endif
 
 /* A new state with params initialised from `seed` (the spec's initialisers) and the
-   optimiser at step 0; NULL when out of memory. */
+   optimiser at step 0, for batches of up to max_batch examples (1 <= max_batch <=
+   GPT_TINY_MAX_BATCH): its work buffers are sized for that batch, and a call on a larger n
+   does nothing (NaN). NULL for a max_batch out of range or when out of memory. _create(seed)
+   is _create_batch(seed, GPT_TINY_MAX_BATCH). */
+struct gpt_tiny *gpt_tiny_create_batch(uint64_t seed, int64_t max_batch);
 struct gpt_tiny *gpt_tiny_create(uint64_t seed);
 void gpt_tiny_destroy(struct gpt_tiny *m);
 /* Re-initialise the params from `seed` and reset the optimiser (state and step count). */
 void gpt_tiny_init(struct gpt_tiny *m, uint64_t seed);
 
-/* One optimisation step on n examples (1 <= n <= GPT_TINY_MAX_BATCH): forward, backward and
+/* One optimisation step on n examples (1 <= n <= the state's max_batch): forward, backward and
    update. Returns the loss computed before the update (NaN, and nothing done, for a bad n). */
 double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n);
 /* The step in two halves, for data-parallel training (as one train_step when called in
@@ -162,7 +166,8 @@ extern const cannl_model_api gpt_tiny_api;
  *   gpt_tiny_infer_destroy(s);
  *
  * Buffers hold n examples back to back, each in storage order (the sizes above). The state
- * owns its params and work buffers (51387904 bytes, one allocation) and keeps
+ * owns its params and work buffers (1056384 bytes, then 196608 per example of max_batch (51388032 at 256), one allocation; _infer_create_batch(b)
+ * sizes them for batches of at most b) and keeps
  * no pointer to the caller's buffers. Thread safety: a call writes the state's work buffers,
  * so one thread at a time uses a state; for concurrent inference give each thread its own
  * state (created, then loaded, set or made with _create_embedded). Calls on different states
@@ -176,7 +181,11 @@ typedef struct gpt_tiny_infer gpt_tiny_infer;
    gpt_tiny_infer_create_embedded and gpt_tiny_embedded_params exist. */
 #define GPT_TINY_EMBEDDED_WEIGHTS 0
 
-/* A forward-only state with every param zero; NULL when out of memory. */
+/* A forward-only state with every param zero, for batches of up to max_batch examples (1 <=
+   max_batch <= GPT_TINY_MAX_BATCH; its work buffers sized for that batch, a larger n refused
+   with CANNL_E_ARG); NULL for a max_batch out of range or when out of memory. _infer_create()
+   is _infer_create_batch(GPT_TINY_MAX_BATCH). */
+struct gpt_tiny_infer *gpt_tiny_infer_create_batch(int64_t max_batch);
 struct gpt_tiny_infer *gpt_tiny_infer_create(void);
 void gpt_tiny_infer_destroy(struct gpt_tiny_infer *s);
 /* The params from a safetensors file: a checkpoint of this model, or any file with tensors
@@ -189,7 +198,7 @@ void gpt_tiny_infer_set_params(struct gpt_tiny_infer *s, const gpt_tiny_real *co
    NULL when there is none. */
 const gpt_tiny_real *gpt_tiny_infer_param(const struct gpt_tiny_infer *s, const char *name, int64_t *count);
 /* Fill outputs[k] with n examples of output k. Inputs the outputs do not depend on (targets)
-   may be NULL. CANNL_E_ARG, and nothing done, unless 1 <= n <= GPT_TINY_MAX_BATCH, every
+   may be NULL. CANNL_E_ARG, and nothing done, unless 1 <= n <= the state's max_batch, every
    output and every input the outputs depend on is given (not NULL) and their integer ids are
    in range (an embedding's rows). */
 cannl_status gpt_tiny_infer_forward(struct gpt_tiny_infer *s, const gpt_tiny_real *const inputs[], int64_t n,

@@ -7,7 +7,7 @@
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
  *   decode        generation: one position's logits, the keys and values kept in caches
- * in one arena of 51387904 bytes; no gradients, no optimiser state, no training code
+ * in one arena of 1056384 bytes, then 196608 per example of max_batch (51388032 at 256); no gradients, no optimiser state, no training code
  * (a program that calls only gpt_tiny_infer_* links only this file of the library). The
  * routines are those of gpt_tiny.c, printed from the same loop nests, so they give the
  * same results.
@@ -42,7 +42,8 @@ typedef gpt_tiny_real real;
 static inline float cannl_gelu(float x) { return 0.5f * x * (1 + erff(x * 0.70710677f)); }
 
 struct gpt_tiny_infer {
-    void *arena; /* the buffers below, then the work region of forward and eval: 51387904 bytes */
+    int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= GPT_TINY_MAX_BATCH) */
+    void *arena; /* the buffers below, then the work region of forward and eval: 1056384 bytes, then 196608 per example of max_batch (51388032 at 256) */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [64, 128] wpe : [128 -> 64] */
     real *ln1_g; /* [128] ln1_g : [128] */
@@ -457,27 +458,27 @@ static void forward(struct gpt_tiny_infer *m, const real *const inputs[], int64_
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 1056256; /* the work region: this routine's 50331648 bytes */
-    real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
-    real *const qkv = (real *)(work + 0); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
-    real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h2_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
-    real *const x2_v = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const logits = (real *)(work + 0); /* [batch, 64, 256] logits : [batch, 64 | 256] */
-    real *const logits_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
-    real *const h1_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const h2_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_v = (real *)(work + 16777216); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const x0_emb = (real *)(work + 25165824); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h1 = (real *)(work + 33554432); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const y = (real *)(work + 33554432); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
-    real *const x1 = (real *)(work + 33554432); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const y_lse = (real *)(work + 41943040); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const h2 = (real *)(work + 41943040); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
-    real *const x2_mm = (real *)(work + 41943040); /* [batch, 64, 128] [batch, 64 | 128] */
+    char *const work = (char *)m->arena + 1056256; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
+    real *const h1_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
+    real *const qkv = (real *)(work + 128); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    real *const qkv_mm = (real *)(work + 128); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
+    real *const x1_mm = (real *)(work + 128); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h2_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
+    real *const x2_v = (real *)(work + 128); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_mm2 = (real *)(work + 128); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const logits = (real *)(work + 128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const logits_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const h2_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_emb = (real *)(work + 128 + 98304 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h1 = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
+    real *const y = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const x1 = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const y_lse = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 4, 64] log-sum-exp of each query's scores */
+    real *const h2 = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
+    real *const x2_mm = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -558,34 +559,34 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 1056256; /* the work region: this routine's 50331648 bytes */
-    real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
-    real *const qkv = (real *)(work + 0); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
-    real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const x1_mm = (real *)(work + 0); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h2_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
-    real *const x2_v = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const logits = (real *)(work + 0); /* [batch, 64, 256] logits : [batch, 64 | 256] */
-    real *const logits_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
-    real *const accuracy = (real *)(work + 0); /* [] accuracy : [] */
-    real *const h1_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const h2_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_v = (real *)(work + 16777216); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const loss_max = (real *)(work + 16777216); /* [batch, 64] [batch, 64 | ] */
-    real *const accuracy_pred_max = (real *)(work + 16777216); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_sumexp = (real *)(work + 16842752); /* [batch, 64] [batch, 64 | ] */
-    real *const accuracy_pred_argmax = (real *)(work + 16842752); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_ce = (real *)(work + 16908288); /* [batch, 64] [batch, 64 | ] */
-    real *const loss_ = (real *)(work + 16973824); /* [] loss : [] */
-    real *const x0_emb = (real *)(work + 25165824); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h1 = (real *)(work + 33554432); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const y = (real *)(work + 33554432); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
-    real *const x1 = (real *)(work + 33554432); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const y_lse = (real *)(work + 41943040); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const h2 = (real *)(work + 41943040); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
-    real *const x2_mm = (real *)(work + 41943040); /* [batch, 64, 128] [batch, 64 | 128] */
+    char *const work = (char *)m->arena + 1056256; /* the work region: this routine's 128 bytes, then 196608 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
+    real *const h1_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
+    real *const qkv = (real *)(work + 128); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    real *const qkv_mm = (real *)(work + 128); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
+    real *const x1_mm = (real *)(work + 128); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h2_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
+    real *const x2_v = (real *)(work + 128); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_mm2 = (real *)(work + 128); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const logits = (real *)(work + 128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const logits_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const h2_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const loss_max = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const accuracy_pred_max = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_sumexp = (real *)(work + 128 + 65792 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const accuracy_pred_argmax = (real *)(work + 128 + 65792 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const loss_ce = (real *)(work + 128 + 66048 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const x0_emb = (real *)(work + 128 + 98304 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h1 = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
+    real *const y = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const x1 = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const y_lse = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 4, 64] log-sum-exp of each query's scores */
+    real *const h2 = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
+    real *const x2_mm = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -678,26 +679,26 @@ static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
     real *const qkv_cache = m->qkv_cache; /* [1, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
-    char *const work = (char *)m->arena + 1056256; /* the work region: this routine's 50331648 bytes */
-    real *const h1_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
-    real *const qkv_mm = (real *)(work + 0); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
-    real *const y = (real *)(work + 0); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
-    real *const h2_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
-    real *const x2_v = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x2_mm2 = (real *)(work + 0); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const logits = (real *)(work + 0); /* [batch, 64, 256] logits : [batch, 64 | 256] */
-    real *const logits_mean = (real *)(work + 0); /* [batch, 64] [batch, 64 | ] */
-    real *const h1_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const h2_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_var = (real *)(work + 65536); /* [batch, 64] [batch, 64 | ] */
-    real *const y_lse = (real *)(work + 8388608); /* [batch, 4, 64] log-sum-exp of each query's scores */
-    real *const x1_mm = (real *)(work + 8388608); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_v = (real *)(work + 16777216); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const x0_emb = (real *)(work + 25165824); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const h1 = (real *)(work + 33554432); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const x1 = (real *)(work + 33554432); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
-    real *const h2 = (real *)(work + 41943040); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
-    real *const x2_mm = (real *)(work + 41943040); /* [batch, 64, 128] [batch, 64 | 128] */
+    char *const work = (char *)m->arena + 1056256; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
+    real *const h1_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
+    real *const qkv_mm = (real *)(work + 128); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
+    real *const y = (real *)(work + 128); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
+    real *const h2_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
+    real *const x2_v = (real *)(work + 128); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const x2_mm2 = (real *)(work + 128); /* [batch, 64, 512] [batch, 64 | 512] */
+    real *const logits = (real *)(work + 128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const logits_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
+    real *const h1_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const h2_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const y_lse = (real *)(work + 128 + 32768 * m->max_batch); /* [batch, 4, 64] log-sum-exp of each query's scores */
+    real *const x1_mm = (real *)(work + 128 + 32768 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x0_emb = (real *)(work + 128 + 98304 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const h1 = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
+    real *const x1 = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const h2 = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
+    real *const x2_mm = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -776,10 +777,14 @@ static void bind_buffers(struct gpt_tiny_infer *m) {
 
 }
 
-struct gpt_tiny_infer *gpt_tiny_infer_create(void) {
+struct gpt_tiny_infer *gpt_tiny_infer_create(void) { return gpt_tiny_infer_create_batch(GPT_TINY_MAX_BATCH); }
+
+struct gpt_tiny_infer *gpt_tiny_infer_create_batch(int64_t max_batch) {
+    if (max_batch < 1 || max_batch > GPT_TINY_MAX_BATCH) return NULL;
     struct gpt_tiny_infer *m = (struct gpt_tiny_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(51387904);
+    m->max_batch = max_batch;
+    m->arena = cannl_alloc((size_t)1056384 + (size_t)196608 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -921,7 +926,7 @@ static int ids_in_range(const real *const inputs[], int64_t n, int every_input);
 
 cannl_status gpt_tiny_infer_forward(struct gpt_tiny_infer *m, const gpt_tiny_real *const inputs[], int64_t n,
     gpt_tiny_real *const outputs[]) {
-    if (!m || n < 1 || n > GPT_TINY_MAX_BATCH || !pointers_given(inputs, 0, outputs, 1) || !ids_in_range(inputs, n, 0))
+    if (!m || n < 1 || n > m->max_batch || !pointers_given(inputs, 0, outputs, 1) || !ids_in_range(inputs, n, 0))
         return CANNL_E_ARG;
     forward(m, inputs, n, outputs);
     return CANNL_OK;
@@ -929,7 +934,7 @@ cannl_status gpt_tiny_infer_forward(struct gpt_tiny_infer *m, const gpt_tiny_rea
 
 cannl_status gpt_tiny_infer_eval(struct gpt_tiny_infer *m, const gpt_tiny_real *const inputs[], int64_t n,
     double *loss, double metrics[]) {
-    if (!m || n < 1 || n > GPT_TINY_MAX_BATCH || !loss || (GPT_TINY_NUM_METRICS > 0 && !metrics) ||
+    if (!m || n < 1 || n > m->max_batch || !loss || (GPT_TINY_NUM_METRICS > 0 && !metrics) ||
         !pointers_given(inputs, 1, NULL, 0) || !ids_in_range(inputs, n, 1))
         return CANNL_E_ARG;
     eval_metrics(m, inputs, n, loss, metrics);
@@ -1011,6 +1016,10 @@ static const char *const metric_names[] = {
 static void *api_create_fn(uint64_t seed) {
     (void)seed;
     return gpt_tiny_infer_create();
+}
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) {
+    (void)seed;
+    return gpt_tiny_infer_create_batch(max_batch);
 }
 static void api_destroy_fn(void *m) { gpt_tiny_infer_destroy((struct gpt_tiny_infer *)m); }
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
@@ -1111,4 +1120,4 @@ const cannl_model_api gpt_tiny_infer_api = {
     api_create_fn, api_destroy_fn, NULL, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, NULL, /* no training: no schedule */
-    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, api_create_batch_fn};

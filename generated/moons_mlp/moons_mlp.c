@@ -61,7 +61,8 @@ struct moons_mlp {
     double lr;    /* learning rate: the spec's, unless set */
     double last_lr; /* the learning rate the last optimiser step used (0 before the first) */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
-    void *arena;  /* the buffers below, then each routine's work region: 53056 bytes */
+    int64_t max_batch; /* the largest batch this state takes (create_batch's; <= MOONS_MLP_MAX_BATCH) */
+    void *arena;  /* the buffers below, then each routine's work region: 2944 bytes, then 256 per example of max_batch (68480 at 256) */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
@@ -197,7 +198,7 @@ static void set_h2(int64_t n, real *h2, const real *h2_mm, const real *restrict 
 
 /* line 14: prob = sigmoid(w3 * h2 + b3); backward: prob = sigmoid(w3 * h2 + b3) */
 CANNL_MULTIVERSION
-static void set_prob(int64_t n, real *restrict prob, real *restrict prob_mm_grad, const real *restrict prob_mm, const real *restrict b3, const real *restrict target) {
+static void set_prob(int64_t n, real *restrict prob, real *prob_mm_grad, const real *prob_mm, const real *restrict b3, const real *restrict target) {
     for (int64_t b = 0; b < n; ++b) {
         prob[b] = cannl_sigmoid(prob_mm[b] + b3[0]);
         prob_mm_grad[b] = (prob[b] - target[b]) * 2.0f / (real)n * (prob[b] * (1.0f - prob[b]));
@@ -456,19 +457,19 @@ static double train_step(struct moons_mlp *m, const real *const inputs[], int64_
     real *const b1_momentum_buffer = m->b1_momentum_buffer; /* [16] momentum_buffer of b1 */
     real *const b2_momentum_buffer = m->b2_momentum_buffer; /* [16] momentum_buffer of b2 */
     real *const b3_momentum_buffer = m->b3_momentum_buffer; /* [1] momentum_buffer of b3 */
-    char *const work = (char *)m->arena + 2816; /* the work region: this routine's 50240 bytes */
-    real *const h1 = (real *)(work + 0); /* [batch, 16] h1 : [batch | 16] */
-    real *const h1_mm = (real *)(work + 0); /* [batch, 16] [batch | 16] */
-    real *const h1_mm_grad = (real *)(work + 0); /* [batch, 16] gradient of h1_mm */
-    real *const h2 = (real *)(work + 16384); /* [batch, 16] h2 : [batch | 16] */
-    real *const h2_mm = (real *)(work + 16384); /* [batch, 16] [batch | 16] */
-    real *const h2_mm_grad = (real *)(work + 16384); /* [batch, 16] gradient of h2_mm */
-    real *const prob_mm = (real *)(work + 32768); /* [batch, 1] [batch | 1] */
-    real *const h2_grad = (real *)(work + 32768); /* [batch, 16] gradient of h2 */
-    real *const h1_grad = (real *)(work + 32768); /* [batch, 16] gradient of h1 */
-    real *const prob = (real *)(work + 33792); /* [batch, 1] prob : [batch | 1] */
-    real *const prob_mm_grad = (real *)(work + 49152); /* [batch, 1] gradient of prob_mm */
-    real *const loss_ = (real *)(work + 50176); /* [] loss : [] */
+    char *const work = (char *)m->arena + 2816; /* the work region: this routine's 64 bytes, then 256 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const h1 = (real *)(work + 128); /* [batch, 16] h1 : [batch | 16] */
+    real *const h1_mm = (real *)(work + 128); /* [batch, 16] [batch | 16] */
+    real *const h1_mm_grad = (real *)(work + 128); /* [batch, 16] gradient of h1_mm */
+    real *const h2 = (real *)(work + 128 + 64 * m->max_batch); /* [batch, 16] h2 : [batch | 16] */
+    real *const h2_mm = (real *)(work + 128 + 64 * m->max_batch); /* [batch, 16] [batch | 16] */
+    real *const h2_mm_grad = (real *)(work + 128 + 64 * m->max_batch); /* [batch, 16] gradient of h2_mm */
+    real *const prob_mm = (real *)(work + 128 + 128 * m->max_batch); /* [batch, 1] [batch | 1] */
+    real *const prob_mm_grad = (real *)(work + 128 + 128 * m->max_batch); /* [batch, 1] gradient of prob_mm */
+    real *const h1_grad = (real *)(work + 128 + 128 * m->max_batch); /* [batch, 16] gradient of h1 */
+    real *const prob = (real *)(work + 128 + 192 * m->max_batch); /* [batch, 1] prob : [batch | 1] */
+    real *const h2_grad = (real *)(work + 128 + 192 * m->max_batch); /* [batch, 16] gradient of h2 */
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     m->last_lr = (double)lr;
@@ -541,13 +542,13 @@ static void forward(struct moons_mlp *m, const real *const inputs[], int64_t n, 
     real *const b1 = m->b1; /* [16] b1 : [16] */
     real *const b2 = m->b2; /* [16] b2 : [16] */
     real *const b3 = m->b3; /* [1] b3 : [1] */
-    char *const work = (char *)m->arena + 2816; /* the work region: this routine's 32768 bytes */
-    real *const h1 = (real *)(work + 0); /* [batch, 16] h1 : [batch | 16] */
-    real *const h1_mm = (real *)(work + 0); /* [batch, 16] [batch | 16] */
-    real *const h2 = (real *)(work + 0); /* [batch, 16] h2 : [batch | 16] */
-    real *const prob = (real *)(work + 0); /* [batch, 1] prob : [batch | 1] */
-    real *const h2_mm = (real *)(work + 16384); /* [batch, 16] [batch | 16] */
-    real *const prob_mm = (real *)(work + 16384); /* [batch, 1] [batch | 1] */
+    char *const work = (char *)m->arena + 2816; /* the work region: this routine's 128 bytes per example of the state's max_batch */
+    real *const h1 = (real *)(work + 128); /* [batch, 16] h1 : [batch | 16] */
+    real *const h1_mm = (real *)(work + 128); /* [batch, 16] [batch | 16] */
+    real *const h2 = (real *)(work + 128); /* [batch, 16] h2 : [batch | 16] */
+    real *const prob = (real *)(work + 128); /* [batch, 1] prob : [batch | 1] */
+    real *const h2_mm = (real *)(work + 128 + 64 * m->max_batch); /* [batch, 16] [batch | 16] */
+    real *const prob_mm = (real *)(work + 128 + 64 * m->max_batch); /* [batch, 1] [batch | 1] */
 
     /* line 12: h1 = tanh(w1 * point + b1) */
     /* matrix product h1_mm = point . w1: M = n (b), N = 16 (o), K = 2 (k) */
@@ -577,15 +578,15 @@ static void eval_metrics(struct moons_mlp *m, const real *const inputs[], int64_
     real *const b1 = m->b1; /* [16] b1 : [16] */
     real *const b2 = m->b2; /* [16] b2 : [16] */
     real *const b3 = m->b3; /* [1] b3 : [1] */
-    char *const work = (char *)m->arena + 2816; /* the work region: this routine's 32768 bytes */
-    real *const h1 = (real *)(work + 0); /* [batch, 16] h1 : [batch | 16] */
-    real *const h1_mm = (real *)(work + 0); /* [batch, 16] [batch | 16] */
-    real *const h2 = (real *)(work + 0); /* [batch, 16] h2 : [batch | 16] */
-    real *const err_ = (real *)(work + 0); /* [batch, 1] err : [batch | 1] */
-    real *const loss_ = (real *)(work + 1024); /* [] loss : [] */
-    real *const mse = (real *)(work + 1088); /* [] mse : [] */
-    real *const h2_mm = (real *)(work + 16384); /* [batch, 16] [batch | 16] */
-    real *const prob_mm = (real *)(work + 16384); /* [batch, 1] [batch | 1] */
+    char *const work = (char *)m->arena + 2816; /* the work region: this routine's 128 bytes, then 128 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const mse = (real *)(work + 64); /* [] mse : [] */
+    real *const h1 = (real *)(work + 128); /* [batch, 16] h1 : [batch | 16] */
+    real *const h1_mm = (real *)(work + 128); /* [batch, 16] [batch | 16] */
+    real *const h2 = (real *)(work + 128); /* [batch, 16] h2 : [batch | 16] */
+    real *const err_ = (real *)(work + 128); /* [batch, 1] err : [batch | 1] */
+    real *const h2_mm = (real *)(work + 128 + 64 * m->max_batch); /* [batch, 16] [batch | 16] */
+    real *const prob_mm = (real *)(work + 128 + 64 * m->max_batch); /* [batch, 1] [batch | 1] */
 
     /* line 12: h1 = tanh(w1 * point + b1) */
     /* matrix product h1_mm = point . w1: M = n (b), N = 16 (o), K = 2 (k) */
@@ -630,19 +631,19 @@ static double train_grads(struct moons_mlp *m, const real *const inputs[], int64
     real *const w2_grad = m->w2_grad; /* [16, 16] gradient of w2 */
     real *const b1_grad = m->b1_grad; /* [16] gradient of b1 */
     real *const w1_grad = m->w1_grad; /* [16, 2] gradient of w1 */
-    char *const work = (char *)m->arena + 2816; /* the work region: this routine's 50240 bytes */
-    real *const h1 = (real *)(work + 0); /* [batch, 16] h1 : [batch | 16] */
-    real *const h1_mm = (real *)(work + 0); /* [batch, 16] [batch | 16] */
-    real *const h1_mm_grad = (real *)(work + 0); /* [batch, 16] gradient of h1_mm */
-    real *const h2 = (real *)(work + 16384); /* [batch, 16] h2 : [batch | 16] */
-    real *const h2_mm = (real *)(work + 16384); /* [batch, 16] [batch | 16] */
-    real *const h2_mm_grad = (real *)(work + 16384); /* [batch, 16] gradient of h2_mm */
-    real *const prob_mm = (real *)(work + 32768); /* [batch, 1] [batch | 1] */
-    real *const h2_grad = (real *)(work + 32768); /* [batch, 16] gradient of h2 */
-    real *const h1_grad = (real *)(work + 32768); /* [batch, 16] gradient of h1 */
-    real *const prob = (real *)(work + 33792); /* [batch, 1] prob : [batch | 1] */
-    real *const prob_mm_grad = (real *)(work + 49152); /* [batch, 1] gradient of prob_mm */
-    real *const loss_ = (real *)(work + 50176); /* [] loss : [] */
+    char *const work = (char *)m->arena + 2816; /* the work region: this routine's 64 bytes, then 256 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const h1 = (real *)(work + 128); /* [batch, 16] h1 : [batch | 16] */
+    real *const h1_mm = (real *)(work + 128); /* [batch, 16] [batch | 16] */
+    real *const h1_mm_grad = (real *)(work + 128); /* [batch, 16] gradient of h1_mm */
+    real *const h2 = (real *)(work + 128 + 64 * m->max_batch); /* [batch, 16] h2 : [batch | 16] */
+    real *const h2_mm = (real *)(work + 128 + 64 * m->max_batch); /* [batch, 16] [batch | 16] */
+    real *const h2_mm_grad = (real *)(work + 128 + 64 * m->max_batch); /* [batch, 16] gradient of h2_mm */
+    real *const prob_mm = (real *)(work + 128 + 128 * m->max_batch); /* [batch, 1] [batch | 1] */
+    real *const prob_mm_grad = (real *)(work + 128 + 128 * m->max_batch); /* [batch, 1] gradient of prob_mm */
+    real *const h1_grad = (real *)(work + 128 + 128 * m->max_batch); /* [batch, 16] gradient of h1 */
+    real *const prob = (real *)(work + 128 + 192 * m->max_batch); /* [batch, 1] prob : [batch | 1] */
+    real *const h2_grad = (real *)(work + 128 + 192 * m->max_batch); /* [batch, 16] gradient of h2 */
 
     /* line 12: h1 = tanh(w1 * point + b1) */
     /* matrix product h1_mm = point . w1: M = n (b), N = 16 (o), K = 2 (k) */
@@ -786,10 +787,14 @@ static void bind_opt_state(struct moons_mlp *m) {
     (void)at;
 }
 
-struct moons_mlp *moons_mlp_create(uint64_t seed) {
+struct moons_mlp *moons_mlp_create(uint64_t seed) { return moons_mlp_create_batch(seed, MOONS_MLP_MAX_BATCH); }
+
+struct moons_mlp *moons_mlp_create_batch(uint64_t seed, int64_t max_batch) {
+    if (max_batch < 1 || max_batch > MOONS_MLP_MAX_BATCH) return NULL;
     struct moons_mlp *m = (struct moons_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(53056);
+    m->max_batch = max_batch;
+    m->arena = cannl_alloc((size_t)2944 + (size_t)256 * (size_t)max_batch);
     m->opt_state = cannl_alloc(1408);
     if (!m->arena || !m->opt_state) {
         cannl_free(m->arena);
@@ -835,12 +840,12 @@ void moons_mlp_init(struct moons_mlp *m, uint64_t seed) {
 }
 
 double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
-    if (n < 1 || n > MOONS_MLP_MAX_BATCH || m->opt_first != 0 || m->opt_last != MOONS_MLP_NUM_PARAMS) return NAN;
+    if (n < 1 || n > m->max_batch || m->opt_first != 0 || m->opt_last != MOONS_MLP_NUM_PARAMS) return NAN;
     return train_step(m, inputs, n);
 }
 
 double moons_mlp_train_grads(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
-    if (n < 1 || n > MOONS_MLP_MAX_BATCH) return NAN;
+    if (n < 1 || n > m->max_batch) return NAN;
     return train_grads(m, inputs, n);
 }
 
@@ -891,13 +896,13 @@ moons_mlp_real *moons_mlp_grad_block(struct moons_mlp *m, int64_t *count) {
 
 void moons_mlp_forward(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n,
                moons_mlp_real *const outputs[]) {
-    if (n < 1 || n > MOONS_MLP_MAX_BATCH) return;
+    if (n < 1 || n > m->max_batch) return;
     forward(m, inputs, n, outputs);
 }
 
 void moons_mlp_eval(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n, double *loss,
                double metrics[]) {
-    if (n < 1 || n > MOONS_MLP_MAX_BATCH) return;
+    if (n < 1 || n > m->max_batch) return;
     eval_metrics(m, inputs, n, loss, metrics);
 }
 
@@ -1022,6 +1027,7 @@ static const char *const metric_names[] = {
 static const unsigned char forward_reads[] = { 1, 0, 0};
 
 static void *api_create_fn(uint64_t seed) { return moons_mlp_create(seed); }
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) { return moons_mlp_create_batch(seed, max_batch); }
 static void api_destroy_fn(void *m) { moons_mlp_destroy((struct moons_mlp *)m); }
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return moons_mlp_train_step((struct moons_mlp *)m, (const moons_mlp_real *const *)inputs, n);
@@ -1079,4 +1085,4 @@ const cannl_model_api moons_mlp_api = {
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn, api_set_grad_hook_fn,
     grad_offsets, api_set_update_shard_fn, opt_state_start, api_shard_opt_state_fn, api_opt_state_fn,
-    api_set_example_offset_fn, api_get_last_lr_fn};
+    api_set_example_offset_fn, api_get_last_lr_fn, api_create_batch_fn};

@@ -6,7 +6,7 @@
  * params and the buffers of the routines
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
- * in one arena of 34176 bytes; no gradients, no optimiser state, no training code
+ * in one arena of 1536 bytes, then 128 per example of max_batch (34304 at 256); no gradients, no optimiser state, no training code
  * (a program that calls only moons_mlp_infer_* links only this file of the library). The
  * routines are those of moons_mlp.c, printed from the same loop nests, so they give the
  * same results.
@@ -40,7 +40,8 @@ typedef moons_mlp_real real;
 static inline float cannl_sigmoid(float x) { return 1 / (1 + expf(-x)); }
 
 struct moons_mlp_infer {
-    void *arena; /* the buffers below, then the work region of forward and eval: 34176 bytes */
+    int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= MOONS_MLP_MAX_BATCH) */
+    void *arena; /* the buffers below, then the work region of forward and eval: 1536 bytes, then 128 per example of max_batch (34304 at 256) */
     real *w1; /* [16, 2] w1 : [2 -> 16] */
     real *w2; /* [16, 16] w2 : [16 -> 16] */
     real *w3; /* [1, 16] w3 : [16 -> 1] */
@@ -115,13 +116,13 @@ static void forward(struct moons_mlp_infer *m, const real *const inputs[], int64
     real *const b1 = m->b1; /* [16] b1 : [16] */
     real *const b2 = m->b2; /* [16] b2 : [16] */
     real *const b3 = m->b3; /* [1] b3 : [1] */
-    char *const work = (char *)m->arena + 1408; /* the work region: this routine's 32768 bytes */
-    real *const h1 = (real *)(work + 0); /* [batch, 16] h1 : [batch | 16] */
-    real *const h1_mm = (real *)(work + 0); /* [batch, 16] [batch | 16] */
-    real *const h2 = (real *)(work + 0); /* [batch, 16] h2 : [batch | 16] */
-    real *const prob = (real *)(work + 0); /* [batch, 1] prob : [batch | 1] */
-    real *const h2_mm = (real *)(work + 16384); /* [batch, 16] [batch | 16] */
-    real *const prob_mm = (real *)(work + 16384); /* [batch, 1] [batch | 1] */
+    char *const work = (char *)m->arena + 1408; /* the work region: this routine's 128 bytes per example of the state's max_batch */
+    real *const h1 = (real *)(work + 128); /* [batch, 16] h1 : [batch | 16] */
+    real *const h1_mm = (real *)(work + 128); /* [batch, 16] [batch | 16] */
+    real *const h2 = (real *)(work + 128); /* [batch, 16] h2 : [batch | 16] */
+    real *const prob = (real *)(work + 128); /* [batch, 1] prob : [batch | 1] */
+    real *const h2_mm = (real *)(work + 128 + 64 * m->max_batch); /* [batch, 16] [batch | 16] */
+    real *const prob_mm = (real *)(work + 128 + 64 * m->max_batch); /* [batch, 1] [batch | 1] */
 
     /* line 12: h1 = tanh(w1 * point + b1) */
     /* matrix product h1_mm = point . w1: M = n (b), N = 16 (o), K = 2 (k) */
@@ -151,15 +152,15 @@ static void eval_metrics(struct moons_mlp_infer *m, const real *const inputs[], 
     real *const b1 = m->b1; /* [16] b1 : [16] */
     real *const b2 = m->b2; /* [16] b2 : [16] */
     real *const b3 = m->b3; /* [1] b3 : [1] */
-    char *const work = (char *)m->arena + 1408; /* the work region: this routine's 32768 bytes */
-    real *const h1 = (real *)(work + 0); /* [batch, 16] h1 : [batch | 16] */
-    real *const h1_mm = (real *)(work + 0); /* [batch, 16] [batch | 16] */
-    real *const h2 = (real *)(work + 0); /* [batch, 16] h2 : [batch | 16] */
-    real *const err_ = (real *)(work + 0); /* [batch, 1] err : [batch | 1] */
-    real *const loss_ = (real *)(work + 1024); /* [] loss : [] */
-    real *const mse = (real *)(work + 1088); /* [] mse : [] */
-    real *const h2_mm = (real *)(work + 16384); /* [batch, 16] [batch | 16] */
-    real *const prob_mm = (real *)(work + 16384); /* [batch, 1] [batch | 1] */
+    char *const work = (char *)m->arena + 1408; /* the work region: this routine's 128 bytes, then 128 per example of the state's max_batch */
+    real *const loss_ = (real *)(work + 0); /* [] loss : [] */
+    real *const mse = (real *)(work + 64); /* [] mse : [] */
+    real *const h1 = (real *)(work + 128); /* [batch, 16] h1 : [batch | 16] */
+    real *const h1_mm = (real *)(work + 128); /* [batch, 16] [batch | 16] */
+    real *const h2 = (real *)(work + 128); /* [batch, 16] h2 : [batch | 16] */
+    real *const err_ = (real *)(work + 128); /* [batch, 1] err : [batch | 1] */
+    real *const h2_mm = (real *)(work + 128 + 64 * m->max_batch); /* [batch, 16] [batch | 16] */
+    real *const prob_mm = (real *)(work + 128 + 64 * m->max_batch); /* [batch, 1] [batch | 1] */
 
     /* line 12: h1 = tanh(w1 * point + b1) */
     /* matrix product h1_mm = point . w1: M = n (b), N = 16 (o), K = 2 (k) */
@@ -202,10 +203,14 @@ static void bind_buffers(struct moons_mlp_infer *m) {
 
 }
 
-struct moons_mlp_infer *moons_mlp_infer_create(void) {
+struct moons_mlp_infer *moons_mlp_infer_create(void) { return moons_mlp_infer_create_batch(MOONS_MLP_MAX_BATCH); }
+
+struct moons_mlp_infer *moons_mlp_infer_create_batch(int64_t max_batch) {
+    if (max_batch < 1 || max_batch > MOONS_MLP_MAX_BATCH) return NULL;
     struct moons_mlp_infer *m = (struct moons_mlp_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
-    m->arena = cannl_alloc(34176);
+    m->max_batch = max_batch;
+    m->arena = cannl_alloc((size_t)1536 + (size_t)128 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -297,7 +302,7 @@ static int ids_in_range(const real *const inputs[], int64_t n, int every_input);
 
 cannl_status moons_mlp_infer_forward(struct moons_mlp_infer *m, const moons_mlp_real *const inputs[], int64_t n,
     moons_mlp_real *const outputs[]) {
-    if (!m || n < 1 || n > MOONS_MLP_MAX_BATCH || !pointers_given(inputs, 0, outputs, 1) || !ids_in_range(inputs, n, 0))
+    if (!m || n < 1 || n > m->max_batch || !pointers_given(inputs, 0, outputs, 1) || !ids_in_range(inputs, n, 0))
         return CANNL_E_ARG;
     forward(m, inputs, n, outputs);
     return CANNL_OK;
@@ -305,7 +310,7 @@ cannl_status moons_mlp_infer_forward(struct moons_mlp_infer *m, const moons_mlp_
 
 cannl_status moons_mlp_infer_eval(struct moons_mlp_infer *m, const moons_mlp_real *const inputs[], int64_t n,
     double *loss, double metrics[]) {
-    if (!m || n < 1 || n > MOONS_MLP_MAX_BATCH || !loss || (MOONS_MLP_NUM_METRICS > 0 && !metrics) ||
+    if (!m || n < 1 || n > m->max_batch || !loss || (MOONS_MLP_NUM_METRICS > 0 && !metrics) ||
         !pointers_given(inputs, 1, NULL, 0) || !ids_in_range(inputs, n, 1))
         return CANNL_E_ARG;
     eval_metrics(m, inputs, n, loss, metrics);
@@ -345,6 +350,10 @@ static const char *const metric_names[] = {
 static void *api_create_fn(uint64_t seed) {
     (void)seed;
     return moons_mlp_infer_create();
+}
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) {
+    (void)seed;
+    return moons_mlp_infer_create_batch(max_batch);
 }
 static void api_destroy_fn(void *m) { moons_mlp_infer_destroy((struct moons_mlp_infer *)m); }
 static void api_eval_fn(void *m, const void *const *inputs, int64_t n, double *loss, double *metrics) {
@@ -409,4 +418,4 @@ const cannl_model_api moons_mlp_infer_api = {
     api_create_fn, api_destroy_fn, NULL, api_eval_fn, api_forward_fn, api_state_tensors_fn,
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, NULL, /* no training: no schedule */
-    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    forward_reads, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, api_create_batch_fn};

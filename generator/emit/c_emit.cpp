@@ -57,7 +57,7 @@ public:
     d.set("fields", fields());
     d.set("kernels", train.kernels);
     d.set("routines", train.routines);
-    d.set("arena_bytes", std::to_string(train.arena->bytes));
+    arena_data(d, *train.arena, "");
     d.set("grad_block_offset", std::to_string(std::max(train.arena->grads, 0L)));
     d.set("grad_block_count", std::to_string(train.arena->grads_bytes / elem()));
     std::string offsets;
@@ -102,7 +102,7 @@ public:
       if (train.arena->field[i] < 0) continue;
       data b;
       b.set("name", names_.buffer[i]);
-      b.set("offset", std::to_string(train.arena->field[i]));
+      b.set("offset", field_offset(*train.arena, static_cast<int>(i), "m->max_batch"));
       bufs.push_back(b);
     }
     d.set("buffers", bufs);
@@ -288,7 +288,7 @@ private:
       fields += field_decl(b);
       data e;
       e.set("name", name(b));
-      e.set("offset", std::to_string(offset));
+      e.set("offset", field_offset(*u.arena, b, "m->max_batch"));
       bufs.push_back(e);
     }
     x_.helpers.clear();
@@ -315,7 +315,19 @@ private:
     d.set("infer_buffers", bufs);
     d.set("infer_kernels", u.kernels);
     d.set("infer_routines", u.routines);
-    d.set("infer_arena_bytes", std::to_string(u.arena->bytes));
+    arena_data(d, *u.arena, "infer_");
+  }
+
+  // A state's arena size (prefix "" the training state's, "infer_" the forward-only state's): at
+  // the cap `max_batch` its create takes, and in words for the comments.
+  void arena_data(data& d, const ir::Arena& a, const std::string& prefix) {
+    d.set(prefix + "arena_bytes", a.example_bytes == 0 ? std::to_string(a.bytes)
+                                                       : fmt::format("(size_t){} + (size_t){} * (size_t)max_batch",
+                                                                     a.fixed_bytes, a.example_bytes));
+    d.set(prefix + "arena_words", a.example_bytes == 0 ? fmt::format("{} bytes", a.bytes)
+                                                       : fmt::format("{} bytes, then {} per example of max_batch "
+                                                                     "({} at {})", a.fixed_bytes, a.example_bytes,
+                                                                     a.bytes, p_.max_batch));
   }
 
   // int8 weights (passes/quantize.h): the forward-only state's int8 block, its rows and scales
@@ -1071,8 +1083,10 @@ private:
                std::find(sig.read.begin(), sig.read.end(), b) == sig.read.end())
         CANNL_BUG(fmt::format("block {}: '{}' neither bound nor planned", bl.name, buf(b).name));
     std::sort(locals.begin(), locals.end());
-    for (const auto& [offset, b] : locals)
-      pro += fmt::format("    {0} *const {1} = ({0} *)(cannl_scratch + {2}); /* {3} */\n", ctype(b), name(b), offset,
+    for (const auto& [offset, b] : locals)  // (a body's locals scale with the state's cap: plan_blocks.cpp)
+      pro += fmt::format("    {0} *const {1} = ({0} *)(cannl_scratch + {2}); /* {3} */\n", ctype(b), name(b),
+                         body.scaled(b) ? scaled_offset(body.fixed_bytes, body.example_offset(b, p_.max_batch))
+                                        : std::to_string(offset),
                          shape_comment(b));
     if (locals.empty()) pro += "    (void)cannl_scratch;\n";
     std::set<std::string> taken = {"m", "n", "cannl_scratch"};
@@ -1125,16 +1139,23 @@ private:
   std::string actual(const ir::Binding& bd, long count) const {
     std::string slice;
     if (bd.buf >= 0) {
+      // A batched stack's slots (saved activations [count, batch, ...]) scale with the state's cap.
+      const bool scaled = buf(bd.buf).batched();
+      if (scaled && (bd.offset % p_.max_batch || bd.stride % p_.max_batch))
+        CANNL_BUG("a binding into a batched buffer off its slots: " + buf(bd.buf).name);
+      auto elems = [&](long x) {
+        return scaled && x ? fmt::format("{} * m->max_batch", x / p_.max_batch) : std::to_string(x);
+      };
       if (bd.stride == 0) {
-        slice = bd.offset == 0 ? name(bd.buf) : fmt::format("{} + {}", name(bd.buf), bd.offset);
+        slice = bd.offset == 0 ? name(bd.buf) : fmt::format("{} + {}", name(bd.buf), elems(bd.offset));
       } else {
         std::string slot = "cannl_l";
         if (bd.shift != 0) slot = fmt::format("(cannl_l {} {})", bd.shift < 0 ? '-' : '+', std::labs(bd.shift));
         if (bd.modulo > 0)
           slot = bd.shift < 0 ? fmt::format("(({} % {} + {}) % {})", slot, bd.modulo, bd.modulo, bd.modulo)
                               : fmt::format("({} % {})", slot, bd.modulo);
-        slice = fmt::format("{} + {}{} * {}", name(bd.buf), bd.offset ? std::to_string(bd.offset) + " + " : "", slot,
-                            bd.stride);
+        slice = fmt::format("{} + {}{} * {}", name(bd.buf), bd.offset ? elems(bd.offset) + " + " : "", slot,
+                            elems(bd.stride));
       }
     }
     std::string out = slice;
@@ -1190,6 +1211,38 @@ private:
     return out + after;
   }
 
+  // Run-time-sized states (ir.h Arena): a byte offset in the state's arena, `fixed + per *
+  // m->max_batch` (the cap the state was created for) when it scales with it.
+  static std::string scaled_offset(long fixed, long per, const std::string& cap = "m->max_batch") {
+    const std::string scaled = fmt::format("{} * {}", per, cap);
+    return per == 0 ? std::to_string(fixed) : fixed == 0 ? scaled : fmt::format("{} + {}", fixed, scaled);
+  }
+  // Arena a's field of buffer b in the state's create (`max_batch`: its argument).
+  static std::string field_offset(const ir::Arena& a, int b, const std::string& cap) {
+    const auto i = static_cast<size_t>(b);
+    if (i < a.field_example.size() && a.field_example[i] >= 0)
+      return scaled_offset(a.fixed_bytes, a.field_example[i], cap);
+    return std::to_string(a.field[i]);
+  }
+  // The work region's pointers at a routine's top: its batch-independent buffers at byte offsets,
+  // its batched ones at a per-example offset times the state's cap, after the region's
+  // batch-independent part.
+  std::string work_prologue(const ir::Routine& r, const ir::Arena& a, const std::vector<std::pair<long, int>>& work) {
+    const long fixed = r.fixed_bytes, per = (r.arena_bytes - r.fixed_bytes) / p_.max_batch;
+    std::string pro = fmt::format("    char *const work = (char *)m->arena + {}; /* the work region: this routine's ",
+                                  a.work);
+    if (per == 0) pro += fmt::format("{} bytes */\n", fixed);
+    else if (fixed == 0) pro += fmt::format("{} bytes per example of the state's max_batch */\n", per);
+    else pro += fmt::format("{} bytes, then {} per example of the state's max_batch */\n", fixed, per);
+    for (const auto& [offset, b] : work) {
+      const std::string at = r.scaled(b) ? scaled_offset(a.fixed_bytes - a.work, r.example_offset(b, p_.max_batch))
+                                         : std::to_string(offset);
+      pro += fmt::format("    {0} *const {1} = ({0} *)(work + {2}); /* {3} */\n", ctype(b), name(b), at,
+                         shape_comment(b));
+    }
+    return pro;
+  }
+
   // A routine: its buffers named once at its top (the inputs, the state's fields, the work
   // region's buffers at their offsets), its run-time scalars, then each nest a kernel call or
   // a matrix product, then what it hands out.
@@ -1242,11 +1295,7 @@ private:
     }
     if (!work.empty()) {
       std::sort(work.begin(), work.end());
-      pro += fmt::format("    char *const work = (char *)m->arena + {}; /* the work region: this routine's {} bytes */\n",
-                         a.work, r.arena_bytes);
-      for (const auto& [offset, b] : work)
-        pro += fmt::format("    {0} *const {1} = ({0} *)(work + {2}); /* {3} */\n", ctype(b), name(b), offset,
-                           shape_comment(b));
+      pro += work_prologue(r, a, work);
     }
     pro += scalar_prologue(r, scalars, x_);
     if (r.io.position) {  // decode: each output at position pos (passes/decode.cpp: [batch, T, ...])

@@ -30,6 +30,16 @@ long Buffer::elements() const {
   return n;
 }
 
+bool Buffer::batched() const {
+  return std::any_of(dims.begin(), dims.end(), [](const Dim& d) { return d.batch; });
+}
+
+long Buffer::example_elements() const {
+  long n = 1;
+  for (const Dim& d : dims) n *= d.batch ? 1 : d.size;
+  return n;
+}
+
 bool Affine::operator==(const Affine& o) const {
   if (offset != o.offset || terms.size() != o.terms.size()) return false;
   for (size_t i = 0; i < terms.size(); ++i)
@@ -255,9 +265,16 @@ int Program::grad(int buf) const {
   return it == grads.end() ? -1 : it->second;
 }
 
-long Arena::address(const Routine& r, int b) const {
+long Arena::field_at(int b, long cap) const {
   const auto i = static_cast<size_t>(b);
-  if (i < own.size() && own[i]) return field[i];
+  if (i < field_example.size() && field_example[i] >= 0) return fixed_bytes + field_example[i] * cap;
+  return field[i];
+}
+
+long Arena::address_at(const Routine& r, int b, long cap) const {
+  const auto i = static_cast<size_t>(b);
+  if (i < own.size() && own[i]) return field_at(b, cap);
+  if (work >= 0 && r.scaled(b)) return fixed_bytes + r.example_offset(b, max_batch) * cap;
   if (work >= 0 && r.planned(b)) return work + r.offsets[i];
   return -1;
 }

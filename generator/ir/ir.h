@@ -90,6 +90,11 @@ struct Buffer {
   long int8_row = 0;
   long int8_at = 0;
   long elements() const;  // with batch axes at their maximum
+  // Run-time-sized states: a buffer with a batch dim holds `example_elements()` per example,
+  // the cap the state was created for times that many in all (the batch axis outermost, or
+  // next to a stack's instance axis, so that the per-example bytes scale by the cap).
+  bool batched() const;
+  long example_elements() const;  // with batch axes at 1
 };
 
 // A loop variable of a nest.
@@ -424,8 +429,18 @@ struct Routine {
   // optimiser state, buffers the routine does not use). Buffers whose lifetimes in the
   // routine do not overlap may share bytes.
   std::vector<long> offsets = {};
+  // The plan's two regions (passes/plan_memory.cpp): the batch-independent buffers in
+  // [0, fixed_bytes), the batched ones (Buffer::batched) from fixed_bytes on, each at
+  // fixed_bytes + u * max_batch for a per-example offset u: at a run-time cap c (<= max_batch)
+  // the same plan holds with offsets fixed_bytes + u * c (sizes per example times c).
+  long fixed_bytes = 0;
   const char* name() const { return routine_name(kind); }
   bool planned(int b) const { return static_cast<size_t>(b) < offsets.size() && offsets[static_cast<size_t>(b)] >= 0; }
+  // A planned buffer in the batched region: its per-example offset there (offsets are at max_batch).
+  bool scaled(int b) const { return planned(b) && offsets[static_cast<size_t>(b)] >= fixed_bytes && fixed_bytes >= 0; }
+  long example_offset(int b, long max_batch) const {
+    return (offsets[static_cast<size_t>(b)] - fixed_bytes) / max_batch;
+  }
 };
 
 // One allocation holding a state's buffers (a training or forward-only state), as the layout
@@ -433,8 +448,15 @@ struct Routine {
 // optimiser state), then the other buffers that have storage of their own, then one work
 // region that the state's routines lay their work buffers out in (each at Routine::offsets;
 // a state runs one routine at a time).
+//
+// Run-time-sized states: the arena is `fixed_bytes + example_bytes * cap` bytes for the cap (the
+// largest batch) the state is created for, 1 <= cap <= max_batch: the batch-independent part
+// first (the state prefix, the grad block, the other own buffers without a batch dim, then the
+// work region's batch-independent part, `work_fixed` bytes), then the part that scales: the work
+// region's batched part (its buffers at fixed_bytes + u * cap) and the batched own buffers (at
+// fixed_bytes + field_example * cap). `bytes`, `field` and `address` give the layout at max_batch.
 struct Arena {
-  long bytes = 0;              // the allocation (at least one alignment unit)
+  long bytes = 0;              // the allocation at max_batch (at least one alignment unit)
   std::vector<long> field;     // per buffer: the byte offset of the state's pointer to it, or -1
                                // (none: an input, a buffer only in the work region, unused)
   std::vector<bool> own;       // the field's bytes are its own (else it points into the work
@@ -448,8 +470,16 @@ struct Arena {
   // array. -1 and 0 in an arena without gradients (the inference state).
   long grads = -1;
   long grads_bytes = 0;
-  // Where buffer b is while routine r runs (-1: nowhere in this arena).
-  long address(const struct Routine& r, int b) const;
+  long max_batch = 1;
+  long fixed_bytes = 0;        // the batch-independent part (the scaled part starts here)
+  long example_bytes = 0;      // the scaled part's bytes per example of the cap
+  long work_fixed = 0;         // the work region's batch-independent bytes (its batched part: at fixed_bytes)
+  std::vector<long> field_example;  // per buffer with an own field in the scaled part: its per-example offset, or -1
+  // Where buffer b is while routine r runs (-1: nowhere in this arena), at max_batch or at a cap.
+  long address(const struct Routine& r, int b) const { return address_at(r, b, max_batch); }
+  long address_at(const struct Routine& r, int b, long cap) const;
+  // Buffer b's field at a cap (an own buffer, or one a routine keeps: field >= 0).
+  long field_at(int b, long cap) const;
 };
 
 // The optimiser-state block (the C target's, PassOptions::opt_block): every optimiser-state

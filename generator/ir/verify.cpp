@@ -710,20 +710,33 @@ struct Verifier {
       long lo, hi;
       size_t b;
     };
-    std::vector<Span> spans;
-    for (size_t b = 0; b < nb; ++b)
-      if (b < r->offsets.size() && r->offsets[b] >= 0 && first[b] >= 0)
-        spans.push_back({r->offsets[b], r->offsets[b] + p.buffers[b].elements() * elem, b});
-    std::sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) { return x.lo < y.lo; });
-    for (size_t i = 0; i < spans.size(); ++i)
-      for (size_t j = i + 1; j < spans.size() && spans[j].lo < spans[i].hi; ++j) {
-        const size_t a = spans[i].b, c = spans[j].b;
-        const bool apart = last[a] < first[c] || last[c] < first[a];
-        const bool in_place = spans[i].lo == spans[j].lo && (last[a] == first[c] || last[c] == first[a]);
-        if (!apart && !in_place)
-          fail(fmt::format("'{}' (nests {}..{}) and '{}' (nests {}..{}) share bytes", p.buffers[a].name, first[a], last[a],
-                           p.buffers[c].name, first[c], last[c]));
+    // At max_batch, and at a cap of 1 (run-time-sized states): a batched buffer lies in the
+    // plan's scaled part, at fixed_bytes + a per-example offset times the cap.
+    for (const long cap : {p.max_batch, 1L}) {
+      std::vector<Span> spans;
+      for (size_t b = 0; b < nb; ++b) {
+        if (b >= r->offsets.size() || r->offsets[b] < 0 || first[b] < 0) continue;
+        const int bi = static_cast<int>(b);
+        const Buffer& x = p.buffers[b];
+        if (x.batched() && (!r->scaled(bi) || (r->offsets[b] - r->fixed_bytes) % p.max_batch)) {
+          fail(fmt::format("the batched '{}' at {} is not in the plan's scaled part (from {})", x.name, r->offsets[b],
+                           r->fixed_bytes));
+          return;
+        }
+        const long lo = r->scaled(bi) ? r->fixed_bytes + r->example_offset(bi, p.max_batch) * cap : r->offsets[b];
+        spans.push_back({lo, lo + (x.batched() ? x.example_elements() * cap : x.elements()) * elem, b});
       }
+      std::sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) { return x.lo < y.lo; });
+      for (size_t i = 0; i < spans.size(); ++i)
+        for (size_t j = i + 1; j < spans.size() && spans[j].lo < spans[i].hi; ++j) {
+          const size_t a = spans[i].b, c = spans[j].b;
+          const bool apart = last[a] < first[c] || last[c] < first[a];
+          const bool in_place = spans[i].lo == spans[j].lo && (last[a] == first[c] || last[c] == first[a]);
+          if (!apart && !in_place)
+            fail(fmt::format("'{}' (nests {}..{}) and '{}' (nests {}..{}) share bytes (batch {})", p.buffers[a].name,
+                             first[a], last[a], p.buffers[c].name, first[c], last[c], cap));
+        }
+    }
   }
 
   // Fields [field, + bytes) of the buffers `own` marks: aligned, inside [0, size), disjoint (the

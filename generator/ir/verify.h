@@ -27,7 +27,8 @@
 //   - memory, once planned: Routine::offsets has one entry per buffer, offsets only for buffers
 //     the routine uses and that live in an arena; buffers sharing bytes never live at once
 //     (from the first nest touching them to the last, to the end when handed out) but in place
-//     (one's last nest the other's first, at the same offset); after plan_layout (Layout::align set) each
+//     (one's last nest the other's first, at the same offset), at max_batch and at a cap of 1 (a
+//     batched buffer in the plan's scaled part, Routine::fixed_bytes); after plan_layout (Layout::align set) each
 //     offset is aligned and its buffer inside arena_bytes; in each arena (and the optimiser-state
 //     block) the own fields are aligned, inside the allocation and disjoint from each other and
 //     from the work region, the params in the state prefix, their gradients in the grad block,

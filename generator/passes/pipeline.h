@@ -62,9 +62,13 @@ void plan_blocks(ir::Program& p, const PassOptions& o);
 void plan_memory(ir::Program& p, const PassOptions& o);
 // plan_memory's plan of one routine: the buffers `planned` accepts, each at an offset of the
 // routine's arena (Routine::offsets, arena_bytes); sharing bytes where lifetimes allow when
-// `share`, else each its own (in order of first use).
+// `share`, else each its own (in order of first use). Batch-independent buffers first, then the
+// batched ones at offsets that scale with the state's cap (Routine::fixed_bytes); with
+// `all_per_example` (a block body's locals, one batched scratch) every buffer in the scaled part.
 void plan_routine(const ir::Program& p, ir::Routine& r, const PassOptions& o, const std::function<bool(int)>& planned,
-                  bool share);
+                  bool share, bool all_per_example = false);
+// The bytes buffer b takes in a plan's unit: per example (aligned) when batched, else in all (aligned).
+long plan_unit_bytes(const ir::Buffer& b, const PassOptions& o);
 void mark_contractions(ir::Program& p, const PassOptions& o);
 void plan_layout(ir::Program& p, const PassOptions& o);
 

@@ -16,7 +16,9 @@
 //     as plan_memory does when that pass runs, else each its own), and each call given a
 //     scratch buffer `<block>_<half>_scratch` (a temporary of the program, among what it
 //     writes, Call::scratch) as large as the locals the half it runs uses: the training body's
-//     halves each their own (the forward's scratch is free during the rest of the model).
+//     halves each their own (the forward's scratch is free during the rest of the model). A
+//     body's locals are all planned per example (plan_routine's all_per_example), so a scratch
+//     is a batched buffer [batch, elements per example] that scales with the state's cap.
 // Formals are never planned here (their actuals are the caller's).
 #include <algorithm>
 #include <fmt/format.h>
@@ -29,8 +31,6 @@
 namespace cannl {
 
 namespace {
-
-long align_up(long x, long a) { return (x + a - 1) / a * a; }
 
 // Every buffer a nest touches.
 void touched(const ir::Stmt& s, std::set<int>& out) {
@@ -95,7 +95,7 @@ void plan_blocks(ir::Program& p, const PassOptions& o) {
       plan_routine(p, *r, o, [&](int b) {
         const ir::Buffer& x = p.buffers[static_cast<size_t>(b)];
         return x.block == bk && !x.formal && x.role != ir::Role::Cache && !(train && saved.count(b));
-      }, share);
+      }, share, true);
     }
     // Each call's scratch: the extent of the locals of the half it runs.
     std::map<ir::Call::Kind, int> scratch;
@@ -108,12 +108,11 @@ void plan_blocks(ir::Program& p, const PassOptions& o) {
         const auto [lo, hi] = ir::body_span(b, c.kind);
         std::set<int> used;
         for (size_t i = lo; i < hi; ++i) touched(body.stmts[i], used);
-        long extent = 0;
+        long extent = 0;  // per example: the body's locals all scale with the state's cap
         for (int u : used)
           if (body.planned(u))
-            extent = std::max(extent, body.offsets[static_cast<size_t>(u)] +
-                                          align_up(p.buffers[static_cast<size_t>(u)].elements() * o.elem_bytes,
-                                                   o.align));
+            extent = std::max(extent, body.example_offset(u, p.max_batch) +
+                                          plan_unit_bytes(p.buffers[static_cast<size_t>(u)], o));
         if (extent == 0) continue;
         auto it = scratch.find(c.kind);
         if (it == scratch.end()) {
@@ -122,13 +121,13 @@ void plan_blocks(ir::Program& p, const PassOptions& o) {
           const std::string half = std::string(ir::call_name(c.kind)).substr(6);
           s.name = p.unique_name(b.name + "_" + half + "_scratch");
           s.role = ir::Role::Temp;
-          s.dims = {ir::Dim{(extent + o.elem_bytes - 1) / o.elem_bytes, false}};
+          s.dims = {ir::Dim{p.max_batch, true}, ir::Dim{(extent + o.elem_bytes - 1) / o.elem_bytes, false}};
           s.shape = fmt::format("the locals of block {}'s {} body, one instance at a time", b.name, half);
           p.buffers.push_back(std::move(s));
           it = scratch.emplace(c.kind, static_cast<int>(p.buffers.size()) - 1).first;
         } else {
           ir::Buffer& s = p.buffers[static_cast<size_t>(it->second)];
-          s.dims[0].size = std::max(s.dims[0].size, (extent + o.elem_bytes - 1) / o.elem_bytes);
+          s.dims[1].size = std::max(s.dims[1].size, (extent + o.elem_bytes - 1) / o.elem_bytes);
         }
         c.scratch = it->second;
         c.writes.push_back(it->second);  // (each instance writes its locals before it reads them)

@@ -27,15 +27,20 @@
 //              then the buffers those routines use outside their plans (decode's caches among
 //              them: they outlive its calls), then their work region.
 // Every offset and size is a multiple of the alignment; an arena is at least one alignment
-// unit. Inputs are never in an arena (the caller's arrays). In train_grads, each param
-// gradient is listed on the nest after which no nest writes it (Stmt::grads_final; a rolled
-// block's instances' on its backward call, which hands each instance's over as it finishes).
+// unit. Run-time-sized states (ir.h Arena): everything above without a batch dim comes first, at
+// fixed offsets (the work region's batch-independent part last); then the part that scales
+// with the state's cap: the work region's batched part, then the own buffers with a batch dim
+// (at -O0), each at a per-example offset times the cap. Inputs are never in an arena (the
+// caller's arrays). In train_grads, each param gradient is listed on the nest after which no
+// nest writes it (Stmt::grads_final; a rolled block's instances' on its backward call, which
+// hands each instance's over as it finishes).
 // Block bodies' locals live in their calls' scratch buffers (passes/plan_blocks.cpp).
 #include <algorithm>
 #include <functional>
 #include <map>
 
 #include "passes/pipeline.h"
+#include "support/diagnostic.h"
 
 namespace cannl {
 
@@ -65,19 +70,28 @@ ir::Arena arena(const ir::Program& p, const std::vector<const ir::Routine*>& rs,
   const size_t n = p.buffers.size();
   ir::Arena a;
   a.field.assign(n, -1);
+  a.field_example.assign(n, -1);
   a.own.assign(n, false);
+  a.max_batch = p.max_batch;
   long off = 0;
+  std::vector<int> batched;  // own buffers with a batch dim: in the scaled part, after the work region's
   std::function<void(int)> place = [&](int b) {
     const auto i = static_cast<size_t>(b);
     if (a.own[i] || p.buffers[i].role == ir::Role::Input || (opt_block && p.buffers[i].role == ir::Role::OptState)) return;
     if (const int s = p.buffers[i].view_of; s >= 0) {  // inside its stacked buffer, placed with the first
       place(s);
+      if (p.buffers[static_cast<size_t>(s)].batched())
+        CANNL_BUG("a view of a batched stacked buffer: " + p.buffers[i].name);
       a.field[i] = a.field[static_cast<size_t>(s)] + p.buffers[i].view_offset * elem;
       a.own[i] = true;
       return;
     }
-    a.field[i] = off;
     a.own[i] = true;
+    if (p.buffers[i].batched()) {
+      batched.push_back(b);
+      return;
+    }
+    a.field[i] = off;
     off += align_up(p.buffers[i].elements() * elem, align);
   };
   for (int b : first) place(b);
@@ -92,16 +106,37 @@ ir::Arena arena(const ir::Program& p, const std::vector<const ir::Routine*>& rs,
     for (int b : used_by(*r))
       if (!r->planned(b)) unplanned.insert(b);
   for (int b : unplanned) place(b);
-  for (const ir::Routine* r : rs) a.work_bytes = std::max(a.work_bytes, r->arena_bytes);
-  if (a.work_bytes > 0) {
+  // The work region: the largest batch-independent part of the routines' plans, then (at the
+  // start of the scaled part) the largest batched part, per example.
+  long work_example = 0;
+  for (const ir::Routine* r : rs)
+    if (r->arena_bytes > 0) {
+      a.work_fixed = std::max(a.work_fixed, r->fixed_bytes);
+      work_example = std::max(work_example, (r->arena_bytes - r->fixed_bytes) / p.max_batch);
+    }
+  if (a.work_fixed > 0 || work_example > 0) {
     a.work = off;
-    off += align_up(a.work_bytes, align);
-    // Buffers handed to the caller from a routine's plan get a field pointing there.
-    for (const ir::Routine* r : rs)
-      for (int b : r->io.kept)
-        if (!a.own[static_cast<size_t>(b)] && r->planned(b)) a.field[static_cast<size_t>(b)] = a.work + r->offsets[static_cast<size_t>(b)];
+    off += a.work_fixed;
+    a.work_bytes = a.work_fixed + work_example * p.max_batch;
   }
-  a.bytes = std::max(off, align);
+  a.fixed_bytes = off;
+  a.example_bytes = work_example;
+  for (int b : batched) {
+    const auto i = static_cast<size_t>(b);
+    a.field_example[i] = a.example_bytes;
+    a.field[i] = a.fixed_bytes + a.example_bytes * p.max_batch;
+    a.example_bytes += align_up(p.buffers[i].example_elements() * elem, align);
+  }
+  // Buffers handed to the caller from a routine's plan get a field pointing there.
+  if (a.work >= 0)
+    for (const ir::Routine* r : rs)
+      for (int b : r->io.kept) {
+        const auto i = static_cast<size_t>(b);
+        if (a.own[i] || !r->planned(b)) continue;
+        if (r->scaled(b)) a.field_example[i] = r->example_offset(b, p.max_batch);
+        a.field[i] = a.address(*r, b);
+      }
+  a.bytes = std::max(a.fixed_bytes + a.example_bytes * p.max_batch, align);
   return a;
 }
 

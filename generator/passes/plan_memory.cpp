@@ -8,7 +8,11 @@
 // metrics and outputs are read by the routine's epilogue; a buffer read before any nest
 // writes it lives from the start).
 // Guarantees: Routine::offsets gives each such buffer a byte offset in the routine's arena
-// (a multiple of the alignment) and Routine::arena_bytes its size at max_batch; two buffers
+// (a multiple of the alignment) and Routine::arena_bytes its size at max_batch: the
+// batch-independent buffers in [0, Routine::fixed_bytes), the batched ones after, each at
+// fixed_bytes + (a per-example offset) * max_batch with its bytes per example (aligned) times
+// max_batch, so that the plan holds with max_batch replaced by any cap the state is created for
+// (run-time-sized states, issue 36); two buffers
 // share bytes only when their lifetimes do not overlap, or in place: a pointwise nest that reads A for
 // the last time only at the very cells it assigns B (same shape, same offset), as
 // `h_mm_grad = h_grad * step(h)` over h_grad. Placement is first fit, the better of two
@@ -144,10 +148,48 @@ long place(std::vector<Life>& lives, const std::vector<int>& order, bool by_firs
 
 }  // namespace
 
+long plan_unit_bytes(const ir::Buffer& b, const PassOptions& o) {
+  return align_up((b.batched() ? b.example_elements() : b.elements()) * o.elem_bytes, o.align);
+}
+
+namespace {
+
+// One region of a plan: `lives` placed (sharing bytes when `share`), their offsets set; returns
+// the region's size (aligned).
+long plan_region(const ir::Program& p, const ir::Routine& r, std::vector<Life>& lives, long align, bool share) {
+  if (lives.empty()) return 0;
+  if (!share) {  // each buffer its own bytes, in order of first use
+    long top = 0;
+    for (Life& l : lives) {
+      l.offset = top;
+      top += align_up(l.bytes, align);
+    }
+    return top;
+  }
+  std::vector<int> by_first(lives.size()), by_size(lives.size());
+  for (size_t i = 0; i < lives.size(); ++i) by_first[i] = by_size[i] = static_cast<int>(i);
+  std::stable_sort(by_size.begin(), by_size.end(),
+                   [&](int a, int b) { return lives[static_cast<size_t>(a)].bytes > lives[static_cast<size_t>(b)].bytes; });
+  long best = place(lives, by_first, true, p, r, align);
+  if (lives.size() <= kBothOrders) {
+    std::vector<long> offsets;
+    for (const Life& l : lives) offsets.push_back(l.offset);
+    long other = place(lives, by_size, false, p, r, align);
+    if (best <= other)
+      for (size_t i = 0; i < lives.size(); ++i) lives[i].offset = offsets[i];
+    else
+      best = other;
+  }
+  return align_up(best, align);
+}
+
+}  // namespace
+
 void plan_routine(const ir::Program& p, ir::Routine& r, const PassOptions& o, const std::function<bool(int)>& planned,
-                  bool share) {
+                  bool share, bool all_per_example) {
   r.offsets.assign(p.buffers.size(), -1);
   r.arena_bytes = 0;
+  r.fixed_bytes = 0;
   const long n = static_cast<long>(r.stmts.size());
   std::vector<Life> lives;
   std::vector<int> at(p.buffers.size(), -1);
@@ -155,7 +197,7 @@ void plan_routine(const ir::Program& p, ir::Routine& r, const PassOptions& o, co
     if (!planned(b)) return;
     if (at[static_cast<size_t>(b)] < 0) {
       at[static_cast<size_t>(b)] = static_cast<int>(lives.size());
-      lives.push_back({b, p.buffers[static_cast<size_t>(b)].elements() * o.elem_bytes, read_first ? -1 : k, k});
+      lives.push_back({b, plan_unit_bytes(p.buffers[static_cast<size_t>(b)], o), read_first ? -1 : k, k});
     }
     lives[static_cast<size_t>(at[static_cast<size_t>(b)])].last = k;
   };
@@ -168,32 +210,20 @@ void plan_routine(const ir::Program& p, ir::Routine& r, const PassOptions& o, co
   for (int b : ir::live_out(p, r))
     if (at[static_cast<size_t>(b)] >= 0) lives[static_cast<size_t>(at[static_cast<size_t>(b)])].last = n;
   if (lives.empty()) return;
-  if (!share) {  // each buffer its own bytes, in order of first use
-    long top = 0;
-    for (Life& l : lives) {
-      l.offset = top;
-      top += align_up(l.bytes, o.align);
-    }
-    for (const Life& l : lives) r.offsets[static_cast<size_t>(l.buf)] = l.offset;
-    r.arena_bytes = top;
-    return;
-  }
-  std::vector<int> by_first(lives.size()), by_size(lives.size());
-  for (size_t i = 0; i < lives.size(); ++i) by_first[i] = by_size[i] = static_cast<int>(i);
-  std::stable_sort(by_size.begin(), by_size.end(),
-                   [&](int a, int b) { return lives[static_cast<size_t>(a)].bytes > lives[static_cast<size_t>(b)].bytes; });
-  long best = place(lives, by_first, true, p, r, o.align);
-  if (lives.size() <= kBothOrders) {
-    std::vector<long> offsets;
-    for (const Life& l : lives) offsets.push_back(l.offset);
-    long other = place(lives, by_size, false, p, r, o.align);
-    if (best <= other)
-      for (size_t i = 0; i < lives.size(); ++i) lives[i].offset = offsets[i];
-    else
-      best = other;
-  }
-  for (const Life& l : lives) r.offsets[static_cast<size_t>(l.buf)] = l.offset;
-  r.arena_bytes = best;
+  // Two regions: the batch-independent buffers at byte offsets, then the batched ones at
+  // per-example offsets (their sizes per example, aligned), times max_batch here and times the
+  // state's cap at run time: a plan whose buffers share no byte at one cap shares none at any,
+  // since every batched offset and size scales by the same factor. A block body's locals all go
+  // in the batched region (`all_per_example`: its scratch is one batched buffer), a
+  // batch-independent one taking its bytes per example (rare: a body's locals are activations).
+  std::vector<Life> fixed, batched;
+  for (const Life& l : lives)
+    (all_per_example || p.buffers[static_cast<size_t>(l.buf)].batched() ? batched : fixed).push_back(l);
+  r.fixed_bytes = plan_region(p, r, fixed, o.align, share);
+  const long per_example = plan_region(p, r, batched, o.align, share);
+  for (const Life& l : fixed) r.offsets[static_cast<size_t>(l.buf)] = l.offset;
+  for (const Life& l : batched) r.offsets[static_cast<size_t>(l.buf)] = r.fixed_bytes + l.offset * p.max_batch;
+  r.arena_bytes = r.fixed_bytes + per_example * p.max_batch;
 }
 
 void plan_memory(ir::Program& p, const PassOptions& o) {

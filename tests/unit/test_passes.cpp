@@ -414,6 +414,44 @@ TEST_CASE("plan_layout: the optimiser state in a block of its own, in param orde
   CHECK(f.p.layout.training.state == 448);
 }
 
+TEST_CASE("plan_memory: batched buffers at per-example offsets that scale with the state's cap",
+          "[passes]") {
+  // Run-time-sized states (issue 36): x -> a -> c, with b (batch-independent, 20 floats: 128
+  // bytes aligned) live with both a and c; a and c (each 4 x 10 floats: 40 bytes, 64 a
+  // example aligned) do not live at once. The fixed region holds b; a and c share one
+  // per-example offset; at a cap of 1 the layout is the same plan with the batch at 1.
+  Frag f;
+  int x = f.buf("x", {{4, true}, {10, false}}, ir::Role::Input);
+  int a = f.buf("a", {{4, true}, {10, false}}), c = f.buf("c", {{4, true}, {10, false}});
+  int b = f.buf("b", {{20, false}});
+  int loss = f.buf("loss", {});
+  f.set_loss(loss);
+  f.loops({{"j", 20}});
+  f.nest(b, {0}, ir::Accum::Set, ir::cnst(1.0));                                  // 0
+  f.loops({{"b", 4}, {"o", 10}});
+  f.nest(a, {0, 1}, ir::Accum::Set, Frag::ld(x, {0, 1}));                         // 1
+  f.nest(c, {0, 1}, ir::Accum::Set, ir::call("exp", {Frag::ld(a, {0, 1})}));     // 2
+  f.loops({{"j", 20}});
+  f.nest(loss, {}, ir::Accum::Add, Frag::ld(b, {0}));                             // 3
+  f.p.routines[0].stmts.back().only().out.index.clear();
+  f.loops({{"b", 4}, {"o", 10}});
+  f.nest(loss, {}, ir::Accum::Add, Frag::ld(c, {0, 1}));                          // 4
+  f.p.routines[0].stmts.back().only().out.index.clear();
+  PassOptions o;
+  o.elem_bytes = 4;
+  plan_memory(f.p, o);
+  const auto& r = f.p.routines[0];
+  REQUIRE(r.fixed_bytes == 192);  // b (128) and loss (64)
+  for (int k : {a, c}) {
+    CHECK(r.scaled(k));
+    CHECK((r.offsets[static_cast<size_t>(k)] - r.fixed_bytes) % f.p.max_batch == 0);
+  }
+  CHECK(!r.scaled(b));
+  CHECK(!r.scaled(loss));
+  CHECK(r.offsets[static_cast<size_t>(a)] == r.offsets[static_cast<size_t>(c)]);  // in place
+  CHECK(r.arena_bytes == 192 + 64 * f.p.max_batch);
+}
+
 TEST_CASE("plan_memory: the printed IR shows the work region and the buffers at each offset",
           "[passes][print]") {
   Frag f;
@@ -435,14 +473,20 @@ TEST_CASE("plan_memory: the printed IR shows the work region and the buffers at 
   plan_memory(f.p, o);
   const auto& r = f.p.routines[0];
   // a and b (4 x 16 floats = 256 bytes) share one offset; loss is live with b: its own 64.
+  // The batch-independent loss comes first; a and b after it, at a per-example offset (0) times
+  // the batch (run-time-sized states: the same plan at any cap c, a and b at 64 + 0 * c).
   REQUIRE(r.offsets[static_cast<size_t>(a)] == r.offsets[static_cast<size_t>(b)]);
-  REQUIRE(r.offsets[static_cast<size_t>(a)] == 0);
-  REQUIRE(r.offsets[static_cast<size_t>(loss)] == 256);
+  REQUIRE(r.offsets[static_cast<size_t>(loss)] == 0);
+  REQUIRE(r.fixed_bytes == 64);
+  REQUIRE(r.offsets[static_cast<size_t>(a)] == 64);
+  CHECK(r.scaled(a));
+  CHECK(!r.scaled(loss));
+  CHECK(r.example_offset(a, f.p.max_batch) == 0);
   const std::string plan = ir::print_plan(r, f.p);
   CHECK(plan ==
         "  work region: 320 bytes (batch <= 4)\n"
-        "    @ +0          a, b\n"
-        "    @ +256        loss\n");
+        "    @ +0          loss\n"
+        "    @ +64         a, b\n");
   // The input has no offset and is not listed.
   CHECK(plan.find(" x") == std::string::npos);
   // In the whole program the plan comes right under its routine's name, and the rest is as

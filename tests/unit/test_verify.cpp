@@ -175,9 +175,26 @@ TEST_CASE("planted faults in the program, the plan and the layout are caught", "
   }
   SECTION("buffers that live at once sharing bytes") {
     ir::Program p = test::program(kMlp, 64, 1);
-    for (long& off : p.routine(ir::RoutineKind::TrainStep)->offsets)
-      if (off > 0) off = 0;
+    ir::Routine& r = *p.routine(ir::RoutineKind::TrainStep);
+    for (long& off : r.offsets)  // (the batched ones at the start of the plan's scaled part)
+      if (off > r.fixed_bytes) off = r.fixed_bytes;
     CHECK(found(ir::verify_problems(p), "share bytes"));
+  }
+  SECTION("a batched buffer in the plan's batch-independent part") {
+    ir::Program p = test::program(kMlp, 64, 1);
+    ir::Routine& r = *p.routine(ir::RoutineKind::TrainStep);
+    REQUIRE(r.fixed_bytes > 0);
+    const int h = p.find("h");
+    REQUIRE(r.scaled(h));
+    r.offsets[static_cast<size_t>(h)] = 0;
+    CHECK(found(ir::verify_problems(p), "the batched 'h' at 0 is not in the plan's scaled part"));
+  }
+  SECTION("a batched buffer off the per-example grid (it would not scale with the cap)") {
+    ir::Program p = test::program(kMlp, 48, 1);  // (64 bytes further: off the grid of 48)
+    ir::Routine& r = *p.routine(ir::RoutineKind::TrainStep);
+    const int h = p.find("h");
+    r.offsets[static_cast<size_t>(h)] += 64;
+    CHECK(found(ir::verify_problems(p), "is not in the plan's scaled part"));
   }
   SECTION("overlapping fields") {
     ir::Program p = test::program(kMlp, 64, 0);

@@ -16,7 +16,7 @@
  *
  * Products: fp32 on the CUDA cores (--precision fp32).
  *
- * Memory: every buffer lives in one device arena (470661440 bytes), laid out as the C target's
+ * Memory: every buffer lives in one device arena (470661504 bytes), laid out as the C target's
  * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
  * routine's work buffers in one region). Its first 39295680 bytes (params, optimiser state)
  * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
@@ -853,33 +853,33 @@ static void train_step(struct fashion_cnn *m, const real *const in_[], int64_t n
     real *const b4_exp_avg = m->b4_exp_avg;
     real *const b4_exp_avg_sq = m->b4_exp_avg_sq;
     char *const work = m->dev + 52394240; /* the work region: this routine's 418267200 bytes */
-    real *const x = (real *)(work + 0);
-    real *const a2_col = (real *)(work + 0);
-    real *const a1_conv_grad = (real *)(work + 0);
-    real *const a2_conv = (real *)(work + 160563200);
-    real *const a2_col_grad = (real *)(work + 160563200);
-    real *const h3_mm = (real *)(work + 173408256);
-    real *const loss_ce = (real *)(work + 173408256);
-    real *const a2_grad = (real *)(work + 173408256);
-    real *const p1 = (real *)(work + 186253312);
-    real *const loss_sumexp_grad = (real *)(work + 186253312);
-    real *const h3_grad = (real *)(work + 186253312);
-    real *const p2_grad = (real *)(work + 186253312);
-    real *const logits_grad = (real *)(work + 187301888);
-    real *const h3_mm_grad = (real *)(work + 189464576);
-    real *const p2 = (real *)(work + 192675840);
-    real *const p2_arg = (real *)(work + 195887104);
-    real *const h3 = (real *)(work + 199098368);
-    real *const logits_mm = (real *)(work + 200146944);
-    real *const loss_max = (real *)(work + 200157184);
-    real *const loss_sumexp = (real *)(work + 200158208);
-    real *const a1_conv = (real *)(work + 321126400);
-    real *const a1_grad = (real *)(work + 346816512);
-    real *const a1_col = (real *)(work + 372506624);
-    real *const a2_conv_grad = (real *)(work + 392577024);
-    real *const p1_grad = (real *)(work + 405422080);
-    real *const p1_arg = (real *)(work + 411844608);
-    real *const loss_ = (real *)(work + 418267136);
+    real *const loss_ = (real *)(work + 0);
+    real *const x = (real *)(work + 128);
+    real *const a2_col = (real *)(work + 128);
+    real *const a1_conv_grad = (real *)(work + 128);
+    real *const a2_conv = (real *)(work + 160563328);
+    real *const a2_col_grad = (real *)(work + 160563328);
+    real *const h3_mm = (real *)(work + 173408384);
+    real *const loss_ce = (real *)(work + 173408384);
+    real *const a2_grad = (real *)(work + 173408384);
+    real *const p1 = (real *)(work + 186253440);
+    real *const loss_sumexp_grad = (real *)(work + 186253440);
+    real *const h3_grad = (real *)(work + 186253440);
+    real *const p2_grad = (real *)(work + 186253440);
+    real *const logits_grad = (real *)(work + 187302016);
+    real *const h3_mm_grad = (real *)(work + 189464704);
+    real *const p2 = (real *)(work + 192675968);
+    real *const p2_arg = (real *)(work + 195887232);
+    real *const h3 = (real *)(work + 199098496);
+    real *const logits_mm = (real *)(work + 200147072);
+    real *const loss_max = (real *)(work + 200163456);
+    real *const loss_sumexp = (real *)(work + 200179840);
+    real *const a1_conv = (real *)(work + 321126528);
+    real *const a1_grad = (real *)(work + 346816640);
+    real *const a1_col = (real *)(work + 372506752);
+    real *const a2_conv_grad = (real *)(work + 392577152);
+    real *const p1_grad = (real *)(work + 405422208);
+    real *const p1_arg = (real *)(work + 411844736);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -1037,17 +1037,17 @@ static void forward(struct fashion_cnn *m, const real *const in_[], int64_t n) {
     real *const w4 = m->w4;
     real *const b4 = m->b4;
     char *const work = m->dev + 52394240; /* the work region: this routine's 173408256 bytes */
-    real *const x = (real *)(work + 0);
-    real *const a1_conv = (real *)(work + 0);
-    real *const a2_col = (real *)(work + 0);
-    real *const p2 = (real *)(work + 0);
-    real *const h3 = (real *)(work + 0);
-    real *const logits = (real *)(work + 0);
-    real *const logits_mm = (real *)(work + 1048576);
-    real *const h3_mm = (real *)(work + 3211264);
-    real *const a1_col = (real *)(work + 25690112);
-    real *const p1 = (real *)(work + 160563200);
-    real *const a2_conv = (real *)(work + 160563200);
+    real *const x = (real *)(work + 128);
+    real *const a1_conv = (real *)(work + 128);
+    real *const a2_col = (real *)(work + 128);
+    real *const p2 = (real *)(work + 128);
+    real *const h3 = (real *)(work + 128);
+    real *const logits = (real *)(work + 128);
+    real *const logits_mm = (real *)(work + 1048704);
+    real *const h3_mm = (real *)(work + 3211392);
+    real *const a1_col = (real *)(work + 25690240);
+    real *const p1 = (real *)(work + 160563328);
+    real *const a2_conv = (real *)(work + 160563328);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 18: x = image / 255 */
@@ -1095,26 +1095,26 @@ static void eval_metrics(struct fashion_cnn *m, const real *const in_[], int64_t
     real *const w3 = m->w3;
     real *const w4 = m->w4;
     real *const b4 = m->b4;
-    char *const work = m->dev + 52394240; /* the work region: this routine's 173408256 bytes */
-    real *const x = (real *)(work + 0);
-    real *const a1_conv = (real *)(work + 0);
-    real *const a2_col = (real *)(work + 0);
-    real *const p2 = (real *)(work + 0);
-    real *const h3 = (real *)(work + 0);
-    real *const loss_max = (real *)(work + 0);
-    real *const accuracy = (real *)(work + 0);
-    real *const accuracy_pred_max = (real *)(work + 0);
-    real *const accuracy_true_max = (real *)(work + 0);
-    real *const loss_sumexp = (real *)(work + 1024);
-    real *const accuracy_pred_argmax = (real *)(work + 1024);
-    real *const loss_ce = (real *)(work + 2048);
-    real *const accuracy_true_argmax = (real *)(work + 2048);
-    real *const loss_ = (real *)(work + 3072);
-    real *const logits_mm = (real *)(work + 1048576);
-    real *const h3_mm = (real *)(work + 3211264);
-    real *const a1_col = (real *)(work + 25690112);
-    real *const p1 = (real *)(work + 160563200);
-    real *const a2_conv = (real *)(work + 160563200);
+    char *const work = m->dev + 52394240; /* the work region: this routine's 173408384 bytes */
+    real *const loss_ = (real *)(work + 0);
+    real *const accuracy = (real *)(work + 64);
+    real *const x = (real *)(work + 128);
+    real *const a1_conv = (real *)(work + 128);
+    real *const a2_col = (real *)(work + 128);
+    real *const p2 = (real *)(work + 128);
+    real *const h3 = (real *)(work + 128);
+    real *const loss_max = (real *)(work + 128);
+    real *const accuracy_pred_max = (real *)(work + 128);
+    real *const accuracy_true_max = (real *)(work + 128);
+    real *const loss_sumexp = (real *)(work + 16512);
+    real *const accuracy_pred_argmax = (real *)(work + 16512);
+    real *const loss_ce = (real *)(work + 32896);
+    real *const accuracy_true_argmax = (real *)(work + 32896);
+    real *const logits_mm = (real *)(work + 1048704);
+    real *const h3_mm = (real *)(work + 3211392);
+    real *const a1_col = (real *)(work + 25690240);
+    real *const p1 = (real *)(work + 160563328);
+    real *const a2_conv = (real *)(work + 160563328);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 18: x = image / 255 */
@@ -1191,33 +1191,33 @@ static void train_grads(struct fashion_cnn *m, const real *const in_[], int64_t 
     real *const c1_grad = m->c1_grad;
     real *const k1_grad = m->k1_grad;
     char *const work = m->dev + 52394240; /* the work region: this routine's 418267200 bytes */
-    real *const x = (real *)(work + 0);
-    real *const a2_col = (real *)(work + 0);
-    real *const a1_conv_grad = (real *)(work + 0);
-    real *const a2_conv = (real *)(work + 160563200);
-    real *const a2_col_grad = (real *)(work + 160563200);
-    real *const h3_mm = (real *)(work + 173408256);
-    real *const loss_ce = (real *)(work + 173408256);
-    real *const a2_grad = (real *)(work + 173408256);
-    real *const p1 = (real *)(work + 186253312);
-    real *const loss_sumexp_grad = (real *)(work + 186253312);
-    real *const h3_grad = (real *)(work + 186253312);
-    real *const p2_grad = (real *)(work + 186253312);
-    real *const logits_grad = (real *)(work + 187301888);
-    real *const h3_mm_grad = (real *)(work + 189464576);
-    real *const p2 = (real *)(work + 192675840);
-    real *const p2_arg = (real *)(work + 195887104);
-    real *const h3 = (real *)(work + 199098368);
-    real *const logits_mm = (real *)(work + 200146944);
-    real *const loss_max = (real *)(work + 200157184);
-    real *const loss_sumexp = (real *)(work + 200158208);
-    real *const a1_conv = (real *)(work + 321126400);
-    real *const a1_grad = (real *)(work + 346816512);
-    real *const a1_col = (real *)(work + 372506624);
-    real *const a2_conv_grad = (real *)(work + 392577024);
-    real *const p1_grad = (real *)(work + 405422080);
-    real *const p1_arg = (real *)(work + 411844608);
-    real *const loss_ = (real *)(work + 418267136);
+    real *const loss_ = (real *)(work + 0);
+    real *const x = (real *)(work + 128);
+    real *const a2_col = (real *)(work + 128);
+    real *const a1_conv_grad = (real *)(work + 128);
+    real *const a2_conv = (real *)(work + 160563328);
+    real *const a2_col_grad = (real *)(work + 160563328);
+    real *const h3_mm = (real *)(work + 173408384);
+    real *const loss_ce = (real *)(work + 173408384);
+    real *const a2_grad = (real *)(work + 173408384);
+    real *const p1 = (real *)(work + 186253440);
+    real *const loss_sumexp_grad = (real *)(work + 186253440);
+    real *const h3_grad = (real *)(work + 186253440);
+    real *const p2_grad = (real *)(work + 186253440);
+    real *const logits_grad = (real *)(work + 187302016);
+    real *const h3_mm_grad = (real *)(work + 189464704);
+    real *const p2 = (real *)(work + 192675968);
+    real *const p2_arg = (real *)(work + 195887232);
+    real *const h3 = (real *)(work + 199098496);
+    real *const logits_mm = (real *)(work + 200147072);
+    real *const loss_max = (real *)(work + 200163456);
+    real *const loss_sumexp = (real *)(work + 200179840);
+    real *const a1_conv = (real *)(work + 321126528);
+    real *const a1_grad = (real *)(work + 346816640);
+    real *const a1_col = (real *)(work + 372506752);
+    real *const a2_conv_grad = (real *)(work + 392577152);
+    real *const p1_grad = (real *)(work + 405422208);
+    real *const p1_arg = (real *)(work + 411844736);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 18: x = image / 255 */
@@ -1551,11 +1551,18 @@ static void bind_buffers(struct fashion_cnn *m) {
     m->b4_exp_avg_sq = (real *)(m->dev + 39295616);
 }
 
+/* The device state is sized for FASHION_CNN_MAX_BATCH whatever max_batch asks (run-time-sized
+   states: the C target only); max_batch is checked against it. */
+struct fashion_cnn *fashion_cnn_create_batch(uint64_t seed, int64_t max_batch) {
+    if (max_batch < 1 || max_batch > FASHION_CNN_MAX_BATCH) return NULL;
+    return fashion_cnn_create(seed);
+}
+
 struct fashion_cnn *fashion_cnn_create(uint64_t seed) {
     struct fashion_cnn *m = (struct fashion_cnn *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(470661440, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(470661504, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(39295680, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(3274634 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
@@ -1629,7 +1636,7 @@ double fashion_cnn_train_step(struct fashion_cnn *m, const fashion_cnn_real *con
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 470661376)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 52394240)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -1642,7 +1649,7 @@ double fashion_cnn_train_grads(struct fashion_cnn *m, const fashion_cnn_real *co
     train_grads(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 470661376)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 52394240)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -1675,7 +1682,7 @@ void fashion_cnn_forward(struct fashion_cnn *m, const fashion_cnn_real *const in
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 52394240)), (size_t)n * 10 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 52394368)), (size_t)n * 10 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
@@ -1691,8 +1698,8 @@ void fashion_cnn_eval(struct fashion_cnn *m, const fashion_cnn_real *const input
     eval_metrics(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 52397312)), sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 52394240)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 52394240)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 52394304)), sizeof(real), &e));
 
     finish(m);
     *loss = m->failed ? NAN : (double)m->scalars[0];
@@ -1931,7 +1938,8 @@ const cannl_model_api fashion_cnn_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn};
+    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn,
+    NULL /* create only: the device state is sized for the maximum batch */};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_cnn_train.cu). */

@@ -16,7 +16,7 @@
  *
  * Products: fp32 on the CUDA cores (--precision fp32).
  *
- * Memory: every buffer lives in one device arena (5390656 bytes), laid out as the C target's
+ * Memory: every buffer lives in one device arena (5427648 bytes), laid out as the C target's
  * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
  * routine's work buffers in one region). Its first 2448576 bytes (params, optimiser state)
  * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
@@ -247,7 +247,7 @@ static __global__ void __launch_bounds__(256) sum_loss_sum2(real *__restrict__ l
 }
 
 /* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_loss_(real *__restrict__ loss_, const real *__restrict__ loss_sum2, const real *__restrict__ loss_sum) {
+static __global__ void __launch_bounds__(256) set_loss_(real *loss_, const real *__restrict__ loss_sum2, const real *loss_sum) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= 1) return;
     loss_[0] = loss_sum2[0] * 0.015625f + loss_sum[0] * 0.0001f;
@@ -276,7 +276,7 @@ static __global__ void __launch_bounds__(256) sum_ce_sumexp_grad(real *__restric
 }
 
 /* line 19: backward: ce = cross_entropy(logits, label) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ ce_sumexp_grad, const real *__restrict__ logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_logits_grad(real *logits_grad, const real *__restrict__ label, const real *__restrict__ ce_sumexp_grad, const real *logits_ein, const real *__restrict__ b2, const real *__restrict__ ce_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
@@ -473,19 +473,12 @@ static __global__ void __launch_bounds__(256) set_h1(real *__restrict__ h1, cons
 }
 
 /* line 18: logits = einsum("i->o; ...|i => ...|o", w2, h1) + b2 (one thread per element) */
-static __global__ void __launch_bounds__(256) set_logits(real *__restrict__ logits, const real *__restrict__ logits_ein, const real *__restrict__ b2, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_logits(real *logits, const real *logits_ein, const real *__restrict__ b2, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
     const int64_t o = i_ % 10;
     logits[b * 10 + o] = logits_ein[b * 10 + o] + b2[o];
-}
-
-/* line 20: loss = sum(ce, "b| => ") / 64 + 0.0001 *. sum(w1 *. w1) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_loss__2(real *loss_, const real *__restrict__ loss_sum2, const real *loss_sum) {
-    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= 1) return;
-    loss_[0] = loss_sum2[0] * 0.015625f + loss_sum[0] * 0.0001f;
 }
 
 /* line 23: metric accuracy = accuracy(logits, label) (one thread per element, summing in order, assigning the sums (zero_first)) */
@@ -749,27 +742,27 @@ static void train_step(struct fashion_einsum *m, const real *const in_[], int64_
     real *const w2_exp_avg_sq = m->w2_exp_avg_sq;
     real *const b2_exp_avg = m->b2_exp_avg;
     real *const b2_exp_avg_sq = m->b2_exp_avg_sq;
-    char *const work = m->dev + 3264768; /* the work region: this routine's 2125888 bytes */
-    real *const x = (real *)(work + 0);
-    real *const z1_ein = (real *)(work + 802816);
-    real *const h1_ln = (real *)(work + 1064960);
-    real *const z1_grad = (real *)(work + 1064960);
-    real *const h1 = (real *)(work + 1327104);
-    real *const h1_mean_grad = (real *)(work + 1327104);
-    real *const h1_var_grad = (real *)(work + 1328128);
-    real *const logits_ein = (real *)(work + 1589248);
-    real *const h1_grad = (real *)(work + 1589248);
-    real *const ce_max = (real *)(work + 1599488);
-    real *const ce_sumexp = (real *)(work + 1600512);
-    real *const ce = (real *)(work + 1601536);
-    real *const ce_sumexp_grad = (real *)(work + 1601536);
-    real *const loss_sum = (real *)(work + 1602560);
-    real *const loss_sum2 = (real *)(work + 1602624);
-    real *const h1_ln_grad = (real *)(work + 1851392);
-    real *const logits_grad = (real *)(work + 2113536);
-    real *const h1_mean = (real *)(work + 2123776);
-    real *const h1_var = (real *)(work + 2124800);
-    real *const loss_ = (real *)(work + 2125824);
+    char *const work = m->dev + 3264768; /* the work region: this routine's 2162816 bytes */
+    real *const loss_ = (real *)(work + 0);
+    real *const loss_sum = (real *)(work + 0);
+    real *const loss_sum2 = (real *)(work + 64);
+    real *const x = (real *)(work + 192);
+    real *const z1_ein = (real *)(work + 803008);
+    real *const h1_mean = (real *)(work + 1065152);
+    real *const h1_var = (real *)(work + 1081536);
+    real *const h1_ln = (real *)(work + 1097920);
+    real *const z1_grad = (real *)(work + 1097920);
+    real *const h1 = (real *)(work + 1360064);
+    real *const h1_mean_grad = (real *)(work + 1360064);
+    real *const h1_var_grad = (real *)(work + 1376448);
+    real *const logits_ein = (real *)(work + 1622208);
+    real *const logits_grad = (real *)(work + 1622208);
+    real *const ce_max = (real *)(work + 1638592);
+    real *const h1_grad = (real *)(work + 1638592);
+    real *const ce_sumexp = (real *)(work + 1654976);
+    real *const ce = (real *)(work + 1671360);
+    real *const ce_sumexp_grad = (real *)(work + 1671360);
+    real *const h1_ln_grad = (real *)(work + 1900736);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -874,13 +867,13 @@ static void forward(struct fashion_einsum *m, const real *const in_[], int64_t n
     real *const w2 = m->w2;
     real *const b2 = m->b2;
     char *const work = m->dev + 3264768; /* the work region: this routine's 1064960 bytes */
-    real *const x = (real *)(work + 0);
-    real *const h1_mean = (real *)(work + 0);
-    real *const logits = (real *)(work + 0);
-    real *const h1_var = (real *)(work + 1024);
-    real *const h1 = (real *)(work + 2048);
-    real *const logits_ein = (real *)(work + 264192);
-    real *const z1_ein = (real *)(work + 802816);
+    real *const x = (real *)(work + 192);
+    real *const h1_mean = (real *)(work + 192);
+    real *const logits = (real *)(work + 192);
+    real *const logits_ein = (real *)(work + 192);
+    real *const h1_var = (real *)(work + 16576);
+    real *const h1 = (real *)(work + 32960);
+    real *const z1_ein = (real *)(work + 803008);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 14: x = image / 255 */
@@ -914,25 +907,25 @@ static void eval_metrics(struct fashion_einsum *m, const real *const in_[], int6
     real *const bias = m->bias;
     real *const w2 = m->w2;
     real *const b2 = m->b2;
-    char *const work = m->dev + 3264768; /* the work region: this routine's 1064960 bytes */
-    real *const x = (real *)(work + 0);
-    real *const h1_mean = (real *)(work + 0);
-    real *const ce_max = (real *)(work + 0);
+    char *const work = m->dev + 3264768; /* the work region: this routine's 1065152 bytes */
     real *const loss_ = (real *)(work + 0);
     real *const loss_sum = (real *)(work + 0);
     real *const loss_sum2 = (real *)(work + 64);
     real *const accuracy = (real *)(work + 64);
-    real *const accuracy_pred_max = (real *)(work + 64);
-    real *const accuracy_true_max = (real *)(work + 64);
     real *const mean_ce = (real *)(work + 128);
-    real *const h1_var = (real *)(work + 1024);
-    real *const ce_sumexp = (real *)(work + 1024);
-    real *const h1 = (real *)(work + 2048);
-    real *const ce = (real *)(work + 2048);
-    real *const accuracy_pred_argmax = (real *)(work + 3072);
-    real *const accuracy_true_argmax = (real *)(work + 4096);
-    real *const logits_ein = (real *)(work + 264192);
-    real *const z1_ein = (real *)(work + 802816);
+    real *const x = (real *)(work + 192);
+    real *const h1_mean = (real *)(work + 192);
+    real *const logits_ein = (real *)(work + 192);
+    real *const accuracy_true_max = (real *)(work + 192);
+    real *const h1_var = (real *)(work + 16576);
+    real *const ce_max = (real *)(work + 16576);
+    real *const accuracy_pred_max = (real *)(work + 16576);
+    real *const accuracy_true_argmax = (real *)(work + 16576);
+    real *const h1 = (real *)(work + 32960);
+    real *const ce_sumexp = (real *)(work + 32960);
+    real *const accuracy_pred_argmax = (real *)(work + 32960);
+    real *const ce = (real *)(work + 49344);
+    real *const z1_ein = (real *)(work + 803008);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 14: x = image / 255 */
@@ -965,7 +958,7 @@ static void eval_metrics(struct fashion_einsum *m, const real *const in_[], int6
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 200704, 1.0f, w1, 1, 0, w1, 200704, 0, 0.0f, loss_sum, 1, 0, 1);
     sum_loss_sum2<<<1, 256, 0, stream_>>>(loss_sum2, ce, n);
     CUDA_CHECK(cudaGetLastError());
-    set_loss__2<<<1, 256, 0, stream_>>>(loss_, loss_sum2, loss_sum);
+    set_loss_<<<1, 256, 0, stream_>>>(loss_, loss_sum2, loss_sum);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 23: metric accuracy = accuracy(logits, label) */
@@ -1001,27 +994,27 @@ static void train_grads(struct fashion_einsum *m, const real *const in_[], int64
     real *const gain_grad = m->gain_grad;
     real *const bias_grad = m->bias_grad;
     real *const b1_grad = m->b1_grad;
-    char *const work = m->dev + 3264768; /* the work region: this routine's 2125888 bytes */
-    real *const x = (real *)(work + 0);
-    real *const z1_ein = (real *)(work + 802816);
-    real *const h1_ln = (real *)(work + 1064960);
-    real *const z1_grad = (real *)(work + 1064960);
-    real *const h1 = (real *)(work + 1327104);
-    real *const h1_mean_grad = (real *)(work + 1327104);
-    real *const h1_var_grad = (real *)(work + 1328128);
-    real *const logits_ein = (real *)(work + 1589248);
-    real *const h1_grad = (real *)(work + 1589248);
-    real *const ce_max = (real *)(work + 1599488);
-    real *const ce_sumexp = (real *)(work + 1600512);
-    real *const ce = (real *)(work + 1601536);
-    real *const ce_sumexp_grad = (real *)(work + 1601536);
-    real *const loss_sum = (real *)(work + 1602560);
-    real *const loss_sum2 = (real *)(work + 1602624);
-    real *const h1_ln_grad = (real *)(work + 1851392);
-    real *const logits_grad = (real *)(work + 2113536);
-    real *const h1_mean = (real *)(work + 2123776);
-    real *const h1_var = (real *)(work + 2124800);
-    real *const loss_ = (real *)(work + 2125824);
+    char *const work = m->dev + 3264768; /* the work region: this routine's 2162816 bytes */
+    real *const loss_ = (real *)(work + 0);
+    real *const loss_sum = (real *)(work + 0);
+    real *const loss_sum2 = (real *)(work + 64);
+    real *const x = (real *)(work + 192);
+    real *const z1_ein = (real *)(work + 803008);
+    real *const h1_mean = (real *)(work + 1065152);
+    real *const h1_var = (real *)(work + 1081536);
+    real *const h1_ln = (real *)(work + 1097920);
+    real *const z1_grad = (real *)(work + 1097920);
+    real *const h1 = (real *)(work + 1360064);
+    real *const h1_mean_grad = (real *)(work + 1360064);
+    real *const h1_var_grad = (real *)(work + 1376448);
+    real *const logits_ein = (real *)(work + 1622208);
+    real *const logits_grad = (real *)(work + 1622208);
+    real *const ce_max = (real *)(work + 1638592);
+    real *const h1_grad = (real *)(work + 1638592);
+    real *const ce_sumexp = (real *)(work + 1654976);
+    real *const ce = (real *)(work + 1671360);
+    real *const ce_sumexp_grad = (real *)(work + 1671360);
+    real *const h1_ln_grad = (real *)(work + 1900736);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 14: x = image / 255 */
@@ -1292,11 +1285,18 @@ static void bind_buffers(struct fashion_einsum *m) {
     m->b2_exp_avg_sq = (real *)(m->dev + 2448512);
 }
 
+/* The device state is sized for FASHION_EINSUM_MAX_BATCH whatever max_batch asks (run-time-sized
+   states: the C target only); max_batch is checked against it. */
+struct fashion_einsum *fashion_einsum_create_batch(uint64_t seed, int64_t max_batch) {
+    if (max_batch < 1 || max_batch > FASHION_EINSUM_MAX_BATCH) return NULL;
+    return fashion_einsum_create(seed);
+}
+
 struct fashion_einsum *fashion_einsum_create(uint64_t seed) {
     struct fashion_einsum *m = (struct fashion_einsum *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(5390656, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(5427648, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(2448576, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(204042 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((2 + 1) * sizeof(real), &e)) != NULL &&
@@ -1370,7 +1370,7 @@ double fashion_einsum_train_step(struct fashion_einsum *m, const fashion_einsum_
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 5390592)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 3264768)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -1383,7 +1383,7 @@ double fashion_einsum_train_grads(struct fashion_einsum *m, const fashion_einsum
     train_grads(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 5390592)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 3264768)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -1416,7 +1416,7 @@ void fashion_einsum_forward(struct fashion_einsum *m, const fashion_einsum_real 
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 3264768)), (size_t)n * 10 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 3264960)), (size_t)n * 10 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
@@ -1646,7 +1646,8 @@ const cannl_model_api fashion_einsum_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn};
+    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn,
+    NULL /* create only: the device state is sized for the maximum batch */};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_einsum_train.cu). */

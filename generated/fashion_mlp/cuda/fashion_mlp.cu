@@ -16,7 +16,7 @@
  *
  * Products: fp32 on the CUDA cores (--precision fp32).
  *
- * Memory: every buffer lives in one device arena (10422528 bytes), laid out as the C target's
+ * Memory: every buffer lives in one device arena (10428736 bytes), laid out as the C target's
  * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
  * routine's work buffers in one region). Its first 5357696 bytes (params, optimiser state)
  * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
@@ -229,7 +229,7 @@ static __global__ void __launch_bounds__(256) sum_loss_sumexp_grad(real *__restr
 }
 
 /* line 17: backward: loss = mean(cross_entropy(logits, label)) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_logits_grad(real *__restrict__ logits_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp_grad, const real *__restrict__ logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_logits_grad(real *logits_grad, const real *__restrict__ label, const real *__restrict__ loss_sumexp_grad, const real *logits_mm, const real *__restrict__ b3, const real *__restrict__ loss_max, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n * 10) return;
     const int64_t b = i_ / 10;
@@ -559,23 +559,23 @@ static void train_step(struct fashion_mlp *m, const real *const in_[], int64_t n
     real *const b3_momentum_buffer = m->b3_momentum_buffer;
     real *const b1_momentum_buffer = m->b1_momentum_buffer;
     real *const b2_momentum_buffer = m->b2_momentum_buffer;
-    char *const work = m->dev + 8036544; /* the work region: this routine's 2385984 bytes */
-    real *const x = (real *)(work + 0);
-    real *const h1 = (real *)(work + 802816);
-    real *const h1_mm = (real *)(work + 802816);
-    real *const h1_mm_grad = (real *)(work + 802816);
-    real *const h2 = (real *)(work + 1327104);
-    real *const h2_mm = (real *)(work + 1327104);
-    real *const h2_mm_grad = (real *)(work + 1327104);
-    real *const logits_mm = (real *)(work + 1851392);
-    real *const h2_grad = (real *)(work + 1851392);
-    real *const h1_grad = (real *)(work + 1851392);
-    real *const loss_max = (real *)(work + 1861632);
-    real *const loss_sumexp = (real *)(work + 1862656);
-    real *const loss_ce = (real *)(work + 1863680);
-    real *const loss_sumexp_grad = (real *)(work + 1863680);
-    real *const logits_grad = (real *)(work + 2375680);
-    real *const loss_ = (real *)(work + 2385920);
+    char *const work = m->dev + 8036544; /* the work region: this routine's 2392128 bytes */
+    real *const loss_ = (real *)(work + 0);
+    real *const x = (real *)(work + 128);
+    real *const h1 = (real *)(work + 802944);
+    real *const h1_mm = (real *)(work + 802944);
+    real *const h1_mm_grad = (real *)(work + 802944);
+    real *const h2 = (real *)(work + 1327232);
+    real *const h2_mm = (real *)(work + 1327232);
+    real *const h2_mm_grad = (real *)(work + 1327232);
+    real *const logits_mm = (real *)(work + 1851520);
+    real *const logits_grad = (real *)(work + 1851520);
+    real *const h1_grad = (real *)(work + 1851520);
+    real *const loss_max = (real *)(work + 1867904);
+    real *const h2_grad = (real *)(work + 1867904);
+    real *const loss_sumexp = (real *)(work + 1884288);
+    real *const loss_ce = (real *)(work + 1900672);
+    real *const loss_sumexp_grad = (real *)(work + 1900672);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     m->last_lr = (double)lr;
@@ -666,13 +666,13 @@ static void forward(struct fashion_mlp *m, const real *const in_[], int64_t n) {
     real *const b1 = m->b1;
     real *const b2 = m->b2;
     char *const work = m->dev + 8036544; /* the work region: this routine's 1327104 bytes */
-    real *const x = (real *)(work + 0);
-    real *const h1 = (real *)(work + 0);
-    real *const h2 = (real *)(work + 0);
-    real *const logits = (real *)(work + 0);
-    real *const h2_mm = (real *)(work + 524288);
-    real *const logits_mm = (real *)(work + 524288);
-    real *const h1_mm = (real *)(work + 802816);
+    real *const x = (real *)(work + 128);
+    real *const h1 = (real *)(work + 128);
+    real *const h2 = (real *)(work + 128);
+    real *const logits = (real *)(work + 128);
+    real *const h2_mm = (real *)(work + 524416);
+    real *const logits_mm = (real *)(work + 524416);
+    real *const h1_mm = (real *)(work + 802944);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 13: x = image / 255 */
@@ -705,22 +705,22 @@ static void eval_metrics(struct fashion_mlp *m, const real *const in_[], int64_t
     real *const b3 = m->b3;
     real *const b1 = m->b1;
     real *const b2 = m->b2;
-    char *const work = m->dev + 8036544; /* the work region: this routine's 1327104 bytes */
-    real *const x = (real *)(work + 0);
-    real *const h1 = (real *)(work + 0);
-    real *const h2 = (real *)(work + 0);
+    char *const work = m->dev + 8036544; /* the work region: this routine's 1327232 bytes */
     real *const loss_ = (real *)(work + 0);
-    real *const loss_max = (real *)(work + 0);
     real *const accuracy = (real *)(work + 64);
-    real *const accuracy_pred_max = (real *)(work + 64);
-    real *const accuracy_true_max = (real *)(work + 64);
-    real *const loss_sumexp = (real *)(work + 1024);
-    real *const accuracy_pred_argmax = (real *)(work + 1088);
-    real *const loss_ce = (real *)(work + 2048);
-    real *const accuracy_true_argmax = (real *)(work + 2112);
-    real *const h2_mm = (real *)(work + 524288);
-    real *const logits_mm = (real *)(work + 524288);
-    real *const h1_mm = (real *)(work + 802816);
+    real *const x = (real *)(work + 128);
+    real *const h1 = (real *)(work + 128);
+    real *const h2 = (real *)(work + 128);
+    real *const loss_max = (real *)(work + 128);
+    real *const accuracy_pred_max = (real *)(work + 128);
+    real *const accuracy_true_max = (real *)(work + 128);
+    real *const loss_sumexp = (real *)(work + 16512);
+    real *const accuracy_pred_argmax = (real *)(work + 16512);
+    real *const loss_ce = (real *)(work + 32896);
+    real *const accuracy_true_argmax = (real *)(work + 32896);
+    real *const h2_mm = (real *)(work + 524416);
+    real *const logits_mm = (real *)(work + 524416);
+    real *const h1_mm = (real *)(work + 802944);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 13: x = image / 255 */
@@ -779,23 +779,23 @@ static void train_grads(struct fashion_mlp *m, const real *const in_[], int64_t 
     real *const w2_grad = m->w2_grad;
     real *const b1_grad = m->b1_grad;
     real *const w1_grad = m->w1_grad;
-    char *const work = m->dev + 8036544; /* the work region: this routine's 2385984 bytes */
-    real *const x = (real *)(work + 0);
-    real *const h1 = (real *)(work + 802816);
-    real *const h1_mm = (real *)(work + 802816);
-    real *const h1_mm_grad = (real *)(work + 802816);
-    real *const h2 = (real *)(work + 1327104);
-    real *const h2_mm = (real *)(work + 1327104);
-    real *const h2_mm_grad = (real *)(work + 1327104);
-    real *const logits_mm = (real *)(work + 1851392);
-    real *const h2_grad = (real *)(work + 1851392);
-    real *const h1_grad = (real *)(work + 1851392);
-    real *const loss_max = (real *)(work + 1861632);
-    real *const loss_sumexp = (real *)(work + 1862656);
-    real *const loss_ce = (real *)(work + 1863680);
-    real *const loss_sumexp_grad = (real *)(work + 1863680);
-    real *const logits_grad = (real *)(work + 2375680);
-    real *const loss_ = (real *)(work + 2385920);
+    char *const work = m->dev + 8036544; /* the work region: this routine's 2392128 bytes */
+    real *const loss_ = (real *)(work + 0);
+    real *const x = (real *)(work + 128);
+    real *const h1 = (real *)(work + 802944);
+    real *const h1_mm = (real *)(work + 802944);
+    real *const h1_mm_grad = (real *)(work + 802944);
+    real *const h2 = (real *)(work + 1327232);
+    real *const h2_mm = (real *)(work + 1327232);
+    real *const h2_mm_grad = (real *)(work + 1327232);
+    real *const logits_mm = (real *)(work + 1851520);
+    real *const logits_grad = (real *)(work + 1851520);
+    real *const h1_grad = (real *)(work + 1851520);
+    real *const loss_max = (real *)(work + 1867904);
+    real *const h2_grad = (real *)(work + 1867904);
+    real *const loss_sumexp = (real *)(work + 1884288);
+    real *const loss_ce = (real *)(work + 1900672);
+    real *const loss_sumexp_grad = (real *)(work + 1900672);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 13: x = image / 255 */
@@ -1036,11 +1036,18 @@ static void bind_buffers(struct fashion_mlp *m) {
     m->b2_momentum_buffer = (real *)(m->dev + 5355648);
 }
 
+/* The device state is sized for FASHION_MLP_MAX_BATCH whatever max_batch asks (run-time-sized
+   states: the C target only); max_batch is checked against it. */
+struct fashion_mlp *fashion_mlp_create_batch(uint64_t seed, int64_t max_batch) {
+    if (max_batch < 1 || max_batch > FASHION_MLP_MAX_BATCH) return NULL;
+    return fashion_mlp_create(seed);
+}
+
 struct fashion_mlp *fashion_mlp_create(uint64_t seed) {
     struct fashion_mlp *m = (struct fashion_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(10422528, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(10428736, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(5357696, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(669706 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
@@ -1114,7 +1121,7 @@ double fashion_mlp_train_step(struct fashion_mlp *m, const fashion_mlp_real *con
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 10422464)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 8036544)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -1127,7 +1134,7 @@ double fashion_mlp_train_grads(struct fashion_mlp *m, const fashion_mlp_real *co
     train_grads(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 10422464)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 8036544)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -1160,7 +1167,7 @@ void fashion_mlp_forward(struct fashion_mlp *m, const fashion_mlp_real *const in
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 8036544)), (size_t)n * 10 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 8036672)), (size_t)n * 10 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
@@ -1382,7 +1389,8 @@ const cannl_model_api fashion_mlp_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn};
+    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn,
+    NULL /* create only: the device state is sized for the maximum batch */};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_mlp_train.cu). */

@@ -53,13 +53,17 @@ typedef struct fashion_mlp fashion_mlp;
 #endif
 
 /* A new state with params initialised from `seed` (the spec's initialisers) and the
-   optimiser at step 0; NULL when out of memory. */
+   optimiser at step 0, for batches of up to max_batch examples (1 <= max_batch <=
+   FASHION_MLP_MAX_BATCH): its work buffers are sized for that batch, and a call on a larger n
+   does nothing (NaN). NULL for a max_batch out of range or when out of memory. _create(seed)
+   is _create_batch(seed, FASHION_MLP_MAX_BATCH). */
+struct fashion_mlp *fashion_mlp_create_batch(uint64_t seed, int64_t max_batch);
 struct fashion_mlp *fashion_mlp_create(uint64_t seed);
 void fashion_mlp_destroy(struct fashion_mlp *m);
 /* Re-initialise the params from `seed` and reset the optimiser (state and step count). */
 void fashion_mlp_init(struct fashion_mlp *m, uint64_t seed);
 
-/* One optimisation step on n examples (1 <= n <= FASHION_MLP_MAX_BATCH): forward, backward and
+/* One optimisation step on n examples (1 <= n <= the state's max_batch): forward, backward and
    update. Returns the loss computed before the update (NaN, and nothing done, for a bad n). */
 double fashion_mlp_train_step(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n);
 /* The step in two halves, for data-parallel training (as one train_step when called in

@@ -17,7 +17,7 @@
  *
  * Products: fp32 on the CUDA cores (--precision fp32).
  *
- * Memory: every buffer lives in one device arena (231274560 bytes), laid out as the C target's
+ * Memory: every buffer lives in one device arena (231274624 bytes), laid out as the C target's
  * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
  * routine's work buffers in one region). Its first 2873856 bytes (params, optimiser state)
  * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
@@ -1569,56 +1569,56 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq;
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg;
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq;
-    char *const work = m->dev + 3930112; /* the work region: this routine's 227344448 bytes */
-    real *const x0_emb = (real *)(work + 0);
-    real *const x0_emb_grad = (real *)(work + 0);
-    real *const grad_norm = (real *)(work + 0);
-    real *const clip_coef = (real *)(work + 0);
-    real *const h1_mean = (real *)(work + 8388608);
-    real *const h1_var = (real *)(work + 8454144);
-    real *const h1_ln = (real *)(work + 8519680);
-    real *const h1_mean_grad = (real *)(work + 8519680);
-    real *const h1_var_grad = (real *)(work + 8585216);
-    real *const h1 = (real *)(work + 16908288);
-    real *const h1_grad = (real *)(work + 16908288);
-    real *const qkv = (real *)(work + 25296896);
-    real *const qkv_mm = (real *)(work + 25296896);
-    real *const y = (real *)(work + 50462720);
-    real *const y_lse = (real *)(work + 58851328);
-    real *const x1 = (real *)(work + 59113472);
-    real *const x1_mm = (real *)(work + 59113472);
-    real *const x0_grad = (real *)(work + 59113472);
-    real *const h2_mean = (real *)(work + 67502080);
-    real *const y_grad = (real *)(work + 67502080);
-    real *const h2_var = (real *)(work + 67567616);
-    real *const h2_ln = (real *)(work + 67633152);
-    real *const h2_mean_grad = (real *)(work + 67633152);
-    real *const h2_var_grad = (real *)(work + 67698688);
-    real *const y_delta = (real *)(work + 75890688);
-    real *const h2 = (real *)(work + 76021760);
-    real *const h2_grad = (real *)(work + 76021760);
-    real *const x2_mm2 = (real *)(work + 84410368);
-    real *const x2_mm2_grad = (real *)(work + 84410368);
-    real *const x2_v = (real *)(work + 117964800);
-    real *const x2_v_grad = (real *)(work + 117964800);
-    real *const x2_mm = (real *)(work + 151519232);
-    real *const x1_grad = (real *)(work + 151519232);
-    real *const logits_mean = (real *)(work + 159907840);
-    real *const logits_var = (real *)(work + 159973376);
-    real *const logits_ln = (real *)(work + 160038912);
-    real *const logits_mean_grad = (real *)(work + 160038912);
-    real *const logits_var_grad = (real *)(work + 160104448);
-    real *const logits_v = (real *)(work + 168427520);
-    real *const logits_v_grad = (real *)(work + 168427520);
-    real *const logits = (real *)(work + 176816128);
-    real *const logits_grad = (real *)(work + 176816128);
-    real *const loss_max = (real *)(work + 193593344);
-    real *const loss_sumexp = (real *)(work + 193658880);
-    real *const loss_ce = (real *)(work + 193724416);
-    real *const loss_sumexp_grad = (real *)(work + 193724416);
-    real *const loss_ = (real *)(work + 193789952);
-    real *const qkv_grad = (real *)(work + 193790016);
-    real *const x2_grad = (real *)(work + 218955840);
+    char *const work = m->dev + 3930112; /* the work region: this routine's 227344512 bytes */
+    real *const loss_ = (real *)(work + 0);
+    real *const grad_norm = (real *)(work + 64);
+    real *const clip_coef = (real *)(work + 64);
+    real *const x0_emb = (real *)(work + 128);
+    real *const x0_emb_grad = (real *)(work + 128);
+    real *const h1_mean = (real *)(work + 8388736);
+    real *const h1_var = (real *)(work + 8454272);
+    real *const h1_ln = (real *)(work + 8519808);
+    real *const h1_mean_grad = (real *)(work + 8519808);
+    real *const h1_var_grad = (real *)(work + 8585344);
+    real *const h1 = (real *)(work + 16908416);
+    real *const h1_grad = (real *)(work + 16908416);
+    real *const qkv = (real *)(work + 25297024);
+    real *const qkv_mm = (real *)(work + 25297024);
+    real *const y = (real *)(work + 50462848);
+    real *const y_lse = (real *)(work + 58851456);
+    real *const x1 = (real *)(work + 59113600);
+    real *const x1_mm = (real *)(work + 59113600);
+    real *const x0_grad = (real *)(work + 59113600);
+    real *const h2_mean = (real *)(work + 67502208);
+    real *const y_grad = (real *)(work + 67502208);
+    real *const h2_var = (real *)(work + 67567744);
+    real *const h2_ln = (real *)(work + 67633280);
+    real *const h2_mean_grad = (real *)(work + 67633280);
+    real *const h2_var_grad = (real *)(work + 67698816);
+    real *const y_delta = (real *)(work + 75890816);
+    real *const h2 = (real *)(work + 76021888);
+    real *const h2_grad = (real *)(work + 76021888);
+    real *const x2_mm2 = (real *)(work + 84410496);
+    real *const x2_mm2_grad = (real *)(work + 84410496);
+    real *const x2_v = (real *)(work + 117964928);
+    real *const x2_v_grad = (real *)(work + 117964928);
+    real *const x2_mm = (real *)(work + 151519360);
+    real *const x1_grad = (real *)(work + 151519360);
+    real *const logits_mean = (real *)(work + 159907968);
+    real *const logits_var = (real *)(work + 159973504);
+    real *const logits_ln = (real *)(work + 160039040);
+    real *const logits_mean_grad = (real *)(work + 160039040);
+    real *const logits_var_grad = (real *)(work + 160104576);
+    real *const logits_v = (real *)(work + 168427648);
+    real *const logits_v_grad = (real *)(work + 168427648);
+    real *const logits = (real *)(work + 176816256);
+    real *const logits_grad = (real *)(work + 176816256);
+    real *const loss_max = (real *)(work + 193593472);
+    real *const loss_sumexp = (real *)(work + 193659008);
+    real *const loss_ce = (real *)(work + 193724544);
+    real *const qkv_grad = (real *)(work + 193724544);
+    real *const loss_sumexp_grad = (real *)(work + 218890368);
+    real *const x2_grad = (real *)(work + 218955904);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -1856,26 +1856,26 @@ static void forward(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const lnf_g = m->lnf_g;
     real *const lnf_b = m->lnf_b;
     char *const work = m->dev + 3930112; /* the work region: this routine's 50331648 bytes */
-    real *const h1_mean = (real *)(work + 0);
-    real *const qkv = (real *)(work + 0);
-    real *const qkv_mm = (real *)(work + 0);
-    real *const x1_mm = (real *)(work + 0);
-    real *const h2_mean = (real *)(work + 0);
-    real *const x2_v = (real *)(work + 0);
-    real *const x2_mm2 = (real *)(work + 0);
-    real *const logits = (real *)(work + 0);
-    real *const logits_mean = (real *)(work + 0);
-    real *const h1_var = (real *)(work + 65536);
-    real *const h2_var = (real *)(work + 65536);
-    real *const logits_var = (real *)(work + 65536);
-    real *const logits_v = (real *)(work + 16777216);
-    real *const x0_emb = (real *)(work + 25165824);
-    real *const h1 = (real *)(work + 33554432);
-    real *const y = (real *)(work + 33554432);
-    real *const x1 = (real *)(work + 33554432);
-    real *const y_lse = (real *)(work + 41943040);
-    real *const h2 = (real *)(work + 41943040);
-    real *const x2_mm = (real *)(work + 41943040);
+    real *const h1_mean = (real *)(work + 128);
+    real *const qkv = (real *)(work + 128);
+    real *const qkv_mm = (real *)(work + 128);
+    real *const x1_mm = (real *)(work + 128);
+    real *const h2_mean = (real *)(work + 128);
+    real *const x2_v = (real *)(work + 128);
+    real *const x2_mm2 = (real *)(work + 128);
+    real *const logits = (real *)(work + 128);
+    real *const logits_mean = (real *)(work + 128);
+    real *const h1_var = (real *)(work + 65664);
+    real *const h2_var = (real *)(work + 65664);
+    real *const logits_var = (real *)(work + 65664);
+    real *const logits_v = (real *)(work + 16777344);
+    real *const x0_emb = (real *)(work + 25165952);
+    real *const h1 = (real *)(work + 33554560);
+    real *const y = (real *)(work + 33554560);
+    real *const x1 = (real *)(work + 33554560);
+    real *const y_lse = (real *)(work + 41943168);
+    real *const h2 = (real *)(work + 41943168);
+    real *const x2_mm = (real *)(work + 41943168);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -1948,34 +1948,34 @@ static void eval_metrics(struct gpt_tiny *m, const real *const in_[], int64_t n)
     real *const b_pr = m->b_pr;
     real *const lnf_g = m->lnf_g;
     real *const lnf_b = m->lnf_b;
-    char *const work = m->dev + 3930112; /* the work region: this routine's 50331648 bytes */
-    real *const h1_mean = (real *)(work + 0);
-    real *const qkv = (real *)(work + 0);
-    real *const qkv_mm = (real *)(work + 0);
-    real *const x1_mm = (real *)(work + 0);
-    real *const h2_mean = (real *)(work + 0);
-    real *const x2_v = (real *)(work + 0);
-    real *const x2_mm2 = (real *)(work + 0);
-    real *const logits = (real *)(work + 0);
-    real *const logits_mean = (real *)(work + 0);
-    real *const accuracy = (real *)(work + 0);
-    real *const h1_var = (real *)(work + 65536);
-    real *const h2_var = (real *)(work + 65536);
-    real *const logits_var = (real *)(work + 65536);
-    real *const logits_v = (real *)(work + 16777216);
-    real *const loss_max = (real *)(work + 16777216);
-    real *const accuracy_pred_max = (real *)(work + 16777216);
-    real *const loss_sumexp = (real *)(work + 16842752);
-    real *const accuracy_pred_argmax = (real *)(work + 16842752);
-    real *const loss_ce = (real *)(work + 16908288);
-    real *const loss_ = (real *)(work + 16973824);
-    real *const x0_emb = (real *)(work + 25165824);
-    real *const h1 = (real *)(work + 33554432);
-    real *const y = (real *)(work + 33554432);
-    real *const x1 = (real *)(work + 33554432);
-    real *const y_lse = (real *)(work + 41943040);
-    real *const h2 = (real *)(work + 41943040);
-    real *const x2_mm = (real *)(work + 41943040);
+    char *const work = m->dev + 3930112; /* the work region: this routine's 50331776 bytes */
+    real *const loss_ = (real *)(work + 0);
+    real *const accuracy = (real *)(work + 64);
+    real *const h1_mean = (real *)(work + 128);
+    real *const qkv = (real *)(work + 128);
+    real *const qkv_mm = (real *)(work + 128);
+    real *const x1_mm = (real *)(work + 128);
+    real *const h2_mean = (real *)(work + 128);
+    real *const x2_v = (real *)(work + 128);
+    real *const x2_mm2 = (real *)(work + 128);
+    real *const logits = (real *)(work + 128);
+    real *const logits_mean = (real *)(work + 128);
+    real *const h1_var = (real *)(work + 65664);
+    real *const h2_var = (real *)(work + 65664);
+    real *const logits_var = (real *)(work + 65664);
+    real *const logits_v = (real *)(work + 16777344);
+    real *const loss_max = (real *)(work + 16777344);
+    real *const accuracy_pred_max = (real *)(work + 16777344);
+    real *const loss_sumexp = (real *)(work + 16842880);
+    real *const accuracy_pred_argmax = (real *)(work + 16842880);
+    real *const loss_ce = (real *)(work + 16908416);
+    real *const x0_emb = (real *)(work + 25165952);
+    real *const h1 = (real *)(work + 33554560);
+    real *const y = (real *)(work + 33554560);
+    real *const x1 = (real *)(work + 33554560);
+    real *const y_lse = (real *)(work + 41943168);
+    real *const h2 = (real *)(work + 41943168);
+    real *const x2_mm = (real *)(work + 41943168);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -2083,53 +2083,53 @@ static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) 
     real *const ln1_b_grad = m->ln1_b_grad;
     real *const wpe_grad = m->wpe_grad;
     char *const work = m->dev + 3930112; /* the work region: this routine's 227344448 bytes */
-    real *const x0_emb = (real *)(work + 0);
-    real *const x0_emb_grad = (real *)(work + 0);
-    real *const h1_mean = (real *)(work + 8388608);
-    real *const h1_var = (real *)(work + 8454144);
-    real *const h1_ln = (real *)(work + 8519680);
-    real *const h1_mean_grad = (real *)(work + 8519680);
-    real *const h1_var_grad = (real *)(work + 8585216);
-    real *const h1 = (real *)(work + 16908288);
-    real *const h1_grad = (real *)(work + 16908288);
-    real *const qkv = (real *)(work + 25296896);
-    real *const qkv_mm = (real *)(work + 25296896);
-    real *const y = (real *)(work + 50462720);
-    real *const y_lse = (real *)(work + 58851328);
-    real *const x1 = (real *)(work + 59113472);
-    real *const x1_mm = (real *)(work + 59113472);
-    real *const x0_grad = (real *)(work + 59113472);
-    real *const h2_mean = (real *)(work + 67502080);
-    real *const y_grad = (real *)(work + 67502080);
-    real *const h2_var = (real *)(work + 67567616);
-    real *const h2_ln = (real *)(work + 67633152);
-    real *const h2_mean_grad = (real *)(work + 67633152);
-    real *const h2_var_grad = (real *)(work + 67698688);
-    real *const y_delta = (real *)(work + 75890688);
-    real *const h2 = (real *)(work + 76021760);
-    real *const h2_grad = (real *)(work + 76021760);
-    real *const x2_mm2 = (real *)(work + 84410368);
-    real *const x2_mm2_grad = (real *)(work + 84410368);
-    real *const x2_v = (real *)(work + 117964800);
-    real *const x2_v_grad = (real *)(work + 117964800);
-    real *const x2_mm = (real *)(work + 151519232);
-    real *const x1_grad = (real *)(work + 151519232);
-    real *const logits_mean = (real *)(work + 159907840);
-    real *const logits_var = (real *)(work + 159973376);
-    real *const logits_ln = (real *)(work + 160038912);
-    real *const logits_mean_grad = (real *)(work + 160038912);
-    real *const logits_var_grad = (real *)(work + 160104448);
-    real *const logits_v = (real *)(work + 168427520);
-    real *const logits_v_grad = (real *)(work + 168427520);
-    real *const logits = (real *)(work + 176816128);
-    real *const logits_grad = (real *)(work + 176816128);
-    real *const loss_max = (real *)(work + 193593344);
-    real *const loss_sumexp = (real *)(work + 193658880);
-    real *const loss_ce = (real *)(work + 193724416);
-    real *const loss_sumexp_grad = (real *)(work + 193724416);
-    real *const loss_ = (real *)(work + 193789952);
-    real *const qkv_grad = (real *)(work + 193790016);
-    real *const x2_grad = (real *)(work + 218955840);
+    real *const loss_ = (real *)(work + 0);
+    real *const x0_emb = (real *)(work + 128);
+    real *const x0_emb_grad = (real *)(work + 128);
+    real *const h1_mean = (real *)(work + 8388736);
+    real *const h1_var = (real *)(work + 8454272);
+    real *const h1_ln = (real *)(work + 8519808);
+    real *const h1_mean_grad = (real *)(work + 8519808);
+    real *const h1_var_grad = (real *)(work + 8585344);
+    real *const h1 = (real *)(work + 16908416);
+    real *const h1_grad = (real *)(work + 16908416);
+    real *const qkv = (real *)(work + 25297024);
+    real *const qkv_mm = (real *)(work + 25297024);
+    real *const y = (real *)(work + 50462848);
+    real *const y_lse = (real *)(work + 58851456);
+    real *const x1 = (real *)(work + 59113600);
+    real *const x1_mm = (real *)(work + 59113600);
+    real *const x0_grad = (real *)(work + 59113600);
+    real *const h2_mean = (real *)(work + 67502208);
+    real *const y_grad = (real *)(work + 67502208);
+    real *const h2_var = (real *)(work + 67567744);
+    real *const h2_ln = (real *)(work + 67633280);
+    real *const h2_mean_grad = (real *)(work + 67633280);
+    real *const h2_var_grad = (real *)(work + 67698816);
+    real *const y_delta = (real *)(work + 75890816);
+    real *const h2 = (real *)(work + 76021888);
+    real *const h2_grad = (real *)(work + 76021888);
+    real *const x2_mm2 = (real *)(work + 84410496);
+    real *const x2_mm2_grad = (real *)(work + 84410496);
+    real *const x2_v = (real *)(work + 117964928);
+    real *const x2_v_grad = (real *)(work + 117964928);
+    real *const x2_mm = (real *)(work + 151519360);
+    real *const x1_grad = (real *)(work + 151519360);
+    real *const logits_mean = (real *)(work + 159907968);
+    real *const logits_var = (real *)(work + 159973504);
+    real *const logits_ln = (real *)(work + 160039040);
+    real *const logits_mean_grad = (real *)(work + 160039040);
+    real *const logits_var_grad = (real *)(work + 160104576);
+    real *const logits_v = (real *)(work + 168427648);
+    real *const logits_v_grad = (real *)(work + 168427648);
+    real *const logits = (real *)(work + 176816256);
+    real *const logits_grad = (real *)(work + 176816256);
+    real *const loss_max = (real *)(work + 193593472);
+    real *const loss_sumexp = (real *)(work + 193659008);
+    real *const loss_ce = (real *)(work + 193724544);
+    real *const qkv_grad = (real *)(work + 193724544);
+    real *const loss_sumexp_grad = (real *)(work + 218890368);
+    real *const x2_grad = (real *)(work + 218955904);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -2470,25 +2470,25 @@ static void decode(struct gpt_tiny *m, const real *const in_[], int64_t pos) {
     real *const lnf_b = m->lnf_b;
     real *const qkv_cache = m->qkv_cache;
     char *const work = m->dev + 3930112; /* the work region: this routine's 50331648 bytes */
-    real *const h1_mean = (real *)(work + 0);
-    real *const qkv_mm = (real *)(work + 0);
-    real *const y = (real *)(work + 0);
-    real *const h2_mean = (real *)(work + 0);
-    real *const x2_v = (real *)(work + 0);
-    real *const x2_mm2 = (real *)(work + 0);
-    real *const logits = (real *)(work + 0);
-    real *const logits_mean = (real *)(work + 0);
-    real *const h1_var = (real *)(work + 65536);
-    real *const h2_var = (real *)(work + 65536);
-    real *const logits_var = (real *)(work + 65536);
-    real *const y_lse = (real *)(work + 8388608);
-    real *const x1_mm = (real *)(work + 8388608);
-    real *const logits_v = (real *)(work + 16777216);
-    real *const x0_emb = (real *)(work + 25165824);
-    real *const h1 = (real *)(work + 33554432);
-    real *const x1 = (real *)(work + 33554432);
-    real *const h2 = (real *)(work + 41943040);
-    real *const x2_mm = (real *)(work + 41943040);
+    real *const h1_mean = (real *)(work + 128);
+    real *const qkv_mm = (real *)(work + 128);
+    real *const y = (real *)(work + 128);
+    real *const h2_mean = (real *)(work + 128);
+    real *const x2_v = (real *)(work + 128);
+    real *const x2_mm2 = (real *)(work + 128);
+    real *const logits = (real *)(work + 128);
+    real *const logits_mean = (real *)(work + 128);
+    real *const h1_var = (real *)(work + 65664);
+    real *const h2_var = (real *)(work + 65664);
+    real *const logits_var = (real *)(work + 65664);
+    real *const y_lse = (real *)(work + 8388736);
+    real *const x1_mm = (real *)(work + 8388736);
+    real *const logits_v = (real *)(work + 16777344);
+    real *const x0_emb = (real *)(work + 25165952);
+    real *const h1 = (real *)(work + 33554560);
+    real *const x1 = (real *)(work + 33554560);
+    real *const h2 = (real *)(work + 41943168);
+    real *const x2_mm = (real *)(work + 41943168);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -2739,11 +2739,18 @@ static void bind_buffers(struct gpt_tiny *m) {
     m->qkv_cache = (real *)(m->dev + 3831808);
 }
 
+/* The device state is sized for GPT_TINY_MAX_BATCH whatever max_batch asks (run-time-sized
+   states: the C target only); max_batch is checked against it. */
+struct gpt_tiny *gpt_tiny_create_batch(uint64_t seed, int64_t max_batch) {
+    if (max_batch < 1 || max_batch > GPT_TINY_MAX_BATCH) return NULL;
+    return gpt_tiny_create(seed);
+}
+
 struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
     struct gpt_tiny *m = (struct gpt_tiny *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(231274560, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(231274624, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(2873856, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(239488 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
@@ -2819,7 +2826,7 @@ double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 197720064)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 3930112)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -2832,7 +2839,7 @@ double gpt_tiny_train_grads(struct gpt_tiny *m, const gpt_tiny_real *const input
     train_grads(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 197720064)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 3930112)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -2865,7 +2872,7 @@ void gpt_tiny_forward(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], i
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 3930112)), (size_t)n * 16384 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 3930240)), (size_t)n * 16384 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
@@ -2881,8 +2888,8 @@ void gpt_tiny_eval(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int6
     eval_metrics(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 20903936)), sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 3930112)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 3930112)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 3930176)), sizeof(real), &e));
 
     finish(m);
     *loss = m->failed ? NAN : (double)m->scalars[0];
@@ -2897,7 +2904,7 @@ static void decode_at(struct gpt_tiny *m, int64_t pos, gpt_tiny_real *logits) {
     in[0] = (const real *)(const void *)m->decode_ids;
     decode(m, in, pos);
     cannl_error e;
-    if (logits) CANNL_TRY(cannl_stream_copy(m->compute, logits, (((real *)(m->dev + 3930112)) + pos * 256), 256 * sizeof(real), &e));
+    if (logits) CANNL_TRY(cannl_stream_copy(m->compute, logits, (((real *)(m->dev + 3930240)) + pos * 256), 256 * sizeof(real), &e));
 }
 
 cannl_status gpt_tiny_decode_step(struct gpt_tiny *m, int32_t id, gpt_tiny_real *logits) {
@@ -3282,7 +3289,8 @@ const cannl_model_api gpt_tiny_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn};
+    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn,
+    NULL /* create only: the device state is sized for the maximum batch */};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (gpt_tiny_train.cu). */

@@ -16,7 +16,7 @@
  *
  * Products: fp32 on the CUDA cores (--precision fp32).
  *
- * Memory: every buffer lives in one device arena (54464 bytes), laid out as the C target's
+ * Memory: every buffer lives in one device arena (69888 bytes), laid out as the C target's
  * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
  * routine's work buffers in one region). Its first 2816 bytes (params, optimiser state)
  * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
@@ -159,7 +159,7 @@ static __global__ void __launch_bounds__(256) set_h2(real *h2, const real *h2_mm
 }
 
 /* line 14: prob = sigmoid(w3 * h2 + b3); backward: prob = sigmoid(w3 * h2 + b3) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_prob(real *__restrict__ prob, real *__restrict__ prob_mm_grad, const real *__restrict__ prob_mm, const real *__restrict__ b3, const real *__restrict__ target, const int64_t n) {
+static __global__ void __launch_bounds__(256) set_prob(real *__restrict__ prob, real *prob_mm_grad, const real *prob_mm, const real *__restrict__ b3, const real *__restrict__ target, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i_ >= n) return;
     const int64_t b = i_;
@@ -456,19 +456,19 @@ static void train_step(struct moons_mlp *m, const real *const in_[], int64_t n) 
     real *const b1_momentum_buffer = m->b1_momentum_buffer;
     real *const b2_momentum_buffer = m->b2_momentum_buffer;
     real *const b3_momentum_buffer = m->b3_momentum_buffer;
-    char *const work = m->dev + 4224; /* the work region: this routine's 50240 bytes */
-    real *const h1 = (real *)(work + 0);
-    real *const h1_mm = (real *)(work + 0);
-    real *const h1_mm_grad = (real *)(work + 0);
-    real *const h2 = (real *)(work + 16384);
-    real *const h2_mm = (real *)(work + 16384);
-    real *const h2_mm_grad = (real *)(work + 16384);
-    real *const prob_mm = (real *)(work + 32768);
-    real *const h2_grad = (real *)(work + 32768);
-    real *const h1_grad = (real *)(work + 32768);
-    real *const prob = (real *)(work + 33792);
-    real *const prob_mm_grad = (real *)(work + 49152);
-    real *const loss_ = (real *)(work + 50176);
+    char *const work = m->dev + 4224; /* the work region: this routine's 65600 bytes */
+    real *const loss_ = (real *)(work + 0);
+    real *const h1 = (real *)(work + 128);
+    real *const h1_mm = (real *)(work + 128);
+    real *const h1_mm_grad = (real *)(work + 128);
+    real *const h2 = (real *)(work + 16512);
+    real *const h2_mm = (real *)(work + 16512);
+    real *const h2_mm_grad = (real *)(work + 16512);
+    real *const prob_mm = (real *)(work + 32896);
+    real *const prob_mm_grad = (real *)(work + 32896);
+    real *const h1_grad = (real *)(work + 32896);
+    real *const prob = (real *)(work + 49280);
+    real *const h2_grad = (real *)(work + 49280);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     m->last_lr = (double)lr;
@@ -547,12 +547,12 @@ static void forward(struct moons_mlp *m, const real *const in_[], int64_t n) {
     real *const b2 = m->b2;
     real *const b3 = m->b3;
     char *const work = m->dev + 4224; /* the work region: this routine's 32768 bytes */
-    real *const h1 = (real *)(work + 0);
-    real *const h1_mm = (real *)(work + 0);
-    real *const h2 = (real *)(work + 0);
-    real *const prob = (real *)(work + 0);
-    real *const h2_mm = (real *)(work + 16384);
-    real *const prob_mm = (real *)(work + 16384);
+    real *const h1 = (real *)(work + 128);
+    real *const h1_mm = (real *)(work + 128);
+    real *const h2 = (real *)(work + 128);
+    real *const prob = (real *)(work + 128);
+    real *const h2_mm = (real *)(work + 16512);
+    real *const prob_mm = (real *)(work + 16512);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 12: h1 = tanh(w1 * point + b1) */
@@ -581,15 +581,15 @@ static void eval_metrics(struct moons_mlp *m, const real *const in_[], int64_t n
     real *const b1 = m->b1;
     real *const b2 = m->b2;
     real *const b3 = m->b3;
-    char *const work = m->dev + 4224; /* the work region: this routine's 32768 bytes */
-    real *const h1 = (real *)(work + 0);
-    real *const h1_mm = (real *)(work + 0);
-    real *const h2 = (real *)(work + 0);
-    real *const err_ = (real *)(work + 0);
-    real *const loss_ = (real *)(work + 1024);
-    real *const mse = (real *)(work + 1088);
-    real *const h2_mm = (real *)(work + 16384);
-    real *const prob_mm = (real *)(work + 16384);
+    char *const work = m->dev + 4224; /* the work region: this routine's 32896 bytes */
+    real *const loss_ = (real *)(work + 0);
+    real *const mse = (real *)(work + 64);
+    real *const h1 = (real *)(work + 128);
+    real *const h1_mm = (real *)(work + 128);
+    real *const h2 = (real *)(work + 128);
+    real *const err_ = (real *)(work + 128);
+    real *const h2_mm = (real *)(work + 16512);
+    real *const prob_mm = (real *)(work + 16512);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 12: h1 = tanh(w1 * point + b1) */
@@ -634,19 +634,19 @@ static void train_grads(struct moons_mlp *m, const real *const in_[], int64_t n)
     real *const w2_grad = m->w2_grad;
     real *const b1_grad = m->b1_grad;
     real *const w1_grad = m->w1_grad;
-    char *const work = m->dev + 4224; /* the work region: this routine's 50240 bytes */
-    real *const h1 = (real *)(work + 0);
-    real *const h1_mm = (real *)(work + 0);
-    real *const h1_mm_grad = (real *)(work + 0);
-    real *const h2 = (real *)(work + 16384);
-    real *const h2_mm = (real *)(work + 16384);
-    real *const h2_mm_grad = (real *)(work + 16384);
-    real *const prob_mm = (real *)(work + 32768);
-    real *const h2_grad = (real *)(work + 32768);
-    real *const h1_grad = (real *)(work + 32768);
-    real *const prob = (real *)(work + 33792);
-    real *const prob_mm_grad = (real *)(work + 49152);
-    real *const loss_ = (real *)(work + 50176);
+    char *const work = m->dev + 4224; /* the work region: this routine's 65600 bytes */
+    real *const loss_ = (real *)(work + 0);
+    real *const h1 = (real *)(work + 128);
+    real *const h1_mm = (real *)(work + 128);
+    real *const h1_mm_grad = (real *)(work + 128);
+    real *const h2 = (real *)(work + 16512);
+    real *const h2_mm = (real *)(work + 16512);
+    real *const h2_mm_grad = (real *)(work + 16512);
+    real *const prob_mm = (real *)(work + 32896);
+    real *const prob_mm_grad = (real *)(work + 32896);
+    real *const h1_grad = (real *)(work + 32896);
+    real *const prob = (real *)(work + 49280);
+    real *const h2_grad = (real *)(work + 49280);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 12: h1 = tanh(w1 * point + b1) */
@@ -875,11 +875,18 @@ static void bind_buffers(struct moons_mlp *m) {
     m->b3_momentum_buffer = (real *)(m->dev + 2752);
 }
 
+/* The device state is sized for MOONS_MLP_MAX_BATCH whatever max_batch asks (run-time-sized
+   states: the C target only); max_batch is checked against it. */
+struct moons_mlp *moons_mlp_create_batch(uint64_t seed, int64_t max_batch) {
+    if (max_batch < 1 || max_batch > MOONS_MLP_MAX_BATCH) return NULL;
+    return moons_mlp_create(seed);
+}
+
 struct moons_mlp *moons_mlp_create(uint64_t seed) {
     struct moons_mlp *m = (struct moons_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(54464, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc(69888, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(2816, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(337 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
@@ -953,7 +960,7 @@ double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inp
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 54400)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 4224)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -966,7 +973,7 @@ double moons_mlp_train_grads(struct moons_mlp *m, const moons_mlp_real *const in
     train_grads(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 54400)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 4224)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -999,7 +1006,7 @@ void moons_mlp_forward(struct moons_mlp *m, const moons_mlp_real *const inputs[]
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 4224)), (size_t)n * 1 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 4352)), (size_t)n * 1 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
@@ -1015,8 +1022,8 @@ void moons_mlp_eval(struct moons_mlp *m, const moons_mlp_real *const inputs[], i
     eval_metrics(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 5248)), sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 5312)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 4224)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 4288)), sizeof(real), &e));
 
     finish(m);
     *loss = m->failed ? NAN : (double)m->scalars[0];
@@ -1221,7 +1228,8 @@ const cannl_model_api moons_mlp_api = {
     api_get_step_fn, api_set_step_fn, api_get_lr_fn, api_set_lr_fn, api_set_threads_fn,
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
-    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn};
+    NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn,
+    NULL /* create only: the device state is sized for the maximum batch */};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (moons_mlp_train.cu). */

@@ -53,13 +53,17 @@ typedef struct moons_mlp moons_mlp;
 #endif
 
 /* A new state with params initialised from `seed` (the spec's initialisers) and the
-   optimiser at step 0; NULL when out of memory. */
+   optimiser at step 0, for batches of up to max_batch examples (1 <= max_batch <=
+   MOONS_MLP_MAX_BATCH): its work buffers are sized for that batch, and a call on a larger n
+   does nothing (NaN). NULL for a max_batch out of range or when out of memory. _create(seed)
+   is _create_batch(seed, MOONS_MLP_MAX_BATCH). */
+struct moons_mlp *moons_mlp_create_batch(uint64_t seed, int64_t max_batch);
 struct moons_mlp *moons_mlp_create(uint64_t seed);
 void moons_mlp_destroy(struct moons_mlp *m);
 /* Re-initialise the params from `seed` and reset the optimiser (state and step count). */
 void moons_mlp_init(struct moons_mlp *m, uint64_t seed);
 
-/* One optimisation step on n examples (1 <= n <= MOONS_MLP_MAX_BATCH): forward, backward and
+/* One optimisation step on n examples (1 <= n <= the state's max_batch): forward, backward and
    update. Returns the loss computed before the update (NaN, and nothing done, for a bad n). */
 double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n);
 /* The step in two halves, for data-parallel training (as one train_step when called in
