@@ -1040,16 +1040,18 @@ private:
   }
 
   // The block function a block call runs (<block>_forward, <block>_backward, <block>_infer,
-  // <block>_init), defined in the unit the first time: one instance's half of the training body
-  // (its inference body, its init body) over its parameters, its locals at their offsets of the
-  // body's plan in the scratch the caller gives, each nest a kernel call (kernels shared by every
-  // instance) or a matrix product. The init body draws from the caller's random stream.
+  // <block>_init, <block>_decode), defined in the unit the first time: one instance's half of the
+  // training body (its inference body, its init body, its decode body) over its parameters, its
+  // locals at their offsets of the body's plan in the scratch the caller gives, each nest a
+  // kernel call (kernels shared by every instance) or a matrix product. The init body draws from
+  // the caller's random stream; the decode body runs at the caller's position pos.
   const std::string& block_function(const ir::Call& c, Unit& u) {
     const bool fwd = c.kind == ir::Call::Kind::BlockForward, infer = c.kind == ir::Call::Kind::BlockInfer,
-               init = c.kind == ir::Call::Kind::BlockInit;
-    if (!fwd && !infer && !init && c.kind != ir::Call::Kind::BlockBackward)
+               init = c.kind == ir::Call::Kind::BlockInit, decode = c.kind == ir::Call::Kind::BlockDecode;
+    if (!fwd && !infer && !init && !decode && c.kind != ir::Call::Kind::BlockBackward)
       CANNL_BUG(std::string("the C target does not emit a block's ") + ir::call_name(c.kind));
-    const std::string& fname = names_.block[static_cast<size_t>(4 * c.block + (fwd ? 0 : infer ? 2 : init ? 3 : 1))];
+    const std::string& fname =
+        names_.block[static_cast<size_t>(5 * c.block + (fwd ? 0 : infer ? 2 : init ? 3 : decode ? 4 : 1))];
     if (!u.defined.insert(fname).second) return fname;
     const ir::Block& bl = p_.blocks[static_cast<size_t>(c.block)];
     const ir::Routine& body = ir::body_of(bl, c.kind);
@@ -1059,7 +1061,7 @@ private:
     std::set<int> bufs;
     for (const ir::Stmt* t : nests) stmt_uses(*t, bufs, scalars);
     std::string params = init ? fmt::format("{} *m, cannl_rng *cannl_rng_in, char *cannl_scratch", u.state)
-                              : fmt::format("{} *m, int64_t n, char *cannl_scratch", u.state);
+                              : fmt::format("{} *m, int64_t {}, char *cannl_scratch", u.state, decode ? "pos" : "n");
     for (const std::string& x : sig.scalars) params += fmt::format(", const real {}", x);
     for (int b : sig.written) params += fmt::format(", {} *restrict {}", ctype(b), name(b));
     for (int b : sig.read) params += fmt::format(", const {} *restrict {}", ctype(b), name(b));
@@ -1076,6 +1078,7 @@ private:
                          shape_comment(b));
     if (locals.empty()) pro += "    (void)cannl_scratch;\n";
     std::set<std::string> taken = {"m", "n", "cannl_scratch"};
+    if (decode) taken.insert("pos");
     for (int b : bufs) taken.insert(name(b));
     taken.insert(sig.scalars.begin(), sig.scalars.end());
     bool n_used = false;
@@ -1098,13 +1101,21 @@ private:
       last = what(st);
       text += one;
     }
-    if (!n_used && !init) pro = "    (void)n;\n" + pro;
+    bool pos_used = false;  // (decode: a nest or a call at the position)
+    for (const ir::Stmt* t : nests) {
+      pos_used = pos_used || (t->call && t->call->at_pos);
+      for (const ir::Iter& it : t->iters) pos_used = pos_used || it.at_pos;
+    }
+    if (decode && n_used) CANNL_BUG("a decode body uses the batch count");
+    if (decode && !pos_used) pro = "    (void)pos;\n" + pro;
+    if (!decode && !n_used && !init) pro = "    (void)n;\n" + pro;
     if ((pro + text).find("m->") == std::string::npos) pro = "    (void)m;\n" + pro;
     if (init) {  // the stream in a local, as init_params keeps it (its kernels take &rng)
       pro += "    cannl_rng rng = *cannl_rng_in;\n";
       text += "    *cannl_rng_in = rng;\n";
     }
     const std::string what = infer ? "instance l's inference body, for each l in order"
+                             : decode ? "instance l's decode body at position pos, for each l in order"
                              : init ? "instance l's params drawn from their initialisers, for each l in order"
                              : fmt::format("the {} half of instance l's training body, for each l {}",
                                            fwd ? "forward" : "backward", fwd ? "in order" : "in reverse order");
@@ -1155,7 +1166,8 @@ private:
     const BlockSig sig = block_sig(c);
     std::map<int, const ir::Binding*> bind;
     for (const ir::Binding& bd : c.binds) bind[bd.formal] = &bd;
-    std::string args = fmt::format("m, {}, (char *){}", c.kind == ir::Call::Kind::BlockInit ? "&rng" : "n",
+    std::string args = fmt::format("m, {}, (char *){}", c.kind == ir::Call::Kind::BlockInit ? "&rng"
+                                                      : c.kind == ir::Call::Kind::BlockDecode ? "pos" : "n",
                                    c.scratch >= 0 ? name(c.scratch) : "NULL");
     for (const std::string& x : sig.scalars) args += ", " + x;
     for (const std::vector<int>* l : {&sig.written, &sig.read})
@@ -1286,7 +1298,7 @@ private:
       std::string text;
       if (s.call && ir::is_block_call(s.call->kind)) {
         text = block_call(s, u);
-        n_used = true;
+        n_used = n_used || s.call->kind != ir::Call::Kind::BlockDecode;
         if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
         last = what(s);
         body += text;

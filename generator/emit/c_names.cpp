@@ -208,9 +208,10 @@ CNames c_names(const ir::Program& p) {
   n.used = c_public_names(p);
   for (const ir::Routine& r : p.routines)
     for (const ir::ScalarDef& d : r.scalars) n.used.insert(d.name);
-  // A rolled block's functions (emit/c_emit.cpp): <block>_forward, _backward, _infer, _init.
+  // A rolled block's functions (emit/c_emit.cpp): <block>_forward, _backward, _infer, _init,
+  // _decode.
   for (const ir::Block& bl : p.blocks)
-    for (const char* half : {"forward", "backward", "infer", "init"}) {
+    for (const char* half : {"forward", "backward", "infer", "init", "decode"}) {
       const std::string id =
           free_name(bl.name + "_" + half, [&](const std::string& x) { return c_reserved(x) || n.used.count(x) > 0; });
       n.used.insert(id);

@@ -101,6 +101,27 @@ print("gpt_char train_step arena at ctx 256/512/1024, batch 8:", a[256], a[512],
 assert a[1024] - a[512] <= 2.02 * (a[512] - a[256]), a
 EOF
 
+# A rolled repeat block's decode (issue 34): gpt_char's decode routine calls one <block>_decode
+# in a loop over the instances, so its code (the functions, the decode routine's and the
+# block function's lines) is the same at 2 and 8 layers; only the per-instance tables grow.
+for l in 2 8; do
+  expect_rc 0 "$cannl" gen "$src/specs/gpt_char.cannl" --dim ctx=16 --dim d=32 --dim hd=8 --dim heads=4 \
+    --dim layers=$l --max-batch 2 -o "$tmp/depth_$l"
+done
+python3 - "$tmp" <<'EOF' && ok || bad "gpt_char's decode code grows with the depth"
+import re, sys
+def parts(l):
+    src = open(f"{sys.argv[1]}/depth_{l}/gpt_char_inference.c").read()
+    body = lambda head: src[src.index(head):].split("\n}\n", 1)[0].count("\n")
+    return {"functions": len(re.findall(r"^static \w+ \**\w+\(", src, re.M)),
+            "block decode functions": len(re.findall(r"^static void \w+_decode\(", src, re.M)),
+            "decode routine lines": body("/* routine decode */"),
+            "block decode lines": body("static void layers_decode(")}
+a, b = parts(2), parts(8)
+print("gpt_char inference.c at 2 and 8 layers:", a, b)
+assert a == b and a["block decode functions"] == 1, (a, b)
+EOF
+
 # A per-example tensor prints as [batch | ].
 printf 'model m\ninput l : [10]\ninput t : [10]\nce = cross_entropy(l, t)\n' > "$tmp/ce.cannl"
 expect_rc 0 "$cannl" check "$tmp/ce.cannl"
