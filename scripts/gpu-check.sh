@@ -39,14 +39,14 @@
 #   generate  75   --generate at T = 0 against C's tokens (refs.py generate), tests/e2e/generate.py
 #                  on the CUDA gpt_tiny (gpu.generate), and the KV-cache decode steps on the GPU against
 #                  the full forward pass at every position (gpu.decode.*: tests/e2e/decode.c, 1e-4 in f32)
+#   profile   40   where GPT-2 124M's bf16 step goes (B=8, T=1024, 4 steps): device time per kernel and per
+#                  kind (attention, cuBLAS, reductions, elementwise, copies), from a CUPTI injection library
+#                  (scripts/gpu-check/kprof.c, built at staging with the toolkit's CUPTI, staged with it)
 #   bench     240  GPT-2 124M's step, B=8 (then 16) x T=1024, fp32 and bf16: cannl against PyTorch
 #                  eager and torch.compile (scripts/gpu-check/bench.py)
 #   train     75   each example trains a few steps (scripts/gpu-check/smoke.py, tests/e2e/train.py)
 #   precision 60   gpt_char with tf32 and bf16 products tracks fp32 over 300 steps (gpu.precision.*)
 #   memcheck  45   compute-sanitizer on fashion_mlp's trainer (skipped where it does not run)
-#   profile   40   where GPT-2 124M's bf16 step goes (B=8, T=1024, 4 steps): device time per kernel and per
-#                  kind (attention, cuBLAS, reductions, elementwise, copies), from a CUPTI injection library
-#                  (scripts/gpu-check/kprof.c, built at staging with the toolkit's CUPTI, staged with it)
 # shellcheck disable=SC2317 # (the part_* functions are called by name: _part)
 set -uo pipefail
 SELF=$(readlink -f "$0")
@@ -54,8 +54,8 @@ ROOT=$(cd "$(dirname "$SELF")/.." && pwd)
 HELPERS=$ROOT/scripts/gpu-check
 LIMIT_MIB=60
 BUDGET=470
-PARTS=(device:20 runtime:30 gradcheck:60 parity:90 infer:20 generate:75 bench:240 train:75 precision:60 memcheck:45
-  profile:40)
+PARTS=(device:20 runtime:30 gradcheck:60 parity:90 infer:20 generate:75 profile:40 bench:240 train:75 precision:60
+  memcheck:45)
 
 die() {
   echo "gpu-check: $*" >&2
