@@ -660,6 +660,7 @@ private:
       how = fmt::format("one {} per element, reducing its {} terms with shuffles{}", block ? "block" : "warp",
                         rtotal.str(), block ? " and shared memory" : "");
       if (!inj) how += ", adding atomically (elements repeat)";
+      const std::string reduce = reducer(s.assigns[0].accum, block);
       // Consecutive lanes take consecutive terms: the summed loop with the smallest stride in
       // the buffers read varies fastest (coalesced reads).
       std::vector<long> rstride(s.iters.size(), LONG_MAX);
@@ -676,40 +677,7 @@ private:
       }
       std::stable_sort(red.begin(), red.end(),
                        [&](int a, int b) { return rstride[static_cast<size_t>(a)] > rstride[static_cast<size_t>(b)]; });
-      // Columns: the element's own loop is contiguous in what is read and every summed loop that
-      // is read is strided (a bias's gradient: a sum over rows). A block takes 32 neighbouring
-      // elements, a lane each, and 8 row groups: coalesced reads where a block per element reads
-      // one float of each 32-byte sector.
-      auto rs = [&](int l) { return rstride[static_cast<size_t>(l)]; };
-      const int col = outer.empty() ? -1 : outer.back();
-      const bool columns = inj && col >= 0 && rs(col) == 1 && omax >= 32 &&
-                           std::all_of(red.begin(), red.end(), [&](int l) { return rs(l) > 1; }) &&
-                           std::any_of(red.begin(), red.end(), [&](int l) { return rs(l) != LONG_MAX; });
-      if (columns) {
-        constexpr int kGroups = kBlock / 32;
-        how = fmt::format("32 elements per block, a lane each, {} row groups summing every {}th of its {} terms, then "
-                          "in order", kGroups, kGroups, rtotal.str());
-        const ir::Accum a = s.assigns[0].accum;
-        body = "    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;\n";
-        body += "    const int part_ = threadIdx.x / 32;\n";
-        body += fmt::format("    __shared__ real parts_[{}][33];\n", kGroups);
-        body += decompose(s, outer, "i_", 1);
-        body += fmt::format("    real acc = {};\n", identity(a));
-        body += fmt::format("    for (int64_t r_ = part_; i_ < {} && r_ < {}; r_ += {}) {{\n", total.str(),
-                            rtotal.str(), kGroups);
-        body += decompose(s, red, "r_", 2);
-        body += fold_into_acc(a, *summed);
-        body += "    }\n";
-        body += "    parts_[part_][threadIdx.x % 32] = acc;\n    __syncthreads();\n";
-        body += fmt::format("    if (part_ != 0 || i_ >= {}) return;\n", total.str());
-        body += fmt::format("    for (int k_ = 1; k_ < {}; ++k_) {{\n", kGroups);
-        body += "        const real v = parts_[k_][threadIdx.x];\n";
-        const char* better = a == ir::Accum::Max ? ">" : "<";
-        body += a == ir::Accum::Add ? "        acc += v;\n" : fmt::format("        acc = v {} acc ? v : acc;\n", better);
-        body += "    }\n";
-        body += "    " + store(s, finished("acc"), false, "", assign) + "\n";
-        launch = fmt::format("{}<<<{}, {}, 0, stream_>>>({});", kname, blocks(total, kBlock / 32), kBlock, args);
-      } else if (block) {
+      if (block) {
         // (one block: no written loop to decompose, no element index)
         body = outer.empty() ? "" : "    const int64_t i_ = blockIdx.x;\n";
         body += "    const int lane_ = threadIdx.x;\n";
@@ -718,20 +686,17 @@ private:
         body += "    const int lane_ = threadIdx.x % 32;\n";
         body += fmt::format("    if (i_ >= {}) return; /* the whole warp */\n", total.str());
       }
-      if (!columns) {
-        const std::string reduce = reducer(s.assigns[0].accum, block);
-        body += decompose(s, outer, "i_", 1);
-        body += fmt::format("    real acc = {};\n", identity(s.assigns[0].accum));
-        body += fmt::format("    for (int64_t r_ = lane_; r_ < {}; r_ += {}) {{\n", rtotal.str(), t);
-        body += decompose(s, red, "r_", 2);
-        body += fold_into_acc(s.assigns[0].accum, *summed);
-        body += "    }\n";
-        body += fmt::format("    acc = {}(acc);\n", reduce);
-        body += "    " + store(s, finished("acc"), !inj, "lane_ == 0", assign) + "\n";
-        launch = block ? fmt::format("{}<<<{}, {}, 0, stream_>>>({});", kname, total.n ? "(unsigned)(" + total.str() + ")"
-                                                                                    : std::to_string(total.c), kBlock, args)
-                       : fmt::format("{}<<<{}, {}, 0, stream_>>>({});", kname, blocks(total, 32), kBlock, args);
-      }
+      body += decompose(s, outer, "i_", 1);
+      body += fmt::format("    real acc = {};\n", identity(s.assigns[0].accum));
+      body += fmt::format("    for (int64_t r_ = lane_; r_ < {}; r_ += {}) {{\n", rtotal.str(), t);
+      body += decompose(s, red, "r_", 2);
+      body += fold_into_acc(s.assigns[0].accum, *summed);
+      body += "    }\n";
+      body += fmt::format("    acc = {}(acc);\n", reduce);
+      body += "    " + store(s, finished("acc"), !inj, "lane_ == 0", assign) + "\n";
+      launch = block ? fmt::format("{}<<<{}, {}, 0, stream_>>>({});", kname, total.n ? "(unsigned)(" + total.str() + ")"
+                                                                                  : std::to_string(total.c), kBlock, args)
+                     : fmt::format("{}<<<{}, {}, 0, stream_>>>({});", kname, blocks(total, 32), kBlock, args);
     }
     if (assign) how += ", assigning the sums (zero_first)";
     else if (s.zero_first) how += ", into cells filled with the identity first";

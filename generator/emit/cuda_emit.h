@@ -10,9 +10,7 @@
 // strides and launch geometry as constants (only the batch count n is passed), or, when it is
 // a contraction (cublas_plan.h), one cublasGemmStridedBatchedEx call. Nests that sum (max=,
 // min=) over trailing loops give each written element one thread, one warp or one block,
-// reducing with warp shuffles and shared memory, or, when the sum runs down strided rows of
-// contiguous elements (a bias's gradient), a lane of a block that takes 32 elements and splits
-// the rows into 8 groups, added in order; nests whose writes may collide (the input
+// reducing with warp shuffles and shared memory; nests whose writes may collide (the input
 // gradient of a convolution) add atomically. The init routine runs on the host, printed as
 // the C target prints it, so a seed gives the C target's params. Compiles warning-free with
 // nvcc -Werror all-warnings and the host compiler's -Wall -Wextra.

@@ -55,6 +55,16 @@ static __device__ __forceinline__ float cannl_warp_sum(float v) {
     }
     return v;
 }
+/* the sum of v over the 256 threads of a block, in thread 0 (every thread must call it) */
+static __device__ __forceinline__ float cannl_block_sum(float v) {
+    __shared__ float part[8];
+    v = cannl_warp_sum(v);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = threadIdx.x < 8 ? part[threadIdx.x] : 0.0f;
+    if (threadIdx.x < 32) v = cannl_warp_sum(v);
+    return v;
+}
 
 struct fashion_cnn {
     int64_t step;     /* optimiser steps taken */
@@ -393,25 +403,19 @@ static __global__ void __launch_bounds__(256) set_h3_mm_grad(real *__restrict__ 
     h3_mm_grad[b * 1024 + o] = h3_grad[b * 1024 + o] * cannl_step(h3[b * 1024 + o]);
 }
 
-/* line 23: backward: h3 = relu(w3 * p2 + b3) (32 elements per block, a lane each, 8 row groups summing every 8th of its n terms, then in order, assigning the sums (zero_first)) */
+/* line 23: backward: h3 = relu(w3 * p2 + b3) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_b3_grad(real *__restrict__ b3_grad, const real *__restrict__ h3_mm_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane_ = threadIdx.x % 32;
+    if (i_ >= 1024) return; /* the whole warp */
     const int64_t o = i_;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 1024 && r_ < n; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
         acc += h3_mm_grad[b * 1024 + o];
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 1024) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    b3_grad[o] = acc;
+    acc = cannl_warp_sum(acc);
+    if (lane_ == 0) b3_grad[o] = acc;
 }
 
 /* line 22: backward: p2 = max_pool2d(a2, size = 2) (one thread per element) */
@@ -438,27 +442,20 @@ static __global__ void __launch_bounds__(256) set_a2_conv_grad(real *__restrict_
     a2_conv_grad[b * 12544 + o0 * 896 + o1 * 64 + o2] = a2_grad[b * 12544 + o0 * 896 + o1 * 64 + o2] * cannl_step(cannl_relu(a2_conv[b * 12544 + o0 * 896 + o1 * 64 + o2] + c2[o2]));
 }
 
-/* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (32 elements per block, a lane each, 8 row groups summing every 8th of its n * 196 terms, then in order, assigning the sums (zero_first)) */
+/* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one block per element, reducing its n * 196 terms with shuffles and shared memory, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_c2_grad(real *__restrict__ c2_grad, const real *__restrict__ a2_conv_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = blockIdx.x;
+    const int lane_ = threadIdx.x;
     const int64_t o2 = i_;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 64 && r_ < n * 196; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n * 196; r_ += 256) {
         const int64_t b = r_ / 196;
         const int64_t o0 = (r_ / 14) % 14;
         const int64_t o1 = r_ % 14;
         acc += a2_conv_grad[b * 12544 + o0 * 896 + o1 * 64 + o2];
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 64) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    c2_grad[o2] = acc;
+    acc = cannl_block_sum(acc);
+    if (lane_ == 0) c2_grad[o2] = acc;
 }
 
 /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) (one thread per element, adding atomically (elements repeat)) */
@@ -498,27 +495,20 @@ static __global__ void __launch_bounds__(256) set_a1_conv_grad(real *__restrict_
     a1_conv_grad[b * 25088 + o0 * 896 + o1 * 32 + o2] = a1_grad[b * 25088 + o0 * 896 + o1 * 32 + o2] * cannl_step(cannl_relu(a1_conv[b * 25088 + o0 * 896 + o1 * 32 + o2] + c1[o2]));
 }
 
-/* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) (32 elements per block, a lane each, 8 row groups summing every 8th of its n * 784 terms, then in order, assigning the sums (zero_first)) */
+/* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) (one block per element, reducing its n * 784 terms with shuffles and shared memory, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_c1_grad(real *__restrict__ c1_grad, const real *__restrict__ a1_conv_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = blockIdx.x;
+    const int lane_ = threadIdx.x;
     const int64_t o2 = i_;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 32 && r_ < n * 784; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n * 784; r_ += 256) {
         const int64_t b = r_ / 784;
         const int64_t o0 = (r_ / 28) % 28;
         const int64_t o1 = r_ % 28;
         acc += a1_conv_grad[b * 25088 + o0 * 896 + o1 * 32 + o2];
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 32) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    c1_grad[o2] = acc;
+    acc = cannl_block_sum(acc);
+    if (lane_ == 0) c1_grad[o2] = acc;
 }
 
 /* line 29: adam update of k1 (one thread per element) */
@@ -972,7 +962,7 @@ static void train_step(struct fashion_cnn *m, const real *const in_[], int64_t n
     /* line 23: backward: h3 = relu(w3 * p2 + b3) */
     set_h3_mm_grad<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3_mm_grad, h3_grad, h3, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_b3_grad<<<32, 256, 0, stream_>>>(b3_grad, h3_mm_grad, n);
+    sum_b3_grad<<<128, 256, 0, stream_>>>(b3_grad, h3_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 3136, 1024, n, 1.0f, p2, 3136, 0, h3_mm_grad, 1024, 0, 0.0f, w3_grad, 3136, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 3136, n, 1024, 1.0f, w3, 3136, 0, h3_mm_grad, 1024, 0, 0.0f, p2_grad, 3136, 0, 1);
@@ -984,7 +974,7 @@ static void train_step(struct fashion_cnn *m, const real *const in_[], int64_t n
     /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
     set_a2_conv_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_conv_grad, a2_grad, a2_conv, c2, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_c2_grad<<<2, 256, 0, stream_>>>(c2_grad, a2_conv_grad, n);
+    sum_c2_grad<<<64, 256, 0, stream_>>>(c2_grad, a2_conv_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 800, n * 196, 64, 1.0f, k2, 800, 0, a2_conv_grad, 64, 0, 0.0f, a2_col_grad, 800, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 800, 64, n * 196, 1.0f, a2_col, 800, 0, a2_conv_grad, 64, 0, 0.0f, k2_grad, 800, 0, 1);
@@ -998,7 +988,7 @@ static void train_step(struct fashion_cnn *m, const real *const in_[], int64_t n
     /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
     set_a1_conv_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_conv_grad, a1_grad, a1_conv, c1, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_c1_grad<<<1, 256, 0, stream_>>>(c1_grad, a1_conv_grad, n);
+    sum_c1_grad<<<32, 256, 0, stream_>>>(c1_grad, a1_conv_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 25, 32, n * 784, 1.0f, a1_col, 25, 0, a1_conv_grad, 32, 0, 0.0f, k1_grad, 25, 0, 1);
 
@@ -1305,7 +1295,7 @@ static void train_grads(struct fashion_cnn *m, const real *const in_[], int64_t 
     /* line 23: backward: h3 = relu(w3 * p2 + b3) */
     set_h3_mm_grad<<<(unsigned)((n * 1024 + 255) / 256), 256, 0, stream_>>>(h3_mm_grad, h3_grad, h3, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_b3_grad<<<32, 256, 0, stream_>>>(b3_grad, h3_mm_grad, n);
+    sum_b3_grad<<<128, 256, 0, stream_>>>(b3_grad, h3_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 3136, 1024, n, 1.0f, p2, 3136, 0, h3_mm_grad, 1024, 0, 0.0f, w3_grad, 3136, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 3136, n, 1024, 1.0f, w3, 3136, 0, h3_mm_grad, 1024, 0, 0.0f, p2_grad, 3136, 0, 1);
@@ -1317,7 +1307,7 @@ static void train_grads(struct fashion_cnn *m, const real *const in_[], int64_t 
     /* line 21: backward: a2 = relu(conv2d(p1, k2, padding = 2) + c2) */
     set_a2_conv_grad<<<(unsigned)((n * 12544 + 255) / 256), 256, 0, stream_>>>(a2_conv_grad, a2_grad, a2_conv, c2, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_c2_grad<<<2, 256, 0, stream_>>>(c2_grad, a2_conv_grad, n);
+    sum_c2_grad<<<64, 256, 0, stream_>>>(c2_grad, a2_conv_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 800, n * 196, 64, 1.0f, k2, 800, 0, a2_conv_grad, 64, 0, 0.0f, a2_col_grad, 800, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 800, 64, n * 196, 1.0f, a2_col, 800, 0, a2_conv_grad, 64, 0, 0.0f, k2_grad, 800, 0, 1);
@@ -1331,7 +1321,7 @@ static void train_grads(struct fashion_cnn *m, const real *const in_[], int64_t 
     /* line 19: backward: a1 = relu(conv2d(x, k1, padding = 2) + c1) */
     set_a1_conv_grad<<<(unsigned)((n * 25088 + 255) / 256), 256, 0, stream_>>>(a1_conv_grad, a1_grad, a1_conv, c1, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_c1_grad<<<1, 256, 0, stream_>>>(c1_grad, a1_conv_grad, n);
+    sum_c1_grad<<<32, 256, 0, stream_>>>(c1_grad, a1_conv_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 25, 32, n * 784, 1.0f, a1_col, 25, 0, a1_conv_grad, 32, 0, 0.0f, k1_grad, 25, 0, 1);
 }

@@ -299,25 +299,19 @@ static __global__ void __launch_bounds__(256) sum_b2_grad(real *__restrict__ b2_
     if (lane_ == 0) b2_grad[o] = acc;
 }
 
-/* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (32 elements per block, a lane each, 8 row groups summing every 8th of its n terms, then in order, assigning the sums (zero_first)) */
+/* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_gain_grad(real *__restrict__ gain_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const real *__restrict__ h1_ln, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane_ = threadIdx.x % 32;
+    if (i_ >= 256) return; /* the whole warp */
     const int64_t o = i_;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 256 && r_ < n; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
         acc += h1_grad[b * 256 + o] * (cannl_step(h1[b * 256 + o]) * h1_ln[b * 256 + o]);
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 256) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    gain_grad[o] = acc;
+    acc = cannl_warp_sum(acc);
+    if (lane_ == 0) gain_grad[o] = acc;
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one thread per element) */
@@ -330,25 +324,19 @@ static __global__ void __launch_bounds__(256) set_h1_ln_grad(real *__restrict__ 
     z1_grad[b * 256 + o] = h1_ln_grad[b * 256 + o] * (1.0f / sqrtf(h1_var[b] + 1e-05f));
 }
 
-/* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (32 elements per block, a lane each, 8 row groups summing every 8th of its n terms, then in order, assigning the sums (zero_first)) */
+/* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_bias_grad(real *__restrict__ bias_grad, const real *__restrict__ h1_grad, const real *__restrict__ h1, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane_ = threadIdx.x % 32;
+    if (i_ >= 256) return; /* the whole warp */
     const int64_t o = i_;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 256 && r_ < n; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
         acc += h1_grad[b * 256 + o] * cannl_step(h1[b * 256 + o]);
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 256) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    bias_grad[o] = acc;
+    acc = cannl_warp_sum(acc);
+    if (lane_ == 0) bias_grad[o] = acc;
 }
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) (one warp per element, reducing its 256 terms with shuffles, assigning the sums (zero_first)) */
@@ -406,25 +394,19 @@ static __global__ void __launch_bounds__(256) add_z1_grad(real *__restrict__ z1_
     z1_grad[b * 256 + o] += h1_mean_grad[b] * 0.00390625f;
 }
 
-/* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 (32 elements per block, a lane each, 8 row groups summing every 8th of its n terms, then in order, assigning the sums (zero_first)) */
+/* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_b1_grad(real *__restrict__ b1_grad, const real *__restrict__ z1_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane_ = threadIdx.x % 32;
+    if (i_ >= 256) return; /* the whole warp */
     const int64_t o = i_;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 256 && r_ < n; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
         acc += z1_grad[b * 256 + o];
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 256) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    b1_grad[o] = acc;
+    acc = cannl_warp_sum(acc);
+    if (lane_ == 0) b1_grad[o] = acc;
 }
 
 /* line 25: adamw update of w1 (one thread per element) */
@@ -845,11 +827,11 @@ static void train_step(struct fashion_einsum *m, const real *const in_[], int64_
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 256, n, 10, 1.0f, w2, 256, 0, logits_grad, 10, 0, 0.0f, h1_grad, 256, 0, 1);
 
     /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
-    sum_gain_grad<<<8, 256, 0, stream_>>>(gain_grad, h1_grad, h1, h1_ln, n);
+    sum_gain_grad<<<32, 256, 0, stream_>>>(gain_grad, h1_grad, h1, h1_ln, n);
     CUDA_CHECK(cudaGetLastError());
     set_h1_ln_grad<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1_ln_grad, z1_grad, h1_grad, h1, gain, h1_var, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_bias_grad<<<8, 256, 0, stream_>>>(bias_grad, h1_grad, h1, n);
+    sum_bias_grad<<<32, 256, 0, stream_>>>(bias_grad, h1_grad, h1, n);
     CUDA_CHECK(cudaGetLastError());
     sum_h1_mean_grad<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_ln_grad, h1_var, n);
     CUDA_CHECK(cudaGetLastError());
@@ -861,7 +843,7 @@ static void train_step(struct fashion_einsum *m, const real *const in_[], int64_
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
-    sum_b1_grad<<<8, 256, 0, stream_>>>(b1_grad, z1_grad, n);
+    sum_b1_grad<<<32, 256, 0, stream_>>>(b1_grad, z1_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 784, 256, n, 1.0f, x, 784, 0, z1_grad, 256, 0, 1.0f, w1_grad, 784, 0, 1);
 
@@ -1092,11 +1074,11 @@ static void train_grads(struct fashion_einsum *m, const real *const in_[], int64
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 256, n, 10, 1.0f, w2, 256, 0, logits_grad, 10, 0, 0.0f, h1_grad, 256, 0, 1);
 
     /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
-    sum_gain_grad<<<8, 256, 0, stream_>>>(gain_grad, h1_grad, h1, h1_ln, n);
+    sum_gain_grad<<<32, 256, 0, stream_>>>(gain_grad, h1_grad, h1, h1_ln, n);
     CUDA_CHECK(cudaGetLastError());
     set_h1_ln_grad<<<(unsigned)((n * 256 + 255) / 256), 256, 0, stream_>>>(h1_ln_grad, z1_grad, h1_grad, h1, gain, h1_var, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_bias_grad<<<8, 256, 0, stream_>>>(bias_grad, h1_grad, h1, n);
+    sum_bias_grad<<<32, 256, 0, stream_>>>(bias_grad, h1_grad, h1, n);
     CUDA_CHECK(cudaGetLastError());
     sum_h1_mean_grad<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_ln_grad, h1_var, n);
     CUDA_CHECK(cudaGetLastError());
@@ -1108,7 +1090,7 @@ static void train_grads(struct fashion_einsum *m, const real *const in_[], int64
     CUDA_CHECK(cudaGetLastError());
 
     /* line 16: backward: z1 = einsum("r,c->h; b|r,c => b|h", w1, x) + b1 */
-    sum_b1_grad<<<8, 256, 0, stream_>>>(b1_grad, z1_grad, n);
+    sum_b1_grad<<<32, 256, 0, stream_>>>(b1_grad, z1_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 784, 256, n, 1.0f, x, 784, 0, z1_grad, 256, 0, 1.0f, w1_grad, 784, 0, 1);
 }

@@ -261,25 +261,19 @@ static __global__ void __launch_bounds__(256) set_h2_mm_grad(real *h2_mm_grad, c
     h2_mm_grad[b * 512 + o] = h2_grad[b * 512 + o] * cannl_step(h2[b * 512 + o]);
 }
 
-/* line 15: backward: h2 = relu(w2 * h1 + b2) (32 elements per block, a lane each, 8 row groups summing every 8th of its n terms, then in order, assigning the sums (zero_first)) */
+/* line 15: backward: h2 = relu(w2 * h1 + b2) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_b2_grad(real *__restrict__ b2_grad, const real *__restrict__ h2_mm_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane_ = threadIdx.x % 32;
+    if (i_ >= 512) return; /* the whole warp */
     const int64_t o = i_;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 512 && r_ < n; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
         acc += h2_mm_grad[b * 512 + o];
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 512) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    b2_grad[o] = acc;
+    acc = cannl_warp_sum(acc);
+    if (lane_ == 0) b2_grad[o] = acc;
 }
 
 /* line 14: backward: h1 = relu(w1 * x + b1) (one thread per element) */
@@ -291,25 +285,19 @@ static __global__ void __launch_bounds__(256) set_h1_mm_grad(real *h1_mm_grad, c
     h1_mm_grad[b * 512 + o] = h1_grad[b * 512 + o] * cannl_step(h1[b * 512 + o]);
 }
 
-/* line 14: backward: h1 = relu(w1 * x + b1) (32 elements per block, a lane each, 8 row groups summing every 8th of its n terms, then in order, assigning the sums (zero_first)) */
+/* line 14: backward: h1 = relu(w1 * x + b1) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_b1_grad(real *__restrict__ b1_grad, const real *__restrict__ h1_mm_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane_ = threadIdx.x % 32;
+    if (i_ >= 512) return; /* the whole warp */
     const int64_t o = i_;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 512 && r_ < n; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b = r_;
         acc += h1_mm_grad[b * 512 + o];
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 512) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    b1_grad[o] = acc;
+    acc = cannl_warp_sum(acc);
+    if (lane_ == 0) b1_grad[o] = acc;
 }
 
 /* line 21: sgd update of w1 (one thread per element) */
@@ -635,7 +623,7 @@ static void train_step(struct fashion_mlp *m, const real *const in_[], int64_t n
     /* line 15: backward: h2 = relu(w2 * h1 + b2) */
     set_h2_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2_mm_grad, h2_grad, h2, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_b2_grad<<<16, 256, 0, stream_>>>(b2_grad, h2_mm_grad, n);
+    sum_b2_grad<<<64, 256, 0, stream_>>>(b2_grad, h2_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 512, 512, n, 1.0f, h1, 512, 0, h2_mm_grad, 512, 0, 0.0f, w2_grad, 512, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h2_mm_grad, 512, 0, 0.0f, h1_grad, 512, 0, 1);
@@ -643,7 +631,7 @@ static void train_step(struct fashion_mlp *m, const real *const in_[], int64_t n
     /* line 14: backward: h1 = relu(w1 * x + b1) */
     set_h1_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1_mm_grad, h1_grad, h1, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_b1_grad<<<16, 256, 0, stream_>>>(b1_grad, h1_mm_grad, n);
+    sum_b1_grad<<<64, 256, 0, stream_>>>(b1_grad, h1_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 784, 512, n, 1.0f, x, 784, 0, h1_mm_grad, 512, 0, 0.0f, w1_grad, 784, 0, 1);
 
@@ -852,7 +840,7 @@ static void train_grads(struct fashion_mlp *m, const real *const in_[], int64_t 
     /* line 15: backward: h2 = relu(w2 * h1 + b2) */
     set_h2_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h2_mm_grad, h2_grad, h2, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_b2_grad<<<16, 256, 0, stream_>>>(b2_grad, h2_mm_grad, n);
+    sum_b2_grad<<<64, 256, 0, stream_>>>(b2_grad, h2_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 512, 512, n, 1.0f, h1, 512, 0, h2_mm_grad, 512, 0, 0.0f, w2_grad, 512, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 512, n, 512, 1.0f, w2, 512, 0, h2_mm_grad, 512, 0, 0.0f, h1_grad, 512, 0, 1);
@@ -860,7 +848,7 @@ static void train_grads(struct fashion_mlp *m, const real *const in_[], int64_t 
     /* line 14: backward: h1 = relu(w1 * x + b1) */
     set_h1_mm_grad<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(h1_mm_grad, h1_grad, h1, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_b1_grad<<<16, 256, 0, stream_>>>(b1_grad, h1_mm_grad, n);
+    sum_b1_grad<<<64, 256, 0, stream_>>>(b1_grad, h1_mm_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 784, 512, n, 1.0f, x, 784, 0, h1_mm_grad, 512, 0, 0.0f, w1_grad, 784, 0, 1);
 }

@@ -498,26 +498,19 @@ static __global__ void __launch_bounds__(256) set_logits_grad(real *logits_grad,
     logits_grad[b0 * 16384 + b1 * 256 + o] = -(1.0f / ((real)n * 64.0f) * ((real)(next[b0 * 64 + b1] == (real)(int32_t)(o)))) + loss_sumexp_grad[b0 * 64 + b1] * expf(logits[b0 * 16384 + b1 * 256 + o] - loss_max[b0 * 64 + b1]);
 }
 
-/* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) (32 elements per block, a lane each, 8 row groups summing every 8th of its n * 64 terms, then in order, assigning the sums (zero_first)) */
+/* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) (one block per element, reducing its n * 64 terms with shuffles and shared memory, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_lnf_b_grad(real *__restrict__ lnf_b_grad, const real *__restrict__ logits_v_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = blockIdx.x;
+    const int lane_ = threadIdx.x;
     const int64_t o = i_;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 128 && r_ < n * 64; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n * 64; r_ += 256) {
         const int64_t b0 = r_ / 64;
         const int64_t b1 = r_ % 64;
         acc += logits_v_grad[b0 * 8192 + b1 * 128 + o];
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 128) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    lnf_b_grad[o] = acc;
+    acc = cannl_block_sum(acc);
+    if (lane_ == 0) lnf_b_grad[o] = acc;
 }
 
 /* line 36: backward: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
@@ -579,26 +572,19 @@ static __global__ void __launch_bounds__(256) set_x2_grad(real *__restrict__ x2_
     x1_grad[b0 * 8192 + b1 * 128 + o] = x2_grad[b0 * 8192 + b1 * 128 + o];
 }
 
-/* line 35: backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) (32 elements per block, a lane each, 8 row groups summing every 8th of its n * 64 terms, then in order, assigning the sums (zero_first)) */
+/* line 35: backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) (one block per element, reducing its n * 64 terms with shuffles and shared memory, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_b_pr_grad(real *__restrict__ b_pr_grad, const real *__restrict__ x2_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = blockIdx.x;
+    const int lane_ = threadIdx.x;
     const int64_t o = i_;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 128 && r_ < n * 64; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n * 64; r_ += 256) {
         const int64_t b0 = r_ / 64;
         const int64_t b1 = r_ % 64;
         acc += x2_grad[b0 * 8192 + b1 * 128 + o];
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 128) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    b_pr_grad[o] = acc;
+    acc = cannl_block_sum(acc);
+    if (lane_ == 0) b_pr_grad[o] = acc;
 }
 
 /* line 35: backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) (one thread per element) */
@@ -611,48 +597,34 @@ static __global__ void __launch_bounds__(256) set_x2_mm2_grad(real *x2_mm2_grad,
     x2_mm2_grad[b0 * 32768 + b1 * 512 + o] = x2_v_grad[b0 * 32768 + b1 * 512 + o] * cannl_gelu_grad(x2_mm2[b0 * 32768 + b1 * 512 + o] + b_fc[o]);
 }
 
-/* line 35: backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) (32 elements per block, a lane each, 8 row groups summing every 8th of its n * 64 terms, then in order, assigning the sums (zero_first)) */
+/* line 35: backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) (one block per element, reducing its n * 64 terms with shuffles and shared memory, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_b_fc_grad(real *__restrict__ b_fc_grad, const real *__restrict__ x2_mm2_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = blockIdx.x;
+    const int lane_ = threadIdx.x;
     const int64_t o = i_;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 512 && r_ < n * 64; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n * 64; r_ += 256) {
         const int64_t b0 = r_ / 64;
         const int64_t b1 = r_ % 64;
         acc += x2_mm2_grad[b0 * 32768 + b1 * 512 + o];
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 512) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    b_fc_grad[o] = acc;
+    acc = cannl_block_sum(acc);
+    if (lane_ == 0) b_fc_grad[o] = acc;
 }
 
-/* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b (32 elements per block, a lane each, 8 row groups summing every 8th of its n * 64 terms, then in order, assigning the sums (zero_first)) */
+/* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b (one block per element, reducing its n * 64 terms with shuffles and shared memory, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_ln2_b_grad(real *__restrict__ ln2_b_grad, const real *__restrict__ h2_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = blockIdx.x;
+    const int lane_ = threadIdx.x;
     const int64_t o = i_;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 128 && r_ < n * 64; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n * 64; r_ += 256) {
         const int64_t b0 = r_ / 64;
         const int64_t b1 = r_ % 64;
         acc += h2_grad[b0 * 8192 + b1 * 128 + o];
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 128) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    ln2_b_grad[o] = acc;
+    acc = cannl_block_sum(acc);
+    if (lane_ == 0) ln2_b_grad[o] = acc;
 }
 
 /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
@@ -716,72 +688,51 @@ static __global__ void __launch_bounds__(256) add_x1_grad(real *__restrict__ x1_
     x0_grad[b0 * 8192 + b1 * 128 + o] = x1_grad[b0 * 8192 + b1 * 128 + o];
 }
 
-/* line 33: backward: x1 = x0 + (w_o * y + b_o) (32 elements per block, a lane each, 8 row groups summing every 8th of its n * 64 terms, then in order, assigning the sums (zero_first)) */
+/* line 33: backward: x1 = x0 + (w_o * y + b_o) (one block per element, reducing its n * 64 terms with shuffles and shared memory, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_b_o_grad(real *__restrict__ b_o_grad, const real *__restrict__ x1_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = blockIdx.x;
+    const int lane_ = threadIdx.x;
     const int64_t o = i_;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 128 && r_ < n * 64; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n * 64; r_ += 256) {
         const int64_t b0 = r_ / 64;
         const int64_t b1 = r_ % 64;
         acc += x1_grad[b0 * 8192 + b1 * 128 + o];
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 128) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    b_o_grad[o] = acc;
+    acc = cannl_block_sum(acc);
+    if (lane_ == 0) b_o_grad[o] = acc;
 }
 
-/* line 31: backward: qkv = w_qkv * h1 + b_qkv (32 elements per block, a lane each, 8 row groups summing every 8th of its n * 64 terms, then in order, assigning the sums (zero_first)) */
+/* line 31: backward: qkv = w_qkv * h1 + b_qkv (one block per element, reducing its n * 64 terms with shuffles and shared memory, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_b_qkv_grad(real *__restrict__ b_qkv_grad, const real *__restrict__ qkv_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = blockIdx.x;
+    const int lane_ = threadIdx.x;
     const int64_t o0 = i_ / 128;
     const int64_t o1 = (i_ / 32) % 4;
     const int64_t o2 = i_ % 32;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 384 && r_ < n * 64; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n * 64; r_ += 256) {
         const int64_t b0 = r_ / 64;
         const int64_t b1 = r_ % 64;
         acc += qkv_grad[b0 * 24576 + b1 * 384 + o0 * 128 + o1 * 32 + o2];
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 384) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    b_qkv_grad[o0 * 128 + o1 * 32 + o2] = acc;
+    acc = cannl_block_sum(acc);
+    if (lane_ == 0) b_qkv_grad[o0 * 128 + o1 * 32 + o2] = acc;
 }
 
-/* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b (32 elements per block, a lane each, 8 row groups summing every 8th of its n * 64 terms, then in order, assigning the sums (zero_first)) */
+/* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b (one block per element, reducing its n * 64 terms with shuffles and shared memory, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_ln1_b_grad(real *__restrict__ ln1_b_grad, const real *__restrict__ h1_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = blockIdx.x;
+    const int lane_ = threadIdx.x;
     const int64_t o = i_;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 128 && r_ < n * 64; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n * 64; r_ += 256) {
         const int64_t b0 = r_ / 64;
         const int64_t b1 = r_ % 64;
         acc += h1_grad[b0 * 8192 + b1 * 128 + o];
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 128) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    ln1_b_grad[o] = acc;
+    acc = cannl_block_sum(acc);
+    if (lane_ == 0) ln1_b_grad[o] = acc;
 }
 
 /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
@@ -845,26 +796,20 @@ static __global__ void __launch_bounds__(256) add_x0_grad(real *__restrict__ x0_
     x0_emb_grad[b0 * 8192 + b1 * 128 + o] = x0_grad[b0 * 8192 + b1 * 128 + o];
 }
 
-/* line 29: backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) (32 elements per block, a lane each, 8 row groups summing every 8th of its n terms, then in order, assigning the sums (zero_first)) */
+/* line 29: backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) (one warp per element, reducing its n terms with shuffles, assigning the sums (zero_first)) */
 static __global__ void __launch_bounds__(256) sum_wpe_grad(real *__restrict__ wpe_grad, const real *__restrict__ x0_grad, const int64_t n) {
-    const int64_t i_ = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
-    const int part_ = threadIdx.x / 32;
-    __shared__ real parts_[8][33];
+    const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane_ = threadIdx.x % 32;
+    if (i_ >= 8192) return; /* the whole warp */
     const int64_t b1 = i_ / 128;
     const int64_t o = i_ % 128;
     real acc = 0.0f;
-    for (int64_t r_ = part_; i_ < 8192 && r_ < n; r_ += 8) {
+    for (int64_t r_ = lane_; r_ < n; r_ += 32) {
         const int64_t b0 = r_;
         acc += x0_grad[b0 * 8192 + b1 * 128 + o];
     }
-    parts_[part_][threadIdx.x % 32] = acc;
-    __syncthreads();
-    if (part_ != 0 || i_ >= 8192) return;
-    for (int k_ = 1; k_ < 8; ++k_) {
-        const real v = parts_[k_][threadIdx.x];
-        acc += v;
-    }
-    wpe_grad[b1 * 128 + o] = acc;
+    acc = cannl_warp_sum(acc);
+    if (lane_ == 0) wpe_grad[b1 * 128 + o] = acc;
 }
 
 /* line 41: clip_grad_norm(max_norm = 1): the factor (one thread per element) */
@@ -1754,7 +1699,7 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 128, 256, n * 64, 1.0f, logits_v, 128, 0, logits_grad, 256, 0, 0.0f, wte_grad, 128, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 128, n * 64, 256, 1.0f, wte, 128, 0, logits_grad, 256, 0, 0.0f, logits_v_grad, 128, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 1, 1, n * 64, 1.0f, logits_v_grad, 128, 1, logits_ln, 128, 1, 0.0f, lnf_g_grad, 1, 1, 128);
-    sum_lnf_b_grad<<<4, 256, 0, stream_>>>(lnf_b_grad, logits_v_grad, n);
+    sum_lnf_b_grad<<<128, 256, 0, stream_>>>(lnf_b_grad, logits_v_grad, n);
     CUDA_CHECK(cudaGetLastError());
     sum_logits_mean_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(logits_mean_grad, logits_v_grad, lnf_g, logits_var, n);
     CUDA_CHECK(cudaGetLastError());
@@ -1768,20 +1713,20 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     CUDA_CHECK(cudaGetLastError());
 
     /* line 35: backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
-    sum_b_pr_grad<<<4, 256, 0, stream_>>>(b_pr_grad, x2_grad, n);
+    sum_b_pr_grad<<<128, 256, 0, stream_>>>(b_pr_grad, x2_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 512, 128, n * 64, 1.0f, x2_v, 512, 0, x2_grad, 128, 0, 0.0f, w_pr_grad, 512, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 512, n * 64, 128, 1.0f, w_pr, 512, 0, x2_grad, 128, 0, 0.0f, x2_v_grad, 512, 0, 1);
     set_x2_mm2_grad<<<(unsigned)((n * 32768 + 255) / 256), 256, 0, stream_>>>(x2_mm2_grad, x2_v_grad, x2_mm2, b_fc, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_b_fc_grad<<<16, 256, 0, stream_>>>(b_fc_grad, x2_mm2_grad, n);
+    sum_b_fc_grad<<<512, 256, 0, stream_>>>(b_fc_grad, x2_mm2_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 128, 512, n * 64, 1.0f, h2, 128, 0, x2_mm2_grad, 512, 0, 0.0f, w_fc_grad, 128, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 128, n * 64, 512, 1.0f, w_fc, 128, 0, x2_mm2_grad, 512, 0, 0.0f, h2_grad, 128, 0, 1);
 
     /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 1, 1, n * 64, 1.0f, h2_grad, 128, 1, h2_ln, 128, 1, 0.0f, ln2_g_grad, 1, 1, 128);
-    sum_ln2_b_grad<<<4, 256, 0, stream_>>>(ln2_b_grad, h2_grad, n);
+    sum_ln2_b_grad<<<128, 256, 0, stream_>>>(ln2_b_grad, h2_grad, n);
     CUDA_CHECK(cudaGetLastError());
     sum_h2_mean_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(h2_mean_grad, h2_grad, ln2_g, h2_var, n);
     CUDA_CHECK(cudaGetLastError());
@@ -1795,7 +1740,7 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     CUDA_CHECK(cudaGetLastError());
 
     /* line 33: backward: x1 = x0 + (w_o * y + b_o) */
-    sum_b_o_grad<<<4, 256, 0, stream_>>>(b_o_grad, x1_grad, n);
+    sum_b_o_grad<<<128, 256, 0, stream_>>>(b_o_grad, x1_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 128, 128, n * 64, 1.0f, y, 128, 0, x1_grad, 128, 0, 0.0f, w_o_grad, 128, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 128, n * 64, 128, 1.0f, w_o, 128, 0, x1_grad, 128, 0, 0.0f, y_grad, 128, 0, 1);
@@ -1806,14 +1751,14 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     CUDA_CHECK(cudaGetLastError());
 
     /* line 31: backward: qkv = w_qkv * h1 + b_qkv */
-    sum_b_qkv_grad<<<12, 256, 0, stream_>>>(b_qkv_grad, qkv_grad, n);
+    sum_b_qkv_grad<<<384, 256, 0, stream_>>>(b_qkv_grad, qkv_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 128, 384, n * 64, 1.0f, h1, 128, 0, qkv_grad, 384, 0, 0.0f, w_qkv_grad, 128, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 128, n * 64, 384, 1.0f, w_qkv, 128, 0, qkv_grad, 384, 0, 0.0f, h1_grad, 128, 0, 1);
 
     /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 1, 1, n * 64, 1.0f, h1_grad, 128, 1, h1_ln, 128, 1, 0.0f, ln1_g_grad, 1, 1, 128);
-    sum_ln1_b_grad<<<4, 256, 0, stream_>>>(ln1_b_grad, h1_grad, n);
+    sum_ln1_b_grad<<<128, 256, 0, stream_>>>(ln1_b_grad, h1_grad, n);
     CUDA_CHECK(cudaGetLastError());
     sum_h1_mean_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_grad, ln1_g, h1_var, n);
     CUDA_CHECK(cudaGetLastError());
@@ -1827,7 +1772,7 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_wpe_grad<<<256, 256, 0, stream_>>>(wpe_grad, x0_grad, n);
+    sum_wpe_grad<<<1024, 256, 0, stream_>>>(wpe_grad, x0_grad, n);
     CUDA_CHECK(cudaGetLastError());
     cannl_embedding_backward<real><<<1, 256, 0, stream_>>>((n * 64), 128, 256, tokens, x0_emb_grad, wte_grad);
     CUDA_CHECK(cudaGetLastError());
@@ -2260,7 +2205,7 @@ static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) 
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 128, 256, n * 64, 1.0f, logits_v, 128, 0, logits_grad, 256, 0, 0.0f, wte_grad, 128, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 128, n * 64, 256, 1.0f, wte, 128, 0, logits_grad, 256, 0, 0.0f, logits_v_grad, 128, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 1, 1, n * 64, 1.0f, logits_v_grad, 128, 1, logits_ln, 128, 1, 0.0f, lnf_g_grad, 1, 1, 128);
-    sum_lnf_b_grad<<<4, 256, 0, stream_>>>(lnf_b_grad, logits_v_grad, n);
+    sum_lnf_b_grad<<<128, 256, 0, stream_>>>(lnf_b_grad, logits_v_grad, n);
     CUDA_CHECK(cudaGetLastError());
     sum_logits_mean_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(logits_mean_grad, logits_v_grad, lnf_g, logits_var, n);
     CUDA_CHECK(cudaGetLastError());
@@ -2274,20 +2219,20 @@ static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) 
     CUDA_CHECK(cudaGetLastError());
 
     /* line 35: backward: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
-    sum_b_pr_grad<<<4, 256, 0, stream_>>>(b_pr_grad, x2_grad, n);
+    sum_b_pr_grad<<<128, 256, 0, stream_>>>(b_pr_grad, x2_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 512, 128, n * 64, 1.0f, x2_v, 512, 0, x2_grad, 128, 0, 0.0f, w_pr_grad, 512, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 512, n * 64, 128, 1.0f, w_pr, 512, 0, x2_grad, 128, 0, 0.0f, x2_v_grad, 512, 0, 1);
     set_x2_mm2_grad<<<(unsigned)((n * 32768 + 255) / 256), 256, 0, stream_>>>(x2_mm2_grad, x2_v_grad, x2_mm2, b_fc, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_b_fc_grad<<<16, 256, 0, stream_>>>(b_fc_grad, x2_mm2_grad, n);
+    sum_b_fc_grad<<<512, 256, 0, stream_>>>(b_fc_grad, x2_mm2_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 128, 512, n * 64, 1.0f, h2, 128, 0, x2_mm2_grad, 512, 0, 0.0f, w_fc_grad, 128, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 128, n * 64, 512, 1.0f, w_fc, 128, 0, x2_mm2_grad, 512, 0, 0.0f, h2_grad, 128, 0, 1);
 
     /* line 34: backward: h2 = layer_norm(x1) *. ln2_g + ln2_b */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 1, 1, n * 64, 1.0f, h2_grad, 128, 1, h2_ln, 128, 1, 0.0f, ln2_g_grad, 1, 1, 128);
-    sum_ln2_b_grad<<<4, 256, 0, stream_>>>(ln2_b_grad, h2_grad, n);
+    sum_ln2_b_grad<<<128, 256, 0, stream_>>>(ln2_b_grad, h2_grad, n);
     CUDA_CHECK(cudaGetLastError());
     sum_h2_mean_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(h2_mean_grad, h2_grad, ln2_g, h2_var, n);
     CUDA_CHECK(cudaGetLastError());
@@ -2301,7 +2246,7 @@ static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) 
     CUDA_CHECK(cudaGetLastError());
 
     /* line 33: backward: x1 = x0 + (w_o * y + b_o) */
-    sum_b_o_grad<<<4, 256, 0, stream_>>>(b_o_grad, x1_grad, n);
+    sum_b_o_grad<<<128, 256, 0, stream_>>>(b_o_grad, x1_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 128, 128, n * 64, 1.0f, y, 128, 0, x1_grad, 128, 0, 0.0f, w_o_grad, 128, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 128, n * 64, 128, 1.0f, w_o, 128, 0, x1_grad, 128, 0, 0.0f, y_grad, 128, 0, 1);
@@ -2312,14 +2257,14 @@ static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) 
     CUDA_CHECK(cudaGetLastError());
 
     /* line 31: backward: qkv = w_qkv * h1 + b_qkv */
-    sum_b_qkv_grad<<<12, 256, 0, stream_>>>(b_qkv_grad, qkv_grad, n);
+    sum_b_qkv_grad<<<384, 256, 0, stream_>>>(b_qkv_grad, qkv_grad, n);
     CUDA_CHECK(cudaGetLastError());
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 128, 384, n * 64, 1.0f, h1, 128, 0, qkv_grad, 384, 0, 0.0f, w_qkv_grad, 128, 0, 1);
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_N, 128, n * 64, 384, 1.0f, w_qkv, 128, 0, qkv_grad, 384, 0, 0.0f, h1_grad, 128, 0, 1);
 
     /* line 30: backward: h1 = layer_norm(x0) *. ln1_g + ln1_b */
     gemm(m, __FILE__, __LINE__, CUBLAS_OP_N, CUBLAS_OP_T, 1, 1, n * 64, 1.0f, h1_grad, 128, 1, h1_ln, 128, 1, 0.0f, ln1_g_grad, 1, 1, 128);
-    sum_ln1_b_grad<<<4, 256, 0, stream_>>>(ln1_b_grad, h1_grad, n);
+    sum_ln1_b_grad<<<128, 256, 0, stream_>>>(ln1_b_grad, h1_grad, n);
     CUDA_CHECK(cudaGetLastError());
     sum_h1_mean_grad<<<(unsigned)((n * 2048 + 255) / 256), 256, 0, stream_>>>(h1_mean_grad, h1_grad, ln1_g, h1_var, n);
     CUDA_CHECK(cudaGetLastError());
@@ -2333,7 +2278,7 @@ static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) 
     CUDA_CHECK(cudaGetLastError());
 
     /* line 29: backward: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    sum_wpe_grad<<<256, 256, 0, stream_>>>(wpe_grad, x0_grad, n);
+    sum_wpe_grad<<<1024, 256, 0, stream_>>>(wpe_grad, x0_grad, n);
     CUDA_CHECK(cudaGetLastError());
     cannl_embedding_backward<real><<<1, 256, 0, stream_>>>((n * 64), 128, 256, tokens, x0_emb_grad, wte_grad);
     CUDA_CHECK(cudaGetLastError());
