@@ -517,14 +517,23 @@ part_profile() {
   # heaviest kernels.
   echo "  $(basename "$trainer"), B=8 T=1024, $steps steps: device ms a step by kind"
   awk -v s="$steps" 'NR > 2 {
-      k = $5 ~ /cannl_attn/ ? "attention" : $5 ~ /gemm|xmma|cutlass|splitK|gemv|dot_kernel|cublas/ ? "cuBLAS" :
-          $5 ~ /^_Z[0-9]+sum_/ ? "reductions (sum_*)" : $5 ~ /^_Z[0-9]+set_/ ? "elementwise (set_*)" :
-          $5 ~ /^\[mem/ ? "copies and fills" : "other kernels"
-      ms[k] += $2 / s; all += $2 / s }
-    END { for (k in ms) printf "  %-22s %9.2f ms %5.1f%%\n", k, ms[k], 100 * ms[k] / all
-          printf "  %-22s %9.2f ms\n", "all", all }' "$prof" | sort -k1,1
+      name = substr($0, index($0, $5))
+      if (name ~ /cannl_attn/) k = "attention"
+      else if (name ~ /gemm|xmma|cutlass|splitK|gemv|dot_kernel|cublas/) k = "cuBLAS"
+      else if (name ~ /^_Z[0-9]+sum_/) k = "reductions (sum_*)"
+      else if (name ~ /^_Z[0-9]+set_/) k = "elementwise (set_*)"
+      else if (name ~ /^\[mem/) k = "copies and fills"
+      else k = "other kernels"
+      ms[k] += $2 / s; all += $2 / s
+    }
+    END {
+      for (k in ms) printf "  %9.2f ms %5.1f%%  %s\n", ms[k], 100 * ms[k] / all, k
+      printf "  %9.2f ms %5.1f%%  %s\n", all, 100, "(all)"
+    }' "$prof" | sort -nr
   echo "  the heaviest kernels (ms a step, launches a step, name):"
-  awk -v s="$steps" 'NR > 2 && NR <= 22 { printf "  %9.3f %6.1f  %s\n", $2 / s, $1 / s, substr($5, 1, 150) }' "$prof"
+  awk -v s="$steps" 'NR > 2 && NR <= 22 {
+      printf "  %9.3f %6.1f  %s\n", $2 / s, $1 / s, substr(substr($0, index($0, $5)), 1, 150)
+    }' "$prof"
 }
 
 # One part, in a process of its own under timeout; records STATUS_name, TIME_name.
