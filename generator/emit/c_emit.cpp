@@ -12,6 +12,7 @@
 #include "emit/c_common.h"
 #include "emit/c_gemm.h"
 #include "emit/c_names.h"
+#include "emit/c_tables.h"
 #include "emit/contraction.h"
 #include "passes/quantize.h"
 #include "support/diagnostic.h"
@@ -44,6 +45,7 @@ public:
 
   std::vector<OutputFile> run() {
     Unit train{&p_.layout.training, "struct " + p_.model, {}, {}, {}};
+    fielded_ = fielded();
     for (const auto& r : p_.routines)
       if (r.kind != ir::RoutineKind::Decode) train.routines += routine(r, train) + "\n";  // decode: inference only
     data d = common();
@@ -60,23 +62,20 @@ public:
     d.set("arena_bytes", std::to_string(train.arena->bytes));
     d.set("grad_block_offset", std::to_string(std::max(train.arena->grads, 0L)));
     d.set("grad_block_count", std::to_string(train.arena->grads_bytes / elem()));
-    std::string offsets;
-    for (int param : p_.params) {
-      const int g = p_.grad(param);
-      const long at = g < 0 ? -1 : (train.arena->field[static_cast<size_t>(g)] - train.arena->grads) / elem();
-      offsets += (offsets.empty() ? "" : ", ") + std::to_string(at);
-    }
-    d.set("grad_offsets", offsets.empty() ? "-1" : offsets);  // C has no empty initialiser
+    // The runtime's tables, a repeat block's instances folded (emit/c_tables.h).
+    const CTables tables = c_tables(p_, names_.buffer, fielded_, o_.f64, upper(p_.model) + "_ROW");
+    d.set("grad_offsets", tables.grad_offsets);
+    d.set("param_info_rows", tables.param_info);
+    d.set("state_rows", tables.state);
+    d.set("has_opt_tensor", tables.opt_tensor);
     // The optimiser-state block (ZeRO-1's shards): each param's start, each buffer's place.
     const ir::OptBlock& ob = p_.layout.opt_state;
-    std::string starts;
-    for (long at : ob.param_start) starts += (starts.empty() ? "" : ", ") + std::to_string(at);
-    d.set("opt_state_start", starts.empty() ? "0" : starts);
+    d.set("opt_state_start", tables.opt_state_start);
     d.set("opt_state_bytes", std::to_string(ob.bytes));
     d.set("has_opt_state", ob.bytes > 0);
     data opt{data::type::list}, stacks{data::type::list};
     for (size_t i = 0; i < ob.field.size(); ++i) {
-      if (ob.field[i] < 0) continue;
+      if (ob.field[i] < 0 || !fielded_.count(static_cast<int>(i))) continue;
       if (p_.buffers[i].stack > 0) {  // a stacked param's state: bound at its first instance held
         const auto [first, count] = instances_of(p_.buffers[i].state_of);
         data b;
@@ -99,7 +98,7 @@ public:
     d.set("opt_stacks", stacks);
     data bufs{data::type::list};
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
-      if (train.arena->field[i] < 0) continue;
+      if (train.arena->field[i] < 0 || !fielded_.count(static_cast<int>(i))) continue;
       data b;
       b.set("name", names_.buffer[i]);
       b.set("offset", std::to_string(train.arena->field[i]));
@@ -131,6 +130,9 @@ private:
   // Kernels by their text (the name left out): a nest that forward, eval_metrics and
   // train_step all run is one function, with one name in both files.
   std::map<std::string, std::string> kernel_by_text_;
+  // The buffers with a field in the training state: every one with a place there, but the
+  // views of stacked storage (lower/roll.h) no training routine names (fielded()).
+  std::set<int> fielded_;
 
   static std::string render(const std::string& name, const data& d) { return render_template(name, d); }
 
@@ -157,9 +159,9 @@ private:
       data e;
       e.set("name", buf(b).state_name.empty() ? buf(b).name : buf(b).state_name);
       e.set("size", std::to_string(buf(b).elements()));
-      e.set("field", name(b));
+      e.set("field", state_pointer(b));
       const int g = p_.grad(b);
-      e.set("grad", g >= 0 ? "m->" + name(g) : std::string("NULL"));
+      e.set("grad", g >= 0 ? state_pointer(g) : std::string("NULL"));
       singles.push_back(e);
     };
     const auto& ps = p_.params;
@@ -250,12 +252,42 @@ private:
     return static_cast<size_t>(b) < f.size() && f[static_cast<size_t>(b)] >= 0;
   }
 
+  // The buffers with a field in the training state: those with a place in its arena or its
+  // optimiser-state block, less the views of stacked storage that no training routine names
+  // (a routine's prologue names a view only when a nest of its own reads or writes it, or when
+  // it does not name the view's stacked buffer): those the tables and <model>_param address from
+  // their stacked buffer (emit/c_tables.h), so that the state's fields do not grow with the depth.
+  std::set<int> fielded() const {
+    std::set<int> out;
+    for (size_t i = 0; i < p_.buffers.size(); ++i)
+      if ((p_.layout.training.field[i] >= 0 || in_opt_block(static_cast<int>(i))) && buf(static_cast<int>(i)).view_of < 0)
+        out.insert(static_cast<int>(i));
+    for (const ir::Routine& r : p_.routines) {
+      if (r.kind == ir::RoutineKind::Decode) continue;  // (the forward-only state's)
+      std::set<std::string> scalars, unused;
+      const std::set<int> bufs = routine_buffers(r, scalars);
+      std::set<int> touched;
+      for (const auto& s : r.stmts) stmt_uses(s, touched, unused);
+      for (int b : bufs)
+        if (buf(b).view_of >= 0 && (touched.count(b) || !bufs.count(buf(b).view_of))) out.insert(b);
+    }
+    return out;
+  }
+
+  // The training state's pointer to a param or gradient b: its field, or its stacked buffer's
+  // plus its offset.
+  std::string state_pointer(int b) const {
+    if (fielded_.count(b) || buf(b).view_of < 0) return "m->" + name(b);
+    return fmt::format("m->{} + {}", name(buf(b).view_of), buf(b).view_offset);
+  }
+
   // The training state's fields (the layout's, passes/plan_layout.cpp), by role.
   std::string fields() {
     std::string s;
     ir::Role last = ir::Role::Input;
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
       if (p_.layout.training.field[i] < 0 && !in_opt_block(static_cast<int>(i))) continue;
+      if (!fielded_.count(static_cast<int>(i))) continue;  // (a view addressed from its stacked buffer)
       const auto& b = p_.buffers[i];
       if (b.role != last) s += fmt::format("    /* {} */\n", b.role == ir::Role::Temp ? "temporaries" : plural(b.role));
       last = b.role;
