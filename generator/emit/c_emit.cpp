@@ -45,7 +45,7 @@ std::vector<OutputFile> CEmitter::run() {
   d.set("grad_offsets", tables.grad_offsets);
   d.set("param_info_rows", tables.param_info);
   d.set("state_rows", tables.state);
-  d.set("has_opt_tensor", tables.opt_tensor);
+  d.set("state_bufs", tables.state_bufs);
   // The optimiser-state block (ZeRO-1's shards): each param's start, each buffer's place.
   const ir::OptBlock& ob = p_.layout.opt_state;
   d.set("opt_state_start", tables.opt_state_start);

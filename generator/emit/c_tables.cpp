@@ -199,20 +199,27 @@ CTables c_tables(const ir::Program& p, const std::vector<std::string>& names, co
   const ir::Arena& t = p.layout.training;
   const ir::OptBlock& ob = p.layout.opt_state;
   const long elem = f64 ? 8 : 4;
-  const std::string dtype = f64 ? "CANNL_F64" : "CANNL_F32";
   CTables out;
   auto param_index = [&](int b) { return std::find(p.params.begin(), p.params.end(), b) - p.params.begin(); };
-  // The state's pointer to buffer b (a row's last part).
-  auto pointer = [&](CRow& r, int b) {
+  // Where state tensor b is (a row's last three values): `buf, 0, at`, at elements into the
+  // state's buffer buf (state_bufs' index: its own field, or its stacked buffer's), or for an
+  // optimiser-state view without a field `-1, param, at`: its param's index and its byte offset
+  // in the whole optimiser-state block.
+  std::vector<int> bufs;
+  auto where = [&](CRow& r, int b) {
     const ir::Buffer& x = buf[b];
+    auto index = [&](int f) {
+      auto it = std::find(bufs.begin(), bufs.end(), f);
+      if (it == bufs.end()) it = bufs.insert(bufs.end(), f);
+      return static_cast<long>(it - bufs.begin());
+    };
     if (fielded.count(b) || x.view_of < 0) {
-      r.add("m->" + names[static_cast<size_t>(b)]);
+      r.add(fmt::format("{}, 0, 0", index(b)));
     } else if (static_cast<size_t>(b) < ob.field.size() && ob.field[static_cast<size_t>(b)] >= 0) {
-      out.opt_tensor = true;
-      r.add("opt_tensor(m, ").add(param_index(x.state_of)).add(", ").add(ob.field[static_cast<size_t>(b)]).add(")");
+      r.add("-1, ").add(param_index(x.state_of)).add(", ").add(ob.field[static_cast<size_t>(b)]);
     } else {
       if (!fielded.count(x.view_of)) CANNL_BUG("a view whose stacked buffer has no field: " + x.name);
-      r.add("m->" + names[static_cast<size_t>(x.view_of)] + " + ").add(x.view_offset);
+      r.add(fmt::format("{}, 0, ", index(x.view_of))).add(x.view_offset);
     }
   };
   std::vector<CRow> info, state, grads, starts;
@@ -252,13 +259,20 @@ CTables c_tables(const ir::Program& p, const std::vector<std::string>& names, co
     r.group = x.view_of;
     r.add("{\"");
     add_name(r, p, b, x.state_name);
-    r.add(fmt::format("\", {}, {}, {{ {} }}, ", dtype, x.dims.size(), dims_list(x, false)));
-    pointer(r, b);
+    r.add(fmt::format("\", {}, {{ {} }}, ", x.dims.size(), dims_list(x, false)));
+    where(r, b);
     r.add("},");
     state.push_back(r);
   }
   out.param_info = fold_rows(info, "    ", macro, false);
-  out.state = fold_rows(state, "        ", macro, false);
+  out.state = fold_rows(state, "    ", macro, false);
+  std::string line;  // (lines of at most 120 columns)
+  for (int b : bufs) {
+    const std::string next = "m->" + names[static_cast<size_t>(b)] + ",";
+    if (!line.empty() && line.size() + 1 + next.size() > 112) out.state_bufs += line + "\n        ", line.clear();
+    line += (line.empty() ? "" : " ") + next;
+  }
+  out.state_bufs += line + (line.empty() ? "" : " ") + "NULL";
   for (const auto* rows : {&info, &state, &grads, &starts})
     for (size_t i = 0; i < rows->size(); ++i) out.folded = out.folded || best_run(*rows, i).first >= 2;
   // The two arrays: one line each as before, unless a run folds.

@@ -9,9 +9,10 @@
 // consecutive rows that differ only by the instance) printed as one macro X(l) and the
 // CANNL_REP_* calls of runtime-lib/cannl_rt.h, so the source grows with the number of decimal
 // digits of the depth, not with the depth. A program without stacked storage prints as before,
-// row by row. A view of stacked storage without a field of its own is addressed from its
-// stacked buffer (`m->w_qkv + 1769472 * l`; an optimiser-state view through opt_tensor, NULL
-// unless the state holds its param: ZeRO-1).
+// row by row. state_tensors' rows are data (a static table the function reads in a loop, so its
+// code does not grow with the state either); a view of stacked storage without a field of its
+// own is found from its stacked buffer (`m->w_qkv` + 1769472 l), an optimiser-state view from
+// its byte offset in the optimiser-state block (NULL unless the state holds its param: ZeRO-1).
 #pragma once
 
 #include <set>
@@ -44,10 +45,11 @@ std::string fold_rows(const std::vector<CRow>& rows, const std::string& indent, 
 
 struct CTables {
   std::string param_info;       // the rows of param_info[] (each ends in a newline)
-  std::string state;            // the rows of state_tensors' all[] (each ends in a newline)
+  std::string state;            // the rows of state_rows[] (each ends in a newline): name, ndims,
+                                // shape, then where: buf, param, at (c_tables.cpp)
+  std::string state_bufs;       // the state's buffers the rows point into ("m->wte, ..., NULL")
   std::string grad_offsets;     // the initialiser's values ("-1" when there are no params)
   std::string opt_state_start;  // the initialiser's values ("0" when none)
-  bool opt_tensor = false;      // state uses opt_tensor(m, param, byte offset)
   bool folded = false;          // some run was folded (the tables span lines)
 };
 
