@@ -88,8 +88,10 @@ std::string rep_calls(const std::string& macro, long s, long e) {
   auto call = [&](const std::string& c) { out += (out.empty() ? "" : " ") + c; };
   if (s == 0 && e < 1000) {
     const long h = e / 100, t = e / 10 % 10, u = e % 10;
-    for (long k = 0; k < h; ++k) call(k == 0 ? fmt::format("CANNL_REP_H0({})", macro) : fmt::format("CANNL_REP_H({}, {})", macro, k));
-    if (t > 0) call(h == 0 ? fmt::format("CANNL_REP_F{}({})", t, macro) : fmt::format("CANNL_REP_G{}({}, {})", t, macro, h));
+    for (long k = 0; k < h; ++k)
+      call(k == 0 ? fmt::format("CANNL_REP_H0({})", macro) : fmt::format("CANNL_REP_H({}, {})", macro, k));
+    if (t > 0)
+      call(h == 0 ? fmt::format("CANNL_REP_F{}({})", t, macro) : fmt::format("CANNL_REP_G{}({}, {})", t, macro, h));
     if (u > 0) call(fmt::format("CANNL_REP_U{}({}, {})", u, macro, e >= 10 ? std::to_string(e / 10) : ""));
     return out;
   }
@@ -230,7 +232,8 @@ CTables c_tables(const ir::Program& p, const std::vector<std::string>& names, co
     r.group = x.view_of;
     r.add("{\"");
     add_name(r, p, b, x.state_name.empty() ? x.name : x.state_name);
-    r.add(fmt::format("\", {}, {{ {} }}, {}, {}}},", x.dims.size(), dims_list(x, false), buffer_size(x, false), x.ids));
+    r.add(fmt::format("\", {}, {{ {} }}, {}, {}}},", x.dims.size(), dims_list(x, false), buffer_size(x, false),
+                      x.ids));
     info.push_back(r);
     const int g = p.grad(b);
     CRow gr;
@@ -273,20 +276,16 @@ CTables c_tables(const ir::Program& p, const std::vector<std::string>& names, co
     line += (line.empty() ? "" : " ") + next;
   }
   out.state_bufs += line + (line.empty() ? "" : " ") + "NULL";
-  for (const auto* rows : {&info, &state, &grads, &starts})
-    for (size_t i = 0; i < rows->size(); ++i) out.folded = out.folded || best_run(*rows, i).first >= 2;
-  // The two arrays: one line each as before, unless a run folds.
-  auto one_line = [](const std::vector<CRow>& rows, const std::string& none) {
+  // The two arrays: one line each (as before blocks), unless a run folds.
+  auto array = [&](const std::vector<CRow>& rows, const std::string& none) {
+    const std::string folded = fold_rows(rows, "    ", macro, true);
+    if (folded.find("#define ") != std::string::npos) return "{\n" + folded + "}";
     std::string s;
     for (const CRow& r : rows) s += (s.empty() ? "" : ", ") + std::to_string(r.slot[0]);
-    return s.empty() ? none : s;
+    return "{ " + (s.empty() ? none : s) + " }";
   };
-  bool fold_grads = false, fold_starts = false;
-  for (size_t i = 0; i < grads.size(); ++i) fold_grads = fold_grads || best_run(grads, i).first >= 2;
-  for (size_t i = 0; i < starts.size(); ++i) fold_starts = fold_starts || best_run(starts, i).first >= 2;
-  out.grad_offsets = fold_grads ? "{\n" + fold_rows(grads, "    ", macro, true) + "}" : "{ " + one_line(grads, "-1") + " }";
-  out.opt_state_start =
-      fold_starts ? "{\n" + fold_rows(starts, "    ", macro, true) + "}" : "{ " + one_line(starts, "0") + " }";
+  out.grad_offsets = array(grads, "-1");  // (C has no empty initialiser)
+  out.opt_state_start = array(starts, "0");
   return out;
 }
 

@@ -50,7 +50,6 @@ struct CTables {
   std::string state_bufs;       // the state's buffers the rows point into ("m->wte, ..., NULL")
   std::string grad_offsets;     // the initialiser's values ("-1" when there are no params)
   std::string opt_state_start;  // the initialiser's values ("0" when none)
-  bool folded = false;          // some run was folded (the tables span lines)
 };
 
 // `fielded`: the buffers with a field in the training state (a view without one is addressed

@@ -42,7 +42,8 @@ TEST_CASE("c_tables: a block's rows fold into CANNL_REP_* by the depth's digits"
   CHECK(fold_rows(rows, "", "R", false) ==
         "#define R(l) {\"w.\" #l, 3, (int64_t)l * 5},\nCANNL_REP_F4(R) CANNL_REP_U8(R, 4)\n#undef R\n");
   rows.resize(7);
-  CHECK(fold_rows(rows, "", "R", false) == "#define R(l) {\"w.\" #l, 3, (int64_t)l * 5},\nCANNL_REP_U7(R, )\n#undef R\n");
+  CHECK(fold_rows(rows, "", "R", false) ==
+        "#define R(l) {\"w.\" #l, 3, (int64_t)l * 5},\nCANNL_REP_U7(R, )\n#undef R\n");
 }
 
 TEST_CASE("c_tables: rows that are not one run stay as written", "[emit]") {
