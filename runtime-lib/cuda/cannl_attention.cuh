@@ -13,9 +13,14 @@
  * key/value head h / R (R = 1: one each). k, v, dk and dv are views over the key/value heads;
  * the dk, dv kernel sums the R query heads of its key/value head in order (one writer).
  *
- * One warp per query row (forward, dq) or per key row (dk, dv): a row's sums run in a fixed
- * order and each output row has one writer, so results are the same bits on every run (no
- * atomics). E and F (row widths) are template constants.
+ * Tiled kernels (FlashAttention-2's loop order, on the CUDA cores): a block of 16 x 16 threads
+ * holds a tile of BM query rows (forward, dq) or key rows (dk, dv) and walks the tiles of BN
+ * keys (queries) that the mask leaves, its operands transposed in shared memory; each thread
+ * owns BM / 16 rows and every 16th column. Every sum runs in a fixed order and each output row
+ * has one writer, so results are the same bits on every run (no atomics). The tile shape is the
+ * largest of 64 x 64 ... 16 x 16 whose shared memory fits 96 KiB (any GPU since Volta); for head
+ * widths too wide for that, a warp per row (the *_rows kernels). E and F (row widths) are
+ * template constants.
  */
 #ifndef CANNL_ATTENTION_CUH
 #define CANNL_ATTENTION_CUH
@@ -89,7 +94,7 @@ __device__ __forceinline__ void add_row(R* p, const R (&r)[(N + 31) / 32], int l
 
 template <typename R, int E, int F>
 __global__ void __launch_bounds__(32 * kWarps)
-forward_kernel(int H, int T, int S, int q_offset, int causal, R scale, const R* __restrict__ q, cannl_attn_view qv,
+forward_rows(int H, int T, int S, int q_offset, int causal, R scale, const R* __restrict__ q, cannl_attn_view qv,
                const R* __restrict__ k, cannl_attn_view kv, const R* __restrict__ v, cannl_attn_view vv,
                R* __restrict__ o, cannl_attn_view ov, R* __restrict__ lse, int group, int window) {
   const int lane = threadIdx.x % 32, t = blockIdx.y * kWarps + threadIdx.x / 32;
@@ -122,10 +127,10 @@ forward_kernel(int H, int T, int S, int q_offset, int causal, R scale, const R* 
   if (lane == 0) lse[(long long)blockIdx.x * T + t] = seen > j0 ? m + log_(l) : R(-INFINITY);
 }
 
-// dq for each query row, and delta = dout . o (read by dkdv_kernel).
+// dq for each query row, and delta = dout . o (read by dkdv_rows).
 template <typename R, int E, int F>
 __global__ void __launch_bounds__(32 * kWarps)
-dq_kernel(int H, int T, int S, int q_offset, int causal, R scale, const R* __restrict__ q, cannl_attn_view qv,
+dq_rows(int H, int T, int S, int q_offset, int causal, R scale, const R* __restrict__ q, cannl_attn_view qv,
           const R* __restrict__ k, cannl_attn_view kv, const R* __restrict__ v, cannl_attn_view vv,
           const R* __restrict__ o, cannl_attn_view ov, const R* __restrict__ dout, cannl_attn_view dov,
           const R* __restrict__ lse, R* __restrict__ delta, R* __restrict__ dq, cannl_attn_view dqv, int group,
@@ -160,7 +165,7 @@ dq_kernel(int H, int T, int S, int q_offset, int causal, R scale, const R* __res
 // the queries of its query heads g * group .. (g + 1) * group - 1 that see it, in that order.
 template <typename R, int E, int F>
 __global__ void __launch_bounds__(32 * kWarps)
-dkdv_kernel(int H, int T, int S, int q_offset, int causal, R scale, const R* __restrict__ q, cannl_attn_view qv,
+dkdv_rows(int H, int T, int S, int q_offset, int causal, R scale, const R* __restrict__ q, cannl_attn_view qv,
             const R* __restrict__ k, cannl_attn_view kv, const R* __restrict__ v, cannl_attn_view vv,
             const R* __restrict__ dout, cannl_attn_view dov, const R* __restrict__ lse,
             const R* __restrict__ delta, R* __restrict__ dk, cannl_attn_view dkv, R* __restrict__ dv,
@@ -202,10 +207,352 @@ dkdv_kernel(int H, int T, int S, int q_offset, int causal, R scale, const R* __r
   add_row<R, F>(dv + at(dvv, b, g, j), dvr, lane);
 }
 
+// ---------------------------------------------------------------------------------------- tiles
+
+constexpr int kThreads = 256;  // a 16 x 16 grid of threads per tile
+constexpr size_t kSmemMax = 96 * 1024;
+constexpr int kShapeM[5] = {64, 64, 32, 32, 16}, kShapeN[5] = {64, 32, 32, 16, 16};
+
+// Shared memory of each kernel at a BM x BN tile (transposed operands padded by one column).
+template <typename R, int E, int F>
+constexpr size_t smem_forward(int m, int n) {
+  return sizeof(R) * ((size_t)E * (m + 1) + (size_t)(E + F) * (n + 1) + (size_t)m * (n + 1));
+}
+template <typename R, int E, int F>
+constexpr size_t smem_dq(int m, int n) {
+  return sizeof(R) * ((size_t)(E + F) * (m + 1) + (size_t)(E + F) * (n + 1) + (size_t)m * (n + 1));
+}
+template <typename R, int E, int F>
+constexpr size_t smem_dkdv(int m, int n) {
+  return sizeof(R) * ((size_t)(E + F) * (m + 1) + (size_t)(E + F) * (n + 1) + 2 * (size_t)m * (n + 1) + 2 * (size_t)n);
+}
+// The first tile shape whose shared memory fits, or -1.
+template <size_t (*Bytes)(int, int)>
+constexpr int fit() {
+  for (int i = 0; i < 5; ++i)
+    if (Bytes(kShapeM[i], kShapeN[i]) <= kSmemMax) return i;
+  return -1;
+}
+
+#ifdef CANNL_CUDA_EMU
+#define CANNL_ATTN_SMEM(R, name) R* name = (R*)emu_dynamic_smem()
+#else
+#define CANNL_ATTN_SMEM(R, name)                            \
+  extern __shared__ __align__(16) unsigned char name##_[]; \
+  R* name = (R*)name##_
+#endif
+
+// Rows r0 .. r0 + N - 1 of head h of sequence b (zero past `rows`) into dst[x][r], W wide.
+template <typename R, int W, int N>
+__device__ __forceinline__ void load_t(R* dst, const R* __restrict__ src, const cannl_attn_view& sv, int b, int h,
+                                       int r0, int rows) {
+  for (int i = threadIdx.x; i < N * W; i += kThreads) {
+    const int r = i / W, x = i % W;
+    dst[x * (N + 1) + r] = r0 + r < rows ? src[at(sv, b, h, r0 + r) + x] : R(0);
+  }
+}
+
+// Sums over the 16 threads of a tile row (a half warp).
+template <typename R>
+__device__ __forceinline__ R row_max(R x) {
+  for (int o = 8; o > 0; o >>= 1) {
+    const R y = __shfl_xor_sync(0xffffffffu, x, o);
+    x = y > x ? y : x;
+  }
+  return x;
+}
+template <typename R>
+__device__ __forceinline__ R row_sum(R x) {
+  for (int o = 8; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// acc[i][j] = sum over x < W of a[x][ty + 16 i] * b[x][tx + 16 j] (a: [W][M + 1], b: [W][N + 1]).
+template <typename R, int W, int M, int N>
+__device__ __forceinline__ void tile_dot(R (&acc)[M / 16][N / 16], const R* a, const R* b, int ty, int tx) {
+#pragma unroll
+  for (int i = 0; i < M / 16; ++i)
+#pragma unroll
+    for (int j = 0; j < N / 16; ++j) acc[i][j] = 0;
+#pragma unroll 4
+  for (int x = 0; x < W; ++x) {
+    R av[M / 16], bv[N / 16];
+#pragma unroll
+    for (int i = 0; i < M / 16; ++i) av[i] = a[x * (M + 1) + ty + 16 * i];
+#pragma unroll
+    for (int j = 0; j < N / 16; ++j) bv[j] = b[x * (N + 1) + tx + 16 * j];
+#pragma unroll
+    for (int i = 0; i < M / 16; ++i)
+#pragma unroll
+      for (int j = 0; j < N / 16; ++j) acc[i][j] += av[i] * bv[j];
+  }
+}
+
+// acc[i][y] += sum over c < N of p[ty + 16 i][c] * b[tx + 16 y][c] (p: [M][N + 1], b: [W][N + 1]).
+template <typename R, int W, int M, int N>
+__device__ __forceinline__ void tile_acc(R (&acc)[M / 16][(W + 15) / 16], const R* p, const R* b, int ty, int tx) {
+#pragma unroll 4
+  for (int c = 0; c < N; ++c) {
+    R pv[M / 16], bv[(W + 15) / 16];
+#pragma unroll
+    for (int i = 0; i < M / 16; ++i) pv[i] = p[(ty + 16 * i) * (N + 1) + c];
+#pragma unroll
+    for (int y = 0; y < (W + 15) / 16; ++y) bv[y] = tx + 16 * y < W ? b[(tx + 16 * y) * (N + 1) + c] : R(0);
+#pragma unroll
+    for (int i = 0; i < M / 16; ++i)
+#pragma unroll
+      for (int y = 0; y < (W + 15) / 16; ++y) acc[i][y] += pv[i] * bv[y];
+  }
+}
+
+// A tile's key range [begin, end) for its query rows t0 .. t_last.
+__device__ __forceinline__ void key_range(int t0, int t_last, int S, int q_offset, int causal, int window, int& begin,
+                                          int& end) {
+  begin = first_key(t0, q_offset, causal, window);
+  end = keys_seen(t_last, S, q_offset, causal);
+}
+
+template <typename R, int E, int F, int BM, int BN>
+__global__ void __launch_bounds__(kThreads)
+forward_tiled(int H, int T, int S, int q_offset, int causal, R scale, const R* __restrict__ q, cannl_attn_view qv,
+              const R* __restrict__ k, cannl_attn_view kv, const R* __restrict__ v, cannl_attn_view vv,
+              R* __restrict__ o, cannl_attn_view ov, R* __restrict__ lse, int group, int window) {
+  constexpr int TM = BM / 16, TN = BN / 16, FN = (F + 15) / 16;
+  CANNL_ATTN_SMEM(R, smem);
+  R* qT = smem;                // [E][BM + 1]
+  R* kT = qT + E * (BM + 1);   // [E][BN + 1]
+  R* vT = kT + E * (BN + 1);   // [F][BN + 1]
+  R* p = vT + F * (BN + 1);    // [BM][BN + 1]
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int b = blockIdx.x / H, h = blockIdx.x % H, g = h / group, t0 = blockIdx.y * BM;
+  load_t<R, E, BM>(qT, q, qv, b, h, t0, T);
+  R m[TM], l[TM], acc[TM][FN];
+  int seen[TM], first[TM];
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int t = t0 + ty + 16 * i;
+    seen[i] = t < T ? keys_seen(t, S, q_offset, causal) : 0;
+    first[i] = first_key(t, q_offset, causal, window);
+    m[i] = -INFINITY, l[i] = 0;
+#pragma unroll
+    for (int y = 0; y < FN; ++y) acc[i][y] = 0;
+  }
+  int begin, end;
+  key_range(t0, (t0 + BM < T ? t0 + BM : T) - 1, S, q_offset, causal, window, begin, end);
+  for (int j0 = begin; j0 < end; j0 += BN) {
+    __syncthreads();  // (the last tile's reads of kT, vT and p are done)
+    load_t<R, E, BN>(kT, k, kv, b, g, j0, S);
+    load_t<R, F, BN>(vT, v, vv, b, g, j0, S);
+    __syncthreads();
+    R s[TM][TN];
+    tile_dot<R, E, BM, BN>(s, qT, kT, ty, tx);
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      R mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        const int key = j0 + tx + 16 * j;
+        s[i][j] = key >= first[i] && key < seen[i] ? scale * s[i][j] : R(-INFINITY);
+        mx = s[i][j] > mx ? s[i][j] : mx;
+      }
+      mx = row_max(mx);
+      const R mn = mx > m[i] ? mx : m[i];
+      const R alpha = mn == R(-INFINITY) ? R(1) : exp_(m[i] - mn);
+      R rs = 0;
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        const R pv = s[i][j] == R(-INFINITY) ? R(0) : exp_(s[i][j] - mn);
+        p[(ty + 16 * i) * (BN + 1) + tx + 16 * j] = pv;
+        rs += pv;
+      }
+      l[i] = l[i] * alpha + row_sum(rs);
+      m[i] = mn;
+#pragma unroll
+      for (int y = 0; y < FN; ++y) acc[i][y] *= alpha;
+    }
+    __syncthreads();
+    tile_acc<R, F, BM, BN>(acc, p, vT, ty, tx);
+  }
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int t = t0 + ty + 16 * i;
+    if (t >= T) continue;
+    R* ot = o + at(ov, b, h, t);
+#pragma unroll
+    for (int y = 0; y < FN; ++y)
+      if (tx + 16 * y < F) ot[tx + 16 * y] = l[i] > 0 ? acc[i][y] / l[i] : R(0);
+    if (tx == 0) lse[(long long)blockIdx.x * T + t] = l[i] > 0 ? m[i] + log_(l[i]) : R(-INFINITY);
+  }
+}
+
+// dq for each query row, and delta = dout . o (read by dkdv_tiled).
+template <typename R, int E, int F, int BM, int BN>
+__global__ void __launch_bounds__(kThreads)
+dq_tiled(int H, int T, int S, int q_offset, int causal, R scale, const R* __restrict__ q, cannl_attn_view qv,
+         const R* __restrict__ k, cannl_attn_view kv, const R* __restrict__ v, cannl_attn_view vv,
+         const R* __restrict__ o, cannl_attn_view ov, const R* __restrict__ dout, cannl_attn_view dov,
+         const R* __restrict__ lse, R* __restrict__ delta, R* __restrict__ dq, cannl_attn_view dqv, int group,
+         int window) {
+  constexpr int TM = BM / 16, TN = BN / 16, EN = (E + 15) / 16;
+  CANNL_ATTN_SMEM(R, smem);
+  R* qT = smem;                 // [E][BM + 1]
+  R* doT = qT + E * (BM + 1);   // [F][BM + 1]
+  R* kT = doT + F * (BM + 1);   // [E][BN + 1]
+  R* vT = kT + E * (BN + 1);    // [F][BN + 1]
+  R* ds = vT + F * (BN + 1);    // [BM][BN + 1]
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int b = blockIdx.x / H, h = blockIdx.x % H, g = h / group, t0 = blockIdx.y * BM;
+  load_t<R, E, BM>(qT, q, qv, b, h, t0, T);
+  load_t<R, F, BM>(doT, dout, dov, b, h, t0, T);
+  __syncthreads();
+  R lt[TM], dl[TM], acc[TM][EN];
+  int seen[TM], first[TM];
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int r = ty + 16 * i, t = t0 + r;
+    seen[i] = t < T ? keys_seen(t, S, q_offset, causal) : 0;
+    first[i] = first_key(t, q_offset, causal, window);
+    R d = 0;
+    if (t < T) {
+      const R* ot = o + at(ov, b, h, t);
+      for (int y = tx; y < F; y += 16) d += doT[y * (BM + 1) + r] * ot[y];
+    }
+    dl[i] = row_sum(d);
+    const long long row = (long long)blockIdx.x * T + t;
+    if (t < T && tx == 0) delta[row] = dl[i];
+    lt[i] = t < T ? lse[row] : R(0);
+#pragma unroll
+    for (int x = 0; x < EN; ++x) acc[i][x] = 0;
+  }
+  int begin, end;
+  key_range(t0, (t0 + BM < T ? t0 + BM : T) - 1, S, q_offset, causal, window, begin, end);
+  for (int j0 = begin; j0 < end; j0 += BN) {
+    __syncthreads();
+    load_t<R, E, BN>(kT, k, kv, b, g, j0, S);
+    load_t<R, F, BN>(vT, v, vv, b, g, j0, S);
+    __syncthreads();
+    R s[TM][TN], dp[TM][TN];
+    tile_dot<R, E, BM, BN>(s, qT, kT, ty, tx);
+    tile_dot<R, F, BM, BN>(dp, doT, vT, ty, tx);
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        const int key = j0 + tx + 16 * j;
+        R d = 0;
+        if (key >= first[i] && key < seen[i]) d = exp_(scale * s[i][j] - lt[i]) * (dp[i][j] - dl[i]) * scale;
+        ds[(ty + 16 * i) * (BN + 1) + tx + 16 * j] = d;
+      }
+    __syncthreads();
+    tile_acc<R, E, BM, BN>(acc, ds, kT, ty, tx);
+  }
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int t = t0 + ty + 16 * i;
+    if (t >= T) continue;
+    R* dqt = dq + at(dqv, b, h, t);
+#pragma unroll
+    for (int x = 0; x < EN; ++x)
+      if (tx + 16 * x < E) dqt[tx + 16 * x] += acc[i][x];
+  }
+}
+
+// dk and dv for each key row of each key/value head g (blockIdx.x = b * (H / group) + g), over
+// the queries of its query heads g * group .. (g + 1) * group - 1 that see it, in that order.
+template <typename R, int E, int F, int BM, int BN>
+__global__ void __launch_bounds__(kThreads)
+dkdv_tiled(int H, int T, int S, int q_offset, int causal, R scale, const R* __restrict__ q, cannl_attn_view qv,
+           const R* __restrict__ k, cannl_attn_view kv, const R* __restrict__ v, cannl_attn_view vv,
+           const R* __restrict__ dout, cannl_attn_view dov, const R* __restrict__ lse, const R* __restrict__ delta,
+           R* __restrict__ dk, cannl_attn_view dkv, R* __restrict__ dv, cannl_attn_view dvv, int group, int window) {
+  constexpr int TM = BM / 16, TN = BN / 16, EN = (E + 15) / 16, FN = (F + 15) / 16;
+  CANNL_ATTN_SMEM(R, smem);
+  R* kT = smem;                 // [E][BM + 1]
+  R* vT = kT + E * (BM + 1);    // [F][BM + 1]
+  R* qT = vT + F * (BM + 1);    // [E][BN + 1]
+  R* doT = qT + E * (BN + 1);   // [F][BN + 1]
+  R* pT = doT + F * (BN + 1);   // [BM][BN + 1]
+  R* dsT = pT + BM * (BN + 1);  // [BM][BN + 1]
+  R* lse_s = dsT + BM * (BN + 1);  // [BN]
+  R* dl_s = lse_s + BN;            // [BN]
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int G = H / group, b = blockIdx.x / G, g = blockIdx.x % G, j0 = blockIdx.y * BM;
+  load_t<R, E, BM>(kT, k, kv, b, g, j0, S);
+  load_t<R, F, BM>(vT, v, vv, b, g, j0, S);
+  R dka[TM][EN], dva[TM][FN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+#pragma unroll
+    for (int x = 0; x < EN; ++x) dka[i][x] = 0;
+#pragma unroll
+    for (int y = 0; y < FN; ++y) dva[i][y] = 0;
+  }
+  // Query t sees key j when first_key(t) <= j < keys_seen(t): t >= j - q_offset; in a window,
+  // t < j - q_offset + window.
+  const int j_last = (j0 + BM < S ? j0 + BM : S) - 1;
+  int t_begin = causal ? j0 - q_offset : 0, t_end = causal && window > 0 ? j_last - q_offset + window : T;
+  if (t_begin < 0) t_begin = 0;
+  if (t_end > T) t_end = T;
+  for (int u = 0; u < group; ++u) {
+    const int h = g * group + u;
+    for (int t0 = t_begin; t0 < t_end; t0 += BN) {
+      __syncthreads();
+      load_t<R, E, BN>(qT, q, qv, b, h, t0, T);
+      load_t<R, F, BN>(doT, dout, dov, b, h, t0, T);
+      for (int c = threadIdx.x; c < BN; c += kThreads) {
+        const long long row = ((long long)b * H + h) * T + t0 + c;
+        lse_s[c] = t0 + c < T ? lse[row] : R(0);
+        dl_s[c] = t0 + c < T ? delta[row] : R(0);
+      }
+      __syncthreads();
+      R s[TM][TN], dp[TM][TN];
+      tile_dot<R, E, BM, BN>(s, kT, qT, ty, tx);
+      tile_dot<R, F, BM, BN>(dp, vT, doT, ty, tx);
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        const int c = tx + 16 * j, t = t0 + c;
+        const int seen = t < T ? keys_seen(t, S, q_offset, causal) : 0, first = first_key(t, q_offset, causal, window);
+#pragma unroll
+        for (int i = 0; i < TM; ++i) {
+          const int key = j0 + ty + 16 * i;
+          R pv = 0, d = 0;
+          if (key >= first && key < seen) {
+            pv = exp_(scale * s[i][j] - lse_s[c]);
+            d = pv * (dp[i][j] - dl_s[c]) * scale;
+          }
+          pT[(ty + 16 * i) * (BN + 1) + c] = pv;
+          dsT[(ty + 16 * i) * (BN + 1) + c] = d;
+        }
+      }
+      __syncthreads();
+      tile_acc<R, F, BM, BN>(dva, pT, doT, ty, tx);
+      tile_acc<R, E, BM, BN>(dka, dsT, qT, ty, tx);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int j = j0 + ty + 16 * i;
+    if (j >= S) continue;
+    R *dkj = dk + at(dkv, b, g, j), *dvj = dv + at(dvv, b, g, j);
+#pragma unroll
+    for (int x = 0; x < EN; ++x)
+      if (tx + 16 * x < E) dkj[tx + 16 * x] += dka[i][x];
+#pragma unroll
+    for (int y = 0; y < FN; ++y)
+      if (tx + 16 * y < F) dvj[tx + 16 * y] += dva[i][y];
+  }
+}
+
+// A kernel's shared memory beyond the default 48 KiB, allowed once.
+template <typename K>
+static inline void allow_smem(K kernel, size_t bytes) {
+  if (bytes > 48 * 1024) cudaFuncSetAttribute((const void*)kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+}
+
 // A decode step (cannl_attention.h's cannl_attention_ring_*): the one query of each head h at
 // position pos against the cached keys of positions max(0, pos - window + 1) .. pos (window 0:
 // from 0), that of position s in row s % rows of k and v (rows: the cache's, a ring of the
-// last `rows` positions or the whole sequence), in position order with forward_kernel's
+// last `rows` positions or the whole sequence), in position order with forward_rows'
 // running maximum and sum. A warp per head: q and o rows of head h at q + h * E, o + h * F;
 // key/value head h / group at k + row * k_st + (h / group) * E, likewise v; lse[h * lse_sh].
 template <typename R, int E, int F>
@@ -253,9 +600,21 @@ static inline void cannl_attention_forward(cudaStream_t stream, int B, int H, in
                                            R scale, const R* q, cannl_attn_view qv, const R* k, cannl_attn_view kv,
                                            const R* v, cannl_attn_view vv, R* o, cannl_attn_view ov, R* lse,
                                            int group = 1, int window = 0) {
-  dim3 grid(B * H, (T + cannl_attn::kWarps - 1) / cannl_attn::kWarps);
-  cannl_attn::forward_kernel<R, E, F><<<grid, 32 * cannl_attn::kWarps, 0, stream>>>(H, T, S, q_offset, causal, scale, q, qv,
-                                                                                   k, kv, v, vv, o, ov, lse, group, window);
+  using namespace cannl_attn;
+  constexpr int shape = fit<smem_forward<R, E, F>>();
+  if constexpr (shape >= 0) {
+    constexpr int BM = kShapeM[shape], BN = kShapeN[shape];
+    constexpr size_t bytes = smem_forward<R, E, F>(BM, BN);
+    auto kern = forward_tiled<R, E, F, BM, BN>;
+    allow_smem(kern, bytes);
+    dim3 grid(B * H, (T + BM - 1) / BM);
+    kern<<<grid, kThreads, bytes, stream>>>(H, T, S, q_offset, causal, scale, q, qv, k, kv, v, vv, o, ov, lse, group,
+                                            window);
+  } else {
+    dim3 grid(B * H, (T + kWarps - 1) / kWarps);
+    forward_rows<R, E, F><<<grid, 32 * kWarps, 0, stream>>>(H, T, S, q_offset, causal, scale, q, qv, k, kv, v, vv, o,
+                                                            ov, lse, group, window);
+  }
 }
 
 // `delta` is scratch [B, H, T]; dq, dk, dv are accumulated.
@@ -266,14 +625,34 @@ static inline void cannl_attention_backward(cudaStream_t stream, int B, int H, i
                                             const R* dout, cannl_attn_view dov, const R* lse, R* delta, R* dq,
                                             cannl_attn_view dqv, R* dk, cannl_attn_view dkv, R* dv,
                                             cannl_attn_view dvv, int group = 1, int window = 0) {
-  dim3 gq(B * H, (T + cannl_attn::kWarps - 1) / cannl_attn::kWarps);
-  cannl_attn::dq_kernel<R, E, F><<<gq, 32 * cannl_attn::kWarps, 0, stream>>>(H, T, S, q_offset, causal, scale, q, qv, k, kv,
-                                                                            v, vv, o, ov, dout, dov, lse, delta, dq, dqv,
-                                                                            group, window);
-  dim3 gk(B * (H / group), (S + cannl_attn::kWarps - 1) / cannl_attn::kWarps);
-  cannl_attn::dkdv_kernel<R, E, F><<<gk, 32 * cannl_attn::kWarps, 0, stream>>>(H, T, S, q_offset, causal, scale, q, qv, k,
-                                                                              kv, v, vv, dout, dov, lse, delta, dk, dkv,
-                                                                              dv, dvv, group, window);
+  using namespace cannl_attn;
+  constexpr int sq = fit<smem_dq<R, E, F>>(), sk = fit<smem_dkdv<R, E, F>>();
+  if constexpr (sq >= 0) {
+    constexpr int BM = kShapeM[sq], BN = kShapeN[sq];
+    constexpr size_t bytes = smem_dq<R, E, F>(BM, BN);
+    auto kern = dq_tiled<R, E, F, BM, BN>;
+    allow_smem(kern, bytes);
+    dim3 grid(B * H, (T + BM - 1) / BM);
+    kern<<<grid, kThreads, bytes, stream>>>(H, T, S, q_offset, causal, scale, q, qv, k, kv, v, vv, o, ov, dout, dov,
+                                            lse, delta, dq, dqv, group, window);
+  } else {
+    dim3 grid(B * H, (T + kWarps - 1) / kWarps);
+    dq_rows<R, E, F><<<grid, 32 * kWarps, 0, stream>>>(H, T, S, q_offset, causal, scale, q, qv, k, kv, v, vv, o, ov,
+                                                       dout, dov, lse, delta, dq, dqv, group, window);
+  }
+  if constexpr (sk >= 0) {
+    constexpr int BM = kShapeM[sk], BN = kShapeN[sk];
+    constexpr size_t bytes = smem_dkdv<R, E, F>(BM, BN);
+    auto kern = dkdv_tiled<R, E, F, BM, BN>;
+    allow_smem(kern, bytes);
+    dim3 grid(B * (H / group), (S + BM - 1) / BM);
+    kern<<<grid, kThreads, bytes, stream>>>(H, T, S, q_offset, causal, scale, q, qv, k, kv, v, vv, dout, dov, lse,
+                                            delta, dk, dkv, dv, dvv, group, window);
+  } else {
+    dim3 grid(B * (H / group), (S + kWarps - 1) / kWarps);
+    dkdv_rows<R, E, F><<<grid, 32 * kWarps, 0, stream>>>(H, T, S, q_offset, causal, scale, q, qv, k, kv, v, vv, dout,
+                                                         dov, lse, delta, dk, dkv, dv, dvv, group, window);
+  }
 }
 
 // A decode step (decode_kernel): H query heads at position pos, one sequence. Check

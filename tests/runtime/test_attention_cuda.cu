@@ -54,7 +54,7 @@ static void cpu_backward(const cannl_attn_dims* d, const double* q, long long qs
 template <typename R>
 static R* dev(const std::vector<R>& h) {
   R* p;
-  CK(cudaMalloc(&p, h.size() * sizeof(R) + 1));
+  CK(cudaMalloc((void**)&p, h.size() * sizeof(R) + 1));
   CK(cudaMemcpy(p, h.data(), h.size() * sizeof(R), cudaMemcpyHostToDevice));
   return p;
 }

@@ -23,6 +23,10 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
+// Kernels that take dynamic shared memory (cannl_attention.cuh's tiles) ask the stand-in for it:
+// a block's own 256 KiB, zeroed at its start.
+#define CANNL_CUDA_EMU 1
+void* emu_dynamic_smem();
 extern thread_local uint3 threadIdx, blockIdx;
 extern thread_local dim3 blockDim, gridDim;
 void emu_launch(dim3 g, dim3 b, std::function<void()> f);
