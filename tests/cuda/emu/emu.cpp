@@ -33,7 +33,10 @@ void emu_launch(dim3 g, dim3 b, std::function<void()> f) {
         std::barrier<> block(n);
         std::vector<std::barrier<>*> warps;
         for (unsigned w = 0; w < (n + 31) / 32; ++w) warps.push_back(new std::barrier<>(std::min(32u, n - 32 * w)));
-        std::vector<double> sl(n * 2), smem(256 * 1024 / sizeof(double));
+        std::vector<double> sl(n * 2);
+        // (a block's dynamic shared memory: 256 KiB, zeroed, 128-byte aligned as the device's)
+        struct alignas(128) line { double d[16]; };
+        std::vector<line> smem(256 * 1024 / sizeof(line));
         std::vector<float> scratch((n + 31) / 32 * 768);
         std::vector<std::thread> ts;
         for (unsigned t = 0; t < n; ++t)
@@ -45,7 +48,7 @@ void emu_launch(dim3 g, dim3 b, std::function<void()> f) {
             warp_bar = warps[t / 32];
             block_bar = &block;
             slots = sl.data();
-            dynamic_smem = smem.data();
+            dynamic_smem = smem.data()->d;
             warp_scratch = scratch.data() + t / 32 * 768;
             f();
             warp_bar->arrive_and_drop();

@@ -4,6 +4,10 @@
 // fragment only through these calls and element-wise loops). mma_sync gathers the warp's elements
 // in its scratch (emu_warp_scratch) and sums each product in fp32, k in order, onto c.
 #pragma once
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "cuda_bf16.h"
 #include "cuda_runtime.h"
 
@@ -27,6 +31,15 @@ struct fragment {
 namespace emu {
 inline int row(int i) { return (i * 32 + (int)(threadIdx.x % 32)) / 16; }
 inline int col(int i) { return (i * 32 + (int)(threadIdx.x % 32)) % 16; }
+// The device's rules for load_matrix_sync and store_matrix_sync: the pointer 256-bit aligned, ldm a
+// multiple of 16 bytes. The stand-in runs misaligned code; the device does not: stop here.
+template <typename T>
+inline void check(const T* p, unsigned ldm, const char* what) {
+  if ((uintptr_t)p % 32 == 0 && (ldm * sizeof(T)) % 16 == 0) return;
+  fprintf(stderr, "wmma::%s: pointer %p is not 32-byte aligned or ldm %u is not a multiple of 16 bytes\n", what,
+          (const void*)p, ldm);
+  abort();
+}
 inline float val(float x) { return x; }
 inline float val(__nv_bfloat16 x) { return __bfloat162float(x); }
 }  // namespace emu
@@ -39,18 +52,21 @@ void fill_fragment(fragment<Use, 16, 16, 16, T, Layout>& f, T v) {
 template <typename Use, typename T, typename Layout>
 void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsigned ldm) {
   constexpr bool rm = std::is_same<Layout, row_major>::value;
+  emu::check(p, ldm, "load_matrix_sync");
   for (int i = 0; i < f.num_elements; ++i) {
     const int r = emu::row(i), c = emu::col(i);
     f.x[i] = rm ? p[r * ldm + c] : p[r + c * ldm];
   }
 }
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p, unsigned ldm, layout_t l) {
+  emu::check(p, ldm, "load_matrix_sync");
   for (int i = 0; i < f.num_elements; ++i) {
     const int r = emu::row(i), c = emu::col(i);
     f.x[i] = l == mem_row_major ? p[r * ldm + c] : p[r + c * ldm];
   }
 }
 inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f, unsigned ldm, layout_t l) {
+  emu::check(p, ldm, "store_matrix_sync");
   for (int i = 0; i < f.num_elements; ++i) {
     const int r = emu::row(i), c = emu::col(i);
     (l == mem_row_major ? p[r * ldm + c] : p[r + c * ldm]) = f.x[i];
