@@ -39,9 +39,11 @@
 #   generate  75   --generate at T = 0 against C's tokens (refs.py generate), tests/e2e/generate.py
 #                  on the CUDA gpt_tiny (gpu.generate), and the KV-cache decode steps on the GPU against
 #                  the full forward pass at every position (gpu.decode.*: tests/e2e/decode.c, 1e-4 in f32)
-#   profile   40   where GPT-2 124M's bf16 step goes (B=8, T=1024, 4 steps): device time per kernel and per
-#                  kind (attention, cuBLAS, reductions, elementwise, copies), from a CUPTI injection library
-#                  (scripts/gpu-check/kprof.c, built at staging with the toolkit's CUPTI, staged with it)
+#   profile   40   the attention kernels, tiled fp32 against tensor cores, at GPT-2's shape
+#                  (bench/gpu/attention_bench.cu); where GPT-2 124M's bf16 step goes (B=8, T=1024, 4 steps):
+#                  device time per kernel and per kind (attention, cuBLAS, reductions, elementwise, copies),
+#                  from a CUPTI injection library (scripts/gpu-check/kprof.c, built at staging with the
+#                  toolkit's CUPTI, staged with it)
 #   bench     240  GPT-2 124M's step, B=8 (then 16) x T=1024, fp32 and bf16: cannl against PyTorch
 #                  eager and torch.compile (scripts/gpu-check/bench.py)
 #   train     75   each example trains a few steps (scripts/gpu-check/smoke.py, tests/e2e/train.py)
@@ -195,6 +197,12 @@ stage() {
   else
     echo "gpu-check: note: no CUPTI in $cuda_root: the profile part will be skipped"
   fi
+  # ... and the attention kernels' timing (bench/gpu/attention_bench.cu: tiled fp32 against tensor cores).
+  mkdir -p "$stage_dir/prof"
+  "$nvcc" -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Werror all-warnings -Xcompiler=-Wall,-Wextra \
+    -I "$ROOT/runtime-lib" -I "$ROOT/runtime-lib/cuda" "$ROOT/bench/gpu/attention_bench.cu" \
+    -o "$stage_dir/prof/attention_bench" || die "stage: building bench/gpu/attention_bench.cu failed"
+  strip "$stage_dir/prof/attention_bench"
 
   echo "== data"
   "$py" "$HELPERS/data.py" fashion /usr/share/datasets/fashion-mnist "$stage_dir/data/fashion" ||
@@ -499,13 +507,17 @@ part_memcheck() {
 }
 
 part_profile() {
-  local trainer=$BIN/gpu_gpt2_124m_bf16_cuda_train steps=4 prof=$WORK/profile.txt
+  local trainer=$BIN/gpu_gpt2_124m_bf16_cuda_train steps=4 prof=$WORK/profile.txt rc=0
   [ -x "$trainer" ] || trainer=$BIN/gpu_gpt2_124m_cuda_train
-  [ -f "$STAGE/prof/libkprof.so" ] || { echo "skip profile: kprof not staged (no CUPTI at staging)"; return 0; }
-  [ -x "$trainer" ] || { echo "skip profile: no gpt2_124m trainer staged"; return 0; }
+  if [ -x "$STAGE/prof/attention_bench" ]; then
+    x timeout 60 "$STAGE/prof/attention_bench" | sed 's/^/  /' ||
+      { echo "FAIL profile: attention_bench"; rc=1; }
+  fi
+  [ -f "$STAGE/prof/libkprof.so" ] || { echo "skip profile: kprof not staged (no CUPTI at staging)"; return "$rc"; }
+  [ -x "$trainer" ] || { echo "skip profile: no gpt2_124m trainer staged"; return "$rc"; }
   if [ "$DRY" = 1 ]; then
     echo "would run: CUDA_INJECTION64_PATH=prof/libkprof.so $(basename "$trainer") --steps $steps --batch 8"
-    return 0
+    return "$rc"
   fi
   CUDA_INJECTION64_PATH=$STAGE/prof/libkprof.so KPROF_OUT=$prof \
     "$trainer" --stream "tokens,next=$STAGE/data/kjv/train.bin" --steps "$steps" --batch 8 --seed 1 --quiet \
@@ -534,6 +546,7 @@ part_profile() {
   awk -v s="$steps" 'NR > 2 && NR <= 22 {
       printf "  %9.3f %6.1f  %s\n", $2 / s, $1 / s, substr(substr($0, index($0, $5)), 1, 150)
     }' "$prof"
+  return "$rc"
 }
 
 # One part, in a process of its own under timeout; records STATUS_name, TIME_name.

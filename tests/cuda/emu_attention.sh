@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # emu_attention.sh — tests/runtime/test_attention_cuda.cu (cannl_attention.cuh against the CPU
 # kernels of cannl_attention.h) run on the CPU: compiled by g++ against the stand-in of emu/ (a GPU
-# thread an OS thread, a block's shared memory its own), so that the tiled kernels' indexing, masks
-# and tile loops are checked without a GPU (test nvcc.emu_attention, CMakeLists.txt). Numerics are
-# the host's: the GPU's own run is runtime.attention_cuda (scripts/gpu-check.sh, part runtime).
+# thread an OS thread, a block's shared memory its own, wmma fragments emu/mma.h's), so that the tiled
+# and tensor-core kernels' indexing, masks and tile loops are checked without a GPU (test
+# nvcc.emu_attention, CMakeLists.txt). Numerics are the host's: the GPU's own run is
+# runtime.attention_cuda (scripts/gpu-check.sh, part runtime).
 #   emu_attention.sh WORK NVCC
 #     NVCC: the CUDA toolkit's nvcc (its include directory has the runtime's headers). Without
 #     it: exit 77, skipped.

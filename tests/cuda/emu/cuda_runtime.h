@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <functional>
+#include <type_traits>
 #undef __global__
 #undef __device__
 #undef __host__
@@ -31,6 +32,9 @@ extern thread_local uint3 threadIdx, blockIdx;
 extern thread_local dim3 blockDim, gridDim;
 void emu_launch(dim3 g, dim3 b, std::function<void()> f);
 void emu_warp_sync();
+inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp_sync(); }
+// The calling warp's own scratch (mma.h's mma_sync: 3 KiB).
+void* emu_warp_scratch();
 void __syncthreads();
 void* emu_slot();
 template <typename T>
