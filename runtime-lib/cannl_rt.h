@@ -170,6 +170,57 @@ void cannl_sgemm_q8(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha,
 #define CANNL_MULTIVERSION
 #endif
 
+/* Repetition: the rows of a generated table that differ only by the instance of a repeat
+ * block (`w_qkv.0` ... `w_qkv.47`) as one macro X(l) and a few of these, so that the source
+ * does not grow with the depth. X's argument is one token, the instance's number (#l: its
+ * name's digits); t and h are digits (not 0), or t empty for the first instances:
+ *   CANNL_REP_U<n>(X, t)  X(t0) ... X(t<n-1>)      (n = 1 to 9; t empty: X(0) ... X(n-1))
+ *   CANNL_REP_D0(X)       X(0) ... X(9)           CANNL_REP_D(X, t)  X(t0) ... X(t9)
+ *   CANNL_REP_F<n>(X)     X(0) ... X(10n - 1)     CANNL_REP_G<n>(X, h)  X(h00) ... X(h<n-1>9)
+ *   CANNL_REP_H0(X)       X(0) ... X(99)          CANNL_REP_H(X, h)  X(h00) ... X(h99)
+ *   CANNL_REP_T0(X)       X(0) ... X(999)         CANNL_REP_T(X, t)  X(t000) ... X(t999)
+ * e.g. 48 instances: CANNL_REP_F4(X) CANNL_REP_U8(X, 4); 148: CANNL_REP_H0(X) CANNL_REP_G4(X, 1)
+ * CANNL_REP_U8(X, 14); 7: CANNL_REP_U7(X, ). */
+#define CANNL_REP_D0(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9)
+#define CANNL_REP_D(X, t) X(t##0) X(t##1) X(t##2) X(t##3) X(t##4) X(t##5) X(t##6) X(t##7) X(t##8) X(t##9)
+#define CANNL_REP_H0(X) CANNL_REP_D0(X) CANNL_REP_D(X, 1) CANNL_REP_D(X, 2) CANNL_REP_D(X, 3) \
+    CANNL_REP_D(X, 4) CANNL_REP_D(X, 5) CANNL_REP_D(X, 6) CANNL_REP_D(X, 7) CANNL_REP_D(X, 8) CANNL_REP_D(X, 9)
+#define CANNL_REP_H(X, h) CANNL_REP_D(X, h##0) CANNL_REP_D(X, h##1) CANNL_REP_D(X, h##2) CANNL_REP_D(X, h##3) \
+    CANNL_REP_D(X, h##4) CANNL_REP_D(X, h##5) CANNL_REP_D(X, h##6) CANNL_REP_D(X, h##7) CANNL_REP_D(X, h##8) \
+    CANNL_REP_D(X, h##9)
+#define CANNL_REP_U1(X, t) X(t##0)
+#define CANNL_REP_U2(X, t) CANNL_REP_U1(X, t) X(t##1)
+#define CANNL_REP_U3(X, t) CANNL_REP_U2(X, t) X(t##2)
+#define CANNL_REP_U4(X, t) CANNL_REP_U3(X, t) X(t##3)
+#define CANNL_REP_U5(X, t) CANNL_REP_U4(X, t) X(t##4)
+#define CANNL_REP_U6(X, t) CANNL_REP_U5(X, t) X(t##5)
+#define CANNL_REP_U7(X, t) CANNL_REP_U6(X, t) X(t##6)
+#define CANNL_REP_U8(X, t) CANNL_REP_U7(X, t) X(t##7)
+#define CANNL_REP_U9(X, t) CANNL_REP_U8(X, t) X(t##8)
+#define CANNL_REP_F1(X) CANNL_REP_D0(X)
+#define CANNL_REP_F2(X) CANNL_REP_F1(X) CANNL_REP_D(X, 1)
+#define CANNL_REP_F3(X) CANNL_REP_F2(X) CANNL_REP_D(X, 2)
+#define CANNL_REP_F4(X) CANNL_REP_F3(X) CANNL_REP_D(X, 3)
+#define CANNL_REP_F5(X) CANNL_REP_F4(X) CANNL_REP_D(X, 4)
+#define CANNL_REP_F6(X) CANNL_REP_F5(X) CANNL_REP_D(X, 5)
+#define CANNL_REP_F7(X) CANNL_REP_F6(X) CANNL_REP_D(X, 6)
+#define CANNL_REP_F8(X) CANNL_REP_F7(X) CANNL_REP_D(X, 7)
+#define CANNL_REP_F9(X) CANNL_REP_F8(X) CANNL_REP_D(X, 8)
+#define CANNL_REP_G1(X, h) CANNL_REP_D(X, h##0)
+#define CANNL_REP_G2(X, h) CANNL_REP_G1(X, h) CANNL_REP_D(X, h##1)
+#define CANNL_REP_G3(X, h) CANNL_REP_G2(X, h) CANNL_REP_D(X, h##2)
+#define CANNL_REP_G4(X, h) CANNL_REP_G3(X, h) CANNL_REP_D(X, h##3)
+#define CANNL_REP_G5(X, h) CANNL_REP_G4(X, h) CANNL_REP_D(X, h##4)
+#define CANNL_REP_G6(X, h) CANNL_REP_G5(X, h) CANNL_REP_D(X, h##5)
+#define CANNL_REP_G7(X, h) CANNL_REP_G6(X, h) CANNL_REP_D(X, h##6)
+#define CANNL_REP_G8(X, h) CANNL_REP_G7(X, h) CANNL_REP_D(X, h##7)
+#define CANNL_REP_G9(X, h) CANNL_REP_G8(X, h) CANNL_REP_D(X, h##8)
+#define CANNL_REP_T0(X) CANNL_REP_H0(X) CANNL_REP_H(X, 1) CANNL_REP_H(X, 2) CANNL_REP_H(X, 3) \
+    CANNL_REP_H(X, 4) CANNL_REP_H(X, 5) CANNL_REP_H(X, 6) CANNL_REP_H(X, 7) CANNL_REP_H(X, 8) CANNL_REP_H(X, 9)
+#define CANNL_REP_T(X, t) CANNL_REP_H(X, t##0) CANNL_REP_H(X, t##1) CANNL_REP_H(X, t##2) CANNL_REP_H(X, t##3) \
+    CANNL_REP_H(X, t##4) CANNL_REP_H(X, t##5) CANNL_REP_H(X, t##6) CANNL_REP_H(X, t##7) CANNL_REP_H(X, t##8) \
+    CANNL_REP_H(X, t##9)
+
 /* ---------------------------------------------------------------- datasets */
 
 #define CANNL_MAX_DIMS 8

@@ -39,6 +39,11 @@
 #   generate  75   --generate at T = 0 against C's tokens (refs.py generate), tests/e2e/generate.py
 #                  on the CUDA gpt_tiny (gpu.generate), and the KV-cache decode steps on the GPU against
 #                  the full forward pass at every position (gpu.decode.*: tests/e2e/decode.c, 1e-4 in f32)
+#   profile   40   the attention kernels, tiled fp32 against tensor cores, at GPT-2's shape
+#                  (bench/gpu/attention_bench.cu); where GPT-2 124M's bf16 step goes (B=8, T=1024, 4 steps):
+#                  device time per kernel and per kind (attention, cuBLAS, reductions, elementwise, copies),
+#                  from a CUPTI injection library (scripts/gpu-check/kprof.c, built at staging with the
+#                  toolkit's CUPTI, staged with it)
 #   bench     240  GPT-2 124M's step, B=8 (then 16) x T=1024, fp32 and bf16: cannl against PyTorch
 #                  eager and torch.compile (scripts/gpu-check/bench.py)
 #   train     75   each example trains a few steps (scripts/gpu-check/smoke.py, tests/e2e/train.py)
@@ -51,7 +56,8 @@ ROOT=$(cd "$(dirname "$SELF")/.." && pwd)
 HELPERS=$ROOT/scripts/gpu-check
 LIMIT_MIB=60
 BUDGET=470
-PARTS=(device:20 runtime:30 gradcheck:60 parity:90 infer:20 generate:75 bench:240 train:75 precision:60 memcheck:45)
+PARTS=(device:20 runtime:30 gradcheck:60 parity:90 infer:20 generate:75 profile:40 bench:240 train:75 precision:60
+  memcheck:45)
 
 die() {
   echo "gpu-check: $*" >&2
@@ -176,6 +182,27 @@ stage() {
     f=$(find "$build/tests/gpu/cannl/$t" -maxdepth 1 -name 'gpt2_124m.json' 2>/dev/null | head -1)
     [ -z "$f" ] || cp "$f" "$stage_dir/cards/$t.json"
   done
+
+  # The profiler (part profile): kprof.c against the toolkit's CUPTI, staged with its libcupti.
+  local cuda_root cupti
+  cuda_root=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+  cupti=$(find "$cuda_root" "$cuda_root/extras/CUPTI" -maxdepth 3 -name 'libcupti.so.[0-9]*' 2>/dev/null |
+    sort | head -1)
+  if [ -n "$cupti" ] && [ -f "$cuda_root/include/cupti.h" ]; then
+    mkdir -p "$stage_dir/prof"
+    # shellcheck disable=SC2016 # ($ORIGIN: the loader's, not the shell's)
+    cc -std=c11 -O2 -Wall -Wextra -Werror -shared -fPIC "$HELPERS/kprof.c" -o "$stage_dir/prof/libkprof.so" \
+      -I "$cuda_root/include" "$cupti" -Wl,-rpath,'$ORIGIN' || die "stage: building kprof.c failed"
+    cp "$cupti" "$stage_dir/prof/" || die "stage: copying $cupti failed"
+  else
+    echo "gpu-check: note: no CUPTI in $cuda_root: the profile part will be skipped"
+  fi
+  # ... and the attention kernels' timing (bench/gpu/attention_bench.cu: tiled fp32 against tensor cores).
+  mkdir -p "$stage_dir/prof"
+  "$nvcc" -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Werror all-warnings -Xcompiler=-Wall,-Wextra \
+    -I "$ROOT/runtime-lib" -I "$ROOT/runtime-lib/cuda" "$ROOT/bench/gpu/attention_bench.cu" \
+    -o "$stage_dir/prof/attention_bench" || die "stage: building bench/gpu/attention_bench.cu failed"
+  strip "$stage_dir/prof/attention_bench"
 
   echo "== data"
   "$py" "$HELPERS/data.py" fashion /usr/share/datasets/fashion-mnist "$stage_dir/data/fashion" ||
@@ -476,6 +503,49 @@ part_memcheck() {
     echo "skip memcheck: compute-sanitizer does not support this device here (gVisor?)"
     return 0
   fi
+  return "$rc"
+}
+
+part_profile() {
+  local trainer=$BIN/gpu_gpt2_124m_bf16_cuda_train steps=4 prof=$WORK/profile.txt rc=0
+  [ -x "$trainer" ] || trainer=$BIN/gpu_gpt2_124m_cuda_train
+  if [ -x "$STAGE/prof/attention_bench" ]; then
+    x timeout 60 "$STAGE/prof/attention_bench" | sed 's/^/  /' ||
+      { echo "FAIL profile: attention_bench"; rc=1; }
+  fi
+  [ -f "$STAGE/prof/libkprof.so" ] || { echo "skip profile: kprof not staged (no CUPTI at staging)"; return "$rc"; }
+  [ -x "$trainer" ] || { echo "skip profile: no gpt2_124m trainer staged"; return "$rc"; }
+  if [ "$DRY" = 1 ]; then
+    echo "would run: CUDA_INJECTION64_PATH=prof/libkprof.so $(basename "$trainer") --steps $steps --batch 8"
+    return "$rc"
+  fi
+  CUDA_INJECTION64_PATH=$STAGE/prof/libkprof.so KPROF_OUT=$prof \
+    "$trainer" --stream "tokens,next=$STAGE/data/kjv/train.bin" --steps "$steps" --batch 8 --seed 1 --quiet \
+    --log-every 0 >"$WORK/profile.out" 2>&1 ||
+    { tail -5 "$WORK/profile.out"; echo "FAIL profile: the trainer"; return 1; }
+  [ -s "$prof" ] || { echo "FAIL profile: kprof wrote nothing (CUDA_INJECTION64_PATH not honoured?)"; return 1; }
+  cat "$prof"
+  # Per step (start-up kernels, the params' upload among them, are counted in too), by kind, then the
+  # heaviest kernels.
+  echo "  $(basename "$trainer"), B=8 T=1024, $steps steps: device ms a step by kind"
+  awk -v s="$steps" 'NR > 2 {
+      name = substr($0, index($0, $5))
+      if (name ~ /cannl_attn/) k = "attention"
+      else if (name ~ /gemm|xmma|cutlass|splitK|gemv|dot_kernel|cublas/) k = "cuBLAS"
+      else if (name ~ /^_Z[0-9]+sum_/) k = "reductions (sum_*)"
+      else if (name ~ /^_Z[0-9]+set_/) k = "elementwise (set_*)"
+      else if (name ~ /^\[mem/) k = "copies and fills"
+      else k = "other kernels"
+      ms[k] += $2 / s; all += $2 / s
+    }
+    END {
+      for (k in ms) printf "  %9.2f ms %5.1f%%  %s\n", ms[k], 100 * ms[k] / all, k
+      printf "  %9.2f ms %5.1f%%  %s\n", all, 100, "(all)"
+    }' "$prof" | sort -nr
+  echo "  the heaviest kernels (ms a step, launches a step, name):"
+  awk -v s="$steps" 'NR > 2 && NR <= 22 {
+      printf "  %9.3f %6.1f  %s\n", $2 / s, $1 / s, substr(substr($0, index($0, $5)), 1, 150)
+    }' "$prof"
   return "$rc"
 }
 

@@ -15,9 +15,13 @@ Data: a token shard of random ids (llm.c's format: 256 int32 header, magic 20240
 of it.
 cannl: each `--cannl LABEL=TRAINER` is a training program of the model (any --precision),
 run with `--stream tokens,next=SHARD --steps S --batch B`; its step time is the steady state,
-the difference of the wall times of two runs of different lengths (--steps S1 S2) divided by
-S2 - S1 (start-up, cuBLAS initialisation and the first steps cancel out). Its device memory
-is the model card's training arena (`--card`: `arena_bytes.training_state`; the input slots and
+the difference of the times of two runs of different lengths (--steps S1 S2) divided by S2 - S1
+(cuBLAS initialisation and the first steps cancel out). The time of a run is the one the trainer
+prints ("trained to step N in X s": its training loop, from the first step to the last), not the
+process's: start-up (reading the data, creating the model, uploading the params) takes seconds
+and varies by hundreds of milliseconds, which swamped a 50 ms step over 5 steps (the
+gpu-check of a53957b measured 230 ms at B = 8 and 52 ms at B = 16); the wall time is the
+fallback. Its device memory is the model card's training arena (`--card`: `arena_bytes.training_state`; the input slots and
 cuBLAS's workspace come on top).
 PyTorch: nanoGPT's structure written here (pre-LN blocks, tanh GELU, tied head,
 F.scaled_dot_product_attention with is_causal), the spec's AdamW (betas 0.9 and 0.95, eps 1e-8,
@@ -45,6 +49,7 @@ import json
 import math
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -109,7 +114,8 @@ class SmiPeak:
 
 
 def time_cannl(trainer, shard, batch, steps, seed=1, smi=False):
-    """(wall seconds of a run of `steps` steps, peak device memory over the baseline or None)."""
+    """(seconds of the training loop of a run of `steps` steps, as the trainer prints them, else the
+    run's wall seconds; peak device memory over the baseline or None)."""
     cmd = [trainer, "--stream", f"tokens,next={shard}", "--steps", str(steps), "--batch", str(batch),
            "--seed", str(seed), "--quiet", "--log-every", "0"]
     with SmiPeak(smi) as mem:
@@ -118,7 +124,8 @@ def time_cannl(trainer, shard, batch, steps, seed=1, smi=False):
         dt = time.perf_counter() - t0
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
-    return dt, mem.bytes()
+    m = re.search(r"^trained to step \d+ in ([0-9.]+) s", p.stdout, re.M)
+    return (float(m.group(1)) if m else dt), mem.bytes()
 
 
 def torch_model(model, ctx, device):

@@ -1746,35 +1746,62 @@ double fashion_cnn_get_last_lr(const struct fashion_cnn *m) { return m->last_lr;
 void fashion_cnn_set_lr(struct fashion_cnn *m, double lr) { m->lr = lr; }
 void fashion_cnn_set_schedule(struct fashion_cnn *m, int on) { m->schedule = on != 0; }
 
+/* The state's tensors (checkpoints, cannl_model_save, in this order): each one's name and
+   shape, then where it is: `at` elements into the state's buffer `buf` (state_tensors'
+   bufs[]), or (buf -1) optimiser state of param `param`, at byte `at` of the whole block. */
+static const struct state_row {
+    const char *name;
+    int32_t ndims;
+    int64_t shape[CANNL_MAX_DIMS];
+    int32_t buf, param;
+    int64_t at;
+} state_rows[] = {
+    {"k1", 4, { 32, 5, 5, 1 }, 0, 0, 0},
+    {"k2", 4, { 64, 5, 5, 32 }, 1, 0, 0},
+    {"c1", 1, { 32 }, 2, 0, 0},
+    {"c2", 1, { 64 }, 3, 0, 0},
+    {"b3", 1, { 1024 }, 4, 0, 0},
+    {"w3", 4, { 1024, 7, 7, 64 }, 5, 0, 0},
+    {"w4", 2, { 10, 1024 }, 6, 0, 0},
+    {"b4", 1, { 10 }, 7, 0, 0},
+    {"k1.exp_avg", 4, { 32, 5, 5, 1 }, 8, 0, 0},
+    {"k1.exp_avg_sq", 4, { 32, 5, 5, 1 }, 9, 0, 0},
+    {"k2.exp_avg", 4, { 64, 5, 5, 32 }, 10, 0, 0},
+    {"k2.exp_avg_sq", 4, { 64, 5, 5, 32 }, 11, 0, 0},
+    {"c1.exp_avg", 1, { 32 }, 12, 0, 0},
+    {"c1.exp_avg_sq", 1, { 32 }, 13, 0, 0},
+    {"c2.exp_avg", 1, { 64 }, 14, 0, 0},
+    {"c2.exp_avg_sq", 1, { 64 }, 15, 0, 0},
+    {"b3.exp_avg", 1, { 1024 }, 16, 0, 0},
+    {"b3.exp_avg_sq", 1, { 1024 }, 17, 0, 0},
+    {"w3.exp_avg", 4, { 1024, 7, 7, 64 }, 18, 0, 0},
+    {"w3.exp_avg_sq", 4, { 1024, 7, 7, 64 }, 19, 0, 0},
+    {"w4.exp_avg", 2, { 10, 1024 }, 20, 0, 0},
+    {"w4.exp_avg_sq", 2, { 10, 1024 }, 21, 0, 0},
+    {"b4.exp_avg", 1, { 10 }, 22, 0, 0},
+    {"b4.exp_avg_sq", 1, { 10 }, 23, 0, 0},
+    {NULL, 0, {0}, 0, 0, 0}};
+
 size_t fashion_cnn_state_tensors(struct fashion_cnn *m, cannl_tensor *out, size_t cap) {
-    const cannl_tensor all[] = {
-        {"k1", CANNL_F32, 4, { 32, 5, 5, 1 }, m->k1},
-        {"k2", CANNL_F32, 4, { 64, 5, 5, 32 }, m->k2},
-        {"c1", CANNL_F32, 1, { 32 }, m->c1},
-        {"c2", CANNL_F32, 1, { 64 }, m->c2},
-        {"b3", CANNL_F32, 1, { 1024 }, m->b3},
-        {"w3", CANNL_F32, 4, { 1024, 7, 7, 64 }, m->w3},
-        {"w4", CANNL_F32, 2, { 10, 1024 }, m->w4},
-        {"b4", CANNL_F32, 1, { 10 }, m->b4},
-        {"k1.exp_avg", CANNL_F32, 4, { 32, 5, 5, 1 }, m->k1_exp_avg},
-        {"k1.exp_avg_sq", CANNL_F32, 4, { 32, 5, 5, 1 }, m->k1_exp_avg_sq},
-        {"k2.exp_avg", CANNL_F32, 4, { 64, 5, 5, 32 }, m->k2_exp_avg},
-        {"k2.exp_avg_sq", CANNL_F32, 4, { 64, 5, 5, 32 }, m->k2_exp_avg_sq},
-        {"c1.exp_avg", CANNL_F32, 1, { 32 }, m->c1_exp_avg},
-        {"c1.exp_avg_sq", CANNL_F32, 1, { 32 }, m->c1_exp_avg_sq},
-        {"c2.exp_avg", CANNL_F32, 1, { 64 }, m->c2_exp_avg},
-        {"c2.exp_avg_sq", CANNL_F32, 1, { 64 }, m->c2_exp_avg_sq},
-        {"b3.exp_avg", CANNL_F32, 1, { 1024 }, m->b3_exp_avg},
-        {"b3.exp_avg_sq", CANNL_F32, 1, { 1024 }, m->b3_exp_avg_sq},
-        {"w3.exp_avg", CANNL_F32, 4, { 1024, 7, 7, 64 }, m->w3_exp_avg},
-        {"w3.exp_avg_sq", CANNL_F32, 4, { 1024, 7, 7, 64 }, m->w3_exp_avg_sq},
-        {"w4.exp_avg", CANNL_F32, 2, { 10, 1024 }, m->w4_exp_avg},
-        {"w4.exp_avg_sq", CANNL_F32, 2, { 10, 1024 }, m->w4_exp_avg_sq},
-        {"b4.exp_avg", CANNL_F32, 1, { 10 }, m->b4_exp_avg},
-        {"b4.exp_avg_sq", CANNL_F32, 1, { 10 }, m->b4_exp_avg_sq},
-        {NULL, CANNL_F32, 0, {0}, NULL}};
-    const size_t count = sizeof all / sizeof all[0] - 1;
-    for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
+    real *const bufs[] = {
+        m->k1, m->k2, m->c1, m->c2, m->b3, m->w3, m->w4, m->b4, m->k1_exp_avg, m->k1_exp_avg_sq, m->k2_exp_avg,
+        m->k2_exp_avg_sq, m->c1_exp_avg, m->c1_exp_avg_sq, m->c2_exp_avg, m->c2_exp_avg_sq, m->b3_exp_avg,
+        m->b3_exp_avg_sq, m->w3_exp_avg, m->w3_exp_avg_sq, m->w4_exp_avg, m->w4_exp_avg_sq, m->b4_exp_avg,
+        m->b4_exp_avg_sq, NULL};
+    const size_t count = sizeof state_rows / sizeof state_rows[0] - 1;
+    for (size_t i = 0; i < count && i < cap; ++i) {
+        const struct state_row *r = &state_rows[i];
+        real *data = NULL; /* (not held: optimiser state outside shard_opt_state's params) */
+        if (r->buf >= 0)
+            data = bufs[r->buf] ? bufs[r->buf] + r->at : NULL;
+        else if (m->opt_first <= r->param && r->param < m->opt_last)
+            data = (real *)(void *)((char *)m->opt_state + (r->at - opt_state_start[m->opt_first]));
+        out[i].name = r->name;
+        out[i].dtype = CANNL_F32;
+        out[i].ndims = r->ndims;
+        memcpy(out[i].shape, r->shape, sizeof out[i].shape);
+        out[i].data = data;
+    }
     return count;
 }
 

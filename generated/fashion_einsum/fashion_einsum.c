@@ -1365,29 +1365,55 @@ double fashion_einsum_get_last_lr(const struct fashion_einsum *m) { return m->la
 void fashion_einsum_set_lr(struct fashion_einsum *m, double lr) { m->lr = lr; }
 void fashion_einsum_set_schedule(struct fashion_einsum *m, int on) { m->schedule = on != 0; }
 
+/* The state's tensors (checkpoints, cannl_model_save, in this order): each one's name and
+   shape, then where it is: `at` elements into the state's buffer `buf` (state_tensors'
+   bufs[]), or (buf -1) optimiser state of param `param`, at byte `at` of the whole block. */
+static const struct state_row {
+    const char *name;
+    int32_t ndims;
+    int64_t shape[CANNL_MAX_DIMS];
+    int32_t buf, param;
+    int64_t at;
+} state_rows[] = {
+    {"w1", 3, { 256, 28, 28 }, 0, 0, 0},
+    {"gain", 1, { 256 }, 1, 0, 0},
+    {"b1", 1, { 256 }, 2, 0, 0},
+    {"bias", 1, { 256 }, 3, 0, 0},
+    {"w2", 2, { 10, 256 }, 4, 0, 0},
+    {"b2", 1, { 10 }, 5, 0, 0},
+    {"w1.exp_avg", 3, { 256, 28, 28 }, 6, 0, 0},
+    {"w1.exp_avg_sq", 3, { 256, 28, 28 }, 7, 0, 0},
+    {"gain.exp_avg", 1, { 256 }, 8, 0, 0},
+    {"gain.exp_avg_sq", 1, { 256 }, 9, 0, 0},
+    {"b1.exp_avg", 1, { 256 }, 10, 0, 0},
+    {"b1.exp_avg_sq", 1, { 256 }, 11, 0, 0},
+    {"bias.exp_avg", 1, { 256 }, 12, 0, 0},
+    {"bias.exp_avg_sq", 1, { 256 }, 13, 0, 0},
+    {"w2.exp_avg", 2, { 10, 256 }, 14, 0, 0},
+    {"w2.exp_avg_sq", 2, { 10, 256 }, 15, 0, 0},
+    {"b2.exp_avg", 1, { 10 }, 16, 0, 0},
+    {"b2.exp_avg_sq", 1, { 10 }, 17, 0, 0},
+    {NULL, 0, {0}, 0, 0, 0}};
+
 size_t fashion_einsum_state_tensors(struct fashion_einsum *m, cannl_tensor *out, size_t cap) {
-    const cannl_tensor all[] = {
-        {"w1", CANNL_F32, 3, { 256, 28, 28 }, m->w1},
-        {"gain", CANNL_F32, 1, { 256 }, m->gain},
-        {"b1", CANNL_F32, 1, { 256 }, m->b1},
-        {"bias", CANNL_F32, 1, { 256 }, m->bias},
-        {"w2", CANNL_F32, 2, { 10, 256 }, m->w2},
-        {"b2", CANNL_F32, 1, { 10 }, m->b2},
-        {"w1.exp_avg", CANNL_F32, 3, { 256, 28, 28 }, m->w1_exp_avg},
-        {"w1.exp_avg_sq", CANNL_F32, 3, { 256, 28, 28 }, m->w1_exp_avg_sq},
-        {"gain.exp_avg", CANNL_F32, 1, { 256 }, m->gain_exp_avg},
-        {"gain.exp_avg_sq", CANNL_F32, 1, { 256 }, m->gain_exp_avg_sq},
-        {"b1.exp_avg", CANNL_F32, 1, { 256 }, m->b1_exp_avg},
-        {"b1.exp_avg_sq", CANNL_F32, 1, { 256 }, m->b1_exp_avg_sq},
-        {"bias.exp_avg", CANNL_F32, 1, { 256 }, m->bias_exp_avg},
-        {"bias.exp_avg_sq", CANNL_F32, 1, { 256 }, m->bias_exp_avg_sq},
-        {"w2.exp_avg", CANNL_F32, 2, { 10, 256 }, m->w2_exp_avg},
-        {"w2.exp_avg_sq", CANNL_F32, 2, { 10, 256 }, m->w2_exp_avg_sq},
-        {"b2.exp_avg", CANNL_F32, 1, { 10 }, m->b2_exp_avg},
-        {"b2.exp_avg_sq", CANNL_F32, 1, { 10 }, m->b2_exp_avg_sq},
-        {NULL, CANNL_F32, 0, {0}, NULL}};
-    const size_t count = sizeof all / sizeof all[0] - 1;
-    for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
+    real *const bufs[] = {
+        m->w1, m->gain, m->b1, m->bias, m->w2, m->b2, m->w1_exp_avg, m->w1_exp_avg_sq, m->gain_exp_avg,
+        m->gain_exp_avg_sq, m->b1_exp_avg, m->b1_exp_avg_sq, m->bias_exp_avg, m->bias_exp_avg_sq, m->w2_exp_avg,
+        m->w2_exp_avg_sq, m->b2_exp_avg, m->b2_exp_avg_sq, NULL};
+    const size_t count = sizeof state_rows / sizeof state_rows[0] - 1;
+    for (size_t i = 0; i < count && i < cap; ++i) {
+        const struct state_row *r = &state_rows[i];
+        real *data = NULL; /* (not held: optimiser state outside shard_opt_state's params) */
+        if (r->buf >= 0)
+            data = bufs[r->buf] ? bufs[r->buf] + r->at : NULL;
+        else if (m->opt_first <= r->param && r->param < m->opt_last)
+            data = (real *)(void *)((char *)m->opt_state + (r->at - opt_state_start[m->opt_first]));
+        out[i].name = r->name;
+        out[i].dtype = CANNL_F32;
+        out[i].ndims = r->ndims;
+        memcpy(out[i].shape, r->shape, sizeof out[i].shape);
+        out[i].data = data;
+    }
     return count;
 }
 

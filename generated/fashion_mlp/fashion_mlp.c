@@ -1151,23 +1151,48 @@ double fashion_mlp_get_last_lr(const struct fashion_mlp *m) { return m->last_lr;
 void fashion_mlp_set_lr(struct fashion_mlp *m, double lr) { m->lr = lr; }
 void fashion_mlp_set_schedule(struct fashion_mlp *m, int on) { m->schedule = on != 0; }
 
+/* The state's tensors (checkpoints, cannl_model_save, in this order): each one's name and
+   shape, then where it is: `at` elements into the state's buffer `buf` (state_tensors'
+   bufs[]), or (buf -1) optimiser state of param `param`, at byte `at` of the whole block. */
+static const struct state_row {
+    const char *name;
+    int32_t ndims;
+    int64_t shape[CANNL_MAX_DIMS];
+    int32_t buf, param;
+    int64_t at;
+} state_rows[] = {
+    {"w1", 2, { 512, 784 }, 0, 0, 0},
+    {"w2", 2, { 512, 512 }, 1, 0, 0},
+    {"w3", 2, { 10, 512 }, 2, 0, 0},
+    {"b3", 1, { 10 }, 3, 0, 0},
+    {"b1", 1, { 512 }, 4, 0, 0},
+    {"b2", 1, { 512 }, 5, 0, 0},
+    {"w1.momentum_buffer", 2, { 512, 784 }, 6, 0, 0},
+    {"w2.momentum_buffer", 2, { 512, 512 }, 7, 0, 0},
+    {"w3.momentum_buffer", 2, { 10, 512 }, 8, 0, 0},
+    {"b3.momentum_buffer", 1, { 10 }, 9, 0, 0},
+    {"b1.momentum_buffer", 1, { 512 }, 10, 0, 0},
+    {"b2.momentum_buffer", 1, { 512 }, 11, 0, 0},
+    {NULL, 0, {0}, 0, 0, 0}};
+
 size_t fashion_mlp_state_tensors(struct fashion_mlp *m, cannl_tensor *out, size_t cap) {
-    const cannl_tensor all[] = {
-        {"w1", CANNL_F32, 2, { 512, 784 }, m->w1},
-        {"w2", CANNL_F32, 2, { 512, 512 }, m->w2},
-        {"w3", CANNL_F32, 2, { 10, 512 }, m->w3},
-        {"b3", CANNL_F32, 1, { 10 }, m->b3},
-        {"b1", CANNL_F32, 1, { 512 }, m->b1},
-        {"b2", CANNL_F32, 1, { 512 }, m->b2},
-        {"w1.momentum_buffer", CANNL_F32, 2, { 512, 784 }, m->w1_momentum_buffer},
-        {"w2.momentum_buffer", CANNL_F32, 2, { 512, 512 }, m->w2_momentum_buffer},
-        {"w3.momentum_buffer", CANNL_F32, 2, { 10, 512 }, m->w3_momentum_buffer},
-        {"b3.momentum_buffer", CANNL_F32, 1, { 10 }, m->b3_momentum_buffer},
-        {"b1.momentum_buffer", CANNL_F32, 1, { 512 }, m->b1_momentum_buffer},
-        {"b2.momentum_buffer", CANNL_F32, 1, { 512 }, m->b2_momentum_buffer},
-        {NULL, CANNL_F32, 0, {0}, NULL}};
-    const size_t count = sizeof all / sizeof all[0] - 1;
-    for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
+    real *const bufs[] = {
+        m->w1, m->w2, m->w3, m->b3, m->b1, m->b2, m->w1_momentum_buffer, m->w2_momentum_buffer, m->w3_momentum_buffer,
+        m->b3_momentum_buffer, m->b1_momentum_buffer, m->b2_momentum_buffer, NULL};
+    const size_t count = sizeof state_rows / sizeof state_rows[0] - 1;
+    for (size_t i = 0; i < count && i < cap; ++i) {
+        const struct state_row *r = &state_rows[i];
+        real *data = NULL; /* (not held: optimiser state outside shard_opt_state's params) */
+        if (r->buf >= 0)
+            data = bufs[r->buf] ? bufs[r->buf] + r->at : NULL;
+        else if (m->opt_first <= r->param && r->param < m->opt_last)
+            data = (real *)(void *)((char *)m->opt_state + (r->at - opt_state_start[m->opt_first]));
+        out[i].name = r->name;
+        out[i].dtype = CANNL_F32;
+        out[i].ndims = r->ndims;
+        memcpy(out[i].shape, r->shape, sizeof out[i].shape);
+        out[i].data = data;
+    }
     return count;
 }
 

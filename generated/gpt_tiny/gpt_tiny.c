@@ -3034,59 +3034,90 @@ double gpt_tiny_get_last_lr(const struct gpt_tiny *m) { return m->last_lr; }
 void gpt_tiny_set_lr(struct gpt_tiny *m, double lr) { m->lr = lr; }
 void gpt_tiny_set_schedule(struct gpt_tiny *m, int on) { m->schedule = on != 0; }
 
+/* The state's tensors (checkpoints, cannl_model_save, in this order): each one's name and
+   shape, then where it is: `at` elements into the state's buffer `buf` (state_tensors'
+   bufs[]), or (buf -1) optimiser state of param `param`, at byte `at` of the whole block. */
+static const struct state_row {
+    const char *name;
+    int32_t ndims;
+    int64_t shape[CANNL_MAX_DIMS];
+    int32_t buf, param;
+    int64_t at;
+} state_rows[] = {
+    {"wte", 2, { 256, 128 }, 0, 0, 0},
+    {"wpe", 2, { 64, 128 }, 1, 0, 0},
+    {"ln1_g", 1, { 128 }, 2, 0, 0},
+    {"ln1_b", 1, { 128 }, 3, 0, 0},
+    {"w_qkv", 4, { 3, 4, 32, 128 }, 4, 0, 0},
+    {"b_qkv", 3, { 3, 4, 32 }, 5, 0, 0},
+    {"w_o", 3, { 128, 4, 32 }, 6, 0, 0},
+    {"b_o", 1, { 128 }, 7, 0, 0},
+    {"ln2_g", 1, { 128 }, 8, 0, 0},
+    {"ln2_b", 1, { 128 }, 9, 0, 0},
+    {"w_fc", 2, { 512, 128 }, 10, 0, 0},
+    {"b_fc", 1, { 512 }, 11, 0, 0},
+    {"w_pr", 2, { 128, 512 }, 12, 0, 0},
+    {"b_pr", 1, { 128 }, 13, 0, 0},
+    {"lnf_g", 1, { 128 }, 14, 0, 0},
+    {"lnf_b", 1, { 128 }, 15, 0, 0},
+    {"wte.exp_avg", 2, { 256, 128 }, 16, 0, 0},
+    {"wte.exp_avg_sq", 2, { 256, 128 }, 17, 0, 0},
+    {"wpe.exp_avg", 2, { 64, 128 }, 18, 0, 0},
+    {"wpe.exp_avg_sq", 2, { 64, 128 }, 19, 0, 0},
+    {"ln1_g.exp_avg", 1, { 128 }, 20, 0, 0},
+    {"ln1_g.exp_avg_sq", 1, { 128 }, 21, 0, 0},
+    {"ln1_b.exp_avg", 1, { 128 }, 22, 0, 0},
+    {"ln1_b.exp_avg_sq", 1, { 128 }, 23, 0, 0},
+    {"w_qkv.exp_avg", 4, { 3, 4, 32, 128 }, 24, 0, 0},
+    {"w_qkv.exp_avg_sq", 4, { 3, 4, 32, 128 }, 25, 0, 0},
+    {"b_qkv.exp_avg", 3, { 3, 4, 32 }, 26, 0, 0},
+    {"b_qkv.exp_avg_sq", 3, { 3, 4, 32 }, 27, 0, 0},
+    {"w_o.exp_avg", 3, { 128, 4, 32 }, 28, 0, 0},
+    {"w_o.exp_avg_sq", 3, { 128, 4, 32 }, 29, 0, 0},
+    {"b_o.exp_avg", 1, { 128 }, 30, 0, 0},
+    {"b_o.exp_avg_sq", 1, { 128 }, 31, 0, 0},
+    {"ln2_g.exp_avg", 1, { 128 }, 32, 0, 0},
+    {"ln2_g.exp_avg_sq", 1, { 128 }, 33, 0, 0},
+    {"ln2_b.exp_avg", 1, { 128 }, 34, 0, 0},
+    {"ln2_b.exp_avg_sq", 1, { 128 }, 35, 0, 0},
+    {"w_fc.exp_avg", 2, { 512, 128 }, 36, 0, 0},
+    {"w_fc.exp_avg_sq", 2, { 512, 128 }, 37, 0, 0},
+    {"b_fc.exp_avg", 1, { 512 }, 38, 0, 0},
+    {"b_fc.exp_avg_sq", 1, { 512 }, 39, 0, 0},
+    {"w_pr.exp_avg", 2, { 128, 512 }, 40, 0, 0},
+    {"w_pr.exp_avg_sq", 2, { 128, 512 }, 41, 0, 0},
+    {"b_pr.exp_avg", 1, { 128 }, 42, 0, 0},
+    {"b_pr.exp_avg_sq", 1, { 128 }, 43, 0, 0},
+    {"lnf_g.exp_avg", 1, { 128 }, 44, 0, 0},
+    {"lnf_g.exp_avg_sq", 1, { 128 }, 45, 0, 0},
+    {"lnf_b.exp_avg", 1, { 128 }, 46, 0, 0},
+    {"lnf_b.exp_avg_sq", 1, { 128 }, 47, 0, 0},
+    {NULL, 0, {0}, 0, 0, 0}};
+
 size_t gpt_tiny_state_tensors(struct gpt_tiny *m, cannl_tensor *out, size_t cap) {
-    const cannl_tensor all[] = {
-        {"wte", CANNL_F32, 2, { 256, 128 }, m->wte},
-        {"wpe", CANNL_F32, 2, { 64, 128 }, m->wpe},
-        {"ln1_g", CANNL_F32, 1, { 128 }, m->ln1_g},
-        {"ln1_b", CANNL_F32, 1, { 128 }, m->ln1_b},
-        {"w_qkv", CANNL_F32, 4, { 3, 4, 32, 128 }, m->w_qkv},
-        {"b_qkv", CANNL_F32, 3, { 3, 4, 32 }, m->b_qkv},
-        {"w_o", CANNL_F32, 3, { 128, 4, 32 }, m->w_o},
-        {"b_o", CANNL_F32, 1, { 128 }, m->b_o},
-        {"ln2_g", CANNL_F32, 1, { 128 }, m->ln2_g},
-        {"ln2_b", CANNL_F32, 1, { 128 }, m->ln2_b},
-        {"w_fc", CANNL_F32, 2, { 512, 128 }, m->w_fc},
-        {"b_fc", CANNL_F32, 1, { 512 }, m->b_fc},
-        {"w_pr", CANNL_F32, 2, { 128, 512 }, m->w_pr},
-        {"b_pr", CANNL_F32, 1, { 128 }, m->b_pr},
-        {"lnf_g", CANNL_F32, 1, { 128 }, m->lnf_g},
-        {"lnf_b", CANNL_F32, 1, { 128 }, m->lnf_b},
-        {"wte.exp_avg", CANNL_F32, 2, { 256, 128 }, m->wte_exp_avg},
-        {"wte.exp_avg_sq", CANNL_F32, 2, { 256, 128 }, m->wte_exp_avg_sq},
-        {"wpe.exp_avg", CANNL_F32, 2, { 64, 128 }, m->wpe_exp_avg},
-        {"wpe.exp_avg_sq", CANNL_F32, 2, { 64, 128 }, m->wpe_exp_avg_sq},
-        {"ln1_g.exp_avg", CANNL_F32, 1, { 128 }, m->ln1_g_exp_avg},
-        {"ln1_g.exp_avg_sq", CANNL_F32, 1, { 128 }, m->ln1_g_exp_avg_sq},
-        {"ln1_b.exp_avg", CANNL_F32, 1, { 128 }, m->ln1_b_exp_avg},
-        {"ln1_b.exp_avg_sq", CANNL_F32, 1, { 128 }, m->ln1_b_exp_avg_sq},
-        {"w_qkv.exp_avg", CANNL_F32, 4, { 3, 4, 32, 128 }, m->w_qkv_exp_avg},
-        {"w_qkv.exp_avg_sq", CANNL_F32, 4, { 3, 4, 32, 128 }, m->w_qkv_exp_avg_sq},
-        {"b_qkv.exp_avg", CANNL_F32, 3, { 3, 4, 32 }, m->b_qkv_exp_avg},
-        {"b_qkv.exp_avg_sq", CANNL_F32, 3, { 3, 4, 32 }, m->b_qkv_exp_avg_sq},
-        {"w_o.exp_avg", CANNL_F32, 3, { 128, 4, 32 }, m->w_o_exp_avg},
-        {"w_o.exp_avg_sq", CANNL_F32, 3, { 128, 4, 32 }, m->w_o_exp_avg_sq},
-        {"b_o.exp_avg", CANNL_F32, 1, { 128 }, m->b_o_exp_avg},
-        {"b_o.exp_avg_sq", CANNL_F32, 1, { 128 }, m->b_o_exp_avg_sq},
-        {"ln2_g.exp_avg", CANNL_F32, 1, { 128 }, m->ln2_g_exp_avg},
-        {"ln2_g.exp_avg_sq", CANNL_F32, 1, { 128 }, m->ln2_g_exp_avg_sq},
-        {"ln2_b.exp_avg", CANNL_F32, 1, { 128 }, m->ln2_b_exp_avg},
-        {"ln2_b.exp_avg_sq", CANNL_F32, 1, { 128 }, m->ln2_b_exp_avg_sq},
-        {"w_fc.exp_avg", CANNL_F32, 2, { 512, 128 }, m->w_fc_exp_avg},
-        {"w_fc.exp_avg_sq", CANNL_F32, 2, { 512, 128 }, m->w_fc_exp_avg_sq},
-        {"b_fc.exp_avg", CANNL_F32, 1, { 512 }, m->b_fc_exp_avg},
-        {"b_fc.exp_avg_sq", CANNL_F32, 1, { 512 }, m->b_fc_exp_avg_sq},
-        {"w_pr.exp_avg", CANNL_F32, 2, { 128, 512 }, m->w_pr_exp_avg},
-        {"w_pr.exp_avg_sq", CANNL_F32, 2, { 128, 512 }, m->w_pr_exp_avg_sq},
-        {"b_pr.exp_avg", CANNL_F32, 1, { 128 }, m->b_pr_exp_avg},
-        {"b_pr.exp_avg_sq", CANNL_F32, 1, { 128 }, m->b_pr_exp_avg_sq},
-        {"lnf_g.exp_avg", CANNL_F32, 1, { 128 }, m->lnf_g_exp_avg},
-        {"lnf_g.exp_avg_sq", CANNL_F32, 1, { 128 }, m->lnf_g_exp_avg_sq},
-        {"lnf_b.exp_avg", CANNL_F32, 1, { 128 }, m->lnf_b_exp_avg},
-        {"lnf_b.exp_avg_sq", CANNL_F32, 1, { 128 }, m->lnf_b_exp_avg_sq},
-        {NULL, CANNL_F32, 0, {0}, NULL}};
-    const size_t count = sizeof all / sizeof all[0] - 1;
-    for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
+    real *const bufs[] = {
+        m->wte, m->wpe, m->ln1_g, m->ln1_b, m->w_qkv, m->b_qkv, m->w_o, m->b_o, m->ln2_g, m->ln2_b, m->w_fc, m->b_fc,
+        m->w_pr, m->b_pr, m->lnf_g, m->lnf_b, m->wte_exp_avg, m->wte_exp_avg_sq, m->wpe_exp_avg, m->wpe_exp_avg_sq,
+        m->ln1_g_exp_avg, m->ln1_g_exp_avg_sq, m->ln1_b_exp_avg, m->ln1_b_exp_avg_sq, m->w_qkv_exp_avg,
+        m->w_qkv_exp_avg_sq, m->b_qkv_exp_avg, m->b_qkv_exp_avg_sq, m->w_o_exp_avg, m->w_o_exp_avg_sq, m->b_o_exp_avg,
+        m->b_o_exp_avg_sq, m->ln2_g_exp_avg, m->ln2_g_exp_avg_sq, m->ln2_b_exp_avg, m->ln2_b_exp_avg_sq,
+        m->w_fc_exp_avg, m->w_fc_exp_avg_sq, m->b_fc_exp_avg, m->b_fc_exp_avg_sq, m->w_pr_exp_avg, m->w_pr_exp_avg_sq,
+        m->b_pr_exp_avg, m->b_pr_exp_avg_sq, m->lnf_g_exp_avg, m->lnf_g_exp_avg_sq, m->lnf_b_exp_avg,
+        m->lnf_b_exp_avg_sq, NULL};
+    const size_t count = sizeof state_rows / sizeof state_rows[0] - 1;
+    for (size_t i = 0; i < count && i < cap; ++i) {
+        const struct state_row *r = &state_rows[i];
+        real *data = NULL; /* (not held: optimiser state outside shard_opt_state's params) */
+        if (r->buf >= 0)
+            data = bufs[r->buf] ? bufs[r->buf] + r->at : NULL;
+        else if (m->opt_first <= r->param && r->param < m->opt_last)
+            data = (real *)(void *)((char *)m->opt_state + (r->at - opt_state_start[m->opt_first]));
+        out[i].name = r->name;
+        out[i].dtype = CANNL_F32;
+        out[i].ndims = r->ndims;
+        memcpy(out[i].shape, r->shape, sizeof out[i].shape);
+        out[i].data = data;
+    }
     return count;
 }
 

@@ -180,25 +180,20 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     po.decode_in_training = o.target == "cuda";  // (its one device state runs generation too)
     for (const PassInfo& pass : pass_list()) {
       // The bridge (issue 34): the passes up to plan_blocks run over each block body once;
-      // then the block calls are expanded into their instances' nests (a saved activation and
-      // a local become an instance's own buffer), until decode and the emitters work on
-      // bodies. Values as with --no-roll up to rounding: inline_virtual does not inline a
-      // carried value into the next instance's nests any more (tests/opt: roll_parity). The C
-      // target's train_step, train_grads, eval_metrics and init keep their calls (its emitter
-      // prints the blocks' functions, called in a loop over the instances), and forward gets
-      // its calls back once the decode pass has read its unrolled nests. With --quantize int8
-      // every call is unrolled: passes/quantize.h decides on the instances' own reads.
-      std::optional<ir::Routine> rolled_forward;
-      if (std::string(pass.name) == "decode" && !p.blocks.empty()) {
-        const bool keep_calls = o.target == "c" && o.quantize.empty();
-        if (keep_calls && p.routine(ir::RoutineKind::Forward)) rolled_forward = *p.routine(ir::RoutineKind::Forward);
-        ir::unroll_routines(p, keep_calls);
+      // then, for the CUDA target and with --quantize int8, the block calls are expanded into
+      // their instances' nests (a saved activation and a local become an instance's own
+      // buffer), until the CUDA emitter works on bodies. Values as with --no-roll up to
+      // rounding: inline_virtual does not inline a carried value into the next instance's
+      // nests any more (tests/opt: roll_parity). The C target keeps every call (its emitter
+      // prints the blocks' functions, called in a loop over the instances; the decode pass
+      // makes the blocks' decode bodies); with --quantize int8 every call is unrolled:
+      // passes/quantize.h decides on the instances' own reads.
+      if (std::string(pass.name) == "decode" && !p.blocks.empty() && !(o.target == "c" && o.quantize.empty())) {
+        ir::unroll_routines(p);
         verify("unroll_blocks");
-        if (p.blocks.empty()) rolled_forward.reset();  // (every block call unrolled: buffers renumbered)
       }
       if (!pass_runs(pass, po)) continue;
       pass.run(p, po);
-      if (rolled_forward) *p.routine(ir::RoutineKind::Forward) = std::move(*rolled_forward);
       verify(std::string("pass ") + pass.name);
       out.passes.push_back(pass.name);
       if (stage(pass.name, [&] { return ir::print_program(p); })) return 0;

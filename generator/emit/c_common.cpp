@@ -149,6 +149,29 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
   d.set("inputs", list(p.inputs, true));
   d.set("outputs", list(p.outputs, true));
   d.set("params", list(p.params, false));
+  // The header's list of params: a repeat block's instances of a stacked param (consecutive,
+  // `w_qkv.0` ... `w_qkv.47`, one shape) on one line.
+  data header{data::type::list};
+  for (size_t k = 0; k < p.params.size();) {
+    const auto& b = p.buffers[static_cast<size_t>(p.params[k])];
+    const std::string& first = b.state_name;
+    const std::string stem = first.ends_with(".0") ? first.substr(0, first.size() - 2) : "";
+    size_t c = 1;
+    while (b.view_of >= 0 && !stem.empty() && k + c < p.params.size()) {
+      const auto& x = p.buffers[static_cast<size_t>(p.params[k + c])];
+      if (x.view_of != b.view_of || x.state_name != stem + "." + std::to_string(c) || spec_shape(x) != spec_shape(b) ||
+          x.dims.size() != b.dims.size())
+        break;
+      ++c;
+    }
+    data e;
+    e.set("name", c >= 2 ? fmt::format("{}.0 ... {}.{}", stem, stem, c - 1) : first.empty() ? b.name : first);
+    e.set("shape", spec_shape(b));
+    e.set("dims", dims_list(b, false));
+    header.push_back(e);
+    k += c;
+  }
+  d.set("header_params", header);
   d.set("metrics", list(p.metrics, false));
   d.set("num_inputs", std::to_string(p.inputs.size()));
   d.set("num_outputs", std::to_string(p.outputs.size()));

@@ -1,4 +1,5 @@
-// c_emit.cpp — the C back end (see c_emit.h).
+// c_emit.cpp — the C back end (see c_emit.h): the files, the state, the nests' kernels and the
+// routines (emit/c_emitter.h; the blocks' functions: c_blocks.cpp).
 #include "emit/c_emit.h"
 
 #include <algorithm>
@@ -10,1379 +11,1076 @@
 #include <set>
 
 #include "emit/c_common.h"
+#include "emit/c_emitter.h"
 #include "emit/c_gemm.h"
 #include "emit/c_names.h"
+#include "emit/c_tables.h"
 #include "emit/contraction.h"
 #include "passes/quantize.h"
 #include "support/diagnostic.h"
 
 namespace cannl {
 
-namespace {
-
-using kainjow::mustache::data;
-
-// One C file's routines over one state (the training state, or the forward-only state): its
-// kernels (a static function per loop nest, defined once however many routines run it) and
-// its routines (which name their buffers once at their top and call the kernels and the
-// matrix products in order).
-struct Unit {
-  const ir::Arena* arena = nullptr;
-  std::string state;  // the state's struct: "struct fashion_mlp"
-  std::string kernels, routines;
-  std::set<std::string> defined;  // kernels defined in this file
-};
-
-class CEmitter {
-public:
-  CEmitter(const ir::Program& p, const COptions& o) : p_(p), o_(o), names_(c_names(p)) {
-    x_.p = &p;
-    x_.names = names_.buffer;
-    x_.f64 = o.f64;
-    x_.example_offset = true;
-  }
-
-  std::vector<OutputFile> run() {
-    Unit train{&p_.layout.training, "struct " + p_.model, {}, {}, {}};
-    for (const auto& r : p_.routines)
-      if (r.kind != ir::RoutineKind::Decode) train.routines += routine(r, train) + "\n";  // decode: inference only
-    data d = common();
-    d.set("helpers", helpers());
-    d.set("f64", o_.f64);
-    d.set("has_gemm", gemm_kernel_);
-    d.set("bf16", gemm_kernel_ && o_.precision == "bf16");
-    d.set("dropout", x_.helpers.count("keep") > 0);  // the state keeps its seed (Op::Keep's key)
-    d.set("attention_include", attention_ ? "#include \"cannl_attention.h\"\n" : "");
-    d.set("blas", gemm_blas_);
-    d.set("fields", fields());
-    d.set("kernels", train.kernels);
-    d.set("routines", train.routines);
-    arena_data(d, *train.arena, "");
-    d.set("grad_block_offset", std::to_string(std::max(train.arena->grads, 0L)));
-    d.set("grad_block_count", std::to_string(train.arena->grads_bytes / elem()));
-    std::string offsets;
-    for (int param : p_.params) {
-      const int g = p_.grad(param);
-      const long at = g < 0 ? -1 : (train.arena->field[static_cast<size_t>(g)] - train.arena->grads) / elem();
-      offsets += (offsets.empty() ? "" : ", ") + std::to_string(at);
-    }
-    d.set("grad_offsets", offsets.empty() ? "-1" : offsets);  // C has no empty initialiser
-    // The optimiser-state block (ZeRO-1's shards): each param's start, each buffer's place.
-    const ir::OptBlock& ob = p_.layout.opt_state;
-    std::string starts;
-    for (long at : ob.param_start) starts += (starts.empty() ? "" : ", ") + std::to_string(at);
-    d.set("opt_state_start", starts.empty() ? "0" : starts);
-    d.set("opt_state_bytes", std::to_string(ob.bytes));
-    d.set("has_opt_state", ob.bytes > 0);
-    data opt{data::type::list}, stacks{data::type::list};
-    for (size_t i = 0; i < ob.field.size(); ++i) {
-      if (ob.field[i] < 0) continue;
-      if (p_.buffers[i].stack > 0) {  // a stacked param's state: bound at its first instance held
-        const auto [first, count] = instances_of(p_.buffers[i].state_of);
-        data b;
-        b.set("name", names_.buffer[i]);
-        b.set("offset", std::to_string(ob.field[i]));
-        b.set("first", std::to_string(first));
-        b.set("end", std::to_string(first + count));
-        b.set("last", std::to_string(first + count - 1));
-        b.set("per", std::to_string(p_.buffers[i].elements() / p_.buffers[i].stack * elem()));
-        stacks.push_back(b);
-        continue;
-      }
+std::vector<OutputFile> CEmitter::run() {
+  Unit train{&p_.layout.training, "struct " + p_.model, {}, {}, {}};
+  fielded_ = fielded();
+  for (const auto& r : p_.routines)
+    if (r.kind != ir::RoutineKind::Decode) train.routines += routine(r, train) + "\n";  // decode: inference only
+  data d = common();
+  d.set("helpers", helpers());
+  d.set("f64", o_.f64);
+  d.set("has_gemm", gemm_kernel_);
+  d.set("bf16", gemm_kernel_ && o_.precision == "bf16");
+  d.set("dropout", x_.helpers.count("keep") > 0);  // the state keeps its seed (Op::Keep's key)
+  d.set("attention_include", attention_ ? "#include \"cannl_attention.h\"\n" : "");
+  d.set("blas", gemm_blas_);
+  d.set("fields", fields());
+  d.set("kernels", train.kernels);
+  d.set("routines", train.routines);
+  arena_data(d, *train.arena, "");
+  d.set("grad_block_offset", std::to_string(std::max(train.arena->grads, 0L)));
+  d.set("grad_block_count", std::to_string(train.arena->grads_bytes / elem()));
+  // The runtime's tables, a repeat block's instances folded (emit/c_tables.h).
+  const CTables tables = c_tables(p_, names_.buffer, fielded_, o_.f64, upper(p_.model) + "_ROW");
+  d.set("grad_offsets", tables.grad_offsets);
+  d.set("param_info_rows", tables.param_info);
+  d.set("state_rows", tables.state);
+  d.set("state_bufs", tables.state_bufs);
+  // The optimiser-state block (ZeRO-1's shards): each param's start, each buffer's place.
+  const ir::OptBlock& ob = p_.layout.opt_state;
+  d.set("opt_state_start", tables.opt_state_start);
+  d.set("opt_state_bytes", std::to_string(ob.bytes));
+  d.set("has_opt_state", ob.bytes > 0);
+  data opt{data::type::list}, stacks{data::type::list};
+  for (size_t i = 0; i < ob.field.size(); ++i) {
+    if (ob.field[i] < 0 || !fielded_.count(static_cast<int>(i))) continue;
+    if (p_.buffers[i].stack > 0) {  // a stacked param's state: bound at its first instance held
+      const auto [first, count] = instances_of(p_.buffers[i].state_of);
       data b;
       b.set("name", names_.buffer[i]);
       b.set("offset", std::to_string(ob.field[i]));
-      b.set("param", std::to_string(std::find(p_.params.begin(), p_.params.end(), p_.buffers[i].state_of) - p_.params.begin()));
-      opt.push_back(b);
+      b.set("first", std::to_string(first));
+      b.set("end", std::to_string(first + count));
+      b.set("last", std::to_string(first + count - 1));
+      b.set("per", std::to_string(p_.buffers[i].elements() / p_.buffers[i].stack * elem()));
+      stacks.push_back(b);
+      continue;
     }
-    d.set("opt_buffers", opt);
-    d.set("opt_stacks", stacks);
-    data bufs{data::type::list};
-    for (size_t i = 0; i < p_.buffers.size(); ++i) {
-      if (train.arena->field[i] < 0) continue;
-      data b;
-      b.set("name", names_.buffer[i]);
-      b.set("offset", field_offset(*train.arena, static_cast<int>(i), "m->max_batch"));
-      bufs.push_back(b);
+    data b;
+    b.set("name", names_.buffer[i]);
+    b.set("offset", std::to_string(ob.field[i]));
+    b.set("param", std::to_string(std::find(p_.params.begin(), p_.params.end(), p_.buffers[i].state_of) - p_.params.begin()));
+    opt.push_back(b);
+  }
+  d.set("opt_buffers", opt);
+  d.set("opt_stacks", stacks);
+  data bufs{data::type::list};
+  for (size_t i = 0; i < p_.buffers.size(); ++i) {
+    if (train.arena->field[i] < 0 || !fielded_.count(static_cast<int>(i))) continue;
+    data b;
+    b.set("name", names_.buffer[i]);
+    b.set("offset", field_offset(*train.arena, static_cast<int>(i), "m->max_batch"));
+    bufs.push_back(b);
+  }
+  d.set("buffers", bufs);
+  api_params(d);
+  inference(d);
+  std::vector<OutputFile> files;
+  files.push_back({p_.model + ".h", render("c/model.h.mustache", d)});
+  files.push_back({p_.model + ".c", render("c/model.c.mustache", d)});
+  files.push_back({p_.model + "_train.c", render("c/train.c.mustache", d)});
+  files.push_back({p_.model + "_inference.c", render("c/inference.c.mustache", d)});
+  files.push_back({p_.model + "_infer.c", render("c/infer.c.mustache", d)});
+  if (o_.weights) files.push_back({p_.model + "_weights.c", weights(d)});
+  files.push_back({"CMakeLists.txt", render("c/CMakeLists.txt.mustache", d)});
+  return files;
+}
+
+std::pair<int, int> CEmitter::instances_of(int stack) const {
+  for (size_t k = 0; k < p_.params.size(); ++k)
+    if (buf(p_.params[k]).view_of == stack) return {static_cast<int>(k), static_cast<int>(buf(stack).stack)};
+  CANNL_BUG("a stacked buffer without instances among the params: " + buf(stack).name);
+}
+
+void CEmitter::api_params(data& d) const {
+  data singles{data::type::list}, groups{data::type::list};
+  auto single = [&](int b) {
+    data e;
+    e.set("name", buf(b).state_name.empty() ? buf(b).name : buf(b).state_name);
+    e.set("size", std::to_string(buf(b).elements()));
+    e.set("field", state_pointer(b));
+    const int g = p_.grad(b);
+    e.set("grad", g >= 0 ? state_pointer(g) : std::string("NULL"));
+    singles.push_back(e);
+  };
+  const auto& ps = p_.params;
+  for (size_t k = 0; k < ps.size();) {
+    const int s = buf(ps[k]).view_of;
+    size_t end = k + 1;
+    while (s >= 0 && end < ps.size() && buf(ps[end]).view_of == s) ++end;
+    const size_t count = end - k;
+    bool regular = s >= 0 && count >= 2;
+    const std::string& first = buf(ps[k]).state_name;
+    const std::string stem = first.size() > 2 && first.ends_with(".0") ? first.substr(0, first.size() - 2) : "";
+    regular = regular && !stem.empty();
+    const long off = buf(ps[k]).view_offset, per = regular ? buf(ps[k + 1]).view_offset - off : 0;
+    const int g0 = p_.grad(ps[k]);
+    const int gs = g0 >= 0 ? buf(g0).view_of : -1;
+    const long goff = g0 >= 0 ? buf(g0).view_offset : 0;
+    const long gper = regular && g0 >= 0 && p_.grad(ps[k + 1]) >= 0 ? buf(p_.grad(ps[k + 1])).view_offset - goff : 0;
+    regular = regular && (g0 < 0 || gs >= 0);
+    for (size_t l = 0; regular && l < count; ++l) {
+      const int b = ps[k + l], g = p_.grad(b);
+      const long ll = static_cast<long>(l);
+      regular = buf(b).state_name == stem + "." + std::to_string(l) && buf(b).view_offset == off + ll * per &&
+                buf(b).elements() == buf(ps[k]).elements() && (g < 0) == (g0 < 0) &&
+                (g < 0 || (buf(g).view_of == gs && buf(g).view_offset == goff + ll * gper));
     }
-    d.set("buffers", bufs);
-    api_params(d);
-    inference(d);
-    std::vector<OutputFile> files;
-    files.push_back({p_.model + ".h", render("c/model.h.mustache", d)});
-    files.push_back({p_.model + ".c", render("c/model.c.mustache", d)});
-    files.push_back({p_.model + "_train.c", render("c/train.c.mustache", d)});
-    files.push_back({p_.model + "_inference.c", render("c/inference.c.mustache", d)});
-    files.push_back({p_.model + "_infer.c", render("c/infer.c.mustache", d)});
-    if (o_.weights) files.push_back({p_.model + "_weights.c", weights(d)});
-    files.push_back({"CMakeLists.txt", render("c/CMakeLists.txt.mustache", d)});
-    return files;
-  }
-
-private:
-  const ir::Program& p_;
-  COptions o_;
-  CNames names_;
-  CExpr x_;  // prints the expressions of the nest being printed (its loop variables, helpers used)
-  bool gemm_kernel_ = false;  // some contraction calls the runtime's kernel (cannl_sgemm, cannl_dgemm)
-  bool gemm_blas_ = false;    // some contraction calls cblas
-  bool attention_ = false;    // some routine calls the runtime's attention (cannl_attention.h)
-  bool int8_unit_ = false;    // printing the forward-only state's routines: int8 params read as such
-  // Kernels by their text (the name left out): a nest that forward, eval_metrics and
-  // train_step all run is one function, with one name in both files.
-  std::map<std::string, std::string> kernel_by_text_;
-
-  static std::string render(const std::string& name, const data& d) { return render_template(name, d); }
-
-  std::string num(double v) const { return x_.num(v); }
-  const std::string& name(int b) const { return names_.buffer[static_cast<size_t>(b)]; }
-  const ir::Buffer& buf(int b) const { return p_.buffers[static_cast<size_t>(b)]; }
-  long elem() const { return o_.f64 ? 8 : 4; }
-  // A stacked buffer's instances among the params (lower/roll.h): the first's index in
-  // Program::params and their count (the views of `stack`, consecutive there).
-  std::pair<int, int> instances_of(int stack) const {
-    for (size_t k = 0; k < p_.params.size(); ++k)
-      if (buf(p_.params[k]).view_of == stack) return {static_cast<int>(k), static_cast<int>(buf(stack).stack)};
-    CANNL_BUG("a stacked buffer without instances among the params: " + buf(stack).name);
-  }
-
-  // <model>_param and <model>_grad's params: `api_params`, each param looked up by its own
-  // name, and `param_groups`, a repeat block's stacked param whose instances (`w_qkv.0` to
-  // `w_qkv.47`, consecutive in Program::params) are found by one loop: instance l is elements
-  // off + l * per of the stacked buffer (and of the stacked gradient). A group whose instances
-  // do not follow that pattern is listed param by param.
-  void api_params(data& d) const {
-    data singles{data::type::list}, groups{data::type::list};
-    auto single = [&](int b) {
-      data e;
-      e.set("name", buf(b).state_name.empty() ? buf(b).name : buf(b).state_name);
-      e.set("size", std::to_string(buf(b).elements()));
-      e.set("field", name(b));
-      const int g = p_.grad(b);
-      e.set("grad", g >= 0 ? "m->" + name(g) : std::string("NULL"));
-      singles.push_back(e);
-    };
-    const auto& ps = p_.params;
-    for (size_t k = 0; k < ps.size();) {
-      const int s = buf(ps[k]).view_of;
-      size_t end = k + 1;
-      while (s >= 0 && end < ps.size() && buf(ps[end]).view_of == s) ++end;
-      const size_t count = end - k;
-      bool regular = s >= 0 && count >= 2;
-      const std::string& first = buf(ps[k]).state_name;
-      const std::string stem = first.size() > 2 && first.ends_with(".0") ? first.substr(0, first.size() - 2) : "";
-      regular = regular && !stem.empty();
-      const long off = buf(ps[k]).view_offset, per = regular ? buf(ps[k + 1]).view_offset - off : 0;
-      const int g0 = p_.grad(ps[k]);
-      const int gs = g0 >= 0 ? buf(g0).view_of : -1;
-      const long goff = g0 >= 0 ? buf(g0).view_offset : 0;
-      const long gper = regular && g0 >= 0 && p_.grad(ps[k + 1]) >= 0 ? buf(p_.grad(ps[k + 1])).view_offset - goff : 0;
-      regular = regular && (g0 < 0 || gs >= 0);
-      for (size_t l = 0; regular && l < count; ++l) {
-        const int b = ps[k + l], g = p_.grad(b);
-        const long ll = static_cast<long>(l);
-        regular = buf(b).state_name == stem + "." + std::to_string(l) && buf(b).view_offset == off + ll * per &&
-                  buf(b).elements() == buf(ps[k]).elements() && (g < 0) == (g0 < 0) &&
-                  (g < 0 || (buf(g).view_of == gs && buf(g).view_offset == goff + ll * gper));
-      }
-      if (!regular) {
-        for (size_t l = k; l < end; ++l) single(ps[l]);
-        k = end;
-        continue;
-      }
-      auto at = [](const std::string& field, long o, long step) {
-        return "m->" + field + " + " + (o ? "(" + std::to_string(o) + " + l * " : "l * ") + std::to_string(step) +
-               (o ? ")" : "");
-      };
-      data e;
-      e.set("stem", stem);
-      e.set("count", std::to_string(count));
-      e.set("last", std::to_string(count - 1));
-      e.set("size", std::to_string(buf(ps[k]).elements()));
-      e.set("param", at(name(s), off, per));
-      e.set("has_grad", g0 >= 0);
-      e.set("grad", g0 >= 0 ? at(name(gs), goff, gper) : std::string());
-      groups.push_back(e);
+    if (!regular) {
+      for (size_t l = k; l < end; ++l) single(ps[l]);
       k = end;
+      continue;
     }
-    d.set("api_params", singles);
-    d.set("param_groups", groups);
-    d.set("has_param_groups", !groups.is_empty_list());
+    auto at = [](const std::string& field, long o, long step) {
+      return "m->" + field + " + " + (o ? "(" + std::to_string(o) + " + l * " : "l * ") + std::to_string(step) +
+             (o ? ")" : "");
+    };
+    data e;
+    e.set("stem", stem);
+    e.set("count", std::to_string(count));
+    e.set("last", std::to_string(count - 1));
+    e.set("size", std::to_string(buf(ps[k]).elements()));
+    e.set("param", at(name(s), off, per));
+    e.set("has_grad", g0 >= 0);
+    e.set("grad", g0 >= 0 ? at(name(gs), goff, gper) : std::string());
+    groups.push_back(e);
+    k = end;
   }
+  d.set("api_params", singles);
+  d.set("param_groups", groups);
+  d.set("has_param_groups", !groups.is_empty_list());
+}
 
-  // The C element type of buffer b: real, or int32_t for ids.
-  const char* ctype(int b) const { return buf(b).ids > 0 ? "int32_t" : "real"; }
+CEmitter::data CEmitter::common() {
+  data d = model_template_data(p_, names_.buffer, o_.f64, o_.spec, "m->");
+  const bool embedded = o_.embed || o_.weights;
+  d.set("embedded", embedded);
+  d.set("has_embedded", std::string(embedded ? "1" : "0"));
+  d.set("embedded_decls",
+        embedded ? fmt::format("/* A forward-only state holding the compiled-in params; NULL when out of memory. */\n"
+                                 "struct {0}_infer *{0}_infer_create_embedded(void);\n"
+                                 "/* The compiled-in params, one array per param in the order listed above "
+                                 "(read-only). */\n"
+                                 "const {0}_real *const *{0}_embedded_params(void);\n",
+                                 p_.model)
+                   : std::string());
+  d.set("embedded_arg", embedded ? "(const void *const *)" + p_.model + "_embedded_params()" : std::string("NULL"));
+  return d;
+}
 
-  // The data of every template (emit/c_common.h), and what only the C target's use.
-  data common() {
-    data d = model_template_data(p_, names_.buffer, o_.f64, o_.spec, "m->");
-    const bool embedded = o_.embed || o_.weights;
-    d.set("embedded", embedded);
-    d.set("has_embedded", std::string(embedded ? "1" : "0"));
-    d.set("embedded_decls",
-          embedded ? fmt::format("/* A forward-only state holding the compiled-in params; NULL when out of memory. */\n"
-                                   "struct {0}_infer *{0}_infer_create_embedded(void);\n"
-                                   "/* The compiled-in params, one array per param in the order listed above "
-                                   "(read-only). */\n"
-                                   "const {0}_real *const *{0}_embedded_params(void);\n",
-                                   p_.model)
-                     : std::string());
-    d.set("embedded_arg", embedded ? "(const void *const *)" + p_.model + "_embedded_params()" : std::string("NULL"));
-    return d;
+std::string CEmitter::shape_comment(int b) const {
+  std::string dims;
+  for (size_t k = 0; k < buf(b).dims.size(); ++k)
+    dims += (k ? ", " : "") + (buf(b).dims[k].batch ? std::string("batch") : std::to_string(buf(b).dims[k].size));
+  return fmt::format("[{}] {}", dims, buf(b).shape);
+}
+
+std::string CEmitter::field_decl(int b) const {
+  return fmt::format("    {} *{}; /* {} */\n", ctype(b), name(b), shape_comment(b));
+}
+
+bool CEmitter::in_opt_block(int b) const {
+  const auto& f = p_.layout.opt_state.field;
+  return static_cast<size_t>(b) < f.size() && f[static_cast<size_t>(b)] >= 0;
+}
+
+std::set<int> CEmitter::fielded() const {
+  std::set<int> out;
+  for (size_t i = 0; i < p_.buffers.size(); ++i)
+    if ((p_.layout.training.field[i] >= 0 || in_opt_block(static_cast<int>(i))) && buf(static_cast<int>(i)).view_of < 0)
+      out.insert(static_cast<int>(i));
+  for (const ir::Routine& r : p_.routines) {
+    if (r.kind == ir::RoutineKind::Decode) continue;  // (the forward-only state's)
+    std::set<std::string> scalars, unused;
+    const std::set<int> bufs = routine_buffers(r, scalars);
+    std::set<int> touched;
+    for (const auto& s : r.stmts) stmt_uses(s, touched, unused);
+    for (int b : bufs)
+      if (buf(b).view_of >= 0 && (touched.count(b) || !bufs.count(buf(b).view_of))) out.insert(b);
   }
+  return out;
+}
 
-  // `[batch, 512] h1 : [batch | 512]`: a buffer's storage dims and its spec shape, for comments.
-  std::string shape_comment(int b) const {
-    std::string dims;
-    for (size_t k = 0; k < buf(b).dims.size(); ++k)
-      dims += (k ? ", " : "") + (buf(b).dims[k].batch ? std::string("batch") : std::to_string(buf(b).dims[k].size));
-    return fmt::format("[{}] {}", dims, buf(b).shape);
-  }
+std::string CEmitter::state_pointer(int b) const {
+  if (fielded_.count(b) || buf(b).view_of < 0) return "m->" + name(b);
+  return fmt::format("m->{} + {}", name(buf(b).view_of), buf(b).view_offset);
+}
 
-  // A state struct's field for buffer b: `    real *name; /* [batch, 512] [batch | 512] */`.
-  std::string field_decl(int b) const {
-    return fmt::format("    {} *{}; /* {} */\n", ctype(b), name(b), shape_comment(b));
+std::string CEmitter::fields() {
+  std::string s;
+  ir::Role last = ir::Role::Input;
+  for (size_t i = 0; i < p_.buffers.size(); ++i) {
+    if (p_.layout.training.field[i] < 0 && !in_opt_block(static_cast<int>(i))) continue;
+    if (!fielded_.count(static_cast<int>(i))) continue;  // (a view addressed from its stacked buffer)
+    const auto& b = p_.buffers[i];
+    if (b.role != last) s += fmt::format("    /* {} */\n", b.role == ir::Role::Temp ? "temporaries" : plural(b.role));
+    last = b.role;
+    s += field_decl(static_cast<int>(i));
   }
+  return s;
+}
 
-  // Buffer b lives in the optimiser-state block (a field of the training state).
-  bool in_opt_block(int b) const {
-    const auto& f = p_.layout.opt_state.field;
-    return static_cast<size_t>(b) < f.size() && f[static_cast<size_t>(b)] >= 0;
+std::string CEmitter::plural(ir::Role r) {
+  switch (r) {
+    case ir::Role::Param: return "params";
+    case ir::Role::Computed: return "tensors of the spec";
+    case ir::Role::Grad: return "gradients";
+    case ir::Role::OptState: return "optimiser state";
+    default: return ir::role_name(r);
   }
+}
 
-  // The training state's fields (the layout's, passes/plan_layout.cpp), by role.
-  std::string fields() {
-    std::string s;
-    ir::Role last = ir::Role::Input;
-    for (size_t i = 0; i < p_.buffers.size(); ++i) {
-      if (p_.layout.training.field[i] < 0 && !in_opt_block(static_cast<int>(i))) continue;
-      const auto& b = p_.buffers[i];
-      if (b.role != last) s += fmt::format("    /* {} */\n", b.role == ir::Role::Temp ? "temporaries" : plural(b.role));
-      last = b.role;
-      s += field_decl(static_cast<int>(i));
-    }
-    return s;
+void CEmitter::inference(data& d) {
+  Unit u{&p_.layout.inference, "struct " + p_.model + "_infer", {}, {}, {}};
+  std::vector<std::pair<long, int>> order;  // fields by offset
+  for (size_t b = 0; b < p_.buffers.size(); ++b)
+    if (u.arena->field[b] >= 0) order.push_back({u.arena->field[b], static_cast<int>(b)});
+  std::sort(order.begin(), order.end());
+  std::string fields;
+  data bufs{data::type::list};
+  for (const auto& [offset, b] : order) {
+    fields += field_decl(b);
+    data e;
+    e.set("name", name(b));
+    e.set("offset", field_offset(*u.arena, b, "m->max_batch"));
+    bufs.push_back(e);
   }
-  static std::string plural(ir::Role r) {
-    switch (r) {
-      case ir::Role::Param: return "params";
-      case ir::Role::Computed: return "tensors of the spec";
-      case ir::Role::Grad: return "gradients";
-      case ir::Role::OptState: return "optimiser state";
-      default: return ir::role_name(r);
-    }
+  x_.helpers.clear();
+  int8_unit_ = p_.int8_bytes > 0;
+  for (ir::RoutineKind k : {ir::RoutineKind::Forward, ir::RoutineKind::Eval, ir::RoutineKind::Decode})
+    if (const ir::Routine* r = p_.routine(k)) u.routines += routine(*r, u) + "\n";
+  int8_unit_ = false;
+  int8_data(d, fields);
+  // Generation (passes/decode.cpp): the C API's decode functions over the routine.
+  const ir::Routine* dec = p_.routine(ir::RoutineKind::Decode);
+  d.set("has_decode", dec != nullptr);
+  d.set("decode_arg", dec ? "&" + p_.model + "_decode_api" : std::string("NULL"));
+  if (dec) {
+    const auto& out = buf(dec->io.outputs[0]);
+    const long tokens = std::find(p_.inputs.begin(), p_.inputs.end(), dec->io.ids) - p_.inputs.begin();
+    d.set("decode_ctx", std::to_string(dec->io.seq_len));
+    d.set("decode_vocab", std::to_string(buffer_size(out, true) / dec->io.seq_len));
+    d.set("decode_input", std::to_string(tokens));
+    d.set("decode_ids", std::to_string(buf(p_.inputs[static_cast<size_t>(tokens)]).ids));
+    d.set("decode_output", name(dec->io.outputs[0]));
   }
+  d.set("infer_helpers", helpers());
+  d.set("infer_fields", fields);
+  d.set("infer_buffers", bufs);
+  d.set("infer_kernels", u.kernels);
+  d.set("infer_routines", u.routines);
+  arena_data(d, *u.arena, "infer_");
+}
 
-  // The forward-only unit: the routines forward and eval_metrics over a state of their own, laid
-  // out by passes/plan_layout.cpp (the params, the buffers the two routines use outside their
-  // plans, one work region they share).
-  void inference(data& d) {
-    Unit u{&p_.layout.inference, "struct " + p_.model + "_infer", {}, {}, {}};
-    std::vector<std::pair<long, int>> order;  // fields by offset
-    for (size_t b = 0; b < p_.buffers.size(); ++b)
-      if (u.arena->field[b] >= 0) order.push_back({u.arena->field[b], static_cast<int>(b)});
-    std::sort(order.begin(), order.end());
-    std::string fields;
-    data bufs{data::type::list};
-    for (const auto& [offset, b] : order) {
-      fields += field_decl(b);
-      data e;
-      e.set("name", name(b));
-      e.set("offset", field_offset(*u.arena, b, "m->max_batch"));
-      bufs.push_back(e);
-    }
-    x_.helpers.clear();
-    int8_unit_ = p_.int8_bytes > 0;
-    for (ir::RoutineKind k : {ir::RoutineKind::Forward, ir::RoutineKind::Eval, ir::RoutineKind::Decode})
-      if (const ir::Routine* r = p_.routine(k)) u.routines += routine(*r, u) + "\n";
-    int8_unit_ = false;
-    int8_data(d, fields);
-    // Generation (passes/decode.cpp): the C API's decode functions over the routine.
-    const ir::Routine* dec = p_.routine(ir::RoutineKind::Decode);
-    d.set("has_decode", dec != nullptr);
-    d.set("decode_arg", dec ? "&" + p_.model + "_decode_api" : std::string("NULL"));
-    if (dec) {
-      const auto& out = buf(dec->io.outputs[0]);
-      const long tokens = std::find(p_.inputs.begin(), p_.inputs.end(), dec->io.ids) - p_.inputs.begin();
-      d.set("decode_ctx", std::to_string(dec->io.seq_len));
-      d.set("decode_vocab", std::to_string(buffer_size(out, true) / dec->io.seq_len));
-      d.set("decode_input", std::to_string(tokens));
-      d.set("decode_ids", std::to_string(buf(p_.inputs[static_cast<size_t>(tokens)]).ids));
-      d.set("decode_output", name(dec->io.outputs[0]));
-    }
-    d.set("infer_helpers", helpers());
-    d.set("infer_fields", fields);
-    d.set("infer_buffers", bufs);
-    d.set("infer_kernels", u.kernels);
-    d.set("infer_routines", u.routines);
-    arena_data(d, *u.arena, "infer_");
-  }
+void CEmitter::arena_data(data& d, const ir::Arena& a, const std::string& prefix) {
+  d.set(prefix + "arena_bytes", a.example_bytes == 0 ? std::to_string(a.bytes)
+                                                     : fmt::format("(size_t){} + (size_t){} * (size_t)max_batch",
+                                                                   a.fixed_bytes, a.example_bytes));
+  d.set(prefix + "arena_words", a.example_bytes == 0 ? fmt::format("{} bytes", a.bytes)
+                                                     : fmt::format("{} bytes, then {} per example of max_batch "
+                                                                   "({} at {})", a.fixed_bytes, a.example_bytes,
+                                                                   a.bytes, p_.max_batch));
+}
 
-  // A state's arena size (prefix "" the training state's, "infer_" the forward-only state's): at
-  // the cap `max_batch` its create takes, and in words for the comments.
-  void arena_data(data& d, const ir::Arena& a, const std::string& prefix) {
-    d.set(prefix + "arena_bytes", a.example_bytes == 0 ? std::to_string(a.bytes)
-                                                       : fmt::format("(size_t){} + (size_t){} * (size_t)max_batch",
-                                                                     a.fixed_bytes, a.example_bytes));
-    d.set(prefix + "arena_words", a.example_bytes == 0 ? fmt::format("{} bytes", a.bytes)
-                                                       : fmt::format("{} bytes, then {} per example of max_batch "
-                                                                     "({} at {})", a.fixed_bytes, a.example_bytes,
-                                                                     a.bytes, p_.max_batch));
-  }
+std::string CEmitter::scaled_offset(long fixed, long per, const std::string& cap) {
+  const std::string scaled = fmt::format("{} * {}", per, cap);
+  return per == 0 ? std::to_string(fixed) : fixed == 0 ? scaled : fmt::format("{} + {}", fixed, scaled);
+}
 
-  // int8 weights (passes/quantize.h): the forward-only state's int8 block, its rows and scales
-  // per param as the pass laid them out, and the data of the templates' int8 parts.
-  void int8_data(data& d, std::string& fields) {
-    d.set("has_int8", p_.int8_bytes > 0);
-    for (const char* k : {"int8_quantize", "int8_create", "int8_free", "int8_free_first", "int8_set", "int8_check",
-                          "int8_stale"})
-      d.set(k, std::string());
-    if (p_.int8_bytes == 0) return;
-    std::string quantize, create;
-    std::string rows, scales;
-    data list{data::type::list};
-    for (size_t k = 0; k < p_.params.size(); ++k) {
-      const int b = p_.params[k];
-      if (buf(b).int8_row == 0) continue;
-      const long n = buf(b).elements(), r = n / buf(b).int8_row;
-      rows += fmt::format("        int8_t *{}; /* [{}, {}] */\n", name(b), r, buf(b).int8_row);
-      scales += fmt::format("        float *{}; /* [{}] */\n", name(b), r);
-      data e;
-      e.set("name", name(b));
-      e.set("index", std::to_string(k));
-      e.set("rows", std::to_string(r));
-      e.set("cols", std::to_string(buf(b).int8_row));
-      e.set("at", std::to_string(buf(b).int8_at));
-      e.set("scale_at", std::to_string(buf(b).int8_at + (n + 63) / 64 * 64));
-      list.push_back(e);
-      quantize += fmt::format("    cannl_quantize_rows_q8(m->{0}, {1}, {2}, m->int8.{0}, m->int8_scale.{0});\n",
-                              name(b), r, buf(b).int8_row);
-      create += fmt::format("\n    m->int8.{0} = (int8_t *)((char *)m->int8_block + {1});\n"
-                            "    m->int8_scale.{0} = (float *)(void *)((char *)m->int8_block + {2});",
-                            name(b), buf(b).int8_at, buf(b).int8_at + (n + 63) / 64 * 64);
-    }
-    fields += fmt::format("    struct {{\n{}    }} int8; /* int8 rows of the weights (cannl gen --quantize int8) */\n"
-                          "    struct {{\n{}    }} int8_scale; /* their scales, one per row */\n"
-                          "    void *int8_block; /* the rows and scales above: {} bytes */\n"
-                          "    int int8_stale; /* the float params changed since they were quantised */\n",
-                          rows, scales, p_.int8_bytes);
-    d.set("int8_list", list);
-    d.set("int8_quantize",
-          fmt::format("\n/* int8 weights (cannl gen --quantize int8; cannl_quantize_rows_q8): each weight the\n"
-                      "   routines read as int8 rows, quantised again from its float param whenever the params\n"
-                      "   may have changed (set_params, a checkpoint loaded, the tensors state_tensors hands out). */\n"
-                      "static void quantize_int8(struct {}_infer *m) {{\n{}    m->int8_stale = 0;\n}}\n",
-                      p_.model, quantize));
-    d.set("int8_create", fmt::format("\n    m->int8_block = cannl_alloc({});\n"
-                                     "    if (!m->int8_block) {{\n        cannl_free(m->arena);\n        free(m);\n"
-                                     "        return NULL;\n    }}{}\n    m->int8_stale = 1;",
-                                     p_.int8_bytes, create));
-    d.set("int8_free", std::string("\n    cannl_free(m->int8_block);"));
-    d.set("int8_free_first", std::string("cannl_free(m->int8_block);\n        "));
-    d.set("int8_set", std::string("\n    quantize_int8(m);"));
-    d.set("int8_check", std::string("\n    if (m->int8_stale) quantize_int8(m);"));
-    d.set("int8_stale", std::string("\n    if (cap > 0) s->int8_stale = 1; /* the caller may write the params "
-                                    "through these pointers */"));
-    std::string per;
-    for (int b : p_.params) per += (per.empty() ? "" : ", ") + std::to_string(buf(b).int8_row);
-    d.set("int8_rows", per);
-  }
+std::string CEmitter::field_offset(const ir::Arena& a, int b, const std::string& cap) {
+  const auto i = static_cast<size_t>(b);
+  if (i < a.field_example.size() && a.field_example[i] >= 0)
+    return scaled_offset(a.fixed_bytes, a.field_example[i], cap);
+  return std::to_string(a.field[i]);
+}
 
-  // <model>_weights.c: each param's trained values as a static const array.
-  std::string weights(data d) {
-    std::string arrays;
-    data list{data::type::list};
-    data int8_list{data::type::list};
-    for (size_t i = 0; i < p_.params.size(); ++i) {
-      const auto& b = buf(p_.params[i]);
-      const auto& v = o_.weights->values[i];
-      if (b.int8_row > 0) {  // int8 rows and their scales (passes/quantize.h), quantised here as the runtime does
-        const long cols = b.int8_row, rows = static_cast<long>(v.size()) / cols;
-        std::vector<float> w(v.begin(), v.end());
-        std::vector<int8_t> q;
-        std::vector<float> sc;
-        quantize_rows_q8(w, rows, cols, q, sc);
-        const std::string nm = name(p_.params[i]);
-        arrays += fmt::format("\n/* {} stored [{}] as int8 rows [{}, {}] (cannl gen --quantize int8) */\n"
-                              "static const int8_t {}_int8[{}] = {{",
-                              b.shape, dims_list(b, false), rows, cols, nm, q.size());
-        for (size_t k = 0; k < q.size(); ++k) arrays += (k % 16 ? " " : "\n    ") + std::to_string(q[k]) + ",";
-        arrays += fmt::format("\n}};\nstatic const float {}_int8_scale[{}] = {{", nm, sc.size());
-        for (size_t k = 0; k < sc.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(sc[k]) + ",";
-        arrays += "\n};\n";
-        data e;
-        e.set("name", std::string("NULL"));
-        list.push_back(e);
-        data q8;
-        q8.set("name", nm);
-        q8.set("index", std::to_string(i));
-        q8.set("rows", std::to_string(rows));
-        q8.set("cols", std::to_string(cols));
-        int8_list.push_back(q8);
-        continue;
-      }
-      std::string array = name(p_.params[i]) + "_values";
-      arrays += fmt::format("\n/* {} stored [{}] */\nstatic const real {}[{}] = {{", b.shape, dims_list(b, false), array,
-                            v.size());
-      for (size_t k = 0; k < v.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(v[k]) + ",";
+std::string CEmitter::work_prologue(const ir::Routine& r, const ir::Arena& a,
+                                    const std::vector<std::pair<long, int>>& work) const {
+  const long fixed = r.fixed_bytes, per = (r.arena_bytes - r.fixed_bytes) / p_.max_batch;
+  std::string pro = fmt::format("    char *const work = (char *)m->arena + {}; /* the work region: this routine's ",
+                                a.work);
+  if (per == 0) pro += fmt::format("{} bytes */\n", fixed);
+  else if (fixed == 0) pro += fmt::format("{} bytes per example of the state's max_batch */\n", per);
+  else pro += fmt::format("{} bytes, then {} per example of the state's max_batch */\n", fixed, per);
+  for (const auto& [offset, b] : work) {
+    const std::string at = r.scaled(b) ? scaled_offset(a.fixed_bytes - a.work, r.example_offset(b, p_.max_batch))
+                                       : std::to_string(offset);
+    pro += fmt::format("    {0} *const {1} = ({0} *)(work + {2}); /* {3} */\n", ctype(b), name(b), at,
+                       shape_comment(b));
+  }
+  return pro;
+}
+
+void CEmitter::int8_data(data& d, std::string& fields) {
+  d.set("has_int8", p_.int8_bytes > 0);
+  for (const char* k : {"int8_quantize", "int8_create", "int8_free", "int8_free_first", "int8_set", "int8_check",
+                        "int8_stale"})
+    d.set(k, std::string());
+  if (p_.int8_bytes == 0) return;
+  std::string quantize, create;
+  std::string rows, scales;
+  data list{data::type::list};
+  for (size_t k = 0; k < p_.params.size(); ++k) {
+    const int b = p_.params[k];
+    if (buf(b).int8_row == 0) continue;
+    const long n = buf(b).elements(), r = n / buf(b).int8_row;
+    rows += fmt::format("        int8_t *{}; /* [{}, {}] */\n", name(b), r, buf(b).int8_row);
+    scales += fmt::format("        float *{}; /* [{}] */\n", name(b), r);
+    data e;
+    e.set("name", name(b));
+    e.set("index", std::to_string(k));
+    e.set("rows", std::to_string(r));
+    e.set("cols", std::to_string(buf(b).int8_row));
+    e.set("at", std::to_string(buf(b).int8_at));
+    e.set("scale_at", std::to_string(buf(b).int8_at + (n + 63) / 64 * 64));
+    list.push_back(e);
+    quantize += fmt::format("    cannl_quantize_rows_q8(m->{0}, {1}, {2}, m->int8.{0}, m->int8_scale.{0});\n",
+                            name(b), r, buf(b).int8_row);
+    create += fmt::format("\n    m->int8.{0} = (int8_t *)((char *)m->int8_block + {1});\n"
+                          "    m->int8_scale.{0} = (float *)(void *)((char *)m->int8_block + {2});",
+                          name(b), buf(b).int8_at, buf(b).int8_at + (n + 63) / 64 * 64);
+  }
+  fields += fmt::format("    struct {{\n{}    }} int8; /* int8 rows of the weights (cannl gen --quantize int8) */\n"
+                        "    struct {{\n{}    }} int8_scale; /* their scales, one per row */\n"
+                        "    void *int8_block; /* the rows and scales above: {} bytes */\n"
+                        "    int int8_stale; /* the float params changed since they were quantised */\n",
+                        rows, scales, p_.int8_bytes);
+  d.set("int8_list", list);
+  d.set("int8_quantize",
+        fmt::format("\n/* int8 weights (cannl gen --quantize int8; cannl_quantize_rows_q8): each weight the\n"
+                    "   routines read as int8 rows, quantised again from its float param whenever the params\n"
+                    "   may have changed (set_params, a checkpoint loaded, the tensors state_tensors hands out). */\n"
+                    "static void quantize_int8(struct {}_infer *m) {{\n{}    m->int8_stale = 0;\n}}\n",
+                    p_.model, quantize));
+  d.set("int8_create", fmt::format("\n    m->int8_block = cannl_alloc({});\n"
+                                   "    if (!m->int8_block) {{\n        cannl_free(m->arena);\n        free(m);\n"
+                                   "        return NULL;\n    }}{}\n    m->int8_stale = 1;",
+                                   p_.int8_bytes, create));
+  d.set("int8_free", std::string("\n    cannl_free(m->int8_block);"));
+  d.set("int8_free_first", std::string("cannl_free(m->int8_block);\n        "));
+  d.set("int8_set", std::string("\n    quantize_int8(m);"));
+  d.set("int8_check", std::string("\n    if (m->int8_stale) quantize_int8(m);"));
+  d.set("int8_stale", std::string("\n    if (cap > 0) s->int8_stale = 1; /* the caller may write the params "
+                                  "through these pointers */"));
+  std::string per;
+  for (int b : p_.params) per += (per.empty() ? "" : ", ") + std::to_string(buf(b).int8_row);
+  d.set("int8_rows", per);
+}
+
+std::string CEmitter::weights(data d) {
+  std::string arrays;
+  data list{data::type::list};
+  data int8_list{data::type::list};
+  for (size_t i = 0; i < p_.params.size(); ++i) {
+    const auto& b = buf(p_.params[i]);
+    const auto& v = o_.weights->values[i];
+    if (b.int8_row > 0) {  // int8 rows and their scales (passes/quantize.h), quantised here as the runtime does
+      const long cols = b.int8_row, rows = static_cast<long>(v.size()) / cols;
+      std::vector<float> w(v.begin(), v.end());
+      std::vector<int8_t> q;
+      std::vector<float> sc;
+      quantize_rows_q8(w, rows, cols, q, sc);
+      const std::string nm = name(p_.params[i]);
+      arrays += fmt::format("\n/* {} stored [{}] as int8 rows [{}, {}] (cannl gen --quantize int8) */\n"
+                            "static const int8_t {}_int8[{}] = {{",
+                            b.shape, dims_list(b, false), rows, cols, nm, q.size());
+      for (size_t k = 0; k < q.size(); ++k) arrays += (k % 16 ? " " : "\n    ") + std::to_string(q[k]) + ",";
+      arrays += fmt::format("\n}};\nstatic const float {}_int8_scale[{}] = {{", nm, sc.size());
+      for (size_t k = 0; k < sc.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(sc[k]) + ",";
       arrays += "\n};\n";
       data e;
-      e.set("name", array);
+      e.set("name", std::string("NULL"));
       list.push_back(e);
+      data q8;
+      q8.set("name", nm);
+      q8.set("index", std::to_string(i));
+      q8.set("rows", std::to_string(rows));
+      q8.set("cols", std::to_string(cols));
+      int8_list.push_back(q8);
+      continue;
     }
-    d.set("arrays", arrays);
-    d.set("embedded_list", list);
-    d.set("int8_embedded", int8_list);
-    d.set("checkpoint", o_.weights->source);
-    d.set("checkpoint_step", o_.weights->step.empty() ? std::string("unknown") : o_.weights->step);
-    return render(p_.int8_bytes > 0 ? "c/weights_int8.c.mustache" : "c/weights.c.mustache", d);
+    std::string array = name(p_.params[i]) + "_values";
+    arrays += fmt::format("\n/* {} stored [{}] */\nstatic const real {}[{}] = {{", b.shape, dims_list(b, false), array,
+                          v.size());
+    for (size_t k = 0; k < v.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(v[k]) + ",";
+    arrays += "\n};\n";
+    data e;
+    e.set("name", array);
+    list.push_back(e);
   }
+  d.set("arrays", arrays);
+  d.set("embedded_list", list);
+  d.set("int8_embedded", int8_list);
+  d.set("checkpoint", o_.weights->source);
+  d.set("checkpoint_step", o_.weights->step.empty() ? std::string("unknown") : o_.weights->step);
+  return render(p_.int8_bytes > 0 ? "c/weights_int8.c.mustache" : "c/weights.c.mustache", d);
+}
 
-  std::string helpers() {
-    const std::string s = x_.helper_defs("static inline");
-    return s.empty() ? "" : "\n" + s;
+std::string CEmitter::helpers() {
+  const std::string s = x_.helper_defs("static inline");
+  return s.empty() ? "" : "\n" + s;
+}
+
+std::string CEmitter::gemm_nest(const ir::Stmt& s, const std::optional<Gemm>& g, const std::set<std::string>& taken) {
+  if (!g || g->flops() < kGemmMinFlops) return "";
+  const bool overwrite = s.zero_first && !g->outer_k;
+  std::string pre;
+  if (s.zero_first && g->outer_k) {
+    const std::string v = fresh_name("i", taken);
+    pre = fill_first(s, v, "= " + num(0));
   }
+  GemmSite site{&names_.buffer, x_.vars, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas};
+  if (int8_unit_ && buf(g->a.buf).int8_row > 0) site.int8 = g->a.buf;
+  if (int8_unit_ && buf(g->b.buf).int8_row > 0) site.int8 = g->b.buf;
+  std::string text = pre + emit_gemm(p_, s, *g, site, overwrite);
+  (text.find("(m->gemm,") != std::string::npos ? gemm_kernel_ : gemm_blas_) = true;
+  return text;
+}
 
-  // ---- nests -------------------------------------------------------------------------
-
-  // The nest's expressions and accesses, as emit/c_common.h prints them.
-  std::string in_range(const ir::Access& a) const { return x_.in_range(a); }
-  std::string access(const ir::Access& a) const { return x_.access(a); }
-  std::string expr(const ir::Expr& e) { return x_.expr(e); }
-
-  // A contraction as a matrix-product call (emit/c_gemm.h) ("" when it is not one or is too small). A
-  // zero_first product (passes/fold_fills) overwrites its output, unless a K loop runs around
-  // the call: then the output is zeroed first and each call accumulates.
-  std::string gemm_nest(const ir::Stmt& s, const std::optional<Gemm>& g, const std::set<std::string>& taken) {
-    if (!g || g->flops() < kGemmMinFlops) return "";
-    const bool overwrite = s.zero_first && !g->outer_k;
-    std::string pre;
-    if (s.zero_first && g->outer_k) {
-      const std::string v = fresh_name("i", taken);
-      pre = fill_first(s, v, "= " + num(0));
-    }
-    GemmSite site{&names_.buffer, x_.vars, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas};
-    if (int8_unit_ && buf(g->a.buf).int8_row > 0) site.int8 = g->a.buf;
-    if (int8_unit_ && buf(g->b.buf).int8_row > 0) site.int8 = g->b.buf;
-    std::string text = pre + emit_gemm(p_, s, *g, site, overwrite);
-    (text.find("(m->gemm,") != std::string::npos ? gemm_kernel_ : gemm_blas_) = true;
-    return text;
+std::string CEmitter::nest(const ir::Stmt& s, const std::set<std::string>& taken) {
+  x_.begin_nest(s, taken);
+  const ir::Assign& a0 = s.assigns[0];  // the nest's assignment (the first, when fused)
+  std::vector<int> loops;                // the loops printed, outermost first
+  for (int k = 0; k < static_cast<int>(s.iters.size()); ++k)
+    if (!x_.dropped[static_cast<size_t>(k)]) loops.push_back(k);
+  const int depth = static_cast<int>(loops.size());
+  // The innermost loops that do not index the written element accumulate into a local
+  // `acc` (kept in a register; vectorised by the compiler when reassociation is allowed,
+  // as the generated CMakeLists.txt does).
+  int red = 0;
+  if (!s.sequential && a0.accum != ir::Accum::Set && s.single())
+    while (red < depth && loops[static_cast<size_t>(depth - 1 - red)] > s.parallel &&
+           !uses_iter(a0.out, loops[static_cast<size_t>(depth - 1 - red)]))
+      ++red;
+  const bool reduce_inner = red > 0;
+  // zero_first: when every reduction loop is an inner `acc` loop, the cell is assigned
+  // (`=` instead of `+=`); otherwise the cells are filled with the identity first.
+  int reductions = 0;
+  for (int k : loops) reductions += !uses_iter(a0.out, k);
+  const bool assign_acc = s.zero_first && reduce_inner && red == reductions;
+  std::string out;
+  if (s.zero_first && !assign_acc) {
+    const std::string v = fresh_name("i", taken);
+    out += fill_first(s, v, "= " + std::string(a0.accum == ir::Accum::Add ? num(0) : a0.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY"));
   }
-
-  // The body of a nest's kernel: its loops (the ones of one iteration left out) and its
-  // assignments, indented for a function body.
-  std::string nest(const ir::Stmt& s, const std::set<std::string>& taken) {
-    x_.begin_nest(s, taken);
-    const ir::Assign& a0 = s.assigns[0];  // the nest's assignment (the first, when fused)
-    std::vector<int> loops;                // the loops printed, outermost first
-    for (int k = 0; k < static_cast<int>(s.iters.size()); ++k)
-      if (!x_.dropped[static_cast<size_t>(k)]) loops.push_back(k);
-    const int depth = static_cast<int>(loops.size());
-    // The innermost loops that do not index the written element accumulate into a local
-    // `acc` (kept in a register; vectorised by the compiler when reassociation is allowed,
-    // as the generated CMakeLists.txt does).
-    int red = 0;
-    if (!s.sequential && a0.accum != ir::Accum::Set && s.single())
-      while (red < depth && loops[static_cast<size_t>(depth - 1 - red)] > s.parallel &&
-             !uses_iter(a0.out, loops[static_cast<size_t>(depth - 1 - red)]))
-        ++red;
-    const bool reduce_inner = red > 0;
-    // zero_first: when every reduction loop is an inner `acc` loop, the cell is assigned
-    // (`=` instead of `+=`); otherwise the cells are filled with the identity first.
-    int reductions = 0;
-    for (int k : loops) reductions += !uses_iter(a0.out, k);
-    const bool assign_acc = s.zero_first && reduce_inner && red == reductions;
-    std::string out;
-    if (s.zero_first && !assign_acc) {
-      const std::string v = fresh_name("i", taken);
-      out += fill_first(s, v, "= " + std::string(a0.accum == ir::Accum::Add ? num(0) : a0.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY"));
-    }
-    auto ind = [&](int k) { return std::string(static_cast<size_t>(4 * (k + 1)), ' '); };
-    auto loop = [&](int j) {
-      const int k = loops[static_cast<size_t>(j)];
-      const ir::Iter& it = s.iters[static_cast<size_t>(k)];
-      return fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})", x_.vars[static_cast<size_t>(k)],
-                         it.batch ? std::string("n") : std::to_string(it.size));
-    };
-    const std::string target = access(a0.out);
-    const int outer_loops = depth - red;
-    // The bounds check of the cells written (a padded convolution's input gradient) goes
-    // around the innermost loop when that loop's index is not in it: one test per row of
-    // channels, and a branch-free loop the compiler vectorises.
-    bool hoist = !reduce_inner && outer_loops > 0 && loops.back() != s.parallel && !in_range(a0.out).empty();
-    for (const ir::Assign& a : s.assigns)
-      hoist = hoist && in_range(a.out) == in_range(a0.out) && !x_.in_range_uses(a.out, loops.back());
-    const std::string guard = hoist ? std::string() : in_range(a0.out);
-    const int shift = hoist ? 1 : 0;  // the innermost loop and its body one level in
-    // A running extremum is a select (`t = v > t ? v : t`, the same value as `if (v > t) t = v`):
-    // no conditional store, so a loop of them vectorises.
-    auto store_to = [&](const std::string& target, const std::string& guard, ir::Accum accum,
-                        const std::string& value, int level) {
-      std::string st;
-      switch (accum) {
-        case ir::Accum::Set: st = fmt::format("{} = {};", target, value); break;
-        case ir::Accum::Add: st = fmt::format("{} += {};", target, value); break;
-        case ir::Accum::Max: case ir::Accum::Min: {
-          const char* cmp = accum == ir::Accum::Max ? ">" : "<";
-          st = value == "acc" ? fmt::format("{0} = acc {1} {0} ? acc : {0};", target, cmp)
-                              : fmt::format("{{ const real v = {1}; {0} = v {2} {0} ? v : {0}; }}", target, value, cmp);
-          break;
-        }
-      }
-      if (!guard.empty()) st = fmt::format("if ({}) {}", guard, accum == ir::Accum::Set || accum == ir::Accum::Add ? st : "{ " + st + " }");
-      return ind(level) + st + "\n";
-    };
-    auto store = [&](const std::string& value, int level) {
-      if (assign_acc) return store_to(target, guard, ir::Accum::Set, value, level);
-      std::string st = store_to(target, guard, a0.accum, value, level);
-      for (size_t i = 1; i < s.assigns.size(); ++i) {
-        const ir::Assign& a = s.assigns[i];
-        st += store_to(access(a.out), hoist ? std::string() : in_range(a.out), a.accum, expr(*a.body), level);
-      }
-      return st;
-    };
-    const bool braced = !s.single();  // several assignments in the innermost loop
-    const bool simd = !reduce_inner && independent_inner(s, loops);
-    const std::string row_values = simd && !hoist ? row_locals(s, loops.back(), taken, ind(outer_loops - 1)) : "";
-    for (int j = 0; j < outer_loops; ++j) {
-      const bool inner = j + 1 == outer_loops;
-      if (loops[static_cast<size_t>(j)] == s.parallel) out += ind(j) + parallel_for(s, loops[static_cast<size_t>(j)]);
-      if (inner) out += row_values;
-      if (hoist && inner) out += ind(j) + fmt::format("if ({}) {{\n", in_range(a0.out));
-      if (simd && inner) out += ind(j + shift) + "CANNL_SIMD\n";
-      out += ind(j + (inner ? shift : 0)) + loop(j) + (j + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
-    }
-    // A zero_first sum times a constant,  out = 0 += x * c : the constant multiplies the
-    // finished sums once (sum(x) * c), not every term.
-    const ir::Expr* summed = a0.body.get();
-    std::string scale;
-    if (s.scaled_sum) {
-      scale = expr(*s.scaled_sum->scale);
-      summed = s.scaled_sum->summand.get();
-    }
-    std::string body = expr(*summed);
-    if (reduce_inner) {
-      const int k = outer_loops;
-      const bool add = a0.accum == ir::Accum::Add;
-      std::string init = add ? num(0) : a0.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY";
-      out += ind(k) + fmt::format("real acc = {};\n", init);
-      for (int j = k; j < depth; ++j) out += ind(k) + loop(j) + (j + 1 == depth && !add ? " {\n" : "\n");
-      if (add) {
-        out += ind(k + 1) + "acc += " + body + ";\n";
-      } else {
-        out += ind(k + 1) + "const real v = " + body + ";\n";
-        out += ind(k + 1) + fmt::format("acc = v {} acc ? v : acc;\n", a0.accum == ir::Accum::Max ? ">" : "<");
-        out += ind(k) + "}\n";
-      }
-      out += store(scale.empty() || !assign_acc ? "acc" : "acc * " + scale, k);
-    } else {
-      out += store(body, depth + shift);
-    }
-    if (hoist) {
-      if (braced) out += ind(outer_loops) + "}\n";
-      out += ind(outer_loops - 1) + "}\n";  // the bounds check
-    }
-    for (int k = outer_loops - (reduce_inner || braced || hoist ? 0 : 1) - (hoist ? 1 : 0); k-- > 0;) out += ind(k) + "}\n";
-    if (!scale.empty() && !assign_acc) {
-      const std::string v = fresh_name("i", taken);
-      out += fill_first(s, v, "*= " + scale);
-    }
-    return out;
-  }
-
-  // The values an `omp simd` innermost loop reads but does not change along it (a row's mean
-  // and variance: var[b, t] in layer_norm's (x - mean) * (1 / sqrt(var + eps))), each read
-  // once into a local before the loop: the outlined function of `omp parallel` loses
-  // `restrict`, and GCC then reloads them after every store of the unrolled loop and
-  // recomputes what depends on them (a square root and a division per vector). Sets
-  // x_.locals; returns the declarations, indented by `indent`.
-  std::string row_locals(const ir::Stmt& s, int inner, const std::set<std::string>& taken, const std::string& indent) {
-    std::vector<const ir::Expr*> loads;
-    ir::collect_loads(s, loads);
-    std::set<std::string> used = taken;
-    used.insert(x_.vars.begin(), x_.vars.end());
-    std::string out;
-    for (const ir::Expr* l : loads) {
-      const ir::Buffer& b = buf(l->access.buf);
-      bool written = false;
-      for (const ir::Assign& a : s.assigns) written = written || a.out.buf == l->access.buf;
-      if (written || b.ids > 0 || uses_iter(l->access, inner) || !x_.in_range(l->access).empty()) continue;
-      const std::string text = x_.access(l->access);
-      if (x_.locals.count(text)) continue;
-      const std::string v = fresh_name(b.name + "_row", used);
-      used.insert(v);
-      x_.locals[text] = v;
-      out += indent + fmt::format("const real {} = {};\n", v, text);
-    }
-    return out;
-  }
-
-  // The innermost loop of a parallel nest is marked `omp simd` (CANNL_SIMD: GCC only) when
-  // its iterations are independent: every assignment writes a cell that the loop indexes (no
-  // two iterations write the same cell), assignments to one buffer write the same cell or
-  // cells apart by a constant index (a stacked optimiser state's kinds, st[l, 0, j] and
-  // st[l, 1, j]), and the nest reads what it writes only at a cell it writes at that point
-  // (buffers sharing bytes do so in place: plan_memory.cpp). The outlined function of `omp parallel` loses the kernel's
-  // `restrict`, and GCC 12 then leaves a loop storing two buffers (layer_norm's x_ln and its
-  // affine image) scalar.
-  static bool independent_inner(const ir::Stmt& s, const std::vector<int>& loops) {
-    if (s.parallel < 0 || s.sequential || loops.empty() || loops.back() == s.parallel ||
-        std::find(loops.begin(), loops.end(), s.parallel) == loops.end())  // (decode: run once)
-      return false;
-    const int inner = loops.back();
-    // Two accesses of one buffer that a constant index keeps apart at every point.
-    auto apart = [](const ir::Access& a, const ir::Access& b) {
-      for (size_t d = 0; d < a.index.size() && d < b.index.size(); ++d)
-        if (a.index[d].terms.empty() && b.index[d].terms.empty() && a.index[d].offset != b.index[d].offset) return true;
-      return false;
-    };
-    for (const ir::Assign& a : s.assigns) {
-      if (!uses_iter(a.out, inner)) return false;  // (an extremum is a select: store_to)
-      for (const ir::Assign& b : s.assigns)
-        if (b.out.buf == a.out.buf && !(b.out == a.out) && !apart(a.out, b.out)) return false;
-    }
-    std::vector<const ir::Expr*> loads;
-    ir::collect_loads(s, loads);
-    for (const ir::Expr* l : loads) {
-      bool written = false, at_a_written_cell = false;
-      for (const ir::Assign& a : s.assigns)
-        if (l->access.buf == a.out.buf) {
-          written = true;
-          at_a_written_cell = at_a_written_cell || l->access == a.out;
-        }
-      if (written && !at_a_written_cell) return false;
-    }
-    return true;
-  }
-
-  // `omp parallel for` over loops doing `count` iterations: threads only when that pays for
-  // waking them (CANNL_PARALLEL_MIN, cannl_rt.h).
-  static std::string parallel_for(const std::string& count) {
-    return "CANNL_PRAGMA(\"omp parallel for if(" + count + " >= CANNL_PARALLEL_MIN)\")\n";
-  }
-  static std::string parallel_for(const ir::Stmt& s, int from) {
-    long per = 1;
-    bool batch = false;
-    for (size_t k = static_cast<size_t>(from); k < s.iters.size(); ++k) {
-      batch = batch || s.iters[k].batch;
-      if (!s.iters[k].batch) per *= s.iters[k].size;
-    }
-    return parallel_for(batch ? (per == 1 ? std::string("n") : fmt::format("n * {}", per)) : std::to_string(per));
-  }
-
-  // A loop over every cell of a zero_first nest's out buffer (the out access covers the
-  // buffer; a batch axis is the first, run to n): `= identity` before it, `*= c` after it.
-  std::string fill_first(const ir::Stmt& s, const std::string& v, const std::string& op) {
-    const int out = s.only().out.buf;
-    const auto& b = buf(out);
-    for (const ir::Iter& it : s.iters)
-      if (it.at_pos) {  // decode: the cells of position pos only, the out [batch, T, ...] (passes/decode.cpp)
-        const long per = buffer_size(b, true) / b.dims[1].size;
-        const std::string at = b.ring ? fmt::format("(pos % {})", b.ring) : std::string("pos");  // a window's ring
-        return fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{4} * {1} + {0}] {3};\n", v, per,
-                           name(out), op, at);
-      }
-    const bool batched = !b.dims.empty() && b.dims[0].batch;
-    const long per = buffer_size(b, true);
-    const std::string count = batched ? (per == 1 ? "n" : fmt::format("n * {}", per)) : std::to_string(per);
-    return (s.parallel >= 0 ? "    " + parallel_for(count) : std::string()) +
-           fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{0}] {3};\n", v, count, name(out), op);
-  }
-
-  // The buffers a routine reads or writes, the interface buffers it hands out included (a
-  // block call's: the buffers its bindings slice, and the run-time scalars of its body's nests).
-  std::set<int> routine_buffers(const ir::Routine& r, std::set<std::string>& scalars) const {
-    std::set<int> bufs;
-    for (const auto& s : r.stmts) {
-      stmt_uses(s, bufs, scalars);
-      if (!s.call || !ir::is_block_call(s.call->kind)) continue;
-      for (const ir::Binding& bd : s.call->binds)
-        for (int b : {bd.buf, bd.first, bd.last})
-          if (b >= 0) bufs.insert(b);
-      if (s.call->scratch >= 0) bufs.insert(s.call->scratch);
-      std::set<int> unused;
-      for (const ir::Stmt* t : span(*s.call)) stmt_uses(*t, unused, scalars);
-    }
-    for (const std::vector<int>* l : {&r.io.outputs, &r.io.values, &r.io.kept}) bufs.insert(l->begin(), l->end());
-    return bufs;
-  }
-
-  // Whether buffer b shares bytes with another of `bufs` while routine r runs in arena a (an
-  // in-place pair of the memory plan): then neither is restrict.
-  bool shares_bytes(const ir::Routine& r, const ir::Arena& a, const std::set<int>& bufs, int b) const {
-    const long lo = a.address(r, b), hi = lo + buf(b).elements() * elem();
-    for (int c : bufs) {
-      if (c == b) continue;
-      const long clo = a.address(r, c), chi = clo + buf(c).elements() * elem();
-      if (lo >= 0 && clo >= 0 && clo < hi && lo < chi) return true;
-    }
-    return false;
-  }
-
-  // A nest as a call of its kernel, the kernel defined in the unit when it is new there.
-  std::string kernel_call(const ir::Routine& r, const ir::Stmt& s, Unit& u, bool& n_used,
-                          const std::map<int, std::string>& arg_of = {}) {
-    std::vector<int> written, read;
-    for (int w : ir::written_buffers(s))
-      if (std::find(written.begin(), written.end(), w) == written.end()) written.push_back(w);
-    std::vector<const ir::Expr*> loads;
-    ir::collect_loads(s, loads);
-    for (const ir::Expr* l : loads)
-      if (std::find(written.begin(), written.end(), l->access.buf) == written.end() &&
-          std::find(read.begin(), read.end(), l->access.buf) == read.end())
-        read.push_back(l->access.buf);
-    std::set<int> bufs(written.begin(), written.end());
-    bufs.insert(read.begin(), read.end());
-    std::set<std::string> scalars;
-    std::set<int> unused;
-    stmt_uses(s, unused, scalars);
-    bool uses_n = scalars.erase("n") > 0;
-    for (const ir::Iter& it : s.iters) uses_n = uses_n || it.batch;
-    bool rng = false;
-    std::vector<const ir::Expr*> stack;
-    for (const ir::Assign& a : s.assigns) stack.push_back(a.body.get());
-    while (!stack.empty()) {
-      const ir::Expr* e = stack.back();
-      stack.pop_back();
-      rng = rng || e->op == ir::Op::Uniform || e->op == ir::Op::Normal;
-      for (const auto& a : e->args) stack.push_back(a.get());
-    }
-    std::vector<std::string> params, args;
-    std::set<std::string> taken;
-    if (uses_n) params.push_back("int64_t n"), args.push_back("n"), taken.insert("n");
-    bool at_pos = false;
-    for (const ir::Iter& it : s.iters) at_pos = at_pos || it.at_pos;
-    if (at_pos) params.push_back("int64_t pos"), args.push_back("pos"), taken.insert("pos");
-    if (rng) params.push_back("cannl_rng *rng"), args.push_back("&rng"), taken.insert("rng");
-    for (int b : written)
-      params.push_back(fmt::format("{} *{}{}", ctype(b), shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
-    for (int b : read)
-      params.push_back(fmt::format("const {} *{}{}", ctype(b), shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
-    auto arg = [&](int b) {
-      auto it = arg_of.find(b);
-      return it == arg_of.end() ? name(b) : it->second;
-    };
-    for (int b : written) args.push_back(arg(b)), taken.insert(name(b));
-    for (int b : read) args.push_back(arg(b)), taken.insert(name(b));
-    for (const std::string& sc : scalars) {
-      params.push_back((sc == "rng_key" ? "const uint64_t " : "const real ") + sc);
-      args.push_back(sc);
-      taken.insert(sc);
-    }
-    // train_grads' dropout: the slice's first example in the global batch (scalar_prologue)
-    x_.rng_first = r.kind == ir::RoutineKind::TrainGrads && scalars.count("rng_key") > 0;
-    if (x_.rng_first) params.push_back("const int64_t rng_first"), args.push_back("rng_first"), taken.insert("rng_first");
-    std::string plist, alist;
-    for (const auto& x : params) plist += (plist.empty() ? "" : ", ") + x;
-    for (const auto& x : args) alist += (alist.empty() ? "" : ", ") + x;
-    const std::string text = fmt::format("({}) {{\n{}}}\n", plist.empty() ? "void" : plist, nest(s, taken));
-    x_.rng_first = false;
-    auto it = kernel_by_text_.find(text);
-    if (it == kernel_by_text_.end()) it = kernel_by_text_.emplace(text, names_.kernel(p_, s)).first;
-    const std::string& kname = it->second;
-    // A kernel of a step is compiled once per instruction set, the loader picking one for the
-    // CPU (CANNL_MULTIVERSION, cannl_rt.h); init_params's run once and are not; the routines
-    // only call kernels and the runtime.
-    if (u.defined.insert(kname).second)
-      u.kernels += fmt::format("/* {} */\n{}static void {}{}\n", comment_safe(what(s)),
-                               r.kind == ir::RoutineKind::Init || r.kind == ir::RoutineKind::BlockInit
-                                   ? "" : "CANNL_MULTIVERSION\n", kname, text);
-    n_used = n_used || uses_n;
-    return fmt::format("    {}({});\n", kname, alist);
-  }
-
-  // A kernel call of the runtime (ir::Call): attention per (sequence, head) pair, the pairs in
-  // parallel (each writes its own rows: the same bits for any thread count). Grouped-query
-  // (group > 1): query head cannl_h reads key/value head cannl_g = cannl_h / group; the
-  // backward pass runs per (sequence, key/value head), its query heads one after the other
-  // (they add into the same dk, dv rows).
-  std::string call_text(const ir::Call& c, bool& n_used) {
-    n_used = n_used || c.batch;
-    if (c.kind == ir::Call::Kind::EmbeddingForward || c.kind == ir::Call::Kind::EmbeddingBackward)
-      return embedding_text(c);
-    attention_ = true;
-    if (c.at_pos) return attention_at_pos(c);
-    const bool grouped = c.group > 1, backward = c.kind == ir::Call::Kind::AttentionBackward;
-    const long kvh = c.heads / c.group;
-    const long pairs = c.seqs * (grouped && backward ? kvh : c.heads);
-    const std::string count = c.batch ? (pairs == 1 ? std::string("n") : fmt::format("n * {}", pairs)) : std::to_string(pairs);
-    const std::string t = o_.f64 ? "f64" : "f32";
-    // row 0 of pair (s, h) in a buffer [B.., T, H.., w] and its row stride; a view (q, k, v
-    // in place in a fused buffer, ir::Call): at `off`, rows of `row` elements; the key/value
-    // operands at head cannl_g of kvh when grouped
-    auto at = [&](int b, long rows, long width, long off = 0, long row = 0, bool kv = false) {
-      const long heads = kv ? kvh : c.heads;
-      const char* h = kv && grouped ? "cannl_g" : "cannl_h";
-      if (off == 0 && row == 0)
-        return fmt::format("{} + (cannl_s * {} + {}) * {}, {}", name(b), rows * heads, h, width, heads * width);
-      return fmt::format("{} + {} + cannl_s * {} + {} * {}, {}", name(b), off, rows * row, h, width, row);
-    };
-    std::string out = "    {\n";
-    out += fmt::format("        const cannl_attn_dims cannl_d = {{{}, {}, {}, {}, 0, {}, {}, {}}};\n", c.tq, c.tk, c.e,
-                       c.f, c.causal ? 1 : 0, num_double(c.scale), c.window);
-    // threads when the pairs' multiply-adds (half the scores when causal) are worth waking them
-    const long per_pair = std::max(1L, c.tq * std::min(c.tk, c.window > 0 ? c.window : c.tk) * (c.e + c.f) /
-                                           (c.causal && c.window == 0 ? 2 : 1) * (grouped && backward ? c.group : 1));
-    out += "        " + parallel_for(per_pair == 1 ? count : fmt::format("{} * {}", count, per_pair));
-    out += fmt::format("        for (int64_t cannl_p = 0; cannl_p < {}; ++cannl_p) {{\n", count);
-    std::string ind = "            ", lse = fmt::format("{} + cannl_p * {}", name(c.lse), c.tq),
-                delta = backward ? fmt::format("{} + cannl_p * {}", name(c.delta), c.tq) : "";
-    if (!grouped) {
-      out += fmt::format("{}const int64_t cannl_s = cannl_p / {}, cannl_h = cannl_p % {};\n", ind, c.heads, c.heads);
-    } else if (!backward) {
-      out += fmt::format("{}const int64_t cannl_s = cannl_p / {}, cannl_h = cannl_p % {}, cannl_g = cannl_h / {};\n",
-                         ind, c.heads, c.heads, c.group);
-    } else {
-      out += fmt::format("{}const int64_t cannl_s = cannl_p / {}, cannl_g = cannl_p % {};\n", ind, kvh, kvh);
-      out += fmt::format("{}for (int64_t cannl_h = cannl_g * {}; cannl_h < (cannl_g + 1) * {}; ++cannl_h) {{\n", ind,
-                         c.group, c.group);
-      ind += "    ";
-      lse = fmt::format("{} + (cannl_s * {} + cannl_h) * {}", name(c.lse), c.heads, c.tq);
-      delta = fmt::format("{} + (cannl_s * {} + cannl_h) * {}", name(c.delta), c.heads, c.tq);
-    }
-    if (!backward)
-      out += fmt::format("{}cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {});\n", ind, t,
-                         at(c.q, c.tq, c.e, c.q_off, c.q_row), at(c.k, c.tk, c.e, c.k_off, c.k_row, true),
-                         at(c.v, c.tk, c.f, c.v_off, c.v_row, true), at(c.o, c.tq, c.f), lse);
-    else
-      out += fmt::format("{}cannl_attention_backward_{}(&cannl_d, {}, {}, {}, {}, {},\n"
-                         "{}    {}, {}, {}, {}, {});\n",
-                         ind, t, at(c.q, c.tq, c.e, c.q_off, c.q_row), at(c.k, c.tk, c.e, c.k_off, c.k_row, true),
-                         at(c.v, c.tk, c.f, c.v_off, c.v_row, true), at(c.o, c.tq, c.f), at(c.dout, c.tq, c.f), ind,
-                         lse, delta, at(c.dq, c.tq, c.e, c.q_off, c.q_row),
-                         at(c.dk, c.tk, c.e, c.k_off, c.k_row, true), at(c.dv, c.tk, c.f, c.v_off, c.v_row, true));
-    if (grouped && backward) out += "            }\n";
-    return out + "        }\n    }\n";
-  }
-
-  // The decode routine's attention: per head, the query at position pos against the cached
-  // keys and values of positions 0 .. pos (cannl_attention.h's q_offset), one sequence; with
-  // a window whose caches are rings (ir::Call::ring), the last positions' keys from their rows
-  // pos % ring (cannl_attention_ring_*). Grouped-query: key/value head cannl_h / group.
-  std::string attention_at_pos(const ir::Call& c) {
-    const std::string t = o_.f64 ? "f64" : "f32";
-    const long kvh = c.heads / c.group;
-    // row `at` of head cannl_h (of key/value head cannl_h / group when kv), with its row stride
-    // when `stride`; a ring's position at its row pos % ring
-    auto row = [&](int b, const std::string& at, long width, long off, long row, bool kv, bool stride = true) {
-      const long heads = kv ? kvh : c.heads;
-      const std::string h = kv && c.group > 1 ? fmt::format("(cannl_h / {})", c.group) : "cannl_h";
-      const std::string r = at == "pos" && buf(b).ring ? fmt::format("(pos % {})", buf(b).ring) : at;
-      if (off == 0 && row == 0)
-        return fmt::format("{} + ({} * {} + {}) * {}", name(b), r, heads, h, width) +
-               (stride ? fmt::format(", {}", heads * width) : "");
-      return fmt::format("{} + {} + {} * {} + {} * {}", name(b), off, r, row, h, width) +
-             (stride ? fmt::format(", {}", row) : "");
-    };
-    std::string out = "    {\n";
-    out += fmt::format("        const cannl_attn_dims cannl_d = {{1, {}, {}, {}, pos, {}, {}, {}}};\n", c.tk, c.e, c.f,
-                       c.causal ? 1 : 0, num_double(c.scale), c.window);
-    out += fmt::format("        for (int64_t cannl_h = 0; cannl_h < {}; ++cannl_h)\n", c.heads);
-    if (c.ring)  // one query: no row strides for q and o
-      out += fmt::format("            cannl_attention_ring_{}(&cannl_d, {}, {}, {}, {}, {} + cannl_h * {} + pos);\n",
-                         t, row(c.q, "pos", c.e, c.q_off, c.q_row, false, false),
-                         row(c.k, "0", c.e, c.k_off, c.k_row, true), row(c.v, "0", c.f, c.v_off, c.v_row, true),
-                         row(c.o, "pos", c.f, 0, 0, false, false), name(c.lse), c.tq);
-    else
-      out += fmt::format("            cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {} + cannl_h * {} + pos);\n",
-                         t, row(c.q, "pos", c.e, c.q_off, c.q_row, false), row(c.k, "0", c.e, c.k_off, c.k_row, true),
-                         row(c.v, "0", c.f, c.v_off, c.v_row, true), row(c.o, "pos", c.f, 0, 0, false), name(c.lse),
-                         c.tq);
-    return out + "    }\n";
-  }
-
-  // Embedding: the gather, a row per position in parallel; the scatter-add, blocks of 64
-  // features in parallel, each block's positions in order (the same bits for any thread count).
-  std::string embedding_text(const ir::Call& c) {
-    const std::string count = c.batch ? (c.seqs == 1 ? std::string("n") : fmt::format("n * {}", c.seqs)) : std::to_string(c.seqs);
-    std::string out = "    {\n";
-    // the table's element of row cannl_id, column cannl_j (int8 rows times their scale: passes/quantize.h)
-    const bool int8 = int8_unit_ && buf(c.table).int8_row > 0;
-    const std::string elem =
-        int8 ? fmt::format("(real)m->int8.{0}[(int64_t)cannl_id * {1} + cannl_j] * m->int8_scale.{0}[cannl_id]",
-                           name(c.table), c.width)
-             : fmt::format("{}[(int64_t)cannl_id * {} + cannl_j]", name(c.table), c.width);
-    if (c.at_pos) {  // decode: the row of the id at position pos
-      out += fmt::format("        const int32_t cannl_id = {}[pos];\n", name(c.ids));
-      out += fmt::format("        const int cannl_in = cannl_id >= 0 && cannl_id < {};\n", c.rows);
-      out += fmt::format("        for (int64_t cannl_j = 0; cannl_j < {}; ++cannl_j)\n", c.width);
-      out += fmt::format("            {}[pos * {} + cannl_j] = cannl_in ? {} : 0;\n", name(c.o), c.width, elem);
-      return out + "    }\n";
-    }
-    out += fmt::format("        const int64_t cannl_n = {}; /* positions */\n", count);
-    if (c.kind == ir::Call::Kind::EmbeddingForward) {
-      out += "        " + parallel_for(fmt::format("cannl_n * {}", c.width));
-      out += "        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {\n";
-      out += fmt::format("            const int32_t cannl_id = {}[cannl_p];\n", name(c.ids));
-      out += fmt::format("            const int cannl_in = cannl_id >= 0 && cannl_id < {};\n", c.rows);
-      out += fmt::format("            for (int64_t cannl_j = 0; cannl_j < {}; ++cannl_j)\n", c.width);
-      out += fmt::format("                {}[cannl_p * {} + cannl_j] = cannl_in ? {} : 0;\n", name(c.o), c.width, elem);
-      out += "        }\n";
-    } else {
-      out += "        " + parallel_for(fmt::format("cannl_n * {}", c.width));
-      out += fmt::format("        for (int64_t cannl_b = 0; cannl_b < {}; cannl_b += 64)\n", c.width);
-      out += "            for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {\n";
-      out += fmt::format("                const int32_t cannl_id = {}[cannl_p];\n", name(c.ids));
-      out += fmt::format("                if (cannl_id < 0 || cannl_id >= {}) continue;\n", c.rows);
-      out += fmt::format("                for (int64_t cannl_j = cannl_b; cannl_j < cannl_b + 64 && cannl_j < {}; ++cannl_j)\n",
-                         c.width);
-      out += fmt::format("                    {}[(int64_t)cannl_id * {} + cannl_j] += {}[cannl_p * {} + cannl_j];\n",
-                         name(c.dtable), c.width, name(c.dout), c.width);
-      out += "            }\n";
-    }
-    return out + "    }\n";
-  }
-
-  // The gradient hook's calls after a nest of train_grads that finishes param gradients: each
-  // one's place in the grad block, in elements.
-  std::string grads_final(const ir::Stmt& s) const {
-    std::string out;
-    const ir::Arena& t = p_.layout.training;
-    for (int g : s.grads_final)
-      out += fmt::format("    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, {}, {}); /* {} final */\n",
-                         (t.field[static_cast<size_t>(g)] - t.grads) / elem(), buf(g).elements(), name(g));
-    return out;
-  }
-
-  // A nest of train_update for a shard of the params (set_update_shard): a param's update runs
-  // when the param is in [update_first, update_last); the squared norm of clip_grad_norm is
-  // summed here unless the caller gave it (update_norm_sq >= 0: the sum over every rank's shard).
-  std::string update_shard(const ir::Routine& r, const ir::Stmt& s, const std::string& text) const {
-    if (s.update_of == -1) return text;
-    std::string inner;
-    for (size_t i = 0; i < text.size(); ++i) {
-      if (i == 0 || text[i - 1] == '\n') inner += "    ";
-      inner += text[i];
-    }
-    if (s.update_of >= 0)
-      return fmt::format("    if (m->update_first <= {0} && {0} < m->update_last) {{\n{1}    }}\n", s.update_of, inner);
-    // The norm's nests (one run of them): under one condition, then the caller's sum, when given.
-    const auto it = std::find_if(r.stmts.begin(), r.stmts.end(), [&](const ir::Stmt& t) { return &t == &s; });
-    const bool first = it == r.stmts.begin() || (it - 1)->update_of != ir::kUpdateNorm;
-    const bool last = it + 1 == r.stmts.end() || (it + 1)->update_of != ir::kUpdateNorm;
-    std::string out = (first ? "    if (m->update_norm_sq < 0) {\n" : "") + inner;
-    if (last)
-      out += fmt::format("    }} else {{\n        {}[0] = (real)m->update_norm_sq;\n    }}\n", name(s.assigns.back().out.buf));
-    return out;
-  }
-
-  // A nest over a stacked param's instances (Stmt::update_count > 1) for the instances in the
-  // params [lo_expr, hi_expr) only: the instance loop runs to n = hi - lo, each stacked buffer
-  // from instance lo (an optimiser-state one from its first held instance: bind_opt_state).
-  std::string stacked_range(const ir::Routine& r, const ir::Stmt& s, Unit& u, const std::string& first,
-                            const std::string& last) {
-    const int k = s.update_of, count = s.update_count;
-    ir::Stmt t = s;
-    const ir::Affine& at = t.assigns[0].out.index.at(0);
-    if (!at.is_single_iter()) CANNL_BUG("a stacked update whose instance index is not a loop");
-    t.iters[static_cast<size_t>(at.terms[0].iter)].batch = true;  // run to n, the instances in range
-    std::map<int, std::string> arg_of;
-    std::set<int> bufs;
-    std::set<std::string> unused;
-    stmt_uses(s, bufs, unused);
-    for (int b : bufs) {
-      if (buf(b).stack <= 0) continue;
-      const long slice = buf(b).elements() / buf(b).stack;
-      const std::string from = in_opt_block(b) ? fmt::format("(m->opt_first > {0} ? m->opt_first : {0})", k)
-                                               : std::to_string(k);
-      arg_of[b] = fmt::format("{} + (int64_t)(cannl_lo - {}) * {}", name(b), from, slice);
-    }
-    bool n_used = false;
-    std::string call = kernel_call(r, t, u, n_used, arg_of);
-    std::string inner;
-    for (size_t i = 0; i < call.size(); ++i) {
-      if (i == 0 || call[i - 1] == '\n') inner += "        ";
-      inner += call[i];
-    }
-    return fmt::format("    {{\n"
-                       "        const int32_t cannl_lo = {0} > {2} ? {0} : {2}, cannl_hi = {1} < {3} ? {1} : {3};\n"
-                       "        const int64_t n = cannl_hi - cannl_lo; /* the instances in range */\n"
-                       "        if (n > 0) {{\n{4}        }}\n"
-                       "    }}\n",
-                       first, last, k, k + count, inner);
-  }
-
-  // A nest of init zeroing a param's optimiser state: it runs when the state holds the
-  // param's (shard_opt_state).
-  static std::string held_state(const ir::Stmt& s, const std::string& text) {
-    std::string inner;
-    for (size_t i = 0; i < text.size(); ++i) {
-      if (i == 0 || text[i - 1] == '\n') inner += "    ";
-      inner += text[i];
-    }
-    return fmt::format("    if (m->opt_first <= {0} && {0} < m->opt_last) {{\n{1}    }}\n", s.update_of, inner);
-  }
-
-  static std::string what(const ir::Stmt& s) { return s.line ? fmt::format("line {}: {}", s.line, s.what) : s.what; }
-
-  // ---- rolled repeat blocks (ir.h Block) ------------------------------------------------
-
-  // The nests of its block's body a block call runs.
-  std::vector<const ir::Stmt*> span(const ir::Call& c) const {
-    const ir::Block& bl = p_.blocks[static_cast<size_t>(c.block)];
-    const ir::Routine& body = ir::body_of(bl, c.kind);
-    const auto [lo, hi] = ir::body_span(bl, c.kind);
-    std::vector<const ir::Stmt*> out;
-    for (size_t i = lo; i < hi; ++i) out.push_back(&body.stmts[i]);
-    return out;
-  }
-
-  // What a block function takes besides the state and n: the buffers its calls bind that the
-  // half uses (formals, and saved activations: a slot of their stack), written ones first, each
-  // in buffer order; and the run-time scalars its nests read.
-  struct BlockSig {
-    std::vector<int> written, read;
-    std::vector<std::string> scalars;
+  auto ind = [&](int k) { return std::string(static_cast<size_t>(4 * (k + 1)), ' '); };
+  auto loop = [&](int j) {
+    const int k = loops[static_cast<size_t>(j)];
+    const ir::Iter& it = s.iters[static_cast<size_t>(k)];
+    return fmt::format("for (int64_t {0} = 0; {0} < {1}; ++{0})", x_.vars[static_cast<size_t>(k)],
+                       it.batch ? std::string("n") : std::to_string(it.size));
   };
-  BlockSig block_sig(const ir::Call& c) const {
-    std::set<int> bound;
-    for (const ir::Binding& bd : c.binds) bound.insert(bd.formal);
-    std::set<int> w, used;
-    std::set<std::string> sc;
-    for (const ir::Stmt* t : span(c)) {
-      stmt_uses(*t, used, sc);
-      for (int b : t->call ? ir::call_writes(*t->call) : ir::written_buffers(*t)) w.insert(b);
-    }
-    BlockSig sig;
-    for (int b : used)
-      if (bound.count(b)) (w.count(b) ? sig.written : sig.read).push_back(b);
-    for (const std::string& x : sc)
-      if (x != "n") sig.scalars.push_back(x);
-    return sig;
-  }
-
-  // The block function a block call runs (<block>_forward, <block>_backward, <block>_infer,
-  // <block>_init), defined in the unit the first time: one instance's half of the training body
-  // (its inference body, its init body) over its parameters, its locals at their offsets of the
-  // body's plan in the scratch the caller gives, each nest a kernel call (kernels shared by every
-  // instance) or a matrix product. The init body draws from the caller's random stream.
-  const std::string& block_function(const ir::Call& c, Unit& u) {
-    const bool fwd = c.kind == ir::Call::Kind::BlockForward, infer = c.kind == ir::Call::Kind::BlockInfer,
-               init = c.kind == ir::Call::Kind::BlockInit;
-    if (!fwd && !infer && !init && c.kind != ir::Call::Kind::BlockBackward)
-      CANNL_BUG(std::string("the C target does not emit a block's ") + ir::call_name(c.kind));
-    const std::string& fname = names_.block[static_cast<size_t>(4 * c.block + (fwd ? 0 : infer ? 2 : init ? 3 : 1))];
-    if (!u.defined.insert(fname).second) return fname;
-    const ir::Block& bl = p_.blocks[static_cast<size_t>(c.block)];
-    const ir::Routine& body = ir::body_of(bl, c.kind);
-    const BlockSig sig = block_sig(c);
-    const std::vector<const ir::Stmt*> nests = span(c);
-    std::set<std::string> scalars;
-    std::set<int> bufs;
-    for (const ir::Stmt* t : nests) stmt_uses(*t, bufs, scalars);
-    std::string params = init ? fmt::format("{} *m, cannl_rng *cannl_rng_in, char *cannl_scratch", u.state)
-                              : fmt::format("{} *m, int64_t n, char *cannl_scratch", u.state);
-    for (const std::string& x : sig.scalars) params += fmt::format(", const real {}", x);
-    for (int b : sig.written) params += fmt::format(", {} *restrict {}", ctype(b), name(b));
-    for (int b : sig.read) params += fmt::format(", const {} *restrict {}", ctype(b), name(b));
-    std::string pro;
-    std::vector<std::pair<long, int>> locals;
-    for (int b : bufs)
-      if (body.planned(b)) locals.push_back({body.offsets[static_cast<size_t>(b)], b});
-      else if (std::find(sig.written.begin(), sig.written.end(), b) == sig.written.end() &&
-               std::find(sig.read.begin(), sig.read.end(), b) == sig.read.end())
-        CANNL_BUG(fmt::format("block {}: '{}' neither bound nor planned", bl.name, buf(b).name));
-    std::sort(locals.begin(), locals.end());
-    for (const auto& [offset, b] : locals)  // (a body's locals scale with the state's cap: plan_blocks.cpp)
-      pro += fmt::format("    {0} *const {1} = ({0} *)(cannl_scratch + {2}); /* {3} */\n", ctype(b), name(b),
-                         body.scaled(b) ? scaled_offset(body.fixed_bytes, body.example_offset(b, p_.max_batch))
-                                        : std::to_string(offset),
-                         shape_comment(b));
-    if (locals.empty()) pro += "    (void)cannl_scratch;\n";
-    std::set<std::string> taken = {"m", "n", "cannl_scratch"};
-    for (int b : bufs) taken.insert(name(b));
-    taken.insert(sig.scalars.begin(), sig.scalars.end());
-    bool n_used = false;
-    std::string text, last;
-    for (const ir::Stmt* t : nests) {
-      const ir::Stmt& st = *t;
-      std::string one;
-      if (st.call) {
-        one = call_text(*st.call, n_used);
-      } else {
-        x_.begin_nest(st, taken);
-        one = gemm_nest(st, recognise_contraction(p_, st), taken);
-        if (!one.empty()) {
-          for (const ir::Iter& it : st.iters) n_used = n_used || it.batch;
-        } else {
-          one = kernel_call(body, st, u, n_used);
-        }
-      }
-      if (what(st) != last) text += "\n    /* " + comment_safe(what(st)) + " */\n";
-      last = what(st);
-      text += one;
-    }
-    if (!n_used && !init) pro = "    (void)n;\n" + pro;
-    if ((pro + text).find("m->") == std::string::npos) pro = "    (void)m;\n" + pro;
-    if (init) {  // the stream in a local, as init_params keeps it (its kernels take &rng)
-      pro += "    cannl_rng rng = *cannl_rng_in;\n";
-      text += "    *cannl_rng_in = rng;\n";
-    }
-    const std::string what = infer ? "instance l's inference body, for each l in order"
-                             : init ? "instance l's params drawn from their initialisers, for each l in order"
-                             : fmt::format("the {} half of instance l's training body, for each l {}",
-                                           fwd ? "forward" : "backward", fwd ? "in order" : "in reverse order");
-    // (the parameters a line each: a block binds dozens)
-    std::string plist;
-    size_t start = 0;
-    for (size_t i = 0; i <= params.size(); ++i)
-      if (i == params.size() || params.compare(i, 2, ", ") == 0) {
-        plist += (start ? ",\n    " : "") + params.substr(start, i - start);
-        start = i + 2;
-      }
-    u.kernels += fmt::format("/* block {} (line {}): {} */\nstatic void {}(\n    {}) {{\n{}{}}}\n\n", bl.name, bl.line,
-                             what, fname, plist, pro, text);
-    return fname;
-  }
-
-  // Binding bd's actual for instance cannl_l of count (ir.h Binding).
-  std::string actual(const ir::Binding& bd, long count) const {
-    std::string slice;
-    if (bd.buf >= 0) {
-      // A batched stack's slots (saved activations [count, batch, ...]) scale with the state's cap.
-      const bool scaled = buf(bd.buf).batched();
-      if (scaled && (bd.offset % p_.max_batch || bd.stride % p_.max_batch))
-        CANNL_BUG("a binding into a batched buffer off its slots: " + buf(bd.buf).name);
-      auto elems = [&](long x) {
-        return scaled && x ? fmt::format("{} * m->max_batch", x / p_.max_batch) : std::to_string(x);
-      };
-      if (bd.stride == 0) {
-        slice = bd.offset == 0 ? name(bd.buf) : fmt::format("{} + {}", name(bd.buf), elems(bd.offset));
-      } else {
-        std::string slot = "cannl_l";
-        if (bd.shift != 0) slot = fmt::format("(cannl_l {} {})", bd.shift < 0 ? '-' : '+', std::labs(bd.shift));
-        if (bd.modulo > 0)
-          slot = bd.shift < 0 ? fmt::format("(({} % {} + {}) % {})", slot, bd.modulo, bd.modulo, bd.modulo)
-                              : fmt::format("({} % {})", slot, bd.modulo);
-        slice = fmt::format("{} + {}{} * {}", name(bd.buf), bd.offset ? elems(bd.offset) + " + " : "", slot,
-                            elems(bd.stride));
+  const std::string target = access(a0.out);
+  const int outer_loops = depth - red;
+  // The bounds check of the cells written (a padded convolution's input gradient) goes
+  // around the innermost loop when that loop's index is not in it: one test per row of
+  // channels, and a branch-free loop the compiler vectorises.
+  bool hoist = !reduce_inner && outer_loops > 0 && loops.back() != s.parallel && !in_range(a0.out).empty();
+  for (const ir::Assign& a : s.assigns)
+    hoist = hoist && in_range(a.out) == in_range(a0.out) && !x_.in_range_uses(a.out, loops.back());
+  const std::string guard = hoist ? std::string() : in_range(a0.out);
+  const int shift = hoist ? 1 : 0;  // the innermost loop and its body one level in
+  // A running extremum is a select (`t = v > t ? v : t`, the same value as `if (v > t) t = v`):
+  // no conditional store, so a loop of them vectorises.
+  auto store_to = [&](const std::string& target, const std::string& guard, ir::Accum accum,
+                      const std::string& value, int level) {
+    std::string st;
+    switch (accum) {
+      case ir::Accum::Set: st = fmt::format("{} = {};", target, value); break;
+      case ir::Accum::Add: st = fmt::format("{} += {};", target, value); break;
+      case ir::Accum::Max: case ir::Accum::Min: {
+        const char* cmp = accum == ir::Accum::Max ? ">" : "<";
+        st = value == "acc" ? fmt::format("{0} = acc {1} {0} ? acc : {0};", target, cmp)
+                            : fmt::format("{{ const real v = {1}; {0} = v {2} {0} ? v : {0}; }}", target, value, cmp);
+        break;
       }
     }
-    std::string out = slice;
-    if (bd.last >= 0)
-      out = out.empty() ? name(bd.last) : fmt::format("cannl_l == {} ? {} : {}", count - 1, name(bd.last), out);
-    if (bd.first >= 0) out = out.empty() ? name(bd.first) : fmt::format("cannl_l == 0 ? {} : {}", name(bd.first), out);
-    if (out.empty()) CANNL_BUG("a binding to nothing");
-    return bd.first >= 0 || bd.last >= 0 ? "(" + out + ")" : out;
-  }
-
-  // A block call: its block's function for each instance (the backward in reverse instance
-  // order), each instance's slices of the stacked buffers; in train_grads, after each
-  // instance's backward, the gradient hook of the param gradients it finished (a stacked
-  // gradient's slice), after the loop those finished by the last instance (a shared one's).
-  std::string block_call(const ir::Stmt& s, Unit& u) {
-    const ir::Call& c = *s.call;
-    const std::string& fname = block_function(c, u);
-    const BlockSig sig = block_sig(c);
-    std::map<int, const ir::Binding*> bind;
-    for (const ir::Binding& bd : c.binds) bind[bd.formal] = &bd;
-    std::string args = fmt::format("m, {}, (char *){}", c.kind == ir::Call::Kind::BlockInit ? "&rng" : "n",
-                                   c.scratch >= 0 ? name(c.scratch) : "NULL");
-    for (const std::string& x : sig.scalars) args += ", " + x;
-    for (const std::vector<int>* l : {&sig.written, &sig.read})
-      for (int f : *l) args += ",\n            " + actual(*bind.at(f), c.count);
-    const bool back = c.kind == ir::Call::Kind::BlockBackward;
-    // The gradient hook: a view (an instance's param gradient) of a stacked gradient this call
-    // slices per instance is final after that instance; anything else after the loop.
-    const ir::Arena& t = p_.layout.training;
-    std::string each, after;
-    std::set<int> hooked_stacks;
-    for (int g : s.grads_final) {
-      const int st = ir::storage(p_, g);
-      const ir::Binding* per = nullptr;
-      for (const ir::Binding& bd : c.binds)
-        if (st != g && bd.buf == st && bd.stride > 0 && bd.first < 0 && bd.last < 0 && bd.modulo == 0) per = &bd;
-      if (per) {
-        if (!hooked_stacks.insert(st).second) continue;
-        const long base =
-            (t.field[static_cast<size_t>(st)] - t.grads) / elem() + per->offset + per->shift * per->stride;
-        each += fmt::format("        if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, {} + cannl_l * {}, {});"
-                            " /* {} final */\n", base, per->stride, buf(per->formal).elements(), name(st));
-        continue;
-      }
-      after += fmt::format("    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, {}, {}); /* {} final */\n",
-                           (t.field[static_cast<size_t>(g)] - t.grads) / elem(), buf(g).elements(), name(g));
+    if (!guard.empty()) st = fmt::format("if ({}) {}", guard, accum == ir::Accum::Set || accum == ir::Accum::Add ? st : "{ " + st + " }");
+    return ind(level) + st + "\n";
+  };
+  auto store = [&](const std::string& value, int level) {
+    if (assign_acc) return store_to(target, guard, ir::Accum::Set, value, level);
+    std::string st = store_to(target, guard, a0.accum, value, level);
+    for (size_t i = 1; i < s.assigns.size(); ++i) {
+      const ir::Assign& a = s.assigns[i];
+      st += store_to(access(a.out), hoist ? std::string() : in_range(a.out), a.accum, expr(*a.body), level);
     }
-    const std::string loop = back ? fmt::format("for (int64_t cannl_l = {}; cannl_l >= 0; --cannl_l)", c.count - 1)
-                                  : fmt::format("for (int64_t cannl_l = 0; cannl_l < {}; ++cannl_l)", c.count);
-    std::string out = "    " + loop + (each.empty() ? "\n" : " {\n");
-    out += fmt::format("        {}({});\n", fname, args);
-    if (!each.empty()) out += each + "    }\n";
-    return out + after;
+    return st;
+  };
+  const bool braced = !s.single();  // several assignments in the innermost loop
+  const bool simd = !reduce_inner && independent_inner(s, loops);
+  const std::string row_values = simd && !hoist ? row_locals(s, loops.back(), taken, ind(outer_loops - 1)) : "";
+  for (int j = 0; j < outer_loops; ++j) {
+    const bool inner = j + 1 == outer_loops;
+    if (loops[static_cast<size_t>(j)] == s.parallel) out += ind(j) + parallel_for(s, loops[static_cast<size_t>(j)]);
+    if (inner) out += row_values;
+    if (hoist && inner) out += ind(j) + fmt::format("if ({}) {{\n", in_range(a0.out));
+    if (simd && inner) out += ind(j + shift) + "CANNL_SIMD\n";
+    out += ind(j + (inner ? shift : 0)) + loop(j) + (j + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
   }
-
-  // Run-time-sized states (ir.h Arena): a byte offset in the state's arena, `fixed + per *
-  // m->max_batch` (the cap the state was created for) when it scales with it.
-  static std::string scaled_offset(long fixed, long per, const std::string& cap = "m->max_batch") {
-    const std::string scaled = fmt::format("{} * {}", per, cap);
-    return per == 0 ? std::to_string(fixed) : fixed == 0 ? scaled : fmt::format("{} + {}", fixed, scaled);
+  // A zero_first sum times a constant,  out = 0 += x * c : the constant multiplies the
+  // finished sums once (sum(x) * c), not every term.
+  const ir::Expr* summed = a0.body.get();
+  std::string scale;
+  if (s.scaled_sum) {
+    scale = expr(*s.scaled_sum->scale);
+    summed = s.scaled_sum->summand.get();
   }
-  // Arena a's field of buffer b in the state's create (`max_batch`: its argument).
-  static std::string field_offset(const ir::Arena& a, int b, const std::string& cap) {
-    const auto i = static_cast<size_t>(b);
-    if (i < a.field_example.size() && a.field_example[i] >= 0)
-      return scaled_offset(a.fixed_bytes, a.field_example[i], cap);
-    return std::to_string(a.field[i]);
-  }
-  // The work region's pointers at a routine's top: its batch-independent buffers at byte offsets,
-  // its batched ones at a per-example offset times the state's cap, after the region's
-  // batch-independent part.
-  std::string work_prologue(const ir::Routine& r, const ir::Arena& a, const std::vector<std::pair<long, int>>& work) {
-    const long fixed = r.fixed_bytes, per = (r.arena_bytes - r.fixed_bytes) / p_.max_batch;
-    std::string pro = fmt::format("    char *const work = (char *)m->arena + {}; /* the work region: this routine's ",
-                                  a.work);
-    if (per == 0) pro += fmt::format("{} bytes */\n", fixed);
-    else if (fixed == 0) pro += fmt::format("{} bytes per example of the state's max_batch */\n", per);
-    else pro += fmt::format("{} bytes, then {} per example of the state's max_batch */\n", fixed, per);
-    for (const auto& [offset, b] : work) {
-      const std::string at = r.scaled(b) ? scaled_offset(a.fixed_bytes - a.work, r.example_offset(b, p_.max_batch))
-                                         : std::to_string(offset);
-      pro += fmt::format("    {0} *const {1} = ({0} *)(work + {2}); /* {3} */\n", ctype(b), name(b), at,
-                         shape_comment(b));
-    }
-    return pro;
-  }
-
-  // A routine: its buffers named once at its top (the inputs, the state's fields, the work
-  // region's buffers at their offsets), its run-time scalars, then each nest a kernel call or
-  // a matrix product, then what it hands out.
-  std::string routine(const ir::Routine& r, Unit& u) {
-    std::set<std::string> scalars;
-    const std::set<int> bufs = routine_buffers(r, scalars);
-    const ir::Arena& a = *u.arena;
-    const bool is_init = r.kind == ir::RoutineKind::Init;
-    const bool no_batch = is_init || r.kind == ir::RoutineKind::TrainUpdate;  // no inputs, no n
-    std::string sig, pro, epi;
-    if (r.kind == ir::RoutineKind::TrainUpdate) {
-      sig = fmt::format("static void {}({} *m)", r.name(), u.state);
-    } else if (is_init) {
-      sig = fmt::format("static void init_params({} *m, uint64_t seed)", u.state);
-      bool rng = false;
-      for (const auto& s : r.stmts) rng |= s.sequential || (s.call && s.call->kind == ir::Call::Kind::BlockInit);
-      pro += rng ? "    cannl_rng rng;\n    cannl_rng_seed(&rng, seed);\n" : "    (void)seed;\n";
+  std::string body = expr(*summed);
+  if (reduce_inner) {
+    const int k = outer_loops;
+    const bool add = a0.accum == ir::Accum::Add;
+    std::string init = add ? num(0) : a0.accum == ir::Accum::Max ? "-INFINITY" : "INFINITY";
+    out += ind(k) + fmt::format("real acc = {};\n", init);
+    for (int j = k; j < depth; ++j) out += ind(k) + loop(j) + (j + 1 == depth && !add ? " {\n" : "\n");
+    if (add) {
+      out += ind(k + 1) + "acc += " + body + ";\n";
     } else {
-      std::string extra = r.kind == ir::RoutineKind::Forward || r.io.position ? ", real *const outputs[]"
-                          : r.kind == ir::RoutineKind::Eval ? ", double *loss, double metrics[]" : "";
-      const bool loss = r.kind == ir::RoutineKind::TrainStep || r.kind == ir::RoutineKind::TrainGrads;
-      sig = fmt::format("static {} {}({} *m, const real *const inputs[], int64_t {}{})", loss ? "double" : "void",
-                        r.name(), u.state, r.io.position ? "pos" : "n", extra);
+      out += ind(k + 1) + "const real v = " + body + ";\n";
+      out += ind(k + 1) + fmt::format("acc = v {} acc ? v : acc;\n", a0.accum == ir::Accum::Max ? ">" : "<");
+      out += ind(k) + "}\n";
     }
-    bool inputs_used = false, n_used = scalars.count("n") > 0;
-    // The buffers: the caller's inputs, the state's own fields, the work region's.
-    std::vector<std::pair<long, int>> work;
-    std::set<int> touched;  // (a view only kept, a param gradient whose block call writes its stack: not named)
-    {
-      std::set<std::string> unused;
-      for (const auto& s : r.stmts) stmt_uses(s, touched, unused);
-    }
-    for (int b : bufs) {
-      if (int8_unit_ && buf(b).int8_row > 0) continue;  // read as m->int8.<name> (passes/quantize.h)
-      if (buf(b).view_of >= 0 && !touched.count(b) && bufs.count(buf(b).view_of)) continue;
-      if (buf(b).role == ir::Role::Input) {
-        inputs_used = true;
-        const auto k = std::find(p_.inputs.begin(), p_.inputs.end(), b) - p_.inputs.begin();
-        if (buf(b).ids > 0)  // ids: the caller's pointer is to int32_t (cannl_tensor_info.ids)
-          pro += fmt::format("    const int32_t *const {} = (const int32_t *)(const void *)inputs[{}]; /* {} */\n",
-                             name(b), k, shape_comment(b));
-        else
-          pro += fmt::format("    const real *const {} = inputs[{}]; /* {} */\n", name(b), k, shape_comment(b));
-      } else if (a.own[static_cast<size_t>(b)] || (&a == &p_.layout.training && in_opt_block(b))) {
-        pro += fmt::format("    {} *const {} = m->{}; /* {} */\n", ctype(b), name(b), name(b), shape_comment(b));
-      } else {
-        if (a.address(r, b) < 0) CANNL_BUG("a buffer outside the state: " + buf(b).name);
-        work.push_back({a.address(r, b) - a.work, b});
-      }
-    }
-    if (!work.empty()) {
-      std::sort(work.begin(), work.end());
-      pro += work_prologue(r, a, work);
-    }
-    pro += scalar_prologue(r, scalars, x_);
-    if (r.io.position) {  // decode: each output at position pos (passes/decode.cpp: [batch, T, ...])
-      for (size_t k = 0; k < r.io.outputs.size(); ++k) {
-        const auto& b = buf(r.io.outputs[k]);
-        const long per = buffer_size(b, true) / b.dims[1].size;
-        epi += fmt::format("    if (outputs[{0}]) memcpy(outputs[{0}], {1} + pos * {2}, (size_t){2} * sizeof(real));\n", k,
-                           name(r.io.outputs[k]), per);
-      }
-    }
-    if (r.kind == ir::RoutineKind::Forward) {
-      for (size_t k = 0; k < r.io.outputs.size(); ++k) {
-        const auto& b = buf(r.io.outputs[k]);
-        bool batched = !b.dims.empty() && b.dims[0].batch;
-        long per = buffer_size(b, true);
-        n_used |= batched;
-        epi += fmt::format("    memcpy(outputs[{}], {}, (size_t){}{} * sizeof(real));\n", k, name(r.io.outputs[k]),
-                           batched ? "n * " : "", per);
-      }
-      if (r.io.outputs.empty()) epi += "    (void)outputs;\n";
-    }
-    if (r.kind == ir::RoutineKind::Eval) {
-      epi += fmt::format("    *loss = (double){}[0];\n", name(r.io.values[0]));
-      for (size_t k = 1; k < r.io.values.size(); ++k)
-        epi += fmt::format("    metrics[{}] = (double){}[0];\n", k - 1, name(r.io.values[k]));
-      if (r.io.values.size() == 1) epi += "    (void)metrics;\n";
-    }
-    if (r.kind == ir::RoutineKind::TrainStep || r.kind == ir::RoutineKind::TrainGrads) epi += fmt::format("    return (double){}[0];\n", name(r.io.values[0]));
+    out += store(scale.empty() || !assign_acc ? "acc" : "acc * " + scale, k);
+  } else {
+    out += store(body, depth + shift);
+  }
+  if (hoist) {
+    if (braced) out += ind(outer_loops) + "}\n";
+    out += ind(outer_loops - 1) + "}\n";  // the bounds check
+  }
+  for (int k = outer_loops - (reduce_inner || braced || hoist ? 0 : 1) - (hoist ? 1 : 0); k-- > 0;) out += ind(k) + "}\n";
+  if (!scale.empty() && !assign_acc) {
+    const std::string v = fresh_name("i", taken);
+    out += fill_first(s, v, "*= " + scale);
+  }
+  return out;
+}
 
-    // Names a matrix product's loops must not take: the routine's locals.
-    std::set<std::string> taken = {"m", "n", "pos", "inputs", "outputs", "loss", "metrics", "work", "seed", "rng"};
-    for (int b : bufs) taken.insert(name(b));
-    for (const auto& s : r.scalars) taken.insert(s.name);
-    std::string body;
-    std::string last;
-    for (const ir::Stmt& s : r.stmts) {
-      std::string text;
-      if (s.call && ir::is_block_call(s.call->kind)) {
-        text = block_call(s, u);
-        n_used = true;
-        if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
-        last = what(s);
-        body += text;
-        continue;
+std::string CEmitter::row_locals(const ir::Stmt& s, int inner, const std::set<std::string>& taken,
+                                 const std::string& indent) {
+  std::vector<const ir::Expr*> loads;
+  ir::collect_loads(s, loads);
+  std::set<std::string> used = taken;
+  used.insert(x_.vars.begin(), x_.vars.end());
+  std::string out;
+  for (const ir::Expr* l : loads) {
+    const ir::Buffer& b = buf(l->access.buf);
+    bool written = false;
+    for (const ir::Assign& a : s.assigns) written = written || a.out.buf == l->access.buf;
+    if (written || b.ids > 0 || uses_iter(l->access, inner) || !x_.in_range(l->access).empty()) continue;
+    const std::string text = x_.access(l->access);
+    if (x_.locals.count(text)) continue;
+    const std::string v = fresh_name(b.name + "_row", used);
+    used.insert(v);
+    x_.locals[text] = v;
+    out += indent + fmt::format("const real {} = {};\n", v, text);
+  }
+  return out;
+}
+
+bool CEmitter::independent_inner(const ir::Stmt& s, const std::vector<int>& loops) {
+  if (s.parallel < 0 || s.sequential || loops.empty() || loops.back() == s.parallel ||
+      std::find(loops.begin(), loops.end(), s.parallel) == loops.end())  // (decode: run once)
+    return false;
+  const int inner = loops.back();
+  // Two accesses of one buffer that a constant index keeps apart at every point.
+  auto apart = [](const ir::Access& a, const ir::Access& b) {
+    for (size_t d = 0; d < a.index.size() && d < b.index.size(); ++d)
+      if (a.index[d].terms.empty() && b.index[d].terms.empty() && a.index[d].offset != b.index[d].offset) return true;
+    return false;
+  };
+  for (const ir::Assign& a : s.assigns) {
+    if (!uses_iter(a.out, inner)) return false;  // (an extremum is a select: store_to)
+    for (const ir::Assign& b : s.assigns)
+      if (b.out.buf == a.out.buf && !(b.out == a.out) && !apart(a.out, b.out)) return false;
+  }
+  std::vector<const ir::Expr*> loads;
+  ir::collect_loads(s, loads);
+  for (const ir::Expr* l : loads) {
+    bool written = false, at_a_written_cell = false;
+    for (const ir::Assign& a : s.assigns)
+      if (l->access.buf == a.out.buf) {
+        written = true;
+        at_a_written_cell = at_a_written_cell || l->access == a.out;
       }
-      if (s.call) {
-        text = call_text(*s.call, n_used);
-        if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
-        last = what(s);
-        body += text + grads_final(s);
-        continue;
-      }
-      if (s.update_count > 1 && (r.kind == ir::RoutineKind::TrainUpdate || is_init)) {
-        // A stacked param's update (its state's zeroing): for the instances of the shard.
-        text = r.kind == ir::RoutineKind::TrainUpdate ? stacked_range(r, s, u, "m->update_first", "m->update_last")
-                                                      : stacked_range(r, s, u, "m->opt_first", "m->opt_last");
-        if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
-        last = what(s);
-        body += text;
-        continue;
-      }
-      x_.begin_nest(s, taken);
-      text = gemm_nest(s, recognise_contraction(p_, s), taken);
-      if (!text.empty()) {
-        for (const ir::Iter& it : s.iters) n_used = n_used || it.batch;
-      } else {
-        text = kernel_call(r, s, u, n_used);
-      }
+    if (written && !at_a_written_cell) return false;
+  }
+  return true;
+}
+
+std::string CEmitter::parallel_for(const std::string& count) {
+  return "CANNL_PRAGMA(\"omp parallel for if(" + count + " >= CANNL_PARALLEL_MIN)\")\n";
+}
+
+std::string CEmitter::parallel_for(const ir::Stmt& s, int from) {
+  long per = 1;
+  bool batch = false;
+  for (size_t k = static_cast<size_t>(from); k < s.iters.size(); ++k) {
+    batch = batch || s.iters[k].batch;
+    if (!s.iters[k].batch) per *= s.iters[k].size;
+  }
+  return parallel_for(batch ? (per == 1 ? std::string("n") : fmt::format("n * {}", per)) : std::to_string(per));
+}
+
+std::string CEmitter::fill_first(const ir::Stmt& s, const std::string& v, const std::string& op) {
+  const int out = s.only().out.buf;
+  const auto& b = buf(out);
+  for (const ir::Iter& it : s.iters)
+    if (it.at_pos) {  // decode: the cells of position pos only, the out [batch, T, ...] (passes/decode.cpp)
+      const long per = buffer_size(b, true) / b.dims[1].size;
+      const std::string at = b.ring ? fmt::format("(pos % {})", b.ring) : std::string("pos");  // a window's ring
+      return fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{4} * {1} + {0}] {3};\n", v, per,
+                         name(out), op, at);
+    }
+  const bool batched = !b.dims.empty() && b.dims[0].batch;
+  const long per = buffer_size(b, true);
+  const std::string count = batched ? (per == 1 ? "n" : fmt::format("n * {}", per)) : std::to_string(per);
+  return (s.parallel >= 0 ? "    " + parallel_for(count) : std::string()) +
+         fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{0}] {3};\n", v, count, name(out), op);
+}
+
+std::set<int> CEmitter::routine_buffers(const ir::Routine& r, std::set<std::string>& scalars) const {
+  std::set<int> bufs;
+  for (const auto& s : r.stmts) {
+    stmt_uses(s, bufs, scalars);
+    if (!s.call || !ir::is_block_call(s.call->kind)) continue;
+    for (const ir::Binding& bd : s.call->binds)
+      for (int b : {bd.buf, bd.first, bd.last})
+        if (b >= 0) bufs.insert(b);
+    if (s.call->scratch >= 0) bufs.insert(s.call->scratch);
+    std::set<int> unused;
+    for (const ir::Stmt* t : span(*s.call)) stmt_uses(*t, unused, scalars);
+  }
+  for (const std::vector<int>* l : {&r.io.outputs, &r.io.values, &r.io.kept}) bufs.insert(l->begin(), l->end());
+  return bufs;
+}
+
+bool CEmitter::shares_bytes(const ir::Routine& r, const ir::Arena& a, const std::set<int>& bufs, int b) const {
+  const long lo = a.address(r, b), hi = lo + buf(b).elements() * elem();
+  for (int c : bufs) {
+    if (c == b) continue;
+    const long clo = a.address(r, c), chi = clo + buf(c).elements() * elem();
+    if (lo >= 0 && clo >= 0 && clo < hi && lo < chi) return true;
+  }
+  return false;
+}
+
+std::string CEmitter::kernel_call(const ir::Routine& r, const ir::Stmt& s, Unit& u, bool& n_used, const std::map<int,
+                                  std::string>& arg_of) {
+  std::vector<int> written, read;
+  for (int w : ir::written_buffers(s))
+    if (std::find(written.begin(), written.end(), w) == written.end()) written.push_back(w);
+  std::vector<const ir::Expr*> loads;
+  ir::collect_loads(s, loads);
+  for (const ir::Expr* l : loads)
+    if (std::find(written.begin(), written.end(), l->access.buf) == written.end() &&
+        std::find(read.begin(), read.end(), l->access.buf) == read.end())
+      read.push_back(l->access.buf);
+  std::set<int> bufs(written.begin(), written.end());
+  bufs.insert(read.begin(), read.end());
+  std::set<std::string> scalars;
+  std::set<int> unused;
+  stmt_uses(s, unused, scalars);
+  bool uses_n = scalars.erase("n") > 0;
+  for (const ir::Iter& it : s.iters) uses_n = uses_n || it.batch;
+  bool rng = false;
+  std::vector<const ir::Expr*> stack;
+  for (const ir::Assign& a : s.assigns) stack.push_back(a.body.get());
+  while (!stack.empty()) {
+    const ir::Expr* e = stack.back();
+    stack.pop_back();
+    rng = rng || e->op == ir::Op::Uniform || e->op == ir::Op::Normal;
+    for (const auto& a : e->args) stack.push_back(a.get());
+  }
+  std::vector<std::string> params, args;
+  std::set<std::string> taken;
+  if (uses_n) params.push_back("int64_t n"), args.push_back("n"), taken.insert("n");
+  bool at_pos = false;
+  for (const ir::Iter& it : s.iters) at_pos = at_pos || it.at_pos;
+  if (at_pos) params.push_back("int64_t pos"), args.push_back("pos"), taken.insert("pos");
+  if (rng) params.push_back("cannl_rng *rng"), args.push_back("&rng"), taken.insert("rng");
+  for (int b : written)
+    params.push_back(fmt::format("{} *{}{}", ctype(b), shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
+  for (int b : read)
+    params.push_back(fmt::format("const {} *{}{}", ctype(b), shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
+  auto arg = [&](int b) {
+    auto it = arg_of.find(b);
+    return it == arg_of.end() ? name(b) : it->second;
+  };
+  for (int b : written) args.push_back(arg(b)), taken.insert(name(b));
+  for (int b : read) args.push_back(arg(b)), taken.insert(name(b));
+  for (const std::string& sc : scalars) {
+    params.push_back((sc == "rng_key" ? "const uint64_t " : "const real ") + sc);
+    args.push_back(sc);
+    taken.insert(sc);
+  }
+  // train_grads' dropout: the slice's first example in the global batch (scalar_prologue)
+  x_.rng_first = r.kind == ir::RoutineKind::TrainGrads && scalars.count("rng_key") > 0;
+  if (x_.rng_first) params.push_back("const int64_t rng_first"), args.push_back("rng_first"), taken.insert("rng_first");
+  std::string plist, alist;
+  for (const auto& x : params) plist += (plist.empty() ? "" : ", ") + x;
+  for (const auto& x : args) alist += (alist.empty() ? "" : ", ") + x;
+  const std::string text = fmt::format("({}) {{\n{}}}\n", plist.empty() ? "void" : plist, nest(s, taken));
+  x_.rng_first = false;
+  auto it = kernel_by_text_.find(text);
+  if (it == kernel_by_text_.end()) it = kernel_by_text_.emplace(text, names_.kernel(p_, s)).first;
+  const std::string& kname = it->second;
+  // A kernel of a step is compiled once per instruction set, the loader picking one for the
+  // CPU (CANNL_MULTIVERSION, cannl_rt.h); init_params's run once and are not; the routines
+  // only call kernels and the runtime.
+  if (u.defined.insert(kname).second)
+    u.kernels += fmt::format("/* {} */\n{}static void {}{}\n", comment_safe(what(s)),
+                             r.kind == ir::RoutineKind::Init || r.kind == ir::RoutineKind::BlockInit
+                                 ? "" : "CANNL_MULTIVERSION\n", kname, text);
+  n_used = n_used || uses_n;
+  return fmt::format("    {}({});\n", kname, alist);
+}
+
+std::string CEmitter::call_text(const ir::Call& c, bool& n_used) {
+  n_used = n_used || c.batch;
+  if (c.kind == ir::Call::Kind::EmbeddingForward || c.kind == ir::Call::Kind::EmbeddingBackward)
+    return embedding_text(c);
+  attention_ = true;
+  if (c.at_pos) return attention_at_pos(c);
+  const bool grouped = c.group > 1, backward = c.kind == ir::Call::Kind::AttentionBackward;
+  const long kvh = c.heads / c.group;
+  const long pairs = c.seqs * (grouped && backward ? kvh : c.heads);
+  const std::string count = c.batch ? (pairs == 1 ? std::string("n") : fmt::format("n * {}", pairs)) : std::to_string(pairs);
+  const std::string t = o_.f64 ? "f64" : "f32";
+  // row 0 of pair (s, h) in a buffer [B.., T, H.., w] and its row stride; a view (q, k, v
+  // in place in a fused buffer, ir::Call): at `off`, rows of `row` elements; the key/value
+  // operands at head cannl_g of kvh when grouped
+  auto at = [&](int b, long rows, long width, long off = 0, long row = 0, bool kv = false) {
+    const long heads = kv ? kvh : c.heads;
+    const char* h = kv && grouped ? "cannl_g" : "cannl_h";
+    if (off == 0 && row == 0)
+      return fmt::format("{} + (cannl_s * {} + {}) * {}, {}", name(b), rows * heads, h, width, heads * width);
+    return fmt::format("{} + {} + cannl_s * {} + {} * {}, {}", name(b), off, rows * row, h, width, row);
+  };
+  std::string out = "    {\n";
+  out += fmt::format("        const cannl_attn_dims cannl_d = {{{}, {}, {}, {}, 0, {}, {}, {}}};\n", c.tq, c.tk, c.e,
+                     c.f, c.causal ? 1 : 0, num_double(c.scale), c.window);
+  // threads when the pairs' multiply-adds (half the scores when causal) are worth waking them
+  const long per_pair = std::max(1L, c.tq * std::min(c.tk, c.window > 0 ? c.window : c.tk) * (c.e + c.f) /
+                                         (c.causal && c.window == 0 ? 2 : 1) * (grouped && backward ? c.group : 1));
+  out += "        " + parallel_for(per_pair == 1 ? count : fmt::format("{} * {}", count, per_pair));
+  out += fmt::format("        for (int64_t cannl_p = 0; cannl_p < {}; ++cannl_p) {{\n", count);
+  std::string ind = "            ", lse = fmt::format("{} + cannl_p * {}", name(c.lse), c.tq),
+              delta = backward ? fmt::format("{} + cannl_p * {}", name(c.delta), c.tq) : "";
+  if (!grouped) {
+    out += fmt::format("{}const int64_t cannl_s = cannl_p / {}, cannl_h = cannl_p % {};\n", ind, c.heads, c.heads);
+  } else if (!backward) {
+    out += fmt::format("{}const int64_t cannl_s = cannl_p / {}, cannl_h = cannl_p % {}, cannl_g = cannl_h / {};\n",
+                       ind, c.heads, c.heads, c.group);
+  } else {
+    out += fmt::format("{}const int64_t cannl_s = cannl_p / {}, cannl_g = cannl_p % {};\n", ind, kvh, kvh);
+    out += fmt::format("{}for (int64_t cannl_h = cannl_g * {}; cannl_h < (cannl_g + 1) * {}; ++cannl_h) {{\n", ind,
+                       c.group, c.group);
+    ind += "    ";
+    lse = fmt::format("{} + (cannl_s * {} + cannl_h) * {}", name(c.lse), c.heads, c.tq);
+    delta = fmt::format("{} + (cannl_s * {} + cannl_h) * {}", name(c.delta), c.heads, c.tq);
+  }
+  if (!backward)
+    out += fmt::format("{}cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {});\n", ind, t,
+                       at(c.q, c.tq, c.e, c.q_off, c.q_row), at(c.k, c.tk, c.e, c.k_off, c.k_row, true),
+                       at(c.v, c.tk, c.f, c.v_off, c.v_row, true), at(c.o, c.tq, c.f), lse);
+  else
+    out += fmt::format("{}cannl_attention_backward_{}(&cannl_d, {}, {}, {}, {}, {},\n"
+                       "{}    {}, {}, {}, {}, {});\n",
+                       ind, t, at(c.q, c.tq, c.e, c.q_off, c.q_row), at(c.k, c.tk, c.e, c.k_off, c.k_row, true),
+                       at(c.v, c.tk, c.f, c.v_off, c.v_row, true), at(c.o, c.tq, c.f), at(c.dout, c.tq, c.f), ind,
+                       lse, delta, at(c.dq, c.tq, c.e, c.q_off, c.q_row),
+                       at(c.dk, c.tk, c.e, c.k_off, c.k_row, true), at(c.dv, c.tk, c.f, c.v_off, c.v_row, true));
+  if (grouped && backward) out += "            }\n";
+  return out + "        }\n    }\n";
+}
+
+std::string CEmitter::attention_at_pos(const ir::Call& c) {
+  const std::string t = o_.f64 ? "f64" : "f32";
+  const long kvh = c.heads / c.group;
+  // row `at` of head cannl_h (of key/value head cannl_h / group when kv), with its row stride
+  // when `stride`; a ring's position at its row pos % ring
+  auto row = [&](int b, const std::string& at, long width, long off, long row, bool kv, bool stride = true) {
+    const long heads = kv ? kvh : c.heads;
+    const std::string h = kv && c.group > 1 ? fmt::format("(cannl_h / {})", c.group) : "cannl_h";
+    const std::string r = at == "pos" && buf(b).ring ? fmt::format("(pos % {})", buf(b).ring) : at;
+    if (off == 0 && row == 0)
+      return fmt::format("{} + ({} * {} + {}) * {}", name(b), r, heads, h, width) +
+             (stride ? fmt::format(", {}", heads * width) : "");
+    return fmt::format("{} + {} + {} * {} + {} * {}", name(b), off, r, row, h, width) +
+           (stride ? fmt::format(", {}", row) : "");
+  };
+  std::string out = "    {\n";
+  out += fmt::format("        const cannl_attn_dims cannl_d = {{1, {}, {}, {}, pos, {}, {}, {}}};\n", c.tk, c.e, c.f,
+                     c.causal ? 1 : 0, num_double(c.scale), c.window);
+  out += fmt::format("        for (int64_t cannl_h = 0; cannl_h < {}; ++cannl_h)\n", c.heads);
+  if (c.ring)  // one query: no row strides for q and o
+    out += fmt::format("            cannl_attention_ring_{}(&cannl_d, {}, {}, {}, {}, {} + cannl_h * {} + pos);\n",
+                       t, row(c.q, "pos", c.e, c.q_off, c.q_row, false, false),
+                       row(c.k, "0", c.e, c.k_off, c.k_row, true), row(c.v, "0", c.f, c.v_off, c.v_row, true),
+                       row(c.o, "pos", c.f, 0, 0, false, false), name(c.lse), c.tq);
+  else
+    out += fmt::format("            cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {} + cannl_h * {} + pos);\n",
+                       t, row(c.q, "pos", c.e, c.q_off, c.q_row, false), row(c.k, "0", c.e, c.k_off, c.k_row, true),
+                       row(c.v, "0", c.f, c.v_off, c.v_row, true), row(c.o, "pos", c.f, 0, 0, false), name(c.lse),
+                       c.tq);
+  return out + "    }\n";
+}
+
+std::string CEmitter::embedding_text(const ir::Call& c) {
+  const std::string count = c.batch ? (c.seqs == 1 ? std::string("n") : fmt::format("n * {}", c.seqs)) : std::to_string(c.seqs);
+  std::string out = "    {\n";
+  // the table's element of row cannl_id, column cannl_j (int8 rows times their scale: passes/quantize.h)
+  const bool int8 = int8_unit_ && buf(c.table).int8_row > 0;
+  const std::string elem =
+      int8 ? fmt::format("(real)m->int8.{0}[(int64_t)cannl_id * {1} + cannl_j] * m->int8_scale.{0}[cannl_id]",
+                         name(c.table), c.width)
+           : fmt::format("{}[(int64_t)cannl_id * {} + cannl_j]", name(c.table), c.width);
+  if (c.at_pos) {  // decode: the row of the id at position pos
+    out += fmt::format("        const int32_t cannl_id = {}[pos];\n", name(c.ids));
+    out += fmt::format("        const int cannl_in = cannl_id >= 0 && cannl_id < {};\n", c.rows);
+    out += fmt::format("        for (int64_t cannl_j = 0; cannl_j < {}; ++cannl_j)\n", c.width);
+    out += fmt::format("            {}[pos * {} + cannl_j] = cannl_in ? {} : 0;\n", name(c.o), c.width, elem);
+    return out + "    }\n";
+  }
+  out += fmt::format("        const int64_t cannl_n = {}; /* positions */\n", count);
+  if (c.kind == ir::Call::Kind::EmbeddingForward) {
+    out += "        " + parallel_for(fmt::format("cannl_n * {}", c.width));
+    out += "        for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {\n";
+    out += fmt::format("            const int32_t cannl_id = {}[cannl_p];\n", name(c.ids));
+    out += fmt::format("            const int cannl_in = cannl_id >= 0 && cannl_id < {};\n", c.rows);
+    out += fmt::format("            for (int64_t cannl_j = 0; cannl_j < {}; ++cannl_j)\n", c.width);
+    out += fmt::format("                {}[cannl_p * {} + cannl_j] = cannl_in ? {} : 0;\n", name(c.o), c.width, elem);
+    out += "        }\n";
+  } else {
+    out += "        " + parallel_for(fmt::format("cannl_n * {}", c.width));
+    out += fmt::format("        for (int64_t cannl_b = 0; cannl_b < {}; cannl_b += 64)\n", c.width);
+    out += "            for (int64_t cannl_p = 0; cannl_p < cannl_n; ++cannl_p) {\n";
+    out += fmt::format("                const int32_t cannl_id = {}[cannl_p];\n", name(c.ids));
+    out += fmt::format("                if (cannl_id < 0 || cannl_id >= {}) continue;\n", c.rows);
+    out += fmt::format("                for (int64_t cannl_j = cannl_b; cannl_j < cannl_b + 64 && cannl_j < {}; ++cannl_j)\n",
+                       c.width);
+    out += fmt::format("                    {}[(int64_t)cannl_id * {} + cannl_j] += {}[cannl_p * {} + cannl_j];\n",
+                       name(c.dtable), c.width, name(c.dout), c.width);
+    out += "            }\n";
+  }
+  return out + "    }\n";
+}
+
+std::string CEmitter::grads_final(const ir::Stmt& s) const {
+  std::string out;
+  const ir::Arena& t = p_.layout.training;
+  for (int g : s.grads_final)
+    out += fmt::format("    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, {}, {}); /* {} final */\n",
+                       (t.field[static_cast<size_t>(g)] - t.grads) / elem(), buf(g).elements(), name(g));
+  return out;
+}
+
+std::string CEmitter::update_shard(const ir::Routine& r, const ir::Stmt& s, const std::string& text) const {
+  if (s.update_of == -1) return text;
+  std::string inner;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (i == 0 || text[i - 1] == '\n') inner += "    ";
+    inner += text[i];
+  }
+  if (s.update_of >= 0)
+    return fmt::format("    if (m->update_first <= {0} && {0} < m->update_last) {{\n{1}    }}\n", s.update_of, inner);
+  // The norm's nests (one run of them): under one condition, then the caller's sum, when given.
+  const auto it = std::find_if(r.stmts.begin(), r.stmts.end(), [&](const ir::Stmt& t) { return &t == &s; });
+  const bool first = it == r.stmts.begin() || (it - 1)->update_of != ir::kUpdateNorm;
+  const bool last = it + 1 == r.stmts.end() || (it + 1)->update_of != ir::kUpdateNorm;
+  std::string out = (first ? "    if (m->update_norm_sq < 0) {\n" : "") + inner;
+  if (last)
+    out += fmt::format("    }} else {{\n        {}[0] = (real)m->update_norm_sq;\n    }}\n", name(s.assigns.back().out.buf));
+  return out;
+}
+
+std::string CEmitter::stacked_range(const ir::Routine& r, const ir::Stmt& s, Unit& u, const std::string& first,
+                                    const std::string& last) {
+  const int k = s.update_of, count = s.update_count;
+  ir::Stmt t = s;
+  const ir::Affine& at = t.assigns[0].out.index.at(0);
+  if (!at.is_single_iter()) CANNL_BUG("a stacked update whose instance index is not a loop");
+  t.iters[static_cast<size_t>(at.terms[0].iter)].batch = true;  // run to n, the instances in range
+  std::map<int, std::string> arg_of;
+  std::set<int> bufs;
+  std::set<std::string> unused;
+  stmt_uses(s, bufs, unused);
+  for (int b : bufs) {
+    if (buf(b).stack <= 0) continue;
+    const long slice = buf(b).elements() / buf(b).stack;
+    const std::string from = in_opt_block(b) ? fmt::format("(m->opt_first > {0} ? m->opt_first : {0})", k)
+                                             : std::to_string(k);
+    arg_of[b] = fmt::format("{} + (int64_t)(cannl_lo - {}) * {}", name(b), from, slice);
+  }
+  bool n_used = false;
+  std::string call = kernel_call(r, t, u, n_used, arg_of);
+  std::string inner;
+  for (size_t i = 0; i < call.size(); ++i) {
+    if (i == 0 || call[i - 1] == '\n') inner += "        ";
+    inner += call[i];
+  }
+  return fmt::format("    {{\n"
+                     "        const int32_t cannl_lo = {0} > {2} ? {0} : {2}, cannl_hi = {1} < {3} ? {1} : {3};\n"
+                     "        const int64_t n = cannl_hi - cannl_lo; /* the instances in range */\n"
+                     "        if (n > 0) {{\n{4}        }}\n"
+                     "    }}\n",
+                     first, last, k, k + count, inner);
+}
+
+std::string CEmitter::held_state(const ir::Stmt& s, const std::string& text) {
+  std::string inner;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (i == 0 || text[i - 1] == '\n') inner += "    ";
+    inner += text[i];
+  }
+  return fmt::format("    if (m->opt_first <= {0} && {0} < m->opt_last) {{\n{1}    }}\n", s.update_of, inner);
+}
+
+std::string CEmitter::routine(const ir::Routine& r, Unit& u) {
+  std::set<std::string> scalars;
+  const std::set<int> bufs = routine_buffers(r, scalars);
+  const ir::Arena& a = *u.arena;
+  const bool is_init = r.kind == ir::RoutineKind::Init;
+  const bool no_batch = is_init || r.kind == ir::RoutineKind::TrainUpdate;  // no inputs, no n
+  std::string sig, pro, epi;
+  if (r.kind == ir::RoutineKind::TrainUpdate) {
+    sig = fmt::format("static void {}({} *m)", r.name(), u.state);
+  } else if (is_init) {
+    sig = fmt::format("static void init_params({} *m, uint64_t seed)", u.state);
+    bool rng = false;
+    for (const auto& s : r.stmts) rng |= s.sequential || (s.call && s.call->kind == ir::Call::Kind::BlockInit);
+    pro += rng ? "    cannl_rng rng;\n    cannl_rng_seed(&rng, seed);\n" : "    (void)seed;\n";
+  } else {
+    std::string extra = r.kind == ir::RoutineKind::Forward || r.io.position ? ", real *const outputs[]"
+                        : r.kind == ir::RoutineKind::Eval ? ", double *loss, double metrics[]" : "";
+    const bool loss = r.kind == ir::RoutineKind::TrainStep || r.kind == ir::RoutineKind::TrainGrads;
+    sig = fmt::format("static {} {}({} *m, const real *const inputs[], int64_t {}{})", loss ? "double" : "void",
+                      r.name(), u.state, r.io.position ? "pos" : "n", extra);
+  }
+  bool inputs_used = false, n_used = scalars.count("n") > 0;
+  // The buffers: the caller's inputs, the state's own fields, the work region's.
+  std::vector<std::pair<long, int>> work;
+  std::set<int> touched;  // (a view only kept, a param gradient whose block call writes its stack: not named)
+  {
+    std::set<std::string> unused;
+    for (const auto& s : r.stmts) stmt_uses(s, touched, unused);
+  }
+  for (int b : bufs) {
+    if (int8_unit_ && buf(b).int8_row > 0) continue;  // read as m->int8.<name> (passes/quantize.h)
+    if (buf(b).view_of >= 0 && !touched.count(b) && bufs.count(buf(b).view_of)) continue;
+    if (buf(b).role == ir::Role::Input) {
+      inputs_used = true;
+      const auto k = std::find(p_.inputs.begin(), p_.inputs.end(), b) - p_.inputs.begin();
+      if (buf(b).ids > 0)  // ids: the caller's pointer is to int32_t (cannl_tensor_info.ids)
+        pro += fmt::format("    const int32_t *const {} = (const int32_t *)(const void *)inputs[{}]; /* {} */\n",
+                           name(b), k, shape_comment(b));
+      else
+        pro += fmt::format("    const real *const {} = inputs[{}]; /* {} */\n", name(b), k, shape_comment(b));
+    } else if (a.own[static_cast<size_t>(b)] || (&a == &p_.layout.training && in_opt_block(b))) {
+      pro += fmt::format("    {} *const {} = m->{}; /* {} */\n", ctype(b), name(b), name(b), shape_comment(b));
+    } else {
+      if (a.address(r, b) < 0) CANNL_BUG("a buffer outside the state: " + buf(b).name);
+      work.push_back({a.address(r, b) - a.work, b});
+    }
+  }
+  if (!work.empty()) {
+    std::sort(work.begin(), work.end());
+    pro += work_prologue(r, a, work);
+  }
+  pro += scalar_prologue(r, scalars, x_);
+  if (r.io.position) {  // decode: each output at position pos (passes/decode.cpp: [batch, T, ...])
+    for (size_t k = 0; k < r.io.outputs.size(); ++k) {
+      const auto& b = buf(r.io.outputs[k]);
+      const long per = buffer_size(b, true) / b.dims[1].size;
+      epi += fmt::format("    if (outputs[{0}]) memcpy(outputs[{0}], {1} + pos * {2}, (size_t){2} * sizeof(real));\n", k,
+                         name(r.io.outputs[k]), per);
+    }
+  }
+  if (r.kind == ir::RoutineKind::Forward) {
+    for (size_t k = 0; k < r.io.outputs.size(); ++k) {
+      const auto& b = buf(r.io.outputs[k]);
+      bool batched = !b.dims.empty() && b.dims[0].batch;
+      long per = buffer_size(b, true);
+      n_used |= batched;
+      epi += fmt::format("    memcpy(outputs[{}], {}, (size_t){}{} * sizeof(real));\n", k, name(r.io.outputs[k]),
+                         batched ? "n * " : "", per);
+    }
+    if (r.io.outputs.empty()) epi += "    (void)outputs;\n";
+  }
+  if (r.kind == ir::RoutineKind::Eval) {
+    epi += fmt::format("    *loss = (double){}[0];\n", name(r.io.values[0]));
+    for (size_t k = 1; k < r.io.values.size(); ++k)
+      epi += fmt::format("    metrics[{}] = (double){}[0];\n", k - 1, name(r.io.values[k]));
+    if (r.io.values.size() == 1) epi += "    (void)metrics;\n";
+  }
+  if (r.kind == ir::RoutineKind::TrainStep || r.kind == ir::RoutineKind::TrainGrads) epi += fmt::format("    return (double){}[0];\n", name(r.io.values[0]));
+
+  // Names a matrix product's loops must not take: the routine's locals.
+  std::set<std::string> taken = {"m", "n", "pos", "inputs", "outputs", "loss", "metrics", "work", "seed", "rng"};
+  for (int b : bufs) taken.insert(name(b));
+  for (const auto& s : r.scalars) taken.insert(s.name);
+  std::string body;
+  std::string last;
+  for (const ir::Stmt& s : r.stmts) {
+    std::string text;
+    if (s.call && ir::is_block_call(s.call->kind)) {
+      text = block_call(s, u);
+      n_used = n_used || s.call->kind != ir::Call::Kind::BlockDecode;
       if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
       last = what(s);
-      if (r.kind == ir::RoutineKind::TrainUpdate) text = update_shard(r, s, text);
-      if (is_init && s.update_of >= 0 && !p_.layout.opt_state.param_start.empty()) text = held_state(s, text);
+      body += text;
+      continue;
+    }
+    if (s.call) {
+      text = call_text(*s.call, n_used);
+      if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
+      last = what(s);
       body += text + grads_final(s);
+      continue;
     }
-    if (!no_batch) {
-      if (!inputs_used) pro += "    (void)inputs;\n";
-      if (r.io.position && n_used) CANNL_BUG("the decode routine uses the batch count");
-      if (!n_used && !r.io.position) pro += "    (void)n;\n";
+    if (s.update_count > 1 && (r.kind == ir::RoutineKind::TrainUpdate || is_init)) {
+      // A stacked param's update (its state's zeroing): for the instances of the shard.
+      text = r.kind == ir::RoutineKind::TrainUpdate ? stacked_range(r, s, u, "m->update_first", "m->update_last")
+                                                    : stacked_range(r, s, u, "m->opt_first", "m->opt_last");
+      if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
+      last = what(s);
+      body += text;
+      continue;
     }
-    std::string head = fmt::format("/* routine {} */\n", r.name());
-    // A routine that touches no state (forward of a spec without outputs) still takes it.
-    if (!is_init && (pro + body + epi).find("m->") == std::string::npos) pro = "    (void)m;\n" + pro;
-    return head + sig + " {\n" + pro + body + (epi.empty() ? "" : "\n" + epi) + "}\n";
+    x_.begin_nest(s, taken);
+    text = gemm_nest(s, recognise_contraction(p_, s), taken);
+    if (!text.empty()) {
+      for (const ir::Iter& it : s.iters) n_used = n_used || it.batch;
+    } else {
+      text = kernel_call(r, s, u, n_used);
+    }
+    if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
+    last = what(s);
+    if (r.kind == ir::RoutineKind::TrainUpdate) text = update_shard(r, s, text);
+    if (is_init && s.update_of >= 0 && !p_.layout.opt_state.param_start.empty()) text = held_state(s, text);
+    body += text + grads_final(s);
   }
-};
-
-}  // namespace
+  if (!no_batch) {
+    if (!inputs_used) pro += "    (void)inputs;\n";
+    if (r.io.position && n_used) CANNL_BUG("the decode routine uses the batch count");
+    if (!n_used && !r.io.position) pro += "    (void)n;\n";
+  }
+  std::string head = fmt::format("/* routine {} */\n", r.name());
+  // A routine that touches no state (forward of a spec without outputs) still takes it.
+  if (!is_init && (pro + body + epi).find("m->") == std::string::npos) pro = "    (void)m;\n" + pro;
+  return head + sig + " {\n" + pro + body + (epi.empty() ? "" : "\n" + epi) + "}\n";
+}
 
 std::vector<OutputFile> emit_c(const ir::Program& p, const COptions& opt) { return CEmitter(p, opt).run(); }
 

@@ -117,7 +117,8 @@ const std::set<std::string>& own_names() {
       "loss", "metrics", "seed", "rng", "count", "name", "cap", "all", "path", "err", "what", "on", "lr", "step",
       "schedule", "acc", "v", "base", "work", "argc", "argv", "params", "ok", "slot", "part", "main", "init_params",
       "train_step", "forward", "eval_metrics", "fail", "gemm", "to_device", "to_host", "finish", "host_view",
-      "free_slot", "stage", "inputs_on_device", "release", "state_tensors", "forward_reads",
+      "free_slot", "stage", "inputs_on_device", "release", "state_tensors", "forward_reads", "state_rows",
+      "state_row", "bufs",
       // members of the state structs
       "arena", "gemm_ws", "gemm_slots", "dev", "host", "grads_host", "host_newer", "device_newer", "compute", "copy",
       "blas", "in_host", "in_dev", "staged", "consumed", "staged_ptr", "staged_n", "ready", "next_slot", "scalars",
@@ -208,9 +209,10 @@ CNames c_names(const ir::Program& p) {
   n.used = c_public_names(p);
   for (const ir::Routine& r : p.routines)
     for (const ir::ScalarDef& d : r.scalars) n.used.insert(d.name);
-  // A rolled block's functions (emit/c_emit.cpp): <block>_forward, _backward, _infer, _init.
+  // A rolled block's functions (emit/c_blocks.cpp): <block>_forward, _backward, _infer, _init,
+  // _decode.
   for (const ir::Block& bl : p.blocks)
-    for (const char* half : {"forward", "backward", "infer", "init"}) {
+    for (const char* half : {"forward", "backward", "infer", "init", "decode"}) {
       const std::string id =
           free_name(bl.name + "_" + half, [&](const std::string& x) { return c_reserved(x) || n.used.count(x) > 0; });
       n.used.insert(id);

@@ -34,7 +34,7 @@ std::set<std::string> c_public_names(const ir::Program& p);
 
 struct CNames {
   std::vector<std::string> buffer;  // per buffer
-  // per block of Program::blocks: its forward's, backward's, inference's and init's functions
+  // per block of Program::blocks: its forward's, backward's, inference's, init's and decode's functions
   std::vector<std::string> block;
   std::set<std::string> used;       // everything an internal name must differ from
   // A fresh kernel name for nest `s` (marked used): what it computes and the buffer it writes,

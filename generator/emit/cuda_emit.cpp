@@ -226,7 +226,8 @@ private:
       return "TF32 tensor cores (--precision tf32): operands rounded to TF32, fp32 accumulation;\n"
              " * every buffer stays fp32";
     if (o_.precision == "bf16")
-      return "bf16 tensor cores (--precision bf16): operands rounded to bf16, fp32 accumulation;\n"
+      return std::string("bf16 tensor cores (--precision bf16): operands rounded to bf16, fp32 accumulation") +
+             (attention_tensor_cores() ? " (attention's too)" : "") + ";\n"
              " * every buffer (params, optimiser state, activations) stays fp32, checkpoints interchangeable with fp32 runs'";
     return "fp32 on the CUDA cores (--precision fp32)";
   }
@@ -855,8 +856,16 @@ private:
     routines += head + pro + body + "}\n\n";
   }
 
-  // A kernel call (ir::Call): attention through runtime-lib/cuda/cannl_attention.cuh, one warp
-  // per query (forward, dq) or key (dk, dv) row, every sequence and head at once.
+  // Whether attention takes cannl_attention.cuh's tensor-core kernels (bf16 operands, fp32
+  // accumulation and softmax: the launchers' TensorCores argument) as the products of
+  // --precision bf16 do; fp32, tf32 and f64 keep the tiled fp32 (f64) kernels. The one switch,
+  // off until a GPU has run them (runtime.attention_cuda, the gpu-check's attention timing):
+  // they are checked on the CPU stand-in only.
+  static constexpr bool kAttentionTensorCores = false;
+  bool attention_tensor_cores() const { return kAttentionTensorCores && !o_.f64 && o_.precision == "bf16"; }
+
+  // A kernel call (ir::Call): attention through runtime-lib/cuda/cannl_attention.cuh, tiles of
+  // query (forward, dq) or key (dk, dv) rows, every sequence and head at once.
   std::string call_text(const ir::Call& c) {
     if (c.kind == ir::Call::Kind::EmbeddingForward || c.kind == ir::Call::Kind::EmbeddingBackward)
       return embedding_text(c);
@@ -875,8 +884,9 @@ private:
     const std::string tail = c.group > 1 || c.window > 0 ? fmt::format(", {}, {}", c.group, c.window) : "";
     const std::string seqs = c.batch ? (c.seqs == 1 ? std::string("(int)n") : fmt::format("(int)(n * {})", c.seqs))
                                      : std::to_string(c.seqs);
-    const std::string head = fmt::format("<real, {}, {}>(stream_, {}, {}, {}, {}, 0, {}, (real){}, ", c.e, c.f, seqs,
-                                         c.heads, c.tq, c.tk, c.causal ? 1 : 0, num_double(c.scale));
+    const std::string head = fmt::format("<real, {}, {}{}>(stream_, {}, {}, {}, {}, 0, {}, (real){}, ", c.e, c.f,
+                                         attention_tensor_cores() ? ", true" : "", seqs, c.heads, c.tq, c.tk,
+                                         c.causal ? 1 : 0, num_double(c.scale));
     std::string out;
     if (c.kind == ir::Call::Kind::AttentionForward)
       out = fmt::format("    cannl_attention_forward{}{}, {}, {}, {}, {}{});\n", head,

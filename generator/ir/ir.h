@@ -548,9 +548,10 @@ struct Block {
   std::vector<Stmt> forward;  // the body's nests as lowering made them (of every routine)
   // The bodies, routines of kinds BlockTrain (autodiff makes it; only the forward nests, no
   // barrier, when nothing differentiates the block), BlockInfer and BlockInit
-  // (routine assembly), empty when none; BlockNorm and BlockDecode are for the optimiser and
-  // the decode pass, which do not make them yet. The passes run over each once (ir.h
-  // all_routines). Their interface's `kept` lists the formals they write.
+  // (routine assembly) and BlockDecode (the decode pass: the inference body at one position,
+  // its keys and values in cache formals), empty when none; BlockNorm is for the optimiser,
+  // which does not make it yet. The passes run over each once (ir.h all_routines). Their
+  // interface's `kept` lists the values they carry out.
   Routine train = {RoutineKind::BlockTrain}, infer = {RoutineKind::BlockInfer}, init = {RoutineKind::BlockInit},
           norm = {RoutineKind::BlockNorm}, decode = {RoutineKind::BlockDecode};
   // The training body's locals used on both sides of its barrier (the saved activations),
@@ -592,7 +593,8 @@ struct Program {
   Layout layout;             // set by passes/plan_layout.cpp
   long int8_bytes = 0;       // the forward-only state's int8 block (passes/quantize.h; 0: none)
   // Rolled repeat blocks (lower/roll.h), with their bodies; the unroll bridge
-  // (ir/unroll_blocks.h) empties it after the passes up to plan_blocks (driver/compile.cpp).
+  // (ir/unroll_blocks.h) empties it after the passes up to plan_blocks for the CUDA target and
+  // --quantize int8 (driver/compile.cpp).
   std::vector<Block> blocks;
   int find(const std::string& name) const;  // buffer index or -1
   // `base`, or base2, base3 ...: a name no buffer of the program (block -1) or of block `block`'s

@@ -145,12 +145,8 @@ std::vector<int> drop_blocks(Program& p, const std::vector<std::vector<Stmt>*>& 
   return drop(p, lists, body_end, {});
 }
 
-void unroll_routines(Program& p, bool keep_training) {
+void unroll_routines(Program& p) {
   if (p.blocks.empty()) return;
-  auto kept = [&](const Routine& r) {
-    return keep_training && (r.kind == RoutineKind::TrainStep || r.kind == RoutineKind::TrainGrads ||
-                             r.kind == RoutineKind::Eval || r.kind == RoutineKind::Init);
-  };
   const size_t made = p.buffers.size();
   std::set<std::string> names;
   for (const Buffer& b : p.buffers)
@@ -185,21 +181,7 @@ void unroll_routines(Program& p, bool keep_training) {
     return b;
   };
   std::set<int> slots;  // buffers of carried values, replaced by the instances' own
-  bool calls_left = false;
-  std::set<const Routine*> still_run;  // the bodies the calls kept run
   for (Routine& r : p.routines) {
-    if (keep_training && r.kind == RoutineKind::Forward)  // (the driver gives forward its calls back after decode)
-      for (const Stmt& s : r.stmts)
-        if (s.call && is_block_call(s.call->kind))
-          still_run.insert(&body_of(p.blocks[static_cast<size_t>(s.call->block)], s.call->kind));
-    if (kept(r)) {
-      for (const Stmt& s : r.stmts)
-        if (s.call && is_block_call(s.call->kind)) {
-          calls_left = true;
-          still_run.insert(&body_of(p.blocks[static_cast<size_t>(s.call->block)], s.call->kind));
-        }
-      continue;
-    }
     std::vector<Stmt> out;
     for (Stmt& s : r.stmts) {
       if (!s.call || !is_block_call(s.call->kind)) {
@@ -260,24 +242,7 @@ void unroll_routines(Program& p, bool keep_training) {
     }
     r.stmts = std::move(out);
   }
-  if (!calls_left) {
-    drop(p, {}, made, slots);
-    return;
-  }
-  // The training routines still call the blocks: the blocks and their buffers stay; the bodies
-  // no call runs any more are emptied (the buffers only they used stay, unused).
-  for (Block& bl : p.blocks) {
-    if (!bl.train.offsets.empty()) bl.train.offsets.resize(p.buffers.size(), -1);  // (the new buffers: not its)
-    for (Routine* r : {&bl.infer, &bl.init, &bl.norm, &bl.decode}) {
-      if (still_run.count(r)) {
-        if (!r->offsets.empty()) r->offsets.resize(p.buffers.size(), -1);
-        continue;
-      }
-      r->stmts.clear();
-      r->offsets.clear();
-      r->arena_bytes = 0;
-    }
-  }
+  drop(p, {}, made, slots);
 }
 
 }  // namespace cannl::ir

@@ -30,13 +30,6 @@
 // program autodiff makes without rolling, up to buffer names and the place of zero fills
 // (each instance's gradients zeroed at the start of its backward: the same values), its
 // params and param gradients stacked.
-//
-// With keep_training (the C target, whose emitter prints block functions: emit/c_emit.cpp),
-// train_step, train_grads, eval_metrics and init keep their block calls, and the blocks, their body
-// buffers, the stacks of saved activations and of carried values and the scratch buffers stay;
-// the other routines are unrolled as above (their instances' buffers appended; forward for the
-// decode pass, which reads its nests: the driver gives it its calls back after that pass, so
-// its inference body stays), and the bodies no call runs any more (norm, decode) are emptied.
 #pragma once
 
 #include <vector>
@@ -47,6 +40,6 @@ namespace cannl::ir {
 
 std::vector<size_t> unroll_calls(Program& p, std::vector<Stmt>& nests);
 std::vector<int> drop_blocks(Program& p, const std::vector<std::vector<Stmt>*>& lists);
-void unroll_routines(Program& p, bool keep_training = false);
+void unroll_routines(Program& p);
 
 }  // namespace cannl::ir

@@ -1,7 +1,7 @@
 // decode.cpp — the decode routine of generation (contract v1 §6): one new position per call.
 //
-// Takes: a Program after fusion and dce (before memory planning), whose forward routine
-// reads exactly one input, integer ids [batch, T], and has causal attention over it.
+// Takes: a Program after fusion, dce and plan_blocks (before memory planning), whose forward
+// routine reads exactly one input, integer ids [batch, T], and has causal attention over it.
 // Guarantees: when every nest of forward that the first output needs is per position — it
 // computes each position of the sequence from that position's values only, but for causal
 // attention, which reads the keys and values of the positions up to its query's — a routine
@@ -20,9 +20,19 @@
 //     aside).
 // A zero_first sum writing a cache (a projection straight into the fused qkv buffer) becomes a
 // fill of the position's cells and the accumulation.
+// A rolled repeat block that forward calls (its inference body, Call::Kind::BlockInfer) is
+// analysed once, on its body: each formal per position at its actual's axis, the values it
+// carries out at the axis of those it carries in. Its decode body (Block::decode, kind
+// BlockDecode) is the inference body's nests at one position as above, its attention's keys
+// and values in cache formals `<k>_cache` [1, T, ...] that the decode routine's call of the
+// block (Call::Kind::BlockDecode, the inference call's bindings) binds to one stack of every
+// instance's cache, `<block>_<k>_cache` [count, 1, T, ...] (Role::Cache), instance l's at slot
+// l. The decode bodies are planned as plan_blocks plans the others (plan_block_body).
 // A model that is not a causal language model of this form gets no decode routine (nothing
 // changes); so does one where a nest mixes positions otherwise (a sum over positions, a shift)
 // or reads the batch count.
+#include <algorithm>
+#include <fmt/format.h>
 #include <map>
 
 #include "passes/pipeline.h"
@@ -35,7 +45,15 @@ namespace {
 struct Plan {
   long T = 0;
   std::vector<int> seqdim;       // per buffer: the axis holding the position, or -1
-  std::map<int, int> cache_of;   // attention k/v buffer -> its cache
+  std::map<int, int> cache_of;   // attention k/v buffer -> its cache (a body's: a formal of the body)
+  std::map<int, int> stack_of;   // a body's cache formal -> the stack of every instance's cache
+  // A rolled block's inference body called by forward: the nests decode runs, each one's
+  // sequence loop (by body nest).
+  struct Body {
+    std::vector<size_t> keep;
+    std::vector<int> seq_iter;
+  };
+  std::map<int, Body> bodies;    // by block
 };
 
 bool single(const ir::Affine& a, int it) { return a.is_single_iter() && a.terms[0].iter == it; }
@@ -170,31 +188,92 @@ ir::ExprP rename(const ir::ExprP& e, const std::map<int, int>& to) {
   return changed ? std::make_shared<const ir::Expr>(std::move(c)) : e;
 }
 
-// The decode routine of p, its caches added to p.buffers; false (p.buffers as they were
-// but for caches to drop) when the model has none.
-bool build(ir::Program& p, ir::Routine& dec) {
-  const ir::Routine* fwd = p.routine(ir::RoutineKind::Forward);
-  if (!fwd || fwd->io.outputs.empty()) return false;
-  // The one input forward reads: ids [batch, T].
-  std::set<int> read;
-  for (const ir::Stmt& s : fwd->stmts)
-    for (int b : passes::reads(s))
-      if (p.buffers[static_cast<size_t>(b)].role == ir::Role::Input) read.insert(b);
-  if (read.size() != 1) return false;
-  const int tokens = *read.begin();
-  const ir::Buffer& tb = p.buffers[static_cast<size_t>(tokens)];
-  if (tb.ids <= 0 || tb.dims.size() != 2 || !tb.dims[0].batch) return false;
-  Plan pl;
-  pl.T = tb.dims[1].size;
-  pl.seqdim.assign(p.buffers.size(), -1);
-  pl.seqdim[static_cast<size_t>(tokens)] = 1;
-  const std::vector<size_t> keep = needed(fwd->stmts, {fwd->io.outputs[0]});
-  bool causal = false;
-  std::vector<int> seq_iter(fwd->stmts.size(), -1);
+// A cache for attention operand b (k or v): `<b>_cache`, [1, T, ...] (a ring of the last
+// `ring` positions when > 0). In a block's body (block >= 0), a formal of the body, and the
+// stack of every instance's `<block>_<b>_cache` [count, 1, T, ...] (Plan::stack_of) that
+// the decode call binds it to.
+int make_cache(ir::Program& p, Plan& pl, int b, long ring, int block) {
+  ir::Buffer cb = p.buffers[static_cast<size_t>(b)];
+  cb.name = p.unique_name(cb.name + "_cache", block);
+  cb.role = ir::Role::Cache;
+  cb.dims[0] = ir::Dim{1, false};
+  if (ring) cb.dims[1] = ir::Dim{ring, false}, cb.ring = ring;
+  cb.state_name.clear();
+  cb.tensor = -1;
+  cb.formal = block >= 0;
+  const int c = static_cast<int>(p.buffers.size());
+  pl.cache_of[b] = c;
+  if (block >= 0) {
+    ir::Block& bl = p.blocks[static_cast<size_t>(block)];
+    ir::Buffer st = cb;
+    st.name = p.unique_name(bl.name + "_" + cb.name);
+    st.dims.insert(st.dims.begin(), ir::Dim{bl.count, false});
+    st.block = -1;
+    st.formal = false;
+    st.ring = 0;
+    st.shape = fmt::format("{} of each instance of block {}", cb.name, bl.name);
+    bl.formals.push_back(c);
+    p.buffers.push_back(std::move(cb));
+    pl.seqdim.push_back(1);
+    pl.stack_of[c] = static_cast<int>(p.buffers.size());
+    p.buffers.push_back(std::move(st));
+    pl.seqdim.push_back(2);
+  } else {
+    p.buffers.push_back(std::move(cb));
+    pl.seqdim.push_back(1);
+  }
+  return c;
+}
+
+// Whether the nests `keep` of `nests` (forward's, or block `block`'s inference body's) are
+// per position, each nest's sequence loop in seq_iter; their attention's keys and values
+// given caches (Plan::cache_of); a block call's body analysed likewise (Plan::bodies).
+bool analyse(ir::Program& p, Plan& pl, const std::vector<ir::Stmt>& nests, const std::vector<size_t>& keep,
+             std::vector<int>& seq_iter, bool& causal, int block);
+
+// A rolled block's inference call (ir::Call::Kind::BlockInfer) per position: each formal's
+// sequence axis that of its actual (the carried-in value's, a shared buffer's), the body's
+// nests that the values it carries out need analysed, then the values carried out (the next
+// instance's carried in, the block's last) per position at the same axis.
+bool analyse_block(ir::Program& p, Plan& pl, const ir::Call& c, bool& causal) {
+  if (c.kind != ir::Call::Kind::BlockInfer || pl.bodies.count(c.block)) return false;
+  const ir::Routine& body = p.blocks[static_cast<size_t>(c.block)].infer;
+  if (body.stmts.empty()) return false;
+  for (const ir::Binding& bd : c.binds) {
+    const int a = bd.first >= 0 ? bd.first : bd.stride == 0 && bd.modulo == 0 && bd.shift == 0 ? bd.buf : -1;
+    if (a >= 0) pl.seqdim[static_cast<size_t>(bd.formal)] = pl.seqdim[static_cast<size_t>(a)];
+  }
+  std::set<int> targets;
+  for (const ir::Stmt& s : body.stmts)
+    for (int w : passes::writes(s))
+      if (p.buffers[static_cast<size_t>(w)].formal) targets.insert(w);
+  Plan::Body& bp = pl.bodies[c.block];
+  bp.keep = needed(body.stmts, targets);
+  bp.seq_iter.assign(body.stmts.size(), -1);
+  if (!analyse(p, pl, body.stmts, bp.keep, bp.seq_iter, causal, c.block)) return false;
+  for (const auto& [in, out] : p.blocks[static_cast<size_t>(c.block)].carried)
+    if (pl.seqdim[static_cast<size_t>(in)] != pl.seqdim[static_cast<size_t>(out)]) return false;
+  for (const ir::Binding& bd : c.binds) {
+    if (!targets.count(bd.formal)) continue;
+    const int a = bd.last >= 0 ? bd.last : bd.stride == 0 && bd.modulo == 0 && bd.shift == 0 ? bd.buf : -1;
+    if (a < 0) continue;
+    int& known = pl.seqdim[static_cast<size_t>(a)];
+    if (known >= 0 && known != pl.seqdim[static_cast<size_t>(bd.formal)]) return false;
+    known = pl.seqdim[static_cast<size_t>(bd.formal)];
+  }
+  return true;
+}
+
+bool analyse(ir::Program& p, Plan& pl, const std::vector<ir::Stmt>& nests, const std::vector<size_t>& keep,
+             std::vector<int>& seq_iter, bool& causal, int block) {
   for (size_t i : keep) {
-    const ir::Stmt& s = fwd->stmts[i];
+    const ir::Stmt& s = nests[i];
     if (s.call) {
       const ir::Call& c = *s.call;
+      if (ir::is_block_call(c.kind)) {
+        if (block >= 0 || !analyse_block(p, pl, c, causal)) return false;
+        continue;
+      }
       auto per_pos = [&](int b, long width_dims) {
         const auto& d = p.buffers[static_cast<size_t>(b)].dims;
         return pl.seqdim[static_cast<size_t>(b)] == 1 && d.size() == static_cast<size_t>(2 + width_dims);
@@ -218,16 +297,9 @@ bool build(ir::Program& p, ir::Routine& dec) {
             if (p.buffers[static_cast<size_t>(pl.cache_of[b])].ring != ring) return false;  // two windows: not yet
             continue;
           }
-          ir::Buffer cb = p.buffers[static_cast<size_t>(b)];
-          cb.name += "_cache";
-          cb.role = ir::Role::Cache;
-          cb.dims[0] = ir::Dim{1, false};
-          if (ring) cb.dims[1] = ir::Dim{ring, false}, cb.ring = ring;
-          cb.state_name.clear();
-          cb.tensor = -1;
-          pl.cache_of[b] = static_cast<int>(p.buffers.size());
-          p.buffers.push_back(std::move(cb));
-          pl.seqdim.push_back(1);
+          // (a formal of the body: its actual's values are not the instance's alone)
+          if (p.buffers[static_cast<size_t>(b)].formal) return false;
+          make_cache(p, pl, b, ring, block);
         }
       } else {
         return false;
@@ -238,16 +310,110 @@ bool build(ir::Program& p, ir::Routine& dec) {
     if (!nest_seq_iter(p, s, pl, seq)) return false;
     seq_iter[i] = seq;
   }
-  if (!causal || pl.seqdim[static_cast<size_t>(fwd->io.outputs[0])] != 1) return false;
   // A cache written by a zero_first nest would be filled whole, not at one position: a sum
   // (a projection straight into a fused qkv buffer) becomes a fill at the position and the
-  // accumulation (below); another reduction gets no decode routine.
+  // accumulation (at_position); another reduction gets no decode routine.
   for (size_t i : keep) {
-    const ir::Stmt& s = fwd->stmts[i];
+    const ir::Stmt& s = nests[i];
     if (s.call || !s.zero_first) continue;
     for (int w : passes::writes(s))
       if (pl.cache_of.count(w) && !(s.single() && s.assigns[0].accum == ir::Accum::Add)) return false;
   }
+  return true;
+}
+
+// Nest s (of forward, or of a block's inference body) at one position of one sequence, its
+// keys and values in their caches, appended to `out`.
+void at_position(const ir::Program& p, const Plan& pl, ir::Stmt s, int seq, std::vector<ir::Stmt>& out) {
+  if (s.call) {
+    ir::Call& c = *s.call;
+    c.batch = false;
+    c.at_pos = true;
+    for (int* b : {&c.q, &c.k, &c.v}) {  // q too when it is k (attention(x, x, x))
+      auto it = pl.cache_of.find(*b);
+      if (it != pl.cache_of.end()) *b = it->second;
+    }
+    if (c.kind == ir::Call::Kind::AttentionForward && p.buffers[static_cast<size_t>(c.k)].ring)
+      c.ring = true, c.tk = p.buffers[static_cast<size_t>(c.k)].ring;
+  } else {
+    for (size_t k = 0; k < s.iters.size(); ++k) {
+      ir::Iter& it = s.iters[k];
+      if (it.batch) it = ir::Iter{it.name, 1, false, false};
+      if (static_cast<int>(k) == seq) it = ir::Iter{it.name, 1, false, true};
+    }
+    for (ir::Assign& a : s.assigns) {
+      rename(a.out, pl.cache_of);
+      a.body = rename(a.body, pl.cache_of);
+    }
+    if (s.product) {
+      rename(s.product->a, pl.cache_of);
+      rename(s.product->b, pl.cache_of);
+    }
+    if (s.scaled_sum) s.scaled_sum->summand = rename(s.scaled_sum->summand, pl.cache_of);
+    if (s.zero_first && p.buffers[static_cast<size_t>(s.assigns[0].out.buf)].role == ir::Role::Cache) {
+      out.push_back(fill_at_pos(s));
+      s.zero_first = false;
+    }
+  }
+  out.push_back(std::move(s));
+}
+
+// A block's decode call: its decode body (Block::decode) made from its inference body's nests
+// at one position, the call binding each cache formal to its stack.
+ir::Stmt block_decode(ir::Program& p, const Plan& pl, const ir::Stmt& s) {
+  ir::Stmt d = s;
+  ir::Call& c = *d.call;
+  ir::Block& bl = p.blocks[static_cast<size_t>(c.block)];
+  const Plan::Body& bp = pl.bodies.at(c.block);
+  bl.decode = ir::Routine{ir::RoutineKind::BlockDecode};
+  bl.decode.io.position = true;
+  bl.decode.io.seq_len = pl.T;
+  bl.decode.io.kept = bl.infer.io.kept;
+  for (size_t i : bp.keep) at_position(p, pl, bl.infer.stmts[i], bp.seq_iter[i], bl.decode.stmts);
+  c.kind = ir::Call::Kind::BlockDecode;
+  if (c.scratch >= 0) {  // (the inference body's: plan_block_body gives the decode body its own)
+    c.writes.erase(std::remove(c.writes.begin(), c.writes.end(), c.scratch), c.writes.end());
+    c.scratch = -1;
+  }
+  for (const auto& [formal, stack] : pl.stack_of) {
+    if (p.buffers[static_cast<size_t>(formal)].block != c.block) continue;
+    ir::Binding bd;
+    bd.formal = formal;
+    bd.buf = stack;
+    bd.stride = p.buffers[static_cast<size_t>(formal)].elements();
+    c.binds.push_back(bd);
+    c.reads.push_back(stack);  // (the positions before: what the earlier calls wrote)
+    c.writes.push_back(stack);
+  }
+  d.what = fmt::format("block {} (instances {}..{}) at position pos, keys and values cached", bl.name, bl.first,
+                       bl.first + bl.count - 1);
+  return d;
+}
+
+// The decode routine of p, its caches added to p.buffers (and its blocks' decode bodies);
+// false (p.buffers as they were but for caches to drop, the blocks' formals for cache formals
+// to drop) when the model has none.
+bool build(ir::Program& p, ir::Routine& dec) {
+  const ir::Routine* fwd = p.routine(ir::RoutineKind::Forward);
+  if (!fwd || fwd->io.outputs.empty()) return false;
+  // The one input forward reads: ids [batch, T].
+  std::set<int> read;
+  for (const ir::Stmt& s : fwd->stmts)
+    for (int b : passes::reads(s))
+      if (p.buffers[static_cast<size_t>(b)].role == ir::Role::Input) read.insert(b);
+  if (read.size() != 1) return false;
+  const int tokens = *read.begin();
+  const ir::Buffer& tb = p.buffers[static_cast<size_t>(tokens)];
+  if (tb.ids <= 0 || tb.dims.size() != 2 || !tb.dims[0].batch) return false;
+  Plan pl;
+  pl.T = tb.dims[1].size;
+  pl.seqdim.assign(p.buffers.size(), -1);
+  pl.seqdim[static_cast<size_t>(tokens)] = 1;
+  const std::vector<size_t> keep = needed(fwd->stmts, {fwd->io.outputs[0]});
+  bool causal = false;
+  std::vector<int> seq_iter(fwd->stmts.size(), -1);
+  if (!analyse(p, pl, fwd->stmts, keep, seq_iter, causal, -1)) return false;
+  if (!causal || pl.seqdim[static_cast<size_t>(fwd->io.outputs[0])] != 1) return false;
 
   dec.kind = ir::RoutineKind::Decode;
   dec.io.position = true;
@@ -255,52 +421,36 @@ bool build(ir::Program& p, ir::Routine& dec) {
   dec.io.ids = tokens;
   dec.io.outputs = {fwd->io.outputs[0]};
   for (size_t i : keep) {
-    ir::Stmt s = fwd->stmts[i];
-    if (s.call) {
-      ir::Call& c = *s.call;
-      c.batch = false;
-      c.at_pos = true;
-      for (int* b : {&c.q, &c.k, &c.v}) {  // q too when it is k (attention(x, x, x))
-        auto it = pl.cache_of.find(*b);
-        if (it != pl.cache_of.end()) *b = it->second;
-      }
-      if (c.kind == ir::Call::Kind::AttentionForward && p.buffers[static_cast<size_t>(c.k)].ring)
-        c.ring = true, c.tk = p.buffers[static_cast<size_t>(c.k)].ring;
-    } else {
-      for (size_t k = 0; k < s.iters.size(); ++k) {
-        ir::Iter& it = s.iters[k];
-        if (it.batch) it = ir::Iter{it.name, 1, false, false};
-        if (static_cast<int>(k) == seq_iter[i]) it = ir::Iter{it.name, 1, false, true};
-      }
-      for (ir::Assign& a : s.assigns) {
-        rename(a.out, pl.cache_of);
-        a.body = rename(a.body, pl.cache_of);
-      }
-      if (s.product) {
-        rename(s.product->a, pl.cache_of);
-        rename(s.product->b, pl.cache_of);
-      }
-      if (s.scaled_sum) s.scaled_sum->summand = rename(s.scaled_sum->summand, pl.cache_of);
-      if (s.zero_first && p.buffers[static_cast<size_t>(s.assigns[0].out.buf)].role == ir::Role::Cache) {
-        dec.stmts.push_back(fill_at_pos(s));
-        s.zero_first = false;
-      }
-    }
-    dec.stmts.push_back(std::move(s));
+    const ir::Stmt& s = fwd->stmts[i];
+    if (s.call && ir::is_block_call(s.call->kind))
+      dec.stmts.push_back(block_decode(p, pl, s));
+    else
+      at_position(p, pl, s, seq_iter[i], dec.stmts);
   }
   return true;
 }
 
 }  // namespace
 
-void make_decode(ir::Program& p, const PassOptions&) {
+void make_decode(ir::Program& p, const PassOptions& o) {
   if (p.routine(ir::RoutineKind::Decode)) return;
   const size_t buffers = p.buffers.size();
+  std::vector<size_t> formals;
+  for (const ir::Block& bl : p.blocks) formals.push_back(bl.formals.size());
   ir::Routine dec;
-  if (build(p, dec))
-    p.routines.push_back(std::move(dec));
-  else
+  if (!build(p, dec)) {
     p.buffers.resize(buffers);
+    for (size_t k = 0; k < p.blocks.size(); ++k) {
+      p.blocks[k].formals.resize(formals[k]);
+      p.blocks[k].decode = ir::Routine{ir::RoutineKind::BlockDecode};
+    }
+    return;
+  }
+  p.routines.push_back(std::move(dec));
+  // The decode bodies planned as plan_blocks plans the others (it ran before), their calls
+  // given their scratch.
+  for (size_t k = 0; k < p.blocks.size(); ++k)
+    if (!p.blocks[k].decode.stmts.empty()) plan_block_body(p, static_cast<int>(k), p.blocks[k].decode, o);
 }
 
 }  // namespace cannl

@@ -59,6 +59,9 @@ void hoist_divisions(ir::Program& p, const PassOptions& o);
 void dce(ir::Program& p, const PassOptions& o);
 void make_decode(ir::Program& p, const PassOptions& o);
 void plan_blocks(ir::Program& p, const PassOptions& o);
+// plan_blocks' work for one body of block k made after it (decode's): its locals planned, and
+// the calls running it given their scratch.
+void plan_block_body(ir::Program& p, int k, ir::Routine& body, const PassOptions& o);
 void plan_memory(ir::Program& p, const PassOptions& o);
 // plan_memory's plan of one routine: the buffers `planned` accepts, each at an offset of the
 // routine's arena (Routine::offsets, arena_bytes); sharing bytes where lifetimes allow when

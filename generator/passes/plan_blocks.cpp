@@ -1,9 +1,10 @@
 // plan_blocks.cpp — rolled repeat blocks: saved activations and the bodies' scratch.
 //
 // Takes: a Program after the passes that rewrite nests, its blocks' bodies (ir.h Block) run by
-// calls of the routines (decode runs after it: it does not make decode bodies yet, and the
-// unroll bridge before it, driver/compile.cpp, expands every block call for now, each saved
-// activation and local an instance's own buffer). Guarantees, for each block:
+// calls of the routines (decode runs after it and plans the decode bodies it makes with
+// plan_block_body; the unroll bridge of the CUDA target and of --quantize int8 after it,
+// driver/compile.cpp, expands every block call, each saved activation and local an instance's
+// own buffer). Guarantees, for each block:
 //   - saved activations: the locals of its training body used on both sides of the barrier
 //     (what an instance's backward half reads of its forward half) are listed in
 //     Block::saved, and each gets a stack `<block>_<name>` [count, dims...] (a computed buffer
@@ -79,64 +80,84 @@ void saved_activations(ir::Program& p, int k) {
   }
 }
 
-}  // namespace
-
-void plan_blocks(ir::Program& p, const PassOptions& o) {
+// Body `body` of block k planned: its locals at offsets of its own arena.
+void plan_body(ir::Program& p, int k, ir::Routine& body, const PassOptions& o) {
+  if (body.stmts.empty()) return;
   const PassInfo* pm = find_pass("plan_memory");
   const bool share = pm && pass_runs(*pm, o);
+  const ir::Block& bl = p.blocks[static_cast<size_t>(k)];
+  const std::set<int> saved(bl.saved.begin(), bl.saved.end());
+  const bool train = &body == &bl.train;
+  plan_routine(p, body, o, [&](int b) {
+    const ir::Buffer& x = p.buffers[static_cast<size_t>(b)];
+    return x.block == k && !x.formal && x.role != ir::Role::Cache && !(train && saved.count(b));
+  }, share, true);
+}
+
+// The scratch of each call of block k (of body `only`'s calls when not null): the extent of
+// the locals of the half it runs.
+void block_scratch(ir::Program& p, int k, const PassOptions& o, const ir::Routine* only) {
+  std::map<ir::Call::Kind, int> scratch;
+  for (ir::Routine& r : p.routines)
+    for (ir::Stmt& x : r.stmts) {
+      if (!x.call || !ir::is_block_call(x.call->kind) || x.call->block != k) continue;
+      ir::Call& c = *x.call;
+      const ir::Block& b = p.blocks[static_cast<size_t>(k)];
+      const ir::Routine& body = ir::body_of(b, c.kind);
+      if (only && &body != only) continue;
+      const auto [lo, hi] = ir::body_span(b, c.kind);
+      std::set<int> used;
+      for (size_t i = lo; i < hi; ++i) touched(body.stmts[i], used);
+      long extent = 0;  // per example: the body's locals all scale with the state's cap
+      for (int u : used)
+        if (body.planned(u))
+          extent = std::max(extent, body.example_offset(u, p.max_batch) +
+                                        plan_unit_bytes(p.buffers[static_cast<size_t>(u)], o));
+      if (extent == 0) continue;
+      auto it = scratch.find(c.kind);
+      if (it == scratch.end()) {
+        ir::Buffer s;
+        // "block_forward" -> "forward"
+        const std::string half = std::string(ir::call_name(c.kind)).substr(6);
+        s.name = p.unique_name(b.name + "_" + half + "_scratch");
+        s.role = ir::Role::Temp;
+        s.dims = {ir::Dim{p.max_batch, true}, ir::Dim{(extent + o.elem_bytes - 1) / o.elem_bytes, false}};
+        s.shape = fmt::format("the locals of block {}'s {} body, one instance at a time", b.name, half);
+        p.buffers.push_back(std::move(s));
+        it = scratch.emplace(c.kind, static_cast<int>(p.buffers.size()) - 1).first;
+      } else {
+        ir::Buffer& s = p.buffers[static_cast<size_t>(it->second)];
+        s.dims[1].size = std::max(s.dims[1].size, (extent + o.elem_bytes - 1) / o.elem_bytes);
+      }
+      c.scratch = it->second;
+      c.writes.push_back(it->second);  // (each instance writes its locals before it reads them)
+    }
+}
+
+// The bodies' plans cover every buffer (new ones included).
+void cover_buffers(ir::Program& p) {
+  for (ir::Block& bl : p.blocks)
+    for (ir::Routine* r : {&bl.train, &bl.infer, &bl.init, &bl.norm, &bl.decode})
+      if (!r->offsets.empty()) r->offsets.resize(p.buffers.size(), -1);
+}
+
+}  // namespace
+
+void plan_block_body(ir::Program& p, int k, ir::Routine& body, const PassOptions& o) {
+  plan_body(p, k, body, o);
+  block_scratch(p, k, o, &body);
+  cover_buffers(p);
+}
+
+void plan_blocks(ir::Program& p, const PassOptions& o) {
   for (size_t k = 0; k < p.blocks.size(); ++k) {
     const int bk = static_cast<int>(k);
     saved_activations(p, bk);
     ir::Block& bl = p.blocks[k];
-    const std::set<int> saved(bl.saved.begin(), bl.saved.end());
-    for (ir::Routine* r : {&bl.train, &bl.infer, &bl.init, &bl.norm, &bl.decode}) {
-      if (r->stmts.empty()) continue;
-      const bool train = r == &bl.train;
-      plan_routine(p, *r, o, [&](int b) {
-        const ir::Buffer& x = p.buffers[static_cast<size_t>(b)];
-        return x.block == bk && !x.formal && x.role != ir::Role::Cache && !(train && saved.count(b));
-      }, share, true);
-    }
-    // Each call's scratch: the extent of the locals of the half it runs.
-    std::map<ir::Call::Kind, int> scratch;
-    for (ir::Routine& r : p.routines)
-      for (ir::Stmt& x : r.stmts) {
-        if (!x.call || !ir::is_block_call(x.call->kind) || x.call->block != bk) continue;
-        ir::Call& c = *x.call;
-        const ir::Block& b = p.blocks[k];
-        const ir::Routine& body = ir::body_of(b, c.kind);
-        const auto [lo, hi] = ir::body_span(b, c.kind);
-        std::set<int> used;
-        for (size_t i = lo; i < hi; ++i) touched(body.stmts[i], used);
-        long extent = 0;  // per example: the body's locals all scale with the state's cap
-        for (int u : used)
-          if (body.planned(u))
-            extent = std::max(extent, body.example_offset(u, p.max_batch) +
-                                          plan_unit_bytes(p.buffers[static_cast<size_t>(u)], o));
-        if (extent == 0) continue;
-        auto it = scratch.find(c.kind);
-        if (it == scratch.end()) {
-          ir::Buffer s;
-          // "block_forward" -> "forward"
-          const std::string half = std::string(ir::call_name(c.kind)).substr(6);
-          s.name = p.unique_name(b.name + "_" + half + "_scratch");
-          s.role = ir::Role::Temp;
-          s.dims = {ir::Dim{p.max_batch, true}, ir::Dim{(extent + o.elem_bytes - 1) / o.elem_bytes, false}};
-          s.shape = fmt::format("the locals of block {}'s {} body, one instance at a time", b.name, half);
-          p.buffers.push_back(std::move(s));
-          it = scratch.emplace(c.kind, static_cast<int>(p.buffers.size()) - 1).first;
-        } else {
-          ir::Buffer& s = p.buffers[static_cast<size_t>(it->second)];
-          s.dims[1].size = std::max(s.dims[1].size, (extent + o.elem_bytes - 1) / o.elem_bytes);
-        }
-        c.scratch = it->second;
-        c.writes.push_back(it->second);  // (each instance writes its locals before it reads them)
-      }
+    for (ir::Routine* r : {&bl.train, &bl.infer, &bl.init, &bl.norm, &bl.decode}) plan_body(p, bk, *r, o);
+    block_scratch(p, bk, o, nullptr);
   }
-  // The bodies' plans cover every buffer (new ones included).
-  for (ir::Block& bl : p.blocks)
-    for (ir::Routine* r : {&bl.train, &bl.infer, &bl.init, &bl.norm, &bl.decode})
-      if (!r->offsets.empty()) r->offsets.resize(p.buffers.size(), -1);
+  cover_buffers(p);
 }
 
 }  // namespace cannl

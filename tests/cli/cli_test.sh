@@ -100,6 +100,47 @@ a = {c: json.load(open(f"{sys.argv[1]}/arena_{c}.json"))["routines"]["train_step
 print("gpt_char train_step arena at ctx 256/512/1024, batch 8:", a[256], a[512], a[1024])
 assert a[1024] - a[512] <= 2.02 * (a[512] - a[256]), a
 EOF
+# Layers as loops (issue 34): the generated C of a model with a repeat block does not grow with
+# the depth. At 4N layers it is within 5% of its size at N (the instances' params, gradients and
+# optimiser state have no fields of their own; the runtime's tables fold a block's rows into
+# cannl_rt.h's repetition macros), and it compiles warning-free (the macros' expansion).
+tiny_lm="--dim ctx=16 --dim d=32 --dim hd=8 --dim heads=4"
+for l in 3 12; do
+  expect_rc 0 "$cannl" gen "$src/specs/gpt_char.cannl" $tiny_lm --dim layers=$l -o "$tmp/depth_$l"
+done
+python3 - "$tmp" <<'EOF' && ok || bad "the generated C grows with the depth"
+import os, sys
+s = {l: os.path.getsize(f"{sys.argv[1]}/depth_{l}/gpt_char.c") for l in (3, 12)}
+print("gpt_char.c at 3 and 12 layers:", s[3], s[12], "bytes")
+assert abs(s[12] - s[3]) <= 0.05 * s[3], s
+EOF
+grep -q 'CANNL_REP_' "$tmp/depth_12/gpt_char.c" && ok || bad "a repeat block's table rows are not folded"
+for cc in gcc clang; do
+  command -v $cc > /dev/null || continue
+  $cc -std=c11 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -I "$src/runtime-lib" "$tmp/depth_12/gpt_char.c" \
+    && ok || bad "$cc: the 12-layer gpt_char.c"
+done
+
+# A rolled repeat block's decode (issue 34): gpt_char's decode routine calls one <block>_decode
+# in a loop over the instances, so its code (the functions, the decode routine's and the
+# block function's lines) is the same at 2 and 8 layers; only the per-instance tables grow.
+for l in 2 8; do
+  expect_rc 0 "$cannl" gen "$src/specs/gpt_char.cannl" --dim ctx=16 --dim d=32 --dim hd=8 --dim heads=4 \
+    --dim layers=$l --max-batch 2 -o "$tmp/depth_$l"
+done
+python3 - "$tmp" <<'EOF' && ok || bad "gpt_char's decode code grows with the depth"
+import re, sys
+def parts(l):
+    src = open(f"{sys.argv[1]}/depth_{l}/gpt_char_inference.c").read()
+    body = lambda head: src[src.index(head):].split("\n}\n", 1)[0].count("\n")
+    return {"functions": len(re.findall(r"^static \w+ \**\w+\(", src, re.M)),
+            "block decode functions": len(re.findall(r"^static void \w+_decode\(", src, re.M)),
+            "decode routine lines": body("/* routine decode */"),
+            "block decode lines": body("static void layers_decode(")}
+a, b = parts(2), parts(8)
+print("gpt_char inference.c at 2 and 8 layers:", a, b)
+assert a == b and a["block decode functions"] == 1, (a, b)
+EOF
 
 # A per-example tensor prints as [batch | ].
 printf 'model m\ninput l : [10]\ninput t : [10]\nce = cross_entropy(l, t)\n' > "$tmp/ce.cannl"

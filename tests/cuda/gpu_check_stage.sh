@@ -71,7 +71,7 @@ expect_rc 0 "run --dry-run" "$script" run "$work/stage" "$work/out" --dry-run
 report=$work/out/gpu-check-report.md
 [ -s "$report" ] && [ -s "$work/out/gpu-check-log.txt" ]
 check $? "the dry run wrote the report and the log"
-for part in device runtime gradcheck parity infer generate bench train precision memcheck; do
+for part in device runtime gradcheck parity infer generate profile bench train precision memcheck; do
   grep -q "^| $part | dry run |" "$report"
   check $? "the report's row for $part"
 done

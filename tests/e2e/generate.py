@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """--generate in the inference program of a generated GPT (issue 17, contract v1 §6).
 
-usage: generate.py WORKDIR TRAIN INFER IDS_TRAIN IDS_INFER      (exit 77 without NumPy)
+usage: generate.py WORKDIR TRAIN INFER IDS_TRAIN IDS_INFER [CTX]      (exit 77 without NumPy)
 
-TRAIN/INFER: gpt_tiny (byte-level, ctx 64); IDS_*: gpt_tiny built with vocab = 100 (ids mode).
-Each model trains 3 steps on a token stream (its checkpoint holds the params). Checks: the
-output is the prompt then N tokens; the same seed gives the same text, another seed another;
-T = 0 is deterministic and each generated token is the argmax of the logits the plain --input
+TRAIN/INFER: a byte-level GPT of context CTX (default 64: gpt_tiny; gpt_char at small dims, its
+repeat block rolled, decodes through its block's decode function); IDS_*: gpt_tiny built with
+vocab = 100 (ids mode, ctx 64). Each model trains 3 steps on a token stream (its checkpoint
+holds the params). Checks: the output is the prompt then N tokens; the same seed gives the same
+text, another seed another; T = 0 is deterministic and each generated token is the argmax of the logits the plain --input
 forward path gives for its window (ids left-aligned, the rest 0), for the first tokens and for
 tokens past ctx, where the window is the last ctx/2 tokens (and for a prompt longer than ctx,
 chosen so that the windows of ctx/2, ctx/2 + 1 and ctx bytes give different tokens); --top-k 1 is argmax; and the bad
@@ -23,11 +24,11 @@ except ImportError:
     sys.exit(77)
 
 work, train, infer, ids_train, ids_infer = sys.argv[1:6]
+CTX = int(sys.argv[6]) if len(sys.argv) > 6 else 64
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 os.chdir(work)
 failures = []
-CTX = 64
 
 
 def check(cond, what):
@@ -46,15 +47,15 @@ with open("text.txt", "wb") as f:
     f.write(b"In the beginning God created the heaven and the earth. " * 200)
 rc, out, err = run(train, "--stream=tokens,next=text.txt", "--steps=3", "--batch=4", "--seed=1",
                    "--checkpoint=ck.safetensors", "--quiet")
-check(rc == 0, f"training gpt_tiny: rc {rc}: {err}")
+check(rc == 0, f"training the byte-level model: rc {rc}: {err}")
 if rc != 0:
     sys.exit(1)
 W = "--weights=ck.safetensors"
 
 
-def logits_of(prog, weights, window, n):
+def logits_of(prog, weights, window, n, ctx=CTX):
     """The plain forward path's logits at the window's last position."""
-    ids = np.zeros((1, CTX), dtype=np.int32)
+    ids = np.zeros((1, ctx), dtype=np.int32)
     ids[0, :len(window)] = window
     np.save("win.npy", ids)
     rc, _, err = run(prog, weights, "--input=tokens=win.npy", "--output=win_out.npy")
@@ -63,7 +64,7 @@ def logits_of(prog, weights, window, n):
 
 
 prompt = b"And God said"
-N = 100  # 12 + 100 > ctx = 64: the window is cut once
+N = 100  # 12 + 100 > ctx: the window is cut (once at ctx 64)
 rc, a, err = run(infer, W, "--generate=100", "--prompt", prompt.decode(), "--seed=3", "--temperature=0.9")
 check(rc == 0, f"--generate: rc {rc}: {err}")
 check(a.startswith(prompt) and len(a) == len(prompt) + N, f"prompt then {N} bytes: {len(a)} bytes {a[:40]!r}")
@@ -130,7 +131,7 @@ check(rc == 0 and lines[:3] == ["5", "17", "3"] and len(lines) == 9 and lines[-1
       f"ids mode: the prompt's ids then 5, one per line: rc {rc} {out!r} {err}")
 if rc == 0 and len(lines) == 9:
     got = int(lines[3])
-    lg = logits_of(ids_infer, WI, [5, 17, 3], 100)
+    lg = logits_of(ids_infer, WI, [5, 17, 3], 100, ctx=64)
     check(got == int(np.argmax(lg)) and all(0 <= int(v) < 100 for v in lines[3:8]),
           f"ids mode: first token {got} is the argmax {int(np.argmax(lg))}")
 

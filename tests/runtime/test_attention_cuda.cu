@@ -1,11 +1,14 @@
 /* test_attention_cuda.cu - cannl_attention.cuh against cannl_attention.h (the CPU kernels, tested
  * against a long-double reference by test_attention.c) on the same cases, float and double, with
- * strided views and several sequences and heads, grouped-query heads and sliding windows. Exits
- * 77 (skipped) without a CUDA device. */
+ * strided views and several sequences and heads, grouped-query heads and sliding windows; the
+ * tensor-core kernels (bf16 operands, <float, E, F, true>) against the CPU kernels given the
+ * operands rounded to bf16, within what the rounding of P and dS to bf16 leaves. Exits 77
+ * (skipped) without a CUDA device. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <vector>
 
 #include "cannl_attention.cuh"
@@ -51,10 +54,20 @@ static void cpu_backward(const cannl_attn_dims* d, const double* q, long long qs
   cannl_attention_backward_f64(d, q, qs, k, ks, v, vs, o, os, g, os, lse, delta, dq, qs, dk, ks, dv, vs);
 }
 
+// x rounded to bf16 (to nearest, ties to even), as __float2bfloat16 does.
+static float bf16_round(float x) {
+  unsigned u;
+  memcpy(&u, &x, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
 template <typename R>
 static R* dev(const std::vector<R>& h) {
   R* p;
-  CK(cudaMalloc(&p, h.size() * sizeof(R) + 1));
+  CK(cudaMalloc((void**)&p, h.size() * sizeof(R) + 1));
   CK(cudaMemcpy(p, h.data(), h.size() * sizeof(R), cudaMemcpyHostToDevice));
   return p;
 }
@@ -68,9 +81,15 @@ static std::vector<R> host(const R* p, size_t n) {
 // B sequences, H query heads over G = H / R key/value heads (grouped-query when R > 1), T = S
 // positions (or a decode step), widths E = F = W, a sliding window of `window` keys (0: none);
 // q, k, v interleaved in one buffer [B, T, H + 2 G, W] as a fused product lays them out.
-template <typename R, int W>
+// TC: the tensor-core kernels (float only), against the CPU on operands rounded to bf16.
+template <typename R, int W, bool TC = false>
 static void run(int B, int H, int T, int S, int q_offset, int causal, double tol, unsigned long long seed, int R_ = 1,
                 int window = 0) {
+  if constexpr (TC) static_assert(cannl_attn::tc_takes<R, W, W, TC>(), "the launchers take the tensor cores");
+  if (TC && !cannl_attn::tc_device()) {
+    printf("bf16 W %d: a device before sm_80, the tensor-core kernels not taken: skipped\n", W);
+    return;
+  }
   const int G = H / R_;
   const long long st = (long long)(H + 2 * G) * W, sh = W, sb = (long long)S * st;  // S >= T rows per sequence
   const long long ko = (long long)H * W, vo = (long long)(H + G) * W;  // k's and v's heads in a row
@@ -78,23 +97,28 @@ static void run(int B, int H, int T, int S, int q_offset, int causal, double tol
   for (auto& x : qkv) x = (R)next_value(&seed);
   for (auto& x : g) x = (R)next_value(&seed);
   const R scale = (R)(1.0 / sqrt((double)W));
+  std::vector<R> qkv_ref = qkv, g_ref = g;  // what the CPU takes
+  if (TC) {
+    for (auto& x : qkv_ref) x = (R)bf16_round((float)x);
+    for (auto& x : g_ref) x = (R)bf16_round((float)x);
+  }
   // CPU, per (b, h).
   std::vector<R> o((size_t)B * T * H * W), lse((size_t)B * H * T), delta((size_t)T);
   std::vector<R> dqkv(qkv.size(), R(0));
   cannl_attn_dims d = {T, S, W, W, q_offset, causal, (double)scale, window};
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
-      const R *base = qkv.data() + b * sb + h * sh, *kv = qkv.data() + b * sb + (h / R_) * sh;
+      const R *base = qkv_ref.data() + b * sb + h * sh, *kv = qkv_ref.data() + b * sb + (h / R_) * sh;
       R* ob = o.data() + (size_t)b * T * H * W + h * W;
       cpu_forward<R>(&d, base, st, kv + ko, st, kv + vo, st, ob, (long long)H * W,
                      lse.data() + ((size_t)b * H + h) * T);
     }
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h) {
-      const R *base = qkv.data() + b * sb + h * sh, *kv = qkv.data() + b * sb + (h / R_) * sh;
+      const R *base = qkv_ref.data() + b * sb + h * sh, *kv = qkv_ref.data() + b * sb + (h / R_) * sh;
       R *db = dqkv.data() + b * sb + h * sh, *dkv = dqkv.data() + b * sb + (h / R_) * sh;
       size_t off = (size_t)b * T * H * W + h * W;
-      cpu_backward(&d, base, st, kv + ko, st, kv + vo, st, o.data() + off, (long long)H * W, g.data() + off,
+      cpu_backward(&d, base, st, kv + ko, st, kv + vo, st, o.data() + off, (long long)H * W, g_ref.data() + off,
                    lse.data() + ((size_t)b * H + h) * T, delta.data(), db, dkv + ko, dkv + vo);
     }
   // GPU.
@@ -102,15 +126,30 @@ static void run(int B, int H, int T, int S, int q_offset, int causal, double tol
   R *d_o = dev(std::vector<R>(o.size(), R(0))), *d_lse = dev(std::vector<R>(lse.size(), R(0)));
   R* d_delta = dev(std::vector<R>(lse.size(), R(0)));
   cannl_attn_view qv = {sb, sh, st}, ov = {(long long)T * H * W, W, (long long)H * W};
-  cannl_attention_forward<R, W, W>(0, B, H, T, S, q_offset, causal, scale, d_qkv, qv, d_qkv + ko, qv, d_qkv + vo, qv,
-                                   d_o, ov, d_lse, R_, window);
-  CK(cudaGetLastError());
-  cannl_attention_backward<R, W, W>(0, B, H, T, S, q_offset, causal, scale, d_qkv, qv, d_qkv + ko, qv, d_qkv + vo, qv,
-                                    d_o, ov, d_g, ov, d_lse, d_delta, d_dqkv, qv, d_dqkv + ko, qv, d_dqkv + vo, qv, R_,
-                                    window);
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
+  auto launch = [&] {
+    cannl_attention_forward<R, W, W, TC>(0, B, H, T, S, q_offset, causal, scale, d_qkv, qv, d_qkv + ko, qv,
+                                         d_qkv + vo, qv, d_o, ov, d_lse, R_, window);
+    CK(cudaGetLastError());
+    cannl_attention_backward<R, W, W, TC>(0, B, H, T, S, q_offset, causal, scale, d_qkv, qv, d_qkv + ko, qv,
+                                          d_qkv + vo, qv, d_o, ov, d_g, ov, d_lse, d_delta, d_dqkv, qv, d_dqkv + ko,
+                                          qv, d_dqkv + vo, qv, R_, window);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+  };
+  launch();
   auto go = host(d_o, o.size()), gl = host(d_lse, lse.size()), gd = host(d_dqkv, dqkv.size());
+#ifndef CANNL_CUDA_EMU
+  if (TC) {  // the same bits again (one writer a row, a fixed order)
+    CK(cudaMemset(d_dqkv, 0, dqkv.size() * sizeof(R)));
+    launch();
+    auto go2 = host(d_o, o.size()), gl2 = host(d_lse, lse.size()), gd2 = host(d_dqkv, dqkv.size());
+    if (memcmp(go.data(), go2.data(), o.size() * sizeof(R)) || memcmp(gl.data(), gl2.data(), lse.size() * sizeof(R)) ||
+        memcmp(gd.data(), gd2.data(), dqkv.size() * sizeof(R))) {
+      fprintf(stderr, "bf16 W %d: a second run differs\n", W);
+      ++failures;
+    }
+  }
+#endif
   double worst = 0;
   auto track = [&](double a, double b) {
     if (isinf(a) && isinf(b) && a == b) return;
@@ -121,13 +160,17 @@ static void run(int B, int H, int T, int S, int q_offset, int causal, double tol
   for (size_t i = 0; i < lse.size(); ++i) track(gl[i], lse[i]);
   for (size_t i = 0; i < dqkv.size(); ++i) track(gd[i], dqkv[i]);
   printf("%s B %d H %d (group %d) T %d S %d offset %d causal %d window %d W %d: largest difference %.2e\n",
-         sizeof(R) == 4 ? "f32" : "f64", B, H, R_, T, S, q_offset, causal, window, W, worst);
+         TC ? "bf16" : sizeof(R) == 4 ? "f32" : "f64", B, H, R_, T, S, q_offset, causal, window, W, worst);
   if (!(worst <= tol)) {
     fprintf(stderr, "  more than %.1e\n", tol);
     ++failures;
   }
   cudaFree(d_qkv), cudaFree(d_g), cudaFree(d_dqkv), cudaFree(d_o), cudaFree(d_lse), cudaFree(d_delta);
 }
+
+// The tensor-core kernels against the CPU on the same bf16 operands: what rounding P and dS to bf16
+// for the second products leaves (relative 2^-9 a term).
+static const double kTcTol = 1e-2;
 
 int main() {
   int n = 0;
@@ -145,6 +188,16 @@ int main() {
   run<double, 16>(2, 4, 65, 65, 0, 1, 1e-12, 7, 2);
   run<double, 16>(2, 2, 70, 70, 0, 1, 1e-12, 8, 1, 9);
   run<float, 32>(2, 6, 100, 100, 0, 1, 2e-5, 9, 3, 40);
+  // the tensor-core kernels (--precision bf16) on the float cases, widths 16 * n
+#ifdef CANNL_CUDA_EMU  // (a thread per GPU thread: 3 query tiles, not 4, in the stand-in)
+  run<float, 64, true>(1, 2, 150, 150, 0, 1, kTcTol, 4);
+#else
+  run<float, 64, true>(2, 4, 200, 200, 0, 1, kTcTol, 4);
+#endif
+  run<float, 32, true>(3, 2, 33, 33, 0, 0, kTcTol, 5);
+  run<float, 32, true>(1, 2, 5, 40, 35, 1, kTcTol, 6);
+  run<float, 32, true>(1, 6, 100, 100, 0, 1, kTcTol, 9, 3, 40);
+  run<float, 16, true>(1, 2, 70, 70, 0, 1, kTcTol, 10, 1, 9);
   if (failures) {
     fprintf(stderr, "test_attention_cuda: %d case(s) failed\n", failures);
     return 1;

@@ -551,7 +551,7 @@ TEST_CASE("the unroll bridge leaves no stack of saved activations and no scratch
   for (int level : {0, 2}) {
     INFO("-O" << level);
     ir::Program p = compiled_until(kResidual, "plan_blocks", level);
-    ir::unroll_routines(p);  // every routine (the C target's driver keeps the training routines' calls)
+    ir::unroll_routines(p);  // every routine (as the CUDA target's driver does; the C target's keeps the calls)
     CHECK(ir::verify_problems(p).empty());
     CHECK(p.blocks.empty());
     std::set<int> used;
@@ -612,8 +612,7 @@ minimize loss with adamw(lr = 0.01)
   }
 }
 
-TEST_CASE("the C target keeps the block calls of every routine but decode, and they run their bodies",
-          "[roll][passes]") {
+TEST_CASE("the C target keeps the block calls of every routine, and they run their bodies", "[roll][passes]") {
   for (int level : {0, 2}) {
     INFO("-O" << level);
     const ir::Program p = test::program(kResidual, 4, level);
@@ -651,5 +650,53 @@ TEST_CASE("the C target keeps the block calls of every routine but decode, and t
           CHECK(std::find(l.begin(), l.end(), stack) != l.end());
         }
       }
+  }
+}
+
+TEST_CASE("the decode routine calls a block's decode body, each instance's keys and values a slot of one stack",
+          "[roll][passes]") {
+  for (int level : {0, 2}) {
+    INFO("-O" << level);
+    // (gc_gpt, its logits an output: a causal language model)
+    const ir::Program p = test::program(source("tests/gradcheck/specs/gpt.cannl") + "output logits\n", 4, level);
+    CHECK(ir::verify_problems(p).empty());
+    REQUIRE(p.blocks.size() == 1);
+    const ir::Block& bl = p.blocks[0];
+    const ir::Routine* dec = p.routine(ir::RoutineKind::Decode);
+    REQUIRE(dec);
+    // One call of the block (its instances), no instance's nests of its own.
+    const ir::Stmt* call = nullptr;
+    int calls = 0;
+    for (const ir::Stmt& s : dec->stmts)
+      if (s.call && ir::is_block_call(s.call->kind)) call = &s, ++calls;
+    REQUIRE(calls == 1);
+    CHECK(call->call->kind == ir::Call::Kind::BlockDecode);
+    CHECK(call->call->count == bl.count);
+    CHECK(p.find("qkv_0_cache") < 0);
+    CHECK(p.find("qkv_1_cache") < 0);
+    // The body: at one position; its cache a formal bound to slot l of a stack [count, 1, T, ...].
+    REQUIRE(!bl.decode.stmts.empty());
+    CHECK(bl.decode.io.position);
+    int caches = 0;
+    for (const ir::Binding& bd : call->call->binds) {
+      const ir::Buffer& f = p.buffers[static_cast<size_t>(bd.formal)];
+      if (f.role != ir::Role::Cache) continue;
+      ++caches;
+      CHECK(f.formal);
+      CHECK(f.block == 0);
+      const ir::Buffer& st = p.buffers[static_cast<size_t>(bd.buf)];
+      CHECK(st.role == ir::Role::Cache);
+      CHECK(st.block == -1);
+      REQUIRE(st.dims.size() == f.dims.size() + 1);
+      CHECK(st.dims[0].size == bl.count);
+      CHECK(std::vector<ir::Dim>(st.dims.begin() + 1, st.dims.end()) == f.dims);
+      CHECK(bd.stride == f.elements());
+      CHECK(std::find(call->call->writes.begin(), call->call->writes.end(), bd.buf) != call->call->writes.end());
+      CHECK(p.layout.inference.own[static_cast<size_t>(bd.buf)]);  // storage of its own, kept across calls
+    }
+    CHECK(caches == 1);  // (q, k and v read in place from the fused qkv: one cache)
+    // Its locals at the body's plan, in the call's scratch, planned in the decode routine.
+    REQUIRE(call->call->scratch >= 0);
+    CHECK(dec->planned(call->call->scratch) == (level > 0));
   }
 }

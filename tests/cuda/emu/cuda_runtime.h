@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <functional>
+#include <type_traits>
 #undef __global__
 #undef __device__
 #undef __host__
@@ -23,10 +24,17 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
+// Kernels that take dynamic shared memory (cannl_attention.cuh's tiles) ask the stand-in for it:
+// a block's own 256 KiB, zeroed at its start.
+#define CANNL_CUDA_EMU 1
+void* emu_dynamic_smem();
 extern thread_local uint3 threadIdx, blockIdx;
 extern thread_local dim3 blockDim, gridDim;
 void emu_launch(dim3 g, dim3 b, std::function<void()> f);
 void emu_warp_sync();
+inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp_sync(); }
+// The calling warp's own scratch (mma.h's mma_sync: 3 KiB).
+void* emu_warp_scratch();
 void __syncthreads();
 void* emu_slot();
 template <typename T>

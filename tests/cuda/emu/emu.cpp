@@ -16,10 +16,14 @@ thread_local dim3 blockDim, gridDim;
 static thread_local std::barrier<>* warp_bar;
 static thread_local std::barrier<>* block_bar;
 static thread_local double* slots;
+static thread_local double* dynamic_smem;
+static thread_local float* warp_scratch;
 static std::mutex atomics;
 void emu_warp_sync() { warp_bar->arrive_and_wait(); }
 void __syncthreads() { block_bar->arrive_and_wait(); }
 void* emu_slot() { return slots; }
+void* emu_dynamic_smem() { return dynamic_smem; }
+void* emu_warp_scratch() { return warp_scratch; }
 void emu_launch(dim3 g, dim3 b, std::function<void()> f) {
   const unsigned n = b.x * b.y * b.z;
   if (b.y != 1 || b.z != 1) abort();
@@ -30,6 +34,10 @@ void emu_launch(dim3 g, dim3 b, std::function<void()> f) {
         std::vector<std::barrier<>*> warps;
         for (unsigned w = 0; w < (n + 31) / 32; ++w) warps.push_back(new std::barrier<>(std::min(32u, n - 32 * w)));
         std::vector<double> sl(n * 2);
+        // (a block's dynamic shared memory: 256 KiB, zeroed, 128-byte aligned as the device's)
+        struct alignas(128) line { double d[16]; };
+        std::vector<line> smem(256 * 1024 / sizeof(line));
+        std::vector<float> scratch((n + 31) / 32 * 768);
         std::vector<std::thread> ts;
         for (unsigned t = 0; t < n; ++t)
           ts.emplace_back([&, t] {
@@ -40,6 +48,8 @@ void emu_launch(dim3 g, dim3 b, std::function<void()> f) {
             warp_bar = warps[t / 32];
             block_bar = &block;
             slots = sl.data();
+            dynamic_smem = smem.data()->d;
+            warp_scratch = scratch.data() + t / 32 * 768;
             f();
             warp_bar->arrive_and_drop();
             block_bar->arrive_and_drop();
@@ -99,6 +109,11 @@ cudaError_t cudaMemset(void* d, int v, size_t n) {
   memset(d, v, n);
   return cudaSuccess;
 }
+cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
+  memmove(d, s, n);
+  return cudaSuccess;
+}
+cudaError_t cudaFuncSetAttribute(const void*, cudaFuncAttribute, int) { return cudaSuccess; }
 cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t) {
   memset(d, v, n);
   return cudaSuccess;
@@ -127,6 +142,14 @@ cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 cudaError_t cudaGetDeviceCount(int* n) {
   *n = 1;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* d) {
+  *d = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
+  *v = a == cudaDevAttrComputeCapabilityMajor ? 9 : 0;  // an sm_90 as far as the launchers ask
   return cudaSuccess;
 }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }

@@ -1,0 +1,219 @@
+// c_blocks.cpp — the C target's rolled repeat blocks (ir.h Block): their functions and the loops
+// calling them (part of CEmitter, emit/c_emitter.h).
+//
+// Takes: a block call of a routine (ir::Call BlockForward, BlockBackward, BlockInfer, BlockInit
+// or BlockDecode, its bindings completed by routine assembly, its body planned by
+// passes/plan_blocks.cpp or passes/decode.cpp) and the unit being printed. Guarantees: the
+// block's function for the call's half of the body (<block>_forward, _backward, _infer, _init
+// or _decode), defined once per unit: `static void`, taking the state, n (init: the caller's
+// random stream; decode: the position pos), the call's scratch, the run-time scalars its nests
+// read and each bound formal (and saved activation) as a `restrict` pointer; its locals at the
+// body's plan offsets in the scratch; its nests through the same kernel calls and matrix
+// products as a routine's (every instance shares the kernels).
+// The call prints as a `for` over the instances (the backward in reverse instance order),
+// passing each instance's slices of the stacked buffers (params, gradients, saved
+// activations, carried values); in train_grads, the gradient hook of a stacked gradient's
+// slice after each instance's backward, the others after the loop.
+#include <algorithm>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <map>
+#include <set>
+
+#include "emit/c_common.h"
+#include "emit/c_emitter.h"
+#include "emit/c_gemm.h"
+#include "emit/c_names.h"
+#include "emit/contraction.h"
+#include "support/diagnostic.h"
+
+namespace cannl {
+
+std::vector<const ir::Stmt*> CEmitter::span(const ir::Call& c) const {
+  const ir::Block& bl = p_.blocks[static_cast<size_t>(c.block)];
+  const ir::Routine& body = ir::body_of(bl, c.kind);
+  const auto [lo, hi] = ir::body_span(bl, c.kind);
+  std::vector<const ir::Stmt*> out;
+  for (size_t i = lo; i < hi; ++i) out.push_back(&body.stmts[i]);
+  return out;
+}
+
+CEmitter::BlockSig CEmitter::block_sig(const ir::Call& c) const {
+  std::set<int> bound;
+  for (const ir::Binding& bd : c.binds) bound.insert(bd.formal);
+  std::set<int> w, used;
+  std::set<std::string> sc;
+  for (const ir::Stmt* t : span(c)) {
+    stmt_uses(*t, used, sc);
+    for (int b : t->call ? ir::call_writes(*t->call) : ir::written_buffers(*t)) w.insert(b);
+  }
+  BlockSig sig;
+  for (int b : used)
+    if (bound.count(b)) (w.count(b) ? sig.written : sig.read).push_back(b);
+  for (const std::string& x : sc)
+    if (x != "n") sig.scalars.push_back(x);
+  return sig;
+}
+
+const std::string& CEmitter::block_function(const ir::Call& c, Unit& u) {
+  const bool fwd = c.kind == ir::Call::Kind::BlockForward, infer = c.kind == ir::Call::Kind::BlockInfer,
+             init = c.kind == ir::Call::Kind::BlockInit, decode = c.kind == ir::Call::Kind::BlockDecode;
+  if (!fwd && !infer && !init && !decode && c.kind != ir::Call::Kind::BlockBackward)
+    CANNL_BUG(std::string("the C target does not emit a block's ") + ir::call_name(c.kind));
+  const std::string& fname =
+      names_.block[static_cast<size_t>(5 * c.block + (fwd ? 0 : infer ? 2 : init ? 3 : decode ? 4 : 1))];
+  if (!u.defined.insert(fname).second) return fname;
+  const ir::Block& bl = p_.blocks[static_cast<size_t>(c.block)];
+  const ir::Routine& body = ir::body_of(bl, c.kind);
+  const BlockSig sig = block_sig(c);
+  const std::vector<const ir::Stmt*> nests = span(c);
+  std::set<std::string> scalars;
+  std::set<int> bufs;
+  for (const ir::Stmt* t : nests) stmt_uses(*t, bufs, scalars);
+  std::string params = init ? fmt::format("{} *m, cannl_rng *cannl_rng_in, char *cannl_scratch", u.state)
+                            : fmt::format("{} *m, int64_t {}, char *cannl_scratch", u.state, decode ? "pos" : "n");
+  for (const std::string& x : sig.scalars) params += fmt::format(", const real {}", x);
+  for (int b : sig.written) params += fmt::format(", {} *restrict {}", ctype(b), name(b));
+  for (int b : sig.read) params += fmt::format(", const {} *restrict {}", ctype(b), name(b));
+  std::string pro;
+  std::vector<std::pair<long, int>> locals;
+  for (int b : bufs)
+    if (body.planned(b)) locals.push_back({body.offsets[static_cast<size_t>(b)], b});
+    else if (std::find(sig.written.begin(), sig.written.end(), b) == sig.written.end() &&
+             std::find(sig.read.begin(), sig.read.end(), b) == sig.read.end())
+      CANNL_BUG(fmt::format("block {}: '{}' neither bound nor planned", bl.name, buf(b).name));
+  std::sort(locals.begin(), locals.end());
+  for (const auto& [offset, b] : locals)  // (a body's locals scale with the state's cap: plan_blocks.cpp)
+    pro += fmt::format("    {0} *const {1} = ({0} *)(cannl_scratch + {2}); /* {3} */\n", ctype(b), name(b),
+                       body.scaled(b) ? scaled_offset(body.fixed_bytes, body.example_offset(b, p_.max_batch))
+                                      : std::to_string(offset),
+                       shape_comment(b));
+  if (locals.empty()) pro += "    (void)cannl_scratch;\n";
+  std::set<std::string> taken = {"m", "n", "cannl_scratch"};
+  if (decode) taken.insert("pos");
+  for (int b : bufs) taken.insert(name(b));
+  taken.insert(sig.scalars.begin(), sig.scalars.end());
+  bool n_used = false;
+  std::string text, last;
+  for (const ir::Stmt* t : nests) {
+    const ir::Stmt& st = *t;
+    std::string one;
+    if (st.call) {
+      one = call_text(*st.call, n_used);
+    } else {
+      x_.begin_nest(st, taken);
+      one = gemm_nest(st, recognise_contraction(p_, st), taken);
+      if (!one.empty()) {
+        for (const ir::Iter& it : st.iters) n_used = n_used || it.batch;
+      } else {
+        one = kernel_call(body, st, u, n_used);
+      }
+    }
+    if (what(st) != last) text += "\n    /* " + comment_safe(what(st)) + " */\n";
+    last = what(st);
+    text += one;
+  }
+  bool pos_used = false;  // (decode: a nest or a call at the position)
+  for (const ir::Stmt* t : nests) {
+    pos_used = pos_used || (t->call && t->call->at_pos);
+    for (const ir::Iter& it : t->iters) pos_used = pos_used || it.at_pos;
+  }
+  if (decode && n_used) CANNL_BUG("a decode body uses the batch count");
+  if (decode && !pos_used) pro = "    (void)pos;\n" + pro;
+  if (!decode && !n_used && !init) pro = "    (void)n;\n" + pro;
+  if ((pro + text).find("m->") == std::string::npos) pro = "    (void)m;\n" + pro;
+  if (init) {  // the stream in a local, as init_params keeps it (its kernels take &rng)
+    pro += "    cannl_rng rng = *cannl_rng_in;\n";
+    text += "    *cannl_rng_in = rng;\n";
+  }
+  const std::string what = infer ? "instance l's inference body, for each l in order"
+                           : decode ? "instance l's decode body at position pos, for each l in order"
+                           : init ? "instance l's params drawn from their initialisers, for each l in order"
+                           : fmt::format("the {} half of instance l's training body, for each l {}",
+                                         fwd ? "forward" : "backward", fwd ? "in order" : "in reverse order");
+  // (the parameters a line each: a block binds dozens)
+  std::string plist;
+  size_t start = 0;
+  for (size_t i = 0; i <= params.size(); ++i)
+    if (i == params.size() || params.compare(i, 2, ", ") == 0) {
+      plist += (start ? ",\n    " : "") + params.substr(start, i - start);
+      start = i + 2;
+    }
+  u.kernels += fmt::format("/* block {} (line {}): {} */\nstatic void {}(\n    {}) {{\n{}{}}}\n\n", bl.name, bl.line,
+                           what, fname, plist, pro, text);
+  return fname;
+}
+
+std::string CEmitter::actual(const ir::Binding& bd, long count) const {
+  std::string slice;
+  if (bd.buf >= 0) {
+    // A batched stack's slots (saved activations [count, batch, ...]) scale with the state's cap.
+    const bool scaled = buf(bd.buf).batched();
+    if (scaled && (bd.offset % p_.max_batch || bd.stride % p_.max_batch))
+      CANNL_BUG("a binding into a batched buffer off its slots: " + buf(bd.buf).name);
+    auto elems = [&](long x) {
+      return scaled && x ? fmt::format("{} * m->max_batch", x / p_.max_batch) : std::to_string(x);
+    };
+    if (bd.stride == 0) {
+      slice = bd.offset == 0 ? name(bd.buf) : fmt::format("{} + {}", name(bd.buf), elems(bd.offset));
+    } else {
+      std::string slot = "cannl_l";
+      if (bd.shift != 0) slot = fmt::format("(cannl_l {} {})", bd.shift < 0 ? '-' : '+', std::labs(bd.shift));
+      if (bd.modulo > 0)
+        slot = bd.shift < 0 ? fmt::format("(({} % {} + {}) % {})", slot, bd.modulo, bd.modulo, bd.modulo)
+                            : fmt::format("({} % {})", slot, bd.modulo);
+      slice = fmt::format("{} + {}{} * {}", name(bd.buf), bd.offset ? elems(bd.offset) + " + " : "", slot,
+                          elems(bd.stride));
+    }
+  }
+  std::string out = slice;
+  if (bd.last >= 0)
+    out = out.empty() ? name(bd.last) : fmt::format("cannl_l == {} ? {} : {}", count - 1, name(bd.last), out);
+  if (bd.first >= 0) out = out.empty() ? name(bd.first) : fmt::format("cannl_l == 0 ? {} : {}", name(bd.first), out);
+  if (out.empty()) CANNL_BUG("a binding to nothing");
+  return bd.first >= 0 || bd.last >= 0 ? "(" + out + ")" : out;
+}
+
+std::string CEmitter::block_call(const ir::Stmt& s, Unit& u) {
+  const ir::Call& c = *s.call;
+  const std::string& fname = block_function(c, u);
+  const BlockSig sig = block_sig(c);
+  std::map<int, const ir::Binding*> bind;
+  for (const ir::Binding& bd : c.binds) bind[bd.formal] = &bd;
+  std::string args = fmt::format("m, {}, (char *){}", c.kind == ir::Call::Kind::BlockInit ? "&rng"
+                                                    : c.kind == ir::Call::Kind::BlockDecode ? "pos" : "n",
+                                 c.scratch >= 0 ? name(c.scratch) : "NULL");
+  for (const std::string& x : sig.scalars) args += ", " + x;
+  for (const std::vector<int>* l : {&sig.written, &sig.read})
+    for (int f : *l) args += ",\n            " + actual(*bind.at(f), c.count);
+  const bool back = c.kind == ir::Call::Kind::BlockBackward;
+  // The gradient hook: a view (an instance's param gradient) of a stacked gradient this call
+  // slices per instance is final after that instance; anything else after the loop.
+  const ir::Arena& t = p_.layout.training;
+  std::string each, after;
+  std::set<int> hooked_stacks;
+  for (int g : s.grads_final) {
+    const int st = ir::storage(p_, g);
+    const ir::Binding* per = nullptr;
+    for (const ir::Binding& bd : c.binds)
+      if (st != g && bd.buf == st && bd.stride > 0 && bd.first < 0 && bd.last < 0 && bd.modulo == 0) per = &bd;
+    if (per) {
+      if (!hooked_stacks.insert(st).second) continue;
+      const long base =
+          (t.field[static_cast<size_t>(st)] - t.grads) / elem() + per->offset + per->shift * per->stride;
+      each += fmt::format("        if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, {} + cannl_l * {}, {});"
+                          " /* {} final */\n", base, per->stride, buf(per->formal).elements(), name(st));
+      continue;
+    }
+    after += fmt::format("    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, {}, {}); /* {} final */\n",
+                         (t.field[static_cast<size_t>(g)] - t.grads) / elem(), buf(g).elements(), name(g));
+  }
+  const std::string loop = back ? fmt::format("for (int64_t cannl_l = {}; cannl_l >= 0; --cannl_l)", c.count - 1)
+                                : fmt::format("for (int64_t cannl_l = 0; cannl_l < {}; ++cannl_l)", c.count);
+  std::string out = "    " + loop + (each.empty() ? "\n" : " {\n");
+  out += fmt::format("        {}({});\n", fname, args);
+  if (!each.empty()) out += each + "    }\n";
+  return out + after;
+}
+
+}  // namespace cannl
