@@ -184,12 +184,12 @@ stage() {
   done
 
   # The profiler (part profile): kprof.c against the toolkit's CUPTI, staged with its libcupti.
+  mkdir -p "$stage_dir/prof"
   local cuda_root cupti
   cuda_root=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
   cupti=$(find "$cuda_root" "$cuda_root/extras/CUPTI" -maxdepth 3 -name 'libcupti.so.[0-9]*' 2>/dev/null |
     sort | head -1)
   if [ -n "$cupti" ] && [ -f "$cuda_root/include/cupti.h" ]; then
-    mkdir -p "$stage_dir/prof"
     # shellcheck disable=SC2016 # ($ORIGIN: the loader's, not the shell's)
     cc -std=c11 -O2 -Wall -Wextra -Werror -shared -fPIC "$HELPERS/kprof.c" -o "$stage_dir/prof/libkprof.so" \
       -I "$cuda_root/include" "$cupti" -Wl,-rpath,'$ORIGIN' || die "stage: building kprof.c failed"
@@ -198,7 +198,6 @@ stage() {
     echo "gpu-check: note: no CUPTI in $cuda_root: the profile part will be skipped"
   fi
   # ... and the attention kernels' timing (bench/gpu/attention_bench.cu: tiled fp32 against tensor cores).
-  mkdir -p "$stage_dir/prof"
   "$nvcc" -std=c++17 -O3 -gencode arch=compute_90,code=sm_90 -Werror all-warnings -Xcompiler=-Wall,-Wextra \
     -I "$ROOT/runtime-lib" -I "$ROOT/runtime-lib/cuda" "$ROOT/bench/gpu/attention_bench.cu" \
     -o "$stage_dir/prof/attention_bench" || die "stage: building bench/gpu/attention_bench.cu failed"
