@@ -9,6 +9,7 @@
 #   bench/roll.sh --base REV           the old code: revision REV's generator and runtime, built
 #                                      from `git archive REV` in build/bench/roll/base/
 #   bench/roll.sh --reps 3 --threads 1 --models gpt_char
+#   bench/roll.sh --out DIR            build into DIR (default build/bench/roll)
 #
 # Each side generates from its own specs/ and times with its own bench/step_bench.c,, compiled with
 # the flags of the generated CMakeLists.txt; bench/roll_bench.py runs them and prints the markdown tables.
@@ -16,17 +17,19 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 base=""
+out=$root/build/bench/roll
 args=()
 while [ $# -gt 0 ]; do
   case $1 in
     --base) [ $# -ge 2 ] || { echo "bench/roll.sh: --base needs a revision" >&2; exit 2; }
             base=$2; shift 2 ;;
+    --out) [ $# -ge 2 ] || { echo "bench/roll.sh: --out needs a folder" >&2; exit 2; }
+           out=$(realpath -m "$2"); shift 2 ;;
     *) args+=("$1"); shift ;;
   esac
 done
 cmake --preset release >/dev/null
 cmake --build --preset release --target cannl cannl_rt >/dev/null
-out=$root/build/bench/roll
 mkdir -p "$out"
 new_cannl=$root/build/release/generator/cannl
 new_rt=$root/build/release/runtime-lib/libcannl_rt.a

@@ -40,7 +40,7 @@ def gen(bench, side, spec, out, *extra):
 def compile_cpu_s(src, include):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     cc = os.environ.get("CC", "cc")
-    subprocess.run([cc, "-std=c11", "-O2", "-c", "-I", include, "-I", Path(src).parent, src, "-o", os.devnull],
+    subprocess.run([cc, "-std=c11", "-O2", "-fopenmp", "-c", "-I", include, "-I", Path(src).parent, src, "-o", os.devnull],
                    check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -113,10 +113,12 @@ def main():
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--models", nargs="+", default=["gpt_char", "gpt2_124m"], choices=["gpt_char", "gpt2_124m"])
     ap.add_argument("--no-sources", action="store_true", help="skip the size and compile-time tables")
+    ap.add_argument("--no-steps", action="store_true", help="skip the training step")
     a = ap.parse_args()
     if not a.no_sources:
         source_tables(a.bench, a.old_name)
-    steps_table(a.bench, a.models, a.threads, a.reps, a.old_name)
+    if not a.no_steps:
+        steps_table(a.bench, a.models, a.threads, a.reps, a.old_name)
 
 
 if __name__ == "__main__":
