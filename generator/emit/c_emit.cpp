@@ -91,7 +91,11 @@ std::vector<OutputFile> CEmitter::run() {
   files.push_back({p_.model + "_train.c", render("c/train.c.mustache", d)});
   files.push_back({p_.model + "_inference.c", render("c/inference.c.mustache", d)});
   files.push_back({p_.model + "_infer.c", render("c/infer.c.mustache", d)});
-  if (o_.weights) files.push_back({p_.model + "_weights.c", weights(d)});
+  if (o_.weights) {
+    std::string bin;
+    files.push_back({p_.model + "_weights.c", weights(d, o_.weights_bin ? &bin : nullptr)});
+    if (o_.weights_bin) files.push_back({p_.model + "_weights.bin", std::move(bin)});
+  }
   files.push_back({"CMakeLists.txt", render("c/CMakeLists.txt.mustache", d)});
   return files;
 }
@@ -377,27 +381,74 @@ void CEmitter::int8_data(data& d, std::string& fields) {
   d.set("int8_rows", per);
 }
 
-std::string CEmitter::weights(data d) {
+// <model>_weights.bin: its first line the marker of the files cannl gen writes
+// (driver/output_dir.h), padded to 64 bytes; then each array at a multiple of 64 bytes, in the
+// machine's byte order (the .c refuses a big-endian target).
+namespace {
+constexpr size_t kBinHeader = 64;
+std::string bin_header(const std::string& model) {
+  std::string h = "// Written by cannl gen.\n// " + model + "_weights.bin";
+  h.resize(kBinHeader - 1, ' ');
+  return h + "\n";
+}
+template <typename T>
+size_t bin_append(std::string& bin, const T* v, size_t n) {
+  bin.resize((bin.size() + 63) / 64 * 64, '\0');
+  const size_t at = bin.size() - kBinHeader;
+  bin.append(reinterpret_cast<const char*>(v), n * sizeof(T));
+  return at;
+}
+}  // namespace
+
+std::string CEmitter::weights(data d, std::string* bin) {
   std::string arrays;
+  if (bin) {
+    *bin = bin_header(p_.model);
+    const std::string uc = upper(p_.model);
+    arrays += fmt::format(
+        "\n/* The values are the bytes of {0}_weights.bin (little-endian, each array 64-byte aligned after\n"
+        "   the file's first {2} bytes), compiled in by the assembler's .incbin, which looks in the -I\n"
+        "   folders (where {0}.h is); or define {1}_WEIGHTS_BIN as the file's path. */\n"
+        "#if !defined(__GNUC__) || !defined(__ELF__)\n"
+        "#error \"{0}_weights.c includes {0}_weights.bin with the assembler's .incbin: GCC or Clang, ELF\"\n"
+        "#endif\n"
+        "#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__\n"
+        "#error \"{0}_weights.bin holds little-endian values\"\n"
+        "#endif\n"
+        "#ifndef {1}_WEIGHTS_BIN\n#define {1}_WEIGHTS_BIN \"{0}_weights.bin\"\n#endif\n"
+        "__asm__(\".section .rodata\\n.balign 64\\n{0}_weights_bin:\\n.incbin \\\"\" {1}_WEIGHTS_BIN "
+        "\"\\\", {2}\\n.previous\\n\");\n"
+        "extern const unsigned char {0}_weights_bin[] __asm__(\"{0}_weights_bin\");\n",
+        p_.model, uc, kBinHeader);
+  }
+  auto at = [&](const std::string& type, size_t offset) {
+    return fmt::format("(({} *)(const void *)({}_weights_bin + {}))", type, p_.model, offset);
+  };
   data list{data::type::list};
   data int8_list{data::type::list};
   for (size_t i = 0; i < p_.params.size(); ++i) {
     const auto& b = buf(p_.params[i]);
     const auto& v = o_.weights->values[i];
+    const std::string nm = name(p_.params[i]);
     if (b.int8_row > 0) {  // int8 rows and their scales (passes/quantize.h), quantised here as the runtime does
       const long cols = b.int8_row, rows = static_cast<long>(v.size()) / cols;
       std::vector<float> w(v.begin(), v.end());
       std::vector<int8_t> q;
       std::vector<float> sc;
       quantize_rows_q8(w, rows, cols, q, sc);
-      const std::string nm = name(p_.params[i]);
-      arrays += fmt::format("\n/* {} stored [{}] as int8 rows [{}, {}] (cannl gen --quantize int8) */\n"
-                            "static const int8_t {}_int8[{}] = {{",
-                            b.shape, dims_list(b, false), rows, cols, nm, q.size());
-      for (size_t k = 0; k < q.size(); ++k) arrays += (k % 16 ? " " : "\n    ") + std::to_string(q[k]) + ",";
-      arrays += fmt::format("\n}};\nstatic const float {}_int8_scale[{}] = {{", nm, sc.size());
-      for (size_t k = 0; k < sc.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(sc[k]) + ",";
-      arrays += "\n};\n";
+      const std::string head = fmt::format("\n/* {} stored [{}] as int8 rows [{}, {}] (cannl gen --quantize int8) */\n",
+                                           b.shape, dims_list(b, false), rows, cols);
+      if (bin) {
+        const size_t qa = bin_append(*bin, q.data(), q.size()), sa = bin_append(*bin, sc.data(), sc.size());
+        arrays += head + fmt::format("#define {}_int8 {}\n#define {}_int8_scale {}\n", nm, at("const int8_t", qa), nm,
+                                     at("const float", sa));
+      } else {
+        arrays += head + fmt::format("static const int8_t {}_int8[{}] = {{", nm, q.size());
+        for (size_t k = 0; k < q.size(); ++k) arrays += (k % 16 ? " " : "\n    ") + std::to_string(q[k]) + ",";
+        arrays += fmt::format("\n}};\nstatic const float {}_int8_scale[{}] = {{", nm, sc.size());
+        for (size_t k = 0; k < sc.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(sc[k]) + ",";
+        arrays += "\n};\n";
+      }
       data e;
       e.set("name", std::string("NULL"));
       list.push_back(e);
@@ -409,16 +460,29 @@ std::string CEmitter::weights(data d) {
       int8_list.push_back(q8);
       continue;
     }
-    std::string array = name(p_.params[i]) + "_values";
-    arrays += fmt::format("\n/* {} stored [{}] */\nstatic const real {}[{}] = {{", b.shape, dims_list(b, false), array,
-                          v.size());
-    for (size_t k = 0; k < v.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(v[k]) + ",";
-    arrays += "\n};\n";
+    const std::string array = nm + "_values";
+    const std::string head = fmt::format("\n/* {} stored [{}] */\n", b.shape, dims_list(b, false));
+    if (bin) {
+      size_t a;
+      if (o_.f64) {
+        a = bin_append(*bin, v.data(), v.size());
+      } else {
+        const std::vector<float> f(v.begin(), v.end());
+        a = bin_append(*bin, f.data(), f.size());
+      }
+      arrays += head + fmt::format("#define {} {}\n", array, at("const real", a));
+    } else {
+      arrays += head + fmt::format("static const real {}[{}] = {{", array, v.size());
+      for (size_t k = 0; k < v.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(v[k]) + ",";
+      arrays += "\n};\n";
+    }
     data e;
     e.set("name", array);
     list.push_back(e);
   }
   d.set("arrays", arrays);
+  d.set("how", std::string(bin ? "its values the bytes of " + p_.model + "_weights.bin"
+                               : "its values printed so that they read back exactly"));
   d.set("embedded_list", list);
   d.set("int8_embedded", int8_list);
   d.set("checkpoint", o_.weights->source);

@@ -119,7 +119,7 @@ private:
   void int8_data(data& d, std::string& fields);
 
   // <model>_weights.c: each param's trained values as a static const array.
-  std::string weights(data d);
+  std::string weights(data d, std::string* bin);  // <model>_weights.c; with bin: its bytes go there
 
   std::string helpers();
 
