@@ -23,7 +23,7 @@ namespace cannl {
 
 std::vector<OutputFile> CEmitter::run() {
   Unit train{&p_.layout.training, "struct " + p_.model, {}, {}, {}};
-  fielded_ = fielded();
+  fielded_ = fielded(p_.layout.training);
   for (const auto& r : p_.routines)
     if (r.kind != ir::RoutineKind::Decode) train.routines += routine(r, train) + "\n";  // decode: inference only
   data d = common();
@@ -198,13 +198,17 @@ bool CEmitter::in_opt_block(int b) const {
   return static_cast<size_t>(b) < f.size() && f[static_cast<size_t>(b)] >= 0;
 }
 
-std::set<int> CEmitter::fielded() const {
+std::set<int> CEmitter::fielded(const ir::Arena& a) const {
+  const bool training = &a == &p_.layout.training;
   std::set<int> out;
   for (size_t i = 0; i < p_.buffers.size(); ++i)
-    if ((p_.layout.training.field[i] >= 0 || in_opt_block(static_cast<int>(i))) && buf(static_cast<int>(i)).view_of < 0)
+    if ((a.field[i] >= 0 || (training && in_opt_block(static_cast<int>(i)))) && buf(static_cast<int>(i)).view_of < 0)
       out.insert(static_cast<int>(i));
   for (const ir::Routine& r : p_.routines) {
-    if (r.kind == ir::RoutineKind::Decode) continue;  // (the forward-only state's)
+    // The forward-only state's routines: forward, eval_metrics and decode (inference()).
+    const bool inference = r.kind == ir::RoutineKind::Forward || r.kind == ir::RoutineKind::Eval ||
+                           r.kind == ir::RoutineKind::Decode;
+    if (training ? r.kind == ir::RoutineKind::Decode : !inference) continue;
     std::set<std::string> scalars, unused;
     const std::set<int> bufs = routine_buffers(r, scalars);
     std::set<int> touched;
@@ -246,9 +250,13 @@ std::string CEmitter::plural(ir::Role r) {
 
 void CEmitter::inference(data& d) {
   Unit u{&p_.layout.inference, "struct " + p_.model + "_infer", {}, {}, {}};
+  // The fields: as the training state's, a view of stacked storage that no routine here names
+  // has none (the tables address it from its stacked buffer), so they do not grow with the depth.
+  const std::set<int> own = fielded(*u.arena);
   std::vector<std::pair<long, int>> order;  // fields by offset
   for (size_t b = 0; b < p_.buffers.size(); ++b)
-    if (u.arena->field[b] >= 0) order.push_back({u.arena->field[b], static_cast<int>(b)});
+    if (u.arena->field[b] >= 0 && own.count(static_cast<int>(b)))
+      order.push_back({u.arena->field[b], static_cast<int>(b)});
   std::sort(order.begin(), order.end());
   std::string fields;
   data bufs{data::type::list};
@@ -278,6 +286,10 @@ void CEmitter::inference(data& d) {
     d.set("decode_ids", std::to_string(buf(p_.inputs[static_cast<size_t>(tokens)]).ids));
     d.set("decode_output", name(dec->io.outputs[0]));
   }
+  // The params' rows (set_params, _infer_param, state_tensors), a repeat block's folded.
+  const CTables tables = c_tables(p_, names_.buffer, own, o_.f64, upper(p_.model) + "_ROW", true);
+  d.set("infer_state_rows", tables.state);
+  d.set("infer_state_bufs", tables.state_bufs);
   d.set("infer_helpers", helpers());
   d.set("infer_fields", fields);
   d.set("infer_buffers", bufs);
