@@ -57,8 +57,9 @@ MODELS = {
     # the model zoo (issue 38: models the compiler was not tuned on; bench/peers.sh runs them)
     "resnet_bn": ("bench/specs/resnet_bn.cannl", [(64, 1, 5, None)]),
     "mlp_ln_dropout": ("bench/specs/mlp_ln_dropout.cannl", [(128, 20, 300, None)]),
+    "gru_rows": ("specs/gru_rows.cannl", [(128, 20, 200, None)]),
 }
-ZOO = ["resnet_bn", "mlp_ln_dropout"]  # in MODELS for bench/peers.py; bench/run.sh does not build them
+ZOO = ["resnet_bn", "mlp_ln_dropout", "gru_rows"]  # in MODELS for bench/peers.py; bench/run.sh does not build them
 # The products of these models (fashion_mlp_adam's are fashion_mlp's).
 GEMM_MODELS = ["fashion_mlp", "fashion_cnn", "cnn_dense256"]
 

@@ -10,9 +10,12 @@ waits for its outputs (jax.block_until_ready on params, state and loss).
 
 Same models as the PyTorch peers: the forward passes are written here once, functionally, and the params
 are the PyTorch peers' own initial params (bench/torch_step.py's modules with PyTorch's default init;
-bench/torch_gpt.py's random_init for gpt_char), converted to arrays; the data is torch_step.image_batch's
-synthetic batch (gpt_char: 8 random token windows in turn, as torch_gpt.py); the optimisers are the same
-(SGD with momentum 0.9, Adam, AdamW with weight decay on the weights and clipping at global norm 1).
+bench/torch_gpt.py's random_init for gpt_char, llama_init for llama_char), converted to arrays; the data is
+torch_step.image_batch's synthetic batch (gpt_char, llama_char: 8 random token windows in turn, as
+torch_gpt.py); the optimisers are the same (SGD with momentum 0.9, Adam, AdamW with weight decay on the
+weights and clipping at global norm 1; llama_char: Muon on the matrices, written here from docs/language.md's
+algorithm, and AdamW on the rest, after clipping at global norm 1). gru_rows's GRU is a lax.scan over the
+image's rows.
 
 Threads: XLA's CPU threads are set from outside (bench/peers.py: XLA_FLAGS for one thread, taskset for
 more); THREADS is only recorded. Prints one JSON line like bench/step_bench.c, and the kernel family the
@@ -37,7 +40,7 @@ import torch  # noqa: E402  (only for the PyTorch peers' init and data)
 import torch_gpt  # noqa: E402
 import torch_step  # noqa: E402
 
-GPT_SHAPES = {"gpt_char": (128, 8)}  # ctx, batch (bench/gpt_bench.py's)
+GPT_SHAPES = {"gpt_char": (128, 8), "llama_char": (128, 8)}  # ctx, batch (bench/gpt_bench.py's)
 
 
 def soft_ce(logits, label):  # torch_step.soft_ce
@@ -130,13 +133,117 @@ def gpt_loss(model, p, tok, nxt):  # torch_gpt.GPT.logits and loss
     return -jnp.take_along_axis(lp, nxt.reshape(-1, 1), axis=1).mean()
 
 
+def rms_norm(x, g):  # parity_llama.py's RMSNorm, eps 1e-5
+    return x * jax.lax.rsqrt((x * x).mean(-1, keepdims=True) + 1e-5) * g
+
+
+def rotary(x, cos, sin):  # x [n, t, heads, hd]: the HF Llama rotary embedding (rotate_half)
+    e = x.shape[-1]
+    return x * cos[:, None] + jnp.concatenate((-x[..., e // 2:], x[..., :e // 2]), -1) * sin[:, None]
+
+
+def llama_loss(dims, p, tok, nxt):
+    """tests/e2e/parity_llama.py's Llama on its state_dict's names (nn.Linear: x W^T): RMSNorm, RoPE, causal
+    attention with query head h on key/value head h // group, SwiGLU, untied head."""
+    kvh, group, hd, (n, t) = dims["kvh"], dims["group"], dims["hd"], tok.shape
+    inv_freq = 1.0 / (10000.0 ** (np.arange(0, hd, 2, dtype=np.float64) / hd))  # angles in float64, as HF's
+    freqs = np.outer(np.arange(t, dtype=np.float64), inv_freq)
+    emb = np.concatenate((freqs, freqs), -1)
+    cos, sin = jnp.asarray(np.cos(emb), jnp.float32), jnp.asarray(np.sin(emb), jnp.float32)
+    causal = jnp.triu(jnp.ones((t, t), bool), 1)
+    x = p["emb.weight"][tok]
+    for i in range(dims["layers"]):
+        L = f"layers.{i}."
+        a = rms_norm(x, p[L + "norm1.weight"])
+        q = rotary((a @ p[L + "attn.q.weight"].T).reshape(n, t, kvh * group, hd), cos, sin)
+        k = rotary((a @ p[L + "attn.k.weight"].T).reshape(n, t, kvh, hd), cos, sin)
+        v = (a @ p[L + "attn.v.weight"].T).reshape(n, t, kvh, hd)
+        s = jnp.einsum("ntkgd,nskd->nkgts", q.reshape(n, t, kvh, group, hd), k) * (1.0 / np.sqrt(hd))
+        y = jnp.einsum("nkgts,nskd->ntkgd", jax.nn.softmax(jnp.where(causal, -jnp.inf, s), axis=-1), v)
+        m = x + y.reshape(n, t, kvh * group * hd) @ p[L + "attn.o.weight"].T
+        g = rms_norm(m, p[L + "norm2.weight"])
+        f = jax.nn.silu(g @ p[L + "mlp.gate.weight"].T) * (g @ p[L + "mlp.up.weight"].T)
+        x = m + f @ p[L + "mlp.down.weight"].T
+    logits = rms_norm(x, p["norm_f.weight"]) @ p["head.weight"].T
+    lp = jax.nn.log_softmax(logits.reshape(-1, dims["vocab"]), axis=-1)
+    return -jnp.take_along_axis(lp, nxt.reshape(-1, 1), axis=1).mean()
+
+
+def gru_rows(p, image):
+    """torch_step.GRURows: nn.GRU(28, 64) over the image's rows (gates r, z, n stacked in its weights; its
+    hidden-side biases are zero and frozen, so left out: n = tanh(W_in x + b_in + r * (W_hn h))), then the
+    last state through nn.Linear(64, 10)."""
+    w_ih, w_hh, b_ih = p["gru.weight_ih_l0"], p["gru.weight_hh_l0"], p["gru.bias_ih_l0"]
+    hid = w_hh.shape[1]
+    gi = jnp.swapaxes(image @ w_ih.T + b_ih, 0, 1)  # [rows, batch, 3 hid]: the input's part of every gate
+
+    def cell(h, gi_t):
+        gh = h @ w_hh.T
+        r = jax.nn.sigmoid(gi_t[:, :hid] + gh[:, :hid])
+        z = jax.nn.sigmoid(gi_t[:, hid:2 * hid] + gh[:, hid:2 * hid])
+        n = jnp.tanh(gi_t[:, 2 * hid:] + r * gh[:, 2 * hid:])
+        return (1 - z) * n + z * h, None
+    h, _ = jax.lax.scan(cell, jnp.zeros((image.shape[0], hid), image.dtype), gi)
+    return dense(p, "out", h)
+
+
+def muon(lr, momentum=0.95, weight_decay=0.1, ns_steps=5, eps=1e-7):
+    """Muon as docs/language.md documents cannl's `muon` (torch.optim.Muon's arguments and defaults, nesterov,
+    adjust_lr "original"), written here from that algorithm, in the param's own dtype: with g the (clipped)
+    gradient of a matrix of `rows` x `cols` (nn.Linear's [out, in]),
+        buf <- buf + (1 - momentum) (g - buf);  U <- g + momentum (buf - g)
+        X <- U, or U^T when rows > cols;  X <- X / max(|X|_F, eps)
+        ns_steps times: A <- X X^T;  X <- a X + (b A + c A A) X,  (a, b, c) = (3.4445, -4.7750, 2.0315)
+        p <- p (1 - lr weight_decay) - lr sqrt(max(1, rows / cols)) X (transposed back).
+    (optax.contrib.muon is another algorithm: bias-corrected momentum, X / (|X|_F + eps), a shape scaling of
+    its own.)"""
+    a_, b_, c_ = 3.4445, -4.7750, 2.0315
+
+    def orthogonal(u):
+        rows, cols = u.shape
+        x = u.T if rows > cols else u
+        x = x / jnp.maximum(jnp.linalg.norm(x), eps)
+        for _ in range(ns_steps):
+            gram = x @ x.T
+            x = a_ * x + (b_ * gram + c_ * gram @ gram) @ x
+        return (x.T if rows > cols else x) * np.sqrt(max(1.0, rows / cols))
+
+    def init(params):
+        return jax.tree.map(jnp.zeros_like, params)
+
+    def update(grads, buf, params):
+        buf = jax.tree.map(lambda b, g: b + (1 - momentum) * (g - b), buf, grads)
+        upd = jax.tree.map(lambda b, g, p: -lr * orthogonal(g + momentum * (b - g)) - lr * weight_decay * p,
+                           buf, grads, params)
+        return upd, buf
+    return optax.GradientTransformation(init, update)
+
+
 def arrays(tensors):
     return {k: jnp.asarray(v.detach().numpy()) for k, v in tensors.items()}
 
 
 def setup(name, batch):
     """(params, optimiser, state, loss(params, state, *batch) -> (loss, state), next_batch() -> batch args)."""
+    torch.manual_seed(0)  # the init of PyTorch's modules, as bench/peer_torch.py seeds it
     g = torch.Generator().manual_seed(0)
+    if name in torch_gpt.LLAMAS:  # bench/peer_torch.py's llama_char: torch_gpt.llama_init, 8 windows in turn
+        ctx = GPT_SHAPES[name][0]
+        dims = torch_gpt.llama_parts(name, ctx)[2]
+        params = arrays(torch_gpt.llama_init(name, ctx, 0)[0])
+        matrices = {k: k.endswith(".weight") and v.ndim == 2 and not k.startswith("emb.") for k, v in params.items()}
+        tx = optax.chain(optax.clip_by_global_norm(1.0),  # parity_llama.py's groups, the spec's lrs (constant)
+                         optax.multi_transform({"muon": muon(0.02, momentum=0.95),
+                                                "adamw": optax.adamw(3e-3, b1=0.9, b2=0.95, eps=1e-8, weight_decay=0)},
+                                               {k: "muon" if v else "adamw" for k, v in matrices.items()}))
+        data = [jnp.asarray(torch.randint(0, 256, (2, batch, ctx), generator=g).numpy().astype(np.int32))
+                for _ in range(8)]
+        count = [0]
+
+        def next_batch():
+            count[0] += 1
+            return data[count[0] % 8][0], data[count[0] % 8][1]
+        return params, tx, {}, lambda p, st, tok, nxt: (llama_loss(dims, p, tok, nxt), st), next_batch
     if name in GPT_SHAPES:
         ctx = GPT_SHAPES[name][0]
         params = arrays(torch_gpt.random_init(name, ctx, 0))
@@ -168,6 +275,9 @@ def setup(name, batch):
     if name == "mlp_ln_dropout":
         return params, tx, {"key": jax.random.PRNGKey(0)}, \
             lambda p, st: (lambda out: (soft_ce(out[0], label), out[1]))(mlp_ln(p, st, image)), lambda: ()
+    if name == "gru_rows":  # the frozen zero biases are no params here
+        params = {k: v for k, v in params.items() if k != "gru.bias_hh_l0"}
+        return params, tx, {}, lambda p, st: (soft_ce(gru_rows(p, image), label), st), lambda: ()
     fwd = cnn if name in ("fashion_cnn", "cnn_dense256") else mlp
     return params, tx, {}, lambda p, st: (soft_ce(fwd(p, image), label), st), lambda: ()
 
@@ -184,6 +294,14 @@ def kernels(hlo):
     return f"XLA:CPU ({jax.default_backend()}), " + (", ".join(fams) or "Eigen")
 
 
+def make_train_step(loss_fn, tx):
+    def train_step(params, opt_state, state, *b):  # state: batch norms' running statistics, dropout's key
+        (loss, state), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, state, *b)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, state, loss
+    return train_step
+
+
 def main():
     if len(sys.argv) != 6:
         raise SystemExit(__doc__)
@@ -191,11 +309,7 @@ def main():
     batch, warmup, steps, threads = map(int, sys.argv[2:6])
     params, tx, state, loss_fn, next_batch = setup(name, batch)
     opt_state = tx.init(params)
-
-    def train_step(params, opt_state, state, *b):  # state: batch norms' running statistics, dropout's key
-        (loss, state), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, state, *b)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, state, loss
+    train_step = make_train_step(loss_fn, tx)
 
     t0 = time.perf_counter()
     step = jax.jit(train_step, donate_argnums=(0, 1, 2)).lower(params, opt_state, state, *next_batch()).compile()

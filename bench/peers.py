@@ -7,9 +7,10 @@ Usage: peers.py BENCH_DIR --python VENV/bin/python [--reps R] [--threads 1 2] [-
                 [--peers cannl eager compile max-autotune jax] [--quick]
 
 Models: bench/bench.py's image classifiers (fashion_mlp and fashion_mlp_adam at batch 128, fashion_cnn at
-64 and 256, cnn_dense256 at 64; same warm-up and timed steps) and bench/gpt_bench.py's gpt_char (batch 8,
-ctx 128). cannl: bench/step_bench.c on the generated model; PyTorch 2: bench/peer_torch.py (the models of
-bench/torch_step.py and bench/torch_gpt.py, imported); JAX: bench/peer_jax.py.
+64 and 256, cnn_dense256 at 64; same warm-up and timed steps; the zoo's resnet_bn at 64, mlp_ln_dropout at 128
+and gru_rows at 128) and bench/gpt_bench.py's gpt_char and llama_char (batch 8, ctx 128). cannl:
+bench/step_bench.c on the generated model; PyTorch 2: bench/peer_torch.py (the models of bench/torch_step.py
+and bench/torch_gpt.py, imported); JAX: bench/peer_jax.py.
 
 For each repetition, for each thread count, for each model, a fresh process of each implementation in
 turn (interleaved, so the machine's slow phases hit all alike); each runs warm-up steps untimed (the
@@ -97,7 +98,8 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--models", nargs="+", default=["fashion_mlp", "fashion_mlp_adam", "fashion_cnn", "cnn_dense256",
-                                                    "gpt_char", "resnet_bn", "mlp_ln_dropout"])
+                                                    "gpt_char", "resnet_bn", "mlp_ln_dropout", "llama_char",
+                                                    "gru_rows"])
     ap.add_argument("--peers", nargs="+", default=["cannl"] + list(PEERS))
     ap.add_argument("--quick", action="store_true", help="smoke run: a tenth of the steps, no fashion_cnn 256")
     ap.add_argument("--save", help="write the measurements to this JSON file")

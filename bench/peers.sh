@@ -6,6 +6,7 @@
 #   bench/peers.sh                                 every bench model, 7 repetitions, 1 and 2 threads
 #   bench/peers.sh --venv /path/to/venv --quick --reps 1
 #   bench/peers.sh --reps 3 --models fashion_mlp gpt_char --peers cannl eager jax --threads 1
+#   bench/peers.sh --check --reps 2 --models llama_char gru_rows     the zoo's Llama and GRU, the losses first
 #
 # The peers live in a Python virtual environment OUTSIDE the repo, never a dependency of the build or
 # the tests: --venv PATH, or CANNL_PEERS_VENV, default $HOME/venv-peers. This script installs nothing;
@@ -13,15 +14,23 @@
 # Builds `cannl` and the runtime (release preset), generates each model into build/bench/peers/ and
 # compiles it with the flags of the generated CMakeLists.txt into a step timer (bench/step_bench.c), builds
 # bench/fma_peak.c for this CPU, then runs bench/peers.py (the venv's python runs the peers) and prints
-# the markdown table of bench/README.md.
+# the markdown table of bench/README.md. --models builds only those models. --check first runs
+# bench/peer_check.py (the venv's python): the loss of the first step from the same init and batch in cannl's
+# training program (built for it) and in each peer, for the models it knows (llama_char, gru_rows).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 venv=${CANNL_PEERS_VENV:-$HOME/venv-peers}
 args=()
+models=(fashion_mlp fashion_mlp_adam fashion_cnn cnn_dense256 gpt_char resnet_bn mlp_ln_dropout llama_char gru_rows)
+check=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --venv) venv=$2; shift 2 ;;
+    --check) check=1; shift ;;
+    --models)
+      args+=("$1"); shift; models=()
+      while [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; do models+=("$1"); args+=("$1"); shift; done ;;
     *) args+=("$1"); shift ;;
   esac
 done
@@ -49,7 +58,7 @@ out=build/bench/peers
 mkdir -p "$out"
 cc=${CC:-cc}
 cflags=(-std=c11 -O3 -fno-math-errno -fassociative-math -fno-signed-zeros -fno-trapping-math -fopenmp -Iruntime-lib)
-for model in fashion_mlp fashion_mlp_adam fashion_cnn cnn_dense256 gpt_char resnet_bn mlp_ln_dropout; do
+for model in "${models[@]}"; do
   spec=specs/$model.cannl
   [ -f "$spec" ] || spec=bench/specs/$model.cannl
   g=$out/$model
@@ -57,8 +66,16 @@ for model in fashion_mlp fashion_mlp_adam fashion_cnn cnn_dense256 gpt_char resn
   "$cannl" gen "$spec" -o "$g"
   "$cc" "${cflags[@]}" -I"$g" -DCANNL_BENCH_API="${model}_api" bench/step_bench.c "$g/$model.c" "$rt" -lz -lm \
     -o "$out/${model}_step"
+  if [ $check = 1 ]; then
+    "$cc" "${cflags[@]}" -I"$g" "$g/${model}_train.c" "$g/$model.c" "$g/${model}_inference.c" "$rt" -lz -lm \
+      -o "$out/${model}_train"
+  fi
 done
 "$cc" -O3 -march=native -fopenmp bench/fma_peak.c -o "$out/fma_peak"
 echo "bench/peers.sh: built into $out; running with $py (this takes a while);" \
   "load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+if [ $check = 1 ]; then
+  echo "bench/peers.sh: the loss of the first step from the same init and batch (bench/peer_check.py):" >&2
+  OMP_NUM_THREADS=1 "$py" bench/peer_check.py "$out" "${models[@]}"
+fi
 /usr/bin/python3 bench/peers.py "$out" --python "$py" "${args[@]}"

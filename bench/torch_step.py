@@ -83,16 +83,32 @@ class MLPLN(nn.Module):  # bench/specs/mlp_ln_dropout.cannl: 784-512-256-10, lay
         return self.l3(h)
 
 
+class GRURows(nn.Module):  # specs/gru_rows.cannl: a GRU of 64 units reads the 28 rows of the raw image, 64-10
+    """tests/e2e/parity_gru.py's model: nn.GRU has two biases per gate where the spec has one, so its
+    hidden-side biases are zero and frozen (n = tanh(W_in x + b_in + r * (W_hn h)), the spec's)."""
+    def __init__(self):
+        super().__init__()
+        self.gru, self.out = nn.GRU(28, 64, batch_first=True), nn.Linear(64, 10)
+        with torch.no_grad():
+            self.gru.bias_hh_l0.zero_()
+        self.gru.bias_hh_l0.requires_grad_(False)
+
+    def forward(self, image):  # [batch, 28, 28] pixels 0..255, as the spec reads them
+        return self.out(self.gru(image)[1][0])
+
+
 # The models of fashion_mlp.cannl, fashion_mlp_adam.cannl, fashion_cnn.cannl and
 # bench/specs/cnn_dense256.cannl (the image classifiers; bench/torch_train.py uses them too), and the
-# model zoo's image classifiers (bench/specs/resnet_bn.cannl, mlp_ln_dropout.cannl; bench/peers.sh).
-MODELS = ("fashion_mlp", "fashion_mlp_adam", "fashion_cnn", "cnn_dense256", "resnet_bn", "mlp_ln_dropout")
+# model zoo's image classifiers (bench/specs/resnet_bn.cannl, mlp_ln_dropout.cannl, specs/gru_rows.cannl;
+# bench/peers.sh).
+MODELS = ("fashion_mlp", "fashion_mlp_adam", "fashion_cnn", "cnn_dense256", "resnet_bn", "mlp_ln_dropout", "gru_rows")
 CONV_MODELS = ("fashion_cnn", "cnn_dense256", "resnet_bn")  # images as [batch, 1, 28, 28]
+ROW_MODELS = ("gru_rows",)  # images as [batch, 28, 28]: a sequence of rows
 
 
 def make_model(name):
     return {"fashion_cnn": lambda: CNN(), "cnn_dense256": lambda: CNN(256), "resnet_bn": ResNet,
-            "mlp_ln_dropout": MLPLN}.get(name, MLP)()
+            "mlp_ln_dropout": MLPLN, "gru_rows": GRURows}.get(name, MLP)()
 
 
 def make_optimizer(name, model):
@@ -102,7 +118,7 @@ def make_optimizer(name, model):
         return torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
     if name == "mlp_ln_dropout":
         return torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    return torch.optim.Adam(model.parameters(), lr=1e-3)
+    return torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
 
 
 def soft_ce(logits, label):  # mean(cross_entropy(logits, one-hot label))
@@ -111,8 +127,7 @@ def soft_ce(logits, label):  # mean(cross_entropy(logits, one-hot label))
 
 def image_batch(name, batch, g):
     """The synthetic batch of an image classifier: pixels 0..255 and one-hot labels (bench/peer_jax.py too)."""
-    cnn = name in CONV_MODELS
-    shape = (batch, 1, 28, 28) if cnn else (batch, 784)
+    shape = (batch, 1, 28, 28) if name in CONV_MODELS else (batch, 28, 28) if name in ROW_MODELS else (batch, 784)
     image = torch.rand(shape, generator=g) * 255
     return image, F.one_hot(torch.randint(0, 10, (batch,), generator=g), 10).float()
 
