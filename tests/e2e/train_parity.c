@@ -7,7 +7,8 @@
  *
  * Creates the model from seed 7 (both targets draw the same params: the C target's random
  * streams, on the host), trains STEPS steps of BATCH examples (ids and reals from a fixed
- * xorshift stream, the same on both), and writes OUT: a line per loss, then every state tensor
+ * xorshift stream, the same on both; the last step through train_grads and train_update, the
+ * halves of a data-parallel step), and writes OUT: a line per loss, then every state tensor
  * (params and optimiser state, state_tensors' names, which are the checkpoint's) a line of its
  * values. With REF (the other target's OUT) it compares them by name: each value within
  * TOL * max(1, |ref|), every tensor of REF present, and prints the largest difference.
@@ -83,7 +84,15 @@ int main(int argc, char **argv) {
                 if (in->ids > 0) ((int32_t *)inputs[k])[i] = (int32_t)(uniform() * (double)(in->ids < 1000 ? in->ids : 1000));
                 else ((double *)inputs[k])[i] = uniform() - 0.5;
         }
-        const double loss = api->train_step(m, (const void *const *)inputs, BATCH);
+        /* the last step through the halves data-parallel training runs (train_grads, then
+           train_update), the others through train_step */
+        double loss;
+        if (step == STEPS - 1 && api->train_grads && api->train_update) {
+            loss = api->train_grads(m, (const void *const *)inputs, BATCH);
+            api->train_update(m);
+        } else {
+            loss = api->train_step(m, (const void *const *)inputs, BATCH);
+        }
         fprintf(out, "loss.%d 1 %.17g\n", step, loss);
     }
     static cannl_tensor t[MAX_TENSORS];
