@@ -131,6 +131,16 @@ void cannl_sgemm_dot(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha
 void cannl_dgemm_dot(cannl_gemm *g, int64_t M, int64_t N, int64_t K, double alpha, const double *A, int64_t a_m,
                      const double *B, int64_t b_n, double *C, int64_t c_m, int64_t c_n, int overwrite);
 
+/* C[i, j] = alpha * sum over p of A[i, p] A[j, p], for i, j < N, p < K (A A^T: symmetric), with
+ * A[i, p] at A[i * a_m + p * a_k] and C[i, j] at C[i * c_m + j * c_n]: the blocks on and above
+ * the diagonal computed as cannl_sgemm computes them, each element below the diagonal a copy of
+ * its mirror, so the result is cannl_sgemm's with B = A^T, bit for bit, in about half the
+ * multiply-adds (Muon's Newton-Schulz iterations: X X^T, and A A for a symmetric A). */
+void cannl_sgemm_sym(cannl_gemm *g, int64_t N, int64_t K, float alpha, const float *A, int64_t a_m, int64_t a_k,
+                     float *C, int64_t c_m, int64_t c_n);
+void cannl_dgemm_sym(cannl_gemm *g, int64_t N, int64_t K, double alpha, const double *A, int64_t a_m, int64_t a_k,
+                     double *C, int64_t c_m, int64_t c_n);
+
 /* int8 weights (`cannl gen --quantize int8`; docs/generated-code.md, "int8 weights"): a
  * rows x cols float matrix as rows of int8 with one float scale per row, symmetric:
  * scale[r] = max_k |w[r, k]| / 127 (0 for a row of zeros), q[r, k] = roundf(w[r, k] / scale[r])

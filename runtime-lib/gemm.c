@@ -8,6 +8,7 @@
 #include "gemm_internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -249,4 +250,38 @@ void cannl_dgemm_dot(cannl_gemm *g, int64_t M, int64_t N, int64_t K, double alph
     if (!g || g->dtype != CANNL_F64) return;
     product_dot(g, sizeof(double), (long)M, (long)N, (long)K, alpha, (const char *)A, (long)a_m, (const char *)B,
                 (long)b_n, (char *)C, (long)c_m, (long)c_n, overwrite);
+}
+
+/* C = alpha A A^T by bands of SYM_ROWS rows: band i0 computes its columns from i0 on (the
+ * diagonal block and right of it) with the product above, then each element below the diagonal
+ * takes its mirror's value. B[p, j] = A[j, p]: the band's B is A from row i0, b_k = a_k, b_n = a_m.
+ * Element (i, j) and (j, i) of the full product sum the same terms in the same order (the
+ * kernel's order does not depend on the blocks of M and N it is handed), so the mirror is what
+ * the full product would give, bit for bit. */
+enum { SYM_ROWS = 32 };
+
+static void product_sym(cannl_gemm *g, size_t es, long N, long K, double alpha, const char *A, long a_m, long a_k,
+                        char *C, long c_m, long c_n) {
+    for (long i0 = 0; i0 < N; i0 += SYM_ROWS) {
+        const long h = N - i0 < SYM_ROWS ? N - i0 : SYM_ROWS;
+        product(g, es, h, N - i0, K, alpha, A + (size_t)(i0 * a_m) * es, a_m, a_k, A + (size_t)(i0 * a_m) * es, a_k,
+                a_m, C + (size_t)(i0 * (c_m + c_n)) * es, c_m, c_n, 1);
+    }
+    for (long i = 1; i < N; ++i)
+        for (long j = 0; j < i; ++j)
+            memcpy(C + (size_t)(i * c_m + j * c_n) * es, C + (size_t)(j * c_m + i * c_n) * es, es);
+}
+
+void cannl_sgemm_sym(cannl_gemm *g, int64_t N, int64_t K, float alpha, const float *A, int64_t a_m, int64_t a_k,
+                     float *C, int64_t c_m, int64_t c_n) {
+    if (!g || g->dtype != CANNL_F32) return;
+    product_sym(g, sizeof(float), (long)N, (long)K, alpha, (const char *)A, (long)a_m, (long)a_k, (char *)C, (long)c_m,
+                (long)c_n);
+}
+
+void cannl_dgemm_sym(cannl_gemm *g, int64_t N, int64_t K, double alpha, const double *A, int64_t a_m, int64_t a_k,
+                     double *C, int64_t c_m, int64_t c_n) {
+    if (!g || g->dtype != CANNL_F64) return;
+    product_sym(g, sizeof(double), (long)N, (long)K, alpha, (const char *)A, (long)a_m, (long)a_k, (char *)C,
+                (long)c_m, (long)c_n);
 }

@@ -410,6 +410,46 @@ static void eval_metrics(struct fashion_cnn_infer *m, const real *const inputs[]
 }
 
 
+/* ----------------------------------------------------------------------------- params */
+
+/* The params, in FASHION_CNN_NUM_PARAMS order (set_params, _infer_param, state_tensors; the
+   checkpoints' names): each one's name and shape, then where it is: `at` elements into the
+   state's buffer `buf` (param_data's bufs[]; a repeat block's instances in their stacked
+   buffer; `param` is the training state's, unused here: the rows are printed alike). */
+static const struct param_row {
+    const char *name;
+    int32_t ndims;
+    int64_t shape[CANNL_MAX_DIMS];
+    int32_t buf, param;
+    int64_t at;
+} param_rows[] = {
+    {"k1", 4, { 32, 5, 5, 1 }, 0, 0, 0},
+    {"k2", 4, { 64, 5, 5, 32 }, 1, 0, 0},
+    {"c1", 1, { 32 }, 2, 0, 0},
+    {"c2", 1, { 64 }, 3, 0, 0},
+    {"b3", 1, { 1024 }, 4, 0, 0},
+    {"w3", 4, { 1024, 7, 7, 64 }, 5, 0, 0},
+    {"w4", 2, { 10, 1024 }, 6, 0, 0},
+    {"b4", 1, { 10 }, 7, 0, 0},
+    {NULL, 0, {0}, 0, 0, 0}};
+static const cannl_tensor_info param_info[] = {
+    {"k1", 4, { 32, 5, 5, 1 }, 800, 0},
+    {"k2", 4, { 64, 5, 5, 32 }, 51200, 0},
+    {"c1", 1, { 32 }, 32, 0},
+    {"c2", 1, { 64 }, 64, 0},
+    {"b3", 1, { 1024 }, 1024, 0},
+    {"w3", 4, { 1024, 7, 7, 64 }, 3211264, 0},
+    {"w4", 2, { 10, 1024 }, 10240, 0},
+    {"b4", 1, { 10 }, 10, 0},
+    {NULL, 0, {0}, 0, 0}};
+
+/* Param i's values in the state. */
+static real *param_data(const struct fashion_cnn_infer *m, size_t i) {
+    real *const bufs[] = {
+        m->k1, m->k2, m->c1, m->c2, m->b3, m->w3, m->w4, m->b4, NULL};
+    return bufs[param_rows[i].buf] + param_rows[i].at;
+}
+
 /* ------------------------------------------------------------------------------ C API */
 
 static void bind_buffers(struct fashion_cnn_infer *m) {
@@ -459,16 +499,8 @@ void fashion_cnn_infer_destroy(struct fashion_cnn_infer *m) {
 }
 
 void fashion_cnn_infer_set_params(struct fashion_cnn_infer *m, const fashion_cnn_real *const params[]) {
-    memcpy(m->k1, params[0], (size_t)800 * sizeof(real));
-    memcpy(m->k2, params[1], (size_t)51200 * sizeof(real));
-    memcpy(m->c1, params[2], (size_t)32 * sizeof(real));
-    memcpy(m->c2, params[3], (size_t)64 * sizeof(real));
-    memcpy(m->b3, params[4], (size_t)1024 * sizeof(real));
-    memcpy(m->w3, params[5], (size_t)3211264 * sizeof(real));
-    memcpy(m->w4, params[6], (size_t)10240 * sizeof(real));
-    memcpy(m->b4, params[7], (size_t)10 * sizeof(real));
-    (void)m;
-    (void)params;
+    for (size_t i = 0; param_rows[i].name; ++i)
+        memcpy(param_data(m, i), params[i], (size_t)param_info[i].size * sizeof(real));
 }
 
 cannl_status fashion_cnn_infer_load(struct fashion_cnn_infer *m, const char *path, cannl_error *err) {
@@ -477,41 +509,11 @@ cannl_status fashion_cnn_infer_load(struct fashion_cnn_infer *m, const char *pat
 
 const fashion_cnn_real *fashion_cnn_infer_param(const struct fashion_cnn_infer *m, const char *name, int64_t *count) {
     if (!m || !name) return NULL;
-    if (strcmp(name, "k1") == 0) {
-        if (count) *count = 800;
-        return m->k1;
-    }
-    if (strcmp(name, "k2") == 0) {
-        if (count) *count = 51200;
-        return m->k2;
-    }
-    if (strcmp(name, "c1") == 0) {
-        if (count) *count = 32;
-        return m->c1;
-    }
-    if (strcmp(name, "c2") == 0) {
-        if (count) *count = 64;
-        return m->c2;
-    }
-    if (strcmp(name, "b3") == 0) {
-        if (count) *count = 1024;
-        return m->b3;
-    }
-    if (strcmp(name, "w3") == 0) {
-        if (count) *count = 3211264;
-        return m->w3;
-    }
-    if (strcmp(name, "w4") == 0) {
-        if (count) *count = 10240;
-        return m->w4;
-    }
-    if (strcmp(name, "b4") == 0) {
-        if (count) *count = 10;
-        return m->b4;
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (size_t i = 0; param_rows[i].name; ++i)
+        if (strcmp(name, param_rows[i].name) == 0) {
+            if (count) *count = param_info[i].size;
+            return param_data(m, i);
+        }
     return NULL;
 }
 
@@ -567,16 +569,6 @@ static int ids_in_range(const real *const inputs[], int64_t n, int every_input) 
 static const cannl_tensor_info output_info[] = {
     {"logits", 1, { 10 }, 10, 0},
     {NULL, 0, {0}, 0, 0}};
-static const cannl_tensor_info param_info[] = {
-    {"k1", 4, { 32, 5, 5, 1 }, 800, 0},
-    {"k2", 4, { 64, 5, 5, 32 }, 51200, 0},
-    {"c1", 1, { 32 }, 32, 0},
-    {"c2", 1, { 64 }, 64, 0},
-    {"b3", 1, { 1024 }, 1024, 0},
-    {"w3", 4, { 1024, 7, 7, 64 }, 3211264, 0},
-    {"w4", 2, { 10, 1024 }, 10240, 0},
-    {"b4", 1, { 10 }, 10, 0},
-    {NULL, 0, {0}, 0, 0}};
 static const char *const metric_names[] = {
     "accuracy",
     NULL};
@@ -599,35 +591,14 @@ static void api_forward_fn(void *m, const void *const *inputs, int64_t n, void *
 }
 static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
     struct fashion_cnn_infer *s = (struct fashion_cnn_infer *)m;
-    const cannl_tensor all[] = {
-        {"k1", CANNL_F32, 4, { 32, 5, 5, 1 }, s->k1},
-        {"k2", CANNL_F32, 4, { 64, 5, 5, 32 }, s->k2},
-        {"c1", CANNL_F32, 1, { 32 }, s->c1},
-        {"c2", CANNL_F32, 1, { 64 }, s->c2},
-        {"b3", CANNL_F32, 1, { 1024 }, s->b3},
-        {"w3", CANNL_F32, 4, { 1024, 7, 7, 64 }, s->w3},
-        {"w4", CANNL_F32, 2, { 10, 1024 }, s->w4},
-        {"b4", CANNL_F32, 1, { 10 }, s->b4},
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-        {NULL, CANNL_F32, 0, {0}, NULL}};
-    const size_t count = sizeof all / sizeof all[0] - 1;
-    for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
-    (void)s;
+    const size_t count = sizeof param_rows / sizeof param_rows[0] - 1;
+    for (size_t i = 0; i < count && i < cap; ++i) {
+        out[i].name = param_rows[i].name;
+        out[i].dtype = CANNL_F32;
+        out[i].ndims = param_rows[i].ndims;
+        memcpy(out[i].shape, param_rows[i].shape, sizeof out[i].shape);
+        out[i].data = param_data(s, i);
+    }
     return count;
 }
 static int64_t api_get_step_fn(const void *m) {

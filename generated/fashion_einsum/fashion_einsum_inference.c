@@ -357,6 +357,42 @@ static void eval_metrics(struct fashion_einsum_infer *m, const real *const input
 }
 
 
+/* ----------------------------------------------------------------------------- params */
+
+/* The params, in FASHION_EINSUM_NUM_PARAMS order (set_params, _infer_param, state_tensors; the
+   checkpoints' names): each one's name and shape, then where it is: `at` elements into the
+   state's buffer `buf` (param_data's bufs[]; a repeat block's instances in their stacked
+   buffer; `param` is the training state's, unused here: the rows are printed alike). */
+static const struct param_row {
+    const char *name;
+    int32_t ndims;
+    int64_t shape[CANNL_MAX_DIMS];
+    int32_t buf, param;
+    int64_t at;
+} param_rows[] = {
+    {"w1", 3, { 256, 28, 28 }, 0, 0, 0},
+    {"gain", 1, { 256 }, 1, 0, 0},
+    {"b1", 1, { 256 }, 2, 0, 0},
+    {"bias", 1, { 256 }, 3, 0, 0},
+    {"w2", 2, { 10, 256 }, 4, 0, 0},
+    {"b2", 1, { 10 }, 5, 0, 0},
+    {NULL, 0, {0}, 0, 0, 0}};
+static const cannl_tensor_info param_info[] = {
+    {"w1", 3, { 256, 28, 28 }, 200704, 0},
+    {"gain", 1, { 256 }, 256, 0},
+    {"b1", 1, { 256 }, 256, 0},
+    {"bias", 1, { 256 }, 256, 0},
+    {"w2", 2, { 10, 256 }, 2560, 0},
+    {"b2", 1, { 10 }, 10, 0},
+    {NULL, 0, {0}, 0, 0}};
+
+/* Param i's values in the state. */
+static real *param_data(const struct fashion_einsum_infer *m, size_t i) {
+    real *const bufs[] = {
+        m->w1, m->gain, m->b1, m->bias, m->w2, m->b2, NULL};
+    return bufs[param_rows[i].buf] + param_rows[i].at;
+}
+
 /* ------------------------------------------------------------------------------ C API */
 
 static void bind_buffers(struct fashion_einsum_infer *m) {
@@ -404,14 +440,8 @@ void fashion_einsum_infer_destroy(struct fashion_einsum_infer *m) {
 }
 
 void fashion_einsum_infer_set_params(struct fashion_einsum_infer *m, const fashion_einsum_real *const params[]) {
-    memcpy(m->w1, params[0], (size_t)200704 * sizeof(real));
-    memcpy(m->gain, params[1], (size_t)256 * sizeof(real));
-    memcpy(m->b1, params[2], (size_t)256 * sizeof(real));
-    memcpy(m->bias, params[3], (size_t)256 * sizeof(real));
-    memcpy(m->w2, params[4], (size_t)2560 * sizeof(real));
-    memcpy(m->b2, params[5], (size_t)10 * sizeof(real));
-    (void)m;
-    (void)params;
+    for (size_t i = 0; param_rows[i].name; ++i)
+        memcpy(param_data(m, i), params[i], (size_t)param_info[i].size * sizeof(real));
 }
 
 cannl_status fashion_einsum_infer_load(struct fashion_einsum_infer *m, const char *path, cannl_error *err) {
@@ -420,33 +450,11 @@ cannl_status fashion_einsum_infer_load(struct fashion_einsum_infer *m, const cha
 
 const fashion_einsum_real *fashion_einsum_infer_param(const struct fashion_einsum_infer *m, const char *name, int64_t *count) {
     if (!m || !name) return NULL;
-    if (strcmp(name, "w1") == 0) {
-        if (count) *count = 200704;
-        return m->w1;
-    }
-    if (strcmp(name, "gain") == 0) {
-        if (count) *count = 256;
-        return m->gain;
-    }
-    if (strcmp(name, "b1") == 0) {
-        if (count) *count = 256;
-        return m->b1;
-    }
-    if (strcmp(name, "bias") == 0) {
-        if (count) *count = 256;
-        return m->bias;
-    }
-    if (strcmp(name, "w2") == 0) {
-        if (count) *count = 2560;
-        return m->w2;
-    }
-    if (strcmp(name, "b2") == 0) {
-        if (count) *count = 10;
-        return m->b2;
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (size_t i = 0; param_rows[i].name; ++i)
+        if (strcmp(name, param_rows[i].name) == 0) {
+            if (count) *count = param_info[i].size;
+            return param_data(m, i);
+        }
     return NULL;
 }
 
@@ -502,14 +510,6 @@ static int ids_in_range(const real *const inputs[], int64_t n, int every_input) 
 static const cannl_tensor_info output_info[] = {
     {"logits", 1, { 10 }, 10, 0},
     {NULL, 0, {0}, 0, 0}};
-static const cannl_tensor_info param_info[] = {
-    {"w1", 3, { 256, 28, 28 }, 200704, 0},
-    {"gain", 1, { 256 }, 256, 0},
-    {"b1", 1, { 256 }, 256, 0},
-    {"bias", 1, { 256 }, 256, 0},
-    {"w2", 2, { 10, 256 }, 2560, 0},
-    {"b2", 1, { 10 }, 10, 0},
-    {NULL, 0, {0}, 0, 0}};
 static const char *const metric_names[] = {
     "accuracy",
     "mean_ce",
@@ -533,29 +533,14 @@ static void api_forward_fn(void *m, const void *const *inputs, int64_t n, void *
 }
 static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
     struct fashion_einsum_infer *s = (struct fashion_einsum_infer *)m;
-    const cannl_tensor all[] = {
-        {"w1", CANNL_F32, 3, { 256, 28, 28 }, s->w1},
-        {"gain", CANNL_F32, 1, { 256 }, s->gain},
-        {"b1", CANNL_F32, 1, { 256 }, s->b1},
-        {"bias", CANNL_F32, 1, { 256 }, s->bias},
-        {"w2", CANNL_F32, 2, { 10, 256 }, s->w2},
-        {"b2", CANNL_F32, 1, { 10 }, s->b2},
-
-
-
-
-
-
-
-
-
-
-
-
-        {NULL, CANNL_F32, 0, {0}, NULL}};
-    const size_t count = sizeof all / sizeof all[0] - 1;
-    for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
-    (void)s;
+    const size_t count = sizeof param_rows / sizeof param_rows[0] - 1;
+    for (size_t i = 0; i < count && i < cap; ++i) {
+        out[i].name = param_rows[i].name;
+        out[i].dtype = CANNL_F32;
+        out[i].ndims = param_rows[i].ndims;
+        memcpy(out[i].shape, param_rows[i].shape, sizeof out[i].shape);
+        out[i].data = param_data(s, i);
+    }
     return count;
 }
 static int64_t api_get_step_fn(const void *m) {

@@ -305,6 +305,42 @@ static void eval_metrics(struct fashion_mlp_adam_infer *m, const real *const inp
 }
 
 
+/* ----------------------------------------------------------------------------- params */
+
+/* The params, in FASHION_MLP_ADAM_NUM_PARAMS order (set_params, _infer_param, state_tensors; the
+   checkpoints' names): each one's name and shape, then where it is: `at` elements into the
+   state's buffer `buf` (param_data's bufs[]; a repeat block's instances in their stacked
+   buffer; `param` is the training state's, unused here: the rows are printed alike). */
+static const struct param_row {
+    const char *name;
+    int32_t ndims;
+    int64_t shape[CANNL_MAX_DIMS];
+    int32_t buf, param;
+    int64_t at;
+} param_rows[] = {
+    {"w1", 2, { 512, 784 }, 0, 0, 0},
+    {"w2", 2, { 512, 512 }, 1, 0, 0},
+    {"w3", 2, { 10, 512 }, 2, 0, 0},
+    {"b3", 1, { 10 }, 3, 0, 0},
+    {"b1", 1, { 512 }, 4, 0, 0},
+    {"b2", 1, { 512 }, 5, 0, 0},
+    {NULL, 0, {0}, 0, 0, 0}};
+static const cannl_tensor_info param_info[] = {
+    {"w1", 2, { 512, 784 }, 401408, 0},
+    {"w2", 2, { 512, 512 }, 262144, 0},
+    {"w3", 2, { 10, 512 }, 5120, 0},
+    {"b3", 1, { 10 }, 10, 0},
+    {"b1", 1, { 512 }, 512, 0},
+    {"b2", 1, { 512 }, 512, 0},
+    {NULL, 0, {0}, 0, 0}};
+
+/* Param i's values in the state. */
+static real *param_data(const struct fashion_mlp_adam_infer *m, size_t i) {
+    real *const bufs[] = {
+        m->w1, m->w2, m->w3, m->b3, m->b1, m->b2, NULL};
+    return bufs[param_rows[i].buf] + param_rows[i].at;
+}
+
 /* ------------------------------------------------------------------------------ C API */
 
 static void bind_buffers(struct fashion_mlp_adam_infer *m) {
@@ -352,14 +388,8 @@ void fashion_mlp_adam_infer_destroy(struct fashion_mlp_adam_infer *m) {
 }
 
 void fashion_mlp_adam_infer_set_params(struct fashion_mlp_adam_infer *m, const fashion_mlp_adam_real *const params[]) {
-    memcpy(m->w1, params[0], (size_t)401408 * sizeof(real));
-    memcpy(m->w2, params[1], (size_t)262144 * sizeof(real));
-    memcpy(m->w3, params[2], (size_t)5120 * sizeof(real));
-    memcpy(m->b3, params[3], (size_t)10 * sizeof(real));
-    memcpy(m->b1, params[4], (size_t)512 * sizeof(real));
-    memcpy(m->b2, params[5], (size_t)512 * sizeof(real));
-    (void)m;
-    (void)params;
+    for (size_t i = 0; param_rows[i].name; ++i)
+        memcpy(param_data(m, i), params[i], (size_t)param_info[i].size * sizeof(real));
 }
 
 cannl_status fashion_mlp_adam_infer_load(struct fashion_mlp_adam_infer *m, const char *path, cannl_error *err) {
@@ -368,33 +398,11 @@ cannl_status fashion_mlp_adam_infer_load(struct fashion_mlp_adam_infer *m, const
 
 const fashion_mlp_adam_real *fashion_mlp_adam_infer_param(const struct fashion_mlp_adam_infer *m, const char *name, int64_t *count) {
     if (!m || !name) return NULL;
-    if (strcmp(name, "w1") == 0) {
-        if (count) *count = 401408;
-        return m->w1;
-    }
-    if (strcmp(name, "w2") == 0) {
-        if (count) *count = 262144;
-        return m->w2;
-    }
-    if (strcmp(name, "w3") == 0) {
-        if (count) *count = 5120;
-        return m->w3;
-    }
-    if (strcmp(name, "b3") == 0) {
-        if (count) *count = 10;
-        return m->b3;
-    }
-    if (strcmp(name, "b1") == 0) {
-        if (count) *count = 512;
-        return m->b1;
-    }
-    if (strcmp(name, "b2") == 0) {
-        if (count) *count = 512;
-        return m->b2;
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (size_t i = 0; param_rows[i].name; ++i)
+        if (strcmp(name, param_rows[i].name) == 0) {
+            if (count) *count = param_info[i].size;
+            return param_data(m, i);
+        }
     return NULL;
 }
 
@@ -450,14 +458,6 @@ static int ids_in_range(const real *const inputs[], int64_t n, int every_input) 
 static const cannl_tensor_info output_info[] = {
     {"logits", 1, { 10 }, 10, 0},
     {NULL, 0, {0}, 0, 0}};
-static const cannl_tensor_info param_info[] = {
-    {"w1", 2, { 512, 784 }, 401408, 0},
-    {"w2", 2, { 512, 512 }, 262144, 0},
-    {"w3", 2, { 10, 512 }, 5120, 0},
-    {"b3", 1, { 10 }, 10, 0},
-    {"b1", 1, { 512 }, 512, 0},
-    {"b2", 1, { 512 }, 512, 0},
-    {NULL, 0, {0}, 0, 0}};
 static const char *const metric_names[] = {
     "accuracy",
     NULL};
@@ -480,29 +480,14 @@ static void api_forward_fn(void *m, const void *const *inputs, int64_t n, void *
 }
 static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
     struct fashion_mlp_adam_infer *s = (struct fashion_mlp_adam_infer *)m;
-    const cannl_tensor all[] = {
-        {"w1", CANNL_F32, 2, { 512, 784 }, s->w1},
-        {"w2", CANNL_F32, 2, { 512, 512 }, s->w2},
-        {"w3", CANNL_F32, 2, { 10, 512 }, s->w3},
-        {"b3", CANNL_F32, 1, { 10 }, s->b3},
-        {"b1", CANNL_F32, 1, { 512 }, s->b1},
-        {"b2", CANNL_F32, 1, { 512 }, s->b2},
-
-
-
-
-
-
-
-
-
-
-
-
-        {NULL, CANNL_F32, 0, {0}, NULL}};
-    const size_t count = sizeof all / sizeof all[0] - 1;
-    for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
-    (void)s;
+    const size_t count = sizeof param_rows / sizeof param_rows[0] - 1;
+    for (size_t i = 0; i < count && i < cap; ++i) {
+        out[i].name = param_rows[i].name;
+        out[i].dtype = CANNL_F32;
+        out[i].ndims = param_rows[i].ndims;
+        memcpy(out[i].shape, param_rows[i].shape, sizeof out[i].shape);
+        out[i].data = param_data(s, i);
+    }
     return count;
 }
 static int64_t api_get_step_fn(const void *m) {

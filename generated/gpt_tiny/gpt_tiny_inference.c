@@ -753,6 +753,63 @@ static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t
 }
 
 
+/* ----------------------------------------------------------------------------- params */
+
+/* The params, in GPT_TINY_NUM_PARAMS order (set_params, _infer_param, state_tensors; the
+   checkpoints' names): each one's name and shape, then where it is: `at` elements into the
+   state's buffer `buf` (param_data's bufs[]; a repeat block's instances in their stacked
+   buffer; `param` is the training state's, unused here: the rows are printed alike). */
+static const struct param_row {
+    const char *name;
+    int32_t ndims;
+    int64_t shape[CANNL_MAX_DIMS];
+    int32_t buf, param;
+    int64_t at;
+} param_rows[] = {
+    {"wte", 2, { 256, 128 }, 0, 0, 0},
+    {"wpe", 2, { 64, 128 }, 1, 0, 0},
+    {"ln1_g", 1, { 128 }, 2, 0, 0},
+    {"ln1_b", 1, { 128 }, 3, 0, 0},
+    {"w_qkv", 4, { 3, 4, 32, 128 }, 4, 0, 0},
+    {"b_qkv", 3, { 3, 4, 32 }, 5, 0, 0},
+    {"w_o", 3, { 128, 4, 32 }, 6, 0, 0},
+    {"b_o", 1, { 128 }, 7, 0, 0},
+    {"ln2_g", 1, { 128 }, 8, 0, 0},
+    {"ln2_b", 1, { 128 }, 9, 0, 0},
+    {"w_fc", 2, { 512, 128 }, 10, 0, 0},
+    {"b_fc", 1, { 512 }, 11, 0, 0},
+    {"w_pr", 2, { 128, 512 }, 12, 0, 0},
+    {"b_pr", 1, { 128 }, 13, 0, 0},
+    {"lnf_g", 1, { 128 }, 14, 0, 0},
+    {"lnf_b", 1, { 128 }, 15, 0, 0},
+    {NULL, 0, {0}, 0, 0, 0}};
+static const cannl_tensor_info param_info[] = {
+    {"wte", 2, { 256, 128 }, 32768, 0},
+    {"wpe", 2, { 64, 128 }, 8192, 0},
+    {"ln1_g", 1, { 128 }, 128, 0},
+    {"ln1_b", 1, { 128 }, 128, 0},
+    {"w_qkv", 4, { 3, 4, 32, 128 }, 49152, 0},
+    {"b_qkv", 3, { 3, 4, 32 }, 384, 0},
+    {"w_o", 3, { 128, 4, 32 }, 16384, 0},
+    {"b_o", 1, { 128 }, 128, 0},
+    {"ln2_g", 1, { 128 }, 128, 0},
+    {"ln2_b", 1, { 128 }, 128, 0},
+    {"w_fc", 2, { 512, 128 }, 65536, 0},
+    {"b_fc", 1, { 512 }, 512, 0},
+    {"w_pr", 2, { 128, 512 }, 65536, 0},
+    {"b_pr", 1, { 128 }, 128, 0},
+    {"lnf_g", 1, { 128 }, 128, 0},
+    {"lnf_b", 1, { 128 }, 128, 0},
+    {NULL, 0, {0}, 0, 0}};
+
+/* Param i's values in the state. */
+static real *param_data(const struct gpt_tiny_infer *m, size_t i) {
+    real *const bufs[] = {
+        m->wte, m->wpe, m->ln1_g, m->ln1_b, m->w_qkv, m->b_qkv, m->w_o, m->b_o, m->ln2_g, m->ln2_b, m->w_fc, m->b_fc,
+        m->w_pr, m->b_pr, m->lnf_g, m->lnf_b, NULL};
+    return bufs[param_rows[i].buf] + param_rows[i].at;
+}
+
 /* ------------------------------------------------------------------------------ C API */
 
 static void bind_buffers(struct gpt_tiny_infer *m) {
@@ -811,24 +868,8 @@ void gpt_tiny_infer_destroy(struct gpt_tiny_infer *m) {
 }
 
 void gpt_tiny_infer_set_params(struct gpt_tiny_infer *m, const gpt_tiny_real *const params[]) {
-    memcpy(m->wte, params[0], (size_t)32768 * sizeof(real));
-    memcpy(m->wpe, params[1], (size_t)8192 * sizeof(real));
-    memcpy(m->ln1_g, params[2], (size_t)128 * sizeof(real));
-    memcpy(m->ln1_b, params[3], (size_t)128 * sizeof(real));
-    memcpy(m->w_qkv, params[4], (size_t)49152 * sizeof(real));
-    memcpy(m->b_qkv, params[5], (size_t)384 * sizeof(real));
-    memcpy(m->w_o, params[6], (size_t)16384 * sizeof(real));
-    memcpy(m->b_o, params[7], (size_t)128 * sizeof(real));
-    memcpy(m->ln2_g, params[8], (size_t)128 * sizeof(real));
-    memcpy(m->ln2_b, params[9], (size_t)128 * sizeof(real));
-    memcpy(m->w_fc, params[10], (size_t)65536 * sizeof(real));
-    memcpy(m->b_fc, params[11], (size_t)512 * sizeof(real));
-    memcpy(m->w_pr, params[12], (size_t)65536 * sizeof(real));
-    memcpy(m->b_pr, params[13], (size_t)128 * sizeof(real));
-    memcpy(m->lnf_g, params[14], (size_t)128 * sizeof(real));
-    memcpy(m->lnf_b, params[15], (size_t)128 * sizeof(real));
-    (void)m;
-    (void)params;
+    for (size_t i = 0; param_rows[i].name; ++i)
+        memcpy(param_data(m, i), params[i], (size_t)param_info[i].size * sizeof(real));
 }
 
 cannl_status gpt_tiny_infer_load(struct gpt_tiny_infer *m, const char *path, cannl_error *err) {
@@ -837,73 +878,11 @@ cannl_status gpt_tiny_infer_load(struct gpt_tiny_infer *m, const char *path, can
 
 const gpt_tiny_real *gpt_tiny_infer_param(const struct gpt_tiny_infer *m, const char *name, int64_t *count) {
     if (!m || !name) return NULL;
-    if (strcmp(name, "wte") == 0) {
-        if (count) *count = 32768;
-        return m->wte;
-    }
-    if (strcmp(name, "wpe") == 0) {
-        if (count) *count = 8192;
-        return m->wpe;
-    }
-    if (strcmp(name, "ln1_g") == 0) {
-        if (count) *count = 128;
-        return m->ln1_g;
-    }
-    if (strcmp(name, "ln1_b") == 0) {
-        if (count) *count = 128;
-        return m->ln1_b;
-    }
-    if (strcmp(name, "w_qkv") == 0) {
-        if (count) *count = 49152;
-        return m->w_qkv;
-    }
-    if (strcmp(name, "b_qkv") == 0) {
-        if (count) *count = 384;
-        return m->b_qkv;
-    }
-    if (strcmp(name, "w_o") == 0) {
-        if (count) *count = 16384;
-        return m->w_o;
-    }
-    if (strcmp(name, "b_o") == 0) {
-        if (count) *count = 128;
-        return m->b_o;
-    }
-    if (strcmp(name, "ln2_g") == 0) {
-        if (count) *count = 128;
-        return m->ln2_g;
-    }
-    if (strcmp(name, "ln2_b") == 0) {
-        if (count) *count = 128;
-        return m->ln2_b;
-    }
-    if (strcmp(name, "w_fc") == 0) {
-        if (count) *count = 65536;
-        return m->w_fc;
-    }
-    if (strcmp(name, "b_fc") == 0) {
-        if (count) *count = 512;
-        return m->b_fc;
-    }
-    if (strcmp(name, "w_pr") == 0) {
-        if (count) *count = 65536;
-        return m->w_pr;
-    }
-    if (strcmp(name, "b_pr") == 0) {
-        if (count) *count = 128;
-        return m->b_pr;
-    }
-    if (strcmp(name, "lnf_g") == 0) {
-        if (count) *count = 128;
-        return m->lnf_g;
-    }
-    if (strcmp(name, "lnf_b") == 0) {
-        if (count) *count = 128;
-        return m->lnf_b;
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (size_t i = 0; param_rows[i].name; ++i)
+        if (strcmp(name, param_rows[i].name) == 0) {
+            if (count) *count = param_info[i].size;
+            return param_data(m, i);
+        }
     return NULL;
 }
 
@@ -991,24 +970,6 @@ static int ids_in_range(const real *const inputs[], int64_t n, int every_input) 
 static const cannl_tensor_info output_info[] = {
     {"logits", 2, { 64, 256 }, 16384, 0},
     {NULL, 0, {0}, 0, 0}};
-static const cannl_tensor_info param_info[] = {
-    {"wte", 2, { 256, 128 }, 32768, 0},
-    {"wpe", 2, { 64, 128 }, 8192, 0},
-    {"ln1_g", 1, { 128 }, 128, 0},
-    {"ln1_b", 1, { 128 }, 128, 0},
-    {"w_qkv", 4, { 3, 4, 32, 128 }, 49152, 0},
-    {"b_qkv", 3, { 3, 4, 32 }, 384, 0},
-    {"w_o", 3, { 128, 4, 32 }, 16384, 0},
-    {"b_o", 1, { 128 }, 128, 0},
-    {"ln2_g", 1, { 128 }, 128, 0},
-    {"ln2_b", 1, { 128 }, 128, 0},
-    {"w_fc", 2, { 512, 128 }, 65536, 0},
-    {"b_fc", 1, { 512 }, 512, 0},
-    {"w_pr", 2, { 128, 512 }, 65536, 0},
-    {"b_pr", 1, { 128 }, 128, 0},
-    {"lnf_g", 1, { 128 }, 128, 0},
-    {"lnf_b", 1, { 128 }, 128, 0},
-    {NULL, 0, {0}, 0, 0}};
 static const char *const metric_names[] = {
     "accuracy",
     NULL};
@@ -1031,59 +992,14 @@ static void api_forward_fn(void *m, const void *const *inputs, int64_t n, void *
 }
 static size_t api_state_tensors_fn(void *m, cannl_tensor *out, size_t cap) {
     struct gpt_tiny_infer *s = (struct gpt_tiny_infer *)m;
-    const cannl_tensor all[] = {
-        {"wte", CANNL_F32, 2, { 256, 128 }, s->wte},
-        {"wpe", CANNL_F32, 2, { 64, 128 }, s->wpe},
-        {"ln1_g", CANNL_F32, 1, { 128 }, s->ln1_g},
-        {"ln1_b", CANNL_F32, 1, { 128 }, s->ln1_b},
-        {"w_qkv", CANNL_F32, 4, { 3, 4, 32, 128 }, s->w_qkv},
-        {"b_qkv", CANNL_F32, 3, { 3, 4, 32 }, s->b_qkv},
-        {"w_o", CANNL_F32, 3, { 128, 4, 32 }, s->w_o},
-        {"b_o", CANNL_F32, 1, { 128 }, s->b_o},
-        {"ln2_g", CANNL_F32, 1, { 128 }, s->ln2_g},
-        {"ln2_b", CANNL_F32, 1, { 128 }, s->ln2_b},
-        {"w_fc", CANNL_F32, 2, { 512, 128 }, s->w_fc},
-        {"b_fc", CANNL_F32, 1, { 512 }, s->b_fc},
-        {"w_pr", CANNL_F32, 2, { 128, 512 }, s->w_pr},
-        {"b_pr", CANNL_F32, 1, { 128 }, s->b_pr},
-        {"lnf_g", CANNL_F32, 1, { 128 }, s->lnf_g},
-        {"lnf_b", CANNL_F32, 1, { 128 }, s->lnf_b},
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-        {NULL, CANNL_F32, 0, {0}, NULL}};
-    const size_t count = sizeof all / sizeof all[0] - 1;
-    for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
-    (void)s;
+    const size_t count = sizeof param_rows / sizeof param_rows[0] - 1;
+    for (size_t i = 0; i < count && i < cap; ++i) {
+        out[i].name = param_rows[i].name;
+        out[i].dtype = CANNL_F32;
+        out[i].ndims = param_rows[i].ndims;
+        memcpy(out[i].shape, param_rows[i].shape, sizeof out[i].shape);
+        out[i].data = param_data(s, i);
+    }
     return count;
 }
 static int64_t api_get_step_fn(const void *m) {

@@ -250,9 +250,13 @@ void muon_nests(ir::Program& p, std::vector<ir::Stmt>& out, int param, int grad,
     emit(ir::nest(rr, mat(gram, 0, 1), ir::Accum::Set, num(0)), it + ": A = X X^T");
     emit(ir::nest({{"i", r}, {"i2", r}, {"j", c}}, mat(gram, 0, 1), ir::Accum::Add,
                   mul(ir::load(mat(cur, 0, 2)), ir::load(mat(cur, 1, 2)))), it + ": A = X X^T");
-    emit(ir::nest(rr, mat(poly, 0, 1), ir::Accum::Set, mul(num(kb), ir::load(mat(gram, 0, 1)))), it + ": b A + c A A");
+    // c A A first, as A A^T (A = X X^T is symmetric; on the C target bit for bit, so A A^T sums
+    // the terms of A A in their order): a product of one matrix with itself, which the C target
+    // computes by halves (cannl_sgemm_sym).
+    emit(ir::nest(rr, mat(poly, 0, 1), ir::Accum::Set, num(0)), it + ": b A + c A A");
     emit(ir::nest({{"i", r}, {"i2", r}, {"k", r}}, mat(poly, 0, 1), ir::Accum::Add,
-                  mul(num(kc), mul(ir::load(mat(gram, 0, 2)), ir::load(mat(gram, 2, 1))))), it + ": b A + c A A");
+                  mul(num(kc), mul(ir::load(mat(gram, 0, 2)), ir::load(mat(gram, 1, 2))))), it + ": b A + c A A");
+    emit(ir::nest(rr, mat(poly, 0, 1), ir::Accum::Add, mul(num(kb), ir::load(mat(gram, 0, 1)))), it + ": b A + c A A");
     emit(ir::nest(rc, mat(nxt, 0, 1), ir::Accum::Set, mul(num(ka), ir::load(mat(cur, 0, 1)))),
          it + ": a X + (b A + c A A) X");
     emit(ir::nest({{"i", r}, {"j", c}, {"k", r}}, mat(nxt, 0, 1), ir::Accum::Add,

@@ -47,6 +47,9 @@ struct GenOptions {
   // but <model>_weights.c (no checkpoint read), weights_only (with weights and embed) that one.
   bool weights_apart = false;
   bool weights_only = false;
+  // How --embed compiles the values in: "c" printed arrays, "incbin" <model>_weights.bin (the
+  // assembler's .incbin), "auto" incbin above kIncbinBytes of params.
+  std::string embed_format = "auto";
   bool color = false;
   int opt_level = 2;       // -O0, -O1, -O2 (passes/pipeline.h)
   std::vector<std::string> disabled_passes;  // --disable-pass=NAME

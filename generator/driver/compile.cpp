@@ -228,6 +228,11 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
       co.spec = card.spec_file;
       co.weights = o.weights.empty() ? nullptr : &weights;
       co.embed = o.embed;
+      if (co.weights) {
+        size_t bytes = 0;
+        for (const auto& v : weights.values) bytes += v.size() * (o.f64 ? 8 : 4);
+        co.weights_bin = o.embed_format == "incbin" || (o.embed_format == "auto" && bytes > kIncbinBytes);
+      }
       co.blas = o.blas;
       co.precision = o.f64 ? "fp32" : o.precision;
       card.precision = o.f64 || o.precision == "fp32" ? "" : o.precision;

@@ -30,6 +30,9 @@ constexpr bool kVerifyIrByDefault = false;
 constexpr bool kVerifyIrByDefault = true;
 #endif
 
+// `--embed-format auto`: params of more bytes than this go to <model>_weights.bin (.incbin).
+constexpr size_t kIncbinBytes = size_t{16} << 20;
+
 struct CompileOptions {
   std::string target = "c";          // back end: "c" or "cuda"
   bool f64 = false;                  // element type double
@@ -42,6 +45,7 @@ struct CompileOptions {
   bool embed = false;                // C: the params compiled in (--embed): from `weights`, else
                                      // from another run's <model>_weights.c (--weights-only)
   std::string name_map;              // the params' names in weights (--name-map), "" for their own
+  std::string embed_format = "auto"; // C, with weights: "c", "incbin" or "auto" (GenOptions::embed_format)
   std::string stop_after;            // "" or a stage: stop once it has run (a dump needs no more)
   bool emit = true;                  // false: stop after the passes (--stats, --dump=graph/dot)
   bool keep_before = false;          // keep the program as it was before the passes

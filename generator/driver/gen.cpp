@@ -70,6 +70,7 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
   if (opt.embed) co.weights = opt.weights;
   if (opt.embed) co.name_map = opt.name_map;
   co.embed = opt.embed || opt.weights_apart;
+  co.embed_format = opt.embed_format;
   co.dims = opt.dims;
   co.roll = !opt.no_roll;
   co.quantize = opt.quantize;
@@ -169,11 +170,11 @@ int gen_file(const std::string& path, const GenOptions& opt, std::ostream& out, 
   std::set<std::string> others;
   std::vector<OutputFile> files;
   for (OutputFile& f : c.files) {
-    const bool weights = f.name == model + "_weights.c";
+    const bool weights = f.name == model + "_weights.c" || f.name == model + "_weights.bin";
     if (opt.weights_only && !weights) others.insert(f.name);
     else files.push_back(std::move(f));
   }
-  if (opt.weights_apart) others.insert(model + "_weights.c");
+  if (opt.weights_apart) others.insert({model + "_weights.c", model + "_weights.bin"});
   if (!write_files(opt.out_dir, model, files, error, others)) {
     err << "cannl: error: " << error << "\n";
     return 2;

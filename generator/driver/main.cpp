@@ -114,6 +114,13 @@ int main(int argc, char** argv) {
   auto* only_opt = g->add_flag("--weights-only", gen.weights_only,
                                "with --weights CKPT --embed: write <model>_weights.c alone, beside the files of "
                                "--weights-apart");
+  auto* format_opt =
+      g->add_option("--embed-format", gen.embed_format,
+                    "how --embed compiles the values in: c (printed arrays in <model>_weights.c), incbin (their "
+                    "bytes in <model>_weights.bin, which <model>_weights.c includes with the assembler's .incbin: "
+                    "GCC or Clang, ELF), auto (default: incbin above 16 MiB of params)")
+          ->check(CLI::IsMember({"auto", "c", "incbin"}));
+  format_opt->needs(weights_opt);
   embed_opt->needs(weights_opt);
   weights_opt->needs(embed_opt);
   name_map_opt->needs(weights_opt);

@@ -99,10 +99,12 @@ void remove_stale_temporaries(const fs::path& dir) {
   }
 }
 
-// The text of a file as written: the marker line first (none for a JSON model card).
+// The text of a file as written: the marker line first (none for a JSON model card; a file
+// that begins with it already, <model>_weights.bin, as it is).
 std::string stamped(const OutputFile& f) {
   const std::string marker = gen_marker(f.name);
-  return marker.empty() ? f.text : marker + "\n" + f.text;
+  if (marker.empty() || f.text.rfind(marker + "\n", 0) == 0) return f.text;
+  return marker + "\n" + f.text;
 }
 
 }  // namespace

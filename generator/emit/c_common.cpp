@@ -177,28 +177,6 @@ data model_template_data(const ir::Program& p, const std::vector<std::string>& n
   d.set("num_outputs", std::to_string(p.outputs.size()));
   d.set("num_params", std::to_string(p.params.size()));
   d.set("num_metrics", std::to_string(p.metrics.size()));
-  data state{data::type::list};
-  // The params first, in Program::params order (model_io.c reads them so), then the optimiser
-  // state, in buffer order.
-  std::vector<size_t> order;
-  std::vector<bool> listed(p.buffers.size(), false);
-  for (int b : p.params)
-    if (!p.buffers[static_cast<size_t>(b)].state_name.empty()) order.push_back(static_cast<size_t>(b)), listed[static_cast<size_t>(b)] = true;
-  for (size_t i = 0; i < p.buffers.size(); ++i)
-    if (!listed[i]) order.push_back(i);
-  for (size_t i : order) {
-    const auto& b = p.buffers[i];
-    if (b.state_name.empty()) continue;
-    data e;
-    e.set("state_name", b.state_name);
-    e.set("is_param", b.role == ir::Role::Param);
-    e.set("name", names[i]);
-    e.set("dtype", dtype);
-    e.set("ndims", std::to_string(b.dims.size()));
-    e.set("dims", dims_list(b, false));
-    state.push_back(e);
-  }
-  d.set("state", state);
   return d;
 }
 

@@ -1,7 +1,7 @@
 // c_common.h — what the C and CUDA back ends print alike.
 //
 // Takes: a Program. Gives: the template data shared by <model>.h and the model's
-// API table (inputs, outputs, params, metrics, state tensors), template rendering, and
+// API table (inputs, outputs, params, metrics), template rendering, and
 // CExpr, the printer of the IR's scalar expressions and buffer accesses as C (valid CUDA C++
 // too): flat indices with the strides baked in, the in-range condition of padded reads,
 // the helper functions (relu, gelu, ...) an expression used (a random initialiser draws from
@@ -34,8 +34,8 @@ long buffer_size(const ir::Buffer& b, bool skip_batch);
 void stmt_uses(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& scalars);
 
 // The data every template of a model sees (model, MODEL, version, spec, real, dtype,
-// max_batch, optimizer, lr, loss, pad, inputs, outputs, params, metrics, state and their
-// counts). `grad_prefix` is put before a gradient buffer's name in params[].grad (C: "m->").
+// max_batch, optimizer, lr, loss, pad, inputs, outputs, params, metrics and their counts).
+// `grad_prefix` is put before a gradient buffer's name in params[].grad (C: "m->").
 kainjow::mustache::data model_template_data(const ir::Program& p, const std::vector<std::string>& names, bool f64,
                                             const std::string& spec, const std::string& grad_prefix);
 

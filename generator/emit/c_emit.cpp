@@ -23,7 +23,7 @@ namespace cannl {
 
 std::vector<OutputFile> CEmitter::run() {
   Unit train{&p_.layout.training, "struct " + p_.model, {}, {}, {}};
-  fielded_ = fielded();
+  fielded_ = fielded(p_.layout.training);
   for (const auto& r : p_.routines)
     if (r.kind != ir::RoutineKind::Decode) train.routines += routine(r, train) + "\n";  // decode: inference only
   data d = common();
@@ -91,7 +91,11 @@ std::vector<OutputFile> CEmitter::run() {
   files.push_back({p_.model + "_train.c", render("c/train.c.mustache", d)});
   files.push_back({p_.model + "_inference.c", render("c/inference.c.mustache", d)});
   files.push_back({p_.model + "_infer.c", render("c/infer.c.mustache", d)});
-  if (o_.weights) files.push_back({p_.model + "_weights.c", weights(d)});
+  if (o_.weights) {
+    std::string bin;
+    files.push_back({p_.model + "_weights.c", weights(d, o_.weights_bin ? &bin : nullptr)});
+    if (o_.weights_bin) files.push_back({p_.model + "_weights.bin", std::move(bin)});
+  }
   files.push_back({"CMakeLists.txt", render("c/CMakeLists.txt.mustache", d)});
   return files;
 }
@@ -194,13 +198,17 @@ bool CEmitter::in_opt_block(int b) const {
   return static_cast<size_t>(b) < f.size() && f[static_cast<size_t>(b)] >= 0;
 }
 
-std::set<int> CEmitter::fielded() const {
+std::set<int> CEmitter::fielded(const ir::Arena& a) const {
+  const bool training = &a == &p_.layout.training;
   std::set<int> out;
   for (size_t i = 0; i < p_.buffers.size(); ++i)
-    if ((p_.layout.training.field[i] >= 0 || in_opt_block(static_cast<int>(i))) && buf(static_cast<int>(i)).view_of < 0)
+    if ((a.field[i] >= 0 || (training && in_opt_block(static_cast<int>(i)))) && buf(static_cast<int>(i)).view_of < 0)
       out.insert(static_cast<int>(i));
   for (const ir::Routine& r : p_.routines) {
-    if (r.kind == ir::RoutineKind::Decode) continue;  // (the forward-only state's)
+    // The forward-only state's routines: forward, eval_metrics and decode (inference()).
+    const bool inference = r.kind == ir::RoutineKind::Forward || r.kind == ir::RoutineKind::Eval ||
+                           r.kind == ir::RoutineKind::Decode;
+    if (training ? r.kind == ir::RoutineKind::Decode : !inference) continue;
     std::set<std::string> scalars, unused;
     const std::set<int> bufs = routine_buffers(r, scalars);
     std::set<int> touched;
@@ -242,9 +250,13 @@ std::string CEmitter::plural(ir::Role r) {
 
 void CEmitter::inference(data& d) {
   Unit u{&p_.layout.inference, "struct " + p_.model + "_infer", {}, {}, {}};
+  // The fields: as the training state's, a view of stacked storage that no routine here names
+  // has none (the tables address it from its stacked buffer), so they do not grow with the depth.
+  const std::set<int> own = fielded(*u.arena);
   std::vector<std::pair<long, int>> order;  // fields by offset
   for (size_t b = 0; b < p_.buffers.size(); ++b)
-    if (u.arena->field[b] >= 0) order.push_back({u.arena->field[b], static_cast<int>(b)});
+    if (u.arena->field[b] >= 0 && own.count(static_cast<int>(b)))
+      order.push_back({u.arena->field[b], static_cast<int>(b)});
   std::sort(order.begin(), order.end());
   std::string fields;
   data bufs{data::type::list};
@@ -274,6 +286,10 @@ void CEmitter::inference(data& d) {
     d.set("decode_ids", std::to_string(buf(p_.inputs[static_cast<size_t>(tokens)]).ids));
     d.set("decode_output", name(dec->io.outputs[0]));
   }
+  // The params' rows (set_params, _infer_param, state_tensors), a repeat block's folded.
+  const CTables tables = c_tables(p_, names_.buffer, own, o_.f64, upper(p_.model) + "_ROW", true);
+  d.set("infer_state_rows", tables.state);
+  d.set("infer_state_bufs", tables.state_bufs);
   d.set("infer_helpers", helpers());
   d.set("infer_fields", fields);
   d.set("infer_buffers", bufs);
@@ -377,27 +393,74 @@ void CEmitter::int8_data(data& d, std::string& fields) {
   d.set("int8_rows", per);
 }
 
-std::string CEmitter::weights(data d) {
+// <model>_weights.bin: its first line the marker of the files cannl gen writes
+// (driver/output_dir.h), padded to 64 bytes; then each array at a multiple of 64 bytes, in the
+// machine's byte order (the .c refuses a big-endian target).
+namespace {
+constexpr size_t kBinHeader = 64;
+std::string bin_header(const std::string& model) {
+  std::string h = "// Written by cannl gen.\n// " + model + "_weights.bin";
+  h.resize(kBinHeader - 1, ' ');
+  return h + "\n";
+}
+template <typename T>
+size_t bin_append(std::string& bin, const T* v, size_t n) {
+  bin.resize((bin.size() + 63) / 64 * 64, '\0');
+  const size_t at = bin.size() - kBinHeader;
+  bin.append(reinterpret_cast<const char*>(v), n * sizeof(T));
+  return at;
+}
+}  // namespace
+
+std::string CEmitter::weights(data d, std::string* bin) {
   std::string arrays;
+  if (bin) {
+    *bin = bin_header(p_.model);
+    const std::string uc = upper(p_.model);
+    arrays += fmt::format(
+        "\n/* The values are the bytes of {0}_weights.bin (little-endian, each array 64-byte aligned after\n"
+        "   the file's first {2} bytes), compiled in by the assembler's .incbin, which looks in the -I\n"
+        "   folders (where {0}.h is); or define {1}_WEIGHTS_BIN as the file's path. */\n"
+        "#if !defined(__GNUC__) || !defined(__ELF__)\n"
+        "#error \"{0}_weights.c includes {0}_weights.bin with the assembler's .incbin: GCC or Clang, ELF\"\n"
+        "#endif\n"
+        "#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__\n"
+        "#error \"{0}_weights.bin holds little-endian values\"\n"
+        "#endif\n"
+        "#ifndef {1}_WEIGHTS_BIN\n#define {1}_WEIGHTS_BIN \"{0}_weights.bin\"\n#endif\n"
+        "__asm__(\".section .rodata\\n.balign 64\\n{0}_weights_bin:\\n.incbin \\\"\" {1}_WEIGHTS_BIN "
+        "\"\\\", {2}\\n.previous\\n\");\n"
+        "extern const unsigned char {0}_weights_bin[] __asm__(\"{0}_weights_bin\");\n",
+        p_.model, uc, kBinHeader);
+  }
+  auto at = [&](const std::string& type, size_t offset) {
+    return fmt::format("(({} *)(const void *)({}_weights_bin + {}))", type, p_.model, offset);
+  };
   data list{data::type::list};
   data int8_list{data::type::list};
   for (size_t i = 0; i < p_.params.size(); ++i) {
     const auto& b = buf(p_.params[i]);
     const auto& v = o_.weights->values[i];
+    const std::string nm = name(p_.params[i]);
     if (b.int8_row > 0) {  // int8 rows and their scales (passes/quantize.h), quantised here as the runtime does
       const long cols = b.int8_row, rows = static_cast<long>(v.size()) / cols;
       std::vector<float> w(v.begin(), v.end());
       std::vector<int8_t> q;
       std::vector<float> sc;
       quantize_rows_q8(w, rows, cols, q, sc);
-      const std::string nm = name(p_.params[i]);
-      arrays += fmt::format("\n/* {} stored [{}] as int8 rows [{}, {}] (cannl gen --quantize int8) */\n"
-                            "static const int8_t {}_int8[{}] = {{",
-                            b.shape, dims_list(b, false), rows, cols, nm, q.size());
-      for (size_t k = 0; k < q.size(); ++k) arrays += (k % 16 ? " " : "\n    ") + std::to_string(q[k]) + ",";
-      arrays += fmt::format("\n}};\nstatic const float {}_int8_scale[{}] = {{", nm, sc.size());
-      for (size_t k = 0; k < sc.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(sc[k]) + ",";
-      arrays += "\n};\n";
+      const std::string head = fmt::format("\n/* {} stored [{}] as int8 rows [{}, {}] (cannl gen --quantize int8) */\n",
+                                           b.shape, dims_list(b, false), rows, cols);
+      if (bin) {
+        const size_t qa = bin_append(*bin, q.data(), q.size()), sa = bin_append(*bin, sc.data(), sc.size());
+        arrays += head + fmt::format("#define {}_int8 {}\n#define {}_int8_scale {}\n", nm, at("const int8_t", qa), nm,
+                                     at("const float", sa));
+      } else {
+        arrays += head + fmt::format("static const int8_t {}_int8[{}] = {{", nm, q.size());
+        for (size_t k = 0; k < q.size(); ++k) arrays += (k % 16 ? " " : "\n    ") + std::to_string(q[k]) + ",";
+        arrays += fmt::format("\n}};\nstatic const float {}_int8_scale[{}] = {{", nm, sc.size());
+        for (size_t k = 0; k < sc.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(sc[k]) + ",";
+        arrays += "\n};\n";
+      }
       data e;
       e.set("name", std::string("NULL"));
       list.push_back(e);
@@ -409,16 +472,29 @@ std::string CEmitter::weights(data d) {
       int8_list.push_back(q8);
       continue;
     }
-    std::string array = name(p_.params[i]) + "_values";
-    arrays += fmt::format("\n/* {} stored [{}] */\nstatic const real {}[{}] = {{", b.shape, dims_list(b, false), array,
-                          v.size());
-    for (size_t k = 0; k < v.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(v[k]) + ",";
-    arrays += "\n};\n";
+    const std::string array = nm + "_values";
+    const std::string head = fmt::format("\n/* {} stored [{}] */\n", b.shape, dims_list(b, false));
+    if (bin) {
+      size_t a;
+      if (o_.f64) {
+        a = bin_append(*bin, v.data(), v.size());
+      } else {
+        const std::vector<float> f(v.begin(), v.end());
+        a = bin_append(*bin, f.data(), f.size());
+      }
+      arrays += head + fmt::format("#define {} {}\n", array, at("const real", a));
+    } else {
+      arrays += head + fmt::format("static const real {}[{}] = {{", array, v.size());
+      for (size_t k = 0; k < v.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(v[k]) + ",";
+      arrays += "\n};\n";
+    }
     data e;
     e.set("name", array);
     list.push_back(e);
   }
   d.set("arrays", arrays);
+  d.set("how", std::string(bin ? "its values the bytes of " + p_.model + "_weights.bin"
+                               : "its values printed so that they read back exactly"));
   d.set("embedded_list", list);
   d.set("int8_embedded", int8_list);
   d.set("checkpoint", o_.weights->source);

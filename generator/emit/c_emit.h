@@ -30,6 +30,10 @@ struct COptions {
   bool f64 = false;       // element type double instead of float
   std::string spec;       // the spec's path as shown in comments
   const EmbeddedWeights* weights = nullptr;  // non-null: write <model>_weights.c
+  // The params' bytes in <model>_weights.bin, which <model>_weights.c includes with the
+  // assembler's .incbin (GCC or Clang, ELF), instead of printed in <model>_weights.c: a
+  // compiler parses a printed array at tens of bytes of memory per element (`--embed-format`).
+  bool weights_bin = false;
   // The params compiled in (`--embed`; implied by weights): <model>.h declares
   // <model>_infer_create_embedded and <model>_embedded_params, <model>_infer.c runs on them.
   // Without weights their <model>_weights.c is another run's (`cannl gen --weights-only`).

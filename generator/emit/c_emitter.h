@@ -59,7 +59,7 @@ private:
   // train_step all run is one function, with one name in both files.
   std::map<std::string, std::string> kernel_by_text_;
   // The buffers with a field in the training state: every one with a place there, but the
-  // views of stacked storage (lower/roll.h) no training routine names (fielded()).
+  // views of stacked storage (lower/roll.h) no training routine names (fielded(p_.layout.training)).
   std::set<int> fielded_;
 
   static std::string render(const std::string& name, const data& d) { return render_template(name, d); }
@@ -94,12 +94,13 @@ private:
   // Buffer b lives in the optimiser-state block (a field of the training state).
   bool in_opt_block(int b) const;
 
-  // The buffers with a field in the training state: those with a place in its arena or its
-  // optimiser-state block, less the views of stacked storage that no training routine names
-  // (a routine's prologue names a view only when a nest of its own reads or writes it, or when
-  // it does not name the view's stacked buffer): those the tables and <model>_param address from
+  // The buffers with a field in the state of arena a (the training state, or the forward-only
+  // state): those with a place in its arena (or the training state's optimiser-state block),
+  // less the views of stacked storage that no routine of the state names (a routine's prologue
+  // names a view only when a nest of its own reads or writes it, or when it does not name the
+  // view's stacked buffer): those the tables, <model>_param and <model>_infer_param address from
   // their stacked buffer (emit/c_tables.h), so that the state's fields do not grow with the depth.
-  std::set<int> fielded() const;
+  std::set<int> fielded(const ir::Arena& a) const;
 
   // The training state's pointer to a param or gradient b: its field, or its stacked buffer's
   // plus its offset.
@@ -119,7 +120,7 @@ private:
   void int8_data(data& d, std::string& fields);
 
   // <model>_weights.c: each param's trained values as a static const array.
-  std::string weights(data d);
+  std::string weights(data d, std::string* bin);  // <model>_weights.c; with bin: its bytes go there
 
   std::string helpers();
 

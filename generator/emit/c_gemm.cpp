@@ -93,10 +93,12 @@ std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, co
   std::string loops;
   for (int it : g.outer)
     if (!one_pass(g, it)) loops += (loops.empty() ? ", for each " : ", ") + site.vars[static_cast<size_t>(it)];
-  std::string out = fmt::format("    /* matrix product {} {} {} . {}: M = {}, N = {}, K = {}{}{}{} */\n",
+  const bool sym = g.symmetric && overwrite && blas.empty() && site.int8 < 0;
+  std::string out = fmt::format("    /* matrix product {} {} {} . {}: M = {}, N = {}, K = {}{}{}{}{} */\n",
                                 bn[static_cast<size_t>(s.only().out.buf)], overwrite ? "=" : "+=", bn[static_cast<size_t>(g.a.buf)],
                                 bn[static_cast<size_t>(g.b.buf)], role(g.m), role(g.n), role(g.k), loops,
                                 g.dot && blas.empty() && site.int8 < 0 ? ", as dot products" : "",
+                                sym ? ", symmetric: the upper triangle, mirrored" : "",
                                 site.int8 >= 0 ? fmt::format(", {} as int8 rows", bn[static_cast<size_t>(site.int8)])
                                                : "");
   int depth = 0;
@@ -121,6 +123,10 @@ std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, co
                        overwrite ? 1 : 0);
   }
   if (!blas.empty()) return out + ind + blas + "\n";
+  if (sym)
+    return out + ind +
+           fmt::format("cannl_{}gemm_sym(m->gemm, {}, {}, {}, {}, {}, {}, {}, {}, {});\n", site.f64 ? "d" : "s",
+                       g.m.size, g.k.size, site.alpha, a, g.m.stride_a, g.k.stride_a, c, g.m.stride_c, g.n.stride_c);
   if (g.dot)
     return out + ind +
            fmt::format("cannl_{}gemm_dot(m->gemm, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});\n",

@@ -4,7 +4,8 @@
 // nest's loop variables, and alpha printed as C. Guarantees: C that performs the nest (one
 // call with constant strides, inside loops over the Gemm's outer loops), either with the
 // runtime's kernel (`cannl_sgemm`/`cannl_dgemm` on the state's `m->gemm`, runtime-lib/gemm.c;
-// `cannl_sgemm_dot`/`cannl_dgemm_dot` for a Gemm marked `dot`) or, with `blas`, with
+// `cannl_sgemm_dot`/`cannl_dgemm_dot` for a Gemm marked `dot`, `cannl_sgemm_sym`/`cannl_dgemm_sym`
+// for an overwriting one marked `symmetric`) or, with `blas`, with
 // cblas_sgemm/cblas_dgemm (row-major, lda/ldb/ldc and transposes derived from the strides;
 // a product whose operands have no unit stride falls back to the generated kernel).
 // `overwrite` makes the product assign instead of accumulate (its zero-fill was dropped).

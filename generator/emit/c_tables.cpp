@@ -197,7 +197,7 @@ std::string fold_rows(const std::vector<CRow>& rows, const std::string& indent, 
 }
 
 CTables c_tables(const ir::Program& p, const std::vector<std::string>& names, const std::set<int>& fielded, bool f64,
-                 const std::string& macro) {
+                 const std::string& macro, bool params_only) {
   const ir::Buffer* const buf = p.buffers.data();
   const ir::Arena& t = p.layout.training;
   const ir::OptBlock& ob = p.layout.opt_state;
@@ -250,13 +250,13 @@ CTables c_tables(const ir::Program& p, const std::vector<std::string>& names, co
   }
   if (!ob.param_start.empty()) starts.push_back(CRow().add(ob.param_start.back()).add(","));
   // The state: the params first, in Program::params order (model_io.c reads them so), then the
-  // optimiser state, in buffer order (as model_template_data lists it).
+  // optimiser state, in buffer order (as model_template_data lists it; params_only: none).
   std::vector<int> order;
   std::vector<bool> listed(p.buffers.size(), false);
   for (int b : p.params)
     if (!buf[b].state_name.empty()) order.push_back(b), listed[static_cast<size_t>(b)] = true;
   for (size_t i = 0; i < p.buffers.size(); ++i)
-    if (!listed[i] && !p.buffers[i].state_name.empty()) order.push_back(static_cast<int>(i));
+    if (!params_only && !listed[i] && !p.buffers[i].state_name.empty()) order.push_back(static_cast<int>(i));
   for (int b : order) {
     const ir::Buffer& x = buf[b];
     CRow r;

@@ -2,8 +2,9 @@
 // folded (issue 34, "per-instance tables").
 //
 // Takes: a Program after plan_layout, its C names (emit/c_names.h), and the buffers that keep a
-// field of their own in the training state. Guarantees: the text of the tables the runtime
-// reads — param_info's rows, state_tensors' rows (checkpoint names and order), grad_offsets and
+// field of their own in the state (the training state's, or the forward-only state's).
+// Guarantees: the text of the tables the runtime reads — param_info's rows, state_tensors' rows
+// (checkpoint names and order; the forward-only state's: its params'), grad_offsets and
 // opt_state_start — with exactly the values of one row per param (per tensor) that a program
 // without blocks prints; the rows of a stacked group's instances (`w_qkv.0` ... `w_qkv.47`,
 // consecutive rows that differ only by the instance) printed as one macro X(l) and the
@@ -58,10 +59,11 @@ struct CTables {
   std::string opt_state_start;  // the initialiser's values ("0" when none)
 };
 
-// `fielded`: the buffers with a field in the training state (a view without one is addressed
-// from its stacked buffer). macro: the name of the rows' macro (defined and undefined around
-// each run).
+// `fielded`: the buffers with a field in the state (a view without one is addressed from its
+// stacked buffer). macro: the name of the rows' macro (defined and undefined around each run).
+// params_only: the forward-only state's, which holds the params alone: `state` and `state_bufs`
+// have the params' rows only (in Program::params order, as param_info's).
 CTables c_tables(const ir::Program& p, const std::vector<std::string>& names, const std::set<int>& fielded, bool f64,
-                 const std::string& macro);
+                 const std::string& macro, bool params_only = false);
 
 }  // namespace cannl

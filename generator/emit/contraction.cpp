@@ -158,6 +158,11 @@ std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& 
     };
     const Gemm& g = *best;
     best->dot = g.k.stride_a == 1 && g.k.stride_b == 1 && g.k.max_size >= 64 && (small(g.m) || small(g.n));
+    // A A^T (Muon's X X^T): A's rows are B's columns, element for element.
+    best->symmetric = !best->dot && g.a.buf == g.b.buf && g.m.size == g.n.size && g.m.stride_a == g.n.stride_b &&
+                      g.k.stride_a == g.k.stride_b && access_base(p, g.a) == access_base(p, g.b) &&
+                      std::all_of(g.outer.begin(), g.outer.end(),
+                                  [&](int it) { return iter_stride(p, g.a, it) == iter_stride(p, g.b, it); });
   }
   return best;
 }

@@ -13,7 +13,8 @@
 // its pointer offsets. B is the operand that carries the written buffer's unit-stride axis
 // when it can (so the register tile is stored with vector stores), unless that makes N
 // narrow (< 16) against a wider M (then the roles swap); `dot` when both operands are
-// contiguous along K and one side is a small constant (the runtime's dot products). Anything
+// contiguous along K and one side is a small constant (the runtime's dot products);
+// `symmetric` when the product is A A^T. Anything
 // else (a loop in one operand only, an empty K, a loop in out alone) is not a contraction:
 // nullopt, and the nest is printed as loops (Products below: what a library call takes
 // besides).
@@ -44,6 +45,10 @@ struct Gemm {
   std::vector<bool> one_pass;  // per loop: one iteration and not the batch loop (no loop to print)
   std::vector<bool> at_pos;    // per loop: the decode routine's position (its variable is `pos`; ir.h)
   bool dot = false;            // tiled only: summed as dot products (cannl_sgemm_dot; recognise_contraction)
+  // Tiled only: A A^T, B the same elements as A with the roles of M and N swapped (one buffer,
+  // the same offsets and strides; M = N): C is symmetric, and an overwriting product may
+  // compute its upper triangle and mirror it (cannl_sgemm_sym: the same bits).
+  bool symmetric = false;
   long flops() const { return 2 * m.max_size * n.max_size * k.max_size; }
 };
 

@@ -17,7 +17,11 @@
  *      (left-aligned, the rest id 0);
  *   4. bad calls: a step past ctx, an id out of range, prefill of 0 or ctx + 1 ids
  *      (CANNL_E_ARG, and the cache length as documented); infer_forward and infer_eval given an
- *      id out of range (V or -1 among the tokens, V among the targets): CANNL_E_ARG.
+ *      id out of range (V or -1 among the tokens, V among the targets): CANNL_E_ARG;
+ *   5. the forward-only state's params (its rows of params: a rolled repeat block's instances,
+ *      `w_qkv.2`, slices of one stacked buffer): infer_param of each param's name gives the
+ *      tensor state_tensors lists for it, with its size, no two overlapping, and a second state
+ *      given those values by infer_set_params (in NUM_PARAMS order) gives the same logits.
  * Tolerance: |decode - forward| <= tol * max(1, |forward|), tol 1e-12 (f64) or 1e-5 (f32).
  *
  * With DECODE_CUDA (tests/gpu: the model generated with --target cuda) the same checks run on the
@@ -186,6 +190,36 @@ int main(void) {
         forward(s, ids + start, w, fwd);
         compare(dec, fwd + (w - 1) * V, "window", len);
     }
+
+#ifndef DECODE_CUDA
+    /* 5. the params of the forward-only state */
+    {
+        static cannl_tensor t[MU(NUM_PARAMS)];
+        static const real *values[MU(NUM_PARAMS)];
+        static real again[CTX * V];
+        if (API.state_tensors(s, t, MU(NUM_PARAMS)) != (size_t)MU(NUM_PARAMS))
+            ++failures, fprintf(stderr, "FAIL state_tensors: not NUM_PARAMS tensors\n");
+        for (int32_t k = 0; k < MU(NUM_PARAMS); ++k) {
+            int64_t count = 0;
+            const char *name = API.params[k].name;
+            const real *p = param(s, name, &count);
+            if ((const void *)p != t[k].data || strcmp(t[k].name, name) != 0 || count != API.params[k].size)
+                ++failures, fprintf(stderr, "FAIL param %s: not state_tensors' tensor %d\n", name, (int)k);
+            for (int32_t j = 0; j < k && p; ++j)
+                if (p < values[j] + API.params[j].size && values[j] < p + count)
+                    ++failures, fprintf(stderr, "FAIL params %s and %s overlap\n", API.params[j].name, name);
+            values[k] = p;
+        }
+        state *s2 = create();
+        if (!s2) return 1;
+        M(infer_set_params)(s2, values);
+        forward(s, ids, CTX, fwd);
+        forward(s2, ids, CTX, again);
+        if (memcmp(fwd, again, sizeof again) != 0)
+            ++failures, fprintf(stderr, "FAIL a state given the params by infer_set_params: other logits\n");
+        destroy(s2);
+    }
+#endif
 
     destroy(s);
     printf("decode vs forward (%s, ctx %d): worst relative difference %.3g over %d positions; %s\n",

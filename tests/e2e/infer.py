@@ -10,7 +10,7 @@
 accuracy: a few hundred steps of training with --test and --checkpoint; then
   `fashion_mlp_infer --weights CK --metric` prints the trainer's `test loss:` and
   `test accuracy:` lines exactly, and the logits of --output give that accuracy.
-embed: `cannl gen --weights CK --embed` and a plain `cannl gen`, each compiled (same flags)
+embed: `cannl gen --weights CK --embed` (--embed-format c and incbin) and a plain `cannl gen`, each compiled (same flags)
   into an inference program; the embedded one, run in an empty folder with the checkpoint
   gone, writes the same bits as the plain one with --weights (and as itself with --weights).
   Prints the sizes of both programs and the compile time of <model>_weights.c.
@@ -126,35 +126,43 @@ def compile_infer(opt, gen_dir, out, embed):
 def case_embed(opt, paths, work):
     import numpy as np
     ck, out, files = train(opt, paths, work, 20, 2560)
-    plain_dir, emb_dir = os.path.join(work, "plain"), os.path.join(work, "embedded")
+    plain_dir = os.path.join(work, "plain")
     u.run([opt.cannl, "gen", opt.spec, "-o", plain_dir])
-    t0 = time.monotonic()
-    u.run([opt.cannl, "gen", opt.spec, "-o", emb_dir, "--weights", ck, "--embed"])
-    gen_s = time.monotonic() - t0
-    plain, emb = os.path.join(work, "infer_plain"), os.path.join(work, "infer_embedded")
+    plain = os.path.join(work, "infer_plain")
     compile_infer(opt, plain_dir, plain, False)
-    weights_s = compile_infer(opt, emb_dir, emb, True)
     image = files["test_image"]
     ref = os.path.join(work, "ref.npy")
     u.run([plain, "--weights", ck, "--input", f"image={image}", "--output", ref])
-    # The embedded program in an empty folder, the checkpoint and the generated code gone.
-    alone = u.fresh_dir(os.path.join(work, "alone"))
-    shutil.copy(image, os.path.join(alone, "image.npy"))
-    shutil.copy(emb, os.path.join(alone, "infer"))
-    moved = ck + ".away"
-    os.rename(ck, moved)
-    shutil.rmtree(emb_dir)
-    p = subprocess.run(["./infer", "--input", "image=image.npy", "--output", "out.npy"], cwd=alone,
-                       capture_output=True, text=True, timeout=600)
-    u.check(p.returncode == 0, f"the embedded program failed alone: {p.stderr}")
-    os.rename(moved, ck)
-    a, b = np.load(ref), np.load(os.path.join(alone, "out.npy"))
-    u.check(a.shape == b.shape and a.tobytes() == b.tobytes(), "embedded and --weights outputs differ")
-    again = os.path.join(work, "again.npy")
-    u.run([emb, "--weights", ck, "--input", f"image={image}", "--output", again])
-    u.check(np.load(again).tobytes() == a.tobytes(), "the embedded program with --weights gives other bits")
-    print(f"bit-identical outputs {a.shape}; cannl gen --embed {gen_s:.2f} s; compiling fashion_mlp_weights.c "
-          f"{weights_s:.2f} s; program sizes: plain {os.path.getsize(plain)} bytes, embedded {os.path.getsize(emb)} bytes")
+    a = np.load(ref)
+    # The values printed in <model>_weights.c, and their bytes in <model>_weights.bin (.incbin).
+    for fmt in ("c", "incbin"):
+        emb_dir = os.path.join(work, f"embedded_{fmt}")
+        t0 = time.monotonic()
+        u.run([opt.cannl, "gen", opt.spec, "-o", emb_dir, "--weights", ck, "--embed", "--embed-format", fmt])
+        gen_s = time.monotonic() - t0
+        bin_file = os.path.join(emb_dir, "fashion_mlp_weights.bin")
+        u.check(os.path.exists(bin_file) == (fmt == "incbin"), f"--embed-format {fmt}: {bin_file} written or not")
+        emb = os.path.join(work, f"infer_embedded_{fmt}")
+        weights_s = compile_infer(opt, emb_dir, emb, True)
+        # The embedded program in an empty folder, the checkpoint and the generated code gone.
+        alone = u.fresh_dir(os.path.join(work, f"alone_{fmt}"))
+        shutil.copy(image, os.path.join(alone, "image.npy"))
+        shutil.copy(emb, os.path.join(alone, "infer"))
+        moved = ck + ".away"
+        os.rename(ck, moved)
+        shutil.rmtree(emb_dir)
+        p = subprocess.run(["./infer", "--input", "image=image.npy", "--output", "out.npy"], cwd=alone,
+                           capture_output=True, text=True, timeout=600)
+        u.check(p.returncode == 0, f"the embedded program ({fmt}) failed alone: {p.stderr}")
+        os.rename(moved, ck)
+        b = np.load(os.path.join(alone, "out.npy"))
+        u.check(a.shape == b.shape and a.tobytes() == b.tobytes(), f"embedded ({fmt}) and --weights outputs differ")
+        again = os.path.join(work, "again.npy")
+        u.run([emb, "--weights", ck, "--input", f"image={image}", "--output", again])
+        u.check(np.load(again).tobytes() == a.tobytes(), f"the embedded program ({fmt}) with --weights gives other bits")
+        print(f"--embed-format {fmt}: bit-identical outputs {a.shape}; cannl gen --embed {gen_s:.2f} s; compiling "
+              f"fashion_mlp_weights.c {weights_s:.2f} s; program sizes: plain {os.path.getsize(plain)} bytes, "
+              f"embedded {os.path.getsize(emb)} bytes")
 
 
 def case_errors(opt, paths, work):

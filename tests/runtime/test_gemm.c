@@ -333,6 +333,47 @@ static int dot_case(cannl_gemm *g, int f64, cannl_isa isa, long M, long N, long 
     return bad != 0;
 }
 
+/* A A^T by cannl_?gemm_sym against cannl_?gemm with B = A^T: the same bits, on `threads`
+ * threads (A row-major or transposed in place, C by rows or by columns, each padded). */
+static int sym_case(cannl_gemm *g, int f64, long N, long K, int a_rows, int c_rows, double alpha, int threads) {
+    const long a_m = a_rows ? K + 3 : 1, a_k = a_rows ? 1 : N + 2;
+    const long c_m = c_rows ? N + 1 : 1, c_n = c_rows ? 1 : N + 1;
+    const long na = N * K + 3 * (N + K) + 8, nc = (N + 1) * (N + 1);
+    const size_t es = f64 ? sizeof(double) : sizeof(float);
+    char *A = malloc(es * (size_t)na), *C = malloc(es * (size_t)nc), *E = malloc(es * (size_t)nc);
+    if (!A || !C || !E) return 1;
+    for (long i = 0; i < na; ++i) {
+        const double v = next_value();
+        if (f64) ((double *)(void *)A)[i] = v;
+        else ((float *)(void *)A)[i] = (float)v;
+    }
+    for (long i = 0; i < nc; ++i) {
+        const double v = next_value();
+        if (f64) ((double *)(void *)C)[i] = ((double *)(void *)E)[i] = v;
+        else ((float *)(void *)C)[i] = ((float *)(void *)E)[i] = (float)v;
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
+    if (f64) {
+        const double *a = (const double *)(void *)A;
+        cannl_dgemm(g, N, N, K, alpha, a, a_m, a_k, a, a_k, a_m, (double *)(void *)E, c_m, c_n, 1);
+        cannl_dgemm_sym(g, N, K, alpha, a, a_m, a_k, (double *)(void *)C, c_m, c_n);
+    } else {
+        const float *a = (const float *)(void *)A;
+        cannl_sgemm(g, N, N, K, (float)alpha, a, a_m, a_k, a, a_k, a_m, (float *)(void *)E, c_m, c_n, 1);
+        cannl_sgemm_sym(g, N, K, (float)alpha, a, a_m, a_k, (float *)(void *)C, c_m, c_n);
+    }
+    const int bad = memcmp(C, E, es * (size_t)nc) != 0;
+    if (bad)
+        fprintf(stderr, "sym %s %ldx%ld A %s C %s alpha %g threads %d: not cannl_gemm's bits\n", f64 ? "f64" : "f32", N,
+                K, a_rows ? "by rows" : "transposed", c_rows ? "by rows" : "by columns", alpha, threads);
+    free(A), free(C), free(E);
+    return bad;
+}
+
 int main(void) {
     cannl_error err;
     /* CANNL_ISA: a bad name is refused; a name only lowers the CPU's best. */
@@ -369,7 +410,9 @@ int main(void) {
                             {10, 1, 20}, {4, 4, 0},      {0, 3, 5},    {9, 13, 15}, {10, 600, 1030}};
     /* Bands of columns alone: half tiles against whole ones, K short and long (blocks). */
     const long cols_alone[][3] = {{21, 64, 9}, {19, 64, 700}, {8, 64, 40}};
-    int cases = 0, alone = 0, dotted = 0;
+    /* A A^T: one band and several, a last band short, K short and in blocks, a square Muon matrix. */
+    const long syms[][2] = {{1, 1}, {0, 4}, {5, 0}, {7, 13}, {32, 64}, {45, 300}, {128, 128}, {100, 1500}};
+    int cases = 0, alone = 0, dotted = 0, sym = 0;
     for (int isa = CANNL_ISA_SSE2; isa <= (int)best; ++isa) {
         setenv("CANNL_ISA", cannl_isa_name((cannl_isa)isa), 1);
         for (int f64 = 0; f64 <= 1; ++f64) {
@@ -412,6 +455,12 @@ int main(void) {
                     ++alone;
                 }
             CHECK(stream_case(g, f64) == 0);
+            for (int s = 0; s < (int)(sizeof syms / sizeof syms[0]); ++s)
+                for (int layout = 0; layout < 4; ++layout) {
+                    CHECK(sym_case(g, f64, syms[s][0], syms[s][1], layout % 2, layout / 2, layout == 1 ? 0.5 : 1.0,
+                                   1 + (s + layout) % 2) == 0);
+                    ++sym;
+                }
             for (int s = 0; s < (int)(sizeof cols_alone / sizeof cols_alone[0]); ++s)
                 for (int layout = 0; layout < 4; ++layout) {
                     CHECK(cols_alone_case(g, f64, cols_alone[s][0], cols_alone[s][1], cols_alone[s][2], layout % 2,
@@ -422,6 +471,6 @@ int main(void) {
         }
     }
     unsetenv("CANNL_ISA");
-    printf("%d cases, %d of rows or columns alone, %d dot products\n", cases, alone, dotted);
+    printf("%d cases, %d of rows or columns alone, %d dot products, %d symmetric\n", cases, alone, dotted, sym);
     return rt_failures ? 1 : 0;
 }
