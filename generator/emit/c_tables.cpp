@@ -138,6 +138,8 @@ std::string folded(const std::vector<CRow>& rows, size_t i, size_t c, size_t q, 
                      rep_calls(macro, s, s + static_cast<long>(c)), macro);
 }
 
+}  // namespace
+
 // Buffer b's instance in its stacked storage (lower/roll.h): its slice's index.
 long instance_of(const ir::Program& p, int b) {
   const ir::Buffer& v = p.buffers[static_cast<size_t>(b)];
@@ -147,7 +149,7 @@ long instance_of(const ir::Program& p, int b) {
 
 // A name as text, the instance's number in it a quoted slot (its last run of digits that
 // spells the instance) when b is a view.
-void add_name(CRow& r, const ir::Program& p, int b, const std::string& name) {
+void add_instance_name(CRow& r, const ir::Program& p, int b, const std::string& name) {
   if (p.buffers[static_cast<size_t>(b)].view_of < 0) {
     r.add(name);
     return;
@@ -167,7 +169,6 @@ void add_name(CRow& r, const ir::Program& p, int b, const std::string& name) {
   r.add(name);
 }
 
-}  // namespace
 
 std::string fold_rows(const std::vector<CRow>& rows, const std::string& indent, const std::string& macro, bool join) {
   std::string out, line;
@@ -231,7 +232,7 @@ CTables c_tables(const ir::Program& p, const std::vector<std::string>& names, co
     CRow r;
     r.group = x.view_of;
     r.add("{\"");
-    add_name(r, p, b, x.state_name.empty() ? x.name : x.state_name);
+    add_instance_name(r, p, b, x.state_name.empty() ? x.name : x.state_name);
     r.add(fmt::format("\", {}, {{ {} }}, {}, {}}},", x.dims.size(), dims_list(x, false), buffer_size(x, false),
                       x.ids));
     info.push_back(r);
@@ -261,7 +262,7 @@ CTables c_tables(const ir::Program& p, const std::vector<std::string>& names, co
     CRow r;
     r.group = x.view_of;
     r.add("{\"");
-    add_name(r, p, b, x.state_name);
+    add_instance_name(r, p, b, x.state_name);
     r.add(fmt::format("\", {}, {{ {} }}, ", x.dims.size(), dims_list(x, false)));
     where(r, b);
     r.add("},");

@@ -44,6 +44,12 @@ struct CRow {
 // outside runs on one line, separated by a space (a one-line array stays one line).
 std::string fold_rows(const std::vector<CRow>& rows, const std::string& indent, const std::string& macro, bool join);
 
+// A name as text, the instance's number in it a quoted slot (its last run of digits that
+// spells the instance: `w_qkv.7`, `w_qkv_7.exp_avg`) when buffer b is a view of stacked storage.
+void add_instance_name(CRow& r, const ir::Program& p, int b, const std::string& name);
+// Buffer b's instance in its stacked storage (lower/roll.h): its slice's index.
+long instance_of(const ir::Program& p, int b);
+
 struct CTables {
   std::string param_info;       // the rows of param_info[] (each ends in a newline)
   std::string state;            // the rows of state_rows[] (each ends in a newline): name, ndims,

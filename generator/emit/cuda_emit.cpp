@@ -7,11 +7,13 @@
 #include <cstdlib>
 #include <fmt/format.h>
 #include <kainjow/mustache.hpp>
+#include <functional>
 #include <map>
 #include <set>
 
 #include "emit/c_common.h"
 #include "emit/c_names.h"
+#include "emit/c_tables.h"
 #include "emit/cublas_plan.h"
 #include "support/diagnostic.h"
 
@@ -43,11 +45,12 @@ public:
   bool attention_ = false;  // some routine calls cannl_attention.cuh
 
   std::vector<OutputFile> run() {
-    std::string kernels, routines;
+    std::string routines;
     for (const auto& r : p_.routines) {
       if (r.kind == ir::RoutineKind::Init) routines += init_routine(r) + "\n";
-      else routine(r, kernels, routines);
+      else routine(r, routines);
     }
+    routines = blocks_ + routines;  // (the block functions the routines call, before them)
     data d = model_template_data(p_, names_, o_.f64, o_.spec, "");
     d.set("no_infer", data{data::type::bool_true});  // <model>.h without the C target's forward-only state
     std::string helpers = x_.helper_defs("static __host__ __device__ inline");
@@ -55,7 +58,7 @@ public:
     d.set("helpers", helpers.empty() ? "" : "\n" + helpers);
     d.set("fields", fields());
     d.set("dropout", data{x_.helpers.count("keep") ? data::type::bool_true : data::type::bool_false});
-    d.set("kernels", kernels);
+    d.set("kernels", kernels_);
     d.set("routines", routines);
     d.set("arena_bytes", std::to_string(arena_.bytes));
     d.set("state_bytes", std::to_string(std::max(arena_.state, 64L)));
@@ -66,7 +69,7 @@ public:
     d.set("precision_note", precision_note());
     data bufs{data::type::list};
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
-      if (arena_.field[i] < 0) continue;
+      if (arena_.field[i] < 0 || p_.buffers[i].view_of >= 0) continue;  // (a view: its stacked buffer's field)
       data b;
       b.set("name", names_[i]);
       b.set("offset", std::to_string(arena_.field[i]));
@@ -76,45 +79,83 @@ public:
     // Host pointers of the params and the state tensors (the pinned mirror of the arena's
     // state prefix), and of the params' gradients: train_step leaves them in the grad block,
     // downloaded into a pinned array of their own (packed, in param order) with the mirror.
-    auto host = [&](int buf) { return fmt::format("(real *)(m->host + {})", arena_.field[static_cast<size_t>(buf)]); };
     const ir::Routine* train = p_.routine(ir::RoutineKind::TrainStep);
     std::map<int, long> grad_at;  // gradient buffer -> its element offset in m->grads_host
     long grad_elems = 0;
     std::string grads_down;
+    // (one copy per run of gradients adjacent on the device: a stacked gradient's instances)
+    long run_dev = -1, run_host = 0, run_elems = 0;
+    auto flush = [&] {
+      if (run_elems > 0)
+        grads_down += fmt::format("        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + {}, m->dev + {}, {} * sizeof(real), &e));\n",
+                                  run_host, run_dev, run_elems);
+    };
     for (int g : train->io.kept) {
       grad_at[g] = grad_elems;
-      grads_down += fmt::format("        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + {}, m->dev + {}, {} * sizeof(real), &e));\n",
-                                grad_elems, arena_.address(*train, g), buf(g).elements());
+      const long dev = arena_.address(*train, g);
+      if (run_elems == 0 || dev != run_dev + run_elems * elem()) {
+        flush();
+        run_dev = dev;
+        run_host = grad_elems;
+        run_elems = 0;
+      }
+      run_elems += buf(g).elements();
       grad_elems += buf(g).elements();
     }
+    flush();
     d.set("grads_elems", std::to_string(std::max(grad_elems, 1L)));
     d.set("grads_down", grads_down);
-    data params{data::type::list};
+    // The params' rows (name, elements, byte offset in the mirror, element offset in grads_host
+    // or -1) and the state tensors' (name, shape, byte offset in the mirror): the params first, in
+    // Program::params order (model_io.c reads them so), then the optimiser state in buffer order.
+    // A stacked group's instances (`w_qkv.0` ... `w_qkv.47`, views) fold into one macro and
+    // cannl_rt.h's CANNL_REP_* (emit/c_tables.h), so the tables do not grow with the depth.
+    std::vector<CRow> param_rows, state_rows;
     for (int b : p_.params) {
-      data e;
-      e.set("name", p_.buffers[static_cast<size_t>(b)].state_name);
-      e.set("size", std::to_string(p_.buffers[static_cast<size_t>(b)].elements()));
-      e.set("host", host(b));
+      const ir::Buffer& x = buf(b);
       const int g = p_.grad(b);
-      e.set("grad_host", grad_at.count(g) ? fmt::format("(m->grads_host + {})", grad_at[g]) : std::string("NULL"));
-      params.push_back(e);
+      CRow r;
+      r.group = x.view_of;
+      r.add("{\"");
+      add_instance_name(r, p_, b, x.state_name);
+      r.add(fmt::format("\", {}, ", x.elements())).add(arena_.field[static_cast<size_t>(b)]).add(", ");
+      if (grad_at.count(g)) r.add(grad_at[g]);
+      else r.add("-1");
+      param_rows.push_back(r.add("},"));
     }
-    d.set("param_hosts", params);
-    data state{data::type::list};
-    for (size_t i = 0; i < p_.buffers.size(); ++i) {
-      const auto& b = p_.buffers[i];
-      if (b.state_name.empty()) continue;
-      data e;
-      e.set("state_name", b.state_name);
-      e.set("dtype", o_.f64 ? "CANNL_F64" : "CANNL_F32");
-      e.set("ndims", std::to_string(b.dims.size()));
+    std::vector<size_t> order;
+    std::vector<bool> listed(p_.buffers.size(), false);
+    for (int b : p_.params) order.push_back(static_cast<size_t>(b)), listed[static_cast<size_t>(b)] = true;
+    for (size_t i = 0; i < p_.buffers.size(); ++i)
+      if (!listed[i]) order.push_back(i);
+    for (size_t i : order) {
+      const auto& x = p_.buffers[i];
+      if (x.state_name.empty()) continue;
       std::string dims;
-      for (const auto& dm : b.dims) dims += (dims.empty() ? "" : ", ") + std::to_string(dm.size);
-      e.set("dims", dims.empty() ? "0" : dims);
-      e.set("host", host(static_cast<int>(i)));
-      state.push_back(e);
+      for (const auto& dm : x.dims) dims += (dims.empty() ? "" : ", ") + std::to_string(dm.size);
+      CRow r;
+      r.group = x.view_of;
+      r.add("{\"");
+      add_instance_name(r, p_, static_cast<int>(i), x.state_name);
+      r.add(fmt::format("\", {}, {{ {} }}, ", x.dims.size(), dims.empty() ? "0" : dims)).add(arena_.field[i]);
+      state_rows.push_back(r.add("},"));
     }
-    d.set("state_hosts", state);
+    std::vector<CRow> info;  // param_info's rows (the runtime's), folded the same way
+    for (int b : p_.params) {
+      const ir::Buffer& x = buf(b);
+      CRow r;
+      r.group = x.view_of;
+      r.add("{\"");
+      add_instance_name(r, p_, b, x.state_name.empty() ? x.name : x.state_name);
+      std::string dims;
+      for (const auto& dm : x.dims) dims += (dims.empty() ? "" : ", ") + std::to_string(dm.size);
+      info.push_back(r.add(fmt::format("\", {}, {{ {} }}, {}, {}}},", x.dims.size(), dims.empty() ? "0" : dims,
+                                       x.elements(), x.ids)));
+    }
+    d.set("param_info", fold_rows(info, "    ", "CANNL_PARAM_INFO", false));
+    d.set("param_rows", fold_rows(param_rows, "    ", "CANNL_PARAM_ROW", false));
+    d.set("state_rows", fold_rows(state_rows, "    ", "CANNL_STATE_ROW", false));
+    d.set("state_dtype", o_.f64 ? "CANNL_F64" : "CANNL_F32");
     // Staging of the inputs: per slot, input k at offset k of max_batch examples each.
     data ins{data::type::list};
     long in_off = 0;
@@ -169,6 +210,7 @@ private:
   // Kernels already defined, by their text with the name left out: a nest that forward,
   // eval_metrics and train_step all run (same loops, same expression) is one kernel.
   std::map<std::string, std::string> kernel_by_text_;
+  std::string kernels_;  // their definitions, in order
 
   long elem() const { return o_.f64 ? 8 : 4; }
 
@@ -240,7 +282,7 @@ private:
   std::string fields() const {
     std::string mirrored, device;
     for (size_t i = 0; i < p_.buffers.size(); ++i) {
-      if (arena_.field[i] < 0) continue;
+      if (arena_.field[i] < 0 || p_.buffers[i].view_of >= 0) continue;  // (a view: in its stacked buffer)
       const auto& b = p_.buffers[i];
       std::string dims;
       for (size_t k = 0; k < b.dims.size(); ++k)
@@ -255,7 +297,15 @@ private:
   std::string device(const ir::Routine& r, int b) const {
     const long at = arena_.address(r, b);
     if (at < 0) CANNL_BUG("a buffer outside the device arena: " + buf(b).name);
-    return arena_.own[static_cast<size_t>(b)] ? "m->" + name(b) : fmt::format("((real *)(m->dev + {}))", at);
+    return arena_.own[static_cast<size_t>(b)] ? field(b) : fmt::format("((real *)(m->dev + {}))", at);
+  }
+
+  // The state's pointer to an own buffer b: its field, or a view's stacked buffer's (lower/roll.h:
+  // a repeat block's instance of a stacked param, gradient or optimiser state) plus its offset.
+  std::string field(int b) const {
+    const ir::Buffer& x = buf(b);
+    if (x.view_of < 0) return "m->" + name(b);
+    return x.view_offset == 0 ? "m->" + name(x.view_of) : fmt::format("(m->{} + {})", name(x.view_of), x.view_offset);
   }
 
   // ---- helpers ---------------------------------------------------------------------------
@@ -736,6 +786,13 @@ private:
     bool rng = false;
     for (const auto& s : r.stmts) {
       rng |= s.sequential;
+      if (s.call) {  // a block's init body (BlockInit): the stacked params it draws
+        if (s.call->kind != ir::Call::Kind::BlockInit) CANNL_BUG("a call in init");
+        rng = true;
+        std::set<std::string> unused;
+        block_uses(*s.call, bufs, unused);
+        continue;
+      }
       for (int w : ir::written_buffers(s)) bufs.insert(w);
       std::vector<const ir::Expr*> loads;
       ir::collect_loads(s, loads);
@@ -757,6 +814,10 @@ private:
     for (const auto& s : r.stmts) {
       if (what(s) != last) out += "\n    /* " + comment_safe(what(s)) + " */\n";
       last = what(s);
+      if (s.call) {
+        out += block_call(*s.call);
+        continue;
+      }
       name_vars(s, taken);
       if (s.zero_first)
         out += fmt::format("    for (int64_t i_ = 0; i_ < {}; ++i_) {}[i_] = {};\n", buf(s.assigns[0].out.buf).elements(),
@@ -771,13 +832,25 @@ private:
     return text;
   }
 
-  void routine(const ir::Routine& r, std::string& kernels, std::string& routines) {
+  // Nest s's kernel launch, its kernel defined the first time its text is seen (kernels_).
+  std::string launch(const ir::Routine& r, const ir::Stmt& s) {
+    Kernel k = kernel(r, s);
+    auto it = kernel_by_text_.find(k.def);
+    if (it == kernel_by_text_.end()) {
+      it = kernel_by_text_.emplace(k.def, cnames_.kernel(p_, s)).first;
+      kernels_ += named(k.def, it->second) + "\n";
+    }
+    return named(k.launch, it->second);
+  }
+
+  void routine(const ir::Routine& r, std::string& routines) {
     std::set<int> bufs;
     std::set<std::string> scalars;
     bool n_used = false;
     for (const auto& s : r.stmts) {
       stmt_uses(s, bufs, scalars);
       for (const auto& it : s.iters) n_used |= it.batch;
+      if (s.call && ir::is_block_call(s.call->kind)) block_uses(*s.call, bufs, scalars);
     }
     n_used |= scalars.count("n") > 0;
     std::set<std::string> taken;
@@ -792,6 +865,12 @@ private:
     for (const ir::Stmt& s : r.stmts) {
       if (what(s) != last) body += "\n    /* " + comment_safe(what(s)) + " */\n";
       last = what(s);
+      if (s.call && ir::is_block_call(s.call->kind)) {
+        body += block_call(*s.call);
+        n_used |= s.call->kind != ir::Call::Kind::BlockDecode;
+        ++nk;
+        continue;
+      }
       if (s.call) {
         body += call_text(*s.call);
         n_used |= s.call->batch;
@@ -806,13 +885,7 @@ private:
         ++gemms_;
         continue;
       }
-      Kernel k = kernel(r, s);
-      auto it = kernel_by_text_.find(k.def);
-      if (it == kernel_by_text_.end()) {
-        it = kernel_by_text_.emplace(k.def, cnames_.kernel(p_, s)).first;
-        kernels += named(k.def, it->second) + "\n";
-      }
-      body += "    " + named(k.launch, it->second) + "\n    CUDA_CHECK(cudaGetLastError());\n";
+      body += "    " + launch(r, s) + "\n    CUDA_CHECK(cudaGetLastError());\n";
       ++nk;
     }
 
@@ -830,7 +903,7 @@ private:
         else
           pro += fmt::format("    const real *const {} = in_[{}];\n", name(b), it - p_.inputs.begin());
       } else if (arena_.own[static_cast<size_t>(b)]) {
-        pro += fmt::format("    {} *const {} = m->{};\n", ctype(b), name(b), name(b));
+        pro += fmt::format("    {} *const {} = {};\n", ctype(b), name(b), field(b));
       } else {
         device(r, b);  // (a bug when it has no place)
         work.push_back({arena_.address(r, b) - arena_.work, b});
@@ -854,6 +927,209 @@ private:
     head += fmt::format("static void {}(struct {} *m, const real *const in_[], int64_t {}) {{\n", r.name(), p_.model,
                         decode ? "pos" : "n");
     routines += head + pro + body + "}\n\n";
+  }
+
+  // ---- rolled repeat blocks (ir.h Block) -------------------------------------------------
+  //
+  // A block call (BlockForward, BlockBackward, BlockInfer, BlockDecode; BlockInit in the host
+  // init) prints as a `for` over the instances (the backward in reverse instance order) calling
+  // the block's host function for the call's half of the body, as the C target's c_blocks.cpp
+  // does: `static void <block>_forward(m, n, scratch, formals...)`, defined once, launching the
+  // body's kernels (one definition each, over the formals' names: every instance launches the
+  // same kernels) and cuBLAS products on the instance's pointers. The call passes each
+  // instance's slices of the stacked buffers (params, gradients, saved activations, carried
+  // values) and the body's scratch (its locals at the body's plan offsets).
+
+  std::string blocks_;  // the block functions, defined once each, before the routines
+  std::set<std::string> block_defined_;
+
+  // The nests of its block's body a block call runs.
+  std::vector<const ir::Stmt*> span(const ir::Call& c) const {
+    const ir::Block& bl = p_.blocks[static_cast<size_t>(c.block)];
+    const ir::Routine& body = ir::body_of(bl, c.kind);
+    const auto [lo, hi] = ir::body_span(bl, c.kind);
+    std::vector<const ir::Stmt*> out;
+    for (size_t i = lo; i < hi; ++i) out.push_back(&body.stmts[i]);
+    return out;
+  }
+
+  // What a block function takes besides the state and n: the bound buffers the half uses,
+  // written ones first, each in buffer order; the run-time scalars its nests read.
+  struct BlockSig {
+    std::vector<int> written, read;
+    std::vector<std::string> scalars;
+  };
+  BlockSig block_sig(const ir::Call& c) const {
+    std::set<int> bound;
+    for (const ir::Binding& bd : c.binds) bound.insert(bd.formal);
+    std::set<int> w, used;
+    std::set<std::string> sc;
+    for (const ir::Stmt* t : span(c)) {
+      stmt_uses(*t, used, sc);
+      for (int b : t->call ? ir::call_writes(*t->call) : ir::written_buffers(*t)) w.insert(b);
+    }
+    BlockSig sig;
+    for (int b : used)
+      if (bound.count(b)) (w.count(b) ? sig.written : sig.read).push_back(b);
+    for (const std::string& x : sc)
+      if (x != "n") sig.scalars.push_back(x);
+    return sig;
+  }
+
+  // The buffers a block call's routine names for it (what its bindings slice, its scratch) and
+  // the run-time scalars of the body's nests.
+  void block_uses(const ir::Call& c, std::set<int>& bufs, std::set<std::string>& scalars) const {
+    for (const ir::Binding& bd : c.binds)
+      for (int b : {bd.buf, bd.first, bd.last})
+        if (b >= 0) bufs.insert(b);
+    if (c.scratch >= 0) bufs.insert(c.scratch);
+    std::set<int> unused;
+    for (const ir::Stmt* t : span(c)) stmt_uses(*t, unused, scalars);
+  }
+
+  static const char* scalar_type(const std::string& x) { return x == "rng_key" ? "uint64_t" : "real"; }
+
+  // The block function a block call runs, defined the first time.
+  const std::string& block_function(const ir::Call& c) {
+    using K = ir::Call::Kind;
+    const int half = c.kind == K::BlockForward ? 0 : c.kind == K::BlockBackward ? 1 : c.kind == K::BlockInfer ? 2
+                     : c.kind == K::BlockInit ? 3 : c.kind == K::BlockDecode ? 4 : -1;
+    if (half < 0) CANNL_BUG(std::string("the CUDA target does not emit a block's ") + ir::call_name(c.kind));
+    const std::string& fname = cnames_.block[static_cast<size_t>(5 * c.block + half)];
+    if (!block_defined_.insert(fname).second) return fname;
+    const bool init = half == 3, decode = half == 4;
+    const ir::Block& bl = p_.blocks[static_cast<size_t>(c.block)];
+    const ir::Routine& body = ir::body_of(bl, c.kind);
+    const BlockSig sig = block_sig(c);
+    const std::vector<const ir::Stmt*> nests = span(c);
+    std::set<std::string> scalars;
+    std::set<int> bufs;
+    for (const ir::Stmt* t : nests) stmt_uses(*t, bufs, scalars);
+    std::string params = init ? fmt::format("struct {} *m, cannl_rng *const rng", p_.model)
+                              : fmt::format("struct {} *m, int64_t {}, char *cannl_scratch", p_.model, decode ? "pos" : "n");
+    for (const std::string& x : sig.scalars) params += fmt::format(", const {} {}", scalar_type(x), x);
+    for (int b : sig.written) params += fmt::format(", {} *{}", ctype(b), name(b));
+    for (int b : sig.read) params += fmt::format(", const {} *{}", ctype(b), name(b));
+    // The body's locals: at the body's plan offsets in the scratch (the device arena's cap).
+    std::string pro;
+    std::vector<std::pair<long, int>> locals;
+    for (int b : bufs)
+      if (body.planned(b) || body.scaled(b)) {
+        locals.push_back({body.scaled(b) ? body.fixed_bytes + body.example_offset(b, p_.max_batch) * p_.max_batch
+                                         : body.offsets[static_cast<size_t>(b)], b});
+      } else if (std::find(sig.written.begin(), sig.written.end(), b) == sig.written.end() &&
+                 std::find(sig.read.begin(), sig.read.end(), b) == sig.read.end()) {
+        CANNL_BUG(fmt::format("block {}: '{}' neither bound nor planned", bl.name, buf(b).name));
+      }
+    if (init && !locals.empty()) CANNL_BUG("block " + bl.name + ": an init body with locals");
+    std::sort(locals.begin(), locals.end());
+    for (const auto& [offset, b] : locals)
+      pro += fmt::format("    {0} *const {1} = ({0} *)(cannl_scratch + {2});\n", ctype(b), name(b), offset);
+    if (!init && locals.empty()) pro += "    (void)cannl_scratch;\n";
+    std::set<std::string> taken = {"m", "n", "cannl_scratch", "stream_", "rng"};
+    if (decode) taken.insert("pos");
+    for (int b : bufs) taken.insert(name(b));
+    taken.insert(sig.scalars.begin(), sig.scalars.end());
+    std::string text, last;
+    bool n_used = false, pos_used = false;
+    int launches = 0;
+    for (const ir::Stmt* t : nests) {
+      const ir::Stmt& st = *t;
+      if (what(st) != last) text += "\n    /* " + comment_safe(what(st)) + " */\n";
+      last = what(st);
+      for (const ir::Iter& it : st.iters) n_used |= it.batch, pos_used |= it.at_pos;
+      if (init) {  // on the host, into the pinned mirror, as init_params
+        name_vars(st, taken);
+        if (st.zero_first)
+          text += fmt::format("    for (int64_t i_ = 0; i_ < {}; ++i_) {}[i_] = {};\n", buf(st.assigns[0].out.buf).elements(),
+                              name(st.assigns[0].out.buf), identity(st.assigns[0].accum));
+        text += sequential_loops(st, 1);
+        continue;
+      }
+      ++launches;
+      if (st.call) {
+        text += call_text(*st.call);
+        n_used |= st.call->batch;
+        pos_used |= st.call->at_pos;
+        continue;
+      }
+      name_vars(st, taken);
+      if (auto g = plan_cublas_gemm(p_, st)) {
+        text += "    " + gemm_call(*g) + "\n";
+        n_used |= g->m.n || g->n.n || g->k.n || g->count.n;
+        ++gemms_;
+        continue;
+      }
+      text += "    " + launch(body, st) + "\n    CUDA_CHECK(cudaGetLastError());\n";
+    }
+    for (const std::string& x : scalars) n_used |= x == "n";
+    if (decode && n_used) CANNL_BUG("a decode body uses the batch count");
+    if (decode && !pos_used) pro = "    (void)pos;\n" + pro;
+    if (!init && !decode && !n_used) pro = "    (void)n;\n" + pro;
+    if (!init) pro += launches ? "    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);\n" : "    (void)m;\n";
+    else if (text.find("m->") == std::string::npos) pro = "    (void)m;\n" + pro;
+    const std::string what = half == 2 ? "instance l's inference body, for each l in order"
+                             : decode  ? "instance l's decode body at position pos, for each l in order"
+                             : init    ? "instance l's params drawn from their initialisers (on the host), for each l in order"
+                                       : fmt::format("the {} half of instance l's training body, for each l {}",
+                                                     half == 0 ? "forward" : "backward", half == 0 ? "in order" : "in reverse order");
+    std::string plist;  // (the parameters a line each: a block binds dozens)
+    size_t start = 0;
+    for (size_t i = 0; i <= params.size(); ++i)
+      if (i == params.size() || params.compare(i, 2, ", ") == 0) {
+        plist += (start ? ",\n    " : "") + params.substr(start, i - start);
+        start = i + 2;
+      }
+    blocks_ += fmt::format("/* block {} (line {}): {}{} */\nstatic void {}(\n    {}) {{\n{}{}}}\n\n", bl.name, bl.line, what,
+                           init ? "" : fmt::format(": {} launches", launches), fname, plist, pro, text);
+    return fname;
+  }
+
+  // Binding bd's actual for instance cannl_l of count (ir.h Binding), over the names `at`
+  // gives the routine's buffers.
+  std::string actual(const ir::Binding& bd, long count, const std::function<std::string(int)>& at) const {
+    std::string slice;
+    if (bd.buf >= 0) {
+      if (bd.stride == 0) {
+        slice = bd.offset == 0 ? at(bd.buf) : fmt::format("{} + {}", at(bd.buf), bd.offset);
+      } else {
+        std::string slot = "cannl_l";
+        if (bd.shift != 0) slot = fmt::format("(cannl_l {} {})", bd.shift < 0 ? '-' : '+', std::labs(bd.shift));
+        if (bd.modulo > 0)
+          slot = bd.shift < 0 ? fmt::format("(({} % {} + {}) % {})", slot, bd.modulo, bd.modulo, bd.modulo)
+                              : fmt::format("({} % {})", slot, bd.modulo);
+        slice = fmt::format("{} + {}{} * {}", at(bd.buf), bd.offset ? std::to_string(bd.offset) + " + " : "", slot, bd.stride);
+      }
+    }
+    std::string out = slice;
+    if (bd.last >= 0) out = out.empty() ? at(bd.last) : fmt::format("cannl_l == {} ? {} : {}", count - 1, at(bd.last), out);
+    if (bd.first >= 0) out = out.empty() ? at(bd.first) : fmt::format("cannl_l == 0 ? {} : {}", at(bd.first), out);
+    if (out.empty()) CANNL_BUG("a binding to nothing");
+    return bd.first >= 0 || bd.last >= 0 ? "(" + out + ")" : out;
+  }
+
+  // A block call: its block's function for each instance, each instance's slices.
+  std::string block_call(const ir::Call& c, const std::function<std::string(int)>& at = nullptr) {
+    const std::string& fname = block_function(c);
+    const BlockSig sig = block_sig(c);
+    std::map<int, const ir::Binding*> bind;
+    for (const ir::Binding& bd : c.binds) bind[bd.formal] = &bd;
+    const std::function<std::string(int)> named = at ? at : [this](int b) { return name(b); };
+    const bool init = c.kind == ir::Call::Kind::BlockInit;
+    std::string args = init ? std::string("m, rng")
+                            : fmt::format("m, {}, (char *){}", c.kind == ir::Call::Kind::BlockDecode ? "pos" : "n",
+                                          c.scratch >= 0 ? name(c.scratch) : "NULL");
+    for (const std::string& x : sig.scalars) args += ", " + x;
+    for (const std::vector<int>* l : {&sig.written, &sig.read})
+      for (int f : *l) {
+        auto it = bind.find(f);
+        if (it == bind.end()) CANNL_BUG("an unbound formal: " + buf(f).name);
+        args += ",\n            " + actual(*it->second, c.count, named);
+      }
+    const std::string loop = c.kind == ir::Call::Kind::BlockBackward
+                                 ? fmt::format("for (int64_t cannl_l = {}; cannl_l >= 0; --cannl_l)", c.count - 1)
+                                 : fmt::format("for (int64_t cannl_l = 0; cannl_l < {}; ++cannl_l)", c.count);
+    return fmt::format("    {}\n        {}({});\n", loop, fname, args);
   }
 
   // Whether attention takes cannl_attention.cuh's tensor-core kernels (bf16 operands, fp32

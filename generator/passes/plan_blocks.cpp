@@ -2,7 +2,7 @@
 //
 // Takes: a Program after the passes that rewrite nests, its blocks' bodies (ir.h Block) run by
 // calls of the routines (decode runs after it and plans the decode bodies it makes with
-// plan_block_body; the unroll bridge of the CUDA target and of --quantize int8 after it,
+// plan_block_body; the unroll bridge of --quantize int8 after it,
 // driver/compile.cpp, expands every block call, each saved activation and local an instance's
 // own buffer). Guarantees, for each block:
 //   - saved activations: the locals of its training body used on both sides of the barrier

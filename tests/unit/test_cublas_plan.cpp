@@ -198,7 +198,8 @@ long flat_at(const ir::Program& p, const ir::Stmt& s, const ir::Access& a, const
 TEST_CASE("decode: every contraction's GEMM computes its nest at the position", "[contraction][numeric][decode]") {
   // The CUDA emitter starts each operand at pos times the plan's pos stride (pos % ring for a ring
   // cache): the keys and values of a window in their ring rows, the caches of grouped-query
-  // attention, a fused qkv's ring (decode_gqa), RoPE's model (rope_tiny), gpt_tiny's.
+  // attention, a fused qkv's ring (decode_gqa), RoPE's model (rope_tiny: its rolled repeat
+  // block's decode body, which the decode routine calls per instance), gpt_tiny's.
   const std::string root = CANNL_SOURCE_DIR;
   int matched = 0, at_pos = 0, ring = 0;
   for (const std::string& spec : {root + "/tests/e2e/specs/decode_gqa.cannl", root + "/tests/e2e/specs/rope_tiny.cannl",
@@ -208,7 +209,12 @@ TEST_CASE("decode: every contraction's GEMM computes its nest at the position", 
     REQUIRE(d != nullptr);
     std::mt19937_64 rng(11);
     std::uniform_real_distribution<double> u(-1, 1);
-    for (const ir::Stmt& s : d->stmts) {
+    std::vector<const ir::Stmt*> nests;
+    for (const ir::Stmt& s : d->stmts) nests.push_back(&s);
+    for (const ir::Block& bl : p.blocks)
+      for (const ir::Stmt& s : bl.decode.stmts) nests.push_back(&s);
+    for (const ir::Stmt* sp : nests) {
+      const ir::Stmt& s = *sp;
       const auto g = plan_cublas_gemm(p, s);
       if (!g) continue;
       ++matched;

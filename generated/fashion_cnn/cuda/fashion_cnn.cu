@@ -1418,14 +1418,7 @@ static void to_host(struct fashion_cnn *m) {
     cannl_error e;
     if (m->device_newer && !m->failed) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 39295680, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 39295680, 800 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 800, m->dev + 39298880, 51200 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52000, m->dev + 39503680, 32 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52032, m->dev + 39503808, 64 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52096, m->dev + 39504064, 1024 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 53120, m->dev + 39508160, 3211264 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3264384, m->dev + 52353216, 10240 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3274624, m->dev + 52394176, 10 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 39295680, 3274634 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_sync(m->compute, &e));
     }
     m->device_newer = 0;
@@ -1438,14 +1431,7 @@ static void finish(struct fashion_cnn *m) {
     cannl_error e;
     if (m->host_view) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 39295680, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 39295680, 800 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 800, m->dev + 39298880, 51200 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52000, m->dev + 39503680, 32 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52032, m->dev + 39503808, 64 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 52096, m->dev + 39504064, 1024 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 53120, m->dev + 39508160, 3211264 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3264384, m->dev + 52353216, 10240 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 3274624, m->dev + 52394176, 10 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 39295680, 3274634 * sizeof(real), &e));
     }
     CANNL_TRY(cannl_stream_sync(m->compute, &e));
     m->device_newer = !m->host_view;
@@ -1714,97 +1700,38 @@ static void fashion_cnn_prefetch(struct fashion_cnn *m, const fashion_cnn_real *
     m->ready[s] = 1;
 }
 
+/* The params: name, elements, byte offset in the mirror, element offset in grads_host (-1: none). */
+static const struct cannl_param_row {
+    const char *name;
+    int64_t size, host, grad;
+} param_rows[] = {
+    {"k1", 800, 0, 0},
+    {"k2", 51200, 3200, 800},
+    {"c1", 32, 208000, 52000},
+    {"c2", 64, 208128, 52032},
+    {"b3", 1024, 208384, 52096},
+    {"w3", 3211264, 212480, 53120},
+    {"w4", 10240, 13057536, 3264384},
+    {"b4", 10, 13098496, 3274624},
+    {NULL, 0, 0, -1}};
+
 fashion_cnn_real *fashion_cnn_param(struct fashion_cnn *m, const char *name, int64_t *count) {
-    if (strcmp(name, "k1") == 0) {
-        if (count) *count = 800;
-        host_view(m);
-        return (real *)(m->host + 0);
-    }
-    if (strcmp(name, "k2") == 0) {
-        if (count) *count = 51200;
-        host_view(m);
-        return (real *)(m->host + 3200);
-    }
-    if (strcmp(name, "c1") == 0) {
-        if (count) *count = 32;
-        host_view(m);
-        return (real *)(m->host + 208000);
-    }
-    if (strcmp(name, "c2") == 0) {
-        if (count) *count = 64;
-        host_view(m);
-        return (real *)(m->host + 208128);
-    }
-    if (strcmp(name, "b3") == 0) {
-        if (count) *count = 1024;
-        host_view(m);
-        return (real *)(m->host + 208384);
-    }
-    if (strcmp(name, "w3") == 0) {
-        if (count) *count = 3211264;
-        host_view(m);
-        return (real *)(m->host + 212480);
-    }
-    if (strcmp(name, "w4") == 0) {
-        if (count) *count = 10240;
-        host_view(m);
-        return (real *)(m->host + 13057536);
-    }
-    if (strcmp(name, "b4") == 0) {
-        if (count) *count = 10;
-        host_view(m);
-        return (real *)(m->host + 13098496);
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (const struct cannl_param_row *r = param_rows; r->name; ++r)
+        if (strcmp(name, r->name) == 0) {
+            if (count) *count = r->size;
+            host_view(m);
+            return (real *)(m->host + r->host);
+        }
     return NULL;
 }
 
 fashion_cnn_real *fashion_cnn_grad(struct fashion_cnn *m, const char *name, int64_t *count) {
-    if (strcmp(name, "k1") == 0) {
-        if (count) *count = 800;
-        host_view(m);
-        return (m->grads_host + 0);
-    }
-    if (strcmp(name, "k2") == 0) {
-        if (count) *count = 51200;
-        host_view(m);
-        return (m->grads_host + 800);
-    }
-    if (strcmp(name, "c1") == 0) {
-        if (count) *count = 32;
-        host_view(m);
-        return (m->grads_host + 52000);
-    }
-    if (strcmp(name, "c2") == 0) {
-        if (count) *count = 64;
-        host_view(m);
-        return (m->grads_host + 52032);
-    }
-    if (strcmp(name, "b3") == 0) {
-        if (count) *count = 1024;
-        host_view(m);
-        return (m->grads_host + 52096);
-    }
-    if (strcmp(name, "w3") == 0) {
-        if (count) *count = 3211264;
-        host_view(m);
-        return (m->grads_host + 53120);
-    }
-    if (strcmp(name, "w4") == 0) {
-        if (count) *count = 10240;
-        host_view(m);
-        return (m->grads_host + 3264384);
-    }
-    if (strcmp(name, "b4") == 0) {
-        if (count) *count = 10;
-        host_view(m);
-        return (m->grads_host + 3274624);
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (const struct cannl_param_row *r = param_rows; r->name; ++r)
+        if (strcmp(name, r->name) == 0) {
+            if (count) *count = r->size;
+            host_view(m);
+            return r->grad < 0 ? NULL : m->grads_host + r->grad;
+        }
     return NULL;
 }
 
@@ -1816,40 +1743,53 @@ double fashion_cnn_get_last_lr(const struct fashion_cnn *m) { return m->last_lr;
 void fashion_cnn_set_lr(struct fashion_cnn *m, double lr) { m->lr = lr; }
 void fashion_cnn_set_schedule(struct fashion_cnn *m, int on) { m->schedule = on != 0; }
 
+/* The state tensors in the mirror (checkpoint names; the params first, in param order): name,
+   ndims, shape, byte offset in the mirror. */
+static const struct cannl_state_row {
+    const char *name;
+    int32_t ndims;
+    int64_t shape[CANNL_MAX_DIMS];
+    int64_t host;
+} state_rows[] = {
+    {"k1", 4, { 32, 5, 5, 1 }, 0},
+    {"k2", 4, { 64, 5, 5, 32 }, 3200},
+    {"c1", 1, { 32 }, 208000},
+    {"c2", 1, { 64 }, 208128},
+    {"b3", 1, { 1024 }, 208384},
+    {"w3", 4, { 1024, 7, 7, 64 }, 212480},
+    {"w4", 2, { 10, 1024 }, 13057536},
+    {"b4", 1, { 10 }, 13098496},
+    {"k1.exp_avg", 4, { 32, 5, 5, 1 }, 13098560},
+    {"k1.exp_avg_sq", 4, { 32, 5, 5, 1 }, 13101760},
+    {"k2.exp_avg", 4, { 64, 5, 5, 32 }, 13104960},
+    {"k2.exp_avg_sq", 4, { 64, 5, 5, 32 }, 13309760},
+    {"c1.exp_avg", 1, { 32 }, 13514560},
+    {"c1.exp_avg_sq", 1, { 32 }, 13514688},
+    {"c2.exp_avg", 1, { 64 }, 13514816},
+    {"c2.exp_avg_sq", 1, { 64 }, 13515072},
+    {"b3.exp_avg", 1, { 1024 }, 13515328},
+    {"b3.exp_avg_sq", 1, { 1024 }, 13519424},
+    {"w3.exp_avg", 4, { 1024, 7, 7, 64 }, 13523520},
+    {"w3.exp_avg_sq", 4, { 1024, 7, 7, 64 }, 26368576},
+    {"w4.exp_avg", 2, { 10, 1024 }, 39213632},
+    {"w4.exp_avg_sq", 2, { 10, 1024 }, 39254592},
+    {"b4.exp_avg", 1, { 10 }, 39295552},
+    {"b4.exp_avg_sq", 1, { 10 }, 39295616},
+    {NULL, 0, {0}, 0}};
+
 /* The state tensors in the mirror; `keep`: the caller may keep the pointers. */
 static size_t state_tensors(struct fashion_cnn *m, cannl_tensor *out, size_t cap, int keep) {
     if (cap > 0) {
         if (keep) host_view(m);
         else to_host(m);
     }
-    const cannl_tensor all[] = {
-        {"k1", CANNL_F32, 4, { 32, 5, 5, 1 }, (real *)(m->host + 0)},
-        {"k2", CANNL_F32, 4, { 64, 5, 5, 32 }, (real *)(m->host + 3200)},
-        {"c1", CANNL_F32, 1, { 32 }, (real *)(m->host + 208000)},
-        {"c2", CANNL_F32, 1, { 64 }, (real *)(m->host + 208128)},
-        {"b3", CANNL_F32, 1, { 1024 }, (real *)(m->host + 208384)},
-        {"w3", CANNL_F32, 4, { 1024, 7, 7, 64 }, (real *)(m->host + 212480)},
-        {"w4", CANNL_F32, 2, { 10, 1024 }, (real *)(m->host + 13057536)},
-        {"b4", CANNL_F32, 1, { 10 }, (real *)(m->host + 13098496)},
-        {"k1.exp_avg", CANNL_F32, 4, { 32, 5, 5, 1 }, (real *)(m->host + 13098560)},
-        {"k1.exp_avg_sq", CANNL_F32, 4, { 32, 5, 5, 1 }, (real *)(m->host + 13101760)},
-        {"k2.exp_avg", CANNL_F32, 4, { 64, 5, 5, 32 }, (real *)(m->host + 13104960)},
-        {"k2.exp_avg_sq", CANNL_F32, 4, { 64, 5, 5, 32 }, (real *)(m->host + 13309760)},
-        {"c1.exp_avg", CANNL_F32, 1, { 32 }, (real *)(m->host + 13514560)},
-        {"c1.exp_avg_sq", CANNL_F32, 1, { 32 }, (real *)(m->host + 13514688)},
-        {"c2.exp_avg", CANNL_F32, 1, { 64 }, (real *)(m->host + 13514816)},
-        {"c2.exp_avg_sq", CANNL_F32, 1, { 64 }, (real *)(m->host + 13515072)},
-        {"b3.exp_avg", CANNL_F32, 1, { 1024 }, (real *)(m->host + 13515328)},
-        {"b3.exp_avg_sq", CANNL_F32, 1, { 1024 }, (real *)(m->host + 13519424)},
-        {"w3.exp_avg", CANNL_F32, 4, { 1024, 7, 7, 64 }, (real *)(m->host + 13523520)},
-        {"w3.exp_avg_sq", CANNL_F32, 4, { 1024, 7, 7, 64 }, (real *)(m->host + 26368576)},
-        {"w4.exp_avg", CANNL_F32, 2, { 10, 1024 }, (real *)(m->host + 39213632)},
-        {"w4.exp_avg_sq", CANNL_F32, 2, { 10, 1024 }, (real *)(m->host + 39254592)},
-        {"b4.exp_avg", CANNL_F32, 1, { 10 }, (real *)(m->host + 39295552)},
-        {"b4.exp_avg_sq", CANNL_F32, 1, { 10 }, (real *)(m->host + 39295616)},
-        {NULL, CANNL_F32, 0, {0}, NULL}};
-    const size_t count = sizeof all / sizeof all[0] - 1;
-    for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
+    size_t count = 0;
+    for (const struct cannl_state_row *r = state_rows; r->name; ++r, ++count) {
+        if (count >= cap) continue;
+        cannl_tensor t = {r->name, CANNL_F32, r->ndims, {0}, (void *)(m->host + r->host)};
+        memcpy(t.shape, r->shape, sizeof t.shape);
+        out[count] = t;
+    }
     return count;
 }
 

@@ -1164,12 +1164,7 @@ static void to_host(struct fashion_einsum *m) {
     cannl_error e;
     if (m->device_newer && !m->failed) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2448576, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2448576, 200704 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200704, m->dev + 3251392, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200960, m->dev + 3252416, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201216, m->dev + 3253440, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201472, m->dev + 3254464, 2560 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 204032, m->dev + 3264704, 10 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2448576, 204042 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_sync(m->compute, &e));
     }
     m->device_newer = 0;
@@ -1182,12 +1177,7 @@ static void finish(struct fashion_einsum *m) {
     cannl_error e;
     if (m->host_view) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2448576, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2448576, 200704 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200704, m->dev + 3251392, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 200960, m->dev + 3252416, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201216, m->dev + 3253440, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 201472, m->dev + 3254464, 2560 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 204032, m->dev + 3264704, 10 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2448576, 204042 * sizeof(real), &e));
     }
     CANNL_TRY(cannl_stream_sync(m->compute, &e));
     m->device_newer = !m->host_view;
@@ -1449,77 +1439,36 @@ static void fashion_einsum_prefetch(struct fashion_einsum *m, const fashion_eins
     m->ready[s] = 1;
 }
 
+/* The params: name, elements, byte offset in the mirror, element offset in grads_host (-1: none). */
+static const struct cannl_param_row {
+    const char *name;
+    int64_t size, host, grad;
+} param_rows[] = {
+    {"w1", 200704, 0, 0},
+    {"gain", 256, 802816, 200704},
+    {"b1", 256, 803840, 200960},
+    {"bias", 256, 804864, 201216},
+    {"w2", 2560, 805888, 201472},
+    {"b2", 10, 816128, 204032},
+    {NULL, 0, 0, -1}};
+
 fashion_einsum_real *fashion_einsum_param(struct fashion_einsum *m, const char *name, int64_t *count) {
-    if (strcmp(name, "w1") == 0) {
-        if (count) *count = 200704;
-        host_view(m);
-        return (real *)(m->host + 0);
-    }
-    if (strcmp(name, "gain") == 0) {
-        if (count) *count = 256;
-        host_view(m);
-        return (real *)(m->host + 802816);
-    }
-    if (strcmp(name, "b1") == 0) {
-        if (count) *count = 256;
-        host_view(m);
-        return (real *)(m->host + 803840);
-    }
-    if (strcmp(name, "bias") == 0) {
-        if (count) *count = 256;
-        host_view(m);
-        return (real *)(m->host + 804864);
-    }
-    if (strcmp(name, "w2") == 0) {
-        if (count) *count = 2560;
-        host_view(m);
-        return (real *)(m->host + 805888);
-    }
-    if (strcmp(name, "b2") == 0) {
-        if (count) *count = 10;
-        host_view(m);
-        return (real *)(m->host + 816128);
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (const struct cannl_param_row *r = param_rows; r->name; ++r)
+        if (strcmp(name, r->name) == 0) {
+            if (count) *count = r->size;
+            host_view(m);
+            return (real *)(m->host + r->host);
+        }
     return NULL;
 }
 
 fashion_einsum_real *fashion_einsum_grad(struct fashion_einsum *m, const char *name, int64_t *count) {
-    if (strcmp(name, "w1") == 0) {
-        if (count) *count = 200704;
-        host_view(m);
-        return (m->grads_host + 0);
-    }
-    if (strcmp(name, "gain") == 0) {
-        if (count) *count = 256;
-        host_view(m);
-        return (m->grads_host + 200704);
-    }
-    if (strcmp(name, "b1") == 0) {
-        if (count) *count = 256;
-        host_view(m);
-        return (m->grads_host + 200960);
-    }
-    if (strcmp(name, "bias") == 0) {
-        if (count) *count = 256;
-        host_view(m);
-        return (m->grads_host + 201216);
-    }
-    if (strcmp(name, "w2") == 0) {
-        if (count) *count = 2560;
-        host_view(m);
-        return (m->grads_host + 201472);
-    }
-    if (strcmp(name, "b2") == 0) {
-        if (count) *count = 10;
-        host_view(m);
-        return (m->grads_host + 204032);
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (const struct cannl_param_row *r = param_rows; r->name; ++r)
+        if (strcmp(name, r->name) == 0) {
+            if (count) *count = r->size;
+            host_view(m);
+            return r->grad < 0 ? NULL : m->grads_host + r->grad;
+        }
     return NULL;
 }
 
@@ -1531,34 +1480,47 @@ double fashion_einsum_get_last_lr(const struct fashion_einsum *m) { return m->la
 void fashion_einsum_set_lr(struct fashion_einsum *m, double lr) { m->lr = lr; }
 void fashion_einsum_set_schedule(struct fashion_einsum *m, int on) { m->schedule = on != 0; }
 
+/* The state tensors in the mirror (checkpoint names; the params first, in param order): name,
+   ndims, shape, byte offset in the mirror. */
+static const struct cannl_state_row {
+    const char *name;
+    int32_t ndims;
+    int64_t shape[CANNL_MAX_DIMS];
+    int64_t host;
+} state_rows[] = {
+    {"w1", 3, { 256, 28, 28 }, 0},
+    {"gain", 1, { 256 }, 802816},
+    {"b1", 1, { 256 }, 803840},
+    {"bias", 1, { 256 }, 804864},
+    {"w2", 2, { 10, 256 }, 805888},
+    {"b2", 1, { 10 }, 816128},
+    {"w1.exp_avg", 3, { 256, 28, 28 }, 816192},
+    {"w1.exp_avg_sq", 3, { 256, 28, 28 }, 1619008},
+    {"gain.exp_avg", 1, { 256 }, 2421824},
+    {"gain.exp_avg_sq", 1, { 256 }, 2422848},
+    {"b1.exp_avg", 1, { 256 }, 2423872},
+    {"b1.exp_avg_sq", 1, { 256 }, 2424896},
+    {"bias.exp_avg", 1, { 256 }, 2425920},
+    {"bias.exp_avg_sq", 1, { 256 }, 2426944},
+    {"w2.exp_avg", 2, { 10, 256 }, 2427968},
+    {"w2.exp_avg_sq", 2, { 10, 256 }, 2438208},
+    {"b2.exp_avg", 1, { 10 }, 2448448},
+    {"b2.exp_avg_sq", 1, { 10 }, 2448512},
+    {NULL, 0, {0}, 0}};
+
 /* The state tensors in the mirror; `keep`: the caller may keep the pointers. */
 static size_t state_tensors(struct fashion_einsum *m, cannl_tensor *out, size_t cap, int keep) {
     if (cap > 0) {
         if (keep) host_view(m);
         else to_host(m);
     }
-    const cannl_tensor all[] = {
-        {"w1", CANNL_F32, 3, { 256, 28, 28 }, (real *)(m->host + 0)},
-        {"gain", CANNL_F32, 1, { 256 }, (real *)(m->host + 802816)},
-        {"b1", CANNL_F32, 1, { 256 }, (real *)(m->host + 803840)},
-        {"bias", CANNL_F32, 1, { 256 }, (real *)(m->host + 804864)},
-        {"w2", CANNL_F32, 2, { 10, 256 }, (real *)(m->host + 805888)},
-        {"b2", CANNL_F32, 1, { 10 }, (real *)(m->host + 816128)},
-        {"w1.exp_avg", CANNL_F32, 3, { 256, 28, 28 }, (real *)(m->host + 816192)},
-        {"w1.exp_avg_sq", CANNL_F32, 3, { 256, 28, 28 }, (real *)(m->host + 1619008)},
-        {"gain.exp_avg", CANNL_F32, 1, { 256 }, (real *)(m->host + 2421824)},
-        {"gain.exp_avg_sq", CANNL_F32, 1, { 256 }, (real *)(m->host + 2422848)},
-        {"b1.exp_avg", CANNL_F32, 1, { 256 }, (real *)(m->host + 2423872)},
-        {"b1.exp_avg_sq", CANNL_F32, 1, { 256 }, (real *)(m->host + 2424896)},
-        {"bias.exp_avg", CANNL_F32, 1, { 256 }, (real *)(m->host + 2425920)},
-        {"bias.exp_avg_sq", CANNL_F32, 1, { 256 }, (real *)(m->host + 2426944)},
-        {"w2.exp_avg", CANNL_F32, 2, { 10, 256 }, (real *)(m->host + 2427968)},
-        {"w2.exp_avg_sq", CANNL_F32, 2, { 10, 256 }, (real *)(m->host + 2438208)},
-        {"b2.exp_avg", CANNL_F32, 1, { 10 }, (real *)(m->host + 2448448)},
-        {"b2.exp_avg_sq", CANNL_F32, 1, { 10 }, (real *)(m->host + 2448512)},
-        {NULL, CANNL_F32, 0, {0}, NULL}};
-    const size_t count = sizeof all / sizeof all[0] - 1;
-    for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
+    size_t count = 0;
+    for (const struct cannl_state_row *r = state_rows; r->name; ++r, ++count) {
+        if (count >= cap) continue;
+        cannl_tensor t = {r->name, CANNL_F32, r->ndims, {0}, (void *)(m->host + r->host)};
+        memcpy(t.shape, r->shape, sizeof t.shape);
+        out[count] = t;
+    }
     return count;
 }
 

@@ -921,12 +921,8 @@ static void to_host(struct fashion_mlp *m) {
     cannl_error e;
     if (m->device_newer && !m->failed) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 5357696, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 5357696, 401408 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 401408, m->dev + 6963328, 262144 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 663552, m->dev + 8011904, 5120 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668672, m->dev + 8032384, 10 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668682, m->dev + 8032448, 512 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 669194, m->dev + 8034496, 512 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 5357696, 668682 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668682, m->dev + 8032448, 1024 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_sync(m->compute, &e));
     }
     m->device_newer = 0;
@@ -939,12 +935,8 @@ static void finish(struct fashion_mlp *m) {
     cannl_error e;
     if (m->host_view) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 5357696, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 5357696, 401408 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 401408, m->dev + 6963328, 262144 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 663552, m->dev + 8011904, 5120 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668672, m->dev + 8032384, 10 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668682, m->dev + 8032448, 512 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 669194, m->dev + 8034496, 512 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 5357696, 668682 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668682, m->dev + 8032448, 1024 * sizeof(real), &e));
     }
     CANNL_TRY(cannl_stream_sync(m->compute, &e));
     m->device_newer = !m->host_view;
@@ -1199,77 +1191,36 @@ static void fashion_mlp_prefetch(struct fashion_mlp *m, const fashion_mlp_real *
     m->ready[s] = 1;
 }
 
+/* The params: name, elements, byte offset in the mirror, element offset in grads_host (-1: none). */
+static const struct cannl_param_row {
+    const char *name;
+    int64_t size, host, grad;
+} param_rows[] = {
+    {"w1", 401408, 0, 0},
+    {"w2", 262144, 1605632, 401408},
+    {"w3", 5120, 2654208, 663552},
+    {"b3", 10, 2674688, 668672},
+    {"b1", 512, 2674752, 668682},
+    {"b2", 512, 2676800, 669194},
+    {NULL, 0, 0, -1}};
+
 fashion_mlp_real *fashion_mlp_param(struct fashion_mlp *m, const char *name, int64_t *count) {
-    if (strcmp(name, "w1") == 0) {
-        if (count) *count = 401408;
-        host_view(m);
-        return (real *)(m->host + 0);
-    }
-    if (strcmp(name, "w2") == 0) {
-        if (count) *count = 262144;
-        host_view(m);
-        return (real *)(m->host + 1605632);
-    }
-    if (strcmp(name, "w3") == 0) {
-        if (count) *count = 5120;
-        host_view(m);
-        return (real *)(m->host + 2654208);
-    }
-    if (strcmp(name, "b3") == 0) {
-        if (count) *count = 10;
-        host_view(m);
-        return (real *)(m->host + 2674688);
-    }
-    if (strcmp(name, "b1") == 0) {
-        if (count) *count = 512;
-        host_view(m);
-        return (real *)(m->host + 2674752);
-    }
-    if (strcmp(name, "b2") == 0) {
-        if (count) *count = 512;
-        host_view(m);
-        return (real *)(m->host + 2676800);
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (const struct cannl_param_row *r = param_rows; r->name; ++r)
+        if (strcmp(name, r->name) == 0) {
+            if (count) *count = r->size;
+            host_view(m);
+            return (real *)(m->host + r->host);
+        }
     return NULL;
 }
 
 fashion_mlp_real *fashion_mlp_grad(struct fashion_mlp *m, const char *name, int64_t *count) {
-    if (strcmp(name, "w1") == 0) {
-        if (count) *count = 401408;
-        host_view(m);
-        return (m->grads_host + 0);
-    }
-    if (strcmp(name, "w2") == 0) {
-        if (count) *count = 262144;
-        host_view(m);
-        return (m->grads_host + 401408);
-    }
-    if (strcmp(name, "w3") == 0) {
-        if (count) *count = 5120;
-        host_view(m);
-        return (m->grads_host + 663552);
-    }
-    if (strcmp(name, "b3") == 0) {
-        if (count) *count = 10;
-        host_view(m);
-        return (m->grads_host + 668672);
-    }
-    if (strcmp(name, "b1") == 0) {
-        if (count) *count = 512;
-        host_view(m);
-        return (m->grads_host + 668682);
-    }
-    if (strcmp(name, "b2") == 0) {
-        if (count) *count = 512;
-        host_view(m);
-        return (m->grads_host + 669194);
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (const struct cannl_param_row *r = param_rows; r->name; ++r)
+        if (strcmp(name, r->name) == 0) {
+            if (count) *count = r->size;
+            host_view(m);
+            return r->grad < 0 ? NULL : m->grads_host + r->grad;
+        }
     return NULL;
 }
 
@@ -1281,28 +1232,41 @@ double fashion_mlp_get_last_lr(const struct fashion_mlp *m) { return m->last_lr;
 void fashion_mlp_set_lr(struct fashion_mlp *m, double lr) { m->lr = lr; }
 void fashion_mlp_set_schedule(struct fashion_mlp *m, int on) { m->schedule = on != 0; }
 
+/* The state tensors in the mirror (checkpoint names; the params first, in param order): name,
+   ndims, shape, byte offset in the mirror. */
+static const struct cannl_state_row {
+    const char *name;
+    int32_t ndims;
+    int64_t shape[CANNL_MAX_DIMS];
+    int64_t host;
+} state_rows[] = {
+    {"w1", 2, { 512, 784 }, 0},
+    {"w2", 2, { 512, 512 }, 1605632},
+    {"w3", 2, { 10, 512 }, 2654208},
+    {"b3", 1, { 10 }, 2674688},
+    {"b1", 1, { 512 }, 2674752},
+    {"b2", 1, { 512 }, 2676800},
+    {"w1.momentum_buffer", 2, { 512, 784 }, 2678848},
+    {"w2.momentum_buffer", 2, { 512, 512 }, 4284480},
+    {"w3.momentum_buffer", 2, { 10, 512 }, 5333056},
+    {"b3.momentum_buffer", 1, { 10 }, 5353536},
+    {"b1.momentum_buffer", 1, { 512 }, 5353600},
+    {"b2.momentum_buffer", 1, { 512 }, 5355648},
+    {NULL, 0, {0}, 0}};
+
 /* The state tensors in the mirror; `keep`: the caller may keep the pointers. */
 static size_t state_tensors(struct fashion_mlp *m, cannl_tensor *out, size_t cap, int keep) {
     if (cap > 0) {
         if (keep) host_view(m);
         else to_host(m);
     }
-    const cannl_tensor all[] = {
-        {"w1", CANNL_F32, 2, { 512, 784 }, (real *)(m->host + 0)},
-        {"w2", CANNL_F32, 2, { 512, 512 }, (real *)(m->host + 1605632)},
-        {"w3", CANNL_F32, 2, { 10, 512 }, (real *)(m->host + 2654208)},
-        {"b3", CANNL_F32, 1, { 10 }, (real *)(m->host + 2674688)},
-        {"b1", CANNL_F32, 1, { 512 }, (real *)(m->host + 2674752)},
-        {"b2", CANNL_F32, 1, { 512 }, (real *)(m->host + 2676800)},
-        {"w1.momentum_buffer", CANNL_F32, 2, { 512, 784 }, (real *)(m->host + 2678848)},
-        {"w2.momentum_buffer", CANNL_F32, 2, { 512, 512 }, (real *)(m->host + 4284480)},
-        {"w3.momentum_buffer", CANNL_F32, 2, { 10, 512 }, (real *)(m->host + 5333056)},
-        {"b3.momentum_buffer", CANNL_F32, 1, { 10 }, (real *)(m->host + 5353536)},
-        {"b1.momentum_buffer", CANNL_F32, 1, { 512 }, (real *)(m->host + 5353600)},
-        {"b2.momentum_buffer", CANNL_F32, 1, { 512 }, (real *)(m->host + 5355648)},
-        {NULL, CANNL_F32, 0, {0}, NULL}};
-    const size_t count = sizeof all / sizeof all[0] - 1;
-    for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
+    size_t count = 0;
+    for (const struct cannl_state_row *r = state_rows; r->name; ++r, ++count) {
+        if (count >= cap) continue;
+        cannl_tensor t = {r->name, CANNL_F32, r->ndims, {0}, (void *)(m->host + r->host)};
+        memcpy(t.shape, r->shape, sizeof t.shape);
+        out[count] = t;
+    }
     return count;
 }
 

@@ -975,12 +975,8 @@ static void to_host(struct fashion_mlp_adam *m) {
     cannl_error e;
     if (m->device_newer && !m->failed) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 8036544, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 8036544, 401408 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 401408, m->dev + 9642176, 262144 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 663552, m->dev + 10690752, 5120 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668672, m->dev + 10711232, 10 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668682, m->dev + 10711296, 512 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 669194, m->dev + 10713344, 512 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 8036544, 668682 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668682, m->dev + 10711296, 1024 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_sync(m->compute, &e));
     }
     m->device_newer = 0;
@@ -993,12 +989,8 @@ static void finish(struct fashion_mlp_adam *m) {
     cannl_error e;
     if (m->host_view) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 8036544, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 8036544, 401408 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 401408, m->dev + 9642176, 262144 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 663552, m->dev + 10690752, 5120 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668672, m->dev + 10711232, 10 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668682, m->dev + 10711296, 512 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 669194, m->dev + 10713344, 512 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 8036544, 668682 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 668682, m->dev + 10711296, 1024 * sizeof(real), &e));
     }
     CANNL_TRY(cannl_stream_sync(m->compute, &e));
     m->device_newer = !m->host_view;
@@ -1259,77 +1251,36 @@ static void fashion_mlp_adam_prefetch(struct fashion_mlp_adam *m, const fashion_
     m->ready[s] = 1;
 }
 
+/* The params: name, elements, byte offset in the mirror, element offset in grads_host (-1: none). */
+static const struct cannl_param_row {
+    const char *name;
+    int64_t size, host, grad;
+} param_rows[] = {
+    {"w1", 401408, 0, 0},
+    {"w2", 262144, 1605632, 401408},
+    {"w3", 5120, 2654208, 663552},
+    {"b3", 10, 2674688, 668672},
+    {"b1", 512, 2674752, 668682},
+    {"b2", 512, 2676800, 669194},
+    {NULL, 0, 0, -1}};
+
 fashion_mlp_adam_real *fashion_mlp_adam_param(struct fashion_mlp_adam *m, const char *name, int64_t *count) {
-    if (strcmp(name, "w1") == 0) {
-        if (count) *count = 401408;
-        host_view(m);
-        return (real *)(m->host + 0);
-    }
-    if (strcmp(name, "w2") == 0) {
-        if (count) *count = 262144;
-        host_view(m);
-        return (real *)(m->host + 1605632);
-    }
-    if (strcmp(name, "w3") == 0) {
-        if (count) *count = 5120;
-        host_view(m);
-        return (real *)(m->host + 2654208);
-    }
-    if (strcmp(name, "b3") == 0) {
-        if (count) *count = 10;
-        host_view(m);
-        return (real *)(m->host + 2674688);
-    }
-    if (strcmp(name, "b1") == 0) {
-        if (count) *count = 512;
-        host_view(m);
-        return (real *)(m->host + 2674752);
-    }
-    if (strcmp(name, "b2") == 0) {
-        if (count) *count = 512;
-        host_view(m);
-        return (real *)(m->host + 2676800);
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (const struct cannl_param_row *r = param_rows; r->name; ++r)
+        if (strcmp(name, r->name) == 0) {
+            if (count) *count = r->size;
+            host_view(m);
+            return (real *)(m->host + r->host);
+        }
     return NULL;
 }
 
 fashion_mlp_adam_real *fashion_mlp_adam_grad(struct fashion_mlp_adam *m, const char *name, int64_t *count) {
-    if (strcmp(name, "w1") == 0) {
-        if (count) *count = 401408;
-        host_view(m);
-        return (m->grads_host + 0);
-    }
-    if (strcmp(name, "w2") == 0) {
-        if (count) *count = 262144;
-        host_view(m);
-        return (m->grads_host + 401408);
-    }
-    if (strcmp(name, "w3") == 0) {
-        if (count) *count = 5120;
-        host_view(m);
-        return (m->grads_host + 663552);
-    }
-    if (strcmp(name, "b3") == 0) {
-        if (count) *count = 10;
-        host_view(m);
-        return (m->grads_host + 668672);
-    }
-    if (strcmp(name, "b1") == 0) {
-        if (count) *count = 512;
-        host_view(m);
-        return (m->grads_host + 668682);
-    }
-    if (strcmp(name, "b2") == 0) {
-        if (count) *count = 512;
-        host_view(m);
-        return (m->grads_host + 669194);
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (const struct cannl_param_row *r = param_rows; r->name; ++r)
+        if (strcmp(name, r->name) == 0) {
+            if (count) *count = r->size;
+            host_view(m);
+            return r->grad < 0 ? NULL : m->grads_host + r->grad;
+        }
     return NULL;
 }
 
@@ -1341,34 +1292,47 @@ double fashion_mlp_adam_get_last_lr(const struct fashion_mlp_adam *m) { return m
 void fashion_mlp_adam_set_lr(struct fashion_mlp_adam *m, double lr) { m->lr = lr; }
 void fashion_mlp_adam_set_schedule(struct fashion_mlp_adam *m, int on) { m->schedule = on != 0; }
 
+/* The state tensors in the mirror (checkpoint names; the params first, in param order): name,
+   ndims, shape, byte offset in the mirror. */
+static const struct cannl_state_row {
+    const char *name;
+    int32_t ndims;
+    int64_t shape[CANNL_MAX_DIMS];
+    int64_t host;
+} state_rows[] = {
+    {"w1", 2, { 512, 784 }, 0},
+    {"w2", 2, { 512, 512 }, 1605632},
+    {"w3", 2, { 10, 512 }, 2654208},
+    {"b3", 1, { 10 }, 2674688},
+    {"b1", 1, { 512 }, 2674752},
+    {"b2", 1, { 512 }, 2676800},
+    {"w1.exp_avg", 2, { 512, 784 }, 2678848},
+    {"w1.exp_avg_sq", 2, { 512, 784 }, 4284480},
+    {"w2.exp_avg", 2, { 512, 512 }, 5890112},
+    {"w2.exp_avg_sq", 2, { 512, 512 }, 6938688},
+    {"w3.exp_avg", 2, { 10, 512 }, 7987264},
+    {"w3.exp_avg_sq", 2, { 10, 512 }, 8007744},
+    {"b3.exp_avg", 1, { 10 }, 8028224},
+    {"b3.exp_avg_sq", 1, { 10 }, 8028288},
+    {"b1.exp_avg", 1, { 512 }, 8028352},
+    {"b1.exp_avg_sq", 1, { 512 }, 8030400},
+    {"b2.exp_avg", 1, { 512 }, 8032448},
+    {"b2.exp_avg_sq", 1, { 512 }, 8034496},
+    {NULL, 0, {0}, 0}};
+
 /* The state tensors in the mirror; `keep`: the caller may keep the pointers. */
 static size_t state_tensors(struct fashion_mlp_adam *m, cannl_tensor *out, size_t cap, int keep) {
     if (cap > 0) {
         if (keep) host_view(m);
         else to_host(m);
     }
-    const cannl_tensor all[] = {
-        {"w1", CANNL_F32, 2, { 512, 784 }, (real *)(m->host + 0)},
-        {"w2", CANNL_F32, 2, { 512, 512 }, (real *)(m->host + 1605632)},
-        {"w3", CANNL_F32, 2, { 10, 512 }, (real *)(m->host + 2654208)},
-        {"b3", CANNL_F32, 1, { 10 }, (real *)(m->host + 2674688)},
-        {"b1", CANNL_F32, 1, { 512 }, (real *)(m->host + 2674752)},
-        {"b2", CANNL_F32, 1, { 512 }, (real *)(m->host + 2676800)},
-        {"w1.exp_avg", CANNL_F32, 2, { 512, 784 }, (real *)(m->host + 2678848)},
-        {"w1.exp_avg_sq", CANNL_F32, 2, { 512, 784 }, (real *)(m->host + 4284480)},
-        {"w2.exp_avg", CANNL_F32, 2, { 512, 512 }, (real *)(m->host + 5890112)},
-        {"w2.exp_avg_sq", CANNL_F32, 2, { 512, 512 }, (real *)(m->host + 6938688)},
-        {"w3.exp_avg", CANNL_F32, 2, { 10, 512 }, (real *)(m->host + 7987264)},
-        {"w3.exp_avg_sq", CANNL_F32, 2, { 10, 512 }, (real *)(m->host + 8007744)},
-        {"b3.exp_avg", CANNL_F32, 1, { 10 }, (real *)(m->host + 8028224)},
-        {"b3.exp_avg_sq", CANNL_F32, 1, { 10 }, (real *)(m->host + 8028288)},
-        {"b1.exp_avg", CANNL_F32, 1, { 512 }, (real *)(m->host + 8028352)},
-        {"b1.exp_avg_sq", CANNL_F32, 1, { 512 }, (real *)(m->host + 8030400)},
-        {"b2.exp_avg", CANNL_F32, 1, { 512 }, (real *)(m->host + 8032448)},
-        {"b2.exp_avg_sq", CANNL_F32, 1, { 512 }, (real *)(m->host + 8034496)},
-        {NULL, CANNL_F32, 0, {0}, NULL}};
-    const size_t count = sizeof all / sizeof all[0] - 1;
-    for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
+    size_t count = 0;
+    for (const struct cannl_state_row *r = state_rows; r->name; ++r, ++count) {
+        if (count >= cap) continue;
+        cannl_tensor t = {r->name, CANNL_F32, r->ndims, {0}, (void *)(m->host + r->host)};
+        memcpy(t.shape, r->shape, sizeof t.shape);
+        out[count] = t;
+    }
     return count;
 }
 

@@ -2557,22 +2557,7 @@ static void to_host(struct gpt_tiny *m) {
     cannl_error e;
     if (m->device_newer && !m->failed) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2873856, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2873856, 32768 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32768, m->dev + 3004928, 8192 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 40960, m->dev + 3037696, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41088, m->dev + 3038208, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41216, m->dev + 3038720, 49152 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 90368, m->dev + 3235328, 384 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 90752, m->dev + 3236864, 16384 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107136, m->dev + 3302400, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107264, m->dev + 3302912, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107392, m->dev + 3303424, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107520, m->dev + 3303936, 65536 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 173056, m->dev + 3566080, 512 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 173568, m->dev + 3568128, 65536 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239104, m->dev + 3830272, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239232, m->dev + 3830784, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239360, m->dev + 3831296, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2873856, 239488 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_sync(m->compute, &e));
     }
     m->device_newer = 0;
@@ -2585,22 +2570,7 @@ static void finish(struct gpt_tiny *m) {
     cannl_error e;
     if (m->host_view) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2873856, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2873856, 32768 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32768, m->dev + 3004928, 8192 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 40960, m->dev + 3037696, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41088, m->dev + 3038208, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 41216, m->dev + 3038720, 49152 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 90368, m->dev + 3235328, 384 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 90752, m->dev + 3236864, 16384 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107136, m->dev + 3302400, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107264, m->dev + 3302912, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107392, m->dev + 3303424, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 107520, m->dev + 3303936, 65536 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 173056, m->dev + 3566080, 512 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 173568, m->dev + 3568128, 65536 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239104, m->dev + 3830272, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239232, m->dev + 3830784, 128 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 239360, m->dev + 3831296, 128 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2873856, 239488 * sizeof(real), &e));
     }
     CANNL_TRY(cannl_stream_sync(m->compute, &e));
     m->device_newer = !m->host_view;
@@ -2953,177 +2923,46 @@ static void gpt_tiny_prefetch(struct gpt_tiny *m, const gpt_tiny_real *const inp
     m->ready[s] = 1;
 }
 
+/* The params: name, elements, byte offset in the mirror, element offset in grads_host (-1: none). */
+static const struct cannl_param_row {
+    const char *name;
+    int64_t size, host, grad;
+} param_rows[] = {
+    {"wte", 32768, 0, 0},
+    {"wpe", 8192, 131072, 32768},
+    {"ln1_g", 128, 163840, 40960},
+    {"ln1_b", 128, 164352, 41088},
+    {"w_qkv", 49152, 164864, 41216},
+    {"b_qkv", 384, 361472, 90368},
+    {"w_o", 16384, 363008, 90752},
+    {"b_o", 128, 428544, 107136},
+    {"ln2_g", 128, 429056, 107264},
+    {"ln2_b", 128, 429568, 107392},
+    {"w_fc", 65536, 430080, 107520},
+    {"b_fc", 512, 692224, 173056},
+    {"w_pr", 65536, 694272, 173568},
+    {"b_pr", 128, 956416, 239104},
+    {"lnf_g", 128, 956928, 239232},
+    {"lnf_b", 128, 957440, 239360},
+    {NULL, 0, 0, -1}};
+
 gpt_tiny_real *gpt_tiny_param(struct gpt_tiny *m, const char *name, int64_t *count) {
-    if (strcmp(name, "wte") == 0) {
-        if (count) *count = 32768;
-        host_view(m);
-        return (real *)(m->host + 0);
-    }
-    if (strcmp(name, "wpe") == 0) {
-        if (count) *count = 8192;
-        host_view(m);
-        return (real *)(m->host + 131072);
-    }
-    if (strcmp(name, "ln1_g") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (real *)(m->host + 163840);
-    }
-    if (strcmp(name, "ln1_b") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (real *)(m->host + 164352);
-    }
-    if (strcmp(name, "w_qkv") == 0) {
-        if (count) *count = 49152;
-        host_view(m);
-        return (real *)(m->host + 164864);
-    }
-    if (strcmp(name, "b_qkv") == 0) {
-        if (count) *count = 384;
-        host_view(m);
-        return (real *)(m->host + 361472);
-    }
-    if (strcmp(name, "w_o") == 0) {
-        if (count) *count = 16384;
-        host_view(m);
-        return (real *)(m->host + 363008);
-    }
-    if (strcmp(name, "b_o") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (real *)(m->host + 428544);
-    }
-    if (strcmp(name, "ln2_g") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (real *)(m->host + 429056);
-    }
-    if (strcmp(name, "ln2_b") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (real *)(m->host + 429568);
-    }
-    if (strcmp(name, "w_fc") == 0) {
-        if (count) *count = 65536;
-        host_view(m);
-        return (real *)(m->host + 430080);
-    }
-    if (strcmp(name, "b_fc") == 0) {
-        if (count) *count = 512;
-        host_view(m);
-        return (real *)(m->host + 692224);
-    }
-    if (strcmp(name, "w_pr") == 0) {
-        if (count) *count = 65536;
-        host_view(m);
-        return (real *)(m->host + 694272);
-    }
-    if (strcmp(name, "b_pr") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (real *)(m->host + 956416);
-    }
-    if (strcmp(name, "lnf_g") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (real *)(m->host + 956928);
-    }
-    if (strcmp(name, "lnf_b") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (real *)(m->host + 957440);
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (const struct cannl_param_row *r = param_rows; r->name; ++r)
+        if (strcmp(name, r->name) == 0) {
+            if (count) *count = r->size;
+            host_view(m);
+            return (real *)(m->host + r->host);
+        }
     return NULL;
 }
 
 gpt_tiny_real *gpt_tiny_grad(struct gpt_tiny *m, const char *name, int64_t *count) {
-    if (strcmp(name, "wte") == 0) {
-        if (count) *count = 32768;
-        host_view(m);
-        return (m->grads_host + 0);
-    }
-    if (strcmp(name, "wpe") == 0) {
-        if (count) *count = 8192;
-        host_view(m);
-        return (m->grads_host + 32768);
-    }
-    if (strcmp(name, "ln1_g") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (m->grads_host + 40960);
-    }
-    if (strcmp(name, "ln1_b") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (m->grads_host + 41088);
-    }
-    if (strcmp(name, "w_qkv") == 0) {
-        if (count) *count = 49152;
-        host_view(m);
-        return (m->grads_host + 41216);
-    }
-    if (strcmp(name, "b_qkv") == 0) {
-        if (count) *count = 384;
-        host_view(m);
-        return (m->grads_host + 90368);
-    }
-    if (strcmp(name, "w_o") == 0) {
-        if (count) *count = 16384;
-        host_view(m);
-        return (m->grads_host + 90752);
-    }
-    if (strcmp(name, "b_o") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (m->grads_host + 107136);
-    }
-    if (strcmp(name, "ln2_g") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (m->grads_host + 107264);
-    }
-    if (strcmp(name, "ln2_b") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (m->grads_host + 107392);
-    }
-    if (strcmp(name, "w_fc") == 0) {
-        if (count) *count = 65536;
-        host_view(m);
-        return (m->grads_host + 107520);
-    }
-    if (strcmp(name, "b_fc") == 0) {
-        if (count) *count = 512;
-        host_view(m);
-        return (m->grads_host + 173056);
-    }
-    if (strcmp(name, "w_pr") == 0) {
-        if (count) *count = 65536;
-        host_view(m);
-        return (m->grads_host + 173568);
-    }
-    if (strcmp(name, "b_pr") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (m->grads_host + 239104);
-    }
-    if (strcmp(name, "lnf_g") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (m->grads_host + 239232);
-    }
-    if (strcmp(name, "lnf_b") == 0) {
-        if (count) *count = 128;
-        host_view(m);
-        return (m->grads_host + 239360);
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (const struct cannl_param_row *r = param_rows; r->name; ++r)
+        if (strcmp(name, r->name) == 0) {
+            if (count) *count = r->size;
+            host_view(m);
+            return r->grad < 0 ? NULL : m->grads_host + r->grad;
+        }
     return NULL;
 }
 
@@ -3135,64 +2974,77 @@ double gpt_tiny_get_last_lr(const struct gpt_tiny *m) { return m->last_lr; }
 void gpt_tiny_set_lr(struct gpt_tiny *m, double lr) { m->lr = lr; }
 void gpt_tiny_set_schedule(struct gpt_tiny *m, int on) { m->schedule = on != 0; }
 
+/* The state tensors in the mirror (checkpoint names; the params first, in param order): name,
+   ndims, shape, byte offset in the mirror. */
+static const struct cannl_state_row {
+    const char *name;
+    int32_t ndims;
+    int64_t shape[CANNL_MAX_DIMS];
+    int64_t host;
+} state_rows[] = {
+    {"wte", 2, { 256, 128 }, 0},
+    {"wpe", 2, { 64, 128 }, 131072},
+    {"ln1_g", 1, { 128 }, 163840},
+    {"ln1_b", 1, { 128 }, 164352},
+    {"w_qkv", 4, { 3, 4, 32, 128 }, 164864},
+    {"b_qkv", 3, { 3, 4, 32 }, 361472},
+    {"w_o", 3, { 128, 4, 32 }, 363008},
+    {"b_o", 1, { 128 }, 428544},
+    {"ln2_g", 1, { 128 }, 429056},
+    {"ln2_b", 1, { 128 }, 429568},
+    {"w_fc", 2, { 512, 128 }, 430080},
+    {"b_fc", 1, { 512 }, 692224},
+    {"w_pr", 2, { 128, 512 }, 694272},
+    {"b_pr", 1, { 128 }, 956416},
+    {"lnf_g", 1, { 128 }, 956928},
+    {"lnf_b", 1, { 128 }, 957440},
+    {"wte.exp_avg", 2, { 256, 128 }, 957952},
+    {"wte.exp_avg_sq", 2, { 256, 128 }, 1089024},
+    {"wpe.exp_avg", 2, { 64, 128 }, 1220096},
+    {"wpe.exp_avg_sq", 2, { 64, 128 }, 1252864},
+    {"ln1_g.exp_avg", 1, { 128 }, 1285632},
+    {"ln1_g.exp_avg_sq", 1, { 128 }, 1286144},
+    {"ln1_b.exp_avg", 1, { 128 }, 1286656},
+    {"ln1_b.exp_avg_sq", 1, { 128 }, 1287168},
+    {"w_qkv.exp_avg", 4, { 3, 4, 32, 128 }, 1287680},
+    {"w_qkv.exp_avg_sq", 4, { 3, 4, 32, 128 }, 1484288},
+    {"b_qkv.exp_avg", 3, { 3, 4, 32 }, 1680896},
+    {"b_qkv.exp_avg_sq", 3, { 3, 4, 32 }, 1682432},
+    {"w_o.exp_avg", 3, { 128, 4, 32 }, 1683968},
+    {"w_o.exp_avg_sq", 3, { 128, 4, 32 }, 1749504},
+    {"b_o.exp_avg", 1, { 128 }, 1815040},
+    {"b_o.exp_avg_sq", 1, { 128 }, 1815552},
+    {"ln2_g.exp_avg", 1, { 128 }, 1816064},
+    {"ln2_g.exp_avg_sq", 1, { 128 }, 1816576},
+    {"ln2_b.exp_avg", 1, { 128 }, 1817088},
+    {"ln2_b.exp_avg_sq", 1, { 128 }, 1817600},
+    {"w_fc.exp_avg", 2, { 512, 128 }, 1818112},
+    {"w_fc.exp_avg_sq", 2, { 512, 128 }, 2080256},
+    {"b_fc.exp_avg", 1, { 512 }, 2342400},
+    {"b_fc.exp_avg_sq", 1, { 512 }, 2344448},
+    {"w_pr.exp_avg", 2, { 128, 512 }, 2346496},
+    {"w_pr.exp_avg_sq", 2, { 128, 512 }, 2608640},
+    {"b_pr.exp_avg", 1, { 128 }, 2870784},
+    {"b_pr.exp_avg_sq", 1, { 128 }, 2871296},
+    {"lnf_g.exp_avg", 1, { 128 }, 2871808},
+    {"lnf_g.exp_avg_sq", 1, { 128 }, 2872320},
+    {"lnf_b.exp_avg", 1, { 128 }, 2872832},
+    {"lnf_b.exp_avg_sq", 1, { 128 }, 2873344},
+    {NULL, 0, {0}, 0}};
+
 /* The state tensors in the mirror; `keep`: the caller may keep the pointers. */
 static size_t state_tensors(struct gpt_tiny *m, cannl_tensor *out, size_t cap, int keep) {
     if (cap > 0) {
         if (keep) host_view(m);
         else to_host(m);
     }
-    const cannl_tensor all[] = {
-        {"wte", CANNL_F32, 2, { 256, 128 }, (real *)(m->host + 0)},
-        {"wpe", CANNL_F32, 2, { 64, 128 }, (real *)(m->host + 131072)},
-        {"ln1_g", CANNL_F32, 1, { 128 }, (real *)(m->host + 163840)},
-        {"ln1_b", CANNL_F32, 1, { 128 }, (real *)(m->host + 164352)},
-        {"w_qkv", CANNL_F32, 4, { 3, 4, 32, 128 }, (real *)(m->host + 164864)},
-        {"b_qkv", CANNL_F32, 3, { 3, 4, 32 }, (real *)(m->host + 361472)},
-        {"w_o", CANNL_F32, 3, { 128, 4, 32 }, (real *)(m->host + 363008)},
-        {"b_o", CANNL_F32, 1, { 128 }, (real *)(m->host + 428544)},
-        {"ln2_g", CANNL_F32, 1, { 128 }, (real *)(m->host + 429056)},
-        {"ln2_b", CANNL_F32, 1, { 128 }, (real *)(m->host + 429568)},
-        {"w_fc", CANNL_F32, 2, { 512, 128 }, (real *)(m->host + 430080)},
-        {"b_fc", CANNL_F32, 1, { 512 }, (real *)(m->host + 692224)},
-        {"w_pr", CANNL_F32, 2, { 128, 512 }, (real *)(m->host + 694272)},
-        {"b_pr", CANNL_F32, 1, { 128 }, (real *)(m->host + 956416)},
-        {"lnf_g", CANNL_F32, 1, { 128 }, (real *)(m->host + 956928)},
-        {"lnf_b", CANNL_F32, 1, { 128 }, (real *)(m->host + 957440)},
-        {"wte.exp_avg", CANNL_F32, 2, { 256, 128 }, (real *)(m->host + 957952)},
-        {"wte.exp_avg_sq", CANNL_F32, 2, { 256, 128 }, (real *)(m->host + 1089024)},
-        {"wpe.exp_avg", CANNL_F32, 2, { 64, 128 }, (real *)(m->host + 1220096)},
-        {"wpe.exp_avg_sq", CANNL_F32, 2, { 64, 128 }, (real *)(m->host + 1252864)},
-        {"ln1_g.exp_avg", CANNL_F32, 1, { 128 }, (real *)(m->host + 1285632)},
-        {"ln1_g.exp_avg_sq", CANNL_F32, 1, { 128 }, (real *)(m->host + 1286144)},
-        {"ln1_b.exp_avg", CANNL_F32, 1, { 128 }, (real *)(m->host + 1286656)},
-        {"ln1_b.exp_avg_sq", CANNL_F32, 1, { 128 }, (real *)(m->host + 1287168)},
-        {"w_qkv.exp_avg", CANNL_F32, 4, { 3, 4, 32, 128 }, (real *)(m->host + 1287680)},
-        {"w_qkv.exp_avg_sq", CANNL_F32, 4, { 3, 4, 32, 128 }, (real *)(m->host + 1484288)},
-        {"b_qkv.exp_avg", CANNL_F32, 3, { 3, 4, 32 }, (real *)(m->host + 1680896)},
-        {"b_qkv.exp_avg_sq", CANNL_F32, 3, { 3, 4, 32 }, (real *)(m->host + 1682432)},
-        {"w_o.exp_avg", CANNL_F32, 3, { 128, 4, 32 }, (real *)(m->host + 1683968)},
-        {"w_o.exp_avg_sq", CANNL_F32, 3, { 128, 4, 32 }, (real *)(m->host + 1749504)},
-        {"b_o.exp_avg", CANNL_F32, 1, { 128 }, (real *)(m->host + 1815040)},
-        {"b_o.exp_avg_sq", CANNL_F32, 1, { 128 }, (real *)(m->host + 1815552)},
-        {"ln2_g.exp_avg", CANNL_F32, 1, { 128 }, (real *)(m->host + 1816064)},
-        {"ln2_g.exp_avg_sq", CANNL_F32, 1, { 128 }, (real *)(m->host + 1816576)},
-        {"ln2_b.exp_avg", CANNL_F32, 1, { 128 }, (real *)(m->host + 1817088)},
-        {"ln2_b.exp_avg_sq", CANNL_F32, 1, { 128 }, (real *)(m->host + 1817600)},
-        {"w_fc.exp_avg", CANNL_F32, 2, { 512, 128 }, (real *)(m->host + 1818112)},
-        {"w_fc.exp_avg_sq", CANNL_F32, 2, { 512, 128 }, (real *)(m->host + 2080256)},
-        {"b_fc.exp_avg", CANNL_F32, 1, { 512 }, (real *)(m->host + 2342400)},
-        {"b_fc.exp_avg_sq", CANNL_F32, 1, { 512 }, (real *)(m->host + 2344448)},
-        {"w_pr.exp_avg", CANNL_F32, 2, { 128, 512 }, (real *)(m->host + 2346496)},
-        {"w_pr.exp_avg_sq", CANNL_F32, 2, { 128, 512 }, (real *)(m->host + 2608640)},
-        {"b_pr.exp_avg", CANNL_F32, 1, { 128 }, (real *)(m->host + 2870784)},
-        {"b_pr.exp_avg_sq", CANNL_F32, 1, { 128 }, (real *)(m->host + 2871296)},
-        {"lnf_g.exp_avg", CANNL_F32, 1, { 128 }, (real *)(m->host + 2871808)},
-        {"lnf_g.exp_avg_sq", CANNL_F32, 1, { 128 }, (real *)(m->host + 2872320)},
-        {"lnf_b.exp_avg", CANNL_F32, 1, { 128 }, (real *)(m->host + 2872832)},
-        {"lnf_b.exp_avg_sq", CANNL_F32, 1, { 128 }, (real *)(m->host + 2873344)},
-        {NULL, CANNL_F32, 0, {0}, NULL}};
-    const size_t count = sizeof all / sizeof all[0] - 1;
-    for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
+    size_t count = 0;
+    for (const struct cannl_state_row *r = state_rows; r->name; ++r, ++count) {
+        if (count >= cap) continue;
+        cannl_tensor t = {r->name, CANNL_F32, r->ndims, {0}, (void *)(m->host + r->host)};
+        memcpy(t.shape, r->shape, sizeof t.shape);
+        out[count] = t;
+    }
     return count;
 }
 

@@ -760,12 +760,7 @@ static void to_host(struct moons_mlp *m) {
     cannl_error e;
     if (m->device_newer && !m->failed) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2816, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2816, 32 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32, m->dev + 2944, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 288, m->dev + 3968, 16 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 304, m->dev + 4032, 16 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 320, m->dev + 4096, 16 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 336, m->dev + 4160, 1 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2816, 337 * sizeof(real), &e));
         CANNL_TRY(cannl_stream_sync(m->compute, &e));
     }
     m->device_newer = 0;
@@ -778,12 +773,7 @@ static void finish(struct moons_mlp *m) {
     cannl_error e;
     if (m->host_view) {
         CANNL_TRY(cannl_stream_copy(m->compute, m->host, m->dev, 2816, &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2816, 32 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 32, m->dev + 2944, 256 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 288, m->dev + 3968, 16 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 304, m->dev + 4032, 16 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 320, m->dev + 4096, 16 * sizeof(real), &e));
-        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 336, m->dev + 4160, 1 * sizeof(real), &e));
+        CANNL_TRY(cannl_stream_copy(m->compute, m->grads_host + 0, m->dev + 2816, 337 * sizeof(real), &e));
     }
     CANNL_TRY(cannl_stream_sync(m->compute, &e));
     m->device_newer = !m->host_view;
@@ -1038,77 +1028,36 @@ static void moons_mlp_prefetch(struct moons_mlp *m, const moons_mlp_real *const 
     m->ready[s] = 1;
 }
 
+/* The params: name, elements, byte offset in the mirror, element offset in grads_host (-1: none). */
+static const struct cannl_param_row {
+    const char *name;
+    int64_t size, host, grad;
+} param_rows[] = {
+    {"w1", 32, 0, 0},
+    {"w2", 256, 128, 32},
+    {"w3", 16, 1152, 288},
+    {"b1", 16, 1216, 304},
+    {"b2", 16, 1280, 320},
+    {"b3", 1, 1344, 336},
+    {NULL, 0, 0, -1}};
+
 moons_mlp_real *moons_mlp_param(struct moons_mlp *m, const char *name, int64_t *count) {
-    if (strcmp(name, "w1") == 0) {
-        if (count) *count = 32;
-        host_view(m);
-        return (real *)(m->host + 0);
-    }
-    if (strcmp(name, "w2") == 0) {
-        if (count) *count = 256;
-        host_view(m);
-        return (real *)(m->host + 128);
-    }
-    if (strcmp(name, "w3") == 0) {
-        if (count) *count = 16;
-        host_view(m);
-        return (real *)(m->host + 1152);
-    }
-    if (strcmp(name, "b1") == 0) {
-        if (count) *count = 16;
-        host_view(m);
-        return (real *)(m->host + 1216);
-    }
-    if (strcmp(name, "b2") == 0) {
-        if (count) *count = 16;
-        host_view(m);
-        return (real *)(m->host + 1280);
-    }
-    if (strcmp(name, "b3") == 0) {
-        if (count) *count = 1;
-        host_view(m);
-        return (real *)(m->host + 1344);
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (const struct cannl_param_row *r = param_rows; r->name; ++r)
+        if (strcmp(name, r->name) == 0) {
+            if (count) *count = r->size;
+            host_view(m);
+            return (real *)(m->host + r->host);
+        }
     return NULL;
 }
 
 moons_mlp_real *moons_mlp_grad(struct moons_mlp *m, const char *name, int64_t *count) {
-    if (strcmp(name, "w1") == 0) {
-        if (count) *count = 32;
-        host_view(m);
-        return (m->grads_host + 0);
-    }
-    if (strcmp(name, "w2") == 0) {
-        if (count) *count = 256;
-        host_view(m);
-        return (m->grads_host + 32);
-    }
-    if (strcmp(name, "w3") == 0) {
-        if (count) *count = 16;
-        host_view(m);
-        return (m->grads_host + 288);
-    }
-    if (strcmp(name, "b1") == 0) {
-        if (count) *count = 16;
-        host_view(m);
-        return (m->grads_host + 304);
-    }
-    if (strcmp(name, "b2") == 0) {
-        if (count) *count = 16;
-        host_view(m);
-        return (m->grads_host + 320);
-    }
-    if (strcmp(name, "b3") == 0) {
-        if (count) *count = 1;
-        host_view(m);
-        return (m->grads_host + 336);
-    }
-    (void)m;
-    (void)name;
-    (void)count;
+    for (const struct cannl_param_row *r = param_rows; r->name; ++r)
+        if (strcmp(name, r->name) == 0) {
+            if (count) *count = r->size;
+            host_view(m);
+            return r->grad < 0 ? NULL : m->grads_host + r->grad;
+        }
     return NULL;
 }
 
@@ -1120,28 +1069,41 @@ double moons_mlp_get_last_lr(const struct moons_mlp *m) { return m->last_lr; }
 void moons_mlp_set_lr(struct moons_mlp *m, double lr) { m->lr = lr; }
 void moons_mlp_set_schedule(struct moons_mlp *m, int on) { m->schedule = on != 0; }
 
+/* The state tensors in the mirror (checkpoint names; the params first, in param order): name,
+   ndims, shape, byte offset in the mirror. */
+static const struct cannl_state_row {
+    const char *name;
+    int32_t ndims;
+    int64_t shape[CANNL_MAX_DIMS];
+    int64_t host;
+} state_rows[] = {
+    {"w1", 2, { 16, 2 }, 0},
+    {"w2", 2, { 16, 16 }, 128},
+    {"w3", 2, { 1, 16 }, 1152},
+    {"b1", 1, { 16 }, 1216},
+    {"b2", 1, { 16 }, 1280},
+    {"b3", 1, { 1 }, 1344},
+    {"w1.momentum_buffer", 2, { 16, 2 }, 1408},
+    {"w2.momentum_buffer", 2, { 16, 16 }, 1536},
+    {"w3.momentum_buffer", 2, { 1, 16 }, 2560},
+    {"b1.momentum_buffer", 1, { 16 }, 2624},
+    {"b2.momentum_buffer", 1, { 16 }, 2688},
+    {"b3.momentum_buffer", 1, { 1 }, 2752},
+    {NULL, 0, {0}, 0}};
+
 /* The state tensors in the mirror; `keep`: the caller may keep the pointers. */
 static size_t state_tensors(struct moons_mlp *m, cannl_tensor *out, size_t cap, int keep) {
     if (cap > 0) {
         if (keep) host_view(m);
         else to_host(m);
     }
-    const cannl_tensor all[] = {
-        {"w1", CANNL_F32, 2, { 16, 2 }, (real *)(m->host + 0)},
-        {"w2", CANNL_F32, 2, { 16, 16 }, (real *)(m->host + 128)},
-        {"w3", CANNL_F32, 2, { 1, 16 }, (real *)(m->host + 1152)},
-        {"b1", CANNL_F32, 1, { 16 }, (real *)(m->host + 1216)},
-        {"b2", CANNL_F32, 1, { 16 }, (real *)(m->host + 1280)},
-        {"b3", CANNL_F32, 1, { 1 }, (real *)(m->host + 1344)},
-        {"w1.momentum_buffer", CANNL_F32, 2, { 16, 2 }, (real *)(m->host + 1408)},
-        {"w2.momentum_buffer", CANNL_F32, 2, { 16, 16 }, (real *)(m->host + 1536)},
-        {"w3.momentum_buffer", CANNL_F32, 2, { 1, 16 }, (real *)(m->host + 2560)},
-        {"b1.momentum_buffer", CANNL_F32, 1, { 16 }, (real *)(m->host + 2624)},
-        {"b2.momentum_buffer", CANNL_F32, 1, { 16 }, (real *)(m->host + 2688)},
-        {"b3.momentum_buffer", CANNL_F32, 1, { 1 }, (real *)(m->host + 2752)},
-        {NULL, CANNL_F32, 0, {0}, NULL}};
-    const size_t count = sizeof all / sizeof all[0] - 1;
-    for (size_t i = 0; i < count && i < cap; ++i) out[i] = all[i];
+    size_t count = 0;
+    for (const struct cannl_state_row *r = state_rows; r->name; ++r, ++count) {
+        if (count >= cap) continue;
+        cannl_tensor t = {r->name, CANNL_F32, r->ndims, {0}, (void *)(m->host + r->host)};
+        memcpy(t.shape, r->shape, sizeof t.shape);
+        out[count] = t;
+    }
     return count;
 }
 
