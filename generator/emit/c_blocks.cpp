@@ -86,7 +86,7 @@ const std::string& CEmitter::block_function(const ir::Call& c, Unit& u) {
   for (int b : bufs)
     if (body.planned(b)) locals.push_back({body.offsets[static_cast<size_t>(b)], b});
     else if (const int f = body.host(b); f >= 0 && bufs.count(f))
-      hosted += fmt::format("    {} *const {} = {}; /* {}; in place in {} */\n", ctype(b), name(b), name(f),
+      hosted += fmt::format("    {} *const {} = {}; /* {}; in the bytes of {} */\n", ctype(b), name(b), name(f),
                             shape_comment(b), name(f));
     else if (std::find(sig.written.begin(), sig.written.end(), b) == sig.written.end() &&
              std::find(sig.read.begin(), sig.read.end(), b) == sig.read.end())
