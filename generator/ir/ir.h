@@ -435,10 +435,11 @@ struct Routine {
   // the same plan holds with offsets fixed_bytes + u * c (sizes per example times c).
   long fixed_bytes = 0;
   // A block body's locals placed in a formal's bytes instead of its scratch (passes/plan_blocks.cpp),
-  // as (local, formal) pairs: the local lives in its half of the body only before the nest that
-  // first touches the formal there, which writes all of the formal in place over the local's
-  // last reads (the formal's bytes hold nothing the call needs until then); the emitter points the
-  // local at the instance's actual. Not in Routine::offsets.
+  // as (local, formal) pairs: the local lives in one half of the body while the formal's bytes
+  // hold nothing that half's call needs (ir::formal_live: before a nest writing all of the
+  // formal, after a saved activation's last use in the backward half), meeting that span only
+  // in place, and apart from the other locals there; the emitter points the local at the
+  // instance's actual. Not in Routine::offsets.
   std::vector<std::pair<int, int>> hosted = {};
   const char* name() const { return routine_name(kind); }
   int host(int b) const {  // the formal whose bytes local b lives in, or -1

@@ -20,10 +20,12 @@
 //     halves each their own (the forward's scratch is free during the rest of the model). A
 //     body's locals are all planned per example (plan_routine's all_per_example), so a scratch
 //     is a batched buffer [batch, elements per example] that scales with the state's cap;
-//   - when plan_memory runs, a local written in place into a formal (a product `qkv_mm` that
-//     `qkv = qkv_mm + b` writes into a saved `qkv`, `x_mm` into the carried `x`) in the formal's
-//     bytes instead of the scratch (Routine::hosted; host_locals below), where two locals of
-//     the expanded code would share an offset: no copy out of the scratch.
+//   - when plan_memory runs, a local in the bytes of a formal where they are free and two
+//     locals of the expanded code could share them (Routine::hosted; host_locals below): a
+//     product written in place into the saved activation or carried value it becomes (`qkv_mm`
+//     that `qkv = qkv_mm + b` writes into the saved `qkv`: no copy out of the scratch), a
+//     backward gradient in the slot of a saved activation after its last use (`x_v_grad` in
+//     `x_v`).
 // Formals are never planned here (their actuals are the caller's).
 #include <algorithm>
 #include <fmt/format.h>
