@@ -8,7 +8,8 @@
 // or _decode), defined once per unit: `static void`, taking the state, n (init: the caller's
 // random stream; decode: the position pos), the call's scratch, the run-time scalars its nests
 // read and each bound formal (and saved activation) as a `restrict` pointer; its locals at the
-// body's plan offsets in the scratch; its nests through the same kernel calls and matrix
+// body's plan offsets in the scratch, or at a formal (Routine::hosted; its kernels then take the
+// two without `restrict`); its nests through the same kernel calls and matrix
 // products as a routine's (every instance shares the kernels).
 // The call prints as a `for` over the instances (the backward in reverse instance order),
 // passing each instance's slices of the stacked buffers (params, gradients, saved
@@ -47,6 +48,10 @@ CEmitter::BlockSig CEmitter::block_sig(const ir::Call& c) const {
     stmt_uses(*t, used, sc);
     for (int b : t->call ? ir::call_writes(*t->call) : ir::written_buffers(*t)) w.insert(b);
   }
+  // (a formal a local written here lives in: written, so not `const`)
+  const ir::Routine& body = ir::body_of(p_.blocks[static_cast<size_t>(c.block)], c.kind);
+  for (const auto& [l, f] : body.hosted)
+    if (w.count(l)) w.insert(f);
   BlockSig sig;
   for (int b : used)
     if (bound.count(b)) (w.count(b) ? sig.written : sig.read).push_back(b);
@@ -77,8 +82,12 @@ const std::string& CEmitter::block_function(const ir::Call& c, Unit& u) {
   for (int b : sig.read) params += fmt::format(", const {} *restrict {}", ctype(b), name(b));
   std::string pro;
   std::vector<std::pair<long, int>> locals;
+  std::string hosted;  // locals in a formal's bytes (passes/plan_blocks.cpp: host_locals)
   for (int b : bufs)
     if (body.planned(b)) locals.push_back({body.offsets[static_cast<size_t>(b)], b});
+    else if (const int f = body.host(b); f >= 0 && bufs.count(f))
+      hosted += fmt::format("    {} *const {} = {}; /* {}; in the bytes of {} */\n", ctype(b), name(b), name(f),
+                            shape_comment(b), name(f));
     else if (std::find(sig.written.begin(), sig.written.end(), b) == sig.written.end() &&
              std::find(sig.read.begin(), sig.read.end(), b) == sig.read.end())
       CANNL_BUG(fmt::format("block {}: '{}' neither bound nor planned", bl.name, buf(b).name));
@@ -89,6 +98,7 @@ const std::string& CEmitter::block_function(const ir::Call& c, Unit& u) {
                                       : std::to_string(offset),
                        shape_comment(b));
   if (locals.empty()) pro += "    (void)cannl_scratch;\n";
+  pro += hosted;
   std::set<std::string> taken = {"m", "n", "cannl_scratch"};
   if (decode) taken.insert("pos");
   for (int b : bufs) taken.insert(name(b));

@@ -743,8 +743,10 @@ std::set<int> CEmitter::routine_buffers(const ir::Routine& r, std::set<std::stri
 
 bool CEmitter::shares_bytes(const ir::Routine& r, const ir::Arena& a, const std::set<int>& bufs, int b) const {
   const long lo = a.address(r, b), hi = lo + buf(b).elements() * elem();
+  const int hb = r.host(b);  // (a block body's local in a formal's bytes: plan_blocks.cpp)
   for (int c : bufs) {
     if (c == b) continue;
+    if ((hb >= 0 && (hb == c || hb == r.host(c))) || r.host(c) == b) return true;
     const long clo = a.address(r, c), chi = clo + buf(c).elements() * elem();
     if (lo >= 0 && clo >= 0 && clo < hi && lo < chi) return true;
   }

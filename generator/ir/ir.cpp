@@ -335,6 +335,45 @@ size_t barrier_at(const Routine& body) {
   return body.stmts.size();
 }
 
+std::pair<long, long> formal_live(const Program& p, const Routine& body, size_t lo, size_t hi, int f, bool dead_after) {
+  const Buffer& fb = p.buffers[static_cast<size_t>(f)];
+  long first = -1, last = -1;
+  std::vector<const Expr*> loads;
+  for (size_t i = lo; i < hi; ++i) {
+    const Stmt& s = body.stmts[i];
+    bool reads = false, writes = false;
+    if (s.call) {
+      for (int b : call_reads(*s.call)) reads = reads || b == f;
+      for (int b : call_writes(*s.call)) writes = writes || b == f;
+    } else {
+      loads.clear();
+      collect_loads(s, loads);
+      for (const Expr* l : loads) reads = reads || l->access.buf == f;
+      for (const Assign& a : s.assigns) writes = writes || a.out.buf == f;
+    }
+    if (!reads && !writes) continue;
+    if (first < 0) {
+      first = static_cast<long>(i);
+      bool covers = !reads && !s.call;
+      for (const Assign& a : s.assigns) {
+        if (!covers || a.out.buf != f) continue;
+        std::set<int> its;
+        covers = a.accum == Accum::Set && a.out.index.size() == s.iters.size() && a.out.index.size() == fb.dims.size();
+        for (size_t d = 0; covers && d < fb.dims.size(); ++d) {
+          const Affine& ix = a.out.index[d];
+          covers = ix.is_single_iter() && its.insert(ix.terms[0].iter).second &&
+                   s.iters[static_cast<size_t>(ix.terms[0].iter)].size == fb.dims[d].size &&
+                   s.iters[static_cast<size_t>(ix.terms[0].iter)].batch == fb.dims[d].batch;
+        }
+      }
+      if (!covers) first = static_cast<long>(lo) - 1;
+    }
+    last = static_cast<long>(i);
+  }
+  if (last < 0) return {static_cast<long>(lo) - 1, static_cast<long>(hi)};
+  return {first, dead_after ? last : static_cast<long>(hi)};
+}
+
 std::pair<size_t, size_t> body_span(const Block& bl, Call::Kind k) {
   const Routine& r = body_of(bl, k);
   if (k == Call::Kind::BlockForward) return {0, barrier_at(r)};

@@ -434,7 +434,19 @@ struct Routine {
   // fixed_bytes + u * max_batch for a per-example offset u: at a run-time cap c (<= max_batch)
   // the same plan holds with offsets fixed_bytes + u * c (sizes per example times c).
   long fixed_bytes = 0;
+  // A block body's locals placed in a formal's bytes instead of its scratch (passes/plan_blocks.cpp),
+  // as (local, formal) pairs: the local lives in one half of the body while the formal's bytes
+  // hold nothing that half's call needs (ir::formal_live: before a nest writing all of the
+  // formal, after a saved activation's last use in the backward half), meeting that span only
+  // in place, and apart from the other locals there; the emitter points the local at the
+  // instance's actual. Not in Routine::offsets.
+  std::vector<std::pair<int, int>> hosted = {};
   const char* name() const { return routine_name(kind); }
+  int host(int b) const {  // the formal whose bytes local b lives in, or -1
+    for (const auto& [l, f] : hosted)
+      if (l == b) return f;
+    return -1;
+  }
   bool planned(int b) const { return static_cast<size_t>(b) < offsets.size() && offsets[static_cast<size_t>(b)] >= 0; }
   // A planned buffer in the batched region: its per-example offset there (offsets are at max_batch).
   bool scaled(int b) const { return planned(b) && offsets[static_cast<size_t>(b)] >= fixed_bytes && fixed_bytes >= 0; }
@@ -614,6 +626,13 @@ std::vector<Routine*> all_routines(Program& p);
 std::vector<const Routine*> all_routines(const Program& p);
 // The block whose body `r` is (-1: an API routine).
 int block_of(const Program& p, const Routine& r);
+// Where formal f's bytes hold something a call running nests [lo, hi) of `body` needs
+// (Routine::hosted): the nests (first, last), first = lo - 1 (from the call's start) unless the
+// first nest of the span touching f writes all of it (Set, each cell, without reading f: what f
+// held before is never read), then that nest; last = hi (to the call's end) unless `dead_after`
+// (a training body's saved activation in its backward half: nothing reads an instance's slot
+// after the instance's backward), then the last nest of the span touching f.
+std::pair<long, long> formal_live(const Program& p, const Routine& body, size_t lo, size_t hi, int f, bool dead_after);
 
 // The buffers a routine hands out or keeps past its end: the state (params, optimiser state)
 // and its interface's outputs, values and kept buffers.

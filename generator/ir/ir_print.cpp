@@ -176,7 +176,11 @@ std::string print_buffers(const Program& p) {
 }
 
 std::string print_plan(const Routine& r, const Program& p) {
-  if (r.arena_bytes <= 0) return {};
+  std::string in_formals;  // a block body's locals in a formal's bytes (passes/plan_blocks.cpp)
+  for (const auto& [l, f] : r.hosted)
+    in_formals += fmt::format("    {} in the bytes of the formal {}\n", p.buffers[static_cast<size_t>(l)].name,
+                              p.buffers[static_cast<size_t>(f)].name);
+  if (r.arena_bytes <= 0) return in_formals;
   // Offsets in increasing order; the buffers at one offset (sharing its bytes) on one line,
   // in storage order.
   std::map<long, std::vector<const Buffer*>> at;
@@ -188,7 +192,7 @@ std::string print_plan(const Routine& r, const Program& p) {
     for (const Buffer* b : bufs) names += (names.empty() ? "" : ", ") + b->name;
     s += fmt::format("    @ +{:<10} {}\n", offset, names);
   }
-  return s;
+  return s + in_formals;
 }
 
 std::string print_nests(const Program& p, const std::vector<Stmt>& stmts) {

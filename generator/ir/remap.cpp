@@ -112,6 +112,7 @@ void remap_buffers(Program& p, const std::vector<int>& map, const std::vector<st
     list(r->io.kept);
     opt(r->io.ids);
     permute(r->offsets, -1L);
+    for (auto& [l, host] : r->hosted) l = f(l), host = f(host);
   }
   for (Arena* a : {&p.layout.training, &p.layout.inference}) {
     permute(a->field, -1L);

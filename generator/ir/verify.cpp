@@ -655,6 +655,7 @@ struct Verifier {
 
   void plan() {
     about("routine " + rname);
+    hosted();
     if (r->offsets.empty()) {
       if (r->arena_bytes != 0) fail(fmt::format("an arena of {} bytes without offsets", r->arena_bytes));
       return;
@@ -678,6 +679,75 @@ struct Verifier {
         fail(fmt::format("'{}' at offset {} is unaligned or past the arena's {} bytes", p.buffers[b].name, off, r->arena_bytes));
     }
     shared_bytes();
+  }
+
+  // A block body's locals in a formal's bytes (Routine::hosted, passes/plan_blocks.cpp): each a
+  // local of the body without an offset, not handed out, living in one half of the body, in a
+  // formal its calls bind (a training body's saved activation included), no larger (per example
+  // when batched, as both must then be); its lifetime there apart from the span in which the
+  // formal's bytes are needed (ir::formal_live), or meeting it only at one end, in place (the
+  // same dims); apart from the other locals in the same formal.
+  void hosted() {
+    if (r->hosted.empty()) return;
+    const int k = block_of(p, *r);
+    if (k < 0) {
+      fail("locals in formals' bytes outside a block body");
+      return;
+    }
+    const Block& bl = p.blocks[static_cast<size_t>(k)];
+    const bool train = r == &bl.train;
+    const size_t n = r->stmts.size(), bar = train ? barrier_at(*r) : n;
+    const std::set<int> saved(bl.saved.begin(), bl.saved.end());
+    std::set<int> bound(bl.formals.begin(), bl.formals.end());
+    if (train) bound.insert(bl.saved.begin(), bl.saved.end());
+    const std::set<int> live = live_out(p, *r);
+    std::map<int, std::pair<long, long>> life;
+    std::vector<const Expr*> loads;
+    for (size_t i = 0; i < n; ++i) {
+      const Stmt& st = r->stmts[i];
+      std::set<int> u;
+      for (int b : st.call ? call_writes(*st.call) : written_buffers(st)) u.insert(b);
+      if (st.call)
+        for (int b : call_reads(*st.call)) u.insert(b);
+      loads.clear();
+      collect_loads(st, loads);
+      for (const Expr* l : loads) u.insert(l->access.buf);
+      for (int b : u) {
+        auto [it, fresh] = life.try_emplace(b, static_cast<long>(i), static_cast<long>(i));
+        if (!fresh) it->second.second = static_cast<long>(i);
+      }
+    }
+    std::set<int> seen;
+    std::map<int, std::vector<std::pair<long, long>>> in;
+    for (const auto& [l, f] : r->hosted) {
+      if (!valid(l) || !valid(f) || !life.count(l)) {
+        fail(fmt::format("{} in the bytes of {}", name(l), name(f)));
+        continue;
+      }
+      const Buffer &lb = buf(l), &fb = buf(f);
+      if (!seen.insert(l).second || lb.block != k || lb.formal || bound.count(l) || r->planned(l) || live.count(l) ||
+          !bound.count(f) || lb.batched() != fb.batched() ||
+          (lb.batched() ? lb.example_elements() > fb.example_elements() : lb.elements() > fb.elements())) {
+        fail(fmt::format("{} in the bytes of {}: not a local of the body (once, no offset, not handed out) in a "
+                         "formal its calls bind, as large or larger", name(l), name(f)));
+        continue;
+      }
+      const auto [fl, ll] = life.at(l);
+      const bool fwd = static_cast<size_t>(ll) < bar;
+      if (!fwd && static_cast<size_t>(fl) <= bar) {
+        fail(fmt::format("{} in the bytes of {} lives across the barrier", name(l), name(f)));
+        continue;
+      }
+      const size_t lo = fwd ? 0 : bar + 1, hi = fwd ? bar : n;
+      const auto [a, z] = formal_live(p, *r, lo, hi, f, !fwd && saved.count(f));
+      const bool ends = (ll == a || fl == z) && lb.dims == fb.dims;
+      bool ok = ll < a || fl > z || ends;
+      for (const auto& [x, y] : in[f]) ok = ok && (ll < x || fl > y);
+      in[f].push_back({fl, ll});
+      if (!ok)
+        fail(fmt::format("{} (nests {}..{}) in the bytes of {}, needed over nests {}..{}, or of another local there",
+                         name(l), fl, ll, name(f), a, z));
+    }
   }
 
   // Buffers that share bytes do not live at once (plan_memory.cpp): each lives from the first

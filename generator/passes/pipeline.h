@@ -70,6 +70,10 @@ void plan_memory(ir::Program& p, const PassOptions& o);
 // `all_per_example` (a block body's locals, one batched scratch) every buffer in the scaled part.
 void plan_routine(const ir::Program& p, ir::Routine& r, const PassOptions& o, const std::function<bool(int)>& planned,
                   bool share, bool all_per_example = false);
+// Nest s may write buffer b in place over buffer a (plan_memory's rule for two buffers sharing an
+// offset when s is a's last use and b's first): s writes b pointwise (Set), reads a only at the
+// cells it writes b, before or with its first assignment writing b, and does not write a.
+bool in_place(const ir::Program& p, const ir::Stmt& s, int a, int b);
 // The bytes buffer b takes in a plan's unit: per example (aligned) when batched, else in all (aligned).
 long plan_unit_bytes(const ir::Buffer& b, const PassOptions& o);
 void mark_contractions(ir::Program& p, const PassOptions& o);

@@ -45,37 +45,6 @@ long align_up(long x, long a) { return (x + a - 1) / a * a; }
 // placement costs the square of their number: a long spec's routine keeps near-linear).
 constexpr size_t kBothOrders = 512;
 
-// A and B may share their offset in place at nest k: k's assignments write B pointwise
-// (Set) and read A only at the cells they write B, every assignment reading A comes no later
-// than the first writing B (a fused nest runs its assignments in order at each point), and
-// k is A's last use and B's first.
-bool in_place(const ir::Program& p, const ir::Stmt& s, int a, int b) {
-  if (s.call || p.buffers[static_cast<size_t>(a)].dims != p.buffers[static_cast<size_t>(b)].dims) return false;
-  if (s.assigns[0].out.buf == b && !passes::pointwise(s)) return false;
-  int first_write = -1;
-  std::vector<ir::Access> outs;
-  for (size_t i = 0; i < s.assigns.size(); ++i) {
-    const ir::Assign& as = s.assigns[i];
-    if (as.out.buf == a) return false;
-    if (as.out.buf != b) continue;
-    if (as.accum != ir::Accum::Set) return false;
-    if (first_write < 0) first_write = static_cast<int>(i);
-    outs.push_back(as.out);
-  }
-  if (outs.empty()) return false;
-  for (size_t i = 0; i < s.assigns.size(); ++i) {
-    std::vector<const ir::Expr*> loads;
-    ir::collect_loads(s.assigns[i].body, loads);
-    for (const ir::Expr* l : loads) {
-      if (l->access.buf != a) continue;
-      if (static_cast<int>(i) > first_write) return false;
-      for (const ir::Access& o : outs)
-        if (!(l->access.index == o.index)) return false;
-    }
-  }
-  return true;
-}
-
 // Places the lifetimes in `order` (`by_first`: in order of first use), first fit; returns the
 // arena's size.
 long place(std::vector<Life>& lives, const std::vector<int>& order, bool by_first, const ir::Program& p,
@@ -147,6 +116,37 @@ long place(std::vector<Life>& lives, const std::vector<int>& order, bool by_firs
 }
 
 }  // namespace
+
+// A and B may share their offset in place at nest k: k's assignments write B pointwise
+// (Set) and read A only at the cells they write B, every assignment reading A comes no later
+// than the first writing B (a fused nest runs its assignments in order at each point), and
+// k is A's last use and B's first.
+bool in_place(const ir::Program& p, const ir::Stmt& s, int a, int b) {
+  if (s.call || p.buffers[static_cast<size_t>(a)].dims != p.buffers[static_cast<size_t>(b)].dims) return false;
+  if (s.assigns[0].out.buf == b && !passes::pointwise(s)) return false;
+  int first_write = -1;
+  std::vector<ir::Access> outs;
+  for (size_t i = 0; i < s.assigns.size(); ++i) {
+    const ir::Assign& as = s.assigns[i];
+    if (as.out.buf == a) return false;
+    if (as.out.buf != b) continue;
+    if (as.accum != ir::Accum::Set) return false;
+    if (first_write < 0) first_write = static_cast<int>(i);
+    outs.push_back(as.out);
+  }
+  if (outs.empty()) return false;
+  for (size_t i = 0; i < s.assigns.size(); ++i) {
+    std::vector<const ir::Expr*> loads;
+    ir::collect_loads(s.assigns[i].body, loads);
+    for (const ir::Expr* l : loads) {
+      if (l->access.buf != a) continue;
+      if (static_cast<int>(i) > first_write) return false;
+      for (const ir::Access& o : outs)
+        if (!(l->access.index == o.index)) return false;
+    }
+  }
+  return true;
+}
 
 long plan_unit_bytes(const ir::Buffer& b, const PassOptions& o) {
   return align_up((b.batched() ? b.example_elements() : b.elements()) * o.elem_bytes, o.align);

@@ -531,20 +531,67 @@ TEST_CASE("passes over block bodies: nothing crosses the barrier, saved = live a
           const std::vector<int>& list = fwd ? call.writes : call.reads;
           CHECK(std::find(list.begin(), list.end(), bd->buf) != list.end());
         }
-        // The body's other locals: planned once in the body's arena, a scratch buffer of the call's.
+        // The body's other locals: planned once in the body's arena, a scratch buffer of the
+        // call's (but those in a formal's bytes: Routine::hosted).
         bool locals = false;
         for (int b : fwd ? before : after)
           locals = locals || (p.buffers[static_cast<size_t>(b)].block == 0 && !p.buffers[static_cast<size_t>(b)].formal &&
-                              !want.count(b));
+                              !want.count(b) && train.host(b) < 0);
         CHECK((call.scratch >= 0) == locals);
       }
       CHECK(calls == 2);
       for (int b : bl.locals) {
         const bool used = before.count(b) || after.count(b);
         if (!used) continue;
-        CHECK(train.planned(b) == !want.count(b));
+        CHECK(train.planned(b) == (!want.count(b) && train.host(b) < 0));
       }
     }
+}
+
+TEST_CASE("a body's locals in the bytes of the formals they are written into or replace", "[roll][passes][verify]") {
+  for (int level : {0, 2}) {
+    INFO("-O" << level);
+    ir::Program p = compiled_until(source("specs/gpt_char.cannl"), "plan_blocks", level, kCharDims);
+    CHECK(ir::verify_problems(p).empty());
+    REQUIRE(p.blocks.size() == 1);
+    ir::Block& bl = p.blocks[0];
+    ir::Routine& train = bl.train;
+    if (level == 0) {  // (no memory planning: each local its own bytes)
+      for (ir::Routine* r : {&bl.train, &bl.infer, &bl.init}) CHECK(r->hosted.empty());
+      continue;
+    }
+    const size_t bar = ir::barrier_at(train);
+    const std::set<int> saved(bl.saved.begin(), bl.saved.end());
+    // The forward half: the product before the bias, `qkv_mm`, written in place into the saved
+    // `qkv` (no copy out of the scratch); the backward half: gradients in the slots of saved
+    // activations after their last use.
+    bool fwd_in_saved = false, bwd_in_saved = false;
+    for (const auto& [l, f] : train.hosted) {
+      CHECK(!train.planned(l));
+      if (!saved.count(f)) continue;
+      for (size_t i = 0; i < train.stmts.size(); ++i)
+        if (touched(train.stmts[i]).count(l)) (i < bar ? fwd_in_saved : bwd_in_saved) = true;
+    }
+    CHECK(fwd_in_saved);
+    CHECK(bwd_in_saved);
+    CHECK(!bl.infer.hosted.empty());  // (the inference body's product in the carried value)
+    // Planted: a forward local in the bytes of the value carried in, which the half reads first.
+    int x_in = -1;
+    for (const auto& [in, out] : bl.carried) x_in = in;
+    REQUIRE(x_in >= 0);
+    bool planted = false;  // (x_mm, in the bytes of the value carried out, moved to those of the one carried in)
+    for (auto& [l, f] : train.hosted)
+      if (!planted && p.buffers[static_cast<size_t>(l)].dims == p.buffers[static_cast<size_t>(x_in)].dims)
+        for (size_t i = 0; i < bar && !planted; ++i)
+          if (touched(train.stmts[i]).count(l)) f = x_in, planted = true;
+    REQUIRE(planted);
+    const std::vector<std::string> problems = ir::verify_problems(p);
+    INFO(problems.size() << " problems");
+    const std::string want = "in the bytes of '" + p.buffers[static_cast<size_t>(x_in)].name + "'";
+    bool caught = false;
+    for (const std::string& x : problems) caught = caught || x.find(want) != std::string::npos;
+    CHECK(caught);
+  }
 }
 
 TEST_CASE("the unroll bridge leaves no stack of saved activations and no scratch of a body", "[roll][passes]") {
