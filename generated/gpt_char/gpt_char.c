@@ -64,7 +64,7 @@ struct gpt_char {
     double last_lr; /* the learning rate the last optimiser step used (0 before the first) */
     int schedule; /* 1: the spec's lr schedule applies to lr (when it has one); 0: lr as set */
     int64_t max_batch; /* the largest batch this state takes (create_batch's; <= GPT_CHAR_MAX_BATCH) */
-    void *arena;  /* the buffers below, then each routine's work region: 6740096 bytes, then 5652480 per example of max_batch (1453774976 at 256) */
+    void *arena;  /* the buffers below, then each routine's work region: 6740096 bytes, then 5261312 per example of max_batch (1353635968 at 256) */
     /* train_grads calls it as each param's gradient is final (NULL: none) */
     void (*grad_hook)(void *ctx, int64_t offset, int64_t count);
     void *grad_hook_ctx;
@@ -527,7 +527,7 @@ static void set_qkv_ln(int64_t n, real *restrict qkv_ln, real *restrict qkv_v, c
 
 /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
 CANNL_MULTIVERSION
-static void set_qkv(int64_t n, real *restrict qkv, const real *restrict qkv_mm, const real *restrict b_qkv_) {
+static void set_qkv(int64_t n, real *qkv, const real *qkv_mm, const real *restrict b_qkv_) {
     CANNL_PRAGMA("omp parallel for if(n * 49152 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 128; ++b1) {
@@ -602,7 +602,7 @@ static void set_x_v(int64_t n, real *restrict x_v, const real *restrict x_mm2, c
 
 /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) */
 CANNL_MULTIVERSION
-static void set_x_(int64_t n, real *restrict x_, const real *restrict x_in, const real *restrict mid_mm, const real *restrict b_o_, const real *restrict x_mm, const real *restrict b_pr_) {
+static void set_x_(int64_t n, real *x_, const real *restrict x_in, const real *restrict mid_mm, const real *restrict b_o_, const real *x_mm, const real *restrict b_pr_) {
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 128; ++b1) {
@@ -646,8 +646,9 @@ static void layers_forward(
     const real *restrict b_fc_,
     const real *restrict w_pr_,
     const real *restrict b_pr_) {
-    real *const qkv_mm = (real *)(cannl_scratch + 0); /* [batch, 128, 3, 4, 32] [batch, 128 | 3, 4, 32] */
-    real *const x_mm = (real *)(cannl_scratch + 0); /* [batch, 128, 128] [batch, 128 | 128] */
+    (void)cannl_scratch;
+    real *const qkv_mm = qkv; /* [batch, 128, 3, 4, 32] [batch, 128 | 3, 4, 32]; in the bytes of qkv */
+    real *const x_mm = x_; /* [batch, 128, 128] [batch, 128 | 128]; in the bytes of x_ */
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
     sum_qkv_mean(n, qkv_mean, x_in);
@@ -926,7 +927,7 @@ static void sum_b_pr_grad_(int64_t n, real *restrict b_pr_grad_, const real *res
 
 /* line 39: backward: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) */
 CANNL_MULTIVERSION
-static void set_x_mm2_grad(int64_t n, real *x_mm2_grad, const real *x_v_grad, const real *restrict x_mm2, const real *restrict b_fc_) {
+static void set_x_mm2_grad(int64_t n, real *x_mm2_grad, const real *restrict x_v_grad, const real *x_mm2, const real *restrict b_fc_) {
     CANNL_PRAGMA("omp parallel for if(n * 65536 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 128; ++b1) {
@@ -1017,7 +1018,7 @@ static void sum_x_mean_grad_2(int64_t n, real *restrict x_mean_grad, const real 
 
 /* line 39: backward: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr); backward: mid = x + (w_o * att + b_o) */
 CANNL_MULTIVERSION
-static void set_mid_grad(int64_t n, real *restrict mid_grad, real *restrict x_in_grad, const real *restrict x_grad_, const real *restrict x_v2_grad, const real *restrict ln2_g_, const real *restrict x_var, const real *restrict x_var_grad, const real *restrict x_in, const real *restrict mid_mm, const real *restrict b_o_, const real *restrict x_mean, const real *restrict x_mean_grad) {
+static void set_mid_grad(int64_t n, real *mid_grad, real *x_in_grad, const real *restrict x_grad_, const real *x_v2_grad, const real *restrict ln2_g_, const real *restrict x_var, const real *restrict x_var_grad, const real *restrict x_in, const real *mid_mm, const real *restrict b_o_, const real *restrict x_mean, const real *restrict x_mean_grad) {
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 128; ++b1) {
@@ -1156,6 +1157,14 @@ static void layers_backward(
     struct gpt_char *m,
     int64_t n,
     char *cannl_scratch,
+    real *restrict qkv_v,
+    real *restrict mid_mm,
+    real *restrict x_v,
+    real *restrict x_mm2,
+    real *restrict x_v2,
+    real *restrict x_ln,
+    real *restrict x_mean,
+    real *restrict x_var,
     real *restrict b_pr_grad_,
     real *restrict w_pr_grad_,
     real *restrict b_fc_grad_,
@@ -1179,32 +1188,24 @@ static void layers_backward(
     const real *restrict b_fc_,
     const real *restrict w_pr_,
     const real *restrict qkv,
-    const real *restrict qkv_v,
     const real *restrict qkv_ln,
     const real *restrict qkv_mean,
     const real *restrict qkv_var,
     const real *restrict att,
     const real *restrict att_lse,
-    const real *restrict mid_mm,
-    const real *restrict x_v,
-    const real *restrict x_mm2,
-    const real *restrict x_v2,
-    const real *restrict x_ln,
-    const real *restrict x_mean,
-    const real *restrict x_var,
     const real *restrict x_grad_) {
     real *const qkv_grad = (real *)(cannl_scratch + 0); /* [batch, 128, 3, 4, 32] gradient of qkv */
-    real *const qkv_mean_grad = (real *)(cannl_scratch + 0); /* [batch, 128] gradient of qkv_mean */
-    real *const qkv_var_grad = (real *)(cannl_scratch + 512 * m->max_batch); /* [batch, 128] gradient of qkv_var */
-    real *const x_v_grad = (real *)(cannl_scratch + 196608 * m->max_batch); /* [batch, 128, 512] gradient of x_v */
-    real *const x_mm2_grad = (real *)(cannl_scratch + 196608 * m->max_batch); /* [batch, 128, 512] gradient of x_mm2 */
-    real *const x_mean_grad = (real *)(cannl_scratch + 196608 * m->max_batch); /* [batch, 128] gradient of x_mean */
-    real *const att_grad = (real *)(cannl_scratch + 196608 * m->max_batch); /* [batch, 128, 4, 32] gradient of att */
-    real *const qkv_v_grad = (real *)(cannl_scratch + 196608 * m->max_batch); /* [batch, 128, 128] gradient of qkv_v */
-    real *const x_var_grad = (real *)(cannl_scratch + 197120 * m->max_batch); /* [batch, 128] gradient of x_var */
-    real *const att_delta = (real *)(cannl_scratch + 262144 * m->max_batch); /* [batch, 4, 128] scratch of the attention backward: dout . o per query */
-    real *const x_v2_grad = (real *)(cannl_scratch + 458752 * m->max_batch); /* [batch, 128, 128] gradient of x_v2 */
-    real *const mid_grad = (real *)(cannl_scratch + 524288 * m->max_batch); /* [batch, 128, 128] gradient of mid */
+    real *const att_delta = (real *)(cannl_scratch + 196608 * m->max_batch); /* [batch, 4, 128] scratch of the attention backward: dout . o per query */
+    real *const mid_grad = mid_mm; /* [batch, 128, 128] gradient of mid; in the bytes of mid_mm */
+    real *const x_v_grad = x_v; /* [batch, 128, 512] gradient of x_v; in the bytes of x_v */
+    real *const x_mm2_grad = x_mm2; /* [batch, 128, 512] gradient of x_mm2; in the bytes of x_mm2 */
+    real *const x_v2_grad = x_in_grad; /* [batch, 128, 128] gradient of x_v2; in the bytes of x_in_grad */
+    real *const x_mean_grad = x_v2; /* [batch, 128] gradient of x_mean; in the bytes of x_v2 */
+    real *const x_var_grad = x_ln; /* [batch, 128] gradient of x_var; in the bytes of x_ln */
+    real *const att_grad = x_v2; /* [batch, 128, 4, 32] gradient of att; in the bytes of x_v2 */
+    real *const qkv_v_grad = qkv_v; /* [batch, 128, 128] gradient of qkv_v; in the bytes of qkv_v */
+    real *const qkv_mean_grad = x_mean; /* [batch, 128] gradient of qkv_mean; in the bytes of x_mean */
+    real *const qkv_var_grad = x_var; /* [batch, 128] gradient of qkv_var; in the bytes of x_var */
 
     /* zero the gradient of qkv */
     fill_qkv_grad(n, qkv_grad);
@@ -1711,23 +1712,6 @@ static void set_qkv_v(int64_t n, real *restrict qkv_v, const real *restrict x_in
     }
 }
 
-/* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
-CANNL_MULTIVERSION
-static void set_qkv_2(int64_t n, real *qkv, const real *qkv_mm, const real *restrict b_qkv_) {
-    CANNL_PRAGMA("omp parallel for if(n * 49152 >= CANNL_PARALLEL_MIN)")
-    for (int64_t b0 = 0; b0 < n; ++b0) {
-        for (int64_t b1 = 0; b1 < 128; ++b1) {
-            for (int64_t o0 = 0; o0 < 3; ++o0) {
-                for (int64_t o1 = 0; o1 < 4; ++o1) {
-                    CANNL_SIMD
-                    for (int64_t o2 = 0; o2 < 32; ++o2)
-                        qkv[b0 * 49152 + b1 * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[b0 * 49152 + b1 * 384 + o0 * 128 + o1 * 32 + o2] + b_qkv_[o0 * 128 + o1 * 32 + o2];
-                }
-            }
-        }
-    }
-}
-
 /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) */
 CANNL_MULTIVERSION
 static void set_x_v2(int64_t n, real *restrict x_v2, const real *restrict x_in, const real *restrict mid_mm, const real *restrict b_o_, const real *restrict x_mean, const real *restrict x_var, const real *restrict ln2_g_, const real *restrict ln2_b_) {
@@ -1756,6 +1740,19 @@ static void set_x_v_2(int64_t n, real *x_v, const real *x_mm2, const real *restr
     }
 }
 
+/* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) */
+CANNL_MULTIVERSION
+static void set_x__2(int64_t n, real *x_, const real *restrict x_in, const real *mid_mm, const real *restrict b_o_, const real *restrict x_mm, const real *restrict b_pr_) {
+    CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        for (int64_t b1 = 0; b1 < 128; ++b1) {
+            CANNL_SIMD
+            for (int64_t o = 0; o < 128; ++o)
+                x_[b0 * 16384 + b1 * 128 + o] = x_in[b0 * 16384 + b1 * 128 + o] + (mid_mm[b0 * 16384 + b1 * 128 + o] + b_o_[o]) + (x_mm[b0 * 16384 + b1 * 128 + o] + b_pr_[o]);
+        }
+    }
+}
+
 /* block layers (line 24): instance l's inference body, for each l in order */
 static void layers_infer(
     struct gpt_char *m,
@@ -1777,18 +1774,18 @@ static void layers_infer(
     const real *restrict b_pr_) {
     real *const qkv = (real *)(cannl_scratch + 0); /* [batch, 128, 3, 4, 32] qkv : [batch, 128 | 3, 4, 32] */
     real *const qkv_mm = (real *)(cannl_scratch + 0); /* [batch, 128, 3, 4, 32] [batch, 128 | 3, 4, 32] */
-    real *const qkv_mean = (real *)(cannl_scratch + 0); /* [batch, 128] [batch, 128 | ] */
+    real *const qkv_var = (real *)(cannl_scratch + 0); /* [batch, 128] [batch, 128 | ] */
     real *const x_v = (real *)(cannl_scratch + 0); /* [batch, 128, 512] [batch, 128 | 512] */
     real *const x_mm2 = (real *)(cannl_scratch + 0); /* [batch, 128, 512] [batch, 128 | 512] */
     real *const x_mean = (real *)(cannl_scratch + 0); /* [batch, 128] [batch, 128 | ] */
-    real *const qkv_var = (real *)(cannl_scratch + 512 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
     real *const x_var = (real *)(cannl_scratch + 512 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
     real *const qkv_v = (real *)(cannl_scratch + 196608 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const att = (real *)(cannl_scratch + 196608 * m->max_batch); /* [batch, 128, 4, 32] att : [batch, 128 | 4, 32] */
     real *const att_lse = (real *)(cannl_scratch + 262144 * m->max_batch); /* [batch, 4, 128] log-sum-exp of each query's scores */
-    real *const mid_mm = (real *)(cannl_scratch + 262144 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
-    real *const x_mm = (real *)(cannl_scratch + 327680 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
-    real *const x_v2 = (real *)(cannl_scratch + 327680 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
+    real *const x_mm = (real *)(cannl_scratch + 262144 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
+    real *const x_v2 = (real *)(cannl_scratch + 262144 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
+    real *const qkv_mean = x_; /* [batch, 128] [batch, 128 | ]; in the bytes of x_ */
+    real *const mid_mm = x_; /* [batch, 128, 128] [batch, 128 | 128]; in the bytes of x_ */
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
     sum_qkv_mean(n, qkv_mean, x_in);
@@ -1796,7 +1793,7 @@ static void layers_infer(
     set_qkv_v(n, qkv_v, x_in, qkv_mean, qkv_var, ln1_g_, ln1_b_);
     /* matrix product qkv_mm = qkv_v . w_qkv_: M = n * 128 (b0, b1), N = 384 (o0, o1, o2), K = 128 (k) */
     cannl_sgemm(m->gemm, n * 128, 384, 128, 1.0f, qkv_v, 128, 1, w_qkv_, 1, 128, qkv_mm, 384, 1, 1);
-    set_qkv_2(n, qkv, qkv_mm, b_qkv_);
+    set_qkv(n, qkv, qkv_mm, b_qkv_);
 
     /* line 37: att = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
@@ -1821,7 +1818,7 @@ static void layers_infer(
     set_x_v_2(n, x_v, x_mm2, b_fc_);
     /* matrix product x_mm = x_v . w_pr_: M = n * 128 (b0, b1), N = 128 (o), K = 512 (k) */
     cannl_sgemm(m->gemm, n * 128, 128, 512, 1.0f, x_v, 512, 1, w_pr_, 1, 512, x_mm, 128, 1, 1);
-    set_x_(n, x_, x_in, mid_mm, b_o_, x_mm, b_pr_);
+    set_x__2(n, x_, x_in, mid_mm, b_o_, x_mm, b_pr_);
 }
 
 /* line 42: logits = wte * (layer_norm(x) *. lnf_g + lnf_b) */
@@ -2333,7 +2330,7 @@ static double train_step(struct gpt_char *m, const real *const inputs[], int64_t
     real *const b_fc_state = m->b_fc_state; /* [4, 2, 512] optimiser state of b_fc: [instance, {exp_avg, exp_avg_sq}, ...] */
     real *const w_pr_state = m->w_pr_state; /* [4, 2, 128, 512] optimiser state of w_pr: [instance, {exp_avg, exp_avg_sq}, ...] */
     real *const b_pr_state = m->b_pr_state; /* [4, 2, 128] optimiser state of b_pr: [instance, {exp_avg, exp_avg_sq}, ...] */
-    char *const work = (char *)m->arena + 6739968; /* the work region: this routine's 128 bytes, then 5652480 per example of the state's max_batch */
+    char *const work = (char *)m->arena + 6739968; /* the work region: this routine's 128 bytes, then 5261312 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const grad_norm = (real *)(work + 64); /* [] the sum of the squares of every gradient */
     real *const clip_coef = (real *)(work + 64); /* [] the factor of every gradient: min(1, max_norm / (norm + 1e-6)) */
@@ -2342,38 +2339,37 @@ static double train_step(struct gpt_char *m, const real *const inputs[], int64_t
     real *const layers_x_v = (real *)(work + 128); /* [4, batch, 128, 512] x_v of each instance of block layers, kept from its forward to its backward */
     real *const layers_x_mm2 = (real *)(work + 128 + 1048576 * m->max_batch); /* [4, batch, 128, 512] x_mm2 of each instance of block layers, kept from its forward to its backward */
     real *const layers_qkv = (real *)(work + 128 + 2097152 * m->max_batch); /* [4, batch, 128, 3, 4, 32] qkv of each instance of block layers, kept from its forward to its backward */
-    real *const logits = (real *)(work + 128 + 2883584 * m->max_batch); /* [batch, 128, 256] logits : [batch, 128 | 256] */
-    real *const logits_grad = (real *)(work + 128 + 2883584 * m->max_batch); /* [batch, 128, 256] gradient of logits */
-    real *const logits_mean_grad = (real *)(work + 128 + 2883584 * m->max_batch); /* [batch, 128] gradient of logits_mean */
-    real *const layers_forward_scratch = (real *)(work + 128 + 2883584 * m->max_batch); /* [batch, 49152] the locals of block layers's forward body, one instance at a time */
-    real *const layers_backward_scratch = (real *)(work + 128 + 2883584 * m->max_batch); /* [batch, 147456] the locals of block layers's backward body, one instance at a time */
-    real *const logits_var_grad = (real *)(work + 128 + 2884096 * m->max_batch); /* [batch, 128] gradient of logits_var */
-    real *const logits_v = (real *)(work + 128 + 3014656 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
-    real *const logits_v_grad = (real *)(work + 128 + 3014656 * m->max_batch); /* [batch, 128, 128] gradient of logits_v */
-    real *const logits_ln = (real *)(work + 128 + 3080192 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
-    real *const logits_mean = (real *)(work + 128 + 3145728 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
-    real *const logits_var = (real *)(work + 128 + 3146240 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
-    real *const loss_max = (real *)(work + 128 + 3146752 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
-    real *const loss_sumexp = (real *)(work + 128 + 3147264 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
-    real *const loss_ce = (real *)(work + 128 + 3147776 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
-    real *const loss_sumexp_grad = (real *)(work + 128 + 3147776 * m->max_batch); /* [batch, 128] gradient of loss_sumexp */
-    real *const layers_qkv_v = (real *)(work + 128 + 3473408 * m->max_batch); /* [4, batch, 128, 128] qkv_v of each instance of block layers, kept from its forward to its backward */
-    real *const layers_qkv_ln = (real *)(work + 128 + 3735552 * m->max_batch); /* [4, batch, 128, 128] qkv_ln of each instance of block layers, kept from its forward to its backward */
-    real *const layers_att = (real *)(work + 128 + 3997696 * m->max_batch); /* [4, batch, 128, 4, 32] att of each instance of block layers, kept from its forward to its backward */
-    real *const layers_mid_mm = (real *)(work + 128 + 4259840 * m->max_batch); /* [4, batch, 128, 128] mid_mm of each instance of block layers, kept from its forward to its backward */
-    real *const layers_x_v2 = (real *)(work + 128 + 4521984 * m->max_batch); /* [4, batch, 128, 128] x_v2 of each instance of block layers, kept from its forward to its backward */
-    real *const layers_x_ln = (real *)(work + 128 + 4784128 * m->max_batch); /* [4, batch, 128, 128] x_ln of each instance of block layers, kept from its forward to its backward */
-    real *const layers_x = (real *)(work + 128 + 5046272 * m->max_batch); /* [3, batch, 128, 128] x of instances 0 .. 2 of block layers (slot l) */
-    real *const layers_x_grad = (real *)(work + 128 + 5242880 * m->max_batch); /* [2, batch, 128, 128] the gradient of x between two instances of block layers (slot l mod 2) */
-    real *const x = (real *)(work + 128 + 5373952 * m->max_batch); /* [batch, 128, 128] x : [batch, 128 | 128] */
-    real *const x_3 = (real *)(work + 128 + 5439488 * m->max_batch); /* [batch, 128, 128] x.3 : [batch, 128 | 128] */
-    real *const x_3_grad = (real *)(work + 128 + 5505024 * m->max_batch); /* [batch, 128, 128] gradient of x_3 */
-    real *const x_grad = (real *)(work + 128 + 5570560 * m->max_batch); /* [batch, 128, 128] gradient of x */
-    real *const layers_att_lse = (real *)(work + 128 + 5636096 * m->max_batch); /* [4, batch, 4, 128] att_lse of each instance of block layers, kept from its forward to its backward */
-    real *const layers_qkv_mean = (real *)(work + 128 + 5644288 * m->max_batch); /* [4, batch, 128] qkv_mean of each instance of block layers, kept from its forward to its backward */
-    real *const layers_qkv_var = (real *)(work + 128 + 5646336 * m->max_batch); /* [4, batch, 128] qkv_var of each instance of block layers, kept from its forward to its backward */
-    real *const layers_x_mean = (real *)(work + 128 + 5648384 * m->max_batch); /* [4, batch, 128] x_mean of each instance of block layers, kept from its forward to its backward */
-    real *const layers_x_var = (real *)(work + 128 + 5650432 * m->max_batch); /* [4, batch, 128] x_var of each instance of block layers, kept from its forward to its backward */
+    real *const layers_qkv_v = (real *)(work + 128 + 2883584 * m->max_batch); /* [4, batch, 128, 128] qkv_v of each instance of block layers, kept from its forward to its backward */
+    real *const layers_qkv_ln = (real *)(work + 128 + 3145728 * m->max_batch); /* [4, batch, 128, 128] qkv_ln of each instance of block layers, kept from its forward to its backward */
+    real *const layers_att = (real *)(work + 128 + 3407872 * m->max_batch); /* [4, batch, 128, 4, 32] att of each instance of block layers, kept from its forward to its backward */
+    real *const layers_mid_mm = (real *)(work + 128 + 3670016 * m->max_batch); /* [4, batch, 128, 128] mid_mm of each instance of block layers, kept from its forward to its backward */
+    real *const layers_x_v2 = (real *)(work + 128 + 3932160 * m->max_batch); /* [4, batch, 128, 128] x_v2 of each instance of block layers, kept from its forward to its backward */
+    real *const layers_x_ln = (real *)(work + 128 + 4194304 * m->max_batch); /* [4, batch, 128, 128] x_ln of each instance of block layers, kept from its forward to its backward */
+    real *const logits = (real *)(work + 128 + 4456448 * m->max_batch); /* [batch, 128, 256] logits : [batch, 128 | 256] */
+    real *const logits_grad = (real *)(work + 128 + 4456448 * m->max_batch); /* [batch, 128, 256] gradient of logits */
+    real *const logits_mean_grad = (real *)(work + 128 + 4456448 * m->max_batch); /* [batch, 128] gradient of logits_mean */
+    real *const layers_backward_scratch = (real *)(work + 128 + 4456448 * m->max_batch); /* [batch, 49664] the locals of block layers's backward body, one instance at a time */
+    real *const logits_var_grad = (real *)(work + 128 + 4456960 * m->max_batch); /* [batch, 128] gradient of logits_var */
+    real *const logits_ln = (real *)(work + 128 + 4587520 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
+    real *const logits_mean = (real *)(work + 128 + 4653056 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
+    real *const logits_var = (real *)(work + 128 + 4653568 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
+    real *const loss_max = (real *)(work + 128 + 4654080 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
+    real *const loss_sumexp = (real *)(work + 128 + 4654592 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
+    real *const layers_x = (real *)(work + 128 + 4655104 * m->max_batch); /* [3, batch, 128, 128] x of instances 0 .. 2 of block layers (slot l) */
+    real *const logits_v = (real *)(work + 128 + 4851712 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
+    real *const logits_v_grad = (real *)(work + 128 + 4851712 * m->max_batch); /* [batch, 128, 128] gradient of logits_v */
+    real *const layers_x_grad = (real *)(work + 128 + 4851712 * m->max_batch); /* [2, batch, 128, 128] the gradient of x between two instances of block layers (slot l mod 2) */
+    real *const loss_ce = (real *)(work + 128 + 4917248 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
+    real *const loss_sumexp_grad = (real *)(work + 128 + 4917248 * m->max_batch); /* [batch, 128] gradient of loss_sumexp */
+    real *const x = (real *)(work + 128 + 4982784 * m->max_batch); /* [batch, 128, 128] x : [batch, 128 | 128] */
+    real *const x_3 = (real *)(work + 128 + 5048320 * m->max_batch); /* [batch, 128, 128] x.3 : [batch, 128 | 128] */
+    real *const x_3_grad = (real *)(work + 128 + 5113856 * m->max_batch); /* [batch, 128, 128] gradient of x_3 */
+    real *const x_grad = (real *)(work + 128 + 5179392 * m->max_batch); /* [batch, 128, 128] gradient of x */
+    real *const layers_att_lse = (real *)(work + 128 + 5244928 * m->max_batch); /* [4, batch, 4, 128] att_lse of each instance of block layers, kept from its forward to its backward */
+    real *const layers_qkv_mean = (real *)(work + 128 + 5253120 * m->max_batch); /* [4, batch, 128] qkv_mean of each instance of block layers, kept from its forward to its backward */
+    real *const layers_qkv_var = (real *)(work + 128 + 5255168 * m->max_batch); /* [4, batch, 128] qkv_var of each instance of block layers, kept from its forward to its backward */
+    real *const layers_x_mean = (real *)(work + 128 + 5257216 * m->max_batch); /* [4, batch, 128] x_mean of each instance of block layers, kept from its forward to its backward */
+    real *const layers_x_var = (real *)(work + 128 + 5259264 * m->max_batch); /* [4, batch, 128] x_var of each instance of block layers, kept from its forward to its backward */
     const int64_t step = ++m->step;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.99, step)));
@@ -2395,7 +2391,7 @@ static double train_step(struct gpt_char *m, const real *const inputs[], int64_t
 
     /* line 24: repeat layers (instances 0..3) */
     for (int64_t cannl_l = 0; cannl_l < 4; ++cannl_l)
-        layers_forward(m, n, (char *)layers_forward_scratch,
+        layers_forward(m, n, (char *)NULL,
             (cannl_l == 3 ? x_3 : layers_x + cannl_l * 16384 * m->max_batch),
             layers_qkv + cannl_l * 49152 * m->max_batch,
             layers_qkv_v + cannl_l * 16384 * m->max_batch,
@@ -2457,6 +2453,14 @@ static double train_step(struct gpt_char *m, const real *const inputs[], int64_t
     /* line 24: backward: repeat layers (instances 0..3) */
     for (int64_t cannl_l = 3; cannl_l >= 0; --cannl_l)
         layers_backward(m, n, (char *)layers_backward_scratch,
+            layers_qkv_v + cannl_l * 16384 * m->max_batch,
+            layers_mid_mm + cannl_l * 16384 * m->max_batch,
+            layers_x_v + cannl_l * 65536 * m->max_batch,
+            layers_x_mm2 + cannl_l * 65536 * m->max_batch,
+            layers_x_v2 + cannl_l * 16384 * m->max_batch,
+            layers_x_ln + cannl_l * 16384 * m->max_batch,
+            layers_x_mean + cannl_l * 128 * m->max_batch,
+            layers_x_var + cannl_l * 128 * m->max_batch,
             b_pr_grad + cannl_l * 128,
             w_pr_grad + cannl_l * 65536,
             b_fc_grad + cannl_l * 512,
@@ -2480,19 +2484,11 @@ static double train_step(struct gpt_char *m, const real *const inputs[], int64_t
             b_fc + cannl_l * 512,
             w_pr + cannl_l * 65536,
             layers_qkv + cannl_l * 49152 * m->max_batch,
-            layers_qkv_v + cannl_l * 16384 * m->max_batch,
             layers_qkv_ln + cannl_l * 16384 * m->max_batch,
             layers_qkv_mean + cannl_l * 128 * m->max_batch,
             layers_qkv_var + cannl_l * 128 * m->max_batch,
             layers_att + cannl_l * 16384 * m->max_batch,
             layers_att_lse + cannl_l * 512 * m->max_batch,
-            layers_mid_mm + cannl_l * 16384 * m->max_batch,
-            layers_x_v + cannl_l * 65536 * m->max_batch,
-            layers_x_mm2 + cannl_l * 65536 * m->max_batch,
-            layers_x_v2 + cannl_l * 16384 * m->max_batch,
-            layers_x_ln + cannl_l * 16384 * m->max_batch,
-            layers_x_mean + cannl_l * 128 * m->max_batch,
-            layers_x_var + cannl_l * 128 * m->max_batch,
             (cannl_l == 3 ? x_3_grad : layers_x_grad + (cannl_l % 2) * 16384 * m->max_batch));
 
     /* line 21: backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -2598,7 +2594,7 @@ static void forward(struct gpt_char *m, const real *const inputs[], int64_t n, r
     real *const b_fc = m->b_fc; /* [4, 512] 4 instances of b_fc : [512] */
     real *const w_pr = m->w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *const b_pr = m->b_pr; /* [4, 128] 4 instances of b_pr : [128] */
-    char *const work = (char *)m->arena + 6739968; /* the work region: this routine's 655360 bytes per example of the state's max_batch */
+    char *const work = (char *)m->arena + 6739968; /* the work region: this routine's 589824 bytes per example of the state's max_batch */
     real *const x = (real *)(work + 128); /* [batch, 128, 128] x : [batch, 128 | 128] */
     real *const x_emb = (real *)(work + 128); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const logits_mean = (real *)(work + 128); /* [batch, 128] [batch, 128 | ] */
@@ -2607,7 +2603,7 @@ static void forward(struct gpt_char *m, const real *const inputs[], int64_t n, r
     real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const logits = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 128, 256] logits : [batch, 128 | 256] */
     real *const layers_x_pp = (real *)(work + 128 + 131072 * m->max_batch); /* [2, batch, 128, 128] x between two instances of block layers (slot l mod 2) */
-    real *const layers_infer_scratch = (real *)(work + 128 + 262144 * m->max_batch); /* [batch, 98304] the locals of block layers's infer body, one instance at a time */
+    real *const layers_infer_scratch = (real *)(work + 128 + 262144 * m->max_batch); /* [batch, 81920] the locals of block layers's infer body, one instance at a time */
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -2670,7 +2666,7 @@ static void eval_metrics(struct gpt_char *m, const real *const inputs[], int64_t
     real *const b_fc = m->b_fc; /* [4, 512] 4 instances of b_fc : [512] */
     real *const w_pr = m->w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *const b_pr = m->b_pr; /* [4, 128] 4 instances of b_pr : [128] */
-    char *const work = (char *)m->arena + 6739968; /* the work region: this routine's 128 bytes, then 655360 per example of the state's max_batch */
+    char *const work = (char *)m->arena + 6739968; /* the work region: this routine's 128 bytes, then 589824 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
     real *const x = (real *)(work + 128); /* [batch, 128, 128] x : [batch, 128 | 128] */
@@ -2686,7 +2682,7 @@ static void eval_metrics(struct gpt_char *m, const real *const inputs[], int64_t
     real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const logits = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 128, 256] logits : [batch, 128 | 256] */
     real *const layers_x_pp = (real *)(work + 128 + 131072 * m->max_batch); /* [2, batch, 128, 128] x between two instances of block layers (slot l mod 2) */
-    real *const layers_infer_scratch = (real *)(work + 128 + 262144 * m->max_batch); /* [batch, 98304] the locals of block layers's infer body, one instance at a time */
+    real *const layers_infer_scratch = (real *)(work + 128 + 262144 * m->max_batch); /* [batch, 81920] the locals of block layers's infer body, one instance at a time */
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -2777,45 +2773,44 @@ static double train_grads(struct gpt_char *m, const real *const inputs[], int64_
     real *const ln1_g_grad = m->ln1_g_grad; /* [4, 128] gradient of ln1_g */
     real *const ln1_b_grad = m->ln1_b_grad; /* [4, 128] gradient of ln1_b */
     real *const wpe_grad = m->wpe_grad; /* [128, 128] gradient of wpe */
-    char *const work = (char *)m->arena + 6739968; /* the work region: this routine's 64 bytes, then 5652480 per example of the state's max_batch */
+    char *const work = (char *)m->arena + 6739968; /* the work region: this routine's 64 bytes, then 5261312 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const x_emb = (real *)(work + 128); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const x_emb_grad = (real *)(work + 128); /* [batch, 128, 128] gradient of x_emb */
     real *const layers_x_v = (real *)(work + 128); /* [4, batch, 128, 512] x_v of each instance of block layers, kept from its forward to its backward */
     real *const layers_x_mm2 = (real *)(work + 128 + 1048576 * m->max_batch); /* [4, batch, 128, 512] x_mm2 of each instance of block layers, kept from its forward to its backward */
     real *const layers_qkv = (real *)(work + 128 + 2097152 * m->max_batch); /* [4, batch, 128, 3, 4, 32] qkv of each instance of block layers, kept from its forward to its backward */
-    real *const logits = (real *)(work + 128 + 2883584 * m->max_batch); /* [batch, 128, 256] logits : [batch, 128 | 256] */
-    real *const logits_grad = (real *)(work + 128 + 2883584 * m->max_batch); /* [batch, 128, 256] gradient of logits */
-    real *const logits_mean_grad = (real *)(work + 128 + 2883584 * m->max_batch); /* [batch, 128] gradient of logits_mean */
-    real *const layers_forward_scratch = (real *)(work + 128 + 2883584 * m->max_batch); /* [batch, 49152] the locals of block layers's forward body, one instance at a time */
-    real *const layers_backward_scratch = (real *)(work + 128 + 2883584 * m->max_batch); /* [batch, 147456] the locals of block layers's backward body, one instance at a time */
-    real *const logits_var_grad = (real *)(work + 128 + 2884096 * m->max_batch); /* [batch, 128] gradient of logits_var */
-    real *const logits_v = (real *)(work + 128 + 3014656 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
-    real *const logits_v_grad = (real *)(work + 128 + 3014656 * m->max_batch); /* [batch, 128, 128] gradient of logits_v */
-    real *const logits_ln = (real *)(work + 128 + 3080192 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
-    real *const logits_mean = (real *)(work + 128 + 3145728 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
-    real *const logits_var = (real *)(work + 128 + 3146240 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
-    real *const loss_max = (real *)(work + 128 + 3146752 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
-    real *const loss_sumexp = (real *)(work + 128 + 3147264 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
-    real *const loss_ce = (real *)(work + 128 + 3147776 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
-    real *const loss_sumexp_grad = (real *)(work + 128 + 3147776 * m->max_batch); /* [batch, 128] gradient of loss_sumexp */
-    real *const layers_qkv_v = (real *)(work + 128 + 3473408 * m->max_batch); /* [4, batch, 128, 128] qkv_v of each instance of block layers, kept from its forward to its backward */
-    real *const layers_qkv_ln = (real *)(work + 128 + 3735552 * m->max_batch); /* [4, batch, 128, 128] qkv_ln of each instance of block layers, kept from its forward to its backward */
-    real *const layers_att = (real *)(work + 128 + 3997696 * m->max_batch); /* [4, batch, 128, 4, 32] att of each instance of block layers, kept from its forward to its backward */
-    real *const layers_mid_mm = (real *)(work + 128 + 4259840 * m->max_batch); /* [4, batch, 128, 128] mid_mm of each instance of block layers, kept from its forward to its backward */
-    real *const layers_x_v2 = (real *)(work + 128 + 4521984 * m->max_batch); /* [4, batch, 128, 128] x_v2 of each instance of block layers, kept from its forward to its backward */
-    real *const layers_x_ln = (real *)(work + 128 + 4784128 * m->max_batch); /* [4, batch, 128, 128] x_ln of each instance of block layers, kept from its forward to its backward */
-    real *const layers_x = (real *)(work + 128 + 5046272 * m->max_batch); /* [3, batch, 128, 128] x of instances 0 .. 2 of block layers (slot l) */
-    real *const layers_x_grad = (real *)(work + 128 + 5242880 * m->max_batch); /* [2, batch, 128, 128] the gradient of x between two instances of block layers (slot l mod 2) */
-    real *const x = (real *)(work + 128 + 5373952 * m->max_batch); /* [batch, 128, 128] x : [batch, 128 | 128] */
-    real *const x_3 = (real *)(work + 128 + 5439488 * m->max_batch); /* [batch, 128, 128] x.3 : [batch, 128 | 128] */
-    real *const x_3_grad = (real *)(work + 128 + 5505024 * m->max_batch); /* [batch, 128, 128] gradient of x_3 */
-    real *const x_grad = (real *)(work + 128 + 5570560 * m->max_batch); /* [batch, 128, 128] gradient of x */
-    real *const layers_att_lse = (real *)(work + 128 + 5636096 * m->max_batch); /* [4, batch, 4, 128] att_lse of each instance of block layers, kept from its forward to its backward */
-    real *const layers_qkv_mean = (real *)(work + 128 + 5644288 * m->max_batch); /* [4, batch, 128] qkv_mean of each instance of block layers, kept from its forward to its backward */
-    real *const layers_qkv_var = (real *)(work + 128 + 5646336 * m->max_batch); /* [4, batch, 128] qkv_var of each instance of block layers, kept from its forward to its backward */
-    real *const layers_x_mean = (real *)(work + 128 + 5648384 * m->max_batch); /* [4, batch, 128] x_mean of each instance of block layers, kept from its forward to its backward */
-    real *const layers_x_var = (real *)(work + 128 + 5650432 * m->max_batch); /* [4, batch, 128] x_var of each instance of block layers, kept from its forward to its backward */
+    real *const layers_qkv_v = (real *)(work + 128 + 2883584 * m->max_batch); /* [4, batch, 128, 128] qkv_v of each instance of block layers, kept from its forward to its backward */
+    real *const layers_qkv_ln = (real *)(work + 128 + 3145728 * m->max_batch); /* [4, batch, 128, 128] qkv_ln of each instance of block layers, kept from its forward to its backward */
+    real *const layers_att = (real *)(work + 128 + 3407872 * m->max_batch); /* [4, batch, 128, 4, 32] att of each instance of block layers, kept from its forward to its backward */
+    real *const layers_mid_mm = (real *)(work + 128 + 3670016 * m->max_batch); /* [4, batch, 128, 128] mid_mm of each instance of block layers, kept from its forward to its backward */
+    real *const layers_x_v2 = (real *)(work + 128 + 3932160 * m->max_batch); /* [4, batch, 128, 128] x_v2 of each instance of block layers, kept from its forward to its backward */
+    real *const layers_x_ln = (real *)(work + 128 + 4194304 * m->max_batch); /* [4, batch, 128, 128] x_ln of each instance of block layers, kept from its forward to its backward */
+    real *const logits = (real *)(work + 128 + 4456448 * m->max_batch); /* [batch, 128, 256] logits : [batch, 128 | 256] */
+    real *const logits_grad = (real *)(work + 128 + 4456448 * m->max_batch); /* [batch, 128, 256] gradient of logits */
+    real *const logits_mean_grad = (real *)(work + 128 + 4456448 * m->max_batch); /* [batch, 128] gradient of logits_mean */
+    real *const layers_backward_scratch = (real *)(work + 128 + 4456448 * m->max_batch); /* [batch, 49664] the locals of block layers's backward body, one instance at a time */
+    real *const logits_var_grad = (real *)(work + 128 + 4456960 * m->max_batch); /* [batch, 128] gradient of logits_var */
+    real *const logits_ln = (real *)(work + 128 + 4587520 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
+    real *const logits_mean = (real *)(work + 128 + 4653056 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
+    real *const logits_var = (real *)(work + 128 + 4653568 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
+    real *const loss_max = (real *)(work + 128 + 4654080 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
+    real *const loss_sumexp = (real *)(work + 128 + 4654592 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
+    real *const layers_x = (real *)(work + 128 + 4655104 * m->max_batch); /* [3, batch, 128, 128] x of instances 0 .. 2 of block layers (slot l) */
+    real *const logits_v = (real *)(work + 128 + 4851712 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
+    real *const logits_v_grad = (real *)(work + 128 + 4851712 * m->max_batch); /* [batch, 128, 128] gradient of logits_v */
+    real *const layers_x_grad = (real *)(work + 128 + 4851712 * m->max_batch); /* [2, batch, 128, 128] the gradient of x between two instances of block layers (slot l mod 2) */
+    real *const loss_ce = (real *)(work + 128 + 4917248 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
+    real *const loss_sumexp_grad = (real *)(work + 128 + 4917248 * m->max_batch); /* [batch, 128] gradient of loss_sumexp */
+    real *const x = (real *)(work + 128 + 4982784 * m->max_batch); /* [batch, 128, 128] x : [batch, 128 | 128] */
+    real *const x_3 = (real *)(work + 128 + 5048320 * m->max_batch); /* [batch, 128, 128] x.3 : [batch, 128 | 128] */
+    real *const x_3_grad = (real *)(work + 128 + 5113856 * m->max_batch); /* [batch, 128, 128] gradient of x_3 */
+    real *const x_grad = (real *)(work + 128 + 5179392 * m->max_batch); /* [batch, 128, 128] gradient of x */
+    real *const layers_att_lse = (real *)(work + 128 + 5244928 * m->max_batch); /* [4, batch, 4, 128] att_lse of each instance of block layers, kept from its forward to its backward */
+    real *const layers_qkv_mean = (real *)(work + 128 + 5253120 * m->max_batch); /* [4, batch, 128] qkv_mean of each instance of block layers, kept from its forward to its backward */
+    real *const layers_qkv_var = (real *)(work + 128 + 5255168 * m->max_batch); /* [4, batch, 128] qkv_var of each instance of block layers, kept from its forward to its backward */
+    real *const layers_x_mean = (real *)(work + 128 + 5257216 * m->max_batch); /* [4, batch, 128] x_mean of each instance of block layers, kept from its forward to its backward */
+    real *const layers_x_var = (real *)(work + 128 + 5259264 * m->max_batch); /* [4, batch, 128] x_var of each instance of block layers, kept from its forward to its backward */
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -2832,7 +2827,7 @@ static double train_grads(struct gpt_char *m, const real *const inputs[], int64_
 
     /* line 24: repeat layers (instances 0..3) */
     for (int64_t cannl_l = 0; cannl_l < 4; ++cannl_l)
-        layers_forward(m, n, (char *)layers_forward_scratch,
+        layers_forward(m, n, (char *)NULL,
             (cannl_l == 3 ? x_3 : layers_x + cannl_l * 16384 * m->max_batch),
             layers_qkv + cannl_l * 49152 * m->max_batch,
             layers_qkv_v + cannl_l * 16384 * m->max_batch,
@@ -2896,6 +2891,14 @@ static double train_grads(struct gpt_char *m, const real *const inputs[], int64_
     /* line 24: backward: repeat layers (instances 0..3) */
     for (int64_t cannl_l = 3; cannl_l >= 0; --cannl_l) {
         layers_backward(m, n, (char *)layers_backward_scratch,
+            layers_qkv_v + cannl_l * 16384 * m->max_batch,
+            layers_mid_mm + cannl_l * 16384 * m->max_batch,
+            layers_x_v + cannl_l * 65536 * m->max_batch,
+            layers_x_mm2 + cannl_l * 65536 * m->max_batch,
+            layers_x_v2 + cannl_l * 16384 * m->max_batch,
+            layers_x_ln + cannl_l * 16384 * m->max_batch,
+            layers_x_mean + cannl_l * 128 * m->max_batch,
+            layers_x_var + cannl_l * 128 * m->max_batch,
             b_pr_grad + cannl_l * 128,
             w_pr_grad + cannl_l * 65536,
             b_fc_grad + cannl_l * 512,
@@ -2919,19 +2922,11 @@ static double train_grads(struct gpt_char *m, const real *const inputs[], int64_
             b_fc + cannl_l * 512,
             w_pr + cannl_l * 65536,
             layers_qkv + cannl_l * 49152 * m->max_batch,
-            layers_qkv_v + cannl_l * 16384 * m->max_batch,
             layers_qkv_ln + cannl_l * 16384 * m->max_batch,
             layers_qkv_mean + cannl_l * 128 * m->max_batch,
             layers_qkv_var + cannl_l * 128 * m->max_batch,
             layers_att + cannl_l * 16384 * m->max_batch,
             layers_att_lse + cannl_l * 512 * m->max_batch,
-            layers_mid_mm + cannl_l * 16384 * m->max_batch,
-            layers_x_v + cannl_l * 65536 * m->max_batch,
-            layers_x_mm2 + cannl_l * 65536 * m->max_batch,
-            layers_x_v2 + cannl_l * 16384 * m->max_batch,
-            layers_x_ln + cannl_l * 16384 * m->max_batch,
-            layers_x_mean + cannl_l * 128 * m->max_batch,
-            layers_x_var + cannl_l * 128 * m->max_batch,
             (cannl_l == 3 ? x_3_grad : layers_x_grad + (cannl_l % 2) * 16384 * m->max_batch));
         if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 49408 + cannl_l * 128, 128); /* ln1_g_grad final */
         if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 49920 + cannl_l * 128, 128); /* ln2_g_grad final */
@@ -3325,7 +3320,7 @@ struct gpt_char *gpt_char_create_batch(uint64_t seed, int64_t max_batch) {
     struct gpt_char *m = (struct gpt_char *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc((size_t)6740096 + (size_t)5652480 * (size_t)max_batch);
+    m->arena = cannl_alloc((size_t)6740096 + (size_t)5261312 * (size_t)max_batch);
     m->opt_state = cannl_alloc(6739968);
     if (!m->arena || !m->opt_state) {
         cannl_free(m->arena);

@@ -126,7 +126,7 @@ static void set_qkv_v(int64_t n, real *restrict qkv_v, const real *restrict x_in
 
 /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
 CANNL_MULTIVERSION
-static void set_qkv_2(int64_t n, real *qkv, const real *qkv_mm, const real *restrict b_qkv_) {
+static void set_qkv(int64_t n, real *qkv, const real *qkv_mm, const real *restrict b_qkv_) {
     CANNL_PRAGMA("omp parallel for if(n * 49152 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 128; ++b1) {
@@ -199,7 +199,7 @@ static void set_x_v_2(int64_t n, real *x_v, const real *x_mm2, const real *restr
 
 /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) */
 CANNL_MULTIVERSION
-static void set_x_(int64_t n, real *restrict x_, const real *restrict x_in, const real *restrict mid_mm, const real *restrict b_o_, const real *restrict x_mm, const real *restrict b_pr_) {
+static void set_x__2(int64_t n, real *x_, const real *restrict x_in, const real *mid_mm, const real *restrict b_o_, const real *restrict x_mm, const real *restrict b_pr_) {
     CANNL_PRAGMA("omp parallel for if(n * 16384 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         for (int64_t b1 = 0; b1 < 128; ++b1) {
@@ -231,18 +231,18 @@ static void layers_infer(
     const real *restrict b_pr_) {
     real *const qkv = (real *)(cannl_scratch + 0); /* [batch, 128, 3, 4, 32] qkv : [batch, 128 | 3, 4, 32] */
     real *const qkv_mm = (real *)(cannl_scratch + 0); /* [batch, 128, 3, 4, 32] [batch, 128 | 3, 4, 32] */
-    real *const qkv_mean = (real *)(cannl_scratch + 0); /* [batch, 128] [batch, 128 | ] */
+    real *const qkv_var = (real *)(cannl_scratch + 0); /* [batch, 128] [batch, 128 | ] */
     real *const x_v = (real *)(cannl_scratch + 0); /* [batch, 128, 512] [batch, 128 | 512] */
     real *const x_mm2 = (real *)(cannl_scratch + 0); /* [batch, 128, 512] [batch, 128 | 512] */
     real *const x_mean = (real *)(cannl_scratch + 0); /* [batch, 128] [batch, 128 | ] */
-    real *const qkv_var = (real *)(cannl_scratch + 512 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
     real *const x_var = (real *)(cannl_scratch + 512 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
     real *const qkv_v = (real *)(cannl_scratch + 196608 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const att = (real *)(cannl_scratch + 196608 * m->max_batch); /* [batch, 128, 4, 32] att : [batch, 128 | 4, 32] */
     real *const att_lse = (real *)(cannl_scratch + 262144 * m->max_batch); /* [batch, 4, 128] log-sum-exp of each query's scores */
-    real *const mid_mm = (real *)(cannl_scratch + 262144 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
-    real *const x_mm = (real *)(cannl_scratch + 327680 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
-    real *const x_v2 = (real *)(cannl_scratch + 327680 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
+    real *const x_mm = (real *)(cannl_scratch + 262144 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
+    real *const x_v2 = (real *)(cannl_scratch + 262144 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
+    real *const qkv_mean = x_; /* [batch, 128] [batch, 128 | ]; in the bytes of x_ */
+    real *const mid_mm = x_; /* [batch, 128, 128] [batch, 128 | 128]; in the bytes of x_ */
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
     sum_qkv_mean(n, qkv_mean, x_in);
@@ -250,7 +250,7 @@ static void layers_infer(
     set_qkv_v(n, qkv_v, x_in, qkv_mean, qkv_var, ln1_g_, ln1_b_);
     /* matrix product qkv_mm = qkv_v . w_qkv_: M = n * 128 (b0, b1), N = 384 (o0, o1, o2), K = 128 (k) */
     cannl_sgemm(m->gemm, n * 128, 384, 128, 1.0f, qkv_v, 128, 1, w_qkv_, 1, 128, qkv_mm, 384, 1, 1);
-    set_qkv_2(n, qkv, qkv_mm, b_qkv_);
+    set_qkv(n, qkv, qkv_mm, b_qkv_);
 
     /* line 37: att = attention(qkv[0], qkv[1], qkv[2], causal = true) */
     {
@@ -275,7 +275,7 @@ static void layers_infer(
     set_x_v_2(n, x_v, x_mm2, b_fc_);
     /* matrix product x_mm = x_v . w_pr_: M = n * 128 (b0, b1), N = 128 (o), K = 512 (k) */
     cannl_sgemm(m->gemm, n * 128, 128, 512, 1.0f, x_v, 512, 1, w_pr_, 1, 512, x_mm, 128, 1, 1);
-    set_x_(n, x_, x_in, mid_mm, b_o_, x_mm, b_pr_);
+    set_x__2(n, x_, x_in, mid_mm, b_o_, x_mm, b_pr_);
 }
 
 /* line 42: logits = wte * (layer_norm(x) *. lnf_g + lnf_b) */
@@ -494,7 +494,7 @@ static void set_x_v_3(int64_t pos, real *x_v, const real *x_mm2, const real *res
 
 /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) */
 CANNL_MULTIVERSION
-static void set_x__2(int64_t pos, real *restrict x_, const real *restrict x_in, const real *restrict mid_mm, const real *restrict b_o_, const real *restrict x_mm, const real *restrict b_pr_) {
+static void set_x__3(int64_t pos, real *restrict x_, const real *restrict x_in, const real *restrict mid_mm, const real *restrict b_o_, const real *restrict x_mm, const real *restrict b_pr_) {
     for (int64_t o = 0; o < 128; ++o)
         x_[pos * 128 + o] = x_in[pos * 128 + o] + (mid_mm[pos * 128 + o] + b_o_[o]) + (x_mm[pos * 128 + o] + b_pr_[o]);
 }
@@ -561,7 +561,7 @@ static void layers_decode(
     set_x_v_3(pos, x_v, x_mm2, b_fc_);
     /* matrix product x_mm = x_v . w_pr_: M = 1 (b0), N = 128 (o), K = 512 (k) */
     cannl_sgemm(m->gemm, 1, 128, 512, 1.0f, x_v + pos * 512, 65536, 1, w_pr_, 1, 512, x_mm + pos * 128, 16384, 1, 1);
-    set_x__2(pos, x_, x_in, mid_mm, b_o_, x_mm, b_pr_);
+    set_x__3(pos, x_, x_in, mid_mm, b_o_, x_mm, b_pr_);
 }
 
 /* line 42: logits = wte * (layer_norm(x) *. lnf_g + lnf_b) */
@@ -611,7 +611,7 @@ static void forward(struct gpt_char_infer *m, const real *const inputs[], int64_
     real *const b_fc = m->b_fc; /* [4, 512] 4 instances of b_fc : [512] */
     real *const w_pr = m->w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *const b_pr = m->b_pr; /* [4, 128] 4 instances of b_pr : [128] */
-    char *const work = (char *)m->arena + 4156416; /* the work region: this routine's 655360 bytes per example of the state's max_batch */
+    char *const work = (char *)m->arena + 4156416; /* the work region: this routine's 589824 bytes per example of the state's max_batch */
     real *const x = (real *)(work + 128); /* [batch, 128, 128] x : [batch, 128 | 128] */
     real *const x_emb = (real *)(work + 128); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const logits_mean = (real *)(work + 128); /* [batch, 128] [batch, 128 | ] */
@@ -620,7 +620,7 @@ static void forward(struct gpt_char_infer *m, const real *const inputs[], int64_
     real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const logits = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 128, 256] logits : [batch, 128 | 256] */
     real *const layers_x_pp = (real *)(work + 128 + 131072 * m->max_batch); /* [2, batch, 128, 128] x between two instances of block layers (slot l mod 2) */
-    real *const layers_infer_scratch = (real *)(work + 128 + 262144 * m->max_batch); /* [batch, 98304] the locals of block layers's infer body, one instance at a time */
+    real *const layers_infer_scratch = (real *)(work + 128 + 262144 * m->max_batch); /* [batch, 81920] the locals of block layers's infer body, one instance at a time */
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -683,7 +683,7 @@ static void eval_metrics(struct gpt_char_infer *m, const real *const inputs[], i
     real *const b_fc = m->b_fc; /* [4, 512] 4 instances of b_fc : [512] */
     real *const w_pr = m->w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *const b_pr = m->b_pr; /* [4, 128] 4 instances of b_pr : [128] */
-    char *const work = (char *)m->arena + 4156416; /* the work region: this routine's 128 bytes, then 655360 per example of the state's max_batch */
+    char *const work = (char *)m->arena + 4156416; /* the work region: this routine's 128 bytes, then 589824 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
     real *const x = (real *)(work + 128); /* [batch, 128, 128] x : [batch, 128 | 128] */
@@ -699,7 +699,7 @@ static void eval_metrics(struct gpt_char_infer *m, const real *const inputs[], i
     real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const logits = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 128, 256] logits : [batch, 128 | 256] */
     real *const layers_x_pp = (real *)(work + 128 + 131072 * m->max_batch); /* [2, batch, 128, 128] x between two instances of block layers (slot l mod 2) */
-    real *const layers_infer_scratch = (real *)(work + 128 + 262144 * m->max_batch); /* [batch, 98304] the locals of block layers's infer body, one instance at a time */
+    real *const layers_infer_scratch = (real *)(work + 128 + 262144 * m->max_batch); /* [batch, 81920] the locals of block layers's infer body, one instance at a time */
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {

@@ -20,7 +20,8 @@
 //     halves each their own (the forward's scratch is free during the rest of the model). A
 //     body's locals are all planned per example (plan_routine's all_per_example), so a scratch
 //     is a batched buffer [batch, elements per example] that scales with the state's cap;
-//   - when plan_memory runs, a local in the bytes of a formal where they are free and two
+//   - when plan_memory runs (and PassOptions::host_locals: the C target), a local in the bytes
+//     of a formal where they are free and two
 //     locals of the expanded code could share them (Routine::hosted; host_locals below): a
 //     product written in place into the saved activation or carried value it becomes (`qkv_mm`
 //     that `qkv = qkv_mm + b` writes into the saved `qkv`: no copy out of the scratch), a
@@ -179,7 +180,7 @@ void plan_body(ir::Program& p, int k, ir::Routine& body, const PassOptions& o) {
     const ir::Buffer& x = p.buffers[static_cast<size_t>(b)];
     return x.block == k && !x.formal && x.role != ir::Role::Cache && !(train && saved.count(b));
   };
-  if (share) host_locals(p, k, body, local);
+  if (share && o.host_locals) host_locals(p, k, body, local);
   plan_routine(p, body, o, [&](int b) { return local(b) && body.host(b) < 0; }, share, true);
 }
 
