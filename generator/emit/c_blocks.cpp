@@ -30,36 +30,6 @@
 
 namespace cannl {
 
-std::vector<const ir::Stmt*> CEmitter::span(const ir::Call& c) const {
-  const ir::Block& bl = p_.blocks[static_cast<size_t>(c.block)];
-  const ir::Routine& body = ir::body_of(bl, c.kind);
-  const auto [lo, hi] = ir::body_span(bl, c.kind);
-  std::vector<const ir::Stmt*> out;
-  for (size_t i = lo; i < hi; ++i) out.push_back(&body.stmts[i]);
-  return out;
-}
-
-CEmitter::BlockSig CEmitter::block_sig(const ir::Call& c) const {
-  std::set<int> bound;
-  for (const ir::Binding& bd : c.binds) bound.insert(bd.formal);
-  std::set<int> w, used;
-  std::set<std::string> sc;
-  for (const ir::Stmt* t : span(c)) {
-    stmt_uses(*t, used, sc);
-    for (int b : t->call ? ir::call_writes(*t->call) : ir::written_buffers(*t)) w.insert(b);
-  }
-  // (a formal a local written here lives in: written, so not `const`)
-  const ir::Routine& body = ir::body_of(p_.blocks[static_cast<size_t>(c.block)], c.kind);
-  for (const auto& [l, f] : body.hosted)
-    if (w.count(l)) w.insert(f);
-  BlockSig sig;
-  for (int b : used)
-    if (bound.count(b)) (w.count(b) ? sig.written : sig.read).push_back(b);
-  for (const std::string& x : sc)
-    if (x != "n") sig.scalars.push_back(x);
-  return sig;
-}
-
 const std::string& CEmitter::block_function(const ir::Call& c, Unit& u) {
   const bool fwd = c.kind == ir::Call::Kind::BlockForward, infer = c.kind == ir::Call::Kind::BlockInfer,
              init = c.kind == ir::Call::Kind::BlockInit, decode = c.kind == ir::Call::Kind::BlockDecode;
@@ -70,8 +40,8 @@ const std::string& CEmitter::block_function(const ir::Call& c, Unit& u) {
   if (!u.defined.insert(fname).second) return fname;
   const ir::Block& bl = p_.blocks[static_cast<size_t>(c.block)];
   const ir::Routine& body = ir::body_of(bl, c.kind);
-  const BlockSig sig = block_sig(c);
-  const std::vector<const ir::Stmt*> nests = span(c);
+  const BlockSig sig = block_sig(p_, c);
+  const std::vector<const ir::Stmt*> nests = block_span(p_, c);
   std::set<std::string> scalars;
   std::set<int> bufs;
   for (const ir::Stmt* t : nests) stmt_uses(*t, bufs, scalars);
@@ -187,7 +157,7 @@ std::string CEmitter::actual(const ir::Binding& bd, long count) const {
 std::string CEmitter::block_call(const ir::Stmt& s, Unit& u) {
   const ir::Call& c = *s.call;
   const std::string& fname = block_function(c, u);
-  const BlockSig sig = block_sig(c);
+  const BlockSig sig = block_sig(p_, c);
   std::map<int, const ir::Binding*> bind;
   for (const ir::Binding& bd : c.binds) bind[bd.formal] = &bd;
   std::string args = fmt::format("m, {}, (char *){}", c.kind == ir::Call::Kind::BlockInit ? "&rng"

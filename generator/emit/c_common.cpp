@@ -75,6 +75,45 @@ void stmt_uses(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& sc
   }
 }
 
+std::vector<const ir::Stmt*> block_span(const ir::Program& p, const ir::Call& c) {
+  const ir::Block& bl = p.blocks[static_cast<size_t>(c.block)];
+  const ir::Routine& body = ir::body_of(bl, c.kind);
+  const auto [lo, hi] = ir::body_span(bl, c.kind);
+  std::vector<const ir::Stmt*> out;
+  for (size_t i = lo; i < hi; ++i) out.push_back(&body.stmts[i]);
+  return out;
+}
+
+BlockSig block_sig(const ir::Program& p, const ir::Call& c) {
+  std::set<int> bound;
+  for (const ir::Binding& bd : c.binds) bound.insert(bd.formal);
+  std::set<int> w, used;
+  std::set<std::string> sc;
+  for (const ir::Stmt* t : block_span(p, c)) {
+    stmt_uses(*t, used, sc);
+    for (int b : t->call ? ir::call_writes(*t->call) : ir::written_buffers(*t)) w.insert(b);
+  }
+  // (a formal a local written here lives in: written, so not `const`)
+  const ir::Routine& body = ir::body_of(p.blocks[static_cast<size_t>(c.block)], c.kind);
+  for (const auto& [l, f] : body.hosted)
+    if (w.count(l)) w.insert(f);
+  BlockSig sig;
+  for (int b : used)
+    if (bound.count(b)) (w.count(b) ? sig.written : sig.read).push_back(b);
+  for (const std::string& x : sc)
+    if (x != "n") sig.scalars.push_back(x);
+  return sig;
+}
+
+void block_call_uses(const ir::Program& p, const ir::Call& c, std::set<int>& bufs, std::set<std::string>& scalars) {
+  for (const ir::Binding& bd : c.binds)
+    for (int b : {bd.buf, bd.first, bd.last})
+      if (b >= 0) bufs.insert(b);
+  if (c.scratch >= 0) bufs.insert(c.scratch);
+  std::set<int> unused;
+  for (const ir::Stmt* t : block_span(p, c)) stmt_uses(*t, unused, scalars);
+}
+
 namespace {
 
 int ndims(const ir::Buffer& b, bool skip_batch) {

@@ -33,6 +33,22 @@ long buffer_size(const ir::Buffer& b, bool skip_batch);
 // its expressions use, added to the two sets.
 void stmt_uses(const ir::Stmt& s, std::set<int>& bufs, std::set<std::string>& scalars);
 
+// Rolled repeat blocks (ir.h Block), for both emitters' block functions:
+// the nests of its block's body a block call runs;
+std::vector<const ir::Stmt*> block_span(const ir::Program& p, const ir::Call& c);
+// what a block function takes besides the state and n: the buffers its call binds that the half
+// uses (formals, and saved activations: a slot of their stack), written ones first (with the
+// formals a written local lives in: Routine::hosted), each in buffer order; and the run-time
+// scalars its nests read;
+struct BlockSig {
+  std::vector<int> written, read;
+  std::vector<std::string> scalars;
+};
+BlockSig block_sig(const ir::Program& p, const ir::Call& c);
+// the buffers the routine calling it names for it (what its bindings slice, its scratch), and
+// the run-time scalars of the body's nests, added to the two sets.
+void block_call_uses(const ir::Program& p, const ir::Call& c, std::set<int>& bufs, std::set<std::string>& scalars);
+
 // The data every template of a model sees (model, MODEL, version, spec, real, dtype,
 // max_batch, optimizer, lr, loss, pad, inputs, outputs, params, metrics and their counts).
 // `grad_prefix` is put before a gradient buffer's name in params[].grad (C: "m->").

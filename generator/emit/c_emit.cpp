@@ -729,13 +729,7 @@ std::set<int> CEmitter::routine_buffers(const ir::Routine& r, std::set<std::stri
   std::set<int> bufs;
   for (const auto& s : r.stmts) {
     stmt_uses(s, bufs, scalars);
-    if (!s.call || !ir::is_block_call(s.call->kind)) continue;
-    for (const ir::Binding& bd : s.call->binds)
-      for (int b : {bd.buf, bd.first, bd.last})
-        if (b >= 0) bufs.insert(b);
-    if (s.call->scratch >= 0) bufs.insert(s.call->scratch);
-    std::set<int> unused;
-    for (const ir::Stmt* t : span(*s.call)) stmt_uses(*t, unused, scalars);
+    if (s.call && ir::is_block_call(s.call->kind)) block_call_uses(p_, *s.call, bufs, scalars);
   }
   for (const std::vector<int>* l : {&r.io.outputs, &r.io.values, &r.io.kept}) bufs.insert(l->begin(), l->end());
   return bufs;

@@ -219,18 +219,6 @@ private:
 
   // ---- rolled repeat blocks (ir.h Block) ------------------------------------------------
 
-  // The nests of its block's body a block call runs.
-  std::vector<const ir::Stmt*> span(const ir::Call& c) const;
-
-  // What a block function takes besides the state and n: the buffers its calls bind that the
-  // half uses (formals, and saved activations: a slot of their stack), written ones first, each
-  // in buffer order; and the run-time scalars its nests read.
-  struct BlockSig {
-    std::vector<int> written, read;
-    std::vector<std::string> scalars;
-  };
-  BlockSig block_sig(const ir::Call& c) const;
-
   // The block function a block call runs (<block>_forward, <block>_backward, <block>_infer,
   // <block>_init, <block>_decode), defined in the unit the first time: one instance's half of the
   // training body (its inference body, its init body, its decode body) over its parameters, its

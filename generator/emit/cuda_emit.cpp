@@ -790,7 +790,7 @@ private:
         if (s.call->kind != ir::Call::Kind::BlockInit) CANNL_BUG("a call in init");
         rng = true;
         std::set<std::string> unused;
-        block_uses(*s.call, bufs, unused);
+        block_call_uses(p_, *s.call, bufs, unused);
         continue;
       }
       for (int w : ir::written_buffers(s)) bufs.insert(w);
@@ -850,7 +850,7 @@ private:
     for (const auto& s : r.stmts) {
       stmt_uses(s, bufs, scalars);
       for (const auto& it : s.iters) n_used |= it.batch;
-      if (s.call && ir::is_block_call(s.call->kind)) block_uses(*s.call, bufs, scalars);
+      if (s.call && ir::is_block_call(s.call->kind)) block_call_uses(p_, *s.call, bufs, scalars);
     }
     n_used |= scalars.count("n") > 0;
     std::set<std::string> taken;
@@ -943,50 +943,6 @@ private:
   std::string blocks_;  // the block functions, defined once each, before the routines
   std::set<std::string> block_defined_;
 
-  // The nests of its block's body a block call runs.
-  std::vector<const ir::Stmt*> span(const ir::Call& c) const {
-    const ir::Block& bl = p_.blocks[static_cast<size_t>(c.block)];
-    const ir::Routine& body = ir::body_of(bl, c.kind);
-    const auto [lo, hi] = ir::body_span(bl, c.kind);
-    std::vector<const ir::Stmt*> out;
-    for (size_t i = lo; i < hi; ++i) out.push_back(&body.stmts[i]);
-    return out;
-  }
-
-  // What a block function takes besides the state and n: the bound buffers the half uses,
-  // written ones first, each in buffer order; the run-time scalars its nests read.
-  struct BlockSig {
-    std::vector<int> written, read;
-    std::vector<std::string> scalars;
-  };
-  BlockSig block_sig(const ir::Call& c) const {
-    std::set<int> bound;
-    for (const ir::Binding& bd : c.binds) bound.insert(bd.formal);
-    std::set<int> w, used;
-    std::set<std::string> sc;
-    for (const ir::Stmt* t : span(c)) {
-      stmt_uses(*t, used, sc);
-      for (int b : t->call ? ir::call_writes(*t->call) : ir::written_buffers(*t)) w.insert(b);
-    }
-    BlockSig sig;
-    for (int b : used)
-      if (bound.count(b)) (w.count(b) ? sig.written : sig.read).push_back(b);
-    for (const std::string& x : sc)
-      if (x != "n") sig.scalars.push_back(x);
-    return sig;
-  }
-
-  // The buffers a block call's routine names for it (what its bindings slice, its scratch) and
-  // the run-time scalars of the body's nests.
-  void block_uses(const ir::Call& c, std::set<int>& bufs, std::set<std::string>& scalars) const {
-    for (const ir::Binding& bd : c.binds)
-      for (int b : {bd.buf, bd.first, bd.last})
-        if (b >= 0) bufs.insert(b);
-    if (c.scratch >= 0) bufs.insert(c.scratch);
-    std::set<int> unused;
-    for (const ir::Stmt* t : span(c)) stmt_uses(*t, unused, scalars);
-  }
-
   static const char* scalar_type(const std::string& x) { return x == "rng_key" ? "uint64_t" : "real"; }
 
   // The block function a block call runs, defined the first time.
@@ -1000,8 +956,8 @@ private:
     const bool init = half == 3, decode = half == 4;
     const ir::Block& bl = p_.blocks[static_cast<size_t>(c.block)];
     const ir::Routine& body = ir::body_of(bl, c.kind);
-    const BlockSig sig = block_sig(c);
-    const std::vector<const ir::Stmt*> nests = span(c);
+    const BlockSig sig = block_sig(p_, c);
+    const std::vector<const ir::Stmt*> nests = block_span(p_, c);
     std::set<std::string> scalars;
     std::set<int> bufs;
     for (const ir::Stmt* t : nests) stmt_uses(*t, bufs, scalars);
@@ -1111,7 +1067,7 @@ private:
   // A block call: its block's function for each instance, each instance's slices.
   std::string block_call(const ir::Call& c, const std::function<std::string(int)>& at = nullptr) {
     const std::string& fname = block_function(c);
-    const BlockSig sig = block_sig(c);
+    const BlockSig sig = block_sig(p_, c);
     std::map<int, const ir::Binding*> bind;
     for (const ir::Binding& bd : c.binds) bind[bd.formal] = &bd;
     const std::function<std::string(int)> named = at ? at : [this](int b) { return name(b); };
