@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # emu_train.sh — training parity of the CUDA target against the C target without a GPU: the spec
 # generated for both targets in float64, tests/e2e/train_parity.c built against each (the .cu
-# compiled by g++ against the CPU stand-in of emu/, as emu_decode.sh does), both trained the same
+# compiled by g++ against the CPU stand-in of emu/: emu/stand_in.sh), both trained the same
 # steps from the same seed, and every loss, param and optimiser-state value compared (1e-10
 # relative). It checks the CUDA target's block functions (a rolled repeat block's kernels
 # launched per instance over its slices), its cuBLAS calls' operands, its one update kernel per
@@ -13,19 +13,12 @@
 set -euo pipefail
 spec=$1 model=$2 work=$3 cannl=$4 rtlib=$5 nvcc=$6
 shift 6
-if [ -z "$nvcc" ] || ! command -v "$nvcc" >/dev/null 2>&1; then
-  echo "SKIP: nvcc not found (the CUDA toolkit's headers)"
-  exit 77
-fi
-inc=$(dirname "$(readlink -f "$(command -v "$nvcc")")")/../include
-if [ ! -f "$inc/cuda_runtime_api.h" ] || [ ! -f "$inc/cublas_v2.h" ]; then
-  echo "SKIP: no cuda_runtime_api.h and cublas_v2.h in $inc"
-  exit 77
-fi
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/emu/stand_in.sh"
+emu_headers "$nvcc"
 rt=$here/../../runtime-lib
 rm -rf "$work"
-mkdir -p "$work/inc"
+mkdir -p "$work"
 gen=(--dtype f64 --max-batch 4 "$@")
 "$cannl" gen "$spec" -o "$work/c" "${gen[@]}"
 "$cannl" gen "$spec" -o "$work/cuda" --target cuda "${gen[@]}"
@@ -38,17 +31,8 @@ cc=(gcc -std=c11 -O1 -fopenmp -I "$rt" -I "$work/c")
 gcc -o "$work/c/parity" "$work/c/parity.o" "$work/c/model.o" "$rtlib" -lz -lm -fopenmp
 
 # the CUDA target on the stand-in
-python3 "$here/emu/launch_rewrite.py" "$rt/cuda/cannl_attention.cuh" "$work/inc/cannl_attention_emu.cuh"
-python3 "$here/emu/launch_rewrite.py" "$work/cuda/$model.cu" "$work/model_emu.cpp"
-cxx=(g++ -std=c++20 -O1 -I "$here/emu" -I "$work/inc" -I "$inc" -I "$rt" -I "$rt/cuda" -I "$work/cuda")
-"${cxx[@]}" -w -c "$work/model_emu.cpp" -o "$work/model.o"
-"${cxx[@]}" -c "$here/emu/emu.cpp" -o "$work/emu.o"
-objs=("$work/model.o" "$work/emu.o")
-for f in cuda_buffer cuda_error cuda_event cuda_stream; do
-  gcc -std=c11 -O1 -D_POSIX_C_SOURCE=200809L -I "$rt" -I "$rt/cuda" -I "$inc" -c "$rt/cuda/$f.c" -o "$work/$f.o"
-  objs+=("$work/$f.o")
-done
-gcc -std=c11 -O1 "${parity[@]}" -I "$rt" -I "$work/cuda" -I "$inc" -c "$here/../e2e/train_parity.c" -o "$work/parity.o"
+emu_objects "$work" "$work/cuda" "$model"
+gcc -std=c11 -O1 "${parity[@]}" "${emu_inc[@]}" -c "$here/../e2e/train_parity.c" -o "$work/parity.o"
 g++ -o "$work/parity" "$work/parity.o" "${objs[@]}" "$rtlib" -lz -lm -lpthread -fopenmp
 
 "$work/c/parity" "$work/c.txt"
