@@ -114,6 +114,35 @@ void block_call_uses(const ir::Program& p, const ir::Call& c, std::set<int>& buf
   for (const ir::Stmt* t : block_span(p, c)) stmt_uses(*t, unused, scalars);
 }
 
+void arena_data(kainjow::mustache::data& d, const ir::Arena& a, const std::string& prefix) {
+  d.set(prefix + "arena_bytes", a.example_bytes == 0 ? std::to_string(a.bytes)
+                                                     : fmt::format("(size_t){} + (size_t){} * (size_t)max_batch",
+                                                                   a.fixed_bytes, a.example_bytes));
+  d.set(prefix + "arena_words", a.example_bytes == 0 ? fmt::format("{} bytes", a.bytes)
+                                                     : fmt::format("{} bytes, then {} per example of max_batch "
+                                                                   "({} at {})", a.fixed_bytes, a.example_bytes,
+                                                                   a.bytes, a.max_batch));
+}
+
+std::string work_words(const ir::Routine& r, long max_batch) {
+  const long fixed = r.fixed_bytes, per = (r.arena_bytes - r.fixed_bytes) / max_batch;
+  if (per == 0) return fmt::format("this routine's {} bytes", fixed);
+  if (fixed == 0) return fmt::format("this routine's {} bytes per example of the state's max_batch", per);
+  return fmt::format("this routine's {} bytes, then {} per example of the state's max_batch", fixed, per);
+}
+
+std::string scaled_offset(long fixed, long per, const std::string& cap) {
+  const std::string scaled = fmt::format("{} * {}", per, cap);
+  return per == 0 ? std::to_string(fixed) : fixed == 0 ? scaled : fmt::format("{} + {}", fixed, scaled);
+}
+
+std::string field_offset(const ir::Arena& a, int b, const std::string& cap) {
+  const auto i = static_cast<size_t>(b);
+  if (i < a.field_example.size() && a.field_example[i] >= 0)
+    return scaled_offset(a.fixed_bytes, a.field_example[i], cap);
+  return std::to_string(a.field[i]);
+}
+
 namespace {
 
 int ndims(const ir::Buffer& b, bool skip_batch) {

@@ -49,6 +49,18 @@ BlockSig block_sig(const ir::Program& p, const ir::Call& c);
 // the run-time scalars of the body's nests, added to the two sets.
 void block_call_uses(const ir::Program& p, const ir::Call& c, std::set<int>& bufs, std::set<std::string>& scalars);
 
+// Run-time-sized states (ir.h Arena), for both emitters: a byte offset in a state's arena,
+// `fixed + per * m->max_batch` (the cap the state was created for) when it scales with it;
+std::string scaled_offset(long fixed, long per, const std::string& cap = "m->max_batch");
+// arena a's field of buffer b in the state's create (`cap`: its cap's expression);
+std::string field_offset(const ir::Arena& a, int b, const std::string& cap);
+// routine r's work region in words, for the comment at its top;
+std::string work_words(const ir::Routine& r, long max_batch);
+// a state's arena size (prefix "" the training state's, "infer_" the forward-only state's) at
+// the cap `max_batch` its create takes (prefix + "arena_bytes"), and in words for the comments
+// (prefix + "arena_words").
+void arena_data(kainjow::mustache::data& d, const ir::Arena& a, const std::string& prefix);
+
 // The data every template of a model sees (model, MODEL, version, spec, real, dtype,
 // max_batch, optimizer, lr, loss, pad, inputs, outputs, params, metrics and their counts).
 // `grad_prefix` is put before a gradient buffer's name in params[].grad (C: "m->").

@@ -298,36 +298,10 @@ void CEmitter::inference(data& d) {
   arena_data(d, *u.arena, "infer_");
 }
 
-void CEmitter::arena_data(data& d, const ir::Arena& a, const std::string& prefix) {
-  d.set(prefix + "arena_bytes", a.example_bytes == 0 ? std::to_string(a.bytes)
-                                                     : fmt::format("(size_t){} + (size_t){} * (size_t)max_batch",
-                                                                   a.fixed_bytes, a.example_bytes));
-  d.set(prefix + "arena_words", a.example_bytes == 0 ? fmt::format("{} bytes", a.bytes)
-                                                     : fmt::format("{} bytes, then {} per example of max_batch "
-                                                                   "({} at {})", a.fixed_bytes, a.example_bytes,
-                                                                   a.bytes, p_.max_batch));
-}
-
-std::string CEmitter::scaled_offset(long fixed, long per, const std::string& cap) {
-  const std::string scaled = fmt::format("{} * {}", per, cap);
-  return per == 0 ? std::to_string(fixed) : fixed == 0 ? scaled : fmt::format("{} + {}", fixed, scaled);
-}
-
-std::string CEmitter::field_offset(const ir::Arena& a, int b, const std::string& cap) {
-  const auto i = static_cast<size_t>(b);
-  if (i < a.field_example.size() && a.field_example[i] >= 0)
-    return scaled_offset(a.fixed_bytes, a.field_example[i], cap);
-  return std::to_string(a.field[i]);
-}
-
 std::string CEmitter::work_prologue(const ir::Routine& r, const ir::Arena& a,
                                     const std::vector<std::pair<long, int>>& work) const {
-  const long fixed = r.fixed_bytes, per = (r.arena_bytes - r.fixed_bytes) / p_.max_batch;
-  std::string pro = fmt::format("    char *const work = (char *)m->arena + {}; /* the work region: this routine's ",
-                                a.work);
-  if (per == 0) pro += fmt::format("{} bytes */\n", fixed);
-  else if (fixed == 0) pro += fmt::format("{} bytes per example of the state's max_batch */\n", per);
-  else pro += fmt::format("{} bytes, then {} per example of the state's max_batch */\n", fixed, per);
+  std::string pro = fmt::format("    char *const work = (char *)m->arena + {}; /* the work region: {} */\n", a.work,
+                                work_words(r, p_.max_batch));
   for (const auto& [offset, b] : work) {
     const std::string at = r.scaled(b) ? scaled_offset(a.fixed_bytes - a.work, r.example_offset(b, p_.max_batch))
                                        : std::to_string(offset);

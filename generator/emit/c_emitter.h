@@ -229,14 +229,6 @@ private:
 
   // Binding bd's actual for instance cannl_l of count (ir.h Binding).
   std::string actual(const ir::Binding& bd, long count) const;
-  // Run-time-sized states (ir.h Arena): a byte offset in the state's arena, `fixed + per *
-  // m->max_batch` (the cap the state was created for) when it scales with it.
-  static std::string scaled_offset(long fixed, long per, const std::string& cap = "m->max_batch");
-  // Arena a's field of buffer b in the state's create (`cap`: its cap's expression).
-  static std::string field_offset(const ir::Arena& a, int b, const std::string& cap);
-  // A state's arena size (prefix "" the training state's, "infer_" the forward-only state's): at
-  // the cap `max_batch` its create takes, and in words for the comments.
-  void arena_data(data& d, const ir::Arena& a, const std::string& prefix);
   // The work region's pointers at a routine's top: its batch-independent buffers at byte offsets,
   // its batched ones at a per-example offset times the state's cap, after the region's
   // batch-independent part.

@@ -47,7 +47,7 @@ const std::string& CudaEmitter::block_function(const ir::Call& c) {
   for (const std::string& x : sig.scalars) params += fmt::format(", const {} {}", scalar_type(x), x);
   for (int b : sig.written) params += fmt::format(", {} *{}", ctype(b), name(b));
   for (int b : sig.read) params += fmt::format(", const {} *{}", ctype(b), name(b));
-  // The body's locals: at the body's plan offsets in the scratch (the device arena's cap).
+  // The body's locals: at the body's plan offsets in the scratch (at the state's cap).
   std::string pro;
   std::vector<std::pair<long, int>> locals;
   for (int b : bufs)
@@ -60,8 +60,10 @@ const std::string& CudaEmitter::block_function(const ir::Call& c) {
     }
   if (init && !locals.empty()) CANNL_BUG("block " + bl.name + ": an init body with locals");
   std::sort(locals.begin(), locals.end());
-  for (const auto& [offset, b] : locals)
-    pro += fmt::format("    {0} *const {1} = ({0} *)(cannl_scratch + {2});\n", ctype(b), name(b), offset);
+  for (const auto& [offset, b] : locals)  // (a body's locals scale with the state's cap: plan_blocks.cpp)
+    pro += fmt::format("    {0} *const {1} = ({0} *)(cannl_scratch + {2});\n", ctype(b), name(b),
+                       body.scaled(b) ? scaled_offset(body.fixed_bytes, body.example_offset(b, p_.max_batch))
+                                      : std::to_string(offset));
   if (!init && locals.empty()) pro += "    (void)cannl_scratch;\n";
   std::set<std::string> taken = {"m", "n", "cannl_scratch", "stream_", "rng"};
   if (decode) taken.insert("pos");
@@ -125,15 +127,24 @@ const std::string& CudaEmitter::block_function(const ir::Call& c) {
 std::string CudaEmitter::actual(const ir::Binding& bd, long count, const std::function<std::string(int)>& at) const {
   std::string slice;
   if (bd.buf >= 0) {
+    // A batched stack's slots (saved activations [count, batch, ...]) scale with the state's cap,
+    // as on the C target (c_blocks.cpp).
+    const bool scaled = buf(bd.buf).batched();
+    if (scaled && (bd.offset % p_.max_batch || bd.stride % p_.max_batch))
+      CANNL_BUG("a binding into a batched buffer off its slots: " + buf(bd.buf).name);
+    auto elems = [&](long x) {
+      return scaled && x ? fmt::format("{} * m->max_batch", x / p_.max_batch) : std::to_string(x);
+    };
     if (bd.stride == 0) {
-      slice = bd.offset == 0 ? at(bd.buf) : fmt::format("{} + {}", at(bd.buf), bd.offset);
+      slice = bd.offset == 0 ? at(bd.buf) : fmt::format("{} + {}", at(bd.buf), elems(bd.offset));
     } else {
       std::string slot = "cannl_l";
       if (bd.shift != 0) slot = fmt::format("(cannl_l {} {})", bd.shift < 0 ? '-' : '+', std::labs(bd.shift));
       if (bd.modulo > 0)
         slot = bd.shift < 0 ? fmt::format("(({} % {} + {}) % {})", slot, bd.modulo, bd.modulo, bd.modulo)
                             : fmt::format("({} % {})", slot, bd.modulo);
-      slice = fmt::format("{} + {}{} * {}", at(bd.buf), bd.offset ? std::to_string(bd.offset) + " + " : "", slot, bd.stride);
+      slice = fmt::format("{} + {}{} * {}", at(bd.buf), bd.offset ? elems(bd.offset) + " + " : "", slot,
+                          elems(bd.stride));
     }
   }
   std::string out = slice;

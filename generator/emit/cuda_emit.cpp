@@ -36,7 +36,7 @@ std::vector<OutputFile> CudaEmitter::run() {
   d.set("dropout", data{x_.helpers.count("keep") ? data::type::bool_true : data::type::bool_false});
   d.set("kernels", kernels_);
   d.set("routines", routines);
-  d.set("arena_bytes", std::to_string(arena_.bytes));
+  arena_data(d, arena_, "");  // (at the state's cap: its create's max_batch)
   d.set("state_bytes", std::to_string(std::max(arena_.state, 64L)));
   d.set("uses_gemm", data{gemms_ > 0 ? data::type::bool_true : data::type::bool_false});
   d.set("attention_include", attention_ ? "#include \"cannl_attention.cuh\"\n" : "");
@@ -48,13 +48,14 @@ std::vector<OutputFile> CudaEmitter::run() {
     if (arena_.field[i] < 0 || p_.buffers[i].view_of >= 0) continue;  // (a view: its stacked buffer's field)
     data b;
     b.set("name", names_[i]);
-    b.set("offset", std::to_string(arena_.field[i]));
+    b.set("offset", field_offset(arena_, static_cast<int>(i), "m->max_batch"));
     bufs.push_back(b);
   }
   d.set("buffers", bufs);
   const ir::Routine* train = p_.routine(ir::RoutineKind::TrainStep);
   param_tables(d, *train);
-  // Staging of the inputs: per slot, input k at offset k of max_batch examples each.
+  // Staging of the inputs: per slot, input k after inputs 0 .. k-1, of the state's max_batch
+  // examples each.
   data ins{data::type::list};
   long in_off = 0;
   for (size_t k = 0; k < p_.inputs.size(); ++k) {
@@ -63,15 +64,15 @@ std::vector<OutputFile> CudaEmitter::run() {
     for (const auto& dm : b.dims) per *= dm.batch ? 1 : dm.size;
     data e;
     e.set("index", std::to_string(k));
-    e.set("offset", std::to_string(in_off));
+    e.set("offset", scaled_offset(0, in_off));
     e.set("per", std::to_string(per));
     // ids are int32_t in the caller's array and on the device (a slot of `per` reals holds them)
     e.set("elem", buf(p_.inputs[k]).ids > 0 ? "int32_t" : "real");
     ins.push_back(e);
-    in_off += per * p_.max_batch;
+    in_off += per;
   }
   d.set("input_slots", ins);
-  d.set("in_elems", std::to_string(std::max(in_off, 1L)));
+  d.set("in_elems", fmt::format("(size_t){} * (size_t)max_batch", std::max(in_off, 1L)));
   d.set("forward_copy", forward_copy());
   d.set("eval_copy", eval_copy());
   d.set("loss_dev", device(*train, train->io.values[0]));
@@ -162,7 +163,11 @@ std::string CudaEmitter::fields() const {
 std::string CudaEmitter::device(const ir::Routine& r, int b) const {
   const long at = arena_.address(r, b);
   if (at < 0) CANNL_BUG("a buffer outside the device arena: " + buf(b).name);
-  return arena_.own[static_cast<size_t>(b)] ? field(b) : fmt::format("((real *)(m->dev + {}))", at);
+  if (arena_.own[static_cast<size_t>(b)]) return field(b);
+  // (in the work region's scaled part: at a per-example offset times the state's cap)
+  const std::string off = r.scaled(b) ? scaled_offset(arena_.fixed_bytes, r.example_offset(b, p_.max_batch))
+                                      : std::to_string(at);
+  return fmt::format("((real *)(m->dev + {}))", off);
 }
 
 std::string CudaEmitter::field(int b) const {
@@ -736,10 +741,13 @@ void CudaEmitter::routine(const ir::Routine& r, std::string& routines) {
   }
   if (!work.empty()) {
     std::sort(work.begin(), work.end());
-    pro += fmt::format("    char *const work = m->dev + {}; /* the work region: this routine's {} bytes */\n", arena_.work,
-                       r.arena_bytes);
-    for (const auto& [offset, b] : work)
-      pro += fmt::format("    {0} *const {1} = ({0} *)(work + {2});\n", ctype(b), name(b), offset);
+    pro += fmt::format("    char *const work = m->dev + {}; /* the work region: {} */\n", arena_.work,
+                       work_words(r, p_.max_batch));
+    for (const auto& [offset, b] : work) {
+      const std::string at = r.scaled(b) ? scaled_offset(arena_.fixed_bytes - arena_.work, r.example_offset(b, p_.max_batch))
+                                         : std::to_string(offset);
+      pro += fmt::format("    {0} *const {1} = ({0} *)(work + {2});\n", ctype(b), name(b), at);
+    }
   }
   pro += scalar_prologue(r, scalars, x_);
   if (!inputs_used) pro += "    (void)in_;\n";

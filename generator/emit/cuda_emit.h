@@ -1,7 +1,8 @@
 // cuda_emit.h — the CUDA back end: a Program as CUDA C++ for one NVIDIA GPU.
 //
-// Takes: a Program after the passes (driver/compile.cpp), optimised or not (zero_first and fused nests; the
-// memory plan is ignored: every buffer has its own bytes in the device arena). Guarantees:
+// Takes: a Program after the passes (driver/compile.cpp), optimised or not (zero_first and fused nests),
+// its layout (Program::layout.training: the device arena, sized at run time for the state's
+// max_batch as the C target's states are). Guarantees:
 // the files of generated/<model>/cuda/ — <model>.h (the C target's API without its
 // forward-only state <model>_infer_*), <model>.cu (kernels, routines and
 // the API), <model>_train.cu (the training program, the C target's command line) and

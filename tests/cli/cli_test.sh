@@ -150,6 +150,26 @@ print("gpt_char inference.c at 2 and 8 layers:", a, b)
 assert a == b and a["block decode functions"] == 1, (a, b)
 EOF
 
+# Run-time-sized CUDA states (issue 36 item 7): the device arena is sized for the state's
+# max_batch, as the C target's arena: the model card's bytes per example and the .cu's allocation
+# agree, and gpt_char's CUDA state for 8 examples is far below its state for the spec's maximum.
+expect_rc 0 "$cannl" gen "$src/specs/gpt_char.cannl" --target cuda -o "$tmp/cuda_sized"
+python3 - "$tmp/cuda_sized" <<'EOF' && ok || bad "gpt_char's CUDA state is not sized per example"
+import json, re, sys
+d = sys.argv[1]
+card = json.load(open(f"{d}/gpt_char.json"))
+a, top = card["arena_bytes"], card["max_batch"]
+full, per = a["training_state"], a["training_state_per_example"]
+at8 = full - (top - 8) * per
+print(f"gpt_char CUDA training state: {full} bytes at max_batch {top}, {at8} at 8 ({per} per example)")
+cu = open(f"{d}/gpt_char.cu").read()
+alloc = re.search(r"cannl_device_alloc\(\(size_t\)(\d+) \+ \(size_t\)(\d+) \* \(size_t\)max_batch", cu)
+assert alloc and int(alloc.group(1)) + top * int(alloc.group(2)) == full and int(alloc.group(2)) == per, alloc
+assert f"{full - top * per} bytes, then {per} per example of max_batch ({full} at {top})" in cu
+assert re.search(r"n > m->max_batch", cu) and "api_create_batch_fn" in cu
+assert per > 0 and at8 * 10 < full, (at8, full)
+EOF
+
 # A per-example tensor prints as [batch | ].
 printf 'model m\ninput l : [10]\ninput t : [10]\nce = cross_entropy(l, t)\n' > "$tmp/ce.cannl"
 expect_rc 0 "$cannl" check "$tmp/ce.cannl"
@@ -348,8 +368,12 @@ assert 0 < g["arena_bytes"]["training_state"] <= c_state, (g["arena_bytes"], c_s
 assert g["arena_bytes"]["inference_state"] is None and c["arena_bytes"]["inference_state"] > 0
 assert g["params"] == c["params"] and g["routines"] == c["routines"]
 PY
+# (the arena sized for the state's max_batch: the card's bytes at the spec's maximum, and per example)
 grep -qF "char *dev;        /* the device arena" "$tmp/gen/cnn_cuda/fashion_cnn.cu" \
-  && grep -qF "cannl_device_alloc($(python3 -c "import json; print(json.load(open('$tmp/gen/cnn_cuda/fashion_cnn.json'))['arena_bytes']['training_state'])")," "$tmp/gen/cnn_cuda/fashion_cnn.cu" \
+  && grep -qF "cannl_device_alloc($(python3 -c "import json; a = json.load(open('$tmp/gen/cnn_cuda/fashion_cnn.json'))
+print(f\"(size_t){a['arena_bytes']['training_state'] - a['max_batch'] * a['arena_bytes']['training_state_per_example']} + \"
+      f\"(size_t){a['arena_bytes']['training_state_per_example']} * (size_t)max_batch\")")," \
+    "$tmp/gen/cnn_cuda/fashion_cnn.cu" \
   && ok || bad "the CUDA source allocates the card's arena"
 # --precision (issue 18): the CUDA products' arithmetic, written in the source and the card;
 # only with --dtype f32 (tf32 only with --target cuda), any other combination a usage error, nothing written.

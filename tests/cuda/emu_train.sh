@@ -6,7 +6,8 @@
 # relative). It checks the CUDA target's block functions (a rolled repeat block's kernels
 # launched per instance over its slices), its cuBLAS calls' operands, its one update kernel per
 # stacked param and its checkpoint names against the C target's, not the GPU's numerics (the
-# stand-in's products sum in double).
+# stand-in's products sum in double). Both states are created for train_parity's 3 examples of
+# the generated maximum of 4: the CUDA arena at its per-example offsets times the state's cap.
 #   emu_train.sh SPEC MODEL WORK CANNL RT_LIB NVCC [GEN_ARGS...]
 #     RT_LIB: libcannl_rt.a; NVCC: the CUDA toolkit's nvcc (its include directory has the runtime's
 #     and cuBLAS's headers). Without them: exit 77, skipped.

@@ -25,7 +25,7 @@
  * Tolerance: |decode - forward| <= tol * max(1, |forward|), tol 1e-12 (f64) or 1e-5 (f32).
  *
  * With DECODE_CUDA (tests/gpu: the model generated with --target cuda) the same checks run on the
- * CUDA target's state (<model>_create, _param, _forward and the decode steps on its device KV
+ * CUDA target's state (<model>_create_batch for one example, _param, _forward and the decode steps on its device KV
  * cache), but for the ids out of range of check 4 (the CUDA forward does not check ids), with tol
  * 1e-4 (f32; the GPU sums in other orders) or 1e-10 (f64). */
 #include DECODE_HEADER
@@ -49,7 +49,7 @@ typedef M(real) real;
 typedef struct DECODE_MODEL state;
 #define API M(api)
 #define TOL (sizeof(real) == 8 ? 1e-10 : 1e-4)
-static state *create(void) { return M(create)(1); }
+static state *create(void) { return M(create_batch)(1, 1); } /* (one example: the state sized for it) */
 static real *param(state *s, const char *name, int64_t *count) { return M(param)(s, name, count); }
 static cannl_status forward_one(state *s, const real *const inputs[], real *const outputs[]) {
     M(forward)(s, inputs, 1, outputs);

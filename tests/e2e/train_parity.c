@@ -5,7 +5,9 @@
  *
  *   train_parity OUT [REF]
  *
- * Creates the model from seed 7 (both targets draw the same params: the C target's random
+ * Creates the model from seed 7 for BATCH examples (create_batch: both targets size the state for
+ * it, below the generated max_batch; create_batch out of range gives NULL and a call on BATCH + 1
+ * examples is refused with NaN; both targets draw the same params: the C target's random
  * streams, on the host), trains STEPS steps of BATCH examples (ids and reals from a fixed
  * xorshift stream, the same on both; the last step through train_grads and train_update, the
  * halves of a data-parallel step), and writes OUT: a line per loss, then every state tensor
@@ -70,13 +72,26 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train_parity compares float64 builds\n");
         return 1;
     }
-    void *m = api->create(7);
+    if (!api->create_batch || api->max_batch <= BATCH) {
+        fprintf(stderr, "train_parity needs create_batch and a max_batch above %d\n", BATCH);
+        return 1;
+    }
+    if (api->create_batch(7, 0) || api->create_batch(7, api->max_batch + 1)) {
+        fprintf(stderr, "FAIL: create_batch out of range gave a state\n");
+        return 1;
+    }
+    void *m = api->create_batch(7, BATCH);
     if (!m) return 1;
     FILE *out = fopen(argv[1], "w");
     if (!out) return 1;
-    /* the inputs: per example input_info's size, ids in [0, ids) */
+    /* the inputs: per example input_info's size, ids in [0, ids) (room for the refused BATCH + 1) */
     void *inputs[16] = {0};
-    for (int k = 0; k < api->num_inputs; ++k) inputs[k] = malloc((size_t)(api->inputs[k].size * BATCH) * 8);
+    for (int k = 0; k < api->num_inputs; ++k) inputs[k] = calloc((size_t)(api->inputs[k].size * (BATCH + 1)), 8);
+    if (!isnan(api->train_step(m, (const void *const *)inputs, BATCH + 1))) {
+        fprintf(stderr, "FAIL: train_step on %d examples, above the state's max_batch %d, was not refused\n",
+                BATCH + 1, BATCH);
+        return 1;
+    }
     for (int step = 0; step < STEPS; ++step) {
         for (int k = 0; k < api->num_inputs; ++k) {
             const cannl_tensor_info *in = &api->inputs[k];

@@ -11,18 +11,22 @@
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
  * Each nest is one kernel with its bounds, strides and launch geometry as constants (loops over
- * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
+ * the batch axis run to the run-time n <= the state's max_batch), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
  * Products: fp32 on the CUDA cores (--precision fp32).
  *
- * Memory: every buffer lives in one device arena (470661504 bytes), laid out as the C target's
- * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
- * routine's work buffers in one region). Its first 39295680 bytes (params, optimiser state)
- * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
- * copied into a pinned array of their own, only when the host needs them (checkpoints,
- * fashion_cnn_grad) or changed them (init, load): params stay on the device for a whole training run. Once a caller takes pointers into the mirror
- * (fashion_cnn_param, _grad, _state_tensors) the state keeps it current as the C target does:
+ * Memory: every buffer lives in one device arena, laid out as the C target's training state is
+ * (the same plan: buffers whose lifetimes do not overlap share bytes, each routine's work buffers
+ * in one region) and sized as it is for the max_batch the state was created for (_create_batch's;
+ * a larger n is refused), as are the input staging slots:
+ *   52394368 bytes, then 1633856 per example of max_batch (470661504 at 256).
+ * Its first 39295680 bytes (params, optimiser state: no batch in them) are mirrored in pinned
+ * host memory, and the params' gradients (in the arena's grad block) copied into a pinned array
+ * of their own, only when the host needs them (checkpoints, fashion_cnn_grad) or changed them
+ * (init, load): params stay on the device for a whole training run. Once a caller takes
+ * pointers into the mirror (fashion_cnn_param, _grad, _state_tensors) the state keeps it current
+ * as the C target does:
  * every routine uploads it before and downloads it after (slower; the training program does
  * not take such pointers). Inputs go through two staging slots (pinned host,
  * device); `prefetch` uploads the next batch on the copy stream while the compute stream runs
@@ -67,6 +71,7 @@ static __device__ __forceinline__ float cannl_block_sum(float v) {
 }
 
 struct fashion_cnn {
+    int64_t max_batch; /* the largest batch this state takes (create_batch's; <= FASHION_CNN_MAX_BATCH) */
     int64_t step;     /* optimiser steps taken */
     int64_t example_offset; /* train_grads' first example in the global batch: dropout's masks by it */
     double lr;        /* learning rate: the spec's, unless set */
@@ -81,7 +86,7 @@ struct fashion_cnn {
                          keep it current around every routine, as the C target's state is */
     cannl_stream *compute, *copy;
     cublasHandle_t blas;
-    real *in_host[2];           /* input staging slots, pinned: every input, 256 examples */
+    real *in_host[2];           /* input staging slots, pinned: every input, max_batch examples */
     real *in_dev[2];            /* the same on the device */
     cannl_event *staged[2];     /* slot uploaded (copy stream) */
     cannl_event *consumed[2];   /* slot read by its routine (compute stream) */
@@ -852,34 +857,34 @@ static void train_step(struct fashion_cnn *m, const real *const in_[], int64_t n
     real *const w4_exp_avg_sq = m->w4_exp_avg_sq;
     real *const b4_exp_avg = m->b4_exp_avg;
     real *const b4_exp_avg_sq = m->b4_exp_avg_sq;
-    char *const work = m->dev + 52394240; /* the work region: this routine's 418267200 bytes */
+    char *const work = m->dev + 52394240; /* the work region: this routine's 64 bytes, then 1633856 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const x = (real *)(work + 128);
     real *const a2_col = (real *)(work + 128);
     real *const a1_conv_grad = (real *)(work + 128);
-    real *const a2_conv = (real *)(work + 160563328);
-    real *const a2_col_grad = (real *)(work + 160563328);
-    real *const h3_mm = (real *)(work + 173408384);
-    real *const loss_ce = (real *)(work + 173408384);
-    real *const a2_grad = (real *)(work + 173408384);
-    real *const p1 = (real *)(work + 186253440);
-    real *const loss_sumexp_grad = (real *)(work + 186253440);
-    real *const h3_grad = (real *)(work + 186253440);
-    real *const p2_grad = (real *)(work + 186253440);
-    real *const logits_grad = (real *)(work + 187302016);
-    real *const h3_mm_grad = (real *)(work + 189464704);
-    real *const p2 = (real *)(work + 192675968);
-    real *const p2_arg = (real *)(work + 195887232);
-    real *const h3 = (real *)(work + 199098496);
-    real *const logits_mm = (real *)(work + 200147072);
-    real *const loss_max = (real *)(work + 200163456);
-    real *const loss_sumexp = (real *)(work + 200179840);
-    real *const a1_conv = (real *)(work + 321126528);
-    real *const a1_grad = (real *)(work + 346816640);
-    real *const a1_col = (real *)(work + 372506752);
-    real *const a2_conv_grad = (real *)(work + 392577152);
-    real *const p1_grad = (real *)(work + 405422208);
-    real *const p1_arg = (real *)(work + 411844736);
+    real *const a2_conv = (real *)(work + 128 + 627200 * m->max_batch);
+    real *const a2_col_grad = (real *)(work + 128 + 627200 * m->max_batch);
+    real *const h3_mm = (real *)(work + 128 + 677376 * m->max_batch);
+    real *const loss_ce = (real *)(work + 128 + 677376 * m->max_batch);
+    real *const a2_grad = (real *)(work + 128 + 677376 * m->max_batch);
+    real *const p1 = (real *)(work + 128 + 727552 * m->max_batch);
+    real *const loss_sumexp_grad = (real *)(work + 128 + 727552 * m->max_batch);
+    real *const h3_grad = (real *)(work + 128 + 727552 * m->max_batch);
+    real *const p2_grad = (real *)(work + 128 + 727552 * m->max_batch);
+    real *const logits_grad = (real *)(work + 128 + 731648 * m->max_batch);
+    real *const h3_mm_grad = (real *)(work + 128 + 740096 * m->max_batch);
+    real *const p2 = (real *)(work + 128 + 752640 * m->max_batch);
+    real *const p2_arg = (real *)(work + 128 + 765184 * m->max_batch);
+    real *const h3 = (real *)(work + 128 + 777728 * m->max_batch);
+    real *const logits_mm = (real *)(work + 128 + 781824 * m->max_batch);
+    real *const loss_max = (real *)(work + 128 + 781888 * m->max_batch);
+    real *const loss_sumexp = (real *)(work + 128 + 781952 * m->max_batch);
+    real *const a1_conv = (real *)(work + 128 + 1254400 * m->max_batch);
+    real *const a1_grad = (real *)(work + 128 + 1354752 * m->max_batch);
+    real *const a1_col = (real *)(work + 128 + 1455104 * m->max_batch);
+    real *const a2_conv_grad = (real *)(work + 128 + 1533504 * m->max_batch);
+    real *const p1_grad = (real *)(work + 128 + 1583680 * m->max_batch);
+    real *const p1_arg = (real *)(work + 128 + 1608768 * m->max_batch);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -1036,18 +1041,18 @@ static void forward(struct fashion_cnn *m, const real *const in_[], int64_t n) {
     real *const w3 = m->w3;
     real *const w4 = m->w4;
     real *const b4 = m->b4;
-    char *const work = m->dev + 52394240; /* the work region: this routine's 173408256 bytes */
+    char *const work = m->dev + 52394240; /* the work region: this routine's 677376 bytes per example of the state's max_batch */
     real *const x = (real *)(work + 128);
     real *const a1_conv = (real *)(work + 128);
     real *const a2_col = (real *)(work + 128);
     real *const p2 = (real *)(work + 128);
     real *const h3 = (real *)(work + 128);
     real *const logits = (real *)(work + 128);
-    real *const logits_mm = (real *)(work + 1048704);
-    real *const h3_mm = (real *)(work + 3211392);
-    real *const a1_col = (real *)(work + 25690240);
-    real *const p1 = (real *)(work + 160563328);
-    real *const a2_conv = (real *)(work + 160563328);
+    real *const logits_mm = (real *)(work + 128 + 4096 * m->max_batch);
+    real *const h3_mm = (real *)(work + 128 + 12544 * m->max_batch);
+    real *const a1_col = (real *)(work + 128 + 100352 * m->max_batch);
+    real *const p1 = (real *)(work + 128 + 627200 * m->max_batch);
+    real *const a2_conv = (real *)(work + 128 + 627200 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 18: x = image / 255 */
@@ -1095,7 +1100,7 @@ static void eval_metrics(struct fashion_cnn *m, const real *const in_[], int64_t
     real *const w3 = m->w3;
     real *const w4 = m->w4;
     real *const b4 = m->b4;
-    char *const work = m->dev + 52394240; /* the work region: this routine's 173408384 bytes */
+    char *const work = m->dev + 52394240; /* the work region: this routine's 128 bytes, then 677376 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const accuracy = (real *)(work + 64);
     real *const x = (real *)(work + 128);
@@ -1106,15 +1111,15 @@ static void eval_metrics(struct fashion_cnn *m, const real *const in_[], int64_t
     real *const loss_max = (real *)(work + 128);
     real *const accuracy_pred_max = (real *)(work + 128);
     real *const accuracy_true_max = (real *)(work + 128);
-    real *const loss_sumexp = (real *)(work + 16512);
-    real *const accuracy_pred_argmax = (real *)(work + 16512);
-    real *const loss_ce = (real *)(work + 32896);
-    real *const accuracy_true_argmax = (real *)(work + 32896);
-    real *const logits_mm = (real *)(work + 1048704);
-    real *const h3_mm = (real *)(work + 3211392);
-    real *const a1_col = (real *)(work + 25690240);
-    real *const p1 = (real *)(work + 160563328);
-    real *const a2_conv = (real *)(work + 160563328);
+    real *const loss_sumexp = (real *)(work + 128 + 64 * m->max_batch);
+    real *const accuracy_pred_argmax = (real *)(work + 128 + 64 * m->max_batch);
+    real *const loss_ce = (real *)(work + 128 + 128 * m->max_batch);
+    real *const accuracy_true_argmax = (real *)(work + 128 + 128 * m->max_batch);
+    real *const logits_mm = (real *)(work + 128 + 4096 * m->max_batch);
+    real *const h3_mm = (real *)(work + 128 + 12544 * m->max_batch);
+    real *const a1_col = (real *)(work + 128 + 100352 * m->max_batch);
+    real *const p1 = (real *)(work + 128 + 627200 * m->max_batch);
+    real *const a2_conv = (real *)(work + 128 + 627200 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 18: x = image / 255 */
@@ -1190,34 +1195,34 @@ static void train_grads(struct fashion_cnn *m, const real *const in_[], int64_t 
     real *const k2_grad = m->k2_grad;
     real *const c1_grad = m->c1_grad;
     real *const k1_grad = m->k1_grad;
-    char *const work = m->dev + 52394240; /* the work region: this routine's 418267200 bytes */
+    char *const work = m->dev + 52394240; /* the work region: this routine's 64 bytes, then 1633856 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const x = (real *)(work + 128);
     real *const a2_col = (real *)(work + 128);
     real *const a1_conv_grad = (real *)(work + 128);
-    real *const a2_conv = (real *)(work + 160563328);
-    real *const a2_col_grad = (real *)(work + 160563328);
-    real *const h3_mm = (real *)(work + 173408384);
-    real *const loss_ce = (real *)(work + 173408384);
-    real *const a2_grad = (real *)(work + 173408384);
-    real *const p1 = (real *)(work + 186253440);
-    real *const loss_sumexp_grad = (real *)(work + 186253440);
-    real *const h3_grad = (real *)(work + 186253440);
-    real *const p2_grad = (real *)(work + 186253440);
-    real *const logits_grad = (real *)(work + 187302016);
-    real *const h3_mm_grad = (real *)(work + 189464704);
-    real *const p2 = (real *)(work + 192675968);
-    real *const p2_arg = (real *)(work + 195887232);
-    real *const h3 = (real *)(work + 199098496);
-    real *const logits_mm = (real *)(work + 200147072);
-    real *const loss_max = (real *)(work + 200163456);
-    real *const loss_sumexp = (real *)(work + 200179840);
-    real *const a1_conv = (real *)(work + 321126528);
-    real *const a1_grad = (real *)(work + 346816640);
-    real *const a1_col = (real *)(work + 372506752);
-    real *const a2_conv_grad = (real *)(work + 392577152);
-    real *const p1_grad = (real *)(work + 405422208);
-    real *const p1_arg = (real *)(work + 411844736);
+    real *const a2_conv = (real *)(work + 128 + 627200 * m->max_batch);
+    real *const a2_col_grad = (real *)(work + 128 + 627200 * m->max_batch);
+    real *const h3_mm = (real *)(work + 128 + 677376 * m->max_batch);
+    real *const loss_ce = (real *)(work + 128 + 677376 * m->max_batch);
+    real *const a2_grad = (real *)(work + 128 + 677376 * m->max_batch);
+    real *const p1 = (real *)(work + 128 + 727552 * m->max_batch);
+    real *const loss_sumexp_grad = (real *)(work + 128 + 727552 * m->max_batch);
+    real *const h3_grad = (real *)(work + 128 + 727552 * m->max_batch);
+    real *const p2_grad = (real *)(work + 128 + 727552 * m->max_batch);
+    real *const logits_grad = (real *)(work + 128 + 731648 * m->max_batch);
+    real *const h3_mm_grad = (real *)(work + 128 + 740096 * m->max_batch);
+    real *const p2 = (real *)(work + 128 + 752640 * m->max_batch);
+    real *const p2_arg = (real *)(work + 128 + 765184 * m->max_batch);
+    real *const h3 = (real *)(work + 128 + 777728 * m->max_batch);
+    real *const logits_mm = (real *)(work + 128 + 781824 * m->max_batch);
+    real *const loss_max = (real *)(work + 128 + 781888 * m->max_batch);
+    real *const loss_sumexp = (real *)(work + 128 + 781952 * m->max_batch);
+    real *const a1_conv = (real *)(work + 128 + 1254400 * m->max_batch);
+    real *const a1_grad = (real *)(work + 128 + 1354752 * m->max_batch);
+    real *const a1_col = (real *)(work + 128 + 1455104 * m->max_batch);
+    real *const a2_conv_grad = (real *)(work + 128 + 1533504 * m->max_batch);
+    real *const p1_grad = (real *)(work + 128 + 1583680 * m->max_batch);
+    real *const p1_arg = (real *)(work + 128 + 1608768 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 18: x = image / 255 */
@@ -1463,8 +1468,8 @@ static void stage(struct fashion_cnn *m, int s, const real *const inputs[], int6
         CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 0, m->in_host[s] + 0, (size_t)n * 784 * sizeof(real), &e));
     }
     if (inputs[1]) {
-        memcpy(m->in_host[s] + 200704, inputs[1], (size_t)n * 10 * sizeof(real));
-        CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 200704, m->in_host[s] + 200704, (size_t)n * 10 * sizeof(real), &e));
+        memcpy(m->in_host[s] + 784 * m->max_batch, inputs[1], (size_t)n * 10 * sizeof(real));
+        CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 784 * m->max_batch, m->in_host[s] + 784 * m->max_batch, (size_t)n * 10 * sizeof(real), &e));
     }
     CANNL_TRY(cannl_event_record(m->staged[s], m->copy, &e));
     for (int i = 0; i < 2; ++i) m->staged_ptr[s][i] = inputs[i];
@@ -1489,7 +1494,7 @@ static int inputs_on_device(struct fashion_cnn *m, const real *const inputs[], i
     cannl_error e;
     CANNL_TRY(cannl_stream_wait_event(m->compute, m->staged[s], &e));
     in[0] = m->in_dev[s] + 0;
-    in[1] = m->in_dev[s] + 200704;
+    in[1] = m->in_dev[s] + 784 * m->max_batch;
     in[2] = NULL;
     return s;
 }
@@ -1537,25 +1542,23 @@ static void bind_buffers(struct fashion_cnn *m) {
     m->b4_exp_avg_sq = (real *)(m->dev + 39295616);
 }
 
-/* The device state is sized for FASHION_CNN_MAX_BATCH whatever max_batch asks (run-time-sized
-   states: the C target only); max_batch is checked against it. */
+struct fashion_cnn *fashion_cnn_create(uint64_t seed) { return fashion_cnn_create_batch(seed, FASHION_CNN_MAX_BATCH); }
+
+/* The device arena and the input staging slots sized for max_batch examples. */
 struct fashion_cnn *fashion_cnn_create_batch(uint64_t seed, int64_t max_batch) {
     if (max_batch < 1 || max_batch > FASHION_CNN_MAX_BATCH) return NULL;
-    return fashion_cnn_create(seed);
-}
-
-struct fashion_cnn *fashion_cnn_create(uint64_t seed) {
     struct fashion_cnn *m = (struct fashion_cnn *)calloc(1, sizeof *m);
     if (!m) return NULL;
+    m->max_batch = max_batch;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(470661504, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc((size_t)52394368 + (size_t)1633856 * (size_t)max_batch, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(39295680, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(3274634 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
              cannl_stream_create(&m->compute, &e) == CANNL_OK && cannl_stream_create(&m->copy, &e) == CANNL_OK;
     for (int s = 0; s < 2 && ok; ++s)
-        ok = (m->in_host[s] = (real *)cannl_pinned_alloc(203264 * sizeof(real), &e)) != NULL &&
-             (m->in_dev[s] = (real *)cannl_device_alloc(203264 * sizeof(real), &e)) != NULL &&
+        ok = (m->in_host[s] = (real *)cannl_pinned_alloc((size_t)794 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
+             (m->in_dev[s] = (real *)cannl_device_alloc((size_t)794 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
              cannl_event_create(CANNL_EVENT_CUDA, &m->staged[s], &e) == CANNL_OK &&
              cannl_event_create(CANNL_EVENT_CUDA, &m->consumed[s], &e) == CANNL_OK;
     if (ok) {
@@ -1615,7 +1618,7 @@ void fashion_cnn_init(struct fashion_cnn *m, uint64_t seed) {
 }
 
 double fashion_cnn_train_step(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_CNN_MAX_BATCH || m->failed) return NAN;
+    if (n < 1 || n > m->max_batch || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -1628,7 +1631,7 @@ double fashion_cnn_train_step(struct fashion_cnn *m, const fashion_cnn_real *con
 }
 
 double fashion_cnn_train_grads(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_CNN_MAX_BATCH || m->failed) return NAN;
+    if (n < 1 || n > m->max_batch || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -1661,7 +1664,7 @@ static void fashion_cnn_zero_grads(struct fashion_cnn *m) {
 
 void fashion_cnn_forward(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n,
                  fashion_cnn_real *const outputs[]) {
-    if (n < 1 || n > FASHION_CNN_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -1677,7 +1680,7 @@ void fashion_cnn_forward(struct fashion_cnn *m, const fashion_cnn_real *const in
 
 void fashion_cnn_eval(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n, double *loss,
                  double metrics[]) {
-    if (n < 1 || n > FASHION_CNN_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -1694,7 +1697,7 @@ void fashion_cnn_eval(struct fashion_cnn *m, const fashion_cnn_real *const input
 
 /* A prefetched batch: staged now, trained on by the next train_step with these inputs. */
 static void fashion_cnn_prefetch(struct fashion_cnn *m, const fashion_cnn_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_CNN_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const int s = free_slot(m);
     stage(m, s, inputs, n);
     m->ready[s] = 1;
@@ -1829,6 +1832,7 @@ static const char *const metric_names[] = {
 static const unsigned char forward_reads[] = { 1, 0, 0};
 
 static void *api_create_fn(uint64_t seed) { return fashion_cnn_create(seed); }
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) { return fashion_cnn_create_batch(seed, max_batch); }
 static void api_destroy_fn(void *m) { fashion_cnn_destroy((struct fashion_cnn *)m); }
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return fashion_cnn_train_step((struct fashion_cnn *)m, (const fashion_cnn_real *const *)inputs, n);
@@ -1879,7 +1883,7 @@ const cannl_model_api fashion_cnn_api = {
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
     NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn,
-    NULL /* create only: the device state is sized for the maximum batch */};
+    api_create_batch_fn};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_cnn_train.cu). */

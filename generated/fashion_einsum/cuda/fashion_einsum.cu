@@ -11,18 +11,22 @@
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
  * Each nest is one kernel with its bounds, strides and launch geometry as constants (loops over
- * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
+ * the batch axis run to the run-time n <= the state's max_batch), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
  * Products: fp32 on the CUDA cores (--precision fp32).
  *
- * Memory: every buffer lives in one device arena (5427648 bytes), laid out as the C target's
- * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
- * routine's work buffers in one region). Its first 2448576 bytes (params, optimiser state)
- * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
- * copied into a pinned array of their own, only when the host needs them (checkpoints,
- * fashion_einsum_grad) or changed them (init, load): params stay on the device for a whole training run. Once a caller takes pointers into the mirror
- * (fashion_einsum_param, _grad, _state_tensors) the state keeps it current as the C target does:
+ * Memory: every buffer lives in one device arena, laid out as the C target's training state is
+ * (the same plan: buffers whose lifetimes do not overlap share bytes, each routine's work buffers
+ * in one region) and sized as it is for the max_batch the state was created for (_create_batch's;
+ * a larger n is refused), as are the input staging slots:
+ *   3264960 bytes, then 8448 per example of max_batch (5427648 at 256).
+ * Its first 2448576 bytes (params, optimiser state: no batch in them) are mirrored in pinned
+ * host memory, and the params' gradients (in the arena's grad block) copied into a pinned array
+ * of their own, only when the host needs them (checkpoints, fashion_einsum_grad) or changed them
+ * (init, load): params stay on the device for a whole training run. Once a caller takes
+ * pointers into the mirror (fashion_einsum_param, _grad, _state_tensors) the state keeps it current
+ * as the C target does:
  * every routine uploads it before and downloads it after (slower; the training program does
  * not take such pointers). Inputs go through two staging slots (pinned host,
  * device); `prefetch` uploads the next batch on the copy stream while the compute stream runs
@@ -57,6 +61,7 @@ static __device__ __forceinline__ float cannl_warp_sum(float v) {
 }
 
 struct fashion_einsum {
+    int64_t max_batch; /* the largest batch this state takes (create_batch's; <= FASHION_EINSUM_MAX_BATCH) */
     int64_t step;     /* optimiser steps taken */
     int64_t example_offset; /* train_grads' first example in the global batch: dropout's masks by it */
     double lr;        /* learning rate: the spec's, unless set */
@@ -71,7 +76,7 @@ struct fashion_einsum {
                          keep it current around every routine, as the C target's state is */
     cannl_stream *compute, *copy;
     cublasHandle_t blas;
-    real *in_host[2];           /* input staging slots, pinned: every input, 256 examples */
+    real *in_host[2];           /* input staging slots, pinned: every input, max_batch examples */
     real *in_dev[2];            /* the same on the device */
     cannl_event *staged[2];     /* slot uploaded (copy stream) */
     cannl_event *consumed[2];   /* slot read by its routine (compute stream) */
@@ -742,27 +747,27 @@ static void train_step(struct fashion_einsum *m, const real *const in_[], int64_
     real *const w2_exp_avg_sq = m->w2_exp_avg_sq;
     real *const b2_exp_avg = m->b2_exp_avg;
     real *const b2_exp_avg_sq = m->b2_exp_avg_sq;
-    char *const work = m->dev + 3264768; /* the work region: this routine's 2162816 bytes */
+    char *const work = m->dev + 3264768; /* the work region: this routine's 128 bytes, then 8448 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const loss_sum = (real *)(work + 0);
     real *const loss_sum2 = (real *)(work + 64);
     real *const x = (real *)(work + 192);
-    real *const z1_ein = (real *)(work + 803008);
-    real *const h1_mean = (real *)(work + 1065152);
-    real *const h1_var = (real *)(work + 1081536);
-    real *const h1_ln = (real *)(work + 1097920);
-    real *const z1_grad = (real *)(work + 1097920);
-    real *const h1 = (real *)(work + 1360064);
-    real *const h1_mean_grad = (real *)(work + 1360064);
-    real *const h1_var_grad = (real *)(work + 1376448);
-    real *const logits_ein = (real *)(work + 1622208);
-    real *const logits_grad = (real *)(work + 1622208);
-    real *const ce_max = (real *)(work + 1638592);
-    real *const h1_grad = (real *)(work + 1638592);
-    real *const ce_sumexp = (real *)(work + 1654976);
-    real *const ce = (real *)(work + 1671360);
-    real *const ce_sumexp_grad = (real *)(work + 1671360);
-    real *const h1_ln_grad = (real *)(work + 1900736);
+    real *const z1_ein = (real *)(work + 192 + 3136 * m->max_batch);
+    real *const h1_mean = (real *)(work + 192 + 4160 * m->max_batch);
+    real *const h1_var = (real *)(work + 192 + 4224 * m->max_batch);
+    real *const h1_ln = (real *)(work + 192 + 4288 * m->max_batch);
+    real *const z1_grad = (real *)(work + 192 + 4288 * m->max_batch);
+    real *const h1 = (real *)(work + 192 + 5312 * m->max_batch);
+    real *const h1_mean_grad = (real *)(work + 192 + 5312 * m->max_batch);
+    real *const h1_var_grad = (real *)(work + 192 + 5376 * m->max_batch);
+    real *const logits_ein = (real *)(work + 192 + 6336 * m->max_batch);
+    real *const logits_grad = (real *)(work + 192 + 6336 * m->max_batch);
+    real *const ce_max = (real *)(work + 192 + 6400 * m->max_batch);
+    real *const h1_grad = (real *)(work + 192 + 6400 * m->max_batch);
+    real *const ce_sumexp = (real *)(work + 192 + 6464 * m->max_batch);
+    real *const ce = (real *)(work + 192 + 6528 * m->max_batch);
+    real *const ce_sumexp_grad = (real *)(work + 192 + 6528 * m->max_batch);
+    real *const h1_ln_grad = (real *)(work + 192 + 7424 * m->max_batch);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -866,14 +871,14 @@ static void forward(struct fashion_einsum *m, const real *const in_[], int64_t n
     real *const bias = m->bias;
     real *const w2 = m->w2;
     real *const b2 = m->b2;
-    char *const work = m->dev + 3264768; /* the work region: this routine's 1064960 bytes */
+    char *const work = m->dev + 3264768; /* the work region: this routine's 4160 bytes per example of the state's max_batch */
     real *const x = (real *)(work + 192);
     real *const h1_mean = (real *)(work + 192);
     real *const logits = (real *)(work + 192);
     real *const logits_ein = (real *)(work + 192);
-    real *const h1_var = (real *)(work + 16576);
-    real *const h1 = (real *)(work + 32960);
-    real *const z1_ein = (real *)(work + 803008);
+    real *const h1_var = (real *)(work + 192 + 64 * m->max_batch);
+    real *const h1 = (real *)(work + 192 + 128 * m->max_batch);
+    real *const z1_ein = (real *)(work + 192 + 3136 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 14: x = image / 255 */
@@ -907,7 +912,7 @@ static void eval_metrics(struct fashion_einsum *m, const real *const in_[], int6
     real *const bias = m->bias;
     real *const w2 = m->w2;
     real *const b2 = m->b2;
-    char *const work = m->dev + 3264768; /* the work region: this routine's 1065152 bytes */
+    char *const work = m->dev + 3264768; /* the work region: this routine's 192 bytes, then 4160 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const loss_sum = (real *)(work + 0);
     real *const loss_sum2 = (real *)(work + 64);
@@ -917,15 +922,15 @@ static void eval_metrics(struct fashion_einsum *m, const real *const in_[], int6
     real *const h1_mean = (real *)(work + 192);
     real *const logits_ein = (real *)(work + 192);
     real *const accuracy_true_max = (real *)(work + 192);
-    real *const h1_var = (real *)(work + 16576);
-    real *const ce_max = (real *)(work + 16576);
-    real *const accuracy_pred_max = (real *)(work + 16576);
-    real *const accuracy_true_argmax = (real *)(work + 16576);
-    real *const h1 = (real *)(work + 32960);
-    real *const ce_sumexp = (real *)(work + 32960);
-    real *const accuracy_pred_argmax = (real *)(work + 32960);
-    real *const ce = (real *)(work + 49344);
-    real *const z1_ein = (real *)(work + 803008);
+    real *const h1_var = (real *)(work + 192 + 64 * m->max_batch);
+    real *const ce_max = (real *)(work + 192 + 64 * m->max_batch);
+    real *const accuracy_pred_max = (real *)(work + 192 + 64 * m->max_batch);
+    real *const accuracy_true_argmax = (real *)(work + 192 + 64 * m->max_batch);
+    real *const h1 = (real *)(work + 192 + 128 * m->max_batch);
+    real *const ce_sumexp = (real *)(work + 192 + 128 * m->max_batch);
+    real *const accuracy_pred_argmax = (real *)(work + 192 + 128 * m->max_batch);
+    real *const ce = (real *)(work + 192 + 192 * m->max_batch);
+    real *const z1_ein = (real *)(work + 192 + 3136 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 14: x = image / 255 */
@@ -994,27 +999,27 @@ static void train_grads(struct fashion_einsum *m, const real *const in_[], int64
     real *const gain_grad = m->gain_grad;
     real *const bias_grad = m->bias_grad;
     real *const b1_grad = m->b1_grad;
-    char *const work = m->dev + 3264768; /* the work region: this routine's 2162816 bytes */
+    char *const work = m->dev + 3264768; /* the work region: this routine's 128 bytes, then 8448 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const loss_sum = (real *)(work + 0);
     real *const loss_sum2 = (real *)(work + 64);
     real *const x = (real *)(work + 192);
-    real *const z1_ein = (real *)(work + 803008);
-    real *const h1_mean = (real *)(work + 1065152);
-    real *const h1_var = (real *)(work + 1081536);
-    real *const h1_ln = (real *)(work + 1097920);
-    real *const z1_grad = (real *)(work + 1097920);
-    real *const h1 = (real *)(work + 1360064);
-    real *const h1_mean_grad = (real *)(work + 1360064);
-    real *const h1_var_grad = (real *)(work + 1376448);
-    real *const logits_ein = (real *)(work + 1622208);
-    real *const logits_grad = (real *)(work + 1622208);
-    real *const ce_max = (real *)(work + 1638592);
-    real *const h1_grad = (real *)(work + 1638592);
-    real *const ce_sumexp = (real *)(work + 1654976);
-    real *const ce = (real *)(work + 1671360);
-    real *const ce_sumexp_grad = (real *)(work + 1671360);
-    real *const h1_ln_grad = (real *)(work + 1900736);
+    real *const z1_ein = (real *)(work + 192 + 3136 * m->max_batch);
+    real *const h1_mean = (real *)(work + 192 + 4160 * m->max_batch);
+    real *const h1_var = (real *)(work + 192 + 4224 * m->max_batch);
+    real *const h1_ln = (real *)(work + 192 + 4288 * m->max_batch);
+    real *const z1_grad = (real *)(work + 192 + 4288 * m->max_batch);
+    real *const h1 = (real *)(work + 192 + 5312 * m->max_batch);
+    real *const h1_mean_grad = (real *)(work + 192 + 5312 * m->max_batch);
+    real *const h1_var_grad = (real *)(work + 192 + 5376 * m->max_batch);
+    real *const logits_ein = (real *)(work + 192 + 6336 * m->max_batch);
+    real *const logits_grad = (real *)(work + 192 + 6336 * m->max_batch);
+    real *const ce_max = (real *)(work + 192 + 6400 * m->max_batch);
+    real *const h1_grad = (real *)(work + 192 + 6400 * m->max_batch);
+    real *const ce_sumexp = (real *)(work + 192 + 6464 * m->max_batch);
+    real *const ce = (real *)(work + 192 + 6528 * m->max_batch);
+    real *const ce_sumexp_grad = (real *)(work + 192 + 6528 * m->max_batch);
+    real *const h1_ln_grad = (real *)(work + 192 + 7424 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 14: x = image / 255 */
@@ -1209,8 +1214,8 @@ static void stage(struct fashion_einsum *m, int s, const real *const inputs[], i
         CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 0, m->in_host[s] + 0, (size_t)n * 784 * sizeof(real), &e));
     }
     if (inputs[1]) {
-        memcpy(m->in_host[s] + 200704, inputs[1], (size_t)n * 10 * sizeof(real));
-        CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 200704, m->in_host[s] + 200704, (size_t)n * 10 * sizeof(real), &e));
+        memcpy(m->in_host[s] + 784 * m->max_batch, inputs[1], (size_t)n * 10 * sizeof(real));
+        CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 784 * m->max_batch, m->in_host[s] + 784 * m->max_batch, (size_t)n * 10 * sizeof(real), &e));
     }
     CANNL_TRY(cannl_event_record(m->staged[s], m->copy, &e));
     for (int i = 0; i < 2; ++i) m->staged_ptr[s][i] = inputs[i];
@@ -1235,7 +1240,7 @@ static int inputs_on_device(struct fashion_einsum *m, const real *const inputs[]
     cannl_error e;
     CANNL_TRY(cannl_stream_wait_event(m->compute, m->staged[s], &e));
     in[0] = m->in_dev[s] + 0;
-    in[1] = m->in_dev[s] + 200704;
+    in[1] = m->in_dev[s] + 784 * m->max_batch;
     in[2] = NULL;
     return s;
 }
@@ -1275,25 +1280,23 @@ static void bind_buffers(struct fashion_einsum *m) {
     m->b2_exp_avg_sq = (real *)(m->dev + 2448512);
 }
 
-/* The device state is sized for FASHION_EINSUM_MAX_BATCH whatever max_batch asks (run-time-sized
-   states: the C target only); max_batch is checked against it. */
+struct fashion_einsum *fashion_einsum_create(uint64_t seed) { return fashion_einsum_create_batch(seed, FASHION_EINSUM_MAX_BATCH); }
+
+/* The device arena and the input staging slots sized for max_batch examples. */
 struct fashion_einsum *fashion_einsum_create_batch(uint64_t seed, int64_t max_batch) {
     if (max_batch < 1 || max_batch > FASHION_EINSUM_MAX_BATCH) return NULL;
-    return fashion_einsum_create(seed);
-}
-
-struct fashion_einsum *fashion_einsum_create(uint64_t seed) {
     struct fashion_einsum *m = (struct fashion_einsum *)calloc(1, sizeof *m);
     if (!m) return NULL;
+    m->max_batch = max_batch;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(5427648, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc((size_t)3264960 + (size_t)8448 * (size_t)max_batch, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(2448576, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(204042 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((2 + 1) * sizeof(real), &e)) != NULL &&
              cannl_stream_create(&m->compute, &e) == CANNL_OK && cannl_stream_create(&m->copy, &e) == CANNL_OK;
     for (int s = 0; s < 2 && ok; ++s)
-        ok = (m->in_host[s] = (real *)cannl_pinned_alloc(203264 * sizeof(real), &e)) != NULL &&
-             (m->in_dev[s] = (real *)cannl_device_alloc(203264 * sizeof(real), &e)) != NULL &&
+        ok = (m->in_host[s] = (real *)cannl_pinned_alloc((size_t)794 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
+             (m->in_dev[s] = (real *)cannl_device_alloc((size_t)794 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
              cannl_event_create(CANNL_EVENT_CUDA, &m->staged[s], &e) == CANNL_OK &&
              cannl_event_create(CANNL_EVENT_CUDA, &m->consumed[s], &e) == CANNL_OK;
     if (ok) {
@@ -1353,7 +1356,7 @@ void fashion_einsum_init(struct fashion_einsum *m, uint64_t seed) {
 }
 
 double fashion_einsum_train_step(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_EINSUM_MAX_BATCH || m->failed) return NAN;
+    if (n < 1 || n > m->max_batch || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -1366,7 +1369,7 @@ double fashion_einsum_train_step(struct fashion_einsum *m, const fashion_einsum_
 }
 
 double fashion_einsum_train_grads(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_EINSUM_MAX_BATCH || m->failed) return NAN;
+    if (n < 1 || n > m->max_batch || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -1399,7 +1402,7 @@ static void fashion_einsum_zero_grads(struct fashion_einsum *m) {
 
 void fashion_einsum_forward(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n,
                     fashion_einsum_real *const outputs[]) {
-    if (n < 1 || n > FASHION_EINSUM_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -1415,7 +1418,7 @@ void fashion_einsum_forward(struct fashion_einsum *m, const fashion_einsum_real 
 
 void fashion_einsum_eval(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n, double *loss,
                     double metrics[]) {
-    if (n < 1 || n > FASHION_EINSUM_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -1433,7 +1436,7 @@ void fashion_einsum_eval(struct fashion_einsum *m, const fashion_einsum_real *co
 
 /* A prefetched batch: staged now, trained on by the next train_step with these inputs. */
 static void fashion_einsum_prefetch(struct fashion_einsum *m, const fashion_einsum_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_EINSUM_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const int s = free_slot(m);
     stage(m, s, inputs, n);
     m->ready[s] = 1;
@@ -1559,6 +1562,7 @@ static const char *const metric_names[] = {
 static const unsigned char forward_reads[] = { 1, 0, 0};
 
 static void *api_create_fn(uint64_t seed) { return fashion_einsum_create(seed); }
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) { return fashion_einsum_create_batch(seed, max_batch); }
 static void api_destroy_fn(void *m) { fashion_einsum_destroy((struct fashion_einsum *)m); }
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return fashion_einsum_train_step((struct fashion_einsum *)m, (const fashion_einsum_real *const *)inputs, n);
@@ -1609,7 +1613,7 @@ const cannl_model_api fashion_einsum_api = {
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
     NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn,
-    NULL /* create only: the device state is sized for the maximum batch */};
+    api_create_batch_fn};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_einsum_train.cu). */

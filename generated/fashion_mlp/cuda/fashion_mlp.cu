@@ -11,18 +11,22 @@
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
  * Each nest is one kernel with its bounds, strides and launch geometry as constants (loops over
- * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
+ * the batch axis run to the run-time n <= the state's max_batch), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
  * Products: fp32 on the CUDA cores (--precision fp32).
  *
- * Memory: every buffer lives in one device arena (10428736 bytes), laid out as the C target's
- * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
- * routine's work buffers in one region). Its first 5357696 bytes (params, optimiser state)
- * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
- * copied into a pinned array of their own, only when the host needs them (checkpoints,
- * fashion_mlp_grad) or changed them (init, load): params stay on the device for a whole training run. Once a caller takes pointers into the mirror
- * (fashion_mlp_param, _grad, _state_tensors) the state keeps it current as the C target does:
+ * Memory: every buffer lives in one device arena, laid out as the C target's training state is
+ * (the same plan: buffers whose lifetimes do not overlap share bytes, each routine's work buffers
+ * in one region) and sized as it is for the max_batch the state was created for (_create_batch's;
+ * a larger n is refused), as are the input staging slots:
+ *   8036672 bytes, then 9344 per example of max_batch (10428736 at 256).
+ * Its first 5357696 bytes (params, optimiser state: no batch in them) are mirrored in pinned
+ * host memory, and the params' gradients (in the arena's grad block) copied into a pinned array
+ * of their own, only when the host needs them (checkpoints, fashion_mlp_grad) or changed them
+ * (init, load): params stay on the device for a whole training run. Once a caller takes
+ * pointers into the mirror (fashion_mlp_param, _grad, _state_tensors) the state keeps it current
+ * as the C target does:
  * every routine uploads it before and downloads it after (slower; the training program does
  * not take such pointers). Inputs go through two staging slots (pinned host,
  * device); `prefetch` uploads the next batch on the copy stream while the compute stream runs
@@ -57,6 +61,7 @@ static __device__ __forceinline__ float cannl_warp_sum(float v) {
 }
 
 struct fashion_mlp {
+    int64_t max_batch; /* the largest batch this state takes (create_batch's; <= FASHION_MLP_MAX_BATCH) */
     int64_t step;     /* optimiser steps taken */
     int64_t example_offset; /* train_grads' first example in the global batch: dropout's masks by it */
     double lr;        /* learning rate: the spec's, unless set */
@@ -71,7 +76,7 @@ struct fashion_mlp {
                          keep it current around every routine, as the C target's state is */
     cannl_stream *compute, *copy;
     cublasHandle_t blas;
-    real *in_host[2];           /* input staging slots, pinned: every input, 256 examples */
+    real *in_host[2];           /* input staging slots, pinned: every input, max_batch examples */
     real *in_dev[2];            /* the same on the device */
     cannl_event *staged[2];     /* slot uploaded (copy stream) */
     cannl_event *consumed[2];   /* slot read by its routine (compute stream) */
@@ -559,23 +564,23 @@ static void train_step(struct fashion_mlp *m, const real *const in_[], int64_t n
     real *const b3_momentum_buffer = m->b3_momentum_buffer;
     real *const b1_momentum_buffer = m->b1_momentum_buffer;
     real *const b2_momentum_buffer = m->b2_momentum_buffer;
-    char *const work = m->dev + 8036544; /* the work region: this routine's 2392128 bytes */
+    char *const work = m->dev + 8036544; /* the work region: this routine's 64 bytes, then 9344 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const x = (real *)(work + 128);
-    real *const h1 = (real *)(work + 802944);
-    real *const h1_mm = (real *)(work + 802944);
-    real *const h1_mm_grad = (real *)(work + 802944);
-    real *const h2 = (real *)(work + 1327232);
-    real *const h2_mm = (real *)(work + 1327232);
-    real *const h2_mm_grad = (real *)(work + 1327232);
-    real *const logits_mm = (real *)(work + 1851520);
-    real *const logits_grad = (real *)(work + 1851520);
-    real *const h1_grad = (real *)(work + 1851520);
-    real *const loss_max = (real *)(work + 1867904);
-    real *const h2_grad = (real *)(work + 1867904);
-    real *const loss_sumexp = (real *)(work + 1884288);
-    real *const loss_ce = (real *)(work + 1900672);
-    real *const loss_sumexp_grad = (real *)(work + 1900672);
+    real *const h1 = (real *)(work + 128 + 3136 * m->max_batch);
+    real *const h1_mm = (real *)(work + 128 + 3136 * m->max_batch);
+    real *const h1_mm_grad = (real *)(work + 128 + 3136 * m->max_batch);
+    real *const h2 = (real *)(work + 128 + 5184 * m->max_batch);
+    real *const h2_mm = (real *)(work + 128 + 5184 * m->max_batch);
+    real *const h2_mm_grad = (real *)(work + 128 + 5184 * m->max_batch);
+    real *const logits_mm = (real *)(work + 128 + 7232 * m->max_batch);
+    real *const logits_grad = (real *)(work + 128 + 7232 * m->max_batch);
+    real *const h1_grad = (real *)(work + 128 + 7232 * m->max_batch);
+    real *const loss_max = (real *)(work + 128 + 7296 * m->max_batch);
+    real *const h2_grad = (real *)(work + 128 + 7296 * m->max_batch);
+    real *const loss_sumexp = (real *)(work + 128 + 7360 * m->max_batch);
+    real *const loss_ce = (real *)(work + 128 + 7424 * m->max_batch);
+    real *const loss_sumexp_grad = (real *)(work + 128 + 7424 * m->max_batch);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     m->last_lr = (double)lr;
@@ -665,14 +670,14 @@ static void forward(struct fashion_mlp *m, const real *const in_[], int64_t n) {
     real *const b3 = m->b3;
     real *const b1 = m->b1;
     real *const b2 = m->b2;
-    char *const work = m->dev + 8036544; /* the work region: this routine's 1327104 bytes */
+    char *const work = m->dev + 8036544; /* the work region: this routine's 5184 bytes per example of the state's max_batch */
     real *const x = (real *)(work + 128);
     real *const h1 = (real *)(work + 128);
     real *const h2 = (real *)(work + 128);
     real *const logits = (real *)(work + 128);
-    real *const h2_mm = (real *)(work + 524416);
-    real *const logits_mm = (real *)(work + 524416);
-    real *const h1_mm = (real *)(work + 802944);
+    real *const h2_mm = (real *)(work + 128 + 2048 * m->max_batch);
+    real *const logits_mm = (real *)(work + 128 + 2048 * m->max_batch);
+    real *const h1_mm = (real *)(work + 128 + 3136 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 13: x = image / 255 */
@@ -705,7 +710,7 @@ static void eval_metrics(struct fashion_mlp *m, const real *const in_[], int64_t
     real *const b3 = m->b3;
     real *const b1 = m->b1;
     real *const b2 = m->b2;
-    char *const work = m->dev + 8036544; /* the work region: this routine's 1327232 bytes */
+    char *const work = m->dev + 8036544; /* the work region: this routine's 128 bytes, then 5184 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const accuracy = (real *)(work + 64);
     real *const x = (real *)(work + 128);
@@ -714,13 +719,13 @@ static void eval_metrics(struct fashion_mlp *m, const real *const in_[], int64_t
     real *const loss_max = (real *)(work + 128);
     real *const accuracy_pred_max = (real *)(work + 128);
     real *const accuracy_true_max = (real *)(work + 128);
-    real *const loss_sumexp = (real *)(work + 16512);
-    real *const accuracy_pred_argmax = (real *)(work + 16512);
-    real *const loss_ce = (real *)(work + 32896);
-    real *const accuracy_true_argmax = (real *)(work + 32896);
-    real *const h2_mm = (real *)(work + 524416);
-    real *const logits_mm = (real *)(work + 524416);
-    real *const h1_mm = (real *)(work + 802944);
+    real *const loss_sumexp = (real *)(work + 128 + 64 * m->max_batch);
+    real *const accuracy_pred_argmax = (real *)(work + 128 + 64 * m->max_batch);
+    real *const loss_ce = (real *)(work + 128 + 128 * m->max_batch);
+    real *const accuracy_true_argmax = (real *)(work + 128 + 128 * m->max_batch);
+    real *const h2_mm = (real *)(work + 128 + 2048 * m->max_batch);
+    real *const logits_mm = (real *)(work + 128 + 2048 * m->max_batch);
+    real *const h1_mm = (real *)(work + 128 + 3136 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 13: x = image / 255 */
@@ -779,23 +784,23 @@ static void train_grads(struct fashion_mlp *m, const real *const in_[], int64_t 
     real *const w2_grad = m->w2_grad;
     real *const b1_grad = m->b1_grad;
     real *const w1_grad = m->w1_grad;
-    char *const work = m->dev + 8036544; /* the work region: this routine's 2392128 bytes */
+    char *const work = m->dev + 8036544; /* the work region: this routine's 64 bytes, then 9344 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const x = (real *)(work + 128);
-    real *const h1 = (real *)(work + 802944);
-    real *const h1_mm = (real *)(work + 802944);
-    real *const h1_mm_grad = (real *)(work + 802944);
-    real *const h2 = (real *)(work + 1327232);
-    real *const h2_mm = (real *)(work + 1327232);
-    real *const h2_mm_grad = (real *)(work + 1327232);
-    real *const logits_mm = (real *)(work + 1851520);
-    real *const logits_grad = (real *)(work + 1851520);
-    real *const h1_grad = (real *)(work + 1851520);
-    real *const loss_max = (real *)(work + 1867904);
-    real *const h2_grad = (real *)(work + 1867904);
-    real *const loss_sumexp = (real *)(work + 1884288);
-    real *const loss_ce = (real *)(work + 1900672);
-    real *const loss_sumexp_grad = (real *)(work + 1900672);
+    real *const h1 = (real *)(work + 128 + 3136 * m->max_batch);
+    real *const h1_mm = (real *)(work + 128 + 3136 * m->max_batch);
+    real *const h1_mm_grad = (real *)(work + 128 + 3136 * m->max_batch);
+    real *const h2 = (real *)(work + 128 + 5184 * m->max_batch);
+    real *const h2_mm = (real *)(work + 128 + 5184 * m->max_batch);
+    real *const h2_mm_grad = (real *)(work + 128 + 5184 * m->max_batch);
+    real *const logits_mm = (real *)(work + 128 + 7232 * m->max_batch);
+    real *const logits_grad = (real *)(work + 128 + 7232 * m->max_batch);
+    real *const h1_grad = (real *)(work + 128 + 7232 * m->max_batch);
+    real *const loss_max = (real *)(work + 128 + 7296 * m->max_batch);
+    real *const h2_grad = (real *)(work + 128 + 7296 * m->max_batch);
+    real *const loss_sumexp = (real *)(work + 128 + 7360 * m->max_batch);
+    real *const loss_ce = (real *)(work + 128 + 7424 * m->max_batch);
+    real *const loss_sumexp_grad = (real *)(work + 128 + 7424 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 13: x = image / 255 */
@@ -968,8 +973,8 @@ static void stage(struct fashion_mlp *m, int s, const real *const inputs[], int6
         CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 0, m->in_host[s] + 0, (size_t)n * 784 * sizeof(real), &e));
     }
     if (inputs[1]) {
-        memcpy(m->in_host[s] + 200704, inputs[1], (size_t)n * 10 * sizeof(real));
-        CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 200704, m->in_host[s] + 200704, (size_t)n * 10 * sizeof(real), &e));
+        memcpy(m->in_host[s] + 784 * m->max_batch, inputs[1], (size_t)n * 10 * sizeof(real));
+        CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 784 * m->max_batch, m->in_host[s] + 784 * m->max_batch, (size_t)n * 10 * sizeof(real), &e));
     }
     CANNL_TRY(cannl_event_record(m->staged[s], m->copy, &e));
     for (int i = 0; i < 2; ++i) m->staged_ptr[s][i] = inputs[i];
@@ -994,7 +999,7 @@ static int inputs_on_device(struct fashion_mlp *m, const real *const inputs[], i
     cannl_error e;
     CANNL_TRY(cannl_stream_wait_event(m->compute, m->staged[s], &e));
     in[0] = m->in_dev[s] + 0;
-    in[1] = m->in_dev[s] + 200704;
+    in[1] = m->in_dev[s] + 784 * m->max_batch;
     in[2] = NULL;
     return s;
 }
@@ -1028,25 +1033,23 @@ static void bind_buffers(struct fashion_mlp *m) {
     m->b2_momentum_buffer = (real *)(m->dev + 5355648);
 }
 
-/* The device state is sized for FASHION_MLP_MAX_BATCH whatever max_batch asks (run-time-sized
-   states: the C target only); max_batch is checked against it. */
+struct fashion_mlp *fashion_mlp_create(uint64_t seed) { return fashion_mlp_create_batch(seed, FASHION_MLP_MAX_BATCH); }
+
+/* The device arena and the input staging slots sized for max_batch examples. */
 struct fashion_mlp *fashion_mlp_create_batch(uint64_t seed, int64_t max_batch) {
     if (max_batch < 1 || max_batch > FASHION_MLP_MAX_BATCH) return NULL;
-    return fashion_mlp_create(seed);
-}
-
-struct fashion_mlp *fashion_mlp_create(uint64_t seed) {
     struct fashion_mlp *m = (struct fashion_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
+    m->max_batch = max_batch;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(10428736, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc((size_t)8036672 + (size_t)9344 * (size_t)max_batch, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(5357696, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(669706 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
              cannl_stream_create(&m->compute, &e) == CANNL_OK && cannl_stream_create(&m->copy, &e) == CANNL_OK;
     for (int s = 0; s < 2 && ok; ++s)
-        ok = (m->in_host[s] = (real *)cannl_pinned_alloc(203264 * sizeof(real), &e)) != NULL &&
-             (m->in_dev[s] = (real *)cannl_device_alloc(203264 * sizeof(real), &e)) != NULL &&
+        ok = (m->in_host[s] = (real *)cannl_pinned_alloc((size_t)794 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
+             (m->in_dev[s] = (real *)cannl_device_alloc((size_t)794 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
              cannl_event_create(CANNL_EVENT_CUDA, &m->staged[s], &e) == CANNL_OK &&
              cannl_event_create(CANNL_EVENT_CUDA, &m->consumed[s], &e) == CANNL_OK;
     if (ok) {
@@ -1106,7 +1109,7 @@ void fashion_mlp_init(struct fashion_mlp *m, uint64_t seed) {
 }
 
 double fashion_mlp_train_step(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_MLP_MAX_BATCH || m->failed) return NAN;
+    if (n < 1 || n > m->max_batch || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -1119,7 +1122,7 @@ double fashion_mlp_train_step(struct fashion_mlp *m, const fashion_mlp_real *con
 }
 
 double fashion_mlp_train_grads(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_MLP_MAX_BATCH || m->failed) return NAN;
+    if (n < 1 || n > m->max_batch || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -1152,7 +1155,7 @@ static void fashion_mlp_zero_grads(struct fashion_mlp *m) {
 
 void fashion_mlp_forward(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n,
                  fashion_mlp_real *const outputs[]) {
-    if (n < 1 || n > FASHION_MLP_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -1168,7 +1171,7 @@ void fashion_mlp_forward(struct fashion_mlp *m, const fashion_mlp_real *const in
 
 void fashion_mlp_eval(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n, double *loss,
                  double metrics[]) {
-    if (n < 1 || n > FASHION_MLP_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -1185,7 +1188,7 @@ void fashion_mlp_eval(struct fashion_mlp *m, const fashion_mlp_real *const input
 
 /* A prefetched batch: staged now, trained on by the next train_step with these inputs. */
 static void fashion_mlp_prefetch(struct fashion_mlp *m, const fashion_mlp_real *const inputs[], int64_t n) {
-    if (n < 1 || n > FASHION_MLP_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const int s = free_slot(m);
     stage(m, s, inputs, n);
     m->ready[s] = 1;
@@ -1304,6 +1307,7 @@ static const char *const metric_names[] = {
 static const unsigned char forward_reads[] = { 1, 0, 0};
 
 static void *api_create_fn(uint64_t seed) { return fashion_mlp_create(seed); }
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) { return fashion_mlp_create_batch(seed, max_batch); }
 static void api_destroy_fn(void *m) { fashion_mlp_destroy((struct fashion_mlp *)m); }
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return fashion_mlp_train_step((struct fashion_mlp *)m, (const fashion_mlp_real *const *)inputs, n);
@@ -1354,7 +1358,7 @@ const cannl_model_api fashion_mlp_api = {
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
     NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn,
-    NULL /* create only: the device state is sized for the maximum batch */};
+    api_create_batch_fn};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (fashion_mlp_train.cu). */

@@ -12,18 +12,22 @@
  *   eval_metrics  the loss and the metrics
  *   decode        generation: one position's logits, the keys and values kept in device caches
  * Each nest is one kernel with its bounds, strides and launch geometry as constants (loops over
- * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
+ * the batch axis run to the run-time n <= the state's max_batch), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
  * Products: fp32 on the CUDA cores (--precision fp32).
  *
- * Memory: every buffer lives in one device arena (1461301376 bytes), laid out as the C target's
- * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
- * routine's work buffers in one region). Its first 10109952 bytes (params, optimiser state)
- * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
- * copied into a pinned array of their own, only when the host needs them (checkpoints,
- * gpt_char_grad) or changed them (init, load): params stay on the device for a whole training run. Once a caller takes pointers into the mirror
- * (gpt_char_param, _grad, _state_tensors) the state keeps it current as the C target does:
+ * Memory: every buffer lives in one device arena, laid out as the C target's training state is
+ * (the same plan: buffers whose lifetimes do not overlap share bytes, each routine's work buffers
+ * in one region) and sized as it is for the max_batch the state was created for (_create_batch's;
+ * a larger n is refused), as are the input staging slots:
+ *   14266496 bytes, then 5652480 per example of max_batch (1461301376 at 256).
+ * Its first 10109952 bytes (params, optimiser state: no batch in them) are mirrored in pinned
+ * host memory, and the params' gradients (in the arena's grad block) copied into a pinned array
+ * of their own, only when the host needs them (checkpoints, gpt_char_grad) or changed them
+ * (init, load): params stay on the device for a whole training run. Once a caller takes
+ * pointers into the mirror (gpt_char_param, _grad, _state_tensors) the state keeps it current
+ * as the C target does:
  * every routine uploads it before and downloads it after (slower; the training program does
  * not take such pointers). Inputs go through two staging slots (pinned host,
  * device); `prefetch` uploads the next batch on the copy stream while the compute stream runs
@@ -104,6 +108,7 @@ static __device__ __forceinline__ float cannl_warp_min(float v) {
 }
 
 struct gpt_char {
+    int64_t max_batch; /* the largest batch this state takes (create_batch's; <= GPT_CHAR_MAX_BATCH) */
     int64_t step;     /* optimiser steps taken */
     int64_t example_offset; /* train_grads' first example in the global batch: dropout's masks by it */
     double lr;        /* learning rate: the spec's, unless set */
@@ -118,7 +123,7 @@ struct gpt_char {
                          keep it current around every routine, as the C target's state is */
     cannl_stream *compute, *copy;
     cublasHandle_t blas;
-    real *in_host[2];           /* input staging slots, pinned: every input, 256 examples */
+    real *in_host[2];           /* input staging slots, pinned: every input, max_batch examples */
     real *in_dev[2];            /* the same on the device */
     cannl_event *staged[2];     /* slot uploaded (copy stream) */
     cannl_event *consumed[2];   /* slot read by its routine (compute stream) */
@@ -1461,16 +1466,16 @@ static void layers_backward(
     const real *x_grad_) {
     real *const qkv_grad = (real *)(cannl_scratch + 0);
     real *const qkv_mean_grad = (real *)(cannl_scratch + 0);
-    real *const qkv_var_grad = (real *)(cannl_scratch + 131072);
-    real *const x_v_grad = (real *)(cannl_scratch + 50331648);
-    real *const x_mm2_grad = (real *)(cannl_scratch + 50331648);
-    real *const x_mean_grad = (real *)(cannl_scratch + 50331648);
-    real *const att_grad = (real *)(cannl_scratch + 50331648);
-    real *const qkv_v_grad = (real *)(cannl_scratch + 50331648);
-    real *const x_var_grad = (real *)(cannl_scratch + 50462720);
-    real *const att_delta = (real *)(cannl_scratch + 67108864);
-    real *const x_v2_grad = (real *)(cannl_scratch + 117440512);
-    real *const mid_grad = (real *)(cannl_scratch + 134217728);
+    real *const qkv_var_grad = (real *)(cannl_scratch + 512 * m->max_batch);
+    real *const x_v_grad = (real *)(cannl_scratch + 196608 * m->max_batch);
+    real *const x_mm2_grad = (real *)(cannl_scratch + 196608 * m->max_batch);
+    real *const x_mean_grad = (real *)(cannl_scratch + 196608 * m->max_batch);
+    real *const att_grad = (real *)(cannl_scratch + 196608 * m->max_batch);
+    real *const qkv_v_grad = (real *)(cannl_scratch + 196608 * m->max_batch);
+    real *const x_var_grad = (real *)(cannl_scratch + 197120 * m->max_batch);
+    real *const att_delta = (real *)(cannl_scratch + 262144 * m->max_batch);
+    real *const x_v2_grad = (real *)(cannl_scratch + 458752 * m->max_batch);
+    real *const mid_grad = (real *)(cannl_scratch + 524288 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* zero the gradient of qkv */
@@ -1556,14 +1561,14 @@ static void layers_infer(
     real *const x_v = (real *)(cannl_scratch + 0);
     real *const x_mm2 = (real *)(cannl_scratch + 0);
     real *const x_mean = (real *)(cannl_scratch + 0);
-    real *const qkv_var = (real *)(cannl_scratch + 131072);
-    real *const x_var = (real *)(cannl_scratch + 131072);
-    real *const qkv_v = (real *)(cannl_scratch + 50331648);
-    real *const att = (real *)(cannl_scratch + 50331648);
-    real *const att_lse = (real *)(cannl_scratch + 67108864);
-    real *const mid_mm = (real *)(cannl_scratch + 67108864);
-    real *const x_mm = (real *)(cannl_scratch + 83886080);
-    real *const x_v2 = (real *)(cannl_scratch + 83886080);
+    real *const qkv_var = (real *)(cannl_scratch + 512 * m->max_batch);
+    real *const x_var = (real *)(cannl_scratch + 512 * m->max_batch);
+    real *const qkv_v = (real *)(cannl_scratch + 196608 * m->max_batch);
+    real *const att = (real *)(cannl_scratch + 196608 * m->max_batch);
+    real *const att_lse = (real *)(cannl_scratch + 262144 * m->max_batch);
+    real *const mid_mm = (real *)(cannl_scratch + 262144 * m->max_batch);
+    real *const x_mm = (real *)(cannl_scratch + 327680 * m->max_batch);
+    real *const x_v2 = (real *)(cannl_scratch + 327680 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
@@ -1625,13 +1630,13 @@ static void layers_decode(
     real *const x_v = (real *)(cannl_scratch + 0);
     real *const x_mm2 = (real *)(cannl_scratch + 0);
     real *const x_mean = (real *)(cannl_scratch + 0);
-    real *const qkv_var = (real *)(cannl_scratch + 131072);
-    real *const x_var = (real *)(cannl_scratch + 131072);
-    real *const att_lse = (real *)(cannl_scratch + 16777216);
-    real *const qkv_v = (real *)(cannl_scratch + 50331648);
-    real *const mid_mm = (real *)(cannl_scratch + 67108864);
-    real *const x_mm = (real *)(cannl_scratch + 83886080);
-    real *const x_v2 = (real *)(cannl_scratch + 83886080);
+    real *const qkv_var = (real *)(cannl_scratch + 512 * m->max_batch);
+    real *const x_var = (real *)(cannl_scratch + 512 * m->max_batch);
+    real *const att_lse = (real *)(cannl_scratch + 65536 * m->max_batch);
+    real *const qkv_v = (real *)(cannl_scratch + 196608 * m->max_batch);
+    real *const mid_mm = (real *)(cannl_scratch + 262144 * m->max_batch);
+    real *const x_mm = (real *)(cannl_scratch + 327680 * m->max_batch);
+    real *const x_v2 = (real *)(cannl_scratch + 327680 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
@@ -1911,47 +1916,47 @@ static void train_step(struct gpt_char *m, const real *const in_[], int64_t n) {
     real *const b_fc_state = m->b_fc_state;
     real *const w_pr_state = m->w_pr_state;
     real *const b_pr_state = m->b_pr_state;
-    char *const work = m->dev + 14266368; /* the work region: this routine's 1447035008 bytes */
+    char *const work = m->dev + 14266368; /* the work region: this routine's 128 bytes, then 5652480 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const grad_norm = (real *)(work + 64);
     real *const clip_coef = (real *)(work + 64);
     real *const x_emb = (real *)(work + 128);
     real *const x_emb_grad = (real *)(work + 128);
     real *const layers_x_v = (real *)(work + 128);
-    real *const layers_x_mm2 = (real *)(work + 268435584);
-    real *const layers_qkv = (real *)(work + 536871040);
-    real *const logits = (real *)(work + 738197632);
-    real *const logits_grad = (real *)(work + 738197632);
-    real *const logits_mean_grad = (real *)(work + 738197632);
-    real *const layers_forward_scratch = (real *)(work + 738197632);
-    real *const layers_backward_scratch = (real *)(work + 738197632);
-    real *const logits_var_grad = (real *)(work + 738328704);
-    real *const logits_v = (real *)(work + 771752064);
-    real *const logits_v_grad = (real *)(work + 771752064);
-    real *const logits_ln = (real *)(work + 788529280);
-    real *const logits_mean = (real *)(work + 805306496);
-    real *const logits_var = (real *)(work + 805437568);
-    real *const loss_max = (real *)(work + 805568640);
-    real *const loss_sumexp = (real *)(work + 805699712);
-    real *const loss_ce = (real *)(work + 805830784);
-    real *const loss_sumexp_grad = (real *)(work + 805830784);
-    real *const layers_qkv_v = (real *)(work + 889192576);
-    real *const layers_qkv_ln = (real *)(work + 956301440);
-    real *const layers_att = (real *)(work + 1023410304);
-    real *const layers_mid_mm = (real *)(work + 1090519168);
-    real *const layers_x_v2 = (real *)(work + 1157628032);
-    real *const layers_x_ln = (real *)(work + 1224736896);
-    real *const layers_x = (real *)(work + 1291845760);
-    real *const layers_x_grad = (real *)(work + 1342177408);
-    real *const x = (real *)(work + 1375731840);
-    real *const x_3 = (real *)(work + 1392509056);
-    real *const x_3_grad = (real *)(work + 1409286272);
-    real *const x_grad = (real *)(work + 1426063488);
-    real *const layers_att_lse = (real *)(work + 1442840704);
-    real *const layers_qkv_mean = (real *)(work + 1444937856);
-    real *const layers_qkv_var = (real *)(work + 1445462144);
-    real *const layers_x_mean = (real *)(work + 1445986432);
-    real *const layers_x_var = (real *)(work + 1446510720);
+    real *const layers_x_mm2 = (real *)(work + 128 + 1048576 * m->max_batch);
+    real *const layers_qkv = (real *)(work + 128 + 2097152 * m->max_batch);
+    real *const logits = (real *)(work + 128 + 2883584 * m->max_batch);
+    real *const logits_grad = (real *)(work + 128 + 2883584 * m->max_batch);
+    real *const logits_mean_grad = (real *)(work + 128 + 2883584 * m->max_batch);
+    real *const layers_forward_scratch = (real *)(work + 128 + 2883584 * m->max_batch);
+    real *const layers_backward_scratch = (real *)(work + 128 + 2883584 * m->max_batch);
+    real *const logits_var_grad = (real *)(work + 128 + 2884096 * m->max_batch);
+    real *const logits_v = (real *)(work + 128 + 3014656 * m->max_batch);
+    real *const logits_v_grad = (real *)(work + 128 + 3014656 * m->max_batch);
+    real *const logits_ln = (real *)(work + 128 + 3080192 * m->max_batch);
+    real *const logits_mean = (real *)(work + 128 + 3145728 * m->max_batch);
+    real *const logits_var = (real *)(work + 128 + 3146240 * m->max_batch);
+    real *const loss_max = (real *)(work + 128 + 3146752 * m->max_batch);
+    real *const loss_sumexp = (real *)(work + 128 + 3147264 * m->max_batch);
+    real *const loss_ce = (real *)(work + 128 + 3147776 * m->max_batch);
+    real *const loss_sumexp_grad = (real *)(work + 128 + 3147776 * m->max_batch);
+    real *const layers_qkv_v = (real *)(work + 128 + 3473408 * m->max_batch);
+    real *const layers_qkv_ln = (real *)(work + 128 + 3735552 * m->max_batch);
+    real *const layers_att = (real *)(work + 128 + 3997696 * m->max_batch);
+    real *const layers_mid_mm = (real *)(work + 128 + 4259840 * m->max_batch);
+    real *const layers_x_v2 = (real *)(work + 128 + 4521984 * m->max_batch);
+    real *const layers_x_ln = (real *)(work + 128 + 4784128 * m->max_batch);
+    real *const layers_x = (real *)(work + 128 + 5046272 * m->max_batch);
+    real *const layers_x_grad = (real *)(work + 128 + 5242880 * m->max_batch);
+    real *const x = (real *)(work + 128 + 5373952 * m->max_batch);
+    real *const x_3 = (real *)(work + 128 + 5439488 * m->max_batch);
+    real *const x_3_grad = (real *)(work + 128 + 5505024 * m->max_batch);
+    real *const x_grad = (real *)(work + 128 + 5570560 * m->max_batch);
+    real *const layers_att_lse = (real *)(work + 128 + 5636096 * m->max_batch);
+    real *const layers_qkv_mean = (real *)(work + 128 + 5644288 * m->max_batch);
+    real *const layers_qkv_var = (real *)(work + 128 + 5646336 * m->max_batch);
+    real *const layers_x_mean = (real *)(work + 128 + 5648384 * m->max_batch);
+    real *const layers_x_var = (real *)(work + 128 + 5650432 * m->max_batch);
     const int64_t step = ++m->step;
     const real bc1 = (real)(1.0 - pow(0.9, step));
     const real sqrt_bc2 = (real)(sqrt(1.0 - pow(0.99, step)));
@@ -1968,22 +1973,22 @@ static void train_step(struct gpt_char *m, const real *const in_[], int64_t n) {
     /* line 24: repeat layers (instances 0..3) */
     for (int64_t cannl_l = 0; cannl_l < 4; ++cannl_l)
         layers_forward(m, n, (char *)layers_forward_scratch,
-            (cannl_l == 3 ? x_3 : layers_x + cannl_l * 4194304),
-            layers_qkv + cannl_l * 12582912,
-            layers_qkv_v + cannl_l * 4194304,
-            layers_qkv_ln + cannl_l * 4194304,
-            layers_qkv_mean + cannl_l * 32768,
-            layers_qkv_var + cannl_l * 32768,
-            layers_att + cannl_l * 4194304,
-            layers_att_lse + cannl_l * 131072,
-            layers_mid_mm + cannl_l * 4194304,
-            layers_x_v + cannl_l * 16777216,
-            layers_x_mm2 + cannl_l * 16777216,
-            layers_x_v2 + cannl_l * 4194304,
-            layers_x_ln + cannl_l * 4194304,
-            layers_x_mean + cannl_l * 32768,
-            layers_x_var + cannl_l * 32768,
-            (cannl_l == 0 ? x : layers_x + (cannl_l - 1) * 4194304),
+            (cannl_l == 3 ? x_3 : layers_x + cannl_l * 16384 * m->max_batch),
+            layers_qkv + cannl_l * 49152 * m->max_batch,
+            layers_qkv_v + cannl_l * 16384 * m->max_batch,
+            layers_qkv_ln + cannl_l * 16384 * m->max_batch,
+            layers_qkv_mean + cannl_l * 128 * m->max_batch,
+            layers_qkv_var + cannl_l * 128 * m->max_batch,
+            layers_att + cannl_l * 16384 * m->max_batch,
+            layers_att_lse + cannl_l * 512 * m->max_batch,
+            layers_mid_mm + cannl_l * 16384 * m->max_batch,
+            layers_x_v + cannl_l * 65536 * m->max_batch,
+            layers_x_mm2 + cannl_l * 65536 * m->max_batch,
+            layers_x_v2 + cannl_l * 16384 * m->max_batch,
+            layers_x_ln + cannl_l * 16384 * m->max_batch,
+            layers_x_mean + cannl_l * 128 * m->max_batch,
+            layers_x_var + cannl_l * 128 * m->max_batch,
+            (cannl_l == 0 ? x : layers_x + (cannl_l - 1) * 16384 * m->max_batch),
             ln1_g + cannl_l * 128,
             ln2_g + cannl_l * 128,
             ln1_b + cannl_l * 128,
@@ -2046,14 +2051,14 @@ static void train_step(struct gpt_char *m, const real *const in_[], int64_t n) {
             w_fc_grad + cannl_l * 65536,
             ln2_g_grad + cannl_l * 128,
             ln2_b_grad + cannl_l * 128,
-            (cannl_l == 0 ? x_grad : layers_x_grad + (((cannl_l - 1) % 2 + 2) % 2) * 4194304),
+            (cannl_l == 0 ? x_grad : layers_x_grad + (((cannl_l - 1) % 2 + 2) % 2) * 16384 * m->max_batch),
             b_o_grad + cannl_l * 128,
             w_o_grad + cannl_l * 16384,
             b_qkv_grad + cannl_l * 384,
             w_qkv_grad + cannl_l * 49152,
             ln1_g_grad + cannl_l * 128,
             ln1_b_grad + cannl_l * 128,
-            (cannl_l == 0 ? x : layers_x + (cannl_l - 1) * 4194304),
+            (cannl_l == 0 ? x : layers_x + (cannl_l - 1) * 16384 * m->max_batch),
             ln1_g + cannl_l * 128,
             ln2_g + cannl_l * 128,
             w_qkv + cannl_l * 49152,
@@ -2062,21 +2067,21 @@ static void train_step(struct gpt_char *m, const real *const in_[], int64_t n) {
             w_fc + cannl_l * 65536,
             b_fc + cannl_l * 512,
             w_pr + cannl_l * 65536,
-            layers_qkv + cannl_l * 12582912,
-            layers_qkv_v + cannl_l * 4194304,
-            layers_qkv_ln + cannl_l * 4194304,
-            layers_qkv_mean + cannl_l * 32768,
-            layers_qkv_var + cannl_l * 32768,
-            layers_att + cannl_l * 4194304,
-            layers_att_lse + cannl_l * 131072,
-            layers_mid_mm + cannl_l * 4194304,
-            layers_x_v + cannl_l * 16777216,
-            layers_x_mm2 + cannl_l * 16777216,
-            layers_x_v2 + cannl_l * 4194304,
-            layers_x_ln + cannl_l * 4194304,
-            layers_x_mean + cannl_l * 32768,
-            layers_x_var + cannl_l * 32768,
-            (cannl_l == 3 ? x_3_grad : layers_x_grad + (cannl_l % 2) * 4194304));
+            layers_qkv + cannl_l * 49152 * m->max_batch,
+            layers_qkv_v + cannl_l * 16384 * m->max_batch,
+            layers_qkv_ln + cannl_l * 16384 * m->max_batch,
+            layers_qkv_mean + cannl_l * 128 * m->max_batch,
+            layers_qkv_var + cannl_l * 128 * m->max_batch,
+            layers_att + cannl_l * 16384 * m->max_batch,
+            layers_att_lse + cannl_l * 512 * m->max_batch,
+            layers_mid_mm + cannl_l * 16384 * m->max_batch,
+            layers_x_v + cannl_l * 65536 * m->max_batch,
+            layers_x_mm2 + cannl_l * 65536 * m->max_batch,
+            layers_x_v2 + cannl_l * 16384 * m->max_batch,
+            layers_x_ln + cannl_l * 16384 * m->max_batch,
+            layers_x_mean + cannl_l * 128 * m->max_batch,
+            layers_x_var + cannl_l * 128 * m->max_batch,
+            (cannl_l == 3 ? x_3_grad : layers_x_grad + (cannl_l % 2) * 16384 * m->max_batch));
 
     /* line 21: backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     set_x_emb_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(x_emb_grad, x_grad, n);
@@ -2188,16 +2193,16 @@ static void forward(struct gpt_char *m, const real *const in_[], int64_t n) {
     real *const b_fc = m->b_fc;
     real *const w_pr = m->w_pr;
     real *const b_pr = m->b_pr;
-    char *const work = m->dev + 14266368; /* the work region: this routine's 167772160 bytes */
+    char *const work = m->dev + 14266368; /* the work region: this routine's 655360 bytes per example of the state's max_batch */
     real *const x = (real *)(work + 128);
     real *const x_emb = (real *)(work + 128);
     real *const logits_mean = (real *)(work + 128);
-    real *const logits_var = (real *)(work + 131200);
-    real *const x_3 = (real *)(work + 16777344);
-    real *const logits_v = (real *)(work + 16777344);
-    real *const logits = (real *)(work + 33554560);
-    real *const layers_x_pp = (real *)(work + 33554560);
-    real *const layers_infer_scratch = (real *)(work + 67108992);
+    real *const logits_var = (real *)(work + 128 + 512 * m->max_batch);
+    real *const x_3 = (real *)(work + 128 + 65536 * m->max_batch);
+    real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch);
+    real *const logits = (real *)(work + 128 + 131072 * m->max_batch);
+    real *const layers_x_pp = (real *)(work + 128 + 131072 * m->max_batch);
+    real *const layers_infer_scratch = (real *)(work + 128 + 262144 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -2209,8 +2214,8 @@ static void forward(struct gpt_char *m, const real *const in_[], int64_t n) {
     /* line 24: repeat layers (instances 0..3) */
     for (int64_t cannl_l = 0; cannl_l < 4; ++cannl_l)
         layers_infer(m, n, (char *)layers_infer_scratch,
-            (cannl_l == 3 ? x_3 : layers_x_pp + (cannl_l % 2) * 4194304),
-            (cannl_l == 0 ? x : layers_x_pp + (((cannl_l - 1) % 2 + 2) % 2) * 4194304),
+            (cannl_l == 3 ? x_3 : layers_x_pp + (cannl_l % 2) * 16384 * m->max_batch),
+            (cannl_l == 0 ? x : layers_x_pp + (((cannl_l - 1) % 2 + 2) % 2) * 16384 * m->max_batch),
             ln1_g + cannl_l * 128,
             ln2_g + cannl_l * 128,
             ln1_b + cannl_l * 128,
@@ -2254,7 +2259,7 @@ static void eval_metrics(struct gpt_char *m, const real *const in_[], int64_t n)
     real *const b_fc = m->b_fc;
     real *const w_pr = m->w_pr;
     real *const b_pr = m->b_pr;
-    char *const work = m->dev + 14266368; /* the work region: this routine's 167772288 bytes */
+    char *const work = m->dev + 14266368; /* the work region: this routine's 128 bytes, then 655360 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const accuracy = (real *)(work + 64);
     real *const x = (real *)(work + 128);
@@ -2262,15 +2267,15 @@ static void eval_metrics(struct gpt_char *m, const real *const in_[], int64_t n)
     real *const logits_mean = (real *)(work + 128);
     real *const loss_max = (real *)(work + 128);
     real *const accuracy_pred_max = (real *)(work + 128);
-    real *const logits_var = (real *)(work + 131200);
-    real *const loss_sumexp = (real *)(work + 131200);
-    real *const accuracy_pred_argmax = (real *)(work + 131200);
-    real *const loss_ce = (real *)(work + 262272);
-    real *const x_3 = (real *)(work + 16777344);
-    real *const logits_v = (real *)(work + 16777344);
-    real *const logits = (real *)(work + 33554560);
-    real *const layers_x_pp = (real *)(work + 33554560);
-    real *const layers_infer_scratch = (real *)(work + 67108992);
+    real *const logits_var = (real *)(work + 128 + 512 * m->max_batch);
+    real *const loss_sumexp = (real *)(work + 128 + 512 * m->max_batch);
+    real *const accuracy_pred_argmax = (real *)(work + 128 + 512 * m->max_batch);
+    real *const loss_ce = (real *)(work + 128 + 1024 * m->max_batch);
+    real *const x_3 = (real *)(work + 128 + 65536 * m->max_batch);
+    real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch);
+    real *const logits = (real *)(work + 128 + 131072 * m->max_batch);
+    real *const layers_x_pp = (real *)(work + 128 + 131072 * m->max_batch);
+    real *const layers_infer_scratch = (real *)(work + 128 + 262144 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -2282,8 +2287,8 @@ static void eval_metrics(struct gpt_char *m, const real *const in_[], int64_t n)
     /* line 24: repeat layers (instances 0..3) */
     for (int64_t cannl_l = 0; cannl_l < 4; ++cannl_l)
         layers_infer(m, n, (char *)layers_infer_scratch,
-            (cannl_l == 3 ? x_3 : layers_x_pp + (cannl_l % 2) * 4194304),
-            (cannl_l == 0 ? x : layers_x_pp + (((cannl_l - 1) % 2 + 2) % 2) * 4194304),
+            (cannl_l == 3 ? x_3 : layers_x_pp + (cannl_l % 2) * 16384 * m->max_batch),
+            (cannl_l == 0 ? x : layers_x_pp + (((cannl_l - 1) % 2 + 2) % 2) * 16384 * m->max_batch),
             ln1_g + cannl_l * 128,
             ln2_g + cannl_l * 128,
             ln1_b + cannl_l * 128,
@@ -2361,45 +2366,45 @@ static void train_grads(struct gpt_char *m, const real *const in_[], int64_t n) 
     real *const ln1_g_grad = m->ln1_g_grad;
     real *const ln1_b_grad = m->ln1_b_grad;
     real *const wpe_grad = m->wpe_grad;
-    char *const work = m->dev + 14266368; /* the work region: this routine's 1447034944 bytes */
+    char *const work = m->dev + 14266368; /* the work region: this routine's 64 bytes, then 5652480 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const x_emb = (real *)(work + 128);
     real *const x_emb_grad = (real *)(work + 128);
     real *const layers_x_v = (real *)(work + 128);
-    real *const layers_x_mm2 = (real *)(work + 268435584);
-    real *const layers_qkv = (real *)(work + 536871040);
-    real *const logits = (real *)(work + 738197632);
-    real *const logits_grad = (real *)(work + 738197632);
-    real *const logits_mean_grad = (real *)(work + 738197632);
-    real *const layers_forward_scratch = (real *)(work + 738197632);
-    real *const layers_backward_scratch = (real *)(work + 738197632);
-    real *const logits_var_grad = (real *)(work + 738328704);
-    real *const logits_v = (real *)(work + 771752064);
-    real *const logits_v_grad = (real *)(work + 771752064);
-    real *const logits_ln = (real *)(work + 788529280);
-    real *const logits_mean = (real *)(work + 805306496);
-    real *const logits_var = (real *)(work + 805437568);
-    real *const loss_max = (real *)(work + 805568640);
-    real *const loss_sumexp = (real *)(work + 805699712);
-    real *const loss_ce = (real *)(work + 805830784);
-    real *const loss_sumexp_grad = (real *)(work + 805830784);
-    real *const layers_qkv_v = (real *)(work + 889192576);
-    real *const layers_qkv_ln = (real *)(work + 956301440);
-    real *const layers_att = (real *)(work + 1023410304);
-    real *const layers_mid_mm = (real *)(work + 1090519168);
-    real *const layers_x_v2 = (real *)(work + 1157628032);
-    real *const layers_x_ln = (real *)(work + 1224736896);
-    real *const layers_x = (real *)(work + 1291845760);
-    real *const layers_x_grad = (real *)(work + 1342177408);
-    real *const x = (real *)(work + 1375731840);
-    real *const x_3 = (real *)(work + 1392509056);
-    real *const x_3_grad = (real *)(work + 1409286272);
-    real *const x_grad = (real *)(work + 1426063488);
-    real *const layers_att_lse = (real *)(work + 1442840704);
-    real *const layers_qkv_mean = (real *)(work + 1444937856);
-    real *const layers_qkv_var = (real *)(work + 1445462144);
-    real *const layers_x_mean = (real *)(work + 1445986432);
-    real *const layers_x_var = (real *)(work + 1446510720);
+    real *const layers_x_mm2 = (real *)(work + 128 + 1048576 * m->max_batch);
+    real *const layers_qkv = (real *)(work + 128 + 2097152 * m->max_batch);
+    real *const logits = (real *)(work + 128 + 2883584 * m->max_batch);
+    real *const logits_grad = (real *)(work + 128 + 2883584 * m->max_batch);
+    real *const logits_mean_grad = (real *)(work + 128 + 2883584 * m->max_batch);
+    real *const layers_forward_scratch = (real *)(work + 128 + 2883584 * m->max_batch);
+    real *const layers_backward_scratch = (real *)(work + 128 + 2883584 * m->max_batch);
+    real *const logits_var_grad = (real *)(work + 128 + 2884096 * m->max_batch);
+    real *const logits_v = (real *)(work + 128 + 3014656 * m->max_batch);
+    real *const logits_v_grad = (real *)(work + 128 + 3014656 * m->max_batch);
+    real *const logits_ln = (real *)(work + 128 + 3080192 * m->max_batch);
+    real *const logits_mean = (real *)(work + 128 + 3145728 * m->max_batch);
+    real *const logits_var = (real *)(work + 128 + 3146240 * m->max_batch);
+    real *const loss_max = (real *)(work + 128 + 3146752 * m->max_batch);
+    real *const loss_sumexp = (real *)(work + 128 + 3147264 * m->max_batch);
+    real *const loss_ce = (real *)(work + 128 + 3147776 * m->max_batch);
+    real *const loss_sumexp_grad = (real *)(work + 128 + 3147776 * m->max_batch);
+    real *const layers_qkv_v = (real *)(work + 128 + 3473408 * m->max_batch);
+    real *const layers_qkv_ln = (real *)(work + 128 + 3735552 * m->max_batch);
+    real *const layers_att = (real *)(work + 128 + 3997696 * m->max_batch);
+    real *const layers_mid_mm = (real *)(work + 128 + 4259840 * m->max_batch);
+    real *const layers_x_v2 = (real *)(work + 128 + 4521984 * m->max_batch);
+    real *const layers_x_ln = (real *)(work + 128 + 4784128 * m->max_batch);
+    real *const layers_x = (real *)(work + 128 + 5046272 * m->max_batch);
+    real *const layers_x_grad = (real *)(work + 128 + 5242880 * m->max_batch);
+    real *const x = (real *)(work + 128 + 5373952 * m->max_batch);
+    real *const x_3 = (real *)(work + 128 + 5439488 * m->max_batch);
+    real *const x_3_grad = (real *)(work + 128 + 5505024 * m->max_batch);
+    real *const x_grad = (real *)(work + 128 + 5570560 * m->max_batch);
+    real *const layers_att_lse = (real *)(work + 128 + 5636096 * m->max_batch);
+    real *const layers_qkv_mean = (real *)(work + 128 + 5644288 * m->max_batch);
+    real *const layers_qkv_var = (real *)(work + 128 + 5646336 * m->max_batch);
+    real *const layers_x_mean = (real *)(work + 128 + 5648384 * m->max_batch);
+    real *const layers_x_var = (real *)(work + 128 + 5650432 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -2411,22 +2416,22 @@ static void train_grads(struct gpt_char *m, const real *const in_[], int64_t n) 
     /* line 24: repeat layers (instances 0..3) */
     for (int64_t cannl_l = 0; cannl_l < 4; ++cannl_l)
         layers_forward(m, n, (char *)layers_forward_scratch,
-            (cannl_l == 3 ? x_3 : layers_x + cannl_l * 4194304),
-            layers_qkv + cannl_l * 12582912,
-            layers_qkv_v + cannl_l * 4194304,
-            layers_qkv_ln + cannl_l * 4194304,
-            layers_qkv_mean + cannl_l * 32768,
-            layers_qkv_var + cannl_l * 32768,
-            layers_att + cannl_l * 4194304,
-            layers_att_lse + cannl_l * 131072,
-            layers_mid_mm + cannl_l * 4194304,
-            layers_x_v + cannl_l * 16777216,
-            layers_x_mm2 + cannl_l * 16777216,
-            layers_x_v2 + cannl_l * 4194304,
-            layers_x_ln + cannl_l * 4194304,
-            layers_x_mean + cannl_l * 32768,
-            layers_x_var + cannl_l * 32768,
-            (cannl_l == 0 ? x : layers_x + (cannl_l - 1) * 4194304),
+            (cannl_l == 3 ? x_3 : layers_x + cannl_l * 16384 * m->max_batch),
+            layers_qkv + cannl_l * 49152 * m->max_batch,
+            layers_qkv_v + cannl_l * 16384 * m->max_batch,
+            layers_qkv_ln + cannl_l * 16384 * m->max_batch,
+            layers_qkv_mean + cannl_l * 128 * m->max_batch,
+            layers_qkv_var + cannl_l * 128 * m->max_batch,
+            layers_att + cannl_l * 16384 * m->max_batch,
+            layers_att_lse + cannl_l * 512 * m->max_batch,
+            layers_mid_mm + cannl_l * 16384 * m->max_batch,
+            layers_x_v + cannl_l * 65536 * m->max_batch,
+            layers_x_mm2 + cannl_l * 65536 * m->max_batch,
+            layers_x_v2 + cannl_l * 16384 * m->max_batch,
+            layers_x_ln + cannl_l * 16384 * m->max_batch,
+            layers_x_mean + cannl_l * 128 * m->max_batch,
+            layers_x_var + cannl_l * 128 * m->max_batch,
+            (cannl_l == 0 ? x : layers_x + (cannl_l - 1) * 16384 * m->max_batch),
             ln1_g + cannl_l * 128,
             ln2_g + cannl_l * 128,
             ln1_b + cannl_l * 128,
@@ -2489,14 +2494,14 @@ static void train_grads(struct gpt_char *m, const real *const in_[], int64_t n) 
             w_fc_grad + cannl_l * 65536,
             ln2_g_grad + cannl_l * 128,
             ln2_b_grad + cannl_l * 128,
-            (cannl_l == 0 ? x_grad : layers_x_grad + (((cannl_l - 1) % 2 + 2) % 2) * 4194304),
+            (cannl_l == 0 ? x_grad : layers_x_grad + (((cannl_l - 1) % 2 + 2) % 2) * 16384 * m->max_batch),
             b_o_grad + cannl_l * 128,
             w_o_grad + cannl_l * 16384,
             b_qkv_grad + cannl_l * 384,
             w_qkv_grad + cannl_l * 49152,
             ln1_g_grad + cannl_l * 128,
             ln1_b_grad + cannl_l * 128,
-            (cannl_l == 0 ? x : layers_x + (cannl_l - 1) * 4194304),
+            (cannl_l == 0 ? x : layers_x + (cannl_l - 1) * 16384 * m->max_batch),
             ln1_g + cannl_l * 128,
             ln2_g + cannl_l * 128,
             w_qkv + cannl_l * 49152,
@@ -2505,21 +2510,21 @@ static void train_grads(struct gpt_char *m, const real *const in_[], int64_t n) 
             w_fc + cannl_l * 65536,
             b_fc + cannl_l * 512,
             w_pr + cannl_l * 65536,
-            layers_qkv + cannl_l * 12582912,
-            layers_qkv_v + cannl_l * 4194304,
-            layers_qkv_ln + cannl_l * 4194304,
-            layers_qkv_mean + cannl_l * 32768,
-            layers_qkv_var + cannl_l * 32768,
-            layers_att + cannl_l * 4194304,
-            layers_att_lse + cannl_l * 131072,
-            layers_mid_mm + cannl_l * 4194304,
-            layers_x_v + cannl_l * 16777216,
-            layers_x_mm2 + cannl_l * 16777216,
-            layers_x_v2 + cannl_l * 4194304,
-            layers_x_ln + cannl_l * 4194304,
-            layers_x_mean + cannl_l * 32768,
-            layers_x_var + cannl_l * 32768,
-            (cannl_l == 3 ? x_3_grad : layers_x_grad + (cannl_l % 2) * 4194304));
+            layers_qkv + cannl_l * 49152 * m->max_batch,
+            layers_qkv_v + cannl_l * 16384 * m->max_batch,
+            layers_qkv_ln + cannl_l * 16384 * m->max_batch,
+            layers_qkv_mean + cannl_l * 128 * m->max_batch,
+            layers_qkv_var + cannl_l * 128 * m->max_batch,
+            layers_att + cannl_l * 16384 * m->max_batch,
+            layers_att_lse + cannl_l * 512 * m->max_batch,
+            layers_mid_mm + cannl_l * 16384 * m->max_batch,
+            layers_x_v + cannl_l * 65536 * m->max_batch,
+            layers_x_mm2 + cannl_l * 65536 * m->max_batch,
+            layers_x_v2 + cannl_l * 16384 * m->max_batch,
+            layers_x_ln + cannl_l * 16384 * m->max_batch,
+            layers_x_mean + cannl_l * 128 * m->max_batch,
+            layers_x_var + cannl_l * 128 * m->max_batch,
+            (cannl_l == 3 ? x_3_grad : layers_x_grad + (cannl_l % 2) * 16384 * m->max_batch));
 
     /* line 21: backward: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     set_x_emb_grad<<<(unsigned)((n * 16384 + 255) / 256), 256, 0, stream_>>>(x_emb_grad, x_grad, n);
@@ -2703,16 +2708,16 @@ static void decode(struct gpt_char *m, const real *const in_[], int64_t pos) {
     real *const w_pr = m->w_pr;
     real *const b_pr = m->b_pr;
     real *const layers_qkv_cache = m->layers_qkv_cache;
-    char *const work = m->dev + 14266368; /* the work region: this routine's 167772160 bytes */
+    char *const work = m->dev + 14266368; /* the work region: this routine's 655360 bytes per example of the state's max_batch */
     real *const x = (real *)(work + 128);
     real *const x_emb = (real *)(work + 128);
     real *const logits_mean = (real *)(work + 128);
-    real *const logits_var = (real *)(work + 131200);
-    real *const x_3 = (real *)(work + 16777344);
-    real *const logits_v = (real *)(work + 16777344);
-    real *const logits = (real *)(work + 33554560);
-    real *const layers_x_pp = (real *)(work + 33554560);
-    real *const layers_decode_scratch = (real *)(work + 67108992);
+    real *const logits_var = (real *)(work + 128 + 512 * m->max_batch);
+    real *const x_3 = (real *)(work + 128 + 65536 * m->max_batch);
+    real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch);
+    real *const logits = (real *)(work + 128 + 131072 * m->max_batch);
+    real *const layers_x_pp = (real *)(work + 128 + 131072 * m->max_batch);
+    real *const layers_decode_scratch = (real *)(work + 128 + 262144 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -2724,9 +2729,9 @@ static void decode(struct gpt_char *m, const real *const in_[], int64_t pos) {
     /* line 24: block layers (instances 0..3) at position pos, keys and values cached */
     for (int64_t cannl_l = 0; cannl_l < 4; ++cannl_l)
         layers_decode(m, pos, (char *)layers_decode_scratch,
-            (cannl_l == 3 ? x_3 : layers_x_pp + (cannl_l % 2) * 4194304),
+            (cannl_l == 3 ? x_3 : layers_x_pp + (cannl_l % 2) * 16384 * m->max_batch),
             layers_qkv_cache + cannl_l * 49152,
-            (cannl_l == 0 ? x : layers_x_pp + (((cannl_l - 1) % 2 + 2) % 2) * 4194304),
+            (cannl_l == 0 ? x : layers_x_pp + (((cannl_l - 1) % 2 + 2) % 2) * 16384 * m->max_batch),
             ln1_g + cannl_l * 128,
             ln2_g + cannl_l * 128,
             ln1_b + cannl_l * 128,
@@ -2811,8 +2816,8 @@ static void stage(struct gpt_char *m, int s, const real *const inputs[], int64_t
         CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 0, m->in_host[s] + 0, (size_t)n * 128 * sizeof(int32_t), &e));
     }
     if (inputs[1]) {
-        memcpy(m->in_host[s] + 32768, inputs[1], (size_t)n * 128 * sizeof(int32_t));
-        CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 32768, m->in_host[s] + 32768, (size_t)n * 128 * sizeof(int32_t), &e));
+        memcpy(m->in_host[s] + 128 * m->max_batch, inputs[1], (size_t)n * 128 * sizeof(int32_t));
+        CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 128 * m->max_batch, m->in_host[s] + 128 * m->max_batch, (size_t)n * 128 * sizeof(int32_t), &e));
     }
     CANNL_TRY(cannl_event_record(m->staged[s], m->copy, &e));
     for (int i = 0; i < 2; ++i) m->staged_ptr[s][i] = inputs[i];
@@ -2837,7 +2842,7 @@ static int inputs_on_device(struct gpt_char *m, const real *const inputs[], int6
     cannl_error e;
     CANNL_TRY(cannl_stream_wait_event(m->compute, m->staged[s], &e));
     in[0] = m->in_dev[s] + 0;
-    in[1] = m->in_dev[s] + 32768;
+    in[1] = m->in_dev[s] + 128 * m->max_batch;
     in[2] = NULL;
     return s;
 }
@@ -2906,26 +2911,24 @@ static void bind_buffers(struct gpt_char *m) {
     m->layers_qkv_cache = (real *)(m->dev + 13479936);
 }
 
-/* The device state is sized for GPT_CHAR_MAX_BATCH whatever max_batch asks (run-time-sized
-   states: the C target only); max_batch is checked against it. */
+struct gpt_char *gpt_char_create(uint64_t seed) { return gpt_char_create_batch(seed, GPT_CHAR_MAX_BATCH); }
+
+/* The device arena and the input staging slots sized for max_batch examples. */
 struct gpt_char *gpt_char_create_batch(uint64_t seed, int64_t max_batch) {
     if (max_batch < 1 || max_batch > GPT_CHAR_MAX_BATCH) return NULL;
-    return gpt_char_create(seed);
-}
-
-struct gpt_char *gpt_char_create(uint64_t seed) {
     struct gpt_char *m = (struct gpt_char *)calloc(1, sizeof *m);
     if (!m) return NULL;
+    m->max_batch = max_batch;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(1461301376, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc((size_t)14266496 + (size_t)5652480 * (size_t)max_batch, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(10109952, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(842496 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
              cannl_stream_create(&m->compute, &e) == CANNL_OK && cannl_stream_create(&m->copy, &e) == CANNL_OK;
     ok = ok && (m->decode_ids = (int32_t *)cannl_device_alloc(128 * sizeof(int32_t), &e)) != NULL;
     for (int s = 0; s < 2 && ok; ++s)
-        ok = (m->in_host[s] = (real *)cannl_pinned_alloc(65536 * sizeof(real), &e)) != NULL &&
-             (m->in_dev[s] = (real *)cannl_device_alloc(65536 * sizeof(real), &e)) != NULL &&
+        ok = (m->in_host[s] = (real *)cannl_pinned_alloc((size_t)256 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
+             (m->in_dev[s] = (real *)cannl_device_alloc((size_t)256 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
              cannl_event_create(CANNL_EVENT_CUDA, &m->staged[s], &e) == CANNL_OK &&
              cannl_event_create(CANNL_EVENT_CUDA, &m->consumed[s], &e) == CANNL_OK;
     if (ok) {
@@ -2986,7 +2989,7 @@ void gpt_char_init(struct gpt_char *m, uint64_t seed) {
 }
 
 double gpt_char_train_step(struct gpt_char *m, const gpt_char_real *const inputs[], int64_t n) {
-    if (n < 1 || n > GPT_CHAR_MAX_BATCH || m->failed) return NAN;
+    if (n < 1 || n > m->max_batch || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -2999,7 +3002,7 @@ double gpt_char_train_step(struct gpt_char *m, const gpt_char_real *const inputs
 }
 
 double gpt_char_train_grads(struct gpt_char *m, const gpt_char_real *const inputs[], int64_t n) {
-    if (n < 1 || n > GPT_CHAR_MAX_BATCH || m->failed) return NAN;
+    if (n < 1 || n > m->max_batch || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -3032,14 +3035,14 @@ static void gpt_char_zero_grads(struct gpt_char *m) {
 
 void gpt_char_forward(struct gpt_char *m, const gpt_char_real *const inputs[], int64_t n,
               gpt_char_real *const outputs[]) {
-    if (n < 1 || n > GPT_CHAR_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 47820928)), (size_t)n * 32768 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 14266496 + 131072 * m->max_batch)), (size_t)n * 32768 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
@@ -3048,7 +3051,7 @@ void gpt_char_forward(struct gpt_char *m, const gpt_char_real *const inputs[], i
 
 void gpt_char_eval(struct gpt_char *m, const gpt_char_real *const inputs[], int64_t n, double *loss,
               double metrics[]) {
-    if (n < 1 || n > GPT_CHAR_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -3071,7 +3074,7 @@ static void decode_at(struct gpt_char *m, int64_t pos, gpt_char_real *logits) {
     in[0] = (const real *)(const void *)m->decode_ids;
     decode(m, in, pos);
     cannl_error e;
-    if (logits) CANNL_TRY(cannl_stream_copy(m->compute, logits, (((real *)(m->dev + 47820928)) + pos * 256), 256 * sizeof(real), &e));
+    if (logits) CANNL_TRY(cannl_stream_copy(m->compute, logits, (((real *)(m->dev + 14266496 + 131072 * m->max_batch)) + pos * 256), 256 * sizeof(real), &e));
 }
 
 cannl_status gpt_char_decode_step(struct gpt_char *m, int32_t id, gpt_char_real *logits) {
@@ -3114,7 +3117,7 @@ const cannl_decode_api gpt_char_decode_api = { 128, api_decode_prefill_fn, api_d
 
 /* A prefetched batch: staged now, trained on by the next train_step with these inputs. */
 static void gpt_char_prefetch(struct gpt_char *m, const gpt_char_real *const inputs[], int64_t n) {
-    if (n < 1 || n > GPT_CHAR_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const int s = free_slot(m);
     stage(m, s, inputs, n);
     m->ready[s] = 1;
@@ -3373,6 +3376,7 @@ static const char *const metric_names[] = {
 static const unsigned char forward_reads[] = { 1, 0, 0};
 
 static void *api_create_fn(uint64_t seed) { return gpt_char_create(seed); }
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) { return gpt_char_create_batch(seed, max_batch); }
 static void api_destroy_fn(void *m) { gpt_char_destroy((struct gpt_char *)m); }
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return gpt_char_train_step((struct gpt_char *)m, (const gpt_char_real *const *)inputs, n);
@@ -3423,7 +3427,7 @@ const cannl_model_api gpt_char_api = {
     "cosine(steps = 5000, warmup = 100)", api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
     NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn,
-    NULL /* create only: the device state is sized for the maximum batch */};
+    api_create_batch_fn};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (gpt_char_train.cu). */

@@ -12,18 +12,22 @@
  *   eval_metrics  the loss and the metrics
  *   decode        generation: one position's logits, the keys and values kept in device caches
  * Each nest is one kernel with its bounds, strides and launch geometry as constants (loops over
- * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
+ * the batch axis run to the run-time n <= the state's max_batch), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
  * Products: fp32 on the CUDA cores (--precision fp32).
  *
- * Memory: every buffer lives in one device arena (231274624 bytes), laid out as the C target's
- * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
- * routine's work buffers in one region). Its first 2873856 bytes (params, optimiser state)
- * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
- * copied into a pinned array of their own, only when the host needs them (checkpoints,
- * gpt_tiny_grad) or changed them (init, load): params stay on the device for a whole training run. Once a caller takes pointers into the mirror
- * (gpt_tiny_param, _grad, _state_tensors) the state keeps it current as the C target does:
+ * Memory: every buffer lives in one device arena, laid out as the C target's training state is
+ * (the same plan: buffers whose lifetimes do not overlap share bytes, each routine's work buffers
+ * in one region) and sized as it is for the max_batch the state was created for (_create_batch's;
+ * a larger n is refused), as are the input staging slots:
+ *   3930240 bytes, then 888064 per example of max_batch (231274624 at 256).
+ * Its first 2873856 bytes (params, optimiser state: no batch in them) are mirrored in pinned
+ * host memory, and the params' gradients (in the arena's grad block) copied into a pinned array
+ * of their own, only when the host needs them (checkpoints, gpt_tiny_grad) or changed them
+ * (init, load): params stay on the device for a whole training run. Once a caller takes
+ * pointers into the mirror (gpt_tiny_param, _grad, _state_tensors) the state keeps it current
+ * as the C target does:
  * every routine uploads it before and downloads it after (slower; the training program does
  * not take such pointers). Inputs go through two staging slots (pinned host,
  * device); `prefetch` uploads the next batch on the copy stream while the compute stream runs
@@ -104,6 +108,7 @@ static __device__ __forceinline__ float cannl_warp_min(float v) {
 }
 
 struct gpt_tiny {
+    int64_t max_batch; /* the largest batch this state takes (create_batch's; <= GPT_TINY_MAX_BATCH) */
     int64_t step;     /* optimiser steps taken */
     int64_t example_offset; /* train_grads' first example in the global batch: dropout's masks by it */
     double lr;        /* learning rate: the spec's, unless set */
@@ -118,7 +123,7 @@ struct gpt_tiny {
                          keep it current around every routine, as the C target's state is */
     cannl_stream *compute, *copy;
     cublasHandle_t blas;
-    real *in_host[2];           /* input staging slots, pinned: every input, 256 examples */
+    real *in_host[2];           /* input staging slots, pinned: every input, max_batch examples */
     real *in_dev[2];            /* the same on the device */
     cannl_event *staged[2];     /* slot uploaded (copy stream) */
     cannl_event *consumed[2];   /* slot read by its routine (compute stream) */
@@ -1569,56 +1574,56 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq;
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg;
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq;
-    char *const work = m->dev + 3930112; /* the work region: this routine's 227344512 bytes */
+    char *const work = m->dev + 3930112; /* the work region: this routine's 128 bytes, then 888064 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const grad_norm = (real *)(work + 64);
     real *const clip_coef = (real *)(work + 64);
     real *const x0_emb = (real *)(work + 128);
     real *const x0_emb_grad = (real *)(work + 128);
-    real *const h1_mean = (real *)(work + 8388736);
-    real *const h1_var = (real *)(work + 8454272);
-    real *const h1_ln = (real *)(work + 8519808);
-    real *const h1_mean_grad = (real *)(work + 8519808);
-    real *const h1_var_grad = (real *)(work + 8585344);
-    real *const h1 = (real *)(work + 16908416);
-    real *const h1_grad = (real *)(work + 16908416);
-    real *const qkv = (real *)(work + 25297024);
-    real *const qkv_mm = (real *)(work + 25297024);
-    real *const y = (real *)(work + 50462848);
-    real *const y_lse = (real *)(work + 58851456);
-    real *const x1 = (real *)(work + 59113600);
-    real *const x1_mm = (real *)(work + 59113600);
-    real *const x0_grad = (real *)(work + 59113600);
-    real *const h2_mean = (real *)(work + 67502208);
-    real *const y_grad = (real *)(work + 67502208);
-    real *const h2_var = (real *)(work + 67567744);
-    real *const h2_ln = (real *)(work + 67633280);
-    real *const h2_mean_grad = (real *)(work + 67633280);
-    real *const h2_var_grad = (real *)(work + 67698816);
-    real *const y_delta = (real *)(work + 75890816);
-    real *const h2 = (real *)(work + 76021888);
-    real *const h2_grad = (real *)(work + 76021888);
-    real *const x2_mm2 = (real *)(work + 84410496);
-    real *const x2_mm2_grad = (real *)(work + 84410496);
-    real *const x2_v = (real *)(work + 117964928);
-    real *const x2_v_grad = (real *)(work + 117964928);
-    real *const x2_mm = (real *)(work + 151519360);
-    real *const x1_grad = (real *)(work + 151519360);
-    real *const logits_mean = (real *)(work + 159907968);
-    real *const logits_var = (real *)(work + 159973504);
-    real *const logits_ln = (real *)(work + 160039040);
-    real *const logits_mean_grad = (real *)(work + 160039040);
-    real *const logits_var_grad = (real *)(work + 160104576);
-    real *const logits_v = (real *)(work + 168427648);
-    real *const logits_v_grad = (real *)(work + 168427648);
-    real *const logits = (real *)(work + 176816256);
-    real *const logits_grad = (real *)(work + 176816256);
-    real *const loss_max = (real *)(work + 193593472);
-    real *const loss_sumexp = (real *)(work + 193659008);
-    real *const loss_ce = (real *)(work + 193724544);
-    real *const qkv_grad = (real *)(work + 193724544);
-    real *const loss_sumexp_grad = (real *)(work + 218890368);
-    real *const x2_grad = (real *)(work + 218955904);
+    real *const h1_mean = (real *)(work + 128 + 32768 * m->max_batch);
+    real *const h1_var = (real *)(work + 128 + 33024 * m->max_batch);
+    real *const h1_ln = (real *)(work + 128 + 33280 * m->max_batch);
+    real *const h1_mean_grad = (real *)(work + 128 + 33280 * m->max_batch);
+    real *const h1_var_grad = (real *)(work + 128 + 33536 * m->max_batch);
+    real *const h1 = (real *)(work + 128 + 66048 * m->max_batch);
+    real *const h1_grad = (real *)(work + 128 + 66048 * m->max_batch);
+    real *const qkv = (real *)(work + 128 + 98816 * m->max_batch);
+    real *const qkv_mm = (real *)(work + 128 + 98816 * m->max_batch);
+    real *const y = (real *)(work + 128 + 197120 * m->max_batch);
+    real *const y_lse = (real *)(work + 128 + 229888 * m->max_batch);
+    real *const x1 = (real *)(work + 128 + 230912 * m->max_batch);
+    real *const x1_mm = (real *)(work + 128 + 230912 * m->max_batch);
+    real *const x0_grad = (real *)(work + 128 + 230912 * m->max_batch);
+    real *const h2_mean = (real *)(work + 128 + 263680 * m->max_batch);
+    real *const y_grad = (real *)(work + 128 + 263680 * m->max_batch);
+    real *const h2_var = (real *)(work + 128 + 263936 * m->max_batch);
+    real *const h2_ln = (real *)(work + 128 + 264192 * m->max_batch);
+    real *const h2_mean_grad = (real *)(work + 128 + 264192 * m->max_batch);
+    real *const h2_var_grad = (real *)(work + 128 + 264448 * m->max_batch);
+    real *const y_delta = (real *)(work + 128 + 296448 * m->max_batch);
+    real *const h2 = (real *)(work + 128 + 296960 * m->max_batch);
+    real *const h2_grad = (real *)(work + 128 + 296960 * m->max_batch);
+    real *const x2_mm2 = (real *)(work + 128 + 329728 * m->max_batch);
+    real *const x2_mm2_grad = (real *)(work + 128 + 329728 * m->max_batch);
+    real *const x2_v = (real *)(work + 128 + 460800 * m->max_batch);
+    real *const x2_v_grad = (real *)(work + 128 + 460800 * m->max_batch);
+    real *const x2_mm = (real *)(work + 128 + 591872 * m->max_batch);
+    real *const x1_grad = (real *)(work + 128 + 591872 * m->max_batch);
+    real *const logits_mean = (real *)(work + 128 + 624640 * m->max_batch);
+    real *const logits_var = (real *)(work + 128 + 624896 * m->max_batch);
+    real *const logits_ln = (real *)(work + 128 + 625152 * m->max_batch);
+    real *const logits_mean_grad = (real *)(work + 128 + 625152 * m->max_batch);
+    real *const logits_var_grad = (real *)(work + 128 + 625408 * m->max_batch);
+    real *const logits_v = (real *)(work + 128 + 657920 * m->max_batch);
+    real *const logits_v_grad = (real *)(work + 128 + 657920 * m->max_batch);
+    real *const logits = (real *)(work + 128 + 690688 * m->max_batch);
+    real *const logits_grad = (real *)(work + 128 + 690688 * m->max_batch);
+    real *const loss_max = (real *)(work + 128 + 756224 * m->max_batch);
+    real *const loss_sumexp = (real *)(work + 128 + 756480 * m->max_batch);
+    real *const loss_ce = (real *)(work + 128 + 756736 * m->max_batch);
+    real *const qkv_grad = (real *)(work + 128 + 756736 * m->max_batch);
+    real *const loss_sumexp_grad = (real *)(work + 128 + 855040 * m->max_batch);
+    real *const x2_grad = (real *)(work + 128 + 855296 * m->max_batch);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     const real bc1 = (real)(1.0 - pow(0.9, step));
@@ -1855,7 +1860,7 @@ static void forward(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const b_pr = m->b_pr;
     real *const lnf_g = m->lnf_g;
     real *const lnf_b = m->lnf_b;
-    char *const work = m->dev + 3930112; /* the work region: this routine's 50331648 bytes */
+    char *const work = m->dev + 3930112; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
     real *const h1_mean = (real *)(work + 128);
     real *const qkv = (real *)(work + 128);
     real *const qkv_mm = (real *)(work + 128);
@@ -1865,17 +1870,17 @@ static void forward(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const x2_mm2 = (real *)(work + 128);
     real *const logits = (real *)(work + 128);
     real *const logits_mean = (real *)(work + 128);
-    real *const h1_var = (real *)(work + 65664);
-    real *const h2_var = (real *)(work + 65664);
-    real *const logits_var = (real *)(work + 65664);
-    real *const logits_v = (real *)(work + 16777344);
-    real *const x0_emb = (real *)(work + 25165952);
-    real *const h1 = (real *)(work + 33554560);
-    real *const y = (real *)(work + 33554560);
-    real *const x1 = (real *)(work + 33554560);
-    real *const y_lse = (real *)(work + 41943168);
-    real *const h2 = (real *)(work + 41943168);
-    real *const x2_mm = (real *)(work + 41943168);
+    real *const h1_var = (real *)(work + 128 + 256 * m->max_batch);
+    real *const h2_var = (real *)(work + 128 + 256 * m->max_batch);
+    real *const logits_var = (real *)(work + 128 + 256 * m->max_batch);
+    real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch);
+    real *const x0_emb = (real *)(work + 128 + 98304 * m->max_batch);
+    real *const h1 = (real *)(work + 128 + 131072 * m->max_batch);
+    real *const y = (real *)(work + 128 + 131072 * m->max_batch);
+    real *const x1 = (real *)(work + 128 + 131072 * m->max_batch);
+    real *const y_lse = (real *)(work + 128 + 163840 * m->max_batch);
+    real *const h2 = (real *)(work + 128 + 163840 * m->max_batch);
+    real *const x2_mm = (real *)(work + 128 + 163840 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -1948,7 +1953,7 @@ static void eval_metrics(struct gpt_tiny *m, const real *const in_[], int64_t n)
     real *const b_pr = m->b_pr;
     real *const lnf_g = m->lnf_g;
     real *const lnf_b = m->lnf_b;
-    char *const work = m->dev + 3930112; /* the work region: this routine's 50331776 bytes */
+    char *const work = m->dev + 3930112; /* the work region: this routine's 128 bytes, then 196608 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const accuracy = (real *)(work + 64);
     real *const h1_mean = (real *)(work + 128);
@@ -1960,22 +1965,22 @@ static void eval_metrics(struct gpt_tiny *m, const real *const in_[], int64_t n)
     real *const x2_mm2 = (real *)(work + 128);
     real *const logits = (real *)(work + 128);
     real *const logits_mean = (real *)(work + 128);
-    real *const h1_var = (real *)(work + 65664);
-    real *const h2_var = (real *)(work + 65664);
-    real *const logits_var = (real *)(work + 65664);
-    real *const logits_v = (real *)(work + 16777344);
-    real *const loss_max = (real *)(work + 16777344);
-    real *const accuracy_pred_max = (real *)(work + 16777344);
-    real *const loss_sumexp = (real *)(work + 16842880);
-    real *const accuracy_pred_argmax = (real *)(work + 16842880);
-    real *const loss_ce = (real *)(work + 16908416);
-    real *const x0_emb = (real *)(work + 25165952);
-    real *const h1 = (real *)(work + 33554560);
-    real *const y = (real *)(work + 33554560);
-    real *const x1 = (real *)(work + 33554560);
-    real *const y_lse = (real *)(work + 41943168);
-    real *const h2 = (real *)(work + 41943168);
-    real *const x2_mm = (real *)(work + 41943168);
+    real *const h1_var = (real *)(work + 128 + 256 * m->max_batch);
+    real *const h2_var = (real *)(work + 128 + 256 * m->max_batch);
+    real *const logits_var = (real *)(work + 128 + 256 * m->max_batch);
+    real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch);
+    real *const loss_max = (real *)(work + 128 + 65536 * m->max_batch);
+    real *const accuracy_pred_max = (real *)(work + 128 + 65536 * m->max_batch);
+    real *const loss_sumexp = (real *)(work + 128 + 65792 * m->max_batch);
+    real *const accuracy_pred_argmax = (real *)(work + 128 + 65792 * m->max_batch);
+    real *const loss_ce = (real *)(work + 128 + 66048 * m->max_batch);
+    real *const x0_emb = (real *)(work + 128 + 98304 * m->max_batch);
+    real *const h1 = (real *)(work + 128 + 131072 * m->max_batch);
+    real *const y = (real *)(work + 128 + 131072 * m->max_batch);
+    real *const x1 = (real *)(work + 128 + 131072 * m->max_batch);
+    real *const y_lse = (real *)(work + 128 + 163840 * m->max_batch);
+    real *const h2 = (real *)(work + 128 + 163840 * m->max_batch);
+    real *const x2_mm = (real *)(work + 128 + 163840 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -2082,54 +2087,54 @@ static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) 
     real *const ln1_g_grad = m->ln1_g_grad;
     real *const ln1_b_grad = m->ln1_b_grad;
     real *const wpe_grad = m->wpe_grad;
-    char *const work = m->dev + 3930112; /* the work region: this routine's 227344448 bytes */
+    char *const work = m->dev + 3930112; /* the work region: this routine's 64 bytes, then 888064 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const x0_emb = (real *)(work + 128);
     real *const x0_emb_grad = (real *)(work + 128);
-    real *const h1_mean = (real *)(work + 8388736);
-    real *const h1_var = (real *)(work + 8454272);
-    real *const h1_ln = (real *)(work + 8519808);
-    real *const h1_mean_grad = (real *)(work + 8519808);
-    real *const h1_var_grad = (real *)(work + 8585344);
-    real *const h1 = (real *)(work + 16908416);
-    real *const h1_grad = (real *)(work + 16908416);
-    real *const qkv = (real *)(work + 25297024);
-    real *const qkv_mm = (real *)(work + 25297024);
-    real *const y = (real *)(work + 50462848);
-    real *const y_lse = (real *)(work + 58851456);
-    real *const x1 = (real *)(work + 59113600);
-    real *const x1_mm = (real *)(work + 59113600);
-    real *const x0_grad = (real *)(work + 59113600);
-    real *const h2_mean = (real *)(work + 67502208);
-    real *const y_grad = (real *)(work + 67502208);
-    real *const h2_var = (real *)(work + 67567744);
-    real *const h2_ln = (real *)(work + 67633280);
-    real *const h2_mean_grad = (real *)(work + 67633280);
-    real *const h2_var_grad = (real *)(work + 67698816);
-    real *const y_delta = (real *)(work + 75890816);
-    real *const h2 = (real *)(work + 76021888);
-    real *const h2_grad = (real *)(work + 76021888);
-    real *const x2_mm2 = (real *)(work + 84410496);
-    real *const x2_mm2_grad = (real *)(work + 84410496);
-    real *const x2_v = (real *)(work + 117964928);
-    real *const x2_v_grad = (real *)(work + 117964928);
-    real *const x2_mm = (real *)(work + 151519360);
-    real *const x1_grad = (real *)(work + 151519360);
-    real *const logits_mean = (real *)(work + 159907968);
-    real *const logits_var = (real *)(work + 159973504);
-    real *const logits_ln = (real *)(work + 160039040);
-    real *const logits_mean_grad = (real *)(work + 160039040);
-    real *const logits_var_grad = (real *)(work + 160104576);
-    real *const logits_v = (real *)(work + 168427648);
-    real *const logits_v_grad = (real *)(work + 168427648);
-    real *const logits = (real *)(work + 176816256);
-    real *const logits_grad = (real *)(work + 176816256);
-    real *const loss_max = (real *)(work + 193593472);
-    real *const loss_sumexp = (real *)(work + 193659008);
-    real *const loss_ce = (real *)(work + 193724544);
-    real *const qkv_grad = (real *)(work + 193724544);
-    real *const loss_sumexp_grad = (real *)(work + 218890368);
-    real *const x2_grad = (real *)(work + 218955904);
+    real *const h1_mean = (real *)(work + 128 + 32768 * m->max_batch);
+    real *const h1_var = (real *)(work + 128 + 33024 * m->max_batch);
+    real *const h1_ln = (real *)(work + 128 + 33280 * m->max_batch);
+    real *const h1_mean_grad = (real *)(work + 128 + 33280 * m->max_batch);
+    real *const h1_var_grad = (real *)(work + 128 + 33536 * m->max_batch);
+    real *const h1 = (real *)(work + 128 + 66048 * m->max_batch);
+    real *const h1_grad = (real *)(work + 128 + 66048 * m->max_batch);
+    real *const qkv = (real *)(work + 128 + 98816 * m->max_batch);
+    real *const qkv_mm = (real *)(work + 128 + 98816 * m->max_batch);
+    real *const y = (real *)(work + 128 + 197120 * m->max_batch);
+    real *const y_lse = (real *)(work + 128 + 229888 * m->max_batch);
+    real *const x1 = (real *)(work + 128 + 230912 * m->max_batch);
+    real *const x1_mm = (real *)(work + 128 + 230912 * m->max_batch);
+    real *const x0_grad = (real *)(work + 128 + 230912 * m->max_batch);
+    real *const h2_mean = (real *)(work + 128 + 263680 * m->max_batch);
+    real *const y_grad = (real *)(work + 128 + 263680 * m->max_batch);
+    real *const h2_var = (real *)(work + 128 + 263936 * m->max_batch);
+    real *const h2_ln = (real *)(work + 128 + 264192 * m->max_batch);
+    real *const h2_mean_grad = (real *)(work + 128 + 264192 * m->max_batch);
+    real *const h2_var_grad = (real *)(work + 128 + 264448 * m->max_batch);
+    real *const y_delta = (real *)(work + 128 + 296448 * m->max_batch);
+    real *const h2 = (real *)(work + 128 + 296960 * m->max_batch);
+    real *const h2_grad = (real *)(work + 128 + 296960 * m->max_batch);
+    real *const x2_mm2 = (real *)(work + 128 + 329728 * m->max_batch);
+    real *const x2_mm2_grad = (real *)(work + 128 + 329728 * m->max_batch);
+    real *const x2_v = (real *)(work + 128 + 460800 * m->max_batch);
+    real *const x2_v_grad = (real *)(work + 128 + 460800 * m->max_batch);
+    real *const x2_mm = (real *)(work + 128 + 591872 * m->max_batch);
+    real *const x1_grad = (real *)(work + 128 + 591872 * m->max_batch);
+    real *const logits_mean = (real *)(work + 128 + 624640 * m->max_batch);
+    real *const logits_var = (real *)(work + 128 + 624896 * m->max_batch);
+    real *const logits_ln = (real *)(work + 128 + 625152 * m->max_batch);
+    real *const logits_mean_grad = (real *)(work + 128 + 625152 * m->max_batch);
+    real *const logits_var_grad = (real *)(work + 128 + 625408 * m->max_batch);
+    real *const logits_v = (real *)(work + 128 + 657920 * m->max_batch);
+    real *const logits_v_grad = (real *)(work + 128 + 657920 * m->max_batch);
+    real *const logits = (real *)(work + 128 + 690688 * m->max_batch);
+    real *const logits_grad = (real *)(work + 128 + 690688 * m->max_batch);
+    real *const loss_max = (real *)(work + 128 + 756224 * m->max_batch);
+    real *const loss_sumexp = (real *)(work + 128 + 756480 * m->max_batch);
+    real *const loss_ce = (real *)(work + 128 + 756736 * m->max_batch);
+    real *const qkv_grad = (real *)(work + 128 + 756736 * m->max_batch);
+    real *const loss_sumexp_grad = (real *)(work + 128 + 855040 * m->max_batch);
+    real *const x2_grad = (real *)(work + 128 + 855296 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -2469,7 +2474,7 @@ static void decode(struct gpt_tiny *m, const real *const in_[], int64_t pos) {
     real *const lnf_g = m->lnf_g;
     real *const lnf_b = m->lnf_b;
     real *const qkv_cache = m->qkv_cache;
-    char *const work = m->dev + 3930112; /* the work region: this routine's 50331648 bytes */
+    char *const work = m->dev + 3930112; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
     real *const h1_mean = (real *)(work + 128);
     real *const qkv_mm = (real *)(work + 128);
     real *const y = (real *)(work + 128);
@@ -2478,17 +2483,17 @@ static void decode(struct gpt_tiny *m, const real *const in_[], int64_t pos) {
     real *const x2_mm2 = (real *)(work + 128);
     real *const logits = (real *)(work + 128);
     real *const logits_mean = (real *)(work + 128);
-    real *const h1_var = (real *)(work + 65664);
-    real *const h2_var = (real *)(work + 65664);
-    real *const logits_var = (real *)(work + 65664);
-    real *const y_lse = (real *)(work + 8388736);
-    real *const x1_mm = (real *)(work + 8388736);
-    real *const logits_v = (real *)(work + 16777344);
-    real *const x0_emb = (real *)(work + 25165952);
-    real *const h1 = (real *)(work + 33554560);
-    real *const x1 = (real *)(work + 33554560);
-    real *const h2 = (real *)(work + 41943168);
-    real *const x2_mm = (real *)(work + 41943168);
+    real *const h1_var = (real *)(work + 128 + 256 * m->max_batch);
+    real *const h2_var = (real *)(work + 128 + 256 * m->max_batch);
+    real *const logits_var = (real *)(work + 128 + 256 * m->max_batch);
+    real *const y_lse = (real *)(work + 128 + 32768 * m->max_batch);
+    real *const x1_mm = (real *)(work + 128 + 32768 * m->max_batch);
+    real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch);
+    real *const x0_emb = (real *)(work + 128 + 98304 * m->max_batch);
+    real *const h1 = (real *)(work + 128 + 131072 * m->max_batch);
+    real *const x1 = (real *)(work + 128 + 131072 * m->max_batch);
+    real *const h2 = (real *)(work + 128 + 163840 * m->max_batch);
+    real *const x2_mm = (real *)(work + 128 + 163840 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
@@ -2602,8 +2607,8 @@ static void stage(struct gpt_tiny *m, int s, const real *const inputs[], int64_t
         CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 0, m->in_host[s] + 0, (size_t)n * 64 * sizeof(int32_t), &e));
     }
     if (inputs[1]) {
-        memcpy(m->in_host[s] + 16384, inputs[1], (size_t)n * 64 * sizeof(int32_t));
-        CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 16384, m->in_host[s] + 16384, (size_t)n * 64 * sizeof(int32_t), &e));
+        memcpy(m->in_host[s] + 64 * m->max_batch, inputs[1], (size_t)n * 64 * sizeof(int32_t));
+        CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 64 * m->max_batch, m->in_host[s] + 64 * m->max_batch, (size_t)n * 64 * sizeof(int32_t), &e));
     }
     CANNL_TRY(cannl_event_record(m->staged[s], m->copy, &e));
     for (int i = 0; i < 2; ++i) m->staged_ptr[s][i] = inputs[i];
@@ -2628,7 +2633,7 @@ static int inputs_on_device(struct gpt_tiny *m, const real *const inputs[], int6
     cannl_error e;
     CANNL_TRY(cannl_stream_wait_event(m->compute, m->staged[s], &e));
     in[0] = m->in_dev[s] + 0;
-    in[1] = m->in_dev[s] + 16384;
+    in[1] = m->in_dev[s] + 64 * m->max_batch;
     in[2] = NULL;
     return s;
 }
@@ -2709,26 +2714,24 @@ static void bind_buffers(struct gpt_tiny *m) {
     m->qkv_cache = (real *)(m->dev + 3831808);
 }
 
-/* The device state is sized for GPT_TINY_MAX_BATCH whatever max_batch asks (run-time-sized
-   states: the C target only); max_batch is checked against it. */
+struct gpt_tiny *gpt_tiny_create(uint64_t seed) { return gpt_tiny_create_batch(seed, GPT_TINY_MAX_BATCH); }
+
+/* The device arena and the input staging slots sized for max_batch examples. */
 struct gpt_tiny *gpt_tiny_create_batch(uint64_t seed, int64_t max_batch) {
     if (max_batch < 1 || max_batch > GPT_TINY_MAX_BATCH) return NULL;
-    return gpt_tiny_create(seed);
-}
-
-struct gpt_tiny *gpt_tiny_create(uint64_t seed) {
     struct gpt_tiny *m = (struct gpt_tiny *)calloc(1, sizeof *m);
     if (!m) return NULL;
+    m->max_batch = max_batch;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(231274624, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc((size_t)3930240 + (size_t)888064 * (size_t)max_batch, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(2873856, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(239488 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
              cannl_stream_create(&m->compute, &e) == CANNL_OK && cannl_stream_create(&m->copy, &e) == CANNL_OK;
     ok = ok && (m->decode_ids = (int32_t *)cannl_device_alloc(64 * sizeof(int32_t), &e)) != NULL;
     for (int s = 0; s < 2 && ok; ++s)
-        ok = (m->in_host[s] = (real *)cannl_pinned_alloc(32768 * sizeof(real), &e)) != NULL &&
-             (m->in_dev[s] = (real *)cannl_device_alloc(32768 * sizeof(real), &e)) != NULL &&
+        ok = (m->in_host[s] = (real *)cannl_pinned_alloc((size_t)128 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
+             (m->in_dev[s] = (real *)cannl_device_alloc((size_t)128 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
              cannl_event_create(CANNL_EVENT_CUDA, &m->staged[s], &e) == CANNL_OK &&
              cannl_event_create(CANNL_EVENT_CUDA, &m->consumed[s], &e) == CANNL_OK;
     if (ok) {
@@ -2789,7 +2792,7 @@ void gpt_tiny_init(struct gpt_tiny *m, uint64_t seed) {
 }
 
 double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n) {
-    if (n < 1 || n > GPT_TINY_MAX_BATCH || m->failed) return NAN;
+    if (n < 1 || n > m->max_batch || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -2802,7 +2805,7 @@ double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs
 }
 
 double gpt_tiny_train_grads(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n) {
-    if (n < 1 || n > GPT_TINY_MAX_BATCH || m->failed) return NAN;
+    if (n < 1 || n > m->max_batch || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -2835,7 +2838,7 @@ static void gpt_tiny_zero_grads(struct gpt_tiny *m) {
 
 void gpt_tiny_forward(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n,
               gpt_tiny_real *const outputs[]) {
-    if (n < 1 || n > GPT_TINY_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -2851,7 +2854,7 @@ void gpt_tiny_forward(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], i
 
 void gpt_tiny_eval(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n, double *loss,
               double metrics[]) {
-    if (n < 1 || n > GPT_TINY_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -2917,7 +2920,7 @@ const cannl_decode_api gpt_tiny_decode_api = { 64, api_decode_prefill_fn, api_de
 
 /* A prefetched batch: staged now, trained on by the next train_step with these inputs. */
 static void gpt_tiny_prefetch(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n) {
-    if (n < 1 || n > GPT_TINY_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const int s = free_slot(m);
     stage(m, s, inputs, n);
     m->ready[s] = 1;
@@ -3092,6 +3095,7 @@ static const char *const metric_names[] = {
 static const unsigned char forward_reads[] = { 1, 0, 0};
 
 static void *api_create_fn(uint64_t seed) { return gpt_tiny_create(seed); }
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) { return gpt_tiny_create_batch(seed, max_batch); }
 static void api_destroy_fn(void *m) { gpt_tiny_destroy((struct gpt_tiny *)m); }
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return gpt_tiny_train_step((struct gpt_tiny *)m, (const gpt_tiny_real *const *)inputs, n);
@@ -3142,7 +3146,7 @@ const cannl_model_api gpt_tiny_api = {
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
     NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn,
-    NULL /* create only: the device state is sized for the maximum batch */};
+    api_create_batch_fn};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (gpt_tiny_train.cu). */

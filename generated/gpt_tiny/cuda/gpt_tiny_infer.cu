@@ -5,9 +5,10 @@
  * The command line (weights, data files, outputs, metrics, --generate) is the runtime's
  * cannl_infer_main, as for the C target; run `gpt_tiny_infer --help`. It runs the model's
  * state (gpt_tiny.cu) forward: params from --weights (a checkpoint of either target, or
- * PyTorch's safetensors), inputs uploaded per batch, outputs copied back. Generation
- * (--generate) runs the KV-cache decode steps on the device (gpt_tiny_decode_api): one position's
- * work per new token.
+ * PyTorch's safetensors), inputs uploaded per batch, outputs copied back; the state is created for
+ * the run's --batch (gpt_tiny_create_batch: its device arena sized for it). Generation
+ * (--generate) runs the KV-cache decode steps on the device (gpt_tiny_decode_api), on a state
+ * created for one example: one position's work per new token.
  */
 #define GPT_TINY_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "gpt_tiny.h"

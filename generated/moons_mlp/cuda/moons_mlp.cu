@@ -11,18 +11,22 @@
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics
  * Each nest is one kernel with its bounds, strides and launch geometry as constants (loops over
- * the batch axis run to the run-time n <= 256), or one cuBLAS product. Sums over trailing
+ * the batch axis run to the run-time n <= the state's max_batch), or one cuBLAS product. Sums over trailing
  * loops give each element a thread, a warp or a block (warp shuffles and shared memory).
  *
  * Products: fp32 on the CUDA cores (--precision fp32).
  *
- * Memory: every buffer lives in one device arena (69888 bytes), laid out as the C target's
- * training state is (the same plan: buffers whose lifetimes do not overlap share bytes, each
- * routine's work buffers in one region). Its first 2816 bytes (params, optimiser state)
- * are mirrored in pinned host memory, and the params' gradients (in the arena's grad block)
- * copied into a pinned array of their own, only when the host needs them (checkpoints,
- * moons_mlp_grad) or changed them (init, load): params stay on the device for a whole training run. Once a caller takes pointers into the mirror
- * (moons_mlp_param, _grad, _state_tensors) the state keeps it current as the C target does:
+ * Memory: every buffer lives in one device arena, laid out as the C target's training state is
+ * (the same plan: buffers whose lifetimes do not overlap share bytes, each routine's work buffers
+ * in one region) and sized as it is for the max_batch the state was created for (_create_batch's;
+ * a larger n is refused), as are the input staging slots:
+ *   4352 bytes, then 256 per example of max_batch (69888 at 256).
+ * Its first 2816 bytes (params, optimiser state: no batch in them) are mirrored in pinned
+ * host memory, and the params' gradients (in the arena's grad block) copied into a pinned array
+ * of their own, only when the host needs them (checkpoints, moons_mlp_grad) or changed them
+ * (init, load): params stay on the device for a whole training run. Once a caller takes
+ * pointers into the mirror (moons_mlp_param, _grad, _state_tensors) the state keeps it current
+ * as the C target does:
  * every routine uploads it before and downloads it after (slower; the training program does
  * not take such pointers). Inputs go through two staging slots (pinned host,
  * device); `prefetch` uploads the next batch on the copy stream while the compute stream runs
@@ -56,6 +60,7 @@ static __device__ __forceinline__ float cannl_warp_sum(float v) {
 }
 
 struct moons_mlp {
+    int64_t max_batch; /* the largest batch this state takes (create_batch's; <= MOONS_MLP_MAX_BATCH) */
     int64_t step;     /* optimiser steps taken */
     int64_t example_offset; /* train_grads' first example in the global batch: dropout's masks by it */
     double lr;        /* learning rate: the spec's, unless set */
@@ -70,7 +75,7 @@ struct moons_mlp {
                          keep it current around every routine, as the C target's state is */
     cannl_stream *compute, *copy;
     cublasHandle_t blas;
-    real *in_host[2];           /* input staging slots, pinned: every input, 256 examples */
+    real *in_host[2];           /* input staging slots, pinned: every input, max_batch examples */
     real *in_dev[2];            /* the same on the device */
     cannl_event *staged[2];     /* slot uploaded (copy stream) */
     cannl_event *consumed[2];   /* slot read by its routine (compute stream) */
@@ -456,19 +461,19 @@ static void train_step(struct moons_mlp *m, const real *const in_[], int64_t n) 
     real *const b1_momentum_buffer = m->b1_momentum_buffer;
     real *const b2_momentum_buffer = m->b2_momentum_buffer;
     real *const b3_momentum_buffer = m->b3_momentum_buffer;
-    char *const work = m->dev + 4224; /* the work region: this routine's 65600 bytes */
+    char *const work = m->dev + 4224; /* the work region: this routine's 64 bytes, then 256 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const h1 = (real *)(work + 128);
     real *const h1_mm = (real *)(work + 128);
     real *const h1_mm_grad = (real *)(work + 128);
-    real *const h2 = (real *)(work + 16512);
-    real *const h2_mm = (real *)(work + 16512);
-    real *const h2_mm_grad = (real *)(work + 16512);
-    real *const prob_mm = (real *)(work + 32896);
-    real *const prob_mm_grad = (real *)(work + 32896);
-    real *const h1_grad = (real *)(work + 32896);
-    real *const prob = (real *)(work + 49280);
-    real *const h2_grad = (real *)(work + 49280);
+    real *const h2 = (real *)(work + 128 + 64 * m->max_batch);
+    real *const h2_mm = (real *)(work + 128 + 64 * m->max_batch);
+    real *const h2_mm_grad = (real *)(work + 128 + 64 * m->max_batch);
+    real *const prob_mm = (real *)(work + 128 + 128 * m->max_batch);
+    real *const prob_mm_grad = (real *)(work + 128 + 128 * m->max_batch);
+    real *const h1_grad = (real *)(work + 128 + 128 * m->max_batch);
+    real *const prob = (real *)(work + 128 + 192 * m->max_batch);
+    real *const h2_grad = (real *)(work + 128 + 192 * m->max_batch);
     const int64_t step = ++m->step;
     const real lr = (real)m->lr;
     m->last_lr = (double)lr;
@@ -546,13 +551,13 @@ static void forward(struct moons_mlp *m, const real *const in_[], int64_t n) {
     real *const b1 = m->b1;
     real *const b2 = m->b2;
     real *const b3 = m->b3;
-    char *const work = m->dev + 4224; /* the work region: this routine's 32768 bytes */
+    char *const work = m->dev + 4224; /* the work region: this routine's 128 bytes per example of the state's max_batch */
     real *const h1 = (real *)(work + 128);
     real *const h1_mm = (real *)(work + 128);
     real *const h2 = (real *)(work + 128);
     real *const prob = (real *)(work + 128);
-    real *const h2_mm = (real *)(work + 16512);
-    real *const prob_mm = (real *)(work + 16512);
+    real *const h2_mm = (real *)(work + 128 + 64 * m->max_batch);
+    real *const prob_mm = (real *)(work + 128 + 64 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 12: h1 = tanh(w1 * point + b1) */
@@ -581,15 +586,15 @@ static void eval_metrics(struct moons_mlp *m, const real *const in_[], int64_t n
     real *const b1 = m->b1;
     real *const b2 = m->b2;
     real *const b3 = m->b3;
-    char *const work = m->dev + 4224; /* the work region: this routine's 32896 bytes */
+    char *const work = m->dev + 4224; /* the work region: this routine's 128 bytes, then 128 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const mse = (real *)(work + 64);
     real *const h1 = (real *)(work + 128);
     real *const h1_mm = (real *)(work + 128);
     real *const h2 = (real *)(work + 128);
     real *const err_ = (real *)(work + 128);
-    real *const h2_mm = (real *)(work + 16512);
-    real *const prob_mm = (real *)(work + 16512);
+    real *const h2_mm = (real *)(work + 128 + 64 * m->max_batch);
+    real *const prob_mm = (real *)(work + 128 + 64 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 12: h1 = tanh(w1 * point + b1) */
@@ -634,19 +639,19 @@ static void train_grads(struct moons_mlp *m, const real *const in_[], int64_t n)
     real *const w2_grad = m->w2_grad;
     real *const b1_grad = m->b1_grad;
     real *const w1_grad = m->w1_grad;
-    char *const work = m->dev + 4224; /* the work region: this routine's 65600 bytes */
+    char *const work = m->dev + 4224; /* the work region: this routine's 64 bytes, then 256 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const h1 = (real *)(work + 128);
     real *const h1_mm = (real *)(work + 128);
     real *const h1_mm_grad = (real *)(work + 128);
-    real *const h2 = (real *)(work + 16512);
-    real *const h2_mm = (real *)(work + 16512);
-    real *const h2_mm_grad = (real *)(work + 16512);
-    real *const prob_mm = (real *)(work + 32896);
-    real *const prob_mm_grad = (real *)(work + 32896);
-    real *const h1_grad = (real *)(work + 32896);
-    real *const prob = (real *)(work + 49280);
-    real *const h2_grad = (real *)(work + 49280);
+    real *const h2 = (real *)(work + 128 + 64 * m->max_batch);
+    real *const h2_mm = (real *)(work + 128 + 64 * m->max_batch);
+    real *const h2_mm_grad = (real *)(work + 128 + 64 * m->max_batch);
+    real *const prob_mm = (real *)(work + 128 + 128 * m->max_batch);
+    real *const prob_mm_grad = (real *)(work + 128 + 128 * m->max_batch);
+    real *const h1_grad = (real *)(work + 128 + 128 * m->max_batch);
+    real *const prob = (real *)(work + 128 + 192 * m->max_batch);
+    real *const h2_grad = (real *)(work + 128 + 192 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 12: h1 = tanh(w1 * point + b1) */
@@ -805,8 +810,8 @@ static void stage(struct moons_mlp *m, int s, const real *const inputs[], int64_
         CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 0, m->in_host[s] + 0, (size_t)n * 2 * sizeof(real), &e));
     }
     if (inputs[1]) {
-        memcpy(m->in_host[s] + 512, inputs[1], (size_t)n * 1 * sizeof(real));
-        CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 512, m->in_host[s] + 512, (size_t)n * 1 * sizeof(real), &e));
+        memcpy(m->in_host[s] + 2 * m->max_batch, inputs[1], (size_t)n * 1 * sizeof(real));
+        CANNL_TRY(cannl_stream_copy(m->copy, m->in_dev[s] + 2 * m->max_batch, m->in_host[s] + 2 * m->max_batch, (size_t)n * 1 * sizeof(real), &e));
     }
     CANNL_TRY(cannl_event_record(m->staged[s], m->copy, &e));
     for (int i = 0; i < 2; ++i) m->staged_ptr[s][i] = inputs[i];
@@ -831,7 +836,7 @@ static int inputs_on_device(struct moons_mlp *m, const real *const inputs[], int
     cannl_error e;
     CANNL_TRY(cannl_stream_wait_event(m->compute, m->staged[s], &e));
     in[0] = m->in_dev[s] + 0;
-    in[1] = m->in_dev[s] + 512;
+    in[1] = m->in_dev[s] + 2 * m->max_batch;
     in[2] = NULL;
     return s;
 }
@@ -865,25 +870,23 @@ static void bind_buffers(struct moons_mlp *m) {
     m->b3_momentum_buffer = (real *)(m->dev + 2752);
 }
 
-/* The device state is sized for MOONS_MLP_MAX_BATCH whatever max_batch asks (run-time-sized
-   states: the C target only); max_batch is checked against it. */
+struct moons_mlp *moons_mlp_create(uint64_t seed) { return moons_mlp_create_batch(seed, MOONS_MLP_MAX_BATCH); }
+
+/* The device arena and the input staging slots sized for max_batch examples. */
 struct moons_mlp *moons_mlp_create_batch(uint64_t seed, int64_t max_batch) {
     if (max_batch < 1 || max_batch > MOONS_MLP_MAX_BATCH) return NULL;
-    return moons_mlp_create(seed);
-}
-
-struct moons_mlp *moons_mlp_create(uint64_t seed) {
     struct moons_mlp *m = (struct moons_mlp *)calloc(1, sizeof *m);
     if (!m) return NULL;
+    m->max_batch = max_batch;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc(69888, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc((size_t)4352 + (size_t)256 * (size_t)max_batch, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(2816, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(337 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
              cannl_stream_create(&m->compute, &e) == CANNL_OK && cannl_stream_create(&m->copy, &e) == CANNL_OK;
     for (int s = 0; s < 2 && ok; ++s)
-        ok = (m->in_host[s] = (real *)cannl_pinned_alloc(768 * sizeof(real), &e)) != NULL &&
-             (m->in_dev[s] = (real *)cannl_device_alloc(768 * sizeof(real), &e)) != NULL &&
+        ok = (m->in_host[s] = (real *)cannl_pinned_alloc((size_t)3 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
+             (m->in_dev[s] = (real *)cannl_device_alloc((size_t)3 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
              cannl_event_create(CANNL_EVENT_CUDA, &m->staged[s], &e) == CANNL_OK &&
              cannl_event_create(CANNL_EVENT_CUDA, &m->consumed[s], &e) == CANNL_OK;
     if (ok) {
@@ -943,7 +946,7 @@ void moons_mlp_init(struct moons_mlp *m, uint64_t seed) {
 }
 
 double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
-    if (n < 1 || n > MOONS_MLP_MAX_BATCH || m->failed) return NAN;
+    if (n < 1 || n > m->max_batch || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -956,7 +959,7 @@ double moons_mlp_train_step(struct moons_mlp *m, const moons_mlp_real *const inp
 }
 
 double moons_mlp_train_grads(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
-    if (n < 1 || n > MOONS_MLP_MAX_BATCH || m->failed) return NAN;
+    if (n < 1 || n > m->max_batch || m->failed) return NAN;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -989,7 +992,7 @@ static void moons_mlp_zero_grads(struct moons_mlp *m) {
 
 void moons_mlp_forward(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n,
                moons_mlp_real *const outputs[]) {
-    if (n < 1 || n > MOONS_MLP_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -1005,7 +1008,7 @@ void moons_mlp_forward(struct moons_mlp *m, const moons_mlp_real *const inputs[]
 
 void moons_mlp_eval(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n, double *loss,
                double metrics[]) {
-    if (n < 1 || n > MOONS_MLP_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const real *in[2 + 1];
     const int s = inputs_on_device(m, inputs, n, in);
     to_device(m);
@@ -1022,7 +1025,7 @@ void moons_mlp_eval(struct moons_mlp *m, const moons_mlp_real *const inputs[], i
 
 /* A prefetched batch: staged now, trained on by the next train_step with these inputs. */
 static void moons_mlp_prefetch(struct moons_mlp *m, const moons_mlp_real *const inputs[], int64_t n) {
-    if (n < 1 || n > MOONS_MLP_MAX_BATCH || m->failed) return;
+    if (n < 1 || n > m->max_batch || m->failed) return;
     const int s = free_slot(m);
     stage(m, s, inputs, n);
     m->ready[s] = 1;
@@ -1141,6 +1144,7 @@ static const char *const metric_names[] = {
 static const unsigned char forward_reads[] = { 1, 0, 0};
 
 static void *api_create_fn(uint64_t seed) { return moons_mlp_create(seed); }
+static void *api_create_batch_fn(uint64_t seed, int64_t max_batch) { return moons_mlp_create_batch(seed, max_batch); }
 static void api_destroy_fn(void *m) { moons_mlp_destroy((struct moons_mlp *)m); }
 static double api_train_step_fn(void *m, const void *const *inputs, int64_t n) {
     return moons_mlp_train_step((struct moons_mlp *)m, (const moons_mlp_real *const *)inputs, n);
@@ -1191,7 +1195,7 @@ const cannl_model_api moons_mlp_api = {
     NULL, api_set_schedule_fn,
     forward_reads, api_train_grads_fn, api_train_update_fn, api_grad_block_fn,
     NULL, NULL, NULL, NULL, NULL, NULL /* no gradient hook, no ZeRO-1 (the C target's) */, api_set_example_offset_fn, api_get_last_lr_fn,
-    NULL /* create only: the device state is sized for the maximum batch */};
+    api_create_batch_fn};
 
 /* Prefetching, the error message and the device's grad block, for cannl_train_main_ext and
    cannl_cuda_train_main_mpi (moons_mlp_train.cu). */

@@ -5,7 +5,8 @@
  * The command line (weights, data files, outputs, metrics, --generate) is the runtime's
  * cannl_infer_main, as for the C target; run `moons_mlp_infer --help`. It runs the model's
  * state (moons_mlp.cu) forward: params from --weights (a checkpoint of either target, or
- * PyTorch's safetensors), inputs uploaded per batch, outputs copied back. Generation re-runs
+ * PyTorch's safetensors), inputs uploaded per batch, outputs copied back; the state is created for
+ * the run's --batch (moons_mlp_create_batch: its device arena sized for it). Generation re-runs
  * the forward pass over the window for each new token (the model has no decode routine).
  */
 #define MOONS_MLP_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
