@@ -1210,7 +1210,18 @@ static cannl_status api_decode_prefill_fn(void *m, const int32_t *ids, int64_t c
 static cannl_status api_decode_step_fn(void *m, int32_t id, void *logits) {
     return gpt_char_decode_step((struct gpt_char_infer *)m, id, (gpt_char_real *)logits);
 }
-const cannl_decode_api gpt_char_decode_api = { 128, api_decode_prefill_fn, api_decode_step_fn};
+static cannl_status api_decode_prefill_batch_fn(void *m, int64_t n, const int32_t *seq, const int32_t *const ids[],
+    const int64_t count[], void *logits) {
+    return gpt_char_decode_prefill_batch((struct gpt_char_infer *)m, n, seq, ids, count, (gpt_char_real *)logits);
+}
+static cannl_status api_decode_step_batch_fn(void *m, int64_t n, const int32_t *seq, const int32_t *ids, void *logits) {
+    return gpt_char_decode_step_batch((struct gpt_char_infer *)m, n, seq, ids, (gpt_char_real *)logits);
+}
+static cannl_status api_decode_reset_fn(void *m, int32_t seq) {
+    return gpt_char_decode_reset((struct gpt_char_infer *)m, seq);
+}
+const cannl_decode_api gpt_char_decode_api = { 128, api_decode_prefill_fn, api_decode_step_fn,
+    8, api_decode_prefill_batch_fn, api_decode_step_batch_fn, api_decode_reset_fn};
 
 /* ---------------------------------------------- the table for cannl_infer_main and loading */
 
