@@ -28,6 +28,14 @@
 // block (Call::Kind::BlockDecode, the inference call's bindings) binds to one stack of every
 // instance's cache, `<block>_<k>_cache` [count, 1, T, ...] (Role::Cache), instance l's at slot
 // l. The decode bodies are planned as plan_blocks plans the others (plan_block_body).
+// Over rows (PassOptions::decode_rows, the C target): the routine steps n sequences at once
+// (Interface::slots > 0). The batch loops stay (row b < n); the caches' first axis becomes
+// `slots` = min(max_batch, 8) sequence slots ([slots, T, ...], the stacks [count, slots, T,
+// ...]), indexed by the row's batch loop, which the emitter prints as the row's slot seq[b];
+// the sequence loop at the row's position pos[b]; every per-position buffer with a batch axis
+// is read and written at position 0 of row b ([b, 0, ...]), so a product's rows are one strided
+// n-row matrix; a nest at pos without a batch loop (a table over positions) gets one, each row
+// computing its own position's cells; a sequence loop no index reads any more is dropped.
 // A model that is not a causal language model of this form gets no decode routine (nothing
 // changes); so does one where a nest mixes positions otherwise (a sum over positions, a shift)
 // or reads the batch count.
