@@ -166,7 +166,7 @@ extern const cannl_model_api gpt_char_api;
  *   gpt_char_infer_destroy(s);
  *
  * Buffers hold n examples back to back, each in storage order (the sizes above). The state
- * owns its params and work buffers (9661568 bytes, then 851968 per example of max_batch (227765376 at 256), one allocation; _infer_create_batch(b)
+ * owns its params and work buffers (9661568 bytes, then 655360 per example of max_batch (177433728 at 256), one allocation; _infer_create_batch(b)
  * sizes them for batches of at most b) and keeps
  * no pointer to the caller's buffers. Thread safety: a call writes the state's work buffers,
  * so one thread at a time uses a state; for concurrent inference give each thread its own

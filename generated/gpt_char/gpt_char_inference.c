@@ -7,7 +7,7 @@
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
  *   decode        generation: one position's logits, the keys and values kept in caches
- * in one arena of 9661568 bytes, then 851968 per example of max_batch (227765376 at 256); no gradients, no optimiser state, no training code
+ * in one arena of 9661568 bytes, then 655360 per example of max_batch (177433728 at 256); no gradients, no optimiser state, no training code
  * (a program that calls only gpt_char_infer_* links only this file of the library). The
  * routines are those of gpt_char.c, printed from the same loop nests, so they give the
  * same results.
@@ -50,7 +50,7 @@ static inline float cannl_gelu_tanh(float x) { return x / (1 + expf(-1.5957692f 
 
 struct gpt_char_infer {
     int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= GPT_CHAR_MAX_BATCH) */
-    void *arena; /* the buffers below, then the work region of forward and eval: 9661568 bytes, then 851968 per example of max_batch (227765376 at 256) */
+    void *arena; /* the buffers below, then the work region of forward and eval: 9661568 bytes, then 655360 per example of max_batch (177433728 at 256) */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [128, 128] wpe : [128 -> 128] */
     real *lnf_g; /* [128] lnf_g : [128] */
@@ -536,7 +536,7 @@ static void set_x_v2_2(int64_t n, real *restrict x_v2, const real *restrict x_in
 
 /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) */
 CANNL_MULTIVERSION
-static void set_x_v_3(int64_t n, real *restrict x_v, const real *restrict x_mm2, const real *restrict b_fc_) {
+static void set_x_v_3(int64_t n, real *x_v, const real *x_mm2, const real *restrict b_fc_) {
     CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         CANNL_ROW_FENCE;
@@ -584,16 +584,16 @@ static void layers_decode(
     real *const qkv_mm = (real *)(cannl_scratch + 0); /* [batch, 128, 3, 4, 32] [batch, 128 | 3, 4, 32] */
     real *const qkv_mean = (real *)(cannl_scratch + 0); /* [batch, 128] [batch, 128 | ] */
     real *const att = (real *)(cannl_scratch + 0); /* [batch, 128, 4, 32] att : [batch, 128 | 4, 32] */
-    real *const x_mm = (real *)(cannl_scratch + 0); /* [batch, 128, 128] [batch, 128 | 128] */
+    real *const x_v = (real *)(cannl_scratch + 0); /* [batch, 128, 512] [batch, 128 | 512] */
     real *const x_mm2 = (real *)(cannl_scratch + 0); /* [batch, 128, 512] [batch, 128 | 512] */
     real *const x_mean = (real *)(cannl_scratch + 0); /* [batch, 128] [batch, 128 | ] */
     real *const qkv_var = (real *)(cannl_scratch + 512 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
     real *const x_var = (real *)(cannl_scratch + 512 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
     real *const att_lse = (real *)(cannl_scratch + 65536 * m->max_batch); /* [batch, 4, 128] log-sum-exp of each query's scores */
     real *const qkv_v = (real *)(cannl_scratch + 196608 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
-    real *const x_v = (real *)(cannl_scratch + 262144 * m->max_batch); /* [batch, 128, 512] [batch, 128 | 512] */
-    real *const x_v2 = (real *)(cannl_scratch + 262144 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
-    real *const mid_mm = (real *)(cannl_scratch + 524288 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
+    real *const mid_mm = (real *)(cannl_scratch + 262144 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
+    real *const x_mm = (real *)(cannl_scratch + 327680 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
+    real *const x_v2 = (real *)(cannl_scratch + 327680 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
     sum_qkv_mean_2(n, qkv_mean, x_in);
@@ -654,7 +654,7 @@ static void sum_logits_var_2(int64_t n, real *restrict logits_var, const real *r
 
 /* line 42: logits = wte * (layer_norm(x) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
-static void set_logits_v_2(int64_t n, real *restrict logits_v, const real *restrict x_3, const real *restrict logits_mean, const real *restrict logits_var, const real *restrict lnf_g, const real *restrict lnf_b) {
+static void set_logits_v_2(int64_t n, real *logits_v, const real *x_3, const real *restrict logits_mean, const real *restrict logits_var, const real *restrict lnf_g, const real *restrict lnf_b) {
     CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         CANNL_ROW_FENCE;
@@ -852,16 +852,16 @@ static void decode(struct gpt_char_infer *m, const real *const inputs[], int64_t
     real *const w_pr = m->w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *const b_pr = m->b_pr; /* [4, 128] 4 instances of b_pr : [128] */
     real *const layers_qkv_cache = m->layers_qkv_cache; /* [4, 8, 128, 3, 4, 32] qkv_cache of each instance of block layers */
-    char *const work = (char *)m->arena + 9661440; /* the work region: this routine's 851968 bytes per example of the state's max_batch */
+    char *const work = (char *)m->arena + 9661440; /* the work region: this routine's 655360 bytes per example of the state's max_batch */
     real *const x_emb = (real *)(work + 128); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const x_3 = (real *)(work + 128); /* [batch, 128, 128] x.3 : [batch, 128 | 128] */
+    real *const logits_v = (real *)(work + 128); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const x = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 128, 128] x : [batch, 128 | 128] */
+    real *const logits = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 128, 256] logits : [batch, 128 | 256] */
     real *const logits_mean = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
     real *const logits_var = (real *)(work + 128 + 66048 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
-    real *const logits_v = (real *)(work + 128 + 66560 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const layers_x_pp = (real *)(work + 128 + 131072 * m->max_batch); /* [2, batch, 128, 128] x between two instances of block layers (slot l mod 2) */
-    real *const logits = (real *)(work + 128 + 132096 * m->max_batch); /* [batch, 128, 256] logits : [batch, 128 | 256] */
-    real *const layers_decode_scratch = (real *)(work + 128 + 262144 * m->max_batch); /* [batch, 147456] the locals of block layers's decode body, one instance at a time */
+    real *const layers_decode_scratch = (real *)(work + 128 + 262144 * m->max_batch); /* [batch, 98304] the locals of block layers's decode body, one instance at a time */
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -1041,7 +1041,7 @@ struct gpt_char_infer *gpt_char_infer_create_batch(int64_t max_batch) {
     struct gpt_char_infer *m = (struct gpt_char_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc((size_t)9661568 + (size_t)851968 * (size_t)max_batch);
+    m->arena = cannl_alloc((size_t)9661568 + (size_t)655360 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;

@@ -166,7 +166,7 @@ extern const cannl_model_api gpt_tiny_api;
  *   gpt_tiny_infer_destroy(s);
  *
  * Buffers hold n examples back to back, each in storage order (the sizes above). The state
- * owns its params and work buffers (1744512 bytes, then 294912 per example of max_batch (77241984 at 256), one allocation; _infer_create_batch(b)
+ * owns its params and work buffers (1744512 bytes, then 196608 per example of max_batch (52076160 at 256), one allocation; _infer_create_batch(b)
  * sizes them for batches of at most b) and keeps
  * no pointer to the caller's buffers. Thread safety: a call writes the state's work buffers,
  * so one thread at a time uses a state; for concurrent inference give each thread its own

@@ -7,7 +7,7 @@
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
  *   decode        generation: one position's logits, the keys and values kept in caches
- * in one arena of 1744512 bytes, then 294912 per example of max_batch (77241984 at 256); no gradients, no optimiser state, no training code
+ * in one arena of 1744512 bytes, then 196608 per example of max_batch (52076160 at 256); no gradients, no optimiser state, no training code
  * (a program that calls only gpt_tiny_infer_* links only this file of the library). The
  * routines are those of gpt_tiny.c, printed from the same loop nests, so they give the
  * same results.
@@ -50,7 +50,7 @@ static inline float cannl_gelu(float x) { return 0.5f * x * (1 + erff(x * 0.7071
 
 struct gpt_tiny_infer {
     int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= GPT_TINY_MAX_BATCH) */
-    void *arena; /* the buffers below, then the work region of forward and eval: 1744512 bytes, then 294912 per example of max_batch (77241984 at 256) */
+    void *arena; /* the buffers below, then the work region of forward and eval: 1744512 bytes, then 196608 per example of max_batch (52076160 at 256) */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [64, 128] wpe : [128 -> 64] */
     real *ln1_g; /* [128] ln1_g : [128] */
@@ -455,7 +455,7 @@ static void set_h2_2(int64_t n, real *restrict h2, const real *restrict x1, cons
 
 /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
 CANNL_MULTIVERSION
-static void set_x2_v_3(int64_t n, real *restrict x2_v, const real *restrict x2_mm2, const real *restrict b_fc) {
+static void set_x2_v_3(int64_t n, real *x2_v, const real *x2_mm2, const real *restrict b_fc) {
     CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
     for (int64_t b0 = 0; b0 < n; ++b0) {
         CANNL_ROW_FENCE;
@@ -749,26 +749,26 @@ static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
     real *const qkv_cache = m->qkv_cache; /* [8, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
-    char *const work = (char *)m->arena + 1744384; /* the work region: this routine's 294912 bytes per example of the state's max_batch */
+    char *const work = (char *)m->arena + 1744384; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
     real *const h1_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
     real *const qkv_mm = (real *)(work + 128); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
     real *const y = (real *)(work + 128); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
     real *const h2_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
-    real *const x2_mm = (real *)(work + 128); /* [batch, 64, 128] [batch, 64 | 128] */
+    real *const x2_v = (real *)(work + 128); /* [batch, 64, 512] [batch, 64 | 512] */
     real *const x2_mm2 = (real *)(work + 128); /* [batch, 64, 512] [batch, 64 | 512] */
     real *const logits = (real *)(work + 128); /* [batch, 64, 256] logits : [batch, 64 | 256] */
+    real *const logits_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
     real *const h1_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
     real *const h2_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
+    real *const logits_var = (real *)(work + 128 + 256 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
     real *const y_lse = (real *)(work + 128 + 32768 * m->max_batch); /* [batch, 4, 64] log-sum-exp of each query's scores */
     real *const x1_mm = (real *)(work + 128 + 32768 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
-    real *const logits_mean = (real *)(work + 128 + 32768 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
-    real *const logits_var = (real *)(work + 128 + 33024 * m->max_batch); /* [batch, 64] [batch, 64 | ] */
     real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const x0_emb = (real *)(work + 128 + 98304 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
     real *const h1 = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 128] h1 : [batch, 64 | 128] */
-    real *const h2 = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
-    real *const x2_v = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 512] [batch, 64 | 512] */
-    real *const x1 = (real *)(work + 128 + 262144 * m->max_batch); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const x1 = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 64, 128] x1 : [batch, 64 | 128] */
+    real *const h2 = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 64, 128] h2 : [batch, 64 | 128] */
+    real *const x2_mm = (real *)(work + 128 + 163840 * m->max_batch); /* [batch, 64, 128] [batch, 64 | 128] */
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
@@ -914,7 +914,7 @@ struct gpt_tiny_infer *gpt_tiny_infer_create_batch(int64_t max_batch) {
     struct gpt_tiny_infer *m = (struct gpt_tiny_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc((size_t)1744512 + (size_t)294912 * (size_t)max_batch);
+    m->arena = cannl_alloc((size_t)1744512 + (size_t)196608 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
