@@ -6,7 +6,7 @@
 // passes/plan_blocks.cpp or passes/decode.cpp) and the unit being printed. Guarantees: the
 // block's function for the call's half of the body (<block>_forward, _backward, _infer, _init
 // or _decode), defined once per unit: `static void`, taking the state, n (init: the caller's
-// random stream; decode: the position pos), the call's scratch, the run-time scalars its nests
+// random stream; decode: the position pos, or over rows n, pos[] and seq[]), the call's scratch, the run-time scalars its nests
 // read and each bound formal (and saved activation) as a `restrict` pointer; its locals at the
 // body's plan offsets in the scratch, or at a formal (Routine::hosted; its kernels then take the
 // two without `restrict`); its nests through the same kernel calls and matrix
