@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # bench/decode_bench.sh — generation at batch 1 against the memory-bandwidth bound (issue 39,
-# item 2): fp32 and int8 weights (`cannl gen --quantize int8`), 1 and 2 threads.
+# item 2), and at batch 8 (item 3: 8 sequences per batched step): fp32 and int8 weights
+# (`cannl gen --quantize int8`), 1 and 2 threads.
 #
-#   bench/decode_bench.sh [--spec SPEC] [--dim NAME=VALUE]... [--prompt P] [--steps N] [--reps R] [BUILD_DIR]
+#   bench/decode_bench.sh [--spec SPEC] [--dim NAME=VALUE]... [--prompt P] [--steps N] [--reps R] [--batch B] [BUILD_DIR]
 #
 # Generates SPEC (default specs/gpt2_124m.cannl, ctx 1024) twice with BUILD_DIR's generator
-# (default build/release; cannl and the runtime are built first) at --max-batch 1, compiles each forward-only
+# (default build/release; cannl and the runtime are built first) at --max-batch B (default 8: the KV
+# cache's sequences), compiles each forward-only
 # state as the generated CMakeLists.txt does (-O3, reassociation allowed, OpenMP) with
 # bench/decode_bench.c (random params; a prompt of P ids, default 64, then N decode steps,
 # default 256, best of R runs, default 3), and bench/stream_read.c (a STREAM-like read of
@@ -13,10 +15,12 @@
 # weights as the forward-only state holds them: the model card's parameter bytes, or its
 # `quantized.bytes` for int8; the KV cache and one embedding row per token left out), the
 # read bandwidth at that thread count, the bound (bandwidth / bytes) and tokens/s as a share of
-# it. Not part of the test suite (a timing).
+# it; then batch B's total tokens/s (B sequences, each its own prompt, N batched steps) and its
+# ratio to batch 1's. Each run also prints tokens per CPU second (a loaded machine's figure).
+# Not part of the test suite (a timing).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-spec=specs/gpt2_124m.cannl prompt=64 steps=256 reps=3 dims=()
+spec=specs/gpt2_124m.cannl prompt=64 steps=256 reps=3 batch=8 dims=()
 while [ $# -gt 0 ]; do
   case $1 in
     --spec) spec=$2; shift 2 ;;
@@ -24,7 +28,8 @@ while [ $# -gt 0 ]; do
     --prompt) prompt=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
-    -*) echo "usage: bench/decode_bench.sh [--spec SPEC] [--dim NAME=VALUE]... [--prompt P] [--steps N] [--reps R] [BUILD_DIR]" >&2
+    --batch) batch=$2; shift 2 ;;
+    -*) echo "usage: bench/decode_bench.sh [--spec SPEC] [--dim NAME=VALUE]... [--prompt P] [--steps N] [--reps R] [--batch B] [BUILD_DIR]" >&2
         exit 2 ;;
     *) break ;;
   esac
@@ -51,7 +56,7 @@ done
 for prec in fp32 int8; do
   q=()
   [ "$prec" = int8 ] && q=(--quantize int8)
-  "$build/generator/cannl" gen "$spec" "${dims[@]}" "${q[@]}" --max-batch 1 -o "$work/$prec" >/dev/null
+  "$build/generator/cannl" gen "$spec" "${dims[@]}" "${q[@]}" --max-batch "$batch" -o "$work/$prec" >/dev/null
   model=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['model'])" "$work/$prec"/*.json)
   bytes=$(python3 - "$work/$prec/$model.json" <<'PY'
 import json, sys
@@ -73,5 +78,16 @@ bound = bw * 1e9 / nbytes
 print(f"{prec} {t} thread(s): {tps:.2f} tokens/s, {nbytes / 1e6:.1f} MB read per token, "
       f"{tps * nbytes / 1e9:.2f} GB/s, bound {bound:.2f} tokens/s ({100 * tps / bound:.0f}% of it)  [{out}]")
 PY
+    if [ "$batch" -gt 1 ]; then
+      outb=$(OMP_NUM_THREADS=$t "$work/bench_$prec" "$prompt" "$steps" "$reps" "$batch")
+      python3 - "$prec" "$t" "$batch" "$out" "$outb" <<'PY'
+import re, sys
+prec, t, b, one, many = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+tps = lambda s: float(re.search(r"tokens/s: ([0-9.]+)", s).group(1))
+cpu = lambda s: float(re.search(r"per CPU second ([0-9.]+)", s).group(1))
+print(f"{prec} {t} thread(s) batch {b}: {tps(many):.2f} tokens/s in all, {tps(many) / tps(one):.2f}x batch 1 "
+      f"(per CPU second {cpu(many):.2f}, {cpu(many) / cpu(one):.2f}x)  [{many}]")
+PY
+    fi
   done
 done

@@ -626,6 +626,15 @@ struct cannl_decode_api {
     cannl_status (*prefill)(void *m, const int32_t *ids, int64_t count, void *logits);
     /* id at the next position (fewer than ctx held); that position's logits */
     cannl_status (*step)(void *m, int32_t id, void *logits);
+    /* Many sequences at once (seqs 1 and NULLs: sequence 0 only, the two above): the cache's
+       sequence slots 0 .. seqs - 1, each row of a batch (n <= seqs and <= the state's max
+       batch) one sequence, its logits row i of logits [n, vocab] (<model>_decode_prefill_batch
+       and _decode_step_batch of <model>.h) */
+    int64_t seqs;
+    cannl_status (*prefill_batch)(void *m, int64_t n, const int32_t *seq, const int32_t *const ids[],
+                                  const int64_t count[], void *logits);
+    cannl_status (*step_batch)(void *m, int64_t n, const int32_t *seq, const int32_t *ids, void *logits);
+    cannl_status (*reset)(void *m, int32_t seq);
 };
 
 /* The inference program: parses argv, loads the params (--weights, or the embedded ones),

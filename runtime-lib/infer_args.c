@@ -28,6 +28,7 @@ static const cannl__flag FLAGS[] = {
     {"--metric", F_BOOL, ONCE, 0, NULL, "evaluate the loss and the metrics (needs every input, targets too)"},
     {"--generate", F_INT, ONCE, 0, "N", "sample N tokens after --prompt and write them to stdout (language models; see below)"},
     {"--prompt", F_TEXT, ONCE, 0, "TEXT", "the text generation starts from (bytes, or whitespace-separated ids)"},
+    {"--prompts", F_PATH, ONCE, 0, "FILE", "one prompt per line of FILE, generated for in batches (see below)"},
     {"--temperature", F_REAL, ONCE, 0, "T", "sampling temperature (default 1; 0: always the most likely token)"},
     {"--top-k", F_INT, ONCE, 1, "K", "sample among the K most likely tokens only (default: all)"},
     {"--seed", F_INT, ONCE, 0, "S", "seed of the sampling (default 0; the same seed gives the same text)"},
@@ -112,6 +113,8 @@ static int apply(void *ctx, const cannl__flag *f, const char *v, char *msg, size
         if (!*v) return cannl__usage_error(msg, cap, "%s: empty path", n);
         if (strcmp(n, "--name-map") == 0)
             o->name_map = v;
+        else if (strcmp(n, "--prompts") == 0)
+            o->prompts = v;
         else
             o->weights = v;
     } else if (f->kind == F_INT && strcmp(n, "--seed") == 0) {
@@ -148,8 +151,9 @@ static int generate_checks(const cannl_infer_model *model, cannl__infer_opts *o,
     if (o->batch_set) return cannl__usage_error(msg, cap, "--generate runs one sequence: it takes no --batch");
     if (o->generate > CANNL__MAX_GENERATE)
         return cannl__usage_error(msg, cap, "--generate %" PRId64 ": at most %d tokens", o->generate, CANNL__MAX_GENERATE);
-    if (!o->prompt) return cannl__usage_error(msg, cap, "--generate needs --prompt TEXT");
-    if (!o->prompt[0]) return cannl__usage_error(msg, cap, "--prompt: empty prompt");
+    if (o->prompt && o->prompts) return cannl__usage_error(msg, cap, "--prompt and --prompts: give one of them");
+    if (!o->prompt && !o->prompts) return cannl__usage_error(msg, cap, "--generate needs --prompt TEXT or --prompts FILE");
+    if (o->prompt && !o->prompt[0]) return cannl__usage_error(msg, cap, "--prompt: empty prompt");
     int32_t in = -1, reads = 0;
     for (int32_t i = 0; i < api->num_inputs; i++)
         if (model->forward_reads[i]) {
@@ -212,8 +216,8 @@ int cannl__infer_parse(const cannl_infer_model *model, int argc, char **argv, ca
     if (rc) return rc;
     if (o->help) return CANNL__EXIT_OK;
     if (o->generate_set) return generate_checks(model, o, msg, cap);
-    if (o->prompt || seen[flag_index("--temperature")] || o->top_k || seen[flag_index("--seed")])
-        return cannl__usage_error(msg, cap, "--prompt, --temperature, --top-k and --seed go with --generate N");
+    if (o->prompt || o->prompts || seen[flag_index("--temperature")] || o->top_k || seen[flag_index("--seed")])
+        return cannl__usage_error(msg, cap, "--prompt, --prompts, --temperature, --top-k and --seed go with --generate N");
     if (o->name_map && !o->weights)
         return cannl__usage_error(msg, cap, "--name-map names the tensors of a --weights file: pass --weights PATH");
 
@@ -336,6 +340,10 @@ void cannl__infer_usage(const cannl_infer_model *model, const char *prog, FILE *
                  "n = 256 (the prompt's bytes are its ids), else ids one per line (--prompt '5 17 3').\n"
                  "Each token is drawn from softmax(logits / T) at the last position, among the K most likely\n"
                  "with --top-k K; past ctx tokens the last ctx/2 are kept and generation continues.\n"
+                 "--prompts FILE generates for each line of FILE (a prompt as --prompt takes it, without\n"
+                 "its newline; at most 65536 lines), as many at once as the model's KV cache holds sequences,\n"
+                 "each line's tokens drawn as --prompt LINE --seed S alone draws them; per line, in order:\n"
+                 "'### prompt K: B bytes' (K from 1), then the B bytes --prompt LINE would print, then a newline.\n"
                  "This version re-runs the full forward pass on the window for every token (no KV cache).\n"
                  "\nExit status: 0 done, 1 bad data, file or weights, 2 bad usage.\n");
 }

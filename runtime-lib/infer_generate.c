@@ -37,6 +37,9 @@ typedef struct gen {
     int64_t len, cap;
     double *score;               /* n: the last position's logits / T */
     int32_t *order;              /* n: ids by descending score (top-k) */
+    char *text;                  /* --prompts: what put_token writes (else stdout) */
+    size_t text_len, text_cap;
+    int text_full;               /* out of memory growing text */
 } gen;
 
 static int fail(const gen *g, int code, const char *fmt, ...) CANNL__PRINTF(3, 4);
@@ -49,10 +52,11 @@ static int fail(const gen *g, int code, const char *fmt, ...) {
     return code;
 }
 
-/* The prompt's ids: its bytes, or whitespace-separated decimal ids in [0, g->ids). */
-static int read_prompt(gen *g, const char *p) {
+/* The prompt's ids: its bytes, or whitespace-separated decimal ids in [0, g->ids); `where`
+   names it in messages (--prompt, FILE:LINE). Extra: room for that many tokens after it. */
+static int read_prompt(gen *g, const char *p, const char *where, int64_t extra) {
     size_t plen = strlen(p);
-    g->cap = (int64_t)plen + 1;
+    g->cap = (int64_t)plen + 1 + extra;
     g->toks = malloc((size_t)g->cap * sizeof *g->toks);
     if (!g->toks) return fail(g, CANNL__EXIT_FAIL, "out of memory");
     if (g->bytes) {
@@ -71,23 +75,40 @@ static int read_prompt(gen *g, const char *p) {
         if (!ok || (*s && *s != ' ' && *s != '\t' && *s != '\n' && *s != '\r' && *s != '\v' && *s != '\f')) {
             int w = 0;
             while (start[w] && start[w] != ' ' && start[w] != '\t' && start[w] != '\n' && w < 40) w++;
-            return fail(g, CANNL__EXIT_USAGE, "--prompt: '%.*s' is not a token id (the model takes ids, whitespace-"
-                        "separated, in [0, %" PRId64 "))", w, start, g->ids);
+            return fail(g, CANNL__EXIT_USAGE, "%s: '%.*s' is not a token id (the model takes ids, whitespace-"
+                        "separated, in [0, %" PRId64 "))", where, w, start, g->ids);
         }
         if (v >= g->ids)
-            return fail(g, CANNL__EXIT_USAGE, "--prompt: token %" PRId64 " ('%.*s') is out of range: ids are in [0, %"
-                        PRId64 ")", g->len, (int)(s - start), start, g->ids);
+            return fail(g, CANNL__EXIT_USAGE, "%s: token %" PRId64 " ('%.*s') is out of range: ids are in [0, %"
+                        PRId64 ")", where, g->len, (int)(s - start), start, g->ids);
         g->toks[g->len++] = (int32_t)v;
     }
-    if (g->len == 0) return fail(g, CANNL__EXIT_USAGE, "--prompt: no token ids in '%s'", p);
+    if (g->len == 0) return fail(g, CANNL__EXIT_USAGE, "%s: no token ids in '%s'", where, p);
     return CANNL__EXIT_OK;
 }
 
-static void put_token(const gen *g, int32_t t) {
-    if (g->bytes)
-        putchar(t);
+static void put_text(gen *g, const char *s, size_t len) {
+    if (g->text_len + len > g->text_cap) {
+        size_t cap = 2 * (g->text_len + len) + 64;
+        char *t = realloc(g->text, cap);
+        if (!t) {
+            g->text_full = 1;
+            return;
+        }
+        g->text = t, g->text_cap = cap;
+    }
+    memcpy(g->text + g->text_len, s, len);
+    g->text_len += len;
+}
+
+/* A token as --generate prints it: to stdout, or (--prompts) to g->text. */
+static void put_token(gen *g, int32_t t) {
+    char one[16];
+    const int len = g->bytes ? (one[0] = (char)t, 1) : snprintf(one, sizeof one, "%" PRId32 "\n", t);
+    if (!g->text_cap && !g->text_full)
+        fwrite(one, 1, (size_t)len, stdout);
     else
-        printf("%" PRId32 "\n", t);
+        put_text(g, one, (size_t)len);
 }
 
 /* qsort has no context argument: the scores it compares, set just before each sort. */
@@ -173,6 +194,223 @@ static int sample(gen *g, const void *row, cannl_dtype dt, const cannl__infer_op
     return 0;
 }
 
+/* The buffers generation shares between its sequences: the forward pass's inputs and outputs
+   (the window; logits), the scores and order of sampling. */
+typedef struct shared {
+    const cannl_infer_model *model;
+    void *m;
+    const cannl__infer_opts *o;
+    const cannl_decode_api *dec; /* NULL: the full forward pass per token */
+    size_t es;
+    const void **ins;
+    void **outs;
+    int32_t *window;
+} shared;
+
+/* The logits of the last position of g's window toks[*start, len), after the window rule
+   (past ctx: its last ctx/2), through the KV cache (its first *cached ids there) or the full
+   forward pass; NULL after a message. */
+static const char *window_logits(gen *g, const shared *sh, int64_t *start, int64_t *cached, int *rc) {
+    if (g->len - *start > g->ctx) {
+        *start = g->len - (g->ctx > 1 ? g->ctx / 2 : 1); /* the last ctx/2 tokens (one when ctx is 1) */
+        *cached = 0;
+    }
+    const int64_t w = g->len - *start;
+    if (sh->dec) {
+        cannl_status st = CANNL_OK;
+        if (*cached == 0)
+            st = sh->dec->prefill(sh->m, g->toks + *start, w, sh->outs[0]);
+        else
+            for (int64_t p = *cached; p < w && st == CANNL_OK; p++) st = sh->dec->step(sh->m, g->toks[*start + p], sh->outs[0]);
+        if (st != CANNL_OK) {
+            *rc = fail(g, CANNL__EXIT_FAIL, "the model's decode step failed (status %d)", (int)st);
+            return NULL;
+        }
+        *cached = w;
+        return (const char *)sh->outs[0];
+    }
+    memcpy(sh->window, g->toks + *start, (size_t)w * sizeof *sh->window);
+    memset(sh->window + w, 0, (size_t)(g->ctx - w) * sizeof *sh->window);
+    sh->model->api->forward(sh->m, (const void *const *)sh->ins, 1, sh->outs);
+    return (const char *)sh->outs[0] + (size_t)(w - 1) * (size_t)g->n * sh->es;
+}
+
+/* Token g->len from the logits row into g->toks and out; non-zero after a message (logits
+   not finite). */
+static int take(gen *g, const char *row, const cannl__infer_opts *o, cannl_dtype dt, cannl_rng *rng, int64_t w) {
+    int32_t t = 0;
+    if (sample(g, row, dt, o, rng, &t) != 0) {
+        fflush(stdout);
+        return fail(g, CANNL__EXIT_FAIL, "the logits for token %" PRId64 " (at the window's position %" PRId64
+                    ") are not finite: logit %" PRId32 " is %s; nothing is sampled from them",
+                    g->len, w - 1, t, isnan(g->score[t]) ? "nan" : g->score[t] > 0 ? "inf" : "-inf");
+    }
+    g->toks[g->len++] = t;
+    put_token(g, t);
+    return 0;
+}
+
+/* One sequence: g's prompt, then o->generate tokens, one step each (--prompt). */
+static int generate_one(gen *g, const shared *sh) {
+    const cannl__infer_opts *o = sh->o;
+    for (int64_t i = 0; i < g->len; i++) put_token(g, g->toks[i]);
+    cannl_rng rng;
+    cannl_rng_seed(&rng, o->seed);
+    int64_t start = 0;  /* the window: toks[start, len) */
+    int64_t cached = 0; /* with decode steps: toks[start, start + cached) are in the KV cache */
+    int rc = 0;
+    for (int64_t step = 0; step < o->generate; step++) {
+        const char *row = window_logits(g, sh, &start, &cached, &rc);
+        if (!row || (rc = take(g, row, o, sh->model->api->dtype, &rng, g->len - start)) != 0) return rc;
+        if (!g->text_cap && fflush(stdout) != 0) break;
+    }
+    return 0;
+}
+
+/* --prompts: the file's lines (each a prompt as --prompt takes it), in *text, NUL-terminated in
+   place, *lines of them at (*line)[k]. */
+static int read_lines(const gen *g, const char *path, char **text, char ***line, int64_t *lines) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(g, CANNL__EXIT_USAGE, "--prompts %s: cannot open: %s", path, strerror(errno));
+    size_t len = 0, cap = 4096;
+    char *t = malloc(cap + 1);
+    for (size_t got; t && (got = fread(t + len, 1, cap - len, f)) > 0;) {
+        len += got;
+        if (len == cap) {
+            char *u = realloc(t, 2 * cap + 1);
+            if (!u) free(t);
+            t = u, cap *= 2;
+        }
+    }
+    const int bad = ferror(f);
+    fclose(f);
+    if (!t) return fail(g, CANNL__EXIT_FAIL, "out of memory");
+    *text = t;
+    if (bad) return fail(g, CANNL__EXIT_USAGE, "--prompts %s: cannot read it", path);
+    if (len == 0) return fail(g, CANNL__EXIT_USAGE, "--prompts %s: no prompts (the file is empty)", path);
+    if (t[len - 1] != '\n') t[len++] = '\n'; /* (room: cap + 1) */
+    int64_t n = 0;
+    for (size_t i = 0; i < len; i++) n += t[i] == '\n';
+    if (n > CANNL__MAX_PROMPTS)
+        return fail(g, CANNL__EXIT_USAGE, "--prompts %s: %" PRId64 " lines, more than the %d prompts it takes", path, n,
+                    CANNL__MAX_PROMPTS);
+    *line = malloc((size_t)n * sizeof **line);
+    if (!*line) return fail(g, CANNL__EXIT_FAIL, "out of memory");
+    for (size_t i = 0, from = 0; i < len; i++) {
+        if (t[i] == '\0')
+            return fail(g, CANNL__EXIT_USAGE, "%s:%" PRId64 ": a NUL byte (a prompt is text without NUL)", path, *lines + 1);
+        if (t[i] != '\n') continue;
+        t[i] = '\0';
+        (*line)[(*lines)++] = t + from;
+        if (i == from) return fail(g, CANNL__EXIT_USAGE, "%s:%" PRId64 ": empty prompt", path, *lines);
+        from = i + 1;
+    }
+    return 0;
+}
+
+/* One sequence of a --prompts batch: its tokens and text (gen), its sampler, its window. */
+typedef struct seq {
+    gen g;
+    cannl_rng rng;
+    int64_t start, cached, made; /* the window toks[start, len), its ids in the cache, tokens sampled */
+} seq;
+
+/* Sequences q[0, nq) in the KV cache's slots 0 .. nq - 1 at once: each round, one batched step
+   of one id of each sequence still feeding its window (a prompt, or a window again past ctx),
+   then a token for each whose window is all in the cache; each sequence's ids, logits and
+   draws are those of --prompt alone (the batched step's rows are bit for bit its own). */
+static int generate_batch(seq *q, int64_t nq, const shared *sh, char *logits) {
+    const cannl_decode_api *dec = sh->dec;
+    int32_t *slot = malloc((size_t)nq * sizeof *slot), *ids = malloc((size_t)nq * sizeof *ids);
+    int64_t *who = malloc((size_t)nq * sizeof *who);
+    int rc = !slot || !ids || !who ? fail(&q[0].g, CANNL__EXIT_FAIL, "out of memory") : 0;
+    for (int64_t i = 0; !rc && i < nq; i++)
+        if (dec->reset(sh->m, (int32_t)i) != CANNL_OK) rc = fail(&q[i].g, CANNL__EXIT_FAIL, "the decode reset failed");
+    for (;;) {
+        int64_t n = 0;
+        for (int64_t i = 0; !rc && i < nq; i++) {
+            seq *s = &q[i];
+            if (s->made >= sh->o->generate) continue;
+            if (s->g.len - s->start > s->g.ctx) {
+                s->start = s->g.len - (s->g.ctx > 1 ? s->g.ctx / 2 : 1);
+                s->cached = 0;
+            }
+            if (s->cached == 0 && dec->reset(sh->m, (int32_t)i) != CANNL_OK)
+                rc = fail(&s->g, CANNL__EXIT_FAIL, "the decode reset failed");
+            slot[n] = (int32_t)i, ids[n] = s->g.toks[s->start + s->cached], who[n++] = i;
+        }
+        if (rc || n == 0) break;
+        cannl_status st = dec->step_batch(sh->m, n, slot, ids, logits);
+        if (st != CANNL_OK) {
+            rc = fail(&q[0].g, CANNL__EXIT_FAIL, "the model's decode step failed (status %d)", (int)st);
+            break;
+        }
+        for (int64_t r = 0; r < n && !rc; r++) {
+            seq *s = &q[who[r]];
+            const int64_t w = s->g.len - s->start;
+            if (++s->cached < w) continue;
+            rc = take(&s->g, logits + (size_t)r * (size_t)s->g.n * sh->es, sh->o, sh->model->api->dtype, &s->rng, w);
+            s->made++;
+        }
+    }
+    free(slot), free(ids), free(who);
+    return rc;
+}
+
+int64_t cannl__generate_rows(const cannl_infer_model *model, const cannl__infer_opts *o) {
+    const cannl_decode_api *dec = model->decode;
+    const char *full = getenv("CANNL_GENERATE_FULL_FORWARD");
+    if (!o->prompts || !dec || !dec->step_batch || !dec->reset || (full && *full && strcmp(full, "0") != 0)) return 1;
+    return dec->seqs < model->api->max_batch ? dec->seqs : model->api->max_batch;
+}
+
+/* --prompts FILE: each line's text as --prompt LINE prints it, in batches of the rows the
+   state takes (one at a time without batched decode steps), then printed line by line:
+   '### prompt K: B bytes', the B bytes, a newline. */
+static int generate_many(const gen *proto, const shared *sh) {
+    const cannl__infer_opts *o = sh->o;
+    char *text = NULL, **line = NULL;
+    int64_t lines = 0;
+    int rc = read_lines(proto, o->prompts, &text, &line, &lines);
+    seq *q = rc ? NULL : calloc((size_t)lines, sizeof *q);
+    if (!rc && !q) rc = fail(proto, CANNL__EXIT_FAIL, "out of memory");
+    char where[4096 + 32];
+    for (int64_t k = 0; !rc && k < lines; k++) {
+        q[k].g = *proto;
+        snprintf(where, sizeof where, "%s:%" PRId64, o->prompts, k + 1);
+        rc = read_prompt(&q[k].g, line[k], where, o->generate);
+        if (!rc) {
+            q[k].g.text_cap = 64, q[k].g.text = malloc(64);
+            if (!q[k].g.text) rc = fail(proto, CANNL__EXIT_FAIL, "out of memory");
+        }
+        for (int64_t i = 0; !rc && i < q[k].g.len; i++) put_token(&q[k].g, q[k].g.toks[i]);
+        cannl_rng_seed(&q[k].rng, o->seed);
+    }
+    const int64_t rows = sh->dec ? cannl__generate_rows(sh->model, o) : 1;
+    char *logits = rc || rows == 1 ? NULL : malloc((size_t)rows * (size_t)proto->n * sh->es);
+    if (!rc && rows > 1 && !logits) rc = fail(proto, CANNL__EXIT_FAIL, "out of memory");
+    for (int64_t k = 0; !rc && k < lines; k += rows) {
+        if (rows > 1) {
+            rc = generate_batch(q + k, lines - k < rows ? lines - k : rows, sh, logits);
+            continue;
+        }
+        q[k].g.text_len = 0; /* (generate_one writes the prompt again) */
+        rc = generate_one(&q[k].g, sh);
+    }
+    for (int64_t k = 0; !rc && k < lines; k++) {
+        if (q[k].g.text_full) {
+            rc = fail(proto, CANNL__EXIT_FAIL, "out of memory");
+            break;
+        }
+        printf("### prompt %" PRId64 ": %zu bytes\n", k + 1, q[k].g.text_len);
+        fwrite(q[k].g.text, 1, q[k].g.text_len, stdout);
+        putchar('\n');
+    }
+    for (int64_t k = 0; q && k < lines; k++) free(q[k].g.toks), free(q[k].g.text);
+    free(q), free(logits), free(line), free(text);
+    return rc;
+}
+
 int cannl__infer_generate(const cannl_infer_model *model, void *m, const cannl__infer_opts *o) {
     const cannl_model_api *api = model->api;
     const cannl_tensor_info *in = &api->inputs[o->gen_input];
@@ -183,81 +421,32 @@ int cannl__infer_generate(const cannl_infer_model *model, void *m, const cannl__
     g.n = api->outputs[0].dims[1];
     g.ids = in->ids;
     g.bytes = g.n == 256;
-    size_t es = cannl_dtype_size(api->dtype);
-    int rc = read_prompt(&g, o->prompt);
-    const void **ins = calloc((size_t)api->num_inputs + 1, sizeof *ins);
-    void **outs = calloc((size_t)api->num_outputs + 1, sizeof *outs);
-    int32_t *window = cannl_alloc((size_t)g.ctx * sizeof *window);
+    shared sh = {model, m, o, NULL, cannl_dtype_size(api->dtype), NULL, NULL, NULL};
+    int rc = o->prompts ? 0 : read_prompt(&g, o->prompt, "--prompt", o->generate);
+    sh.ins = calloc((size_t)api->num_inputs + 1, sizeof *sh.ins);
+    sh.outs = calloc((size_t)api->num_outputs + 1, sizeof *sh.outs);
+    sh.window = cannl_alloc((size_t)g.ctx * sizeof *sh.window);
     g.score = malloc((size_t)g.n * sizeof *g.score);
     g.order = malloc((size_t)g.n * sizeof *g.order);
-    if (!rc && (!ins || !outs || !window || !g.score || !g.order)) rc = fail(&g, CANNL__EXIT_FAIL, "out of memory");
+    if (!rc && (!sh.ins || !sh.outs || !sh.window || !g.score || !g.order))
+        rc = fail(&g, CANNL__EXIT_FAIL, "out of memory");
     for (int32_t k = 0; !rc && k < api->num_outputs; k++) {
-        outs[k] = cannl_alloc((size_t)api->outputs[k].size * es); /* forward fills every output */
-        if (!outs[k]) rc = fail(&g, CANNL__EXIT_FAIL, "out of memory");
-    }
-    if (!rc && (int64_t)g.cap < g.len + o->generate) {
-        g.cap = g.len + o->generate;
-        int32_t *t = realloc(g.toks, (size_t)g.cap * sizeof *t);
-        if (!t)
-            rc = fail(&g, CANNL__EXIT_FAIL, "out of memory");
-        else
-            g.toks = t;
+        sh.outs[k] = cannl_alloc((size_t)api->outputs[k].size * sh.es); /* forward fills every output */
+        if (!sh.outs[k]) rc = fail(&g, CANNL__EXIT_FAIL, "out of memory");
     }
     if (rc) goto done;
-    ins[o->gen_input] = window;
+    sh.ins[o->gen_input] = sh.window;
     const char *full = getenv("CANNL_GENERATE_FULL_FORWARD");
-    const cannl_decode_api *dec = full && *full && strcmp(full, "0") != 0 ? NULL : model->decode;
-    if (dec && dec->ctx != g.ctx) dec = NULL; /* not this input's positions */
-
-    for (int64_t i = 0; i < g.len; i++) put_token(&g, g.toks[i]);
-    cannl_rng rng;
-    cannl_rng_seed(&rng, o->seed);
-    int64_t start = 0;  /* the window: toks[start, len) */
-    int64_t cached = 0; /* with decode steps: toks[start, start + cached) are in the KV cache */
-    for (int64_t step = 0; step < o->generate; step++) {
-        if (g.len - start > g.ctx) {
-            start = g.len - (g.ctx > 1 ? g.ctx / 2 : 1); /* the last ctx/2 tokens (one when ctx is 1) */
-            cached = 0;
-        }
-        int64_t w = g.len - start;
-        const char *row; /* the logits of the window's last position */
-        if (dec) {
-            cannl_status st = CANNL_OK;
-            if (cached == 0)
-                st = dec->prefill(m, g.toks + start, w, outs[0]);
-            else
-                for (int64_t p = cached; p < w && st == CANNL_OK; p++) st = dec->step(m, g.toks[start + p], outs[0]);
-            if (st != CANNL_OK) {
-                rc = fail(&g, CANNL__EXIT_FAIL, "the model's decode step failed (status %d)", (int)st);
-                goto done;
-            }
-            cached = w;
-            row = (const char *)outs[0];
-        } else {
-            memcpy(window, g.toks + start, (size_t)w * sizeof *window);
-            memset(window + w, 0, (size_t)(g.ctx - w) * sizeof *window);
-            api->forward(m, (const void *const *)ins, 1, outs);
-            row = (const char *)outs[0] + (size_t)(w - 1) * (size_t)g.n * es;
-        }
-        int32_t t = 0;
-        if (sample(&g, row, api->dtype, o, &rng, &t) != 0) {
-            fflush(stdout);
-            rc = fail(&g, CANNL__EXIT_FAIL, "the logits for token %" PRId64 " (at the window's position %" PRId64
-                      ") are not finite: logit %" PRId32 " is %s; nothing is sampled from them",
-                      g.len, w - 1, t, isnan(g.score[t]) ? "nan" : g.score[t] > 0 ? "inf" : "-inf");
-            goto done;
-        }
-        g.toks[g.len++] = t;
-        put_token(&g, t);
-        if (fflush(stdout) != 0) break;
-    }
-    if (fflush(stdout) != 0 || ferror(stdout))
+    sh.dec = full && *full && strcmp(full, "0") != 0 ? NULL : model->decode;
+    if (sh.dec && sh.dec->ctx != g.ctx) sh.dec = NULL; /* not this input's positions */
+    rc = o->prompts ? generate_many(&g, &sh) : generate_one(&g, &sh);
+    if (!rc && (fflush(stdout) != 0 || ferror(stdout)))
         rc = fail(&g, CANNL__EXIT_FAIL, "cannot write to stdout: %s", strerror(errno));
 done:
-    for (int32_t k = 0; outs && k < api->num_outputs; k++) cannl_free(outs[k]);
-    free(outs);
-    free((void *)ins);
-    cannl_free(window);
+    for (int32_t k = 0; sh.outs && k < api->num_outputs; k++) cannl_free(sh.outs[k]);
+    free(sh.outs);
+    free((void *)sh.ins);
+    cannl_free(sh.window);
     free(g.score);
     free(g.order);
     free(g.toks);

@@ -23,6 +23,7 @@ typedef struct cannl__infer_opts {
     /* --generate N --prompt TEXT [--temperature T] [--top-k K] [--seed S] */
     int64_t generate;  int generate_set;
     const char *prompt;            /* NULL: not given */
+    const char *prompts;           /* --prompts FILE: one prompt per line; NULL: not given */
     double temperature;            /* default 1; 0: argmax */
     int64_t top_k;                 /* 0: no top-k */
     uint64_t seed;                 /* default 0 */
@@ -41,6 +42,10 @@ void cannl__infer_opts_free(cannl__infer_opts *o);
 /* --generate: the prompt and o->generate sampled tokens to stdout, re-running forward on the
  * current window per token (infer_generate.c). m holds the params. Returns the exit status. */
 int cannl__infer_generate(const cannl_infer_model *model, void *m, const cannl__infer_opts *o);
+/* The rows a state runs for --generate: with --prompts and the model's batched decode steps,
+   as many sequences as its KV cache and its max batch take; else 1. */
+int64_t cannl__generate_rows(const cannl_infer_model *model, const cannl__infer_opts *o);
+#define CANNL__MAX_PROMPTS 65536 /* --prompts: lines at most */
 
 /* The --help text. */
 void cannl__infer_usage(const cannl_infer_model *model, const char *prog, FILE *out);

@@ -65,8 +65,8 @@ static int use_embedded(runner *r) {
 static int load_params(runner *r) {
     const cannl_model_api *api = r->api;
     cannl_error err;
-    /* the state sized for the batches it runs: --batch, or one sequence for --generate */
-    const int64_t cap = r->o.generate_set ? 1 : r->o.batch;
+    /* the state sized for the batches it runs: --batch, or --generate's sequences at once */
+    const int64_t cap = r->o.generate_set ? cannl__generate_rows(r->model, &r->o) : r->o.batch;
     r->m = api->create_batch ? api->create_batch(0, cap) : api->create(0);
     if (!r->m) return report(r, CANNL__EXIT_FAIL, "out of memory (creating the model)");
     if (r->o.weights) {

@@ -7,7 +7,7 @@
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
  *   decode        generation: one position's logits, the keys and values kept in caches
- * in one arena of 4156544 bytes, then 655360 per example of max_batch (171928704 at 256); no gradients, no optimiser state, no training code
+ * in one arena of 9661568 bytes, then 655360 per example of max_batch (177433728 at 256); no gradients, no optimiser state, no training code
  * (a program that calls only gpt_char_infer_* links only this file of the library). The
  * routines are those of gpt_char.c, printed from the same loop nests, so they give the
  * same results.
@@ -36,6 +36,13 @@
 #else
 #define CANNL_SIMD
 #endif
+/* In a row of the decode's batched step: the compiler does not vectorise across rows (an empty
+ * asm), so that each row's sums run in the same order whatever the number of rows. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CANNL_ROW_FENCE __asm__ __volatile__("")
+#else
+#define CANNL_ROW_FENCE ((void)0)
+#endif
 
 typedef gpt_char_real real;
 
@@ -43,7 +50,7 @@ static inline float cannl_gelu_tanh(float x) { return x / (1 + expf(-1.5957692f 
 
 struct gpt_char_infer {
     int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= GPT_CHAR_MAX_BATCH) */
-    void *arena; /* the buffers below, then the work region of forward and eval: 4156544 bytes, then 655360 per example of max_batch (171928704 at 256) */
+    void *arena; /* the buffers below, then the work region of forward and eval: 9661568 bytes, then 655360 per example of max_batch (177433728 at 256) */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [128, 128] wpe : [128 -> 128] */
     real *lnf_g; /* [128] lnf_g : [128] */
@@ -60,9 +67,11 @@ struct gpt_char_infer {
     real *b_fc; /* [4, 512] 4 instances of b_fc : [512] */
     real *w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *b_pr; /* [4, 128] 4 instances of b_pr : [128] */
-    real *layers_qkv_cache; /* [4, 1, 128, 3, 4, 32] qkv_cache of each instance of block layers */
-    int64_t decode_len; /* ids in the KV cache (decode) */
-    int32_t decode_ids[128]; /* the ids at positions 0 .. decode_len - 1 */
+    real *layers_qkv_cache; /* [4, 8, 128, 3, 4, 32] qkv_cache of each instance of block layers */
+    int64_t decode_len[8]; /* per sequence slot: ids in its KV cache (decode) */
+    int32_t decode_ids[8 * 128]; /* a step's ids: row r's at r * 128 */
+    int64_t decode_pos[8], decode_seq[8]; /* a step's rows: position, sequence */
+    real decode_logits[8 * 256]; /* a batched prefill's rows */
     cannl_gemm *gemm; /* the matrix products' kernel and packing workspace (runtime-lib/gemm.c) */
 };
 
@@ -419,90 +428,142 @@ static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restric
 
 /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
 CANNL_MULTIVERSION
-static void set_x_3(int64_t pos, real *x, const real *x_emb, const real *restrict wpe) {
-    for (int64_t o = 0; o < 128; ++o)
-        x[pos * 128 + o] = x_emb[pos * 128 + o] + wpe[pos * 128 + o];
+static void set_x_3(int64_t n, const int64_t *pos, real *restrict x, const real *restrict x_emb, const real *restrict wpe) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        CANNL_SIMD
+        for (int64_t o = 0; o < 128; ++o)
+            x[b0 * 16384 + o] = x_emb[b0 * 16384 + o] + wpe[pos[b0] * 128 + o];
+    }
 }
 
 /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
 CANNL_MULTIVERSION
-static void sum_qkv_mean_2(int64_t pos, real *restrict qkv_mean, const real *restrict x_in) {
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 128; ++o)
-        acc += x_in[pos * 128 + o];
-    qkv_mean[pos] = acc * 0.0078125f;
+static void sum_qkv_mean_2(int64_t n, real *restrict qkv_mean, const real *restrict x_in) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 128; ++o)
+            acc += x_in[b0 * 16384 + o];
+        qkv_mean[b0 * 128] = acc * 0.0078125f;
+    }
 }
 
 /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
 CANNL_MULTIVERSION
-static void sum_qkv_var_2(int64_t pos, real *restrict qkv_var, const real *restrict x_in, const real *restrict qkv_mean) {
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 128; ++o)
-        acc += powf(x_in[pos * 128 + o] - qkv_mean[pos], 2.0f);
-    qkv_var[pos] = acc * 0.0078125f;
+static void sum_qkv_var_2(int64_t n, real *restrict qkv_var, const real *restrict x_in, const real *restrict qkv_mean) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 128; ++o)
+            acc += powf(x_in[b0 * 16384 + o] - qkv_mean[b0 * 128], 2.0f);
+        qkv_var[b0 * 128] = acc * 0.0078125f;
+    }
 }
 
 /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
 CANNL_MULTIVERSION
-static void set_qkv_v_2(int64_t pos, real *restrict qkv_v, const real *restrict x_in, const real *restrict qkv_mean, const real *restrict qkv_var, const real *restrict ln1_g_, const real *restrict ln1_b_) {
-    for (int64_t o = 0; o < 128; ++o)
-        qkv_v[pos * 128 + o] = (x_in[pos * 128 + o] - qkv_mean[pos]) * (1.0f / sqrtf(qkv_var[pos] + 1e-05f)) * ln1_g_[o] + ln1_b_[o];
+static void set_qkv_v_2(int64_t n, real *restrict qkv_v, const real *restrict x_in, const real *restrict qkv_mean, const real *restrict qkv_var, const real *restrict ln1_g_, const real *restrict ln1_b_) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        const real qkv_mean_row = qkv_mean[b0 * 128];
+        const real qkv_var_row = qkv_var[b0 * 128];
+        CANNL_SIMD
+        for (int64_t o = 0; o < 128; ++o)
+            qkv_v[b0 * 16384 + o] = (x_in[b0 * 16384 + o] - qkv_mean_row) * (1.0f / sqrtf(qkv_var_row + 1e-05f)) * ln1_g_[o] + ln1_b_[o];
+    }
 }
 
 /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
 CANNL_MULTIVERSION
-static void set_qkv_cache(int64_t pos, real *restrict qkv_cache, const real *restrict qkv_mm, const real *restrict b_qkv_) {
-    for (int64_t o0 = 0; o0 < 3; ++o0) {
-        for (int64_t o1 = 0; o1 < 4; ++o1) {
-            for (int64_t o2 = 0; o2 < 32; ++o2)
-                qkv_cache[pos * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[pos * 384 + o0 * 128 + o1 * 32 + o2] + b_qkv_[o0 * 128 + o1 * 32 + o2];
+static void set_qkv_cache(int64_t n, const int64_t *pos, const int64_t *seq, real *restrict qkv_cache, const real *restrict qkv_mm, const real *restrict b_qkv_) {
+    CANNL_PRAGMA("omp parallel for if(n * 384 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        for (int64_t o0 = 0; o0 < 3; ++o0) {
+            for (int64_t o1 = 0; o1 < 4; ++o1) {
+                CANNL_SIMD
+                for (int64_t o2 = 0; o2 < 32; ++o2)
+                    qkv_cache[seq[b0] * 49152 + pos[b0] * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[b0 * 49152 + o0 * 128 + o1 * 32 + o2] + b_qkv_[o0 * 128 + o1 * 32 + o2];
+            }
         }
     }
 }
 
 /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) */
 CANNL_MULTIVERSION
-static void sum_x_mean_2(int64_t pos, real *restrict x_mean, const real *restrict x_in, const real *restrict mid_mm, const real *restrict b_o_) {
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 128; ++o)
-        acc += x_in[pos * 128 + o] + (mid_mm[pos * 128 + o] + b_o_[o]);
-    x_mean[pos] = acc * 0.0078125f;
+static void sum_x_mean_2(int64_t n, real *restrict x_mean, const real *restrict x_in, const real *restrict mid_mm, const real *restrict b_o_) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 128; ++o)
+            acc += x_in[b0 * 16384 + o] + (mid_mm[b0 * 16384 + o] + b_o_[o]);
+        x_mean[b0 * 128] = acc * 0.0078125f;
+    }
 }
 
 /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) */
 CANNL_MULTIVERSION
-static void sum_x_var_2(int64_t pos, real *restrict x_var, const real *restrict x_in, const real *restrict mid_mm, const real *restrict b_o_, const real *restrict x_mean) {
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 128; ++o)
-        acc += powf(x_in[pos * 128 + o] + (mid_mm[pos * 128 + o] + b_o_[o]) - x_mean[pos], 2.0f);
-    x_var[pos] = acc * 0.0078125f;
+static void sum_x_var_2(int64_t n, real *restrict x_var, const real *restrict x_in, const real *restrict mid_mm, const real *restrict b_o_, const real *restrict x_mean) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 128; ++o)
+            acc += powf(x_in[b0 * 16384 + o] + (mid_mm[b0 * 16384 + o] + b_o_[o]) - x_mean[b0 * 128], 2.0f);
+        x_var[b0 * 128] = acc * 0.0078125f;
+    }
 }
 
 /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) */
 CANNL_MULTIVERSION
-static void set_x_v2_2(int64_t pos, real *restrict x_v2, const real *restrict x_in, const real *restrict mid_mm, const real *restrict b_o_, const real *restrict x_mean, const real *restrict x_var, const real *restrict ln2_g_, const real *restrict ln2_b_) {
-    for (int64_t o = 0; o < 128; ++o)
-        x_v2[pos * 128 + o] = (x_in[pos * 128 + o] + (mid_mm[pos * 128 + o] + b_o_[o]) - x_mean[pos]) * (1.0f / sqrtf(x_var[pos] + 1e-05f)) * ln2_g_[o] + ln2_b_[o];
+static void set_x_v2_2(int64_t n, real *restrict x_v2, const real *restrict x_in, const real *restrict mid_mm, const real *restrict b_o_, const real *restrict x_mean, const real *restrict x_var, const real *restrict ln2_g_, const real *restrict ln2_b_) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        const real x_mean_row = x_mean[b0 * 128];
+        const real x_var_row = x_var[b0 * 128];
+        CANNL_SIMD
+        for (int64_t o = 0; o < 128; ++o)
+            x_v2[b0 * 16384 + o] = (x_in[b0 * 16384 + o] + (mid_mm[b0 * 16384 + o] + b_o_[o]) - x_mean_row) * (1.0f / sqrtf(x_var_row + 1e-05f)) * ln2_g_[o] + ln2_b_[o];
+    }
 }
 
 /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) */
 CANNL_MULTIVERSION
-static void set_x_v_3(int64_t pos, real *x_v, const real *x_mm2, const real *restrict b_fc_) {
-    for (int64_t o = 0; o < 512; ++o)
-        x_v[pos * 512 + o] = cannl_gelu_tanh(x_mm2[pos * 512 + o] + b_fc_[o]);
+static void set_x_v_3(int64_t n, real *x_v, const real *x_mm2, const real *restrict b_fc_) {
+    CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        CANNL_SIMD
+        for (int64_t o = 0; o < 512; ++o)
+            x_v[b0 * 65536 + o] = cannl_gelu_tanh(x_mm2[b0 * 65536 + o] + b_fc_[o]);
+    }
 }
 
 /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) */
 CANNL_MULTIVERSION
-static void set_x__3(int64_t pos, real *restrict x_, const real *restrict x_in, const real *restrict mid_mm, const real *restrict b_o_, const real *restrict x_mm, const real *restrict b_pr_) {
-    for (int64_t o = 0; o < 128; ++o)
-        x_[pos * 128 + o] = x_in[pos * 128 + o] + (mid_mm[pos * 128 + o] + b_o_[o]) + (x_mm[pos * 128 + o] + b_pr_[o]);
+static void set_x__3(int64_t n, real *restrict x_, const real *restrict x_in, const real *restrict mid_mm, const real *restrict b_o_, const real *restrict x_mm, const real *restrict b_pr_) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        CANNL_SIMD
+        for (int64_t o = 0; o < 128; ++o)
+            x_[b0 * 16384 + o] = x_in[b0 * 16384 + o] + (mid_mm[b0 * 16384 + o] + b_o_[o]) + (x_mm[b0 * 16384 + o] + b_pr_[o]);
+    }
 }
 
-/* block layers (line 24): instance l's decode body at position pos, for each l in order */
+/* block layers (line 24): instance l's decode body, row r at position pos[r] of sequence seq[r], for each l in order */
 static void layers_decode(
     struct gpt_char_infer *m,
-    int64_t pos,
+    int64_t n,
+    const int64_t *pos,
+    const int64_t *seq,
     char *cannl_scratch,
     real *restrict x_,
     real *restrict qkv_cache,
@@ -519,6 +580,7 @@ static void layers_decode(
     const real *restrict b_fc_,
     const real *restrict w_pr_,
     const real *restrict b_pr_) {
+    (void)n, (void)pos, (void)seq;
     real *const qkv_mm = (real *)(cannl_scratch + 0); /* [batch, 128, 3, 4, 32] [batch, 128 | 3, 4, 32] */
     real *const qkv_mean = (real *)(cannl_scratch + 0); /* [batch, 128] [batch, 128 | ] */
     real *const att = (real *)(cannl_scratch + 0); /* [batch, 128, 4, 32] att : [batch, 128 | 4, 32] */
@@ -534,59 +596,74 @@ static void layers_decode(
     real *const x_v2 = (real *)(cannl_scratch + 327680 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
-    sum_qkv_mean_2(pos, qkv_mean, x_in);
-    sum_qkv_var_2(pos, qkv_var, x_in, qkv_mean);
-    set_qkv_v_2(pos, qkv_v, x_in, qkv_mean, qkv_var, ln1_g_, ln1_b_);
-    /* matrix product qkv_mm = qkv_v . w_qkv_: M = 1 (b0), N = 384 (o0, o1, o2), K = 128 (k) */
-    cannl_sgemm(m->gemm, 1, 384, 128, 1.0f, qkv_v + pos * 128, 16384, 1, w_qkv_, 1, 128, qkv_mm + pos * 384, 49152, 1, 1);
-    set_qkv_cache(pos, qkv_cache, qkv_mm, b_qkv_);
+    sum_qkv_mean_2(n, qkv_mean, x_in);
+    sum_qkv_var_2(n, qkv_var, x_in, qkv_mean);
+    set_qkv_v_2(n, qkv_v, x_in, qkv_mean, qkv_var, ln1_g_, ln1_b_);
+    /* matrix product qkv_mm = qkv_v . w_qkv_: M = n (b0), N = 384 (o0, o1, o2), K = 128 (k) */
+    cannl_sgemm(m->gemm, n, 384, 128, 1.0f, qkv_v, 16384, 1, w_qkv_, 1, 128, qkv_mm, 49152, 1, 1);
+    set_qkv_cache(n, pos, seq, qkv_cache, qkv_mm, b_qkv_);
 
     /* line 37: att = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    {
-        const cannl_attn_dims cannl_d = {1, 128, 32, 32, pos, 1, 0.17677669529663687, 0};
+    for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r) {
+        const cannl_attn_dims cannl_d = {1, 128, 32, 32, pos[cannl_r], 1, 0.17677669529663687, 0};
         for (int64_t cannl_h = 0; cannl_h < 4; ++cannl_h)
-            cannl_attention_forward_f32(&cannl_d, qkv_cache + 0 + pos * 384 + cannl_h * 32, 384, qkv_cache + 128 + 0 * 384 + cannl_h * 32, 384, qkv_cache + 256 + 0 * 384 + cannl_h * 32, 384, att + (pos * 4 + cannl_h) * 32, 128, att_lse + cannl_h * 128 + pos);
+            cannl_attention_forward_f32(&cannl_d, qkv_cache + seq[cannl_r] * 49152 + 0 + pos[cannl_r] * 384 + cannl_h * 32, 384, qkv_cache + seq[cannl_r] * 49152 + 128 + 0 * 384 + cannl_h * 32, 384, qkv_cache + seq[cannl_r] * 49152 + 256 + 0 * 384 + cannl_h * 32, 384, att + cannl_r * 16384 + (0 * 4 + cannl_h) * 32, 128, att_lse + cannl_r * 512 + cannl_h * 128);
     }
 
     /* line 38: mid = x + (w_o * att + b_o) */
-    /* matrix product mid_mm = att . w_o_: M = 1 (b0), N = 128 (o), K = 128 (k0, k1) */
-    cannl_sgemm(m->gemm, 1, 128, 128, 1.0f, att + pos * 128, 16384, 1, w_o_, 1, 128, mid_mm + pos * 128, 16384, 1, 1);
+    /* matrix product mid_mm = att . w_o_: M = n (b0), N = 128 (o), K = 128 (k0, k1) */
+    cannl_sgemm(m->gemm, n, 128, 128, 1.0f, att, 16384, 1, w_o_, 1, 128, mid_mm, 16384, 1, 1);
 
     /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) */
-    sum_x_mean_2(pos, x_mean, x_in, mid_mm, b_o_);
-    sum_x_var_2(pos, x_var, x_in, mid_mm, b_o_, x_mean);
-    set_x_v2_2(pos, x_v2, x_in, mid_mm, b_o_, x_mean, x_var, ln2_g_, ln2_b_);
-    /* matrix product x_mm2 = x_v2 . w_fc_: M = 1 (b0), N = 512 (o), K = 128 (k) */
-    cannl_sgemm(m->gemm, 1, 512, 128, 1.0f, x_v2 + pos * 128, 16384, 1, w_fc_, 1, 128, x_mm2 + pos * 512, 65536, 1, 1);
-    set_x_v_3(pos, x_v, x_mm2, b_fc_);
-    /* matrix product x_mm = x_v . w_pr_: M = 1 (b0), N = 128 (o), K = 512 (k) */
-    cannl_sgemm(m->gemm, 1, 128, 512, 1.0f, x_v + pos * 512, 65536, 1, w_pr_, 1, 512, x_mm + pos * 128, 16384, 1, 1);
-    set_x__3(pos, x_, x_in, mid_mm, b_o_, x_mm, b_pr_);
+    sum_x_mean_2(n, x_mean, x_in, mid_mm, b_o_);
+    sum_x_var_2(n, x_var, x_in, mid_mm, b_o_, x_mean);
+    set_x_v2_2(n, x_v2, x_in, mid_mm, b_o_, x_mean, x_var, ln2_g_, ln2_b_);
+    /* matrix product x_mm2 = x_v2 . w_fc_: M = n (b0), N = 512 (o), K = 128 (k) */
+    cannl_sgemm(m->gemm, n, 512, 128, 1.0f, x_v2, 16384, 1, w_fc_, 1, 128, x_mm2, 65536, 1, 1);
+    set_x_v_3(n, x_v, x_mm2, b_fc_);
+    /* matrix product x_mm = x_v . w_pr_: M = n (b0), N = 128 (o), K = 512 (k) */
+    cannl_sgemm(m->gemm, n, 128, 512, 1.0f, x_v, 65536, 1, w_pr_, 1, 512, x_mm, 16384, 1, 1);
+    set_x__3(n, x_, x_in, mid_mm, b_o_, x_mm, b_pr_);
 }
 
 /* line 42: logits = wte * (layer_norm(x) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
-static void sum_logits_mean_2(int64_t pos, real *restrict logits_mean, const real *restrict x_3) {
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 128; ++o)
-        acc += x_3[pos * 128 + o];
-    logits_mean[pos] = acc * 0.0078125f;
+static void sum_logits_mean_2(int64_t n, real *restrict logits_mean, const real *restrict x_3) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 128; ++o)
+            acc += x_3[b0 * 16384 + o];
+        logits_mean[b0 * 128] = acc * 0.0078125f;
+    }
 }
 
 /* line 42: logits = wte * (layer_norm(x) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
-static void sum_logits_var_2(int64_t pos, real *restrict logits_var, const real *restrict x_3, const real *restrict logits_mean) {
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 128; ++o)
-        acc += powf(x_3[pos * 128 + o] - logits_mean[pos], 2.0f);
-    logits_var[pos] = acc * 0.0078125f;
+static void sum_logits_var_2(int64_t n, real *restrict logits_var, const real *restrict x_3, const real *restrict logits_mean) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 128; ++o)
+            acc += powf(x_3[b0 * 16384 + o] - logits_mean[b0 * 128], 2.0f);
+        logits_var[b0 * 128] = acc * 0.0078125f;
+    }
 }
 
 /* line 42: logits = wte * (layer_norm(x) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
-static void set_logits_v_2(int64_t pos, real *logits_v, const real *x_3, const real *restrict logits_mean, const real *restrict logits_var, const real *restrict lnf_g, const real *restrict lnf_b) {
-    for (int64_t o = 0; o < 128; ++o)
-        logits_v[pos * 128 + o] = (x_3[pos * 128 + o] - logits_mean[pos]) * (1.0f / sqrtf(logits_var[pos] + 1e-05f)) * lnf_g[o] + lnf_b[o];
+static void set_logits_v_2(int64_t n, real *logits_v, const real *x_3, const real *restrict logits_mean, const real *restrict logits_var, const real *restrict lnf_g, const real *restrict lnf_b) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        const real logits_mean_row = logits_mean[b0 * 128];
+        const real logits_var_row = logits_var[b0 * 128];
+        CANNL_SIMD
+        for (int64_t o = 0; o < 128; ++o)
+            logits_v[b0 * 16384 + o] = (x_3[b0 * 16384 + o] - logits_mean_row) * (1.0f / sqrtf(logits_var_row + 1e-05f)) * lnf_g[o] + lnf_b[o];
+    }
 }
 
 
@@ -611,7 +688,7 @@ static void forward(struct gpt_char_infer *m, const real *const inputs[], int64_
     real *const b_fc = m->b_fc; /* [4, 512] 4 instances of b_fc : [512] */
     real *const w_pr = m->w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *const b_pr = m->b_pr; /* [4, 128] 4 instances of b_pr : [128] */
-    char *const work = (char *)m->arena + 4156416; /* the work region: this routine's 589824 bytes per example of the state's max_batch */
+    char *const work = (char *)m->arena + 9661440; /* the work region: this routine's 589824 bytes per example of the state's max_batch */
     real *const x = (real *)(work + 128); /* [batch, 128, 128] x : [batch, 128 | 128] */
     real *const x_emb = (real *)(work + 128); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const logits_mean = (real *)(work + 128); /* [batch, 128] [batch, 128 | ] */
@@ -683,7 +760,7 @@ static void eval_metrics(struct gpt_char_infer *m, const real *const inputs[], i
     real *const b_fc = m->b_fc; /* [4, 512] 4 instances of b_fc : [512] */
     real *const w_pr = m->w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *const b_pr = m->b_pr; /* [4, 128] 4 instances of b_pr : [128] */
-    char *const work = (char *)m->arena + 4156416; /* the work region: this routine's 128 bytes, then 589824 per example of the state's max_batch */
+    char *const work = (char *)m->arena + 9661440; /* the work region: this routine's 128 bytes, then 589824 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
     real *const x = (real *)(work + 128); /* [batch, 128, 128] x : [batch, 128 | 128] */
@@ -755,7 +832,8 @@ static void eval_metrics(struct gpt_char_infer *m, const real *const inputs[], i
 }
 
 /* routine decode */
-static void decode(struct gpt_char_infer *m, const real *const inputs[], int64_t pos, real *const outputs[]) {
+static void decode(struct gpt_char_infer *m, const real *const inputs[], int64_t n, const int64_t *pos, const int64_t *seq, real *const outputs[]) {
+    (void)n, (void)pos, (void)seq;
     const int32_t *const tokens = (const int32_t *)(const void *)inputs[0]; /* [batch, 128] tokens : [batch, 128 | ] */
     real *const wte = m->wte; /* [256, 128] wte : [128 -> 256] */
     real *const wpe = m->wpe; /* [128, 128] wpe : [128 -> 128] */
@@ -773,32 +851,34 @@ static void decode(struct gpt_char_infer *m, const real *const inputs[], int64_t
     real *const b_fc = m->b_fc; /* [4, 512] 4 instances of b_fc : [512] */
     real *const w_pr = m->w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *const b_pr = m->b_pr; /* [4, 128] 4 instances of b_pr : [128] */
-    real *const layers_qkv_cache = m->layers_qkv_cache; /* [4, 1, 128, 3, 4, 32] qkv_cache of each instance of block layers */
-    char *const work = (char *)m->arena + 4156416; /* the work region: this routine's 655360 bytes per example of the state's max_batch */
-    real *const x = (real *)(work + 128); /* [batch, 128, 128] x : [batch, 128 | 128] */
+    real *const layers_qkv_cache = m->layers_qkv_cache; /* [4, 8, 128, 3, 4, 32] qkv_cache of each instance of block layers */
+    char *const work = (char *)m->arena + 9661440; /* the work region: this routine's 655360 bytes per example of the state's max_batch */
     real *const x_emb = (real *)(work + 128); /* [batch, 128, 128] [batch, 128 | 128] */
-    real *const logits_mean = (real *)(work + 128); /* [batch, 128] [batch, 128 | ] */
-    real *const logits_var = (real *)(work + 128 + 512 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
-    real *const x_3 = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 128, 128] x.3 : [batch, 128 | 128] */
-    real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 128, 128] [batch, 128 | 128] */
-    real *const logits = (real *)(work + 128 + 131072 * m->max_batch); /* [batch, 128, 256] logits : [batch, 128 | 256] */
+    real *const x_3 = (real *)(work + 128); /* [batch, 128, 128] x.3 : [batch, 128 | 128] */
+    real *const logits_v = (real *)(work + 128); /* [batch, 128, 128] [batch, 128 | 128] */
+    real *const x = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 128, 128] x : [batch, 128 | 128] */
+    real *const logits = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 128, 256] logits : [batch, 128 | 256] */
+    real *const logits_mean = (real *)(work + 128 + 65536 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
+    real *const logits_var = (real *)(work + 128 + 66048 * m->max_batch); /* [batch, 128] [batch, 128 | ] */
     real *const layers_x_pp = (real *)(work + 128 + 131072 * m->max_batch); /* [2, batch, 128, 128] x between two instances of block layers (slot l mod 2) */
     real *const layers_decode_scratch = (real *)(work + 128 + 262144 * m->max_batch); /* [batch, 98304] the locals of block layers's decode body, one instance at a time */
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
-        const int32_t cannl_id = tokens[pos];
-        const int cannl_in = cannl_id >= 0 && cannl_id < 256;
-        for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
-            x_emb[pos * 128 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+        for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r) {
+            const int32_t cannl_id = tokens[cannl_r * 128];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 256;
+            for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
+                x_emb[cannl_r * 16384 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+        }
     }
-    set_x_3(pos, x, x_emb, wpe);
+    set_x_3(n, pos, x, x_emb, wpe);
 
     /* line 24: block layers (instances 0..3) at position pos, keys and values cached */
     for (int64_t cannl_l = 0; cannl_l < 4; ++cannl_l)
-        layers_decode(m, pos, (char *)layers_decode_scratch,
+        layers_decode(m, n, pos, seq, (char *)layers_decode_scratch,
             (cannl_l == 3 ? x_3 : layers_x_pp + (cannl_l % 2) * 16384 * m->max_batch),
-            layers_qkv_cache + cannl_l * 49152,
+            layers_qkv_cache + cannl_l * 393216,
             (cannl_l == 0 ? x : layers_x_pp + (((cannl_l - 1) % 2 + 2) % 2) * 16384 * m->max_batch),
             ln1_g + cannl_l * 128,
             ln2_g + cannl_l * 128,
@@ -814,13 +894,14 @@ static void decode(struct gpt_char_infer *m, const real *const inputs[], int64_t
             b_pr + cannl_l * 128);
 
     /* line 42: logits = wte * (layer_norm(x) *. lnf_g + lnf_b) */
-    sum_logits_mean_2(pos, logits_mean, x_3);
-    sum_logits_var_2(pos, logits_var, x_3, logits_mean);
-    set_logits_v_2(pos, logits_v, x_3, logits_mean, logits_var, lnf_g, lnf_b);
-    /* matrix product logits = logits_v . wte: M = 1 (b0), N = 256 (o), K = 128 (k) */
-    cannl_sgemm(m->gemm, 1, 256, 128, 1.0f, logits_v + pos * 128, 16384, 1, wte, 1, 128, logits + pos * 256, 32768, 1, 1);
+    sum_logits_mean_2(n, logits_mean, x_3);
+    sum_logits_var_2(n, logits_var, x_3, logits_mean);
+    set_logits_v_2(n, logits_v, x_3, logits_mean, logits_var, lnf_g, lnf_b);
+    /* matrix product logits = logits_v . wte: M = n (b0), N = 256 (o), K = 128 (k) */
+    cannl_sgemm(m->gemm, n, 256, 128, 1.0f, logits_v, 16384, 1, wte, 1, 128, logits, 32768, 1, 1);
 
-    if (outputs[0]) memcpy(outputs[0], logits + pos * 256, (size_t)256 * sizeof(real));
+    for (int64_t cannl_r = 0; outputs[0] && cannl_r < n; ++cannl_r)
+        memcpy(outputs[0] + cannl_r * 256, logits + cannl_r * 32768, (size_t)256 * sizeof(real));
 }
 
 
@@ -960,7 +1041,7 @@ struct gpt_char_infer *gpt_char_infer_create_batch(int64_t max_batch) {
     struct gpt_char_infer *m = (struct gpt_char_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc((size_t)4156544 + (size_t)655360 * (size_t)max_batch);
+    m->arena = cannl_alloc((size_t)9661568 + (size_t)655360 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -1039,29 +1120,89 @@ cannl_status gpt_char_infer_eval(struct gpt_char_infer *m, const gpt_char_real *
     return CANNL_OK;
 }
 
-cannl_status gpt_char_decode_step(struct gpt_char_infer *m, int32_t id, gpt_char_real *logits) {
-    if (!m || id < 0 || id >= 256 || m->decode_len >= 128) return CANNL_E_ARG;
+/* Whether n rows of distinct sequences seq[] < 8, each with room for one more
+   position, may step with ids[] (n <= the state's max_batch). */
+static int decode_rows_ok(const struct gpt_char_infer *m, int64_t n, const int32_t *seq, const int32_t *ids) {
+    if (!m || !seq || !ids || n < 1 || n > m->max_batch || n > 8) return 0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (seq[i] < 0 || seq[i] >= 8 || ids[i] < 0 || ids[i] >= 256 ||
+            m->decode_len[seq[i]] >= 128)
+            return 0;
+        for (int64_t j = 0; j < i; ++j)
+            if (seq[j] == seq[i]) return 0;
+    }
+    return 1;
+}
+
+cannl_status gpt_char_decode_step_batch(struct gpt_char_infer *m, int64_t n, const int32_t *seq, const int32_t *ids,
+    gpt_char_real *logits) {
+    if (!decode_rows_ok(m, n, seq, ids)) return CANNL_E_ARG;
     const real *inputs[GPT_CHAR_NUM_INPUTS] = {0};
     real *outputs[1] = {logits};
-    m->decode_ids[m->decode_len] = id;
+    for (int64_t i = 0; i < n; ++i) {
+        m->decode_ids[i * 128] = ids[i];
+        m->decode_pos[i] = m->decode_len[seq[i]];
+        m->decode_seq[i] = seq[i];
+    }
     inputs[0] = (const real *)(const void *)m->decode_ids;
-    decode(m, inputs, m->decode_len, outputs);
-    m->decode_len++;
+    decode(m, inputs, n, m->decode_pos, m->decode_seq, outputs);
+    for (int64_t i = 0; i < n; ++i) m->decode_len[seq[i]]++;
     return CANNL_OK;
+}
+
+cannl_status gpt_char_decode_reset(struct gpt_char_infer *m, int32_t seq) {
+    if (!m || seq < 0 || seq >= 8) return CANNL_E_ARG;
+    m->decode_len[seq] = 0;
+    return CANNL_OK;
+}
+
+int64_t gpt_char_decode_length_seq(const struct gpt_char_infer *m, int32_t seq) {
+    return m && seq >= 0 && seq < 8 ? m->decode_len[seq] : 0;
+}
+
+cannl_status gpt_char_decode_prefill_batch(struct gpt_char_infer *m, int64_t n, const int32_t *seq,
+    const int32_t *const ids[], const int64_t count[], gpt_char_real *logits) {
+    if (!m || !seq || !ids || !count || n < 1 || n > m->max_batch || n > 8) return CANNL_E_ARG;
+    int64_t longest = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (seq[i] < 0 || seq[i] >= 8 || !ids[i] || count[i] < 1 || count[i] > 128)
+            return CANNL_E_ARG;
+        for (int64_t j = 0; j < count[i]; ++j)
+            if (ids[i][j] < 0 || ids[i][j] >= 256) return CANNL_E_ARG;
+        for (int64_t j = 0; j < i; ++j)
+            if (seq[j] == seq[i]) return CANNL_E_ARG;
+        if (count[i] > longest) longest = count[i];
+    }
+    for (int64_t i = 0; i < n; ++i) m->decode_len[seq[i]] = 0;
+    /* position t of every prompt still that long, in one step; a prompt's last logits kept */
+    for (int64_t t = 0; t < longest; ++t) {
+        int32_t rs[8], rid[8];
+        int64_t rows = 0, from[8];
+        for (int64_t i = 0; i < n; ++i)
+            if (t < count[i]) rs[rows] = seq[i], rid[rows] = ids[i][t], from[rows++] = i;
+        gpt_char_decode_step_batch(m, rows, rs, rid, logits ? m->decode_logits : NULL);
+        for (int64_t r = 0; logits && r < rows; ++r)
+            if (t + 1 == count[from[r]])
+                memcpy(logits + from[r] * 256, m->decode_logits + r * 256,
+                       (size_t)256 * sizeof(real));
+    }
+    return CANNL_OK;
+}
+
+cannl_status gpt_char_decode_step(struct gpt_char_infer *m, int32_t id, gpt_char_real *logits) {
+    const int32_t seq = 0;
+    return gpt_char_decode_step_batch(m, 1, &seq, &id, logits);
 }
 
 cannl_status gpt_char_decode_prefill(struct gpt_char_infer *m, const int32_t *ids, int64_t count,
     gpt_char_real *logits) {
     if (!m) return CANNL_E_ARG;
-    m->decode_len = 0;
-    if (!ids || count < 1 || count > 128) return CANNL_E_ARG;
-    for (int64_t i = 0; i < count; ++i)
-        if (ids[i] < 0 || ids[i] >= 256) return CANNL_E_ARG;
-    for (int64_t i = 0; i < count; ++i) gpt_char_decode_step(m, ids[i], i + 1 == count ? logits : NULL);
-    return CANNL_OK;
+    m->decode_len[0] = 0;
+    const int32_t seq = 0;
+    return gpt_char_decode_prefill_batch(m, 1, &seq, &ids, &count, logits);
 }
 
-int64_t gpt_char_decode_length(const struct gpt_char_infer *m) { return m ? m->decode_len : 0; }
+int64_t gpt_char_decode_length(const struct gpt_char_infer *m) { return m ? m->decode_len[0] : 0; }
 
 static cannl_status api_decode_prefill_fn(void *m, const int32_t *ids, int64_t count, void *logits) {
     return gpt_char_decode_prefill((struct gpt_char_infer *)m, ids, count, (gpt_char_real *)logits);
@@ -1069,7 +1210,18 @@ static cannl_status api_decode_prefill_fn(void *m, const int32_t *ids, int64_t c
 static cannl_status api_decode_step_fn(void *m, int32_t id, void *logits) {
     return gpt_char_decode_step((struct gpt_char_infer *)m, id, (gpt_char_real *)logits);
 }
-const cannl_decode_api gpt_char_decode_api = { 128, api_decode_prefill_fn, api_decode_step_fn};
+static cannl_status api_decode_prefill_batch_fn(void *m, int64_t n, const int32_t *seq, const int32_t *const ids[],
+    const int64_t count[], void *logits) {
+    return gpt_char_decode_prefill_batch((struct gpt_char_infer *)m, n, seq, ids, count, (gpt_char_real *)logits);
+}
+static cannl_status api_decode_step_batch_fn(void *m, int64_t n, const int32_t *seq, const int32_t *ids, void *logits) {
+    return gpt_char_decode_step_batch((struct gpt_char_infer *)m, n, seq, ids, (gpt_char_real *)logits);
+}
+static cannl_status api_decode_reset_fn(void *m, int32_t seq) {
+    return gpt_char_decode_reset((struct gpt_char_infer *)m, seq);
+}
+const cannl_decode_api gpt_char_decode_api = { 128, api_decode_prefill_fn, api_decode_step_fn,
+    8, api_decode_prefill_batch_fn, api_decode_step_batch_fn, api_decode_reset_fn};
 
 /* ---------------------------------------------- the table for cannl_infer_main and loading */
 

@@ -7,7 +7,7 @@
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
  *   decode        generation: one position's logits, the keys and values kept in caches
- * in one arena of 1056384 bytes, then 196608 per example of max_batch (51388032 at 256); no gradients, no optimiser state, no training code
+ * in one arena of 1744512 bytes, then 196608 per example of max_batch (52076160 at 256); no gradients, no optimiser state, no training code
  * (a program that calls only gpt_tiny_infer_* links only this file of the library). The
  * routines are those of gpt_tiny.c, printed from the same loop nests, so they give the
  * same results.
@@ -36,6 +36,13 @@
 #else
 #define CANNL_SIMD
 #endif
+/* In a row of the decode's batched step: the compiler does not vectorise across rows (an empty
+ * asm), so that each row's sums run in the same order whatever the number of rows. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CANNL_ROW_FENCE __asm__ __volatile__("")
+#else
+#define CANNL_ROW_FENCE ((void)0)
+#endif
 
 typedef gpt_tiny_real real;
 
@@ -43,7 +50,7 @@ static inline float cannl_gelu(float x) { return 0.5f * x * (1 + erff(x * 0.7071
 
 struct gpt_tiny_infer {
     int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= GPT_TINY_MAX_BATCH) */
-    void *arena; /* the buffers below, then the work region of forward and eval: 1056384 bytes, then 196608 per example of max_batch (51388032 at 256) */
+    void *arena; /* the buffers below, then the work region of forward and eval: 1744512 bytes, then 196608 per example of max_batch (52076160 at 256) */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [64, 128] wpe : [128 -> 64] */
     real *ln1_g; /* [128] ln1_g : [128] */
@@ -60,9 +67,11 @@ struct gpt_tiny_infer {
     real *b_pr; /* [128] b_pr : [128] */
     real *lnf_g; /* [128] lnf_g : [128] */
     real *lnf_b; /* [128] lnf_b : [128] */
-    real *qkv_cache; /* [1, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
-    int64_t decode_len; /* ids in the KV cache (decode) */
-    int32_t decode_ids[64]; /* the ids at positions 0 .. decode_len - 1 */
+    real *qkv_cache; /* [8, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    int64_t decode_len[8]; /* per sequence slot: ids in its KV cache (decode) */
+    int32_t decode_ids[8 * 64]; /* a step's ids: row r's at r * 64 */
+    int64_t decode_pos[8], decode_seq[8]; /* a step's rows: position, sequence */
+    real decode_logits[8 * 256]; /* a batched prefill's rows */
     cannl_gemm *gemm; /* the matrix products' kernel and packing workspace (runtime-lib/gemm.c) */
 };
 
@@ -338,102 +347,162 @@ static void sum_accuracy(int64_t n, real *restrict accuracy, const real *restric
 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
-static void sum_h1_mean_2(int64_t pos, real *restrict h1_mean, const real *restrict x0_emb, const real *restrict wpe) {
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 128; ++o)
-        acc += x0_emb[pos * 128 + o] + wpe[pos * 128 + o];
-    h1_mean[pos] = acc * 0.0078125f;
+static void sum_h1_mean_2(int64_t n, const int64_t *pos, real *restrict h1_mean, const real *restrict x0_emb, const real *restrict wpe) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 128; ++o)
+            acc += x0_emb[b0 * 8192 + o] + wpe[pos[b0] * 128 + o];
+        h1_mean[b0 * 64] = acc * 0.0078125f;
+    }
 }
 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
-static void sum_h1_var_2(int64_t pos, real *restrict h1_var, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean) {
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 128; ++o)
-        acc += powf(x0_emb[pos * 128 + o] + wpe[pos * 128 + o] - h1_mean[pos], 2.0f);
-    h1_var[pos] = acc * 0.0078125f;
+static void sum_h1_var_2(int64_t n, const int64_t *pos, real *restrict h1_var, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 128; ++o)
+            acc += powf(x0_emb[b0 * 8192 + o] + wpe[pos[b0] * 128 + o] - h1_mean[b0 * 64], 2.0f);
+        h1_var[b0 * 64] = acc * 0.0078125f;
+    }
 }
 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
 CANNL_MULTIVERSION
-static void set_h1_2(int64_t pos, real *restrict h1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict ln1_g, const real *restrict ln1_b) {
-    for (int64_t o = 0; o < 128; ++o)
-        h1[pos * 128 + o] = (x0_emb[pos * 128 + o] + wpe[pos * 128 + o] - h1_mean[pos]) * (1.0f / sqrtf(h1_var[pos] + 1e-05f)) * ln1_g[o] + ln1_b[o];
+static void set_h1_2(int64_t n, const int64_t *pos, real *restrict h1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict h1_mean, const real *restrict h1_var, const real *restrict ln1_g, const real *restrict ln1_b) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        const real h1_mean_row = h1_mean[b0 * 64];
+        const real h1_var_row = h1_var[b0 * 64];
+        CANNL_SIMD
+        for (int64_t o = 0; o < 128; ++o)
+            h1[b0 * 8192 + o] = (x0_emb[b0 * 8192 + o] + wpe[pos[b0] * 128 + o] - h1_mean_row) * (1.0f / sqrtf(h1_var_row + 1e-05f)) * ln1_g[o] + ln1_b[o];
+    }
 }
 
 /* line 31: qkv = w_qkv * h1 + b_qkv */
 CANNL_MULTIVERSION
-static void set_qkv_cache(int64_t pos, real *restrict qkv_cache, const real *restrict qkv_mm, const real *restrict b_qkv) {
-    for (int64_t o0 = 0; o0 < 3; ++o0) {
-        for (int64_t o1 = 0; o1 < 4; ++o1) {
-            for (int64_t o2 = 0; o2 < 32; ++o2)
-                qkv_cache[pos * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[pos * 384 + o0 * 128 + o1 * 32 + o2] + b_qkv[o0 * 128 + o1 * 32 + o2];
+static void set_qkv_cache(int64_t n, const int64_t *pos, const int64_t *seq, real *restrict qkv_cache, const real *restrict qkv_mm, const real *restrict b_qkv) {
+    CANNL_PRAGMA("omp parallel for if(n * 384 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        for (int64_t o0 = 0; o0 < 3; ++o0) {
+            for (int64_t o1 = 0; o1 < 4; ++o1) {
+                CANNL_SIMD
+                for (int64_t o2 = 0; o2 < 32; ++o2)
+                    qkv_cache[seq[b0] * 24576 + pos[b0] * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[b0 * 24576 + o0 * 128 + o1 * 32 + o2] + b_qkv[o0 * 128 + o1 * 32 + o2];
+            }
         }
     }
 }
 
 /* line 33: x1 = x0 + (w_o * y + b_o) */
 CANNL_MULTIVERSION
-static void set_x1_3(int64_t pos, real *restrict x1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict x1_mm, const real *restrict b_o) {
-    for (int64_t o = 0; o < 128; ++o)
-        x1[pos * 128 + o] = x0_emb[pos * 128 + o] + wpe[pos * 128 + o] + (x1_mm[pos * 128 + o] + b_o[o]);
+static void set_x1_3(int64_t n, const int64_t *pos, real *restrict x1, const real *restrict x0_emb, const real *restrict wpe, const real *restrict x1_mm, const real *restrict b_o) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        CANNL_SIMD
+        for (int64_t o = 0; o < 128; ++o)
+            x1[b0 * 8192 + o] = x0_emb[b0 * 8192 + o] + wpe[pos[b0] * 128 + o] + (x1_mm[b0 * 8192 + o] + b_o[o]);
+    }
 }
 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
-static void sum_h2_mean_2(int64_t pos, real *restrict h2_mean, const real *restrict x1) {
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 128; ++o)
-        acc += x1[pos * 128 + o];
-    h2_mean[pos] = acc * 0.0078125f;
+static void sum_h2_mean_2(int64_t n, real *restrict h2_mean, const real *restrict x1) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 128; ++o)
+            acc += x1[b0 * 8192 + o];
+        h2_mean[b0 * 64] = acc * 0.0078125f;
+    }
 }
 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
-static void sum_h2_var_2(int64_t pos, real *restrict h2_var, const real *restrict x1, const real *restrict h2_mean) {
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 128; ++o)
-        acc += powf(x1[pos * 128 + o] - h2_mean[pos], 2.0f);
-    h2_var[pos] = acc * 0.0078125f;
+static void sum_h2_var_2(int64_t n, real *restrict h2_var, const real *restrict x1, const real *restrict h2_mean) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 128; ++o)
+            acc += powf(x1[b0 * 8192 + o] - h2_mean[b0 * 64], 2.0f);
+        h2_var[b0 * 64] = acc * 0.0078125f;
+    }
 }
 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
 CANNL_MULTIVERSION
-static void set_h2_2(int64_t pos, real *restrict h2, const real *restrict x1, const real *restrict h2_mean, const real *restrict h2_var, const real *restrict ln2_g, const real *restrict ln2_b) {
-    for (int64_t o = 0; o < 128; ++o)
-        h2[pos * 128 + o] = (x1[pos * 128 + o] - h2_mean[pos]) * (1.0f / sqrtf(h2_var[pos] + 1e-05f)) * ln2_g[o] + ln2_b[o];
+static void set_h2_2(int64_t n, real *restrict h2, const real *restrict x1, const real *restrict h2_mean, const real *restrict h2_var, const real *restrict ln2_g, const real *restrict ln2_b) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        const real h2_mean_row = h2_mean[b0 * 64];
+        const real h2_var_row = h2_var[b0 * 64];
+        CANNL_SIMD
+        for (int64_t o = 0; o < 128; ++o)
+            h2[b0 * 8192 + o] = (x1[b0 * 8192 + o] - h2_mean_row) * (1.0f / sqrtf(h2_var_row + 1e-05f)) * ln2_g[o] + ln2_b[o];
+    }
 }
 
 /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
 CANNL_MULTIVERSION
-static void set_x2_v_3(int64_t pos, real *x2_v, const real *x2_mm2, const real *restrict b_fc) {
-    for (int64_t o = 0; o < 512; ++o)
-        x2_v[pos * 512 + o] = cannl_gelu(x2_mm2[pos * 512 + o] + b_fc[o]);
+static void set_x2_v_3(int64_t n, real *x2_v, const real *x2_mm2, const real *restrict b_fc) {
+    CANNL_PRAGMA("omp parallel for if(n * 512 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        CANNL_SIMD
+        for (int64_t o = 0; o < 512; ++o)
+            x2_v[b0 * 32768 + o] = cannl_gelu(x2_mm2[b0 * 32768 + o] + b_fc[o]);
+    }
 }
 
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
-static void sum_logits_mean_2(int64_t pos, real *restrict logits_mean, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr) {
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 128; ++o)
-        acc += x1[pos * 128 + o] + (x2_mm[pos * 128 + o] + b_pr[o]);
-    logits_mean[pos] = acc * 0.0078125f;
+static void sum_logits_mean_2(int64_t n, real *restrict logits_mean, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 128; ++o)
+            acc += x1[b0 * 8192 + o] + (x2_mm[b0 * 8192 + o] + b_pr[o]);
+        logits_mean[b0 * 64] = acc * 0.0078125f;
+    }
 }
 
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
-static void sum_logits_var_2(int64_t pos, real *restrict logits_var, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean) {
-    real acc = 0.0f;
-    for (int64_t o = 0; o < 128; ++o)
-        acc += powf(x1[pos * 128 + o] + (x2_mm[pos * 128 + o] + b_pr[o]) - logits_mean[pos], 2.0f);
-    logits_var[pos] = acc * 0.0078125f;
+static void sum_logits_var_2(int64_t n, real *restrict logits_var, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        real acc = 0.0f;
+        for (int64_t o = 0; o < 128; ++o)
+            acc += powf(x1[b0 * 8192 + o] + (x2_mm[b0 * 8192 + o] + b_pr[o]) - logits_mean[b0 * 64], 2.0f);
+        logits_var[b0 * 64] = acc * 0.0078125f;
+    }
 }
 
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
 CANNL_MULTIVERSION
-static void set_logits_v_2(int64_t pos, real *restrict logits_v, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_var, const real *restrict lnf_g, const real *restrict lnf_b) {
-    for (int64_t o = 0; o < 128; ++o)
-        logits_v[pos * 128 + o] = (x1[pos * 128 + o] + (x2_mm[pos * 128 + o] + b_pr[o]) - logits_mean[pos]) * (1.0f / sqrtf(logits_var[pos] + 1e-05f)) * lnf_g[o] + lnf_b[o];
+static void set_logits_v_2(int64_t n, real *restrict logits_v, const real *restrict x1, const real *restrict x2_mm, const real *restrict b_pr, const real *restrict logits_mean, const real *restrict logits_var, const real *restrict lnf_g, const real *restrict lnf_b) {
+    CANNL_PRAGMA("omp parallel for if(n * 128 >= CANNL_PARALLEL_MIN)")
+    for (int64_t b0 = 0; b0 < n; ++b0) {
+        CANNL_ROW_FENCE;
+        const real logits_mean_row = logits_mean[b0 * 64];
+        const real logits_var_row = logits_var[b0 * 64];
+        CANNL_SIMD
+        for (int64_t o = 0; o < 128; ++o)
+            logits_v[b0 * 8192 + o] = (x1[b0 * 8192 + o] + (x2_mm[b0 * 8192 + o] + b_pr[o]) - logits_mean_row) * (1.0f / sqrtf(logits_var_row + 1e-05f)) * lnf_g[o] + lnf_b[o];
+    }
 }
 
 
@@ -458,7 +527,7 @@ static void forward(struct gpt_tiny_infer *m, const real *const inputs[], int64_
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 1056256; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
+    char *const work = (char *)m->arena + 1744384; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
     real *const h1_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
     real *const qkv = (real *)(work + 128); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
     real *const qkv_mm = (real *)(work + 128); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
@@ -559,7 +628,7 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 1056256; /* the work region: this routine's 128 bytes, then 196608 per example of the state's max_batch */
+    char *const work = (char *)m->arena + 1744384; /* the work region: this routine's 128 bytes, then 196608 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
     real *const h1_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
@@ -660,7 +729,8 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
 }
 
 /* routine decode */
-static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t pos, real *const outputs[]) {
+static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t n, const int64_t *pos, const int64_t *seq, real *const outputs[]) {
+    (void)n, (void)pos, (void)seq;
     const int32_t *const tokens = (const int32_t *)(const void *)inputs[0]; /* [batch, 64] tokens : [batch, 64 | ] */
     real *const wte = m->wte; /* [256, 128] wte : [128 -> 256] */
     real *const wpe = m->wpe; /* [64, 128] wpe : [128 -> 64] */
@@ -678,8 +748,8 @@ static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    real *const qkv_cache = m->qkv_cache; /* [1, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
-    char *const work = (char *)m->arena + 1056256; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
+    real *const qkv_cache = m->qkv_cache; /* [8, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    char *const work = (char *)m->arena + 1744384; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
     real *const h1_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
     real *const qkv_mm = (real *)(work + 128); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
     real *const y = (real *)(work + 128); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
@@ -702,54 +772,57 @@ static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
     {
-        const int32_t cannl_id = tokens[pos];
-        const int cannl_in = cannl_id >= 0 && cannl_id < 256;
-        for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
-            x0_emb[pos * 128 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+        for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r) {
+            const int32_t cannl_id = tokens[cannl_r * 64];
+            const int cannl_in = cannl_id >= 0 && cannl_id < 256;
+            for (int64_t cannl_j = 0; cannl_j < 128; ++cannl_j)
+                x0_emb[cannl_r * 8192 + cannl_j] = cannl_in ? wte[(int64_t)cannl_id * 128 + cannl_j] : 0;
+        }
     }
 
     /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
-    sum_h1_mean_2(pos, h1_mean, x0_emb, wpe);
-    sum_h1_var_2(pos, h1_var, x0_emb, wpe, h1_mean);
-    set_h1_2(pos, h1, x0_emb, wpe, h1_mean, h1_var, ln1_g, ln1_b);
+    sum_h1_mean_2(n, pos, h1_mean, x0_emb, wpe);
+    sum_h1_var_2(n, pos, h1_var, x0_emb, wpe, h1_mean);
+    set_h1_2(n, pos, h1, x0_emb, wpe, h1_mean, h1_var, ln1_g, ln1_b);
 
     /* line 31: qkv = w_qkv * h1 + b_qkv */
-    /* matrix product qkv_mm = h1 . w_qkv: M = 1 (b0), N = 384 (o0, o1, o2), K = 128 (k) */
-    cannl_sgemm(m->gemm, 1, 384, 128, 1.0f, h1 + pos * 128, 8192, 1, w_qkv, 1, 128, qkv_mm + pos * 384, 24576, 1, 1);
-    set_qkv_cache(pos, qkv_cache, qkv_mm, b_qkv);
+    /* matrix product qkv_mm = h1 . w_qkv: M = n (b0), N = 384 (o0, o1, o2), K = 128 (k) */
+    cannl_sgemm(m->gemm, n, 384, 128, 1.0f, h1, 8192, 1, w_qkv, 1, 128, qkv_mm, 24576, 1, 1);
+    set_qkv_cache(n, pos, seq, qkv_cache, qkv_mm, b_qkv);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    {
-        const cannl_attn_dims cannl_d = {1, 64, 32, 32, pos, 1, 0.17677669529663687, 0};
+    for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r) {
+        const cannl_attn_dims cannl_d = {1, 64, 32, 32, pos[cannl_r], 1, 0.17677669529663687, 0};
         for (int64_t cannl_h = 0; cannl_h < 4; ++cannl_h)
-            cannl_attention_forward_f32(&cannl_d, qkv_cache + 0 + pos * 384 + cannl_h * 32, 384, qkv_cache + 128 + 0 * 384 + cannl_h * 32, 384, qkv_cache + 256 + 0 * 384 + cannl_h * 32, 384, y + (pos * 4 + cannl_h) * 32, 128, y_lse + cannl_h * 64 + pos);
+            cannl_attention_forward_f32(&cannl_d, qkv_cache + seq[cannl_r] * 24576 + 0 + pos[cannl_r] * 384 + cannl_h * 32, 384, qkv_cache + seq[cannl_r] * 24576 + 128 + 0 * 384 + cannl_h * 32, 384, qkv_cache + seq[cannl_r] * 24576 + 256 + 0 * 384 + cannl_h * 32, 384, y + cannl_r * 8192 + (0 * 4 + cannl_h) * 32, 128, y_lse + cannl_r * 256 + cannl_h * 64);
     }
 
     /* line 33: x1 = x0 + (w_o * y + b_o) */
-    /* matrix product x1_mm = y . w_o: M = 1 (b0), N = 128 (o), K = 128 (k0, k1) */
-    cannl_sgemm(m->gemm, 1, 128, 128, 1.0f, y + pos * 128, 8192, 1, w_o, 1, 128, x1_mm + pos * 128, 8192, 1, 1);
-    set_x1_3(pos, x1, x0_emb, wpe, x1_mm, b_o);
+    /* matrix product x1_mm = y . w_o: M = n (b0), N = 128 (o), K = 128 (k0, k1) */
+    cannl_sgemm(m->gemm, n, 128, 128, 1.0f, y, 8192, 1, w_o, 1, 128, x1_mm, 8192, 1, 1);
+    set_x1_3(n, pos, x1, x0_emb, wpe, x1_mm, b_o);
 
     /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
-    sum_h2_mean_2(pos, h2_mean, x1);
-    sum_h2_var_2(pos, h2_var, x1, h2_mean);
-    set_h2_2(pos, h2, x1, h2_mean, h2_var, ln2_g, ln2_b);
+    sum_h2_mean_2(n, h2_mean, x1);
+    sum_h2_var_2(n, h2_var, x1, h2_mean);
+    set_h2_2(n, h2, x1, h2_mean, h2_var, ln2_g, ln2_b);
 
     /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
-    /* matrix product x2_mm2 = h2 . w_fc: M = 1 (b0), N = 512 (o), K = 128 (k) */
-    cannl_sgemm(m->gemm, 1, 512, 128, 1.0f, h2 + pos * 128, 8192, 1, w_fc, 1, 128, x2_mm2 + pos * 512, 32768, 1, 1);
-    set_x2_v_3(pos, x2_v, x2_mm2, b_fc);
-    /* matrix product x2_mm = x2_v . w_pr: M = 1 (b0), N = 128 (o), K = 512 (k) */
-    cannl_sgemm(m->gemm, 1, 128, 512, 1.0f, x2_v + pos * 512, 32768, 1, w_pr, 1, 512, x2_mm + pos * 128, 8192, 1, 1);
+    /* matrix product x2_mm2 = h2 . w_fc: M = n (b0), N = 512 (o), K = 128 (k) */
+    cannl_sgemm(m->gemm, n, 512, 128, 1.0f, h2, 8192, 1, w_fc, 1, 128, x2_mm2, 32768, 1, 1);
+    set_x2_v_3(n, x2_v, x2_mm2, b_fc);
+    /* matrix product x2_mm = x2_v . w_pr: M = n (b0), N = 128 (o), K = 512 (k) */
+    cannl_sgemm(m->gemm, n, 128, 512, 1.0f, x2_v, 32768, 1, w_pr, 1, 512, x2_mm, 8192, 1, 1);
 
     /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
-    sum_logits_mean_2(pos, logits_mean, x1, x2_mm, b_pr);
-    sum_logits_var_2(pos, logits_var, x1, x2_mm, b_pr, logits_mean);
-    set_logits_v_2(pos, logits_v, x1, x2_mm, b_pr, logits_mean, logits_var, lnf_g, lnf_b);
-    /* matrix product logits = logits_v . wte: M = 1 (b0), N = 256 (o), K = 128 (k) */
-    cannl_sgemm(m->gemm, 1, 256, 128, 1.0f, logits_v + pos * 128, 8192, 1, wte, 1, 128, logits + pos * 256, 16384, 1, 1);
+    sum_logits_mean_2(n, logits_mean, x1, x2_mm, b_pr);
+    sum_logits_var_2(n, logits_var, x1, x2_mm, b_pr, logits_mean);
+    set_logits_v_2(n, logits_v, x1, x2_mm, b_pr, logits_mean, logits_var, lnf_g, lnf_b);
+    /* matrix product logits = logits_v . wte: M = n (b0), N = 256 (o), K = 128 (k) */
+    cannl_sgemm(m->gemm, n, 256, 128, 1.0f, logits_v, 8192, 1, wte, 1, 128, logits, 16384, 1, 1);
 
-    if (outputs[0]) memcpy(outputs[0], logits + pos * 256, (size_t)256 * sizeof(real));
+    for (int64_t cannl_r = 0; outputs[0] && cannl_r < n; ++cannl_r)
+        memcpy(outputs[0] + cannl_r * 256, logits + cannl_r * 16384, (size_t)256 * sizeof(real));
 }
 
 
@@ -841,7 +914,7 @@ struct gpt_tiny_infer *gpt_tiny_infer_create_batch(int64_t max_batch) {
     struct gpt_tiny_infer *m = (struct gpt_tiny_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc((size_t)1056384 + (size_t)196608 * (size_t)max_batch);
+    m->arena = cannl_alloc((size_t)1744512 + (size_t)196608 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -920,29 +993,89 @@ cannl_status gpt_tiny_infer_eval(struct gpt_tiny_infer *m, const gpt_tiny_real *
     return CANNL_OK;
 }
 
-cannl_status gpt_tiny_decode_step(struct gpt_tiny_infer *m, int32_t id, gpt_tiny_real *logits) {
-    if (!m || id < 0 || id >= 256 || m->decode_len >= 64) return CANNL_E_ARG;
+/* Whether n rows of distinct sequences seq[] < 8, each with room for one more
+   position, may step with ids[] (n <= the state's max_batch). */
+static int decode_rows_ok(const struct gpt_tiny_infer *m, int64_t n, const int32_t *seq, const int32_t *ids) {
+    if (!m || !seq || !ids || n < 1 || n > m->max_batch || n > 8) return 0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (seq[i] < 0 || seq[i] >= 8 || ids[i] < 0 || ids[i] >= 256 ||
+            m->decode_len[seq[i]] >= 64)
+            return 0;
+        for (int64_t j = 0; j < i; ++j)
+            if (seq[j] == seq[i]) return 0;
+    }
+    return 1;
+}
+
+cannl_status gpt_tiny_decode_step_batch(struct gpt_tiny_infer *m, int64_t n, const int32_t *seq, const int32_t *ids,
+    gpt_tiny_real *logits) {
+    if (!decode_rows_ok(m, n, seq, ids)) return CANNL_E_ARG;
     const real *inputs[GPT_TINY_NUM_INPUTS] = {0};
     real *outputs[1] = {logits};
-    m->decode_ids[m->decode_len] = id;
+    for (int64_t i = 0; i < n; ++i) {
+        m->decode_ids[i * 64] = ids[i];
+        m->decode_pos[i] = m->decode_len[seq[i]];
+        m->decode_seq[i] = seq[i];
+    }
     inputs[0] = (const real *)(const void *)m->decode_ids;
-    decode(m, inputs, m->decode_len, outputs);
-    m->decode_len++;
+    decode(m, inputs, n, m->decode_pos, m->decode_seq, outputs);
+    for (int64_t i = 0; i < n; ++i) m->decode_len[seq[i]]++;
     return CANNL_OK;
+}
+
+cannl_status gpt_tiny_decode_reset(struct gpt_tiny_infer *m, int32_t seq) {
+    if (!m || seq < 0 || seq >= 8) return CANNL_E_ARG;
+    m->decode_len[seq] = 0;
+    return CANNL_OK;
+}
+
+int64_t gpt_tiny_decode_length_seq(const struct gpt_tiny_infer *m, int32_t seq) {
+    return m && seq >= 0 && seq < 8 ? m->decode_len[seq] : 0;
+}
+
+cannl_status gpt_tiny_decode_prefill_batch(struct gpt_tiny_infer *m, int64_t n, const int32_t *seq,
+    const int32_t *const ids[], const int64_t count[], gpt_tiny_real *logits) {
+    if (!m || !seq || !ids || !count || n < 1 || n > m->max_batch || n > 8) return CANNL_E_ARG;
+    int64_t longest = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (seq[i] < 0 || seq[i] >= 8 || !ids[i] || count[i] < 1 || count[i] > 64)
+            return CANNL_E_ARG;
+        for (int64_t j = 0; j < count[i]; ++j)
+            if (ids[i][j] < 0 || ids[i][j] >= 256) return CANNL_E_ARG;
+        for (int64_t j = 0; j < i; ++j)
+            if (seq[j] == seq[i]) return CANNL_E_ARG;
+        if (count[i] > longest) longest = count[i];
+    }
+    for (int64_t i = 0; i < n; ++i) m->decode_len[seq[i]] = 0;
+    /* position t of every prompt still that long, in one step; a prompt's last logits kept */
+    for (int64_t t = 0; t < longest; ++t) {
+        int32_t rs[8], rid[8];
+        int64_t rows = 0, from[8];
+        for (int64_t i = 0; i < n; ++i)
+            if (t < count[i]) rs[rows] = seq[i], rid[rows] = ids[i][t], from[rows++] = i;
+        gpt_tiny_decode_step_batch(m, rows, rs, rid, logits ? m->decode_logits : NULL);
+        for (int64_t r = 0; logits && r < rows; ++r)
+            if (t + 1 == count[from[r]])
+                memcpy(logits + from[r] * 256, m->decode_logits + r * 256,
+                       (size_t)256 * sizeof(real));
+    }
+    return CANNL_OK;
+}
+
+cannl_status gpt_tiny_decode_step(struct gpt_tiny_infer *m, int32_t id, gpt_tiny_real *logits) {
+    const int32_t seq = 0;
+    return gpt_tiny_decode_step_batch(m, 1, &seq, &id, logits);
 }
 
 cannl_status gpt_tiny_decode_prefill(struct gpt_tiny_infer *m, const int32_t *ids, int64_t count,
     gpt_tiny_real *logits) {
     if (!m) return CANNL_E_ARG;
-    m->decode_len = 0;
-    if (!ids || count < 1 || count > 64) return CANNL_E_ARG;
-    for (int64_t i = 0; i < count; ++i)
-        if (ids[i] < 0 || ids[i] >= 256) return CANNL_E_ARG;
-    for (int64_t i = 0; i < count; ++i) gpt_tiny_decode_step(m, ids[i], i + 1 == count ? logits : NULL);
-    return CANNL_OK;
+    m->decode_len[0] = 0;
+    const int32_t seq = 0;
+    return gpt_tiny_decode_prefill_batch(m, 1, &seq, &ids, &count, logits);
 }
 
-int64_t gpt_tiny_decode_length(const struct gpt_tiny_infer *m) { return m ? m->decode_len : 0; }
+int64_t gpt_tiny_decode_length(const struct gpt_tiny_infer *m) { return m ? m->decode_len[0] : 0; }
 
 static cannl_status api_decode_prefill_fn(void *m, const int32_t *ids, int64_t count, void *logits) {
     return gpt_tiny_decode_prefill((struct gpt_tiny_infer *)m, ids, count, (gpt_tiny_real *)logits);
@@ -950,7 +1083,18 @@ static cannl_status api_decode_prefill_fn(void *m, const int32_t *ids, int64_t c
 static cannl_status api_decode_step_fn(void *m, int32_t id, void *logits) {
     return gpt_tiny_decode_step((struct gpt_tiny_infer *)m, id, (gpt_tiny_real *)logits);
 }
-const cannl_decode_api gpt_tiny_decode_api = { 64, api_decode_prefill_fn, api_decode_step_fn};
+static cannl_status api_decode_prefill_batch_fn(void *m, int64_t n, const int32_t *seq, const int32_t *const ids[],
+    const int64_t count[], void *logits) {
+    return gpt_tiny_decode_prefill_batch((struct gpt_tiny_infer *)m, n, seq, ids, count, (gpt_tiny_real *)logits);
+}
+static cannl_status api_decode_step_batch_fn(void *m, int64_t n, const int32_t *seq, const int32_t *ids, void *logits) {
+    return gpt_tiny_decode_step_batch((struct gpt_tiny_infer *)m, n, seq, ids, (gpt_tiny_real *)logits);
+}
+static cannl_status api_decode_reset_fn(void *m, int32_t seq) {
+    return gpt_tiny_decode_reset((struct gpt_tiny_infer *)m, seq);
+}
+const cannl_decode_api gpt_tiny_decode_api = { 64, api_decode_prefill_fn, api_decode_step_fn,
+    8, api_decode_prefill_batch_fn, api_decode_step_batch_fn, api_decode_reset_fn};
 
 /* ---------------------------------------------- the table for cannl_infer_main and loading */
 

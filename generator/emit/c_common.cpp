@@ -323,7 +323,8 @@ std::string CExpr::helper_defs(const std::string& qualifier) const {
   return s;
 }
 
-std::string CExpr::affine(const ir::Affine& a, const std::string& pos) const {
+std::string CExpr::affine(const ir::Affine& a, const std::string& pos_text) const {
+  const std::string pos = pos_text == "pos" ? row_pos() : pos_text;
   std::string s;
   for (const auto& t : a.terms) {
     const bool at_pos = stmt->iters[static_cast<size_t>(t.iter)].at_pos;  // the variable is `pos`
@@ -345,10 +346,18 @@ std::string CExpr::affine(const ir::Affine& a, const std::string& pos) const {
   return s;
 }
 
+std::string CExpr::row_pos() const {
+  if (!rows) return "pos";
+  for (size_t k = 0; k < stmt->iters.size(); ++k)
+    if (stmt->iters[k].batch) return "pos[" + vars[k] + "]";
+  return "pos";
+}
+
 std::string CExpr::flat_index(const ir::Access& a) const {
-  const auto& dims = p->buffers[static_cast<size_t>(a.buf)].dims;
-  const long ring = p->buffers[static_cast<size_t>(a.buf)].ring;  // a window's decode cache
-  const std::string pos = ring ? fmt::format("(pos % {})", ring) : std::string("pos");
+  const ir::Buffer& buf = p->buffers[static_cast<size_t>(a.buf)];
+  const auto& dims = buf.dims;
+  const long ring = buf.ring;  // a window's decode cache
+  const std::string pos = ring ? fmt::format("({} % {})", row_pos(), ring) : row_pos();
   std::string s;
   long stride = 1;
   std::vector<std::string> parts;
@@ -356,6 +365,7 @@ std::string CExpr::flat_index(const ir::Access& a) const {
     const ir::Affine& f = a.index[d];
     if (!is_zero(f)) {
       std::string e = affine(f, pos);
+      if (rows && d == 0 && buf.role == ir::Role::Cache) e = "seq[" + e + "]";  // the row's sequence slot
       size_t terms = 0;
       long coef = 1;
       for (const auto& t : f.terms)
@@ -390,7 +400,8 @@ static std::pair<bool, bool> may_leave(const ir::Affine& f, long size, const ir:
 std::string CExpr::in_range(const ir::Access& a) const {
   const auto& dims = p->buffers[static_cast<size_t>(a.buf)].dims;
   std::vector<std::string> conds;
-  for (size_t d = 0; d < dims.size(); ++d) {
+  const bool slot = rows && p->buffers[static_cast<size_t>(a.buf)].role == ir::Role::Cache;  // (seq[r] < slots)
+  for (size_t d = slot ? 1 : 0; d < dims.size(); ++d) {
     const ir::Affine& f = a.index[d];
     const auto [below, past] = may_leave(f, dims[d].size, *stmt);
     std::string e = affine(f);
@@ -404,7 +415,8 @@ std::string CExpr::in_range(const ir::Access& a) const {
 
 bool CExpr::in_range_uses(const ir::Access& a, int iter) const {
   const auto& dims = p->buffers[static_cast<size_t>(a.buf)].dims;
-  for (size_t d = 0; d < dims.size(); ++d) {
+  const bool slot = rows && p->buffers[static_cast<size_t>(a.buf)].role == ir::Role::Cache;
+  for (size_t d = slot ? 1 : 0; d < dims.size(); ++d) {
     const auto [below, past] = may_leave(a.index[d], dims[d].size, *stmt);
     if (below || past)
       for (const auto& t : a.index[d].terms)

@@ -96,6 +96,9 @@ struct CExpr {
   // `rng_first`; rng_first: the nest being printed is one of train_grads'.
   bool example_offset = false;
   bool rng_first = false;
+  // A decode over rows (ir::Interface::slots): an at_pos loop's term is `pos[r]` and a cache's
+  // first index (its sequence slot) `seq[r]`, r the nest's batch loop variable (the row).
+  bool rows = false;
 
   std::string real() const { return f64 ? "double" : "float"; }
   std::string fn(const char* base) const { return f64 ? base : std::string(base) + "f"; }
@@ -104,6 +107,7 @@ struct CExpr {
   std::string affine(const ir::Affine& a, const std::string& pos = "pos") const;
   bool is_zero(const ir::Affine& a) const;  // 0 at every point (its loops all dropped, no offset)
   std::string flat_index(const ir::Access& a) const;
+  std::string row_pos() const;  // the decode position's text in the nest: `pos`, or `pos[r]` over rows
   std::string in_range(const ir::Access& a) const;  // "" when always inside
   bool in_range_uses(const ir::Access& a, int iter) const;  // whether in_range(a) tests loop `iter`
   std::string access(const ir::Access& a) const;    // name[flat index]

@@ -285,6 +285,7 @@ void CEmitter::inference(data& d) {
     d.set("decode_input", std::to_string(tokens));
     d.set("decode_ids", std::to_string(buf(p_.inputs[static_cast<size_t>(tokens)]).ids));
     d.set("decode_output", name(dec->io.outputs[0]));
+    d.set("decode_slots", std::to_string(std::max(dec->io.slots, 1L)));
   }
   // The params' rows (set_params, _infer_param, state_tensors), a repeat block's folded.
   const CTables tables = c_tables(p_, names_.buffer, own, o_.f64, upper(p_.model) + "_ROW", true);
@@ -481,8 +482,21 @@ std::string CEmitter::helpers() {
   return s.empty() ? "" : "\n" + s;
 }
 
+// Whether nest s reads or writes a decode cache (ir::Role::Cache).
+static bool touches_cache(const ir::Program& p, const ir::Stmt& s) {
+  for (int b : ir::written_buffers(s))
+    if (p.buffers[static_cast<size_t>(b)].role == ir::Role::Cache) return true;
+  std::vector<const ir::Expr*> loads;
+  ir::collect_loads(s, loads);
+  for (const ir::Expr* l : loads)
+    if (p.buffers[static_cast<size_t>(l->access.buf)].role == ir::Role::Cache) return true;
+  return false;
+}
+
 std::string CEmitter::gemm_nest(const ir::Stmt& s, const std::optional<Gemm>& g, const std::set<std::string>& taken) {
   if (!g || g->flops() < kGemmMinFlops) return "";
+  // (over rows a cache's rows are at each row's slot and position, no one stride: the loops)
+  if (rows_ && touches_cache(p_, s)) return "";
   const bool overwrite = s.zero_first && !g->outer_k;
   std::string pre;
   if (s.zero_first && g->outer_k) {
@@ -576,7 +590,10 @@ std::string CEmitter::nest(const ir::Stmt& s, const std::set<std::string>& taken
     if (inner) out += row_values;
     if (hoist && inner) out += ind(j) + fmt::format("if ({}) {{\n", in_range(a0.out));
     if (simd && inner) out += ind(j + shift) + "CANNL_SIMD\n";
-    out += ind(j + (inner ? shift : 0)) + loop(j) + (j + 1 < outer_loops || reduce_inner || braced ? " {\n" : "\n");
+    const bool brace = j + 1 < outer_loops || reduce_inner || braced;
+    out += ind(j + (inner ? shift : 0)) + loop(j) + (brace ? " {\n" : "\n");
+    if (rows_ && brace && s.iters[static_cast<size_t>(loops[static_cast<size_t>(j)])].batch)
+      out += ind(j + 1) + "CANNL_ROW_FENCE;\n";  // (a decode over rows: no vectors across rows)
   }
   // A zero_first sum times a constant,  out = 0 += x * c : the constant multiplies the
   // finished sums once (sum(x) * c), not every term.
@@ -686,7 +703,13 @@ std::string CEmitter::fill_first(const ir::Stmt& s, const std::string& v, const 
   const int out = s.only().out.buf;
   const auto& b = buf(out);
   for (const ir::Iter& it : s.iters)
-    if (it.at_pos) {  // decode: the cells of position pos only, the out [batch, T, ...] (passes/decode.cpp)
+    if (it.at_pos && rows_) {  // over rows: each row's cells, at its slot and position
+      const long slot = buffer_size(b, true) / b.dims[0].size, per = slot / b.dims[1].size;
+      const std::string at = b.ring ? fmt::format("(pos[cannl_r] % {})", b.ring) : std::string("pos[cannl_r]");
+      return fmt::format("    for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r)\n"
+                         "        for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[seq[cannl_r] * {5} + {4} * {1} + {0}] {3};\n",
+                         v, per, name(out), op, at, slot);
+    } else if (it.at_pos) {  // decode: the cells of position pos only, the out [batch, T, ...] (passes/decode.cpp)
       const long per = buffer_size(b, true) / b.dims[1].size;
       const std::string at = b.ring ? fmt::format("(pos % {})", b.ring) : std::string("pos");  // a window's ring
       return fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{4} * {1} + {0}] {3};\n", v, per,
@@ -753,7 +776,9 @@ std::string CEmitter::kernel_call(const ir::Routine& r, const ir::Stmt& s, Unit&
   if (uses_n) params.push_back("int64_t n"), args.push_back("n"), taken.insert("n");
   bool at_pos = false;
   for (const ir::Iter& it : s.iters) at_pos = at_pos || it.at_pos;
-  if (at_pos) params.push_back("int64_t pos"), args.push_back("pos"), taken.insert("pos");
+  if (at_pos && !rows_) params.push_back("int64_t pos"), args.push_back("pos"), taken.insert("pos");
+  if (at_pos && rows_) params.push_back("const int64_t *pos"), args.push_back("pos"), taken.insert("pos");
+  if (rows_ && touches_cache(p_, s)) params.push_back("const int64_t *seq"), args.push_back("seq"), taken.insert("seq");
   if (rng) params.push_back("cannl_rng *rng"), args.push_back("&rng"), taken.insert("rng");
   for (int b : written)
     params.push_back(fmt::format("{} *{}{}", ctype(b), shares_bytes(r, *u.arena, bufs, b) ? "" : "restrict ", name(b)));
@@ -797,7 +822,7 @@ std::string CEmitter::call_text(const ir::Call& c, bool& n_used) {
   if (c.kind == ir::Call::Kind::EmbeddingForward || c.kind == ir::Call::Kind::EmbeddingBackward)
     return embedding_text(c);
   attention_ = true;
-  if (c.at_pos) return attention_at_pos(c);
+  if (c.at_pos) return rows_ ? attention_rows(c) : attention_at_pos(c);
   const bool grouped = c.group > 1, backward = c.kind == ir::Call::Kind::AttentionBackward;
   const long kvh = c.heads / c.group;
   const long pairs = c.seqs * (grouped && backward ? kvh : c.heads);
@@ -883,6 +908,43 @@ std::string CEmitter::attention_at_pos(const ir::Call& c) {
   return out + "    }\n";
 }
 
+// Over rows: for each row r < n, its query at position pos[r] of sequence slot seq[r] against
+// that slot's cached keys and values (a cache: [slots, T or ring, ...]; any other operand per
+// row at position 0: [batch, T, ...], row r at r's example).
+std::string CEmitter::attention_rows(const ir::Call& c) {
+  const std::string t = o_.f64 ? "f64" : "f32";
+  const long kvh = c.heads / c.group;
+  auto row = [&](int b, bool at, long width, long off, long row, bool kv, bool stride = true) {
+    const long heads = kv ? kvh : c.heads;
+    const std::string h = kv && c.group > 1 ? fmt::format("(cannl_h / {})", c.group) : "cannl_h";
+    const auto& bb = buf(b);
+    const bool cache = bb.role == ir::Role::Cache;
+    const std::string base = cache ? fmt::format("{} + seq[cannl_r] * {}", name(b), bb.elements() / bb.dims[0].size)
+                                   : fmt::format("{} + cannl_r * {}", name(b), buffer_size(bb, true));
+    const std::string r = !at || !cache ? "0" : bb.ring ? fmt::format("(pos[cannl_r] % {})", bb.ring) : "pos[cannl_r]";
+    if (off == 0 && row == 0)
+      return fmt::format("{} + ({} * {} + {}) * {}", base, r, heads, h, width) +
+             (stride ? fmt::format(", {}", heads * width) : "");
+    return fmt::format("{} + {} + {} * {} + {} * {}", base, off, r, row, h, width) +
+           (stride ? fmt::format(", {}", row) : "");
+  };
+  const std::string lse = fmt::format("{} + cannl_r * {} + cannl_h * {}", name(c.lse), buffer_size(buf(c.lse), true),
+                                      c.tq);
+  std::string out = "    for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r) {\n";
+  out += fmt::format("        const cannl_attn_dims cannl_d = {{1, {}, {}, {}, pos[cannl_r], {}, {}, {}}};\n", c.tk,
+                     c.e, c.f, c.causal ? 1 : 0, num_double(c.scale), c.window);
+  out += fmt::format("        for (int64_t cannl_h = 0; cannl_h < {}; ++cannl_h)\n", c.heads);
+  if (c.ring)
+    out += fmt::format("            cannl_attention_ring_{}(&cannl_d, {}, {}, {}, {}, {});\n", t,
+                       row(c.q, true, c.e, c.q_off, c.q_row, false, false), row(c.k, false, c.e, c.k_off, c.k_row, true),
+                       row(c.v, false, c.f, c.v_off, c.v_row, true), row(c.o, true, c.f, 0, 0, false, false), lse);
+  else
+    out += fmt::format("            cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {});\n", t,
+                       row(c.q, true, c.e, c.q_off, c.q_row, false), row(c.k, false, c.e, c.k_off, c.k_row, true),
+                       row(c.v, false, c.f, c.v_off, c.v_row, true), row(c.o, true, c.f, 0, 0, false), lse);
+  return out + "    }\n";
+}
+
 std::string CEmitter::embedding_text(const ir::Call& c) {
   const std::string count = c.batch ? (c.seqs == 1 ? std::string("n") : fmt::format("n * {}", c.seqs)) : std::to_string(c.seqs);
   std::string out = "    {\n";
@@ -892,6 +954,16 @@ std::string CEmitter::embedding_text(const ir::Call& c) {
       int8 ? fmt::format("(real)m->int8.{0}[(int64_t)cannl_id * {1} + cannl_j] * m->int8_scale.{0}[cannl_id]",
                          name(c.table), c.width)
            : fmt::format("{}[(int64_t)cannl_id * {} + cannl_j]", name(c.table), c.width);
+  if (c.at_pos && rows_) {  // over rows: row r's id at its position 0 (ids [batch, T], o [batch, T, width])
+    out += "        for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r) {\n";
+    out += fmt::format("            const int32_t cannl_id = {}[cannl_r * {}];\n", name(c.ids),
+                       buffer_size(buf(c.ids), true));
+    out += fmt::format("            const int cannl_in = cannl_id >= 0 && cannl_id < {};\n", c.rows);
+    out += fmt::format("            for (int64_t cannl_j = 0; cannl_j < {}; ++cannl_j)\n", c.width);
+    out += fmt::format("                {}[cannl_r * {} + cannl_j] = cannl_in ? {} : 0;\n", name(c.o),
+                       buffer_size(buf(c.o), true), elem);
+    return out + "        }\n    }\n";
+  }
   if (c.at_pos) {  // decode: the row of the id at position pos
     out += fmt::format("        const int32_t cannl_id = {}[pos];\n", name(c.ids));
     out += fmt::format("        const int cannl_in = cannl_id >= 0 && cannl_id < {};\n", c.rows);
@@ -994,6 +1066,13 @@ std::string CEmitter::held_state(const ir::Stmt& s, const std::string& text) {
 }
 
 std::string CEmitter::routine(const ir::Routine& r, Unit& u) {
+  rows_ = x_.rows = r.io.slots > 0;
+  std::string text = routine_text(r, u);
+  rows_ = x_.rows = false;
+  return text;
+}
+
+std::string CEmitter::routine_text(const ir::Routine& r, Unit& u) {
   std::set<std::string> scalars;
   const std::set<int> bufs = routine_buffers(r, scalars);
   const ir::Arena& a = *u.arena;
@@ -1012,7 +1091,8 @@ std::string CEmitter::routine(const ir::Routine& r, Unit& u) {
                         : r.kind == ir::RoutineKind::Eval ? ", double *loss, double metrics[]" : "";
     const bool loss = r.kind == ir::RoutineKind::TrainStep || r.kind == ir::RoutineKind::TrainGrads;
     sig = fmt::format("static {} {}({} *m, const real *const inputs[], int64_t {}{})", loss ? "double" : "void",
-                      r.name(), u.state, r.io.position ? "pos" : "n", extra);
+                      r.name(), u.state, rows_ ? "n, const int64_t *pos, const int64_t *seq"
+                                         : r.io.position ? "pos" : "n", extra);
   }
   bool inputs_used = false, n_used = scalars.count("n") > 0;
   // The buffers: the caller's inputs, the state's own fields, the work region's.
@@ -1045,7 +1125,15 @@ std::string CEmitter::routine(const ir::Routine& r, Unit& u) {
     pro += work_prologue(r, a, work);
   }
   pro += scalar_prologue(r, scalars, x_);
-  if (r.io.position) {  // decode: each output at position pos (passes/decode.cpp: [batch, T, ...])
+  if (rows_) {  // each row's output at its position 0 (passes/decode.cpp: [batch, T, ...]), rows in order
+    for (size_t k = 0; k < r.io.outputs.size(); ++k) {
+      const auto& b = buf(r.io.outputs[k]);
+      const long per = buffer_size(b, true) / b.dims[1].size;
+      epi += fmt::format("    for (int64_t cannl_r = 0; outputs[{0}] && cannl_r < n; ++cannl_r)\n"
+                         "        memcpy(outputs[{0}] + cannl_r * {2}, {1} + cannl_r * {3}, (size_t){2} * sizeof(real));\n",
+                         k, name(r.io.outputs[k]), per, buffer_size(b, true));
+    }
+  } else if (r.io.position) {  // decode: each output at position pos (passes/decode.cpp: [batch, T, ...])
     for (size_t k = 0; k < r.io.outputs.size(); ++k) {
       const auto& b = buf(r.io.outputs[k]);
       const long per = buffer_size(b, true) / b.dims[1].size;
@@ -1073,7 +1161,7 @@ std::string CEmitter::routine(const ir::Routine& r, Unit& u) {
   if (r.kind == ir::RoutineKind::TrainStep || r.kind == ir::RoutineKind::TrainGrads) epi += fmt::format("    return (double){}[0];\n", name(r.io.values[0]));
 
   // Names a matrix product's loops must not take: the routine's locals.
-  std::set<std::string> taken = {"m", "n", "pos", "inputs", "outputs", "loss", "metrics", "work", "seed", "rng"};
+  std::set<std::string> taken = {"m", "n", "pos", "seq", "inputs", "outputs", "loss", "metrics", "work", "seed", "rng"};
   for (int b : bufs) taken.insert(name(b));
   for (const auto& s : r.scalars) taken.insert(s.name);
   std::string body;
@@ -1119,8 +1207,9 @@ std::string CEmitter::routine(const ir::Routine& r, Unit& u) {
   }
   if (!no_batch) {
     if (!inputs_used) pro += "    (void)inputs;\n";
-    if (r.io.position && n_used) CANNL_BUG("the decode routine uses the batch count");
+    if (r.io.position && n_used && !rows_) CANNL_BUG("the decode routine uses the batch count");
     if (!n_used && !r.io.position) pro += "    (void)n;\n";
+    if (rows_) pro = "    (void)n, (void)pos, (void)seq;\n" + pro;
   }
   std::string head = fmt::format("/* routine {} */\n", r.name());
   // A routine that touches no state (forward of a spec without outputs) still takes it.

@@ -54,6 +54,7 @@ private:
   bool gemm_kernel_ = false;  // some contraction calls the runtime's kernel (cannl_sgemm, cannl_dgemm)
   bool gemm_blas_ = false;    // some contraction calls cblas
   bool attention_ = false;    // some routine calls the runtime's attention (cannl_attention.h)
+  bool rows_ = false;         // printing a decode over rows (ir::Interface::slots): pos[r], seq[r] per row
   bool int8_unit_ = false;    // printing the forward-only state's routines: int8 params read as such
   // Kernels by their text (the name left out): a nest that forward, eval_metrics and
   // train_step all run is one function, with one name in both files.
@@ -191,6 +192,7 @@ private:
   // a window whose caches are rings (ir::Call::ring), the last positions' keys from their rows
   // pos % ring (cannl_attention_ring_*). Grouped-query: key/value head cannl_h / group.
   std::string attention_at_pos(const ir::Call& c);
+  std::string attention_rows(const ir::Call& c);
 
   // Embedding: the gather, a row per position in parallel; the scatter-add, blocks of 64
   // features in parallel, each block's positions in order (the same bits for any thread count).
@@ -245,6 +247,7 @@ private:
   // region's buffers at their offsets), its run-time scalars, then each nest a kernel call or
   // a matrix product, then what it hands out.
   std::string routine(const ir::Routine& r, Unit& u);
+  std::string routine_text(const ir::Routine& r, Unit& u);
 };
 
 }  // namespace cannl

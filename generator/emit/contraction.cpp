@@ -111,7 +111,8 @@ std::optional<Gemm> recognise_contraction(const ir::Program& p, const ir::Stmt& 
       }
       const bool in_c = iter_stride(p, out, it) != 0, in_a = iter_stride(p, a, it) != 0,
                  in_b = iter_stride(p, b, it) != 0;
-      if (in_c && in_a && in_b) batch.push_back(it);
+      if (loop.at_pos && !in_c && !in_a && !in_b) batch.push_back(it);  // (a decode over rows: rows at position 0)
+      else if (in_c && in_a && in_b) batch.push_back(it);
       else if (in_c && in_a) m.push_back(it);
       else if (in_c && in_b) n.push_back(it);
       else if (in_a && in_b) k.push_back(it);

@@ -324,12 +324,19 @@ struct Verifier {
   }
 
   // The out access reaches every cell of its buffer: one loop per dim over the whole dim (in
-  // decode, a batch dim's loop runs once and the sequence loop at pos).
+  // decode, a batch dim's loop runs once and the sequence loop at pos; over rows, a sequence
+  // axis at position 0, and a cache's sequence slot, ir::Interface::slots).
   bool covers(const Access& out) const {
     std::vector<bool> seen(s->iters.size(), false);
     const auto& dims = buf(out.buf).dims;
     for (size_t d = 0; d < dims.size(); ++d) {
       const Affine& f = out.index[d];
+      if (decode() && f.terms.empty() && f.offset == 0) continue;  // (a row's position 0)
+      if (decode() && buf(out.buf).role == Role::Cache && d == 0 && f.is_single_iter() &&
+          s->iters[static_cast<size_t>(f.terms[0].iter)].batch) {
+        seen[static_cast<size_t>(f.terms[0].iter)] = true;
+        continue;
+      }
       if (!f.is_single_iter() || seen[static_cast<size_t>(f.terms[0].iter)]) return false;
       seen[static_cast<size_t>(f.terms[0].iter)] = true;
       const Iter& it = s->iters[static_cast<size_t>(f.terms[0].iter)];

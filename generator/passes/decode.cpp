@@ -28,11 +28,20 @@
 // block (Call::Kind::BlockDecode, the inference call's bindings) binds to one stack of every
 // instance's cache, `<block>_<k>_cache` [count, 1, T, ...] (Role::Cache), instance l's at slot
 // l. The decode bodies are planned as plan_blocks plans the others (plan_block_body).
+// Over rows (PassOptions::decode_rows, the C target): the routine steps n sequences at once
+// (Interface::slots > 0). The batch loops stay (row b < n); the caches' first axis becomes
+// `slots` = min(max_batch, 8) sequence slots ([slots, T, ...], the stacks [count, slots, T,
+// ...]), indexed by the row's batch loop, which the emitter prints as the row's slot seq[b];
+// the sequence loop at the row's position pos[b]; every per-position buffer with a batch axis
+// is read and written at position 0 of row b ([b, 0, ...]), so a product's rows are one strided
+// n-row matrix; a nest at pos without a batch loop (a table over positions) gets one, each row
+// computing its own position's cells; a sequence loop no index reads any more is dropped.
 // A model that is not a causal language model of this form gets no decode routine (nothing
 // changes); so does one where a nest mixes positions otherwise (a sum over positions, a shift)
 // or reads the batch count.
 #include <algorithm>
 #include <fmt/format.h>
+#include <functional>
 #include <map>
 
 #include "passes/pipeline.h"
@@ -42,8 +51,12 @@ namespace cannl {
 
 namespace {
 
+// The sequences a decode over rows holds (PassOptions::decode_rows): min(this, max_batch) cache slots.
+constexpr long kDecodeSlots = 8;
+
 struct Plan {
   long T = 0;
+  long slots = 0;                // decode over rows: the caches' sequence slots (0: one sequence)
   std::vector<int> seqdim;       // per buffer: the axis holding the position, or -1
   std::map<int, int> cache_of;   // attention k/v buffer -> its cache (a body's: a formal of the body)
   std::map<int, int> stack_of;   // a body's cache formal -> the stack of every instance's cache
@@ -196,7 +209,7 @@ int make_cache(ir::Program& p, Plan& pl, int b, long ring, int block) {
   ir::Buffer cb = p.buffers[static_cast<size_t>(b)];
   cb.name = p.unique_name(cb.name + "_cache", block);
   cb.role = ir::Role::Cache;
-  cb.dims[0] = ir::Dim{1, false};
+  cb.dims[0] = ir::Dim{pl.slots ? pl.slots : 1, false};
   if (ring) cb.dims[1] = ir::Dim{ring, false}, cb.ring = ring;
   cb.state_name.clear();
   cb.tensor = -1;
@@ -322,8 +335,101 @@ bool analyse(ir::Program& p, Plan& pl, const std::vector<ir::Stmt>& nests, const
   return true;
 }
 
+// Position 0 in place of the position in access a of a per-position buffer with a batch axis
+// (a decode over rows: row b's values at [b, 0, ...]); a cache keeps its position.
+void row_access(const ir::Program& p, const Plan& pl, ir::Access& a) {
+  const auto b = static_cast<size_t>(a.buf);
+  if (b >= pl.seqdim.size() || pl.seqdim[b] < 0 || p.buffers[b].role == ir::Role::Cache) return;
+  if (p.buffers[b].dims.empty() || !p.buffers[b].dims[0].batch) return;
+  a.index[static_cast<size_t>(pl.seqdim[b])] = ir::Affine::constant(0);
+}
+
+ir::ExprP row_loads(const ir::Program& p, const Plan& pl, const ir::ExprP& e) {
+  ir::Expr c = *e;
+  if (c.op == ir::Op::Load) row_access(p, pl, c.access);
+  for (auto& a : c.args) a = row_loads(p, pl, a);
+  return std::make_shared<const ir::Expr>(std::move(c));
+}
+
+void shift_iters(ir::Access& a) {
+  for (ir::Affine& f : a.index)
+    for (auto& t : f.terms) ++t.iter;
+}
+
+ir::ExprP shift_iters(const ir::ExprP& e) {
+  ir::Expr c = *e;
+  if (c.op == ir::Op::Load || c.op == ir::Op::Index) shift_iters(c.access);
+  for (auto& a : c.args) a = shift_iters(a);
+  return std::make_shared<const ir::Expr>(std::move(c));
+}
+
+// Loop k of s (one pass, in no index) taken out: the later loops' terms renumbered.
+void drop_iter(ir::Stmt& s, int k) {
+  auto fix = [k](ir::Access& a) {
+    for (ir::Affine& f : a.index)
+      for (auto& t : f.terms) t.iter -= t.iter > k ? 1 : 0;
+  };
+  std::function<ir::ExprP(const ir::ExprP&)> fix_e = [&](const ir::ExprP& e) {
+    ir::Expr c = *e;
+    if (c.op == ir::Op::Load || c.op == ir::Op::Index) fix(c.access);
+    for (auto& a : c.args) a = fix_e(a);
+    return std::make_shared<const ir::Expr>(std::move(c));
+  };
+  s.iters.erase(s.iters.begin() + k);
+  if (s.parallel == k) s.parallel = -1;
+  if (s.parallel > k) --s.parallel;
+  for (ir::Assign& a : s.assigns) {
+    fix(a.out);
+    a.body = fix_e(a.body);
+  }
+  if (s.product) fix(s.product->a), fix(s.product->b);
+  if (s.scaled_sum) s.scaled_sum->summand = fix_e(s.scaled_sum->summand);
+}
+
+// Nest s of a decode over rows: per-position buffers at position 0 of each row (row_access);
+// a nest at pos without a batch loop (a table over positions, [T, ...]) given one, first, so
+// that each row computes its own position's cells (rows at one position write the same values).
+void over_rows(const ir::Program& p, const Plan& pl, ir::Stmt& s) {
+  bool batch = false, at_pos = false;
+  for (const ir::Iter& it : s.iters) batch = batch || it.batch, at_pos = at_pos || it.at_pos;
+  for (ir::Assign& a : s.assigns) {
+    row_access(p, pl, a.out);
+    a.body = row_loads(p, pl, a.body);
+  }
+  if (s.product) row_access(p, pl, s.product->a), row_access(p, pl, s.product->b);
+  if (s.scaled_sum) s.scaled_sum->summand = row_loads(p, pl, s.scaled_sum->summand);
+  // the position read nowhere now (no cache, no table, no position value): a loop of one pass
+  std::set<int> used;
+  std::vector<const ir::Expr*> loads;
+  ir::collect_loads(s, loads);
+  for (const ir::Assign& a : s.assigns) {
+    index_iters(*a.body, used);
+    for (const ir::Affine& f : a.out.index)
+      for (const auto& t : f.terms) used.insert(t.iter);
+  }
+  for (const ir::Expr* l : loads)
+    for (const ir::Affine& f : l->access.index)
+      for (const auto& t : f.terms) used.insert(t.iter);
+  for (size_t k = 0; k < s.iters.size(); ++k)
+    if (s.iters[k].at_pos && !used.count(static_cast<int>(k))) {
+      drop_iter(s, static_cast<int>(k));
+      at_pos = false;
+      break;
+    }
+  if (batch || !at_pos) return;
+  s.iters.insert(s.iters.begin(), ir::Iter{"r", p.max_batch, true, false});
+  if (s.parallel >= 0) ++s.parallel;
+  for (ir::Assign& a : s.assigns) {
+    shift_iters(a.out);
+    a.body = shift_iters(a.body);
+  }
+  if (s.product) shift_iters(s.product->a), shift_iters(s.product->b);
+  if (s.scaled_sum) s.scaled_sum->summand = shift_iters(s.scaled_sum->summand);
+}
+
 // Nest s (of forward, or of a block's inference body) at one position of one sequence, its
-// keys and values in their caches, appended to `out`.
+// keys and values in their caches, appended to `out`; over rows (Plan::slots), each row at
+// its own position and slot, the batch loops kept.
 void at_position(const ir::Program& p, const Plan& pl, ir::Stmt s, int seq, std::vector<ir::Stmt>& out) {
   if (s.call) {
     ir::Call& c = *s.call;
@@ -338,7 +444,7 @@ void at_position(const ir::Program& p, const Plan& pl, ir::Stmt s, int seq, std:
   } else {
     for (size_t k = 0; k < s.iters.size(); ++k) {
       ir::Iter& it = s.iters[k];
-      if (it.batch) it = ir::Iter{it.name, 1, false, false};
+      if (it.batch && !pl.slots) it = ir::Iter{it.name, 1, false, false};
       if (static_cast<int>(k) == seq) it = ir::Iter{it.name, 1, false, true};
     }
     for (ir::Assign& a : s.assigns) {
@@ -350,6 +456,7 @@ void at_position(const ir::Program& p, const Plan& pl, ir::Stmt s, int seq, std:
       rename(s.product->b, pl.cache_of);
     }
     if (s.scaled_sum) s.scaled_sum->summand = rename(s.scaled_sum->summand, pl.cache_of);
+    if (pl.slots) over_rows(p, pl, s);
     if (s.zero_first && p.buffers[static_cast<size_t>(s.assigns[0].out.buf)].role == ir::Role::Cache) {
       out.push_back(fill_at_pos(s));
       s.zero_first = false;
@@ -368,6 +475,7 @@ ir::Stmt block_decode(ir::Program& p, const Plan& pl, const ir::Stmt& s) {
   bl.decode = ir::Routine{ir::RoutineKind::BlockDecode};
   bl.decode.io.position = true;
   bl.decode.io.seq_len = pl.T;
+  bl.decode.io.slots = pl.slots;
   bl.decode.io.kept = bl.infer.io.kept;
   for (size_t i : bp.keep) at_position(p, pl, bl.infer.stmts[i], bp.seq_iter[i], bl.decode.stmts);
   c.kind = ir::Call::Kind::BlockDecode;
@@ -393,7 +501,7 @@ ir::Stmt block_decode(ir::Program& p, const Plan& pl, const ir::Stmt& s) {
 // The decode routine of p, its caches added to p.buffers (and its blocks' decode bodies);
 // false (p.buffers as they were but for caches to drop, the blocks' formals for cache formals
 // to drop) when the model has none.
-bool build(ir::Program& p, ir::Routine& dec) {
+bool build(ir::Program& p, ir::Routine& dec, bool rows) {
   const ir::Routine* fwd = p.routine(ir::RoutineKind::Forward);
   if (!fwd || fwd->io.outputs.empty()) return false;
   // The one input forward reads: ids [batch, T].
@@ -407,6 +515,7 @@ bool build(ir::Program& p, ir::Routine& dec) {
   if (tb.ids <= 0 || tb.dims.size() != 2 || !tb.dims[0].batch) return false;
   Plan pl;
   pl.T = tb.dims[1].size;
+  pl.slots = rows ? std::min(p.max_batch, kDecodeSlots) : 0;
   pl.seqdim.assign(p.buffers.size(), -1);
   pl.seqdim[static_cast<size_t>(tokens)] = 1;
   const std::vector<size_t> keep = needed(fwd->stmts, {fwd->io.outputs[0]});
@@ -418,6 +527,7 @@ bool build(ir::Program& p, ir::Routine& dec) {
   dec.kind = ir::RoutineKind::Decode;
   dec.io.position = true;
   dec.io.seq_len = pl.T;
+  dec.io.slots = pl.slots;
   dec.io.ids = tokens;
   dec.io.outputs = {fwd->io.outputs[0]};
   for (size_t i : keep) {
@@ -438,7 +548,7 @@ void make_decode(ir::Program& p, const PassOptions& o) {
   std::vector<size_t> formals;
   for (const ir::Block& bl : p.blocks) formals.push_back(bl.formals.size());
   ir::Routine dec;
-  if (!build(p, dec)) {
+  if (!build(p, dec, o.decode_rows)) {
     p.buffers.resize(buffers);
     for (size_t k = 0; k < p.blocks.size(); ++k) {
       p.blocks[k].formals.resize(formals[k]);

@@ -121,9 +121,27 @@ long place(std::vector<Life>& lives, const std::vector<int>& order, bool by_firs
 // (Set) and read A only at the cells they write B, every assignment reading A comes no later
 // than the first writing B (a fused nest runs its assignments in order at each point), and
 // k is A's last use and B's first.
+// Whether each point of s writes cells of its own, an axis held at position 0 aside (a decode
+// over rows: each row's values at position 0, passes/decode.cpp): pointwise but for those.
+static bool pointwise_at_0(const ir::Stmt& s) {
+  if (s.call) return false;
+  for (const ir::Assign& a : s.assigns) {
+    std::vector<bool> seen(s.iters.size(), false);
+    size_t used = 0;
+    for (const ir::Affine& f : a.out.index) {
+      if (f.terms.empty() && f.offset == 0) continue;
+      if (!f.is_single_iter() || seen[static_cast<size_t>(f.terms[0].iter)]) return false;
+      seen[static_cast<size_t>(f.terms[0].iter)] = true;
+      ++used;
+    }
+    if (used != s.iters.size()) return false;
+  }
+  return true;
+}
+
 bool in_place(const ir::Program& p, const ir::Stmt& s, int a, int b) {
   if (s.call || p.buffers[static_cast<size_t>(a)].dims != p.buffers[static_cast<size_t>(b)].dims) return false;
-  if (s.assigns[0].out.buf == b && !passes::pointwise(s)) return false;
+  if (s.assigns[0].out.buf == b && !passes::pointwise(s) && !pointwise_at_0(s)) return false;
   int first_write = -1;
   std::vector<ir::Access> outs;
   for (size_t i = 0; i < s.assigns.size(); ++i) {

@@ -21,7 +21,9 @@
  *   5. the forward-only state's params (its rows of params: a rolled repeat block's instances,
  *      `w_qkv.2`, slices of one stacked buffer): infer_param of each param's name gives the
  *      tensor state_tensors lists for it, with its size, no two overlapping, and a second state
- *      given those values by infer_set_params (in NUM_PARAMS order) gives the same logits.
+ *      given those values by infer_set_params (in NUM_PARAMS order) gives the same logits;
+ *   6. many sequences at once (many_sequences): a batched prefill and batched steps of sequences
+ *      at different positions give each row the logits of its sequence alone, bit for bit.
  * Tolerance: |decode - forward| <= tol * max(1, |forward|), tol 1e-12 (f64) or 1e-5 (f32).
  *
  * With DECODE_CUDA (tests/gpu: the model generated with --target cuda) the same checks run on the
@@ -106,6 +108,63 @@ static void forward(state *s, const int32_t *ids, long len, real *logits) {
         exit(1);
     }
 }
+
+#ifndef DECODE_CUDA
+enum { NS = MU(DECODE_SEQS) < 4 ? MU(DECODE_SEQS) : 4 };
+
+/* Sequence i (ids + 5 i) alone in slot 0, stepped through ctx positions: its logits there. */
+static void alone(state *s, const int32_t *ids, real ref[NS][CTX][V]) {
+    for (int i = 0; i < NS; ++i) {
+        if (M(decode_prefill)(s, ids + 5 * i, 1, ref[i][0]) != CANNL_OK) ++failures;
+        for (long k = 1; k < CTX; ++k)
+            if (M(decode_step)(s, ids[5 * i + k], ref[i][k]) != CANNL_OK) ++failures;
+    }
+}
+
+static void same_row(const real *got, const real *want, const char *what, int i, long at) {
+    if (memcmp(got, want, (size_t)V * sizeof(real)) != 0 && failures++ < 10)
+        fprintf(stderr, "FAIL %s: sequence %d at %ld: not the logits of the sequence alone\n", what, i, at);
+}
+
+/* Check 6: NS sequences, prompts of different lengths, in slots in reverse order, prefilled in
+   one batch, then stepped in batches of the sequences that are not resting (each rests every
+   third round: rows at different positions, batches of every size): each row's logits are
+   bit for bit those of its sequence alone; lengths per slot; bad batches. */
+static void many_sequences(state *s, const int32_t *ids) {
+    static real ref[NS][CTX][V], rows[NS * V];
+    alone(s, ids, ref);
+    const int32_t *prompt[NS];
+    int64_t count[NS], len[NS];
+    int32_t slot[NS];
+    for (int i = 0; i < NS; ++i)
+        prompt[i] = ids + 5 * i, count[i] = 1 + (3 * i) % CTX, slot[i] = NS - 1 - i, len[i] = count[i];
+    if (M(decode_prefill_batch)(s, NS, slot, prompt, count, rows) != CANNL_OK) ++failures;
+    for (int i = 0; i < NS; ++i) same_row(rows + i * V, ref[i][count[i] - 1], "batched prefill", i, count[i] - 1);
+    for (int round = 0;; ++round) {
+        int32_t seq[NS], id[NS];
+        int who[NS], n = 0, left = 0;
+        for (int i = 0; i < NS; ++i) {
+            left += len[i] < CTX;
+            if (len[i] < CTX && (round + i) % 3 != 2) seq[n] = slot[i], id[n] = ids[5 * i + len[i]], who[n++] = i;
+        }
+        if (!left) break;
+        if (!n) continue;
+        if (M(decode_step_batch)(s, n, seq, id, rows) != CANNL_OK) ++failures;
+        for (int r = 0; r < n; ++r) same_row(rows + r * V, ref[who[r]][len[who[r]]], "batched step", who[r], len[who[r]]);
+        for (int r = 0; r < n; ++r) len[who[r]]++;
+        for (int i = 0; i < NS; ++i)
+            if (M(decode_length_seq)(s, slot[i]) != len[i]) ++failures, fprintf(stderr, "FAIL length of slot %d\n", i);
+    }
+    const int32_t two[2] = {0, 0}, out[1] = {MU(DECODE_SEQS)}, id[2] = {1, 2};
+    if (M(decode_step_batch)(s, 1, slot, id, rows) != CANNL_E_ARG)
+        ++failures, fprintf(stderr, "FAIL a batched step of a full sequence\n");
+    if (M(decode_reset)(s, 0) != CANNL_OK || M(decode_length_seq)(s, 0) != 0)
+        ++failures, fprintf(stderr, "FAIL reset\n");
+    if (M(decode_step_batch)(s, 2, two, id, rows) != CANNL_E_ARG || M(decode_step_batch)(s, 1, out, id, rows) !=
+        CANNL_E_ARG || M(decode_reset)(s, MU(DECODE_SEQS)) != CANNL_E_ARG || M(decode_length_seq)(s, 0) != 0)
+        ++failures, fprintf(stderr, "FAIL a batch with one sequence twice, or a slot out of range\n");
+}
+#endif
 
 int main(void) {
     state *s = create();
@@ -219,6 +278,11 @@ int main(void) {
             ++failures, fprintf(stderr, "FAIL a state given the params by infer_set_params: other logits\n");
         destroy(s2);
     }
+#endif
+
+#ifndef DECODE_CUDA
+    /* 6. many sequences at once */
+    many_sequences(s, ids);
 #endif
 
     destroy(s);

@@ -10,8 +10,9 @@ holds the params). Checks: the output is the prompt then N tokens; the same seed
 text, another seed another; T = 0 is deterministic and each generated token is the argmax of the logits the plain --input
 forward path gives for its window (ids left-aligned, the rest 0), for the first tokens and for
 tokens past ctx, where the window is the last ctx/2 tokens (and for a prompt longer than ctx,
-chosen so that the windows of ctx/2, ctx/2 + 1 and ctx bytes give different tokens); --top-k 1 is argmax; and the bad
-flags are usage errors (exit 2) that say what is wrong."""
+chosen so that the windows of ctx/2, ctx/2 + 1 and ctx bytes give different tokens); --top-k 1 is argmax;
+--prompts FILE gives each line the text --prompt LINE gives alone (several batches, a line past ctx, ids mode
+too); and the bad flags and prompt files are usage errors (exit 2) that say what is wrong."""
 import os
 import shutil
 import subprocess
@@ -136,6 +137,48 @@ if rc == 0 and len(lines) == 9:
           f"ids mode: first token {got} is the argmax {int(np.argmax(lg))}")
 
 
+# --- --prompts FILE: line k's text is that of --prompt LINE alone, byte for byte (the batched
+# decode steps: more lines than the cache's sequences, so several batches; prompts of different
+# lengths, one past ctx, so that the rows sit at different positions and windows)
+def records(out):
+    """The texts of --prompts' output: '### prompt K: B bytes', the B bytes, a newline."""
+    texts, at = [], 0
+    while at < len(out):
+        head_end = out.index(b"\n", at)
+        head = out[at:head_end].decode()
+        check(head.startswith(f"### prompt {len(texts) + 1}: ") and head.endswith(" bytes"), f"record header {head!r}")
+        n = int(head.split(": ")[1].split()[0])
+        texts.append(out[head_end + 1:head_end + 1 + n])
+        check(out[head_end + 1 + n:head_end + 2 + n] == b"\n", "a newline after each record")
+        at = head_end + 2 + n
+    return texts
+
+
+many = [b"And God said", b"In", b"x" * (CTX + 5), b"Let there be light"] + [b"Q%d said" % k for k in range(9)]
+with open("prompts.txt", "wb") as f:
+    f.write(b"\n".join(many) + b"\n")
+for args in (["--seed=3", "--temperature=0.9"], ["--temperature=0"]):
+    rc, out, err = run(infer, W, "--generate=40", "--prompts=prompts.txt", *args)
+    check(rc == 0, f"--prompts: rc {rc}: {err}")
+    got = records(out) if rc == 0 else []
+    check(len(got) == len(many), f"--prompts: {len(got)} records for {len(many)} lines")
+    for k, line in enumerate(many[:len(got)]):
+        rc, alone, _ = run(infer, W, "--generate=40", "--prompt", line.decode(), *args)
+        check(rc == 0 and got[k] == alone, f"--prompts {args}: line {k + 1} is not --prompt alone: {got[k][:30]!r} vs "
+              f"{alone[:30]!r}")
+with open("ids_prompts.txt", "w") as f:
+    f.write("5 17 3\n9\n")
+rc, out, err = run(ids_infer, WI, "--generate=5", "--prompts=ids_prompts.txt", "--seed=2")
+got = records(out) if rc == 0 else []
+for k, line in enumerate(["5 17 3", "9"]):
+    rc2, alone, _ = run(ids_infer, WI, "--generate=5", "--prompt", line, "--seed=2")
+    check(rc == 0 and len(got) == 2 and got[k] == alone, f"ids mode --prompts: line {k + 1} is not --prompt alone")
+for name, text in (("empty.txt", b""), ("blank.txt", b"a\n\nb\n"), ("nul.txt", b"a\nb\0c\n"),
+                   ("many.txt", b"a\n" * 65537), ("bad_ids.txt", b"5 17\n5 100\n")):
+    with open(name, "wb") as f:
+        f.write(text)
+
+
 # --- usage errors: exit 2, one line saying what is wrong
 def expect_usage(prog, args, *needles):
     rc, out, err = run(prog, *args)
@@ -155,6 +198,14 @@ expect_usage(infer, [W, "--prompt=a", "--output=o.npy"], "go with --generate")
 expect_usage(ids_infer, [WI, "--generate=5", "--prompt=5 100"], "token 1", "out of range", "[0, 100)")
 expect_usage(ids_infer, [WI, "--generate=5", "--prompt=5 x7"], "'x7' is not a token id")
 expect_usage(ids_infer, [WI, "--generate=5", "--prompt=  "], "no token ids")
+expect_usage(infer, [W, "--generate=5", "--prompts=missing.txt"], "--prompts missing.txt", "cannot open")
+expect_usage(infer, [W, "--generate=5", "--prompts=empty.txt"], "empty.txt", "no prompts")
+expect_usage(infer, [W, "--generate=5", "--prompts=blank.txt"], "blank.txt:2: empty prompt")
+expect_usage(infer, [W, "--generate=5", "--prompts=nul.txt"], "nul.txt:2:", "NUL")
+expect_usage(infer, [W, "--generate=5", "--prompts=many.txt"], "many.txt", "65537 lines", "65536")
+expect_usage(ids_infer, [WI, "--generate=5", "--prompts=bad_ids.txt"], "bad_ids.txt:2: token 1", "out of range")
+expect_usage(infer, [W, "--generate=5", "--prompt=a", "--prompts=blank.txt"], "one of them")
+expect_usage(infer, [W, "--prompts=blank.txt", "--output=o.npy"], "go with --generate")
 rc, out, _ = run(infer, "--help")
 check(rc == 0 and b"--generate" in out and b"re-runs the full forward pass" in out, "--help describes --generate")
 

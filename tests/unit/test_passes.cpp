@@ -555,11 +555,12 @@ TEST_CASE("decode: a causal language model's routine at one position", "[passes]
         CHECK(b.name.size() > 6);
         CHECK(b.name.substr(b.name.size() - 6) == "_cache");
         REQUIRE(b.dims.size() == 5);  // qkv's: q, k and v are read in place from it
-        CHECK(b.dims[0] == ir::Dim{1, false});
+        CHECK(b.dims[0] == ir::Dim{8, false});  // a slot per sequence: min(max_batch 16, 8)
         CHECK(b.dims[1].size == 8);
       }
     CHECK(caches == 1);
-    int calls = 0, at_pos = 0;
+    CHECK(d->io.slots == 8);
+    int calls = 0, at_pos = 0, rows = 0;
     for (const ir::Stmt& s : d->stmts) {
       if (s.call) {
         ++calls;
@@ -574,12 +575,14 @@ TEST_CASE("decode: a causal language model's routine at one position", "[passes]
         continue;
       }
       for (const ir::Iter& it : s.iters) {
-        CHECK_FALSE(it.batch);
+        CHECK((!it.batch || it.size == 16));  // the rows: a batch loop over the step's sequences
+        rows += it.batch;
         at_pos += it.at_pos;
       }
     }
     CHECK(calls >= 2);  // the token embedding, the attention
     CHECK(at_pos > 0);
+    CHECK(rows > 0);
     // The caches live in the inference state, not in a plan nor in the training state.
     for (size_t b = 0; b < p.buffers.size(); ++b)
       if (p.buffers[b].role == ir::Role::Cache) {

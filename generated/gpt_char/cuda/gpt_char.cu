@@ -3113,7 +3113,8 @@ static cannl_status api_decode_prefill_fn(void *m, const int32_t *ids, int64_t c
 static cannl_status api_decode_step_fn(void *m, int32_t id, void *logits) {
     return gpt_char_decode_step((struct gpt_char *)m, id, (gpt_char_real *)logits);
 }
-const cannl_decode_api gpt_char_decode_api = { 128, api_decode_prefill_fn, api_decode_step_fn};
+const cannl_decode_api gpt_char_decode_api = { 128, api_decode_prefill_fn, api_decode_step_fn, 1, NULL, NULL,
+    NULL}; /* (one sequence: no batched decode on the CUDA target yet) */
 
 /* A prefetched batch: staged now, trained on by the next train_step with these inputs. */
 static void gpt_char_prefetch(struct gpt_char *m, const gpt_char_real *const inputs[], int64_t n) {

@@ -2916,7 +2916,8 @@ static cannl_status api_decode_prefill_fn(void *m, const int32_t *ids, int64_t c
 static cannl_status api_decode_step_fn(void *m, int32_t id, void *logits) {
     return gpt_tiny_decode_step((struct gpt_tiny *)m, id, (gpt_tiny_real *)logits);
 }
-const cannl_decode_api gpt_tiny_decode_api = { 64, api_decode_prefill_fn, api_decode_step_fn};
+const cannl_decode_api gpt_tiny_decode_api = { 64, api_decode_prefill_fn, api_decode_step_fn, 1, NULL, NULL,
+    NULL}; /* (one sequence: no batched decode on the CUDA target yet) */
 
 /* A prefetched batch: staged now, trained on by the next train_step with these inputs. */
 static void gpt_tiny_prefetch(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n) {
