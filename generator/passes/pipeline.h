@@ -30,6 +30,8 @@ struct PassOptions {
                                      // target, which has no forward-only state)
   bool host_locals = true;           // a block body's locals may live in a formal's bytes (plan_blocks:
                                      // the C target; the CUDA emitter keeps every local in the scratch)
+  bool fuse_sums = true;             // sibling column sums share a nest (fuse: the C target; the CUDA
+                                     // emitter gives a nest's threads one written cell each)
 };
 
 struct PassInfo {
