@@ -228,6 +228,8 @@ minimize loss with sgd(lr = 0.1)
   CHECK(has(t, "y[b, y, x, d] += y_col[b, y, x, ky, kx, c] * k[d, ky, kx, c]"));
   CHECK(has(t, "k_grad[d, ky, kx, c] += y_grad[b, y, x, d] * y_col[b, y, x, ky, kx, c]"));
   CHECK(has(t, "x_grad[b, 2*y + ky - 1, 2*x + kx - 1, c] += y_col_grad[b, y, x, ky, kx, c]"));  // a scatter
+  // ... whose loops walk the column gradient in storage order (loop_order: stream_window_reads)
+  CHECK(has(t, "for parallel b < n, y < 4, x < 4, ky < 3, kx < 3, c < 2:  x_grad["));
   auto files = emit_c(g.p, COptions{});
   std::string c = files[1].text;
   CHECK(has(c, ">= 0 &&"));  // a guarded read: padding reads zero
