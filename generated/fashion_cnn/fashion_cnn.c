@@ -609,8 +609,8 @@ static void add_p1_grad(int64_t n, real *restrict p1_grad, const real *restrict 
     CANNL_PRAGMA("omp parallel for if(n * 156800 >= CANNL_PARALLEL_MIN)")
     for (int64_t b = 0; b < n; ++b) {
         for (int64_t y = 0; y < 14; ++y) {
-            for (int64_t ky = 0; ky < 5; ++ky) {
-                for (int64_t x = 0; x < 14; ++x) {
+            for (int64_t x = 0; x < 14; ++x) {
+                for (int64_t ky = 0; ky < 5; ++ky) {
                     for (int64_t kx = 0; kx < 5; ++kx) {
                         if (y + ky - 2 >= 0 && y + ky - 2 < 14 && x + kx - 2 >= 0 && x + kx - 2 < 14) {
                             CANNL_SIMD

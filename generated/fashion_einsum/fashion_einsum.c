@@ -360,11 +360,14 @@ static void sum_b2_grad(int64_t n, real *restrict b2_grad, const real *restrict 
 
 /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
 CANNL_MULTIVERSION
-static void sum_gain_grad(int64_t n, real *restrict gain_grad, const real *restrict h1_grad, const real *restrict h1, const real *restrict h1_ln) {
+static void sum_gain_grad(int64_t n, real *restrict gain_grad, real *restrict bias_grad, const real *restrict h1_grad, const real *restrict h1, const real *restrict h1_ln) {
     for (int64_t i = 0; i < 256; ++i) gain_grad[i] = 0.0f;
+    for (int64_t i = 0; i < 256; ++i) bias_grad[i] = 0.0f;
     for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
+        for (int64_t o = 0; o < 256; ++o) {
             gain_grad[o] += h1_grad[b * 256 + o] * (cannl_step(h1[b * 256 + o]) * h1_ln[b * 256 + o]);
+            bias_grad[o] += h1_grad[b * 256 + o] * cannl_step(h1[b * 256 + o]);
+        }
     }
 }
 
@@ -379,16 +382,6 @@ static void set_h1_ln_grad(int64_t n, real *restrict h1_ln_grad, real *restrict 
             h1_ln_grad[b * 256 + o] = h1_grad[b * 256 + o] * (cannl_step(h1[b * 256 + o]) * gain[o]);
             z1_grad[b * 256 + o] = h1_ln_grad[b * 256 + o] * (1.0f / sqrtf(h1_var_row + 1e-05f));
         }
-    }
-}
-
-/* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
-CANNL_MULTIVERSION
-static void sum_bias_grad(int64_t n, real *restrict bias_grad, const real *restrict h1_grad, const real *restrict h1) {
-    for (int64_t i = 0; i < 256; ++i) bias_grad[i] = 0.0f;
-    for (int64_t b = 0; b < n; ++b) {
-        for (int64_t o = 0; o < 256; ++o)
-            bias_grad[o] += h1_grad[b * 256 + o] * cannl_step(h1[b * 256 + o]);
     }
 }
 
@@ -833,9 +826,8 @@ static double train_step(struct fashion_einsum *m, const real *const inputs[], i
     cannl_sgemm(m->gemm, n, 256, 10, 1.0f, logits_grad, 10, 1, w2, 256, 1, h1_grad, 256, 1, 1);
 
     /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
-    sum_gain_grad(n, gain_grad, h1_grad, h1, h1_ln);
+    sum_gain_grad(n, gain_grad, bias_grad, h1_grad, h1, h1_ln);
     set_h1_ln_grad(n, h1_ln_grad, z1_grad, h1_grad, h1, gain, h1_var);
-    sum_bias_grad(n, bias_grad, h1_grad, h1);
     sum_h1_mean_grad(n, h1_mean_grad, h1_ln_grad, h1_var);
     sum_h1_var_grad(n, h1_var_grad, h1_ln_grad, z1_ein, b1, h1_mean, h1_var);
     sum_h1_mean_grad_2(n, h1_mean_grad, h1_var_grad, z1_ein, b1, h1_mean);
@@ -1051,11 +1043,10 @@ static double train_grads(struct fashion_einsum *m, const real *const inputs[], 
     cannl_sgemm(m->gemm, n, 256, 10, 1.0f, logits_grad, 10, 1, w2, 256, 1, h1_grad, 256, 1, 1);
 
     /* line 17: backward: h1 = relu(gain *. layer_norm(z1) + bias) */
-    sum_gain_grad(n, gain_grad, h1_grad, h1, h1_ln);
+    sum_gain_grad(n, gain_grad, bias_grad, h1_grad, h1, h1_ln);
     if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 200704, 256); /* gain_grad final */
-    set_h1_ln_grad(n, h1_ln_grad, z1_grad, h1_grad, h1, gain, h1_var);
-    sum_bias_grad(n, bias_grad, h1_grad, h1);
     if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, 201216, 256); /* bias_grad final */
+    set_h1_ln_grad(n, h1_ln_grad, z1_grad, h1_grad, h1, gain, h1_var);
     sum_h1_mean_grad(n, h1_mean_grad, h1_ln_grad, h1_var);
     sum_h1_var_grad(n, h1_var_grad, h1_ln_grad, z1_ein, b1, h1_mean, h1_var);
     sum_h1_mean_grad_2(n, h1_mean_grad, h1_var_grad, z1_ein, b1, h1_mean);

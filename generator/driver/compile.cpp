@@ -180,6 +180,7 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     po.decode_in_training = o.target == "cuda";  // (its one device state runs generation too)
     po.host_locals = o.target != "cuda";
     po.decode_rows = o.target != "cuda";
+    po.fuse_sums = o.target != "cuda";
     for (const PassInfo& pass : pass_list()) {
       // The bridge (issue 34): the passes up to plan_blocks run over each block body once;
       // then, with --quantize int8 only, the block calls are expanded into their instances'

@@ -700,6 +700,19 @@ std::string CEmitter::parallel_for(const ir::Stmt& s, int from) {
 }
 
 std::string CEmitter::fill_first(const ir::Stmt& s, const std::string& v, const std::string& op) {
+  if (!s.single()) {  // sibling sums (passes/fuse.cpp): each out in turn
+    std::string all;
+    std::set<int> seen;
+    for (const ir::Assign& a : s.assigns) {
+      if (!seen.insert(a.out.buf).second) continue;
+      ir::Stmt one;
+      one.iters = s.iters;
+      one.parallel = s.parallel;
+      one.assigns.push_back(a);
+      all += fill_first(one, v, op);
+    }
+    return all;
+  }
   const int out = s.only().out.buf;
   const auto& b = buf(out);
   for (const ir::Iter& it : s.iters)

@@ -313,13 +313,14 @@ struct Stmt {
   std::optional<Call> call = {};  // an opaque kernel call: no loops and no assignments then
   std::vector<Iter> iters;  // loop order, outermost first
   // The assignments made at each point of the nest, in order: one, or several when fusion
-  // (passes/fuse.cpp) merged pointwise nests; then each writes a buffer at an index that
-  // names every loop, and each point runs them one after the other.
+  // (passes/fuse.cpp) merged pointwise nests (then each writes a buffer at an index that
+  // names every loop) or zero_first sibling sums; each point runs them one after the other.
   std::vector<Assign> assigns;
-  // The out cells of the nest's one assignment are first set to the identity of its accum
+  // The out cells of the nest's assignments are first set to the identity of their accum
   // (0 for +=, -inf for max=, inf for min=), i.e. the nest assigns the reduction instead of
-  // adding to what the buffer held (set by passes/fold_fills.cpp; only with accum != Set and
-  // a single assignment). Every out cell is written: the out access covers the buffer.
+  // adding to what the buffer held (set by passes/fold_fills.cpp on a single assignment with
+  // accum != Set; passes/fuse.cpp's sibling sums keep it, several += sums). Every out cell is
+  // written: each out access covers its buffer.
   bool zero_first = false;
   int line = 0;             // spec line it comes from (0: none)
   std::string what;         // "h1 = relu(w1 * x + b1)", "d loss / d w1", "sgd update of w1"

@@ -366,10 +366,12 @@ struct Verifier {
   }
 
   void marks() {
-    const bool acc = s->single() && s->assigns[0].accum != Accum::Set;
-    if (s->zero_first && !acc) fail("zero_first on a nest that is not a single accumulation");
-    if (s->zero_first && acc && well_formed(s->assigns[0].out) && !covers(s->assigns[0].out))
-      fail("zero_first, but the out access does not cover its buffer");
+    bool acc = true;  // (fused sibling sums: several, passes/fuse.cpp)
+    for (const Assign& a : s->assigns) acc = acc && a.accum != Accum::Set;
+    if (s->zero_first && !acc) fail("zero_first on a nest that is not all accumulations");
+    for (const Assign& a : s->assigns)
+      if (s->zero_first && acc && well_formed(a.out) && !covers(a.out))
+        fail("zero_first, but the out access does not cover its buffer");
     if (s->product) {
       const Product& pr = *s->product;
       std::vector<const Expr*> loads;
@@ -509,7 +511,7 @@ struct Verifier {
         const bool ok = access(a.out, "the out");
         if (ok && a.accum != Accum::Set && !st.zero_first) read(a.out.buf, "accumulates into");
         if (ok) wrote(a.out.buf);
-        if (ok && st.assigns.size() > 1) {
+        if (ok && st.assigns.size() > 1 && !st.zero_first) {  // (zero_first: sibling sums, marks())
           std::vector<bool> named(st.iters.size(), false);
           for (const Affine& f : a.out.index)
             for (const auto& t : f.terms)

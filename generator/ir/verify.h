@@ -12,8 +12,8 @@
 //     (ScalarDef, each reading only those before it); loop sizes at least 1, a batch loop at max_batch, an at_pos loop of size 1 and
 //     only in decode; random draws only in sequential nests; a call has no loops or
 //     assignments, its buffers exist and hold its sizes (views included), gradients have the
-//     dims of what they differentiate; several assignments only pointwise (fusion); zero_first
-//     only on a single accumulation whose out access covers its buffer; Stmt::product and
+//     dims of what they differentiate; several assignments only pointwise (fusion) or zero_first
+//     sums (fused sibling sums); zero_first only on accumulations whose out accesses cover their buffers; Stmt::product and
 //     scaled_sum consistent with the nest (mark_contractions.cpp); parallel, update_of and
 //     grads_final in range. No routine writes an input; only decode writes a cache; forward,
 //     eval_metrics and decode write no param or optimiser state.

@@ -57,6 +57,8 @@ void pool(LowerContext& c, const BoundCall& call, bool is_max, int r) {
 // The contraction is a matrix product (rows b*y*x, columns d, depth ky*kx*c) whose indices
 // are all single loop variables, so it runs as fast as the other matrix products; autodiff
 // turns it into two more such products and the gather into a scatter-add over b.
+// A 1x1 kernel at stride 1 without padding gathers nothing (col would be a copy of x): the
+// product reads x itself, and its input gradient is a product into x's gradient.
 void lower_conv2d(LowerContext& c, const BoundCall& call, int r) {
   const Expr* x = call.tensors[0];
   const Expr* k = call.tensors[1];
@@ -64,35 +66,46 @@ void lower_conv2d(LowerContext& c, const BoundCall& call, int r) {
   const Shape &rs = c.shape(call.call), &ks = c.shape(k);
   size_t nb = rs.row(AxisKind::Batch).size();
   const auto& kin = ks.row(AxisKind::Input);
+  const bool pointwise = s == 1 && p == 0 && kin[0].size == 1 && kin[1].size == 1;
 
   // The gather: one column of depth kh*kw*c per output position.
-  Shape cs = rs;
-  cs.row(AxisKind::Output) = {rs.row(AxisKind::Output)[0], rs.row(AxisKind::Output)[1], kin[0], kin[1], kin[2]};
-  int col = c.temp("col", cs);
-  std::vector<std::string> cnames = image_loop_names(rs, {"y", "x"});
-  cnames.resize(nb + 2);
-  for (const char* nm : {"ky", "kx", "c"}) cnames.push_back(nm);
-  Nest g;
-  IndexMap cmap = c.loops_for(cs, g, cnames);
-  IndexMap xmap(cmap.begin(), cmap.begin() + static_cast<long>(nb));
-  auto window = [&](const Affine& o, const Affine& kk) {
-    return Affine{{{o.terms[0].iter, s}, {kk.terms[0].iter, 1}}, -p};
-  };
-  xmap.push_back(window(cmap[nb], cmap[nb + 2]));
-  xmap.push_back(window(cmap[nb + 1], cmap[nb + 3]));
-  xmap.push_back(cmap[nb + 4]);
-  c.emit(g, col, cmap, ir::Accum::Set, c.operand(x, xmap));
+  int col = -1;
+  if (!pointwise) {
+    Shape cs = rs;
+    cs.row(AxisKind::Output) = {rs.row(AxisKind::Output)[0], rs.row(AxisKind::Output)[1], kin[0], kin[1], kin[2]};
+    col = c.temp("col", cs);
+    std::vector<std::string> cnames = image_loop_names(rs, {"y", "x"});
+    cnames.resize(nb + 2);
+    for (const char* nm : {"ky", "kx", "c"}) cnames.push_back(nm);
+    Nest g;
+    IndexMap cmap = c.loops_for(cs, g, cnames);
+    IndexMap xmap(cmap.begin(), cmap.begin() + static_cast<long>(nb));
+    auto window = [&](const Affine& o, const Affine& kk) {
+      return Affine{{{o.terms[0].iter, s}, {kk.terms[0].iter, 1}}, -p};
+    };
+    xmap.push_back(window(cmap[nb], cmap[nb + 2]));
+    xmap.push_back(window(cmap[nb + 1], cmap[nb + 3]));
+    xmap.push_back(cmap[nb + 4]);
+    c.emit(g, col, cmap, ir::Accum::Set, c.operand(x, xmap));
+  }
 
   // The contraction.
   std::vector<std::string> names = image_loop_names(rs, {"y", "x", "d"});
   c.fill_buffer(r, 0, names);
   Nest n;
   IndexMap rmap = c.loops_for(rs, n, names);
-  int ky = n.add("ky", kin[0].size, false), kx = n.add("kx", kin[1].size, false), ci = n.add("c", kin[2].size, false);
-  IndexMap colmap(rmap.begin(), rmap.begin() + static_cast<long>(nb + 2));
-  for (int it : {ky, kx, ci}) colmap.push_back(Affine::of(it));
-  IndexMap kmap = {rmap[nb + 2], Affine::of(ky), Affine::of(kx), Affine::of(ci)};
-  c.emit(n, r, rmap, ir::Accum::Add, ir::binary(Op::Mul, ir::load({col, colmap}), c.operand(k, kmap)));
+  IndexMap amap(rmap.begin(), rmap.begin() + static_cast<long>(nb + 2)), kmap = {rmap[nb + 2]};
+  if (pointwise) {  // r[b, y, x, d] += x[b, y, x, c] * k[d, 0, 0, c]
+    const int ci = n.add("c", kin[2].size, false);
+    amap.push_back(Affine::of(ci));
+    kmap.insert(kmap.end(), {Affine::constant(0), Affine::constant(0), Affine::of(ci)});
+  } else {
+    const int ky = n.add("ky", kin[0].size, false), kx = n.add("kx", kin[1].size, false);
+    const int ci = n.add("c", kin[2].size, false);
+    for (int it : {ky, kx, ci}) amap.push_back(Affine::of(it)), kmap.push_back(Affine::of(it));
+  }
+  ir::ExprP a = pointwise ? c.operand(x, amap) : ir::load({col, amap});
+  c.emit(n, r, rmap, ir::Accum::Add, ir::binary(Op::Mul, a, c.operand(k, kmap)));
 }
 
 void lower_max_pool2d(LowerContext& c, const BoundCall& call, int r) { pool(c, call, true, r); }

@@ -18,6 +18,13 @@
 // (moment, then param), the two contributions to a gradient, bias + activation chains of
 // pointwise tensors become single nests. Contractions are never fused (they stay GEMM-shaped);
 // nests storing only constants fuse only with each other, a few at most.
+// Sibling sums (PassOptions::fuse_sums: the C target): two zero_first `+=` sums over the same
+// loops, in the same order, whose innermost loop indexes every cell they write (column sums
+// over batch x positions: the gradients of a batch_norm's gain and bias, its backward's two
+// sums over one gradient), that read a buffer in common and nothing the other writes, fuse as
+// above (at most kMaxSums assignments): one pass over the values they both read, each cell
+// still summed over the points in the same order. Contractions and sums whose innermost loop
+// is reduced (a register `acc` in the C emitter) stay apart.
 #include <map>
 
 #include "passes/pipeline.h"
@@ -37,6 +44,23 @@ constexpr size_t kWindow = 128;
 constexpr size_t kMaxAssigns = 32;
 
 bool fusible(const ir::Stmt& s) { return !s.sequential && !s.zero_first && passes::pointwise(s); }
+
+// Sibling sums: at most kMaxSums of them in one nest (each keeps its row of cells in registers).
+constexpr size_t kMaxSums = 4;
+bool names_iter(const ir::Access& a, int iter) {
+  for (const ir::Affine& f : a.index)
+    for (const auto& t : f.terms)
+      if (t.iter == iter) return true;
+  return false;
+}
+bool column_sum(const ir::Stmt& s) {
+  if (s.call || s.sequential || !s.zero_first || s.iters.empty() || s.assigns.empty() || passes::is_contraction(s))
+    return false;
+  const int inner = static_cast<int>(s.iters.size()) - 1;
+  for (const ir::Assign& a : s.assigns)
+    if (a.accum != ir::Accum::Add || !names_iter(a.out, inner)) return false;
+  return true;
+}
 
 // A nest that only stores constants (the zeroing of gradients): it gains nothing from sharing
 // a loop with a computing nest (nothing to reuse) and costs it its vectorisation (a store
@@ -99,6 +123,21 @@ bool can_fuse(const ir::Stmt& a, const Accesses& xa, const ir::Stmt& b, const Ac
   return a.update_of == b.update_of && same_loops(a, b) && same_cells(xa.written, xb.all) && same_cells(xb.written, xa.all);
 }
 
+bool meets(const std::set<int>& u, const std::set<int>& v) {
+  for (int b : u)
+    if (v.count(b)) return true;
+  return false;
+}
+
+// Two sibling sums: they read a buffer in common (the pass over it that fusing saves),
+// neither touches what the other writes (a sum's cells are final only at its end), the same
+// loops and the same parallel loop (one that indexes every cell of both).
+bool can_fuse_sums(const ir::Stmt& a, const Accesses& xa, const ir::Stmt& b, const Accesses& xb) {
+  return column_sum(a) && column_sum(b) && a.assigns.size() + b.assigns.size() <= kMaxSums && meets(xa.reads, xb.reads) &&
+         a.update_of == b.update_of && a.parallel == b.parallel && same_loops(a, b) && !meets(xa.writes, xb.reads) &&
+         !meets(xb.writes, xa.reads) && !meets(xa.writes, xb.writes);
+}
+
 // B's assignments after A's; true when they were appended (not merged into A's last one).
 bool merge(ir::Stmt& a, ir::Stmt&& b) {
   ir::Assign& last = a.assigns.back();
@@ -121,7 +160,7 @@ bool merge(ir::Stmt& a, ir::Stmt&& b) {
 
 }  // namespace
 
-void fuse(ir::Program& p, const PassOptions&) {
+void fuse(ir::Program& p, const PassOptions& o) {
   for (ir::Routine* rp : ir::all_routines(p)) {
     ir::Routine& r = *rp;
     auto& st = r.stmts;
@@ -131,13 +170,10 @@ void fuse(ir::Program& p, const PassOptions&) {
     std::vector<Accesses> x;
     for (const ir::Stmt& s : st) x.emplace_back(s);
     std::vector<bool> gone(n, false);
-    auto meets = [](const std::set<int>& u, const std::set<int>& v) {
-      for (int b : u)
-        if (v.count(b)) return true;
-      return false;
-    };
     for (size_t i = 0; i < n; ++i) {
-      if (gone[i] || !fusible(st[i])) continue;
+      if (gone[i]) continue;
+      const bool sums = o.fuse_sums && column_sum(st[i]);
+      if (!sums && !fusible(st[i])) continue;
       // The nests between A and the candidate B, as the union of what they read and write:
       // B moves up past them when it is independent of all of them, A down likewise.
       std::set<int> between_r, between_w;
@@ -149,8 +185,9 @@ void fuse(ir::Program& p, const PassOptions&) {
         ++scanned;
         ir::Stmt& a = st[i];
         ir::Stmt& b = st[j];
-        if (fusible(b) && a.assigns.size() + b.assigns.size() <= kMaxAssigns && fill_fits(a, b) &&
-            can_fuse(a, x[i], b, x[j])) {
+        if (sums ? can_fuse_sums(a, x[i], b, x[j])
+                 : fusible(b) && a.assigns.size() + b.assigns.size() <= kMaxAssigns && fill_fits(a, b) &&
+                       can_fuse(a, x[i], b, x[j])) {
           const bool up = !meets(x[j].writes, between_r) && !meets(x[j].writes, between_w) && !meets(x[j].reads, between_w);
           if (up || down) {
             if (merge(a, std::move(b))) x[i].add(x[j]);

@@ -9,7 +9,9 @@
 //     a reduction (+=, max=, min=), where each access walking the loop at another stride, a
 //     gather, counts -3; on a tie the reduction loop, which the C emitter turns into a
 //     vectorised dot product, then the loop the write walks at unit stride);
-//   in between, the other written-index loops, then the remaining reduction loops;
+//   in between, the other written-index loops, then the remaining reduction loops (a sum
+//     scattered through windows, a convolution's input gradient: as its largest read walks
+//     them, when every cell still gets its terms in the same order; stream_window_reads);
 //   except a sum into at most 4096 cells (no batch axis) along their own unit-stride loop
 //   when no reduction loop has a unit stride (a bias gradient): the reduction loops outside,
 //   the written loops inside (rows added into the cells, vectorised), on one thread.
@@ -70,6 +72,57 @@ ir::ExprP remap(const ir::ExprP& e, const std::vector<int>& new_pos) {
   if (c->op == ir::Op::Load || c->op == ir::Op::Index || c->op == ir::Op::Keep) c->access = remap(c->access, new_pos);
   for (auto& a : c->args) a = remap(a, new_pos);
   return c;
+}
+
+// A sum scattered through windows (a written axis indexed by two loops: a convolution's
+// input gradient, col2im, x_grad[b, y + ky, x + kx, c] += col_grad[b, y, x, ky, kx, c]): the
+// loops between the outermost and the innermost (order[first..), the innermost not placed
+// yet) as the largest read walks them, its stride descending (stable), so that it streams in
+// storage order while the few cells written meanwhile stay in cache (b, y, x, ky, kx instead
+// of the written index's b, y, ky, x, kx: 20% less time on a 16-channel 28 x 28 map, the
+// same sums bit for bit). Kept only when every cell
+// still receives its terms in the same order: a cell fixes each written axis's later loops
+// given its first one, so its terms come in the order of the loops that are first of their
+// axis and the loops the write does not name; their relative order must not change.
+void stream_window_reads(const ir::Program& p, const ir::Stmt& s, const std::vector<ir::Access>& reads,
+                         std::vector<int>& order, size_t first) {
+  const ir::Access& out = s.assigns[0].out;
+  bool window = false;
+  for (const Affine& a : out.index) {
+    if (a.terms.size() > 2) return;  // (one loop of a written axis fixes the other)
+    window = window || a.terms.size() == 2;
+  }
+  if (!window || !s.single() || s.only().accum != ir::Accum::Add || reads.empty() || order.size() < first + 2) return;
+  auto elems = [&](const ir::Access& a) {
+    long e = 1;
+    for (const ir::Dim& d : p.buffers[static_cast<size_t>(a.buf)].dims) e *= d.size;
+    return e;
+  };
+  const ir::Access* big = &reads[0];
+  for (const ir::Access& r : reads)
+    if (elems(r) > elems(*big)) big = &r;
+  if (big->buf == out.buf || elems(*big) <= elems(out)) return;
+  std::vector<int> moved = order;
+  std::stable_sort(moved.begin() + static_cast<long>(first), moved.end(),
+                   [&](int a, int b) { return stride_of(p, *big, a) > stride_of(p, *big, b); });
+  // The loops that order a cell's terms: the first of each written axis's loops, and the loops
+  // the write does not name.
+  auto keys = [&](const std::vector<int>& o) {
+    std::vector<int> k;
+    std::vector<bool> axis_seen(out.index.size(), false);
+    for (int it : o) {
+      bool named = false;
+      for (size_t d = 0; d < out.index.size(); ++d)
+        for (const auto& t : out.index[d].terms)
+          if (t.iter == it) {
+            named = true;
+            if (!axis_seen[d]) k.push_back(it), axis_seen[d] = true;
+          }
+      if (!named) k.push_back(it);
+    }
+    return k;
+  };
+  if (keys(moved) == keys(order)) order = std::move(moved);
 }
 
 void order_nest(const ir::Program& p, ir::Stmt& s) {
@@ -167,6 +220,7 @@ void order_nest(const ir::Program& p, ir::Stmt& s) {
       if (t.iter != inner && !placed(t.iter)) order.push_back(t.iter);
   for (int i = 0; i < n; ++i)
     if (i != inner && !placed(i)) order.push_back(i);
+  if (!s.sequential) stream_window_reads(p, s, reads, order, outer >= 0 ? 1 : 0);  // (inner after them)
   if (inner >= 0 && !placed(inner)) order.push_back(inner);
   if (s.sequential) {  // keep the written order: the random stream fills in storage order
     order.clear();

@@ -31,6 +31,8 @@ struct PassOptions {
   bool decode_rows = false;          // decode steps a batch of sequences (passes/decode.cpp; the C target)
   bool host_locals = true;           // a block body's locals may live in a formal's bytes (plan_blocks:
                                      // the C target; the CUDA emitter keeps every local in the scratch)
+  bool fuse_sums = true;             // sibling column sums share a nest (fuse: the C target; the CUDA
+                                     // emitter gives a nest's threads one written cell each)
 };
 
 struct PassInfo {

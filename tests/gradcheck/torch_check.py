@@ -705,7 +705,8 @@ def _(P, X):
     y = conv(X["image"], P["k"], stride=2, padding=1)              # [n, 2, 3, 1]
     q = avg_pool(X["f"] * X["f"] + 1, 2, 1) * P["e"]               # [n, 4, 2, 2]
     w = (X["t"] * P["g"]).mean(dim=1)                               # [n, 3]
-    return (torch.tanh(y) * P["c"]).sum() + q.sum() + (torch.sin(w) * P["g"]).sum()
+    z = conv(X["f"] + P["pf"], P["k1"])                             # [n, 5, 3, 3]: 1x1, stride 1
+    return (torch.tanh(y) * P["c"]).sum() + q.sum() + (torch.sin(w) * P["g"]).sum() + torch.tanh(z).sum()
 
 
 @ref("matmul_bcast")

@@ -228,9 +228,26 @@ minimize loss with sgd(lr = 0.1)
   CHECK(has(t, "y[b, y, x, d] += y_col[b, y, x, ky, kx, c] * k[d, ky, kx, c]"));
   CHECK(has(t, "k_grad[d, ky, kx, c] += y_grad[b, y, x, d] * y_col[b, y, x, ky, kx, c]"));
   CHECK(has(t, "x_grad[b, 2*y + ky - 1, 2*x + kx - 1, c] += y_col_grad[b, y, x, ky, kx, c]"));  // a scatter
+  // ... whose loops walk the column gradient in storage order (loop_order: stream_window_reads)
+  CHECK(has(t, "for parallel b < n, y < 4, x < 4, ky < 3, kx < 3, c < 2:  x_grad["));
   auto files = emit_c(g.p, COptions{});
   std::string c = files[1].text;
   CHECK(has(c, ">= 0 &&"));  // a guarded read: padding reads zero
+}
+
+TEST_CASE("a 1x1 convolution at stride 1 without padding gathers nothing", "[lower]") {
+  Gen g(R"(input x0 : [8, 8, 2]
+param s : [2]
+x = x0 *. s
+param k : [1, 1, 2 -> 4]
+y = conv2d(x, k)
+loss = mean(y *. y)
+minimize loss with sgd(lr = 0.1)
+)");
+  std::string t = g.routine(ir::RoutineKind::TrainStep);
+  CHECK_FALSE(has(t, "y_col"));
+  CHECK(has(t, "y[b, y, x, d] += x[b, y, x, c] * k[d, 0, 0, c]"));  // the product reads x
+  CHECK(has(t, "x_grad[b, y, x, c] += y_grad[b, y, x, d] * k[d, 0, 0, c]"));  // a product, no scatter
 }
 
 TEST_CASE("the C emitter: constants, typed math, the API", "[emit]") {

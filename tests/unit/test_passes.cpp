@@ -233,6 +233,37 @@ TEST_CASE("fuse: pointwise nests over the same loops become one", "[passes]") {
         "for b < n, o < 2:  lg[b, o] = x[b, o] + s[b] * x[b, o]\n");
 }
 
+TEST_CASE("fuse: sibling column sums over the same loops share one nest", "[passes]") {
+  Frag f;
+  int d = f.buf("d", {{4, true}, {3, false}}, ir::Role::Input), h = f.buf("h", {{4, true}, {3, false}}, ir::Role::Input);
+  int e = f.buf("e", {{4, true}, {3, false}});
+  int g = f.buf("g", {{3, false}}), bb = f.buf("bb", {{3, false}}), m = f.buf("m", {{3, false}});
+  int r = f.buf("r", {{4, true}}), g2 = f.buf("g2", {{3, false}}), m2 = f.buf("m2", {{3, false}});
+  f.loops({{"b", 4}, {"c", 3}});
+  f.nest(g, {1}, ir::Accum::Add, mul(Frag::ld(d, {0, 1}), ir::call("relu", {Frag::ld(h, {0, 1})}))).zero_first = true;
+  f.nest(e, {0, 1}, ir::Accum::Set, mul(Frag::ld(d, {0, 1}), c(2)));  // independent: moved past
+  f.nest(bb, {1}, ir::Accum::Add, Frag::ld(d, {0, 1})).zero_first = true;
+  f.nest(m, {1}, ir::Accum::Add, mul(Frag::ld(g, {1}), Frag::ld(e, {0, 1}))).zero_first = true;  // reads g: apart
+  f.nest(r, {0}, ir::Accum::Add, Frag::ld(h, {0, 1})).zero_first = true;  // a row sum: apart
+  f.nest(g2, {1}, ir::Accum::Add, mul(Frag::ld(d, {0, 1}), Frag::ld(h, {0, 1}))).zero_first = true;  // a contraction
+  f.nest(m2, {1}, ir::Accum::Add, ir::call("relu", {Frag::ld(e, {0, 1})})).zero_first = true;  // reads nothing of bb's
+  const std::string before = f.text();
+  PassOptions off;
+  off.fuse_sums = false;  // (the CUDA target)
+  ir::Program kept = f.p;
+  fuse(kept, off);
+  Frag k;
+  k.p = kept;
+  CHECK(k.text() == before);
+  CHECK(f.run(fuse) ==
+        "for b < n, c < 3:  g[c] = 0 += d[b, c] * relu(h[b, c]);  bb[c] = 0 += d[b, c]\n"
+        "for b < n, c < 3:  e[b, c] = d[b, c] * 2\n"
+        "for b < n, c < 3:  m[c] = 0 += g[c] * e[b, c]\n"
+        "for b < n, c < 3:  r[b] = 0 += h[b, c]\n"
+        "for b < n, c < 3:  g2[c] = 0 += d[b, c] * h[b, c]\n"
+        "for b < n, c < 3:  m2[c] = 0 += relu(e[b, c])\n");
+}
+
 TEST_CASE("fuse: not the updates of different params in train_update (update_of)", "[passes]") {
   Frag f;
   int u = f.buf("u", {{3, false}}, ir::Role::Param), v = f.buf("v", {{3, false}}, ir::Role::Param);

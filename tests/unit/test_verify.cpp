@@ -130,7 +130,7 @@ TEST_CASE("planted faults in nests are caught", "[verify]") {
   SECTION("zero_first on an assignment") {
     ir::Program p = good;
     nest(p, K::Forward, [](const ir::Stmt& s) { return !s.call && s.single() && s.only().accum == ir::Accum::Set; }).zero_first = true;
-    CHECK(found(ir::verify_problems(p), "zero_first on a nest that is not a single accumulation"));
+    CHECK(found(ir::verify_problems(p), "zero_first on a nest that is not all accumulations"));
   }
   SECTION("a product mark on a nest that is not a contraction") {
     ir::Program p = good;
