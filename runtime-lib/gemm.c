@@ -252,24 +252,52 @@ void cannl_dgemm_dot(cannl_gemm *g, int64_t M, int64_t N, int64_t K, double alph
                 (long)b_n, (char *)C, (long)c_m, (long)c_n, overwrite);
 }
 
-/* C = alpha A A^T by bands of SYM_ROWS rows: band i0 computes its columns from i0 on (the
- * diagonal block and right of it) with the product above, then each element below the diagonal
- * takes its mirror's value. B[p, j] = A[j, p]: the band's B is A from row i0, b_k = a_k, b_n = a_m.
- * Element (i, j) and (j, i) of the full product sum the same terms in the same order (the
- * kernel's order does not depend on the blocks of M and N it is handed), so the mirror is what
- * the full product would give, bit for bit. */
-enum { SYM_ROWS = 32 };
+/* C = alpha A A^T by bands of SYM_COLS columns: band j0 computes its rows up to j0 + SYM_COLS (the
+ * diagonal block and above it) with the product above, then each element below the diagonal
+ * takes its mirror's value. B[p, j] = A[j, p]: the band's B is A from row j0, b_k = a_k, b_n = a_m.
+ * Bands of columns rather than rows: each band's B is one sliver, packed once in all (N x K), and
+ * its A (the rows above) is read in place, where bands of rows packed both again for every band
+ * (about 10% of the product's time at N = 128, 352). Element (i, j) and (j, i) of the full
+ * product sum the same terms in the same order (the kernel's order does not depend on the blocks
+ * of M and N it is handed), so the mirror is what the full product would give, bit for bit. */
+enum { SYM_COLS = 32 };
+
+/* C[i, j] = C[j, i] for j < i < N, by MIRROR_B x MIRROR_B blocks (a block and its mirror's lines
+ * stay in L1), each element copied as its own type (cannl_sgemm_sym: float, _dgemm_sym: double; a
+ * memcpy of a run-time size per element was most of the copy's time). */
+enum { MIRROR_B = 16 };
+#define MIRROR_FN(name, T)                                                                        \
+    static void name(long N, T *c, long c_m, long c_n) {                                          \
+        for (long i0 = 0; i0 < N; i0 += MIRROR_B)                                                 \
+            for (long j0 = 0; j0 <= i0; j0 += MIRROR_B)                                           \
+                for (long i = i0; i < N && i < i0 + MIRROR_B; ++i)                                \
+                    for (long j = j0; j < i && j < j0 + MIRROR_B; ++j)                            \
+                        c[i * c_m + j * c_n] = c[j * c_m + i * c_n];                              \
+    }
+MIRROR_FN(mirror_f32, float)
+MIRROR_FN(mirror_f64, double)
+#undef MIRROR_FN
+
+static void mirror(size_t es, long N, char *C, long c_m, long c_n) {
+    if (es == sizeof(float)) {
+        mirror_f32(N, (float *)C, c_m, c_n);
+    } else if (es == sizeof(double)) {
+        mirror_f64(N, (double *)C, c_m, c_n);
+    } else {
+        for (long i = 1; i < N; ++i)
+            for (long j = 0; j < i; ++j)
+                memcpy(C + (size_t)(i * c_m + j * c_n) * es, C + (size_t)(j * c_m + i * c_n) * es, es);
+    }
+}
 
 static void product_sym(cannl_gemm *g, size_t es, long N, long K, double alpha, const char *A, long a_m, long a_k,
                         char *C, long c_m, long c_n) {
-    for (long i0 = 0; i0 < N; i0 += SYM_ROWS) {
-        const long h = N - i0 < SYM_ROWS ? N - i0 : SYM_ROWS;
-        product(g, es, h, N - i0, K, alpha, A + (size_t)(i0 * a_m) * es, a_m, a_k, A + (size_t)(i0 * a_m) * es, a_k,
-                a_m, C + (size_t)(i0 * (c_m + c_n)) * es, c_m, c_n, 1);
+    for (long j0 = 0; j0 < N; j0 += SYM_COLS) {
+        const long h = N - j0 < SYM_COLS ? N - j0 : SYM_COLS;
+        product(g, es, j0 + h, h, K, alpha, A, a_m, a_k, A + (size_t)(j0 * a_m) * es, a_k, a_m,
+                C + (size_t)(j0 * c_n) * es, c_m, c_n, 1);
     }
-    for (long i = 1; i < N; ++i)
-        for (long j = 0; j < i; ++j)
-            memcpy(C + (size_t)(i * c_m + j * c_n) * es, C + (size_t)(j * c_m + i * c_n) * es, es);
+    mirror(es, N, C, c_m, c_n);
 }
 
 void cannl_sgemm_sym(cannl_gemm *g, int64_t N, int64_t K, float alpha, const float *A, int64_t a_m, int64_t a_k,
