@@ -9,6 +9,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <xmmintrin.h> /* mirror_f32_rows: SSE, in every x86-64 */
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -264,7 +267,9 @@ enum { SYM_COLS = 32 };
 
 /* C[i, j] = C[j, i] for j < i < N, by MIRROR_B x MIRROR_B blocks (a block and its mirror's lines
  * stay in L1), each element copied as its own type (cannl_sgemm_sym: float, _dgemm_sym: double; a
- * memcpy of a run-time size per element was most of the copy's time). */
+ * memcpy of a run-time size per element was most of the copy's time). A row-major float C goes by
+ * 4 x 4 blocks transposed in SSE registers below the diagonal's blocks (cannl_sgemm_sym at 1 thread,
+ * AVX-512: N = 128, K = 128 27.8 -> 25.8 us; N = 352, K = 128 182 -> 165 us). */
 enum { MIRROR_B = 16 };
 #define MIRROR_FN(name, T)                                                                        \
     static void name(long N, T *c, long c_m, long c_n) {                                          \
@@ -278,8 +283,33 @@ MIRROR_FN(mirror_f32, float)
 MIRROR_FN(mirror_f64, double)
 #undef MIRROR_FN
 
+#ifdef __SSE2__
+/* mirror_f32 for c_n = 1: the blocks of 4 x 4 strictly below the diagonal's by register
+ * transposes, then the rest (the diagonal's blocks, and the rows and columns past the last
+ * whole block) element by element. */
+static void mirror_f32_rows(long N, float *c, long c_m) {
+    const long n4 = N / 4 * 4;
+    for (long i0 = 4; i0 < n4; i0 += 4)
+        for (long j0 = 0; j0 < i0; j0 += 4) {
+            __m128 r0 = _mm_loadu_ps(c + j0 * c_m + i0), r1 = _mm_loadu_ps(c + (j0 + 1) * c_m + i0);
+            __m128 r2 = _mm_loadu_ps(c + (j0 + 2) * c_m + i0), r3 = _mm_loadu_ps(c + (j0 + 3) * c_m + i0);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            _mm_storeu_ps(c + i0 * c_m + j0, r0), _mm_storeu_ps(c + (i0 + 1) * c_m + j0, r1);
+            _mm_storeu_ps(c + (i0 + 2) * c_m + j0, r2), _mm_storeu_ps(c + (i0 + 3) * c_m + j0, r3);
+        }
+    for (long i = 1; i < N; ++i)
+        for (long j = i < n4 ? i / 4 * 4 : 0; j < i; ++j) c[i * c_m + j] = c[j * c_m + i];
+}
+#endif
+
 static void mirror(size_t es, long N, char *C, long c_m, long c_n) {
     if (es == sizeof(float)) {
+#ifdef __SSE2__
+        if (c_n == 1) {
+            mirror_f32_rows(N, (float *)C, c_m);
+            return;
+        }
+#endif
         mirror_f32(N, (float *)C, c_m, c_n);
     } else if (es == sizeof(double)) {
         mirror_f64(N, (double *)C, c_m, c_n);
