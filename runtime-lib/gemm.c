@@ -119,9 +119,12 @@ static int product_threads(long M, long N, long K) {
     return 1;
 }
 
-/* C (=|+=) alpha A B, elements of `es` bytes; C is split between threads in whole tiles. */
-static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alpha, const char *A, long a_m,
-                    long a_k, const char *B, long b_k, long b_n, char *C, long c_m, long c_n, int overwrite) {
+/* C (=|+=) alpha A B, elements of `es` bytes; C is split between threads in whole tiles. On one
+   thread (a small product, or a call inside a parallel region) it packs into ws1: g's first slot,
+   or the caller's own (product_sym's bands, a thread each). */
+static void product_in(cannl_gemm *g, unsigned char *ws1, size_t es, long M, long N, long K, double alpha,
+                       const char *A, long a_m, long a_k, const char *B, long b_k, long b_n, char *C, long c_m,
+                       long c_n, int overwrite) {
     if (M <= 0 || N <= 0) return;
     const cannl__gemm_kernel *k = g->kernel;
     /* Columns are computed NR at a time (a partial last tile wastes its padding); rows have
@@ -162,7 +165,7 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
     const long tiles = by_cols ? ntiles : mtiles;
     if (threads > tiles) threads = (int)tiles;
     if (threads <= 1) {
-        k->run(M, N, K, alpha, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite, g->ws);
+        k->run(M, N, K, alpha, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite, ws1);
         return;
     }
 #ifdef _OPENMP
@@ -184,6 +187,11 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
         }
     }
 #endif
+}
+
+static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alpha, const char *A, long a_m,
+                    long a_k, const char *B, long b_k, long b_n, char *C, long c_m, long c_n, int overwrite) {
+    product_in(g, g->ws, es, M, N, K, alpha, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite);
 }
 
 /* C (=|+=) alpha A B as dot products (gemm_dot.h), split between threads by blocks of 4 of the
@@ -322,10 +330,28 @@ static void mirror(size_t es, long N, char *C, long c_m, long c_n) {
 
 static void product_sym(cannl_gemm *g, size_t es, long N, long K, double alpha, const char *A, long a_m, long a_k,
                         char *C, long c_m, long c_n) {
-    for (long j0 = 0; j0 < N; j0 += SYM_COLS) {
-        const long h = N - j0 < SYM_COLS ? N - j0 : SYM_COLS;
-        product(g, es, j0 + h, h, K, alpha, A, a_m, a_k, A + (size_t)(j0 * a_m) * es, a_k, a_m,
-                C + (size_t)(j0 * c_n) * es, c_m, c_n, 1);
+    const long bands = (N + SYM_COLS - 1) / SYM_COLS;
+    /* The bands between threads when the triangle is worth it (each band's product alone is
+       mostly below CANNL__GEMM_PARALLEL_FLOPS: Muon's 128 x 352 gram matrix ran on one thread),
+       the tallest first; each band computed by one thread, in its own slot. */
+    int threads = product_threads(N, (N + 1) / 2, K);
+    if (threads > bands) threads = (int)bands;
+    if (threads > g->slots && !grow(g, threads)) threads = g->slots;
+    if (threads <= 1) {
+        for (long j0 = 0; j0 < N; j0 += SYM_COLS) {
+            const long h = N - j0 < SYM_COLS ? N - j0 : SYM_COLS;
+            product(g, es, j0 + h, h, K, alpha, A, a_m, a_k, A + (size_t)(j0 * a_m) * es, a_k, a_m,
+                    C + (size_t)(j0 * c_n) * es, c_m, c_n, 1);
+        }
+    } else {
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+        for (long b = bands - 1; b >= 0; --b) {
+            const long j0 = b * SYM_COLS, h = N - j0 < SYM_COLS ? N - j0 : SYM_COLS;
+            product_in(g, g->ws + (size_t)omp_get_thread_num() * g->slot_bytes, es, j0 + h, h, K, alpha, A, a_m,
+                       a_k, A + (size_t)(j0 * a_m) * es, a_k, a_m, C + (size_t)(j0 * c_n) * es, c_m, c_n, 1);
+        }
+#endif
     }
     mirror(es, N, C, c_m, c_n);
 }
