@@ -328,6 +328,19 @@ static void mirror(size_t es, long N, char *C, long c_m, long c_n) {
     }
 }
 
+/* Band j0 of product_sym into ws1 (one thread): its rows above the diagonal block and the block's
+ * first half of rows (all h columns), then the block's other half of rows (its last h - h / 2
+ * columns: a half tile where h / 2 is NR / 2); the block's corner below the diagonal, computed
+ * for nothing, is a quarter of it (N = 128, K = 128: 25.6 -> 24.6 us; K = 352: 69 -> 66 us). */
+static void sym_band(cannl_gemm *g, unsigned char *ws1, size_t es, long N, long K, double alpha, const char *A,
+                     long a_m, long a_k, char *C, long c_m, long c_n, long j0) {
+    const long h = N - j0 < SYM_COLS ? N - j0 : SYM_COLS, j1 = j0 + h / 2;
+    product_in(g, ws1, es, j1, h, K, alpha, A, a_m, a_k, A + (size_t)(j0 * a_m) * es, a_k, a_m,
+               C + (size_t)(j0 * c_n) * es, c_m, c_n, 1);
+    product_in(g, ws1, es, j0 + h - j1, j0 + h - j1, K, alpha, A + (size_t)(j1 * a_m) * es, a_m, a_k,
+               A + (size_t)(j1 * a_m) * es, a_k, a_m, C + (size_t)(j1 * (c_m + c_n)) * es, c_m, c_n, 1);
+}
+
 static void product_sym(cannl_gemm *g, size_t es, long N, long K, double alpha, const char *A, long a_m, long a_k,
                         char *C, long c_m, long c_n) {
     const long bands = (N + SYM_COLS - 1) / SYM_COLS;
@@ -338,19 +351,13 @@ static void product_sym(cannl_gemm *g, size_t es, long N, long K, double alpha, 
     if (threads > bands) threads = (int)bands;
     if (threads > g->slots && !grow(g, threads)) threads = g->slots;
     if (threads <= 1) {
-        for (long j0 = 0; j0 < N; j0 += SYM_COLS) {
-            const long h = N - j0 < SYM_COLS ? N - j0 : SYM_COLS;
-            product(g, es, j0 + h, h, K, alpha, A, a_m, a_k, A + (size_t)(j0 * a_m) * es, a_k, a_m,
-                    C + (size_t)(j0 * c_n) * es, c_m, c_n, 1);
-        }
+        for (long j0 = 0; j0 < N; j0 += SYM_COLS) sym_band(g, g->ws, es, N, K, alpha, A, a_m, a_k, C, c_m, c_n, j0);
     } else {
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-        for (long b = bands - 1; b >= 0; --b) {
-            const long j0 = b * SYM_COLS, h = N - j0 < SYM_COLS ? N - j0 : SYM_COLS;
-            product_in(g, g->ws + (size_t)omp_get_thread_num() * g->slot_bytes, es, j0 + h, h, K, alpha, A, a_m,
-                       a_k, A + (size_t)(j0 * a_m) * es, a_k, a_m, C + (size_t)(j0 * c_n) * es, c_m, c_n, 1);
-        }
+        for (long b = bands - 1; b >= 0; --b)
+            sym_band(g, g->ws + (size_t)omp_get_thread_num() * g->slot_bytes, es, N, K, alpha, A, a_m, a_k, C, c_m,
+                     c_n, b * SYM_COLS);
 #endif
     }
     mirror(es, N, C, c_m, c_n);
