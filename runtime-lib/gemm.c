@@ -9,6 +9,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <xmmintrin.h> /* mirror_f32_rows: SSE, in every x86-64 */
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -116,9 +119,12 @@ static int product_threads(long M, long N, long K) {
     return 1;
 }
 
-/* C (=|+=) alpha A B, elements of `es` bytes; C is split between threads in whole tiles. */
-static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alpha, const char *A, long a_m,
-                    long a_k, const char *B, long b_k, long b_n, char *C, long c_m, long c_n, int overwrite) {
+/* C (=|+=) alpha A B, elements of `es` bytes; C is split between threads in whole tiles. On one
+   thread (a small product, or a call inside a parallel region) it packs into ws1: g's first slot,
+   or the caller's own (product_sym's bands, a thread each). */
+static void product_in(cannl_gemm *g, unsigned char *ws1, size_t es, long M, long N, long K, double alpha,
+                       const char *A, long a_m, long a_k, const char *B, long b_k, long b_n, char *C, long c_m,
+                       long c_n, int overwrite) {
     if (M <= 0 || N <= 0) return;
     const cannl__gemm_kernel *k = g->kernel;
     /* Columns are computed NR at a time (a partial last tile wastes its padding); rows have
@@ -159,7 +165,7 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
     const long tiles = by_cols ? ntiles : mtiles;
     if (threads > tiles) threads = (int)tiles;
     if (threads <= 1) {
-        k->run(M, N, K, alpha, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite, g->ws);
+        k->run(M, N, K, alpha, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite, ws1);
         return;
     }
 #ifdef _OPENMP
@@ -181,6 +187,11 @@ static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alp
         }
     }
 #endif
+}
+
+static void product(cannl_gemm *g, size_t es, long M, long N, long K, double alpha, const char *A, long a_m,
+                    long a_k, const char *B, long b_k, long b_n, char *C, long c_m, long c_n, int overwrite) {
+    product_in(g, g->ws, es, M, N, K, alpha, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n, overwrite);
 }
 
 /* C (=|+=) alpha A B as dot products (gemm_dot.h), split between threads by blocks of 4 of the
@@ -252,24 +263,104 @@ void cannl_dgemm_dot(cannl_gemm *g, int64_t M, int64_t N, int64_t K, double alph
                 (long)b_n, (char *)C, (long)c_m, (long)c_n, overwrite);
 }
 
-/* C = alpha A A^T by bands of SYM_ROWS rows: band i0 computes its columns from i0 on (the
- * diagonal block and right of it) with the product above, then each element below the diagonal
- * takes its mirror's value. B[p, j] = A[j, p]: the band's B is A from row i0, b_k = a_k, b_n = a_m.
- * Element (i, j) and (j, i) of the full product sum the same terms in the same order (the
- * kernel's order does not depend on the blocks of M and N it is handed), so the mirror is what
- * the full product would give, bit for bit. */
-enum { SYM_ROWS = 32 };
+/* C = alpha A A^T by bands of SYM_COLS columns: band j0 computes its rows up to j0 + SYM_COLS (the
+ * diagonal block and above it) with the product above, then each element below the diagonal
+ * takes its mirror's value. B[p, j] = A[j, p]: the band's B is A from row j0, b_k = a_k, b_n = a_m.
+ * Bands of columns rather than rows: each band's B is one sliver, packed once in all (N x K), and
+ * its A (the rows above) is read in place, where bands of rows packed both again for every band
+ * (about 10% of the product's time at N = 128, 352). Element (i, j) and (j, i) of the full
+ * product sum the same terms in the same order (the kernel's order does not depend on the blocks
+ * of M and N it is handed), so the mirror is what the full product would give, bit for bit. */
+enum { SYM_COLS = 32 };
+
+/* C[i, j] = C[j, i] for j < i < N, by MIRROR_B x MIRROR_B blocks (a block and its mirror's lines
+ * stay in L1), each element copied as its own type (cannl_sgemm_sym: float, _dgemm_sym: double; a
+ * memcpy of a run-time size per element was most of the copy's time). A row-major float C goes by
+ * 4 x 4 blocks transposed in SSE registers below the diagonal's blocks (cannl_sgemm_sym at 1 thread,
+ * AVX-512: N = 128, K = 128 27.8 -> 25.8 us; N = 352, K = 128 182 -> 165 us). */
+enum { MIRROR_B = 16 };
+#define MIRROR_FN(name, T)                                                                        \
+    static void name(long N, T *c, long c_m, long c_n) {                                          \
+        for (long i0 = 0; i0 < N; i0 += MIRROR_B)                                                 \
+            for (long j0 = 0; j0 <= i0; j0 += MIRROR_B)                                           \
+                for (long i = i0; i < N && i < i0 + MIRROR_B; ++i)                                \
+                    for (long j = j0; j < i && j < j0 + MIRROR_B; ++j)                            \
+                        c[i * c_m + j * c_n] = c[j * c_m + i * c_n];                              \
+    }
+MIRROR_FN(mirror_f32, float)
+MIRROR_FN(mirror_f64, double)
+#undef MIRROR_FN
+
+#ifdef __SSE2__
+/* mirror_f32 for c_n = 1: the blocks of 4 x 4 strictly below the diagonal's by register
+ * transposes, then the rest (the diagonal's blocks, and the rows and columns past the last
+ * whole block) element by element. */
+static void mirror_f32_rows(long N, float *c, long c_m) {
+    const long n4 = N / 4 * 4;
+    for (long i0 = 4; i0 < n4; i0 += 4)
+        for (long j0 = 0; j0 < i0; j0 += 4) {
+            __m128 r0 = _mm_loadu_ps(c + j0 * c_m + i0), r1 = _mm_loadu_ps(c + (j0 + 1) * c_m + i0);
+            __m128 r2 = _mm_loadu_ps(c + (j0 + 2) * c_m + i0), r3 = _mm_loadu_ps(c + (j0 + 3) * c_m + i0);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            _mm_storeu_ps(c + i0 * c_m + j0, r0), _mm_storeu_ps(c + (i0 + 1) * c_m + j0, r1);
+            _mm_storeu_ps(c + (i0 + 2) * c_m + j0, r2), _mm_storeu_ps(c + (i0 + 3) * c_m + j0, r3);
+        }
+    for (long i = 1; i < N; ++i)
+        for (long j = i < n4 ? i / 4 * 4 : 0; j < i; ++j) c[i * c_m + j] = c[j * c_m + i];
+}
+#endif
+
+static void mirror(size_t es, long N, char *C, long c_m, long c_n) {
+    if (es == sizeof(float)) {
+#ifdef __SSE2__
+        if (c_n == 1) {
+            mirror_f32_rows(N, (float *)C, c_m);
+            return;
+        }
+#endif
+        mirror_f32(N, (float *)C, c_m, c_n);
+    } else if (es == sizeof(double)) {
+        mirror_f64(N, (double *)C, c_m, c_n);
+    } else {
+        for (long i = 1; i < N; ++i)
+            for (long j = 0; j < i; ++j)
+                memcpy(C + (size_t)(i * c_m + j * c_n) * es, C + (size_t)(j * c_m + i * c_n) * es, es);
+    }
+}
+
+/* Band j0 of product_sym into ws1 (one thread): its rows above the diagonal block and the block's
+ * first half of rows (all h columns), then the block's other half of rows (its last h - h / 2
+ * columns: a half tile where h / 2 is NR / 2); the block's corner below the diagonal, computed
+ * for nothing, is a quarter of it (N = 128, K = 128: 25.6 -> 24.6 us; K = 352: 69 -> 66 us). */
+static void sym_band(cannl_gemm *g, unsigned char *ws1, size_t es, long N, long K, double alpha, const char *A,
+                     long a_m, long a_k, char *C, long c_m, long c_n, long j0) {
+    const long h = N - j0 < SYM_COLS ? N - j0 : SYM_COLS, j1 = j0 + h / 2;
+    product_in(g, ws1, es, j1, h, K, alpha, A, a_m, a_k, A + (size_t)(j0 * a_m) * es, a_k, a_m,
+               C + (size_t)(j0 * c_n) * es, c_m, c_n, 1);
+    product_in(g, ws1, es, j0 + h - j1, j0 + h - j1, K, alpha, A + (size_t)(j1 * a_m) * es, a_m, a_k,
+               A + (size_t)(j1 * a_m) * es, a_k, a_m, C + (size_t)(j1 * (c_m + c_n)) * es, c_m, c_n, 1);
+}
 
 static void product_sym(cannl_gemm *g, size_t es, long N, long K, double alpha, const char *A, long a_m, long a_k,
                         char *C, long c_m, long c_n) {
-    for (long i0 = 0; i0 < N; i0 += SYM_ROWS) {
-        const long h = N - i0 < SYM_ROWS ? N - i0 : SYM_ROWS;
-        product(g, es, h, N - i0, K, alpha, A + (size_t)(i0 * a_m) * es, a_m, a_k, A + (size_t)(i0 * a_m) * es, a_k,
-                a_m, C + (size_t)(i0 * (c_m + c_n)) * es, c_m, c_n, 1);
+    const long bands = (N + SYM_COLS - 1) / SYM_COLS;
+    /* The bands between threads when the triangle is worth it (each band's product alone is
+       mostly below CANNL__GEMM_PARALLEL_FLOPS: Muon's 128 x 352 gram matrix ran on one thread),
+       the tallest first; each band computed by one thread, in its own slot. */
+    int threads = product_threads(N, (N + 1) / 2, K);
+    if (threads > bands) threads = (int)bands;
+    if (threads > g->slots && !grow(g, threads)) threads = g->slots;
+    if (threads <= 1) {
+        for (long j0 = 0; j0 < N; j0 += SYM_COLS) sym_band(g, g->ws, es, N, K, alpha, A, a_m, a_k, C, c_m, c_n, j0);
+    } else {
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+        for (long b = bands - 1; b >= 0; --b)
+            sym_band(g, g->ws + (size_t)omp_get_thread_num() * g->slot_bytes, es, N, K, alpha, A, a_m, a_k, C, c_m,
+                     c_n, b * SYM_COLS);
+#endif
     }
-    for (long i = 1; i < N; ++i)
-        for (long j = 0; j < i; ++j)
-            memcpy(C + (size_t)(i * c_m + j * c_n) * es, C + (size_t)(j * c_m + i * c_n) * es, es);
+    mirror(es, N, C, c_m, c_n);
 }
 
 void cannl_sgemm_sym(cannl_gemm *g, int64_t N, int64_t K, float alpha, const float *A, int64_t a_m, int64_t a_k,
