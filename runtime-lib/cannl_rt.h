@@ -627,9 +627,9 @@ struct cannl_decode_api {
     /* id at the next position (fewer than ctx held); that position's logits */
     cannl_status (*step)(void *m, int32_t id, void *logits);
     /* Many sequences at once (seqs 1 and NULLs: sequence 0 only, the two above): the cache's
-       sequence slots 0 .. seqs - 1, each row of a batch (n <= seqs and <= the state's max
-       batch) one sequence, its logits row i of logits [n, vocab] (<model>_decode_prefill_batch
-       and _decode_step_batch of <model>.h) */
+       sequence slots 0 .. the state's max batch - 1 (at most seqs), each row of a batch (n <=
+       the state's max batch) one sequence, its logits row i of logits [n, vocab]
+       (<model>_decode_prefill_batch and _decode_step_batch of <model>.h) */
     int64_t seqs;
     cannl_status (*prefill_batch)(void *m, int64_t n, const int32_t *seq, const int32_t *const ids[],
                                   const int64_t count[], void *logits);

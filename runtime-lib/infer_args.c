@@ -23,7 +23,7 @@ static const cannl__flag FLAGS[] = {
     {"--input", F_INPUT, MANY, 0, "NAME=PATH", "data for input NAME (one per input; .npy, .csv, IDX, maybe .gz)"},
     {"--data", F_INPUT, MANY, 0, "NAME=PATH", "the same as --input (the training program's spelling)"},
     {"--output", F_OUTPUT, MANY, 0, "PATH", "write the outputs: CSV if PATH ends in .csv, else .npy (several: see below)"},
-    {"--batch", F_INT, ONCE, 1, "N", "examples per forward call (default 128, or the model's maximum if smaller)"},
+    {"--batch", F_INT, ONCE, 1, "N", "examples per forward call (default 128, or the model's maximum if smaller); with --prompts, lines at once (default 8)"},
     {"--threads", F_INT, ONCE, 1, "N", "OpenMP threads"},
     {"--metric", F_BOOL, ONCE, 0, NULL, "evaluate the loss and the metrics (needs every input, targets too)"},
     {"--generate", F_INT, ONCE, 0, "N", "sample N tokens after --prompt and write them to stdout (language models; see below)"},
@@ -148,7 +148,11 @@ static int generate_checks(const cannl_infer_model *model, cannl__infer_opts *o,
     for (int32_t k = 0; k < api->num_outputs; k++)
         if (o->out_paths[k])
             return cannl__usage_error(msg, cap, "--generate writes text to stdout: it takes no --input, --output or --metric");
-    if (o->batch_set) return cannl__usage_error(msg, cap, "--generate runs one sequence: it takes no --batch");
+    if (o->batch_set && !o->prompts)
+        return cannl__usage_error(msg, cap, "--generate --prompt runs one sequence: --batch goes with --prompts");
+    if (o->batch_set && o->batch > api->max_batch)
+        return cannl__usage_error(msg, cap, "--batch %" PRId64 " is larger than the model's maximum batch %" PRId64,
+                                  o->batch, api->max_batch);
     if (o->generate > CANNL__MAX_GENERATE)
         return cannl__usage_error(msg, cap, "--generate %" PRId64 ": at most %d tokens", o->generate, CANNL__MAX_GENERATE);
     if (o->prompt && o->prompts) return cannl__usage_error(msg, cap, "--prompt and --prompts: give one of them");
@@ -341,9 +345,10 @@ void cannl__infer_usage(const cannl_infer_model *model, const char *prog, FILE *
                  "Each token is drawn from softmax(logits / T) at the last position, among the K most likely\n"
                  "with --top-k K; past ctx tokens the last ctx/2 are kept and generation continues.\n"
                  "--prompts FILE generates for each line of FILE (a prompt as --prompt takes it, without\n"
-                 "its newline; at most 65536 lines), as many at once as the model's KV cache holds sequences,\n"
-                 "each line's tokens drawn as --prompt LINE --seed S alone draws them; per line, in order:\n"
-                 "'### prompt K: B bytes' (K from 1), then the B bytes --prompt LINE would print, then a newline.\n"
+                 "its newline; at most 65536 lines), --batch N lines at once (default 8; one sequence slot\n"
+                 "each in the KV cache), each line's tokens drawn as --prompt LINE --seed S alone draws\n"
+                 "them; per line, in order: '### prompt K: B bytes' (K from 1), then the B bytes --prompt LINE\n"
+                 "would print, then a newline.\n"
                  "This version re-runs the full forward pass on the window for every token (no KV cache).\n"
                  "\nExit status: 0 done, 1 bad data, file or weights, 2 bad usage.\n");
 }

@@ -361,7 +361,9 @@ int64_t cannl__generate_rows(const cannl_infer_model *model, const cannl__infer_
     const cannl_decode_api *dec = model->decode;
     const char *full = getenv("CANNL_GENERATE_FULL_FORWARD");
     if (!o->prompts || !dec || !dec->step_batch || !dec->reset || (full && *full && strcmp(full, "0") != 0)) return 1;
-    return dec->seqs < model->api->max_batch ? dec->seqs : model->api->max_batch;
+    int64_t rows = o->batch_set ? o->batch : CANNL__PROMPTS_AT_ONCE;
+    if (rows > dec->seqs) rows = dec->seqs;
+    return rows < model->api->max_batch ? rows : model->api->max_batch;
 }
 
 /* --prompts FILE: each line's text as --prompt LINE prints it, in batches of the rows the

@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
                                                             : "usage: generate_text [PROMPT [N [SEED]]]");
         return 2;
     }
-    struct API(_infer) *s = API(_infer_create_embedded)();
+    struct API(_infer) *s = API(_infer_create_embedded_batch)(1); /* one sequence */
     int32_t *text = malloc((size_t)(len0 + n) * sizeof *text);
     real *logits = malloc((size_t)vocab * sizeof *logits);
     if (!s || !text || !logits) {

@@ -166,7 +166,7 @@ extern const cannl_model_api gpt_char_api;
  *   gpt_char_infer_destroy(s);
  *
  * Buffers hold n examples back to back, each in storage order (the sizes above). The state
- * owns its params and work buffers (9661568 bytes, then 655360 per example of max_batch (177433728 at 256), one allocation; _infer_create_batch(b)
+ * owns its params and work buffers (3370112 bytes, then 1441792 per example of max_batch (372468864 at 256), one allocation; _infer_create_batch(b)
  * sizes them for batches of at most b) and keeps
  * no pointer to the caller's buffers. Thread safety: a call writes the state's work buffers,
  * so one thread at a time uses a state; for concurrent inference give each thread its own
@@ -244,13 +244,13 @@ cannl_status gpt_char_decode_prefill(struct gpt_char_infer *s, const int32_t *id
 cannl_status gpt_char_decode_step(struct gpt_char_infer *s, int32_t id, gpt_char_real *logits);
 /* The ids in the cache: positions 0 .. length - 1. */
 int64_t gpt_char_decode_length(const struct gpt_char_infer *s);
-/* Many prompts at once. The cache holds GPT_CHAR_DECODE_SEQS sequences, slots 0 .. GPT_CHAR_DECODE_SEQS - 1,
-   each with its own length (the functions above: slot 0). A batched step runs n rows together
+/* Many prompts at once. The cache holds one sequence per example of the state's max_batch
+   (_infer_create_batch's), slots 0 .. max_batch - 1, each with its own length (the functions
+   above: slot 0). A batched step runs n rows together
    (each weight read once for all of them), row i one more position, ids[i], of sequence seq[i]
    (distinct, n <= the state's max batch), its logits at logits + i * GPT_CHAR_DECODE_VOCAB
    (NULL: not wanted). Each row's logits are bit for bit those of the same sequence stepped
    alone, whatever the other rows. CANNL_E_ARG, and nothing done, for a bad row. */
-#define GPT_CHAR_DECODE_SEQS 8
 cannl_status gpt_char_decode_step_batch(struct gpt_char_infer *s, int64_t n, const int32_t *seq, const int32_t *ids,
     gpt_char_real *logits);
 /* Empties sequence seq's cache. */

@@ -7,7 +7,7 @@
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
  *   decode        generation: one position's logits, the keys and values kept in caches
- * in one arena of 9661568 bytes, then 655360 per example of max_batch (177433728 at 256); no gradients, no optimiser state, no training code
+ * in one arena of 3370112 bytes, then 1441792 per example of max_batch (372468864 at 256); no gradients, no optimiser state, no training code
  * (a program that calls only gpt_char_infer_* links only this file of the library). The
  * routines are those of gpt_char.c, printed from the same loop nests, so they give the
  * same results.
@@ -50,7 +50,7 @@ static inline float cannl_gelu_tanh(float x) { return x / (1 + expf(-1.5957692f 
 
 struct gpt_char_infer {
     int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= GPT_CHAR_MAX_BATCH) */
-    void *arena; /* the buffers below, then the work region of forward and eval: 9661568 bytes, then 655360 per example of max_batch (177433728 at 256) */
+    void *arena; /* the buffers below, then the work region of forward and eval: 3370112 bytes, then 1441792 per example of max_batch (372468864 at 256) */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [128, 128] wpe : [128 -> 128] */
     real *lnf_g; /* [128] lnf_g : [128] */
@@ -67,11 +67,14 @@ struct gpt_char_infer {
     real *b_fc; /* [4, 512] 4 instances of b_fc : [512] */
     real *w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *b_pr; /* [4, 128] 4 instances of b_pr : [128] */
-    real *layers_qkv_cache; /* [4, 8, 128, 3, 4, 32] qkv_cache of each instance of block layers */
-    int64_t decode_len[8]; /* per sequence slot: ids in its KV cache (decode) */
-    int32_t decode_ids[8 * 128]; /* a step's ids: row r's at r * 128 */
-    int64_t decode_pos[8], decode_seq[8]; /* a step's rows: position, sequence */
-    real decode_logits[8 * 256]; /* a batched prefill's rows */
+    real *layers_qkv_cache; /* [4, batch, 128, 3, 4, 32] qkv_cache of each instance of block layers */
+    /* decode: one sequence slot per example of max_batch (its caches in the arena's scaled part) */
+    int64_t *decode_len; /* [max_batch] per sequence slot: ids in its KV cache */
+    int32_t *decode_ids; /* [max_batch, 128] a step's ids: row r's at r * 128 */
+    int64_t *decode_pos, *decode_seq; /* [max_batch] a step's rows: position, sequence */
+    real *decode_logits; /* [max_batch, 256] a batched prefill's rows */
+    int32_t *decode_rs; /* [2, max_batch] a batched prefill's rows: sequence, then id */
+    int64_t *decode_from; /* [max_batch] a batched prefill's rows: the prompt of each */
     cannl_gemm *gemm; /* the matrix products' kernel and packing workspace (runtime-lib/gemm.c) */
 };
 
@@ -688,7 +691,7 @@ static void forward(struct gpt_char_infer *m, const real *const inputs[], int64_
     real *const b_fc = m->b_fc; /* [4, 512] 4 instances of b_fc : [512] */
     real *const w_pr = m->w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *const b_pr = m->b_pr; /* [4, 128] 4 instances of b_pr : [128] */
-    char *const work = (char *)m->arena + 9661440; /* the work region: this routine's 589824 bytes per example of the state's max_batch */
+    char *const work = (char *)m->arena + 3369984; /* the work region: this routine's 589824 bytes per example of the state's max_batch */
     real *const x = (real *)(work + 128); /* [batch, 128, 128] x : [batch, 128 | 128] */
     real *const x_emb = (real *)(work + 128); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const logits_mean = (real *)(work + 128); /* [batch, 128] [batch, 128 | ] */
@@ -760,7 +763,7 @@ static void eval_metrics(struct gpt_char_infer *m, const real *const inputs[], i
     real *const b_fc = m->b_fc; /* [4, 512] 4 instances of b_fc : [512] */
     real *const w_pr = m->w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *const b_pr = m->b_pr; /* [4, 128] 4 instances of b_pr : [128] */
-    char *const work = (char *)m->arena + 9661440; /* the work region: this routine's 128 bytes, then 589824 per example of the state's max_batch */
+    char *const work = (char *)m->arena + 3369984; /* the work region: this routine's 128 bytes, then 589824 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
     real *const x = (real *)(work + 128); /* [batch, 128, 128] x : [batch, 128 | 128] */
@@ -851,8 +854,8 @@ static void decode(struct gpt_char_infer *m, const real *const inputs[], int64_t
     real *const b_fc = m->b_fc; /* [4, 512] 4 instances of b_fc : [512] */
     real *const w_pr = m->w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *const b_pr = m->b_pr; /* [4, 128] 4 instances of b_pr : [128] */
-    real *const layers_qkv_cache = m->layers_qkv_cache; /* [4, 8, 128, 3, 4, 32] qkv_cache of each instance of block layers */
-    char *const work = (char *)m->arena + 9661440; /* the work region: this routine's 655360 bytes per example of the state's max_batch */
+    real *const layers_qkv_cache = m->layers_qkv_cache; /* [4, batch, 128, 3, 4, 32] qkv_cache of each instance of block layers */
+    char *const work = (char *)m->arena + 3369984; /* the work region: this routine's 655360 bytes per example of the state's max_batch */
     real *const x_emb = (real *)(work + 128); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const x_3 = (real *)(work + 128); /* [batch, 128, 128] x.3 : [batch, 128 | 128] */
     real *const logits_v = (real *)(work + 128); /* [batch, 128, 128] [batch, 128 | 128] */
@@ -878,7 +881,7 @@ static void decode(struct gpt_char_infer *m, const real *const inputs[], int64_t
     for (int64_t cannl_l = 0; cannl_l < 4; ++cannl_l)
         layers_decode(m, n, pos, seq, (char *)layers_decode_scratch,
             (cannl_l == 3 ? x_3 : layers_x_pp + (cannl_l % 2) * 16384 * m->max_batch),
-            layers_qkv_cache + cannl_l * 393216,
+            layers_qkv_cache + cannl_l * 49152 * m->max_batch,
             (cannl_l == 0 ? x : layers_x_pp + (((cannl_l - 1) % 2 + 2) % 2) * 16384 * m->max_batch),
             ln1_g + cannl_l * 128,
             ln2_g + cannl_l * 128,
@@ -1030,7 +1033,7 @@ static void bind_buffers(struct gpt_char_infer *m) {
     m->b_fc = (real *)(base + 2311168);
     m->w_pr = (real *)(base + 2319360);
     m->b_pr = (real *)(base + 3367936);
-    m->layers_qkv_cache = (real *)(base + 3369984);
+    m->layers_qkv_cache = (real *)(base + 3370112 + 655360 * m->max_batch);
 
 }
 
@@ -1041,7 +1044,7 @@ struct gpt_char_infer *gpt_char_infer_create_batch(int64_t max_batch) {
     struct gpt_char_infer *m = (struct gpt_char_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc((size_t)9661568 + (size_t)655360 * (size_t)max_batch);
+    m->arena = cannl_alloc((size_t)3370112 + (size_t)1441792 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -1057,6 +1060,18 @@ struct gpt_char_infer *gpt_char_infer_create_batch(int64_t max_batch) {
         free(m);
         return NULL;
     }
+    m->decode_len = (int64_t *)calloc((size_t)max_batch, sizeof *m->decode_len);
+    m->decode_ids = (int32_t *)calloc((size_t)max_batch * 128, sizeof *m->decode_ids);
+    m->decode_pos = (int64_t *)calloc((size_t)max_batch, sizeof *m->decode_pos);
+    m->decode_seq = (int64_t *)calloc((size_t)max_batch, sizeof *m->decode_seq);
+    m->decode_logits = (real *)calloc((size_t)max_batch * 256, sizeof *m->decode_logits);
+    m->decode_rs = (int32_t *)calloc((size_t)max_batch * 2, sizeof *m->decode_rs);
+    m->decode_from = (int64_t *)calloc((size_t)max_batch, sizeof *m->decode_from);
+    if (!m->decode_len || !m->decode_ids || !m->decode_pos || !m->decode_seq || !m->decode_logits || !m->decode_rs ||
+        !m->decode_from) {
+        gpt_char_infer_destroy(m);
+        return NULL;
+    }
     return m;
 }
 
@@ -1064,6 +1079,8 @@ void gpt_char_infer_destroy(struct gpt_char_infer *m) {
     if (!m) return;
     cannl_free(m->arena);
     cannl_gemm_free(m->gemm);
+    free(m->decode_len), free(m->decode_ids), free(m->decode_pos), free(m->decode_seq), free(m->decode_logits);
+    free(m->decode_rs), free(m->decode_from);
     free(m);
 }
 
@@ -1120,12 +1137,12 @@ cannl_status gpt_char_infer_eval(struct gpt_char_infer *m, const gpt_char_real *
     return CANNL_OK;
 }
 
-/* Whether n rows of distinct sequences seq[] < 8, each with room for one more
-   position, may step with ids[] (n <= the state's max_batch). */
+/* Whether n rows of distinct sequences seq[] < the state's max_batch (its slots), each with room
+   for one more position, may step with ids[]. */
 static int decode_rows_ok(const struct gpt_char_infer *m, int64_t n, const int32_t *seq, const int32_t *ids) {
-    if (!m || !seq || !ids || n < 1 || n > m->max_batch || n > 8) return 0;
+    if (!m || !seq || !ids || n < 1 || n > m->max_batch) return 0;
     for (int64_t i = 0; i < n; ++i) {
-        if (seq[i] < 0 || seq[i] >= 8 || ids[i] < 0 || ids[i] >= 256 ||
+        if (seq[i] < 0 || seq[i] >= m->max_batch || ids[i] < 0 || ids[i] >= 256 ||
             m->decode_len[seq[i]] >= 128)
             return 0;
         for (int64_t j = 0; j < i; ++j)
@@ -1151,21 +1168,21 @@ cannl_status gpt_char_decode_step_batch(struct gpt_char_infer *m, int64_t n, con
 }
 
 cannl_status gpt_char_decode_reset(struct gpt_char_infer *m, int32_t seq) {
-    if (!m || seq < 0 || seq >= 8) return CANNL_E_ARG;
+    if (!m || seq < 0 || seq >= m->max_batch) return CANNL_E_ARG;
     m->decode_len[seq] = 0;
     return CANNL_OK;
 }
 
 int64_t gpt_char_decode_length_seq(const struct gpt_char_infer *m, int32_t seq) {
-    return m && seq >= 0 && seq < 8 ? m->decode_len[seq] : 0;
+    return m && seq >= 0 && seq < m->max_batch ? m->decode_len[seq] : 0;
 }
 
 cannl_status gpt_char_decode_prefill_batch(struct gpt_char_infer *m, int64_t n, const int32_t *seq,
     const int32_t *const ids[], const int64_t count[], gpt_char_real *logits) {
-    if (!m || !seq || !ids || !count || n < 1 || n > m->max_batch || n > 8) return CANNL_E_ARG;
+    if (!m || !seq || !ids || !count || n < 1 || n > m->max_batch) return CANNL_E_ARG;
     int64_t longest = 0;
     for (int64_t i = 0; i < n; ++i) {
-        if (seq[i] < 0 || seq[i] >= 8 || !ids[i] || count[i] < 1 || count[i] > 128)
+        if (seq[i] < 0 || seq[i] >= m->max_batch || !ids[i] || count[i] < 1 || count[i] > 128)
             return CANNL_E_ARG;
         for (int64_t j = 0; j < count[i]; ++j)
             if (ids[i][j] < 0 || ids[i][j] >= 256) return CANNL_E_ARG;
@@ -1176,8 +1193,8 @@ cannl_status gpt_char_decode_prefill_batch(struct gpt_char_infer *m, int64_t n, 
     for (int64_t i = 0; i < n; ++i) m->decode_len[seq[i]] = 0;
     /* position t of every prompt still that long, in one step; a prompt's last logits kept */
     for (int64_t t = 0; t < longest; ++t) {
-        int32_t rs[8], rid[8];
-        int64_t rows = 0, from[8];
+        int32_t *rs = m->decode_rs, *rid = m->decode_rs + m->max_batch;
+        int64_t *from = m->decode_from, rows = 0;
         for (int64_t i = 0; i < n; ++i)
             if (t < count[i]) rs[rows] = seq[i], rid[rows] = ids[i][t], from[rows++] = i;
         gpt_char_decode_step_batch(m, rows, rs, rid, logits ? m->decode_logits : NULL);
@@ -1221,7 +1238,7 @@ static cannl_status api_decode_reset_fn(void *m, int32_t seq) {
     return gpt_char_decode_reset((struct gpt_char_infer *)m, seq);
 }
 const cannl_decode_api gpt_char_decode_api = { 128, api_decode_prefill_fn, api_decode_step_fn,
-    8, api_decode_prefill_batch_fn, api_decode_step_batch_fn, api_decode_reset_fn};
+    GPT_CHAR_MAX_BATCH, api_decode_prefill_batch_fn, api_decode_step_batch_fn, api_decode_reset_fn};
 
 /* ---------------------------------------------- the table for cannl_infer_main and loading */
 

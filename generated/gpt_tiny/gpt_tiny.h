@@ -166,7 +166,7 @@ extern const cannl_model_api gpt_tiny_api;
  *   gpt_tiny_infer_destroy(s);
  *
  * Buffers hold n examples back to back, each in storage order (the sizes above). The state
- * owns its params and work buffers (1744512 bytes, then 196608 per example of max_batch (52076160 at 256), one allocation; _infer_create_batch(b)
+ * owns its params and work buffers (958080 bytes, then 294912 per example of max_batch (76455552 at 256), one allocation; _infer_create_batch(b)
  * sizes them for batches of at most b) and keeps
  * no pointer to the caller's buffers. Thread safety: a call writes the state's work buffers,
  * so one thread at a time uses a state; for concurrent inference give each thread its own
@@ -244,13 +244,13 @@ cannl_status gpt_tiny_decode_prefill(struct gpt_tiny_infer *s, const int32_t *id
 cannl_status gpt_tiny_decode_step(struct gpt_tiny_infer *s, int32_t id, gpt_tiny_real *logits);
 /* The ids in the cache: positions 0 .. length - 1. */
 int64_t gpt_tiny_decode_length(const struct gpt_tiny_infer *s);
-/* Many prompts at once. The cache holds GPT_TINY_DECODE_SEQS sequences, slots 0 .. GPT_TINY_DECODE_SEQS - 1,
-   each with its own length (the functions above: slot 0). A batched step runs n rows together
+/* Many prompts at once. The cache holds one sequence per example of the state's max_batch
+   (_infer_create_batch's), slots 0 .. max_batch - 1, each with its own length (the functions
+   above: slot 0). A batched step runs n rows together
    (each weight read once for all of them), row i one more position, ids[i], of sequence seq[i]
    (distinct, n <= the state's max batch), its logits at logits + i * GPT_TINY_DECODE_VOCAB
    (NULL: not wanted). Each row's logits are bit for bit those of the same sequence stepped
    alone, whatever the other rows. CANNL_E_ARG, and nothing done, for a bad row. */
-#define GPT_TINY_DECODE_SEQS 8
 cannl_status gpt_tiny_decode_step_batch(struct gpt_tiny_infer *s, int64_t n, const int32_t *seq, const int32_t *ids,
     gpt_tiny_real *logits);
 /* Empties sequence seq's cache. */

@@ -7,7 +7,7 @@
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
  *   decode        generation: one position's logits, the keys and values kept in caches
- * in one arena of 1744512 bytes, then 196608 per example of max_batch (52076160 at 256); no gradients, no optimiser state, no training code
+ * in one arena of 958080 bytes, then 294912 per example of max_batch (76455552 at 256); no gradients, no optimiser state, no training code
  * (a program that calls only gpt_tiny_infer_* links only this file of the library). The
  * routines are those of gpt_tiny.c, printed from the same loop nests, so they give the
  * same results.
@@ -50,7 +50,7 @@ static inline float cannl_gelu(float x) { return 0.5f * x * (1 + erff(x * 0.7071
 
 struct gpt_tiny_infer {
     int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= GPT_TINY_MAX_BATCH) */
-    void *arena; /* the buffers below, then the work region of forward and eval: 1744512 bytes, then 196608 per example of max_batch (52076160 at 256) */
+    void *arena; /* the buffers below, then the work region of forward and eval: 958080 bytes, then 294912 per example of max_batch (76455552 at 256) */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [64, 128] wpe : [128 -> 64] */
     real *ln1_g; /* [128] ln1_g : [128] */
@@ -67,11 +67,14 @@ struct gpt_tiny_infer {
     real *b_pr; /* [128] b_pr : [128] */
     real *lnf_g; /* [128] lnf_g : [128] */
     real *lnf_b; /* [128] lnf_b : [128] */
-    real *qkv_cache; /* [8, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
-    int64_t decode_len[8]; /* per sequence slot: ids in its KV cache (decode) */
-    int32_t decode_ids[8 * 64]; /* a step's ids: row r's at r * 64 */
-    int64_t decode_pos[8], decode_seq[8]; /* a step's rows: position, sequence */
-    real decode_logits[8 * 256]; /* a batched prefill's rows */
+    real *qkv_cache; /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    /* decode: one sequence slot per example of max_batch (its caches in the arena's scaled part) */
+    int64_t *decode_len; /* [max_batch] per sequence slot: ids in its KV cache */
+    int32_t *decode_ids; /* [max_batch, 64] a step's ids: row r's at r * 64 */
+    int64_t *decode_pos, *decode_seq; /* [max_batch] a step's rows: position, sequence */
+    real *decode_logits; /* [max_batch, 256] a batched prefill's rows */
+    int32_t *decode_rs; /* [2, max_batch] a batched prefill's rows: sequence, then id */
+    int64_t *decode_from; /* [max_batch] a batched prefill's rows: the prompt of each */
     cannl_gemm *gemm; /* the matrix products' kernel and packing workspace (runtime-lib/gemm.c) */
 };
 
@@ -527,7 +530,7 @@ static void forward(struct gpt_tiny_infer *m, const real *const inputs[], int64_
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 1744384; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
+    char *const work = (char *)m->arena + 957952; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
     real *const h1_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
     real *const qkv = (real *)(work + 128); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
     real *const qkv_mm = (real *)(work + 128); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
@@ -628,7 +631,7 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 1744384; /* the work region: this routine's 128 bytes, then 196608 per example of the state's max_batch */
+    char *const work = (char *)m->arena + 957952; /* the work region: this routine's 128 bytes, then 196608 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
     real *const h1_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
@@ -748,8 +751,8 @@ static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    real *const qkv_cache = m->qkv_cache; /* [8, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
-    char *const work = (char *)m->arena + 1744384; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
+    real *const qkv_cache = m->qkv_cache; /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    char *const work = (char *)m->arena + 957952; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
     real *const h1_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
     real *const qkv_mm = (real *)(work + 128); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
     real *const y = (real *)(work + 128); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
@@ -903,7 +906,7 @@ static void bind_buffers(struct gpt_tiny_infer *m) {
     m->b_pr = (real *)(base + 956416);
     m->lnf_g = (real *)(base + 956928);
     m->lnf_b = (real *)(base + 957440);
-    m->qkv_cache = (real *)(base + 957952);
+    m->qkv_cache = (real *)(base + 958080 + 196608 * m->max_batch);
 
 }
 
@@ -914,7 +917,7 @@ struct gpt_tiny_infer *gpt_tiny_infer_create_batch(int64_t max_batch) {
     struct gpt_tiny_infer *m = (struct gpt_tiny_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc((size_t)1744512 + (size_t)196608 * (size_t)max_batch);
+    m->arena = cannl_alloc((size_t)958080 + (size_t)294912 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
@@ -930,6 +933,18 @@ struct gpt_tiny_infer *gpt_tiny_infer_create_batch(int64_t max_batch) {
         free(m);
         return NULL;
     }
+    m->decode_len = (int64_t *)calloc((size_t)max_batch, sizeof *m->decode_len);
+    m->decode_ids = (int32_t *)calloc((size_t)max_batch * 64, sizeof *m->decode_ids);
+    m->decode_pos = (int64_t *)calloc((size_t)max_batch, sizeof *m->decode_pos);
+    m->decode_seq = (int64_t *)calloc((size_t)max_batch, sizeof *m->decode_seq);
+    m->decode_logits = (real *)calloc((size_t)max_batch * 256, sizeof *m->decode_logits);
+    m->decode_rs = (int32_t *)calloc((size_t)max_batch * 2, sizeof *m->decode_rs);
+    m->decode_from = (int64_t *)calloc((size_t)max_batch, sizeof *m->decode_from);
+    if (!m->decode_len || !m->decode_ids || !m->decode_pos || !m->decode_seq || !m->decode_logits || !m->decode_rs ||
+        !m->decode_from) {
+        gpt_tiny_infer_destroy(m);
+        return NULL;
+    }
     return m;
 }
 
@@ -937,6 +952,8 @@ void gpt_tiny_infer_destroy(struct gpt_tiny_infer *m) {
     if (!m) return;
     cannl_free(m->arena);
     cannl_gemm_free(m->gemm);
+    free(m->decode_len), free(m->decode_ids), free(m->decode_pos), free(m->decode_seq), free(m->decode_logits);
+    free(m->decode_rs), free(m->decode_from);
     free(m);
 }
 
@@ -993,12 +1010,12 @@ cannl_status gpt_tiny_infer_eval(struct gpt_tiny_infer *m, const gpt_tiny_real *
     return CANNL_OK;
 }
 
-/* Whether n rows of distinct sequences seq[] < 8, each with room for one more
-   position, may step with ids[] (n <= the state's max_batch). */
+/* Whether n rows of distinct sequences seq[] < the state's max_batch (its slots), each with room
+   for one more position, may step with ids[]. */
 static int decode_rows_ok(const struct gpt_tiny_infer *m, int64_t n, const int32_t *seq, const int32_t *ids) {
-    if (!m || !seq || !ids || n < 1 || n > m->max_batch || n > 8) return 0;
+    if (!m || !seq || !ids || n < 1 || n > m->max_batch) return 0;
     for (int64_t i = 0; i < n; ++i) {
-        if (seq[i] < 0 || seq[i] >= 8 || ids[i] < 0 || ids[i] >= 256 ||
+        if (seq[i] < 0 || seq[i] >= m->max_batch || ids[i] < 0 || ids[i] >= 256 ||
             m->decode_len[seq[i]] >= 64)
             return 0;
         for (int64_t j = 0; j < i; ++j)
@@ -1024,21 +1041,21 @@ cannl_status gpt_tiny_decode_step_batch(struct gpt_tiny_infer *m, int64_t n, con
 }
 
 cannl_status gpt_tiny_decode_reset(struct gpt_tiny_infer *m, int32_t seq) {
-    if (!m || seq < 0 || seq >= 8) return CANNL_E_ARG;
+    if (!m || seq < 0 || seq >= m->max_batch) return CANNL_E_ARG;
     m->decode_len[seq] = 0;
     return CANNL_OK;
 }
 
 int64_t gpt_tiny_decode_length_seq(const struct gpt_tiny_infer *m, int32_t seq) {
-    return m && seq >= 0 && seq < 8 ? m->decode_len[seq] : 0;
+    return m && seq >= 0 && seq < m->max_batch ? m->decode_len[seq] : 0;
 }
 
 cannl_status gpt_tiny_decode_prefill_batch(struct gpt_tiny_infer *m, int64_t n, const int32_t *seq,
     const int32_t *const ids[], const int64_t count[], gpt_tiny_real *logits) {
-    if (!m || !seq || !ids || !count || n < 1 || n > m->max_batch || n > 8) return CANNL_E_ARG;
+    if (!m || !seq || !ids || !count || n < 1 || n > m->max_batch) return CANNL_E_ARG;
     int64_t longest = 0;
     for (int64_t i = 0; i < n; ++i) {
-        if (seq[i] < 0 || seq[i] >= 8 || !ids[i] || count[i] < 1 || count[i] > 64)
+        if (seq[i] < 0 || seq[i] >= m->max_batch || !ids[i] || count[i] < 1 || count[i] > 64)
             return CANNL_E_ARG;
         for (int64_t j = 0; j < count[i]; ++j)
             if (ids[i][j] < 0 || ids[i][j] >= 256) return CANNL_E_ARG;
@@ -1049,8 +1066,8 @@ cannl_status gpt_tiny_decode_prefill_batch(struct gpt_tiny_infer *m, int64_t n, 
     for (int64_t i = 0; i < n; ++i) m->decode_len[seq[i]] = 0;
     /* position t of every prompt still that long, in one step; a prompt's last logits kept */
     for (int64_t t = 0; t < longest; ++t) {
-        int32_t rs[8], rid[8];
-        int64_t rows = 0, from[8];
+        int32_t *rs = m->decode_rs, *rid = m->decode_rs + m->max_batch;
+        int64_t *from = m->decode_from, rows = 0;
         for (int64_t i = 0; i < n; ++i)
             if (t < count[i]) rs[rows] = seq[i], rid[rows] = ids[i][t], from[rows++] = i;
         gpt_tiny_decode_step_batch(m, rows, rs, rid, logits ? m->decode_logits : NULL);
@@ -1094,7 +1111,7 @@ static cannl_status api_decode_reset_fn(void *m, int32_t seq) {
     return gpt_tiny_decode_reset((struct gpt_tiny_infer *)m, seq);
 }
 const cannl_decode_api gpt_tiny_decode_api = { 64, api_decode_prefill_fn, api_decode_step_fn,
-    8, api_decode_prefill_batch_fn, api_decode_step_batch_fn, api_decode_reset_fn};
+    GPT_TINY_MAX_BATCH, api_decode_prefill_batch_fn, api_decode_step_batch_fn, api_decode_reset_fn};
 
 /* ---------------------------------------------- the table for cannl_infer_main and loading */
 

@@ -171,12 +171,16 @@ CEmitter::data CEmitter::common() {
   d.set("embedded", embedded);
   d.set("has_embedded", std::string(embedded ? "1" : "0"));
   d.set("embedded_decls",
-        embedded ? fmt::format("/* A forward-only state holding the compiled-in params; NULL when out of memory. */\n"
+        embedded ? fmt::format("/* A forward-only state holding the compiled-in params, for batches of up to max_batch\n"
+                                 "   examples (decode: sequences) as _infer_create_batch's; NULL for a max_batch out of\n"
+                                 "   range or when out of memory. _create_embedded() is _create_embedded_batch(\n"
+                                 "   {1}_MAX_BATCH). */\n"
+                                 "struct {0}_infer *{0}_infer_create_embedded_batch(int64_t max_batch);\n"
                                  "struct {0}_infer *{0}_infer_create_embedded(void);\n"
                                  "/* The compiled-in params, one array per param in the order listed above "
                                  "(read-only). */\n"
                                  "const {0}_real *const *{0}_embedded_params(void);\n",
-                                 p_.model)
+                                 p_.model, upper(p_.model))
                    : std::string());
   d.set("embedded_arg", embedded ? "(const void *const *)" + p_.model + "_embedded_params()" : std::string("NULL"));
   return d;
@@ -285,7 +289,6 @@ void CEmitter::inference(data& d) {
     d.set("decode_input", std::to_string(tokens));
     d.set("decode_ids", std::to_string(buf(p_.inputs[static_cast<size_t>(tokens)]).ids));
     d.set("decode_output", name(dec->io.outputs[0]));
-    d.set("decode_slots", std::to_string(std::max(dec->io.slots, 1L)));
   }
   // The params' rows (set_params, _infer_param, state_tensors), a repeat block's folded.
   const CTables tables = c_tables(p_, names_.buffer, own, o_.f64, upper(p_.model) + "_ROW", true);

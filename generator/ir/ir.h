@@ -402,8 +402,9 @@ struct Interface {
   long seq_len = 0;
   int ids = -1;             // decode: the input buffer of the sequence's ids
   // Decode over rows (PassOptions::decode_rows, the C target): the routine steps n sequences
-  // at once, row b (< n) at its own position pos[b] of sequence slot seq[b] (< slots, the
-  // caches' first axis); the per-position buffers at position 0 of row b; its ids one per row.
+  // at once, row b (< n) at its own position pos[b] of sequence slot seq[b] (< the state's
+  // cap: the caches' first axis, a batch axis of `slots` = max_batch); the per-position
+  // buffers at position 0 of row b; its ids one per row.
   long slots = 0;           // 0: one sequence at `pos` (the form above)
 };
 

@@ -30,8 +30,10 @@
 // l. The decode bodies are planned as plan_blocks plans the others (plan_block_body).
 // Over rows (PassOptions::decode_rows, the C target): the routine steps n sequences at once
 // (Interface::slots > 0). The batch loops stay (row b < n); the caches' first axis becomes
-// `slots` = min(max_batch, 8) sequence slots ([slots, T, ...], the stacks [count, slots, T,
-// ...]), indexed by the row's batch loop, which the emitter prints as the row's slot seq[b];
+// a batch axis of sequence slots, one per example of the state's cap ([batch, T, ...], the
+// stacks [count, batch, T, ...]: run-time-sized with the state, in its arena's scaled part; the
+// forward-only state of a cap of 1 holds one sequence, as without rows), indexed by the row's
+// batch loop, which the emitter prints as the row's slot seq[b];
 // the sequence loop at the row's position pos[b]; every per-position buffer with a batch axis
 // is read and written at position 0 of row b ([b, 0, ...]), so a product's rows are one strided
 // n-row matrix; a nest at pos without a batch loop (a table over positions) gets one, each row
@@ -51,12 +53,9 @@ namespace cannl {
 
 namespace {
 
-// The sequences a decode over rows holds (PassOptions::decode_rows): min(this, max_batch) cache slots.
-constexpr long kDecodeSlots = 8;
-
 struct Plan {
   long T = 0;
-  long slots = 0;                // decode over rows: the caches' sequence slots (0: one sequence)
+  long slots = 0;                // decode over rows: the caches' sequence slots, max_batch (0: one sequence)
   std::vector<int> seqdim;       // per buffer: the axis holding the position, or -1
   std::map<int, int> cache_of;   // attention k/v buffer -> its cache (a body's: a formal of the body)
   std::map<int, int> stack_of;   // a body's cache formal -> the stack of every instance's cache
@@ -209,7 +208,7 @@ int make_cache(ir::Program& p, Plan& pl, int b, long ring, int block) {
   ir::Buffer cb = p.buffers[static_cast<size_t>(b)];
   cb.name = p.unique_name(cb.name + "_cache", block);
   cb.role = ir::Role::Cache;
-  cb.dims[0] = ir::Dim{pl.slots ? pl.slots : 1, false};
+  cb.dims[0] = ir::Dim{pl.slots ? pl.slots : 1, pl.slots > 0};  // over rows: one slot per example of the cap
   if (ring) cb.dims[1] = ir::Dim{ring, false}, cb.ring = ring;
   cb.state_name.clear();
   cb.tensor = -1;
@@ -515,7 +514,7 @@ bool build(ir::Program& p, ir::Routine& dec, bool rows) {
   if (tb.ids <= 0 || tb.dims.size() != 2 || !tb.dims[0].batch) return false;
   Plan pl;
   pl.T = tb.dims[1].size;
-  pl.slots = rows ? std::min(p.max_batch, kDecodeSlots) : 0;
+  pl.slots = rows ? p.max_batch : 0;
   pl.seqdim.assign(p.buffers.size(), -1);
   pl.seqdim[static_cast<size_t>(tokens)] = 1;
   const std::vector<size_t> keep = needed(fwd->stmts, {fwd->io.outputs[0]});

@@ -46,6 +46,8 @@
 #define V MU(DECODE_VOCAB)
 
 typedef M(real) real;
+/* Check 6's sequences at once: the C state's cap, one KV cache slot per example. */
+enum { NS = MU(MAX_BATCH) < 4 ? MU(MAX_BATCH) : 4 };
 
 #ifdef DECODE_CUDA
 typedef struct DECODE_MODEL state;
@@ -62,7 +64,7 @@ static void destroy(state *s) { M(destroy)(s); }
 typedef M(infer) state;
 #define API M(infer_api)
 #define TOL (sizeof(real) == 8 ? 1e-12 : 1e-5)
-static state *create(void) { return M(infer_create)(); }
+static state *create(void) { return M(infer_create_batch)(NS); } /* (a sequence slot per example) */
 static real *param(state *s, const char *name, int64_t *count) { return (real *)M(infer_param)(s, name, count); }
 static cannl_status forward_one(state *s, const real *const inputs[], real *const outputs[]) {
     return M(infer_forward)(s, inputs, 1, outputs);
@@ -110,7 +112,6 @@ static void forward(state *s, const int32_t *ids, long len, real *logits) {
 }
 
 #ifndef DECODE_CUDA
-enum { NS = MU(DECODE_SEQS) < 4 ? MU(DECODE_SEQS) : 4 };
 
 /* Sequence i (ids + 5 i) alone in slot 0, stepped through ctx positions: its logits there. */
 static void alone(state *s, const int32_t *ids, real ref[NS][CTX][V]) {
@@ -155,13 +156,13 @@ static void many_sequences(state *s, const int32_t *ids) {
         for (int i = 0; i < NS; ++i)
             if (M(decode_length_seq)(s, slot[i]) != len[i]) ++failures, fprintf(stderr, "FAIL length of slot %d\n", i);
     }
-    const int32_t two[2] = {0, 0}, out[1] = {MU(DECODE_SEQS)}, id[2] = {1, 2};
+    const int32_t two[2] = {0, 0}, out[1] = {NS}, id[2] = {1, 2};
     if (M(decode_step_batch)(s, 1, slot, id, rows) != CANNL_E_ARG)
         ++failures, fprintf(stderr, "FAIL a batched step of a full sequence\n");
     if (M(decode_reset)(s, 0) != CANNL_OK || M(decode_length_seq)(s, 0) != 0)
         ++failures, fprintf(stderr, "FAIL reset\n");
     if (M(decode_step_batch)(s, 2, two, id, rows) != CANNL_E_ARG || M(decode_step_batch)(s, 1, out, id, rows) !=
-        CANNL_E_ARG || M(decode_reset)(s, MU(DECODE_SEQS)) != CANNL_E_ARG || M(decode_length_seq)(s, 0) != 0)
+        CANNL_E_ARG || M(decode_reset)(s, NS) != CANNL_E_ARG || M(decode_length_seq)(s, 0) != 0)
         ++failures, fprintf(stderr, "FAIL a batch with one sequence twice, or a slot out of range\n");
 }
 #endif

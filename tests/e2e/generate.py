@@ -157,14 +157,16 @@ def records(out):
 many = [b"And God said", b"In", b"x" * (CTX + 5), b"Let there be light"] + [b"Q%d said" % k for k in range(9)]
 with open("prompts.txt", "wb") as f:
     f.write(b"\n".join(many) + b"\n")
-for args in (["--seed=3", "--temperature=0.9"], ["--temperature=0"]):
-    rc, out, err = run(infer, W, "--generate=40", "--prompts=prompts.txt", *args)
+# (--batch N: N lines at once, default 8: a state created for N sequences)
+for args, at_once in ((["--seed=3", "--temperature=0.9"], []), (["--temperature=0"], []),
+                      (["--seed=3", "--temperature=0.9"], ["--batch=3"]), (["--seed=4"], ["--batch=1"])):
+    rc, out, err = run(infer, W, "--generate=40", "--prompts=prompts.txt", *args, *at_once)
     check(rc == 0, f"--prompts: rc {rc}: {err}")
     got = records(out) if rc == 0 else []
     check(len(got) == len(many), f"--prompts: {len(got)} records for {len(many)} lines")
     for k, line in enumerate(many[:len(got)]):
         rc, alone, _ = run(infer, W, "--generate=40", "--prompt", line.decode(), *args)
-        check(rc == 0 and got[k] == alone, f"--prompts {args}: line {k + 1} is not --prompt alone: {got[k][:30]!r} vs "
+        check(rc == 0 and got[k] == alone, f"--prompts {args + at_once}: line {k + 1} is not --prompt alone: {got[k][:30]!r} vs "
               f"{alone[:30]!r}")
 with open("ids_prompts.txt", "w") as f:
     f.write("5 17 3\n9\n")
@@ -206,6 +208,9 @@ expect_usage(infer, [W, "--generate=5", "--prompts=many.txt"], "many.txt", "6553
 expect_usage(ids_infer, [WI, "--generate=5", "--prompts=bad_ids.txt"], "bad_ids.txt:2: token 1", "out of range")
 expect_usage(infer, [W, "--generate=5", "--prompt=a", "--prompts=blank.txt"], "one of them")
 expect_usage(infer, [W, "--prompts=blank.txt", "--output=o.npy"], "go with --generate")
+expect_usage(infer, [W, "--generate=5", "--prompt=a", "--batch=2"], "--batch goes with --prompts")
+expect_usage(infer, [W, "--generate=5", "--prompts=prompts.txt", "--batch=99999999"], "--batch 99999999",
+             "larger than the model's maximum batch")
 rc, out, _ = run(infer, "--help")
 check(rc == 0 and b"--generate" in out and b"re-runs the full forward pass" in out, "--help describes --generate")
 
