@@ -43,6 +43,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdint.h>
 #include <mma.h>
 
 #include <type_traits>
@@ -920,13 +921,13 @@ constexpr bool tc_takes() {
 // last `rows` positions or the whole sequence), in position order with forward_rows'
 // running maximum and sum. A warp per head: q and o rows of head h at q + h * E, o + h * F;
 // key/value head h / group at k + row * k_st + (h / group) * E, likewise v; lse[h * lse_sh].
+// (decode_head: head h's warp; decode_kernel and decode_rows_kernel launch it)
 template <typename R, int E, int F>
-__global__ void __launch_bounds__(32 * kWarps)
-decode_kernel(int H, int group, int pos, int rows, int window, R scale, const R* __restrict__ q,
-              const R* __restrict__ k, long long k_st, const R* __restrict__ v, long long v_st, R* __restrict__ o,
-              R* __restrict__ lse, long long lse_sh) {
-  const int lane = threadIdx.x % 32, h = blockIdx.x * kWarps + threadIdx.x / 32;
-  if (h >= H) return;
+__device__ __forceinline__ void decode_head(int h, int group, int pos, int rows, int window, R scale,
+                                            const R* __restrict__ q, const R* __restrict__ k, long long k_st,
+                                            const R* __restrict__ v, long long v_st, R* __restrict__ o,
+                                            R* __restrict__ lse, long long lse_sh) {
+  const int lane = threadIdx.x % 32;
   const int g = h / group;
   R qr[(E + 31) / 32], acc[(F + 31) / 32];
   load_row<R, E>(qr, q + (long long)h * E, lane);
@@ -954,6 +955,35 @@ decode_kernel(int H, int group, int pos, int rows, int window, R scale, const R*
     if (x < F) ot[x] = acc[i] / l;
   }
   if (lane == 0) lse[(long long)h * lse_sh] = m + log_(l);
+}
+
+template <typename R, int E, int F>
+__global__ void __launch_bounds__(32 * kWarps)
+decode_kernel(int H, int group, int pos, int rows, int window, R scale, const R* __restrict__ q,
+              const R* __restrict__ k, long long k_st, const R* __restrict__ v, long long v_st, R* __restrict__ o,
+              R* __restrict__ lse, long long lse_sh) {
+  const int h = blockIdx.x * kWarps + threadIdx.x / 32;
+  if (h >= H) return;
+  decode_head<R, E, F>(h, group, pos, rows, window, scale, q, k, k_st, v, v_st, o, lse, lse_sh);
+}
+
+// Over rows (a batched decode step): row r = blockIdx.y at position pos[r] of sequence slot
+// seq[r], its heads as decode_kernel's (the same warp per head whatever the number of rows):
+// q of row r at q + r * q_rs + seq[r] * q_ss + (pos[r] % rows) * q_ps (q_ss, q_ps: a query in
+// the cache, a fused projection's), o and lse at o + r * o_rs, lse + r * lse_rs; its keys and
+// values in slot seq[r] at k + seq[r] * k_ss, v + seq[r] * v_ss.
+template <typename R, int E, int F>
+__global__ void __launch_bounds__(32 * kWarps)
+decode_rows_kernel(int H, int group, const int64_t* __restrict__ pos, const int64_t* __restrict__ seq, int rows,
+                   int window, R scale, const R* __restrict__ q, long long q_rs, long long q_ss, long long q_ps,
+                   const R* __restrict__ k,
+                   long long k_st, long long k_ss, const R* __restrict__ v, long long v_st, long long v_ss,
+                   R* __restrict__ o, long long o_rs, R* __restrict__ lse, long long lse_rs, long long lse_sh) {
+  const int h = blockIdx.x * kWarps + threadIdx.x / 32;
+  if (h >= H) return;
+  const long long r = blockIdx.y, sl = seq[r], p = pos[r];
+  decode_head<R, E, F>(h, group, (int)p, rows, window, scale, q + r * q_rs + sl * q_ss + (p % rows) * q_ps,
+                       k + sl * k_ss, k_st, v + sl * v_ss, v_st, o + r * o_rs, lse + r * lse_rs, lse_sh);
 }
 
 }  // namespace cannl_attn
@@ -1057,6 +1087,21 @@ static inline void cannl_attention_decode(cudaStream_t stream, int H, int group,
   const int blocks = (H + cannl_attn::kWarps - 1) / cannl_attn::kWarps;
   cannl_attn::decode_kernel<R, E, F><<<blocks, 32 * cannl_attn::kWarps, 0, stream>>>(H, group, pos, rows, window, scale, q, k,
                                                                                    k_st, v, v_st, o, lse, lse_sh);
+}
+
+// A batched decode step (decode_rows_kernel): n rows, row r at position pos[r] of slot seq[r]
+// (pos and seq on the device). Check cudaGetLastError after.
+template <typename R, int E, int F>
+static inline void cannl_attention_decode_rows(cudaStream_t stream, int n, int H, int group, const int64_t* pos,
+                                               const int64_t* seq, int rows, int window, R scale, const R* q,
+                                               long long q_rs, long long q_ss, long long q_ps, const R* k,
+                                               long long k_st, long long k_ss,
+                                               const R* v, long long v_st, long long v_ss, R* o, long long o_rs,
+                                               R* lse, long long lse_rs, long long lse_sh) {
+  if (n < 1) return;
+  const dim3 grid((unsigned)((H + cannl_attn::kWarps - 1) / cannl_attn::kWarps), (unsigned)n);
+  cannl_attn::decode_rows_kernel<R, E, F><<<grid, 32 * cannl_attn::kWarps, 0, stream>>>(
+      H, group, pos, seq, rows, window, scale, q, q_rs, q_ss, q_ps, k, k_st, k_ss, v, v_st, v_ss, o, o_rs, lse, lse_rs, lse_sh);
 }
 
 #endif
