@@ -375,6 +375,25 @@ std::string CudaEmitter::prefill(const ir::Stmt& s) {
   const int out = s.assigns[0].out.buf;
   Extent e = elements(out);
   std::string at = name(out);
+  if (at_pos(s) && rows_) {  // over rows: each row's cells, at its slot and position (as the C target's fill_first)
+    use_helper("cannl_fill_rows", fmt::format(
+        "/* over rows: row r's per cells at position pos[r] (of a ring: pos[r] % ring) of slot seq[r], = v */\n"
+        "static __global__ void __launch_bounds__({0}) cannl_fill_rows({1} *__restrict__ p, int64_t n,\n"
+        "    const int64_t *__restrict__ pos, const int64_t *__restrict__ seq, int64_t per, int64_t slot, "
+        "int64_t ring,\n"
+        "    {1} v) {{\n"
+        "    const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i_ >= n * per) return;\n"
+        "    const int64_t r = i_ / per, at = ring ? pos[r] % ring : pos[r];\n"
+        "    p[seq[r] * slot + at * per + i_ % per] = v;\n"
+        "}}\n",
+        kBlock, r));
+    const ir::Buffer& b = buf(out);
+    const long slot = buffer_size(b, true) / b.dims[0].size, per = slot / b.dims[1].size;
+    return fmt::format("cannl_fill_rows<<<(unsigned)((n * {} + {}) / {}), {}, 0, stream_>>>({}, n, pos, seq, {}, "
+                       "{}, {}, {});\n    CUDA_CHECK(cudaGetLastError());\n    ",
+                       per, kBlock - 1, kBlock, kBlock, name(out), per, slot, b.ring, identity(s.assigns[0].accum));
+  }
   if (at_pos(s)) {  // decode: the cells of position pos only, the out [batch, T, ...] (as the C target's fill_first)
     const ir::Buffer& b = buf(out);
     e = Extent{buffer_size(b, true) / b.dims[1].size, false};
@@ -444,10 +463,33 @@ void CudaEmitter::kernel_args(const ir::Routine& r, const ir::Stmt& s, bool uses
     params += ", const int64_t n";
     args += ", n";
   }
-  if (at_pos(s)) {  // the decode routine's position (its at_pos loop's variable: CExpr prints `pos`)
-    params += ", const int64_t pos";
+  // the decode routine's position (its at_pos loop's variable: CExpr prints `pos`, or over rows `pos[b]`)
+  if (at_pos(s)) {
+    params += rows_ ? ", const int64_t *__restrict__ pos" : ", const int64_t pos";
     args += ", pos";
   }
+  if (rows_ && touches_cache(s)) {  // over rows: a cache's first index is the row's slot (CExpr prints `seq[b]`)
+    params += ", const int64_t *__restrict__ seq";
+    args += ", seq";
+  }
+}
+
+std::optional<GemmPlan> CudaEmitter::gemm_at_rows(const ir::Stmt& s) const {
+  auto g = plan_cublas_gemm(p_, s);
+  // (over rows a cache's rows are at each row's slot and position, and an operand at the
+  // position has no one stride: a kernel)
+  if (g && rows_ && (touches_cache(s) || g->pos_a || g->pos_b || g->pos_c)) return std::nullopt;
+  return g;
+}
+
+bool CudaEmitter::touches_cache(const ir::Stmt& s) const {
+  for (int b : ir::written_buffers(s))
+    if (buf(b).role == ir::Role::Cache) return true;
+  std::vector<const ir::Expr*> loads;
+  ir::collect_loads(s, loads);
+  for (const ir::Expr* l : loads)
+    if (buf(l->access.buf).role == ir::Role::Cache) return true;
+  return false;
 }
 
 bool CudaEmitter::at_pos(const ir::Stmt& s) {
@@ -687,7 +729,9 @@ void CudaEmitter::routine(const ir::Routine& r, std::string& routines) {
   for (int b : bufs) taken.insert(name(b));
   for (const auto& sc : r.scalars) taken.insert(sc.name);
   const bool decode = r.io.position;  // generation's step: at position pos of one sequence, no n
+  rows_ = x_.rows = decode && r.io.slots > 0;  // (over rows: n rows, pos[] and seq[])
   if (decode) taken.insert("pos");
+  if (rows_) taken.insert("seq");
 
   std::string body, last;
   int nk = 0, ng = 0;
@@ -708,7 +752,7 @@ void CudaEmitter::routine(const ir::Routine& r, std::string& routines) {
       continue;
     }
     name_vars(s, taken);
-    if (auto g = plan_cublas_gemm(p_, s)) {
+    if (auto g = gemm_at_rows(s)) {
       body += "    " + gemm_call(*g) + "\n";
       n_used |= g->m.n || g->n.n || g->k.n || g->count.n;
       ++ng;
@@ -751,22 +795,26 @@ void CudaEmitter::routine(const ir::Routine& r, std::string& routines) {
   }
   pro += scalar_prologue(r, scalars, x_);
   if (!inputs_used) pro += "    (void)in_;\n";
-  if (decode && n_used) CANNL_BUG("the decode routine uses the batch count");
+  if (decode && n_used && !rows_) CANNL_BUG("the decode routine uses the batch count");
   if (!n_used && !decode) pro += "    (void)n;\n";
+  if (rows_) pro = "    (void)n, (void)pos, (void)seq;\n" + pro;
   pro += "    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);\n";
   if (nk == 0) pro += "    (void)stream_;\n";
   std::string head = fmt::format("/* routine {}: {} kernels, {} cuBLAS products, queued on the compute stream */\n",
                                  r.name(), nk, ng);
-  head += fmt::format("static void {}(struct {} *m, const real *const in_[], int64_t {}) {{\n", r.name(), p_.model,
-                      decode ? "pos" : "n");
+  head += fmt::format("static void {}(struct {} *m, const real *const in_[], {}) {{\n", r.name(), p_.model,
+                      rows_    ? "int64_t n, const int64_t *pos, const int64_t *seq"
+                      : decode ? "int64_t pos"
+                               : "int64_t n");
   routines += head + pro + body + "}\n\n";
+  rows_ = x_.rows = false;
 }
 
 std::string CudaEmitter::call_text(const ir::Call& c) {
   if (c.kind == ir::Call::Kind::EmbeddingForward || c.kind == ir::Call::Kind::EmbeddingBackward)
     return embedding_text(c);
   attention_ = true;
-  if (c.at_pos) return attention_at_pos(c);
+  if (c.at_pos) return rows_ ? attention_rows(c) : attention_at_pos(c);
   // a buffer [B.., T, H.., w] as a view over (sequence, head, position)
   // (q, k, v in place in a fused buffer: at `off`, rows of `row` elements; ir::Call's views)
   // (k, v and their gradients over the key/value heads: heads / group of them)
@@ -818,6 +866,33 @@ std::string CudaEmitter::attention_at_pos(const ir::Call& c) {
                      name(c.lse), c.tq);
 }
 
+// Over rows: for each row r < n its query at position pos[r] of sequence slot seq[r] against that
+// slot's cached keys and values (a cache: [slots, T or ring, ...]; any other operand per row at
+// position 0: [batch, T, ...], row r at r's example), as the C target's attention_rows.
+std::string CudaEmitter::attention_rows(const ir::Call& c) {
+  const long kvh = c.heads / c.group;
+  // buffer b's head 0 of row 0 (of slot 0), its stride between rows (slots)
+  auto row = [&](int b, long off) { return off == 0 ? name(b) : fmt::format("{} + {}", name(b), off); };
+  auto row_stride = [&](int b) {
+    const auto& bb = buf(b);
+    return bb.role == ir::Role::Cache ? bb.elements() / bb.dims[0].size : buffer_size(bb, true);
+  };
+  const long k_st = c.k_off == 0 && c.k_row == 0 ? kvh * c.e : c.k_row;
+  const long v_st = c.v_off == 0 && c.v_row == 0 ? kvh * c.f : c.v_row;
+  if (buf(c.o).role == ir::Role::Cache) CANNL_BUG("a decode's attention output in a cache");
+  // the query: row r's at its position 0, or in the cache (a fused projection's) at its slot and position
+  const bool q_cache = buf(c.q).role == ir::Role::Cache;
+  const long q_ps = !q_cache ? 0 : c.q_off == 0 && c.q_row == 0 ? c.heads * c.e : c.q_row;
+  const std::string q_strides = q_cache ? fmt::format("0, {}, {}", row_stride(c.q), q_ps)
+                                        : fmt::format("{}, 0, 0", row_stride(c.q));
+  return fmt::format("    cannl_attention_decode_rows<real, {}, {}>(stream_, (int)n, {}, {}, pos, seq, {}, {}, "
+                     "(real){}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});\n"
+                     "    CUDA_CHECK(cudaGetLastError());\n",
+                     c.e, c.f, c.heads, c.group, c.tk, c.window, num_double(c.scale), row(c.q, c.q_off),
+                     q_strides, row(c.k, c.k_off), k_st, row_stride(c.k), row(c.v, c.v_off), v_st,
+                     row_stride(c.v), name(c.o), row_stride(c.o), name(c.lse), buffer_size(buf(c.lse), true), c.tq);
+}
+
 std::string CudaEmitter::embedding_text(const ir::Call& c) {
   use_helper("embedding", R"(template <typename R>
 static __global__ void __launch_bounds__(256) cannl_embedding_forward(int64_t positions, int64_t width, int64_t rows,
@@ -841,7 +916,23 @@ static __global__ void __launch_bounds__(256) cannl_embedding_backward(int64_t p
 )");
   const std::string count = c.batch ? (c.seqs == 1 ? std::string("n") : fmt::format("(n * {})", c.seqs)) : std::to_string(c.seqs);
   std::string out;
-  if (c.at_pos)  // decode: the row of the id at position pos
+  if (c.at_pos && rows_) {  // over rows: row r's id at its position 0 (ids [batch, T], o [batch, T, width])
+    use_helper("embedding_rows", R"(/* over rows: row r's id at ids[r * ids_rs], its table row into out + r * out_rs */
+template <typename R>
+static __global__ void __launch_bounds__(256) cannl_embedding_rows(int64_t n, int64_t width, int64_t rows,
+    const int32_t *__restrict__ ids, int64_t ids_rs, const R *__restrict__ table, R *__restrict__ out, int64_t out_rs) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * width) return;
+    const int64_t r = i / width, j = i % width;
+    const int32_t id = ids[r * ids_rs];
+    out[r * out_rs + j] = id >= 0 && id < rows ? table[(int64_t)id * width + j] : R(0);
+}
+)");
+    out = fmt::format("    cannl_embedding_rows<real><<<(unsigned)((n * {} + 255) / 256), 256, 0, stream_>>>(n, {}, "
+                      "{}, {}, {}, {}, {}, {});\n",
+                      c.width, c.width, c.rows, name(c.ids), buffer_size(buf(c.ids), true), name(c.table), name(c.o),
+                      buffer_size(buf(c.o), true));
+  } else if (c.at_pos)  // decode: the row of the id at position pos
     out = fmt::format("    cannl_embedding_forward<real><<<{}, 256, 0, stream_>>>(1, {}, {}, {} + pos, {}, "
                       "{} + pos * {});\n",
                       (c.width + 255) / 256, c.width, c.rows, name(c.ids), name(c.table), name(c.o), c.width);
@@ -881,7 +972,8 @@ void CudaEmitter::decode_data(data& d) const {
   d.set("decode_input", std::to_string(tokens));
   d.set("decode_ids", std::to_string(buf(dec->io.ids).ids));
   d.set("decode_output", name(out));
-  d.set("decode_output_dev", fmt::format("({} + pos * {})", device(*dec, out), per));
+  // row r's output: at its position 0 (passes/decode.cpp over rows: [batch, T, ...])
+  d.set("decode_row_dev", fmt::format("({} + r * {})", device(*dec, out), buffer_size(buf(out), true)));
 }
 
 std::string CudaEmitter::eval_copy() const {

@@ -44,6 +44,9 @@ public:
   }
 
   bool attention_ = false;  // some routine calls cannl_attention.cuh
+  // The routine or block body emitted is a decode over rows (ir::Interface::slots): row b of n at
+  // position pos[b] of sequence slot seq[b], pos and seq device arrays (CExpr::rows as well)
+  bool rows_ = false;
 
   std::vector<OutputFile> run();
 
@@ -165,6 +168,10 @@ private:
   void kernel_args(const ir::Routine& r, const ir::Stmt& s, bool uses_n, std::string& params, std::string& args);
 
   static bool at_pos(const ir::Stmt& s);
+  bool touches_cache(const ir::Stmt& s) const;  // nest s reads or writes a decode cache
+  // Nest s's cuBLAS product (plan_cublas_gemm), none over rows for a nest touching a cache or at
+  // a position offset (a kernel: each row at its own slot and position)
+  std::optional<GemmPlan> gemm_at_rows(const ir::Stmt& s) const;
 
   // The nest's kernel, named kUnnamed (routine() names it: emit/c_names.h), and its launch.
   static constexpr const char* kUnnamed = "KERNEL_NAME_";
@@ -236,6 +243,9 @@ private:
   // rings of c.tk rows (the key of position s in row s % tk), the others hold every position
   // (tk = T, s % T = s).
   std::string attention_at_pos(const ir::Call& c);
+  // Over rows (rows_): each row's query at its position and slot (cannl_attention_decode_rows),
+  // as the C target's attention_rows.
+  std::string attention_rows(const ir::Call& c);
 
   // Embedding: the gather, a thread per element; the scatter-add, a thread per feature adding
   // its positions in order (no atomics: the same bits on every run).

@@ -28,7 +28,7 @@
 // block (Call::Kind::BlockDecode, the inference call's bindings) binds to one stack of every
 // instance's cache, `<block>_<k>_cache` [count, 1, T, ...] (Role::Cache), instance l's at slot
 // l. The decode bodies are planned as plan_blocks plans the others (plan_block_body).
-// Over rows (PassOptions::decode_rows, the C target): the routine steps n sequences at once
+// Over rows (PassOptions::decode_rows, both targets): the routine steps n sequences at once
 // (Interface::slots > 0). The batch loops stay (row b < n); the caches' first axis becomes
 // a batch axis of sequence slots, one per example of the state's cap ([batch, T, ...], the
 // stacks [count, batch, T, ...]: run-time-sized with the state, in its arena's scaled part; the

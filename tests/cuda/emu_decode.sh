@@ -18,7 +18,8 @@ rm -rf "$work"
 mkdir -p "$work"
 "$cannl" gen "$spec" -o "$work/gen" --target cuda --max-batch 4 "$@"
 emu_objects "$work" "$work/gen" "$model"
-gcc -std=c11 -O1 -DDECODE_CUDA "-DDECODE_MODEL=$model" "-DDECODE_MODEL_UC=$uc" "-DDECODE_HEADER=\"$model.h\"" \
+gcc -std=c11 -O1 -DDECODE_CUDA -DDECODE_EMU "-DDECODE_MODEL=$model" "-DDECODE_MODEL_UC=$uc" \
+  "-DDECODE_HEADER=\"$model.h\"" \
   "${emu_inc[@]}" -c "$here/../e2e/decode.c" -o "$work/decode.o"
 g++ -o "$work/check" "$work/decode.o" "${objs[@]}" "$rtlib" -lz -lm -lpthread -fopenmp
 "$work/check"

@@ -21,7 +21,7 @@
  * (the same plan: buffers whose lifetimes do not overlap share bytes, each routine's work buffers
  * in one region) and sized as it is for the max_batch the state was created for (_create_batch's;
  * a larger n is refused), as are the input staging slots:
- *   14266496 bytes, then 5652480 per example of max_batch (1461301376 at 256).
+ *   13480064 bytes, then 6438912 per example of max_batch (1661841536 at 256).
  * Its first 10109952 bytes (params, optimiser state: no batch in them) are mirrored in pinned
  * host memory, and the params' gradients (in the arena's grad block) copied into a pinned array
  * of their own, only when the host needs them (checkpoints, gpt_char_grad) or changed them
@@ -106,6 +106,16 @@ static __device__ __forceinline__ float cannl_warp_min(float v) {
     }
     return v;
 }
+/* over rows: row r's id at ids[r * ids_rs], its table row into out + r * out_rs */
+template <typename R>
+static __global__ void __launch_bounds__(256) cannl_embedding_rows(int64_t n, int64_t width, int64_t rows,
+    const int32_t *__restrict__ ids, int64_t ids_rs, const R *__restrict__ table, R *__restrict__ out, int64_t out_rs) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * width) return;
+    const int64_t r = i / width, j = i % width;
+    const int32_t id = ids[r * ids_rs];
+    out[r * out_rs + j] = id >= 0 && id < rows ? table[(int64_t)id * width + j] : R(0);
+}
 
 struct gpt_char {
     int64_t max_batch; /* the largest batch this state takes (create_batch's; <= GPT_CHAR_MAX_BATCH) */
@@ -132,8 +142,12 @@ struct gpt_char {
     int ready[2];               /* slot holds a prefetched batch not yet trained on */
     int next_slot;
     real *scalars;              /* pinned: the loss and the metrics read back */
-    int32_t *decode_ids;        /* device: the ids at positions 0 .. decode_len - 1 (decode) */
-    int64_t decode_len;         /* ids in the KV cache */
+    /* decode: one sequence slot per example of max_batch (its caches in the arena's scaled part) */
+    int32_t *decode_ids;        /* device [max_batch, 128]: a step's ids, row r's at r * 128 */
+    int64_t *decode_rows;       /* device [2, max_batch]: a step's rows' positions, then their sequences */
+    int32_t *decode_ids_host;   /* [max_batch, 128] the ids' staging */
+    int64_t *decode_rows_host;  /* [2, max_batch] the rows' staging */
+    int64_t *decode_len;        /* [max_batch] per sequence slot: ids in its KV cache */
     int failed;
     cannl_error error;          /* the first failure */
     /* ---- mirrored on the host */
@@ -190,7 +204,7 @@ struct gpt_char {
     real *ln1_g_grad; /* [4, 128] gradient of ln1_g */
     real *ln1_b_grad; /* [4, 128] gradient of ln1_b */
     real *wpe_grad; /* [128, 128] gradient of wpe */
-    real *layers_qkv_cache; /* [4, 1, 128, 3, 4, 32] qkv_cache of each instance of block layers */
+    real *layers_qkv_cache; /* [4, batch, 128, 3, 4, 32] qkv_cache of each instance of block layers */
 
 };
 
@@ -1140,145 +1154,158 @@ static __global__ void __launch_bounds__(256) set_lnf_b_exp_avg(real *__restrict
 }
 
 /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_x_3(real *x, const real *x_emb, const real *__restrict__ wpe, const int64_t pos) {
+static __global__ void __launch_bounds__(256) set_x_3(real *__restrict__ x, const real *__restrict__ x_emb, const real *__restrict__ wpe, const int64_t n, const int64_t *__restrict__ pos) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= 128) return;
-    const int64_t o = i_;
-    x[pos * 128 + o] = x_emb[pos * 128 + o] + wpe[pos * 128 + o];
+    if (i_ >= n * 128) return;
+    const int64_t b0 = i_ / 128;
+    const int64_t o = i_ % 128;
+    x[b0 * 16384 + o] = x_emb[b0 * 16384 + o] + wpe[pos[b0] * 128 + o];
 }
 
 /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) sum_qkv_mean_2(real *__restrict__ qkv_mean, const real *__restrict__ x_in, const int64_t pos) {
+static __global__ void __launch_bounds__(256) sum_qkv_mean_2(real *__restrict__ qkv_mean, const real *__restrict__ x_in, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
-    if (i_ >= 1) return; /* the whole warp */
+    if (i_ >= n) return; /* the whole warp */
+    const int64_t b0 = i_;
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += x_in[pos * 128 + o];
+        acc += x_in[b0 * 16384 + o];
     }
     acc = cannl_warp_sum(acc);
-    if (lane_ == 0) qkv_mean[pos] = acc * 0.0078125f;
+    if (lane_ == 0) qkv_mean[b0 * 128] = acc * 0.0078125f;
 }
 
 /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) sum_qkv_var_2(real *__restrict__ qkv_var, const real *__restrict__ x_in, const real *__restrict__ qkv_mean, const int64_t pos) {
+static __global__ void __launch_bounds__(256) sum_qkv_var_2(real *__restrict__ qkv_var, const real *__restrict__ x_in, const real *__restrict__ qkv_mean, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
-    if (i_ >= 1) return; /* the whole warp */
+    if (i_ >= n) return; /* the whole warp */
+    const int64_t b0 = i_;
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += powf(x_in[pos * 128 + o] - qkv_mean[pos], 2.0f);
+        acc += powf(x_in[b0 * 16384 + o] - qkv_mean[b0 * 128], 2.0f);
     }
     acc = cannl_warp_sum(acc);
-    if (lane_ == 0) qkv_var[pos] = acc * 0.0078125f;
+    if (lane_ == 0) qkv_var[b0 * 128] = acc * 0.0078125f;
 }
 
 /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv (one thread per element) */
-static __global__ void __launch_bounds__(256) set_qkv_v_2(real *__restrict__ qkv_v, const real *__restrict__ x_in, const real *__restrict__ qkv_mean, const real *__restrict__ qkv_var, const real *__restrict__ ln1_g_, const real *__restrict__ ln1_b_, const int64_t pos) {
+static __global__ void __launch_bounds__(256) set_qkv_v_2(real *__restrict__ qkv_v, const real *__restrict__ x_in, const real *__restrict__ qkv_mean, const real *__restrict__ qkv_var, const real *__restrict__ ln1_g_, const real *__restrict__ ln1_b_, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= 128) return;
-    const int64_t o = i_;
-    qkv_v[pos * 128 + o] = (x_in[pos * 128 + o] - qkv_mean[pos]) * (1.0f / sqrtf(qkv_var[pos] + 1e-05f)) * ln1_g_[o] + ln1_b_[o];
+    if (i_ >= n * 128) return;
+    const int64_t b0 = i_ / 128;
+    const int64_t o = i_ % 128;
+    qkv_v[b0 * 16384 + o] = (x_in[b0 * 16384 + o] - qkv_mean[b0 * 128]) * (1.0f / sqrtf(qkv_var[b0 * 128] + 1e-05f)) * ln1_g_[o] + ln1_b_[o];
 }
 
 /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv (one thread per element) */
-static __global__ void __launch_bounds__(256) set_qkv_cache(real *__restrict__ qkv_cache, const real *__restrict__ qkv_mm, const real *__restrict__ b_qkv_, const int64_t pos) {
+static __global__ void __launch_bounds__(256) set_qkv_cache(real *__restrict__ qkv_cache, const real *__restrict__ qkv_mm, const real *__restrict__ b_qkv_, const int64_t n, const int64_t *__restrict__ pos, const int64_t *__restrict__ seq) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= 384) return;
-    const int64_t o0 = i_ / 128;
+    if (i_ >= n * 384) return;
+    const int64_t b0 = i_ / 384;
+    const int64_t o0 = (i_ / 128) % 3;
     const int64_t o1 = (i_ / 32) % 4;
     const int64_t o2 = i_ % 32;
-    qkv_cache[pos * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[pos * 384 + o0 * 128 + o1 * 32 + o2] + b_qkv_[o0 * 128 + o1 * 32 + o2];
+    qkv_cache[seq[b0] * 49152 + pos[b0] * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[b0 * 49152 + o0 * 128 + o1 * 32 + o2] + b_qkv_[o0 * 128 + o1 * 32 + o2];
 }
 
 /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) sum_x_mean_2(real *__restrict__ x_mean, const real *__restrict__ x_in, const real *__restrict__ mid_mm, const real *__restrict__ b_o_, const int64_t pos) {
+static __global__ void __launch_bounds__(256) sum_x_mean_2(real *__restrict__ x_mean, const real *__restrict__ x_in, const real *__restrict__ mid_mm, const real *__restrict__ b_o_, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
-    if (i_ >= 1) return; /* the whole warp */
+    if (i_ >= n) return; /* the whole warp */
+    const int64_t b0 = i_;
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += x_in[pos * 128 + o] + (mid_mm[pos * 128 + o] + b_o_[o]);
+        acc += x_in[b0 * 16384 + o] + (mid_mm[b0 * 16384 + o] + b_o_[o]);
     }
     acc = cannl_warp_sum(acc);
-    if (lane_ == 0) x_mean[pos] = acc * 0.0078125f;
+    if (lane_ == 0) x_mean[b0 * 128] = acc * 0.0078125f;
 }
 
 /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) sum_x_var_2(real *__restrict__ x_var, const real *__restrict__ x_in, const real *__restrict__ mid_mm, const real *__restrict__ b_o_, const real *__restrict__ x_mean, const int64_t pos) {
+static __global__ void __launch_bounds__(256) sum_x_var_2(real *__restrict__ x_var, const real *__restrict__ x_in, const real *__restrict__ mid_mm, const real *__restrict__ b_o_, const real *__restrict__ x_mean, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
-    if (i_ >= 1) return; /* the whole warp */
+    if (i_ >= n) return; /* the whole warp */
+    const int64_t b0 = i_;
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += powf(x_in[pos * 128 + o] + (mid_mm[pos * 128 + o] + b_o_[o]) - x_mean[pos], 2.0f);
+        acc += powf(x_in[b0 * 16384 + o] + (mid_mm[b0 * 16384 + o] + b_o_[o]) - x_mean[b0 * 128], 2.0f);
     }
     acc = cannl_warp_sum(acc);
-    if (lane_ == 0) x_var[pos] = acc * 0.0078125f;
+    if (lane_ == 0) x_var[b0 * 128] = acc * 0.0078125f;
 }
 
 /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_x_v2_2(real *__restrict__ x_v2, const real *__restrict__ x_in, const real *__restrict__ mid_mm, const real *__restrict__ b_o_, const real *__restrict__ x_mean, const real *__restrict__ x_var, const real *__restrict__ ln2_g_, const real *__restrict__ ln2_b_, const int64_t pos) {
+static __global__ void __launch_bounds__(256) set_x_v2_2(real *__restrict__ x_v2, const real *__restrict__ x_in, const real *__restrict__ mid_mm, const real *__restrict__ b_o_, const real *__restrict__ x_mean, const real *__restrict__ x_var, const real *__restrict__ ln2_g_, const real *__restrict__ ln2_b_, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= 128) return;
-    const int64_t o = i_;
-    x_v2[pos * 128 + o] = (x_in[pos * 128 + o] + (mid_mm[pos * 128 + o] + b_o_[o]) - x_mean[pos]) * (1.0f / sqrtf(x_var[pos] + 1e-05f)) * ln2_g_[o] + ln2_b_[o];
+    if (i_ >= n * 128) return;
+    const int64_t b0 = i_ / 128;
+    const int64_t o = i_ % 128;
+    x_v2[b0 * 16384 + o] = (x_in[b0 * 16384 + o] + (mid_mm[b0 * 16384 + o] + b_o_[o]) - x_mean[b0 * 128]) * (1.0f / sqrtf(x_var[b0 * 128] + 1e-05f)) * ln2_g_[o] + ln2_b_[o];
 }
 
 /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_x_v_3(real *x_v, const real *x_mm2, const real *__restrict__ b_fc_, const int64_t pos) {
+static __global__ void __launch_bounds__(256) set_x_v_3(real *x_v, const real *x_mm2, const real *__restrict__ b_fc_, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= 512) return;
-    const int64_t o = i_;
-    x_v[pos * 512 + o] = cannl_gelu_tanh(x_mm2[pos * 512 + o] + b_fc_[o]);
+    if (i_ >= n * 512) return;
+    const int64_t b0 = i_ / 512;
+    const int64_t o = i_ % 512;
+    x_v[b0 * 65536 + o] = cannl_gelu_tanh(x_mm2[b0 * 65536 + o] + b_fc_[o]);
 }
 
 /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_x__2(real *__restrict__ x_, const real *__restrict__ x_in, const real *__restrict__ mid_mm, const real *__restrict__ b_o_, const real *__restrict__ x_mm, const real *__restrict__ b_pr_, const int64_t pos) {
+static __global__ void __launch_bounds__(256) set_x__2(real *__restrict__ x_, const real *__restrict__ x_in, const real *__restrict__ mid_mm, const real *__restrict__ b_o_, const real *__restrict__ x_mm, const real *__restrict__ b_pr_, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= 128) return;
-    const int64_t o = i_;
-    x_[pos * 128 + o] = x_in[pos * 128 + o] + (mid_mm[pos * 128 + o] + b_o_[o]) + (x_mm[pos * 128 + o] + b_pr_[o]);
+    if (i_ >= n * 128) return;
+    const int64_t b0 = i_ / 128;
+    const int64_t o = i_ % 128;
+    x_[b0 * 16384 + o] = x_in[b0 * 16384 + o] + (mid_mm[b0 * 16384 + o] + b_o_[o]) + (x_mm[b0 * 16384 + o] + b_pr_[o]);
 }
 
 /* line 42: logits = wte * (layer_norm(x) *. lnf_g + lnf_b) (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) sum_logits_mean_2(real *__restrict__ logits_mean, const real *__restrict__ x_3, const int64_t pos) {
+static __global__ void __launch_bounds__(256) sum_logits_mean_2(real *__restrict__ logits_mean, const real *__restrict__ x_3, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
-    if (i_ >= 1) return; /* the whole warp */
+    if (i_ >= n) return; /* the whole warp */
+    const int64_t b0 = i_;
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += x_3[pos * 128 + o];
+        acc += x_3[b0 * 16384 + o];
     }
     acc = cannl_warp_sum(acc);
-    if (lane_ == 0) logits_mean[pos] = acc * 0.0078125f;
+    if (lane_ == 0) logits_mean[b0 * 128] = acc * 0.0078125f;
 }
 
 /* line 42: logits = wte * (layer_norm(x) *. lnf_g + lnf_b) (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) sum_logits_var_2(real *__restrict__ logits_var, const real *__restrict__ x_3, const real *__restrict__ logits_mean, const int64_t pos) {
+static __global__ void __launch_bounds__(256) sum_logits_var_2(real *__restrict__ logits_var, const real *__restrict__ x_3, const real *__restrict__ logits_mean, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
-    if (i_ >= 1) return; /* the whole warp */
+    if (i_ >= n) return; /* the whole warp */
+    const int64_t b0 = i_;
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += powf(x_3[pos * 128 + o] - logits_mean[pos], 2.0f);
+        acc += powf(x_3[b0 * 16384 + o] - logits_mean[b0 * 128], 2.0f);
     }
     acc = cannl_warp_sum(acc);
-    if (lane_ == 0) logits_var[pos] = acc * 0.0078125f;
+    if (lane_ == 0) logits_var[b0 * 128] = acc * 0.0078125f;
 }
 
 /* line 42: logits = wte * (layer_norm(x) *. lnf_g + lnf_b) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_logits_v_2(real *logits_v, const real *x_3, const real *__restrict__ logits_mean, const real *__restrict__ logits_var, const real *__restrict__ lnf_g, const real *__restrict__ lnf_b, const int64_t pos) {
+static __global__ void __launch_bounds__(256) set_logits_v_2(real *logits_v, const real *x_3, const real *__restrict__ logits_mean, const real *__restrict__ logits_var, const real *__restrict__ lnf_g, const real *__restrict__ lnf_b, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= 128) return;
-    const int64_t o = i_;
-    logits_v[pos * 128 + o] = (x_3[pos * 128 + o] - logits_mean[pos]) * (1.0f / sqrtf(logits_var[pos] + 1e-05f)) * lnf_g[o] + lnf_b[o];
+    if (i_ >= n * 128) return;
+    const int64_t b0 = i_ / 128;
+    const int64_t o = i_ % 128;
+    logits_v[b0 * 16384 + o] = (x_3[b0 * 16384 + o] - logits_mean[b0 * 128]) * (1.0f / sqrtf(logits_var[b0 * 128] + 1e-05f)) * lnf_g[o] + lnf_b[o];
 }
 
 
@@ -1604,10 +1631,12 @@ static void layers_infer(
     CUDA_CHECK(cudaGetLastError());
 }
 
-/* block layers (line 24): instance l's decode body at position pos, for each l in order: 14 launches */
+/* block layers (line 24): instance l's decode body, row r at position pos[r] of sequence seq[r], for each l in order: 14 launches */
 static void layers_decode(
     struct gpt_char *m,
-    int64_t pos,
+    int64_t n,
+    const int64_t *pos,
+    const int64_t *seq,
     char *cannl_scratch,
     real *x_,
     real *qkv_cache,
@@ -1624,6 +1653,7 @@ static void layers_decode(
     const real *b_fc_,
     const real *w_pr_,
     const real *b_pr_) {
+    (void)n, (void)pos, (void)seq;
     real *const qkv_mm = (real *)(cannl_scratch + 0);
     real *const qkv_mean = (real *)(cannl_scratch + 0);
     real *const att = (real *)(cannl_scratch + 0);
@@ -1640,35 +1670,35 @@ static void layers_decode(
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 36: qkv = w_qkv * (layer_norm(x) *. ln1_g + ln1_b) + b_qkv */
-    sum_qkv_mean_2<<<1, 256, 0, stream_>>>(qkv_mean, x_in, pos);
+    sum_qkv_mean_2<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(qkv_mean, x_in, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_qkv_var_2<<<1, 256, 0, stream_>>>(qkv_var, x_in, qkv_mean, pos);
+    sum_qkv_var_2<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(qkv_var, x_in, qkv_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    set_qkv_v_2<<<1, 256, 0, stream_>>>(qkv_v, x_in, qkv_mean, qkv_var, ln1_g_, ln1_b_, pos);
+    set_qkv_v_2<<<(unsigned)((n * 128 + 255) / 256), 256, 0, stream_>>>(qkv_v, x_in, qkv_mean, qkv_var, ln1_g_, ln1_b_, n);
     CUDA_CHECK(cudaGetLastError());
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 384, 1, 128, 1.0f, w_qkv_, 128, 0, qkv_v + pos * 128, 128, 0, 0.0f, qkv_mm + pos * 384, 384, 0, 1);
-    set_qkv_cache<<<2, 256, 0, stream_>>>(qkv_cache, qkv_mm, b_qkv_, pos);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 384, n, 128, 1.0f, w_qkv_, 128, 0, qkv_v, 16384, 0, 0.0f, qkv_mm, 49152, 0, 1);
+    set_qkv_cache<<<(unsigned)((n * 384 + 255) / 256), 256, 0, stream_>>>(qkv_cache, qkv_mm, b_qkv_, n, pos, seq);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 37: att = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    cannl_attention_decode<real, 32, 32>(stream_, 4, 1, (int)pos, 128, 0, (real)0.17677669529663687, qkv_cache + 0 + pos * 384, qkv_cache + 128, 384, qkv_cache + 256, 384, att + pos * 128, att_lse + pos, 128);
+    cannl_attention_decode_rows<real, 32, 32>(stream_, (int)n, 4, 1, pos, seq, 128, 0, (real)0.17677669529663687, qkv_cache, 0, 49152, 384, qkv_cache + 128, 384, 49152, qkv_cache + 256, 384, 49152, att, 16384, att_lse, 512, 128);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 38: mid = x + (w_o * att + b_o) */
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 128, 1, 128, 1.0f, w_o_, 128, 0, att + pos * 128, 128, 0, 0.0f, mid_mm + pos * 128, 128, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 128, n, 128, 1.0f, w_o_, 128, 0, att, 16384, 0, 0.0f, mid_mm, 16384, 0, 1);
 
     /* line 39: x = mid + (w_pr * gelu(w_fc * (layer_norm(mid) *. ln2_g + ln2_b) + b_fc, approximate = "tanh") + b_pr) */
-    sum_x_mean_2<<<1, 256, 0, stream_>>>(x_mean, x_in, mid_mm, b_o_, pos);
+    sum_x_mean_2<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(x_mean, x_in, mid_mm, b_o_, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_x_var_2<<<1, 256, 0, stream_>>>(x_var, x_in, mid_mm, b_o_, x_mean, pos);
+    sum_x_var_2<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(x_var, x_in, mid_mm, b_o_, x_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    set_x_v2_2<<<1, 256, 0, stream_>>>(x_v2, x_in, mid_mm, b_o_, x_mean, x_var, ln2_g_, ln2_b_, pos);
+    set_x_v2_2<<<(unsigned)((n * 128 + 255) / 256), 256, 0, stream_>>>(x_v2, x_in, mid_mm, b_o_, x_mean, x_var, ln2_g_, ln2_b_, n);
     CUDA_CHECK(cudaGetLastError());
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, 1, 128, 1.0f, w_fc_, 128, 0, x_v2 + pos * 128, 128, 0, 0.0f, x_mm2 + pos * 512, 512, 0, 1);
-    set_x_v_3<<<2, 256, 0, stream_>>>(x_v, x_mm2, b_fc_, pos);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 128, 1.0f, w_fc_, 128, 0, x_v2, 16384, 0, 0.0f, x_mm2, 65536, 0, 1);
+    set_x_v_3<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(x_v, x_mm2, b_fc_, n);
     CUDA_CHECK(cudaGetLastError());
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 128, 1, 512, 1.0f, w_pr_, 512, 0, x_v + pos * 512, 512, 0, 0.0f, x_mm + pos * 128, 128, 0, 1);
-    set_x__2<<<1, 256, 0, stream_>>>(x_, x_in, mid_mm, b_o_, x_mm, b_pr_, pos);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 128, n, 512, 1.0f, w_pr_, 512, 0, x_v, 65536, 0, 0.0f, x_mm, 16384, 0, 1);
+    set_x__2<<<(unsigned)((n * 128 + 255) / 256), 256, 0, stream_>>>(x_, x_in, mid_mm, b_o_, x_mm, b_pr_, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -1916,7 +1946,7 @@ static void train_step(struct gpt_char *m, const real *const in_[], int64_t n) {
     real *const b_fc_state = m->b_fc_state;
     real *const w_pr_state = m->w_pr_state;
     real *const b_pr_state = m->b_pr_state;
-    char *const work = m->dev + 14266368; /* the work region: this routine's 128 bytes, then 5652480 per example of the state's max_batch */
+    char *const work = m->dev + 13479936; /* the work region: this routine's 128 bytes, then 5652480 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const grad_norm = (real *)(work + 64);
     real *const clip_coef = (real *)(work + 64);
@@ -2193,7 +2223,7 @@ static void forward(struct gpt_char *m, const real *const in_[], int64_t n) {
     real *const b_fc = m->b_fc;
     real *const w_pr = m->w_pr;
     real *const b_pr = m->b_pr;
-    char *const work = m->dev + 14266368; /* the work region: this routine's 655360 bytes per example of the state's max_batch */
+    char *const work = m->dev + 13479936; /* the work region: this routine's 655360 bytes per example of the state's max_batch */
     real *const x = (real *)(work + 128);
     real *const x_emb = (real *)(work + 128);
     real *const logits_mean = (real *)(work + 128);
@@ -2259,7 +2289,7 @@ static void eval_metrics(struct gpt_char *m, const real *const in_[], int64_t n)
     real *const b_fc = m->b_fc;
     real *const w_pr = m->w_pr;
     real *const b_pr = m->b_pr;
-    char *const work = m->dev + 14266368; /* the work region: this routine's 128 bytes, then 655360 per example of the state's max_batch */
+    char *const work = m->dev + 13479936; /* the work region: this routine's 128 bytes, then 655360 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const accuracy = (real *)(work + 64);
     real *const x = (real *)(work + 128);
@@ -2366,7 +2396,7 @@ static void train_grads(struct gpt_char *m, const real *const in_[], int64_t n) 
     real *const ln1_g_grad = m->ln1_g_grad;
     real *const ln1_b_grad = m->ln1_b_grad;
     real *const wpe_grad = m->wpe_grad;
-    char *const work = m->dev + 14266368; /* the work region: this routine's 64 bytes, then 5652480 per example of the state's max_batch */
+    char *const work = m->dev + 13479936; /* the work region: this routine's 64 bytes, then 5652480 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const x_emb = (real *)(work + 128);
     real *const x_emb_grad = (real *)(work + 128);
@@ -2589,7 +2619,7 @@ static void train_update(struct gpt_char *m, const real *const in_[], int64_t n)
     real *const b_fc_state = m->b_fc_state;
     real *const w_pr_state = m->w_pr_state;
     real *const b_pr_state = m->b_pr_state;
-    char *const work = m->dev + 14266368; /* the work region: this routine's 64 bytes */
+    char *const work = m->dev + 13479936; /* the work region: this routine's 64 bytes */
     real *const grad_norm = (real *)(work + 0);
     real *const clip_coef = (real *)(work + 0);
     const int64_t step = ++m->step;
@@ -2689,7 +2719,8 @@ static void train_update(struct gpt_char *m, const real *const in_[], int64_t n)
 }
 
 /* routine decode: 6 kernels, 1 cuBLAS products, queued on the compute stream */
-static void decode(struct gpt_char *m, const real *const in_[], int64_t pos) {
+static void decode(struct gpt_char *m, const real *const in_[], int64_t n, const int64_t *pos, const int64_t *seq) {
+    (void)n, (void)pos, (void)seq;
     const int32_t *const tokens = (const int32_t *)(const void *)in_[0];
     real *const wte = m->wte;
     real *const wpe = m->wpe;
@@ -2708,29 +2739,29 @@ static void decode(struct gpt_char *m, const real *const in_[], int64_t pos) {
     real *const w_pr = m->w_pr;
     real *const b_pr = m->b_pr;
     real *const layers_qkv_cache = m->layers_qkv_cache;
-    char *const work = m->dev + 14266368; /* the work region: this routine's 655360 bytes per example of the state's max_batch */
-    real *const x = (real *)(work + 128);
+    char *const work = m->dev + 13479936; /* the work region: this routine's 655360 bytes per example of the state's max_batch */
     real *const x_emb = (real *)(work + 128);
-    real *const logits_mean = (real *)(work + 128);
-    real *const logits_var = (real *)(work + 128 + 512 * m->max_batch);
-    real *const x_3 = (real *)(work + 128 + 65536 * m->max_batch);
-    real *const logits_v = (real *)(work + 128 + 65536 * m->max_batch);
-    real *const logits = (real *)(work + 128 + 131072 * m->max_batch);
+    real *const x_3 = (real *)(work + 128);
+    real *const logits_v = (real *)(work + 128);
+    real *const x = (real *)(work + 128 + 65536 * m->max_batch);
+    real *const logits = (real *)(work + 128 + 65536 * m->max_batch);
+    real *const logits_mean = (real *)(work + 128 + 65536 * m->max_batch);
+    real *const logits_var = (real *)(work + 128 + 66048 * m->max_batch);
     real *const layers_x_pp = (real *)(work + 128 + 131072 * m->max_batch);
     real *const layers_decode_scratch = (real *)(work + 128 + 262144 * m->max_batch);
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 21: x = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    cannl_embedding_forward<real><<<1, 256, 0, stream_>>>(1, 128, 256, tokens + pos, wte, x_emb + pos * 128);
+    cannl_embedding_rows<real><<<(unsigned)((n * 128 + 255) / 256), 256, 0, stream_>>>(n, 128, 256, tokens, 128, wte, x_emb, 16384);
     CUDA_CHECK(cudaGetLastError());
-    set_x_3<<<1, 256, 0, stream_>>>(x, x_emb, wpe, pos);
+    set_x_3<<<(unsigned)((n * 128 + 255) / 256), 256, 0, stream_>>>(x, x_emb, wpe, n, pos);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 24: block layers (instances 0..3) at position pos, keys and values cached */
     for (int64_t cannl_l = 0; cannl_l < 4; ++cannl_l)
-        layers_decode(m, pos, (char *)layers_decode_scratch,
+        layers_decode(m, n, pos, seq, (char *)layers_decode_scratch,
             (cannl_l == 3 ? x_3 : layers_x_pp + (cannl_l % 2) * 16384 * m->max_batch),
-            layers_qkv_cache + cannl_l * 49152,
+            layers_qkv_cache + cannl_l * 49152 * m->max_batch,
             (cannl_l == 0 ? x : layers_x_pp + (((cannl_l - 1) % 2 + 2) % 2) * 16384 * m->max_batch),
             ln1_g + cannl_l * 128,
             ln2_g + cannl_l * 128,
@@ -2746,13 +2777,13 @@ static void decode(struct gpt_char *m, const real *const in_[], int64_t pos) {
             b_pr + cannl_l * 128);
 
     /* line 42: logits = wte * (layer_norm(x) *. lnf_g + lnf_b) */
-    sum_logits_mean_2<<<1, 256, 0, stream_>>>(logits_mean, x_3, pos);
+    sum_logits_mean_2<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(logits_mean, x_3, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_logits_var_2<<<1, 256, 0, stream_>>>(logits_var, x_3, logits_mean, pos);
+    sum_logits_var_2<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(logits_var, x_3, logits_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    set_logits_v_2<<<1, 256, 0, stream_>>>(logits_v, x_3, logits_mean, logits_var, lnf_g, lnf_b, pos);
+    set_logits_v_2<<<(unsigned)((n * 128 + 255) / 256), 256, 0, stream_>>>(logits_v, x_3, logits_mean, logits_var, lnf_g, lnf_b, n);
     CUDA_CHECK(cudaGetLastError());
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, 1, 128, 1.0f, wte, 128, 0, logits_v + pos * 128, 128, 0, 0.0f, logits + pos * 256, 256, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, n, 128, 1.0f, wte, 128, 0, logits_v, 16384, 0, 0.0f, logits, 32768, 0, 1);
 }
 
 
@@ -2908,7 +2939,7 @@ static void bind_buffers(struct gpt_char *m) {
     m->b_fc_state = (real *)(m->dev + 7992320);
     m->w_pr_state = (real *)(m->dev + 8008704);
     m->b_pr_state = (real *)(m->dev + 10105856);
-    m->layers_qkv_cache = (real *)(m->dev + 13479936);
+    m->layers_qkv_cache = (real *)(m->dev + 13480064 + 5652480 * m->max_batch);
 }
 
 struct gpt_char *gpt_char_create(uint64_t seed) { return gpt_char_create_batch(seed, GPT_CHAR_MAX_BATCH); }
@@ -2920,12 +2951,16 @@ struct gpt_char *gpt_char_create_batch(uint64_t seed, int64_t max_batch) {
     if (!m) return NULL;
     m->max_batch = max_batch;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc((size_t)14266496 + (size_t)5652480 * (size_t)max_batch, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc((size_t)13480064 + (size_t)6438912 * (size_t)max_batch, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(10109952, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(842496 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
              cannl_stream_create(&m->compute, &e) == CANNL_OK && cannl_stream_create(&m->copy, &e) == CANNL_OK;
-    ok = ok && (m->decode_ids = (int32_t *)cannl_device_alloc(128 * sizeof(int32_t), &e)) != NULL;
+    ok = ok && (m->decode_ids = (int32_t *)cannl_device_alloc((size_t)max_batch * 128 * sizeof(int32_t), &e)) != NULL &&
+         (m->decode_rows = (int64_t *)cannl_device_alloc((size_t)max_batch * 2 * sizeof(int64_t), &e)) != NULL &&
+         (m->decode_ids_host = (int32_t *)calloc((size_t)max_batch * 128, sizeof(int32_t))) != NULL &&
+         (m->decode_rows_host = (int64_t *)calloc((size_t)max_batch * 2, sizeof(int64_t))) != NULL &&
+         (m->decode_len = (int64_t *)calloc((size_t)max_batch, sizeof(int64_t))) != NULL;
     for (int s = 0; s < 2 && ok; ++s)
         ok = (m->in_host[s] = (real *)cannl_pinned_alloc((size_t)256 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
              (m->in_dev[s] = (real *)cannl_device_alloc((size_t)256 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
@@ -2974,6 +3009,8 @@ void gpt_char_destroy(struct gpt_char *m) {
     cannl_pinned_free(m->grads_host);
     cannl_device_free(m->dev);
     cannl_device_free(m->decode_ids);
+    cannl_device_free(m->decode_rows);
+    free(m->decode_ids_host), free(m->decode_rows_host), free(m->decode_len);
     free(m);
 }
 
@@ -2996,7 +3033,7 @@ double gpt_char_train_step(struct gpt_char *m, const gpt_char_real *const inputs
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 14266368)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 13479936)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -3009,7 +3046,7 @@ double gpt_char_train_grads(struct gpt_char *m, const gpt_char_real *const input
     train_grads(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 14266368)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 13479936)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -3042,7 +3079,7 @@ void gpt_char_forward(struct gpt_char *m, const gpt_char_real *const inputs[], i
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 14266496 + 131072 * m->max_batch)), (size_t)n * 32768 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 13480064 + 131072 * m->max_batch)), (size_t)n * 32768 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
@@ -3058,54 +3095,117 @@ void gpt_char_eval(struct gpt_char *m, const gpt_char_real *const inputs[], int6
     eval_metrics(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 14266368)), sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 14266432)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 13479936)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 13480000)), sizeof(real), &e));
 
     finish(m);
     *loss = m->failed ? NAN : (double)m->scalars[0];
     for (int k = 0; k < 1; ++k) metrics[k] = m->failed ? NAN : (double)m->scalars[k + 1];
 }
 
-/* Generation, as the C target's forward-only state has it: the routine decode at position pos, its
-   ids on the device (decode_ids), the keys and values in the arena's caches; the output at pos
-   into logits unless it is NULL. Queued, then waited for. */
-static void decode_at(struct gpt_char *m, int64_t pos, gpt_char_real *logits) {
+/* Generation, as the C target's forward-only state has it: the routine decode over n rows, row r
+   at position pos[r] of sequence slot seq[r] (their device arrays decode_rows), its id at
+   decode_ids[r * 128], the keys and values in the arena's caches (a slot each); row r's output
+   into logits + r * 256 unless it is NULL. Queued; the rows checked by the caller. */
+static void decode_rows(struct gpt_char *m, int64_t n, const int32_t *seq, const int32_t *ids, gpt_char_real *logits) {
+    cannl_error e;
+    for (int64_t r = 0; r < n; ++r) {
+        m->decode_ids_host[r * 128] = ids[r];
+        m->decode_rows_host[r] = m->decode_len[seq[r]];
+        m->decode_rows_host[m->max_batch + r] = seq[r];
+    }
+    CANNL_TRY(cannl_stream_copy(m->compute, m->decode_ids, m->decode_ids_host, (size_t)n * 128 * sizeof(int32_t), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, m->decode_rows, m->decode_rows_host, (size_t)m->max_batch * 2 * sizeof(int64_t), &e));
     const real *in[2 + 1] = {NULL};
     in[0] = (const real *)(const void *)m->decode_ids;
-    decode(m, in, pos);
-    cannl_error e;
-    if (logits) CANNL_TRY(cannl_stream_copy(m->compute, logits, (((real *)(m->dev + 14266496 + 131072 * m->max_batch)) + pos * 256), 256 * sizeof(real), &e));
+    decode(m, in, n, m->decode_rows, m->decode_rows + m->max_batch);
+    for (int64_t r = 0; logits && r < n; ++r)
+        CANNL_TRY(cannl_stream_copy(m->compute, logits + r * 256, (((real *)(m->dev + 13480064 + 65536 * m->max_batch)) + r * 32768), 256 * sizeof(real), &e));
+    for (int64_t r = 0; r < n; ++r) m->decode_len[seq[r]]++;
+}
+
+/* Whether n rows of distinct sequences seq[] < the state's max_batch (its slots), each with room
+   for one more position, may step with ids[]. */
+static int decode_rows_ok(const struct gpt_char *m, int64_t n, const int32_t *seq, const int32_t *ids) {
+    if (!m || !seq || !ids || n < 1 || n > m->max_batch) return 0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (seq[i] < 0 || seq[i] >= m->max_batch || ids[i] < 0 || ids[i] >= 256 ||
+            m->decode_len[seq[i]] >= 128)
+            return 0;
+        for (int64_t j = 0; j < i; ++j)
+            if (seq[j] == seq[i]) return 0;
+    }
+    return 1;
+}
+
+cannl_status gpt_char_decode_step_batch(struct gpt_char *m, int64_t n, const int32_t *seq, const int32_t *ids,
+    gpt_char_real *logits) {
+    if (!decode_rows_ok(m, n, seq, ids)) return CANNL_E_ARG;
+    if (m->failed) return CANNL_E_DEVICE;
+    to_device(m);
+    decode_rows(m, n, seq, ids, logits);
+    finish(m);
+    return m->failed ? CANNL_E_DEVICE : CANNL_OK;
+}
+
+cannl_status gpt_char_decode_reset(struct gpt_char *m, int32_t seq) {
+    if (!m || seq < 0 || seq >= m->max_batch) return CANNL_E_ARG;
+    m->decode_len[seq] = 0;
+    return CANNL_OK;
+}
+
+int64_t gpt_char_decode_length_seq(const struct gpt_char *m, int32_t seq) {
+    return m && seq >= 0 && seq < m->max_batch ? m->decode_len[seq] : 0;
+}
+
+cannl_status gpt_char_decode_prefill_batch(struct gpt_char *m, int64_t n, const int32_t *seq,
+    const int32_t *const ids[], const int64_t count[], gpt_char_real *logits) {
+    if (!m || !seq || !ids || !count || n < 1 || n > m->max_batch) return CANNL_E_ARG;
+    int64_t longest = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (seq[i] < 0 || seq[i] >= m->max_batch || !ids[i] || count[i] < 1 || count[i] > 128)
+            return CANNL_E_ARG;
+        for (int64_t j = 0; j < count[i]; ++j)
+            if (ids[i][j] < 0 || ids[i][j] >= 256) return CANNL_E_ARG;
+        for (int64_t j = 0; j < i; ++j)
+            if (seq[j] == seq[i]) return CANNL_E_ARG;
+        if (count[i] > longest) longest = count[i];
+    }
+    if (m->failed) return CANNL_E_DEVICE;
+    for (int64_t i = 0; i < n; ++i) m->decode_len[seq[i]] = 0;
+    to_device(m);
+    /* position t of every prompt still that long, in one step; a prompt's last logits into its row */
+    for (int64_t t = 0; t < longest; ++t) {
+        int32_t rs[GPT_CHAR_MAX_BATCH], rid[GPT_CHAR_MAX_BATCH];
+        int64_t rows = 0;
+        for (int64_t i = 0; i < n; ++i)
+            if (t < count[i]) rs[rows] = seq[i], rid[rows++] = ids[i][t];
+        decode_rows(m, rows, rs, rid, NULL);
+        cannl_error e;
+        for (int64_t i = 0, r = 0; logits && i < n; ++i) {
+            if (t >= count[i]) continue;
+            if (t + 1 == count[i])
+                CANNL_TRY(cannl_stream_copy(m->compute, logits + i * 256, (((real *)(m->dev + 13480064 + 65536 * m->max_batch)) + r * 32768), 256 * sizeof(real), &e));
+            ++r;
+        }
+    }
+    finish(m);
+    return m->failed ? CANNL_E_DEVICE : CANNL_OK;
 }
 
 cannl_status gpt_char_decode_step(struct gpt_char *m, int32_t id, gpt_char_real *logits) {
-    if (!m || id < 0 || id >= 256 || m->decode_len >= 128) return CANNL_E_ARG;
-    if (m->failed) return CANNL_E_DEVICE;
-    cannl_error e;
-    to_device(m);
-    CANNL_TRY(cannl_stream_copy(m->compute, m->decode_ids + m->decode_len, &id, sizeof id, &e));
-    decode_at(m, m->decode_len, logits);
-    finish(m);
-    m->decode_len++;
-    return m->failed ? CANNL_E_DEVICE : CANNL_OK;
+    const int32_t seq = 0;
+    return gpt_char_decode_step_batch(m, 1, &seq, &id, logits);
 }
 
 cannl_status gpt_char_decode_prefill(struct gpt_char *m, const int32_t *ids, int64_t count, gpt_char_real *logits) {
     if (!m) return CANNL_E_ARG;
-    m->decode_len = 0;
-    if (!ids || count < 1 || count > 128) return CANNL_E_ARG;
-    for (int64_t i = 0; i < count; ++i)
-        if (ids[i] < 0 || ids[i] >= 256) return CANNL_E_ARG;
-    if (m->failed) return CANNL_E_DEVICE;
-    cannl_error e;
-    to_device(m);
-    CANNL_TRY(cannl_stream_copy(m->compute, m->decode_ids, ids, (size_t)count * sizeof *ids, &e));
-    for (int64_t i = 0; i < count; ++i) decode_at(m, i, i + 1 == count ? logits : NULL);
-    finish(m);
-    m->decode_len = count;
-    return m->failed ? CANNL_E_DEVICE : CANNL_OK;
+    m->decode_len[0] = 0;
+    const int32_t seq = 0;
+    return gpt_char_decode_prefill_batch(m, 1, &seq, &ids, &count, logits);
 }
 
-int64_t gpt_char_decode_length(const struct gpt_char *m) { return m ? m->decode_len : 0; }
+int64_t gpt_char_decode_length(const struct gpt_char *m) { return m ? m->decode_len[0] : 0; }
 
 static cannl_status api_decode_prefill_fn(void *m, const int32_t *ids, int64_t count, void *logits) {
     return gpt_char_decode_prefill((struct gpt_char *)m, ids, count, (gpt_char_real *)logits);
@@ -3113,8 +3213,18 @@ static cannl_status api_decode_prefill_fn(void *m, const int32_t *ids, int64_t c
 static cannl_status api_decode_step_fn(void *m, int32_t id, void *logits) {
     return gpt_char_decode_step((struct gpt_char *)m, id, (gpt_char_real *)logits);
 }
-const cannl_decode_api gpt_char_decode_api = { 128, api_decode_prefill_fn, api_decode_step_fn, 1, NULL, NULL,
-    NULL}; /* (one sequence: no batched decode on the CUDA target yet) */
+static cannl_status api_decode_prefill_batch_fn(void *m, int64_t n, const int32_t *seq, const int32_t *const ids[],
+    const int64_t count[], void *logits) {
+    return gpt_char_decode_prefill_batch((struct gpt_char *)m, n, seq, ids, count, (gpt_char_real *)logits);
+}
+static cannl_status api_decode_step_batch_fn(void *m, int64_t n, const int32_t *seq, const int32_t *ids, void *logits) {
+    return gpt_char_decode_step_batch((struct gpt_char *)m, n, seq, ids, (gpt_char_real *)logits);
+}
+static cannl_status api_decode_reset_fn(void *m, int32_t seq) {
+    return gpt_char_decode_reset((struct gpt_char *)m, seq);
+}
+const cannl_decode_api gpt_char_decode_api = { 128, api_decode_prefill_fn, api_decode_step_fn,
+    GPT_CHAR_MAX_BATCH, api_decode_prefill_batch_fn, api_decode_step_batch_fn, api_decode_reset_fn};
 
 /* A prefetched batch: staged now, trained on by the next train_step with these inputs. */
 static void gpt_char_prefetch(struct gpt_char *m, const gpt_char_real *const inputs[], int64_t n) {

@@ -150,7 +150,27 @@ cannl_status gpt_char_decode_prefill(struct gpt_char *s, const int32_t *ids, int
 cannl_status gpt_char_decode_step(struct gpt_char *s, int32_t id, gpt_char_real *logits);
 /* The ids in the cache: positions 0 .. length - 1. */
 int64_t gpt_char_decode_length(const struct gpt_char *s);
-/* The two above for the inference program's --generate (cannl_infer_main). */
+
+/* Many prompts at once. The cache holds one sequence per example of the state's max_batch
+   (_create_batch's), slots 0 .. max_batch - 1, each with its own length (the functions above:
+   slot 0). A batched step runs n rows together (each product one cuBLAS call over the n rows),
+   row i one more position, ids[i], of sequence seq[i] (distinct, n <= the state's max batch),
+   its logits at logits + i * GPT_CHAR_DECODE_VOCAB (NULL: not wanted). Each row's logits are
+   those of the same sequence stepped alone within float rounding (docs/cuda.md: bit for bit
+   where cuBLAS picks the same algorithm for every n). CANNL_E_ARG, and nothing done, for a bad
+   row. */
+cannl_status gpt_char_decode_step_batch(struct gpt_char *s, int64_t n, const int32_t *seq, const int32_t *ids,
+    gpt_char_real *logits);
+/* Empties sequence seq's cache. */
+cannl_status gpt_char_decode_reset(struct gpt_char *s, int32_t seq);
+/* The ids in sequence seq's cache (0 for a bad seq). */
+int64_t gpt_char_decode_length_seq(const struct gpt_char *s, int32_t seq);
+/* Resets sequences seq[0 .. n) and runs prompt i, ids[i][0 .. count[i]), through seq[i]: position
+   t of every prompt at least t + 1 long in one batched step; prompt i's last logits at logits +
+   i * GPT_CHAR_DECODE_VOCAB (NULL: not wanted). CANNL_E_ARG, nothing done, for a bad count or id. */
+cannl_status gpt_char_decode_prefill_batch(struct gpt_char *s, int64_t n, const int32_t *seq,
+    const int32_t *const ids[], const int64_t count[], gpt_char_real *logits);
+/* The functions above for the inference program's --generate (cannl_infer_main). */
 extern const cannl_decode_api gpt_char_decode_api;
 
 #ifdef __cplusplus

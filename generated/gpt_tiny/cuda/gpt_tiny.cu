@@ -21,7 +21,7 @@
  * (the same plan: buffers whose lifetimes do not overlap share bytes, each routine's work buffers
  * in one region) and sized as it is for the max_batch the state was created for (_create_batch's;
  * a larger n is refused), as are the input staging slots:
- *   3930240 bytes, then 888064 per example of max_batch (231274624 at 256).
+ *   3831936 bytes, then 986368 per example of max_batch (256342144 at 256).
  * Its first 2873856 bytes (params, optimiser state: no batch in them) are mirrored in pinned
  * host memory, and the params' gradients (in the arena's grad block) copied into a pinned array
  * of their own, only when the host needs them (checkpoints, gpt_tiny_grad) or changed them
@@ -106,6 +106,16 @@ static __device__ __forceinline__ float cannl_warp_min(float v) {
     }
     return v;
 }
+/* over rows: row r's id at ids[r * ids_rs], its table row into out + r * out_rs */
+template <typename R>
+static __global__ void __launch_bounds__(256) cannl_embedding_rows(int64_t n, int64_t width, int64_t rows,
+    const int32_t *__restrict__ ids, int64_t ids_rs, const R *__restrict__ table, R *__restrict__ out, int64_t out_rs) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * width) return;
+    const int64_t r = i / width, j = i % width;
+    const int32_t id = ids[r * ids_rs];
+    out[r * out_rs + j] = id >= 0 && id < rows ? table[(int64_t)id * width + j] : R(0);
+}
 
 struct gpt_tiny {
     int64_t max_batch; /* the largest batch this state takes (create_batch's; <= GPT_TINY_MAX_BATCH) */
@@ -132,8 +142,12 @@ struct gpt_tiny {
     int ready[2];               /* slot holds a prefetched batch not yet trained on */
     int next_slot;
     real *scalars;              /* pinned: the loss and the metrics read back */
-    int32_t *decode_ids;        /* device: the ids at positions 0 .. decode_len - 1 (decode) */
-    int64_t decode_len;         /* ids in the KV cache */
+    /* decode: one sequence slot per example of max_batch (its caches in the arena's scaled part) */
+    int32_t *decode_ids;        /* device [max_batch, 64]: a step's ids, row r's at r * 64 */
+    int64_t *decode_rows;       /* device [2, max_batch]: a step's rows' positions, then their sequences */
+    int32_t *decode_ids_host;   /* [max_batch, 64] the ids' staging */
+    int64_t *decode_rows_host;  /* [2, max_batch] the rows' staging */
+    int64_t *decode_len;        /* [max_batch] per sequence slot: ids in its KV cache */
     int failed;
     cannl_error error;          /* the first failure */
     /* ---- mirrored on the host */
@@ -202,7 +216,7 @@ struct gpt_tiny {
     real *ln1_g_grad; /* [128] gradient of ln1_g */
     real *ln1_b_grad; /* [128] gradient of ln1_b */
     real *wpe_grad; /* [64, 128] gradient of wpe */
-    real *qkv_cache; /* [1, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
+    real *qkv_cache; /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
 
 };
 
@@ -1130,137 +1144,149 @@ static __global__ void __launch_bounds__(256) set_lnf_b_exp_avg(real *__restrict
 }
 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) sum_h1_mean_2(real *__restrict__ h1_mean, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const int64_t pos) {
+static __global__ void __launch_bounds__(256) sum_h1_mean_2(real *__restrict__ h1_mean, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const int64_t n, const int64_t *__restrict__ pos) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
-    if (i_ >= 1) return; /* the whole warp */
+    if (i_ >= n) return; /* the whole warp */
+    const int64_t b0 = i_;
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += x0_emb[pos * 128 + o] + wpe[pos * 128 + o];
+        acc += x0_emb[b0 * 8192 + o] + wpe[pos[b0] * 128 + o];
     }
     acc = cannl_warp_sum(acc);
-    if (lane_ == 0) h1_mean[pos] = acc * 0.0078125f;
+    if (lane_ == 0) h1_mean[b0 * 64] = acc * 0.0078125f;
 }
 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) sum_h1_var_2(real *__restrict__ h1_var, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const real *__restrict__ h1_mean, const int64_t pos) {
+static __global__ void __launch_bounds__(256) sum_h1_var_2(real *__restrict__ h1_var, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const real *__restrict__ h1_mean, const int64_t n, const int64_t *__restrict__ pos) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
-    if (i_ >= 1) return; /* the whole warp */
+    if (i_ >= n) return; /* the whole warp */
+    const int64_t b0 = i_;
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += powf(x0_emb[pos * 128 + o] + wpe[pos * 128 + o] - h1_mean[pos], 2.0f);
+        acc += powf(x0_emb[b0 * 8192 + o] + wpe[pos[b0] * 128 + o] - h1_mean[b0 * 64], 2.0f);
     }
     acc = cannl_warp_sum(acc);
-    if (lane_ == 0) h1_var[pos] = acc * 0.0078125f;
+    if (lane_ == 0) h1_var[b0 * 64] = acc * 0.0078125f;
 }
 
 /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b (one thread per element) */
-static __global__ void __launch_bounds__(256) set_h1_2(real *__restrict__ h1, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const real *__restrict__ ln1_g, const real *__restrict__ ln1_b, const int64_t pos) {
+static __global__ void __launch_bounds__(256) set_h1_2(real *__restrict__ h1, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const real *__restrict__ h1_mean, const real *__restrict__ h1_var, const real *__restrict__ ln1_g, const real *__restrict__ ln1_b, const int64_t n, const int64_t *__restrict__ pos) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= 128) return;
-    const int64_t o = i_;
-    h1[pos * 128 + o] = (x0_emb[pos * 128 + o] + wpe[pos * 128 + o] - h1_mean[pos]) * (1.0f / sqrtf(h1_var[pos] + 1e-05f)) * ln1_g[o] + ln1_b[o];
+    if (i_ >= n * 128) return;
+    const int64_t b0 = i_ / 128;
+    const int64_t o = i_ % 128;
+    h1[b0 * 8192 + o] = (x0_emb[b0 * 8192 + o] + wpe[pos[b0] * 128 + o] - h1_mean[b0 * 64]) * (1.0f / sqrtf(h1_var[b0 * 64] + 1e-05f)) * ln1_g[o] + ln1_b[o];
 }
 
 /* line 31: qkv = w_qkv * h1 + b_qkv (one thread per element) */
-static __global__ void __launch_bounds__(256) set_qkv_cache(real *__restrict__ qkv_cache, const real *__restrict__ qkv_mm, const real *__restrict__ b_qkv, const int64_t pos) {
+static __global__ void __launch_bounds__(256) set_qkv_cache(real *__restrict__ qkv_cache, const real *__restrict__ qkv_mm, const real *__restrict__ b_qkv, const int64_t n, const int64_t *__restrict__ pos, const int64_t *__restrict__ seq) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= 384) return;
-    const int64_t o0 = i_ / 128;
+    if (i_ >= n * 384) return;
+    const int64_t b0 = i_ / 384;
+    const int64_t o0 = (i_ / 128) % 3;
     const int64_t o1 = (i_ / 32) % 4;
     const int64_t o2 = i_ % 32;
-    qkv_cache[pos * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[pos * 384 + o0 * 128 + o1 * 32 + o2] + b_qkv[o0 * 128 + o1 * 32 + o2];
+    qkv_cache[seq[b0] * 24576 + pos[b0] * 384 + o0 * 128 + o1 * 32 + o2] = qkv_mm[b0 * 24576 + o0 * 128 + o1 * 32 + o2] + b_qkv[o0 * 128 + o1 * 32 + o2];
 }
 
 /* line 33: x1 = x0 + (w_o * y + b_o) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_x1_3(real *__restrict__ x1, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const real *__restrict__ x1_mm, const real *__restrict__ b_o, const int64_t pos) {
+static __global__ void __launch_bounds__(256) set_x1_3(real *__restrict__ x1, const real *__restrict__ x0_emb, const real *__restrict__ wpe, const real *__restrict__ x1_mm, const real *__restrict__ b_o, const int64_t n, const int64_t *__restrict__ pos) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= 128) return;
-    const int64_t o = i_;
-    x1[pos * 128 + o] = x0_emb[pos * 128 + o] + wpe[pos * 128 + o] + (x1_mm[pos * 128 + o] + b_o[o]);
+    if (i_ >= n * 128) return;
+    const int64_t b0 = i_ / 128;
+    const int64_t o = i_ % 128;
+    x1[b0 * 8192 + o] = x0_emb[b0 * 8192 + o] + wpe[pos[b0] * 128 + o] + (x1_mm[b0 * 8192 + o] + b_o[o]);
 }
 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) sum_h2_mean_2(real *__restrict__ h2_mean, const real *__restrict__ x1, const int64_t pos) {
+static __global__ void __launch_bounds__(256) sum_h2_mean_2(real *__restrict__ h2_mean, const real *__restrict__ x1, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
-    if (i_ >= 1) return; /* the whole warp */
+    if (i_ >= n) return; /* the whole warp */
+    const int64_t b0 = i_;
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += x1[pos * 128 + o];
+        acc += x1[b0 * 8192 + o];
     }
     acc = cannl_warp_sum(acc);
-    if (lane_ == 0) h2_mean[pos] = acc * 0.0078125f;
+    if (lane_ == 0) h2_mean[b0 * 64] = acc * 0.0078125f;
 }
 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) sum_h2_var_2(real *__restrict__ h2_var, const real *__restrict__ x1, const real *__restrict__ h2_mean, const int64_t pos) {
+static __global__ void __launch_bounds__(256) sum_h2_var_2(real *__restrict__ h2_var, const real *__restrict__ x1, const real *__restrict__ h2_mean, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
-    if (i_ >= 1) return; /* the whole warp */
+    if (i_ >= n) return; /* the whole warp */
+    const int64_t b0 = i_;
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += powf(x1[pos * 128 + o] - h2_mean[pos], 2.0f);
+        acc += powf(x1[b0 * 8192 + o] - h2_mean[b0 * 64], 2.0f);
     }
     acc = cannl_warp_sum(acc);
-    if (lane_ == 0) h2_var[pos] = acc * 0.0078125f;
+    if (lane_ == 0) h2_var[b0 * 64] = acc * 0.0078125f;
 }
 
 /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b (one thread per element) */
-static __global__ void __launch_bounds__(256) set_h2_2(real *__restrict__ h2, const real *__restrict__ x1, const real *__restrict__ h2_mean, const real *__restrict__ h2_var, const real *__restrict__ ln2_g, const real *__restrict__ ln2_b, const int64_t pos) {
+static __global__ void __launch_bounds__(256) set_h2_2(real *__restrict__ h2, const real *__restrict__ x1, const real *__restrict__ h2_mean, const real *__restrict__ h2_var, const real *__restrict__ ln2_g, const real *__restrict__ ln2_b, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= 128) return;
-    const int64_t o = i_;
-    h2[pos * 128 + o] = (x1[pos * 128 + o] - h2_mean[pos]) * (1.0f / sqrtf(h2_var[pos] + 1e-05f)) * ln2_g[o] + ln2_b[o];
+    if (i_ >= n * 128) return;
+    const int64_t b0 = i_ / 128;
+    const int64_t o = i_ % 128;
+    h2[b0 * 8192 + o] = (x1[b0 * 8192 + o] - h2_mean[b0 * 64]) * (1.0f / sqrtf(h2_var[b0 * 64] + 1e-05f)) * ln2_g[o] + ln2_b[o];
 }
 
 /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_x2_v_3(real *x2_v, const real *x2_mm2, const real *__restrict__ b_fc, const int64_t pos) {
+static __global__ void __launch_bounds__(256) set_x2_v_3(real *x2_v, const real *x2_mm2, const real *__restrict__ b_fc, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= 512) return;
-    const int64_t o = i_;
-    x2_v[pos * 512 + o] = cannl_gelu(x2_mm2[pos * 512 + o] + b_fc[o]);
+    if (i_ >= n * 512) return;
+    const int64_t b0 = i_ / 512;
+    const int64_t o = i_ % 512;
+    x2_v[b0 * 32768 + o] = cannl_gelu(x2_mm2[b0 * 32768 + o] + b_fc[o]);
 }
 
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) sum_logits_mean_2(real *__restrict__ logits_mean, const real *__restrict__ x1, const real *__restrict__ x2_mm, const real *__restrict__ b_pr, const int64_t pos) {
+static __global__ void __launch_bounds__(256) sum_logits_mean_2(real *__restrict__ logits_mean, const real *__restrict__ x1, const real *__restrict__ x2_mm, const real *__restrict__ b_pr, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
-    if (i_ >= 1) return; /* the whole warp */
+    if (i_ >= n) return; /* the whole warp */
+    const int64_t b0 = i_;
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += x1[pos * 128 + o] + (x2_mm[pos * 128 + o] + b_pr[o]);
+        acc += x1[b0 * 8192 + o] + (x2_mm[b0 * 8192 + o] + b_pr[o]);
     }
     acc = cannl_warp_sum(acc);
-    if (lane_ == 0) logits_mean[pos] = acc * 0.0078125f;
+    if (lane_ == 0) logits_mean[b0 * 64] = acc * 0.0078125f;
 }
 
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) (one warp per element, reducing its 128 terms with shuffles, assigning the sums (zero_first)) */
-static __global__ void __launch_bounds__(256) sum_logits_var_2(real *__restrict__ logits_var, const real *__restrict__ x1, const real *__restrict__ x2_mm, const real *__restrict__ b_pr, const real *__restrict__ logits_mean, const int64_t pos) {
+static __global__ void __launch_bounds__(256) sum_logits_var_2(real *__restrict__ logits_var, const real *__restrict__ x1, const real *__restrict__ x2_mm, const real *__restrict__ b_pr, const real *__restrict__ logits_mean, const int64_t n) {
     const int64_t i_ = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane_ = threadIdx.x % 32;
-    if (i_ >= 1) return; /* the whole warp */
+    if (i_ >= n) return; /* the whole warp */
+    const int64_t b0 = i_;
     real acc = 0.0f;
     for (int64_t r_ = lane_; r_ < 128; r_ += 32) {
         const int64_t o = r_;
-        acc += powf(x1[pos * 128 + o] + (x2_mm[pos * 128 + o] + b_pr[o]) - logits_mean[pos], 2.0f);
+        acc += powf(x1[b0 * 8192 + o] + (x2_mm[b0 * 8192 + o] + b_pr[o]) - logits_mean[b0 * 64], 2.0f);
     }
     acc = cannl_warp_sum(acc);
-    if (lane_ == 0) logits_var[pos] = acc * 0.0078125f;
+    if (lane_ == 0) logits_var[b0 * 64] = acc * 0.0078125f;
 }
 
 /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) (one thread per element) */
-static __global__ void __launch_bounds__(256) set_logits_v_2(real *__restrict__ logits_v, const real *__restrict__ x1, const real *__restrict__ x2_mm, const real *__restrict__ b_pr, const real *__restrict__ logits_mean, const real *__restrict__ logits_var, const real *__restrict__ lnf_g, const real *__restrict__ lnf_b, const int64_t pos) {
+static __global__ void __launch_bounds__(256) set_logits_v_2(real *__restrict__ logits_v, const real *__restrict__ x1, const real *__restrict__ x2_mm, const real *__restrict__ b_pr, const real *__restrict__ logits_mean, const real *__restrict__ logits_var, const real *__restrict__ lnf_g, const real *__restrict__ lnf_b, const int64_t n) {
     const int64_t i_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i_ >= 128) return;
-    const int64_t o = i_;
-    logits_v[pos * 128 + o] = (x1[pos * 128 + o] + (x2_mm[pos * 128 + o] + b_pr[o]) - logits_mean[pos]) * (1.0f / sqrtf(logits_var[pos] + 1e-05f)) * lnf_g[o] + lnf_b[o];
+    if (i_ >= n * 128) return;
+    const int64_t b0 = i_ / 128;
+    const int64_t o = i_ % 128;
+    logits_v[b0 * 8192 + o] = (x1[b0 * 8192 + o] + (x2_mm[b0 * 8192 + o] + b_pr[o]) - logits_mean[b0 * 64]) * (1.0f / sqrtf(logits_var[b0 * 64] + 1e-05f)) * lnf_g[o] + lnf_b[o];
 }
 
 
@@ -1574,7 +1600,7 @@ static void train_step(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq;
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg;
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq;
-    char *const work = m->dev + 3930112; /* the work region: this routine's 128 bytes, then 888064 per example of the state's max_batch */
+    char *const work = m->dev + 3831808; /* the work region: this routine's 128 bytes, then 888064 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const grad_norm = (real *)(work + 64);
     real *const clip_coef = (real *)(work + 64);
@@ -1860,7 +1886,7 @@ static void forward(struct gpt_tiny *m, const real *const in_[], int64_t n) {
     real *const b_pr = m->b_pr;
     real *const lnf_g = m->lnf_g;
     real *const lnf_b = m->lnf_b;
-    char *const work = m->dev + 3930112; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
+    char *const work = m->dev + 3831808; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
     real *const h1_mean = (real *)(work + 128);
     real *const qkv = (real *)(work + 128);
     real *const qkv_mm = (real *)(work + 128);
@@ -1953,7 +1979,7 @@ static void eval_metrics(struct gpt_tiny *m, const real *const in_[], int64_t n)
     real *const b_pr = m->b_pr;
     real *const lnf_g = m->lnf_g;
     real *const lnf_b = m->lnf_b;
-    char *const work = m->dev + 3930112; /* the work region: this routine's 128 bytes, then 196608 per example of the state's max_batch */
+    char *const work = m->dev + 3831808; /* the work region: this routine's 128 bytes, then 196608 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const accuracy = (real *)(work + 64);
     real *const h1_mean = (real *)(work + 128);
@@ -2087,7 +2113,7 @@ static void train_grads(struct gpt_tiny *m, const real *const in_[], int64_t n) 
     real *const ln1_g_grad = m->ln1_g_grad;
     real *const ln1_b_grad = m->ln1_b_grad;
     real *const wpe_grad = m->wpe_grad;
-    char *const work = m->dev + 3930112; /* the work region: this routine's 64 bytes, then 888064 per example of the state's max_batch */
+    char *const work = m->dev + 3831808; /* the work region: this routine's 64 bytes, then 888064 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0);
     real *const x0_emb = (real *)(work + 128);
     real *const x0_emb_grad = (real *)(work + 128);
@@ -2355,7 +2381,7 @@ static void train_update(struct gpt_tiny *m, const real *const in_[], int64_t n)
     real *const lnf_g_exp_avg_sq = m->lnf_g_exp_avg_sq;
     real *const lnf_b_exp_avg = m->lnf_b_exp_avg;
     real *const lnf_b_exp_avg_sq = m->lnf_b_exp_avg_sq;
-    char *const work = m->dev + 3930112; /* the work region: this routine's 64 bytes */
+    char *const work = m->dev + 3831808; /* the work region: this routine's 64 bytes */
     real *const grad_norm = (real *)(work + 0);
     real *const clip_coef = (real *)(work + 0);
     const int64_t step = ++m->step;
@@ -2455,7 +2481,8 @@ static void train_update(struct gpt_tiny *m, const real *const in_[], int64_t n)
 }
 
 /* routine decode: 14 kernels, 5 cuBLAS products, queued on the compute stream */
-static void decode(struct gpt_tiny *m, const real *const in_[], int64_t pos) {
+static void decode(struct gpt_tiny *m, const real *const in_[], int64_t n, const int64_t *pos, const int64_t *seq) {
+    (void)n, (void)pos, (void)seq;
     const int32_t *const tokens = (const int32_t *)(const void *)in_[0];
     real *const wte = m->wte;
     real *const wpe = m->wpe;
@@ -2474,7 +2501,7 @@ static void decode(struct gpt_tiny *m, const real *const in_[], int64_t pos) {
     real *const lnf_g = m->lnf_g;
     real *const lnf_b = m->lnf_b;
     real *const qkv_cache = m->qkv_cache;
-    char *const work = m->dev + 3930112; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
+    char *const work = m->dev + 3831808; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
     real *const h1_mean = (real *)(work + 128);
     real *const qkv_mm = (real *)(work + 128);
     real *const y = (real *)(work + 128);
@@ -2497,53 +2524,53 @@ static void decode(struct gpt_tiny *m, const real *const in_[], int64_t pos) {
     const cudaStream_t stream_ = cannl_stream_cuda(m->compute);
 
     /* line 29: x0 = embedding(wte, tokens) + embedding(wpe, position(tokens)) */
-    cannl_embedding_forward<real><<<1, 256, 0, stream_>>>(1, 128, 256, tokens + pos, wte, x0_emb + pos * 128);
+    cannl_embedding_rows<real><<<(unsigned)((n * 128 + 255) / 256), 256, 0, stream_>>>(n, 128, 256, tokens, 64, wte, x0_emb, 8192);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 30: h1 = layer_norm(x0) *. ln1_g + ln1_b */
-    sum_h1_mean_2<<<1, 256, 0, stream_>>>(h1_mean, x0_emb, wpe, pos);
+    sum_h1_mean_2<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_mean, x0_emb, wpe, n, pos);
     CUDA_CHECK(cudaGetLastError());
-    sum_h1_var_2<<<1, 256, 0, stream_>>>(h1_var, x0_emb, wpe, h1_mean, pos);
+    sum_h1_var_2<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h1_var, x0_emb, wpe, h1_mean, n, pos);
     CUDA_CHECK(cudaGetLastError());
-    set_h1_2<<<1, 256, 0, stream_>>>(h1, x0_emb, wpe, h1_mean, h1_var, ln1_g, ln1_b, pos);
+    set_h1_2<<<(unsigned)((n * 128 + 255) / 256), 256, 0, stream_>>>(h1, x0_emb, wpe, h1_mean, h1_var, ln1_g, ln1_b, n, pos);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 31: qkv = w_qkv * h1 + b_qkv */
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 384, 1, 128, 1.0f, w_qkv, 128, 0, h1 + pos * 128, 128, 0, 0.0f, qkv_mm + pos * 384, 384, 0, 1);
-    set_qkv_cache<<<2, 256, 0, stream_>>>(qkv_cache, qkv_mm, b_qkv, pos);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 384, n, 128, 1.0f, w_qkv, 128, 0, h1, 8192, 0, 0.0f, qkv_mm, 24576, 0, 1);
+    set_qkv_cache<<<(unsigned)((n * 384 + 255) / 256), 256, 0, stream_>>>(qkv_cache, qkv_mm, b_qkv, n, pos, seq);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    cannl_attention_decode<real, 32, 32>(stream_, 4, 1, (int)pos, 64, 0, (real)0.17677669529663687, qkv_cache + 0 + pos * 384, qkv_cache + 128, 384, qkv_cache + 256, 384, y + pos * 128, y_lse + pos, 64);
+    cannl_attention_decode_rows<real, 32, 32>(stream_, (int)n, 4, 1, pos, seq, 64, 0, (real)0.17677669529663687, qkv_cache, 0, 24576, 384, qkv_cache + 128, 384, 24576, qkv_cache + 256, 384, 24576, y, 8192, y_lse, 256, 64);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 33: x1 = x0 + (w_o * y + b_o) */
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 128, 1, 128, 1.0f, w_o, 128, 0, y + pos * 128, 128, 0, 0.0f, x1_mm + pos * 128, 128, 0, 1);
-    set_x1_3<<<1, 256, 0, stream_>>>(x1, x0_emb, wpe, x1_mm, b_o, pos);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 128, n, 128, 1.0f, w_o, 128, 0, y, 8192, 0, 0.0f, x1_mm, 8192, 0, 1);
+    set_x1_3<<<(unsigned)((n * 128 + 255) / 256), 256, 0, stream_>>>(x1, x0_emb, wpe, x1_mm, b_o, n, pos);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 34: h2 = layer_norm(x1) *. ln2_g + ln2_b */
-    sum_h2_mean_2<<<1, 256, 0, stream_>>>(h2_mean, x1, pos);
+    sum_h2_mean_2<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h2_mean, x1, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_h2_var_2<<<1, 256, 0, stream_>>>(h2_var, x1, h2_mean, pos);
+    sum_h2_var_2<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(h2_var, x1, h2_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    set_h2_2<<<1, 256, 0, stream_>>>(h2, x1, h2_mean, h2_var, ln2_g, ln2_b, pos);
+    set_h2_2<<<(unsigned)((n * 128 + 255) / 256), 256, 0, stream_>>>(h2, x1, h2_mean, h2_var, ln2_g, ln2_b, n);
     CUDA_CHECK(cudaGetLastError());
 
     /* line 35: x2 = x1 + (w_pr * gelu(w_fc * h2 + b_fc) + b_pr) */
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, 1, 128, 1.0f, w_fc, 128, 0, h2 + pos * 128, 128, 0, 0.0f, x2_mm2 + pos * 512, 512, 0, 1);
-    set_x2_v_3<<<2, 256, 0, stream_>>>(x2_v, x2_mm2, b_fc, pos);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 512, n, 128, 1.0f, w_fc, 128, 0, h2, 8192, 0, 0.0f, x2_mm2, 32768, 0, 1);
+    set_x2_v_3<<<(unsigned)((n * 512 + 255) / 256), 256, 0, stream_>>>(x2_v, x2_mm2, b_fc, n);
     CUDA_CHECK(cudaGetLastError());
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 128, 1, 512, 1.0f, w_pr, 512, 0, x2_v + pos * 512, 512, 0, 0.0f, x2_mm + pos * 128, 128, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 128, n, 512, 1.0f, w_pr, 512, 0, x2_v, 32768, 0, 0.0f, x2_mm, 8192, 0, 1);
 
     /* line 36: logits = wte * (layer_norm(x2) *. lnf_g + lnf_b) */
-    sum_logits_mean_2<<<1, 256, 0, stream_>>>(logits_mean, x1, x2_mm, b_pr, pos);
+    sum_logits_mean_2<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(logits_mean, x1, x2_mm, b_pr, n);
     CUDA_CHECK(cudaGetLastError());
-    sum_logits_var_2<<<1, 256, 0, stream_>>>(logits_var, x1, x2_mm, b_pr, logits_mean, pos);
+    sum_logits_var_2<<<(unsigned)((n * 32 + 255) / 256), 256, 0, stream_>>>(logits_var, x1, x2_mm, b_pr, logits_mean, n);
     CUDA_CHECK(cudaGetLastError());
-    set_logits_v_2<<<1, 256, 0, stream_>>>(logits_v, x1, x2_mm, b_pr, logits_mean, logits_var, lnf_g, lnf_b, pos);
+    set_logits_v_2<<<(unsigned)((n * 128 + 255) / 256), 256, 0, stream_>>>(logits_v, x1, x2_mm, b_pr, logits_mean, logits_var, lnf_g, lnf_b, n);
     CUDA_CHECK(cudaGetLastError());
-    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, 1, 128, 1.0f, wte, 128, 0, logits_v + pos * 128, 128, 0, 0.0f, logits + pos * 256, 256, 0, 1);
+    gemm(m, __FILE__, __LINE__, CUBLAS_OP_T, CUBLAS_OP_N, 256, n, 128, 1.0f, wte, 128, 0, logits_v, 8192, 0, 0.0f, logits, 16384, 0, 1);
 }
 
 
@@ -2711,7 +2738,7 @@ static void bind_buffers(struct gpt_tiny *m) {
     m->lnf_g_exp_avg_sq = (real *)(m->dev + 2872320);
     m->lnf_b_exp_avg = (real *)(m->dev + 2872832);
     m->lnf_b_exp_avg_sq = (real *)(m->dev + 2873344);
-    m->qkv_cache = (real *)(m->dev + 3831808);
+    m->qkv_cache = (real *)(m->dev + 3831936 + 888064 * m->max_batch);
 }
 
 struct gpt_tiny *gpt_tiny_create(uint64_t seed) { return gpt_tiny_create_batch(seed, GPT_TINY_MAX_BATCH); }
@@ -2723,12 +2750,16 @@ struct gpt_tiny *gpt_tiny_create_batch(uint64_t seed, int64_t max_batch) {
     if (!m) return NULL;
     m->max_batch = max_batch;
     cannl_error e;
-    int ok = (m->dev = (char *)cannl_device_alloc((size_t)3930240 + (size_t)888064 * (size_t)max_batch, &e)) != NULL &&
+    int ok = (m->dev = (char *)cannl_device_alloc((size_t)3831936 + (size_t)986368 * (size_t)max_batch, &e)) != NULL &&
              (m->host = (char *)cannl_pinned_alloc(2873856, &e)) != NULL &&
              (m->grads_host = (real *)cannl_pinned_alloc(239488 * sizeof(real), &e)) != NULL &&
              (m->scalars = (real *)cannl_pinned_alloc((1 + 1) * sizeof(real), &e)) != NULL &&
              cannl_stream_create(&m->compute, &e) == CANNL_OK && cannl_stream_create(&m->copy, &e) == CANNL_OK;
-    ok = ok && (m->decode_ids = (int32_t *)cannl_device_alloc(64 * sizeof(int32_t), &e)) != NULL;
+    ok = ok && (m->decode_ids = (int32_t *)cannl_device_alloc((size_t)max_batch * 64 * sizeof(int32_t), &e)) != NULL &&
+         (m->decode_rows = (int64_t *)cannl_device_alloc((size_t)max_batch * 2 * sizeof(int64_t), &e)) != NULL &&
+         (m->decode_ids_host = (int32_t *)calloc((size_t)max_batch * 64, sizeof(int32_t))) != NULL &&
+         (m->decode_rows_host = (int64_t *)calloc((size_t)max_batch * 2, sizeof(int64_t))) != NULL &&
+         (m->decode_len = (int64_t *)calloc((size_t)max_batch, sizeof(int64_t))) != NULL;
     for (int s = 0; s < 2 && ok; ++s)
         ok = (m->in_host[s] = (real *)cannl_pinned_alloc((size_t)128 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
              (m->in_dev[s] = (real *)cannl_device_alloc((size_t)128 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
@@ -2777,6 +2808,8 @@ void gpt_tiny_destroy(struct gpt_tiny *m) {
     cannl_pinned_free(m->grads_host);
     cannl_device_free(m->dev);
     cannl_device_free(m->decode_ids);
+    cannl_device_free(m->decode_rows);
+    free(m->decode_ids_host), free(m->decode_rows_host), free(m->decode_len);
     free(m);
 }
 
@@ -2799,7 +2832,7 @@ double gpt_tiny_train_step(struct gpt_tiny *m, const gpt_tiny_real *const inputs
     train_step(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 3930112)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 3831808)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -2812,7 +2845,7 @@ double gpt_tiny_train_grads(struct gpt_tiny *m, const gpt_tiny_real *const input
     train_grads(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 3930112)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 3831808)), sizeof(real), &e));
     finish(m);
     return m->failed ? NAN : (double)m->scalars[0];
 }
@@ -2845,7 +2878,7 @@ void gpt_tiny_forward(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], i
     forward(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 3930240)), (size_t)n * 16384 * sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, outputs[0], ((real *)(m->dev + 3831936)), (size_t)n * 16384 * sizeof(real), &e));
 
     finish(m);
     (void)outputs;
@@ -2861,54 +2894,117 @@ void gpt_tiny_eval(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int6
     eval_metrics(m, in, n);
     release(m, s);
     cannl_error e;
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 3930112)), sizeof(real), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 3930176)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[0], ((real *)(m->dev + 3831808)), sizeof(real), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, &m->scalars[1], ((real *)(m->dev + 3831872)), sizeof(real), &e));
 
     finish(m);
     *loss = m->failed ? NAN : (double)m->scalars[0];
     for (int k = 0; k < 1; ++k) metrics[k] = m->failed ? NAN : (double)m->scalars[k + 1];
 }
 
-/* Generation, as the C target's forward-only state has it: the routine decode at position pos, its
-   ids on the device (decode_ids), the keys and values in the arena's caches; the output at pos
-   into logits unless it is NULL. Queued, then waited for. */
-static void decode_at(struct gpt_tiny *m, int64_t pos, gpt_tiny_real *logits) {
+/* Generation, as the C target's forward-only state has it: the routine decode over n rows, row r
+   at position pos[r] of sequence slot seq[r] (their device arrays decode_rows), its id at
+   decode_ids[r * 64], the keys and values in the arena's caches (a slot each); row r's output
+   into logits + r * 256 unless it is NULL. Queued; the rows checked by the caller. */
+static void decode_rows(struct gpt_tiny *m, int64_t n, const int32_t *seq, const int32_t *ids, gpt_tiny_real *logits) {
+    cannl_error e;
+    for (int64_t r = 0; r < n; ++r) {
+        m->decode_ids_host[r * 64] = ids[r];
+        m->decode_rows_host[r] = m->decode_len[seq[r]];
+        m->decode_rows_host[m->max_batch + r] = seq[r];
+    }
+    CANNL_TRY(cannl_stream_copy(m->compute, m->decode_ids, m->decode_ids_host, (size_t)n * 64 * sizeof(int32_t), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, m->decode_rows, m->decode_rows_host, (size_t)m->max_batch * 2 * sizeof(int64_t), &e));
     const real *in[2 + 1] = {NULL};
     in[0] = (const real *)(const void *)m->decode_ids;
-    decode(m, in, pos);
-    cannl_error e;
-    if (logits) CANNL_TRY(cannl_stream_copy(m->compute, logits, (((real *)(m->dev + 3930240)) + pos * 256), 256 * sizeof(real), &e));
+    decode(m, in, n, m->decode_rows, m->decode_rows + m->max_batch);
+    for (int64_t r = 0; logits && r < n; ++r)
+        CANNL_TRY(cannl_stream_copy(m->compute, logits + r * 256, (((real *)(m->dev + 3831936)) + r * 16384), 256 * sizeof(real), &e));
+    for (int64_t r = 0; r < n; ++r) m->decode_len[seq[r]]++;
+}
+
+/* Whether n rows of distinct sequences seq[] < the state's max_batch (its slots), each with room
+   for one more position, may step with ids[]. */
+static int decode_rows_ok(const struct gpt_tiny *m, int64_t n, const int32_t *seq, const int32_t *ids) {
+    if (!m || !seq || !ids || n < 1 || n > m->max_batch) return 0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (seq[i] < 0 || seq[i] >= m->max_batch || ids[i] < 0 || ids[i] >= 256 ||
+            m->decode_len[seq[i]] >= 64)
+            return 0;
+        for (int64_t j = 0; j < i; ++j)
+            if (seq[j] == seq[i]) return 0;
+    }
+    return 1;
+}
+
+cannl_status gpt_tiny_decode_step_batch(struct gpt_tiny *m, int64_t n, const int32_t *seq, const int32_t *ids,
+    gpt_tiny_real *logits) {
+    if (!decode_rows_ok(m, n, seq, ids)) return CANNL_E_ARG;
+    if (m->failed) return CANNL_E_DEVICE;
+    to_device(m);
+    decode_rows(m, n, seq, ids, logits);
+    finish(m);
+    return m->failed ? CANNL_E_DEVICE : CANNL_OK;
+}
+
+cannl_status gpt_tiny_decode_reset(struct gpt_tiny *m, int32_t seq) {
+    if (!m || seq < 0 || seq >= m->max_batch) return CANNL_E_ARG;
+    m->decode_len[seq] = 0;
+    return CANNL_OK;
+}
+
+int64_t gpt_tiny_decode_length_seq(const struct gpt_tiny *m, int32_t seq) {
+    return m && seq >= 0 && seq < m->max_batch ? m->decode_len[seq] : 0;
+}
+
+cannl_status gpt_tiny_decode_prefill_batch(struct gpt_tiny *m, int64_t n, const int32_t *seq,
+    const int32_t *const ids[], const int64_t count[], gpt_tiny_real *logits) {
+    if (!m || !seq || !ids || !count || n < 1 || n > m->max_batch) return CANNL_E_ARG;
+    int64_t longest = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (seq[i] < 0 || seq[i] >= m->max_batch || !ids[i] || count[i] < 1 || count[i] > 64)
+            return CANNL_E_ARG;
+        for (int64_t j = 0; j < count[i]; ++j)
+            if (ids[i][j] < 0 || ids[i][j] >= 256) return CANNL_E_ARG;
+        for (int64_t j = 0; j < i; ++j)
+            if (seq[j] == seq[i]) return CANNL_E_ARG;
+        if (count[i] > longest) longest = count[i];
+    }
+    if (m->failed) return CANNL_E_DEVICE;
+    for (int64_t i = 0; i < n; ++i) m->decode_len[seq[i]] = 0;
+    to_device(m);
+    /* position t of every prompt still that long, in one step; a prompt's last logits into its row */
+    for (int64_t t = 0; t < longest; ++t) {
+        int32_t rs[GPT_TINY_MAX_BATCH], rid[GPT_TINY_MAX_BATCH];
+        int64_t rows = 0;
+        for (int64_t i = 0; i < n; ++i)
+            if (t < count[i]) rs[rows] = seq[i], rid[rows++] = ids[i][t];
+        decode_rows(m, rows, rs, rid, NULL);
+        cannl_error e;
+        for (int64_t i = 0, r = 0; logits && i < n; ++i) {
+            if (t >= count[i]) continue;
+            if (t + 1 == count[i])
+                CANNL_TRY(cannl_stream_copy(m->compute, logits + i * 256, (((real *)(m->dev + 3831936)) + r * 16384), 256 * sizeof(real), &e));
+            ++r;
+        }
+    }
+    finish(m);
+    return m->failed ? CANNL_E_DEVICE : CANNL_OK;
 }
 
 cannl_status gpt_tiny_decode_step(struct gpt_tiny *m, int32_t id, gpt_tiny_real *logits) {
-    if (!m || id < 0 || id >= 256 || m->decode_len >= 64) return CANNL_E_ARG;
-    if (m->failed) return CANNL_E_DEVICE;
-    cannl_error e;
-    to_device(m);
-    CANNL_TRY(cannl_stream_copy(m->compute, m->decode_ids + m->decode_len, &id, sizeof id, &e));
-    decode_at(m, m->decode_len, logits);
-    finish(m);
-    m->decode_len++;
-    return m->failed ? CANNL_E_DEVICE : CANNL_OK;
+    const int32_t seq = 0;
+    return gpt_tiny_decode_step_batch(m, 1, &seq, &id, logits);
 }
 
 cannl_status gpt_tiny_decode_prefill(struct gpt_tiny *m, const int32_t *ids, int64_t count, gpt_tiny_real *logits) {
     if (!m) return CANNL_E_ARG;
-    m->decode_len = 0;
-    if (!ids || count < 1 || count > 64) return CANNL_E_ARG;
-    for (int64_t i = 0; i < count; ++i)
-        if (ids[i] < 0 || ids[i] >= 256) return CANNL_E_ARG;
-    if (m->failed) return CANNL_E_DEVICE;
-    cannl_error e;
-    to_device(m);
-    CANNL_TRY(cannl_stream_copy(m->compute, m->decode_ids, ids, (size_t)count * sizeof *ids, &e));
-    for (int64_t i = 0; i < count; ++i) decode_at(m, i, i + 1 == count ? logits : NULL);
-    finish(m);
-    m->decode_len = count;
-    return m->failed ? CANNL_E_DEVICE : CANNL_OK;
+    m->decode_len[0] = 0;
+    const int32_t seq = 0;
+    return gpt_tiny_decode_prefill_batch(m, 1, &seq, &ids, &count, logits);
 }
 
-int64_t gpt_tiny_decode_length(const struct gpt_tiny *m) { return m ? m->decode_len : 0; }
+int64_t gpt_tiny_decode_length(const struct gpt_tiny *m) { return m ? m->decode_len[0] : 0; }
 
 static cannl_status api_decode_prefill_fn(void *m, const int32_t *ids, int64_t count, void *logits) {
     return gpt_tiny_decode_prefill((struct gpt_tiny *)m, ids, count, (gpt_tiny_real *)logits);
@@ -2916,8 +3012,18 @@ static cannl_status api_decode_prefill_fn(void *m, const int32_t *ids, int64_t c
 static cannl_status api_decode_step_fn(void *m, int32_t id, void *logits) {
     return gpt_tiny_decode_step((struct gpt_tiny *)m, id, (gpt_tiny_real *)logits);
 }
-const cannl_decode_api gpt_tiny_decode_api = { 64, api_decode_prefill_fn, api_decode_step_fn, 1, NULL, NULL,
-    NULL}; /* (one sequence: no batched decode on the CUDA target yet) */
+static cannl_status api_decode_prefill_batch_fn(void *m, int64_t n, const int32_t *seq, const int32_t *const ids[],
+    const int64_t count[], void *logits) {
+    return gpt_tiny_decode_prefill_batch((struct gpt_tiny *)m, n, seq, ids, count, (gpt_tiny_real *)logits);
+}
+static cannl_status api_decode_step_batch_fn(void *m, int64_t n, const int32_t *seq, const int32_t *ids, void *logits) {
+    return gpt_tiny_decode_step_batch((struct gpt_tiny *)m, n, seq, ids, (gpt_tiny_real *)logits);
+}
+static cannl_status api_decode_reset_fn(void *m, int32_t seq) {
+    return gpt_tiny_decode_reset((struct gpt_tiny *)m, seq);
+}
+const cannl_decode_api gpt_tiny_decode_api = { 64, api_decode_prefill_fn, api_decode_step_fn,
+    GPT_TINY_MAX_BATCH, api_decode_prefill_batch_fn, api_decode_step_batch_fn, api_decode_reset_fn};
 
 /* A prefetched batch: staged now, trained on by the next train_step with these inputs. */
 static void gpt_tiny_prefetch(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int64_t n) {
