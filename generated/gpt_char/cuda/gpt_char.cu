@@ -147,6 +147,7 @@ struct gpt_char {
     int64_t *decode_rows;       /* device [2, max_batch]: a step's rows' positions, then their sequences */
     int32_t *decode_ids_host;   /* [max_batch, 128] the ids' staging */
     int64_t *decode_rows_host;  /* [2, max_batch] the rows' staging */
+    int32_t *decode_rs;         /* [2, max_batch] a batched prefill's rows: sequence, then id */
     int64_t *decode_len;        /* [max_batch] per sequence slot: ids in its KV cache */
     int failed;
     cannl_error error;          /* the first failure */
@@ -2960,6 +2961,7 @@ struct gpt_char *gpt_char_create_batch(uint64_t seed, int64_t max_batch) {
          (m->decode_rows = (int64_t *)cannl_device_alloc((size_t)max_batch * 2 * sizeof(int64_t), &e)) != NULL &&
          (m->decode_ids_host = (int32_t *)calloc((size_t)max_batch * 128, sizeof(int32_t))) != NULL &&
          (m->decode_rows_host = (int64_t *)calloc((size_t)max_batch * 2, sizeof(int64_t))) != NULL &&
+         (m->decode_rs = (int32_t *)calloc((size_t)max_batch * 2, sizeof(int32_t))) != NULL &&
          (m->decode_len = (int64_t *)calloc((size_t)max_batch, sizeof(int64_t))) != NULL;
     for (int s = 0; s < 2 && ok; ++s)
         ok = (m->in_host[s] = (real *)cannl_pinned_alloc((size_t)256 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
@@ -3010,7 +3012,7 @@ void gpt_char_destroy(struct gpt_char *m) {
     cannl_device_free(m->dev);
     cannl_device_free(m->decode_ids);
     cannl_device_free(m->decode_rows);
-    free(m->decode_ids_host), free(m->decode_rows_host), free(m->decode_len);
+    free(m->decode_ids_host), free(m->decode_rows_host), free(m->decode_rs), free(m->decode_len);
     free(m);
 }
 
@@ -3176,7 +3178,7 @@ cannl_status gpt_char_decode_prefill_batch(struct gpt_char *m, int64_t n, const 
     to_device(m);
     /* position t of every prompt still that long, in one step; a prompt's last logits into its row */
     for (int64_t t = 0; t < longest; ++t) {
-        int32_t rs[GPT_CHAR_MAX_BATCH], rid[GPT_CHAR_MAX_BATCH];
+        int32_t *rs = m->decode_rs, *rid = m->decode_rs + m->max_batch;
         int64_t rows = 0;
         for (int64_t i = 0; i < n; ++i)
             if (t < count[i]) rs[rows] = seq[i], rid[rows++] = ids[i][t];
