@@ -586,11 +586,11 @@ TEST_CASE("decode: a causal language model's routine at one position", "[passes]
         CHECK(b.name.size() > 6);
         CHECK(b.name.substr(b.name.size() - 6) == "_cache");
         REQUIRE(b.dims.size() == 5);  // qkv's: q, k and v are read in place from it
-        CHECK(b.dims[0] == ir::Dim{8, false});  // a slot per sequence: min(max_batch 16, 8)
+        CHECK(b.dims[0] == ir::Dim{16, true});  // a slot per example of the state's cap (max_batch 16)
         CHECK(b.dims[1].size == 8);
       }
     CHECK(caches == 1);
-    CHECK(d->io.slots == 8);
+    CHECK(d->io.slots == 16);
     int calls = 0, at_pos = 0, rows = 0;
     for (const ir::Stmt& s : d->stmts) {
       if (s.call) {
