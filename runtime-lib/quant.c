@@ -26,6 +26,9 @@
 #define QK_LOADW(p) ((float)*(p))
 #define QK_FMA(a, b, c) ((a) * (b) + (c))
 #define QK_HSUM(v) (v)
+#define QK_JW 2
+#define QK_IX 4
+#define QK_PREFETCH(p) ((void)(p))
 #include "quant_kernel.h"
 
 void cannl_quantize_rows_q8(const float *w, int64_t rows, int64_t cols, int8_t *q, float *scale) {

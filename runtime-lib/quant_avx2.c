@@ -31,4 +31,7 @@ static inline float hsum8(__m256 v) {
 #define QK_LOADW(p) load8_q8(p)
 #define QK_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define QK_HSUM(v) hsum8(v)
+#define QK_JW 2 /* a tile of 2 weight rows by 6 rows of X: 12 accumulators of the 16 registers */
+#define QK_IX 6
+#define QK_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #include "quant_kernel.h"

@@ -22,4 +22,7 @@ static inline __m512 load16_q8(const int8_t *p) {
 #define QK_LOADW(p) load16_q8(p)
 #define QK_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define QK_HSUM(v) _mm512_reduce_add_ps(v)
+#define QK_JW 3 /* a tile of 3 weight rows by 8 rows of X: 24 accumulators of the 32 registers */
+#define QK_IX 8
+#define QK_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 #include "quant_kernel.h"

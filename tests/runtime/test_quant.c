@@ -1,8 +1,8 @@
 /* test_quant.c - int8 weights (runtime-lib/quant.c): the quantiser's documented rounding on
  * known rows, the round trip within half a scale, and cannl_sgemm_q8 of every instruction set
  * this CPU has (CANNL_ISA lowers the choice) against a double-precision loop over the same
- * int8 weights and against the portable path; the same bits for 1, 2 and 3 threads and for a
- * row computed alone as among others. */
+ * int8 weights and against the portable path; the same bits for 1, 2 and 3 threads and for
+ * each row computed alone as among others (M across the kernels' tiles of rows and their tails). */
 #include "rt_test.h"
 
 #include <math.h>
@@ -46,7 +46,7 @@ int main(void) {
     for (int k = 0; k < 8; ++k) CHECK(fabsf(back[k] - w[k]) <= s[k / 4] / 2);
 
     /* Random weights: the round trip within half a scale per row. */
-    enum { R = 37, KMAX = 131 };
+    enum { R = 37, KMAX = 131, MMAX = 15 };
     static float wr[R * KMAX], wb[R * KMAX];
     static int8_t qr[R * (KMAX + 3)];
     static float sr[R];
@@ -59,9 +59,9 @@ int main(void) {
     /* Products: weight rows at a stride of K + 3 (padding left random). */
     static int8_t W[R * (KMAX + 3)];
     for (int i = 0; i < R * (KMAX + 3); ++i) W[i] = (int8_t)((int)(next_value() * 127.0f));
-    static float X[9 * KMAX], C[(9 + 1) * R], C1[(9 + 1) * R], Cp[(9 + 1) * R], Crow[(9 + 1) * R];
-    for (int i = 0; i < 9 * KMAX; ++i) X[i] = next_value();
-    const long Ms[] = {1, 2, 3, 5, 9}, Ns[] = {1, 3, 4, 7, 33, 37}, Ks[] = {1, 7, 8, 16, 17, 100, 131};
+    static float X[MMAX * KMAX], C[(MMAX + 1) * R], C1[(MMAX + 1) * R], Cp[(MMAX + 1) * R], Crow[(MMAX + 1) * R];
+    for (int i = 0; i < MMAX * KMAX; ++i) X[i] = next_value();
+    const long Ms[] = {1, 2, 3, 5, 6, 7, 8, 9, 15}, Ns[] = {1, 3, 4, 7, 33, 37}, Ks[] = {1, 7, 8, 16, 17, 100, 131};
     cannl_gemm *base = NULL;
     setenv("CANNL_ISA", "sse2", 1);
     base = cannl_gemm_create(CANNL_F32, 1);
@@ -86,12 +86,12 @@ int main(void) {
                         run(g, M, N, K, t, alpha, overwrite, X, W, sr, C, 1);
                         run(g, M, N, K, t, alpha, overwrite, X, W, sr, C1, 3);
                         run(base, M, N, K, t, alpha, overwrite, X, W, sr, Cp, 1);
-                        /* row 0 alone (its X row, contiguous) */
-                        {
+                        /* each row alone (its X row, contiguous) */
+                        for (long i = 0; i < M; ++i) {
                             float x0[KMAX];
-                            for (long k = 0; k < K; ++k) x0[k] = t ? X[k * M] : X[k];
+                            for (long k = 0; k < K; ++k) x0[k] = t ? X[k * M + i] : X[i * K + k];
                             set_threads(2);
-                            cannl_sgemm_q8(g, 1, N, K, alpha, x0, K, 1, W, K + 3, sr, Crow, 1, M + 1, overwrite);
+                            cannl_sgemm_q8(g, 1, N, K, alpha, x0, K, 1, W, K + 3, sr, Crow + i, 1, M + 1, overwrite);
                         }
                         for (long i = 0; i < M; ++i)
                             for (long j = 0; j < N; ++j) {
@@ -108,22 +108,22 @@ int main(void) {
                                 CHECK(fabs(C[at] - ref) <= tol);
                                 CHECK(fabs(Cp[at] - ref) <= tol);
                                 CHECK(memcmp(&C[at], &C1[at], sizeof(float)) == 0); /* threads */
-                                if (i == 0) CHECK(memcmp(&C[at], &Crow[at], sizeof(float)) == 0); /* alone */
+                                CHECK(memcmp(&C[at], &Crow[at], sizeof(float)) == 0); /* alone */
                             }
                         for (long j = 0; j < N; ++j) CHECK(C[M + j * (M + 1)] == (float)(M + j * (M + 1)) * 0.25f);
                     }
-        /* Large enough for threads (N * K >= 128 KiB): one row and three rows, 1 and 3 threads. */
+        /* Large enough for threads (N * K >= 128 KiB): one, three and eight rows, 1 and 3 threads. */
         {
             enum { BN = 300, BK = 512 };
             int8_t *bw = malloc((size_t)BN * BK);
-            float *bs = malloc(sizeof(float) * BN), *bx = malloc(sizeof(float) * 3 * BK);
-            float *b1 = malloc(sizeof(float) * 3 * BN), *b3 = malloc(sizeof(float) * 3 * BN);
+            float *bs = malloc(sizeof(float) * BN), *bx = malloc(sizeof(float) * 8 * BK);
+            float *b1 = malloc(sizeof(float) * 8 * BN), *b3 = malloc(sizeof(float) * 8 * BN);
             CHECK(bw && bs && bx && b1 && b3);
             if (bw && bs && bx && b1 && b3) {
                 for (long i = 0; i < (long)BN * BK; ++i) bw[i] = (int8_t)((int)(next_value() * 127.0f));
                 for (long j = 0; j < BN; ++j) bs[j] = 0.01f * (1.0f + (float)(j % 7));
-                for (long i = 0; i < 3 * BK; ++i) bx[i] = next_value();
-                for (long m = 1; m <= 3; m += 2) {
+                for (long i = 0; i < 8 * BK; ++i) bx[i] = next_value();
+                for (long m = 1; m <= 8; m += m < 3 ? 2 : 5) {
                     set_threads(1);
                     cannl_sgemm_q8(g, m, BN, BK, 1.0f, bx, BK, 1, bw, BK, bs, b1, BN, 1, 1);
                     set_threads(3);
