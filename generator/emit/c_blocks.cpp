@@ -129,36 +129,6 @@ const std::string& CEmitter::block_function(const ir::Call& c, Unit& u) {
   return fname;
 }
 
-std::string CEmitter::actual(const ir::Binding& bd, long count) const {
-  std::string slice;
-  if (bd.buf >= 0) {
-    // A batched stack's slots (saved activations [count, batch, ...]) scale with the state's cap.
-    const bool scaled = buf(bd.buf).batched();
-    if (scaled && (bd.offset % p_.max_batch || bd.stride % p_.max_batch))
-      CANNL_BUG("a binding into a batched buffer off its slots: " + buf(bd.buf).name);
-    auto elems = [&](long x) {
-      return scaled && x ? fmt::format("{} * m->max_batch", x / p_.max_batch) : std::to_string(x);
-    };
-    if (bd.stride == 0) {
-      slice = bd.offset == 0 ? name(bd.buf) : fmt::format("{} + {}", name(bd.buf), elems(bd.offset));
-    } else {
-      std::string slot = "cannl_l";
-      if (bd.shift != 0) slot = fmt::format("(cannl_l {} {})", bd.shift < 0 ? '-' : '+', std::labs(bd.shift));
-      if (bd.modulo > 0)
-        slot = bd.shift < 0 ? fmt::format("(({} % {} + {}) % {})", slot, bd.modulo, bd.modulo, bd.modulo)
-                            : fmt::format("({} % {})", slot, bd.modulo);
-      slice = fmt::format("{} + {}{} * {}", name(bd.buf), bd.offset ? elems(bd.offset) + " + " : "", slot,
-                          elems(bd.stride));
-    }
-  }
-  std::string out = slice;
-  if (bd.last >= 0)
-    out = out.empty() ? name(bd.last) : fmt::format("cannl_l == {} ? {} : {}", count - 1, name(bd.last), out);
-  if (bd.first >= 0) out = out.empty() ? name(bd.first) : fmt::format("cannl_l == 0 ? {} : {}", name(bd.first), out);
-  if (out.empty()) CANNL_BUG("a binding to nothing");
-  return bd.first >= 0 || bd.last >= 0 ? "(" + out + ")" : out;
-}
-
 std::string CEmitter::block_call(const ir::Stmt& s, Unit& u) {
   const ir::Call& c = *s.call;
   const std::string& fname = block_function(c, u);
@@ -171,7 +141,7 @@ std::string CEmitter::block_call(const ir::Stmt& s, Unit& u) {
                                  c.scratch >= 0 ? name(c.scratch) : "NULL");
   for (const std::string& x : sig.scalars) args += ", " + x;
   for (const std::vector<int>* l : {&sig.written, &sig.read})
-    for (int f : *l) args += ",\n            " + actual(*bind.at(f), c.count);
+    for (int f : *l) args += ",\n            " + block_actual(p_, *bind.at(f), c.count, [this](int b) { return name(b); });
   const bool back = c.kind == ir::Call::Kind::BlockBackward;
   // The gradient hook: a view (an instance's param gradient) of a stacked gradient this call
   // slices per instance is final after that instance; anything else after the loop.

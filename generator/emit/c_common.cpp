@@ -114,6 +114,37 @@ void block_call_uses(const ir::Program& p, const ir::Call& c, std::set<int>& buf
   for (const ir::Stmt* t : block_span(p, c)) stmt_uses(*t, unused, scalars);
 }
 
+std::string block_actual(const ir::Program& p, const ir::Binding& bd, long count,
+                         const std::function<std::string(int)>& name) {
+  std::string slice;
+  if (bd.buf >= 0) {
+    // A batched stack's slots (saved activations [count, batch, ...]) scale with the state's cap.
+    const bool scaled = p.buffers[static_cast<size_t>(bd.buf)].batched();
+    if (scaled && (bd.offset % p.max_batch || bd.stride % p.max_batch))
+      CANNL_BUG("a binding into a batched buffer off its slots: " + p.buffers[static_cast<size_t>(bd.buf)].name);
+    auto elems = [&](long x) {
+      return scaled && x ? fmt::format("{} * m->max_batch", x / p.max_batch) : std::to_string(x);
+    };
+    if (bd.stride == 0) {
+      slice = bd.offset == 0 ? name(bd.buf) : fmt::format("{} + {}", name(bd.buf), elems(bd.offset));
+    } else {
+      std::string slot = "cannl_l";
+      if (bd.shift != 0) slot = fmt::format("(cannl_l {} {})", bd.shift < 0 ? '-' : '+', std::labs(bd.shift));
+      if (bd.modulo > 0)
+        slot = bd.shift < 0 ? fmt::format("(({} % {} + {}) % {})", slot, bd.modulo, bd.modulo, bd.modulo)
+                            : fmt::format("({} % {})", slot, bd.modulo);
+      slice = fmt::format("{} + {}{} * {}", name(bd.buf), bd.offset ? elems(bd.offset) + " + " : "", slot,
+                          elems(bd.stride));
+    }
+  }
+  std::string out = slice;
+  if (bd.last >= 0)
+    out = out.empty() ? name(bd.last) : fmt::format("cannl_l == {} ? {} : {}", count - 1, name(bd.last), out);
+  if (bd.first >= 0) out = out.empty() ? name(bd.first) : fmt::format("cannl_l == 0 ? {} : {}", name(bd.first), out);
+  if (out.empty()) CANNL_BUG("a binding to nothing");
+  return bd.first >= 0 || bd.last >= 0 ? "(" + out + ")" : out;
+}
+
 void arena_data(kainjow::mustache::data& d, const ir::Arena& a, const std::string& prefix) {
   d.set(prefix + "arena_bytes", a.example_bytes == 0 ? std::to_string(a.bytes)
                                                      : fmt::format("(size_t){} + (size_t){} * (size_t)max_batch",

@@ -9,6 +9,7 @@
 // body through CExpr, so C and CUDA compute the same expression with the same literals.
 #pragma once
 
+#include <functional>
 #include <kainjow/mustache.hpp>
 #include <map>
 #include <set>
@@ -48,6 +49,11 @@ BlockSig block_sig(const ir::Program& p, const ir::Call& c);
 // the buffers the routine calling it names for it (what its bindings slice, its scratch), and
 // the run-time scalars of the body's nests, added to the two sets.
 void block_call_uses(const ir::Program& p, const ir::Call& c, std::set<int>& bufs, std::set<std::string>& scalars);
+// the argument a block call passes for binding bd in the loop over its `count` instances
+// (cannl_l): a slice of the bound buffer (a batched stack's slots scaled by the state's cap),
+// or the first or last instance's own buffer, each buffer written as name(b).
+std::string block_actual(const ir::Program& p, const ir::Binding& bd, long count,
+                         const std::function<std::string(int)>& name);
 
 // Run-time-sized states (ir.h Arena), for both emitters: a byte offset in a state's arena,
 // `fixed + per * m->max_batch` (the cap the state was created for) when it scales with it;

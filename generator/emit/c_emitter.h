@@ -229,8 +229,6 @@ private:
   // the caller's random stream; the decode body runs at the caller's position pos.
   const std::string& block_function(const ir::Call& c, Unit& u);
 
-  // Binding bd's actual for instance cannl_l of count (ir.h Binding).
-  std::string actual(const ir::Binding& bd, long count) const;
   // The work region's pointers at a routine's top: its batch-independent buffers at byte offsets,
   // its batched ones at a per-example offset times the state's cap, after the region's
   // batch-independent part.

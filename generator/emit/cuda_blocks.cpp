@@ -133,36 +133,6 @@ const std::string& CudaEmitter::block_function(const ir::Call& c) {
   return fname;
 }
 
-std::string CudaEmitter::actual(const ir::Binding& bd, long count, const std::function<std::string(int)>& at) const {
-  std::string slice;
-  if (bd.buf >= 0) {
-    // A batched stack's slots (saved activations [count, batch, ...]) scale with the state's cap,
-    // as on the C target (c_blocks.cpp).
-    const bool scaled = buf(bd.buf).batched();
-    if (scaled && (bd.offset % p_.max_batch || bd.stride % p_.max_batch))
-      CANNL_BUG("a binding into a batched buffer off its slots: " + buf(bd.buf).name);
-    auto elems = [&](long x) {
-      return scaled && x ? fmt::format("{} * m->max_batch", x / p_.max_batch) : std::to_string(x);
-    };
-    if (bd.stride == 0) {
-      slice = bd.offset == 0 ? at(bd.buf) : fmt::format("{} + {}", at(bd.buf), elems(bd.offset));
-    } else {
-      std::string slot = "cannl_l";
-      if (bd.shift != 0) slot = fmt::format("(cannl_l {} {})", bd.shift < 0 ? '-' : '+', std::labs(bd.shift));
-      if (bd.modulo > 0)
-        slot = bd.shift < 0 ? fmt::format("(({} % {} + {}) % {})", slot, bd.modulo, bd.modulo, bd.modulo)
-                            : fmt::format("({} % {})", slot, bd.modulo);
-      slice = fmt::format("{} + {}{} * {}", at(bd.buf), bd.offset ? elems(bd.offset) + " + " : "", slot,
-                          elems(bd.stride));
-    }
-  }
-  std::string out = slice;
-  if (bd.last >= 0) out = out.empty() ? at(bd.last) : fmt::format("cannl_l == {} ? {} : {}", count - 1, at(bd.last), out);
-  if (bd.first >= 0) out = out.empty() ? at(bd.first) : fmt::format("cannl_l == 0 ? {} : {}", at(bd.first), out);
-  if (out.empty()) CANNL_BUG("a binding to nothing");
-  return bd.first >= 0 || bd.last >= 0 ? "(" + out + ")" : out;
-}
-
 std::string CudaEmitter::block_call(const ir::Call& c, const std::function<std::string(int)>& at) {
   const std::string& fname = block_function(c);
   const BlockSig sig = block_sig(p_, c);
@@ -179,7 +149,7 @@ std::string CudaEmitter::block_call(const ir::Call& c, const std::function<std::
     for (int f : *l) {
       auto it = bind.find(f);
       if (it == bind.end()) CANNL_BUG("an unbound formal: " + buf(f).name);
-      args += ",\n            " + actual(*it->second, c.count, named);
+      args += ",\n            " + block_actual(p_, *it->second, c.count, named);
     }
   const std::string loop = c.kind == ir::Call::Kind::BlockBackward
                                ? fmt::format("for (int64_t cannl_l = {}; cannl_l >= 0; --cannl_l)", c.count - 1)

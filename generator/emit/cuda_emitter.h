@@ -211,10 +211,6 @@ private:
   // The block function a block call runs, defined the first time.
   const std::string& block_function(const ir::Call& c);
 
-  // Binding bd's actual for instance cannl_l of count (ir.h Binding), over the names `at`
-  // gives the routine's buffers.
-  std::string actual(const ir::Binding& bd, long count, const std::function<std::string(int)>& at) const;
-
   // The tables of <model>_param, _grad, state_tensors and param_info (d's param_rows, state_rows,
   // param_info: name, size, place in the pinned mirror; a stacked group's instances folded into
   // a macro, emit/c_tables.h fold_rows) and the gradients' download after train_step (d's
