@@ -179,7 +179,6 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     po.opt_block = o.target != "cuda";
     po.decode_in_training = o.target == "cuda";  // (its one device state runs generation too)
     po.host_locals = o.target != "cuda";
-    po.decode_rows = true;  // (decode over rows: both targets step n sequences at once)
     po.fuse_sums = o.target != "cuda";
     for (const PassInfo& pass : pass_list()) {
       // The bridge (issue 34): the passes up to plan_blocks run over each block body once;

@@ -46,9 +46,9 @@ const std::string& CEmitter::block_function(const ir::Call& c, Unit& u) {
   std::set<int> bufs;
   for (const ir::Stmt* t : nests) stmt_uses(*t, bufs, scalars);
   std::string params = init ? fmt::format("{} *m, cannl_rng *cannl_rng_in, char *cannl_scratch", u.state)
-                     : decode && rows_ ? fmt::format("{} *m, int64_t n, const int64_t *pos, const int64_t *seq, "
-                                                     "char *cannl_scratch", u.state)
-                            : fmt::format("{} *m, int64_t {}, char *cannl_scratch", u.state, decode ? "pos" : "n");
+                     : decode ? fmt::format("{} *m, int64_t n, const int64_t *pos, const int64_t *seq, "
+                                            "char *cannl_scratch", u.state)
+                              : fmt::format("{} *m, int64_t n, char *cannl_scratch", u.state);
   for (const std::string& x : sig.scalars) params += fmt::format(", const real {}", x);
   for (int b : sig.written) params += fmt::format(", {} *restrict {}", ctype(b), name(b));
   for (int b : sig.read) params += fmt::format(", const {} *restrict {}", ctype(b), name(b));
@@ -72,8 +72,7 @@ const std::string& CEmitter::block_function(const ir::Call& c, Unit& u) {
   if (locals.empty()) pro += "    (void)cannl_scratch;\n";
   pro += hosted;
   std::set<std::string> taken = {"m", "n", "cannl_scratch"};
-  if (decode) taken.insert("pos");
-  if (decode && rows_) taken.insert("seq");
+  if (decode) taken.insert("pos"), taken.insert("seq");
   for (int b : bufs) taken.insert(name(b));
   taken.insert(sig.scalars.begin(), sig.scalars.end());
   bool n_used = false;
@@ -96,14 +95,7 @@ const std::string& CEmitter::block_function(const ir::Call& c, Unit& u) {
     last = what(st);
     text += one;
   }
-  bool pos_used = false;  // (decode: a nest or a call at the position)
-  for (const ir::Stmt* t : nests) {
-    pos_used = pos_used || (t->call && t->call->at_pos);
-    for (const ir::Iter& it : t->iters) pos_used = pos_used || it.at_pos;
-  }
-  if (decode && n_used && !rows_) CANNL_BUG("a decode body uses the batch count");
-  if (decode && rows_) pro = "    (void)n, (void)pos, (void)seq;\n" + pro;
-  else if (decode && !pos_used) pro = "    (void)pos;\n" + pro;
+  if (decode) pro = "    (void)n, (void)pos, (void)seq;\n" + pro;
   if (!decode && !n_used && !init) pro = "    (void)n;\n" + pro;
   if ((pro + text).find("m->") == std::string::npos) pro = "    (void)m;\n" + pro;
   if (init) {  // the stream in a local, as init_params keeps it (its kernels take &rng)
@@ -111,8 +103,8 @@ const std::string& CEmitter::block_function(const ir::Call& c, Unit& u) {
     text += "    *cannl_rng_in = rng;\n";
   }
   const std::string what = infer ? "instance l's inference body, for each l in order"
-                           : decode && rows_ ? "instance l's decode body, row r at position pos[r] of sequence seq[r], for each l in order"
-                           : decode ? "instance l's decode body at position pos, for each l in order"
+                           : decode ? "instance l's decode body, row r at position pos[r] of sequence seq[r], "
+                                      "for each l in order"
                            : init ? "instance l's params drawn from their initialisers, for each l in order"
                            : fmt::format("the {} half of instance l's training body, for each l {}",
                                          fwd ? "forward" : "backward", fwd ? "in order" : "in reverse order");
@@ -136,7 +128,7 @@ std::string CEmitter::block_call(const ir::Stmt& s, Unit& u) {
   std::map<int, const ir::Binding*> bind;
   for (const ir::Binding& bd : c.binds) bind[bd.formal] = &bd;
   std::string args = fmt::format("m, {}, (char *){}", c.kind == ir::Call::Kind::BlockInit ? "&rng"
-                                                    : c.kind == ir::Call::Kind::BlockDecode ? (rows_ ? "n, pos, seq" : "pos")
+                                                    : c.kind == ir::Call::Kind::BlockDecode ? "n, pos, seq"
                                                     : "n",
                                  c.scratch >= 0 ? name(c.scratch) : "NULL");
   for (const std::string& x : sig.scalars) args += ", " + x;

@@ -91,7 +91,7 @@ struct CExpr {
   bool cuda = false;               // helpers as the CUDA target spells them (prims.h cuda_helper)
   std::vector<std::string> vars;
   std::vector<bool> dropped;  // per loop: one iteration (not the batch loop), so no loop and no index term
-                              // (an at_pos loop's term is the routine's `pos`)
+                              // (an at_pos loop's term is the row's position, row_pos)
   const ir::Stmt* stmt = nullptr;
   // Loads printed as a local that holds them (access text -> local name): the C emitter's
   // row values, read once before an innermost loop they do not change in.
@@ -102,18 +102,18 @@ struct CExpr {
   // `rng_first`; rng_first: the nest being printed is one of train_grads'.
   bool example_offset = false;
   bool rng_first = false;
-  // A decode over rows (ir::Interface::slots): an at_pos loop's term is `pos[r]` and a cache's
-  // first index (its sequence slot) `seq[r]`, r the nest's batch loop variable (the row).
+  // The decode routine, over rows (ir::Interface::slots): an at_pos loop's term is `pos[r]` and a
+  // cache's first index (its sequence slot) `seq[r]`, r the nest's batch loop variable (the row).
   bool rows = false;
 
   std::string real() const { return f64 ? "double" : "float"; }
   std::string fn(const char* base) const { return f64 ? base : std::string(base) + "f"; }
   std::string num(double v) const;  // an element-type literal: 0.5f, INFINITY
-  // (`pos`: the decode position's text, "(pos % W)" in a ring cache's index: ir::Buffer::ring)
+  // (`pos`: the decode position's text, row_pos, "(pos[r] % W)" in a ring cache's index: ir::Buffer::ring)
   std::string affine(const ir::Affine& a, const std::string& pos = "pos") const;
   bool is_zero(const ir::Affine& a) const;  // 0 at every point (its loops all dropped, no offset)
   std::string flat_index(const ir::Access& a) const;
-  std::string row_pos() const;  // the decode position's text in the nest: `pos`, or `pos[r]` over rows
+  std::string row_pos() const;  // the decode position's text in the nest, `pos[r]` (`pos` outside decode: unused)
   std::string in_range(const ir::Access& a) const;  // "" when always inside
   bool in_range_uses(const ir::Access& a, int iter) const;  // whether in_range(a) tests loop `iter`
   std::string access(const ir::Access& a) const;    // name[flat index]

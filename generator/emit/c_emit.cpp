@@ -500,6 +500,12 @@ std::string CEmitter::gemm_nest(const ir::Stmt& s, const std::optional<Gemm>& g,
   if (!g || g->flops() < kGemmMinFlops) return "";
   // (over rows a cache's rows are at each row's slot and position, no one stride: the loops)
   if (rows_ && touches_cache(p_, s)) return "";
+  // (nor has an operand at the position one offset, pos[r] of each row: the loops)
+  for (size_t it = 0; it < g->at_pos.size(); ++it) {
+    const int i = static_cast<int>(it);
+    if (g->at_pos[it] && (iter_stride(p_, g->a, i) || iter_stride(p_, g->b, i) || iter_stride(p_, s.only().out, i)))
+      return "";
+  }
   const bool overwrite = s.zero_first && !g->outer_k;
   std::string pre;
   if (s.zero_first && g->outer_k) {
@@ -719,17 +725,12 @@ std::string CEmitter::fill_first(const ir::Stmt& s, const std::string& v, const 
   const int out = s.only().out.buf;
   const auto& b = buf(out);
   for (const ir::Iter& it : s.iters)
-    if (it.at_pos && rows_) {  // over rows: each row's cells, at its slot and position
+    if (it.at_pos) {  // decode over rows: each row's cells, at its slot and position
       const long slot = buffer_size(b, true) / b.dims[0].size, per = slot / b.dims[1].size;
       const std::string at = b.ring ? fmt::format("(pos[cannl_r] % {})", b.ring) : std::string("pos[cannl_r]");
       return fmt::format("    for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r)\n"
                          "        for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[seq[cannl_r] * {5} + {4} * {1} + {0}] {3};\n",
                          v, per, name(out), op, at, slot);
-    } else if (it.at_pos) {  // decode: the cells of position pos only, the out [batch, T, ...] (passes/decode.cpp)
-      const long per = buffer_size(b, true) / b.dims[1].size;
-      const std::string at = b.ring ? fmt::format("(pos % {})", b.ring) : std::string("pos");  // a window's ring
-      return fmt::format("    for (int64_t {0} = 0; {0} < {1}; ++{0}) {2}[{4} * {1} + {0}] {3};\n", v, per,
-                         name(out), op, at);
     }
   const bool batched = !b.dims.empty() && b.dims[0].batch;
   const long per = buffer_size(b, true);
@@ -792,8 +793,7 @@ std::string CEmitter::kernel_call(const ir::Routine& r, const ir::Stmt& s, Unit&
   if (uses_n) params.push_back("int64_t n"), args.push_back("n"), taken.insert("n");
   bool at_pos = false;
   for (const ir::Iter& it : s.iters) at_pos = at_pos || it.at_pos;
-  if (at_pos && !rows_) params.push_back("int64_t pos"), args.push_back("pos"), taken.insert("pos");
-  if (at_pos && rows_) params.push_back("const int64_t *pos"), args.push_back("pos"), taken.insert("pos");
+  if (at_pos) params.push_back("const int64_t *pos"), args.push_back("pos"), taken.insert("pos");
   if (rows_ && touches_cache(p_, s)) params.push_back("const int64_t *seq"), args.push_back("seq"), taken.insert("seq");
   if (rng) params.push_back("cannl_rng *rng"), args.push_back("&rng"), taken.insert("rng");
   for (int b : written)
@@ -838,7 +838,7 @@ std::string CEmitter::call_text(const ir::Call& c, bool& n_used) {
   if (c.kind == ir::Call::Kind::EmbeddingForward || c.kind == ir::Call::Kind::EmbeddingBackward)
     return embedding_text(c);
   attention_ = true;
-  if (c.at_pos) return rows_ ? attention_rows(c) : attention_at_pos(c);
+  if (c.at_pos) return attention_rows(c);
   const bool grouped = c.group > 1, backward = c.kind == ir::Call::Kind::AttentionBackward;
   const long kvh = c.heads / c.group;
   const long pairs = c.seqs * (grouped && backward ? kvh : c.heads);
@@ -892,38 +892,6 @@ std::string CEmitter::call_text(const ir::Call& c, bool& n_used) {
   return out + "        }\n    }\n";
 }
 
-std::string CEmitter::attention_at_pos(const ir::Call& c) {
-  const std::string t = o_.f64 ? "f64" : "f32";
-  const long kvh = c.heads / c.group;
-  // row `at` of head cannl_h (of key/value head cannl_h / group when kv), with its row stride
-  // when `stride`; a ring's position at its row pos % ring
-  auto row = [&](int b, const std::string& at, long width, long off, long row, bool kv, bool stride = true) {
-    const long heads = kv ? kvh : c.heads;
-    const std::string h = kv && c.group > 1 ? fmt::format("(cannl_h / {})", c.group) : "cannl_h";
-    const std::string r = at == "pos" && buf(b).ring ? fmt::format("(pos % {})", buf(b).ring) : at;
-    if (off == 0 && row == 0)
-      return fmt::format("{} + ({} * {} + {}) * {}", name(b), r, heads, h, width) +
-             (stride ? fmt::format(", {}", heads * width) : "");
-    return fmt::format("{} + {} + {} * {} + {} * {}", name(b), off, r, row, h, width) +
-           (stride ? fmt::format(", {}", row) : "");
-  };
-  std::string out = "    {\n";
-  out += fmt::format("        const cannl_attn_dims cannl_d = {{1, {}, {}, {}, pos, {}, {}, {}}};\n", c.tk, c.e, c.f,
-                     c.causal ? 1 : 0, num_double(c.scale), c.window);
-  out += fmt::format("        for (int64_t cannl_h = 0; cannl_h < {}; ++cannl_h)\n", c.heads);
-  if (c.ring)  // one query: no row strides for q and o
-    out += fmt::format("            cannl_attention_ring_{}(&cannl_d, {}, {}, {}, {}, {} + cannl_h * {} + pos);\n",
-                       t, row(c.q, "pos", c.e, c.q_off, c.q_row, false, false),
-                       row(c.k, "0", c.e, c.k_off, c.k_row, true), row(c.v, "0", c.f, c.v_off, c.v_row, true),
-                       row(c.o, "pos", c.f, 0, 0, false, false), name(c.lse), c.tq);
-  else
-    out += fmt::format("            cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {} + cannl_h * {} + pos);\n",
-                       t, row(c.q, "pos", c.e, c.q_off, c.q_row, false), row(c.k, "0", c.e, c.k_off, c.k_row, true),
-                       row(c.v, "0", c.f, c.v_off, c.v_row, true), row(c.o, "pos", c.f, 0, 0, false), name(c.lse),
-                       c.tq);
-  return out + "    }\n";
-}
-
 // Over rows: for each row r < n, its query at position pos[r] of sequence slot seq[r] against
 // that slot's cached keys and values (a cache: [slots, T or ring, ...]; any other operand per
 // row at position 0: [batch, T, ...], row r at r's example).
@@ -970,7 +938,7 @@ std::string CEmitter::embedding_text(const ir::Call& c) {
       int8 ? fmt::format("(real)m->int8.{0}[(int64_t)cannl_id * {1} + cannl_j] * m->int8_scale.{0}[cannl_id]",
                          name(c.table), c.width)
            : fmt::format("{}[(int64_t)cannl_id * {} + cannl_j]", name(c.table), c.width);
-  if (c.at_pos && rows_) {  // over rows: row r's id at its position 0 (ids [batch, T], o [batch, T, width])
+  if (c.at_pos) {  // decode over rows: row r's id at its position 0 (ids [batch, T], o [batch, T, width])
     out += "        for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r) {\n";
     out += fmt::format("            const int32_t cannl_id = {}[cannl_r * {}];\n", name(c.ids),
                        buffer_size(buf(c.ids), true));
@@ -979,13 +947,6 @@ std::string CEmitter::embedding_text(const ir::Call& c) {
     out += fmt::format("                {}[cannl_r * {} + cannl_j] = cannl_in ? {} : 0;\n", name(c.o),
                        buffer_size(buf(c.o), true), elem);
     return out + "        }\n    }\n";
-  }
-  if (c.at_pos) {  // decode: the row of the id at position pos
-    out += fmt::format("        const int32_t cannl_id = {}[pos];\n", name(c.ids));
-    out += fmt::format("        const int cannl_in = cannl_id >= 0 && cannl_id < {};\n", c.rows);
-    out += fmt::format("        for (int64_t cannl_j = 0; cannl_j < {}; ++cannl_j)\n", c.width);
-    out += fmt::format("            {}[pos * {} + cannl_j] = cannl_in ? {} : 0;\n", name(c.o), c.width, elem);
-    return out + "    }\n";
   }
   out += fmt::format("        const int64_t cannl_n = {}; /* positions */\n", count);
   if (c.kind == ir::Call::Kind::EmbeddingForward) {
@@ -1107,8 +1068,7 @@ std::string CEmitter::routine_text(const ir::Routine& r, Unit& u) {
                         : r.kind == ir::RoutineKind::Eval ? ", double *loss, double metrics[]" : "";
     const bool loss = r.kind == ir::RoutineKind::TrainStep || r.kind == ir::RoutineKind::TrainGrads;
     sig = fmt::format("static {} {}({} *m, const real *const inputs[], int64_t {}{})", loss ? "double" : "void",
-                      r.name(), u.state, rows_ ? "n, const int64_t *pos, const int64_t *seq"
-                                         : r.io.position ? "pos" : "n", extra);
+                      r.name(), u.state, rows_ ? "n, const int64_t *pos, const int64_t *seq" : "n", extra);
   }
   bool inputs_used = false, n_used = scalars.count("n") > 0;
   // The buffers: the caller's inputs, the state's own fields, the work region's.
@@ -1223,7 +1183,6 @@ std::string CEmitter::routine_text(const ir::Routine& r, Unit& u) {
   }
   if (!no_batch) {
     if (!inputs_used) pro += "    (void)inputs;\n";
-    if (r.io.position && n_used && !rows_) CANNL_BUG("the decode routine uses the batch count");
     if (!n_used && !r.io.position) pro += "    (void)n;\n";
     if (rows_) pro = "    (void)n, (void)pos, (void)seq;\n" + pro;
   }

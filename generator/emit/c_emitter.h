@@ -54,7 +54,7 @@ private:
   bool gemm_kernel_ = false;  // some contraction calls the runtime's kernel (cannl_sgemm, cannl_dgemm)
   bool gemm_blas_ = false;    // some contraction calls cblas
   bool attention_ = false;    // some routine calls the runtime's attention (cannl_attention.h)
-  bool rows_ = false;         // printing a decode over rows (ir::Interface::slots): pos[r], seq[r] per row
+  bool rows_ = false;         // printing the decode routine, over rows (ir::Interface::slots): pos[r], seq[r]
   bool int8_unit_ = false;    // printing the forward-only state's routines: int8 params read as such
   // Kernels by their text (the name left out): a nest that forward, eval_metrics and
   // train_step all run is one function, with one name in both files.
@@ -187,11 +187,11 @@ private:
   // (they add into the same dk, dv rows).
   std::string call_text(const ir::Call& c, bool& n_used);
 
-  // The decode routine's attention: per head, the query at position pos against the cached
-  // keys and values of positions 0 .. pos (cannl_attention.h's q_offset), one sequence; with
-  // a window whose caches are rings (ir::Call::ring), the last positions' keys from their rows
-  // pos % ring (cannl_attention_ring_*). Grouped-query: key/value head cannl_h / group.
-  std::string attention_at_pos(const ir::Call& c);
+  // The decode routine's attention: for each row r < n, per head, the query at position pos[r]
+  // against the cached keys and values of positions 0 .. pos[r] of its slot seq[r]
+  // (cannl_attention.h's q_offset); with a window whose caches are rings (ir::Call::ring), the
+  // last positions' keys from their rows pos[r] % ring (cannl_attention_ring_*). Grouped-query:
+  // key/value head cannl_h / group.
   std::string attention_rows(const ir::Call& c);
 
   // Embedding: the gather, a row per position in parallel; the scatter-add, blocks of 64

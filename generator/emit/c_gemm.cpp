@@ -26,14 +26,6 @@ std::string pointer(const ir::Program& p, const ir::Access& a, const Gemm& g, co
     std::string v = site.vars[static_cast<size_t>(it)];
     off += " + " + (st == 1 ? v : fmt::format("{} * {}", v, st));
   }
-  // A loop at the decode routine's position, in any role (one iteration): the operand from there
-  // (a window's ring cache: from row pos % ring, ir::Buffer::ring).
-  const long ring = p.buffers[static_cast<size_t>(a.buf)].ring;
-  const std::string pos = ring ? fmt::format("(pos % {})", ring) : std::string("pos");
-  for (size_t it = 0; it < g.at_pos.size(); ++it) {
-    long st = iter_stride(p, a, static_cast<int>(it));
-    if (g.at_pos[it] && st != 0) off += st == 1 ? " + " + pos : fmt::format(" + {} * {}", pos, st);
-  }
   if (base) off += fmt::format(" + {}", base);
   return off.empty() ? s : s + off;
 }

@@ -43,7 +43,7 @@ struct Gemm {
   ir::ExprP alpha;          // the scalar factor; nullptr for 1
   bool outer_k = false;     // some K loop is an outer loop (calls accumulate into C)
   std::vector<bool> one_pass;  // per loop: one iteration and not the batch loop (no loop to print)
-  std::vector<bool> at_pos;    // per loop: the decode routine's position (its variable is `pos`; ir.h)
+  std::vector<bool> at_pos;    // per loop: the decode routine's position (its variable is `pos[r]`; ir.h)
   bool dot = false;            // tiled only: summed as dot products (cannl_sgemm_dot; recognise_contraction)
   // Tiled only: A A^T, B the same elements as A with the roles of M and N swapped (one buffer,
   // the same offsets and strides; M = N): C is symmetric, and an overwriting product may

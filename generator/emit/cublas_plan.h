@@ -38,9 +38,9 @@ struct GemmPlan {
   double alpha = 1;          // C = alpha op(A) op(B) + beta C (alpha_scalar: a run-time scalar)
   std::string alpha_scalar;  // "" or the name of the scalar that is alpha (times `alpha`)
   bool overwrite = false;    // beta = 0 (a zero_first nest) instead of 1
-  // The decode routine's nests (ir::Iter::at_pos): the stride of its position `pos` in cuBLAS's
-  // A, B and C (0: not indexed); each operand starts at pos times it (at pos % ring for a
-  // window's ring cache, ir::Buffer::ring).
+  // The decode routine's nests (ir::Iter::at_pos): the stride of its position in cuBLAS's A, B
+  // and C (0: not indexed). Over rows each row is at its own position pos[r], no one offset: the
+  // emitter makes a nest with one a kernel (CudaEmitter::gemm_at_rows).
   long pos_a = 0, pos_b = 0, pos_c = 0;
 };
 

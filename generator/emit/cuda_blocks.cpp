@@ -37,17 +37,17 @@ const std::string& CudaEmitter::block_function(const ir::Call& c) {
   const bool init = half == 3, decode = half == 4;
   const ir::Block& bl = p_.blocks[static_cast<size_t>(c.block)];
   const ir::Routine& body = ir::body_of(bl, c.kind);
-  const bool caller_rows = rows_;  // (the calling routine's; a decode body over rows: n rows, pos[], seq[])
-  rows_ = x_.rows = decode && body.io.slots > 0;
+  const bool caller_rows = rows_;  // (the calling routine's; a decode body: n rows, pos[], seq[])
+  rows_ = x_.rows = decode;
   const BlockSig sig = block_sig(p_, c);
   const std::vector<const ir::Stmt*> nests = block_span(p_, c);
   std::set<std::string> scalars;
   std::set<int> bufs;
   for (const ir::Stmt* t : nests) stmt_uses(*t, bufs, scalars);
   std::string params = init ? fmt::format("struct {} *m, cannl_rng *const rng", p_.model)
-                   : rows_  ? fmt::format("struct {} *m, int64_t n, const int64_t *pos, const int64_t *seq, "
+                   : decode ? fmt::format("struct {} *m, int64_t n, const int64_t *pos, const int64_t *seq, "
                                           "char *cannl_scratch", p_.model)
-                            : fmt::format("struct {} *m, int64_t {}, char *cannl_scratch", p_.model, decode ? "pos" : "n");
+                            : fmt::format("struct {} *m, int64_t n, char *cannl_scratch", p_.model);
   for (const std::string& x : sig.scalars) params += fmt::format(", const {} {}", scalar_type(x), x);
   for (int b : sig.written) params += fmt::format(", {} *{}", ctype(b), name(b));
   for (int b : sig.read) params += fmt::format(", const {} *{}", ctype(b), name(b));
@@ -70,18 +70,17 @@ const std::string& CudaEmitter::block_function(const ir::Call& c) {
                                       : std::to_string(offset));
   if (!init && locals.empty()) pro += "    (void)cannl_scratch;\n";
   std::set<std::string> taken = {"m", "n", "cannl_scratch", "stream_", "rng"};
-  if (decode) taken.insert("pos");
-  if (rows_) taken.insert("seq");
+  if (decode) taken.insert("pos"), taken.insert("seq");
   for (int b : bufs) taken.insert(name(b));
   taken.insert(sig.scalars.begin(), sig.scalars.end());
   std::string text, last;
-  bool n_used = false, pos_used = false;
+  bool n_used = false;
   int launches = 0;
   for (const ir::Stmt* t : nests) {
     const ir::Stmt& st = *t;
     if (what(st) != last) text += "\n    /* " + comment_safe(what(st)) + " */\n";
     last = what(st);
-    for (const ir::Iter& it : st.iters) n_used |= it.batch, pos_used |= it.at_pos;
+    for (const ir::Iter& it : st.iters) n_used |= it.batch;
     if (init) {  // on the host, into the pinned mirror, as init_params
       name_vars(st, taken);
       if (st.zero_first)
@@ -94,7 +93,6 @@ const std::string& CudaEmitter::block_function(const ir::Call& c) {
     if (st.call) {
       text += call_text(*st.call);
       n_used |= st.call->batch;
-      pos_used |= st.call->at_pos;
       continue;
     }
     name_vars(st, taken);
@@ -107,16 +105,13 @@ const std::string& CudaEmitter::block_function(const ir::Call& c) {
     text += "    " + launch(body, st) + "\n    CUDA_CHECK(cudaGetLastError());\n";
   }
   for (const std::string& x : scalars) n_used |= x == "n";
-  if (decode && n_used && !rows_) CANNL_BUG("a decode body uses the batch count");
-  if (rows_) pro = "    (void)n, (void)pos, (void)seq;\n" + pro;
-  else if (decode && !pos_used) pro = "    (void)pos;\n" + pro;
+  if (decode) pro = "    (void)n, (void)pos, (void)seq;\n" + pro;
   if (!init && !decode && !n_used) pro = "    (void)n;\n" + pro;
   if (!init) pro += launches ? "    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);\n" : "    (void)m;\n";
   else if (text.find("m->") == std::string::npos) pro = "    (void)m;\n" + pro;
   const std::string what = half == 2 ? "instance l's inference body, for each l in order"
-                           : rows_   ? "instance l's decode body, row r at position pos[r] of sequence seq[r], "
+                           : decode  ? "instance l's decode body, row r at position pos[r] of sequence seq[r], "
                                        "for each l in order"
-                           : decode  ? "instance l's decode body at position pos, for each l in order"
                            : init    ? "instance l's params drawn from their initialisers (on the host), for each l in order"
                                      : fmt::format("the {} half of instance l's training body, for each l {}",
                                                    half == 0 ? "forward" : "backward", half == 0 ? "in order" : "in reverse order");
@@ -142,7 +137,7 @@ std::string CudaEmitter::block_call(const ir::Call& c, const std::function<std::
   const bool init = c.kind == ir::Call::Kind::BlockInit;
   std::string args = init ? std::string("m, rng")
                           : fmt::format("m, {}, (char *){}",
-                                        c.kind != ir::Call::Kind::BlockDecode ? "n" : rows_ ? "n, pos, seq" : "pos",
+                                        c.kind != ir::Call::Kind::BlockDecode ? "n" : "n, pos, seq",
                                         c.scratch >= 0 ? name(c.scratch) : "NULL");
   for (const std::string& x : sig.scalars) args += ", " + x;
   for (const std::vector<int>* l : {&sig.written, &sig.read})

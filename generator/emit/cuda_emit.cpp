@@ -373,9 +373,8 @@ std::string CudaEmitter::prefill(const ir::Stmt& s) {
       "}}\n",
       kBlock, r));
   const int out = s.assigns[0].out.buf;
-  Extent e = elements(out);
-  std::string at = name(out);
-  if (at_pos(s) && rows_) {  // over rows: each row's cells, at its slot and position (as the C target's fill_first)
+  const Extent e = elements(out);
+  if (at_pos(s)) {  // decode over rows: each row's cells, at its slot and position (as the C target's fill_first)
     use_helper("cannl_fill_rows", fmt::format(
         "/* over rows: row r's per cells at position pos[r] (of a ring: pos[r] % ring) of slot seq[r], = v */\n"
         "static __global__ void __launch_bounds__({0}) cannl_fill_rows({1} *__restrict__ p, int64_t n,\n"
@@ -394,15 +393,10 @@ std::string CudaEmitter::prefill(const ir::Stmt& s) {
                        "{}, {}, {});\n    CUDA_CHECK(cudaGetLastError());\n    ",
                        per, kBlock - 1, kBlock, kBlock, name(out), per, slot, b.ring, identity(s.assigns[0].accum));
   }
-  if (at_pos(s)) {  // decode: the cells of position pos only, the out [batch, T, ...] (as the C target's fill_first)
-    const ir::Buffer& b = buf(out);
-    e = Extent{buffer_size(b, true) / b.dims[1].size, false};
-    at = fmt::format("{} + {} * {}", name(out), b.ring ? fmt::format("(pos % {})", b.ring) : std::string("pos"), e.c);
-  }
   const std::string grid = e.n ? fmt::format("(unsigned)(({} + {}) / {})", e.str(), kBlock - 1, kBlock)
                                : std::to_string((e.c + kBlock - 1) / kBlock);
   return fmt::format("cannl_fill<<<{}, {}, 0, stream_>>>({}, {}, {});\n    CUDA_CHECK(cudaGetLastError());\n    ",
-                     grid, kBlock, at, e.str(), identity(s.assigns[0].accum));
+                     grid, kBlock, name(out), e.str(), identity(s.assigns[0].accum));
 }
 
 void CudaEmitter::split_scale(const ir::Stmt& s, bool assign, const ir::Expr*& summed, const ir::Expr*& scale) {
@@ -463,9 +457,9 @@ void CudaEmitter::kernel_args(const ir::Routine& r, const ir::Stmt& s, bool uses
     params += ", const int64_t n";
     args += ", n";
   }
-  // the decode routine's position (its at_pos loop's variable: CExpr prints `pos`, or over rows `pos[b]`)
+  // the decode routine's positions (its at_pos loop's variable: CExpr prints `pos[b]`)
   if (at_pos(s)) {
-    params += rows_ ? ", const int64_t *__restrict__ pos" : ", const int64_t pos";
+    params += ", const int64_t *__restrict__ pos";
     args += ", pos";
   }
   if (rows_ && touches_cache(s)) {  // over rows: a cache's first index is the row's slot (CExpr prints `seq[b]`)
@@ -641,17 +635,12 @@ std::string CudaEmitter::gemm_call(const GemmPlan& g) const {
     const std::string sc = g.alpha_scalar == "n" ? "(real)n" : g.alpha_scalar;
     alpha = g.alpha == 1 ? sc : sc + " * " + alpha;
   }
-  // decode: each operand from its row at the position (a window's ring cache: pos % ring)
-  auto at = [&](int b, long pos_stride) {
-    if (pos_stride == 0) return name(b);
-    const std::string pos = buf(b).ring ? fmt::format("(pos % {})", buf(b).ring) : std::string("pos");
-    return pos_stride == 1 ? fmt::format("{} + {}", name(b), pos)
-                           : fmt::format("{} + {} * {}", name(b), pos, pos_stride);
-  };
+  // (a plan with a position offset is a kernel: gemm_at_rows)
+  if (g.pos_a || g.pos_b || g.pos_c) CANNL_BUG("a cuBLAS product at the decode position");
   return fmt::format("gemm(m, __FILE__, __LINE__, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});",
-                     op(g.trans_a), op(g.trans_b), g.m.str(), g.n.str(), g.k.str(), alpha, at(g.a, g.pos_a), g.lda,
-                     g.stride_a, at(g.b, g.pos_b), g.ldb, g.stride_b, g.overwrite ? x_.num(0) : x_.num(1),
-                     at(g.c, g.pos_c), g.ldc, g.stride_c, g.count.str());
+                     op(g.trans_a), op(g.trans_b), g.m.str(), g.n.str(), g.k.str(), alpha, name(g.a), g.lda,
+                     g.stride_a, name(g.b), g.ldb, g.stride_b, g.overwrite ? x_.num(0) : x_.num(1),
+                     name(g.c), g.ldc, g.stride_c, g.count.str());
 }
 
 std::string CudaEmitter::init_routine(const ir::Routine& r) {
@@ -728,10 +717,9 @@ void CudaEmitter::routine(const ir::Routine& r, std::string& routines) {
   std::set<std::string> taken;
   for (int b : bufs) taken.insert(name(b));
   for (const auto& sc : r.scalars) taken.insert(sc.name);
-  const bool decode = r.io.position;  // generation's step: at position pos of one sequence, no n
-  rows_ = x_.rows = decode && r.io.slots > 0;  // (over rows: n rows, pos[] and seq[])
-  if (decode) taken.insert("pos");
-  if (rows_) taken.insert("seq");
+  const bool decode = r.io.position;  // generation's step, over rows: n rows, pos[] and seq[]
+  rows_ = x_.rows = decode;
+  if (decode) taken.insert("pos"), taken.insert("seq");
 
   std::string body, last;
   int nk = 0, ng = 0;
@@ -795,7 +783,6 @@ void CudaEmitter::routine(const ir::Routine& r, std::string& routines) {
   }
   pro += scalar_prologue(r, scalars, x_);
   if (!inputs_used) pro += "    (void)in_;\n";
-  if (decode && n_used && !rows_) CANNL_BUG("the decode routine uses the batch count");
   if (!n_used && !decode) pro += "    (void)n;\n";
   if (rows_) pro = "    (void)n, (void)pos, (void)seq;\n" + pro;
   pro += "    const cudaStream_t stream_ = cannl_stream_cuda(m->compute);\n";
@@ -803,9 +790,7 @@ void CudaEmitter::routine(const ir::Routine& r, std::string& routines) {
   std::string head = fmt::format("/* routine {}: {} kernels, {} cuBLAS products, queued on the compute stream */\n",
                                  r.name(), nk, ng);
   head += fmt::format("static void {}(struct {} *m, const real *const in_[], {}) {{\n", r.name(), p_.model,
-                      rows_    ? "int64_t n, const int64_t *pos, const int64_t *seq"
-                      : decode ? "int64_t pos"
-                               : "int64_t n");
+                      rows_ ? "int64_t n, const int64_t *pos, const int64_t *seq" : "int64_t n");
   routines += head + pro + body + "}\n\n";
   rows_ = x_.rows = false;
 }
@@ -814,7 +799,7 @@ std::string CudaEmitter::call_text(const ir::Call& c) {
   if (c.kind == ir::Call::Kind::EmbeddingForward || c.kind == ir::Call::Kind::EmbeddingBackward)
     return embedding_text(c);
   attention_ = true;
-  if (c.at_pos) return rows_ ? attention_rows(c) : attention_at_pos(c);
+  if (c.at_pos) return attention_rows(c);
   // a buffer [B.., T, H.., w] as a view over (sequence, head, position)
   // (q, k, v in place in a fused buffer: at `off`, rows of `row` elements; ir::Call's views)
   // (k, v and their gradients over the key/value heads: heads / group of them)
@@ -844,26 +829,6 @@ std::string CudaEmitter::call_text(const ir::Call& c) {
                       view(c.dk, c.tk, c.e, c.k_off, c.k_row, true), view(c.dv, c.tk, c.f, c.v_off, c.v_row, true),
                       tail);
   return out + "    CUDA_CHECK(cudaGetLastError());\n";
-}
-
-std::string CudaEmitter::attention_at_pos(const ir::Call& c) {
-  const long kvh = c.heads / c.group;
-  // row `at` of buffer b, head 0 (a view of a fused buffer: at `off`, rows of `row` elements;
-  // else rows of heads * width); a ring's position at its row pos % ring
-  auto row = [&](int b, const std::string& at, long heads, long width, long off, long row) {
-    if (at == "0") return off == 0 ? name(b) : fmt::format("{} + {}", name(b), off);
-    const std::string r = buf(b).ring ? fmt::format("(pos % {})", buf(b).ring) : at;
-    if (off == 0 && row == 0) return fmt::format("{} + {} * {}", name(b), r, heads * width);
-    return fmt::format("{} + {} + {} * {}", name(b), off, r, row);
-  };
-  const long k_st = c.k_off == 0 && c.k_row == 0 ? kvh * c.e : c.k_row;
-  const long v_st = c.v_off == 0 && c.v_row == 0 ? kvh * c.f : c.v_row;
-  return fmt::format("    cannl_attention_decode<real, {}, {}>(stream_, {}, {}, (int)pos, {}, {}, (real){}, "
-                     "{}, {}, {}, {}, {}, {}, {} + pos, {});\n    CUDA_CHECK(cudaGetLastError());\n",
-                     c.e, c.f, c.heads, c.group, c.tk, c.window, num_double(c.scale),
-                     row(c.q, "pos", c.heads, c.e, c.q_off, c.q_row), row(c.k, "0", kvh, c.e, c.k_off, c.k_row), k_st,
-                     row(c.v, "0", kvh, c.f, c.v_off, c.v_row), v_st, row(c.o, "pos", c.heads, c.f, 0, 0),
-                     name(c.lse), c.tq);
 }
 
 // Over rows: for each row r < n its query at position pos[r] of sequence slot seq[r] against that
@@ -916,7 +881,7 @@ static __global__ void __launch_bounds__(256) cannl_embedding_backward(int64_t p
 )");
   const std::string count = c.batch ? (c.seqs == 1 ? std::string("n") : fmt::format("(n * {})", c.seqs)) : std::to_string(c.seqs);
   std::string out;
-  if (c.at_pos && rows_) {  // over rows: row r's id at its position 0 (ids [batch, T], o [batch, T, width])
+  if (c.at_pos) {  // decode over rows: row r's id at its position 0 (ids [batch, T], o [batch, T, width])
     use_helper("embedding_rows", R"(/* over rows: row r's id at ids[r * ids_rs], its table row into out + r * out_rs */
 template <typename R>
 static __global__ void __launch_bounds__(256) cannl_embedding_rows(int64_t n, int64_t width, int64_t rows,
@@ -932,11 +897,7 @@ static __global__ void __launch_bounds__(256) cannl_embedding_rows(int64_t n, in
                       "{}, {}, {}, {}, {}, {});\n",
                       c.width, c.width, c.rows, name(c.ids), buffer_size(buf(c.ids), true), name(c.table), name(c.o),
                       buffer_size(buf(c.o), true));
-  } else if (c.at_pos)  // decode: the row of the id at position pos
-    out = fmt::format("    cannl_embedding_forward<real><<<{}, 256, 0, stream_>>>(1, {}, {}, {} + pos, {}, "
-                      "{} + pos * {});\n",
-                      (c.width + 255) / 256, c.width, c.rows, name(c.ids), name(c.table), name(c.o), c.width);
-  else if (c.kind == ir::Call::Kind::EmbeddingForward)
+  } else if (c.kind == ir::Call::Kind::EmbeddingForward)
     out = fmt::format("    cannl_embedding_forward<real><<<(unsigned)(({} * {} + 255) / 256), 256, 0, stream_>>>({}, {}, {}, {}, {}, {});\n",
                       count, c.width, count, c.width, c.rows, name(c.ids), name(c.table), name(c.o));
   else

@@ -44,7 +44,7 @@ public:
   }
 
   bool attention_ = false;  // some routine calls cannl_attention.cuh
-  // The routine or block body emitted is a decode over rows (ir::Interface::slots): row b of n at
+  // The routine or block body emitted is a decode (over rows, ir::Interface::slots): row b of n at
   // position pos[b] of sequence slot seq[b], pos and seq device arrays (CExpr::rows as well)
   bool rows_ = false;
 
@@ -233,14 +233,11 @@ private:
   // query (forward, dq) or key (dk, dv) rows, every sequence and head at once.
   std::string call_text(const ir::Call& c);
 
-  // The decode routine's attention (ir::Call::at_pos), as the C target's attention_at_pos: the
-  // query of each head at position pos against the cached keys and values (cannl_attention.cuh's
-  // cannl_attention_decode, a warp per head), key/value head h / group; a window's caches are
-  // rings of c.tk rows (the key of position s in row s % tk), the others hold every position
-  // (tk = T, s % T = s).
-  std::string attention_at_pos(const ir::Call& c);
-  // Over rows (rows_): each row's query at its position and slot (cannl_attention_decode_rows),
-  // as the C target's attention_rows.
+  // The decode routine's attention (ir::Call::at_pos), as the C target's attention_rows: each
+  // row's query, of each head, at its position pos[r] against the cached keys and values of its
+  // slot seq[r] (cannl_attention.cuh's cannl_attention_decode_rows), key/value head h / group; a
+  // window's caches are rings of c.tk rows (the key of position s in row s % tk), the others hold
+  // every position (tk = T, s % T = s).
   std::string attention_rows(const ir::Call& c);
 
   // Embedding: the gather, a thread per element; the scatter-add, a thread per feature adding

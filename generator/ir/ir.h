@@ -80,7 +80,7 @@ struct Buffer {
   int block = -1;
   bool formal = false;
   // A decode cache of a windowed attention (passes/decode.cpp) that keeps only the last `ring`
-  // positions: dims [1, ring, ...], position s in row s % ring (0: not a ring).
+  // positions: dims [batch, ring, ...], position s in row s % ring (0: not a ring).
   long ring = 0;
   // int8 weights (`cannl gen --quantize int8`, passes/quantize.h): > 0 on a param the
   // forward-only state also keeps as int8 rows of `int8_row` elements with one float scale per
@@ -102,8 +102,8 @@ struct Iter {
   std::string name;
   long size = 1;       // constant bound (for batch: the maximum)
   bool batch = false;  // bound is the run-time n
-  // The decode routine's sequence loop: one iteration, at the run-time position `pos` (the
-  // loop variable is pos, not 0; size is 1).
+  // The decode routine's sequence loop: one iteration, at row r's run-time position `pos[r]`
+  // (the loop variable is pos[r] of the nest's batch loop r, not 0; size is 1).
   bool at_pos = false;
 };
 
@@ -286,10 +286,11 @@ struct Call {
   // table; the positions are the sequences above (`batch`, `seqs`).
   int table = -1, ids = -1, dtable = -1;
   long rows = 1, width = 1;
-  // The decode routine's step: one position, `pos`, of a single sequence (batch false, seqs
-  // the sequence's length). Embedding: that position's id and row. Attention: the query at
-  // pos against the keys and values of positions 0 .. pos (k and v the routine's caches); with
-  // `ring`, k and v are rings of tk rows (Buffer::ring: a window's last positions).
+  // The decode routine's step: each of its n rows at its own position `pos[r]` of its sequence
+  // slot `seq[r]` (batch false, seqs a sequence's length). Embedding: the row's id at that
+  // position and its row of the table. Attention: the row's query at pos[r] against the keys
+  // and values of positions 0 .. pos[r] of its slot (k and v the routine's caches); with `ring`,
+  // k and v are rings of tk rows (Buffer::ring: a window's last positions).
   bool at_pos = false;
   bool ring = false;
   // A block call (BlockForward): block `block`'s body run for instances l = 0 .. count-1 in
@@ -366,7 +367,7 @@ enum class RoutineKind {
   Forward,    // the outputs of a batch (inference)
   Eval,       // the loss and the metrics of a batch
   Decode,     // generation's step (passes/decode.cpp): the first output at one new position
-              // `pos` of one sequence, keys and values of earlier positions kept in caches
+              // `pos[r]` of each of n sequences, keys and values of earlier positions kept in caches
   // The two halves of train_step, for data-parallel training (a caller all-reduces the
   // gradients in between): TrainGrads is its forward and backward (hands out the loss, keeps
   // the param gradients, in the grad block of the layout), TrainUpdate its optimiser update
@@ -395,17 +396,15 @@ struct Interface {
                              // then the metrics)
   std::vector<int> kept;     // left valid in the state for the caller to read until the next call
                              // (train_step: the gradients of the params, `<model>_grad`)
-  // Decode: the routine takes the position `pos` instead of n (one sequence); the inputs
-  // hold the sequence's ids, of which the routine reads only position pos; each output is
-  // copied at that position only. `seq_len` is the sequence's length (the caches' rows).
+  // Decode (passes/decode.cpp): the routine steps n sequences at once, row b (< n) at its own
+  // position pos[b] of sequence slot seq[b] (< the state's cap: the caches' first axis, a batch
+  // axis of `slots` = max_batch); the per-position buffers at position 0 of row b; its ids one
+  // per row, of which the routine reads only the row's position; each output is copied at that
+  // position only. `seq_len` is a sequence's length (the caches' rows).
   bool position = false;
   long seq_len = 0;
-  int ids = -1;             // decode: the input buffer of the sequence's ids
-  // Decode over rows (PassOptions::decode_rows, the C target): the routine steps n sequences
-  // at once, row b (< n) at its own position pos[b] of sequence slot seq[b] (< the state's
-  // cap: the caches' first axis, a batch axis of `slots` = max_batch); the per-position
-  // buffers at position 0 of row b; its ids one per row.
-  long slots = 0;           // 0: one sequence at `pos` (the form above)
+  int ids = -1;             // decode: the input buffer of the sequences' ids
+  long slots = 0;           // decode: the caches' sequence slots, max_batch (0: not a decode)
 };
 
 // A run-time scalar of a routine, defined once at its top: `name = value`, computed in double
@@ -566,7 +565,7 @@ struct Block {
   std::vector<Stmt> forward;  // the body's nests as lowering made them (of every routine)
   // The bodies, routines of kinds BlockTrain (autodiff makes it; only the forward nests, no
   // barrier, when nothing differentiates the block), BlockInfer and BlockInit
-  // (routine assembly) and BlockDecode (the decode pass: the inference body at one position,
+  // (routine assembly) and BlockDecode (the decode pass: the inference body over rows,
   // its keys and values in cache formals), empty when none; BlockNorm is for the optimiser,
   // which does not make it yet. The passes run over each once (ir.h all_routines). Their
   // interface's `kept` lists the values they carry out.

@@ -324,8 +324,8 @@ struct Verifier {
   }
 
   // The out access reaches every cell of its buffer: one loop per dim over the whole dim (in
-  // decode, a batch dim's loop runs once and the sequence loop at pos; over rows, a sequence
-  // axis at position 0, and a cache's sequence slot, ir::Interface::slots).
+  // decode, the sequence loop at the row's position, a sequence axis at position 0, and a
+  // cache's sequence slot, ir::Interface::slots).
   bool covers(const Access& out) const {
     std::vector<bool> seen(s->iters.size(), false);
     const auto& dims = buf(out.buf).dims;
@@ -341,7 +341,7 @@ struct Verifier {
       seen[static_cast<size_t>(f.terms[0].iter)] = true;
       const Iter& it = s->iters[static_cast<size_t>(f.terms[0].iter)];
       const bool whole = it.size == dims[d].size && it.batch == dims[d].batch;
-      if (!whole && !(decode() && (it.at_pos || (dims[d].batch && it.size == 1)))) return false;
+      if (!whole && !(decode() && it.at_pos)) return false;
     }
     return true;
   }

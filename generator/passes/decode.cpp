@@ -5,39 +5,36 @@
 // Guarantees: when every nest of forward that the first output needs is per position — it
 // computes each position of the sequence from that position's values only, but for causal
 // attention, which reads the keys and values of the positions up to its query's — a routine
-// of kind Decode is added: forward's nests for the first output with
-//   - the batch loops run once (one sequence: the batch index is 0);
-//   - the sequence loop (the loop over the T positions) at one position, the run-time `pos`
+// of kind Decode is added that steps n sequences at once (Interface::slots = max_batch):
+// forward's nests for the first output with
+//   - the batch loops kept (row b < n);
+//   - the sequence loop (the loop over the T positions) at the row's position pos[b]
 //     (Iter::at_pos), and the embedding and attention calls likewise (Call::at_pos);
 //   - the keys and values of each attention written to and read from a cache buffer
-//     `<k>_cache` (Role::Cache, [1, T, ...]; q, k and v read in place from one fused buffer
-//     share its cache, queries included) that the routine keeps across calls; a windowed
-//     attention's (window W < T) is a ring of the last W positions (Buffer::ring: [1, W, ...],
-//     position s in row s % W; Call::ring), grouped-query's holds the key/value heads only
-//     (the buffers' own layout); after calls
-//     at positions 0 .. p of a sequence, the output at p equals forward's at p (the same
-//     nests, the same order of sums: within float rounding, the matrix products' blocking
-//     aside).
+//     `<k>_cache` (Role::Cache, [batch, T, ...]: its first axis a batch axis of sequence slots,
+//     one per example of the state's cap, run-time-sized with the state, in its arena's scaled
+//     part; indexed by the row's batch loop, which the emitter prints as the row's slot seq[b];
+//     q, k and v read in place from one fused buffer share its cache, queries included) that
+//     the routine keeps across calls; a windowed attention's (window W < T) is a ring of the
+//     last W positions (Buffer::ring: [batch, W, ...], position s in row s % W; Call::ring),
+//     grouped-query's holds the key/value heads only (the buffers' own layout);
+//   - every per-position buffer with a batch axis read and written at position 0 of row b
+//     ([b, 0, ...]), so a product's rows are one strided n-row matrix; a nest at pos without a
+//     batch loop (a table over positions) given one, each row computing its own position's
+//     cells; a sequence loop no index reads any more dropped;
+// after calls at positions 0 .. p of a sequence, the output at p equals forward's at p (the
+// same nests, the same order of sums: within float rounding, the matrix products' blocking
+// aside).
 // A zero_first sum writing a cache (a projection straight into the fused qkv buffer) becomes a
 // fill of the position's cells and the accumulation.
 // A rolled repeat block that forward calls (its inference body, Call::Kind::BlockInfer) is
 // analysed once, on its body: each formal per position at its actual's axis, the values it
 // carries out at the axis of those it carries in. Its decode body (Block::decode, kind
-// BlockDecode) is the inference body's nests at one position as above, its attention's keys
-// and values in cache formals `<k>_cache` [1, T, ...] that the decode routine's call of the
+// BlockDecode) is the inference body's nests over rows as above, its attention's keys and
+// values in cache formals `<k>_cache` [batch, T, ...] that the decode routine's call of the
 // block (Call::Kind::BlockDecode, the inference call's bindings) binds to one stack of every
-// instance's cache, `<block>_<k>_cache` [count, 1, T, ...] (Role::Cache), instance l's at slot
-// l. The decode bodies are planned as plan_blocks plans the others (plan_block_body).
-// Over rows (PassOptions::decode_rows, both targets): the routine steps n sequences at once
-// (Interface::slots > 0). The batch loops stay (row b < n); the caches' first axis becomes
-// a batch axis of sequence slots, one per example of the state's cap ([batch, T, ...], the
-// stacks [count, batch, T, ...]: run-time-sized with the state, in its arena's scaled part; the
-// forward-only state of a cap of 1 holds one sequence, as without rows), indexed by the row's
-// batch loop, which the emitter prints as the row's slot seq[b];
-// the sequence loop at the row's position pos[b]; every per-position buffer with a batch axis
-// is read and written at position 0 of row b ([b, 0, ...]), so a product's rows are one strided
-// n-row matrix; a nest at pos without a batch loop (a table over positions) gets one, each row
-// computing its own position's cells; a sequence loop no index reads any more is dropped.
+// instance's cache, `<block>_<k>_cache` [count, batch, T, ...] (Role::Cache), instance l's at
+// slot l. The decode bodies are planned as plan_blocks plans the others (plan_block_body).
 // A model that is not a causal language model of this form gets no decode routine (nothing
 // changes); so does one where a nest mixes positions otherwise (a sum over positions, a shift)
 // or reads the batch count.
@@ -55,7 +52,7 @@ namespace {
 
 struct Plan {
   long T = 0;
-  long slots = 0;                // decode over rows: the caches' sequence slots, max_batch (0: one sequence)
+  long slots = 0;                // the caches' sequence slots: max_batch
   std::vector<int> seqdim;       // per buffer: the axis holding the position, or -1
   std::map<int, int> cache_of;   // attention k/v buffer -> its cache (a body's: a formal of the body)
   std::map<int, int> stack_of;   // a body's cache formal -> the stack of every instance's cache
@@ -200,15 +197,15 @@ ir::ExprP rename(const ir::ExprP& e, const std::map<int, int>& to) {
   return changed ? std::make_shared<const ir::Expr>(std::move(c)) : e;
 }
 
-// A cache for attention operand b (k or v): `<b>_cache`, [1, T, ...] (a ring of the last
+// A cache for attention operand b (k or v): `<b>_cache`, [batch, T, ...] (a ring of the last
 // `ring` positions when > 0). In a block's body (block >= 0), a formal of the body, and the
-// stack of every instance's `<block>_<b>_cache` [count, 1, T, ...] (Plan::stack_of) that
+// stack of every instance's `<block>_<b>_cache` [count, batch, T, ...] (Plan::stack_of) that
 // the decode call binds it to.
 int make_cache(ir::Program& p, Plan& pl, int b, long ring, int block) {
   ir::Buffer cb = p.buffers[static_cast<size_t>(b)];
   cb.name = p.unique_name(cb.name + "_cache", block);
   cb.role = ir::Role::Cache;
-  cb.dims[0] = ir::Dim{pl.slots ? pl.slots : 1, pl.slots > 0};  // over rows: one slot per example of the cap
+  cb.dims[0] = ir::Dim{pl.slots, true};  // one slot per example of the cap
   if (ring) cb.dims[1] = ir::Dim{ring, false}, cb.ring = ring;
   cb.state_name.clear();
   cb.tensor = -1;
@@ -426,9 +423,8 @@ void over_rows(const ir::Program& p, const Plan& pl, ir::Stmt& s) {
   if (s.scaled_sum) s.scaled_sum->summand = shift_iters(s.scaled_sum->summand);
 }
 
-// Nest s (of forward, or of a block's inference body) at one position of one sequence, its
-// keys and values in their caches, appended to `out`; over rows (Plan::slots), each row at
-// its own position and slot, the batch loops kept.
+// Nest s (of forward, or of a block's inference body) over rows, each row at its own position
+// and slot, the batch loops kept, its keys and values in their caches, appended to `out`.
 void at_position(const ir::Program& p, const Plan& pl, ir::Stmt s, int seq, std::vector<ir::Stmt>& out) {
   if (s.call) {
     ir::Call& c = *s.call;
@@ -443,7 +439,6 @@ void at_position(const ir::Program& p, const Plan& pl, ir::Stmt s, int seq, std:
   } else {
     for (size_t k = 0; k < s.iters.size(); ++k) {
       ir::Iter& it = s.iters[k];
-      if (it.batch && !pl.slots) it = ir::Iter{it.name, 1, false, false};
       if (static_cast<int>(k) == seq) it = ir::Iter{it.name, 1, false, true};
     }
     for (ir::Assign& a : s.assigns) {
@@ -455,7 +450,7 @@ void at_position(const ir::Program& p, const Plan& pl, ir::Stmt s, int seq, std:
       rename(s.product->b, pl.cache_of);
     }
     if (s.scaled_sum) s.scaled_sum->summand = rename(s.scaled_sum->summand, pl.cache_of);
-    if (pl.slots) over_rows(p, pl, s);
+    over_rows(p, pl, s);
     if (s.zero_first && p.buffers[static_cast<size_t>(s.assigns[0].out.buf)].role == ir::Role::Cache) {
       out.push_back(fill_at_pos(s));
       s.zero_first = false;
@@ -500,7 +495,7 @@ ir::Stmt block_decode(ir::Program& p, const Plan& pl, const ir::Stmt& s) {
 // The decode routine of p, its caches added to p.buffers (and its blocks' decode bodies);
 // false (p.buffers as they were but for caches to drop, the blocks' formals for cache formals
 // to drop) when the model has none.
-bool build(ir::Program& p, ir::Routine& dec, bool rows) {
+bool build(ir::Program& p, ir::Routine& dec) {
   const ir::Routine* fwd = p.routine(ir::RoutineKind::Forward);
   if (!fwd || fwd->io.outputs.empty()) return false;
   // The one input forward reads: ids [batch, T].
@@ -514,7 +509,7 @@ bool build(ir::Program& p, ir::Routine& dec, bool rows) {
   if (tb.ids <= 0 || tb.dims.size() != 2 || !tb.dims[0].batch) return false;
   Plan pl;
   pl.T = tb.dims[1].size;
-  pl.slots = rows ? p.max_batch : 0;
+  pl.slots = p.max_batch;
   pl.seqdim.assign(p.buffers.size(), -1);
   pl.seqdim[static_cast<size_t>(tokens)] = 1;
   const std::vector<size_t> keep = needed(fwd->stmts, {fwd->io.outputs[0]});
@@ -547,7 +542,7 @@ void make_decode(ir::Program& p, const PassOptions& o) {
   std::vector<size_t> formals;
   for (const ir::Block& bl : p.blocks) formals.push_back(bl.formals.size());
   ir::Routine dec;
-  if (!build(p, dec, o.decode_rows)) {
+  if (!build(p, dec)) {
     p.buffers.resize(buffers);
     for (size_t k = 0; k < p.blocks.size(); ++k) {
       p.blocks[k].formals.resize(formals[k]);

@@ -28,7 +28,6 @@ struct PassOptions {
   bool opt_block = false;            // the optimiser state in a block of its own (layout; the C target)
   bool decode_in_training = false;   // the decode routine runs on the training state (layout; the CUDA
                                      // target, which has no forward-only state)
-  bool decode_rows = false;          // decode steps a batch of sequences (passes/decode.cpp; both targets)
   bool host_locals = true;           // a block body's locals may live in a formal's bytes (plan_blocks:
                                      // the C target; the CUDA emitter keeps every local in the scratch)
   bool fuse_sums = true;             // sibling column sums share a nest (fuse: the C target; the CUDA

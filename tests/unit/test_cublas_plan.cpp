@@ -196,7 +196,7 @@ long flat_at(const ir::Program& p, const ir::Stmt& s, const ir::Access& a, const
 }
 
 TEST_CASE("decode over rows: every contraction's GEMM computes its nest's rows", "[contraction][numeric][decode]") {
-  // The CUDA emitter's decode is over rows (PassOptions::decode_rows): a nest that reads or writes
+  // The decode routine is over rows (passes/decode.cpp): a nest that reads or writes
   // a cache (each row at its own slot and position) or whose plan has a position offset is a
   // kernel (CudaEmitter::gemm_at_rows); every other contraction is one GEMM over the n rows,
   // each at its position 0: the windowed and grouped-query caches and a fused qkv's ring

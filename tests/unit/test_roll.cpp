@@ -721,7 +721,7 @@ TEST_CASE("the decode routine calls a block's decode body, each instance's keys 
     CHECK(call->call->count == bl.count);
     CHECK(p.find("qkv_0_cache") < 0);
     CHECK(p.find("qkv_1_cache") < 0);
-    // The body: at one position; its cache a formal bound to slot l of a stack [count, 1, T, ...].
+    // The body: over rows; its cache a formal bound to slot l of a stack [count, batch, T, ...].
     REQUIRE(!bl.decode.stmts.empty());
     CHECK(bl.decode.io.position);
     int caches = 0;
