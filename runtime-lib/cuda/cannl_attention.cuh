@@ -921,7 +921,7 @@ constexpr bool tc_takes() {
 // last `rows` positions or the whole sequence), in position order with forward_rows'
 // running maximum and sum. A warp per head: q and o rows of head h at q + h * E, o + h * F;
 // key/value head h / group at k + row * k_st + (h / group) * E, likewise v; lse[h * lse_sh].
-// (decode_head: head h's warp; decode_kernel and decode_rows_kernel launch it)
+// (decode_head: head h's warp; decode_rows_kernel launches it)
 template <typename R, int E, int F>
 __device__ __forceinline__ void decode_head(int h, int group, int pos, int rows, int window, R scale,
                                             const R* __restrict__ q, const R* __restrict__ k, long long k_st,
@@ -957,18 +957,8 @@ __device__ __forceinline__ void decode_head(int h, int group, int pos, int rows,
   if (lane == 0) lse[(long long)h * lse_sh] = m + log_(l);
 }
 
-template <typename R, int E, int F>
-__global__ void __launch_bounds__(32 * kWarps)
-decode_kernel(int H, int group, int pos, int rows, int window, R scale, const R* __restrict__ q,
-              const R* __restrict__ k, long long k_st, const R* __restrict__ v, long long v_st, R* __restrict__ o,
-              R* __restrict__ lse, long long lse_sh) {
-  const int h = blockIdx.x * kWarps + threadIdx.x / 32;
-  if (h >= H) return;
-  decode_head<R, E, F>(h, group, pos, rows, window, scale, q, k, k_st, v, v_st, o, lse, lse_sh);
-}
-
 // Over rows (a batched decode step): row r = blockIdx.y at position pos[r] of sequence slot
-// seq[r], its heads as decode_kernel's (the same warp per head whatever the number of rows):
+// seq[r], its heads one warp each (decode_head: the same warp per head whatever the number of rows):
 // q of row r at q + r * q_rs + seq[r] * q_ss + (pos[r] % rows) * q_ps (q_ss, q_ps: a query in
 // the cache, a fused projection's), o and lse at o + r * o_rs, lse + r * lse_rs; its keys and
 // values in slot seq[r] at k + seq[r] * k_ss, v + seq[r] * v_ss.
@@ -1076,17 +1066,6 @@ static inline void cannl_attention_backward(cudaStream_t stream, int B, int H, i
     dkdv_rows<R, E, F><<<grid, 32 * kWarps, 0, stream>>>(H, T, S, q_offset, causal, scale, q, qv, k, kv, v, vv, dout,
                                                          dov, lse, delta, dk, dkv, dv, dvv, group, window);
   }
-}
-
-// A decode step (decode_kernel): H query heads at position pos, one sequence. Check
-// cudaGetLastError after.
-template <typename R, int E, int F>
-static inline void cannl_attention_decode(cudaStream_t stream, int H, int group, int pos, int rows, int window, R scale,
-                                          const R* q, const R* k, long long k_st, const R* v, long long v_st, R* o,
-                                          R* lse, long long lse_sh) {
-  const int blocks = (H + cannl_attn::kWarps - 1) / cannl_attn::kWarps;
-  cannl_attn::decode_kernel<R, E, F><<<blocks, 32 * cannl_attn::kWarps, 0, stream>>>(H, group, pos, rows, window, scale, q, k,
-                                                                                   k_st, v, v_st, o, lse, lse_sh);
 }
 
 // A batched decode step (decode_rows_kernel): n rows, row r at position pos[r] of slot seq[r]
