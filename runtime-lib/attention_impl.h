@@ -15,6 +15,7 @@
  * Forward walks the query chunks, and within one the key tiles, with a running maximum mx and
  * sum l = sum_j e^(s_j - mx) per query and o = sum_j e^(s_j - mx) v_j (rescaled by e^(mx - mx')
  * when the maximum grows); at the end o /= l and lse = mx + log l.
+ * One query (tq = 1) takes ONE instead: the same running maximum and sum, without packing or copies.
  * Backward walks the key tiles, and within one the query chunks that see it: it recomputes
  * p = exp(scale q.k - lse), dP = dO V^T, dS = p (dP - delta) scale, then dv += P^T dO,
  * dk += dS^T Q, dq += dS K.
