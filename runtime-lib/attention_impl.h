@@ -15,6 +15,7 @@
  * Forward walks the query chunks, and within one the key tiles, with a running maximum mx and
  * sum l = sum_j e^(s_j - mx) per query and o = sum_j e^(s_j - mx) v_j (rescaled by e^(mx - mx')
  * when the maximum grows); at the end o /= l and lse = mx + log l.
+ * One query (tq = 1) takes ONE instead: the same running maximum and sum, without packing or copies.
  * Backward walks the key tiles, and within one the query chunks that see it: it recomputes
  * p = exp(scale q.k - lse), dP = dO V^T, dS = p (dP - delta) scale, then dv += P^T dO,
  * dk += dS^T Q, dq += dS K.
@@ -36,6 +37,9 @@
 #define ROWMAX CANNL__CAT(attn_rowmax_, SFX)
 #define COPY CANNL__CAT(attn_copy_, SFX)
 #define ADDBACK CANNL__CAT(attn_addback_, SFX)
+#define DOT4 CANNL__CAT(attn_dot4_, SFX)
+#define AXPY CANNL__CAT(attn_axpy_, SFX)
+#define ONE CANNL__CAT(attn_one_, SFX)
 
 /* One vector of R (32 bytes: 8 floats or 4 doubles); a generic vector, lowered to what the
  * clone's instruction set has. */
@@ -157,6 +161,80 @@ static inline void ADDBACK(R *restrict dst, int64_t st, const R *restrict src, i
     for (int64_t x = 0; x < w; ++x) dst[r * st + x] += src[r * w + x];
 }
 
+/* s[j] = q . k row j over e columns for nk (1 .. 4, constant) keys of rows k + j * k_st: one
+ * vector of sums per key, summed across at the end. */
+static inline __attribute__((always_inline)) void DOT4(const int nk, R *s, const R *q, const R *k, int64_t k_st,
+                                                       int64_t e) {
+  VEC acc[4];
+  for (int j = 0; j < nk; ++j) acc[j] = (VEC){0};
+  int64_t x = 0;
+  for (; x + VN <= e; x += VN) {
+    const VEC qv = VLOAD(q + x);
+    for (int j = 0; j < nk; ++j) acc[j] += qv * VLOAD(k + j * k_st + x);
+  }
+  for (int j = 0; j < nk; ++j) {
+    R sum = 0;
+    for (int u = 0; u < VN; ++u) sum += acc[j][u];
+    for (int64_t t = x; t < e; ++t) sum += q[t] * k[j * k_st + t];
+    s[j] = sum;
+  }
+}
+
+/* o[y] += sum_{j < n} p[j] b[j * b_st + y] for y < nv * VN (nv constant): the sums in registers. */
+static inline __attribute__((always_inline)) void AXPY(const int nv, R *o, const R *p, const R *b, int64_t b_st,
+                                                       int64_t n) {
+  VEC acc[4];
+  for (int u = 0; u < nv; ++u) acc[u] = VLOAD(o + u * VN);
+  for (int64_t j = 0; j < n; ++j) {
+    const VEC pj = (VEC){0} + p[j];
+    for (int u = 0; u < nv; ++u) acc[u] += pj * VLOAD(b + j * b_st + u * VN);
+  }
+  for (int u = 0; u < nv; ++u) VSTORE(o + u * VN, acc[u]);
+}
+
+/* forward for one query (tq = 1: a decode step), without the tiles' packing and copies: per
+ * block of ATTN_KB keys, the scores q . k (four keys at a time, vectors along the row), their
+ * running maximum and sum as forward's, and o += p V (blocks of four vectors of the row). */
+static inline __attribute__((always_inline)) void ONE(const cannl_attn_dims *d, const R *q, const R *k, int64_t k_st,
+                                                      const R *v, int64_t v_st, R *o, R *lse) {
+  const R scale = (R)d->scale;
+  const int64_t e = d->e, f = d->f, keys = cannl__attn_keys_seen(d, 0);
+  R s[ATTN_KB], mx = -INFINITY, l = 0;
+  for (int64_t y = 0; y < f; ++y) o[y] = 0;
+  for (int64_t s0 = attn_first_key(d, 0); s0 < keys; s0 += ATTN_KB) {
+    const int64_t n = keys - s0 < ATTN_KB ? keys - s0 : ATTN_KB;
+    const R *kb = k + s0 * k_st, *vb = v + s0 * v_st;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) DOT4(4, s + j, q, kb + j * k_st, k_st, e);
+    for (; j < n; ++j) DOT4(1, s + j, q, kb + j * k_st, k_st, e);
+    for (j = 0; j < n; ++j) s[j] *= scale;
+    const R mb = ROWMAX(s, n), mnew = mb > mx ? mb : mx;
+    R sum = 0;
+    for (j = 0; j < n; ++j) {
+      s[j] = EXP(s[j] - mnew);
+      sum += s[j];
+    }
+    if (mnew > mx) {
+      const R alpha = mx == -INFINITY ? 0 : EXP(mx - mnew);
+      for (int64_t y = 0; y < f; ++y) o[y] *= alpha;
+      l *= alpha;
+      mx = mnew;
+    }
+    l += sum;
+    int64_t y = 0;
+    for (; y + 4 * VN <= f; y += 4 * VN) AXPY(4, o + y, s, vb + y, v_st, n);
+    for (; y + VN <= f; y += VN) AXPY(1, o + y, s, vb + y, v_st, n);
+    for (; y < f; ++y) {
+      R acc = o[y];
+      for (j = 0; j < n; ++j) acc += s[j] * vb[j * v_st + y];
+      o[y] = acc;
+    }
+  }
+  const R r = l > 0 ? 1 / l : 0;
+  for (int64_t y = 0; y < f; ++y) o[y] *= r;
+  *lse = l > 0 ? mx + LOG(l) : -INFINITY;
+}
+
 /* Rows of widths up to ATTN_XB (`local`) are worked on in contiguous stack blocks (a chunk's
  * queries and output rows, a tile's values): the strided rows of a fused qkv buffer share a few
  * cache sets. Wider rows are read and written in place. */
@@ -167,6 +245,10 @@ void FN(forward)(const cannl_attn_dims *d, const R *q, int64_t q_st, const R *k,
   const int64_t e = d->e, f = d->f;
   const int local = e <= ATTN_XB && f <= ATTN_XB;
   R kt[ATTN_XB * ATTN_KB], s[ATTN_QC * ATTN_KB], mx[ATTN_QC], l[ATTN_QC];
+  if (d->tq == 1) { /* a decode step: no tiles */
+    ONE(d, q, k, k_st, v, v_st, o, lse);
+    return;
+  }
   R qc[ATTN_QC * ATTN_XB], vc[ATTN_KB * ATTN_XB], oc[ATTN_QC * ATTN_XB];
   for (int64_t t0 = 0; t0 < d->tq; t0 += ATTN_QC) {
     const int64_t m = d->tq - t0 < ATTN_QC ? d->tq - t0 : ATTN_QC;
@@ -384,5 +466,8 @@ void FN(ring)(const cannl_attn_dims *d, const R *q, const R *k, int64_t k_st, co
 #undef ROWMAX
 #undef COPY
 #undef ADDBACK
+#undef DOT4
+#undef AXPY
+#undef ONE
 #undef CANNL__CAT
 #undef CANNL__CAT2

@@ -10,6 +10,9 @@
  * registers, AVX2 + FMA where the CPU has it), the keys packed transposed for the scores, the
  * rows copied into contiguous blocks, causal blocks trimmed to the keys they see. No heap: the
  * tiles live on the stack (up to 144 KiB for the float backward pass, 72 KiB for double).
+ * A forward call with one query (tq = 1: a decode step, one call per row and head) skips the
+ * tiles: the scores four keys at a time along the row, then o += p V per block of keys, the
+ * row's sums in vector registers (the same results within float rounding).
  *
  * Layout: row t of q is q[t * q_st + 0 .. e), row s of k is k[s * k_st + 0 .. e), row s of v is
  * v[s * v_st + 0 .. f), row t of the output o[t * o_st + 0 .. f): rows may be strided (a view

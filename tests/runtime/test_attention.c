@@ -191,6 +191,49 @@ static double run_ring(int64_t len, int64_t rows, int64_t window, int64_t e, int
   return worst;
 }
 
+/* One query (tq = 1: the decode step's fast path) against the tiled path: the same query as the
+ * second row of a two-query call (q_offset one less; each row's result is its own), in a fused
+ * buffer of `heads` query heads that share one key/value head (grouped-query attention: one call
+ * per query head, the rows strided views). Returns the largest relative difference of o and
+ * lse; *e32 that in float. A query that sees no key must give o = 0 and lse = -inf in both. */
+static double run_single(const Case *c, int64_t heads, uint64_t seed, double *e32) {
+  const cannl_attn_dims *d = &c->d;
+  const int64_t qw = heads * c->q_st; /* a row of the fused query buffer: the heads side by side */
+  const size_t nq = (size_t)(2 * qw), nk = (size_t)(d->tk * c->k_st), nv = (size_t)(d->tk * c->v_st);
+  double *q = malloc(nq * 8), *k = malloc(nk * 8), *v = malloc(nv * 8);
+  float *fq = malloc(nq * 4), *fk = malloc(nk * 4), *fv = malloc(nv * 4);
+  for (size_t i = 0; i < nq; ++i) q[i] = 2 * next_value(&seed), fq[i] = (float)q[i];
+  for (size_t i = 0; i < nk; ++i) k[i] = 2 * next_value(&seed), fk[i] = (float)k[i];
+  for (size_t i = 0; i < nv; ++i) v[i] = next_value(&seed), fv[i] = (float)v[i];
+  cannl_attn_dims two = *d;
+  two.tq = 2, two.q_offset = d->q_offset - 1;
+  double worst = 0, worst32 = 0, o1[2 * 600], o2[2 * 600], l1[2], l2[2];
+  float fo1[2 * 600], fo2[2 * 600], fl1[2], fl2[2];
+  for (int64_t h = 0; h < heads; ++h) {
+    const double *qh = q + h * c->q_st;
+    const float *fqh = fq + h * c->q_st;
+    cannl_attention_forward_f64(d, qh + qw, qw, k, c->k_st, v, c->v_st, o1, c->o_st, l1);
+    cannl_attention_forward_f64(&two, qh, qw, k, c->k_st, v, c->v_st, o2, c->o_st, l2);
+    cannl_attention_forward_f32(d, fqh + qw, qw, fk, c->k_st, fv, c->v_st, fo1, c->o_st, fl1);
+    cannl_attention_forward_f32(&two, fqh, qw, fk, c->k_st, fv, c->v_st, fo2, c->o_st, fl2);
+    if (isinf(l2[1]) || isinf(fl2[1])) {
+      CHECK(isinf(l1[0]) && l1[0] < 0 && isinf(l2[1]) && l2[1] < 0);
+      CHECK(isinf(fl1[0]) && fl1[0] < 0 && isinf(fl2[1]) && fl2[1] < 0);
+      for (int64_t x = 0; x < d->f; ++x) CHECK(o1[x] == 0 && fo1[x] == 0 && o2[c->o_st + x] == 0);
+      continue;
+    }
+    worst = fmax(worst, fabs(l1[0] - l2[1]) / fmax(1, fabs(l2[1])));
+    worst32 = fmax(worst32, fabs((double)fl1[0] - fl2[1]) / fmax(1, fabs(fl2[1])));
+    for (int64_t x = 0; x < d->f; ++x) {
+      worst = fmax(worst, fabs(o1[x] - o2[c->o_st + x]) / fmax(1, fabs(o2[c->o_st + x])));
+      worst32 = fmax(worst32, fabs((double)fo1[x] - fo2[c->o_st + x]) / fmax(1, fabs(fo2[c->o_st + x])));
+    }
+  }
+  *e32 = worst32;
+  free(q), free(k), free(v), free(fq), free(fk), free(fv);
+  return worst;
+}
+
 int main(void) {
   /* tq, tk, e, f, q_offset, causal, scale, window; strides */
   const Case cases[] = {
@@ -236,6 +279,30 @@ int main(void) {
            (long long)r[2], e, e32);
     CHECK(e < 1e-12);
     CHECK(e32 < 2e-5);
+  }
+  /* one query against the tiled path: q_st here is the offset between query heads in the
+   * fused row; decode at several positions (tiles partly filled, the 4-key blocks' tails), odd
+   * widths (the vectors' tails), windows, not causal, no key seen, rows too wide to transpose */
+  const struct { Case c; int64_t heads; } singles[] = {
+      {{{1, 97, 16, 16, 96, 1, 0.25, 0}, 16, 48, 48, 16}, 1},
+      {{{1, 200, 64, 64, 130, 1, 0.125, 0}, 64, 192, 192, 64}, 4}, /* GPT-like qkv view, 4 heads per kv head */
+      {{{1, 200, 64, 64, 199, 1, 0.125, 0}, 64, 64, 64, 64}, 2},
+      {{{1, 70, 13, 11, 66, 1, 0.3, 0}, 13, 13, 11, 11}, 3},      /* odd widths */
+      {{{1, 150, 16, 12, 140, 1, 0.25, 40}, 16, 48, 48, 12}, 2},  /* a window across tiles */
+      {{{1, 150, 16, 12, 100, 1, 0.25, 1}, 16, 48, 48, 12}, 1},   /* a window of one key */
+      {{{1, 50, 9, 5, 0, 0, 0.4, 0}, 9, 9, 5, 5}, 2},             /* not causal */
+      {{{1, 8, 8, 8, -1, 1, 0.3, 0}, 8, 8, 8, 8}, 1},             /* sees no key */
+      {{{1, 3, 8, 8, 0, 1, 0.3, 0}, 8, 8, 8, 8}, 1},              /* the first position */
+      {{{1, 90, 600, 520, 77, 1, 0.04, 33}, 600, 600, 520, 520}, 1},
+  };
+  for (size_t i = 0; i < sizeof singles / sizeof singles[0]; ++i) {
+    const cannl_attn_dims *d = &singles[i].c.d;
+    double e32 = 0, e = run_single(&singles[i].c, singles[i].heads, 4000 + i, &e32);
+    printf("single %zu (tk %lld e %lld f %lld at %lld causal %d window %lld heads %lld): f64 %.2e, f32 %.2e\n", i,
+           (long long)d->tk, (long long)d->e, (long long)d->f, (long long)d->q_offset, d->causal,
+           (long long)d->window, (long long)singles[i].heads, e, e32);
+    CHECK(e < 1e-12);
+    CHECK(e32 < 1e-5);
   }
   return rt_finish("test_attention");
 }
