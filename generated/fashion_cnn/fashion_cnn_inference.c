@@ -464,7 +464,7 @@ static void bind_params(struct fashion_cnn_infer *m, char *base) {
     m->w3 = (real *)(base + 212480);
     m->w4 = (real *)(base + 13057536);
     m->b4 = (real *)(base + 13098496);
-    (void)m, (void)base;
+
 }
 
 /* The other buffers: after the params. */
@@ -479,7 +479,8 @@ static struct fashion_cnn_infer *create_state(int64_t max_batch, int with_params
     struct fashion_cnn_infer *m = (struct fashion_cnn_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc(with_params ? (size_t)13098688 + (size_t)677376 * (size_t)max_batch : (size_t)128 + (size_t)677376 * (size_t)max_batch);
+    m->arena = cannl_alloc(with_params ? (size_t)13098688 + (size_t)677376 * (size_t)max_batch
+                                       : (size_t)128 + (size_t)677376 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;

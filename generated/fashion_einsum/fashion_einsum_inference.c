@@ -405,7 +405,7 @@ static void bind_params(struct fashion_einsum_infer *m, char *base) {
     m->bias = (real *)(base + 804864);
     m->w2 = (real *)(base + 805888);
     m->b2 = (real *)(base + 816128);
-    (void)m, (void)base;
+
 }
 
 /* The other buffers: after the params. */
@@ -420,7 +420,8 @@ static struct fashion_einsum_infer *create_state(int64_t max_batch, int with_par
     struct fashion_einsum_infer *m = (struct fashion_einsum_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc(with_params ? (size_t)816384 + (size_t)4160 * (size_t)max_batch : (size_t)192 + (size_t)4160 * (size_t)max_batch);
+    m->arena = cannl_alloc(with_params ? (size_t)816384 + (size_t)4160 * (size_t)max_batch
+                                       : (size_t)192 + (size_t)4160 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;

@@ -353,7 +353,7 @@ static void bind_params(struct fashion_mlp_infer *m, char *base) {
     m->b3 = (real *)(base + 2674688);
     m->b1 = (real *)(base + 2674752);
     m->b2 = (real *)(base + 2676800);
-    (void)m, (void)base;
+
 }
 
 /* The other buffers: after the params. */
@@ -368,7 +368,8 @@ static struct fashion_mlp_infer *create_state(int64_t max_batch, int with_params
     struct fashion_mlp_infer *m = (struct fashion_mlp_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc(with_params ? (size_t)2678976 + (size_t)5184 * (size_t)max_batch : (size_t)128 + (size_t)5184 * (size_t)max_batch);
+    m->arena = cannl_alloc(with_params ? (size_t)2678976 + (size_t)5184 * (size_t)max_batch
+                                       : (size_t)128 + (size_t)5184 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;

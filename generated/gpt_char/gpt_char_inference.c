@@ -1035,13 +1035,13 @@ static void bind_params(struct gpt_char_infer *m, char *base) {
     m->b_fc = (real *)(base + 2311168);
     m->w_pr = (real *)(base + 2319360);
     m->b_pr = (real *)(base + 3367936);
-    (void)m, (void)base;
+
 }
 
 /* The other buffers: after the params. */
 static void bind_buffers(struct gpt_char_infer *m) {
     m->layers_qkv_cache = (real *)(m->after_params + 128 + 655360 * m->max_batch);
-    (void)m;
+
 }
 
 /* A state for batches of up to max_batch; with_params: its arena holds the params (zero), else
@@ -1050,7 +1050,8 @@ static struct gpt_char_infer *create_state(int64_t max_batch, int with_params) {
     struct gpt_char_infer *m = (struct gpt_char_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc(with_params ? (size_t)3370112 + (size_t)1441792 * (size_t)max_batch : (size_t)128 + (size_t)1441792 * (size_t)max_batch);
+    m->arena = cannl_alloc(with_params ? (size_t)3370112 + (size_t)1441792 * (size_t)max_batch
+                                       : (size_t)128 + (size_t)1441792 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;

@@ -908,13 +908,13 @@ static void bind_params(struct gpt_tiny_infer *m, char *base) {
     m->b_pr = (real *)(base + 956416);
     m->lnf_g = (real *)(base + 956928);
     m->lnf_b = (real *)(base + 957440);
-    (void)m, (void)base;
+
 }
 
 /* The other buffers: after the params. */
 static void bind_buffers(struct gpt_tiny_infer *m) {
     m->qkv_cache = (real *)(m->after_params + 128 + 196608 * m->max_batch);
-    (void)m;
+
 }
 
 /* A state for batches of up to max_batch; with_params: its arena holds the params (zero), else
@@ -923,7 +923,8 @@ static struct gpt_tiny_infer *create_state(int64_t max_batch, int with_params) {
     struct gpt_tiny_infer *m = (struct gpt_tiny_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc(with_params ? (size_t)958080 + (size_t)294912 * (size_t)max_batch : (size_t)128 + (size_t)294912 * (size_t)max_batch);
+    m->arena = cannl_alloc(with_params ? (size_t)958080 + (size_t)294912 * (size_t)max_batch
+                                       : (size_t)128 + (size_t)294912 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;

@@ -238,7 +238,7 @@ static void bind_params(struct moons_mlp_infer *m, char *base) {
     m->b1 = (real *)(base + 1216);
     m->b2 = (real *)(base + 1280);
     m->b3 = (real *)(base + 1344);
-    (void)m, (void)base;
+
 }
 
 /* The other buffers: after the params. */
@@ -253,7 +253,8 @@ static struct moons_mlp_infer *create_state(int64_t max_batch, int with_params) 
     struct moons_mlp_infer *m = (struct moons_mlp_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc(with_params ? (size_t)1536 + (size_t)128 * (size_t)max_batch : (size_t)128 + (size_t)128 * (size_t)max_batch);
+    m->arena = cannl_alloc(with_params ? (size_t)1536 + (size_t)128 * (size_t)max_batch
+                                       : (size_t)128 + (size_t)128 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
