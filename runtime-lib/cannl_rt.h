@@ -607,7 +607,11 @@ cannl_status cannl_csv_save(const char *path, cannl_dtype dtype, int32_t ndims, 
    seed is ignored), state_tensors lists the params only, forward and eval work, train_step is
    NULL. forward_reads[i] is 1 when forward reads input i (the others, typically targets, are
    only needed by eval). embedded holds, per param in api->params order, the trained values
-   compiled into the program (`cannl gen --embed`), or is NULL. decode: see cannl_decode_api. */
+   compiled into the program (`cannl gen --embed`), or is NULL; create_embedded, when not NULL,
+   makes a state for batches of up to max_batch that holds those params already (the C
+   target's `<model>_infer_create_embedded_batch`: it reads them in place, with no copy), used
+   instead of create_batch and a copy of `embedded` when no --weights is given. decode: see
+   cannl_decode_api. */
 typedef struct cannl_decode_api cannl_decode_api;
 typedef struct cannl_infer_model {
     const cannl_model_api *api;
@@ -615,6 +619,7 @@ typedef struct cannl_infer_model {
     const void *const *embedded;
     const cannl_decode_api *decode; /* generation with a KV cache, or NULL (then --generate
                                        re-runs forward per token) */
+    void *(*create_embedded)(int64_t max_batch);
 } cannl_infer_model;
 
 /* Generation's decode steps (contract v1 §6) of a causal language model's forward-only state

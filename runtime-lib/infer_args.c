@@ -310,8 +310,9 @@ void cannl__infer_usage(const cannl_infer_model *model, const char *prog, FILE *
     const cannl_model_api *api = model->api;
     fprintf(out, "usage: %s [flags]\n\nRuns model '%s' forward (%s, batch at most %" PRId64 ") on data files.\n", prog,
             api->name, api->dtype == CANNL_F64 ? "float64" : "float32", api->max_batch);
-    fprintf(out, model->embedded ? "Its trained params are compiled in (--weights PATH loads others instead).\n"
-                                 : "Its params come from --weights PATH (none are compiled in).\n");
+    fprintf(out, model->embedded || model->create_embedded
+                     ? "Its trained params are compiled in (--weights PATH loads others instead).\n"
+                     : "Its params come from --weights PATH (none are compiled in).\n");
     fprintf(out, "Inputs (--input NAME=PATH; for an input only --metric reads, a target, a file with one class\n"
                  "index per example is one-hot encoded):\n");
     for (int32_t i = 0; i < api->num_inputs; i++) {

@@ -67,7 +67,8 @@ static int load_params(runner *r) {
     cannl_error err;
     /* the state sized for the batches it runs: --batch, or --generate's sequences at once */
     const int64_t cap = r->o.generate_set ? cannl__generate_rows(r->model, &r->o) : r->o.batch;
-    r->m = api->create_batch ? api->create_batch(0, cap) : api->create(0);
+    const int in_place = !r->o.weights && r->model->create_embedded; /* the compiled-in params, not copied */
+    r->m = in_place ? r->model->create_embedded(cap) : api->create_batch ? api->create_batch(0, cap) : api->create(0);
     if (!r->m) return report(r, CANNL__EXIT_FAIL, "out of memory (creating the model)");
     if (r->o.weights) {
         cannl__name_map *names = NULL;
@@ -77,7 +78,7 @@ static int load_params(runner *r) {
         if (st == CANNL_OK) st = cannl__model_load_named(api, r->m, r->o.weights, CANNL_LOAD_PARAMS, names, NULL, &err);
         cannl__name_map_free(names);
         if (st != CANNL_OK) return report(r, CANNL__EXIT_FAIL, "%s", err.msg);
-    } else {
+    } else if (!in_place) {
         int rc = use_embedded(r);
         if (rc) return rc;
     }
@@ -268,7 +269,7 @@ int cannl_infer_main(const cannl_infer_model *model, int argc, char **argv) {
         cannl__infer_opts_free(&r.o);
         return CANNL__EXIT_OK;
     }
-    if (rc == CANNL__EXIT_OK && !r.o.weights && !model->embedded) {
+    if (rc == CANNL__EXIT_OK && !r.o.weights && !model->embedded && !model->create_embedded) {
         snprintf(msg, sizeof msg, "no weights: pass --weights PATH.safetensors (none are compiled into %s)", r.o.prog);
         rc = CANNL__EXIT_USAGE;
     }

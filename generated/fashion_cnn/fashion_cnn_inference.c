@@ -6,7 +6,8 @@
  * params and the buffers of the routines
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
- * in one arena of 13098688 bytes, then 677376 per example of max_batch (186506944 at 256); no gradients, no optimiser state, no training code
+ * in one arena of 13098688 bytes, then 677376 per example of max_batch (186506944 at 256) (the params its first
+ * 13098560); no gradients, no optimiser state, no training code
  * (a program that calls only fashion_cnn_infer_* links only this file of the library). The
  * routines are those of fashion_cnn.c, printed from the same loop nests, so they give the
  * same results.
@@ -41,7 +42,8 @@ static inline float cannl_relu(float x) { return x > 0 ? x : 0; }
 
 struct fashion_cnn_infer {
     int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= FASHION_CNN_MAX_BATCH) */
-    void *arena; /* the buffers below, then the work region of forward and eval: 13098688 bytes, then 677376 per example of max_batch (186506944 at 256) */
+    void *arena; /* the params, the buffers below, then the work region of the routines: 13098688 bytes, then 677376 per example of max_batch (186506944 at 256) */
+    char *after_params; /* the arena past the params (13098560 bytes into it; its start in a state without them) */
     real *k1; /* [32, 5, 5, 1] k1 : [5, 5, 1 -> 32] */
     real *k2; /* [64, 5, 5, 32] k2 : [5, 5, 32 -> 64] */
     real *c1; /* [32] c1 : [32] */
@@ -286,7 +288,7 @@ static void forward(struct fashion_cnn_infer *m, const real *const inputs[], int
     real *const w3 = m->w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
     real *const w4 = m->w4; /* [10, 1024] w4 : [1024 -> 10] */
     real *const b4 = m->b4; /* [10] b4 : [10] */
-    char *const work = (char *)m->arena + 13098560; /* the work region: this routine's 677376 bytes per example of the state's max_batch */
+    char *const work = m->after_params; /* the work region: this routine's 677376 bytes per example of the state's max_batch */
     real *const x = (real *)(work + 128); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
     real *const a1_conv = (real *)(work + 128); /* [batch, 28, 28, 32] [batch | 28, 28, 32] */
     real *const a2_col = (real *)(work + 128); /* [batch, 14, 14, 5, 5, 32] [batch | 14, 14, 5, 5, 32] */
@@ -343,7 +345,7 @@ static void eval_metrics(struct fashion_cnn_infer *m, const real *const inputs[]
     real *const w3 = m->w3; /* [1024, 7, 7, 64] w3 : [7, 7, 64 -> 1024] */
     real *const w4 = m->w4; /* [10, 1024] w4 : [1024 -> 10] */
     real *const b4 = m->b4; /* [10] b4 : [10] */
-    char *const work = (char *)m->arena + 13098560; /* the work region: this routine's 128 bytes, then 677376 per example of the state's max_batch */
+    char *const work = m->after_params; /* the work region: this routine's 128 bytes, then 677376 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
     real *const x = (real *)(work + 128); /* [batch, 28, 28, 1] x : [batch | 28, 28, 1] */
@@ -452,8 +454,8 @@ static real *param_data(const struct fashion_cnn_infer *m, size_t i) {
 
 /* ------------------------------------------------------------------------------ C API */
 
-static void bind_buffers(struct fashion_cnn_infer *m) {
-    char *base = (char *)m->arena;
+/* The params in storage of the state's own: the arena's first 13098560 bytes. */
+static void bind_params(struct fashion_cnn_infer *m, char *base) {
     m->k1 = (real *)(base + 0);
     m->k2 = (real *)(base + 3200);
     m->c1 = (real *)(base + 208000);
@@ -465,18 +467,26 @@ static void bind_buffers(struct fashion_cnn_infer *m) {
 
 }
 
-struct fashion_cnn_infer *fashion_cnn_infer_create(void) { return fashion_cnn_infer_create_batch(FASHION_CNN_MAX_BATCH); }
+/* The other buffers: after the params. */
+static void bind_buffers(struct fashion_cnn_infer *m) {
 
-struct fashion_cnn_infer *fashion_cnn_infer_create_batch(int64_t max_batch) {
-    if (max_batch < 1 || max_batch > FASHION_CNN_MAX_BATCH) return NULL;
+    (void)m;
+}
+
+/* A state for batches of up to max_batch; with_params: its arena holds the params (zero), else
+   it leaves them out (a state that reads them elsewhere). NULL when out of memory. */
+static struct fashion_cnn_infer *create_state(int64_t max_batch, int with_params) {
     struct fashion_cnn_infer *m = (struct fashion_cnn_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc((size_t)13098688 + (size_t)677376 * (size_t)max_batch);
+    m->arena = cannl_alloc(with_params ? (size_t)13098688 + (size_t)677376 * (size_t)max_batch
+                                       : (size_t)128 + (size_t)677376 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
     }
+    m->after_params = (char *)m->arena + (with_params ? 13098560 : 0);
+    if (with_params) bind_params(m, (char *)m->arena);
     bind_buffers(m);
 #ifdef _OPENMP
     m->gemm = cannl_gemm_create(CANNL_F32, omp_get_max_threads());
@@ -484,11 +494,17 @@ struct fashion_cnn_infer *fashion_cnn_infer_create_batch(int64_t max_batch) {
     m->gemm = cannl_gemm_create(CANNL_F32, 1);
 #endif
     if (!m->gemm) {
-        cannl_free(m->arena);
-        free(m);
+        fashion_cnn_infer_destroy(m);
         return NULL;
     }
     return m;
+}
+
+struct fashion_cnn_infer *fashion_cnn_infer_create(void) { return fashion_cnn_infer_create_batch(FASHION_CNN_MAX_BATCH); }
+
+struct fashion_cnn_infer *fashion_cnn_infer_create_batch(int64_t max_batch) {
+    if (max_batch < 1 || max_batch > FASHION_CNN_MAX_BATCH) return NULL;
+    return create_state(max_batch, 1);
 }
 
 void fashion_cnn_infer_destroy(struct fashion_cnn_infer *m) {
@@ -498,9 +514,11 @@ void fashion_cnn_infer_destroy(struct fashion_cnn_infer *m) {
     free(m);
 }
 
-void fashion_cnn_infer_set_params(struct fashion_cnn_infer *m, const fashion_cnn_real *const params[]) {
+cannl_status fashion_cnn_infer_set_params(struct fashion_cnn_infer *m, const fashion_cnn_real *const params[]) {
+    if (!m || !params) return CANNL_E_ARG;
     for (size_t i = 0; param_rows[i].name; ++i)
         memcpy(param_data(m, i), params[i], (size_t)param_info[i].size * sizeof(real));
+    return CANNL_OK;
 }
 
 cannl_status fashion_cnn_infer_load(struct fashion_cnn_infer *m, const char *path, cannl_error *err) {

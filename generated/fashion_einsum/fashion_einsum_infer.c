@@ -9,9 +9,11 @@
 #define FASHION_EINSUM_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "fashion_einsum.h"
 
+
 int main(int argc, char **argv) {
     /* 1 where forward reads the input (the others are needed only by --metric) */
     static const unsigned char forward_reads[] = { 1, 0, 0};
-    const cannl_infer_model model = {&fashion_einsum_infer_api, forward_reads, NULL, NULL};
+    const cannl_infer_model model = {&fashion_einsum_infer_api, forward_reads, NULL, NULL,
+                                     NULL};
     return cannl_infer_main(&model, argc, argv);
 }

@@ -6,7 +6,8 @@
  * params and the buffers of the routines
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
- * in one arena of 816384 bytes, then 4160 per example of max_batch (1881344 at 256); no gradients, no optimiser state, no training code
+ * in one arena of 816384 bytes, then 4160 per example of max_batch (1881344 at 256) (the params its first
+ * 816192); no gradients, no optimiser state, no training code
  * (a program that calls only fashion_einsum_infer_* links only this file of the library). The
  * routines are those of fashion_einsum.c, printed from the same loop nests, so they give the
  * same results.
@@ -41,7 +42,8 @@ static inline float cannl_relu(float x) { return x > 0 ? x : 0; }
 
 struct fashion_einsum_infer {
     int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= FASHION_EINSUM_MAX_BATCH) */
-    void *arena; /* the buffers below, then the work region of forward and eval: 816384 bytes, then 4160 per example of max_batch (1881344 at 256) */
+    void *arena; /* the params, the buffers below, then the work region of the routines: 816384 bytes, then 4160 per example of max_batch (1881344 at 256) */
+    char *after_params; /* the arena past the params (816192 bytes into it; its start in a state without them) */
     real *w1; /* [256, 28, 28] w1 : [28, 28 -> 256] */
     real *gain; /* [256] gain : [256] */
     real *b1; /* [256] b1 : [256] */
@@ -256,7 +258,7 @@ static void forward(struct fashion_einsum_infer *m, const real *const inputs[], 
     real *const bias = m->bias; /* [256] bias : [256] */
     real *const w2 = m->w2; /* [10, 256] w2 : [256 -> 10] */
     real *const b2 = m->b2; /* [10] b2 : [10] */
-    char *const work = (char *)m->arena + 816192; /* the work region: this routine's 4160 bytes per example of the state's max_batch */
+    char *const work = m->after_params; /* the work region: this routine's 4160 bytes per example of the state's max_batch */
     real *const x = (real *)(work + 192); /* [batch, 28, 28] x : [batch | 28, 28] */
     real *const h1_mean = (real *)(work + 192); /* [batch] [batch | ] */
     real *const logits = (real *)(work + 192); /* [batch, 10] logits : [batch | 10] */
@@ -295,7 +297,7 @@ static void eval_metrics(struct fashion_einsum_infer *m, const real *const input
     real *const bias = m->bias; /* [256] bias : [256] */
     real *const w2 = m->w2; /* [10, 256] w2 : [256 -> 10] */
     real *const b2 = m->b2; /* [10] b2 : [10] */
-    char *const work = (char *)m->arena + 816192; /* the work region: this routine's 192 bytes, then 4160 per example of the state's max_batch */
+    char *const work = m->after_params; /* the work region: this routine's 192 bytes, then 4160 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const loss_sum = (real *)(work + 0); /* [] [] */
     real *const loss_sum2 = (real *)(work + 64); /* [] [] */
@@ -395,8 +397,8 @@ static real *param_data(const struct fashion_einsum_infer *m, size_t i) {
 
 /* ------------------------------------------------------------------------------ C API */
 
-static void bind_buffers(struct fashion_einsum_infer *m) {
-    char *base = (char *)m->arena;
+/* The params in storage of the state's own: the arena's first 816192 bytes. */
+static void bind_params(struct fashion_einsum_infer *m, char *base) {
     m->w1 = (real *)(base + 0);
     m->gain = (real *)(base + 802816);
     m->b1 = (real *)(base + 803840);
@@ -406,18 +408,26 @@ static void bind_buffers(struct fashion_einsum_infer *m) {
 
 }
 
-struct fashion_einsum_infer *fashion_einsum_infer_create(void) { return fashion_einsum_infer_create_batch(FASHION_EINSUM_MAX_BATCH); }
+/* The other buffers: after the params. */
+static void bind_buffers(struct fashion_einsum_infer *m) {
 
-struct fashion_einsum_infer *fashion_einsum_infer_create_batch(int64_t max_batch) {
-    if (max_batch < 1 || max_batch > FASHION_EINSUM_MAX_BATCH) return NULL;
+    (void)m;
+}
+
+/* A state for batches of up to max_batch; with_params: its arena holds the params (zero), else
+   it leaves them out (a state that reads them elsewhere). NULL when out of memory. */
+static struct fashion_einsum_infer *create_state(int64_t max_batch, int with_params) {
     struct fashion_einsum_infer *m = (struct fashion_einsum_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc((size_t)816384 + (size_t)4160 * (size_t)max_batch);
+    m->arena = cannl_alloc(with_params ? (size_t)816384 + (size_t)4160 * (size_t)max_batch
+                                       : (size_t)192 + (size_t)4160 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
     }
+    m->after_params = (char *)m->arena + (with_params ? 816192 : 0);
+    if (with_params) bind_params(m, (char *)m->arena);
     bind_buffers(m);
 #ifdef _OPENMP
     m->gemm = cannl_gemm_create(CANNL_F32, omp_get_max_threads());
@@ -425,11 +435,17 @@ struct fashion_einsum_infer *fashion_einsum_infer_create_batch(int64_t max_batch
     m->gemm = cannl_gemm_create(CANNL_F32, 1);
 #endif
     if (!m->gemm) {
-        cannl_free(m->arena);
-        free(m);
+        fashion_einsum_infer_destroy(m);
         return NULL;
     }
     return m;
+}
+
+struct fashion_einsum_infer *fashion_einsum_infer_create(void) { return fashion_einsum_infer_create_batch(FASHION_EINSUM_MAX_BATCH); }
+
+struct fashion_einsum_infer *fashion_einsum_infer_create_batch(int64_t max_batch) {
+    if (max_batch < 1 || max_batch > FASHION_EINSUM_MAX_BATCH) return NULL;
+    return create_state(max_batch, 1);
 }
 
 void fashion_einsum_infer_destroy(struct fashion_einsum_infer *m) {
@@ -439,9 +455,11 @@ void fashion_einsum_infer_destroy(struct fashion_einsum_infer *m) {
     free(m);
 }
 
-void fashion_einsum_infer_set_params(struct fashion_einsum_infer *m, const fashion_einsum_real *const params[]) {
+cannl_status fashion_einsum_infer_set_params(struct fashion_einsum_infer *m, const fashion_einsum_real *const params[]) {
+    if (!m || !params) return CANNL_E_ARG;
     for (size_t i = 0; param_rows[i].name; ++i)
         memcpy(param_data(m, i), params[i], (size_t)param_info[i].size * sizeof(real));
+    return CANNL_OK;
 }
 
 cannl_status fashion_einsum_infer_load(struct fashion_einsum_infer *m, const char *path, cannl_error *err) {

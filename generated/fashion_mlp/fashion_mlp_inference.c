@@ -6,7 +6,8 @@
  * params and the buffers of the routines
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
- * in one arena of 2678976 bytes, then 5184 per example of max_batch (4006080 at 256); no gradients, no optimiser state, no training code
+ * in one arena of 2678976 bytes, then 5184 per example of max_batch (4006080 at 256) (the params its first
+ * 2678848); no gradients, no optimiser state, no training code
  * (a program that calls only fashion_mlp_infer_* links only this file of the library). The
  * routines are those of fashion_mlp.c, printed from the same loop nests, so they give the
  * same results.
@@ -41,7 +42,8 @@ static inline float cannl_relu(float x) { return x > 0 ? x : 0; }
 
 struct fashion_mlp_infer {
     int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= FASHION_MLP_MAX_BATCH) */
-    void *arena; /* the buffers below, then the work region of forward and eval: 2678976 bytes, then 5184 per example of max_batch (4006080 at 256) */
+    void *arena; /* the params, the buffers below, then the work region of the routines: 2678976 bytes, then 5184 per example of max_batch (4006080 at 256) */
+    char *after_params; /* the arena past the params (2678848 bytes into it; its start in a state without them) */
     real *w1; /* [512, 784] w1 : [784 -> 512] */
     real *w2; /* [512, 512] w2 : [512 -> 512] */
     real *w3; /* [10, 512] w3 : [512 -> 10] */
@@ -213,7 +215,7 @@ static void forward(struct fashion_mlp_infer *m, const real *const inputs[], int
     real *const b3 = m->b3; /* [10] b3 : [10] */
     real *const b1 = m->b1; /* [512] b1 : [512] */
     real *const b2 = m->b2; /* [512] b2 : [512] */
-    char *const work = (char *)m->arena + 2678848; /* the work region: this routine's 5184 bytes per example of the state's max_batch */
+    char *const work = m->after_params; /* the work region: this routine's 5184 bytes per example of the state's max_batch */
     real *const x = (real *)(work + 128); /* [batch, 784] x : [batch | 784] */
     real *const h1 = (real *)(work + 128); /* [batch, 512] h1 : [batch | 512] */
     real *const h2 = (real *)(work + 128); /* [batch, 512] h2 : [batch | 512] */
@@ -253,7 +255,7 @@ static void eval_metrics(struct fashion_mlp_infer *m, const real *const inputs[]
     real *const b3 = m->b3; /* [10] b3 : [10] */
     real *const b1 = m->b1; /* [512] b1 : [512] */
     real *const b2 = m->b2; /* [512] b2 : [512] */
-    char *const work = (char *)m->arena + 2678848; /* the work region: this routine's 128 bytes, then 5184 per example of the state's max_batch */
+    char *const work = m->after_params; /* the work region: this routine's 128 bytes, then 5184 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
     real *const x = (real *)(work + 128); /* [batch, 784] x : [batch | 784] */
@@ -343,8 +345,8 @@ static real *param_data(const struct fashion_mlp_infer *m, size_t i) {
 
 /* ------------------------------------------------------------------------------ C API */
 
-static void bind_buffers(struct fashion_mlp_infer *m) {
-    char *base = (char *)m->arena;
+/* The params in storage of the state's own: the arena's first 2678848 bytes. */
+static void bind_params(struct fashion_mlp_infer *m, char *base) {
     m->w1 = (real *)(base + 0);
     m->w2 = (real *)(base + 1605632);
     m->w3 = (real *)(base + 2654208);
@@ -354,18 +356,26 @@ static void bind_buffers(struct fashion_mlp_infer *m) {
 
 }
 
-struct fashion_mlp_infer *fashion_mlp_infer_create(void) { return fashion_mlp_infer_create_batch(FASHION_MLP_MAX_BATCH); }
+/* The other buffers: after the params. */
+static void bind_buffers(struct fashion_mlp_infer *m) {
 
-struct fashion_mlp_infer *fashion_mlp_infer_create_batch(int64_t max_batch) {
-    if (max_batch < 1 || max_batch > FASHION_MLP_MAX_BATCH) return NULL;
+    (void)m;
+}
+
+/* A state for batches of up to max_batch; with_params: its arena holds the params (zero), else
+   it leaves them out (a state that reads them elsewhere). NULL when out of memory. */
+static struct fashion_mlp_infer *create_state(int64_t max_batch, int with_params) {
     struct fashion_mlp_infer *m = (struct fashion_mlp_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc((size_t)2678976 + (size_t)5184 * (size_t)max_batch);
+    m->arena = cannl_alloc(with_params ? (size_t)2678976 + (size_t)5184 * (size_t)max_batch
+                                       : (size_t)128 + (size_t)5184 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
     }
+    m->after_params = (char *)m->arena + (with_params ? 2678848 : 0);
+    if (with_params) bind_params(m, (char *)m->arena);
     bind_buffers(m);
 #ifdef _OPENMP
     m->gemm = cannl_gemm_create(CANNL_F32, omp_get_max_threads());
@@ -373,11 +383,17 @@ struct fashion_mlp_infer *fashion_mlp_infer_create_batch(int64_t max_batch) {
     m->gemm = cannl_gemm_create(CANNL_F32, 1);
 #endif
     if (!m->gemm) {
-        cannl_free(m->arena);
-        free(m);
+        fashion_mlp_infer_destroy(m);
         return NULL;
     }
     return m;
+}
+
+struct fashion_mlp_infer *fashion_mlp_infer_create(void) { return fashion_mlp_infer_create_batch(FASHION_MLP_MAX_BATCH); }
+
+struct fashion_mlp_infer *fashion_mlp_infer_create_batch(int64_t max_batch) {
+    if (max_batch < 1 || max_batch > FASHION_MLP_MAX_BATCH) return NULL;
+    return create_state(max_batch, 1);
 }
 
 void fashion_mlp_infer_destroy(struct fashion_mlp_infer *m) {
@@ -387,9 +403,11 @@ void fashion_mlp_infer_destroy(struct fashion_mlp_infer *m) {
     free(m);
 }
 
-void fashion_mlp_infer_set_params(struct fashion_mlp_infer *m, const fashion_mlp_real *const params[]) {
+cannl_status fashion_mlp_infer_set_params(struct fashion_mlp_infer *m, const fashion_mlp_real *const params[]) {
+    if (!m || !params) return CANNL_E_ARG;
     for (size_t i = 0; param_rows[i].name; ++i)
         memcpy(param_data(m, i), params[i], (size_t)param_info[i].size * sizeof(real));
+    return CANNL_OK;
 }
 
 cannl_status fashion_mlp_infer_load(struct fashion_mlp_infer *m, const char *path, cannl_error *err) {

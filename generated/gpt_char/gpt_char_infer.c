@@ -9,9 +9,11 @@
 #define GPT_CHAR_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "gpt_char.h"
 
+
 int main(int argc, char **argv) {
     /* 1 where forward reads the input (the others are needed only by --metric) */
     static const unsigned char forward_reads[] = { 1, 0, 0};
-    const cannl_infer_model model = {&gpt_char_infer_api, forward_reads, NULL, &gpt_char_decode_api};
+    const cannl_infer_model model = {&gpt_char_infer_api, forward_reads, NULL, &gpt_char_decode_api,
+                                     NULL};
     return cannl_infer_main(&model, argc, argv);
 }

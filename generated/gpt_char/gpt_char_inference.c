@@ -7,7 +7,8 @@
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
  *   decode        generation: one position's logits, the keys and values kept in caches
- * in one arena of 3370112 bytes, then 1441792 per example of max_batch (372468864 at 256); no gradients, no optimiser state, no training code
+ * in one arena of 3370112 bytes, then 1441792 per example of max_batch (372468864 at 256) (the params its first
+ * 3369984); no gradients, no optimiser state, no training code
  * (a program that calls only gpt_char_infer_* links only this file of the library). The
  * routines are those of gpt_char.c, printed from the same loop nests, so they give the
  * same results.
@@ -50,7 +51,8 @@ static inline float cannl_gelu_tanh(float x) { return x / (1 + expf(-1.5957692f 
 
 struct gpt_char_infer {
     int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= GPT_CHAR_MAX_BATCH) */
-    void *arena; /* the buffers below, then the work region of forward and eval: 3370112 bytes, then 1441792 per example of max_batch (372468864 at 256) */
+    void *arena; /* the params, the buffers below, then the work region of the routines: 3370112 bytes, then 1441792 per example of max_batch (372468864 at 256) */
+    char *after_params; /* the arena past the params (3369984 bytes into it; its start in a state without them) */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [128, 128] wpe : [128 -> 128] */
     real *lnf_g; /* [128] lnf_g : [128] */
@@ -691,7 +693,7 @@ static void forward(struct gpt_char_infer *m, const real *const inputs[], int64_
     real *const b_fc = m->b_fc; /* [4, 512] 4 instances of b_fc : [512] */
     real *const w_pr = m->w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *const b_pr = m->b_pr; /* [4, 128] 4 instances of b_pr : [128] */
-    char *const work = (char *)m->arena + 3369984; /* the work region: this routine's 589824 bytes per example of the state's max_batch */
+    char *const work = m->after_params; /* the work region: this routine's 589824 bytes per example of the state's max_batch */
     real *const x = (real *)(work + 128); /* [batch, 128, 128] x : [batch, 128 | 128] */
     real *const x_emb = (real *)(work + 128); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const logits_mean = (real *)(work + 128); /* [batch, 128] [batch, 128 | ] */
@@ -763,7 +765,7 @@ static void eval_metrics(struct gpt_char_infer *m, const real *const inputs[], i
     real *const b_fc = m->b_fc; /* [4, 512] 4 instances of b_fc : [512] */
     real *const w_pr = m->w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *const b_pr = m->b_pr; /* [4, 128] 4 instances of b_pr : [128] */
-    char *const work = (char *)m->arena + 3369984; /* the work region: this routine's 128 bytes, then 589824 per example of the state's max_batch */
+    char *const work = m->after_params; /* the work region: this routine's 128 bytes, then 589824 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
     real *const x = (real *)(work + 128); /* [batch, 128, 128] x : [batch, 128 | 128] */
@@ -855,7 +857,7 @@ static void decode(struct gpt_char_infer *m, const real *const inputs[], int64_t
     real *const w_pr = m->w_pr; /* [4, 128, 512] 4 instances of w_pr : [512 -> 128] */
     real *const b_pr = m->b_pr; /* [4, 128] 4 instances of b_pr : [128] */
     real *const layers_qkv_cache = m->layers_qkv_cache; /* [4, batch, 128, 3, 4, 32] qkv_cache of each instance of block layers */
-    char *const work = (char *)m->arena + 3369984; /* the work region: this routine's 655360 bytes per example of the state's max_batch */
+    char *const work = m->after_params; /* the work region: this routine's 655360 bytes per example of the state's max_batch */
     real *const x_emb = (real *)(work + 128); /* [batch, 128, 128] [batch, 128 | 128] */
     real *const x_3 = (real *)(work + 128); /* [batch, 128, 128] x.3 : [batch, 128 | 128] */
     real *const logits_v = (real *)(work + 128); /* [batch, 128, 128] [batch, 128 | 128] */
@@ -1015,8 +1017,8 @@ static real *param_data(const struct gpt_char_infer *m, size_t i) {
 
 /* ------------------------------------------------------------------------------ C API */
 
-static void bind_buffers(struct gpt_char_infer *m) {
-    char *base = (char *)m->arena;
+/* The params in storage of the state's own: the arena's first 3369984 bytes. */
+static void bind_params(struct gpt_char_infer *m, char *base) {
     m->wte = (real *)(base + 0);
     m->wpe = (real *)(base + 131072);
     m->lnf_g = (real *)(base + 196608);
@@ -1033,22 +1035,29 @@ static void bind_buffers(struct gpt_char_infer *m) {
     m->b_fc = (real *)(base + 2311168);
     m->w_pr = (real *)(base + 2319360);
     m->b_pr = (real *)(base + 3367936);
-    m->layers_qkv_cache = (real *)(base + 3370112 + 655360 * m->max_batch);
 
 }
 
-struct gpt_char_infer *gpt_char_infer_create(void) { return gpt_char_infer_create_batch(GPT_CHAR_MAX_BATCH); }
+/* The other buffers: after the params. */
+static void bind_buffers(struct gpt_char_infer *m) {
+    m->layers_qkv_cache = (real *)(m->after_params + 128 + 655360 * m->max_batch);
 
-struct gpt_char_infer *gpt_char_infer_create_batch(int64_t max_batch) {
-    if (max_batch < 1 || max_batch > GPT_CHAR_MAX_BATCH) return NULL;
+}
+
+/* A state for batches of up to max_batch; with_params: its arena holds the params (zero), else
+   it leaves them out (a state that reads them elsewhere). NULL when out of memory. */
+static struct gpt_char_infer *create_state(int64_t max_batch, int with_params) {
     struct gpt_char_infer *m = (struct gpt_char_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc((size_t)3370112 + (size_t)1441792 * (size_t)max_batch);
+    m->arena = cannl_alloc(with_params ? (size_t)3370112 + (size_t)1441792 * (size_t)max_batch
+                                       : (size_t)128 + (size_t)1441792 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
     }
+    m->after_params = (char *)m->arena + (with_params ? 3369984 : 0);
+    if (with_params) bind_params(m, (char *)m->arena);
     bind_buffers(m);
 #ifdef _OPENMP
     m->gemm = cannl_gemm_create(CANNL_F32, omp_get_max_threads());
@@ -1056,8 +1065,7 @@ struct gpt_char_infer *gpt_char_infer_create_batch(int64_t max_batch) {
     m->gemm = cannl_gemm_create(CANNL_F32, 1);
 #endif
     if (!m->gemm) {
-        cannl_free(m->arena);
-        free(m);
+        gpt_char_infer_destroy(m);
         return NULL;
     }
     m->decode_len = (int64_t *)calloc((size_t)max_batch, sizeof *m->decode_len);
@@ -1075,6 +1083,13 @@ struct gpt_char_infer *gpt_char_infer_create_batch(int64_t max_batch) {
     return m;
 }
 
+struct gpt_char_infer *gpt_char_infer_create(void) { return gpt_char_infer_create_batch(GPT_CHAR_MAX_BATCH); }
+
+struct gpt_char_infer *gpt_char_infer_create_batch(int64_t max_batch) {
+    if (max_batch < 1 || max_batch > GPT_CHAR_MAX_BATCH) return NULL;
+    return create_state(max_batch, 1);
+}
+
 void gpt_char_infer_destroy(struct gpt_char_infer *m) {
     if (!m) return;
     cannl_free(m->arena);
@@ -1084,9 +1099,11 @@ void gpt_char_infer_destroy(struct gpt_char_infer *m) {
     free(m);
 }
 
-void gpt_char_infer_set_params(struct gpt_char_infer *m, const gpt_char_real *const params[]) {
+cannl_status gpt_char_infer_set_params(struct gpt_char_infer *m, const gpt_char_real *const params[]) {
+    if (!m || !params) return CANNL_E_ARG;
     for (size_t i = 0; param_rows[i].name; ++i)
         memcpy(param_data(m, i), params[i], (size_t)param_info[i].size * sizeof(real));
+    return CANNL_OK;
 }
 
 cannl_status gpt_char_infer_load(struct gpt_char_infer *m, const char *path, cannl_error *err) {

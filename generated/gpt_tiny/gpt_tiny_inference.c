@@ -7,7 +7,8 @@
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
  *   decode        generation: one position's logits, the keys and values kept in caches
- * in one arena of 958080 bytes, then 294912 per example of max_batch (76455552 at 256); no gradients, no optimiser state, no training code
+ * in one arena of 958080 bytes, then 294912 per example of max_batch (76455552 at 256) (the params its first
+ * 957952); no gradients, no optimiser state, no training code
  * (a program that calls only gpt_tiny_infer_* links only this file of the library). The
  * routines are those of gpt_tiny.c, printed from the same loop nests, so they give the
  * same results.
@@ -50,7 +51,8 @@ static inline float cannl_gelu(float x) { return 0.5f * x * (1 + erff(x * 0.7071
 
 struct gpt_tiny_infer {
     int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= GPT_TINY_MAX_BATCH) */
-    void *arena; /* the buffers below, then the work region of forward and eval: 958080 bytes, then 294912 per example of max_batch (76455552 at 256) */
+    void *arena; /* the params, the buffers below, then the work region of the routines: 958080 bytes, then 294912 per example of max_batch (76455552 at 256) */
+    char *after_params; /* the arena past the params (957952 bytes into it; its start in a state without them) */
     real *wte; /* [256, 128] wte : [128 -> 256] */
     real *wpe; /* [64, 128] wpe : [128 -> 64] */
     real *ln1_g; /* [128] ln1_g : [128] */
@@ -530,7 +532,7 @@ static void forward(struct gpt_tiny_infer *m, const real *const inputs[], int64_
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 957952; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
+    char *const work = m->after_params; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
     real *const h1_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
     real *const qkv = (real *)(work + 128); /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
     real *const qkv_mm = (real *)(work + 128); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
@@ -631,7 +633,7 @@ static void eval_metrics(struct gpt_tiny_infer *m, const real *const inputs[], i
     real *const b_pr = m->b_pr; /* [128] b_pr : [128] */
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
-    char *const work = (char *)m->arena + 957952; /* the work region: this routine's 128 bytes, then 196608 per example of the state's max_batch */
+    char *const work = m->after_params; /* the work region: this routine's 128 bytes, then 196608 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const accuracy = (real *)(work + 64); /* [] accuracy : [] */
     real *const h1_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
@@ -752,7 +754,7 @@ static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t
     real *const lnf_g = m->lnf_g; /* [128] lnf_g : [128] */
     real *const lnf_b = m->lnf_b; /* [128] lnf_b : [128] */
     real *const qkv_cache = m->qkv_cache; /* [batch, 64, 3, 4, 32] qkv : [batch, 64 | 3, 4, 32] */
-    char *const work = (char *)m->arena + 957952; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
+    char *const work = m->after_params; /* the work region: this routine's 196608 bytes per example of the state's max_batch */
     real *const h1_mean = (real *)(work + 128); /* [batch, 64] [batch, 64 | ] */
     real *const qkv_mm = (real *)(work + 128); /* [batch, 64, 3, 4, 32] [batch, 64 | 3, 4, 32] */
     real *const y = (real *)(work + 128); /* [batch, 64, 4, 32] y : [batch, 64 | 4, 32] */
@@ -888,8 +890,8 @@ static real *param_data(const struct gpt_tiny_infer *m, size_t i) {
 
 /* ------------------------------------------------------------------------------ C API */
 
-static void bind_buffers(struct gpt_tiny_infer *m) {
-    char *base = (char *)m->arena;
+/* The params in storage of the state's own: the arena's first 957952 bytes. */
+static void bind_params(struct gpt_tiny_infer *m, char *base) {
     m->wte = (real *)(base + 0);
     m->wpe = (real *)(base + 131072);
     m->ln1_g = (real *)(base + 163840);
@@ -906,22 +908,29 @@ static void bind_buffers(struct gpt_tiny_infer *m) {
     m->b_pr = (real *)(base + 956416);
     m->lnf_g = (real *)(base + 956928);
     m->lnf_b = (real *)(base + 957440);
-    m->qkv_cache = (real *)(base + 958080 + 196608 * m->max_batch);
 
 }
 
-struct gpt_tiny_infer *gpt_tiny_infer_create(void) { return gpt_tiny_infer_create_batch(GPT_TINY_MAX_BATCH); }
+/* The other buffers: after the params. */
+static void bind_buffers(struct gpt_tiny_infer *m) {
+    m->qkv_cache = (real *)(m->after_params + 128 + 196608 * m->max_batch);
 
-struct gpt_tiny_infer *gpt_tiny_infer_create_batch(int64_t max_batch) {
-    if (max_batch < 1 || max_batch > GPT_TINY_MAX_BATCH) return NULL;
+}
+
+/* A state for batches of up to max_batch; with_params: its arena holds the params (zero), else
+   it leaves them out (a state that reads them elsewhere). NULL when out of memory. */
+static struct gpt_tiny_infer *create_state(int64_t max_batch, int with_params) {
     struct gpt_tiny_infer *m = (struct gpt_tiny_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc((size_t)958080 + (size_t)294912 * (size_t)max_batch);
+    m->arena = cannl_alloc(with_params ? (size_t)958080 + (size_t)294912 * (size_t)max_batch
+                                       : (size_t)128 + (size_t)294912 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
     }
+    m->after_params = (char *)m->arena + (with_params ? 957952 : 0);
+    if (with_params) bind_params(m, (char *)m->arena);
     bind_buffers(m);
 #ifdef _OPENMP
     m->gemm = cannl_gemm_create(CANNL_F32, omp_get_max_threads());
@@ -929,8 +938,7 @@ struct gpt_tiny_infer *gpt_tiny_infer_create_batch(int64_t max_batch) {
     m->gemm = cannl_gemm_create(CANNL_F32, 1);
 #endif
     if (!m->gemm) {
-        cannl_free(m->arena);
-        free(m);
+        gpt_tiny_infer_destroy(m);
         return NULL;
     }
     m->decode_len = (int64_t *)calloc((size_t)max_batch, sizeof *m->decode_len);
@@ -948,6 +956,13 @@ struct gpt_tiny_infer *gpt_tiny_infer_create_batch(int64_t max_batch) {
     return m;
 }
 
+struct gpt_tiny_infer *gpt_tiny_infer_create(void) { return gpt_tiny_infer_create_batch(GPT_TINY_MAX_BATCH); }
+
+struct gpt_tiny_infer *gpt_tiny_infer_create_batch(int64_t max_batch) {
+    if (max_batch < 1 || max_batch > GPT_TINY_MAX_BATCH) return NULL;
+    return create_state(max_batch, 1);
+}
+
 void gpt_tiny_infer_destroy(struct gpt_tiny_infer *m) {
     if (!m) return;
     cannl_free(m->arena);
@@ -957,9 +972,11 @@ void gpt_tiny_infer_destroy(struct gpt_tiny_infer *m) {
     free(m);
 }
 
-void gpt_tiny_infer_set_params(struct gpt_tiny_infer *m, const gpt_tiny_real *const params[]) {
+cannl_status gpt_tiny_infer_set_params(struct gpt_tiny_infer *m, const gpt_tiny_real *const params[]) {
+    if (!m || !params) return CANNL_E_ARG;
     for (size_t i = 0; param_rows[i].name; ++i)
         memcpy(param_data(m, i), params[i], (size_t)param_info[i].size * sizeof(real));
+    return CANNL_OK;
 }
 
 cannl_status gpt_tiny_infer_load(struct gpt_tiny_infer *m, const char *path, cannl_error *err) {

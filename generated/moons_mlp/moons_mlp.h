@@ -156,8 +156,8 @@ extern const cannl_model_api moons_mlp_api;
  *   moons_mlp_infer_destroy(s);
  *
  * Buffers hold n examples back to back, each in storage order (the sizes above). The state
- * owns its params and work buffers (1536 bytes, then 128 per example of max_batch (34304 at 256), one allocation; _infer_create_batch(b)
- * sizes them for batches of at most b) and keeps
+ * owns its params and work buffers (1536 bytes, then 128 per example of max_batch (34304 at 256), one allocation, the params its first
+ * 1408; _infer_create_batch(b) sizes them for batches of at most b) and keeps
  * no pointer to the caller's buffers. Thread safety: a call writes the state's work buffers,
  * so one thread at a time uses a state; for concurrent inference give each thread its own
  * state (created, then loaded, set or made with _create_embedded). Calls on different states
@@ -182,8 +182,9 @@ void moons_mlp_infer_destroy(struct moons_mlp_infer *s);
    named after the params, of their shapes, float32 or float64 (PyTorch's save_file).
    All-or-nothing: on failure s is unchanged and err names the file and the problem. */
 cannl_status moons_mlp_infer_load(struct moons_mlp_infer *s, const char *path, cannl_error *err);
-/* Copy the params from params[i] (one array per param, in the order listed above). */
-void moons_mlp_infer_set_params(struct moons_mlp_infer *s, const moons_mlp_real *const params[]);
+/* Copy the params from params[i] (one array per param, in the order listed above). CANNL_OK;
+   CANNL_E_ARG for a NULL s or params. */
+cannl_status moons_mlp_infer_set_params(struct moons_mlp_infer *s, const moons_mlp_real *const params[]);
 /* The param called `name` (read-only, storage order; *count set when count is not NULL), or
    NULL when there is none. */
 const moons_mlp_real *moons_mlp_infer_param(const struct moons_mlp_infer *s, const char *name, int64_t *count);

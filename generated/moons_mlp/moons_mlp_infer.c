@@ -9,9 +9,11 @@
 #define MOONS_MLP_NO_TYPEDEFS /* the state by its struct tag: internal names may equal the model's */
 #include "moons_mlp.h"
 
+
 int main(int argc, char **argv) {
     /* 1 where forward reads the input (the others are needed only by --metric) */
     static const unsigned char forward_reads[] = { 1, 0, 0};
-    const cannl_infer_model model = {&moons_mlp_infer_api, forward_reads, NULL, NULL};
+    const cannl_infer_model model = {&moons_mlp_infer_api, forward_reads, NULL, NULL,
+                                     NULL};
     return cannl_infer_main(&model, argc, argv);
 }

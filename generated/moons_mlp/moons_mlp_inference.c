@@ -6,7 +6,8 @@
  * params and the buffers of the routines
  *   forward       the outputs
  *   eval_metrics  the loss and the metrics (for targets, when they are known)
- * in one arena of 1536 bytes, then 128 per example of max_batch (34304 at 256); no gradients, no optimiser state, no training code
+ * in one arena of 1536 bytes, then 128 per example of max_batch (34304 at 256) (the params its first
+ * 1408); no gradients, no optimiser state, no training code
  * (a program that calls only moons_mlp_infer_* links only this file of the library). The
  * routines are those of moons_mlp.c, printed from the same loop nests, so they give the
  * same results.
@@ -41,7 +42,8 @@ static inline float cannl_sigmoid(float x) { return 1 / (1 + expf(-x)); }
 
 struct moons_mlp_infer {
     int64_t max_batch; /* the largest batch this state takes (infer_create_batch's; <= MOONS_MLP_MAX_BATCH) */
-    void *arena; /* the buffers below, then the work region of forward and eval: 1536 bytes, then 128 per example of max_batch (34304 at 256) */
+    void *arena; /* the params, the buffers below, then the work region of the routines: 1536 bytes, then 128 per example of max_batch (34304 at 256) */
+    char *after_params; /* the arena past the params (1408 bytes into it; its start in a state without them) */
     real *w1; /* [16, 2] w1 : [2 -> 16] */
     real *w2; /* [16, 16] w2 : [16 -> 16] */
     real *w3; /* [1, 16] w3 : [16 -> 1] */
@@ -116,7 +118,7 @@ static void forward(struct moons_mlp_infer *m, const real *const inputs[], int64
     real *const b1 = m->b1; /* [16] b1 : [16] */
     real *const b2 = m->b2; /* [16] b2 : [16] */
     real *const b3 = m->b3; /* [1] b3 : [1] */
-    char *const work = (char *)m->arena + 1408; /* the work region: this routine's 128 bytes per example of the state's max_batch */
+    char *const work = m->after_params; /* the work region: this routine's 128 bytes per example of the state's max_batch */
     real *const h1 = (real *)(work + 128); /* [batch, 16] h1 : [batch | 16] */
     real *const h1_mm = (real *)(work + 128); /* [batch, 16] [batch | 16] */
     real *const h2 = (real *)(work + 128); /* [batch, 16] h2 : [batch | 16] */
@@ -152,7 +154,7 @@ static void eval_metrics(struct moons_mlp_infer *m, const real *const inputs[], 
     real *const b1 = m->b1; /* [16] b1 : [16] */
     real *const b2 = m->b2; /* [16] b2 : [16] */
     real *const b3 = m->b3; /* [1] b3 : [1] */
-    char *const work = (char *)m->arena + 1408; /* the work region: this routine's 128 bytes, then 128 per example of the state's max_batch */
+    char *const work = m->after_params; /* the work region: this routine's 128 bytes, then 128 per example of the state's max_batch */
     real *const loss_ = (real *)(work + 0); /* [] loss : [] */
     real *const mse = (real *)(work + 64); /* [] mse : [] */
     real *const h1 = (real *)(work + 128); /* [batch, 16] h1 : [batch | 16] */
@@ -228,8 +230,8 @@ static real *param_data(const struct moons_mlp_infer *m, size_t i) {
 
 /* ------------------------------------------------------------------------------ C API */
 
-static void bind_buffers(struct moons_mlp_infer *m) {
-    char *base = (char *)m->arena;
+/* The params in storage of the state's own: the arena's first 1408 bytes. */
+static void bind_params(struct moons_mlp_infer *m, char *base) {
     m->w1 = (real *)(base + 0);
     m->w2 = (real *)(base + 128);
     m->w3 = (real *)(base + 1152);
@@ -239,18 +241,26 @@ static void bind_buffers(struct moons_mlp_infer *m) {
 
 }
 
-struct moons_mlp_infer *moons_mlp_infer_create(void) { return moons_mlp_infer_create_batch(MOONS_MLP_MAX_BATCH); }
+/* The other buffers: after the params. */
+static void bind_buffers(struct moons_mlp_infer *m) {
 
-struct moons_mlp_infer *moons_mlp_infer_create_batch(int64_t max_batch) {
-    if (max_batch < 1 || max_batch > MOONS_MLP_MAX_BATCH) return NULL;
+    (void)m;
+}
+
+/* A state for batches of up to max_batch; with_params: its arena holds the params (zero), else
+   it leaves them out (a state that reads them elsewhere). NULL when out of memory. */
+static struct moons_mlp_infer *create_state(int64_t max_batch, int with_params) {
     struct moons_mlp_infer *m = (struct moons_mlp_infer *)calloc(1, sizeof *m);
     if (!m) return NULL;
     m->max_batch = max_batch;
-    m->arena = cannl_alloc((size_t)1536 + (size_t)128 * (size_t)max_batch);
+    m->arena = cannl_alloc(with_params ? (size_t)1536 + (size_t)128 * (size_t)max_batch
+                                       : (size_t)128 + (size_t)128 * (size_t)max_batch);
     if (!m->arena) {
         free(m);
         return NULL;
     }
+    m->after_params = (char *)m->arena + (with_params ? 1408 : 0);
+    if (with_params) bind_params(m, (char *)m->arena);
     bind_buffers(m);
 #ifdef _OPENMP
     m->gemm = cannl_gemm_create(CANNL_F32, omp_get_max_threads());
@@ -258,11 +268,17 @@ struct moons_mlp_infer *moons_mlp_infer_create_batch(int64_t max_batch) {
     m->gemm = cannl_gemm_create(CANNL_F32, 1);
 #endif
     if (!m->gemm) {
-        cannl_free(m->arena);
-        free(m);
+        moons_mlp_infer_destroy(m);
         return NULL;
     }
     return m;
+}
+
+struct moons_mlp_infer *moons_mlp_infer_create(void) { return moons_mlp_infer_create_batch(MOONS_MLP_MAX_BATCH); }
+
+struct moons_mlp_infer *moons_mlp_infer_create_batch(int64_t max_batch) {
+    if (max_batch < 1 || max_batch > MOONS_MLP_MAX_BATCH) return NULL;
+    return create_state(max_batch, 1);
 }
 
 void moons_mlp_infer_destroy(struct moons_mlp_infer *m) {
@@ -272,9 +288,11 @@ void moons_mlp_infer_destroy(struct moons_mlp_infer *m) {
     free(m);
 }
 
-void moons_mlp_infer_set_params(struct moons_mlp_infer *m, const moons_mlp_real *const params[]) {
+cannl_status moons_mlp_infer_set_params(struct moons_mlp_infer *m, const moons_mlp_real *const params[]) {
+    if (!m || !params) return CANNL_E_ARG;
     for (size_t i = 0; param_rows[i].name; ++i)
         memcpy(param_data(m, i), params[i], (size_t)param_info[i].size * sizeof(real));
+    return CANNL_OK;
 }
 
 cannl_status moons_mlp_infer_load(struct moons_mlp_infer *m, const char *path, cannl_error *err) {

@@ -174,15 +174,31 @@ CEmitter::data CEmitter::common() {
         embedded ? fmt::format("/* A forward-only state holding the compiled-in params, for batches of up to max_batch\n"
                                  "   examples (decode: sequences) as _infer_create_batch's; NULL for a max_batch out of\n"
                                  "   range or when out of memory. _create_embedded() is _create_embedded_batch(\n"
-                                 "   {1}_MAX_BATCH). */\n"
+                                 "   {1}_MAX_BATCH). It reads the params in place, read-only, with no copy: its arena\n"
+                                 "   leaves out their {2} bytes ({3}_weights.c holds them). _infer_param gives\n"
+                                 "   pointers into them{4}; _set_params and _load work as on any state, giving it\n"
+                                 "   storage of its own for the params first (the compiled-in arrays never change). */\n"
                                  "struct {0}_infer *{0}_infer_create_embedded_batch(int64_t max_batch);\n"
                                  "struct {0}_infer *{0}_infer_create_embedded(void);\n"
                                  "/* The compiled-in params, one array per param in the order listed above "
                                  "(read-only). */\n"
-                                 "const {0}_real *const *{0}_embedded_params(void);\n",
-                                 p_.model, upper(p_.model))
+                                 "const {0}_real *const *{0}_embedded_params(void);\n"
+                                 "/* (For {3}_weights.c.) A state that reads its params in place from buffers[], one\n"
+                                 "   read-only array per param buffer of the state (a repeat block's instances stacked),\n"
+                                 "   {5}; they must outlive the state. */\n"
+                                 "struct {0}_infer *{0}_infer_create_in_place(int64_t max_batch, "
+                                 "const {0}_real *const buffers[],\n"
+                                 "    const int8_t *const int8_rows[], const float *const int8_scales[]);\n",
+                                 p_.model, upper(p_.model), p_.layout.inference.state, p_.model,
+                                 p_.int8_bytes > 0 ? " (an int8 weight's floats: made from its rows, into storage "
+                                                     "of the state's own)" : "",
+                                 p_.int8_bytes > 0 ? "and the int8 weights' rows and scales, one array each per int8 "
+                                                     "weight"
+                                                   : "int8_rows and int8_scales NULL")
                    : std::string());
-  d.set("embedded_arg", embedded ? "(const void *const *)" + p_.model + "_embedded_params()" : std::string("NULL"));
+  // The inference program makes its state with _infer_create_embedded (cannl_infer_model's
+  // create_embedded), which reads the params in place: no copy of `embedded`.
+  d.set("embedded_arg", std::string("NULL"));
   return d;
 }
 
@@ -262,15 +278,52 @@ void CEmitter::inference(data& d) {
     if (u.arena->field[b] >= 0 && own.count(static_cast<int>(b)))
       order.push_back({u.arena->field[b], static_cast<int>(b)});
   std::sort(order.begin(), order.end());
+  // The params first (the arena's prefix, Arena::state; bind_params, and bind_in_place from the
+  // read-only buffers of param_storage()), then the others, addressed from the end of the params
+  // (bind_buffers: m->after_params), so that a state without the params' bytes has the same code.
+  const ir::Arena& a = *u.arena;
+  const std::vector<int> storage = param_storage();
   std::string fields;
-  data bufs{data::type::list};
+  data bufs{data::type::list}, params{data::type::list}, in_place{data::type::list}, copy{data::type::list};
   for (const auto& [offset, b] : order) {
     fields += field_decl(b);
     data e;
     e.set("name", name(b));
-    e.set("offset", field_offset(*u.arena, b, "m->max_batch"));
+    if (offset < a.state) {
+      e.set("offset", std::to_string(offset));
+      params.push_back(e);
+      const int s = buf(b).view_of >= 0 ? buf(b).view_of : b;
+      const long k = std::find(storage.begin(), storage.end(), s) - storage.begin();
+      if (k == static_cast<long>(storage.size())) CANNL_BUG("a field among the params of no param: " + buf(b).name);
+      data f;
+      f.set("name", name(b));
+      f.set("index", std::to_string(k));
+      f.set("at", buf(b).view_of >= 0 && buf(b).view_offset ? " + " + std::to_string(buf(b).view_offset) : "");
+      in_place.push_back(f);
+      continue;
+    }
+    const auto i = static_cast<size_t>(b);
+    e.set("offset", a.field_example[i] >= 0 ? scaled_offset(a.fixed_bytes - a.state, a.field_example[i])
+                                            : std::to_string(a.field[i] - a.state));
     bufs.push_back(e);
   }
+  for (size_t k = 0; k < storage.size(); ++k) {
+    const int b = storage[k];
+    if (buf(b).int8_row > 0) continue;  // (its floats made from its rows: int8_own_copy)
+    data e;
+    e.set("name", name(b));
+    e.set("index", std::to_string(k));
+    e.set("bytes", std::to_string(buf(b).elements() * elem()));
+    copy.push_back(e);
+  }
+  d.set("infer_param_fields", params);
+  d.set("infer_in_place", in_place);
+  d.set("infer_own_copy", copy);
+  d.set("infer_param_bytes", std::to_string(a.state));
+  d.set("infer_rest_bytes", a.example_bytes == 0
+                                ? std::to_string(std::max(a.bytes - a.state, 64L))
+                                : fmt::format("(size_t){} + (size_t){} * (size_t)max_batch", a.fixed_bytes - a.state,
+                                              a.example_bytes));
   x_.helpers.clear();
   int8_unit_ = p_.int8_bytes > 0;
   for (ir::RoutineKind k : {ir::RoutineKind::Forward, ir::RoutineKind::Eval, ir::RoutineKind::Decode})
@@ -304,7 +357,12 @@ void CEmitter::inference(data& d) {
 
 std::string CEmitter::work_prologue(const ir::Routine& r, const ir::Arena& a,
                                     const std::vector<std::pair<long, int>>& work) const {
-  std::string pro = fmt::format("    char *const work = (char *)m->arena + {}; /* the work region: {} */\n", a.work,
+  // (the forward-only state's from the end of its params: m->after_params, CEmitter::inference)
+  const bool infer = &a == &p_.layout.inference;
+  std::string pro = fmt::format("    char *const work = {}; /* the work region: {} */\n",
+                                !infer ? fmt::format("(char *)m->arena + {}", a.work)
+                                : a.work == a.state ? std::string("m->after_params")
+                                                    : fmt::format("m->after_params + {}", a.work - a.state),
                                 work_words(r, p_.max_batch));
   for (const auto& [offset, b] : work) {
     const std::string at = r.scaled(b) ? scaled_offset(a.fixed_bytes - a.work, r.example_offset(b, p_.max_batch))
@@ -317,16 +375,19 @@ std::string CEmitter::work_prologue(const ir::Routine& r, const ir::Arena& a,
 
 void CEmitter::int8_data(data& d, std::string& fields) {
   d.set("has_int8", p_.int8_bytes > 0);
-  for (const char* k : {"int8_quantize", "int8_create", "int8_free", "int8_free_first", "int8_set", "int8_check",
-                        "int8_stale"})
+  d.set("int8_bytes", std::to_string(p_.int8_bytes));
+  for (const char* k : {"int8_quantize", "int8_bind", "int8_create", "int8_free", "int8_set", "int8_check", "int8_stale",
+                        "int8_in_place", "int8_own_copy"})
     d.set(k, std::string());
   if (p_.int8_bytes == 0) return;
-  std::string quantize, create;
+  std::string quantize, bind, in_place, own_copy;
   std::string rows, scales;
   data list{data::type::list};
+  long j = 0;  // the int8 weights' order: <model>_weights.c's tables of rows and scales
   for (size_t k = 0; k < p_.params.size(); ++k) {
     const int b = p_.params[k];
     if (buf(b).int8_row == 0) continue;
+    if (buf(b).view_of >= 0) CANNL_BUG("an int8 weight in stacked storage: " + buf(b).name);
     const long n = buf(b).elements(), r = n / buf(b).int8_row;
     rows += fmt::format("        int8_t *{}; /* [{}, {}] */\n", name(b), r, buf(b).int8_row);
     scales += fmt::format("        float *{}; /* [{}] */\n", name(b), r);
@@ -340,13 +401,21 @@ void CEmitter::int8_data(data& d, std::string& fields) {
     list.push_back(e);
     quantize += fmt::format("    cannl_quantize_rows_q8(m->{0}, {1}, {2}, m->int8.{0}, m->int8_scale.{0});\n",
                             name(b), r, buf(b).int8_row);
-    create += fmt::format("\n    m->int8.{0} = (int8_t *)((char *)m->int8_block + {1});\n"
-                          "    m->int8_scale.{0} = (float *)(void *)((char *)m->int8_block + {2});",
-                          name(b), buf(b).int8_at, buf(b).int8_at + (n + 63) / 64 * 64);
+    bind += fmt::format("    m->int8.{0} = (int8_t *)((char *)m->int8_block + {1});\n"
+                        "    m->int8_scale.{0} = (float *)(void *)((char *)m->int8_block + {2});\n",
+                        name(b), buf(b).int8_at, buf(b).int8_at + (n + 63) / 64 * 64);
+    in_place += fmt::format("    m->int8.{0} = (int8_t *)m->in_place_int8[{1}];\n"
+                            "    m->int8_scale.{0} = (float *)m->in_place_scale[{1}];\n",
+                            name(b), j);
+    own_copy += fmt::format("\n    memcpy(m->int8.{0}, m->in_place_int8[{1}], {2});\n"
+                            "    memcpy(m->int8_scale.{0}, m->in_place_scale[{1}], {3} * sizeof(float));\n"
+                            "    cannl_dequantize_rows_q8(m->int8.{0}, m->int8_scale.{0}, {3}, {4}, m->{0});",
+                            name(b), j, n, r, buf(b).int8_row);
+    ++j;
   }
   fields += fmt::format("    struct {{\n{}    }} int8; /* int8 rows of the weights (cannl gen --quantize int8) */\n"
                         "    struct {{\n{}    }} int8_scale; /* their scales, one per row */\n"
-                        "    void *int8_block; /* the rows and scales above: {} bytes */\n"
+                        "    void *int8_block; /* the rows and scales above: {} bytes (NULL: read in place) */\n"
                         "    int int8_stale; /* the float params changed since they were quantised */\n",
                         rows, scales, p_.int8_bytes);
   d.set("int8_list", list);
@@ -356,128 +425,24 @@ void CEmitter::int8_data(data& d, std::string& fields) {
                     "   may have changed (set_params, a checkpoint loaded, the tensors state_tensors hands out). */\n"
                     "static void quantize_int8(struct {}_infer *m) {{\n{}    m->int8_stale = 0;\n}}\n",
                     p_.model, quantize));
-  d.set("int8_create", fmt::format("\n    m->int8_block = cannl_alloc({});\n"
-                                   "    if (!m->int8_block) {{\n        cannl_free(m->arena);\n        free(m);\n"
-                                   "        return NULL;\n    }}{}\n    m->int8_stale = 1;",
-                                   p_.int8_bytes, create));
+  d.set("int8_bind", fmt::format("\n\n/* The int8 weights' rows and scales in the int8 block. */\n"
+                                 "static void bind_int8(struct {}_infer *m) {{\n{}}}",
+                                 p_.model, bind));
+  d.set("int8_create", fmt::format("\n    if (with_params) {{\n        m->int8_block = cannl_alloc({});\n"
+                                   "        if (!m->int8_block) {{\n            {}_infer_destroy(m);\n"
+                                   "            return NULL;\n        }}\n        bind_int8(m);\n"
+                                   "        m->int8_stale = 1;\n    }}",
+                                   p_.int8_bytes, p_.model));
+  d.set("int8_in_place", in_place);
+  d.set("int8_own_copy", own_copy);
   d.set("int8_free", std::string("\n    cannl_free(m->int8_block);"));
-  d.set("int8_free_first", std::string("cannl_free(m->int8_block);\n        "));
   d.set("int8_set", std::string("\n    quantize_int8(m);"));
   d.set("int8_check", std::string("\n    if (m->int8_stale) quantize_int8(m);"));
-  d.set("int8_stale", std::string("\n    if (cap > 0) s->int8_stale = 1; /* the caller may write the params "
-                                  "through these pointers */"));
+  d.set("int8_stale", fmt::format("\n    if (cap > 0{}) s->int8_stale = 1; /* the caller may write the params "
+                                  "through these pointers */", o_.embed || o_.weights ? " && held" : ""));
   std::string per;
   for (int b : p_.params) per += (per.empty() ? "" : ", ") + std::to_string(buf(b).int8_row);
   d.set("int8_rows", per);
-}
-
-// <model>_weights.bin: its first line the marker of the files cannl gen writes
-// (driver/output_dir.h), padded to 64 bytes; then each array at a multiple of 64 bytes, in the
-// machine's byte order (the .c refuses a big-endian target).
-namespace {
-constexpr size_t kBinHeader = 64;
-std::string bin_header(const std::string& model) {
-  std::string h = "// Written by cannl gen.\n// " + model + "_weights.bin";
-  h.resize(kBinHeader - 1, ' ');
-  return h + "\n";
-}
-template <typename T>
-size_t bin_append(std::string& bin, const T* v, size_t n) {
-  bin.resize((bin.size() + 63) / 64 * 64, '\0');
-  const size_t at = bin.size() - kBinHeader;
-  bin.append(reinterpret_cast<const char*>(v), n * sizeof(T));
-  return at;
-}
-}  // namespace
-
-std::string CEmitter::weights(data d, std::string* bin) {
-  std::string arrays;
-  if (bin) {
-    *bin = bin_header(p_.model);
-    const std::string uc = upper(p_.model);
-    arrays += fmt::format(
-        "\n/* The values are the bytes of {0}_weights.bin (little-endian, each array 64-byte aligned after\n"
-        "   the file's first {2} bytes), compiled in by the assembler's .incbin, which looks in the -I\n"
-        "   folders (where {0}.h is); or define {1}_WEIGHTS_BIN as the file's path. */\n"
-        "#if !defined(__GNUC__) || !defined(__ELF__)\n"
-        "#error \"{0}_weights.c includes {0}_weights.bin with the assembler's .incbin: GCC or Clang, ELF\"\n"
-        "#endif\n"
-        "#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__\n"
-        "#error \"{0}_weights.bin holds little-endian values\"\n"
-        "#endif\n"
-        "#ifndef {1}_WEIGHTS_BIN\n#define {1}_WEIGHTS_BIN \"{0}_weights.bin\"\n#endif\n"
-        "__asm__(\".section .rodata\\n.balign 64\\n{0}_weights_bin:\\n.incbin \\\"\" {1}_WEIGHTS_BIN "
-        "\"\\\", {2}\\n.previous\\n\");\n"
-        "extern const unsigned char {0}_weights_bin[] __asm__(\"{0}_weights_bin\");\n",
-        p_.model, uc, kBinHeader);
-  }
-  auto at = [&](const std::string& type, size_t offset) {
-    return fmt::format("(({} *)(const void *)({}_weights_bin + {}))", type, p_.model, offset);
-  };
-  data list{data::type::list};
-  data int8_list{data::type::list};
-  for (size_t i = 0; i < p_.params.size(); ++i) {
-    const auto& b = buf(p_.params[i]);
-    const auto& v = o_.weights->values[i];
-    const std::string nm = name(p_.params[i]);
-    if (b.int8_row > 0) {  // int8 rows and their scales (passes/quantize.h), quantised here as the runtime does
-      const long cols = b.int8_row, rows = static_cast<long>(v.size()) / cols;
-      std::vector<float> w(v.begin(), v.end());
-      std::vector<int8_t> q;
-      std::vector<float> sc;
-      quantize_rows_q8(w, rows, cols, q, sc);
-      const std::string head = fmt::format("\n/* {} stored [{}] as int8 rows [{}, {}] (cannl gen --quantize int8) */\n",
-                                           b.shape, dims_list(b, false), rows, cols);
-      if (bin) {
-        const size_t qa = bin_append(*bin, q.data(), q.size()), sa = bin_append(*bin, sc.data(), sc.size());
-        arrays += head + fmt::format("#define {}_int8 {}\n#define {}_int8_scale {}\n", nm, at("const int8_t", qa), nm,
-                                     at("const float", sa));
-      } else {
-        arrays += head + fmt::format("static const int8_t {}_int8[{}] = {{", nm, q.size());
-        for (size_t k = 0; k < q.size(); ++k) arrays += (k % 16 ? " " : "\n    ") + std::to_string(q[k]) + ",";
-        arrays += fmt::format("\n}};\nstatic const float {}_int8_scale[{}] = {{", nm, sc.size());
-        for (size_t k = 0; k < sc.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(sc[k]) + ",";
-        arrays += "\n};\n";
-      }
-      data e;
-      e.set("name", std::string("NULL"));
-      list.push_back(e);
-      data q8;
-      q8.set("name", nm);
-      q8.set("index", std::to_string(i));
-      q8.set("rows", std::to_string(rows));
-      q8.set("cols", std::to_string(cols));
-      int8_list.push_back(q8);
-      continue;
-    }
-    const std::string array = nm + "_values";
-    const std::string head = fmt::format("\n/* {} stored [{}] */\n", b.shape, dims_list(b, false));
-    if (bin) {
-      size_t a;
-      if (o_.f64) {
-        a = bin_append(*bin, v.data(), v.size());
-      } else {
-        const std::vector<float> f(v.begin(), v.end());
-        a = bin_append(*bin, f.data(), f.size());
-      }
-      arrays += head + fmt::format("#define {} {}\n", array, at("const real", a));
-    } else {
-      arrays += head + fmt::format("static const real {}[{}] = {{", array, v.size());
-      for (size_t k = 0; k < v.size(); ++k) arrays += (k % 8 ? " " : "\n    ") + num(v[k]) + ",";
-      arrays += "\n};\n";
-    }
-    data e;
-    e.set("name", array);
-    list.push_back(e);
-  }
-  d.set("arrays", arrays);
-  d.set("how", std::string(bin ? "its values the bytes of " + p_.model + "_weights.bin"
-                               : "its values printed so that they read back exactly"));
-  d.set("embedded_list", list);
-  d.set("int8_embedded", int8_list);
-  d.set("checkpoint", o_.weights->source);
-  d.set("checkpoint_step", o_.weights->step.empty() ? std::string("unknown") : o_.weights->step);
-  return render(p_.int8_bytes > 0 ? "c/weights_int8.c.mustache" : "c/weights.c.mustache", d);
 }
 
 std::string CEmitter::helpers() {

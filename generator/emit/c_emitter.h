@@ -120,7 +120,14 @@ private:
   // per param as the pass laid them out, and the data of the templates' int8 parts.
   void int8_data(data& d, std::string& fields);
 
-  // <model>_weights.c: each param's trained values as a static const array.
+  // The forward-only state's param buffers (c_weights.cpp), in the order of their places in its
+  // arena's param prefix (Arena::state): each param's storage (its own buffer, or the stacked
+  // buffer of a repeat block's instances), once. <model>_weights.c holds one read-only array
+  // per buffer, in this order, and a state of _infer_create_in_place reads them in place.
+  std::vector<int> param_storage() const;
+
+  // <model>_weights.c (c_weights.cpp): the trained values of each param buffer of the
+  // forward-only state as a static const array (an int8 weight's: its rows and scales).
   std::string weights(data d, std::string* bin);  // <model>_weights.c; with bin: its bytes go there
 
   std::string helpers();

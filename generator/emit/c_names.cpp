@@ -193,8 +193,8 @@ std::set<std::string> c_public_names(const ir::Program& p) {
        {"real", "create", "create_batch", "destroy", "init", "train_step", "forward", "eval", "param", "grad",
         "get_step", "set_step", "get_lr", "get_last_lr", "set_lr", "set_schedule", "state_tensors", "save", "load",
         "api", "infer", "infer_api", "infer_create", "infer_create_batch", "infer_create_embedded",
-        "infer_create_embedded_batch", "infer_destroy", "infer_eval", "infer_forward", "infer_load", "infer_param",
-        "infer_set_params", "embedded_params", "prefetch", "cuda_ext", "decode_api", "decode_prefill", "decode_step",
+        "infer_create_embedded_batch", "infer_create_in_place", "infer_destroy", "infer_eval", "infer_forward",
+        "infer_load", "infer_param", "infer_set_params", "embedded_params", "prefetch", "cuda_ext", "decode_api", "decode_prefill", "decode_step",
         "decode_length", "decode_prefill_batch", "decode_step_batch", "decode_reset", "decode_length_seq"})
     s.insert(x + "_" + suffix);
   for (const char* suffix :

@@ -110,8 +110,13 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   for (int m : p.metrics) metrics.push_back(p.buffers[static_cast<size_t>(m)].name);
   c["metrics"] = metrics;
   c["optimizer"] = p.optimizer;
-  json inference = nullptr, inference_example = nullptr;
-  if (info.inference_state) inference = p.layout.inference.bytes, inference_example = p.layout.inference.example_bytes;
+  json inference = nullptr, inference_example = nullptr, inference_params = nullptr;
+  if (info.inference_state) {
+    inference = p.layout.inference.bytes, inference_example = p.layout.inference.example_bytes;
+    // (the arena's prefix, which a state of _infer_create_embedded leaves out: it reads the
+    // compiled-in params in place)
+    inference_params = p.layout.inference.state;
+  }
   // A training state's bytes: its arena, and the C target's optimiser state, an allocation of
   // its own (inside the arena with --target cuda), so that the two targets' figures compare. At
   // max_batch; a state created for a smaller one (<model>_create_batch) takes its per-example
@@ -119,7 +124,8 @@ std::string model_card(const ir::Program& p, const CardInfo& info) {
   c["arena_bytes"] = {{"training_state", p.layout.training.bytes + p.layout.opt_state.bytes},
                       {"inference_state", inference},
                       {"training_state_per_example", p.layout.training.example_bytes},
-                      {"inference_state_per_example", inference_example}};
+                      {"inference_state_per_example", inference_example},
+                      {"inference_state_params", inference_params}};
   // The grad block (data-parallel training all-reduces it): each param gradient's place.
   json grad_params = json::array();
   for (int b : p.params)

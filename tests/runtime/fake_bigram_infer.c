@@ -3,6 +3,6 @@
 #include "fake_models.h"
 
 int main(int argc, char **argv) {
-    const cannl_infer_model model = {&fake_bigram_api, fake_bigram_api.forward_reads, NULL, NULL};
+    const cannl_infer_model model = {&fake_bigram_api, fake_bigram_api.forward_reads, NULL, NULL, NULL};
     return cannl_infer_main(&model, argc, argv);
 }

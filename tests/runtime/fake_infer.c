@@ -3,6 +3,6 @@
 #include "fake_infer.h"
 
 int main(int argc, char **argv) {
-    const cannl_infer_model model = {&fake_softmax_api, FAKE_FORWARD_READS, NULL, NULL};
+    const cannl_infer_model model = {&fake_softmax_api, FAKE_FORWARD_READS, NULL, NULL, NULL};
     return cannl_infer_main(&model, argc, argv);
 }

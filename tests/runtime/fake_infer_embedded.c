@@ -4,6 +4,6 @@
 
 int main(int argc, char **argv) {
     static const void *const params[] = {FAKE_EMBEDDED_W, FAKE_EMBEDDED_B};
-    const cannl_infer_model model = {&fake_softmax_api, FAKE_FORWARD_READS, params, NULL};
+    const cannl_infer_model model = {&fake_softmax_api, FAKE_FORWARD_READS, params, NULL, NULL};
     return cannl_infer_main(&model, argc, argv);
 }

@@ -19,6 +19,6 @@ int main(int argc, char **argv) {
     api.num_outputs = 2;
     api.outputs = OUTPUTS;
     api.forward = forward_two;
-    const cannl_infer_model model = {&api, FAKE_FORWARD_READS, NULL, NULL};
+    const cannl_infer_model model = {&api, FAKE_FORWARD_READS, NULL, NULL, NULL};
     return cannl_infer_main(&model, argc, argv);
 }

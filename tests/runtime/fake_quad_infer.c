@@ -4,6 +4,6 @@
 
 int main(int argc, char **argv) {
     static const unsigned char reads[1] = {0}; /* (no inputs) */
-    const cannl_infer_model model = {&fake_quad_api, reads, NULL, NULL};
+    const cannl_infer_model model = {&fake_quad_api, reads, NULL, NULL, NULL};
     return cannl_infer_main(&model, argc, argv);
 }

@@ -311,7 +311,7 @@ TEST_CASE("the inference unit: forward and eval over params and their buffers on
   CHECK(layout.inference.bytes < layout.training.bytes);
   // forward reads x, not the target y
   CHECK(has(files[4].text, "forward_reads[] = { 1, 0, 0}"));
-  CHECK(has(files[4].text, "{&t_infer_api, forward_reads, NULL, NULL}"));
+  CHECK(has(files[4].text, "{&t_infer_api, forward_reads, NULL, NULL,\n                                     NULL}"));
   CHECK(has(files[0].text, "#define T_EMBEDDED_WEIGHTS 0"));
   CHECK_FALSE(has(files[0].text, "t_infer *t_infer_create_embedded(void);"));
 }
@@ -330,10 +330,17 @@ TEST_CASE("embedded weights: values that read back exactly, in param order", "[e
   REQUIRE(files.size() == 7);
   CHECK(files[5].name == "t_weights.c");
   const std::string& c = files[5].text;
-  CHECK(has(c, "static const real w_values[12] = {\n    0.1f, -0.0f, 1e-40f, 0.0f,"));
-  CHECK(has(c, "static const real b_values[3] = {\n    0.0f, 0.0f, 3.0f,"));
+  CHECK(has(c, "static _Alignas(64) const real w_values[12] = {\n    0.1f, -0.0f, 1e-40f, 0.0f,"));
+  CHECK(has(c, "static _Alignas(64) const real b_values[3] = {\n    0.0f, 0.0f, 3.0f,"));
   CHECK(has(c, "ck.safetensors (step 12)"));
   CHECK(has(files[0].text, "#define T_EMBEDDED_WEIGHTS 1"));
   CHECK(has(files[0].text, "t_infer *t_infer_create_embedded(void);"));
-  CHECK(has(files[4].text, "(const void *const *)t_embedded_params()"));
+  // Read in place: the state's param pointers are the arrays (one per param buffer, in the order
+  // of the state's params), no copy; the inference program makes its state so.
+  CHECK(has(c, "static const real *const buffers[] = {\n    w_values,\n    b_values,\n    NULL};"));
+  CHECK(has(c, "return t_infer_create_in_place(max_batch, buffers, NULL, NULL);"));
+  CHECK(has(files[3].text, "    m->w = (real *)m->in_place[0];\n    m->b = (real *)m->in_place[1];\n"));
+  CHECK(has(files[3].text, "if (own_params(m) != CANNL_OK) return CANNL_E_NOMEM;"));
+  CHECK(has(files[4].text, "return t_infer_create_embedded_batch(max_batch);"));
+  CHECK(has(files[4].text, "forward_reads, NULL, NULL,\n                                     create_embedded};"));
 }

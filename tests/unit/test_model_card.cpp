@@ -57,6 +57,7 @@ minimize loss with sgd(lr = 0.1)
   // Run-time-sized states: the bytes one example of max_batch adds (a state for fewer takes less).
   CHECK(c["arena_bytes"]["training_state_per_example"] == p.layout.training.example_bytes);
   CHECK(c["arena_bytes"]["inference_state_per_example"] == p.layout.inference.example_bytes);
+  CHECK(c["arena_bytes"]["inference_state_params"] == p.layout.inference.state);
   CHECK(p.layout.training.example_bytes > 0);
   CHECK(p.layout.training.example_bytes * p.max_batch <= p.layout.training.bytes);
   // sgd without momentum: an optimiser-state block with nothing in it
@@ -65,6 +66,7 @@ minimize loss with sgd(lr = 0.1)
   info.inference_state = false;  // the CUDA target's card: no forward-only state
   CHECK(nlohmann::json::parse(model_card(p, info))["arena_bytes"]["inference_state"].is_null());
   CHECK(nlohmann::json::parse(model_card(p, info))["arena_bytes"]["inference_state_per_example"].is_null());
+  CHECK(nlohmann::json::parse(model_card(p, info))["arena_bytes"]["inference_state_params"].is_null());
   CHECK(c["embedded_weights"].is_null());
   bool forward = false;
   for (const auto& r : c["routines"])

@@ -15,6 +15,6 @@
 int main(int argc, char **argv) {
     /* 1 where forward reads the input (the others are needed only by --metric) */
     static const unsigned char forward_reads[] = { 1, 0, 0};
-    const cannl_infer_model model = {&fashion_cnn_api, forward_reads, NULL, NULL};
+    const cannl_infer_model model = {&fashion_cnn_api, forward_reads, NULL, NULL, NULL};
     return cannl_infer_main(&model, argc, argv);
 }

@@ -16,6 +16,6 @@
 int main(int argc, char **argv) {
     /* 1 where forward reads the input (the others are needed only by --metric) */
     static const unsigned char forward_reads[] = { 1, 0, 0};
-    const cannl_infer_model model = {&gpt_char_api, forward_reads, NULL, &gpt_char_decode_api};
+    const cannl_infer_model model = {&gpt_char_api, forward_reads, NULL, &gpt_char_decode_api, NULL};
     return cannl_infer_main(&model, argc, argv);
 }
