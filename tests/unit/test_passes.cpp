@@ -83,8 +83,8 @@ TEST_CASE("pass list and levels", "[passes]") {
   std::vector<std::string> names;
   for (const auto& p : pass_list()) names.push_back(p.name);
   CHECK(names == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "reuse_values", "inline_virtual",
-                                          "order_sums", "fuse", "hoist_divisions", "dce", "hoist_constants", "plan_blocks", "decode",
-                                          "plan_memory", "mark_contractions", "plan_layout"});
+                                          "order_sums", "fuse", "hoist_divisions", "dce", "hoist_constants",
+                                          "plan_blocks", "decode", "plan_memory", "mark_contractions", "plan_layout"});
   Frag f;
   int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input), y = f.buf("y", {{4, true}, {3, false}});
   f.loops({{"b", 4}, {"o", 3}});
@@ -732,7 +732,8 @@ TEST_CASE("hoist_constants: rope's tables computed once at create, not in the st
       const std::string name = t->substr(fn + 12, t->find('(', fn) - fn - 12);
       ++kernels;
       INFO(name);
-      for (size_t call = t->find(" " + name + "("); call != std::string::npos; call = t->find(" " + name + "(", call + 1))
+      const std::string called = " " + name + "(";
+      for (size_t call = t->find(called); call != std::string::npos; call = t->find(called, call + 1))
         if (call != fn + 11) CHECK((call > consts && call < consts_end));
     }
     CHECK(kernels >= 1);
@@ -754,7 +755,8 @@ TEST_CASE("hoist_constants: nests reading an input, a param or the batch count s
   f.nest(z, {0}, ir::Accum::Set, Frag::ld(t, {0}));                                  // a table read from a table,
   f.loops({{"b", 4}, {"o", 3}});
   f.nest(z, {1}, ir::Accum::Add, Frag::ld(x, {0, 1}));                               // then summed with the input
-  f.nest(y, {0, 1}, ir::Accum::Set, add(add(Frag::ld(x, {0, 1}), Frag::ld(u, {1})), add(Frag::ld(v, {1}), Frag::ld(z, {1}))));
+  f.nest(y, {0, 1}, ir::Accum::Set,
+         add(add(Frag::ld(x, {0, 1}), Frag::ld(u, {1})), add(Frag::ld(v, {1}), Frag::ld(z, {1}))));
   const size_t before = f.p.routines[0].stmts.size();
   hoist_constants(f.p, PassOptions{});
   const ir::Routine* k = f.p.routine(ir::RoutineKind::Constants);
