@@ -32,6 +32,7 @@ std::vector<OutputFile> CEmitter::run() {
   d.set("has_gemm", gemm_kernel_);
   d.set("bf16", gemm_kernel_ && o_.precision == "bf16");
   d.set("dropout", x_.helpers.count("keep") > 0);  // the state keeps its seed (Op::Keep's key)
+  d.set("has_constants", p_.routine(ir::RoutineKind::Constants) != nullptr);  // create calls init_constants
   d.set("attention_include", attention_ ? "#include \"cannl_attention.h\"\n" : "");
   d.set("blas", gemm_blas_);
   d.set("fields", fields());
@@ -264,6 +265,7 @@ std::string CEmitter::plural(ir::Role r) {
     case ir::Role::Computed: return "tensors of the spec";
     case ir::Role::Grad: return "gradients";
     case ir::Role::OptState: return "optimiser state";
+    case ir::Role::Constant: return "constant tables (init_constants computes them when the state is created)";
     default: return ir::role_name(r);
   }
 }
@@ -326,7 +328,9 @@ void CEmitter::inference(data& d) {
                                               a.example_bytes));
   x_.helpers.clear();
   int8_unit_ = p_.int8_bytes > 0;
-  for (ir::RoutineKind k : {ir::RoutineKind::Forward, ir::RoutineKind::Eval, ir::RoutineKind::Decode})
+  // (the constant tables' routine first: create calls it; hoist_constants.cpp)
+  for (ir::RoutineKind k : {ir::RoutineKind::Constants, ir::RoutineKind::Forward, ir::RoutineKind::Eval,
+                            ir::RoutineKind::Decode})
     if (const ir::Routine* r = p_.routine(k)) u.routines += routine(*r, u) + "\n";
   int8_unit_ = false;
   int8_data(d, fields);
@@ -788,11 +792,12 @@ std::string CEmitter::kernel_call(const ir::Routine& r, const ir::Stmt& s, Unit&
   if (it == kernel_by_text_.end()) it = kernel_by_text_.emplace(text, names_.kernel(p_, s)).first;
   const std::string& kname = it->second;
   // A kernel of a step is compiled once per instruction set, the loader picking one for the
-  // CPU (CANNL_MULTIVERSION, cannl_rt.h); init_params's run once and are not; the routines
+  // CPU (CANNL_MULTIVERSION, cannl_rt.h); init_params's and init_constants' run once and are not; the routines
   // only call kernels and the runtime.
   if (u.defined.insert(kname).second)
     u.kernels += fmt::format("/* {} */\n{}static void {}{}\n", comment_safe(what(s)),
-                             r.kind == ir::RoutineKind::Init || r.kind == ir::RoutineKind::BlockInit
+                             r.kind == ir::RoutineKind::Init || r.kind == ir::RoutineKind::BlockInit ||
+                                     r.kind == ir::RoutineKind::Constants
                                  ? "" : "CANNL_MULTIVERSION\n", kname, text);
   n_used = n_used || uses_n;
   return fmt::format("    {}({});\n", kname, alist);
@@ -1019,9 +1024,10 @@ std::string CEmitter::routine_text(const ir::Routine& r, Unit& u) {
   const std::set<int> bufs = routine_buffers(r, scalars);
   const ir::Arena& a = *u.arena;
   const bool is_init = r.kind == ir::RoutineKind::Init;
-  const bool no_batch = is_init || r.kind == ir::RoutineKind::TrainUpdate;  // no inputs, no n
+  const bool no_batch = is_init || r.kind == ir::RoutineKind::TrainUpdate ||  // no inputs, no n
+                        r.kind == ir::RoutineKind::Constants;
   std::string sig, pro, epi;
-  if (r.kind == ir::RoutineKind::TrainUpdate) {
+  if (r.kind == ir::RoutineKind::TrainUpdate || r.kind == ir::RoutineKind::Constants) {
     sig = fmt::format("static void {}({} *m)", r.name(), u.state);
   } else if (is_init) {
     sig = fmt::format("static void init_params({} *m, uint64_t seed)", u.state);

@@ -33,6 +33,7 @@ std::vector<OutputFile> CudaEmitter::run() {
   for (const auto& h : device_helpers_) helpers += h;
   d.set("helpers", helpers.empty() ? "" : "\n" + helpers);
   d.set("fields", fields());
+  d.set("has_constants", data{p_.routine(ir::RoutineKind::Constants) ? data::type::bool_true : data::type::bool_false});
   d.set("dropout", data{x_.helpers.count("keep") ? data::type::bool_true : data::type::bool_false});
   d.set("kernels", kernels_);
   d.set("routines", routines);

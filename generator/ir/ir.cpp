@@ -20,6 +20,7 @@ const char* role_name(Role r) {
     case Role::Grad: return "gradient";
     case Role::OptState: return "optimiser state";
     case Role::Cache: return "cache";
+    case Role::Constant: return "constant";
   }
   return "?";
 }
@@ -239,6 +240,7 @@ const char* routine_name(RoutineKind k) {
     case RoutineKind::BlockInit: return "init body";
     case RoutineKind::BlockNorm: return "norm body";
     case RoutineKind::BlockDecode: return "decode body";
+    case RoutineKind::Constants: return "init_constants";
   }
   return "?";
 }
@@ -282,7 +284,8 @@ long Arena::address_at(const Routine& r, int b, long cap) const {
 std::set<int> live_out(const Program& p, const Routine& r) {
   std::set<int> live;
   for (size_t i = 0; i < p.buffers.size(); ++i)
-    if (p.buffers[i].role == Role::Param || p.buffers[i].role == Role::OptState) live.insert(static_cast<int>(i));
+    if (p.buffers[i].role == Role::Param || p.buffers[i].role == Role::OptState || p.buffers[i].role == Role::Constant)
+      live.insert(static_cast<int>(i));
   for (const std::vector<int>* l : {&r.io.outputs, &r.io.values, &r.io.kept})
     for (int b : *l) {
       live.insert(b);

@@ -29,7 +29,11 @@ struct Dim {
 // Cache: a buffer the decode routine keeps across its calls (the keys and values of the
 // positions before, contract v1 §6): in no routine's plan, with storage of its own in the
 // inference state.
-enum class Role { Input, Param, Computed, Temp, Grad, OptState, Cache };
+// Constant: a table that depends on no input, param or run-time value (rope's cos and sin):
+// computed once by the routine of kind Constants when a state is created
+// (passes/hoist_constants.cpp), with storage of its own in every state, read by the others; not
+// in checkpoints.
+enum class Role { Input, Param, Computed, Temp, Grad, OptState, Cache, Constant };
 const char* role_name(Role r);
 
 // A spec param's initialiser (contract §8), set by lowering: its name as routine assembly
@@ -381,9 +385,12 @@ enum class RoutineKind {
   BlockInit,    // the params' initialisers (init)
   BlockNorm,    // clip_grad_norm's part of the squared norm (train_step, train_update)
   BlockDecode,  // decode's step
+  // The constant tables (Role::Constant, passes/hoist_constants.cpp): their nests, run once when
+  // a state is created (no batch, no seed), before any other routine.
+  Constants,
 };
 // The one place that names routines: "init", "train_step", "forward", "eval_metrics", "decode",
-// "train_grads", "train_update".
+// "train_grads", "train_update", "init_constants".
 const char* routine_name(RoutineKind k);
 
 // What a routine exchanges with its caller, besides the state (params and optimiser state,
@@ -639,8 +646,8 @@ int block_of(const Program& p, const Routine& r);
 // after the instance's backward), then the last nest of the span touching f.
 std::pair<long, long> formal_live(const Program& p, const Routine& body, size_t lo, size_t hi, int f, bool dead_after);
 
-// The buffers a routine hands out or keeps past its end: the state (params, optimiser state)
-// and its interface's outputs, values and kept buffers.
+// The buffers a routine hands out or keeps past its end: the state (params, optimiser state,
+// constant tables) and its interface's outputs, values and kept buffers.
 std::set<int> live_out(const Program& p, const Routine& r);
 
 // A nest over every element of buffer `buf` (loops j, or j0, j1, ...) assigning `body`,

@@ -535,7 +535,8 @@ struct Verifier {
       if (!valid(b)) continue;
       const Role role = buf(b).role;
       if (role == Role::Input || (role == Role::Cache && !decode()) ||
-          (inference() && (role == Role::Param || role == Role::OptState)))
+          (inference() && (role == Role::Param || role == Role::OptState)) ||
+          (role == Role::Constant && r->kind != RoutineKind::Constants))
         fail(fmt::format("writes the {} '{}'", role_name(role), buf(b).name));
     }
   }
@@ -586,7 +587,8 @@ struct Verifier {
     std::vector<bool> e(p.buffers.size(), false);
     for (size_t b = 0; b < p.buffers.size(); ++b) {
       const Role role = p.buffers[b].role;
-      e[b] = role == Role::Param || (role == Role::OptState && !inference()) || (role == Role::Cache && decode());
+      e[b] = role == Role::Param || (role == Role::OptState && !inference()) || (role == Role::Cache && decode()) ||
+             (role == Role::Constant && r->kind != RoutineKind::Constants);
     }
     if (r->io.batch || r->io.position)
       for (int b : p.inputs)
@@ -681,7 +683,7 @@ struct Verifier {
       if (off == -1) continue;
       const Role role = p.buffers[b].role;
       if (off < 0 || !u[b] || role == Role::Input || role == Role::Param ||
-          role == Role::OptState || role == Role::Cache)
+          role == Role::OptState || role == Role::Cache || role == Role::Constant)
         fail(fmt::format("an offset {} for the {} '{}' (used: {})", off, role_name(role), p.buffers[b].name,
                          u[b] ? "yes" : "no"));
       else if (p.layout.align > 0 && (off % p.layout.align || off + bytes(static_cast<int>(b)) > r->arena_bytes))
@@ -871,7 +873,8 @@ struct Verifier {
       }
     for (const Routine& rt : p.routines) {
       const bool in = rt.kind == RoutineKind::Decode ? !training
-                      : training || rt.kind == RoutineKind::Forward || rt.kind == RoutineKind::Eval;
+                      : training || rt.kind == RoutineKind::Forward || rt.kind == RoutineKind::Eval ||
+                            rt.kind == RoutineKind::Constants;
       if (!in) continue;
       for (int b : used(rt)) {
         const Buffer& x = buf(b);

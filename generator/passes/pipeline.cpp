@@ -16,6 +16,8 @@ const std::vector<PassInfo>& pass_list() {
       {"hoist_divisions", 1, "a division by what the innermost loop does not change: a product with its reciprocal",
        hoist_divisions},
       {"dce", 1, "nests whose results nobody reads (gradients included) are removed", dce},
+      {"hoist_constants", 1, "constant tables (rope's cos and sin): computed once when a state is created",
+       hoist_constants},
       {"plan_blocks", 0,
        "repeat blocks: activations kept from forward to backward stacked per instance, bodies' scratch planned",
        plan_blocks},

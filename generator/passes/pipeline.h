@@ -6,7 +6,7 @@
 // computed before (same values up to float rounding: reassociated constants, sums in another
 // order), the buffers each routine hands out or keeps (ir.h live_out) included.
 //   -O0  loop_order, plan_blocks, decode, mark_contractions, plan_layout;  -O1  also simplify,
-//   fold_fills, dce, plan_memory;  -O2  all of them.
+//   fold_fills, dce, hoist_constants, plan_memory;  -O2  all of them.
 // The passes run over every routine, each block's bodies included (ir.h all_routines), each
 // body once for all its instances.
 #pragma once
@@ -61,6 +61,7 @@ void order_sums(ir::Program& p, const PassOptions& o);
 void fuse(ir::Program& p, const PassOptions& o);
 void hoist_divisions(ir::Program& p, const PassOptions& o);
 void dce(ir::Program& p, const PassOptions& o);
+void hoist_constants(ir::Program& p, const PassOptions& o);
 void make_decode(ir::Program& p, const PassOptions& o);
 void plan_blocks(ir::Program& p, const PassOptions& o);
 // plan_blocks' work for one body of block k made after it (decode's): its locals planned, and

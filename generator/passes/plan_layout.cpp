@@ -25,7 +25,8 @@
 // layout). A stacked param's instance l has its state at slice l of the stacked state.
 //   inference  (the C target's forward-only state: forward, eval_metrics and decode) the params,
 //              then the buffers those routines use outside their plans (decode's caches among
-//              them: they outlive its calls), then their work region.
+//              them: they outlive its calls; the constant tables, which init_constants writes
+//              when the state is created, Role::Constant), then their work region.
 // Every offset and size is a multiple of the alignment; an arena is at least one alignment
 // unit. Run-time-sized states (ir.h Arena): everything above without a batch dim comes first, at
 // fixed offsets (the work region's batch-independent part last); then the part that scales
@@ -198,7 +199,8 @@ void plan_layout(ir::Program& p, const PassOptions& o) {
   l.training = arena(p, all, state, grads, o.align, o.elem_bytes, o.opt_block);
   std::vector<const ir::Routine*> inference;
   for (const ir::Routine& r : p.routines)
-    if (r.kind == ir::RoutineKind::Forward || r.kind == ir::RoutineKind::Eval || r.kind == ir::RoutineKind::Decode)
+    if (r.kind == ir::RoutineKind::Forward || r.kind == ir::RoutineKind::Eval || r.kind == ir::RoutineKind::Decode ||
+        r.kind == ir::RoutineKind::Constants)
       inference.push_back(&r);
   l.inference = arena(p, inference, p.params, {}, o.align, o.elem_bytes, o.opt_block);
   if (ir::Routine* r = p.routine(ir::RoutineKind::TrainGrads)) {

@@ -6,6 +6,7 @@
 
 #include "ir/ir_print.h"
 #include "ir/stats.h"
+#include "emit/c_emit.h"
 #include "ir/prims.h"
 #include "passes/pipeline.h"
 #include "program.h"
@@ -82,8 +83,8 @@ TEST_CASE("pass list and levels", "[passes]") {
   std::vector<std::string> names;
   for (const auto& p : pass_list()) names.push_back(p.name);
   CHECK(names == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "reuse_values", "inline_virtual",
-                                          "order_sums", "fuse", "hoist_divisions", "dce", "plan_blocks", "decode", "plan_memory",
-                                          "mark_contractions", "plan_layout"});
+                                          "order_sums", "fuse", "hoist_divisions", "dce", "hoist_constants",
+                                          "plan_blocks", "decode", "plan_memory", "mark_contractions", "plan_layout"});
   Frag f;
   int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input), y = f.buf("y", {{4, true}, {3, false}});
   f.loops({{"b", 4}, {"o", 3}});
@@ -99,8 +100,8 @@ TEST_CASE("pass list and levels", "[passes]") {
   o.level = 1;
   o.disabled = {"dce"};
   run_passes(f.p, o, [&](const std::string& n, const ir::Program&) { ran.push_back(n); });
-  CHECK(ran == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "hoist_divisions", "plan_blocks", "decode",
-                                        "plan_memory", "mark_contractions", "plan_layout"});
+  CHECK(ran == std::vector<std::string>{"loop_order", "simplify", "fold_fills", "hoist_divisions", "hoist_constants",
+                                        "plan_blocks", "decode", "plan_memory", "mark_contractions", "plan_layout"});
 }
 
 TEST_CASE("simplify: division by a constant, constant factors, identities", "[passes]") {
@@ -631,4 +632,146 @@ TEST_CASE("decode: none without causal attention", "[passes][decode]") {
   const ir::Program q = test::program("model m\ninput x : [4]\nparam w : [4 -> 2]\ny = w * x\nloss = sum(y)\n"
                                       "output y\nminimize loss with sgd(lr = 0.1)\n", 16, 2);
   CHECK(q.routine(ir::RoutineKind::Decode) == nullptr);
+}
+
+namespace {
+
+// A byte model with rope in a rolled repeat block of two layers (its decode routine included).
+const char* tiny_rope = R"(model r
+dim ctx = 6
+input tokens : [ctx |] int
+input next : [ctx |] int
+param wte : [16 -> 32]
+x = embedding(wte, tokens)
+repeat 2 carry x
+  param w_q : [16 -> 2, 8]
+  param w_k, w_v : [16 -> 2, 8]
+  param w_o : [2, 8 -> 16]
+  x = x + w_o * attention(rope(w_q * x), rope(w_k * x, theta = 100), w_v * x, causal = true)
+end
+logits = wte * x
+loss = mean(cross_entropy(logits, next))
+output logits
+minimize loss with sgd(lr = 0.1)
+)";
+
+bool calls_prim(const ir::Expr& e, const std::string& prim) {
+  if (e.op == Op::Prim && e.prim && e.prim->name == prim) return true;
+  for (const auto& a : e.args)
+    if (calls_prim(*a, prim)) return true;
+  return false;
+}
+
+int rope_nests(const ir::Routine& r) {
+  int n = 0;
+  for (const ir::Stmt& s : r.stmts)
+    for (const ir::Assign& a : s.assigns) n += calls_prim(*a.body, "rope_cos") || calls_prim(*a.body, "rope_sin");
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("hoist_constants: rope's tables computed once at create, not in the steps nor the block bodies",
+          "[passes][hoist_constants]") {
+  const ir::Program p = test::program(tiny_rope, 4, 2);
+  REQUIRE(p.blocks.size() == 1);  // rolled: the layer loop
+  const ir::Routine* k = p.routine(ir::RoutineKind::Constants);
+  REQUIRE(k != nullptr);
+  CHECK(rope_nests(*k) == 4);  // cos and sin of the queries' and of the keys' tables (two thetas)
+  std::set<int> tables;
+  for (const ir::Stmt& s : k->stmts)
+    for (int w : ir::written_buffers(s)) {
+      CHECK(p.buffers[static_cast<size_t>(w)].role == ir::Role::Constant);
+      CHECK(p.buffers[static_cast<size_t>(w)].block == -1);
+      tables.insert(w);
+    }
+  CHECK(tables.size() == 4);
+  for (const ir::Routine* r : ir::all_routines(p)) {
+    if (r == k) continue;
+    INFO(r->name());
+    CHECK(rope_nests(*r) == 0);  // train step, forward, eval, decode and every block body only read them
+  }
+  const ir::Routine* d = p.routine(ir::RoutineKind::Decode);
+  REQUIRE(d != nullptr);
+  CHECK_FALSE(p.blocks[0].decode.stmts.empty());
+  // Every call of the block that reads the tables binds them whole, for every instance.
+  int bound = 0;
+  for (const ir::Routine* r : ir::all_routines(p))
+    for (const ir::Stmt& s : r->stmts)
+      if (s.call && ir::is_block_call(s.call->kind))
+        for (const ir::Binding& bd : s.call->binds)
+          if (tables.count(bd.buf)) {
+            ++bound;
+            CHECK(bd.stride == 0);
+            CHECK(bd.offset == 0);
+          }
+  CHECK(bound >= 4 * 3);  // the forward, backward, inference and decode calls
+  // Storage of their own in both states, in no routine's plan; not in the checkpoints.
+  for (int t : tables) {
+    CHECK(p.layout.training.own[static_cast<size_t>(t)]);
+    CHECK(p.layout.inference.own[static_cast<size_t>(t)]);
+    CHECK(p.layout.training.field[static_cast<size_t>(t)] >= p.layout.training.state);
+    for (const ir::Routine* r : ir::all_routines(p)) CHECK_FALSE(r->planned(t));
+  }
+  // The C target computes them in init_constants, which both creates call.
+  const std::vector<OutputFile> files = emit_c(p, COptions{});
+  const std::string& c = files[1].text, &infer = files[3].text;
+  CHECK(c.find("static void init_constants(struct r *m) {") != std::string::npos);
+  CHECK(c.find("    init_constants(m);") != std::string::npos);
+  CHECK(infer.find("static void init_constants(struct r_infer *m) {") != std::string::npos);
+  CHECK(infer.find("    init_constants(m);") != std::string::npos);
+  for (const std::string* t : {&c, &infer}) {
+    // The kernels computing the tables (those calling cannl_rope_cos): called by init_constants only.
+    const size_t consts = t->find("static void init_constants(");
+    const size_t consts_end = t->find("\n}\n", consts);
+    int kernels = 0;
+    for (size_t at = t->find("cannl_rope_cos("); at != std::string::npos; at = t->find("cannl_rope_cos(", at + 1)) {
+      if (t->compare(t->rfind('\n', at) + 1, 14, "static inline ") == 0) continue;  // (the helper's definition)
+      const size_t fn = t->rfind("static void ", at);
+      REQUIRE(fn != std::string::npos);
+      const std::string name = t->substr(fn + 12, t->find('(', fn) - fn - 12);
+      ++kernels;
+      INFO(name);
+      const std::string called = " " + name + "(";
+      for (size_t call = t->find(called); call != std::string::npos; call = t->find(called, call + 1))
+        if (call != fn + 11) CHECK((call > consts && call < consts_end));
+    }
+    CHECK(kernels >= 1);
+  }
+}
+
+TEST_CASE("hoist_constants: nests reading an input, a param or the batch count stay where they are",
+          "[passes][hoist_constants]") {
+  Frag f;
+  int x = f.buf("x", {{4, true}, {3, false}}, ir::Role::Input), w = f.buf("w", {{3, false}}, ir::Role::Param);
+  int t = f.buf("t", {{3, false}}, ir::Role::Temp), u = f.buf("u", {{3, false}}, ir::Role::Temp);
+  int v = f.buf("v", {{3, false}}, ir::Role::Temp), z = f.buf("z", {{3, false}}, ir::Role::Temp);
+  int y = f.buf("y", {{4, true}, {3, false}});
+  f.set_loss(y);
+  f.loops({{"o", 3}});
+  f.nest(t, {0}, ir::Accum::Set, mul(ir::index_value(ir::Affine::of(0)), c(0.5)));  // a table: iota
+  f.nest(u, {0}, ir::Accum::Set, add(Frag::ld(t, {0}), Frag::ld(w, {0})));          // reads a param
+  f.nest(v, {0}, ir::Accum::Set, mul(Frag::ld(t, {0}), ir::scalar("n")));            // reads n
+  f.nest(z, {0}, ir::Accum::Set, Frag::ld(t, {0}));                                  // a table read from a table,
+  f.loops({{"b", 4}, {"o", 3}});
+  f.nest(z, {1}, ir::Accum::Add, Frag::ld(x, {0, 1}));                               // then summed with the input
+  f.nest(y, {0, 1}, ir::Accum::Set,
+         add(add(Frag::ld(x, {0, 1}), Frag::ld(u, {1})), add(Frag::ld(v, {1}), Frag::ld(z, {1}))));
+  const size_t before = f.p.routines[0].stmts.size();
+  hoist_constants(f.p, PassOptions{});
+  const ir::Routine* k = f.p.routine(ir::RoutineKind::Constants);
+  REQUIRE(k != nullptr);
+  REQUIRE(k->stmts.size() == 1);
+  CHECK(ir::written_buffers(k->stmts[0]) == std::vector<int>{t});
+  CHECK(f.p.buffers[static_cast<size_t>(t)].role == ir::Role::Constant);
+  for (int b : {u, v, z}) CHECK(f.p.buffers[static_cast<size_t>(b)].role == ir::Role::Temp);
+  CHECK(f.p.routines[0].stmts.size() == before - 1);
+  // Nothing constant: no routine added.
+  Frag g;
+  int gx = g.buf("x", {{4, true}, {3, false}}, ir::Role::Input), gy = g.buf("y", {{4, true}, {3, false}});
+  g.set_loss(gy);
+  g.loops({{"b", 4}, {"o", 3}});
+  g.nest(gy, {0, 1}, ir::Accum::Set, Frag::ld(gx, {0, 1}));
+  hoist_constants(g.p, PassOptions{});
+  CHECK(g.p.routine(ir::RoutineKind::Constants) == nullptr);
 }
