@@ -153,6 +153,9 @@ void cannl_sgemm_q8(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha,
     const long xq_r = ((long)K + 63) / 64 * 64;
     const size_t bytes = (size_t)M * (size_t)xq_r + (size_t)M * sizeof(float);
     void *mine = NULL, *scratch = cannl__gemm_scratch(g, bytes);
+#ifdef _OPENMP
+    if (omp_in_parallel()) scratch = NULL; /* (a call per thread: g's workspace is not each one's) */
+#endif
     if (!scratch) scratch = mine = malloc(bytes);
     if (!scratch) { /* out of memory: the scheme element by element, a row of X at a time */
         for (int64_t i = 0; i < M; ++i) {
