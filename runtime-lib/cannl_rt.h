@@ -148,12 +148,18 @@ void cannl_dgemm_sym(cannl_gemm *g, int64_t N, int64_t K, double alpha, const do
 void cannl_quantize_rows_q8(const float *w, int64_t rows, int64_t cols, int8_t *q, float *scale);
 void cannl_dequantize_rows_q8(const int8_t *q, const float *scale, int64_t rows, int64_t cols, float *w);
 
-/* C[i * c_x + j * c_w] = (overwrite ? 0 : C[...]) + alpha * scale[j] * sum over k of
- * X[i * x_r + k * x_k] * W[j * w_r + k], for i < M, j < N, k < K: float rows X against int8
- * weight rows W (their scales), the weights widened to floats in registers (the kernel of g's
- * instruction set, cannl_gemm_isa; g NULL: plain C). The weight rows are split between OpenMP
- * threads (each weight read once per call: a decoded position's product streams the matrix);
- * each element is summed in the same order whatever M, N and the thread count. */
+/* C[i * c_x + j * c_w] = (overwrite ? 0 : C[...]) + alpha * scale[j] * (d[i] * (float)S[i, j]):
+ * float rows X (X[i * x_r + k * x_k], i < M, k < K) against int8 weight rows W (W[j * w_r + k],
+ * j < N, their scales) as integer dot products. Each call quantises X's rows by the weights'
+ * scheme, one scale per row: d[i] = max_k |X[i, k]| / 127, xq[i, k] = X[i, k] / d[i] rounded
+ * to the nearest integer, halves away from zero (0 where d[i] is 0; d[i] NaN, and the row's
+ * outputs NaN, when the row holds an infinity or a NaN); S[i, j] = sum_k xq[i, k] W[j, k] is
+ * an exact int32 (K summed 2^17 at a time, each chunk's term added in order). The kernel is
+ * the one of g's instruction set (cannl_gemm_isa; AVX-512 with VNNI, AVX2, portable C; g NULL:
+ * portable C), and since the sums are exact every kernel gives the same bits, whatever M, N and
+ * the thread count. The weight rows are split between OpenMP threads (each weight read once per
+ * call: a decoded position's product streams the matrix); X's int8 copy lives in g's workspace
+ * when it fits (else it is allocated for the call), so g must not be in two products at once. */
 void cannl_sgemm_q8(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha, const float *X, int64_t x_r,
                     int64_t x_k, const int8_t *W, int64_t w_r, const float *scale, float *C, int64_t c_x, int64_t c_w,
                     int overwrite);

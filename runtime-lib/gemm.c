@@ -69,6 +69,10 @@ void cannl_gemm_free(cannl_gemm *g) {
 
 cannl_isa cannl_gemm_isa(const cannl_gemm *g) { return g->isa; }
 
+void *cannl__gemm_scratch(cannl_gemm *g, size_t bytes) {
+    return g && bytes <= g->slot_bytes * (size_t)g->slots ? g->ws : NULL;
+}
+
 cannl_precision cannl_gemm_set_precision(cannl_gemm *g, cannl_precision p) {
     if (!g) return CANNL_PRECISION_FP32;
     g->kernel = kernel_for(g->isa, g->dtype);

@@ -36,17 +36,25 @@ extern const cannl__gemm_kernel cannl__gemm_avx512bf16_f32;
 extern const long cannl__gemm_bf16_slot_words;
 #endif
 
-/* The int8-weight product of one thread (quant_kernel.h; quant.c splits it between threads):
-   C[i * c_x + j * c_w] (=|+=) alpha * scale[j] * sum_k X[i * x_r + k] * W[j * w_r + k]. */
-typedef void (*cannl__q8_kernel)(long M, long N, long K, float alpha, const float *X, long x_r, const int8_t *W,
-                                 long w_r, const float *scale, float *C, long c_x, long c_w, int overwrite);
-void cannl__q8_base(long M, long N, long K, float alpha, const float *X, long x_r, const int8_t *W, long w_r,
-                    const float *scale, float *C, long c_x, long c_w, int overwrite);
+/* The int8 product of one thread (quant_kernel.h; quant.c quantises X and splits the weight
+   rows between threads): X's M rows quantised, x_r bytes apart (q, or q + 128 for the kernels
+   that take it unsigned), xd their scales; C[i * c_x + j * c_w] (=|+=) alpha * scale[j] *
+   (xd[i] * (float)S), S the exact int32 sum over k of q[i, k] * W[j * w_r + k]. */
+typedef void (*cannl__q8_kernel)(long M, long N, long K, float alpha, const uint8_t *X, long x_r, const float *xd,
+                                 const int8_t *W, long w_r, const float *scale, float *C, long c_x, long c_w,
+                                 int overwrite);
+void cannl__q8_base(long M, long N, long K, float alpha, const uint8_t *X, long x_r, const float *xd, const int8_t *W,
+                    long w_r, const float *scale, float *C, long c_x, long c_w, int overwrite);
 #ifdef CANNL_GEMM_X86
-void cannl__q8_avx2(long M, long N, long K, float alpha, const float *X, long x_r, const int8_t *W, long w_r,
-                    const float *scale, float *C, long c_x, long c_w, int overwrite);
-void cannl__q8_avx512(long M, long N, long K, float alpha, const float *X, long x_r, const int8_t *W, long w_r,
-                      const float *scale, float *C, long c_x, long c_w, int overwrite);
+/* quant_avx2.c (AVX2: X signed) and quant_avx512.c (AVX-512 VNNI: X stored as q + 128). */
+void cannl__q8_avx2(long M, long N, long K, float alpha, const uint8_t *X, long x_r, const float *xd, const int8_t *W,
+                    long w_r, const float *scale, float *C, long c_x, long c_w, int overwrite);
+void cannl__q8_avx512(long M, long N, long K, float alpha, const uint8_t *X, long x_r, const float *xd,
+                      const int8_t *W, long w_r, const float *scale, float *C, long c_x, long c_w, int overwrite);
 #endif
+
+/* gemm.c: g's packing workspace when it holds `bytes` (quant.c's quantised X, between products:
+   the same context is never in two products at once), else NULL. */
+void *cannl__gemm_scratch(cannl_gemm *g, size_t bytes);
 
 #endif /* CANNL_GEMM_INTERNAL_H */

@@ -5,10 +5,16 @@
  * that w is q * scale within scale / 2. The generator quantises an embedded checkpoint with
  * the same float operations (generator/emit/quantize_rows.cpp), so both give the same bytes.
  *
- * The product (cannl_sgemm_q8) converts the weights to floats in registers, never in memory:
- * a kernel per instruction set (quant_kernel.h: quant.c's plain C, quant_avx2.c,
- * quant_avx512.c), the one of the context's cannl_gemm_isa; the weight rows split between
- * threads, each weight read once per call. */
+ * The product (cannl_sgemm_q8) is of integers: each call quantises X's rows by the same
+ * scheme (one scale per row: xd = max |x| / 127, xq = round(x / xd), halves away from zero),
+ * then each output is alpha * scale[j] * (xd[i] * (float)S) with S = sum_k xq[i, k] W[j, k] an
+ * exact int32. One scale per row of X rather than per block of k: the integer sum then runs
+ * over the whole row, one conversion to float per output, so the result is the same bits on
+ * every instruction set and the kernels do nothing but integer multiply-adds (per-block scales
+ * would add a conversion and a float multiply-add per block and output; the quality measured
+ * with one per row is in docs/generated-code.md). A kernel per instruction set (quant_kernel.h:
+ * quant.c's plain C, quant_avx2.c, quant_avx512.c with VNNI), the one of the context's
+ * cannl_gemm_isa; the weight rows split between threads, each weight read once per call. */
 #include "gemm_internal.h"
 
 #include <math.h>
@@ -20,12 +26,15 @@
 
 #define QK_NAME cannl__q8_base
 #define QK_VL 1
-#define QK_VEC float
-#define QK_ZERO 0.0f
-#define QK_LOADX(p) (*(p))
-#define QK_LOADW(p) ((float)*(p))
-#define QK_FMA(a, b, c) ((a) * (b) + (c))
-#define QK_HSUM(v) (v)
+#define QK_IVEC int32_t /* no overflow: without the offset |sum| <= 127 * 127 * 2^17 < 2^31 */
+#define QK_IZERO 0
+#define QK_LOADX(p) ((int32_t)(int8_t) * (p))
+#define QK_LOADW(p) ((int32_t) * (p))
+#define QK_WPREP(w) (w)
+#define QK_DOT(a, x, w, wp) ((a) + (x) * (w))
+#define QK_OFFSET 0
+#define QK_CORR(c, w) (c)
+#define QK_HSUM(v) ((uint32_t)(v))
 #define QK_JW 2
 #define QK_IX 4
 #define QK_PREFETCH(p) ((void)(p))
@@ -51,11 +60,20 @@ void cannl_dequantize_rows_q8(const int8_t *q, const float *scale, int64_t rows,
         for (int64_t k = 0; k < cols; ++k) w[r * cols + k] = (float)q[r * cols + k] * scale[r];
 }
 
-static cannl__q8_kernel kernel_for(const cannl_gemm *g) {
-#ifdef CANNL_GEMM_X86
+/* The kernel of g's instruction set and whether it takes X as q + 128: AVX-512 needs VNNI and
+   BW too (an AVX-512 CPU without them runs the AVX2 kernel, which every AVX-512 CPU has). */
+static cannl__q8_kernel kernel_for(const cannl_gemm *g, int *offset) {
+    *offset = 0;
+#if defined(CANNL_GEMM_X86) && (defined(__GNUC__) || defined(__clang__))
     const cannl_isa isa = g ? cannl_gemm_isa(g) : CANNL_ISA_SSE2;
-    if (isa == CANNL_ISA_AVX512) return cannl__q8_avx512;
-    if (isa == CANNL_ISA_AVX2) return cannl__q8_avx2;
+    if (isa == CANNL_ISA_AVX512) {
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw")) {
+            *offset = 1;
+            return cannl__q8_avx512;
+        }
+    }
+    if (isa >= CANNL_ISA_AVX2) return cannl__q8_avx2;
 #else
     (void)g;
 #endif
@@ -63,8 +81,8 @@ static cannl__q8_kernel kernel_for(const cannl_gemm *g) {
 }
 
 /* Threads for a product of M x N x K against N * K weight bytes: OpenMP's count when the
-   flops or the weights are large enough (a decoded position's rows: reading 128 KiB is worth
-   a second thread) and not already in a parallel region. */
+   multiply-adds or the weights are large enough (a decoded position's rows: reading 128 KiB is
+   worth a second thread) and not already in a parallel region. */
 static int q8_threads(long M, long N, long K) {
 #ifdef _OPENMP
     if ((2.0 * (double)M * (double)N * (double)K >= 4.0e6 || (double)N * (double)K >= 131072.0) && !omp_in_parallel())
@@ -75,34 +93,100 @@ static int q8_threads(long M, long N, long K) {
     return 1;
 }
 
+/* x / d rounded to the nearest integer, halves away from zero, within [-127, 127] (0 when d is 0
+   or NaN): roundf's result for these magnitudes, in operations that vectorise. */
+static inline int quantize_one(float x, float d) {
+    float v = d > 0.0f ? x / d : 0.0f;
+    v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+    const int t = (int)v;         /* towards zero */
+    const float f = v - (float)t; /* exact */
+    return t + (f >= 0.5f) - (f <= -0.5f);
+}
+
+/* A row of X's scale (K elements at stride x_k): max|x| / 127, or NaN when an element is an
+   infinity or a NaN (its outputs are then NaN). */
+static float row_scale(const float *x, long x_k, long K) {
+    float m = 0.0f, z = 0.0f;
+    for (long k = 0; k < K; ++k) {
+        const float a = fabsf(x[k * x_k]);
+        m = a > m ? a : m;
+        z += x[k * x_k] * 0.0f; /* NaN once an element is not finite */
+    }
+    return z == 0.0f ? m / 127.0f : NAN;
+}
+
+/* One row of X by the weights' scheme: returns its scale d and writes q = round(x / d) to q (plus
+   128 where `offset`), then zeros (q + 128: 128) up to x_r bytes. */
+static float quantize_x(const float *x, long x_k, long K, int offset, uint8_t *q, long x_r) {
+    const float d = row_scale(x, x_k, K);
+    const int bias = offset ? 128 : 0;
+    for (long k = 0; k < K; ++k) q[k] = (uint8_t)(quantize_one(x[k * x_k], d) + bias);
+    for (long k = K; k < x_r; ++k) q[k] = (uint8_t)bias;
+    return d;
+}
+
+/* The kernel on weight rows [lo, lo + n) (threads split them), K at most KCHUNK at a time. */
+enum { KCHUNK = 1 << 17 };
+static void run_rows(cannl__q8_kernel run, long M, long n, long K, float alpha, const uint8_t *xq, long x_r,
+                     const float *xd, const int8_t *W, long w_r, const float *scale, float *C, long c_x, long c_w,
+                     int overwrite) {
+    for (long k0 = 0; k0 < K; k0 += KCHUNK) {
+        const long kn = K - k0 < KCHUNK ? K - k0 : KCHUNK;
+        run(M, n, kn, alpha, xq + k0, x_r, xd, W + k0, w_r, scale, C, c_x, c_w, overwrite && k0 == 0);
+    }
+}
+
 void cannl_sgemm_q8(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha, const float *X, int64_t x_r,
                     int64_t x_k, const int8_t *W, int64_t w_r, const float *scale, float *C, int64_t c_x, int64_t c_w,
                     int overwrite) {
     if (M <= 0 || N <= 0) return;
-    const cannl__q8_kernel run = kernel_for(g);
-    float *packed = NULL;
-    if (x_k != 1 && K > 1) { /* X's rows contiguous along K first (the activations, not the weights) */
-        packed = malloc((size_t)M * (size_t)K * sizeof *packed);
-        if (!packed) { /* out of memory: element by element, in the kernels' tail order */
-            for (int64_t i = 0; i < M; ++i)
-                for (int64_t j = 0; j < N; ++j) {
-                    float s = 0.0f;
-                    for (int64_t k = 0; k < K; ++k) s += X[i * x_r + k * x_k] * (float)W[j * w_r + k];
-                    float *c = C + i * c_x + j * c_w;
-                    *c = (overwrite ? 0.0f : *c) + alpha * scale[j] * s;
-                }
-            return;
-        }
+    if (K <= 0) { /* empty sums */
         for (int64_t i = 0; i < M; ++i)
-            for (int64_t k = 0; k < K; ++k) packed[i * K + k] = X[i * x_r + k * x_k];
-        X = packed;
-        x_r = K;
+            for (int64_t j = 0; j < N; ++j) {
+                float *c = C + i * c_x + j * c_w;
+                *c = overwrite ? 0.0f * alpha : *c + 0.0f * alpha;
+            }
+        return;
     }
+    int offset;
+    const cannl__q8_kernel run = kernel_for(g, &offset);
+    const long xq_r = ((long)K + 63) / 64 * 64;
+    const size_t bytes = (size_t)M * (size_t)xq_r + (size_t)M * sizeof(float);
+    void *mine = NULL, *scratch = cannl__gemm_scratch(g, bytes);
+#ifdef _OPENMP
+    if (omp_in_parallel()) scratch = NULL; /* (a call per thread: g's workspace is not each one's) */
+#endif
+    if (!scratch) scratch = mine = malloc(bytes);
+    if (!scratch) { /* out of memory: the scheme element by element, a row of X at a time */
+        for (int64_t i = 0; i < M; ++i) {
+            const float d = row_scale(X + i * x_r, (long)x_k, (long)K);
+            for (int64_t j = 0; j < N; ++j) {
+                int64_t part = 0;
+                for (int64_t k = 0; k < K; ++k) {
+                    part += quantize_one(X[i * x_r + k * x_k], d) * (int32_t)W[j * w_r + k];
+                    if ((k + 1) % KCHUNK == 0 || k + 1 == K) { /* the kernels' chunks of K */
+                        float *c = C + i * c_x + j * c_w;
+                        const float v = alpha * scale[j] * (d * (float)(int32_t)part);
+                        *c = overwrite && k < KCHUNK ? v : *c + v;
+                        part = 0;
+                    }
+                }
+            }
+        }
+        return;
+    }
+    uint8_t *xq = scratch;
+    float *xd = (float *)(void *)(xq + (size_t)M * (size_t)xq_r);
     int threads = q8_threads((long)M, (long)N, (long)K);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) if (threads > 1 && M >= 16)
+#endif
+    for (long i = 0; i < (long)M; ++i) xd[i] = quantize_x(X + i * x_r, (long)x_k, (long)K, offset, xq + i * xq_r, xq_r);
     const long blocks = ((long)N + 3) / 4;
     if (threads > blocks) threads = (int)blocks;
     if (threads <= 1) {
-        run((long)M, (long)N, (long)K, alpha, X, (long)x_r, W, (long)w_r, scale, C, (long)c_x, (long)c_w, overwrite);
+        run_rows(run, (long)M, (long)N, (long)K, alpha, xq, xq_r, xd, W, (long)w_r, scale, C, (long)c_x, (long)c_w,
+                 overwrite);
     } else {
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
@@ -111,10 +195,10 @@ void cannl_sgemm_q8(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha,
             const long lo = blocks * t / nt * 4, hi = blocks * (t + 1) / nt * 4;
             const long end = hi < (long)N ? hi : (long)N;
             if (end > lo)
-                run((long)M, end - lo, (long)K, alpha, X, (long)x_r, W + lo * (long)w_r, (long)w_r, scale + lo,
-                    C + lo * (long)c_w, (long)c_x, (long)c_w, overwrite);
+                run_rows(run, (long)M, end - lo, (long)K, alpha, xq, xq_r, xd, W + lo * (long)w_r, (long)w_r,
+                         scale + lo, C + lo * (long)c_w, (long)c_x, (long)c_w, overwrite);
         }
 #endif
     }
-    free(packed);
+    free(mine);
 }

@@ -3,10 +3,14 @@
  * prefix; MODEL_UC the constants' prefix, HEADER its header) generated with --quantize int8.
  *
  * Random params (uniform in [-0.5, 0.5)) and random inputs (ids in range for integer inputs).
- *   1. Exactness of the int8 path: with each param of MODEL_UC_INT8_ROWS > 0 replaced in the
+ *   1. The int8 path's weights: with each param of MODEL_UC_INT8_ROWS > 0 replaced in the
  *      training state by its quantised value (cannl_quantize_rows_q8, then
- *      cannl_dequantize_rows_q8: q * scale), the float forward equals the int8 forward within
- *      float rounding: |int8 - float| <= 1e-4 * max(1, |float|).
+ *      cannl_dequantize_rows_q8: q * scale), the float forward differs from the int8 forward by
+ *      the activations' rounding alone (cannl_sgemm_q8 quantises each row of the other operand
+ *      to int8, one scale per row: half a step of 1/127 of the row's largest element): every
+ *      output within 0.04 * (the largest |output|) and the mean under 1% of it (measured
+ *      2026-11-29: 1.2-1.9% and 0.22-0.61% on gpt_tiny, fashion_cnn, gpt_char, llama_char; with
+ *      the activations rounded, not much under check 2's bounds).
  *   2. Closeness to the float model: with the original params, every output within
  *      0.05 * (the largest |output|) of the float forward, and the mean relative error of the
  *      outputs under 1% (each weight is within half its row's scale, scale = max|w| / 127).
@@ -122,13 +126,17 @@ int main(void) {
     }
     outs[0] = f;
     M(forward)(t, inputs, N, outs);
-    double exact = 0;
+    double big1 = 0, worst1 = 0, sum1 = 0;
+    for (int64_t j = 0; j < N * per; ++j) big1 = fmax(big1, fabs((double)f[j]));
     for (int64_t j = 0; j < N * per; ++j) {
-        const double d = fabs((double)q[j] - (double)f[j]) / fmax(1.0, fabs((double)f[j]));
-        exact = fmax(exact, d);
+        const double d = fabs((double)q[j] - (double)f[j]);
+        worst1 = fmax(worst1, d);
+        sum1 += d / fmax(big1, 1e-30);
     }
-    printf("int8 against float on the dequantised weights: %.3g\n", exact);
-    if (!(exact <= 1e-4)) ++failures, fprintf(stderr, "FAIL the int8 path is not the dequantised model\n");
+    printf("int8 against float on the dequantised weights: largest difference %.3g (largest |output| %.3g), "
+           "mean %.3g of it\n", worst1, big1, sum1 / (double)(N * per));
+    if (!(worst1 <= 0.04 * big1) || !(sum1 / (double)(N * per) < 0.01))
+        ++failures, fprintf(stderr, "FAIL the int8 path is not the dequantised model with int8 activations\n");
 
     /* 3. one example alone, 1 and 2 threads */
     set_threads(1);

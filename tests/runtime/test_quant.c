@@ -1,8 +1,10 @@
 /* test_quant.c - int8 weights (runtime-lib/quant.c): the quantiser's documented rounding on
  * known rows, the round trip within half a scale, and cannl_sgemm_q8 of every instruction set
- * this CPU has (CANNL_ISA lowers the choice) against a double-precision loop over the same
- * int8 weights and against the portable path; the same bits for 1, 2 and 3 threads and for
- * each row computed alone as among others (M across the kernels' tiles of rows and their tails). */
+ * this CPU has (CANNL_ISA lowers the choice) against the documented scheme computed here
+ * (X's rows quantised with one scale each, the integer sums exact, in long double) and against
+ * the float product within the activations' rounding; the same bits on every instruction set,
+ * for 1, 2 and 3 threads and for each row computed alone as among others (M across the
+ * kernels' tiles of rows and their tails), K past the kernels' chunk of 2^17, and NaN rows. */
 #include "rt_test.h"
 
 #include <math.h>
@@ -31,6 +33,28 @@ static void run(cannl_gemm *g, long M, long N, long K, int transposed, float alp
     set_threads(threads);
     const long x_r = transposed ? 1 : K, x_k = transposed ? M : 1;
     cannl_sgemm_q8(g, M, N, K, alpha, X, x_r, x_k, W, K + 3, scale, C, 1, M + 1, overwrite);
+}
+
+/* The documented scheme for one output, written out: X's row scale d = max|x| / 127, q =
+   roundf(x / d) (0 when d is 0), S the exact sum of q w, then alpha * scale * (d * (float)S) in
+   float (*bits; the store through a volatile keeps the compiler from fusing it with the add) and
+   in long double (the return value, before the float roundings); *err_bound: how far the float
+   product of the unrounded x can be from it (half a step of x times sum |w|). */
+static long double scheme(const float *x, long x_k, const int8_t *w, long K, float alpha, float scale, float *bits,
+                          long double *err_bound) {
+    float m = 0.0f;
+    for (long k = 0; k < K; ++k) m = fabsf(x[k * x_k]) > m ? fabsf(x[k * x_k]) : m;
+    const float d = m / 127.0f;
+    long long S = 0, wabs = 0;
+    for (long k = 0; k < K; ++k) {
+        const long q = d > 0.0f ? lroundf(x[k * x_k] / d) : 0;
+        S += q * w[k];
+        wabs += labs((long)w[k]);
+    }
+    volatile float v = alpha * scale * (d * (float)(int32_t)S);
+    *bits = v;
+    *err_bound = fabsl((long double)alpha * scale) * ((long double)d / 2 * (long double)wabs);
+    return (long double)alpha * scale * d * (long double)S;
 }
 
 int main(void) {
@@ -95,19 +119,25 @@ int main(void) {
                         }
                         for (long i = 0; i < M; ++i)
                             for (long j = 0; j < N; ++j) {
-                                double ref = 0, mag = 0;
-                                for (long k = 0; k < K; ++k) {
-                                    const double x = t ? X[k * M + i] : X[i * K + k];
-                                    ref += x * W[j * (K + 3) + k];
-                                    mag += fabs(x * W[j * (K + 3) + k]);
-                                }
+                                const float *xi = t ? X + i : X + i * K;
+                                const long xk = t ? M : 1;
+                                float bits;
+                                long double bound;
+                                const long double want =
+                                    scheme(xi, xk, W + j * (K + 3), K, alpha, sr[j], &bits, &bound);
+                                long double exact = 0; /* the float product, x unrounded */
+                                for (long k = 0; k < K; ++k) exact += (long double)xi[k * xk] * W[j * (K + 3) + k];
+                                exact *= (long double)alpha * sr[j];
                                 const long at = i + j * (M + 1);
-                                const double c0 = (double)at * 0.25;
-                                ref = (overwrite ? 0 : c0) + alpha * sr[j] * ref;
-                                const double tol = 1e-5 * (fabs(alpha) * sr[j] * mag + fabs(c0)) + 1e-30;
-                                CHECK(fabs(C[at] - ref) <= tol);
-                                CHECK(fabs(Cp[at] - ref) <= tol);
-                                CHECK(memcmp(&C[at], &C1[at], sizeof(float)) == 0); /* threads */
+                                const float c0 = (float)at * 0.25f;
+                                volatile float expect = overwrite ? bits : c0 + bits;
+                                CHECK(memcmp(&C[at], (const float *)&expect, sizeof(float)) == 0);
+                                CHECK(fabsl(C[at] - (overwrite ? 0 : c0) - want) <=
+                                      1e-6L * (fabsl(want) + fabsf(c0)) + 1e-30L);
+                                CHECK(fabsl(C[at] - (overwrite ? 0 : c0) - exact) <=
+                                      bound * 1.0001L + 1e-6L * (fabsl(want) + fabsf(c0)) + 1e-30L);
+                                CHECK(memcmp(&C[at], &Cp[at], sizeof(float)) == 0);   /* the portable path */
+                                CHECK(memcmp(&C[at], &C1[at], sizeof(float)) == 0);   /* threads */
                                 CHECK(memcmp(&C[at], &Crow[at], sizeof(float)) == 0); /* alone */
                             }
                         for (long j = 0; j < N; ++j) CHECK(C[M + j * (M + 1)] == (float)(M + j * (M + 1)) * 0.25f);
@@ -129,14 +159,44 @@ int main(void) {
                     set_threads(3);
                     cannl_sgemm_q8(g, m, BN, BK, 1.0f, bx, BK, 1, bw, BK, bs, b3, BN, 1, 1);
                     CHECK(memcmp(b1, b3, sizeof(float) * (size_t)(m * BN)) == 0);
-                    for (long j = 0; j < BN; ++j) {
-                        double ref = 0, mag = 0;
-                        for (long k = 0; k < BK; ++k) ref += (double)bx[k] * bw[j * BK + k], mag += fabs((double)bx[k] * bw[j * BK + k]);
-                        CHECK(fabs(b1[j] - bs[j] * ref) <= 1e-5 * bs[j] * mag);
-                    }
+                    for (long i = 0; i < m; ++i)
+                        for (long j = 0; j < BN; ++j) {
+                            float bits;
+                            long double bound;
+                            (void)scheme(bx + i * BK, 1, bw + j * BK, BK, 1.0f, bs[j], &bits, &bound);
+                            CHECK(memcmp(&b1[i * BN + j], &bits, sizeof(float)) == 0);
+                        }
                 }
             }
             free(bw), free(bs), free(bx), free(b1), free(b3);
+        }
+        /* K past the kernels' chunk of 2^17: each chunk's sum converted and added in order
+           (the row's one scale); and a row with a NaN: its outputs NaN, the other row's as alone. */
+        {
+            enum { LK = (1 << 17) + 77, LN = 5 };
+            int8_t *lw = malloc((size_t)LN * LK);
+            float *lx = malloc(sizeof(float) * 2 * LK), lc[2 * LN], l1[LN];
+            CHECK(lw && lx);
+            if (lw && lx) {
+                for (long i = 0; i < (long)LN * LK; ++i) lw[i] = (int8_t)(i % 255 - 127);
+                for (long i = 0; i < 2 * LK; ++i) lx[i] = 1.0f - (float)(i % 3) * 0.001f;
+                set_threads(2);
+                cannl_sgemm_q8(g, 2, LN, LK, 0.5f, lx, LK, 1, lw, LK, sr, lc, LN, 1, 1);
+                for (long j = 0; j < LN; ++j) {
+                    float b0, b1v;
+                    long double bound;
+                    (void)scheme(lx, 1, lw + j * LK, 1 << 17, 0.5f, sr[j], &b0, &bound);
+                    /* the second chunk's q with the row's scale: the row is periodic, its max the same */
+                    (void)scheme(lx + (1 << 17), 1, lw + j * LK + (1 << 17), 77, 0.5f, sr[j], &b1v, &bound);
+                    volatile float sum = b0 + b1v;
+                    CHECK(memcmp(&lc[j], (const float *)&sum, sizeof(float)) == 0);
+                }
+                lx[LK + 5] = NAN;
+                cannl_sgemm_q8(g, 2, LN, 300, 1.0f, lx, LK, 1, lw, LK, sr, lc, LN, 1, 1);
+                cannl_sgemm_q8(g, 1, LN, 300, 1.0f, lx, LK, 1, lw, LK, sr, l1, LN, 1, 1);
+                for (long j = 0; j < LN; ++j) CHECK(isnan(lc[LN + j]) && memcmp(&lc[j], &l1[j], sizeof(float)) == 0);
+            }
+            free(lw), free(lx);
         }
         cannl_gemm_free(g);
     }
