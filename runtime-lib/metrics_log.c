@@ -5,7 +5,10 @@
  * in the shortest form that reads back exactly; NaN/inf become null.
  * cannl__metrics_trim cuts a log back to a checkpoint's step before a
  * resumed run appends to it; cannl__metrics_has says whether it holds a
- * record of a step with a key. */
+ * record of a step with a key. A log that is not a regular file (a FIFO, a
+ * device such as /dev/null or /dev/stdout) is written in place and never read
+ * back: reading a FIFO waits for a writer that never comes. A FIFO no process
+ * reads is refused at open (opening it to write would wait for ever). */
 #define _POSIX_C_SOURCE 200809L
 
 #include "json_min.h"
@@ -17,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h> /* truncate */
 
 struct cannl_metrics_log {
@@ -35,11 +40,26 @@ cannl_status cannl_metrics_open(const char *path, int append, cannl_metrics_log 
         return cannl__fail(err, CANNL_E_NOMEM, path, "out of memory");
     }
     memcpy(log->path, path, len + 1);
-    log->f = fopen(path, append ? "ab" : "wb");
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode)) {
+        /* Without O_NONBLOCK, opening a FIFO to write waits until a process opens it to read. */
+        int fd = open(path, O_WRONLY | O_NONBLOCK);
+        int flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+        if (flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0) log->f = fdopen(fd, "wb");
+        if (!log->f) {
+            int e = errno;
+            if (fd >= 0) close(fd);
+            errno = e;
+        }
+    } else {
+        log->f = fopen(path, append ? "ab" : "wb");
+    }
     if (!log->f) {
         char eb[128];
-        cannl_status st = cannl__fail(err, CANNL_E_IO, path, "cannot open metrics log: %s",
-                                      cannl__strerror(errno, eb, sizeof eb));
+        cannl_status st = errno == ENXIO ? cannl__fail(err, CANNL_E_IO, path, "cannot open metrics log: it is a FIFO "
+                                                                      "that no process reads (start the reader first)")
+                                         : cannl__fail(err, CANNL_E_IO, path, "cannot open metrics log: %s",
+                                                       cannl__strerror(errno, eb, sizeof eb));
         free(log->path);
         free(log);
         return st;
@@ -138,6 +158,8 @@ static int record_step(const char *line, size_t len, int64_t steps_per_epoch, in
 cannl_status cannl__metrics_trim(const char *path, int64_t step, int64_t steps_per_epoch, int64_t *removed,
                                  cannl_error *err) {
     *removed = 0;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) return CANNL_OK; /* written in place, never read */
     FILE *f = fopen(path, "rb");
     char eb[128];
     if (!f) {
@@ -190,6 +212,8 @@ cannl_status cannl__metrics_trim(const char *path, int64_t step, int64_t steps_p
 
 cannl_status cannl__metrics_has(const char *path, int64_t step, const char *key, int *found, cannl_error *err) {
     *found = 0;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) return CANNL_OK; /* written in place, never read */
     FILE *f = fopen(path, "rb");
     char eb[128];
     if (!f) {

@@ -5,11 +5,12 @@ trained on a token stream.
 usage: checkpoint_kill.py WORKDIR TRAIN [TRIALS]
 
 A 2000-step --stream run with --checkpoint-every 100 (and a validation every 250 steps) is killed
-with SIGKILL at a random moment, TRIALS times (default 4; the seed is printed, KILL_SEED=N repeats
-it). SIGKILL runs no handler, so what is on disk is what the periodic saves left. Each time: the
-checkpoint is at most 100 steps behind the last step the run logged (it logs every step), and
---resume from it ends with the checkpoint and metrics log of the uninterrupted run, bit for bit
-(the log but for its elapsed seconds). Before these saves existed a --stream run saved only at
+with SIGKILL at a random moment (once its log reaches a random step), TRIALS times (default 4; the
+seed is printed, KILL_SEED=N repeats it); a run that ends before its kill fails the test. SIGKILL
+runs no handler, so what is on disk is what the periodic saves left. Each time: the checkpoint is
+at most 100 steps behind the last step the run logged (it logs every step), and --resume from it
+ends with the checkpoint and metrics log of the uninterrupted run, bit for bit (the log but for
+its elapsed seconds). Before these saves existed a --stream run saved only at
 its end or on a signal: a kill -9 left no checkpoint at all."""
 import json
 import os
@@ -81,27 +82,40 @@ print(f"uninterrupted: {STEPS} steps in {duration:.2f} s, {len(full_log)} record
 seed = int(os.environ.get("KILL_SEED", time.time_ns() % 1000000))
 rng = random.Random(seed)
 print(f"KILL_SEED={seed}", flush=True)
+killed, most_lost = 0, 0
 for trial in range(trials):
     for f in os.listdir("."):
         if f.startswith("k."):
             os.remove(f)
     proc = subprocess.Popen(base + ["--checkpoint", "k.ck", "--metrics", "k.jsonl"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    # once it trains (the log has a record), a random moment of the run's length
-    while not (os.path.exists("k.jsonl") and os.path.getsize("k.jsonl") > 0) and proc.poll() is None:
+    # a random moment: once the log reaches a random step (it logs every step), then up to a
+    # step's time more; a moment drawn from the run's measured length let a run that went faster
+    # than the first end before the kill, and the trial checked nothing
+    target = rng.randint(1, STEPS - 2 * EVERY)
+    while proc.poll() is None:
+        try:
+            with open("k.jsonl", "rb") as f:
+                if f.read().count(b"\n") >= target:
+                    break
+        except FileNotFoundError:
+            pass
         time.sleep(0.001)
-    time.sleep(rng.uniform(0, duration * 0.95))
+    time.sleep(rng.uniform(0, duration / STEPS))
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     proc.stderr.close()
     logged = max([r["step"] for r in records("k.jsonl")], default=0)
-    if proc.returncode != -signal.SIGKILL:  # it had finished: nothing to resume
-        print(f"trial {trial}: the run ended before the kill (exit {proc.returncode})", flush=True)
+    check(proc.returncode == -signal.SIGKILL, f"trial {trial}: the run ended before the kill at step {target} "
+          f"(exit {proc.returncode})")
+    if proc.returncode != -signal.SIGKILL:
         continue
+    killed += 1
     saved = int(metadata("k.ck")["step"]) if os.path.exists("k.ck") else 0
     lost = logged - saved
     print(f"trial {trial}: killed after step {logged}; the checkpoint holds step {saved}: {lost} steps lost",
           flush=True)
+    most_lost = max(most_lost, lost)
     check(0 <= lost <= EVERY, f"trial {trial}: {lost} steps lost (at most {EVERY})")
     check(saved % EVERY == 0, f"trial {trial}: checkpoint at step {saved}, not a multiple of {EVERY}")
     resume = ["--resume", "k.ck"] if os.path.exists("k.ck") else []
@@ -117,6 +131,8 @@ for trial in range(trials):
           f" log {'identical' if same_log else 'DIFFERS'}", flush=True)
     check(not [f for f in os.listdir(".") if ".tmp." in f], f"trial {trial}: a temporary file was left")
 
+print(f"{killed} of {trials} runs killed, at most {most_lost} steps lost, every resumed run bit-exact"
+      if killed == trials and not failures else f"{killed} of {trials} runs killed", flush=True)
 if failures:
     print(f"{len(failures)} check(s) failed")
     sys.exit(1)

@@ -89,6 +89,52 @@ check(kind(linked) == stat.S_IFLNK, "a link named as a temporary was removed")
 if root:
     check(kind(theirs) == stat.S_IFREG, "another user's file named as a temporary was removed")
 
+# --metrics is written in place, a FIFO too, and never read back: a FIFO no process reads is
+# refused at start (opening it to write waited for ever); with a reader a run writes its records
+# into it, and a resumed one (which cuts a regular log back to its checkpoint by reading it:
+# reading a FIFO waited for ever) does too. A device is written in place, as before.
+try:
+    rc, out, err = run(train, *stream, "--metrics", "fifo")
+    check(rc == 1 and "fifo: cannot open metrics log: it is a FIFO that no process reads" in err
+          and len(err.strip().splitlines()) == 1, f"--metrics to a FIFO without a reader: {rc} {err}")
+except subprocess.TimeoutExpired:
+    check(False, "--metrics to a FIFO without a reader: the run hung")
+
+
+def through_fifo(*args):
+    """Runs the trainer with --metrics fifo while this process holds it open to read (opened before
+    the trainer starts, so the trainer always finds a reader): (exit, records read)."""
+    fd = os.open("fifo", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        p = subprocess.run([train, *unbounded, *args, "--metrics", "fifo", "--log-every", "1"], capture_output=True,
+                           text=True, timeout=60)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        rc = None
+    data = b""
+    while True:  # the few records wait in the pipe's buffer; EOF once the trainer has closed it
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    os.close(fd)
+    return rc, data.decode(errors="replace").splitlines()
+
+
+unbounded = stream[:-2]  # without its --steps
+rc, lines = through_fifo("--steps", "2", "--checkpoint", "f.ck")
+check(rc == 0 and len(lines) == 2 and '"step":2,' in lines[-1], f"--metrics to a FIFO with a reader: {rc} {lines}")
+rc, lines = through_fifo("--resume", "f.ck", "--checkpoint", "f.ck", "--steps", "3")
+check(rc == 0 and len(lines) == 1 and '"step":3,' in lines[0], f"resumed with --metrics to a FIFO: {rc} {lines}")
+check(kind("fifo") == stat.S_IFIFO, "--metrics replaced the FIFO")
+if root:
+    rc, out, err = run(train, *unbounded, "--resume", "f.ck", "--checkpoint", "f.ck", "--steps", "4", "--metrics",
+                       "null")
+    check(rc == 0 and kind("null") == stat.S_IFCHR, f"--metrics to a device, resumed: {rc} {err}")
+
 if failures:
     print(f"{len(failures)} check(s) failed")
     sys.exit(1)
