@@ -22,10 +22,10 @@
  * weight rows by rows of X, QK_IX at most 8) and QK_PREFETCH(p) (a hint, or nothing).
  *
  * One row of X (decode at batch 1) runs against 4 weight rows, which are read once each,
- * streaming; more rows (a batch of decoded sequences) in register tiles of QK_JW weight rows
- * by up to QK_IX rows of X, each weight vector loaded once for the tile's rows of X, the next
- * tile's weights prefetched (QK_PREFETCH: streamed from memory, the weights of an 8-row
- * product otherwise arrive too slowly for the arithmetic). */
+ * streaming, the next 4 rows prefetched; more rows (a batch of decoded sequences) in register
+ * tiles of QK_JW weight rows by up to QK_IX rows of X, each weight vector loaded once for the
+ * tile's rows of X, the next tile's weights prefetched (QK_PREFETCH: streamed from memory, the
+ * weights of an 8-row product otherwise arrive too slowly for the arithmetic). */
 #ifndef QK_NAME
 #error "define QK_NAME and the vector macros before including quant_kernel.h"
 #endif
@@ -125,10 +125,12 @@ static inline __attribute__((always_inline)) void QK_CAT(QK_NAME, _rows)(int jw,
 void QK_NAME(long M, long N, long K, float alpha, const uint8_t *X, long x_r, const float *xd, const int8_t *W,
              long w_r, const float *scale, float *C, long c_x, long c_w, int overwrite) {
     long j = 0;
-    if (M == 1) { /* 4 weight rows at a time, streamed (the hardware prefetcher follows them) */
+    if (M == 1) { /* 4 weight rows at a time, streamed, each group prefetching the next: rows of a few
+                     hundred bytes are too short for the hardware prefetcher (gpt2_124m's decode at
+                     batch 1: 61-65 -> 68-71 tokens/s on one Zen 4 core, bench/README.md) */
         for (; j + 4 <= N; j += 4)
-            QK_CAT(QK_NAME, _tile)(4, 1, 0, K, alpha, X, x_r, xd, W + j * w_r, W, w_r, scale + j, C + j * c_w, c_x,
-                                   c_w, overwrite);
+            QK_CAT(QK_NAME, _tile)(4, 1, 1, K, alpha, X, x_r, xd, W + j * w_r, j + 8 <= N ? W + (j + 4) * w_r : W,
+                                   w_r, scale + j, C + j * c_w, c_x, c_w, overwrite);
         for (; j < N; ++j)
             QK_CAT(QK_NAME, _tile)(1, 1, 0, K, alpha, X, x_r, xd, W + j * w_r, W, w_r, scale + j, C + j * c_w, c_x,
                                    c_w, overwrite);
