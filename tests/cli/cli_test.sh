@@ -433,7 +433,7 @@ grep -qF 'w1_grad[o, k] += h1_mm_grad[b, o] * x[b, k]' "$tmp/out" && ok || bad "
 
 # Passes (issue 4): the list, levels, --disable-pass, dumps after a pass, stats.
 expect_rc 0 "$cannl" gen --passes
-[ "$(awk 'NR > 1 {print $1}' "$tmp/out" | tr '\n' ' ')" = "loop_order simplify fold_fills reuse_values inline_virtual order_sums fuse hoist_divisions dce plan_blocks decode plan_memory mark_contractions plan_layout " ] \
+[ "$(awk 'NR > 1 {print $1}' "$tmp/out" | tr '\n' ' ')" = "loop_order simplify fold_fills reuse_values inline_virtual order_sums fuse hoist_divisions dce hoist_constants plan_blocks decode plan_memory mark_contractions plan_layout " ] \
   && ok || bad "--passes order"
 # Every stage of the pipeline dumps: lowering, routine assembly, autodiff, the optimiser.
 expect_rc 0 "$cannl" gen "$src/specs/fashion_mlp.cannl" --dump=ir:lower
