@@ -19,15 +19,15 @@ int cannl__usage_error(char *msg, size_t cap, const char *fmt, ...) {
     return CANNL__EXIT_USAGE;
 }
 
-int cannl__parse_int(const char *flag, const char *v, int64_t min, int64_t *out, char *msg, size_t cap) {
+int cannl__parse_int(const char *flag, const char *v, int64_t min, int64_t max, int64_t *out, char *msg, size_t cap) {
     errno = 0;
     char *end;
     long long x = strtoll(v, &end, 10);
     if (!*v || *end || (*v != '-' && (*v < '0' || *v > '9')))
         return cannl__usage_error(msg, cap, "%s: '%s' is not an integer", flag, v);
-    if (errno == ERANGE) return cannl__usage_error(msg, cap, "%s: '%s' is too large", flag, v);
     if (x < min) return cannl__usage_error(msg, cap, "%s: %s must be at least %" PRId64, flag, v, min);
-    if (x > CANNL__MAX_COUNT) return cannl__usage_error(msg, cap, "%s: %s is too large (at most %d)", flag, v, CANNL__MAX_COUNT);
+    if (errno == ERANGE || x > max) /* ERANGE: x is LLONG_MAX or LLONG_MIN, which is below min */
+        return cannl__usage_error(msg, cap, "%s: %s is too large (at most %" PRId64 ")", flag, v, max);
     *out = (int64_t)x;
     return CANNL__EXIT_OK;
 }

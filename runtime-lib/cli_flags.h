@@ -50,10 +50,12 @@ const char *cannl__prog_name(int argc, char **argv, const char *fallback);
 
 /* A usage error: the message into msg, returns CANNL__EXIT_USAGE. */
 int cannl__usage_error(char *msg, size_t cap, const char *fmt, ...) CANNL__PRINTF(3, 4);
-/* An integer flag value of at least min and at most CANNL__MAX_COUNT (every count flag's bound,
-   docs/generated-code.md, "Flag bounds"); a non-negative integer that fits uint64 (--seed). */
+/* An integer flag value of at least min and at most max (CANNL__MAX_COUNT for every count flag
+   but those with a bound of their own, docs/generated-code.md, "Flag bounds"); a non-negative
+   integer that fits uint64 (--seed). */
 #define CANNL__MAX_COUNT 1000000000
-int cannl__parse_int(const char *flag, const char *v, int64_t min, int64_t *out, char *msg, size_t cap);
+#define CANNL__MAX_THREADS 4096 /* --threads */
+int cannl__parse_int(const char *flag, const char *v, int64_t min, int64_t max, int64_t *out, char *msg, size_t cap);
 int cannl__parse_u64(const char *flag, const char *v, uint64_t *out, char *msg, size_t cap);
 
 /* A tensor's dims as [d0, d1, ...], for --help. */

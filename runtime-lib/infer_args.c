@@ -121,7 +121,10 @@ static int apply(void *ctx, const cannl__flag *f, const char *v, char *msg, size
         return cannl__parse_u64(n, v, &o->seed, msg, cap); /* any uint64, as the training program's --seed */
     } else if (f->kind == F_INT) {
         int64_t x;
-        int rc = cannl__parse_int(n, v, f->min, &x, msg, cap);
+        const int64_t max = strcmp(n, "--generate") == 0  ? CANNL__MAX_GENERATE
+                            : strcmp(n, "--threads") == 0 ? CANNL__MAX_THREADS
+                                                          : CANNL__MAX_COUNT;
+        int rc = cannl__parse_int(n, v, f->min, max, &x, msg, cap);
         if (rc != CANNL__EXIT_OK) return rc;
         if (strcmp(n, "--batch") == 0) {
             o->batch = (int64_t)x;
@@ -132,7 +135,6 @@ static int apply(void *ctx, const cannl__flag *f, const char *v, char *msg, size
         } else if (strcmp(n, "--top-k") == 0) {
             o->top_k = x;
         } else {
-            if (x > 4096) return cannl__usage_error(msg, cap, "%s: %s threads is too many", n, v);
             o->threads = (int)x;
         }
     }
@@ -153,8 +155,6 @@ static int generate_checks(const cannl_infer_model *model, cannl__infer_opts *o,
     if (o->batch_set && o->batch > api->max_batch)
         return cannl__usage_error(msg, cap, "--batch %" PRId64 " is larger than the model's maximum batch %" PRId64,
                                   o->batch, api->max_batch);
-    if (o->generate > CANNL__MAX_GENERATE)
-        return cannl__usage_error(msg, cap, "--generate %" PRId64 ": at most %d tokens", o->generate, CANNL__MAX_GENERATE);
     if (o->prompt && o->prompts) return cannl__usage_error(msg, cap, "--prompt and --prompts: give one of them");
     if (!o->prompt && !o->prompts) return cannl__usage_error(msg, cap, "--generate needs --prompt TEXT or --prompts FILE");
     if (o->prompt && !o->prompt[0]) return cannl__usage_error(msg, cap, "--prompt: empty prompt");

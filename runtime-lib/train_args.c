@@ -114,7 +114,10 @@ static int apply(void *ctx, const cannl__flag *f, const char *v, char *msg, size
         }
     } else if (f->kind == F_INT) {
         int64_t x = 0;
-        rc = cannl__parse_int(n, v, f->min, &x, msg, cap);
+        const int64_t max = strcmp(n, "--eval-batches") == 0 ? CANNL__MAX_EVAL_BATCHES
+                            : strcmp(n, "--threads") == 0    ? CANNL__MAX_THREADS
+                                                             : CANNL__MAX_COUNT;
+        rc = cannl__parse_int(n, v, f->min, max, &x, msg, cap);
         if (rc) return rc;
         if (strcmp(n, "--epochs") == 0) {
             o->epochs = x;
@@ -136,15 +139,10 @@ static int apply(void *ctx, const cannl__flag *f, const char *v, char *msg, size
             o->eval_every_set = 1;
         }
         if (strcmp(n, "--eval-batches") == 0) {
-            if (x > CANNL__MAX_EVAL_BATCHES)
-                return cannl__usage_error(msg, cap, "%s: %s is too large (at most %d)", n, v, CANNL__MAX_EVAL_BATCHES);
             o->eval_batches = x;
             o->eval_batches_set = 1;
         }
-        if (strcmp(n, "--threads") == 0) {
-            if (x > 4096) return cannl__usage_error(msg, cap, "%s: %s threads is too many", n, v);
-            o->threads = (int)x;
-        }
+        if (strcmp(n, "--threads") == 0) o->threads = (int)x;
         if (strcmp(n, "--zero") == 0) {
             if (x > 1) return cannl__usage_error(msg, cap, "%s: stage %s is not supported (0: off, 1: optimiser state sharded)", n, v);
             o->zero = (int)x;

@@ -243,9 +243,11 @@ static void case_cli(void) {
     EXPECT(RUN(g_infer, CK, X_IN, "--top-k", "1000000001", "--output", W("o.npy")), 2, NULL,
            "--top-k: 1000000001 is too large (at most 1000000000)");
     EXPECT(RUN(g_infer, CK, X_IN, "--threads", "99999999999", "--output", W("o.npy")), 2, NULL,
-           "--threads: 99999999999 is too large");
+           "--threads: 99999999999 is too large (at most 4096)");
     EXPECT(RUN(g_infer, CK, "--generate", "100000001", "--prompt", "a"), 2, NULL,
-           "--generate 100000001: at most 100000000 tokens");
+           "--generate: 100000001 is too large (at most 100000000)");
+    EXPECT(RUN(g_infer, CK, "--generate", "999999999999", "--prompt", "a"), 2, NULL,
+           "--generate: 999999999999 is too large (at most 100000000)");
     EXPECT(RUN(g_infer, CK, X_IN, "--output"), 2, NULL, "--output needs a value");
     EXPECT(RUN(g_infer, CK, X_IN, "--output", W("a.npy"), "--output", W("b.npy")), 2, NULL, "--output PATH given twice");
     EXPECT(RUN(g_infer, CK, X_IN, "--output", "nope=o.npy"), 2, NULL, "the model has no output 'nope'");

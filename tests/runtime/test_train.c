@@ -324,7 +324,11 @@ static void case_cli(void) {
     EXPECT(RUN(g_fake, "--log-every", "9223372036854775807"), 2, NULL, "--log-every: 9223372036854775807 is too large");
     EXPECT(RUN(g_fake, "--eval-every", "1000000001"), 2, NULL, "--eval-every: 1000000001 is too large");
     EXPECT(RUN(g_fake, "--eval-batches", "1000001"), 2, NULL, "--eval-batches: 1000001 is too large (at most 1000000)");
+    EXPECT(RUN(g_fake, "--eval-batches", "9999999999"), 2, NULL, "--eval-batches: 9999999999 is too large (at most 1000000)");
+    EXPECT(RUN(g_fake, "--log-every", "18446744073709551616"), 2, NULL,
+           "--log-every: 18446744073709551616 is too large (at most 1000000000)");
     EXPECT(RUN(g_fake, "--batch", "1000000001"), 2, NULL, "--batch: 1000000001 is too large");
+    EXPECT(RUN(g_fake, "--threads", "4097"), 2, NULL, "--threads: 4097 is too large (at most 4096)");
     EXPECT(RUN(g_fake, "--epochs", "1000000000"), 2, NULL, "no data for input"); /* the bound itself is fine */
     EXPECT(RUN(g_fake, "--quiet=1"), 2, NULL, "--quiet takes no value");
     EXPECT(RUN(g_fake, "--checkpoint="), 2, NULL, "--checkpoint: empty path");
