@@ -56,5 +56,8 @@ void cannl__q8_avx512(long M, long N, long K, float alpha, const uint8_t *X, lon
 /* gemm.c: g's packing workspace when it holds `bytes` (quant.c's quantised X, between products:
    the same context is never in two products at once), else NULL. */
 void *cannl__gemm_scratch(cannl_gemm *g, size_t bytes);
+/* 1 when g's instruction set is AVX-512 and the CPU has VNNI and BW: the int8 products' kernel
+   (quant.c), decided once when g is created. */
+int cannl__gemm_vnni(const cannl_gemm *g);
 
 #endif /* CANNL_GEMM_INTERNAL_H */

@@ -64,16 +64,12 @@ void cannl_dequantize_rows_q8(const int8_t *q, const float *scale, int64_t rows,
    BW too (an AVX-512 CPU without them runs the AVX2 kernel, which every AVX-512 CPU has). */
 static cannl__q8_kernel kernel_for(const cannl_gemm *g, int *offset) {
     *offset = 0;
-#if defined(CANNL_GEMM_X86) && (defined(__GNUC__) || defined(__clang__))
-    const cannl_isa isa = g ? cannl_gemm_isa(g) : CANNL_ISA_SSE2;
-    if (isa == CANNL_ISA_AVX512) {
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw")) {
-            *offset = 1;
-            return cannl__q8_avx512;
-        }
+#ifdef CANNL_GEMM_X86
+    if (g && cannl__gemm_vnni(g)) { /* decided once, when g was created */
+        *offset = 1;
+        return cannl__q8_avx512;
     }
-    if (isa >= CANNL_ISA_AVX2) return cannl__q8_avx2;
+    if (g && cannl_gemm_isa(g) >= CANNL_ISA_AVX2) return cannl__q8_avx2;
 #else
     (void)g;
 #endif
