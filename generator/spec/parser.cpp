@@ -134,10 +134,13 @@ private:
     return g;
   }
 
-  // `repeat COUNT ...` (contextual: `repeat = ...` defines a tensor called repeat).
+  // `repeat COUNT ...` (contextual: `repeat = ...` defines a tensor called repeat). A count the
+  // lexer refused (an integer too large) still starts the block, so that its body and `end` do
+  // not each report an error of their own.
   bool starts_repeat(size_t i) const {
     return toks_[i].kind == Tok::Ident && toks_[i].text == "repeat" && i + 1 < toks_.size() &&
-           (toks_[i + 1].kind == Tok::Ident || toks_[i + 1].kind == Tok::Number);
+           (toks_[i + 1].kind == Tok::Ident || toks_[i + 1].kind == Tok::Number ||
+            toks_[i + 1].kind == Tok::Error);
   }
   // `end` alone on its line closes a repeat block (contextual too).
   bool is_end() const {
@@ -350,6 +353,9 @@ private:
         fail(c, fmt::format("the count of a repeat block must be a positive integer or a dim name, found {}",
                             describe(c)));
       s.dim_value = static_cast<long>(c.number);
+      s.count.range = c.range;
+    } else if (c.kind == Tok::Error) {  // reported by the lexer: one instance, so nothing else is
+      s.dim_value = 1;
       s.count.range = c.range;
     } else {
       s.count = {c.text, c.range};
