@@ -43,7 +43,7 @@ Panel panel_of(const std::string& k) {
   return k.find("loss") != std::string::npos ? Panel::Loss : Panel::Metric;
 }
 
-// Reads the log; false with `error` on a line that is not a JSON object.
+// Reads the log; false with `error` on a line that is not JSON or not an object.
 bool read_log(const std::string& path, const std::string& text, std::vector<Series>& series, std::string& xname,
               std::string& error) {
   std::map<std::string, size_t> index;
@@ -60,9 +60,21 @@ bool read_log(const std::string& path, const std::string& text, std::vector<Seri
       if (end == text.size()) break;
       continue;
     }
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() && end == text.size() && line_no > 1) break;  // a line still being written
-    if (j.is_discarded() || !j.is_object()) {
+    nlohmann::json j;
+    std::string why;  // the parser's own words: "number overflow parsing '1e999'", ...
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      why = e.what();
+      if (auto p = why.find("] "); p != std::string::npos) why = why.substr(p + 2);
+      if (auto p = why.find("at line 1, "); p != std::string::npos) why.erase(p + 3, 8);  // one line at a time
+    }
+    if (!why.empty() && end == text.size() && line_no > 1) break;  // a line still being written
+    if (!why.empty()) {
+      error = fmt::format("{}:{}: not valid JSON ({}; a metrics log has one object per line)", path, line_no, why);
+      return false;
+    }
+    if (!j.is_object()) {
       error = fmt::format("{}:{}: not a JSON object (a metrics log has one object per line)", path, line_no);
       return false;
     }

@@ -87,6 +87,12 @@ with open(bad, "w") as f:
 r = run(bad, "-o", os.path.join(work, "bad.svg"))
 check(r.returncode == 1 and "bad.jsonl:2:" in r.stderr, f"malformed line: {r.returncode} {r.stderr}")
 check(not os.path.exists(os.path.join(work, "bad.svg")), "nothing written for a bad log")
+# A line that is not JSON at all says what the parser found (a number past a double: not "not an object").
+with open(bad, "w") as f:
+    f.write('{"step": 1, "loss": 2}\n{"step": 2, "loss": 1e999}\n')
+r = run(bad, "-o", os.path.join(work, "bad.svg"))
+check(r.returncode == 1 and "bad.jsonl:2: not valid JSON (number overflow parsing '1e999'" in r.stderr,
+      f"a number out of range: {r.returncode} {r.stderr}")
 # A log being written (or cut by a kill): its last line, without a newline, is not a whole
 # record yet and is left out; the records before it are drawn.
 live = os.path.join(work, "live.jsonl")
