@@ -37,20 +37,18 @@ extern const long cannl__gemm_bf16_slot_words;
 #endif
 
 /* The int8 product of one thread (quant_kernel.h; quant.c quantises X and splits the weight
-   rows between threads): X's M rows quantised, x_r bytes apart (q, or q + 128 for the kernels
-   that take it unsigned), xd their scales; C[i * c_x + j * c_w] (=|+=) alpha * scale[j] *
-   (xd[i] * (float)S), S the exact int32 sum over k of q[i, k] * W[j * w_r + k]. */
-typedef void (*cannl__q8_kernel)(long M, long N, long K, float alpha, const uint8_t *X, long x_r, const float *xd,
-                                 const int8_t *W, long w_r, const float *scale, float *C, long c_x, long c_w,
-                                 int overwrite);
-void cannl__q8_base(long M, long N, long K, float alpha, const uint8_t *X, long x_r, const float *xd, const int8_t *W,
-                    long w_r, const float *scale, float *C, long c_x, long c_w, int overwrite);
+   rows between threads): X's M rows quantised to q (signed bytes), x_r bytes apart, zeros after
+   K; xd their scales and xs their sums (sum over k of q[i, k]: the AVX-512 kernel's correction);
+   C[i * c_x + j * c_w] (=|+=) alpha * scale[j] * (xd[i] * (float)S), S the exact int32 sum over k
+   of q[i, k] * W[j * w_r + k]. */
+#define CANNL__Q8_KERNEL(name)                                                                                 \
+    void name(long M, long N, long K, float alpha, const uint8_t *X, long x_r, const float *xd, const int32_t *xs, \
+              const int8_t *W, long w_r, const float *scale, float *C, long c_x, long c_w, int overwrite)
+typedef CANNL__Q8_KERNEL((*cannl__q8_kernel));
+CANNL__Q8_KERNEL(cannl__q8_base);
 #ifdef CANNL_GEMM_X86
-/* quant_avx2.c (AVX2: X signed) and quant_avx512.c (AVX-512 VNNI: X stored as q + 128). */
-void cannl__q8_avx2(long M, long N, long K, float alpha, const uint8_t *X, long x_r, const float *xd, const int8_t *W,
-                    long w_r, const float *scale, float *C, long c_x, long c_w, int overwrite);
-void cannl__q8_avx512(long M, long N, long K, float alpha, const uint8_t *X, long x_r, const float *xd,
-                      const int8_t *W, long w_r, const float *scale, float *C, long c_x, long c_w, int overwrite);
+CANNL__Q8_KERNEL(cannl__q8_avx2);   /* quant_avx2.c: AVX2 */
+CANNL__Q8_KERNEL(cannl__q8_avx512); /* quant_avx512.c: AVX-512 VNNI */
 #endif
 
 /* gemm.c: g's packing workspace when it holds `bytes` (quant.c's quantised X, between products:

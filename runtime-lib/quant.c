@@ -60,15 +60,11 @@ void cannl_dequantize_rows_q8(const int8_t *q, const float *scale, int64_t rows,
         for (int64_t k = 0; k < cols; ++k) w[r * cols + k] = (float)q[r * cols + k] * scale[r];
 }
 
-/* The kernel of g's instruction set and whether it takes X as q + 128: AVX-512 needs VNNI and
-   BW too (an AVX-512 CPU without them runs the AVX2 kernel, which every AVX-512 CPU has). */
-static cannl__q8_kernel kernel_for(const cannl_gemm *g, int *offset) {
-    *offset = 0;
+/* The kernel of g's instruction set: AVX-512 needs VNNI and BW too (an AVX-512 CPU without them
+   runs the AVX2 kernel, which every AVX-512 CPU has). */
+static cannl__q8_kernel kernel_for(const cannl_gemm *g) {
 #ifdef CANNL_GEMM_X86
-    if (g && cannl__gemm_vnni(g)) { /* decided once, when g was created */
-        *offset = 1;
-        return cannl__q8_avx512;
-    }
+    if (g && cannl__gemm_vnni(g)) return cannl__q8_avx512; /* decided once, when g was created */
     if (g && cannl_gemm_isa(g) >= CANNL_ISA_AVX2) return cannl__q8_avx2;
 #else
     (void)g;
@@ -89,46 +85,76 @@ static int q8_threads(long M, long N, long K) {
     return 1;
 }
 
-/* x / d rounded to the nearest integer, halves away from zero, within [-127, 127] (0 when d is 0
-   or NaN): roundf's result for these magnitudes, in operations that vectorise. */
-static inline int quantize_one(float x, float d) {
-    float v = d > 0.0f ? x / d : 0.0f;
-    v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+/* v rounded to the nearest integer, halves away from zero, within [-127, 127], for a finite v:
+   roundf's result clamped, in operations that vectorise (quiet comparisons, an integer clamp:
+   clamping v first to +-127 rounds to the same integer). */
+static inline int quantize_scaled(float v) {
     const int t = (int)v;         /* towards zero */
     const float f = v - (float)t; /* exact */
-    return t + (f >= 0.5f) - (f <= -0.5f);
+    const int r = t + __builtin_isgreaterequal(f, 0.5f) - __builtin_islessequal(f, -0.5f);
+    return r > 127 ? 127 : r < -127 ? -127 : r;
+}
+
+/* x / d by quantize_scaled, 0 when d is 0 or NaN (the row's outputs are then 0 or NaN). */
+static inline int quantize_one(float x, float d) {
+    return d > 0.0f ? quantize_scaled(x / d) : 0;
 }
 
 /* A row of X's scale (K elements at stride x_k): max|x| / 127, or NaN when an element is an
-   infinity or a NaN (its outputs are then NaN). */
+   infinity or a NaN (its outputs are then NaN). The largest |x| is found on the bits (a float's
+   magnitude orders as its bits do; an infinity's or a NaN's exceed FLT_MAX's), so that the loop
+   vectorises. */
 static float row_scale(const float *x, long x_k, long K) {
-    float m = 0.0f, z = 0.0f;
+    uint32_t m = 0;
     for (long k = 0; k < K; ++k) {
-        const float a = fabsf(x[k * x_k]);
-        m = a > m ? a : m;
-        z += x[k * x_k] * 0.0f; /* NaN once an element is not finite */
+        uint32_t u;
+        memcpy(&u, x + k * x_k, sizeof u);
+        u &= 0x7fffffffu;
+        m = u > m ? u : m;
     }
-    return z == 0.0f ? m / 127.0f : NAN;
+    if (m > 0x7f7fffffu) return NAN;
+    float a;
+    memcpy(&a, &m, sizeof a);
+    return a / 127.0f;
 }
 
-/* One row of X by the weights' scheme: returns its scale d and writes q = round(x / d) to q (plus
-   128 where `offset`), then zeros (q + 128: 128) up to x_r bytes. */
-static float quantize_x(const float *x, long x_k, long K, int offset, uint8_t *q, long x_r) {
+/* One row of X by the weights' scheme: returns its scale d, writes q = round(x / d) to q, then
+   zeros up to x_r bytes, and the sums of q over each KCHUNK elements to s[0], s[M], s[2 M], ...
+   Compiled for AVX2 as well (CANNL_MULTIVERSION: the same bits, the division being exact); a
+   batch of decoded rows spent an eighth of its products here in scalar code. */
+enum { KCHUNK = 1 << 17 };
+CANNL_MULTIVERSION static float quantize_x(const float *restrict x, long x_k, long K, uint8_t *restrict q, long x_r,
+                                           int32_t *restrict s, long M) {
     const float d = row_scale(x, x_k, K);
-    const int bias = offset ? 128 : 0;
-    for (long k = 0; k < K; ++k) q[k] = (uint8_t)(quantize_one(x[k * x_k], d) + bias);
-    for (long k = K; k < x_r; ++k) q[k] = (uint8_t)bias;
+    for (long k0 = 0; k0 < K; k0 += KCHUNK) {
+        const long end = K - k0 < KCHUNK ? K : k0 + KCHUNK;
+        int32_t sum = 0;
+        if (d > 0.0f && x_k == 1) /* the same, in a loop the compiler vectorises */
+            for (long k = k0; k < end; ++k) {
+                const int v = quantize_scaled(x[k] / d);
+                q[k] = (uint8_t)(int8_t)v;
+                sum += v;
+            }
+        else
+            for (long k = k0; k < end; ++k) {
+                const int v = quantize_one(x[k * x_k], d);
+                q[k] = (uint8_t)(int8_t)v;
+                sum += v;
+            }
+        s[k0 / KCHUNK * M] = sum;
+    }
+    memset(q + K, 0, (size_t)(x_r - K));
     return d;
 }
 
 /* The kernel on weight rows [lo, lo + n) (threads split them), K at most KCHUNK at a time. */
-enum { KCHUNK = 1 << 17 };
 static void run_rows(cannl__q8_kernel run, long M, long n, long K, float alpha, const uint8_t *xq, long x_r,
-                     const float *xd, const int8_t *W, long w_r, const float *scale, float *C, long c_x, long c_w,
-                     int overwrite) {
+                     const float *xd, const int32_t *xs, const int8_t *W, long w_r, const float *scale, float *C,
+                     long c_x, long c_w, int overwrite) {
     for (long k0 = 0; k0 < K; k0 += KCHUNK) {
         const long kn = K - k0 < KCHUNK ? K - k0 : KCHUNK;
-        run(M, n, kn, alpha, xq + k0, x_r, xd, W + k0, w_r, scale, C, c_x, c_w, overwrite && k0 == 0);
+        run(M, n, kn, alpha, xq + k0, x_r, xd, xs + k0 / KCHUNK * M, W + k0, w_r, scale, C, c_x, c_w,
+            overwrite && k0 == 0);
     }
 }
 
@@ -144,10 +170,9 @@ void cannl_sgemm_q8(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha,
             }
         return;
     }
-    int offset;
-    const cannl__q8_kernel run = kernel_for(g, &offset);
-    const long xq_r = ((long)K + 63) / 64 * 64;
-    const size_t bytes = (size_t)M * (size_t)xq_r + (size_t)M * sizeof(float);
+    const cannl__q8_kernel run = kernel_for(g);
+    const long xq_r = ((long)K + 63) / 64 * 64, chunks = ((long)K + KCHUNK - 1) / KCHUNK;
+    const size_t bytes = (size_t)M * (size_t)xq_r + (size_t)M * sizeof(float) + (size_t)(M * chunks) * sizeof(int32_t);
     void *mine = NULL, *scratch = cannl__gemm_scratch(g, bytes);
 #ifdef _OPENMP
     if (omp_in_parallel()) scratch = NULL; /* (a call per thread: g's workspace is not each one's) */
@@ -173,16 +198,18 @@ void cannl_sgemm_q8(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha,
     }
     uint8_t *xq = scratch;
     float *xd = (float *)(void *)(xq + (size_t)M * (size_t)xq_r);
+    int32_t *xs = (int32_t *)(void *)(xd + M);
     int threads = q8_threads((long)M, (long)N, (long)K);
 #ifdef _OPENMP
 #pragma omp parallel for num_threads(threads) if (threads > 1 && M >= 16)
 #endif
-    for (long i = 0; i < (long)M; ++i) xd[i] = quantize_x(X + i * x_r, (long)x_k, (long)K, offset, xq + i * xq_r, xq_r);
+    for (long i = 0; i < (long)M; ++i)
+        xd[i] = quantize_x(X + i * x_r, (long)x_k, (long)K, xq + i * xq_r, xq_r, xs + i, (long)M);
     const long blocks = ((long)N + 3) / 4;
     if (threads > blocks) threads = (int)blocks;
     if (threads <= 1) {
-        run_rows(run, (long)M, (long)N, (long)K, alpha, xq, xq_r, xd, W, (long)w_r, scale, C, (long)c_x, (long)c_w,
-                 overwrite);
+        run_rows(run, (long)M, (long)N, (long)K, alpha, xq, xq_r, xd, xs, W, (long)w_r, scale, C, (long)c_x,
+                 (long)c_w, overwrite);
     } else {
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
@@ -191,7 +218,7 @@ void cannl_sgemm_q8(cannl_gemm *g, int64_t M, int64_t N, int64_t K, float alpha,
             const long lo = blocks * t / nt * 4, hi = blocks * (t + 1) / nt * 4;
             const long end = hi < (long)N ? hi : (long)N;
             if (end > lo)
-                run_rows(run, (long)M, end - lo, (long)K, alpha, xq, xq_r, xd, W + lo * (long)w_r, (long)w_r,
+                run_rows(run, (long)M, end - lo, (long)K, alpha, xq, xq_r, xd, xs, W + lo * (long)w_r, (long)w_r,
                          scale + lo, C + lo * (long)c_w, (long)c_x, (long)c_w, overwrite);
         }
 #endif

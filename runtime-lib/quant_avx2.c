@@ -37,5 +37,5 @@ static inline uint32_t hsum8_epi32(__m256i v) {
 #define QK_HSUM(v) hsum8_epi32(v)
 #define QK_JW 2 /* a tile of 2 weight rows by 4 rows of X: 8 accumulators, 4 weight vectors, x, ones */
 #define QK_IX 4
-#define QK_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+#define QK_PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T1)
 #include "quant_kernel.h"
