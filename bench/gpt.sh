@@ -38,5 +38,6 @@ for model in gpt_char gpt2_124m llama_char; do
   "$cc" "${cflags[@]}" -I"$g" "$g/${model}_train.c" "$g/$model.c" "$g/${model}_inference.c" "$rt" -lz -lm \
     -o "$out/$model/train"
 done
+"$cc" -O3 -march=native -fopenmp bench/fma_peak.c -o "$out/fma_peak"  # the products' bound (gpt_bench.py)
 echo "bench/gpt.sh: built into $out; running (this takes a while); load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 /usr/bin/python3 bench/gpt_bench.py "$out" --text data/kjv/train.txt --val data/kjv/val.txt "$@"
