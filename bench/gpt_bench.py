@@ -16,7 +16,9 @@ slow phases of the machine hit both alike; each times warm-up steps untimed, the
 one, and reports its median. The table gives, over the R pairs, the median of the medians and
 their spread (min-max), and the median of the per-pair ratios cannl / PyTorch. Threads follow
 /work/shared/benchmarking.md: OMP_NUM_THREADS and OPENBLAS_NUM_THREADS = T, and
-OMP_WAIT_POLICY=PASSIVE at 2 threads.
+OMP_WAIT_POLICY=PASSIVE at 2 threads. A second table sets each step against its matrix products
+at the FMA peak (products_flops below; BENCH_DIR/fma_peak, bench/fma_peak.c, run at every
+repetition): issue 38's bound.
 
 Losses: both sides start from the same params (torch_gpt.py init: the spec's distributions,
 written as safetensors and given to the trainer with --init) and take the same AdamW steps
