@@ -10,7 +10,8 @@
 #
 # Builds `cannl` and the runtime (release preset); generates each model into build/bench/gpt/
 # (`cannl gen`, gpt2_124m with --dim ctx=64) and compiles it with the flags of the generated
-# CMakeLists.txt into a step timer (bench/step_bench.c) and the training program; extracts the
+# CMakeLists.txt into a step timer (bench/step_bench.c) and the training program, and
+# bench/fma_peak.c (the products' bound: the products' time at the FMA peak); extracts the
 # King James Bible (scripts/kjv-data.sh) for the loss comparison's windows; then
 # bench/gpt_bench.py runs both and prints the markdown tables of bench/README.md. Needs
 # python3-torch (scripts/install-deps.sh --torch) and the bible-kjv packages (--data).
@@ -38,5 +39,6 @@ for model in gpt_char gpt2_124m llama_char; do
   "$cc" "${cflags[@]}" -I"$g" "$g/${model}_train.c" "$g/$model.c" "$g/${model}_inference.c" "$rt" -lz -lm \
     -o "$out/$model/train"
 done
+"$cc" -O3 -march=native -fopenmp bench/fma_peak.c -o "$out/fma_peak"  # the products' bound (gpt_bench.py)
 echo "bench/gpt.sh: built into $out; running (this takes a while); load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 /usr/bin/python3 bench/gpt_bench.py "$out" --text data/kjv/train.txt --val data/kjv/val.txt "$@"

@@ -16,7 +16,9 @@ slow phases of the machine hit both alike; each times warm-up steps untimed, the
 one, and reports its median. The table gives, over the R pairs, the median of the medians and
 their spread (min-max), and the median of the per-pair ratios cannl / PyTorch. Threads follow
 /work/shared/benchmarking.md: OMP_NUM_THREADS and OPENBLAS_NUM_THREADS = T, and
-OMP_WAIT_POLICY=PASSIVE at 2 threads.
+OMP_WAIT_POLICY=PASSIVE at 2 threads. A second table sets each step against its matrix products
+at the FMA peak (products_flops below; BENCH_DIR/fma_peak, bench/fma_peak.c, run at every
+repetition): issue 38's bound.
 
 Losses: both sides start from the same params (torch_gpt.py init: the spec's distributions,
 written as safetensors and given to the trainer with --init) and take the same AdamW steps
@@ -30,6 +32,7 @@ nats per token.
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -45,6 +48,67 @@ MODELS = {
     "gpt2_124m": (64, 4, (1, 4), 12, 16),
     "llama_char": (128, 8, (3, 20), 60, 64),
 }
+
+
+SPECS = HERE.parent / "specs"
+
+
+def spec_dims(model):
+    """The `dim NAME = VALUE` lines of specs/MODEL.cannl (integers; `4 * d` forms are not dims)."""
+    text = (SPECS / f"{model}.cannl").read_text()
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*dim\s+(\w+)\s*=\s*(\d+)", text, re.M)}
+
+
+def causal_pairs(ctx):
+    """(query, key) pairs a causal attention over ctx positions computes: query t sees keys 0..t."""
+    return ctx * (ctx + 1) // 2
+
+
+def newton_schulz_flops(rows, cols, steps):
+    """Muon's Newton-Schulz on a rows x cols matrix (on its transpose when rows > cols): per step
+    A = X X^T and A A (symmetric: only the triangle's m (m + 1) / 2 dot products are needed) and
+    (b A + c A A) X (a full m x m by m x n product); m = min(rows, cols), n = max. Returns
+    (full products' flops, symmetric products' flops)."""
+    m, n = min(rows, cols), max(rows, cols)
+    return steps * 2 * m * m * n, steps * (m * (m + 1) * n + m * (m + 1) * m)
+
+
+def products_flops(model, ctx, batch):
+    """The matrix products one training step needs, in flops (2 per multiply-add), from the
+    spec's dims (ctx as the bench generates it), by kind: "linear" (every x W^T of the forward
+    and both products of its backward, dX = dY W and dW = dY^T X: 6 N in out for N = batch x ctx
+    rows), "attention" (causal, per sequence and query head: Q K^T and P V forward, dO V^T,
+    P^T dO, dS K and dS^T Q backward, each over the pairs a query sees, hd wide; the backward's
+    recomputation of Q K^T is not counted), "muon" and "muon_sym" (Newton-Schulz,
+    newton_schulz_flops; llama_char's Muon takes every param with input axes but the embedding
+    table: the spec's `muon ... on matrices`). Embedding look-ups and their scatter-add gradient,
+    normalisations, softmax, losses and the optimisers' element-wise steps are not products and
+    are left out."""
+    dm = spec_dims(model)
+    d, layers, vocab, hd = dm["d"], dm["layers"], dm["vocab"], dm["hd"]
+    rows = batch * ctx
+    if model.startswith("gpt"):  # gpt_char, gpt2_124m: w_qkv, w_o, w_fc, w_pr; the head tied to wte
+        heads = dm["heads"]
+        shapes = [(d, 3 * heads * hd), (heads * hd, d), (d, 4 * d), (4 * d, d)] * layers + [(d, vocab)]
+        muon = []
+    elif model == "llama_char":  # w_q, w_k, w_v, w_o, w_gate, w_up, w_down; the untied head
+        heads = dm["kvh"] * dm["group"]
+        kv, ff = dm["kvh"] * hd, dm["ff"]
+        shapes = [(d, heads * hd), (d, kv), (d, kv), (heads * hd, d), (d, ff), (d, ff), (ff, d)] * layers
+        shapes += [(d, vocab)]
+        muon = shapes  # (in, out): the matrix is out x in; Newton-Schulz's count is symmetric in the two
+    else:
+        raise ValueError(f"gpt_bench.py: no product count for {model}")
+    out = {"linear": sum(6 * rows * i * o for i, o in shapes),
+           "attention": layers * batch * heads * 6 * 2 * causal_pairs(ctx) * hd,
+           "muon": 0, "muon_sym": 0}
+    found = re.search(r"muon\([^)]*ns_steps\s*=\s*(\d+)", (SPECS / f"{model}.cannl").read_text())
+    ns_steps = int(found.group(1)) if found else 5  # muon's default (torch.optim.Muon's)
+    for i, o in muon:
+        full, sym = newton_schulz_flops(o, i, ns_steps)
+        out["muon"] += full
+        out["muon_sym"] += sym
+    return out
 
 
 def env_for(threads):
@@ -75,9 +139,11 @@ def fmt_ms(us):
 
 
 def steps_table(bench, models, threads, reps):
-    res = {(m, t): {"cannl": [], "torch": [], "ratio": [], "cpu_ratio": []} for m in models for t in threads}
+    res = {(m, t): {"cannl": [], "torch": [], "ratio": [], "cpu_ratio": [], "cpu": []} for m in models for t in threads}
+    peak = {t: [] for t in threads}
     for r in range(reps):
         for t in threads:
+            peak[t].append(run_json([bench / "fma_peak", t], env_for(t)))
             for m in models:
                 ctx, batch, (warm, steps), _, _ = MODELS[m]
                 env = env_for(t)
@@ -88,6 +154,7 @@ def steps_table(bench, models, threads, reps):
                 d["torch"].append(p["median_us"])
                 d["ratio"].append(c["median_us"] / p["median_us"])
                 d["cpu_ratio"].append(c["cpu_us"] / p["cpu_us"])
+                d["cpu"].append(c["cpu_us"])
                 d["isa"] = c["isa"]
                 d["openblas"] = p["openblas"]
                 print(f"  rep {r + 1}/{reps} {m} {t} thread(s): cannl {fmt_ms(c['median_us'])} ms, "
@@ -105,6 +172,29 @@ def steps_table(bench, models, threads, reps):
             print(f"| {m} | {batch} x {ctx} | {t} | {cell(d['cannl'])} | {cell(d['torch'])} | "
                   f"**{statistics.median(d['ratio']):.2f}** ({min(d['ratio']):.2f}-{max(d['ratio']):.2f}) | "
                   f"{statistics.median(d['cpu_ratio']):.2f} | {d['isa']} | {d['openblas']} |")
+    # The products' bound (issue 38): the step's matrix products (products_flops) at the FMA peak
+    # of bench/fma_peak.c, best of the run's measurements; by the wall clock at T threads, and by
+    # CPU time (the products' CPU time at one core's peak against the step's CPU time, summed
+    # over its threads: the figure a loaded machine leaves alone).
+    print("\n### The step against its products at the FMA peak (bench/fma_peak.c, best of the run)\n")
+    print("| model | threads | products GFLOP (linear + attention + Muon's Newton-Schulz, of which symmetric) "
+          "| FMA peak GFLOP/s (wall; one core by CPU time) | products at the peak ms | cannl ms | bound / step "
+          "| CPU time: bound ms | cannl CPU ms | bound / step |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for m in models:
+        ctx, batch = MODELS[m][:2]
+        f = products_flops(m, ctx, batch)
+        total = sum(f.values())
+        kinds = f"{total / 1e9:.3f} ({f['linear'] / 1e9:.3f} + {f['attention'] / 1e9:.3f} + " \
+                f"{(f['muon'] + f['muon_sym']) / 1e9:.3f}, {f['muon_sym'] / 1e9:.3f})"
+        for t in threads:
+            d = res[(m, t)]
+            pw = max(x["peak_gflops"] for x in peak[t])
+            pc = max(x["peak_gflops_cpu"] for x in peak[t]) / t
+            step, cpu = statistics.median(d["cannl"]) / 1000, statistics.median(d["cpu"]) / 1000
+            bw, bc = total / pw * 1e-6, total / pc * 1e-6
+            print(f"| {m} | {t} | {kinds} | {pw:.1f} ({pc:.1f}) | {bw:.1f} | {step:.1f} | **{bw / step:.0%}** | "
+                  f"{bc:.1f} | {cpu:.1f} | **{bc / cpu:.0%}** |")
 
 
 def windows(path, count, ctx, rng, spaced=False):

@@ -33,6 +33,15 @@ static int cmp_double(const void *a, const void *b) {
 
 enum { BATCHES = 8 };
 
+/* bench/step_profile.c, when linked in: where the timed steps go (weak: absent, not called). */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((weak)) void cannl_bench_profile_start(void);
+__attribute__((weak)) void cannl_bench_profile_report(long steps, double step_cpu_us);
+#else
+static void (*const cannl_bench_profile_start)(void) = 0;
+static void (*const cannl_bench_profile_report)(long, double) = 0;
+#endif
+
 int main(int argc, char **argv) {
     if (argc != 5) {
         fprintf(stderr, "usage: %s BATCH WARMUP STEPS THREADS\n", argv[0]);
@@ -95,6 +104,7 @@ int main(int argc, char **argv) {
     if (!t) return 1;
     double loss = 0;
     struct timespec c0, c1;
+    if (cannl_bench_profile_start) cannl_bench_profile_start();
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     for (long k = 0; k < steps; ++k) {
         const double t0 = now_us();
@@ -103,6 +113,7 @@ int main(int argc, char **argv) {
     }
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     const double cpu_us = ((double)(c1.tv_sec - c0.tv_sec) * 1e6 + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-3) / (double)steps;
+    if (cannl_bench_profile_report) cannl_bench_profile_report(steps, cpu_us);
     qsort(t, (size_t)steps, sizeof(double), cmp_double);
     cannl_isa isa;
     cannl_isa_select(&isa, NULL);
