@@ -36,11 +36,38 @@ std::string num_double(double v) {
   return s;
 }
 
+namespace {
+
+// The data of a render, and a partial ({{> common/decode_api.c.mustache}}) looked up as the
+// template of that name, less its file's last newline, so that a partial's tag on a line of
+// its own stands for its lines; a template that is not there is a bug, not an empty string.
+class TemplateContext : public kainjow::mustache::context<std::string> {
+ public:
+  explicit TemplateContext(const data* d) : context(d) {}
+  const data* get_partial(const std::string& name) const override {
+    auto [it, added] = partials_.try_emplace(name);
+    if (added) {
+      std::string text = template_text(name);
+      if (!text.empty() && text.back() == '\n') text.pop_back();
+      it->second = data{text};
+    }
+    return &it->second;
+  }
+
+ private:
+  mutable std::map<std::string, data> partials_;
+};
+
+}  // namespace
+
 std::string render_template(const std::string& name, const data& d) {
   mustache t{template_text(name)};
   if (!t.is_valid()) CANNL_BUG("template " + name + ": " + t.error_message());
   t.set_custom_escape([](const std::string& s) { return s; });  // C, not HTML
-  return t.render(d);
+  TemplateContext ctx{&d};
+  std::string text = t.render(ctx);
+  if (!t.is_valid()) CANNL_BUG("template " + name + ": " + t.error_message());
+  return text;
 }
 
 std::string dims_list(const ir::Buffer& b, bool skip_batch) {

@@ -23,6 +23,7 @@ namespace cannl {
 std::string upper(std::string s);
 std::string comment_safe(std::string s);  // no "*/" or "/*" inside a comment
 std::string num_double(double v);         // a double literal: 0.1, 1.0, 1e-08
+// templates/NAME rendered with d; a partial {{> common/NAME}} is that template, less its last newline.
 std::string render_template(const std::string& name, const kainjow::mustache::data& d);
 
 // A buffer's dims as "784, 512" ("0" for none), and its element count; skip_batch leaves the

@@ -346,6 +346,8 @@ void CEmitter::inference(data& d) {
     d.set("decode_input", std::to_string(tokens));
     d.set("decode_ids", std::to_string(buf(p_.inputs[static_cast<size_t>(tokens)]).ids));
     d.set("decode_output", name(dec->io.outputs[0]));
+    d.set("decode_state", p_.model + "_infer");  // templates/common/decode_*.c.mustache
+    d.set("decode_wrap", true);
   }
   // The params' rows (set_params, _infer_param, state_tensors), a repeat block's folded.
   const CTables tables = c_tables(p_, names_.buffer, own, o_.f64, upper(p_.model) + "_ROW", true);

@@ -934,6 +934,8 @@ void CudaEmitter::decode_data(data& d) const {
   d.set("decode_input", std::to_string(tokens));
   d.set("decode_ids", std::to_string(buf(dec->io.ids).ids));
   d.set("decode_output", name(out));
+  d.set("decode_state", p_.model);  // templates/common/decode_*.c.mustache
+  d.set("decode_wrap", false);
   // row r's output: at its position 0 (passes/decode.cpp over rows: [batch, T, ...])
   d.set("decode_row_dev", fmt::format("({} + r * {})", device(*dec, out), buffer_size(buf(out), true)));
 }
