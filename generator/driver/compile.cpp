@@ -143,10 +143,8 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     const Model& m = fe->model;
 
     // Lowering: every spec tensor as forward loop nests over buffers; repeat blocks whose
-    // instances lower alike rolled into block bodies, their params stacked (not with --quantize
-    // int8: passes/quantize.h decides per param buffer, and a stacked one is not).
-    const bool roll = o.roll && o.quantize.empty();
-    Lowered low = lower_forward(m, fe->shapes, fe->file, o.max_batch, roll);
+    // instances lower alike rolled into block bodies, their params stacked.
+    Lowered low = lower_forward(m, fe->shapes, fe->file, o.max_batch, o.roll);
     if (o.verify_ir) ir::verify_lowered(low.prog, low.forward, low.train_updates, "lower");
     if (stage("lower", [&] { return ir::print_lowered(low.prog, low.forward); })) {
       p = std::move(low.prog);
@@ -181,18 +179,6 @@ int compile(const std::string& path, const std::string& text, const CompileOptio
     po.host_locals = o.target != "cuda";
     po.fuse_sums = o.target != "cuda";
     for (const PassInfo& pass : pass_list()) {
-      // The bridge (issue 34): the passes up to plan_blocks run over each block body once;
-      // then, with --quantize int8 only, the block calls are expanded into their instances'
-      // nests (a saved activation and a local become an instance's own buffer): passes/quantize.h
-      // decides on the instances' own reads. (Lowering does not roll with --quantize, so this
-      // expands nothing today.) Both targets keep every call: their emitters print the blocks'
-      // functions (emit/c_blocks.cpp; emit/cuda_emit.cpp: host functions launching kernels
-      // shared by every instance), called in a loop over the instances; the decode pass makes
-      // the blocks' decode bodies.
-      if (std::string(pass.name) == "decode" && !p.blocks.empty() && !o.quantize.empty()) {
-        ir::unroll_routines(p);
-        verify("unroll_blocks");
-      }
       if (!pass_runs(pass, po)) continue;
       pass.run(p, po);
       verify(std::string("pass ") + pass.name);

@@ -30,6 +30,21 @@
 
 namespace cannl {
 
+namespace {
+
+// The stacked storage of an int8 param (passes/quantize.h: its instances are) whose instance
+// slices call c binds to formal f in the forward-only state's unit, or -1: the block's function
+// then takes instance l's int8 rows and scales for f (quantize_weights allows only whole slices,
+// read as product operands).
+int int8_param(const ir::Program& p, const ir::Call& c, int f, bool int8_unit) {
+  if (!int8_unit || (c.kind != ir::Call::Kind::BlockInfer && c.kind != ir::Call::Kind::BlockDecode)) return -1;
+  for (const ir::Binding& bd : c.binds)
+    if (bd.formal == f && bd.buf >= 0 && p.buffers[static_cast<size_t>(bd.buf)].int8_row > 0) return bd.buf;
+  return -1;
+}
+
+}  // namespace
+
 const std::string& CEmitter::block_function(const ir::Call& c, Unit& u) {
   const bool fwd = c.kind == ir::Call::Kind::BlockForward, infer = c.kind == ir::Call::Kind::BlockInfer,
              init = c.kind == ir::Call::Kind::BlockInit, decode = c.kind == ir::Call::Kind::BlockDecode;
@@ -51,7 +66,19 @@ const std::string& CEmitter::block_function(const ir::Call& c, Unit& u) {
                               : fmt::format("{} *m, int64_t n, char *cannl_scratch", u.state);
   for (const std::string& x : sig.scalars) params += fmt::format(", const real {}", x);
   for (int b : sig.written) params += fmt::format(", {} *restrict {}", ctype(b), name(b));
-  for (int b : sig.read) params += fmt::format(", const {} *restrict {}", ctype(b), name(b));
+  std::set<std::string> names(names_.buffer.begin(), names_.buffer.end());
+  auto unique = [&](std::string n) {
+    while (!names.insert(n).second) n += "_";
+    return n;
+  };
+  int8_formals_.clear();
+  for (int b : sig.read)
+    if (int8_param(p_, c, b, int8_unit_) >= 0) {
+      const auto& [rows, scales] = int8_formals_[b] = {unique(name(b) + "int8"), unique(name(b) + "int8_scale")};
+      params += fmt::format(", const int8_t *restrict {}, const float *restrict {}", rows, scales);
+    } else {
+      params += fmt::format(", const {} *restrict {}", ctype(b), name(b));
+    }
   std::string pro;
   std::vector<std::pair<long, int>> locals;
   std::string hosted;  // locals in a formal's bytes (passes/plan_blocks.cpp: host_locals)
@@ -74,6 +101,7 @@ const std::string& CEmitter::block_function(const ir::Call& c, Unit& u) {
   std::set<std::string> taken = {"m", "n", "cannl_scratch"};
   if (decode) taken.insert("pos"), taken.insert("seq");
   for (int b : bufs) taken.insert(name(b));
+  for (const auto& [f, q] : int8_formals_) taken.insert(q.first), taken.insert(q.second);
   taken.insert(sig.scalars.begin(), sig.scalars.end());
   bool n_used = false;
   std::string text, last;
@@ -95,6 +123,7 @@ const std::string& CEmitter::block_function(const ir::Call& c, Unit& u) {
     last = what(st);
     text += one;
   }
+  int8_formals_.clear();
   if (decode) pro = "    (void)n, (void)pos, (void)seq;\n" + pro;
   if (!decode && !n_used && !init) pro = "    (void)n;\n" + pro;
   if ((pro + text).find("m->") == std::string::npos) pro = "    (void)m;\n" + pro;
@@ -133,7 +162,14 @@ std::string CEmitter::block_call(const ir::Stmt& s, Unit& u) {
                                  c.scratch >= 0 ? name(c.scratch) : "NULL");
   for (const std::string& x : sig.scalars) args += ", " + x;
   for (const std::vector<int>* l : {&sig.written, &sig.read})
-    for (int f : *l) args += ",\n            " + block_actual(p_, *bind.at(f), c.count, [this](int b) { return name(b); });
+    for (int f : *l) {
+      args += ",\n            ";
+      if (const int st = int8_param(p_, c, f, int8_unit_); st >= 0) {  // instance l's rows and scales
+        args += fmt::format("m->int8.{0}[cannl_l], m->int8_scale.{0}[cannl_l]", name(st));
+      } else {
+        args += block_actual(p_, *bind.at(f), c.count, [this](int b) { return name(b); });
+      }
+    }
   const bool back = c.kind == ir::Call::Kind::BlockBackward;
   // The gradient hook: a view (an instance's param gradient) of a stacked gradient this call
   // slices per instance is final after that instance; anything else after the loop.

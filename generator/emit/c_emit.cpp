@@ -379,6 +379,23 @@ std::string CEmitter::work_prologue(const ir::Routine& r, const ir::Arena& a,
   return pro;
 }
 
+std::string CEmitter::int8_field(int b) const {
+  const ir::Buffer& v = buf(b);
+  return v.view_of < 0 ? name(b) : fmt::format("{}[{}]", name(v.view_of), v.view_offset / v.elements());
+}
+
+std::vector<int> CEmitter::int8_tables() const {
+  std::vector<int> t;
+  for (int s : param_storage())
+    if (buf(s).int8_row > 0) t.push_back(s);
+  return t;
+}
+
+std::string CEmitter::float_values(int b) const {
+  const ir::Buffer& v = buf(b);
+  return v.view_of < 0 ? "m->" + name(b) : fmt::format("(m->{} + {})", name(v.view_of), v.view_offset);
+}
+
 void CEmitter::int8_data(data& d, std::string& fields) {
   d.set("has_int8", p_.int8_bytes > 0);
   d.set("int8_bytes", std::to_string(p_.int8_bytes));
@@ -388,43 +405,46 @@ void CEmitter::int8_data(data& d, std::string& fields) {
   if (p_.int8_bytes == 0) return;
   std::string quantize, bind, in_place, own_copy;
   std::string rows, scales;
-  data list{data::type::list};
-  long j = 0;  // the int8 weights' order: <model>_weights.c's tables of rows and scales
-  for (size_t k = 0; k < p_.params.size(); ++k) {
-    const int b = p_.params[k];
+  const std::vector<int> tables = int8_tables();
+  for (const int b : p_.params) {
     if (buf(b).int8_row == 0) continue;
-    if (buf(b).view_of >= 0) CANNL_BUG("an int8 weight in stacked storage: " + buf(b).name);
     const long n = buf(b).elements(), r = n / buf(b).int8_row;
-    rows += fmt::format("        int8_t *{}; /* [{}, {}] */\n", name(b), r, buf(b).int8_row);
-    scales += fmt::format("        float *{}; /* [{}] */\n", name(b), r);
-    data e;
-    e.set("name", name(b));
-    e.set("index", std::to_string(k));
-    e.set("rows", std::to_string(r));
-    e.set("cols", std::to_string(buf(b).int8_row));
-    e.set("at", std::to_string(buf(b).int8_at));
-    e.set("scale_at", std::to_string(buf(b).int8_at + (n + 63) / 64 * 64));
-    list.push_back(e);
-    quantize += fmt::format("    cannl_quantize_rows_q8(m->{0}, {1}, {2}, m->int8.{0}, m->int8_scale.{0});\n",
-                            name(b), r, buf(b).int8_row);
+    // its rows in <model>_weights.c: table j, from row `row` on (an instance: after the others')
+    const int st = buf(b).view_of >= 0 ? buf(b).view_of : b;
+    const auto j = std::find(tables.begin(), tables.end(), st) - tables.begin();
+    const long at = buf(b).view_of >= 0 ? buf(b).view_offset : 0, row = at / buf(b).int8_row;
+    const std::string rows_at = at ? fmt::format("m->in_place_int8[{}] + {}", j, at)
+                                   : fmt::format("m->in_place_int8[{}]", j),
+                      scales_at = row ? fmt::format("m->in_place_scale[{}] + {}", j, row)
+                                      : fmt::format("m->in_place_scale[{}]", j);
+    const std::string f = int8_field(b), v = float_values(b);
+    if (st == b) {
+      rows += fmt::format("        int8_t *{}; /* [{}, {}] */\n", f, r, buf(b).int8_row);
+      scales += fmt::format("        float *{}; /* [{}] */\n", f, r);
+    } else if (at == 0) {  // (quantize_weights: every instance, or none)
+      const long count = buf(st).elements() / n;
+      rows += fmt::format("        int8_t *{}[{}]; /* each instance's [{}, {}] */\n", name(st), count, r,
+                          buf(b).int8_row);
+      scales += fmt::format("        float *{}[{}]; /* each instance's [{}] */\n", name(st), count, r);
+    }
+    quantize += fmt::format("    cannl_quantize_rows_q8({0}, {1}, {2}, m->int8.{3}, m->int8_scale.{3});\n", v, r,
+                            buf(b).int8_row, f);
     bind += fmt::format("    m->int8.{0} = (int8_t *)((char *)m->int8_block + {1});\n"
                         "    m->int8_scale.{0} = (float *)(void *)((char *)m->int8_block + {2});\n",
-                        name(b), buf(b).int8_at, buf(b).int8_at + (n + 63) / 64 * 64);
-    in_place += fmt::format("    m->int8.{0} = (int8_t *)m->in_place_int8[{1}];\n"
-                            "    m->int8_scale.{0} = (float *)m->in_place_scale[{1}];\n",
-                            name(b), j);
-    own_copy += fmt::format("\n    memcpy(m->int8.{0}, m->in_place_int8[{1}], {2});\n"
-                            "    memcpy(m->int8_scale.{0}, m->in_place_scale[{1}], {3} * sizeof(float));\n"
-                            "    cannl_dequantize_rows_q8(m->int8.{0}, m->int8_scale.{0}, {3}, {4}, m->{0});",
-                            name(b), j, n, r, buf(b).int8_row);
-    ++j;
+                        f, buf(b).int8_at, buf(b).int8_at + (n + 63) / 64 * 64);
+    in_place += fmt::format("    m->int8.{0} = (int8_t *){1};\n"
+                            "    m->int8_scale.{0} = (float *){2};\n",
+                            f, rows_at, scales_at);
+    own_copy += fmt::format("\n    memcpy(m->int8.{0}, {1}, {2});\n"
+                            "    memcpy(m->int8_scale.{0}, {3}, {4} * sizeof(float));\n"
+                            "    cannl_dequantize_rows_q8(m->int8.{0}, m->int8_scale.{0}, {4}, {5}, {6});",
+                            f, rows_at, n, scales_at, r, buf(b).int8_row, v);
   }
   fields += fmt::format("    struct {{\n{}    }} int8; /* int8 rows of the weights (cannl gen --quantize int8) */\n"
                         "    struct {{\n{}    }} int8_scale; /* their scales, one per row */\n"
                         "    void *int8_block; /* the rows and scales above: {} bytes (NULL: read in place) */\n"
                         "    int int8_stale; /* the float params changed since they were quantised */\n",
                         rows, scales, p_.int8_bytes);
-  d.set("int8_list", list);
   d.set("int8_quantize",
         fmt::format("\n/* int8 weights (cannl gen --quantize int8; cannl_quantize_rows_q8): each weight the\n"
                     "   routines read as int8 rows, quantised again from its float param whenever the params\n"
@@ -483,9 +503,13 @@ std::string CEmitter::gemm_nest(const ir::Stmt& s, const std::optional<Gemm>& g,
     const std::string v = fresh_name("i", taken);
     pre = fill_first(s, v, "= " + num(0));
   }
-  GemmSite site{&names_.buffer, x_.vars, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas};
-  if (int8_unit_ && buf(g->a.buf).int8_row > 0) site.int8 = g->a.buf;
-  if (int8_unit_ && buf(g->b.buf).int8_row > 0) site.int8 = g->b.buf;
+  GemmSite site{&names_.buffer, x_.vars, g->alpha ? expr(*g->alpha) : num(1), o_.f64, o_.blas, -1, "", ""};
+  for (int w : {g->a.buf, g->b.buf}) {
+    if (int8_unit_ && buf(w).int8_row > 0)
+      site.int8 = w, site.int8_rows = "m->int8." + int8_field(w), site.int8_scales = "m->int8_scale." + int8_field(w);
+    if (const auto f = int8_formals_.find(w); f != int8_formals_.end())
+      site.int8 = w, site.int8_rows = f->second.first, site.int8_scales = f->second.second;
+  }
   std::string text = pre + emit_gemm(p_, s, *g, site, overwrite);
   (text.find("(m->gemm,") != std::string::npos ? gemm_kernel_ : gemm_blas_) = true;
   return text;
@@ -908,7 +932,7 @@ std::string CEmitter::embedding_text(const ir::Call& c) {
   const bool int8 = int8_unit_ && buf(c.table).int8_row > 0;
   const std::string elem =
       int8 ? fmt::format("(real)m->int8.{0}[(int64_t)cannl_id * {1} + cannl_j] * m->int8_scale.{0}[cannl_id]",
-                         name(c.table), c.width)
+                         int8_field(c.table), c.width)
            : fmt::format("{}[(int64_t)cannl_id * {} + cannl_j]", name(c.table), c.width);
   if (c.at_pos) {  // decode over rows: row r's id at its position 0 (ids [batch, T], o [batch, T, width])
     out += "        for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r) {\n";
@@ -1052,7 +1076,8 @@ std::string CEmitter::routine_text(const ir::Routine& r, Unit& u) {
     for (const auto& s : r.stmts) stmt_uses(s, touched, unused);
   }
   for (int b : bufs) {
-    if (int8_unit_ && buf(b).int8_row > 0) continue;  // read as m->int8.<name> (passes/quantize.h)
+    // read as m->int8.<name>, or as m->int8.<name>[l] by the block calls (passes/quantize.h)
+    if (int8_unit_ && buf(b).int8_row > 0) continue;
     if (buf(b).view_of >= 0 && !touched.count(b) && bufs.count(buf(b).view_of)) continue;
     if (buf(b).role == ir::Role::Input) {
       inputs_used = true;

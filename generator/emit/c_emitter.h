@@ -56,6 +56,9 @@ private:
   bool attention_ = false;    // some routine calls the runtime's attention (cannl_attention.h)
   bool rows_ = false;         // printing the decode routine, over rows (ir::Interface::slots): pos[r], seq[r]
   bool int8_unit_ = false;    // printing the forward-only state's routines: int8 params read as such
+  // While a rolled block's function is printed in that unit: its formals bound to the slices of
+  // an int8 param, each with the C names of the instance's rows and scales it takes instead.
+  std::map<int, std::pair<std::string, std::string>> int8_formals_;
   // Kernels by their text (the name left out): a nest that forward, eval_metrics and
   // train_step all run is one function, with one name in both files.
   std::map<std::string, std::string> kernel_by_text_;
@@ -119,6 +122,14 @@ private:
   // int8 weights (passes/quantize.h): the forward-only state's int8 block, its rows and scales
   // per param as the pass laid them out, and the data of the templates' int8 parts.
   void int8_data(data& d, std::string& fields);
+  // An int8 param's field of the state's int8 and int8_scale structs: its name, or, for an
+  // instance of a rolled block's param, `<stacked>[l]` (the block's function is given instance
+  // l's rows and scales through these); and the C expression of its float values.
+  std::string int8_field(int b) const;
+  std::string float_values(int b) const;
+  // The param buffers (param_storage()) that hold int8 weights, in order: <model>_weights.c's
+  // tables of int8 rows and scales, one per buffer (a stacked one: its instances' one after another).
+  std::vector<int> int8_tables() const;
 
   // The forward-only state's param buffers (c_weights.cpp), in the order of their places in its
   // arena's param prefix (Arena::state): each param's storage (its own buffer, or the stacked

@@ -105,14 +105,13 @@ std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, co
   const std::string ind(static_cast<size_t>(4 * (depth + 1)), ' ');
   if (site.int8 >= 0) {  // the weights as int8 rows (passes/quantize.h): X's rows against them
     const bool w_is_a = g.a.buf == site.int8;
-    const std::string& w = bn[static_cast<size_t>(site.int8)];
+    const std::string &rows = site.int8_rows, &scales = site.int8_scales;
     const Gemm::Axis &xr = w_is_a ? g.n : g.m, &wr = w_is_a ? g.m : g.n;
     return out + ind +
-           fmt::format("cannl_sgemm_q8(m->gemm, {}, {}, {}, {}, {}, {}, {}, m->int8.{}, {}, m->int8_scale.{}, "
-                       "{}, {}, {}, {});\n",
+           fmt::format("cannl_sgemm_q8(m->gemm, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});\n",
                        xr.size, wr.size, g.k.size, site.alpha, w_is_a ? b : a, w_is_a ? g.n.stride_b : g.m.stride_a,
-                       w_is_a ? g.k.stride_b : g.k.stride_a, w, g.k.max_size, w, c, xr.stride_c, wr.stride_c,
-                       overwrite ? 1 : 0);
+                       w_is_a ? g.k.stride_b : g.k.stride_a, rows, g.k.max_size, scales, c, xr.stride_c,
+                       wr.stride_c, overwrite ? 1 : 0);
   }
   if (!blas.empty()) return out + ind + blas + "\n";
   if (sym)

@@ -27,9 +27,11 @@ struct GemmSite {
   bool f64 = false;
   bool blas = false;
   // The operand read as int8 rows (passes/quantize.h; -1: none): then the product is a call
-  // of cannl_sgemm_q8 on `m->int8.<name>` and `m->int8_scale.<name>`, the other operand's
-  // rows against the weight rows.
+  // of cannl_sgemm_q8 on int8_rows and int8_scales (`m->int8.<name>` and `m->int8_scale.<name>`,
+  // or in a rolled block's body the instance's rows and scales its function takes), the other
+  // operand's rows against the weight rows.
   int int8 = -1;
+  std::string int8_rows, int8_scales;
 };
 
 std::string emit_gemm(const ir::Program& p, const ir::Stmt& s, const Gemm& g, const GemmSite& site, bool overwrite);

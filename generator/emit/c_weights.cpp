@@ -118,13 +118,18 @@ std::string CEmitter::weights(data d, std::string* bin) {
       data r;
       r.set("name", nm);
       int8_rows.push_back(r);
-      const size_t i = static_cast<size_t>(std::find(p_.params.begin(), p_.params.end(), b) - p_.params.begin());
-      data q8;
-      q8.set("name", nm);
-      q8.set("index", std::to_string(i));
-      q8.set("rows", std::to_string(rows));
-      q8.set("cols", std::to_string(cols));
-      int8_list.push_back(q8);
+      for (size_t i = 0; i < p_.params.size(); ++i) {  // the params it holds (a stacked buffer: its instances)
+        const int pb = p_.params[i];
+        if (pb != b && buf(pb).view_of != b) continue;
+        const long at = pb == b ? 0 : buf(pb).view_offset;
+        data q8;
+        q8.set("rows_at", at ? fmt::format("{}_int8 + {}", nm, at) : nm + "_int8");
+        q8.set("scales_at", at ? fmt::format("{}_int8_scale + {}", nm, at / cols) : nm + "_int8_scale");
+        q8.set("index", std::to_string(i));
+        q8.set("rows", std::to_string(buf(pb).elements() / cols));
+        q8.set("cols", std::to_string(cols));
+        int8_list.push_back(q8);
+      }
       continue;
     }
     const std::string array = nm + "_values";

@@ -616,9 +616,7 @@ struct Program {
   std::string schedule;      // the lr schedule as written, "cosine(steps = 4690)"; "" for none
   Layout layout;             // set by passes/plan_layout.cpp
   long int8_bytes = 0;       // the forward-only state's int8 block (passes/quantize.h; 0: none)
-  // Rolled repeat blocks (lower/roll.h), with their bodies; the unroll bridge
-  // (ir/unroll_blocks.h) empties it after the passes up to plan_blocks with --quantize int8
-  // (driver/compile.cpp).
+  // Rolled repeat blocks (lower/roll.h), with their bodies.
   std::vector<Block> blocks;
   int find(const std::string& name) const;  // buffer index or -1
   // `base`, or base2, base3 ...: a name no buffer of the program (block -1) or of block `block`'s

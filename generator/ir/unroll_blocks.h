@@ -14,7 +14,8 @@
 // from old buffer indices to new ones (-1: a body buffer). The stacked params and their views
 // stay: the result is the program lowering makes without rolling, its params stacked.
 //
-// unroll_routines does the same after autodiff, on routines: it takes a Program whose API
+// unroll_routines does the same after autodiff, on routines (the reference the rolled routines
+// are compared with: tests/unit/test_roll.cpp): it takes a Program whose API
 // routines call blocks (BlockForward and BlockBackward in train_step, the halves of the
 // block's training body before and after its barrier; BlockInfer in forward and eval_metrics;
 // BlockInit in init) and replaces each call by its body's nests for each instance (the

@@ -2,9 +2,7 @@
 //
 // Takes: a Program after the passes that rewrite nests, its blocks' bodies (ir.h Block) run by
 // calls of the routines (decode runs after it and plans the decode bodies it makes with
-// plan_block_body; the unroll bridge of --quantize int8 after it,
-// driver/compile.cpp, expands every block call, each saved activation and local an instance's
-// own buffer). Guarantees, for each block:
+// plan_block_body). Guarantees, for each block:
 //   - saved activations: the locals of its training body used on both sides of the barrier
 //     (what an instance's backward half reads of its forward half) are listed in
 //     Block::saved, and each gets a stack `<block>_<name>` [count, dims...] (a computed buffer

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <set>
 
 #include "emit/c_gemm.h"
 #include "emit/contraction.h"
@@ -37,50 +39,107 @@ long product_row(const ir::Program& p, const ir::Stmt& s, int w) {
   return row;
 }
 
+// The row length param `w` is read with by `stmts` (a routine's, or a block body's where `w` is
+// the formal a stacked param is bound to): agree() for each use the scheme allows, fail() for
+// any other (quantize.h). `views` are w's views: reading one is a use the scheme does not allow.
+void scan_uses(const ir::Program& p, const std::vector<const ir::Stmt*>& stmts, int w, const std::set<int>& views,
+               const std::function<void(long)>& agree, const std::function<void()>& fail) {
+  const long elements = p.buffers[static_cast<size_t>(w)].elements();
+  for (const ir::Stmt* t : stmts) {
+    const ir::Stmt& s = *t;
+    if (s.call) {
+      const ir::Call& c = *s.call;
+      const std::vector<int> reads = ir::call_reads(c);
+      if (std::any_of(reads.begin(), reads.end(), [&](int b) { return views.count(b) > 0; })) fail();
+      if (std::find(reads.begin(), reads.end(), w) == reads.end()) continue;
+      if (c.kind == ir::Call::Kind::EmbeddingForward && c.table == w &&
+          std::count(reads.begin(), reads.end(), w) == 1 && c.rows * c.width == elements)
+        agree(c.width);
+      else if (!ir::is_block_call(c.kind))
+        fail();
+      continue;  // (a block call: its body, below)
+    }
+    std::vector<const ir::Expr*> loads;
+    ir::collect_loads(s, loads);
+    if (std::any_of(loads.begin(), loads.end(), [&](const ir::Expr* e) { return views.count(e->access.buf) > 0; }))
+      fail();
+    const auto n = std::count_if(loads.begin(), loads.end(), [&](const ir::Expr* e) { return e->access.buf == w; });
+    if (n == 0) continue;
+    if (!s.product || n != 1)
+      fail();
+    else
+      agree(product_row(p, s, w));
+  }
+}
+
 }  // namespace
 
 void quantize_weights(ir::Program& p) {
   std::vector<const ir::Routine*> infer;
   for (ir::RoutineKind k : {ir::RoutineKind::Forward, ir::RoutineKind::Eval, ir::RoutineKind::Decode})
     if (const ir::Routine* r = p.routine(k)) infer.push_back(r);
-  long at = 0;
-  for (int w : p.params) {
-    ir::Buffer& b = p.buffers[static_cast<size_t>(w)];
-    if (b.ids > 0 || b.stack > 0) continue;
+  // The row length buffer w (a param, or the stacked storage of a rolled block's param) is read
+  // with by the forward-only state, or 0 when it is not read as the scheme allows.
+  auto row_of = [&](int w) {
     long row = 0;
     bool ok = true;
     auto agree = [&](long r) {
       if (r <= 0 || (row > 0 && r != row)) ok = false;
       row = r;
     };
-    for (const ir::Routine* r : infer)
+    auto fail = [&] { ok = false; };
+    std::set<int> views;  // (read alone, a view is not read as the scheme allows)
+    for (size_t v = 0; v < p.buffers.size(); ++v)
+      if (p.buffers[v].view_of == w) views.insert(static_cast<int>(v));
+    const long elements = p.buffers[static_cast<size_t>(w)].elements();
+    for (const ir::Routine* r : infer) {
+      std::vector<const ir::Stmt*> stmts;
+      for (const ir::Stmt& s : r->stmts) stmts.push_back(&s);
+      scan_uses(p, stmts, w, views, agree, fail);
+      // A rolled block reading a stacked param: each instance's slice, bound whole to a formal,
+      // read as the scheme allows in the body.
       for (const ir::Stmt& s : r->stmts) {
-        if (!ok) break;
-        if (s.call) {
-          const ir::Call& c = *s.call;
-          const std::vector<int> reads = ir::call_reads(c);
-          if (std::find(reads.begin(), reads.end(), w) == reads.end()) continue;
-          if (c.kind == ir::Call::Kind::EmbeddingForward && c.table == w &&
-              std::count(reads.begin(), reads.end(), w) == 1 && c.rows * c.width == b.elements())
-            agree(c.width);
+        if (!s.call || !ir::is_block_call(s.call->kind)) continue;
+        const ir::Call& c = *s.call;
+        const ir::Block& bl = p.blocks[static_cast<size_t>(c.block)];
+        const ir::Routine& body = ir::body_of(bl, c.kind);
+        const auto [from, to] = ir::body_span(bl, c.kind);
+        std::vector<const ir::Stmt*> span;
+        for (size_t i = from; i < to; ++i) span.push_back(&body.stmts[i]);
+        for (const ir::Binding& bd : c.binds) {
+          if (bd.buf != w && !views.count(bd.buf) && !views.count(bd.first) && !views.count(bd.last)) continue;
+          const long slice = p.buffers[static_cast<size_t>(bd.formal)].elements();
+          if (bd.buf != w || bd.offset != 0 || bd.stride != slice || bd.shift != 0 || bd.modulo != 0 ||
+              bd.first >= 0 || bd.last >= 0 || slice * c.count != elements)
+            fail();
           else
-            ok = false;
-          continue;
+            scan_uses(p, span, bd.formal, {}, agree, fail);
         }
-        std::vector<const ir::Expr*> loads;
-        ir::collect_loads(s, loads);
-        const auto n = std::count_if(loads.begin(), loads.end(), [&](const ir::Expr* e) { return e->access.buf == w; });
-        if (n == 0) continue;
-        if (!s.product || n != 1) {
-          ok = false;
-          continue;
-        }
-        agree(product_row(p, s, w));
       }
-    if (!ok || row == 0) continue;
+    }
+    return ok ? row : 0;
+  };
+  std::map<int, long> stacked;  // a stacked param's storage -> its instances' row length (0: not int8)
+  long at = 0;
+  for (int w : p.params) {
+    ir::Buffer& b = p.buffers[static_cast<size_t>(w)];
+    if (b.ids > 0) continue;
+    // An instance of a rolled block's param (a view of the stacked storage, which the block calls
+    // slice per instance): int8 when the storage's every read is; then all its instances are,
+    // their rows and scales laid out one instance after the other (Program::params order).
+    long row;
+    if (b.view_of >= 0) {
+      auto it = stacked.find(b.view_of);
+      if (it == stacked.end()) it = stacked.emplace(b.view_of, row_of(b.view_of)).first;
+      row = it->second;
+    } else {
+      row = row_of(w);
+    }
+    if (row <= 0 || b.elements() % row != 0) continue;
     b.int8_row = row;
     b.int8_at = at;
     at += aligned(b.elements()) + aligned(b.elements() / row * 4);
+    if (b.view_of >= 0) p.buffers[static_cast<size_t>(b.view_of)].int8_row = row;  // (its storage: quantize.h)
   }
   p.int8_bytes = at;
 }

@@ -9,9 +9,15 @@
 //     being that operand's M (or N) axis and its K axis contiguous (stride 1, the whole row),
 //     no other loop of the nest indexing the param; or
 //   - as the table of an embedding lookup (its rows, `width` elements each);
-// every use agreeing on the row length. Buffer::int8_at and Program::int8_bytes lay out the
-// int8 block: per param in Program::params order its rows (elements bytes) then its scales
-// (4 bytes a row), each 64-byte aligned. Nothing else changes: the training state's routines
+// every use agreeing on the row length; or
+//   - the instances of a rolled repeat block's param (views of its stacked storage, which the
+//     block calls bind slice by slice to a formal): when every block call of those routines
+//     binds the storage as whole instance slices, each read in the block's body as above, and
+//     nothing else reads the storage or an instance; then every instance is int8, and the
+//     storage carries their int8_row too (its rows are the instances' rows one after another).
+// Buffer::int8_at and Program::int8_bytes lay out the int8 block: per param in Program::params
+// order (an instance a param of its own) its rows (elements bytes) then its scales (4 bytes a
+// row), each 64-byte aligned. Nothing else changes: the training state's routines
 // and every nest are as they were; the C emitter prints the int8 products (cannl_sgemm_q8)
 // and lookups in the forward-only state over these params, and the model card their bytes.
 // The decision is made here once; the emitters and the card only print it.
