@@ -33,7 +33,6 @@
 #define QK_WPREP(w) (w)
 #define QK_DOT(a, x, w, wp) ((a) + (x) * (w))
 #define QK_OFFSET 0
-#define QK_CORR(c, w) (c)
 #define QK_HSUM(v) ((uint32_t)(v))
 #define QK_JW 2
 #define QK_IX 4
@@ -120,7 +119,8 @@ static float row_scale(const float *x, long x_k, long K) {
 
 /* One row of X by the weights' scheme: returns its scale d, writes q = round(x / d) to q, then
    zeros up to x_r bytes, and the sums of q over each KCHUNK elements to s[0], s[M], s[2 M], ...
-   Compiled for AVX2 as well (CANNL_MULTIVERSION: the same bits, the division being exact); a
+   Compiled for AVX2 as well (CANNL_MULTIVERSION: the same bits, IEEE division being correctly
+   rounded on every instruction set); a
    batch of decoded rows spent an eighth of its products here in scalar code. */
 enum { KCHUNK = 1 << 17 };
 CANNL_MULTIVERSION static float quantize_x(const float *restrict x, long x_k, long K, uint8_t *restrict q, long x_r,

@@ -33,7 +33,6 @@ static inline uint32_t hsum8_epi32(__m256i v) {
 #define QK_WPREP(w) _mm256_abs_epi8(w)
 #define QK_DOT(a, x, w, wp) dot32(a, x, w, wp)
 #define QK_OFFSET 0
-#define QK_CORR(c, w) (c)
 #define QK_HSUM(v) hsum8_epi32(v)
 #define QK_JW 2 /* a tile of 2 weight rows by 4 rows of X: 8 accumulators, 4 weight vectors, x, ones */
 #define QK_IX 4

@@ -30,6 +30,9 @@
 #ifndef QK_NAME
 #error "define QK_NAME and the vector macros before including quant_kernel.h"
 #endif
+#if QK_OFFSET && !defined(QK_LOADW_PART)
+#error "QK_OFFSET needs QK_LOADW_PART: the scalar tail sums q w, not (w + 128) q"
+#endif
 #ifndef QK_CAT
 #define QK_CAT2(a, b) a##b
 #define QK_CAT(a, b) QK_CAT2(a, b)
@@ -87,7 +90,7 @@ static inline __attribute__((always_inline)) void QK_CAT(QK_NAME, _tile)(int jw,
             for (int r = 0; r < ix; ++r) sums[r] = QK_HSUM(a[c][r]);
         for (int r = 0; r < ix; ++r) {
             uint32_t u = sums[r] - (QK_OFFSET ? 128u * (uint32_t)xs[r] : 0u);
-            for (long kk = k; kk < K; ++kk) /* the tail, without QK_LOADW_PART (X stored as q then) */
+            for (long kk = k; kk < K; ++kk) /* the tail, without QK_LOADW_PART */
                 u += (uint32_t)((int32_t)(int8_t)X[r * x_r + kk] * (int32_t)wc[kk]);
             const int32_t s = (int32_t)u; /* the exact sum, which fits (|S| <= 127 * 127 * K) */
             float *o = C + r * c_x + c * c_w;
@@ -125,7 +128,7 @@ static inline __attribute__((always_inline)) void QK_CAT(QK_NAME, _rows)(int jw,
    into L2 (a STREAM-like read: 24-27 GB/s), the same at every distance in that range. */
 enum { QK_AHEAD = 12288 };
 static inline long QK_CAT(QK_NAME, _ahead)(long rows, long w_r) {
-    const long tiles = QK_AHEAD / (rows * w_r);
+    const long bytes = rows * (w_r > 0 ? w_r : -w_r), tiles = bytes > 0 ? QK_AHEAD / bytes : 1;
     return tiles > 1 ? tiles : 1;
 }
 
@@ -135,10 +138,10 @@ void QK_NAME(long M, long N, long K, float alpha, const uint8_t *X, long x_r, co
     if (M == 1) { /* 4 weight rows at a time, streamed, prefetching the rows QK_AHEAD bytes on: rows of a
                      few hundred bytes are too short for the hardware prefetcher */
         const long ahead = 4 * QK_CAT(QK_NAME, _ahead)(4, w_r);
-        for (; j + 4 <= N; j += 4)
+        for (; j + 4 <= N; j += 4) /* (the last rows prefetch the last tile's) */
             QK_CAT(QK_NAME, _tile)(4, 1, 1, K, alpha, X, x_r, xd, xs, W + j * w_r,
-                                   j + ahead + 4 <= N ? W + (j + ahead) * w_r : W, w_r, scale + j, C + j * c_w, c_x,
-                                   c_w, overwrite);
+                                   W + (j + ahead + 4 <= N ? j + ahead : N - 4) * w_r, w_r, scale + j, C + j * c_w,
+                                   c_x, c_w, overwrite);
         for (; j < N; ++j)
             QK_CAT(QK_NAME, _tile)(1, 1, 0, K, alpha, X, x_r, xd, xs, W + j * w_r, W, w_r, scale + j, C + j * c_w,
                                    c_x, c_w, overwrite);
@@ -146,7 +149,7 @@ void QK_NAME(long M, long N, long K, float alpha, const uint8_t *X, long x_r, co
     }
     const long ahead = QK_JW * QK_CAT(QK_NAME, _ahead)(QK_JW, w_r);
     for (; j + QK_JW <= N; j += QK_JW) {
-        const int8_t *w = W + j * w_r, *next = j + ahead + QK_JW <= N ? W + (j + ahead) * w_r : w;
+        const int8_t *w = W + j * w_r, *next = W + (j + ahead + QK_JW <= N ? j + ahead : N - QK_JW) * w_r;
         QK_CAT(QK_NAME, _rows)(QK_JW, M, K, alpha, X, x_r, xd, xs, w, next, w_r, scale + j, C + j * c_w, c_x, c_w,
                                overwrite);
     }

@@ -198,6 +198,21 @@ int main(void) {
             }
             free(lw), free(lx);
         }
+        /* One weight row for every output (w_r 0), one row of X and eight: each output the row's. */
+        {
+            enum { BK = 70, BN = 9 };
+            float bc[8 * BN];
+            for (long m = 1; m <= 8; m += 7) {
+                cannl_sgemm_q8(g, m, BN, BK, 1.0f, wr, KMAX, 1, qr, 0, sr, bc, BN, 1, 1);
+                for (long i = 0; i < m; ++i)
+                    for (long j = 0; j < BN; ++j) {
+                        float bits;
+                        long double bound;
+                        (void)scheme(wr + i * KMAX, 1, qr, BK, 1.0f, sr[j], &bits, &bound);
+                        CHECK(memcmp(&bc[i * BN + j], &bits, sizeof(float)) == 0);
+                    }
+            }
+        }
         cannl_gemm_free(g);
     }
     CHECK(tested >= 1);
