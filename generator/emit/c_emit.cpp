@@ -194,7 +194,7 @@ CEmitter::data CEmitter::common() {
                                  p_.int8_bytes > 0 ? " (an int8 weight's floats: made from its rows, into storage "
                                                      "of the state's own)" : "",
                                  p_.int8_bytes > 0 ? "and the int8 weights' rows and scales, one array each per int8 "
-                                                     "weight"
+                                                     "param buffer (a repeat block's instances stacked, in its order)"
                                                    : "int8_rows and int8_scales NULL")
                    : std::string());
   // The inference program makes its state with _infer_create_embedded (cannl_infer_model's

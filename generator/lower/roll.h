@@ -33,9 +33,9 @@ namespace cannl {
 
 void roll_blocks(Lowered& low, const Model& m, const SourceFile& file);
 
-// The bridge until autodiff, the passes and the emitters work on block bodies (issue 34):
-// every block call expanded back into its instances' nests (ir/unroll_blocks.h), the phases,
-// tags and Lowered::tensor_buf kept; the stacked params and their views stay.
+// Every block call expanded back into its instances' nests (ir/unroll_blocks.h), the phases,
+// tags and Lowered::tensor_buf kept; the stacked params and their views stay: the reference
+// the rolled program is compared with (tests/unit/test_roll.cpp).
 void unroll_blocks(Lowered& low);
 
 }  // namespace cannl

@@ -41,9 +41,12 @@ long product_row(const ir::Program& p, const ir::Stmt& s, int w) {
 
 // The row length param `w` is read with by `stmts` (a routine's, or a block body's where `w` is
 // the formal a stacked param is bound to): agree() for each use the scheme allows, fail() for
-// any other (quantize.h). `views` are w's views: reading one is a use the scheme does not allow.
+// any other (quantize.h). `views` are w's views: reading one is a use the scheme does not allow;
+// so is an embedding lookup unless `lookups` (a block body's: its function takes rows and scales
+// for products only) and any read of a stacked storage outside the block calls (`stacked`).
 void scan_uses(const ir::Program& p, const std::vector<const ir::Stmt*>& stmts, int w, const std::set<int>& views,
-               const std::function<void(long)>& agree, const std::function<void()>& fail) {
+               bool lookups, bool stacked, const std::function<void(long)>& agree,
+               const std::function<void()>& fail) {
   const long elements = p.buffers[static_cast<size_t>(w)].elements();
   for (const ir::Stmt* t : stmts) {
     const ir::Stmt& s = *t;
@@ -52,12 +55,12 @@ void scan_uses(const ir::Program& p, const std::vector<const ir::Stmt*>& stmts, 
       const std::vector<int> reads = ir::call_reads(c);
       if (std::any_of(reads.begin(), reads.end(), [&](int b) { return views.count(b) > 0; })) fail();
       if (std::find(reads.begin(), reads.end(), w) == reads.end()) continue;
-      if (c.kind == ir::Call::Kind::EmbeddingForward && c.table == w &&
+      if (c.kind == ir::Call::Kind::EmbeddingForward && c.table == w && lookups && !stacked &&
           std::count(reads.begin(), reads.end(), w) == 1 && c.rows * c.width == elements)
         agree(c.width);
       else if (!ir::is_block_call(c.kind))
         fail();
-      continue;  // (a block call: its body, below)
+      continue;  // (a block call: its body, in quantize_weights)
     }
     std::vector<const ir::Expr*> loads;
     ir::collect_loads(s, loads);
@@ -65,7 +68,7 @@ void scan_uses(const ir::Program& p, const std::vector<const ir::Stmt*>& stmts, 
       fail();
     const auto n = std::count_if(loads.begin(), loads.end(), [&](const ir::Expr* e) { return e->access.buf == w; });
     if (n == 0) continue;
-    if (!s.product || n != 1)
+    if (!s.product || n != 1 || stacked)
       fail();
     else
       agree(product_row(p, s, w));
@@ -92,12 +95,14 @@ void quantize_weights(ir::Program& p) {
     for (size_t v = 0; v < p.buffers.size(); ++v)
       if (p.buffers[v].view_of == w) views.insert(static_cast<int>(v));
     const long elements = p.buffers[static_cast<size_t>(w)].elements();
+    const bool stacked = p.buffers[static_cast<size_t>(w)].stack > 0;  // (lower/roll.h)
     for (const ir::Routine* r : infer) {
       std::vector<const ir::Stmt*> stmts;
       for (const ir::Stmt& s : r->stmts) stmts.push_back(&s);
-      scan_uses(p, stmts, w, views, agree, fail);
+      scan_uses(p, stmts, w, views, true, stacked, agree, fail);
       // A rolled block reading a stacked param: each instance's slice, bound whole to a formal,
-      // read as the scheme allows in the body.
+      // read as the scheme allows in the inference or decode body. (A param every instance
+      // shares, bound whole: float, as any other read through a block call.)
       for (const ir::Stmt& s : r->stmts) {
         if (!s.call || !ir::is_block_call(s.call->kind)) continue;
         const ir::Call& c = *s.call;
@@ -107,13 +112,15 @@ void quantize_weights(ir::Program& p) {
         std::vector<const ir::Stmt*> span;
         for (size_t i = from; i < to; ++i) span.push_back(&body.stmts[i]);
         for (const ir::Binding& bd : c.binds) {
-          if (bd.buf != w && !views.count(bd.buf) && !views.count(bd.first) && !views.count(bd.last)) continue;
+          const auto bound = [&](int b) { return b >= 0 && (b == w || views.count(b) > 0); };
+          if (!bound(bd.buf) && !bound(bd.first) && !bound(bd.last)) continue;
           const long slice = p.buffers[static_cast<size_t>(bd.formal)].elements();
-          if (bd.buf != w || bd.offset != 0 || bd.stride != slice || bd.shift != 0 || bd.modulo != 0 ||
-              bd.first >= 0 || bd.last >= 0 || slice * c.count != elements)
+          if (!stacked || bd.buf != w || bd.offset != 0 || bd.stride != slice || bd.shift != 0 || bd.modulo != 0 ||
+              bd.first >= 0 || bd.last >= 0 || slice * c.count != elements ||
+              (c.kind != ir::Call::Kind::BlockInfer && c.kind != ir::Call::Kind::BlockDecode))
             fail();
           else
-            scan_uses(p, span, bd.formal, {}, agree, fail);
+            scan_uses(p, span, bd.formal, {}, false, false, agree, fail);
         }
       }
     }

@@ -12,9 +12,11 @@
 // every use agreeing on the row length; or
 //   - the instances of a rolled repeat block's param (views of its stacked storage, which the
 //     block calls bind slice by slice to a formal): when every block call of those routines
-//     binds the storage as whole instance slices, each read in the block's body as above, and
-//     nothing else reads the storage or an instance; then every instance is int8, and the
-//     storage carries their int8_row too (its rows are the instances' rows one after another).
+//     (inference and decode bodies) binds the storage as whole instance slices, each read in
+//     the block's body as one operand of a product as above (not by a lookup), and nothing else
+//     reads the storage or an instance; then every instance is int8, and the storage carries
+//     their int8_row too (its rows are the instances' rows one after another). A param every
+//     instance shares (bound whole to a formal) stays float.
 // Buffer::int8_at and Program::int8_bytes lay out the int8 block: per param in Program::params
 // order (an instance a param of its own) its rows (elements bytes) then its scales (4 bytes a
 // row), each 64-byte aligned. Nothing else changes: the training state's routines

@@ -196,19 +196,19 @@ private:
                                "or 2.5e+4)", text));
     }
     if (bad) {
-      push(Tok::Error, b, pos_);
+      push(Tok::Error, b, pos_, text);  // (its spelling: a repeat count, parser.cpp)
       return;
     }
     double value = std::strtod(text.c_str(), nullptr);
     SourceRange r{static_cast<uint32_t>(b), static_cast<uint32_t>(pos_)};
     if (is_int && (text.size() > 15 || !std::isfinite(value))) {
       diags_.error(r, fmt::format("integer '{}' is too large", text));
-      push(Tok::Error, b, pos_);
+      push(Tok::Error, b, pos_, text);
       return;
     }
     if (!std::isfinite(value)) {
       diags_.error(r, fmt::format("number '{}' is out of range", text));
-      push(Tok::Error, b, pos_);
+      push(Tok::Error, b, pos_, text);
       return;
     }
     push(Tok::Number, b, pos_, text);

@@ -1,6 +1,7 @@
 #include "spec/parser.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fmt/format.h>
 
 #include "ops/op_table.h"
@@ -140,7 +141,8 @@ private:
   bool starts_repeat(size_t i) const {
     return toks_[i].kind == Tok::Ident && toks_[i].text == "repeat" && i + 1 < toks_.size() &&
            (toks_[i + 1].kind == Tok::Ident || toks_[i + 1].kind == Tok::Number ||
-            toks_[i + 1].kind == Tok::Error);
+            (toks_[i + 1].kind == Tok::Error && !toks_[i + 1].text.empty() &&
+             std::isdigit(static_cast<unsigned char>(toks_[i + 1].text[0]))));
   }
   // `end` alone on its line closes a repeat block (contextual too).
   bool is_end() const {

@@ -26,13 +26,29 @@ output z
 minimize loss with sgd(lr = 0.1)
 )";
 
-Compiled gen(const std::string& quantize) {
+// A rolled repeat block: w's instances are product operands in the bodies, g's are not.
+const char* kRolled = R"(model qr
+input x : [64]
+input y : [64]
+h = x
+repeat 3 carry h
+  param w : [64 -> 64]
+  param g : [64] = ones
+  h = relu(w * h) *. g
+end
+z = h
+loss = mean(cross_entropy(z, y))
+output z
+minimize loss with sgd(lr = 0.1)
+)";
+
+Compiled gen(const std::string& quantize, const char* spec = kSpec) {
   CompileOptions o;
   o.max_batch = 4;
   o.quantize = quantize;
   Compiled c;
   std::ostringstream err;
-  const int rc = compile("qt.cannl", kSpec, o, c, err, false);
+  const int rc = compile(spec == kSpec ? "qt.cannl" : "qr.cannl", spec, o, c, err, false);
   INFO(err.str());
   REQUIRE(rc == 0);
   return c;
@@ -69,6 +85,30 @@ TEST_CASE("quantize: the products' weights become int8 rows, the rest stays floa
   const auto card = nlohmann::json::parse(file(c, "qt.json"));
   CHECK(card["quantized"]["bytes"] == (64 * 32 + 64 * 4) + 64 * 4 + (32 * 64 + 32 * 4) + 10 * 64 * 4);
   CHECK(card["quantized"]["float_bytes"] == (64 * 32 + 64 + 32 * 64 + 10 * 64) * 4);
+}
+
+TEST_CASE("quantize: a rolled block's stacked weights are int8 instance by instance, its calls given each one's rows",
+          "[quantize][roll]") {
+  const Compiled c = gen("int8", kRolled);
+  const ir::Program& p = c.prog;
+  REQUIRE(p.blocks.size() == 1);  // still rolled
+  auto row = [&](const char* n) { return p.buffers[static_cast<size_t>(p.find(n))].int8_row; };
+  CHECK(row("w") == 64);  // the stacked storage
+  for (const char* n : {"w_0", "w_1", "w_2"}) CHECK(row(n) == 64);
+  for (const char* n : {"g", "g_0", "g_2"}) CHECK(row(n) == 0);
+  // each instance's rows then its scales, one after the other
+  CHECK(p.buffers[static_cast<size_t>(p.find("w_1"))].int8_at == 4096 + 256);
+  CHECK(p.int8_bytes == 3 * (4096 + 256));
+  const std::string& inf = file(c, "qr_inference.c");
+  CHECK(inf.find("int8_t *w[3];") != std::string::npos);
+  CHECK(inf.find("const int8_t *restrict w_int8,\n    const float *restrict w_int8_scale,") != std::string::npos);
+  CHECK(inf.find("cannl_sgemm_q8(m->gemm, n, 64, 64, 1.0f, h_in, 64, 1, w_int8, 64, w_int8_scale,") !=
+        std::string::npos);
+  CHECK(inf.find("m->int8.w[cannl_l], m->int8_scale.w[cannl_l],") != std::string::npos);
+  CHECK(inf.find("cannl_quantize_rows_q8((m->w + 4096), 64, 64, m->int8.w[1], m->int8_scale.w[1]);") !=
+        std::string::npos);
+  CHECK(file(c, "qr.h").find("#define QR_INT8_ROWS { 64, 64, 64, 0, 0, 0 }") != std::string::npos);
+  CHECK(file(c, "qr.c").find("int8") == std::string::npos);  // the training state: float
 }
 
 TEST_CASE("quantize: without --quantize nothing is int8 and the card has no quantized key", "[quantize]") {

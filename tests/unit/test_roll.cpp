@@ -1,4 +1,4 @@
-// Rolling repeat blocks (lower/roll.h) and the unroll bridge (ir/unroll_blocks.h): which
+// Rolling repeat blocks (lower/roll.h) and unrolling them back (ir/unroll_blocks.h): which
 // instances make a block, what stays expanded, stacked params and their views, the block's
 // bindings; rolling then unrolling gives lowering's program without rolling (up to buffer
 // renaming: the same nests, the same buffers); the verifier's checks of blocks and views.
@@ -402,8 +402,8 @@ TEST_CASE("the verifier checks blocks, bindings and views", "[roll][verify]") {
     CHECK(has(problems(l), "which its body writes"));
   }
   SECTION("a nest using a view after one used its stacked buffer") {
-    // (through the passes up to plan_blocks, then the whole unroll bridge: the C target keeps
-    // its block calls, and only unrolled nests use the views)
+    // (through the passes up to plan_blocks, then unroll_routines: both targets keep their
+    // block calls, and only unrolled nests use the views)
     CompileOptions o;
     o.max_batch = 4;
     o.emit = false;
@@ -432,7 +432,7 @@ TEST_CASE("the verifier checks blocks, bindings and views", "[roll][verify]") {
 namespace {
 
 // A spec compiled through pass `stop` at -O`level` (the blocks' bodies as the passes leave them,
-// before the unroll bridge), the IR verifier on.
+// before unroll_routines), the IR verifier on.
 ir::Program compiled_until(const std::string& text, const std::string& stop, int level,
                            const std::map<std::string, long>& dims = {}) {
   CompileOptions o;
@@ -594,11 +594,11 @@ TEST_CASE("a body's locals in the bytes of the formals they are written into or 
   }
 }
 
-TEST_CASE("the unroll bridge leaves no stack of saved activations and no scratch of a body", "[roll][passes]") {
+TEST_CASE("unroll_routines leaves no stack of saved activations and no scratch of a body", "[roll][passes]") {
   for (int level : {0, 2}) {
     INFO("-O" << level);
     ir::Program p = compiled_until(kResidual, "plan_blocks", level);
-    ir::unroll_routines(p);  // every routine (as the CUDA target's driver does; the C target's keeps the calls)
+    ir::unroll_routines(p);  // every routine (the reference: both targets keep the calls)
     CHECK(ir::verify_problems(p).empty());
     CHECK(p.blocks.empty());
     std::set<int> used;
