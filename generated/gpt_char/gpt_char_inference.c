@@ -609,10 +609,22 @@ static void layers_decode(
     set_qkv_cache(n, pos, seq, qkv_cache, qkv_mm, b_qkv_);
 
     /* line 37: att = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r) {
-        const cannl_attn_dims cannl_d = {1, 128, 32, 32, pos[cannl_r], 1, 0.17677669529663687, 0};
-        for (int64_t cannl_h = 0; cannl_h < 4; ++cannl_h)
-            cannl_attention_forward_f32(&cannl_d, qkv_cache + seq[cannl_r] * 49152 + 0 + pos[cannl_r] * 384 + cannl_h * 32, 384, qkv_cache + seq[cannl_r] * 49152 + 128 + 0 * 384 + cannl_h * 32, 384, qkv_cache + seq[cannl_r] * 49152 + 256 + 0 * 384 + cannl_h * 32, 384, att + cannl_r * 16384 + (0 * 4 + cannl_h) * 32, 128, att_lse + cannl_r * 512 + cannl_h * 128);
+    {
+        int64_t cannl_keys = 0;
+        for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r) cannl_keys += pos[cannl_r] + 1 < 128 ? pos[cannl_r] + 1 : 128;
+        const int cannl_par = cannl_keys * 256 >= CANNL_PARALLEL_MIN;
+        const int64_t cannl_parts = cannl_attention_decode_parts(n, 4, cannl_par);
+        CANNL_PRAGMA("omp parallel for if(cannl_par)")
+        for (int64_t cannl_w = 0; cannl_w < n * cannl_parts; ++cannl_w) {
+            const int64_t cannl_r = cannl_w / cannl_parts, cannl_c = cannl_w % cannl_parts;
+            const int64_t cannl_h0 = cannl_c * 4 / cannl_parts, cannl_h1 = (cannl_c + 1) * 4 / cannl_parts;
+            const cannl_attn_dims cannl_d = {1, 128, 32, 32, pos[cannl_r], 1, 0.17677669529663687, 0};
+            cannl_attention_decode_f32(&cannl_d, cannl_h0, cannl_h1, 1,
+                qkv_cache + seq[cannl_r] * 49152 + pos[cannl_r] * 384,
+                qkv_cache + seq[cannl_r] * 49152 + 128, 384,
+                qkv_cache + seq[cannl_r] * 49152 + 256, 384,
+                att + cannl_r * 16384, att_lse + cannl_r * 512, 128);
+        }
     }
 
     /* line 38: mid = x + (w_o * att + b_o) */

@@ -796,10 +796,22 @@ static void decode(struct gpt_tiny_infer *m, const real *const inputs[], int64_t
     set_qkv_cache(n, pos, seq, qkv_cache, qkv_mm, b_qkv);
 
     /* line 32: y = attention(qkv[0], qkv[1], qkv[2], causal = true) */
-    for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r) {
-        const cannl_attn_dims cannl_d = {1, 64, 32, 32, pos[cannl_r], 1, 0.17677669529663687, 0};
-        for (int64_t cannl_h = 0; cannl_h < 4; ++cannl_h)
-            cannl_attention_forward_f32(&cannl_d, qkv_cache + seq[cannl_r] * 24576 + 0 + pos[cannl_r] * 384 + cannl_h * 32, 384, qkv_cache + seq[cannl_r] * 24576 + 128 + 0 * 384 + cannl_h * 32, 384, qkv_cache + seq[cannl_r] * 24576 + 256 + 0 * 384 + cannl_h * 32, 384, y + cannl_r * 8192 + (0 * 4 + cannl_h) * 32, 128, y_lse + cannl_r * 256 + cannl_h * 64);
+    {
+        int64_t cannl_keys = 0;
+        for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r) cannl_keys += pos[cannl_r] + 1 < 64 ? pos[cannl_r] + 1 : 64;
+        const int cannl_par = cannl_keys * 256 >= CANNL_PARALLEL_MIN;
+        const int64_t cannl_parts = cannl_attention_decode_parts(n, 4, cannl_par);
+        CANNL_PRAGMA("omp parallel for if(cannl_par)")
+        for (int64_t cannl_w = 0; cannl_w < n * cannl_parts; ++cannl_w) {
+            const int64_t cannl_r = cannl_w / cannl_parts, cannl_c = cannl_w % cannl_parts;
+            const int64_t cannl_h0 = cannl_c * 4 / cannl_parts, cannl_h1 = (cannl_c + 1) * 4 / cannl_parts;
+            const cannl_attn_dims cannl_d = {1, 64, 32, 32, pos[cannl_r], 1, 0.17677669529663687, 0};
+            cannl_attention_decode_f32(&cannl_d, cannl_h0, cannl_h1, 1,
+                qkv_cache + seq[cannl_r] * 24576 + pos[cannl_r] * 384,
+                qkv_cache + seq[cannl_r] * 24576 + 128, 384,
+                qkv_cache + seq[cannl_r] * 24576 + 256, 384,
+                y + cannl_r * 8192, y_lse + cannl_r * 256, 64);
+        }
     }
 
     /* line 33: x1 = x0 + (w_o * y + b_o) */

@@ -890,39 +890,51 @@ std::string CEmitter::call_text(const ir::Call& c, bool& n_used) {
 
 // Over rows: for each row r < n, its query at position pos[r] of sequence slot seq[r] against
 // that slot's cached keys and values (a cache: [slots, T or ring, ...]; any other operand per
-// row at position 0: [batch, T, ...], row r at r's example).
+// row at position 0: [batch, T, ...], row r at r's example). One call per (row, part of its
+// key/value heads), every head of the part at once (cannl_attention_decode_*), the (row, part)
+// pairs in one parallel loop; the parts (cannl_attention_decode_parts) keep every thread busy
+// when the rows are fewer than the threads.
 std::string CEmitter::attention_rows(const ir::Call& c) {
   const std::string t = o_.f64 ? "f64" : "f32";
   const long kvh = c.heads / c.group;
+  // head 0 of row r's operand (at its position's row when `at`, a cache from its first row), and
+  // with `stride` the stride of its positions
   auto row = [&](int b, bool at, long width, long off, long row, bool kv, bool stride = true) {
     const long heads = kv ? kvh : c.heads;
-    const std::string h = kv && c.group > 1 ? fmt::format("(cannl_h / {})", c.group) : "cannl_h";
     const auto& bb = buf(b);
     const bool cache = bb.role == ir::Role::Cache;
     const std::string base = cache ? fmt::format("{} + seq[cannl_r] * {}", name(b), bb.elements() / bb.dims[0].size)
                                    : fmt::format("{} + cannl_r * {}", name(b), buffer_size(bb, true));
-    const std::string r = !at || !cache ? "0" : bb.ring ? fmt::format("(pos[cannl_r] % {})", bb.ring) : "pos[cannl_r]";
-    if (off == 0 && row == 0)
-      return fmt::format("{} + ({} * {} + {}) * {}", base, r, heads, h, width) +
-             (stride ? fmt::format(", {}", heads * width) : "");
-    return fmt::format("{} + {} + {} * {} + {} * {}", base, off, r, row, h, width) +
-           (stride ? fmt::format(", {}", row) : "");
+    const std::string r = !at || !cache ? "" : bb.ring ? fmt::format("(pos[cannl_r] % {})", bb.ring) : "pos[cannl_r]";
+    const long st = off == 0 && row == 0 ? heads * width : row;
+    return base + (off ? fmt::format(" + {}", off) : "") + (r.empty() ? "" : fmt::format(" + {} * {}", r, st)) +
+           (stride ? fmt::format(", {}", st) : "");
   };
-  const std::string lse = fmt::format("{} + cannl_r * {} + cannl_h * {}", name(c.lse), buffer_size(buf(c.lse), true),
-                                      c.tq);
-  std::string out = "    for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r) {\n";
-  out += fmt::format("        const cannl_attn_dims cannl_d = {{1, {}, {}, {}, pos[cannl_r], {}, {}, {}}};\n", c.tk,
+  // the keys the rows see (their sum: whether the loop is worth waking threads for)
+  const long most = c.window > 0 ? std::min(c.window, c.tk) : c.tk;
+  const std::string seen =
+      c.causal ? fmt::format("pos[cannl_r] + 1 < {0} ? pos[cannl_r] + 1 : {0}", most) : std::to_string(most);
+  std::string out = "    {\n        int64_t cannl_keys = 0;\n";
+  out += fmt::format("        for (int64_t cannl_r = 0; cannl_r < n; ++cannl_r) cannl_keys += {};\n", seen);
+  out += fmt::format("        const int cannl_par = cannl_keys * {} >= CANNL_PARALLEL_MIN;\n", c.heads * (c.e + c.f));
+  out += fmt::format("        const int64_t cannl_parts = cannl_attention_decode_parts(n, {}, cannl_par);\n", kvh);
+  out += "        CANNL_PRAGMA(\"omp parallel for if(cannl_par)\")\n";
+  out += "        for (int64_t cannl_w = 0; cannl_w < n * cannl_parts; ++cannl_w) {\n";
+  out += "            const int64_t cannl_r = cannl_w / cannl_parts, cannl_c = cannl_w % cannl_parts;\n";
+  // part c's query heads: those of its key/value heads [c kvh / parts, (c + 1) kvh / parts)
+  const std::string times = c.group > 1 ? fmt::format(" * {}", c.group) : "";
+  out += fmt::format("            const int64_t cannl_h0 = cannl_c * {0} / cannl_parts{1}, "
+                     "cannl_h1 = (cannl_c + 1) * {0} / cannl_parts{1};\n",
+                     kvh, times);
+  out += fmt::format("            const cannl_attn_dims cannl_d = {{1, {}, {}, {}, pos[cannl_r], {}, {}, {}}};\n", c.tk,
                      c.e, c.f, c.causal ? 1 : 0, num_double(c.scale), c.window);
-  out += fmt::format("        for (int64_t cannl_h = 0; cannl_h < {}; ++cannl_h)\n", c.heads);
-  if (c.ring)
-    out += fmt::format("            cannl_attention_ring_{}(&cannl_d, {}, {}, {}, {}, {});\n", t,
-                       row(c.q, true, c.e, c.q_off, c.q_row, false, false), row(c.k, false, c.e, c.k_off, c.k_row, true),
-                       row(c.v, false, c.f, c.v_off, c.v_row, true), row(c.o, true, c.f, 0, 0, false, false), lse);
-  else
-    out += fmt::format("            cannl_attention_forward_{}(&cannl_d, {}, {}, {}, {}, {});\n", t,
-                       row(c.q, true, c.e, c.q_off, c.q_row, false), row(c.k, false, c.e, c.k_off, c.k_row, true),
-                       row(c.v, false, c.f, c.v_off, c.v_row, true), row(c.o, true, c.f, 0, 0, false), lse);
-  return out + "    }\n";
+  out += fmt::format("            cannl_attention_decode_{}(&cannl_d, cannl_h0, cannl_h1, {},\n", t, c.group);
+  out += fmt::format("                {},\n                {},\n                {},\n",
+                     row(c.q, true, c.e, c.q_off, c.q_row, false, false), row(c.k, false, c.e, c.k_off, c.k_row, true),
+                     row(c.v, false, c.f, c.v_off, c.v_row, true));
+  out += fmt::format("                {}, {} + cannl_r * {}, {});\n", row(c.o, true, c.f, 0, 0, false, false),
+                     name(c.lse), buffer_size(buf(c.lse), true), c.tq);
+  return out + "        }\n    }\n";
 }
 
 std::string CEmitter::embedding_text(const ir::Call& c) {

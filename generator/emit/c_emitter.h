@@ -205,11 +205,13 @@ private:
   // (they add into the same dk, dv rows).
   std::string call_text(const ir::Call& c, bool& n_used);
 
-  // The decode routine's attention: for each row r < n, per head, the query at position pos[r]
+  // The decode routine's attention: for each row r < n, every head's query at position pos[r]
   // against the cached keys and values of positions 0 .. pos[r] of its slot seq[r]
   // (cannl_attention.h's q_offset); with a window whose caches are rings (ir::Call::ring), the
-  // last positions' keys from their rows pos[r] % ring (cannl_attention_ring_*). Grouped-query:
-  // key/value head cannl_h / group.
+  // last positions' keys from their rows pos[r] % ring. One cannl_attention_decode_* call per
+  // (row, part of its key/value heads), the pairs in one parallel loop (the parts:
+  // cannl_attention_decode_parts, several only when the rows are fewer than the threads).
+  // Grouped-query: key/value head h / group.
   std::string attention_rows(const ir::Call& c);
 
   // Embedding: the gather, a row per position in parallel; the scatter-add, blocks of 64

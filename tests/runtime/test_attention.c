@@ -1,11 +1,14 @@
 /* test_attention.c - cannl_attention.h against a direct computation in long double (the full
  * score matrix, softmax, and its exact gradient), for float and double, causal or not, tiles
  * partly filled, strided rows, decode steps (one query at an offset), keyless queries and
- * sliding windows; and the decode step over a ring of keys against the forward kernel. */
+ * sliding windows; and the decode step over a ring of keys against the forward kernel; and the
+ * decode row over several heads (cannl_attention_decode_*) against the forward kernel, the same
+ * bits for any split of its heads. */
 #include "cannl_attention.h"
 #include "rt_test.h"
 
 #include <math.h>
+#include <string.h>
 
 typedef long double LD;
 
@@ -191,6 +194,68 @@ static double run_ring(int64_t len, int64_t rows, int64_t window, int64_t e, int
   return worst;
 }
 
+/* A decode row over `heads` query heads in groups of `group` (cannl_attention_decode_*): a fused
+ * cache row per position [queries | keys | values] (kv = heads / group key/value heads), the
+ * position s in row s % rows (a ring when rows < len); at each position pos (causal), or once over
+ * every row (not causal: rows = len), against the forward kernel per head on the whole sequence
+ * in double. Returns the largest relative difference in double; *e32 that in float. Also every
+ * head computed alone, and the heads split in two, must give the same bits as all of them. */
+static double run_decode(int64_t heads, int64_t group, int64_t e, int64_t f, int64_t len, int64_t rows,
+                         int64_t window, int causal, uint64_t seed, double *e32) {
+  const int64_t kv = heads / group, w = heads * e + kv * e + kv * f, ko = heads * e, vo = heads * e + kv * e;
+  double *q = malloc((size_t)(len * heads * e) * 8), *k = malloc((size_t)(len * kv * e) * 8);
+  double *v = malloc((size_t)(len * kv * f) * 8), *c = calloc((size_t)(rows * w), 8);
+  float *fq = malloc((size_t)(heads * e) * 4), *fc = calloc((size_t)(rows * w), 4);
+  double *o = malloc((size_t)(heads * f) * 8), *ro = malloc((size_t)(heads * f) * 8);
+  double *ho = malloc((size_t)(heads * f) * 8);
+  float *fo = malloc((size_t)(heads * f) * 4), *fho = malloc((size_t)(heads * f) * 4);
+  double lse[64], rl[64], hl[64];
+  float fl[64], fhl[64];
+  for (int64_t i = 0; i < len * heads * e; ++i) q[i] = 2 * next_value(&seed);
+  for (int64_t i = 0; i < len * kv * e; ++i) k[i] = 2 * next_value(&seed);
+  for (int64_t i = 0; i < len * kv * f; ++i) v[i] = next_value(&seed);
+  double worst = 0, worst32 = 0;
+  for (int64_t pos = 0; pos < len; ++pos) {
+    double *cr = c + (pos % rows) * w;
+    float *fcr = fc + (pos % rows) * w;
+    for (int64_t x = 0; x < kv * e; ++x) cr[ko + x] = k[pos * kv * e + x], fcr[ko + x] = (float)k[pos * kv * e + x];
+    for (int64_t x = 0; x < kv * f; ++x) cr[vo + x] = v[pos * kv * f + x], fcr[vo + x] = (float)v[pos * kv * f + x];
+    if (!causal && pos < len - 1) continue;
+    const double *qp = q + pos * heads * e;
+    for (int64_t x = 0; x < heads * e; ++x) fq[x] = (float)qp[x];
+    const cannl_attn_dims full = {1, causal ? pos + 1 : len, e, f, pos, causal, 0.3, window};
+    const cannl_attn_dims dd = {1, rows, e, f, pos, causal, 0.3, window};
+    for (int64_t h = 0; h < heads; ++h)
+      cannl_attention_forward_f64(&full, qp + h * e, e, k + (h / group) * e, kv * e, v + (h / group) * f, kv * f,
+                                  ro + h * f, f, rl + h);
+    cannl_attention_decode_f64(&dd, 0, heads, group, qp, c + ko, w, c + vo, w, o, lse, 1);
+    cannl_attention_decode_f32(&dd, 0, heads, group, fq, fc + ko, w, fc + vo, w, fo, fl, 1);
+    for (int64_t h = 0; h < heads; ++h) {
+      worst = fmax(worst, fabs(lse[h] - rl[h]) / fmax(1, fabs(rl[h])));
+      worst32 = fmax(worst32, fabs(fl[h] - rl[h]) / fmax(1, fabs(rl[h])));
+      for (int64_t x = 0; x < f; ++x) {
+        const double r = ro[h * f + x];
+        worst = fmax(worst, fabs(o[h * f + x] - r) / fmax(1, fabs(r)));
+        worst32 = fmax(worst32, fabs(fo[h * f + x] - r) / fmax(1, fabs(r)));
+      }
+    }
+    /* each head alone, then the heads split at heads / 2 + 1 */
+    for (int split = 0; split < 2; ++split) {
+      const int64_t cut = heads / 2 + 1 < heads ? heads / 2 + 1 : heads;
+      for (int64_t h = 0; h < heads; h += split ? cut : 1) {
+        const int64_t h1 = split ? (h + cut < heads ? h + cut : heads) : h + 1;
+        cannl_attention_decode_f64(&dd, h, h1, group, qp, c + ko, w, c + vo, w, ho, hl, 1);
+        cannl_attention_decode_f32(&dd, h, h1, group, fq, fc + ko, w, fc + vo, w, fho, fhl, 1);
+      }
+      CHECK(memcmp(ho, o, (size_t)(heads * f) * 8) == 0 && memcmp(hl, lse, (size_t)heads * 8) == 0);
+      CHECK(memcmp(fho, fo, (size_t)(heads * f) * 4) == 0 && memcmp(fhl, fl, (size_t)heads * 4) == 0);
+    }
+  }
+  *e32 = worst32;
+  free(q), free(k), free(v), free(c), free(fq), free(fc), free(o), free(ro), free(ho), free(fo), free(fho);
+  return worst;
+}
+
 /* One query (tq = 1: the decode step's fast path) against the tiled path: the same query as the
  * second row of a two-query call (q_offset one less; each row's result is its own), in a fused
  * buffer of `heads` query heads that share one key/value head (grouped-query attention: one call
@@ -280,6 +345,26 @@ int main(void) {
     CHECK(e < 1e-12);
     CHECK(e32 < 2e-5);
   }
+  /* a decode row over several heads: GPT-like, grouped-query, a window's ring, a ring longer than
+   * the window, odd widths (the vectors' tails), more heads than a chunk, not causal */
+  const int64_t dec[][8] = {{4, 1, 64, 64, 40, 40, 0, 1},  {6, 3, 16, 16, 37, 37, 0, 1}, {4, 2, 8, 8, 30, 7, 7, 1},
+                            {3, 1, 12, 12, 45, 20, 9, 1},  {5, 5, 13, 11, 19, 19, 0, 1}, {20, 2, 8, 8, 21, 21, 0, 1},
+                            {3, 1, 16, 8, 33, 33, 0, 0}, {2, 1, 8, 8, 40, 40, 1, 1}};
+  for (size_t i = 0; i < sizeof dec / sizeof dec[0]; ++i) {
+    const int64_t *r = dec[i];
+    double e32 = 0, e = run_decode(r[0], r[1], r[2], r[3], r[4], r[5], r[6], (int)r[7], 5000 + i, &e32);
+    printf("decode %zu (heads %lld group %lld e %lld f %lld len %lld rows %lld window %lld causal %d): "
+           "f64 %.2e, f32 %.2e\n", i, (long long)r[0], (long long)r[1], (long long)r[2], (long long)r[3],
+           (long long)r[4], (long long)r[5], (long long)r[6], (int)r[7], e, e32);
+    CHECK(e < 1e-12);
+    CHECK(e32 < 2e-5);
+  }
+  CHECK(cannl_attention_decode_parts(8, 12, 0) == 1);
+  for (int64_t rows = 1; rows <= 9; ++rows) {
+    const int64_t p = cannl_attention_decode_parts(rows, 12, 1);
+    CHECK(p >= 1 && p <= 12);
+  }
+  CHECK(cannl_attention_decode_parts(1, 1, 1) == 1);
   /* one query against the tiled path: q_st here is the offset between query heads in the
    * fused row; decode at several positions (tiles partly filled, the 4-key blocks' tails), odd
    * widths (the vectors' tails), windows, not causal, no key seen, rows too wide to transpose */
