@@ -11,31 +11,11 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
-__attribute__((__simd__("notinbranch"))) extern float expf(float);
-__attribute__((__simd__("notinbranch"))) extern double exp(double);
-#endif
-
 #define AD_VBYTES 16
-#define AD_EXP expf
-#define AD_LOG logf
-#define AD_R float
-#define AD_NAME cannl__attn_decode_base_f32
-#include "attention_decode_impl.h"
-#undef AD_R
-#undef AD_NAME
-#undef AD_EXP
-#undef AD_LOG
-#define AD_EXP exp
-#define AD_LOG log
-#define AD_R double
-#define AD_NAME cannl__attn_decode_base_f64
-#include "attention_decode_impl.h"
-#undef AD_R
-#undef AD_NAME
-#undef AD_EXP
-#undef AD_LOG
+#define AD_PREFIX cannl__attn_decode_base
+#include "attention_decode_types.h"
 #undef AD_VBYTES
+#undef AD_PREFIX
 
 typedef void (*decode_f32)(const cannl_attn_dims *, int64_t, int64_t, int64_t, const float *, const float *, int64_t,
                            const float *, int64_t, float *, float *, int64_t);

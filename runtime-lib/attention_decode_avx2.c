@@ -9,23 +9,6 @@
 #if !defined(__AVX2__)
 #error "attention_decode_avx2.c is compiled with -march=x86-64-v3 (runtime-lib/CMakeLists.txt)"
 #endif
-#if defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
-__attribute__((__simd__("notinbranch"))) extern float expf(float);
-__attribute__((__simd__("notinbranch"))) extern double exp(double);
-#endif
-
 #define AD_VBYTES 32
-#define AD_EXP expf
-#define AD_LOG logf
-#define AD_R float
-#define AD_NAME cannl__attn_decode_avx2_f32
-#include "attention_decode_impl.h"
-#undef AD_R
-#undef AD_NAME
-#undef AD_EXP
-#undef AD_LOG
-#define AD_EXP exp
-#define AD_LOG log
-#define AD_R double
-#define AD_NAME cannl__attn_decode_avx2_f64
-#include "attention_decode_impl.h"
+#define AD_PREFIX cannl__attn_decode_avx2
+#include "attention_decode_types.h"

@@ -1,8 +1,8 @@
 /* attention_decode_impl.h - the body of cannl_attention_decode_* (cannl_attention.h) for one element
  * type and vector width. Included by attention_decode.c (16-byte vectors: baseline x86-64 or any CPU)
  * and, on x86-64, attention_decode_avx2.c (32 bytes) and attention_decode_avx512.c (64 bytes), each
- * compiled with its own -march, with AD_R (float or double), AD_NAME (the function), AD_EXP and
- * AD_LOG (expf and logf, or exp and log) and AD_VBYTES defined.
+ * compiled with its own -march, through attention_decode_types.h, with AD_R (float or double),
+ * AD_NAME (the function), AD_EXP and AD_LOG (expf and logf, or exp and log) and AD_VBYTES defined.
  *
  * One decode row, its query heads [h0, h1) (AD_HB at a time), against the cached keys and values,
  * the cache read once, in one pass over blocks of AD_KB key positions (online softmax per block):
