@@ -75,7 +75,9 @@ typedef enum cannl_isa {
 
 /* The instruction set to run: the best this CPU and OS support, lowered to the environment
  * variable CANNL_ISA (avx512, avx2 or sse2) when that names a lower one (it never raises it).
- * A CANNL_ISA naming none of them: CANNL_E_ARG, and *isa is the CPU's best. */
+ * CANNL_ISA=amx is the same as unset: the best, and the products use AMX where the CPU has it
+ * (Intel's tile unit; any other CANNL_ISA turns AMX off). A CANNL_ISA naming none of them:
+ * CANNL_E_ARG, and *isa is the CPU's best. */
 cannl_status cannl_isa_select(cannl_isa *isa, cannl_error *err);
 
 /* "avx512", "avx2" or "sse2". */

@@ -26,6 +26,7 @@ struct cannl_gemm {
     const cannl__gemm_kernel *kernel;
     int bf16;           /* kernel is gemm_bf16.c's (cannl_gemm_set_precision) */
     int vnni;           /* isa is AVX-512 and the CPU has VNNI and BW (the int8 products' kernel, quant.c) */
+    int amx;            /* cannl__amx_features() when isa is AVX-512, else 0 */
     int slots;          /* threads that have a workspace slot */
     size_t slot_bytes;  /* a multiple of 64 */
     unsigned char *ws;  /* slots x slot_bytes */
@@ -51,6 +52,7 @@ cannl_gemm *cannl_gemm_create(cannl_dtype dtype, int threads) {
     g->kernel = kernel_for(g->isa, dtype);
 #if defined(CANNL_GEMM_X86) && (defined(__GNUC__) || defined(__clang__))
     g->vnni = g->isa == CANNL_ISA_AVX512 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+    g->amx = g->isa == CANNL_ISA_AVX512 ? cannl__amx_features() : 0;
 #endif
     g->slots = threads > 1 ? threads : 1;
     const cannl__gemm_kernel *k = g->kernel;
@@ -74,6 +76,8 @@ void cannl_gemm_free(cannl_gemm *g) {
 cannl_isa cannl_gemm_isa(const cannl_gemm *g) { return g->isa; }
 
 int cannl__gemm_vnni(const cannl_gemm *g) { return g->vnni; }
+
+int cannl__gemm_amx(const cannl_gemm *g) { return g->amx; }
 
 void *cannl__gemm_scratch(cannl_gemm *g, size_t bytes) {
     return g && bytes <= g->slot_bytes * (size_t)g->slots ? g->ws : NULL;

@@ -8,6 +8,7 @@
 #define CANNL_GEMM_INTERNAL_H
 
 #include "cannl_rt.h"
+#include "rt_internal.h" /* cannl__amx_features */
 
 typedef struct cannl__gemm_kernel {
     long mr, nr;        /* register tile of C: mr rows x nr columns */
@@ -49,6 +50,9 @@ CANNL__Q8_KERNEL(cannl__q8_base);
 #ifdef CANNL_GEMM_X86
 CANNL__Q8_KERNEL(cannl__q8_avx2);   /* quant_avx2.c: AVX2 */
 CANNL__Q8_KERNEL(cannl__q8_avx512); /* quant_avx512.c: AVX-512 VNNI */
+#ifdef CANNL_GEMM_AMX
+CANNL__Q8_KERNEL(cannl__q8_amx); /* quant_amx.c: AMX-INT8 tiles (two or more rows of X) */
+#endif
 #endif
 
 /* gemm.c: g's packing workspace when it holds `bytes` (quant.c's quantised X, between products:
@@ -57,5 +61,8 @@ void *cannl__gemm_scratch(cannl_gemm *g, size_t bytes);
 /* 1 when g's instruction set is AVX-512 and the CPU has VNNI and BW: the int8 products' kernel
    (quant.c), decided once when g is created. */
 int cannl__gemm_vnni(const cannl_gemm *g);
+/* The AMX operations g's products may use (cannl__amx_features when g's instruction set is
+   AVX-512, else 0), decided once when g is created. */
+int cannl__gemm_amx(const cannl_gemm *g);
 
 #endif /* CANNL_GEMM_INTERNAL_H */

@@ -1,6 +1,7 @@
 /* isa.c - the instruction set of the runtime's kernels (gemm.c): the CPU's best, from cpuid
  * through the compiler's __builtin_cpu_supports (which also checks that the OS saves the
- * vector registers), lowered by the CANNL_ISA environment variable. Apart from gemm.c, so
+ * vector registers), lowered by the CANNL_ISA environment variable (`amx` names the best: the
+ * products' AMX kernels, amx.c, run only under it or none). Apart from gemm.c, so
  * that the programs can check CANNL_ISA without linking the kernels (and OpenMP). */
 #include "rt_internal.h"
 
@@ -30,11 +31,11 @@ cannl_status cannl_isa_select(cannl_isa *isa, cannl_error *err) {
     const cannl_isa cpu = cpu_isa();
     *isa = cpu;
     const char *want = getenv("CANNL_ISA");
-    if (!want || !*want) return CANNL_OK;
+    if (!want || !*want || strcmp(want, "amx") == 0) return CANNL_OK; /* amx: the best (amx.c) */
     for (int i = CANNL_ISA_SSE2; i <= CANNL_ISA_AVX512; ++i)
         if (strcmp(want, cannl_isa_name((cannl_isa)i)) == 0) {
             if ((cannl_isa)i < cpu) *isa = (cannl_isa)i;
             return CANNL_OK;
         }
-    return cannl__fail(err, CANNL_E_ARG, NULL, "CANNL_ISA=%s: expected avx512, avx2 or sse2", want);
+    return cannl__fail(err, CANNL_E_ARG, NULL, "CANNL_ISA=%s: expected amx, avx512, avx2 or sse2", want);
 }

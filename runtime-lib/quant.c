@@ -63,6 +63,9 @@ void cannl_dequantize_rows_q8(const int8_t *q, const float *scale, int64_t rows,
    runs the AVX2 kernel, which every AVX-512 CPU has). */
 static cannl__q8_kernel kernel_for(const cannl_gemm *g) {
 #ifdef CANNL_GEMM_X86
+#ifdef CANNL_GEMM_AMX
+    if (g && cannl__gemm_vnni(g) && (cannl__gemm_amx(g) & CANNL__AMX_INT8)) return cannl__q8_amx;
+#endif
     if (g && cannl__gemm_vnni(g)) return cannl__q8_avx512; /* decided once, when g was created */
     if (g && cannl_gemm_isa(g) >= CANNL_ISA_AVX2) return cannl__q8_avx2;
 #else

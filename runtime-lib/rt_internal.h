@@ -48,6 +48,13 @@ typedef enum cannl__num { CANNL__NUM_OK = 0, CANNL__NUM_SYNTAX, CANNL__NUM_RANGE
  * CANNL__NUM_RANGE: the syntax is fine but the value overflows a double (1e999). */
 cannl__num cannl__parse_decimal(const char *s, double *out);
 
+/* amx.c --------------------------------------------------------------- */
+
+/* The AMX tile operations this process may run, CANNL__AMX_INT8 | CANNL__AMX_BF16, or 0
+ * (no AMX, an OS that does not grant it, or CANNL_ISA naming an instruction set below amx). */
+enum { CANNL__AMX_INT8 = 1, CANNL__AMX_BF16 = 2 };
+int cannl__amx_features(void);
+
 /* Index of the first inf or nan among n values of dtype at p, or -1. */
 int64_t cannl__first_nonfinite(const void *p, size_t n, cannl_dtype dtype);
 

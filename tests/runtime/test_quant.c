@@ -70,7 +70,7 @@ int main(void) {
     for (int k = 0; k < 8; ++k) CHECK(fabsf(back[k] - w[k]) <= s[k / 4] / 2);
 
     /* Random weights: the round trip within half a scale per row. */
-    enum { R = 37, KMAX = 131, MMAX = 15 };
+    enum { R = 37, KMAX = 131, MMAX = 20 };
     static float wr[R * KMAX], wb[R * KMAX];
     static int8_t qr[R * (KMAX + 3)];
     static float sr[R];
@@ -85,16 +85,17 @@ int main(void) {
     for (int i = 0; i < R * (KMAX + 3); ++i) W[i] = (int8_t)((int)(next_value() * 127.0f));
     static float X[MMAX * KMAX], C[(MMAX + 1) * R], C1[(MMAX + 1) * R], Cp[(MMAX + 1) * R], Crow[(MMAX + 1) * R];
     for (int i = 0; i < MMAX * KMAX; ++i) X[i] = next_value();
-    const long Ms[] = {1, 2, 3, 5, 6, 7, 8, 9, 15}, Ns[] = {1, 3, 4, 7, 33, 37}, Ks[] = {1, 7, 8, 16, 17, 100, 131};
+    const long Ms[] = {1, 2, 3, 5, 6, 7, 8, 9, 15, 16, 20}, Ns[] = {1, 3, 4, 7, 33, 37}, Ks[] = {1, 7, 8, 16, 17, 100, 131};
     cannl_gemm *base = NULL;
     setenv("CANNL_ISA", "sse2", 1);
     base = cannl_gemm_create(CANNL_F32, 1);
     CHECK(base && cannl_gemm_isa(base) == CANNL_ISA_SSE2);
     int tested = 0;
-    for (int isa = CANNL_ISA_SSE2; isa <= CANNL_ISA_AVX512; ++isa) {
-        setenv("CANNL_ISA", cannl_isa_name((cannl_isa)isa), 1);
+    for (int v = CANNL_ISA_SSE2; v <= CANNL_ISA_AVX512 + 1; ++v) { /* and AVX-512 with AMX where there is */
+        const cannl_isa isa = v > CANNL_ISA_AVX512 ? CANNL_ISA_AVX512 : (cannl_isa)v;
+        setenv("CANNL_ISA", v > CANNL_ISA_AVX512 ? "amx" : cannl_isa_name(isa), 1);
         cannl_gemm *g = cannl_gemm_create(CANNL_F32, 3);
-        if (!g || cannl_gemm_isa(g) != (cannl_isa)isa) { /* this CPU has not got it */
+        if (!g || cannl_gemm_isa(g) != isa) { /* this CPU has not got it */
             cannl_gemm_free(g);
             continue;
         }
@@ -200,7 +201,7 @@ int main(void) {
         }
         /* One weight row for every output (w_r 0), one row of X and eight: each output the row's. */
         {
-            enum { BK = 70, BN = 9 };
+            enum { BK = 72, BN = 18 }; /* (AMX: 16 rows of a tile from one) */
             float bc[8 * BN];
             for (long m = 1; m <= 8; m += 7) {
                 cannl_sgemm_q8(g, m, BN, BK, 1.0f, wr, KMAX, 1, qr, 0, sr, bc, BN, 1, 1);
