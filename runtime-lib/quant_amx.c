@@ -75,7 +75,7 @@ static void finish(int m, int32_t (*S)[16], long kf, int kt, const int8_t *w, lo
     const __mmask16 mk = (__mmask16)((1u << m) - 1);
     const __m512 d = _mm512_maskz_loadu_ps(mk, xd);
     for (int j = 0; j < 16; ++j) {
-        const __m512 t = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_load_si512((const void *)S[j])));
+        const __m512 t = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_maskz_load_epi32(mk, (const void *)S[j])));
         float v[16];
         _mm512_storeu_ps(v, _mm512_mul_ps(_mm512_set1_ps(alpha * scale[j]), t));
         float *o = C + j * c_w;
@@ -138,8 +138,8 @@ static void pass(int m, long nx, long n16, long K, float alpha, const uint8_t *P
     }
 }
 
-/* P for nx tiles of m rows of X from row i0: P[x][b][r][4 i + t] = X[i0 + x m + i][64 b + 4 r + t] for
-   the whole blocks b < K / 64. */
+/* P for nx tiles of m rows of X: P[x][b][r][4 i + t] = X[x m + i][64 b + 4 r + t] for the whole
+   blocks b < K / 64. */
 static void pack(uint8_t *P, long nx, int m, long blocks, const uint8_t *X, long x_r) {
     for (long x = 0; x < nx; ++x)
         for (long b = 0; b < blocks; ++b)

@@ -75,7 +75,6 @@ struct gpt_char_infer {
     int32_t *decode_ids; /* [max_batch, 128] a step's ids: row r's at r * 128 */
     int64_t *decode_pos, *decode_seq; /* [max_batch] a step's rows: position, sequence */
     real *decode_logits; /* [max_batch, 256] a batched prefill's rows */
-    int32_t *decode_rs; /* [2, max_batch] a batched prefill's rows: sequence, then id */
     int64_t *decode_from; /* [max_batch] a batched prefill's rows: the prompt of each */
     cannl_gemm *gemm; /* the matrix products' kernel and packing workspace (runtime-lib/gemm.c) */
 };
@@ -1085,9 +1084,8 @@ static struct gpt_char_infer *create_state(int64_t max_batch, int with_params) {
     m->decode_pos = (int64_t *)calloc((size_t)max_batch, sizeof *m->decode_pos);
     m->decode_seq = (int64_t *)calloc((size_t)max_batch, sizeof *m->decode_seq);
     m->decode_logits = (real *)calloc((size_t)max_batch * 256, sizeof *m->decode_logits);
-    m->decode_rs = (int32_t *)calloc((size_t)max_batch * 2, sizeof *m->decode_rs);
     m->decode_from = (int64_t *)calloc((size_t)max_batch, sizeof *m->decode_from);
-    if (!m->decode_len || !m->decode_ids || !m->decode_pos || !m->decode_seq || !m->decode_logits || !m->decode_rs ||
+    if (!m->decode_len || !m->decode_ids || !m->decode_pos || !m->decode_seq || !m->decode_logits ||
         !m->decode_from) {
         gpt_char_infer_destroy(m);
         return NULL;
@@ -1107,7 +1105,7 @@ void gpt_char_infer_destroy(struct gpt_char_infer *m) {
     cannl_free(m->arena);
     cannl_gemm_free(m->gemm);
     free(m->decode_len), free(m->decode_ids), free(m->decode_pos), free(m->decode_seq), free(m->decode_logits);
-    free(m->decode_rs), free(m->decode_from);
+    free(m->decode_from);
     free(m);
 }
 
@@ -1220,18 +1218,33 @@ cannl_status gpt_char_decode_prefill_batch(struct gpt_char_infer *m, int64_t n, 
         if (count[i] > longest) longest = count[i];
     }
     for (int64_t i = 0; i < n; ++i) m->decode_len[seq[i]] = 0;
-    /* position t of every prompt still that long, in one step; a prompt's last logits kept */
-    for (int64_t t = 0; t < longest; ++t) {
-        int32_t *rs = m->decode_rs, *rid = m->decode_rs + m->max_batch;
-        int64_t *from = m->decode_from, rows = 0;
-        for (int64_t i = 0; i < n; ++i)
-            if (t < count[i]) rs[rows] = seq[i], rid[rows] = ids[i][t], from[rows++] = i;
-        gpt_char_decode_step_batch(m, rows, rs, rid, logits ? m->decode_logits : NULL);
-        for (int64_t r = 0; logits && r < rows; ++r)
-            if (t + 1 == count[from[r]])
-                memcpy(logits + from[r] * 256, m->decode_logits + r * 256,
-                       (size_t)256 * sizeof(real));
-    }
+    /* The prompts' positions in steps of up to max_batch rows, position t of every prompt still that
+       long in order of t: several positions of one prompt share a step (its products then read each
+       weight once for them all), each row seeing the keys of the rows before it, which the step
+       writes to the cache before any attention reads it. A prompt's last logits kept. */
+    const real *inputs[GPT_CHAR_NUM_INPUTS] = {0};
+    real *outputs[1] = {logits ? m->decode_logits : NULL};
+    inputs[0] = (const real *)(const void *)m->decode_ids;
+    int64_t rows = 0;
+    for (int64_t t = 0; t < longest; ++t)
+        for (int64_t i = 0; i < n; ++i) {
+            if (t < count[i]) {
+                m->decode_ids[rows * 128] = ids[i][t];
+                m->decode_pos[rows] = t;
+                m->decode_seq[rows] = seq[i];
+                m->decode_from[rows++] = i;
+            }
+            const int last = t + 1 == longest && i + 1 == n;
+            if (rows > 0 && (rows == m->max_batch || last)) {
+                decode(m, inputs, rows, m->decode_pos, m->decode_seq, outputs);
+                for (int64_t r = 0; logits && r < rows; ++r)
+                    if (m->decode_pos[r] + 1 == count[m->decode_from[r]])
+                        memcpy(logits + m->decode_from[r] * 256, m->decode_logits + r * 256,
+                               (size_t)256 * sizeof(real));
+                rows = 0;
+            }
+        }
+    for (int64_t i = 0; i < n; ++i) m->decode_len[seq[i]] = count[i];
     return CANNL_OK;
 }
 
