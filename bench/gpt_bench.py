@@ -40,7 +40,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench import MALLOC_TUNABLES  # noqa: E402  (the malloc settings every bench process runs with)
+from bench import MALLOC_TUNABLES, openblas_core  # noqa: E402  (the malloc settings every bench process runs with)
 
 # model: ctx, batch, (warmup, timed steps) for the step bench, loss steps, validation windows
 MODELS = {
@@ -118,6 +118,8 @@ def env_for(threads):
     # not know), which would hand PyTorch slower products than its own detection picks.
     for k in ("ATEN_CPU_CAPABILITY", "DNNL_MAX_CPU_ISA", "OPENBLAS_CORETYPE"):
         env.pop(k, None)
+    if openblas_core():  # (a CPU OpenBLAS does not know: its best core it runs, not its generic one)
+        env["OPENBLAS_CORETYPE"] = openblas_core()
     # glibc's malloc reuses freed blocks instead of unmapping them (see bench.py).
     env["GLIBC_TUNABLES"] = MALLOC_TUNABLES
     env["OMP_NUM_THREADS"] = str(threads)

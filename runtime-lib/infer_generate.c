@@ -360,8 +360,9 @@ static int generate_batch(seq *q, int64_t nq, const shared *sh, char *logits) {
 int64_t cannl__generate_rows(const cannl_infer_model *model, const cannl__infer_opts *o) {
     const cannl_decode_api *dec = model->decode;
     const char *full = getenv("CANNL_GENERATE_FULL_FORWARD");
-    if (!o->prompts || !dec || !dec->step_batch || !dec->reset || (full && *full && strcmp(full, "0") != 0)) return 1;
-    int64_t rows = o->batch_set ? o->batch : CANNL__PROMPTS_AT_ONCE;
+    if (!dec || !dec->step_batch || !dec->reset || (full && *full && strcmp(full, "0") != 0)) return 1;
+    /* (one prompt: its prefill's positions that many per step, in slot 0) */
+    int64_t rows = o->prompts && o->batch_set ? o->batch : CANNL__PROMPTS_AT_ONCE;
     if (rows > dec->seqs) rows = dec->seqs;
     return rows < model->api->max_batch ? rows : model->api->max_batch;
 }

@@ -42,9 +42,10 @@ void cannl__infer_opts_free(cannl__infer_opts *o);
 /* --generate: the prompt and o->generate sampled tokens to stdout, re-running forward on the
  * current window per token (infer_generate.c). m holds the params. Returns the exit status. */
 int cannl__infer_generate(const cannl_infer_model *model, void *m, const cannl__infer_opts *o);
-/* The rows a state runs for --generate: with --prompts and the model's batched decode steps,
-   --batch's lines at once (default CANNL__PROMPTS_AT_ONCE), at most the model's max batch (the
-   state is created for that many: one KV cache slot each); else 1. */
+/* The rows a state runs for --generate: with the model's batched decode steps, --prompts'
+   --batch lines at once (default CANNL__PROMPTS_AT_ONCE; one prompt: its prefill's positions
+   CANNL__PROMPTS_AT_ONCE per step), at most the model's max batch (the state is created for that
+   many: one KV cache slot each, untouched unless used); else 1. */
 int64_t cannl__generate_rows(const cannl_infer_model *model, const cannl__infer_opts *o);
 #define CANNL__MAX_PROMPTS 65536   /* --prompts: lines at most */
 #define CANNL__PROMPTS_AT_ONCE 8   /* --prompts: lines per batched decode without --batch */
