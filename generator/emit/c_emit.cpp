@@ -348,9 +348,7 @@ void CEmitter::inference(data& d) {
     d.set("decode_output", name(dec->io.outputs[0]));
     d.set("decode_state", p_.model + "_infer");  // templates/common/decode_*.c.mustache
     d.set("decode_wrap", true);
-    // (a prefill step holds one position of each prompt when a cache is a ring: decode.cpp)
-    d.set("decode_ring", std::any_of(p_.buffers.begin(), p_.buffers.end(),
-                                     [](const ir::Buffer& b) { return b.role == ir::Role::Cache && b.ring > 0; }));
+    d.set("decode_ring", ir::has_ring_cache(p_));  // (a prefill step then holds one position of a prompt)
   }
   // The params' rows (set_params, _infer_param, state_tensors), a repeat block's folded.
   const CTables tables = c_tables(p_, names_.buffer, own, o_.f64, upper(p_.model) + "_ROW", true);

@@ -936,6 +936,7 @@ void CudaEmitter::decode_data(data& d) const {
   d.set("decode_output", name(out));
   d.set("decode_state", p_.model);  // templates/common/decode_*.c.mustache
   d.set("decode_wrap", false);
+  d.set("decode_ring", ir::has_ring_cache(p_));  // (a prefill step then holds one position of a prompt)
   // row r's output: at its position 0 (passes/decode.cpp over rows: [batch, T, ...])
   d.set("decode_row_dev", fmt::format("({} + r * {})", device(*dec, out), buffer_size(buf(out), true)));
 }

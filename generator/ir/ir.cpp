@@ -262,6 +262,11 @@ int storage(const Program& p, int buf) {
   return v >= 0 ? v : buf;
 }
 
+bool has_ring_cache(const Program& p) {
+  return std::any_of(p.buffers.begin(), p.buffers.end(),
+                     [](const Buffer& b) { return b.role == Role::Cache && b.ring > 0; });
+}
+
 int Program::grad(int buf) const {
   auto it = grads.find(buf);
   return it == grads.end() ? -1 : it->second;

@@ -630,6 +630,10 @@ struct Program {
 // The buffer holding `buf`'s elements: its stacked buffer when it is a view, else itself.
 int storage(const Program& p, int buf);
 
+// Whether a decode cache is a ring (Buffer::ring): a prefill step then holds one position of
+// each prompt, since a later position would overwrite keys an earlier one still reads.
+bool has_ring_cache(const Program& p);
+
 // Every routine the passes run over: each block's bodies that have nests (train, infer, init,
 // norm, decode), then the API routines (Program::routines).
 std::vector<Routine*> all_routines(Program& p);

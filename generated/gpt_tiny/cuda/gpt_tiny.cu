@@ -147,7 +147,7 @@ struct gpt_tiny {
     int64_t *decode_rows;       /* device [2, max_batch]: a step's rows' positions, then their sequences */
     int32_t *decode_ids_host;   /* [max_batch, 64] the ids' staging */
     int64_t *decode_rows_host;  /* [2, max_batch] the rows' staging */
-    int32_t *decode_rs;         /* [2, max_batch] a batched prefill's rows: sequence, then id */
+    int32_t *decode_from;       /* [max_batch] a batched prefill's rows: the prompt of each */
     int64_t *decode_len;        /* [max_batch] per sequence slot: ids in its KV cache */
     int failed;
     cannl_error error;          /* the first failure */
@@ -2760,7 +2760,7 @@ struct gpt_tiny *gpt_tiny_create_batch(uint64_t seed, int64_t max_batch) {
          (m->decode_rows = (int64_t *)cannl_device_alloc((size_t)max_batch * 2 * sizeof(int64_t), &e)) != NULL &&
          (m->decode_ids_host = (int32_t *)calloc((size_t)max_batch * 64, sizeof(int32_t))) != NULL &&
          (m->decode_rows_host = (int64_t *)calloc((size_t)max_batch * 2, sizeof(int64_t))) != NULL &&
-         (m->decode_rs = (int32_t *)calloc((size_t)max_batch * 2, sizeof(int32_t))) != NULL &&
+         (m->decode_from = (int32_t *)calloc((size_t)max_batch, sizeof(int32_t))) != NULL &&
          (m->decode_len = (int64_t *)calloc((size_t)max_batch, sizeof(int64_t))) != NULL;
     for (int s = 0; s < 2 && ok; ++s)
         ok = (m->in_host[s] = (real *)cannl_pinned_alloc((size_t)128 * (size_t)max_batch * sizeof(real), &e)) != NULL &&
@@ -2811,7 +2811,7 @@ void gpt_tiny_destroy(struct gpt_tiny *m) {
     cannl_device_free(m->dev);
     cannl_device_free(m->decode_ids);
     cannl_device_free(m->decode_rows);
-    free(m->decode_ids_host), free(m->decode_rows_host), free(m->decode_rs), free(m->decode_len);
+    free(m->decode_ids_host), free(m->decode_rows_host), free(m->decode_from), free(m->decode_len);
     free(m);
 }
 
@@ -2908,6 +2908,18 @@ void gpt_tiny_eval(struct gpt_tiny *m, const gpt_tiny_real *const inputs[], int6
    at position pos[r] of sequence slot seq[r] (their device arrays decode_rows), its id at
    decode_ids[r * 64], the keys and values in the arena's caches (a slot each); row r's output
    into logits + r * 256 unless it is NULL. Queued; the rows checked by the caller. */
+/* The n rows staged in decode_ids_host and decode_rows_host (id, position, slot) through the decode
+   routine. */
+static void decode_staged(struct gpt_tiny *m, int64_t n) {
+    cannl_error e;
+    CANNL_TRY(cannl_stream_copy(m->compute, m->decode_ids, m->decode_ids_host, (size_t)n * 64 * sizeof(int32_t), &e));
+    CANNL_TRY(cannl_stream_copy(m->compute, m->decode_rows, m->decode_rows_host, (size_t)m->max_batch * 2 * sizeof(int64_t), &e));
+    const real *in[2 + 1] = {NULL};
+    in[0] = (const real *)(const void *)m->decode_ids;
+    decode(m, in, n, m->decode_rows, m->decode_rows + m->max_batch);
+}
+
+/* n rows, row r id ids[r] at the end of slot seq[r]'s sequence (each slot one longer after). */
 static void decode_rows(struct gpt_tiny *m, int64_t n, const int32_t *seq, const int32_t *ids, gpt_tiny_real *logits) {
     cannl_error e;
     for (int64_t r = 0; r < n; ++r) {
@@ -2915,11 +2927,7 @@ static void decode_rows(struct gpt_tiny *m, int64_t n, const int32_t *seq, const
         m->decode_rows_host[r] = m->decode_len[seq[r]];
         m->decode_rows_host[m->max_batch + r] = seq[r];
     }
-    CANNL_TRY(cannl_stream_copy(m->compute, m->decode_ids, m->decode_ids_host, (size_t)n * 64 * sizeof(int32_t), &e));
-    CANNL_TRY(cannl_stream_copy(m->compute, m->decode_rows, m->decode_rows_host, (size_t)m->max_batch * 2 * sizeof(int64_t), &e));
-    const real *in[2 + 1] = {NULL};
-    in[0] = (const real *)(const void *)m->decode_ids;
-    decode(m, in, n, m->decode_rows, m->decode_rows + m->max_batch);
+    decode_staged(m, n);
     for (int64_t r = 0; logits && r < n; ++r)
         CANNL_TRY(cannl_stream_copy(m->compute, logits + r * 256, (((real *)(m->dev + 3831936)) + r * 16384), 256 * sizeof(real), &e));
     for (int64_t r = 0; r < n; ++r) m->decode_len[seq[r]]++;
@@ -2975,21 +2983,30 @@ cannl_status gpt_tiny_decode_prefill_batch(struct gpt_tiny *m, int64_t n, const 
     if (m->failed) return CANNL_E_DEVICE;
     for (int64_t i = 0; i < n; ++i) m->decode_len[seq[i]] = 0;
     to_device(m);
-    /* position t of every prompt still that long, in one step; a prompt's last logits into its row */
-    for (int64_t t = 0; t < longest; ++t) {
-        int32_t *rs = m->decode_rs, *rid = m->decode_rs + m->max_batch;
-        int64_t rows = 0;
-        for (int64_t i = 0; i < n; ++i)
-            if (t < count[i]) rs[rows] = seq[i], rid[rows++] = ids[i][t];
-        decode_rows(m, rows, rs, rid, NULL);
-        cannl_error e;
-        for (int64_t i = 0, r = 0; logits && i < n; ++i) {
-            if (t >= count[i]) continue;
-            if (t + 1 == count[i])
-                CANNL_TRY(cannl_stream_copy(m->compute, logits + i * 256, (((real *)(m->dev + 3831936)) + r * 16384), 256 * sizeof(real), &e));
-            ++r;
+    /* The prompts' positions in steps of up to max_batch rows, as the C target's (several positions
+       of one prompt per step);
+       a prompt's last logits into its row. */
+    cannl_error e;
+    int32_t *from = m->decode_from;
+    int64_t rows = 0;
+    for (int64_t t = 0; t < longest; ++t)
+        for (int64_t i = 0; i < n; ++i) {
+            if (t < count[i]) {
+                m->decode_ids_host[rows * 64] = ids[i][t];
+                m->decode_rows_host[rows] = t;
+                m->decode_rows_host[m->max_batch + rows] = seq[i];
+                from[rows++] = (int32_t)i;
+            }
+            const int last = t + 1 == longest && i + 1 == n;
+            if (rows > 0 && (rows == m->max_batch || last)) {
+                decode_staged(m, rows);
+                for (int64_t r = 0; logits && r < rows; ++r)
+                    if (m->decode_rows_host[r] + 1 == count[from[r]])
+                        CANNL_TRY(cannl_stream_copy(m->compute, logits + from[r] * 256, (((real *)(m->dev + 3831936)) + r * 16384), 256 * sizeof(real), &e));
+                rows = 0;
+            }
         }
-    }
+    for (int64_t i = 0; i < n; ++i) m->decode_len[seq[i]] = count[i];
     finish(m);
     return m->failed ? CANNL_E_DEVICE : CANNL_OK;
 }
