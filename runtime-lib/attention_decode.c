@@ -33,11 +33,11 @@ void cannl__attn_decode_avx512_f32(const cannl_attn_dims *, int64_t, int64_t, in
 void cannl__attn_decode_avx512_f64(const cannl_attn_dims *, int64_t, int64_t, int64_t, const double *,
                                    const double *, int64_t, const double *, int64_t, double *, double *, int64_t);
 
-/* The instruction set's kernels, chosen once (cannl_isa_select: the CPU's best, lowered by
- * CANNL_ISA); a race between first calls stores the same value. */
+/* The instruction set's kernels (rt_internal.h), chosen once (cannl_isa_select: the CPU's best,
+ * lowered by CANNL_ISA); a race between first calls stores the same value. */
 static int chosen = -1;
 
-static int isa(void) {
+int cannl__attn_isa(void) {
   int c = __atomic_load_n(&chosen, __ATOMIC_RELAXED);
   if (c < 0) {
     cannl_isa i = CANNL_ISA_SSE2;
@@ -54,7 +54,7 @@ void cannl_attention_decode_f32(const cannl_attn_dims *d, int64_t h0, int64_t h1
                                 int64_t lse_st) {
   decode_f32 fn = cannl__attn_decode_base_f32;
 #ifdef CANNL_GEMM_X86
-  const int c = isa();
+  const int c = cannl__attn_isa();
   if (c == CANNL_ISA_AVX512) fn = cannl__attn_decode_avx512_f32;
   else if (c == CANNL_ISA_AVX2) fn = cannl__attn_decode_avx2_f32;
 #endif
@@ -66,7 +66,7 @@ void cannl_attention_decode_f64(const cannl_attn_dims *d, int64_t h0, int64_t h1
                                 int64_t lse_st) {
   decode_f64 fn = cannl__attn_decode_base_f64;
 #ifdef CANNL_GEMM_X86
-  const int c = isa();
+  const int c = cannl__attn_isa();
   if (c == CANNL_ISA_AVX512) fn = cannl__attn_decode_avx512_f64;
   else if (c == CANNL_ISA_AVX2) fn = cannl__attn_decode_avx2_f64;
 #endif

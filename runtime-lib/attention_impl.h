@@ -1,5 +1,6 @@
-/* attention_impl.h - the body of cannl_attention.h's functions for one element type. Included by
- * attention.c once per type with R (float or double), SFX (f32 or f64), EXP and LOG defined.
+/* attention_impl.h - the body of cannl_attention.h's functions for one element type, named
+ * ATTN_PREFIX<name>_SFX. Included by attention_inst.h once per type with R (float or double), SFX
+ * (f32 or f64), EXP and LOG defined.
  *
  * Every product of a (tile of ATTN_KB keys, chunk of ATTN_QC queries) pair is a small matrix
  * product (GEMM below: blocks of ATTN_MR rows x one or two vectors of columns, the accumulators
@@ -26,7 +27,7 @@
 
 #define CANNL__CAT2(a, b) a##b
 #define CANNL__CAT(a, b) CANNL__CAT2(a, b)
-#define FN(name) CANNL__CAT(cannl_attention_##name##_, SFX)
+#define FN(name) CANNL__CAT(CANNL__CAT(ATTN_PREFIX, name##_), SFX)
 #define VEC CANNL__CAT(attn_vec_, SFX)
 #define VECU CANNL__CAT(attn_vecu_, SFX)
 #define TILE CANNL__CAT(attn_tile_, SFX)

@@ -14,7 +14,7 @@
  * -mamx-int8; quant.c calls it only when amx.c grants AMX-INT8. */
 #include "gemm_internal.h"
 
-#if !defined(__AMX_TILE__) || !defined(__AMX_INT8__)
+#if !(defined(__AMX_TILE__) || defined(__AMXTILE__)) || !(defined(__AMX_INT8__) || defined(__AMXINT8__))
 #error "quant_amx.c is compiled with -mamx-tile -mamx-int8 (runtime-lib/CMakeLists.txt)"
 #endif
 

@@ -48,6 +48,12 @@ typedef enum cannl__num { CANNL__NUM_OK = 0, CANNL__NUM_SYNTAX, CANNL__NUM_RANGE
  * CANNL__NUM_RANGE: the syntax is fine but the value overflows a double (1e999). */
 cannl__num cannl__parse_decimal(const char *s, double *out);
 
+/* attention_decode.c ------------------------------------------------- */
+
+/* The instruction set (a cannl_isa) of the attention kernels (attention.c, attention_decode.c):
+ * cannl_isa_select's, asked once. On x86-64 only. */
+int cannl__attn_isa(void);
+
 /* amx.c --------------------------------------------------------------- */
 
 /* The AMX tile operations this process may run, CANNL__AMX_INT8 | CANNL__AMX_BF16, or 0
