@@ -5,7 +5,7 @@
  * vdpbf16ps (32 products per instruction, twice the fp32 FMA's), and C stays fp32.
  * CMakeLists.txt compiles this file alone with -march=x86-64-v4 -mavx512bf16; gemm.c
  * calls it only in a context set to bf16 (cannl_gemm_set_precision) on a CPU that has
- * AVX512_BF16.
+ * AVX512_BF16 and no AMX-BF16 granted (else gemm_bf16_amx.c, the same contract on AMX tiles).
  *
  *   for each NC-column panel of B
  *     for each K block (K cut into equal blocks of at most KC, each an even length but
@@ -173,8 +173,6 @@ static void run(long M, long N, long K, double alpha_d, const void *A_, long a_m
     }
 }
 
-/* The workspace a thread needs: a packed block of A and a packed panel of B, in words. */
-const long cannl__gemm_bf16_slot_words = (long)BF_MC * (BF_KC / 2) + (long)BF_KC / 2 * BF_NC;
-
-/* No dot-product form: gemm.c hands cannl_sgemm_dot's products to run. */
+/* No dot-product form: gemm.c hands cannl_sgemm_dot's products to run. The workspace: a packed
+   block of A (MC x KC/2 words) and a packed panel of B (KC/2 x NC words). */
 const cannl__gemm_kernel cannl__gemm_avx512bf16_f32 = {BF_MR, BF_NR, BF_KC, BF_MC, BF_NC, run, NULL};

@@ -1,9 +1,10 @@
-/* gemm_bf16_pack.h - the packing of the bf16 products (gemm_bf16.c): float operands rounded to
- * bf16 (to nearest, ties to even) and paired along K in 32-bit words, pair(lo, hi) = lo's bf16
- * in the low half, hi's in the high; B packed into slivers of NR columns, rows of NR words
- * (B[2q, j], B[2q + 1, j]), the layout of vdpbf16ps's register tiles and of AMX's B tiles.
- * Static functions, included by files compiled with -march=x86-64-v4 -mavx512bf16 after
- * <immintrin.h>, <stdint.h>, <string.h> and gemm_transpose.h; not installed. */
+/* gemm_bf16_pack.h - the packing the bf16 products share (gemm_bf16.c on AVX512_BF16,
+ * gemm_bf16_amx.c on AMX-BF16 tiles): float operands rounded to bf16 (to nearest, ties to even)
+ * and paired along K in 32-bit words, pair(lo, hi) = lo's bf16 in the low half, hi's in the
+ * high; B packed into slivers of NR columns, rows of NR words (B[2q, j], B[2q + 1, j]), the
+ * layout of vdpbf16ps's register tiles and of AMX's B tiles. Static functions, included by
+ * files compiled with -march=x86-64-v4 -mavx512bf16 after <immintrin.h>, <stdint.h>,
+ * <string.h> and gemm_transpose.h; not installed. */
 #ifndef CANNL_GEMM_BF16_PACK_H
 #define CANNL_GEMM_BF16_PACK_H
 
