@@ -12,14 +12,13 @@
  *         pack it in tiles: for each 16 rows and each 16 pairs of k, 16 rows of 16 words
  *         (A[i, 2q], A[i, 2q + 1]), 1 KiB; rows past the block and pairs past K zero
  *         for each sliver of B, for each 32 rows of the block: four sum tiles (2 x 2 tiles
- *         of 16 x 16) updated by two A tiles and two B tiles per 32 k, then alpha times them
- *         added to (or stored in) C; stored from the tiles straight into C when they are C's
- *         values (the first K block of an overwrite with alpha 1, whole tiles, C's rows
- *         contiguous), else through a buffer
+ *         of 16 x 16) updated by two A tiles and two B tiles per 32 k, then stored in a
+ *         buffer and added to C alpha times (or stored in it) while the next block's
+ *         tdpbf16ps run
  *
  * KC is 1024, not gemm_bf16.c's 512: a layer's 784 inputs sum in one block, and the adds of a
- * block's sums to C (a store of the tiles and a reload) come half as often (one thread, 512 x
- * 512 x 2048: 1985 to 1731 us; shorter K unchanged).
+ * block's sums to C come half as often (one thread, 512 x 512 x 2048, before those adds overlapped
+ * the next block: 1985 to 1731 us; shorter K unchanged).
  *
  * The padding is zero in both operands, so it adds +0 to sums: every element of C is summed by
  * the same sequence of tdpbf16ps (32 k each, in k order), in each K block from zero, the K
@@ -112,12 +111,44 @@ static void pack_a(long mc, long kc, long chunks, const float *restrict A, long 
     }
 }
 
+/* A block's sums stored from its tiles, to be added to C[0:mr, 0:nr] (c) alpha times. */
+typedef struct pending {
+    float s[AX_MR * BF_NR] __attribute__((aligned(64)));
+    float *c;
+    long mr, nr;
+    int overwrite;
+} pending;
+
+/* C (=|+=) alpha times p's sums. */
+static void finish(const pending *p, float alpha, long c_m, long c_n) {
+    const __m512 va = _mm512_set1_ps(alpha);
+    for (long i = 0; i < p->mr; ++i)
+        for (long v = 0; v < p->nr; v += 16) {
+            __m512 t = _mm512_load_ps(p->s + i * BF_NR + v);
+            if (alpha != 1) t = _mm512_mul_ps(va, t);
+            float *o = p->c + i * c_m + v * c_n;
+            if (c_n == 1) {
+                const __mmask16 m = lanes(p->nr - v);
+                _mm512_mask_storeu_ps(o, m, p->overwrite ? t : _mm512_add_ps(_mm512_maskz_loadu_ps(m, o), t));
+            } else {
+                float u[16];
+                _mm512_storeu_ps(u, t);
+                for (long j = 0; j < 16 && v + j < p->nr; ++j) o[j * c_n] = p->overwrite ? u[j] : o[j * c_n] + u[j];
+            }
+        }
+}
+
 /* The sums of mr (1 to 32) rows of packed A (the tiles at a, chunks apart per 16 rows) by nr (1 to
-   32) columns of a sliver of B (b), over `chunks` chunks of 32 k, into C[0:mr, 0:nr] (=|+=) alpha
-   times them. TWO_A and TWO_B (constants where inlined): mr, nr above 16. */
+   32) columns of a sliver of B (b), over `chunks` chunks of 32 k, stored into next for C[0:mr,
+   0:nr] (c). TWO_A and TWO_B (constants where inlined): mr, nr above 16. The previous block's
+   sums (prev, if any) are added to C while the tdpbf16ps run: added right after the tiles'
+   stores, their reloads waited for them (one thread, 512 x 384 x 512 +=: 405 to 296 us), and
+   the tiles stored straight into C were slower still where C is large (4096 x 384 x 128 =:
+   1000 to 760 us). */
 static inline __attribute__((always_inline)) void block(const int two_a, const int two_b, long chunks,
-                                                        const uint32_t *a, const uint32_t *b, float alpha, float *c,
-                                                        long c_m, long c_n, long mr, long nr, int overwrite) {
+                                                        const uint32_t *a, const uint32_t *b, float alpha,
+                                                        float *c, long c_m, long c_n, long mr, long nr,
+                                                        int overwrite, const pending *prev, pending *next) {
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
@@ -136,34 +167,12 @@ static inline __attribute__((always_inline)) void block(const int two_a, const i
             if (two_b) _tile_dpbf16ps(3, 5, 7);
         }
     }
-    if (overwrite && alpha == 1 && c_n == 1 && mr == 16 + 16 * two_a && nr == 16 + 16 * two_b) {
-        /* the sums are C's values: straight from the tiles (no store and reload) */
-        _tile_stored(0, c, c_m * 4);
-        if (two_b) _tile_stored(1, c + 16, c_m * 4);
-        if (two_a) _tile_stored(2, c + 16 * c_m, c_m * 4);
-        if (two_a && two_b) _tile_stored(3, c + 16 * c_m + 16, c_m * 4);
-        return;
-    }
-    float s[AX_MR * BF_NR] __attribute__((aligned(64)));
-    _tile_stored(0, s, BF_NR * 4);
-    if (two_b) _tile_stored(1, s + 16, BF_NR * 4);
-    if (two_a) _tile_stored(2, s + 16 * BF_NR, BF_NR * 4);
-    if (two_a && two_b) _tile_stored(3, s + 16 * BF_NR + 16, BF_NR * 4);
-    const __m512 va = _mm512_set1_ps(alpha);
-    for (long i = 0; i < mr; ++i)
-        for (long v = 0; v < nr; v += 16) {
-            __m512 t = _mm512_load_ps(s + i * BF_NR + v);
-            if (alpha != 1) t = _mm512_mul_ps(va, t);
-            float *o = c + i * c_m + v * c_n;
-            if (c_n == 1) {
-                const __mmask16 m = lanes(nr - v);
-                _mm512_mask_storeu_ps(o, m, overwrite ? t : _mm512_add_ps(_mm512_maskz_loadu_ps(m, o), t));
-            } else {
-                float u[16];
-                _mm512_storeu_ps(u, t);
-                for (long j = 0; j < 16 && v + j < nr; ++j) o[j * c_n] = overwrite ? u[j] : o[j * c_n] + u[j];
-            }
-        }
+    if (prev) finish(prev, alpha, c_m, c_n);
+    next->c = c, next->mr = mr, next->nr = nr, next->overwrite = overwrite;
+    _tile_stored(0, next->s, BF_NR * 4);
+    if (two_b) _tile_stored(1, next->s + 16, BF_NR * 4);
+    if (two_a) _tile_stored(2, next->s + 16 * BF_NR, BF_NR * 4);
+    if (two_a && two_b) _tile_stored(3, next->s + 16 * BF_NR + 16, BF_NR * 4);
 }
 
 static void run(long M, long N, long K, double alpha_d, const void *A_, long a_m, long a_k, const void *B_, long b_k,
@@ -179,6 +188,8 @@ static void run(long M, long N, long K, double alpha_d, const void *A_, long a_m
         return;
     }
     configure();
+    pending q[2]; /* the sums of a block waiting for C, and of the next */
+    int cur = 0, waiting = 0;
     const long kblocks = (K + BF_KC - 1) / BF_KC;
     const long kb = ((K + kblocks - 1) / kblocks + 1) / 2 * 2;
     for (long j0 = 0; j0 < N; j0 += AX_NC) {
@@ -195,18 +206,21 @@ static void run(long M, long N, long K, double alpha_d, const void *A_, long a_m
                         const uint32_t *a = pa + ir / 16 * chunks * 256, *b = pb + jr * kp;
                         float *c = C + (i0 + ir) * c_m + (j0 + jr) * c_n;
                         const int ow = overwrite && p0 == 0;
+                        const pending *prev = waiting ? &q[cur ^ 1] : NULL;
                         if (mr > 16 && nr > 16)
-                            block(1, 1, chunks, a, b, alpha, c, c_m, c_n, mr, nr, ow);
+                            block(1, 1, chunks, a, b, alpha, c, c_m, c_n, mr, nr, ow, prev, &q[cur]);
                         else if (mr > 16)
-                            block(1, 0, chunks, a, b, alpha, c, c_m, c_n, mr, nr, ow);
+                            block(1, 0, chunks, a, b, alpha, c, c_m, c_n, mr, nr, ow, prev, &q[cur]);
                         else if (nr > 16)
-                            block(0, 1, chunks, a, b, alpha, c, c_m, c_n, mr, nr, ow);
+                            block(0, 1, chunks, a, b, alpha, c, c_m, c_n, mr, nr, ow, prev, &q[cur]);
                         else
-                            block(0, 0, chunks, a, b, alpha, c, c_m, c_n, mr, nr, ow);
+                            block(0, 0, chunks, a, b, alpha, c, c_m, c_n, mr, nr, ow, prev, &q[cur]);
+                        waiting = 1, cur ^= 1;
                     }
             }
         }
     }
+    if (waiting) finish(&q[cur ^ 1], alpha, c_m, c_n);
     _tile_release();
 }
 
