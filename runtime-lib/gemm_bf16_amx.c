@@ -42,12 +42,12 @@
 
 #include "gemm_transpose.h"
 
-#define BF_KC 1024                 /* K elements of a block (512 pairs: a b-sliver of 64 KiB) */
+#define BF_KC 1024 /* K elements of a block (512 pairs: a b-sliver of 64 KiB) */
 #include "gemm_bf16_pack.h" /* NR = 32: two B tiles across */
 
-#define AX_MR 32 /* rows of a block of sum tiles: two A tiles */
-#define AX_MC 128
-#define AX_NC 512
+#define AX_MR 32   /* rows of a block of sum tiles: two A tiles */
+#define AX_MC 128  /* rows of a packed block of A */
+#define AX_NC 512  /* columns of a packed panel of B */
 
 /* The tile configuration (palette 1): per tile its bytes per row and rows. */
 typedef struct tile_config {
