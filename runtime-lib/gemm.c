@@ -24,7 +24,7 @@ struct cannl_gemm {
     cannl_dtype dtype;
     cannl_isa isa;
     const cannl__gemm_kernel *kernel;
-    int bf16;           /* kernel is gemm_bf16.c's (cannl_gemm_set_precision) */
+    int bf16;           /* kernel is gemm_bf16.c's or gemm_bf16_amx.c's (cannl_gemm_set_precision) */
     int vnni;           /* isa is AVX-512 and the CPU has VNNI and BW (the int8 products' kernel, quant.c) */
     int amx;            /* cannl__amx_features() when isa is AVX-512, else 0 */
     int slots;          /* threads that have a workspace slot */
@@ -91,7 +91,11 @@ cannl_precision cannl_gemm_set_precision(cannl_gemm *g, cannl_precision p) {
     if (p == CANNL_PRECISION_BF16 && g->dtype == CANNL_F32 && g->isa == CANNL_ISA_AVX512) {
         __builtin_cpu_init();
         if (__builtin_cpu_supports("avx512bf16")) {
-            const size_t bytes = ((size_t)cannl__gemm_bf16_slot_words * 4 + 63) / 64 * 64;
+            const cannl__gemm_kernel *k = &cannl__gemm_avx512bf16_f32;
+#ifdef CANNL_GEMM_BF16_AMX
+            if (g->amx & CANNL__AMX_BF16) k = &cannl__gemm_amxbf16_f32;
+#endif
+            const size_t bytes = ((size_t)(k->mc * k->kc / 2 + k->kc / 2 * k->nc) * 4 + 63) / 64 * 64;
             if (bytes > g->slot_bytes) { /* more than the fp32 kernel's: a new workspace */
                 unsigned char *ws = cannl_alloc(bytes * (size_t)g->slots);
                 if (!ws) return CANNL_PRECISION_FP32;
@@ -99,7 +103,7 @@ cannl_precision cannl_gemm_set_precision(cannl_gemm *g, cannl_precision p) {
                 g->ws = ws;
                 g->slot_bytes = bytes;
             }
-            g->kernel = &cannl__gemm_avx512bf16_f32;
+            g->kernel = k;
             g->bf16 = 1;
             return CANNL_PRECISION_BF16;
         }

@@ -5,14 +5,14 @@
  * vdpbf16ps (32 products per instruction, twice the fp32 FMA's), and C stays fp32.
  * CMakeLists.txt compiles this file alone with -march=x86-64-v4 -mavx512bf16; gemm.c
  * calls it only in a context set to bf16 (cannl_gemm_set_precision) on a CPU that has
- * AVX512_BF16.
+ * AVX512_BF16 and no AMX-BF16 granted (else gemm_bf16_amx.c, the same contract on AMX tiles).
  *
  *   for each NC-column panel of B
  *     for each K block (K cut into equal blocks of at most KC, each an even length but
  *     perhaps the last)
  *       pack the kc x NC panel of B into slivers of NR columns: kc/2 rows of NR 32-bit
  *       words, word j of row q the pair (B[2q, j], B[2q + 1, j]) in bf16 (low half first;
- *       an odd kc's last pair ends in a zero)
+ *       an odd kc's last pair ends in a zero; gemm_bf16_pack.h)
  *       for each MC-row block of A
  *         pack it into slivers of at most MR rows: kc/2 rows of `height` words (A[i, 2q],
  *         A[i, 2q + 1])
@@ -43,77 +43,18 @@
 #ifndef BF_MR
 #define BF_MR 8             /* rows of a register tile (at most 12) */
 #endif
-#ifndef BF_NV
-#define BF_NV 2             /* vectors of a register tile's row */
-#endif
-#define BF_NR (BF_NV * 16)  /* its columns */
-#ifndef BF_KC
-#define BF_KC 512           /* K elements of a block (256 pairs: a b-sliver of 32 KiB, L1's size on Zen 4) */
-#endif
 #ifndef BF_MC
 #define BF_MC 128
 #endif
 #define BF_NC 512
 
 #if defined(__GNUC__) || defined(__clang__)
-#define BF_UNROLL _Pragma("GCC unroll 16")
 #define BF_INLINE static inline __attribute__((always_inline))
 #else
-#define BF_UNROLL
 #define BF_INLINE static inline
 #endif
 
-/* The bits of x rounded to bf16 in their upper half (to nearest, ties to even; a NaN stays a
- * quiet NaN), as vcvtne2ps2bf16 rounds (which reads a subnormal as zero; vdpbf16ps reads
- * subnormal operands as zero either way) and tests/runtime/test_gemm_bf16.c rounds its
- * reference's operands: for the scalar ends of rows. */
-static inline uint32_t round_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return u | 0x00400000u;
-    return u + 0x7FFFu + ((u >> 16) & 1u);
-}
-
-/* The 32-bit word of a pair: lo's bf16 in the low half, hi's in the high half. */
-static inline uint32_t pair(float lo, float hi) { return (round_bits(lo) >> 16) | (round_bits(hi) & 0xFFFF0000u); }
-
-/* 16 words pair(lo[l], hi[l]): both rounded by one vcvtne2ps2bf16 (lo's in the low 16 halves,
- * hi's in the high), then interleaved. */
-static inline __m512i vpair(__m512 lo, __m512 hi) {
-    static const short interleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-                                         8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-    return _mm512_permutexvar_epi16(_mm512_loadu_si512(interleave), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-}
-
-/* dst[q] = pair(src[2q], src[2q + 1]) for q < (kc + 1) / 2, src[kc] read as 0 when kc is odd:
- * a row of an operand whose K axis is contiguous. 32 floats at a time give 16 words, their
- * bf16 in order: one vcvtne2ps2bf16. */
-static void pack_kline(long kc, const float *restrict src, uint32_t *restrict dst) {
-    long q = 0;
-    for (; 2 * q + 32 <= kc; q += 16)
-        _mm512_storeu_si512(dst + q, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + 2 * q + 16),
-                                                                   _mm512_loadu_ps(src + 2 * q)));
-    for (; 2 * q < kc; ++q) dst[q] = pair(src[2 * q], 2 * q + 1 < kc ? src[2 * q + 1] : 0.f);
-}
-
-/* dst[q * ld + j] = pair(src[j * ls + 2q], src[j * ls + 2q + 1]) for j < n (at most 8) and
- * q < (kc + 1) / 2 (kc at most KC): n rows of an operand whose K axis is contiguous, each made
- * into words along K first, then 8 rows at a time transposed by 8 x 8 blocks of words. */
-static void pack_krows(long n, long kc, const float *restrict src, long ls, uint32_t *restrict dst, long ld) {
-    uint32_t rows[8 * (BF_KC / 2)];
-    const long kc2 = (kc + 1) / 2;
-    for (long j = 0; j < n; ++j) pack_kline(kc, src + j * ls, rows + j * kc2);
-    long q = 0;
-    if (n == 8)
-        for (; q + 8 <= kc2; q += 8) cannl__transpose8_f32((const float *)(rows + q), kc2, (float *)(dst + q * ld), ld);
-    for (; q < kc2; ++q)
-        for (long j = 0; j < n; ++j) dst[q * ld + j] = rows[j * kc2 + q];
-}
-
-/* The lanes below n (0 to 16). */
-static inline __mmask16 lanes(long n) {
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
+#include "gemm_bf16_pack.h" /* register tiles of MR rows x its NR columns */
 
 /* A[0:mc, 0:kc] as row slivers of at most MR rows, each (kc + 1) / 2 rows of its height in words. */
 static void pack_a(long mc, long kc, const float *restrict A, long a_m, long a_k, uint32_t *restrict pa) {
@@ -146,39 +87,6 @@ static void pack_a(long mc, long kc, const float *restrict A, long a_m, long a_k
                 for (long i = 0; i < mr; ++i) {
                     const float *a = A + (i0 + i) * a_m + 2 * q * a_k;
                     pa[q * mr + i] = pair(a[0], 2 * q + 1 < kc ? a[a_k] : 0.f);
-                }
-        }
-    }
-}
-
-/* B[0:kc, 0:nc] as slivers of NR columns, each (kc + 1) / 2 rows of NR words, zero-padded. */
-static void pack_b(long kc, long nc, const float *restrict B, long b_k, long b_n, uint32_t *restrict pb) {
-    const long kc2 = (kc + 1) / 2;
-    for (long j0 = 0; j0 < nc; j0 += BF_NR, pb += kc2 * BF_NR) {
-        const long nr = nc - j0 < BF_NR ? nc - j0 : BF_NR;
-        if (b_n == 1) {
-            for (long q = 0; q < kc2; ++q) {
-                const float *r0 = B + 2 * q * b_k + j0;
-                BF_UNROLL for (int v = 0; v < BF_NV; ++v) {
-                    const __mmask16 m = lanes(nr - 16 * v);
-                    const __m512 lo = _mm512_maskz_loadu_ps(m, r0 + 16 * v);
-                    const __m512 hi =
-                        2 * q + 1 < kc ? _mm512_maskz_loadu_ps(m, r0 + b_k + 16 * v) : _mm512_setzero_ps();
-                    _mm512_storeu_si512(pb + q * BF_NR + 16 * v, vpair(lo, hi));
-                }
-            }
-            continue;
-        }
-        if (nr < BF_NR)
-            for (long t = 0; t < kc2 * BF_NR; ++t) pb[t] = 0;
-        if (b_k == 1) {
-            for (long j = 0; j < nr; j += 8)
-                pack_krows(nr - j < 8 ? nr - j : 8, kc, B + (j0 + j) * b_n, b_n, pb + j, BF_NR);
-        } else {
-            for (long q = 0; q < kc2; ++q)
-                for (long j = 0; j < nr; ++j) {
-                    const float *b = B + 2 * q * b_k + (j0 + j) * b_n;
-                    pb[q * BF_NR + j] = pair(b[0], 2 * q + 1 < kc ? b[b_k] : 0.f);
                 }
         }
     }
@@ -250,7 +158,7 @@ static void run(long M, long N, long K, double alpha_d, const void *A_, long a_m
         const long nc = N - j0 < BF_NC ? N - j0 : BF_NC;
         for (long p0 = 0; p0 < K; p0 += kb) {
             const long kc = K - p0 < kb ? K - p0 : kb, kc2 = (kc + 1) / 2;
-            pack_b(kc, nc, B + p0 * b_k + j0 * b_n, b_k, b_n, pb);
+            pack_b(kc, kc2, nc, B + p0 * b_k + j0 * b_n, b_k, b_n, pb);
             for (long i0 = 0; i0 < M; i0 += BF_MC) {
                 const long mc = M - i0 < BF_MC ? M - i0 : BF_MC;
                 pack_a(mc, kc, A + i0 * a_m + p0 * a_k, a_m, a_k, pa);
@@ -265,8 +173,6 @@ static void run(long M, long N, long K, double alpha_d, const void *A_, long a_m
     }
 }
 
-/* The workspace a thread needs: a packed block of A and a packed panel of B, in words. */
-const long cannl__gemm_bf16_slot_words = (long)BF_MC * (BF_KC / 2) + (long)BF_KC / 2 * BF_NC;
-
-/* No dot-product form: gemm.c hands cannl_sgemm_dot's products to run. */
+/* No dot-product form: gemm.c hands cannl_sgemm_dot's products to run. The workspace: a packed
+   block of A (MC x KC/2 words) and a packed panel of B (KC/2 x NC words). */
 const cannl__gemm_kernel cannl__gemm_avx512bf16_f32 = {BF_MR, BF_NR, BF_KC, BF_MC, BF_NC, run, NULL};

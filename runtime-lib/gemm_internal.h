@@ -31,10 +31,13 @@ extern const cannl__gemm_kernel cannl__gemm_base_f32, cannl__gemm_base_f64;
 extern const cannl__gemm_kernel cannl__gemm_avx2_f32, cannl__gemm_avx2_f64;
 extern const cannl__gemm_kernel cannl__gemm_avx512_f32, cannl__gemm_avx512_f64;
 /* gemm_bf16.c (AVX-512 + AVX512_BF16): float products in bf16 with fp32 accumulation, for a
-   context set to CANNL_PRECISION_BF16; no dot form (gemm.c calls run). Its workspace, in
-   4-byte words per thread. */
+   context set to CANNL_PRECISION_BF16; no dot form (gemm.c calls run). Its workspace, and that
+   of the AMX kernel: mc kc / 2 + kc / 2 nc 4-byte words per thread. */
 extern const cannl__gemm_kernel cannl__gemm_avx512bf16_f32;
-extern const long cannl__gemm_bf16_slot_words;
+#ifdef CANNL_GEMM_BF16_AMX
+/* gemm_bf16_amx.c (AMX-BF16 tiles): the same contract where amx.c grants AMX-BF16. */
+extern const cannl__gemm_kernel cannl__gemm_amxbf16_f32;
+#endif
 #endif
 
 /* The int8 product of one thread (quant_kernel.h; quant.c quantises X and splits the weight

@@ -1,12 +1,15 @@
-/* test_gemm_bf16.c - the bf16 products (cannl_gemm_set_precision, gemm_bf16.c) against a
- * reference with the same arithmetic: A and B rounded to bf16 (to nearest, ties to even), their
- * products (exact in fp32) summed in double. The kernel sums in fp32, so each element may differ
- * by the rounding of K fp32 additions: (K + 4) 2^-24 of the sum of |terms| (and |C0|). Shapes at
- * and around the tile and block sizes, odd K, transposed and strided operands, alpha, = and +=,
- * the dot-product form; the same bits on 1, 2 and 3 threads; and a check that the products are
- * bf16's (an fp32 kernel passing for one would be far closer to the unrounded operands).
- * Exits 77 (skipped) on a CPU without AVX512_BF16, saying so; and checks that such a CPU, or
- * CANNL_ISA below avx512, gets fp32. */
+/* test_gemm_bf16.c - the bf16 products (cannl_gemm_set_precision: gemm_bf16_amx.c on AMX-BF16
+ * tiles, gemm_bf16.c on AVX512_BF16) against a reference with the same arithmetic: A and B
+ * rounded to bf16 (to nearest, ties to even), their products (exact in fp32) summed in double.
+ * The kernels sum in fp32, so each element may differ by the rounding of K fp32 additions:
+ * (K + 4) 2^-24 of the sum of |terms| (and |C0|). Shapes at and around the tile and block sizes
+ * (both kernels'), odd K, transposed and strided operands, alpha, = and +=, the dot-product
+ * form; the same bits on 1, 2 and 3 threads; and a check that the products are bf16's (an fp32
+ * kernel passing for one would be far closer to the unrounded operands). Each kernel this CPU
+ * and build have: the AMX one (CANNL_ISA=amx, where amx.c grants AMX-BF16), the AVX512_BF16 one
+ * (CANNL_ISA=avx512). Exits 77 (skipped) on a CPU without AVX512_BF16, saying so; and checks
+ * that such a CPU, or CANNL_ISA below avx512, gets fp32. */
+#include "rt_internal.h" /* cannl__amx_features */
 #include "rt_test.h"
 
 #include <math.h>
@@ -110,29 +113,22 @@ static double run_case(cannl_gemm *g, long M, long N, long K, int la, int lb, in
     return worst;
 }
 
-int main(void) {
+/* Every case on a float context created under CANNL_ISA=isa and set to bf16; false when the
+   context gets fp32 (no AVX512_BF16). */
+static int run_kernel(const char *isa, const char *kernel) {
+    setenv("CANNL_ISA", isa, 1);
     cannl_gemm *g = cannl_gemm_create(CANNL_F32, 1);
     CHECK(g != NULL);
-    if (!g) return 1;
-    /* A double context never runs bf16. */
-    cannl_gemm *gd = cannl_gemm_create(CANNL_F64, 1);
-    CHECK(gd && cannl_gemm_set_precision(gd, CANNL_PRECISION_BF16) == CANNL_PRECISION_FP32);
-    cannl_gemm_free(gd);
-    /* CANNL_ISA below avx512: fp32 (the fallback every CPU without AVX512_BF16 takes). */
-    setenv("CANNL_ISA", "avx2", 1);
-    cannl_gemm *g2 = cannl_gemm_create(CANNL_F32, 1);
-    CHECK(g2 && cannl_gemm_set_precision(g2, CANNL_PRECISION_BF16) == CANNL_PRECISION_FP32);
-    cannl_gemm_free(g2);
-    unsetenv("CANNL_ISA");
+    if (!g) return 0;
     if (cannl_gemm_set_precision(g, CANNL_PRECISION_BF16) != CANNL_PRECISION_BF16) {
         cannl_gemm_free(g);
-        printf("skipped: this CPU (or this build's compiler) has no AVX512_BF16; bf16 products run in fp32 here\n");
-        return rt_failures ? 1 : 77;
+        return 0;
     }
-    const long sizes[][3] = {{1, 1, 1},     {3, 4, 0},      {0, 5, 3},     {7, 13, 5},    {8, 32, 2},
-                             {9, 33, 3},    {12, 32, 64},   {13, 33, 65},  {16, 48, 31},  {37, 100, 1},
-                             {100, 37, 300}, {128, 10, 512}, {10, 128, 257}, {130, 530, 520}, {64, 600, 70},
-                             {1, 129, 513}, {64, 1024, 10}, {200, 64, 801}};
+    const long sizes[][3] = {{1, 1, 1},       {3, 4, 0},       {0, 5, 3},       {7, 13, 5},     {8, 32, 2},
+                             {9, 33, 3},      {12, 32, 64},    {13, 33, 65},    {16, 48, 31},   {37, 100, 1},
+                             {100, 37, 300},  {128, 10, 512},  {10, 128, 257},  {130, 530, 520}, {64, 600, 70},
+                             {1, 129, 513},   {64, 1024, 10},  {200, 64, 801},  {33, 17, 1100}, {48, 47, 2049},
+                             {129, 65, 33},   {17, 16, 1024},  {160, 32, 600}};
     int cases = 0;
     double worst = 0, fp32_err = 0;
     for (int s = 0; s < (int)(sizeof sizes / sizeof sizes[0]); ++s)
@@ -143,7 +139,7 @@ int main(void) {
             const double e = run_case(g, M, N, K, v % 3, (v / 3 + s) % 2, (v + s) % 3, alpha, (v + s) % 2, dot,
                                       &fp32_err);
             if (e > 1)
-                fprintf(stderr, "%ldx%ldx%ld variant %d%s: error %.3g of the bound\n", M, N, K, v,
+                fprintf(stderr, "%s: %ldx%ldx%ld variant %d%s: error %.3g of the bound\n", kernel, M, N, K, v,
                         dot ? " (dot)" : "", e);
             CHECK(e <= 1);
             if (e > worst) worst = e;
@@ -159,8 +155,36 @@ int main(void) {
     run_case(g, 40, 50, 60, 0, 0, 0, 1.0f, 1, 0, &back);
     CHECK(back < 1e-5);
     cannl_gemm_free(g);
-    printf("%d bf16 cases: worst error %.3g of the fp32-summation bound; against unrounded operands %.3g "
+    printf("%s: %d bf16 cases: worst error %.3g of the fp32-summation bound; against unrounded operands %.3g "
            "(bf16's rounding); fp32 again %.3g\n",
-           cases, worst, fp32_err, back);
+           kernel, cases, worst, fp32_err, back);
+    return 1;
+}
+
+int main(void) {
+    /* A double context never runs bf16. */
+    cannl_gemm *gd = cannl_gemm_create(CANNL_F64, 1);
+    CHECK(gd && cannl_gemm_set_precision(gd, CANNL_PRECISION_BF16) == CANNL_PRECISION_FP32);
+    cannl_gemm_free(gd);
+    /* CANNL_ISA below avx512: fp32 (the fallback every CPU without AVX512_BF16 takes). */
+    setenv("CANNL_ISA", "avx2", 1);
+    cannl_gemm *g2 = cannl_gemm_create(CANNL_F32, 1);
+    CHECK(g2 && cannl_gemm_set_precision(g2, CANNL_PRECISION_BF16) == CANNL_PRECISION_FP32);
+    cannl_gemm_free(g2);
+    if (!run_kernel("avx512", "AVX512_BF16 (CANNL_ISA=avx512)")) {
+        unsetenv("CANNL_ISA");
+        printf("skipped: this CPU (or this build's compiler) has no AVX512_BF16; bf16 products run in fp32 here\n");
+        return rt_failures ? 1 : 77;
+    }
+    setenv("CANNL_ISA", "amx", 1);
+#ifdef CANNL_GEMM_BF16_AMX
+    if (cannl__amx_features() & CANNL__AMX_BF16)
+        run_kernel("amx", "AMX-BF16 (CANNL_ISA=amx)");
+    else
+        printf("AMX-BF16: not on this CPU (or not granted by the OS); its kernel not run\n");
+#else
+    printf("AMX-BF16: this build's compiler lacks -mamx-bf16; no such kernel\n");
+#endif
+    unsetenv("CANNL_ISA");
     return rt_failures ? 1 : 0;
 }
