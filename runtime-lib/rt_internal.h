@@ -48,19 +48,6 @@ typedef enum cannl__num { CANNL__NUM_OK = 0, CANNL__NUM_SYNTAX, CANNL__NUM_RANGE
  * CANNL__NUM_RANGE: the syntax is fine but the value overflows a double (1e999). */
 cannl__num cannl__parse_decimal(const char *s, double *out);
 
-/* attention_decode.c ------------------------------------------------- */
-
-/* The instruction set (a cannl_isa) of the attention kernels (attention.c, attention_decode.c):
- * cannl_isa_select's, asked once. On x86-64 only. */
-int cannl__attn_isa(void);
-
-/* amx.c --------------------------------------------------------------- */
-
-/* The AMX tile operations this process may run, CANNL__AMX_INT8 | CANNL__AMX_BF16, or 0
- * (no AMX, an OS that does not grant it, or CANNL_ISA naming an instruction set below amx). */
-enum { CANNL__AMX_INT8 = 1, CANNL__AMX_BF16 = 2 };
-int cannl__amx_features(void);
-
 /* Index of the first inf or nan among n values of dtype at p, or -1. */
 int64_t cannl__first_nonfinite(const void *p, size_t n, cannl_dtype dtype);
 
@@ -85,6 +72,19 @@ static inline uint32_t cannl__load_be32(const unsigned char *p) {
 static inline void cannl__store_le64(unsigned char *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
+
+/* attention_decode.c ------------------------------------------------- */
+
+/* The instruction set (a cannl_isa) of the attention kernels (attention.c, attention_decode.c):
+ * cannl_isa_select's, asked once. On x86-64 only. */
+int cannl__attn_isa(void);
+
+/* amx.c --------------------------------------------------------------- */
+
+/* The AMX tile operations this process may run, CANNL__AMX_INT8 | CANNL__AMX_BF16, or 0
+ * (no AMX, an OS that does not grant it, or CANNL_ISA naming an instruction set below amx). */
+enum { CANNL__AMX_INT8 = 1, CANNL__AMX_BF16 = 2 };
+int cannl__amx_features(void);
 
 /* data.c ------------------------------------------------------------- */
 
