@@ -29,6 +29,7 @@
  * CMakeLists.txt compiles this file alone with -march=x86-64-v4 -mavx512bf16 -mamx-tile
  * -mamx-bf16; gemm.c calls it in a context set to bf16 where amx.c grants AMX-BF16. */
 #include "gemm_internal.h"
+#include "amx_tile.h"
 
 /* (GCC's names of the AMX macros, then Clang's) */
 #if !(defined(__AMX_TILE__) || defined(__AMXTILE__)) || !(defined(__AMX_BF16__) || defined(__AMXBF16__)) || \
@@ -49,17 +50,11 @@
 #define AX_MC 128  /* rows of a packed block of A */
 #define AX_NC 512  /* columns of a packed panel of B */
 
-/* The tile configuration (palette 1): per tile its bytes per row and rows. */
-typedef struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
 
 /* Tiles: sums 0..3 (A tile a = 0, 1 by B tile b = 0, 1 at 2 a + b), A 4 and 5, B 6 and 7; all 16
    rows of 64 bytes. */
 static void configure(void) {
-    tile_config c;
+    cannl__tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int t = 0; t < 8; ++t) c.colsb[t] = 64, c.rows[t] = 16;

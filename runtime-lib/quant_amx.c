@@ -13,6 +13,7 @@
  * CMakeLists.txt compiles this file alone with -march=x86-64-v4 -mavx512vnni -mamx-tile
  * -mamx-int8; quant.c calls it only when amx.c grants AMX-INT8. */
 #include "gemm_internal.h"
+#include "amx_tile.h"
 
 #if !(defined(__AMX_TILE__) || defined(__AMXTILE__)) || !(defined(__AMX_INT8__) || defined(__AMXINT8__))
 #error "quant_amx.c is compiled with -mamx-tile -mamx-int8 (runtime-lib/CMakeLists.txt)"
@@ -22,17 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The tile configuration (palette 1): per tile its bytes per row and rows. */
-typedef struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
 
 /* Tiles: sums 0..3 (weight block b = 0, 1 by tile of X x = 0, 1 at 2 b + x: 16 weight rows by m
    rows of X), weights 4, 5 (16 rows by 64 k), X 6, 7 (16 rows of 4 k by m). */
 static void configure(int m) {
-    tile_config c;
+    cannl__tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int t = 0; t < 8; ++t) c.colsb[t] = (uint16_t)(t == 4 || t == 5 ? 64 : 4 * m), c.rows[t] = 16;
