@@ -50,7 +50,6 @@
 #define AX_MC 128  /* rows of a packed block of A */
 #define AX_NC 512  /* columns of a packed panel of B */
 
-
 /* Tiles: sums 0..3 (A tile a = 0, 1 by B tile b = 0, 1 at 2 a + b), A 4 and 5, B 6 and 7; all 16
    rows of 64 bytes. */
 static void configure(void) {

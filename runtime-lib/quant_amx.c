@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* Tiles: sums 0..3 (weight block b = 0, 1 by tile of X x = 0, 1 at 2 b + x: 16 weight rows by m
    rows of X), weights 4, 5 (16 rows by 64 k), X 6, 7 (16 rows of 4 k by m). */
 static void configure(int m) {
