@@ -60,7 +60,7 @@ regenerated() { grep -q "cannl: generating mymodel" "$log"; }
 case "$mode" in
 subdir)
   step "configure subdir_consumer: add_subdirectory($CANNL_SRC)"
-  configure subdir_consumer -DCMAKE_CXX_COMPILER="$CANNL_CXX" -DCANNL_SOURCE_DIR="$CANNL_SRC"
+  configure subdir_consumer -DCMAKE_CXX_COMPILER="$CANNL_CXX" -DCANNL_SOURCE_DIR="$CANNL_SRC" -DCANNL_QUICK_KERNELS=ON
   if [ "$CANNL_CMAKE_GENERATOR" = Ninja ]; then
     step "the build plan makes the generator, then runs it on the spec"
     "$CANNL_MAKE_PROGRAM" -C "$build" -t commands use_model >"$log" 2>&1 || fail "ninja -t commands"
@@ -68,7 +68,7 @@ subdir)
     grep -q "cannl/generator/cannl gen .*tiny.cannl" "$log" || fail "the build would not run the generator"
   fi
   step "build with CANNL_GENERATOR=$CANNL_EXE, run"
-  configure subdir_consumer -DCANNL_GENERATOR="$CANNL_EXE"
+  configure subdir_consumer -DCANNL_GENERATOR="$CANNL_EXE" -DCANNL_QUICK_KERNELS=ON
   build_it
   regenerated || fail "the generator did not run"
   [ ! -e "$build/cannl/generator/cannl" ] || fail "the generator was built despite CANNL_GENERATOR"

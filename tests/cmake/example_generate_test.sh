@@ -22,7 +22,7 @@ python3 -c "import sys; sys.stdout.write('In the beginning God created the heave
 echo "== configure and build examples/generate (gpt_tiny, the checkpoint compiled in)"
 "$CANNL_CMAKE" -S "$CANNL_SRC/examples/generate" -B "$build" -G "$CANNL_CMAKE_GENERATOR" \
   -DCMAKE_MAKE_PROGRAM="$CANNL_MAKE_PROGRAM" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER="$CANNL_CC" \
-  -DCMAKE_CXX_COMPILER="$CANNL_CXX" -DCANNL_SOURCE_DIR="$CANNL_SRC" -DCANNL_GENERATOR="$CANNL_EXE" \
+  -DCMAKE_CXX_COMPILER="$CANNL_CXX" -DCANNL_SOURCE_DIR="$CANNL_SRC" -DCANNL_GENERATOR="$CANNL_EXE" -DCANNL_QUICK_KERNELS=ON \
   -DGPT_SPEC="$CANNL_SRC/specs/gpt_tiny.cannl" -DGPT_MODEL=gpt_tiny -DGPT_CHECKPOINT="$work/ck.safetensors" \
   -DCMAKE_EXE_LINKER_FLAGS="$CANNL_LINK_FLAGS" >"$log" 2>&1 || fail "configure"
 "$CANNL_CMAKE" --build "$build" --target generate_text >"$log" 2>&1 || fail "build"

@@ -21,7 +21,7 @@ step() { echo "== [$(echo "$(date +%s.%N) - $start" | bc | xargs printf %.1f) s]
 step "configure examples/embed"
 "$CANNL_CMAKE" -S "$CANNL_SRC/examples/embed" -B "$build" -G "$CANNL_CMAKE_GENERATOR" \
   -DCMAKE_MAKE_PROGRAM="$CANNL_MAKE_PROGRAM" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER="$CANNL_CC" \
-  -DCMAKE_CXX_COMPILER="$CANNL_CXX" -DCANNL_SOURCE_DIR="$CANNL_SRC" -DCANNL_GENERATOR="$CANNL_EXE" \
+  -DCMAKE_CXX_COMPILER="$CANNL_CXX" -DCANNL_SOURCE_DIR="$CANNL_SRC" -DCANNL_GENERATOR="$CANNL_EXE" -DCANNL_QUICK_KERNELS=ON \
   -DCMAKE_EXE_LINKER_FLAGS="$CANNL_LINK_FLAGS" >"$log" 2>&1 || fail "configure"
 step "build: train xor, generate it with the checkpoint compiled in, link classify"
 "$CANNL_CMAKE" --build "$build" >"$log" 2>&1 || fail "build"
