@@ -518,6 +518,9 @@ struct OptBlock {
                                   // offset of its first state buffer (its state: up to the next)
 };
 
+// x rounded up to a multiple of a (a buffer's bytes at the layout's alignment).
+inline long align_up(long x, long a) { return (x + a - 1) / a * a; }
+
 // The memory layout of the program's states (passes/plan_layout.cpp); emitters and the model
 // card only print it.
 struct Layout {

@@ -17,8 +17,6 @@ namespace {
 
 constexpr size_t kMaxProblems = 20;
 
-long align_up(long x, long a) { return (x + a - 1) / a * a; }
-
 bool is_builtin_scalar(const std::string& s) {
   return s == "n" || s == "lr" || s == "step" || s == "schedule" || s == "rng_key";
 }

@@ -47,8 +47,6 @@ namespace cannl {
 
 namespace {
 
-long align_up(long x, long a) { return (x + a - 1) / a * a; }
-
 std::set<int> used_by(const ir::Routine& r) {
   std::set<int> bufs;
   for (const ir::Stmt& s : r.stmts) {
@@ -93,7 +91,7 @@ ir::Arena arena(const ir::Program& p, const std::vector<const ir::Routine*>& rs,
       return;
     }
     a.field[i] = off;
-    off += align_up(p.buffers[i].elements() * elem, align);
+    off += ir::align_up(p.buffers[i].elements() * elem, align);
   };
   for (int b : first) place(b);
   a.state = off;
@@ -126,7 +124,7 @@ ir::Arena arena(const ir::Program& p, const std::vector<const ir::Routine*>& rs,
     const auto i = static_cast<size_t>(b);
     a.field_example[i] = a.example_bytes;
     a.field[i] = a.fixed_bytes + a.example_bytes * p.max_batch;
-    a.example_bytes += align_up(p.buffers[i].example_elements() * elem, align);
+    a.example_bytes += ir::align_up(p.buffers[i].example_elements() * elem, align);
   }
   // Buffers handed to the caller from a routine's plan get a field pointing there.
   if (a.work >= 0)
@@ -170,7 +168,7 @@ void plan_layout(ir::Program& p, const PassOptions& o) {
         const auto st = static_cast<size_t>(it->second);
         if (ob.field[st] < 0) {
           ob.field[st] = ob.bytes;
-          ob.bytes += align_up(p.buffers[st].elements() * o.elem_bytes, o.align);
+          ob.bytes += ir::align_up(p.buffers[st].elements() * o.elem_bytes, o.align);
         }
         const long per = p.buffers[st].elements() / p.buffers[st].stack;
         ob.param_start.push_back(ob.field[st] + pb.view_offset / pb.elements() * per * o.elem_bytes);
@@ -183,7 +181,7 @@ void plan_layout(ir::Program& p, const PassOptions& o) {
       for (int b : opt)
         if (p.buffers[static_cast<size_t>(b)].state_of == param) {
           ob.field[static_cast<size_t>(b)] = ob.bytes;
-          ob.bytes += align_up(p.buffers[static_cast<size_t>(b)].elements() * o.elem_bytes, o.align);
+          ob.bytes += ir::align_up(p.buffers[static_cast<size_t>(b)].elements() * o.elem_bytes, o.align);
         }
     }
     ob.param_start.push_back(ob.bytes);

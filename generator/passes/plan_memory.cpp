@@ -39,8 +39,6 @@ struct Life {
   long offset = -1;
 };
 
-long align_up(long x, long a) { return (x + a - 1) / a * a; }
-
 // Routines with more buffers than this are placed in first-use order only (the second order's
 // placement costs the square of their number: a long spec's routine keeps near-linear).
 constexpr size_t kBothOrders = 512;
@@ -49,7 +47,7 @@ constexpr size_t kBothOrders = 512;
 // arena's size.
 long place(std::vector<Life>& lives, const std::vector<int>& order, bool by_first, const ir::Program& p,
            const ir::Routine& r, long align) {
-  auto aligned = [&](long x) { return align_up(x, align); };
+  auto aligned = [&](long x) { return ir::align_up(x, align); };
   long top = 0;
   for (Life& l : lives) l.offset = -1;
   std::vector<const Life*> placed;  // by offset
@@ -167,7 +165,7 @@ bool in_place(const ir::Program& p, const ir::Stmt& s, int a, int b) {
 }
 
 long plan_unit_bytes(const ir::Buffer& b, const PassOptions& o) {
-  return align_up((b.batched() ? b.example_elements() : b.elements()) * o.elem_bytes, o.align);
+  return ir::align_up((b.batched() ? b.example_elements() : b.elements()) * o.elem_bytes, o.align);
 }
 
 namespace {
@@ -180,7 +178,7 @@ long plan_region(const ir::Program& p, const ir::Routine& r, std::vector<Life>& 
     long top = 0;
     for (Life& l : lives) {
       l.offset = top;
-      top += align_up(l.bytes, align);
+      top += ir::align_up(l.bytes, align);
     }
     return top;
   }
@@ -198,7 +196,7 @@ long plan_region(const ir::Program& p, const ir::Routine& r, std::vector<Life>& 
     else
       best = other;
   }
-  return align_up(best, align);
+  return ir::align_up(best, align);
 }
 
 }  // namespace

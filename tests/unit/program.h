@@ -5,12 +5,22 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 
 #include "driver/compile.h"
 
 namespace cannl::test {
+
+// The whole of a file (empty if it cannot be read: the test's comparison then fails).
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 inline ir::Program program(const std::string& text, long max_batch = 256, int level = 0,
                            const std::string& path = "t.cannl", const std::string& target = "c") {

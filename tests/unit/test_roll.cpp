@@ -25,14 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string source(const std::string& rel) { return slurp(fs::path(CANNL_SOURCE_DIR) / rel); }
+std::string source(const std::string& rel) { return test::slurp(fs::path(CANNL_SOURCE_DIR) / rel); }
 
 // A spec lowered (rolled or not), its front end kept alive.
 struct Lowering {

@@ -19,6 +19,7 @@
 
 #include "driver/commands.h"
 #include "driver/frontend.h"
+#include "program.h"
 
 using namespace cannl;
 namespace fs = std::filesystem;
@@ -31,13 +32,6 @@ static std::vector<fs::path> spec_files(const std::string& dir) {
   return out;
 }
 
-static std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 static std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
@@ -47,7 +41,7 @@ TEST_CASE("shape inference: tests/specs/shapes", "[shapes][specs]") {
   auto files = spec_files("tests/specs/shapes");
   REQUIRE(files.size() >= 60);
   for (const fs::path& f : files) DYNAMIC_SECTION(f.filename().string()) {
-    std::string text = slurp(f);
+    std::string text = test::slurp(f);
     std::ostringstream out, err;
     CheckOptions opt;
     int rc = check_text(f.filename().string(), text, opt, out, err);
@@ -76,7 +70,7 @@ TEST_CASE("diagnostics: tests/specs/errors", "[errors][specs]") {
   REQUIRE(files.size() >= 30);
   std::regex expect_re(R"(# expect-error: (\d+):(\d+): (.*))");
   for (const fs::path& f : files) DYNAMIC_SECTION(f.filename().string()) {
-    std::string text = slurp(f);
+    std::string text = test::slurp(f);
     auto fe = run_frontend(f.filename().string(), text);
     std::ostringstream rendered;
     fe->diags.render(rendered);
@@ -114,7 +108,7 @@ TEST_CASE("warnings: tests/specs/warnings", "[warnings][specs]") {
   REQUIRE(files.size() >= 1);
   std::regex expect_re(R"(# expect-warning: (\d+):(\d+): (.*))");
   for (const fs::path& f : files) DYNAMIC_SECTION(f.filename().string()) {
-    std::string text = slurp(f);
+    std::string text = test::slurp(f);
     auto fe = run_frontend(f.filename().string(), text);
     std::ostringstream rendered;
     fe->diags.render(rendered);
@@ -160,19 +154,19 @@ TEST_CASE("language models: tests/specs/lm", "[specs][lm]") {
     files.push_back(fs::path(CANNL_SOURCE_DIR) / "specs" / (std::string(name) + ".cannl"));
   for (const fs::path& f : files) DYNAMIC_SECTION(f.filename().string()) {
     std::ostringstream out, err;
-    int rc = check_text(f.filename().string(), slurp(f), CheckOptions{}, out, err);
+    int rc = check_text(f.filename().string(), test::slurp(f), CheckOptions{}, out, err);
     INFO(err.str());
     REQUIRE(rc == 0);
     fs::path expected = fs::path(CANNL_SOURCE_DIR) / "tests/specs/lm" / f.filename();
     expected.replace_extension(".expected");
     REQUIRE(fs::exists(expected));
-    CHECK(out.str() == slurp(expected));
+    CHECK(out.str() == test::slurp(expected));
   }
   std::ostringstream out, err;
   CheckOptions json;
   json.json = true;
   fs::path gpt2 = fs::path(CANNL_SOURCE_DIR) / "specs/gpt2_124m.cannl";
-  REQUIRE(check_text("gpt2_124m.cannl", slurp(gpt2), json, out, err) == 0);
+  REQUIRE(check_text("gpt2_124m.cannl", test::slurp(gpt2), json, out, err) == 0);
   long params = 0, blocks = 0;
   for (const auto& t : nlohmann::json::parse(out.str())) {
     if (t["kind"] != "param") continue;
@@ -193,7 +187,7 @@ TEST_CASE("language models: tests/specs/lm", "[specs][lm]") {
   std::ostringstream small, serr;
   CheckOptions dims;
   dims.dims = {{"ctx", 64}, {"layers", 2}};
-  REQUIRE(check_text("gpt2_124m.cannl", slurp(gpt2), dims, small, serr) == 0);
+  REQUIRE(check_text("gpt2_124m.cannl", test::slurp(gpt2), dims, small, serr) == 0);
   CHECK(small.str().find("logits : [batch, 64 | 50304]") != std::string::npos);
   CHECK(small.str().find("w_qkv.1 :") != std::string::npos);
   CHECK(small.str().find("w_qkv.2 :") == std::string::npos);
@@ -206,7 +200,7 @@ TEST_CASE("language models: tests/specs/lm", "[specs][lm]") {
     std::ostringstream gout, gerr;
     INFO(gerr.str());
     CHECK(gen_file((fs::path(CANNL_SOURCE_DIR) / "specs/gpt_tiny.cannl").string(), opt, gout, gerr) == 0);
-    const std::string src = slurp(dir / (std::string("gpt_tiny") + (std::string(target) == "c" ? ".c" : ".cu")));
+    const std::string src = test::slurp(dir / (std::string("gpt_tiny") + (std::string(target) == "c" ? ".c" : ".cu")));
     CHECK(src.find(std::string(target) == "c" ? "cannl_attention_backward_f32(" : "cannl_attention_backward<real, 32, 32>(") !=
           std::string::npos);
     fs::remove_all(dir);

@@ -32,13 +32,6 @@ metric acc = accuracy(h, y)
 minimize loss with adam(lr = 0.01)
 )";
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The problems, one per line (for INFO), and whether one contains `part`.
 bool found(const std::vector<std::string>& problems, const std::string& part) {
   const bool any = std::any_of(problems.begin(), problems.end(), [&](const std::string& s) { return s.find(part) != std::string::npos; });
@@ -213,7 +206,7 @@ TEST_CASE("planted faults in the program, the plan and the layout are caught", "
 
 TEST_CASE("planted faults in kernel calls are caught", "[verify]") {
   const fs::path spec = fs::path(CANNL_SOURCE_DIR) / "tests/gradcheck/specs/attention.cannl";
-  ir::Program p = test::program(slurp(spec), 8, 2);
+  ir::Program p = test::program(test::slurp(spec), 8, 2);
   REQUIRE(ir::verify_problems(p).empty());
   auto is_call = [](const ir::Stmt& s) { return s.call.has_value(); };
   SECTION("a field out of range") {
@@ -260,7 +253,7 @@ TEST_CASE("every spec passes the verifier after every stage", "[verify][specs]")
         o.verify_ir = true;
         Compiled c;
         std::ostringstream err;
-        const int rc = compile(f.string(), slurp(f), o, c, err, false);
+        const int rc = compile(f.string(), test::slurp(f), o, c, err, false);
         INFO(err.str());
         CHECK(rc == 0);
       }
