@@ -80,6 +80,40 @@ int main(void) {
     for (int r = 0; r < R; ++r)
         for (int k = 0; k < KMAX; ++k) CHECK(fabsf(wb[r * KMAX + k] - wr[r * KMAX + k]) <= sr[r] * 0.5001f);
 
+    /* The vectorised quantiser against the scheme written with roundf, on rows of exact halves
+     * (k + 0.5 scales, both signs), the float below a half, NaN, infinities, -0, denormals and
+     * a long row (the vector loops and their tails). */
+    enum { QR = 6, QK = 45 };
+    static float wq[QR * QK];
+    static int8_t qq[QR * QK];
+    static float sq[QR];
+    for (int k = 0; k < QK; ++k) {
+        wq[k] = (float)(k % 2 ? -1 : 1) * ((float)(k % 128) + 0.5f) / 127.0f; /* halves of scale 1/127 */
+        wq[QK + k] = (float)(k - 22) * 1e-40f;                                 /* denormals */
+        wq[2 * QK + k] = next_value();
+        wq[3 * QK + k] = next_value();
+        wq[4 * QK + k] = -0.0f;
+        wq[5 * QK + k] = next_value() * 3.0f;
+    }
+    wq[0] = 1.0f, wq[1] = 0.49999997f / 127.0f, wq[2] = -1.5f / 127.0f;
+    wq[2 * QK + 3] = NAN, wq[3 * QK + 7] = INFINITY, wq[3 * QK + 8] = -INFINITY, wq[5 * QK + 44] = NAN;
+    cannl_quantize_rows_q8(wq, QR, QK, qq, sq);
+    int ties = 0;
+    for (int r = 0; r < QR; ++r) {
+        float m = 0.0f;
+        for (int k = 0; k < QK; ++k) m = fabsf(wq[r * QK + k]) > m ? fabsf(wq[r * QK + k]) : m;
+        const float sc = m / 127.0f;
+        CHECK(memcmp(&sq[r], &sc, sizeof sc) == 0);
+        for (int k = 0; k < QK; ++k) {
+            const float v = sc > 0.0f ? wq[r * QK + k] / sc : 0.0f;
+            const float rv = roundf(v);
+            ties += fabsf(v - truncf(v)) == 0.5f;
+            const int want = rv != rv ? 0 : rv > 127.0f ? 127 : rv < -127.0f ? -127 : (int)rv;
+            CHECK(qq[r * QK + k] == want);
+        }
+    }
+    CHECK(ties >= 10); /* the rows did hold exact halves */
+
     /* Products: weight rows at a stride of K + 3 (padding left random). */
     static int8_t W[R * (KMAX + 3)];
     for (int i = 0; i < R * (KMAX + 3); ++i) W[i] = (int8_t)((int)(next_value() * 127.0f));
