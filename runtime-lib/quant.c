@@ -39,47 +39,6 @@
 #define QK_PREFETCH(p) ((void)(p))
 #include "quant_kernel.h"
 
-/* The scheme's bytes, written so that the compiler vectorises both loops (at the baseline's
- * SSE2, with -fno-trapping-math: CMakeLists.txt), not a call of roundf per weight; the
- * inference program runs it when it loads an fp32 checkpoint:
- *   - max |w| over the bits (as int32): |w|'s bits order as |w| does, a NaN (above infinity's
- *     bits) counts as 0 as it did in the float comparison (which a NaN never passes);
- *   - roundf as integers: v clamped to [-127, 127] first (the bounds are integers, so clamping
- *     before rounding gives what rounding before clamping did), i = v truncated, and the
- *     exact remainder v - i moving i a step away from zero at a half or more; a NaN quotient
- *     (a NaN or infinite weight) gives 0, the byte x86's conversion gave it before. */
-void cannl_quantize_rows_q8(const float *w, int64_t rows, int64_t cols, int8_t *q, float *scale) {
-    for (int64_t r = 0; r < rows; ++r) {
-        const float *x = w + r * cols;
-        int8_t *qr = q + r * cols;
-        int32_t mb = 0;
-        for (int64_t k = 0; k < cols; ++k) {
-            int32_t u;
-            memcpy(&u, x + k, sizeof u);
-            u &= 0x7fffffff;
-            u = u > 0x7f800000 ? 0 : u;
-            mb = u > mb ? u : mb;
-        }
-        float m;
-        memcpy(&m, &mb, sizeof m);
-        const float s = m / 127.0f;
-        scale[r] = s;
-        if (!(s > 0.0f)) {
-            memset(qr, 0, (size_t)cols);
-            continue;
-        }
-        for (int64_t k = 0; k < cols; ++k) {
-            float v = x[k] / s;
-            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
-            v = v == v ? v : 0.0f;
-            int32_t i = (int32_t)v;
-            const float d = v - (float)i;
-            i += (d >= 0.5f) - (d <= -0.5f);
-            qr[k] = (int8_t)i;
-        }
-    }
-}
-
 void cannl_dequantize_rows_q8(const int8_t *q, const float *scale, int64_t rows, int64_t cols, float *w) {
     for (int64_t r = 0; r < rows; ++r)
         for (int64_t k = 0; k < cols; ++k) w[r * cols + k] = (float)q[r * cols + k] * scale[r];
@@ -128,22 +87,56 @@ static inline int quantize_one(float x, float d) {
     return d > 0.0f ? quantize_scaled(x / d) : 0;
 }
 
+/* The largest |x| over K elements at stride x_k, as its bits (a float's magnitude orders as its
+   bits do, an infinity's and a NaN's above FLT_MAX's; as int32, which SSE2 compares, so that the
+   loop vectorises there too); skip_nan: a NaN counts as 0. */
+static inline int32_t abs_max_bits(const float *x, long x_k, long K, int skip_nan) {
+    int32_t m = 0;
+    for (long k = 0; k < K; ++k) {
+        int32_t u;
+        memcpy(&u, x + k * x_k, sizeof u);
+        u &= 0x7fffffff;
+        if (skip_nan) u = u > 0x7f800000 ? 0 : u;
+        m = u > m ? u : m;
+    }
+    return m;
+}
+
 /* A row of X's scale (K elements at stride x_k): max|x| / 127, or NaN when an element is an
    infinity or a NaN (its outputs are then NaN). The largest |x| is found on the bits (a float's
    magnitude orders as its bits do; an infinity's or a NaN's exceed FLT_MAX's), so that the loop
    vectorises. */
 static float row_scale(const float *x, long x_k, long K) {
-    uint32_t m = 0;
-    for (long k = 0; k < K; ++k) {
-        uint32_t u;
-        memcpy(&u, x + k * x_k, sizeof u);
-        u &= 0x7fffffffu;
-        m = u > m ? u : m;
-    }
-    if (m > 0x7f7fffffu) return NAN;
+    const int32_t m = abs_max_bits(x, x_k, K, 0);
+    if (m > 0x7f7fffff) return NAN;
     float a;
     memcpy(&a, &m, sizeof a);
     return a / 127.0f;
+}
+
+/* The weights' scheme, in loops that vectorise (quant.c is compiled with -fno-trapping-math, so
+   that the NaN test below is a select): the row's max |w| with a NaN counting as 0, as the float
+   comparison it replaces never passed one; each q by quantize_scaled, and 0 for a NaN quotient (a
+   NaN weight, or an infinite one in a row whose scale is infinite), the byte x86's conversion
+   gave it before. The same bytes as roundf's, written out. */
+void cannl_quantize_rows_q8(const float *w, int64_t rows, int64_t cols, int8_t *q, float *scale) {
+    for (int64_t r = 0; r < rows; ++r) {
+        const float *x = w + r * cols;
+        int8_t *qr = q + r * cols;
+        const int32_t mb = abs_max_bits(x, 1, (long)cols, 1);
+        float m;
+        memcpy(&m, &mb, sizeof m);
+        const float s = m / 127.0f;
+        scale[r] = s;
+        if (!(s > 0.0f)) {
+            memset(qr, 0, (size_t)cols);
+            continue;
+        }
+        for (int64_t k = 0; k < cols; ++k) {
+            const float v = x[k] / s;
+            qr[k] = (int8_t)quantize_scaled(v == v ? v : 0.0f);
+        }
+    }
 }
 
 /* One row of X by the weights' scheme: returns its scale d, writes q = round(x / d) to q, then

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <functional>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
